@@ -1,0 +1,372 @@
+package vram
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// node is one recorded operation of the autograd graph (PyTorch's grad_fn).
+// It is reference counted: each tensor it produced and each node that
+// consumes its output holds a reference; at zero, the tensors it saved for
+// backward are released.
+type node struct {
+	op       string
+	inputs   []edge
+	backward func(g *Tensor) []*Tensor // gradients for the inputs, nil where not needed
+	saved    []*Tensor
+	refs     atomic.Int64
+	mu       sync.Mutex // guards freed, backward and saved
+	freed    bool
+	ran      bool // backward ran without RetainGraph
+	accum    int  // length of a chain of scalar accumulations ending here
+	shape    []int
+	dtype    DType
+	device   Device
+}
+
+// edge leads from a node to one of its inputs: another node, or a leaf that
+// accumulates its gradient.
+type edge struct {
+	node *node
+	leaf *Tensor
+}
+
+func (n *node) decref() {
+	if n.refs.Add(-1) != 0 {
+		return
+	}
+	n.free()
+	for _, e := range n.inputs {
+		if e.node != nil {
+			e.node.decref()
+		}
+	}
+}
+
+// free releases the saved tensors and the backward closure.
+func (n *node) free() {
+	n.mu.Lock()
+	saved := n.saved
+	n.saved, n.backward, n.freed = nil, nil, true
+	n.mu.Unlock()
+	for _, t := range saved {
+		t.Release()
+	}
+}
+
+// needsGrad reports whether an op on these inputs must be recorded.
+func needsGrad(ts ...*Tensor) bool {
+	any := false
+	for _, t := range ts {
+		if t != nil && t.requiresGrad {
+			any = true
+			break
+		}
+	}
+	return any && GradEnabled()
+}
+
+// save returns references to ts that the graph keeps for backward.
+func save(ts ...*Tensor) []*Tensor {
+	out := make([]*Tensor, len(ts))
+	for i, t := range ts {
+		out[i] = t.share()
+	}
+	return out
+}
+
+// record attaches a graph node to out. inputs are the op's tensor inputs in
+// the order bw returns their gradients; saved are references made with save
+// that bw uses and the node releases.
+func record(op string, out *Tensor, inputs []*Tensor, saved []*Tensor, bw func(g *Tensor) []*Tensor) {
+	n := &node{op: op, backward: bw, saved: saved, shape: out.shape, dtype: out.dtype, device: out.Device()}
+	n.inputs = make([]edge, len(inputs))
+	for i, in := range inputs {
+		if in == nil || !in.requiresGrad {
+			continue
+		}
+		if in.ref.node != nil {
+			in.ref.node.refs.Add(1)
+			n.inputs[i] = edge{node: in.ref.node}
+		} else {
+			n.inputs[i] = edge{leaf: in}
+		}
+	}
+	n.refs.Store(1)
+	out.ref.node = n
+	out.requiresGrad = true
+	checkGrowth(op, n, inputs)
+}
+
+// The classic leak: a differentiable scalar loss summed across iterations
+// (total += loss) without backward makes the graph grow every step. A chain
+// of this many scalar additions is taken for that mistake.
+const growthChain = 100
+
+var growthWarned sync.Map // location -> true
+
+func checkGrowth(op string, n *node, inputs []*Tensor) {
+	if op != "add" && op != "sub" || len(n.shape) != 0 && backendNum(n.shape) != 1 {
+		return
+	}
+	for _, in := range inputs {
+		if in != nil && in.ref.node != nil && in.ref.node.accum+1 > n.accum {
+			n.accum = in.ref.node.accum + 1
+		}
+	}
+	if n.accum == growthChain {
+		loc := callerOutside()
+		if _, dup := growthWarned.LoadOrStore(loc, true); !dup {
+			warnf(&loc, "a one-element tensor that requires grad has been accumulated %d times without backward, "+
+				"so its autograd graph (and every tensor it saved) grows each iteration; "+
+				"to keep a running total, add loss.Item() (a float64) instead of the tensor", growthChain)
+		}
+	}
+}
+
+func backendNum(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// RequiresGrad reports whether operations on t are recorded for autograd.
+func (t *Tensor) RequiresGrad() bool { return t.requiresGrad }
+
+// SetRequiresGrad marks a leaf tensor as requiring grad (or not) and returns
+// t. It panics with [ErrAutograd] on a tensor computed from others (use
+// [Tensor.Detach] first) and with [ErrDType] for non-float tensors.
+func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
+	t.live("requires_grad")
+	if t.ref.node != nil {
+		fail("requires_grad", ErrAutograd, "can only change requires_grad of leaf tensors; call Detach() first")
+	}
+	if on && !t.dtype.IsFloat() {
+		fail("requires_grad", ErrDType, "only floating-point tensors can require grad, got %s", t.dtype)
+	}
+	t.requiresGrad = on
+	return t
+}
+
+// IsLeaf reports whether t was created by the user rather than computed by
+// a recorded operation.
+func (t *Tensor) IsLeaf() bool { return t.ref.node == nil }
+
+// Grad returns the gradient accumulated in a leaf tensor by Backward, or nil.
+// The gradient belongs to t: it is released with t or by [Tensor.ZeroGrad].
+func (t *Tensor) Grad() *Tensor {
+	t.gradMu.Lock()
+	defer t.gradMu.Unlock()
+	return t.grad
+}
+
+// SetGrad replaces t's gradient (taking ownership of g) and releases the
+// old one. A nil g clears it.
+func (t *Tensor) SetGrad(g *Tensor) {
+	if g != nil {
+		if !slices.Equal(g.shape, t.shape) || g.Device() != t.Device() {
+			fail("set_grad", ErrShape, "gradient %v on %s does not match tensor %v on %s",
+				Shape(g.shape), g.Device(), Shape(t.shape), t.Device())
+		}
+		Keep(g)
+	}
+	t.gradMu.Lock()
+	old := t.grad
+	t.grad = g
+	t.gradMu.Unlock()
+	if old != nil && old != g {
+		old.Release()
+	}
+}
+
+// ZeroGrad releases t's gradient (PyTorch's zero_grad with set_to_none).
+func (t *Tensor) ZeroGrad() { t.SetGrad(nil) }
+
+// GradFn returns the name of the operation that produced t ("matmul"), or
+// "" for a leaf.
+func (t *Tensor) GradFn() string {
+	if t.ref.node == nil {
+		return ""
+	}
+	return t.ref.node.op
+}
+
+// Detach returns a view of t's data that is not part of any graph and does
+// not require grad.
+func (t *Tensor) Detach() *Tensor {
+	t.live("detach")
+	return t.view(t.shape, t.strides, t.offset)
+}
+
+// BackwardOption changes how [Tensor.Backward] runs.
+type BackwardOption interface{ applyBackward(*backwardOptions) }
+
+type backwardOptions struct {
+	grad   *Tensor
+	retain bool
+}
+
+type backwardFunc func(*backwardOptions)
+
+func (f backwardFunc) applyBackward(o *backwardOptions) { f(o) }
+
+// Gradient seeds Backward with g, the gradient of some scalar with respect
+// to the tensor (needed when the tensor has more than one element). g must
+// have the tensor's shape and device; Backward does not take ownership.
+func Gradient(g *Tensor) BackwardOption {
+	return backwardFunc(func(o *backwardOptions) { o.grad = g })
+}
+
+// RetainGraph keeps the graph's saved tensors after Backward, so that it can
+// run again over the same graph (retain_graph=True).
+func RetainGraph() BackwardOption {
+	return backwardFunc(func(o *backwardOptions) { o.retain = true })
+}
+
+// Backward computes the gradient of t with respect to every leaf that
+// requires grad and adds it to the leaf's [Tensor.Grad]: gradients
+// accumulate across calls until [Tensor.ZeroGrad]. t must have one element
+// unless a [Gradient] is given. Unless [RetainGraph] is given, the tensors
+// the graph saved are released when Backward returns, and a second Backward
+// over the same graph panics with [ErrAutograd]. Gradients flow across
+// devices through To, CUDA and CPU. Backward records nothing itself.
+func (t *Tensor) Backward(opts ...BackwardOption) {
+	t.live("backward")
+	var o backwardOptions
+	for _, opt := range opts {
+		opt.applyBackward(&o)
+	}
+	if !t.requiresGrad {
+		fail("backward", ErrAutograd, "tensor does not require grad and has no grad_fn; "+
+			"did you create the parameters with WithGrad() or SetRequiresGrad(true), or compute it inside NoGrad?")
+	}
+	NoGrad(func() {
+		var seed *Tensor
+		if o.grad != nil {
+			o.grad.live("backward")
+			if !slices.Equal(o.grad.shape, t.shape) {
+				fail("backward", ErrShape, "gradient shape %v does not match tensor shape %v", Shape(o.grad.shape), Shape(t.shape))
+			}
+			if o.grad.Device() != t.Device() {
+				panic(&DeviceMismatchError{Op: "backward", Expected: t.Device(), Got: o.grad.Device()})
+			}
+			seed = o.grad.Cast(t.dtype)
+		} else {
+			if t.NumElements() != 1 {
+				fail("backward", ErrShape, "grad can be implicitly created only for one-element outputs, got shape %v; pass vram.Gradient(g)", Shape(t.shape))
+			}
+			seed = t.NewOnes(t.shape...)
+		}
+		Keep(seed)
+		if t.ref.node == nil {
+			accumulateLeaf(t, seed)
+			return
+		}
+		runBackward(t.ref.node, seed, o.retain)
+	})
+}
+
+// runBackward walks the graph from root in reverse topological order.
+func runBackward(root *node, seed *Tensor, retain bool) {
+	// Order nodes so that each runs after every node that feeds it a gradient.
+	var order []*node
+	visited := map[*node]bool{}
+	var visit func(n *node)
+	visit = func(n *node) {
+		visited[n] = true
+		for _, e := range n.inputs {
+			if e.node != nil && !visited[e.node] {
+				visit(e.node)
+			}
+		}
+		order = append(order, n)
+	}
+	visit(root)
+	grads := map[*node]*Tensor{root: seed}
+	for i := len(order) - 1; i >= 0; i-- {
+		n := order[i]
+		g := grads[n]
+		delete(grads, n)
+		if g == nil {
+			continue
+		}
+		n.mu.Lock()
+		bw, freed := n.backward, n.freed || n.ran
+		if !retain {
+			n.ran = true
+		}
+		n.mu.Unlock()
+		if freed || bw == nil {
+			g.Release()
+			for _, r := range grads {
+				r.Release()
+			}
+			fail("backward", ErrAutograd, "trying to backward through the graph a second time (through %s), "+
+				"but its saved tensors were already released; pass vram.RetainGraph() to the first Backward", n.op)
+		}
+		var ins []*Tensor
+		Tidy(func() {
+			ins = bw(g)
+			for _, in := range ins {
+				if in != nil {
+					Keep(in)
+				}
+			}
+		})
+		g.Release()
+		for j, e := range n.inputs {
+			if j >= len(ins) || ins[j] == nil {
+				continue
+			}
+			gi := ins[j]
+			switch {
+			case e.node != nil:
+				if prev := grads[e.node]; prev != nil {
+					sum := prev.Add(gi)
+					Keep(sum)
+					prev.Release()
+					gi.Release()
+					gi = sum
+				}
+				grads[e.node] = gi
+			case e.leaf != nil:
+				accumulateLeaf(e.leaf, gi)
+			default:
+				gi.Release()
+			}
+		}
+		if !retain {
+			n.free()
+		}
+	}
+}
+
+// accumulateLeaf adds g (owned by the caller, given away here) to leaf's
+// gradient.
+func accumulateLeaf(leaf *Tensor, g *Tensor) {
+	if g.dtype != leaf.dtype || !g.IsContiguous() || g.ref.node != nil {
+		c := g.Cast(leaf.dtype).Contiguous()
+		Keep(c)
+		g.Release()
+		g = c
+	}
+	leaf.gradMu.Lock()
+	defer leaf.gradMu.Unlock()
+	if leaf.grad == nil {
+		// Own the gradient outright: a fresh contiguous tensor, not a view
+		// of storage that something else may still write.
+		if g.ref.st.refs.Load() != 1 {
+			c := g.clone()
+			Keep(c)
+			g.Release()
+			g = c
+		}
+		leaf.grad = g
+		return
+	}
+	leaf.grad.addInPlace("backward", g)
+	g.Release()
+}

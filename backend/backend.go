@@ -1,0 +1,331 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Backend is one kind of device ("cpu", "cuda", "sim"). It is registered
+// once under its name and hands out the devices of its kind by index.
+type Backend interface {
+	// Name returns the device kind, as written before the colon of a device
+	// string ("cuda" in "cuda:1").
+	Name() string
+	// DeviceCount returns how many devices of this kind the machine has. A
+	// backend whose native library or hardware is missing returns 0.
+	DeviceCount() int
+	// Device opens (on first use) and returns device index. It fails when the
+	// index is out of range or the device cannot be initialised.
+	Device(index int) (Device, error)
+}
+
+// Device is one device: memory, copies to and from the host, and kernels.
+// All methods are safe for concurrent use; work submitted on one Stream
+// runs in submission order.
+type Device interface {
+	Memory
+	Copier
+	Kernels
+	// DefaultStream returns the stream that ops use unless told otherwise.
+	DefaultStream() Stream
+}
+
+// Buffer is a piece of device memory obtained from [Memory.Alloc]. Buffers
+// are owned by the caller of Alloc until passed to [Memory.Free].
+type Buffer interface {
+	// Bytes returns the usable size of the buffer in bytes (at least what was
+	// asked for).
+	Bytes() int64
+}
+
+// HostBuffer is implemented by buffers that live in host memory, so that
+// callers can read and write them without a copy.
+type HostBuffer interface {
+	Buffer
+	// Host returns the buffer's memory. The slice stays valid until the
+	// buffer is freed.
+	Host() []byte
+}
+
+// Stream orders work on a device. Work is queued in order; Synchronize
+// waits for all of it.
+type Stream interface {
+	// Synchronize blocks until all work queued on the stream has finished.
+	// It returns an asynchronous error raised by that work, if any; such an
+	// error may come from an op submitted long before the call.
+	Synchronize() error
+}
+
+// Memory allocates device memory.
+type Memory interface {
+	// Alloc returns a buffer of at least nbytes bytes, for use on stream s.
+	// A failure to find memory is returned as an error that the caller can
+	// inspect with errors.As (the memory package's OutOfMemoryError for
+	// devices with a caching allocator). Alloc(0) returns a valid empty
+	// buffer.
+	Alloc(nbytes int64, s Stream) (Buffer, error)
+	// Free returns b to the device. The memory may be reused as soon as the
+	// work already queued on s has finished.
+	Free(b Buffer, s Stream)
+}
+
+// Copier moves bytes between host memory and the device.
+type Copier interface {
+	// CopyFromHost writes src (the raw little-endian elements of dst's dtype,
+	// exactly dst.NumElements() of them) into the contiguous view dst.
+	CopyFromHost(dst View, src []byte) error
+	// CopyToHost reads the contiguous view src into dst, which must hold
+	// src.NumElements() elements of src's dtype.
+	CopyToHost(dst []byte, src View) error
+}
+
+// View is a strided window onto a buffer: the operand of every kernel.
+type View struct {
+	Buf     Buffer
+	DType   DType
+	Shape   []int
+	Strides []int // in elements; 0 along broadcast dimensions
+	Offset  int   // in elements, from the start of Buf
+}
+
+// NumElements returns the product of v.Shape (1 for a scalar).
+func (v View) NumElements() int { return NumElements(v.Shape) }
+
+// IsContiguous reports whether v's elements are laid out densely in
+// row-major order (dimensions of size 1 may have any stride).
+func (v View) IsContiguous() bool {
+	want := 1
+	for i := len(v.Shape) - 1; i >= 0; i-- {
+		if v.Shape[i] == 1 {
+			continue
+		}
+		if v.Strides[i] != want {
+			return false
+		}
+		want *= v.Shape[i]
+	}
+	return true
+}
+
+// NumElements returns the product of shape (1 for an empty shape).
+func NumElements(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// ContiguousStrides returns the row-major strides of shape, in elements.
+func ContiguousStrides(shape []int) []int {
+	s := make([]int, len(shape))
+	acc := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		s[i] = acc
+		acc *= shape[i]
+	}
+	return s
+}
+
+// Kernels is the small op set every backend implements; the root package
+// builds every tensor operation from it. Kernels trust their inputs: the
+// caller has checked devices, dtypes and shapes, and has broadcast inputs to
+// the output shape (stride 0 along broadcast dimensions). Unless a method
+// says otherwise, all views have the same shape, dst is freshly allocated or
+// exactly equal to an input (in-place), and dst never partially overlaps an
+// input. Kernels run on the device's default stream; an error may be
+// returned at once or later from [Stream.Synchronize].
+type Kernels interface {
+	// Fill sets every element of dst to value, converted to dst's dtype.
+	Fill(dst View, value float64) error
+	// Copy copies src into dst, converting between dtypes (floats to integers
+	// truncate toward zero; nonzero to bool is true).
+	Copy(dst, src View) error
+	// Unary applies op elementwise; param is the op's parameter where it has
+	// one (the exponent of PowScalar, the slope of LeakyRelu...). dst and src
+	// have the same dtype, except for IsNaN and LogicalNot (dst bool).
+	Unary(op UnaryOp, dst, src View, param float64) error
+	// Binary applies op elementwise. a and b have the same dtype; dst has it
+	// too, except for comparisons and logical ops, whose dst is bool.
+	Binary(op BinaryOp, dst, a, b View) error
+	// Scalar applies op to each element x of a and the scalar s, as op(x, s),
+	// or op(s, x) when reversed is set. The dtype rule is Binary's.
+	Scalar(op BinaryOp, dst, a View, s float64, reversed bool) error
+	// Where sets dst to a where cond (bool) is true and to b elsewhere.
+	Where(dst, cond, a, b View) error
+	// Reduce reduces src over the listed axes (sorted, distinct) into dst,
+	// whose shape equals src's with those axes set to 1. ArgMax and ArgMin
+	// write int64 indices along the single reduced axis (ties: the first).
+	Reduce(op ReduceOp, dst, src View, axes []int) error
+	// MatMul computes dst[b] = a[b] x b[b] for shapes a [B,M,K], b [B,K,N],
+	// dst [B,M,N] (any strides; batch stride 0 broadcasts). Float dtypes only.
+	MatMul(dst, a, b View) error
+	// Gather sets dst[...i...] = src[...index[...i...]...] along axis, where
+	// index (int64) has dst's shape and src matches it on all other axes.
+	// An index out of range is an error.
+	Gather(dst, src, index View, axis int) error
+	// ScatterAdd adds src[...i...] into dst[...index[...i...]...] along axis;
+	// index (int64) has src's shape. Repeated indices accumulate.
+	ScatterAdd(dst, index, src View, axis int) error
+}
+
+// UnaryOp names an elementwise operation of one input.
+type UnaryOp uint8
+
+// The unary ops.
+const (
+	Neg UnaryOp = iota
+	Abs
+	Sign
+	Exp
+	Log
+	Log1p
+	Expm1
+	Sqrt
+	Rsqrt
+	Square
+	Reciprocal
+	Sin
+	Cos
+	Tanh
+	Sigmoid
+	Relu
+	Gelu       // exact: x * Phi(x)
+	GeluTanh   // the tanh approximation
+	GeluGrad   // derivative of the exact Gelu
+	Silu       // x * sigmoid(x)
+	Erf        // error function
+	Floor      // round down
+	Ceil       // round up
+	Round      // round half to even
+	PowScalar  // x ** param
+	LeakyRelu  // x if x > 0, else param * x
+	IsNaN      // dst bool
+	LogicalNot // dst bool, src any
+	numUnary
+)
+
+var unaryNames = [...]string{"neg", "abs", "sign", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "square",
+	"reciprocal", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "gelu_grad", "silu", "erf",
+	"floor", "ceil", "round", "pow_scalar", "leaky_relu", "isnan", "logical_not"}
+
+func (op UnaryOp) String() string {
+	if op < numUnary {
+		return unaryNames[op]
+	}
+	return fmt.Sprintf("UnaryOp(%d)", uint8(op))
+}
+
+// BinaryOp names an elementwise operation of two inputs.
+type BinaryOp uint8
+
+// The binary ops. Comparisons and logical ops produce bool.
+const (
+	Add BinaryOp = iota
+	Sub
+	Mul
+	Div // true division; integer division truncates toward zero
+	Pow
+	Maximum // NaN-propagating, like torch.maximum
+	Minimum
+	Eq
+	Ne
+	Lt
+	Le
+	Gt
+	Ge
+	LogicalAnd
+	LogicalOr
+	numBinary
+)
+
+var binaryNames = [...]string{"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le",
+	"gt", "ge", "logical_and", "logical_or"}
+
+func (op BinaryOp) String() string {
+	if op < numBinary {
+		return binaryNames[op]
+	}
+	return fmt.Sprintf("BinaryOp(%d)", uint8(op))
+}
+
+// IsComparison reports whether op produces bool from its inputs.
+func (op BinaryOp) IsComparison() bool { return op >= Eq }
+
+// ReduceOp names a reduction.
+type ReduceOp uint8
+
+// The reductions.
+const (
+	Sum ReduceOp = iota
+	Prod
+	Max // NaN-propagating
+	Min
+	ArgMax // int64 result
+	ArgMin
+	numReduce
+)
+
+var reduceNames = [...]string{"sum", "prod", "max", "min", "argmax", "argmin"}
+
+func (op ReduceOp) String() string {
+	if op < numReduce {
+		return reduceNames[op]
+	}
+	return fmt.Sprintf("ReduceOp(%d)", uint8(op))
+}
+
+// ErrNotImplemented is returned (wrapped) by a kernel that a backend does not
+// provide for the given op or dtype.
+var ErrNotImplemented = errors.New("not implemented")
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]Backend{}
+)
+
+// Register makes a backend available under b.Name(). It panics if b is nil,
+// the name is empty or contains a colon, or the name is already taken:
+// registration happens in init, where such mistakes are cheapest.
+func Register(b Backend) {
+	if b == nil {
+		panic("backend: Register of a nil backend")
+	}
+	name := b.Name()
+	if name == "" {
+		panic("backend: Register of a backend with an empty name")
+	}
+	for _, r := range name {
+		if r == ':' {
+			panic("backend: backend name " + name + " contains a colon")
+		}
+	}
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[name]; dup {
+		panic("backend: Register called twice for backend " + name)
+	}
+	registry[name] = b
+}
+
+// Lookup returns the backend registered under name.
+func Lookup(name string) (Backend, bool) {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	b, ok := registry[name]
+	return b, ok
+}
+
+// Names returns the names of the registered backends, sorted.
+func Names() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

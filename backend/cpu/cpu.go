@@ -1,0 +1,244 @@
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/vramgo/vram/backend"
+)
+
+func init() { backend.Register(&Backend{}) }
+
+var (
+	_ backend.Backend    = (*Backend)(nil)
+	_ backend.Device     = (*Device)(nil)
+	_ backend.HostBuffer = (*Buffer)(nil)
+)
+
+// Backend is the "cpu" device kind. It has exactly one device, index 0. The
+// zero value is ready to use; the package registers one in init.
+type Backend struct{}
+
+// theDevice is the one CPU device; it holds no state, so every Backend
+// hands out the same one.
+var theDevice = &Device{}
+
+// Name returns "cpu".
+func (*Backend) Name() string { return "cpu" }
+
+// DeviceCount returns 1.
+func (*Backend) DeviceCount() int { return 1 }
+
+// Device returns the CPU device for index 0 and an error for any other
+// index.
+func (*Backend) Device(index int) (backend.Device, error) {
+	if index != 0 {
+		return nil, fmt.Errorf("cpu: no device %d (the cpu backend has only device 0)", index)
+	}
+	return theDevice, nil
+}
+
+// Device is the CPU device. Its buffers live in host memory and its kernels
+// run synchronously on the calling goroutine, fanning out to worker
+// goroutines for large inputs. It is safe for concurrent use.
+type Device struct{}
+
+// Buffer is a block of host memory returned by [Device.Alloc], aligned to
+// 8 bytes.
+type Buffer struct {
+	words []uint64 // the allocation, keeping the memory 8-byte aligned
+	bytes []byte   // words seen as bytes, exactly the requested length
+}
+
+// Bytes returns the size of the buffer in bytes, as requested from Alloc.
+func (b *Buffer) Bytes() int64 { return int64(len(b.bytes)) }
+
+// Host returns the buffer's memory. It is nil after the buffer is freed.
+func (b *Buffer) Host() []byte { return b.bytes }
+
+// stream is the CPU's only stream: kernels have finished when they return.
+type stream struct{}
+
+func (stream) Synchronize() error { return nil }
+
+// DefaultStream returns the CPU's stream, whose Synchronize returns nil at
+// once: kernels finish before they return.
+func (*Device) DefaultStream() backend.Stream { return stream{} }
+
+// maxAlloc bounds a single allocation, so that an absurd size is an error
+// rather than a runtime crash.
+const maxAlloc = 1 << 48
+
+// Alloc returns a zeroed host buffer of nbytes bytes. The stream is
+// ignored.
+func (*Device) Alloc(nbytes int64, _ backend.Stream) (backend.Buffer, error) {
+	if nbytes < 0 {
+		return nil, fmt.Errorf("cpu: alloc of a negative size (%d bytes)", nbytes)
+	}
+	if nbytes > maxAlloc {
+		return nil, fmt.Errorf("cpu: alloc of %d bytes is too large", nbytes)
+	}
+	if nbytes == 0 {
+		return &Buffer{bytes: []byte{}}, nil
+	}
+	words := make([]uint64, (nbytes+7)/8)
+	bytes := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), nbytes)
+	return &Buffer{words: words, bytes: bytes}, nil
+}
+
+// Free drops the device's hold on b; the garbage collector reclaims the
+// memory once nothing else refers to it. Using b afterwards is an error.
+func (*Device) Free(b backend.Buffer, _ backend.Stream) {
+	if cb, ok := b.(*Buffer); ok {
+		cb.words, cb.bytes = nil, nil
+	}
+}
+
+// CopyFromHost copies src, the raw little-endian elements of dst's dtype,
+// into the contiguous view dst.
+func (*Device) CopyFromHost(dst backend.View, src []byte) error {
+	o, err := resolve("copy from host", dst)
+	if err != nil {
+		return err
+	}
+	if !dst.IsContiguous() {
+		return fmt.Errorf("cpu: copy from host: destination view is not contiguous (shape %v, strides %v)", dst.Shape, dst.Strides)
+	}
+	n := dst.NumElements() * dst.DType.Size()
+	if len(src) != n {
+		return fmt.Errorf("cpu: copy from host: got %d bytes for %d elements of %s (want %d)", len(src), dst.NumElements(), dst.DType, n)
+	}
+	if n == 0 {
+		return nil
+	}
+	start := o.off * dst.DType.Size()
+	copy(o.raw[start:start+n], src)
+	return nil
+}
+
+// CopyToHost copies the contiguous view src into dst, which must hold
+// exactly src.NumElements() elements of src's dtype.
+func (*Device) CopyToHost(dst []byte, src backend.View) error {
+	o, err := resolve("copy to host", src)
+	if err != nil {
+		return err
+	}
+	if !src.IsContiguous() {
+		return fmt.Errorf("cpu: copy to host: source view is not contiguous (shape %v, strides %v)", src.Shape, src.Strides)
+	}
+	n := src.NumElements() * src.DType.Size()
+	if len(dst) != n {
+		return fmt.Errorf("cpu: copy to host: got %d bytes for %d elements of %s (want %d)", len(dst), src.NumElements(), src.DType, n)
+	}
+	if n == 0 {
+		return nil
+	}
+	start := o.off * src.DType.Size()
+	copy(dst, o.raw[start:start+n])
+	return nil
+}
+
+// operand is a view resolved against host memory.
+type operand struct {
+	dt      backend.DType
+	raw     []byte // the whole buffer
+	shape   []int
+	strides []int
+	off     int // element offset of the view's first element
+	konst   bool
+	value   float64 // the value of a constant operand (konst)
+}
+
+// size returns the number of elements of o.
+func (o *operand) size() int { return backend.NumElements(o.shape) }
+
+// errFreed is returned for views of freed buffers.
+var errFreed = errors.New("buffer was freed")
+
+// resolve checks that v is a well-formed view of a host buffer whose
+// elements all lie inside the buffer, and returns it as an operand. Views
+// with no elements are not checked against the buffer.
+func resolve(what string, v backend.View) (*operand, error) {
+	if !v.DType.Valid() {
+		return nil, fmt.Errorf("cpu: %s: invalid dtype %v", what, v.DType)
+	}
+	if len(v.Strides) != len(v.Shape) {
+		return nil, fmt.Errorf("cpu: %s: view has %d strides for %d dimensions", what, len(v.Strides), len(v.Shape))
+	}
+	o := &operand{dt: v.DType, shape: v.Shape, strides: v.Strides, off: v.Offset}
+	last := v.Offset // offset of the last element
+	for i, d := range v.Shape {
+		if d < 0 || v.Strides[i] < 0 {
+			return nil, fmt.Errorf("cpu: %s: negative size or stride in shape %v, strides %v", what, v.Shape, v.Strides)
+		}
+		if d > 0 {
+			last += (d - 1) * v.Strides[i]
+		}
+	}
+	if backend.NumElements(v.Shape) == 0 {
+		return o, nil
+	}
+	if v.Buf == nil {
+		return nil, fmt.Errorf("cpu: %s: view has no buffer", what)
+	}
+	hb, ok := v.Buf.(backend.HostBuffer)
+	if !ok {
+		return nil, fmt.Errorf("cpu: %s: buffer of type %T is not in host memory", what, v.Buf)
+	}
+	o.raw = hb.Host()
+	if o.raw == nil {
+		if cb, ok := v.Buf.(*Buffer); ok && cb.words == nil {
+			return nil, fmt.Errorf("cpu: %s: %w", what, errFreed)
+		}
+	}
+	size := v.DType.Size()
+	if v.Offset < 0 || (last+1)*size > len(o.raw) {
+		return nil, fmt.Errorf("cpu: %s: view (offset %d, shape %v, strides %v) reaches element %d of a buffer of %d %s elements",
+			what, v.Offset, v.Shape, v.Strides, last, len(o.raw)/size, v.DType)
+	}
+	if uintptr(unsafe.Pointer(unsafe.SliceData(o.raw)))%uintptr(size) != 0 {
+		return nil, fmt.Errorf("cpu: %s: buffer memory is not aligned for %s", what, v.DType)
+	}
+	return o, nil
+}
+
+// resolveAll resolves several views.
+func resolveAll(what string, vs ...backend.View) ([]*operand, error) {
+	ops := make([]*operand, len(vs))
+	for i, v := range vs {
+		o, err := resolve(what, v)
+		if err != nil {
+			return nil, err
+		}
+		ops[i] = o
+	}
+	return ops, nil
+}
+
+// sameShape checks that every operand has the shape of the first.
+func sameShape(what string, ops ...*operand) error {
+	for _, o := range ops[1:] {
+		if !equalInts(o.shape, ops[0].shape) {
+			return fmt.Errorf("cpu: %s: shape %v does not match %v", what, o.shape, ops[0].shape)
+		}
+	}
+	return nil
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// notImplemented returns an error wrapping backend.ErrNotImplemented.
+func notImplemented(what string, dt backend.DType) error {
+	return fmt.Errorf("cpu: %s on %s: %w", what, dt, backend.ErrNotImplemented)
+}

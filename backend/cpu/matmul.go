@@ -1,0 +1,223 @@
+package cpu
+
+import (
+	"fmt"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+
+	"github.com/vramgo/vram/backend"
+)
+
+// gemmFunc is the signature of gonum's Sgemm and Dgemm (row-major
+// C = alpha*op(A)*op(B) + beta*C).
+type gemmFunc[F floating] func(tA, tB blas.Transpose, m, n, k int, alpha F, a []F, lda int, b []F, ldb int, beta F, c []F, ldc int)
+
+// gemmBlock and gemmMinParBlocks mirror gonum's blocking: a product with
+// fewer than gemmMinParBlocks blocks of gemmBlock×gemmBlock elements of the
+// result runs serially inside gonum, so batches of such products are run in
+// parallel here instead.
+const (
+	gemmBlock        = 64
+	gemmMinParBlocks = 4
+)
+
+// MatMul computes dst[b] = a[b] x b[b] for a [B,M,K], b [B,K,N] and dst
+// [B,M,N]. float32 and float64 use gonum's Sgemm and Dgemm; float16 and
+// bfloat16 are converted to float32 and back.
+func (dev *Device) MatMul(dst, a, b backend.View) (err error) {
+	const what = "matmul"
+	defer recoverTo(&err, what)
+	ops, err := resolveAll(what, dst, a, b)
+	if err != nil {
+		return err
+	}
+	d, x, y := ops[0], ops[1], ops[2]
+	if len(d.shape) != 3 || len(x.shape) != 3 || len(y.shape) != 3 {
+		return fmt.Errorf("cpu: %s: want 3-d views, got shapes %v, %v -> %v", what, x.shape, y.shape, d.shape)
+	}
+	bn, m, n, k := d.shape[0], d.shape[1], d.shape[2], x.shape[2]
+	if x.shape[0] != bn || x.shape[1] != m || y.shape[0] != bn || y.shape[1] != k || y.shape[2] != n {
+		return fmt.Errorf("cpu: %s: shapes %v x %v do not give %v", what, x.shape, y.shape, d.shape)
+	}
+	if x.dt != d.dt || y.dt != d.dt {
+		return fmt.Errorf("cpu: %s: dtypes %s x %s -> %s differ", what, x.dt, y.dt, d.dt)
+	}
+	if !d.dt.IsFloat() {
+		return notImplemented(what, d.dt)
+	}
+	if bn == 0 || m == 0 || n == 0 {
+		return nil
+	}
+	if k == 0 {
+		return dev.Fill(dst, 0)
+	}
+	if d.dt == backend.Float64 {
+		return matmul(gonum.Implementation{}.Dgemm, d, x, y)
+	}
+	return matmul(gonum.Implementation{}.Sgemm, d, x, y)
+}
+
+// gemmLayout tells how gemm can read a rows×cols matrix with row stride sr
+// and column stride sc in place: as a row-major matrix with leading
+// dimension ld (trans false) or as the transpose of one (trans true).
+func gemmLayout(rows, cols, sr, sc int) (trans bool, ld int, ok bool) {
+	if sc == 1 || cols == 1 {
+		ld := sr
+		if rows == 1 {
+			ld = max(cols, 1)
+		}
+		if ld >= max(1, cols) {
+			return false, ld, true
+		}
+	}
+	if sr == 1 || rows == 1 {
+		ld := sc
+		if cols == 1 {
+			ld = max(rows, 1)
+		}
+		if ld >= max(1, rows) {
+			return true, ld, true
+		}
+	}
+	return false, 0, false
+}
+
+func blasT(trans bool) blas.Transpose {
+	if trans {
+		return blas.Trans
+	}
+	return blas.NoTrans
+}
+
+// extent returns the lowest and highest element offsets of o.
+func extent(o *operand) (lo, hi int) {
+	hi = o.off
+	for i, n := range o.shape {
+		hi += (n - 1) * o.strides[i]
+	}
+	return o.off, hi
+}
+
+// overlaps reports whether two operands share memory.
+func overlaps(a, b *operand) bool {
+	if len(a.raw) == 0 || len(b.raw) == 0 || &a.raw[0] != &b.raw[0] {
+		return false
+	}
+	alo, ahi := extent(a)
+	blo, bhi := extent(b)
+	return alo <= bhi && blo <= ahi
+}
+
+// gemmOperand is one input matrix of a batch: in place, or packed.
+type gemmOperand struct {
+	in      bool // read in place
+	trans   bool
+	ld      int
+	rows    int
+	cols    int
+	sr, sc  int
+	batchSt int
+}
+
+func newGemmOperand[F floating](o *operand, rows, cols int) gemmOperand {
+	g := gemmOperand{rows: rows, cols: cols, batchSt: o.strides[0], sr: o.strides[1], sc: o.strides[2]}
+	if native[F](o.dt) {
+		g.trans, g.ld, g.in = gemmLayout(rows, cols, g.sr, g.sc)
+	}
+	return g
+}
+
+// matrix returns the batch's matrix as gemm reads it, packing it into tmp
+// when it cannot be read in place.
+func matrix[F floating](g *gemmOperand, o *operand, bi int, tmp []F) (m []F, trans bool, ld int) {
+	off := o.off + bi*g.batchSt
+	if g.in {
+		return typed[F](o.raw)[off:], g.trans, g.ld
+	}
+	for i := range g.rows {
+		load(o, off+i*g.sr, g.sc, tmp[i*g.cols:(i+1)*g.cols])
+	}
+	return tmp, false, g.cols
+}
+
+func matmul[F floating](gemm gemmFunc[F], d, x, y *operand) error {
+	bn, m, n, k := d.shape[0], d.shape[1], d.shape[2], x.shape[2]
+	ga := newGemmOperand[F](x, m, k)
+	gb := newGemmOperand[F](y, k, n)
+	gc := newGemmOperand[F](d, m, n)
+	if gc.in && (overlaps(d, x) || overlaps(d, y)) {
+		gc.in = false
+	}
+
+	// One product when the batch folds into the rows of a: b is shared by
+	// every batch and a and dst are stacks of row-major matrices.
+	if bn > 1 && gb.batchSt == 0 && ga.in && !ga.trans && ga.batchSt == m*ga.ld &&
+		gc.in && !gc.trans && gc.batchSt == m*gc.ld {
+		ga.rows, gc.rows = bn*m, bn*m
+		var tb []F
+		if !gb.in {
+			tb = make([]F, k*n)
+		}
+		return protect(func(int, int) error {
+			am, at, lda := matrix[F](&ga, x, 0, nil)
+			bm, bt, ldb := matrix(&gb, y, 0, tb)
+			cm := typed[F](d.raw)[d.off:]
+			gemm(blasT(at), blasT(bt), bn*m, n, k, 1, am, lda, bm, ldb, 0, cm, gc.ld)
+			return nil
+		}, 0, 1)
+	}
+
+	batch := func(bi int, ta, tb, tc []F) {
+		am, at, lda := matrix(&ga, x, bi, ta)
+		bm, bt, ldb := matrix(&gb, y, bi, tb)
+		off := d.off + bi*gc.batchSt
+		switch {
+		case gc.in && !gc.trans:
+			gemm(blasT(at), blasT(bt), m, n, k, 1, am, lda, bm, ldb, 0, typed[F](d.raw)[off:], gc.ld)
+		case gc.in:
+			// dst is stored transposed: compute dstᵀ = bᵀ aᵀ.
+			gemm(blasT(!bt), blasT(!at), n, m, k, 1, bm, ldb, am, lda, 0, typed[F](d.raw)[off:], gc.ld)
+		default:
+			gemm(blasT(at), blasT(bt), m, n, k, 1, am, lda, bm, ldb, 0, tc, n)
+			for i := range m {
+				store(d, off+i*gc.sr, gc.sc, tc[i*n:(i+1)*n])
+			}
+		}
+	}
+	temps := func() (ta, tb, tc []F) {
+		if !ga.in {
+			ta = make([]F, m*k)
+		}
+		if !gb.in {
+			tb = make([]F, k*n)
+		}
+		if !gc.in {
+			tc = make([]F, m*n)
+		}
+		return
+	}
+	work := bn * m * n * k
+	blocks := ((m + gemmBlock - 1) / gemmBlock) * ((n + gemmBlock - 1) / gemmBlock)
+	if bn > 1 && blocks < gemmMinParBlocks {
+		// Small products: gonum runs each serially, so share the batches
+		// among goroutines. Each product is computed the same way either
+		// way, so the result does not depend on the split.
+		return parallel(bn, work, func(lo, hi int) error {
+			ta, tb, tc := temps()
+			for bi := lo; bi < hi; bi++ {
+				batch(bi, ta, tb, tc)
+			}
+			return nil
+		})
+	}
+	// Large products: gonum parallelises each one (by blocks of the result,
+	// each computed in a fixed order).
+	return protect(func(int, int) error {
+		ta, tb, tc := temps()
+		for bi := range bn {
+			batch(bi, ta, tb, tc)
+		}
+		return nil
+	}, 0, 1)
+}

@@ -1,0 +1,352 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/vramgo/vram/backend"
+)
+
+// chunk is the number of reduced elements folded into one partial result.
+// Longer reductions fold chunk after chunk and combine the partial results
+// in chunk order, so the result does not depend on how many goroutines
+// computed the chunks.
+const chunk = 16 << 10
+
+// numReduceOps is one past the last reduction this package knows.
+const numReduceOps = backend.ArgMin + 1
+
+// Reduce reduces src over axes into dst, whose shape is src's with those
+// axes set to 1.
+func (dev *Device) Reduce(op backend.ReduceOp, dst, src backend.View, axes []int) (err error) {
+	what := "reduce " + op.String()
+	defer recoverTo(&err, what)
+	ops, err := resolveAll(what, dst, src)
+	if err != nil {
+		return err
+	}
+	d, s := ops[0], ops[1]
+	nd := len(s.shape)
+	if op >= numReduceOps {
+		return notImplemented(what, s.dt)
+	}
+	if len(d.shape) != nd {
+		return fmt.Errorf("cpu: %s: destination has %d dimensions, source %d", what, len(d.shape), nd)
+	}
+	reduced := make([]bool, nd)
+	prev := -1
+	for _, ax := range axes {
+		if ax <= prev || ax >= nd {
+			return fmt.Errorf("cpu: %s: axes %v are not sorted, distinct and within %d dimensions", what, axes, nd)
+		}
+		reduced[ax] = true
+		prev = ax
+	}
+	for i, n := range s.shape {
+		if reduced[i] {
+			n = 1
+		}
+		if d.shape[i] != n {
+			return fmt.Errorf("cpu: %s: destination shape %v does not match source shape %v reduced over axes %v", what, d.shape, s.shape, axes)
+		}
+	}
+	isArg := op == backend.ArgMax || op == backend.ArgMin
+	if isArg {
+		if len(axes) != 1 {
+			return fmt.Errorf("cpu: %s: want exactly one axis, got %v", what, axes)
+		}
+		if d.dt != backend.Int64 {
+			return fmt.Errorf("cpu: %s: destination has dtype %s, want int64", what, d.dt)
+		}
+	}
+
+	var outShape, outSrc, outDst, redShape, redSrc []int
+	for i, n := range s.shape {
+		if reduced[i] {
+			redShape = append(redShape, n)
+			redSrc = append(redSrc, s.strides[i])
+		} else {
+			outShape = append(outShape, n)
+			outSrc = append(outSrc, s.strides[i])
+			outDst = append(outDst, d.strides[i])
+		}
+	}
+	nOut, nRed := backend.NumElements(outShape), backend.NumElements(redShape)
+	if nRed == 0 {
+		switch op {
+		case backend.Sum:
+			return dev.Fill(dst, 0)
+		case backend.Prod:
+			return dev.Fill(dst, 1)
+		}
+		return fmt.Errorf("cpu: %s: reduction over zero elements (source shape %v, axes %v) has no identity", what, s.shape, axes)
+	}
+	if nOut == 0 {
+		return nil
+	}
+	out := newSpace(outShape, [][]int{outSrc, outDst}, []int{s.off, d.off})
+	red := newSpace(redShape, [][]int{redSrc}, []int{0})
+	switch computeKind(s.dt) {
+	case kFloat32:
+		return newReduction[float32](op, d, s, out, red).run()
+	case kFloat64:
+		return newReduction[float64](op, d, s, out, red).run()
+	case kInt32:
+		return newReduction[int32](op, d, s, out, red).run()
+	default:
+		return newReduction[int64](op, d, s, out, red).run()
+	}
+}
+
+// reduction is one Reduce call in compute type C.
+type reduction[C number] struct {
+	op       backend.ReduceOp
+	dst, src *operand
+	out      *space // the kept dimensions; operands: src (0) and dst (1)
+	red      *space // the reduced dimensions; operand: src, base 0
+	intAcc   bool   // Sum and Prod accumulate in int64 rather than float64
+	native   bool   // src is stored as C
+}
+
+func newReduction[C number](op backend.ReduceOp, dst, src *operand, out, red *space) *reduction[C] {
+	return &reduction[C]{
+		op: op, dst: dst, src: src, out: out, red: red,
+		intAcc: !src.dt.IsFloat(),
+		native: native[C](src.dt),
+	}
+}
+
+// acc is the state of a reduction of some elements.
+type acc[C number] struct {
+	f   float64 // Sum, Prod of floats
+	i   int64   // Sum, Prod of integers
+	v   C       // Max, Min, ArgMax, ArgMin
+	idx int64   // ArgMax, ArgMin
+	set bool    // v and idx hold an element
+}
+
+func (r *reduction[C]) init() acc[C] {
+	if r.op == backend.Prod {
+		return acc[C]{f: 1, i: 1}
+	}
+	return acc[C]{}
+}
+
+func (r *reduction[C]) run() error {
+	nOut, nRed := r.out.size, r.red.size
+	nChunks := (nRed + chunk - 1) / chunk
+	work := nOut * nRed
+	if nChunks == 1 {
+		// Every output is one fold; outputs are shared among goroutines.
+		return parallel(nOut, work, func(lo, hi int) error {
+			oc := newCursor(r.out)
+			oc.reset(lo, hi, [maxOperands]int{})
+			rc := newCursor(r.red)
+			scratch := make([]C, min(block, nRed))
+			for {
+				off, n, ok := oc.next()
+				if !ok {
+					return nil
+				}
+				for j := range n {
+					a := r.init()
+					r.accumulate(&a, rc, scratch, off[0]+j*r.out.inner[0], 0, nRed)
+					r.finalize(&a, off[1]+j*r.out.inner[1])
+				}
+			}
+		})
+	}
+	// Long reductions: fold fixed chunks (in parallel), then combine each
+	// output's partial results in chunk order.
+	partials := make([]acc[C], nOut*nChunks)
+	err := parallel(len(partials), work, func(lo, hi int) error {
+		oc := newCursor(r.out)
+		rc := newCursor(r.red)
+		scratch := make([]C, block)
+		for t := lo; t < hi; t++ {
+			o, c := t/nChunks, t%nChunks
+			oc.reset(o, o+1, [maxOperands]int{})
+			off, _, _ := oc.next()
+			a := r.init()
+			r.accumulate(&a, rc, scratch, off[0], c*chunk, min(nRed, (c+1)*chunk))
+			partials[t] = a
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return parallel(nOut, nOut*nChunks, func(lo, hi int) error {
+		oc := newCursor(r.out)
+		oc.reset(lo, hi, [maxOperands]int{})
+		o := lo
+		for {
+			off, n, ok := oc.next()
+			if !ok {
+				return nil
+			}
+			for j := range n {
+				p := partials[(o+j)*nChunks : (o+j+1)*nChunks]
+				a := p[0]
+				for _, b := range p[1:] {
+					r.combine(&a, &b)
+				}
+				r.finalize(&a, off[1]+j*r.out.inner[1])
+			}
+			o += n
+		}
+	})
+}
+
+// accumulate folds elements [lo, hi) of the reduced space, for the output
+// whose first source element is at offset base, into a.
+func (r *reduction[C]) accumulate(a *acc[C], rc *cursor, scratch []C, base, lo, hi int) {
+	rc.reset(lo, hi, [maxOperands]int{base})
+	st := r.red.inner[0]
+	var src []C
+	if r.native {
+		src = typed[C](r.src.raw)
+	}
+	pos := lo
+	for {
+		off, n, ok := rc.next()
+		if !ok {
+			return
+		}
+		for j := 0; j < n; j += len(scratch) {
+			m := min(len(scratch), n-j)
+			o := off[0] + j*st
+			var xs []C
+			if r.native && st == 1 {
+				xs = src[o : o+m]
+			} else {
+				xs = scratch[:m]
+				load(r.src, o, st, xs)
+			}
+			r.fold(a, xs, int64(pos+j))
+		}
+		pos += n
+	}
+}
+
+// fold folds the elements xs, the first of which has index pos in the
+// reduced space, into a.
+func (r *reduction[C]) fold(a *acc[C], xs []C, pos int64) {
+	switch r.op {
+	case backend.Sum:
+		if r.intAcc {
+			s := a.i
+			for _, x := range xs {
+				s += int64(x)
+			}
+			a.i = s
+		} else {
+			s := a.f
+			for _, x := range xs {
+				s += float64(x)
+			}
+			a.f = s
+		}
+	case backend.Prod:
+		if r.intAcc {
+			p := a.i
+			for _, x := range xs {
+				p *= int64(x)
+			}
+			a.i = p
+		} else {
+			p := a.f
+			for _, x := range xs {
+				p *= float64(x)
+			}
+			a.f = p
+		}
+	case backend.Max:
+		if !a.set {
+			a.v, a.set = xs[0], true
+		}
+		v := a.v
+		for _, x := range xs {
+			if x > v || x != x {
+				v = x
+			}
+		}
+		a.v = v
+	case backend.Min:
+		if !a.set {
+			a.v, a.set = xs[0], true
+		}
+		v := a.v
+		for _, x := range xs {
+			if x < v || x != x {
+				v = x
+			}
+		}
+		a.v = v
+	case backend.ArgMax:
+		if !a.set {
+			a.v, a.idx, a.set = xs[0], pos, true
+		}
+		v, idx := a.v, a.idx
+		for j, x := range xs {
+			// Strictly greater keeps the first of ties; the first NaN wins
+			// and nothing replaces it.
+			if v == v && (x > v || x != x) {
+				v, idx = x, pos+int64(j)
+			}
+		}
+		a.v, a.idx = v, idx
+	case backend.ArgMin:
+		if !a.set {
+			a.v, a.idx, a.set = xs[0], pos, true
+		}
+		v, idx := a.v, a.idx
+		for j, x := range xs {
+			if v == v && (x < v || x != x) {
+				v, idx = x, pos+int64(j)
+			}
+		}
+		a.v, a.idx = v, idx
+	}
+}
+
+// combine folds b, the partial result of a later chunk, into a.
+func (r *reduction[C]) combine(a, b *acc[C]) {
+	switch r.op {
+	case backend.Sum:
+		a.f += b.f
+		a.i += b.i
+	case backend.Prod:
+		a.f *= b.f
+		a.i *= b.i
+	case backend.Max, backend.ArgMax:
+		if a.v == a.v && (b.v > a.v || b.v != b.v) {
+			a.v, a.idx = b.v, b.idx
+		}
+	case backend.Min, backend.ArgMin:
+		if a.v == a.v && (b.v < a.v || b.v != b.v) {
+			a.v, a.idx = b.v, b.idx
+		}
+	}
+}
+
+// finalize writes the result in a to dst's element at offset off.
+func (r *reduction[C]) finalize(a *acc[C], off int) {
+	switch r.op {
+	case backend.Sum, backend.Prod:
+		if r.intAcc {
+			storeOne(r.dst, off, a.i)
+		} else {
+			storeOne(r.dst, off, a.f)
+		}
+	case backend.Max, backend.Min:
+		storeOne(r.dst, off, a.v)
+	default:
+		storeOne(r.dst, off, a.idx)
+	}
+}
+
+// storeOne writes v, converted to o's dtype, at element off of o.
+func storeOne[T number](o *operand, off int, v T) {
+	buf := [1]T{v}
+	store(o, off, 0, buf[:])
+}

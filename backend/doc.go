@@ -1,0 +1,37 @@
+// Package backend defines the contract between vram's tensors and the
+// devices that run them, and the registry of device kinds.
+//
+// Applications never import this package: they use the root package vram,
+// which validates every operation once and then calls a [Device]'s kernels.
+// Implementers import only this package, as database/sql drivers import only
+// database/sql/driver.
+//
+// # Implementing
+//
+// A backend provides a [Backend] (a device kind with a name and a device
+// count) and registers it with [Register] from an init function. Each
+// [Device] implements three small interfaces:
+//
+//   - [Memory]: Alloc and Free of [Buffer]s, bound to a [Stream]. Devices with
+//     a caching allocator return its out-of-memory error from Alloc.
+//   - [Copier]: raw bytes in and out of contiguous views.
+//   - [Kernels]: a closed set of about ten kernels (fill, copy with cast,
+//     unary, binary, scalar, where, reduce, matmul, gather, scatter-add) from
+//     which the root package composes every tensor operation, its gradient
+//     included.
+//
+// Kernels receive [View]s that are already checked and broadcast; a kernel
+// may return [ErrNotImplemented] (wrapped) for an op or dtype it lacks.
+// Buffers that live in host memory may implement [HostBuffer] so that the
+// root package reads them without a copy.
+//
+// # Errors
+//
+// Every method returns an error rather than panicking; the root package turns
+// errors into typed panics. Devices that run asynchronously may report an
+// error from a later call or from [Stream.Synchronize].
+//
+// # Concurrency
+//
+// Registration happens in init. Devices must be safe for concurrent use.
+package backend

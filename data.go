@@ -1,0 +1,226 @@
+package vram
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/internal/half"
+)
+
+// Element is the set of Go types that tensors can be built from and read
+// into.
+type Element interface {
+	float32 | float64 | int32 | int64 | int | bool
+}
+
+// hostBytes returns t's elements, in row-major order, as raw little-endian
+// bytes of t's dtype.
+func (t *Tensor) hostBytes(op string) []byte {
+	t.live(op)
+	c := t
+	if !t.IsContiguous() {
+		c = t.contiguous(op)
+		defer c.Release()
+	}
+	out := make([]byte, c.Bytes())
+	if hb, ok := c.ref.st.buf.(backend.HostBuffer); ok {
+		sz := c.dtype.Size()
+		copy(out, hb.Host()[c.offset*sz:])
+		return out
+	}
+	check(op, c.ds().bd.CopyToHost(out, c.bv()))
+	return out
+}
+
+// load returns element i of raw bytes b of dtype dt as float64.
+func load(dt DType, b []byte, i int) float64 {
+	switch dt {
+	case Float32:
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+	case Float64:
+		return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	case Float16:
+		return float64(half.F16To32(binary.LittleEndian.Uint16(b[2*i:])))
+	case BFloat16:
+		return float64(half.BF16To32(binary.LittleEndian.Uint16(b[2*i:])))
+	case Int32:
+		return float64(int32(binary.LittleEndian.Uint32(b[4*i:])))
+	case Int64:
+		return float64(int64(binary.LittleEndian.Uint64(b[8*i:])))
+	case Bool:
+		if b[i] != 0 {
+			return 1
+		}
+		return 0
+	}
+	panic("vram: internal: load of dtype " + dt.String())
+}
+
+// store writes v as element i of raw bytes b of dtype dt.
+func store(dt DType, b []byte, i int, v float64) {
+	switch dt {
+	case Float32:
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
+	case Float64:
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
+	case Float16:
+		binary.LittleEndian.PutUint16(b[2*i:], half.F16(float32(v)))
+	case BFloat16:
+		binary.LittleEndian.PutUint16(b[2*i:], half.BF16(float32(v)))
+	case Int32:
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(int32(v)))
+	case Int64:
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(int64(v)))
+	case Bool:
+		if v != 0 {
+			b[i] = 1
+		} else {
+			b[i] = 0
+		}
+	default:
+		panic("vram: internal: store of dtype " + dt.String())
+	}
+}
+
+func elementDType[T Element]() DType {
+	var z T
+	switch any(z).(type) {
+	case float32:
+		return Float32
+	case float64:
+		return Float64
+	case int32:
+		return Int32
+	case int64, int:
+		return Int64
+	case bool:
+		return Bool
+	}
+	panic("vram: internal: unknown element type")
+}
+
+func toFloat[T Element](v T) float64 {
+	switch x := any(v).(type) {
+	case bool:
+		if x {
+			return 1
+		}
+		return 0
+	case float32:
+		return float64(x)
+	case float64:
+		return x
+	case int32:
+		return float64(x)
+	case int64:
+		return float64(x)
+	case int:
+		return float64(x)
+	}
+	return 0
+}
+
+// encode converts data to raw bytes of dtype dt. Int64 values keep full
+// precision.
+func encode[T Element](data []T, dt DType) []byte {
+	b := make([]byte, len(data)*dt.Size())
+	for i, v := range data {
+		if dt == Int64 {
+			switch x := any(v).(type) {
+			case int64:
+				binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
+				continue
+			case int:
+				binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
+				continue
+			}
+		}
+		store(dt, b, i, toFloat(v))
+	}
+	return b
+}
+
+// Float32s returns a copy of t's elements in row-major order, converted to
+// float32. It synchronizes with the device.
+func (t *Tensor) Float32s() []float32 {
+	b := t.hostBytes("float32s")
+	out := make([]float32, t.NumElements())
+	for i := range out {
+		out[i] = float32(load(t.dtype, b, i))
+	}
+	return out
+}
+
+// Float64s returns a copy of t's elements in row-major order, converted to
+// float64.
+func (t *Tensor) Float64s() []float64 {
+	b := t.hostBytes("float64s")
+	out := make([]float64, t.NumElements())
+	for i := range out {
+		out[i] = load(t.dtype, b, i)
+	}
+	return out
+}
+
+// Int64s returns a copy of t's elements in row-major order, converted to
+// int64 (floats truncate toward zero).
+func (t *Tensor) Int64s() []int64 {
+	b := t.hostBytes("int64s")
+	out := make([]int64, t.NumElements())
+	for i := range out {
+		if t.dtype == Int64 {
+			out[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
+		} else {
+			out[i] = int64(load(t.dtype, b, i))
+		}
+	}
+	return out
+}
+
+// Int32s returns a copy of t's elements converted to int32.
+func (t *Tensor) Int32s() []int32 {
+	b := t.hostBytes("int32s")
+	out := make([]int32, t.NumElements())
+	for i := range out {
+		out[i] = int32(load(t.dtype, b, i))
+	}
+	return out
+}
+
+// Bools returns a copy of t's elements converted to bool (nonzero is true).
+func (t *Tensor) Bools() []bool {
+	b := t.hostBytes("bools")
+	out := make([]bool, t.NumElements())
+	for i := range out {
+		out[i] = load(t.dtype, b, i) != 0
+	}
+	return out
+}
+
+// Item returns the value of a one-element tensor as a float64 (Python's
+// .item()): a plain number that holds no graph and no device memory, the
+// right way to accumulate a running loss. It panics with [ErrShape] if t has
+// more than one element. It synchronizes with the device.
+func (t *Tensor) Item() float64 {
+	t.live("item")
+	if t.NumElements() != 1 {
+		fail("item", ErrShape, "only one-element tensors can be converted to a number, got shape %v", Shape(t.shape))
+	}
+	b := t.hostBytes("item")
+	return load(t.dtype, b, 0)
+}
+
+// fromBytes makes a tensor of the given dtype and shape on ds from raw bytes.
+func fromBytes(op string, ds *devState, dt DType, shape []int, raw []byte) *Tensor {
+	t := newTensor(op, ds, dt, shape)
+	if len(raw) == 0 {
+		return t
+	}
+	if hb, ok := t.ref.st.buf.(backend.HostBuffer); ok {
+		copy(hb.Host(), raw)
+		return t
+	}
+	check(op, ds.bd.CopyFromHost(t.bv(), raw))
+	return t
+}

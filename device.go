@@ -1,0 +1,221 @@
+package vram
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vramgo/vram/backend"
+	_ "github.com/vramgo/vram/backend/cpu" // the CPU backend is always present
+	_ "github.com/vramgo/vram/backend/sim" // simulated GPUs
+)
+
+// Device names where a tensor lives: a device kind ("cpu", "cuda", "sim")
+// and an index. Device is a comparable value; the zero value is not a valid
+// device. Devices are also [Option]s for the factory functions.
+type Device struct {
+	Kind  string
+	Index int
+}
+
+// CPU is the host processor. There is one CPU device, with index 0.
+var CPU = Device{Kind: "cpu"}
+
+// CUDA returns the CUDA device with the given index, or the current CUDA
+// device (see [SetDevice]) when called without one. It does not check that
+// the device exists; the first operation on it does.
+func CUDA(index ...int) Device {
+	if len(index) == 0 {
+		return Device{Kind: "cuda", Index: int(currentCUDA.Load())}
+	}
+	return Device{Kind: "cuda", Index: index[0]}
+}
+
+// Sim returns the simulated GPU with the given index: a device that computes
+// on the CPU but allocates like a GPU.
+func Sim(index int) Device { return Device{Kind: "sim", Index: index} }
+
+// String returns the device in the form ParseDevice reads: "cpu", "cuda:1".
+func (d Device) String() string {
+	if d.Kind == "cpu" && d.Index == 0 {
+		return "cpu"
+	}
+	return d.Kind + ":" + strconv.Itoa(d.Index)
+}
+
+// IsCUDA reports whether d is a CUDA device.
+func (d Device) IsCUDA() bool { return d.Kind == "cuda" }
+
+func (d Device) applyOption(o *options) { o.device = d; o.deviceSet = true }
+
+// ParseDevice parses "cpu", "cuda" (the current CUDA device), "cuda:N",
+// "sim" and "sim:N". Spaces around the string are ignored; anything else is
+// an error that lists the accepted forms.
+func ParseDevice(s string) (Device, error) {
+	t := strings.TrimSpace(s)
+	kind, idx, hasIdx := strings.Cut(t, ":")
+	bad := func(why string) (Device, error) {
+		return Device{}, fmt.Errorf("vram: bad device %q: %s (want cpu, cuda, cuda:N or sim:N)", s, why)
+	}
+	switch kind {
+	case "cpu", "cuda", "sim":
+	case "":
+		return bad("empty device kind")
+	default:
+		return bad("unknown device kind " + strconv.Quote(kind))
+	}
+	if !hasIdx {
+		switch kind {
+		case "cuda":
+			return CUDA(), nil
+		case "sim":
+			return Sim(0), nil
+		}
+		return CPU, nil
+	}
+	n, err := strconv.Atoi(idx)
+	if err != nil || n < 0 || strings.HasPrefix(idx, "+") {
+		return bad("index " + strconv.Quote(idx) + " is not a non-negative integer")
+	}
+	if kind == "cpu" && n != 0 {
+		return bad("the CPU has only index 0")
+	}
+	return Device{Kind: kind, Index: n}, nil
+}
+
+// MustParseDevice is like [ParseDevice] but panics with an [*Error] on a bad
+// string.
+func MustParseDevice(s string) Device {
+	d, err := ParseDevice(s)
+	if err != nil {
+		panic(&Error{Op: "parse device", Kind: ErrArgument, Detail: err.Error()})
+	}
+	return d
+}
+
+// Process-wide settings. See "Process-wide state" in doc.go.
+var (
+	currentCUDA   atomic.Int32
+	defaultDevice atomic.Pointer[Device]
+)
+
+// SetDevice sets the current CUDA device, the one [CUDA] returns when called
+// without an index (torch.cuda.set_device). It is process-wide: code that
+// drives several GPUs from several goroutines passes explicit devices
+// instead. It returns an error if index is negative or, when CUDA is
+// available, not below [DeviceCount].
+func SetDevice(index int) error {
+	if index < 0 {
+		return fmt.Errorf("vram: SetDevice(%d): negative index", index)
+	}
+	if n := DeviceCount(); n > 0 && index >= n {
+		return fmt.Errorf("vram: SetDevice(%d): only %d CUDA devices", index, n)
+	}
+	currentCUDA.Store(int32(index))
+	return nil
+}
+
+// CurrentDevice returns the index of the current CUDA device (0 unless
+// changed by [SetDevice]).
+func CurrentDevice() int { return int(currentCUDA.Load()) }
+
+// SetDefaultDevice sets the device that factory functions use when no
+// device option is given (CPU unless set). It is process-wide; set it once at
+// start-up. It returns an error if the device's backend is not available.
+func SetDefaultDevice(d Device) error {
+	if _, err := deviceFor(d); err != nil {
+		return err
+	}
+	defaultDevice.Store(&d)
+	return nil
+}
+
+// DefaultDevice returns the device that factory functions use by default.
+func DefaultDevice() Device {
+	if d := defaultDevice.Load(); d != nil {
+		return *d
+	}
+	return CPU
+}
+
+// CUDAAvailable reports whether the CUDA backend is present and sees at
+// least one GPU (torch.cuda.is_available).
+func CUDAAvailable() bool { return DeviceCount() > 0 }
+
+// DeviceCount returns the number of CUDA GPUs (torch.cuda.device_count).
+// Simulated devices are not counted; see [SimDeviceCount].
+func DeviceCount() int {
+	if b, ok := backend.Lookup("cuda"); ok {
+		return b.DeviceCount()
+	}
+	return 0
+}
+
+// SimDeviceCount returns the number of simulated devices, 0 when the sim
+// backend is not registered.
+func SimDeviceCount() int {
+	if b, ok := backend.Lookup("sim"); ok {
+		return b.DeviceCount()
+	}
+	return 0
+}
+
+// Available reports whether d can be used: its backend is registered and has
+// a device with d's index.
+func (d Device) Available() bool {
+	_, err := deviceFor(d)
+	return err == nil
+}
+
+// devState is the process's handle on one device: the backend device and
+// vram's own accounting of live storage on it.
+type devState struct {
+	dev    Device
+	bd     backend.Device
+	live   atomic.Int64 // bytes of live storage
+	peak   atomic.Int64 // highest live since start or reset
+	allocs atomic.Int64 // storages created
+	frees  atomic.Int64 // storages freed
+	leaked atomic.Int64 // storages freed by the garbage collector, not by Release
+}
+
+var devices sync.Map // Device -> *devState
+
+// deviceFor returns the state of d, opening the device on first use.
+func deviceFor(d Device) (*devState, error) {
+	if s, ok := devices.Load(d); ok {
+		return s.(*devState), nil
+	}
+	b, ok := backend.Lookup(d.Kind)
+	if !ok {
+		return nil, &Error{Op: "device", Kind: ErrUnavailable,
+			Detail: fmt.Sprintf("%s: no %q backend in this program (available: %s)", d, d.Kind, strings.Join(backend.Names(), ", "))}
+	}
+	if d.Index < 0 || d.Index >= b.DeviceCount() {
+		hint := ""
+		if d.Kind == "cuda" {
+			hint = "; check with vram.CUDAAvailable() and use vram.CPU when it is false"
+		}
+		return nil, &Error{Op: "device", Kind: ErrUnavailable,
+			Detail: fmt.Sprintf("%s: there are %d %s devices%s", d, b.DeviceCount(), d.Kind, hint)}
+	}
+	bd, err := b.Device(d.Index)
+	if err != nil {
+		return nil, &Error{Op: "device", Kind: ErrUnavailable, Detail: d.String(), Err: err}
+	}
+	s, _ := devices.LoadOrStore(d, &devState{dev: d, bd: bd})
+	return s.(*devState), nil
+}
+
+// mustDevice is deviceFor for tensor ops: it panics with the error.
+func mustDevice(op string, d Device) *devState {
+	s, err := deviceFor(d)
+	if err != nil {
+		e := err.(*Error)
+		e.Op = op
+		panic(e)
+	}
+	return s
+}

@@ -1,0 +1,78 @@
+// Package vram provides tensors on CPUs and GPUs whose memory you can see
+// and control, with autograd, in the spirit of PyTorch's device and memory
+// model.
+//
+// Start with a device and a tensor:
+//
+//	dev := vram.CPU
+//	if vram.CUDAAvailable() {
+//		dev = vram.CUDA(0)
+//	}
+//	x := vram.Randn(vram.Shape{64, 784}, dev)
+//	w := vram.Zeros(vram.Shape{784, 10}, dev, vram.WithGrad())
+//	loss := x.MatMul(w).LogSoftmax(1).Mean().Neg()
+//	loss.Backward()
+//	fmt.Println(loss.Item(), w.Grad().Shape())
+//
+// Factories ([Zeros], [Ones], [Full], [Empty], [Arange], [Rand], [Randn],
+// [FromSlice]) take a [Shape] and [Option]s: a [Device], a [DType],
+// [WithGrad], [WithGenerator]. Without a device option they use
+// [DefaultDevice]. Methods named New... ([Tensor.NewZeros], ...) create
+// tensors with the receiver's dtype and device. [Tensor.To], [Tensor.CUDA]
+// and [Tensor.CPU] move data between devices and are differentiable.
+// Operations on tensors of two different devices panic with a
+// [*DeviceMismatchError] that names both and the fix.
+//
+// # Errors
+//
+// Tensor operations panic with typed errors rather than returning them, as
+// gonum does: math with an error per operation would be unreadable. The
+// panic value is an [*Error] whose Kind is one of [ErrShape], [ErrDType],
+// [ErrIndex], [ErrArgument], [ErrReleased], [ErrAutograd], [ErrUnavailable]
+// or [ErrBackend], or a [*DeviceMismatchError]. [Catch] turns these panics
+// back into errors and lets every other panic through. Functions that touch
+// files, parse strings or configure the process return errors instead.
+//
+// # Memory ownership
+//
+// Go's garbage collector does not see device memory, so vram does not wait
+// for it. Every tensor holds one reference to a reference-counted storage;
+// views ([Tensor.Reshape], [Tensor.Transpose], [Tensor.Narrow], ...) and the
+// autograd graph hold references too. [Tensor.Release] drops the tensor's
+// own reference, like Python's del; it is idempotent. Backward releases the
+// tensors the graph saved. [Tidy] releases every tensor created inside it on
+// the calling goroutine, except those passed to [Keep]: wrapping each
+// training step in Tidy gives a flat memory profile without any call to
+// runtime.GC. A tensor that is never released is freed by a cleanup when the
+// garbage collector finds it, and counted in [Storage] as leaked; set
+// VRAM_DEBUG_LEAKS=1 to be told where such tensors were created.
+//
+// [MemoryAllocated] and [MaxMemoryAllocated] report vram's own accounting of
+// live storage per device.
+//
+// # Concurrency
+//
+// Tensors, reference counts and the autograd engine are safe for concurrent
+// use; a goroutine per device is the intended way to drive several GPUs.
+// Settings come in two scopes:
+//
+//   - Goroutine-scoped: [NoGrad] and [Tidy] affect only the goroutine that
+//     calls them, never another one (a data-parallel worker's NoGrad must not
+//     stop gradients elsewhere), and goroutines started inside do not
+//     inherit them. They cost one atomic load per operation while no
+//     goroutine uses them, and a short lookup while some do.
+//   - Process-wide: [SetDevice] (the CUDA device that [CUDA] with no index
+//     means) and [SetDefaultDevice] (where factories put tensors). They are
+//     read atomically and meant to be set once at start-up; code that runs
+//     several devices at once passes devices explicitly instead.
+//
+// A panic inside a backend's worker goroutines is recovered there and
+// returned to the calling goroutine, so [Catch] sees it.
+//
+// # Warnings
+//
+// vram warns, through the handler set with [SetWarningHandler], when a
+// one-element tensor that requires grad is accumulated again and again
+// without Backward (total += loss instead of total += loss.Item()): the
+// graph then grows every iteration.
+package vram

@@ -1,0 +1,107 @@
+package vram
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel kinds of [Error], for use with errors.Is.
+var (
+	ErrShape       = errors.New("shape mismatch")
+	ErrDType       = errors.New("unsupported dtype")
+	ErrDevice      = errors.New("device mismatch")
+	ErrIndex       = errors.New("index out of range")
+	ErrArgument    = errors.New("invalid argument")
+	ErrReleased    = errors.New("use of a released tensor")
+	ErrAutograd    = errors.New("autograd error")
+	ErrUnavailable = errors.New("device unavailable")
+	ErrBackend     = errors.New("backend error")
+)
+
+// Error is the typed value that tensor operations panic with. Kind is one of
+// the Err sentinels above; errors.Is(err, vram.ErrShape) and friends match
+// it, and errors.As reaches a wrapped backend or allocator error.
+type Error struct {
+	Op     string // the operation, as in "matmul"
+	Kind   error  // one of ErrShape, ErrDType, ...
+	Detail string // what went wrong and how to fix it
+	Err    error  // an underlying error, if any
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("vram: ")
+	if e.Op != "" {
+		b.WriteString(e.Op)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Detail)
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the kind and the underlying error.
+func (e *Error) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.Err}
+}
+
+// DeviceMismatchError is the panic value of an operation whose tensors live
+// on different devices. It matches [ErrDevice] under errors.Is.
+type DeviceMismatchError struct {
+	Op       string
+	Expected Device // the device of the first tensor
+	Got      Device // the device of the tensor that differs
+}
+
+func (e *DeviceMismatchError) Error() string {
+	return fmt.Sprintf("vram: %s: expected all tensors on the same device, found %s and %s; "+
+		"move one first, for example x.To(vram.MustParseDevice(%q))", e.Op, e.Expected, e.Got, e.Expected.String())
+}
+
+// Is reports whether target is [ErrDevice].
+func (e *DeviceMismatchError) Is(target error) bool { return target == ErrDevice }
+
+// Catch runs fn and returns the vram error it panicked with, or nil.
+// Panics that are not vram's typed errors ([*Error], [*DeviceMismatchError])
+// are passed on unchanged.
+func Catch(fn func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			switch e := r.(type) {
+			case *Error:
+				err = e
+			case *DeviceMismatchError:
+				err = e
+			default:
+				panic(r)
+			}
+		}
+	}()
+	fn()
+	return nil
+}
+
+// fail panics with an *Error.
+func fail(op string, kind error, format string, args ...any) {
+	panic(&Error{Op: op, Kind: kind, Detail: fmt.Sprintf(format, args...)})
+}
+
+// check panics with an *Error of kind ErrBackend wrapping err, if err is not
+// nil. Errors that already are vram errors pass through unchanged.
+func check(op string, err error) {
+	if err == nil {
+		return
+	}
+	var ve *Error
+	if errors.As(err, &ve) {
+		panic(ve)
+	}
+	panic(&Error{Op: op, Kind: ErrBackend, Detail: "device error", Err: err})
+}

@@ -1,0 +1,234 @@
+package vram
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+)
+
+// Option sets where and how a factory function creates a tensor. A
+// [Device] and a [DType] are Options themselves, so calls read like
+// PyTorch's: vram.Zeros(vram.Shape{4, 3}, vram.CUDA(0), vram.Float16).
+type Option interface{ applyOption(*options) }
+
+type options struct {
+	device       Device
+	deviceSet    bool
+	dtype        DType
+	requiresGrad bool
+	gen          *Generator
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) applyOption(o *options) { f(o) }
+
+// WithGrad makes the new tensor a leaf that requires grad.
+func WithGrad() Option { return optionFunc(func(o *options) { o.requiresGrad = true }) }
+
+// WithGenerator draws random values from g instead of the default generator.
+func WithGenerator(g *Generator) Option { return optionFunc(func(o *options) { o.gen = g }) }
+
+func resolve(defaultDType DType, opts []Option) options {
+	o := options{dtype: defaultDType}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyOption(&o)
+		}
+	}
+	if !o.deviceSet {
+		o.device = DefaultDevice()
+	}
+	return o
+}
+
+func finish(t *Tensor, o options) *Tensor {
+	if o.requiresGrad {
+		t.SetRequiresGrad(true)
+	}
+	return t
+}
+
+// Empty returns a tensor whose elements are not initialized (float32 on the
+// default device unless options say otherwise).
+func Empty(shape Shape, opts ...Option) *Tensor {
+	o := resolve(Float32, opts)
+	return finish(newTensor("empty", mustDevice("empty", o.device), o.dtype, shape), o)
+}
+
+// Full returns a tensor filled with value.
+func Full(shape Shape, value float64, opts ...Option) *Tensor {
+	o := resolve(Float32, opts)
+	t := newTensor("full", mustDevice("full", o.device), o.dtype, shape)
+	t.fill("full", value)
+	return finish(t, o)
+}
+
+// Zeros returns a tensor of zeros.
+func Zeros(shape Shape, opts ...Option) *Tensor { return Full(shape, 0, opts...) }
+
+// Ones returns a tensor of ones.
+func Ones(shape Shape, opts ...Option) *Tensor { return Full(shape, 1, opts...) }
+
+// Scalar returns a 0-dimensional tensor holding v.
+func Scalar(v float64, opts ...Option) *Tensor { return Full(Shape{}, v, opts...) }
+
+// Arange returns the values start, start+step, ... below end (above end for
+// a negative step), as float32 unless a dtype option is given. It panics
+// with [ErrArgument] if step is zero.
+func Arange(start, end, step float64, opts ...Option) *Tensor {
+	if step == 0 || math.IsNaN(step) || math.IsInf(step, 0) {
+		fail("arange", ErrArgument, "step must be finite and nonzero, got %v", step)
+	}
+	o := resolve(Float32, opts)
+	n := int(math.Ceil((end - start) / step))
+	if n < 0 {
+		n = 0
+	}
+	raw := make([]byte, n*o.dtype.Size())
+	for i := 0; i < n; i++ {
+		store(o.dtype, raw, i, start+float64(i)*step)
+	}
+	return finish(fromBytes("arange", mustDevice("arange", o.device), o.dtype, []int{n}, raw), o)
+}
+
+// FromSlice returns a tensor holding a copy of data with the given shape
+// (a 1-D tensor when shape is empty). The dtype follows the element type
+// (float32, float64, int32, int64 for int and int64, bool) unless a dtype
+// option converts it. It panics with [ErrShape] if the shape does not hold
+// len(data) elements.
+func FromSlice[T Element](data []T, shape Shape, opts ...Option) *Tensor {
+	o := resolve(elementDType[T](), opts)
+	if shape == nil {
+		shape = Shape{len(data)}
+	}
+	if shape.NumElements() != len(data) {
+		fail("from slice", ErrShape, "shape %v holds %d elements, but the slice has %d", shape, shape.NumElements(), len(data))
+	}
+	return finish(fromBytes("from slice", mustDevice("from slice", o.device), o.dtype, shape, encode(data, o.dtype)), o)
+}
+
+// Generator is a seeded source of random numbers. Values depend only on the
+// seed and the order of calls, never on the device or the number of cores.
+// A Generator is safe for concurrent use.
+type Generator struct {
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+// NewGenerator returns a generator seeded with seed.
+func NewGenerator(seed uint64) *Generator {
+	return &Generator{rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}
+}
+
+var defaultGen = NewGenerator(0)
+
+// ManualSeed reseeds the default generator (torch.manual_seed).
+func ManualSeed(seed uint64) {
+	g := NewGenerator(seed)
+	defaultGen.mu.Lock()
+	defaultGen.rng = g.rng
+	defaultGen.mu.Unlock()
+}
+
+// Float64 returns a uniform value in [0, 1).
+func (g *Generator) Float64() float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.rng.Float64()
+}
+
+func (g *Generator) fill(n int, normal bool) []float64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]float64, n)
+	for i := range out {
+		if normal {
+			out[i] = g.rng.NormFloat64()
+		} else {
+			out[i] = g.rng.Float64()
+		}
+	}
+	return out
+}
+
+func random(op string, shape Shape, normal bool, opts []Option) *Tensor {
+	o := resolve(Float32, opts)
+	if !o.dtype.IsFloat() {
+		fail(op, ErrDType, "random values need a float dtype, got %s", o.dtype)
+	}
+	g := o.gen
+	if g == nil {
+		g = defaultGen
+	}
+	vals := g.fill(shape.NumElements(), normal)
+	return finish(fromBytes(op, mustDevice(op, o.device), o.dtype, shape, encode(vals, o.dtype)), o)
+}
+
+// Rand returns uniform random values in [0, 1).
+func Rand(shape Shape, opts ...Option) *Tensor { return random("rand", shape, false, opts) }
+
+// Randn returns standard normal random values.
+func Randn(shape Shape, opts ...Option) *Tensor { return random("randn", shape, true, opts) }
+
+// Uniform returns random values uniform in [lo, hi).
+func Uniform(shape Shape, lo, hi float64, opts ...Option) *Tensor {
+	u := Rand(shape, opts...)
+	defer u.Release()
+	var out *Tensor
+	NoGrad(func() { out = u.MulScalar(hi - lo).AddScalar(lo) })
+	o := resolve(Float32, opts)
+	return finish(out, o)
+}
+
+// NewZeros returns zeros with t's dtype and device (new_zeros).
+func (t *Tensor) NewZeros(shape ...int) *Tensor { return t.NewFull(shape, 0) }
+
+// NewOnes returns ones with t's dtype and device (new_ones).
+func (t *Tensor) NewOnes(shape ...int) *Tensor { return t.NewFull(shape, 1) }
+
+// NewFull returns a tensor filled with value, with t's dtype and device.
+func (t *Tensor) NewFull(shape []int, value float64) *Tensor {
+	t.live("new_full")
+	return Full(shape, value, t.Device(), t.dtype)
+}
+
+// NewEmpty returns an uninitialized tensor with t's dtype and device.
+func (t *Tensor) NewEmpty(shape ...int) *Tensor {
+	t.live("new_empty")
+	return Empty(shape, t.Device(), t.dtype)
+}
+
+// NewTensor returns a tensor holding data ([]float32, []float64, []int32,
+// []int64, []int or []bool) converted to t's dtype, on t's device. A nil
+// shape makes it 1-D. It panics with [ErrArgument] for other data types.
+func (t *Tensor) NewTensor(data any, shape ...int) *Tensor {
+	t.live("new_tensor")
+	var s Shape
+	if len(shape) > 0 {
+		s = shape
+	}
+	opts := []Option{t.Device(), t.dtype}
+	switch d := data.(type) {
+	case []float32:
+		return FromSlice(d, s, opts...)
+	case []float64:
+		return FromSlice(d, s, opts...)
+	case []int32:
+		return FromSlice(d, s, opts...)
+	case []int64:
+		return FromSlice(d, s, opts...)
+	case []int:
+		return FromSlice(d, s, opts...)
+	case []bool:
+		return FromSlice(d, s, opts...)
+	}
+	panic(&Error{Op: "new_tensor", Kind: ErrArgument, Detail: fmt.Sprintf("unsupported data type %T", data)})
+}
+
+// NewRandn returns standard normal values with t's dtype and device.
+func (t *Tensor) NewRandn(shape ...int) *Tensor {
+	t.live("new_randn")
+	return Randn(shape, t.Device(), t.dtype)
+}

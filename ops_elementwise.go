@@ -1,0 +1,497 @@
+package vram
+
+import (
+	"math"
+	"slices"
+
+	"github.com/vramgo/vram/backend"
+)
+
+// sameDevice checks that every tensor is live and on one device, and
+// returns that device.
+func sameDevice(op string, ts ...*Tensor) *devState {
+	var ds *devState
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		t.live(op)
+		if ds == nil {
+			ds = t.ds()
+		} else if t.ds() != ds {
+			panic(&DeviceMismatchError{Op: op, Expected: ds.dev, Got: t.Device()})
+		}
+	}
+	return ds
+}
+
+// castIfNeeded returns t converted to dt (a new reference either way).
+func castIfNeeded(t *Tensor, dt DType) *Tensor {
+	if t.dtype == dt {
+		return t.identity("cast")
+	}
+	return t.Cast(dt)
+}
+
+// Cast returns t converted to dtype dt (a copy; a new reference when dt is
+// already t's dtype). Gradients flow back, converted to t's dtype.
+// Conversion to an integer type truncates toward zero.
+func (t *Tensor) Cast(dt DType) *Tensor {
+	t.live("cast")
+	if !dt.b().Valid() {
+		fail("cast", ErrDType, "invalid dtype %v", dt)
+	}
+	if dt == t.dtype {
+		return t.identity("cast")
+	}
+	out := newTensor("cast", t.ds(), dt, t.shape)
+	check("cast", t.ds().bd.Copy(out.bv(), t.bv()))
+	if needsGrad(t) && dt.IsFloat() {
+		src := t.dtype
+		record("cast", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Cast(src)} })
+	}
+	return out
+}
+
+// Float returns t as float32 (PyTorch's .float()).
+func (t *Tensor) Float() *Tensor { return t.Cast(Float32) }
+
+// Half returns t as float16.
+func (t *Tensor) Half() *Tensor { return t.Cast(Float16) }
+
+// BFloat16 returns t as bfloat16.
+func (t *Tensor) BFloat16() *Tensor { return t.Cast(BFloat16) }
+
+// Long returns t as int64.
+func (t *Tensor) Long() *Tensor { return t.Cast(Int64) }
+
+// fill sets every element in place; nothing is recorded.
+func (t *Tensor) fill(op string, v float64) {
+	check(op, t.ds().bd.Fill(t.bv(), v))
+}
+
+// binaryRaw computes op(a, b) with broadcasting and type promotion and
+// without recording.
+func binaryRaw(op string, k backend.BinaryOp, a, b *Tensor) *Tensor {
+	ds := sameDevice(op, a, b)
+	shape := broadcastShapes(op, a.shape, b.shape)
+	dt := promote(a.dtype, b.dtype)
+	if (k == backend.LogicalAnd || k == backend.LogicalOr) && dt != Bool {
+		ac, bc := castRaw(a, Bool), castRaw(b, Bool)
+		defer ac.Release()
+		defer bc.Release()
+		a, b, dt = ac, bc, Bool
+	} else if a.dtype != dt || b.dtype != dt {
+		ac, bc := castRaw(a, dt), castRaw(b, dt)
+		defer ac.Release()
+		defer bc.Release()
+		a, b = ac, bc
+	}
+	odt := dt
+	if k.IsComparison() {
+		odt = Bool
+	}
+	out := newTensor(op, ds, odt, shape)
+	check(op, ds.bd.Binary(k, out.bv(), expandView(op, a, shape), expandView(op, b, shape)))
+	return out
+}
+
+// castRaw converts without recording; the result is a new reference.
+func castRaw(t *Tensor, dt DType) *Tensor {
+	if t.dtype == dt {
+		return t.view(t.shape, t.strides, t.offset)
+	}
+	out := newTensor("cast", t.ds(), dt, t.shape)
+	check("cast", t.ds().bd.Copy(out.bv(), t.bv()))
+	return out
+}
+
+func scalarRaw(op string, k backend.BinaryOp, a *Tensor, s float64, reversed bool) *Tensor {
+	sameDevice(op, a)
+	dt := a.dtype
+	if !dt.IsFloat() && (s != math.Trunc(s) || k == backend.Div && !k.IsComparison()) {
+		dt = Float32 // int / 2 and int + 0.5 are float, as in PyTorch
+	}
+	if dt == Bool && !k.IsComparison() && k != backend.LogicalAnd && k != backend.LogicalOr {
+		dt = Int64
+	}
+	src := a
+	if dt != a.dtype {
+		src = castRaw(a, dt)
+		defer src.Release()
+	}
+	odt := dt
+	if k.IsComparison() {
+		odt = Bool
+	}
+	out := newTensor(op, a.ds(), odt, a.shape)
+	check(op, a.ds().bd.Scalar(k, out.bv(), src.bv(), s, reversed))
+	return out
+}
+
+// Add returns a + b, broadcasting shapes and promoting dtypes. It panics
+// with a [*DeviceMismatchError] when a and b live on different devices and
+// with [ErrShape] when their shapes do not broadcast.
+func (a *Tensor) Add(b *Tensor) *Tensor {
+	out := binaryRaw("add", backend.Add, a, b)
+	if needsGrad(a, b) {
+		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
+		ra, rb := a.requiresGrad, b.requiresGrad
+		record("add", out, []*Tensor{a, b}, nil, func(g *Tensor) []*Tensor {
+			return []*Tensor{gradIf(ra, func() *Tensor { return sumTo(g, as) }), gradIf(rb, func() *Tensor { return sumTo(g, bs) })}
+		})
+	}
+	return out
+}
+
+func gradIf(need bool, f func() *Tensor) *Tensor {
+	if !need {
+		return nil
+	}
+	return f()
+}
+
+// Sub returns a - b (broadcasting; see [Tensor.Add]).
+func (a *Tensor) Sub(b *Tensor) *Tensor {
+	out := binaryRaw("sub", backend.Sub, a, b)
+	if needsGrad(a, b) {
+		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
+		ra, rb := a.requiresGrad, b.requiresGrad
+		record("sub", out, []*Tensor{a, b}, nil, func(g *Tensor) []*Tensor {
+			return []*Tensor{gradIf(ra, func() *Tensor { return sumTo(g, as) }), gradIf(rb, func() *Tensor {
+				n := g.Neg()
+				defer n.Release()
+				return sumTo(n, bs)
+			})}
+		})
+	}
+	return out
+}
+
+// Mul returns a * b elementwise (broadcasting; see [Tensor.Add]).
+func (a *Tensor) Mul(b *Tensor) *Tensor {
+	out := binaryRaw("mul", backend.Mul, a, b)
+	if needsGrad(a, b) {
+		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
+		ra, rb := a.requiresGrad, b.requiresGrad
+		sv := save(a, b)
+		record("mul", out, []*Tensor{a, b}, sv, func(g *Tensor) []*Tensor {
+			return []*Tensor{
+				gradIf(ra, func() *Tensor { return sumTo(g.Mul(sv[1]), as) }),
+				gradIf(rb, func() *Tensor { return sumTo(g.Mul(sv[0]), bs) }),
+			}
+		})
+	}
+	return out
+}
+
+// Div returns a / b elementwise (true division; broadcasting).
+func (a *Tensor) Div(b *Tensor) *Tensor {
+	if !a.dtype.IsFloat() && !b.dtype.IsFloat() {
+		ac := a.Cast(Float32)
+		defer ac.Release()
+		return ac.Div(b)
+	}
+	out := binaryRaw("div", backend.Div, a, b)
+	if needsGrad(a, b) {
+		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
+		ra, rb := a.requiresGrad, b.requiresGrad
+		sv := save(b, out)
+		record("div", out, []*Tensor{a, b}, sv, func(g *Tensor) []*Tensor {
+			return []*Tensor{
+				gradIf(ra, func() *Tensor { return sumTo(g.Div(sv[0]), as) }),
+				// d(a/b)/db = -out/b
+				gradIf(rb, func() *Tensor { return sumTo(g.Mul(sv[1]).Div(sv[0]).Neg(), bs) }),
+			}
+		})
+	}
+	return out
+}
+
+// Pow returns a ** b elementwise (broadcasting).
+func (a *Tensor) Pow(b *Tensor) *Tensor {
+	out := binaryRaw("pow", backend.Pow, a, b)
+	if needsGrad(a, b) {
+		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
+		ra, rb := a.requiresGrad, b.requiresGrad
+		sv := save(a, b, out)
+		record("pow", out, []*Tensor{a, b}, sv, func(g *Tensor) []*Tensor {
+			return []*Tensor{
+				// b * a^(b-1)
+				gradIf(ra, func() *Tensor { return sumTo(g.Mul(sv[1]).Mul(sv[0].Pow(sv[1].SubScalar(1))), as) }),
+				// out * log(a)
+				gradIf(rb, func() *Tensor { return sumTo(g.Mul(sv[2]).Mul(sv[0].Log()), bs) }),
+			}
+		})
+	}
+	return out
+}
+
+// Maximum returns the elementwise maximum of a and b (NaN propagates).
+func (a *Tensor) Maximum(b *Tensor) *Tensor { return minmax("maximum", backend.Maximum, a, b) }
+
+// Minimum returns the elementwise minimum of a and b (NaN propagates).
+func (a *Tensor) Minimum(b *Tensor) *Tensor { return minmax("minimum", backend.Minimum, a, b) }
+
+func minmax(op string, k backend.BinaryOp, a, b *Tensor) *Tensor {
+	out := binaryRaw(op, k, a, b)
+	if needsGrad(a, b) {
+		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
+		ra, rb := a.requiresGrad, b.requiresGrad
+		sv := save(a, b)
+		cmp := backend.Gt
+		if k == backend.Minimum {
+			cmp = backend.Lt
+		}
+		record(op, out, []*Tensor{a, b}, sv, func(g *Tensor) []*Tensor {
+			// The winner takes the gradient; ties split it evenly.
+			win := binaryRaw(op, cmp, sv[0], sv[1]).Cast(g.dtype)
+			tie := binaryRaw(op, backend.Eq, sv[0], sv[1]).Cast(g.dtype).MulScalar(0.5)
+			wa := win.Add(tie)
+			wb := win.RSubScalar(1).Sub(tie)
+			return []*Tensor{
+				gradIf(ra, func() *Tensor { return sumTo(g.Mul(wa), as) }),
+				gradIf(rb, func() *Tensor { return sumTo(g.Mul(wb), bs) }),
+			}
+		})
+	}
+	return out
+}
+
+// Comparisons return bool tensors and are not differentiable.
+
+// Eq returns a == b elementwise.
+func (a *Tensor) Eq(b *Tensor) *Tensor { return binaryRaw("eq", backend.Eq, a, b) }
+
+// Ne returns a != b elementwise.
+func (a *Tensor) Ne(b *Tensor) *Tensor { return binaryRaw("ne", backend.Ne, a, b) }
+
+// Lt returns a < b elementwise.
+func (a *Tensor) Lt(b *Tensor) *Tensor { return binaryRaw("lt", backend.Lt, a, b) }
+
+// Le returns a <= b elementwise.
+func (a *Tensor) Le(b *Tensor) *Tensor { return binaryRaw("le", backend.Le, a, b) }
+
+// Gt returns a > b elementwise.
+func (a *Tensor) Gt(b *Tensor) *Tensor { return binaryRaw("gt", backend.Gt, a, b) }
+
+// Ge returns a >= b elementwise.
+func (a *Tensor) Ge(b *Tensor) *Tensor { return binaryRaw("ge", backend.Ge, a, b) }
+
+// LogicalAnd returns a && b elementwise (nonzero is true).
+func (a *Tensor) LogicalAnd(b *Tensor) *Tensor {
+	return binaryRaw("logical_and", backend.LogicalAnd, a, b)
+}
+
+// LogicalOr returns a || b elementwise.
+func (a *Tensor) LogicalOr(b *Tensor) *Tensor {
+	return binaryRaw("logical_or", backend.LogicalOr, a, b)
+}
+
+// EqScalar returns a == s elementwise.
+func (a *Tensor) EqScalar(s float64) *Tensor { return scalarRaw("eq", backend.Eq, a, s, false) }
+
+// GtScalar returns a > s elementwise.
+func (a *Tensor) GtScalar(s float64) *Tensor { return scalarRaw("gt", backend.Gt, a, s, false) }
+
+// LtScalar returns a < s elementwise.
+func (a *Tensor) LtScalar(s float64) *Tensor { return scalarRaw("lt", backend.Lt, a, s, false) }
+
+// GeScalar returns a >= s elementwise.
+func (a *Tensor) GeScalar(s float64) *Tensor { return scalarRaw("ge", backend.Ge, a, s, false) }
+
+// LeScalar returns a <= s elementwise.
+func (a *Tensor) LeScalar(s float64) *Tensor { return scalarRaw("le", backend.Le, a, s, false) }
+
+// AddScalar returns a + s.
+func (a *Tensor) AddScalar(s float64) *Tensor {
+	out := scalarRaw("add", backend.Add, a, s, false)
+	if needsGrad(a) {
+		record("add", out, []*Tensor{a}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Detach()} })
+	}
+	return out
+}
+
+// SubScalar returns a - s.
+func (a *Tensor) SubScalar(s float64) *Tensor { return a.AddScalar(-s) }
+
+// RSubScalar returns s - a.
+func (a *Tensor) RSubScalar(s float64) *Tensor {
+	out := scalarRaw("rsub", backend.Sub, a, s, true)
+	if needsGrad(a) {
+		record("rsub", out, []*Tensor{a}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Neg()} })
+	}
+	return out
+}
+
+// MulScalar returns a * s.
+func (a *Tensor) MulScalar(s float64) *Tensor {
+	out := scalarRaw("mul", backend.Mul, a, s, false)
+	if needsGrad(a) {
+		record("mul", out, []*Tensor{a}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.MulScalar(s)} })
+	}
+	return out
+}
+
+// DivScalar returns a / s.
+func (a *Tensor) DivScalar(s float64) *Tensor {
+	out := scalarRaw("div", backend.Div, a, s, false)
+	if needsGrad(a) {
+		record("div", out, []*Tensor{a}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.DivScalar(s)} })
+	}
+	return out
+}
+
+// RDivScalar returns s / a.
+func (a *Tensor) RDivScalar(s float64) *Tensor {
+	out := scalarRaw("rdiv", backend.Div, a, s, true)
+	if needsGrad(a) {
+		sv := save(out)
+		record("rdiv", out, []*Tensor{a}, sv, func(g *Tensor) []*Tensor {
+			// d(s/a)/da = -out^2/s
+			return []*Tensor{g.Mul(sv[0].Square()).DivScalar(-s)}
+		})
+	}
+	return out
+}
+
+// PowScalar returns a ** p.
+func (a *Tensor) PowScalar(p float64) *Tensor {
+	return unary("pow", backend.PowScalar, a, p, saveX, func(x, _, g *Tensor) *Tensor {
+		if p == 0 {
+			return g.NewZeros(g.shape...)
+		}
+		return g.Mul(x.PowScalar(p - 1)).MulScalar(p)
+	})
+}
+
+// Clamp limits every element to [lo, hi]; use math.Inf for a missing bound.
+// Elements at a bound pass no gradient.
+func (a *Tensor) Clamp(lo, hi float64) *Tensor {
+	sameDevice("clamp", a)
+	x := a
+	if !math.IsInf(lo, -1) {
+		l := scalarRaw("clamp", backend.Maximum, x, lo, false)
+		x = l
+		defer l.Release()
+	}
+	out := x
+	if !math.IsInf(hi, 1) {
+		out = scalarRaw("clamp", backend.Minimum, x, hi, false)
+	} else {
+		out = x.view(x.shape, x.strides, x.offset)
+	}
+	if needsGrad(a) {
+		sv := save(a)
+		record("clamp", out, []*Tensor{a}, sv, func(g *Tensor) []*Tensor {
+			in := sv[0].GeScalar(lo).LogicalAnd(sv[0].LeScalar(hi))
+			return []*Tensor{Where(in, g, g.NewZeros())}
+		})
+	}
+	return out
+}
+
+// Where returns a where cond is true and b elsewhere, broadcasting all three
+// (torch.where). cond must be bool; a and b are promoted to a common dtype.
+func Where(cond, a, b *Tensor) *Tensor {
+	ds := sameDevice("where", cond, a, b)
+	if cond.dtype != Bool {
+		fail("where", ErrDType, "condition must be bool, got %s", cond.dtype)
+	}
+	shape := broadcastShapes("where", cond.shape, a.shape, b.shape)
+	dt := promote(a.dtype, b.dtype)
+	ac, bc := castRaw(a, dt), castRaw(b, dt)
+	defer ac.Release()
+	defer bc.Release()
+	out := newTensor("where", ds, dt, shape)
+	check("where", ds.bd.Where(out.bv(), expandView("where", cond, shape), expandView("where", ac, shape), expandView("where", bc, shape)))
+	if needsGrad(a, b) {
+		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
+		ra, rb := a.requiresGrad, b.requiresGrad
+		sv := save(cond)
+		record("where", out, []*Tensor{nil, a, b}, sv, func(g *Tensor) []*Tensor {
+			z := g.NewZeros()
+			return []*Tensor{nil,
+				gradIf(ra, func() *Tensor { return sumTo(Where(sv[0], g, z), as) }),
+				gradIf(rb, func() *Tensor { return sumTo(Where(sv[0], z, g), bs) }),
+			}
+		})
+	}
+	return out
+}
+
+// In-place operations write into t's storage (PyTorch's add_, mul_, ...).
+// They are not recorded: they panic with [ErrAutograd] on a tensor that
+// requires grad unless called inside [NoGrad] (as optimizers do).
+
+func (t *Tensor) inPlaceCheck(op string) {
+	if t.requiresGrad && GradEnabled() {
+		fail(op, ErrAutograd, "a tensor that requires grad is being used in an in-place operation; wrap it in vram.NoGrad")
+	}
+}
+
+func (t *Tensor) binaryInPlace(op string, k backend.BinaryOp, b *Tensor) *Tensor {
+	sameDevice(op, t, b)
+	t.inPlaceCheck(op)
+	bc := castRaw(b, t.dtype)
+	defer bc.Release()
+	check(op, t.ds().bd.Binary(k, t.bv(), t.bv(), expandView(op, bc, t.shape)))
+	return t
+}
+
+// addInPlace adds g without checks or recording.
+func (t *Tensor) addInPlace(op string, g *Tensor) {
+	check(op, t.ds().bd.Binary(backend.Add, t.bv(), t.bv(), expandView(op, g, t.shape)))
+}
+
+// AddInPlace adds b (broadcast to t's shape) to t and returns t.
+func (t *Tensor) AddInPlace(b *Tensor) *Tensor { return t.binaryInPlace("add_", backend.Add, b) }
+
+// SubInPlace subtracts b from t and returns t.
+func (t *Tensor) SubInPlace(b *Tensor) *Tensor { return t.binaryInPlace("sub_", backend.Sub, b) }
+
+// MulInPlace multiplies t by b and returns t.
+func (t *Tensor) MulInPlace(b *Tensor) *Tensor { return t.binaryInPlace("mul_", backend.Mul, b) }
+
+// DivInPlace divides t by b and returns t.
+func (t *Tensor) DivInPlace(b *Tensor) *Tensor { return t.binaryInPlace("div_", backend.Div, b) }
+
+// AddScaledInPlace adds alpha*b to t (PyTorch's add_(b, alpha=...)).
+func (t *Tensor) AddScaledInPlace(b *Tensor, alpha float64) *Tensor {
+	sameDevice("add_", t, b)
+	t.inPlaceCheck("add_")
+	s := scalarRaw("add_", backend.Mul, b, alpha, false)
+	defer s.Release()
+	return t.binaryInPlace("add_", backend.Add, s)
+}
+
+func (t *Tensor) scalarInPlace(op string, k backend.BinaryOp, s float64) *Tensor {
+	sameDevice(op, t)
+	t.inPlaceCheck(op)
+	check(op, t.ds().bd.Scalar(k, t.bv(), t.bv(), s, false))
+	return t
+}
+
+// AddScalarInPlace adds s to every element of t and returns t.
+func (t *Tensor) AddScalarInPlace(s float64) *Tensor { return t.scalarInPlace("add_", backend.Add, s) }
+
+// MulScalarInPlace multiplies every element of t by s and returns t.
+func (t *Tensor) MulScalarInPlace(s float64) *Tensor { return t.scalarInPlace("mul_", backend.Mul, s) }
+
+// FillInPlace sets every element of t to v and returns t.
+func (t *Tensor) FillInPlace(v float64) *Tensor {
+	sameDevice("fill_", t)
+	t.inPlaceCheck("fill_")
+	t.fill("fill_", v)
+	return t
+}
+
+// CopyFrom copies src (broadcast to t's shape, converted to t's dtype) into
+// t and returns t (copy_). Both must be on the same device; use To first
+// otherwise.
+func (t *Tensor) CopyFrom(src *Tensor) *Tensor {
+	sameDevice("copy_", t, src)
+	t.inPlaceCheck("copy_")
+	check("copy_", t.ds().bd.Copy(t.bv(), expandView("copy_", src, t.shape)))
+	return t
+}

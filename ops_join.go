@@ -1,0 +1,83 @@
+package vram
+
+import "slices"
+
+// Cat concatenates tensors along dim. They must share a device and agree
+// in every other dimension; dtypes are promoted. It panics with [ErrShape]
+// naming the first shape that does not fit.
+func Cat(ts []*Tensor, dim int) *Tensor {
+	if len(ts) == 0 {
+		fail("cat", ErrArgument, "expected a non-empty list of tensors")
+	}
+	ds := sameDevice("cat", ts...)
+	a := ts[0].axis("cat", dim)
+	shape := slices.Clone(ts[0].shape)
+	dt := ts[0].dtype
+	total := 0
+	for i, t := range ts {
+		if len(t.shape) != len(shape) {
+			fail("cat", ErrShape, "tensor %d has shape %v, expected %d dimensions like %v", i, Shape(t.shape), len(shape), Shape(ts[0].shape))
+		}
+		for d := range shape {
+			if d != a && t.shape[d] != shape[d] {
+				fail("cat", ErrShape, "tensor %d has shape %v, which differs from %v outside dimension %d", i, Shape(t.shape), Shape(ts[0].shape), a)
+			}
+		}
+		total += t.shape[a]
+		dt = promote(dt, t.dtype)
+	}
+	shape[a] = total
+	out := newTensor("cat", ds, dt, shape)
+	off := 0
+	sizes := make([]int, len(ts))
+	for i, t := range ts {
+		sizes[i] = t.shape[a]
+		dst := out.bv()
+		dst.Shape = slices.Clone(shape)
+		dst.Shape[a] = t.shape[a]
+		dst.Offset += off * out.strides[a]
+		check("cat", ds.bd.Copy(dst, t.bv()))
+		off += t.shape[a]
+	}
+	if needsGrad(ts...) {
+		need := make([]bool, len(ts))
+		for i, t := range ts {
+			need[i] = t.requiresGrad
+		}
+		record("cat", out, ts, nil, func(g *Tensor) []*Tensor {
+			gs := make([]*Tensor, len(sizes))
+			o := 0
+			for i, n := range sizes {
+				if need[i] {
+					gs[i] = g.Narrow(a, o, n).Contiguous()
+				}
+				o += n
+			}
+			return gs
+		})
+	}
+	return out
+}
+
+// Stack joins tensors of equal shape along a new dimension dim.
+func Stack(ts []*Tensor, dim int) *Tensor {
+	if len(ts) == 0 {
+		fail("stack", ErrArgument, "expected a non-empty list of tensors")
+	}
+	for i, t := range ts {
+		t.live("stack")
+		if !slices.Equal(t.shape, ts[0].shape) {
+			fail("stack", ErrShape, "tensor %d has shape %v, expected %v", i, Shape(t.shape), Shape(ts[0].shape))
+		}
+	}
+	us := make([]*Tensor, len(ts))
+	for i, t := range ts {
+		us[i] = t.Unsqueeze(dim)
+	}
+	defer func() {
+		for _, u := range us {
+			u.Release()
+		}
+	}()
+	return Cat(us, dim)
+}

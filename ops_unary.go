@@ -1,0 +1,202 @@
+package vram
+
+import (
+	"math"
+
+	"github.com/vramgo/vram/backend"
+)
+
+// What a unary op's backward needs saved.
+const (
+	saveNone = 0
+	saveX    = 1 // the input
+	saveY    = 2 // the output
+)
+
+// unary applies k to t and records grad(x, y, g) as its backward; x and y
+// are nil unless asked for with saveX and saveY. A nil grad makes the op
+// non-differentiable (a zero gradient).
+func unary(op string, k backend.UnaryOp, t *Tensor, param float64, saveWhat int, grad func(x, y, g *Tensor) *Tensor) *Tensor {
+	sameDevice(op, t)
+	src := t
+	floatOnly := k != backend.Neg && k != backend.Abs && k != backend.Sign && k != backend.Square &&
+		k != backend.Relu && k != backend.PowScalar && k != backend.LogicalNot && k != backend.IsNaN
+	if floatOnly && !t.dtype.IsFloat() {
+		src = castRaw(t, Float32)
+		defer src.Release()
+	}
+	odt := src.dtype
+	if k == backend.LogicalNot || k == backend.IsNaN {
+		odt = Bool
+	}
+	out := newTensor(op, t.ds(), odt, t.shape)
+	check(op, t.ds().bd.Unary(k, out.bv(), src.bv(), param))
+	if grad != nil && needsGrad(t) {
+		var x, y *Tensor
+		var sv []*Tensor
+		if saveWhat&saveX != 0 {
+			x = t.share()
+			sv = append(sv, x)
+		}
+		if saveWhat&saveY != 0 {
+			y = out.share()
+			sv = append(sv, y)
+		}
+		record(op, out, []*Tensor{t}, sv, func(g *Tensor) []*Tensor { return []*Tensor{grad(x, y, g)} })
+	}
+	return out
+}
+
+// Neg returns -t.
+func (t *Tensor) Neg() *Tensor {
+	return unary("neg", backend.Neg, t, 0, saveNone, func(_, _, g *Tensor) *Tensor { return g.unaryRaw(backend.Neg) })
+}
+
+// unaryRaw applies k without recording.
+func (t *Tensor) unaryRaw(k backend.UnaryOp) *Tensor {
+	out := newTensor(k.String(), t.ds(), t.dtype, t.shape)
+	check(k.String(), t.ds().bd.Unary(k, out.bv(), t.bv(), 0))
+	return out
+}
+
+// Abs returns |t|.
+func (t *Tensor) Abs() *Tensor {
+	return unary("abs", backend.Abs, t, 0, saveX, func(x, _, g *Tensor) *Tensor { return g.Mul(x.Sign()) })
+}
+
+// Sign returns -1, 0 or 1 per element (no gradient).
+func (t *Tensor) Sign() *Tensor { return unary("sign", backend.Sign, t, 0, saveNone, nil) }
+
+// Exp returns e**t.
+func (t *Tensor) Exp() *Tensor {
+	return unary("exp", backend.Exp, t, 0, saveY, func(_, y, g *Tensor) *Tensor { return g.Mul(y) })
+}
+
+// Log returns the natural logarithm of t.
+func (t *Tensor) Log() *Tensor {
+	return unary("log", backend.Log, t, 0, saveX, func(x, _, g *Tensor) *Tensor { return g.Div(x) })
+}
+
+// Log1p returns log(1 + t), accurate for small t.
+func (t *Tensor) Log1p() *Tensor {
+	return unary("log1p", backend.Log1p, t, 0, saveX, func(x, _, g *Tensor) *Tensor { return g.Div(x.AddScalar(1)) })
+}
+
+// Expm1 returns e**t - 1, accurate for small t.
+func (t *Tensor) Expm1() *Tensor {
+	return unary("expm1", backend.Expm1, t, 0, saveY, func(_, y, g *Tensor) *Tensor { return g.Mul(y.AddScalar(1)) })
+}
+
+// Sqrt returns the square root of t.
+func (t *Tensor) Sqrt() *Tensor {
+	return unary("sqrt", backend.Sqrt, t, 0, saveY, func(_, y, g *Tensor) *Tensor { return g.Div(y).MulScalar(0.5) })
+}
+
+// Rsqrt returns 1/sqrt(t).
+func (t *Tensor) Rsqrt() *Tensor {
+	return unary("rsqrt", backend.Rsqrt, t, 0, saveY, func(_, y, g *Tensor) *Tensor {
+		return g.Mul(y.PowScalar(3)).MulScalar(-0.5)
+	})
+}
+
+// Square returns t*t.
+func (t *Tensor) Square() *Tensor {
+	return unary("square", backend.Square, t, 0, saveX, func(x, _, g *Tensor) *Tensor { return g.Mul(x).MulScalar(2) })
+}
+
+// Reciprocal returns 1/t.
+func (t *Tensor) Reciprocal() *Tensor {
+	return unary("reciprocal", backend.Reciprocal, t, 0, saveY, func(_, y, g *Tensor) *Tensor {
+		return g.Mul(y.Square()).Neg()
+	})
+}
+
+// Sin returns sin(t).
+func (t *Tensor) Sin() *Tensor {
+	return unary("sin", backend.Sin, t, 0, saveX, func(x, _, g *Tensor) *Tensor { return g.Mul(x.Cos()) })
+}
+
+// Cos returns cos(t).
+func (t *Tensor) Cos() *Tensor {
+	return unary("cos", backend.Cos, t, 0, saveX, func(x, _, g *Tensor) *Tensor { return g.Mul(x.Sin()).Neg() })
+}
+
+// Tanh returns tanh(t).
+func (t *Tensor) Tanh() *Tensor {
+	return unary("tanh", backend.Tanh, t, 0, saveY, func(_, y, g *Tensor) *Tensor {
+		return g.Mul(y.Square().RSubScalar(1))
+	})
+}
+
+// Sigmoid returns 1/(1+e**-t).
+func (t *Tensor) Sigmoid() *Tensor {
+	return unary("sigmoid", backend.Sigmoid, t, 0, saveY, func(_, y, g *Tensor) *Tensor {
+		return g.Mul(y.Mul(y.RSubScalar(1)))
+	})
+}
+
+// Relu returns max(t, 0).
+func (t *Tensor) Relu() *Tensor {
+	return unary("relu", backend.Relu, t, 0, saveY, func(_, y, g *Tensor) *Tensor {
+		return Where(y.GtScalar(0), g, g.NewZeros())
+	})
+}
+
+// LeakyRelu returns t where t > 0 and slope*t elsewhere.
+func (t *Tensor) LeakyRelu(slope float64) *Tensor {
+	return unary("leaky_relu", backend.LeakyRelu, t, slope, saveX, func(x, _, g *Tensor) *Tensor {
+		return Where(x.GtScalar(0), g, g.MulScalar(slope))
+	})
+}
+
+// Gelu returns the exact GELU, t * Phi(t), with Phi the standard normal CDF.
+func (t *Tensor) Gelu() *Tensor {
+	return unary("gelu", backend.Gelu, t, 0, saveX, func(x, _, g *Tensor) *Tensor {
+		return g.Mul(x.unaryRaw(backend.GeluGrad))
+	})
+}
+
+// GeluTanh returns GELU with the tanh approximation.
+func (t *Tensor) GeluTanh() *Tensor {
+	return unary("gelu_tanh", backend.GeluTanh, t, 0, saveX, func(x, _, g *Tensor) *Tensor {
+		// u = c*(x + 0.044715 x^3); d/dx = 0.5(1+tanh u) + 0.5 x (1-tanh^2 u) c (1 + 3*0.044715 x^2)
+		c := math.Sqrt(2 / math.Pi)
+		u := x.Add(x.PowScalar(3).MulScalar(0.044715)).MulScalar(c)
+		th := u.Tanh()
+		a := th.AddScalar(1).MulScalar(0.5)
+		b := x.MulScalar(0.5).Mul(th.Square().RSubScalar(1)).Mul(x.Square().MulScalar(3 * 0.044715 * c).AddScalar(c))
+		return g.Mul(a.Add(b))
+	})
+}
+
+// Silu returns t * sigmoid(t).
+func (t *Tensor) Silu() *Tensor {
+	return unary("silu", backend.Silu, t, 0, saveX, func(x, _, g *Tensor) *Tensor {
+		s := x.Sigmoid()
+		return g.Mul(s.Mul(x.Mul(s.RSubScalar(1)).AddScalar(1)))
+	})
+}
+
+// Erf returns the error function of t.
+func (t *Tensor) Erf() *Tensor {
+	return unary("erf", backend.Erf, t, 0, saveX, func(x, _, g *Tensor) *Tensor {
+		return g.Mul(x.Square().Neg().Exp().MulScalar(2 / math.Sqrt(math.Pi)))
+	})
+}
+
+// Floor rounds down (no gradient).
+func (t *Tensor) Floor() *Tensor { return unary("floor", backend.Floor, t, 0, saveNone, nil) }
+
+// Ceil rounds up (no gradient).
+func (t *Tensor) Ceil() *Tensor { return unary("ceil", backend.Ceil, t, 0, saveNone, nil) }
+
+// Round rounds half to even (no gradient).
+func (t *Tensor) Round() *Tensor { return unary("round", backend.Round, t, 0, saveNone, nil) }
+
+// IsNaN returns a bool tensor that is true where t is NaN.
+func (t *Tensor) IsNaN() *Tensor { return unary("isnan", backend.IsNaN, t, 0, saveNone, nil) }
+
+// LogicalNot returns a bool tensor that is true where t is zero.
+func (t *Tensor) LogicalNot() *Tensor {
+	return unary("logical_not", backend.LogicalNot, t, 0, saveNone, nil)
+}

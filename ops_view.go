@@ -1,0 +1,459 @@
+package vram
+
+import (
+	"slices"
+
+	"github.com/vramgo/vram/backend"
+)
+
+// contiguous returns t itself as a new reference when it is already
+// contiguous, else a contiguous copy. The caller releases the result.
+// Nothing is recorded.
+func (t *Tensor) contiguous(op string) *Tensor {
+	if t.IsContiguous() {
+		return t.view(t.shape, t.strides, t.offset)
+	}
+	return t.clone()
+}
+
+// clone returns a contiguous copy of t's data. Nothing is recorded.
+func (t *Tensor) clone() *Tensor {
+	out := newTensor("clone", t.ds(), t.dtype, t.shape)
+	check("clone", t.ds().bd.Copy(out.bv(), t.bv()))
+	return out
+}
+
+// Contiguous returns a tensor with t's values laid out densely in row-major
+// order: a new reference to t's storage when it already is, else a copy.
+func (t *Tensor) Contiguous() *Tensor {
+	t.live("contiguous")
+	if t.IsContiguous() {
+		return t.identity("contiguous")
+	}
+	return t.Clone()
+}
+
+// identity returns a new reference to t with the same layout that passes
+// gradients straight through.
+func (t *Tensor) identity(op string) *Tensor {
+	out := t.view(t.shape, t.strides, t.offset)
+	if needsGrad(t) {
+		record(op, out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Detach()} })
+	}
+	return out
+}
+
+// Clone returns a copy of t in new storage; gradients flow back to t.
+func (t *Tensor) Clone() *Tensor {
+	t.live("clone")
+	out := t.clone()
+	if needsGrad(t) {
+		record("clone", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Detach()} })
+	}
+	return out
+}
+
+// inferShape resolves one -1 in shape against n elements.
+func inferShape(op string, shape []int, n int, from []int) []int {
+	out := slices.Clone(shape)
+	neg := -1
+	prod := 1
+	for i, d := range out {
+		switch {
+		case d == -1 && neg < 0:
+			neg = i
+		case d < 0:
+			fail(op, ErrShape, "invalid shape %v", Shape(shape))
+		default:
+			prod *= d
+		}
+	}
+	if neg >= 0 {
+		if prod == 0 || n%prod != 0 {
+			fail(op, ErrShape, "shape %v is invalid for input of shape %v (%d elements)", Shape(shape), Shape(from), n)
+		}
+		out[neg] = n / prod
+		prod *= out[neg]
+	}
+	if prod != n {
+		fail(op, ErrShape, "shape %v is invalid for input of shape %v (%d elements)", Shape(shape), Shape(from), n)
+	}
+	return out
+}
+
+// Reshape returns a tensor with t's elements and the given shape; one size
+// may be -1 and is inferred. It is a view when t's layout allows it and a
+// copy otherwise (torch.reshape). It panics with [ErrShape] when the element
+// counts differ.
+func (t *Tensor) Reshape(shape ...int) *Tensor {
+	t.live("reshape")
+	ns := inferShape("reshape", shape, t.NumElements(), t.shape)
+	if st := computeView(t.shape, t.strides, ns); st != nil {
+		return t.reshapeView("reshape", ns, st)
+	}
+	c := t.Contiguous()
+	defer c.Release()
+	return c.reshapeView("reshape", ns, backend.ContiguousStrides(ns))
+}
+
+// View is like Reshape but never copies: it panics with [ErrShape] when t's
+// strides cannot show the new shape (call Contiguous first).
+func (t *Tensor) View(shape ...int) *Tensor {
+	t.live("view")
+	ns := inferShape("view", shape, t.NumElements(), t.shape)
+	st := computeView(t.shape, t.strides, ns)
+	if st == nil {
+		fail("view", ErrShape, "view size %v is not compatible with input size %v and strides %v; use Reshape or Contiguous first",
+			Shape(ns), Shape(t.shape), t.strides)
+	}
+	return t.reshapeView("view", ns, st)
+}
+
+func (t *Tensor) reshapeView(op string, ns, st []int) *Tensor {
+	out := t.view(ns, st, t.offset)
+	if needsGrad(t) {
+		old := slices.Clone(t.shape)
+		record(op, out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Reshape(old...)} })
+	}
+	return out
+}
+
+// computeView returns strides for newShape over a tensor with the given
+// shape and strides, or nil when a copy is needed (PyTorch's
+// computeStride).
+func computeView(shape, strides, newShape []int) []int {
+	n := backend.NumElements(shape)
+	out := make([]int, len(newShape))
+	if n == 0 || len(shape) == 0 {
+		return backend.ContiguousStrides(newShape)
+	}
+	viewD := len(newShape) - 1
+	chunkBase := 0
+	if len(strides) > 0 {
+		chunkBase = strides[len(strides)-1]
+	}
+	tensorNumel, viewNumel := 1, 1
+	for d := len(shape) - 1; d >= 0; d-- {
+		tensorNumel *= shape[d]
+		if d == 0 || (shape[d-1] != 1 && strides[d-1] != tensorNumel*chunkBase) {
+			for viewD >= 0 && (viewNumel < tensorNumel || newShape[viewD] == 1) {
+				out[viewD] = viewNumel * chunkBase
+				viewNumel *= newShape[viewD]
+				viewD--
+			}
+			if viewNumel != tensorNumel {
+				return nil
+			}
+			if d > 0 {
+				chunkBase = strides[d-1]
+				tensorNumel, viewNumel = 1, 1
+			}
+		}
+	}
+	if viewD != -1 {
+		return nil
+	}
+	return out
+}
+
+// Flatten merges dimensions start..end (inclusive; negative counts from the
+// end) into one.
+func (t *Tensor) Flatten(start, end int) *Tensor {
+	t.live("flatten")
+	if len(t.shape) == 0 {
+		return t.Reshape(1)
+	}
+	s, e := t.axis("flatten", start), t.axis("flatten", end)
+	if s > e {
+		fail("flatten", ErrArgument, "start dimension %d is after end dimension %d", start, end)
+	}
+	ns := append(slices.Clone(t.shape[:s]), backend.NumElements(t.shape[s:e+1]))
+	ns = append(ns, t.shape[e+1:]...)
+	return t.Reshape(ns...)
+}
+
+// Permute returns a view with the dimensions reordered: dimension i of the
+// result is dimension dims[i] of t. It panics with [ErrArgument] unless dims
+// is a permutation.
+func (t *Tensor) Permute(dims ...int) *Tensor {
+	t.live("permute")
+	if len(dims) != len(t.shape) {
+		fail("permute", ErrArgument, "permutation %v has %d entries for a tensor of %d dimensions", dims, len(dims), len(t.shape))
+	}
+	seen := make([]bool, len(dims))
+	ns, st := make([]int, len(dims)), make([]int, len(dims))
+	inv := make([]int, len(dims))
+	for i, d := range dims {
+		a := t.axis("permute", d)
+		if seen[a] {
+			fail("permute", ErrArgument, "dimension %d repeats in permutation %v", d, dims)
+		}
+		seen[a] = true
+		ns[i], st[i] = t.shape[a], t.strides[a]
+		inv[a] = i
+	}
+	out := t.view(ns, st, t.offset)
+	if needsGrad(t) {
+		record("permute", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Permute(inv...)} })
+	}
+	return out
+}
+
+// Transpose returns a view with dimensions d0 and d1 swapped.
+func (t *Tensor) Transpose(d0, d1 int) *Tensor {
+	t.live("transpose")
+	a, b := t.axis("transpose", d0), t.axis("transpose", d1)
+	perm := make([]int, len(t.shape))
+	for i := range perm {
+		perm[i] = i
+	}
+	perm[a], perm[b] = b, a
+	return t.Permute(perm...)
+}
+
+// T returns the transpose of a tensor of at most 2 dimensions.
+func (t *Tensor) T() *Tensor {
+	t.live("t")
+	switch len(t.shape) {
+	case 0, 1:
+		return t.identity("t")
+	case 2:
+		return t.Transpose(0, 1)
+	}
+	fail("t", ErrShape, "T expects a tensor of at most 2 dimensions, got shape %v; use Transpose or MT", Shape(t.shape))
+	return nil
+}
+
+// MT returns a view with the last two dimensions swapped.
+func (t *Tensor) MT() *Tensor { return t.Transpose(-2, -1) }
+
+// Narrow returns the view of length elements of dimension dim starting at
+// start (negative start counts from the end). It panics with [ErrIndex]
+// when the range falls outside the dimension.
+func (t *Tensor) Narrow(dim, start, length int) *Tensor {
+	t.live("narrow")
+	a := t.axis("narrow", dim)
+	if start < 0 {
+		start += t.shape[a]
+	}
+	if start < 0 || length < 0 || start+length > t.shape[a] {
+		fail("narrow", ErrIndex, "range [%d, %d) out of bounds for dimension %d of size %d", start, start+length, dim, t.shape[a])
+	}
+	ns := slices.Clone(t.shape)
+	ns[a] = length
+	out := t.view(ns, slices.Clone(t.strides), t.offset+start*t.strides[a])
+	if needsGrad(t) {
+		full := slices.Clone(t.shape)
+		record("narrow", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor {
+			z := g.NewZeros(full...)
+			dst := z.view(g.shape, z.strides, z.offset+start*z.strides[a])
+			check("narrow", z.ds().bd.Copy(dst.bv(), g.bv()))
+			dst.Release()
+			return []*Tensor{z}
+		})
+	}
+	return out
+}
+
+// Slice returns the view of indices start, start+step, ... below end of
+// dimension dim, with Python's clamping of start and end (negative values
+// count from the end). step must be positive.
+func (t *Tensor) Slice(dim, start, end, step int) *Tensor {
+	t.live("slice")
+	a := t.axis("slice", dim)
+	n := t.shape[a]
+	if step <= 0 {
+		fail("slice", ErrArgument, "step must be positive, got %d", step)
+	}
+	clamp := func(i int) int {
+		if i < 0 {
+			i += n
+		}
+		return min(max(i, 0), n)
+	}
+	s, e := clamp(start), clamp(end)
+	length := 0
+	if e > s {
+		length = (e - s + step - 1) / step
+	}
+	if step == 1 {
+		return t.Narrow(a, s, length)
+	}
+	ns, st := slices.Clone(t.shape), slices.Clone(t.strides)
+	ns[a], st[a] = length, st[a]*step
+	out := t.view(ns, st, t.offset+s*t.strides[a])
+	if needsGrad(t) {
+		full := slices.Clone(t.shape)
+		record("slice", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor {
+			z := g.NewZeros(full...)
+			zst := slices.Clone(z.strides)
+			zst[a] *= step
+			dst := z.view(g.shape, zst, z.offset+s*z.strides[a])
+			check("slice", z.ds().bd.Copy(dst.bv(), g.bv()))
+			dst.Release()
+			return []*Tensor{z}
+		})
+	}
+	return out
+}
+
+// Select returns the view at index i of dimension dim, which is removed.
+func (t *Tensor) Select(dim, i int) *Tensor {
+	t.live("select")
+	a := t.axis("select", dim)
+	n := t.Narrow(a, i, 1)
+	defer n.Release()
+	return n.Squeeze(a)
+}
+
+// Unsqueeze returns a view with a dimension of size 1 inserted at dim
+// (-1 appends).
+func (t *Tensor) Unsqueeze(dim int) *Tensor {
+	t.live("unsqueeze")
+	nd := len(t.shape) + 1
+	d := dim
+	if d < 0 {
+		d += nd
+	}
+	if d < 0 || d >= nd {
+		fail("unsqueeze", ErrIndex, "dimension %d out of range for a result of %d dimensions", dim, nd)
+	}
+	st := 1
+	if d < len(t.shape) {
+		st = t.strides[d] * t.shape[d]
+	}
+	ns := slices.Insert(slices.Clone(t.shape), d, 1)
+	nst := slices.Insert(slices.Clone(t.strides), d, st)
+	return t.reshapeView("unsqueeze", ns, nst)
+}
+
+// Squeeze returns a view without the listed dimensions of size 1 (every
+// dimension of size 1 when none are listed). Listed dimensions whose size is
+// not 1 are kept, as in PyTorch.
+func (t *Tensor) Squeeze(dims ...int) *Tensor {
+	t.live("squeeze")
+	drop := make([]bool, len(t.shape))
+	if len(dims) == 0 {
+		for i, d := range t.shape {
+			drop[i] = d == 1
+		}
+	}
+	for _, d := range dims {
+		a := t.axis("squeeze", d)
+		drop[a] = t.shape[a] == 1
+	}
+	var ns, st []int
+	for i := range t.shape {
+		if !drop[i] {
+			ns = append(ns, t.shape[i])
+			st = append(st, t.strides[i])
+		}
+	}
+	if ns == nil {
+		ns, st = []int{}, []int{}
+	}
+	return t.reshapeView("squeeze", ns, st)
+}
+
+// Expand returns a view that repeats t along dimensions of size 1 (and new
+// leading dimensions) to reach shape, without copying; -1 keeps a size. It
+// panics with [ErrShape] when a size other than 1 would change.
+func (t *Tensor) Expand(shape ...int) *Tensor {
+	t.live("expand")
+	if len(shape) < len(t.shape) {
+		fail("expand", ErrShape, "cannot expand shape %v to %v: fewer dimensions", Shape(t.shape), Shape(shape))
+	}
+	ns := slices.Clone(shape)
+	lead := len(shape) - len(t.shape)
+	for i := range ns {
+		if i >= lead && ns[i] == -1 {
+			ns[i] = t.shape[i-lead]
+		}
+	}
+	v := expandView("expand", t, ns)
+	out := t.view(ns, v.Strides, t.offset)
+	if needsGrad(t) {
+		orig := slices.Clone(t.shape)
+		record("expand", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{sumTo(g, orig)} })
+	}
+	return out
+}
+
+// ExpandAs expands t to other's shape.
+func (t *Tensor) ExpandAs(other *Tensor) *Tensor { return t.Expand(other.shape...) }
+
+// expandView returns t's backend view broadcast to shape (stride 0 along
+// repeated dimensions), panicking with ErrShape if it does not fit.
+func expandView(op string, t *Tensor, shape []int) backend.View {
+	lead := len(shape) - len(t.shape)
+	if lead < 0 {
+		fail(op, ErrShape, "cannot broadcast shape %v to %v", Shape(t.shape), Shape(shape))
+	}
+	st := make([]int, len(shape))
+	for i := range shape {
+		if i < lead {
+			continue
+		}
+		d := t.shape[i-lead]
+		switch {
+		case d == shape[i]:
+			st[i] = t.strides[i-lead]
+		case d == 1:
+			st[i] = 0
+		default:
+			fail(op, ErrShape, "cannot broadcast shape %v to %v", Shape(t.shape), Shape(shape))
+		}
+	}
+	v := t.bv()
+	v.Shape, v.Strides = shape, st
+	return v
+}
+
+// broadcastShapes returns the shape that tensors of the given shapes
+// broadcast to, or panics with ErrShape naming them.
+func broadcastShapes(op string, shapes ...[]int) []int {
+	n := 0
+	for _, s := range shapes {
+		n = max(n, len(s))
+	}
+	out := make([]int, n)
+	for i := range out {
+		out[i] = 1
+	}
+	for _, s := range shapes {
+		lead := n - len(s)
+		for i, d := range s {
+			o := &out[lead+i]
+			switch {
+			case *o == d || d == 1:
+			case *o == 1:
+				*o = d
+			default:
+				strs := make([]any, 0, len(shapes))
+				for _, s := range shapes {
+					strs = append(strs, Shape(s))
+				}
+				fail(op, ErrShape, "shapes %v cannot be broadcast together (dimension %d: %d vs %d)", strs, i-len(s), *o, d)
+			}
+		}
+	}
+	return out
+}
+
+// sumTo reduces g to shape by summing over broadcast dimensions. The
+// result is a new tensor; nothing is recorded (it runs inside backward).
+func sumTo(g *Tensor, shape []int) *Tensor {
+	if slices.Equal(g.shape, shape) {
+		return g.Detach()
+	}
+	lead := len(g.shape) - len(shape)
+	var axes []int
+	for i := range g.shape {
+		if i < lead || (shape[i-lead] == 1 && g.shape[i] != 1) {
+			axes = append(axes, i)
+		}
+	}
+	s := g.SumKeepDim(axes...)
+	defer s.Release()
+	return s.Reshape(shape...)
+}

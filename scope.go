@@ -1,0 +1,164 @@
+package vram
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Goroutine-scoped state: NoGrad and Tidy apply to the goroutine that
+// calls them and to no other (see "Concurrency" in doc.go). Go has no
+// goroutine-local storage, so the state lives in a map keyed by goroutine id;
+// the id is looked up only while some goroutine is inside NoGrad or Tidy
+// (active > 0), so code that uses neither pays one atomic load per op.
+
+type gstate struct {
+	noGrad int      // depth of NoGrad calls
+	scopes []*scope // Tidy calls, innermost last
+}
+
+type scope struct {
+	tensors []*Tensor
+}
+
+var (
+	active  atomic.Int64 // goroutines with a gstate
+	gmu     sync.Mutex
+	gstates = map[uint64]*gstate{}
+)
+
+// goid returns the current goroutine's id, read from its stack header
+// ("goroutine 42 [running]:").
+func goid() uint64 {
+	var buf [32]byte
+	n := runtime.Stack(buf[:], false)
+	b := buf[len("goroutine "):n]
+	var id uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id
+}
+
+// current returns this goroutine's state, or nil when it has none.
+func current() *gstate {
+	if active.Load() == 0 {
+		return nil
+	}
+	id := goid()
+	gmu.Lock()
+	g := gstates[id]
+	gmu.Unlock()
+	return g
+}
+
+// enter returns this goroutine's state, creating it; leave must follow.
+func enter() (uint64, *gstate) {
+	id := goid()
+	gmu.Lock()
+	defer gmu.Unlock()
+	g := gstates[id]
+	if g == nil {
+		g = &gstate{}
+		gstates[id] = g
+		active.Add(1)
+	}
+	return id, g
+}
+
+// leave drops the goroutine's state once it is empty.
+func leave(id uint64, g *gstate) {
+	gmu.Lock()
+	defer gmu.Unlock()
+	if g.noGrad == 0 && len(g.scopes) == 0 {
+		delete(gstates, id)
+		active.Add(-1)
+	}
+}
+
+// NoGrad runs fn with gradient recording off on the calling goroutine
+// (torch.no_grad): tensors computed inside do not require grad and no graph
+// is kept, which saves the memory of saved activations during inference.
+// Other goroutines are not affected, and goroutines started inside fn do
+// not inherit the setting. Calls nest.
+func NoGrad(fn func()) {
+	id, g := enter()
+	g.noGrad++
+	defer func() {
+		g.noGrad--
+		leave(id, g)
+	}()
+	fn()
+}
+
+// GradEnabled reports whether operations on the calling goroutine record
+// gradients (false inside [NoGrad]).
+func GradEnabled() bool {
+	g := current()
+	return g == nil || g.noGrad == 0
+}
+
+// Tidy runs fn and then releases every tensor created by the calling
+// goroutine during fn, except those passed to [Keep] and gradients that
+// Backward stored on leaf tensors. It is the deterministic way to free all
+// temporaries of a training step without waiting for the garbage collector:
+//
+//	for step := range steps {
+//		vram.Tidy(func() {
+//			loss := lossFn(model.Forward(x), y)
+//			loss.Backward()
+//			opt.Step()
+//			total += loss.Item()
+//		})
+//	}
+//
+// Releasing only drops references: a tensor that is still a view's base or
+// saved by a graph stays alive until those references go too. Tidy calls
+// nest; an inner Tidy releases only what was created inside it. If fn
+// panics, the tensors are released all the same and the panic continues.
+func Tidy(fn func()) {
+	id, g := enter()
+	s := &scope{}
+	g.scopes = append(g.scopes, s)
+	defer func() {
+		g.scopes = g.scopes[:len(g.scopes)-1]
+		leave(id, g)
+		for _, t := range s.tensors {
+			if t.scope == s {
+				t.Release()
+			}
+		}
+	}()
+	fn()
+}
+
+// Keep exempts tensors from every enclosing [Tidy], so they outlive it;
+// the caller then owns them and should Release them when done. Keep returns
+// its first argument, for out = vram.Keep(model.Forward(x)). Keeping a
+// tensor created outside any Tidy does nothing. Call Keep on the goroutine
+// that created the tensor.
+func Keep(ts ...*Tensor) *Tensor {
+	for _, t := range ts {
+		if t != nil {
+			t.scope = nil
+		}
+	}
+	if len(ts) == 0 {
+		return nil
+	}
+	return ts[0]
+}
+
+// track registers a new tensor with the innermost Tidy of this goroutine.
+func track(t *Tensor) {
+	g := current()
+	if g == nil || len(g.scopes) == 0 {
+		return
+	}
+	s := g.scopes[len(g.scopes)-1]
+	t.scope = s
+	s.tensors = append(s.tensors, t)
+}
