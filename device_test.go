@@ -1,0 +1,148 @@
+package vram
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestParseDevice(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Device
+		wantErr bool
+	}{
+		{"cpu", CPU, false},
+		{" cpu ", CPU, false},
+		{"cpu:0", CPU, false},
+		{"cuda", CUDA(0), false},
+		{"cuda:0", CUDA(0), false},
+		{"cuda:1", CUDA(1), false},
+		{"sim:0", Sim(0), false},
+		{"sim", Sim(0), false},
+		{"sim:3", Sim(3), false},
+		{"", Device{}, true},
+		{"gpu", Device{}, true},
+		{"cuda:", Device{}, true},
+		{"cuda:-1", Device{}, true},
+		{"cuda:+1", Device{}, true},
+		{"cuda:x", Device{}, true},
+		{"cpu:1", Device{}, true},
+		{"CUDA:0", Device{}, true},
+		{"cuda:0:1", Device{}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseDevice(tc.in)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("ParseDevice(%q) error = %v, want error %v", tc.in, err, tc.wantErr)
+			}
+			if err == nil && got != tc.want {
+				t.Fatalf("ParseDevice(%q) = %v, want %v", tc.in, got, tc.want)
+			}
+			if err == nil {
+				back, err := ParseDevice(got.String())
+				if err != nil || back != got {
+					t.Fatalf("round trip of %v gave %v, %v", got, back, err)
+				}
+			}
+		})
+	}
+}
+
+func FuzzParseDevice(f *testing.F) {
+	for _, s := range []string{"cpu", "cuda:1", "sim:0", "cuda:", "x:y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDevice(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseDevice(d.String())
+		if err != nil || back != d {
+			t.Fatalf("%q parsed as %v, which round-trips to %v, %v", s, d, back, err)
+		}
+	})
+}
+
+func TestCurrentAndDefaultDevice(t *testing.T) {
+	if CurrentDevice() != 0 || CUDA() != CUDA(0) {
+		t.Fatalf("current CUDA device should start at 0")
+	}
+	if err := SetDevice(-1); err == nil {
+		t.Fatal("SetDevice(-1) should fail")
+	}
+	if !CUDAAvailable() {
+		if err := SetDevice(1); err != nil {
+			t.Fatal(err)
+		}
+		if CUDA() != CUDA(1) {
+			t.Fatalf("CUDA() = %v after SetDevice(1)", CUDA())
+		}
+		SetDevice(0)
+	}
+	if DefaultDevice() != CPU {
+		t.Fatalf("default device %v, want cpu", DefaultDevice())
+	}
+	if err := SetDefaultDevice(Device{Kind: "tpu"}); err == nil {
+		t.Fatal("SetDefaultDevice of an unknown kind should fail")
+	}
+	if !Sim(0).Available() {
+		t.Skip("no sim devices")
+	}
+	if err := SetDefaultDevice(Sim(0)); err != nil {
+		t.Fatal(err)
+	}
+	defer SetDefaultDevice(CPU)
+	if d := Zeros(Shape{2}).Device(); d != Sim(0) {
+		t.Fatalf("factory used %v, want sim:0", d)
+	}
+}
+
+func TestUnavailableDevice(t *testing.T) {
+	err := Catch(func() { Zeros(Shape{2}, CUDA(7)) })
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("got %v, want ErrUnavailable", err)
+	}
+}
+
+func TestDeviceMismatch(t *testing.T) {
+	if !Sim(1).Available() {
+		t.Skip("no sim devices")
+	}
+	a := Ones(Shape{2, 2})
+	b := Ones(Shape{2, 2}, Sim(1))
+	ops := map[string]func(){
+		"add":    func() { a.Add(b) },
+		"matmul": func() { a.MatMul(b) },
+		"where":  func() { Where(a.GtScalar(0), a, b) },
+		"cat":    func() { Cat([]*Tensor{a, b}, 0) },
+		"copy_":  func() { a.CopyFrom(b) },
+	}
+	for name, op := range ops {
+		t.Run(name, func(t *testing.T) {
+			err := Catch(op)
+			var dm *DeviceMismatchError
+			if !errors.As(err, &dm) || !errors.Is(err, ErrDevice) {
+				t.Fatalf("got %v, want a DeviceMismatchError", err)
+			}
+			if dm.Expected != CPU || dm.Got != Sim(1) {
+				t.Fatalf("devices %v and %v, want cpu and sim:1", dm.Expected, dm.Got)
+			}
+			msg := err.Error()
+			for _, want := range []string{"cpu", "sim:1", "To("} {
+				if !contains(msg, want) {
+					t.Errorf("message %q does not mention %q", msg, want)
+				}
+			}
+		})
+	}
+	// The fix works: move first.
+	if got := a.Add(b.To(CPU)).Float64s(); got[0] != 2 {
+		t.Fatalf("after To: %v", got)
+	}
+}
+
+func contains(s, sub string) bool {
+	return len(sub) == 0 || len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub))
+}

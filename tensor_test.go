@@ -1,0 +1,238 @@
+package vram
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"testing"
+)
+
+func TestFactories(t *testing.T) {
+	tests := []struct {
+		name  string
+		t     *Tensor
+		shape Shape
+		dtype DType
+		vals  []float64
+	}{
+		{"zeros", Zeros(Shape{2, 2}), Shape{2, 2}, Float32, []float64{0, 0, 0, 0}},
+		{"ones f64", Ones(Shape{3}, Float64), Shape{3}, Float64, []float64{1, 1, 1}},
+		{"full int", Full(Shape{2}, 7, Int64), Shape{2}, Int64, []float64{7, 7}},
+		{"full bf16", Full(Shape{1}, 1.5, BFloat16), Shape{1}, BFloat16, []float64{1.5}},
+		{"full f16", Full(Shape{1}, -2.25, Float16), Shape{1}, Float16, []float64{-2.25}},
+		{"arange", Arange(0, 5, 2), Shape{3}, Float32, []float64{0, 2, 4}},
+		{"arange down", Arange(3, 0, -1, Int32), Shape{3}, Int32, []float64{3, 2, 1}},
+		{"arange empty", Arange(3, 0, 1), Shape{0}, Float32, []float64{}},
+		{"scalar", Scalar(3.5), Shape{}, Float32, []float64{3.5}},
+		{"from slice", FromSlice([]int{1, 2, 3, 4}, Shape{2, 2}), Shape{2, 2}, Int64, []float64{1, 2, 3, 4}},
+		{"from bools", FromSlice([]bool{true, false}, nil), Shape{2}, Bool, []float64{1, 0}},
+		{"from slice cast", FromSlice([]float64{1.7, -1.7}, nil, Int32), Shape{2}, Int32, []float64{1, -1}},
+		{"empty zero size", Empty(Shape{0, 3}), Shape{0, 3}, Float32, []float64{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if !reflect.DeepEqual(tc.t.Shape(), tc.shape) || tc.t.DType() != tc.dtype || tc.t.Device() != CPU {
+				t.Fatalf("got %v %v %v", tc.t.Shape(), tc.t.DType(), tc.t.Device())
+			}
+			if got := tc.t.Float64s(); !reflect.DeepEqual(got, tc.vals) {
+				t.Fatalf("values %v, want %v", got, tc.vals)
+			}
+		})
+	}
+}
+
+func TestRandomIsSeeded(t *testing.T) {
+	a := Randn(Shape{5}, WithGenerator(NewGenerator(3))).Float64s()
+	b := Randn(Shape{5}, WithGenerator(NewGenerator(3))).Float64s()
+	c := Randn(Shape{5}, WithGenerator(NewGenerator(4))).Float64s()
+	if !reflect.DeepEqual(a, b) || reflect.DeepEqual(a, c) {
+		t.Fatalf("seeded generators: %v %v %v", a, b, c)
+	}
+	u := Rand(Shape{1000}, Float64)
+	if mn, mx := u.Min().Item(), u.Max().Item(); mn < 0 || mx >= 1 {
+		t.Fatalf("rand outside [0,1): %v %v", mn, mx)
+	}
+	if err := Catch(func() { Rand(Shape{2}, Int64) }); !errors.Is(err, ErrDType) {
+		t.Fatalf("Rand int64: %v", err)
+	}
+}
+
+func TestNewConstructorsInherit(t *testing.T) {
+	devs := []Device{CPU}
+	if Sim(0).Available() {
+		devs = append(devs, Sim(0))
+	}
+	for _, d := range devs {
+		for _, dt := range []DType{Float32, Float64, Float16, BFloat16, Int32, Int64} {
+			base := Ones(Shape{2}, d, dt)
+			for name, n := range map[string]*Tensor{
+				"zeros": base.NewZeros(3, 4), "ones": base.NewOnes(3, 4), "full": base.NewFull([]int{3, 4}, 2),
+				"empty": base.NewEmpty(3, 4), "tensor": base.NewTensor([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 3, 4),
+			} {
+				if n.Device() != d || n.DType() != dt || !reflect.DeepEqual(n.Shape(), Shape{3, 4}) {
+					t.Errorf("%s on %v %v: got %v %v %v", name, d, dt, n.Device(), n.DType(), n.Shape())
+				}
+			}
+		}
+	}
+}
+
+func TestViews(t *testing.T) {
+	x := Arange(0, 24, 1).Reshape(2, 3, 4)
+	tests := []struct {
+		name  string
+		v     *Tensor
+		shape Shape
+		vals  []float64
+		view  bool
+	}{
+		{"reshape", x.Reshape(4, -1), Shape{4, 6}, nil, true},
+		{"transpose", x.Transpose(0, 2), Shape{4, 3, 2}, nil, true},
+		{"narrow", x.Narrow(2, 1, 2).Narrow(1, 2, 1), Shape{2, 1, 2}, []float64{9, 10, 21, 22}, true},
+		{"slice", x.Select(0, 0).Select(0, 0).Slice(0, 0, 4, 3), Shape{2}, []float64{0, 3}, true},
+		{"select", x.Select(1, -1), Shape{2, 4}, []float64{8, 9, 10, 11, 20, 21, 22, 23}, true},
+		{"permute", x.Permute(1, 0, 2).Select(0, 1).Select(1, 0), Shape{2}, []float64{4, 16}, true},
+		{"unsqueeze", x.Unsqueeze(1), Shape{2, 1, 3, 4}, nil, true},
+		{"squeeze", x.Unsqueeze(0).Unsqueeze(-1).Squeeze(), Shape{2, 3, 4}, nil, true},
+		{"squeeze non-1 kept", x.Squeeze(0), Shape{2, 3, 4}, nil, true},
+		{"expand", Arange(0, 3, 1).Reshape(3, 1).Expand(3, 2), Shape{3, 2}, []float64{0, 0, 1, 1, 2, 2}, false},
+		{"transpose then reshape copies", x.Transpose(1, 2).Reshape(2, 12).Narrow(1, 0, 3), Shape{2, 3}, []float64{0, 4, 8, 12, 16, 20}, false},
+		{"flatten", x.Flatten(1, 2), Shape{2, 12}, nil, true},
+		{"mT", x.MT(), Shape{2, 4, 3}, nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if !reflect.DeepEqual(tc.v.Shape(), tc.shape) {
+				t.Fatalf("shape %v, want %v", tc.v.Shape(), tc.shape)
+			}
+			if tc.vals != nil && !reflect.DeepEqual(tc.v.Float64s(), tc.vals) {
+				t.Fatalf("values %v, want %v", tc.v.Float64s(), tc.vals)
+			}
+			if tc.view && !tc.v.SharesStorage(x) {
+				t.Fatal("expected a view of x")
+			}
+		})
+	}
+	// Writing through a view changes the base.
+	v := x.Narrow(0, 1, 1)
+	v.FillInPlace(-1)
+	if got := x.Sum().Item(); got != float64(66-12) {
+		t.Fatalf("sum after writing through view: %v", got)
+	}
+	c := x.Transpose(0, 1)
+	if c.IsContiguous() || !c.Contiguous().IsContiguous() {
+		t.Fatal("contiguity")
+	}
+	if err := Catch(func() { c.View(-1) }); !errors.Is(err, ErrShape) {
+		t.Fatalf("View of a transposed tensor: %v", err)
+	}
+}
+
+func TestShapeErrors(t *testing.T) {
+	a, b := Ones(Shape{2, 3}), Ones(Shape{4, 3})
+	cases := map[string]func(){
+		"add":       func() { a.Add(b) },
+		"matmul":    func() { a.MatMul(b) },
+		"reshape":   func() { a.Reshape(4, 2) },
+		"cat":       func() { Cat([]*Tensor{a, Ones(Shape{2, 2})}, 0) },
+		"expand":    func() { a.Expand(3, 3) },
+		"item":      func() { a.Item() },
+		"narrow":    func() { a.Narrow(1, 2, 2) },
+		"dim":       func() { a.Sum(2) },
+		"neg shape": func() { Zeros(Shape{-1}) },
+	}
+	for name, f := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := Catch(f)
+			var ve *Error
+			if !errors.As(err, &ve) || !(errors.Is(err, ErrShape) || errors.Is(err, ErrIndex)) {
+				t.Fatalf("got %v, want a shape or index error", err)
+			}
+		})
+	}
+	err := Catch(func() { a.Add(b) })
+	if !contains(err.Error(), "[2, 3]") || !contains(err.Error(), "[4, 3]") {
+		t.Fatalf("message does not name the shapes: %v", err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("Catch swallowed a foreign panic: %v", r)
+			}
+		}()
+		Catch(func() { panic("boom") })
+	}()
+}
+
+func TestOps(t *testing.T) {
+	a := FromSlice([]float64{1, -2, 3, -4, 5, -6}, Shape{2, 3})
+	b := FromSlice([]float64{1, 2, 3}, nil)
+	tests := []struct {
+		name string
+		got  *Tensor
+		want []float64
+	}{
+		{"add broadcast", a.Add(b), []float64{2, 0, 6, -3, 7, -3}},
+		{"mul", a.Mul(b), []float64{1, -4, 9, -4, 10, -18}},
+		{"div", a.Div(b), []float64{1, -1, 1, -4, 2.5, -2}},
+		{"relu", a.Relu(), []float64{1, 0, 3, 0, 5, 0}},
+		{"abs", a.Abs(), []float64{1, 2, 3, 4, 5, 6}},
+		{"sum dim", a.Sum(1), []float64{2, -5}},
+		{"sum keepdim", a.SumKeepDim(0), []float64{-3, 3, -3}},
+		{"mean", a.Mean(), []float64{-0.5}},
+		{"max", a.Max(0), []float64{1, 5, 3}},
+		{"min", a.Min(1), []float64{-2, -6}},
+		{"argmax", a.ArgMax(1, false), []float64{2, 1}},
+		{"var", FromSlice([]float64{1, 2, 3, 4}, nil).Var(nil, 1, false), []float64{5.0 / 3}},
+		{"var pop", FromSlice([]float64{1, 2, 3, 4}, nil).Var(nil, 0, false), []float64{1.25}},
+		{"matmul", a.MatMul(b), []float64{6, -12}},
+		{"gt", a.GtScalar(0), []float64{1, 0, 1, 0, 1, 0}},
+		{"eq", b.Eq(FromSlice([]float64{1, 0, 3}, nil)), []float64{1, 0, 1}},
+		{"where", Where(a.GtScalar(0), a, FromSlice([]float64{0}, nil)), []float64{1, 0, 3, 0, 5, 0}},
+		{"softmax rows sum to 1", a.Softmax(1).Sum(1), []float64{1, 1}},
+		{"cat", Cat([]*Tensor{b, b}, 0), []float64{1, 2, 3, 1, 2, 3}},
+		{"stack", Stack([]*Tensor{b, b}, 1).Sum(1), []float64{2, 4, 6}},
+		{"int sum is int64", FromSlice([]int32{1, 2}, nil).Sum(), []float64{3}},
+		{"int div is float", FromSlice([]int64{1, 2}, nil).DivScalar(2), []float64{0.5, 1}},
+		{"cast to int truncates", FromSlice([]float64{1.9, -1.9}, nil).Cast(Int64), []float64{1, -1}},
+		{"clamp", a.Clamp(-1, 2), []float64{1, -1, 2, -1, 2, -1}},
+		{"embedding", Embedding(FromSlice([]int64{2, 0}, nil), a.T()), []float64{3, -6, 1, -4}},
+		{"cross entropy uniform", CrossEntropy(Zeros(Shape{2, 4}, Float64), FromSlice([]int64{1, 3}, nil)), []float64{math.Log(4)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.got.Float64s()
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if math.Abs(got[i]-tc.want[i]) > 1e-9 {
+					t.Fatalf("got %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+	if FromSlice([]int32{1, 2}, nil).Sum().DType() != Int64 {
+		t.Fatal("int32 sum should be int64")
+	}
+	if got := fmt.Sprint(FromSlice([]float32{1, 2}, nil)); got != "Tensor([1, 2], shape=[2], dtype=float32, device=cpu)" {
+		t.Fatalf("String: %s", got)
+	}
+}
+
+func TestHalfPrecision(t *testing.T) {
+	for _, dt := range []DType{Float16, BFloat16} {
+		x := FromSlice([]float32{1, 2, 3, 4}, Shape{2, 2}, dt)
+		y := x.MatMul(x).Add(x).Sqrt().Square()
+		if y.DType() != dt {
+			t.Fatalf("%v: result dtype %v", dt, y.DType())
+		}
+		want := []float64{8, 12, 18, 26}
+		for i, v := range y.Float64s() {
+			if math.Abs(v-want[i]) > 0.02*want[i] {
+				t.Fatalf("%v: got %v, want %v", dt, y.Float64s(), want)
+			}
+		}
+	}
+}
