@@ -39,6 +39,9 @@ func Sim(index int) Device { return Device{Kind: "sim", Index: index} }
 
 // String returns the device in the form ParseDevice reads: "cpu", "cuda:1".
 func (d Device) String() string {
+	if d.Kind == "" {
+		return "invalid"
+	}
 	if d.Kind == "cpu" && d.Index == 0 {
 		return "cpu"
 	}

@@ -177,12 +177,3 @@ func TestGradientAcrossSimDevices(t *testing.T) {
 		return h.To(CPU)
 	}, rnd(1, 2, 3), rnd(2, 3, 2))
 }
-
-func ExampleTensor_Backward() {
-	w := FromSlice([]float64{1, 2, 3}, nil, WithGrad())
-	x := FromSlice([]float64{4, 5, 6}, nil)
-	loss := w.Mul(x).Sum() // 1*4 + 2*5 + 3*6
-	loss.Backward()
-	fmt.Println(loss.Item(), w.Grad().Float64s())
-	// Output: 32 [4 5 6]
-}

@@ -2,6 +2,7 @@ package vram
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/vramgo/vram/backend"
 )
@@ -429,11 +430,12 @@ func broadcastShapes(op string, shapes ...[]int) []int {
 			case *o == 1:
 				*o = d
 			default:
-				strs := make([]any, 0, len(shapes))
+				strs := make([]string, 0, len(shapes))
 				for _, s := range shapes {
-					strs = append(strs, Shape(s))
+					strs = append(strs, Shape(s).String())
 				}
-				fail(op, ErrShape, "shapes %v cannot be broadcast together (dimension %d: %d vs %d)", strs, i-len(s), *o, d)
+				fail(op, ErrShape, "shapes %s cannot be broadcast together (dimension %d: %d vs %d)",
+					strings.Join(strs, " and "), i-len(s), *o, d)
 			}
 		}
 	}
