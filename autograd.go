@@ -347,25 +347,26 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 // accumulateLeaf adds g (owned by the caller, given away here) to leaf's
 // gradient.
 func accumulateLeaf(leaf *Tensor, g *Tensor) {
-	if g.dtype != leaf.dtype || !g.IsContiguous() || g.ref.node != nil {
-		c := g.Cast(leaf.dtype).Contiguous()
-		Keep(c)
-		g.Release()
-		g = c
-	}
 	leaf.gradMu.Lock()
 	defer leaf.gradMu.Unlock()
 	if leaf.grad == nil {
-		// Own the gradient outright: a fresh contiguous tensor, not a view
-		// of storage that something else may still write.
-		if g.ref.st.refs.Load() != 1 {
-			c := g.clone()
+		// Own the gradient outright: a fresh contiguous tensor of the
+		// leaf's dtype, not a view of storage that something else may
+		// still write.
+		if g.dtype != leaf.dtype || !g.IsContiguous() || g.ref.st.refs.Load() != 1 {
+			c := newTensor("backward", g.ds(), leaf.dtype, g.shape)
+			check("backward", g.ds().bd.Copy(c.bv(), g.bv()))
 			Keep(c)
 			g.Release()
 			g = c
 		}
 		leaf.grad = g
 		return
+	}
+	if g.dtype != leaf.dtype {
+		c := castRaw(g, leaf.dtype)
+		g.Release()
+		g = c
 	}
 	leaf.grad.addInPlace("backward", g)
 	g.Release()

@@ -17,7 +17,7 @@ func ExampleTensor_Backward() {
 }
 
 func ExampleZeros() {
-	a := vram.Zeros(vram.Shape{4, 3})                       // float32 on the default device
+	a := vram.Zeros(vram.Shape{4, 3})                      // float32 on the default device
 	b := vram.Zeros(vram.Shape{2}, vram.Float64, vram.CPU) // options: dtype, device
 	fmt.Println(a.Shape(), a.DType(), a.Device())
 	fmt.Println(b)

@@ -49,8 +49,8 @@ func TestGraphKeepsSavedTensorsUntilBackward(t *testing.T) {
 	base := liveOn(quiet)
 	w := Ones(Shape{64}, Float32, WithGrad(), quiet) // 256 B
 	x := Ones(Shape{64}, Float32, quiet)             // 256 B
-	y := w.Mul(x)                             // 256 B, saves w and x
-	loss := y.Sum()                           // 4 B
+	y := w.Mul(x)                                    // 256 B, saves w and x
+	loss := y.Sum()                                  // 4 B
 	x.Release()
 	if got := liveOn(quiet) - base; got != 256*3+4 {
 		t.Fatalf("x must stay alive while the graph saved it: %d", got)
@@ -288,4 +288,16 @@ func TestConcurrentOps(t *testing.T) {
 	if w.Grad() == nil {
 		t.Fatal("no gradient")
 	}
+}
+
+func TestLongTidyStaysSmall(t *testing.T) {
+	Tidy(func() {
+		for range 10000 {
+			Ones(Shape{1}, quiet).Release()
+		}
+		g := current()
+		if n := len(g.scopes[len(g.scopes)-1].tensors); n > 512 {
+			t.Fatalf("a Tidy whose tensors were released holds %d entries", n)
+		}
+	})
 }

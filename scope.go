@@ -2,6 +2,7 @@ package vram
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -160,5 +161,16 @@ func track(t *Tensor) {
 	}
 	s := g.scopes[len(g.scopes)-1]
 	t.scope = s
+	if len(s.tensors) == cap(s.tensors) && len(s.tensors) >= 256 {
+		// A long-running Tidy: drop the tensors already released or kept
+		// before growing, so that its list stays as long as what is live.
+		s.tensors = slices.DeleteFunc(s.tensors, func(u *Tensor) bool {
+			return u.scope != s || u.ref.released.Load()
+		})
+		if len(s.tensors) > cap(s.tensors)/2 {
+			// Mostly live: grow, so that compaction stays amortised O(1).
+			s.tensors = slices.Grow(s.tensors, cap(s.tensors))
+		}
+	}
 	s.tensors = append(s.tensors, t)
 }
