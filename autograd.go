@@ -167,9 +167,9 @@ func (t *Tensor) Grad() *Tensor {
 // old one. A nil g clears it.
 func (t *Tensor) SetGrad(g *Tensor) {
 	if g != nil {
-		if !slices.Equal(g.shape, t.shape) || g.Device() != t.Device() {
-			fail("set_grad", ErrShape, "gradient %v on %s does not match tensor %v on %s",
-				Shape(g.shape), g.Device(), Shape(t.shape), t.Device())
+		if !slices.Equal(g.shape, t.shape) || g.Device() != t.Device() || g.dtype != t.dtype {
+			fail("set_grad", ErrShape, "gradient %v %s on %s does not match tensor %v %s on %s",
+				Shape(g.shape), g.dtype, g.Device(), Shape(t.shape), t.dtype, t.Device())
 		}
 		Keep(g)
 	}

@@ -177,7 +177,11 @@ func Uniform(shape Shape, lo, hi float64, opts ...Option) *Tensor {
 	u := Rand(shape, opts...)
 	defer u.Release()
 	var out *Tensor
-	NoGrad(func() { out = u.MulScalar(hi - lo).AddScalar(lo) })
+	NoGrad(func() {
+		m := u.MulScalar(hi - lo)
+		defer m.Release()
+		out = m.AddScalar(lo)
+	})
 	o := resolve(Float32, opts)
 	return finish(out, o)
 }

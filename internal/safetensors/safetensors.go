@@ -1,0 +1,445 @@
+// Package safetensors reads and writes the safetensors file format used by
+// Hugging Face and PyTorch to store named tensors.
+//
+// A file is an 8-byte little-endian unsigned header length N, then N bytes of
+// a JSON object mapping each tensor name to
+//
+//	{"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}
+//
+// (offsets in bytes, relative to the start of the data section) and
+// optionally "__metadata__" to an object of string values, then the data
+// section: the raw little-endian elements of every tensor, row-major.
+//
+// The format is small enough that this package is hand-written on top of
+// encoding/json rather than taken from a third-party library. [Read]
+// validates everything it reads (header size, JSON shape, dtypes, shapes,
+// offsets, sizes, overlaps and gaps) so that a corrupt or hostile file gives
+// an error, never a panic or a huge allocation out of proportion to the
+// input.
+package safetensors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Tensor is one named tensor of a file: its dtype name as the format spells
+// it ("F32", "BF16", "I64", "BOOL", ...), its shape (empty for a scalar) and
+// its raw little-endian row-major bytes.
+type Tensor struct {
+	DType string
+	Shape []int
+	Data  []byte
+}
+
+// MaxHeaderSize is the largest JSON header, in bytes, that [Read] accepts
+// (100 MiB, like the reference implementation).
+const MaxHeaderSize = 100 << 20
+
+// metadataKey is the reserved header key holding the free-form metadata.
+const metadataKey = "__metadata__"
+
+var dtypeSizes = map[string]int{
+	"BOOL":    1,
+	"U8":      1,
+	"I8":      1,
+	"F8_E5M2": 1,
+	"F8_E4M3": 1,
+	"I16":     2,
+	"U16":     2,
+	"F16":     2,
+	"BF16":    2,
+	"I32":     4,
+	"U32":     4,
+	"F32":     4,
+	"I64":     8,
+	"U64":     8,
+	"F64":     8,
+}
+
+// DTypeSize returns the size in bytes of one element of the named dtype
+// ("F32" is 4) and whether the name is one the format defines.
+func DTypeSize(dtype string) (int, bool) {
+	n, ok := dtypeSizes[dtype]
+	return n, ok
+}
+
+// errorf returns an error whose message starts with "safetensors: ".
+func errorf(format string, args ...any) error {
+	return fmt.Errorf("safetensors: "+format, args...)
+}
+
+// byteSize returns the number of data bytes a tensor of this dtype and
+// shape holds, or an error for an unknown dtype, a negative dimension or a
+// size that overflows int64.
+func byteSize(name, dtype string, shape []int) (int64, error) {
+	size, ok := dtypeSizes[dtype]
+	if !ok {
+		return 0, errorf("tensor %q: unknown dtype %q", name, dtype)
+	}
+	n := int64(size)
+	for _, d := range shape {
+		if d < 0 {
+			return 0, errorf("tensor %q: negative dimension in shape %v", name, shape)
+		}
+		if d == 0 {
+			n = 0
+			continue
+		}
+		if n > math.MaxInt64/int64(d) {
+			return 0, errorf("tensor %q: shape %v is too large", name, shape)
+		}
+		n *= int64(d)
+	}
+	return n, nil
+}
+
+// checkName rejects names the format cannot hold.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return errorf("empty tensor name")
+	case name == metadataKey:
+		return errorf("tensor name %q is reserved for metadata", name)
+	case !utf8.ValidString(name):
+		return errorf("tensor name %q is not valid UTF-8", name)
+	}
+	return nil
+}
+
+// Write writes tensors and metadata (which may be nil) to w in the
+// safetensors format. Tensors are laid out in the data section in sorted
+// name order with contiguous offsets, and the header is padded with spaces
+// to a multiple of 8 bytes so that the data section is aligned. It returns
+// an error, before writing anything, for an empty or reserved name, an
+// unknown dtype, a negative dimension or data whose length does not match
+// the dtype and shape.
+func Write(w io.Writer, tensors map[string]Tensor, metadata map[string]string) error {
+	names := make([]string, 0, len(tensors))
+	for name := range tensors {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+
+	var hdr bytes.Buffer
+	hdr.WriteByte('{')
+	first := true
+	comma := func() {
+		if !first {
+			hdr.WriteByte(',')
+		}
+		first = false
+	}
+	if len(metadata) > 0 {
+		keys := make([]string, 0, len(metadata))
+		for k, v := range metadata {
+			if !utf8.ValidString(k) || !utf8.ValidString(v) {
+				return errorf("metadata %q is not valid UTF-8", k)
+			}
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		comma()
+		writeJSONString(&hdr, metadataKey)
+		hdr.WriteString(":{")
+		for i, k := range keys {
+			if i > 0 {
+				hdr.WriteByte(',')
+			}
+			writeJSONString(&hdr, k)
+			hdr.WriteByte(':')
+			writeJSONString(&hdr, metadata[k])
+		}
+		hdr.WriteByte('}')
+	}
+	var offset int64
+	for _, name := range names {
+		t := tensors[name]
+		if err := checkName(name); err != nil {
+			return err
+		}
+		n, err := byteSize(name, t.DType, t.Shape)
+		if err != nil {
+			return err
+		}
+		if int64(len(t.Data)) != n {
+			return errorf("tensor %q: %s %v needs %d bytes of data, got %d", name, t.DType, t.Shape, n, len(t.Data))
+		}
+		comma()
+		writeJSONString(&hdr, name)
+		hdr.WriteString(`:{"dtype":`)
+		writeJSONString(&hdr, t.DType)
+		hdr.WriteString(`,"shape":[`)
+		for i, d := range t.Shape {
+			if i > 0 {
+				hdr.WriteByte(',')
+			}
+			hdr.WriteString(strconv.Itoa(d))
+		}
+		hdr.WriteString(`],"data_offsets":[`)
+		hdr.WriteString(strconv.FormatInt(offset, 10))
+		hdr.WriteByte(',')
+		hdr.WriteString(strconv.FormatInt(offset+n, 10))
+		hdr.WriteString("]}")
+		offset += n
+	}
+	hdr.WriteByte('}')
+	for hdr.Len()%8 != 0 {
+		hdr.WriteByte(' ')
+	}
+	if hdr.Len() > MaxHeaderSize {
+		return errorf("header of %d bytes exceeds the limit of %d", hdr.Len(), MaxHeaderSize)
+	}
+
+	var prefix [8]byte
+	binary.LittleEndian.PutUint64(prefix[:], uint64(hdr.Len()))
+	if _, err := w.Write(prefix[:]); err != nil {
+		return errorf("writing header: %w", err)
+	}
+	if _, err := w.Write(hdr.Bytes()); err != nil {
+		return errorf("writing header: %w", err)
+	}
+	for _, name := range names {
+		if _, err := w.Write(tensors[name].Data); err != nil {
+			return errorf("writing tensor %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// writeJSONString writes s as a JSON string literal.
+func writeJSONString(b *bytes.Buffer, s string) {
+	enc, _ := json.Marshal(s) // a valid UTF-8 string always marshals
+	b.Write(enc)
+}
+
+// entry is one tensor's header record, with pointers to detect missing
+// fields.
+type entry struct {
+	DType       *string  `json:"dtype"`
+	Shape       *[]int   `json:"shape"`
+	DataOffsets *[]int64 `json:"data_offsets"`
+}
+
+// located is a validated header record.
+type located struct {
+	name       string
+	dtype      string
+	shape      []int
+	begin, end int64
+}
+
+// Read reads a safetensors file from r and returns its tensors by name and
+// its metadata (nil when the file has none). It reads r to its end: the
+// data section must end exactly where the last tensor does. The Data of the
+// returned tensors are slices of one buffer, capped so that appending to one
+// never overwrites another.
+//
+// Read returns an error, prefixed "safetensors: ", for a truncated file, a
+// header larger than [MaxHeaderSize], a header that is not a JSON object of
+// the expected form (including duplicate names and unknown fields), an
+// unknown dtype, a negative dimension, offsets that do not match the size
+// implied by dtype and shape, and tensors whose data overlap, leave gaps or
+// fall outside the data section.
+func Read(r io.Reader) (map[string]Tensor, map[string]string, error) {
+	var prefix [8]byte
+	if _, err := io.ReadFull(r, prefix[:]); err != nil {
+		return nil, nil, errorf("reading header length: %w", eofAsUnexpected(err))
+	}
+	n := binary.LittleEndian.Uint64(prefix[:])
+	if n > MaxHeaderSize {
+		return nil, nil, errorf("header length %d exceeds the limit of %d bytes", n, MaxHeaderSize)
+	}
+	if n < 2 {
+		return nil, nil, errorf("header length %d is too small for a JSON object", n)
+	}
+	hdr := make([]byte, 0, min(n, 1<<20))
+	hdr, err := readN(r, hdr, int64(n))
+	if err != nil {
+		return nil, nil, errorf("reading %d-byte header: %w", n, err)
+	}
+	entries, metadata, err := parseHeader(hdr)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	// The data section must be covered exactly: sorted by position, each
+	// tensor starts where the previous one ended.
+	sort.Slice(entries, func(i, j int) bool {
+		if entries[i].begin != entries[j].begin {
+			return entries[i].begin < entries[j].begin
+		}
+		if entries[i].end != entries[j].end {
+			return entries[i].end < entries[j].end
+		}
+		return entries[i].name < entries[j].name
+	})
+	var pos int64
+	var prev string
+	for _, e := range entries {
+		switch {
+		case e.begin < pos:
+			return nil, nil, errorf("tensor %q (bytes %d-%d) overlaps tensor %q (ending at %d)", e.name, e.begin, e.end, prev, pos)
+		case e.begin > pos:
+			return nil, nil, errorf("gap in the data section: bytes %d-%d belong to no tensor (before tensor %q)", pos, e.begin, e.name)
+		}
+		pos, prev = e.end, e.name
+	}
+
+	data, err := readN(r, nil, pos)
+	if err != nil {
+		return nil, nil, errorf("reading %d bytes of tensor data: %w", pos, err)
+	}
+	var extra [1]byte
+	if k, _ := io.ReadFull(r, extra[:]); k > 0 {
+		return nil, nil, errorf("trailing bytes after the %d-byte data section", pos)
+	}
+
+	out := make(map[string]Tensor, len(entries))
+	for _, e := range entries {
+		out[e.name] = Tensor{DType: e.dtype, Shape: e.shape, Data: data[e.begin:e.end:e.end]}
+	}
+	return out, metadata, nil
+}
+
+// readN appends exactly n bytes from r to buf. It grows the buffer as bytes
+// arrive rather than trusting n, so a header that claims a huge size costs
+// no more memory than the input really has.
+func readN(r io.Reader, buf []byte, n int64) ([]byte, error) {
+	start := len(buf)
+	got, err := io.Copy(&sliceWriter{&buf}, io.LimitReader(r, n))
+	if err != nil {
+		return nil, err
+	}
+	if got != n {
+		return nil, fmt.Errorf("file truncated: got %d of %d bytes", len(buf)-start, n)
+	}
+	return buf, nil
+}
+
+type sliceWriter struct{ b *[]byte }
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	*w.b = append(*w.b, p...)
+	return len(p), nil
+}
+
+func eofAsUnexpected(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("file truncated")
+	}
+	return err
+}
+
+// parseHeader decodes and validates the JSON header.
+func parseHeader(hdr []byte) ([]located, map[string]string, error) {
+	if !utf8.Valid(hdr) {
+		return nil, nil, errorf("header is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(hdr))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, nil, errorf("header is not valid JSON: %v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, nil, errorf("header is not a JSON object")
+	}
+	var entries []located
+	var metadata map[string]string
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, errorf("header is not valid JSON: %v", err)
+		}
+		name, ok := tok.(string)
+		if !ok {
+			return nil, nil, errorf("header is not valid JSON: unexpected %v", tok)
+		}
+		if seen[name] {
+			return nil, nil, errorf("duplicate key %q in header", name)
+		}
+		seen[name] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, nil, errorf("header is not valid JSON: %v", err)
+		}
+		if name == metadataKey {
+			if metadata, err = parseMetadata(raw); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		e, err := parseEntry(name, raw)
+		if err != nil {
+			return nil, nil, err
+		}
+		entries = append(entries, e)
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, nil, errorf("header is not valid JSON: %v", err)
+	}
+	// Only whitespace (the padding) may follow the object.
+	tail := hdr[min(dec.InputOffset(), int64(len(hdr))):]
+	if len(bytes.TrimLeft(tail, " \t\r\n")) != 0 {
+		return nil, nil, errorf("unexpected bytes after the JSON header object")
+	}
+	return entries, metadata, nil
+}
+
+func parseMetadata(raw json.RawMessage) (map[string]string, error) {
+	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return nil, errorf("%s must be an object of strings, got null", metadataKey)
+	}
+	var m map[string]string
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, errorf("%s must be an object of strings: %v", metadataKey, err)
+	}
+	return m, nil
+}
+
+func parseEntry(name string, raw json.RawMessage) (located, error) {
+	if err := checkName(name); err != nil {
+		return located{}, err
+	}
+	var e entry
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return located{}, errorf("tensor %q: bad header entry: %v", name, err)
+	}
+	switch {
+	case e.DType == nil:
+		return located{}, errorf("tensor %q: missing dtype", name)
+	case e.Shape == nil || *e.Shape == nil:
+		return located{}, errorf("tensor %q: missing shape", name)
+	case e.DataOffsets == nil:
+		return located{}, errorf("tensor %q: missing data_offsets", name)
+	}
+	offs := *e.DataOffsets
+	if len(offs) != 2 {
+		return located{}, errorf("tensor %q: data_offsets must hold 2 numbers, got %d", name, len(offs))
+	}
+	begin, end := offs[0], offs[1]
+	if begin < 0 || end < begin {
+		return located{}, errorf("tensor %q: invalid data_offsets [%d, %d]", name, begin, end)
+	}
+	size, err := byteSize(name, *e.DType, *e.Shape)
+	if err != nil {
+		return located{}, err
+	}
+	if end-begin != size {
+		return located{}, errorf("tensor %q: data_offsets [%d, %d] span %d bytes, but %s %v needs %d",
+			name, begin, end, end-begin, *e.DType, *e.Shape, size)
+	}
+	return located{name: name, dtype: *e.DType, shape: slices.Clone(*e.Shape), begin: begin, end: end}, nil
+}

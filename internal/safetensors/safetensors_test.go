@@ -1,0 +1,288 @@
+package safetensors
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// file builds a safetensors file from a raw header and data section.
+func file(header string, data []byte) []byte {
+	var b bytes.Buffer
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(header)))
+	b.Write(n[:])
+	b.WriteString(header)
+	b.Write(data)
+	return b.Bytes()
+}
+
+func f32bytes(vs ...float32) []byte {
+	b := make([]byte, 4*len(vs))
+	for i, v := range vs {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
+
+func TestRoundTrip(t *testing.T) {
+	tests := []struct {
+		name     string
+		tensors  map[string]Tensor
+		metadata map[string]string
+	}{
+		{name: "empty", tensors: map[string]Tensor{}},
+		{name: "one f32", tensors: map[string]Tensor{
+			"w": {DType: "F32", Shape: []int{2, 2}, Data: f32bytes(1, 2, 3, 4)},
+		}},
+		{name: "mixed with metadata", tensors: map[string]Tensor{
+			"layer.0.weight": {DType: "F64", Shape: []int{1, 2}, Data: make([]byte, 16)},
+			"layer.0.bias":   {DType: "BF16", Shape: []int{3}, Data: []byte{1, 2, 3, 4, 5, 6}},
+			"ids":            {DType: "I64", Shape: []int{1}, Data: []byte{7, 0, 0, 0, 0, 0, 0, 0}},
+			"mask":           {DType: "BOOL", Shape: []int{3}, Data: []byte{1, 0, 1}},
+			"half":           {DType: "F16", Shape: []int{}, Data: []byte{0, 0x3c}},
+			"i32":            {DType: "I32", Shape: []int{1}, Data: []byte{1, 0, 0, 0}},
+		}, metadata: map[string]string{"format": "pt", "quote\"key": "line\nbreak"}},
+		{name: "zero-size tensors", tensors: map[string]Tensor{
+			"a": {DType: "F32", Shape: []int{0, 3}, Data: []byte{}},
+			"b": {DType: "F32", Shape: []int{1}, Data: f32bytes(5)},
+			"c": {DType: "F32", Shape: []int{2, 0}, Data: nil},
+		}},
+		{name: "unicode name", tensors: map[string]Tensor{
+			"héllo/世界": {DType: "U8", Shape: []int{2}, Data: []byte{9, 8}},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := Write(&buf, tt.tensors, tt.metadata); err != nil {
+				t.Fatalf("Write: %v", err)
+			}
+			hlen := binary.LittleEndian.Uint64(buf.Bytes())
+			if hlen%8 != 0 {
+				t.Errorf("header length %d is not a multiple of 8", hlen)
+			}
+			got, meta, err := Read(bytes.NewReader(buf.Bytes()))
+			if err != nil {
+				t.Fatalf("Read: %v", err)
+			}
+			if len(got) != len(tt.tensors) {
+				t.Fatalf("got %d tensors, want %d", len(got), len(tt.tensors))
+			}
+			for name, want := range tt.tensors {
+				g, ok := got[name]
+				if !ok {
+					t.Fatalf("missing %q", name)
+				}
+				if g.DType != want.DType || !reflect.DeepEqual(append([]int{}, g.Shape...), append([]int{}, want.Shape...)) ||
+					!bytes.Equal(g.Data, want.Data) {
+					t.Errorf("%q: got %+v, want %+v", name, g, want)
+				}
+			}
+			if len(tt.metadata) == 0 {
+				if meta != nil {
+					t.Errorf("metadata = %v, want nil", meta)
+				}
+			} else if !reflect.DeepEqual(meta, tt.metadata) {
+				t.Errorf("metadata = %v, want %v", meta, tt.metadata)
+			}
+		})
+	}
+}
+
+func TestWriteLayout(t *testing.T) {
+	var buf bytes.Buffer
+	err := Write(&buf, map[string]Tensor{
+		"b": {DType: "F32", Shape: []int{1}, Data: f32bytes(2)},
+		"a": {DType: "F32", Shape: []int{2}, Data: f32bytes(0, 1)},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	n := binary.LittleEndian.Uint64(b)
+	hdr := string(b[8 : 8+n])
+	want := `{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}`
+	if strings.TrimRight(hdr, " ") != want {
+		t.Errorf("header = %q, want %q", hdr, want)
+	}
+	if !bytes.Equal(b[8+n:], f32bytes(0, 1, 2)) {
+		t.Errorf("data section = %v", b[8+n:])
+	}
+}
+
+func TestWriteErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		tensors map[string]Tensor
+		want    string
+	}{
+		{"unknown dtype", map[string]Tensor{"x": {DType: "F128", Shape: []int{1}, Data: make([]byte, 16)}}, "unknown dtype"},
+		{"short data", map[string]Tensor{"x": {DType: "F32", Shape: []int{2}, Data: make([]byte, 4)}}, "needs 8 bytes"},
+		{"negative dim", map[string]Tensor{"x": {DType: "F32", Shape: []int{-1}}}, "negative dimension"},
+		{"empty name", map[string]Tensor{"": {DType: "F32", Shape: []int{0}}}, "empty tensor name"},
+		{"reserved name", map[string]Tensor{"__metadata__": {DType: "F32", Shape: []int{0}}}, "reserved"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			err := Write(&buf, tt.tensors, nil)
+			if err == nil || !strings.HasPrefix(err.Error(), "safetensors: ") || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tt.want)
+			}
+			if buf.Len() != 0 {
+				t.Errorf("wrote %d bytes before failing", buf.Len())
+			}
+		})
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestWriteIOError(t *testing.T) {
+	err := Write(failWriter{}, map[string]Tensor{"x": {DType: "F32", Shape: []int{1}, Data: f32bytes(1)}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestReadErrors(t *testing.T) {
+	huge := make([]byte, 8)
+	binary.LittleEndian.PutUint64(huge, MaxHeaderSize+1)
+	hugeU := make([]byte, 8)
+	binary.LittleEndian.PutUint64(hugeU, math.MaxUint64)
+	tests := []struct {
+		name  string
+		input []byte
+		want  string
+	}{
+		{"empty input", nil, "truncated"},
+		{"short length", []byte{1, 2, 3}, "truncated"},
+		{"header too large", huge, "exceeds the limit"},
+		{"header length max uint64", hugeU, "exceeds the limit"},
+		{"header too small", file("{", nil), "too small"},
+		{"truncated header", file(`{"a":1}`, nil)[:10], "truncated"},
+		{"not JSON", file("not json", nil), "not valid JSON"},
+		{"not an object", file(`[1, 2, 3]`, nil), "not a JSON object"},
+		{"invalid UTF-8", file("{\"\xff\":1}", nil), "UTF-8"},
+		{"trailing garbage in header", file(`{}x`, nil), "after the JSON header"},
+		{"two objects", file(`{} {}`, nil), "after the JSON header"},
+		{"unterminated object", file(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}`, f32bytes(1)), "not valid JSON"},
+		{"entry not an object", file(`{"a":5}`, nil), "bad header entry"},
+		{"unknown field", file(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}}`, f32bytes(1)), "unknown field"},
+		{"missing dtype", file(`{"a":{"shape":[1],"data_offsets":[0,4]}}`, f32bytes(1)), "missing dtype"},
+		{"missing shape", file(`{"a":{"dtype":"F32","data_offsets":[0,4]}}`, f32bytes(1)), "missing shape"},
+		{"null shape", file(`{"a":{"dtype":"F32","shape":null,"data_offsets":[0,4]}}`, f32bytes(1)), "missing shape"},
+		{"missing offsets", file(`{"a":{"dtype":"F32","shape":[1]}}`, f32bytes(1)), "missing data_offsets"},
+		{"unknown dtype", file(`{"a":{"dtype":"F31","shape":[1],"data_offsets":[0,4]}}`, f32bytes(1)), "unknown dtype"},
+		{"negative dim", file(`{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`, f32bytes(1)), "negative dimension"},
+		{"fractional dim", file(`{"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}}`, f32bytes(1)), "bad header entry"},
+		{"shape overflow", file(`{"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}}`, make([]byte, 8)), "too large"},
+		{"three offsets", file(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}}`, f32bytes(1)), "2 numbers"},
+		{"reversed offsets", file(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}}`, f32bytes(1)), "invalid data_offsets"},
+		{"negative offset", file(`{"a":{"dtype":"F32","shape":[0],"data_offsets":[-4,-4]}}`, nil), "invalid data_offsets"},
+		{"size mismatch", file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, f32bytes(1)), "needs 8"},
+		{"overlap", file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, f32bytes(1, 2)), "overlaps"},
+		{"gap at start", file(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, f32bytes(1, 2)), "gap"},
+		{"gap between", file(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}`, f32bytes(1, 2, 3)), "gap"},
+		{"data beyond end", file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, f32bytes(1)), "truncated"},
+		{"huge claimed data", file(`{"a":{"dtype":"U8","shape":[1099511627776],"data_offsets":[0,1099511627776]}}`, f32bytes(1)), "truncated"},
+		{"trailing data", file(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, f32bytes(1, 2)), "trailing bytes"},
+		{"duplicate name", file(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, f32bytes(1, 2)), "duplicate key"},
+		{"empty name", file(`{"":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, f32bytes(1)), "empty tensor name"},
+		{"metadata not strings", file(`{"__metadata__":{"a":1}}`, nil), "object of strings"},
+		{"metadata null", file(`{"__metadata__":null}`, nil), "object of strings"},
+		{"metadata array", file(`{"__metadata__":["a"]}`, nil), "object of strings"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, meta, err := Read(bytes.NewReader(tt.input))
+			if err == nil {
+				t.Fatalf("Read succeeded with %v %v, want an error containing %q", got, meta, tt.want)
+			}
+			if !strings.HasPrefix(err.Error(), "safetensors: ") || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %q, want one prefixed \"safetensors: \" containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadAcceptsUnsortedAndPadded(t *testing.T) {
+	// Offsets need not follow name order, and the padding may be any JSON
+	// whitespace.
+	hdr := `{"z":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[],"data_offsets":[4,8]},"__metadata__":{"k":"v"}}` + " \n\t "
+	got, meta, err := Read(bytes.NewReader(file(hdr, f32bytes(1, 2))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got["z"].Data, f32bytes(1)) || !bytes.Equal(got["a"].Data, f32bytes(2)) || len(got["a"].Shape) != 0 {
+		t.Errorf("got %+v", got)
+	}
+	if meta["k"] != "v" {
+		t.Errorf("metadata = %v", meta)
+	}
+	// Appending to one tensor's data must not clobber the next one's.
+	z := got["z"]
+	_ = append(z.Data, 0xff)
+	if !bytes.Equal(got["a"].Data, f32bytes(2)) {
+		t.Error("append to one tensor's Data overwrote another's")
+	}
+}
+
+func TestDTypeSize(t *testing.T) {
+	for name, want := range map[string]int{"F32": 4, "F64": 8, "F16": 2, "BF16": 2, "I32": 4, "I64": 8, "BOOL": 1} {
+		if got, ok := DTypeSize(name); !ok || got != want {
+			t.Errorf("DTypeSize(%q) = %d, %v; want %d, true", name, got, ok, want)
+		}
+	}
+	if _, ok := DTypeSize("float32"); ok {
+		t.Error(`DTypeSize("float32") is ok`)
+	}
+}
+
+func FuzzRead(f *testing.F) {
+	var buf bytes.Buffer
+	_ = Write(&buf, map[string]Tensor{
+		"a": {DType: "F32", Shape: []int{2}, Data: f32bytes(1, 2)},
+		"b": {DType: "I64", Shape: []int{}, Data: make([]byte, 8)},
+	}, map[string]string{"format": "pt"})
+	f.Add(buf.Bytes())
+	f.Add(file(`{}`, nil))
+	f.Add(file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, f32bytes(1, 2)))
+	f.Add(file(`{"a":{"dtype":"U8","shape":[1099511627776],"data_offsets":[0,1099511627776]}}`, nil))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		tensors, meta, err := Read(bytes.NewReader(in))
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "safetensors: ") {
+				t.Fatalf("error without prefix: %v", err)
+			}
+			return
+		}
+		// Whatever Read accepts, Write must write back and Read must
+		// return unchanged.
+		var out bytes.Buffer
+		if err := Write(&out, tensors, meta); err != nil {
+			t.Fatalf("Write of what Read returned: %v", err)
+		}
+		again, meta2, err := Read(&out)
+		if err != nil {
+			t.Fatalf("Read of what Write wrote: %v", err)
+		}
+		if len(again) != len(tensors) || len(meta2) != len(meta) {
+			t.Fatalf("round trip changed the contents")
+		}
+		for name, x := range tensors {
+			y := again[name]
+			if x.DType != y.DType || !bytes.Equal(x.Data, y.Data) || len(x.Shape) != len(y.Shape) {
+				t.Fatalf("round trip changed %q", name)
+			}
+		}
+	})
+}

@@ -1,0 +1,55 @@
+// Package nn provides neural-network building blocks on top of package vram,
+// in the style of torch.nn: a [Module] interface, layers ([Linear],
+// [LayerNorm], [Embedding], [Dropout], activations), containers
+// ([Sequential]), loss functions, parameter initialisation ([KaimingUniform],
+// [XavierNormal], ...) and saving and loading of parameters in the
+// safetensors format ([Save], [Load]) under PyTorch's state-dict names.
+//
+// # Writing a layer
+//
+// A layer is a struct that embeds [Base] and implements Forward. Base
+// supplies every other method of [Module]: its constructor registers the
+// layer's parameters and sub-modules by name, and Base then lists them
+// (recursively, with dotted names such as "encoder.0.weight"), moves them
+// between devices and switches training and evaluation mode:
+//
+//	type MLP struct {
+//		nn.Base
+//		hidden, out *nn.Linear
+//	}
+//
+//	func NewMLP(in, hidden, out int, opts ...vram.Option) *MLP {
+//		m := &MLP{hidden: nn.NewLinear(in, hidden, opts...), out: nn.NewLinear(hidden, out, opts...)}
+//		m.RegisterModule("hidden", m.hidden)
+//		m.RegisterModule("out", m.out)
+//		return m
+//	}
+//
+//	func (m *MLP) Forward(x *vram.Tensor) *vram.Tensor {
+//		h := m.hidden.Forward(x)
+//		defer h.Release()
+//		a := h.Relu()
+//		defer a.Release()
+//		return m.out.Forward(a)
+//	}
+//
+// Simple functions become modules through [Func].
+//
+// # Memory
+//
+// Parameters are leaf tensors that require grad. Constructors create them
+// with [vram.Keep], so a model built inside [vram.Tidy] survives it; release
+// them with [Release] when the model is no longer needed. Forward returns a
+// new tensor that the caller owns; the layers here release their own
+// intermediate results as soon as they are done with them (the autograd
+// graph keeps what backward needs), so a forward pass holds no more memory
+// than it must even outside [vram.Tidy].
+//
+// # Options
+//
+// Layer constructors take [vram.Option] values and pass them to vram's
+// factory functions: a [vram.Device] and a [vram.DType] choose where and in
+// what type the parameters live, and [vram.WithGenerator] the source of their
+// random initial values, so that models built with the same seeded generator
+// are identical.
+package nn

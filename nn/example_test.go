@@ -1,0 +1,68 @@
+package nn_test
+
+import (
+	"fmt"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+)
+
+func ExampleSequential() {
+	g := vram.NewGenerator(0)
+	model := nn.NewSequential(
+		nn.NewLinear(4, 8, vram.WithGenerator(g)),
+		nn.NewReLU(),
+		nn.NewLinear(8, 3, vram.WithGenerator(g)),
+	)
+	for _, p := range model.NamedParameters() {
+		fmt.Println(p.Name, p.Tensor.Shape())
+	}
+
+	// Give the layers known weights to show the computation.
+	vram.NoGrad(func() {
+		for _, p := range model.Parameters() {
+			p.FillInPlace(0.5)
+		}
+	})
+	x := vram.Ones(vram.Shape{2, 4})
+	vram.Tidy(func() {
+		y := model.Forward(x) // hidden: 4·0.5+0.5 = 2.5; output: 8·2.5·0.5+0.5 = 10.5
+		fmt.Println(y)
+	})
+	// Output:
+	// 0.weight [8, 4]
+	// 0.bias [8]
+	// 2.weight [3, 8]
+	// 2.bias [3]
+	// Tensor([[10.5, 10.5, 10.5], [10.5, 10.5, 10.5]], shape=[2, 3], dtype=float32, device=cpu, requires_grad)
+}
+
+// A user-defined layer embeds nn.Base and implements Forward.
+type residual struct {
+	nn.Base
+	inner *nn.Linear
+}
+
+func newResidual(dim int) *residual {
+	r := &residual{inner: nn.NewLinear(dim, dim)}
+	r.RegisterModule("inner", r.inner)
+	return r
+}
+
+func (r *residual) Forward(x *vram.Tensor) *vram.Tensor {
+	h := r.inner.Forward(x)
+	defer h.Release()
+	return x.Add(h)
+}
+
+func ExampleBase() {
+	model := nn.NewSequential(newResidual(4), nn.NewGELU(), newResidual(4))
+	for _, p := range model.NamedParameters() {
+		fmt.Println(p.Name)
+	}
+	// Output:
+	// 0.inner.weight
+	// 0.inner.bias
+	// 2.inner.weight
+	// 2.inner.bias
+}

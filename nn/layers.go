@@ -1,0 +1,272 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/vramgo/vram"
+)
+
+// uniformParam returns a parameter of the given shape with values uniform
+// in [-bound, bound), made with opts, requiring grad and kept from any
+// enclosing Tidy. It draws into the tensor and scales it in place, so no
+// temporaries are left behind.
+func uniformParam(shape vram.Shape, bound float64, opts []vram.Option) *vram.Tensor {
+	t := vram.Rand(shape, opts...)
+	vram.NoGrad(func() { t.MulScalarInPlace(2 * bound).AddScalarInPlace(-bound) })
+	t.SetRequiresGrad(true)
+	return vram.Keep(t)
+}
+
+// fullParam returns a parameter filled with v, requiring grad and kept.
+func fullParam(shape vram.Shape, v float64, opts []vram.Option) *vram.Tensor {
+	return vram.Keep(vram.Full(shape, v, append(slices.Clone(opts), vram.WithGrad())...))
+}
+
+// identity returns a new reference to x that passes gradients through, for
+// layers that leave their input unchanged: the caller owns Forward's result
+// and may release it without releasing x.
+func identity(x *vram.Tensor) *vram.Tensor { return x.To(x.Device()) }
+
+// Linear applies an affine map y = x Wᵀ + b to the last dimension of its
+// input (torch.nn.Linear).
+type Linear struct {
+	Base
+	// Weight is [out, in].
+	Weight *vram.Tensor
+	// Bias is [out], or nil for a layer made by NewLinearNoBias.
+	Bias *vram.Tensor
+}
+
+// NewLinear returns a Linear layer from in to out features with weight
+// [out, in] and bias [out], both initialised like PyTorch's default:
+// uniform in [-1/sqrt(in), 1/sqrt(in)). opts (device, dtype, generator) go
+// to vram's factory functions.
+func NewLinear(in, out int, opts ...vram.Option) *Linear {
+	l := NewLinearNoBias(in, out, opts...)
+	l.Bias = uniformParam(vram.Shape{out}, linearBound(in), opts)
+	l.RegisterParameter("bias", l.Bias)
+	return l
+}
+
+// NewLinearNoBias returns a Linear layer without bias (bias=False).
+func NewLinearNoBias(in, out int, opts ...vram.Option) *Linear {
+	if in < 0 || out < 0 {
+		panic(&vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("negative size: in=%d, out=%d", in, out)})
+	}
+	l := &Linear{}
+	l.Weight = uniformParam(vram.Shape{out, in}, linearBound(in), opts)
+	l.RegisterParameter("weight", l.Weight)
+	return l
+}
+
+func linearBound(in int) float64 {
+	if in == 0 {
+		return 0
+	}
+	return 1 / math.Sqrt(float64(in))
+}
+
+// Forward returns x Wᵀ + b for x of shape [..., in], of shape [..., out].
+func (l *Linear) Forward(x *vram.Tensor) *vram.Tensor {
+	wt := l.Weight.T()
+	defer wt.Release()
+	y := x.MatMul(wt)
+	if l.Bias == nil {
+		return y
+	}
+	defer y.Release()
+	return y.Add(l.Bias)
+}
+
+// ReLU applies max(x, 0) elementwise.
+type ReLU struct{ Base }
+
+// NewReLU returns a ReLU module.
+func NewReLU() *ReLU { return &ReLU{} }
+
+// Forward returns x.Relu().
+func (*ReLU) Forward(x *vram.Tensor) *vram.Tensor { return x.Relu() }
+
+// GELU applies the exact Gaussian error linear unit x·Φ(x) elementwise.
+type GELU struct{ Base }
+
+// NewGELU returns a GELU module.
+func NewGELU() *GELU { return &GELU{} }
+
+// Forward returns x.Gelu().
+func (*GELU) Forward(x *vram.Tensor) *vram.Tensor { return x.Gelu() }
+
+// Tanh applies tanh elementwise.
+type Tanh struct{ Base }
+
+// NewTanh returns a Tanh module.
+func NewTanh() *Tanh { return &Tanh{} }
+
+// Forward returns x.Tanh().
+func (*Tanh) Forward(x *vram.Tensor) *vram.Tensor { return x.Tanh() }
+
+// Sigmoid applies the logistic function 1/(1+e⁻ˣ) elementwise.
+type Sigmoid struct{ Base }
+
+// NewSigmoid returns a Sigmoid module.
+func NewSigmoid() *Sigmoid { return &Sigmoid{} }
+
+// Forward returns x.Sigmoid().
+func (*Sigmoid) Forward(x *vram.Tensor) *vram.Tensor { return x.Sigmoid() }
+
+// Dropout zeroes each element of its input with probability P in training
+// mode and scales the others by 1/(1-P) (inverted dropout), so that
+// evaluation mode, where it passes its input through, needs no rescaling.
+type Dropout struct {
+	Base
+	// P is the probability of zeroing an element, in [0, 1).
+	P    float64
+	opts []vram.Option
+}
+
+// NewDropout returns a Dropout layer. Its random masks come from the
+// generator of a [vram.WithGenerator] option in opts, or from vram's
+// default generator; the masks always take the input's device, so other
+// options do not matter. It panics with an *vram.Error of kind
+// vram.ErrArgument unless 0 <= p < 1.
+func NewDropout(p float64, opts ...vram.Option) *Dropout {
+	if !(p >= 0 && p < 1) {
+		panic(&vram.Error{Op: "dropout", Kind: vram.ErrArgument, Detail: fmt.Sprintf("probability must be in [0, 1), got %v", p)})
+	}
+	return &Dropout{P: p, opts: slices.Clone(opts)}
+}
+
+// Forward returns x with elements dropped in training mode, and a new
+// reference to x in evaluation mode or when P is 0.
+func (d *Dropout) Forward(x *vram.Tensor) *vram.Tensor {
+	if !d.Training() || d.P == 0 || x.NumElements() == 0 {
+		return identity(x)
+	}
+	if !(d.P >= 0 && d.P < 1) {
+		panic(&vram.Error{Op: "dropout", Kind: vram.ErrArgument, Detail: fmt.Sprintf("probability must be in [0, 1), got %v", d.P)})
+	}
+	// Draw in at least float32 so that the threshold is exact enough, on
+	// x's device; later options override the caller's.
+	dt := vram.Float32
+	if x.DType() == vram.Float64 {
+		dt = vram.Float64
+	}
+	var mask *vram.Tensor
+	vram.NoGrad(func() {
+		r := vram.Rand(x.Shape(), append(slices.Clone(d.opts), x.Device(), dt)...)
+		defer r.Release()
+		keep := r.GeScalar(d.P)
+		defer keep.Release()
+		mask = keep.Cast(x.DType())
+		mask.MulScalarInPlace(1 / (1 - d.P))
+	})
+	defer mask.Release()
+	return x.Mul(mask)
+}
+
+// LayerNorm normalises its input over the trailing NormalizedShape
+// dimensions to zero mean and unit variance, then applies an elementwise
+// affine map (torch.nn.LayerNorm).
+type LayerNorm struct {
+	Base
+	NormalizedShape []int
+	Eps             float64
+	// Weight (ones at first) and Bias (zeros) have NormalizedShape.
+	Weight, Bias *vram.Tensor
+}
+
+// NewLayerNorm returns a LayerNorm over the trailing dimensions shape, with
+// eps added to the variance (PyTorch uses 1e-5), weight ones and bias
+// zeros. opts go to vram's factory functions.
+func NewLayerNorm(shape []int, eps float64, opts ...vram.Option) *LayerNorm {
+	if len(shape) == 0 {
+		panic(&vram.Error{Op: "layer_norm", Kind: vram.ErrArgument, Detail: "normalized shape is empty"})
+	}
+	l := &LayerNorm{NormalizedShape: slices.Clone(shape), Eps: eps}
+	l.Weight = fullParam(shape, 1, opts)
+	l.Bias = fullParam(shape, 0, opts)
+	l.RegisterParameter("weight", l.Weight)
+	l.RegisterParameter("bias", l.Bias)
+	return l
+}
+
+// Forward returns the normalised x, of x's shape.
+func (l *LayerNorm) Forward(x *vram.Tensor) *vram.Tensor {
+	return vram.LayerNorm(x, l.NormalizedShape, l.Weight, l.Bias, l.Eps)
+}
+
+// Embedding is a lookup table of Num vectors of size Dim
+// (torch.nn.Embedding).
+type Embedding struct {
+	Base
+	// Weight is [num, dim].
+	Weight *vram.Tensor
+}
+
+// NewEmbedding returns an Embedding of num vectors of size dim, initialised
+// from the standard normal distribution like PyTorch's. opts go to vram's
+// factory functions.
+func NewEmbedding(num, dim int, opts ...vram.Option) *Embedding {
+	if num < 0 || dim < 0 {
+		panic(&vram.Error{Op: "embedding", Kind: vram.ErrArgument, Detail: fmt.Sprintf("negative size: num=%d, dim=%d", num, dim)})
+	}
+	e := &Embedding{}
+	e.Weight = vram.Keep(vram.Randn(vram.Shape{num, dim}, append(slices.Clone(opts), vram.WithGrad())...))
+	e.RegisterParameter("weight", e.Weight)
+	return e
+}
+
+// Forward looks up the rows of Weight for x, a tensor of int64 (or int32)
+// indices of any shape, returning x's shape + [dim].
+func (e *Embedding) Forward(x *vram.Tensor) *vram.Tensor { return vram.Embedding(x, e.Weight) }
+
+// Sequential runs modules one after another, each on the previous one's
+// output (torch.nn.Sequential). Its children are named "0", "1", ..., so
+// its parameters are "0.weight", "0.bias", "2.weight", ...
+type Sequential struct {
+	Base
+	mods []Module
+}
+
+// NewSequential returns a Sequential of mods.
+func NewSequential(mods ...Module) *Sequential {
+	s := &Sequential{}
+	for _, m := range mods {
+		s.Append(m)
+	}
+	return s
+}
+
+// Append adds m at the end and returns s.
+func (s *Sequential) Append(m Module) *Sequential {
+	s.RegisterModule(strconv.Itoa(len(s.mods)), m)
+	s.mods = append(s.mods, m)
+	return s
+}
+
+// Len returns the number of modules.
+func (s *Sequential) Len() int { return len(s.mods) }
+
+// At returns module i.
+func (s *Sequential) At(i int) Module { return s.mods[i] }
+
+// Forward runs the modules in order. Intermediate results are released as
+// soon as the next module has consumed them; the autograd graph keeps what
+// backward needs.
+func (s *Sequential) Forward(x *vram.Tensor) *vram.Tensor {
+	cur := x
+	for _, m := range s.mods {
+		next := m.Forward(cur)
+		if cur != x && next != cur {
+			cur.Release()
+		}
+		cur = next
+	}
+	if cur == x {
+		return identity(x)
+	}
+	return cur
+}

@@ -1,0 +1,219 @@
+package nn
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vramgo/vram"
+)
+
+// Module is a neural-network layer or a model made of layers
+// (torch.nn.Module). Layers embed [Base], which implements every method but
+// Forward.
+type Module interface {
+	// Forward computes the module's output for input x. The result is a new
+	// tensor that the caller owns.
+	Forward(x *vram.Tensor) *vram.Tensor
+	// NamedParameters returns the parameters of the module and of its
+	// sub-modules, recursively, in registration order, named like the keys
+	// of PyTorch's state_dict ("0.weight", "encoder.bias"). A tensor
+	// registered more than once is listed once, under its first name.
+	NamedParameters() []NamedParameter
+	// Parameters returns the tensors of NamedParameters, in the same order.
+	Parameters() []*vram.Tensor
+	// To moves every parameter to device d in place, keeping the tensors'
+	// identity, so that optimizers holding them see the move.
+	To(d vram.Device)
+	// CUDA moves every parameter to CUDA device index, or to the current
+	// CUDA device when no index is given.
+	CUDA(index ...int)
+	// CPU moves every parameter to the CPU.
+	CPU()
+	// Train puts the module and its sub-modules in training mode (the
+	// default), which matters for layers such as [Dropout].
+	Train()
+	// Eval puts the module and its sub-modules in evaluation mode.
+	Eval()
+	// Training reports whether the module is in training mode.
+	Training() bool
+}
+
+// NamedParameter is a parameter with its dotted name.
+type NamedParameter struct {
+	Name   string
+	Tensor *vram.Tensor
+}
+
+// Base implements every method of [Module] except Forward. Layers embed it,
+// register their parameters and sub-modules in their constructor with
+// [Base.RegisterParameter] and [Base.RegisterModule], and implement Forward
+// themselves. The zero value is an empty module in training mode.
+//
+// Registration, To, CUDA, CPU, Train and Eval change the module and must
+// not run concurrently with any other use of it; NamedParameters,
+// Parameters, Training and Forward may run concurrently with each other.
+type Base struct {
+	params   []NamedParameter
+	children []namedModule
+	eval     bool // the zero value is training mode, like PyTorch
+}
+
+type namedModule struct {
+	name string
+	mod  Module
+}
+
+// checkName panics with an *vram.Error of kind vram.ErrArgument unless name
+// can be a parameter or module name.
+func (b *Base) checkName(op, name string) {
+	switch {
+	case name == "":
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "empty name"})
+	case strings.Contains(name, "."):
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("name %q must not contain a dot", name)})
+	}
+	for _, p := range b.params {
+		if p.Name == name {
+			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("a parameter named %q is already registered", name)})
+		}
+	}
+	for _, c := range b.children {
+		if c.name == name {
+			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("a module named %q is already registered", name)})
+		}
+	}
+}
+
+// RegisterParameter adds t to the module's parameters under name, and
+// exempts it from enclosing [vram.Tidy] calls with [vram.Keep] (call it on
+// the goroutine that created t). It panics with an *vram.Error of kind
+// vram.ErrArgument for a nil tensor, an empty name, a name containing a dot
+// or a name already registered.
+func (b *Base) RegisterParameter(name string, t *vram.Tensor) {
+	if t == nil {
+		panic(&vram.Error{Op: "register parameter", Kind: vram.ErrArgument, Detail: fmt.Sprintf("nil tensor for parameter %q", name)})
+	}
+	b.checkName("register parameter", name)
+	vram.Keep(t)
+	b.params = append(b.params, NamedParameter{Name: name, Tensor: t})
+}
+
+// RegisterModule adds m as a sub-module under name: its parameters appear
+// in NamedParameters as name + "." + their own names, and To, Train and Eval
+// reach it. It panics with an *vram.Error of kind vram.ErrArgument for a nil
+// module or a bad or duplicate name (see [Base.RegisterParameter]).
+func (b *Base) RegisterModule(name string, m Module) {
+	if m == nil {
+		panic(&vram.Error{Op: "register module", Kind: vram.ErrArgument, Detail: fmt.Sprintf("nil module %q", name)})
+	}
+	b.checkName("register module", name)
+	b.children = append(b.children, namedModule{name: name, mod: m})
+}
+
+// NamedParameters returns the module's own parameters, then those of each
+// sub-module in registration order, with dotted names. A tensor registered
+// more than once (shared weights) is listed once, under its first name.
+func (b *Base) NamedParameters() []NamedParameter {
+	var out []NamedParameter
+	seen := map[*vram.Tensor]bool{}
+	add := func(name string, t *vram.Tensor) {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, NamedParameter{Name: name, Tensor: t})
+		}
+	}
+	for _, p := range b.params {
+		add(p.Name, p.Tensor)
+	}
+	for _, c := range b.children {
+		for _, p := range c.mod.NamedParameters() {
+			add(c.name+"."+p.Name, p.Tensor)
+		}
+	}
+	return out
+}
+
+// Parameters returns the tensors of [Base.NamedParameters].
+func (b *Base) Parameters() []*vram.Tensor {
+	named := b.NamedParameters()
+	out := make([]*vram.Tensor, len(named))
+	for i, p := range named {
+		out[i] = p.Tensor
+	}
+	return out
+}
+
+// To moves every parameter (and its gradient) to device d in place with
+// [vram.Tensor.MoveTo], so that the tensors keep their identity.
+func (b *Base) To(d vram.Device) {
+	for _, p := range b.Parameters() {
+		p.MoveTo(d)
+	}
+}
+
+// CUDA moves every parameter to CUDA device index, or to the current CUDA
+// device when no index is given.
+func (b *Base) CUDA(index ...int) { b.To(vram.CUDA(index...)) }
+
+// CPU moves every parameter to the CPU.
+func (b *Base) CPU() { b.To(vram.CPU) }
+
+// Train puts the module and its sub-modules in training mode.
+func (b *Base) Train() {
+	b.eval = false
+	for _, c := range b.children {
+		c.mod.Train()
+	}
+}
+
+// Eval puts the module and its sub-modules in evaluation mode.
+func (b *Base) Eval() {
+	b.eval = true
+	for _, c := range b.children {
+		c.mod.Eval()
+	}
+}
+
+// Training reports whether the module is in training mode.
+func (b *Base) Training() bool { return !b.eval }
+
+// Func adapts an ordinary function to a [Module] without parameters, like
+// http.HandlerFunc: nn.Func(func(x *vram.Tensor) *vram.Tensor { return
+// x.Flatten(1, -1) }). Its mode and device methods do nothing, and Training
+// always reports true.
+type Func func(x *vram.Tensor) *vram.Tensor
+
+// Forward returns f(x).
+func (f Func) Forward(x *vram.Tensor) *vram.Tensor { return f(x) }
+
+// NamedParameters returns nil.
+func (f Func) NamedParameters() []NamedParameter { return nil }
+
+// Parameters returns nil.
+func (f Func) Parameters() []*vram.Tensor { return nil }
+
+// To does nothing.
+func (f Func) To(vram.Device) {}
+
+// CUDA does nothing.
+func (f Func) CUDA(...int) {}
+
+// CPU does nothing.
+func (f Func) CPU() {}
+
+// Train does nothing.
+func (f Func) Train() {}
+
+// Eval does nothing.
+func (f Func) Eval() {}
+
+// Training reports true.
+func (f Func) Training() bool { return true }
+
+// Release releases every parameter of m (and their gradients). The module
+// must not be used afterwards.
+func Release(m Module) {
+	for _, p := range m.Parameters() {
+		p.Release()
+	}
+}

@@ -1,0 +1,31 @@
+// Package optim provides optimizers that update the parameters of a model
+// from their gradients, in the style of torch.optim: [SGD] (with momentum,
+// dampening, Nesterov momentum and weight decay), [Adam] and [AdamW], each
+// following PyTorch's update rules exactly, and [ClipGradNorm], which
+// PyTorch keeps in torch.nn.utils but which lives here, next to the
+// optimizers that use clipped gradients, so that package nn stays free of
+// training-loop concerns.
+//
+// A training step is
+//
+//	vram.Tidy(func() {
+//		loss := nn.MSELoss(model.Forward(x), y)
+//		loss.Backward()
+//		optim.ClipGradNorm(model.Parameters(), 1.0) // optional
+//		opt.Step()
+//		opt.ZeroGrad()
+//	})
+//
+// # Memory
+//
+// Step updates the parameters in place, so models and other holders of the
+// tensors see the new values; it runs under [vram.NoGrad] and [vram.Tidy],
+// so it records nothing and leaves no temporaries. The optimizer's state
+// (momentum buffers, moment estimates) is created on the first Step that
+// sees a parameter's gradient, on that parameter's device and in its dtype,
+// and is exempt from the caller's Tidy; when a parameter has moved to
+// another device since (nn.Module.To), its state follows it at the next
+// Step. Release frees the state.
+//
+// Optimizers are not safe for concurrent use.
+package optim

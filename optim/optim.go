@@ -1,0 +1,121 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vramgo/vram"
+)
+
+// Optimizer updates parameters from their gradients (torch.optim.Optimizer).
+type Optimizer interface {
+	// Step updates every parameter that has a gradient, in place.
+	Step()
+	// ZeroGrad clears the gradients of the parameters (PyTorch's zero_grad
+	// with set_to_none=True), releasing them.
+	ZeroGrad()
+	// LR returns the learning rate.
+	LR() float64
+	// SetLR changes the learning rate, for schedules.
+	SetLR(lr float64)
+}
+
+// checkParams validates an optimizer's parameter list and returns a copy.
+func checkParams(op string, params []*vram.Tensor) ([]*vram.Tensor, error) {
+	if len(params) == 0 {
+		return nil, fmt.Errorf("optim: %s: empty parameter list", op)
+	}
+	seen := make(map[*vram.Tensor]int, len(params))
+	for i, p := range params {
+		switch {
+		case p == nil:
+			return nil, fmt.Errorf("optim: %s: parameter %d is nil", op, i)
+		case p.Released():
+			return nil, fmt.Errorf("optim: %s: parameter %d was released", op, i)
+		case !p.DType().IsFloat():
+			return nil, fmt.Errorf("optim: %s: parameter %d has dtype %s; only floating-point tensors can be optimized", op, i, p.DType())
+		case !p.IsLeaf():
+			return nil, fmt.Errorf("optim: %s: parameter %d is not a leaf tensor (it was computed by %s)", op, i, p.GradFn())
+		}
+		if j, dup := seen[p]; dup {
+			return nil, fmt.Errorf("optim: %s: parameters %d and %d are the same tensor", op, j, i)
+		}
+		seen[p] = i
+	}
+	return append([]*vram.Tensor(nil), params...), nil
+}
+
+// checkLR panics with an *vram.Error of kind vram.ErrArgument for a negative
+// or NaN learning rate given to SetLR.
+func checkLR(lr float64) {
+	if !(lr >= 0) || math.IsInf(lr, 1) {
+		panic(&vram.Error{Op: "set_lr", Kind: vram.ErrArgument, Detail: fmt.Sprintf("learning rate must be finite and non-negative, got %v", lr)})
+	}
+}
+
+// follow moves state tensors to p's device when p moved since they were
+// made.
+func follow(p *vram.Tensor, state ...*vram.Tensor) {
+	d := p.Device()
+	for _, s := range state {
+		if s != nil && s.Device() != d {
+			s.MoveTo(d)
+		}
+	}
+}
+
+// zeroGrad releases the gradients of params.
+func zeroGrad(params []*vram.Tensor) {
+	for _, p := range params {
+		p.ZeroGrad()
+	}
+}
+
+// ClipGradNorm scales the gradients of params in place so that their
+// combined L2 norm (the norm of all gradient elements taken together) is at
+// most maxNorm, and returns that norm as it was before clipping
+// (torch.nn.utils.clip_grad_norm_). When the norm exceeds maxNorm, every
+// gradient is multiplied by maxNorm/(norm+1e-6). Parameters without a
+// gradient are skipped. A NaN or infinite norm is returned as is; the
+// gradients are then scaled by 0 (infinite) or left alone (NaN). It panics
+// with an *vram.Error of kind vram.ErrArgument for a negative or NaN
+// maxNorm.
+//
+// PyTorch has this function in torch.nn.utils; it lives in package optim
+// because it belongs to the optimisation step, between Backward and Step.
+func ClipGradNorm(params []*vram.Tensor, maxNorm float64) float64 {
+	if !(maxNorm >= 0) {
+		panic(&vram.Error{Op: "clip_grad_norm", Kind: vram.ErrArgument, Detail: fmt.Sprintf("max norm must be non-negative, got %v", maxNorm)})
+	}
+	var grads []*vram.Tensor
+	for _, p := range params {
+		if p == nil {
+			continue
+		}
+		if g := p.Grad(); g != nil {
+			grads = append(grads, g)
+		}
+	}
+	var sq float64
+	vram.NoGrad(func() {
+		for _, g := range grads {
+			vram.Tidy(func() {
+				x := g
+				if g.DType() == vram.Float16 || g.DType() == vram.BFloat16 {
+					x = g.Cast(vram.Float32) // squares of half values overflow
+				}
+				sq += x.Square().Sum().Item()
+			})
+		}
+	})
+	norm := math.Sqrt(sq)
+	if norm > maxNorm {
+		coef := maxNorm / (norm + 1e-6)
+		vram.NoGrad(func() {
+			for _, g := range grads {
+				g.MulScalarInPlace(coef)
+			}
+		})
+	}
+	return norm
+}

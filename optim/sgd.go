@@ -1,0 +1,123 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vramgo/vram"
+)
+
+// SGDConfig holds the hyper-parameters of [SGD], with PyTorch's meanings.
+type SGDConfig struct {
+	LR          float64 // learning rate; must be > 0
+	Momentum    float64 // momentum factor (0: plain SGD)
+	Dampening   float64 // dampening for momentum
+	WeightDecay float64 // L2 penalty added to the gradient
+	Nesterov    bool    // Nesterov momentum; needs Momentum > 0 and Dampening 0
+}
+
+// SGD is stochastic gradient descent with optional momentum, dampening,
+// Nesterov momentum and weight decay (torch.optim.SGD). For each parameter
+// p with gradient g, a step computes, exactly as PyTorch does,
+//
+//	g = g + weight_decay·p
+//	b = g                                  (first step)
+//	b = momentum·b + (1 - dampening)·g     (later steps)
+//	g = g + momentum·b  if nesterov, else  g = b
+//	p = p - lr·g
+//
+// where the momentum lines apply only when momentum is nonzero.
+type SGD struct {
+	params []*vram.Tensor
+	cfg    SGDConfig
+	bufs   []*vram.Tensor // momentum buffers, nil until first needed
+}
+
+var _ Optimizer = (*SGD)(nil)
+
+// NewSGD returns an SGD optimizer of params. It returns an error for an
+// empty or invalid parameter list (nil, released, non-float, non-leaf or
+// repeated tensors), a learning rate that is not positive, a negative
+// momentum, dampening or weight decay, or Nesterov momentum without momentum
+// or with dampening.
+func NewSGD(params []*vram.Tensor, cfg SGDConfig) (*SGD, error) {
+	ps, err := checkParams("SGD", params)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !(cfg.LR > 0) || math.IsInf(cfg.LR, 1):
+		return nil, fmt.Errorf("optim: SGD: learning rate must be positive and finite, got %v", cfg.LR)
+	case !(cfg.Momentum >= 0):
+		return nil, fmt.Errorf("optim: SGD: invalid momentum %v", cfg.Momentum)
+	case !(cfg.Dampening >= 0):
+		return nil, fmt.Errorf("optim: SGD: invalid dampening %v", cfg.Dampening)
+	case !(cfg.WeightDecay >= 0):
+		return nil, fmt.Errorf("optim: SGD: invalid weight decay %v", cfg.WeightDecay)
+	case cfg.Nesterov && (cfg.Momentum <= 0 || cfg.Dampening != 0):
+		return nil, fmt.Errorf("optim: SGD: Nesterov momentum requires a positive momentum and zero dampening")
+	}
+	return &SGD{params: ps, cfg: cfg, bufs: make([]*vram.Tensor, len(ps))}, nil
+}
+
+// Step updates every parameter that has a gradient.
+func (s *SGD) Step() {
+	c := s.cfg
+	vram.NoGrad(func() {
+		for i, p := range s.params {
+			g := p.Grad()
+			if g == nil {
+				continue
+			}
+			vram.Tidy(func() {
+				d := g
+				if c.WeightDecay != 0 {
+					d = g.Add(p.MulScalar(c.WeightDecay))
+				}
+				if c.Momentum != 0 {
+					buf := s.bufs[i]
+					if buf == nil {
+						// A copy of the first gradient, in p's dtype.
+						buf = vram.Keep(p.NewEmpty(p.Shape()...))
+						buf.CopyFrom(d)
+						s.bufs[i] = buf
+					} else {
+						follow(p, buf)
+						buf.MulScalarInPlace(c.Momentum).AddScaledInPlace(d, 1-c.Dampening)
+					}
+					if c.Nesterov {
+						d = d.Add(buf.MulScalar(c.Momentum))
+					} else {
+						d = buf
+					}
+				}
+				p.AddScaledInPlace(d, -c.LR)
+			})
+		}
+	})
+}
+
+// ZeroGrad releases the gradients of the parameters.
+func (s *SGD) ZeroGrad() { zeroGrad(s.params) }
+
+// LR returns the learning rate.
+func (s *SGD) LR() float64 { return s.cfg.LR }
+
+// SetLR changes the learning rate. It panics with an *vram.Error of kind
+// vram.ErrArgument for a negative, infinite or NaN rate.
+func (s *SGD) SetLR(lr float64) {
+	checkLR(lr)
+	s.cfg.LR = lr
+}
+
+// Config returns the optimizer's hyper-parameters.
+func (s *SGD) Config() SGDConfig { return s.cfg }
+
+// Release frees the momentum buffers. The optimizer stays usable: the
+// buffers start over at the next Step.
+func (s *SGD) Release() {
+	for i, b := range s.bufs {
+		b.Release()
+		s.bufs[i] = nil
+	}
+}
