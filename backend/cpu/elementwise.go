@@ -299,8 +299,8 @@ func unaryIntOK(op backend.UnaryOp, dt backend.DType) bool {
 	return false
 }
 
+// Constants of the Gelu family.
 const (
-	sqrt2     = math.Sqrt2
 	invSqrt2  = 1 / math.Sqrt2
 	sqrt2OvPi = 0.7978845608028654 // sqrt(2/pi)
 	invSqrt2p = 0.3989422804014327 // 1/sqrt(2*pi)

@@ -15,12 +15,12 @@ const maxOperands = 4
 // neighbours merged wherever every operand is contiguous across them, so
 // that all-contiguous operands give a single dimension (one run).
 type space struct {
-	shape   []int                // merged dimensions, outermost first
-	strides [maxOperands][]int   // per operand, per merged dimension
-	base    [maxOperands]int     // element offset of the first element
-	nops    int                  // operands in use
-	size    int                  // number of elements
-	inner   [maxOperands]int     // stride of the innermost dimension (0 for a scalar space)
+	shape   []int              // merged dimensions, outermost first
+	strides [maxOperands][]int // per operand, per merged dimension
+	base    [maxOperands]int   // element offset of the first element
+	nops    int                // operands in use
+	size    int                // number of elements
+	inner   [maxOperands]int   // stride of the innermost dimension (0 for a scalar space)
 }
 
 // newSpace builds the iteration space of shape for the given operands, each

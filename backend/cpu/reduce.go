@@ -131,50 +131,72 @@ func (r *reduction[C]) init() acc[C] {
 	return acc[C]{}
 }
 
+// tileLen is the most outputs reduced together when the outputs are
+// contiguous in the source and the reduced elements are not: the reduction
+// then reads rows of tileLen source elements rather than one strided column
+// per output.
+const tileLen = 256
+
 func (r *reduction[C]) run() error {
 	nOut, nRed := r.out.size, r.red.size
 	nChunks := (nRed + chunk - 1) / chunk
 	work := nOut * nRed
-	if nChunks == 1 {
-		// Every output is one fold; outputs are shared among goroutines.
-		return parallel(nOut, work, func(lo, hi int) error {
-			oc := newCursor(r.out)
-			oc.reset(lo, hi, [maxOperands]int{})
-			rc := newCursor(r.red)
-			scratch := make([]C, min(block, nRed))
-			for {
-				off, n, ok := oc.next()
-				if !ok {
-					return nil
-				}
-				for j := range n {
-					a := r.init()
-					r.accumulate(&a, rc, scratch, off[0]+j*r.out.inner[0], 0, nRed)
-					r.finalize(&a, off[1]+j*r.out.inner[1])
-				}
-			}
-		})
+
+	// The unit of work is a tile of outputs (one output, or up to tileLen
+	// consecutive outputs along the innermost kept dimension) and a chunk
+	// of the reduced elements. Which outputs share a tile and where chunks
+	// start depend only on the shapes and strides.
+	rowLen, tile := 1, 1
+	if nd := len(r.out.shape); nd > 0 && r.out.inner[0] == 1 && len(r.red.shape) > 0 && r.red.inner[0] != 1 {
+		rowLen = r.out.shape[nd-1]
+		tile = min(tileLen, rowLen)
 	}
-	// Long reductions: fold fixed chunks (in parallel), then combine each
-	// output's partial results in chunk order.
-	partials := make([]acc[C], nOut*nChunks)
-	err := parallel(len(partials), work, func(lo, hi int) error {
+	tilesPerRow := (rowLen + tile - 1) / tile
+	nTiles := nOut / rowLen * tilesPerRow
+	// tileAt returns the first output of tile t and the tile's length.
+	tileAt := func(t int) (first, n int) {
+		row, col := t/tilesPerRow, t%tilesPerRow*tile
+		return row*rowLen + col, min(tile, rowLen-col)
+	}
+
+	var partials []acc[C]
+	if nChunks > 1 {
+		partials = make([]acc[C], nOut*nChunks)
+	}
+	err := parallel(nTiles*nChunks, work, func(lo, hi int) error {
 		oc := newCursor(r.out)
 		rc := newCursor(r.red)
-		scratch := make([]C, block)
-		for t := lo; t < hi; t++ {
-			o, c := t/nChunks, t%nChunks
-			oc.reset(o, o+1, [maxOperands]int{})
+		scratch := make([]C, min(max(block, tile), nRed*tile))
+		accs := make([]acc[C], tile)
+		for task := lo; task < hi; task++ {
+			t, c := task/nChunks, task%nChunks
+			first, n := tileAt(t)
+			oc.reset(first, first+1, [maxOperands]int{})
 			off, _, _ := oc.next()
-			a := r.init()
-			r.accumulate(&a, rc, scratch, off[0], c*chunk, min(nRed, (c+1)*chunk))
-			partials[t] = a
+			a := accs[:n]
+			for i := range a {
+				a[i] = r.init()
+			}
+			rlo, rhi := c*chunk, min(nRed, (c+1)*chunk)
+			if tile == 1 {
+				r.accumulate(&a[0], rc, scratch, off[0], rlo, rhi)
+			} else {
+				r.accumulateTile(a, rc, scratch, off[0], rlo, rhi)
+			}
+			for i := range a {
+				if nChunks == 1 {
+					r.finalize(&a[i], off[1]+i*r.out.inner[1])
+				} else {
+					partials[(first+i)*nChunks+c] = a[i]
+				}
+			}
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil || nChunks == 1 {
 		return err
 	}
+	// Combine each output's partial results in chunk order.
 	return parallel(nOut, nOut*nChunks, func(lo, hi int) error {
 		oc := newCursor(r.out)
 		oc.reset(lo, hi, [maxOperands]int{})
@@ -195,6 +217,95 @@ func (r *reduction[C]) run() error {
 			o += n
 		}
 	})
+}
+
+// accumulateTile folds elements [lo, hi) of the reduced space into the
+// len(a) consecutive outputs whose first source element is at offset base
+// (the outputs' source elements are adjacent). Each output still folds its
+// elements in order.
+func (r *reduction[C]) accumulateTile(a []acc[C], rc *cursor, scratch []C, base, lo, hi int) {
+	rc.reset(lo, hi, [maxOperands]int{base})
+	st := r.red.inner[0]
+	m := len(a)
+	var src []C
+	if r.native {
+		src = typed[C](r.src.raw)
+	}
+	pos := lo
+	for {
+		off, n, ok := rc.next()
+		if !ok {
+			return
+		}
+		for q := range n {
+			o := off[0] + q*st
+			var xs []C
+			if r.native {
+				xs = src[o : o+m]
+			} else {
+				xs = scratch[:m]
+				load(r.src, o, 1, xs)
+			}
+			r.foldAcross(a, xs, int64(pos+q))
+		}
+		pos += n
+	}
+}
+
+// foldAcross folds xs[i], which has index pos in the reduced space, into
+// a[i] for every i.
+func (r *reduction[C]) foldAcross(a []acc[C], xs []C, pos int64) {
+	xs = xs[:len(a)]
+	switch r.op {
+	case backend.Sum:
+		if r.intAcc {
+			for i, x := range xs {
+				a[i].i += int64(x)
+			}
+		} else {
+			for i, x := range xs {
+				a[i].f += float64(x)
+			}
+		}
+	case backend.Prod:
+		if r.intAcc {
+			for i, x := range xs {
+				a[i].i *= int64(x)
+			}
+		} else {
+			for i, x := range xs {
+				a[i].f *= float64(x)
+			}
+		}
+	case backend.Max:
+		for i, x := range xs {
+			p := &a[i]
+			if !p.set || x > p.v || x != x {
+				p.v, p.set = x, true
+			}
+		}
+	case backend.Min:
+		for i, x := range xs {
+			p := &a[i]
+			if !p.set || x < p.v || x != x {
+				p.v, p.set = x, true
+			}
+		}
+	case backend.ArgMax:
+		for i, x := range xs {
+			p := &a[i]
+			if !p.set || p.v == p.v && (x > p.v || x != x) {
+				p.v, p.idx, p.set = x, pos, true
+			}
+		}
+	case backend.ArgMin:
+		for i, x := range xs {
+			p := &a[i]
+			if !p.set || p.v == p.v && (x < p.v || x != x) {
+				p.v, p.idx, p.set = x, pos, true
+			}
+		}
+	}
 }
 
 // accumulate folds elements [lo, hi) of the reduced space, for the output
@@ -240,11 +351,20 @@ func (r *reduction[C]) fold(a *acc[C], xs []C, pos int64) {
 			}
 			a.i = s
 		} else {
-			s := a.f
-			for _, x := range xs {
-				s += float64(x)
+			// Four running sums hide the latency of the additions; the
+			// order is still fixed by the block.
+			var s0, s1, s2, s3 float64
+			i := 0
+			for ; i+4 <= len(xs); i += 4 {
+				s0 += float64(xs[i])
+				s1 += float64(xs[i+1])
+				s2 += float64(xs[i+2])
+				s3 += float64(xs[i+3])
 			}
-			a.f = s
+			for ; i < len(xs); i++ {
+				s0 += float64(xs[i])
+			}
+			a.f += (s0 + s1) + (s2 + s3)
 		}
 	case backend.Prod:
 		if r.intAcc {
