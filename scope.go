@@ -1,17 +1,19 @@
 package vram
 
 import (
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/vramgo/vram/internal/gid"
 )
 
 // Goroutine-scoped state: NoGrad and Tidy apply to the goroutine that
 // calls them and to no other (see "Concurrency" in doc.go). Go has no
-// goroutine-local storage, so the state lives in a map keyed by goroutine id;
-// the id is looked up only while some goroutine is inside NoGrad or Tidy
-// (active > 0), so code that uses neither pays one atomic load per op.
+// goroutine-local storage, so the state lives in a map keyed by goroutine
+// (internal/gid); the key is looked up only while some goroutine is inside
+// NoGrad or Tidy (active > 0), so code that uses neither pays one atomic
+// load per op.
 
 type gstate struct {
 	noGrad int      // depth of NoGrad calls
@@ -24,58 +26,37 @@ type scope struct {
 
 var (
 	active  atomic.Int64 // goroutines with a gstate
-	gmu     sync.Mutex
-	gstates = map[uint64]*gstate{}
+	gstates sync.Map     // gid.Current() -> *gstate
 )
-
-// goid returns the current goroutine's id, read from its stack header
-// ("goroutine 42 [running]:").
-func goid() uint64 {
-	var buf [32]byte
-	n := runtime.Stack(buf[:], false)
-	b := buf[len("goroutine "):n]
-	var id uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			break
-		}
-		id = id*10 + uint64(c-'0')
-	}
-	return id
-}
 
 // current returns this goroutine's state, or nil when it has none.
 func current() *gstate {
 	if active.Load() == 0 {
 		return nil
 	}
-	id := goid()
-	gmu.Lock()
-	g := gstates[id]
-	gmu.Unlock()
-	return g
+	if g, ok := gstates.Load(gid.Current()); ok {
+		return g.(*gstate)
+	}
+	return nil
 }
 
-// enter returns this goroutine's state, creating it; leave must follow.
-func enter() (uint64, *gstate) {
-	id := goid()
-	gmu.Lock()
-	defer gmu.Unlock()
-	g := gstates[id]
-	if g == nil {
-		g = &gstate{}
-		gstates[id] = g
-		active.Add(1)
+// enter returns this goroutine's state, creating it; leave must follow
+// before the goroutine returns.
+func enter() (uintptr, *gstate) {
+	id := gid.Current()
+	if g, ok := gstates.Load(id); ok {
+		return id, g.(*gstate)
 	}
+	g := &gstate{}
+	gstates.Store(id, g)
+	active.Add(1)
 	return id, g
 }
 
 // leave drops the goroutine's state once it is empty.
-func leave(id uint64, g *gstate) {
-	gmu.Lock()
-	defer gmu.Unlock()
+func leave(id uintptr, g *gstate) {
 	if g.noGrad == 0 && len(g.scopes) == 0 {
-		delete(gstates, id)
+		gstates.Delete(id)
 		active.Add(-1)
 	}
 }

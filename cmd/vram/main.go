@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+// Exit statuses.
+const (
+	exitFailure = 1 // the command ran and failed
+	exitUsage   = 2 // bad command line: unknown command or flag, bad value
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command line args and returns the exit status. Errors
+// are printed to stderr as one line.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(stderr, "vram: %s\n", oneLine(err))
+		var ue *usageError
+		if errors.As(err, &ue) || isCobraUsageError(err) {
+			return exitUsage
+		}
+		return exitFailure
+	}
+	return 0
+}
+
+// newRootCmd builds the vram command and its subcommands. Each subcommand
+// lives in its own file as newXxxCmd.
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "vram",
+		Short: "Tensors on CPUs and NVIDIA GPUs whose memory you can see and control",
+		Long: "vram trains and runs tensor programs on CPUs and NVIDIA GPUs and shows where the memory goes.\n" +
+			"Start with \"vram demo\".",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// The shell completion command stays available but unlisted.
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
+		// With subcommands and no Run, cobra rejects unknown commands itself.
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
+	})
+	root.AddCommand(
+		newDemoCmd(),
+		newVersionCmd(),
+	)
+	return root
+}
+
+// usageError marks a bad command line: the exit status is exitUsage.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError with a formatted message.
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// isCobraUsageError recognises the errors cobra returns for a command line
+// it cannot dispatch, which do not pass through the flag error function.
+func isCobraUsageError(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "unknown command ") || strings.Contains(msg, "arg(s)")
+}
+
+// oneLine joins a possibly multi-line error message (cobra's suggestions)
+// into one line and drops a leading "vram: " that the caller adds back.
+func oneLine(err error) string {
+	msg := err.Error()
+	if before, after, ok := strings.Cut(msg, "\n\nDid you mean this?\n"); ok {
+		msg = before + " (did you mean " + strings.Join(strings.Fields(after), " or ") + "?)"
+	}
+	if strings.HasPrefix(msg, "unknown command ") {
+		path := "vram"
+		if _, rest, ok := strings.Cut(msg, " for \""); ok {
+			path, _, _ = strings.Cut(rest, "\"")
+		}
+		msg += " (see '" + path + " --help')"
+	}
+	msg = strings.Join(strings.Fields(msg), " ")
+	return strings.TrimPrefix(msg, "vram: ")
+}
+
+// writeJSON writes v as one indented JSON object followed by a newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// isTerminal reports whether w is a terminal, for progress output.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

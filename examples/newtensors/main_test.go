@@ -1,0 +1,34 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRun(t *testing.T) {
+	var out strings.Builder
+	if err := run(&out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	news := 0
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "ones.New") && !strings.Contains(l, "holds"):
+			news++
+			if !strings.Contains(l, "float64") {
+				t.Errorf("a New... tensor did not inherit float64: %q", l)
+			}
+		case strings.HasPrefix(l, "vram.Randn"):
+			if !strings.Contains(l, "float32") {
+				t.Errorf("vram.Randn should use the default float32: %q", l)
+			}
+		}
+	}
+	if news != 6 {
+		t.Errorf("found %d New... lines, want 6:\n%s", news, out.String())
+	}
+	if !strings.Contains(out.String(), "holds [7 7 7]") {
+		t.Errorf("NewFull values missing:\n%s", out.String())
+	}
+}
