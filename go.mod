@@ -3,6 +3,7 @@ module github.com/vramgo/vram
 go 1.26.0
 
 require (
+	github.com/ebitengine/purego v0.11.3
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
 	github.com/x448/float16 v0.8.4

@@ -1,0 +1,157 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/vramgo/vram/native/load"
+)
+
+// TestBindingTable holds every Go declaration and struct to bindings.tsv.
+func TestBindingTable(t *testing.T) {
+	diffs, err := load.CheckTable("bindings.tsv", bindings, map[string]uintptr{
+		"CUmemLocation":       unsafe.Sizeof(MemLocation{}),
+		"CUmemAllocationProp": unsafe.Sizeof(MemAllocationProp{}),
+		"CUmemAccessDesc":     unsafe.Sizeof(MemAccessDesc{}),
+		"CUuuid":              unsafe.Sizeof(UUID{}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range diffs {
+		t.Error(d)
+	}
+}
+
+// TestStructLayout checks field offsets against cuda.h's layout.
+func TestStructLayout(t *testing.T) {
+	var p MemAllocationProp
+	var d MemAccessDesc
+	tests := []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"CUmemLocation.type", unsafe.Offsetof(p.Location.Type), 0},
+		{"CUmemLocation.id", unsafe.Offsetof(p.Location.ID), 4},
+		{"CUmemAllocationProp.type", unsafe.Offsetof(p.Type), 0},
+		{"CUmemAllocationProp.requestedHandleTypes", unsafe.Offsetof(p.RequestedHandleTypes), 4},
+		{"CUmemAllocationProp.location", unsafe.Offsetof(p.Location), 8},
+		{"CUmemAllocationProp.win32HandleMetaData", unsafe.Offsetof(p.Win32HandleMetaData), 16},
+		{"CUmemAllocationProp.allocFlags", unsafe.Offsetof(p.AllocFlags), 24},
+		{"allocFlags.compressionType", unsafe.Offsetof(p.AllocFlags.CompressionType), 0},
+		{"allocFlags.gpuDirectRDMACapable", unsafe.Offsetof(p.AllocFlags.GPUDirectRDMACapable), 1},
+		{"allocFlags.usage", unsafe.Offsetof(p.AllocFlags.Usage), 2},
+		{"allocFlags.reserved", unsafe.Offsetof(p.AllocFlags.Reserved), 4},
+		{"CUmemAccessDesc.location", unsafe.Offsetof(d.Location), 0},
+		{"CUmemAccessDesc.flags", unsafe.Offsetof(d.Flags), 8},
+		{"sizeof CUmemAllocationProp", unsafe.Sizeof(p), 32},
+		{"sizeof CUmemAccessDesc", unsafe.Sizeof(d), 12},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		code     Result
+		wantName string
+		sentinel error
+	}{
+		{"out of memory", 2, "CUDA_ERROR_OUT_OF_MEMORY", ErrOutOfMemory},
+		{"invalid context", 201, "CUDA_ERROR_INVALID_CONTEXT", ErrInvalidContext},
+		{"not initialised", 3, "CUDA_ERROR_NOT_INITIALIZED", ErrNotInitialized},
+		{"no device", 100, "CUDA_ERROR_NO_DEVICE", ErrNoDevice},
+		{"not ready", 600, "CUDA_ERROR_NOT_READY", ErrNotReady},
+		{"illegal address", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", ErrIllegalAddress},
+		{"unknown code", 12345, "CUDA_ERROR_12345", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if !ready.Load() { // cuGetErrorName would rename unknown codes
+				if got := tc.code.Name(); got != tc.wantName {
+					t.Errorf("Name() = %q, want %q", got, tc.wantName)
+				}
+			}
+			err := fmt.Errorf("wrapped: %w", check("cuTest", tc.code))
+			var e *Error
+			if !errors.As(err, &e) || e.Code != tc.code || e.Func != "cuTest" {
+				t.Fatalf("errors.As: %#v", e)
+			}
+			if !strings.HasPrefix(e.Error(), "cuda: cuTest: ") || !strings.Contains(e.Error(), fmt.Sprintf("(%d)", tc.code)) {
+				t.Errorf("message %q", e.Error())
+			}
+			if tc.sentinel != nil && !errors.Is(err, tc.sentinel) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tc.sentinel)
+			}
+			if errors.Is(err, ErrUnknown) {
+				t.Errorf("errors.Is(%v, ErrUnknown) = true", err)
+			}
+		})
+	}
+	if check("cuTest", Success) != nil {
+		t.Error("CUDA_SUCCESS gave an error")
+	}
+}
+
+// TestResultNamesUnique guards the checked-in table against copy slips.
+func TestResultNamesUnique(t *testing.T) {
+	seen := map[string]Result{}
+	for code, name := range resultNames {
+		if other, dup := seen[name]; dup {
+			t.Errorf("%s is both %d and %d", name, code, other)
+		}
+		seen[name] = code
+		if !strings.HasPrefix(name, "CUDA_") {
+			t.Errorf("%d: %q", code, name)
+		}
+	}
+}
+
+func TestKernelArgs(t *testing.T) {
+	a := NewKernelArgs(6)
+	defer a.Free()
+	a.Ptr(0xdead_beef_0000).Float32(1.5).Int32(-2).Uint64(1 << 40).Float64(math.Pi).Uint32(7)
+	if a.Len() != 6 || a.over {
+		t.Fatalf("len %d, overflow %v", a.Len(), a.over)
+	}
+	for i := 0; i < a.n; i++ {
+		if a.ptrs[i] != uintptr(unsafe.Pointer(&a.vals[i])) {
+			t.Fatalf("slot %d does not point at its value", i)
+		}
+	}
+	if *(*uint64)(unsafe.Pointer(&a.vals[0])) != 0xdead_beef_0000 {
+		t.Error("pointer slot")
+	}
+	if *(*float32)(unsafe.Pointer(&a.vals[1])) != 1.5 {
+		t.Error("float slot is not read as a float by its first 4 bytes")
+	}
+	if *(*int32)(unsafe.Pointer(&a.vals[2])) != -2 {
+		t.Error("int slot is not read as an int by its first 4 bytes")
+	}
+	if *(*float64)(unsafe.Pointer(&a.vals[4])) != math.Pi {
+		t.Error("double slot")
+	}
+	a.Uint32(8)
+	if !a.over {
+		t.Error("seventh argument did not overflow a capacity of 6")
+	}
+	a.Reset()
+	if a.Len() != 0 || a.over {
+		t.Error("Reset")
+	}
+}
+
+func TestUUIDString(t *testing.T) {
+	u := UUID{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef}
+	if got, want := u.String(), "GPU-01234567-89ab-cdef-0123-456789abcdef"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+}

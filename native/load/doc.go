@@ -1,0 +1,41 @@
+// Package load finds and opens the NVIDIA shared libraries that the native
+// bindings use (libcuda, libnvrtc, libcublasLt, libcublas), resolves their
+// symbols and reports where each library was found or what was tried.
+//
+// Read [Open] and [Spec] first; [Library] is what a successful search
+// returns and [NotFoundError] what a failed one returns. Both carry the
+// list of [Attempt]s, which "vram doctor" prints.
+//
+// # Search order
+//
+// For each library, [Open] tries its sonames (newest CUDA major first) in
+// each of these places, in this order, and stops at the first that loads:
+//
+//  1. the directories listed in VRAM_CUDA_LIBS (separated by ':');
+//  2. the dynamic loader's own search (LD_LIBRARY_PATH, the ldconfig cache,
+//     the system directories), by dlopen of the bare soname;
+//  3. /usr/local/cuda/lib64 and /usr/local/cuda/targets/*/lib, plus the
+//     spec's extra directories (the driver's /usr/local/nvidia/lib64);
+//  4. the nvidia/*/lib folders of Python environments: $VIRTUAL_ENV,
+//     $CONDA_PREFIX, /usr/local/lib/python3*/dist-packages,
+//     /usr/lib/python3/dist-packages, and last the sys.path of every python3
+//     on PATH (asked by running it, with a two-second limit).
+//
+// A directory given in VRAM_CUDA_LIBS therefore wins over the system's copy,
+// and a CUDA 12 library found there is used even where the system has CUDA 13.
+//
+// # Binding symbols
+//
+// [Library.Bind] resolves a table of [Binding]s: each names its C symbol
+// (and older fallbacks, tried in order), a pointer to a Go func variable
+// whose type mirrors the C signature, and optionally a place for the raw
+// address that hot calls pass to purego.SyscallN. [CheckTable] holds such
+// a table against a checked-in TSV file (see its doc comment for the
+// format), so that a wrong argument width is caught by a CPU test.
+//
+// # Concurrency
+//
+// [Open] and [Library.Bind] may be called from any goroutine; callers
+// serialise their own loading (each bindings package loads once under its
+// own lock). The package keeps no state between calls.
+package load
