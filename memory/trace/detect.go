@@ -1,0 +1,169 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"unicode/utf8"
+)
+
+// Kind is the format of an allocation history or snapshot file.
+type Kind uint8
+
+// The formats this package reads; see the package documentation.
+const (
+	KindUnknown Kind = iota // not recognised
+	KindText                // text trace: a list of events
+	KindJSON                // vram JSON snapshot
+	KindPickle              // PyTorch snapshot pickle
+)
+
+// String returns "text", "json", "pickle" or "unknown".
+func (k Kind) String() string {
+	switch k {
+	case KindText:
+		return "text"
+	case KindJSON:
+		return "json"
+	case KindPickle:
+		return "pickle"
+	}
+	return "unknown"
+}
+
+// File is what [Open] or [Read] found in a file: the events of a text
+// trace, or the snapshots of a JSON file or PyTorch pickle.
+type File struct {
+	// Name is the name the file was opened or read under.
+	Name string
+	// Kind is the detected format.
+	Kind Kind
+	// Gzipped reports that the file was gzip-compressed.
+	Gzipped bool
+	// Header holds a text trace's leading comment lines (see
+	// [TextReader.Header]); nil for other kinds.
+	Header []string
+	// Events holds a text trace's events (KindText only).
+	Events []Event
+	// Snapshots holds the snapshots of a JSON file (exactly one) or of a
+	// pickle (one per device, possibly none); nil for KindText.
+	Snapshots []*Snapshot
+}
+
+// Open reads the file at path with [Read], naming it by path.
+func Open(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &ParseError{File: path, Offset: -1, Err: err}
+	}
+	defer f.Close()
+	return Read(f, path)
+}
+
+// Read reads a whole history or snapshot from r and detects its format
+// from its first bytes, never from name:
+//   - gzip magic (1f 8b): decompress, then detect the format inside;
+//   - 0x80 followed by 2 to 5: a PyTorch pickle, read with [ReadPickle];
+//   - '{' after optional whitespace: a vram JSON snapshot ([ReadJSON]);
+//   - otherwise, UTF-8 text without NUL bytes: a text trace ([ReadTextAll]).
+//
+// name only labels errors, which are [*ParseError]s reading
+// "trace: NAME: ...". Empty input, binary data of no known format, corrupt
+// or truncated input are errors; Read does not panic on any input.
+func Read(r io.Reader, name string) (*File, error) {
+	f, err := read(r)
+	if err != nil {
+		kind := KindUnknown
+		if f != nil {
+			kind = f.Kind
+		}
+		return nil, withFile(err, name, kind)
+	}
+	f.Name = name
+	return f, nil
+}
+
+func read(r io.Reader) (*File, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	f := &File{}
+	head, err := br.Peek(2)
+	if err != nil && err != io.EOF {
+		return nil, &ParseError{Offset: -1, Err: err}
+	}
+	if bytes.Equal(head, gzipMagic) {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, &ParseError{Offset: -1, Msg: "bad gzip header", Err: err}
+		}
+		f.Gzipped = true
+		br = bufio.NewReaderSize(zr, 64<<10)
+	}
+	// 512 bytes decide: enough to skip JSON's leading blanks and to see
+	// that a file is binary.
+	head, err = br.Peek(512)
+	if err != nil && err != io.EOF {
+		return nil, &ParseError{Offset: -1, Msg: "reading the start of the input", Err: err}
+	}
+	f.Kind = sniff(head)
+	switch f.Kind {
+	case KindPickle:
+		f.Snapshots, err = ReadPickle(br)
+	case KindJSON:
+		var s *Snapshot
+		if s, err = ReadJSON(br); err == nil {
+			f.Snapshots = []*Snapshot{s}
+		}
+	case KindText:
+		var t *TextReader
+		if t, err = NewTextReader(br); err == nil {
+			f.Header = t.Header()
+			for {
+				e, nerr := t.Next()
+				if nerr == io.EOF {
+					break
+				}
+				if nerr != nil {
+					err = nerr
+					break
+				}
+				f.Events = append(f.Events, e)
+			}
+		}
+	default:
+		if len(head) == 0 {
+			return f, &ParseError{Offset: -1, Msg: "empty input"}
+		}
+		return f, &ParseError{Offset: 0, Msg: fmt.Sprintf("unrecognised format (not gzip, a PyTorch pickle, a vram JSON snapshot or a text trace; starts with % x)", head[:min(len(head), 8)])}
+	}
+	if err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+// sniff decides the format from the first bytes of the (decompressed)
+// input.
+func sniff(head []byte) Kind {
+	if len(head) >= 2 && head[0] == opProto && head[1] >= 2 && head[1] <= 5 {
+		return KindPickle
+	}
+	t := bytes.TrimLeft(head, " \t\r\n")
+	if len(t) > 0 && t[0] == '{' {
+		return KindJSON
+	}
+	if len(head) == 0 || bytes.IndexByte(head, 0) >= 0 {
+		return KindUnknown
+	}
+	// A multi-byte character may be cut at the end of head: allow that.
+	valid := head
+	for i := 0; i < utf8.UTFMax && len(valid) > 0 && !utf8.Valid(valid); i++ {
+		valid = valid[:len(valid)-1]
+	}
+	if !utf8.Valid(valid) {
+		return KindUnknown
+	}
+	return KindText
+}

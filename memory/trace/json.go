@@ -1,0 +1,420 @@
+package trace
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+)
+
+// JSON snapshot identification; see the package documentation, "# JSON
+// snapshots".
+const (
+	// JSONFormat is the value of the "format" key of a vram JSON snapshot.
+	JSONFormat = "vram-memory-snapshot"
+	// JSONVersion is the version of the JSON snapshot format that
+	// WriteJSON writes and ReadJSON reads.
+	JSONVersion = 1
+)
+
+// WriteJSON writes s as a vram JSON snapshot: one key per line at the top,
+// one segment, block and history event per line below it, so that files
+// diff and grep well. It validates s first and writes nothing if
+// [Snapshot.Validate] fails.
+func WriteJSON(w io.Writer, s *Snapshot) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	b := make([]byte, 0, 1024)
+	b = append(b, "{\n  \"format\": "...)
+	b = appendJSONString(b, JSONFormat)
+	b = append(b, ",\n  \"version\": "...)
+	b = strconv.AppendInt(b, JSONVersion, 10)
+	b = append(b, ",\n  \"device\": "...)
+	b = strconv.AppendInt(b, int64(s.Device), 10)
+	b = append(b, ",\n  \"capacity_bytes\": "...)
+	b = strconv.AppendInt(b, s.Capacity, 10)
+	b = append(b, ",\n  \"config\": "...)
+	b = appendJSONString(b, s.Config)
+	b = append(b, ",\n  \"meta\": {"...)
+	keys := make([]string, 0, len(s.Meta))
+	for k := range s.Meta {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ": "...)
+		b = appendJSONString(b, s.Meta[k])
+	}
+	b = append(b, "},\n  \"history_truncated\": "...)
+	b = strconv.AppendBool(b, s.Truncated)
+	b = append(b, ",\n  \"segments\": ["...)
+	for i := range s.Segments {
+		seg := &s.Segments[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, "\n    {\"address\": "...)
+		b = strconv.AppendUint(b, seg.Addr, 10)
+		b = append(b, ", \"size\": "...)
+		b = strconv.AppendInt(b, seg.Size, 10)
+		b = append(b, ", \"stream\": "...)
+		b = strconv.AppendUint(b, seg.Stream, 10)
+		b = append(b, ", \"pool\": "...)
+		b = appendJSONString(b, seg.Pool)
+		b = append(b, ", \"expandable\": "...)
+		b = strconv.AppendBool(b, seg.Expandable)
+		b = append(b, ", \"blocks\": ["...)
+		for j := range seg.Blocks {
+			blk := &seg.Blocks[j]
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, "\n      {\"address\": "...)
+			b = strconv.AppendUint(b, blk.Addr, 10)
+			b = append(b, ", \"size\": "...)
+			b = strconv.AppendInt(b, blk.Size, 10)
+			b = append(b, ", \"requested_size\": "...)
+			b = strconv.AppendInt(b, blk.Requested, 10)
+			b = append(b, ", \"state\": "...)
+			b = appendJSONString(b, blk.State)
+			b = appendRegionFrames(b, blk.Region, blk.Frames)
+			b = append(b, '}')
+			if len(b) > 32<<10 {
+				if _, err := bw.Write(b); err != nil {
+					return err
+				}
+				b = b[:0]
+			}
+		}
+		b = append(b, "]}"...)
+	}
+	if len(s.Segments) > 0 {
+		b = append(b, "\n  "...)
+	}
+	b = append(b, "],\n  \"history\": ["...)
+	for i := range s.History {
+		e := &s.History[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, "\n    {\"action\": \""...)
+		b = append(b, actionNames[e.Action]...)
+		b = append(b, "\", \"address\": "...)
+		b = strconv.AppendUint(b, e.Addr, 10)
+		b = append(b, ", \"size\": "...)
+		b = strconv.AppendInt(b, e.Size, 10)
+		b = append(b, ", \"stream\": "...)
+		b = strconv.AppendUint(b, e.Stream, 10)
+		if e.TimeUS != 0 {
+			b = append(b, ", \"time_us\": "...)
+			b = strconv.AppendInt(b, e.TimeUS, 10)
+		}
+		b = appendRegionFrames(b, e.Region, e.Frames)
+		b = append(b, '}')
+		if len(b) > 32<<10 {
+			if _, err := bw.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
+	}
+	if len(s.History) > 0 {
+		b = append(b, "\n  "...)
+	}
+	b = append(b, "]\n}\n"...)
+	if _, err := bw.Write(b); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// appendRegionFrames appends the optional "region" and "frames" keys.
+func appendRegionFrames(b []byte, region string, frames []Frame) []byte {
+	if region != "" {
+		b = append(b, ", \"region\": "...)
+		b = appendJSONString(b, region)
+	}
+	if len(frames) > 0 {
+		b = append(b, ", \"frames\": ["...)
+		for k := range frames {
+			f := &frames[k]
+			if k > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, "{\"function\": "...)
+			b = appendJSONString(b, f.Function)
+			b = append(b, ", \"file\": "...)
+			b = appendJSONString(b, f.File)
+			b = append(b, ", \"line\": "...)
+			b = strconv.AppendInt(b, int64(f.Line), 10)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return b
+}
+
+// appendJSONString appends s as a JSON string. Control characters, '"',
+// '\\', '<', '>', '&', U+2028 and U+2029 are escaped; invalid UTF-8 becomes
+// U+FFFD, as encoding/json does.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// jsonSegment, jsonBlock and jsonEvent mirror the JSON layout for decoding.
+type jsonSegment struct {
+	Address    uint64      `json:"address"`
+	Size       int64       `json:"size"`
+	Stream     uint64      `json:"stream"`
+	Pool       string      `json:"pool"`
+	Expandable bool        `json:"expandable"`
+	Blocks     []jsonBlock `json:"blocks"`
+}
+
+type jsonBlock struct {
+	Address   uint64  `json:"address"`
+	Size      int64   `json:"size"`
+	Requested int64   `json:"requested_size"`
+	State     string  `json:"state"`
+	Region    string  `json:"region"`
+	Frames    []Frame `json:"frames"`
+}
+
+type jsonEvent struct {
+	Action  Action  `json:"action"`
+	Address uint64  `json:"address"`
+	Size    int64   `json:"size"`
+	Stream  uint64  `json:"stream"`
+	TimeUS  int64   `json:"time_us"`
+	Region  string  `json:"region"`
+	Frames  []Frame `json:"frames"`
+}
+
+// ReadJSON reads one vram JSON snapshot from r and validates it. It fails
+// with a [*ParseError] when the input is not JSON, is JSON of another format
+// or version, has a value of the wrong type, is followed by more data, or
+// describes a snapshot that fails [Snapshot.Validate] (then Err is the
+// [*InvalidSnapshotError]). Keys it does not know are ignored.
+func ReadJSON(r io.Reader) (*Snapshot, error) {
+	dec := json.NewDecoder(bufio.NewReaderSize(r, 64<<10))
+	fail := func(msg string, err error) error {
+		return &ParseError{Kind: KindJSON, Offset: dec.InputOffset(), Msg: msg, Err: jsonErr(err)}
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fail("", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, fail("not a vram memory snapshot: the top level is not a JSON object", nil)
+	}
+	s := &Snapshot{}
+	stacks := &stackInterner{m: make(map[string][]Frame)}
+	var (
+		format      string
+		haveFormat  bool
+		haveVersion bool
+		segments    []jsonSegment
+	)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fail("", err)
+		}
+		key, _ := tok.(string)
+		var v any
+		switch key {
+		case "format":
+			v = &format
+		case "version":
+			var version json.Number
+			if err := dec.Decode(&version); err != nil {
+				return nil, fail(`key "version"`, err)
+			}
+			if version.String() != strconv.Itoa(JSONVersion) {
+				return nil, fail(fmt.Sprintf("unsupported version %s of the vram memory snapshot format (this reader knows version %d)", version, JSONVersion), nil)
+			}
+			haveVersion = true
+			continue
+		case "device":
+			v = &s.Device
+		case "capacity_bytes":
+			v = &s.Capacity
+		case "config":
+			v = &s.Config
+		case "meta":
+			v = &s.Meta
+		case "history_truncated":
+			v = &s.Truncated
+		case "segments":
+			v = &segments
+		case "history":
+			h, err := decodeHistory(dec, stacks)
+			if err != nil {
+				return nil, fail(`key "history"`, err)
+			}
+			s.History = h
+			continue
+		default:
+			v = new(json.RawMessage)
+		}
+		if err := dec.Decode(v); err != nil {
+			return nil, fail(fmt.Sprintf("key %q", key), err)
+		}
+		if key == "format" {
+			haveFormat = true
+			if format != JSONFormat {
+				return nil, fail(fmt.Sprintf("not a vram memory snapshot: format %q, want %q", format, JSONFormat), nil)
+			}
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return nil, fail("", err)
+	}
+	if !haveFormat {
+		return nil, fail(fmt.Sprintf("not a vram memory snapshot: no \"format\" key (want %q)", JSONFormat), nil)
+	}
+	if !haveVersion {
+		return nil, fail("no \"version\" key", nil)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fail("unexpected data after the snapshot", nil)
+	}
+	if len(segments) > 0 {
+		s.Segments = make([]Segment, len(segments))
+	}
+	for i, js := range segments {
+		seg := Segment{Addr: js.Address, Size: js.Size, Stream: js.Stream, Pool: js.Pool, Expandable: js.Expandable}
+		if len(js.Blocks) > 0 {
+			seg.Blocks = make([]Block, len(js.Blocks))
+		}
+		for j, jb := range js.Blocks {
+			seg.Blocks[j] = Block{Addr: jb.Address, Size: jb.Size, Requested: jb.Requested, State: jb.State, Region: jb.Region, Frames: stacks.intern(jb.Frames)}
+		}
+		s.Segments[i] = seg
+	}
+	if err := s.Validate(); err != nil {
+		return nil, &ParseError{Kind: KindJSON, Offset: -1, Err: err}
+	}
+	return s, nil
+}
+
+// decodeHistory decodes the "history" array one event at a time, so that a
+// long history is not held twice.
+func decodeHistory(dec *json.Decoder, stacks *stackInterner) ([]Event, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if tok == nil {
+		return nil, nil // null
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return nil, fmt.Errorf("not an array")
+	}
+	var history []Event
+	for dec.More() {
+		var je jsonEvent
+		if err := dec.Decode(&je); err != nil {
+			return nil, &contextError{fmt.Sprintf("event %d", len(history)), err}
+		}
+		history = append(history, Event{Action: je.Action, Addr: je.Address, Size: je.Size, Stream: je.Stream,
+			TimeUS: je.TimeUS, Region: je.Region, Frames: stacks.intern(je.Frames)})
+	}
+	if _, err := dec.Token(); err != nil { // the closing ']'
+		return nil, err
+	}
+	return history, nil
+}
+
+// stackInterner makes equal call stacks share one slice, as they do in the
+// allocator that wrote them: a history repeats the same few hundred stacks.
+type stackInterner struct {
+	m   map[string][]Frame
+	key []byte
+}
+
+// intern returns the stack equal to f seen first, or f; nil for no frames.
+func (in *stackInterner) intern(f []Frame) []Frame {
+	if len(f) == 0 {
+		return nil
+	}
+	k := in.key[:0]
+	for i := range f { // length-prefixed, so that no two stacks share a key
+		k = binary.AppendUvarint(k, uint64(len(f[i].Function)))
+		k = append(k, f[i].Function...)
+		k = binary.AppendUvarint(k, uint64(len(f[i].File)))
+		k = append(k, f[i].File...)
+		k = binary.AppendVarint(k, int64(f[i].Line))
+	}
+	in.key = k
+	if g, ok := in.m[string(k)]; ok {
+		return g
+	}
+	in.m[string(k)] = f
+	return f
+}
+
+// jsonErr turns the end of input inside a JSON value into
+// io.ErrUnexpectedEOF, which is what it means here.
+func jsonErr(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}

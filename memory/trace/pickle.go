@@ -1,0 +1,566 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Meta keys set by ReadPickle; see the package documentation, "# Meta keys".
+const (
+	// MetaSource names the program or format a snapshot came from.
+	MetaSource = "source"
+	// MetaAllocatorSettingsPrefix prefixes PyTorch's allocator_settings
+	// entries, other than the configuration string, in Snapshot.Meta.
+	MetaAllocatorSettingsPrefix = "allocator_settings."
+)
+
+// ReadPickle reads a PyTorch memory snapshot pickle, as written by
+// torch.cuda.memory._dump_snapshot or by pickle.dump of the value
+// torch.cuda.memory._snapshot() returns (or of torch.cuda.memory_snapshot(),
+// a bare list of segments). The input may be gzip-compressed. It is read
+// once, in a single pass.
+//
+// It returns one validated Snapshot per device that has segments or a
+// non-empty trace, in device order; a snapshot with neither gives an empty
+// slice. See the package documentation, "# PyTorch pickles", for how each
+// field is mapped and how Truncated is decided. Errors are [*ParseError]s: a
+// pickle that is not protocol 2 to 5, is corrupt or truncated, holds Python
+// objects other than plain data, or does not have the snapshot's layout.
+func ReadPickle(r io.Reader) ([]*Snapshot, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	if magic, _ := br.Peek(2); bytes.Equal(magic, gzipMagic) {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, &ParseError{Kind: KindPickle, Offset: -1, Msg: "bad gzip header", Err: err}
+		}
+		br = bufio.NewReaderSize(zr, 64<<10)
+	}
+	if b, _ := br.Peek(2); len(b) < 2 || b[0] != opProto || b[1] < 2 || b[1] > 5 {
+		return nil, &ParseError{Kind: KindPickle, Offset: 0, Msg: "not a pickle of protocol 2 to 5 (it must start with 0x80 and the protocol number)"}
+	}
+	root, size, err := unpickle(br)
+	if err != nil {
+		return nil, err
+	}
+	c := &pickleConverter{budget: size, stacks: make(map[string][]Frame)}
+	snaps, err := c.convert(root)
+	if err != nil {
+		return nil, err
+	}
+	return snaps, nil
+}
+
+// pickleConverter maps decoded Python values onto Snapshots.
+type pickleConverter struct {
+	// budget bounds the segments, blocks, events and frames produced by
+	// the pickle's size in bytes: a real snapshot spends several bytes on
+	// each, while a corrupt one could otherwise reference one list from
+	// many places and multiply the output without bound.
+	budget int64
+	// frames[i] is the frame dict with id i+1, converted.
+	frames []Frame
+	// stacks maps a sequence of frame ids (4 bytes each) to its converted
+	// stack: PyTorch pickles a new list per trace entry, but a training
+	// loop repeats the same few hundred stacks.
+	stacks map[string][]Frame
+	key    []byte // scratch for stacks keys
+	// lookups and hits count uses of stacks; when few stacks repeat,
+	// the map costs more than it saves and is dropped.
+	lookups, hits int
+}
+
+// Deduplication of stacks stops when, after dedupLookups lookups, fewer
+// than one in dedupMinHitRate was a hit.
+const (
+	dedupLookups    = 10000
+	dedupMinHitRate = 4
+)
+
+// convErr is a conversion failure at a path like "segments[3].blocks[0]".
+func convErr(path, format string, args ...any) error {
+	msg := "not a PyTorch memory snapshot: "
+	if path != "" {
+		msg += path + ": "
+	}
+	return &ParseError{Kind: KindPickle, Offset: -1, Msg: msg + fmt.Sprintf(format, args...)}
+}
+
+func (c *pickleConverter) spend(path string, n int) error {
+	c.budget -= int64(n)
+	if c.budget < 0 {
+		return convErr(path, "more entries than a pickle of this size can hold (corrupt: objects referenced many times)")
+	}
+	return nil
+}
+
+func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
+	var segList, traceList, settings any
+	switch v := root.(type) {
+	case *pyDict:
+		var okS, okT bool
+		segList, okS = v.get("segments")
+		traceList, okT = v.get("device_traces")
+		settings, _ = v.get("allocator_settings")
+		if !okS && !okT {
+			return nil, convErr("", `the pickled dict has no "segments" or "device_traces" key`)
+		}
+	case *pyList:
+		segList = v // torch.cuda.memory_snapshot(): segments only
+	default:
+		return nil, convErr("", "the pickle holds a %s, want a dict with \"segments\" (or a list of segments)", pyTypeName(root))
+	}
+
+	byDevice := map[int]*Snapshot{}
+	snap := func(dev int) *Snapshot {
+		s := byDevice[dev]
+		if s == nil {
+			s = &Snapshot{Device: dev, Meta: map[string]string{MetaSource: "pytorch"}}
+			byDevice[dev] = s
+		}
+		return s
+	}
+
+	if segList != nil {
+		segs, ok := segList.(*pyList)
+		if !ok {
+			return nil, convErr("segments", "is a %s, want a list", pyTypeName(segList))
+		}
+		if err := c.spend("segments", len(segs.items)); err != nil {
+			return nil, err
+		}
+		for i, sv := range segs.items {
+			path := "segments[" + strconv.Itoa(i) + "]"
+			dev, seg, err := c.segment(path, sv)
+			if err != nil {
+				return nil, err
+			}
+			s := snap(dev)
+			s.Segments = append(s.Segments, seg)
+		}
+	}
+	if traceList != nil {
+		traces, ok := traceList.(*pyList)
+		if !ok {
+			return nil, convErr("device_traces", "is a %s, want a list", pyTypeName(traceList))
+		}
+		for dev, tv := range traces.items {
+			path := "device_traces[" + strconv.Itoa(dev) + "]"
+			tl, ok := tv.(*pyList)
+			if !ok {
+				return nil, convErr(path, "is a %s, want a list", pyTypeName(tv))
+			}
+			if len(tl.items) == 0 {
+				continue
+			}
+			if err := c.spend(path, len(tl.items)); err != nil {
+				return nil, err
+			}
+			history := make([]Event, len(tl.items))
+			for j, ev := range tl.items {
+				if err := c.event(path+"["+strconv.Itoa(j)+"]", ev, &history[j]); err != nil {
+					return nil, err
+				}
+			}
+			snap(dev).History = history
+		}
+	}
+	config, meta, err := allocatorSettings(settings)
+	if err != nil {
+		return nil, err
+	}
+
+	devices := make([]int, 0, len(byDevice))
+	for d := range byDevice {
+		devices = append(devices, d)
+	}
+	sort.Ints(devices)
+	out := make([]*Snapshot, 0, len(devices))
+	for _, d := range devices {
+		s := byDevice[d]
+		s.Config = config
+		for k, v := range meta {
+			s.Meta[k] = v
+		}
+		sort.SliceStable(s.Segments, func(i, j int) bool { return s.Segments[i].Addr < s.Segments[j].Addr })
+		s.Truncated = !StartsEmpty(s.History, s.Segments)
+		if err := s.Validate(); err != nil {
+			return nil, &ParseError{Kind: KindPickle, Offset: -1, Msg: fmt.Sprintf("device %d", d), Err: err}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// segment converts one segment dict; it returns the segment's device.
+func (c *pickleConverter) segment(path string, v any) (int, Segment, error) {
+	d, ok := v.(*pyDict)
+	if !ok {
+		return 0, Segment{}, convErr(path, "is a %s, want a dict", pyTypeName(v))
+	}
+	var seg Segment
+	dev, err := optInt(d, path, "device", 0)
+	if err != nil {
+		return 0, seg, err
+	}
+	if dev < 0 || dev > math.MaxInt32 {
+		return 0, seg, convErr(path, "device %d out of range", dev)
+	}
+	if seg.Addr, err = reqAddr(d, path, "address"); err != nil {
+		return 0, seg, err
+	}
+	if seg.Size, err = reqSize(d, path, "total_size"); err != nil {
+		return 0, seg, err
+	}
+	stream, err := optInt(d, path, "stream", 0)
+	if err != nil {
+		return 0, seg, err
+	}
+	seg.Stream = uint64(stream)
+	if seg.Pool, err = reqString(d, path, "segment_type"); err != nil {
+		return 0, seg, err
+	}
+	if ev, ok := d.get("is_expandable"); ok {
+		b, ok := ev.(bool)
+		if !ok {
+			return 0, seg, convErr(path, `"is_expandable" is a %s, want a bool`, pyTypeName(ev))
+		}
+		seg.Expandable = b
+	}
+	bv, ok := d.get("blocks")
+	if !ok {
+		return 0, seg, convErr(path, `no "blocks" key`)
+	}
+	bl, ok := bv.(*pyList)
+	if !ok {
+		return 0, seg, convErr(path+".blocks", "is a %s, want a list", pyTypeName(bv))
+	}
+	if err := c.spend(path+".blocks", len(bl.items)); err != nil {
+		return 0, seg, err
+	}
+	seg.Blocks = make([]Block, len(bl.items))
+	next := seg.Addr // blocks of PyTorch before 2.1 carry no address
+	for i, b := range bl.items {
+		bpath := path + ".blocks[" + strconv.Itoa(i) + "]"
+		if err := c.block(bpath, b, next, &seg.Blocks[i]); err != nil {
+			return 0, seg, err
+		}
+		next = seg.Blocks[i].Addr + uint64(seg.Blocks[i].Size)
+	}
+	return int(dev), seg, nil
+}
+
+func (c *pickleConverter) block(path string, v any, addr uint64, b *Block) error {
+	d, ok := v.(*pyDict)
+	if !ok {
+		return convErr(path, "is a %s, want a dict", pyTypeName(v))
+	}
+	var err error
+	b.Addr = addr
+	if _, ok := d.get("address"); ok {
+		if b.Addr, err = reqAddr(d, path, "address"); err != nil {
+			return err
+		}
+	}
+	if b.Size, err = reqSize(d, path, "size"); err != nil {
+		return err
+	}
+	if b.Requested, err = optInt(d, path, "requested_size", 0); err != nil {
+		return err
+	}
+	if b.State, err = reqString(d, path, "state"); err != nil {
+		return err
+	}
+	if b.State == "active_awaiting_free" { // the spelling of PyTorch's typing stubs
+		b.State = StateActivePendingFree
+	}
+	b.Frames, err = c.frameList(path, d)
+	return err
+}
+
+func (c *pickleConverter) event(path string, v any, e *Event) error {
+	d, ok := v.(*pyDict)
+	if !ok {
+		return convErr(path, "is a %s, want a dict", pyTypeName(v))
+	}
+	name, err := reqString(d, path, "action")
+	if err != nil {
+		return err
+	}
+	a, ok := lookupAction(name)
+	if !ok {
+		return convErr(path, "unknown action %q", name)
+	}
+	e.Action = a
+	addrKey := "addr"
+	if a == ActionOOM {
+		addrKey = "device_free"
+	}
+	if _, ok := d.get(addrKey); ok {
+		if e.Addr, err = reqAddr(d, path, addrKey); err != nil {
+			return err
+		}
+	}
+	if e.Size, err = optInt(d, path, "size", 0); err != nil {
+		return err
+	}
+	if e.Size < 0 {
+		return convErr(path, "negative size %d", e.Size)
+	}
+	stream, err := optInt(d, path, "stream", 0)
+	if err != nil {
+		return err
+	}
+	e.Stream = uint64(stream)
+	if e.TimeUS, err = optInt(d, path, "time_us", 0); err != nil {
+		return err
+	}
+	if m, ok := d.get("user_metadata"); ok {
+		if s, ok := m.(string); ok {
+			e.Region = s
+		}
+	}
+	e.Frames, err = c.frameList(path, d)
+	return err
+}
+
+// frameList converts the optional "frames" list of d. Identical stacks
+// (the same frame dicts in the same order) share one []Frame.
+func (c *pickleConverter) frameList(path string, d *pyDict) ([]Frame, error) {
+	v, ok := d.get("frames")
+	if !ok || v == nil {
+		return nil, nil
+	}
+	l, ok := v.(*pyList)
+	if !ok {
+		return nil, convErr(path+".frames", "is a %s, want a list", pyTypeName(v))
+	}
+	if l.done {
+		return l.frames, nil
+	}
+	if len(l.items) == 0 {
+		l.done = true
+		return nil, nil
+	}
+	dedup := c.stacks != nil
+	key := c.key[:0]
+	for i, fv := range l.items {
+		fd, ok := fv.(*pyDict)
+		if !ok {
+			return nil, convErr(path+".frames["+strconv.Itoa(i)+"]", "is a %s, want a dict", pyTypeName(fv))
+		}
+		if fd.id == 0 {
+			if err := c.spend(path+".frames", 1); err != nil {
+				return nil, err
+			}
+			c.frames = append(c.frames, convertFrame(fd))
+			fd.id = uint32(len(c.frames))
+		}
+		if dedup {
+			key = binary.LittleEndian.AppendUint32(key, fd.id)
+		}
+	}
+	var frames []Frame
+	if dedup {
+		c.key = key
+		frames, ok = c.stacks[string(key)]
+		c.lookups++
+		if ok {
+			c.hits++
+		}
+		if c.lookups == dedupLookups && c.hits*dedupMinHitRate < c.lookups {
+			c.stacks = nil
+		}
+	}
+	if frames == nil {
+		if err := c.spend(path+".frames", len(l.items)); err != nil {
+			return nil, err
+		}
+		frames = make([]Frame, len(l.items))
+		for i, fv := range l.items {
+			frames[i] = c.frames[fv.(*pyDict).id-1]
+		}
+		if c.stacks != nil {
+			c.stacks[string(key)] = frames
+		}
+	}
+	l.frames, l.done = frames, true
+	return frames, nil
+}
+
+// convertFrame maps a frame dict; missing or mistyped keys stay empty.
+func convertFrame(d *pyDict) Frame {
+	var f Frame
+	if s, ok := d.get("name"); ok {
+		f.Function, _ = s.(string)
+	}
+	if s, ok := d.get("filename"); ok {
+		f.File, _ = s.(string)
+	}
+	if n, ok := d.get("line"); ok {
+		if n, ok := n.(int64); ok && n >= math.MinInt32 && n <= math.MaxInt32 {
+			f.Line = int(n)
+		}
+	}
+	return f
+}
+
+// allocatorSettings maps PyTorch's allocator_settings dict to Config and
+// Meta entries.
+func allocatorSettings(v any) (string, map[string]string, error) {
+	if v == nil {
+		return "", nil, nil
+	}
+	d, ok := v.(*pyDict)
+	if !ok {
+		return "", nil, convErr("allocator_settings", "is a %s, want a dict", pyTypeName(v))
+	}
+	var config string
+	meta := map[string]string{}
+	for i := 0; i < len(d.kv); i += 2 {
+		key, ok := d.kv[i].(string)
+		if !ok {
+			continue
+		}
+		val := d.kv[i+1]
+		if key == "PYTORCH_CUDA_ALLOC_CONF" || key == "PYTORCH_ALLOC_CONF" {
+			if s, ok := val.(string); ok {
+				config = s
+				continue
+			}
+		}
+		meta[MetaAllocatorSettingsPrefix+key] = pyRepr(val, 4)
+	}
+	return config, meta, nil
+}
+
+// pyRepr formats a decoded value for Meta, nesting at most depth levels.
+func pyRepr(v any, depth int) string {
+	switch v := v.(type) {
+	case nil:
+		return "None"
+	case bool:
+		if v {
+			return "True"
+		}
+		return "False"
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case uint64:
+		return strconv.FormatUint(v, 10)
+	case float64:
+		return pyFloat(v)
+	case string:
+		return v
+	}
+	if depth == 0 {
+		return "..."
+	}
+	var items []string
+	switch v := v.(type) {
+	case pyTuple:
+		for _, x := range v {
+			items = append(items, pyRepr(x, depth-1))
+		}
+		return "(" + strings.Join(items, ", ") + ")"
+	case *pyList:
+		for _, x := range v.items {
+			items = append(items, pyRepr(x, depth-1))
+		}
+		return "[" + strings.Join(items, ", ") + "]"
+	case *pyDict:
+		for i := 0; i < len(v.kv); i += 2 {
+			items = append(items, pyRepr(v.kv[i], depth-1)+": "+pyRepr(v.kv[i+1], depth-1))
+		}
+		return "{" + strings.Join(items, ", ") + "}"
+	}
+	return "<" + pyTypeName(v) + ">"
+}
+
+// pyFloat formats f as Python's repr does: shortest digits, positional
+// with a ".0" for whole numbers when the exponent is in [-4, 16),
+// scientific otherwise.
+func pyFloat(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	if a := math.Abs(f); a == 0 || (a >= 1e-4 && a < 1e16) {
+		s := strconv.FormatFloat(f, 'f', -1, 64)
+		if !strings.ContainsRune(s, '.') {
+			s += ".0"
+		}
+		return s
+	}
+	return strconv.FormatFloat(f, 'e', -1, 64)
+}
+
+func optInt(d *pyDict, path, key string, def int64) (int64, error) {
+	v, ok := d.get(key)
+	if !ok || v == nil {
+		return def, nil
+	}
+	switch n := v.(type) {
+	case int64:
+		return n, nil
+	case bool:
+		if n {
+			return 1, nil
+		}
+		return 0, nil
+	case uint64, pyBigInt:
+		return 0, convErr(path, "%q is too large", key)
+	}
+	return 0, convErr(path, "%q is a %s, want an int", key, pyTypeName(v))
+}
+
+func reqSize(d *pyDict, path, key string) (int64, error) {
+	if _, ok := d.get(key); !ok {
+		return 0, convErr(path, "no %q key", key)
+	}
+	n, err := optInt(d, path, key, 0)
+	if err == nil && n < 0 {
+		err = convErr(path, "%q is negative (%d)", key, n)
+	}
+	return n, err
+}
+
+func reqAddr(d *pyDict, path, key string) (uint64, error) {
+	v, ok := d.get(key)
+	if !ok {
+		return 0, convErr(path, "no %q key", key)
+	}
+	switch n := v.(type) {
+	case int64:
+		if n < 0 {
+			return 0, convErr(path, "%q is negative (%d)", key, n)
+		}
+		return uint64(n), nil
+	case uint64:
+		return n, nil
+	}
+	return 0, convErr(path, "%q is a %s, want an int", key, pyTypeName(v))
+}
+
+func reqString(d *pyDict, path, key string) (string, error) {
+	v, ok := d.get(key)
+	if !ok {
+		return "", convErr(path, "no %q key", key)
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", convErr(path, "%q is a %s, want a str", key, pyTypeName(v))
+	}
+	return s, nil
+}

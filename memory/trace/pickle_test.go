@@ -1,0 +1,333 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"math"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func readFile(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// expectedPickleSnapshots reads the vram JSON that make_pickles.py wrote for
+// its snapshot: what ReadPickle must return.
+func expectedPickleSnapshots(t testing.TB) []*Snapshot {
+	t.Helper()
+	var out []*Snapshot
+	for _, name := range []string{"snapshot_expected_device0.json", "snapshot_expected_device1.json"} {
+		s, err := ReadJSON(bytes.NewReader(readFile(t, name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestReadPickleFixtures(t *testing.T) {
+	want := expectedPickleSnapshots(t)
+	for _, name := range []string{"snapshot_p2.pickle", "snapshot_p4.pickle", "snapshot_p5.pickle", "snapshot_p4.pickle.gz"} {
+		t.Run(name, func(t *testing.T) {
+			got, err := ReadPickle(bytes.NewReader(readFile(t, name)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				for i := range max(len(got), len(want)) {
+					if i >= len(got) || i >= len(want) || !reflect.DeepEqual(got[i], want[i]) {
+						var g, w bytes.Buffer
+						if i < len(got) {
+							WriteJSON(&g, got[i])
+						}
+						if i < len(want) {
+							WriteJSON(&w, want[i])
+						}
+						t.Errorf("snapshot %d differs:\n got %s\nwant %s", i, g.String(), w.String())
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestReadPickleMapping(t *testing.T) {
+	snaps, err := ReadPickle(bytes.NewReader(readFile(t, "snapshot_p4.pickle")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snaps) != 2 || snaps[0].Device != 0 || snaps[1].Device != 1 {
+		t.Fatalf("got %d snapshots", len(snaps))
+	}
+	s0, s1 := snaps[0], snaps[1]
+	if s0.Truncated || !s1.Truncated {
+		t.Errorf("Truncated = %v, %v; want false (complete history), true (frees unknown blocks)", s0.Truncated, s1.Truncated)
+	}
+	if s0.Config != "expandable_segments:True" || s0.Meta["allocator_settings.roundup_power2_divisions"] != "{1: 0, 2: 0, 4: 1}" || s0.Meta[MetaSource] != "pytorch" {
+		t.Errorf("Config %q, Meta %v", s0.Config, s0.Meta)
+	}
+	if got, want := s0.Allocated(), int64(37888+512+10<<20); got != want {
+		t.Errorf("Allocated() = %d, want %d", got, want)
+	}
+	if got, want := s0.Requested(), int64(37632+256+10<<20); got != want {
+		t.Errorf("Requested() = %d, want %d", got, want)
+	}
+	if got, want := s0.Reserved(), int64(22<<20); got != want {
+		t.Errorf("Reserved() = %d, want %d", got, want)
+	}
+	oom := s0.History[15]
+	if oom.Action != ActionOOM || oom.Addr != 1234 || oom.Size != 1e12 {
+		t.Errorf("oom event = %+v, want Addr = device_free 1234", oom)
+	}
+	if r := s0.History[1].Region; r != "conv1" {
+		t.Errorf("region of alloc = %q, want the user_metadata conv1", r)
+	}
+	// PyTorch shares frame lists; so does the reader.
+	b0 := s0.Segments[0].Blocks[0].Frames
+	e1 := s0.History[1].Frames
+	if len(b0) != 2 || &b0[0] != &e1[0] {
+		t.Errorf("frames of block and alloc are not shared")
+	}
+	if b0[0] != (Frame{Function: "forward", File: "train.py", Line: 42}) {
+		t.Errorf("frame = %+v", b0[0])
+	}
+}
+
+func TestReadPickleSegmentsOnly(t *testing.T) {
+	got, err := ReadPickle(bytes.NewReader(readFile(t, "segments_only_p2.pickle")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := expectedPickleSnapshots(t)[0]
+	want.History, want.Config, want.Truncated = nil, "", true
+	want.Meta = map[string]string{MetaSource: "pytorch"}
+	for i := range want.Segments {
+		want.Segments[i].Expandable = false
+		for j := range want.Segments[i].Blocks {
+			want.Segments[i].Blocks[j].Frames = nil
+		}
+	}
+	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestReadPickleErrors(t *testing.T) {
+	p4 := readFile(t, "snapshot_p4.pickle")
+	tests := []struct {
+		name   string
+		in     []byte
+		want   string
+		offset int64 // -2: don't check
+		is     error
+	}{
+		{"truncated file", readFile(t, "truncated.pickle"), "input ends early", -2, io.ErrUnexpectedEOF},
+		{"cut after proto", p4[:2], "input ends early", 2, io.ErrUnexpectedEOF},
+		{"no stop", p4[:len(p4)-1], "input ends early", int64(len(p4) - 1), io.ErrUnexpectedEOF},
+		{"corrupt", readFile(t, "corrupt.pickle"), "unknown opcode 0xff", 11, nil},
+		{"object", readFile(t, "object.pickle"), "unsupported opcode STACK_GLOBAL", -2, nil},
+		{"not a pickle", []byte("alloc 1 2 3\n"), "not a pickle of protocol 2 to 5", 0, nil},
+		{"protocol 1", []byte("}q\x00."), "not a pickle of protocol 2 to 5", 0, nil},
+		{"empty", nil, "not a pickle", 0, nil},
+		{"int root", pk().proto(4).int(5).stop(), "holds a int", -1, nil},
+		{"dict without keys", pk().proto(2).op(opEmptyDict).stop(), `no "segments" or "device_traces" key`, -1, nil},
+		{"segments not list", pk().proto(2).op(opEmptyDict).str("segments").int(1).op(opSetItem).stop(), "segments: is a int, want a list", -1, nil},
+		{"segment missing size", pk().proto(2).op(opEmptyDict).str("segments").op(opEmptyList).
+			op(opEmptyDict).str("address").int(4096).op(opSetItem).op(opAppend).op(opSetItem).stop(),
+			`segments[0]: no "total_size" key`, -1, nil},
+		{"unknown action", pk().proto(2).op(opEmptyDict).str("device_traces").op(opEmptyList).op(opEmptyList).
+			op(opEmptyDict).str("action").str("alloc2").op(opSetItem).op(opAppend).op(opAppend).op(opSetItem).stop(),
+			`device_traces[0][0]: unknown action "alloc2"`, -1, nil},
+		{"pop mark without mark", pk().proto(2).op(opPopMark).stop(), "no MARK", 2, nil},
+		{"stop on empty", pk().proto(2).stop(), "STOP with an empty stack", 2, nil},
+		{"append to int", pk().proto(2).int(1).int(2).op(opAppend).stop(), "APPEND to a int", -2, nil},
+		{"setitems odd", pk().proto(2).op(opEmptyDict).op(opMark).int(1).op(opSetItems).stop(), "odd number", -2, nil},
+		{"memo unset", pk().proto(2).op(opBinGet, 7).stop(), "memo entry 7 used before it was set", 2, nil},
+		{"huge string", append(pk().proto(4).op(opBinUnicode8).u64(1<<62), "short"...), "input ends early", 2, io.ErrUnexpectedEOF},
+		{"huge frame", pk().proto(4).op(opFrame).u64(1 << 62).op(opNone), "input ends early", -2, io.ErrUnexpectedEOF},
+		{"mark hides stack", pk().proto(2).op(opEmptyList).op(opMark).int(1).op(opAppend).stop(), "APPEND without a list", -2, nil},
+		{"protocol 6", []byte{0x80, 2, 0x80, 6}, "unsupported protocol 6", 2, nil},
+		{"text opcode", pk().proto(2).op('I').stop(), "INT (protocol 0 text)", 2, nil},
+		{"amplified", amplifiedPickle(1000), "more entries than a pickle of this size can hold", -1, nil},
+		{"invalid snapshot", pk().proto(2).op(opEmptyDict).str("segments").op(opEmptyList).
+			op(opEmptyDict).op(opMark).str("address").int(4096).str("total_size").int(512).
+			str("segment_type").str("tiny").str("blocks").op(opEmptyList).op(opSetItems).
+			op(opAppend).op(opSetItem).stop(), `invalid snapshot: segment 0: pool "tiny"`, -1, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadPickle(bytes.NewReader(tc.in))
+			var pe *ParseError
+			if !errors.As(err, &pe) {
+				t.Fatalf("err = %v, want a *ParseError", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) || pe.Kind != KindPickle {
+				t.Errorf("err = %q (kind %v), want it to contain %q", err, pe.Kind, tc.want)
+			}
+			if tc.offset != -2 && pe.Offset != tc.offset {
+				t.Errorf("Offset = %d, want %d", pe.Offset, tc.offset)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("err = %v, want it to wrap %v", err, tc.is)
+			}
+		})
+	}
+}
+
+// amplifiedPickle builds {"device_traces": [L, L, ...n]} where L is one list
+// holding n references to one event dict: n*n events from O(n) bytes.
+func amplifiedPickle(n int) []byte {
+	p := pk().proto(2).op(opEmptyDict).str("device_traces").op(opEmptyList).op(opMark)
+	p = p.op(opEmptyList).op(opMark)
+	p = p.op(opEmptyDict).op(opMark).str("action").str("alloc").str("addr").int(4096).str("size").int(1).op(opSetItems)
+	p = p.op(opBinPut, 0)
+	for range n - 1 {
+		p = p.op(opBinGet, 0)
+	}
+	p = p.op(opAppends).op(opBinPut, 1)
+	for range n - 1 {
+		p = p.op(opBinGet, 1)
+	}
+	return p.op(opAppends).op(opSetItem).stop()
+}
+
+// pickleBuilder writes pickle opcodes by hand for tests.
+type pickleBuilder []byte
+
+func pk() pickleBuilder { return nil }
+
+func (p pickleBuilder) op(ops ...byte) pickleBuilder { return append(p, ops...) }
+func (p pickleBuilder) proto(n byte) pickleBuilder   { return append(p, opProto, n) }
+func (p pickleBuilder) stop() []byte                 { return append(p, opStop) }
+func (p pickleBuilder) u64(v uint64) pickleBuilder   { return binary.LittleEndian.AppendUint64(p, v) }
+func (p pickleBuilder) str(s string) pickleBuilder {
+	p = append(p, opBinUnicode)
+	p = binary.LittleEndian.AppendUint32(p, uint32(len(s)))
+	return append(p, s...)
+}
+func (p pickleBuilder) int(v int32) pickleBuilder {
+	return binary.LittleEndian.AppendUint32(append(p, opBinInt), uint32(v))
+}
+
+func unpickleBytes(t *testing.T, b []byte) any {
+	t.Helper()
+	v, _, err := unpickle(bufio.NewReader(bytes.NewReader(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestUnpickleValues(t *testing.T) {
+	long1 := func(b ...byte) []byte { return append(append(pk().proto(2), opLong1, byte(len(b))), b...) }
+	tests := []struct {
+		name string
+		in   []byte
+		want any
+	}{
+		{"none", pk().proto(2).op(opNone).stop(), nil},
+		{"true", pk().proto(2).op(opNewTrue).stop(), true},
+		{"binint1", pk().proto(2).op(opBinInt1, 200).stop(), int64(200)},
+		{"binint2", pk().proto(2).op(opBinInt2, 0x34, 0x12).stop(), int64(0x1234)},
+		{"binint negative", pk().proto(2).int(-7).stop(), int64(-7)},
+		{"long1 empty", pickleBuilder(long1()).stop(), int64(0)},
+		{"long1 -1", pickleBuilder(long1(0xff)).stop(), int64(-1)},
+		{"long1 128", pickleBuilder(long1(0x80, 0x00)).stop(), int64(128)},
+		{"long1 -129", pickleBuilder(long1(0x7f, 0xff)).stop(), int64(-129)},
+		{"long1 address", pickleBuilder(long1(0x00, 0x00, 0xe0, 0x01, 0x00, 0x7f)).stop(), int64(0x7f0001e00000)},
+		{"long1 max int64", pickleBuilder(long1(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f)).stop(), int64(math.MaxInt64)},
+		{"long1 min int64", pickleBuilder(long1(0, 0, 0, 0, 0, 0, 0, 0x80)).stop(), int64(math.MinInt64)},
+		{"long1 max uint64", pickleBuilder(long1(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00)).stop(), uint64(math.MaxUint64)},
+		{"long1 padded", pickleBuilder(long1(5, 0, 0, 0, 0, 0, 0, 0, 0, 0)).stop(), int64(5)},
+		{"long1 2^64", pickleBuilder(long1(0, 0, 0, 0, 0, 0, 0, 0, 1)).stop(), pyBigInt{}},
+		{"long1 -2^64", pickleBuilder(long1(0, 0, 0, 0, 0, 0, 0, 0, 0xff)).stop(), pyBigInt{}},
+		{"long4", pk().proto(2).op(opLong4, 2, 0, 0, 0, 0x00, 0x01).stop(), int64(256)},
+		{"binfloat", pk().proto(2).op(opBinFloat, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0).stop(), 1.5},
+		{"short str", pk().proto(4).op(opShortBinUni, 2, 'h', 'i').stop(), "hi"},
+		{"bytes", pk().proto(3).op(opShortBinBytes, 2, 0, 1).stop(), []byte{0, 1}},
+		{"tuple2", pk().proto(2).int(1).int(2).op(opTuple2).stop(), pyTuple{int64(1), int64(2)}},
+		{"tuple", pk().proto(2).op(opMark).int(1).op(opTuple).stop(), pyTuple{int64(1)}},
+		{"empty tuple", pk().proto(2).op(opEmptyTuple).stop(), pyTuple(nil)},
+		{"list", pk().proto(2).op(opMark).int(1).int(2).op(opList).stop(), &pyList{items: []any{int64(1), int64(2)}}},
+		{"set", pk().proto(4).op(opEmptySet).op(opMark).int(3).op(opAddItems).stop(), &pyList{items: []any{int64(3)}}},
+		{"frozenset", pk().proto(4).op(opMark).int(3).op(opFrozenSet).stop(), &pyList{items: []any{int64(3)}}},
+		{"dict", pk().proto(2).op(opMark).str("a").int(1).op(opDict).stop(), &pyDict{kv: []any{"a", int64(1)}}},
+		{"setitem", pk().proto(2).op(opEmptyDict).str("a").int(1).op(opSetItem).op(opMark).str("b").int(2).op(opSetItems).stop(), &pyDict{kv: []any{"a", int64(1), "b", int64(2)}}},
+		{"memo", pk().proto(2).str("k").op(opBinPut, 0).op(opPop).op(opBinGet, 0).stop(), "k"},
+		{"sparse memo", pk().proto(2).str("k").op(opLongBinPut, 0xff, 0xff, 0xff, 0xff).op(opPop).op(opLongBinGet, 0xff, 0xff, 0xff, 0xff).stop(), "k"},
+		{"memoize", pk().proto(4).str("a").op(opMemoize).str("b").op(opMemoize).op(opPop, opPop).op(opBinGet, 1).stop(), "b"},
+		{"dup", pk().proto(2).int(4).op(opDup).op(opTuple2).stop(), pyTuple{int64(4), int64(4)}},
+		{"pop mark", pk().proto(2).int(9).op(opMark).int(1).int(2).op(opPopMark).stop(), int64(9)},
+		{"pop empties mark", pk().proto(2).int(9).op(opMark).op(opPop).stop(), int64(9)},
+		{"frame", pk().proto(4).op(opFrame).u64(3).op(opNewFalse).op(opReadOnlyBuffer).stop(), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := unpickleBytes(t, tc.in); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestUnpickleLargeString(t *testing.T) {
+	s := strings.Repeat("x", 3<<20) // larger than the read buffer and one chunk
+	p := pk().proto(4).op(opBinUnicode8).u64(uint64(len(s)))
+	p = append(p, s...)
+	if got := unpickleBytes(t, p.stop()); got != s {
+		t.Errorf("large string differs")
+	}
+}
+
+func TestPyRepr(t *testing.T) {
+	tests := []struct {
+		v    any
+		want string
+	}{
+		{nil, "None"}, {true, "True"}, {int64(-1), "-1"}, {uint64(math.MaxUint64), "18446744073709551615"},
+		{0.0, "0.0"}, {-0.0 * 1, "0.0"}, {1234567.0, "1234567.0"}, {1e16, "1e+16"}, {1.5e-5, "1.5e-05"},
+		{0.1, "0.1"}, {math.NaN(), "nan"}, {math.Inf(-1), "-inf"}, {"s", "s"}, {pyBigInt{}, "<int>"},
+		{pyTuple{int64(0), int64(0)}, "(0, 0)"}, {&pyList{items: []any{"a", nil}}, "[a, None]"},
+		{&pyDict{kv: []any{"1", int64(0)}}, "{1: 0}"}, {[]byte{1}, "<bytes>"},
+	}
+	for _, tc := range tests {
+		if got := pyRepr(tc.v, 4); got != tc.want {
+			t.Errorf("pyRepr(%#v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+	// Cycles stop at the depth limit.
+	l := &pyList{}
+	l.items = append(l.items, l)
+	if got := pyRepr(l, 3); got != "[[[...]]]" {
+		t.Errorf("cyclic list = %q", got)
+	}
+}
+
+func TestPyDictLarge(t *testing.T) {
+	d := &pyDict{}
+	for i := range 100 {
+		d.setItems([]any{"k" + string(rune('A'+i%26)) + string(rune('a'+i/26)), int64(i)})
+	}
+	d.setItems([]any{"kAa", int64(-1), int64(5), "not a str key"}) // a duplicate wins
+	if v, ok := d.get("kBa"); !ok || v != int64(1) {
+		t.Errorf("get(kBa) = %v, %v", v, ok)
+	}
+	if v, ok := d.get("kAa"); !ok || v != int64(-1) {
+		t.Errorf("get(kAa) = %v, %v; want the later duplicate", v, ok)
+	}
+	if _, ok := d.get("missing"); ok {
+		t.Error("get(missing) found something")
+	}
+}
