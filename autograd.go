@@ -243,7 +243,11 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 		fail("backward", ErrAutograd, "tensor does not require grad and has no grad_fn; "+
 			"did you create the parameters with WithGrad() or SetRequiresGrad(true), or compute it inside NoGrad?")
 	}
-	NoGrad(func() {
+	Region("backward", func() { NoGrad(func() { backward(t, o) }) })
+}
+
+func backward(t *Tensor, o backwardOptions) {
+	{
 		var seed *Tensor
 		if o.grad != nil {
 			o.grad.live("backward")
@@ -266,7 +270,7 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 			return
 		}
 		runBackward(t.ref.node, seed, o.retain)
-	})
+	}
 }
 
 // runBackward walks the graph from root in reverse topological order.

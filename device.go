@@ -208,8 +208,12 @@ func deviceFor(d Device) (*devState, error) {
 	if err != nil {
 		return nil, &Error{Op: "device", Kind: ErrUnavailable, Detail: d.String(), Err: err}
 	}
-	s, _ := devices.LoadOrStore(d, &devState{dev: d, bd: bd})
-	return s.(*devState), nil
+	s, loaded := devices.LoadOrStore(d, &devState{dev: d, bd: bd})
+	ds := s.(*devState)
+	if c, ok := bd.(cachingDevice); ok && !loaded {
+		c.Allocator().OnOOM(func() { reclaim(ds) })
+	}
+	return ds, nil
 }
 
 // mustDevice is deviceFor for tensor ops: it panics with the error.

@@ -17,6 +17,7 @@ var (
 	ErrAutograd    = errors.New("autograd error")
 	ErrUnavailable = errors.New("device unavailable")
 	ErrBackend     = errors.New("backend error")
+	ErrOutOfMemory = errors.New("out of memory")
 )
 
 // Error is the typed value that tensor operations panic with. Kind is one of

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-func liveOn(d Device) int64 { return MemoryAllocated(d) }
+func liveOn(d Device) int64 { return Storage(d).LiveBytes }
 
 // quiet is a simulated device that only the byte-exact tests below use, so
 // that no other test's garbage changes its counts.

@@ -2,27 +2,33 @@ package vram
 
 import "fmt"
 
-// MemoryAllocated returns the bytes of tensor storage currently live on
-// device d, by vram's own accounting (torch.cuda.memory_allocated). Storage
-// shared by views is counted once.
+// MemoryAllocated returns the bytes of tensor storage currently allocated
+// on device d (torch.cuda.memory_allocated): the allocator's allocated
+// bytes (sizes rounded as it allocates them) on a device with a caching
+// allocator, else vram's own count of live storage bytes. Storage shared by
+// views is counted once.
 func MemoryAllocated(d Device) int64 {
-	if s, ok := devices.Load(d); ok {
-		return s.(*devState).live.Load()
+	if a := allocatorOf(d); a != nil {
+		return a.Stats().AllocatedBytes[0].Current
 	}
-	return 0
+	return Storage(d).LiveBytes
 }
 
 // MaxMemoryAllocated returns the highest value of [MemoryAllocated] on d
 // since the program started or since [ResetPeakMemoryStats].
 func MaxMemoryAllocated(d Device) int64 {
-	if s, ok := devices.Load(d); ok {
-		return s.(*devState).peak.Load()
+	if a := allocatorOf(d); a != nil {
+		return a.MaxAllocated()
 	}
-	return 0
+	return Storage(d).PeakBytes
 }
 
-// ResetPeakMemoryStats makes the peak of d equal to its current use.
+// ResetPeakMemoryStats makes the peaks of d (allocated, reserved, and
+// vram's own storage count) equal to their current values.
 func ResetPeakMemoryStats(d Device) {
+	if a := allocatorOf(d); a != nil {
+		a.ResetPeakStats()
+	}
 	if s, ok := devices.Load(d); ok {
 		st := s.(*devState)
 		st.peak.Store(st.live.Load())

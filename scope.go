@@ -16,8 +16,9 @@ import (
 // load per op.
 
 type gstate struct {
-	noGrad int      // depth of NoGrad calls
-	scopes []*scope // Tidy calls, innermost last
+	noGrad  int      // depth of NoGrad calls
+	scopes  []*scope // Tidy calls, innermost last
+	regions []string // Region labels, innermost last
 }
 
 type scope struct {
@@ -55,7 +56,7 @@ func enter() (uintptr, *gstate) {
 
 // leave drops the goroutine's state once it is empty.
 func leave(id uintptr, g *gstate) {
-	if g.noGrad == 0 && len(g.scopes) == 0 {
+	if g.noGrad == 0 && len(g.scopes) == 0 && len(g.regions) == 0 {
 		gstates.Delete(id)
 		active.Add(-1)
 	}

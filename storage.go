@@ -1,11 +1,13 @@
 package vram
 
 import (
+	"errors"
 	"os"
 	"runtime"
 	"sync/atomic"
 
 	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/memory"
 )
 
 // storage is a reference-counted device buffer shared by a tensor, its
@@ -18,9 +20,14 @@ type storage struct {
 }
 
 func newStorage(op string, ds *devState, nbytes int64) *storage {
-	buf, err := ds.bd.Alloc(nbytes, ds.bd.DefaultStream())
+	buf, err := ds.bd.Alloc(nbytes, ds.bd.DefaultStream(), currentRegion())
 	if err != nil {
-		panic(&Error{Op: op, Kind: ErrBackend, Detail: "allocating " + formatBytes(nbytes) + " on " + ds.dev.String(), Err: err})
+		kind := ErrBackend
+		var oom *memory.OutOfMemoryError
+		if errors.As(err, &oom) {
+			kind = ErrOutOfMemory
+		}
+		panic(&Error{Op: op, Kind: kind, Detail: "allocating " + formatBytes(nbytes) + " on " + ds.dev.String(), Err: err})
 	}
 	s := &storage{ds: ds, buf: buf, bytes: nbytes}
 	s.refs.Store(1)

@@ -61,11 +61,13 @@ type Stream interface {
 // Memory allocates device memory.
 type Memory interface {
 	// Alloc returns a buffer of at least nbytes bytes, for use on stream s.
-	// A failure to find memory is returned as an error that the caller can
-	// inspect with errors.As (the memory package's OutOfMemoryError for
-	// devices with a caching allocator). Alloc(0) returns a valid empty
-	// buffer.
-	Alloc(nbytes int64, s Stream) (Buffer, error)
+	// region labels the allocation for memory accounting ("forward",
+	// "backward", "optimizer", a user's label, or ""); devices without
+	// accounting ignore it. A failure to find memory is returned as an
+	// error that the caller can inspect with errors.As (the memory
+	// package's OutOfMemoryError for devices with a caching allocator).
+	// Alloc(0) returns a valid empty buffer.
+	Alloc(nbytes int64, s Stream, region string) (Buffer, error)
 	// Free returns b to the device. The memory may be reused as soon as the
 	// work already queued on s has finished.
 	Free(b Buffer, s Stream)

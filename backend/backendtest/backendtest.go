@@ -202,7 +202,7 @@ var numDTypes = append(append([]backend.DType{}, floatDTypes...), intDTypes...)
 func (h *harness) testMemory(t *testing.T) {
 	s := h.dev.DefaultStream()
 	for _, n := range []int64{0, 1, 24, 1000} {
-		b, err := h.dev.Alloc(n, s)
+		b, err := h.dev.Alloc(n, s, "test")
 		if err != nil {
 			t.Fatalf("Alloc(%d): %v", n, err)
 		}

@@ -168,7 +168,7 @@ func place(t testing.TB, dev backend.Device, dt backend.DType, shape, strides []
 		host[off] = values[i]
 		i++
 	})
-	buf, err := dev.Alloc(int64(bufElems*dt.Size()), dev.DefaultStream())
+	buf, err := dev.Alloc(int64(bufElems*dt.Size()), dev.DefaultStream(), "test")
 	if err != nil {
 		t.Fatalf("Alloc(%d): %v", bufElems*dt.Size(), err)
 	}

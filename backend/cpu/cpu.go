@@ -72,7 +72,7 @@ const maxAlloc = 1 << 48
 
 // Alloc returns a zeroed host buffer of nbytes bytes. The stream is
 // ignored.
-func (*Device) Alloc(nbytes int64, _ backend.Stream) (backend.Buffer, error) {
+func (*Device) Alloc(nbytes int64, _ backend.Stream, _ string) (backend.Buffer, error) {
 	if nbytes < 0 {
 		return nil, fmt.Errorf("cpu: alloc of a negative size (%d bytes)", nbytes)
 	}

@@ -40,10 +40,10 @@ func TestBackend(t *testing.T) {
 		}
 	}
 	dev := device(t)
-	if _, err := dev.Alloc(-1, dev.DefaultStream()); err == nil {
+	if _, err := dev.Alloc(-1, dev.DefaultStream(), ""); err == nil {
 		t.Error("Alloc(-1): no error")
 	}
-	buf, err := dev.Alloc(13, dev.DefaultStream())
+	buf, err := dev.Alloc(13, dev.DefaultStream(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

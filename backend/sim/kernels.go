@@ -1,68 +1,131 @@
 package sim
 
-import "github.com/vramgo/vram/backend"
+import (
+	"fmt"
 
-// The kernels unwrap sim buffers and run the CPU's.
+	"github.com/vramgo/vram/backend"
+)
 
-func raw(v backend.View) backend.View {
-	if b, ok := v.Buf.(*buffer); ok {
-		v.Buf = b.Buffer
+// The kernels unwrap sim buffers and run the CPU's, or do nothing in
+// shape-only mode.
+
+// raw returns v over the host data, and false in shape-only mode.
+func raw(v backend.View) (backend.View, bool) {
+	b, ok := v.Buf.(*buffer)
+	if !ok || b.data == nil {
+		return v, false
 	}
-	return v
+	v.Buf = b.data
+	return v, true
 }
 
-// CopyFromHost writes host bytes into dst.
+func raws(vs ...backend.View) ([]backend.View, bool) {
+	out := make([]backend.View, len(vs))
+	for i, v := range vs {
+		r, ok := raw(v)
+		if !ok {
+			return nil, false
+		}
+		out[i] = r
+	}
+	return out, true
+}
+
+// CopyFromHost writes host bytes into dst (dropped in shape-only mode).
 func (d *Device) CopyFromHost(dst backend.View, src []byte) error {
-	return d.Device.CopyFromHost(raw(dst), src)
+	r, ok := raw(dst)
+	if !ok {
+		return nil
+	}
+	return d.host.CopyFromHost(r, src)
 }
 
-// CopyToHost reads src into host bytes.
+// CopyToHost reads src into host bytes. A shape-only device has no data to
+// read, which is an error.
 func (d *Device) CopyToHost(dst []byte, src backend.View) error {
-	return d.Device.CopyToHost(dst, raw(src))
+	r, ok := raw(src)
+	if !ok {
+		return fmt.Errorf("sim:%d is shape-only: it keeps no data to read", d.index)
+	}
+	return d.host.CopyToHost(dst, r)
 }
 
 // Fill runs the CPU kernel.
-func (d *Device) Fill(dst backend.View, value float64) error { return d.Device.Fill(raw(dst), value) }
+func (d *Device) Fill(dst backend.View, value float64) error {
+	if r, ok := raw(dst); ok {
+		return d.host.Fill(r, value)
+	}
+	return nil
+}
 
 // Copy runs the CPU kernel.
-func (d *Device) Copy(dst, src backend.View) error { return d.Device.Copy(raw(dst), raw(src)) }
+func (d *Device) Copy(dst, src backend.View) error {
+	if v, ok := raws(dst, src); ok {
+		return d.host.Copy(v[0], v[1])
+	}
+	return nil
+}
 
 // Unary runs the CPU kernel.
 func (d *Device) Unary(op backend.UnaryOp, dst, src backend.View, param float64) error {
-	return d.Device.Unary(op, raw(dst), raw(src), param)
+	if v, ok := raws(dst, src); ok {
+		return d.host.Unary(op, v[0], v[1], param)
+	}
+	return nil
 }
 
 // Binary runs the CPU kernel.
 func (d *Device) Binary(op backend.BinaryOp, dst, a, b backend.View) error {
-	return d.Device.Binary(op, raw(dst), raw(a), raw(b))
+	if v, ok := raws(dst, a, b); ok {
+		return d.host.Binary(op, v[0], v[1], v[2])
+	}
+	return nil
 }
 
 // Scalar runs the CPU kernel.
 func (d *Device) Scalar(op backend.BinaryOp, dst, a backend.View, s float64, reversed bool) error {
-	return d.Device.Scalar(op, raw(dst), raw(a), s, reversed)
+	if v, ok := raws(dst, a); ok {
+		return d.host.Scalar(op, v[0], v[1], s, reversed)
+	}
+	return nil
 }
 
 // Where runs the CPU kernel.
 func (d *Device) Where(dst, cond, a, b backend.View) error {
-	return d.Device.Where(raw(dst), raw(cond), raw(a), raw(b))
+	if v, ok := raws(dst, cond, a, b); ok {
+		return d.host.Where(v[0], v[1], v[2], v[3])
+	}
+	return nil
 }
 
 // Reduce runs the CPU kernel.
 func (d *Device) Reduce(op backend.ReduceOp, dst, src backend.View, axes []int) error {
-	return d.Device.Reduce(op, raw(dst), raw(src), axes)
+	if v, ok := raws(dst, src); ok {
+		return d.host.Reduce(op, v[0], v[1], axes)
+	}
+	return nil
 }
 
 // MatMul runs the CPU kernel.
 func (d *Device) MatMul(dst, a, b backend.View) error {
-	return d.Device.MatMul(raw(dst), raw(a), raw(b))
+	if v, ok := raws(dst, a, b); ok {
+		return d.host.MatMul(v[0], v[1], v[2])
+	}
+	return nil
 }
 
 // Gather runs the CPU kernel.
 func (d *Device) Gather(dst, src, index backend.View, axis int) error {
-	return d.Device.Gather(raw(dst), raw(src), raw(index), axis)
+	if v, ok := raws(dst, src, index); ok {
+		return d.host.Gather(v[0], v[1], v[2], axis)
+	}
+	return nil
 }
 
 // ScatterAdd runs the CPU kernel.
 func (d *Device) ScatterAdd(dst, index, src backend.View, axis int) error {
-	return d.Device.ScatterAdd(raw(dst), raw(index), raw(src), axis)
+	if v, ok := raws(dst, index, src); ok {
+		return d.host.ScatterAdd(v[0], v[1], v[2], axis)
+	}
+	return nil
 }

@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/vramgo/vram/backend"
 	_ "github.com/vramgo/vram/backend/cpu" // the kernels
+	"github.com/vramgo/vram/memory"
 )
 
 // Defaults when VRAM_SIM_DEVICES is unset.
@@ -40,43 +40,65 @@ func (b *Backend) load() {
 	b.once.Do(func() {
 		b.sizes, b.err = ParseDevices(os.Getenv("VRAM_SIM_DEVICES"))
 		if b.err != nil {
-			b.sizes = nil
+			b.err = fmt.Errorf("VRAM_SIM_DEVICES: %w", b.err)
+			return
+		}
+		cfg, err := memory.ParseConfig(os.Getenv("VRAM_ALLOC_CONF"))
+		if err != nil {
+			b.err = fmt.Errorf("VRAM_ALLOC_CONF: %w", err)
+			return
+		}
+		shapeOnly := false
+		switch v := os.Getenv("VRAM_SIM_SHAPE_ONLY"); v {
+		case "", "0", "false":
+		case "1", "true":
+			shapeOnly = true
+		default:
+			b.err = fmt.Errorf("VRAM_SIM_SHAPE_ONLY=%q: want 1 or 0", v)
+			return
 		}
 		cpu, ok := backend.Lookup("cpu")
 		if !ok {
-			b.err = fmt.Errorf("sim: the cpu backend is not registered")
-			b.sizes = nil
+			b.err = fmt.Errorf("the cpu backend is not registered")
 			return
 		}
 		host, err := cpu.Device(0)
 		if err != nil {
-			b.err, b.sizes = err, nil
+			b.err = err
 			return
 		}
-		for i, s := range b.sizes {
-			b.devices = append(b.devices, &Device{Device: host, index: i, capacity: s})
+		for i, size := range b.sizes {
+			d, err := newDevice(host, i, size, cfg, shapeOnly)
+			if err != nil {
+				b.err = fmt.Errorf("VRAM_ALLOC_CONF: %w", err)
+				b.devices = nil
+				return
+			}
+			b.devices = append(b.devices, d)
 		}
 	})
 }
 
 // Config returns the device capacities in bytes and the error, if any, in
-// VRAM_SIM_DEVICES.
+// the environment (VRAM_SIM_DEVICES, VRAM_ALLOC_CONF, VRAM_SIM_SHAPE_ONLY).
 func (b *Backend) Config() ([]int64, error) {
 	b.load()
 	return b.sizes, b.err
 }
 
-// DeviceCount returns the number of simulated devices.
+// DeviceCount returns the number of simulated devices. When the
+// environment is invalid it returns the number configured, so that the
+// first use of a device reports the error.
 func (b *Backend) DeviceCount() int {
 	b.load()
-	return len(b.devices)
+	return len(b.sizes)
 }
 
 // Device returns simulated device i.
 func (b *Backend) Device(i int) (backend.Device, error) {
 	b.load()
 	if b.err != nil {
-		return nil, fmt.Errorf("sim: VRAM_SIM_DEVICES: %w", b.err)
+		return nil, fmt.Errorf("sim: %w", b.err)
 	}
 	if i < 0 || i >= len(b.devices) {
 		return nil, fmt.Errorf("sim: no device %d (there are %d)", i, len(b.devices))
@@ -141,64 +163,4 @@ func ParseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("bad size %q (want a positive number with B, KiB, MiB, GiB or TiB)", s)
 	}
 	return int64(v * float64(mult)), nil
-}
-
-// Device is one simulated GPU. It runs the CPU kernels and enforces its
-// capacity on allocation.
-type Device struct {
-	backend.Device // the CPU device: kernels and copies
-	index          int
-	capacity       int64
-	used           atomic.Int64
-}
-
-// Capacity returns the device's memory size in bytes.
-func (d *Device) Capacity() int64 { return d.capacity }
-
-// Used returns the bytes currently allocated on the device.
-func (d *Device) Used() int64 { return d.used.Load() }
-
-type buffer struct {
-	backend.Buffer
-	bytes int64
-}
-
-func (b *buffer) Host() []byte { return b.Buffer.(backend.HostBuffer).Host() }
-
-// OutOfMemoryError reports an allocation that did not fit.
-type OutOfMemoryError struct {
-	Device    int
-	Requested int64
-	Used      int64
-	Capacity  int64
-}
-
-func (e *OutOfMemoryError) Error() string {
-	return fmt.Sprintf("sim: out of memory on sim:%d: tried to allocate %d bytes with %d of %d in use",
-		e.Device, e.Requested, e.Used, e.Capacity)
-}
-
-// Alloc allocates nbytes, failing with an *OutOfMemoryError beyond the
-// device's capacity.
-func (d *Device) Alloc(nbytes int64, s backend.Stream) (backend.Buffer, error) {
-	if nbytes < 0 {
-		return nil, fmt.Errorf("sim: negative allocation size %d", nbytes)
-	}
-	if u := d.used.Add(nbytes); u > d.capacity {
-		d.used.Add(-nbytes)
-		return nil, &OutOfMemoryError{Device: d.index, Requested: nbytes, Used: u - nbytes, Capacity: d.capacity}
-	}
-	b, err := d.Device.Alloc(nbytes, s)
-	if err != nil {
-		d.used.Add(-nbytes)
-		return nil, err
-	}
-	return &buffer{Buffer: b, bytes: nbytes}, nil
-}
-
-// Free returns a buffer's memory to the device.
-func (d *Device) Free(b backend.Buffer, s backend.Stream) {
-	sb := b.(*buffer)
-	d.used.Add(-sb.bytes)
-	d.Device.Free(sb.Buffer, s)
 }

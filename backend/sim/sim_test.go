@@ -7,6 +7,7 @@ import (
 
 	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/backend/backendtest"
+	"github.com/vramgo/vram/memory"
 )
 
 func TestConformance(t *testing.T) {
@@ -53,20 +54,53 @@ func TestParseDevices(t *testing.T) {
 }
 
 func TestCapacityIsEnforced(t *testing.T) {
-	d := &Device{capacity: 1024}
 	cpu, _ := backend.Lookup("cpu")
-	d.Device, _ = cpu.Device(0)
-	b, err := d.Alloc(1000, nil)
+	host, _ := cpu.Device(0)
+	d, err := newDevice(host, 0, 4<<20, memory.Config{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = d.Alloc(100, nil)
-	var oom *OutOfMemoryError
-	if !errors.As(err, &oom) || oom.Requested != 100 || oom.Used != 1000 {
-		t.Fatalf("got %v, want an OutOfMemoryError", err)
+	b, err := d.Alloc(3<<20, nil, "weights")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Alloc(3<<20, nil, "activations")
+	var oom *memory.OutOfMemoryError
+	if !errors.As(err, &oom) {
+		t.Fatalf("got %v, want a memory.OutOfMemoryError", err)
 	}
 	d.Free(b, nil)
-	if d.Used() != 0 {
-		t.Fatalf("used %d after free", d.Used())
+	if got := d.Allocator().Stats().AllocatedBytes[0].Current; got != 0 {
+		t.Fatalf("allocated %d after free", got)
+	}
+	if _, err := d.Alloc(3<<20, nil, ""); err != nil {
+		t.Fatalf("the device must keep working after an OOM: %v", err)
+	}
+}
+
+func TestShapeOnly(t *testing.T) {
+	cpu, _ := backend.Lookup("cpu")
+	host, _ := cpu.Device(0)
+	d, err := newDevice(host, 0, 1<<40, memory.Config{}, true) // 1 TiB, no data
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := d.Alloc(100<<30, nil, "") // 100 GiB on a laptop
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := backend.View{Buf: b, DType: backend.Float32, Shape: []int{25 << 30}, Strides: []int{1}}
+	if err := d.Fill(v, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CopyToHost(make([]byte, 4), v); err == nil {
+		t.Fatal("reading a shape-only device should fail")
+	}
+	if err := d.SetShapeOnly(false); err == nil {
+		t.Fatal("switching modes with live buffers should fail")
+	}
+	d.Free(b, nil)
+	if err := d.SetShapeOnly(false); err != nil {
+		t.Fatal(err)
 	}
 }

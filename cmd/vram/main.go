@@ -64,6 +64,8 @@ func newRootCmd() *cobra.Command {
 	})
 	root.AddCommand(
 		newDemoCmd(),
+		newDoctorCmd(),
+		newReplayCmd(),
 		newVersionCmd(),
 	)
 	return root

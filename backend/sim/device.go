@@ -1,0 +1,115 @@
+package sim
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/memory"
+)
+
+// Device is one simulated GPU: vram's caching allocator over a
+// [memory.SimArena] of the device's capacity, and the CPU's kernels over
+// host copies of the data (none in shape-only mode).
+type Device struct {
+	host      backend.Device // the CPU device: kernels and copies
+	index     int
+	capacity  int64
+	arena     *memory.SimArena
+	alloc     *memory.Allocator
+	shapeOnly atomic.Bool
+	live      atomic.Int64 // buffers not yet freed
+}
+
+func newDevice(host backend.Device, index int, capacity int64, cfg memory.Config, shapeOnly bool) (*Device, error) {
+	arena := memory.NewSimArena(capacity)
+	if err := cfg.Check(arena); err != nil {
+		return nil, err
+	}
+	d := &Device{host: host, index: index, capacity: capacity, arena: arena,
+		alloc: memory.New(arena, cfg, memory.WithDevice(index))}
+	d.shapeOnly.Store(shapeOnly)
+	return d, nil
+}
+
+// Allocator returns the device's caching allocator.
+func (d *Device) Allocator() *memory.Allocator { return d.alloc }
+
+// Arena returns the simulated device memory under the allocator.
+func (d *Device) Arena() *memory.SimArena { return d.arena }
+
+// Capacity returns the device's memory size in bytes.
+func (d *Device) Capacity() int64 { return d.capacity }
+
+// ShapeOnly reports whether the device keeps no data.
+func (d *Device) ShapeOnly() bool { return d.shapeOnly.Load() }
+
+// SetShapeOnly switches shape-only mode, in which tensors have shapes and
+// take memory from the allocator but hold no data: operations only compute
+// shapes, so that a model far larger than the host's memory can be checked
+// for fit. Reading data from such a device is an error. The mode can change
+// only while the device holds no buffers.
+func (d *Device) SetShapeOnly(on bool) error {
+	if n := d.live.Load(); n != 0 {
+		return fmt.Errorf("sim: cannot switch sim:%d to shape-only=%v while it holds %d buffers", d.index, on, n)
+	}
+	d.shapeOnly.Store(on)
+	return nil
+}
+
+// DefaultStream returns the device's stream. Work runs synchronously.
+func (d *Device) DefaultStream() backend.Stream { return d.host.DefaultStream() }
+
+// buffer is a block from the allocator and, unless the device is
+// shape-only, host memory for its data.
+type buffer struct {
+	block *memory.Block
+	data  backend.Buffer // nil in shape-only mode
+	bytes int64
+}
+
+func (b *buffer) Bytes() int64 { return b.bytes }
+
+// Host returns the data, or nil on a shape-only device.
+func (b *buffer) Host() []byte {
+	if b.data == nil {
+		return nil
+	}
+	return b.data.(backend.HostBuffer).Host()
+}
+
+// Addr returns the buffer's simulated device address.
+func (b *buffer) Addr() uint64 { return b.block.Addr() }
+
+// Alloc allocates nbytes through the caching allocator; out of memory is a
+// *memory.OutOfMemoryError.
+func (d *Device) Alloc(nbytes int64, s backend.Stream, region string) (backend.Buffer, error) {
+	if nbytes < 0 {
+		return nil, fmt.Errorf("sim: negative allocation size %d", nbytes)
+	}
+	blk, err := d.alloc.Alloc(nbytes, 0, region)
+	if err != nil {
+		return nil, err
+	}
+	b := &buffer{block: blk, bytes: nbytes}
+	if !d.shapeOnly.Load() {
+		data, err := d.host.Alloc(nbytes, s, region)
+		if err != nil {
+			d.alloc.Free(blk)
+			return nil, err
+		}
+		b.data = data
+	}
+	d.live.Add(1)
+	return b, nil
+}
+
+// Free returns a buffer to the allocator's cache.
+func (d *Device) Free(bb backend.Buffer, s backend.Stream) {
+	b := bb.(*buffer)
+	if b.data != nil {
+		d.host.Free(b.data, s)
+	}
+	d.alloc.Free(b.block)
+	d.live.Add(-1)
+}

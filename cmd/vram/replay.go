@@ -1,0 +1,246 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vramgo/vram/backend/sim"
+	"github.com/vramgo/vram/memory"
+	"github.com/vramgo/vram/memory/trace"
+)
+
+// defaultReplayCapacity is the simulated device size when neither
+// --capacity nor the input names one: large enough that nothing runs out, so
+// that the peaks say how much memory the run needed.
+const defaultReplayCapacity = 1 << 40 // bytes: 1 TiB
+
+// comparePolicies are the settings --compare replays side by side.
+var comparePolicies = []struct{ name, conf string }{
+	{"pytorch", "policy:pytorch"},
+	{"pytorch+expandable", "policy:pytorch,expandable_segments:True"},
+	{"vram", "policy:vram"},
+}
+
+// replayReport is the result for one input (one device of a snapshot).
+type replayReport struct {
+	File          string `json:"file"`
+	Device        int    `json:"device,omitempty"`
+	CapacityBytes int64  `json:"capacity_bytes"`
+	Config        string `json:"config,omitempty"`
+	// The fields of memory.Result, for a replay under one setting.
+	*memory.Result
+	// Fragmentation is peak reserved over peak requested.
+	Fragmentation float64 `json:"fragmentation,omitempty"`
+	// Policies holds one result per setting with --compare.
+	Policies map[string]policyResult `json:"policies,omitempty"`
+}
+
+type policyResult struct {
+	memory.Result
+	Config        string  `json:"config"`
+	Fragmentation float64 `json:"fragmentation"`
+}
+
+func newReplayCmd() *cobra.Command {
+	var (
+		capacity string
+		conf     string
+		compare  bool
+		asJSON   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "replay FILE...",
+		Short: "Replay allocation traces and snapshots through the caching allocator",
+		Long: `Replay runs recorded allocations through vram's caching allocator on a simulated
+device and reports peak requested, allocated and reserved memory, the device calls
+it made and what they would cost, retries and out-of-memory errors.
+
+Inputs: text traces (gzip or plain; "action addr size stream" lines), vram JSON
+snapshots and PyTorch snapshot pickles (torch.cuda.memory._dump_snapshot). A
+snapshot whose history was truncated starts from the blocks its segments imply.
+
+  vram replay --compare run.trace.gz
+  vram replay --capacity 24GiB --conf expandable_segments:True snapshot.pickle`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var capBytes int64
+			if capacity != "" {
+				b, err := sim.ParseBytes(capacity)
+				if err != nil {
+					return usagef("--capacity: %v", err)
+				}
+				capBytes = b
+			}
+			base, err := memory.ParseConfig(conf)
+			if err != nil {
+				return usagef("--conf: %v", err)
+			}
+			if compare && (strings.Contains(conf, "policy") || strings.Contains(conf, "expandable_segments")) {
+				return usagef("--compare sets policy and expandable_segments itself; leave them out of --conf")
+			}
+			var failed []string
+			for _, path := range args {
+				reports, err := replayFile(path, capBytes, conf, base, compare)
+				if err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "vram replay: %s\n", oneLine(err))
+					failed = append(failed, path)
+					continue
+				}
+				for _, r := range reports {
+					if asJSON {
+						if err := writeJSONLine(cmd.OutOrStdout(), r); err != nil {
+							return err
+						}
+					} else {
+						printReplay(cmd.OutOrStdout(), r)
+					}
+				}
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%d of %d inputs could not be replayed: %s", len(failed), len(args), strings.Join(failed, ", "))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&capacity, "capacity", "", "simulated device memory, e.g. 80GiB (default: the snapshot's, else 1TiB)")
+	f.StringVar(&conf, "conf", "", "allocator settings in VRAM_ALLOC_CONF form, e.g. \"expandable_segments:True\"")
+	f.BoolVar(&compare, "compare", false, "replay under policy:pytorch, policy:pytorch with expandable segments, and policy:vram")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per input")
+	return cmd
+}
+
+// replayFile replays every history in the file at path.
+func replayFile(path string, capacity int64, conf string, base memory.Config, compare bool) ([]replayReport, error) {
+	file, err := trace.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	type input struct {
+		device   int
+		capacity int64
+		run      func(memory.Arena, memory.Config) (memory.Result, error)
+	}
+	var inputs []input
+	if file.Kind == trace.KindText {
+		events := file.Events
+		inputs = append(inputs, input{run: func(a memory.Arena, c memory.Config) (memory.Result, error) {
+			return memory.Replay(events, a, c)
+		}})
+	}
+	for _, s := range file.Snapshots {
+		s := s
+		inputs = append(inputs, input{device: s.Device, capacity: s.Capacity, run: func(a memory.Arena, c memory.Config) (memory.Result, error) {
+			return memory.ReplayFrom(s, a, c)
+		}})
+	}
+	if len(inputs) == 0 {
+		return nil, fmt.Errorf("%s: no allocation history or snapshot in the file", path)
+	}
+	var reports []replayReport
+	for _, in := range inputs {
+		c := capacity
+		if c == 0 {
+			c = in.capacity
+		}
+		if c == 0 {
+			c = defaultReplayCapacity
+		}
+		r := replayReport{File: path, Device: in.device, CapacityBytes: c}
+		if !compare {
+			res, err := in.run(memory.NewSimArena(c), base)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			r.Config = base.String()
+			r.Result = &res
+			r.Fragmentation = ratio(res.PeakReserved, res.PeakRequested)
+			reports = append(reports, r)
+			continue
+		}
+		r.Policies = map[string]policyResult{}
+		for _, p := range comparePolicies {
+			s := p.conf
+			if conf != "" {
+				s = conf + "," + p.conf
+			}
+			cfg, err := memory.ParseConfig(s)
+			if err != nil {
+				return nil, err
+			}
+			res, err := in.run(memory.NewSimArena(c), cfg)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", path, p.name, err)
+			}
+			r.Policies[p.name] = policyResult{Result: res, Config: cfg.String(), Fragmentation: ratio(res.PeakReserved, res.PeakRequested)}
+		}
+		reports = append(reports, r)
+	}
+	return reports, nil
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// printReplay writes one report as a table, one column per setting.
+func printReplay(w io.Writer, r replayReport) {
+	fmt.Fprintf(w, "%s (device %d, capacity %s)\n", r.File, r.Device, formatBytes(r.CapacityBytes))
+	type col struct {
+		name string
+		res  memory.Result
+		frag float64
+	}
+	var cols []col
+	if r.Result != nil {
+		name := r.Config
+		if name == "" {
+			name = "default"
+		}
+		cols = append(cols, col{name, *r.Result, r.Fragmentation})
+	}
+	for _, p := range comparePolicies {
+		if pr, ok := r.Policies[p.name]; ok {
+			cols = append(cols, col{p.name, pr.Result, pr.Fragmentation})
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(label string, f func(c col) string) {
+		fmt.Fprintf(tw, "  %s\t", label)
+		for _, c := range cols {
+			fmt.Fprintf(tw, "%s\t", f(c))
+		}
+		fmt.Fprintln(tw)
+	}
+	row("", func(c col) string { return c.name })
+	row("events", func(c col) string { return fmt.Sprint(c.res.Events) })
+	row("peak requested", func(c col) string { return formatBytes(c.res.PeakRequested) })
+	row("peak allocated", func(c col) string { return formatBytes(c.res.PeakAllocated) })
+	row("peak reserved", func(c col) string { return formatBytes(c.res.PeakReserved) })
+	row("reserved / requested", func(c col) string { return fmt.Sprintf("%.3f", c.frag) })
+	row("device allocs / frees", func(c col) string { return fmt.Sprintf("%d / %d", c.res.DeviceAllocs, c.res.DeviceFrees) })
+	row("device maps / unmaps", func(c col) string { return fmt.Sprintf("%d / %d", c.res.DeviceMaps, c.res.DeviceUnmaps) })
+	row("driver time", func(c col) string { return fmt.Sprintf("%.1f ms", float64(c.res.DriverTimeUS)/1000) })
+	row("alloc retries", func(c col) string { return fmt.Sprint(c.res.NumAllocRetries) })
+	row("out of memory", func(c col) string { return fmt.Sprint(c.res.NumOOMs) })
+	row("unmatched frees", func(c col) string { return fmt.Sprint(c.res.UnmatchedFrees) })
+	tw.Flush()
+}
+
+// writeJSONLine writes v as one line of JSON.
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}

@@ -1,0 +1,55 @@
+// Emptycache walks through the seeds' GPU memory demonstration on a
+// simulated GPU (or on cuda:0 when there is one): the memory reserved on the
+// device rises when tensors are allocated, stays up after they are
+// released (the caching allocator keeps it for the next tensors), and falls
+// after EmptyCache gives it back to the device.
+//
+//	go run ./examples/emptycache
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/vramgo/vram"
+)
+
+func main() {
+	if err := run(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "emptycache:", err)
+		os.Exit(1)
+	}
+}
+
+func run(w io.Writer) error {
+	dev := vram.Sim(0)
+	if vram.CUDAAvailable() {
+		dev = vram.CUDA(0)
+	}
+	return vram.Catch(func() { walkthrough(w, dev) })
+}
+
+func walkthrough(w io.Writer, dev vram.Device) {
+	show := func(what string) {
+		fmt.Fprintf(w, "%-42s allocated %9.1f MiB   reserved %9.1f MiB\n", what,
+			float64(vram.MemoryAllocated(dev))/(1<<20), float64(vram.MemoryReserved(dev))/(1<<20))
+	}
+	show("initial usage on " + dev.String() + ":")
+
+	// The seeds' loop: ten tensors of 10,000,000 x 10 float32 (about 381 MiB
+	// each) in PyTorch; a tenth of that here so that it runs anywhere.
+	var tensors []*vram.Tensor
+	for range 10 {
+		tensors = append(tensors, vram.Randn(vram.Shape{1_000_000, 10}, dev))
+	}
+	show("after allocating 10 tensors:")
+
+	for _, t := range tensors { // Python: del tensorList
+		t.Release()
+	}
+	show("after releasing them:")
+
+	vram.EmptyCache(dev) // torch.cuda.empty_cache()
+	show("after EmptyCache:")
+}

@@ -1,0 +1,162 @@
+package vram
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/vramgo/vram/memory"
+	"github.com/vramgo/vram/memory/trace"
+)
+
+// The memory calls below follow torch.cuda's: they read and control the
+// caching allocator of a device (sim and CUDA devices have one). On a device
+// without one (the CPU), stats and snapshots are empty and EmptyCache does
+// nothing; MemoryAllocated and MaxMemoryAllocated then report vram's own
+// accounting of live storage.
+
+// cachingDevice is implemented by backend devices with a caching allocator.
+type cachingDevice interface {
+	Allocator() *memory.Allocator
+}
+
+// allocatorOf returns d's caching allocator, or nil.
+func allocatorOf(d Device) *memory.Allocator {
+	s, err := deviceFor(d)
+	if err != nil {
+		return nil
+	}
+	if c, ok := s.bd.(cachingDevice); ok {
+		return c.Allocator()
+	}
+	return nil
+}
+
+// MemoryStats returns the allocator statistics of d, in the families of
+// torch.cuda.memory_stats() (see [memory.Stats] and its Map method for
+// PyTorch's key names). It is the zero Stats for a device without a caching
+// allocator or one that is not available.
+func MemoryStats(d Device) memory.Stats {
+	if a := allocatorOf(d); a != nil {
+		return a.Stats()
+	}
+	return memory.Stats{}
+}
+
+// MemoryReserved returns the bytes d's caching allocator holds from the
+// device, in use or cached (torch.cuda.memory_reserved).
+func MemoryReserved(d Device) int64 {
+	return MemoryStats(d).ReservedBytes[0].Current
+}
+
+// MaxMemoryReserved returns the peak of [MemoryReserved] since start or
+// [ResetPeakMemoryStats].
+func MaxMemoryReserved(d Device) int64 {
+	if a := allocatorOf(d); a != nil {
+		return a.MaxReserved()
+	}
+	return 0
+}
+
+// MemorySummary returns a table of d's allocator statistics, like
+// torch.cuda.memory_summary().
+func MemorySummary(d Device) string {
+	if a := allocatorOf(d); a != nil {
+		return a.Summary()
+	}
+	return fmt.Sprintf("%s has no caching allocator; live tensor storage: %s (peak %s)\n",
+		d, formatBytes(MemoryAllocated(d)), formatBytes(MaxMemoryAllocated(d)))
+}
+
+// EmptyCache returns the memory d's allocator caches but no tensor uses to
+// the device (torch.cuda.empty_cache), so that other processes can have it.
+// Memory of live tensors stays where it is.
+func EmptyCache(d Device) {
+	if a := allocatorOf(d); a != nil {
+		a.EmptyCache()
+	}
+}
+
+// MemorySnapshot returns the segments and blocks of d's allocator and, when
+// recording is on ([RecordMemoryHistory]), its recent events with the Go
+// stack frames and regions that caused them. Save it with the memory/trace
+// package; `vram analyze` reads it. It returns nil for a device without a
+// caching allocator.
+func MemorySnapshot(d Device) *trace.Snapshot {
+	if a := allocatorOf(d); a != nil {
+		return a.Snapshot()
+	}
+	return nil
+}
+
+// RecordMemoryHistory turns the event history of d's allocator on or off
+// (torch.cuda.memory._record_memory_history): a ring buffer of the last
+// maxEvents allocations and frees, with Go stack frames when stacks is set.
+// It returns an error for a device without a caching allocator.
+func RecordMemoryHistory(d Device, enabled bool, maxEvents int, stacks bool) error {
+	a := allocatorOf(d)
+	if a == nil {
+		return fmt.Errorf("vram: %s has no caching allocator to record", d)
+	}
+	a.SetHistory(enabled, maxEvents, stacks)
+	return nil
+}
+
+// SetPerProcessMemoryFraction limits d's allocator to fraction (0 to 1] of
+// the device's memory (torch.cuda.set_per_process_memory_fraction).
+func SetPerProcessMemoryFraction(fraction float64, d Device) error {
+	a := allocatorOf(d)
+	if a == nil {
+		return fmt.Errorf("vram: %s has no caching allocator to limit", d)
+	}
+	return a.SetMemoryFraction(fraction)
+}
+
+// Region runs fn with allocations made by the calling goroutine labelled
+// name, so that memory stats, snapshots and out-of-memory errors attribute
+// them ("forward", "attention", "data loading"). Backward labels its
+// allocations "backward" and the optimizers of package optim label theirs
+// "optimizer". Calls nest; the innermost wins. Like NoGrad, it affects only
+// the calling goroutine.
+func Region(name string, fn func()) {
+	id, g := enter()
+	g.regions = append(g.regions, name)
+	defer func() {
+		g.regions = g.regions[:len(g.regions)-1]
+		leave(id, g)
+	}()
+	fn()
+}
+
+// currentRegion returns the innermost Region label of this goroutine.
+func currentRegion() string {
+	g := current()
+	if g == nil || len(g.regions) == 0 {
+		return ""
+	}
+	return g.regions[len(g.regions)-1]
+}
+
+// reclaim is the allocators' last resort before an out-of-memory error: Go's
+// garbage collector does not see device memory, so tensors that were
+// dropped without Release may still hold it. It runs the collector and waits
+// (bounded) for the cleanups that free their storage. The allocator calls it
+// without holding its lock.
+func reclaim(ds *devState) {
+	before := ds.frees.Load()
+	runtime.GC()
+	deadline := time.Now().Add(200 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		runtime.Gosched()
+		time.Sleep(2 * time.Millisecond)
+		if ds.frees.Load() == before {
+			continue
+		}
+		// Cleanups are running: wait until they stop.
+		n := ds.frees.Load()
+		time.Sleep(5 * time.Millisecond)
+		if ds.frees.Load() == n {
+			return
+		}
+	}
+}

@@ -1,0 +1,865 @@
+package memory
+
+// The allocator in brief (PyTorch's CUDA caching allocator, in Go).
+//
+// Requests are rounded up to kMinBlockSize (or to a power-of-two division,
+// with roundup_power2_divisions). Rounded requests up to kSmallSize come from
+// the small pool, larger ones from the large pool; each pool keeps its free
+// blocks per stream, ordered by size, and a request takes the smallest free
+// block of its stream that fits (best fit), splitting off the rest when the
+// rest is worth keeping. A freed block merges with free neighbours in its
+// segment. A block that another stream used (RecordStream) returns to the
+// pool only when events recorded on those streams at Free have completed.
+//
+// When no free block fits, Alloc climbs a ladder, each step only if the
+// previous one failed:
+//  1. process completed events and search the pool;
+//  2. with garbage_collection_threshold, release least recently used cached
+//     memory while the reserve is above the threshold;
+//  3. get new memory: a fixed segment from Arena.Alloc (kSmallBuffer for
+//     small requests, kLargeBuffer below kMinLargeAlloc, else the request
+//     rounded to kRoundLarge), or mapped pages of a virtual segment
+//     (expandable.go, vrampolicy.go);
+//  4. release cached memory that would make room for the request, and
+//     retry step 3;
+//  5. release every cached block, and retry step 3;
+//  6. call the OnOOM hook without the lock (the root package runs Go's GC
+//     there, whose cleanups free device memory through this allocator),
+//     then retry from step 1 once;
+//  7. return an *OutOfMemoryError.
+//
+// Locking: one mutex guards everything below it in Allocator. Every
+// exported method takes it and none calls another exported method. The
+// lock is dropped in exactly two places, both in Alloc: around the OnOOM
+// hook (step 6), and while the OutOfMemoryError checks its suggested fix by
+// replaying a copy of the state through other allocators.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/btree"
+
+	"github.com/vramgo/vram/memory/trace"
+)
+
+// Sizes of PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp),
+// in bytes.
+const (
+	// kMinBlockSize: every block size is a multiple of 512 bytes.
+	kMinBlockSize = 512
+	// kSmallSize: requests of at most 1 MiB go to the small pool.
+	kSmallSize = 1 << 20
+	// kSmallBuffer: the small pool's segments are 2 MiB.
+	kSmallBuffer = 2 << 20
+	// kMinLargeAlloc: large requests below 10 MiB share kLargeBuffer
+	// segments.
+	kMinLargeAlloc = 10 << 20
+	// kLargeBuffer: 20 MiB segments for large requests below
+	// kMinLargeAlloc; also how far above its request an unsplittable
+	// (max_split_size_mb) block may serve it.
+	kLargeBuffer = 20 << 20
+	// kRoundLarge: segments for requests of kMinLargeAlloc and more are
+	// rounded up to 2 MiB.
+	kRoundLarge = 2 << 20
+)
+
+// mode is how the allocator gets memory, fixed at New from the policy and
+// the arena.
+type mode uint8
+
+const (
+	modeFixed      mode = iota // PyTorch's fixed segments (Arena.Alloc)
+	modeExpandable             // PyTorch's expandable segments
+	modeVRAM                   // vram's policy
+)
+
+// errLimit reports that memory would exceed the allocator's limit
+// (per_process_memory_fraction); the ladder treats it like a full arena.
+// Without a fraction the arena alone decides.
+var errLimit = errors.New("memory: allocation would exceed the per-process memory limit")
+
+// isOOM reports whether err means "no memory": the ladder should go on.
+func isOOM(err error) bool { return err == errLimit || errors.Is(err, ErrArenaFull) }
+
+// Allocator is a caching allocator of device memory over an [Arena]: it
+// keeps freed blocks for reuse instead of returning them to the device, as
+// PyTorch's CUDA caching allocator does. Create one with [New]. It is safe
+// for concurrent use.
+type Allocator struct {
+	arena  Arena
+	varena VirtualArena // non-nil when the mode maps memory
+	timer  DriverTimer  // non-nil when the arena prices its calls
+	events EventSource  // nil: events complete at once
+	info   DeviceInfo   // nil: unknown
+	device int
+	cfg    Config
+	cfgErr error
+	mode   mode
+	gran   int64 // mapping granularity (virtual modes)
+	start  time.Time
+	// quickOOM skips the fix check of OutOfMemoryError: set for the
+	// allocators of replays, which would otherwise replay recursively.
+	quickOOM bool
+
+	mu            sync.Mutex
+	blocks        blockCache
+	pools         [2]*pool
+	segs          map[uint64]*segment  // by address
+	chunks        *btree.BTreeG[chunk] // mappings of virtual segments
+	stats         Stats
+	limit         int64   // the most the allocator may reserve; MaxInt64 without a fraction
+	fraction      float64 // the per-process memory fraction, 0 if none
+	highWater     int64   // highest reserve since New or EmptyCache (policy:vram)
+	tick          uint64  // allocation clock, for least-recently-used order
+	pendingEvents []pendingEvent
+	hist          *history
+	onOOM         func()
+	timeBase      time.Duration // DriverTimer reading at the last reset
+}
+
+// pendingEvent is an event a block freed while in use on another stream
+// waits for.
+type pendingEvent struct {
+	b *Block
+	e Event
+}
+
+// Option configures an [Allocator] beyond its [Config].
+type Option func(*Allocator)
+
+// WithEvents sets the source of events for cross-stream frees. Without one,
+// every event counts as complete at once: blocks return to the pool at
+// Free, whatever RecordStream said.
+func WithEvents(src EventSource) Option { return func(a *Allocator) { a.events = src } }
+
+// WithDeviceInfo sets the hook that reports free memory and other processes
+// for the [OutOfMemoryError] message, in place of the arena's own.
+func WithDeviceInfo(info DeviceInfo) Option { return func(a *Allocator) { a.info = info } }
+
+// WithDevice sets the device index reported in snapshots (default 0).
+func WithDevice(index int) Option { return func(a *Allocator) { a.device = index } }
+
+// withQuickOOM makes OOM errors skip the fix check (replays).
+func withQuickOOM() Option { return func(a *Allocator) { a.quickOOM = true } }
+
+// New returns an allocator over arena with settings cfg. When cfg cannot be
+// used with arena (see [Config.Check]) the allocator is still returned, and
+// every Alloc fails with that [*ConfigError]. policy:vram on an arena that is
+// not a [VirtualArena] falls back to the PyTorch policy with fixed segments.
+func New(arena Arena, cfg Config, opts ...Option) *Allocator {
+	a := &Allocator{
+		arena:  arena,
+		cfg:    cfg,
+		start:  time.Now(),
+		segs:   make(map[uint64]*segment),
+		chunks: newChunkTree(),
+		pools:  [2]*pool{newPool(poolSmall), newPool(poolLarge)},
+	}
+	a.cfgErr = cfg.Check(arena)
+	if info, ok := arena.(DeviceInfo); ok {
+		a.info = info
+	}
+	if t, ok := arena.(DriverTimer); ok {
+		a.timer = t
+		a.timeBase = t.DriverTime()
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	va, virtual := arena.(VirtualArena)
+	switch {
+	case cfg.Policy == PolicyVRAM && virtual:
+		a.mode = modeVRAM
+	case cfg.Policy == PolicyPyTorch && cfg.ExpandableSegments && virtual:
+		a.mode = modeExpandable
+	default:
+		a.mode = modeFixed
+	}
+	if a.mode != modeFixed {
+		a.varena = va
+		a.gran = va.Granularity()
+		if a.gran <= 0 || a.gran%kMinBlockSize != 0 {
+			a.cfgErr = fmt.Errorf("memory: arena granularity %d is not a positive multiple of %d", a.gran, kMinBlockSize)
+		}
+	}
+	a.fraction = cfg.PerProcessMemoryFraction
+	a.setLimit()
+	a.stats.MaxSplitSize = -1
+	if cfg.MaxSplitSizeMB != 0 {
+		a.stats.MaxSplitSize = cfg.maxSplitSize()
+	}
+	return a
+}
+
+// setLimit derives the reserve limit from the capacity and the fraction.
+func (a *Allocator) setLimit() {
+	if a.fraction > 0 {
+		a.limit = int64(float64(a.arena.Capacity()) * a.fraction)
+	} else {
+		a.limit = math.MaxInt64
+	}
+}
+
+// allowed returns the most the allocator can reserve: the limit, or the
+// device's capacity without one.
+func (a *Allocator) allowed() int64 { return min(a.limit, a.arena.Capacity()) }
+
+// Config returns the settings the allocator was created with.
+func (a *Allocator) Config() Config { return a.cfg }
+
+// Capacity returns the arena's capacity in bytes.
+func (a *Allocator) Capacity() int64 { return a.arena.Capacity() }
+
+// SetMemoryFraction limits the memory the allocator reserves to fraction of
+// the device's capacity, as torch.cuda.set_per_process_memory_fraction
+// does; it overrides per_process_memory_fraction. Memory already reserved
+// is kept; later requests that would pass the limit fail after the
+// allocator has released its cache. fraction must be in (0, 1].
+func (a *Allocator) SetMemoryFraction(fraction float64) error {
+	if !(fraction > 0 && fraction <= 1) {
+		return fmt.Errorf("memory: SetMemoryFraction(%v): the fraction must be greater than 0 and at most 1", fraction)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fraction = fraction
+	a.setLimit()
+	return nil
+}
+
+// OnOOM sets a function the allocator calls when it has released its whole
+// cache and the device still has no room for a request; the request is
+// retried once after it returns. The function runs without the allocator's
+// lock, so it may free blocks through the allocator (or wait for code that
+// does); it may run on several goroutines at once. nil removes the hook.
+func (a *Allocator) OnOOM(f func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.onOOM = f
+}
+
+// Alloc returns a block of at least size bytes for use on stream, labelled
+// with region for stats, snapshots and OOM messages ("" for none). A size
+// of 0 gets a minimal block. The caller owns the block until it passes it
+// to [Allocator.Free].
+//
+// When the device has no room even after the allocator released its cache
+// and ran the OnOOM hook, the error is an [*OutOfMemoryError]; the
+// allocator is unchanged by the failure and keeps working. Other errors: a
+// negative size, a [*ConfigError] from New, or an arena failure other than
+// [ErrArenaFull], wrapped.
+func (a *Allocator) Alloc(size int64, stream Stream, region string) (*Block, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("memory: Alloc of a negative size (%d bytes)", size)
+	}
+	if size > math.MaxInt64/2 {
+		size = math.MaxInt64 / 2 // fails below as out of memory, without overflow
+	}
+	if a.cfgErr != nil {
+		return nil, a.cfgErr
+	}
+	a.mu.Lock()
+	b, err := a.allocLocked(size, stream, region)
+	if err == nil || !isOOM(err) {
+		a.mu.Unlock()
+		return b, err
+	}
+	if hook := a.onOOM; hook != nil {
+		// The lock is dropped here: the hook may free through a.
+		a.mu.Unlock()
+		hook()
+		a.mu.Lock()
+		b, err = a.allocLocked(size, stream, region)
+		if err == nil || !isOOM(err) {
+			a.mu.Unlock()
+			return b, err
+		}
+	}
+	oom := a.newOOMLocked(size, stream, region, err)
+	a.mu.Unlock()
+	if !a.quickOOM {
+		// The lock is dropped here too: checking a fix replays a copy of
+		// the state through fresh allocators.
+		oom.checkFix()
+	}
+	return nil, oom
+}
+
+// allocLocked runs steps 1 to 5 of the ladder.
+func (a *Allocator) allocLocked(size int64, stream Stream, region string) (*Block, error) {
+	rounded := a.roundSize(size)
+	p := a.pools[poolFor(rounded)]
+	a.tick++
+	if len(a.pendingEvents) > 0 {
+		a.processEvents(false)
+	}
+	b := a.findFree(p, stream, rounded)
+	if b == nil {
+		var err error
+		if b, err = a.getMemory(p, stream, rounded); err != nil {
+			return nil, err
+		}
+	}
+	return a.carve(b, rounded, size, region), nil
+}
+
+// getMemory runs steps 2 to 5 of the ladder: it returns a free block of at
+// least size bytes, in pool p.
+func (a *Allocator) getMemory(p *pool, stream Stream, size int64) (*Block, error) {
+	if a.cfg.GarbageCollectionThreshold > 0 {
+		a.garbageCollect()
+	}
+	b, err := a.grow(p, stream, size)
+	if err == nil || !isOOM(err) {
+		return b, err
+	}
+	if a.releaseAvailable(p, stream, size) {
+		if b, err = a.grow(p, stream, size); err == nil || !isOOM(err) {
+			return b, err
+		}
+	}
+	a.releaseCached()
+	a.stats.NumAllocRetries++
+	return a.grow(p, stream, size)
+}
+
+// grow gets new memory for a request by the allocator's mode.
+func (a *Allocator) grow(p *pool, stream Stream, size int64) (*Block, error) {
+	switch a.mode {
+	case modeExpandable:
+		return a.growExpandable(p, stream, size)
+	case modeVRAM:
+		return a.growVRAM(p, stream, size)
+	}
+	return a.allocSegment(p, stream, allocationSize(size))
+}
+
+// poolFor returns the pool of a rounded request size.
+func poolFor(size int64) poolKind {
+	if size <= kSmallSize {
+		return poolSmall
+	}
+	return poolLarge
+}
+
+// allocationSize returns the size of a fixed segment for a rounded request
+// (PyTorch's get_allocation_size).
+func allocationSize(size int64) int64 {
+	switch {
+	case size <= kSmallSize:
+		return kSmallBuffer
+	case size < kMinLargeAlloc:
+		return kLargeBuffer
+	}
+	return alignUp(size, kRoundLarge)
+}
+
+// roundSize rounds a request to a block size (PyTorch's round_size).
+func (a *Allocator) roundSize(size int64) int64 {
+	if size < kMinBlockSize {
+		return kMinBlockSize
+	}
+	if d := a.divisions(size); d > 1 && size > kMinBlockSize*int64(d) {
+		return roundupPower2Division(size, int64(d))
+	}
+	return alignUp(size, kMinBlockSize)
+}
+
+// divisions returns the roundup_power2_divisions entry for size.
+func (a *Allocator) divisions(size int64) int {
+	logSize := 63 - leadingZeros(uint64(size))
+	idx := 0
+	if logSize > 20 { // 2^20: the intervals start at 1 MiB
+		idx = logSize - 20
+	}
+	return a.cfg.RoundupPower2Divisions[min(idx, kRoundUpPowerOfTwoIntervals-1)]
+}
+
+// roundupPower2Division rounds size up to the next of d equal steps between
+// the powers of two around it (PyTorch's roundup_power2_next_division).
+func roundupPower2Division(size, d int64) int64 {
+	if size&(size-1) == 0 {
+		return size
+	}
+	floor := int64(1) << (63 - leadingZeros(uint64(size)))
+	step := floor / d
+	if step == 0 {
+		return floor << 1
+	}
+	r := size &^ (step - 1)
+	if r == size {
+		return size
+	}
+	return alignUp(r+step, kMinBlockSize)
+}
+
+// findFree returns the best-fitting free block of stream in p for a
+// rounded request, or nil (PyTorch's get_free_block).
+func (a *Allocator) findFree(p *pool, stream Stream, size int64) *Block {
+	var b *Block
+	if a.mode != modeExpandable {
+		if b = p.lowerBound(stream, size); b == nil {
+			return nil
+		}
+	} else {
+		// In an expandable segment a free block that unmapped space
+		// follows counts as big as it can grow: among blocks that fit,
+		// walk on while the next one grows less (as PyTorch does).
+		grows := func(b *Block) int64 {
+			if b.next != nil && b.next.state == stateUnmapped {
+				return b.size + b.next.size
+			}
+			return b.size
+		}
+		for c := p.lowerBound(stream, size); c != nil && c.stream == stream; c = nextIn(c) {
+			if b != nil && grows(c) >= grows(b) {
+				break
+			}
+			b = c
+		}
+		if b == nil {
+			return nil
+		}
+	}
+	if ms := a.cfg.maxSplitSize(); ms != math.MaxInt64 {
+		// Do not give an oversize block to a small request, nor a much
+		// larger oversize block to a large one.
+		if size < ms && b.size >= ms || size >= ms && b.size >= size+kLargeBuffer {
+			return nil
+		}
+	}
+	return b
+}
+
+// shouldSplit reports whether carving size bytes from the free block b
+// leaves a remainder worth keeping as a free block (PyTorch's should_split).
+func (a *Allocator) shouldSplit(b *Block, size int64) bool {
+	rest := b.size - size
+	if b.seg.kind == poolSmall || b.seg.virtual {
+		return rest >= kMinBlockSize
+	}
+	return size < a.cfg.maxSplitSize() && rest > kSmallSize
+}
+
+// carve takes size bytes off the front of the free block b and returns them
+// as a new allocated block; the rest, when worth keeping, stays in the pool
+// (re-keyed in place), else b leaves the pool.
+func (a *Allocator) carve(b *Block, size, requested int64, region string) *Block {
+	p := a.pools[b.seg.kind]
+	a.account(b, -1)
+	var blk *Block
+	if a.shouldSplit(b, size) {
+		blk = a.blocks.cutFront(b, size)
+		p.free.rekeyed(b)
+		a.account(b, 1)
+	} else {
+		p.removeFree(b)
+		blk = a.blocks.replace(b)
+	}
+	blk.state = stateAllocated
+	blk.requested = requested
+	blk.region = region
+	a.account(blk, 1)
+	if a.hist != nil {
+		blk.pcs = a.hist.callers()
+		a.recordBlock(trace.ActionAlloc, blk)
+	}
+	return blk
+}
+
+// Free returns b to the allocator. The memory is cached for reuse on b's
+// stream, at once, or, when [Allocator.RecordStream] recorded other streams
+// and the allocator has an [EventSource], once those streams are done.
+// Free panics if b is not a block this allocator handed out and that is
+// still allocated (a double free).
+func (a *Allocator) Free(b *Block) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if b == nil || b.state != stateAllocated || b.seg == nil || b.seg.owner != a {
+		panic("memory: Free of a block that is not allocated by this allocator (double free?)")
+	}
+	a.account(b, -1)
+	if a.hist != nil {
+		a.recordBlock(trace.ActionFreeRequested, b)
+	}
+	if len(b.uses) > 0 && a.events != nil {
+		b.state = statePending
+		for _, s := range b.uses {
+			a.pendingEvents = append(a.pendingEvents, pendingEvent{b, a.events.Record(s)})
+			b.pending++
+		}
+		b.uses = nil
+		a.account(b, 1)
+		return
+	}
+	a.freeBlock(b)
+}
+
+// freeBlock makes the allocated or pending block b, not accounted, free:
+// merged with free neighbours, in its pool, accounted.
+func (a *Allocator) freeBlock(b *Block) {
+	if a.hist != nil {
+		a.recordBlock(trace.ActionFreeCompleted, b)
+	}
+	b.state = stateFree
+	b.uses, b.region, b.pcs = nil, "", nil
+	b.requested = 0
+	b.freedAt = a.tick
+	p := a.pools[b.seg.kind]
+	// b takes the tree position of a free neighbour it absorbs, and is
+	// re-keyed in place: usually no tree surgery at all.
+	inTree := false
+	if pr := b.prev; pr != nil && pr.state == stateFree {
+		a.account(pr, -1)
+		p.free.replace(pr, b)
+		inTree = true
+		a.blocks.absorbPrev(b)
+	}
+	if nx := b.next; nx != nil && nx.state == stateFree {
+		a.account(nx, -1)
+		if inTree {
+			p.removeFree(nx)
+		} else {
+			p.free.replace(nx, b)
+			inTree = true
+		}
+		a.blocks.absorbNext(b)
+	}
+	if inTree {
+		p.free.rekeyed(b)
+	} else {
+		p.insertFree(b)
+	}
+	a.account(b, 1)
+}
+
+// RecordStream tells the allocator that b is also used on stream s, so
+// that when b is freed its memory is not reused before the work queued on
+// s by then has finished (torch.Tensor.record_stream). Recording b's own
+// stream does nothing. It panics if b is not allocated.
+func (a *Allocator) RecordStream(b *Block, s Stream) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if b == nil || b.state != stateAllocated || b.seg == nil || b.seg.owner != a {
+		panic("memory: RecordStream on a block that is not allocated by this allocator")
+	}
+	if s == b.stream {
+		return
+	}
+	for _, u := range b.uses {
+		if u == s {
+			return
+		}
+	}
+	b.uses = append(b.uses, s)
+}
+
+// processEvents returns to the pool the pending blocks whose events have
+// all completed; with wait, it first waits for every event when the source
+// can (EventWaiter).
+func (a *Allocator) processEvents(wait bool) {
+	w, canWait := a.events.(EventWaiter)
+	kept := a.pendingEvents[:0]
+	for _, pe := range a.pendingEvents {
+		if wait && canWait {
+			w.Wait(pe.e)
+		} else if !a.events.Query(pe.e) {
+			kept = append(kept, pe)
+			continue
+		}
+		if pe.b.pending--; pe.b.pending == 0 {
+			a.account(pe.b, -1)
+			a.freeBlock(pe.b)
+		}
+	}
+	clear(a.pendingEvents[len(kept):])
+	a.pendingEvents = kept
+}
+
+// EmptyCache returns every cached block it can to the device: fixed
+// segments that are wholly free, and the mappings inside free blocks of
+// virtual segments (torch.cuda.empty_cache). Blocks still in use, and
+// blocks waiting for another stream's events, stay.
+func (a *Allocator) EmptyCache() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.pendingEvents) > 0 {
+		a.processEvents(false)
+	}
+	a.releaseCached()
+	a.highWater = a.stats.ReservedBytes[StatAll].Current
+}
+
+// releaseCached releases every free fixed segment and every mapping inside
+// a free block of a virtual segment (PyTorch's release_cached_blocks).
+func (a *Allocator) releaseCached() {
+	if len(a.pendingEvents) > 0 {
+		a.processEvents(true)
+	}
+	var whole []*Block
+	for _, p := range a.pools {
+		p.free.each(func(b *Block) bool {
+			if !b.seg.virtual && b.prev == nil && b.next == nil {
+				whole = append(whole, b)
+			}
+			return true
+		})
+	}
+	for _, b := range whole {
+		a.releaseSegment(b) // an arena error leaves the segment cached
+	}
+	if a.mode != modeFixed {
+		a.releaseVirtualFree()
+	}
+}
+
+// releaseAvailable releases cached memory that makes room for a request of
+// size bytes on stream (step 4) and reports whether it released any.
+// Fixed segments: as PyTorch's release_available_cached_blocks, only with
+// max_split_size_mb, the smallest unsplittable free block of the stream
+// that is at least as large as the request, else such blocks from the
+// largest down until their sum suffices. policy:vram unmaps free chunks
+// worth the request. Expandable segments: nothing (as PyTorch).
+func (a *Allocator) releaseAvailable(p *pool, stream Stream, size int64) bool {
+	switch a.mode {
+	case modeVRAM:
+		return a.reclaim(size, nil, 0, 0) > 0
+	case modeExpandable:
+		return false
+	}
+	ms := a.cfg.maxSplitSize()
+	if ms == math.MaxInt64 {
+		return false
+	}
+	key := max(size, ms)
+	if b := p.lowerBound(stream, key); b != nil {
+		return a.releaseSegment(b) == nil
+	}
+	var big []*Block
+	start := p.free.seek(stream, key, 0) // the largest block below key comes before it
+	if start == nil {
+		start = p.free.last()
+	} else {
+		start = prevIn(start)
+	}
+	for b := start; b != nil && b.stream == stream && b.size >= ms; b = prevIn(b) {
+		if !b.seg.virtual && !b.isSplit() {
+			big = append(big, b)
+		}
+	}
+	var got int64
+	for _, b := range big {
+		if got >= key {
+			break
+		}
+		s := b.size
+		if a.releaseSegment(b) == nil {
+			got += s
+		}
+	}
+	return got >= key
+}
+
+// garbageCollect releases least recently used cached memory while the
+// reserve is above garbage_collection_threshold of the limit (step 2).
+// Candidates are wholly free fixed segments and free blocks of virtual
+// segments with whole mappings inside, oldest first.
+func (a *Allocator) garbageCollect() {
+	threshold := int64(a.cfg.GarbageCollectionThreshold * float64(a.allowed()))
+	if a.stats.ReservedBytes[StatAll].Current <= threshold {
+		return
+	}
+	var cands []*Block
+	for _, p := range a.pools {
+		p.free.each(func(b *Block) bool {
+			if a.releasable(b) {
+				cands = append(cands, b)
+			}
+			return true
+		})
+	}
+	sortByAge(cands)
+	for _, b := range cands {
+		if a.stats.ReservedBytes[StatAll].Current <= threshold {
+			break
+		}
+		a.release(b)
+	}
+}
+
+// account adds (sign 1) or removes (sign -1) b's contribution to the
+// block statistics. It is on the cached path, hence the unrolled updates.
+func (a *Allocator) account(b *Block, sign int64) {
+	k := b.seg.kind
+	s := &a.stats
+	switch b.state {
+	case stateAllocated:
+		if sign > 0 {
+			s.Allocation.inc(k, 1)
+			s.AllocatedBytes.inc(k, b.size)
+			s.RequestedBytes.inc(k, b.requested)
+			s.Active.inc(k, 1)
+			s.ActiveBytes.inc(k, b.size)
+		} else if s.Allocation.dec(k, 1)|s.AllocatedBytes.dec(k, b.size)|s.RequestedBytes.dec(k, b.requested)|
+			s.Active.dec(k, 1)|s.ActiveBytes.dec(k, b.size) < 0 {
+			negativeStat(-1)
+		}
+	case statePending:
+		s.Active.update(k, sign)
+		s.ActiveBytes.update(k, sign*b.size)
+	case stateFree:
+		if b.isSplit() {
+			if sign > 0 {
+				s.InactiveSplit.inc(k, 1)
+				s.InactiveSplitBytes.inc(k, b.size)
+			} else if s.InactiveSplit.dec(k, 1)|s.InactiveSplitBytes.dec(k, b.size) < 0 {
+				negativeStat(-1)
+			}
+		}
+	}
+}
+
+// addReserved changes the reserve by delta bytes.
+func (a *Allocator) addReserved(k poolKind, delta int64) {
+	a.stats.ReservedBytes.update(k, delta)
+	if r := a.stats.ReservedBytes[StatAll].Current; r > a.highWater {
+		a.highWater = r
+	}
+}
+
+// checkLimit fails with errLimit if reserving extra more bytes would pass
+// the limit.
+func (a *Allocator) checkLimit(extra int64) error {
+	if extra > a.limit-a.stats.ReservedBytes[StatAll].Current {
+		return errLimit
+	}
+	return nil
+}
+
+// Stats returns a copy of the allocator's statistics.
+func (a *Allocator) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats
+}
+
+// MaxAllocated returns the peak of allocated bytes since New or
+// ResetPeakStats (torch.cuda.max_memory_allocated).
+func (a *Allocator) MaxAllocated() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats.AllocatedBytes[StatAll].Peak
+}
+
+// MaxReserved returns the peak of reserved bytes since New or
+// ResetPeakStats (torch.cuda.max_memory_reserved).
+func (a *Allocator) MaxReserved() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats.ReservedBytes[StatAll].Peak
+}
+
+// ResetPeakStats sets every peak statistic to its current value
+// (torch.cuda.reset_peak_memory_stats).
+func (a *Allocator) ResetPeakStats() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stats.resetPeaks()
+}
+
+// ResetAccumulatedStats zeroes the cumulative statistics: the Allocated and
+// Freed sums, retries, OOMs, device calls and driver time
+// (torch.cuda.reset_accumulated_memory_stats).
+func (a *Allocator) ResetAccumulatedStats() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stats.resetAccumulated()
+	if a.timer != nil {
+		a.timeBase = a.timer.DriverTime()
+	}
+}
+
+// Arena calls, counted and timed.
+
+func (a *Allocator) timed(start time.Time) {
+	if a.timer != nil {
+		a.stats.DriverTime = a.timer.DriverTime() - a.timeBase
+	} else {
+		a.stats.DriverTime += time.Since(start)
+	}
+}
+
+func (a *Allocator) now() time.Time {
+	if a.timer != nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func (a *Allocator) arenaAlloc(size int64) (uint64, error) {
+	t := a.now()
+	addr, err := a.arena.Alloc(size)
+	a.timed(t)
+	if err != nil {
+		return 0, err
+	}
+	a.stats.NumDeviceAlloc++
+	return addr, nil
+}
+
+func (a *Allocator) arenaFree(addr uint64, size int64) error {
+	t := a.now()
+	err := a.arena.Free(addr, size)
+	a.timed(t)
+	if err == nil {
+		a.stats.NumDeviceFree++
+	}
+	return err
+}
+
+func (a *Allocator) arenaMap(addr uint64, size int64) error {
+	t := a.now()
+	err := a.varena.Map(addr, size)
+	a.timed(t)
+	if err == nil {
+		a.stats.NumDeviceAlloc++
+		a.stats.NumMaps++
+	}
+	return err
+}
+
+func (a *Allocator) arenaUnmap(addr uint64, size int64) error {
+	t := a.now()
+	err := a.varena.Unmap(addr, size)
+	a.timed(t)
+	if err == nil {
+		a.stats.NumDeviceFree++
+		a.stats.NumUnmaps++
+	}
+	return err
+}
+
+// leadingZeros returns the number of leading zero bits of x.
+func leadingZeros(x uint64) int { return bits.LeadingZeros64(x) }
+
+// sortByAge orders free blocks oldest first (least recently freed), larger
+// first among equals.
+func sortByAge(bs []*Block) {
+	sort.Slice(bs, func(i, j int) bool {
+		if bs[i].freedAt != bs[j].freedAt {
+			return bs[i].freedAt < bs[j].freedAt
+		}
+		return bs[i].size > bs[j].size
+	})
+}
+
+// alignDown rounds n down to a multiple of m (m > 0, n >= 0).
+func alignDown(n, m int64) int64 { return n / m * m }
+
+// alignUp rounds n up to a multiple of m (m > 0).
+func alignUp(n, m int64) int64 { return (n + m - 1) / m * m }

@@ -1,0 +1,453 @@
+package memory
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+	"strings"
+)
+
+// Policy selects how an [Allocator] places blocks and when it asks the
+// device for memory. The zero Policy is [PolicyVRAM], the default.
+type Policy uint8
+
+const (
+	// PolicyVRAM is vram's own policy (see the package documentation,
+	// "# Policies"): best fit in growing virtual address ranges whose free
+	// physical pages are moved, lazily, to where a request needs them. It
+	// needs a [VirtualArena]; on a plain [Arena] it behaves as
+	// PolicyPyTorch.
+	PolicyVRAM Policy = iota
+	// PolicyPyTorch is PyTorch's CUDA caching allocator policy, with
+	// expandable segments when [Config.ExpandableSegments] is set.
+	PolicyPyTorch
+)
+
+// String returns "vram" or "pytorch", the values of the policy key.
+func (p Policy) String() string {
+	switch p {
+	case PolicyVRAM:
+		return "vram"
+	case PolicyPyTorch:
+		return "pytorch"
+	}
+	return "Policy(" + strconv.Itoa(int(p)) + ")"
+}
+
+// kRoundUpPowerOfTwoIntervals is the number of size intervals that
+// roundup_power2_divisions can set separately: sizes below 2 MiB, then one
+// interval per power of two from 2 MiB up, the last one open-ended (16, from
+// PyTorch's CUDAAllocatorConfig.h).
+const kRoundUpPowerOfTwoIntervals = 16
+
+// maxSplitSizeMBLimit is the largest max_split_size_mb accepted: 2^40 MiB,
+// far beyond any device, and small enough that the byte count fits an int64.
+const maxSplitSizeMBLimit = 1 << 40
+
+// Config holds the allocator settings of a VRAM_ALLOC_CONF string. The zero
+// Config is vram's default: [PolicyVRAM] with every PyTorch option off.
+// [ParseConfig] reads one from the string; [Config.String] writes it back.
+type Config struct {
+	// Policy is the placement policy (key "policy", "vram" or "pytorch").
+	Policy Policy
+
+	// ExpandableSegments, under PolicyPyTorch, grows one segment per
+	// stream and pool over a reserved address range instead of allocating
+	// fixed segments (key "expandable_segments", True or False). It needs
+	// a [VirtualArena]. PolicyVRAM always uses virtual memory when the
+	// arena offers it and ignores this setting.
+	ExpandableSegments bool
+
+	// MaxSplitSizeMB, when not 0, stops the allocator from splitting
+	// blocks of this many MiB or more; such a block only serves requests
+	// within 20 MiB of its size (key "max_split_size_mb", more than 20).
+	// 0 means no limit.
+	MaxSplitSizeMB int64
+
+	// RoundupPower2Divisions rounds requested sizes up to one of this
+	// many steps between consecutive powers of two (key
+	// "roundup_power2_divisions"). Entry 0 applies to sizes below 2 MiB,
+	// entry i (1 <= i < 15) to sizes in [2^i, 2^(i+1)) MiB, entry 15 to
+	// everything from 32 GiB up. 0 or 1 means the plain 512-byte
+	// rounding. Every non-zero entry is a power of two.
+	RoundupPower2Divisions [kRoundUpPowerOfTwoIntervals]int
+
+	// GarbageCollectionThreshold, when in (0, 1), makes the allocator
+	// release least recently used cached memory whenever its reserve
+	// would pass this fraction of the memory limit (key
+	// "garbage_collection_threshold"). 0 disables it. Unlike PyTorch,
+	// vram applies it without a per-process memory fraction too, taking
+	// the device's capacity as the limit.
+	GarbageCollectionThreshold float64
+
+	// PerProcessMemoryFraction, when in (0, 1], limits the memory this
+	// allocator reserves to that fraction of the device's capacity (key
+	// "per_process_memory_fraction", a vram extension of PyTorch's keys;
+	// PyTorch sets it only through a function call, which
+	// [Allocator.SetMemoryFraction] mirrors). 0 means no limit beyond the
+	// device.
+	PerProcessMemoryFraction float64
+
+	// ReleaseLockOnCUDAMalloc is accepted for compatibility with
+	// PYTORCH_CUDA_ALLOC_CONF and ignored (key
+	// "release_lock_on_cudamalloc"): vram's allocator holds its lock
+	// across arena calls.
+	ReleaseLockOnCUDAMalloc bool
+
+	// PinnedUseCUDAHostRegister is accepted for compatibility and ignored
+	// (key "pinned_use_cuda_host_register"): it concerns PyTorch's pinned
+	// host memory allocator, which this package does not implement.
+	PinnedUseCUDAHostRegister bool
+}
+
+// ConfigError reports an invalid VRAM_ALLOC_CONF string or a setting the
+// arena cannot honour. It names the key and says what is allowed.
+type ConfigError struct {
+	Key    string // the offending key, "" when the string is malformed
+	Value  string // its value as written
+	Reason string // what is wrong and what is allowed
+}
+
+// Error returns "memory: VRAM_ALLOC_CONF: " followed by the key and reason.
+func (e *ConfigError) Error() string {
+	s := "memory: VRAM_ALLOC_CONF: "
+	if e.Key != "" {
+		s += e.Key
+		if e.Value != "" {
+			s += ":" + e.Value
+		}
+		s += ": "
+	}
+	return s + e.Reason
+}
+
+// configKeys lists the accepted keys, for error messages.
+const configKeys = "policy, expandable_segments, max_split_size_mb, roundup_power2_divisions, " +
+	"garbage_collection_threshold, per_process_memory_fraction, release_lock_on_cudamalloc, " +
+	"pinned_use_cuda_host_register, backend"
+
+// ParseConfig parses a VRAM_ALLOC_CONF string: comma-separated key:value
+// pairs with PyTorch's PYTORCH_CUDA_ALLOC_CONF keys plus policy:pytorch|vram
+// and per_process_memory_fraction, for example
+// "policy:pytorch,expandable_segments:True,max_split_size_mb:512" or
+// "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]". Blanks around tokens
+// are ignored; "" is the zero Config. A key given twice takes its last
+// value. An unknown key, a malformed value or a number out of range is a
+// [*ConfigError]. The key "backend" is accepted with the value "native"
+// only.
+//
+// In the per-size form of roundup_power2_divisions each key is a power of
+// two in MiB that sets the divisions for sizes in [key, 2*key) MiB, the first
+// key also sets every smaller size, and ">" sets every size above the last
+// key's interval. (PyTorch's parser lets ">" overwrite the last key's own
+// interval as well; vram does not.)
+func ParseConfig(s string) (Config, error) {
+	var c Config
+	p := configParser{toks: tokenizeConfig(s)}
+	for !p.done() {
+		key := p.next()
+		if !isConfigWord(key) {
+			return Config{}, &ConfigError{Value: key, Reason: fmt.Sprintf("expected a key, got %q; the format is key:value,key:value", key)}
+		}
+		if p.next() != ":" {
+			return Config{}, &ConfigError{Key: key, Reason: "expected ':' and a value after the key"}
+		}
+		if err := c.set(key, &p); err != nil {
+			return Config{}, err
+		}
+		if !p.done() && p.next() != "," {
+			return Config{}, &ConfigError{Key: key, Reason: "expected ',' before the next key"}
+		}
+	}
+	return c, nil
+}
+
+// set parses the value of key from p into c.
+func (c *Config) set(key string, p *configParser) error {
+	if key == "roundup_power2_divisions" {
+		return c.parseDivisions(p)
+	}
+	val := p.next()
+	bad := func(format string, args ...any) error {
+		return &ConfigError{Key: key, Value: val, Reason: fmt.Sprintf(format, args...)}
+	}
+	if !isConfigWord(val) {
+		return bad("missing value")
+	}
+	switch key {
+	case "policy":
+		switch val {
+		case "vram":
+			c.Policy = PolicyVRAM
+		case "pytorch":
+			c.Policy = PolicyPyTorch
+		default:
+			return bad("unknown policy; allowed: pytorch, vram")
+		}
+	case "expandable_segments", "release_lock_on_cudamalloc", "pinned_use_cuda_host_register":
+		v, ok := parseConfigBool(val)
+		if !ok {
+			return bad("expected True or False")
+		}
+		switch key {
+		case "expandable_segments":
+			c.ExpandableSegments = v
+		case "release_lock_on_cudamalloc":
+			c.ReleaseLockOnCUDAMalloc = v
+		default:
+			c.PinnedUseCUDAHostRegister = v
+		}
+	case "max_split_size_mb":
+		v, err := strconv.ParseInt(val, 10, 64)
+		if err != nil || v <= kLargeBuffer>>20 || v > maxSplitSizeMBLimit {
+			return bad("expected a whole number of MiB above %d (the large segment size) and at most %d", kLargeBuffer>>20, int64(maxSplitSizeMBLimit))
+		}
+		c.MaxSplitSizeMB = v
+	case "garbage_collection_threshold":
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil || !(v > 0 && v < 1) {
+			return bad("expected a number greater than 0 and less than 1")
+		}
+		c.GarbageCollectionThreshold = v
+	case "per_process_memory_fraction":
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil || !(v > 0 && v <= 1) {
+			return bad("expected a number greater than 0 and at most 1")
+		}
+		c.PerProcessMemoryFraction = v
+	case "backend":
+		if val != "native" {
+			return bad("only the native backend exists in vram (PyTorch's cudaMallocAsync backend has no counterpart)")
+		}
+	default:
+		return &ConfigError{Key: key, Reason: "unknown key; allowed: " + configKeys}
+	}
+	return nil
+}
+
+// parseDivisions parses the value of roundup_power2_divisions: one power of
+// two (or 0) for every size, or the bracketed per-size form.
+func (c *Config) parseDivisions(p *configParser) error {
+	const key = "roundup_power2_divisions"
+	divisions := func(tok string) (int, error) {
+		v, err := strconv.Atoi(tok)
+		if err != nil || v < 0 || v > 1<<20 || (v != 0 && v&(v-1) != 0) {
+			return 0, &ConfigError{Key: key, Value: tok, Reason: "divisions must be 0 or a power of two up to 1048576"}
+		}
+		return v, nil
+	}
+	tok := p.next()
+	if tok != "[" {
+		v, err := divisions(tok)
+		if err != nil {
+			return err
+		}
+		for i := range c.RoundupPower2Divisions {
+			c.RoundupPower2Divisions[i] = v
+		}
+		return nil
+	}
+	var d [kRoundUpPowerOfTwoIntervals]int
+	first, last := true, -1
+	for {
+		k := p.next()
+		if k == "]" && !first {
+			break
+		}
+		if p.next() != ":" {
+			return &ConfigError{Key: key, Value: k, Reason: "expected [size_mb:divisions,...,>:divisions]"}
+		}
+		v, err := divisions(p.next())
+		if err != nil {
+			return err
+		}
+		if k == ">" {
+			if last < 0 {
+				return &ConfigError{Key: key, Value: k, Reason: "'>' must follow at least one size"}
+			}
+			for i := last + 1; i < len(d); i++ {
+				d[i] = v
+			}
+		} else {
+			mb, err := strconv.ParseUint(k, 10, 64)
+			if err != nil || mb == 0 || mb&(mb-1) != 0 {
+				return &ConfigError{Key: key, Value: k, Reason: "each size must be a power of two in MiB (1, 2, 4, ...) or '>'"}
+			}
+			idx := min(bits.Len64(mb)-1, len(d)-1)
+			if idx <= last {
+				return &ConfigError{Key: key, Value: k, Reason: "sizes must increase"}
+			}
+			if first {
+				for i := 0; i < idx; i++ {
+					d[i] = v
+				}
+			}
+			d[idx] = v
+			last = idx
+		}
+		first = false
+		switch p.next() {
+		case ",":
+		case "]":
+			c.RoundupPower2Divisions = d
+			return nil
+		default:
+			return &ConfigError{Key: key, Reason: "expected ',' or ']' in the list of sizes"}
+		}
+	}
+	return &ConfigError{Key: key, Reason: "empty list; expected [size_mb:divisions,...]"}
+}
+
+// String returns c in VRAM_ALLOC_CONF syntax, listing only settings that
+// differ from the zero Config, in a fixed order; "" for the zero Config.
+// [ParseConfig] of the result returns c.
+func (c Config) String() string {
+	var parts []string
+	if c.Policy != PolicyVRAM {
+		parts = append(parts, "policy:"+c.Policy.String())
+	}
+	if c.ExpandableSegments {
+		parts = append(parts, "expandable_segments:True")
+	}
+	if c.MaxSplitSizeMB != 0 {
+		parts = append(parts, "max_split_size_mb:"+strconv.FormatInt(c.MaxSplitSizeMB, 10))
+	}
+	if d := c.divisionsString(); d != "" {
+		parts = append(parts, "roundup_power2_divisions:"+d)
+	}
+	if c.GarbageCollectionThreshold != 0 {
+		parts = append(parts, "garbage_collection_threshold:"+strconv.FormatFloat(c.GarbageCollectionThreshold, 'g', -1, 64))
+	}
+	if c.PerProcessMemoryFraction != 0 {
+		parts = append(parts, "per_process_memory_fraction:"+strconv.FormatFloat(c.PerProcessMemoryFraction, 'g', -1, 64))
+	}
+	if c.ReleaseLockOnCUDAMalloc {
+		parts = append(parts, "release_lock_on_cudamalloc:True")
+	}
+	if c.PinnedUseCUDAHostRegister {
+		parts = append(parts, "pinned_use_cuda_host_register:True")
+	}
+	return strings.Join(parts, ",")
+}
+
+// divisionsString writes RoundupPower2Divisions in the shortest form that
+// ParseConfig reads back exactly, "" when all are 0.
+func (c Config) divisionsString() string {
+	d := c.RoundupPower2Divisions
+	same := true
+	for _, v := range d {
+		same = same && v == d[0]
+	}
+	if same {
+		if d[0] == 0 {
+			return ""
+		}
+		return strconv.Itoa(d[0])
+	}
+	// The first key covers the leading run of equal values, '>' the
+	// trailing run; the entries between get a key each.
+	lead := 0
+	for lead+1 < len(d) && d[lead+1] == d[0] {
+		lead++
+	}
+	trail := len(d) - 1
+	for trail-1 > lead && d[trail-1] == d[len(d)-1] {
+		trail--
+	}
+	var b strings.Builder
+	b.WriteString("[")
+	fmt.Fprintf(&b, "%d:%d", uint64(1)<<lead, d[lead])
+	for i := lead + 1; i < trail; i++ {
+		fmt.Fprintf(&b, ",%d:%d", uint64(1)<<i, d[i])
+	}
+	if trail > lead {
+		fmt.Fprintf(&b, ",>:%d", d[trail])
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+// parseConfigBool accepts True/False in any case, and 1/0.
+func parseConfigBool(s string) (bool, bool) {
+	switch strings.ToLower(s) {
+	case "true", "1":
+		return true, true
+	case "false", "0":
+		return false, true
+	}
+	return false, false
+}
+
+// isConfigWord reports whether tok is a key or value rather than
+// punctuation or the end of input.
+func isConfigWord(tok string) bool {
+	return tok != "" && tok != ":" && tok != "," && tok != "[" && tok != "]"
+}
+
+// tokenizeConfig splits s into words and the punctuation : , [ ], dropping
+// blanks. A word keeps inner characters as written.
+func tokenizeConfig(s string) []string {
+	var toks []string
+	word := -1
+	flush := func(i int) {
+		if word >= 0 {
+			toks = append(toks, s[word:i])
+			word = -1
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case ':', ',', '[', ']':
+			flush(i)
+			toks = append(toks, string(c))
+		case ' ', '\t', '\n', '\r':
+			flush(i)
+		default:
+			if word < 0 {
+				word = i
+			}
+		}
+	}
+	flush(len(s))
+	return toks
+}
+
+// configParser walks the tokens of a config string.
+type configParser struct {
+	toks []string
+	i    int
+}
+
+func (p *configParser) done() bool { return p.i >= len(p.toks) }
+
+// next returns the next token, "" at the end.
+func (p *configParser) next() string {
+	if p.done() {
+		return ""
+	}
+	t := p.toks[p.i]
+	p.i++
+	return t
+}
+
+// maxSplitSize returns the split limit in bytes, MaxInt64 when unlimited.
+func (c *Config) maxSplitSize() int64 {
+	if c.MaxSplitSizeMB == 0 {
+		return math.MaxInt64
+	}
+	return c.MaxSplitSizeMB << 20
+}
+
+// Check reports whether c can be used with arena: expandable_segments:True
+// under policy:pytorch needs a [VirtualArena]. The error is a
+// [*ConfigError].
+func (c Config) Check(arena Arena) error {
+	if c.Policy == PolicyPyTorch && c.ExpandableSegments {
+		if _, ok := arena.(VirtualArena); !ok {
+			return &ConfigError{Key: "expandable_segments", Value: "True",
+				Reason: "the device's arena has no virtual memory support (it is not a memory.VirtualArena); remove the setting or use a device with CUDA virtual memory"}
+		}
+	}
+	return nil
+}

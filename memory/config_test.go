@@ -1,0 +1,173 @@
+package memory
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseConfig(t *testing.T) {
+	divs := func(d ...int) (a [kRoundUpPowerOfTwoIntervals]int) {
+		copy(a[:], d)
+		return a
+	}
+	all := func(v int) (a [kRoundUpPowerOfTwoIntervals]int) {
+		for i := range a {
+			a[i] = v
+		}
+		return a
+	}
+	tests := []struct {
+		name string
+		in   string
+		want Config
+	}{
+		{"empty", "", Config{}},
+		{"blanks", "  ", Config{}},
+		{"policy pytorch", "policy:pytorch", Config{Policy: PolicyPyTorch}},
+		{"policy vram", "policy:vram", Config{}},
+		{"expandable", "policy:pytorch,expandable_segments:True", Config{Policy: PolicyPyTorch, ExpandableSegments: true}},
+		{"expandable lowercase", "expandable_segments:true", Config{ExpandableSegments: true}},
+		{"expandable false", "expandable_segments:False", Config{}},
+		{"spaces", " policy : pytorch , max_split_size_mb : 512 ", Config{Policy: PolicyPyTorch, MaxSplitSizeMB: 512}},
+		{"max split", "max_split_size_mb:21", Config{MaxSplitSizeMB: 21}},
+		{"gc", "garbage_collection_threshold:0.6", Config{GarbageCollectionThreshold: 0.6}},
+		{"fraction", "per_process_memory_fraction:0.5", Config{PerProcessMemoryFraction: 0.5}},
+		{"fraction one", "per_process_memory_fraction:1", Config{PerProcessMemoryFraction: 1}},
+		{"ignored keys", "release_lock_on_cudamalloc:True,pinned_use_cuda_host_register:True",
+			Config{ReleaseLockOnCUDAMalloc: true, PinnedUseCUDAHostRegister: true}},
+		{"backend native", "backend:native", Config{}},
+		{"last wins", "max_split_size_mb:100,max_split_size_mb:200", Config{MaxSplitSizeMB: 200}},
+		{"divisions single", "roundup_power2_divisions:4", Config{RoundupPower2Divisions: all(4)}},
+		{"divisions per size", "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+			Config{RoundupPower2Divisions: divs(1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 4, 8, 8, 8, 8, 8)}},
+		{"divisions one key", "roundup_power2_divisions:[64:2]",
+			Config{RoundupPower2Divisions: divs(2, 2, 2, 2, 2, 2, 2)}},
+		{"divisions huge key", "roundup_power2_divisions:[1:2,65536:4]",
+			Config{RoundupPower2Divisions: divs(2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4)}},
+		{"everything", "policy:pytorch,expandable_segments:True,max_split_size_mb:300,roundup_power2_divisions:2,garbage_collection_threshold:0.8,per_process_memory_fraction:0.9",
+			Config{Policy: PolicyPyTorch, ExpandableSegments: true, MaxSplitSizeMB: 300, RoundupPower2Divisions: all(2),
+				GarbageCollectionThreshold: 0.8, PerProcessMemoryFraction: 0.9}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseConfig(tt.in)
+			if err != nil {
+				t.Fatalf("ParseConfig(%q): %v", tt.in, err)
+			}
+			if got != tt.want {
+				t.Fatalf("ParseConfig(%q) = %+v, want %+v", tt.in, got, tt.want)
+			}
+			back, err := ParseConfig(got.String())
+			if err != nil || back != got {
+				t.Fatalf("round trip of %q through %q: %+v, %v", tt.in, got.String(), back, err)
+			}
+		})
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	tests := []struct {
+		in      string
+		key     string // the key the error must name
+		mention string // a word of the explanation
+	}{
+		{"unknown_key:1", "unknown_key", "allowed"},
+		{"policy:tensorflow", "policy", "pytorch, vram"},
+		{"policy", "policy", "':'"},
+		{"policy:", "policy", "missing value"},
+		{"expandable_segments:yes", "expandable_segments", "True or False"},
+		{"max_split_size_mb:20", "max_split_size_mb", "above 20"},
+		{"max_split_size_mb:-5", "max_split_size_mb", "above 20"},
+		{"max_split_size_mb:1.5", "max_split_size_mb", "whole number"},
+		{"garbage_collection_threshold:1", "garbage_collection_threshold", "less than 1"},
+		{"garbage_collection_threshold:0", "garbage_collection_threshold", "greater than 0"},
+		{"garbage_collection_threshold:NaN", "garbage_collection_threshold", "greater than 0"},
+		{"per_process_memory_fraction:1.5", "per_process_memory_fraction", "at most 1"},
+		{"per_process_memory_fraction:0", "per_process_memory_fraction", "greater than 0"},
+		{"roundup_power2_divisions:3", "roundup_power2_divisions", "power of two"},
+		{"roundup_power2_divisions:[100:2]", "roundup_power2_divisions", "power of two in MiB"},
+		{"roundup_power2_divisions:[256:2,128:4]", "roundup_power2_divisions", "increase"},
+		{"roundup_power2_divisions:[>:2]", "roundup_power2_divisions", "follow"},
+		{"roundup_power2_divisions:[]", "roundup_power2_divisions", "size_mb"},
+		{"roundup_power2_divisions:[256:2", "roundup_power2_divisions", "']'"},
+		{"backend:cudaMallocAsync", "backend", "native"},
+		{"policy:vram max_split_size_mb:100", "policy", "','"},
+		{":x", "", "expected a key"},
+		{"release_lock_on_cudamalloc:maybe", "release_lock_on_cudamalloc", "True or False"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			_, err := ParseConfig(tt.in)
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("ParseConfig(%q) = %v, want a *ConfigError", tt.in, err)
+			}
+			if ce.Key != tt.key {
+				t.Errorf("error names key %q, want %q (%v)", ce.Key, tt.key, err)
+			}
+			if !strings.Contains(err.Error(), tt.mention) {
+				t.Errorf("error %q does not mention %q", err, tt.mention)
+			}
+			if !strings.HasPrefix(err.Error(), "memory: VRAM_ALLOC_CONF: ") {
+				t.Errorf("error %q lacks the package prefix", err)
+			}
+		})
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	cfg := Config{Policy: PolicyPyTorch, ExpandableSegments: true}
+	plain := plainArena{NewSimArena(64 * mib)}
+	var ce *ConfigError
+	if err := cfg.Check(plain); !errors.As(err, &ce) || ce.Key != "expandable_segments" {
+		t.Fatalf("Check on a plain arena = %v, want a ConfigError for expandable_segments", err)
+	}
+	if err := cfg.Check(NewSimArena(64 * mib)); err != nil {
+		t.Fatalf("Check on a virtual arena: %v", err)
+	}
+	a := New(plain, cfg)
+	if _, err := a.Alloc(10, 0, ""); !errors.As(err, &ce) {
+		t.Fatalf("Alloc with a bad config = %v, want the ConfigError", err)
+	}
+	// policy:vram on a plain arena falls back to fixed segments.
+	v := New(plain, Config{})
+	b, err := v.Alloc(mib, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := v.Stats(); s.NumMaps != 0 || s.NumDeviceAlloc != 1 || s.ReservedBytes[StatAll].Current != kSmallBuffer {
+		t.Fatalf("fallback did not use a fixed 2 MiB segment: %+v", s)
+	}
+	v.Free(b)
+	if err := v.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	for _, s := range []string{
+		"", "policy:pytorch", "expandable_segments:True,max_split_size_mb:512",
+		"roundup_power2_divisions:[256:1,512:2,1024:4,>:8]", "roundup_power2_divisions:[1:2,65536:4]",
+		"garbage_collection_threshold:0.6,per_process_memory_fraction:0.25", ":", "[,]", "policy:vram,",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := ParseConfig(s)
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("ParseConfig(%q) error %v is not a *ConfigError", s, err)
+			}
+			return
+		}
+		back, err := ParseConfig(c.String())
+		if err != nil {
+			t.Fatalf("ParseConfig(%q).String() = %q does not parse: %v", s, c.String(), err)
+		}
+		if back != c {
+			t.Fatalf("round trip of %q: %+v became %+v via %q", s, c, back, c.String())
+		}
+	})
+}

@@ -1,0 +1,210 @@
+package memory
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/vramgo/vram/memory/trace"
+)
+
+// Result is what a replay measured. Byte counts are peaks over the whole
+// replay; device calls and driver time are what the allocator asked of the
+// arena (priced by the arena's cost model when it is a [DriverTimer], such
+// as [SimArena]). The JSON keys are those of `vram replay --json`.
+type Result struct {
+	// Events is the number of events read, of every action.
+	Events int64 `json:"events"`
+	// PeakRequested is the peak of the bytes the trace asked for.
+	PeakRequested int64 `json:"peak_requested_bytes"`
+	// PeakAllocated is the peak of the bytes in allocated blocks.
+	PeakAllocated int64 `json:"peak_allocated_bytes"`
+	// PeakReserved is the peak of the memory the allocator held.
+	PeakReserved int64 `json:"peak_reserved_bytes"`
+	// DeviceAllocs counts pieces of physical memory taken (cuMemAlloc,
+	// cuMemCreate).
+	DeviceAllocs int64 `json:"device_allocs"`
+	// DeviceFrees counts pieces given back (cuMemFree, cuMemRelease).
+	DeviceFrees int64 `json:"device_frees"`
+	// DeviceMaps counts mappings made in virtual segments.
+	DeviceMaps int64 `json:"device_maps"`
+	// DeviceUnmaps counts mappings undone.
+	DeviceUnmaps int64 `json:"device_unmaps"`
+	// DriverTimeUS is the driver time of all those calls, microseconds.
+	DriverTimeUS int64 `json:"driver_time_us"`
+	// NumAllocRetries counts allocations that freed the cache and retried.
+	NumAllocRetries int64 `json:"num_alloc_retries"`
+	// NumOOMs counts allocations that failed; the replay goes on without
+	// them and ignores their frees.
+	NumOOMs int64 `json:"num_ooms"`
+	// UnmatchedFrees counts frees of addresses with no live allocation in
+	// the replay.
+	UnmatchedFrees int64 `json:"unmatched_frees"`
+}
+
+// Replay runs the allocation history events through a new [Allocator] with
+// settings cfg over arena (usually a fresh [SimArena]) and returns what it
+// measured. An alloc event allocates its Size (the requested bytes) on its
+// stream; a free_completed event frees the block allocated at its address,
+// or free_requested when the trace has no free_completed events at all;
+// segment, OOM and snapshot events are PyTorch's own decisions and are
+// skipped. A free of an address not live in the replay is counted in
+// UnmatchedFrees. An alloc at an address still live frees the earlier block
+// first. The error is a [*ConfigError] when cfg does not suit arena, or an
+// arena failure other than running out of memory.
+func Replay(events []trace.Event, arena Arena, cfg Config) (Result, error) {
+	r := newReplayer(arena, cfg)
+	return r.run(events)
+}
+
+// ReplayFrom is [Replay] of state.History starting from the allocator state
+// that state implies rather than from empty: when the history is truncated,
+// the blocks alive before its first event (those live in state's segments
+// but not allocated by the history, and those the history frees without
+// having allocated them) are allocated first, in address order, with their
+// requested sizes. Those allocations count toward the peaks but not toward
+// Events.
+func ReplayFrom(state *trace.Snapshot, arena Arena, cfg Config) (Result, error) {
+	r := newReplayer(arena, cfg)
+	if state.Truncated {
+		if err := r.prefill(state); err != nil {
+			return Result{}, err
+		}
+	}
+	return r.run(state.History)
+}
+
+// replayer holds one replay's state.
+type replayer struct {
+	al     *Allocator
+	live   map[uint64]*Block
+	failed map[uint64]bool // addresses whose alloc failed
+	res    Result
+}
+
+func newReplayer(arena Arena, cfg Config) *replayer {
+	return &replayer{
+		al:     New(arena, cfg, withQuickOOM()),
+		live:   make(map[uint64]*Block),
+		failed: make(map[uint64]bool),
+	}
+}
+
+// prefill allocates the blocks alive before the first event of a truncated
+// history.
+func (r *replayer) prefill(state *trace.Snapshot) error {
+	type pre struct {
+		addr   uint64
+		size   int64
+		stream uint64
+	}
+	before := map[uint64]pre{}
+	seen := map[uint64]bool{} // allocated by the history
+	freeAction := freeActionOf(state.History)
+	for _, e := range state.History {
+		switch e.Action {
+		case trace.ActionAlloc:
+			seen[e.Addr] = true
+		case freeAction:
+			if !seen[e.Addr] {
+				if _, ok := before[e.Addr]; !ok {
+					before[e.Addr] = pre{e.Addr, e.Size, e.Stream}
+				}
+			}
+			delete(seen, e.Addr)
+		}
+	}
+	for _, seg := range state.Segments {
+		for _, b := range seg.Blocks {
+			if b.State == trace.StateInactive || seen[b.Addr] {
+				continue
+			}
+			if _, ok := before[b.Addr]; !ok {
+				size := b.Requested
+				if size == 0 {
+					size = b.Size
+				}
+				before[b.Addr] = pre{b.Addr, size, seg.Stream}
+			}
+		}
+	}
+	list := make([]pre, 0, len(before))
+	for _, p := range before {
+		list = append(list, p)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].addr < list[j].addr })
+	for _, p := range list {
+		if err := r.alloc(p.addr, p.size, p.stream, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// freeActionOf returns the action a replay frees on: free_completed, or
+// free_requested for a history that has no free_completed event.
+func freeActionOf(events []trace.Event) trace.Action {
+	for i := range events {
+		if events[i].Action == trace.ActionFreeCompleted {
+			return trace.ActionFreeCompleted
+		}
+	}
+	return trace.ActionFreeRequested
+}
+
+func (r *replayer) alloc(addr uint64, size int64, stream uint64, region string) error {
+	if old, ok := r.live[addr]; ok {
+		r.al.Free(old)
+		delete(r.live, addr)
+	}
+	b, err := r.al.Alloc(size, Stream(stream), region)
+	if err != nil {
+		if _, ok := err.(*OutOfMemoryError); ok {
+			r.failed[addr] = true
+			return nil
+		}
+		return fmt.Errorf("memory: replay: alloc of %d bytes at 0x%x: %w", size, addr, err)
+	}
+	delete(r.failed, addr)
+	r.live[addr] = b
+	return nil
+}
+
+func (r *replayer) run(events []trace.Event) (Result, error) {
+	freeAction := freeActionOf(events)
+	for i := range events {
+		e := &events[i]
+		r.res.Events++
+		switch e.Action {
+		case trace.ActionAlloc:
+			if err := r.alloc(e.Addr, e.Size, e.Stream, e.Region); err != nil {
+				return r.result(), err
+			}
+		case freeAction:
+			if b, ok := r.live[e.Addr]; ok {
+				r.al.Free(b)
+				delete(r.live, e.Addr)
+			} else if r.failed[e.Addr] {
+				delete(r.failed, e.Addr)
+			} else {
+				r.res.UnmatchedFrees++
+			}
+		}
+	}
+	return r.result(), nil
+}
+
+func (r *replayer) result() Result {
+	s := r.al.Stats()
+	res := r.res
+	res.PeakRequested = s.RequestedBytes[StatAll].Peak
+	res.PeakAllocated = s.AllocatedBytes[StatAll].Peak
+	res.PeakReserved = s.ReservedBytes[StatAll].Peak
+	res.DeviceAllocs = s.NumDeviceAlloc
+	res.DeviceFrees = s.NumDeviceFree
+	res.DeviceMaps = s.NumMaps
+	res.DeviceUnmaps = s.NumUnmaps
+	res.DriverTimeUS = s.DriverTime.Microseconds()
+	res.NumAllocRetries = s.NumAllocRetries
+	res.NumOOMs = s.NumOOMs
+	return res
+}

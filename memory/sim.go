@@ -1,0 +1,369 @@
+package memory
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Driver cost model of [SimArena]: the time one driver call takes, measured
+// on the H200 machines here on 2026-11-30 (DESIGN.md, "Measured on the H200
+// machines").
+const (
+	// costAllocSmall is cuMemAlloc of up to costTier1 bytes.
+	costAllocSmall = 55 * time.Microsecond
+	// costAllocMedium is cuMemAlloc of up to costTier2 bytes.
+	costAllocMedium = 620 * time.Microsecond
+	// costAllocPerMiB is added to costAllocMedium per MiB above costTier2.
+	costAllocPerMiB = 1500 * time.Nanosecond
+	// costFreeSmall is cuMemFree of up to costTier1 bytes.
+	costFreeSmall = 50 * time.Microsecond
+	// costFreeMedium is cuMemFree of up to costTier2 bytes.
+	costFreeMedium = 350 * time.Microsecond
+	// costFreePerMiB is added to costFreeMedium per MiB above costTier2.
+	costFreePerMiB = 330 * time.Nanosecond
+	// costTier1 is where cuMemAlloc and cuMemFree become slower: 20 MiB.
+	costTier1 = 20 << 20
+	// costTier2 is where their cost starts to grow with size: 1 GiB.
+	costTier2 = 1 << 30
+	// costCreate is one cuMemCreate, whatever its size.
+	costCreate = 13 * time.Microsecond
+	// costMap is one cuMemMap.
+	costMap = 2 * time.Microsecond
+	// costSetAccess is one cuMemSetAccess.
+	costSetAccess = 30 * time.Microsecond
+	// costUnmap is one cuMemUnmap.
+	costUnmap = 20 * time.Microsecond
+	// costRelease is one cuMemRelease.
+	costRelease = 20 * time.Microsecond
+)
+
+// SimGranularity is the mapping granularity of a [SimArena] made by
+// [NewSimArena]: 2 MiB, what cuMemGetAllocationGranularity reports on an
+// H200.
+const SimGranularity = 2 << 20
+
+// simBase is the first address a SimArena hands out; it mimics the
+// addresses the CUDA driver returns on Linux.
+const simBase = 0x7f0000000000
+
+// SimCounts counts the driver calls a [SimArena] has simulated.
+type SimCounts struct {
+	Alloc     int64 // cuMemAlloc calls that succeeded
+	Free      int64 // cuMemFree calls
+	Reserve   int64 // cuMemAddressReserve calls
+	Unreserve int64 // cuMemAddressFree calls
+	Create    int64 // cuMemCreate calls that succeeded
+	Map       int64 // cuMemMap calls
+	SetAccess int64 // cuMemSetAccess calls
+	Unmap     int64 // cuMemUnmap calls
+	Release   int64 // cuMemRelease calls
+	Refused   int64 // Alloc and Map calls refused for lack of memory
+}
+
+// SimArena is a simulated device of a fixed capacity: a fake address space
+// with exact accounting of physical memory, reserved ranges and mappings,
+// counts of every driver call, and their cost by the DESIGN.md cost model
+// (see [SimArena.DriverTime]). It refuses physical memory beyond its
+// capacity with an error wrapping [ErrArenaFull]. It implements
+// [VirtualArena], [DeviceInfo] and [DriverTimer], and is safe for concurrent
+// use. Misuse (freeing an unknown address, mapping outside a reservation,
+// unmapping part of a mapping) returns an error and changes nothing.
+//
+// Costs: Alloc and Free as cuMemAlloc and cuMemFree; Map as one cuMemCreate,
+// one cuMemMap and one cuMemSetAccess (45 µs); Unmap as one cuMemUnmap and
+// one cuMemRelease (40 µs); Reserve and Unreserve are free (the model has no
+// figure for them). Refused calls cost nothing.
+type SimArena struct {
+	capacity    int64
+	granularity int64
+
+	mu        sync.Mutex
+	used      int64            // physical bytes in use
+	peak      int64            // peak of used
+	next      uint64           // next unused address
+	allocs    map[uint64]int64 // Alloc'd ranges
+	reserves  map[uint64]int64 // reserved ranges
+	maps      map[uint64]int64 // mappings, by address
+	mapStarts []uint64         // sorted keys of maps, for overlap checks
+	counts    SimCounts        // calls so far
+	cost      time.Duration    // modelled driver time so far
+	others    []ProcessMemory  // memory held by simulated other processes
+	otherUsed int64            // sum of others
+}
+
+// NewSimArena returns a simulated device with capacity bytes of memory and
+// the H200's 2 MiB mapping granularity. It panics if capacity is negative.
+func NewSimArena(capacity int64) *SimArena {
+	return NewSimArenaGranularity(capacity, SimGranularity)
+}
+
+// NewSimArenaGranularity is [NewSimArena] with another mapping granularity,
+// which must be a positive multiple of 512 bytes; it panics otherwise.
+func NewSimArenaGranularity(capacity, granularity int64) *SimArena {
+	if capacity < 0 {
+		panic(fmt.Sprintf("memory: NewSimArena: negative capacity %d", capacity))
+	}
+	if granularity <= 0 || granularity%kMinBlockSize != 0 {
+		panic(fmt.Sprintf("memory: NewSimArena: granularity %d is not a positive multiple of %d", granularity, kMinBlockSize))
+	}
+	return &SimArena{
+		capacity:    capacity,
+		granularity: granularity,
+		next:        simBase,
+		allocs:      make(map[uint64]int64),
+		reserves:    make(map[uint64]int64),
+		maps:        make(map[uint64]int64),
+	}
+}
+
+// Capacity returns the simulated device's total memory in bytes.
+func (s *SimArena) Capacity() int64 { return s.capacity }
+
+// Granularity returns the mapping granularity in bytes.
+func (s *SimArena) Granularity() int64 { return s.granularity }
+
+// Used returns the physical bytes allocated or mapped now.
+func (s *SimArena) Used() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used
+}
+
+// PeakUsed returns the highest value of [SimArena.Used] so far.
+func (s *SimArena) PeakUsed() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak
+}
+
+// Counts returns the number of each driver call simulated so far.
+func (s *SimArena) Counts() SimCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts
+}
+
+// DriverTime returns the modelled time of all driver calls so far.
+func (s *SimArena) DriverTime() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cost
+}
+
+// SetOtherProcesses makes the simulated device hold memory for other
+// processes: it is unavailable to this one, and [SimArena.OtherProcesses]
+// reports it. It returns an error, and changes nothing, if the total does
+// not fit beside what is in use now.
+func (s *SimArena) SetOtherProcesses(procs []ProcessMemory) error {
+	var total int64
+	for _, p := range procs {
+		if p.Bytes < 0 {
+			return fmt.Errorf("memory: SimArena: process %d holds negative memory", p.PID)
+		}
+		total += p.Bytes
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if total+s.used > s.capacity {
+		return fmt.Errorf("memory: SimArena: other processes' %d bytes do not fit beside %d in use (capacity %d): %w",
+			total, s.used, s.capacity, ErrArenaFull)
+	}
+	s.others = append([]ProcessMemory(nil), procs...)
+	sort.SliceStable(s.others, func(i, j int) bool { return s.others[i].Bytes > s.others[j].Bytes })
+	s.otherUsed = total
+	return nil
+}
+
+// FreeMemory returns the bytes not in use by this process or the simulated
+// others, and the capacity.
+func (s *SimArena) FreeMemory() (free, total int64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.capacity - s.used - s.otherUsed, s.capacity, nil
+}
+
+// OtherProcesses returns what [SimArena.SetOtherProcesses] set, largest
+// first.
+func (s *SimArena) OtherProcesses() ([]ProcessMemory, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]ProcessMemory(nil), s.others...), nil
+}
+
+// take claims size physical bytes, or fails with ErrArenaFull.
+func (s *SimArena) take(size int64, what string) error {
+	if size > s.capacity-s.used-s.otherUsed {
+		s.counts.Refused++
+		return fmt.Errorf("memory: SimArena: %s of %d bytes with %d of %d free: %w",
+			what, size, s.capacity-s.used-s.otherUsed, s.capacity, ErrArenaFull)
+	}
+	s.used += size
+	if s.used > s.peak {
+		s.peak = s.used
+	}
+	return nil
+}
+
+// carve returns a fresh range of size bytes of fake address space, aligned
+// to the granularity and followed by a guard gap so that ranges never touch.
+func (s *SimArena) carve(size int64) uint64 {
+	addr := s.next
+	span := uint64(alignUp(size, s.granularity))
+	s.next += span + uint64(s.granularity)
+	return addr
+}
+
+// Alloc takes size bytes of physical memory, as cuMemAlloc.
+func (s *SimArena) Alloc(size int64) (uint64, error) {
+	if size <= 0 {
+		return 0, fmt.Errorf("memory: SimArena: Alloc of %d bytes", size)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.take(size, "cuMemAlloc"); err != nil {
+		return 0, err
+	}
+	addr := s.carve(size)
+	s.allocs[addr] = size
+	s.counts.Alloc++
+	s.cost += allocCost(size)
+	return addr, nil
+}
+
+// Free returns memory taken by Alloc, as cuMemFree.
+func (s *SimArena) Free(addr uint64, size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got, ok := s.allocs[addr]
+	if !ok {
+		return fmt.Errorf("memory: SimArena: Free of 0x%x, which Alloc did not return", addr)
+	}
+	if got != size {
+		return fmt.Errorf("memory: SimArena: Free of 0x%x with size %d, allocated with %d", addr, size, got)
+	}
+	delete(s.allocs, addr)
+	s.used -= size
+	s.counts.Free++
+	s.cost += freeCost(size)
+	return nil
+}
+
+// Reserve reserves size bytes of address space.
+func (s *SimArena) Reserve(size int64) (uint64, error) {
+	if size <= 0 || size%s.granularity != 0 {
+		return 0, fmt.Errorf("memory: SimArena: Reserve of %d bytes, not a positive multiple of the granularity %d", size, s.granularity)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	base := s.carve(size)
+	s.reserves[base] = size
+	s.counts.Reserve++
+	return base, nil
+}
+
+// Unreserve gives back a reserved range with nothing mapped in it.
+func (s *SimArena) Unreserve(base uint64, size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got, ok := s.reserves[base]
+	if !ok || got != size {
+		return fmt.Errorf("memory: SimArena: Unreserve of [0x%x, +%d), which is not a reserved range", base, size)
+	}
+	i := sort.Search(len(s.mapStarts), func(i int) bool { return s.mapStarts[i] >= base })
+	if i < len(s.mapStarts) && s.mapStarts[i] < base+uint64(size) {
+		return fmt.Errorf("memory: SimArena: Unreserve of [0x%x, +%d) with 0x%x still mapped", base, size, s.mapStarts[i])
+	}
+	delete(s.reserves, base)
+	s.counts.Unreserve++
+	return nil
+}
+
+// inReservation reports whether [addr, addr+size) lies in one reserved range.
+func (s *SimArena) inReservation(addr uint64, size int64) bool {
+	// Reservations are few; a linear scan keeps the structure simple.
+	for b, n := range s.reserves {
+		if addr >= b && addr+uint64(size) <= b+uint64(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// Map backs [addr, addr+size) with a new piece of physical memory.
+func (s *SimArena) Map(addr uint64, size int64) error {
+	g := uint64(s.granularity)
+	if size <= 0 || addr%g != 0 || uint64(size)%g != 0 {
+		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) is not aligned to the granularity %d", addr, size, g)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.inReservation(addr, size) {
+		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) outside any reserved range", addr, size)
+	}
+	i := sort.Search(len(s.mapStarts), func(i int) bool { return s.mapStarts[i] >= addr })
+	if i < len(s.mapStarts) && s.mapStarts[i] < addr+uint64(size) {
+		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) overlaps the mapping at 0x%x", addr, size, s.mapStarts[i])
+	}
+	if i > 0 {
+		p := s.mapStarts[i-1]
+		if p+uint64(s.maps[p]) > addr {
+			return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) overlaps the mapping at 0x%x", addr, size, p)
+		}
+	}
+	if err := s.take(size, "cuMemCreate"); err != nil {
+		return err
+	}
+	s.maps[addr] = size
+	s.mapStarts = append(s.mapStarts, 0)
+	copy(s.mapStarts[i+1:], s.mapStarts[i:])
+	s.mapStarts[i] = addr
+	s.counts.Create++
+	s.counts.Map++
+	s.counts.SetAccess++
+	s.cost += costCreate + costMap + costSetAccess
+	return nil
+}
+
+// Unmap undoes one earlier Map(addr, size).
+func (s *SimArena) Unmap(addr uint64, size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got, ok := s.maps[addr]
+	if !ok || got != size {
+		return fmt.Errorf("memory: SimArena: Unmap of [0x%x, +%d), which is not one earlier mapping", addr, size)
+	}
+	delete(s.maps, addr)
+	i := sort.Search(len(s.mapStarts), func(i int) bool { return s.mapStarts[i] >= addr })
+	s.mapStarts = append(s.mapStarts[:i], s.mapStarts[i+1:]...)
+	s.used -= size
+	s.counts.Unmap++
+	s.counts.Release++
+	s.cost += costUnmap + costRelease
+	return nil
+}
+
+// allocCost is the modelled time of one cuMemAlloc of size bytes.
+func allocCost(size int64) time.Duration {
+	switch {
+	case size <= costTier1:
+		return costAllocSmall
+	case size <= costTier2:
+		return costAllocMedium
+	default:
+		return costAllocMedium + time.Duration(float64(costAllocPerMiB)*float64(size-costTier2)/(1<<20))
+	}
+}
+
+// freeCost is the modelled time of one cuMemFree of size bytes.
+func freeCost(size int64) time.Duration {
+	switch {
+	case size <= costTier1:
+		return costFreeSmall
+	case size <= costTier2:
+		return costFreeMedium
+	default:
+		return costFreeMedium + time.Duration(float64(costFreePerMiB)*float64(size-costTier2)/(1<<20))
+	}
+}

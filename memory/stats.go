@@ -1,0 +1,211 @@
+package memory
+
+import (
+	"strconv"
+	"time"
+)
+
+// Stat is one statistic in the shape of PyTorch's Stat: its value now, its
+// highest value, and the sums of its increases and decreases. Values are
+// bytes or counts, as the field holding the Stat says.
+type Stat struct {
+	Current   int64 // value now
+	Peak      int64 // highest Current since creation or ResetPeakStats
+	Allocated int64 // sum of all increases since creation or ResetAccumulatedStats
+	Freed     int64 // sum of all decreases, likewise
+}
+
+// update adds delta to s. A negative Current is an accounting bug: it
+// panics. The cached path uses inc and dec, which leave that check to
+// their caller.
+func (s *Stat) update(delta int64) {
+	if delta >= 0 {
+		s.inc(delta)
+	} else if s.dec(-delta) < 0 {
+		negativeStat(s.Current)
+	}
+}
+
+// inc adds n >= 0 to s.
+func (s *Stat) inc(n int64) {
+	s.Current += n
+	s.Allocated += n
+	if s.Current > s.Peak {
+		s.Peak = s.Current
+	}
+}
+
+// dec subtracts n >= 0 from s and returns the new Current, which the
+// caller must check is not negative.
+func (s *Stat) dec(n int64) int64 {
+	s.Current -= n
+	s.Freed += n
+	return s.Current
+}
+
+// negativeStat panics: a statistic went below zero, an accounting bug. It
+// is kept out of line so that update inlines.
+//
+//go:noinline
+func negativeStat(v int64) {
+	panic("vram: internal: memory stat went negative (" + strconv.FormatInt(v, 10) + ")")
+}
+
+// Indexes of a [StatArray], PyTorch's StatType.
+const (
+	StatAll       = 0 // the sum over both pools (PyTorch's "all")
+	StatSmallPool = 1 // the pool of requests up to 1 MiB ("small_pool")
+	StatLargePool = 2 // the pool of larger requests ("large_pool")
+)
+
+// statNames are the PyTorch key components of the StatArray indexes.
+var statNames = [3]string{"all", "small_pool", "large_pool"}
+
+// StatArray is one statistic for all pools, the small pool and the large
+// pool, indexed by [StatAll], [StatSmallPool] and [StatLargePool].
+type StatArray [3]Stat
+
+// update adds delta to the aggregate and to pool kind's entry; it panics
+// if a Current goes negative.
+func (a *StatArray) update(kind poolKind, delta int64) {
+	if delta >= 0 {
+		a.inc(kind, delta)
+	} else if a.dec(kind, -delta) < 0 {
+		negativeStat(-1)
+	}
+}
+
+// inc adds n >= 0 to the aggregate and to pool kind's entry.
+func (a *StatArray) inc(kind poolKind, n int64) {
+	a[StatAll].inc(n)
+	a[StatSmallPool+int(kind)].inc(n)
+}
+
+// dec subtracts n >= 0 from the aggregate and from pool kind's entry and
+// returns a negative number if either went negative (the caller checks).
+func (a *StatArray) dec(kind poolKind, n int64) int64 {
+	return a[StatAll].dec(n) | a[StatSmallPool+int(kind)].dec(n)
+}
+
+// Stats are an [Allocator]'s statistics, the families of PyTorch's
+// torch.cuda.memory_stats(). Block counts and bytes are in blocks of the
+// allocator's rounded sizes, except RequestedBytes. The zero Stats is an
+// allocator that did nothing.
+type Stats struct {
+	// Allocation counts blocks held by callers.
+	Allocation StatArray
+	// Segment counts segments: ranges obtained with Arena.Alloc, or
+	// reserved address ranges of virtual segments.
+	Segment StatArray
+	// Active counts blocks held by callers or freed but waiting for
+	// another stream's events.
+	Active StatArray
+	// InactiveSplit counts free cached blocks that share their segment
+	// with other blocks (memory that cannot be released).
+	InactiveSplit StatArray
+	// AllocatedBytes is the bytes of blocks held by callers.
+	AllocatedBytes StatArray
+	// ReservedBytes is the physical memory the allocator holds from the
+	// device.
+	ReservedBytes StatArray
+	// ActiveBytes is the bytes of active blocks.
+	ActiveBytes StatArray
+	// InactiveSplitBytes is the bytes of inactive split blocks.
+	InactiveSplitBytes StatArray
+	// RequestedBytes is the bytes callers asked for in blocks they hold,
+	// before rounding.
+	RequestedBytes StatArray
+
+	// NumAllocRetries counts allocations that freed the whole cache and
+	// retried after the device refused memory.
+	NumAllocRetries int64
+	// NumOOMs counts allocations that failed with an OutOfMemoryError.
+	NumOOMs int64
+	// NumDeviceAlloc counts pieces of physical memory taken from the
+	// device (Arena.Alloc and VirtualArena.Map calls).
+	NumDeviceAlloc int64
+	// NumDeviceFree counts pieces given back (Arena.Free and
+	// VirtualArena.Unmap calls).
+	NumDeviceFree int64
+	// NumMaps counts VirtualArena.Map calls.
+	NumMaps int64
+	// NumUnmaps counts VirtualArena.Unmap calls.
+	NumUnmaps int64
+	// DriverTime is the time spent in arena calls: as the arena prices it
+	// when it is a DriverTimer (SimArena's cost model), measured
+	// otherwise.
+	DriverTime time.Duration
+	// MaxSplitSize is the max_split_size_mb setting in bytes, -1 when
+	// unlimited (as PyTorch reports it).
+	MaxSplitSize int64
+}
+
+// families lists the StatArray fields with their PyTorch names.
+func (s *Stats) families() []struct {
+	name string
+	a    *StatArray
+} {
+	return []struct {
+		name string
+		a    *StatArray
+	}{
+		{"allocation", &s.Allocation},
+		{"segment", &s.Segment},
+		{"active", &s.Active},
+		{"inactive_split", &s.InactiveSplit},
+		{"allocated_bytes", &s.AllocatedBytes},
+		{"reserved_bytes", &s.ReservedBytes},
+		{"active_bytes", &s.ActiveBytes},
+		{"inactive_split_bytes", &s.InactiveSplitBytes},
+		{"requested_bytes", &s.RequestedBytes},
+	}
+}
+
+// Map returns the statistics under PyTorch's torch.cuda.memory_stats() key
+// names ("allocated_bytes.all.current", "reserved_bytes.large_pool.peak",
+// "num_alloc_retries", ...), plus vram's "num_maps", "num_unmaps" and
+// "driver_time_us".
+func (s Stats) Map() map[string]int64 {
+	m := make(map[string]int64, 9*3*4+8)
+	for _, f := range s.families() {
+		for i, pool := range statNames {
+			st := f.a[i]
+			p := f.name + "." + pool + "."
+			m[p+"current"] = st.Current
+			m[p+"peak"] = st.Peak
+			m[p+"allocated"] = st.Allocated
+			m[p+"freed"] = st.Freed
+		}
+	}
+	m["num_alloc_retries"] = s.NumAllocRetries
+	m["num_ooms"] = s.NumOOMs
+	m["num_device_alloc"] = s.NumDeviceAlloc
+	m["num_device_free"] = s.NumDeviceFree
+	m["num_maps"] = s.NumMaps
+	m["num_unmaps"] = s.NumUnmaps
+	m["driver_time_us"] = s.DriverTime.Microseconds()
+	m["max_split_size"] = s.MaxSplitSize
+	return m
+}
+
+// resetPeaks sets every Peak to its Current.
+func (s *Stats) resetPeaks() {
+	for _, f := range s.families() {
+		for i := range f.a {
+			f.a[i].Peak = f.a[i].Current
+		}
+	}
+}
+
+// resetAccumulated zeroes every Allocated and Freed and the counters.
+func (s *Stats) resetAccumulated() {
+	for _, f := range s.families() {
+		for i := range f.a {
+			f.a[i].Allocated, f.a[i].Freed = 0, 0
+		}
+	}
+	s.NumAllocRetries, s.NumOOMs = 0, 0
+	s.NumDeviceAlloc, s.NumDeviceFree = 0, 0
+	s.NumMaps, s.NumUnmaps = 0, 0
+	s.DriverTime = 0
+}

@@ -1,0 +1,80 @@
+package memory
+
+import (
+	"fmt"
+	"strings"
+)
+
+// summaryWidth is the width of the Summary table in characters.
+const summaryWidth = 81
+
+// Summary returns a table of the allocator's statistics in the manner of
+// torch.cuda.memory_summary(): for allocated, active, requested, reserved
+// and inactive-split memory and the matching block counts, the current and
+// peak values and the totals allocated and freed, split by pool; then
+// retries, OOMs, device calls and driver time. Bytes are in binary units.
+func (a *Allocator) Summary() string {
+	a.mu.Lock()
+	s := a.stats
+	policy := a.effectivePolicy()
+	a.mu.Unlock()
+	return formatSummary(&s, policy)
+}
+
+func formatSummary(s *Stats, policy string) string {
+	var b strings.Builder
+	rule := func(c byte) { b.WriteString("|" + strings.Repeat(string(c), summaryWidth-2) + "|\n") }
+	line := func(text string) { fmt.Fprintf(&b, "| %-*s |\n", summaryWidth-4, text) }
+	rule('=')
+	line(center("vram memory summary", summaryWidth-4))
+	rule('-')
+	line(fmt.Sprintf("policy: %s", policy))
+	line(fmt.Sprintf("OOMs: %-10d alloc retries (cache flushed): %d", s.NumOOMs, s.NumAllocRetries))
+	rule('=')
+	row := func(name string, v [4]string) {
+		fmt.Fprintf(&b, "| %-21s | %11s | %11s | %11s | %11s |\n", name, v[0], v[1], v[2], v[3])
+	}
+	row("Metric", [4]string{"Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed"})
+	bytes := func(st Stat) [4]string {
+		return [4]string{formatBytes(st.Current), formatBytes(st.Peak), formatBytes(st.Allocated), formatBytes(st.Freed)}
+	}
+	count := func(st Stat) [4]string {
+		return [4]string{fmt.Sprint(st.Current), fmt.Sprint(st.Peak), fmt.Sprint(st.Allocated), fmt.Sprint(st.Freed)}
+	}
+	groups := []struct {
+		name string
+		a    *StatArray
+		f    func(Stat) [4]string
+	}{
+		{"Allocated memory", &s.AllocatedBytes, bytes},
+		{"Active memory", &s.ActiveBytes, bytes},
+		{"Requested memory", &s.RequestedBytes, bytes},
+		{"Reserved memory", &s.ReservedBytes, bytes},
+		{"Inactive split memory", &s.InactiveSplitBytes, bytes},
+		{"Allocations", &s.Allocation, count},
+		{"Active allocs", &s.Active, count},
+		{"Reserved segments", &s.Segment, count},
+		{"Inactive split blocks", &s.InactiveSplit, count},
+	}
+	for _, g := range groups {
+		rule('-')
+		row(g.name, g.f(g.a[StatAll]))
+		row("      from large pool", g.f(g.a[StatLargePool]))
+		row("      from small pool", g.f(g.a[StatSmallPool]))
+	}
+	rule('-')
+	line(fmt.Sprintf("device allocs: %d   device frees: %d   maps: %d   unmaps: %d",
+		s.NumDeviceAlloc, s.NumDeviceFree, s.NumMaps, s.NumUnmaps))
+	line(fmt.Sprintf("driver time: %.3f ms", float64(s.DriverTime.Microseconds())/1000))
+	rule('=')
+	return b.String()
+}
+
+// center pads s with blanks to width, s in the middle.
+func center(s string, width int) string {
+	pad := width - len(s)
+	if pad <= 0 {
+		return s
+	}
+	return strings.Repeat(" ", pad/2) + s + strings.Repeat(" ", pad-pad/2)
+}
