@@ -216,6 +216,13 @@ func deviceFor(d Device) (*devState, error) {
 	return ds, nil
 }
 
+// shapeOnly reports whether the device keeps no data (a sim device in
+// shape-only mode): factories then skip producing values on the host.
+func (s *devState) shapeOnly() bool {
+	so, ok := s.bd.(interface{ ShapeOnly() bool })
+	return ok && so.ShapeOnly()
+}
+
 // mustDevice is deviceFor for tensor ops: it panics with the error.
 func mustDevice(op string, d Device) *devState {
 	s, err := deviceFor(d)

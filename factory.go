@@ -158,12 +158,17 @@ func random(op string, shape Shape, normal bool, opts []Option) *Tensor {
 	if !o.dtype.IsFloat() {
 		fail(op, ErrDType, "random values need a float dtype, got %s", o.dtype)
 	}
+	ds := mustDevice(op, o.device)
+	if ds.shapeOnly() {
+		// Nothing to draw: the device keeps no data.
+		return finish(newTensor(op, ds, o.dtype, shape), o)
+	}
 	g := o.gen
 	if g == nil {
 		g = defaultGen
 	}
 	vals := g.fill(shape.NumElements(), normal)
-	return finish(fromBytes(op, mustDevice(op, o.device), o.dtype, shape, encode(vals, o.dtype)), o)
+	return finish(fromBytes(op, ds, o.dtype, shape, encode(vals, o.dtype)), o)
 }
 
 // Rand returns uniform random values in [0, 1).
