@@ -21,6 +21,9 @@ PKGS=(
 	native/cuda
 	native/nvrtc
 	native/cublas
+	backend/cuda
+	native/nvml
+	monitor
 	"cmd/vram:TestDoctor"
 )
 

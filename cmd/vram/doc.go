@@ -7,10 +7,14 @@
 //
 // The commands are:
 //
+//	analyze  explain a memory snapshot or trace: fragmentation, largest allocations, OOMs; --html draws it
 //	demo     train a small classifier on generated spirals and report accuracy, time and memory per phase
 //	doctor   find the NVIDIA driver and CUDA libraries, list the GPUs and self-test each one
+//	exporter serve every GPU's memory, utilization and processes as Prometheus metrics
 //	replay   replay allocation traces and snapshots through the caching allocator on a simulated device
+//	smi      show every GPU's memory, utilization, temperature, power and processes, like nvidia-smi
 //	version  print the version of vram and of the Go toolchain that built it
+//	watch    live view of every GPU's memory and utilization with history, and per-process memory
 //
 // Run "vram <command> --help" for a command's flags. Commands that report
 // results take --json and then print one JSON object on standard output (one

@@ -63,10 +63,14 @@ func newRootCmd() *cobra.Command {
 		return &usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
 	root.AddCommand(
+		newAnalyzeCmd(),
 		newDemoCmd(),
 		newDoctorCmd(),
+		newExporterCmd(),
 		newReplayCmd(),
+		newSmiCmd(),
 		newVersionCmd(),
+		newWatchCmd(),
 	)
 	return root
 }

@@ -1,0 +1,412 @@
+package analyze
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/vramgo/vram/memory/trace"
+)
+
+// Options tune [Analyze]. The zero value gives the defaults.
+type Options struct {
+	// Top is how many groups, allocations and timeline categories to
+	// keep; 0 means 10.
+	Top int
+	// TimelinePoints is the most points of a timeline; 0 means 600.
+	// Each point is the moment of highest allocated memory within its
+	// stretch of the history, so peaks survive the thinning.
+	TimelinePoints int
+}
+
+func (o Options) top() int {
+	if o.Top <= 0 {
+		return 10
+	}
+	return o.Top
+}
+
+func (o Options) points() int {
+	if o.TimelinePoints <= 0 {
+		return 600
+	}
+	return o.TimelinePoints
+}
+
+// Report is what [Analyze] finds in one file.
+type Report struct {
+	// File names the input.
+	File string `json:"file"`
+	// Format is the detected format: "json" (vram snapshot), "pickle"
+	// (PyTorch snapshot) or "text" (text trace).
+	Format string `json:"format"`
+	// Devices holds one analysis per device in the file.
+	Devices []*Device `json:"devices"`
+}
+
+// Device is the analysis of one device's allocator: its state at the
+// snapshot (for snapshots) and its history.
+type Device struct {
+	// Device is the device index.
+	Device int `json:"device"`
+	// CapacityBytes is the device's memory, 0 if the file does not say.
+	CapacityBytes int64 `json:"capacity_bytes,omitempty"`
+	// Config is the allocator's settings string, if recorded.
+	Config string `json:"config,omitempty"`
+	// Source is who wrote the file ("pytorch", "vram", ...), if recorded.
+	Source string `json:"source,omitempty"`
+	// HasState reports that the file holds the allocator's segments and
+	// blocks (a snapshot), not only events (a text trace).
+	HasState bool `json:"has_state"`
+	// Segments and Blocks count the snapshot's segments and blocks.
+	Segments int `json:"segments"`
+	Blocks   int `json:"blocks"`
+	// HistoryEvents is the number of events in the history.
+	HistoryEvents int `json:"history_events"`
+	// HistoryTruncated reports that the history does not start at the
+	// allocator's creation, so the timeline starts from the blocks held
+	// then rather than from zero.
+	HistoryTruncated bool `json:"history_truncated"`
+	// Fragmentation describes the snapshot's memory (or, for a text
+	// trace, the state at its end).
+	Fragmentation Fragmentation `json:"fragmentation"`
+	// ByRegion and ByStack group the live allocations by region label and
+	// by top stack frame, largest first, at most Options.Top each.
+	ByRegion []Group `json:"by_region"`
+	ByStack  []Group `json:"by_stack"`
+	// Largest are the largest live allocations, at most Options.Top.
+	Largest []Allocation `json:"largest"`
+	// OOMs explains each out-of-memory event of the history.
+	OOMs []OOM `json:"ooms"`
+	// Timeline is allocated and reserved memory over the history.
+	Timeline Timeline `json:"timeline"`
+	// Samples are the periodic samples of a [Recorder] that wrote the
+	// file, if any.
+	Samples []Sample `json:"samples,omitempty"`
+	// Advice lists concrete settings or changes suggested by the numbers.
+	Advice []string `json:"advice,omitempty"`
+
+	snap    *trace.Snapshot // nil for text traces
+	stacked [2]stackedTimeline
+}
+
+// Fragmentation describes how an allocator's reserved memory is used, in
+// bytes. Reserved = Allocated + PendingFree + Inactive; Allocated =
+// Requested + InternalBytes.
+type Fragmentation struct {
+	// ReservedBytes is what the allocator holds from the device.
+	ReservedBytes int64 `json:"reserved_bytes"`
+	// AllocatedBytes is held by callers, at the allocator's rounded sizes.
+	AllocatedBytes int64 `json:"allocated_bytes"`
+	// RequestedBytes is what callers asked for.
+	RequestedBytes int64 `json:"requested_bytes"`
+	// InternalBytes is waste inside held blocks, from rounding sizes up
+	// and from splitting (AllocatedBytes - RequestedBytes).
+	InternalBytes int64 `json:"internal_bytes"`
+	// InternalFraction is InternalBytes / AllocatedBytes.
+	InternalFraction float64 `json:"internal_fraction"`
+	// ExternalBytes is reserved but not allocated: cached free blocks and
+	// blocks waiting for a stream (ReservedBytes - AllocatedBytes).
+	ExternalBytes int64 `json:"external_bytes"`
+	// ExternalFraction is ExternalBytes / ReservedBytes.
+	ExternalFraction float64 `json:"external_fraction"`
+	// PendingFreeBytes is freed by callers but still in use by a stream.
+	PendingFreeBytes int64 `json:"pending_free_bytes"`
+	// FreeBlocks counts cached free (inactive) blocks.
+	FreeBlocks int `json:"free_blocks"`
+	// LargestFreeBlockBytes is the largest cached free block: the
+	// largest request the allocator can serve without asking the device.
+	LargestFreeBlockBytes int64 `json:"largest_free_block_bytes"`
+	// SplitFreeBytes is free memory in segments that also hold live
+	// blocks: EmptyCache cannot return it to the device.
+	SplitFreeBytes int64 `json:"split_free_bytes"`
+	// ReleasableBytes is free memory in wholly free segments: what
+	// EmptyCache would return to the device.
+	ReleasableBytes int64 `json:"releasable_bytes"`
+}
+
+// Group is the live memory allocated under one key (a region label, or a
+// top stack frame).
+type Group struct {
+	// Key is the region label or the top frame, "function (file:line)".
+	Key   string `json:"key"`
+	Bytes int64  `json:"bytes"` // rounded sizes of its live blocks
+	Count int    `json:"count"` // live blocks
+	// LargestBytes is its largest block.
+	LargestBytes int64 `json:"largest_bytes"`
+}
+
+// Allocation is one live block.
+type Allocation struct {
+	Address        uint64        `json:"address"`          // the block's first byte on the device
+	SizeBytes      int64         `json:"size_bytes"`       // the block's size, rounded by the allocator
+	RequestedBytes int64         `json:"requested_bytes"`  // what the caller asked for
+	Stream         uint64        `json:"stream"`           // the stream of its segment
+	Region         string        `json:"region,omitempty"` // the region label, if any
+	Frames         []trace.Frame `json:"frames,omitempty"` // innermost first, at most 8
+}
+
+// OOM explains one out-of-memory event of a history.
+type OOM struct {
+	// Event is the event's index in the history.
+	Event int `json:"event"`
+	// TimeUS is its time, 0 if unknown.
+	TimeUS int64 `json:"time_us,omitempty"`
+	// RequestedBytes is the allocation that failed.
+	RequestedBytes int64 `json:"requested_bytes"`
+	// DeviceFreeBytes is what the device had free at that moment.
+	DeviceFreeBytes int64 `json:"device_free_bytes"`
+	// AllocatedBytes and ReservedBytes are the allocator's, just before
+	// (allocated counts requested sizes, as the history records them).
+	AllocatedBytes int64 `json:"allocated_bytes"`
+	ReservedBytes  int64 `json:"reserved_bytes"`
+	// CachedBytes is reserved but not allocated at that moment.
+	CachedBytes int64 `json:"cached_bytes"`
+	// Region and Frames say what asked, when recorded.
+	Region string        `json:"region,omitempty"`
+	Frames []trace.Frame `json:"frames,omitempty"`
+	// Explanation says in words why it failed and what to try.
+	Explanation string `json:"explanation"`
+}
+
+// Analyze analyzes every device of a file read by package trace.
+func Analyze(f *trace.File, opts Options) (*Report, error) {
+	r := &Report{File: f.Name, Format: f.Kind.String()}
+	switch f.Kind {
+	case trace.KindText:
+		d := analyzeEvents(f.Events, nil, opts)
+		r.Devices = append(r.Devices, d)
+	case trace.KindJSON, trace.KindPickle:
+		for _, s := range f.Snapshots {
+			r.Devices = append(r.Devices, analyzeSnapshot(s, opts))
+		}
+	default:
+		return nil, fmt.Errorf("analyze: %s: unknown format", f.Name)
+	}
+	if len(r.Devices) == 0 {
+		return nil, fmt.Errorf("analyze: %s: the snapshot holds no device (no segments and no history)", f.Name)
+	}
+	return r, nil
+}
+
+// File opens the file at path with trace.Open and analyzes it. Errors
+// name the file.
+func File(path string, opts Options) (*Report, error) {
+	f, err := trace.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return Analyze(f, opts)
+}
+
+// analyzeSnapshot analyzes one device's snapshot.
+func analyzeSnapshot(s *trace.Snapshot, opts Options) *Device {
+	d := analyzeEvents(s.History, s, opts)
+	d.Device = s.Device
+	d.CapacityBytes = s.Capacity
+	d.Config = s.Config
+	d.Source = s.Meta[trace.MetaSource]
+	d.HasState = true
+	d.Segments = len(s.Segments)
+	for _, seg := range s.Segments {
+		d.Blocks += len(seg.Blocks)
+	}
+	d.Fragmentation = fragmentation(s)
+	d.ByRegion, d.ByStack, d.Largest = liveGroups(s, opts.top())
+	d.Samples = samplesFromMeta(s.Meta)
+	d.Advice = advice(d)
+	return d
+}
+
+// analyzeEvents analyzes a history; s, when not nil, is the snapshot it
+// ends in.
+func analyzeEvents(events []trace.Event, s *trace.Snapshot, opts Options) *Device {
+	d := &Device{HistoryEvents: len(events), snap: s}
+	if s != nil {
+		d.HistoryTruncated = s.Truncated
+	} else {
+		d.HistoryTruncated = !trace.StartsEmpty(events, nil)
+	}
+	buildTimeline(d, events, s, opts)
+	if s == nil {
+		d.Fragmentation = Fragmentation{ReservedBytes: d.Timeline.EndReservedBytes, AllocatedBytes: d.Timeline.EndAllocatedBytes,
+			RequestedBytes: d.Timeline.EndAllocatedBytes}
+		d.Fragmentation.ExternalBytes = max(0, d.Fragmentation.ReservedBytes-d.Fragmentation.AllocatedBytes)
+		if d.Fragmentation.ReservedBytes > 0 {
+			d.Fragmentation.ExternalFraction = float64(d.Fragmentation.ExternalBytes) / float64(d.Fragmentation.ReservedBytes)
+		}
+		d.Advice = advice(d)
+	}
+	return d
+}
+
+// fragmentation measures a snapshot's reserved memory.
+func fragmentation(s *trace.Snapshot) Fragmentation {
+	var f Fragmentation
+	for _, seg := range s.Segments {
+		f.ReservedBytes += seg.Size
+		var live, free int64
+		for _, b := range seg.Blocks {
+			switch b.State {
+			case trace.StateActiveAllocated:
+				f.AllocatedBytes += b.Size
+				f.RequestedBytes += b.Requested
+				live += b.Size
+			case trace.StateActivePendingFree:
+				f.PendingFreeBytes += b.Size
+				live += b.Size
+			default:
+				f.FreeBlocks++
+				free += b.Size
+				f.LargestFreeBlockBytes = max(f.LargestFreeBlockBytes, b.Size)
+			}
+		}
+		if live > 0 {
+			f.SplitFreeBytes += free
+		} else {
+			f.ReleasableBytes += free
+		}
+	}
+	f.InternalBytes = f.AllocatedBytes - f.RequestedBytes
+	f.ExternalBytes = f.ReservedBytes - f.AllocatedBytes
+	if f.AllocatedBytes > 0 {
+		f.InternalFraction = float64(f.InternalBytes) / float64(f.AllocatedBytes)
+	}
+	if f.ReservedBytes > 0 {
+		f.ExternalFraction = float64(f.ExternalBytes) / float64(f.ReservedBytes)
+	}
+	return f
+}
+
+// liveGroups groups a snapshot's allocated blocks by region and by top
+// frame and lists the largest.
+func liveGroups(s *trace.Snapshot, top int) (byRegion, byStack []Group, largest []Allocation) {
+	regions := map[string]*Group{}
+	stacks := map[string]*Group{}
+	add := func(m map[string]*Group, key string, b trace.Block) {
+		g := m[key]
+		if g == nil {
+			g = &Group{Key: key}
+			m[key] = g
+		}
+		g.Bytes += b.Size
+		g.Count++
+		g.LargestBytes = max(g.LargestBytes, b.Size)
+	}
+	for _, seg := range s.Segments {
+		for _, b := range seg.Blocks {
+			if b.State != trace.StateActiveAllocated {
+				continue
+			}
+			add(regions, regionKey(b.Region), b)
+			add(stacks, stackKey(b.Frames), b)
+			largest = append(largest, Allocation{Address: b.Addr, SizeBytes: b.Size, RequestedBytes: b.Requested,
+				Stream: seg.Stream, Region: b.Region, Frames: topFrames(b.Frames, 8)})
+		}
+	}
+	sort.SliceStable(largest, func(i, j int) bool {
+		if largest[i].SizeBytes != largest[j].SizeBytes {
+			return largest[i].SizeBytes > largest[j].SizeBytes
+		}
+		return largest[i].Address < largest[j].Address
+	})
+	if len(largest) > top {
+		largest = largest[:top]
+	}
+	return sortGroups(regions, top), sortGroups(stacks, top), largest
+}
+
+func sortGroups(m map[string]*Group, top int) []Group {
+	gs := make([]Group, 0, len(m))
+	for _, g := range m {
+		gs = append(gs, *g)
+	}
+	sort.Slice(gs, func(i, j int) bool {
+		if gs[i].Bytes != gs[j].Bytes {
+			return gs[i].Bytes > gs[j].Bytes
+		}
+		return gs[i].Key < gs[j].Key
+	})
+	if len(gs) > top {
+		gs = gs[:top]
+	}
+	return gs
+}
+
+// Keys of allocations without a label.
+const (
+	noRegion = "(no region)"
+	noStack  = "(no stack recorded)"
+)
+
+func regionKey(r string) string {
+	if r == "" {
+		return noRegion
+	}
+	return r
+}
+
+// stackKey names the frame that best says who allocated: the innermost
+// frame with a source file, skipping the allocator's own C++ frames
+// ("??" files) and PyTorch's internals, else the innermost frame.
+func stackKey(frames []trace.Frame) string {
+	if len(frames) == 0 {
+		return noStack
+	}
+	pick := frames[0]
+	for _, f := range frames {
+		if f.File == "" || f.File == "??" || strings.Contains(f.File, "/torch/") || strings.HasPrefix(f.Function, "c10::") {
+			continue
+		}
+		pick = f
+		break
+	}
+	return frameString(pick)
+}
+
+// frameString formats a frame as "function (file:line)", with the file's
+// last two path elements.
+func frameString(f trace.Frame) string {
+	file := f.File
+	if parts := strings.Split(file, "/"); len(parts) > 2 {
+		file = strings.Join(parts[len(parts)-2:], "/")
+	}
+	switch {
+	case file == "" || file == "??":
+		return f.Function
+	case f.Line > 0:
+		return fmt.Sprintf("%s (%s:%d)", f.Function, file, f.Line)
+	}
+	return fmt.Sprintf("%s (%s)", f.Function, file)
+}
+
+func topFrames(fs []trace.Frame, n int) []trace.Frame {
+	if len(fs) > n {
+		return fs[:n]
+	}
+	return fs
+}
+
+// advice suggests settings from a device's numbers.
+func advice(d *Device) []string {
+	var out []string
+	f := d.Fragmentation
+	const gib = 1 << 30
+	if f.ReservedBytes > 0 && f.ExternalFraction > 0.25 && f.ExternalBytes > 256<<20 {
+		if f.SplitFreeBytes > f.ReleasableBytes {
+			out = append(out, fmt.Sprintf("%s (%.0f%%) of the reserved memory is free but split among live blocks, the largest free piece %s: expandable_segments:True in VRAM_ALLOC_CONF (PYTORCH_CUDA_ALLOC_CONF) lets segments grow instead, and max_split_size_mb keeps large cached blocks from being split",
+				formatBytes(f.SplitFreeBytes), 100*float64(f.SplitFreeBytes)/float64(f.ReservedBytes), formatBytes(f.LargestFreeBlockBytes)))
+		}
+		if f.ReleasableBytes > 256<<20 {
+			out = append(out, fmt.Sprintf("%s sits in wholly free segments: EmptyCache (torch.cuda.empty_cache) would return it to the device for other processes", formatBytes(f.ReleasableBytes)))
+		}
+	}
+	if f.AllocatedBytes > gib/4 && f.InternalFraction > 0.1 {
+		out = append(out, fmt.Sprintf("rounding wastes %s (%.0f%% of allocated): many requests just above a rounding step; roundup_power2_divisions or sizes in multiples of 2 MiB help",
+			formatBytes(f.InternalBytes), 100*f.InternalFraction))
+	}
+	if len(d.OOMs) > 0 {
+		out = append(out, "see the explanation of each out-of-memory event below")
+	}
+	return out
+}

@@ -1,0 +1,313 @@
+package analyze
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/vramgo/vram/memory/trace"
+)
+
+func analyzeFile(t *testing.T, name string) *Report {
+	t.Helper()
+	r, err := File(filepath.Join("testdata", name), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestSimSnapshot(t *testing.T) {
+	r := analyzeFile(t, "sim_train.json")
+	if r.Format != "json" || len(r.Devices) != 1 {
+		t.Fatalf("format %s, %d devices", r.Format, len(r.Devices))
+	}
+	d := r.Devices[0]
+	f, err := trace.Open(filepath.Join("testdata", "sim_train.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Snapshots[0]
+	fr := d.Fragmentation
+	if fr.ReservedBytes != s.Reserved() || fr.AllocatedBytes != s.Allocated() || fr.RequestedBytes != s.Requested() {
+		t.Errorf("totals %+v, snapshot reserved %d allocated %d requested %d", fr, s.Reserved(), s.Allocated(), s.Requested())
+	}
+	if fr.InternalBytes != fr.AllocatedBytes-fr.RequestedBytes || fr.ExternalBytes != fr.ReservedBytes-fr.AllocatedBytes {
+		t.Errorf("fragmentation arithmetic: %+v", fr)
+	}
+	if fr.ExternalBytes != fr.PendingFreeBytes+fr.SplitFreeBytes+fr.ReleasableBytes {
+		t.Errorf("external %d != pending %d + split free %d + releasable %d", fr.ExternalBytes, fr.PendingFreeBytes, fr.SplitFreeBytes, fr.ReleasableBytes)
+	}
+	if fr.FreeBlocks == 0 || fr.LargestFreeBlockBytes <= 0 || fr.LargestFreeBlockBytes > fr.ExternalBytes {
+		t.Errorf("free blocks: %+v", fr)
+	}
+	if len(d.ByRegion) == 0 || d.ByRegion[0].Key != "optimizer" || d.ByRegion[0].Bytes != 240<<20 || d.ByRegion[0].Count != 12 {
+		t.Errorf("by region: %+v", d.ByRegion)
+	}
+	if len(d.ByStack) == 0 || !strings.Contains(d.ByStack[0].Key, "simRun.optimizerStep (analyze/gen_test.go:") {
+		t.Errorf("by stack: %+v", d.ByStack)
+	}
+	var sum int64
+	for _, g := range d.ByRegion {
+		sum += g.Bytes
+	}
+	if sum != fr.AllocatedBytes {
+		t.Errorf("regions sum to %d, allocated %d", sum, fr.AllocatedBytes)
+	}
+	if len(d.Largest) != 10 || d.Largest[0].SizeBytes < d.Largest[9].SizeBytes || len(d.Largest[0].Frames) == 0 {
+		t.Errorf("largest: %+v", d.Largest)
+	}
+	if len(d.OOMs) != 1 {
+		t.Fatalf("OOMs: %+v", d.OOMs)
+	}
+	o := d.OOMs[0]
+	if o.RequestedBytes != 656828160 || o.Region != "eval" || o.DeviceFreeBytes <= 0 || o.RequestedBytes <= o.DeviceFreeBytes ||
+		o.RequestedBytes > o.DeviceFreeBytes+o.CachedBytes || !strings.Contains(o.Explanation, "in pieces") || !strings.Contains(o.Explanation, "expandable_segments:True") {
+		t.Errorf("OOM %+v", o)
+	}
+	tl := d.Timeline
+	if tl.Axis != "time_us" || len(tl.Points) == 0 || len(tl.Points) > 600 || tl.StartAllocatedBytes != 0 || tl.StartReservedBytes != 0 {
+		t.Errorf("timeline: axis %s, %d points, start %d/%d", tl.Axis, len(tl.Points), tl.StartAllocatedBytes, tl.StartReservedBytes)
+	}
+	if tl.EndReservedBytes != s.Reserved() || tl.PeakReservedBytes < tl.EndReservedBytes || tl.PeakAllocatedBytes < tl.EndAllocatedBytes {
+		t.Errorf("timeline reserved end %d (snapshot %d), peaks %d/%d", tl.EndReservedBytes, s.Reserved(), tl.PeakAllocatedBytes, tl.PeakReservedBytes)
+	}
+	if tl.EndAllocatedBytes != s.Requested() {
+		t.Errorf("timeline ends at %d allocated, the snapshot's held blocks asked for %d", tl.EndAllocatedBytes, s.Requested())
+	}
+	for g := range 2 {
+		st := d.stacked[g]
+		if len(st.values) != len(tl.Points) {
+			t.Fatalf("group %d: %d value rows for %d points", g, len(st.values), len(tl.Points))
+		}
+		for i, row := range st.values {
+			var sum int64
+			for _, v := range row {
+				sum += v
+			}
+			if sum != tl.Points[i].AllocatedBytes {
+				t.Fatalf("group %d, point %d: categories sum to %d, allocated %d", g, i, sum, tl.Points[i].AllocatedBytes)
+			}
+		}
+	}
+	if len(d.Advice) == 0 {
+		t.Error("no advice for a fragmented snapshot with an OOM")
+	}
+}
+
+func TestPyTorchPickle(t *testing.T) {
+	r := analyzeFile(t, "snapshot_p4.pickle")
+	if r.Format != "pickle" || len(r.Devices) != 2 {
+		t.Fatalf("format %s, %d devices", r.Format, len(r.Devices))
+	}
+	d0, d1 := r.Devices[0], r.Devices[1]
+	if d0.Source != "pytorch" || d0.HistoryTruncated || d0.Fragmentation.ReservedBytes != 23068672 || d0.Fragmentation.AllocatedBytes != 10524160 {
+		t.Errorf("device 0: %+v", d0.Fragmentation)
+	}
+	// The innermost frame is the allocator's C++ code: the key skips it.
+	if len(d0.ByStack) == 0 || strings.HasPrefix(d0.ByStack[0].Key, "c10::") {
+		t.Errorf("by stack: %+v", d0.ByStack)
+	}
+	if !d1.HistoryTruncated || d1.Timeline.StartAllocatedBytes == 0 {
+		t.Errorf("device 1: truncated %v, start %d", d1.HistoryTruncated, d1.Timeline.StartAllocatedBytes)
+	}
+}
+
+func TestTextTrace(t *testing.T) {
+	r := analyzeFile(t, "resnet50_train.trace.gz")
+	if r.Format != "text" || len(r.Devices) != 1 {
+		t.Fatalf("format %s, %d devices", r.Format, len(r.Devices))
+	}
+	d := r.Devices[0]
+	tl := d.Timeline
+	if d.HasState || tl.Axis != "event" || tl.PeakAllocatedBytes <= 0 || tl.PeakReservedBytes < tl.PeakAllocatedBytes || tl.EndReservedBytes != tl.PeakReservedBytes {
+		t.Errorf("timeline %+v", tl)
+	}
+	if d.Fragmentation.ReservedBytes != tl.EndReservedBytes || len(d.OOMs) != 0 || len(d.ByRegion) != 0 {
+		t.Errorf("device %+v", d)
+	}
+}
+
+func TestUnreadableFiles(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.json")
+	os.WriteFile(empty, nil, 0o644)
+	binary := filepath.Join(dir, "weights.bin")
+	os.WriteFile(binary, []byte{0, 1, 2, 3, 0xff, 0xfe, 0, 0}, 0o644)
+	other := filepath.Join(dir, "other.json")
+	os.WriteFile(other, []byte(`{"format": "something-else", "version": 1}`), 0o644)
+	for _, p := range []string{filepath.Join("testdata", "corrupt.pickle"), empty, binary, other, filepath.Join(dir, "missing.pickle")} {
+		_, err := File(p, Options{})
+		if err == nil || !strings.Contains(err.Error(), p) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %v, want one line naming the file", p, err)
+		}
+	}
+}
+
+// htmlNode is a parsed element of the page.
+type htmlNode struct {
+	name  string
+	attrs map[string]string
+	text  string
+}
+
+// parseHTML reads the page with encoding/xml in its lenient HTML mode.
+// Script bodies are raw text in HTML, not markup: their '<' and '&' are
+// escaped first so that the XML decoder reads them as text.
+func parseHTML(t *testing.T, page []byte) []htmlNode {
+	t.Helper()
+	var esc bytes.Buffer
+	rest := page
+	for {
+		i := bytes.Index(rest, []byte("<script"))
+		if i < 0 {
+			esc.Write(rest)
+			break
+		}
+		j := i + bytes.IndexByte(rest[i:], '>') + 1
+		k := bytes.Index(rest[j:], []byte("</script>"))
+		if k < 0 {
+			t.Fatal("unterminated script element")
+		}
+		esc.Write(rest[:j])
+		body := strings.NewReplacer("&", "&amp;", "<", "&lt;").Replace(string(rest[j : j+k]))
+		esc.WriteString(body)
+		rest = rest[j+k:]
+	}
+	dec := xml.NewDecoder(&esc)
+	dec.Strict = false
+	dec.AutoClose = xml.HTMLAutoClose
+	dec.Entity = xml.HTMLEntity
+	var nodes []htmlNode
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the page does not parse: %v", err)
+		}
+		switch tk := tok.(type) {
+		case xml.StartElement:
+			n := htmlNode{name: strings.ToLower(tk.Name.Local), attrs: map[string]string{}}
+			for _, a := range tk.Attr {
+				n.attrs[strings.ToLower(a.Name.Local)] = a.Value
+			}
+			nodes = append(nodes, n)
+		case xml.CharData:
+			if len(nodes) > 0 {
+				nodes[len(nodes)-1].text += string(tk)
+			}
+		}
+	}
+	return nodes
+}
+
+func TestHTML(t *testing.T) {
+	for _, name := range []string{"sim_train.json", "snapshot_p4.pickle", "resnet50_train.trace.gz"} {
+		t.Run(name, func(t *testing.T) {
+			r := analyzeFile(t, name)
+			var buf bytes.Buffer
+			if err := WriteHTML(&buf, r); err != nil {
+				t.Fatal(err)
+			}
+			page := buf.Bytes()
+			for _, bad := range []string{"http:", "https:", "//cdn", "@import", "file:", "data:"} {
+				if bytes.Contains(page, []byte(bad)) {
+					t.Errorf("the page contains %q: it must not load anything", bad)
+				}
+			}
+			// CSS may refer to the page's own pattern, url(#id), only.
+			for _, m := range regexp.MustCompile(`url\(([^)]*)\)`).FindAllSubmatch(page, -1) {
+				if !bytes.HasPrefix(m[1], []byte("#")) {
+					t.Errorf("the page refers to url(%s)", m[1])
+				}
+			}
+			nodes := parseHTML(t, page)
+			count := map[string]int{}
+			var blocks, tips, bands int
+			var data string
+			for _, n := range nodes {
+				count[n.name]++
+				switch n.name {
+				case "script":
+					if _, ok := n.attrs["src"]; ok {
+						t.Error("a script with src")
+					}
+					if n.attrs["id"] == "vram-data" {
+						data = n.text
+					}
+				case "link", "img", "iframe", "object", "embed":
+					t.Errorf("a <%s> element", n.name)
+				case "rect":
+					if strings.Contains(n.attrs["class"], "blk") {
+						blocks++
+					}
+				case "path":
+					if strings.Contains(n.attrs["class"], "band") {
+						bands++
+					}
+				}
+				if _, ok := n.attrs["data-tip"]; ok {
+					tips++
+				}
+				for k, v := range n.attrs {
+					if k == "href" || k == "src" || strings.HasPrefix(k, "on") {
+						t.Errorf("<%s %s=%q>", n.name, k, v)
+					}
+				}
+			}
+			var want int
+			for _, d := range r.Devices {
+				want += d.Blocks
+			}
+			if blocks != want {
+				t.Errorf("%d block rects, the file has %d blocks", blocks, want)
+			}
+			if count["section"] != len(r.Devices) || count["svg"] < len(r.Devices) || count["style"] != 1 || count["script"] != 2 {
+				t.Errorf("element counts %v", count)
+			}
+			if bands == 0 || tips < blocks {
+				t.Errorf("%d stacked bands, %d hover texts", bands, tips)
+			}
+			var parsed map[string]deviceData
+			if err := json.Unmarshal([]byte(data), &parsed); err != nil || len(parsed) != len(r.Devices) {
+				t.Errorf("page data: %v, %d devices", err, len(parsed))
+			}
+			if name == "sim_train.json" && count["circle"] != 1 {
+				t.Errorf("%d OOM markers, want 1", count["circle"])
+			}
+		})
+	}
+}
+
+func TestWriteText(t *testing.T) {
+	r := analyzeFile(t, "sim_train.json")
+	var b bytes.Buffer
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"internal fragmentation", "external fragmentation", "out of memory at event", "live memory by region", "optimizer", "largest live allocations"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	r, err := File(filepath.Join("testdata", "sim_train.json"), Options{Top: 3, TimelinePoints: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.Devices[0]
+	if len(d.ByRegion) > 3 || len(d.Largest) != 3 || len(d.Timeline.Points) > 50 || len(d.stacked[0].names) > 4 {
+		t.Errorf("top 3 / 50 points: %d regions, %d largest, %d points, %d categories", len(d.ByRegion), len(d.Largest), len(d.Timeline.Points), len(d.stacked[0].names))
+	}
+}

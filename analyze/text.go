@@ -1,0 +1,101 @@
+package analyze
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// WriteText writes r as a plain-text report: per device, the
+// fragmentation figures, advice, out-of-memory events, the live memory by
+// region and by stack, and the largest allocations.
+func (r *Report) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "%s: %s, %d device(s)\n", r.File, r.Format, len(r.Devices))
+	for _, d := range r.Devices {
+		writeDevice(bw, d)
+	}
+	return bw.Flush()
+}
+
+func writeDevice(w *bufio.Writer, d *Device) {
+	fmt.Fprintf(w, "\nDevice %d", d.Device)
+	if d.CapacityBytes > 0 {
+		fmt.Fprintf(w, ", %s card", formatBytes(d.CapacityBytes))
+	}
+	if d.Source != "" {
+		fmt.Fprintf(w, ", from %s", d.Source)
+	}
+	if d.Config != "" {
+		fmt.Fprintf(w, ", %s", d.Config)
+	}
+	fmt.Fprintf(w, ": %d segments, %d blocks, %d history events", d.Segments, d.Blocks, d.HistoryEvents)
+	if d.HistoryTruncated {
+		fmt.Fprint(w, " (truncated history)")
+	}
+	fmt.Fprintln(w)
+	f := d.Fragmentation
+	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
+	if d.HasState {
+		fmt.Fprintf(tw, "  reserved\t%s\t\n", formatBytes(f.ReservedBytes))
+		fmt.Fprintf(tw, "  allocated\t%s\t(requested %s)\n", formatBytes(f.AllocatedBytes), formatBytes(f.RequestedBytes))
+		fmt.Fprintf(tw, "  internal fragmentation\t%s\t%.1f%% of allocated: rounding and splitting\n", formatBytes(f.InternalBytes), 100*f.InternalFraction)
+		fmt.Fprintf(tw, "  external fragmentation\t%s\t%.1f%% of reserved is not allocated (pending free %s)\n", formatBytes(f.ExternalBytes), 100*f.ExternalFraction, formatBytes(f.PendingFreeBytes))
+		fmt.Fprintf(tw, "  free blocks\t%d\tlargest %s; %s split among live blocks, %s releasable by EmptyCache\n",
+			f.FreeBlocks, formatBytes(f.LargestFreeBlockBytes), formatBytes(f.SplitFreeBytes), formatBytes(f.ReleasableBytes))
+	}
+	t := d.Timeline
+	if len(t.Points) > 0 {
+		fmt.Fprintf(tw, "  history peak\t%s\tallocated (requested sizes); reserved peak %s\n", formatBytes(t.PeakAllocatedBytes), formatBytes(t.PeakReservedBytes))
+		if !d.HasState {
+			fmt.Fprintf(tw, "  at the end\t%s\tallocated; reserved %s\n", formatBytes(t.EndAllocatedBytes), formatBytes(t.EndReservedBytes))
+		}
+	}
+	tw.Flush()
+	for _, a := range d.Advice {
+		fmt.Fprintf(w, "  advice: %s\n", a)
+	}
+	for _, o := range d.OOMs {
+		fmt.Fprintf(w, "  out of memory at event %d: %s\n", o.Event, o.Explanation)
+		if o.Region != "" {
+			fmt.Fprintf(w, "    region %s\n", o.Region)
+		}
+		for i, fr := range o.Frames {
+			if i == 4 {
+				break
+			}
+			fmt.Fprintf(w, "    at %s\n", frameString(fr))
+		}
+	}
+	if !d.HasState {
+		return
+	}
+	groups := func(title string, gs []Group) {
+		if len(gs) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "  live memory by %s:\n", title)
+		tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', tabwriter.AlignRight)
+		for _, g := range gs {
+			fmt.Fprintf(tw, "    %s\t%d blocks\t\t%s\n", formatBytes(g.Bytes), g.Count, g.Key)
+		}
+		tw.Flush()
+	}
+	groups("region", d.ByRegion)
+	groups("top stack frame", d.ByStack)
+	if len(d.Largest) > 0 {
+		fmt.Fprintln(w, "  largest live allocations:")
+		for _, a := range d.Largest {
+			where := ""
+			if len(a.Frames) > 0 {
+				where = " at " + frameString(a.Frames[0])
+			}
+			region := ""
+			if a.Region != "" {
+				region = " [" + a.Region + "]"
+			}
+			fmt.Fprintf(w, "    %10s  0x%x%s%s\n", formatBytes(a.SizeBytes), a.Address, region, where)
+		}
+	}
+}

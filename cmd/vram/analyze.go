@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vramgo/vram/analyze"
+)
+
+func newAnalyzeCmd() *cobra.Command {
+	var (
+		asJSON bool
+		html   string
+		top    int
+	)
+	cmd := &cobra.Command{
+		Use:   "analyze FILE",
+		Short: "Explain a memory snapshot: fragmentation, largest allocations, OOMs; --html draws it",
+		Long: `Analyze reads a vram JSON snapshot (vram.MemorySnapshot, or an analyze.Recorder's
+recording), a PyTorch snapshot pickle (torch.cuda.memory._dump_snapshot) or a text
+trace, and reports per device: fragmentation (waste inside blocks from rounding and
+splitting; memory reserved but not allocated; the largest free block), the largest live
+allocations by region and by top stack frame, each out-of-memory event with what was
+asked and what was free, and the peaks of the history.
+
+--html OUT writes one self-contained page (nothing is fetched when it is opened): the
+memory timeline stacked by region or by top stack frame, with the allocation under the
+cursor on hover, out-of-memory markers, and the segment map.
+
+  vram analyze snapshot.pickle
+  vram analyze --html run.html run.json
+  vram analyze --json snapshot.json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if top < 1 {
+				return usagef("analyze: --top must be at least 1")
+			}
+			rep, err := analyze.File(args[0], analyze.Options{Top: top})
+			if err != nil {
+				return fmt.Errorf("analyze: %w", err)
+			}
+			if html != "" {
+				if err := analyze.WriteHTMLFile(html, rep); err != nil {
+					return fmt.Errorf("analyze: %w", err)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "vram analyze: wrote %s\n", html)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), rep)
+			}
+			return rep.WriteText(cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
+	f.StringVar(&html, "html", "", "also write the page to `OUT`")
+	f.IntVar(&top, "top", 10, "how many regions, stacks and allocations to list")
+	return cmd
+}

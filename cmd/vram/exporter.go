@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/vramgo/vram/monitor"
+)
+
+// defaultExporterAddr is where "vram exporter" listens without --listen:
+// the port NVIDIA's dcgm-exporter uses, so dashboards find it.
+const defaultExporterAddr = ":9400"
+
+func newExporterCmd() *cobra.Command {
+	var listen, source string
+	cmd := &cobra.Command{
+		Use:   "exporter",
+		Short: "Serve every GPU's state as Prometheus metrics",
+		Long: `Exporter serves the GPUs' memory, utilization, temperature, power, clocks and
+per-process memory at /metrics in Prometheus's text format, reading NVML on every
+scrape. Metric names start with vram_gpu_ (vram_gpu_memory_used_bytes{gpu,uuid},
+vram_gpu_utilization_ratio, vram_gpu_process_memory_bytes{gpu,uuid,pid,process}, ...);
+vram_monitor_up is 0 when a read failed. Programs using vram export their allocator's
+statistics themselves with monitor.RegisterAllocator.
+
+  vram exporter --listen :9400
+  vram exporter --listen 127.0.0.1:9400 --source readings.json   # recorded readings, no GPU needed`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := openSource("exporter", source)
+			if err != nil {
+				return err
+			}
+			defer src.Close()
+			r, err := src.Read()
+			if err != nil {
+				return fmt.Errorf("exporter: %w", err)
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(monitor.NewCollector(src))
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return usagef("exporter: --listen %s: %v", listen, err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "vram exporter: serving %d GPUs at http://%s/metrics (Ctrl-C stops)\n", len(r.GPUs), ln.Addr())
+			if err := monitor.Serve(cmd.Context(), ln, reg); err != nil {
+				return fmt.Errorf("exporter: %w", err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", defaultExporterAddr, "serve on `ADDR` (host:port)")
+	f.StringVar(&source, "source", "", "serve recorded readings from `FILE` instead of the GPUs")
+	return cmd
+}

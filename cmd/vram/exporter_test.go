@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestExporter(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"exporter", "--listen", "127.0.0.1:0", "--source", readingsFile}, &out, &errOut)
+	}()
+	addr := regexp.MustCompile(`http://(\S+)/metrics`)
+	var url string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := addr.FindStringSubmatch(errOut.String()); m != nil {
+			url = "http://" + m[1] + "/metrics"
+			break
+		}
+	}
+	if url == "" {
+		cancel()
+		t.Fatalf("the exporter did not say where it serves: %q", errOut.String())
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	var body string
+	for i := 0; i < 2; i++ { // two scrapes: the recording moves on
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+	}
+	for _, want := range []string{
+		"vram_monitor_up 1",
+		`vram_gpu_info{gpu="0",name="NVIDIA H200",pci_bus_id="00000000:19:00.0",uuid="GPU-6f3c9a52-1d2e-4b7a-9c01-5e8f2a3b4c5d"} 1`,
+		`vram_gpu_utilization_ratio{gpu="1",uuid="GPU-a1b2c3d4-e5f6-4789-8abc-def012345678"} 0.45`,
+		`vram_gpu_process_memory_bytes{gpu="0",pid="41234",process="python3",uuid="GPU-6f3c9a52-1d2e-4b7a-9c01-5e8f2a3b4c5d"}`,
+		`vram_gpu_processes_visible{gpu="1",uuid="GPU-a1b2c3d4-e5f6-4789-8abc-def012345678"} 0`,
+		"# HELP vram_gpu_memory_bandwidth_utilization_ratio",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q:\n%s", want, body)
+		}
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit %d after cancel: %s", code, errOut.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the exporter did not stop when its context ended")
+	}
+}
+
+func TestExporterBadListen(t *testing.T) {
+	code, _, stderr := runCLI(t, "exporter", "--listen", "not an address", "--source", readingsFile)
+	if code != exitUsage || !strings.HasPrefix(stderr, "vram: exporter: --listen not an address: ") {
+		t.Errorf("exit %d, %q", code, stderr)
+	}
+}

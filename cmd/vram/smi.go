@@ -1,0 +1,202 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vramgo/vram/monitor"
+	"github.com/vramgo/vram/native/load"
+)
+
+// openMonitor opens the machine's GPUs through NVML; tests replace it.
+var openMonitor = func() (monitor.Source, error) { return monitor.OpenNVML() }
+
+// openSource returns the recorded readings in file, or the machine's GPUs
+// when file is "". cmd names the command in errors: without a driver the
+// error is one line saying so.
+func openSource(cmd, file string) (monitor.Source, error) {
+	if file != "" {
+		src, err := monitor.OpenRecorded(file)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cmd, err)
+		}
+		return src, nil
+	}
+	src, err := openMonitor()
+	if err != nil {
+		var nf *load.NotFoundError
+		var nd *monitor.NoDriverError
+		switch {
+		case errors.As(err, &nf):
+			return nil, fmt.Errorf("%s: no NVIDIA driver found (libnvidia-ml.so.1 not loadable): %s", cmd, loaderReason(nf))
+		case errors.As(err, &nd):
+			return nil, fmt.Errorf("%s: no usable NVIDIA driver: %w", cmd, nd.Err)
+		case errors.Is(err, monitor.ErrNoGPU):
+			return nil, fmt.Errorf("%s: no NVIDIA GPU found: %w", cmd, err)
+		}
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return src, nil
+}
+
+func newSmiCmd() *cobra.Command {
+	var (
+		asJSON bool
+		list   bool
+		source string
+	)
+	cmd := &cobra.Command{
+		Use:   "smi",
+		Short: "Show every GPU's memory, utilization, temperature, power and processes, like nvidia-smi",
+		Long: `Smi reads every GPU through NVML (libnvidia-ml.so.1, installed with the driver) and
+prints a table of memory (used, total, the driver's reserve), utilization (the share
+of time kernels ran, and the share of time device memory was read or written: neither
+is the share of memory in use), temperature, power and clocks, then the processes
+holding memory on each GPU. Where NVML cannot see the processes (inside a container
+with its own PID namespace, say) it says so instead of showing an empty list.
+
+  vram smi
+  vram smi --json          # the monitor.Reading struct as JSON
+  vram smi -L              # one line per GPU with its UUID, like nvidia-smi -L
+  vram smi --source r.json # readings recorded earlier (vram smi --json output)`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := openSource("smi", source)
+			if err != nil {
+				return err
+			}
+			defer src.Close()
+			r, err := src.Read()
+			if err != nil {
+				return fmt.Errorf("smi: %w", err)
+			}
+			out := cmd.OutOrStdout()
+			switch {
+			case asJSON:
+				return writeJSON(out, r)
+			case list:
+				for _, g := range r.GPUs {
+					fmt.Fprintf(out, "GPU %d: %s (UUID: %s)\n", g.Index, g.Name, g.UUID)
+				}
+				return nil
+			}
+			return writeSmi(out, r)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print the reading as one JSON object")
+	f.BoolVarP(&list, "list", "L", false, "list the GPUs with their UUIDs")
+	f.StringVar(&source, "source", "", "read recorded readings from `FILE` instead of the GPUs")
+	return cmd
+}
+
+// writeSmi prints a reading as the smi table and process list.
+func writeSmi(w io.Writer, r monitor.Reading) error {
+	var head []string
+	if r.DriverVersion != "" {
+		head = append(head, "driver "+r.DriverVersion)
+	}
+	if r.CUDAVersion != "" {
+		head = append(head, "CUDA "+r.CUDAVersion)
+	}
+	if !r.Time.IsZero() {
+		head = append(head, r.Time.Local().Format(time.DateTime))
+	}
+	fmt.Fprintf(w, "vram smi   %s\n\n", strings.Join(head, "   "))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GPU\tNAME\tMEMORY USED / TOTAL\tDRIVER RESERVE\tKERNELS RAN\tMEMORY BUSY\tTEMP\tPOWER / LIMIT\tSM CLOCK")
+	for _, g := range r.GPUs {
+		m := g.Memory
+		mem := "?"
+		if m.TotalBytes > 0 && m.UsedBytes != monitor.Unknown {
+			mem = fmt.Sprintf("%s / %s (%.0f%%)", gib(m.UsedBytes), gib(m.TotalBytes), 100*m.UsedFraction())
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Index, g.Name, mem, gibOrUnknown(m.ReservedBytes),
+			percent(g.Utilization.ComputePercent), percent(g.Utilization.MemoryBandwidthPercent),
+			unit(g.TemperatureC, "°C"), power(g.Power), clock(g.Clocks))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nKERNELS RAN: share of time a kernel was running; MEMORY BUSY: share of time device memory was read or written.")
+
+	fmt.Fprintln(w, "\nPROCESSES")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "GPU\tPID\tNAME\tGPU MEMORY")
+	var notes []string
+	for _, g := range r.GPUs {
+		for _, p := range g.Processes {
+			name := p.Name
+			if name == "" {
+				name = "?"
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", g.Index, p.PID, name, gibOrUnknown(p.UsedBytes))
+		}
+		switch {
+		case !g.ProcessesVisible:
+			notes = append(notes, fmt.Sprintf("GPU %d: processes not visible: %s", g.Index, g.ProcessesNote))
+		case g.ProcessesNote != "":
+			notes = append(notes, fmt.Sprintf("GPU %d: %s", g.Index, g.ProcessesNote))
+		case len(g.Processes) == 0:
+			notes = append(notes, fmt.Sprintf("GPU %d: no process is using it", g.Index))
+		}
+	}
+	tw.Flush()
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
+	for _, g := range r.GPUs {
+		for _, e := range g.Errors {
+			fmt.Fprintf(w, "GPU %d: query failed: %s\n", g.Index, e)
+		}
+	}
+	return nil
+}
+
+// gib prints bytes as GiB with one decimal, the unit nvidia-smi users read.
+func gib(n int64) string {
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+}
+
+func gibOrUnknown(n int64) string {
+	switch {
+	case n == monitor.Unknown:
+		return "?"
+	case n < 1<<30:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return gib(n)
+}
+
+func percent(v int) string { return unit(v, "%") }
+
+func unit(v int, u string) string {
+	if v == monitor.Unknown {
+		return "?"
+	}
+	return fmt.Sprintf("%d%s", v, u)
+}
+
+func power(p monitor.Power) string {
+	if p.DrawW == monitor.Unknown {
+		return "?"
+	}
+	if p.LimitW == monitor.Unknown {
+		return fmt.Sprintf("%.0f W", p.DrawW)
+	}
+	return fmt.Sprintf("%.0f / %.0f W", p.DrawW, p.LimitW)
+}
+
+func clock(c monitor.Clocks) string {
+	if c.SMMHz == monitor.Unknown {
+		return "?"
+	}
+	if c.MaxSMMHz != monitor.Unknown {
+		return fmt.Sprintf("%d / %d MHz", c.SMMHz, c.MaxSMMHz)
+	}
+	return fmt.Sprintf("%d MHz", c.SMMHz)
+}

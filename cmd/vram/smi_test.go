@@ -1,0 +1,132 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vramgo/vram/monitor"
+	"github.com/vramgo/vram/native/load"
+)
+
+const readingsFile = "testdata/readings_h200x2.json"
+
+// withMonitor replaces the NVML opener for one test.
+func withMonitor(t *testing.T, fn func() (monitor.Source, error)) {
+	t.Helper()
+	old := openMonitor
+	openMonitor = fn
+	t.Cleanup(func() { openMonitor = old })
+}
+
+// noNVML is what OpenNVML returns on a machine without a driver.
+func noNVML() (monitor.Source, error) {
+	return nil, &monitor.NoDriverError{Err: &load.NotFoundError{Name: "libnvidia-ml", Sonames: []string{"libnvidia-ml.so.1"},
+		Tried: []load.Attempt{{Where: "loader", Path: "libnvidia-ml.so.1", Err: "libnvidia-ml.so.1: cannot open shared object file: No such file or directory"}}}}
+}
+
+func TestMonitorCommandsWithoutDriver(t *testing.T) {
+	withMonitor(t, noNVML)
+	for _, args := range [][]string{{"smi"}, {"smi", "--json"}, {"watch", "--count", "1"}, {"exporter", "--listen", "127.0.0.1:0"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, args...)
+			want := "vram: " + args[0] + ": no NVIDIA driver found (libnvidia-ml.so.1 not loadable): libnvidia-ml.so.1: cannot open shared object file: No such file or directory\n"
+			if code != exitFailure || stdout != "" || stderr != want {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, stdout, stderr, want)
+			}
+		})
+	}
+}
+
+func TestSmi(t *testing.T) {
+	withMonitor(t, func() (monitor.Source, error) { return monitor.OpenRecorded(readingsFile) })
+	code, stdout, stderr := runCLI(t, "smi")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{
+		"driver 580.95.05", "CUDA 13.0",
+		"GPU  NAME         MEMORY USED / TOTAL", "0    NVIDIA H200  0.0 GiB / 140.4 GiB (0%)", "571 MiB",
+		"1    NVIDIA H200  17.6 GiB / 140.4 GiB (13%)", "45%", "51°C", "390 / 700 W", "1980 / 1980 MHz",
+		"PROCESSES", "GPU 0: no process is using it", "GPU 1: processes not visible: NVML lists no process, yet 17.6 GiB",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, line := range strings.Split(stdout, "\n") {
+		if strings.HasSuffix(line, " ") {
+			t.Errorf("trailing blanks: %q", line)
+		}
+	}
+}
+
+func TestSmiJSONAndList(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "smi", "--json", "--source", readingsFile)
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	var r monitor.Reading
+	decodeOne(t, stdout, &r)
+	if len(r.GPUs) != 2 || r.GPUs[1].ProcessesVisible || r.GPUs[0].Memory.TotalBytes != 150754820096 || r.GPUs[0].Processes == nil {
+		t.Errorf("reading %+v", r)
+	}
+	code, stdout, _ = runCLI(t, "smi", "-L", "--source", readingsFile)
+	want := "GPU 0: NVIDIA H200 (UUID: GPU-6f3c9a52-1d2e-4b7a-9c01-5e8f2a3b4c5d)\nGPU 1: NVIDIA H200 (UUID: GPU-a1b2c3d4-e5f6-4789-8abc-def012345678)\n"
+	if code != 0 || stdout != want {
+		t.Errorf("smi -L: exit %d\n%s", code, stdout)
+	}
+	code, _, stderr = runCLI(t, "smi", "--source", "testdata/missing.json")
+	if code != exitFailure || !strings.Contains(stderr, "testdata/missing.json") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("missing source: exit %d, %q", code, stderr)
+	}
+}
+
+func TestWatchFrames(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "watch", "--source", readingsFile, "--count", "5", "--interval", "10ms")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if strings.Contains(stdout, "\x1b") {
+		t.Error("control sequences in output that is not a terminal")
+	}
+	frames := strings.Split(strings.TrimSpace(stdout), "\n\nvram watch")
+	if len(frames) != 5 {
+		t.Fatalf("%d frames, want 5:\n%s", len(frames), stdout)
+	}
+	last := frames[4]
+	for _, want := range []string{"GPU 0  NVIDIA H200  60.1 GiB / 140.4 GiB  kernels ran 99%", "   memory  ", "   kernels ", "▁", "█",
+		"GPU 0  41234    python3", "GPU 1  processes not visible"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last frame lacks %q:\n%s", want, last)
+		}
+	}
+	for _, line := range strings.Split(stdout, "\n") {
+		if n := len([]rune(line)); n > watchDefaultWidth {
+			t.Errorf("line of %d columns, wider than %d: %q", n, watchDefaultWidth, line)
+		}
+	}
+	if code, _, _ := runCLI(t, "watch", "--interval", "1ms", "--source", readingsFile); code != exitUsage {
+		t.Errorf("--interval 1ms: exit %d, want %d", code, exitUsage)
+	}
+}
+
+func TestSparkline(t *testing.T) {
+	tests := []struct {
+		in    []float64
+		width int
+		want  string
+	}{
+		{[]float64{0, 0.5, 1}, 5, "  ▁▅█"},
+		{[]float64{-1, 1}, 2, "·█"},
+		{[]float64{0, 0.25, 0.5, 0.75, 1}, 3, "▅▆█"},
+		{nil, 3, "   "},
+	}
+	for _, tc := range tests {
+		if got := sparkline(tc.in, tc.width); got != tc.want {
+			t.Errorf("sparkline(%v, %d) = %q, want %q", tc.in, tc.width, got, tc.want)
+		}
+	}
+	if got := clip("abcdef", 4); got != "abc…" {
+		t.Errorf("clip: %q", got)
+	}
+}

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/vramgo/vram/monitor"
+)
+
+// Terminal control sequences of the live view (ANSI/xterm, understood by
+// tmux and screen): the alternate screen keeps the user's scrollback
+// intact, and each frame is drawn from the top-left corner, every line
+// cleared to its end, then the rest of the screen cleared.
+const (
+	ansiEnter = "\x1b[?1049h\x1b[?25l" // alternate screen, hide the cursor
+	ansiLeave = "\x1b[?25h\x1b[?1049l" // show the cursor, main screen
+	ansiHome  = "\x1b[H"
+	ansiEOL   = "\x1b[K"
+	ansiEOS   = "\x1b[J"
+	ansiBold  = "\x1b[1m"
+	ansiReset = "\x1b[0m"
+)
+
+// Layout of the live view.
+const (
+	watchDefaultWidth = 100 // columns when the output is not a terminal
+	watchMinSpark     = 10  // narrowest history shown, in samples
+	watchLabelWidth   = 13  // "   memory    " before a history line
+	watchValueWidth   = 8   // the value after it
+)
+
+// sparkLevels draws a value from 0 to 1 in one character.
+var sparkLevels = []rune("▁▂▃▄▅▆▇█")
+
+func newWatchCmd() *cobra.Command {
+	var (
+		interval time.Duration
+		count    int
+		source   string
+	)
+	cmd := &cobra.Command{
+		Use:   "watch",
+		Short: "Live view of every GPU's memory and utilization, with history, and per-process memory",
+		Long: `Watch redraws, every interval, each GPU's memory in use and the share of time kernels
+ran, with their history as sparklines, and the memory each process holds. It draws with
+plain ANSI sequences on the alternate screen, so it works in any terminal and inside tmux
+or screen; q or Ctrl-C quits. When the output is not a terminal, it prints one frame per
+interval without control sequences.
+
+  vram watch
+  vram watch --interval 250ms
+  vram watch --source readings.json --count 5   # recorded readings, five frames`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if interval < 10*time.Millisecond {
+				return usagef("watch: --interval must be at least 10ms")
+			}
+			if count < 0 {
+				return usagef("watch: --count must not be negative")
+			}
+			src, err := openSource("watch", source)
+			if err != nil {
+				return err
+			}
+			defer src.Close()
+			return runWatch(cmd.Context(), cmd.OutOrStdout(), src, interval, count)
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&interval, "interval", time.Second, "time between readings")
+	f.IntVar(&count, "count", 0, "stop after `N` frames (0: until q or Ctrl-C)")
+	f.StringVar(&source, "source", "", "play recorded readings from `FILE` instead of the GPUs")
+	return cmd
+}
+
+// runWatch draws frames on out until ctx ends, the user quits or count
+// frames (when count > 0) are drawn.
+func runWatch(ctx context.Context, out io.Writer, src monitor.Source, interval time.Duration, count int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tty := isTerminal(out)
+	width := watchDefaultWidth
+	if tty {
+		if w, _, err := term.GetSize(int(out.(*os.File).Fd())); err == nil && w > 40 {
+			width = w
+		}
+		if term.IsTerminal(int(os.Stdin.Fd())) {
+			if old, err := term.MakeRaw(int(os.Stdin.Fd())); err == nil {
+				defer term.Restore(int(os.Stdin.Fd()), old)
+				go readQuitKeys(os.Stdin, cancel)
+			}
+		}
+		io.WriteString(out, ansiEnter)
+		defer io.WriteString(out, ansiLeave)
+	}
+	h := newWatchHistory(max(width-watchLabelWidth-watchValueWidth-2, watchMinSpark))
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for frame := 1; ; frame++ {
+		r, err := src.Read()
+		if err != nil {
+			return fmt.Errorf("watch: %w", err)
+		}
+		h.add(r)
+		lines := h.render(r, width, interval)
+		if tty {
+			var b strings.Builder
+			b.WriteString(ansiHome)
+			for i, l := range lines {
+				if i == 0 {
+					l = ansiBold + l + ansiReset
+				}
+				b.WriteString(l + ansiEOL + "\r\n")
+			}
+			b.WriteString(ansiEOS)
+			io.WriteString(out, b.String())
+		} else {
+			if frame > 1 {
+				io.WriteString(out, "\n")
+			}
+			io.WriteString(out, strings.Join(lines, "\n")+"\n")
+		}
+		if count > 0 && frame >= count {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// readQuitKeys cancels when the user types q, Q, Ctrl-C or Ctrl-D (in raw
+// mode Ctrl-C arrives as a byte, not a signal).
+func readQuitKeys(in io.Reader, cancel func()) {
+	buf := make([]byte, 16)
+	for {
+		n, err := in.Read(buf)
+		for _, c := range buf[:n] {
+			if c == 'q' || c == 'Q' || c == 3 || c == 4 {
+				cancel()
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// watchHistory keeps the recent values of each GPU and process.
+type watchHistory struct {
+	n       int                  // samples kept per series
+	memory  map[string][]float64 // by GPU key: fraction of memory in use, -1 unknown
+	compute map[string][]float64 // by GPU key: fraction of time kernels ran
+	procs   map[string][]float64 // by GPU key and PID: fraction of the GPU's memory
+}
+
+func newWatchHistory(n int) *watchHistory {
+	return &watchHistory{n: n, memory: map[string][]float64{}, compute: map[string][]float64{}, procs: map[string][]float64{}}
+}
+
+func gpuKey(g monitor.GPU) string {
+	if g.UUID != "" {
+		return g.UUID
+	}
+	return strconv.Itoa(g.Index)
+}
+
+// push appends v to a series, keeping the last n values.
+func (h *watchHistory) push(m map[string][]float64, key string, v float64) {
+	s := append(m[key], v)
+	if len(s) > h.n {
+		s = s[len(s)-h.n:]
+	}
+	m[key] = s
+}
+
+func (h *watchHistory) add(r monitor.Reading) {
+	seen := map[string]bool{}
+	for _, g := range r.GPUs {
+		k := gpuKey(g)
+		mem := -1.0
+		if g.Memory.TotalBytes > 0 && g.Memory.FreeBytes != monitor.Unknown {
+			mem = g.Memory.UsedFraction()
+		}
+		h.push(h.memory, k, mem)
+		comp := -1.0
+		if g.Utilization.ComputePercent != monitor.Unknown {
+			comp = float64(g.Utilization.ComputePercent) / 100
+		}
+		h.push(h.compute, k, comp)
+		for _, p := range g.Processes {
+			pk := k + "/" + strconv.Itoa(p.PID)
+			seen[pk] = true
+			frac := -1.0
+			if p.UsedBytes != monitor.Unknown && g.Memory.TotalBytes > 0 {
+				frac = float64(p.UsedBytes) / float64(g.Memory.TotalBytes)
+			}
+			h.push(h.procs, pk, frac)
+		}
+	}
+	for pk := range h.procs { // a process that ended shows no more
+		if !seen[pk] {
+			delete(h.procs, pk)
+		}
+	}
+}
+
+// sparkline draws the last width values of s, right-aligned.
+func sparkline(s []float64, width int) string {
+	if len(s) > width {
+		s = s[len(s)-width:]
+	}
+	var b strings.Builder
+	b.WriteString(strings.Repeat(" ", width-len(s)))
+	for _, v := range s {
+		if v < 0 {
+			b.WriteRune('·')
+			continue
+		}
+		i := int(v*float64(len(sparkLevels)-1) + 0.5)
+		b.WriteRune(sparkLevels[min(max(i, 0), len(sparkLevels)-1)])
+	}
+	return b.String()
+}
+
+// clip cuts s to width columns (runes), marking the cut.
+func clip(s string, width int) string {
+	if utf8.RuneCountInString(s) <= width {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:max(width-1, 0)]) + "…"
+}
+
+// render draws one frame as lines of at most width columns.
+func (h *watchHistory) render(r monitor.Reading, width int, interval time.Duration) []string {
+	spark := max(width-watchLabelWidth-watchValueWidth-2, watchMinSpark)
+	var lines []string
+	add := func(s string) { lines = append(lines, clip(s, width)) }
+	head := fmt.Sprintf("vram watch  %d GPU(s)", len(r.GPUs))
+	if r.DriverVersion != "" {
+		head += "  driver " + r.DriverVersion
+	}
+	if r.CUDAVersion != "" {
+		head += "  CUDA " + r.CUDAVersion
+	}
+	head += fmt.Sprintf("  every %s  q quits", interval)
+	stamp := r.Time.Local().Format(time.TimeOnly)
+	if pad := width - utf8.RuneCountInString(head) - len(stamp); pad > 0 {
+		head += strings.Repeat(" ", pad) + stamp
+	}
+	add(head)
+	for _, g := range r.GPUs {
+		k := gpuKey(g)
+		m := g.Memory
+		mem := "memory ?"
+		if m.TotalBytes > 0 && m.UsedBytes != monitor.Unknown {
+			mem = fmt.Sprintf("%s / %s", gib(m.TotalBytes-m.FreeBytes), gib(m.TotalBytes))
+		}
+		add("")
+		add(fmt.Sprintf("GPU %d  %s  %s  kernels ran %s  memory busy %s  %s  %s", g.Index, g.Name, mem,
+			percent(g.Utilization.ComputePercent), percent(g.Utilization.MemoryBandwidthPercent),
+			unit(g.TemperatureC, "°C"), power(g.Power)))
+		add(fmt.Sprintf("   %-10s%s %s", "memory", sparkline(h.memory[k], spark), fracLabel(h.memory[k])))
+		add(fmt.Sprintf("   %-10s%s %s", "kernels", sparkline(h.compute[k], spark), fracLabel(h.compute[k])))
+	}
+	add("")
+	add("PROCESSES")
+	for _, g := range r.GPUs {
+		k := gpuKey(g)
+		for _, p := range g.Processes {
+			name := p.Name
+			if name == "" {
+				name = "?"
+			}
+			pk := k + "/" + strconv.Itoa(p.PID)
+			add(fmt.Sprintf("   GPU %d  %-8d %-16s %10s  %s", g.Index, p.PID, clip(name, 16), gibOrUnknown(p.UsedBytes),
+				sparkline(h.procs[pk], max(spark-40, watchMinSpark))))
+		}
+		switch {
+		case !g.ProcessesVisible:
+			add(fmt.Sprintf("   GPU %d  processes not visible: %s", g.Index, g.ProcessesNote))
+		case len(g.Processes) == 0:
+			add(fmt.Sprintf("   GPU %d  no process", g.Index))
+		}
+	}
+	return lines
+}
+
+// fracLabel prints the last value of a series as a percentage.
+func fracLabel(s []float64) string {
+	if len(s) == 0 || s[len(s)-1] < 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%3.0f%%", 100*s[len(s)-1])
+}

@@ -1,0 +1,182 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vramgo/vram/memory"
+)
+
+// AllocatorCollector is a prometheus.Collector of one caching allocator's
+// statistics ([memory.Stats]), labelled with the device and the rank of
+// the process. Create it with [NewAllocatorCollector] or register it with
+// [RegisterAllocator].
+//
+// Each family of PyTorch's torch.cuda.memory_stats() becomes four metrics,
+// with a pool label ("all", "small_pool", "large_pool"): the current value
+// as a gauge vram_allocator_FAMILY (allocated_bytes, reserved_bytes,
+// active_bytes, inactive_split_bytes, requested_bytes, allocation, segment,
+// active, inactive_split), its peak as a gauge vram_allocator_FAMILY_peak,
+// and the sums of its increases and decreases as counters
+// vram_allocator_FAMILY_allocated_total and vram_allocator_FAMILY_freed_total.
+// The other counters (num_alloc_retries, num_ooms, num_device_alloc,
+// num_device_free, num_maps, num_unmaps) become vram_allocator_NAME_total,
+// the time spent in the driver vram_allocator_driver_seconds_total, and
+// max_split_size the gauge vram_allocator_max_split_size_bytes (-1:
+// unlimited).
+type AllocatorCollector struct {
+	stats  func() memory.Stats
+	labels prometheus.Labels
+	descs  map[string]*prometheus.Desc // by memory.Stats.Map key
+}
+
+var _ prometheus.Collector = (*AllocatorCollector)(nil)
+
+// NewAllocatorCollector returns a collector that calls stats on every
+// scrape and exports the result under the labels device (a device name
+// such as "cuda:0") and rank (the process's rank in a distributed job; 0
+// for a single process). stats must be safe to call from any goroutine
+// (vram.MemoryStats is).
+func NewAllocatorCollector(device string, rank int, stats func() memory.Stats) *AllocatorCollector {
+	c := &AllocatorCollector{
+		stats:  stats,
+		labels: prometheus.Labels{"device": device, "rank": strconv.Itoa(rank)},
+		descs:  map[string]*prometheus.Desc{},
+	}
+	for key := range (memory.Stats{}).Map() {
+		name, help, pool, _ := allocatorMetric(key)
+		var vars []string
+		if pool != "" {
+			vars = []string{"pool"}
+		}
+		// Descriptors are shared by the keys of one metric (one per pool).
+		if _, ok := c.descs[name]; !ok {
+			c.descs[name] = prometheus.NewDesc(name, help, vars, c.labels)
+		}
+	}
+	return c
+}
+
+// allocatorMetric maps a memory.Stats.Map key to its metric name, help,
+// pool label ("" for none) and value type.
+func allocatorMetric(key string) (name, help, pool string, typ prometheus.ValueType) {
+	parts := strings.Split(key, ".")
+	if len(parts) == 3 {
+		family, pool, kind := parts[0], parts[1], parts[2]
+		switch kind {
+		case "current":
+			return "vram_allocator_" + family, "Current value of the allocator's " + family + " statistic (torch.cuda.memory_stats).", pool, prometheus.GaugeValue
+		case "peak":
+			return "vram_allocator_" + family + "_peak", "Peak of the allocator's " + family + " statistic since start or the last peak reset.", pool, prometheus.GaugeValue
+		default: // allocated, freed
+			return "vram_allocator_" + family + "_" + kind + "_total", "Sum of the " + kind + " amounts of the allocator's " + family + " statistic.", pool, prometheus.CounterValue
+		}
+	}
+	switch key {
+	case "driver_time_us":
+		return "vram_allocator_driver_seconds_total", "Time the allocator spent in device memory calls.", "", prometheus.CounterValue
+	case "max_split_size":
+		return "vram_allocator_max_split_size_bytes", "The max_split_size_mb setting in bytes; -1 when unlimited.", "", prometheus.GaugeValue
+	}
+	return "vram_allocator_" + key + "_total", "The allocator's " + key + " counter.", "", prometheus.CounterValue
+}
+
+// Describe sends the descriptors of every metric.
+func (c *AllocatorCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect calls the stats function and sends the metrics.
+func (c *AllocatorCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.stats().Map()
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		name, _, pool, typ := allocatorMetric(k)
+		d, ok := c.descs[name]
+		if !ok {
+			continue // a key memory added after this collector was made
+		}
+		v := float64(m[k])
+		if k == "driver_time_us" {
+			v /= 1e6
+		}
+		var labels []string
+		if pool != "" {
+			labels = []string{pool}
+		}
+		ch <- prometheus.MustNewConstMetric(d, typ, v, labels...)
+	}
+}
+
+// RegisterAllocator registers with reg a collector of the allocator
+// statistics that stats returns, labelled with device and rank (see
+// [AllocatorCollector] for the metrics). Register one per device; two with
+// the same device and rank are an error (prometheus.AlreadyRegisteredError).
+//
+//	reg := prometheus.NewRegistry()
+//	dev := vram.CUDA(0)
+//	err := monitor.RegisterAllocator(reg, dev.String(), rank,
+//		func() memory.Stats { return vram.MemoryStats(dev) })
+func RegisterAllocator(reg prometheus.Registerer, device string, rank int, stats func() memory.Stats) error {
+	if stats == nil {
+		return errors.New("monitor: RegisterAllocator: nil stats function")
+	}
+	return reg.Register(NewAllocatorCollector(device, rank, stats))
+}
+
+// Handler returns an http.Handler that serves g's metrics in the
+// Prometheus text format, as promhttp.HandlerFor does, with errors of
+// single collectors reported in the output instead of failing the scrape.
+func Handler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Serve serves g's metrics at /metrics (and a short page at /) on the
+// listener ln until ctx is done, then shuts the server down and returns
+// nil; it returns the server's error if it stops for another reason.
+// Programs call it in a goroutine:
+//
+//	ln, err := net.Listen("tcp", ":9400")
+//	...
+//	go monitor.Serve(ctx, ln, reg)
+func Serve(ctx context.Context, ln net.Listener, g prometheus.Gatherer) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", Handler(g))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><title>vram exporter</title><p><a href="/metrics">/metrics</a></p>`)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := srv.Shutdown(sctx)
+		<-done
+		return err
+	}
+}

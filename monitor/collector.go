@@ -1,0 +1,108 @@
+package monitor
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric names of [NewCollector], all gauges. Labels: gpu (NVML's index)
+// and uuid on every GPU metric; name and pci_bus_id on vram_gpu_info;
+// clock (graphics, sm, memory) on vram_gpu_clock_hertz; pid and process on
+// vram_gpu_process_memory_bytes. A value the device does not report is
+// left out rather than exported as -1.
+var (
+	descUp        = prometheus.NewDesc("vram_monitor_up", "1 if the last read of the GPUs succeeded, 0 if not.", nil, nil)
+	descReadSecs  = prometheus.NewDesc("vram_monitor_read_seconds", "Time the last read of every GPU took.", nil, nil)
+	descDriver    = prometheus.NewDesc("vram_driver_info", "The NVIDIA driver: always 1, with its versions as labels.", []string{"driver_version", "cuda_version"}, nil)
+	gpuLabels     = []string{"gpu", "uuid"}
+	descInfo      = prometheus.NewDesc("vram_gpu_info", "A GPU: always 1, with its name and PCI address as labels.", []string{"gpu", "uuid", "name", "pci_bus_id"}, nil)
+	descMemTotal  = prometheus.NewDesc("vram_gpu_memory_total_bytes", "Physical device memory.", gpuLabels, nil)
+	descMemUsed   = prometheus.NewDesc("vram_gpu_memory_used_bytes", "Device memory in use by processes and contexts (the driver's reserve left out where it is known).", gpuLabels, nil)
+	descMemFree   = prometheus.NewDesc("vram_gpu_memory_free_bytes", "Device memory no one holds.", gpuLabels, nil)
+	descMemRes    = prometheus.NewDesc("vram_gpu_memory_reserved_bytes", "Device memory the driver and firmware reserve for themselves.", gpuLabels, nil)
+	descUtil      = prometheus.NewDesc("vram_gpu_utilization_ratio", "Fraction of the last sample period during which one or more kernels ran (not the share of compute used).", gpuLabels, nil)
+	descMemBW     = prometheus.NewDesc("vram_gpu_memory_bandwidth_utilization_ratio", "Fraction of the last sample period during which device memory was read or written.", gpuLabels, nil)
+	descTemp      = prometheus.NewDesc("vram_gpu_temperature_celsius", "GPU die temperature.", gpuLabels, nil)
+	descPower     = prometheus.NewDesc("vram_gpu_power_watts", "Board power draw.", gpuLabels, nil)
+	descPowerLim  = prometheus.NewDesc("vram_gpu_power_limit_watts", "Power limit the driver enforces.", gpuLabels, nil)
+	descClock     = prometheus.NewDesc("vram_gpu_clock_hertz", "Current clock of a clock domain.", []string{"gpu", "uuid", "clock"}, nil)
+	descVisible   = prometheus.NewDesc("vram_gpu_processes_visible", "1 if the process list accounts for the device's used memory, 0 if processes are hidden (another PID namespace, no permission).", gpuLabels, nil)
+	descProcMem   = prometheus.NewDesc("vram_gpu_process_memory_bytes", "Device memory a process holds.", []string{"gpu", "uuid", "pid", "process"}, nil)
+	collectorDesc = []*prometheus.Desc{descUp, descReadSecs, descDriver, descInfo, descMemTotal, descMemUsed, descMemFree,
+		descMemRes, descUtil, descMemBW, descTemp, descPower, descPowerLim, descClock, descVisible, descProcMem}
+)
+
+// Collector is a prometheus.Collector of the GPUs a [Source] reads: one
+// Read per scrape. Create it with [NewCollector].
+type Collector struct {
+	src Source
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// NewCollector returns a collector that reads src on every scrape. When a
+// read fails, the scrape still succeeds with vram_monitor_up 0 and no GPU
+// metrics. The collector does not close src.
+func NewCollector(src Source) *Collector { return &Collector{src: src} }
+
+// Describe sends the descriptors of every metric the collector may export.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range collectorDesc {
+		ch <- d
+	}
+}
+
+// Collect reads the source and sends the metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	start := time.Now()
+	r, err := c.src.Read()
+	took := time.Since(start).Seconds()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	if err != nil {
+		gauge(descUp, 0)
+		return
+	}
+	gauge(descUp, 1)
+	gauge(descReadSecs, took)
+	if r.DriverVersion != "" || r.CUDAVersion != "" {
+		gauge(descDriver, 1, r.DriverVersion, r.CUDAVersion)
+	}
+	known := func(d *prometheus.Desc, v float64, scale float64, labels ...string) {
+		if v != Unknown {
+			gauge(d, v*scale, labels...)
+		}
+	}
+	for _, g := range r.GPUs {
+		id := strconv.Itoa(g.Index)
+		gauge(descInfo, 1, id, g.UUID, g.Name, g.PCIBusID)
+		known(descMemTotal, float64(g.Memory.TotalBytes), 1, id, g.UUID)
+		known(descMemUsed, float64(g.Memory.UsedBytes), 1, id, g.UUID)
+		known(descMemFree, float64(g.Memory.FreeBytes), 1, id, g.UUID)
+		known(descMemRes, float64(g.Memory.ReservedBytes), 1, id, g.UUID)
+		known(descUtil, float64(g.Utilization.ComputePercent), 0.01, id, g.UUID)
+		known(descMemBW, float64(g.Utilization.MemoryBandwidthPercent), 0.01, id, g.UUID)
+		known(descTemp, float64(g.TemperatureC), 1, id, g.UUID)
+		known(descPower, g.Power.DrawW, 1, id, g.UUID)
+		known(descPowerLim, g.Power.LimitW, 1, id, g.UUID)
+		known(descClock, float64(g.Clocks.GraphicsMHz), 1e6, id, g.UUID, "graphics")
+		known(descClock, float64(g.Clocks.SMMHz), 1e6, id, g.UUID, "sm")
+		known(descClock, float64(g.Clocks.MemoryMHz), 1e6, id, g.UUID, "memory")
+		vis := 0.0
+		if g.ProcessesVisible {
+			vis = 1
+		}
+		gauge(descVisible, vis, id, g.UUID)
+		seen := map[int]bool{}
+		for _, p := range g.Processes {
+			if seen[p.PID] { // a constant metric may appear once per label set
+				continue
+			}
+			seen[p.PID] = true
+			known(descProcMem, float64(p.UsedBytes), 1, id, g.UUID, strconv.Itoa(p.PID), p.Name)
+		}
+	}
+}

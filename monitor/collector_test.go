@@ -1,0 +1,221 @@
+package monitor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/vramgo/vram/memory"
+)
+
+func writeJSONForTest(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
+
+// gatherFrom registers c alone and gathers its metric families by name.
+func gatherFrom(t testing.TB, cs ...prometheus.Collector) map[string]*dto.MetricFamily {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		m[mf.GetName()] = mf
+	}
+	return m
+}
+
+// value returns the value of the metric of family name whose labels
+// include every pair of want, and whether there is one.
+func value(mfs map[string]*dto.MetricFamily, name string, want ...string) (float64, bool) {
+	mf := mfs[name]
+	if mf == nil {
+		return 0, false
+	}
+next:
+	for _, m := range mf.GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		for i := 0; i+1 < len(want); i += 2 {
+			if have[want[i]] != want[i+1] {
+				continue next
+			}
+		}
+		switch {
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+func TestCollector(t *testing.T) {
+	src := recorded(t, "h200x2.json")
+	for i := 0; i < 3; i++ { // the fourth reading: GPU 0 at 61000 MiB, 97%
+		src.Read()
+	}
+	mfs := gatherFrom(t, NewCollector(src))
+	tests := []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"vram_monitor_up", nil, 1},
+		{"vram_driver_info", []string{"driver_version", "580.95.05", "cuda_version", "13.0"}, 1},
+		{"vram_gpu_info", []string{"gpu", "0", "name", "NVIDIA H200", "pci_bus_id", "00000000:19:00.0"}, 1},
+		{"vram_gpu_memory_total_bytes", []string{"gpu", "0"}, 150754820096},
+		{"vram_gpu_memory_used_bytes", []string{"gpu", "0"}, 61000 << 20},
+		{"vram_gpu_memory_reserved_bytes", []string{"gpu", "1"}, 598736896},
+		{"vram_gpu_utilization_ratio", []string{"gpu", "0"}, 0.97},
+		{"vram_gpu_memory_bandwidth_utilization_ratio", []string{"gpu", "0"}, 0.55},
+		{"vram_gpu_temperature_celsius", []string{"gpu", "1"}, 51},
+		{"vram_gpu_power_limit_watts", []string{"gpu", "0"}, 700},
+		{"vram_gpu_clock_hertz", []string{"gpu", "0", "clock", "sm"}, 1980e6},
+		{"vram_gpu_processes_visible", []string{"gpu", "0"}, 1},
+		{"vram_gpu_processes_visible", []string{"gpu", "1"}, 0},
+		{"vram_gpu_process_memory_bytes", []string{"gpu", "0", "pid", "41234", "process", "python3"}, 61000<<20 - 2<<20},
+	}
+	for _, tc := range tests {
+		got, ok := value(mfs, tc.name, tc.labels...)
+		if !ok || got != tc.want {
+			t.Errorf("%s%v = %v (found %v), want %v", tc.name, tc.labels, got, ok, tc.want)
+		}
+	}
+	if _, ok := value(mfs, "vram_gpu_process_memory_bytes", "gpu", "1"); ok {
+		t.Error("GPU 1 lists no process but a process metric was exported")
+	}
+
+	// Unknown values are left out, not exported as -1.
+	mfs = gatherFrom(t, NewCollector(recorded(t, "mig_unknown.json")))
+	for _, name := range []string{"vram_gpu_power_watts", "vram_gpu_utilization_ratio", "vram_gpu_temperature_celsius", "vram_gpu_memory_reserved_bytes"} {
+		if v, ok := value(mfs, name); ok {
+			t.Errorf("%s exported as %v for an unknown value", name, v)
+		}
+	}
+
+	// A failed read still scrapes, with up 0.
+	closed := recorded(t, "h200x2.json")
+	closed.Close()
+	mfs = gatherFrom(t, NewCollector(closed))
+	if v, ok := value(mfs, "vram_monitor_up"); !ok || v != 0 {
+		t.Errorf("vram_monitor_up after a failed read: %v %v", v, ok)
+	}
+}
+
+func TestAllocatorCollector(t *testing.T) {
+	var allocs []*memory.Allocator
+	for i := 0; i < 2; i++ {
+		a := memory.New(memory.NewSimArena(256<<20), memory.Config{})
+		for j := 0; j <= i; j++ {
+			if _, err := a.Alloc(3<<20, 0, "test"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, _ := a.Alloc(1000, 0, "")
+		a.Free(b)
+		allocs = append(allocs, a)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	for i, a := range allocs {
+		if err := RegisterAllocator(reg, "sim:"+string(rune('0'+i)), 3, a.Stats); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := RegisterAllocator(reg, "sim:0", 3, allocs[0].Stats); err == nil {
+		t.Error("registering the same device and rank twice succeeded")
+	}
+	if err := RegisterAllocator(reg, "sim:9", 0, nil); err == nil {
+		t.Error("nil stats function accepted")
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		byName[mf.GetName()] = mf
+	}
+	for i, a := range allocs {
+		dev := "sim:" + string(rune('0'+i))
+		st := a.Stats()
+		checks := []struct {
+			name   string
+			labels []string
+			want   float64
+		}{
+			{"vram_allocator_allocated_bytes", []string{"device", dev, "rank", "3", "pool", "all"}, float64(st.AllocatedBytes[memory.StatAll].Current)},
+			{"vram_allocator_reserved_bytes_peak", []string{"device", dev, "pool", "large_pool"}, float64(st.ReservedBytes[memory.StatLargePool].Peak)},
+			{"vram_allocator_allocation_allocated_total", []string{"device", dev, "pool", "small_pool"}, float64(st.Allocation[memory.StatSmallPool].Allocated)},
+			{"vram_allocator_num_ooms_total", []string{"device", dev}, 0},
+			{"vram_allocator_max_split_size_bytes", []string{"device", dev}, float64(st.MaxSplitSize)},
+		}
+		for _, c := range checks {
+			got, ok := value(byName, c.name, c.labels...)
+			if !ok || got != c.want {
+				t.Errorf("%s%v = %v (found %v), want %v", c.name, c.labels, got, ok, c.want)
+			}
+		}
+		if st.AllocatedBytes[memory.StatAll].Current != int64(i+1)*(3<<20) {
+			t.Errorf("test setup: allocator %d holds %d bytes", i, st.AllocatedBytes[memory.StatAll].Current)
+		}
+	}
+	if mf := byName["vram_allocator_driver_seconds_total"]; mf == nil || mf.GetType() != dto.MetricType_COUNTER {
+		t.Errorf("driver time: %v", mf)
+	}
+}
+
+func TestServe(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(recorded(t, "h200x2.json")))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, reg) }()
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + ln.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `vram_gpu_memory_total_bytes{gpu="1",uuid="GPU-a1b2c3d4-e5f6-4789-8abc-def012345678"} 1.50754820096e+11`) {
+		t.Errorf("status %d, body:\n%s", resp.StatusCode, body)
+	}
+	resp, err = client.Get("http://" + ln.Addr().String() + "/nothing")
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != 404 {
+			t.Errorf("/nothing: %d", resp.StatusCode)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after its context ended")
+	}
+}

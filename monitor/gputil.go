@@ -1,0 +1,290 @@
+package monitor
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+)
+
+var (
+	defaultMu  sync.Mutex
+	defaultSrc *NVML
+)
+
+// Default returns the process's shared NVML source, opening it on first
+// use; after a failure the next call tries again. The functions in GPUtil's
+// style ([GetGPUs], [GetAvailable], [GetFirstAvailable], [ShowUtilization])
+// read through it. Do not Close it.
+func Default() (Source, error) {
+	defaultMu.Lock()
+	defer defaultMu.Unlock()
+	if defaultSrc == nil {
+		s, err := OpenNVML()
+		if err != nil {
+			return nil, err
+		}
+		defaultSrc = s
+	}
+	return defaultSrc, nil
+}
+
+// GetGPUs returns every GPU's name, UUID, memory, utilization and
+// temperature, what GPUtil.getGPUs reads, through NVML rather than an
+// nvidia-smi process ([FieldsGPUtil]: power, clocks and processes are not
+// read; use [OpenNVML] and Read for them). Without a driver the error wraps
+// [ErrNoDriver].
+func GetGPUs() ([]GPU, error) {
+	if _, err := Default(); err != nil {
+		return nil, err
+	}
+	defaultMu.Lock()
+	src := defaultSrc
+	defaultMu.Unlock()
+	r, err := src.ReadFields(FieldsGPUtil)
+	return r.GPUs, err
+}
+
+// Order is how [Available] sorts the GPUs it returns.
+type Order string
+
+// The orders of GPUtil's getAvailable.
+const (
+	OrderFirst  Order = "first"  // lowest index first (the default)
+	OrderLast   Order = "last"   // highest index first
+	OrderRandom Order = "random" // shuffled
+	OrderLoad   Order = "load"   // least busy (compute utilization) first
+	OrderMemory Order = "memory" // lowest share of memory in use first
+)
+
+// Options select GPUs for [Available], [GetAvailable] and
+// [GetFirstAvailable], as GPUtil's getAvailable arguments do. The zero
+// value is GPUtil's defaults: lowest index first, one GPU, less than half
+// busy and less than half of its memory in use.
+type Options struct {
+	// Order sorts the GPUs that qualify; "" means OrderFirst.
+	Order Order
+	// Limit is the most indices returned; 0 means 1 (GPUtil's default)
+	// and a negative value means no limit.
+	Limit int
+	// MaxLoad: a GPU qualifies only if its compute utilization, as a
+	// fraction 0 to 1, is below MaxLoad; 0 means 0.5.
+	MaxLoad float64
+	// MaxMemory: a GPU qualifies only if the fraction of its memory in
+	// use ([Memory.UsedFraction]) is below MaxMemory; 0 means 0.5.
+	MaxMemory float64
+	// MinFreeBytes: a GPU qualifies only if at least this many bytes are
+	// free; 0 means no minimum.
+	MinFreeBytes int64
+	// IncludeUnknown lets GPUs whose load or memory the driver does not
+	// report qualify (GPUtil's includeNan).
+	IncludeUnknown bool
+	// ExcludeIDs and ExcludeUUIDs never qualify.
+	ExcludeIDs   []int
+	ExcludeUUIDs []string
+}
+
+// ErrNoneAvailable is returned by [GetFirstAvailable] when no GPU
+// qualifies.
+var ErrNoneAvailable = errors.New("monitor: no GPU is available under the given limits")
+
+// Available returns the indices of the gpus that qualify under opts, in
+// opts.Order, at most opts.Limit of them. It is GPUtil's getAvailable on
+// readings the caller already has.
+func Available(gpus []GPU, opts Options) []int {
+	maxLoad, maxMem := opts.MaxLoad, opts.MaxMemory
+	if maxLoad == 0 {
+		maxLoad = 0.5
+	}
+	if maxMem == 0 {
+		maxMem = 0.5
+	}
+	var ok []GPU
+	for _, g := range gpus {
+		if slices.Contains(opts.ExcludeIDs, g.Index) || slices.Contains(opts.ExcludeUUIDs, g.UUID) {
+			continue
+		}
+		if opts.MinFreeBytes > 0 && g.Memory.FreeBytes < opts.MinFreeBytes {
+			continue
+		}
+		if load := g.Utilization.ComputePercent; load == Unknown {
+			if !opts.IncludeUnknown {
+				continue
+			}
+		} else if float64(load)/100 >= maxLoad {
+			continue
+		}
+		if g.Memory.TotalBytes <= 0 || g.Memory.FreeBytes == Unknown {
+			if !opts.IncludeUnknown {
+				continue
+			}
+		} else if g.Memory.UsedFraction() >= maxMem {
+			continue
+		}
+		ok = append(ok, g)
+	}
+	switch opts.Order {
+	case OrderLast:
+		slices.SortStableFunc(ok, func(a, b GPU) int { return b.Index - a.Index })
+	case OrderRandom:
+		rand.Shuffle(len(ok), func(i, j int) { ok[i], ok[j] = ok[j], ok[i] })
+	case OrderLoad:
+		load := func(g GPU) float64 {
+			if g.Utilization.ComputePercent == Unknown {
+				return 2 // after every known load
+			}
+			return float64(g.Utilization.ComputePercent) / 100
+		}
+		slices.SortStableFunc(ok, func(a, b GPU) int { return cmpFloat(load(a), load(b), a.Index, b.Index) })
+	case OrderMemory:
+		frac := func(g GPU) float64 {
+			if g.Memory.TotalBytes <= 0 || g.Memory.FreeBytes == Unknown {
+				return 2
+			}
+			return g.Memory.UsedFraction()
+		}
+		slices.SortStableFunc(ok, func(a, b GPU) int { return cmpFloat(frac(a), frac(b), a.Index, b.Index) })
+	default:
+		slices.SortStableFunc(ok, func(a, b GPU) int { return a.Index - b.Index })
+	}
+	limit := opts.Limit
+	if limit == 0 {
+		limit = 1
+	}
+	if limit > 0 && len(ok) > limit {
+		ok = ok[:limit]
+	}
+	ids := make([]int, len(ok))
+	for i, g := range ok {
+		ids[i] = g.Index
+	}
+	return ids
+}
+
+func cmpFloat(a, b float64, ia, ib int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return ia - ib
+}
+
+// GetAvailable reads every GPU and returns the indices of those that
+// qualify under opts (see [Available]), as GPUtil.getAvailable does. The
+// result is empty, not an error, when none qualifies.
+func GetAvailable(opts Options) ([]int, error) {
+	gpus, err := GetGPUs()
+	if err != nil {
+		return nil, err
+	}
+	return Available(gpus, opts), nil
+}
+
+// GetFirstAvailable returns the index of the first GPU that qualifies
+// under opts (opts.Limit is ignored), or an error wrapping
+// [ErrNoneAvailable]. Unlike GPUtil's getFirstAvailable it does not wait
+// and retry: call it again later.
+func GetFirstAvailable(opts Options) (int, error) {
+	opts.Limit = 1
+	ids, err := GetAvailable(opts)
+	if err != nil {
+		return -1, err
+	}
+	if len(ids) == 0 {
+		return -1, ErrNoneAvailable
+	}
+	return ids[0], nil
+}
+
+// ShowUtilization reads every GPU and writes GPUtil's table of compute
+// and memory use to w (GPUtil.showUtilization):
+//
+//	| ID | GPU | MEM |
+//	------------------
+//	|  0 |  3% | 30% |
+//
+// GPU is the compute utilization and MEM the share of memory in use.
+func ShowUtilization(w io.Writer) error {
+	gpus, err := GetGPUs()
+	if err != nil {
+		return err
+	}
+	return WriteUtilization(w, gpus, false)
+}
+
+// WriteUtilization writes the table of [ShowUtilization] for gpus; with
+// all, GPUtil's long form: name, UUID, temperature, both utilizations and
+// memory in MiB.
+func WriteUtilization(w io.Writer, gpus []GPU, all bool) error {
+	type col struct {
+		name  string
+		cells []string
+		left  bool
+	}
+	pct := func(v int) string {
+		if v == Unknown {
+			return "?"
+		}
+		return fmt.Sprintf("%d%%", v)
+	}
+	mib := func(v int64) string {
+		if v == Unknown {
+			return "?"
+		}
+		return fmt.Sprintf("%dMB", v>>20)
+	}
+	cols := []col{{name: "ID"}, {name: "GPU"}, {name: "MEM"}}
+	if all {
+		cols = []col{{name: "ID"}, {name: "Name", left: true}, {name: "UUID", left: true}, {name: "GPU temp."},
+			{name: "GPU util."}, {name: "Memory util."}, {name: "Memory total"}, {name: "Memory used"}, {name: "Memory free"}}
+	}
+	for _, g := range gpus {
+		memPct := Unknown
+		if g.Memory.TotalBytes > 0 && g.Memory.FreeBytes != Unknown {
+			memPct = int(g.Memory.UsedFraction()*100 + 0.5)
+		}
+		row := []string{fmt.Sprint(g.Index), pct(g.Utilization.ComputePercent), pct(memPct)}
+		if all {
+			temp := "?"
+			if g.TemperatureC != Unknown {
+				temp = fmt.Sprintf("%dC", g.TemperatureC)
+			}
+			row = []string{fmt.Sprint(g.Index), g.Name, g.UUID, temp, pct(g.Utilization.ComputePercent), pct(memPct),
+				mib(g.Memory.TotalBytes), mib(g.Memory.TotalBytes - g.Memory.FreeBytes), mib(g.Memory.FreeBytes)}
+		}
+		for i := range cols {
+			cols[i].cells = append(cols[i].cells, row[i])
+		}
+	}
+	var header, sep strings.Builder
+	lines := make([]strings.Builder, len(gpus))
+	for _, c := range cols {
+		width := len(c.name)
+		for _, s := range c.cells {
+			width = max(width, len(s))
+		}
+		fmt.Fprintf(&header, "| %-*s ", width, c.name)
+		for i, s := range c.cells {
+			if c.left {
+				fmt.Fprintf(&lines[i], "| %-*s ", width, s)
+			} else {
+				fmt.Fprintf(&lines[i], "| %*s ", width, s)
+			}
+		}
+	}
+	header.WriteString("|")
+	sep.WriteString(strings.Repeat("-", header.Len()))
+	bw := bufio.NewWriter(w)
+	fmt.Fprintln(bw, header.String())
+	fmt.Fprintln(bw, sep.String())
+	for i := range lines {
+		fmt.Fprintln(bw, lines[i].String()+"|")
+	}
+	return bw.Flush()
+}

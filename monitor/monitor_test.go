@@ -1,0 +1,276 @@
+package monitor
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// recorded opens a recording from testdata.
+func recorded(t testing.TB, name string) *Recorded {
+	t.Helper()
+	src, err := OpenRecorded(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+func TestRecordedPlayback(t *testing.T) {
+	src := recorded(t, "h200x2.json")
+	first, err := src.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.GPUs) != 2 || first.GPUs[0].Name != "NVIDIA H200" || first.DriverVersion != "580.95.05" {
+		t.Fatalf("first reading %+v", first)
+	}
+	first.GPUs[0].Processes = append(first.GPUs[0].Processes, Process{PID: 1}) // must not leak into the source
+	for i := 1; i < 10; i++ {
+		r, err := src.Read()
+		if err != nil || !r.Time.After(first.Time) {
+			t.Fatalf("reading %d: %v at %v", i, err, r.Time)
+		}
+	}
+	again, _ := src.Read() // wrapped around to the first
+	if !again.Time.Equal(first.Time) || len(again.GPUs[0].Processes) != 0 {
+		t.Errorf("after the last reading: %v, %d processes", again.Time, len(again.GPUs[0].Processes))
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Read(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Read after Close: %v", err)
+	}
+	if _, err := NewRecorded(nil).Read(); !errors.Is(err, ErrNoGPU) {
+		t.Errorf("empty recording: %v", err)
+	}
+}
+
+func TestReadRecordingForms(t *testing.T) {
+	src := recorded(t, "h200x2.json")
+	r, _ := src.Read()
+	var rec, single, list bytes.Buffer
+	if err := WriteRecording(&rec, []Reading{r, r}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeJSONForTest(&single, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeJSONForTest(&list, []Reading{r}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		in   string
+		n    int
+		err  string
+	}{
+		{"recording", rec.String(), 2, ""},
+		{"single reading (vram smi --json)", single.String(), 1, ""},
+		{"array of readings", list.String(), 1, ""},
+		{"empty", "  ", 0, "empty input"},
+		{"other format", `{"format": "vram-memory-snapshot", "version": 1}`, 0, `format "vram-memory-snapshot"`},
+		{"newer version", `{"format": "vram-monitor-recording", "version": 2, "readings": []}`, 0, "version 2"},
+		{"not JSON", "GPU 0: NVIDIA H200", 0, "not JSON"},
+		{"no gpus key", `{"time": "2026-11-30T17:00:00Z"}`, 0, "no \"format\" or \"gpus\" key"},
+		{"trailing data", single.String() + "{}", 0, "after top-level value"},
+		{"negative memory", `{"gpus": [{"memory": {"total_bytes": -5}}]}`, 0, "negative memory"},
+		{"wrong type", `{"format": "vram-monitor-recording", "version": 1, "readings": [{"gpus": "x"}]}`, 0, "cannot unmarshal"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rs, err := ReadRecording(strings.NewReader(tc.in))
+			if tc.err == "" && tc.n > 0 {
+				if err != nil || len(rs) != tc.n {
+					t.Fatalf("%d readings, %v", len(rs), err)
+				}
+				if !reflect.DeepEqual(rs[0], r) && rs[0].GPUs[0].UUID != r.GPUs[0].UUID {
+					t.Errorf("round trip changed the reading")
+				}
+				return
+			}
+			if err == nil || tc.err != "" && !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("error %v, want one containing %q", err, tc.err)
+			}
+		})
+	}
+}
+
+func TestOpenRecordedErrorsNameTheFile(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte("not json"), 0o644)
+	_, err := OpenRecorded(bad)
+	if err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("%v", err)
+	}
+	if _, err := OpenRecorded(filepath.Join(dir, "missing.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestJudgeProcesses(t *testing.T) {
+	const gib = 1 << 30
+	mem := func(used, reserved int64) Memory {
+		return Memory{TotalBytes: 140 * gib, UsedBytes: used, FreeBytes: 140*gib - used, ReservedBytes: reserved}
+	}
+	tests := []struct {
+		name    string
+		m       Memory
+		n       int
+		listed  int64
+		foreign int
+		visible bool
+		note    string
+	}{
+		{"idle card", mem(4<<20, 500<<20), 0, 0, 0, true, ""},
+		{"all listed", mem(20*gib, 500<<20), 2, 20*gib - 1<<20, 0, true, ""},
+		{"container hides everything", mem(20*gib, 500<<20), 0, 0, 0, false, "NVML lists no process, yet 20.0 GiB"},
+		{"some hidden", mem(30*gib, 500<<20), 1, 10 * gib, 0, false, "20.0 GiB of device memory in use is held by processes NVML does not list"},
+		{"foreign pids", mem(10*gib, 500<<20), 1, 10 * gib, 1, true, "outside this PID namespace"},
+		{"no v2: reserve inside used", mem(400<<20, Unknown), 0, 0, 0, true, ""},
+		{"used unknown", Memory{UsedBytes: Unknown}, 0, 0, 0, true, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			vis, note := judgeProcesses(tc.m, tc.n, tc.listed, tc.foreign)
+			if vis != tc.visible || !strings.Contains(note, tc.note) || (tc.note == "") != (note == "") {
+				t.Errorf("visible %v, note %q; want %v, %q", vis, note, tc.visible, tc.note)
+			}
+		})
+	}
+}
+
+// fakeGPUs builds GPUs with (compute %, memory used fraction in %, free GiB).
+func fakeGPUs(specs ...[3]int) []GPU {
+	var gs []GPU
+	for i, s := range specs {
+		total := int64(100) << 30
+		free := int64(s[2]) << 30
+		gs = append(gs, GPU{Index: i, UUID: "GPU-" + string(rune('a'+i)),
+			Utilization: Utilization{ComputePercent: s[0]},
+			Memory:      Memory{TotalBytes: total, FreeBytes: free, UsedBytes: total - free}})
+	}
+	return gs
+}
+
+func TestAvailable(t *testing.T) {
+	// (load %, -, free GiB of 100): memory used fraction = 1 - free/100.
+	gpus := fakeGPUs([3]int{10, 0, 90}, [3]int{60, 0, 90}, [3]int{5, 0, 30}, [3]int{0, 0, 80}, [3]int{Unknown, 0, 95})
+	tests := []struct {
+		name string
+		opts Options
+		want []int
+	}{
+		{"defaults: first, limit 1", Options{}, []int{0}},
+		{"no limit", Options{Limit: -1}, []int{0, 3}},
+		{"last", Options{Order: OrderLast, Limit: -1}, []int{3, 0}},
+		{"by load", Options{Order: OrderLoad, Limit: -1}, []int{3, 0}},
+		{"by memory", Options{Order: OrderMemory, Limit: -1}, []int{0, 3}},
+		{"include unknown load", Options{Limit: -1, IncludeUnknown: true, Order: OrderLoad}, []int{3, 0, 4}},
+		{"max load 0.7", Options{Limit: -1, MaxLoad: 0.7}, []int{0, 1, 3}},
+		{"max memory 0.8", Options{Limit: -1, MaxMemory: 0.8}, []int{0, 2, 3}},
+		{"min free 85 GiB", Options{Limit: -1, MinFreeBytes: 85 << 30}, []int{0}},
+		{"exclude id", Options{Limit: -1, ExcludeIDs: []int{0}}, []int{3}},
+		{"exclude uuid", Options{Limit: -1, ExcludeUUIDs: []string{"GPU-d"}}, []int{0}},
+		{"none", Options{MinFreeBytes: 99 << 30}, []int{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Available(gpus, tc.opts)
+			if len(got) != len(tc.want) || len(got) > 0 && !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("%v, want %v", got, tc.want)
+			}
+		})
+	}
+	got := Available(gpus, Options{Order: OrderRandom, Limit: -1})
+	if len(got) != 2 || got[0]+got[1] != 3 {
+		t.Errorf("random: %v", got)
+	}
+}
+
+func TestWriteUtilization(t *testing.T) {
+	r, _ := recorded(t, "h200x2.json").Read()
+	var b bytes.Buffer
+	if err := WriteUtilization(&b, r.GPUs, false); err != nil {
+		t.Fatal(err)
+	}
+	want := "| ID | GPU | MEM |\n" +
+		"------------------\n" +
+		"|  0 |  0% |  0% |\n" +
+		"|  1 | 45% | 13% |\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	b.Reset()
+	mig, _ := recorded(t, "mig_unknown.json").Read()
+	if err := WriteUtilization(&b, append(r.GPUs, mig.GPUs...), true); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "| ID | Name") || !strings.Contains(lines[4], "|         ? |") {
+		t.Errorf("long form:\n%s", b.String())
+	}
+	for _, l := range lines {
+		if len(l) != len(lines[0]) {
+			t.Errorf("ragged table:\n%s", b.String())
+			break
+		}
+	}
+}
+
+// TestConcurrentReads runs under -race in CI.
+func TestConcurrentReads(t *testing.T) {
+	src := recorded(t, "h200x2.json")
+	c := NewCollector(src)
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				r, err := src.Read()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				r.GPUs[0].Processes = nil // readers own their copy
+				gatherFrom(t, c)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestFormatBytes(t *testing.T) {
+	for n, want := range map[int64]string{-1: "?", 0: "0 B", 1023: "1023 B", 1536: "1.50 KiB", 150754820096: "140 GiB", 20 << 30: "20.0 GiB"} {
+		if got := formatBytes(n); got != want {
+			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestRealReading reads what "vram smi --json" printed on an H200 (driver
+// 580, 2026-11-30) and checks the numbers NVML gave hang together.
+func TestRealReading(t *testing.T) {
+	r, err := recorded(t, "h200_driver580.json").Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := r.GPUs[0]
+	m := g.Memory
+	if g.Name != "NVIDIA H200" || m.UsedBytes+m.FreeBytes+m.ReservedBytes != m.TotalBytes || !g.ProcessesVisible || g.Processes == nil {
+		t.Errorf("%+v", g)
+	}
+	var b bytes.Buffer
+	WriteUtilization(&b, r.GPUs, false)
+	if b.String() != "| ID | GPU | MEM |\n------------------\n|  0 |  0% |  0% |\n" {
+		t.Errorf("table:\n%s", b.String())
+	}
+}

@@ -1,0 +1,162 @@
+package nvml
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/vramgo/vram/native/load"
+)
+
+// TestBindingTable holds every Go declaration and struct to bindings.tsv.
+func TestBindingTable(t *testing.T) {
+	diffs, err := load.CheckTable("bindings.tsv", bindings, map[string]uintptr{
+		"nvmlMemory_t":      unsafe.Sizeof(Memory{}),
+		"nvmlMemory_v2_t":   unsafe.Sizeof(MemoryV2{}),
+		"nvmlUtilization_t": unsafe.Sizeof(Utilization{}),
+		"nvmlProcessInfo_t": unsafe.Sizeof(ProcessInfo{}),
+		"nvmlPciInfo_t":     unsafe.Sizeof(PciInfo{}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range diffs {
+		t.Error(d)
+	}
+}
+
+// TestStructLayout checks field offsets against nvml.h's layout.
+func TestStructLayout(t *testing.T) {
+	var m Memory
+	var m2 MemoryV2
+	var u Utilization
+	var p ProcessInfo
+	var pci PciInfo
+	tests := []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"nvmlMemory_t.total", unsafe.Offsetof(m.Total), 0},
+		{"nvmlMemory_t.free", unsafe.Offsetof(m.Free), 8},
+		{"nvmlMemory_t.used", unsafe.Offsetof(m.Used), 16},
+		{"nvmlMemory_v2_t.version", unsafe.Offsetof(m2.Version), 0},
+		{"nvmlMemory_v2_t.total", unsafe.Offsetof(m2.Total), 8},
+		{"nvmlMemory_v2_t.reserved", unsafe.Offsetof(m2.Reserved), 16},
+		{"nvmlMemory_v2_t.free", unsafe.Offsetof(m2.Free), 24},
+		{"nvmlMemory_v2_t.used", unsafe.Offsetof(m2.Used), 32},
+		{"nvmlUtilization_t.gpu", unsafe.Offsetof(u.GPU), 0},
+		{"nvmlUtilization_t.memory", unsafe.Offsetof(u.Memory), 4},
+		{"nvmlProcessInfo_t.pid", unsafe.Offsetof(p.PID), 0},
+		{"nvmlProcessInfo_t.usedGpuMemory", unsafe.Offsetof(p.UsedGPUMemory), 8},
+		{"nvmlProcessInfo_t.gpuInstanceId", unsafe.Offsetof(p.GPUInstanceID), 16},
+		{"nvmlProcessInfo_t.computeInstanceId", unsafe.Offsetof(p.ComputeInstanceID), 20},
+		{"nvmlPciInfo_t.busIdLegacy", unsafe.Offsetof(pci.BusIDLegacy), 0},
+		{"nvmlPciInfo_t.domain", unsafe.Offsetof(pci.Domain), 16},
+		{"nvmlPciInfo_t.bus", unsafe.Offsetof(pci.Bus), 20},
+		{"nvmlPciInfo_t.device", unsafe.Offsetof(pci.Device), 24},
+		{"nvmlPciInfo_t.pciDeviceId", unsafe.Offsetof(pci.PciDeviceID), 28},
+		{"nvmlPciInfo_t.pciSubSystemId", unsafe.Offsetof(pci.PciSubSystemID), 32},
+		{"nvmlPciInfo_t.busId", unsafe.Offsetof(pci.BusID), 36},
+		{"nvmlMemory_v2 version macro", uintptr(MemoryV2Version), 0x02000028},
+		{"NVML_STRUCT_VERSION(Memory, 2) size", uintptr(MemoryV2Version & 0xffffff), unsafe.Sizeof(m2)},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		code     Return
+		wantName string
+		sentinel error
+	}{
+		{"not supported", 3, "NVML_ERROR_NOT_SUPPORTED", ErrNotSupported},
+		{"no permission", 4, "NVML_ERROR_NO_PERMISSION", ErrNoPermission},
+		{"insufficient size", 7, "NVML_ERROR_INSUFFICIENT_SIZE", ErrInsufficientSize},
+		{"driver not loaded", 9, "NVML_ERROR_DRIVER_NOT_LOADED", ErrDriverNotLoaded},
+		{"gpu is lost", 15, "NVML_ERROR_GPU_IS_LOST", ErrGPUIsLost},
+		{"unknown", 999, "NVML_ERROR_UNKNOWN", ErrUnknown},
+		{"unlisted code", 4242, "NVML_ERROR_4242", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.code.Name(); got != tc.wantName {
+				t.Errorf("Name() = %q, want %q", got, tc.wantName)
+			}
+			err := fmt.Errorf("wrapped: %w", check("nvmlTest", tc.code))
+			var e *Error
+			if !errors.As(err, &e) || e.Code != tc.code || e.Func != "nvmlTest" {
+				t.Fatalf("errors.As: %#v", e)
+			}
+			if !strings.HasPrefix(e.Error(), "nvml: nvmlTest: "+tc.wantName+" (") {
+				t.Errorf("message %q", e.Error())
+			}
+			if tc.sentinel != nil && !errors.Is(err, tc.sentinel) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tc.sentinel)
+			}
+			if tc.code != 999 && errors.Is(err, ErrUnknown) {
+				t.Errorf("errors.Is(%v, ErrUnknown) = true", err)
+			}
+		})
+	}
+	if check("nvmlTest", Success) != nil {
+		t.Error("NVML_SUCCESS gave an error")
+	}
+	if !IsNoDriver(fmt.Errorf("x: %w", &load.NotFoundError{Name: libName})) || !IsNoDriver(check("nvmlInit_v2", 9)) {
+		t.Error("IsNoDriver missed a missing driver")
+	}
+	if IsNoDriver(check("nvmlDeviceGetPowerUsage", 3)) {
+		t.Error("IsNoDriver(NVML_ERROR_NOT_SUPPORTED) = true")
+	}
+}
+
+// TestReturnNamesUnique guards the checked-in table against copy slips.
+func TestReturnNamesUnique(t *testing.T) {
+	seen := map[string]Return{}
+	for code, name := range returnNames {
+		if other, dup := seen[name]; dup {
+			t.Errorf("%s is both %d and %d", name, code, other)
+		}
+		seen[name] = code
+		if !strings.HasPrefix(name, "NVML_") {
+			t.Errorf("%d: %q", code, name)
+		}
+	}
+}
+
+// TestNotLoaded checks that calls before Load fail cleanly instead of
+// calling through nil function pointers.
+func TestNotLoaded(t *testing.T) {
+	if ready.Load() {
+		t.Skip("the library is loaded")
+	}
+	if err := Init(); !errors.Is(err, ErrNotLoaded) {
+		t.Errorf("Init: %v", err)
+	}
+	if _, err := DeviceGetCount(); !errors.Is(err, ErrNotLoaded) {
+		t.Errorf("DeviceGetCount: %v", err)
+	}
+	if _, err := DeviceGetMemoryInfoV2(0); !errors.Is(err, ErrNotLoaded) {
+		t.Errorf("DeviceGetMemoryInfoV2: %v", err)
+	}
+	if got := ErrorString(3); got != "NVML_ERROR_NOT_SUPPORTED" {
+		t.Errorf("ErrorString: %q", got)
+	}
+}
+
+func TestCString(t *testing.T) {
+	var p PciInfo
+	copy(p.BusID[:], "00000000:19:00.0\x00junk")
+	if got := p.BusIDString(); got != "00000000:19:00.0" {
+		t.Errorf("%q", got)
+	}
+	if got := cString([]byte("abc")); got != "abc" {
+		t.Errorf("unterminated: %q", got)
+	}
+}
