@@ -119,6 +119,7 @@ type Allocator struct {
 	tick          uint64  // allocation clock, for least-recently-used order
 	pendingEvents []pendingEvent
 	hist          *history
+	log           opLog // latest operations, for the OOM fix check (not with quickOOM)
 	onOOM         func()
 	timeBase      time.Duration // DriverTimer reading at the last reset
 }
@@ -249,9 +250,10 @@ func (a *Allocator) OnOOM(f func()) {
 // to [Allocator.Free].
 //
 // When the device has no room even after the allocator released its cache
-// and ran the OnOOM hook, the error is an [*OutOfMemoryError]; the
-// allocator is unchanged by the failure and keeps working. Other errors: a
-// negative size, a [*ConfigError] from New, or an arena failure other than
+// and ran the OnOOM hook, the error is an [*OutOfMemoryError]; the failure
+// leaves every block and statistic exact (only the cache may have been
+// released) and the allocator keeps working. Other errors: a negative size,
+// a [*ConfigError] from New, or an arena failure other than
 // [ErrArenaFull], wrapped.
 func (a *Allocator) Alloc(size int64, stream Stream, region string) (*Block, error) {
 	if size < 0 {
@@ -465,9 +467,12 @@ func (a *Allocator) carve(b *Block, size, requested int64, region string) *Block
 	blk.requested = requested
 	blk.region = region
 	a.account(blk, 1)
+	if !a.quickOOM {
+		a.log.add(replayOp{addr: blk.addr, size: requested, stream: blk.stream})
+	}
 	if a.hist != nil {
 		blk.pcs = a.hist.callers()
-		a.recordBlock(trace.ActionAlloc, blk)
+		a.recordBlock(trace.ActionAlloc, blk, blk.pcs)
 	}
 	return blk
 }
@@ -484,8 +489,10 @@ func (a *Allocator) Free(b *Block) {
 		panic("memory: Free of a block that is not allocated by this allocator (double free?)")
 	}
 	a.account(b, -1)
+	var pcs []uintptr
 	if a.hist != nil {
-		a.recordBlock(trace.ActionFreeRequested, b)
+		pcs = a.hist.callers()
+		a.recordBlock(trace.ActionFreeRequested, b, pcs)
 	}
 	if len(b.uses) > 0 && a.events != nil {
 		b.state = statePending
@@ -497,14 +504,18 @@ func (a *Allocator) Free(b *Block) {
 		a.account(b, 1)
 		return
 	}
-	a.freeBlock(b)
+	a.freeBlock(b, pcs)
 }
 
 // freeBlock makes the allocated or pending block b, not accounted, free:
-// merged with free neighbours, in its pool, accounted.
-func (a *Allocator) freeBlock(b *Block) {
+// merged with free neighbours, in its pool, accounted. pcs is the stack
+// recorded with the event (history on).
+func (a *Allocator) freeBlock(b *Block, pcs []uintptr) {
+	if !a.quickOOM {
+		a.log.add(replayOp{free: true, addr: b.addr, size: b.requested, stream: b.stream})
+	}
 	if a.hist != nil {
-		a.recordBlock(trace.ActionFreeCompleted, b)
+		a.recordBlock(trace.ActionFreeCompleted, b, pcs)
 	}
 	b.state = stateFree
 	b.uses, b.region, b.pcs = nil, "", nil
@@ -574,7 +585,7 @@ func (a *Allocator) processEvents(wait bool) {
 		}
 		if pe.b.pending--; pe.b.pending == 0 {
 			a.account(pe.b, -1)
-			a.freeBlock(pe.b)
+			a.freeBlock(pe.b, nil)
 		}
 	}
 	clear(a.pendingEvents[len(kept):])

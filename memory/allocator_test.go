@@ -1,10 +1,13 @@
 package memory
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/vramgo/vram/memory/trace"
 )
 
 func TestRoundSize(t *testing.T) {
@@ -587,6 +590,18 @@ func TestHistoryAndSnapshot(t *testing.T) {
 	}
 	if live != 1 || snap.Reserved() != a.Stats().ReservedBytes[StatAll].Current {
 		t.Fatalf("%d live blocks, reserved %d", live, snap.Reserved())
+	}
+	// The snapshot survives package trace's JSON format.
+	var buf bytes.Buffer
+	if err := trace.WriteJSON(&buf, snap); err != nil {
+		t.Fatal(err)
+	}
+	back, err := trace.ReadJSON(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Segments) != len(snap.Segments) || len(back.History) != len(snap.History) || back.Meta[trace.MetaSource] != "vram" {
+		t.Fatalf("JSON round trip lost data: %+v", back)
 	}
 	// A small ring keeps the newest events and says it dropped some.
 	a.SetHistory(true, 2, false)

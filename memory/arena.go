@@ -125,5 +125,6 @@ type EventSource interface {
 // can be released too; without it those blocks stay cached until a Query
 // reports them done.
 type EventWaiter interface {
+	// Wait blocks until e has completed (cudaEventSynchronize).
 	Wait(e Event)
 }

@@ -11,11 +11,14 @@ func BenchmarkCachedAllocFree(b *testing.B) {
 		name string
 		conf string
 		size int64
+		busy bool
 	}{
-		{"small/vram", "", 4096},
-		{"large/vram", "", 16 << 20},
-		{"small/pytorch", "policy:pytorch", 4096},
-		{"large/pytorch", "policy:pytorch", 16 << 20},
+		{"small/vram", "", 4096, false},
+		{"large/vram", "", 16 << 20, false},
+		{"busy/vram", "", 200 << 10, true},
+		{"small/pytorch", "policy:pytorch", 4096, false},
+		{"large/pytorch", "policy:pytorch", 16 << 20, false},
+		{"busy/pytorch", "policy:pytorch", 200 << 10, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg, err := ParseConfig(bc.conf)
@@ -23,6 +26,21 @@ func BenchmarkCachedAllocFree(b *testing.B) {
 				b.Fatal(err)
 			}
 			a := New(NewSimArena(1<<30), cfg)
+			if bc.busy {
+				// Thousands of live blocks and a thousand holes of other
+				// sizes in the pools: a realistic tree depth.
+				var live []*Block
+				for i := 0; i < 3000; i++ {
+					blk, err := a.Alloc(int64(1+i%97)*1536, 0, "")
+					if err != nil {
+						b.Fatal(err)
+					}
+					live = append(live, blk)
+				}
+				for i := 0; i < len(live); i += 3 {
+					a.Free(live[i])
+				}
+			}
 			warm, err := a.Alloc(bc.size, 0, "")
 			if err != nil {
 				b.Fatal(err)
@@ -61,6 +79,29 @@ func BenchmarkReplayResNet(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(len(ev))*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkCachedAllocFreeHistory is BenchmarkCachedAllocFree with history
+// on, without and with stacks.
+func BenchmarkCachedAllocFreeHistory(b *testing.B) {
+	for _, stacks := range []bool{false, true} {
+		name := "nostacks"
+		if stacks {
+			name = "stacks"
+		}
+		b.Run(name, func(b *testing.B) {
+			a := New(NewSimArena(1<<30), Config{})
+			a.SetHistory(true, 1<<16, stacks)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				blk, err := a.Alloc(4096, 0, "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				a.Free(blk)
+			}
 		})
 	}
 }

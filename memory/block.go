@@ -37,10 +37,10 @@ func (s blockState) String() string {
 
 // Block is a piece of device memory handed out by [Allocator.Alloc]. Its
 // address, size and stream do not change while it is allocated. After
-// [Allocator.Free] the Block must not be used again. Every allocation gets
-// a Block struct that no earlier allocation used recently (see
-// blockQuarantine), so freeing a Block twice panics rather than freeing
-// someone else's memory, unless thousands of blocks have died in between.
+// [Allocator.Free] the Block must not be used again. The allocator recycles
+// Block structs only after thousands of others have been freed, so freeing
+// a Block twice panics rather than freeing someone else's memory (unless
+// that many frees came in between).
 //
 // A Block's methods may be called from any goroutine while the caller holds
 // the block.

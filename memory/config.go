@@ -61,8 +61,10 @@ type Config struct {
 
 	// MaxSplitSizeMB, when not 0, stops the allocator from splitting
 	// blocks of this many MiB or more; such a block only serves requests
-	// within 20 MiB of its size (key "max_split_size_mb", more than 20).
-	// 0 means no limit.
+	// within 20 MiB of its size, and never a smaller request (key
+	// "max_split_size_mb", more than 20). 0 means no limit. As in
+	// PyTorch, blocks of virtual segments are split all the same; only
+	// the rules on which requests they serve apply.
 	MaxSplitSizeMB int64
 
 	// RoundupPower2Divisions rounds requested sizes up to one of this

@@ -29,13 +29,19 @@ type opRunner struct {
 	live []*Block
 }
 
-func newOpRunner(t testing.TB, conf string) *opRunner {
+// newOpRunner returns a runner for the settings conf; with quick, its
+// out-of-memory errors skip the (slow) fix check.
+func newOpRunner(t testing.TB, conf string, quick bool) *opRunner {
 	ev := newFakeEvents()
 	var src EventSource = ev
 	if len(conf)%2 == 1 { // some configurations get a source that can wait
 		src = waitingEvents{ev}
 	}
-	a, sim := newTestAllocator(t, conf, 256*mib, WithEvents(src))
+	opts := []Option{WithEvents(src)}
+	if quick {
+		opts = append(opts, withQuickOOM())
+	}
+	a, sim := newTestAllocator(t, conf, 256*mib, opts...)
 	return &opRunner{t: t, a: a, sim: sim, ev: ev}
 }
 
@@ -128,7 +134,7 @@ func FuzzAllocator(f *testing.F) {
 		if len(data) == 0 {
 			return
 		}
-		r := newOpRunner(t, fuzzConfigs[int(data[0])%len(fuzzConfigs)])
+		r := newOpRunner(t, fuzzConfigs[int(data[0])%len(fuzzConfigs)], data[0]&8 != 0)
 		for i := 1; i+2 < len(data); i += 3 {
 			r.step(data[i], data[i+1], data[i+2])
 		}
@@ -139,13 +145,13 @@ func FuzzAllocator(f *testing.F) {
 // TestRandomOps runs long random operation sequences under every setting.
 func TestRandomOps(t *testing.T) {
 	n := 3000
-	if testing.Short() {
-		n = 300
+	if testing.Short() || raceOn {
+		n = 600
 	}
 	for i, conf := range fuzzConfigs {
 		t.Run(conf, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(i), 42))
-			r := newOpRunner(t, conf)
+			r := newOpRunner(t, conf, i%2 == 1)
 			for j := 0; j < n; j++ {
 				op := byte(rng.IntN(256))
 				if rng.IntN(10) < 6 && len(r.live) > 40 {
@@ -161,10 +167,14 @@ func TestRandomOps(t *testing.T) {
 // TestConcurrent allocates and frees from several goroutines at once,
 // with a hook and a checker running beside them; run it with -race.
 func TestConcurrent(t *testing.T) {
-	for _, conf := range []string{"policy:pytorch", "policy:pytorch,expandable_segments:True", ""} {
+	for i, conf := range []string{"policy:pytorch", "policy:pytorch,expandable_segments:True", ""} {
 		t.Run(conf, func(t *testing.T) {
 			ev := newFakeEvents()
-			a, sim := newTestAllocator(t, conf, 512*mib, WithEvents(ev))
+			opts := []Option{WithEvents(ev)}
+			if i != 0 { // out-of-memory fix checks in one of them only: they are slow
+				opts = append(opts, withQuickOOM())
+			}
+			a, sim := newTestAllocator(t, conf, 512*mib, opts...)
 			a.OnOOM(func() { ev.completeAll() })
 			a.SetHistory(true, 1000, false)
 			var wg sync.WaitGroup

@@ -41,8 +41,10 @@ type history struct {
 // maxEvents <= 0) for [Allocator.Snapshot], each with the caller's Go stack
 // when stacks is true (frames inside vram's own packages left out, so the
 // stack starts in the caller's code). Turning it on again starts a new,
-// empty history; off, it discards the history. Recording costs about a
-// microsecond per event with stacks and nothing when off.
+// empty history; off, it discards the history. An event costs about 50 ns
+// to record, a stack about a microsecond more; off, recording costs
+// nothing. A free whose block waited for another stream's events records
+// its completion without a stack.
 func (a *Allocator) SetHistory(enabled bool, maxEvents int, stacks bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -97,13 +99,9 @@ func (a *Allocator) record(action trace.Action, addr uint64, size int64, stream 
 	})
 }
 
-// recordBlock stores an event about block b (history must be on). An
-// allocation carries the stack captured for the block; a free its own.
-func (a *Allocator) recordBlock(action trace.Action, b *Block) {
-	pcs := b.pcs
-	if action != trace.ActionAlloc {
-		pcs = a.hist.callers()
-	}
+// recordBlock stores an event about block b, with the stack pcs (history
+// must be on).
+func (a *Allocator) recordBlock(action trace.Action, b *Block, pcs []uintptr) {
 	a.hist.add(histEvent{
 		ev: trace.Event{Action: action, Addr: b.addr, Size: b.requested, Stream: uint64(b.stream),
 			TimeUS: time.Since(a.start).Microseconds(), Region: b.region},

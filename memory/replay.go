@@ -2,7 +2,6 @@ package memory
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/vramgo/vram/memory/trace"
 )
@@ -58,16 +57,36 @@ func Replay(events []trace.Event, arena Arena, cfg Config) (Result, error) {
 
 // ReplayFrom is [Replay] of state.History starting from the allocator state
 // that state implies rather than from empty: when the history is truncated,
-// the blocks alive before its first event (those live in state's segments
-// but not allocated by the history, and those the history frees without
-// having allocated them) are allocated first, in address order, with their
-// requested sizes. Those allocations count toward the peaks but not toward
-// Events.
+// the blocks held before its first event ([trace.StateAt](state, 0): those
+// held in state's segments that the history does not allocate, and those
+// the history frees without having allocated them) are allocated first, in
+// address order, with their requested sizes. Those allocations count toward
+// the peaks but not toward Events. A snapshot whose history contradicts its
+// segments is an error.
 func ReplayFrom(state *trace.Snapshot, arena Arena, cfg Config) (Result, error) {
 	r := newReplayer(arena, cfg)
 	if state.Truncated {
-		if err := r.prefill(state); err != nil {
-			return Result{}, err
+		held, err := trace.StateAt(state, 0)
+		if err != nil {
+			return Result{}, fmt.Errorf("memory: replay: %w", err)
+		}
+		streams := map[uint64]uint64{} // block address -> its stream
+		for i := len(state.History) - 1; i >= 0; i-- {
+			streams[state.History[i].Addr] = state.History[i].Stream
+		}
+		for _, seg := range state.Segments {
+			for _, b := range seg.Blocks {
+				streams[b.Addr] = seg.Stream
+			}
+		}
+		for _, b := range held {
+			size := b.Requested
+			if size == 0 {
+				size = b.Size
+			}
+			if err := r.alloc(b.Addr, size, streams[b.Addr], b.Region); err != nil {
+				return r.result(), err
+			}
 		}
 	}
 	return r.run(state.History)
@@ -87,57 +106,6 @@ func newReplayer(arena Arena, cfg Config) *replayer {
 		live:   make(map[uint64]*Block),
 		failed: make(map[uint64]bool),
 	}
-}
-
-// prefill allocates the blocks alive before the first event of a truncated
-// history.
-func (r *replayer) prefill(state *trace.Snapshot) error {
-	type pre struct {
-		addr   uint64
-		size   int64
-		stream uint64
-	}
-	before := map[uint64]pre{}
-	seen := map[uint64]bool{} // allocated by the history
-	freeAction := freeActionOf(state.History)
-	for _, e := range state.History {
-		switch e.Action {
-		case trace.ActionAlloc:
-			seen[e.Addr] = true
-		case freeAction:
-			if !seen[e.Addr] {
-				if _, ok := before[e.Addr]; !ok {
-					before[e.Addr] = pre{e.Addr, e.Size, e.Stream}
-				}
-			}
-			delete(seen, e.Addr)
-		}
-	}
-	for _, seg := range state.Segments {
-		for _, b := range seg.Blocks {
-			if b.State == trace.StateInactive || seen[b.Addr] {
-				continue
-			}
-			if _, ok := before[b.Addr]; !ok {
-				size := b.Requested
-				if size == 0 {
-					size = b.Size
-				}
-				before[b.Addr] = pre{b.Addr, size, seg.Stream}
-			}
-		}
-	}
-	list := make([]pre, 0, len(before))
-	for _, p := range before {
-		list = append(list, p)
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].addr < list[j].addr })
-	for _, p := range list {
-		if err := r.alloc(p.addr, p.size, p.stream, ""); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // freeActionOf returns the action a replay frees on: free_completed, or

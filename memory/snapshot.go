@@ -19,7 +19,7 @@ func (a *Allocator) Snapshot() *trace.Snapshot {
 		Device:   a.device,
 		Capacity: a.arena.Capacity(),
 		Config:   a.cfg.String(),
-		Meta:     map[string]string{"allocator": "vram", "policy": a.effectivePolicy()},
+		Meta:     map[string]string{trace.MetaSource: "vram", "vram.policy": a.effectivePolicy()},
 	}
 	var sym symbolizer
 	segs := make([]*segment, 0, len(a.segs))

@@ -28,15 +28,15 @@ package memory
 //     ranges as power-of-two chunks aligned to their size and at most a
 //     twelfth of the range (16 MiB to 1 GiB), so that the hole a freed
 //     block leaves behind contains whole chunks that step 3 can unmap,
-//     while a large tensor still costs only about a dozen calls.
+//     while mapping a large tensor takes a few dozen calls at most.
 //
-// In steady state (a training loop) steps 2 to 4 stop happening once the
-// reserve has reached the high-water mark, so the driver is not called at
-// all; with shapes that keep changing, memory is moved only when the
-// reserve would otherwise grow. The measured effect on real and synthetic
-// traces is in the package documentation, "# Policies". On an arena
-// without virtual memory the allocator falls back to PyTorch's fixed
-// segments; expandable_segments is then unavailable too.
+// On a repeating workload (a training loop) the driver calls die out: a
+// remap that cannot be avoided raises the high-water mark, so the next
+// iteration finds room under the budget; with shapes that keep changing,
+// memory is moved only when the reserve would otherwise grow. The measured
+// effect on real and synthetic traces is in the package documentation,
+// "# Policies". On an arena without virtual memory the allocator falls back
+// to PyTorch's fixed segments; expandable_segments is then unavailable too.
 
 import "math/bits"
 

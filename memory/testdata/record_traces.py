@@ -4,14 +4,15 @@ Usage (on a machine with a GPU and PyTorch, transformers and torchvision):
 
     python3 record_traces.py OUTDIR [workload ...]
 
-For each workload this runs the same seeded program three times in fresh
+For each workload this runs the same seeded program twice, in fresh
 processes: once with PyTorch's default caching allocator while recording the
 allocation history from process start (torch.cuda.memory._record_memory_history),
 which it writes as OUTDIR/<workload>.trace.gz in the text format of vram's
-DESIGN.md ("action addr size stream"), and once each with
-expandable_segments:True and with the default again without history, to
-record PyTorch's own peak reserved and requested bytes. Those go into the
-trace's header comments and into OUTDIR/pytorch_peaks.json.
+DESIGN.md ("action addr size stream"), and once with
+expandable_segments:True. PyTorch's own peak reserved and requested bytes
+of both runs go into the trace's header comments and into
+OUTDIR/pytorch_peaks.json. The traces in this directory were recorded on an
+H200 with PyTorch 2.11.0+cu130 on 2026-11-30.
 
 Models are built from configurations with random weights: nothing is
 downloaded. Workloads:

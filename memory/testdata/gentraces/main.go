@@ -1,9 +1,9 @@
 // Command gentraces writes the synthetic allocation traces in
 // memory/testdata: PyTorch-like tensor lifetimes of three workloads whose
 // shapes change from step to step, the case where caching allocators
-// fragment most. Run it from memory/ with
+// fragment most. Run it in memory/testdata, where it writes the files:
 //
-//	go run ./testdata/gentraces
+//	go run ./gentraces
 //
 // It is deterministic (fixed seeds), so the files only change when this
 // program does. The models follow what PyTorch 2.x does in eager mode:

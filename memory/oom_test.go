@@ -1,0 +1,177 @@
+package memory
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+func TestOutOfMemoryMessage(t *testing.T) {
+	sim := NewSimArena(512 * mib)
+	if err := sim.SetOtherProcesses([]ProcessMemory{{PID: 4242, Name: "python3", Bytes: 12 * mib}}); err != nil {
+		t.Fatal(err)
+	}
+	a := New(sim, Config{Policy: PolicyPyTorch})
+	var all []*Block
+	for i := 0; i < 100; i++ {
+		region := "forward"
+		if i >= 60 {
+			region = "backward"
+		}
+		all = append(all, mustAllocRegion(t, a, 5*mib, region))
+	}
+	for i, b := range all {
+		if i%4 != 0 {
+			a.Free(b)
+		}
+	}
+	_, err := a.Alloc(30*mib, 0, "optimizer")
+	var oom *OutOfMemoryError
+	if !errors.As(err, &oom) {
+		t.Fatalf("got %v, want an OutOfMemoryError", err)
+	}
+	if oom.FixConfig != "policy:vram" || oom.CheckedBy != "history" || oom.LiveBlocks != 25 || oom.Unallocated != 375*mib ||
+		oom.LargestFree != 15*mib || oom.OthersBytes != 12*mib || oom.DeviceFree != 0 || len(oom.TopRegions) != 2 {
+		t.Fatalf("fields: %+v", oom)
+	}
+	got := err.Error()
+	const golden = "testdata/oom_golden.txt"
+	if *updateGolden {
+		if err := os.WriteFile(golden, []byte(got+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got+"\n" != string(want) {
+		t.Fatalf("message differs from %s (go test -run TestOutOfMemoryMessage -update rewrites it):\n%s\nwant:\n%s", golden, got, want)
+	}
+	// The allocator keeps working.
+	check(t, a, sim)
+	// The same program under the suggested setting does fit, and under
+	// expandable segments it does not (its 20 MiB units cannot be taken
+	// out of 15 MiB holes).
+	for conf, fits := range map[string]bool{oom.FixConfig: true, "policy:pytorch,expandable_segments:True": false} {
+		sim := NewSimArena(500 * mib)
+		cfg, _ := ParseConfig(conf)
+		b := New(sim, cfg)
+		var all []*Block
+		for i := 0; i < 100; i++ {
+			all = append(all, mustAllocRegion(t, b, 5*mib, ""))
+		}
+		for i, blk := range all {
+			if i%4 != 0 {
+				b.Free(blk)
+			}
+		}
+		if _, err := b.Alloc(30*mib, 0, ""); (err == nil) != fits {
+			t.Errorf("%s: the 30 MiB request fits: %v, want %v", conf, err == nil, fits)
+		}
+	}
+}
+
+func TestOutOfMemoryRecentHistory(t *testing.T) {
+	sim := NewSimArena(512 * mib)
+	a := New(sim, Config{Policy: PolicyPyTorch})
+	early := mustAllocRegion(t, a, 5*mib, "") // live from before the log's window
+	for i := 0; i < oomLogSize; i++ {         // push the start out of the log
+		a.Free(mustAllocRegion(t, a, 4096, ""))
+	}
+	var all []*Block
+	for i := 0; i < 99; i++ {
+		all = append(all, mustAllocRegion(t, a, 5*mib, ""))
+	}
+	for i, b := range all {
+		if i%4 != 3 {
+			a.Free(b)
+		}
+	}
+	_, err := a.Alloc(40*mib, 0, "")
+	var oom *OutOfMemoryError
+	if !errors.As(err, &oom) {
+		t.Fatal(err)
+	}
+	if oom.CheckedBy != "recent history" || oom.FixConfig != "policy:vram" {
+		t.Fatalf("checked by %q, fix %q", oom.CheckedBy, oom.FixConfig)
+	}
+	if !strings.Contains(err.Error(), "its last 16384 allocations and frees") {
+		t.Fatal(err)
+	}
+	a.Free(early)
+	check(t, a, sim)
+}
+
+func TestReplayScript(t *testing.T) {
+	logged := []replayOp{
+		{free: true, addr: 0x900, size: 7}, // allocated before the log
+		{addr: 0x100, size: 1},
+		{addr: 0x200, size: 2},
+		{free: true, addr: 0x100, size: 1},
+	}
+	held := []replayOp{{addr: 0x200, size: 2}, {addr: 0x50, size: 5}}
+	got := replayScript(logged, held)
+	want := []replayOp{{addr: 0x50, size: 5}, {addr: 0x900, size: 7}}
+	want = append(want, logged...)
+	if len(got) != len(want) {
+		t.Fatalf("script %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("step %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func mustAllocRegion(t *testing.T, a *Allocator, size int64, region string) *Block {
+	t.Helper()
+	b, err := a.Alloc(size, 0, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestOutOfMemoryNeedsMore(t *testing.T) {
+	a, _ := newTestAllocator(t, "", 64*mib)
+	mustAllocRegion(t, a, 40*mib, "weights")
+	_, err := a.Alloc(40*mib, 0, "")
+	var oom *OutOfMemoryError
+	if !errors.As(err, &oom) {
+		t.Fatal(err)
+	}
+	if oom.NeededBytes != 16*mib || oom.FixConfig != "" || !strings.Contains(oom.Fix, "needs 16.00 MiB more memory under the current settings") {
+		t.Fatalf("needed %d, fix %q", oom.NeededBytes, oom.Fix)
+	}
+	if !strings.Contains(err.Error(), "weights 40.00 MiB in 1") {
+		t.Fatalf("message lacks the region: %v", err)
+	}
+}
+
+func TestOutOfMemoryMaxSplitFix(t *testing.T) {
+	// Without virtual memory the fix must be a setting of fixed segments.
+	arena := plainArena{NewSimArena(512 * mib)}
+	a := New(arena, Config{Policy: PolicyPyTorch})
+	var all []*Block
+	for i := 0; i < 100; i++ {
+		all = append(all, mustAllocRegion(t, a, 5*mib, ""))
+	}
+	for i, b := range all {
+		if i%4 != 0 {
+			a.Free(b)
+		}
+	}
+	_, err := a.Alloc(30*mib, 0, "")
+	var oom *OutOfMemoryError
+	if !errors.As(err, &oom) {
+		t.Fatal(err)
+	}
+	if strings.Contains(oom.Fix, "expandable") || strings.Contains(oom.Fix, "vram") {
+		t.Fatalf("suggested virtual memory on an arena without it: %s", oom.Fix)
+	}
+}

@@ -1,0 +1,265 @@
+package memory
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/vramgo/vram/memory/trace"
+)
+
+// traceFiles are the traces in testdata: five recorded from PyTorch 2.11 on
+// an H200 (resnet50_train from DESIGN.md, the others by
+// testdata/record_traces.py) and three synthetic ones written by
+// testdata/gentraces.
+var traceFiles = []string{
+	"resnet50_train.trace.gz",
+	"gpt2_train_varlen.trace.gz",
+	"bert_train_varlen.trace.gz",
+	"gpt2_generate_varbatch.trace.gz",
+	"resnet50_infer_varbatch.trace.gz",
+	"synth_transformer_train_varlen.trace.gz",
+	"synth_gpt_generate_varbatch.trace.gz",
+	"synth_resnet50_infer_varbatch.trace.gz",
+}
+
+// loadTraceHeader reads a text trace from testdata, with its header
+// comments.
+func loadTraceHeader(t testing.TB, name string) ([]trace.Event, []string) {
+	t.Helper()
+	f, err := os.Open("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := trace.NewTextReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []trace.Event
+	for {
+		e, err := r.Next()
+		if err == io.EOF {
+			return events, r.Header()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, e)
+	}
+}
+
+// loadTrace reads a text trace from testdata.
+func loadTrace(t testing.TB, name string) []trace.Event {
+	ev, _ := loadTraceHeader(t, name)
+	return ev
+}
+
+func TestReplayBasics(t *testing.T) {
+	ev := []trace.Event{
+		{Action: trace.ActionSegmentAlloc, Addr: 1 << 30, Size: 2 << 20},
+		{Action: trace.ActionAlloc, Addr: 100, Size: 1000},
+		{Action: trace.ActionAlloc, Addr: 200, Size: 3 << 20, Stream: 1},
+		{Action: trace.ActionFreeRequested, Addr: 100, Size: 1000},
+		{Action: trace.ActionAlloc, Addr: 300, Size: 10},
+		{Action: trace.ActionFreeCompleted, Addr: 100, Size: 1000},
+		{Action: trace.ActionFreeCompleted, Addr: 999, Size: 5}, // never allocated
+		{Action: trace.ActionAlloc, Addr: 400, Size: 1 << 40},   // does not fit
+		{Action: trace.ActionFreeCompleted, Addr: 400},          // its free is ignored
+		{Action: trace.ActionSnapshot},
+	}
+	r, err := Replay(ev, NewSimArena(1<<30), Config{Policy: PolicyPyTorch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Result{
+		Events:         10,
+		PeakRequested:  1000 + 3<<20 + 10,
+		PeakAllocated:  1024 + 3<<20 + 512,
+		PeakReserved:   kSmallBuffer + kLargeBuffer,
+		DeviceAllocs:   2,
+		DriverTimeUS:   110,
+		NumOOMs:        1,
+		UnmatchedFrees: 1,
+		// The OOM released the cache once before failing.
+		NumAllocRetries: 1,
+		DeviceFrees:     0,
+	}
+	if r != want {
+		t.Fatalf("Replay = %+v\nwant     %+v", r, want)
+	}
+	b, _ := json.Marshal(r)
+	for _, key := range []string{"events", "peak_requested_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
+		"device_allocs", "device_frees", "device_maps", "device_unmaps", "driver_time_us", "num_alloc_retries",
+		"num_ooms", "unmatched_frees"} {
+		if !strings.Contains(string(b), `"`+key+`":`) {
+			t.Errorf("JSON %s lacks %q", b, key)
+		}
+	}
+}
+
+func TestReplayFreeRequestedFallback(t *testing.T) {
+	ev := []trace.Event{
+		{Action: trace.ActionAlloc, Addr: 1, Size: 4 << 20},
+		{Action: trace.ActionFreeRequested, Addr: 1},
+		{Action: trace.ActionAlloc, Addr: 2, Size: 4 << 20},
+	}
+	r, err := Replay(ev, NewSimArena(1<<30), Config{Policy: PolicyPyTorch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PeakRequested != 4<<20 || r.DeviceAllocs != 1 {
+		t.Fatalf("a trace without free_completed must free on free_requested: %+v", r)
+	}
+}
+
+func TestReplayFrom(t *testing.T) {
+	// Live at the snapshot: block 0xA (allocated before the history) and
+	// 0xC (allocated by it). The history also frees 0xB, allocated
+	// before it began.
+	state := &trace.Snapshot{
+		Truncated: true,
+		Segments: []trace.Segment{{Addr: 0xA000, Size: 20 << 20, Pool: trace.PoolLarge, Blocks: []trace.Block{
+			{Addr: 0xA000, Size: 8 << 20, Requested: 8 << 20, State: trace.StateActiveAllocated},
+			{Addr: 0xA000 + 8<<20, Size: 4 << 20, Requested: 4 << 20, State: trace.StateActiveAllocated},
+			{Addr: 0xA000 + 12<<20, Size: 8 << 20, State: trace.StateInactive},
+		}}},
+		History: []trace.Event{
+			{Action: trace.ActionFreeCompleted, Addr: 0xB, Size: 6 << 20},
+			{Action: trace.ActionAlloc, Addr: 0xA000 + 8<<20, Size: 4 << 20},
+		},
+	}
+	r, err := ReplayFrom(state, NewSimArena(1<<30), Config{Policy: PolicyPyTorch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PeakRequested != (8+6)<<20 || r.Events != 2 || r.UnmatchedFrees != 0 {
+		t.Fatalf("ReplayFrom = %+v, want a peak of 14 MiB from the implied state", r)
+	}
+	state.Truncated = false
+	r, err = ReplayFrom(state, NewSimArena(1<<30), Config{Policy: PolicyPyTorch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PeakRequested != 4<<20 || r.UnmatchedFrees != 1 {
+		t.Fatalf("untruncated ReplayFrom = %+v", r)
+	}
+}
+
+func TestReplayConfigError(t *testing.T) {
+	_, err := Replay([]trace.Event{{Action: trace.ActionAlloc, Addr: 1, Size: 1}}, plainArena{NewSimArena(1 << 30)},
+		Config{Policy: PolicyPyTorch, ExpandableSegments: true})
+	if err == nil {
+		t.Fatal("replay with an impossible configuration succeeded")
+	}
+}
+
+// policyResult is one replay's fragmentation and driver time.
+type policyResult struct {
+	ratio    float64
+	driverUS int64
+	res      Result
+}
+
+func replayPolicies(t testing.TB, ev []trace.Event) map[string]policyResult {
+	out := map[string]policyResult{}
+	for _, conf := range []string{"policy:pytorch", "policy:pytorch,expandable_segments:True", "policy:vram"} {
+		cfg, err := ParseConfig(conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Replay(ev, NewSimArena(80<<30), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.NumOOMs != 0 || r.UnmatchedFrees != 0 {
+			t.Fatalf("%s: %+v", conf, r)
+		}
+		out[conf] = policyResult{float64(r.PeakReserved) / float64(r.PeakRequested), r.DriverTimeUS, r}
+	}
+	return out
+}
+
+// TestPolicies replays every trace under the three policies and checks the
+// targets of issue 3: policy:vram reserves at most 1.02 times the peak
+// requested on the ResNet-50 trace and at most 1.05 on every trace, never
+// more than PyTorch's best setting, with at most twice the driver time of
+// policy:pytorch. For traces recorded with record_traces.py it also checks
+// that the PyTorch policies reproduce what PyTorch itself reserved.
+func TestPolicies(t *testing.T) {
+	for _, name := range traceFiles {
+		t.Run(name, func(t *testing.T) {
+			ev, header := loadTraceHeader(t, name)
+			res := replayPolicies(t, ev)
+			pt, ex, vr := res["policy:pytorch"], res["policy:pytorch,expandable_segments:True"], res["policy:vram"]
+			t.Logf("pytorch %.4f %d µs | expandable %.4f %d µs | vram %.4f %d µs (%d maps, %d unmaps)",
+				pt.ratio, pt.driverUS, ex.ratio, ex.driverUS, vr.ratio, vr.driverUS, vr.res.DeviceMaps, vr.res.DeviceUnmaps)
+			limit := 1.05
+			if name == "resnet50_train.trace.gz" {
+				limit = 1.02
+				// DESIGN.md: PyTorch reserved 7.03 GB (1.206x), 5.95 GB
+				// (1.020x) with expandable segments.
+				if pt.res.PeakReserved != 7029653504 || ex.ratio > 1.0206 {
+					t.Errorf("PyTorch policies do not reproduce PyTorch: %d, %.4f", pt.res.PeakReserved, ex.ratio)
+				}
+			}
+			if vr.ratio > limit || vr.ratio > min(pt.ratio, ex.ratio) {
+				t.Errorf("policy:vram reserves %.4fx, want at most %.2f and at most PyTorch's best %.4f", vr.ratio, limit, min(pt.ratio, ex.ratio))
+			}
+			if vr.driverUS > 2*pt.driverUS {
+				t.Errorf("policy:vram driver time %d µs, more than twice policy:pytorch's %d", vr.driverUS, pt.driverUS)
+			}
+			for _, h := range header {
+				var reserved, requested int64
+				if n, _ := fmt.Sscanf(h, "PyTorch default: peak reserved %d, peak requested %d", &reserved, &requested); n == 2 {
+					checkClose(t, "policy:pytorch peak reserved", pt.res.PeakReserved, reserved)
+					checkClose(t, "peak requested", pt.res.PeakRequested, requested)
+				}
+				if n, _ := fmt.Sscanf(h, "PyTorch expandable_segments:True: peak reserved %d, peak requested %d", &reserved, &requested); n == 2 {
+					checkClose(t, "expandable peak reserved", ex.res.PeakReserved, reserved)
+				}
+			}
+		})
+	}
+}
+
+// checkClose fails if got is more than 1% away from PyTorch's own want.
+func checkClose(t *testing.T, what string, got, want int64) {
+	t.Helper()
+	if d := float64(got-want) / float64(want); d > 0.01 || d < -0.01 {
+		t.Errorf("%s: replay %d, PyTorch %d", what, got, want)
+	}
+}
+
+// TestVRAMSteadyState replays the second half of the ResNet-50 trace (two
+// training steps) again and again after the whole trace: policy:vram must
+// stop calling the driver once its high-water mark covers the workload.
+func TestVRAMSteadyState(t *testing.T) {
+	ev := loadTrace(t, "resnet50_train.trace.gz")
+	r := newReplayer(NewSimArena(80<<30), Config{})
+	if _, err := r.run(ev); err != nil {
+		t.Fatal(err)
+	}
+	half := ev[len(ev)/2:]
+	var calls []int64
+	for i := 0; i < 12; i++ {
+		before := r.al.Stats()
+		if _, err := r.run(half); err != nil {
+			t.Fatal(err)
+		}
+		after := r.al.Stats()
+		calls = append(calls, after.NumDeviceAlloc+after.NumDeviceFree-before.NumDeviceAlloc-before.NumDeviceFree)
+	}
+	s := r.al.Stats()
+	ratio := float64(s.ReservedBytes[StatAll].Peak) / float64(s.RequestedBytes[StatAll].Peak)
+	t.Logf("driver calls per repetition %v, ratio %.4f", calls, ratio)
+	if calls[len(calls)-1] != 0 || calls[len(calls)-2] != 0 {
+		t.Errorf("still remapping after %d repetitions: %v", len(calls), calls)
+	}
+	if ratio > 1.02 {
+		t.Errorf("ratio %.4f after the repetitions", ratio)
+	}
+}

@@ -1,0 +1,160 @@
+package memory
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+var (
+	_ VirtualArena = (*SimArena)(nil)
+	_ DeviceInfo   = (*SimArena)(nil)
+	_ DriverTimer  = (*SimArena)(nil)
+	_ Arena        = plainArena{}
+)
+
+func TestSimArenaAlloc(t *testing.T) {
+	s := NewSimArena(100 * mib)
+	a, err := s.Alloc(60 * mib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Alloc(50 * mib); !errors.Is(err, ErrArenaFull) {
+		t.Fatalf("Alloc beyond capacity: %v", err)
+	}
+	b, err := s.Alloc(10 * mib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b < a+60*mib || a%512 != 0 || b%512 != 0 {
+		t.Fatalf("addresses 0x%x and 0x%x overlap or are misaligned", a, b)
+	}
+	if s.Used() != 70*mib || s.PeakUsed() != 70*mib {
+		t.Fatalf("used %d peak %d", s.Used(), s.PeakUsed())
+	}
+	if err := s.Free(a, 50*mib); err == nil {
+		t.Fatal("Free with the wrong size accepted")
+	}
+	if err := s.Free(a+512, 60*mib); err == nil {
+		t.Fatal("Free of an unknown address accepted")
+	}
+	if err := s.Free(a, 60*mib); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Free(a, 60*mib); err == nil {
+		t.Fatal("double Free accepted")
+	}
+	c := s.Counts()
+	if c.Alloc != 2 || c.Free != 1 || c.Refused != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+	// 620 µs (60 MiB) + 55 µs (10 MiB) + 350 µs (free of 60 MiB).
+	if got := s.DriverTime(); got != (620+55+350)*time.Microsecond {
+		t.Fatalf("driver time %v", got)
+	}
+}
+
+func TestSimArenaVirtual(t *testing.T) {
+	s := NewSimArena(16 * mib)
+	g := s.Granularity()
+	if g != 2*mib {
+		t.Fatalf("granularity %d", g)
+	}
+	base, err := s.Reserve(64 * mib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reserve(3 * mib); err == nil {
+		t.Fatal("unaligned Reserve accepted")
+	}
+	tests := []struct {
+		name string
+		addr uint64
+		size int64
+		ok   bool
+	}{
+		{"first chunk", base, 4 * mib, true},
+		{"overlap", base + 2*mib, 4 * mib, false},
+		{"unaligned", base + mib, 2 * mib, false},
+		{"outside", base + 64*mib, 2 * mib, false},
+		{"second chunk", base + 4*mib, 8 * mib, true},
+		{"beyond capacity", base + 12*mib, 6 * mib, false},
+		{"last fit", base + 12*mib, 4 * mib, true},
+	}
+	for _, tt := range tests {
+		if err := s.Map(tt.addr, tt.size); (err == nil) != tt.ok {
+			t.Errorf("%s: Map = %v", tt.name, err)
+		}
+	}
+	if s.Used() != 16*mib {
+		t.Fatalf("used %d", s.Used())
+	}
+	if err := s.Unmap(base, 2*mib); err == nil {
+		t.Fatal("Unmap of part of a chunk accepted")
+	}
+	if err := s.Unmap(base, 12*mib); err == nil {
+		t.Fatal("Unmap of two chunks at once accepted")
+	}
+	if err := s.Unreserve(base, 64*mib); err == nil {
+		t.Fatal("Unreserve with mappings accepted")
+	}
+	for _, c := range []struct {
+		addr uint64
+		size int64
+	}{{base, 4 * mib}, {base + 4*mib, 8 * mib}, {base + 12*mib, 4 * mib}} {
+		if err := s.Unmap(c.addr, c.size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Unreserve(base, 64*mib); err != nil {
+		t.Fatal(err)
+	}
+	c := s.Counts()
+	if c.Create != 3 || c.Map != 3 || c.SetAccess != 3 || c.Unmap != 3 || c.Release != 3 || c.Reserve != 1 || c.Unreserve != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+	if got := s.DriverTime(); got != 3*45*time.Microsecond+3*40*time.Microsecond {
+		t.Fatalf("driver time %v", got)
+	}
+}
+
+func TestSimArenaOtherProcesses(t *testing.T) {
+	s := NewSimArena(100 * mib)
+	if err := s.SetOtherProcesses([]ProcessMemory{{PID: 1, Bytes: 10 * mib}, {PID: 2, Bytes: 30 * mib}}); err != nil {
+		t.Fatal(err)
+	}
+	free, total, err := s.FreeMemory()
+	if err != nil || free != 60*mib || total != 100*mib {
+		t.Fatalf("FreeMemory = %d, %d, %v", free, total, err)
+	}
+	if p, _ := s.OtherProcesses(); len(p) != 2 || p[0].PID != 2 {
+		t.Fatalf("OtherProcesses = %+v, want largest first", p)
+	}
+	if _, err := s.Alloc(61 * mib); !errors.Is(err, ErrArenaFull) {
+		t.Fatalf("Alloc past the others' share: %v", err)
+	}
+	if err := s.SetOtherProcesses([]ProcessMemory{{PID: 3, Bytes: 200 * mib}}); err == nil {
+		t.Fatal("others beyond capacity accepted")
+	}
+}
+
+func TestCostModel(t *testing.T) {
+	tests := []struct {
+		size        int64
+		alloc, free time.Duration
+	}{
+		{2 * mib, 55 * time.Microsecond, 50 * time.Microsecond},
+		{20 * mib, 55 * time.Microsecond, 50 * time.Microsecond},
+		{20*mib + 1, 620 * time.Microsecond, 350 * time.Microsecond},
+		{1 << 30, 620 * time.Microsecond, 350 * time.Microsecond},
+		{8 << 30, (620 + 1.5*7*1024) * time.Microsecond, time.Duration((350 + 0.33*7*1024) * 1000)},
+	}
+	for _, tt := range tests {
+		if got := allocCost(tt.size); got != tt.alloc {
+			t.Errorf("allocCost(%d) = %v, want %v", tt.size, got, tt.alloc)
+		}
+		if got := freeCost(tt.size); got != tt.free {
+			t.Errorf("freeCost(%d) = %v, want %v", tt.size, got, tt.free)
+		}
+	}
+}
