@@ -8,8 +8,9 @@ import (
 	"sync/atomic"
 
 	"github.com/vramgo/vram/backend"
-	_ "github.com/vramgo/vram/backend/cpu" // the CPU backend is always present
-	_ "github.com/vramgo/vram/backend/sim" // simulated GPUs
+	_ "github.com/vramgo/vram/backend/cpu"  // the CPU backend is always present
+	_ "github.com/vramgo/vram/backend/cuda" // NVIDIA GPUs, when a driver is there
+	_ "github.com/vramgo/vram/backend/sim"  // simulated GPUs
 )
 
 // Device names where a tensor lives: a device kind ("cpu", "cuda", "sim")

@@ -1,0 +1,108 @@
+package cuda
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/native/nvrtc"
+)
+
+// TestKernelsCompile compiles every kernel module with NVRTC alone, for
+// Hopper (sm_90) and Ampere (sm_80; CUDA 13's NVRTC compiles nothing older
+// than sm_75). It needs no GPU and skips where NVRTC is missing.
+func TestKernelsCompile(t *testing.T) {
+	if _, err := nvrtc.Load(); err != nil {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	t.Setenv(EnvKernelCache, t.TempDir())
+	for _, arch := range []int{90, 80} {
+		if err := CompileAll(arch); err != nil {
+			t.Fatalf("sm_%d: %v", arch, err)
+		}
+	}
+}
+
+// kernelNames returns the kernels that the ops look up in module k.
+func kernelNames(k modKey) []string {
+	var names []string
+	widths := []int{1, 2, 4, 8}
+	switch k.fam {
+	case famBytes:
+		switch k.op {
+		case "fill", "move", "where":
+			for _, w := range widths {
+				n := widthNames[k.op][w]
+				if k.op != "move" {
+					names = append(names, n[0])
+				}
+				names = append(names, n[1])
+			}
+		case "gather":
+			for _, w := range widths {
+				names = append(names, gatherNames[w])
+			}
+		case "check":
+			names = append(names, "check_index")
+		}
+	case famCopy:
+		dt, _ := backend.ParseDType(k.op)
+		names = append(names, copyNames[dt][:]...)
+	case famUnary:
+		for op := backend.UnaryOp(0); op <= backend.LogicalNot; op++ {
+			if op.String() == k.op {
+				names = append(names, unaryNames[op][:]...)
+			}
+		}
+	case famBinary:
+		for op := backend.BinaryOp(0); op <= backend.LogicalOr; op++ {
+			if op.String() == k.op {
+				names = append(names, binaryNames[op][0][:]...)
+				names = append(names, binaryNames[op][1][:]...)
+				if !k.dt.IsFloat() {
+					names = append(names, binaryNames[op][2][:]...)
+				}
+			}
+		}
+	case famReduce:
+		for op := backend.ReduceOp(0); op <= backend.ArgMin; op++ {
+			if op.String() == k.op {
+				for _, g := range []int{0, 1, 32, 256} {
+					names = append(names, reduceNames[op][g])
+				}
+			}
+		}
+	case famScatter:
+		names = append(names, "scatter_add")
+	}
+	return names
+}
+
+// TestModuleKernels compiles the module of every op and dtype, as devices
+// do, and checks that each holds the kernels the ops look up. It needs
+// NVRTC but no GPU.
+func TestModuleKernels(t *testing.T) {
+	if _, err := nvrtc.Load(); err != nil {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	t.Setenv(EnvKernelCache, t.TempDir())
+	keys := allModules()
+	if err := compileKeys(keys, 90); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		img, err := cubin(k, 90)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := kernelNames(k)
+		if len(names) == 0 {
+			t.Errorf("%s: no kernel names", k)
+		}
+		for _, n := range names {
+			if !bytes.Contains(img, []byte(n+"\x00")) {
+				t.Errorf("%s: kernel %s missing", k, n)
+			}
+		}
+	}
+}

@@ -1,0 +1,88 @@
+// Package cuda is vram's backend for NVIDIA GPUs, registered as "cuda":
+// every kernel of [backend.Kernels] on the GPU, the caching allocator of
+// package memory on real device memory, and copies between host and
+// device, without cgo (the native packages bind libcuda, NVRTC and
+// cuBLASLt with purego).
+//
+// Programs use it through the root package (vram.CUDA(0)); a blank import
+// registers it. [Open] returns a [*Device] for direct use, as the tests and
+// benchmarks do. [Probe] says why there is no GPU.
+//
+// # Devices
+//
+// [Backend.DeviceCount] loads the driver and counts the GPUs once per
+// process; it is 0 on a machine without a driver or GPU, and never panics.
+// Opening a device retains its primary context (shared with cuBLAS, NCCL and
+// the CUDA runtime), creates one non-blocking stream on which all its work
+// runs in order, and creates its allocator from VRAM_ALLOC_CONF (an invalid
+// value makes the open fail). With policy:vram (the default) or
+// expandable_segments:True the allocator maps memory with CUDA virtual
+// memory management (cuMemCreate, cuMemMap) through a [memory.VirtualArena];
+// otherwise it takes whole segments from cuMemAlloc. NVRTC and cuBLASLt are
+// loaded at the first op that needs them; when one is missing the op fails
+// with an error that names the library and how to install it.
+//
+// # Threads and contexts
+//
+// The driver's current context belongs to the OS thread. Every method
+// pins the calling goroutine to its thread (runtime.LockOSThread, counted,
+// so calls nest) and makes the device's context current (cuCtxSetCurrent)
+// before it calls the driver, and unpins it afterwards: ops run on the
+// caller's goroutine, without a hop to a device goroutine. BENCHMARKS.md
+// compares the two designs' host overhead.
+//
+// # Kernels
+//
+// The kernels are CUDA C in kernels/*.cu, embedded in the binary and
+// specialised per op and dtype by preprocessor options: one module per op
+// and dtype (say, float16 exp), compiled by NVRTC for the device's own
+// architecture (sm_90 on an H200) to a CUBIN the first time an op needs it,
+// in a fraction of a second. CUBINs are cached on disk in
+// os.UserCacheDir()/vram/kernels (or $VRAM_KERNEL_CACHE; "off" disables
+// it), named by a hash of the source, the options, the architecture and
+// NVRTC's version, and written atomically. [Device.Precompile] compiles all
+// of them at once, in parallel. A source that NVRTC refuses is a
+// [*CompileError] carrying NVRTC's log.
+//
+// Elementwise kernels index with 64 bits and take the shapes and strides of
+// their operands (after merging the dimensions across which every operand
+// is contiguous, up to 8; more are split on the host) as kernel
+// parameters, so broadcast, transposed, offset and zero-size views run
+// without copies; all-contiguous operands take a fast path that moves 4
+// elements per access when aligned, and strided kernels handle 4
+// consecutive elements per thread from one index computation. Float16,
+// bfloat16 and float32 compute in float32 and float64 in float64;
+// transcendental functions use CUDA's float (or double) versions, within
+// 1 to 4 ulp of the CPU backend, which evaluates them in float64.
+// Reductions are deterministic: each output's elements are folded in a
+// fixed pattern by a thread, a warp or a block, and long reductions are
+// split into chunks whose number depends only on the shapes; float16,
+// bfloat16 and float32 accumulate in float32. MatMul goes through
+// cuBLASLt with a 32 MiB workspace and plans cached per shape; float32
+// products use full float32 unless [SetAllowTF32] allows TF32.
+//
+// # Errors
+//
+// Methods return errors; the root package turns them into panics. Kernels
+// run asynchronously: a fault inside one (an illegal address) surfaces at a
+// later call, is sticky in the driver, and turns into a
+// [*ContextLostError] that every later call on the device returns at once.
+// Index errors of Gather and ScatterAdd and integer division by zero are
+// found by the kernels, written to a small error buffer on the device and
+// returned by the next Synchronize as a [*KernelError]; the device stays
+// usable.
+//
+// # Memory ownership
+//
+// Buffers come from the caching allocator ([Device.Allocator]) and go back
+// to it with Free; the allocator reuses a freed block only for work queued
+// later on the same stream, so Free never waits. Host copies return once
+// the Go slice may be reused. Large copies from Go memory go through two
+// page-locked staging buffers, overlapping the host copy with the DMA;
+// memory from [Device.AllocHost] is copied directly.
+//
+// # Optional interfaces
+//
+// [*Device] also implements [PeerCopier] (direct copies between GPUs with
+// cuMemcpyPeerAsync) and [HostAllocator] (page-locked host memory).
+package cuda

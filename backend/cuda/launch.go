@@ -1,0 +1,330 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/native/cuda"
+)
+
+// Launch geometry.
+const (
+	// maxDims is the most dimensions a strided kernel walks after merging
+	// (kernels/common.cuh's MAXD); views with more are split on the host.
+	maxDims = 8
+	// blockThreads is the number of threads of each block.
+	blockThreads = 256
+	// blocksPerSM bounds the grid of grid-stride kernels: enough blocks to
+	// fill every multiprocessor several times over.
+	blocksPerSM = 16
+	// unroll is the number of elements each thread of a strided
+	// elementwise kernel takes per step (kernels/common.cuh's UNROLL).
+	unroll = 4
+)
+
+func errorIs(err, target error) bool { return errors.Is(err, target) }
+
+// ptrOf returns the device address of v's first element. v must have a
+// buffer of this device.
+func (d *Device) ptrOf(what string, v backend.View) (cuda.DevicePtr, error) {
+	b, ok := v.Buf.(*Buffer)
+	if !ok {
+		return 0, fmt.Errorf("cuda: %s: buffer of type %T is not CUDA memory", what, v.Buf)
+	}
+	if b.block == nil {
+		return 0, fmt.Errorf("cuda: %s: buffer was freed", what)
+	}
+	if b.dev != d {
+		return 0, fmt.Errorf("cuda: %s: buffer of cuda:%d used on cuda:%d", what, b.dev.index, d.index)
+	}
+	return b.ptr + cuda.DevicePtr(v.Offset*v.DType.Size()), nil
+}
+
+// module returns module k loaded into d's context, compiling it (or
+// reading the disk cache) on first use. The context must be current.
+func (d *Device) module(k modKey) (*loadedModule, error) {
+	v, ok := d.mods.Load(k)
+	if !ok {
+		v, _ = d.mods.LoadOrStore(k, &loadedModule{})
+	}
+	m := v.(*loadedModule)
+	m.once.Do(func() {
+		img, err := cubin(k, d.arch)
+		if err != nil {
+			m.err = err
+			return
+		}
+		mod, err := cuda.ModuleLoadData(img)
+		if err != nil && d.lost.Load() == nil {
+			// A damaged cache file: compile again, bypassing the caches.
+			if img, err = recompile(k, d.arch); err == nil {
+				mod, err = cuda.ModuleLoadData(img)
+			}
+		}
+		if err != nil {
+			m.err = fmt.Errorf("cuda: cuda:%d: loading the kernels of %s: %w", d.index, k, d.check(err))
+			return
+		}
+		m.mod = mod
+	})
+	return m, m.err
+}
+
+// function returns kernel name of module k. The context must be current.
+func (d *Device) function(k modKey, name string) (cuda.Function, error) {
+	m, err := d.module(k)
+	if err != nil {
+		return 0, err
+	}
+	if f, ok := m.fns.Load(name); ok {
+		return f.(cuda.Function), nil
+	}
+	f, err := cuda.ModuleGetFunction(m.mod, name)
+	if err != nil {
+		return 0, fmt.Errorf("cuda: kernel %s of %s: %w", name, k, err)
+	}
+	m.fns.Store(name, f)
+	return f, nil
+}
+
+// grid returns the number of blocks for n units of work of blockThreads
+// each, bounded for grid-stride kernels.
+func (d *Device) grid(units int64) uint32 {
+	b := (units + blockThreads - 1) / blockThreads
+	return uint32(max(1, min(b, int64(d.sms*blocksPerSM))))
+}
+
+// launch queues f on the stream with the given number of blocks.
+func (d *Device) launch(f cuda.Function, blocks uint32, a *cuda.KernelArgs) error {
+	err := cuda.LaunchKernel(f, cuda.Dim3{X: blocks, Y: 1, Z: 1}, cuda.Dim3{X: blockThreads, Y: 1, Z: 1}, 0, d.stream, a)
+	return d.check(err)
+}
+
+// merge drops the dimensions of size 1 and merges neighbours across which
+// every operand is contiguous. It returns the merged shape and strides,
+// outermost first.
+func merge(shape []int, strides [][]int) ([]int, [][]int) {
+	ms := make([]int, 0, len(shape))
+	mst := make([][]int, len(strides))
+	for k := range strides {
+		mst[k] = make([]int, 0, len(shape))
+	}
+	for dim, n := range shape {
+		if n == 1 {
+			continue
+		}
+		last := len(ms) - 1
+		can := last >= 0
+		for k := 0; can && k < len(strides); k++ {
+			if mst[k][last] != strides[k][dim]*n {
+				can = false
+			}
+		}
+		if can {
+			ms[last] *= n
+			for k := range strides {
+				mst[k][last] = strides[k][dim]
+			}
+			continue
+		}
+		ms = append(ms, n)
+		for k := range strides {
+			mst[k] = append(mst[k], strides[k][dim])
+		}
+	}
+	return ms, mst
+}
+
+// addIdx appends a strided space's parameters (nd, small, the shape and
+// every operand's strides, innermost first, padded to maxDims) to a.
+func addIdx(a *cuda.KernelArgs, n int64, shape []int, strides [][]int) {
+	nd := len(shape)
+	a.Int32(int32(nd))
+	small := int32(0)
+	if n < 1<<32 {
+		small = 1
+	}
+	a.Int32(small)
+	for i := range maxDims {
+		if i < nd {
+			a.Int64(int64(shape[nd-1-i]))
+		} else {
+			a.Int64(1)
+		}
+	}
+	for _, st := range strides {
+		for i := range maxDims {
+			if i < nd {
+				a.Int64(int64(st[nd-1-i]))
+			} else {
+				a.Int64(0)
+			}
+		}
+	}
+}
+
+// ewOp is an operand of an elementwise launch: its first element's address,
+// its element size and its strides.
+type ewOp struct {
+	ptr     cuda.DevicePtr
+	size    int
+	strides []int
+}
+
+// ewKernel names the contiguous and strided kernels of an elementwise op
+// ("" when there is no contiguous one).
+type ewKernel struct {
+	key  modKey
+	c, s string
+}
+
+// ewise launches an elementwise kernel over shape. pre appends the
+// kernel's leading arguments (pointers, scalars) given the operands'
+// addresses; ewise then appends n and either the vector flag (contiguous
+// kernel) or the strided space. The context must be current.
+func (d *Device) ewise(k ewKernel, shape []int, ops []ewOp, pre func(a *cuda.KernelArgs, ptrs []cuda.DevicePtr)) error {
+	strides := make([][]int, len(ops))
+	for i, o := range ops {
+		strides[i] = o.strides
+	}
+	ms, mst := merge(shape, strides)
+	n := int64(1)
+	for _, x := range ms {
+		n *= int64(x)
+	}
+	if n == 0 {
+		return nil
+	}
+	ptrs := make([]cuda.DevicePtr, len(ops))
+	for i, o := range ops {
+		ptrs[i] = o.ptr
+	}
+	contiguous := k.c != ""
+	for _, st := range mst {
+		if len(st) > 1 || len(st) == 1 && st[0] != 1 {
+			contiguous = false
+		}
+	}
+	if contiguous {
+		f, err := d.function(k.key, k.c)
+		if err != nil {
+			return err
+		}
+		vec := int32(1)
+		for i, o := range ops {
+			if uint64(ptrs[i])%uint64(4*o.size) != 0 {
+				vec = 0
+			}
+		}
+		a := d.getArgs()
+		defer d.putArgs(a)
+		pre(a, ptrs)
+		a.Int64(n).Int32(vec)
+		units := n
+		if vec != 0 {
+			units = (n + 3) / 4
+		}
+		return d.launch(f, d.grid(units), a)
+	}
+	f, err := d.function(k.key, k.s)
+	if err != nil {
+		return err
+	}
+	return d.stridedLaunch(f, ms, mst, ops, ptrs, pre)
+}
+
+// stridedLaunch launches f over the merged space (ms, mst), splitting the
+// outermost dimensions on the host while there are more than maxDims.
+func (d *Device) stridedLaunch(f cuda.Function, ms []int, mst [][]int, ops []ewOp, ptrs []cuda.DevicePtr,
+	pre func(a *cuda.KernelArgs, ptrs []cuda.DevicePtr)) error {
+	if len(ms) > maxDims {
+		inner := make([][]int, len(mst))
+		for k := range mst {
+			inner[k] = mst[k][1:]
+		}
+		sub := make([]cuda.DevicePtr, len(ptrs))
+		for i := range ms[0] {
+			for k, o := range ops {
+				sub[k] = ptrs[k] + cuda.DevicePtr(int64(i)*int64(mst[k][0])*int64(o.size))
+			}
+			if err := d.stridedLaunch(f, ms[1:], inner, ops, sub, pre); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	n := int64(1)
+	for _, x := range ms {
+		n *= int64(x)
+	}
+	a := d.getArgs()
+	defer d.putArgs(a)
+	pre(a, ptrs)
+	a.Int64(n)
+	addIdx(a, n, ms, mst)
+	return d.launch(f, d.grid((n+unroll-1)/unroll), a)
+}
+
+// run enters the device, runs fn and exits; it is the frame of every op.
+func (d *Device) run(fn func() error) error {
+	if err := d.enter(); err != nil {
+		return err
+	}
+	defer d.exit()
+	return fn()
+}
+
+// Precompile compiles (or reads from the disk cache) and loads every
+// kernel module that the ops can use, in parallel on all CPUs, so that no
+// op pays for compilation later. It takes seconds when the cache is cold.
+func (d *Device) Precompile() error {
+	keys := allModules()
+	if err := compileKeys(keys, d.arch); err != nil {
+		return err
+	}
+	return d.run(func() error {
+		var errs []error
+		for _, k := range keys {
+			if _, err := d.module(k); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// allModules lists the module of every op and dtype that the ops use.
+func allModules() []modKey {
+	var keys []modKey
+	for _, op := range []string{"fill", "move", "where", "gather", "check"} {
+		keys = append(keys, modKey{fam: famBytes, op: op})
+	}
+	for _, dt := range backend.DTypes {
+		for _, to := range backend.DTypes {
+			if to != dt {
+				keys = append(keys, modKey{fam: famCopy, dt: dt, op: to.String()})
+			}
+		}
+		for op := backend.UnaryOp(0); op <= backend.LogicalNot; op++ {
+			if unaryOK(op, dt) {
+				keys = append(keys, modKey{fam: famUnary, dt: dt, op: op.String()})
+			}
+		}
+		for op := backend.BinaryOp(0); op <= backend.LogicalOr; op++ {
+			if binaryOK(op, dt) {
+				keys = append(keys, modKey{fam: famBinary, dt: dt, op: op.String()})
+			}
+		}
+		for op := backend.ReduceOp(0); op <= backend.ArgMin; op++ {
+			keys = append(keys, modKey{fam: famReduce, dt: dt, op: op.String()})
+		}
+		keys = append(keys, modKey{fam: famScatter, dt: dt})
+	}
+	return keys
+}
+
+// notImplemented returns an error wrapping backend.ErrNotImplemented.
+func notImplemented(what string, dt backend.DType) error {
+	return fmt.Errorf("cuda: %s on %s: %w", what, dt, backend.ErrNotImplemented)
+}

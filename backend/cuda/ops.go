@@ -1,0 +1,341 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/internal/half"
+	"github.com/vramgo/vram/native/cuda"
+)
+
+// Kernel names, by op: [0] the contiguous kernel, [1] the strided one.
+var (
+	unaryNames  [backend.LogicalNot + 1][2]string
+	binaryNames [backend.LogicalOr + 1][3][2]string // bin, sca, scf
+	copyNames   [backend.Bool + 1][2]string         // by destination dtype
+	widthNames  = map[string][9][2]string{}         // fill, move, where: by element size
+	gatherNames [9]string
+)
+
+func init() {
+	for op := range unaryNames {
+		s := backend.UnaryOp(op).String()
+		unaryNames[op] = [2]string{"un_" + s + "_c", "un_" + s + "_s"}
+	}
+	for op := range binaryNames {
+		s := backend.BinaryOp(op).String()
+		for i, p := range []string{"bin_", "sca_", "scf_"} {
+			binaryNames[op][i] = [2]string{p + s + "_c", p + s + "_s"}
+		}
+	}
+	for _, dt := range backend.DTypes {
+		copyNames[dt] = [2]string{"cp_" + dt.String() + "_c", "cp_" + dt.String() + "_s"}
+	}
+	for _, k := range []string{"fill", "move", "where"} {
+		var n [9][2]string
+		for _, w := range []int{1, 2, 4, 8} {
+			n[w] = [2]string{fmt.Sprintf("%s_w%d_c", k, w), fmt.Sprintf("%s_w%d_s", k, w)}
+		}
+		widthNames[k] = n
+	}
+	for _, w := range []int{1, 2, 4, 8} {
+		gatherNames[w] = fmt.Sprintf("gather_w%d", w)
+	}
+}
+
+// op resolves v to its device address, element size and strides.
+func (d *Device) op(what string, v backend.View) (ewOp, error) {
+	if len(v.Strides) != len(v.Shape) {
+		return ewOp{}, fmt.Errorf("cuda: %s: view has %d strides for %d dimensions", what, len(v.Strides), len(v.Shape))
+	}
+	if v.NumElements() == 0 {
+		return ewOp{size: v.DType.Size(), strides: v.Strides}, nil
+	}
+	p, err := d.ptrOf(what, v)
+	return ewOp{ptr: p, size: v.DType.Size(), strides: v.Strides}, err
+}
+
+// ops resolves views that all have the shape of the first.
+func (d *Device) ops(what string, vs ...backend.View) ([]ewOp, error) {
+	out := make([]ewOp, len(vs))
+	for i, v := range vs {
+		if !equalInts(v.Shape, vs[0].Shape) {
+			return nil, fmt.Errorf("cuda: %s: shape %v does not match %v", what, v.Shape, vs[0].Shape)
+		}
+		o, err := d.op(what, v)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = o
+	}
+	return out, nil
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// roundToOdd32 rounds x to float32, truncating an inexact result and
+// setting its last bit, so that a second rounding to float16 or bfloat16
+// gives the correctly rounded value of x.
+func roundToOdd32(x float64) float32 {
+	f := float32(x)
+	if float64(f) == x || x != x {
+		return f
+	}
+	b := math.Float32bits(f)
+	if math.Abs(float64(f)) > math.Abs(x) {
+		b--
+	}
+	return math.Float32frombits(b | 1)
+}
+
+// fillBits returns the raw element of dtype dt holding v, converted as the
+// CPU backend converts (integers truncate, NaN gives 0 for integers and
+// true for bool).
+func fillBits(dt backend.DType, v float64) uint64 {
+	switch dt {
+	case backend.Bool:
+		if v != 0 {
+			return 1
+		}
+		return 0
+	case backend.Int32, backend.Int64:
+		if v != v {
+			return 0
+		}
+		i := int64(v)
+		if dt == backend.Int32 {
+			return uint64(uint32(int32(i)))
+		}
+		return uint64(i)
+	case backend.Float32:
+		return uint64(math.Float32bits(float32(v)))
+	case backend.Float64:
+		return math.Float64bits(v)
+	case backend.Float16:
+		return uint64(half.F16(roundToOdd32(v)))
+	case backend.BFloat16:
+		return uint64(half.BF16(roundToOdd32(v)))
+	}
+	return 0
+}
+
+// Fill sets every element of dst to value, converted to dst's dtype.
+func (d *Device) Fill(dst backend.View, value float64) error {
+	o, err := d.op("fill", dst)
+	if err != nil || dst.NumElements() == 0 {
+		return err
+	}
+	bits := fillBits(dst.DType, value)
+	return d.run(func() error { return d.fill(dst, o, bits) })
+}
+
+func (d *Device) fill(dst backend.View, o ewOp, bits uint64) error {
+	w := dst.DType.Size()
+	if w == 1 && dst.IsContiguous() {
+		return d.check(cuda.MemsetD8Async(o.ptr, uint8(bits), uint64(dst.NumElements()), d.stream))
+	}
+	names := widthNames["fill"][w]
+	k := ewKernel{key: modKey{fam: famBytes, op: "fill"}, c: names[0], s: names[1]}
+	return d.ewise(k, dst.Shape, []ewOp{o}, func(a *cuda.KernelArgs, p []cuda.DevicePtr) {
+		a.Ptr(p[0]).Uint64(bits)
+	})
+}
+
+// Copy copies src into dst, converting between dtypes as the CPU backend
+// does.
+func (d *Device) Copy(dst, src backend.View) error {
+	ops, err := d.ops("copy", dst, src)
+	if err != nil || dst.NumElements() == 0 {
+		return err
+	}
+	return d.run(func() error { return d.copyLocked(dst, src, ops) })
+}
+
+func (d *Device) copyLocked(dst, src backend.View, ops []ewOp) error {
+	if dst.DType == src.DType {
+		if dst.IsContiguous() && src.IsContiguous() {
+			n := uint64(dst.NumElements() * dst.DType.Size())
+			return d.check(cuda.MemcpyDtoDAsync(ops[0].ptr, ops[1].ptr, n, d.stream))
+		}
+		names := widthNames["move"][dst.DType.Size()]
+		k := ewKernel{key: modKey{fam: famBytes, op: "move"}, s: names[1]}
+		return d.ewise(k, dst.Shape, ops, func(a *cuda.KernelArgs, p []cuda.DevicePtr) { a.Ptr(p[0]).Ptr(p[1]) })
+	}
+	names := copyNames[dst.DType]
+	k := ewKernel{key: modKey{fam: famCopy, dt: src.DType, op: dst.DType.String()}, c: names[0], s: names[1]}
+	return d.ewise(k, dst.Shape, ops, func(a *cuda.KernelArgs, p []cuda.DevicePtr) { a.Ptr(p[0]).Ptr(p[1]) })
+}
+
+// unaryOK reports whether op has a kernel for dtype dt (the CPU backend's
+// set: every op on floats, the exact ones on integers and bool).
+func unaryOK(op backend.UnaryOp, dt backend.DType) bool {
+	if op > backend.LogicalNot {
+		return false
+	}
+	if dt.IsFloat() {
+		return true
+	}
+	switch op {
+	case backend.Abs, backend.Sign, backend.Square, backend.Relu, backend.Floor, backend.Ceil, backend.Round,
+		backend.IsNaN, backend.LogicalNot:
+		return true
+	case backend.Neg, backend.PowScalar:
+		return dt != backend.Bool
+	}
+	return false
+}
+
+// Unary applies op elementwise.
+func (d *Device) Unary(op backend.UnaryOp, dst, src backend.View, param float64) error {
+	what := "unary " + op.String()
+	switch op {
+	case backend.IsNaN, backend.LogicalNot:
+		if dst.DType != backend.Bool {
+			return fmt.Errorf("cuda: %s: destination has dtype %s, want bool", what, dst.DType)
+		}
+	default:
+		if dst.DType != src.DType {
+			return fmt.Errorf("cuda: %s: destination dtype %s differs from source dtype %s", what, dst.DType, src.DType)
+		}
+	}
+	if !unaryOK(op, src.DType) {
+		return notImplemented(what, src.DType)
+	}
+	if src.DType.IsInt() && op == backend.PowScalar && param != math.Trunc(param) {
+		return fmt.Errorf("cuda: %s: non-integer exponent %v on %s: %w", what, param, src.DType, backend.ErrNotImplemented)
+	}
+	ops, err := d.ops(what, dst, src)
+	if err != nil || dst.NumElements() == 0 {
+		return err
+	}
+	names := unaryNames[op]
+	k := ewKernel{key: modKey{fam: famUnary, dt: src.DType, op: op.String()}, c: names[0], s: names[1]}
+	return d.run(func() error {
+		return d.ewise(k, dst.Shape, ops, func(a *cuda.KernelArgs, p []cuda.DevicePtr) {
+			a.Ptr(p[0]).Ptr(p[1]).Float64(param)
+		})
+	})
+}
+
+// binaryOK reports whether op has a kernel for inputs of dtype dt.
+func binaryOK(op backend.BinaryOp, dt backend.DType) bool {
+	if op > backend.LogicalOr {
+		return false
+	}
+	if dt == backend.Bool {
+		switch op {
+		case backend.Sub, backend.Div, backend.Pow:
+			return false
+		}
+	}
+	return true
+}
+
+// checkBinary checks dst's dtype and that op is defined on dtype dt.
+func checkBinary(what string, op backend.BinaryOp, dst, dt backend.DType) error {
+	if op.IsComparison() {
+		if dst != backend.Bool {
+			return fmt.Errorf("cuda: %s: destination has dtype %s, want bool", what, dst)
+		}
+	} else if dst != dt {
+		return fmt.Errorf("cuda: %s: destination dtype %s differs from input dtype %s", what, dst, dt)
+	}
+	if !binaryOK(op, dt) {
+		return notImplemented(what, dt)
+	}
+	return nil
+}
+
+// Binary applies op elementwise. An integer division by zero is reported
+// by the next Synchronize (a [KernelError]).
+func (d *Device) Binary(op backend.BinaryOp, dst, a, b backend.View) error {
+	what := "binary " + op.String()
+	if a.DType != b.DType {
+		return fmt.Errorf("cuda: %s: input dtypes %s and %s differ", what, a.DType, b.DType)
+	}
+	if err := checkBinary(what, op, dst.DType, a.DType); err != nil {
+		return err
+	}
+	ops, err := d.ops(what, dst, a, b)
+	if err != nil || dst.NumElements() == 0 {
+		return err
+	}
+	names := binaryNames[op][0]
+	k := ewKernel{key: modKey{fam: famBinary, dt: a.DType, op: op.String()}, c: names[0], s: names[1]}
+	return d.run(func() error {
+		if op == backend.Div && !a.DType.IsFloat() {
+			d.armed.Store(true)
+		}
+		return d.ewise(k, dst.Shape, ops, func(ka *cuda.KernelArgs, p []cuda.DevicePtr) {
+			ka.Ptr(p[0]).Ptr(p[1]).Ptr(p[2]).Ptr(d.errWords)
+		})
+	})
+}
+
+// Scalar applies op to each element x of a and s, as op(x, s), or op(s,
+// x) when reversed is set. Integer inputs with a fractional (or huge, or
+// NaN) scalar compute in float64, as the CPU backend does.
+func (d *Device) Scalar(op backend.BinaryOp, dst, a backend.View, s float64, reversed bool) error {
+	what := "scalar " + op.String()
+	if err := checkBinary(what, op, dst.DType, a.DType); err != nil {
+		return err
+	}
+	kind := 1 // sca: in the compute type
+	if !a.DType.IsFloat() {
+		if s != math.Trunc(s) || math.Abs(s) > 1<<62 {
+			kind = 2 // scf: in float64
+		} else if op == backend.Div && s == 0 && !reversed {
+			return fmt.Errorf("cuda: %s: integer division by zero", what)
+		}
+	}
+	ops, err := d.ops(what, dst, a)
+	if err != nil || dst.NumElements() == 0 {
+		return err
+	}
+	names := binaryNames[op][kind]
+	k := ewKernel{key: modKey{fam: famBinary, dt: a.DType, op: op.String()}, c: names[0], s: names[1]}
+	rev := int32(0)
+	if reversed {
+		rev = 1
+	}
+	return d.run(func() error {
+		if op == backend.Div && kind == 1 && !a.DType.IsFloat() {
+			d.armed.Store(true)
+		}
+		return d.ewise(k, dst.Shape, ops, func(ka *cuda.KernelArgs, p []cuda.DevicePtr) {
+			ka.Ptr(p[0]).Ptr(p[1]).Ptr(d.errWords).Float64(s).Int32(rev)
+		})
+	})
+}
+
+// Where sets dst to a where cond is true and to b elsewhere.
+func (d *Device) Where(dst, cond, a, b backend.View) error {
+	if cond.DType != backend.Bool {
+		return fmt.Errorf("cuda: where: condition has dtype %s, want bool", cond.DType)
+	}
+	if a.DType != dst.DType || b.DType != dst.DType {
+		return fmt.Errorf("cuda: where: dtypes %s and %s do not match destination %s", a.DType, b.DType, dst.DType)
+	}
+	ops, err := d.ops("where", dst, cond, a, b)
+	if err != nil || dst.NumElements() == 0 {
+		return err
+	}
+	names := widthNames["where"][dst.DType.Size()]
+	k := ewKernel{key: modKey{fam: famBytes, op: "where"}, c: names[0], s: names[1]}
+	return d.run(func() error {
+		return d.ewise(k, dst.Shape, ops, func(ka *cuda.KernelArgs, p []cuda.DevicePtr) {
+			ka.Ptr(p[0]).Ptr(p[1]).Ptr(p[2]).Ptr(p[3])
+		})
+	})
+}

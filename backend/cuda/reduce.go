@@ -1,0 +1,171 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/native/cuda"
+)
+
+// Reductions (kernels/reduce.cu). Each output's reduced elements are split
+// into chunks, and a group of G threads folds one chunk: G = 1 (a thread)
+// when the outputs lie next to each other in the source and the reduced
+// elements do not (a column sum: neighbouring threads read neighbouring
+// addresses), a warp for short rows, a block for long ones. The number of
+// chunks depends only on the shapes, never on the GPU, so a reduction
+// gives the same bits on every run and every card.
+const (
+	// reduceThreads is the number of threads a reduction aims to keep
+	// busy, by splitting long reductions into chunks.
+	reduceThreads = 1 << 17
+	// minPerThread is the fewest elements a thread folds when a reduction
+	// is split into chunks.
+	minPerThread = 32
+	// warpRowMax is the longest row folded by a warp rather than a block.
+	warpRowMax = 4096
+	// accBytes is the size of one partial result (kernels' Acc<T>).
+	accBytes = 16
+)
+
+var reduceNames [backend.ArgMin + 1]map[int]string
+
+func init() {
+	for op := range reduceNames {
+		s := backend.ReduceOp(op).String()
+		reduceNames[op] = map[int]string{1: "red_" + s + "_g1", 32: "red_" + s + "_g32", 256: "red_" + s + "_g256", 0: "red_" + s + "_fin"}
+	}
+}
+
+// Reduce reduces src over axes into dst (see backend.Kernels). dst has
+// src's dtype, or int64 for ArgMax and ArgMin.
+func (d *Device) Reduce(op backend.ReduceOp, dst, src backend.View, axes []int) error {
+	what := "reduce " + op.String()
+	if op > backend.ArgMin {
+		return notImplemented(what, src.DType)
+	}
+	nd := len(src.Shape)
+	if len(dst.Shape) != nd || len(src.Strides) != nd || len(dst.Strides) != nd {
+		return fmt.Errorf("cuda: %s: destination has %d dimensions, source %d", what, len(dst.Shape), nd)
+	}
+	reduced := make([]bool, nd)
+	prev := -1
+	for _, ax := range axes {
+		if ax <= prev || ax >= nd {
+			return fmt.Errorf("cuda: %s: axes %v are not sorted, distinct and within %d dimensions", what, axes, nd)
+		}
+		reduced[ax], prev = true, ax
+	}
+	for i, n := range src.Shape {
+		if reduced[i] {
+			n = 1
+		}
+		if dst.Shape[i] != n {
+			return fmt.Errorf("cuda: %s: destination shape %v does not match source shape %v reduced over axes %v", what, dst.Shape, src.Shape, axes)
+		}
+	}
+	isArg := op == backend.ArgMax || op == backend.ArgMin
+	switch {
+	case isArg && len(axes) != 1:
+		return fmt.Errorf("cuda: %s: want exactly one axis, got %v", what, axes)
+	case isArg && dst.DType != backend.Int64:
+		return fmt.Errorf("cuda: %s: destination has dtype %s, want int64", what, dst.DType)
+	case !isArg && dst.DType != src.DType:
+		return fmt.Errorf("cuda: %s: destination dtype %s differs from source dtype %s: %w", what, dst.DType, src.DType, backend.ErrNotImplemented)
+	}
+	var outShape, outSrc, outDst, redShape, redSrc []int
+	for i, n := range src.Shape {
+		if reduced[i] {
+			redShape = append(redShape, n)
+			redSrc = append(redSrc, src.Strides[i])
+		} else {
+			outShape = append(outShape, n)
+			outSrc = append(outSrc, src.Strides[i])
+			outDst = append(outDst, dst.Strides[i])
+		}
+	}
+	nOut, nRed := int64(backend.NumElements(outShape)), int64(backend.NumElements(redShape))
+	if nRed == 0 {
+		switch op {
+		case backend.Sum:
+			return d.Fill(dst, 0)
+		case backend.Prod:
+			return d.Fill(dst, 1)
+		}
+		return fmt.Errorf("cuda: %s: reduction over zero elements (source shape %v, axes %v) has no identity", what, src.Shape, axes)
+	}
+	if nOut == 0 {
+		return nil
+	}
+	sp, err := d.ptrOf(what, src)
+	if err != nil {
+		return err
+	}
+	dp, err := d.ptrOf(what, dst)
+	if err != nil {
+		return err
+	}
+	om, omst := merge(outShape, [][]int{outSrc, outDst})
+	rm, rmst := merge(redShape, [][]int{redSrc})
+	if len(om) > maxDims || len(rm) > maxDims {
+		return fmt.Errorf("cuda: %s: more than %d dimensions after merging (shape %v, strides %v): %w", what, maxDims, src.Shape, src.Strides, backend.ErrNotImplemented)
+	}
+
+	g := 256
+	switch {
+	case len(rm) == 0:
+		g = 1
+	case len(om) > 0 && omst[0][len(om)-1] == 1 && rmst[0][len(rm)-1] != 1:
+		g = 1
+	case nRed <= warpRowMax:
+		g = 32
+	}
+	chunks := int64(1)
+	if want := int64(reduceThreads / g); nOut < want {
+		chunks = (want + nOut - 1) / nOut
+		chunks = min(chunks, max(1, nRed/int64(g*minPerThread)))
+	}
+	chunk := (nRed + chunks - 1) / chunks
+	chunks = (nRed + chunk - 1) / chunk
+
+	key := modKey{fam: famReduce, dt: src.DType, op: op.String()}
+	return d.run(func() error {
+		f, err := d.function(key, reduceNames[op][g])
+		if err != nil {
+			return err
+		}
+		var part *Buffer
+		if chunks > 1 {
+			b, err := d.Alloc(nOut*chunks*accBytes, nil, "")
+			if err != nil {
+				return err
+			}
+			part = b.(*Buffer)
+			defer d.Free(part, nil)
+		}
+		a := d.getArgs()
+		defer d.putArgs(a)
+		var pp cuda.DevicePtr
+		if part != nil {
+			pp = part.ptr
+		}
+		a.Ptr(sp).Ptr(dp).Ptr(pp).Int64(nOut).Int64(nRed).Int64(chunks).Int64(chunk)
+		addIdx(a, nOut, om, omst)
+		addIdx(a, nRed, rm, rmst)
+		tasks := nOut * chunks
+		blocks := min((tasks*int64(g)+blockThreads-1)/blockThreads, int64(d.sms*blocksPerSM))
+		if err := d.launch(f, uint32(max(1, blocks)), a); err != nil {
+			return err
+		}
+		if chunks == 1 {
+			return nil
+		}
+		fin, err := d.function(key, reduceNames[op][0])
+		if err != nil {
+			return err
+		}
+		a.Reset()
+		a.Ptr(pp).Ptr(dp).Int64(nOut).Int64(chunks)
+		addIdx(a, nOut, om, omst[1:])
+		return d.launch(fin, d.grid(nOut), a)
+	})
+}

@@ -1,0 +1,144 @@
+"""PyTorch's side of vram's CUDA benchmarks (bench/cuda/main.go): the same
+names, units and measurements, one JSON object a line. Run on the GPU
+machine by bench/run.sh."""
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+def emit(name, value, unit, note=""):
+    print(json.dumps({"name": name, "value": value, "unit": unit, "note": note}), flush=True)
+
+def gpu_time(fn, warm=3, reps=20):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e) / 1000)
+    return statistics.median(ts)
+
+def wall(fn, reps=5):
+    fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+only = sys.argv[1].split(",") if len(sys.argv) > 1 and sys.argv[1] else None
+def want(name):
+    return only is None or any(name.startswith(p) for p in only)
+
+dev = torch.device("cuda:0")
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+if want("alloc_free"):
+    torch.empty(1 << 20, dtype=torch.uint8, device=dev)
+    n = 100000
+    ts = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            x = torch.empty(1 << 20, dtype=torch.uint8, device=dev)
+            del x
+        ts.append((time.perf_counter() - t0) / n)
+    emit("alloc_free_1MiB_cuda", statistics.median(ts) * 1e6, "us", "torch.empty + del (Python included)")
+
+if want("copy"):
+    n = 1 << 30
+    dv = torch.empty(n, dtype=torch.uint8, device=dev)
+    pinned = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+    pageable = torch.empty(n, dtype=torch.uint8)
+    emit("copy_h2d_1GiB_pinned", n / wall(lambda: dv.copy_(pinned)) / 1e9, "GB/s", "dv.copy_(pinned)")
+    emit("copy_d2h_1GiB_pinned", n / wall(lambda: pinned.copy_(dv)) / 1e9, "GB/s", "pinned.copy_(dv)")
+    emit("copy_h2d_1GiB_pageable", n / wall(lambda: dv.copy_(pageable)) / 1e9, "GB/s", "")
+    emit("copy_d2h_1GiB_pageable", n / wall(lambda: pageable.copy_(dv)) / 1e9, "GB/s", "")
+    dv2 = torch.empty_like(dv)
+    emit("copy_d2d_1GiB", 2 * n / gpu_time(lambda: dv2.copy_(dv)) / 1e12, "TB/s", "bytes read + written")
+    del dv, dv2, pinned, pageable
+
+if want("ewise"):
+    n = 1 << 28
+    a = torch.full((n,), 1.5, device=dev)
+    b = torch.full((n,), -0.25, device=dev)
+    c = torch.empty_like(a)
+    emit("ewise_add_2p28_f32", 12 * n / gpu_time(lambda: torch.add(a, b, out=c)) / 1e12, "TB/s", "")
+    emit("ewise_gelu_2p28_f32", 8 * n / gpu_time(lambda: torch.nn.functional.gelu(a)) / 1e12, "TB/s", "new output from the cache")
+    emit("ewise_mul_scalar_inplace_2p28_f32", 8 * n / gpu_time(lambda: a.mul_(1.0000001)) / 1e12, "TB/s", "")
+    at, bt, ct = a.view(1 << 14, 1 << 14), b.view(1 << 14, 1 << 14).t(), c.view(1 << 14, 1 << 14)
+    emit("ewise_add_transposed_2p28_f32", 12 * n / gpu_time(lambda: torch.add(at, bt, out=ct)) / 1e12, "TB/s", "")
+    s = torch.empty((), device=dev)
+    emit("reduce_sum_2p28_f32", 4 * n / gpu_time(lambda: torch.sum(a, dim=0, out=s)) / 1e12, "TB/s", "")
+    del a, b, c
+
+if want("gemm"):
+    n = 8192
+    for name, dt, tf32 in [("gemm_8192_bf16", torch.bfloat16, False), ("gemm_8192_f32_tf32", torch.float32, True), ("gemm_8192_f32", torch.float32, False)]:
+        if not want(name):
+            continue
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        a = torch.randn(n, n, device=dev).to(dt)
+        b = torch.randn(n, n, device=dev).to(dt)
+        o = torch.empty(n, n, device=dev, dtype=dt)
+        reps = 5 if (dt == torch.float32 and not tf32) else 20
+        t = gpu_time(lambda: torch.matmul(a, b, out=o), warm=2, reps=reps)
+        emit(name, 2 * n ** 3 / t / 1e12, "TFLOP/s", "")
+        del a, b, o
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+if want("tiny"):
+    x = torch.ones(1, device=dev)
+    n = 100000
+    for _ in range(1000):
+        y = x + 1
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        y = x + 1
+    torch.cuda.synchronize()
+    emit("tiny_x_plus_1", (time.perf_counter() - t0) / n * 1e6, "us", "y = x + 1")
+    t0 = time.perf_counter()
+    for _ in range(n):
+        x.add_(1)
+    torch.cuda.synchronize()
+    emit("tiny_x_add_inplace", (time.perf_counter() - t0) / n * 1e6, "us", "x.add_(1)")
+
+if want("mlp"):
+    width, batch = 4096, 1024
+    layers = []
+    for i in range(4):
+        layers.append(torch.nn.Linear(width, width))
+        if i < 3:
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*layers).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    x = torch.randn(batch, width, device=dev)
+    y = torch.randn(batch, width, device=dev)
+    def step():
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(10):
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        ts.append(time.perf_counter() - t0)
+    emit("mlp_step_f32", statistics.median(ts) * 1000, "ms", "eager, default AdamW (foreach)")
+    emit("mlp_peak_reserved", torch.cuda.max_memory_reserved() / (1 << 30), "GiB", "")

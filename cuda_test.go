@@ -1,0 +1,146 @@
+package vram_test
+
+import (
+	"math"
+	"os"
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+	"github.com/vramgo/vram/optim"
+)
+
+// GPU tests of the root package: they skip without a GPU, and fail instead
+// when VRAM_REQUIRE_CUDA=1.
+
+func requireCUDA(t *testing.T, n int) {
+	t.Helper()
+	if vram.DeviceCount() >= n {
+		return
+	}
+	if n == 1 && os.Getenv("VRAM_REQUIRE_CUDA") == "1" {
+		t.Fatalf("no CUDA device")
+	}
+	t.Skipf("needs %d CUDA devices, have %d", n, vram.DeviceCount())
+}
+
+func closeSlices(t *testing.T, what string, got, want []float32, rtol, atol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		g, w := float64(got[i]), float64(want[i])
+		if math.IsNaN(g) || math.Abs(g-w) > atol+rtol*math.Abs(w) {
+			t.Fatalf("%s: element %d = %v, want %v", what, i, g, w)
+		}
+	}
+}
+
+func TestCUDATensorsMoveAndCompute(t *testing.T) {
+	requireCUDA(t, 1)
+	x := vram.FromSlice([]float32{1, -2, 3, -4, 5, -6}, vram.Shape{2, 3})
+	defer x.Release()
+	g := x.CUDA(0)
+	defer g.Release()
+	if g.Device() != vram.CUDA(0) {
+		t.Fatalf("device %v", g.Device())
+	}
+	y := g.Relu().Add(g.MulScalar(2)).Sum(1)
+	defer y.Release()
+	back := y.CPU()
+	defer back.Release()
+	closeSlices(t, "relu(x)+2x summed", back.Float32s(), []float32{3 - 4 + 9, -8 + 15 - 12}, 0, 0)
+	z := vram.Zeros(vram.Shape{3, 4}, vram.CUDA(0))
+	defer z.Release()
+	if s := z.Sum().Item(); s != 0 {
+		t.Errorf("sum of zeros on the GPU: %v", s)
+	}
+}
+
+// mlp builds the same small MLP (same seed) on device d.
+func mlp(d vram.Device) *nn.Sequential {
+	g := vram.NewGenerator(7)
+	m := nn.NewSequential(
+		nn.NewLinear(16, 32, vram.WithGenerator(g)),
+		nn.NewReLU(),
+		nn.NewLinear(32, 8, vram.WithGenerator(g)),
+	)
+	m.To(d)
+	return m
+}
+
+func TestCUDAMLPStepMatchesCPU(t *testing.T) {
+	requireCUDA(t, 1)
+	gen := vram.NewGenerator(3)
+	x := vram.Randn(vram.Shape{64, 16}, vram.WithGenerator(gen))
+	y := vram.Randn(vram.Shape{64, 8}, vram.WithGenerator(gen))
+	defer x.Release()
+	defer y.Release()
+	var losses [2]float64
+	var params [2][][]float32
+	for i, d := range []vram.Device{vram.CPU, vram.CUDA(0)} {
+		m := mlp(d)
+		opt, err := optim.NewAdamW(m.Parameters(), optim.AdamConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vram.Tidy(func() {
+			xd, yd := x.To(d), y.To(d)
+			loss := nn.MSELoss(m.Forward(xd), yd)
+			loss.Backward()
+			losses[i] = loss.Item()
+			opt.Step()
+		})
+		for _, p := range m.Parameters() {
+			c := p.CPU()
+			params[i] = append(params[i], c.Float32s())
+			c.Release()
+		}
+		opt.Release()
+	}
+	if math.Abs(losses[0]-losses[1]) > 1e-5*math.Abs(losses[0]) {
+		t.Errorf("loss: CPU %v, GPU %v", losses[0], losses[1])
+	}
+	for j := range params[0] {
+		closeSlices(t, "parameter after one AdamW step", params[1][j], params[0][j], 1e-4, 1e-5)
+	}
+}
+
+func TestCUDAGradientsAcrossGPUs(t *testing.T) {
+	requireCUDA(t, 2)
+	gen := vram.NewGenerator(5)
+	w0c := vram.Randn(vram.Shape{8, 8}, vram.WithGenerator(gen))
+	w1c := vram.Randn(vram.Shape{8, 4}, vram.WithGenerator(gen))
+	x := vram.Randn(vram.Shape{3, 8}, vram.WithGenerator(gen))
+	grads := map[string][]float32{}
+	for _, split := range []bool{false, true} {
+		d0, d1 := vram.CPU, vram.CPU
+		if split {
+			d0, d1 = vram.CUDA(0), vram.CUDA(1)
+		}
+		w0 := w0c.To(d0).Detach()
+		w0.SetRequiresGrad(true)
+		w1 := w1c.To(d1).Detach()
+		w1.SetRequiresGrad(true)
+		vram.Tidy(func() {
+			h := x.To(d0).MatMul(w0).Tanh().To(d1)
+			h.MatMul(w1).Square().Sum().Backward()
+		})
+		key := "cpu"
+		if split {
+			key = "gpu"
+			if w0.Grad().Device() != vram.CUDA(0) || w1.Grad().Device() != vram.CUDA(1) {
+				t.Errorf("gradients on %v and %v", w0.Grad().Device(), w1.Grad().Device())
+			}
+		}
+		g0, g1 := w0.Grad().CPU(), w1.Grad().CPU()
+		grads[key+"0"], grads[key+"1"] = g0.Float32s(), g1.Float32s()
+		g0.Release()
+		g1.Release()
+		w0.Release()
+		w1.Release()
+	}
+	closeSlices(t, "gradient of w0 (cuda:0)", grads["gpu0"], grads["cpu0"], 1e-4, 1e-5)
+	closeSlices(t, "gradient of w1 (cuda:1)", grads["gpu1"], grads["cpu1"], 1e-4, 1e-5)
+}
