@@ -20,11 +20,25 @@ func (t *Tensor) To(d Device) *Tensor {
 	return out
 }
 
-// copyAcross copies t's elements to a new contiguous tensor on dst, through
-// host memory.
+// peerCopier is implemented by backend devices that copy directly to
+// another device of their kind (backend/cuda's PeerCopier).
+type peerCopier interface {
+	CopyPeer(dst backend.View, to backend.Device, src backend.View) error
+}
+
+// copyAcross copies t's elements to a new contiguous tensor on dst: directly
+// between devices that can (GPU to GPU), else through host memory.
 func copyAcross(t *Tensor, dst *devState) *Tensor {
 	out := newTensor("to", dst, t.dtype, t.shape)
 	if out.NumElements() == 0 {
+		return out
+	}
+	if pc, ok := t.ds().bd.(peerCopier); ok && t.ds().dev.Kind == dst.dev.Kind {
+		// A direct copy between two GPUs (NVLink or PCIe), without the host.
+		c := t.contiguous("to")
+		err := pc.CopyPeer(out.bv(), dst.bd, c.bv())
+		c.Release()
+		check("to", err)
 		return out
 	}
 	raw := t.hostBytes("to")
