@@ -12,6 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/vramgo/vram/backend/sim"
+	"github.com/vramgo/vram/memory"
 )
 
 // Exit statuses.
@@ -59,6 +62,7 @@ func newRootCmd() *cobra.Command {
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
 		// With subcommands and no Run, cobra rejects unknown commands itself.
 	}
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return checkEnvironment() }
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
@@ -122,4 +126,21 @@ func writeJSON(w io.Writer, v any) error {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// checkEnvironment validates the settings vram reads from the environment
+// before any command runs, so that a typo is reported at once rather than at
+// the first use of a device.
+func checkEnvironment() error {
+	if v := os.Getenv("VRAM_ALLOC_CONF"); v != "" {
+		if _, err := memory.ParseConfig(v); err != nil {
+			return err // it names VRAM_ALLOC_CONF and the key
+		}
+	}
+	if v := os.Getenv("VRAM_SIM_DEVICES"); v != "" {
+		if _, err := sim.ParseDevices(v); err != nil {
+			return fmt.Errorf("VRAM_SIM_DEVICES=%q: %w", v, err)
+		}
+	}
+	return nil
 }
