@@ -144,3 +144,33 @@ func TestCUDAGradientsAcrossGPUs(t *testing.T) {
 	closeSlices(t, "gradient of w0 (cuda:0)", grads["gpu0"], grads["cpu0"], 1e-4, 1e-5)
 	closeSlices(t, "gradient of w1 (cuda:1)", grads["gpu1"], grads["cpu1"], 1e-4, 1e-5)
 }
+
+func TestCUDADeviceMemoryBreakdown(t *testing.T) {
+	requireCUDA(t, 1)
+	dev := vram.CUDA(0)
+	x := vram.Empty(vram.Shape{256 << 20}, dev) // 1 GiB
+	defer func() { x.Release(); vram.EmptyCache(dev) }()
+	m, err := vram.DeviceMemory(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(m)
+	if m.Reserved < 1<<30 || m.Used < m.Reserved || m.Total <= m.Used {
+		t.Fatalf("breakdown: %+v", m)
+	}
+	sum := m.Reserved + m.Unattributed
+	if m.ProcessOther >= 0 {
+		sum += m.ProcessOther
+	}
+	if m.OtherProcs >= 0 {
+		sum += m.OtherProcs
+	}
+	if sum != m.Used {
+		t.Fatalf("parts add to %d, used is %d: %+v", sum, m.Used, m)
+	}
+	if m.ProcessOther < 0 {
+		t.Log("NVML does not list this process: its context and libraries count as unattributed")
+	} else if m.ProcessOther == 0 {
+		t.Errorf("this process's context and libraries should show as its other memory: %+v", m)
+	}
+}

@@ -136,3 +136,21 @@ func TestOutOfMemoryReclaimsUnreleasedTensors(t *testing.T) {
 		t.Fatal("impossible")
 	}
 }
+
+func TestDeviceMemoryOnSim(t *testing.T) {
+	x := Empty(Shape{8 << 20}, tight) // 32 MiB
+	defer func() { x.Release(); EmptyCache(tight) }()
+	m, err := DeviceMemory(tight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Total != 256<<20 || m.Reserved < 32<<20 || m.Used != m.Reserved || m.ProcessOther != 0 || m.OtherProcs != 0 || m.Unattributed != 0 {
+		t.Fatalf("breakdown: %+v", m)
+	}
+	if !strings.Contains(MemorySummary(tight), "allocator reserve") {
+		t.Errorf("summary lacks the device breakdown:\n%s", MemorySummary(tight))
+	}
+	if _, err := DeviceMemory(CPU); err == nil {
+		t.Error("the CPU has no device memory information")
+	}
+}

@@ -113,3 +113,24 @@ func (d *Device) Free(bb backend.Buffer, s backend.Stream) {
 	d.alloc.Free(b.block)
 	d.live.Add(-1)
 }
+
+var _ backend.MemoryInfoer = (*Device)(nil)
+
+// MemoryInfo reports the simulated device's memory: this process holds
+// what the allocator reserved; other processes are those set with
+// Arena().SetOtherProcesses.
+func (d *Device) MemoryInfo() (backend.DeviceMemory, error) {
+	free, total, err := d.arena.FreeMemory()
+	if err != nil {
+		return backend.DeviceMemory{}, err
+	}
+	procs, err := d.arena.OtherProcesses()
+	if err != nil {
+		return backend.DeviceMemory{}, err
+	}
+	m := backend.DeviceMemory{Total: total, Free: free, ThisProcess: d.arena.Used(), Others: []backend.ProcessMemory{}}
+	for _, p := range procs {
+		m.Others = append(m.Others, backend.ProcessMemory{PID: p.PID, Name: p.Name, Bytes: p.Bytes})
+	}
+	return m, nil
+}
