@@ -8,6 +8,8 @@ import (
 	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/memory/trace"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // The memory calls below follow torch.cuda's: they read and control the
@@ -70,7 +72,7 @@ func MemorySummary(d Device) string {
 		return sum
 	}
 	return fmt.Sprintf("%s has no caching allocator; live tensor storage: %s (peak %s)\n",
-		d, formatBytes(MemoryAllocated(d)), formatBytes(MaxMemoryAllocated(d)))
+		d, units.Bytes(MemoryAllocated(d)), units.Bytes(MaxMemoryAllocated(d)))
 }
 
 // EmptyCache returns the memory d's allocator caches but no tensor uses to
@@ -226,9 +228,9 @@ func (m DeviceMemoryInfo) String() string {
 		if n < 0 {
 			return "unknown"
 		}
-		return formatBytes(n)
+		return units.Bytes(n)
 	}
 	return fmt.Sprintf("device memory %s: %s used (allocator reserve %s, rest of this process %s, other processes %s, unattributed %s), %s free",
-		formatBytes(m.Total), formatBytes(m.Used), formatBytes(m.Reserved), known(m.ProcessOther), known(m.OtherProcs),
-		formatBytes(m.Unattributed), formatBytes(m.Free))
+		units.Bytes(m.Total), units.Bytes(m.Used), units.Bytes(m.Reserved), known(m.ProcessOther), known(m.OtherProcs),
+		units.Bytes(m.Unattributed), units.Bytes(m.Free))
 }

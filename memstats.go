@@ -1,7 +1,5 @@
 package vram
 
-import "fmt"
-
 // MemoryAllocated returns the bytes of tensor storage currently allocated
 // on device d (torch.cuda.memory_allocated): the allocator's allocated
 // bytes (sizes rounded as it allocates them) on a device with a caching
@@ -56,18 +54,4 @@ func Storage(d Device) StorageStats {
 		LiveBytes: st.live.Load(), PeakBytes: st.peak.Load(),
 		Allocs: st.allocs.Load(), Frees: st.frees.Load(), Leaked: st.leaked.Load(),
 	}
-}
-
-// formatBytes prints n in binary units ("1.50 MiB").
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.2f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/memory"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // storage is a reference-counted device buffer shared by a tensor, its
@@ -27,7 +29,7 @@ func newStorage(op string, ds *devState, nbytes int64) *storage {
 		if errors.As(err, &oom) {
 			kind = ErrOutOfMemory
 		}
-		panic(&Error{Op: op, Kind: kind, Detail: "allocating " + formatBytes(nbytes) + " on " + ds.dev.String(), Err: err})
+		panic(&Error{Op: op, Kind: kind, Detail: "allocating " + units.Bytes(nbytes) + " on " + ds.dev.String(), Err: err})
 	}
 	s := &storage{ds: ds, buf: buf, bytes: nbytes}
 	s.refs.Store(1)

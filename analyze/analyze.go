@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/vramgo/vram/memory/trace"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // Options tune [Analyze]. The zero value gives the defaults.
@@ -395,15 +397,15 @@ func advice(d *Device) []string {
 	if f.ReservedBytes > 0 && f.ExternalFraction > 0.25 && f.ExternalBytes > 256<<20 {
 		if f.SplitFreeBytes > f.ReleasableBytes {
 			out = append(out, fmt.Sprintf("%s (%.0f%%) of the reserved memory is free but split among live blocks, the largest free piece %s: expandable_segments:True in VRAM_ALLOC_CONF (PYTORCH_CUDA_ALLOC_CONF) lets segments grow instead, and max_split_size_mb keeps large cached blocks from being split",
-				formatBytes(f.SplitFreeBytes), 100*float64(f.SplitFreeBytes)/float64(f.ReservedBytes), formatBytes(f.LargestFreeBlockBytes)))
+				units.Compact(f.SplitFreeBytes), 100*float64(f.SplitFreeBytes)/float64(f.ReservedBytes), units.Compact(f.LargestFreeBlockBytes)))
 		}
 		if f.ReleasableBytes > 256<<20 {
-			out = append(out, fmt.Sprintf("%s sits in wholly free segments: EmptyCache (torch.cuda.empty_cache) would return it to the device for other processes", formatBytes(f.ReleasableBytes)))
+			out = append(out, fmt.Sprintf("%s sits in wholly free segments: EmptyCache (torch.cuda.empty_cache) would return it to the device for other processes", units.Compact(f.ReleasableBytes)))
 		}
 	}
 	if f.AllocatedBytes > gib/4 && f.InternalFraction > 0.1 {
 		out = append(out, fmt.Sprintf("rounding wastes %s (%.0f%% of allocated): many requests just above a rounding step; roundup_power2_divisions or sizes in multiples of 2 MiB help",
-			formatBytes(f.InternalBytes), 100*f.InternalFraction))
+			units.Compact(f.InternalBytes), 100*f.InternalFraction))
 	}
 	if len(d.OOMs) > 0 {
 		out = append(out, "see the explanation of each out-of-memory event below")

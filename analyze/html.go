@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/vramgo/vram/memory/trace"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // The page's parts, hand-written for this package: a template, a style
@@ -25,7 +27,7 @@ var (
 )
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
-	"bytes": formatBytes,
+	"bytes": units.Compact,
 	"pct":   func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
 	"frame": frameString,
 	"hex":   func(a uint64) string { return fmt.Sprintf("0x%x", a) },
@@ -231,13 +233,13 @@ func deviceView(i int, d *Device) (deviceViewT, deviceData) {
 	v := deviceViewT{ID: fmt.Sprintf("dev%d", i), D: d, OOMs: d.OOMs}
 	f := d.Fragmentation
 	v.Cards = []card{
-		{"Reserved", formatBytes(f.ReservedBytes), "held from the device"},
-		{"Allocated", formatBytes(f.AllocatedBytes), "held by live tensors"},
-		{"Internal waste", formatBytes(f.InternalBytes), pctOf(f.InternalFraction) + " of allocated: rounding, splitting"},
-		{"Reserved, unallocated", formatBytes(f.ExternalBytes), pctOf(f.ExternalFraction) + " of reserved: cache, pending frees"},
-		{"Largest free block", formatBytes(f.LargestFreeBlockBytes), fmt.Sprintf("%d free blocks", f.FreeBlocks)},
-		{"Peak allocated", formatBytes(d.Timeline.PeakAllocatedBytes), "over the history (requested sizes)"},
-		{"Peak reserved", formatBytes(d.Timeline.PeakReservedBytes), "over the history"},
+		{"Reserved", units.Compact(f.ReservedBytes), "held from the device"},
+		{"Allocated", units.Compact(f.AllocatedBytes), "held by live tensors"},
+		{"Internal waste", units.Compact(f.InternalBytes), pctOf(f.InternalFraction) + " of allocated: rounding, splitting"},
+		{"Reserved, unallocated", units.Compact(f.ExternalBytes), pctOf(f.ExternalFraction) + " of reserved: cache, pending frees"},
+		{"Largest free block", units.Compact(f.LargestFreeBlockBytes), fmt.Sprintf("%d free blocks", f.FreeBlocks)},
+		{"Peak allocated", units.Compact(d.Timeline.PeakAllocatedBytes), "over the history (requested sizes)"},
+		{"Peak reserved", units.Compact(d.Timeline.PeakReservedBytes), "over the history"},
 		{"Out of memory", fmt.Sprint(len(d.OOMs)), "events in the history"},
 	}
 	if !d.HasState {
@@ -253,7 +255,7 @@ func deviceView(i int, d *Device) (deviceViewT, deviceData) {
 				peak = max(peak, vals[k])
 			}
 			v.Legends[g] = append(v.Legends[g], legendItem{
-				Class: fmt.Sprintf("k%d-%d", g, colorIndex(st.names, k)), Label: st.names[k], Peak: formatBytes(peak)})
+				Class: fmt.Sprintf("k%d-%d", g, colorIndex(st.names, k)), Label: st.names[k], Peak: units.Compact(peak)})
 		}
 	}
 	v.Segments = segmentMap(d)
@@ -329,7 +331,7 @@ func timelineChart(d *Device) (timelineView, deviceData) {
 	px := func(x float64) float64 { return tv.PlotX + x/xmax*tv.PlotW }
 	py := func(y float64) float64 { return tv.PlotY + tv.PlotH - y/ymax*tv.PlotH }
 	for y := 0.0; y <= ymax+1; y += step {
-		tv.YTicks = append(tv.YTicks, tick{Pos: round1(py(y)), Label: formatBytes(int64(y))})
+		tv.YTicks = append(tv.YTicks, tick{Pos: round1(py(y)), Label: units.Compact(int64(y))})
 	}
 	xs := niceStep(xmax, 8, false)
 	for x := 0.0; x <= xmax; x += xs {
@@ -473,8 +475,8 @@ func segmentMap(d *Device) segmapView {
 	for _, seg := range segs {
 		w := math.Max(avail*float64(seg.Size)/float64(maxSize), segMinW)
 		row := segRow{Y: y, W: round1(w),
-			Label: fmt.Sprintf("%s %s%s", formatBytes(seg.Size), seg.Pool, map[bool]string{true: " exp", false: ""}[seg.Expandable]),
-			Tip:   fmt.Sprintf("segment at 0x%x\n%s, %s pool, stream %d%s", seg.Addr, formatBytes(seg.Size), seg.Pool, seg.Stream, map[bool]string{true: ", expandable", false: ""}[seg.Expandable])}
+			Label: fmt.Sprintf("%s %s%s", units.Compact(seg.Size), seg.Pool, map[bool]string{true: " exp", false: ""}[seg.Expandable]),
+			Tip:   fmt.Sprintf("segment at 0x%x\n%s, %s pool, stream %d%s", seg.Addr, units.Compact(seg.Size), seg.Pool, seg.Stream, map[bool]string{true: ", expandable", false: ""}[seg.Expandable])}
 		scale := w / float64(seg.Size)
 		for _, b := range seg.Blocks {
 			bv := blockView{X: round1(float64(b.Addr-seg.Addr) * scale), W: math.Max(float64(b.Size)*scale, 0.6)}
@@ -488,7 +490,7 @@ func segmentMap(d *Device) segmapView {
 				bv.Tip = blockTip("freed, waiting for a stream", b)
 			default:
 				bv.Class = "blk f"
-				bv.Tip = fmt.Sprintf("free (cached)\n%s at 0x%x", formatBytes(b.Size), b.Addr)
+				bv.Tip = fmt.Sprintf("free (cached)\n%s at 0x%x", units.Compact(b.Size), b.Addr)
 			}
 			row.Blocks = append(row.Blocks, bv)
 		}
@@ -501,7 +503,7 @@ func segmentMap(d *Device) segmapView {
 
 func blockTip(state string, b trace.Block) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%s\n%s at 0x%x (asked %s)", state, formatBytes(b.Size), b.Addr, formatBytes(b.Requested))
+	fmt.Fprintf(&sb, "%s\n%s at 0x%x (asked %s)", state, units.Compact(b.Size), b.Addr, units.Compact(b.Requested))
 	if b.Region != "" {
 		fmt.Fprintf(&sb, "\nregion %s", b.Region)
 	}
@@ -531,7 +533,7 @@ func samplesChart(ss []Sample) *samplesView {
 	px := func(x float64) float64 { return v.PlotX + x/xmax*v.PlotW }
 	py := func(y float64) float64 { return v.PlotY + v.PlotH - y/ymax*v.PlotH }
 	for y := 0.0; y <= ymax+1; y += step {
-		v.YTicks = append(v.YTicks, tick{Pos: round1(py(y)), Label: formatBytes(int64(y))})
+		v.YTicks = append(v.YTicks, tick{Pos: round1(py(y)), Label: units.Compact(int64(y))})
 	}
 	xs := niceStep(xmax, 8, false)
 	for x := 0.0; x <= xmax; x += xs {

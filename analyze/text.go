@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // WriteText writes r as a plain-text report: per device, the
@@ -22,7 +24,7 @@ func (r *Report) WriteText(w io.Writer) error {
 func writeDevice(w *bufio.Writer, d *Device) {
 	fmt.Fprintf(w, "\nDevice %d", d.Device)
 	if d.CapacityBytes > 0 {
-		fmt.Fprintf(w, ", %s card", formatBytes(d.CapacityBytes))
+		fmt.Fprintf(w, ", %s card", units.Compact(d.CapacityBytes))
 	}
 	if d.Source != "" {
 		fmt.Fprintf(w, ", from %s", d.Source)
@@ -38,18 +40,18 @@ func writeDevice(w *bufio.Writer, d *Device) {
 	f := d.Fragmentation
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
 	if d.HasState {
-		fmt.Fprintf(tw, "  reserved\t%s\t\n", formatBytes(f.ReservedBytes))
-		fmt.Fprintf(tw, "  allocated\t%s\t(requested %s)\n", formatBytes(f.AllocatedBytes), formatBytes(f.RequestedBytes))
-		fmt.Fprintf(tw, "  internal fragmentation\t%s\t%.1f%% of allocated: rounding and splitting\n", formatBytes(f.InternalBytes), 100*f.InternalFraction)
-		fmt.Fprintf(tw, "  external fragmentation\t%s\t%.1f%% of reserved is not allocated (pending free %s)\n", formatBytes(f.ExternalBytes), 100*f.ExternalFraction, formatBytes(f.PendingFreeBytes))
+		fmt.Fprintf(tw, "  reserved\t%s\t\n", units.Compact(f.ReservedBytes))
+		fmt.Fprintf(tw, "  allocated\t%s\t(requested %s)\n", units.Compact(f.AllocatedBytes), units.Compact(f.RequestedBytes))
+		fmt.Fprintf(tw, "  internal fragmentation\t%s\t%.1f%% of allocated: rounding and splitting\n", units.Compact(f.InternalBytes), 100*f.InternalFraction)
+		fmt.Fprintf(tw, "  external fragmentation\t%s\t%.1f%% of reserved is not allocated (pending free %s)\n", units.Compact(f.ExternalBytes), 100*f.ExternalFraction, units.Compact(f.PendingFreeBytes))
 		fmt.Fprintf(tw, "  free blocks\t%d\tlargest %s; %s split among live blocks, %s releasable by EmptyCache\n",
-			f.FreeBlocks, formatBytes(f.LargestFreeBlockBytes), formatBytes(f.SplitFreeBytes), formatBytes(f.ReleasableBytes))
+			f.FreeBlocks, units.Compact(f.LargestFreeBlockBytes), units.Compact(f.SplitFreeBytes), units.Compact(f.ReleasableBytes))
 	}
 	t := d.Timeline
 	if len(t.Points) > 0 {
-		fmt.Fprintf(tw, "  history peak\t%s\tallocated (requested sizes); reserved peak %s\n", formatBytes(t.PeakAllocatedBytes), formatBytes(t.PeakReservedBytes))
+		fmt.Fprintf(tw, "  history peak\t%s\tallocated (requested sizes); reserved peak %s\n", units.Compact(t.PeakAllocatedBytes), units.Compact(t.PeakReservedBytes))
 		if !d.HasState {
-			fmt.Fprintf(tw, "  at the end\t%s\tallocated; reserved %s\n", formatBytes(t.EndAllocatedBytes), formatBytes(t.EndReservedBytes))
+			fmt.Fprintf(tw, "  at the end\t%s\tallocated; reserved %s\n", units.Compact(t.EndAllocatedBytes), units.Compact(t.EndReservedBytes))
 		}
 	}
 	tw.Flush()
@@ -78,7 +80,7 @@ func writeDevice(w *bufio.Writer, d *Device) {
 		fmt.Fprintf(w, "  live memory by %s:\n", title)
 		tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', tabwriter.AlignRight)
 		for _, g := range gs {
-			fmt.Fprintf(tw, "    %s\t%d blocks\t\t%s\n", formatBytes(g.Bytes), g.Count, g.Key)
+			fmt.Fprintf(tw, "    %s\t%d blocks\t\t%s\n", units.Compact(g.Bytes), g.Count, g.Key)
 		}
 		tw.Flush()
 	}
@@ -95,7 +97,7 @@ func writeDevice(w *bufio.Writer, d *Device) {
 			if a.Region != "" {
 				region = " [" + a.Region + "]"
 			}
-			fmt.Fprintf(w, "    %10s  0x%x%s%s\n", formatBytes(a.SizeBytes), a.Address, region, where)
+			fmt.Fprintf(w, "    %10s  0x%x%s%s\n", units.Compact(a.SizeBytes), a.Address, region, where)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/vramgo/vram/memory/trace"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // Timeline is an allocator's allocated and reserved memory over its
@@ -407,10 +409,10 @@ func allocLabel(e trace.Event) string {
 func explainOOM(o OOM, capacity int64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Asked for %s; the device had %s free, and this allocator held %s reserved, %s of it allocated and %s cached but free.",
-		formatBytes(o.RequestedBytes), formatBytes(o.DeviceFreeBytes), formatBytes(o.ReservedBytes), formatBytes(o.AllocatedBytes), formatBytes(o.CachedBytes))
+		units.Compact(o.RequestedBytes), units.Compact(o.DeviceFreeBytes), units.Compact(o.ReservedBytes), units.Compact(o.AllocatedBytes), units.Compact(o.CachedBytes))
 	if capacity > 0 {
 		if others := capacity - o.ReservedBytes - o.DeviceFreeBytes; others > 64<<20 {
-			fmt.Fprintf(&b, " Of the card's %s, %s was held outside this allocator (other processes, CUDA contexts, libraries).", formatBytes(capacity), formatBytes(others))
+			fmt.Fprintf(&b, " Of the card's %s, %s was held outside this allocator (other processes, CUDA contexts, libraries).", units.Compact(capacity), units.Compact(others))
 		}
 	}
 	switch {
@@ -418,35 +420,10 @@ func explainOOM(o OOM, capacity int64) string {
 		b.WriteString(" The device had room: the allocator's own limit stopped it (per_process_memory_fraction), or the device's free memory was not in one piece.")
 	case o.RequestedBytes <= o.DeviceFreeBytes+o.CachedBytes:
 		fmt.Fprintf(&b, " Free memory was enough in total (%s) but in pieces: the cached blocks could not serve it and could not be merged with the device's free memory. Try expandable_segments:True, max_split_size_mb to keep large blocks whole, or freeing the cache (EmptyCache) before this allocation.",
-			formatBytes(o.DeviceFreeBytes+o.CachedBytes))
+			units.Compact(o.DeviceFreeBytes+o.CachedBytes))
 	default:
 		fmt.Fprintf(&b, " It needed %s more than the device and the cache had together: the program needs more memory than the card offers here. Release tensors earlier, use a smaller batch or lower precision (bf16), or a card with more memory.",
-			formatBytes(o.RequestedBytes-o.DeviceFreeBytes-o.CachedBytes))
+			units.Compact(o.RequestedBytes-o.DeviceFreeBytes-o.CachedBytes))
 	}
 	return b.String()
-}
-
-// formatBytes returns n in binary units: "512 B", "1.50 KiB", "20.0 GiB".
-func formatBytes(n int64) string {
-	neg := ""
-	if n < 0 {
-		neg, n = "-", -n
-	}
-	if n < 1024 {
-		return fmt.Sprintf("%s%d B", neg, n)
-	}
-	const units = "KMGTPE"
-	v := float64(n) / 1024
-	u := 0
-	for v >= 1024 && u < len(units)-1 {
-		v /= 1024
-		u++
-	}
-	switch {
-	case v >= 100:
-		return fmt.Sprintf("%s%.0f %ciB", neg, v, units[u])
-	case v >= 10:
-		return fmt.Sprintf("%s%.1f %ciB", neg, v, units[u])
-	}
-	return fmt.Sprintf("%s%.2f %ciB", neg, v, units[u])
 }

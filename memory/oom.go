@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/vramgo/vram/memory/trace"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // OutOfMemoryError is the error of an [Allocator.Alloc] that found no room
@@ -319,7 +321,7 @@ func (e *OutOfMemoryError) checkFix() {
 		}
 	}
 	if e.pendingSum > 0 && e.Requested <= e.usable-e.Allocated-e.pendingSum {
-		e.Fix = fmt.Sprintf("%s of freed blocks are still in use on other streams: synchronize those streams before allocating", formatBytes(e.pendingSum))
+		e.Fix = fmt.Sprintf("%s of freed blocks are still in use on other streams: synchronize those streams before allocating", units.Bytes(e.pendingSum))
 		return
 	}
 	// How much memory is missing? Replay on a device large enough for
@@ -353,7 +355,7 @@ func (e *OutOfMemoryError) checkFix() {
 		under = fmt.Sprintf("even with VRAM_ALLOC_CONF=%q", configString(best))
 	}
 	e.Fix = fmt.Sprintf("no setting makes it fit: it needs %s more memory %s; release tensors or use a larger device",
-		formatBytes(e.NeededBytes), under)
+		units.Bytes(e.NeededBytes), under)
 }
 
 // configString is c.String(), but "policy:vram" rather than "" for the
@@ -368,21 +370,21 @@ func configString(c Config) string {
 // Error returns the multi-line diagnosis described at [OutOfMemoryError].
 func (e *OutOfMemoryError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "memory: out of memory: tried to allocate %s (%d bytes asked", formatBytes(e.Rounded), e.Requested)
+	fmt.Fprintf(&b, "memory: out of memory: tried to allocate %s (%d bytes asked", units.Bytes(e.Rounded), e.Requested)
 	if e.Region != "" {
 		fmt.Fprintf(&b, ", region %q", e.Region)
 	}
 	fmt.Fprintf(&b, ", stream %d)\n", e.Stream)
-	fmt.Fprintf(&b, "  device: %s total", formatBytes(e.Capacity))
+	fmt.Fprintf(&b, "  device: %s total", units.Bytes(e.Capacity))
 	if e.DeviceFree >= 0 {
-		fmt.Fprintf(&b, ", %s free", formatBytes(e.DeviceFree))
+		fmt.Fprintf(&b, ", %s free", units.Bytes(e.DeviceFree))
 	}
 	if e.Limit < e.Capacity {
-		fmt.Fprintf(&b, "; this process is limited to %s (per_process_memory_fraction)", formatBytes(e.Limit))
+		fmt.Fprintf(&b, "; this process is limited to %s (per_process_memory_fraction)", units.Bytes(e.Limit))
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "  this process: %s reserved, %s allocated, %s reserved but unallocated; largest free block %s\n",
-		formatBytes(e.Reserved), formatBytes(e.Allocated), formatBytes(e.Unallocated), formatBytes(e.LargestFree))
+		units.Bytes(e.Reserved), units.Bytes(e.Allocated), units.Bytes(e.Unallocated), units.Bytes(e.LargestFree))
 	if len(e.TopRegions) > 0 {
 		b.WriteString("  live allocations by region:")
 		for i, r := range e.TopRegions {
@@ -393,7 +395,7 @@ func (e *OutOfMemoryError) Error() string {
 			if name == "" {
 				name = "(unlabelled)"
 			}
-			fmt.Fprintf(&b, " %s %s in %d", name, formatBytes(r.Bytes), r.Count)
+			fmt.Fprintf(&b, " %s %s in %d", name, units.Bytes(r.Bytes), r.Count)
 		}
 		b.WriteString("\n")
 	}
@@ -408,11 +410,11 @@ func (e *OutOfMemoryError) Error() string {
 			if name == "" {
 				name = "?"
 			}
-			fmt.Fprintf(&b, " pid %d (%s) %s", p.PID, name, formatBytes(p.Bytes))
+			fmt.Fprintf(&b, " pid %d (%s) %s", p.PID, name, units.Bytes(p.Bytes))
 		}
 		b.WriteString("\n")
 	case e.OthersBytes > 0:
-		fmt.Fprintf(&b, "  held outside this allocator (other processes, contexts): %s\n", formatBytes(e.OthersBytes))
+		fmt.Fprintf(&b, "  held outside this allocator (other processes, contexts): %s\n", units.Bytes(e.OthersBytes))
 	}
 	what := "the allocator's history"
 	if e.CheckedBy != "history" {
@@ -424,18 +426,4 @@ func (e *OutOfMemoryError) Error() string {
 		fmt.Fprintf(&b, "  fix: none found; replaying %s did not reproduce the failure", what)
 	}
 	return b.String()
-}
-
-// formatBytes writes n in binary units with two decimals ("1.50 GiB").
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit && n > -unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, exp := float64(n), 0
-	for (v >= unit*unit || v <= -unit*unit) && exp < 5 {
-		v /= unit
-		exp++
-	}
-	return fmt.Sprintf("%.2f %ciB", v/unit, "KMGTPE"[exp])
 }

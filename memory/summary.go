@@ -3,6 +3,8 @@ package memory
 import (
 	"fmt"
 	"strings"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // summaryWidth is the width of the Summary table in characters.
@@ -36,7 +38,7 @@ func formatSummary(s *Stats, policy string) string {
 	}
 	row("Metric", [4]string{"Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed"})
 	bytes := func(st Stat) [4]string {
-		return [4]string{formatBytes(st.Current), formatBytes(st.Peak), formatBytes(st.Allocated), formatBytes(st.Freed)}
+		return [4]string{units.Bytes(st.Current), units.Bytes(st.Peak), units.Bytes(st.Allocated), units.Bytes(st.Freed)}
 	}
 	count := func(st Stat) [4]string {
 		return [4]string{fmt.Sprint(st.Current), fmt.Sprint(st.Peak), fmt.Sprint(st.Allocated), fmt.Sprint(st.Freed)}

@@ -16,6 +16,8 @@ import (
 	"github.com/vramgo/vram/internal/dataset"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // Defaults of "vram demo". With these the classifier reaches about 97-99%
@@ -301,30 +303,16 @@ func printDemo(w io.Writer, r *demoResult) error {
 		{"optimizer step", r.Phases.Optimizer},
 		{"evaluation", r.Phases.Eval},
 	} {
-		fmt.Fprintf(w, "  %-16s%12s%12s%12s\n", p.name, formatBytes(p.m.PeakBytes), formatBytes(p.m.BeforeBytes), formatBytes(p.m.AfterBytes))
+		fmt.Fprintf(w, "  %-16s%12s%12s%12s\n", p.name, units.Bytes(p.m.PeakBytes), units.Bytes(p.m.BeforeBytes), units.Bytes(p.m.AfterBytes))
 	}
 	flat := "flat"
 	if r.StepEndBytes.First != r.StepEndBytes.Last {
 		flat = "NOT flat"
 	}
 	fmt.Fprintf(w, "  overall peak %s; after each step %s (first) and %s (last): %s\n",
-		formatBytes(r.PeakBytes), formatBytes(r.StepEndBytes.First), formatBytes(r.StepEndBytes.Last), flat)
+		units.Bytes(r.PeakBytes), units.Bytes(r.StepEndBytes.First), units.Bytes(r.StepEndBytes.Last), flat)
 	if r.LeakedStorages > 0 {
 		fmt.Fprintf(w, "  %d storages were never released and were freed by the garbage collector\n", r.LeakedStorages)
 	}
 	return nil
-}
-
-// formatBytes prints n in binary units: "512 B", "1.50 KiB".
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit && n > -unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, exp := float64(n)/unit, 0
-	for v >= unit || v <= -unit {
-		v /= unit
-		exp++
-	}
-	return fmt.Sprintf("%.2f %ciB", v, "KMGTPE"[exp])
 }

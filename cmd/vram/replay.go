@@ -12,6 +12,8 @@ import (
 	"github.com/vramgo/vram/backend/sim"
 	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/memory/trace"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // defaultReplayCapacity is the simulated device size when neither
@@ -193,7 +195,7 @@ func ratio(a, b int64) float64 {
 
 // printReplay writes one report as a table, one column per setting.
 func printReplay(w io.Writer, r replayReport) {
-	fmt.Fprintf(w, "%s (device %d, capacity %s)\n", r.File, r.Device, formatBytes(r.CapacityBytes))
+	fmt.Fprintf(w, "%s (device %d, capacity %s)\n", r.File, r.Device, units.Bytes(r.CapacityBytes))
 	type col struct {
 		name string
 		res  memory.Result
@@ -222,9 +224,9 @@ func printReplay(w io.Writer, r replayReport) {
 	}
 	row("", func(c col) string { return c.name })
 	row("events", func(c col) string { return fmt.Sprint(c.res.Events) })
-	row("peak requested", func(c col) string { return formatBytes(c.res.PeakRequested) })
-	row("peak allocated", func(c col) string { return formatBytes(c.res.PeakAllocated) })
-	row("peak reserved", func(c col) string { return formatBytes(c.res.PeakReserved) })
+	row("peak requested", func(c col) string { return units.Bytes(c.res.PeakRequested) })
+	row("peak allocated", func(c col) string { return units.Bytes(c.res.PeakAllocated) })
+	row("peak reserved", func(c col) string { return units.Bytes(c.res.PeakReserved) })
 	row("reserved / requested", func(c col) string { return fmt.Sprintf("%.3f", c.frag) })
 	row("device allocs / frees", func(c col) string { return fmt.Sprintf("%d / %d", c.res.DeviceAllocs, c.res.DeviceFrees) })
 	row("device maps / unmaps", func(c col) string { return fmt.Sprintf("%d / %d", c.res.DeviceMaps, c.res.DeviceUnmaps) })
