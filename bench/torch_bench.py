@@ -68,6 +68,11 @@ if want("copy"):
     dv2 = torch.empty_like(dv)
     emit("copy_d2d_1GiB", 2 * n / gpu_time(lambda: dv2.copy_(dv)) / 1e12, "TB/s", "bytes read + written")
     del dv, dv2, pinned, pageable
+    if torch.cuda.device_count() >= 2:
+        src = torch.ones(n, dtype=torch.uint8, device="cuda:0")
+        dst = torch.empty(n, dtype=torch.uint8, device="cuda:1")
+        emit("copy_peer_1GiB", n / wall(lambda: (dst.copy_(src), torch.cuda.synchronize(1)), reps=10) / 1e9, "GB/s", "cuda:0 -> cuda:1 copy_")
+        del src, dst
 
 if want("ewise"):
     n = 1 << 28

@@ -78,8 +78,9 @@ func (a *plainArena) OtherProcesses() ([]memory.ProcessMemory, error) { return n
 // and cuMemSetAccess.
 type virtualArena struct {
 	plainArena
-	gran int64
-	prop cuda.MemAllocationProp
+	gran   int64
+	prop   cuda.MemAllocationProp
+	access []cuda.MemAccessDesc // this device and every peer that can reach it
 
 	mu      sync.Mutex
 	handles map[uint64]cuda.MemHandle // by mapped address
@@ -96,6 +97,30 @@ func newVirtualArena(d *Device) (*virtualArena, error) {
 		return nil, err
 	}
 	va.gran = int64(g)
+	// Memory mapped with cuMemMap is reachable only from the devices that
+	// cuMemSetAccess names, whatever cuCtxEnablePeerAccess says: grant every
+	// GPU that can reach this one, so that peer copies (Tensor.To between
+	// GPUs) go over NVLink or PCIe instead of through the host.
+	va.access = []cuda.MemAccessDesc{{Location: va.prop.Location, Flags: cuda.MemAccessReadWrite}}
+	n, err := cuda.DeviceGetCount()
+	if err != nil {
+		return nil, err
+	}
+	for j := range n {
+		if j == d.index {
+			continue
+		}
+		peer, err := cuda.DeviceGet(j)
+		if err != nil {
+			return nil, err
+		}
+		if ok, err := cuda.DeviceCanAccessPeer(peer, d.dev); err == nil && ok {
+			va.access = append(va.access, cuda.MemAccessDesc{
+				Location: cuda.MemLocation{Type: cuda.MemLocationDevice, ID: int32(j)},
+				Flags:    cuda.MemAccessReadWrite,
+			})
+		}
+	}
 	return va, nil
 }
 
@@ -140,8 +165,7 @@ func (a *virtualArena) Map(addr uint64, size int64) error {
 		cuda.MemRelease(h)
 		return arenaFull(a.d.check(err))
 	}
-	desc := []cuda.MemAccessDesc{{Location: a.prop.Location, Flags: cuda.MemAccessReadWrite}}
-	if err := cuda.MemSetAccess(p, uint64(size), desc); err != nil {
+	if err := cuda.MemSetAccess(p, uint64(size), a.access); err != nil {
 		cuda.MemUnmap(p, uint64(size))
 		cuda.MemRelease(h)
 		return arenaFull(a.d.check(err))

@@ -129,6 +129,7 @@ func main() {
 	}
 	if want("copy") {
 		benchCopies(d, reps)
+		benchPeer(reps)
 	}
 	if want("ewise") {
 		benchElementwise(d, reps)
