@@ -357,3 +357,41 @@ type ProcessMemory struct {
 type MemoryInfoer interface {
 	MemoryInfo() (DeviceMemory, error)
 }
+
+// FusedAdam is an optional interface of a [Device] whose kernels can do a
+// whole Adam or AdamW step of one parameter in a single pass (one kernel
+// launch on a GPU) instead of the dozen elementwise ops it takes through
+// [Kernels]. Callers find it with a type assertion and fall back to the
+// composed ops when a device lacks it or AdamStep returns an error wrapping
+// [ErrNotImplemented].
+type FusedAdam interface {
+	// AdamStep updates the parameter p, the first moment m and the second
+	// moment v in place from the gradient g, elementwise, exactly as
+	// PyTorch's Adam and AdamW (without amsgrad) do, with cfg's
+	// hyper-parameters:
+	//
+	//	bc1 = 1 - Beta1^Step, bc2 = 1 - Beta2^Step
+	//	g = g + WeightDecay·p                    (Adam: Decoupled false)
+	//	p = p·(1 - LR·WeightDecay)               (AdamW: Decoupled true, instead)
+	//	m = Beta1·m + (1 - Beta1)·g
+	//	v = Beta2·v + (1 - Beta2)·g·g
+	//	p = p - LR/bc1 · m / (sqrt(v)/sqrt(bc2) + Eps)
+	//
+	// The gradient g itself is not written. All four views are contiguous,
+	// have the same shape and the same floating-point dtype (float32,
+	// float64, float16 or bfloat16); the math runs in float32 (float64
+	// for float64), with m and v rounded to their dtype at each step, and
+	// p, m, v must not overlap g or each other.
+	AdamStep(p, g, m, v View, cfg AdamStepConfig) error
+}
+
+// AdamStepConfig holds the hyper-parameters of one [FusedAdam.AdamStep].
+type AdamStepConfig struct {
+	LR          float64 // learning rate
+	Beta1       float64 // decay rate of the first moment
+	Beta2       float64 // decay rate of the second moment
+	Eps         float64 // added to the denominator
+	WeightDecay float64 // L2 penalty (Decoupled false) or decoupled decay (true)
+	Step        int     // the step number, from 1, for the bias corrections
+	Decoupled   bool    // AdamW's decoupled weight decay
+}

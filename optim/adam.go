@@ -30,7 +30,9 @@ type AdamConfig struct {
 //	p = p - lr/(1 - beta1ᵗ) · m / (sqrt(v)/sqrt(1 - beta2ᵗ) + eps)
 //
 // with m and v starting at zero. AdamW is the same type with decoupled
-// weight decay.
+// weight decay. On devices with a fused kernel (CUDA) each parameter's step
+// is one launch ([vram.FusedAdamStep]); elsewhere, or for non-contiguous
+// tensors, it is composed from elementwise ops.
 type Adam struct {
 	params    []*vram.Tensor
 	cfg       AdamConfig
@@ -116,6 +118,9 @@ func (a *Adam) Step() {
 					follow(p, st.m, st.v)
 				}
 				st.step++
+				if vram.FusedAdamStep(p, g, st.m, st.v, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay, st.step, a.decoupled) {
+					return // one fused kernel did the whole step (CUDA)
+				}
 				if c.WeightDecay != 0 {
 					if a.decoupled {
 						p.MulScalarInPlace(1 - c.LR*c.WeightDecay)

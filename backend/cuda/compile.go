@@ -37,13 +37,14 @@ const (
 	famBinary                // binary.cu: tensor-tensor and tensor-scalar
 	famReduce                // reduce.cu
 	famScatter               // scatter.cu
+	famOptim                 // optim.cu: fused optimizer steps
 	numFamilies
 )
 
-var familyFiles = [numFamilies]string{"bytes.cu", "copy.cu", "unary.cu", "binary.cu", "reduce.cu", "scatter.cu"}
+var familyFiles = [numFamilies]string{"bytes.cu", "copy.cu", "unary.cu", "binary.cu", "reduce.cu", "scatter.cu", "optim.cu"}
 
 // famMacro is the -D macro that names a module's dtype.
-var famMacro = [numFamilies]string{"", "SD", "VD", "VD", "VD", "VD"}
+var famMacro = [numFamilies]string{"", "SD", "VD", "VD", "VD", "VD", "VD"}
 
 func (f family) String() string { return familyFiles[f] }
 

@@ -74,6 +74,8 @@ func kernelNames(k modKey) []string {
 		}
 	case famScatter:
 		names = append(names, "scatter_add")
+	case famOptim:
+		names = append(names, "adam_step")
 	}
 	return names
 }

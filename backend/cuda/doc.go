@@ -61,6 +61,11 @@
 // cuBLASLt with a 32 MiB workspace and plans cached per shape; float32
 // products use full float32 unless [SetAllowTF32] allows TF32.
 //
+// [Device.AdamStep] implements [backend.FusedAdam]: one kernel
+// (kernels/optim.cu) does a whole Adam or AdamW step of a contiguous
+// parameter, its gradient and its two moments, computing in float32
+// (float64 for float64) with correctly rounded operations.
+//
 // # Errors
 //
 // Methods return errors; the root package turns them into panics. Kernels

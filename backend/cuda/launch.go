@@ -320,6 +320,9 @@ func allModules() []modKey {
 			keys = append(keys, modKey{fam: famReduce, dt: dt, op: op.String()})
 		}
 		keys = append(keys, modKey{fam: famScatter, dt: dt})
+		if dt.IsFloat() {
+			keys = append(keys, modKey{fam: famOptim, dt: dt, op: "adam"})
+		}
 	}
 	return keys
 }

@@ -1,0 +1,65 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vramgo/vram/backend"
+)
+
+var _ backend.FusedAdam = (*Device)(nil)
+
+// AdamStep does one Adam or AdamW step of a parameter with a single kernel
+// (kernels/optim.cu): p, m and v are updated in place from g. The four
+// views must be contiguous, of one shape and one floating-point dtype;
+// other views return an error wrapping [backend.ErrNotImplemented], so
+// that callers fall back to the composed ops.
+func (d *Device) AdamStep(p, g, m, v backend.View, cfg backend.AdamStepConfig) error {
+	const what = "adam step"
+	if !p.DType.IsFloat() {
+		return notImplemented(what, p.DType)
+	}
+	for _, x := range []backend.View{g, m, v} {
+		if x.DType != p.DType {
+			return fmt.Errorf("cuda: %s: dtypes %s and %s differ: %w", what, p.DType, x.DType, backend.ErrNotImplemented)
+		}
+	}
+	for _, x := range []backend.View{p, g, m, v} {
+		if !x.IsContiguous() {
+			return fmt.Errorf("cuda: %s: view is not contiguous: %w", what, backend.ErrNotImplemented)
+		}
+	}
+	if cfg.Step < 1 {
+		return fmt.Errorf("cuda: %s: step %d, want at least 1", what, cfg.Step)
+	}
+	ops, err := d.ops(what, p, g, m, v)
+	if err != nil {
+		return err
+	}
+	n := int64(p.NumElements())
+	if n == 0 {
+		return nil
+	}
+	bc1 := 1 - math.Pow(cfg.Beta1, float64(cfg.Step))
+	bc2 := 1 - math.Pow(cfg.Beta2, float64(cfg.Step))
+	decay, dec := 1.0, int32(0)
+	if cfg.Decoupled {
+		dec = 1
+		if cfg.WeightDecay != 0 {
+			decay = 1 - cfg.LR*cfg.WeightDecay
+		}
+	}
+	key := modKey{fam: famOptim, dt: p.DType, op: "adam"}
+	return d.run(func() error {
+		f, err := d.function(key, "adam_step")
+		if err != nil {
+			return err
+		}
+		a := d.getArgs()
+		defer d.putArgs(a)
+		a.Ptr(ops[0].ptr).Ptr(ops[1].ptr).Ptr(ops[2].ptr).Ptr(ops[3].ptr).Int64(n)
+		a.Float64(cfg.Beta1).Float64(cfg.Beta2).Float64(cfg.Eps).Float64(cfg.WeightDecay).Float64(decay)
+		a.Float64(-cfg.LR / bc1).Float64(math.Sqrt(bc2)).Int32(dec)
+		return d.launch(f, d.grid(n), a)
+	})
+}

@@ -1,0 +1,130 @@
+package cuda
+
+import (
+	"errors"
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/backend/backendtest"
+)
+
+// roundTo rounds x to dtype dt, as a store does.
+func roundTo(dt backend.DType, x float64) float64 {
+	return backendtest.Decode(dt, backendtest.Encode(dt, []float64{x}))[0]
+}
+
+// adamRef is the reference Adam/AdamW step. It follows the kernel's
+// contract: every operation rounded to the compute type (float32, or
+// float64 for float64; float64 division and square root rounded to
+// float32 are correctly rounded float32 ones), every stored value (p after
+// decay, m, v, p) rounded to dt. A plain float64 reference is not enough
+// for the 16-bit dtypes: v is then often a float16 subnormal, whose last
+// bit (up to a few per cent of v) depends on the compute type, and moves p
+// by a visible fraction of the learning rate.
+func adamRef(dt backend.DType, p, g, m, v []float64, c backend.AdamStepConfig) {
+	r := func(x float64) float64 { return float64(float32(x)) }
+	if dt == backend.Float64 {
+		r = func(x float64) float64 { return x }
+	}
+	bc1 := 1 - math.Pow(c.Beta1, float64(c.Step))
+	bc2 := 1 - math.Pow(c.Beta2, float64(c.Step))
+	b1, ob1, b2, ob2 := r(c.Beta1), r(1-c.Beta1), r(c.Beta2), r(1-c.Beta2)
+	eps, wd, decay := r(c.Eps), r(c.WeightDecay), r(1-c.LR*c.WeightDecay)
+	negStep, sqrtBC2 := r(-c.LR/bc1), r(math.Sqrt(bc2))
+	for i := range p {
+		pi, gi := p[i], g[i]
+		if c.Decoupled {
+			if c.WeightDecay != 0 {
+				pi = roundTo(dt, r(pi*decay))
+			}
+		} else if c.WeightDecay != 0 {
+			gi = r(gi + r(pi*wd))
+		}
+		m[i] = roundTo(dt, r(r(m[i]*b1)+r(gi*ob1)))
+		v[i] = roundTo(dt, r(r(v[i]*b2)+r(r(gi*gi)*ob2)))
+		denom := r(r(r(math.Sqrt(v[i]))/sqrtBC2) + eps)
+		p[i] = roundTo(dt, r(pi+r(negStep*r(m[i]/denom))))
+	}
+}
+
+func TestFusedAdam(t *testing.T) {
+	d := gpu(t, 0)
+	for _, dt := range []backend.DType{backend.Float32, backend.Float64, backend.BFloat16, backend.Float16} {
+		for _, decoupled := range []bool{false, true} {
+			const n = 100_003 // odd: a tail
+			rng := rand.New(rand.NewSource(int64(dt)))
+			host := make([][]float64, 4) // p, g, m, v
+			views := make([]backend.View, 4)
+			for k := range host {
+				host[k] = make([]float64, n)
+				for i := range host[k] {
+					x := rng.NormFloat64()
+					if k == 3 {
+						x = 0 // v starts at zero; it stays non-negative
+					}
+					if k == 2 {
+						x = 0
+					}
+					host[k][i] = roundTo(dt, x)
+				}
+				buf, err := d.Alloc(int64(n*dt.Size()), d.DefaultStream(), "test")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer d.Free(buf, d.DefaultStream())
+				views[k] = backend.View{Buf: buf, DType: dt, Shape: []int{n}, Strides: []int{1}}
+				if err := d.CopyFromHost(views[k], backendtest.Encode(dt, host[k])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := backend.AdamStepConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.05, Decoupled: decoupled}
+			for step := 1; step <= 3; step++ {
+				cfg.Step = step
+				if err := d.AdamStep(views[0], views[1], views[2], views[3], cfg); err != nil {
+					t.Fatal(err)
+				}
+				adamRef(dt, host[0], host[1], host[2], host[3], cfg)
+			}
+			if err := d.Synchronize(); err != nil {
+				t.Fatal(err)
+			}
+			rtol := map[backend.DType]float64{backend.Float32: 1e-5, backend.Float64: 1e-12, backend.BFloat16: 2e-2, backend.Float16: 4e-3}[dt]
+			for k, name := range []string{"p", "g", "m", "v"} {
+				got := read(t, d, views[k])
+				bad := 0
+				for i := range got {
+					want := host[k][i]
+					if diff := math.Abs(got[i] - want); !(diff <= rtol*math.Abs(want)+rtol*1e-2) {
+						if bad < 5 {
+							t.Errorf("%s decoupled=%v %s[%d] = %v, want %v", dt, decoupled, name, i, got[i], want)
+						}
+						bad++
+					}
+				}
+				if bad > 0 {
+					t.Errorf("%s decoupled=%v %s: %d of %d elements differ", dt, decoupled, name, bad, n)
+				}
+			}
+		}
+	}
+}
+
+func TestFusedAdamRefusals(t *testing.T) {
+	d := gpu(t, 0)
+	buf, err := d.Alloc(64, d.DefaultStream(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(buf, d.DefaultStream())
+	c := backend.View{Buf: buf, DType: backend.Float32, Shape: []int{4}, Strides: []int{1}}
+	s := backend.View{Buf: buf, DType: backend.Float32, Shape: []int{4}, Strides: []int{2}}
+	i := backend.View{Buf: buf, DType: backend.Int32, Shape: []int{4}, Strides: []int{1}}
+	cfg := backend.AdamStepConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Step: 1}
+	for name, vs := range map[string][4]backend.View{"strided": {c, s, c, c}, "int": {i, i, i, i}} {
+		if err := d.AdamStep(vs[0], vs[1], vs[2], vs[3], cfg); !errors.Is(err, backend.ErrNotImplemented) {
+			t.Errorf("%s: err = %v, want ErrNotImplemented", name, err)
+		}
+	}
+}

@@ -1,0 +1,65 @@
+package vram
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/vramgo/vram/backend"
+)
+
+// FusedAdamStep does one Adam (decoupled false) or AdamW (decoupled true)
+// step of parameter p with gradient g and moment estimates m and v, in
+// place, with a single fused kernel, where the device has one (CUDA). It
+// computes what package optim's Adam computes with a dozen ops:
+//
+//	g = g + weightDecay·p                    (Adam; AdamW instead: p = p·(1 - lr·weightDecay))
+//	m = beta1·m + (1 - beta1)·g
+//	v = beta2·v + (1 - beta2)·g²
+//	p = p - lr/(1 - beta1^step) · m / (sqrt(v)/sqrt(1 - beta2^step) + eps)
+//
+// in float32 (float64 for float64 tensors); g is left unchanged. It is an
+// optimizer's building block: p may require grad (it is updated like the
+// ...InPlace methods would inside [NoGrad], without recording anything),
+// but m and v may not unless gradients are disabled.
+//
+// It returns false, doing nothing, when the fused step does not apply: the
+// device has no fused kernel (the CPU), a tensor is not contiguous, the
+// dtypes differ or are not floating-point, or the shapes differ; the caller
+// then composes the step from ordinary ops. It panics with a
+// [*DeviceMismatchError] when the tensors are on different devices, with
+// an [*Error] for a released tensor, a step below 1, or m or v requiring
+// grad while gradients are enabled.
+func FusedAdamStep(p, g, m, v *Tensor, lr, beta1, beta2, eps, weightDecay float64, step int, decoupled bool) bool {
+	const op = "adam_step"
+	if p == nil || g == nil || m == nil || v == nil {
+		fail(op, ErrArgument, "nil tensor")
+	}
+	ds := sameDevice(op, p, g, m, v)
+	if step < 1 {
+		fail(op, ErrArgument, "step %d, want at least 1", step)
+	}
+	m.inPlaceCheck(op)
+	v.inPlaceCheck(op)
+	fa, ok := ds.bd.(backend.FusedAdam)
+	if !ok || !p.dtype.IsFloat() {
+		return false
+	}
+	for _, t := range []*Tensor{g, m, v} {
+		if t.dtype != p.dtype || !slices.Equal(t.shape, p.shape) {
+			return false
+		}
+	}
+	for _, t := range []*Tensor{p, g, m, v} {
+		if !t.IsContiguous() {
+			return false
+		}
+	}
+	err := fa.AdamStep(p.bv(), g.bv(), m.bv(), v.bv(), backend.AdamStepConfig{
+		LR: lr, Beta1: beta1, Beta2: beta2, Eps: eps, WeightDecay: weightDecay, Step: step, Decoupled: decoupled,
+	})
+	if errors.Is(err, backend.ErrNotImplemented) {
+		return false
+	}
+	check(op, err)
+	return true
+}
