@@ -3,6 +3,7 @@ package vram
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -149,11 +150,37 @@ func TestGradients(t *testing.T) {
 		{"clone contiguous", one(func(x *Tensor) *Tensor { return x.T().Contiguous().Clone().Exp() }), func() []*Tensor { return []*Tensor{rnd(1, 2, 3)} }},
 		{"to cpu", one(func(x *Tensor) *Tensor { return x.To(CPU).Exp() }), func() []*Tensor { return []*Tensor{rnd(1, 3)} }},
 		{"reused input", one(func(x *Tensor) *Tensor { return x.Mul(x).Add(x.Exp()) }), func() []*Tensor { return []*Tensor{rnd(1, 3)} }},
+		{"bias act none", two(func(x, b *Tensor) *Tensor { return BiasAct(x, b, ActNone) }), func() []*Tensor { return []*Tensor{rnd(1, 3, 4), rnd(2, 4)} }},
+		{"bias act relu", two(func(x, b *Tensor) *Tensor { return BiasAct(x, b, ActReLU) }), func() []*Tensor { return []*Tensor{rnd(1, 3, 4), rnd(2, 4)} }},
+		{"bias act gelu", two(func(x, b *Tensor) *Tensor { return BiasAct(x, b, ActGELU) }), func() []*Tensor { return []*Tensor{rnd(1, 2, 3, 4), rnd(2, 3, 1)} }},
+	}
+	for _, act := range []Activation{ActNone, ActReLU, ActGELU} {
+		lin := func(xs []*Tensor) *Tensor { return LinearAct(xs[0], xs[1], xs[2], act) }
+		tests = append(tests, []struct {
+			name   string
+			f      func([]*Tensor) *Tensor
+			inputs func() []*Tensor
+		}{
+			{"linear " + act.String(), lin, func() []*Tensor { return []*Tensor{rnd(1, 3, 4), rnd(2, 2, 4), rnd(3, 2)} }},
+			{"linear 3-d input " + act.String(), lin, func() []*Tensor { return []*Tensor{rnd(1, 2, 3, 4), rnd(2, 5, 4), rnd(3, 5)} }},
+			{"linear no bias " + act.String(), two(func(x, w *Tensor) *Tensor { return LinearAct(x, w, nil, act) }),
+				func() []*Tensor { return []*Tensor{rnd(1, 3, 4), rnd(2, 2, 4)} }},
+			{"linear transposed input " + act.String(), func(xs []*Tensor) *Tensor { return LinearAct(xs[0].T(), xs[1].T(), xs[2], act) },
+				func() []*Tensor { return []*Tensor{rnd(1, 4, 3), rnd(2, 4, 2), rnd(3, 2)} }},
+		}...)
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			gradCheck(t, tc.f, tc.inputs()...)
 		})
+		if strings.HasPrefix(tc.name, "linear") {
+			// The same without the backend's fused products.
+			t.Run(tc.name+" unfused", func(t *testing.T) {
+				noFusedMatMul.Store(true)
+				defer noFusedMatMul.Store(false)
+				gradCheck(t, tc.f, tc.inputs()...)
+			})
+		}
 	}
 }
 

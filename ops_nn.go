@@ -146,16 +146,36 @@ func CrossEntropy(logits, targets *Tensor) *Tensor {
 	return out
 }
 
-// MSELoss returns the mean squared difference between pred and target.
+// MSELoss returns the mean squared difference between pred and target
+// (broadcasting, as torch.nn.functional.mse_loss). Its backward pass is one
+// elementwise kernel: 2·(pred - target)·g/n from the difference kept by the
+// forward pass.
 func MSELoss(pred, target *Tensor) *Tensor {
+	const op = "mse_loss"
+	sameDevice(op, pred, target)
+	d := binaryRaw(op, backend.Sub, pred, target)
 	var out *Tensor
-	func() {
-		d := pred.Sub(target)
-		defer d.Release()
-		sq := d.Square()
+	NoGrad(func() {
+		sq := d.unaryRaw(backend.Square)
 		defer sq.Release()
 		out = sq.Mean()
-	}()
+	})
+	if !needsGrad(pred, target) || !d.dtype.IsFloat() {
+		d.Release()
+		return out
+	}
+	ps, ts := slices.Clone(pred.shape), slices.Clone(target.shape)
+	rp, rt := pred.requiresGrad, target.requiresGrad
+	n := float64(d.NumElements())
+	sv := []*Tensor{d}
+	record(op, out, []*Tensor{pred, target}, sv, func(g *Tensor) []*Tensor {
+		gs := scalarRaw(op, backend.Mul, g, 2/n, false)
+		gp := binaryRaw(op, backend.Mul, sv[0], gs)
+		return []*Tensor{
+			gradIf(rp, func() *Tensor { return sumTo(gp, ps) }),
+			gradIf(rt, func() *Tensor { return sumTo(gp.unaryRaw(backend.Neg), ts) }),
+		}
+	})
 	return out
 }
 

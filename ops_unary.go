@@ -138,6 +138,9 @@ func (t *Tensor) Sigmoid() *Tensor {
 // Relu returns max(t, 0).
 func (t *Tensor) Relu() *Tensor {
 	return unary("relu", backend.Relu, t, 0, saveY, func(_, y, g *Tensor) *Tensor {
+		if g.dtype == y.dtype && g.dtype.IsFloat() {
+			return binaryRaw("relu", backend.ReluBackward, g, y)
+		}
 		return Where(y.GtScalar(0), g, g.NewZeros())
 	})
 }
@@ -152,6 +155,9 @@ func (t *Tensor) LeakyRelu(slope float64) *Tensor {
 // Gelu returns the exact GELU, t * Phi(t), with Phi the standard normal CDF.
 func (t *Tensor) Gelu() *Tensor {
 	return unary("gelu", backend.Gelu, t, 0, saveX, func(x, _, g *Tensor) *Tensor {
+		if g.dtype == x.dtype {
+			return binaryRaw("gelu", backend.GeluBackward, g, x)
+		}
 		return g.Mul(x.unaryRaw(backend.GeluGrad))
 	})
 }

@@ -240,11 +240,19 @@ const (
 	Ge
 	LogicalAnd
 	LogicalOr
+	// The fused ops below are defined on floating-point dtypes only.
+	ReluBackward // a where b > 0, else 0: the gradient a through a ReLU whose output (or input) is b
+	GeluBackward // a·gelu'(b): the gradient a through the exact GELU at input b
+	AddRelu      // max(a + b, 0): a bias and a ReLU in one pass
+	AddGelu      // gelu(a + b), exact: a bias and a GELU in one pass
 	numBinary
 )
 
+// NumBinaryOps is the number of binary ops; they are numbered from 0.
+const NumBinaryOps = int(numBinary)
+
 var binaryNames = [...]string{"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le",
-	"gt", "ge", "logical_and", "logical_or"}
+	"gt", "ge", "logical_and", "logical_or", "relu_backward", "gelu_backward", "add_relu", "add_gelu"}
 
 func (op BinaryOp) String() string {
 	if op < numBinary {
@@ -254,7 +262,10 @@ func (op BinaryOp) String() string {
 }
 
 // IsComparison reports whether op produces bool from its inputs.
-func (op BinaryOp) IsComparison() bool { return op >= Eq }
+func (op BinaryOp) IsComparison() bool { return op >= Eq && op <= LogicalOr }
+
+// FloatOnly reports whether op is defined on floating-point dtypes only.
+func (op BinaryOp) FloatOnly() bool { return op >= ReluBackward && op < numBinary }
 
 // ReduceOp names a reduction.
 type ReduceOp uint8
@@ -394,4 +405,26 @@ type AdamStepConfig struct {
 	WeightDecay float64 // L2 penalty (Decoupled false) or decoupled decay (true)
 	Step        int     // the step number, from 1, for the bias corrections
 	Decoupled   bool    // AdamW's decoupled weight decay
+}
+
+// FusedMatMul is an optional interface of a [Device] whose matrix products
+// can do a linear layer's elementwise work in the same kernel: add a bias
+// and apply a ReLU to the product on its way out (the forward pass), or sum
+// the rows of an operand while reading it (the bias gradient of the
+// backward pass). Callers find it with a type assertion and fall back to
+// [Kernels.MatMul] and separate ops when a device lacks it or a method
+// returns an error wrapping [ErrNotImplemented], as it may for any dtype,
+// shape, stride or alignment it has no fused kernel for.
+type FusedMatMul interface {
+	// MatMulBias computes dst = a·b + bias, then max(dst, 0) when relu is
+	// set, for 2-D views a [M,K], b [K,N] (any strides) and dst [M,N]
+	// (contiguous), with bias [N] (contiguous) added to every row. All
+	// four views have the same floating-point dtype; arithmetic is that of
+	// [Kernels.MatMul].
+	MatMulBias(dst, a, b, bias View, relu bool) error
+	// MatMulRowSum computes dst = a·b as MatMulBias does without the bias,
+	// and sets rowSum[i] to the sum of row i of a, for rowSum [M]
+	// (contiguous, same dtype). With a the transpose of a layer's output
+	// gradient, that sum is the bias gradient.
+	MatMulRowSum(dst, a, b, rowSum View) error
 }

@@ -69,16 +69,14 @@ func linearBound(in int) float64 {
 	return 1 / math.Sqrt(float64(in))
 }
 
-// Forward returns x Wᵀ + b for x of shape [..., in], of shape [..., out].
-func (l *Linear) Forward(x *vram.Tensor) *vram.Tensor {
-	wt := l.Weight.T()
-	defer wt.Release()
-	y := x.MatMul(wt)
-	if l.Bias == nil {
-		return y
-	}
-	defer y.Release()
-	return y.Add(l.Bias)
+// Forward returns x Wᵀ + b for x of shape [..., in], of shape [..., out]
+// ([vram.Linear]).
+func (l *Linear) Forward(x *vram.Tensor) *vram.Tensor { return vram.Linear(x, l.Weight, l.Bias) }
+
+// ForwardAct returns act(x Wᵀ + b) as one fused op ([vram.LinearAct]):
+// what [Sequential] runs for a Linear followed by a ReLU or GELU.
+func (l *Linear) ForwardAct(x *vram.Tensor, act vram.Activation) *vram.Tensor {
+	return vram.LinearAct(x, l.Weight, l.Bias, act)
 }
 
 // ReLU applies max(x, 0) elementwise.
@@ -253,13 +251,29 @@ func (s *Sequential) Len() int { return len(s.mods) }
 // At returns module i.
 func (s *Sequential) At(i int) Module { return s.mods[i] }
 
-// Forward runs the modules in order. Intermediate results are released as
-// soon as the next module has consumed them; the autograd graph keeps what
-// backward needs.
+// Forward runs the modules in order. A [Linear] directly followed by a
+// [ReLU] or [GELU] runs as one fused op ([vram.LinearAct]): the same result,
+// fewer kernels and no intermediate tensor. Intermediate results are
+// released as soon as the next module has consumed them; the autograd graph
+// keeps what backward needs.
 func (s *Sequential) Forward(x *vram.Tensor) *vram.Tensor {
 	cur := x
-	for _, m := range s.mods {
-		next := m.Forward(cur)
+	for i := 0; i < len(s.mods); i++ {
+		m := s.mods[i]
+		var next *vram.Tensor
+		if l, ok := m.(*Linear); ok && i+1 < len(s.mods) {
+			switch s.mods[i+1].(type) {
+			case *ReLU:
+				next = l.ForwardAct(cur, vram.ActReLU)
+				i++
+			case *GELU:
+				next = l.ForwardAct(cur, vram.ActGELU)
+				i++
+			}
+		}
+		if next == nil {
+			next = m.Forward(cur)
+		}
 		if cur != x && next != cur {
 			cur.Release()
 		}

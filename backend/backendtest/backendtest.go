@@ -335,10 +335,12 @@ func scenarios(nin int) []scenario {
 	}
 	for k := range nin {
 		for _, b := range []struct {
-			name string
-			src  []int
-		}{{"row", []int{1, 4}}, {"column", []int{3, 1}}, {"scalar", []int{}}} {
-			s := sc(fmt.Sprintf("broadcast-%s-%d", b.name, k), []int{3, 4}, all(contiguous), contiguous)
+			name  string
+			src   []int
+			shape []int
+		}{{"row", []int{1, 4}, []int{3, 4}}, {"column", []int{3, 1}, []int{3, 4}}, {"scalar", []int{}, []int{3, 4}},
+			{"row-odd", []int{1, 7}, []int{5, 7}}, {"row-3d", []int{8}, []int{2, 3, 8}}} {
+			s := sc(fmt.Sprintf("broadcast-%s-%d", b.name, k), b.shape, all(contiguous), contiguous)
 			s.bcast[k] = b.src
 			list = append(list, s)
 		}
@@ -603,6 +605,17 @@ var binaryCases = []binaryCase{
 	{op: backend.Ge, ref: cmp(func(x, y float64) bool { return x >= y }), domA: domSmall, domB: domSmall, ints: true, bools: true},
 	{op: backend.LogicalAnd, ref: cmp(func(x, y float64) bool { return x != 0 && y != 0 }), domA: domSmall, domB: domSmall, ints: true, bools: true},
 	{op: backend.LogicalOr, ref: cmp(func(x, y float64) bool { return x != 0 || y != 0 }), domA: domSmall, domB: domSmall, ints: true, bools: true},
+	{op: backend.ReluBackward, ref: func(g, y float64) float64 {
+		if y > 0 {
+			return g
+		}
+		return 0
+	}, domA: domGeneral, domB: domGeneral},
+	{op: backend.GeluBackward, ref: func(g, x float64) float64 {
+		return g * (0.5*(1+math.Erf(x/math.Sqrt2)) + x/math.Sqrt(2*math.Pi)*math.Exp(-0.5*x*x))
+	}, domA: domGeneral, domB: domGeneral},
+	{op: backend.AddRelu, ref: func(x, y float64) float64 { return math.Max(x+y, 0) }, domA: domGeneral, domB: domGeneral},
+	{op: backend.AddGelu, ref: func(x, y float64) float64 { s := x + y; return 0.5 * s * (1 + math.Erf(s/math.Sqrt2)) }, domA: domGeneral, domB: domGeneral},
 }
 
 func (h *harness) testBinary(t *testing.T) {

@@ -576,7 +576,7 @@ func checkBinary(what string, op backend.BinaryOp, d *operand, dt backend.DType)
 	} else if d.dt != dt {
 		return fmt.Errorf("cpu: %s: destination dtype %s differs from input dtype %s", what, d.dt, dt)
 	}
-	if op >= numBinaryOps {
+	if op >= numBinaryOps || op.FloatOnly() && !dt.IsFloat() {
 		return notImplemented(what, dt)
 	}
 	if dt == backend.Bool {
@@ -589,7 +589,7 @@ func checkBinary(what string, op backend.BinaryOp, d *operand, dt backend.DType)
 }
 
 // numBinaryOps is one past the last binary op this package knows.
-const numBinaryOps = backend.LogicalOr + 1
+const numBinaryOps = backend.BinaryOp(backend.NumBinaryOps)
 
 // binaryIn runs op in compute type k.
 func binaryIn(what string, op backend.BinaryOp, k kind, d, a, b *operand) error {
@@ -655,6 +655,32 @@ func binaryFloat[F floating](op backend.BinaryOp, d, a, b []F) {
 			} else {
 				d[i] = y
 			}
+		}
+	case backend.ReluBackward:
+		for i := range d {
+			if b[i] > 0 {
+				d[i] = a[i]
+			} else {
+				d[i] = 0
+			}
+		}
+	case backend.GeluBackward:
+		for i := range d {
+			x := float64(b[i])
+			d[i] = F(float64(a[i]) * (0.5*(1+math.Erf(x*invSqrt2)) + x*invSqrt2p*math.Exp(-0.5*x*x)))
+		}
+	case backend.AddRelu:
+		for i := range d {
+			s := a[i] + b[i]
+			if s < 0 {
+				s = 0
+			}
+			d[i] = s
+		}
+	case backend.AddGelu:
+		for i := range d {
+			x := float64(a[i] + b[i])
+			d[i] = F(0.5 * x * (1 + math.Erf(x*invSqrt2)))
 		}
 	default:
 		compare(op, d, a, b)

@@ -177,6 +177,10 @@ type ewOp struct {
 type ewKernel struct {
 	key  modKey
 	c, s string
+	// r, when set, is a binary kernel for a row broadcast (one operand a
+	// vector repeated along the other, as a bias is); ewise picks it for
+	// that layout.
+	r string
 }
 
 // ewise launches an elementwise kernel over shape. pre appends the
@@ -227,11 +231,56 @@ func (d *Device) ewise(k ewKernel, shape []int, ops []ewOp, pre func(a *cuda.Ker
 		}
 		return d.launch(f, d.grid(units), a)
 	}
+	if inner, bca, ok := rowBroadcast(k, ms, mst); ok {
+		f, err := d.function(k.key, k.r)
+		if err != nil {
+			return err
+		}
+		vec := int32(1)
+		if inner%4 != 0 {
+			vec = 0
+		}
+		for i, o := range ops {
+			if uint64(ptrs[i])%uint64(4*o.size) != 0 {
+				vec = 0
+			}
+		}
+		a := d.getArgs()
+		defer d.putArgs(a)
+		pre(a, ptrs)
+		a.Int64(n).Int64(int64(inner)).Int32(vec).Int32(bca)
+		units := n
+		if vec != 0 {
+			units = (n + 3) / 4
+		}
+		return d.launch(f, d.grid(units), a)
+	}
 	f, err := d.function(k.key, k.s)
 	if err != nil {
 		return err
 	}
 	return d.stridedLaunch(f, ms, mst, ops, ptrs, pre)
+}
+
+// rowBroadcast reports whether the merged space (ms, mst) of a binary
+// kernel with a row-broadcast form is dst and one input contiguous [R, N]
+// and the other input a contiguous vector [N] repeated R times; it returns
+// N and which input is the vector (1: a, 0: b).
+func rowBroadcast(k ewKernel, ms []int, mst [][]int) (inner int, bca int32, ok bool) {
+	if k.r == "" || len(ms) != 2 || len(mst) != 3 {
+		return 0, 0, false
+	}
+	full := func(st []int) bool { return st[0] == ms[1] && st[1] == 1 }
+	vector := func(st []int) bool { return st[0] == 0 && st[1] == 1 }
+	switch {
+	case !full(mst[0]):
+		return 0, 0, false
+	case full(mst[1]) && vector(mst[2]):
+		return ms[1], 0, true
+	case vector(mst[1]) && full(mst[2]):
+		return ms[1], 1, true
+	}
+	return 0, 0, false
 }
 
 // stridedLaunch launches f over the merged space (ms, mst), splitting the
@@ -311,7 +360,7 @@ func allModules() []modKey {
 				keys = append(keys, modKey{fam: famUnary, dt: dt, op: op.String()})
 			}
 		}
-		for op := backend.BinaryOp(0); op <= backend.LogicalOr; op++ {
+		for op := range backend.BinaryOp(backend.NumBinaryOps) {
 			if binaryOK(op, dt) {
 				keys = append(keys, modKey{fam: famBinary, dt: dt, op: op.String()})
 			}

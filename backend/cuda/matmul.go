@@ -83,6 +83,7 @@ type planKey struct {
 	batch          int
 	sP, sQ, sD     int64 // batch strides, elements
 	aP, aQ, aD     uint32
+	epi            cublas.Epilogue // 0: none
 }
 
 // plan is what cublasLtMatmul needs for one planKey.
@@ -91,6 +92,9 @@ type plan struct {
 	lP, lQ, lD cublas.MatrixLayout
 	algo       cublas.MatmulAlgo
 	f64        bool
+	// mu guards the descriptor's vector pointer, set before each product
+	// of a plan with an epilogue.
+	mu sync.Mutex
 }
 
 func (d *Device) initBLAS() error {
@@ -337,7 +341,7 @@ func (d *Device) matmul(dst, a, b backend.View, force bool) error {
 		if perCall == 1 {
 			p.bst, q.bst, dst = 0, 0, 0
 		}
-		if err := d.gemm(dt, mp, np, k, perCall, p, q, dp, ldD, dst); err != nil {
+		if err := d.gemm(dt, mp, np, k, perCall, p, q, dp, ldD, dst, 0, 0); err != nil {
 			return err
 		}
 	}
@@ -352,14 +356,23 @@ func (d *Device) matmul(dst, a, b backend.View, force bool) error {
 }
 
 // gemm queues D(m×n, column-major, ld ldD) = op(P)(m×k)·op(Q)(k×n) for
-// batch products.
-func (d *Device) gemm(dt backend.DType, m, n, k, batch int, P, Q gemmSide, dp cuda.DevicePtr, ldD int, dbst int64) error {
+// batch products, with epilogue epi (0 for none) reading or writing the
+// vector at vp.
+func (d *Device) gemm(dt backend.DType, m, n, k, batch int, P, Q gemmSide, dp cuda.DevicePtr, ldD int, dbst int64,
+	epi cublas.Epilogue, vp cuda.DevicePtr) error {
 	key := planKey{dt: dt, tf32: dt == backend.Float32 && allowTF32.Load(), transP: P.trans, transQ: Q.trans,
 		m: m, n: n, k: k, ldP: P.ld, ldQ: Q.ld, ldD: ldD, batch: batch, sP: P.bst, sQ: Q.bst, sD: dbst,
-		aP: alignment(P.ptr), aQ: alignment(Q.ptr), aD: alignment(dp)}
+		aP: alignment(P.ptr), aQ: alignment(Q.ptr), aD: alignment(dp), epi: epi}
 	pl, err := d.plan(key)
 	if err != nil {
 		return err
+	}
+	if epi != 0 {
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		if err := cublas.LtMatmulDescSetAttribute(pl.desc, cublas.MatmulDescBiasPointer, unsafe.Pointer(&vp), 8); err != nil {
+			return fmt.Errorf("cuda: cuda:%d: matmul epilogue vector: %w", d.index, err)
+		}
 	}
 	b := &d.blas
 	var alpha, beta unsafe.Pointer
@@ -385,16 +398,22 @@ func (d *Device) plan(key planKey) (*plan, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if p, ok := b.plans[key]; ok {
+		if p == nil {
+			return nil, &planError{fmt.Errorf("cuda: cuda:%d: matmul %s %dx%dx%d (batch %d, epilogue %d): cuBLASLt has no algorithm", d.index, key.dt, key.m, key.n, key.k, key.batch, key.epi)}
+		}
 		return p, nil
 	}
 	if len(b.plans) >= maxPlans {
 		for k, p := range b.plans {
-			p.destroy()
+			if p != nil {
+				p.destroy()
+			}
 			delete(b.plans, k)
 		}
 	}
 	p, err := newPlan(b.handle, key)
 	if err != nil {
+		b.plans[key] = nil // remembered: the heuristic is not asked again
 		return nil, &planError{fmt.Errorf("cuda: cuda:%d: matmul %s %dx%dx%d (batch %d): %w", d.index, key.dt, key.m, key.n, key.k, key.batch, err)}
 	}
 	b.plans[key] = p
@@ -433,6 +452,12 @@ func newPlan(h cublas.LtHandle, key planKey) (*plan, error) {
 	}
 	if err := cublas.LtMatmulDescSetAttribute(p.desc, cublas.MatmulDescTransB, unsafe.Pointer(&opQ), 4); err != nil {
 		return nil, err
+	}
+	if key.epi != 0 {
+		epi := uint32(key.epi)
+		if err := cublas.LtMatmulDescSetAttribute(p.desc, cublas.MatmulDescEpilogue, unsafe.Pointer(&epi), 4); err != nil {
+			return nil, err
+		}
 	}
 	layout := func(rows, cols, ld int, bst int64) (cublas.MatrixLayout, error) {
 		l, err := cublas.LtMatrixLayoutCreate(t, uint64(rows), uint64(cols), int64(ld))
@@ -510,4 +535,79 @@ func (p *plan) destroy() {
 	if p.desc != 0 {
 		cublas.LtMatmulDescDestroy(p.desc)
 	}
+}
+
+var _ backend.FusedMatMul = (*Device)(nil)
+
+// MatMulBias computes dst = a·b + bias, then ReLU when relu is set, in one
+// cuBLASLt product with the bias (and ReLU) epilogue. It implements
+// [backend.FusedMatMul].
+func (d *Device) MatMulBias(dst, a, b, bias backend.View, relu bool) error {
+	epi := cublas.EpilogueBias
+	if relu {
+		epi = cublas.EpilogueReLUBias
+	}
+	return d.fusedMatMul("matmul_bias", dst, a, b, bias, epi)
+}
+
+// MatMulRowSum computes dst = a·b and rowSum[i] = Σ_k a[i,k] in one
+// cuBLASLt product with the bias-gradient epilogue. It implements
+// [backend.FusedMatMul].
+func (d *Device) MatMulRowSum(dst, a, b, rowSum backend.View) error {
+	return d.fusedMatMul("matmul_rowsum", dst, a, b, rowSum, cublas.EpilogueBGradB)
+}
+
+// fusedMatMul runs the 2-D product dst = a·b with an epilogue whose vector
+// vec has dst's columns (bias) or a's rows (bias gradient). In cuBLASLt's
+// column-major terms the product is D^T = B^T·A^T: the bias has one entry
+// per row of D^T, and the rows of A are the columns of its B operand, which
+// the BGRADB epilogue reduces over k.
+func (d *Device) fusedMatMul(what string, dst, a, b, vec backend.View, epi cublas.Epilogue) error {
+	if len(dst.Shape) != 2 || len(a.Shape) != 2 || len(b.Shape) != 2 || len(vec.Shape) != 1 {
+		return fmt.Errorf("cuda: %s: want 2-d matrices and a vector, got shapes %v, %v -> %v and %v", what, a.Shape, b.Shape, dst.Shape, vec.Shape)
+	}
+	m, k, n := a.Shape[0], a.Shape[1], b.Shape[1]
+	want := n
+	if epi == cublas.EpilogueBGradB {
+		want = m
+	}
+	if b.Shape[0] != k || dst.Shape[0] != m || dst.Shape[1] != n || vec.Shape[0] != want {
+		return fmt.Errorf("cuda: %s: shapes %v x %v -> %v with vector %v do not fit", what, a.Shape, b.Shape, dst.Shape, vec.Shape)
+	}
+	dt := dst.DType
+	if a.DType != dt || b.DType != dt || vec.DType != dt {
+		return fmt.Errorf("cuda: %s: dtypes %s x %s -> %s with vector %s differ", what, a.DType, b.DType, dt, vec.DType)
+	}
+	if _, ok := blasType(dt); !ok || dt == backend.Float64 || m == 0 || n == 0 || k == 0 ||
+		!dst.IsContiguous() || !vec.IsContiguous() {
+		return notImplemented(what, dt)
+	}
+	pt, pld, ok1 := colMajor(n, k, b.Strides[1], b.Strides[0])
+	qt, qld, ok2 := colMajor(k, m, a.Strides[1], a.Strides[0])
+	if !ok1 || !ok2 {
+		return notImplemented(what, dt)
+	}
+	if err := d.run(d.initBLAS); err != nil {
+		return err
+	}
+	return d.run(func() error {
+		var ptrs [4]cuda.DevicePtr
+		for i, v := range []backend.View{b, a, dst, vec} {
+			p, err := d.ptrOf(what, v)
+			if err != nil {
+				return err
+			}
+			ptrs[i] = p
+		}
+		if alignment(ptrs[3]) < 16 {
+			return notImplemented(what, dt)
+		}
+		err := d.gemm(dt, n, m, k, 1, gemmSide{ptr: ptrs[0], trans: pt, ld: pld}, gemmSide{ptr: ptrs[1], trans: qt, ld: qld},
+			ptrs[2], n, 0, epi, ptrs[3])
+		var pe *planError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("%w (%w)", err, backend.ErrNotImplemented)
+		}
+		return err
+	})
 }

@@ -12,7 +12,8 @@ import (
 // Kernel names, by op: [0] the contiguous kernel, [1] the strided one.
 var (
 	unaryNames  [backend.LogicalNot + 1][2]string
-	binaryNames [backend.LogicalOr + 1][3][2]string // bin, sca, scf
+	binaryNames [backend.NumBinaryOps][3][2]string // bin, sca, scf
+	binaryRows  [backend.NumBinaryOps]string       // bin_*_r: row broadcast
 	copyNames   [backend.Bool + 1][2]string         // by destination dtype
 	widthNames  = map[string][9][2]string{}         // fill, move, where: by element size
 	gatherNames [9]string
@@ -28,6 +29,7 @@ func init() {
 		for i, p := range []string{"bin_", "sca_", "scf_"} {
 			binaryNames[op][i] = [2]string{p + s + "_c", p + s + "_s"}
 		}
+		binaryRows[op] = "bin_" + s + "_r"
 	}
 	for _, dt := range backend.DTypes {
 		copyNames[dt] = [2]string{"cp_" + dt.String() + "_c", "cp_" + dt.String() + "_s"}
@@ -230,7 +232,7 @@ func (d *Device) Unary(op backend.UnaryOp, dst, src backend.View, param float64)
 
 // binaryOK reports whether op has a kernel for inputs of dtype dt.
 func binaryOK(op backend.BinaryOp, dt backend.DType) bool {
-	if op > backend.LogicalOr {
+	if int(op) >= backend.NumBinaryOps || op.FloatOnly() && !dt.IsFloat() {
 		return false
 	}
 	if dt == backend.Bool {
@@ -272,7 +274,7 @@ func (d *Device) Binary(op backend.BinaryOp, dst, a, b backend.View) error {
 		return err
 	}
 	names := binaryNames[op][0]
-	k := ewKernel{key: modKey{fam: famBinary, dt: a.DType, op: op.String()}, c: names[0], s: names[1]}
+	k := ewKernel{key: modKey{fam: famBinary, dt: a.DType, op: op.String()}, c: names[0], s: names[1], r: binaryRows[op]}
 	return d.run(func() error {
 		if op == backend.Div && !a.DType.IsFloat() {
 			d.armed.Store(true)

@@ -129,3 +129,31 @@ func (d *Device) ScatterAdd(dst, index, src backend.View, axis int) error {
 	}
 	return nil
 }
+
+var _ backend.FusedMatMul = (*Device)(nil)
+
+// MatMulBias runs the CPU's fused product. It implements
+// [backend.FusedMatMul].
+func (d *Device) MatMulBias(dst, a, b, bias backend.View, relu bool) error {
+	f, ok := d.host.(backend.FusedMatMul)
+	if !ok {
+		return fmt.Errorf("sim: matmul_bias: %w", backend.ErrNotImplemented)
+	}
+	if v, ok := raws(dst, a, b, bias); ok {
+		return f.MatMulBias(v[0], v[1], v[2], v[3], relu)
+	}
+	return nil
+}
+
+// MatMulRowSum runs the CPU's fused product. It implements
+// [backend.FusedMatMul].
+func (d *Device) MatMulRowSum(dst, a, b, rowSum backend.View) error {
+	f, ok := d.host.(backend.FusedMatMul)
+	if !ok {
+		return fmt.Errorf("sim: matmul_rowsum: %w", backend.ErrNotImplemented)
+	}
+	if v, ok := raws(dst, a, b, rowSum); ok {
+		return f.MatMulRowSum(v[0], v[1], v[2], v[3])
+	}
+	return nil
+}

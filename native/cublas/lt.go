@@ -64,10 +64,14 @@ type Epilogue uint32
 
 // Epilogues (cublasLtEpilogue_t).
 const (
-	EpilogueDefault Epilogue = 1  // CUBLASLT_EPILOGUE_DEFAULT
-	EpilogueReLU    Epilogue = 2  // CUBLASLT_EPILOGUE_RELU
-	EpilogueBias    Epilogue = 4  // CUBLASLT_EPILOGUE_BIAS
-	EpilogueGELU    Epilogue = 32 // CUBLASLT_EPILOGUE_GELU
+	EpilogueDefault  Epilogue = 1   // CUBLASLT_EPILOGUE_DEFAULT
+	EpilogueReLU     Epilogue = 2   // CUBLASLT_EPILOGUE_RELU
+	EpilogueBias     Epilogue = 4   // CUBLASLT_EPILOGUE_BIAS
+	EpilogueReLUBias Epilogue = 6   // CUBLASLT_EPILOGUE_RELU_BIAS (RELU | BIAS)
+	EpilogueGELU     Epilogue = 32  // CUBLASLT_EPILOGUE_GELU (tanh approximation)
+	EpilogueGELUBias Epilogue = 36  // CUBLASLT_EPILOGUE_GELU_BIAS (GELU | BIAS)
+	EpilogueBGradA   Epilogue = 256 // CUBLASLT_EPILOGUE_BGRADA: bias gradient, reducing A over k into a vector of D's rows
+	EpilogueBGradB   Epilogue = 512 // CUBLASLT_EPILOGUE_BGRADB: bias gradient, reducing B over k into a vector of D's columns
 )
 
 // MatmulPreferenceAttribute is a cublasLtMatmulPreferenceAttributes_t.

@@ -18,6 +18,26 @@ struct FPow { template <class C> static __device__ __forceinline__ C f(C a, C b,
 struct FMax { template <class C> static __device__ __forceinline__ C f(C a, C b, i64*) { return (a > b || a != a) ? a : b; } };
 struct FMin { template <class C> static __device__ __forceinline__ C f(C a, C b, i64*) { return (a < b || a != a) ? a : b; } };
 
+// The fused float ops: activation gradients and bias plus activation,
+// with the exact GELU of unary.cu (erf-based).
+__device__ __forceinline__ float b_erf(float x) { return erff(x); }
+__device__ __forceinline__ double b_erf(double x) { return erf(x); }
+__device__ __forceinline__ float b_exp(float x) { return expf(x); }
+__device__ __forceinline__ double b_exp(double x) { return exp(x); }
+template <class C> __device__ __forceinline__ C gelu_c(C x) { return (C)0.5 * x * ((C)1 + b_erf(x * (C)0.7071067811865476)); }
+template <class C> __device__ __forceinline__ C gelu_grad_c(C x) {
+	return (C)0.5 * ((C)1 + b_erf(x * (C)0.7071067811865476)) + x * (C)0.3989422804014327 * b_exp((C)-0.5 * x * x);
+}
+struct FReluBackward { template <class C> static __device__ __forceinline__ C f(C a, C b, i64*) { return b > 0 ? a : (C)0; } };
+struct FGeluBackward { template <class C> static __device__ __forceinline__ C f(C a, C b, i64*) { return a * gelu_grad_c(b); } };
+struct FAddRelu {
+	template <class C> static __device__ __forceinline__ C f(C a, C b, i64*) {
+		C s = a + b;
+		return s < 0 ? (C)0 : s;
+	}
+};
+struct FAddGelu { template <class C> static __device__ __forceinline__ C f(C a, C b, i64*) { return gelu_c(a + b); } };
+
 // Integer semantics: wrap-around arithmetic, truncating division (division
 // by zero is an error), integer powers.
 struct IAdd {
@@ -117,6 +137,10 @@ __device__ __forceinline__ CT to_ct(double s) { return DT<VD>::isFloat ? (CT)s :
 		IDX_BUILD3;                                                                                         \
 		ew2s(o, a, b, n, ix, BF<OP, DO>{err});                                                              \
 	}                                                                                                           \
+	extern "C" __global__ void bin_##NAME##_r(DT<DO>::S* o, const S* a, const S* b, i64* err, i64 n, i64 inner, \
+						  int vec, int bca) {                                               \
+		ew2r(o, a, b, n, inner, vec, bca, BF<OP, DO>{err});                                                 \
+	}                                                                                                           \
 	extern "C" __global__ void sca_##NAME##_c(DT<DO>::S* o, const S* a, i64* err, double s, int rev, i64 n,    \
 						  int vec) {                                                        \
 		ew1c(o, a, n, vec, SF<OP, DO>{to_ct(s), rev, err});                                                 \
@@ -183,6 +207,18 @@ BIN(logical_and, CAnd, DT_BOOL)
 #endif
 #if defined(K_ALL) || defined(K_logical_or)
 BIN(logical_or, COr, DT_BOOL)
+#endif
+#if defined(K_ALL) || defined(K_relu_backward)
+BIN(relu_backward, FReluBackward, VD)
+#endif
+#if defined(K_ALL) || defined(K_gelu_backward)
+BIN(gelu_backward, FGeluBackward, VD)
+#endif
+#if defined(K_ALL) || defined(K_add_relu)
+BIN(add_relu, FAddRelu, VD)
+#endif
+#if defined(K_ALL) || defined(K_add_gelu)
+BIN(add_gelu, FAddGelu, VD)
 #endif
 #else
 #if defined(K_ALL) || defined(K_add)

@@ -263,6 +263,38 @@ __device__ __forceinline__ void ew2s(SO* o, const S1* a, const S2* b, i64 n, con
 	}
 }
 
+// ew2r is ew2c for a row broadcast: one operand is contiguous with n
+// elements and the other a vector of inner elements repeated along it (a
+// bias added to every row), read at i % inner; bca says which one is the
+// vector (1: a, 0: b). With vec, inner is a multiple of 4 and every pointer
+// is aligned to 4 elements. The column index steps by the grid's stride
+// modulo the row length instead of dividing per element.
+template <class SO, class S1, class S2, class F>
+__device__ __forceinline__ void ew2r(SO* o, const S1* a, const S2* b, i64 n, i64 inner, int vec, int bca, const F& f) {
+	i64 t = GTID, nt = GNTH;
+	if (vec) {
+		i64 nv = n >> 2, iv = inner >> 2;
+		i64 c = t % iv, step = nt % iv;
+		for (i64 i = t; i < nv; i += nt) {
+			Vec<4, S1> x = ((const Vec<4, S1>*)a)[bca ? c : i];
+			Vec<4, S2> y = ((const Vec<4, S2>*)b)[bca ? i : c];
+			Vec<4, SO> z;
+#pragma unroll
+			for (int j = 0; j < 4; j++) z.v[j] = f(x.v[j], y.v[j]);
+			((Vec<4, SO>*)o)[i] = z;
+			c += step;
+			if (c >= iv) c -= iv;
+		}
+		return;
+	}
+	i64 c = t % inner, step = nt % inner;
+	for (i64 i = t; i < n; i += nt) {
+		o[i] = f(a[bca ? c : i], b[bca ? i : c]);
+		c += step;
+		if (c >= inner) c -= inner;
+	}
+}
+
 template <class SO, class S1, class S2, class S3, class F>
 __device__ __forceinline__ void ew3c(SO* o, const S1* a, const S2* b, const S3* c, i64 n, int vec, const F& f) {
 	i64 t = GTID, nt = GNTH;

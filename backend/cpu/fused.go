@@ -1,0 +1,72 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/vramgo/vram/backend"
+)
+
+var _ backend.FusedMatMul = (*Device)(nil)
+
+// MatMulBias computes dst = a·b + bias (then ReLU when relu is set): the
+// product, then one elementwise pass over dst. It implements
+// [backend.FusedMatMul], so that code written for the fused form runs (and
+// is tested) on the CPU too.
+func (d *Device) MatMulBias(dst, a, b, bias backend.View, relu bool) error {
+	if err := checkFused("matmul_bias", dst, a, b, bias, false); err != nil {
+		return err
+	}
+	if err := d.MatMul(as3(dst), as3(a), as3(b)); err != nil {
+		return err
+	}
+	op := backend.Add
+	if relu {
+		op = backend.AddRelu
+	}
+	row := backend.View{Buf: bias.Buf, DType: bias.DType, Shape: dst.Shape, Strides: []int{0, bias.Strides[0]}, Offset: bias.Offset}
+	return d.Binary(op, dst, dst, row)
+}
+
+// MatMulRowSum computes dst = a·b and rowSum[i] = Σ_k a[i,k]: the product
+// and a reduction. It implements [backend.FusedMatMul].
+func (d *Device) MatMulRowSum(dst, a, b, rowSum backend.View) error {
+	if err := checkFused("matmul_rowsum", dst, a, b, rowSum, true); err != nil {
+		return err
+	}
+	if err := d.MatMul(as3(dst), as3(a), as3(b)); err != nil {
+		return err
+	}
+	col := backend.View{Buf: rowSum.Buf, DType: rowSum.DType, Shape: []int{a.Shape[0], 1},
+		Strides: []int{rowSum.Strides[0], 1}, Offset: rowSum.Offset}
+	return d.Reduce(backend.Sum, col, a, []int{1})
+}
+
+// checkFused checks the shapes and dtypes of a fused product: 2-D a [M,K],
+// b [K,N], dst [M,N] and a vector of N (bias) or M (rows) elements.
+func checkFused(what string, dst, a, b, vec backend.View, rows bool) error {
+	if len(dst.Shape) != 2 || len(a.Shape) != 2 || len(b.Shape) != 2 || len(vec.Shape) != 1 {
+		return fmt.Errorf("cpu: %s: want 2-d matrices and a vector, got shapes %v, %v -> %v and %v", what, a.Shape, b.Shape, dst.Shape, vec.Shape)
+	}
+	want := b.Shape[1]
+	if rows {
+		want = a.Shape[0]
+	}
+	if b.Shape[0] != a.Shape[1] || dst.Shape[0] != a.Shape[0] || dst.Shape[1] != b.Shape[1] || vec.Shape[0] != want {
+		return fmt.Errorf("cpu: %s: shapes %v x %v -> %v with vector %v do not fit", what, a.Shape, b.Shape, dst.Shape, vec.Shape)
+	}
+	dt := dst.DType
+	if a.DType != dt || b.DType != dt || vec.DType != dt {
+		return fmt.Errorf("cpu: %s: dtypes %s x %s -> %s with vector %s differ", what, a.DType, b.DType, dt, vec.DType)
+	}
+	if !dt.IsFloat() {
+		return notImplemented(what, dt)
+	}
+	return nil
+}
+
+// as3 views a 2-D matrix as a batch of one.
+func as3(v backend.View) backend.View {
+	v.Shape = []int{1, v.Shape[0], v.Shape[1]}
+	v.Strides = []int{0, v.Strides[0], v.Strides[1]}
+	return v
+}
