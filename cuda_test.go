@@ -174,3 +174,60 @@ func TestCUDADeviceMemoryBreakdown(t *testing.T) {
 		t.Errorf("this process's context and libraries should show as its other memory: %+v", m)
 	}
 }
+
+// TestCUDALinearActMatchesCPU runs the fused linear layer (cuBLASLt's bias
+// and ReLU epilogues, the bias gradient from the weight-gradient product)
+// and BiasAct on the GPU, forward and backward, against the CPU.
+func TestCUDALinearActMatchesCPU(t *testing.T) {
+	requireCUDA(t, 1)
+	gen := vram.NewGenerator(11)
+	for _, sh := range [][3]int{{37, 48, 24}, {256, 512, 384}} {
+		rows, in, out := sh[0], sh[1], sh[2]
+		x := vram.Randn(vram.Shape{rows, in}, vram.WithGenerator(gen))
+		w := vram.Randn(vram.Shape{out, in}, vram.WithGenerator(gen))
+		b := vram.Randn(vram.Shape{out}, vram.WithGenerator(gen))
+		r := vram.Randn(vram.Shape{rows, out}, vram.WithGenerator(gen))
+		for _, act := range []vram.Activation{vram.ActNone, vram.ActReLU, vram.ActGELU} {
+			for _, withBias := range []bool{true, false} {
+				var ys, gx, gw, gb [2][]float32
+				for i, d := range []vram.Device{vram.CPU, vram.CUDA(0)} {
+					vram.Tidy(func() {
+						xd, wd, bd, rd := x.To(d), w.To(d), b.To(d), r.To(d)
+						for _, p := range []*vram.Tensor{xd, wd, bd} {
+							p.SetRequiresGrad(true)
+						}
+						bias := bd
+						if !withBias {
+							bias = nil
+						}
+						y := vram.LinearAct(xd, wd, bias, act)
+						y.Mul(rd).Sum().Backward()
+						ys[i] = y.CPU().Float32s()
+						gx[i], gw[i] = xd.Grad().CPU().Float32s(), wd.Grad().CPU().Float32s()
+						if withBias {
+							gb[i] = bd.Grad().CPU().Float32s()
+						}
+					})
+				}
+				// Products of in terms of size ~1: tolerance grows with in.
+				tol := 2e-5 * float64(in)
+				what := func(s string) string { return s + " " + act.String() }
+				closeSlices(t, what("output"), ys[1], ys[0], 1e-4, tol)
+				closeSlices(t, what("input gradient"), gx[1], gx[0], 1e-4, tol)
+				closeSlices(t, what("weight gradient"), gw[1], gw[0], 1e-4, 2e-5*float64(rows))
+				if withBias {
+					closeSlices(t, what("bias gradient"), gb[1], gb[0], 1e-4, 2e-5*float64(rows))
+				}
+			}
+			// BiasAct on the product's shape.
+			var bo [2][]float32
+			for i, d := range []vram.Device{vram.CPU, vram.CUDA(0)} {
+				vram.Tidy(func() {
+					pre := r.To(d)
+					bo[i] = vram.BiasAct(pre, b.To(d), act).CPU().Float32s()
+				})
+			}
+			closeSlices(t, "bias_act "+act.String(), bo[1], bo[0], 1e-5, 1e-6)
+		}
+	}
+}

@@ -82,6 +82,9 @@ if want("ewise"):
     emit("ewise_add_2p28_f32", 12 * n / gpu_time(lambda: torch.add(a, b, out=c)) / 1e12, "TB/s", "")
     emit("ewise_gelu_2p28_f32", 8 * n / gpu_time(lambda: torch.nn.functional.gelu(a)) / 1e12, "TB/s", "new output from the cache")
     emit("ewise_mul_scalar_inplace_2p28_f32", 8 * n / gpu_time(lambda: a.mul_(1.0000001)) / 1e12, "TB/s", "")
+    x2, bias = a.view(-1, 4096), b[:4096]
+    emit("ewise_bias_gelu_2p28_f32", 8 * n / gpu_time(lambda: torch.nn.functional.gelu(x2 + bias)) / 1e12, "TB/s", "eager: x + bias, then gelu (two kernels)")
+    emit("ewise_bias_relu_2p28_f32", 8 * n / gpu_time(lambda: torch.relu(x2 + bias)) / 1e12, "TB/s", "eager: x + bias, then relu (two kernels)")
     at, bt, ct = a.view(1 << 14, 1 << 14), b.view(1 << 14, 1 << 14).t(), c.view(1 << 14, 1 << 14)
     emit("ewise_add_transposed_2p28_f32", 12 * n / gpu_time(lambda: torch.add(at, bt, out=ct)) / 1e12, "TB/s", "")
     s = torch.empty((), device=dev)
@@ -136,14 +139,25 @@ if want("mlp"):
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(10):
-        t0 = time.perf_counter()
-        step()
+    def fwd():
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        del loss
+    def fwd_bwd():
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.zero_grad(set_to_none=True)
+    def time_it(f):
+        for _ in range(3):
+            f()
         torch.cuda.synchronize()
-        ts.append(time.perf_counter() - t0)
-    emit("mlp_step_f32", statistics.median(ts) * 1000, "ms", "eager, default AdamW (foreach)")
+        ts = []
+        for _ in range(10):
+            t0 = time.perf_counter()
+            f()
+            torch.cuda.synchronize()
+            ts.append(time.perf_counter() - t0)
+        return statistics.median(ts) * 1000
+    emit("mlp_fwd_f32", time_it(fwd), "ms", "forward and loss")
+    emit("mlp_fwdbwd_f32", time_it(fwd_bwd), "ms", "forward, loss and backward")
+    emit("mlp_step_f32", time_it(step), "ms", "eager, default AdamW (foreach)")
     emit("mlp_peak_reserved", torch.cuda.max_memory_reserved() / (1 << 30), "GiB", "")

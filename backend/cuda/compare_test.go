@@ -321,7 +321,7 @@ func TestCompareElementwise(t *testing.T) {
 			}
 		}
 	}
-	for op := backend.BinaryOp(0); op <= backend.LogicalOr; op++ {
+	for op := range backend.BinaryOp(backend.NumBinaryOps) {
 		for _, dt := range backend.DTypes {
 			if !binaryOK(op, dt) {
 				continue

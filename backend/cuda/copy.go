@@ -191,53 +191,83 @@ func (d *Device) hostView(what string, v backend.View, nbytes int) (cuda.DeviceP
 // src may be reused; the copy itself is ordered on the device's stream
 // after the work queued before it.
 func (d *Device) CopyFromHost(dst backend.View, src []byte) error {
-	p, n, err := d.hostView("copy from host", dst, len(src))
-	if err != nil || n == 0 {
-		return err
+	direct := func(p cuda.DevicePtr, host unsafe.Pointer, n int) error {
+		return cuda.MemcpyHtoDAsync(p, host, uint64(n), d.stream)
 	}
-	if err := d.enter(); err != nil {
-		return err
-	}
-	defer d.exit()
-	host := unsafe.Pointer(unsafe.SliceData(src))
-	switch {
-	case isPinned(host, n):
-		if err := cuda.MemcpyHtoDAsync(p, host, uint64(n), d.stream); err != nil {
-			return d.check(err)
+	// Goroutines fill one buffer while the copy engine drains the other.
+	staged := func(s *stager, p cuda.DevicePtr, n int) error {
+		for i, off := 0, 0; off < n; i, off = i+1, off+stageChunk {
+			c, k := min(stageChunk, n-off), i&1
+			if err := s.wait(k); err != nil {
+				return err
+			}
+			parallelCopy(s.buf(k, c), src[off:off+c])
+			if err := cuda.MemcpyHtoDAsync(p+cuda.DevicePtr(off), s.bufs[k], uint64(c), d.stream); err != nil {
+				return err
+			}
+			if err := cuda.EventRecord(s.events[k], d.stream); err != nil {
+				return err
+			}
+			s.used[k] = true
 		}
-		return d.check(cuda.StreamSynchronize(d.stream))
-	case n < stageThreshold:
-		err := cuda.MemcpyHtoDAsync(p, host, uint64(n), d.stream)
-		runtime.KeepAlive(src)
-		return d.check(err)
+		return nil
 	}
-	s := &d.stage
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.ensure(); err != nil {
-		return d.check(err)
-	}
-	for i, off := 0, 0; off < n; i, off = i+1, off+stageChunk {
-		c, k := min(stageChunk, n-off), i&1
-		if err := s.wait(k); err != nil {
-			return d.check(err)
-		}
-		parallelCopy(s.buf(k, c), src[off:off+c])
-		if err := cuda.MemcpyHtoDAsync(p+cuda.DevicePtr(off), s.bufs[k], uint64(c), d.stream); err != nil {
-			return d.check(err)
-		}
-		if err := cuda.EventRecord(s.events[k], d.stream); err != nil {
-			return d.check(err)
-		}
-		s.used[k] = true
-	}
-	return nil
+	return d.hostCopy("copy from host", dst, src, direct, staged)
 }
 
 // CopyToHost reads the contiguous view src into dst, after the work queued
 // before it on the device's stream, and returns when dst holds the data.
 func (d *Device) CopyToHost(dst []byte, src backend.View) error {
-	p, n, err := d.hostView("copy to host", src, len(dst))
+	direct := func(p cuda.DevicePtr, host unsafe.Pointer, n int) error {
+		return cuda.MemcpyDtoHAsync(host, p, uint64(n), d.stream)
+	}
+	// The copy engine runs up to two chunks ahead of the goroutines that
+	// empty the buffers into dst.
+	staged := func(s *stager, p cuda.DevicePtr, n int) error {
+		chunks := (n + stageChunk - 1) / stageChunk
+		issue := func(i int) error {
+			off, k := i*stageChunk, i&1
+			c := min(stageChunk, n-off)
+			if err := s.wait(k); err != nil {
+				return err
+			}
+			if err := cuda.MemcpyDtoHAsync(s.bufs[k], p+cuda.DevicePtr(off), uint64(c), d.stream); err != nil {
+				return err
+			}
+			s.used[k] = true
+			return cuda.EventRecord(s.events[k], d.stream)
+		}
+		for i := 0; i < min(2, chunks); i++ {
+			if err := issue(i); err != nil {
+				return err
+			}
+		}
+		for i := range chunks {
+			off, k := i*stageChunk, i&1
+			c := min(stageChunk, n-off)
+			if err := s.wait(k); err != nil {
+				return err
+			}
+			parallelCopy(dst[off:off+c], s.buf(k, c))
+			if i+2 < chunks {
+				if err := issue(i + 2); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return d.hostCopy("copy to host", src, dst, direct, staged)
+}
+
+// hostCopy is what the two directions share: it resolves v against host,
+// then copies directly (page-locked memory: one copy, then a wait; small
+// copies: queued, as the driver stages them itself) or, for large pageable
+// memory, calls staged with the device's staging buffers locked. direct and
+// staged queue their copies on the device's stream.
+func (d *Device) hostCopy(what string, v backend.View, host []byte,
+	direct func(p cuda.DevicePtr, host unsafe.Pointer, n int) error, staged func(s *stager, p cuda.DevicePtr, n int) error) error {
+	p, n, err := d.hostView(what, v, len(host))
 	if err != nil || n == 0 {
 		return err
 	}
@@ -245,16 +275,16 @@ func (d *Device) CopyToHost(dst []byte, src backend.View) error {
 		return err
 	}
 	defer d.exit()
-	host := unsafe.Pointer(unsafe.SliceData(dst))
+	h := unsafe.Pointer(unsafe.SliceData(host))
 	switch {
-	case isPinned(host, n):
-		if err := cuda.MemcpyDtoHAsync(host, p, uint64(n), d.stream); err != nil {
+	case isPinned(h, n):
+		if err := direct(p, h, n); err != nil {
 			return d.check(err)
 		}
 		return d.check(cuda.StreamSynchronize(d.stream))
 	case n < stageThreshold:
-		err := cuda.MemcpyDtoHAsync(host, p, uint64(n), d.stream)
-		runtime.KeepAlive(dst)
+		err := direct(p, h, n)
+		runtime.KeepAlive(host)
 		return d.check(err)
 	}
 	s := &d.stage
@@ -263,38 +293,7 @@ func (d *Device) CopyToHost(dst []byte, src backend.View) error {
 	if err := s.ensure(); err != nil {
 		return d.check(err)
 	}
-	chunks := (n + stageChunk - 1) / stageChunk
-	issue := func(i int) error {
-		off, k := i*stageChunk, i&1
-		c := min(stageChunk, n-off)
-		if err := s.wait(k); err != nil {
-			return err
-		}
-		if err := cuda.MemcpyDtoHAsync(s.bufs[k], p+cuda.DevicePtr(off), uint64(c), d.stream); err != nil {
-			return err
-		}
-		s.used[k] = true
-		return cuda.EventRecord(s.events[k], d.stream)
-	}
-	for i := 0; i < min(2, chunks); i++ {
-		if err := issue(i); err != nil {
-			return d.check(err)
-		}
-	}
-	for i := range chunks {
-		off, k := i*stageChunk, i&1
-		c := min(stageChunk, n-off)
-		if err := s.wait(k); err != nil {
-			return d.check(err)
-		}
-		parallelCopy(dst[off:off+c], s.buf(k, c))
-		if i+2 < chunks {
-			if err := issue(i + 2); err != nil {
-				return d.check(err)
-			}
-		}
-	}
-	return nil
+	return d.check(staged(s, p, n))
 }
 
 // PeerCopier is implemented by devices that copy directly to another

@@ -181,6 +181,9 @@ type ewKernel struct {
 	// vector repeated along the other, as a bias is); ewise picks it for
 	// that layout.
 	r string
+	// t, when set, is a binary kernel for a 2-D space with one input
+	// transposed; ewise picks it for that layout.
+	t string
 }
 
 // ewise launches an elementwise kernel over shape. pre appends the
@@ -255,6 +258,18 @@ func (d *Device) ewise(k ewKernel, shape []int, ops []ewOp, pre func(a *cuda.Ker
 		}
 		return d.launch(f, d.grid(units), a)
 	}
+	if rows, cols, bta, ok := transposedPair(k, ms, mst); ok {
+		f, err := d.function(k.key, k.t)
+		if err != nil {
+			return err
+		}
+		a := d.getArgs()
+		defer d.putArgs(a)
+		pre(a, ptrs)
+		a.Int64(int64(rows)).Int64(int64(cols)).Int32(bta)
+		tiles := int64((rows+31)/32) * int64((cols+31)/32)
+		return d.launch(f, uint32(max(1, min(tiles, int64(d.sms*blocksPerSM)))), a)
+	}
 	f, err := d.function(k.key, k.s)
 	if err != nil {
 		return err
@@ -281,6 +296,27 @@ func rowBroadcast(k ewKernel, ms []int, mst [][]int) (inner int, bca int32, ok b
 		return ms[1], 1, true
 	}
 	return 0, 0, false
+}
+
+// transposedPair reports whether the merged space (ms, mst) of a binary
+// kernel with a tiled form is [R, C] with dst and one input row-major and
+// the other input column-major; it returns R, C and which input is the
+// column-major one (1: a, 0: b). Small spaces keep the strided kernel.
+func transposedPair(k ewKernel, ms []int, mst [][]int) (rows, cols int, bta int32, ok bool) {
+	if k.t == "" || len(ms) != 2 || len(mst) != 3 || ms[0] < 32 || ms[1] < 32 {
+		return 0, 0, 0, false
+	}
+	rowMajor := func(st []int) bool { return st[0] == ms[1] && st[1] == 1 }
+	colMajor := func(st []int) bool { return st[0] == 1 && st[1] == ms[0] }
+	switch {
+	case !rowMajor(mst[0]):
+		return 0, 0, 0, false
+	case rowMajor(mst[1]) && colMajor(mst[2]):
+		return ms[0], ms[1], 0, true
+	case colMajor(mst[1]) && rowMajor(mst[2]):
+		return ms[0], ms[1], 1, true
+	}
+	return 0, 0, 0, false
 }
 
 // stridedLaunch launches f over the merged space (ms, mst), splitting the

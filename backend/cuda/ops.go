@@ -14,8 +14,9 @@ var (
 	unaryNames  [backend.LogicalNot + 1][2]string
 	binaryNames [backend.NumBinaryOps][3][2]string // bin, sca, scf
 	binaryRows  [backend.NumBinaryOps]string       // bin_*_r: row broadcast
-	copyNames   [backend.Bool + 1][2]string         // by destination dtype
-	widthNames  = map[string][9][2]string{}         // fill, move, where: by element size
+	binaryTiles [backend.NumBinaryOps]string       // bin_*_t: one input transposed
+	copyNames   [backend.Bool + 1][2]string        // by destination dtype
+	widthNames  = map[string][9][2]string{}        // fill, move, where: by element size
 	gatherNames [9]string
 )
 
@@ -30,6 +31,7 @@ func init() {
 			binaryNames[op][i] = [2]string{p + s + "_c", p + s + "_s"}
 		}
 		binaryRows[op] = "bin_" + s + "_r"
+		binaryTiles[op] = "bin_" + s + "_t"
 	}
 	for _, dt := range backend.DTypes {
 		copyNames[dt] = [2]string{"cp_" + dt.String() + "_c", "cp_" + dt.String() + "_s"}
@@ -274,7 +276,7 @@ func (d *Device) Binary(op backend.BinaryOp, dst, a, b backend.View) error {
 		return err
 	}
 	names := binaryNames[op][0]
-	k := ewKernel{key: modKey{fam: famBinary, dt: a.DType, op: op.String()}, c: names[0], s: names[1], r: binaryRows[op]}
+	k := ewKernel{key: modKey{fam: famBinary, dt: a.DType, op: op.String()}, c: names[0], s: names[1], r: binaryRows[op], t: binaryTiles[op]}
 	return d.run(func() error {
 		if op == backend.Div && !a.DType.IsFloat() {
 			d.armed.Store(true)

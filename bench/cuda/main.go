@@ -266,6 +266,20 @@ func benchElementwise(d *cb.Device, reps int) {
 	emit("ewise_gelu_2p28_f32", 2*4*n/t.Seconds()/1e12, "TB/s", "exact gelu, computed in float64")
 	t = gpuTime(d, 3, reps, func() { must(d.Scalar(backend.Mul, a, a, 1.0000001, false)) })
 	emit("ewise_mul_scalar_inplace_2p28_f32", 2*4*n/t.Seconds()/1e12, "TB/s", "a *= s")
+	// Fused elementwise: a bias of 4096 along every row plus an activation,
+	// one kernel (PyTorch eager: x + b, then the activation).
+	const width = 4096
+	x2, o2, bias := a, c, b
+	x2.Shape, x2.Strides = []int{n / width, width}, []int{width, 1}
+	o2.Shape, o2.Strides = x2.Shape, x2.Strides
+	bias.Shape, bias.Strides = x2.Shape, []int{0, 1}
+	for _, f := range []struct {
+		name string
+		op   backend.BinaryOp
+	}{{"ewise_bias_gelu_2p28_f32", backend.AddGelu}, {"ewise_bias_relu_2p28_f32", backend.AddRelu}} {
+		t = gpuTime(d, 3, reps, func() { must(d.Binary(f.op, o2, x2, bias)) })
+		emit(f.name, 2*4*n/t.Seconds()/1e12, "TB/s", "act(x + bias), bias [4096] on every row, one kernel; bytes of x read + out written")
+	}
 	bt := b
 	bt.Shape, bt.Strides = []int{1 << 14, 1 << 14}, []int{1, 1 << 14}
 	ct := c
@@ -375,18 +389,34 @@ func benchMLP(reps int) {
 			opt.ZeroGrad()
 		})
 	}
-	for range 3 {
-		step()
+	// The step's parts: the forward pass with the loss (graph recorded,
+	// then dropped), forward and backward, and the whole step.
+	fwd := func() {
+		vram.Tidy(func() { nn.MSELoss(model.Forward(x), y) })
 	}
-	must(d.Synchronize())
-	var ts []float64
-	for range max(5, reps/2) {
-		t0 := time.Now()
-		step()
+	fwdBwd := func() {
+		vram.Tidy(func() {
+			nn.MSELoss(model.Forward(x), y).Backward()
+			opt.ZeroGrad()
+		})
+	}
+	timeIt := func(f func()) float64 {
+		for range 3 {
+			f()
+		}
 		must(d.Synchronize())
-		ts = append(ts, time.Since(t0).Seconds())
+		var ts []float64
+		for range max(5, reps/2) {
+			t0 := time.Now()
+			f()
+			must(d.Synchronize())
+			ts = append(ts, time.Since(t0).Seconds())
+		}
+		return median(ts) * 1000
 	}
-	emit("mlp_step_f32", median(ts)*1000, "ms", "4x Linear(4096) + ReLU, batch 1024, MSE, AdamW, TF32 off")
+	emit("mlp_fwd_f32", timeIt(fwd), "ms", "forward and loss")
+	emit("mlp_fwdbwd_f32", timeIt(fwdBwd), "ms", "forward, loss and backward")
+	emit("mlp_step_f32", timeIt(step), "ms", "4x Linear(4096) + ReLU, batch 1024, MSE, AdamW, TF32 off")
 	st := vram.MemoryStats(dev)
 	emit("mlp_peak_reserved", float64(st.ReservedBytes[0].Peak)/(1<<30), "GiB", "allocator reserve peak")
 }

@@ -141,6 +141,10 @@ __device__ __forceinline__ CT to_ct(double s) { return DT<VD>::isFloat ? (CT)s :
 						  int vec, int bca) {                                               \
 		ew2r(o, a, b, n, inner, vec, bca, BF<OP, DO>{err});                                                 \
 	}                                                                                                           \
+	extern "C" __global__ void bin_##NAME##_t(DT<DO>::S* o, const S* a, const S* b, i64* err, i64 rows, i64 cols, \
+						  int bta) {                                                        \
+		ew2t(o, a, b, rows, cols, bta, BF<OP, DO>{err});                                                    \
+	}                                                                                                           \
 	extern "C" __global__ void sca_##NAME##_c(DT<DO>::S* o, const S* a, i64* err, double s, int rev, i64 n,    \
 						  int vec) {                                                        \
 		ew1c(o, a, n, vec, SF<OP, DO>{to_ct(s), rev, err});                                                 \

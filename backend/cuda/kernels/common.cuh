@@ -190,7 +190,11 @@ template <int V, class T> struct alignas(sizeof(T) * V) Vec {
 
 // Grid-stride loops over n elements for 1, 2 and 3 inputs. The contiguous
 // forms take vec != 0 when every pointer is aligned to 4 elements, and then
-// move 4 elements per access.
+// move 4 elements per access, EW_U accesses per thread at a time: all of a
+// step's loads are issued before its first store, so that each thread keeps
+// several loads in flight (the stores may alias the loads, which stops the
+// compiler from doing this itself).
+#define EW_U 4
 
 template <class SO, class S1, class F>
 __device__ __forceinline__ void ew1c(SO* o, const S1* a, i64 n, int vec, const F& f) {
@@ -198,12 +202,21 @@ __device__ __forceinline__ void ew1c(SO* o, const S1* a, i64 n, int vec, const F
 	i64 done = 0;
 	if (vec) {
 		i64 nv = n >> 2;
-		for (i64 i = t; i < nv; i += nt) {
-			Vec<4, S1> x = ((const Vec<4, S1>*)a)[i];
-			Vec<4, SO> y;
+		const Vec<4, S1>* av = (const Vec<4, S1>*)a;
+		Vec<4, SO>* ov = (Vec<4, SO>*)o;
+		for (i64 base = t; base < nv; base += nt * EW_U) {
+			Vec<4, S1> x[EW_U];
 #pragma unroll
-			for (int j = 0; j < 4; j++) y.v[j] = f(x.v[j]);
-			((Vec<4, SO>*)o)[i] = y;
+			for (int u = 0; u < EW_U; u++)
+				if (base + u * nt < nv) x[u] = av[base + u * nt];
+#pragma unroll
+			for (int u = 0; u < EW_U; u++)
+				if (base + u * nt < nv) {
+					Vec<4, SO> y;
+#pragma unroll
+					for (int j = 0; j < 4; j++) y.v[j] = f(x[u].v[j]);
+					ov[base + u * nt] = y;
+				}
 		}
 		done = nv << 2;
 	}
@@ -231,13 +244,26 @@ __device__ __forceinline__ void ew2c(SO* o, const S1* a, const S2* b, i64 n, int
 	i64 done = 0;
 	if (vec) {
 		i64 nv = n >> 2;
-		for (i64 i = t; i < nv; i += nt) {
-			Vec<4, S1> x = ((const Vec<4, S1>*)a)[i];
-			Vec<4, S2> y = ((const Vec<4, S2>*)b)[i];
-			Vec<4, SO> z;
+		const Vec<4, S1>* av = (const Vec<4, S1>*)a;
+		const Vec<4, S2>* bv = (const Vec<4, S2>*)b;
+		Vec<4, SO>* ov = (Vec<4, SO>*)o;
+		for (i64 base = t; base < nv; base += nt * EW_U) {
+			Vec<4, S1> x[EW_U];
+			Vec<4, S2> y[EW_U];
 #pragma unroll
-			for (int j = 0; j < 4; j++) z.v[j] = f(x.v[j], y.v[j]);
-			((Vec<4, SO>*)o)[i] = z;
+			for (int u = 0; u < EW_U; u++)
+				if (base + u * nt < nv) {
+					x[u] = av[base + u * nt];
+					y[u] = bv[base + u * nt];
+				}
+#pragma unroll
+			for (int u = 0; u < EW_U; u++)
+				if (base + u * nt < nv) {
+					Vec<4, SO> z;
+#pragma unroll
+					for (int j = 0; j < 4; j++) z.v[j] = f(x[u].v[j], y[u].v[j]);
+					ov[base + u * nt] = z;
+				}
 		}
 		done = nv << 2;
 	}
@@ -275,15 +301,30 @@ __device__ __forceinline__ void ew2r(SO* o, const S1* a, const S2* b, i64 n, i64
 	if (vec) {
 		i64 nv = n >> 2, iv = inner >> 2;
 		i64 c = t % iv, step = nt % iv;
-		for (i64 i = t; i < nv; i += nt) {
-			Vec<4, S1> x = ((const Vec<4, S1>*)a)[bca ? c : i];
-			Vec<4, S2> y = ((const Vec<4, S2>*)b)[bca ? i : c];
-			Vec<4, SO> z;
+		const Vec<4, S1>* av = (const Vec<4, S1>*)a;
+		const Vec<4, S2>* bv = (const Vec<4, S2>*)b;
+		Vec<4, SO>* ov = (Vec<4, SO>*)o;
+		for (i64 base = t; base < nv; base += nt * EW_U) {
+			Vec<4, S1> x[EW_U];
+			Vec<4, S2> y[EW_U];
 #pragma unroll
-			for (int j = 0; j < 4; j++) z.v[j] = f(x.v[j], y.v[j]);
-			((Vec<4, SO>*)o)[i] = z;
-			c += step;
-			if (c >= iv) c -= iv;
+			for (int u = 0; u < EW_U; u++) {
+				i64 i = base + u * nt;
+				if (i < nv) {
+					x[u] = av[bca ? c : i];
+					y[u] = bv[bca ? i : c];
+				}
+				c += step;
+				if (c >= iv) c -= iv;
+			}
+#pragma unroll
+			for (int u = 0; u < EW_U; u++)
+				if (base + u * nt < nv) {
+					Vec<4, SO> z;
+#pragma unroll
+					for (int j = 0; j < 4; j++) z.v[j] = f(x[u].v[j], y[u].v[j]);
+					ov[base + u * nt] = z;
+				}
 		}
 		return;
 	}
@@ -295,20 +336,73 @@ __device__ __forceinline__ void ew2r(SO* o, const S1* a, const S2* b, i64 n, i64
 	}
 }
 
+// ew2t is ew2c for a 2-D [R, C] space where dst and one input are
+// row-major and the other input is column-major (a transposed view, element
+// (r, c) at r + c·R); bta says which input is transposed (1: a). Each block
+// of 256 threads stages 32×32 tiles of the transposed input through shared
+// memory, so that both inputs are read along their contiguous dimension.
+template <class SO, class S, class F>
+__device__ __forceinline__ void ew2t(SO* o, const S* a, const S* b, i64 R, i64 C, int bta, const F& f) {
+	__shared__ S tile[32][33];
+	const S* tp = bta ? a : b;
+	const S* np = bta ? b : a;
+	int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+	i64 tc = (C + 31) >> 5, nt = ((R + 31) >> 5) * tc;
+	for (i64 ti = blockIdx.x; ti < nt; ti += gridDim.x) {
+		i64 r0 = (ti / tc) << 5, c0 = (ti % tc) << 5;
+#pragma unroll
+		for (int k = ty; k < 32; k += 8) {
+			i64 c = c0 + k, r = r0 + tx;
+			if (c < C && r < R) tile[k][tx] = tp[c * R + r];
+		}
+		__syncthreads();
+		S nv[4];
+#pragma unroll
+		for (int k = ty, j = 0; k < 32; k += 8, j++) {
+			i64 r = r0 + k, c = c0 + tx;
+			if (r < R && c < C) nv[j] = np[r * C + c];
+		}
+#pragma unroll
+		for (int k = ty, j = 0; k < 32; k += 8, j++) {
+			i64 r = r0 + k, c = c0 + tx;
+			if (r < R && c < C) {
+				S tv = tile[tx][k];
+				o[r * C + c] = bta ? f(tv, nv[j]) : f(nv[j], tv);
+			}
+		}
+		__syncthreads();
+	}
+}
+
 template <class SO, class S1, class S2, class S3, class F>
 __device__ __forceinline__ void ew3c(SO* o, const S1* a, const S2* b, const S3* c, i64 n, int vec, const F& f) {
 	i64 t = GTID, nt = GNTH;
 	i64 done = 0;
 	if (vec) {
 		i64 nv = n >> 2;
-		for (i64 i = t; i < nv; i += nt) {
-			Vec<4, S1> x = ((const Vec<4, S1>*)a)[i];
-			Vec<4, S2> y = ((const Vec<4, S2>*)b)[i];
-			Vec<4, S3> z = ((const Vec<4, S3>*)c)[i];
-			Vec<4, SO> w;
+		const Vec<4, S1>* av = (const Vec<4, S1>*)a;
+		const Vec<4, S2>* bv = (const Vec<4, S2>*)b;
+		const Vec<4, S3>* cv = (const Vec<4, S3>*)c;
+		Vec<4, SO>* ov = (Vec<4, SO>*)o;
+		for (i64 base = t; base < nv; base += nt * EW_U) {
+			Vec<4, S1> x[EW_U];
+			Vec<4, S2> y[EW_U];
+			Vec<4, S3> z[EW_U];
 #pragma unroll
-			for (int j = 0; j < 4; j++) w.v[j] = f(x.v[j], y.v[j], z.v[j]);
-			((Vec<4, SO>*)o)[i] = w;
+			for (int u = 0; u < EW_U; u++)
+				if (base + u * nt < nv) {
+					x[u] = av[base + u * nt];
+					y[u] = bv[base + u * nt];
+					z[u] = cv[base + u * nt];
+				}
+#pragma unroll
+			for (int u = 0; u < EW_U; u++)
+				if (base + u * nt < nv) {
+					Vec<4, SO> w;
+#pragma unroll
+					for (int j = 0; j < 4; j++) w.v[j] = f(x[u].v[j], y[u].v[j], z[u].v[j]);
+					ov[base + u * nt] = w;
+				}
 		}
 		done = nv << 2;
 	}
