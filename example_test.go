@@ -115,3 +115,23 @@ func ExampleParseDevice() {
 	// sim:0 <nil>
 	// invalid vram: bad device "gpu0": unknown device kind "gpu0" (want cpu, cuda, cuda:N or sim:N)
 }
+
+func ExampleLinearAct() {
+	x := vram.FromSlice([]float64{1, 2, -1, 0}, vram.Shape{2, 2}, vram.WithGrad()) // a batch of two inputs
+	w := vram.FromSlice([]float64{1, 1, 1, -1}, vram.Shape{2, 2})                  // [out, in]
+	b := vram.FromSlice([]float64{0, -4}, nil)
+	y := vram.LinearAct(x, w, b, vram.ActReLU) // relu(x·wᵀ + b) as one op
+	fmt.Println(y.Float64s())
+	y.Sum().Backward()
+	fmt.Println(x.Grad().Float64s())
+	// Output:
+	// [3 0 0 0]
+	// [1 1 0 0]
+}
+
+func ExampleBiasAct() {
+	x := vram.FromSlice([]float32{-1, 0, 1, 2, 3, 4}, vram.Shape{2, 3})
+	bias := vram.FromSlice([]float32{1, -1, 0}, nil)
+	fmt.Println(vram.BiasAct(x, bias, vram.ActReLU).Float32s()) // relu(x + bias), bias on every row
+	// Output: [0 0 1 3 2 4]
+}

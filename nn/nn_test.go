@@ -591,3 +591,47 @@ func TestLosses(t *testing.T) {
 		t.Fatalf("cross entropy %v, want %v", got, want)
 	}
 }
+
+// TestSequentialFusesLinearActivation checks that a Sequential, which runs
+// Linear followed by ReLU or GELU as one fused op, gives the outputs and
+// gradients of the same modules run one by one.
+func TestSequentialFusesLinearActivation(t *testing.T) {
+	for _, act := range []struct {
+		name string
+		mod  func() nn.Module
+	}{{"relu", func() nn.Module { return nn.NewReLU() }}, {"gelu", func() nn.Module { return nn.NewGELU() }}} {
+		t.Run(act.name, func(t *testing.T) {
+			g := vram.NewGenerator(5)
+			l1 := nn.NewLinear(6, 5, vram.Float64, vram.WithGenerator(g))
+			a := act.mod()
+			l2 := nn.NewLinear(5, 3, vram.Float64, vram.WithGenerator(g))
+			seq := nn.NewSequential(l1, a, l2)
+			x := vram.Randn(vram.Shape{4, 6}, vram.Float64, vram.WithGenerator(g))
+			var fused, plain [][]float64
+			for i, run := range []func() *vram.Tensor{
+				func() *vram.Tensor { return seq.Forward(x) },
+				func() *vram.Tensor { return l2.Forward(a.Forward(l1.Forward(x))) },
+			} {
+				out := run()
+				out.Square().Sum().Backward()
+				got := [][]float64{out.Float64s()}
+				for _, p := range seq.Parameters() {
+					got = append(got, p.Grad().Float64s())
+					p.ZeroGrad()
+				}
+				if i == 0 {
+					fused = got
+				} else {
+					plain = got
+				}
+			}
+			for k := range plain {
+				for j := range plain[k] {
+					if math.Abs(fused[k][j]-plain[k][j]) > 1e-12*(1+math.Abs(plain[k][j])) {
+						t.Fatalf("tensor %d element %d: fused %v, one by one %v", k, j, fused[k][j], plain[k][j])
+					}
+				}
+			}
+		})
+	}
+}

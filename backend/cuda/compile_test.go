@@ -55,10 +55,11 @@ func kernelNames(k modKey) []string {
 			}
 		}
 	case famBinary:
-		for op := backend.BinaryOp(0); op <= backend.LogicalOr; op++ {
+		for op := range backend.BinaryOp(backend.NumBinaryOps) {
 			if op.String() == k.op {
 				names = append(names, binaryNames[op][0][:]...)
 				names = append(names, binaryNames[op][1][:]...)
+				names = append(names, binaryRows[op], binaryTiles[op])
 				if !k.dt.IsFloat() {
 					names = append(names, binaryNames[op][2][:]...)
 				}

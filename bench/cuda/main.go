@@ -263,7 +263,7 @@ func benchElementwise(d *cb.Device, reps int) {
 	t := gpuTime(d, 3, reps, func() { must(d.Binary(backend.Add, c, a, b)) })
 	emit("ewise_add_2p28_f32", 3*4*n/t.Seconds()/1e12, "TB/s", "c = a + b, bytes read + written")
 	t = gpuTime(d, 3, reps, func() { must(d.Unary(backend.Gelu, c, a, 0)) })
-	emit("ewise_gelu_2p28_f32", 2*4*n/t.Seconds()/1e12, "TB/s", "exact gelu, computed in float64")
+	emit("ewise_gelu_2p28_f32", 2*4*n/t.Seconds()/1e12, "TB/s", "exact gelu, computed in float")
 	t = gpuTime(d, 3, reps, func() { must(d.Scalar(backend.Mul, a, a, 1.0000001, false)) })
 	emit("ewise_mul_scalar_inplace_2p28_f32", 2*4*n/t.Seconds()/1e12, "TB/s", "a *= s")
 	// Fused elementwise: a bias of 4096 along every row plus an activation,
@@ -287,7 +287,7 @@ func benchElementwise(d *cb.Device, reps int) {
 	at := a
 	at.Shape, at.Strides = ct.Shape, ct.Strides
 	t = gpuTime(d, 3, reps, func() { must(d.Binary(backend.Add, ct, at, bt)) })
-	emit("ewise_add_transposed_2p28_f32", 3*4*n/t.Seconds()/1e12, "TB/s", "c = a + b.T (16384^2), strided kernel")
+	emit("ewise_add_transposed_2p28_f32", 3*4*n/t.Seconds()/1e12, "TB/s", "c = a + b.T (16384^2), tiled kernel")
 	s := view(d, backend.Float32, 1)
 	t = gpuTime(d, 3, reps, func() {
 		must(d.Reduce(backend.Sum, backend.View{Buf: s.Buf, DType: backend.Float32, Shape: []int{1}, Strides: []int{1}}, a, []int{0}))

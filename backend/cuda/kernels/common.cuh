@@ -196,6 +196,14 @@ template <int V, class T> struct alignas(sizeof(T) * V) Vec {
 // compiler from doing this itself).
 #define EW_U 4
 
+// ew_u is the number of accesses per step for element types T1..T4: 1 when
+// one of them is a byte (bool), where the unrolled form was seen to give
+// wrong results in lane 3 of some vectors (NVRTC, CUDA 13, sm_90: bool to
+// bfloat16 copies), and EW_U otherwise.
+template <class T1, class T2, class T3 = int, class T4 = int> struct EwU {
+	enum { u = (sizeof(T1) == 1 || sizeof(T2) == 1 || sizeof(T3) == 1 || sizeof(T4) == 1) ? 1 : EW_U };
+};
+
 template <class SO, class S1, class F>
 __device__ __forceinline__ void ew1c(SO* o, const S1* a, i64 n, int vec, const F& f) {
 	i64 t = GTID, nt = GNTH;
@@ -204,13 +212,14 @@ __device__ __forceinline__ void ew1c(SO* o, const S1* a, i64 n, int vec, const F
 		i64 nv = n >> 2;
 		const Vec<4, S1>* av = (const Vec<4, S1>*)a;
 		Vec<4, SO>* ov = (Vec<4, SO>*)o;
-		for (i64 base = t; base < nv; base += nt * EW_U) {
-			Vec<4, S1> x[EW_U];
+		const int U = EwU<S1, SO>::u;
+		for (i64 base = t; base < nv; base += nt * U) {
+			Vec<4, S1> x[U];
 #pragma unroll
-			for (int u = 0; u < EW_U; u++)
+			for (int u = 0; u < U; u++)
 				if (base + u * nt < nv) x[u] = av[base + u * nt];
 #pragma unroll
-			for (int u = 0; u < EW_U; u++)
+			for (int u = 0; u < U; u++)
 				if (base + u * nt < nv) {
 					Vec<4, SO> y;
 #pragma unroll
@@ -247,17 +256,18 @@ __device__ __forceinline__ void ew2c(SO* o, const S1* a, const S2* b, i64 n, int
 		const Vec<4, S1>* av = (const Vec<4, S1>*)a;
 		const Vec<4, S2>* bv = (const Vec<4, S2>*)b;
 		Vec<4, SO>* ov = (Vec<4, SO>*)o;
-		for (i64 base = t; base < nv; base += nt * EW_U) {
-			Vec<4, S1> x[EW_U];
-			Vec<4, S2> y[EW_U];
+		const int U = EwU<S1, S2, SO>::u;
+		for (i64 base = t; base < nv; base += nt * U) {
+			Vec<4, S1> x[U];
+			Vec<4, S2> y[U];
 #pragma unroll
-			for (int u = 0; u < EW_U; u++)
+			for (int u = 0; u < U; u++)
 				if (base + u * nt < nv) {
 					x[u] = av[base + u * nt];
 					y[u] = bv[base + u * nt];
 				}
 #pragma unroll
-			for (int u = 0; u < EW_U; u++)
+			for (int u = 0; u < U; u++)
 				if (base + u * nt < nv) {
 					Vec<4, SO> z;
 #pragma unroll
@@ -304,11 +314,12 @@ __device__ __forceinline__ void ew2r(SO* o, const S1* a, const S2* b, i64 n, i64
 		const Vec<4, S1>* av = (const Vec<4, S1>*)a;
 		const Vec<4, S2>* bv = (const Vec<4, S2>*)b;
 		Vec<4, SO>* ov = (Vec<4, SO>*)o;
-		for (i64 base = t; base < nv; base += nt * EW_U) {
-			Vec<4, S1> x[EW_U];
-			Vec<4, S2> y[EW_U];
+		const int U = EwU<S1, S2, SO>::u;
+		for (i64 base = t; base < nv; base += nt * U) {
+			Vec<4, S1> x[U];
+			Vec<4, S2> y[U];
 #pragma unroll
-			for (int u = 0; u < EW_U; u++) {
+			for (int u = 0; u < U; u++) {
 				i64 i = base + u * nt;
 				if (i < nv) {
 					x[u] = av[bca ? c : i];
@@ -318,7 +329,7 @@ __device__ __forceinline__ void ew2r(SO* o, const S1* a, const S2* b, i64 n, i64
 				if (c >= iv) c -= iv;
 			}
 #pragma unroll
-			for (int u = 0; u < EW_U; u++)
+			for (int u = 0; u < U; u++)
 				if (base + u * nt < nv) {
 					Vec<4, SO> z;
 #pragma unroll
@@ -384,19 +395,20 @@ __device__ __forceinline__ void ew3c(SO* o, const S1* a, const S2* b, const S3* 
 		const Vec<4, S2>* bv = (const Vec<4, S2>*)b;
 		const Vec<4, S3>* cv = (const Vec<4, S3>*)c;
 		Vec<4, SO>* ov = (Vec<4, SO>*)o;
-		for (i64 base = t; base < nv; base += nt * EW_U) {
-			Vec<4, S1> x[EW_U];
-			Vec<4, S2> y[EW_U];
-			Vec<4, S3> z[EW_U];
+		const int U = EwU<S1, S2, S3, SO>::u;
+		for (i64 base = t; base < nv; base += nt * U) {
+			Vec<4, S1> x[U];
+			Vec<4, S2> y[U];
+			Vec<4, S3> z[U];
 #pragma unroll
-			for (int u = 0; u < EW_U; u++)
+			for (int u = 0; u < U; u++)
 				if (base + u * nt < nv) {
 					x[u] = av[base + u * nt];
 					y[u] = bv[base + u * nt];
 					z[u] = cv[base + u * nt];
 				}
 #pragma unroll
-			for (int u = 0; u < EW_U; u++)
+			for (int u = 0; u < U; u++)
 				if (base + u * nt < nv) {
 					Vec<4, SO> w;
 #pragma unroll
