@@ -231,3 +231,31 @@ func TestCUDALinearActMatchesCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestCUDALinearAcrossGPUs splits a model of fused linear layers over two
+// GPUs (model parallelism) and compares its gradients with the CPU's.
+func TestCUDALinearAcrossGPUs(t *testing.T) {
+	requireCUDA(t, 2)
+	x := vram.Randn(vram.Shape{16, 32}, vram.WithGenerator(vram.NewGenerator(9)))
+	defer x.Release()
+	var grads [2][][]float32
+	for i, devs := range [][2]vram.Device{{vram.CPU, vram.CPU}, {vram.CUDA(0), vram.CUDA(1)}} {
+		g := vram.NewGenerator(4)
+		s0 := nn.NewSequential(nn.NewLinear(32, 64, vram.WithGenerator(g)), nn.NewReLU())
+		s1 := nn.NewSequential(nn.NewLinear(64, 64, vram.WithGenerator(g)), nn.NewGELU(), nn.NewLinear(64, 8, vram.WithGenerator(g)))
+		s0.To(devs[0])
+		s1.To(devs[1])
+		vram.Tidy(func() {
+			h := s0.Forward(x.To(devs[0])).To(devs[1])
+			s1.Forward(h).Square().Mean().Backward()
+		})
+		for _, p := range append(s0.Parameters(), s1.Parameters()...) {
+			c := p.Grad().CPU()
+			grads[i] = append(grads[i], c.Float32s())
+			c.Release()
+		}
+	}
+	for j := range grads[0] {
+		closeSlices(t, "gradient across two GPUs", grads[1][j], grads[0][j], 1e-4, 1e-5)
+	}
+}
