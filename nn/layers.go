@@ -14,15 +14,20 @@ import (
 // enclosing Tidy. It draws into the tensor and scales it in place, so no
 // temporaries are left behind.
 func uniformParam(shape vram.Shape, bound float64, opts []vram.Option) *vram.Tensor {
-	t := vram.Rand(shape, opts...)
-	vram.NoGrad(func() { t.MulScalarInPlace(2 * bound).AddScalarInPlace(-bound) })
+	var t *vram.Tensor
+	vram.Region(ParametersRegion, func() {
+		t = vram.Rand(shape, opts...)
+		vram.NoGrad(func() { t.MulScalarInPlace(2 * bound).AddScalarInPlace(-bound) })
+	})
 	t.SetRequiresGrad(true)
 	return vram.Keep(t)
 }
 
 // fullParam returns a parameter filled with v, requiring grad and kept.
 func fullParam(shape vram.Shape, v float64, opts []vram.Option) *vram.Tensor {
-	return vram.Keep(vram.Full(shape, v, append(slices.Clone(opts), vram.WithGrad())...))
+	var t *vram.Tensor
+	vram.Region(ParametersRegion, func() { t = vram.Full(shape, v, append(slices.Clone(opts), vram.WithGrad())...) })
+	return vram.Keep(t)
 }
 
 // identity returns a new reference to x that passes gradients through, for
@@ -212,7 +217,9 @@ func NewEmbedding(num, dim int, opts ...vram.Option) *Embedding {
 		panic(&vram.Error{Op: "embedding", Kind: vram.ErrArgument, Detail: fmt.Sprintf("negative size: num=%d, dim=%d", num, dim)})
 	}
 	e := &Embedding{}
-	e.Weight = vram.Keep(vram.Randn(vram.Shape{num, dim}, append(slices.Clone(opts), vram.WithGrad())...))
+	vram.Region(ParametersRegion, func() {
+		e.Weight = vram.Keep(vram.Randn(vram.Shape{num, dim}, append(slices.Clone(opts), vram.WithGrad())...))
+	})
 	e.RegisterParameter("weight", e.Weight)
 	return e
 }

@@ -144,12 +144,20 @@ func (b *Base) Parameters() []*vram.Tensor {
 }
 
 // To moves every parameter (and its gradient) to device d in place with
-// [vram.Tensor.MoveTo], so that the tensors keep their identity.
+// [vram.Tensor.MoveTo], so that the tensors keep their identity. The memory
+// they take on d is labelled "parameters" ([vram.Region]) in snapshots and
+// out-of-memory reports.
 func (b *Base) To(d vram.Device) {
-	for _, p := range b.Parameters() {
-		p.MoveTo(d)
-	}
+	vram.Region(ParametersRegion, func() {
+		for _, p := range b.Parameters() {
+			p.MoveTo(d)
+		}
+	})
 }
+
+// ParametersRegion is the [vram.Region] label of the memory of parameters
+// that layers create or that [Base.To] moves.
+const ParametersRegion = "parameters"
 
 // CUDA moves every parameter to CUDA device index, or to the current CUDA
 // device when no index is given.

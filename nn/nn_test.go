@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/memory/trace"
 	"github.com/vramgo/vram/nn"
 )
 
@@ -633,5 +634,32 @@ func TestSequentialFusesLinearActivation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParametersRegion checks that parameters, made on a device or moved
+// there, are labelled "parameters" in the device's memory snapshot.
+func TestParametersRegion(t *testing.T) {
+	dev := vram.Sim(1)
+	if !dev.Available() {
+		t.Skip("no sim:1")
+	}
+	direct := nn.NewLinear(64, 32, dev)
+	moved := nn.NewEmbedding(100, 16)
+	moved.To(dev)
+	defer nn.Release(direct)
+	defer nn.Release(moved)
+	var labelled, bytes int64
+	for _, seg := range vram.MemorySnapshot(dev).Segments {
+		for _, b := range seg.Blocks {
+			if b.State == trace.StateActiveAllocated && b.Region == nn.ParametersRegion {
+				labelled++
+				bytes += b.Size
+			}
+		}
+	}
+	// Weight and bias of the Linear, the Embedding's table.
+	if labelled != 3 || bytes < (64*32+32+100*16)*4 {
+		t.Fatalf("%d blocks, %d bytes labelled %q; want 3 blocks of at least %d bytes", labelled, bytes, nn.ParametersRegion, (64*32+32+100*16)*4)
 	}
 }
