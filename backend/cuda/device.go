@@ -38,7 +38,8 @@ type Device struct {
 	errWords cuda.DevicePtr
 	armed    atomic.Bool
 
-	mods sync.Map // modKey -> *loadedModule
+	mods      sync.Map // modKey -> *loadedModule
+	occupancy sync.Map // cuda.Function -> int64 blocks resident at once
 
 	argPool chan *cuda.KernelArgs
 
