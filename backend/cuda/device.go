@@ -38,8 +38,7 @@ type Device struct {
 	errWords cuda.DevicePtr
 	armed    atomic.Bool
 
-	mods      sync.Map // modKey -> *loadedModule
-	occupancy sync.Map // cuda.Function -> int64 blocks resident at once
+	mods sync.Map // modKey -> *loadedModule
 
 	argPool chan *cuda.KernelArgs
 

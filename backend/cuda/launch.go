@@ -95,30 +95,6 @@ func (d *Device) grid(units int64) uint32 {
 	return uint32(max(1, min(b, int64(d.sms*blocksPerSM))))
 }
 
-// gridFor is grid for grid-stride kernel f: at most as many blocks as the
-// device holds at once (f's occupancy), so that the whole grid runs in one
-// wave. A grid of several waves whose last one is partial leaves
-// multiprocessors idle at the end (a 2.7-wave GELU ran at 0.90 of PyTorch's
-// speed); one full wave has no such tail.
-func (d *Device) gridFor(f cuda.Function, units int64) uint32 {
-	b := (units + blockThreads - 1) / blockThreads
-	return uint32(max(1, min(b, d.resident(f))))
-}
-
-// resident returns how many blocks of f the device runs at once, cached
-// per kernel; sms × blocksPerSM when the driver cannot say.
-func (d *Device) resident(f cuda.Function) int64 {
-	if v, ok := d.occupancy.Load(f); ok {
-		return v.(int64)
-	}
-	n := int64(d.sms * blocksPerSM)
-	if per, err := cuda.OccupancyMaxActiveBlocks(f, blockThreads, 0); err == nil && per > 0 {
-		n = int64(d.sms * per)
-	}
-	d.occupancy.Store(f, n)
-	return n
-}
-
 // launch queues f on the stream with the given number of blocks.
 func (d *Device) launch(f cuda.Function, blocks uint32, a *cuda.KernelArgs) error {
 	err := cuda.LaunchKernel(f, cuda.Dim3{X: blocks, Y: 1, Z: 1}, cuda.Dim3{X: blockThreads, Y: 1, Z: 1}, 0, d.stream, a)
@@ -256,7 +232,7 @@ func (d *Device) ewise(k ewKernel, shape []int, ops []ewOp, pre func(a *cuda.Ker
 		if vec != 0 {
 			units = (n + 3) / 4
 		}
-		return d.launch(f, d.gridFor(f, units), a)
+		return d.launch(f, d.grid(units), a)
 	}
 	if inner, bca, ok := rowBroadcast(k, ms, mst); ok {
 		f, err := d.function(k.key, k.r)
@@ -280,7 +256,7 @@ func (d *Device) ewise(k ewKernel, shape []int, ops []ewOp, pre func(a *cuda.Ker
 		if vec != 0 {
 			units = (n + 3) / 4
 		}
-		return d.launch(f, d.gridFor(f, units), a)
+		return d.launch(f, d.grid(units), a)
 	}
 	if rows, cols, bta, ok := transposedPair(k, ms, mst); ok {
 		f, err := d.function(k.key, k.t)
@@ -292,7 +268,7 @@ func (d *Device) ewise(k ewKernel, shape []int, ops []ewOp, pre func(a *cuda.Ker
 		pre(a, ptrs)
 		a.Int64(int64(rows)).Int64(int64(cols)).Int32(bta)
 		tiles := int64((rows+31)/32) * int64((cols+31)/32)
-		return d.launch(f, uint32(max(1, min(tiles, d.resident(f)))), a)
+		return d.launch(f, uint32(max(1, min(tiles, int64(d.sms*blocksPerSM)))), a)
 	}
 	f, err := d.function(k.key, k.s)
 	if err != nil {
@@ -372,7 +348,7 @@ func (d *Device) stridedLaunch(f cuda.Function, ms []int, mst [][]int, ops []ewO
 	pre(a, ptrs)
 	a.Int64(n)
 	addIdx(a, n, ms, mst)
-	return d.launch(f, d.gridFor(f, (n+unroll-1)/unroll), a)
+	return d.launch(f, d.grid((n+unroll-1)/unroll), a)
 }
 
 // run enters the device, runs fn and exits; it is the frame of every op.

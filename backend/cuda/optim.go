@@ -60,6 +60,6 @@ func (d *Device) AdamStep(p, g, m, v backend.View, cfg backend.AdamStepConfig) e
 		a.Ptr(ops[0].ptr).Ptr(ops[1].ptr).Ptr(ops[2].ptr).Ptr(ops[3].ptr).Int64(n)
 		a.Float64(cfg.Beta1).Float64(cfg.Beta2).Float64(cfg.Eps).Float64(cfg.WeightDecay).Float64(decay)
 		a.Float64(-cfg.LR / bc1).Float64(math.Sqrt(bc2)).Int32(dec)
-		return d.launch(f, d.gridFor(f, n), a)
+		return d.launch(f, d.grid(n), a)
 	})
 }

@@ -13,54 +13,53 @@ import (
 // are pointers or uintptr handles. bindings.tsv lists the same signatures
 // and a CPU test holds the two together.
 var (
-	cuInit                                      func(flags uint32) Result
-	cuDriverGetVersion                          func(version *int32) Result
-	cuDeviceGetCount                            func(count *int32) Result
-	cuDeviceGet                                 func(dev *Device, ordinal int32) Result
-	cuDeviceGetName                             func(name *byte, n int32, dev Device) Result
-	cuDeviceTotalMem                            func(bytes *uint64, dev Device) Result
-	cuDeviceGetAttribute                        func(v *int32, attr DeviceAttribute, dev Device) Result
-	cuDeviceGetUuid                             func(uuid *UUID, dev Device) Result
-	cuDevicePrimaryCtxRetain                    func(ctx *Context, dev Device) Result
-	cuDevicePrimaryCtxRelease                   func(dev Device) Result
-	cuCtxSetCurrent                             func(ctx Context) Result
-	cuCtxGetCurrent                             func(ctx *Context) Result
-	cuCtxSynchronize                            func() Result
-	cuDeviceCanAccessPeer                       func(can *int32, dev, peer Device) Result
-	cuCtxEnablePeerAccess                       func(peer Context, flags uint32) Result
-	cuMemAlloc                                  func(p *DevicePtr, size uint64) Result
-	cuMemFree                                   func(p DevicePtr) Result
-	cuMemGetInfo                                func(free, total *uint64) Result
-	cuMemAllocHost                              func(pp *unsafe.Pointer, size uint64) Result
-	cuMemFreeHost                               func(p unsafe.Pointer) Result
-	cuMemHostRegister                           func(p unsafe.Pointer, size uint64, flags uint32) Result
-	cuMemHostUnregister                         func(p unsafe.Pointer) Result
-	cuMemcpyHtoD                                func(dst DevicePtr, src unsafe.Pointer, n uint64) Result
-	cuMemcpyDtoH                                func(dst unsafe.Pointer, src DevicePtr, n uint64) Result
-	cuMemcpyDtoD                                func(dst, src DevicePtr, n uint64) Result
-	cuMemsetD8                                  func(dst DevicePtr, value uint8, n uint64) Result
-	cuStreamCreate                              func(s *Stream, flags uint32) Result
-	cuStreamDestroy                             func(s Stream) Result
-	cuStreamSynchronize                         func(s Stream) Result
-	cuEventCreate                               func(e *Event, flags uint32) Result
-	cuEventDestroy                              func(e Event) Result
-	cuEventSynchronize                          func(e Event) Result
-	cuEventElapsedTime                          func(ms *float32, start, end Event) Result
-	cuModuleLoadData                            func(m *Module, image unsafe.Pointer) Result
-	cuModuleUnload                              func(m Module) Result
-	cuModuleGetFunction                         func(f *Function, m Module, name string) Result
-	cuFuncGetAttribute                          func(v *int32, attr FunctionAttribute, f Function) Result
-	cuOccupancyMaxActiveBlocksPerMultiprocessor func(n *int32, f Function, blockSize int32, dynamicSMem uint64) Result
-	cuMemAddressReserve                         func(p *DevicePtr, size, alignment uint64, addr DevicePtr, flags uint64) Result
-	cuMemAddressFree                            func(p DevicePtr, size uint64) Result
-	cuMemCreate                                 func(h *MemHandle, size uint64, prop *MemAllocationProp, flags uint64) Result
-	cuMemRelease                                func(h MemHandle) Result
-	cuMemMap                                    func(p DevicePtr, size, offset uint64, h MemHandle, flags uint64) Result
-	cuMemUnmap                                  func(p DevicePtr, size uint64) Result
-	cuMemSetAccess                              func(p DevicePtr, size uint64, desc *MemAccessDesc, count uint64) Result
-	cuMemGetAllocationGranularity               func(g *uint64, prop *MemAllocationProp, option GranularityFlags) Result
-	cuGetErrorName                              func(r Result, s **byte) Result
-	cuGetErrorString                            func(r Result, s **byte) Result
+	cuInit                        func(flags uint32) Result
+	cuDriverGetVersion            func(version *int32) Result
+	cuDeviceGetCount              func(count *int32) Result
+	cuDeviceGet                   func(dev *Device, ordinal int32) Result
+	cuDeviceGetName               func(name *byte, n int32, dev Device) Result
+	cuDeviceTotalMem              func(bytes *uint64, dev Device) Result
+	cuDeviceGetAttribute          func(v *int32, attr DeviceAttribute, dev Device) Result
+	cuDeviceGetUuid               func(uuid *UUID, dev Device) Result
+	cuDevicePrimaryCtxRetain      func(ctx *Context, dev Device) Result
+	cuDevicePrimaryCtxRelease     func(dev Device) Result
+	cuCtxSetCurrent               func(ctx Context) Result
+	cuCtxGetCurrent               func(ctx *Context) Result
+	cuCtxSynchronize              func() Result
+	cuDeviceCanAccessPeer         func(can *int32, dev, peer Device) Result
+	cuCtxEnablePeerAccess         func(peer Context, flags uint32) Result
+	cuMemAlloc                    func(p *DevicePtr, size uint64) Result
+	cuMemFree                     func(p DevicePtr) Result
+	cuMemGetInfo                  func(free, total *uint64) Result
+	cuMemAllocHost                func(pp *unsafe.Pointer, size uint64) Result
+	cuMemFreeHost                 func(p unsafe.Pointer) Result
+	cuMemHostRegister             func(p unsafe.Pointer, size uint64, flags uint32) Result
+	cuMemHostUnregister           func(p unsafe.Pointer) Result
+	cuMemcpyHtoD                  func(dst DevicePtr, src unsafe.Pointer, n uint64) Result
+	cuMemcpyDtoH                  func(dst unsafe.Pointer, src DevicePtr, n uint64) Result
+	cuMemcpyDtoD                  func(dst, src DevicePtr, n uint64) Result
+	cuMemsetD8                    func(dst DevicePtr, value uint8, n uint64) Result
+	cuStreamCreate                func(s *Stream, flags uint32) Result
+	cuStreamDestroy               func(s Stream) Result
+	cuStreamSynchronize           func(s Stream) Result
+	cuEventCreate                 func(e *Event, flags uint32) Result
+	cuEventDestroy                func(e Event) Result
+	cuEventSynchronize            func(e Event) Result
+	cuEventElapsedTime            func(ms *float32, start, end Event) Result
+	cuModuleLoadData              func(m *Module, image unsafe.Pointer) Result
+	cuModuleUnload                func(m Module) Result
+	cuModuleGetFunction           func(f *Function, m Module, name string) Result
+	cuFuncGetAttribute            func(v *int32, attr FunctionAttribute, f Function) Result
+	cuMemAddressReserve           func(p *DevicePtr, size, alignment uint64, addr DevicePtr, flags uint64) Result
+	cuMemAddressFree              func(p DevicePtr, size uint64) Result
+	cuMemCreate                   func(h *MemHandle, size uint64, prop *MemAllocationProp, flags uint64) Result
+	cuMemRelease                  func(h MemHandle) Result
+	cuMemMap                      func(p DevicePtr, size, offset uint64, h MemHandle, flags uint64) Result
+	cuMemUnmap                    func(p DevicePtr, size uint64) Result
+	cuMemSetAccess                func(p DevicePtr, size uint64, desc *MemAccessDesc, count uint64) Result
+	cuMemGetAllocationGranularity func(g *uint64, prop *MemAllocationProp, option GranularityFlags) Result
+	cuGetErrorName                func(r Result, s **byte) Result
+	cuGetErrorString              func(r Result, s **byte) Result
 )
 
 // Hot calls go through purego.SyscallN with these addresses. The sig*
@@ -137,7 +136,6 @@ var bindings = []load.Binding{
 	{Lib: libName, Names: []string{"cuModuleUnload"}, Fn: &cuModuleUnload},
 	{Lib: libName, Names: []string{"cuModuleGetFunction"}, Fn: &cuModuleGetFunction},
 	{Lib: libName, Names: []string{"cuFuncGetAttribute"}, Fn: &cuFuncGetAttribute},
-	{Lib: libName, Names: []string{"cuOccupancyMaxActiveBlocksPerMultiprocessor"}, Fn: &cuOccupancyMaxActiveBlocksPerMultiprocessor},
 	{Lib: libName, Names: []string{"cuLaunchKernel"}, Fn: &sigLaunchKernel, Addr: &addrLaunchKernel},
 	{Lib: libName, Names: []string{"cuMemAddressReserve"}, Fn: &cuMemAddressReserve},
 	{Lib: libName, Names: []string{"cuMemAddressFree"}, Fn: &cuMemAddressFree},

@@ -46,19 +46,6 @@ func ModuleGetFunction(m Module, name string) (Function, error) {
 	return f, check("cuModuleGetFunction", cuModuleGetFunction(&f, m, name))
 }
 
-// OccupancyMaxActiveBlocks returns how many blocks of blockSize threads
-// (with dynSMem bytes of dynamic shared memory each) of kernel f fit on one
-// multiprocessor at once. It calls
-// cuOccupancyMaxActiveBlocksPerMultiprocessor.
-func OccupancyMaxActiveBlocks(f Function, blockSize int, dynSMem int) (int, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
-	var n int32
-	return int(n), check("cuOccupancyMaxActiveBlocksPerMultiprocessor",
-		cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, int32(blockSize), uint64(dynSMem)))
-}
-
 // FuncGetAttribute returns one attribute of a kernel (registers, shared
 // memory, ...). It calls cuFuncGetAttribute.
 func FuncGetAttribute(attr FunctionAttribute, f Function) (int, error) {
