@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/native/cuda"
@@ -174,8 +176,12 @@ func (e *CompileError) Unwrap() error { return e.Err }
 // cubin returns the CUBIN of module k for sm_<arch>, from the
 // in-process cache, the disk cache, or NVRTC (in that order); a compiled
 // CUBIN is written to the disk cache atomically (a temporary file, then a
-// rename). A failing disk cache is ignored.
-func cubin(k modKey, arch int) ([]byte, error) {
+// rename). A failing disk cache is ignored. Concurrent requests for one
+// module share one compilation.
+func cubin(k modKey, arch int) ([]byte, error) { return cubinIn(k, arch, cacheDir()) }
+
+// cubinIn is cubin with the disk cache in dir ("" for none).
+func cubinIn(k modKey, arch int, dir string) ([]byte, error) {
 	if err := loadNVRTC(); err != nil {
 		return nil, err
 	}
@@ -188,7 +194,6 @@ func cubin(k modKey, arch int) ([]byte, error) {
 	if ok {
 		return img, nil
 	}
-	dir := cacheDir()
 	path := ""
 	if dir != "" {
 		path = filepath.Join(dir, key+".cubin")
@@ -199,18 +204,98 @@ func cubin(k modKey, arch int) ([]byte, error) {
 			return b, nil
 		}
 	}
-	img, err := compile(k, src, opts)
-	if err != nil {
-		return nil, err
-	}
 	cubinMu.Lock()
-	cubins[key] = img
-	cubinMu.Unlock()
-	if path != "" {
-		writeAtomic(dir, path, img)
+	if img, ok := cubins[key]; ok {
+		cubinMu.Unlock()
+		return img, nil
 	}
-	return img, nil
+	if c, ok := compiling[key]; ok {
+		cubinMu.Unlock()
+		<-c.done
+		return c.img, c.err
+	}
+	c := &compileCall{done: make(chan struct{})}
+	compiling[key] = c
+	cubinMu.Unlock()
+
+	start := time.Now()
+	c.img, c.err = compile(k, src, opts)
+	compiledModules.Add(1)
+	compileNanos.Add(int64(time.Since(start)))
+	cubinMu.Lock()
+	if c.err == nil {
+		cubins[key] = c.img
+	}
+	delete(compiling, key)
+	cubinMu.Unlock()
+	close(c.done)
+	if c.err == nil && path != "" {
+		writeAtomic(dir, path, c.img)
+	}
+	return c.img, c.err
 }
+
+// compileCall is a compilation in progress, which later requests for the
+// same module wait for.
+type compileCall struct {
+	done chan struct{}
+	img  []byte
+	err  error
+}
+
+var (
+	compiling       = map[string]*compileCall{} // by cache key, under cubinMu
+	compiledModules atomic.Int64                // modules NVRTC compiled in this process
+	compileNanos    atomic.Int64                // time those compilations took, summed
+	warmed          sync.Map                    // "dtype/arch" -> true: warm started
+)
+
+// CompileStats returns how many kernel modules NVRTC compiled in this
+// process (modules found in the disk cache are not counted) and the time
+// those compilations took, summed over the goroutines that ran them: the
+// cost of a machine's first run, which later runs load from the cache.
+func CompileStats() (modules int, total time.Duration) {
+	return int(compiledModules.Load()), time.Duration(compileNanos.Load())
+}
+
+// warm compiles, in the background, every module of dtype dt (and the
+// dtype-free ones) that is in neither cache, once per dtype and arch, with
+// all but one of the CPUs: a program's first run on a machine otherwise
+// compiles its modules one at a time as its ops first run them. The
+// modules go to the disk cache dir as cubin's do.
+func warm(dt backend.DType, arch int) {
+	if os.Getenv(EnvKernelWarm) == "0" {
+		return
+	}
+	if _, done := warmed.LoadOrStore(fmt.Sprintf("%s/%d", dt, arch), true); done {
+		return
+	}
+	dir := cacheDir()
+	var keys []modKey
+	for _, k := range allModules() {
+		if k.dt == dt || k.dt == 0 {
+			keys = append(keys, k)
+		}
+	}
+	go func() {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
+		for _, k := range keys {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				cubinIn(k, arch, dir) // errors surface when the op runs
+			}()
+		}
+		wg.Wait()
+	}()
+}
+
+// EnvKernelWarm, set to "0", turns off the background compilation of a
+// dtype's kernel modules at their first use (see [CompileStats]).
+const EnvKernelWarm = "VRAM_KERNEL_WARM"
 
 // recompile compiles module k with NVRTC, ignoring the caches, and
 // replaces what they hold.

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vramgo/vram"
+	cudabackend "github.com/vramgo/vram/backend/cuda"
 	"github.com/vramgo/vram/internal/dataset"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
@@ -54,6 +55,11 @@ type demoResult struct {
 	TrainAccuracy float64    `json:"train_accuracy"` // on the whole training split
 	Accuracy      float64    `json:"accuracy"`       // on the held-out test split
 	DurationMS    int64      `json:"duration_ms"`    // data, training and evaluation
+	// KernelModules is how many CUDA kernel modules NVRTC compiled during
+	// the run (0 when the disk cache had them all, and on other devices);
+	// KernelCompileMS the CPU time that took, summed over threads.
+	KernelModules   int   `json:"kernel_modules_compiled"`
+	KernelCompileMS int64 `json:"kernel_compile_ms"`
 	PeakBytes     int64      `json:"peak_bytes"`     // highest live storage of any phase
 	Phases        demoPhases `json:"phases"`
 	// StepEndBytes is the live storage after the first and after the last
@@ -191,6 +197,7 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 // train runs the demo on dev and returns its result.
 func train(ctx context.Context, o demoOptions, dev vram.Device, bar *progressbar.ProgressBar) (*demoResult, error) {
 	start := time.Now()
+	modsBefore, tookBefore := cudabackend.CompileStats()
 	leakedBefore := vram.Storage(dev).Leaked
 	trainSet, testSet, err := dataset.Spirals(dataset.Config{Seed: o.seed})
 	if err != nil {
@@ -262,6 +269,8 @@ func train(ctx context.Context, o demoOptions, dev vram.Device, bar *progressbar
 	res.PeakBytes = max(ph.Forward.PeakBytes, ph.Backward.PeakBytes, ph.Optimizer.PeakBytes, ph.Eval.PeakBytes)
 	res.LeakedStorages = vram.Storage(dev).Leaked - leakedBefore
 	res.DurationMS = time.Since(start).Milliseconds()
+	mods, took := cudabackend.CompileStats()
+	res.KernelModules, res.KernelCompileMS = mods-modsBefore, (took - tookBefore).Milliseconds()
 	return res, nil
 }
 
@@ -288,6 +297,10 @@ func printDemo(w io.Writer, r *demoResult) error {
 	fmt.Fprintf(tw, "final loss:\t%.4f (last batch)\n", r.FinalLoss)
 	fmt.Fprintf(tw, "accuracy:\t%.2f%% on %d held-out examples (%.2f%% on the training split)\n", 100*r.Accuracy, r.TestExamples, 100*r.TrainAccuracy)
 	fmt.Fprintf(tw, "time:\t%s\n", (time.Duration(r.DurationMS) * time.Millisecond).String())
+	if r.KernelModules > 0 {
+		fmt.Fprintf(tw, "\t(first run on this machine: %d CUDA kernel modules compiled, %s of CPU time; they are cached for the next runs)\n",
+			r.KernelModules, (time.Duration(r.KernelCompileMS) * time.Millisecond).String())
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
