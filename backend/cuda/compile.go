@@ -247,7 +247,6 @@ var (
 	compiling       = map[string]*compileCall{} // by cache key, under cubinMu
 	compiledModules atomic.Int64                // modules NVRTC compiled in this process
 	compileNanos    atomic.Int64                // time those compilations took, summed
-	warmed          sync.Map                    // "dtype/arch" -> true: warm started
 )
 
 // CompileStats returns how many kernel modules NVRTC compiled in this
@@ -257,45 +256,6 @@ var (
 func CompileStats() (modules int, total time.Duration) {
 	return int(compiledModules.Load()), time.Duration(compileNanos.Load())
 }
-
-// warm compiles, in the background, every module of dtype dt (and the
-// dtype-free ones) that is in neither cache, once per dtype and arch, with
-// all but one of the CPUs: a program's first run on a machine otherwise
-// compiles its modules one at a time as its ops first run them. The
-// modules go to the disk cache dir as cubin's do.
-func warm(dt backend.DType, arch int) {
-	if os.Getenv(EnvKernelWarm) == "0" {
-		return
-	}
-	if _, done := warmed.LoadOrStore(fmt.Sprintf("%s/%d", dt, arch), true); done {
-		return
-	}
-	dir := cacheDir()
-	var keys []modKey
-	for _, k := range allModules() {
-		if k.dt == dt || k.dt == 0 {
-			keys = append(keys, k)
-		}
-	}
-	go func() {
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)-1))
-		for _, k := range keys {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				cubinIn(k, arch, dir) // errors surface when the op runs
-			}()
-		}
-		wg.Wait()
-	}()
-}
-
-// EnvKernelWarm, set to "0", turns off the background compilation of a
-// dtype's kernel modules at their first use (see [CompileStats]).
-const EnvKernelWarm = "VRAM_KERNEL_WARM"
 
 // recompile compiles module k with NVRTC, ignoring the caches, and
 // replaces what they hold.

@@ -50,7 +50,6 @@ func (d *Device) module(k modKey) (*loadedModule, error) {
 	}
 	m := v.(*loadedModule)
 	m.once.Do(func() {
-		warm(k.dt, d.arch)
 		img, err := cubin(k, d.arch)
 		if err != nil {
 			m.err = err

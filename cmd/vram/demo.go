@@ -298,7 +298,7 @@ func printDemo(w io.Writer, r *demoResult) error {
 	fmt.Fprintf(tw, "accuracy:\t%.2f%% on %d held-out examples (%.2f%% on the training split)\n", 100*r.Accuracy, r.TestExamples, 100*r.TrainAccuracy)
 	fmt.Fprintf(tw, "time:\t%s\n", (time.Duration(r.DurationMS) * time.Millisecond).String())
 	if r.KernelModules > 0 {
-		fmt.Fprintf(tw, "\t(first run on this machine: %d CUDA kernel modules compiled, %s of CPU time; they are cached for the next runs)\n",
+		fmt.Fprintf(tw, "\t(first run on this machine: %d CUDA kernel modules compiled, in %s; they are cached for the next runs)\n",
 			r.KernelModules, (time.Duration(r.KernelCompileMS) * time.Millisecond).String())
 	}
 	if err := tw.Flush(); err != nil {
