@@ -42,26 +42,26 @@ type demoOptions struct {
 
 // demoResult is what "vram demo" reports; --json prints it as is.
 type demoResult struct {
-	Device        string     `json:"device"`
-	DeviceReason  string     `json:"device_reason"`
-	Steps         int        `json:"steps"`
-	Batch         int        `json:"batch"`
-	Seed          uint64     `json:"seed"`
-	Model         string     `json:"model"`
-	Parameters    int        `json:"parameters"`
-	TrainExamples int        `json:"train_examples"`
-	TestExamples  int        `json:"test_examples"`
-	FinalLoss     float64    `json:"final_loss"`     // mean loss of the last step's batch
-	TrainAccuracy float64    `json:"train_accuracy"` // on the whole training split
-	Accuracy      float64    `json:"accuracy"`       // on the held-out test split
-	DurationMS    int64      `json:"duration_ms"`    // data, training and evaluation
+	Device        string  `json:"device"`
+	DeviceReason  string  `json:"device_reason"`
+	Steps         int     `json:"steps"`
+	Batch         int     `json:"batch"`
+	Seed          uint64  `json:"seed"`
+	Model         string  `json:"model"`
+	Parameters    int     `json:"parameters"`
+	TrainExamples int     `json:"train_examples"`
+	TestExamples  int     `json:"test_examples"`
+	FinalLoss     float64 `json:"final_loss"`     // mean loss of the last step's batch
+	TrainAccuracy float64 `json:"train_accuracy"` // on the whole training split
+	Accuracy      float64 `json:"accuracy"`       // on the held-out test split
+	DurationMS    int64   `json:"duration_ms"`    // data, training and evaluation
 	// KernelModules is how many CUDA kernel modules NVRTC compiled during
 	// the run (0 when the disk cache had them all, and on other devices);
 	// KernelCompileMS the CPU time that took, summed over threads.
-	KernelModules   int   `json:"kernel_modules_compiled"`
-	KernelCompileMS int64 `json:"kernel_compile_ms"`
-	PeakBytes     int64      `json:"peak_bytes"`     // highest live storage of any phase
-	Phases        demoPhases `json:"phases"`
+	KernelModules   int        `json:"kernel_modules_compiled"`
+	KernelCompileMS int64      `json:"kernel_compile_ms"`
+	PeakBytes       int64      `json:"peak_bytes"` // highest live storage of any phase
+	Phases          demoPhases `json:"phases"`
 	// StepEndBytes is the live storage after the first and after the last
 	// step's Tidy: equal when memory stays flat.
 	StepEndBytes struct {
