@@ -87,6 +87,7 @@ if want("ewise"):
     emit("ewise_bias_relu_2p28_f32", 8 * n / gpu_time(lambda: torch.relu(x2 + bias)) / 1e12, "TB/s", "eager: x + bias, then relu (two kernels)")
     at, bt, ct = a.view(1 << 14, 1 << 14), b.view(1 << 14, 1 << 14).t(), c.view(1 << 14, 1 << 14)
     emit("ewise_add_transposed_2p28_f32", 12 * n / gpu_time(lambda: torch.add(at, bt, out=ct)) / 1e12, "TB/s", "")
+    emit("ewise_copy_transposed_2p28_f32", 8 * n / gpu_time(lambda: ct.copy_(bt)) / 1e12, "TB/s", "ct.copy_(b.t())")
     s = torch.empty((), device=dev)
     emit("reduce_sum_2p28_f32", 4 * n / gpu_time(lambda: torch.sum(a, dim=0, out=s)) / 1e12, "TB/s", "")
     del a, b, c

@@ -35,6 +35,8 @@ func kernelNames(k modKey) []string {
 				n := widthNames[k.op][w]
 				if k.op != "move" {
 					names = append(names, n[0])
+				} else {
+					names = append(names, moveTiles[w])
 				}
 				names = append(names, n[1])
 			}
@@ -48,6 +50,7 @@ func kernelNames(k modKey) []string {
 	case famCopy:
 		dt, _ := backend.ParseDType(k.op)
 		names = append(names, copyNames[dt][:]...)
+		names = append(names, copyTiles[dt])
 	case famUnary:
 		for op := backend.UnaryOp(0); op <= backend.LogicalNot; op++ {
 			if op.String() == k.op {

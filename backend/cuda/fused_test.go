@@ -193,3 +193,26 @@ func TestCompareTransposedTiles(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareTransposedCopies checks the tiled copies from a transposed
+// view (Contiguous of a transpose), with and without a dtype conversion.
+func TestCompareTransposedCopies(t *testing.T) {
+	p := newPair(t)
+	for _, c := range [][2]backend.DType{
+		{backend.Float32, backend.Float32}, {backend.Float64, backend.Float64}, {backend.BFloat16, backend.BFloat16},
+		{backend.Bool, backend.Bool}, {backend.Float32, backend.BFloat16}, {backend.Int32, backend.Float32},
+		{backend.Bool, backend.Float16},
+	} {
+		from, to := c[0], c[1]
+		for _, sh := range [][2]int{{33, 65}, {64, 32}, {1000, 1500}} {
+			rows, cols := sh[0], sh[1]
+			src := p.place(from, []int{rows, cols}, layTransposed, p.random(from, rows*cols, -100, 100), 0)
+			name := fmt.Sprintf("%s->%s/%dx%d", from, to, rows, cols)
+			out := p.output(to, []int{rows, cols}, layContig)
+			if !p.run(name, func(dev backend.Device, s int) error { return dev.Copy(pick(out, s), pick(src, s)) }) {
+				continue
+			}
+			p.compare(name, out, 0, 0, nil)
+		}
+	}
+}

@@ -266,7 +266,10 @@ func (d *Device) ewise(k ewKernel, shape []int, ops []ewOp, pre func(a *cuda.Ker
 		a := d.getArgs()
 		defer d.putArgs(a)
 		pre(a, ptrs)
-		a.Int64(int64(rows)).Int64(int64(cols)).Int32(bta)
+		a.Int64(int64(rows)).Int64(int64(cols))
+		if len(ops) == 3 {
+			a.Int32(bta)
+		}
 		tiles := int64((rows+31)/32) * int64((cols+31)/32)
 		return d.launch(f, uint32(max(1, min(tiles, int64(d.sms*blocksPerSM)))), a)
 	}
@@ -298,12 +301,13 @@ func rowBroadcast(k ewKernel, ms []int, mst [][]int) (inner int, bca int32, ok b
 	return 0, 0, false
 }
 
-// transposedPair reports whether the merged space (ms, mst) of a binary
-// kernel with a tiled form is [R, C] with dst and one input row-major and
-// the other input column-major; it returns R, C and which input is the
-// column-major one (1: a, 0: b). Small spaces keep the strided kernel.
+// transposedPair reports whether the merged space (ms, mst) of a kernel
+// with a tiled form is [R, C] with dst row-major and its input (a copy) or
+// one of its two inputs (a binary op) column-major, the other row-major;
+// it returns R, C and, for two inputs, which one is column-major (1: a, 0:
+// b). Small spaces keep the strided kernel.
 func transposedPair(k ewKernel, ms []int, mst [][]int) (rows, cols int, bta int32, ok bool) {
-	if k.t == "" || len(ms) != 2 || len(mst) != 3 || ms[0] < 32 || ms[1] < 32 {
+	if k.t == "" || len(ms) != 2 || len(mst) < 2 || len(mst) > 3 || ms[0] < 32 || ms[1] < 32 {
 		return 0, 0, 0, false
 	}
 	rowMajor := func(st []int) bool { return st[0] == ms[1] && st[1] == 1 }
@@ -311,6 +315,8 @@ func transposedPair(k ewKernel, ms []int, mst [][]int) (rows, cols int, bta int3
 	switch {
 	case !rowMajor(mst[0]):
 		return 0, 0, 0, false
+	case len(mst) == 2:
+		return ms[0], ms[1], 0, colMajor(mst[1])
 	case rowMajor(mst[1]) && colMajor(mst[2]):
 		return ms[0], ms[1], 0, true
 	case colMajor(mst[1]) && rowMajor(mst[2]):

@@ -16,6 +16,8 @@ var (
 	binaryRows  [backend.NumBinaryOps]string       // bin_*_r: row broadcast
 	binaryTiles [backend.NumBinaryOps]string       // bin_*_t: one input transposed
 	copyNames   [backend.Bool + 1][2]string        // by destination dtype
+	copyTiles   [backend.Bool + 1]string           // cp_*_t: from a transposed view
+	moveTiles   [9]string                          // move_w*_t, by element size
 	widthNames  = map[string][9][2]string{}        // fill, move, where: by element size
 	gatherNames [9]string
 )
@@ -35,6 +37,7 @@ func init() {
 	}
 	for _, dt := range backend.DTypes {
 		copyNames[dt] = [2]string{"cp_" + dt.String() + "_c", "cp_" + dt.String() + "_s"}
+		copyTiles[dt] = "cp_" + dt.String() + "_t"
 	}
 	for _, k := range []string{"fill", "move", "where"} {
 		var n [9][2]string
@@ -45,6 +48,7 @@ func init() {
 	}
 	for _, w := range []int{1, 2, 4, 8} {
 		gatherNames[w] = fmt.Sprintf("gather_w%d", w)
+		moveTiles[w] = fmt.Sprintf("move_w%d_t", w)
 	}
 }
 
@@ -173,11 +177,11 @@ func (d *Device) copyLocked(dst, src backend.View, ops []ewOp) error {
 			return d.check(cuda.MemcpyDtoDAsync(ops[0].ptr, ops[1].ptr, n, d.stream))
 		}
 		names := widthNames["move"][dst.DType.Size()]
-		k := ewKernel{key: modKey{fam: famBytes, op: "move"}, s: names[1]}
+		k := ewKernel{key: modKey{fam: famBytes, op: "move"}, s: names[1], t: moveTiles[dst.DType.Size()]}
 		return d.ewise(k, dst.Shape, ops, func(a *cuda.KernelArgs, p []cuda.DevicePtr) { a.Ptr(p[0]).Ptr(p[1]) })
 	}
 	names := copyNames[dst.DType]
-	k := ewKernel{key: modKey{fam: famCopy, dt: src.DType, op: dst.DType.String()}, c: names[0], s: names[1]}
+	k := ewKernel{key: modKey{fam: famCopy, dt: src.DType, op: dst.DType.String()}, c: names[0], s: names[1], t: copyTiles[dst.DType]}
 	return d.ewise(k, dst.Shape, ops, func(a *cuda.KernelArgs, p []cuda.DevicePtr) { a.Ptr(p[0]).Ptr(p[1]) })
 }
 

@@ -288,6 +288,8 @@ func benchElementwise(d *cb.Device, reps int) {
 	at.Shape, at.Strides = ct.Shape, ct.Strides
 	t = gpuTime(d, 3, reps, func() { must(d.Binary(backend.Add, ct, at, bt)) })
 	emit("ewise_add_transposed_2p28_f32", 3*4*n/t.Seconds()/1e12, "TB/s", "c = a + b.T (16384^2), tiled kernel")
+	t = gpuTime(d, 3, reps, func() { must(d.Copy(ct, bt)) })
+	emit("ewise_copy_transposed_2p28_f32", 2*4*n/t.Seconds()/1e12, "TB/s", "c = b.T made contiguous (16384^2), tiled kernel")
 	s := view(d, backend.Float32, 1)
 	t = gpuTime(d, 3, reps, func() {
 		must(d.Reduce(backend.Sum, backend.View{Buf: s.Buf, DType: backend.Float32, Shape: []int{1}, Strides: []int{1}}, a, []int{0}))

@@ -35,6 +35,9 @@ template <class W> struct Select {
 	extern "C" __global__ void move_w##W##_s(T* o, const T* a, i64 n, IDX_PARAMS2) {                            \
 		IDX_BUILD2;                                                                                         \
 		ew1s(o, a, n, ix, Ident<T>());                                                                      \
+	}                                                                                                           \
+	extern "C" __global__ void move_w##W##_t(T* o, const T* a, i64 rows, i64 cols) {                            \
+		ew1t(o, a, rows, cols, Ident<T>());                                                                 \
 	}
 #define WHERE_K(W, T)                                                                                               \
 	extern "C" __global__ void where_w##W##_c(T* o, const unsigned char* c, const T* a, const T* b, i64 n,      \

@@ -347,6 +347,31 @@ __device__ __forceinline__ void ew2r(SO* o, const S1* a, const S2* b, i64 n, i64
 	}
 }
 
+// ew1t is ew1c for a 2-D [R, C] space with dst row-major and the input
+// column-major (a transposed view): Contiguous of a transpose. Tiles as in
+// ew2t.
+template <class SO, class S1, class F>
+__device__ __forceinline__ void ew1t(SO* o, const S1* a, i64 R, i64 C, const F& f) {
+	__shared__ S1 tile[32][33];
+	int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+	i64 tc = (C + 31) >> 5, nt = ((R + 31) >> 5) * tc;
+	for (i64 ti = blockIdx.x; ti < nt; ti += gridDim.x) {
+		i64 r0 = (ti / tc) << 5, c0 = (ti % tc) << 5;
+#pragma unroll
+		for (int k = ty; k < 32; k += 8) {
+			i64 c = c0 + k, r = r0 + tx;
+			if (c < C && r < R) tile[k][tx] = a[c * R + r];
+		}
+		__syncthreads();
+#pragma unroll
+		for (int k = ty; k < 32; k += 8) {
+			i64 r = r0 + k, c = c0 + tx;
+			if (r < R && c < C) o[r * C + c] = f(tile[tx][k]);
+		}
+		__syncthreads();
+	}
+}
+
 // ew2t is ew2c for a 2-D [R, C] space where dst and one input are
 // row-major and the other input is column-major (a transposed view, element
 // (r, c) at r + c·R); bta says which input is transposed (1: a). Each block

@@ -22,6 +22,9 @@ template <int DD> struct Conv {
 	extern "C" __global__ void cp_##NAME##_s(DT<DD>::S* o, const DT<SD>::S* a, i64 n, IDX_PARAMS2) {         \
 		IDX_BUILD2;                                                                                      \
 		ew1s(o, a, n, ix, Conv<DD>());                                                                   \
+	}                                                                                                        \
+	extern "C" __global__ void cp_##NAME##_t(DT<DD>::S* o, const DT<SD>::S* a, i64 rows, i64 cols) {         \
+		ew1t(o, a, rows, cols, Conv<DD>());                                                              \
 	}
 
 #if defined(K_ALL) || defined(K_float32)
