@@ -259,3 +259,45 @@ func TestCUDALinearAcrossGPUs(t *testing.T) {
 		closeSlices(t, "gradient across two GPUs", grads[1][j], grads[0][j], 1e-4, 1e-5)
 	}
 }
+
+// TestCUDASGDMatchesCPU runs optim.SGD with momentum, dampening, weight
+// decay and Nesterov (the fused step on the GPU) against the CPU's
+// composed step, for three steps.
+func TestCUDASGDMatchesCPU(t *testing.T) {
+	requireCUDA(t, 1)
+	gen := vram.NewGenerator(13)
+	x := vram.Randn(vram.Shape{32, 16}, vram.WithGenerator(gen))
+	y := vram.Randn(vram.Shape{32, 8}, vram.WithGenerator(gen))
+	defer x.Release()
+	defer y.Release()
+	for _, cfg := range []optim.SGDConfig{
+		{LR: 0.05, Momentum: 0.9, Dampening: 0.1, WeightDecay: 0.01},
+		{LR: 0.05, Momentum: 0.9, WeightDecay: 0.01, Nesterov: true},
+		{LR: 0.1},
+	} {
+		var params [2][][]float32
+		for i, d := range []vram.Device{vram.CPU, vram.CUDA(0)} {
+			m := mlp(d)
+			opt, err := optim.NewSGD(m.Parameters(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				vram.Tidy(func() {
+					nn.MSELoss(m.Forward(x.To(d)), y.To(d)).Backward()
+					opt.Step()
+					opt.ZeroGrad()
+				})
+			}
+			for _, p := range m.Parameters() {
+				c := p.CPU()
+				params[i] = append(params[i], c.Float32s())
+				c.Release()
+			}
+			opt.Release()
+		}
+		for j := range params[0] {
+			closeSlices(t, "parameter after three SGD steps", params[1][j], params[0][j], 1e-4, 1e-5)
+		}
+	}
+}

@@ -63,3 +63,53 @@ func FusedAdamStep(p, g, m, v *Tensor, lr, beta1, beta2, eps, weightDecay float6
 	check(op, err)
 	return true
 }
+
+// FusedSGDStep does one SGD step of parameter p with gradient g in place,
+// with a single fused kernel where the device has one (CUDA). It computes
+// what package optim's SGD computes with up to six ops:
+//
+//	d = g + weightDecay·p
+//	buf = d                                   (first: the first step)
+//	buf = momentum·buf + (1 - dampening)·d    (later steps)
+//	d = d + momentum·buf (nesterov), else d = buf
+//	p = p - lr·d
+//
+// buf, the momentum buffer, is used only when momentum is not 0 (it may be
+// nil otherwise); g is left unchanged. The arithmetic is float32 (float64
+// for float64 tensors) with buf rounded to its dtype when stored. It returns
+// false, doing nothing, when the fused step does not apply (no fused
+// kernel, a tensor not contiguous, dtypes or shapes that differ); the
+// caller then composes the step. It panics like [FusedAdamStep].
+func FusedSGDStep(p, g, buf *Tensor, lr, momentum, dampening, weightDecay float64, nesterov, first bool) bool {
+	const op = "sgd_step"
+	if p == nil || g == nil || momentum != 0 && buf == nil {
+		fail(op, ErrArgument, "nil tensor")
+	}
+	ts := []*Tensor{p, g}
+	if momentum != 0 {
+		ts = append(ts, buf)
+		buf.inPlaceCheck(op)
+	}
+	ds := sameDevice(op, ts...)
+	fs, ok := ds.bd.(backend.FusedSGD)
+	if !ok || !p.dtype.IsFloat() {
+		return false
+	}
+	for _, t := range ts {
+		if t.dtype != p.dtype || !slices.Equal(t.shape, p.shape) || !t.IsContiguous() {
+			return false
+		}
+	}
+	var bv backend.View
+	if momentum != 0 {
+		bv = buf.bv()
+	}
+	err := fs.SGDStep(p.bv(), g.bv(), bv, backend.SGDStepConfig{
+		LR: lr, Momentum: momentum, Dampening: dampening, WeightDecay: weightDecay, Nesterov: nesterov, First: first,
+	})
+	if errors.Is(err, backend.ErrNotImplemented) {
+		return false
+	}
+	check(op, err)
+	return true
+}

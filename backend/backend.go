@@ -428,3 +428,32 @@ type FusedMatMul interface {
 	// gradient, that sum is the bias gradient.
 	MatMulRowSum(dst, a, b, rowSum View) error
 }
+
+// FusedSGD is an optional interface of a [Device] that does a whole SGD step
+// of one parameter in a single pass, found and used like [FusedAdam].
+type FusedSGD interface {
+	// SGDStep updates the parameter p in place from the gradient g, and the
+	// momentum buffer buf when cfg.Momentum is not 0 (buf is then ignored
+	// otherwise and may be a zero View), as PyTorch's SGD does:
+	//
+	//	d = g + WeightDecay·p
+	//	buf = d                                   (First: the first step)
+	//	buf = Momentum·buf + (1 - Dampening)·d    (later steps)
+	//	d = d + Momentum·buf (Nesterov), else d = buf
+	//	p = p - LR·d
+	//
+	// The views are contiguous, of one shape and one floating-point dtype,
+	// and do not overlap; the math runs in float32 (float64 for float64),
+	// buf rounded to its dtype when stored.
+	SGDStep(p, g, buf View, cfg SGDStepConfig) error
+}
+
+// SGDStepConfig holds the hyper-parameters of one [FusedSGD.SGDStep].
+type SGDStepConfig struct {
+	LR          float64 // learning rate
+	Momentum    float64 // 0: no momentum buffer
+	Dampening   float64 // dampening of the momentum
+	WeightDecay float64 // L2 penalty
+	Nesterov    bool    // Nesterov momentum
+	First       bool    // the first step: buf starts as d
+}

@@ -70,19 +70,27 @@ func (s *SGD) Step() {
 				continue
 			}
 			vram.Tidy(func() {
+				first := false
+				if c.Momentum != 0 {
+					if s.bufs[i] == nil {
+						s.bufs[i] = vram.Keep(p.NewEmpty(p.Shape()...))
+						first = true
+					} else {
+						follow(p, s.bufs[i])
+					}
+				}
+				if vram.FusedSGDStep(p, g, s.bufs[i], c.LR, c.Momentum, c.Dampening, c.WeightDecay, c.Nesterov, first) {
+					return // one fused kernel did the whole step (CUDA)
+				}
 				d := g
 				if c.WeightDecay != 0 {
 					d = g.Add(p.MulScalar(c.WeightDecay))
 				}
 				if c.Momentum != 0 {
 					buf := s.bufs[i]
-					if buf == nil {
-						// A copy of the first gradient, in p's dtype.
-						buf = vram.Keep(p.NewEmpty(p.Shape()...))
-						buf.CopyFrom(d)
-						s.bufs[i] = buf
+					if first {
+						buf.CopyFrom(d) // a copy of the first gradient, in p's dtype
 					} else {
-						follow(p, buf)
 						buf.MulScalarInPlace(c.Momentum).AddScaledInPlace(d, 1-c.Dampening)
 					}
 					if c.Nesterov {

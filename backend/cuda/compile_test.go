@@ -79,7 +79,7 @@ func kernelNames(k modKey) []string {
 	case famScatter:
 		names = append(names, "scatter_add")
 	case famOptim:
-		names = append(names, "adam_step")
+		names = append(names, k.op+"_step")
 	}
 	return names
 }

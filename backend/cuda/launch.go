@@ -412,7 +412,7 @@ func allModules() []modKey {
 		}
 		keys = append(keys, modKey{fam: famScatter, dt: dt})
 		if dt.IsFloat() {
-			keys = append(keys, modKey{fam: famOptim, dt: dt, op: "adam"})
+			keys = append(keys, modKey{fam: famOptim, dt: dt, op: "adam"}, modKey{fam: famOptim, dt: dt, op: "sgd"})
 		}
 	}
 	return keys

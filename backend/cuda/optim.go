@@ -5,9 +5,13 @@ import (
 	"math"
 
 	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/native/cuda"
 )
 
-var _ backend.FusedAdam = (*Device)(nil)
+var (
+	_ backend.FusedAdam = (*Device)(nil)
+	_ backend.FusedSGD  = (*Device)(nil)
+)
 
 // AdamStep does one Adam or AdamW step of a parameter with a single kernel
 // (kernels/optim.cu): p, m and v are updated in place from g. The four
@@ -60,6 +64,61 @@ func (d *Device) AdamStep(p, g, m, v backend.View, cfg backend.AdamStepConfig) e
 		a.Ptr(ops[0].ptr).Ptr(ops[1].ptr).Ptr(ops[2].ptr).Ptr(ops[3].ptr).Int64(n)
 		a.Float64(cfg.Beta1).Float64(cfg.Beta2).Float64(cfg.Eps).Float64(cfg.WeightDecay).Float64(decay)
 		a.Float64(-cfg.LR / bc1).Float64(math.Sqrt(bc2)).Int32(dec)
+		return d.launch(f, d.grid(n), a)
+	})
+}
+
+// SGDStep does one SGD step of a parameter with a single kernel
+// (kernels/optim.cu): p, and buf when there is momentum, are updated in
+// place from g. Views that are not contiguous, or of different or
+// non-float dtypes, return an error wrapping [backend.ErrNotImplemented].
+func (d *Device) SGDStep(p, g, buf backend.View, cfg backend.SGDStepConfig) error {
+	const what = "sgd step"
+	views := []backend.View{p, g}
+	if cfg.Momentum != 0 {
+		views = append(views, buf)
+	}
+	if !p.DType.IsFloat() {
+		return notImplemented(what, p.DType)
+	}
+	for _, x := range views {
+		if x.DType != p.DType {
+			return fmt.Errorf("cuda: %s: dtypes %s and %s differ: %w", what, p.DType, x.DType, backend.ErrNotImplemented)
+		}
+		if !x.IsContiguous() {
+			return fmt.Errorf("cuda: %s: view is not contiguous: %w", what, backend.ErrNotImplemented)
+		}
+	}
+	ops, err := d.ops(what, views...)
+	if err != nil {
+		return err
+	}
+	n := int64(p.NumElements())
+	if n == 0 {
+		return nil
+	}
+	var bp cuda.DevicePtr
+	hasBuf, first, nesterov := int32(0), int32(0), int32(0)
+	if cfg.Momentum != 0 {
+		bp, hasBuf = ops[2].ptr, 1
+		if cfg.First {
+			first = 1
+		}
+		if cfg.Nesterov {
+			nesterov = 1
+		}
+	}
+	key := modKey{fam: famOptim, dt: p.DType, op: "sgd"}
+	return d.run(func() error {
+		f, err := d.function(key, "sgd_step")
+		if err != nil {
+			return err
+		}
+		a := d.getArgs()
+		defer d.putArgs(a)
+		a.Ptr(ops[0].ptr).Ptr(ops[1].ptr).Ptr(bp).Int64(n)
+		a.Float64(-cfg.LR).Float64(cfg.Momentum).Float64(1 - cfg.Dampening).Float64(cfg.WeightDecay)
+		a.Int32(hasBuf).Int32(first).Int32(nesterov)
 		return d.launch(f, d.grid(n), a)
 	})
 }

@@ -128,3 +128,95 @@ func TestFusedAdamRefusals(t *testing.T) {
 		}
 	}
 }
+
+// sgdRef is the reference SGD step, following the kernel's contract as
+// adamRef does: operations rounded to the compute type, buf and p to dt.
+func sgdRef(dt backend.DType, p, g, buf []float64, c backend.SGDStepConfig) {
+	r := func(x float64) float64 { return float64(float32(x)) }
+	if dt == backend.Float64 {
+		r = func(x float64) float64 { return x }
+	}
+	mom, damp1, wd, neglr := r(c.Momentum), r(1-c.Dampening), r(c.WeightDecay), r(-c.LR)
+	for i := range p {
+		d := g[i]
+		if c.WeightDecay != 0 {
+			d = r(d + r(p[i]*wd))
+		}
+		if c.Momentum != 0 {
+			b := d
+			if !c.First {
+				b = r(r(buf[i]*mom) + r(d*damp1))
+			}
+			buf[i] = roundTo(dt, b)
+			if c.Nesterov {
+				d = r(d + r(buf[i]*mom))
+			} else {
+				d = buf[i]
+			}
+		}
+		p[i] = roundTo(dt, r(p[i]+r(neglr*d)))
+	}
+}
+
+func TestFusedSGD(t *testing.T) {
+	d := gpu(t, 0)
+	configs := map[string]backend.SGDStepConfig{
+		"plain":    {LR: 0.1},
+		"momentum": {LR: 0.05, Momentum: 0.9, Dampening: 0.1, WeightDecay: 0.01},
+		"nesterov": {LR: 0.05, Momentum: 0.9, WeightDecay: 0.02, Nesterov: true},
+	}
+	for _, dt := range []backend.DType{backend.Float32, backend.Float64, backend.BFloat16, backend.Float16} {
+		for name, cfg := range configs {
+			const n = 70_001
+			rng := rand.New(rand.NewSource(int64(dt) + 7))
+			host := make([][]float64, 3) // p, g, buf
+			views := make([]backend.View, 3)
+			for k := range host {
+				host[k] = make([]float64, n)
+				for i := range host[k] {
+					host[k][i] = roundTo(dt, rng.NormFloat64())
+				}
+				buf, err := d.Alloc(int64(n*dt.Size()), d.DefaultStream(), "test")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer d.Free(buf, d.DefaultStream())
+				views[k] = backend.View{Buf: buf, DType: dt, Shape: []int{n}, Strides: []int{1}}
+				if err := d.CopyFromHost(views[k], backendtest.Encode(dt, host[k])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for step := 1; step <= 3; step++ {
+				cfg.First = step == 1
+				bv := views[2]
+				if cfg.Momentum == 0 {
+					bv = backend.View{}
+				}
+				if err := d.SGDStep(views[0], views[1], bv, cfg); err != nil {
+					t.Fatal(err)
+				}
+				sgdRef(dt, host[0], host[1], host[2], cfg)
+			}
+			if err := d.Synchronize(); err != nil {
+				t.Fatal(err)
+			}
+			rtol := map[backend.DType]float64{backend.Float32: 1e-6, backend.Float64: 1e-14, backend.BFloat16: 1e-2, backend.Float16: 2e-3}[dt]
+			for k, what := range []string{"p", "g", "buf"} {
+				got := read(t, d, views[k])
+				bad := 0
+				for i := range got {
+					want := host[k][i]
+					if diff := math.Abs(got[i] - want); !(diff <= rtol*math.Abs(want)+rtol*1e-3) {
+						if bad < 5 {
+							t.Errorf("%s %s %s[%d] = %v, want %v", dt, name, what, i, got[i], want)
+						}
+						bad++
+					}
+				}
+				if bad > 0 {
+					t.Errorf("%s %s %s: %d of %d elements differ", dt, name, what, bad, n)
+				}
+			}
+		}
+	}
+}

@@ -4,7 +4,7 @@
 // for float64), with correctly rounded operations (no contraction into
 // fused multiply-adds), in the order of the composed ops of package optim.
 
-#if (defined(K_ALL) || defined(K_adam)) && (VD == DT_F32 || VD == DT_F64 || VD == DT_F16 || VD == DT_BF16)
+#if VD == DT_F32 || VD == DT_F64 || VD == DT_F16 || VD == DT_BF16
 
 __device__ __forceinline__ float r_add(float a, float b) { return __fadd_rn(a, b); }
 __device__ __forceinline__ double r_add(double a, double b) { return __dadd_rn(a, b); }
@@ -14,6 +14,8 @@ __device__ __forceinline__ float r_div(float a, float b) { return __fdiv_rn(a, b
 __device__ __forceinline__ double r_div(double a, double b) { return __ddiv_rn(a, b); }
 __device__ __forceinline__ float r_sqrt(float a) { return __fsqrt_rn(a); }
 __device__ __forceinline__ double r_sqrt(double a) { return __dsqrt_rn(a); }
+
+#if defined(K_ALL) || defined(K_adam)
 
 // adam_step: for each of the n contiguous elements,
 //
@@ -49,5 +51,36 @@ extern "C" __global__ void adam_step(DT<VD>::S* p, const DT<VD>::S* g, DT<VD>::S
 		p[i] = st<VD>(r_add(pi, r_mul(negstep, r_div(mi, denom))));
 	}
 }
+
+#endif
+
+#if defined(K_ALL) || defined(K_sgd)
+// sgd_step: for each of the n contiguous elements,
+//
+//	d = g + wd·p                                  (wd may be 0)
+//	buf = d (first step) or mom·buf + damp1·d     (momentum: hasbuf != 0)
+//	d = d + mom·buf (nesterov) or buf             (momentum)
+//	p = p + neglr·d
+//
+// with damp1 = 1 - dampening and neglr = -lr; buf is rounded to the dtype
+// when stored, and the update reads it back. The scalars arrive as doubles.
+extern "C" __global__ void sgd_step(DT<VD>::S* p, const DT<VD>::S* g, DT<VD>::S* buf, i64 n, double neglrd,
+				    double momd, double damp1d, double wdd, int hasbuf, int first, int nesterov) {
+	typedef DT<VD>::C C;
+	const C neglr = (C)neglrd, mom = (C)momd, damp1 = (C)damp1d, wd = (C)wdd;
+	for (i64 i = GTID; i < n; i += GNTH) {
+		C pi = ldc<VD>(p[i]), d = ldc<VD>(g[i]);
+		if (wdd != 0) d = r_add(d, r_mul(pi, wd));
+		if (hasbuf) {
+			C b = first ? d : r_add(r_mul(ldc<VD>(buf[i]), mom), r_mul(d, damp1));
+			DT<VD>::S bs = st<VD>(b);
+			buf[i] = bs;
+			b = ldc<VD>(bs);
+			d = nesterov ? r_add(d, r_mul(b, mom)) : b;
+		}
+		p[i] = st<VD>(r_add(pi, r_mul(neglr, d)));
+	}
+}
+#endif
 
 #endif
