@@ -26,7 +26,9 @@ type SGDConfig struct {
 //	g = g + momentum·b  if nesterov, else  g = b
 //	p = p - lr·g
 //
-// where the momentum lines apply only when momentum is nonzero.
+// where the momentum lines apply only when momentum is nonzero. On devices
+// with a fused kernel (CUDA) each parameter's step is one launch
+// ([vram.FusedSGDStep]); elsewhere it is composed of elementwise ops.
 type SGD struct {
 	params []*vram.Tensor
 	cfg    SGDConfig
