@@ -38,6 +38,25 @@ func (a Activation) check(op string) {
 	}
 }
 
+// addOp is the backend op computing act(x + b).
+func (a Activation) addOp() backend.BinaryOp {
+	switch a {
+	case ActReLU:
+		return backend.AddRelu
+	case ActGELU:
+		return backend.AddGelu
+	}
+	return backend.Add
+}
+
+// unaryOp is the backend op of the activation alone (not ActNone).
+func (a Activation) unaryOp() backend.UnaryOp {
+	if a == ActGELU {
+		return backend.Gelu
+	}
+	return backend.Relu
+}
+
 // fusedFloat checks that the tensors of a fused op are floating-point
 // tensors of one dtype, and returns it.
 func fusedFloat(op string, ts ...*Tensor) DType {
@@ -71,8 +90,7 @@ func BiasAct(x, bias *Tensor, act Activation) *Tensor {
 	act.check(op)
 	sameDevice(op, x, bias)
 	fusedFloat(op, x, bias)
-	k := map[Activation]backend.BinaryOp{ActNone: backend.Add, ActReLU: backend.AddRelu, ActGELU: backend.AddGelu}[act]
-	out := binaryRaw(op, k, x, bias)
+	out := binaryRaw(op, act.addOp(), x, bias)
 	if !needsGrad(x, bias) {
 		return out
 	}
@@ -132,10 +150,7 @@ func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 	if bias != nil && (len(bias.shape) != 1 || bias.shape[0] != nOut) {
 		fail(op, ErrShape, "bias must be [%d], got shape %v", nOut, Shape(bias.shape))
 	}
-	rows := x.NumElements() / max(nIn, 1)
-	if nIn == 0 {
-		rows = backend.NumElements(x.shape[:len(x.shape)-1])
-	}
+	rows := backend.NumElements(x.shape[:len(x.shape)-1])
 	x2 := raw2(x, rows, nIn)
 	defer x2.Release()
 	wt := weight.view([]int{nIn, nOut}, []int{weight.strides[1], weight.strides[0]}, weight.offset)
@@ -168,8 +183,7 @@ func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 		case bias == nil && act == ActNone:
 			y2 = p
 		case bias == nil:
-			k := map[Activation]backend.UnaryOp{ActReLU: backend.Relu, ActGELU: backend.Gelu}[act]
-			y2 = p.unaryRaw(k)
+			y2 = p.unaryRaw(act.unaryOp())
 			if act == ActGELU {
 				pre = p
 			} else {
@@ -180,7 +194,7 @@ func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 			p.Release()
 			y2 = pre.unaryRaw(backend.Gelu)
 		default:
-			y2 = binaryRaw(op, map[Activation]backend.BinaryOp{ActNone: backend.Add, ActReLU: backend.AddRelu}[act], p, bias)
+			y2 = binaryRaw(op, act.addOp(), p, bias)
 			p.Release()
 		}
 	}

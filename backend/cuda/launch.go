@@ -181,8 +181,9 @@ type ewKernel struct {
 	// vector repeated along the other, as a bias is); ewise picks it for
 	// that layout.
 	r string
-	// t, when set, is a binary kernel for a 2-D space with one input
-	// transposed; ewise picks it for that layout.
+	// t, when set, is a kernel for a 2-D space whose input (a copy's, or
+	// one of a binary op's two) is a transposed view, in 32×32 tiles;
+	// ewise picks it for that layout.
 	t string
 }
 
@@ -218,45 +219,27 @@ func (d *Device) ewise(k ewKernel, shape []int, ops []ewOp, pre func(a *cuda.Ker
 		if err != nil {
 			return err
 		}
-		vec := int32(1)
-		for i, o := range ops {
-			if uint64(ptrs[i])%uint64(4*o.size) != 0 {
-				vec = 0
-			}
-		}
+		vec := vec4(ops, ptrs)
 		a := d.getArgs()
 		defer d.putArgs(a)
 		pre(a, ptrs)
 		a.Int64(n).Int32(vec)
-		units := n
-		if vec != 0 {
-			units = (n + 3) / 4
-		}
-		return d.launch(f, d.grid(units), a)
+		return d.launch(f, d.grid(vecUnits(n, vec)), a)
 	}
 	if inner, bca, ok := rowBroadcast(k, ms, mst); ok {
 		f, err := d.function(k.key, k.r)
 		if err != nil {
 			return err
 		}
-		vec := int32(1)
+		vec := vec4(ops, ptrs)
 		if inner%4 != 0 {
 			vec = 0
-		}
-		for i, o := range ops {
-			if uint64(ptrs[i])%uint64(4*o.size) != 0 {
-				vec = 0
-			}
 		}
 		a := d.getArgs()
 		defer d.putArgs(a)
 		pre(a, ptrs)
 		a.Int64(n).Int64(int64(inner)).Int32(vec).Int32(bca)
-		units := n
-		if vec != 0 {
-			units = (n + 3) / 4
-		}
-		return d.launch(f, d.grid(units), a)
+		return d.launch(f, d.grid(vecUnits(n, vec)), a)
 	}
 	if rows, cols, bta, ok := transposedPair(k, ms, mst); ok {
 		f, err := d.function(k.key, k.t)
@@ -278,6 +261,26 @@ func (d *Device) ewise(k ewKernel, shape []int, ops []ewOp, pre func(a *cuda.Ker
 		return err
 	}
 	return d.stridedLaunch(f, ms, mst, ops, ptrs, pre)
+}
+
+// vec4 returns 1 when every operand's address is aligned to 4 of its
+// elements, so that a kernel may move 4 elements per access, else 0.
+func vec4(ops []ewOp, ptrs []cuda.DevicePtr) int32 {
+	for i, o := range ops {
+		if uint64(ptrs[i])%uint64(4*o.size) != 0 {
+			return 0
+		}
+	}
+	return 1
+}
+
+// vecUnits is the number of work units of n elements: groups of 4 when
+// vec is set.
+func vecUnits(n int64, vec int32) int64 {
+	if vec != 0 {
+		return (n + 3) / 4
+	}
+	return n
 }
 
 // rowBroadcast reports whether the merged space (ms, mst) of a binary
