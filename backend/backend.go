@@ -158,8 +158,12 @@ type Kernels interface {
 	// Where sets dst to a where cond (bool) is true and to b elsewhere.
 	Where(dst, cond, a, b View) error
 	// Reduce reduces src over the listed axes (sorted, distinct) into dst,
-	// whose shape equals src's with those axes set to 1. ArgMax and ArgMin
-	// write int64 indices along the single reduced axis (ties: the first).
+	// whose shape equals src's with those axes set to 1. dst has src's
+	// dtype, except that ArgMax and ArgMin write int64 indices along the
+	// single reduced axis (ties: the first), and that Sum and Prod of a
+	// float16 or bfloat16 src may write a float32 dst ([WidensReduce]).
+	// Float sums and products accumulate in float32 or wider and round
+	// once, to dst's dtype, at the end.
 	Reduce(op ReduceOp, dst, src View, axes []int) error
 	// MatMul computes dst[b] = a[b] x b[b] for shapes a [B,M,K], b [B,K,N],
 	// dst [B,M,N] (any strides; batch stride 0 broadcasts). Float dtypes only.

@@ -59,6 +59,26 @@ func (d DType) IsFloat() bool {
 	return d == Float32 || d == Float64 || d == Float16 || d == BFloat16
 }
 
+// OpMath returns the dtype in which reductions and composite ops compute
+// values of dtype d (PyTorch's accumulate type): float32 for the 16-bit
+// floats, whose range and precision a sum or a mean outgrows long before
+// realistic sizes, and d itself for every other dtype. [Kernels.Reduce]
+// writes a Sum or Prod of a float16 or bfloat16 source into a destination
+// of this dtype without rounding to 16 bits.
+func (d DType) OpMath() DType {
+	if d == Float16 || d == BFloat16 {
+		return Float32
+	}
+	return d
+}
+
+// WidensReduce reports whether [Kernels.Reduce] of op accepts a source of
+// dtype src with a destination of dtype dst other than src: Sum and Prod of
+// a 16-bit float into its [DType.OpMath] dtype.
+func WidensReduce(op ReduceOp, dst, src DType) bool {
+	return (op == Sum || op == Prod) && dst != src && dst == src.OpMath()
+}
+
 // IsInt reports whether d is an integer type (bool excluded).
 func (d DType) IsInt() bool { return d == Int32 || d == Int64 }
 

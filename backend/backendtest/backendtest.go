@@ -932,6 +932,16 @@ func argRef(g []float64, better func(x, y float64) bool) float64 {
 // from bcast) into a dst laid out as dlay.
 func (h *harness) reduceCase(t *testing.T, op backend.ReduceOp, dt backend.DType, shape, axes []int, vals []float64, lay layout, bcast []int, dlay layout) {
 	t.Helper()
+	ddt := dt
+	if op == backend.ArgMax || op == backend.ArgMin {
+		ddt = backend.Int64
+	}
+	h.reduceCaseTo(t, op, dt, ddt, shape, axes, vals, lay, bcast, dlay)
+}
+
+// reduceCaseTo is reduceCase with a destination of dtype ddt.
+func (h *harness) reduceCaseTo(t *testing.T, op backend.ReduceOp, dt, ddt backend.DType, shape, axes []int, vals []float64, lay layout, bcast []int, dlay layout) {
+	t.Helper()
 	var src backend.View
 	full := vals
 	if bcast != nil {
@@ -939,10 +949,6 @@ func (h *harness) reduceCase(t *testing.T, op backend.ReduceOp, dt backend.DType
 		full = expand(vals, bcast, shape)
 	} else {
 		src = makeView(t, h.dev, dt, shape, vals, lay)
-	}
-	ddt := dt
-	if op == backend.ArgMax || op == backend.ArgMin {
-		ddt = backend.Int64
 	}
 	dshape := reducedShape(shape, axes)
 	d := makeView(t, h.dev, ddt, dshape, filled(backend.NumElements(dshape), padValue), dlay)
@@ -1050,6 +1056,34 @@ func (h *harness) testReduce(t *testing.T) {
 			// Sums past the point where adding 1 in the dtype itself would
 			// stop changing the total.
 			h.reduceCase(t, backend.Sum, c.dt, []int{c.n}, []int{0}, filled(c.n, 1), contiguous, nil, contiguous)
+		})
+	}
+
+	// Sum and Prod of the 16-bit floats into float32: the accumulator
+	// itself, where the 16-bit result would overflow (float16) or lose
+	// digits, over long rows (a block of threads per row on a GPU), long
+	// columns (a thread per output) and chunked reductions.
+	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
+		t.Run("widening/"+dt.String(), func(t *testing.T) {
+			const n = 1 << 20
+			h.reduceCaseTo(t, backend.Sum, dt, backend.Float32, []int{n}, []int{0}, filled(n, 1), contiguous, nil, contiguous)
+			hundredths := make([]float64, 100003)
+			for i := range hundredths {
+				hundredths[i] = Quantize(dt, float64(i%100+1)/100)
+			}
+			h.reduceCaseTo(t, backend.Sum, dt, backend.Float32, []int{len(hundredths)}, []int{0}, hundredths, strided, nil, offset)
+			h.reduceCaseTo(t, backend.Sum, dt, backend.Float32, []int{3, 70000}, []int{1}, filled(3*70000, 1), transposed, nil, strided)
+			h.reduceCaseTo(t, backend.Sum, dt, backend.Float32, []int{70000, 3}, []int{0}, filled(3*70000, 1), contiguous, nil, contiguous)
+			h.reduceCaseTo(t, backend.Sum, dt, backend.Float32, []int{2, 3, 4}, []int{0, 2}, quantizeAll(dt, gen(domGeneral, 24, 5)), contiguous, nil, contiguous)
+			h.reduceCaseTo(t, backend.Sum, dt, backend.Float32, []int{0, 3}, []int{0}, nil, contiguous, nil, contiguous)
+			// Products of about 2^21, past float16's 65504, exact in float32.
+			twos := filled(4096, 1)
+			for i := 0; i < len(twos); i += 97 {
+				twos[i] = 2
+			}
+			h.reduceCaseTo(t, backend.Prod, dt, backend.Float32, []int{2048, 2}, []int{0}, twos, contiguous, nil, contiguous)
+			h.reduceCaseTo(t, backend.Prod, dt, backend.Float32, []int{2, 2048}, []int{1}, twos, contiguous, nil, strided)
+			h.reduceCaseTo(t, backend.Prod, dt, backend.Float32, []int{2, 3, 4}, []int{1}, quantizeAll(dt, gen([]float64{1, -1, 2, 0.5, -2}, 24, 3)), transposed, nil, contiguous)
 		})
 	}
 }

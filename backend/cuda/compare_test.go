@@ -483,6 +483,56 @@ func TestCompareReduce(t *testing.T) {
 	}
 }
 
+// TestCompareReduceWidening compares Sum and Prod of float16 and bfloat16
+// into a float32 destination (the accumulator, not rounded to 16 bits) with
+// the CPU's, over sizes where a 16-bit result would overflow or a 16-bit
+// accumulator stall.
+func TestCompareReduceWidening(t *testing.T) {
+	p := newPair(t)
+	cases := []struct {
+		shape []int
+		axes  [][]int
+	}{
+		{[]int{1 << 20}, [][]int{{0}}},
+		{[]int{37, 1000}, [][]int{{0}, {1}, {0, 1}}},
+		{[]int{3, 5, 7, 11}, [][]int{{1, 3}, {0, 2}}},
+		{[]int{5, 300001}, [][]int{{1}}},
+		{[]int{70000, 3}, [][]int{{0}}},
+		{[]int{0, 4}, [][]int{{0}}},
+	}
+	for ci, c := range cases {
+		for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
+			for _, op := range []backend.ReduceOp{backend.Sum, backend.Prod} {
+				for _, axes := range c.axes {
+					n := backend.NumElements(c.shape)
+					lo, hi := 0.0, 2.0
+					if op == backend.Prod {
+						lo, hi = 0.995, 1.005
+					}
+					vals := p.random(dt, n, lo, hi)
+					l := lays[ci%3]
+					x := p.place(dt, c.shape, l, vals, 0)
+					dshape := append([]int(nil), c.shape...)
+					for _, a := range axes {
+						dshape[a] = 1
+					}
+					out := p.output(backend.Float32, dshape, layStrided)
+					name := fmt.Sprintf("%s/%s->float32/%v/axes%v/%s", op, dt, c.shape, axes, l)
+					if !p.run(name, func(dev backend.Device, s int) error { return dev.Reduce(op, pick(out, s), pick(x, s), axes) }) {
+						continue
+					}
+					var mag []float64
+					r := 1e-4 // float32 products of up to 300001 factors
+					if op == backend.Sum {
+						mag, r = reduceSums(c.shape, axes, vals), 1e-5 // the values are positive
+					}
+					p.compare(name, out, r, 1e-6, mag)
+				}
+			}
+		}
+	}
+}
+
 // reduceSums sums vals (row-major over shape) over axes.
 func reduceSums(shape, axes []int, vals []float64) []float64 {
 	red := make([]bool, len(shape))

@@ -73,6 +73,9 @@ func kernelNames(k modKey) []string {
 			if op.String() == k.op {
 				for _, g := range []int{0, 1, 32, 256} {
 					names = append(names, reduceNames[op][g])
+					if backend.WidensReduce(op, k.dt.OpMath(), k.dt) {
+						names = append(names, wideNames[op][g])
+					}
 				}
 			}
 		}

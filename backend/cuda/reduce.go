@@ -27,17 +27,27 @@ const (
 	accBytes = 16
 )
 
-var reduceNames [backend.ArgMin + 1]map[int]string
+// reduceNames[op][G] names the kernel of groups of G threads (0: the
+// kernel that joins the chunks); wideNames does for the widened Sum and
+// Prod of a 16-bit float into float32 (red_sumw_*, red_prodw_*).
+var reduceNames, wideNames [backend.ArgMin + 1]map[int]string
 
 func init() {
+	names := func(s string) map[int]string {
+		return map[int]string{1: "red_" + s + "_g1", 32: "red_" + s + "_g32", 256: "red_" + s + "_g256", 0: "red_" + s + "_fin"}
+	}
 	for op := range reduceNames {
 		s := backend.ReduceOp(op).String()
-		reduceNames[op] = map[int]string{1: "red_" + s + "_g1", 32: "red_" + s + "_g32", 256: "red_" + s + "_g256", 0: "red_" + s + "_fin"}
+		reduceNames[op] = names(s)
+		if op := backend.ReduceOp(op); op == backend.Sum || op == backend.Prod {
+			wideNames[op] = names(s + "w")
+		}
 	}
 }
 
 // Reduce reduces src over axes into dst (see backend.Kernels). dst has
-// src's dtype, or int64 for ArgMax and ArgMin.
+// src's dtype, int64 for ArgMax and ArgMin, or float32 for a Sum or Prod
+// of float16 or bfloat16 (the float accumulator, not rounded to 16 bits).
 func (d *Device) Reduce(op backend.ReduceOp, dst, src backend.View, axes []int) error {
 	what := "reduce " + op.String()
 	if op > backend.ArgMin {
@@ -64,12 +74,13 @@ func (d *Device) Reduce(op backend.ReduceOp, dst, src backend.View, axes []int) 
 		}
 	}
 	isArg := op == backend.ArgMax || op == backend.ArgMin
+	wide := backend.WidensReduce(op, dst.DType, src.DType)
 	switch {
 	case isArg && len(axes) != 1:
 		return fmt.Errorf("cuda: %s: want exactly one axis, got %v", what, axes)
 	case isArg && dst.DType != backend.Int64:
 		return fmt.Errorf("cuda: %s: destination has dtype %s, want int64", what, dst.DType)
-	case !isArg && dst.DType != src.DType:
+	case !isArg && !wide && dst.DType != src.DType:
 		return fmt.Errorf("cuda: %s: destination dtype %s differs from source dtype %s: %w", what, dst.DType, src.DType, backend.ErrNotImplemented)
 	}
 	var outShape, outSrc, outDst, redShape, redSrc []int
@@ -128,8 +139,12 @@ func (d *Device) Reduce(op backend.ReduceOp, dst, src backend.View, axes []int) 
 	chunks = (nRed + chunk - 1) / chunk
 
 	key := modKey{fam: famReduce, dt: src.DType, op: op.String()}
+	names := reduceNames[op]
+	if wide {
+		names = wideNames[op]
+	}
 	return d.run(func() error {
-		f, err := d.function(key, reduceNames[op][g])
+		f, err := d.function(key, names[g])
 		if err != nil {
 			return err
 		}
@@ -159,7 +174,7 @@ func (d *Device) Reduce(op backend.ReduceOp, dst, src backend.View, axes []int) 
 		if chunks == 1 {
 			return nil
 		}
-		fin, err := d.function(key, reduceNames[op][0])
+		fin, err := d.function(key, names[0])
 		if err != nil {
 			return err
 		}

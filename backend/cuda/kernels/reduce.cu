@@ -5,7 +5,9 @@
 // the threads' partial results. With more than one chunk, red_*_fin joins
 // the chunks' results in chunk order. The result is therefore the same on
 // every run. Float types accumulate in float (double for float64),
-// integers in 64 bits.
+// integers in 64 bits; the result is rounded to the destination's dtype
+// once, at the end. For the 16-bit floats, red_sumw_* and red_prodw_*
+// write the float accumulator itself (a float32 destination).
 
 typedef DT<VD>::S S;
 typedef DT<VD>::C CT;
@@ -83,6 +85,19 @@ template <int MAX> struct RArg {
 	static __device__ __forceinline__ Acc<T> fold(Acc<T> a, CT x, i64 r) { return join(a, Acc<T>{x, r}); }
 	static __device__ __forceinline__ i64 out(Acc<T> a) { return a.idx; }
 };
+
+// RWide is a sum or product that writes its accumulator (float for the
+// 16-bit floats) rather than rounding it to the source dtype: Reduce into
+// a float32 destination, for means and norms that divide the sum first.
+template <class OP> struct RWide {
+	typedef typename OP::T T;
+	static __device__ __forceinline__ Acc<T> init() { return OP::init(); }
+	static __device__ __forceinline__ Acc<T> fold(Acc<T> a, CT x, i64 r) { return OP::fold(a, x, r); }
+	static __device__ __forceinline__ Acc<T> join(Acc<T> a, Acc<T> b) { return OP::join(a, b); }
+	static __device__ __forceinline__ T out(Acc<T> a) { return a.v; }
+};
+typedef RWide<RSum> RSumW;
+typedef RWide<RProd> RProdW;
 
 template <class T> __device__ __forceinline__ Acc<T> shfl_down(Acc<T> a, int s) {
 	a.v = __shfl_down_sync(0xffffffffu, a.v, s);
@@ -191,6 +206,14 @@ RED(max, RMax, S)
 #endif
 #if defined(K_ALL) || defined(K_min)
 RED(min, RMin, S)
+#endif
+#if VD == DT_F16 || VD == DT_BF16
+#if defined(K_ALL) || defined(K_sum)
+RED(sumw, RSumW, AT)
+#endif
+#if defined(K_ALL) || defined(K_prod)
+RED(prodw, RProdW, AT)
+#endif
 #endif
 #if defined(K_ALL) || defined(K_argmax)
 RED(argmax, RArg<1>, i64)
