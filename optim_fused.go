@@ -9,21 +9,24 @@ import (
 
 // FusedAdamStep does one Adam (decoupled false) or AdamW (decoupled true)
 // step of parameter p with gradient g and moment estimates m and v, in
-// place, with a single fused kernel, where the device has one (CUDA). It
-// computes what package optim's Adam computes with a dozen ops:
+// place, in one fused pass: one kernel launch on CUDA, the same arithmetic
+// on the CPU and sim devices. It computes what package optim's Adam
+// computes with a dozen ops:
 //
 //	g = g + weightDecay·p                    (Adam; AdamW instead: p = p·(1 - lr·weightDecay))
 //	m = beta1·m + (1 - beta1)·g
 //	v = beta2·v + (1 - beta2)·g²
 //	p = p - lr/(1 - beta1^step) · m / (sqrt(v)/sqrt(1 - beta2^step) + eps)
 //
-// in float32 (float64 for float64 tensors); g is left unchanged. It is an
+// in float32 (float64 for float64 tensors), also for float16 and
+// bfloat16, whose m and v are rounded to their dtype when stored; g is left
+// unchanged. It is an
 // optimizer's building block: p may require grad (it is updated like the
 // ...InPlace methods would inside [NoGrad], without recording anything),
 // but m and v may not unless gradients are disabled.
 //
 // It returns false, doing nothing, when the fused step does not apply: the
-// device has no fused kernel (the CPU), a tensor is not contiguous, the
+// device has no fused step, a tensor is not contiguous, the
 // dtypes differ or are not floating-point, or the shapes differ; the caller
 // then composes the step from ordinary ops. It panics with a
 // [*DeviceMismatchError] when the tensors are on different devices, with
@@ -65,7 +68,8 @@ func FusedAdamStep(p, g, m, v *Tensor, lr, beta1, beta2, eps, weightDecay float6
 }
 
 // FusedSGDStep does one SGD step of parameter p with gradient g in place,
-// with a single fused kernel where the device has one (CUDA). It computes
+// in one fused pass (one kernel launch on CUDA, the same arithmetic on the
+// CPU and sim devices). It computes
 // what package optim's SGD computes with up to six ops:
 //
 //	d = g + weightDecay·p
@@ -76,9 +80,10 @@ func FusedAdamStep(p, g, m, v *Tensor, lr, beta1, beta2, eps, weightDecay float6
 //
 // buf, the momentum buffer, is used only when momentum is not 0 (it may be
 // nil otherwise); g is left unchanged. The arithmetic is float32 (float64
-// for float64 tensors) with buf rounded to its dtype when stored. It returns
-// false, doing nothing, when the fused step does not apply (no fused
-// kernel, a tensor not contiguous, dtypes or shapes that differ); the
+// for float64 tensors, float32 for float16 and bfloat16) with buf rounded
+// to its dtype when stored. It returns false, doing nothing, when the
+// fused step does not apply (no fused step on the device, a tensor not
+// contiguous, dtypes or shapes that differ); the
 // caller then composes the step. It panics like [FusedAdamStep].
 func FusedSGDStep(p, g, buf *Tensor, lr, momentum, dampening, weightDecay float64, nesterov, first bool) bool {
 	const op = "sgd_step"

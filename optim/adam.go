@@ -30,9 +30,12 @@ type AdamConfig struct {
 //	p = p - lr/(1 - beta1ᵗ) · m / (sqrt(v)/sqrt(1 - beta2ᵗ) + eps)
 //
 // with m and v starting at zero. AdamW is the same type with decoupled
-// weight decay. On devices with a fused kernel (CUDA) each parameter's step
-// is one launch ([vram.FusedAdamStep]); elsewhere, or for non-contiguous
-// tensors, it is composed from elementwise ops.
+// weight decay. Each parameter's step is one fused pass
+// ([vram.FusedAdamStep]: one kernel launch on CUDA, the same arithmetic on
+// the CPU and sim devices); for non-contiguous tensors, or on a device
+// without the fused step, it is composed from elementwise ops. Either way
+// float16 and bfloat16 parameters are updated in float32 arithmetic, their
+// moments kept in their own dtype, as on the GPU.
 type Adam struct {
 	params    []*vram.Tensor
 	cfg       AdamConfig
@@ -119,24 +122,35 @@ func (a *Adam) Step() {
 				}
 				st.step++
 				if vram.FusedAdamStep(p, g, st.m, st.v, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay, st.step, a.decoupled) {
-					return // one fused kernel did the whole step (CUDA)
+					return // one fused kernel did the whole step
 				}
-				if c.WeightDecay != 0 {
-					if a.decoupled {
-						p.MulScalarInPlace(1 - c.LR*c.WeightDecay)
-					} else {
-						g = g.Add(p.MulScalar(c.WeightDecay))
-					}
-				}
-				st.m.MulScalarInPlace(c.Beta1).AddScaledInPlace(g, 1-c.Beta1)
-				st.v.MulScalarInPlace(c.Beta2).AddScaledInPlace(g.Square(), 1-c.Beta2)
-				bc1 := 1 - math.Pow(c.Beta1, float64(st.step))
-				bc2 := 1 - math.Pow(c.Beta2, float64(st.step))
-				denom := st.v.Sqrt().DivScalar(math.Sqrt(bc2)).AddScalar(c.Eps)
-				p.AddScaledInPlace(st.m.Div(denom), -c.LR/bc1)
+				a.composedStep(p, g, st)
 			})
 		}
 	})
+}
+
+// composedStep is the step of one parameter composed from elementwise ops,
+// for tensors the fused step declines (not contiguous). It follows the
+// fused kernels: 16-bit tensors are computed in float32, and p (after
+// decoupled decay), m and v are rounded to their dtype when stored, the
+// update reading them back from there.
+func (a *Adam) composedStep(p, g *vram.Tensor, st *adamState) {
+	c := a.cfg
+	pw, gw := opMath(p), opMath(g)
+	if c.WeightDecay != 0 {
+		if a.decoupled {
+			pw = storeBack(p, pw.MulScalarInPlace(1-c.LR*c.WeightDecay))
+		} else {
+			gw = gw.Add(pw.MulScalar(c.WeightDecay))
+		}
+	}
+	mw := storeBack(st.m, opMath(st.m).MulScalarInPlace(c.Beta1).AddScaledInPlace(gw, 1-c.Beta1))
+	vw := storeBack(st.v, opMath(st.v).MulScalarInPlace(c.Beta2).AddScaledInPlace(gw.Square(), 1-c.Beta2))
+	bc1 := 1 - math.Pow(c.Beta1, float64(st.step))
+	bc2 := 1 - math.Pow(c.Beta2, float64(st.step))
+	denom := vw.Sqrt().DivScalar(math.Sqrt(bc2)).AddScalar(c.Eps)
+	storeBack(p, pw.AddScaledInPlace(mw.Div(denom), -c.LR/bc1))
 }
 
 // ZeroGrad releases the gradients of the parameters.

@@ -119,3 +119,25 @@ func ClipGradNorm(params []*vram.Tensor, maxNorm float64) float64 {
 	}
 	return norm
 }
+
+// opMath returns t itself, or a float32 copy of a float16 or bfloat16 t:
+// the tensor a composed step computes in, as the fused kernels compute
+// 16-bit values in float32.
+func opMath(t *vram.Tensor) *vram.Tensor {
+	if dt := t.DType(); dt == vram.Float16 || dt == vram.BFloat16 {
+		return t.Cast(vram.Float32)
+	}
+	return t
+}
+
+// storeBack stores w, computed by opMath from dst, into dst and returns
+// what a later operation should read: dst itself when w is dst, else w
+// holding dst's values after rounding (as the kernels read back what they
+// stored).
+func storeBack(dst, w *vram.Tensor) *vram.Tensor {
+	if w == dst {
+		return dst
+	}
+	dst.CopyFrom(w)
+	return w.CopyFrom(dst)
+}

@@ -26,9 +26,11 @@ type SGDConfig struct {
 //	g = g + momentum·b  if nesterov, else  g = b
 //	p = p - lr·g
 //
-// where the momentum lines apply only when momentum is nonzero. On devices
-// with a fused kernel (CUDA) each parameter's step is one launch
-// ([vram.FusedSGDStep]); elsewhere it is composed of elementwise ops.
+// where the momentum lines apply only when momentum is nonzero. Each
+// parameter's step is one fused pass ([vram.FusedSGDStep]: one kernel
+// launch on CUDA, the same arithmetic on the CPU and sim devices); for
+// non-contiguous tensors it is composed of elementwise ops. float16 and
+// bfloat16 parameters are updated in float32 arithmetic either way.
 type SGD struct {
 	params []*vram.Tensor
 	cfg    SGDConfig
@@ -82,29 +84,38 @@ func (s *SGD) Step() {
 					}
 				}
 				if vram.FusedSGDStep(p, g, s.bufs[i], c.LR, c.Momentum, c.Dampening, c.WeightDecay, c.Nesterov, first) {
-					return // one fused kernel did the whole step (CUDA)
+					return // one fused kernel did the whole step
 				}
-				d := g
-				if c.WeightDecay != 0 {
-					d = g.Add(p.MulScalar(c.WeightDecay))
-				}
-				if c.Momentum != 0 {
-					buf := s.bufs[i]
-					if first {
-						buf.CopyFrom(d) // a copy of the first gradient, in p's dtype
-					} else {
-						buf.MulScalarInPlace(c.Momentum).AddScaledInPlace(d, 1-c.Dampening)
-					}
-					if c.Nesterov {
-						d = d.Add(buf.MulScalar(c.Momentum))
-					} else {
-						d = buf
-					}
-				}
-				p.AddScaledInPlace(d, -c.LR)
+				s.composedStep(p, g, s.bufs[i], first)
 			})
 		}
 	})
+}
+
+// composedStep is the step of one parameter composed from elementwise ops,
+// for tensors the fused step declines (not contiguous). Like the fused
+// kernels it computes 16-bit tensors in float32 and rounds the momentum
+// buffer to its dtype when stored, the update reading it back.
+func (s *SGD) composedStep(p, g, buf *vram.Tensor, first bool) {
+	c := s.cfg
+	pw, d := opMath(p), opMath(g)
+	if c.WeightDecay != 0 {
+		d = d.Add(pw.MulScalar(c.WeightDecay))
+	}
+	if c.Momentum != 0 {
+		var b *vram.Tensor
+		if first {
+			b = storeBack(buf, d.Clone()) // a copy of the first gradient, rounded to p's dtype
+		} else {
+			b = storeBack(buf, opMath(buf).MulScalarInPlace(c.Momentum).AddScaledInPlace(d, 1-c.Dampening))
+		}
+		if c.Nesterov {
+			d = d.Add(b.MulScalar(c.Momentum))
+		} else {
+			d = b
+		}
+	}
+	storeBack(p, pw.AddScaledInPlace(d, -c.LR))
 }
 
 // ZeroGrad releases the gradients of the parameters.

@@ -54,6 +54,7 @@ func RunOptions(t *testing.T, dev backend.Device, opt Options) {
 	t.Run("MatMul", h.testMatMul)
 	t.Run("Gather", h.testGather)
 	t.Run("ScatterAdd", h.testScatterAdd)
+	t.Run("FusedSteps", h.testFusedSteps)
 }
 
 // harness holds the device under test.

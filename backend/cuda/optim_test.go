@@ -15,40 +15,6 @@ func roundTo(dt backend.DType, x float64) float64 {
 	return backendtest.Decode(dt, backendtest.Encode(dt, []float64{x}))[0]
 }
 
-// adamRef is the reference Adam/AdamW step. It follows the kernel's
-// contract: every operation rounded to the compute type (float32, or
-// float64 for float64; float64 division and square root rounded to
-// float32 are correctly rounded float32 ones), every stored value (p after
-// decay, m, v, p) rounded to dt. A plain float64 reference is not enough
-// for the 16-bit dtypes: v is then often a float16 subnormal, whose last
-// bit (up to a few per cent of v) depends on the compute type, and moves p
-// by a visible fraction of the learning rate.
-func adamRef(dt backend.DType, p, g, m, v []float64, c backend.AdamStepConfig) {
-	r := func(x float64) float64 { return float64(float32(x)) }
-	if dt == backend.Float64 {
-		r = func(x float64) float64 { return x }
-	}
-	bc1 := 1 - math.Pow(c.Beta1, float64(c.Step))
-	bc2 := 1 - math.Pow(c.Beta2, float64(c.Step))
-	b1, ob1, b2, ob2 := r(c.Beta1), r(1-c.Beta1), r(c.Beta2), r(1-c.Beta2)
-	eps, wd, decay := r(c.Eps), r(c.WeightDecay), r(1-c.LR*c.WeightDecay)
-	negStep, sqrtBC2 := r(-c.LR/bc1), r(math.Sqrt(bc2))
-	for i := range p {
-		pi, gi := p[i], g[i]
-		if c.Decoupled {
-			if c.WeightDecay != 0 {
-				pi = roundTo(dt, r(pi*decay))
-			}
-		} else if c.WeightDecay != 0 {
-			gi = r(gi + r(pi*wd))
-		}
-		m[i] = roundTo(dt, r(r(m[i]*b1)+r(gi*ob1)))
-		v[i] = roundTo(dt, r(r(v[i]*b2)+r(r(gi*gi)*ob2)))
-		denom := r(r(r(math.Sqrt(v[i]))/sqrtBC2) + eps)
-		p[i] = roundTo(dt, r(pi+r(negStep*r(m[i]/denom))))
-	}
-}
-
 func TestFusedAdam(t *testing.T) {
 	d := gpu(t, 0)
 	for _, dt := range []backend.DType{backend.Float32, backend.Float64, backend.BFloat16, backend.Float16} {
@@ -85,7 +51,7 @@ func TestFusedAdam(t *testing.T) {
 				if err := d.AdamStep(views[0], views[1], views[2], views[3], cfg); err != nil {
 					t.Fatal(err)
 				}
-				adamRef(dt, host[0], host[1], host[2], host[3], cfg)
+				backendtest.AdamStepRef(dt, host[0], host[1], host[2], host[3], cfg)
 			}
 			if err := d.Synchronize(); err != nil {
 				t.Fatal(err)
@@ -129,35 +95,6 @@ func TestFusedAdamRefusals(t *testing.T) {
 	}
 }
 
-// sgdRef is the reference SGD step, following the kernel's contract as
-// adamRef does: operations rounded to the compute type, buf and p to dt.
-func sgdRef(dt backend.DType, p, g, buf []float64, c backend.SGDStepConfig) {
-	r := func(x float64) float64 { return float64(float32(x)) }
-	if dt == backend.Float64 {
-		r = func(x float64) float64 { return x }
-	}
-	mom, damp1, wd, neglr := r(c.Momentum), r(1-c.Dampening), r(c.WeightDecay), r(-c.LR)
-	for i := range p {
-		d := g[i]
-		if c.WeightDecay != 0 {
-			d = r(d + r(p[i]*wd))
-		}
-		if c.Momentum != 0 {
-			b := d
-			if !c.First {
-				b = r(r(buf[i]*mom) + r(d*damp1))
-			}
-			buf[i] = roundTo(dt, b)
-			if c.Nesterov {
-				d = r(d + r(buf[i]*mom))
-			} else {
-				d = buf[i]
-			}
-		}
-		p[i] = roundTo(dt, r(p[i]+r(neglr*d)))
-	}
-}
-
 func TestFusedSGD(t *testing.T) {
 	d := gpu(t, 0)
 	configs := map[string]backend.SGDStepConfig{
@@ -195,7 +132,7 @@ func TestFusedSGD(t *testing.T) {
 				if err := d.SGDStep(views[0], views[1], bv, cfg); err != nil {
 					t.Fatal(err)
 				}
-				sgdRef(dt, host[0], host[1], host[2], cfg)
+				backendtest.SGDStepRef(dt, host[0], host[1], host[2], cfg)
 			}
 			if err := d.Synchronize(); err != nil {
 				t.Fatal(err)

@@ -157,3 +157,44 @@ func (d *Device) MatMulRowSum(dst, a, b, rowSum backend.View) error {
 	}
 	return nil
 }
+
+var (
+	_ backend.FusedAdam = (*Device)(nil)
+	_ backend.FusedSGD  = (*Device)(nil)
+)
+
+// AdamStep runs the CPU's fused Adam step, which computes what the CUDA
+// kernel computes (float32 inside for the 16-bit dtypes). It implements
+// [backend.FusedAdam].
+func (d *Device) AdamStep(p, g, m, v backend.View, cfg backend.AdamStepConfig) error {
+	f, ok := d.host.(backend.FusedAdam)
+	if !ok {
+		return fmt.Errorf("sim: adam step: %w", backend.ErrNotImplemented)
+	}
+	if r, ok := raws(p, g, m, v); ok {
+		return f.AdamStep(r[0], r[1], r[2], r[3], cfg)
+	}
+	return nil
+}
+
+// SGDStep runs the CPU's fused SGD step. It implements [backend.FusedSGD].
+// buf is used only with momentum, as the interface says.
+func (d *Device) SGDStep(p, g, buf backend.View, cfg backend.SGDStepConfig) error {
+	f, ok := d.host.(backend.FusedSGD)
+	if !ok {
+		return fmt.Errorf("sim: sgd step: %w", backend.ErrNotImplemented)
+	}
+	views := []backend.View{p, g}
+	if cfg.Momentum != 0 {
+		views = append(views, buf)
+	}
+	r, ok := raws(views...)
+	if !ok {
+		return nil
+	}
+	var rb backend.View
+	if cfg.Momentum != 0 {
+		rb = r[2]
+	}
+	return f.SGDStep(r[0], r[1], rb, cfg)
+}
