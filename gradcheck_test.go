@@ -129,6 +129,13 @@ func TestGradients(t *testing.T) {
 		{"mse", two(MSELoss), func() []*Tensor { return []*Tensor{rnd(1, 3, 4), rnd(2, 3, 4)} }},
 		{"layer norm", func(xs []*Tensor) *Tensor { return LayerNorm(xs[0], []int{4}, xs[1], xs[2], 1e-5) },
 			func() []*Tensor { return []*Tensor{rnd(1, 3, 4), rnd(2, 4), rnd(3, 4)} }},
+		{"layer norm over two dimensions", func(xs []*Tensor) *Tensor { return LayerNorm(xs[0], []int{3, 4}, xs[1], nil, 1e-5) },
+			func() []*Tensor { return []*Tensor{rnd(1, 2, 3, 4), rnd(2, 3, 4)} }},
+		{"layer norm without affine", one(func(x *Tensor) *Tensor { return LayerNorm(x, []int{5}, nil, nil, 1e-3) }),
+			func() []*Tensor { return []*Tensor{rnd(4, 3, 5)} }},
+		{"mse broadcast", two(MSELoss), func() []*Tensor { return []*Tensor{rnd(1, 3, 4), rnd(2, 4)} }},
+		{"mean of all", one(func(x *Tensor) *Tensor { return x.Mean() }), func() []*Tensor { return []*Tensor{rnd(5, 2, 3)} }},
+		{"mean keepdim", one(func(x *Tensor) *Tensor { return x.MeanKeepDim(0, 2) }), func() []*Tensor { return []*Tensor{rnd(6, 2, 3, 2)} }},
 		{"embedding", one(func(w *Tensor) *Tensor {
 			return Embedding(FromSlice([]int64{1, 0, 1, 3}, Shape{2, 2}), w)
 		}), func() []*Tensor { return []*Tensor{rnd(1, 4, 3)} }},

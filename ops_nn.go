@@ -7,45 +7,54 @@ import (
 )
 
 // Softmax returns exp(t) normalised to sum to 1 along dim, computed stably.
+// float16 and bfloat16 inputs are computed in float32 (the maximum, the
+// exponentials and their sum) and the result rounded once; so is the
+// gradient.
 func (t *Tensor) Softmax(dim int) *Tensor {
 	t.live("softmax")
 	a := t.axis("softmax", dim)
+	dt := t.dtype
 	var out *Tensor
 	NoGrad(func() {
 		Tidy(func() {
-			m := reduceRaw("softmax", backend.Max, t, []int{a})
-			e := t.Sub(m).Exp()
-			out = Keep(e.Div(e.SumKeepDim(a)))
+			x := toOpMath(t)
+			m := reduceRaw("softmax", backend.Max, x, []int{a})
+			e := x.Sub(m).Exp()
+			out = Keep(fromOpMath(e.Div(e.SumKeepDim(a)), dt))
 		})
 	})
 	if needsGrad(t) {
 		sv := save(out)
 		record("softmax", out, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
-			y := sv[0]
+			y, gw := toOpMath(sv[0]), toOpMath(g)
 			// dx = y * (g - sum(g*y))
-			return []*Tensor{y.Mul(g.Sub(g.Mul(y).SumKeepDim(a)))}
+			return []*Tensor{y.Mul(gw.Sub(gw.Mul(y).SumKeepDim(a))).Cast(dt)}
 		})
 	}
 	return out
 }
 
-// LogSoftmax returns log(Softmax(t, dim)), computed stably.
+// LogSoftmax returns log(Softmax(t, dim)), computed stably, in float32 for
+// float16 and bfloat16 inputs as [Tensor.Softmax] is.
 func (t *Tensor) LogSoftmax(dim int) *Tensor {
 	t.live("log_softmax")
 	a := t.axis("log_softmax", dim)
+	dt := t.dtype
 	var out *Tensor
 	NoGrad(func() {
 		Tidy(func() {
-			m := reduceRaw("log_softmax", backend.Max, t, []int{a})
-			sh := t.Sub(m)
-			out = Keep(sh.Sub(sh.Exp().SumKeepDim(a).Log()))
+			x := toOpMath(t)
+			m := reduceRaw("log_softmax", backend.Max, x, []int{a})
+			sh := x.Sub(m)
+			out = Keep(fromOpMath(sh.Sub(sh.Exp().SumKeepDim(a).Log()), dt))
 		})
 	})
 	if needsGrad(t) {
 		sv := save(out)
 		record("log_softmax", out, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
+			gw := toOpMath(g)
 			// dx = g - exp(y) * sum(g)
-			return []*Tensor{g.Sub(sv[0].Exp().Mul(g.SumKeepDim(a)))}
+			return []*Tensor{gw.Sub(toOpMath(sv[0]).Exp().Mul(gw.SumKeepDim(a))).Cast(dt)}
 		})
 	}
 	return out
@@ -81,14 +90,18 @@ func (t *Tensor) Gather(dim int, index *Tensor) *Tensor {
 		shape := slices.Clone(t.shape)
 		sv := save(index)
 		record("gather", out, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
-			z := g.NewZeros(shape...)
+			// Repeated indices (an embedding's common rows) accumulate in
+			// float32 for the 16-bit floats, rounded once.
+			gw := toOpMath(g)
+			z := newTensor("gather", gw.ds(), gw.dtype, shape)
+			z.fill("gather", 0)
 			zv := z.bv()
 			zv.Shape = slices.Clone(sv[0].shape)
 			zv.Shape[a] = shape[a]
-			gc := g.contiguous("gather")
+			gc := gw.contiguous("gather")
 			defer gc.Release()
 			check("gather", z.ds().bd.ScatterAdd(zv, sv[0].bv(), gc.bv(), a))
-			return []*Tensor{z}
+			return []*Tensor{z.Cast(g.dtype)}
 		})
 	}
 	return out
@@ -147,30 +160,48 @@ func CrossEntropy(logits, targets *Tensor) *Tensor {
 }
 
 // MSELoss returns the mean squared difference between pred and target
-// (broadcasting, as torch.nn.functional.mse_loss). Its backward pass is one
-// elementwise kernel: 2·(pred - target)·g/n from the difference kept by the
-// forward pass.
+// (broadcasting, as torch.nn.functional.mse_loss). float16 and bfloat16
+// inputs are subtracted, squared and averaged in float32 and the loss
+// rounded once. Its backward pass is one elementwise product: 2·(pred -
+// target)·g/n from the difference kept by the forward pass.
 func MSELoss(pred, target *Tensor) *Tensor {
 	const op = "mse_loss"
 	sameDevice(op, pred, target)
-	d := binaryRaw(op, backend.Sub, pred, target)
+	dt := promote(pred.dtype, target.dtype)
+	w := opMath(dt)
+	var dw *Tensor // the difference, in w
+	if w == dt {
+		dw = binaryRaw(op, backend.Sub, pred, target)
+	} else {
+		p, t := castRaw(pred, w), castRaw(target, w)
+		dw = binaryRaw(op, backend.Sub, p, t)
+		p.Release()
+		t.Release()
+	}
 	var out *Tensor
 	NoGrad(func() {
-		sq := d.unaryRaw(backend.Square)
+		sq := dw.unaryRaw(backend.Square)
 		defer sq.Release()
-		out = sq.Mean()
+		m := sq.Mean()
+		defer m.Release()
+		out = m.Cast(dt)
 	})
-	if !needsGrad(pred, target) || !d.dtype.IsFloat() {
-		d.Release()
+	if !needsGrad(pred, target) || !dt.IsFloat() {
+		dw.Release()
 		return out
+	}
+	d := dw // kept for backward, in the loss's dtype
+	if w != dt {
+		d = castRaw(dw, dt)
+		dw.Release()
 	}
 	ps, ts := slices.Clone(pred.shape), slices.Clone(target.shape)
 	rp, rt := pred.requiresGrad, target.requiresGrad
 	n := float64(d.NumElements())
-	sv := []*Tensor{d}
+	sv := []*Tensor{Keep(d)} // the graph's, whatever Tidy d was made in
 	record(op, out, []*Tensor{pred, target}, sv, func(g *Tensor) []*Tensor {
-		gs := scalarRaw(op, backend.Mul, g, 2/n, false)
-		gp := binaryRaw(op, backend.Mul, sv[0], gs)
+		gs := scalarRaw(op, backend.Mul, toOpMath(g), 2/n, false)
+		gp := binaryRaw(op, backend.Mul, toOpMath(sv[0]), gs).Cast(dt)
 		return []*Tensor{
 			gradIf(rp, func() *Tensor { return sumTo(gp, ps) }),
 			gradIf(rt, func() *Tensor { return sumTo(gp.unaryRaw(backend.Neg), ts) }),
@@ -182,35 +213,102 @@ func MSELoss(pred, target *Tensor) *Tensor {
 // LayerNorm normalises t over its last len(normalizedShape) dimensions to
 // zero mean and unit variance (population variance plus eps), then scales
 // by weight and adds bias when they are not nil (both of normalizedShape).
+// The statistics and the normalisation are computed in float32 for
+// float16 and bfloat16 tensors, the result rounded once (as PyTorch's
+// kernels do); the backward pass recomputes the normalised input from t
+// and the saved mean and reciprocal deviation, which are all it keeps
+// besides t, weight and bias.
 func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float64) *Tensor {
-	t.live("layer_norm")
+	const op = "layer_norm"
+	t.live(op)
 	k := len(normalizedShape)
 	if k == 0 || k > len(t.shape) || !slices.Equal(t.shape[len(t.shape)-k:], normalizedShape) {
-		fail("layer_norm", ErrShape, "normalized shape %v does not match the end of input shape %v", Shape(normalizedShape), Shape(t.shape))
+		fail(op, ErrShape, "normalized shape %v does not match the end of input shape %v", Shape(normalizedShape), Shape(t.shape))
 	}
 	for _, p := range []*Tensor{weight, bias} {
 		if p != nil && !slices.Equal(p.shape, normalizedShape) {
-			fail("layer_norm", ErrShape, "weight/bias shape %v must equal normalized shape %v", Shape(p.shape), Shape(normalizedShape))
+			fail(op, ErrShape, "weight/bias shape %v must equal normalized shape %v", Shape(p.shape), Shape(normalizedShape))
 		}
 	}
-	sameDevice("layer_norm", t, weight, bias)
+	sameDevice(op, t, weight, bias)
+	dt := t.dtype
+	for _, p := range []*Tensor{t, weight, bias} {
+		if p == nil {
+			continue
+		}
+		if !p.dtype.IsFloat() {
+			fail(op, ErrDType, "needs floating-point tensors, got %s", p.dtype)
+		}
+		dt = promote(dt, p.dtype)
+	}
+	w := opMath(dt)
 	axes := make([]int, k)
 	for i := range axes {
 		axes[i] = len(t.shape) - k + i
 	}
-	var out *Tensor
-	Tidy(func() {
-		m := t.MeanKeepDim(axes...)
-		c := t.Sub(m)
-		v := c.Square().MeanKeepDim(axes...)
-		y := c.Mul(v.AddScalar(eps).Rsqrt())
-		if weight != nil {
-			y = y.Mul(weight)
+	// in returns p (nil stays nil) converted to w, without recording.
+	in := func(p *Tensor) *Tensor {
+		if p == nil {
+			return nil
 		}
-		if bias != nil {
-			y = y.Add(bias)
+		return castRaw(p, w)
+	}
+	var out, mean, rstd *Tensor
+	NoGrad(func() {
+		Tidy(func() {
+			x := in(t)
+			mean = Keep(meanRaw(op, x, axes))
+			c := x.Sub(mean)
+			rstd = Keep(meanRaw(op, c.Square(), axes).AddScalar(eps).Rsqrt())
+			y := c.Mul(rstd)
+			if weight != nil {
+				y = y.Mul(in(weight))
+			}
+			if bias != nil {
+				y = y.Add(in(bias))
+			}
+			out = Keep(y.Cast(dt))
+		})
+	})
+	if !needsGrad(t, weight, bias) {
+		mean.Release()
+		rstd.Release()
+		return out
+	}
+	rx, rw, rb := t.requiresGrad, weight != nil && weight.requiresGrad, bias != nil && bias.requiresGrad
+	tdt, wdt, bdt := t.dtype, dt, dt
+	if rw {
+		wdt = weight.dtype
+	}
+	if rb {
+		bdt = bias.dtype
+	}
+	ns := slices.Clone(normalizedShape)
+	sv := []*Tensor{t.share(), mean, rstd}
+	if weight != nil {
+		sv = append(sv, weight.share())
+	}
+	record(op, out, []*Tensor{t, weight, bias}, sv, func(g *Tensor) []*Tensor {
+		gw := in(g)
+		xhat := in(sv[0]).Sub(sv[1]).Mul(sv[2])
+		var gx, gwt, gb *Tensor
+		if rb {
+			gb = sumTo(gw, ns).Cast(bdt)
 		}
-		out = Keep(y)
+		if rw {
+			gwt = sumTo(gw.Mul(xhat), ns).Cast(wdt)
+		}
+		if rx {
+			gy := gw
+			if len(sv) > 3 {
+				gy = gw.Mul(in(sv[3]))
+			}
+			// dx = rstd·(gy - mean(gy) - xhat·mean(gy·xhat))
+			m1 := meanRaw(op, gy, axes)
+			m2 := meanRaw(op, gy.Mul(xhat), axes)
+			gx = gy.Sub(m1).Sub(xhat.Mul(m2)).Mul(sv[2]).Cast(tdt)
+		}
+		return []*Tensor{gx, gwt, gb}
 	})
 	return out
 }

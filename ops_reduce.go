@@ -1,10 +1,85 @@
 package vram
 
 import (
+	"errors"
 	"slices"
 
 	"github.com/vramgo/vram/backend"
 )
+
+// Note [16-bit numerics]: reductions and composite ops of float16 and
+// bfloat16 tensors compute in float32 (opMath) and round to 16 bits once,
+// where PyTorch's kernels do, as the GPU does: a float16 sum of 1<<20 ones
+// accumulated in float16 stops at 2048, and a float16 sum of 100000 ones
+// overflows (65504 is the largest float16) before a mean could divide it.
+// Sums accumulate in float32 or wider on every backend and round once at
+// the end; a mean, a variance, a softmax or a norm keeps its intermediates
+// (the sum before the division, the shifted exponentials, the statistics)
+// in float32 and rounds only its result. Elementwise ops round each result
+// to the dtype, as PyTorch's do.
+
+// opMath returns the dtype that reductions and composite ops compute
+// values of dt in: float32 for float16 and bfloat16, dt itself otherwise.
+func opMath(dt DType) DType { return DType(dt.b().OpMath()) }
+
+// toOpMath returns t converted to opMath(t.dtype), without recording: a
+// new reference, a copy only for the 16-bit floats.
+func toOpMath(t *Tensor) *Tensor { return castRaw(t, opMath(t.dtype)) }
+
+// fromOpMath returns y, the result of a composite op computed in
+// opMath(dt), rounded to dt where dt is a 16-bit float; otherwise y itself.
+func fromOpMath(y *Tensor, dt DType) *Tensor {
+	if w := opMath(dt); w == dt || y.dtype != w {
+		return y
+	}
+	return y.Cast(dt)
+}
+
+// sumWide sums the float tensor t over axes into a keepdim-shaped tensor
+// of opMath(t.dtype), without recording: for the 16-bit floats the float32
+// accumulator itself, not rounded to 16 bits.
+func sumWide(op string, t *Tensor, axes []int) *Tensor {
+	w := opMath(t.dtype)
+	if w == t.dtype {
+		return reduceRaw(op, backend.Sum, t, axes)
+	}
+	ds := sameDevice(op, t)
+	out := newTensor(op, ds, w, keptShape(t.shape, axes))
+	err := ds.bd.Reduce(backend.Sum, out.bv(), t.bv(), axes)
+	if errors.Is(err, backend.ErrNotImplemented) {
+		// A backend without the widened reduction: convert first.
+		x := castRaw(t, w)
+		err = ds.bd.Reduce(backend.Sum, out.bv(), x.bv(), axes)
+		x.Release()
+	}
+	if err != nil {
+		out.Release()
+		check(op, err)
+	}
+	return out
+}
+
+// meanRaw returns the mean of the float tensor t over axes, keepdim-shaped
+// and of t's dtype, without recording: summed and divided in opMath
+// precision, rounded once.
+func meanRaw(op string, t *Tensor, axes []int) *Tensor {
+	s := sumWide(op, t, axes)
+	check(op, s.ds().bd.Scalar(backend.Div, s.bv(), s.bv(), float64(axesSize(t.shape, axes)), false))
+	if s.dtype == t.dtype {
+		return s
+	}
+	defer s.Release()
+	return castRaw(s, t.dtype)
+}
+
+// axesSize returns the number of elements of shape along axes.
+func axesSize(shape, axes []int) int {
+	n := 1
+	for _, a := range axes {
+		n *= shape[a]
+	}
+	return n
+}
 
 // reduceAxes resolves dims (all when empty) to sorted distinct axes.
 func (t *Tensor) reduceAxes(op string, dims []int) []int {
@@ -105,17 +180,21 @@ func (t *Tensor) mean(dims []int, keepDim bool) *Tensor {
 		fail("mean", ErrDType, "mean needs a floating-point tensor, got %s; Cast it first", t.dtype)
 	}
 	axes := t.reduceAxes("mean", dims)
-	n := 1
-	for _, a := range axes {
-		n *= t.shape[a]
+	r := meanRaw("mean", t, axes)
+	if needsGrad(t) {
+		shape := slices.Clone(t.shape)
+		n := float64(axesSize(t.shape, axes))
+		record("mean", r, []*Tensor{t}, nil, func(g *Tensor) []*Tensor {
+			return []*Tensor{scalarRaw("mean", backend.Div, g, n, false).Expand(shape...).Contiguous()}
+		})
 	}
-	s := t.sum("mean", dims, keepDim)
-	defer s.Release()
-	return s.DivScalar(float64(n))
+	return finishReduce(r, axes, keepDim)
 }
 
 // Mean returns the mean over the listed dimensions (all when none). It
-// panics with [ErrDType] for integer tensors.
+// panics with [ErrDType] for integer tensors. float16 and bfloat16 means
+// are summed and divided in float32 and rounded once, as on a GPU: the
+// mean of 100000 float16 ones is 1, though their float16 sum overflows.
 func (t *Tensor) Mean(dims ...int) *Tensor { return t.mean(dims, false) }
 
 // MeanKeepDim is Mean that keeps the reduced dimensions with size 1.
@@ -130,9 +209,12 @@ func (t *Tensor) extremum(op string, k backend.ReduceOp, dims []int, keepDim boo
 		record(op, r, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
 			// The gradient goes to the elements equal to the extremum,
 			// split evenly between ties.
-			mask := sv[0].Eq(sv[1]).Cast(g.dtype)
+			// Counted and divided in float32 for the 16-bit floats:
+			// a float16 count of ties stops at 2048.
+			w := opMath(g.dtype)
+			mask := sv[0].Eq(sv[1]).Cast(w)
 			count := mask.SumKeepDim(axes...)
-			return []*Tensor{mask.Mul(g.Div(count))}
+			return []*Tensor{mask.Mul(toOpMath(g).Div(count)).Cast(g.dtype)}
 		})
 	}
 	return finishReduce(r, axes, keepDim)
@@ -168,9 +250,13 @@ func (t *Tensor) ArgMin(dim int, keepDim bool) *Tensor {
 
 // Var returns the variance over dims (all when empty) with the given
 // correction (1 for the unbiased estimate, PyTorch's default; 0 for the
-// population variance).
+// population variance). float16 and bfloat16 tensors are computed in
+// float32 and the result rounded once.
 func (t *Tensor) Var(dims []int, correction int, keepDim bool) *Tensor {
 	t.live("var")
+	if w := opMath(t.dtype); w != t.dtype {
+		return t.inOpMath(func(x *Tensor) *Tensor { return x.Var(dims, correction, keepDim) })
+	}
 	axes := t.reduceAxes("var", dims)
 	n := 1
 	for _, a := range axes {
@@ -192,9 +278,26 @@ func (t *Tensor) Var(dims []int, correction int, keepDim bool) *Tensor {
 	return out
 }
 
-// Std returns the square root of [Tensor.Var].
+// Std returns the square root of [Tensor.Var] (for float16 and bfloat16
+// taken in float32 before the result is rounded).
 func (t *Tensor) Std(dims []int, correction int, keepDim bool) *Tensor {
+	t.live("std")
+	if w := opMath(t.dtype); w != t.dtype {
+		return t.inOpMath(func(x *Tensor) *Tensor { return x.Std(dims, correction, keepDim) })
+	}
 	v := t.Var(dims, correction, keepDim)
 	defer v.Release()
 	return v.Sqrt()
+}
+
+// inOpMath returns f of t converted to opMath(t.dtype), converted back to
+// t's dtype: a composite op computed in float32 for a 16-bit t, rounded
+// once. The conversions are recorded, so gradients flow through f in
+// float32 too.
+func (t *Tensor) inOpMath(f func(x *Tensor) *Tensor) *Tensor {
+	x := t.Cast(opMath(t.dtype))
+	defer x.Release()
+	y := f(x)
+	defer y.Release()
+	return y.Cast(t.dtype)
 }
