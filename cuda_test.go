@@ -301,3 +301,35 @@ func TestCUDASGDMatchesCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestCUDAHalfNumerics runs the 16-bit numerics suite (numerics_test.go)
+// on the GPU: means, variances, softmax, losses and norms of float16 and
+// bfloat16 at sizes where 16-bit intermediates overflow or stall.
+func TestCUDAHalfNumerics(t *testing.T) {
+	requireCUDA(t, 1)
+	runNumerics(t, vram.CUDA(0))
+}
+
+// TestCUDAHalfOptimizersMatchSim trains float16 and bfloat16 parameters
+// with tiny gradients (whose squares vanish in float16) for three steps of
+// Adam, AdamW and SGD with momentum on the GPU (fused kernels) and on a
+// sim device (the CPU's fused steps), which must agree and stay finite.
+func TestCUDAHalfOptimizersMatchSim(t *testing.T) {
+	requireCUDA(t, 1)
+	if vram.SimDeviceCount() == 0 {
+		t.Skip("no sim device")
+	}
+	for _, dt := range []vram.DType{vram.Float16, vram.BFloat16} {
+		for _, name := range []string{"adam", "adamw", "sgd"} {
+			var params [2][]float32
+			for i, d := range []vram.Device{vram.Sim(0), vram.CUDA(0)} {
+				params[i] = halfOptimizerRun(t, d, dt, name)
+			}
+			for j, want := range params[0] {
+				if got := params[1][j]; got != want && !(math.Abs(float64(got-want)) <= 1e-3*math.Abs(float64(want))) {
+					t.Fatalf("%s %s: element %d: GPU %v, sim %v", dt, name, j, got, want)
+				}
+			}
+		}
+	}
+}

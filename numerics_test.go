@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/backend/backendtest"
+	"github.com/vramgo/vram/optim"
 )
 
 // The 16-bit numerics suite: reductions and composite ops of float16,
@@ -408,5 +411,134 @@ func TestHalfNumerics(t *testing.T) {
 	}
 	for _, dev := range devs {
 		t.Run(dev.String(), func(t *testing.T) { runNumerics(t, dev) })
+	}
+}
+
+// The optimizer runs of the 16-bit tests: a [29, 141] parameter, three steps
+// with gradients of about 1e-4, whose squares (Adam's second moment) are
+// below float16's smallest subnormal, and an eps that rounds to 0 in
+// float16: composing Adam from float16 ops divides by zero there.
+const (
+	optRows, optCols = 29, 141
+	optSteps         = 3
+)
+
+func optValues(seed int, scale float64) []float64 {
+	v := make([]float64, optRows*optCols)
+	for i := range v {
+		v[i] = scale * noise(i, seed)
+	}
+	return v
+}
+
+// newOptimizer returns the optimizer of the 16-bit tests named name.
+func newOptimizer(t *testing.T, name string, p *vram.Tensor) optim.Optimizer {
+	t.Helper()
+	var o optim.Optimizer
+	var err error
+	switch name {
+	case "adam":
+		o, err = optim.NewAdam([]*vram.Tensor{p}, optim.AdamConfig{LR: 1e-3})
+	case "adamw":
+		o, err = optim.NewAdamW([]*vram.Tensor{p}, optim.AdamConfig{LR: 1e-3, WeightDecay: 0.01})
+	default:
+		o, err = optim.NewSGD([]*vram.Tensor{p}, optim.SGDConfig{LR: 0.1, Momentum: 0.9, WeightDecay: 1e-4})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// halfOptimizerRun runs optimizer name for optSteps steps on a parameter of
+// dtype dt on device d and returns the parameter's values. With strided
+// set, the parameter is a transposed view (which the fused steps decline,
+// so that the optimizer composes the step).
+func halfOptimizerRun(t *testing.T, d vram.Device, dt vram.DType, name string, strided ...bool) []float32 {
+	t.Helper()
+	vals := optValues(1, 1)
+	var p *vram.Tensor
+	if len(strided) > 0 && strided[0] {
+		tr := make([]float64, len(vals))
+		for i := range optRows {
+			for j := range optCols {
+				tr[j*optRows+i] = vals[i*optCols+j]
+			}
+		}
+		base := vram.FromSlice(tr, vram.Shape{optCols, optRows}, dt, d)
+		p = base.T()
+		base.Release()
+	} else {
+		p = vram.FromSlice(vals, vram.Shape{optRows, optCols}, dt, d)
+	}
+	defer p.Release()
+	p.SetRequiresGrad(true)
+	o := newOptimizer(t, name, p)
+	for step := range optSteps {
+		p.SetGrad(vram.FromSlice(optValues(step+2, 1e-4), vram.Shape{optRows, optCols}, dt, d))
+		o.Step()
+	}
+	if r, ok := o.(interface{ Release() }); ok {
+		r.Release()
+	}
+	c := p.Contiguous().CPU()
+	defer c.Release()
+	return c.Float32s()
+}
+
+// TestHalfOptimizers checks Adam, AdamW and SGD on float16, bfloat16 and
+// float32 parameters on the CPU and a sim device: the two agree bit for
+// bit, match the fused steps' reference (float32 arithmetic, state rounded
+// to the dtype) exactly, stay finite with gradients whose squares vanish
+// in float16, and the composed step of a strided parameter agrees with
+// the fused one.
+func TestHalfOptimizers(t *testing.T) {
+	for _, dt := range numDTypes {
+		for _, name := range []string{"adam", "adamw", "sgd"} {
+			t.Run(dt.String()+"/"+name, func(t *testing.T) {
+				bdt := backend.DType(dt)
+				q := func(v []float64) []float64 {
+					for i := range v {
+						v[i] = backendtest.Quantize(bdt, v[i])
+					}
+					return v
+				}
+				p := q(optValues(1, 1))
+				m, v := make([]float64, len(p)), make([]float64, len(p))
+				for step := range optSteps {
+					g := q(optValues(step+2, 1e-4))
+					switch name {
+					case "sgd":
+						backendtest.SGDStepRef(bdt, p, g, m, backend.SGDStepConfig{LR: 0.1, Momentum: 0.9, WeightDecay: 1e-4, First: step == 0})
+					default:
+						c := backend.AdamStepConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Step: step + 1}
+						if name == "adamw" {
+							c.WeightDecay, c.Decoupled = 0.01, true
+						}
+						backendtest.AdamStepRef(bdt, p, g, m, v, c)
+					}
+				}
+				cpu := halfOptimizerRun(t, vram.CPU, dt, name)
+				for i, want := range p {
+					if got := float64(cpu[i]); got != want || math.IsNaN(got) || math.IsInf(got, 0) {
+						t.Fatalf("cpu: element %d = %v, want %v", i, got, want)
+					}
+				}
+				if vram.SimDeviceCount() > 0 {
+					sim := halfOptimizerRun(t, vram.Sim(0), dt, name)
+					for i := range cpu {
+						if sim[i] != cpu[i] {
+							t.Fatalf("sim: element %d = %v, cpu %v", i, sim[i], cpu[i])
+						}
+					}
+				}
+				composed := halfOptimizerRun(t, vram.CPU, dt, name, true)
+				for i, want := range p {
+					if got := float64(composed[i]); !(math.Abs(got-want) <= relTol(dt)*math.Abs(want)+tiny(dt)) {
+						t.Fatalf("composed step: element %d = %v, want %v", i, got, want)
+					}
+				}
+			})
+		}
 	}
 }
