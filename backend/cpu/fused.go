@@ -2,6 +2,9 @@ package cpu
 
 import (
 	"fmt"
+	"unsafe"
+
+	"gonum.org/v1/gonum/blas/gonum"
 
 	"github.com/vramgo/vram/backend"
 )
@@ -11,12 +14,12 @@ var _ backend.FusedMatMul = (*Device)(nil)
 // MatMulBias computes dst = a·b + bias (then ReLU when relu is set): the
 // product, then one elementwise pass over dst. It implements
 // [backend.FusedMatMul], so that code written for the fused form runs (and
-// is tested) on the CPU too.
-func (d *Device) MatMulBias(dst, a, b, bias backend.View, relu bool) error {
-	if err := checkFused("matmul_bias", dst, a, b, bias, false); err != nil {
-		return err
-	}
-	if err := d.MatMul(as3(dst), as3(a), as3(b)); err != nil {
+// is tested) on the CPU too. For float16 and bfloat16 the product is kept
+// in float32 and the bias added to it before the one rounding to 16 bits,
+// as CUDA's fused epilogue does.
+func (d *Device) MatMulBias(dst, a, b, bias backend.View, relu bool) (err error) {
+	const what = "matmul_bias"
+	if err := checkFused(what, dst, a, b, bias, false); err != nil {
 		return err
 	}
 	op := backend.Add
@@ -24,7 +27,32 @@ func (d *Device) MatMulBias(dst, a, b, bias backend.View, relu bool) error {
 		op = backend.AddRelu
 	}
 	row := backend.View{Buf: bias.Buf, DType: bias.DType, Shape: dst.Shape, Strides: []int{0, bias.Strides[0]}, Offset: bias.Offset}
-	return d.Binary(op, dst, dst, row)
+	if dst.DType.OpMath() == dst.DType {
+		if err := d.MatMul(as3(dst), as3(a), as3(b)); err != nil {
+			return err
+		}
+		return d.Binary(op, dst, dst, row)
+	}
+	defer recoverTo(&err, what)
+	ops, err := resolveAll(what, as3(dst), as3(a), as3(b), dst, row)
+	if err != nil {
+		return err
+	}
+	m, n := dst.Shape[0], dst.Shape[1]
+	if m == 0 || n == 0 {
+		return nil
+	}
+	// The float32 product, in scratch memory of the kernel's own.
+	words := make([]float32, m*n)
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), 4*m*n)
+	acc := &operand{dt: backend.Float32, raw: raw, shape: []int{1, m, n}, strides: []int{m * n, n, 1}}
+	if a.Shape[1] > 0 {
+		if err := matmul(gonum.Implementation{}.Sgemm, acc, ops[1], ops[2]); err != nil {
+			return err
+		}
+	}
+	acc2 := &operand{dt: backend.Float32, raw: raw, shape: []int{m, n}, strides: []int{n, 1}}
+	return binaryIn(what, op, kFloat32, ops[3], acc2, ops[4])
 }
 
 // MatMulRowSum computes dst = a·b and rowSum[i] = Σ_k a[i,k]: the product
