@@ -326,7 +326,7 @@ func TestCUDAHalfOptimizersMatchSim(t *testing.T) {
 				params[i] = halfOptimizerRun(t, d, dt, name)
 			}
 			for j, want := range params[0] {
-				if got := params[1][j]; got != want && !(math.Abs(float64(got-want)) <= 1e-3*math.Abs(float64(want))) {
+				if got := params[1][j]; got != want && !(math.Abs(float64(got-want)) <= relTol(dt)*math.Abs(float64(want))+tiny(dt)) {
 					t.Fatalf("%s %s: element %d: GPU %v, sim %v", dt, name, j, got, want)
 				}
 			}

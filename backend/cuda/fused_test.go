@@ -216,3 +216,42 @@ func TestCompareTransposedCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedMatMulBiasRoundsOnce checks that the fused product adds the bias
+// to the float32 product before rounding to 16 bits, on the GPU as on the
+// CPU (which a sim device runs): with a·b = big + 1 and a bias of 1, where
+// big + 1 is a tie that rounds to big, one rounding gives big + 2 and two
+// give big.
+func TestFusedMatMulBiasRoundsOnce(t *testing.T) {
+	p := newPair(t)
+	const m, k, n = 64, 64, 64
+	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
+		big := 2048.0
+		if dt == backend.BFloat16 {
+			big = 256
+		}
+		av, bv, biasv := make([]float64, m*k), make([]float64, k*n), make([]float64, n)
+		for i := range m {
+			av[i*k], av[i*k+1] = 1, 1
+		}
+		for j := range n {
+			bv[j], bv[n+j], biasv[j] = big, 1, 1
+		}
+		a := p.place(dt, []int{m, k}, layContig, av, 0)
+		b := p.place(dt, []int{k, n}, layTransposed, bv, 0)
+		bias := p.place(dt, []int{n}, layContig, biasv, 0)
+		out := p.output(dt, []int{m, n}, layContig)
+		name := fmt.Sprintf("bias/%s", dt)
+		if !p.run(name, func(dev backend.Device, s int) error {
+			return dev.(backend.FusedMatMul).MatMulBias(pick(out, s), pick(a, s), pick(b, s), pick(bias, s), false)
+		}) {
+			continue
+		}
+		p.compare(name, out, 0, 0, nil)
+		for i, v := range read(t, p.c, out.c) {
+			if v != big+2 {
+				t.Fatalf("%s: CPU element %d = %v, want %v", name, i, v, big+2)
+			}
+		}
+	}
+}

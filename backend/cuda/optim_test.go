@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand"
 	"testing"
@@ -153,6 +154,52 @@ func TestFusedSGD(t *testing.T) {
 				if bad > 0 {
 					t.Errorf("%s %s %s: %d of %d elements differ", dt, name, what, bad, n)
 				}
+			}
+		}
+	}
+}
+
+// TestFusedStepsMatchCPU runs the fused Adam, AdamW and SGD steps on the
+// GPU and on the CPU backend (whose fused steps a sim device runs) for the
+// 16-bit dtypes and float32, with gradients so small that their squares
+// vanish in float16, and checks that the two agree within a last place:
+// both compute in float32 and round the state to its dtype.
+func TestFusedStepsMatchCPU(t *testing.T) {
+	p := newPair(t)
+	const n = 50_001
+	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16, backend.Float32} {
+		for _, scale := range []float64{1, 1e-4} {
+			pv, gv := p.random(dt, n, -2, 2), p.random(dt, n, -2*scale, 2*scale)
+			zeros := make([]float64, n)
+			for _, decoupled := range []bool{false, true} {
+				ops := []twin{p.place(dt, []int{n}, layContig, pv, 0), p.place(dt, []int{n}, layContig, gv, 0),
+					p.place(dt, []int{n}, layContig, zeros, 0), p.place(dt, []int{n}, layContig, zeros, 0)}
+				cfg := backend.AdamStepConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Decoupled: decoupled}
+				name := fmt.Sprintf("adam/%s/grad scale %g/decoupled=%v", dt, scale, decoupled)
+				for step := 1; step <= 3; step++ {
+					cfg.Step = step
+					p.run(name, func(dev backend.Device, s int) error {
+						return dev.(backend.FusedAdam).AdamStep(pick(ops[0], s), pick(ops[1], s), pick(ops[2], s), pick(ops[3], s), cfg)
+					})
+				}
+				r, a := tol(dt)
+				for k, what := range []string{"p", "g", "m", "v"} {
+					p.compare(name+" "+what, ops[k], r, a, nil)
+				}
+			}
+			ops := []twin{p.place(dt, []int{n}, layContig, pv, 0), p.place(dt, []int{n}, layContig, gv, 0),
+				p.place(dt, []int{n}, layContig, zeros, 0)}
+			cfg := backend.SGDStepConfig{LR: 0.1, Momentum: 0.9, Dampening: 0.1, WeightDecay: 1e-4}
+			name := fmt.Sprintf("sgd/%s/grad scale %g", dt, scale)
+			for step := 1; step <= 3; step++ {
+				cfg.First = step == 1
+				p.run(name, func(dev backend.Device, s int) error {
+					return dev.(backend.FusedSGD).SGDStep(pick(ops[0], s), pick(ops[1], s), pick(ops[2], s), cfg)
+				})
+			}
+			r, a := tol(dt)
+			for k, what := range []string{"p", "g", "buf"} {
+				p.compare(name+" "+what, ops[k], r, a, nil)
 			}
 		}
 	}
