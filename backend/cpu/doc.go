@@ -25,7 +25,19 @@
 // chunks of 16K elements whose partial results are combined in chunk
 // order; ScatterAdd adds into each element in the order of the source; and
 // gonum computes each block of a matrix product in a fixed order. Sums of
-// float32, float16 and bfloat16 accumulate in float64 and round once.
+// float32, float16 and bfloat16 accumulate in float64 and round once, to
+// the destination's dtype (float32 for a widened Sum or Prod of a 16-bit
+// float, [backend.WidensReduce]).
+//
+// # Fused ops
+//
+// The device implements [backend.FusedMatMul], [backend.FusedAdam] and
+// [backend.FusedSGD] with the arithmetic of the CUDA backend's kernels, so
+// that a sim device computes what a GPU computes: the fused product adds
+// the bias to the float32 product and rounds once, and the optimizer steps
+// compute float16 and bfloat16 parameters in float32, operation by
+// operation, rounding the moments and the momentum buffer to their dtype
+// when stored.
 //
 // A panic inside a kernel, on any goroutine, is recovered and returned as
 // an error.

@@ -57,14 +57,17 @@
 // Reductions are deterministic: each output's elements are folded in a
 // fixed pattern by a thread, a warp or a block, and long reductions are
 // split into chunks whose number depends only on the shapes; float16,
-// bfloat16 and float32 accumulate in float32. MatMul goes through
+// bfloat16 and float32 accumulate in float32 and round once, and a Sum or
+// Prod of float16 or bfloat16 can write the float32 accumulator itself
+// (red_sumw, red_prodw), for means and norms. MatMul goes through
 // cuBLASLt with a 32 MiB workspace and plans cached per shape; float32
 // products use full float32 unless [SetAllowTF32] allows TF32.
 //
 // [Device.AdamStep] implements [backend.FusedAdam]: one kernel
 // (kernels/optim.cu) does a whole Adam or AdamW step of a contiguous
 // parameter, its gradient and its two moments, computing in float32
-// (float64 for float64) with correctly rounded operations.
+// (float64 for float64) with correctly rounded operations; the CPU backend
+// (and so a sim device) does the same arithmetic.
 //
 // # Errors
 //

@@ -11,5 +11,9 @@
 // there are [DefaultCount] devices of [DefaultCapacity] bytes each. An
 // invalid value is reported by [Config] and leaves no sim devices.
 //
+// The kernels, the fused product and the fused optimizer steps are the CPU
+// backend's, which compute what the CUDA backend's do (16-bit floats in
+// float32, rounded where the GPU rounds).
+//
 // Sim devices are not CUDA devices: vram.DeviceCount does not count them.
 package sim
