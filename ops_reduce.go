@@ -209,8 +209,8 @@ func (t *Tensor) extremum(op string, k backend.ReduceOp, dims []int, keepDim boo
 		record(op, r, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
 			// The gradient goes to the elements equal to the extremum,
 			// split evenly between ties.
-			// Counted and divided in float32 for the 16-bit floats:
-			// a float16 count of ties stops at 2048.
+			// Counted and divided in float32 for the 16-bit floats: a
+			// float16 count of 100000 ties overflows.
 			w := opMath(g.dtype)
 			mask := sv[0].Eq(sv[1]).Cast(w)
 			count := mask.SumKeepDim(axes...)
@@ -254,7 +254,7 @@ func (t *Tensor) ArgMin(dim int, keepDim bool) *Tensor {
 // float32 and the result rounded once.
 func (t *Tensor) Var(dims []int, correction int, keepDim bool) *Tensor {
 	t.live("var")
-	if w := opMath(t.dtype); w != t.dtype {
+	if opMath(t.dtype) != t.dtype {
 		return t.inOpMath(func(x *Tensor) *Tensor { return x.Var(dims, correction, keepDim) })
 	}
 	axes := t.reduceAxes("var", dims)
@@ -282,7 +282,7 @@ func (t *Tensor) Var(dims []int, correction int, keepDim bool) *Tensor {
 // taken in float32 before the result is rounded).
 func (t *Tensor) Std(dims []int, correction int, keepDim bool) *Tensor {
 	t.live("std")
-	if w := opMath(t.dtype); w != t.dtype {
+	if opMath(t.dtype) != t.dtype {
 		return t.inOpMath(func(x *Tensor) *Tensor { return x.Std(dims, correction, keepDim) })
 	}
 	v := t.Var(dims, correction, keepDim)
