@@ -88,7 +88,8 @@ func fusedFloat(op string, ts ...*Tensor) DType {
 func BiasAct(x, bias *Tensor, act Activation) *Tensor {
 	const op = "bias_act"
 	act.check(op)
-	sameDevice(op, x, bias)
+	_, held := sameDevice(op, x, bias)
+	defer held.unpin()
 	fusedFloat(op, x, bias)
 	out := binaryRaw(op, act.addOp(), x, bias)
 	if !needsGrad(x, bias) {
@@ -138,7 +139,8 @@ func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 	if x == nil || weight == nil {
 		fail(op, ErrArgument, "nil input or weight")
 	}
-	ds := sameDevice(op, x, weight, bias)
+	ds, held := sameDevice(op, x, weight, bias)
+	defer held.unpin()
 	fusedFloat(op, x, weight, bias)
 	if len(weight.shape) != 2 {
 		fail(op, ErrShape, "weight must be [out, in], got shape %v", Shape(weight.shape))

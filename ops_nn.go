@@ -8,7 +8,7 @@ import (
 
 // Softmax returns exp(t) normalised to sum to 1 along dim, computed stably.
 func (t *Tensor) Softmax(dim int) *Tensor {
-	t.live("softmax")
+	defer pin("softmax", t).unpin()
 	a := t.axis("softmax", dim)
 	var out *Tensor
 	NoGrad(func() {
@@ -31,7 +31,7 @@ func (t *Tensor) Softmax(dim int) *Tensor {
 
 // LogSoftmax returns log(Softmax(t, dim)), computed stably.
 func (t *Tensor) LogSoftmax(dim int) *Tensor {
-	t.live("log_softmax")
+	defer pin("log_softmax", t).unpin()
 	a := t.axis("log_softmax", dim)
 	var out *Tensor
 	NoGrad(func() {
@@ -56,7 +56,8 @@ func (t *Tensor) LogSoftmax(dim int) *Tensor {
 // may be smaller than t's except along dim. It panics with [ErrIndex] when
 // an index is out of range.
 func (t *Tensor) Gather(dim int, index *Tensor) *Tensor {
-	ds := sameDevice("gather", t, index)
+	ds, held := sameDevice("gather", t, index)
+	defer held.unpin()
 	a := t.axis("gather", dim)
 	if index.dtype != Int64 {
 		fail("gather", ErrDType, "index must be int64, got %s", index.dtype)
@@ -97,7 +98,8 @@ func (t *Tensor) Gather(dim int, index *Tensor) *Tensor {
 // Embedding looks up rows of weight [V, D] for int64 indices of any shape,
 // returning indices.shape + [D]. Gradients accumulate into the rows used.
 func Embedding(indices, weight *Tensor) *Tensor {
-	sameDevice("embedding", indices, weight)
+	_, held := sameDevice("embedding", indices, weight)
+	defer held.unpin()
 	if len(weight.shape) != 2 {
 		fail("embedding", ErrShape, "weight must be [num_embeddings, dim], got %v", Shape(weight.shape))
 	}
@@ -125,7 +127,8 @@ func Embedding(indices, weight *Tensor) *Tensor {
 // with mean reduction). It panics with [ErrShape] on mismatched sizes and
 // with [ErrIndex] for a target outside [0, C).
 func CrossEntropy(logits, targets *Tensor) *Tensor {
-	sameDevice("cross_entropy", logits, targets)
+	_, held := sameDevice("cross_entropy", logits, targets)
+	defer held.unpin()
 	if len(logits.shape) != 2 || len(targets.shape) != 1 || logits.shape[0] != targets.shape[0] {
 		fail("cross_entropy", ErrShape, "expects logits [N, C] and targets [N], got %v and %v", Shape(logits.shape), Shape(targets.shape))
 	}
@@ -152,7 +155,8 @@ func CrossEntropy(logits, targets *Tensor) *Tensor {
 // forward pass.
 func MSELoss(pred, target *Tensor) *Tensor {
 	const op = "mse_loss"
-	sameDevice(op, pred, target)
+	_, held := sameDevice(op, pred, target)
+	defer held.unpin()
 	d := binaryRaw(op, backend.Sub, pred, target)
 	var out *Tensor
 	NoGrad(func() {
@@ -193,7 +197,8 @@ func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float
 			fail("layer_norm", ErrShape, "weight/bias shape %v must equal normalized shape %v", Shape(p.shape), Shape(normalizedShape))
 		}
 	}
-	sameDevice("layer_norm", t, weight, bias)
+	_, held := sameDevice("layer_norm", t, weight, bias)
+	defer held.unpin()
 	axes := make([]int, k)
 	for i := range axes {
 		axes[i] = len(t.shape) - k + i

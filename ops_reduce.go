@@ -48,7 +48,8 @@ func squeezedShape(shape, axes []int) []int {
 // reduceRaw reduces t over axes into a keepdim-shaped tensor, without
 // recording. Integer and bool sums give int64, like PyTorch.
 func reduceRaw(op string, k backend.ReduceOp, t *Tensor, axes []int) *Tensor {
-	sameDevice(op, t)
+	_, held := sameDevice(op, t)
+	defer held.unpin()
 	src := t
 	dt := t.dtype
 	switch {
@@ -82,7 +83,7 @@ func finishReduce(r *Tensor, axes []int, keepDim bool) *Tensor {
 }
 
 func (t *Tensor) sum(op string, dims []int, keepDim bool) *Tensor {
-	t.live(op)
+	defer pin(op, t).unpin()
 	axes := t.reduceAxes(op, dims)
 	r := reduceRaw(op, backend.Sum, t, axes)
 	if needsGrad(t) {
@@ -122,7 +123,7 @@ func (t *Tensor) Mean(dims ...int) *Tensor { return t.mean(dims, false) }
 func (t *Tensor) MeanKeepDim(dims ...int) *Tensor { return t.mean(dims, true) }
 
 func (t *Tensor) extremum(op string, k backend.ReduceOp, dims []int, keepDim bool) *Tensor {
-	t.live(op)
+	defer pin(op, t).unpin()
 	axes := t.reduceAxes(op, dims)
 	r := reduceRaw(op, k, t, axes)
 	if needsGrad(t) {

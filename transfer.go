@@ -7,7 +7,7 @@ import "github.com/vramgo/vram/backend"
 // device, which is what makes model parallelism across devices train. It
 // panics with [ErrUnavailable] when d cannot be used.
 func (t *Tensor) To(d Device) *Tensor {
-	t.live("to")
+	defer pin("to", t).unpin()
 	if t.Device() == d {
 		return t.identity("to")
 	}
@@ -63,7 +63,7 @@ func (t *Tensor) CPU() *Tensor { return t.To(CPU) }
 // it). Its gradient moves with it. It panics with [ErrAutograd] on a tensor
 // computed by a recorded operation.
 func (t *Tensor) MoveTo(d Device) {
-	t.live("move_to")
+	defer pin("move_to", t).unpin()
 	if t.ref.node != nil {
 		fail("move_to", ErrAutograd, "only leaf tensors can be moved in place; use To for computed tensors")
 	}
