@@ -18,6 +18,7 @@ func (t *Tensor) Softmax(dim int) *Tensor {
 			out = Keep(e.Div(e.SumKeepDim(a)))
 		})
 	})
+	track(out) // by the caller's Tidy, which Keep took it from
 	if needsGrad(t) {
 		sv := save(out)
 		record("softmax", out, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
@@ -41,6 +42,7 @@ func (t *Tensor) LogSoftmax(dim int) *Tensor {
 			out = Keep(sh.Sub(sh.Exp().SumKeepDim(a).Log()))
 		})
 	})
+	track(out)
 	if needsGrad(t) {
 		sv := save(out)
 		record("log_softmax", out, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
@@ -217,5 +219,6 @@ func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float
 		}
 		out = Keep(y)
 	})
+	track(out)
 	return out
 }
