@@ -192,12 +192,10 @@ func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 				p.Release()
 			}
 		case act == ActGELU:
-			pre = binaryRaw(op, backend.Add, p, bias)
-			p.Release()
+			pre = addReleasing(op, backend.Add, p, bias)
 			y2 = pre.unaryRaw(backend.Gelu)
 		default:
-			y2 = binaryRaw(op, act.addOp(), p, bias)
-			p.Release()
+			y2 = addReleasing(op, act.addOp(), p, bias)
 		}
 	}
 	outShape := append(slices.Clone(x.shape[:len(x.shape)-1]), nOut)
@@ -273,6 +271,13 @@ func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 		pre.Release()
 	}
 	return out
+}
+
+// addReleasing returns binaryRaw(op, k, p, bias) and releases p, also when
+// binaryRaw panics (bias released on another goroutine meanwhile).
+func addReleasing(op string, k backend.BinaryOp, p, bias *Tensor) *Tensor {
+	defer p.Release()
+	return binaryRaw(op, k, p, bias)
 }
 
 // noFusedMatMul turns the fused products off, for tests of the composed

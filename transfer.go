@@ -27,7 +27,8 @@ type peerCopier interface {
 }
 
 // copyAcross copies t's elements to a new contiguous tensor on dst: directly
-// between devices that can (GPU to GPU), else through host memory.
+// between devices that can (GPU to GPU), else through host memory. The
+// caller pins t.
 func copyAcross(t *Tensor, dst *devState) *Tensor {
 	out := newTensor("to", dst, t.dtype, t.shape)
 	if out.NumElements() == 0 {
@@ -41,7 +42,7 @@ func copyAcross(t *Tensor, dst *devState) *Tensor {
 		check("to", err)
 		return out
 	}
-	raw := t.hostBytes("to")
+	raw := t.readHost("to")
 	if hb, ok := out.ref.st.buf.(backend.HostBuffer); ok {
 		copy(hb.Host(), raw)
 		return out
