@@ -189,6 +189,7 @@ func (t *Tensor) Grad() *Tensor {
 // old one. A nil g clears it.
 func (t *Tensor) SetGrad(g *Tensor) {
 	if g != nil {
+		g.live("set_grad")
 		if !slices.Equal(g.shape, t.shape) || g.Device() != t.Device() || g.dtype != t.dtype {
 			fail("set_grad", ErrShape, "gradient %v %s on %s does not match tensor %v %s on %s",
 				Shape(g.shape), g.dtype, g.Device(), Shape(t.shape), t.dtype, t.Device())

@@ -672,3 +672,50 @@ func TestStorageIsNeverRevived(t *testing.T) {
 	p.unpin()
 	checkBalanced(t, d, base, false)
 }
+
+func TestGradientsOfReleasedTensors(t *testing.T) {
+	// The sequential forms of the races above: what Backward does with a
+	// leaf, or a leaf's gradient, that is gone by the time it arrives.
+	tests := []struct {
+		name string
+		run  func(t *testing.T, w *Tensor, loss func() *Tensor)
+	}{
+		{"leaf released before backward", func(t *testing.T, w *Tensor, loss func() *Tensor) {
+			l := loss()
+			w.Release()
+			l.Backward()
+			if g := w.Grad(); g != nil {
+				t.Fatalf("a released leaf took a gradient: %v", g)
+			}
+		}},
+		{"gradient released behind the leaf's back", func(t *testing.T, w *Tensor, loss func() *Tensor) {
+			loss().Backward()
+			w.Grad().Release()
+			loss().Backward()
+			if got := w.Grad().Float64s(); got[0] != 2 {
+				t.Fatalf("gradient %v, want a fresh one of 2s", got)
+			}
+		}},
+		{"released tensor as a gradient", func(t *testing.T, w *Tensor, _ func() *Tensor) {
+			g := w.NewOnes(4)
+			g.Release()
+			if err := Catch(func() { w.SetGrad(g) }); !errors.Is(err, ErrReleased) {
+				t.Fatalf("SetGrad of a released tensor: %v", err)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		for _, d := range raceDevices(t) {
+			t.Run(tc.name+"/"+d.String(), func(t *testing.T) {
+				settle(d)
+				base := countsOf(d)
+				Tidy(func() {
+					w := Ones(Shape{4}, WithGrad(), d)
+					tc.run(t, w, func() *Tensor { return w.MulScalar(2).Sum() })
+					w.Release()
+				})
+				checkBalanced(t, d, base, false)
+			})
+		}
+	}
+}

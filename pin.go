@@ -3,10 +3,10 @@ package vram
 // Operations and Release may run on different goroutines at once. An
 // operation first pins the tensors it reads: each pin is a hold on the
 // tensor's ref (tensorRef.hold), taken only while the tensor is not
-// released, so that a use that comes after Release panics with ErrReleased
-// and a Release that comes during the operation waits, without blocking,
-// for the operation to let go before the storage and graph node go. Every
-// kernel launch and every new view or graph reference of a caller's tensor
+// released. A use that comes after Release so panics with ErrReleased, and
+// a Release that comes during the operation only marks the tensor: the
+// operation's unpin then drops its storage and graph node. Every kernel
+// launch and every new view or graph reference of a caller's tensor
 // happens under a pin; the operation's own new tensors need none, since no
 // other goroutine can reach them before it returns.
 
@@ -17,8 +17,8 @@ type pins struct {
 	more []*tensorRef
 }
 
-// add holds r or, when r's tensor was released, unpins what p holds and
-// panics with ErrReleased.
+// add holds t or, when t was released, unpins what p holds and panics
+// with ErrReleased.
 func (p *pins) add(op string, t *Tensor) {
 	r := t.ref
 	if !r.hold() {
