@@ -16,7 +16,8 @@ type node struct {
 	backward func(g *Tensor) []*Tensor // gradients for the inputs, nil where not needed
 	saved    []*Tensor
 	refs     atomic.Int64
-	mu       sync.Mutex // guards freed, backward and saved
+	running  sync.RWMutex // held for reading while backward runs; free waits for it
+	mu       sync.Mutex   // guards freed, backward and saved
 	freed    bool
 	ran      bool // backward ran without RetainGraph
 	accum    int  // length of a chain of scalar accumulations ending here
@@ -32,8 +33,26 @@ type edge struct {
 	leaf *Tensor
 }
 
+// incref adds a reference for a new consumer of n's output. The caller
+// holds a reference (through a pinned tensor), so the count is above zero;
+// a count that reached zero is never raised again.
+func (n *node) incref(op string) {
+	for {
+		c := n.refs.Load()
+		if c <= 0 {
+			fail(op, ErrReleased, "the graph of a tensor was already released")
+		}
+		if n.refs.CompareAndSwap(c, c+1) {
+			return
+		}
+	}
+}
+
 func (n *node) decref() {
-	if n.refs.Add(-1) != 0 {
+	switch c := n.refs.Add(-1); {
+	case c < 0:
+		panic("vram: internal: graph node released more often than referenced")
+	case c > 0:
 		return
 	}
 	n.free()
@@ -44,12 +63,15 @@ func (n *node) decref() {
 	}
 }
 
-// free releases the saved tensors and the backward closure.
+// free releases the saved tensors and the backward closure, once no
+// Backward is running n's closure.
 func (n *node) free() {
+	n.running.Lock()
 	n.mu.Lock()
 	saved := n.saved
 	n.saved, n.backward, n.freed = nil, nil, true
 	n.mu.Unlock()
+	n.running.Unlock()
 	for _, t := range saved {
 		t.Release()
 	}
@@ -87,7 +109,7 @@ func record(op string, out *Tensor, inputs []*Tensor, saved []*Tensor, bw func(g
 			continue
 		}
 		if in.ref.node != nil {
-			in.ref.node.refs.Add(1)
+			in.ref.node.incref(op)
 			n.inputs[i] = edge{node: in.ref.node}
 		} else {
 			n.inputs[i] = edge{leaf: in}
@@ -167,6 +189,7 @@ func (t *Tensor) Grad() *Tensor {
 // old one. A nil g clears it.
 func (t *Tensor) SetGrad(g *Tensor) {
 	if g != nil {
+		g.live("set_grad")
 		if !slices.Equal(g.shape, t.shape) || g.Device() != t.Device() || g.dtype != t.dtype {
 			fail("set_grad", ErrShape, "gradient %v %s on %s does not match tensor %v %s on %s",
 				Shape(g.shape), g.dtype, g.Device(), Shape(t.shape), t.dtype, t.Device())
@@ -197,7 +220,7 @@ func (t *Tensor) GradFn() string {
 // Detach returns a view of t's data that is not part of any graph and does
 // not require grad.
 func (t *Tensor) Detach() *Tensor {
-	t.live("detach")
+	defer pin("detach", t).unpin()
 	return t.view(t.shape, t.strides, t.offset)
 }
 
@@ -234,7 +257,7 @@ func RetainGraph() BackwardOption {
 // over the same graph panics with [ErrAutograd]. Gradients flow across
 // devices through To, CUDA and CPU. Backward records nothing itself.
 func (t *Tensor) Backward(opts ...BackwardOption) {
-	t.live("backward")
+	defer pin("backward", t).unpin()
 	var o backwardOptions
 	for _, opt := range opts {
 		opt.applyBackward(&o)
@@ -290,36 +313,20 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 	}
 	visit(root)
 	grads := map[*node]*Tensor{root: seed}
+	// The gradients not yet passed on are released however the walk ends.
+	defer func() {
+		for _, r := range grads {
+			r.Release()
+		}
+	}()
 	for i := len(order) - 1; i >= 0; i-- {
 		n := order[i]
 		g := grads[n]
-		delete(grads, n)
 		if g == nil {
 			continue
 		}
-		n.mu.Lock()
-		bw, freed := n.backward, n.freed || n.ran
-		if !retain {
-			n.ran = true
-		}
-		n.mu.Unlock()
-		if freed || bw == nil {
-			g.Release()
-			for _, r := range grads {
-				r.Release()
-			}
-			fail("backward", ErrAutograd, "trying to backward through the graph a second time (through %s), "+
-				"but its saved tensors were already released; pass vram.RetainGraph() to the first Backward", n.op)
-		}
-		var ins []*Tensor
-		Tidy(func() {
-			ins = bw(g)
-			for _, in := range ins {
-				if in != nil {
-					Keep(in)
-				}
-			}
-		})
+		ins := runNode(n, g, retain)
+		delete(grads, n)
 		g.Release()
 		for j, e := range n.inputs {
 			if j >= len(ins) || ins[j] == nil {
@@ -348,11 +355,53 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 	}
 }
 
+// runNode runs n's backward closure on g and returns the gradients of its
+// inputs, owned by the caller. The node's saved tensors stay while the
+// closure runs: a concurrent free (the last reference to the graph going,
+// or another Backward through it) waits for it.
+func runNode(n *node, g *Tensor, retain bool) []*Tensor {
+	n.running.RLock()
+	defer n.running.RUnlock()
+	n.mu.Lock()
+	bw, freed := n.backward, n.freed || n.ran
+	if !retain {
+		n.ran = true
+	}
+	n.mu.Unlock()
+	if freed || bw == nil {
+		fail("backward", ErrAutograd, "trying to backward through the graph a second time (through %s), "+
+			"but its saved tensors were already released; pass vram.RetainGraph() to the first Backward", n.op)
+	}
+	var ins []*Tensor
+	Tidy(func() {
+		ins = bw(g)
+		for _, in := range ins {
+			if in != nil {
+				Keep(in)
+			}
+		}
+	})
+	return ins
+}
+
 // accumulateLeaf adds g (owned by the caller, given away here) to leaf's
-// gradient.
+// gradient. A leaf released meanwhile (on another goroutine) takes none:
+// g is released instead. A gradient that was released behind the leaf's
+// back is replaced.
 func accumulateLeaf(leaf *Tensor, g *Tensor) {
 	leaf.gradMu.Lock()
 	defer leaf.gradMu.Unlock()
+	if leaf.ref.isReleased() {
+		g.Release()
+		return
+	}
+	if leaf.grad != nil {
+		if r := leaf.grad.ref; r.hold() {
+			defer r.unhold()
+		} else {
+			leaf.grad = nil
+		}
+	}
 	if leaf.grad == nil {
 		// Own the gradient outright: a fresh contiguous tensor of the
 		// leaf's dtype, not a view of storage that something else may

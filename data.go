@@ -17,7 +17,12 @@ type Element interface {
 // hostBytes returns t's elements, in row-major order, as raw little-endian
 // bytes of t's dtype.
 func (t *Tensor) hostBytes(op string) []byte {
-	t.live(op)
+	defer pin(op, t).unpin()
+	return t.readHost(op)
+}
+
+// readHost is hostBytes for a t that the caller pinned.
+func (t *Tensor) readHost(op string) []byte {
 	c := t
 	if !t.IsContiguous() {
 		c = t.contiguous(op)

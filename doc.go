@@ -54,7 +54,11 @@
 //
 // Tensors, reference counts and the autograd engine are safe for concurrent
 // use; a goroutine per device is the intended way to drive several GPUs.
-// Settings come in two scopes:
+// Releasing a tensor (by [Tensor.Release], a [Tidy] or the garbage
+// collector) while other goroutines compute with it is safe too: an
+// operation holds the tensors it reads until it returns, so memory is never
+// read after it is freed and never freed twice, and a use that starts after
+// the release panics with [ErrReleased]. Settings come in two scopes:
 //
 //   - Goroutine-scoped: [NoGrad] and [Tidy] affect only the goroutine that
 //     calls them, never another one (a data-parallel worker's NoGrad must not

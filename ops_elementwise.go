@@ -7,22 +7,25 @@ import (
 	"github.com/vramgo/vram/backend"
 )
 
-// sameDevice checks that every tensor is live and on one device, and
-// returns that device.
-func sameDevice(op string, ts ...*Tensor) *devState {
+// sameDevice pins every tensor that is not nil (see pin) and checks that
+// they are on one device, which it returns. The caller unpins: ds, p :=
+// sameDevice(op, a, b); defer p.unpin().
+func sameDevice(op string, ts ...*Tensor) (*devState, pins) {
 	var ds *devState
+	var p pins
 	for _, t := range ts {
 		if t == nil {
 			continue
 		}
-		t.live(op)
 		if ds == nil {
 			ds = t.ds()
 		} else if t.ds() != ds {
+			p.unpin()
 			panic(&DeviceMismatchError{Op: op, Expected: ds.dev, Got: t.Device()})
 		}
+		p.add(op, t)
 	}
-	return ds
+	return ds, p
 }
 
 // castIfNeeded returns t converted to dt (a new reference either way).
@@ -37,7 +40,7 @@ func castIfNeeded(t *Tensor, dt DType) *Tensor {
 // already t's dtype). Gradients flow back, converted to t's dtype.
 // Conversion to an integer type truncates toward zero.
 func (t *Tensor) Cast(dt DType) *Tensor {
-	t.live("cast")
+	defer pin("cast", t).unpin()
 	if !dt.b().Valid() {
 		fail("cast", ErrDType, "invalid dtype %v", dt)
 	}
@@ -73,7 +76,8 @@ func (t *Tensor) fill(op string, v float64) {
 // binaryRaw computes op(a, b) with broadcasting and type promotion and
 // without recording.
 func binaryRaw(op string, k backend.BinaryOp, a, b *Tensor) *Tensor {
-	ds := sameDevice(op, a, b)
+	ds, held := sameDevice(op, a, b)
+	defer held.unpin()
 	shape := broadcastShapes(op, a.shape, b.shape)
 	dt := promote(a.dtype, b.dtype)
 	if (k == backend.LogicalAnd || k == backend.LogicalOr) && dt != Bool {
@@ -107,7 +111,8 @@ func castRaw(t *Tensor, dt DType) *Tensor {
 }
 
 func scalarRaw(op string, k backend.BinaryOp, a *Tensor, s float64, reversed bool) *Tensor {
-	sameDevice(op, a)
+	_, held := sameDevice(op, a)
+	defer held.unpin()
 	dt := a.dtype
 	if !dt.IsFloat() && (s != math.Trunc(s) || k == backend.Div && !k.IsComparison()) {
 		dt = Float32 // int / 2 and int + 0.5 are float, as in PyTorch
@@ -133,6 +138,7 @@ func scalarRaw(op string, k backend.BinaryOp, a *Tensor, s float64, reversed boo
 // with a [*DeviceMismatchError] when a and b live on different devices and
 // with [ErrShape] when their shapes do not broadcast.
 func (a *Tensor) Add(b *Tensor) *Tensor {
+	defer pin("add", a, b).unpin()
 	out := binaryRaw("add", backend.Add, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
@@ -153,6 +159,7 @@ func gradIf(need bool, f func() *Tensor) *Tensor {
 
 // Sub returns a - b (broadcasting; see [Tensor.Add]).
 func (a *Tensor) Sub(b *Tensor) *Tensor {
+	defer pin("sub", a, b).unpin()
 	out := binaryRaw("sub", backend.Sub, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
@@ -170,6 +177,7 @@ func (a *Tensor) Sub(b *Tensor) *Tensor {
 
 // Mul returns a * b elementwise (broadcasting; see [Tensor.Add]).
 func (a *Tensor) Mul(b *Tensor) *Tensor {
+	defer pin("mul", a, b).unpin()
 	out := binaryRaw("mul", backend.Mul, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
@@ -187,6 +195,7 @@ func (a *Tensor) Mul(b *Tensor) *Tensor {
 
 // Div returns a / b elementwise (true division; broadcasting).
 func (a *Tensor) Div(b *Tensor) *Tensor {
+	defer pin("div", a, b).unpin()
 	if !a.dtype.IsFloat() && !b.dtype.IsFloat() {
 		ac := a.Cast(Float32)
 		defer ac.Release()
@@ -210,6 +219,7 @@ func (a *Tensor) Div(b *Tensor) *Tensor {
 
 // Pow returns a ** b elementwise (broadcasting).
 func (a *Tensor) Pow(b *Tensor) *Tensor {
+	defer pin("pow", a, b).unpin()
 	out := binaryRaw("pow", backend.Pow, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
@@ -234,6 +244,7 @@ func (a *Tensor) Maximum(b *Tensor) *Tensor { return minmax("maximum", backend.M
 func (a *Tensor) Minimum(b *Tensor) *Tensor { return minmax("minimum", backend.Minimum, a, b) }
 
 func minmax(op string, k backend.BinaryOp, a, b *Tensor) *Tensor {
+	defer pin(op, a, b).unpin()
 	out := binaryRaw(op, k, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
@@ -305,6 +316,7 @@ func (a *Tensor) LeScalar(s float64) *Tensor { return scalarRaw("le", backend.Le
 
 // AddScalar returns a + s.
 func (a *Tensor) AddScalar(s float64) *Tensor {
+	defer pin("add", a).unpin()
 	out := scalarRaw("add", backend.Add, a, s, false)
 	if needsGrad(a) {
 		record("add", out, []*Tensor{a}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Detach()} })
@@ -317,6 +329,7 @@ func (a *Tensor) SubScalar(s float64) *Tensor { return a.AddScalar(-s) }
 
 // RSubScalar returns s - a.
 func (a *Tensor) RSubScalar(s float64) *Tensor {
+	defer pin("rsub", a).unpin()
 	out := scalarRaw("rsub", backend.Sub, a, s, true)
 	if needsGrad(a) {
 		record("rsub", out, []*Tensor{a}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Neg()} })
@@ -326,6 +339,7 @@ func (a *Tensor) RSubScalar(s float64) *Tensor {
 
 // MulScalar returns a * s.
 func (a *Tensor) MulScalar(s float64) *Tensor {
+	defer pin("mul", a).unpin()
 	out := scalarRaw("mul", backend.Mul, a, s, false)
 	if needsGrad(a) {
 		record("mul", out, []*Tensor{a}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.MulScalar(s)} })
@@ -335,6 +349,7 @@ func (a *Tensor) MulScalar(s float64) *Tensor {
 
 // DivScalar returns a / s.
 func (a *Tensor) DivScalar(s float64) *Tensor {
+	defer pin("div", a).unpin()
 	out := scalarRaw("div", backend.Div, a, s, false)
 	if needsGrad(a) {
 		record("div", out, []*Tensor{a}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.DivScalar(s)} })
@@ -344,6 +359,7 @@ func (a *Tensor) DivScalar(s float64) *Tensor {
 
 // RDivScalar returns s / a.
 func (a *Tensor) RDivScalar(s float64) *Tensor {
+	defer pin("rdiv", a).unpin()
 	out := scalarRaw("rdiv", backend.Div, a, s, true)
 	if needsGrad(a) {
 		sv := save(out)
@@ -368,7 +384,8 @@ func (a *Tensor) PowScalar(p float64) *Tensor {
 // Clamp limits every element to [lo, hi]; use math.Inf for a missing bound.
 // Elements at a bound pass no gradient.
 func (a *Tensor) Clamp(lo, hi float64) *Tensor {
-	sameDevice("clamp", a)
+	_, held := sameDevice("clamp", a)
+	defer held.unpin()
 	x := a
 	if !math.IsInf(lo, -1) {
 		l := scalarRaw("clamp", backend.Maximum, x, lo, false)
@@ -394,7 +411,8 @@ func (a *Tensor) Clamp(lo, hi float64) *Tensor {
 // Where returns a where cond is true and b elsewhere, broadcasting all three
 // (torch.where). cond must be bool; a and b are promoted to a common dtype.
 func Where(cond, a, b *Tensor) *Tensor {
-	ds := sameDevice("where", cond, a, b)
+	ds, held := sameDevice("where", cond, a, b)
+	defer held.unpin()
 	if cond.dtype != Bool {
 		fail("where", ErrDType, "condition must be bool, got %s", cond.dtype)
 	}
@@ -431,7 +449,8 @@ func (t *Tensor) inPlaceCheck(op string) {
 }
 
 func (t *Tensor) binaryInPlace(op string, k backend.BinaryOp, b *Tensor) *Tensor {
-	sameDevice(op, t, b)
+	_, held := sameDevice(op, t, b)
+	defer held.unpin()
 	t.inPlaceCheck(op)
 	bc := castRaw(b, t.dtype)
 	defer bc.Release()
@@ -458,7 +477,8 @@ func (t *Tensor) DivInPlace(b *Tensor) *Tensor { return t.binaryInPlace("div_", 
 
 // AddScaledInPlace adds alpha*b to t (PyTorch's add_(b, alpha=...)).
 func (t *Tensor) AddScaledInPlace(b *Tensor, alpha float64) *Tensor {
-	sameDevice("add_", t, b)
+	_, held := sameDevice("add_", t, b)
+	defer held.unpin()
 	t.inPlaceCheck("add_")
 	s := scalarRaw("add_", backend.Mul, b, alpha, false)
 	defer s.Release()
@@ -466,7 +486,8 @@ func (t *Tensor) AddScaledInPlace(b *Tensor, alpha float64) *Tensor {
 }
 
 func (t *Tensor) scalarInPlace(op string, k backend.BinaryOp, s float64) *Tensor {
-	sameDevice(op, t)
+	_, held := sameDevice(op, t)
+	defer held.unpin()
 	t.inPlaceCheck(op)
 	check(op, t.ds().bd.Scalar(k, t.bv(), t.bv(), s, false))
 	return t
@@ -480,7 +501,8 @@ func (t *Tensor) MulScalarInPlace(s float64) *Tensor { return t.scalarInPlace("m
 
 // FillInPlace sets every element of t to v and returns t.
 func (t *Tensor) FillInPlace(v float64) *Tensor {
-	sameDevice("fill_", t)
+	_, held := sameDevice("fill_", t)
+	defer held.unpin()
 	t.inPlaceCheck("fill_")
 	t.fill("fill_", v)
 	return t
@@ -490,7 +512,8 @@ func (t *Tensor) FillInPlace(v float64) *Tensor {
 // t and returns t (copy_). Both must be on the same device; use To first
 // otherwise.
 func (t *Tensor) CopyFrom(src *Tensor) *Tensor {
-	sameDevice("copy_", t, src)
+	_, held := sameDevice("copy_", t, src)
+	defer held.unpin()
 	t.inPlaceCheck("copy_")
 	check("copy_", t.ds().bd.Copy(t.bv(), expandView("copy_", src, t.shape)))
 	return t

@@ -88,7 +88,8 @@ func fusedFloat(op string, ts ...*Tensor) DType {
 func BiasAct(x, bias *Tensor, act Activation) *Tensor {
 	const op = "bias_act"
 	act.check(op)
-	sameDevice(op, x, bias)
+	_, held := sameDevice(op, x, bias)
+	defer held.unpin()
 	fusedFloat(op, x, bias)
 	out := binaryRaw(op, act.addOp(), x, bias)
 	if !needsGrad(x, bias) {
@@ -138,7 +139,8 @@ func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 	if x == nil || weight == nil {
 		fail(op, ErrArgument, "nil input or weight")
 	}
-	ds := sameDevice(op, x, weight, bias)
+	ds, held := sameDevice(op, x, weight, bias)
+	defer held.unpin()
 	fusedFloat(op, x, weight, bias)
 	if len(weight.shape) != 2 {
 		fail(op, ErrShape, "weight must be [out, in], got shape %v", Shape(weight.shape))
@@ -190,12 +192,10 @@ func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 				p.Release()
 			}
 		case act == ActGELU:
-			pre = binaryRaw(op, backend.Add, p, bias)
-			p.Release()
+			pre = addReleasing(op, backend.Add, p, bias)
 			y2 = pre.unaryRaw(backend.Gelu)
 		default:
-			y2 = binaryRaw(op, act.addOp(), p, bias)
-			p.Release()
+			y2 = addReleasing(op, act.addOp(), p, bias)
 		}
 	}
 	outShape := append(slices.Clone(x.shape[:len(x.shape)-1]), nOut)
@@ -271,6 +271,13 @@ func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 		pre.Release()
 	}
 	return out
+}
+
+// addReleasing returns binaryRaw(op, k, p, bias) and releases p, also when
+// binaryRaw panics (bias released on another goroutine meanwhile).
+func addReleasing(op string, k backend.BinaryOp, p, bias *Tensor) *Tensor {
+	defer p.Release()
+	return binaryRaw(op, k, p, bias)
 }
 
 // noFusedMatMul turns the fused products off, for tests of the composed

@@ -9,7 +9,8 @@ func Cat(ts []*Tensor, dim int) *Tensor {
 	if len(ts) == 0 {
 		fail("cat", ErrArgument, "expected a non-empty list of tensors")
 	}
-	ds := sameDevice("cat", ts...)
+	ds, held := sameDevice("cat", ts...)
+	defer held.unpin()
 	a := ts[0].axis("cat", dim)
 	shape := slices.Clone(ts[0].shape)
 	dt := ts[0].dtype
@@ -64,20 +65,20 @@ func Stack(ts []*Tensor, dim int) *Tensor {
 	if len(ts) == 0 {
 		fail("stack", ErrArgument, "expected a non-empty list of tensors")
 	}
+	defer pin("stack", ts...).unpin()
 	for i, t := range ts {
-		t.live("stack")
 		if !slices.Equal(t.shape, ts[0].shape) {
 			fail("stack", ErrShape, "tensor %d has shape %v, expected %v", i, Shape(t.shape), Shape(ts[0].shape))
 		}
 	}
 	us := make([]*Tensor, len(ts))
-	for i, t := range ts {
-		us[i] = t.Unsqueeze(dim)
-	}
 	defer func() {
 		for _, u := range us {
 			u.Release()
 		}
 	}()
+	for i, t := range ts {
+		us[i] = t.Unsqueeze(dim)
+	}
 	return Cat(us, dim)
 }

@@ -9,7 +9,8 @@ import (
 // matmulRaw multiplies a [.., M, K] by b [.., K, N] with broadcast batch
 // dimensions, without recording.
 func matmulRaw(op string, a, b *Tensor) *Tensor {
-	ds := sameDevice(op, a, b)
+	ds, held := sameDevice(op, a, b)
+	defer held.unpin()
 	if !a.dtype.IsFloat() || !b.dtype.IsFloat() {
 		fail(op, ErrDType, "matmul needs floating-point tensors, got %s and %s", a.dtype, b.dtype)
 	}
@@ -77,7 +78,8 @@ func batched(op string, t *Tensor, batch []int, nb, r, c int) (backend.View, *Te
 // removed afterwards; batch dimensions broadcast. It panics with [ErrShape]
 // when the inner sizes differ and with [ErrDType] for non-float operands.
 func (a *Tensor) MatMul(b *Tensor) *Tensor {
-	sameDevice("matmul", a, b)
+	_, held := sameDevice("matmul", a, b)
+	defer held.unpin()
 	if len(a.shape) == 0 || len(b.shape) == 0 {
 		fail("matmul", ErrShape, "both arguments need at least 1 dimension, got shapes %v and %v", Shape(a.shape), Shape(b.shape))
 	}
@@ -113,7 +115,8 @@ func (a *Tensor) MatMul(b *Tensor) *Tensor {
 // BMM multiplies batches of matrices: a [B, M, K] by b [B, K, N]. Unlike
 // MatMul it does not broadcast; other shapes panic with [ErrShape].
 func (a *Tensor) BMM(b *Tensor) *Tensor {
-	sameDevice("bmm", a, b)
+	_, held := sameDevice("bmm", a, b)
+	defer held.unpin()
 	if len(a.shape) != 3 || len(b.shape) != 3 || a.shape[0] != b.shape[0] {
 		fail("bmm", ErrShape, "expects [B,M,K] and [B,K,N] with equal B, got %v and %v", Shape(a.shape), Shape(b.shape))
 	}

@@ -11,7 +11,7 @@ import (
 // exponentials and their sum) and the result rounded once; so is the
 // gradient.
 func (t *Tensor) Softmax(dim int) *Tensor {
-	t.live("softmax")
+	defer pin("softmax", t).unpin()
 	a := t.axis("softmax", dim)
 	dt := t.dtype
 	var out *Tensor
@@ -23,6 +23,7 @@ func (t *Tensor) Softmax(dim int) *Tensor {
 			out = Keep(fromOpMath(e.Div(e.SumKeepDim(a)), dt))
 		})
 	})
+	track(out) // by the caller's Tidy, which Keep took it from
 	if needsGrad(t) {
 		sv := save(out)
 		record("softmax", out, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
@@ -37,7 +38,7 @@ func (t *Tensor) Softmax(dim int) *Tensor {
 // LogSoftmax returns log(Softmax(t, dim)), computed stably, in float32 for
 // float16 and bfloat16 inputs as [Tensor.Softmax] is.
 func (t *Tensor) LogSoftmax(dim int) *Tensor {
-	t.live("log_softmax")
+	defer pin("log_softmax", t).unpin()
 	a := t.axis("log_softmax", dim)
 	dt := t.dtype
 	var out *Tensor
@@ -49,6 +50,7 @@ func (t *Tensor) LogSoftmax(dim int) *Tensor {
 			out = Keep(fromOpMath(sh.Sub(sh.Exp().SumKeepDim(a).Log()), dt))
 		})
 	})
+	track(out)
 	if needsGrad(t) {
 		sv := save(out)
 		record("log_softmax", out, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
@@ -65,7 +67,8 @@ func (t *Tensor) LogSoftmax(dim int) *Tensor {
 // may be smaller than t's except along dim. It panics with [ErrIndex] when
 // an index is out of range.
 func (t *Tensor) Gather(dim int, index *Tensor) *Tensor {
-	ds := sameDevice("gather", t, index)
+	ds, held := sameDevice("gather", t, index)
+	defer held.unpin()
 	a := t.axis("gather", dim)
 	if index.dtype != Int64 {
 		fail("gather", ErrDType, "index must be int64, got %s", index.dtype)
@@ -110,7 +113,8 @@ func (t *Tensor) Gather(dim int, index *Tensor) *Tensor {
 // Embedding looks up rows of weight [V, D] for int64 indices of any shape,
 // returning indices.shape + [D]. Gradients accumulate into the rows used.
 func Embedding(indices, weight *Tensor) *Tensor {
-	sameDevice("embedding", indices, weight)
+	_, held := sameDevice("embedding", indices, weight)
+	defer held.unpin()
 	if len(weight.shape) != 2 {
 		fail("embedding", ErrShape, "weight must be [num_embeddings, dim], got %v", Shape(weight.shape))
 	}
@@ -138,7 +142,8 @@ func Embedding(indices, weight *Tensor) *Tensor {
 // with mean reduction). It panics with [ErrShape] on mismatched sizes and
 // with [ErrIndex] for a target outside [0, C).
 func CrossEntropy(logits, targets *Tensor) *Tensor {
-	sameDevice("cross_entropy", logits, targets)
+	_, held := sameDevice("cross_entropy", logits, targets)
+	defer held.unpin()
 	if len(logits.shape) != 2 || len(targets.shape) != 1 || logits.shape[0] != targets.shape[0] {
 		fail("cross_entropy", ErrShape, "expects logits [N, C] and targets [N], got %v and %v", Shape(logits.shape), Shape(targets.shape))
 	}
@@ -166,7 +171,8 @@ func CrossEntropy(logits, targets *Tensor) *Tensor {
 // target)·g/n from the difference kept by the forward pass.
 func MSELoss(pred, target *Tensor) *Tensor {
 	const op = "mse_loss"
-	sameDevice(op, pred, target)
+	_, held := sameDevice(op, pred, target)
+	defer held.unpin()
 	dt := promote(pred.dtype, target.dtype)
 	w := opMath(dt)
 	var dw *Tensor // the difference, in w
@@ -230,7 +236,8 @@ func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float
 			fail(op, ErrShape, "weight/bias shape %v must equal normalized shape %v", Shape(p.shape), Shape(normalizedShape))
 		}
 	}
-	sameDevice(op, t, weight, bias)
+	_, held := sameDevice(op, t, weight, bias)
+	defer held.unpin()
 	dt := t.dtype
 	for _, p := range []*Tensor{t, weight, bias} {
 		if p == nil {
@@ -270,6 +277,7 @@ func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float
 			out = Keep(y.Cast(dt))
 		})
 	})
+	track(out) // by the caller's Tidy, which Keep took it from
 	if !needsGrad(t, weight, bias) {
 		mean.Release()
 		rstd.Release()

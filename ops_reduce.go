@@ -43,7 +43,8 @@ func sumWide(op string, t *Tensor, axes []int) *Tensor {
 	if w == t.dtype {
 		return reduceRaw(op, backend.Sum, t, axes)
 	}
-	ds := sameDevice(op, t)
+	ds, held := sameDevice(op, t)
+	defer held.unpin()
 	out := newTensor(op, ds, w, keptShape(t.shape, axes))
 	err := ds.bd.Reduce(backend.Sum, out.bv(), t.bv(), axes)
 	if errors.Is(err, backend.ErrNotImplemented) {
@@ -123,7 +124,8 @@ func squeezedShape(shape, axes []int) []int {
 // reduceRaw reduces t over axes into a keepdim-shaped tensor, without
 // recording. Integer and bool sums give int64, like PyTorch.
 func reduceRaw(op string, k backend.ReduceOp, t *Tensor, axes []int) *Tensor {
-	sameDevice(op, t)
+	_, held := sameDevice(op, t)
+	defer held.unpin()
 	src := t
 	dt := t.dtype
 	switch {
@@ -157,7 +159,7 @@ func finishReduce(r *Tensor, axes []int, keepDim bool) *Tensor {
 }
 
 func (t *Tensor) sum(op string, dims []int, keepDim bool) *Tensor {
-	t.live(op)
+	defer pin(op, t).unpin()
 	axes := t.reduceAxes(op, dims)
 	r := reduceRaw(op, backend.Sum, t, axes)
 	if needsGrad(t) {
@@ -201,7 +203,7 @@ func (t *Tensor) Mean(dims ...int) *Tensor { return t.mean(dims, false) }
 func (t *Tensor) MeanKeepDim(dims ...int) *Tensor { return t.mean(dims, true) }
 
 func (t *Tensor) extremum(op string, k backend.ReduceOp, dims []int, keepDim bool) *Tensor {
-	t.live(op)
+	defer pin(op, t).unpin()
 	axes := t.reduceAxes(op, dims)
 	r := reduceRaw(op, k, t, axes)
 	if needsGrad(t) {

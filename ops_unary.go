@@ -17,7 +17,8 @@ const (
 // are nil unless asked for with saveX and saveY. A nil grad makes the op
 // non-differentiable (a zero gradient).
 func unary(op string, k backend.UnaryOp, t *Tensor, param float64, saveWhat int, grad func(x, y, g *Tensor) *Tensor) *Tensor {
-	sameDevice(op, t)
+	_, held := sameDevice(op, t)
+	defer held.unpin()
 	src := t
 	floatOnly := k != backend.Neg && k != backend.Abs && k != backend.Sign && k != backend.Square &&
 		k != backend.Relu && k != backend.PowScalar && k != backend.LogicalNot && k != backend.IsNaN

@@ -27,7 +27,7 @@ func (t *Tensor) clone() *Tensor {
 // Contiguous returns a tensor with t's values laid out densely in row-major
 // order: a new reference to t's storage when it already is, else a copy.
 func (t *Tensor) Contiguous() *Tensor {
-	t.live("contiguous")
+	defer pin("contiguous", t).unpin()
 	if t.IsContiguous() {
 		return t.identity("contiguous")
 	}
@@ -46,7 +46,7 @@ func (t *Tensor) identity(op string) *Tensor {
 
 // Clone returns a copy of t in new storage; gradients flow back to t.
 func (t *Tensor) Clone() *Tensor {
-	t.live("clone")
+	defer pin("clone", t).unpin()
 	out := t.clone()
 	if needsGrad(t) {
 		record("clone", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Detach()} })
@@ -87,7 +87,7 @@ func inferShape(op string, shape []int, n int, from []int) []int {
 // copy otherwise (torch.reshape). It panics with [ErrShape] when the element
 // counts differ.
 func (t *Tensor) Reshape(shape ...int) *Tensor {
-	t.live("reshape")
+	defer pin("reshape", t).unpin()
 	ns := inferShape("reshape", shape, t.NumElements(), t.shape)
 	if st := computeView(t.shape, t.strides, ns); st != nil {
 		return t.reshapeView("reshape", ns, st)
@@ -100,7 +100,7 @@ func (t *Tensor) Reshape(shape ...int) *Tensor {
 // View is like Reshape but never copies: it panics with [ErrShape] when t's
 // strides cannot show the new shape (call Contiguous first).
 func (t *Tensor) View(shape ...int) *Tensor {
-	t.live("view")
+	defer pin("view", t).unpin()
 	ns := inferShape("view", shape, t.NumElements(), t.shape)
 	st := computeView(t.shape, t.strides, ns)
 	if st == nil {
@@ -177,7 +177,7 @@ func (t *Tensor) Flatten(start, end int) *Tensor {
 // result is dimension dims[i] of t. It panics with [ErrArgument] unless dims
 // is a permutation.
 func (t *Tensor) Permute(dims ...int) *Tensor {
-	t.live("permute")
+	defer pin("permute", t).unpin()
 	if len(dims) != len(t.shape) {
 		fail("permute", ErrArgument, "permutation %v has %d entries for a tensor of %d dimensions", dims, len(dims), len(t.shape))
 	}
@@ -214,7 +214,7 @@ func (t *Tensor) Transpose(d0, d1 int) *Tensor {
 
 // T returns the transpose of a tensor of at most 2 dimensions.
 func (t *Tensor) T() *Tensor {
-	t.live("t")
+	defer pin("t", t).unpin()
 	switch len(t.shape) {
 	case 0, 1:
 		return t.identity("t")
@@ -232,7 +232,7 @@ func (t *Tensor) MT() *Tensor { return t.Transpose(-2, -1) }
 // start (negative start counts from the end). It panics with [ErrIndex]
 // when the range falls outside the dimension.
 func (t *Tensor) Narrow(dim, start, length int) *Tensor {
-	t.live("narrow")
+	defer pin("narrow", t).unpin()
 	a := t.axis("narrow", dim)
 	if start < 0 {
 		start += t.shape[a]
@@ -260,7 +260,7 @@ func (t *Tensor) Narrow(dim, start, length int) *Tensor {
 // dimension dim, with Python's clamping of start and end (negative values
 // count from the end). step must be positive.
 func (t *Tensor) Slice(dim, start, end, step int) *Tensor {
-	t.live("slice")
+	defer pin("slice", t).unpin()
 	a := t.axis("slice", dim)
 	n := t.shape[a]
 	if step <= 0 {
@@ -310,7 +310,7 @@ func (t *Tensor) Select(dim, i int) *Tensor {
 // Unsqueeze returns a view with a dimension of size 1 inserted at dim
 // (-1 appends).
 func (t *Tensor) Unsqueeze(dim int) *Tensor {
-	t.live("unsqueeze")
+	defer pin("unsqueeze", t).unpin()
 	nd := len(t.shape) + 1
 	d := dim
 	if d < 0 {
@@ -332,7 +332,7 @@ func (t *Tensor) Unsqueeze(dim int) *Tensor {
 // dimension of size 1 when none are listed). Listed dimensions whose size is
 // not 1 are kept, as in PyTorch.
 func (t *Tensor) Squeeze(dims ...int) *Tensor {
-	t.live("squeeze")
+	defer pin("squeeze", t).unpin()
 	drop := make([]bool, len(t.shape))
 	if len(dims) == 0 {
 		for i, d := range t.shape {
@@ -360,7 +360,7 @@ func (t *Tensor) Squeeze(dims ...int) *Tensor {
 // leading dimensions) to reach shape, without copying; -1 keeps a size. It
 // panics with [ErrShape] when a size other than 1 would change.
 func (t *Tensor) Expand(shape ...int) *Tensor {
-	t.live("expand")
+	defer pin("expand", t).unpin()
 	if len(shape) < len(t.shape) {
 		fail("expand", ErrShape, "cannot expand shape %v to %v: fewer dimensions", Shape(t.shape), Shape(shape))
 	}

@@ -37,7 +37,8 @@ func FusedAdamStep(p, g, m, v *Tensor, lr, beta1, beta2, eps, weightDecay float6
 	if p == nil || g == nil || m == nil || v == nil {
 		fail(op, ErrArgument, "nil tensor")
 	}
-	ds := sameDevice(op, p, g, m, v)
+	ds, held := sameDevice(op, p, g, m, v)
+	defer held.unpin()
 	if step < 1 {
 		fail(op, ErrArgument, "step %d, want at least 1", step)
 	}
@@ -95,7 +96,8 @@ func FusedSGDStep(p, g, buf *Tensor, lr, momentum, dampening, weightDecay float6
 		ts = append(ts, buf)
 		buf.inPlaceCheck(op)
 	}
-	ds := sameDevice(op, ts...)
+	ds, held := sameDevice(op, ts...)
+	defer held.unpin()
 	fs, ok := ds.bd.(backend.FusedSGD)
 	if !ok || !p.dtype.IsFloat() {
 		return false

@@ -147,7 +147,7 @@ func track(t *Tensor) {
 		// A long-running Tidy: drop the tensors already released or kept
 		// before growing, so that its list stays as long as what is live.
 		s.tensors = slices.DeleteFunc(s.tensors, func(u *Tensor) bool {
-			return u.scope != s || u.ref.released.Load()
+			return u.scope != s || u.ref.isReleased()
 		})
 		if len(s.tensors) > cap(s.tensors)/2 {
 			// Mostly live: grow, so that compaction stays amortised O(1).

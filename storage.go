@@ -44,8 +44,23 @@ func newStorage(op string, ds *devState, nbytes int64) *storage {
 	return s
 }
 
-func (s *storage) retain() { s.refs.Add(1) }
+// retain adds a reference to s for a new view or graph reference of a
+// tensor, and panics with [ErrReleased] when s is already freed: a storage
+// whose count reached zero is never revived, so that nothing is freed twice.
+// The count is only raised from a live value, atomically.
+func (s *storage) retain(op string) {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			fail(op, ErrReleased, "the storage of this tensor on %s was already freed", s.ds.dev)
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return
+		}
+	}
+}
 
+// release drops a reference; the last one frees the buffer.
 func (s *storage) release() {
 	switch n := s.refs.Add(-1); {
 	case n == 0:
@@ -61,25 +76,75 @@ func (s *storage) release() {
 // tensorRef holds what one tensor owns: a reference to its storage and to
 // the graph node that produced it. It is separate from the Tensor so that
 // the garbage collector's cleanup can release it after the Tensor is gone.
+//
+// An operation holds the refs of the tensors it reads for as long as it
+// runs (see pin): state counts those holds, times two, plus one once the
+// tensor is released. Releasing a tensor that an operation holds only
+// marks it; the last hold to go then drops what the ref owns, so that no
+// buffer is freed while a kernel reads it.
 type tensorRef struct {
-	st       *storage
-	node     *node
-	released atomic.Bool
-	stack    []byte // creation stack, with VRAM_DEBUG_LEAKS=1
+	st    *storage
+	node  *node
+	state atomic.Int64 // 2*holds + 1 if released
+	stack []byte       // creation stack, with VRAM_DEBUG_LEAKS=1
+}
+
+const refReleased = 1 // the released bit of tensorRef.state
+
+// isReleased reports whether the tensor was released.
+func (r *tensorRef) isReleased() bool { return r.state.Load()&refReleased != 0 }
+
+// hold adds a hold unless the tensor was released; it reports whether it
+// did. A released tensor is never held again.
+func (r *tensorRef) hold() bool {
+	for {
+		s := r.state.Load()
+		if s&refReleased != 0 {
+			return false
+		}
+		if r.state.CompareAndSwap(s, s+2) {
+			return true
+		}
+	}
+}
+
+// unhold drops a hold; the last hold of a released tensor drops what it
+// owns.
+func (r *tensorRef) unhold() {
+	switch s := r.state.Add(-2); {
+	case s == refReleased:
+		r.free()
+	case s < 0:
+		panic("vram: internal: tensor unheld more often than held")
+	}
 }
 
 var debugLeaks = os.Getenv("VRAM_DEBUG_LEAKS") == "1"
 
-// dropRef releases what r owns, once.
+// drop marks r released, once, and reports whether this call did. What r
+// owns is dropped now, or by the last hold when operations still hold it.
 func (r *tensorRef) drop() bool {
-	if r.released.Swap(true) {
-		return false
+	for {
+		s := r.state.Load()
+		if s&refReleased != 0 {
+			return false
+		}
+		if r.state.CompareAndSwap(s, s|refReleased) {
+			if s == 0 {
+				r.free()
+			}
+			return true
+		}
 	}
+}
+
+// free drops r's storage reference and graph node; it runs exactly once,
+// when r is released and no operation holds it.
+func (r *tensorRef) free() {
 	r.st.release()
 	if n := r.node; n != nil {
 		n.decref()
 	}
-	return true
 }
 
 // collected is the garbage collector's backstop for a tensor that was never

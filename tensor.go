@@ -38,9 +38,12 @@ func (s Shape) String() string {
 //
 // # Concurrency
 //
-// Reading a tensor and running ops on it from several goroutines is safe;
-// writing it in place (the ...InPlace methods, optimizers) while another
-// goroutine reads it is a data race, as with any Go value.
+// Reading a tensor and running ops on it from several goroutines is safe,
+// and so is releasing it while they do (see [Tensor.Release]): a use that
+// loses that race panics with [ErrReleased], and memory is never read after
+// it is freed nor freed twice. Writing a tensor in place (the ...InPlace
+// methods, optimizers, MoveTo) while another goroutine reads it is a data
+// race, as with any Go value.
 type Tensor struct {
 	ref     *tensorRef
 	dtype   DType
@@ -70,9 +73,10 @@ func newTensor(op string, ds *devState, dt DType, shape []int) *Tensor {
 	return t
 }
 
-// view returns a new tensor sharing t's storage with the given layout.
+// view returns a new tensor sharing t's storage with the given layout. t
+// must be pinned by the caller or be the caller's own.
 func (t *Tensor) view(shape, strides []int, offset int) *Tensor {
-	t.ref.st.retain()
+	t.ref.st.retain("view")
 	v := &Tensor{dtype: t.dtype, shape: shape, strides: strides, offset: offset}
 	attachRef(v, t.ref.st, nil)
 	track(v)
@@ -80,35 +84,41 @@ func (t *Tensor) view(shape, strides []int, offset int) *Tensor {
 }
 
 // share returns another reference to t with the same layout, for the
-// autograd graph; it is not tracked by Tidy.
+// autograd graph; it is not tracked by Tidy. Like view, it needs t pinned
+// or the caller's own.
 func (t *Tensor) share() *Tensor {
-	t.ref.st.retain()
+	t.ref.st.retain("save")
 	v := &Tensor{dtype: t.dtype, shape: t.shape, strides: t.strides, offset: t.offset}
 	attachRef(v, t.ref.st, nil)
 	return v
 }
 
-// bv returns the backend view of t.
+// bv returns the backend view of t, for a kernel that runs while t is
+// pinned or the caller's own.
 func (t *Tensor) bv() backend.View {
 	return backend.View{Buf: t.ref.st.buf, DType: t.dtype.b(), Shape: t.shape, Strides: t.strides, Offset: t.offset}
 }
 
 func (t *Tensor) ds() *devState { return t.ref.st.ds }
 
-// live panics if t is nil or released.
+// live panics if t is nil or released. Operations that touch t's data,
+// views or graph pin it instead (see pin); live is for the rest.
 func (t *Tensor) live(op string) {
 	if t == nil {
 		fail(op, ErrArgument, "nil tensor")
 	}
-	if t.ref.released.Load() {
-		fail(op, ErrReleased, "tensor %v %s on %s was already released", Shape(t.shape), t.dtype, t.ref.st.ds.dev)
+	if t.ref.isReleased() {
+		failReleased(op, t)
 	}
 }
 
 // Release drops this tensor's reference to its storage and graph, like
 // Python's del. It is idempotent, and also releases the tensor's gradient.
 // Using the tensor afterwards panics with [ErrReleased]; views of it and the
-// graph keep the storage alive as long as they need it.
+// graph keep the storage alive as long as they need it. Release may run
+// while other goroutines use t: an operation that started before it keeps
+// the storage until the operation returns, one that starts after it panics
+// with [ErrReleased], and the memory is freed exactly once.
 func (t *Tensor) Release() {
 	if t == nil {
 		return
@@ -124,7 +134,7 @@ func (t *Tensor) Release() {
 }
 
 // Released reports whether [Tensor.Release] was called.
-func (t *Tensor) Released() bool { return t.ref.released.Load() }
+func (t *Tensor) Released() bool { return t.ref.isReleased() }
 
 // DType returns the element type.
 func (t *Tensor) DType() DType { return t.dtype }
@@ -155,7 +165,9 @@ func (t *Tensor) NumElements() int { return backend.NumElements(t.shape) }
 func (t *Tensor) Bytes() int64 { return int64(t.NumElements()) * int64(t.dtype.Size()) }
 
 // IsContiguous reports whether t's elements are dense in row-major order.
-func (t *Tensor) IsContiguous() bool { return t.bv().IsContiguous() }
+func (t *Tensor) IsContiguous() bool {
+	return backend.View{Shape: t.shape, Strides: t.strides}.IsContiguous()
+}
 
 // SharesStorage reports whether t and u are views of the same storage.
 func (t *Tensor) SharesStorage(u *Tensor) bool { return t.ref.st == u.ref.st }
@@ -179,13 +191,18 @@ func (t *Tensor) String() string {
 	if t == nil {
 		return "Tensor(nil)"
 	}
-	if t.Released() {
+	if !t.ref.hold() {
 		return fmt.Sprintf("Tensor(released, shape=%v, dtype=%s)", Shape(t.shape), t.dtype)
 	}
+	defer t.ref.unhold()
 	var b strings.Builder
 	b.WriteString("Tensor(")
 	if n := t.NumElements(); n <= 32 {
-		vals := t.Float64s()
+		raw := t.readHost("string")
+		vals := make([]float64, n)
+		for i := range vals {
+			vals[i] = load(t.dtype, raw, i)
+		}
 		b.WriteString(formatValues(vals, t.shape, t.dtype))
 		b.WriteString(", ")
 	}

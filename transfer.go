@@ -7,7 +7,7 @@ import "github.com/vramgo/vram/backend"
 // device, which is what makes model parallelism across devices train. It
 // panics with [ErrUnavailable] when d cannot be used.
 func (t *Tensor) To(d Device) *Tensor {
-	t.live("to")
+	defer pin("to", t).unpin()
 	if t.Device() == d {
 		return t.identity("to")
 	}
@@ -27,7 +27,8 @@ type peerCopier interface {
 }
 
 // copyAcross copies t's elements to a new contiguous tensor on dst: directly
-// between devices that can (GPU to GPU), else through host memory.
+// between devices that can (GPU to GPU), else through host memory. The
+// caller pins t.
 func copyAcross(t *Tensor, dst *devState) *Tensor {
 	out := newTensor("to", dst, t.dtype, t.shape)
 	if out.NumElements() == 0 {
@@ -41,7 +42,7 @@ func copyAcross(t *Tensor, dst *devState) *Tensor {
 		check("to", err)
 		return out
 	}
-	raw := t.hostBytes("to")
+	raw := t.readHost("to")
 	if hb, ok := out.ref.st.buf.(backend.HostBuffer); ok {
 		copy(hb.Host(), raw)
 		return out
@@ -63,7 +64,7 @@ func (t *Tensor) CPU() *Tensor { return t.To(CPU) }
 // it). Its gradient moves with it. It panics with [ErrAutograd] on a tensor
 // computed by a recorded operation.
 func (t *Tensor) MoveTo(d Device) {
-	t.live("move_to")
+	defer pin("move_to", t).unpin()
 	if t.ref.node != nil {
 		fail("move_to", ErrAutograd, "only leaf tensors can be moved in place; use To for computed tensors")
 	}

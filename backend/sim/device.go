@@ -66,6 +66,7 @@ type buffer struct {
 	block *memory.Block
 	data  backend.Buffer // nil in shape-only mode
 	bytes int64
+	freed atomic.Bool
 }
 
 func (b *buffer) Bytes() int64 { return b.bytes }
@@ -104,9 +105,18 @@ func (d *Device) Alloc(nbytes int64, s backend.Stream, region string) (backend.B
 	return b, nil
 }
 
-// Free returns a buffer to the allocator's cache.
+// Free returns a buffer to the allocator's cache. It panics on a buffer
+// that this backend did not allocate or that was already freed: a second
+// free would hand the allocator a block that may belong to another buffer
+// by then.
 func (d *Device) Free(bb backend.Buffer, s backend.Stream) {
-	b := bb.(*buffer)
+	b, ok := bb.(*buffer)
+	if !ok || b == nil {
+		panic(fmt.Sprintf("sim: Free of %T, not a buffer of sim:%d", bb, d.index))
+	}
+	if b.freed.Swap(true) {
+		panic(fmt.Sprintf("sim: buffer of %d bytes on sim:%d freed twice", b.bytes, d.index))
+	}
 	if b.data != nil {
 		d.host.Free(b.data, s)
 	}

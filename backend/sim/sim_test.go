@@ -3,6 +3,8 @@ package sim
 import (
 	"errors"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/vramgo/vram/backend"
@@ -102,5 +104,106 @@ func TestShapeOnly(t *testing.T) {
 	d.Free(b, nil)
 	if err := d.SetShapeOnly(false); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestFreeRefusesWhatItCannotFree(t *testing.T) {
+	cpu, _ := backend.Lookup("cpu")
+	host, _ := cpu.Device(0)
+	d, err := newDevice(host, 0, 4<<20, memory.Config{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	freed, err := d.Alloc(1<<20, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Free(freed, nil)
+	// The block of the freed buffer goes to the next allocation: a second
+	// free of the stale buffer must not free it.
+	other, err := d.Alloc(1<<20, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostBuf, _ := host.Alloc(8, nil, "")
+	tests := []struct {
+		name string
+		buf  backend.Buffer
+		want string
+	}{
+		{"twice", freed, "freed twice"},
+		{"nil", nil, "not a buffer of sim:0"},
+		{"foreign", hostBuf, "not a buffer of sim:0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				if s, _ := r.(string); !strings.Contains(s, tc.want) {
+					t.Fatalf("panic %v, want one saying %q", r, tc.want)
+				}
+			}()
+			d.Free(tc.buf, nil)
+		})
+	}
+	if got := d.Allocator().Stats().AllocatedBytes[0].Current; got != 1<<20 {
+		t.Fatalf("allocated %d, want the other buffer's %d", got, 1<<20)
+	}
+	d.Free(other, nil)
+	if got := d.Allocator().Stats().AllocatedBytes[0].Current; got != 0 {
+		t.Fatalf("allocated %d after the last free", got)
+	}
+}
+
+// TestConcurrentAllocFree allocates, writes and frees from several
+// goroutines at once; under -race it checks the device's and the
+// allocator's locking, and at the end that the counts balance.
+func TestConcurrentAllocFree(t *testing.T) {
+	cpu, _ := backend.Lookup("cpu")
+	host, _ := cpu.Device(0)
+	d, err := newDevice(host, 0, 64<<20, memory.Config{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rounds := 400
+	if testing.Short() {
+		rounds = 100
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var held []backend.Buffer
+			for i := range rounds {
+				n := int64(512 * (1 + (g*rounds+i)%37))
+				b, err := d.Alloc(n, nil, "")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				b.(backend.HostBuffer).Host()[0] = byte(g)
+				held = append(held, b)
+				if len(held) > 4 {
+					d.Free(held[0], nil)
+					held = held[1:]
+				}
+				_ = d.Allocator().Stats()
+			}
+			for _, b := range held {
+				d.Free(b, nil)
+			}
+		}()
+	}
+	wg.Wait()
+	st := d.Allocator().Stats()
+	if got := st.AllocatedBytes[0].Current; got != 0 {
+		t.Fatalf("allocated %d after every buffer was freed", got)
+	}
+	if st.Allocation[0].Allocated != st.Allocation[0].Freed || st.Allocation[0].Allocated != int64(8*rounds) {
+		t.Fatalf("allocations %d, frees %d, want %d of each", st.Allocation[0].Allocated, st.Allocation[0].Freed, 8*rounds)
+	}
+	if n := d.live.Load(); n != 0 {
+		t.Fatalf("%d buffers live after every buffer was freed", n)
 	}
 }
