@@ -3,6 +3,7 @@ package memory
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/vramgo/vram/memory/trace"
@@ -35,7 +36,10 @@ type OutOfMemoryError struct {
 	// handed out (fragmentation, and blocks waiting for other streams).
 	Unallocated int64
 	LargestFree int64           // the largest free cached block, bytes
-	TopRegions  []RegionUsage   // live allocations by region label, largest first (at most 5)
+	TopRegions  []RegionUsage   // live allocations by region label, largest first (at most oomRegions)
+	// OtherRegions sums the live allocations of the regions beyond
+	// TopRegions (Region holds how many regions, as a number).
+	OtherRegions RegionUsage
 	Others      []ProcessMemory // other processes on the device, largest first; nil if unknown
 	OthersBytes int64           // what the device reports used beyond this allocator's reserve, -1 if unknown
 	LiveBlocks  int             // blocks held by callers
@@ -63,6 +67,10 @@ type OutOfMemoryError struct {
 	ops        []replayOp
 	pendingSum int64 // bytes of blocks waiting for events
 }
+
+// oomRegions is how many regions an OutOfMemoryError names; the others
+// are summed.
+const oomRegions = 8
 
 // oomLogSize is how many of its latest allocations and frees an allocator
 // keeps for the fix check of an OutOfMemoryError (opLog). Each fix check
@@ -161,7 +169,6 @@ func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause
 		segs = append(segs, seg)
 	}
 	sort.Slice(segs, func(i, j int) bool { return segs[i].addr < segs[j].addr })
-	regions := map[string]*RegionUsage{}
 	var held []replayOp // blocks held now, in address order
 	for _, seg := range segs {
 		for b := seg.first; b != nil; b = b.next {
@@ -173,13 +180,6 @@ func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause
 				held = append(held, replayOp{addr: b.addr, size: b.requested, stream: b.stream})
 			case stateAllocated:
 				held = append(held, replayOp{addr: b.addr, size: b.requested, stream: b.stream})
-				r := regions[b.region]
-				if r == nil {
-					r = &RegionUsage{Region: b.region}
-					regions[b.region] = r
-				}
-				r.Bytes += b.size
-				r.Count++
 			}
 		}
 	}
@@ -187,17 +187,14 @@ func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause
 	if a.log.total == uint64(a.log.n) {
 		e.CheckedBy = "history"
 	}
-	for _, r := range regions {
-		e.TopRegions = append(e.TopRegions, *r)
-	}
-	sort.Slice(e.TopRegions, func(i, j int) bool {
-		if e.TopRegions[i].Bytes != e.TopRegions[j].Bytes {
-			return e.TopRegions[i].Bytes > e.TopRegions[j].Bytes
+	e.TopRegions = a.regionsLocked()
+	if n := len(e.TopRegions); n > oomRegions {
+		for _, r := range e.TopRegions[oomRegions:] {
+			e.OtherRegions.Bytes += r.Bytes
+			e.OtherRegions.Count += r.Count
 		}
-		return e.TopRegions[i].Region < e.TopRegions[j].Region
-	})
-	if len(e.TopRegions) > 5 {
-		e.TopRegions = e.TopRegions[:5]
+		e.OtherRegions.Region = strconv.Itoa(n - oomRegions)
+		e.TopRegions = e.TopRegions[:oomRegions]
 	}
 	var freeAt uint64
 	if e.DeviceFree >= 0 {
@@ -391,11 +388,10 @@ func (e *OutOfMemoryError) Error() string {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			name := r.Region
-			if name == "" {
-				name = "(unlabelled)"
-			}
-			fmt.Fprintf(&b, " %s %s in %d", name, units.Bytes(r.Bytes), r.Count)
+			fmt.Fprintf(&b, " %s %s in %d", regionName(r.Region, 80), units.Bytes(r.Bytes), r.Count)
+		}
+		if e.OtherRegions.Count > 0 {
+			fmt.Fprintf(&b, ", %s more regions %s in %d", e.OtherRegions.Region, units.Bytes(e.OtherRegions.Bytes), e.OtherRegions.Count)
 		}
 		b.WriteString("\n")
 	}
