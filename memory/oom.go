@@ -35,14 +35,14 @@ type OutOfMemoryError struct {
 	// Unallocated is Reserved minus Allocated: memory reserved but not
 	// handed out (fragmentation, and blocks waiting for other streams).
 	Unallocated int64
-	LargestFree int64           // the largest free cached block, bytes
-	TopRegions  []RegionUsage   // live allocations by region label, largest first (at most oomRegions)
+	LargestFree int64         // the largest free cached block, bytes
+	TopRegions  []RegionUsage // live allocations by region label, largest first (at most oomRegions)
 	// OtherRegions sums the live allocations of the regions beyond
 	// TopRegions (Region holds how many regions, as a number).
 	OtherRegions RegionUsage
-	Others      []ProcessMemory // other processes on the device, largest first; nil if unknown
-	OthersBytes int64           // what the device reports used beyond this allocator's reserve, -1 if unknown
-	LiveBlocks  int             // blocks held by callers
+	Others       []ProcessMemory // other processes on the device, largest first; nil if unknown
+	OthersBytes  int64           // what the device reports used beyond this allocator's reserve, -1 if unknown
+	LiveBlocks   int             // blocks held by callers
 	// Fix is the suggestion, one sentence: a setting under which the
 	// replay fits, or how much memory is missing; "" when the replay could
 	// not reproduce the failure.
