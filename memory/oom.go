@@ -341,7 +341,7 @@ func (e *OutOfMemoryError) checkFix() {
 			if f, ok := e.fractionThatFits(t); ok {
 				t.PerProcessMemoryFraction = f
 				e.FixConfig = configString(t)
-				e.Fix = fmt.Sprintf("raise per_process_memory_fraction to %s (SetMemoryFraction, or VRAM_ALLOC_CONF=%q) and this allocation fits",
+				e.Fix = fmt.Sprintf("raise per_process_memory_fraction to %s (SetPerProcessMemoryFraction, or VRAM_ALLOC_CONF=%q) and this allocation fits",
 					strconv.FormatFloat(f, 'f', -1, 64), e.FixConfig)
 				return
 			}

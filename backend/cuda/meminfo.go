@@ -55,10 +55,11 @@ func (d *Device) MemoryInfo() (backend.DeviceMemory, error) {
 }
 
 // processes returns what this process holds on the device, as NVML counts
-// it (context, libraries and allocations together), and the other
-// processes there, largest first. Without NVML, or when NVML does not list
-// this process (its PIDs are then another namespace's, and one of them may
-// be this process), it returns -1 and nil.
+// it (context, libraries and allocations together; -1 when NVML does not
+// account it), and the other processes there, largest first. Without NVML,
+// or when NVML does not list this process (its PIDs are then another
+// namespace's, and one of them may be this process), it returns -1 and
+// nil.
 func (d *Device) processes() (self int64, others []backend.ProcessMemory) {
 	h, ok := nvmlDeviceOf(d.index)
 	if !ok {
@@ -69,16 +70,16 @@ func (d *Device) processes() (self int64, others []backend.ProcessMemory) {
 		return -1, nil
 	}
 	me := os.Getpid()
-	self = -1
+	self, listed := -1, false
 	others = []backend.ProcessMemory{}
 	for _, p := range procs {
 		if p.PID == me {
-			self = max(p.Bytes, 0)
+			self, listed = p.Bytes, true // -1 when NVML does not account it
 		} else {
 			others = append(others, p)
 		}
 	}
-	if self < 0 {
+	if !listed {
 		return -1, nil
 	}
 	sort.SliceStable(others, func(i, j int) bool {

@@ -11,5 +11,9 @@
 // there are [DefaultCount] devices of [DefaultCapacity] bytes each. An
 // invalid value is reported by [Config] and leaves no sim devices.
 //
+// An out-of-memory error on one sim device names the other sim devices
+// that have room for the work, as a CUDA device's names the machine's
+// other GPUs.
+//
 // Sim devices are not CUDA devices: vram.DeviceCount does not count them.
 package sim
