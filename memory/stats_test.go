@@ -2,8 +2,11 @@ package memory
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // statArenas are the two kinds of arena the stats tests run on: one with
@@ -281,4 +284,41 @@ func TestNumSyncAllStreams(t *testing.T) {
 		t.Fatalf("after ResetAccumulatedStats: syncs %d, reserved %d", s.NumSyncAllStreams, s.ReservedBytes[StatAll].Current)
 	}
 	a.Free(y)
+}
+
+// TestSummaryRegions checks the Summary's list of live allocations by
+// region: largest first, unlabelled and hostile labels shown safely, long
+// labels cut, the table's width kept, and the regions beyond the list
+// summed.
+func TestSummaryRegions(t *testing.T) {
+	a, _ := newTestAllocator(t, "", 1<<30)
+	mustAllocRegion(t, a, 3*mib, "parameters")
+	mustAllocRegion(t, a, 32*mib, "cublaslt workspace")
+	mustAllocRegion(t, a, 100, "")
+	mustAllocRegion(t, a, 100, "bad\x1b[31mname")
+	mustAllocRegion(t, a, 100, strings.Repeat("注意", 40))
+	s := a.Summary()
+	for _, want := range []string{"Live allocations by region", "cublaslt workspace", "32.00 MiB in       1 blocks",
+		"parameters", "(unlabelled)", `bad\x1b[31mname`, "注意注意...", "Oversize allocations", "Oversize GPU segments"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("summary lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "\x1b") {
+		t.Errorf("summary writes an escape character raw:\n%s", s)
+	}
+	if i, j := strings.Index(s, "cublaslt workspace"), strings.Index(s, "parameters"); i > j {
+		t.Errorf("regions not largest first:\n%s", s)
+	}
+	for i, line := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+		if n := utf8.RuneCountInString(line); n != summaryWidth {
+			t.Errorf("line %d is %d wide, want %d: %q", i, n, summaryWidth, line)
+		}
+	}
+	for i := 0; i < 2*summaryRegions; i++ {
+		mustAllocRegion(t, a, 4096, fmt.Sprintf("r%02d", i))
+	}
+	if s := a.Summary(); !strings.Contains(s, fmt.Sprintf("%d more regions", 2*summaryRegions+5-(summaryRegions-1))) {
+		t.Errorf("the regions beyond the list are not summed:\n%s", s)
+	}
 }

@@ -64,14 +64,14 @@ func (a *Allocator) regionsLocked() []RegionUsage {
 }
 
 // regionName returns how messages show a region label: "(unlabelled)" for
-// "", control characters escaped, at most max bytes (cut with "...").
+// "", control characters escaped, at most max characters (cut with "...").
 func regionName(r string, max int) string {
 	if r == "" {
 		return "(unlabelled)"
 	}
 	r = printable(r)
-	if len(r) > max {
-		r = r[:max-3] + "..."
+	if rs := []rune(r); len(rs) > max {
+		r = string(rs[:max-3]) + "..."
 	}
 	return r
 }
