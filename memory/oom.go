@@ -38,8 +38,9 @@ type OutOfMemoryError struct {
 	Unallocated int64
 	LargestFree int64         // the largest free cached block, bytes
 	TopRegions  []RegionUsage // live allocations by region label, largest first (at most oomRegions)
-	// OtherRegions sums the live allocations of the regions beyond
-	// TopRegions (Region holds how many regions, as a number).
+	// MoreRegions is how many regions beyond TopRegions hold live
+	// allocations, and OtherRegions their sum (its Region is "").
+	MoreRegions  int
 	OtherRegions RegionUsage
 	Others       []ProcessMemory // other processes on the device, largest first; nil if unknown
 	OthersBytes  int64           // what the device reports used beyond this allocator's reserve, -1 if unknown
@@ -221,7 +222,7 @@ func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause
 			e.OtherRegions.Bytes += r.Bytes
 			e.OtherRegions.Count += r.Count
 		}
-		e.OtherRegions.Region = strconv.Itoa(n - oomRegions)
+		e.MoreRegions = n - oomRegions
 		e.TopRegions = e.TopRegions[:oomRegions]
 	}
 	var freeAt uint64
@@ -584,8 +585,8 @@ func (e *OutOfMemoryError) Error() string {
 			}
 			fmt.Fprintf(&b, " %s %s in %d", regionName(r.Region, 80), units.Bytes(r.Bytes), r.Count)
 		}
-		if e.OtherRegions.Count > 0 {
-			fmt.Fprintf(&b, ", %s more regions %s in %d", e.OtherRegions.Region, units.Bytes(e.OtherRegions.Bytes), e.OtherRegions.Count)
+		if e.MoreRegions > 0 {
+			fmt.Fprintf(&b, ", %d more regions %s in %d", e.MoreRegions, units.Bytes(e.OtherRegions.Bytes), e.OtherRegions.Count)
 		}
 		b.WriteString("\n")
 	}

@@ -263,3 +263,31 @@ func TestOutOfMemoryAdvice(t *testing.T) {
 		})
 	}
 }
+
+// TestOutOfMemoryRegions checks that the error names the largest regions
+// and sums the others, so that a small region such as the cuBLASLt
+// workspace shows when few regions are live and the total stays exact.
+func TestOutOfMemoryRegions(t *testing.T) {
+	a, _ := newTestAllocator(t, "", 256*mib)
+	mustAllocRegion(t, a, 32*mib, "cublaslt workspace")
+	var total int64 = 32 * mib
+	for i := 0; i < oomRegions+3; i++ {
+		mustAllocRegion(t, a, int64(i+1)*mib, "layer"+string(rune('a'+i)))
+		total += int64(i+1) * mib
+	}
+	_, err := a.Alloc(512*mib, 0, "")
+	var oom *OutOfMemoryError
+	if !errors.As(err, &oom) {
+		t.Fatal(err)
+	}
+	if len(oom.TopRegions) != oomRegions || oom.TopRegions[0].Region != "cublaslt workspace" || oom.MoreRegions != 4 {
+		t.Fatalf("top regions %+v, %d more", oom.TopRegions, oom.MoreRegions)
+	}
+	sum := oom.OtherRegions.Bytes
+	for _, r := range oom.TopRegions {
+		sum += r.Bytes
+	}
+	if sum != total || !strings.Contains(err.Error(), "cublaslt workspace 32.00 MiB in 1") || !strings.Contains(err.Error(), ", 4 more regions 10.00 MiB in 4") {
+		t.Fatalf("regions sum to %d, want %d:\n%v", sum, total, err)
+	}
+}
