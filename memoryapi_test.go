@@ -154,3 +154,47 @@ func TestDeviceMemoryOnSim(t *testing.T) {
 		t.Error("the CPU has no device memory information")
 	}
 }
+
+func TestResetAccumulatedMemoryStats(t *testing.T) {
+	x := Zeros(Shape{1 << 18}, tight) // 1 MiB
+	y := Zeros(Shape{1 << 18}, tight)
+	y.Release()
+	before, st := MemoryStats(tight), Storage(tight)
+	if before.Allocation[memory.StatAll].Allocated == 0 || st.Allocs == 0 {
+		t.Fatalf("test setup: nothing counted: %+v %+v", before.Allocation[memory.StatAll], st)
+	}
+	ResetAccumulatedMemoryStats(tight)
+	after, st2 := MemoryStats(tight), Storage(tight)
+	for _, f := range []memory.Stat{after.Allocation[memory.StatAll], after.AllocatedBytes[memory.StatAll], after.Segment[memory.StatAll]} {
+		if f.Allocated != 0 || f.Freed != 0 {
+			t.Errorf("accumulated sums survive the reset: %+v", f)
+		}
+	}
+	if after.NumDeviceAlloc != 0 || after.NumSyncAllStreams != 0 || after.NumOOMs != 0 || st2.Allocs != 0 || st2.Frees != 0 {
+		t.Errorf("counters survive the reset: %+v, storage %+v", after, st2)
+	}
+	if after.AllocatedBytes[memory.StatAll].Current != before.AllocatedBytes[memory.StatAll].Current ||
+		after.AllocatedBytes[memory.StatAll].Peak != before.AllocatedBytes[memory.StatAll].Peak ||
+		st2.LiveBytes != st.LiveBytes || st2.PeakBytes != st.PeakBytes {
+		t.Errorf("current values or peaks changed: %+v -> %+v, storage %+v -> %+v",
+			before.AllocatedBytes[memory.StatAll], after.AllocatedBytes[memory.StatAll], st, st2)
+	}
+	x.Release()
+	if s := MemoryStats(tight); s.Allocation[memory.StatAll].Freed != 1 {
+		t.Errorf("after one release: freed %d, want 1", s.Allocation[memory.StatAll].Freed)
+	}
+	ResetAccumulatedMemoryStats(CPU) // no allocator: only the storage counts
+	if s := Storage(CPU); s.Allocs != 0 || s.Frees != 0 {
+		t.Errorf("CPU storage counts after the reset: %+v", s)
+	}
+}
+
+func TestRegionsInSummary(t *testing.T) {
+	var w *Tensor
+	Region("summary test weights", func() { w = Zeros(Shape{1 << 18}, tight) })
+	defer w.Release()
+	s := MemorySummary(tight)
+	if !strings.Contains(s, "Live allocations by region") || !strings.Contains(s, "summary test weights") {
+		t.Fatalf("summary does not list the region:\n%s", s)
+	}
+}

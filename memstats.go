@@ -33,6 +33,24 @@ func ResetPeakMemoryStats(d Device) {
 	}
 }
 
+// ResetAccumulatedMemoryStats zeroes the cumulative statistics of d
+// (torch.cuda.reset_accumulated_memory_stats): in its allocator's
+// [memory.Stats], the allocated and freed sums of every statistic, the
+// num_* counters and the driver time; in [Storage], the Allocs, Frees and
+// Leaked counts. Current values and peaks stay (see
+// [ResetPeakMemoryStats] for those).
+func ResetAccumulatedMemoryStats(d Device) {
+	if a := allocatorOf(d); a != nil {
+		a.ResetAccumulatedStats()
+	}
+	if s, ok := devices.Load(d); ok {
+		st := s.(*devState)
+		st.allocs.Store(0)
+		st.frees.Store(0)
+		st.leaked.Store(0)
+	}
+}
+
 // StorageStats counts the storages (tensor buffers) vram created on one
 // device.
 type StorageStats struct {

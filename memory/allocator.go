@@ -102,7 +102,10 @@ type Allocator struct {
 	cfgErr error
 	mode   mode
 	gran   int64 // mapping granularity (virtual modes)
-	start  time.Time
+	// oversize is max_split_size_mb in bytes, MaxInt64 without it: blocks
+	// and segments of this size or more count as oversize in the stats.
+	oversize int64
+	start    time.Time
 	// quickOOM skips the fix check of OutOfMemoryError: set for the
 	// allocators of replays, which would otherwise replay recursively.
 	quickOOM bool
@@ -112,6 +115,7 @@ type Allocator struct {
 	pools         [2]*pool
 	segs          map[uint64]*segment  // by address
 	chunks        *btree.BTreeG[chunk] // mappings of virtual segments
+	chunkGen      uint64               // changes with every change of chunks; never 0
 	stats         Stats
 	limit         int64   // the most the allocator may reserve; MaxInt64 without a fraction
 	fraction      float64 // the per-process memory fraction, 0 if none
@@ -155,12 +159,13 @@ func withQuickOOM() Option { return func(a *Allocator) { a.quickOOM = true } }
 // not a [VirtualArena] falls back to the PyTorch policy with fixed segments.
 func New(arena Arena, cfg Config, opts ...Option) *Allocator {
 	a := &Allocator{
-		arena:  arena,
-		cfg:    cfg,
-		start:  time.Now(),
-		segs:   make(map[uint64]*segment),
-		chunks: newChunkTree(),
-		pools:  [2]*pool{newPool(poolSmall), newPool(poolLarge)},
+		arena:    arena,
+		cfg:      cfg,
+		start:    time.Now(),
+		segs:     make(map[uint64]*segment),
+		chunks:   newChunkTree(),
+		chunkGen: 1,
+		pools:    [2]*pool{newPool(poolSmall), newPool(poolLarge)},
 	}
 	a.cfgErr = cfg.Check(arena)
 	if info, ok := arena.(DeviceInfo); ok {
@@ -191,6 +196,7 @@ func New(arena Arena, cfg Config, opts ...Option) *Allocator {
 	}
 	a.fraction = cfg.PerProcessMemoryFraction
 	a.setLimit()
+	a.oversize = cfg.maxSplitSize()
 	a.stats.MaxSplitSize = -1
 	if cfg.MaxSplitSizeMB != 0 {
 		a.stats.MaxSplitSize = cfg.maxSplitSize()
@@ -467,6 +473,9 @@ func (a *Allocator) carve(b *Block, size, requested int64, region string) *Block
 	blk.requested = requested
 	blk.region = region
 	a.account(blk, 1)
+	if blk.size >= a.oversize {
+		a.stats.OversizeAllocations.inc(1)
+	}
 	if !a.quickOOM {
 		a.log.add(replayOp{addr: blk.addr, size: requested, stream: blk.stream})
 	}
@@ -489,6 +498,9 @@ func (a *Allocator) Free(b *Block) {
 		panic("memory: Free of a block that is not allocated by this allocator (double free?)")
 	}
 	a.account(b, -1)
+	if b.size >= a.oversize {
+		a.stats.OversizeAllocations.update(-1)
+	}
 	var pcs []uintptr
 	if a.hist != nil {
 		pcs = a.hist.callers()
@@ -609,6 +621,7 @@ func (a *Allocator) EmptyCache() {
 // releaseCached releases every free fixed segment and every mapping inside
 // a free block of a virtual segment (PyTorch's release_cached_blocks).
 func (a *Allocator) releaseCached() {
+	a.stats.NumSyncAllStreams++
 	if len(a.pendingEvents) > 0 {
 		a.processEvents(true)
 	}
@@ -724,15 +737,73 @@ func (a *Allocator) account(b *Block, sign int64) {
 		s.Active.update(k, sign)
 		s.ActiveBytes.update(k, sign*b.size)
 	case stateFree:
-		if b.isSplit() {
-			if sign > 0 {
+		if sign > 0 {
+			if n := a.unreleasable(b); n > 0 {
+				b.unrel = n
 				s.InactiveSplit.inc(k, 1)
-				s.InactiveSplitBytes.inc(k, b.size)
-			} else if s.InactiveSplit.dec(k, 1)|s.InactiveSplitBytes.dec(k, b.size) < 0 {
+				s.InactiveSplitBytes.inc(k, n)
+			}
+		} else if n := b.unrel; n > 0 {
+			b.unrel = 0
+			if s.InactiveSplit.dec(k, 1)|s.InactiveSplitBytes.dec(k, n) < 0 {
 				negativeStat(-1)
 			}
 		}
 	}
+}
+
+// unreleasable returns the bytes of the free block b that releasing the
+// whole cache would keep (PyTorch's inactive split memory): all of b when
+// it shares its fixed segment with other blocks, none when it is the whole
+// segment. In a virtual segment memory is given back by the mapping, so
+// they are the parts of b in the (at most two) mappings at its ends that
+// b shares with allocated or pending blocks; the mappings in between lie
+// wholly inside b.
+func (a *Allocator) unreleasable(b *Block) int64 {
+	if !b.seg.virtual {
+		if b.isSplit() {
+			return b.size
+		}
+		return 0
+	}
+	head := a.chunkOf(b, b.addr)
+	tail := a.chunkOf(b, b.end()-1)
+	b.hc, b.tc = chunkRef{head, a.chunkGen}, chunkRef{tail, a.chunkGen}
+	if head.addr == tail.addr { // one mapping holds all of b
+		if head.addr == b.addr && head.size == b.size {
+			return 0
+		}
+		return b.size
+	}
+	var n int64
+	if head.addr != b.addr {
+		n += int64(head.addr + uint64(head.size) - b.addr)
+	}
+	if te := tail.addr + uint64(tail.size); te != b.end() {
+		n += int64(b.end() - tail.addr)
+	}
+	return n
+}
+
+// chunkOf returns the mapping that holds the byte at addr of the block b
+// of a virtual segment: one that b remembers, if current, else from the
+// tree.
+func (a *Allocator) chunkOf(b *Block, addr uint64) chunk {
+	if b.hc.gen == a.chunkGen && b.hc.holds(addr) {
+		return b.hc.chunk
+	}
+	if b.tc.gen == a.chunkGen && b.tc.holds(addr) {
+		return b.tc.chunk
+	}
+	var c chunk
+	a.chunks.DescendLessOrEqual(chunk{addr: addr}, func(x chunk) bool {
+		c = x
+		return false
+	})
+	if !c.holds(addr) {
+		panic("vram: internal: block of a virtual segment outside its mappings")
+	}
+	return c
 }
 
 // addReserved changes the reserve by delta bytes.
@@ -784,7 +855,8 @@ func (a *Allocator) ResetPeakStats() {
 }
 
 // ResetAccumulatedStats zeroes the cumulative statistics: the Allocated and
-// Freed sums, retries, OOMs, device calls and driver time
+// Freed sums of every Stat, and the counters (retries, OOMs, syncs, device
+// calls, maps, unmaps) and driver time; current values and peaks stay
 // (torch.cuda.reset_accumulated_memory_stats).
 func (a *Allocator) ResetAccumulatedStats() {
 	a.mu.Lock()

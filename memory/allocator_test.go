@@ -474,7 +474,7 @@ func TestStatsMapAndResets(t *testing.T) {
 			t.Errorf("%s = %d (present %v), want %d", k, got, ok, v)
 		}
 	}
-	if len(m) != 9*3*4+8 {
+	if len(m) != numMapKeys {
 		t.Errorf("%d keys", len(m))
 	}
 	a.Free(b)

@@ -65,7 +65,7 @@ type VirtualArena interface {
 // DeviceInfo is an optional hook for what only the device knows. The
 // allocator uses it for the [OutOfMemoryError] message alone. An Arena
 // that implements it is used as the hook unless [WithDeviceInfo] gives
-// another.
+// another. A DeviceInfo may also implement [ProcessInfo] and [PeerInfo].
 type DeviceInfo interface {
 	// FreeMemory returns the bytes free on the device and its total
 	// memory, as the driver reports them (cuMemGetInfo).
@@ -80,6 +80,34 @@ type ProcessMemory struct {
 	PID   int    // process id
 	Name  string // process name, "" if unknown
 	Bytes int64  // device memory it holds
+}
+
+// ProcessInfo is an optional interface of a [DeviceInfo] that knows what
+// this process holds on the device in all, as the driver's process list
+// counts it (NVML): the allocator's reserve plus what lies outside it (the
+// CUDA context, libraries, memory allocated around the allocator). The
+// [OutOfMemoryError] then tells that part apart from other processes.
+type ProcessInfo interface {
+	// ThisProcess returns the device memory this process holds, -1 when
+	// the process list does not show it (a container with its own PID
+	// namespace).
+	ThisProcess() (int64, error)
+}
+
+// PeerInfo is an optional interface of a [DeviceInfo] that knows the other
+// devices of the machine of the same kind: the [OutOfMemoryError] then
+// names those with room for the work.
+type PeerInfo interface {
+	// Peers returns the machine's other devices that this process can
+	// use, with their memory; nil if unknown.
+	Peers() ([]PeerMemory, error)
+}
+
+// PeerMemory is the memory of another device of the machine.
+type PeerMemory struct {
+	Name  string // the device as vram names it: "cuda:1", "sim:1"
+	Free  int64  // bytes free, as its driver reports them
+	Total int64  // bytes of memory
 }
 
 // DriverTimer is an optional interface of an [Arena] that prices its own

@@ -62,6 +62,13 @@ type Block struct {
 	region  string   // caller's label (allocated blocks)
 	pcs     []uintptr
 	freedAt uint64 // allocator tick when the block last became free
+	// unrel is the part of a free block that releasing the cache would
+	// keep, as last accounted in the inactive-split statistics.
+	unrel int64
+	// hc and tc remember mappings (virtual segments) that held the
+	// block's first and last bytes, to spare tree lookups on the cached
+	// path; either may be stale or hold another byte of the block.
+	hc, tc chunkRef
 }
 
 // Addr returns the block's device address.
@@ -141,6 +148,7 @@ func (c *blockCache) newBlock(addr uint64, size int64, stream Stream, seg *segme
 func (c *blockCache) splitOff(b *Block, n int64) *Block {
 	rest := c.newBlock(b.addr+uint64(n), b.size-n, b.stream, b.seg, b.state)
 	rest.prev, rest.next, rest.freedAt = b, b.next, b.freedAt
+	rest.hc, rest.tc = b.hc, b.tc
 	if b.next != nil {
 		b.next.prev = rest
 	}
@@ -155,6 +163,7 @@ func (c *blockCache) splitOff(b *Block, n int64) *Block {
 func (c *blockCache) cutFront(b *Block, n int64) *Block {
 	f := c.newBlock(b.addr, n, b.stream, b.seg, b.state)
 	f.prev, f.next, f.freedAt = b.prev, b, b.freedAt
+	f.hc, f.tc = b.hc, b.tc
 	if b.prev != nil {
 		b.prev.next = f
 	} else {
@@ -171,6 +180,7 @@ func (c *blockCache) cutFront(b *Block, n int64) *Block {
 func (c *blockCache) replace(old *Block) *Block {
 	b := c.newBlock(old.addr, old.size, old.stream, old.seg, old.state)
 	b.prev, b.next, b.freedAt = old.prev, old.next, old.freedAt
+	b.hc, b.tc = old.hc, old.tc
 	if b.prev != nil {
 		b.prev.next = b
 	} else {
@@ -193,6 +203,7 @@ func (c *blockCache) absorbNext(b *Block) {
 		n.next.prev = b
 	}
 	b.freedAt = max(b.freedAt, n.freedAt)
+	b.tc = n.tc
 	c.kill(n)
 }
 
@@ -210,5 +221,6 @@ func (c *blockCache) absorbPrev(b *Block) {
 		b.seg.first = b
 	}
 	b.freedAt = max(b.freedAt, p.freedAt)
+	b.hc = p.hc
 	c.kill(p)
 }

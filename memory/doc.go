@@ -91,8 +91,10 @@
 //     Without it, expandable_segments:True is a [*ConfigError] and
 //     policy:vram uses fixed segments.
 //   - [DeviceInfo]: free memory and other processes, for the OOM message
-//     only (or pass one with [WithDeviceInfo]). Without it the message
-//     leaves them out.
+//     only (or pass one with [WithDeviceInfo]), and through it
+//     [ProcessInfo] (this process's own memory outside the allocator) and
+//     [PeerInfo] (the machine's other devices and their free memory).
+//     Without it the message leaves them out.
 //   - [DriverTimer]: the arena prices its own calls (SimArena's cost
 //     model); without it the allocator times each call.
 //
@@ -114,11 +116,17 @@
 // nanoseconds each), and the replay allocates the blocks that were live
 // before them, in address order, then repeats them, then the failed
 // request. Replaying the program, not only its live blocks, reproduces the
-// fragmentation each setting would have caused. It tries expandable
-// segments, policy:vram and max_split_size_mb values that the device
-// supports, in that order, and suggests the first that fits; when none
-// does, it says how much more memory the most compact setting needs.
-// The failure leaves every block and statistic exact.
+// fragmentation each setting would have caused. It tries, in this order,
+// the settings the device supports within the memory this process may use
+// now (expandable segments, policy:vram, max_split_size_mb values, plain
+// rounding in place of roundup_power2_divisions), then waiting for blocks
+// still in use on other streams, then a larger per_process_memory_fraction
+// (alone or with one of those settings, up to what the device has free),
+// and suggests the first that fits. Only when none does it say "no setting
+// makes it fit", with how much memory the most compact setting lacks, who
+// holds memory on the device, the largest request that fits now, and the
+// machine's other devices that have room ([PeerInfo]). The failure leaves
+// every block and statistic exact.
 //
 // # Concurrency
 //

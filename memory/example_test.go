@@ -56,7 +56,7 @@ func ExampleOutOfMemoryError() {
 	}
 	// Output:
 	// asked 40 MiB with 40 MiB allocated of 64
-	// no setting makes it fit: it needs 16.00 MiB more memory under the current settings; release tensors or use a larger device
+	// no setting makes it fit: it needs 16.00 MiB more memory under the current settings; release tensors, or ask for at most 24.00 MiB, or use a larger device
 }
 
 // Replaying the ResNet-50 trace under PyTorch's policy and vram's.

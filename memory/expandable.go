@@ -46,6 +46,16 @@ type chunk struct {
 	size int64
 }
 
+// holds reports whether the byte at addr lies in c.
+func (c chunk) holds(addr uint64) bool { return addr >= c.addr && addr-c.addr < uint64(c.size) }
+
+// chunkRef is a mapping as it was when the allocator's chunkGen was gen; it
+// is current while chunkGen has not changed.
+type chunkRef struct {
+	chunk
+	gen uint64
+}
+
 func chunkLess(x, y chunk) bool { return x.addr < y.addr }
 
 func newChunkTree() *btree.BTreeG[chunk] { return btree.NewG(btreeDegree, chunkLess) }
@@ -125,6 +135,7 @@ func (a *Allocator) mapBlock(u *Block, length int64, split chunker) (*Block, err
 	}
 	for _, c := range mapped {
 		a.chunks.ReplaceOrInsert(c)
+		a.chunkGen++
 		a.record(trace.ActionSegmentMap, c.addr, c.size, seg.stream, "")
 	}
 	p := a.pools[seg.kind]
@@ -188,6 +199,7 @@ func (a *Allocator) unmapFree(b *Block, lo, hi uint64) (int64, *Block) {
 			break
 		}
 		a.chunks.Delete(c)
+		a.chunkGen++
 		a.record(trace.ActionSegmentUnmap, c.addr, c.size, seg.stream, "")
 		c1 = c.addr + uint64(c.size)
 	}

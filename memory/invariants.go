@@ -36,6 +36,9 @@ func (a *Allocator) checkInvariants() error {
 		}
 		want.Segment.update(seg.kind, 1)
 		want.ReservedBytes.update(seg.kind, seg.mapped)
+		if !seg.virtual && seg.size >= a.cfg.maxSplitSize() {
+			want.OversizeSegments.update(1)
+		}
 		if seg.first == nil || seg.first.prev != nil || seg.first.addr != seg.addr {
 			return fmt.Errorf("segment 0x%x: bad first block", seg.addr)
 		}
@@ -81,6 +84,9 @@ func (a *Allocator) checkInvariants() error {
 				if b.requested < 0 || b.requested > b.size {
 					return fmt.Errorf("block 0x%x: requested %d of %d", b.addr, b.requested, b.size)
 				}
+				if b.size >= a.cfg.maxSplitSize() {
+					want.OversizeAllocations.update(1)
+				}
 			case statePending:
 				pendingBlocks[b] = b.pending
 			}
@@ -105,6 +111,7 @@ func (a *Allocator) checkInvariants() error {
 		} else if seg.mapped != seg.size {
 			return fmt.Errorf("fixed segment 0x%x: %d of %d bytes mapped", seg.addr, seg.mapped, seg.size)
 		}
+		a.addInactiveSplit(&want, seg)
 	}
 	if nChunks != a.chunks.Len() {
 		return fmt.Errorf("%d mappings recorded, %d inside segments", a.chunks.Len(), nChunks)
@@ -143,6 +150,12 @@ func (a *Allocator) checkInvariants() error {
 			}
 		}
 	}
+	for i, f := range want.singles() {
+		g := got.singles()[i]
+		if f.s.Current != g.s.Current || g.s.Peak < g.s.Current {
+			return fmt.Errorf("stat %s: current %d (peak %d), blocks say %d", f.name, g.s.Current, g.s.Peak, f.s.Current)
+		}
+	}
 	return nil
 }
 
@@ -159,10 +172,47 @@ func (s *Stats) addBlock(b *Block) {
 	case statePending:
 		s.Active.update(k, 1)
 		s.ActiveBytes.update(k, b.size)
-	case stateFree:
-		if b.isSplit() {
-			s.InactiveSplit.update(k, 1)
-			s.InactiveSplitBytes.update(k, b.size)
+	}
+}
+
+// addInactiveSplit adds seg's inactive split memory to s, computed from
+// its definition rather than as account does: the free bytes in units of
+// release (the whole of a fixed segment; each mapping of a virtual one)
+// that are not wholly free, and the number of free blocks holding such
+// bytes.
+func (a *Allocator) addInactiveSplit(s *Stats, seg *segment) {
+	var units []chunk
+	if seg.virtual {
+		a.chunks.AscendRange(chunk{addr: seg.addr}, chunk{addr: seg.end()}, func(c chunk) bool {
+			units = append(units, c)
+			return true
+		})
+	} else {
+		units = []chunk{{seg.addr, seg.size}}
+	}
+	counted := map[*Block]bool{}
+	b := seg.first
+	for _, u := range units {
+		lo, hi := u.addr, u.addr+uint64(u.size)
+		for b != nil && b.end() <= lo {
+			b = b.next
+		}
+		whole := true
+		for c := b; c != nil && c.addr < hi; c = c.next {
+			whole = whole && c.state == stateFree
+		}
+		if whole {
+			continue
+		}
+		for c := b; c != nil && c.addr < hi; c = c.next {
+			if c.state != stateFree {
+				continue
+			}
+			s.InactiveSplitBytes.update(seg.kind, int64(min(c.end(), hi)-max(c.addr, lo)))
+			if !counted[c] {
+				counted[c] = true
+				s.InactiveSplit.update(seg.kind, 1)
+			}
 		}
 	}
 }

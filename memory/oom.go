@@ -2,7 +2,9 @@ package memory
 
 import (
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/vramgo/vram/memory/trace"
@@ -34,21 +36,38 @@ type OutOfMemoryError struct {
 	// Unallocated is Reserved minus Allocated: memory reserved but not
 	// handed out (fragmentation, and blocks waiting for other streams).
 	Unallocated int64
-	LargestFree int64           // the largest free cached block, bytes
-	TopRegions  []RegionUsage   // live allocations by region label, largest first (at most 5)
-	Others      []ProcessMemory // other processes on the device, largest first; nil if unknown
-	OthersBytes int64           // what the device reports used beyond this allocator's reserve, -1 if unknown
-	LiveBlocks  int             // blocks held by callers
+	LargestFree int64         // the largest free cached block, bytes
+	TopRegions  []RegionUsage // live allocations by region label, largest first (at most oomRegions)
+	// MoreRegions is how many regions beyond TopRegions hold live
+	// allocations, and OtherRegions their sum (its Region is "").
+	MoreRegions  int
+	OtherRegions RegionUsage
+	Others       []ProcessMemory // other processes on the device, largest first; nil if unknown
+	OthersBytes  int64           // what the device reports used beyond this allocator's reserve, -1 if unknown
+	// OwnOther is what this process holds on the device outside the
+	// allocator (CUDA context, libraries), from the device's process list
+	// ([ProcessInfo]); -1 if unknown.
+	OwnOther int64
+	// Peers are the machine's other devices with their free memory
+	// ([PeerInfo]); nil if unknown.
+	Peers      []PeerMemory
+	LiveBlocks int // blocks held by callers
 	// Fix is the suggestion, one sentence: a setting under which the
-	// replay fits, or how much memory is missing; "" when the replay could
-	// not reproduce the failure.
+	// replay fits, or, when none does, how much memory is missing and what
+	// else would help; "" when the replay could not reproduce the failure.
 	Fix string
 	// FixConfig is the VRAM_ALLOC_CONF under which the replay fits; "" if
 	// none does.
 	FixConfig string
-	// NeededBytes is, when no setting fits, how much more memory the
-	// replay needs under the most compact setting; else 0.
+	// NeededBytes is, when no setting fits, how much memory the replay
+	// lacks under the most compact setting, beyond what this process could
+	// have with per_process_memory_fraction at 1: what must be freed on the
+	// device (or the size of a larger one); else 0.
 	NeededBytes int64
+	// FitsNow is, when no setting fits, the largest request that the
+	// replay fits under the current settings (0 when none does, or when
+	// not checked).
+	FitsNow int64
 	// CheckedBy says what the fix check replayed: "history" when the
 	// allocator's recent-operations log covers everything since its
 	// creation, else "recent history" (the last allocations and frees,
@@ -60,9 +79,14 @@ type OutOfMemoryError struct {
 	virtual    bool  // the arena supports virtual memory
 	gran       int64 // its granularity
 	usable     int64 // memory this process can use: capacity minus others, capped by the limit
+	room       int64 // memory it could use with no limit: capacity minus others
 	ops        []replayOp
 	pendingSum int64 // bytes of blocks waiting for events
 }
+
+// oomRegions is how many regions an OutOfMemoryError names; the others
+// are summed.
+const oomRegions = 8
 
 // oomLogSize is how many of its latest allocations and frees an allocator
 // keeps for the fix check of an OutOfMemoryError (opLog). Each fix check
@@ -133,6 +157,7 @@ func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause
 		Limit:       a.allowed(),
 		DeviceFree:  -1,
 		OthersBytes: -1,
+		OwnOther:    -1,
 		Reserved:    a.stats.ReservedBytes[StatAll].Current,
 		Allocated:   a.stats.AllocatedBytes[StatAll].Current,
 		LiveBlocks:  int(a.stats.Allocation[StatAll].Current),
@@ -144,16 +169,28 @@ func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause
 		e.virtual = true
 		e.gran = va.Granularity()
 	}
+	e.cfg.PerProcessMemoryFraction = a.fraction // SetMemoryFraction may have changed it
 	e.Unallocated = e.Reserved - e.Allocated
-	e.usable = e.Limit
+	e.usable, e.room = e.Limit, e.Capacity
 	if a.info != nil {
 		if free, total, err := a.info.FreeMemory(); err == nil {
 			e.DeviceFree = free
 			e.OthersBytes = max(total-free-e.Reserved, 0)
-			e.usable = min(e.Limit, total-e.OthersBytes)
+			e.room = min(e.Capacity, total-e.OthersBytes)
+			e.usable = min(e.Limit, e.room)
 		}
 		if procs, err := a.info.OtherProcesses(); err == nil {
 			e.Others = procs
+		}
+		if pi, ok := a.info.(ProcessInfo); ok {
+			if own, err := pi.ThisProcess(); err == nil && own >= 0 {
+				e.OwnOther = max(own-e.Reserved, 0)
+			}
+		}
+		if pi, ok := a.info.(PeerInfo); ok {
+			if peers, err := pi.Peers(); err == nil {
+				e.Peers = peers
+			}
 		}
 	}
 	segs := make([]*segment, 0, len(a.segs))
@@ -161,7 +198,6 @@ func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause
 		segs = append(segs, seg)
 	}
 	sort.Slice(segs, func(i, j int) bool { return segs[i].addr < segs[j].addr })
-	regions := map[string]*RegionUsage{}
 	var held []replayOp // blocks held now, in address order
 	for _, seg := range segs {
 		for b := seg.first; b != nil; b = b.next {
@@ -173,13 +209,6 @@ func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause
 				held = append(held, replayOp{addr: b.addr, size: b.requested, stream: b.stream})
 			case stateAllocated:
 				held = append(held, replayOp{addr: b.addr, size: b.requested, stream: b.stream})
-				r := regions[b.region]
-				if r == nil {
-					r = &RegionUsage{Region: b.region}
-					regions[b.region] = r
-				}
-				r.Bytes += b.size
-				r.Count++
 			}
 		}
 	}
@@ -187,17 +216,14 @@ func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause
 	if a.log.total == uint64(a.log.n) {
 		e.CheckedBy = "history"
 	}
-	for _, r := range regions {
-		e.TopRegions = append(e.TopRegions, *r)
-	}
-	sort.Slice(e.TopRegions, func(i, j int) bool {
-		if e.TopRegions[i].Bytes != e.TopRegions[j].Bytes {
-			return e.TopRegions[i].Bytes > e.TopRegions[j].Bytes
+	e.TopRegions = a.regionsLocked()
+	if n := len(e.TopRegions); n > oomRegions {
+		for _, r := range e.TopRegions[oomRegions:] {
+			e.OtherRegions.Bytes += r.Bytes
+			e.OtherRegions.Count += r.Count
 		}
-		return e.TopRegions[i].Region < e.TopRegions[j].Region
-	})
-	if len(e.TopRegions) > 5 {
-		e.TopRegions = e.TopRegions[:5]
+		e.MoreRegions = n - oomRegions
+		e.TopRegions = e.TopRegions[:oomRegions]
 	}
 	var freeAt uint64
 	if e.DeviceFree >= 0 {
@@ -238,6 +264,12 @@ func replayScript(logged, held []replayOp) []replayOp {
 // only if the real arena has it), and reports whether everything fits and
 // the peak reserve of the replay.
 func (e *OutOfMemoryError) fitsWith(cfg Config, capacity int64) (bool, int64) {
+	return e.replay(cfg, capacity, e.Requested)
+}
+
+// replay is fitsWith with request bytes asked at the end in place of the
+// failed request.
+func (e *OutOfMemoryError) replay(cfg Config, capacity, request int64) (bool, int64) {
 	if capacity <= 0 {
 		return false, 0
 	}
@@ -266,7 +298,7 @@ func (e *OutOfMemoryError) fitsWith(cfg Config, capacity int64) (bool, int64) {
 		}
 		live[op.addr] = b
 	}
-	_, err := al.Alloc(e.Requested, e.Stream, "")
+	_, err := al.Alloc(request, e.Stream, "")
 	return err == nil, al.MaxReserved()
 }
 
@@ -284,14 +316,47 @@ func (p plainArena) Alloc(size int64) (uint64, error)   { return p.s.Alloc(size)
 func (p plainArena) Free(addr uint64, size int64) error { return p.s.Free(addr, size) }
 func (p plainArena) Capacity() int64                    { return p.s.Capacity() }
 
-// checkFix finds the first other setting under which the replay fits, or
-// else how much memory is missing. It runs without the allocator's lock.
+// checkFix finds the first change of settings under which the replay
+// fits, or else how much memory is missing and what else would help. It
+// runs without the allocator's lock.
 func (e *OutOfMemoryError) checkFix() {
 	if e.fits(e.cfg, e.usable) {
 		// The replay does not reproduce the failure (other processes or
 		// streams changed what was free): nothing to conclude.
 		return
 	}
+	alts := e.alternatives()
+	for _, t := range alts {
+		if e.fits(t, e.usable) {
+			e.FixConfig = configString(t)
+			e.Fix = fmt.Sprintf("with VRAM_ALLOC_CONF=%q this allocation fits", e.FixConfig)
+			return
+		}
+	}
+	if e.pendingSum > 0 && e.Requested <= e.usable-e.Allocated-e.pendingSum {
+		e.Fix = fmt.Sprintf("%s of freed blocks are still in use on other streams: synchronize those streams before allocating", units.Bytes(e.pendingSum))
+		return
+	}
+	if e.room > e.usable { // the per-process fraction binds
+		for _, t := range append([]Config{e.cfg}, alts...) {
+			if f, ok := e.fractionThatFits(t); ok {
+				t.PerProcessMemoryFraction = f
+				e.FixConfig = configString(t)
+				e.Fix = fmt.Sprintf("raise per_process_memory_fraction to %s (SetPerProcessMemoryFraction, or VRAM_ALLOC_CONF=%q) and this allocation fits",
+					strconv.FormatFloat(f, 'f', -1, 64), e.FixConfig)
+				return
+			}
+		}
+	}
+	e.noSetting()
+}
+
+// alternatives returns the settings other than e.cfg that the fix check
+// tries, most likely to help first: expandable segments and policy:vram
+// where the device has virtual memory, max_split_size_mb values where
+// fixed segments are in use, and plain rounding when
+// roundup_power2_divisions is set.
+func (e *OutOfMemoryError) alternatives() []Config {
 	var tries []Config
 	c := e.cfg
 	if e.virtual && c.Policy == PolicyPyTorch {
@@ -313,17 +378,45 @@ func (e *OutOfMemoryError) checkFix() {
 			}
 		}
 	}
-	for _, t := range tries {
-		if e.fits(t, e.usable) {
-			e.FixConfig = configString(t)
-			e.Fix = fmt.Sprintf("with VRAM_ALLOC_CONF=%q this allocation fits", e.FixConfig)
-			return
+	if c.RoundupPower2Divisions != ([kRoundUpPowerOfTwoIntervals]int{}) {
+		t := c
+		t.RoundupPower2Divisions = [kRoundUpPowerOfTwoIntervals]int{}
+		tries = append(tries, t)
+	}
+	return tries
+}
+
+// fractionThatFits returns the smallest per_process_memory_fraction, in
+// hundredths, under which the replay with cfg fits, if any does within
+// what the device has for this process.
+func (e *OutOfMemoryError) fractionThatFits(cfg Config) (float64, bool) {
+	if e.Capacity <= 0 || !e.fits(cfg, e.room) {
+		return 0, false
+	}
+	// The smallest capacity that fits, to within half a percent of the
+	// device: a fraction is given in hundredths anyway.
+	lo, hi := e.usable, e.room // lo does not fit, hi does
+	for i := 0; i < 12 && hi-lo > max(e.Capacity/200, e.gran); i++ {
+		mid := lo + (hi-lo)/2
+		if e.fits(cfg, mid) {
+			hi = mid
+		} else {
+			lo = mid
 		}
 	}
-	if e.pendingSum > 0 && e.Requested <= e.usable-e.Allocated-e.pendingSum {
-		e.Fix = fmt.Sprintf("%s of freed blocks are still in use on other streams: synchronize those streams before allocating", units.Bytes(e.pendingSum))
-		return
+	f := math.Ceil(float64(hi)/float64(e.Capacity)*100) / 100
+	for ; f < 1; f = math.Round(f*100+1) / 100 {
+		if e.fits(cfg, min(int64(float64(e.Capacity)*f), e.room)) {
+			return f, true
+		}
 	}
+	return 1, true // the device's room fits, and a fraction of 1 gives all of it
+}
+
+// noSetting writes the fix when no setting makes the replay fit: how much
+// memory the most compact setting lacks, who holds memory, the largest
+// request that fits now, and the devices that have room.
+func (e *OutOfMemoryError) noSetting() {
 	// How much memory is missing? Replay on a device large enough for
 	// anything; its peak reserve fits for sure. Then search below it, in
 	// granules (capacities in between behave alike), for the smallest
@@ -333,11 +426,11 @@ func (e *OutOfMemoryError) checkFix() {
 		best.Policy, best.ExpandableSegments = PolicyVRAM, false
 	}
 	g := e.gran
-	ok, peak := e.fitsWith(best, max(4*e.usable, 2*(e.Reserved+e.Rounded)+(64<<20)))
+	ok, peak := e.fitsWith(best, max(4*e.room, 2*(e.Reserved+e.Rounded)+(64<<20)))
 	if !ok {
 		return
 	}
-	lo, hi := e.usable/g, alignUp(peak, g)/g
+	lo, hi := e.room/g, alignUp(peak, g)/g
 	if !e.fits(best, hi*g) {
 		return
 	}
@@ -349,13 +442,112 @@ func (e *OutOfMemoryError) checkFix() {
 			lo = mid
 		}
 	}
-	e.NeededBytes = max(hi*g-e.usable, 0)
-	under := "under the current settings"
-	if best != e.cfg {
-		under = fmt.Sprintf("even with VRAM_ALLOC_CONF=%q", configString(best))
+	e.NeededBytes = max(hi*g-e.room, 0)
+	e.FitsNow = e.largestFit()
+	var b strings.Builder
+	b.WriteString("no setting makes it fit: it needs ")
+	b.WriteString(units.Bytes(e.NeededBytes))
+	b.WriteString(" more memory")
+	if best.Policy != e.cfg.Policy || best.ExpandableSegments != e.cfg.ExpandableSegments {
+		fmt.Fprintf(&b, " even with VRAM_ALLOC_CONF=%q", configString(best))
+	} else {
+		b.WriteString(" under the current settings")
 	}
-	e.Fix = fmt.Sprintf("no setting makes it fit: it needs %s more memory %s; release tensors or use a larger device",
-		units.Bytes(e.NeededBytes), under)
+	if e.room > e.usable {
+		b.WriteString(" and per_process_memory_fraction at 1")
+	}
+	if others := e.OthersBytes - max(e.OwnOther, 0); others > 0 && len(e.Others) > 0 {
+		fmt.Fprintf(&b, "; free that much (release tensors, or stop other processes on the device: they hold %s)", units.Bytes(others))
+	} else {
+		b.WriteString("; release tensors")
+	}
+	if e.FitsNow > 0 {
+		fmt.Fprintf(&b, ", or ask for at most %s", units.Bytes(e.FitsNow))
+	}
+	if room := e.roomElsewhere(); len(room) > 0 {
+		fmt.Fprintf(&b, ", or use %s, which has %s free", room[0].Name, units.Bytes(room[0].Free))
+	} else {
+		b.WriteString(", or use a larger device")
+	}
+	e.Fix = b.String()
+}
+
+// largestFit returns the largest request that the replay fits under the
+// current settings in the memory this process may use, as a multiple of
+// the granularity for requests of 16 granules or more (of 512 bytes for
+// smaller ones), to within 1/16384 of the failed request; 0 if none fits.
+func (e *OutOfMemoryError) largestFit() int64 {
+	unit := int64(kMinBlockSize)
+	if e.Requested >= 16*e.gran {
+		unit = e.gran
+	}
+	lo, hi := int64(0), e.Requested/unit // in units: lo fits (or is 0), hi does not
+	for i := 0; i < 14 && hi-lo > 1; i++ {
+		mid := lo + (hi-lo)/2
+		if ok, _ := e.replay(e.cfg, e.usable, mid*unit); ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo * unit
+}
+
+// roomElsewhere returns the peer devices with free memory for the work:
+// the smallest device the replay fits on when the check found it, else
+// this process's allocations and the request; most free first.
+func (e *OutOfMemoryError) roomElsewhere() []PeerMemory {
+	need := e.Allocated + e.Rounded
+	if e.NeededBytes > 0 {
+		need = max(need, e.room+e.NeededBytes)
+	}
+	var out []PeerMemory
+	for _, p := range e.Peers {
+		if p.Free >= need {
+			out = append(out, p)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Free > out[j].Free })
+	return out
+}
+
+// writeOutside writes the lines on the device memory held outside this
+// allocator: other processes by pid and name, this process's own memory
+// outside the allocator, and what neither accounts for.
+func (e *OutOfMemoryError) writeOutside(b *strings.Builder) {
+	if e.Others == nil && e.OwnOther < 0 {
+		if e.OthersBytes > 0 {
+			fmt.Fprintf(b, "  held outside this allocator (other processes, contexts): %s\n", units.Bytes(e.OthersBytes))
+		}
+		return
+	}
+	rest := e.OthersBytes
+	if len(e.Others) > 0 {
+		b.WriteString("  other processes:")
+		for i, p := range e.Others {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			name := printable(p.Name)
+			if name == "" {
+				name = "?"
+			}
+			fmt.Fprintf(b, " pid %d (%s) %s", p.PID, name, units.Bytes(p.Bytes))
+			rest -= max(p.Bytes, 0)
+		}
+		b.WriteString("\n")
+	}
+	if e.OwnOther > 0 {
+		fmt.Fprintf(b, "  this process outside the allocator (CUDA context, libraries): %s\n", units.Bytes(e.OwnOther))
+		rest -= e.OwnOther
+	}
+	if e.OthersBytes >= 0 && rest > 0 {
+		what := "not attributed"
+		if e.Others == nil {
+			what = "not attributed (the process list is not visible)"
+		}
+		fmt.Fprintf(b, "  held outside this allocator, %s: %s\n", what, units.Bytes(rest))
+	}
 }
 
 // configString is c.String(), but "policy:vram" rather than "" for the
@@ -391,30 +583,25 @@ func (e *OutOfMemoryError) Error() string {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			name := r.Region
-			if name == "" {
-				name = "(unlabelled)"
-			}
-			fmt.Fprintf(&b, " %s %s in %d", name, units.Bytes(r.Bytes), r.Count)
+			fmt.Fprintf(&b, " %s %s in %d", regionName(r.Region, 80), units.Bytes(r.Bytes), r.Count)
+		}
+		if e.MoreRegions > 0 {
+			fmt.Fprintf(&b, ", %d more regions %s in %d", e.MoreRegions, units.Bytes(e.OtherRegions.Bytes), e.OtherRegions.Count)
 		}
 		b.WriteString("\n")
 	}
-	switch {
-	case len(e.Others) > 0:
-		b.WriteString("  other processes:")
-		for i, p := range e.Others {
-			if i > 0 {
-				b.WriteString(",")
+	e.writeOutside(&b)
+	if e.FixConfig == "" {
+		if room := e.roomElsewhere(); len(room) > 0 {
+			b.WriteString("  other devices with room:")
+			for i, p := range room {
+				if i > 0 {
+					b.WriteString(",")
+				}
+				fmt.Fprintf(&b, " %s (%s free of %s)", printable(p.Name), units.Bytes(p.Free), units.Bytes(p.Total))
 			}
-			name := p.Name
-			if name == "" {
-				name = "?"
-			}
-			fmt.Fprintf(&b, " pid %d (%s) %s", p.PID, name, units.Bytes(p.Bytes))
+			b.WriteString("\n")
 		}
-		b.WriteString("\n")
-	case e.OthersBytes > 0:
-		fmt.Fprintf(&b, "  held outside this allocator (other processes, contexts): %s\n", units.Bytes(e.OthersBytes))
 	}
 	what := "the allocator's history"
 	if e.CheckedBy != "history" {

@@ -38,6 +38,9 @@ func (a *Allocator) allocSegment(p *pool, stream Stream, size int64) (*Block, er
 	seg.first = b
 	a.segs[addr] = seg
 	a.stats.Segment.update(p.kind, 1)
+	if size >= a.oversize {
+		a.stats.OversizeSegments.inc(1)
+	}
 	a.addReserved(p.kind, size)
 	a.record(trace.ActionSegmentAlloc, addr, size, stream, "")
 	p.insertFree(b)
@@ -59,6 +62,9 @@ func (a *Allocator) releaseSegment(b *Block) error {
 	a.blocks.kill(b)
 	delete(a.segs, seg.addr)
 	a.stats.Segment.update(seg.kind, -1)
+	if seg.size >= a.oversize {
+		a.stats.OversizeSegments.update(-1)
+	}
 	a.addReserved(seg.kind, -seg.size)
 	a.record(trace.ActionSegmentFree, seg.addr, seg.size, seg.stream, "")
 	return nil

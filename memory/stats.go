@@ -100,8 +100,8 @@ type Stats struct {
 	// Active counts blocks held by callers or freed but waiting for
 	// another stream's events.
 	Active StatArray
-	// InactiveSplit counts free cached blocks that share their segment
-	// with other blocks (memory that cannot be released).
+	// InactiveSplit counts free cached blocks that hold inactive split
+	// memory (see InactiveSplitBytes).
 	InactiveSplit StatArray
 	// AllocatedBytes is the bytes of blocks held by callers.
 	AllocatedBytes StatArray
@@ -110,17 +110,36 @@ type Stats struct {
 	ReservedBytes StatArray
 	// ActiveBytes is the bytes of active blocks.
 	ActiveBytes StatArray
-	// InactiveSplitBytes is the bytes of inactive split blocks.
+	// InactiveSplitBytes is the cached memory that releasing the cache
+	// ([Allocator.EmptyCache]) cannot give back, because it shares its
+	// unit of release with memory in use: free blocks of fixed segments
+	// that hold other blocks, and, in virtual segments (expandable
+	// segments, policy:vram), the free bytes of mappings that also hold
+	// allocated or pending blocks. With nothing allocated it is 0; right
+	// after EmptyCache it is all the cached memory left.
 	InactiveSplitBytes StatArray
 	// RequestedBytes is the bytes callers asked for in blocks they hold,
 	// before rounding.
 	RequestedBytes StatArray
+
+	// OversizeAllocations counts allocated blocks of max_split_size_mb or
+	// more (PyTorch's oversize_allocations; always 0 without the setting).
+	OversizeAllocations Stat
+	// OversizeSegments counts fixed segments of max_split_size_mb or more
+	// (PyTorch's oversize_segments; virtual segments are not counted, as
+	// PyTorch does not count expandable ones).
+	OversizeSegments Stat
 
 	// NumAllocRetries counts allocations that freed the whole cache and
 	// retried after the device refused memory.
 	NumAllocRetries int64
 	// NumOOMs counts allocations that failed with an OutOfMemoryError.
 	NumOOMs int64
+	// NumSyncAllStreams counts releases of the whole cache (EmptyCache and
+	// the retry of a failing allocation), each of which first waits for
+	// the events of blocks freed while in use on other streams (PyTorch's
+	// num_sync_all_streams, its synchronize_and_free_events calls).
+	NumSyncAllStreams int64
 	// NumDeviceAlloc counts pieces of physical memory taken from the
 	// device (Arena.Alloc and VirtualArena.Map calls).
 	NumDeviceAlloc int64
@@ -161,24 +180,47 @@ func (s *Stats) families() []struct {
 	}
 }
 
-// Map returns the statistics under PyTorch's torch.cuda.memory_stats() key
-// names ("allocated_bytes.all.current", "reserved_bytes.large_pool.peak",
-// "num_alloc_retries", ...), plus vram's "num_maps", "num_unmaps" and
-// "driver_time_us".
+// singles lists the Stat fields without pools with their PyTorch names.
+func (s *Stats) singles() []struct {
+	name string
+	s    *Stat
+} {
+	return []struct {
+		name string
+		s    *Stat
+	}{
+		{"oversize_allocations", &s.OversizeAllocations},
+		{"oversize_segments", &s.OversizeSegments},
+	}
+}
+
+// numMapKeys is the number of keys of [Stats.Map].
+const numMapKeys = 9*3*4 + 2*4 + 9
+
+// Map returns the statistics under the key names of PyTorch's
+// torch.cuda.memory_stats(), all of them ("allocated_bytes.all.current",
+// "reserved_bytes.large_pool.peak", "oversize_segments.freed",
+// "num_alloc_retries", "num_sync_all_streams", "max_split_size", ...),
+// plus vram's "num_maps", "num_unmaps" and "driver_time_us".
 func (s Stats) Map() map[string]int64 {
-	m := make(map[string]int64, 9*3*4+8)
+	m := make(map[string]int64, numMapKeys)
+	put := func(p string, st Stat) {
+		m[p+"current"] = st.Current
+		m[p+"peak"] = st.Peak
+		m[p+"allocated"] = st.Allocated
+		m[p+"freed"] = st.Freed
+	}
 	for _, f := range s.families() {
 		for i, pool := range statNames {
-			st := f.a[i]
-			p := f.name + "." + pool + "."
-			m[p+"current"] = st.Current
-			m[p+"peak"] = st.Peak
-			m[p+"allocated"] = st.Allocated
-			m[p+"freed"] = st.Freed
+			put(f.name+"."+pool+".", f.a[i])
 		}
+	}
+	for _, f := range s.singles() {
+		put(f.name+".", *f.s)
 	}
 	m["num_alloc_retries"] = s.NumAllocRetries
 	m["num_ooms"] = s.NumOOMs
+	m["num_sync_all_streams"] = s.NumSyncAllStreams
 	m["num_device_alloc"] = s.NumDeviceAlloc
 	m["num_device_free"] = s.NumDeviceFree
 	m["num_maps"] = s.NumMaps
@@ -195,6 +237,9 @@ func (s *Stats) resetPeaks() {
 			f.a[i].Peak = f.a[i].Current
 		}
 	}
+	for _, f := range s.singles() {
+		f.s.Peak = f.s.Current
+	}
 }
 
 // resetAccumulated zeroes every Allocated and Freed and the counters.
@@ -204,7 +249,10 @@ func (s *Stats) resetAccumulated() {
 			f.a[i].Allocated, f.a[i].Freed = 0, 0
 		}
 	}
-	s.NumAllocRetries, s.NumOOMs = 0, 0
+	for _, f := range s.singles() {
+		f.s.Allocated, f.s.Freed = 0, 0
+	}
+	s.NumAllocRetries, s.NumOOMs, s.NumSyncAllStreams = 0, 0, 0
 	s.NumDeviceAlloc, s.NumDeviceFree = 0, 0
 	s.NumMaps, s.NumUnmaps = 0, 0
 	s.DriverTime = 0

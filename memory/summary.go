@@ -2,7 +2,10 @@ package memory
 
 import (
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/vramgo/vram/internal/units"
 )
@@ -10,20 +13,83 @@ import (
 // summaryWidth is the width of the Summary table in characters.
 const summaryWidth = 81
 
+// summaryRegions is how many regions the Summary lists by name; the rest
+// are summed on one line.
+const summaryRegions = 12
+
 // Summary returns a table of the allocator's statistics in the manner of
 // torch.cuda.memory_summary(): for allocated, active, requested, reserved
 // and inactive-split memory and the matching block counts, the current and
-// peak values and the totals allocated and freed, split by pool; then
-// retries, OOMs, device calls and driver time. Bytes are in binary units.
+// peak values and the totals allocated and freed, split by pool; the
+// oversize counts; then the live allocations by region label, retries,
+// OOMs, device calls and driver time. Bytes are in binary units.
 func (a *Allocator) Summary() string {
 	a.mu.Lock()
 	s := a.stats
 	policy := a.effectivePolicy()
+	regions := a.regionsLocked()
 	a.mu.Unlock()
-	return formatSummary(&s, policy)
+	return formatSummary(&s, policy, regions)
 }
 
-func formatSummary(s *Stats, policy string) string {
+// regionsLocked returns the live allocations (allocated blocks) by region
+// label, largest first, then by label.
+func (a *Allocator) regionsLocked() []RegionUsage {
+	by := map[string]*RegionUsage{}
+	for _, seg := range a.segs {
+		for b := seg.first; b != nil; b = b.next {
+			if b.state != stateAllocated {
+				continue
+			}
+			r := by[b.region]
+			if r == nil {
+				r = &RegionUsage{Region: b.region}
+				by[b.region] = r
+			}
+			r.Bytes += b.size
+			r.Count++
+		}
+	}
+	out := make([]RegionUsage, 0, len(by))
+	for _, r := range by {
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Bytes != out[j].Bytes {
+			return out[i].Bytes > out[j].Bytes
+		}
+		return out[i].Region < out[j].Region
+	})
+	return out
+}
+
+// regionName returns how messages show a region label: "(unlabelled)" for
+// "", control characters escaped, at most max characters (cut with "...").
+func regionName(r string, max int) string {
+	if r == "" {
+		return "(unlabelled)"
+	}
+	r = printable(r)
+	if rs := []rune(r); len(rs) > max {
+		r = string(rs[:max-3]) + "..."
+	}
+	return r
+}
+
+// printable returns s with control characters and invalid UTF-8 written as
+// Go escapes, so that a name from a user or another process cannot drive
+// the terminal that shows it.
+func printable(s string) string {
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f || c == utf8.RuneError || (c >= 0x80 && c < 0xa0) {
+			q := strconv.Quote(s)
+			return q[1 : len(q)-1]
+		}
+	}
+	return s
+}
+
+func formatSummary(s *Stats, policy string, regions []RegionUsage) string {
 	var b strings.Builder
 	rule := func(c byte) { b.WriteString("|" + strings.Repeat(string(c), summaryWidth-2) + "|\n") }
 	line := func(text string) { fmt.Fprintf(&b, "| %-*s |\n", summaryWidth-4, text) }
@@ -63,6 +129,27 @@ func formatSummary(s *Stats, policy string) string {
 		row(g.name, g.f(g.a[StatAll]))
 		row("      from large pool", g.f(g.a[StatLargePool]))
 		row("      from small pool", g.f(g.a[StatSmallPool]))
+	}
+	rule('-')
+	row("Oversize allocations", count(s.OversizeAllocations))
+	rule('-')
+	row("Oversize GPU segments", count(s.OversizeSegments))
+	rule('=')
+	line("Live allocations by region")
+	if len(regions) == 0 {
+		line("  (none)")
+	}
+	for i, r := range regions {
+		if i == summaryRegions-1 && len(regions) > summaryRegions {
+			var rest RegionUsage
+			for _, o := range regions[i:] {
+				rest.Bytes += o.Bytes
+				rest.Count += o.Count
+			}
+			line(fmt.Sprintf("  %-45s %11s in %7d blocks", fmt.Sprintf("%d more regions", len(regions)-i), units.Bytes(rest.Bytes), rest.Count))
+			break
+		}
+		line(fmt.Sprintf("  %-45s %11s in %7d blocks", regionName(r.Region, 45), units.Bytes(r.Bytes), r.Count))
 	}
 	rule('-')
 	line(fmt.Sprintf("device allocs: %d   device frees: %d   maps: %d   unmaps: %d",

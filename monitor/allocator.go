@@ -29,7 +29,9 @@ import (
 // active, inactive_split), its peak as a gauge vram_allocator_FAMILY_peak,
 // and the sums of its increases and decreases as counters
 // vram_allocator_FAMILY_allocated_total and vram_allocator_FAMILY_freed_total.
-// The other counters (num_alloc_retries, num_ooms, num_device_alloc,
+// oversize_allocations and oversize_segments, which have no pools, become
+// the same four metrics without the pool label. The other counters
+// (num_alloc_retries, num_ooms, num_sync_all_streams, num_device_alloc,
 // num_device_free, num_maps, num_unmaps) become vram_allocator_NAME_total,
 // the time spent in the driver vram_allocator_driver_seconds_total, and
 // max_split_size the gauge vram_allocator_max_split_size_bytes (-1:
@@ -71,6 +73,9 @@ func NewAllocatorCollector(device string, rank int, stats func() memory.Stats) *
 // pool label ("" for none) and value type.
 func allocatorMetric(key string) (name, help, pool string, typ prometheus.ValueType) {
 	parts := strings.Split(key, ".")
+	if len(parts) == 2 { // a statistic without pools
+		parts = []string{parts[0], "", parts[1]}
+	}
 	if len(parts) == 3 {
 		family, pool, kind := parts[0], parts[1], parts[2]
 		switch kind {

@@ -165,6 +165,9 @@ func TestAllocatorCollector(t *testing.T) {
 			{"vram_allocator_reserved_bytes_peak", []string{"device", dev, "pool", "large_pool"}, float64(st.ReservedBytes[memory.StatLargePool].Peak)},
 			{"vram_allocator_allocation_allocated_total", []string{"device", dev, "pool", "small_pool"}, float64(st.Allocation[memory.StatSmallPool].Allocated)},
 			{"vram_allocator_num_ooms_total", []string{"device", dev}, 0},
+			{"vram_allocator_num_sync_all_streams_total", []string{"device", dev}, float64(st.NumSyncAllStreams)},
+			{"vram_allocator_oversize_segments", []string{"device", dev}, float64(st.OversizeSegments.Current)},
+			{"vram_allocator_oversize_allocations_freed_total", []string{"device", dev}, float64(st.OversizeAllocations.Freed)},
 			{"vram_allocator_max_split_size_bytes", []string{"device", dev}, float64(st.MaxSplitSize)},
 		}
 		for _, c := range checks {

@@ -16,6 +16,8 @@ type plainArena struct{ d *Device }
 var (
 	_ memory.Arena        = (*plainArena)(nil)
 	_ memory.DeviceInfo   = (*plainArena)(nil)
+	_ memory.ProcessInfo  = (*plainArena)(nil)
+	_ memory.PeerInfo     = (*plainArena)(nil)
 	_ memory.VirtualArena = (*virtualArena)(nil)
 	_ memory.EventSource  = (*eventSource)(nil)
 	_ memory.EventWaiter  = (*eventSource)(nil)
@@ -69,8 +71,32 @@ func (a *plainArena) FreeMemory() (free, total int64, err error) {
 	return int64(f), int64(t), err
 }
 
-// OtherProcesses returns nil: vram does not query NVML for them here.
-func (a *plainArena) OtherProcesses() ([]memory.ProcessMemory, error) { return nil, nil }
+// OtherProcesses returns the other processes on the GPU with the memory
+// they hold, largest first, as NVML lists them; nil without NVML or when
+// NVML does not list this process (see [Device.MemoryInfo]).
+func (a *plainArena) OtherProcesses() ([]memory.ProcessMemory, error) {
+	_, others := a.d.processes()
+	if others == nil {
+		return nil, nil
+	}
+	out := make([]memory.ProcessMemory, len(others))
+	for i, p := range others {
+		out[i] = memory.ProcessMemory{PID: p.PID, Name: p.Name, Bytes: p.Bytes}
+	}
+	return out, nil
+}
+
+// ThisProcess returns what this process holds on the GPU as NVML counts
+// it (its context and libraries beside the allocator's reserve), -1 when
+// NVML does not list it.
+func (a *plainArena) ThisProcess() (int64, error) {
+	self, _ := a.d.processes()
+	return self, nil
+}
+
+// Peers returns the machine's other GPUs that this process sees, with the
+// memory NVML reports for them; nil without NVML.
+func (a *plainArena) Peers() ([]memory.PeerMemory, error) { return a.d.peerMemory(), nil }
 
 // virtualArena adds CUDA virtual memory management to plainArena, for
 // expandable segments and the vram policy: address ranges reserved with

@@ -87,7 +87,16 @@
 // later on the same stream, so Free never waits. Host copies return once
 // the Go slice may be reused. Large copies from Go memory go through two
 // page-locked staging buffers, overlapping the host copy with the DMA;
-// memory from [Device.AllocHost] is copied directly.
+// memory from [Device.AllocHost] is copied directly. The cuBLASLt
+// workspace is one such buffer, kept for good from the first product, under
+// the region label [WorkspaceRegion].
+//
+// When the allocator runs out of memory, its error names, through NVML
+// (matched to the CUDA device by UUID, else by PCI address), the other
+// processes on the GPU by pid, name and bytes, this process's own memory
+// outside the allocator (its context and libraries), and the machine's
+// other GPUs that have room; without NVML it gives what the driver's free
+// memory shows.
 //
 // # Optional interfaces
 //

@@ -23,6 +23,12 @@ import (
 // cuBLASLt 32 MiB on Hopper).
 const workspaceBytes = 32 << 20
 
+// WorkspaceRegion is the region label of the cuBLASLt workspace, which the
+// first matrix product on a device allocates through its caching allocator
+// and keeps for good: summaries, snapshots and out-of-memory errors show it
+// under this name.
+const WorkspaceRegion = "cublaslt workspace"
+
 // maxPlans bounds the plan cache; it is emptied when full.
 const maxPlans = 4096
 
@@ -108,7 +114,7 @@ func (d *Device) initBLAS() error {
 			b.err = fmt.Errorf("cuda: cuda:%d: cublasLtCreate: %w", d.index, err)
 			return
 		}
-		ws, err := d.Alloc(workspaceBytes, nil, "cublas workspace")
+		ws, err := d.Alloc(workspaceBytes, nil, WorkspaceRegion)
 		if err != nil {
 			cublas.LtDestroy(h)
 			b.err = fmt.Errorf("cuda: cuda:%d: cuBLASLt workspace: %w", d.index, err)

@@ -17,6 +17,7 @@ type Device struct {
 	capacity  int64
 	arena     *memory.SimArena
 	alloc     *memory.Allocator
+	info      *deviceInfo
 	shapeOnly atomic.Bool
 	live      atomic.Int64 // buffers not yet freed
 }
@@ -26,10 +27,50 @@ func newDevice(host backend.Device, index int, capacity int64, cfg memory.Config
 	if err := cfg.Check(arena); err != nil {
 		return nil, err
 	}
-	d := &Device{host: host, index: index, capacity: capacity, arena: arena,
-		alloc: memory.New(arena, cfg, memory.WithDevice(index))}
+	info := &deviceInfo{SimArena: arena, index: index}
+	d := &Device{host: host, index: index, capacity: capacity, arena: arena, info: info,
+		alloc: memory.New(arena, cfg, memory.WithDevice(index), memory.WithDeviceInfo(info))}
 	d.shapeOnly.Store(shapeOnly)
 	return d, nil
+}
+
+// deviceInfo is what a simulated device tells its allocator's
+// out-of-memory errors: its arena's free memory and other processes, and
+// the other simulated devices with their free memory.
+type deviceInfo struct {
+	*memory.SimArena
+	index int
+	peers []*Device // every device of the backend, this one included; set once before use
+}
+
+var (
+	_ memory.DeviceInfo = (*deviceInfo)(nil)
+	_ memory.PeerInfo   = (*deviceInfo)(nil)
+)
+
+// Peers returns the backend's other simulated devices and their free
+// memory.
+func (i *deviceInfo) Peers() ([]memory.PeerMemory, error) {
+	var out []memory.PeerMemory
+	for _, p := range i.peers {
+		if p.index == i.index {
+			continue
+		}
+		free, total, err := p.arena.FreeMemory()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, memory.PeerMemory{Name: fmt.Sprintf("sim:%d", p.index), Free: free, Total: total})
+	}
+	return out, nil
+}
+
+// setPeers tells each device of devs about the others, for the
+// out-of-memory errors of their allocators.
+func setPeers(devs []*Device) {
+	for _, d := range devs {
+		d.info.peers = devs
+	}
 }
 
 // Allocator returns the device's caching allocator.

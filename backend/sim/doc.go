@@ -15,5 +15,9 @@
 // backend's, which compute what the CUDA backend's do (16-bit floats in
 // float32, rounded where the GPU rounds).
 //
+// An out-of-memory error on one sim device names the other sim devices
+// that have room for the work, as a CUDA device's names the machine's
+// other GPUs.
+//
 // Sim devices are not CUDA devices: vram.DeviceCount does not count them.
 package sim

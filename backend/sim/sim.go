@@ -76,6 +76,7 @@ func (b *Backend) load() {
 			}
 			b.devices = append(b.devices, d)
 		}
+		setPeers(b.devices)
 	})
 }
 

@@ -207,3 +207,40 @@ func TestConcurrentAllocFree(t *testing.T) {
 		t.Fatalf("%d buffers live after every buffer was freed", n)
 	}
 }
+
+// TestOutOfMemoryNamesRoomyPeer checks that an out-of-memory error on one
+// simulated device names another that has room for the work, and not one
+// that has none.
+func TestOutOfMemoryNamesRoomyPeer(t *testing.T) {
+	cpu, _ := backend.Lookup("cpu")
+	host, _ := cpu.Device(0)
+	var devs []*Device
+	for i, size := range []int64{64 << 20, 32 << 20, 512 << 20} {
+		d, err := newDevice(host, i, size, memory.Config{}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs = append(devs, d)
+	}
+	setPeers(devs)
+	b, err := devs[0].Alloc(40<<20, nil, "weights")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devs[0].Free(b, nil)
+	_, err = devs[0].Alloc(40<<20, nil, "activations")
+	var oom *memory.OutOfMemoryError
+	if !errors.As(err, &oom) {
+		t.Fatalf("got %v, want a memory.OutOfMemoryError", err)
+	}
+	if len(oom.Peers) != 2 || oom.Peers[0].Name != "sim:1" || oom.Peers[1].Name != "sim:2" || oom.Peers[1].Free != 512<<20 {
+		t.Fatalf("peers %+v, want sim:1 and sim:2 with their memory", oom.Peers)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "other devices with room: sim:2 (512.00 MiB free of 512.00 MiB)") || !strings.Contains(msg, "or use sim:2") {
+		t.Errorf("the message does not name sim:2, which has room:\n%s", msg)
+	}
+	if strings.Contains(msg, "sim:1") {
+		t.Errorf("the message names sim:1, which has no room for 80 MiB:\n%s", msg)
+	}
+}

@@ -31,7 +31,8 @@ func main() {
 }
 
 // run executes the command line args and returns the exit status. Errors
-// are printed to stderr as one line.
+// are printed to stderr as one line, out-of-memory diagnoses as the
+// paragraph they are.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(args)
@@ -98,9 +99,14 @@ func isCobraUsageError(err error) bool {
 }
 
 // oneLine joins a possibly multi-line error message (cobra's suggestions)
-// into one line and drops a leading "vram: " that the caller adds back.
+// into one line and drops a leading "vram: " that the caller adds back. An
+// out-of-memory error keeps its lines: it is a diagnosis meant to be read
+// as a paragraph.
 func oneLine(err error) string {
 	msg := err.Error()
+	if oom := (*memory.OutOfMemoryError)(nil); errors.As(err, &oom) {
+		return strings.TrimPrefix(strings.TrimRight(msg, "\n"), "vram: ")
+	}
 	if before, after, ok := strings.Cut(msg, "\n\nDid you mean this?\n"); ok {
 		msg = before + " (did you mean " + strings.Join(strings.Fields(after), " or ") + "?)"
 	}
