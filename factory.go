@@ -66,13 +66,22 @@ func Full(shape Shape, value float64, opts ...Option) *Tensor {
 }
 
 // Zeros returns a tensor of zeros.
-func Zeros(shape Shape, opts ...Option) *Tensor { return Full(shape, 0, opts...) }
+func Zeros(shape Shape, opts ...Option) *Tensor {
+	defer asOp("zeros")
+	return Full(shape, 0, opts...)
+}
 
 // Ones returns a tensor of ones.
-func Ones(shape Shape, opts ...Option) *Tensor { return Full(shape, 1, opts...) }
+func Ones(shape Shape, opts ...Option) *Tensor {
+	defer asOp("ones")
+	return Full(shape, 1, opts...)
+}
 
 // Scalar returns a 0-dimensional tensor holding v.
-func Scalar(v float64, opts ...Option) *Tensor { return Full(Shape{}, v, opts...) }
+func Scalar(v float64, opts ...Option) *Tensor {
+	defer asOp("scalar")
+	return Full(Shape{}, v, opts...)
+}
 
 // Arange returns the values start, start+step, ... below end (above end for
 // a negative step), as float32 unless a dtype option is given. It panics
@@ -179,6 +188,7 @@ func Randn(shape Shape, opts ...Option) *Tensor { return random("randn", shape, 
 
 // Uniform returns random values uniform in [lo, hi).
 func Uniform(shape Shape, lo, hi float64, opts ...Option) *Tensor {
+	defer asOp("uniform")
 	u := Rand(shape, opts...)
 	defer u.Release()
 	var out *Tensor
@@ -192,19 +202,27 @@ func Uniform(shape Shape, lo, hi float64, opts ...Option) *Tensor {
 }
 
 // NewZeros returns zeros with t's dtype and device (new_zeros).
-func (t *Tensor) NewZeros(shape ...int) *Tensor { return t.NewFull(shape, 0) }
+func (t *Tensor) NewZeros(shape ...int) *Tensor {
+	defer asOp("new_zeros")
+	return t.NewFull(shape, 0)
+}
 
 // NewOnes returns ones with t's dtype and device (new_ones).
-func (t *Tensor) NewOnes(shape ...int) *Tensor { return t.NewFull(shape, 1) }
+func (t *Tensor) NewOnes(shape ...int) *Tensor {
+	defer asOp("new_ones")
+	return t.NewFull(shape, 1)
+}
 
 // NewFull returns a tensor filled with value, with t's dtype and device.
 func (t *Tensor) NewFull(shape []int, value float64) *Tensor {
+	defer asOp("new_full")
 	t.live("new_full")
 	return Full(shape, value, t.Device(), t.dtype)
 }
 
 // NewEmpty returns an uninitialized tensor with t's dtype and device.
 func (t *Tensor) NewEmpty(shape ...int) *Tensor {
+	defer asOp("new_empty")
 	t.live("new_empty")
 	return Empty(shape, t.Device(), t.dtype)
 }
@@ -213,6 +231,7 @@ func (t *Tensor) NewEmpty(shape ...int) *Tensor {
 // []int64, []int or []bool) converted to t's dtype, on t's device. A nil
 // shape makes it 1-D. It panics with [ErrArgument] for other data types.
 func (t *Tensor) NewTensor(data any, shape ...int) *Tensor {
+	defer asOp("new_tensor")
 	t.live("new_tensor")
 	var s Shape
 	if len(shape) > 0 {
@@ -238,6 +257,7 @@ func (t *Tensor) NewTensor(data any, shape ...int) *Tensor {
 
 // NewRandn returns standard normal values with t's dtype and device.
 func (t *Tensor) NewRandn(shape ...int) *Tensor {
+	defer asOp("new_randn")
 	t.live("new_randn")
 	return Randn(shape, t.Device(), t.dtype)
 }

@@ -8,12 +8,13 @@ import (
 )
 
 // sameDevice checks that every tensor is live and on one device, and
-// returns that device.
+// returns that device. A nil tensor is an error; callers leave optional
+// tensors (a missing bias) out.
 func sameDevice(op string, ts ...*Tensor) *devState {
 	var ds *devState
-	for _, t := range ts {
+	for i, t := range ts {
 		if t == nil {
-			continue
+			nilTensor(op, i, len(ts))
 		}
 		t.live(op)
 		if ds == nil {
@@ -54,16 +55,28 @@ func (t *Tensor) Cast(dt DType) *Tensor {
 }
 
 // Float returns t as float32 (PyTorch's .float()).
-func (t *Tensor) Float() *Tensor { return t.Cast(Float32) }
+func (t *Tensor) Float() *Tensor {
+	defer asOp("float")
+	return t.Cast(Float32)
+}
 
 // Half returns t as float16.
-func (t *Tensor) Half() *Tensor { return t.Cast(Float16) }
+func (t *Tensor) Half() *Tensor {
+	defer asOp("half")
+	return t.Cast(Float16)
+}
 
 // BFloat16 returns t as bfloat16.
-func (t *Tensor) BFloat16() *Tensor { return t.Cast(BFloat16) }
+func (t *Tensor) BFloat16() *Tensor {
+	defer asOp("bfloat16")
+	return t.Cast(BFloat16)
+}
 
 // Long returns t as int64.
-func (t *Tensor) Long() *Tensor { return t.Cast(Int64) }
+func (t *Tensor) Long() *Tensor {
+	defer asOp("long")
+	return t.Cast(Int64)
+}
 
 // fill sets every element in place; nothing is recorded.
 func (t *Tensor) fill(op string, v float64) {
@@ -187,7 +200,9 @@ func (a *Tensor) Mul(b *Tensor) *Tensor {
 
 // Div returns a / b elementwise (true division; broadcasting).
 func (a *Tensor) Div(b *Tensor) *Tensor {
+	sameDevice("div", a, b)
 	if !a.dtype.IsFloat() && !b.dtype.IsFloat() {
+		defer asOp("div")
 		ac := a.Cast(Float32)
 		defer ac.Release()
 		return ac.Div(b)
@@ -313,7 +328,10 @@ func (a *Tensor) AddScalar(s float64) *Tensor {
 }
 
 // SubScalar returns a - s.
-func (a *Tensor) SubScalar(s float64) *Tensor { return a.AddScalar(-s) }
+func (a *Tensor) SubScalar(s float64) *Tensor {
+	defer asOp("sub")
+	return a.AddScalar(-s)
+}
 
 // RSubScalar returns s - a.
 func (a *Tensor) RSubScalar(s float64) *Tensor {

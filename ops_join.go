@@ -64,7 +64,11 @@ func Stack(ts []*Tensor, dim int) *Tensor {
 	if len(ts) == 0 {
 		fail("stack", ErrArgument, "expected a non-empty list of tensors")
 	}
+	defer asOp("stack")
 	for i, t := range ts {
+		if t == nil {
+			nilTensor("stack", i, len(ts))
+		}
 		t.live("stack")
 		if !slices.Equal(t.shape, ts[0].shape) {
 			fail("stack", ErrShape, "tensor %d has shape %v, expected %v", i, Shape(t.shape), Shape(ts[0].shape))

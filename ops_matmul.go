@@ -77,6 +77,7 @@ func batched(op string, t *Tensor, batch []int, nb, r, c int) (backend.View, *Te
 // removed afterwards; batch dimensions broadcast. It panics with [ErrShape]
 // when the inner sizes differ and with [ErrDType] for non-float operands.
 func (a *Tensor) MatMul(b *Tensor) *Tensor {
+	defer asOp("matmul")
 	sameDevice("matmul", a, b)
 	if len(a.shape) == 0 || len(b.shape) == 0 {
 		fail("matmul", ErrShape, "both arguments need at least 1 dimension, got shapes %v and %v", Shape(a.shape), Shape(b.shape))
@@ -117,5 +118,6 @@ func (a *Tensor) BMM(b *Tensor) *Tensor {
 	if len(a.shape) != 3 || len(b.shape) != 3 || a.shape[0] != b.shape[0] {
 		fail("bmm", ErrShape, "expects [B,M,K] and [B,K,N] with equal B, got %v and %v", Shape(a.shape), Shape(b.shape))
 	}
+	defer asOp("bmm")
 	return a.MatMul(b)
 }

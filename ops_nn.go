@@ -8,6 +8,7 @@ import (
 
 // Softmax returns exp(t) normalised to sum to 1 along dim, computed stably.
 func (t *Tensor) Softmax(dim int) *Tensor {
+	defer asOp("softmax")
 	t.live("softmax")
 	a := t.axis("softmax", dim)
 	var out *Tensor
@@ -31,6 +32,7 @@ func (t *Tensor) Softmax(dim int) *Tensor {
 
 // LogSoftmax returns log(Softmax(t, dim)), computed stably.
 func (t *Tensor) LogSoftmax(dim int) *Tensor {
+	defer asOp("log_softmax")
 	t.live("log_softmax")
 	a := t.axis("log_softmax", dim)
 	var out *Tensor
@@ -97,6 +99,7 @@ func (t *Tensor) Gather(dim int, index *Tensor) *Tensor {
 // Embedding looks up rows of weight [V, D] for int64 indices of any shape,
 // returning indices.shape + [D]. Gradients accumulate into the rows used.
 func Embedding(indices, weight *Tensor) *Tensor {
+	defer asOp("embedding")
 	sameDevice("embedding", indices, weight)
 	if len(weight.shape) != 2 {
 		fail("embedding", ErrShape, "weight must be [num_embeddings, dim], got %v", Shape(weight.shape))
@@ -125,6 +128,7 @@ func Embedding(indices, weight *Tensor) *Tensor {
 // with mean reduction). It panics with [ErrShape] on mismatched sizes and
 // with [ErrIndex] for a target outside [0, C).
 func CrossEntropy(logits, targets *Tensor) *Tensor {
+	defer asOp("cross_entropy")
 	sameDevice("cross_entropy", logits, targets)
 	if len(logits.shape) != 2 || len(targets.shape) != 1 || logits.shape[0] != targets.shape[0] {
 		fail("cross_entropy", ErrShape, "expects logits [N, C] and targets [N], got %v and %v", Shape(logits.shape), Shape(targets.shape))
@@ -152,6 +156,7 @@ func CrossEntropy(logits, targets *Tensor) *Tensor {
 // forward pass.
 func MSELoss(pred, target *Tensor) *Tensor {
 	const op = "mse_loss"
+	defer asOp(op)
 	sameDevice(op, pred, target)
 	d := binaryRaw(op, backend.Sub, pred, target)
 	var out *Tensor
@@ -183,6 +188,7 @@ func MSELoss(pred, target *Tensor) *Tensor {
 // zero mean and unit variance (population variance plus eps), then scales
 // by weight and adds bias when they are not nil (both of normalizedShape).
 func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float64) *Tensor {
+	defer asOp("layer_norm")
 	t.live("layer_norm")
 	k := len(normalizedShape)
 	if k == 0 || k > len(t.shape) || !slices.Equal(t.shape[len(t.shape)-k:], normalizedShape) {
@@ -193,7 +199,7 @@ func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float
 			fail("layer_norm", ErrShape, "weight/bias shape %v must equal normalized shape %v", Shape(p.shape), Shape(normalizedShape))
 		}
 	}
-	sameDevice("layer_norm", t, weight, bias)
+	sameDevice("layer_norm", compact([]*Tensor{t, weight, bias})...)
 	axes := make([]int, k)
 	for i := range axes {
 		axes[i] = len(t.shape) - k + i

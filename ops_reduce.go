@@ -100,6 +100,7 @@ func (t *Tensor) Sum(dims ...int) *Tensor { return t.sum("sum", dims, false) }
 func (t *Tensor) SumKeepDim(dims ...int) *Tensor { return t.sum("sum", dims, true) }
 
 func (t *Tensor) mean(dims []int, keepDim bool) *Tensor {
+	defer asOp("mean")
 	t.live("mean")
 	if !t.dtype.IsFloat() {
 		fail("mean", ErrDType, "mean needs a floating-point tensor, got %s; Cast it first", t.dtype)
@@ -170,6 +171,7 @@ func (t *Tensor) ArgMin(dim int, keepDim bool) *Tensor {
 // correction (1 for the unbiased estimate, PyTorch's default; 0 for the
 // population variance).
 func (t *Tensor) Var(dims []int, correction int, keepDim bool) *Tensor {
+	defer asOp("var")
 	t.live("var")
 	axes := t.reduceAxes("var", dims)
 	n := 1
@@ -194,6 +196,7 @@ func (t *Tensor) Var(dims []int, correction int, keepDim bool) *Tensor {
 
 // Std returns the square root of [Tensor.Var].
 func (t *Tensor) Std(dims []int, correction int, keepDim bool) *Tensor {
+	defer asOp("std")
 	v := t.Var(dims, correction, keepDim)
 	defer v.Release()
 	return v.Sqrt()
