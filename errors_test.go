@@ -2,11 +2,15 @@ package vram_test
 
 import (
 	"errors"
+	"os"
+	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/backend/sim"
+	"github.com/vramgo/vram/memory"
 )
 
 // nilArgs returns arguments for a call of method m (receiver first) with a
@@ -214,4 +218,58 @@ func TestErrorsNameTheCalledOp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSimEnvironmentErrorReachesUser starts the test binary again with an
+// invalid sim environment (which the backend reads once per process): no
+// sim device may be listed, and using one must return the variable and its
+// error, not "there are 0 sim devices".
+func TestSimEnvironmentErrorReachesUser(t *testing.T) {
+	if os.Getenv("VRAM_TEST_SIM_ENV_CHILD") == "1" {
+		simEnvChild(t, os.Getenv("VRAM_TEST_WANT"))
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	tests := []struct{ env, want string }{
+		{"VRAM_SIM_DEVICES=lots", `VRAM_SIM_DEVICES="lots": `},
+		{"VRAM_SIM_DEVICES=1x", `VRAM_SIM_DEVICES="1x": `},
+		{"VRAM_SIM_SHAPE_ONLY=maybe", `VRAM_SIM_SHAPE_ONLY="maybe": not a boolean`},
+		{"VRAM_ALLOC_CONF=bogus", "VRAM_ALLOC_CONF: bogus"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.env, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestSimEnvironmentErrorReachesUser$", "-test.v")
+			cmd.Env = append(os.Environ(), "VRAM_TEST_SIM_ENV_CHILD=1", "VRAM_TEST_WANT="+tc.want, tc.env)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Errorf("%s: %v\n%s", tc.env, err, out)
+			}
+		})
+	}
+}
+
+func simEnvChild(t *testing.T, want string) {
+	if n := vram.SimDeviceCount(); n != 0 {
+		t.Errorf("SimDeviceCount = %d with an invalid environment, want 0", n)
+	}
+	if vram.Sim(0).Available() {
+		t.Error("sim:0 is available with an invalid environment")
+	}
+	err := vram.Sim(0).Check()
+	var se *sim.EnvError
+	var ce *memory.ConfigError
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.As(err, &se) && !errors.As(err, &ce) {
+		t.Errorf("Check: %v, want an error containing %q that errors.As reaches", err, want)
+	}
+	err = vram.Catch(func() { vram.Ones(vram.Shape{2}, vram.Sim(0)) })
+	var e *vram.Error
+	if !errors.As(err, &e) || e.Op != "ones" || !errors.Is(err, vram.ErrUnavailable) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Ones on sim:0: %v, want an ErrUnavailable error of op ones containing %q", err, want)
+	}
+	if strings.Contains(err.Error(), "there are 0") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("Ones on sim:0: %q", err)
+	}
+	t.Log(err)
 }
