@@ -7,6 +7,7 @@ import (
 
 	"github.com/vramgo/vram/memory/trace"
 
+	"github.com/vramgo/vram/internal/printable"
 	"github.com/vramgo/vram/internal/units"
 )
 
@@ -391,7 +392,7 @@ func (e *OutOfMemoryError) Error() string {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			name := r.Region
+			name := printable.String(r.Region) // labels can come from a replayed file
 			if name == "" {
 				name = "(unlabelled)"
 			}
@@ -406,7 +407,7 @@ func (e *OutOfMemoryError) Error() string {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			name := p.Name
+			name := printable.String(p.Name) // a process names itself
 			if name == "" {
 				name = "?"
 			}

@@ -37,7 +37,7 @@ statistics themselves with monitor.RegisterAllocator.
 			defer src.Close()
 			r, err := src.Read()
 			if err != nil {
-				return fmt.Errorf("exporter: %w", err)
+				return cmdError("exporter", err)
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(monitor.NewCollector(src))
@@ -47,7 +47,7 @@ statistics themselves with monitor.RegisterAllocator.
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "vram exporter: serving %d GPUs at http://%s/metrics (Ctrl-C stops)\n", len(r.GPUs), ln.Addr())
 			if err := monitor.Serve(cmd.Context(), ln, reg); err != nil {
-				return fmt.Errorf("exporter: %w", err)
+				return cmdError("exporter", err)
 			}
 			return nil
 		},

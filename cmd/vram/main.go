@@ -12,9 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-
-	"github.com/vramgo/vram/backend/sim"
-	"github.com/vramgo/vram/memory"
 )
 
 // Exit statuses.
@@ -62,7 +59,6 @@ func newRootCmd() *cobra.Command {
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
 		// With subcommands and no Run, cobra rejects unknown commands itself.
 	}
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return checkEnvironment() }
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
@@ -76,6 +72,8 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newWatchCmd(),
 	)
+	root.SetHelpCommand(newHelpCmd())
+	nameArgErrors(root)
 	return root
 }
 
@@ -94,7 +92,7 @@ func usagef(format string, args ...any) error {
 // it cannot dispatch, which do not pass through the flag error function.
 func isCobraUsageError(err error) bool {
 	msg := err.Error()
-	return strings.HasPrefix(msg, "unknown command ") || strings.Contains(msg, "arg(s)")
+	return strings.HasPrefix(msg, "unknown command ")
 }
 
 // oneLine joins a possibly multi-line error message (cobra's suggestions)
@@ -126,21 +124,4 @@ func writeJSON(w io.Writer, v any) error {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// checkEnvironment validates the settings vram reads from the environment
-// before any command runs, so that a typo is reported at once rather than at
-// the first use of a device.
-func checkEnvironment() error {
-	if v := os.Getenv("VRAM_ALLOC_CONF"); v != "" {
-		if _, err := memory.ParseConfig(v); err != nil {
-			return err // it names VRAM_ALLOC_CONF and the key
-		}
-	}
-	if v := os.Getenv("VRAM_SIM_DEVICES"); v != "" {
-		if _, err := sim.ParseDevices(v); err != nil {
-			return fmt.Errorf("VRAM_SIM_DEVICES=%q: %w", v, err)
-		}
-	}
-	return nil
 }
