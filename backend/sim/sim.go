@@ -21,10 +21,11 @@ const (
 
 // Backend is the "sim" device kind.
 type Backend struct {
-	once    sync.Once
-	sizes   []int64
-	err     error
-	devices []*Device
+	once       sync.Once
+	devicesEnv string // VRAM_SIM_DEVICES as read
+	sizes      []int64
+	err        error
+	devices    []*Device
 }
 
 var (
@@ -42,6 +43,7 @@ func (b *Backend) load() {
 		// Each error names its variable: EnvError does, and so does
 		// memory's ConfigError for VRAM_ALLOC_CONF.
 		v := os.Getenv(EnvDevices)
+		b.devicesEnv = v
 		sizes, err := ParseDevices(v)
 		if err != nil {
 			b.err = &EnvError{Var: EnvDevices, Value: v, Err: err}
@@ -108,6 +110,9 @@ func (b *Backend) Device(i int) (backend.Device, error) {
 	b.load()
 	if b.err != nil {
 		return nil, fmt.Errorf("sim: %w", b.err)
+	}
+	if len(b.devices) == 0 {
+		return nil, fmt.Errorf("sim: no device %d: %s=%q configures none", i, EnvDevices, b.devicesEnv)
 	}
 	if i < 0 || i >= len(b.devices) {
 		return nil, fmt.Errorf("sim: no device %d (there are %d)", i, len(b.devices))

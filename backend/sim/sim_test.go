@@ -181,3 +181,14 @@ func TestShapeOnlyFromEnvironment(t *testing.T) {
 		t.Error("VRAM_SIM_SHAPE_ONLY=yes did not make the device shape-only")
 	}
 }
+
+func TestNoDevicesConfigured(t *testing.T) {
+	t.Setenv(EnvDevices, "0")
+	b := &Backend{}
+	if n := b.DeviceCount(); n != 0 {
+		t.Fatalf("DeviceCount = %d, want 0", n)
+	}
+	if _, err := b.Device(0); err == nil || !strings.Contains(err.Error(), `VRAM_SIM_DEVICES="0" configures none`) {
+		t.Errorf("Device(0): %v, want an error saying VRAM_SIM_DEVICES=\"0\" configures none", err)
+	}
+}

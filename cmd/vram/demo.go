@@ -147,14 +147,15 @@ func chooseDevice(flag string) (vram.Device, string, error) {
 		return vram.Device{}, "", usagef("demo: --device: %s", strings.TrimPrefix(err.Error(), "vram: "))
 	}
 	if err := d.Check(); err != nil {
+		// The backend's own reason when it gives one (no driver, a bad
+		// setting), else vram's (the index is out of range).
 		why := err.Error()
 		var ve *vram.Error
 		if errors.As(err, &ve) {
-			why = ve.Detail
+			why = strings.TrimPrefix(ve.Detail, d.String()+": ")
 			if ve.Err != nil {
-				why += ": " + ve.Err.Error()
+				why = ve.Err.Error()
 			}
-			why = strings.TrimPrefix(why, d.String()+": ")
 		}
 		return vram.Device{}, "", usagef("demo: --device %s: device not available: %s (available here: %s)", d, why, strings.Join(availableDevices(), ", "))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,6 +66,12 @@ func TestExitCodes(t *testing.T) {
 	notes := filepath.Join(dir, "notes.json")
 	os.WriteFile(notes, []byte(`{"hello": "world"}`), 0o644)
 	missing := filepath.Join(dir, "missing.json")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	busy := ln.Addr().String() // a port in use
 	tests := []struct {
 		args []string
 		code int
@@ -89,6 +96,8 @@ func TestExitCodes(t *testing.T) {
 
 		{[]string{"exporter", "extra"}, exitUsage, "exporter: unknown command"},
 		{[]string{"exporter", "--listen", "bad::addr", "--source", readingsFile}, exitUsage, "exporter: --listen bad::addr:"},
+		{[]string{"exporter", "--listen", "127.0.0.1:99999", "--source", readingsFile}, exitUsage, "exporter: --listen 127.0.0.1:99999:"},
+		{[]string{"exporter", "--listen", busy, "--source", readingsFile}, exitFailure, "exporter: --listen " + busy + ":"},
 		{[]string{"exporter", "--source", missing}, exitFailure, "exporter: monitor: "},
 		{[]string{"exporter"}, exitFailure, "exporter: no NVIDIA driver found"},
 
