@@ -169,6 +169,16 @@ func TestErrorsNameTheCalledOp(t *testing.T) {
 		{"scalar", vram.ErrUnavailable, func() { vram.Scalar(1, missing) }},
 		{"uniform", vram.ErrUnavailable, func() { vram.Uniform(vram.Shape{2}, 0, 1, missing) }},
 		{"full", vram.ErrUnavailable, func() { vram.Full(vram.Shape{2}, 1, missing) }},
+		{"full", vram.ErrDType, func() { vram.Full(vram.Shape{2}, 1, vram.Int64, vram.WithGrad()) }},
+		{"ones", vram.ErrDType, func() { vram.Ones(vram.Shape{2}, vram.Int64, vram.WithGrad()) }},
+		{"empty", vram.ErrDType, func() { vram.Empty(vram.Shape{2}, vram.Int64, vram.WithGrad()) }},
+		{"arange", vram.ErrDType, func() { vram.Arange(0, 3, 1, vram.Int64, vram.WithGrad()) }},
+		{"from slice", vram.ErrDType, func() { vram.FromSlice([]int64{1, 2}, nil, vram.WithGrad()) }},
+		{"move_to", vram.ErrUnavailable, func() {
+			p := vram.Ones(vram.Shape{2})
+			defer p.Release()
+			p.MoveTo(missing)
+		}},
 		{"new_zeros", vram.ErrShape, func() { x.NewZeros(-1) }},
 		{"new_ones", vram.ErrShape, func() { x.NewOnes(2, -1) }},
 		{"new_full", vram.ErrShape, func() { x.NewFull([]int{-1}, 2) }},
@@ -272,4 +282,22 @@ func simEnvChild(t *testing.T, want string) {
 		t.Errorf("Ones on sim:0: %q", err)
 	}
 	t.Log(err)
+}
+
+// TestFailedFactoryLeavesNothing checks that a factory whose options are
+// refused (an integer tensor that requires grad) frees what it allocated.
+func TestFailedFactoryLeavesNothing(t *testing.T) {
+	before := vram.MemoryAllocated(vram.CPU)
+	for _, fn := range []func(){
+		func() { vram.Ones(vram.Shape{1024}, vram.Int64, vram.WithGrad()) },
+		func() { vram.FromSlice([]int64{1, 2}, nil, vram.WithGrad()) },
+		func() { vram.Arange(0, 8, 1, vram.Int32, vram.WithGrad()) },
+	} {
+		if err := vram.Catch(fn); !errors.Is(err, vram.ErrDType) {
+			t.Errorf("error %v, want ErrDType", err)
+		}
+	}
+	if after := vram.MemoryAllocated(vram.CPU); after != before {
+		t.Errorf("%d bytes allocated after the failed factories, %d before", after, before)
+	}
 }

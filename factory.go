@@ -45,7 +45,14 @@ func resolve(defaultDType DType, opts []Option) options {
 
 func finish(t *Tensor, o options) *Tensor {
 	if o.requiresGrad {
+		ok := false
+		defer func() {
+			if !ok {
+				t.Release() // an integer tensor cannot require grad: nothing is left behind
+			}
+		}()
 		t.SetRequiresGrad(true)
+		ok = true
 	}
 	return t
 }
@@ -53,12 +60,14 @@ func finish(t *Tensor, o options) *Tensor {
 // Empty returns a tensor whose elements are not initialized (float32 on the
 // default device unless options say otherwise).
 func Empty(shape Shape, opts ...Option) *Tensor {
+	defer asOp("empty") // finish's requires_grad
 	o := resolve(Float32, opts)
 	return finish(newTensor("empty", mustDevice("empty", o.device), o.dtype, shape), o)
 }
 
 // Full returns a tensor filled with value.
 func Full(shape Shape, value float64, opts ...Option) *Tensor {
+	defer asOp("full")
 	o := resolve(Float32, opts)
 	t := newTensor("full", mustDevice("full", o.device), o.dtype, shape)
 	t.fill("full", value)
@@ -90,6 +99,7 @@ func Arange(start, end, step float64, opts ...Option) *Tensor {
 	if step == 0 || math.IsNaN(step) || math.IsInf(step, 0) {
 		fail("arange", ErrArgument, "step must be finite and nonzero, got %v", step)
 	}
+	defer asOp("arange")
 	o := resolve(Float32, opts)
 	n := int(math.Ceil((end - start) / step))
 	if n < 0 {
@@ -108,6 +118,7 @@ func Arange(start, end, step float64, opts ...Option) *Tensor {
 // option converts it. It panics with [ErrShape] if the shape does not hold
 // len(data) elements.
 func FromSlice[T Element](data []T, shape Shape, opts ...Option) *Tensor {
+	defer asOp("from slice")
 	o := resolve(elementDType[T](), opts)
 	if shape == nil {
 		shape = Shape{len(data)}
@@ -163,6 +174,7 @@ func (g *Generator) fill(n int, normal bool) []float64 {
 }
 
 func random(op string, shape Shape, normal bool, opts []Option) *Tensor {
+	defer asOp(op)
 	o := resolve(Float32, opts)
 	if !o.dtype.IsFloat() {
 		fail(op, ErrDType, "random values need a float dtype, got %s", o.dtype)

@@ -69,6 +69,7 @@ func (t *Tensor) CPU() *Tensor {
 // it). Its gradient moves with it. It panics with [ErrAutograd] on a tensor
 // computed by a recorded operation.
 func (t *Tensor) MoveTo(d Device) {
+	defer asOp("move_to")
 	t.live("move_to")
 	if t.ref.node != nil {
 		fail("move_to", ErrAutograd, "only leaf tensors can be moved in place; use To for computed tensors")
