@@ -120,6 +120,7 @@ func TestExitCodes(t *testing.T) {
 
 		{[]string{"help", "bogus"}, exitUsage, `help: unknown help topic "bogus"`},
 		{[]string{"help", "demo", "extra"}, exitUsage, `help: unknown help topic "demo extra"`},
+		{[]string{"completion", "bogus"}, exitUsage, `completion: unknown shell "bogus" (want bash, fish, powershell, zsh)`},
 		{[]string{"dmeo"}, exitUsage, "did you mean demo?"},
 		{[]string{"--bogus"}, exitUsage, "unknown flag: --bogus (see 'vram --help')"},
 	}

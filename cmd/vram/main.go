@@ -73,6 +73,7 @@ func newRootCmd() *cobra.Command {
 		newWatchCmd(),
 	)
 	root.SetHelpCommand(newHelpCmd())
+	strictCompletion(root)
 	nameArgErrors(root)
 	return root
 }

@@ -30,6 +30,30 @@ func nameArgErrors(c *cobra.Command) {
 	}
 }
 
+// strictCompletion adds cobra's (hidden) completion command now rather than
+// at Execute, and makes it reject an unknown shell with a usage error: as a
+// command without a Run of its own, it would print its help and exit with
+// status 0.
+func strictCompletion(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		var shells []string
+		for _, s := range c.Commands() {
+			shells = append(shells, s.Name())
+		}
+		c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown shell %q (want %s)", args[0], strings.Join(shells, ", "))
+			}
+			return nil
+		}
+	}
+}
+
 // newHelpCmd returns the help command. Unlike cobra's, it fails with a
 // usage error on a topic that is not a command rather than printing the
 // usage and exiting with status 0.
