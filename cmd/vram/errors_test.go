@@ -444,6 +444,14 @@ func TestHostileNamesAreEscaped(t *testing.T) {
 		t.Fatalf("analyze: exit %d, stderr %q", code, stderr)
 	}
 	checkPrintable(t, "analyze", stdout, `w\x1b[31m\u202e`, `loadWeights\x1b[2J\r`)
+
+	// A file name is printed in the error escaped too.
+	evil := filepath.Join(t.TempDir(), "x\x1b]0;pwned\x07.json")
+	code, _, stderr = runCLI(t, "analyze", evil)
+	if code != exitFailure {
+		t.Errorf("analyze of a missing file: exit %d", code)
+	}
+	checkPrintable(t, "analyze error", stderr, `x\x1b]0;pwned\x07.json`)
 }
 
 // TestSmiAndWatchAgreeOnUsed reads the same recording with both: each

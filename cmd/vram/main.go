@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/vramgo/vram/internal/printable"
 )
 
 // Exit statuses.
@@ -35,7 +37,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(stderr, "vram: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "vram: %s\n", printable.Text(oneLine(err))) // messages can quote names from files
 		var ue *usageError
 		if errors.As(err, &ue) || isCobraUsageError(err) {
 			return exitUsage
