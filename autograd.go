@@ -156,7 +156,10 @@ func backendNum(shape []int) int {
 }
 
 // RequiresGrad reports whether operations on t are recorded for autograd.
-func (t *Tensor) RequiresGrad() bool { return t.requiresGrad }
+func (t *Tensor) RequiresGrad() bool {
+	notNil("requires_grad", t)
+	return t.requiresGrad
+}
 
 // SetRequiresGrad marks a leaf tensor as requiring grad (or not) and returns
 // t. It panics with [ErrAutograd] on a tensor computed from others (use
@@ -175,11 +178,15 @@ func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
 
 // IsLeaf reports whether t was created by the user rather than computed by
 // a recorded operation.
-func (t *Tensor) IsLeaf() bool { return t.ref.node == nil }
+func (t *Tensor) IsLeaf() bool {
+	notNil("is_leaf", t)
+	return t.ref.node == nil
+}
 
 // Grad returns the gradient accumulated in a leaf tensor by Backward, or nil.
 // The gradient belongs to t: it is released with t or by [Tensor.ZeroGrad].
 func (t *Tensor) Grad() *Tensor {
+	notNil("grad", t)
 	t.gradMu.Lock()
 	defer t.gradMu.Unlock()
 	return t.grad
@@ -188,6 +195,7 @@ func (t *Tensor) Grad() *Tensor {
 // SetGrad replaces t's gradient (taking ownership of g) and releases the
 // old one. A nil g clears it.
 func (t *Tensor) SetGrad(g *Tensor) {
+	notNil("set_grad", t)
 	if g != nil {
 		g.live("set_grad")
 		if !slices.Equal(g.shape, t.shape) || g.Device() != t.Device() || g.dtype != t.dtype {
@@ -206,11 +214,15 @@ func (t *Tensor) SetGrad(g *Tensor) {
 }
 
 // ZeroGrad releases t's gradient (PyTorch's zero_grad with set_to_none).
-func (t *Tensor) ZeroGrad() { t.SetGrad(nil) }
+func (t *Tensor) ZeroGrad() {
+	notNil("zero_grad", t)
+	t.SetGrad(nil)
+}
 
 // GradFn returns the name of the operation that produced t ("matmul"), or
 // "" for a leaf.
 func (t *Tensor) GradFn() string {
+	notNil("grad_fn", t)
 	if t.ref.node == nil {
 		return ""
 	}

@@ -158,7 +158,8 @@ func DeviceCount() int {
 }
 
 // SimDeviceCount returns the number of simulated devices, 0 when the sim
-// backend is not registered.
+// backend is not registered or its environment (VRAM_SIM_DEVICES, ...) is
+// invalid; using a sim device then reports the error.
 func SimDeviceCount() int {
 	if b, ok := backend.Lookup("sim"); ok {
 		return b.DeviceCount()
@@ -167,10 +168,17 @@ func SimDeviceCount() int {
 }
 
 // Available reports whether d can be used: its backend is registered and has
-// a device with d's index.
-func (d Device) Available() bool {
+// a device with d's index, which opens without error. [Device.Check] says
+// why not.
+func (d Device) Available() bool { return d.Check() == nil }
+
+// Check opens d if it is not open yet and returns nil when it can be used,
+// else an [*Error] of kind [ErrUnavailable] saying why: no such backend, an
+// index out of range, or the backend's own error (a missing driver, an
+// invalid VRAM_SIM_DEVICES or VRAM_ALLOC_CONF), which errors.As reaches.
+func (d Device) Check() error {
 	_, err := deviceFor(d)
-	return err == nil
+	return err
 }
 
 // devState is the process's handle on one device: the backend device and
@@ -197,13 +205,21 @@ func deviceFor(d Device) (*devState, error) {
 		return nil, &Error{Op: "device", Kind: ErrUnavailable,
 			Detail: fmt.Sprintf("%s: no %q backend in this program (available: %s)", d, d.Kind, strings.Join(backend.Names(), ", "))}
 	}
-	if d.Index < 0 || d.Index >= b.DeviceCount() {
+	if n := b.DeviceCount(); d.Index < 0 || d.Index >= n {
 		hint := ""
 		if d.Kind == "cuda" {
 			hint = "; check with vram.CUDAAvailable() and use vram.CPU when it is false"
 		}
-		return nil, &Error{Op: "device", Kind: ErrUnavailable,
-			Detail: fmt.Sprintf("%s: there are %d %s devices%s", d, b.DeviceCount(), d.Kind, hint)}
+		e := &Error{Op: "device", Kind: ErrUnavailable, Detail: fmt.Sprintf("%s: there are %d %s devices%s", d, n, d.Kind, hint)}
+		if n == 0 {
+			// The backend says why it has none: no driver, or an invalid
+			// setting (the sim backend's environment).
+			if _, err := b.Device(max(d.Index, 0)); err != nil {
+				e.Detail = fmt.Sprintf("%s: no %s devices%s", d, d.Kind, hint)
+				e.Err = err
+			}
+		}
+		return nil, e
 	}
 	bd, err := b.Device(d.Index)
 	if err != nil {

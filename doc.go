@@ -32,6 +32,10 @@
 // or [ErrBackend], or a [*DeviceMismatchError]. [Catch] turns these panics
 // back into errors and lets every other panic through. Functions that touch
 // files, parse strings or configure the process return errors instead.
+// A nil *Tensor given to any method or function (but Release and String)
+// is an [ErrArgument] error too, never a nil-pointer dereference. The
+// error's Op is the operation the caller called: Select out of range
+// reports "select", not the Narrow it is built on.
 //
 // # Memory ownership
 //

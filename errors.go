@@ -94,6 +94,54 @@ func fail(op string, kind error, format string, args ...any) {
 	panic(&Error{Op: op, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 }
 
+// notNil panics with an [*Error] of kind [ErrArgument] when one of ts is
+// nil, so that a nil *Tensor reaches the caller as a vram error that
+// [Catch] returns rather than as a nil-pointer dereference. Exported
+// methods and functions call it (directly or through sameDevice or live)
+// before touching a tensor's fields.
+func notNil(op string, ts ...*Tensor) {
+	for i, t := range ts {
+		if t == nil {
+			nilTensor(op, i, len(ts))
+		}
+	}
+}
+
+// nilTensor panics with the error for a nil tensor, the i-th of n operands
+// of op.
+func nilTensor(op string, i, n int) {
+	const how = "tensors come from factories such as vram.Zeros and from operations"
+	if n == 1 {
+		fail(op, ErrArgument, "nil *Tensor (%s)", how)
+	}
+	fail(op, ErrArgument, "tensor %d of %d is a nil *Tensor (%s)", i+1, n, how)
+}
+
+// asOp is deferred by an exported operation built from others (Select from
+// Narrow, Ones from Full, Mean from a sum and a division): a vram error
+// raised inside it then names op, the operation the caller called, rather
+// than the one it delegated to. Other panics pass through unchanged.
+func asOp(op string) {
+	r := recover()
+	switch e := r.(type) {
+	case nil:
+		return
+	case *Error:
+		if e.Op != op {
+			c := *e
+			c.Op = op
+			r = &c
+		}
+	case *DeviceMismatchError:
+		if e.Op != op {
+			c := *e
+			c.Op = op
+			r = &c
+		}
+	}
+	panic(r)
+}
+
 // check panics with an *Error of kind ErrBackend wrapping err, if err is not
 // nil. Errors that already are vram errors pass through unchanged.
 func check(op string, err error) {

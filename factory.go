@@ -45,7 +45,14 @@ func resolve(defaultDType DType, opts []Option) options {
 
 func finish(t *Tensor, o options) *Tensor {
 	if o.requiresGrad {
+		ok := false
+		defer func() {
+			if !ok {
+				t.Release() // an integer tensor cannot require grad: nothing is left behind
+			}
+		}()
 		t.SetRequiresGrad(true)
+		ok = true
 	}
 	return t
 }
@@ -53,12 +60,14 @@ func finish(t *Tensor, o options) *Tensor {
 // Empty returns a tensor whose elements are not initialized (float32 on the
 // default device unless options say otherwise).
 func Empty(shape Shape, opts ...Option) *Tensor {
+	defer asOp("empty") // finish's requires_grad
 	o := resolve(Float32, opts)
 	return finish(newTensor("empty", mustDevice("empty", o.device), o.dtype, shape), o)
 }
 
 // Full returns a tensor filled with value.
 func Full(shape Shape, value float64, opts ...Option) *Tensor {
+	defer asOp("full")
 	o := resolve(Float32, opts)
 	t := newTensor("full", mustDevice("full", o.device), o.dtype, shape)
 	t.fill("full", value)
@@ -66,13 +75,22 @@ func Full(shape Shape, value float64, opts ...Option) *Tensor {
 }
 
 // Zeros returns a tensor of zeros.
-func Zeros(shape Shape, opts ...Option) *Tensor { return Full(shape, 0, opts...) }
+func Zeros(shape Shape, opts ...Option) *Tensor {
+	defer asOp("zeros")
+	return Full(shape, 0, opts...)
+}
 
 // Ones returns a tensor of ones.
-func Ones(shape Shape, opts ...Option) *Tensor { return Full(shape, 1, opts...) }
+func Ones(shape Shape, opts ...Option) *Tensor {
+	defer asOp("ones")
+	return Full(shape, 1, opts...)
+}
 
 // Scalar returns a 0-dimensional tensor holding v.
-func Scalar(v float64, opts ...Option) *Tensor { return Full(Shape{}, v, opts...) }
+func Scalar(v float64, opts ...Option) *Tensor {
+	defer asOp("scalar")
+	return Full(Shape{}, v, opts...)
+}
 
 // Arange returns the values start, start+step, ... below end (above end for
 // a negative step), as float32 unless a dtype option is given. It panics
@@ -81,6 +99,7 @@ func Arange(start, end, step float64, opts ...Option) *Tensor {
 	if step == 0 || math.IsNaN(step) || math.IsInf(step, 0) {
 		fail("arange", ErrArgument, "step must be finite and nonzero, got %v", step)
 	}
+	defer asOp("arange")
 	o := resolve(Float32, opts)
 	n := int(math.Ceil((end - start) / step))
 	if n < 0 {
@@ -99,6 +118,7 @@ func Arange(start, end, step float64, opts ...Option) *Tensor {
 // option converts it. It panics with [ErrShape] if the shape does not hold
 // len(data) elements.
 func FromSlice[T Element](data []T, shape Shape, opts ...Option) *Tensor {
+	defer asOp("from slice")
 	o := resolve(elementDType[T](), opts)
 	if shape == nil {
 		shape = Shape{len(data)}
@@ -154,6 +174,7 @@ func (g *Generator) fill(n int, normal bool) []float64 {
 }
 
 func random(op string, shape Shape, normal bool, opts []Option) *Tensor {
+	defer asOp(op)
 	o := resolve(Float32, opts)
 	if !o.dtype.IsFloat() {
 		fail(op, ErrDType, "random values need a float dtype, got %s", o.dtype)
@@ -179,6 +200,7 @@ func Randn(shape Shape, opts ...Option) *Tensor { return random("randn", shape, 
 
 // Uniform returns random values uniform in [lo, hi).
 func Uniform(shape Shape, lo, hi float64, opts ...Option) *Tensor {
+	defer asOp("uniform")
 	u := Rand(shape, opts...)
 	defer u.Release()
 	var out *Tensor
@@ -192,19 +214,27 @@ func Uniform(shape Shape, lo, hi float64, opts ...Option) *Tensor {
 }
 
 // NewZeros returns zeros with t's dtype and device (new_zeros).
-func (t *Tensor) NewZeros(shape ...int) *Tensor { return t.NewFull(shape, 0) }
+func (t *Tensor) NewZeros(shape ...int) *Tensor {
+	defer asOp("new_zeros")
+	return t.NewFull(shape, 0)
+}
 
 // NewOnes returns ones with t's dtype and device (new_ones).
-func (t *Tensor) NewOnes(shape ...int) *Tensor { return t.NewFull(shape, 1) }
+func (t *Tensor) NewOnes(shape ...int) *Tensor {
+	defer asOp("new_ones")
+	return t.NewFull(shape, 1)
+}
 
 // NewFull returns a tensor filled with value, with t's dtype and device.
 func (t *Tensor) NewFull(shape []int, value float64) *Tensor {
+	defer asOp("new_full")
 	t.live("new_full")
 	return Full(shape, value, t.Device(), t.dtype)
 }
 
 // NewEmpty returns an uninitialized tensor with t's dtype and device.
 func (t *Tensor) NewEmpty(shape ...int) *Tensor {
+	defer asOp("new_empty")
 	t.live("new_empty")
 	return Empty(shape, t.Device(), t.dtype)
 }
@@ -213,6 +243,7 @@ func (t *Tensor) NewEmpty(shape ...int) *Tensor {
 // []int64, []int or []bool) converted to t's dtype, on t's device. A nil
 // shape makes it 1-D. It panics with [ErrArgument] for other data types.
 func (t *Tensor) NewTensor(data any, shape ...int) *Tensor {
+	defer asOp("new_tensor")
 	t.live("new_tensor")
 	var s Shape
 	if len(shape) > 0 {
@@ -238,6 +269,7 @@ func (t *Tensor) NewTensor(data any, shape ...int) *Tensor {
 
 // NewRandn returns standard normal values with t's dtype and device.
 func (t *Tensor) NewRandn(shape ...int) *Tensor {
+	defer asOp("new_randn")
 	t.live("new_randn")
 	return Randn(shape, t.Device(), t.dtype)
 }

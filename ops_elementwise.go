@@ -7,15 +7,16 @@ import (
 	"github.com/vramgo/vram/backend"
 )
 
-// sameDevice pins every tensor that is not nil (see pin) and checks that
+// sameDevice pins every tensor (see pin; a nil one is an error, so callers leave optional tensors such as a missing bias out) and checks that
 // they are on one device, which it returns. The caller unpins: ds, p :=
 // sameDevice(op, a, b); defer p.unpin().
 func sameDevice(op string, ts ...*Tensor) (*devState, pins) {
 	var ds *devState
 	var p pins
-	for _, t := range ts {
+	for i, t := range ts {
 		if t == nil {
-			continue
+			p.unpin()
+			nilTensor(op, i, len(ts))
 		}
 		if ds == nil {
 			ds = t.ds()
@@ -57,16 +58,28 @@ func (t *Tensor) Cast(dt DType) *Tensor {
 }
 
 // Float returns t as float32 (PyTorch's .float()).
-func (t *Tensor) Float() *Tensor { return t.Cast(Float32) }
+func (t *Tensor) Float() *Tensor {
+	defer asOp("float")
+	return t.Cast(Float32)
+}
 
 // Half returns t as float16.
-func (t *Tensor) Half() *Tensor { return t.Cast(Float16) }
+func (t *Tensor) Half() *Tensor {
+	defer asOp("half")
+	return t.Cast(Float16)
+}
 
 // BFloat16 returns t as bfloat16.
-func (t *Tensor) BFloat16() *Tensor { return t.Cast(BFloat16) }
+func (t *Tensor) BFloat16() *Tensor {
+	defer asOp("bfloat16")
+	return t.Cast(BFloat16)
+}
 
 // Long returns t as int64.
-func (t *Tensor) Long() *Tensor { return t.Cast(Int64) }
+func (t *Tensor) Long() *Tensor {
+	defer asOp("long")
+	return t.Cast(Int64)
+}
 
 // fill sets every element in place; nothing is recorded.
 func (t *Tensor) fill(op string, v float64) {
@@ -197,6 +210,7 @@ func (a *Tensor) Mul(b *Tensor) *Tensor {
 func (a *Tensor) Div(b *Tensor) *Tensor {
 	defer pin("div", a, b).unpin()
 	if !a.dtype.IsFloat() && !b.dtype.IsFloat() {
+		defer asOp("div")
 		ac := a.Cast(Float32)
 		defer ac.Release()
 		return ac.Div(b)
@@ -325,7 +339,10 @@ func (a *Tensor) AddScalar(s float64) *Tensor {
 }
 
 // SubScalar returns a - s.
-func (a *Tensor) SubScalar(s float64) *Tensor { return a.AddScalar(-s) }
+func (a *Tensor) SubScalar(s float64) *Tensor {
+	defer asOp("sub")
+	return a.AddScalar(-s)
+}
 
 // RSubScalar returns s - a.
 func (a *Tensor) RSubScalar(s float64) *Tensor {

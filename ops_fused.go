@@ -87,6 +87,7 @@ func fusedFloat(op string, ts ...*Tensor) DType {
 // floating-point of one dtype ([ErrDType]); other rules are Add's.
 func BiasAct(x, bias *Tensor, act Activation) *Tensor {
 	const op = "bias_act"
+	defer asOp(op)
 	act.check(op)
 	_, held := sameDevice(op, x, bias)
 	defer held.unpin()
@@ -135,11 +136,10 @@ func Linear(x, weight, bias *Tensor) *Tensor { return LinearAct(x, weight, bias,
 // device; shapes that do not fit panic with [ErrShape].
 func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 	const op = "linear"
+	defer asOp(op)
 	act.check(op)
-	if x == nil || weight == nil {
-		fail(op, ErrArgument, "nil input or weight")
-	}
-	ds, held := sameDevice(op, x, weight, bias)
+	notNil(op, x, weight)
+	ds, held := sameDevice(op, compact([]*Tensor{x, weight, bias})...)
 	defer held.unpin()
 	fusedFloat(op, x, weight, bias)
 	if len(weight.shape) != 2 {

@@ -65,6 +65,7 @@ func Stack(ts []*Tensor, dim int) *Tensor {
 	if len(ts) == 0 {
 		fail("stack", ErrArgument, "expected a non-empty list of tensors")
 	}
+	defer asOp("stack")
 	defer pin("stack", ts...).unpin()
 	for i, t := range ts {
 		if !slices.Equal(t.shape, ts[0].shape) {

@@ -78,6 +78,7 @@ func batched(op string, t *Tensor, batch []int, nb, r, c int) (backend.View, *Te
 // removed afterwards; batch dimensions broadcast. It panics with [ErrShape]
 // when the inner sizes differ and with [ErrDType] for non-float operands.
 func (a *Tensor) MatMul(b *Tensor) *Tensor {
+	defer asOp("matmul")
 	_, held := sameDevice("matmul", a, b)
 	defer held.unpin()
 	if len(a.shape) == 0 || len(b.shape) == 0 {
@@ -120,5 +121,6 @@ func (a *Tensor) BMM(b *Tensor) *Tensor {
 	if len(a.shape) != 3 || len(b.shape) != 3 || a.shape[0] != b.shape[0] {
 		fail("bmm", ErrShape, "expects [B,M,K] and [B,K,N] with equal B, got %v and %v", Shape(a.shape), Shape(b.shape))
 	}
+	defer asOp("bmm")
 	return a.MatMul(b)
 }

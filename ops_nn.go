@@ -11,6 +11,7 @@ import (
 // exponentials and their sum) and the result rounded once; so is the
 // gradient.
 func (t *Tensor) Softmax(dim int) *Tensor {
+	defer asOp("softmax")
 	defer pin("softmax", t).unpin()
 	a := t.axis("softmax", dim)
 	dt := t.dtype
@@ -38,6 +39,7 @@ func (t *Tensor) Softmax(dim int) *Tensor {
 // LogSoftmax returns log(Softmax(t, dim)), computed stably, in float32 for
 // float16 and bfloat16 inputs as [Tensor.Softmax] is.
 func (t *Tensor) LogSoftmax(dim int) *Tensor {
+	defer asOp("log_softmax")
 	defer pin("log_softmax", t).unpin()
 	a := t.axis("log_softmax", dim)
 	dt := t.dtype
@@ -113,6 +115,7 @@ func (t *Tensor) Gather(dim int, index *Tensor) *Tensor {
 // Embedding looks up rows of weight [V, D] for int64 indices of any shape,
 // returning indices.shape + [D]. Gradients accumulate into the rows used.
 func Embedding(indices, weight *Tensor) *Tensor {
+	defer asOp("embedding")
 	_, held := sameDevice("embedding", indices, weight)
 	defer held.unpin()
 	if len(weight.shape) != 2 {
@@ -142,6 +145,7 @@ func Embedding(indices, weight *Tensor) *Tensor {
 // with mean reduction). It panics with [ErrShape] on mismatched sizes and
 // with [ErrIndex] for a target outside [0, C).
 func CrossEntropy(logits, targets *Tensor) *Tensor {
+	defer asOp("cross_entropy")
 	_, held := sameDevice("cross_entropy", logits, targets)
 	defer held.unpin()
 	if len(logits.shape) != 2 || len(targets.shape) != 1 || logits.shape[0] != targets.shape[0] {
@@ -171,6 +175,7 @@ func CrossEntropy(logits, targets *Tensor) *Tensor {
 // target)·g/n from the difference kept by the forward pass.
 func MSELoss(pred, target *Tensor) *Tensor {
 	const op = "mse_loss"
+	defer asOp(op)
 	_, held := sameDevice(op, pred, target)
 	defer held.unpin()
 	dt := promote(pred.dtype, target.dtype)
@@ -226,6 +231,7 @@ func MSELoss(pred, target *Tensor) *Tensor {
 // besides t, weight and bias.
 func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float64) *Tensor {
 	const op = "layer_norm"
+	defer asOp(op)
 	t.live(op)
 	k := len(normalizedShape)
 	if k == 0 || k > len(t.shape) || !slices.Equal(t.shape[len(t.shape)-k:], normalizedShape) {
@@ -236,7 +242,7 @@ func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float
 			fail(op, ErrShape, "weight/bias shape %v must equal normalized shape %v", Shape(p.shape), Shape(normalizedShape))
 		}
 	}
-	_, held := sameDevice(op, t, weight, bias)
+	_, held := sameDevice(op, compact([]*Tensor{t, weight, bias})...)
 	defer held.unpin()
 	dt := t.dtype
 	for _, p := range []*Tensor{t, weight, bias} {

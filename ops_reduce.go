@@ -177,6 +177,7 @@ func (t *Tensor) Sum(dims ...int) *Tensor { return t.sum("sum", dims, false) }
 func (t *Tensor) SumKeepDim(dims ...int) *Tensor { return t.sum("sum", dims, true) }
 
 func (t *Tensor) mean(dims []int, keepDim bool) *Tensor {
+	defer asOp("mean")
 	t.live("mean")
 	if !t.dtype.IsFloat() {
 		fail("mean", ErrDType, "mean needs a floating-point tensor, got %s; Cast it first", t.dtype)
@@ -255,6 +256,7 @@ func (t *Tensor) ArgMin(dim int, keepDim bool) *Tensor {
 // population variance). float16 and bfloat16 tensors are computed in
 // float32 and the result rounded once.
 func (t *Tensor) Var(dims []int, correction int, keepDim bool) *Tensor {
+	defer asOp("var")
 	t.live("var")
 	if opMath(t.dtype) != t.dtype {
 		return t.inOpMath(func(x *Tensor) *Tensor { return x.Var(dims, correction, keepDim) })
@@ -283,6 +285,7 @@ func (t *Tensor) Var(dims []int, correction int, keepDim bool) *Tensor {
 // Std returns the square root of [Tensor.Var] (for float16 and bfloat16
 // taken in float32 before the result is rounded).
 func (t *Tensor) Std(dims []int, correction int, keepDim bool) *Tensor {
+	defer asOp("std")
 	t.live("std")
 	if opMath(t.dtype) != t.dtype {
 		return t.inOpMath(func(x *Tensor) *Tensor { return x.Std(dims, correction, keepDim) })

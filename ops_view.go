@@ -27,6 +27,7 @@ func (t *Tensor) clone() *Tensor {
 // Contiguous returns a tensor with t's values laid out densely in row-major
 // order: a new reference to t's storage when it already is, else a copy.
 func (t *Tensor) Contiguous() *Tensor {
+	defer asOp("contiguous")
 	defer pin("contiguous", t).unpin()
 	if t.IsContiguous() {
 		return t.identity("contiguous")
@@ -92,6 +93,7 @@ func (t *Tensor) Reshape(shape ...int) *Tensor {
 	if st := computeView(t.shape, t.strides, ns); st != nil {
 		return t.reshapeView("reshape", ns, st)
 	}
+	defer asOp("reshape")
 	c := t.Contiguous()
 	defer c.Release()
 	return c.reshapeView("reshape", ns, backend.ContiguousStrides(ns))
@@ -160,6 +162,7 @@ func computeView(shape, strides, newShape []int) []int {
 // Flatten merges dimensions start..end (inclusive; negative counts from the
 // end) into one.
 func (t *Tensor) Flatten(start, end int) *Tensor {
+	defer asOp("flatten")
 	t.live("flatten")
 	if len(t.shape) == 0 {
 		return t.Reshape(1)
@@ -202,6 +205,7 @@ func (t *Tensor) Permute(dims ...int) *Tensor {
 
 // Transpose returns a view with dimensions d0 and d1 swapped.
 func (t *Tensor) Transpose(d0, d1 int) *Tensor {
+	defer asOp("transpose")
 	t.live("transpose")
 	a, b := t.axis("transpose", d0), t.axis("transpose", d1)
 	perm := make([]int, len(t.shape))
@@ -214,6 +218,7 @@ func (t *Tensor) Transpose(d0, d1 int) *Tensor {
 
 // T returns the transpose of a tensor of at most 2 dimensions.
 func (t *Tensor) T() *Tensor {
+	defer asOp("t")
 	defer pin("t", t).unpin()
 	switch len(t.shape) {
 	case 0, 1:
@@ -226,7 +231,14 @@ func (t *Tensor) T() *Tensor {
 }
 
 // MT returns a view with the last two dimensions swapped.
-func (t *Tensor) MT() *Tensor { return t.Transpose(-2, -1) }
+func (t *Tensor) MT() *Tensor {
+	defer asOp("mt")
+	t.live("mt")
+	if len(t.shape) < 2 {
+		fail("mt", ErrShape, "MT expects a tensor of at least 2 dimensions, got shape %v", Shape(t.shape))
+	}
+	return t.Transpose(-2, -1)
+}
 
 // Narrow returns the view of length elements of dimension dim starting at
 // start (negative start counts from the end). It panics with [ErrIndex]
@@ -278,6 +290,7 @@ func (t *Tensor) Slice(dim, start, end, step int) *Tensor {
 		length = (e - s + step - 1) / step
 	}
 	if step == 1 {
+		defer asOp("slice")
 		return t.Narrow(a, s, length)
 	}
 	ns, st := slices.Clone(t.shape), slices.Clone(t.strides)
@@ -300,8 +313,12 @@ func (t *Tensor) Slice(dim, start, end, step int) *Tensor {
 
 // Select returns the view at index i of dimension dim, which is removed.
 func (t *Tensor) Select(dim, i int) *Tensor {
+	defer asOp("select")
 	t.live("select")
 	a := t.axis("select", dim)
+	if size := t.shape[a]; i < -size || i >= size {
+		fail("select", ErrIndex, "index %d out of range for dimension %d of size %d", i, dim, size)
+	}
 	n := t.Narrow(a, i, 1)
 	defer n.Release()
 	return n.Squeeze(a)
@@ -381,7 +398,11 @@ func (t *Tensor) Expand(shape ...int) *Tensor {
 }
 
 // ExpandAs expands t to other's shape.
-func (t *Tensor) ExpandAs(other *Tensor) *Tensor { return t.Expand(other.shape...) }
+func (t *Tensor) ExpandAs(other *Tensor) *Tensor {
+	defer asOp("expand_as")
+	notNil("expand_as", t, other)
+	return t.Expand(other.shape...)
+}
 
 // expandView returns t's backend view broadcast to shape (stride 0 along
 // repeated dimensions), panicking with ErrShape if it does not fit.

@@ -34,9 +34,7 @@ import (
 // grad while gradients are enabled.
 func FusedAdamStep(p, g, m, v *Tensor, lr, beta1, beta2, eps, weightDecay float64, step int, decoupled bool) bool {
 	const op = "adam_step"
-	if p == nil || g == nil || m == nil || v == nil {
-		fail(op, ErrArgument, "nil tensor")
-	}
+	notNil(op, p, g, m, v)
 	ds, held := sameDevice(op, p, g, m, v)
 	defer held.unpin()
 	if step < 1 {
@@ -88,8 +86,9 @@ func FusedAdamStep(p, g, m, v *Tensor, lr, beta1, beta2, eps, weightDecay float6
 // caller then composes the step. It panics like [FusedAdamStep].
 func FusedSGDStep(p, g, buf *Tensor, lr, momentum, dampening, weightDecay float64, nesterov, first bool) bool {
 	const op = "sgd_step"
-	if p == nil || g == nil || momentum != 0 && buf == nil {
-		fail(op, ErrArgument, "nil tensor")
+	notNil(op, p, g)
+	if momentum != 0 && buf == nil {
+		fail(op, ErrArgument, "nil *Tensor for the momentum buffer, which momentum %v needs", momentum)
 	}
 	ts := []*Tensor{p, g}
 	if momentum != 0 {

@@ -51,10 +51,10 @@ func (p pins) unpin() {
 // idiom is defer pin(op, a, b).unpin().
 func pin(op string, ts ...*Tensor) pins {
 	var p pins
-	for _, t := range ts {
+	for i, t := range ts {
 		if t == nil {
 			p.unpin()
-			fail(op, ErrArgument, "nil tensor")
+			nilTensor(op, i, len(ts))
 		}
 		p.add(op, t)
 	}

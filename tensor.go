@@ -105,7 +105,7 @@ func (t *Tensor) ds() *devState { return t.ref.st.ds }
 // views or graph pin it instead (see pin); live is for the rest.
 func (t *Tensor) live(op string) {
 	if t == nil {
-		fail(op, ErrArgument, "nil tensor")
+		nilTensor(op, 0, 1)
 	}
 	if t.ref.isReleased() {
 		failReleased(op, t)
@@ -134,43 +134,77 @@ func (t *Tensor) Release() {
 }
 
 // Released reports whether [Tensor.Release] was called.
-func (t *Tensor) Released() bool { return t.ref.isReleased() }
+func (t *Tensor) Released() bool {
+	notNil("released", t)
+	return t.ref.isReleased()
+}
 
 // DType returns the element type.
-func (t *Tensor) DType() DType { return t.dtype }
+func (t *Tensor) DType() DType {
+	notNil("dtype", t)
+	return t.dtype
+}
 
 // Device returns where the tensor lives.
-func (t *Tensor) Device() Device { return t.ref.st.ds.dev }
+func (t *Tensor) Device() Device {
+	notNil("device", t)
+	return t.ref.st.ds.dev
+}
 
 // Shape returns a copy of the sizes of t's dimensions.
-func (t *Tensor) Shape() Shape { return slices.Clone(t.shape) }
+func (t *Tensor) Shape() Shape {
+	notNil("shape", t)
+	return slices.Clone(t.shape)
+}
 
 // Size returns the size of dimension dim; negative dims count from the end.
-func (t *Tensor) Size(dim int) int { return t.shape[t.axis("size", dim)] }
+func (t *Tensor) Size(dim int) int {
+	notNil("size", t)
+	return t.shape[t.axis("size", dim)]
+}
 
 // Strides returns a copy of t's strides, in elements.
-func (t *Tensor) Strides() []int { return slices.Clone(t.strides) }
+func (t *Tensor) Strides() []int {
+	notNil("strides", t)
+	return slices.Clone(t.strides)
+}
 
 // Offset returns the offset of t's first element in its storage, in
 // elements.
-func (t *Tensor) Offset() int { return t.offset }
+func (t *Tensor) Offset() int {
+	notNil("offset", t)
+	return t.offset
+}
 
 // Dim returns the number of dimensions.
-func (t *Tensor) Dim() int { return len(t.shape) }
+func (t *Tensor) Dim() int {
+	notNil("dim", t)
+	return len(t.shape)
+}
 
 // NumElements returns the number of elements.
-func (t *Tensor) NumElements() int { return backend.NumElements(t.shape) }
+func (t *Tensor) NumElements() int {
+	notNil("num_elements", t)
+	return backend.NumElements(t.shape)
+}
 
 // Bytes returns the size of t's elements in bytes (not of its storage).
-func (t *Tensor) Bytes() int64 { return int64(t.NumElements()) * int64(t.dtype.Size()) }
+func (t *Tensor) Bytes() int64 {
+	notNil("bytes", t)
+	return int64(t.NumElements()) * int64(t.dtype.Size())
+}
 
 // IsContiguous reports whether t's elements are dense in row-major order.
 func (t *Tensor) IsContiguous() bool {
+	notNil("is_contiguous", t)
 	return backend.View{Shape: t.shape, Strides: t.strides}.IsContiguous()
 }
 
 // SharesStorage reports whether t and u are views of the same storage.
-func (t *Tensor) SharesStorage(u *Tensor) bool { return t.ref.st == u.ref.st }
+func (t *Tensor) SharesStorage(u *Tensor) bool {
+	notNil("shares_storage", t, u)
+	return t.ref.st == u.ref.st
+}
 
 // axis resolves a possibly negative dimension index, panicking with
 // ErrIndex when it is out of range.

@@ -53,17 +53,24 @@ func copyAcross(t *Tensor, dst *devState) *Tensor {
 
 // CUDA returns t on CUDA device index, or on the current CUDA device when
 // no index is given (PyTorch's .cuda()). Like To, it is differentiable.
-func (t *Tensor) CUDA(index ...int) *Tensor { return t.To(CUDA(index...)) }
+func (t *Tensor) CUDA(index ...int) *Tensor {
+	defer asOp("cuda")
+	return t.To(CUDA(index...))
+}
 
 // CPU returns t on the CPU (PyTorch's .cpu()). Like To, it is
 // differentiable.
-func (t *Tensor) CPU() *Tensor { return t.To(CPU) }
+func (t *Tensor) CPU() *Tensor {
+	defer asOp("cpu")
+	return t.To(CPU)
+}
 
 // MoveTo moves a leaf tensor to device d in place, keeping its identity, so
 // that modules and optimizers that hold it see the move (Module.To uses
 // it). Its gradient moves with it. It panics with [ErrAutograd] on a tensor
 // computed by a recorded operation.
 func (t *Tensor) MoveTo(d Device) {
+	defer asOp("move_to")
 	defer pin("move_to", t).unpin()
 	if t.ref.node != nil {
 		fail("move_to", ErrAutograd, "only leaf tensors can be moved in place; use To for computed tensors")

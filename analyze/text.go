@@ -6,15 +6,17 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/vramgo/vram/internal/printable"
 	"github.com/vramgo/vram/internal/units"
 )
 
 // WriteText writes r as a plain-text report: per device, the
 // fragmentation figures, advice, out-of-memory events, the live memory by
-// region and by stack, and the largest allocations.
+// region and by stack, and the largest allocations. Names from the file
+// (regions, stack frames) are printed with control characters escaped.
 func (r *Report) WriteText(w io.Writer) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "%s: %s, %d device(s)\n", r.File, r.Format, len(r.Devices))
+	fmt.Fprintf(bw, "%s: %s, %d device(s)\n", printable.String(r.File), r.Format, len(r.Devices))
 	for _, d := range r.Devices {
 		writeDevice(bw, d)
 	}
@@ -27,10 +29,10 @@ func writeDevice(w *bufio.Writer, d *Device) {
 		fmt.Fprintf(w, ", %s card", units.Compact(d.CapacityBytes))
 	}
 	if d.Source != "" {
-		fmt.Fprintf(w, ", from %s", d.Source)
+		fmt.Fprintf(w, ", from %s", printable.String(d.Source))
 	}
 	if d.Config != "" {
-		fmt.Fprintf(w, ", %s", d.Config)
+		fmt.Fprintf(w, ", %s", printable.String(d.Config))
 	}
 	fmt.Fprintf(w, ": %d segments, %d blocks, %d history events", d.Segments, d.Blocks, d.HistoryEvents)
 	if d.HistoryTruncated {
@@ -56,18 +58,18 @@ func writeDevice(w *bufio.Writer, d *Device) {
 	}
 	tw.Flush()
 	for _, a := range d.Advice {
-		fmt.Fprintf(w, "  advice: %s\n", a)
+		fmt.Fprintf(w, "  advice: %s\n", printable.String(a))
 	}
 	for _, o := range d.OOMs {
-		fmt.Fprintf(w, "  out of memory at event %d: %s\n", o.Event, o.Explanation)
+		fmt.Fprintf(w, "  out of memory at event %d: %s\n", o.Event, printable.String(o.Explanation))
 		if o.Region != "" {
-			fmt.Fprintf(w, "    region %s\n", o.Region)
+			fmt.Fprintf(w, "    region %s\n", printable.String(o.Region))
 		}
 		for i, fr := range o.Frames {
 			if i == 4 {
 				break
 			}
-			fmt.Fprintf(w, "    at %s\n", frameString(fr))
+			fmt.Fprintf(w, "    at %s\n", printable.String(frameString(fr)))
 		}
 	}
 	if !d.HasState {
@@ -80,7 +82,7 @@ func writeDevice(w *bufio.Writer, d *Device) {
 		fmt.Fprintf(w, "  live memory by %s:\n", title)
 		tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', tabwriter.AlignRight)
 		for _, g := range gs {
-			fmt.Fprintf(tw, "    %s\t%d blocks\t\t%s\n", units.Compact(g.Bytes), g.Count, g.Key)
+			fmt.Fprintf(tw, "    %s\t%d blocks\t\t%s\n", units.Compact(g.Bytes), g.Count, printable.String(g.Key))
 		}
 		tw.Flush()
 	}
@@ -91,11 +93,11 @@ func writeDevice(w *bufio.Writer, d *Device) {
 		for _, a := range d.Largest {
 			where := ""
 			if len(a.Frames) > 0 {
-				where = " at " + frameString(a.Frames[0])
+				where = " at " + printable.String(frameString(a.Frames[0]))
 			}
 			region := ""
 			if a.Region != "" {
-				region = " [" + a.Region + "]"
+				region = " [" + printable.String(a.Region) + "]"
 			}
 			fmt.Fprintf(w, "    %10s  0x%x%s%s\n", units.Compact(a.SizeBytes), a.Address, region, where)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vramgo/vram/memory/trace"
 
+	"github.com/vramgo/vram/internal/printable"
 	"github.com/vramgo/vram/internal/units"
 )
 
@@ -528,7 +529,7 @@ func (e *OutOfMemoryError) writeOutside(b *strings.Builder) {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			name := printable(p.Name)
+			name := printable.String(p.Name)
 			if name == "" {
 				name = "?"
 			}
@@ -598,7 +599,7 @@ func (e *OutOfMemoryError) Error() string {
 				if i > 0 {
 					b.WriteString(",")
 				}
-				fmt.Fprintf(&b, " %s (%s free of %s)", printable(p.Name), units.Bytes(p.Free), units.Bytes(p.Total))
+				fmt.Fprintf(&b, " %s (%s free of %s)", printable.String(p.Name), units.Bytes(p.Free), units.Bytes(p.Total))
 			}
 			b.WriteString("\n")
 		}

@@ -175,3 +175,30 @@ func TestOutOfMemoryMaxSplitFix(t *testing.T) {
 		t.Fatalf("suggested virtual memory on an arena without it: %s", oom.Fix)
 	}
 }
+
+// TestOutOfMemoryMessageEscapesNames checks that region labels and process
+// names, which a replayed file or another process chooses, reach the
+// message with their control characters escaped.
+func TestOutOfMemoryMessageEscapesNames(t *testing.T) {
+	sim := NewSimArena(64 * mib)
+	if err := sim.SetOtherProcesses([]ProcessMemory{{PID: 7, Name: "py\x1b]0;pwned\x07thon\r", Bytes: 8 * mib}}); err != nil {
+		t.Fatal(err)
+	}
+	a := New(sim, Config{Policy: PolicyPyTorch})
+	mustAllocRegion(t, a, 40*mib, "fwd\x1b[2J\u202e")
+	_, err := a.Alloc(30*mib, 0, "bwd\x1b[31m")
+	if err == nil {
+		t.Fatal("no out-of-memory error")
+	}
+	msg := err.Error()
+	for _, r := range msg {
+		if r < 0x20 && r != '\n' || r == '\u202e' {
+			t.Fatalf("message holds %U:\n%q", r, msg)
+		}
+	}
+	for _, want := range []string{`fwd\x1b[2J\u202e`, `py\x1b]0;pwned\x07thon\r`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+}

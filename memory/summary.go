@@ -3,10 +3,9 @@ package memory
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/vramgo/vram/internal/printable"
 	"github.com/vramgo/vram/internal/units"
 )
 
@@ -69,24 +68,11 @@ func regionName(r string, max int) string {
 	if r == "" {
 		return "(unlabelled)"
 	}
-	r = printable(r)
+	r = printable.String(r)
 	if rs := []rune(r); len(rs) > max {
 		r = string(rs[:max-3]) + "..."
 	}
 	return r
-}
-
-// printable returns s with control characters and invalid UTF-8 written as
-// Go escapes, so that a name from a user or another process cannot drive
-// the terminal that shows it.
-func printable(s string) string {
-	for _, c := range s {
-		if c < 0x20 || c == 0x7f || c == utf8.RuneError || (c >= 0x80 && c < 0xa0) {
-			q := strconv.Quote(s)
-			return q[1 : len(q)-1]
-		}
-	}
-	return s
 }
 
 func formatSummary(s *Stats, policy string, regions []RegionUsage) string {

@@ -256,7 +256,7 @@ func WriteUtilization(w io.Writer, gpus []GPU, all bool) error {
 				temp = fmt.Sprintf("%dC", g.TemperatureC)
 			}
 			row = []string{fmt.Sprint(g.Index), g.Name, g.UUID, temp, pct(g.Utilization.ComputePercent), pct(memPct),
-				mib(g.Memory.TotalBytes), mib(g.Memory.TotalBytes - g.Memory.FreeBytes), mib(g.Memory.FreeBytes)}
+				mib(g.Memory.TotalBytes), mib(g.Memory.Used()), mib(g.Memory.FreeBytes)}
 		}
 		for i := range cols {
 			cols[i].cells = append(cols[i].cells, row[i])

@@ -94,9 +94,9 @@ type GPU struct {
 type Memory struct {
 	// TotalBytes is the device's physical memory (less ECC's share).
 	TotalBytes int64 `json:"total_bytes"`
-	// UsedBytes is the memory in use by processes and contexts. Unlike
-	// nvmlDeviceGetMemoryInfo's "used", it leaves out ReservedBytes when
-	// the driver reports that apart.
+	// UsedBytes is the memory in use by processes and contexts, as NVML
+	// reports it: it leaves out ReservedBytes when the driver reports that
+	// apart. What vram's tools show as used is [Memory.Used].
 	UsedBytes int64 `json:"used_bytes"`
 	// FreeBytes is the memory no one holds: what a new allocation can get.
 	FreeBytes int64 `json:"free_bytes"`
@@ -106,13 +106,36 @@ type Memory struct {
 	ReservedBytes int64 `json:"reserved_bytes"`
 }
 
-// UsedFraction returns the share of the device's memory that is not free,
-// 0 to 1 (GPUtil's memoryUtil), counting the driver's reserve as used.
+// Used returns the memory in use, the one definition that vram's tools
+// show (vram smi, vram watch, [Available]): UsedBytes, the memory that
+// processes and contexts hold, as nvidia-smi and GPUtil count it. The
+// driver's reserve (ReservedBytes) is not in it where the driver reports
+// that apart. When UsedBytes is Unknown it is derived from the total, free
+// and reserved memory; it is Unknown when those are too.
+func (m Memory) Used() int64 {
+	switch {
+	case m.TotalBytes <= 0:
+		return Unknown
+	case m.UsedBytes != Unknown:
+		return m.UsedBytes
+	case m.FreeBytes == Unknown:
+		return Unknown
+	}
+	used := m.TotalBytes - m.FreeBytes
+	if m.ReservedBytes != Unknown {
+		used -= m.ReservedBytes
+	}
+	return max(used, 0)
+}
+
+// UsedFraction returns [Memory.Used] as a share of the device's memory, 0
+// to 1 (GPUtil's memoryUtil); 0 when it is unknown.
 func (m Memory) UsedFraction() float64 {
-	if m.TotalBytes <= 0 {
+	used := m.Used()
+	if used == Unknown {
 		return 0
 	}
-	return float64(m.TotalBytes-m.FreeBytes) / float64(m.TotalBytes)
+	return float64(used) / float64(m.TotalBytes)
 }
 
 // Utilization is the share of time a device was busy, in percent (0 to

@@ -274,3 +274,25 @@ func TestRealReading(t *testing.T) {
 		t.Errorf("table:\n%s", b.String())
 	}
 }
+
+func TestMemoryUsed(t *testing.T) {
+	const gib = 1 << 30
+	tests := []struct {
+		name string
+		m    Memory
+		want int64
+		frac float64
+	}{
+		{"reported", Memory{TotalBytes: 100 * gib, UsedBytes: 20 * gib, FreeBytes: 79 * gib, ReservedBytes: gib}, 20 * gib, 0.2},
+		{"reserve not apart", Memory{TotalBytes: 100 * gib, UsedBytes: 21 * gib, FreeBytes: 79 * gib, ReservedBytes: Unknown}, 21 * gib, 0.21},
+		{"derived", Memory{TotalBytes: 100 * gib, UsedBytes: Unknown, FreeBytes: 79 * gib, ReservedBytes: gib}, 20 * gib, 0.2},
+		{"derived without reserve", Memory{TotalBytes: 100 * gib, UsedBytes: Unknown, FreeBytes: 75 * gib, ReservedBytes: Unknown}, 25 * gib, 0.25},
+		{"unknown", Memory{TotalBytes: 100 * gib, UsedBytes: Unknown, FreeBytes: Unknown, ReservedBytes: Unknown}, Unknown, 0},
+		{"no total", Memory{TotalBytes: Unknown, UsedBytes: 5, FreeBytes: Unknown, ReservedBytes: Unknown}, Unknown, 0},
+	}
+	for _, tc := range tests {
+		if got, frac := tc.m.Used(), tc.m.UsedFraction(); got != tc.want || frac != tc.frac {
+			t.Errorf("%s: Used %d, UsedFraction %v; want %d, %v", tc.name, got, frac, tc.want, tc.frac)
+		}
+	}
+}

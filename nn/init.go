@@ -15,6 +15,7 @@ import (
 // fans returns PyTorch's fan_in and fan_out of a weight shaped
 // [out, in, k1, k2, ...]: in and out times the receptive field k1·k2·...
 func fans(op string, t *vram.Tensor) (fanIn, fanOut int) {
+	notNil(op, t)
 	if t.Dim() < 2 {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape,
 			Detail: fmt.Sprintf("fan in and fan out cannot be computed for a tensor of fewer than 2 dimensions (shape %v)", t.Shape())})
@@ -24,6 +25,14 @@ func fans(op string, t *vram.Tensor) (fanIn, fanOut int) {
 		receptive *= d
 	}
 	return t.Size(1) * receptive, t.Size(0) * receptive
+}
+
+// notNil panics with a vram error naming op when t is nil, rather than
+// letting the first method called on it name itself.
+func notNil(op string, t *vram.Tensor) {
+	if t == nil {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "nil *Tensor"})
+	}
 }
 
 // fill overwrites t with values drawn from the uniform distribution on

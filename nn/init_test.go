@@ -121,3 +121,28 @@ func TestInitErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestNilTensorNamesTheLayer checks that a nil tensor given to an
+// initialiser or a layer is a typed error naming it.
+func TestNilTensorNamesTheLayer(t *testing.T) {
+	tests := []struct {
+		op string
+		fn func()
+	}{
+		{"kaiming_uniform", func() { nn.KaimingUniform(nil, 0, nil) }},
+		{"kaiming_normal", func() { nn.KaimingNormal(nil, 0, nil) }},
+		{"xavier_uniform", func() { nn.XavierUniform(nil, 1, nil) }},
+		{"xavier_normal", func() { nn.XavierNormal(nil, 1, nil) }},
+		{"dropout", func() { nn.NewDropout(0.5).Forward(nil) }},
+		{"linear", func() { nn.NewLinear(2, 3).Forward(nil) }},
+		{"relu", func() { nn.NewReLU().Forward(nil) }},
+		{"cross_entropy", func() { nn.CrossEntropyLoss(nil, nil) }},
+	}
+	for _, tc := range tests {
+		err := vram.Catch(tc.fn)
+		var e *vram.Error
+		if !errors.As(err, &e) || e.Op != tc.op || !errors.Is(err, vram.ErrArgument) {
+			t.Errorf("%s: %v, want a vram.ErrArgument error of op %q", tc.op, err, tc.op)
+		}
+	}
+}

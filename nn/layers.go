@@ -145,6 +145,7 @@ func NewDropout(p float64, opts ...vram.Option) *Dropout {
 // Forward returns x with elements dropped in training mode, and a new
 // reference to x in evaluation mode or when P is 0.
 func (d *Dropout) Forward(x *vram.Tensor) *vram.Tensor {
+	notNil("dropout", x)
 	if !d.Training() || d.P == 0 || x.NumElements() == 0 {
 		return identity(x)
 	}

@@ -107,7 +107,7 @@ func Open(index int) (*Device, error) {
 	}
 	cfg, err := memory.ParseConfig(os.Getenv("VRAM_ALLOC_CONF"))
 	if err != nil {
-		err = fmt.Errorf("cuda: cuda:%d: VRAM_ALLOC_CONF: %w", index, err)
+		err = fmt.Errorf("cuda: cuda:%d: %w", index, err) // a *memory.ConfigError, which names VRAM_ALLOC_CONF
 	} else {
 		var d *Device
 		d, err = openDevice(index, cfg)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -274,4 +275,29 @@ func crashChild(t *testing.T) {
 		t.Errorf("a later allocation: %v, want *ContextLostError", err)
 	}
 	t.Logf("later op failed in %v", time.Since(start))
+}
+
+// TestBadAllocConfNamedOnce opens cuda:0 in a new process with an invalid
+// VRAM_ALLOC_CONF (devices open once per process): the error must name the
+// variable once and be a *memory.ConfigError.
+func TestBadAllocConfNamedOnce(t *testing.T) {
+	if os.Getenv("VRAM_TEST_BAD_CONF_CHILD") == "1" {
+		_, err := Open(0)
+		var ce *memory.ConfigError
+		if !errors.As(err, &ce) {
+			t.Fatalf("Open(0) with VRAM_ALLOC_CONF=bogus: %v, want a *memory.ConfigError", err)
+		}
+		if msg := err.Error(); strings.Count(msg, "VRAM_ALLOC_CONF") != 1 || !strings.Contains(msg, "cuda:0") {
+			t.Fatalf("Open(0): %q, want cuda:0 and VRAM_ALLOC_CONF named once", msg)
+		}
+		return
+	}
+	if n, err := Probe(); n == 0 {
+		skipOrFail(t, "no GPU: %v", err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBadAllocConfNamedOnce$")
+	cmd.Env = append(os.Environ(), "VRAM_TEST_BAD_CONF_CHILD=1", "VRAM_ALLOC_CONF=bogus")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
 }

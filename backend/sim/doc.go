@@ -8,8 +8,12 @@
 // at start-up: "2x24GiB" (two devices of 24 GiB each), "80GiB,16GiB" (two
 // devices of different sizes), or "0" (none). Sizes take the units B, KiB,
 // MiB, GiB, TiB (and KB, MB, GB, TB as powers of 1000). When it is unset
-// there are [DefaultCount] devices of [DefaultCapacity] bytes each. An
-// invalid value is reported by [Config] and leaves no sim devices.
+// there are [DefaultCount] devices of [DefaultCapacity] bytes each.
+// VRAM_SIM_SHAPE_ONLY=1 makes them shape-only (see [ParseShapeOnly] and
+// [Device.SetShapeOnly]), and VRAM_ALLOC_CONF configures their allocators
+// as it does CUDA's. An invalid value of any of the three leaves no sim
+// devices: [Backend.DeviceCount] is 0, and [Backend.Config] and
+// [Backend.Device] return the error, which names the variable.
 //
 // The kernels, the fused product and the fused optimizer steps are the CPU
 // backend's, which compute what the CUDA backend's do (16-bit floats in

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -20,10 +21,11 @@ const (
 
 // Backend is the "sim" device kind.
 type Backend struct {
-	once    sync.Once
-	sizes   []int64
-	err     error
-	devices []*Device
+	once       sync.Once
+	devicesEnv string // VRAM_SIM_DEVICES as read
+	sizes      []int64
+	err        error
+	devices    []*Device
 }
 
 var (
@@ -38,23 +40,24 @@ func (b *Backend) Name() string { return "sim" }
 
 func (b *Backend) load() {
 	b.once.Do(func() {
-		b.sizes, b.err = ParseDevices(os.Getenv("VRAM_SIM_DEVICES"))
-		if b.err != nil {
-			b.err = fmt.Errorf("VRAM_SIM_DEVICES: %w", b.err)
+		// Each error names its variable: EnvError does, and so does
+		// memory's ConfigError for VRAM_ALLOC_CONF.
+		v := os.Getenv(EnvDevices)
+		b.devicesEnv = v
+		sizes, err := ParseDevices(v)
+		if err != nil {
+			b.err = &EnvError{Var: EnvDevices, Value: v, Err: err}
 			return
 		}
 		cfg, err := memory.ParseConfig(os.Getenv("VRAM_ALLOC_CONF"))
 		if err != nil {
-			b.err = fmt.Errorf("VRAM_ALLOC_CONF: %w", err)
+			b.err = err
 			return
 		}
-		shapeOnly := false
-		switch v := os.Getenv("VRAM_SIM_SHAPE_ONLY"); v {
-		case "", "0", "false":
-		case "1", "true":
-			shapeOnly = true
-		default:
-			b.err = fmt.Errorf("VRAM_SIM_SHAPE_ONLY=%q: want 1 or 0", v)
+		v = os.Getenv(EnvShapeOnly)
+		shapeOnly, err := ParseShapeOnly(v)
+		if err != nil {
+			b.err = &EnvError{Var: EnvShapeOnly, Value: v, Err: err}
 			return
 		}
 		cpu, ok := backend.Lookup("cpu")
@@ -67,39 +70,50 @@ func (b *Backend) load() {
 			b.err = err
 			return
 		}
-		for i, size := range b.sizes {
+		var devices []*Device
+		for i, size := range sizes {
 			d, err := newDevice(host, i, size, cfg, shapeOnly)
 			if err != nil {
-				b.err = fmt.Errorf("VRAM_ALLOC_CONF: %w", err)
-				b.devices = nil
+				var ce *memory.ConfigError
+				if !errors.As(err, &ce) {
+					err = fmt.Errorf("VRAM_ALLOC_CONF: %w", err)
+				}
+				b.err = err
 				return
 			}
-			b.devices = append(b.devices, d)
+			devices = append(devices, d)
 		}
+		b.sizes, b.devices = sizes, devices
 		setPeers(b.devices)
 	})
 }
 
 // Config returns the device capacities in bytes and the error, if any, in
-// the environment (VRAM_SIM_DEVICES, VRAM_ALLOC_CONF, VRAM_SIM_SHAPE_ONLY).
+// the environment (VRAM_SIM_DEVICES, VRAM_ALLOC_CONF, VRAM_SIM_SHAPE_ONLY):
+// an [*EnvError] or a [*memory.ConfigError], each naming its variable.
+// With an error there are no devices.
 func (b *Backend) Config() ([]int64, error) {
 	b.load()
 	return b.sizes, b.err
 }
 
-// DeviceCount returns the number of simulated devices. When the
-// environment is invalid it returns the number configured, so that the
-// first use of a device reports the error.
+// DeviceCount returns the number of simulated devices that can be used: 0
+// when the environment is invalid, in which case [Backend.Device] returns
+// the error.
 func (b *Backend) DeviceCount() int {
 	b.load()
-	return len(b.sizes)
+	return len(b.devices)
 }
 
-// Device returns simulated device i.
+// Device returns simulated device i. When the environment is invalid, the
+// error is the one [Backend.Config] returns, whatever i.
 func (b *Backend) Device(i int) (backend.Device, error) {
 	b.load()
 	if b.err != nil {
 		return nil, fmt.Errorf("sim: %w", b.err)
+	}
+	if len(b.devices) == 0 {
+		return nil, fmt.Errorf("sim: no device %d: %s=%q configures none", i, EnvDevices, b.devicesEnv)
 	}
 	if i < 0 || i >= len(b.devices) {
 		return nil, fmt.Errorf("sim: no device %d (there are %d)", i, len(b.devices))

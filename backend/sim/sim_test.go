@@ -244,3 +244,90 @@ func TestOutOfMemoryNamesRoomyPeer(t *testing.T) {
 		t.Errorf("the message names sim:1, which has no room for 80 MiB:\n%s", msg)
 	}
 }
+
+func TestParseShapeOnly(t *testing.T) {
+	tests := []struct {
+		in   string
+		want bool
+		bad  bool
+	}{
+		{"", false, false}, {"0", false, false}, {"false", false, false}, {"No", false, false}, {"off", false, false},
+		{"1", true, false}, {"true", true, false}, {"TRUE", true, false}, {"yes", true, false}, {" on ", true, false},
+		{"2", false, true}, {"maybe", false, true}, {"y", false, true}, {"\x1b[31m", false, true},
+	}
+	for _, tc := range tests {
+		got, err := ParseShapeOnly(tc.in)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("ParseShapeOnly(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.bad)
+		}
+		if err != nil && !strings.Contains(err.Error(), "want 1, true, yes or on") {
+			t.Errorf("ParseShapeOnly(%q): %q does not list the accepted values", tc.in, err)
+		}
+	}
+}
+
+// TestBadEnvironment sets each variable the backend reads to a bad value:
+// there must be no devices, and every way of asking for one must return the
+// error, naming the variable.
+func TestBadEnvironment(t *testing.T) {
+	tests := []struct {
+		env, value string
+		want       string // in the error
+		as         any    // the error type errors.As must find
+	}{
+		{EnvShapeOnly, "maybe", `VRAM_SIM_SHAPE_ONLY="maybe": not a boolean (want 1, true, yes or on`, new(*EnvError)},
+		{EnvDevices, "lots", `VRAM_SIM_DEVICES="lots": `, new(*EnvError)},
+		{EnvDevices, "2x", `VRAM_SIM_DEVICES="2x": `, new(*EnvError)},
+		{"VRAM_ALLOC_CONF", "bogus", "VRAM_ALLOC_CONF: bogus", new(*memory.ConfigError)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
+			t.Setenv(tc.env, tc.value)
+			b := &Backend{}
+			if n := b.DeviceCount(); n != 0 {
+				t.Errorf("DeviceCount = %d, want 0 with an invalid environment", n)
+			}
+			_, cerr := b.Config()
+			_, derr := b.Device(0)
+			for name, err := range map[string]error{"Config": cerr, "Device": derr} {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s: %v, want an error containing %q", name, err, tc.want)
+					continue
+				}
+				if !errors.As(err, tc.as) {
+					t.Errorf("%s: %v (%T) is not a %T", name, err, err, tc.as)
+				}
+				if strings.Count(err.Error(), tc.env) != 1 {
+					t.Errorf("%s: %q names %s more than once", name, err, tc.env)
+				}
+			}
+		})
+	}
+}
+
+func TestShapeOnlyFromEnvironment(t *testing.T) {
+	t.Setenv(EnvDevices, "1x1GiB")
+	t.Setenv(EnvShapeOnly, "yes")
+	b := &Backend{}
+	if n := b.DeviceCount(); n != 1 {
+		t.Fatalf("DeviceCount = %d, want 1", n)
+	}
+	d, err := b.Device(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.(*Device).ShapeOnly() {
+		t.Error("VRAM_SIM_SHAPE_ONLY=yes did not make the device shape-only")
+	}
+}
+
+func TestNoDevicesConfigured(t *testing.T) {
+	t.Setenv(EnvDevices, "0")
+	b := &Backend{}
+	if n := b.DeviceCount(); n != 0 {
+		t.Fatalf("DeviceCount = %d, want 0", n)
+	}
+	if _, err := b.Device(0); err == nil || !strings.Contains(err.Error(), `VRAM_SIM_DEVICES="0" configures none`) {
+		t.Errorf("Device(0): %v, want an error saying VRAM_SIM_DEVICES=\"0\" configures none", err)
+	}
+}

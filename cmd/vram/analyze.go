@@ -38,11 +38,11 @@ cursor on hover, out-of-memory markers, and the segment map.
 			}
 			rep, err := analyze.File(args[0], analyze.Options{Top: top})
 			if err != nil {
-				return fmt.Errorf("analyze: %w", err)
+				return cmdError("analyze", err)
 			}
 			if html != "" {
 				if err := analyze.WriteHTMLFile(html, rep); err != nil {
-					return fmt.Errorf("analyze: %w", err)
+					return cmdError("analyze", err)
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "vram analyze: wrote %s\n", html)
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/backend"
 	cudabackend "github.com/vramgo/vram/backend/cuda"
 	"github.com/vramgo/vram/internal/dataset"
 	"github.com/vramgo/vram/nn"
@@ -42,19 +44,28 @@ type demoOptions struct {
 
 // demoResult is what "vram demo" reports; --json prints it as is.
 type demoResult struct {
-	Device        string  `json:"device"`
-	DeviceReason  string  `json:"device_reason"`
-	Steps         int     `json:"steps"`
-	Batch         int     `json:"batch"`
-	Seed          uint64  `json:"seed"`
-	Model         string  `json:"model"`
-	Parameters    int     `json:"parameters"`
-	TrainExamples int     `json:"train_examples"`
-	TestExamples  int     `json:"test_examples"`
-	FinalLoss     float64 `json:"final_loss"`     // mean loss of the last step's batch
-	TrainAccuracy float64 `json:"train_accuracy"` // on the whole training split
-	Accuracy      float64 `json:"accuracy"`       // on the held-out test split
-	DurationMS    int64   `json:"duration_ms"`    // data, training and evaluation
+	Device       string `json:"device"`
+	DeviceReason string `json:"device_reason"`
+	Steps        int    `json:"steps"`
+	Batch        int    `json:"batch"` // examples per step, as trained
+	// BatchRequested is the --batch asked for when it was more than the
+	// training examples, and so cut to them; 0 otherwise.
+	BatchRequested int    `json:"batch_requested,omitempty"`
+	Seed           uint64 `json:"seed"`
+	Model          string `json:"model"`
+	Parameters     int    `json:"parameters"`
+	TrainExamples  int    `json:"train_examples"`
+	TestExamples   int    `json:"test_examples"`
+	// ShapeOnly is set when the device keeps no data (a sim device with
+	// VRAM_SIM_SHAPE_ONLY=1): only memory is measured, and the loss and
+	// accuracies are null.
+	ShapeOnly     bool     `json:"shape_only"`
+	FinalLoss     *float64 `json:"final_loss"`     // mean loss of the last step's batch
+	TrainAccuracy *float64 `json:"train_accuracy"` // on the whole training split
+	Accuracy      *float64 `json:"accuracy"`       // on the held-out test split
+	// Notes say where the run differs from what was asked.
+	Notes      []string `json:"notes,omitempty"`
+	DurationMS int64    `json:"duration_ms"` // data, training and evaluation
 	// KernelModules is how many CUDA kernel modules NVRTC compiled during
 	// the run (0 when the disk cache had them all, and on other devices);
 	// KernelCompileMS the CPU time that took, summed over threads.
@@ -133,32 +144,63 @@ func chooseDevice(flag string) (vram.Device, string, error) {
 	}
 	d, err := vram.ParseDevice(flag)
 	if err != nil {
-		return vram.Device{}, "", usagef("--device: %s", strings.TrimPrefix(err.Error(), "vram: "))
+		return vram.Device{}, "", usagef("demo: --device: %s", strings.TrimPrefix(err.Error(), "vram: "))
 	}
-	if !d.Available() {
-		return vram.Device{}, "", usagef("--device %s: device not available (available here: %s)", d, strings.Join(availableDevices(), ", "))
+	if err := d.Check(); err != nil {
+		// The backend's own reason when it gives one (no driver, a bad
+		// setting), else vram's (the index is out of range).
+		why := err.Error()
+		var ve *vram.Error
+		if errors.As(err, &ve) {
+			why = strings.TrimPrefix(ve.Detail, d.String()+": ")
+			if ve.Err != nil {
+				why = ve.Err.Error()
+			}
+		}
+		return vram.Device{}, "", usagef("demo: --device %s: device not available: %s (available here: %s)", d, why, strings.Join(availableDevices(), ", "))
 	}
 	return d, "--device " + flag, nil
 }
 
-// availableDevices lists the devices this program can use.
+// availableDevices lists the devices this program can use: those that
+// open, so that the list agrees with what --device accepts.
 func availableDevices() []string {
 	out := []string{vram.CPU.String()}
 	for i := range vram.DeviceCount() {
-		out = append(out, vram.CUDA(i).String())
+		if vram.CUDA(i).Available() {
+			out = append(out, vram.CUDA(i).String())
+		}
 	}
 	for i := range vram.SimDeviceCount() {
-		out = append(out, vram.Sim(i).String())
+		if vram.Sim(i).Available() {
+			out = append(out, vram.Sim(i).String())
+		}
 	}
 	return out
 }
 
+// shapeOnly reports whether dev keeps no data (a sim device with
+// VRAM_SIM_SHAPE_ONLY=1), so that values read from it are not computed.
+func shapeOnly(dev vram.Device) bool {
+	b, ok := backend.Lookup(dev.Kind)
+	if !ok {
+		return false
+	}
+	bd, err := b.Device(dev.Index)
+	so, ok := bd.(interface{ ShapeOnly() bool })
+	return err == nil && ok && so.ShapeOnly()
+}
+
 func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error {
 	if o.steps <= 0 {
-		return usagef("--steps must be positive, got %d", o.steps)
+		return usagef("demo: --steps must be positive, got %d", o.steps)
 	}
 	if o.batch <= 0 {
-		return usagef("--batch must be positive, got %d", o.batch)
+		return usagef("demo: --batch must be positive, got %d", o.batch)
+	}
+	// The demo allocates on a device: its settings must be valid.
+	if err := checkEnvironment(); err != nil {
+		return cmdError("demo", err)
 	}
 	dev, reason, err := chooseDevice(o.device)
 	if err != nil {
@@ -225,12 +267,21 @@ func train(ctx context.Context, o demoOptions, dev vram.Device, bar *progressbar
 		Device: dev.String(), Steps: o.steps, Batch: o.batch, Seed: o.seed,
 		Model:         fmt.Sprintf("MLP %d-%d-%d-%d, ReLU, AdamW lr %g with cosine decay", nf, demoHidden, demoHidden, nc, demoLR),
 		TrainExamples: trainSet.Len(), TestExamples: testSet.Len(),
+		ShapeOnly: shapeOnly(dev),
+	}
+	if n := trainSet.Len(); o.batch > n {
+		// A batch holds each training example at most once.
+		res.Batch, res.BatchRequested = n, o.batch
+		res.Notes = append(res.Notes, fmt.Sprintf("--batch %d is more than the %d training examples: each step trained on all %d", o.batch, n, n))
+	}
+	if res.ShapeOnly {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s is shape-only (it keeps no data): memory is measured, but the loss and accuracy are not computed", dev))
 	}
 	for _, p := range params {
 		res.Parameters += p.NumElements()
 	}
 
-	sampler := dataset.NewSampler(trainSet.Len(), o.batch, o.seed)
+	sampler := dataset.NewSampler(trainSet.Len(), res.Batch, o.seed)
 	ph := &res.Phases
 	for step := 1; step <= o.steps; step++ {
 		if err := ctx.Err(); err != nil {
@@ -247,14 +298,16 @@ func train(ctx context.Context, o demoOptions, dev vram.Device, bar *progressbar
 			ph.Optimizer.measure(dev, func() { opt.Step() })
 			loss = l.Item()
 		})
-		res.FinalLoss = loss
+		if !res.ShapeOnly {
+			res.FinalLoss = &loss
+		}
 		if step == 1 {
 			res.StepEndBytes.First = vram.MemoryAllocated(dev)
 		}
 		if step == o.steps {
 			res.StepEndBytes.Last = vram.MemoryAllocated(dev)
 		}
-		if bar != nil {
+		if bar != nil && !res.ShapeOnly {
 			bar.Describe(fmt.Sprintf("loss %.4f", loss))
 			bar.Add(1)
 		}
@@ -263,8 +316,10 @@ func train(ctx context.Context, o demoOptions, dev vram.Device, bar *progressbar
 
 	model.Eval()
 	ph.Eval.measure(dev, func() {
-		res.TrainAccuracy = accuracy(model, trainSet, dev)
-		res.Accuracy = accuracy(model, testSet, dev)
+		train, test := accuracy(model, trainSet, dev), accuracy(model, testSet, dev)
+		if !res.ShapeOnly {
+			res.TrainAccuracy, res.Accuracy = &train, &test
+		}
 	})
 	res.PeakBytes = max(ph.Forward.PeakBytes, ph.Backward.PeakBytes, ph.Optimizer.PeakBytes, ph.Eval.PeakBytes)
 	res.LeakedStorages = vram.Storage(dev).Leaked - leakedBefore
@@ -294,12 +349,20 @@ func printDemo(w io.Writer, r *demoResult) error {
 	fmt.Fprintf(tw, "device:\t%s (%s)\n", r.Device, r.DeviceReason)
 	fmt.Fprintf(tw, "model:\t%s, %d parameters\n", r.Model, r.Parameters)
 	fmt.Fprintf(tw, "training:\t%d steps of %d examples, seed %d, %d training examples\n", r.Steps, r.Batch, r.Seed, r.TrainExamples)
-	fmt.Fprintf(tw, "final loss:\t%.4f (last batch)\n", r.FinalLoss)
-	fmt.Fprintf(tw, "accuracy:\t%.2f%% on %d held-out examples (%.2f%% on the training split)\n", 100*r.Accuracy, r.TestExamples, 100*r.TrainAccuracy)
+	if r.FinalLoss != nil && r.Accuracy != nil && r.TrainAccuracy != nil {
+		fmt.Fprintf(tw, "final loss:\t%.4f (last batch)\n", *r.FinalLoss)
+		fmt.Fprintf(tw, "accuracy:\t%.2f%% on %d held-out examples (%.2f%% on the training split)\n", 100**r.Accuracy, r.TestExamples, 100**r.TrainAccuracy)
+	} else {
+		fmt.Fprintf(tw, "final loss:\tnot computed (%s keeps no data)\n", r.Device)
+		fmt.Fprintf(tw, "accuracy:\tnot computed (%s keeps no data)\n", r.Device)
+	}
 	fmt.Fprintf(tw, "time:\t%s\n", (time.Duration(r.DurationMS) * time.Millisecond).String())
 	if r.KernelModules > 0 {
 		fmt.Fprintf(tw, "\t(first run on this machine: %d CUDA kernel modules compiled, in %s; they are cached for the next runs)\n",
 			r.KernelModules, (time.Duration(r.KernelCompileMS) * time.Millisecond).String())
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(tw, "note:\t%s\n", n)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

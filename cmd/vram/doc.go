@@ -18,8 +18,16 @@
 //
 // Run "vram <command> --help" for a command's flags. Commands that report
 // results take --json and then print one JSON object on standard output (one
-// per input for replay); progress and diagnostics go to standard error. Bad flags print a
-// one-line message and exit with status 2, other failures with status 1.
+// per input for replay); progress and diagnostics go to standard error. A bad
+// command line (an unknown command, flag or help topic, a bad flag value, a
+// wrong number of arguments) prints a one-line message naming the command
+// and exits with status 2; other failures exit with status 1.
+//
+// Only demo, which allocates on devices, reads the device settings of the
+// environment (VRAM_ALLOC_CONF, VRAM_SIM_DEVICES, VRAM_SIM_SHAPE_ONLY) and
+// fails on an invalid one; doctor reports each as a check. Names that come
+// from drivers or files (GPU and process names, regions, stack frames) are
+// printed with control characters escaped.
 //
 // Examples:
 //

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramgo/vram/internal/printable"
 	"github.com/vramgo/vram/native/cublas"
 	"github.com/vramgo/vram/native/cuda"
 	"github.com/vramgo/vram/native/load"
@@ -33,12 +34,18 @@ const (
 
 // doctorReport is what "vram doctor" finds; --json prints it as is.
 type doctorReport struct {
-	Driver     doctorDriver    `json:"driver"`
-	Libraries  []doctorLibrary `json:"libraries"`
-	GPUs       []doctorGPU     `json:"gpus"`
-	PeerAccess [][]bool        `json:"peer_access"` // [i][j]: GPU i can access GPU j's memory; false on the diagonal
-	PeerCopies []doctorCheck   `json:"peer_copies,omitempty"`
-	Failed     int             `json:"failed"` // failed checks and missing libraries
+	// Environment holds one check per setting of the devices vram
+	// allocates on (VRAM_ALLOC_CONF, VRAM_SIM_DEVICES, VRAM_SIM_SHAPE_ONLY).
+	Environment []doctorCheck   `json:"environment"`
+	Driver      doctorDriver    `json:"driver"`
+	Libraries   []doctorLibrary `json:"libraries"`
+	GPUs        []doctorGPU     `json:"gpus"`
+	PeerAccess  [][]bool        `json:"peer_access"` // [i][j]: GPU i can access GPU j's memory; false on the diagonal
+	PeerCopies  []doctorCheck   `json:"peer_copies,omitempty"`
+	// Failed counts the failed checks, invalid settings, missing libraries
+	// and a driver that is missing or cannot be used: the exit status is 0
+	// exactly when it is 0.
+	Failed int `json:"failed"`
 }
 
 // doctorDriver describes libcuda and the driver behind it.
@@ -101,7 +108,9 @@ lists every GPU (name, UUID, memory, compute capability, multiprocessors) and th
 peer-access matrix, and runs a short self-test on each GPU: allocate, copy host to
 device to device to host, compile a kernel with NVRTC for the GPU's own
 architecture and launch it, and a float32 GEMM through cuBLASLt checked against the
-CPU; with several GPUs, a peer copy between neighbours.
+CPU; with several GPUs, a peer copy between neighbours. It also checks the settings
+of the devices vram allocates on (VRAM_ALLOC_CONF, VRAM_SIM_DEVICES,
+VRAM_SIM_SHAPE_ONLY) and reports an invalid one as a failed check.
 
 Libraries are searched in the directories of VRAM_CUDA_LIBS first, then by the
 system's loader, then in /usr/local/cuda and in Python environments' nvidia
@@ -113,7 +122,7 @@ packages. The exit status is 0 only when everything was found and passed.`,
 				if jerr := writeJSON(cmd.OutOrStdout(), rep); jerr != nil {
 					return jerr
 				}
-			} else if rep.Driver.Found {
+			} else if rep.Driver.Found || envFailed(rep) {
 				if perr := printDoctor(cmd.OutOrStdout(), rep); perr != nil {
 					return perr
 				}
@@ -135,7 +144,49 @@ packages. The exit status is 0 only when everything was found and passed.`,
 // can run (no driver, cuInit failing); failed checks are counted in the
 // report instead.
 func runDoctor() (*doctorReport, error) {
-	rep := &doctorReport{Libraries: []doctorLibrary{}, GPUs: []doctorGPU{}, PeerAccess: [][]bool{}}
+	rep := &doctorReport{Environment: environmentChecks(), Libraries: []doctorLibrary{}, GPUs: []doctorGPU{}, PeerAccess: [][]bool{}}
+	for _, c := range rep.Environment {
+		if !c.OK {
+			rep.Failed++
+		}
+	}
+	rep, err := runDriverChecks(rep)
+	if err != nil {
+		rep.Failed++ // the driver is missing or does not work
+	}
+	return rep, err
+}
+
+// environmentChecks reports each device setting as a check.
+func environmentChecks() []doctorCheck {
+	var checks []doctorCheck
+	for _, s := range readEnvironment() {
+		c := doctorCheck{Name: s.Name, OK: s.Err == nil, Detail: s.Detail}
+		if !s.Set {
+			c.Detail = "unset: " + c.Detail
+		}
+		if s.Err != nil {
+			c.Detail = s.Err.Error()
+		}
+		checks = append(checks, c)
+	}
+	return checks
+}
+
+// envFailed reports whether a setting of the report's environment is
+// invalid.
+func envFailed(rep *doctorReport) bool {
+	for _, c := range rep.Environment {
+		if !c.OK {
+			return true
+		}
+	}
+	return false
+}
+
+// runDriverChecks loads the driver and the libraries and tests every GPU.
+// The error is for a machine where nothing can run.
+func runDriverChecks(rep *doctorReport) (*doctorReport, error) {
 	lib, err := loadDriver()
 	if err != nil {
 		rep.Driver.Error = err.Error()
@@ -720,6 +771,19 @@ func peerCopy(i, j int, ci, cj cuda.Context, enable bool) doctorCheck {
 // printDoctor writes the report as text.
 func printDoctor(w io.Writer, rep *doctorReport) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range rep.Environment {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, checkStatus(c), c.Detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if !rep.Driver.Found {
+		// Nothing else ran; the error that follows says why.
+		_, err := fmt.Fprintf(w, "driver  not usable: %s\n", rep.Driver.Error)
+		return err
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	d := rep.Driver
 	fmt.Fprintf(tw, "driver\t%s\tsupports CUDA %s\t%s\n", orDash(d.Version), orDash(d.CUDAVersion), d.Path)
 	fmt.Fprintln(tw, "\t\t\t")
@@ -745,7 +809,7 @@ func printDoctor(w io.Writer, rep *doctorReport) error {
 	}
 	for _, g := range rep.GPUs {
 		fmt.Fprintf(w, "GPU %d  %s  %s  %.1f GiB (%.1f GiB free)  compute capability %s  %d multiprocessors\n",
-			g.Index, g.Name, g.UUID, float64(g.TotalBytes)/(1<<30), float64(g.FreeBytes)/(1<<30), g.ComputeCapability, g.Multiprocessors)
+			g.Index, printable.String(g.Name), g.UUID, float64(g.TotalBytes)/(1<<30), float64(g.FreeBytes)/(1<<30), g.ComputeCapability, g.Multiprocessors)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		for _, c := range g.Checks {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", c.Name, checkStatus(c), checkTime(c), c.Detail)

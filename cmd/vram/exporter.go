@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 
@@ -37,17 +38,23 @@ statistics themselves with monitor.RegisterAllocator.
 			defer src.Close()
 			r, err := src.Read()
 			if err != nil {
-				return fmt.Errorf("exporter: %w", err)
+				return cmdError("exporter", err)
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(monitor.NewCollector(src))
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
-				return usagef("exporter: --listen %s: %v", listen, err)
+				// A malformed address is a bad command line; a port in
+				// use or not permitted is a failure.
+				var ae *net.AddrError
+				if errors.As(err, &ae) {
+					return usagef("exporter: --listen %s: %v", listen, err)
+				}
+				return fmt.Errorf("exporter: --listen %s: %w", listen, err)
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "vram exporter: serving %d GPUs at http://%s/metrics (Ctrl-C stops)\n", len(r.GPUs), ln.Addr())
 			if err := monitor.Serve(cmd.Context(), ln, reg); err != nil {
-				return fmt.Errorf("exporter: %w", err)
+				return cmdError("exporter", err)
 			}
 			return nil
 		},

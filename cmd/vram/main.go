@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/vramgo/vram/backend/sim"
+	"github.com/vramgo/vram/internal/printable"
 	"github.com/vramgo/vram/memory"
 )
 
@@ -39,7 +39,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(stderr, "vram: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "vram: %s\n", printable.Text(oneLine(err))) // messages can quote names from files
 		var ue *usageError
 		if errors.As(err, &ue) || isCobraUsageError(err) {
 			return exitUsage
@@ -63,7 +63,6 @@ func newRootCmd() *cobra.Command {
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
 		// With subcommands and no Run, cobra rejects unknown commands itself.
 	}
-	root.PersistentPreRunE = func(*cobra.Command, []string) error { return checkEnvironment() }
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
@@ -77,6 +76,9 @@ func newRootCmd() *cobra.Command {
 		newVersionCmd(),
 		newWatchCmd(),
 	)
+	root.SetHelpCommand(newHelpCmd())
+	strictCompletion(root)
+	nameArgErrors(root)
 	return root
 }
 
@@ -95,7 +97,7 @@ func usagef(format string, args ...any) error {
 // it cannot dispatch, which do not pass through the flag error function.
 func isCobraUsageError(err error) bool {
 	msg := err.Error()
-	return strings.HasPrefix(msg, "unknown command ") || strings.Contains(msg, "arg(s)")
+	return strings.HasPrefix(msg, "unknown command ")
 }
 
 // oneLine joins a possibly multi-line error message (cobra's suggestions)
@@ -132,21 +134,4 @@ func writeJSON(w io.Writer, v any) error {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// checkEnvironment validates the settings vram reads from the environment
-// before any command runs, so that a typo is reported at once rather than at
-// the first use of a device.
-func checkEnvironment() error {
-	if v := os.Getenv("VRAM_ALLOC_CONF"); v != "" {
-		if _, err := memory.ParseConfig(v); err != nil {
-			return err // it names VRAM_ALLOC_CONF and the key
-		}
-	}
-	if v := os.Getenv("VRAM_SIM_DEVICES"); v != "" {
-		if _, err := sim.ParseDevices(v); err != nil {
-			return fmt.Errorf("VRAM_SIM_DEVICES=%q: %w", v, err)
-		}
-	}
-	return nil
 }

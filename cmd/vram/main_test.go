@@ -94,8 +94,11 @@ func TestDemoJSONFields(t *testing.T) {
 	if r.Device != "cpu" || r.Steps != 30 || r.Batch != 16 || r.Seed != 3 {
 		t.Errorf("device %q, steps %d, batch %d, seed %d; want cpu, 30, 16, 3", r.Device, r.Steps, r.Batch, r.Seed)
 	}
-	if !(r.FinalLoss > 0) || r.Accuracy < 0 || r.Accuracy > 1 {
-		t.Errorf("final loss %v, accuracy %v", r.FinalLoss, r.Accuracy)
+	if r.FinalLoss == nil || r.Accuracy == nil || r.TrainAccuracy == nil || r.ShapeOnly || len(r.Notes) != 0 {
+		t.Fatalf("final loss %v, accuracy %v, train accuracy %v, shape-only %v, notes %q", r.FinalLoss, r.Accuracy, r.TrainAccuracy, r.ShapeOnly, r.Notes)
+	}
+	if !(*r.FinalLoss > 0) || *r.Accuracy < 0 || *r.Accuracy > 1 {
+		t.Errorf("final loss %v, accuracy %v", *r.FinalLoss, *r.Accuracy)
 	}
 	ph := r.Phases
 	for name, p := range map[string]phaseMemory{"forward": ph.Forward, "backward": ph.Backward, "optimizer": ph.Optimizer, "eval": ph.Eval} {
@@ -125,12 +128,12 @@ func TestDemoJSONFields(t *testing.T) {
 func TestDemoDeterministic(t *testing.T) {
 	args := []string{"--device", "cpu", "--steps", "40", "--batch", "32", "--seed", "11"}
 	a, b := runDemoJSON(t, args...), runDemoJSON(t, args...)
-	if a.FinalLoss != b.FinalLoss || a.Accuracy != b.Accuracy || a.TrainAccuracy != b.TrainAccuracy {
-		t.Errorf("same seed, different results: loss %v vs %v, accuracy %v vs %v", a.FinalLoss, b.FinalLoss, a.Accuracy, b.Accuracy)
+	if !sameResults(a, b) {
+		t.Errorf("same seed, different results: loss %v vs %v, accuracy %v vs %v", *a.FinalLoss, *b.FinalLoss, *a.Accuracy, *b.Accuracy)
 	}
 	c := runDemoJSON(t, "--device", "cpu", "--steps", "40", "--batch", "32", "--seed", "12")
-	if c.FinalLoss == a.FinalLoss {
-		t.Errorf("seeds 11 and 12 gave the same loss %v", a.FinalLoss)
+	if *c.FinalLoss == *a.FinalLoss {
+		t.Errorf("seeds 11 and 12 gave the same loss %v", *a.FinalLoss)
 	}
 }
 
@@ -156,8 +159,8 @@ func TestDemoSameOnAnyCores(t *testing.T) {
 		results = append(results, r)
 	}
 	a, b := results[0], results[1]
-	if a.FinalLoss != b.FinalLoss || a.Accuracy != b.Accuracy || a.TrainAccuracy != b.TrainAccuracy {
-		t.Errorf("1 core: loss %v, accuracy %v; 4 cores: loss %v, accuracy %v", a.FinalLoss, a.Accuracy, b.FinalLoss, b.Accuracy)
+	if !sameResults(a, b) {
+		t.Errorf("1 core: loss %v, accuracy %v; 4 cores: loss %v, accuracy %v", *a.FinalLoss, *a.Accuracy, *b.FinalLoss, *b.Accuracy)
 	}
 }
 
@@ -197,10 +200,19 @@ func TestDemoDefault(t *testing.T) {
 	if r.Steps != demoSteps || r.Batch != demoBatch {
 		t.Errorf("steps %d, batch %d; want the defaults %d, %d", r.Steps, r.Batch, demoSteps, demoBatch)
 	}
-	if r.Accuracy < 0.95 {
-		t.Errorf("held-out accuracy %.4f, want at least 0.95", r.Accuracy)
+	if r.Accuracy == nil || *r.Accuracy < 0.95 {
+		t.Fatalf("held-out accuracy %v, want at least 0.95", r.Accuracy)
 	}
-	t.Logf("accuracy %.4f, final loss %.4f, %d ms", r.Accuracy, r.FinalLoss, r.DurationMS)
+	t.Logf("accuracy %.4f, final loss %.4f, %d ms", *r.Accuracy, *r.FinalLoss, r.DurationMS)
+}
+
+// sameResults reports whether two runs computed the same loss and
+// accuracies.
+func sameResults(a, b demoResult) bool {
+	if a.FinalLoss == nil || b.FinalLoss == nil || a.Accuracy == nil || b.Accuracy == nil || a.TrainAccuracy == nil || b.TrainAccuracy == nil {
+		return false
+	}
+	return *a.FinalLoss == *b.FinalLoss && *a.Accuracy == *b.Accuracy && *a.TrainAccuracy == *b.TrainAccuracy
 }
 
 func TestChooseDevice(t *testing.T) {

@@ -80,7 +80,7 @@ snapshot whose history was truncated starts from the blocks its segments imply.
 			}
 			base, err := memory.ParseConfig(conf)
 			if err != nil {
-				return usagef("--conf: %v", err)
+				return confFlagError("replay", conf, err)
 			}
 			if compare && (strings.Contains(conf, "policy") || strings.Contains(conf, "expandable_segments")) {
 				return usagef("--compare sets policy and expandable_segments itself; leave them out of --conf")

@@ -97,19 +97,3 @@ func TestReplayTable(t *testing.T) {
 		}
 	}
 }
-
-func TestBadEnvironmentIsReportedAtStart(t *testing.T) {
-	for _, env := range [][2]string{
-		{"VRAM_ALLOC_CONF", "max_split_size_mb:lots"},
-		{"VRAM_ALLOC_CONF", "no_such_key:1"},
-		{"VRAM_SIM_DEVICES", "2xmany"},
-	} {
-		t.Run(env[0]+"="+env[1], func(t *testing.T) {
-			t.Setenv(env[0], env[1])
-			code, _, stderr := runCLI(t, "replay", resnetTrace)
-			if code == 0 || !strings.Contains(stderr, env[0]) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
-				t.Fatalf("exit %d, stderr %q: want one line naming %s", code, stderr, env[0])
-			}
-		})
-	}
-}

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vramgo/vram/internal/printable"
 	"github.com/vramgo/vram/monitor"
 	"github.com/vramgo/vram/native/load"
 )
@@ -24,7 +26,7 @@ func openSource(cmd, file string) (monitor.Source, error) {
 	if file != "" {
 		src, err := monitor.OpenRecorded(file)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", cmd, err)
+			return nil, cmdError(cmd, err)
 		}
 		return src, nil
 	}
@@ -40,7 +42,7 @@ func openSource(cmd, file string) (monitor.Source, error) {
 		case errors.Is(err, monitor.ErrNoGPU):
 			return nil, fmt.Errorf("%s: no NVIDIA GPU found: %w", cmd, err)
 		}
-		return nil, fmt.Errorf("%s: %w", cmd, err)
+		return nil, cmdError(cmd, err)
 	}
 	return src, nil
 }
@@ -74,13 +76,14 @@ with its own PID namespace, say) it says so instead of showing an empty list.
 			defer src.Close()
 			r, err := src.Read()
 			if err != nil {
-				return fmt.Errorf("smi: %w", err)
+				return cmdError("smi", err)
 			}
 			out := cmd.OutOrStdout()
-			switch {
-			case asJSON:
-				return writeJSON(out, r)
-			case list:
+			if asJSON {
+				return writeJSON(out, r) // JSON escapes control characters itself
+			}
+			r = printableReading(r)
+			if list {
 				for _, g := range r.GPUs {
 					fmt.Fprintf(out, "GPU %d: %s (UUID: %s)\n", g.Index, g.Name, g.UUID)
 				}
@@ -96,7 +99,35 @@ with its own PID namespace, say) it says so instead of showing an empty list.
 	return cmd
 }
 
-// writeSmi prints a reading as the smi table and process list.
+// printableReading returns a copy of r whose strings (GPU and process
+// names, which any process or a recorded file can choose, notes, errors)
+// have their control characters escaped, for printing on a terminal.
+func printableReading(r monitor.Reading) monitor.Reading {
+	r.DriverVersion = printable.String(r.DriverVersion)
+	r.CUDAVersion = printable.String(r.CUDAVersion)
+	r.NVMLVersion = printable.String(r.NVMLVersion)
+	gpus := make([]monitor.GPU, len(r.GPUs))
+	for i, g := range r.GPUs {
+		g.Name = printable.String(g.Name)
+		g.UUID = printable.String(g.UUID)
+		g.PCIBusID = printable.String(g.PCIBusID)
+		g.ProcessesNote = printable.String(g.ProcessesNote)
+		g.Processes = slices.Clone(g.Processes)
+		for j := range g.Processes {
+			g.Processes[j].Name = printable.String(g.Processes[j].Name)
+		}
+		g.Errors = slices.Clone(g.Errors)
+		for j := range g.Errors {
+			g.Errors[j] = printable.String(g.Errors[j])
+		}
+		gpus[i] = g
+	}
+	r.GPUs = gpus
+	return r
+}
+
+// writeSmi prints a reading as the smi table and process list; its
+// strings must have been made printable (printableReading).
 func writeSmi(w io.Writer, r monitor.Reading) error {
 	var head []string
 	if r.DriverVersion != "" {
@@ -114,15 +145,16 @@ func writeSmi(w io.Writer, r monitor.Reading) error {
 	for _, g := range r.GPUs {
 		m := g.Memory
 		mem := "?"
-		if m.TotalBytes > 0 && m.UsedBytes != monitor.Unknown {
-			mem = fmt.Sprintf("%s / %s (%.0f%%)", gib(m.UsedBytes), gib(m.TotalBytes), 100*m.UsedFraction())
+		if used := m.Used(); used != monitor.Unknown {
+			mem = fmt.Sprintf("%s / %s (%.0f%%)", gib(used), gib(m.TotalBytes), 100*m.UsedFraction())
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Index, g.Name, mem, gibOrUnknown(m.ReservedBytes),
 			percent(g.Utilization.ComputePercent), percent(g.Utilization.MemoryBandwidthPercent),
 			unit(g.TemperatureC, "°C"), power(g.Power), clock(g.Clocks))
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "\nKERNELS RAN: share of time a kernel was running; MEMORY BUSY: share of time device memory was read or written.")
+	fmt.Fprintln(w, "\nMEMORY USED: held by processes and contexts, the driver reserve apart; KERNELS RAN: share of time a kernel was\n"+
+		"running; MEMORY BUSY: share of time device memory was read or written.")
 
 	fmt.Fprintln(w, "\nPROCESSES")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -94,7 +94,7 @@ func TestWatchFrames(t *testing.T) {
 		t.Fatalf("%d frames, want 5:\n%s", len(frames), stdout)
 	}
 	last := frames[4]
-	for _, want := range []string{"GPU 0  NVIDIA H200  60.1 GiB / 140.4 GiB  kernels ran 99%", "   memory  ", "   kernels ", "▁", "█",
+	for _, want := range []string{"GPU 0  NVIDIA H200  59.6 GiB / 140.4 GiB  kernels ran 99%", "   memory  ", "   kernels ", "▁", "█",
 		"GPU 0  41234    python3", "GPU 1  processes not visible"} {
 		if !strings.Contains(last, want) {
 			t.Errorf("last frame lacks %q:\n%s", want, last)

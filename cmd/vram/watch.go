@@ -108,8 +108,9 @@ func runWatch(ctx context.Context, out io.Writer, src monitor.Source, interval t
 	for frame := 1; ; frame++ {
 		r, err := src.Read()
 		if err != nil {
-			return fmt.Errorf("watch: %w", err)
+			return cmdError("watch", err)
 		}
+		r = printableReading(r)
 		h.add(r)
 		lines := h.render(r, width, interval)
 		if tty {
@@ -191,7 +192,7 @@ func (h *watchHistory) add(r monitor.Reading) {
 	for _, g := range r.GPUs {
 		k := gpuKey(g)
 		mem := -1.0
-		if g.Memory.TotalBytes > 0 && g.Memory.FreeBytes != monitor.Unknown {
+		if g.Memory.Used() != monitor.Unknown {
 			mem = g.Memory.UsedFraction()
 		}
 		h.push(h.memory, k, mem)
@@ -266,8 +267,8 @@ func (h *watchHistory) render(r monitor.Reading, width int, interval time.Durati
 		k := gpuKey(g)
 		m := g.Memory
 		mem := "memory ?"
-		if m.TotalBytes > 0 && m.UsedBytes != monitor.Unknown {
-			mem = fmt.Sprintf("%s / %s", gib(m.TotalBytes-m.FreeBytes), gib(m.TotalBytes))
+		if used := m.Used(); used != monitor.Unknown {
+			mem = fmt.Sprintf("%s / %s", gib(used), gib(m.TotalBytes))
 		}
 		add("")
 		add(fmt.Sprintf("GPU %d  %s  %s  kernels ran %s  memory busy %s  %s  %s", g.Index, g.Name, mem,

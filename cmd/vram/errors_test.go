@@ -1,0 +1,473 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vramgo/vram/native/load"
+)
+
+// doubledPrefix reports whether a message repeats one of its one-word
+// prefixes: "analyze: analyze: ..." or "VRAM_ALLOC_CONF: memory:
+// VRAM_ALLOC_CONF: ...".
+func doubledPrefix(msg string) bool {
+	seen := map[string]bool{}
+	for _, part := range strings.Split(msg, ": ") {
+		if strings.ContainsAny(part, " \t") {
+			continue
+		}
+		if seen[part] {
+			return true
+		}
+		seen[part] = true
+	}
+	return false
+}
+
+// checkErrorLine checks that stderr is one line "vram: ..." holding want,
+// with no doubled prefix.
+func checkErrorLine(t *testing.T, stderr, want string) {
+	t.Helper()
+	line := strings.TrimSuffix(stderr, "\n")
+	switch {
+	case !strings.HasPrefix(stderr, "vram: ") || strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n"):
+		t.Errorf("stderr %q, want one line starting with \"vram: \"", stderr)
+	case !strings.Contains(line, want):
+		t.Errorf("stderr %q lacks %q", line, want)
+	case doubledPrefix(line):
+		t.Errorf("stderr %q repeats a prefix", line)
+	}
+}
+
+// noDriver makes libcuda missing for one test, whatever the machine has.
+func noDriver(t *testing.T) {
+	withDriver(t, func() (*load.Library, error) {
+		return nil, &load.NotFoundError{Name: "libcuda", Sonames: []string{"libcuda.so.1"},
+			Tried: []load.Attempt{{Where: "loader", Path: "libcuda.so.1", Err: "libcuda.so.1: cannot open shared object file"}}}
+	})
+}
+
+// TestExitCodes runs every command with a bad command line (exit status 2)
+// and with input that fails (1): the error is one line naming the command.
+func TestExitCodes(t *testing.T) {
+	withMonitor(t, noNVML)
+	noDriver(t)
+	dir := t.TempDir()
+	notes := filepath.Join(dir, "notes.json")
+	os.WriteFile(notes, []byte(`{"hello": "world"}`), 0o644)
+	missing := filepath.Join(dir, "missing.json")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	busy := ln.Addr().String() // a port in use
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"analyze"}, exitUsage, "analyze: accepts 1 arg(s), received 0 (usage: vram analyze FILE [flags]"},
+		{[]string{"analyze", "a", "b"}, exitUsage, "analyze: accepts 1 arg(s), received 2"},
+		{[]string{"analyze", "--top", "0", notes}, exitUsage, "analyze: --top must be at least 1"},
+		{[]string{"analyze", "--bogus", notes}, exitUsage, "unknown flag: --bogus (see 'vram analyze --help')"},
+		{[]string{"analyze", missing}, exitFailure, "analyze: "},
+		{[]string{"analyze", notes}, exitFailure, "analyze: "},
+
+		{[]string{"demo", "extra"}, exitUsage, `demo: unknown command "extra" for "vram demo" (usage: vram demo [flags]`},
+		{[]string{"demo", "--steps", "0"}, exitUsage, "demo: --steps must be positive, got 0"},
+		{[]string{"demo", "--batch", "x"}, exitUsage, `invalid argument "x" for "--batch"`},
+		{[]string{"demo", "--device", "tpu"}, exitUsage, `demo: --device: bad device "tpu"`},
+		{[]string{"demo", "--device", "sim:99"}, exitUsage, "demo: --device sim:99: device not available"},
+
+		{[]string{"doctor", "extra"}, exitUsage, "doctor: unknown command"},
+		{[]string{"doctor", "--bogus"}, exitUsage, "unknown flag: --bogus"},
+		{[]string{"doctor"}, exitFailure, "doctor: no NVIDIA driver found"},
+
+		{[]string{"exporter", "extra"}, exitUsage, "exporter: unknown command"},
+		{[]string{"exporter", "--listen", "bad::addr", "--source", readingsFile}, exitUsage, "exporter: --listen bad::addr:"},
+		{[]string{"exporter", "--listen", "127.0.0.1:99999", "--source", readingsFile}, exitUsage, "exporter: --listen 127.0.0.1:99999:"},
+		{[]string{"exporter", "--listen", busy, "--source", readingsFile}, exitFailure, "exporter: --listen " + busy + ":"},
+		{[]string{"exporter", "--source", missing}, exitFailure, "exporter: monitor: "},
+		{[]string{"exporter"}, exitFailure, "exporter: no NVIDIA driver found"},
+
+		{[]string{"replay"}, exitUsage, "replay: requires at least 1 arg(s), only received 0 (usage: vram replay FILE... [flags]"},
+		{[]string{"replay", "--conf", "bogus", notes}, exitUsage, `replay: --conf "bogus": bogus: expected ':'`},
+		{[]string{"replay", "--capacity", "lots", notes}, exitUsage, "--capacity"},
+
+		{[]string{"smi", "extra"}, exitUsage, "smi: unknown command"},
+		{[]string{"smi", "--source", missing}, exitFailure, "smi: monitor: "},
+		{[]string{"smi"}, exitFailure, "smi: no NVIDIA driver found"},
+
+		{[]string{"version", "extra"}, exitUsage, "version: unknown command"},
+		{[]string{"version", "--bogus"}, exitUsage, "unknown flag: --bogus (see 'vram version --help')"},
+
+		{[]string{"watch", "extra"}, exitUsage, "watch: unknown command"},
+		{[]string{"watch", "--interval", "1ms"}, exitUsage, "watch: --interval must be at least 10ms"},
+		{[]string{"watch", "--count", "-1"}, exitUsage, "watch: --count must not be negative"},
+		{[]string{"watch", "--source", missing, "--count", "1"}, exitFailure, "watch: monitor: "},
+		{[]string{"watch", "--count", "1"}, exitFailure, "watch: no NVIDIA driver found"},
+
+		{[]string{"help", "bogus"}, exitUsage, `help: unknown help topic "bogus"`},
+		{[]string{"help", "demo", "extra"}, exitUsage, `help: unknown help topic "demo extra"`},
+		{[]string{"completion", "bogus"}, exitUsage, `completion: unknown shell "bogus" (want bash, fish, powershell, zsh)`},
+		{[]string{"dmeo"}, exitUsage, "did you mean demo?"},
+		{[]string{"--bogus"}, exitUsage, "unknown flag: --bogus (see 'vram --help')"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tc.args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, tc.code, stderr)
+			}
+			if tc.args[0] != "replay" && stdout != "" { // replay reports each input it could read
+				t.Errorf("stdout not empty:\n%s", stdout)
+			}
+			if tc.args[0] == "replay" && tc.code == exitFailure {
+				return // one line per input, then the summary
+			}
+			checkErrorLine(t, stderr, tc.want)
+		})
+	}
+}
+
+// TestArgErrorsNameTheCommand gives every command arguments its argument
+// check rejects: each is a usage error that names the command and its
+// usage line.
+func TestArgErrorsNameTheCommand(t *testing.T) {
+	root := newRootCmd()
+	var walk func(c *cobra.Command)
+	tried := 0
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		if c.Args == nil || c == root {
+			return
+		}
+		args := []string(nil)
+		if c.Args(c, args) == nil {
+			args = []string{"x", "y", "z"}
+			if c.Args(c, args) == nil {
+				return // takes any arguments
+			}
+		}
+		tried++
+		path := strings.Fields(c.CommandPath())[1:]
+		code, _, stderr := runCLI(t, append(path, args...)...)
+		if code != exitUsage {
+			t.Errorf("%s %v: exit %d, want %d", c.CommandPath(), args, code, exitUsage)
+		}
+		checkErrorLine(t, stderr, c.Name()+": ")
+		if !strings.Contains(stderr, "usage: "+c.UseLine()) {
+			t.Errorf("%s %v: %q lacks the usage line %q", c.CommandPath(), args, stderr, c.UseLine())
+		}
+	}
+	walk(root)
+	if tried < 8 {
+		t.Errorf("only %d commands tried", tried)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "help", "demo")
+	if code != 0 || stderr != "" || !strings.Contains(stdout, "Demo trains a multilayer perceptron") {
+		t.Errorf("help demo: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+	code, stdout, _ = runCLI(t, "help")
+	if code != 0 || !strings.Contains(stdout, "Available Commands") {
+		t.Errorf("help: exit %d, stdout:\n%s", code, stdout)
+	}
+}
+
+func TestCmdError(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"analyze", errors.New("analyze: x.json: unknown format"), "analyze: x.json: unknown format"},
+		{"analyze", errors.New("trace: x.json: line 3: bad"), "analyze: trace: x.json: line 3: bad"},
+		{"smi", errors.New("smiley: no"), "smi: smiley: no"},
+	}
+	for _, tc := range tests {
+		if got := cmdError(tc.name, tc.err).Error(); got != tc.want {
+			t.Errorf("cmdError(%q, %q) = %q, want %q", tc.name, tc.err, got, tc.want)
+		}
+	}
+	if cmdError("smi", nil) != nil {
+		t.Error("cmdError of nil is not nil")
+	}
+}
+
+// badEnvironments are settings that configure the devices vram allocates
+// on, each invalid.
+var badEnvironments = []struct{ name, value, want string }{
+	{"VRAM_ALLOC_CONF", "bogus", "VRAM_ALLOC_CONF: bogus: expected ':' and a value after the key"},
+	{"VRAM_ALLOC_CONF", "max_split_size_mb:lots", "VRAM_ALLOC_CONF: max_split_size_mb:lots: "},
+	{"VRAM_ALLOC_CONF", "no_such_key:1", "VRAM_ALLOC_CONF: no_such_key: unknown key"},
+	{"VRAM_SIM_DEVICES", "lots", `VRAM_SIM_DEVICES="lots": `},
+	{"VRAM_SIM_DEVICES", "2xmany", `VRAM_SIM_DEVICES="2xmany": `},
+	{"VRAM_SIM_SHAPE_ONLY", "maybe", `VRAM_SIM_SHAPE_ONLY="maybe": not a boolean (want 1, true, yes or on`},
+}
+
+// TestBadEnvironmentStopsOnlyCommandsThatAllocate sets each device
+// setting to an invalid value: demo fails on it at once, doctor reports it
+// as a failed check, and the commands that do not allocate run.
+func TestBadEnvironmentStopsOnlyCommandsThatAllocate(t *testing.T) {
+	noDriver(t)
+	for _, env := range badEnvironments {
+		t.Run(env.name+"="+env.value, func(t *testing.T) {
+			t.Setenv(env.name, env.value)
+			for _, args := range [][]string{
+				{"version"}, {"version", "--json"},
+				{"smi", "--source", readingsFile}, {"smi", "-L", "--source", readingsFile},
+				{"watch", "--source", readingsFile, "--count", "1", "--interval", "10ms"},
+				{"analyze", snapshotFile}, {"replay", resnetTrace}, {"help", "demo"},
+			} {
+				if code, _, stderr := runCLI(t, args...); code != 0 {
+					t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
+				}
+			}
+
+			code, stdout, stderr := runCLI(t, "demo", "--device", "cpu", "--steps", "1")
+			if code != exitFailure || stdout != "" {
+				t.Errorf("demo: exit %d, want %d; stdout %q", code, exitFailure, stdout)
+			}
+			checkErrorLine(t, stderr, "demo: ")
+			checkErrorLine(t, stderr, env.want)
+
+			code, stdout, _ = runCLI(t, "doctor", "--json")
+			var rep doctorReport
+			decodeOne(t, stdout, &rep)
+			failedEnv := 0
+			for _, c := range rep.Environment {
+				if !c.OK {
+					failedEnv++
+					if c.Name != env.name || !strings.Contains(c.Detail, env.want) {
+						t.Errorf("doctor: check %s failed: %s", c.Name, c.Detail)
+					}
+				}
+			}
+			if code != exitFailure || failedEnv != 1 || rep.Failed != 2 { // the setting and the missing driver
+				t.Errorf("doctor --json: exit %d, %d environment checks failed, failed %d; want 1, 1, 2", code, failedEnv, rep.Failed)
+			}
+			code, stdout, _ = runCLI(t, "doctor")
+			if code != exitFailure || !strings.Contains(stdout, env.name) || !strings.Contains(stdout, "FAILED") {
+				t.Errorf("doctor: exit %d, stdout:\n%s", code, stdout)
+			}
+		})
+	}
+}
+
+// TestDoctorFailedAgreesWithExitStatus checks that "failed" in doctor's
+// JSON is 0 exactly when the exit status is.
+func TestDoctorFailedAgreesWithExitStatus(t *testing.T) {
+	noDriver(t)
+	for _, name := range []string{"VRAM_ALLOC_CONF", "VRAM_SIM_DEVICES", "VRAM_SIM_SHAPE_ONLY"} {
+		t.Setenv(name, "")
+	}
+	code, stdout, stderr := runCLI(t, "doctor", "--json")
+	var rep doctorReport
+	decodeOne(t, stdout, &rep)
+	if code != exitFailure || rep.Failed != 1 || rep.Driver.Found {
+		t.Errorf("no driver: exit %d, failed %d; want %d and 1", code, rep.Failed, exitFailure)
+	}
+	if len(rep.Environment) != 3 {
+		t.Errorf("environment checks %+v", rep.Environment)
+	}
+	for _, c := range rep.Environment {
+		if !c.OK || !strings.HasPrefix(c.Detail, "unset: ") && c.Detail == "" {
+			t.Errorf("check %+v", c)
+		}
+	}
+	checkErrorLine(t, stderr, "doctor: no NVIDIA driver found")
+}
+
+func TestDemoBatchLargerThanTrainingSet(t *testing.T) {
+	r := runDemoJSON(t, "--device", "cpu", "--steps", "2", "--batch", "100000000")
+	if r.Batch != r.TrainExamples || r.BatchRequested != 100000000 || len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "--batch 100000000") {
+		t.Errorf("batch %d, requested %d, notes %q; want the %d training examples and a note", r.Batch, r.BatchRequested, r.Notes, r.TrainExamples)
+	}
+	code, stdout, _ := runCLI(t, "demo", "--device", "cpu", "--steps", "2", "--batch", "5000")
+	if code != 0 || !strings.Contains(stdout, "2 steps of 1440 examples") || !strings.Contains(stdout, "note:") ||
+		!strings.Contains(stdout, "--batch 5000 is more than the 1440 training examples") {
+		t.Errorf("exit %d:\n%s", code, stdout)
+	}
+	r = runDemoJSON(t, "--device", "cpu", "--steps", "2", "--batch", "1440")
+	if r.Batch != 1440 || r.BatchRequested != 0 || len(r.Notes) != 0 {
+		t.Errorf("batch %d, requested %d, notes %q", r.Batch, r.BatchRequested, r.Notes)
+	}
+}
+
+// runCLIProcess runs the command line in a new process with extra
+// environment, for settings that the sim backend reads once per process.
+func runCLIProcess(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(os.Environ(), helperEnv+"=1", "VRAM_TEST_ARGS="+strings.Join(args, " ")), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+func TestDemoShapeOnly(t *testing.T) {
+	env := []string{"VRAM_SIM_DEVICES=1x1GiB", "VRAM_SIM_SHAPE_ONLY=yes"}
+	code, stdout, stderr := runCLIProcess(t, env, "demo", "--device", "sim:0", "--steps", "3", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	var m map[string]any
+	decodeOne(t, stdout, &m)
+	for _, k := range []string{"final_loss", "accuracy", "train_accuracy"} {
+		if v, ok := m[k]; !ok || v != nil {
+			t.Errorf("%s = %v (present %v), want null", k, v, ok)
+		}
+	}
+	if m["shape_only"] != true || m["peak_bytes"].(float64) <= 0 {
+		t.Errorf("shape_only %v, peak %v", m["shape_only"], m["peak_bytes"])
+	}
+	if notes, _ := json.Marshal(m["notes"]); !strings.Contains(string(notes), "shape-only") {
+		t.Errorf("notes %s", notes)
+	}
+	code, stdout, _ = runCLIProcess(t, env, "demo", "--device", "sim:0", "--steps", "3")
+	if code != 0 || !strings.Contains(stdout, "accuracy:    not computed") || strings.Contains(stdout, "0.00%") {
+		t.Errorf("exit %d:\n%s", code, stdout)
+	}
+}
+
+// TestDemoListsOnlyUsableDevices checks that the devices demo offers are
+// the ones --device accepts.
+func TestDemoListsOnlyUsableDevices(t *testing.T) {
+	code, _, stderr := runCLIProcess(t, []string{"VRAM_SIM_DEVICES=1x256MiB"}, "demo", "--device", "sim:1")
+	if code != exitUsage {
+		t.Errorf("exit %d, want %d", code, exitUsage)
+	}
+	checkErrorLine(t, stderr, "there are 1 sim devices (available here: cpu, sim:0)")
+	for _, env := range badEnvironments {
+		code, _, stderr := runCLIProcess(t, []string{env.name + "=" + env.value}, "demo", "--device", "sim:0")
+		if code != exitFailure {
+			t.Errorf("%s=%s: exit %d, want %d", env.name, env.value, code, exitFailure)
+		}
+		checkErrorLine(t, stderr, env.want)
+	}
+	code, stdout, stderr := runCLIProcess(t, []string{"VRAM_SIM_DEVICES=1x256MiB", "VRAM_SIM_SHAPE_ONLY=on"}, "demo", "--device", "sim:0", "--steps", "1")
+	if code != 0 || !strings.Contains(stdout, "sim:0 is shape-only") {
+		t.Errorf("VRAM_SIM_SHAPE_ONLY=on: exit %d, stderr %q\n%s", code, stderr, stdout)
+	}
+}
+
+// hostileFile copies a test file with strings replaced, JSON-escaped.
+func hostileFile(t *testing.T, src string, replace ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for i := 0; i < len(replace); i += 2 {
+		if !strings.Contains(s, replace[i]) {
+			t.Fatalf("%s holds no %q", src, replace[i])
+		}
+		s = strings.ReplaceAll(s, replace[i], replace[i+1])
+	}
+	path := filepath.Join(t.TempDir(), filepath.Base(src))
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// checkPrintable checks that out holds no control character but newlines
+// and no bidirectional override, and that it shows the escapes.
+func checkPrintable(t *testing.T, what, out string, escapes ...string) {
+	t.Helper()
+	for _, r := range out {
+		if r < 0x20 && r != '\n' || r == 0x7f || r >= 0x80 && r < 0xa0 || r == '\u202e' {
+			t.Errorf("%s: output holds %U:\n%q", what, r, out)
+			return
+		}
+	}
+	for _, e := range escapes {
+		if !strings.Contains(out, e) {
+			t.Errorf("%s: output lacks %q:\n%s", what, e, out)
+		}
+	}
+}
+
+func TestHostileNamesAreEscaped(t *testing.T) {
+	readings := hostileFile(t, readingsFile,
+		`"NVIDIA H200"`, `"NVIDIA\u001b[2J\u001b[H H200\r"`,
+		`"python3"`, `"py\u001b]0;pwned\u0007thon\u202e3\n"`)
+	for _, args := range [][]string{
+		{"smi", "--source", readings},
+		{"smi", "-L", "--source", readings},
+		{"watch", "--source", readings, "--count", "5", "--interval", "10ms"},
+	} {
+		code, stdout, stderr := runCLI(t, args...)
+		if code != 0 || stderr != "" {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+		want := []string{`NVIDIA\x1b[2J\x1b[H H200\r`}
+		if args[0] == "watch" { // the first reading, which smi shows, has no process
+			want = append(want, `py\x1b]0;pwn`)
+		}
+		checkPrintable(t, strings.Join(args[:2], " "), stdout, want...)
+	}
+
+	snapshot := hostileFile(t, snapshotFile,
+		`"region": "weights"`, `"region": "w\u001b[31m\u202e"`,
+		`analyze.simRun.loadWeights"`, `analyze.simRun.loadWeights\u001b[2J\r"`)
+	code, stdout, stderr := runCLI(t, "analyze", "--top", "50", snapshot)
+	if code != 0 || stderr != "" {
+		t.Fatalf("analyze: exit %d, stderr %q", code, stderr)
+	}
+	checkPrintable(t, "analyze", stdout, `w\x1b[31m\u202e`, `loadWeights\x1b[2J\r`)
+
+	// A file name is printed in the error escaped too.
+	evil := filepath.Join(t.TempDir(), "x\x1b]0;pwned\x07.json")
+	code, _, stderr = runCLI(t, "analyze", evil)
+	if code != exitFailure {
+		t.Errorf("analyze of a missing file: exit %d", code)
+	}
+	checkPrintable(t, "analyze error", stderr, `x\x1b]0;pwned\x07.json`)
+}
+
+// TestSmiAndWatchAgreeOnUsed reads the same recording with both: each
+// GPU's memory in use must read the same.
+func TestSmiAndWatchAgreeOnUsed(t *testing.T) {
+	_, smi, _ := runCLI(t, "smi", "--source", readingsFile)
+	_, watch, _ := runCLI(t, "watch", "--source", readingsFile, "--count", "1", "--interval", "10ms")
+	smiUsed := regexp.MustCompile(`(?m)^(\d+)\s+NVIDIA H200\s+(\S+ GiB / \S+ GiB) \((\d+)%\)`).FindAllStringSubmatch(smi, -1)
+	watchUsed := regexp.MustCompile(`(?m)^GPU (\d+)  NVIDIA H200  (\S+ GiB / \S+ GiB)  `).FindAllStringSubmatch(watch, -1)
+	watchPct := regexp.MustCompile(`(?m)^   memory .* +(\d+)%$`).FindAllStringSubmatch(watch, -1)
+	if len(smiUsed) != 2 || len(watchUsed) != 2 || len(watchPct) != 2 {
+		t.Fatalf("smi %q, watch %q %q:\n%s\n%s", smiUsed, watchUsed, watchPct, smi, watch)
+	}
+	for i := range smiUsed {
+		if smiUsed[i][1] != watchUsed[i][1] || smiUsed[i][2] != watchUsed[i][2] || smiUsed[i][3] != watchPct[i][1] {
+			t.Errorf("GPU %s: smi %s (%s%%), watch %s (%s%%)", smiUsed[i][1], smiUsed[i][2], smiUsed[i][3], watchUsed[i][2], watchPct[i][1])
+		}
+	}
+}

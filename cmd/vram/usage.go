@@ -1,0 +1,113 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vramgo/vram/memory"
+)
+
+// nameArgErrors wraps the argument check of c and of every command below
+// it, so that a wrong number of arguments is a usage error (exit status 2)
+// that names the command and its usage line, where cobra's own says only
+// "accepts 1 arg(s), received 0".
+func nameArgErrors(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		nameArgErrors(sub)
+	}
+	check := c.Args
+	if check == nil {
+		return
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usagef("%s: %v (usage: %s; see '%s --help')", cmd.Name(), err, cmd.UseLine(), cmd.CommandPath())
+		}
+		return nil
+	}
+}
+
+// strictCompletion adds cobra's (hidden) completion command now rather than
+// at Execute, and makes it reject an unknown shell with a usage error: as a
+// command without a Run of its own, it would print its help and exit with
+// status 0.
+func strictCompletion(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() != "completion" {
+			continue
+		}
+		var shells []string
+		for _, s := range c.Commands() {
+			shells = append(shells, s.Name())
+		}
+		c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown shell %q (want %s)", args[0], strings.Join(shells, ", "))
+			}
+			return nil
+		}
+	}
+}
+
+// newHelpCmd returns the help command. Unlike cobra's, it fails with a
+// usage error on a topic that is not a command rather than printing the
+// usage and exiting with status 0.
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long:  "Help prints the help of any command: vram help COMMAND.",
+		ValidArgsFunction: func(c *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			var out []cobra.Completion
+			if len(args) == 0 {
+				for _, sub := range c.Root().Commands() {
+					if sub.IsAvailableCommand() {
+						out = append(out, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+					}
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || cmd == nil || len(rest) > 0 {
+				return usagef("help: unknown help topic %q (see '%s --help' for the commands)", strings.Join(args, " "), c.Root().CommandPath())
+			}
+			return cmd.Help()
+		},
+	}
+}
+
+// confFlagError is the usage error of a --conf flag whose value
+// memory.ParseConfig rejected: it names the flag rather than
+// VRAM_ALLOC_CONF, which the parser's message names.
+func confFlagError(cmd, value string, err error) error {
+	msg := err.Error()
+	var ce *memory.ConfigError
+	if errors.As(err, &ce) {
+		msg = ce.Reason
+		if ce.Key != "" {
+			key := ce.Key
+			if ce.Value != "" {
+				key += ":" + ce.Value
+			}
+			msg = key + ": " + msg
+		}
+	}
+	return usagef("%s: --conf %q: %s", cmd, value, msg)
+}
+
+// cmdError returns err prefixed with the command's name, as "analyze: ...",
+// unless its message already starts with that prefix (an error from the
+// package of the same name), so that no message reads "analyze: analyze:".
+func cmdError(name string, err error) error {
+	if err == nil || strings.HasPrefix(err.Error(), name+": ") {
+		return err
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}

@@ -1,0 +1,303 @@
+package vram_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/backend/sim"
+	"github.com/vramgo/vram/memory"
+)
+
+// nilArgs returns arguments for a call of method m (receiver first) with a
+// nil *Tensor at position pos and a fresh 2×2 tensor in every other tensor
+// position, leaving out a final variadic parameter. The tensors made are
+// appended to *made.
+func nilArgs(mt reflect.Type, pos int, made *[]*vram.Tensor) []reflect.Value {
+	tensorType := reflect.TypeFor[*vram.Tensor]()
+	n := mt.NumIn()
+	if mt.IsVariadic() {
+		n--
+	}
+	args := make([]reflect.Value, n)
+	for j := range args {
+		switch pt := mt.In(j); {
+		case pt == tensorType && j == pos:
+			args[j] = reflect.Zero(pt)
+		case pt == tensorType:
+			x := vram.Ones(vram.Shape{2, 2})
+			*made = append(*made, x)
+			args[j] = reflect.ValueOf(x)
+		case pt == reflect.TypeFor[vram.Device]():
+			args[j] = reflect.ValueOf(vram.CPU)
+		case pt == reflect.TypeFor[vram.DType]():
+			args[j] = reflect.ValueOf(vram.Float32)
+		default:
+			args[j] = reflect.Zero(pt)
+		}
+	}
+	return args
+}
+
+// checkNilError checks that err is vram's error for a nil tensor.
+func checkNilError(t *testing.T, what string, err error) {
+	t.Helper()
+	var e *vram.Error
+	switch {
+	case err == nil:
+		t.Errorf("%s: no error", what)
+	case !errors.As(err, &e) || !errors.Is(err, vram.ErrArgument):
+		t.Errorf("%s: %v (%T), want a *vram.Error of kind ErrArgument", what, err, err)
+	case e.Op == "" || !strings.Contains(e.Detail, "nil *Tensor") || strings.Contains(err.Error(), "\n"):
+		t.Errorf("%s: %q, want one line naming the op and the nil *Tensor", what, err)
+	}
+}
+
+// TestNilTensorMethods calls every exported method of *Tensor with a nil
+// receiver, and every method that takes tensors with a nil in each tensor
+// argument: each must panic with a typed error that Catch returns, not
+// with a nil-pointer dereference.
+func TestNilTensorMethods(t *testing.T) {
+	// Methods where nil is valid: Release of nil does nothing (like
+	// Python's del of a name bound to None), String prints "Tensor(nil)"
+	// for fmt, and SetGrad(nil) clears the gradient.
+	allowed := map[string]bool{"Release/0": true, "String/0": true, "SetGrad/1": true}
+	tensorType := reflect.TypeFor[*vram.Tensor]()
+	methods := 0
+	for i := range tensorType.NumMethod() {
+		m := tensorType.Method(i)
+		for pos := range m.Type.NumIn() {
+			if m.Type.In(pos) != tensorType || m.Type.IsVariadic() && pos == m.Type.NumIn()-1 {
+				continue
+			}
+			name := m.Name + "/" + string(rune('0'+pos))
+			var made []*vram.Tensor
+			args := nilArgs(m.Type, pos, &made)
+			err := vram.Catch(func() { m.Func.Call(args) })
+			for _, x := range made {
+				x.Release()
+			}
+			if allowed[name] {
+				if err != nil {
+					t.Errorf("%s: %v, want no error", name, err)
+				}
+				continue
+			}
+			methods++
+			what := m.Name + " with a nil receiver"
+			if pos > 0 {
+				what = m.Name + " with a nil argument " + string(rune('0'+pos))
+			}
+			checkNilError(t, what, err)
+		}
+	}
+	if methods < 100 {
+		t.Errorf("only %d method calls tried; the reflection walk is broken", methods)
+	}
+}
+
+// TestNilTensorFunctions passes nil tensors to the package's functions.
+func TestNilTensorFunctions(t *testing.T) {
+	x := vram.Ones(vram.Shape{2, 3})
+	defer x.Release()
+	w := vram.Ones(vram.Shape{4, 3})
+	defer w.Release()
+	idx := vram.FromSlice([]int64{0, 1}, nil)
+	defer idx.Release()
+	cond := x.GtScalar(0)
+	defer cond.Release()
+	tests := []struct {
+		name string
+		fn   func()
+	}{
+		{"Where cond", func() { vram.Where(nil, x, x) }},
+		{"Where a", func() { vram.Where(cond, nil, x) }},
+		{"Where b", func() { vram.Where(cond, x, nil) }},
+		{"Cat element", func() { vram.Cat([]*vram.Tensor{x, nil}, 0) }},
+		{"Stack element", func() { vram.Stack([]*vram.Tensor{x, nil}, 0) }},
+		{"Linear x", func() { vram.Linear(nil, w, nil) }},
+		{"Linear weight", func() { vram.Linear(x, nil, nil) }},
+		{"LinearAct x", func() { vram.LinearAct(nil, w, nil, vram.ActReLU) }},
+		{"BiasAct x", func() { vram.BiasAct(nil, x, vram.ActReLU) }},
+		{"BiasAct bias", func() { vram.BiasAct(x, nil, vram.ActReLU) }},
+		{"Embedding indices", func() { vram.Embedding(nil, w) }},
+		{"Embedding weight", func() { vram.Embedding(idx, nil) }},
+		{"CrossEntropy logits", func() { vram.CrossEntropy(nil, idx) }},
+		{"CrossEntropy targets", func() { vram.CrossEntropy(x, nil) }},
+		{"MSELoss pred", func() { vram.MSELoss(nil, x) }},
+		{"MSELoss target", func() { vram.MSELoss(x, nil) }},
+		{"LayerNorm input", func() { vram.LayerNorm(nil, []int{3}, nil, nil, 1e-5) }},
+		{"FusedAdamStep", func() { vram.FusedAdamStep(x, nil, x, x, 1e-3, 0.9, 0.999, 1e-8, 0, 1, true) }},
+		{"FusedSGDStep", func() { vram.FusedSGDStep(nil, x, nil, 0.1, 0, 0, 0, false, true) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { checkNilError(t, tc.name, vram.Catch(tc.fn)) })
+	}
+	// Optional tensors may be nil.
+	if err := vram.Catch(func() {
+		vram.Linear(x, w, nil).Release()
+		vram.LayerNorm(x, []int{3}, nil, nil, 1e-5).Release()
+	}); err != nil {
+		t.Errorf("nil bias or weight where optional: %v", err)
+	}
+}
+
+// TestErrorsNameTheCalledOp checks that operations built from others report
+// errors under the name the caller used, not the one they delegate to.
+func TestErrorsNameTheCalledOp(t *testing.T) {
+	missing := vram.Sim(99) // no such device
+	x := vram.Ones(vram.Shape{3, 4})
+	defer x.Release()
+	released := vram.Ones(vram.Shape{3, 4})
+	released.Release()
+	ints := vram.FromSlice([]int64{1, 2, 3}, nil)
+	defer ints.Release()
+	tests := []struct {
+		op   string
+		kind error
+		fn   func()
+	}{
+		{"select", vram.ErrIndex, func() { x.Select(0, 3) }},
+		{"select", vram.ErrIndex, func() { x.Select(1, -5) }},
+		{"select", vram.ErrReleased, func() { released.Select(0, 0) }},
+		{"ones", vram.ErrUnavailable, func() { vram.Ones(vram.Shape{2}, missing) }},
+		{"zeros", vram.ErrUnavailable, func() { vram.Zeros(vram.Shape{2}, missing) }},
+		{"scalar", vram.ErrUnavailable, func() { vram.Scalar(1, missing) }},
+		{"uniform", vram.ErrUnavailable, func() { vram.Uniform(vram.Shape{2}, 0, 1, missing) }},
+		{"full", vram.ErrUnavailable, func() { vram.Full(vram.Shape{2}, 1, missing) }},
+		{"full", vram.ErrDType, func() { vram.Full(vram.Shape{2}, 1, vram.Int64, vram.WithGrad()) }},
+		{"ones", vram.ErrDType, func() { vram.Ones(vram.Shape{2}, vram.Int64, vram.WithGrad()) }},
+		{"empty", vram.ErrDType, func() { vram.Empty(vram.Shape{2}, vram.Int64, vram.WithGrad()) }},
+		{"arange", vram.ErrDType, func() { vram.Arange(0, 3, 1, vram.Int64, vram.WithGrad()) }},
+		{"from slice", vram.ErrDType, func() { vram.FromSlice([]int64{1, 2}, nil, vram.WithGrad()) }},
+		{"move_to", vram.ErrUnavailable, func() {
+			p := vram.Ones(vram.Shape{2})
+			defer p.Release()
+			p.MoveTo(missing)
+		}},
+		{"new_zeros", vram.ErrShape, func() { x.NewZeros(-1) }},
+		{"new_ones", vram.ErrShape, func() { x.NewOnes(2, -1) }},
+		{"new_full", vram.ErrShape, func() { x.NewFull([]int{-1}, 2) }},
+		{"new_empty", vram.ErrShape, func() { x.NewEmpty(-1) }},
+		{"new_randn", vram.ErrDType, func() { ints.NewRandn(2) }},
+		{"new_tensor", vram.ErrShape, func() { x.NewTensor([]float32{1, 2, 3}, 2) }},
+		{"float", vram.ErrReleased, func() { released.Float() }},
+		{"half", vram.ErrReleased, func() { released.Half() }},
+		{"bfloat16", vram.ErrReleased, func() { released.BFloat16() }},
+		{"long", vram.ErrReleased, func() { released.Long() }},
+		{"sub", vram.ErrReleased, func() { released.SubScalar(1) }},
+		{"std", vram.ErrIndex, func() { x.Std([]int{5}, 1, false) }},
+		{"mt", vram.ErrShape, func() { ints.MT() }},
+		{"expand_as", vram.ErrShape, func() { x.ExpandAs(ints) }},
+		{"bmm", vram.ErrShape, func() {
+			a, b := vram.Ones(vram.Shape{1, 2, 3}), vram.Ones(vram.Shape{1, 4, 5})
+			defer a.Release()
+			defer b.Release()
+			a.BMM(b)
+		}},
+		{"stack", vram.ErrIndex, func() { vram.Stack([]*vram.Tensor{x, x}, 5) }},
+		{"embedding", vram.ErrIndex, func() {
+			w := vram.Ones(vram.Shape{2, 4})
+			defer w.Release()
+			vram.Embedding(ints, w)
+		}},
+		{"cross_entropy", vram.ErrIndex, func() {
+			targets := vram.FromSlice([]int64{0, 9, 1}, nil)
+			defer targets.Release()
+			vram.CrossEntropy(x, targets)
+		}},
+		{"cuda", vram.ErrUnavailable, func() { x.CUDA(99) }},
+		{"cpu", vram.ErrReleased, func() { released.CPU() }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.op, func(t *testing.T) {
+			err := vram.Catch(tc.fn)
+			var e *vram.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v (%T), want a *vram.Error", err, err)
+			}
+			if e.Op != tc.op || !errors.Is(err, tc.kind) {
+				t.Errorf("op %q, error %q; want op %q and kind %v", e.Op, err, tc.op, tc.kind)
+			}
+			if !strings.HasPrefix(err.Error(), "vram: "+tc.op+": ") {
+				t.Errorf("message %q does not start with %q", err, "vram: "+tc.op+": ")
+			}
+		})
+	}
+}
+
+// TestSimEnvironmentErrorReachesUser starts the test binary again with an
+// invalid sim environment (which the backend reads once per process): no
+// sim device may be listed, and using one must return the variable and its
+// error, not "there are 0 sim devices".
+func TestSimEnvironmentErrorReachesUser(t *testing.T) {
+	if os.Getenv("VRAM_TEST_SIM_ENV_CHILD") == "1" {
+		simEnvChild(t, os.Getenv("VRAM_TEST_WANT"))
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	tests := []struct{ env, want string }{
+		{"VRAM_SIM_DEVICES=lots", `VRAM_SIM_DEVICES="lots": `},
+		{"VRAM_SIM_DEVICES=1x", `VRAM_SIM_DEVICES="1x": `},
+		{"VRAM_SIM_SHAPE_ONLY=maybe", `VRAM_SIM_SHAPE_ONLY="maybe": not a boolean`},
+		{"VRAM_ALLOC_CONF=bogus", "VRAM_ALLOC_CONF: bogus"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.env, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestSimEnvironmentErrorReachesUser$", "-test.v")
+			cmd.Env = append(os.Environ(), "VRAM_TEST_SIM_ENV_CHILD=1", "VRAM_TEST_WANT="+tc.want, tc.env)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Errorf("%s: %v\n%s", tc.env, err, out)
+			}
+		})
+	}
+}
+
+func simEnvChild(t *testing.T, want string) {
+	if n := vram.SimDeviceCount(); n != 0 {
+		t.Errorf("SimDeviceCount = %d with an invalid environment, want 0", n)
+	}
+	if vram.Sim(0).Available() {
+		t.Error("sim:0 is available with an invalid environment")
+	}
+	err := vram.Sim(0).Check()
+	var se *sim.EnvError
+	var ce *memory.ConfigError
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.As(err, &se) && !errors.As(err, &ce) {
+		t.Errorf("Check: %v, want an error containing %q that errors.As reaches", err, want)
+	}
+	err = vram.Catch(func() { vram.Ones(vram.Shape{2}, vram.Sim(0)) })
+	var e *vram.Error
+	if !errors.As(err, &e) || e.Op != "ones" || !errors.Is(err, vram.ErrUnavailable) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Ones on sim:0: %v, want an ErrUnavailable error of op ones containing %q", err, want)
+	}
+	if strings.Contains(err.Error(), "there are 0") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("Ones on sim:0: %q", err)
+	}
+	t.Log(err)
+}
+
+// TestFailedFactoryLeavesNothing checks that a factory whose options are
+// refused (an integer tensor that requires grad) frees what it allocated.
+func TestFailedFactoryLeavesNothing(t *testing.T) {
+	before := vram.MemoryAllocated(vram.CPU)
+	for _, fn := range []func(){
+		func() { vram.Ones(vram.Shape{1024}, vram.Int64, vram.WithGrad()) },
+		func() { vram.FromSlice([]int64{1, 2}, nil, vram.WithGrad()) },
+		func() { vram.Arange(0, 8, 1, vram.Int32, vram.WithGrad()) },
+	} {
+		if err := vram.Catch(fn); !errors.Is(err, vram.ErrDType) {
+			t.Errorf("error %v, want ErrDType", err)
+		}
+	}
+	if after := vram.MemoryAllocated(vram.CPU); after != before {
+		t.Errorf("%d bytes allocated after the failed factories, %d before", after, before)
+	}
+}
