@@ -39,7 +39,7 @@ func ExampleTensor_To() {
 
 func ExampleTensor_NewOnes() {
 	ones := vram.Ones(vram.Shape{2}, vram.Float16)
-	newOnes := ones.NewOnes(3, 4) // same dtype and device as ones
+	newOnes := ones.NewOnes(vram.Shape{3, 4}) // same dtype and device as ones
 	fmt.Println(newOnes.Shape(), newOnes.DType(), newOnes.Device() == ones.Device())
 	// Output: [3, 4] float16 true
 }

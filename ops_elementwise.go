@@ -25,6 +25,59 @@ func sameDevice(op string, ts ...*Tensor) *devState {
 	return ds
 }
 
+// A 0-dimensional CPU tensor is read as a scalar by the elementwise
+// operations (binary ops, comparisons, Where, the in-place ops and CopyFrom),
+// as PyTorch reads it: x.Mul(vram.Scalar(2)) works for x on any device, the
+// scalar being copied to x's device first. Only 0-d CPU tensors are
+// special: a 0-d tensor on a GPU, or a CPU tensor of any other shape,
+// combined with a tensor of another device is a device mismatch.
+
+// isHostScalar reports whether t is a 0-dimensional CPU tensor.
+func isHostScalar(t *Tensor) bool {
+	return t != nil && len(t.shape) == 0 && t.ref.st.ds.dev.Kind == "cpu"
+}
+
+func noRelease() {}
+
+// hostScalars replaces each 0-d CPU operand *p by its copy on the device of
+// the first operand that is not one, when that device is not the CPU, and
+// returns a function that releases the copies (defer it). The copies are
+// made with To, so gradients flow back to the CPU tensor. Other operands
+// are left for sameDevice to check.
+func hostScalars(op string, ps ...**Tensor) func() {
+	for _, p := range ps {
+		if t := *p; t != nil && !isHostScalar(t) {
+			return hostScalarsOnto(op, t.ref.st.ds, ps...)
+		}
+	}
+	return noRelease
+}
+
+// hostScalarsOnto is hostScalars with the destination device given: the
+// device of the tensor that an in-place operation writes.
+func hostScalarsOnto(op string, dst *devState, ps ...**Tensor) func() {
+	if dst.dev.Kind == "cpu" {
+		return noRelease
+	}
+	var moved []*Tensor
+	for _, p := range ps {
+		if t := *p; isHostScalar(t) {
+			t.live(op)
+			m := t.To(dst.dev)
+			moved = append(moved, m)
+			*p = m
+		}
+	}
+	if moved == nil {
+		return noRelease
+	}
+	return func() {
+		for _, m := range moved {
+			m.Release()
+		}
+	}
+}
+
 // castIfNeeded returns t converted to dt (a new reference either way).
 func castIfNeeded(t *Tensor, dt DType) *Tensor {
 	if t.dtype == dt {
@@ -73,6 +126,7 @@ func (t *Tensor) fill(op string, v float64) {
 // binaryRaw computes op(a, b) with broadcasting and type promotion and
 // without recording.
 func binaryRaw(op string, k backend.BinaryOp, a, b *Tensor) *Tensor {
+	defer hostScalars(op, &a, &b)()
 	ds := sameDevice(op, a, b)
 	shape := broadcastShapes(op, a.shape, b.shape)
 	dt := promote(a.dtype, b.dtype)
@@ -130,9 +184,12 @@ func scalarRaw(op string, k backend.BinaryOp, a *Tensor, s float64, reversed boo
 }
 
 // Add returns a + b, broadcasting shapes and promoting dtypes. It panics
-// with a [*DeviceMismatchError] when a and b live on different devices and
-// with [ErrShape] when their shapes do not broadcast.
+// with a [*DeviceMismatchError] when a and b live on different devices,
+// unless one of them is a 0-dimensional CPU tensor, which is read as a
+// scalar on the other's device as in PyTorch; it panics with [ErrShape]
+// when their shapes do not broadcast.
 func (a *Tensor) Add(b *Tensor) *Tensor {
+	defer hostScalars("add", &a, &b)()
 	out := binaryRaw("add", backend.Add, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
@@ -153,6 +210,7 @@ func gradIf(need bool, f func() *Tensor) *Tensor {
 
 // Sub returns a - b (broadcasting; see [Tensor.Add]).
 func (a *Tensor) Sub(b *Tensor) *Tensor {
+	defer hostScalars("sub", &a, &b)()
 	out := binaryRaw("sub", backend.Sub, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
@@ -170,6 +228,7 @@ func (a *Tensor) Sub(b *Tensor) *Tensor {
 
 // Mul returns a * b elementwise (broadcasting; see [Tensor.Add]).
 func (a *Tensor) Mul(b *Tensor) *Tensor {
+	defer hostScalars("mul", &a, &b)()
 	out := binaryRaw("mul", backend.Mul, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
@@ -187,6 +246,7 @@ func (a *Tensor) Mul(b *Tensor) *Tensor {
 
 // Div returns a / b elementwise (true division; broadcasting).
 func (a *Tensor) Div(b *Tensor) *Tensor {
+	defer hostScalars("div", &a, &b)()
 	if !a.dtype.IsFloat() && !b.dtype.IsFloat() {
 		ac := a.Cast(Float32)
 		defer ac.Release()
@@ -210,6 +270,7 @@ func (a *Tensor) Div(b *Tensor) *Tensor {
 
 // Pow returns a ** b elementwise (broadcasting).
 func (a *Tensor) Pow(b *Tensor) *Tensor {
+	defer hostScalars("pow", &a, &b)()
 	out := binaryRaw("pow", backend.Pow, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
@@ -234,6 +295,7 @@ func (a *Tensor) Maximum(b *Tensor) *Tensor { return minmax("maximum", backend.M
 func (a *Tensor) Minimum(b *Tensor) *Tensor { return minmax("minimum", backend.Minimum, a, b) }
 
 func minmax(op string, k backend.BinaryOp, a, b *Tensor) *Tensor {
+	defer hostScalars(op, &a, &b)()
 	out := binaryRaw(op, k, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
@@ -359,7 +421,7 @@ func (a *Tensor) RDivScalar(s float64) *Tensor {
 func (a *Tensor) PowScalar(p float64) *Tensor {
 	return unary("pow", backend.PowScalar, a, p, saveX, func(x, _, g *Tensor) *Tensor {
 		if p == 0 {
-			return g.NewZeros(g.shape...)
+			return g.NewZeros(g.shape)
 		}
 		return g.Mul(x.PowScalar(p - 1)).MulScalar(p)
 	})
@@ -385,7 +447,7 @@ func (a *Tensor) Clamp(lo, hi float64) *Tensor {
 		sv := save(a)
 		record("clamp", out, []*Tensor{a}, sv, func(g *Tensor) []*Tensor {
 			in := sv[0].GeScalar(lo).LogicalAnd(sv[0].LeScalar(hi))
-			return []*Tensor{Where(in, g, g.NewZeros())}
+			return []*Tensor{Where(in, g, g.NewZeros(nil))}
 		})
 	}
 	return out
@@ -393,7 +455,10 @@ func (a *Tensor) Clamp(lo, hi float64) *Tensor {
 
 // Where returns a where cond is true and b elsewhere, broadcasting all three
 // (torch.where). cond must be bool; a and b are promoted to a common dtype.
+// All three are on one device, except 0-dimensional CPU tensors, which are
+// read as scalars (see [Tensor.Add]).
 func Where(cond, a, b *Tensor) *Tensor {
+	defer hostScalars("where", &cond, &a, &b)()
 	ds := sameDevice("where", cond, a, b)
 	if cond.dtype != Bool {
 		fail("where", ErrDType, "condition must be bool, got %s", cond.dtype)
@@ -410,7 +475,7 @@ func Where(cond, a, b *Tensor) *Tensor {
 		ra, rb := a.requiresGrad, b.requiresGrad
 		sv := save(cond)
 		record("where", out, []*Tensor{nil, a, b}, sv, func(g *Tensor) []*Tensor {
-			z := g.NewZeros()
+			z := g.NewZeros(nil)
 			return []*Tensor{nil,
 				gradIf(ra, func() *Tensor { return sumTo(Where(sv[0], g, z), as) }),
 				gradIf(rb, func() *Tensor { return sumTo(Where(sv[0], z, g), bs) }),
@@ -422,15 +487,22 @@ func Where(cond, a, b *Tensor) *Tensor {
 
 // In-place operations write into t's storage (PyTorch's add_, mul_, ...).
 // They are not recorded: they panic with [ErrAutograd] on a tensor that
-// requires grad unless called inside [NoGrad] (as optimizers do).
+// requires grad unless called inside [NoGrad] (as optimizers do), and on an
+// inference tensor outside [InferenceMode].
 
 func (t *Tensor) inPlaceCheck(op string) {
 	if t.requiresGrad && GradEnabled() {
 		fail(op, ErrAutograd, "a tensor that requires grad is being used in an in-place operation; wrap it in vram.NoGrad")
 	}
+	if t.inference && !InferenceModeEnabled() {
+		fail(op, ErrAutograd, "in-place update of an inference tensor (made inside vram.InferenceMode) outside it; "+
+			"do it inside InferenceMode, or update a Clone() made outside")
+	}
 }
 
 func (t *Tensor) binaryInPlace(op string, k backend.BinaryOp, b *Tensor) *Tensor {
+	t.live(op)
+	defer hostScalarsOnto(op, t.ds(), &b)()
 	sameDevice(op, t, b)
 	t.inPlaceCheck(op)
 	bc := castRaw(b, t.dtype)
@@ -444,7 +516,9 @@ func (t *Tensor) addInPlace(op string, g *Tensor) {
 	check(op, t.ds().bd.Binary(backend.Add, t.bv(), t.bv(), expandView(op, g, t.shape)))
 }
 
-// AddInPlace adds b (broadcast to t's shape) to t and returns t.
+// AddInPlace adds b (broadcast to t's shape) to t and returns t. As for
+// every in-place operation, b must be on t's device or be a 0-dimensional
+// CPU tensor (a scalar).
 func (t *Tensor) AddInPlace(b *Tensor) *Tensor { return t.binaryInPlace("add_", backend.Add, b) }
 
 // SubInPlace subtracts b from t and returns t.
@@ -458,6 +532,8 @@ func (t *Tensor) DivInPlace(b *Tensor) *Tensor { return t.binaryInPlace("div_", 
 
 // AddScaledInPlace adds alpha*b to t (PyTorch's add_(b, alpha=...)).
 func (t *Tensor) AddScaledInPlace(b *Tensor, alpha float64) *Tensor {
+	t.live("add_")
+	defer hostScalarsOnto("add_", t.ds(), &b)()
 	sameDevice("add_", t, b)
 	t.inPlaceCheck("add_")
 	s := scalarRaw("add_", backend.Mul, b, alpha, false)
@@ -487,9 +563,11 @@ func (t *Tensor) FillInPlace(v float64) *Tensor {
 }
 
 // CopyFrom copies src (broadcast to t's shape, converted to t's dtype) into
-// t and returns t (copy_). Both must be on the same device; use To first
-// otherwise.
+// t and returns t (copy_). Both must be on the same device (use To first
+// otherwise), except that a 0-dimensional CPU src is read as a scalar.
 func (t *Tensor) CopyFrom(src *Tensor) *Tensor {
+	t.live("copy_")
+	defer hostScalarsOnto("copy_", t.ds(), &src)()
 	sameDevice("copy_", t, src)
 	t.inPlaceCheck("copy_")
 	check("copy_", t.ds().bd.Copy(t.bv(), expandView("copy_", src, t.shape)))

@@ -81,7 +81,7 @@ func (t *Tensor) Gather(dim int, index *Tensor) *Tensor {
 		shape := slices.Clone(t.shape)
 		sv := save(index)
 		record("gather", out, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
-			z := g.NewZeros(shape...)
+			z := g.NewZeros(shape)
 			zv := z.bv()
 			zv.Shape = slices.Clone(sv[0].shape)
 			zv.Shape[a] = shape[a]

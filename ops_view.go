@@ -246,7 +246,7 @@ func (t *Tensor) Narrow(dim, start, length int) *Tensor {
 	if needsGrad(t) {
 		full := slices.Clone(t.shape)
 		record("narrow", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor {
-			z := g.NewZeros(full...)
+			z := g.NewZeros(full)
 			dst := z.view(g.shape, z.strides, z.offset+start*z.strides[a])
 			check("narrow", z.ds().bd.Copy(dst.bv(), g.bv()))
 			dst.Release()
@@ -286,7 +286,7 @@ func (t *Tensor) Slice(dim, start, end, step int) *Tensor {
 	if needsGrad(t) {
 		full := slices.Clone(t.shape)
 		record("slice", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor {
-			z := g.NewZeros(full...)
+			z := g.NewZeros(full)
 			zst := slices.Clone(z.strides)
 			zst[a] *= step
 			dst := z.view(g.shape, zst, z.offset+s*z.strides[a])

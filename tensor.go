@@ -49,6 +49,7 @@ type Tensor struct {
 	offset  int
 
 	requiresGrad bool
+	inference    bool // allocated inside InferenceMode, or a view of such a tensor
 	gradMu       sync.Mutex
 	grad         *Tensor
 
@@ -66,24 +67,33 @@ func newTensor(op string, ds *devState, dt DType, shape []int) *Tensor {
 	st := newStorage(op, ds, int64(n)*int64(dt.Size()))
 	t := &Tensor{dtype: dt, shape: slices.Clone(shape), strides: backend.ContiguousStrides(shape)}
 	attachRef(t, st, nil)
-	track(t)
+	g := current()
+	t.inference = g != nil && g.inference > 0
+	trackIn(g, t)
 	return t
 }
 
 // view returns a new tensor sharing t's storage with the given layout.
 func (t *Tensor) view(shape, strides []int, offset int) *Tensor {
 	t.ref.st.retain()
-	v := &Tensor{dtype: t.dtype, shape: shape, strides: strides, offset: offset}
+	v := &Tensor{dtype: t.dtype, shape: shape, strides: strides, offset: offset, inference: t.inference}
 	attachRef(v, t.ref.st, nil)
 	track(v)
 	return v
 }
 
 // share returns another reference to t with the same layout, for the
-// autograd graph; it is not tracked by Tidy.
+// autograd graph; it is not tracked by Tidy. It panics with ErrAutograd for
+// an inference tensor outside InferenceMode, which PyTorch does not let a
+// graph save either.
 func (t *Tensor) share() *Tensor {
+	if t.inference && !InferenceModeEnabled() {
+		fail("backward", ErrAutograd, "an inference tensor %v %s on %s cannot be saved for backward; "+
+			"it was made inside vram.InferenceMode: use Clone() of it outside InferenceMode, or make it inside NoGrad instead",
+			Shape(t.shape), t.dtype, t.Device())
+	}
 	t.ref.st.retain()
-	v := &Tensor{dtype: t.dtype, shape: t.shape, strides: t.strides, offset: t.offset}
+	v := &Tensor{dtype: t.dtype, shape: t.shape, strides: t.strides, offset: t.offset, inference: t.inference}
 	attachRef(v, t.ref.st, nil)
 	return v
 }
@@ -123,6 +133,10 @@ func (t *Tensor) Release() {
 	}
 }
 
+// IsInference reports whether t is an inference tensor: allocated inside
+// [InferenceMode], or a view of such a tensor (torch.Tensor.is_inference).
+func (t *Tensor) IsInference() bool { return t.inference }
+
 // Released reports whether [Tensor.Release] was called.
 func (t *Tensor) Released() bool { return t.ref.released.Load() }
 
@@ -131,6 +145,17 @@ func (t *Tensor) DType() DType { return t.dtype }
 
 // Device returns where the tensor lives.
 func (t *Tensor) Device() Device { return t.ref.st.ds.dev }
+
+// GetDevice returns the index of the GPU t lives on, or -1 for a tensor on
+// the CPU, like PyTorch's get_device(). A simulated GPU counts as a GPU:
+// a tensor on sim:1 gives 1. Device().Index is 0 on the CPU, since CPU is
+// the device "cpu" with index 0; use GetDevice where -1 is expected.
+func (t *Tensor) GetDevice() int {
+	if d := t.Device(); d.Kind != "cpu" {
+		return d.Index
+	}
+	return -1
+}
 
 // Shape returns a copy of the sizes of t's dimensions.
 func (t *Tensor) Shape() Shape { return slices.Clone(t.shape) }
