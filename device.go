@@ -118,9 +118,13 @@ func SetDevice(index int) error {
 		return &Error{Op: op, Kind: ErrArgument, Detail: fmt.Sprintf("negative CUDA device index %d", index)}
 	}
 	if n := DeviceCount(); index >= n {
-		detail := fmt.Sprintf("cuda:%d: there are %d CUDA devices, cuda:0 to cuda:%d", index, n, n-1)
-		if n == 0 {
-			detail = fmt.Sprintf("cuda:%d: there are no CUDA devices; check with vram.CUDAAvailable() and use vram.CPU when it is false", index)
+		detail := fmt.Sprintf("cuda:%d does not exist: the CUDA devices here are cuda:0 to cuda:%d", index, n-1)
+		switch n {
+		case 0:
+			detail = fmt.Sprintf("cuda:%d does not exist: this machine has no CUDA devices; "+
+				"check with vram.CUDAAvailable() and use vram.CPU when it is false", index)
+		case 1:
+			detail = fmt.Sprintf("cuda:%d does not exist: the only CUDA device here is cuda:0", index)
 		}
 		return &Error{Op: op, Kind: ErrUnavailable, Detail: detail}
 	}

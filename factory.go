@@ -218,6 +218,7 @@ func (t *Tensor) NewFull(shape Shape, value float64, opts ...Option) *Tensor {
 
 func (t *Tensor) newFull(op string, shape Shape, value float64, opts []Option) *Tensor {
 	o := resolveLike(op, t, opts)
+	shape = scalarIfNil(shape)
 	out := newTensor(op, mustDevice(op, o.device), o.dtype, shape)
 	out.fill(op, value)
 	return finish(out, o)
@@ -228,7 +229,16 @@ func (t *Tensor) newFull(op string, shape Shape, value float64, opts []Option) *
 func (t *Tensor) NewEmpty(shape Shape, opts ...Option) *Tensor {
 	const op = "new_empty"
 	o := resolveLike(op, t, opts)
-	return finish(newTensor(op, mustDevice(op, o.device), o.dtype, shape), o)
+	return finish(newTensor(op, mustDevice(op, o.device), o.dtype, scalarIfNil(shape)), o)
+}
+
+// scalarIfNil returns shape, or the 0-dimensional Shape{} for nil, so that
+// Shape() of the result is never nil.
+func scalarIfNil(shape Shape) Shape {
+	if shape == nil {
+		return Shape{}
+	}
+	return shape
 }
 
 // NewTensor returns a tensor holding data ([]float32, []float64, []int32,
@@ -264,5 +274,5 @@ func (t *Tensor) NewTensor(data any, shape Shape, opts ...Option) *Tensor {
 func (t *Tensor) NewRandn(shape Shape, opts ...Option) *Tensor {
 	const op = "new_randn"
 	o := resolveLike(op, t, opts)
-	return random(op, shape, true, likeOptions(o))
+	return random(op, scalarIfNil(shape), true, likeOptions(o))
 }

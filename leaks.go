@@ -70,15 +70,6 @@ func (s *leakSite) where() (site, op, stack string) {
 	return site, op, b.String()
 }
 
-// describe returns "a view [1, 1024] float32" and the like.
-func (s *leakSite) describe() string {
-	kind := "a tensor"
-	if s.view {
-		kind = "a view"
-	}
-	return fmt.Sprintf("%s %v %s", kind, Shape(s.shape), s.dtype)
-}
-
 // made returns "made by Narrow at main.go:12", or "made at main.go:12".
 func made(verb, op, site string) string {
 	if op == "" {
@@ -91,25 +82,34 @@ func made(verb, op, site string) string {
 // freed; last says whether it was the storage's last reference.
 func reportLeak(s *leakSite, st *storage, last bool) {
 	site, op, stack := s.where()
-	dev := st.ds.dev
-	if !s.view {
-		warnf(&site, "%s on %s was never released (%s); the garbage collector freed it. Stack:\n%s",
-			s.describe(), dev, made("made", op, site), stack)
-		return
+	// A view made by the same call that allocated its storage (Sum
+	// reshaping its result) is, for its user, just a tensor.
+	var osite, oop string
+	view := false
+	if o := st.origin; s.view && o != nil {
+		osite, oop, _ = o.where()
+		view = osite != site || oop != op
+	}
+	kind := "a tensor"
+	if view {
+		kind = "a view"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s on %s (%s) was never released", s.describe(), dev, made("made", op, site))
-	if last {
+	fmt.Fprintf(&b, "%s %v %s on %s (%s) was never released", kind, Shape(s.shape), s.dtype, st.ds.dev, made("made", op, site))
+	covers := int64(Shape(s.shape).NumElements()) * int64(s.dtype.Size())
+	switch {
+	case view && last && covers < st.bytes:
 		fmt.Fprintf(&b, " and was the last reference to its storage: it kept all %s of it allocated "+
-			"after every other tensor using it was released, until the garbage collector found it; "+
+			"after every other tensor using it had been released, until the garbage collector freed it; "+
 			"release views as well (or make them inside vram.Tidy)", units.Bytes(st.bytes))
-	} else {
-		fmt.Fprintf(&b, "; its storage of %s is still used by other tensors", units.Bytes(st.bytes))
+	case view && !last:
+		fmt.Fprintf(&b, "; the garbage collector freed it, while its storage of %s is still used by other tensors", units.Bytes(st.bytes))
+	default:
+		b.WriteString("; the garbage collector freed it")
 	}
-	if o := st.origin; o != nil {
-		osite, oop, _ := o.where()
+	if view {
 		fmt.Fprintf(&b, ". The storage was %s", made("allocated", oop, osite))
 	}
-	fmt.Fprintf(&b, ". Stack of the view:\n%s", stack)
+	fmt.Fprintf(&b, ". Stack where it was made:\n%s", stack)
 	warnf(&site, "%s", b.String())
 }

@@ -231,6 +231,12 @@ func (t *Tensor) MT() *Tensor { return t.Transpose(-2, -1) }
 // Narrow returns the view of length elements of dimension dim starting at
 // start (negative start counts from the end). It panics with [ErrIndex]
 // when the range falls outside the dimension.
+//
+// The view shares t's storage and keeps all of it allocated, however small
+// the view, until the view is released: b.Narrow(0, 0, 1).Sum().Item()
+// leaves an unreleased view that pins the whole of b until the garbage
+// collector runs. Release the view (or make it inside [Tidy]), and Clone it
+// to keep a small part of a large tensor without the rest.
 func (t *Tensor) Narrow(dim, start, length int) *Tensor {
 	t.live("narrow")
 	a := t.axis("narrow", dim)

@@ -32,7 +32,8 @@ func (s Shape) String() string {
 //
 // Each Tensor holds one reference to its storage. [Tensor.Release] drops it
 // (Python's del); the storage is freed when the tensor, its views and the
-// graph nodes that saved it have all let go. [Tidy] releases every tensor
+// graph nodes that saved it have all let go, so a forgotten view of a large
+// tensor keeps all of it allocated. [Tidy] releases every tensor
 // created inside it. A tensor that is never released is freed by the garbage
 // collector eventually and counted as leaked ([Storage]).
 //
@@ -119,6 +120,13 @@ func (t *Tensor) live(op string) {
 // Python's del. It is idempotent, and also releases the tensor's gradient.
 // Using the tensor afterwards panics with [ErrReleased]; views of it and the
 // graph keep the storage alive as long as they need it.
+//
+// A view keeps all of its storage, not just the part it shows: after
+// b.Release(), a view of b that was never released (such as the temporary
+// in b.Narrow(0, 0, 1).Sum().Item()) holds every byte of b until the
+// garbage collector finds it. Release views too, make them inside [Tidy],
+// or Clone the small part to keep; VRAM_DEBUG_LEAKS=1 reports each
+// forgotten view with the line that made it.
 func (t *Tensor) Release() {
 	if t == nil {
 		return

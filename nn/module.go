@@ -159,8 +159,11 @@ func (b *Base) NamedChildren() []NamedModule {
 // the name "" and then each sub-module in registration order before its own
 // sub-modules, under dotted names ("0", "0.fc", "1"), as PyTorch's
 // named_modules() does. A module registered more than once (shared) is
-// listed once, under its first name.
+// listed once, under its first name. A nil m gives nil.
 func NamedModules(m Module) []NamedModule {
+	if m == nil {
+		return nil
+	}
 	var out []NamedModule
 	seen := map[Module]bool{}
 	var walk func(prefix string, m Module)
