@@ -69,6 +69,9 @@ func needsGrad(ts ...*Tensor) bool {
 
 // save returns references to ts that the graph keeps for backward.
 func save(ts ...*Tensor) []*Tensor {
+	for _, t := range ts {
+		t.checkSavable() // before any reference is taken
+	}
 	out := make([]*Tensor, len(ts))
 	for i, t := range ts {
 		out[i] = t.share()

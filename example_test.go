@@ -208,6 +208,7 @@ func ExampleInferenceMode() {
 func ExampleTensor_GetDevice() {
 	x := vram.Ones(vram.Shape{2})
 	s := x.To(vram.Sim(1))
+	defer s.Release()
 	fmt.Println(x.GetDevice(), s.GetDevice()) // get_device(): -1 on the CPU
 	fmt.Println(x.Device().Index)             // the Device value itself: cpu is index 0
 	// Output:

@@ -372,6 +372,11 @@ func TestHostScalarOperands(t *testing.T) {
 	s := Scalar(2)
 	si := Scalar(3, Int64)
 	sb := Scalar(1, Bool)
+	defer func() {
+		for _, u := range []*Tensor{x, xi, yes, s, si, sb} {
+			u.Release()
+		}
+	}()
 	ops := []struct {
 		name string
 		fn   func(x, s *Tensor) *Tensor
@@ -409,18 +414,7 @@ func TestHostScalarOperands(t *testing.T) {
 	}
 	for _, op := range ops {
 		t.Run(op.name, func(t *testing.T) {
-			onDev := op.s.To(sim) // the same scalar on x's device: the meaning
-			defer onDev.Release()
-			want := op.fn(op.x, onDev)
-			defer want.Release()
-			got := op.fn(op.x, op.s)
-			defer got.Release()
-			if got.Device() != sim || got.DType() != want.DType() || !reflect.DeepEqual(got.Shape(), want.Shape()) {
-				t.Fatalf("got %v %s on %s, want %v %s on %s", got.Shape(), got.DType(), got.Device(), want.Shape(), want.DType(), sim)
-			}
-			if !slices.Equal(got.Float64s(), want.Float64s()) {
-				t.Fatalf("values %v, want %v", got.Float64s(), want.Float64s())
-			}
+			Tidy(func() { checkHostScalarOp(t, sim, op.fn, op.x, op.s) })
 		})
 	}
 
@@ -441,20 +435,31 @@ func TestHostScalarOperands(t *testing.T) {
 	for _, m := range mismatches {
 		t.Run("mismatch/"+m.name, func(t *testing.T) {
 			var dm *DeviceMismatchError
-			if err := Catch(m.fn); !errors.As(err, &dm) {
+			if err := Catch(func() { Tidy(m.fn) }); !errors.As(err, &dm) {
 				t.Fatalf("got %v, want a DeviceMismatchError", err)
 			}
 		})
-	}
-	if err := Catch(func() { x.Add(s) }); err != nil {
-		t.Fatal(err)
 	}
 
 	// A released scalar is reported as released, under the op's name.
 	gone := Scalar(1)
 	gone.Release()
-	if err := Catch(func() { x.Add(gone) }); !errors.Is(err, ErrReleased) || !strings.Contains(err.Error(), "add") {
+	if err := Catch(func() { Tidy(func() { x.Add(gone) }) }); !errors.Is(err, ErrReleased) || !strings.Contains(err.Error(), "add") {
 		t.Fatalf("got %v, want ErrReleased from add", err)
+	}
+}
+
+// checkHostScalarOp checks that fn(x, s) for a 0-d CPU s gives what it
+// gives for s on x's device.
+func checkHostScalarOp(t *testing.T, dev Device, fn func(x, s *Tensor) *Tensor, x, s *Tensor) {
+	t.Helper()
+	want := fn(x, s.To(dev)) // the same scalar on x's device: the meaning
+	got := fn(x, s)
+	if got.Device() != dev || got.DType() != want.DType() || !reflect.DeepEqual(got.Shape(), want.Shape()) {
+		t.Fatalf("got %v %s on %s, want %v %s on %s", got.Shape(), got.DType(), got.Device(), want.Shape(), want.DType(), dev)
+	}
+	if !slices.Equal(got.Float64s(), want.Float64s()) {
+		t.Fatalf("values %v, want %v", got.Float64s(), want.Float64s())
 	}
 }
 

@@ -88,11 +88,7 @@ func (t *Tensor) view(shape, strides []int, offset int) *Tensor {
 // an inference tensor outside InferenceMode, which PyTorch does not let a
 // graph save either.
 func (t *Tensor) share() *Tensor {
-	if t.inference && !InferenceModeEnabled() {
-		fail("backward", ErrAutograd, "an inference tensor %v %s on %s cannot be saved for backward; "+
-			"it was made inside vram.InferenceMode: use Clone() of it outside InferenceMode, or make it inside NoGrad instead",
-			Shape(t.shape), t.dtype, t.Device())
-	}
+	t.checkSavable()
 	t.ref.st.retain()
 	v := &Tensor{dtype: t.dtype, shape: t.shape, strides: t.strides, offset: t.offset, inference: t.inference}
 	attachRef(v, t.ref.st, nil)
@@ -138,6 +134,16 @@ func (t *Tensor) Release() {
 	t.gradMu.Unlock()
 	if g != nil {
 		g.Release()
+	}
+}
+
+// checkSavable panics with ErrAutograd if t is an inference tensor and the
+// goroutine is outside InferenceMode.
+func (t *Tensor) checkSavable() {
+	if t.inference && !InferenceModeEnabled() {
+		fail("save for backward", ErrAutograd, "an inference tensor %v %s on %s cannot be saved for backward; "+
+			"it was made inside vram.InferenceMode: use Clone() of it outside InferenceMode, or make it inside NoGrad instead",
+			Shape(t.shape), t.dtype, t.Device())
 	}
 }
 
