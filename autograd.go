@@ -91,6 +91,9 @@ func needsGrad(ts ...*Tensor) bool {
 
 // save returns references to ts that the graph keeps for backward.
 func save(ts ...*Tensor) []*Tensor {
+	for _, t := range ts {
+		t.checkSavable() // before any reference is taken
+	}
 	out := make([]*Tensor, len(ts))
 	for i, t := range ts {
 		out[i] = t.share()
@@ -163,7 +166,8 @@ func (t *Tensor) RequiresGrad() bool {
 
 // SetRequiresGrad marks a leaf tensor as requiring grad (or not) and returns
 // t. It panics with [ErrAutograd] on a tensor computed from others (use
-// [Tensor.Detach] first) and with [ErrDType] for non-float tensors.
+// [Tensor.Detach] first) or on an inference tensor outside [InferenceMode],
+// and with [ErrDType] for non-float tensors.
 func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
 	t.live("requires_grad")
 	if t.ref.node != nil {
@@ -171,6 +175,10 @@ func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
 	}
 	if on && !t.dtype.IsFloat() {
 		fail("requires_grad", ErrDType, "only floating-point tensors can require grad, got %s", t.dtype)
+	}
+	if on && t.inference && !InferenceModeEnabled() {
+		fail("requires_grad", ErrAutograd, "an inference tensor (made inside vram.InferenceMode) cannot require grad outside it; "+
+			"use Clone() of it outside InferenceMode")
 	}
 	t.requiresGrad = on
 	return t
@@ -297,7 +305,7 @@ func backward(t *Tensor, o backwardOptions) {
 			if t.NumElements() != 1 {
 				fail("backward", ErrShape, "grad can be implicitly created only for one-element outputs, got shape %v; pass vram.Gradient(g)", Shape(t.shape))
 			}
-			seed = t.NewOnes(t.shape...)
+			seed = t.NewOnes(t.shape)
 		}
 		Keep(seed)
 		if t.ref.node == nil {

@@ -435,7 +435,7 @@ var raceOps = []func(d Device, a, w *Tensor){
 			c.AddInPlace(a).MulScalarInPlace(2).AddScaledInPlace(a, 0.5).CopyFrom(a).FillInPlace(1)
 		})
 	},
-	func(d Device, a, w *Tensor) { _ = a.NewZeros(2).Add(a.Flatten(0, -1).Narrow(0, 0, 2)).Float64s() },
+	func(d Device, a, w *Tensor) { _ = a.NewZeros(Shape{2}).Add(a.Flatten(0, -1).Narrow(0, 0, 2)).Float64s() },
 }
 
 // raceOp runs raceOps[k] on a (or, for a weight-shaped a, its first four
@@ -697,7 +697,7 @@ func TestGradientsOfReleasedTensors(t *testing.T) {
 			}
 		}},
 		{"released tensor as a gradient", func(t *testing.T, w *Tensor, _ func() *Tensor) {
-			g := w.NewOnes(4)
+			g := w.NewOnes(Shape{4})
 			g.Release()
 			if err := Catch(func() { w.SetGrad(g) }); !errors.Is(err, ErrReleased) {
 				t.Fatalf("SetGrad of a released tensor: %v", err)

@@ -108,14 +108,25 @@ var (
 // SetDevice sets the current CUDA device, the one [CUDA] returns when called
 // without an index (torch.cuda.set_device). It is process-wide: code that
 // drives several GPUs from several goroutines passes explicit devices
-// instead. It returns an error if index is negative or, when CUDA is
-// available, not below [DeviceCount].
+// instead. It returns an [*Error] of kind [ErrArgument] for a negative index
+// and of kind [ErrUnavailable] when there is no CUDA device with that index
+// (also on a machine without CUDA, where only vram.CPU and sim devices can
+// be used), and then leaves the current device as it was.
 func SetDevice(index int) error {
+	const op = "set device"
 	if index < 0 {
-		return fmt.Errorf("vram: SetDevice(%d): negative index", index)
+		return &Error{Op: op, Kind: ErrArgument, Detail: fmt.Sprintf("negative CUDA device index %d", index)}
 	}
-	if n := DeviceCount(); n > 0 && index >= n {
-		return fmt.Errorf("vram: SetDevice(%d): only %d CUDA devices", index, n)
+	if n := DeviceCount(); index >= n {
+		detail := fmt.Sprintf("cuda:%d does not exist: the CUDA devices here are cuda:0 to cuda:%d", index, n-1)
+		switch n {
+		case 0:
+			detail = fmt.Sprintf("cuda:%d does not exist: this machine has no CUDA devices; "+
+				"check with vram.CUDAAvailable() and use vram.CPU when it is false", index)
+		case 1:
+			detail = fmt.Sprintf("cuda:%d does not exist: the only CUDA device here is cuda:0", index)
+		}
+		return &Error{Op: op, Kind: ErrUnavailable, Detail: detail}
 	}
 	currentCUDA.Store(int32(index))
 	return nil

@@ -17,11 +17,16 @@
 // Factories ([Zeros], [Ones], [Full], [Empty], [Arange], [Rand], [Randn],
 // [FromSlice]) take a [Shape] and [Option]s: a [Device], a [DType],
 // [WithGrad], [WithGenerator]. Without a device option they use
-// [DefaultDevice]. Methods named New... ([Tensor.NewZeros], ...) create
-// tensors with the receiver's dtype and device. [Tensor.To], [Tensor.CUDA]
-// and [Tensor.CPU] move data between devices and are differentiable.
+// [DefaultDevice]. Methods named New... ([Tensor.NewZeros], ...) take a
+// Shape too and default to the receiver's dtype and device; the ...Like
+// factories ([ZerosLike], [OnesLike], [FullLike], [EmptyLike], [RandLike],
+// [RandnLike]) also take its shape. [Tensor.To], [Tensor.CUDA] and
+// [Tensor.CPU] move data between devices and are differentiable.
 // Operations on tensors of two different devices panic with a
-// [*DeviceMismatchError] that names both and the fix.
+// [*DeviceMismatchError] that names both and the fix, except that the
+// elementwise operations read a 0-dimensional CPU tensor as a scalar on any
+// device, as PyTorch does. [Tensor.GetDevice] is PyTorch's get_device: -1
+// on the CPU.
 //
 // # Errors
 //
@@ -42,14 +47,17 @@
 // Go's garbage collector does not see device memory, so vram does not wait
 // for it. Every tensor holds one reference to a reference-counted storage;
 // views ([Tensor.Reshape], [Tensor.Transpose], [Tensor.Narrow], ...) and the
-// autograd graph hold references too. [Tensor.Release] drops the tensor's
+// autograd graph hold references too, and a view keeps all of its storage
+// allocated, not only what it shows: a forgotten temporary view, as in
+// b.Narrow(0, 0, 1).Sum().Item(), pins the whole of b. [Tensor.Release] drops the tensor's
 // own reference, like Python's del; it is idempotent. Backward releases the
 // tensors the graph saved. [Tidy] releases every tensor created inside it on
 // the calling goroutine, except those passed to [Keep]: wrapping each
 // training step in Tidy gives a flat memory profile without any call to
 // runtime.GC. A tensor that is never released is freed by a cleanup when the
 // garbage collector finds it, and counted in [Storage] as leaked; set
-// VRAM_DEBUG_LEAKS=1 to be told where such tensors were created.
+// VRAM_DEBUG_LEAKS=1 to be told where such tensors were created and, for a
+// view, where its storage was allocated and how much of it the view kept.
 //
 // [MemoryAllocated] and [MaxMemoryAllocated] report vram's own accounting of
 // live storage per device.
@@ -64,11 +72,15 @@
 // read after it is freed and never freed twice, and a use that starts after
 // the release panics with [ErrReleased]. Settings come in two scopes:
 //
-//   - Goroutine-scoped: [NoGrad] and [Tidy] affect only the goroutine that
+//   - Goroutine-scoped: [NoGrad], [EnableGrad], [SetGradEnabled],
+//     [InferenceMode], [Tidy] and [Region] affect only the goroutine that
 //     calls them, never another one (a data-parallel worker's NoGrad must not
 //     stop gradients elsewhere), and goroutines started inside do not
-//     inherit them. They cost one atomic load per operation while no
-//     goroutine uses them, and a short lookup while some do.
+//     inherit them. Each takes a function and applies while it runs, then
+//     restores what was there before: Go reuses a finished goroutine's
+//     identity, so a setting that outlived its call could reach an unrelated
+//     goroutine. They cost one atomic load per operation while no goroutine
+//     uses them, and a short lookup while some do.
 //   - Process-wide: [SetDevice] (the CUDA device that [CUDA] with no index
 //     means) and [SetDefaultDevice] (where factories put tensors). They are
 //     read atomically and meant to be set once at start-up; code that runs

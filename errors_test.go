@@ -179,12 +179,12 @@ func TestErrorsNameTheCalledOp(t *testing.T) {
 			defer p.Release()
 			p.MoveTo(missing)
 		}},
-		{"new_zeros", vram.ErrShape, func() { x.NewZeros(-1) }},
-		{"new_ones", vram.ErrShape, func() { x.NewOnes(2, -1) }},
-		{"new_full", vram.ErrShape, func() { x.NewFull([]int{-1}, 2) }},
-		{"new_empty", vram.ErrShape, func() { x.NewEmpty(-1) }},
-		{"new_randn", vram.ErrDType, func() { ints.NewRandn(2) }},
-		{"new_tensor", vram.ErrShape, func() { x.NewTensor([]float32{1, 2, 3}, 2) }},
+		{"new_zeros", vram.ErrShape, func() { x.NewZeros(vram.Shape{-1}) }},
+		{"new_ones", vram.ErrShape, func() { x.NewOnes(vram.Shape{2, -1}) }},
+		{"new_full", vram.ErrShape, func() { x.NewFull(vram.Shape{-1}, 2) }},
+		{"new_empty", vram.ErrShape, func() { x.NewEmpty(vram.Shape{-1}) }},
+		{"new_randn", vram.ErrDType, func() { ints.NewRandn(vram.Shape{2}) }},
+		{"new_tensor", vram.ErrShape, func() { x.NewTensor([]float32{1, 2, 3}, vram.Shape{2}) }},
 		{"float", vram.ErrReleased, func() { released.Float() }},
 		{"half", vram.ErrReleased, func() { released.Half() }},
 		{"bfloat16", vram.ErrReleased, func() { released.BFloat16() }},

@@ -3,6 +3,7 @@ package vram_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/vramgo/vram"
 )
@@ -39,7 +40,7 @@ func ExampleTensor_To() {
 
 func ExampleTensor_NewOnes() {
 	ones := vram.Ones(vram.Shape{2}, vram.Float16)
-	newOnes := ones.NewOnes(3, 4) // same dtype and device as ones
+	newOnes := ones.NewOnes(vram.Shape{3, 4}) // same dtype and device as ones
 	fmt.Println(newOnes.Shape(), newOnes.DType(), newOnes.Device() == ones.Device())
 	// Output: [3, 4] float16 true
 }
@@ -134,4 +135,118 @@ func ExampleBiasAct() {
 	bias := vram.FromSlice([]float32{1, -1, 0}, nil)
 	fmt.Println(vram.BiasAct(x, bias, vram.ActReLU).Float32s()) // relu(x + bias), bias on every row
 	// Output: [0 0 1 3 2 4]
+}
+
+func ExampleZerosLike() {
+	x := vram.Ones(vram.Shape{2, 3}, vram.Float64)
+	z := vram.ZerosLike(x)               // x's shape, dtype and device
+	h := vram.FullLike(x, 7, vram.Int32) // options override the dtype or device
+	fmt.Println(z.Shape(), z.DType(), z.Device())
+	fmt.Println(h)
+	// Output:
+	// [2, 3] float64 cpu
+	// Tensor([[7, 7, 7], [7, 7, 7]], shape=[2, 3], dtype=int32, device=cpu)
+}
+
+func ExampleRandnLike() {
+	x := vram.Zeros(vram.Shape{2}, vram.Float64)
+	a := vram.RandnLike(x, vram.WithGenerator(vram.NewGenerator(42)))
+	b := vram.Randn(vram.Shape{2}, vram.Float64, vram.WithGenerator(vram.NewGenerator(42)))
+	fmt.Println(a.DType(), slices.Equal(a.Float64s(), b.Float64s()))
+	// Output: float64 true
+}
+
+func ExampleEnableGrad() {
+	w := vram.Ones(vram.Shape{2}, vram.WithGrad())
+	vram.NoGrad(func() {
+		fmt.Println(vram.GradEnabled(), w.MulScalar(2).RequiresGrad())
+		vram.EnableGrad(func() { // a graph again, inside NoGrad
+			fmt.Println(vram.GradEnabled(), w.MulScalar(2).RequiresGrad())
+		})
+		fmt.Println(vram.GradEnabled()) // NoGrad applies again
+	})
+	// Output:
+	// false false
+	// true true
+	// false
+}
+
+func ExampleSetGradEnabled() {
+	w := vram.Ones(vram.Shape{2}, vram.WithGrad())
+	for _, phase := range []string{"train", "eval"} {
+		// with torch.set_grad_enabled(phase == "train"):
+		vram.SetGradEnabled(phase == "train", func() {
+			loss := w.MulScalar(3).Sum()
+			fmt.Println(phase, loss.RequiresGrad())
+		})
+	}
+	// Output:
+	// train true
+	// eval false
+}
+
+func ExampleInferenceMode() {
+	w := vram.Ones(vram.Shape{2}, vram.WithGrad())
+	var y *vram.Tensor
+	vram.InferenceMode(func() {
+		vram.EnableGrad(func() { // does not turn recording back on
+			y = w.MulScalar(2)
+		})
+	})
+	fmt.Println(y.RequiresGrad(), y.IsInference())
+	// Outside inference mode, an inference tensor cannot be saved for
+	// backward; a clone made outside can.
+	err := vram.Catch(func() { w.Mul(y) })
+	fmt.Println(errors.Is(err, vram.ErrAutograd))
+	fmt.Println(w.Mul(y.Clone()).RequiresGrad())
+	// Output:
+	// false true
+	// true
+	// true
+}
+
+func ExampleTensor_GetDevice() {
+	x := vram.Ones(vram.Shape{2})
+	s := x.To(vram.Sim(1))
+	defer s.Release()
+	fmt.Println(x.GetDevice(), s.GetDevice()) // get_device(): -1 on the CPU
+	fmt.Println(x.Device().Index)             // the Device value itself: cpu is index 0
+	// Output:
+	// -1 1
+	// 0
+}
+
+func ExampleSetDevice() {
+	err := vram.SetDevice(vram.DeviceCount()) // one past the last GPU
+	fmt.Println(errors.Is(err, vram.ErrUnavailable), vram.CurrentDevice())
+	// Output: true 0
+}
+
+func ExampleTensor_Add_cpuScalar() {
+	x := vram.FromSlice([]float32{1, 2, 3}, nil, vram.Sim(0)) // a simulated GPU
+	two := vram.Scalar(2)                                     // a 0-d tensor on the CPU
+	y := x.Mul(two).Add(vram.Scalar(1))                       // read as scalars, as in PyTorch
+	fmt.Println(y.Device(), y.Float64s())
+	err := vram.Catch(func() { x.Add(vram.Ones(vram.Shape{3})) }) // not 0-d: a mismatch
+	fmt.Println(errors.Is(err, vram.ErrDevice))
+	// Output:
+	// sim:0 [3 5 7]
+	// true
+}
+
+func ExampleTensor_Narrow() {
+	dev := vram.Sim(1)
+	live := func() int64 { return vram.Storage(dev).LiveBytes } // exact bytes of live tensor storage
+	before := live()
+	b := vram.Zeros(vram.Shape{1 << 20}, dev) // 4 MiB
+	first := b.Narrow(0, 0, 1)                // a view: it shares b's storage
+	b.Release()
+	fmt.Println(live()-before, "bytes kept by a 1-element view")
+	kept := first.Clone() // a copy of the part to keep, in its own storage
+	first.Release()
+	fmt.Println(live()-before, "bytes kept by a clone")
+	kept.Release()
+	// Output:
+	// 4194304 bytes kept by a 1-element view
+	// 4 bytes kept by a clone
 }

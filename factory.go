@@ -213,63 +213,88 @@ func Uniform(shape Shape, lo, hi float64, opts ...Option) *Tensor {
 	return finish(out, o)
 }
 
-// NewZeros returns zeros with t's dtype and device (new_zeros).
-func (t *Tensor) NewZeros(shape ...int) *Tensor {
-	defer asOp("new_zeros")
-	return t.NewFull(shape, 0)
+// The New... methods (PyTorch's new_zeros, new_ones, ...) take a [Shape]
+// and options like the factories, and default to the receiver's dtype and
+// device instead of Float32 and [DefaultDevice]: x.NewZeros(vram.Shape{3, 4})
+// matches x, x.NewZeros(vram.Shape{3, 4}, vram.Float64) changes the dtype. A
+// nil or empty shape makes a 0-dimensional tensor. They panic with
+// [ErrReleased] for a released receiver.
+
+// NewZeros returns zeros of the given shape with t's dtype and device
+// (new_zeros).
+func (t *Tensor) NewZeros(shape Shape, opts ...Option) *Tensor {
+	return t.newFull("new_zeros", shape, 0, opts)
 }
 
-// NewOnes returns ones with t's dtype and device (new_ones).
-func (t *Tensor) NewOnes(shape ...int) *Tensor {
-	defer asOp("new_ones")
-	return t.NewFull(shape, 1)
+// NewOnes returns ones of the given shape with t's dtype and device
+// (new_ones).
+func (t *Tensor) NewOnes(shape Shape, opts ...Option) *Tensor {
+	return t.newFull("new_ones", shape, 1, opts)
 }
 
-// NewFull returns a tensor filled with value, with t's dtype and device.
-func (t *Tensor) NewFull(shape []int, value float64) *Tensor {
-	defer asOp("new_full")
-	t.live("new_full")
-	return Full(shape, value, t.Device(), t.dtype)
+// NewFull returns a tensor of the given shape filled with value, with t's
+// dtype and device (new_full).
+func (t *Tensor) NewFull(shape Shape, value float64, opts ...Option) *Tensor {
+	return t.newFull("new_full", shape, value, opts)
 }
 
-// NewEmpty returns an uninitialized tensor with t's dtype and device.
-func (t *Tensor) NewEmpty(shape ...int) *Tensor {
-	defer asOp("new_empty")
-	t.live("new_empty")
-	return Empty(shape, t.Device(), t.dtype)
+func (t *Tensor) newFull(op string, shape Shape, value float64, opts []Option) *Tensor {
+	o := resolveLike(op, t, opts)
+	shape = scalarIfNil(shape)
+	out := newTensor(op, mustDevice(op, o.device), o.dtype, shape)
+	out.fill(op, value)
+	return finish(out, o)
+}
+
+// NewEmpty returns an uninitialized tensor of the given shape with t's dtype
+// and device (new_empty).
+func (t *Tensor) NewEmpty(shape Shape, opts ...Option) *Tensor {
+	const op = "new_empty"
+	o := resolveLike(op, t, opts)
+	return finish(newTensor(op, mustDevice(op, o.device), o.dtype, scalarIfNil(shape)), o)
+}
+
+// scalarIfNil returns shape, or the 0-dimensional Shape{} for nil, so that
+// Shape() of the result is never nil.
+func scalarIfNil(shape Shape) Shape {
+	if shape == nil {
+		return Shape{}
+	}
+	return shape
 }
 
 // NewTensor returns a tensor holding data ([]float32, []float64, []int32,
-// []int64, []int or []bool) converted to t's dtype, on t's device. A nil
-// shape makes it 1-D. It panics with [ErrArgument] for other data types.
-func (t *Tensor) NewTensor(data any, shape ...int) *Tensor {
-	defer asOp("new_tensor")
-	t.live("new_tensor")
-	var s Shape
-	if len(shape) > 0 {
-		s = shape
-	}
-	opts := []Option{t.Device(), t.dtype}
+// []int64, []int or []bool) converted to t's dtype, on t's device
+// (new_tensor), with the given shape like [FromSlice]: a nil shape makes it
+// 1-D. Options override the dtype and device. It panics with [ErrArgument]
+// for other data types and with [ErrShape] when the shape does not hold
+// len(data) elements.
+func (t *Tensor) NewTensor(data any, shape Shape, opts ...Option) *Tensor {
+	const op = "new_tensor"
+	o := resolveLike(op, t, opts)
+	opts = likeOptions(o)
 	switch d := data.(type) {
 	case []float32:
-		return FromSlice(d, s, opts...)
+		return FromSlice(d, shape, opts...)
 	case []float64:
-		return FromSlice(d, s, opts...)
+		return FromSlice(d, shape, opts...)
 	case []int32:
-		return FromSlice(d, s, opts...)
+		return FromSlice(d, shape, opts...)
 	case []int64:
-		return FromSlice(d, s, opts...)
+		return FromSlice(d, shape, opts...)
 	case []int:
-		return FromSlice(d, s, opts...)
+		return FromSlice(d, shape, opts...)
 	case []bool:
-		return FromSlice(d, s, opts...)
+		return FromSlice(d, shape, opts...)
 	}
 	panic(&Error{Op: "new_tensor", Kind: ErrArgument, Detail: fmt.Sprintf("unsupported data type %T", data)})
 }
 
-// NewRandn returns standard normal values with t's dtype and device.
-func (t *Tensor) NewRandn(shape ...int) *Tensor {
-	defer asOp("new_randn")
-	t.live("new_randn")
-	return Randn(shape, t.Device(), t.dtype)
+// NewRandn returns standard normal values of the given shape with t's
+// dtype and device. Options override them and may pass a [WithGenerator];
+// it panics with [ErrDType] when the dtype is not a float.
+func (t *Tensor) NewRandn(shape Shape, opts ...Option) *Tensor {
+	const op = "new_randn"
+	o := resolveLike(op, t, opts)
+	return random(op, scalarIfNil(shape), true, likeOptions(o))
 }

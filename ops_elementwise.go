@@ -29,6 +29,59 @@ func sameDevice(op string, ts ...*Tensor) (*devState, pins) {
 	return ds, p
 }
 
+// A 0-dimensional CPU tensor is read as a scalar by the elementwise
+// operations (binary ops, comparisons, Where, the in-place ops and CopyFrom),
+// as PyTorch reads it: x.Mul(vram.Scalar(2)) works for x on any device, the
+// scalar being copied to x's device first. Only 0-d CPU tensors are
+// special: a 0-d tensor on a GPU, or a CPU tensor of any other shape,
+// combined with a tensor of another device is a device mismatch.
+
+// isHostScalar reports whether t is a 0-dimensional CPU tensor.
+func isHostScalar(t *Tensor) bool {
+	return t != nil && len(t.shape) == 0 && t.ref.st.ds.dev.Kind == "cpu"
+}
+
+func noRelease() {}
+
+// hostScalars replaces each 0-d CPU operand *p by its copy on the device of
+// the first operand that is not one, when that device is not the CPU, and
+// returns a function that releases the copies (defer it). The copies are
+// made with To, so gradients flow back to the CPU tensor. Other operands
+// are left for sameDevice to check.
+func hostScalars(op string, ps ...**Tensor) func() {
+	for _, p := range ps {
+		if t := *p; t != nil && !isHostScalar(t) {
+			return hostScalarsOnto(op, t.ref.st.ds, ps...)
+		}
+	}
+	return noRelease
+}
+
+// hostScalarsOnto is hostScalars with the destination device given: the
+// device of the tensor that an in-place operation writes.
+func hostScalarsOnto(op string, dst *devState, ps ...**Tensor) func() {
+	if dst.dev.Kind == "cpu" {
+		return noRelease
+	}
+	var moved []*Tensor
+	for _, p := range ps {
+		if t := *p; isHostScalar(t) {
+			t.live(op)
+			m := t.To(dst.dev)
+			moved = append(moved, m)
+			*p = m
+		}
+	}
+	if moved == nil {
+		return noRelease
+	}
+	return func() {
+		for _, m := range moved {
+			m.Release()
+		}
+	}
+}
+
 // castIfNeeded returns t converted to dt (a new reference either way).
 func castIfNeeded(t *Tensor, dt DType) *Tensor {
 	if t.dtype == dt {
@@ -89,6 +142,7 @@ func (t *Tensor) fill(op string, v float64) {
 // binaryRaw computes op(a, b) with broadcasting and type promotion and
 // without recording.
 func binaryRaw(op string, k backend.BinaryOp, a, b *Tensor) *Tensor {
+	defer hostScalars(op, &a, &b)()
 	ds, held := sameDevice(op, a, b)
 	defer held.unpin()
 	shape := broadcastShapes(op, a.shape, b.shape)
@@ -148,9 +202,12 @@ func scalarRaw(op string, k backend.BinaryOp, a *Tensor, s float64, reversed boo
 }
 
 // Add returns a + b, broadcasting shapes and promoting dtypes. It panics
-// with a [*DeviceMismatchError] when a and b live on different devices and
-// with [ErrShape] when their shapes do not broadcast.
+// with a [*DeviceMismatchError] when a and b live on different devices,
+// unless one of them is a 0-dimensional CPU tensor, which is read as a
+// scalar on the other's device as in PyTorch; it panics with [ErrShape]
+// when their shapes do not broadcast.
 func (a *Tensor) Add(b *Tensor) *Tensor {
+	defer hostScalars("add", &a, &b)()
 	defer pin("add", a, b).unpin()
 	out := binaryRaw("add", backend.Add, a, b)
 	if needsGrad(a, b) {
@@ -172,6 +229,7 @@ func gradIf(need bool, f func() *Tensor) *Tensor {
 
 // Sub returns a - b (broadcasting; see [Tensor.Add]).
 func (a *Tensor) Sub(b *Tensor) *Tensor {
+	defer hostScalars("sub", &a, &b)()
 	defer pin("sub", a, b).unpin()
 	out := binaryRaw("sub", backend.Sub, a, b)
 	if needsGrad(a, b) {
@@ -190,6 +248,7 @@ func (a *Tensor) Sub(b *Tensor) *Tensor {
 
 // Mul returns a * b elementwise (broadcasting; see [Tensor.Add]).
 func (a *Tensor) Mul(b *Tensor) *Tensor {
+	defer hostScalars("mul", &a, &b)()
 	defer pin("mul", a, b).unpin()
 	out := binaryRaw("mul", backend.Mul, a, b)
 	if needsGrad(a, b) {
@@ -208,6 +267,7 @@ func (a *Tensor) Mul(b *Tensor) *Tensor {
 
 // Div returns a / b elementwise (true division; broadcasting).
 func (a *Tensor) Div(b *Tensor) *Tensor {
+	defer hostScalars("div", &a, &b)()
 	defer pin("div", a, b).unpin()
 	if !a.dtype.IsFloat() && !b.dtype.IsFloat() {
 		defer asOp("div")
@@ -233,6 +293,7 @@ func (a *Tensor) Div(b *Tensor) *Tensor {
 
 // Pow returns a ** b elementwise (broadcasting).
 func (a *Tensor) Pow(b *Tensor) *Tensor {
+	defer hostScalars("pow", &a, &b)()
 	defer pin("pow", a, b).unpin()
 	out := binaryRaw("pow", backend.Pow, a, b)
 	if needsGrad(a, b) {
@@ -258,6 +319,7 @@ func (a *Tensor) Maximum(b *Tensor) *Tensor { return minmax("maximum", backend.M
 func (a *Tensor) Minimum(b *Tensor) *Tensor { return minmax("minimum", backend.Minimum, a, b) }
 
 func minmax(op string, k backend.BinaryOp, a, b *Tensor) *Tensor {
+	defer hostScalars(op, &a, &b)()
 	defer pin(op, a, b).unpin()
 	out := binaryRaw(op, k, a, b)
 	if needsGrad(a, b) {
@@ -392,7 +454,7 @@ func (a *Tensor) RDivScalar(s float64) *Tensor {
 func (a *Tensor) PowScalar(p float64) *Tensor {
 	return unary("pow", backend.PowScalar, a, p, saveX, func(x, _, g *Tensor) *Tensor {
 		if p == 0 {
-			return g.NewZeros(g.shape...)
+			return g.NewZeros(g.shape)
 		}
 		return g.Mul(x.PowScalar(p - 1)).MulScalar(p)
 	})
@@ -419,7 +481,7 @@ func (a *Tensor) Clamp(lo, hi float64) *Tensor {
 		sv := save(a)
 		record("clamp", out, []*Tensor{a}, sv, func(g *Tensor) []*Tensor {
 			in := sv[0].GeScalar(lo).LogicalAnd(sv[0].LeScalar(hi))
-			return []*Tensor{Where(in, g, g.NewZeros())}
+			return []*Tensor{Where(in, g, g.NewZeros(nil))}
 		})
 	}
 	return out
@@ -427,7 +489,10 @@ func (a *Tensor) Clamp(lo, hi float64) *Tensor {
 
 // Where returns a where cond is true and b elsewhere, broadcasting all three
 // (torch.where). cond must be bool; a and b are promoted to a common dtype.
+// All three are on one device, except 0-dimensional CPU tensors, which are
+// read as scalars (see [Tensor.Add]).
 func Where(cond, a, b *Tensor) *Tensor {
+	defer hostScalars("where", &cond, &a, &b)()
 	ds, held := sameDevice("where", cond, a, b)
 	defer held.unpin()
 	if cond.dtype != Bool {
@@ -445,7 +510,7 @@ func Where(cond, a, b *Tensor) *Tensor {
 		ra, rb := a.requiresGrad, b.requiresGrad
 		sv := save(cond)
 		record("where", out, []*Tensor{nil, a, b}, sv, func(g *Tensor) []*Tensor {
-			z := g.NewZeros()
+			z := g.NewZeros(nil)
 			return []*Tensor{nil,
 				gradIf(ra, func() *Tensor { return sumTo(Where(sv[0], g, z), as) }),
 				gradIf(rb, func() *Tensor { return sumTo(Where(sv[0], z, g), bs) }),
@@ -457,15 +522,22 @@ func Where(cond, a, b *Tensor) *Tensor {
 
 // In-place operations write into t's storage (PyTorch's add_, mul_, ...).
 // They are not recorded: they panic with [ErrAutograd] on a tensor that
-// requires grad unless called inside [NoGrad] (as optimizers do).
+// requires grad unless called inside [NoGrad] (as optimizers do), and on an
+// inference tensor outside [InferenceMode].
 
 func (t *Tensor) inPlaceCheck(op string) {
 	if t.requiresGrad && GradEnabled() {
 		fail(op, ErrAutograd, "a tensor that requires grad is being used in an in-place operation; wrap it in vram.NoGrad")
 	}
+	if t.inference && !InferenceModeEnabled() {
+		fail(op, ErrAutograd, "in-place update of an inference tensor (made inside vram.InferenceMode) outside it; "+
+			"do it inside InferenceMode, or update a Clone() made outside")
+	}
 }
 
 func (t *Tensor) binaryInPlace(op string, k backend.BinaryOp, b *Tensor) *Tensor {
+	t.live(op)
+	defer hostScalarsOnto(op, t.ds(), &b)()
 	_, held := sameDevice(op, t, b)
 	defer held.unpin()
 	t.inPlaceCheck(op)
@@ -480,7 +552,9 @@ func (t *Tensor) addInPlace(op string, g *Tensor) {
 	check(op, t.ds().bd.Binary(backend.Add, t.bv(), t.bv(), expandView(op, g, t.shape)))
 }
 
-// AddInPlace adds b (broadcast to t's shape) to t and returns t.
+// AddInPlace adds b (broadcast to t's shape) to t and returns t. As for
+// every in-place operation, b must be on t's device or be a 0-dimensional
+// CPU tensor (a scalar).
 func (t *Tensor) AddInPlace(b *Tensor) *Tensor { return t.binaryInPlace("add_", backend.Add, b) }
 
 // SubInPlace subtracts b from t and returns t.
@@ -494,6 +568,8 @@ func (t *Tensor) DivInPlace(b *Tensor) *Tensor { return t.binaryInPlace("div_", 
 
 // AddScaledInPlace adds alpha*b to t (PyTorch's add_(b, alpha=...)).
 func (t *Tensor) AddScaledInPlace(b *Tensor, alpha float64) *Tensor {
+	t.live("add_")
+	defer hostScalarsOnto("add_", t.ds(), &b)()
 	_, held := sameDevice("add_", t, b)
 	defer held.unpin()
 	t.inPlaceCheck("add_")
@@ -526,9 +602,11 @@ func (t *Tensor) FillInPlace(v float64) *Tensor {
 }
 
 // CopyFrom copies src (broadcast to t's shape, converted to t's dtype) into
-// t and returns t (copy_). Both must be on the same device; use To first
-// otherwise.
+// t and returns t (copy_). Both must be on the same device (use To first
+// otherwise), except that a 0-dimensional CPU src is read as a scalar.
 func (t *Tensor) CopyFrom(src *Tensor) *Tensor {
+	t.live("copy_")
+	defer hostScalarsOnto("copy_", t.ds(), &src)()
 	_, held := sameDevice("copy_", t, src)
 	defer held.unpin()
 	t.inPlaceCheck("copy_")

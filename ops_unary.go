@@ -142,7 +142,7 @@ func (t *Tensor) Relu() *Tensor {
 		if g.dtype == y.dtype && g.dtype.IsFloat() {
 			return binaryRaw("relu", backend.ReluBackward, g, y)
 		}
-		return Where(y.GtScalar(0), g, g.NewZeros())
+		return Where(y.GtScalar(0), g, g.NewZeros(nil))
 	})
 }
 

@@ -243,6 +243,12 @@ func (t *Tensor) MT() *Tensor {
 // Narrow returns the view of length elements of dimension dim starting at
 // start (negative start counts from the end). It panics with [ErrIndex]
 // when the range falls outside the dimension.
+//
+// The view shares t's storage and keeps all of it allocated, however small
+// the view, until the view is released: b.Narrow(0, 0, 1).Sum().Item()
+// leaves an unreleased view that pins the whole of b until the garbage
+// collector runs. Release the view (or make it inside [Tidy]), and Clone it
+// to keep a small part of a large tensor without the rest.
 func (t *Tensor) Narrow(dim, start, length int) *Tensor {
 	defer pin("narrow", t).unpin()
 	a := t.axis("narrow", dim)
@@ -258,7 +264,7 @@ func (t *Tensor) Narrow(dim, start, length int) *Tensor {
 	if needsGrad(t) {
 		full := slices.Clone(t.shape)
 		record("narrow", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor {
-			z := g.NewZeros(full...)
+			z := g.NewZeros(full)
 			dst := z.view(g.shape, z.strides, z.offset+start*z.strides[a])
 			check("narrow", z.ds().bd.Copy(dst.bv(), g.bv()))
 			dst.Release()
@@ -299,7 +305,7 @@ func (t *Tensor) Slice(dim, start, end, step int) *Tensor {
 	if needsGrad(t) {
 		full := slices.Clone(t.shape)
 		record("slice", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor {
-			z := g.NewZeros(full...)
+			z := g.NewZeros(full)
 			zst := slices.Clone(z.strides)
 			zst[a] *= step
 			dst := z.view(g.shape, zst, z.offset+s*z.strides[a])

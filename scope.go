@@ -8,17 +8,22 @@ import (
 	"github.com/vramgo/vram/internal/gid"
 )
 
-// Goroutine-scoped state: NoGrad and Tidy apply to the goroutine that
-// calls them and to no other (see "Concurrency" in doc.go). Go has no
-// goroutine-local storage, so the state lives in a map keyed by goroutine
-// (internal/gid); the key is looked up only while some goroutine is inside
-// NoGrad or Tidy (active > 0), so code that uses neither pays one atomic
-// load per op.
+// Goroutine-scoped state: NoGrad, EnableGrad, SetGradEnabled,
+// InferenceMode, Tidy and Region apply to the goroutine that calls them and
+// to no other (see "Concurrency" in doc.go). Go has no goroutine-local
+// storage, so the state lives in a map keyed by goroutine (internal/gid);
+// the key is looked up only while some goroutine is inside one of those
+// calls (active > 0), so code that uses none pays one atomic load per op.
+// Every setting is scoped to a function call and restored when it returns,
+// because a goroutine's key may be reused by a later goroutine: state that
+// outlived its call would leak into an unrelated one.
 
 type gstate struct {
-	noGrad  int      // depth of NoGrad calls
-	scopes  []*scope // Tidy calls, innermost last
-	regions []string // Region labels, innermost last
+	depth     int      // scoped calls in progress; the state goes at zero
+	gradOff   bool     // recording off (NoGrad, SetGradEnabled(false))
+	inference int      // depth of InferenceMode calls
+	scopes    []*scope // Tidy calls, innermost last
+	regions   []string // Region labels, innermost last
 }
 
 type scope struct {
@@ -41,47 +46,107 @@ func current() *gstate {
 	return nil
 }
 
-// enter returns this goroutine's state, creating it; leave must follow
-// before the goroutine returns.
+// enter returns this goroutine's state, creating it, for one scoped call;
+// leave must follow before the call returns.
 func enter() (uintptr, *gstate) {
 	id := gid.Current()
 	if g, ok := gstates.Load(id); ok {
-		return id, g.(*gstate)
+		g := g.(*gstate)
+		g.depth++
+		return id, g
 	}
-	g := &gstate{}
+	g := &gstate{depth: 1}
 	gstates.Store(id, g)
 	active.Add(1)
 	return id, g
 }
 
-// leave drops the goroutine's state once it is empty.
+// leave ends one scoped call and drops the goroutine's state after the
+// outermost.
 func leave(id uintptr, g *gstate) {
-	if g.noGrad == 0 && len(g.scopes) == 0 && len(g.regions) == 0 {
+	g.depth--
+	if g.depth == 0 {
 		gstates.Delete(id)
 		active.Add(-1)
 	}
+}
+
+// gradMode runs fn with recording off (off) or on, restoring the previous
+// setting when fn returns or panics.
+func gradMode(off bool, fn func()) {
+	id, g := enter()
+	prev := g.gradOff
+	g.gradOff = off
+	defer func() {
+		g.gradOff = prev
+		leave(id, g)
+	}()
+	fn()
 }
 
 // NoGrad runs fn with gradient recording off on the calling goroutine
 // (torch.no_grad): tensors computed inside do not require grad and no graph
 // is kept, which saves the memory of saved activations during inference.
 // Other goroutines are not affected, and goroutines started inside fn do
-// not inherit the setting. Calls nest.
-func NoGrad(fn func()) {
+// not inherit the setting. Calls nest with [EnableGrad] and
+// [SetGradEnabled]: the innermost wins, and each restores the previous
+// setting when it returns.
+func NoGrad(fn func()) { gradMode(true, fn) }
+
+// EnableGrad runs fn with gradient recording on (torch.enable_grad), also
+// inside [NoGrad]: a helper that must build a graph, such as a gradient
+// penalty inside an evaluation loop, wraps its work in it. Like NoGrad it
+// affects only the calling goroutine and restores the previous setting when
+// fn returns. It does not turn recording back on inside [InferenceMode].
+func EnableGrad(fn func()) { gradMode(false, fn) }
+
+// SetGradEnabled runs fn with gradient recording on or off as on says, the
+// form of torch.set_grad_enabled(mode) used as a context manager:
+//
+//	vram.SetGradEnabled(phase == "train", func() {
+//		loss := lossFn(model.Forward(x), y)
+//		...
+//	})
+//
+// It is [EnableGrad] when on is true and [NoGrad] when false, scoped to fn
+// and to the calling goroutine like them. (There is no form that changes
+// the setting until further notice: goroutine-scoped state must end with a
+// function call, see "Concurrency" in the package documentation.)
+func SetGradEnabled(on bool, fn func()) { gradMode(!on, fn) }
+
+// InferenceMode runs fn in inference mode (torch.inference_mode): gradient
+// recording is off as in [NoGrad], and [EnableGrad] or [SetGradEnabled]
+// inside do not turn it back on. Tensors allocated inside are inference
+// tensors ([Tensor.IsInference]), as are views of them, and outside
+// inference mode they keep PyTorch's rules, so that code that runs here
+// runs under PyTorch too: an operation that records gradients cannot save
+// one for backward, SetRequiresGrad(true) and in-place operations on one
+// panic with [ErrAutograd]. Clone one outside inference mode to get a normal
+// tensor. Inference mode affects only the calling goroutine; calls nest.
+func InferenceMode(fn func()) {
 	id, g := enter()
-	g.noGrad++
+	g.inference++
 	defer func() {
-		g.noGrad--
+		g.inference--
 		leave(id, g)
 	}()
 	fn()
 }
 
+// InferenceModeEnabled reports whether the calling goroutine is inside
+// [InferenceMode] (torch.is_inference_mode_enabled).
+func InferenceModeEnabled() bool {
+	g := current()
+	return g != nil && g.inference > 0
+}
+
 // GradEnabled reports whether operations on the calling goroutine record
-// gradients (false inside [NoGrad]).
+// gradients: false inside [NoGrad], [SetGradEnabled] with false and
+// [InferenceMode], true elsewhere and inside [EnableGrad] (outside
+// InferenceMode).
 func GradEnabled() bool {
 	g := current()
-	return g == nil || g.noGrad == 0
+	return g == nil || !g.gradOff && g.inference == 0
 }
 
 // Tidy runs fn and then releases every tensor created by the calling
@@ -136,8 +201,11 @@ func Keep(ts ...*Tensor) *Tensor {
 }
 
 // track registers a new tensor with the innermost Tidy of this goroutine.
-func track(t *Tensor) {
-	g := current()
+func track(t *Tensor) { trackIn(current(), t) }
+
+// trackIn is track for a caller that already looked up the goroutine's
+// state g (nil when it has none).
+func trackIn(g *gstate, t *Tensor) {
 	if g == nil || len(g.scopes) == 0 {
 		return
 	}

@@ -19,6 +19,8 @@ type storage struct {
 	buf   backend.Buffer
 	bytes int64
 	refs  atomic.Int64
+
+	origin *leakSite // where it was allocated, with VRAM_DEBUG_LEAKS=1
 }
 
 func newStorage(op string, ds *devState, nbytes int64) *storage {
@@ -86,7 +88,7 @@ type tensorRef struct {
 	st    *storage
 	node  *node
 	state atomic.Int64 // 2*holds + 1 if released
-	stack []byte       // creation stack, with VRAM_DEBUG_LEAKS=1
+	site  *leakSite    // where the tensor was made, with VRAM_DEBUG_LEAKS=1
 }
 
 const refReleased = 1 // the released bit of tensorRef.state
@@ -149,12 +151,17 @@ func (r *tensorRef) free() {
 
 // collected is the garbage collector's backstop for a tensor that was never
 // released: the memory is freed all the same and counted as leaked.
+// With VRAM_DEBUG_LEAKS=1 it warns, naming where the tensor was made and,
+// for a view, where its storage was allocated and whether the view was the
+// last thing holding it (see leaks.go).
 func collected(r *tensorRef) {
 	ds := r.st.ds
+	// Read before dropping: whether this reference alone kept the storage.
+	last := r.site != nil && r.st.refs.Load() == 1
 	if r.drop() {
 		ds.leaked.Add(1)
-		if r.stack != nil {
-			warnf(nil, "tensor on %s was never released; it was created at:\n%s", ds.dev, r.stack)
+		if r.site != nil {
+			reportLeak(r.site, r.st, last)
 		}
 	}
 }
@@ -162,8 +169,7 @@ func collected(r *tensorRef) {
 func attachRef(t *Tensor, st *storage, n *node) {
 	r := &tensorRef{st: st, node: n}
 	if debugLeaks {
-		buf := make([]byte, 4096)
-		r.stack = buf[:runtime.Stack(buf, false)]
+		r.site = newLeakSite(t, st)
 	}
 	t.ref = r
 	runtime.AddCleanup(t, collected, r)

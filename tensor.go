@@ -32,7 +32,8 @@ func (s Shape) String() string {
 //
 // Each Tensor holds one reference to its storage. [Tensor.Release] drops it
 // (Python's del); the storage is freed when the tensor, its views and the
-// graph nodes that saved it have all let go. [Tidy] releases every tensor
+// graph nodes that saved it have all let go, so a forgotten view of a large
+// tensor keeps all of it allocated. [Tidy] releases every tensor
 // created inside it. A tensor that is never released is freed by the garbage
 // collector eventually and counted as leaked ([Storage]).
 //
@@ -52,6 +53,7 @@ type Tensor struct {
 	offset  int
 
 	requiresGrad bool
+	inference    bool // allocated inside InferenceMode, or a view of such a tensor
 	gradMu       sync.Mutex
 	grad         *Tensor
 
@@ -69,7 +71,9 @@ func newTensor(op string, ds *devState, dt DType, shape []int) *Tensor {
 	st := newStorage(op, ds, int64(n)*int64(dt.Size()))
 	t := &Tensor{dtype: dt, shape: slices.Clone(shape), strides: backend.ContiguousStrides(shape)}
 	attachRef(t, st, nil)
-	track(t)
+	g := current()
+	t.inference = g != nil && g.inference > 0
+	trackIn(g, t)
 	return t
 }
 
@@ -77,7 +81,7 @@ func newTensor(op string, ds *devState, dt DType, shape []int) *Tensor {
 // must be pinned by the caller or be the caller's own.
 func (t *Tensor) view(shape, strides []int, offset int) *Tensor {
 	t.ref.st.retain("view")
-	v := &Tensor{dtype: t.dtype, shape: shape, strides: strides, offset: offset}
+	v := &Tensor{dtype: t.dtype, shape: shape, strides: strides, offset: offset, inference: t.inference}
 	attachRef(v, t.ref.st, nil)
 	track(v)
 	return v
@@ -85,10 +89,12 @@ func (t *Tensor) view(shape, strides []int, offset int) *Tensor {
 
 // share returns another reference to t with the same layout, for the
 // autograd graph; it is not tracked by Tidy. Like view, it needs t pinned
-// or the caller's own.
+// or the caller's own. It panics with ErrAutograd for an inference tensor
+// outside InferenceMode, which PyTorch does not let a graph save either.
 func (t *Tensor) share() *Tensor {
+	t.checkSavable()
 	t.ref.st.retain("save")
-	v := &Tensor{dtype: t.dtype, shape: t.shape, strides: t.strides, offset: t.offset}
+	v := &Tensor{dtype: t.dtype, shape: t.shape, strides: t.strides, offset: t.offset, inference: t.inference}
 	attachRef(v, t.ref.st, nil)
 	return v
 }
@@ -119,6 +125,13 @@ func (t *Tensor) live(op string) {
 // while other goroutines use t: an operation that started before it keeps
 // the storage until the operation returns, one that starts after it panics
 // with [ErrReleased], and the memory is freed exactly once.
+//
+// A view keeps all of its storage, not just the part it shows: after
+// b.Release(), a view of b that was never released (such as the temporary
+// in b.Narrow(0, 0, 1).Sum().Item()) holds every byte of b until the
+// garbage collector finds it. Release views too, make them inside [Tidy],
+// or Clone the small part to keep; VRAM_DEBUG_LEAKS=1 reports each
+// forgotten view with the line that made it.
 func (t *Tensor) Release() {
 	if t == nil {
 		return
@@ -132,6 +145,20 @@ func (t *Tensor) Release() {
 		g.Release()
 	}
 }
+
+// checkSavable panics with ErrAutograd if t is an inference tensor and the
+// goroutine is outside InferenceMode.
+func (t *Tensor) checkSavable() {
+	if t.inference && !InferenceModeEnabled() {
+		fail("save for backward", ErrAutograd, "an inference tensor %v %s on %s cannot be saved for backward; "+
+			"it was made inside vram.InferenceMode: use Clone() of it outside InferenceMode, or make it inside NoGrad instead",
+			Shape(t.shape), t.dtype, t.Device())
+	}
+}
+
+// IsInference reports whether t is an inference tensor: allocated inside
+// [InferenceMode], or a view of such a tensor (torch.Tensor.is_inference).
+func (t *Tensor) IsInference() bool { return t.inference }
 
 // Released reports whether [Tensor.Release] was called.
 func (t *Tensor) Released() bool {
@@ -149,6 +176,17 @@ func (t *Tensor) DType() DType {
 func (t *Tensor) Device() Device {
 	notNil("device", t)
 	return t.ref.st.ds.dev
+}
+
+// GetDevice returns the index of the GPU t lives on, or -1 for a tensor on
+// the CPU, like PyTorch's get_device(). A simulated GPU counts as a GPU:
+// a tensor on sim:1 gives 1. Device().Index is 0 on the CPU, since CPU is
+// the device "cpu" with index 0; use GetDevice where -1 is expected.
+func (t *Tensor) GetDevice() int {
+	if d := t.Device(); d.Kind != "cpu" {
+		return d.Index
+	}
+	return -1
 }
 
 // Shape returns a copy of the sizes of t's dimensions.

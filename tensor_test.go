@@ -67,8 +67,8 @@ func TestNewConstructorsInherit(t *testing.T) {
 		for _, dt := range []DType{Float32, Float64, Float16, BFloat16, Int32, Int64} {
 			base := Ones(Shape{2}, d, dt)
 			for name, n := range map[string]*Tensor{
-				"zeros": base.NewZeros(3, 4), "ones": base.NewOnes(3, 4), "full": base.NewFull([]int{3, 4}, 2),
-				"empty": base.NewEmpty(3, 4), "tensor": base.NewTensor([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 3, 4),
+				"zeros": base.NewZeros(Shape{3, 4}), "ones": base.NewOnes(Shape{3, 4}), "full": base.NewFull(Shape{3, 4}, 2),
+				"empty": base.NewEmpty(Shape{3, 4}), "tensor": base.NewTensor([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, Shape{3, 4}),
 			} {
 				if n.Device() != d || n.DType() != dt || !reflect.DeepEqual(n.Shape(), Shape{3, 4}) {
 					t.Errorf("%s on %v %v: got %v %v %v", name, d, dt, n.Device(), n.DType(), n.Shape())

@@ -66,3 +66,24 @@ func ExampleBase() {
 	// 2.inner.weight
 	// 2.inner.bias
 }
+
+func ExampleModules() {
+	model := nn.NewSequential(newResidual(4), nn.NewGELU(), nn.NewLinear(4, 2))
+	// for m in model.modules(): if isinstance(m, nn.Linear): ...
+	for _, m := range nn.Modules(model) {
+		if lin, ok := m.(*nn.Linear); ok {
+			fmt.Println("linear", lin.Weight.Shape())
+		}
+	}
+	for _, m := range nn.NamedModules(model) {
+		fmt.Printf("%q %T\n", m.Name, m.Module)
+	}
+	// Output:
+	// linear [4, 4]
+	// linear [2, 4]
+	// "" *nn.Sequential
+	// "0" *nn_test.residual
+	// "0.inner" *nn.Linear
+	// "1" *nn.GELU
+	// "2" *nn.Linear
+}

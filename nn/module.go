@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/vramgo/vram"
@@ -21,6 +22,10 @@ type Module interface {
 	NamedParameters() []NamedParameter
 	// Parameters returns the tensors of NamedParameters, in the same order.
 	Parameters() []*vram.Tensor
+	// NamedChildren returns the module's direct sub-modules with their
+	// names, in registration order (named_children). [Modules] and
+	// [NamedModules] walk them recursively.
+	NamedChildren() []NamedModule
 	// To moves every parameter to device d in place, keeping the tensors'
 	// identity, so that optimizers holding them see the move.
 	To(d vram.Device)
@@ -42,6 +47,13 @@ type Module interface {
 type NamedParameter struct {
 	Name   string
 	Tensor *vram.Tensor
+}
+
+// NamedModule is a module with its dotted name: "" for the module walked
+// from, "0" for its first sub-module, "encoder.fc1" deeper down.
+type NamedModule struct {
+	Name   string
+	Module Module
 }
 
 // Base implements every method of [Module] except Forward. Layers embed it,
@@ -133,6 +145,68 @@ func (b *Base) NamedParameters() []NamedParameter {
 	return out
 }
 
+// NamedChildren returns the sub-modules registered with
+// [Base.RegisterModule], in registration order, under their names.
+func (b *Base) NamedChildren() []NamedModule {
+	out := make([]NamedModule, len(b.children))
+	for i, c := range b.children {
+		out[i] = NamedModule{Name: c.name, Module: c.mod}
+	}
+	return out
+}
+
+// NamedModules returns m and all its sub-modules, recursively, m first with
+// the name "" and then each sub-module in registration order before its own
+// sub-modules, under dotted names ("0", "0.fc", "1"), as PyTorch's
+// named_modules() does. A module registered more than once (shared) is
+// listed once, under its first name. A nil m gives nil.
+func NamedModules(m Module) []NamedModule {
+	if m == nil {
+		return nil
+	}
+	var out []NamedModule
+	seen := map[Module]bool{}
+	var walk func(prefix string, m Module)
+	walk = func(prefix string, m Module) {
+		if reflect.TypeOf(m).Comparable() {
+			// Func values and other modules that are not comparable
+			// cannot be shared by identity; only the others are checked.
+			if seen[m] {
+				return
+			}
+			seen[m] = true
+		}
+		out = append(out, NamedModule{Name: prefix, Module: m})
+		for _, c := range m.NamedChildren() {
+			name := c.Name
+			if prefix != "" {
+				name = prefix + "." + c.Name
+			}
+			walk(name, c.Module)
+		}
+	}
+	walk("", m)
+	return out
+}
+
+// Modules returns the modules of [NamedModules]: m first, then every
+// sub-module, recursively (PyTorch's model.modules()). Type assertions pick
+// layers out of it:
+//
+//	for _, l := range nn.Modules(model) {
+//		if lin, ok := l.(*nn.Linear); ok {
+//			nn.XavierUniform(lin.Weight, 1, nil)
+//		}
+//	}
+func Modules(m Module) []Module {
+	named := NamedModules(m)
+	out := make([]Module, len(named))
+	for i, n := range named {
+		out[i] = n.Module
+	}
+	return out
+}
+
 // Parameters returns the tensors of [Base.NamedParameters].
 func (b *Base) Parameters() []*vram.Tensor {
 	named := b.NamedParameters()
@@ -199,6 +273,9 @@ func (f Func) NamedParameters() []NamedParameter { return nil }
 
 // Parameters returns nil.
 func (f Func) Parameters() []*vram.Tensor { return nil }
+
+// NamedChildren returns nil.
+func (f Func) NamedChildren() []NamedModule { return nil }
 
 // To does nothing.
 func (f Func) To(vram.Device) {}

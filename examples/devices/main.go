@@ -50,6 +50,8 @@ func devices(w io.Writer) {
 	a := vram.Zeros(vram.Shape{4, 3})
 	defer a.Release()
 	show(w, "a := vram.Zeros(vram.Shape{4, 3})", "a.Device() = "+a.Device().String())
+	// get_device(): -1 on the CPU, the GPU's index otherwise.
+	show(w, "a.GetDevice()", fmt.Sprint(a.GetDevice()))
 	b := a.To(dev)
 	defer b.Release()
 	show(w, "b := a.To(dev)", "b.Device() = "+b.Device().String())
@@ -69,12 +71,16 @@ func devices(w io.Writer) {
 	if vram.CUDAAvailable() {
 		g := a.CUDA()
 		defer g.Release()
-		show(w, "g := a.CUDA()", fmt.Sprintf("%s (current device %d; g.Device().Index = %d, get_device())", g.Device(), vram.CurrentDevice(), g.Device().Index))
+		show(w, "g := a.CUDA()", fmt.Sprintf("%s (current device %d; g.GetDevice() = %d)", g.Device(), vram.CurrentDevice(), g.GetDevice()))
 		back := g.CPU()
 		defer back.Release()
 		show(w, "g.CPU()", back.Device().String())
 	} else {
 		fmt.Fprintf(w, "a.CUDA() needs a GPU: this machine has none, so the code above used %s\n", dev)
+	}
+	// SetDevice refuses a GPU the machine does not have.
+	if err := vram.SetDevice(vram.DeviceCount()); err != nil {
+		show(w, fmt.Sprintf("vram.SetDevice(%d)", vram.DeviceCount()), err.Error())
 	}
 
 	// A simulated GPU computes on the CPU but allocates like a GPU; when

@@ -12,6 +12,8 @@ func TestRun(t *testing.T) {
 	}
 	for _, want := range []string{
 		"a.Device() = cpu",
+		"a.GetDevice()                      -> -1",
+		"does not exist",
 		"parameter weight on",
 		"y := clf.Forward(b)",
 		"shape [4, 2]",

@@ -1,6 +1,8 @@
 // Newtensors shows the New... methods, which create a tensor with the
 // dtype and device of the tensor they are called on (PyTorch's new_ones,
-// new_zeros, new_full, new_empty, new_tensor), so code stays device-agnostic.
+// new_zeros, new_full, new_empty, new_tensor), and the ...Like factories,
+// which also take its shape (zeros_like, ones_like, full_like, ...), so code
+// stays device-agnostic.
 //
 //	go run ./examples/newtensors
 package main
@@ -25,7 +27,7 @@ func run(w io.Writer) error {
 }
 
 func describe(w io.Writer, what string, t *vram.Tensor) {
-	fmt.Fprintf(w, "%-34s shape %-7v %-8s on %s\n", what, t.Shape(), t.DType(), t.Device())
+	fmt.Fprintf(w, "%-38s shape %-7v %-8s on %s\n", what, t.Shape(), t.DType(), t.Device())
 }
 
 func newTensors(w io.Writer) {
@@ -36,29 +38,45 @@ func newTensors(w io.Writer) {
 	// ones = torch.ones((2,), dtype=torch.float64).cuda(0)
 	ones := vram.Ones(vram.Shape{2}, vram.Float64, dev)
 	defer ones.Release()
-	describe(w, "ones := vram.Ones(2, Float64, dev)", ones)
+	describe(w, "ones := vram.Ones(Shape{2}, Float64, dev)", ones)
 
-	// Each New... call inherits float64 and the device from ones.
+	// Each New... call takes a vram.Shape, like the factories, and inherits
+	// float64 and the device from ones.
 	made := []struct {
 		what string
 		t    *vram.Tensor
 	}{
-		{"ones.NewOnes(3, 4)", ones.NewOnes(3, 4)},
-		{"ones.NewZeros(2, 2)", ones.NewZeros(2, 2)},
-		{"ones.NewFull([]int{3}, 7)", ones.NewFull([]int{3}, 7)},
-		{"ones.NewEmpty(5)", ones.NewEmpty(5)},
-		{"ones.NewTensor([]int{1, 2, 3})", ones.NewTensor([]int{1, 2, 3})},
-		{"ones.NewRandn(2, 4)", ones.NewRandn(2, 4)},
+		{"ones.NewOnes(vram.Shape{3, 4})", ones.NewOnes(vram.Shape{3, 4})},
+		{"ones.NewZeros(vram.Shape{2, 2})", ones.NewZeros(vram.Shape{2, 2})},
+		{"ones.NewFull(vram.Shape{3}, 7)", ones.NewFull(vram.Shape{3}, 7)},
+		{"ones.NewEmpty(vram.Shape{5})", ones.NewEmpty(vram.Shape{5})},
+		{"ones.NewTensor([]int{1, 2, 3}, nil)", ones.NewTensor([]int{1, 2, 3}, nil)},
+		{"ones.NewRandn(vram.Shape{2, 4})", ones.NewRandn(vram.Shape{2, 4})},
 	}
 	for _, m := range made {
 		describe(w, m.what, m.t)
 		defer m.t.Release()
 	}
-	fmt.Fprintf(w, "ones.NewFull([]int{3}, 7) holds %v\n", made[2].t.Float64s())
+	fmt.Fprintf(w, "ones.NewFull(vram.Shape{3}, 7) holds %v\n", made[2].t.Float64s())
+
+	// The ...Like factories take the shape too (torch.zeros_like), and
+	// options override what is inherited.
+	like := []struct {
+		what string
+		t    *vram.Tensor
+	}{
+		{"vram.ZerosLike(ones)", vram.ZerosLike(ones)},
+		{"vram.FullLike(ones, 7, vram.Int64)", vram.FullLike(ones, 7, vram.Int64)},
+		{"vram.RandnLike(ones)", vram.RandnLike(ones)},
+	}
+	for _, m := range like {
+		describe(w, m.what, m.t)
+		defer m.t.Release()
+	}
 
 	// A plain factory uses the defaults instead: float32 on the default
 	// device, whatever device ones is on.
 	r := vram.Randn(vram.Shape{2, 4})
 	defer r.Release()
-	describe(w, "vram.Randn(2, 4)", r)
+	describe(w, "vram.Randn(vram.Shape{2, 4})", r)
 }

@@ -19,6 +19,14 @@ func TestRun(t *testing.T) {
 			if !strings.Contains(l, "float64") {
 				t.Errorf("a New... tensor did not inherit float64: %q", l)
 			}
+		case strings.HasPrefix(l, "vram.ZerosLike"), strings.HasPrefix(l, "vram.RandnLike"):
+			if !strings.Contains(l, "float64") || !strings.Contains(l, "shape [2]") {
+				t.Errorf("a ...Like tensor did not inherit the shape and float64: %q", l)
+			}
+		case strings.HasPrefix(l, "vram.FullLike"):
+			if !strings.Contains(l, "int64") || strings.Contains(l, "float64") {
+				t.Errorf("the dtype option did not override: %q", l)
+			}
 		case strings.HasPrefix(l, "vram.Randn"):
 			if !strings.Contains(l, "float32") {
 				t.Errorf("vram.Randn should use the default float32: %q", l)
