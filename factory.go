@@ -271,6 +271,7 @@ func scalarIfNil(shape Shape) Shape {
 // len(data) elements.
 func (t *Tensor) NewTensor(data any, shape Shape, opts ...Option) *Tensor {
 	const op = "new_tensor"
+	defer asOp(op)
 	o := resolveLike(op, t, opts)
 	opts = likeOptions(o)
 	switch d := data.(type) {

@@ -158,7 +158,10 @@ func (t *Tensor) checkSavable() {
 
 // IsInference reports whether t is an inference tensor: allocated inside
 // [InferenceMode], or a view of such a tensor (torch.Tensor.is_inference).
-func (t *Tensor) IsInference() bool { return t.inference }
+func (t *Tensor) IsInference() bool {
+	notNil("is_inference", t)
+	return t.inference
+}
 
 // Released reports whether [Tensor.Release] was called.
 func (t *Tensor) Released() bool {
@@ -183,6 +186,7 @@ func (t *Tensor) Device() Device {
 // a tensor on sim:1 gives 1. Device().Index is 0 on the CPU, since CPU is
 // the device "cpu" with index 0; use GetDevice where -1 is expected.
 func (t *Tensor) GetDevice() int {
+	notNil("get_device", t)
 	if d := t.Device(); d.Kind != "cpu" {
 		return d.Index
 	}
