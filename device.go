@@ -89,7 +89,7 @@ func ParseDevice(s string) (Device, error) {
 	if kind == "cpu" && n != 0 {
 		return bad("the CPU has only index 0")
 	}
-	return Device{Kind: kind, Index: n}, nil
+	return Device{Kind: kind, Index: int(n)}, nil
 }
 
 // MustParseDevice is like [ParseDevice] but panics with an [*Error] on a bad

@@ -150,7 +150,7 @@ func ParseDevices(s string) ([]int64, error) {
 			if err != nil {
 				return nil, in(c, err)
 			}
-			n, part = k, size
+			n, part = int(k), size
 		}
 		b, err := ParseBytes(part)
 		if err != nil {

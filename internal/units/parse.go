@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"strconv"
 	"strings"
 )
 
@@ -103,23 +104,23 @@ func ParseBytes(s string) (int64, error) {
 }
 
 // ParseCount parses a count: decimal digits only (no sign, blanks or
-// exponent), from lo to hi inclusive. what names the count in the error,
-// a [*ParseError].
-func ParseCount(what, s string, lo, hi int) (int, error) {
+// exponent), from lo to hi inclusive (0 <= lo <= hi). what names the count
+// in the error, a [*ParseError].
+func ParseCount(what, s string, lo, hi int64) (int64, error) {
 	want := fmt.Sprintf("a whole number from %d to %d, in decimal digits", lo, hi)
-	bad := func(reason string) (int, error) {
+	bad := func(reason string) (int64, error) {
 		return 0, &ParseError{What: what, Input: s, Reason: reason, Want: want}
 	}
 	if s == "" {
 		return bad("empty " + what)
 	}
-	n := 0
+	var n int64
 	for i := 0; i < len(s); i++ {
 		if !isDigit(s[i]) {
 			return bad(fmt.Sprintf("%q is not a digit", s[i:i+1]))
 		}
-		d := int(s[i] - '0')
-		if n > (math.MaxInt-d)/10 {
+		d := int64(s[i] - '0')
+		if n > (math.MaxInt64-d)/10 {
 			return bad(fmt.Sprintf("more than %d", hi))
 		}
 		n = n*10 + d
@@ -131,6 +132,50 @@ func ParseCount(what, s string, lo, hi int) (int, error) {
 		return bad(fmt.Sprintf("more than %d", hi))
 	}
 	return n, nil
+}
+
+// ParseDecimal parses a finite, non-negative decimal number: digits with an
+// optional point and fraction, then an optional exponent ("0.6", "5e-1",
+// ".25", "1."), with no sign, blanks, underscores, hexadecimal, NaN or Inf.
+// A value too large for a float64 is an error, a [*ParseError]; what names
+// the number in it. Callers check the range they need.
+func ParseDecimal(what, s string) (float64, error) {
+	bad := func(reason string) (float64, error) {
+		return 0, &ParseError{What: what, Input: s, Reason: reason,
+			Want: "a decimal number such as 0.6 or 5e-1 (digits, an optional point and fraction, an optional exponent)"}
+	}
+	i, digits := 0, 0
+	for ; i < len(s) && isDigit(s[i]); i++ {
+		digits++
+	}
+	if i < len(s) && s[i] == '.' {
+		for i++; i < len(s) && isDigit(s[i]); i++ {
+			digits++
+		}
+	}
+	if digits == 0 {
+		return bad("it does not start with a number")
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		start := i
+		for ; i < len(s) && isDigit(s[i]); i++ {
+		}
+		if i == start {
+			return bad("the exponent has no digits")
+		}
+	}
+	if i < len(s) {
+		return bad(fmt.Sprintf("unexpected %q after the number", s[i:]))
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return bad("too large")
+	}
+	return v, nil
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }

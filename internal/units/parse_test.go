@@ -125,15 +125,15 @@ func TestParseBytesErrors(t *testing.T) {
 func TestParseCount(t *testing.T) {
 	tests := []struct {
 		in      string
-		lo, hi  int
-		want    int
+		lo, hi  int64
+		want    int64
 		mention string // "" when the input is valid
 	}{
 		{"1", 1, 64, 1, ""},
 		{"64", 1, 64, 64, ""},
 		{"007", 1, 64, 7, ""},
 		{"0", 0, 3, 0, ""},
-		{"9223372036854775807", 0, math.MaxInt, math.MaxInt, ""},
+		{"9223372036854775807", 0, math.MaxInt64, math.MaxInt64, ""},
 		{"0", 1, 64, 0, "less than 1"},
 		{"65", 1, 64, 0, "more than 64"},
 		{"7", 1, 5, 0, "more than 5"},
@@ -148,7 +148,7 @@ func TestParseCount(t *testing.T) {
 		{"0x10", 1, 64, 0, "not a digit"},
 		{"NaN", 1, 64, 0, "not a digit"},
 		{"99999999999999999999999", 1, 64, 0, "more than 64"},
-		{"9223372036854775808", 0, math.MaxInt, 0, "more than"},
+		{"9223372036854775808", 0, math.MaxInt64, 0, "more than"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
@@ -167,6 +167,27 @@ func TestParseCount(t *testing.T) {
 				t.Errorf("error %v does not name the input and mention %q", err, tc.mention)
 			}
 		})
+	}
+}
+
+func TestParseDecimal(t *testing.T) {
+	valid := map[string]float64{
+		"0": 0, "0.6": 0.6, "1": 1, "5e-1": 0.5, "5E-1": 0.5, ".25": 0.25, "1.": 1, "0.5e+0": 0.5,
+		"1e-400": 0, "1e308": 1e308, "007.5": 7.5,
+	}
+	for in, want := range valid {
+		if got, err := ParseDecimal("fraction", in); err != nil || got != want {
+			t.Errorf("ParseDecimal(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{
+		"", " 0.5", "0.5 ", "+0.5", "-0.5", "-0", "NaN", "nan", "Inf", "+Inf", "infinity", "0x1p-1",
+		"0.5_0", "1_0", "1e", "1e+", "e5", ".", ".e1", "1e400", "0.5.5", "0,5", "1/2", "5%",
+	} {
+		var pe *ParseError
+		if got, err := ParseDecimal("fraction", in); !errors.As(err, &pe) || pe.Input != in || pe.What != "fraction" {
+			t.Errorf("ParseDecimal(%q) = %v, %v; want a *ParseError naming it", in, got, err)
+		}
 	}
 }
 
