@@ -69,7 +69,10 @@ func inferShape(op string, shape []int, n int, from []int, dt DType) []int {
 		}
 	}
 	// With the -1 taken as 1, the shape must be one that can exist.
-	prod, _ := checkShape(op, out, dt)
+	prod, _, err := backend.CheckShape(out, dt.Size())
+	if err != nil {
+		fail(op, ErrShape, "shape %v is invalid for input of shape %v: its sizes multiply to more elements or bytes than an int64 holds", Shape(shape), Shape(from))
+	}
 	if neg >= 0 {
 		if prod == 0 || n%prod != 0 {
 			fail(op, ErrShape, "shape %v is invalid for input of shape %v (%d elements)", Shape(shape), Shape(from), n)

@@ -69,9 +69,9 @@ type Tensor struct {
 // checkShape returns the element count and the size in bytes of a tensor
 // of shape and dt. It panics with ErrShape, naming op, when no tensor can
 // have that shape: a negative size, or a count or size that overflows (see
-// backend.CheckShape). Every shape a tensor takes passes through it: the
-// shapes of new storage here and in newTensor, and those of views that can
-// grow (Reshape, View, Expand).
+// backend.CheckShape). Every shape a tensor takes passes through it or
+// through backend.CheckShape: new storage (newTensor), the shapes given to
+// FromSlice, and views that can grow (Reshape, View, Expand).
 func checkShape(op string, shape []int, dt DType) (int, int64) {
 	n, nbytes, err := backend.CheckShape(shape, dt.Size())
 	if err != nil {

@@ -74,9 +74,8 @@ const (
 // MaxAllocSize is the largest request, in bytes, that [Allocator.Alloc]
 // accepts: 4 EiB, more than any device has, and small enough that rounding a
 // request (to 512 bytes, to a power-of-two division, to 2 MiB segments or to
-// the mapping granularity) and adding it to what is already held cannot
-// overflow an int64. Larger requests fail with an error wrapping
-// [ErrTooLarge].
+// the mapping granularity) cannot overflow an int64. Larger requests fail
+// with an error wrapping [ErrTooLarge].
 const MaxAllocSize = 1 << 62
 
 // ErrTooLarge is wrapped by the error of an [Allocator.Alloc] of more than
