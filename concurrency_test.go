@@ -435,7 +435,9 @@ var raceOps = []func(d Device, a, w *Tensor){
 			c.AddInPlace(a).MulScalarInPlace(2).AddScaledInPlace(a, 0.5).CopyFrom(a).FillInPlace(1)
 		})
 	},
-	func(d Device, a, w *Tensor) { _ = a.NewZeros(Shape{2}).Add(a.Flatten(0, -1).Narrow(0, 0, 2)).Float64s() },
+	func(d Device, a, w *Tensor) {
+		_ = a.NewZeros(Shape{2}).Add(a.Flatten(0, -1).Narrow(0, 0, 2)).Float64s()
+	},
 }
 
 // raceOp runs raceOps[k] on a (or, for a weight-shaped a, its first four

@@ -219,13 +219,21 @@ func (t *Tensor) Item() float64 {
 // fromBytes makes a tensor of the given dtype and shape on ds from raw bytes.
 func fromBytes(op string, ds *devState, dt DType, shape []int, raw []byte) *Tensor {
 	t := newTensor(op, ds, dt, shape)
+	t.writeBytes(op, raw)
+	return t
+}
+
+// writeBytes copies raw, the little-endian elements of t's dtype, into t, a
+// contiguous tensor fresh from newTensor. Functions that compute values on
+// the host allocate t first, so that a size the device cannot hold fails
+// there, before any host buffer of that size is made.
+func (t *Tensor) writeBytes(op string, raw []byte) {
 	if len(raw) == 0 {
-		return t
+		return
 	}
 	if hb, ok := t.ref.st.buf.(backend.HostBuffer); ok {
 		copy(hb.Host(), raw)
-		return t
+		return
 	}
-	check(op, ds.bd.CopyFromHost(t.bv(), raw))
-	return t
+	check(op, t.ds().bd.CopyFromHost(t.bv(), raw))
 }

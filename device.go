@@ -2,6 +2,7 @@ package vram
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +12,8 @@ import (
 	_ "github.com/vramgo/vram/backend/cpu"  // the CPU backend is always present
 	_ "github.com/vramgo/vram/backend/cuda" // NVIDIA GPUs, when a driver is there
 	_ "github.com/vramgo/vram/backend/sim"  // simulated GPUs
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // Device names where a tensor lives: a device kind ("cpu", "cuda", "sim")
@@ -79,14 +82,14 @@ func ParseDevice(s string) (Device, error) {
 		}
 		return CPU, nil
 	}
-	n, err := strconv.Atoi(idx)
-	if err != nil || n < 0 || strings.HasPrefix(idx, "+") {
-		return bad("index " + strconv.Quote(idx) + " is not a non-negative integer")
+	n, err := units.ParseCount("device index", idx, 0, math.MaxInt32)
+	if err != nil {
+		return bad("index " + strconv.Quote(idx) + " is not a whole number from 0 to 2147483647 in decimal digits")
 	}
 	if kind == "cpu" && n != 0 {
 		return bad("the CPU has only index 0")
 	}
-	return Device{Kind: kind, Index: n}, nil
+	return Device{Kind: kind, Index: int(n)}, nil
 }
 
 // MustParseDevice is like [ParseDevice] but panics with an [*Error] on a bad

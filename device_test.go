@@ -29,6 +29,19 @@ func TestParseDevice(t *testing.T) {
 		{"cpu:1", Device{}, true},
 		{"CUDA:0", Device{}, true},
 		{"cuda:0:1", Device{}, true},
+		{"cuda:-0", Device{}, true},
+		{"cuda: 1", Device{}, true},
+		{"cuda:1 ", CUDA(1), false},
+		{"cuda:1.0", Device{}, true},
+		{"cuda:1e1", Device{}, true},
+		{"cuda:0x1", Device{}, true},
+		{"cuda:1_0", Device{}, true},
+		{"sim:NaN", Device{}, true},
+		{"sim:Inf", Device{}, true},
+		{"sim:2147483647", Sim(2147483647), false},
+		{"sim:2147483648", Device{}, true},
+		{"cuda:99999999999999999999", Device{}, true},
+		{"cuda:007", CUDA(7), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {

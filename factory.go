@@ -94,22 +94,30 @@ func Scalar(v float64, opts ...Option) *Tensor {
 
 // Arange returns the values start, start+step, ... below end (above end for
 // a negative step), as float32 unless a dtype option is given. It panics
-// with [ErrArgument] if step is zero.
+// with [ErrArgument] if step is zero or start, end or step is not finite,
+// and with [ErrShape] if the range has more elements than an int counts.
 func Arange(start, end, step float64, opts ...Option) *Tensor {
+	defer asOp("arange")
 	if step == 0 || math.IsNaN(step) || math.IsInf(step, 0) {
 		fail("arange", ErrArgument, "step must be finite and nonzero, got %v", step)
 	}
-	defer asOp("arange")
-	o := resolve(Float32, opts)
-	n := int(math.Ceil((end - start) / step))
-	if n < 0 {
-		n = 0
+	if math.IsNaN(start) || math.IsInf(start, 0) || math.IsNaN(end) || math.IsInf(end, 0) {
+		fail("arange", ErrArgument, "start and end must be finite, got %v and %v", start, end)
 	}
+	o := resolve(Float32, opts)
+	n := 0
+	if c := math.Ceil((end - start) / step); c >= math.MaxInt {
+		fail("arange", ErrShape, "the range from %v to %v in steps of %v has more elements than an int can count", start, end, step)
+	} else if c > 0 {
+		n = int(c)
+	}
+	t := newTensor("arange", mustDevice("arange", o.device), o.dtype, []int{n})
 	raw := make([]byte, n*o.dtype.Size())
 	for i := 0; i < n; i++ {
 		store(o.dtype, raw, i, start+float64(i)*step)
 	}
-	return finish(fromBytes("arange", mustDevice("arange", o.device), o.dtype, []int{n}, raw), o)
+	t.writeBytes("arange", raw)
+	return finish(t, o)
 }
 
 // FromSlice returns a tensor holding a copy of data with the given shape
@@ -123,8 +131,8 @@ func FromSlice[T Element](data []T, shape Shape, opts ...Option) *Tensor {
 	if shape == nil {
 		shape = Shape{len(data)}
 	}
-	if shape.NumElements() != len(data) {
-		fail("from slice", ErrShape, "shape %v holds %d elements, but the slice has %d", shape, shape.NumElements(), len(data))
+	if n, _ := checkShape("from slice", shape, o.dtype); n != len(data) {
+		fail("from slice", ErrShape, "shape %v holds %d elements, but the slice has %d", shape, n, len(data))
 	}
 	return finish(fromBytes("from slice", mustDevice("from slice", o.device), o.dtype, shape, encode(data, o.dtype)), o)
 }
@@ -180,16 +188,18 @@ func random(op string, shape Shape, normal bool, opts []Option) *Tensor {
 		fail(op, ErrDType, "random values need a float dtype, got %s", o.dtype)
 	}
 	ds := mustDevice(op, o.device)
+	t := newTensor(op, ds, o.dtype, shape) // before the host buffers: see writeBytes
 	if ds.shapeOnly() {
 		// Nothing to draw: the device keeps no data.
-		return finish(newTensor(op, ds, o.dtype, shape), o)
+		return finish(t, o)
 	}
 	g := o.gen
 	if g == nil {
 		g = defaultGen
 	}
-	vals := g.fill(shape.NumElements(), normal)
-	return finish(fromBytes(op, ds, o.dtype, shape, encode(vals, o.dtype)), o)
+	vals := g.fill(t.NumElements(), normal)
+	t.writeBytes(op, encode(vals, o.dtype))
+	return finish(t, o)
 }
 
 // Rand returns uniform random values in [0, 1).

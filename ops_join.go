@@ -1,6 +1,9 @@
 package vram
 
-import "slices"
+import (
+	"math"
+	"slices"
+)
 
 // Cat concatenates tensors along dim. They must share a device and agree
 // in every other dimension; dtypes are promoted. It panics with [ErrShape]
@@ -23,6 +26,9 @@ func Cat(ts []*Tensor, dim int) *Tensor {
 			if d != a && t.shape[d] != shape[d] {
 				fail("cat", ErrShape, "tensor %d has shape %v, which differs from %v outside dimension %d", i, Shape(t.shape), Shape(ts[0].shape), a)
 			}
+		}
+		if t.shape[a] > math.MaxInt-total {
+			fail("cat", ErrShape, "the sizes of dimension %d add up to more than an int can count (at tensor %d of shape %v)", a, i, Shape(t.shape))
 		}
 		total += t.shape[a]
 		dt = promote(dt, t.dtype)

@@ -23,8 +23,9 @@ func matmulRaw(op string, a, b *Tensor) *Tensor {
 		fail(op, ErrShape, "shapes %v and %v cannot be multiplied (%d != %d)", Shape(a.shape), Shape(b.shape), k, k2)
 	}
 	batch := broadcastShapes(op, a.shape[:len(a.shape)-2], b.shape[:len(b.shape)-2])
-	nb := backend.NumElements(batch)
 	out := newTensor(op, ds, a.dtype, append(slices.Clone(batch), m, n))
+	nb := backend.NumElements(batch) // checked with the output's shape
+
 	av, at := batched(op, a, batch, nb, m, k)
 	bv, bt := batched(op, b, batch, nb, k, n)
 	ov := out.bv()

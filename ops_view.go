@@ -55,27 +55,31 @@ func (t *Tensor) Clone() *Tensor {
 	return out
 }
 
-// inferShape resolves one -1 in shape against n elements.
-func inferShape(op string, shape []int, n int, from []int) []int {
+// inferShape resolves one -1 in shape against n elements and checks that
+// the result is a shape of dt with n elements.
+func inferShape(op string, shape []int, n int, from []int, dt DType) []int {
 	out := slices.Clone(shape)
 	neg := -1
-	prod := 1
 	for i, d := range out {
 		switch {
 		case d == -1 && neg < 0:
 			neg = i
+			out[i] = 1
 		case d < 0:
-			fail(op, ErrShape, "invalid shape %v", Shape(shape))
-		default:
-			prod *= d
+			fail(op, ErrShape, "invalid shape %v: sizes must be at least 0, with at most one -1 to infer", Shape(shape))
 		}
+	}
+	// With the -1 taken as 1, the shape must be one that can exist.
+	prod, _, err := backend.CheckShape(out, dt.Size())
+	if err != nil {
+		fail(op, ErrShape, "shape %v is invalid for input of shape %v: its sizes multiply to more elements or bytes than an int64 holds", Shape(shape), Shape(from))
 	}
 	if neg >= 0 {
 		if prod == 0 || n%prod != 0 {
 			fail(op, ErrShape, "shape %v is invalid for input of shape %v (%d elements)", Shape(shape), Shape(from), n)
 		}
 		out[neg] = n / prod
-		prod *= out[neg]
+		prod = n
 	}
 	if prod != n {
 		fail(op, ErrShape, "shape %v is invalid for input of shape %v (%d elements)", Shape(shape), Shape(from), n)
@@ -89,7 +93,7 @@ func inferShape(op string, shape []int, n int, from []int) []int {
 // counts differ.
 func (t *Tensor) Reshape(shape ...int) *Tensor {
 	defer pin("reshape", t).unpin()
-	ns := inferShape("reshape", shape, t.NumElements(), t.shape)
+	ns := inferShape("reshape", shape, t.NumElements(), t.shape, t.dtype)
 	if st := computeView(t.shape, t.strides, ns); st != nil {
 		return t.reshapeView("reshape", ns, st)
 	}
@@ -103,7 +107,7 @@ func (t *Tensor) Reshape(shape ...int) *Tensor {
 // strides cannot show the new shape (call Contiguous first).
 func (t *Tensor) View(shape ...int) *Tensor {
 	defer pin("view", t).unpin()
-	ns := inferShape("view", shape, t.NumElements(), t.shape)
+	ns := inferShape("view", shape, t.NumElements(), t.shape, t.dtype)
 	st := computeView(t.shape, t.strides, ns)
 	if st == nil {
 		fail("view", ErrShape, "view size %v is not compatible with input size %v and strides %v; use Reshape or Contiguous first",
@@ -255,8 +259,8 @@ func (t *Tensor) Narrow(dim, start, length int) *Tensor {
 	if start < 0 {
 		start += t.shape[a]
 	}
-	if start < 0 || length < 0 || start+length > t.shape[a] {
-		fail("narrow", ErrIndex, "range [%d, %d) out of bounds for dimension %d of size %d", start, start+length, dim, t.shape[a])
+	if start < 0 || start > t.shape[a] || length < 0 || length > t.shape[a]-start {
+		fail("narrow", ErrIndex, "start %d and length %d out of bounds for dimension %d of size %d", start, length, dim, t.shape[a])
 	}
 	ns := slices.Clone(t.shape)
 	ns[a] = length
@@ -293,21 +297,26 @@ func (t *Tensor) Slice(dim, start, end, step int) *Tensor {
 	s, e := clamp(start), clamp(end)
 	length := 0
 	if e > s {
-		length = (e - s + step - 1) / step
+		length = (e-s-1)/step + 1 // the ceiling of (e-s)/step, without overflow
 	}
 	if step == 1 {
 		defer asOp("slice")
 		return t.Narrow(a, s, length)
 	}
 	ns, st := slices.Clone(t.shape), slices.Clone(t.strides)
-	ns[a], st[a] = length, st[a]*step
+	ns[a] = length
+	if length > 1 { // the stride of a size-1 dimension is never used; keep it from overflowing
+		st[a] *= step
+	}
 	out := t.view(ns, st, t.offset+s*t.strides[a])
 	if needsGrad(t) {
 		full := slices.Clone(t.shape)
 		record("slice", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor {
 			z := g.NewZeros(full)
 			zst := slices.Clone(z.strides)
-			zst[a] *= step
+			if length > 1 {
+				zst[a] *= step
+			}
 			dst := z.view(g.shape, zst, z.offset+s*z.strides[a])
 			check("slice", z.ds().bd.Copy(dst.bv(), g.bv()))
 			dst.Release()
@@ -389,12 +398,17 @@ func (t *Tensor) Expand(shape ...int) *Tensor {
 	}
 	ns := slices.Clone(shape)
 	lead := len(shape) - len(t.shape)
-	for i := range ns {
-		if i >= lead && ns[i] == -1 {
+	for i, d := range ns {
+		switch {
+		case i >= lead && d == -1:
 			ns[i] = t.shape[i-lead]
+		case d < 0:
+			fail("expand", ErrShape, "cannot expand shape %v to %v: size %d at dimension %d (-1, to keep a size, applies only to existing dimensions)",
+				Shape(t.shape), Shape(shape), d, i)
 		}
 	}
 	v := expandView("expand", t, ns)
+	checkShape("expand", ns, t.dtype)
 	out := t.view(ns, v.Strides, t.offset)
 	if needsGrad(t) {
 		orig := slices.Clone(t.shape)

@@ -28,7 +28,7 @@ func newStorage(op string, ds *devState, nbytes int64) *storage {
 	if err != nil {
 		kind := ErrBackend
 		var oom *memory.OutOfMemoryError
-		if errors.As(err, &oom) {
+		if errors.As(err, &oom) || errors.Is(err, memory.ErrTooLarge) {
 			kind = ErrOutOfMemory
 		}
 		panic(&Error{Op: op, Kind: kind, Detail: "allocating " + units.Bytes(nbytes) + " on " + ds.dev.String(), Err: err})

@@ -9,11 +9,22 @@ import (
 	"github.com/vramgo/vram/backend"
 )
 
-// Shape lists the sizes of a tensor's dimensions, outermost first.
+// Shape lists the sizes of a tensor's dimensions, outermost first. Sizes
+// are at least 0, and the product of the sizes other than 0, times the
+// dtype's size in bytes, must fit an int64: every function that creates a
+// tensor or a view panics with [ErrShape] for a shape that breaks this,
+// rather than let a count or a size wrap around.
 type Shape []int
 
-// NumElements returns the product of the sizes (1 for a scalar).
-func (s Shape) NumElements() int { return backend.NumElements(s) }
+// NumElements returns the product of the sizes (1 for a scalar). It panics
+// with [ErrShape] if a size is negative or the product overflows an int.
+func (s Shape) NumElements() int {
+	n, _, err := backend.CheckShape(s, 1)
+	if err != nil {
+		fail("num elements", ErrShape, "%v", err)
+	}
+	return n
+}
 
 func (s Shape) String() string {
 	parts := make([]string, len(s))
@@ -60,15 +71,24 @@ type Tensor struct {
 	scope *scope // the Tidy that releases it, if any
 }
 
+// checkShape returns the element count and the size in bytes of a tensor
+// of shape and dt. It panics with ErrShape, naming op, when no tensor can
+// have that shape: a negative size, or a count or size that overflows (see
+// backend.CheckShape). Every shape a tensor takes passes through it or
+// through backend.CheckShape: new storage (newTensor), the shapes given to
+// FromSlice, and views that can grow (Reshape, View, Expand).
+func checkShape(op string, shape []int, dt DType) (int, int64) {
+	n, nbytes, err := backend.CheckShape(shape, dt.Size())
+	if err != nil {
+		fail(op, ErrShape, "%v; no tensor can have it", err)
+	}
+	return n, nbytes
+}
+
 // newTensor allocates a contiguous tensor on ds.
 func newTensor(op string, ds *devState, dt DType, shape []int) *Tensor {
-	for _, d := range shape {
-		if d < 0 {
-			fail(op, ErrShape, "negative dimension in shape %v", Shape(shape))
-		}
-	}
-	n := backend.NumElements(shape)
-	st := newStorage(op, ds, int64(n)*int64(dt.Size()))
+	_, nbytes := checkShape(op, shape, dt)
+	st := newStorage(op, ds, nbytes)
 	t := &Tensor{dtype: dt, shape: slices.Clone(shape), strides: backend.ContiguousStrides(shape)}
 	attachRef(t, st, nil)
 	g := current()

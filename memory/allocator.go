@@ -46,6 +46,8 @@ import (
 	"github.com/google/btree"
 
 	"github.com/vramgo/vram/memory/trace"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // Sizes of PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp),
@@ -68,6 +70,18 @@ const (
 	// rounded up to 2 MiB.
 	kRoundLarge = 2 << 20
 )
+
+// MaxAllocSize is the largest request, in bytes, that [Allocator.Alloc]
+// accepts: 4 EiB, more than any device has, and small enough that rounding a
+// request (to 512 bytes, to a power-of-two division, to 2 MiB segments or to
+// the mapping granularity) cannot overflow an int64. Larger requests fail
+// with an error wrapping [ErrTooLarge].
+const MaxAllocSize = 1 << 62
+
+// ErrTooLarge is wrapped by the error of an [Allocator.Alloc] of more than
+// [MaxAllocSize] bytes. No device holds that much, so the size most likely
+// comes from a wrong computation (an overflowing shape, a corrupt trace).
+var ErrTooLarge = errors.New("memory: request larger than any device")
 
 // mode is how the allocator gets memory, fixed at New from the policy and
 // the arena.
@@ -207,7 +221,13 @@ func New(arena Arena, cfg Config, opts ...Option) *Allocator {
 // setLimit derives the reserve limit from the capacity and the fraction.
 func (a *Allocator) setLimit() {
 	if a.fraction > 0 {
-		a.limit = int64(float64(a.arena.Capacity()) * a.fraction)
+		// The product rounds to 2^63 for capacities near MaxInt64, which
+		// int64 cannot hold.
+		if l := float64(a.arena.Capacity()) * a.fraction; l < math.MaxInt64 {
+			a.limit = int64(l)
+		} else {
+			a.limit = math.MaxInt64
+		}
 	} else {
 		a.limit = math.MaxInt64
 	}
@@ -259,14 +279,16 @@ func (a *Allocator) OnOOM(f func()) {
 // and ran the OnOOM hook, the error is an [*OutOfMemoryError]; the failure
 // leaves every block and statistic exact (only the cache may have been
 // released) and the allocator keeps working. Other errors: a negative size,
-// a [*ConfigError] from New, or an arena failure other than
-// [ErrArenaFull], wrapped.
+// a size above [MaxAllocSize] (wrapping [ErrTooLarge]; nothing changes and
+// it is not counted as an OOM), a [*ConfigError] from New, or an arena
+// failure other than [ErrArenaFull], wrapped.
 func (a *Allocator) Alloc(size int64, stream Stream, region string) (*Block, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("memory: Alloc of a negative size (%d bytes)", size)
 	}
-	if size > math.MaxInt64/2 {
-		size = math.MaxInt64 / 2 // fails below as out of memory, without overflow
+	if size > MaxAllocSize {
+		return nil, fmt.Errorf("%w: Alloc of %d bytes (%s); requests above %s (memory.MaxAllocSize) cannot be served, so check how the size was computed",
+			ErrTooLarge, size, units.Bytes(size), units.Bytes(MaxAllocSize))
 	}
 	if a.cfgErr != nil {
 		return nil, a.cfgErr
@@ -944,5 +966,39 @@ func sortByAge(bs []*Block) {
 // alignDown rounds n down to a multiple of m (m > 0, n >= 0).
 func alignDown(n, m int64) int64 { return n / m * m }
 
-// alignUp rounds n up to a multiple of m (m > 0).
-func alignUp(n, m int64) int64 { return (n + m - 1) / m * m }
+// alignUp rounds n up to a multiple of m (m > 0, n >= 0). It cannot
+// overflow when the result fits an int64, which holds for requests of at
+// most MaxAllocSize and spans of at most maxDefaultSpan.
+func alignUp(n, m int64) int64 {
+	if r := n % m; r != 0 {
+		return n + (m - r)
+	}
+	return n
+}
+
+// satAdd returns a+b for non-negative a and b, or math.MaxInt64 when the
+// sum does not fit.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// maxDefaultSpan bounds, in bytes, the address range a virtual segment
+// reserves ahead of need (twice the capacity under policy:vram, 9/8 of it
+// for expandable segments): 1 PiB, more than any GPU has (an H200 has
+// 141 GB), so that a simulated device of absurd capacity still reserves
+// ranges whose sum stays far inside the 64-bit address space. A larger
+// request reserves its own size.
+const maxDefaultSpan = 1 << 50
+
+// scaleSpan returns capacity/den*num (capacity >= 0, num and den > 0), the
+// address range a virtual segment reserves ahead of need, at most
+// maxDefaultSpan.
+func scaleSpan(capacity, num, den int64) int64 {
+	if q := capacity / den; q <= maxDefaultSpan/num {
+		return q * num
+	}
+	return maxDefaultSpan
+}

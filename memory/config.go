@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // Policy selects how an [Allocator] places blocks and when it asks the
@@ -135,8 +137,11 @@ const configKeys = "policy, expandable_segments, max_split_size_mb, roundup_powe
 // "policy:pytorch,expandable_segments:True,max_split_size_mb:512" or
 // "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]". Blanks around tokens
 // are ignored; "" is the zero Config. A key given twice takes its last
-// value. An unknown key, a malformed value or a number out of range is a
-// [*ConfigError]. The key "backend" is accepted with the value "native"
+// value. Numbers are decimal: whole numbers (max_split_size_mb, divisions)
+// are digits only, fractions are digits with an optional point and exponent
+// ("0.6", "5e-1"); signs, hexadecimal, underscores, NaN and Inf are not
+// numbers here. An unknown key, a malformed value or a number out of range
+// is a [*ConfigError]. The key "backend" is accepted with the value "native"
 // only.
 //
 // In the per-size form of roundup_power2_divisions each key is a power of
@@ -201,21 +206,21 @@ func (c *Config) set(key string, p *configParser) error {
 			c.PinnedUseCUDAHostRegister = v
 		}
 	case "max_split_size_mb":
-		v, err := strconv.ParseInt(val, 10, 64)
-		if err != nil || v <= kLargeBuffer>>20 || v > maxSplitSizeMBLimit {
+		v, err := units.ParseCount(key, val, 0, maxSplitSizeMBLimit)
+		if err != nil || v <= kLargeBuffer>>20 {
 			return bad("expected a whole number of MiB above %d (the large segment size) and at most %d", kLargeBuffer>>20, int64(maxSplitSizeMBLimit))
 		}
 		c.MaxSplitSizeMB = v
 	case "garbage_collection_threshold":
-		v, err := strconv.ParseFloat(val, 64)
+		v, err := units.ParseDecimal(key, val)
 		if err != nil || !(v > 0 && v < 1) {
-			return bad("expected a number greater than 0 and less than 1")
+			return bad("expected a decimal number greater than 0 and less than 1, such as 0.6")
 		}
 		c.GarbageCollectionThreshold = v
 	case "per_process_memory_fraction":
-		v, err := strconv.ParseFloat(val, 64)
+		v, err := units.ParseDecimal(key, val)
 		if err != nil || !(v > 0 && v <= 1) {
-			return bad("expected a number greater than 0 and at most 1")
+			return bad("expected a decimal number greater than 0 and at most 1, such as 0.5")
 		}
 		c.PerProcessMemoryFraction = v
 	case "backend":
@@ -233,11 +238,11 @@ func (c *Config) set(key string, p *configParser) error {
 func (c *Config) parseDivisions(p *configParser) error {
 	const key = "roundup_power2_divisions"
 	divisions := func(tok string) (int, error) {
-		v, err := strconv.Atoi(tok)
-		if err != nil || v < 0 || v > 1<<20 || (v != 0 && v&(v-1) != 0) {
+		v, err := units.ParseCount(key, tok, 0, 1<<20)
+		if err != nil || (v != 0 && v&(v-1) != 0) {
 			return 0, &ConfigError{Key: key, Value: tok, Reason: "divisions must be 0 or a power of two up to 1048576"}
 		}
-		return v, nil
+		return int(v), nil
 	}
 	tok := p.next()
 	if tok != "[" {

@@ -148,8 +148,10 @@
 //
 // # Errors
 //
-// Alloc returns errors: [*OutOfMemoryError], [*ConfigError], or an arena
-// failure wrapped. Misuse (freeing a block twice or one from another
+// Alloc returns errors: [*OutOfMemoryError], [*ConfigError], an error
+// wrapping [ErrTooLarge] for a request above [MaxAllocSize] (a size no device
+// has, so rounding and sums of sizes never overflow), or an arena failure
+// wrapped. Misuse (freeing a block twice or one from another
 // allocator) panics. Internal inconsistencies panic with a message
 // starting "vram: internal:".
 package memory

@@ -34,7 +34,8 @@ import (
 // expandableSpanNum/expandableSpanDen is the address space of one of
 // PyTorch's expandable segments as a fraction of the device's capacity: 9/8
 // (PyTorch reserves totalGlobalMem + totalGlobalMem/8), so that pages
-// unmapped early in the segment can be mapped again at its end.
+// unmapped early in the segment can be mapped again at its end; at most
+// maxDefaultSpan.
 const (
 	expandableSpanNum = 9
 	expandableSpanDen = 8
@@ -285,7 +286,7 @@ func (a *Allocator) growExpandable(p *pool, stream Stream, size int64) (*Block, 
 		}
 	}
 	if cand == nil {
-		span := a.arena.Capacity() / expandableSpanDen * expandableSpanNum
+		span := scaleSpan(a.arena.Capacity(), expandableSpanNum, expandableSpanDen)
 		seg, err := a.newVirtualSegment(p, stream, alignUp(max(span, size), a.expandableUnit(p.kind)))
 		if err != nil {
 			return nil, err

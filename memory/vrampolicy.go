@@ -59,8 +59,8 @@ const (
 	// (within the bounds above).
 	vramChunkDiv = 12
 	// vramSpanFactor: each virtual segment reserves twice the device's
-	// capacity of address space, so that unmapped holes can be left
-	// behind while the segment grows.
+	// capacity of address space (at most maxDefaultSpan), so that
+	// unmapped holes can be left behind while the segment grows.
 	vramSpanFactor = 2
 )
 
@@ -197,7 +197,7 @@ func (a *Allocator) bestPlacement(p *pool, stream Stream, size int64) (best plac
 func (a *Allocator) growVRAM(p *pool, stream Stream, size int64) (*Block, error) {
 	pl, ok := a.bestPlacement(p, stream, size)
 	if !ok {
-		span := alignUp(max(a.arena.Capacity()*vramSpanFactor, size), a.gran)
+		span := alignUp(max(scaleSpan(a.arena.Capacity(), vramSpanFactor, 1), size), a.gran)
 		seg, err := a.newVirtualSegment(p, stream, span)
 		if err != nil {
 			return nil, err
@@ -206,9 +206,9 @@ func (a *Allocator) growVRAM(p *pool, stream Stream, size int64) (*Block, error)
 	}
 	if pl.need > 0 {
 		reserved := a.stats.ReservedBytes[StatAll].Current
-		alloc := a.stats.AllocatedBytes[StatAll].Current + size
-		budget := min(max(a.highWater, alloc+alloc/vramSlackDiv), a.limit)
-		if over := reserved + pl.need - budget; over > 0 {
+		alloc := satAdd(a.stats.AllocatedBytes[StatAll].Current, size)
+		budget := min(max(a.highWater, satAdd(alloc, alloc/vramSlackDiv)), a.limit)
+		if over := satAdd(reserved, pl.need) - budget; over > 0 {
 			seg := pl.run.seg
 			if a.reclaim(over, seg, pl.at, pl.at+uint64(size)) > 0 {
 				if pl, ok = a.bestPlacement(p, stream, size); !ok {

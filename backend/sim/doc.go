@@ -6,9 +6,12 @@
 //
 // The number and sizes of the devices come from VRAM_SIM_DEVICES, read once
 // at start-up: "2x24GiB" (two devices of 24 GiB each), "80GiB,16GiB" (two
-// devices of different sizes), or "0" (none). Sizes take the units B, KiB,
-// MiB, GiB, TiB (and KB, MB, GB, TB as powers of 1000). When it is unset
-// there are [DefaultCount] devices of [DefaultCapacity] bytes each.
+// devices of different sizes), or "0" (none), at most [MaxDevices] in all.
+// Sizes are decimal numbers with the units B, KiB, MiB, GiB, TiB, PiB, EiB
+// (and KB, MB, GB, TB, PB, EB as powers of 1000), exact to the byte: "1.5GiB"
+// is 1610612736 bytes, while "0.5", "1.3B", "NaN" or "-1GiB" are errors
+// ([ParseBytes]). When it is unset there are [DefaultCount] devices of
+// [DefaultCapacity] bytes each.
 // VRAM_SIM_SHAPE_ONLY=1 makes them shape-only (see [ParseShapeOnly] and
 // [Device.SetShapeOnly]), and VRAM_ALLOC_CONF configures their allocators
 // as it does CUDA's. An invalid value of any of the three leaves no sim

@@ -4,13 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/vramgo/vram/backend"
 	_ "github.com/vramgo/vram/backend/cpu" // the kernels
 	"github.com/vramgo/vram/memory"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // Defaults when VRAM_SIM_DEVICES is unset.
@@ -121,8 +122,21 @@ func (b *Backend) Device(i int) (backend.Device, error) {
 	return b.devices[i], nil
 }
 
+// MaxDevices is the most simulated devices VRAM_SIM_DEVICES may ask for,
+// in all and in one "Nx" group.
+const MaxDevices = 64
+
+// devicesForm describes the syntax of VRAM_SIM_DEVICES, for messages.
+const devicesForm = "sizes or NxSIZE groups separated by commas, as in 2x24GiB,80GiB, at most 64 devices, or 0 for none"
+
 // ParseDevices parses a VRAM_SIM_DEVICES value into device capacities in
-// bytes. The empty string gives the defaults.
+// bytes: comma-separated sizes in the syntax of [ParseBytes], each
+// optionally preceded by "Nx" for N devices of that size ("2x24GiB,80GiB"),
+// or "0" for no devices. Blanks around the parts are ignored; the empty
+// string gives the defaults ([DefaultCount] devices of [DefaultCapacity]).
+// A bad size or count, an empty part or more than [MaxDevices] devices is
+// an error that names the part and the whole value and wraps a
+// [*ParseError].
 func ParseDevices(s string) ([]int64, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -135,20 +149,30 @@ func ParseDevices(s string) ([]int64, error) {
 	if s == "0" {
 		return nil, nil
 	}
+	// A part's error names the whole value when there is more to it.
+	in := func(token string, err error) error {
+		if strings.TrimSpace(token) == s {
+			return err
+		}
+		return fmt.Errorf("%w (in %q)", err, s)
+	}
 	var out []int64
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		n := 1
 		if c, size, ok := strings.Cut(part, "x"); ok {
-			k, err := strconv.Atoi(c)
-			if err != nil || k < 1 || k > 64 {
-				return nil, fmt.Errorf("bad device count %q in %q (want 1 to 64)", c, s)
+			k, err := units.ParseCount("device count", strings.TrimSpace(c), 1, MaxDevices)
+			if err != nil {
+				return nil, in(c, err)
 			}
-			n, part = k, size
+			n, part = int(k), size
 		}
 		b, err := ParseBytes(part)
 		if err != nil {
-			return nil, fmt.Errorf("%w in %q", err, s)
+			return nil, in(part, err)
+		}
+		if len(out)+n > MaxDevices {
+			return nil, &ParseError{What: "device list", Input: s, Reason: fmt.Sprintf("more than %d devices in all", MaxDevices), Want: devicesForm}
 		}
 		for range n {
 			out = append(out, b)
@@ -157,25 +181,15 @@ func ParseDevices(s string) ([]int64, error) {
 	return out, nil
 }
 
-// ParseBytes parses a size such as "24GiB", "512MiB", "80GB" or "1024".
-func ParseBytes(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10},
-		{"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
-	mult := int64(1)
-	num := s
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			mult, num = u.mult, strings.TrimSpace(strings.TrimSuffix(s, u.suffix))
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || v <= 0 || v*float64(mult) > 1<<62 {
-		return 0, fmt.Errorf("bad size %q (want a positive number with B, KiB, MiB, GiB or TiB)", s)
-	}
-	return int64(v * float64(mult)), nil
-}
+// ParseError is the error of [ParseBytes], also wrapped by the errors of
+// [ParseDevices]: it names the input and says what is wrong and what is
+// accepted.
+type ParseError = units.ParseError
+
+// ParseBytes parses a size such as "24GiB", "512MiB", "1.5GiB", "80GB" or
+// "1024": digits with an optional fraction, then an optional unit (B, KiB,
+// MiB, GiB, TiB, PiB, EiB or KB, MB, GB, TB, PB, EB), blanks allowed around
+// the number. The value, computed exactly, must be a whole number of bytes
+// from 1 to math.MaxInt64. Anything else, including "0.5", NaN, Inf, a sign,
+// an exponent or trailing text, is a [*ParseError].
+func ParseBytes(s string) (int64, error) { return units.ParseBytes(s) }

@@ -2,7 +2,10 @@ package sim
 
 import (
 	"errors"
+	"math"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -28,30 +31,99 @@ func TestParseDevices(t *testing.T) {
 	tests := []struct {
 		in   string
 		want []int64
-		bad  bool
 	}{
-		{"", []int64{DefaultCapacity, DefaultCapacity}, false},
-		{"0", nil, false},
-		{"2x24GiB", []int64{24 << 30, 24 << 30}, false},
-		{"80GiB,16GiB", []int64{80 << 30, 16 << 30}, false},
-		{"1x512MiB, 1GB", []int64{512 << 20, 1e9}, false},
-		{"4096", []int64{4096}, false},
-		{"2x", nil, true},
-		{"0x1GiB", nil, true},
-		{"-1GiB", nil, true},
-		{"lots", nil, true},
-		{"1.5GiB", []int64{3 << 29}, false},
+		{"", []int64{DefaultCapacity, DefaultCapacity}},
+		{"   ", []int64{DefaultCapacity, DefaultCapacity}},
+		{"0", nil},
+		{" 0 ", nil},
+		{"2x24GiB", []int64{24 << 30, 24 << 30}},
+		{"2 x 24 GiB", []int64{24 << 30, 24 << 30}},
+		{"80GiB,16GiB", []int64{80 << 30, 16 << 30}},
+		{"1x512MiB, 1GB", []int64{512 << 20, 1e9}},
+		{"4096", []int64{4096}},
+		{"1", []int64{1}},
+		{"1.5GiB", []int64{3 << 29}},
+		{"0.5KiB", []int64{512}},
+		{"64x1MiB", slices.Repeat([]int64{1 << 20}, 64)},
+		{"32x1MiB,32x2MiB", append(slices.Repeat([]int64{1 << 20}, 32), slices.Repeat([]int64{2 << 20}, 32)...)},
+		{"9223372036854775807", []int64{math.MaxInt64}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := ParseDevices(tc.in)
-			if (err != nil) != tc.bad {
-				t.Fatalf("error %v, want error %v", err, tc.bad)
+			if err != nil {
+				t.Fatalf("ParseDevices(%q): %v", tc.in, err)
 			}
-			if !tc.bad && !reflect.DeepEqual(got, tc.want) {
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestParseDevicesErrors(t *testing.T) {
+	tests := []struct {
+		in      string
+		mention string // a word of the message
+		size    bool   // the error wraps a *ParseError for a size
+	}{
+		{"2x", "empty size", true},
+		{"0x1GiB", "less than 1", false},
+		{"65x1GiB", "more than 64", false},
+		{"+2x1GiB", "not a digit", false},
+		{"-1x1GiB", "not a digit", false},
+		{"1.5x1GiB", "not a digit", false},
+		{"33x1GiB,32x1GiB", "more than 64 devices", false},
+		{"-1GiB", "negative", true},
+		{"lots", "does not start with a number", true},
+		{"NaN", "does not start with a number", true},
+		{"Inf", "does not start with a number", true},
+		{"2xNaN", "does not start with a number", true},
+		{"0.5", "less than 1 byte", true},
+		{"2x0.5", "less than 1 byte", true},
+		{"1.5", "not a whole number", true},
+		{"0.5GiB,1.3", "not a whole number", true},
+		{"00", "at least 1 byte", true},
+		{"0,1GiB", "at least 1 byte", true},
+		{"1e30", "unknown unit", true},
+		{"1GiB,", "empty size", true},
+		{",1GiB", "empty size", true},
+		{"1GiB;2GiB", "unknown unit", true},
+		{"9223372036854775808", "largest size", true},
+		{"16EiB", "largest size", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseDevices(tc.in)
+			if err == nil {
+				t.Fatalf("ParseDevices(%q) = %v, want an error", tc.in, got)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.mention) || !strings.Contains(msg, strconv.Quote(strings.TrimSpace(tc.in))) || strings.Contains(msg, "\n") {
+				t.Errorf("error %q is not one line naming %q and mentioning %q", msg, tc.in, tc.mention)
+			}
+			var pe *ParseError
+			if !errors.As(err, &pe) {
+				t.Fatalf("error %v wraps no *ParseError", err)
+			}
+			if (pe.What == "size") != tc.size {
+				t.Errorf("error %v: a %s error, want size=%v", err, pe.What, tc.size)
+			}
+		})
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"24GiB": 24 << 30, "80GB": 80e9, "1024": 1024, " 1.5 GiB ": 3 << 29} {
+		if got, err := ParseBytes(in); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"NaN", "0.5", "0", "-1", "1e30", "Inf", "", "4GiB!"} {
+		var pe *ParseError
+		if got, err := ParseBytes(in); !errors.As(err, &pe) {
+			t.Errorf("ParseBytes(%q) = %d, %v; want a *ParseError", in, got, err)
+		}
 	}
 }
 

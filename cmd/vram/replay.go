@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vramgo/vram/backend/sim"
 	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/memory/trace"
 
@@ -70,9 +69,9 @@ snapshot whose history was truncated starts from the blocks its segments imply.
   vram replay --capacity 24GiB --conf expandable_segments:True snapshot.pickle`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var capBytes int64
-			if capacity != "" {
-				b, err := sim.ParseBytes(capacity)
+			var capBytes int64 // 0: the snapshot's, else the default
+			if cmd.Flags().Changed("capacity") {
+				b, err := units.ParseBytes(capacity)
 				if err != nil {
 					return usagef("--capacity: %v", err)
 				}

@@ -1,4 +1,5 @@
-// Package units formats byte counts in binary units for people to read.
+// Package units formats byte counts in binary units for people to read and
+// parses sizes and counts exactly, with errors that say what is accepted.
 package units
 
 import "fmt"

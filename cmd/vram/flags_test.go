@@ -1,0 +1,84 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestNumericFlags checks that numbers on the command line are parsed
+// exactly and strictly: each bad value is a usage error (exit 2) on one
+// line that names the flag and the value, and nothing runs.
+func TestNumericFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string // in the one-line message
+	}{
+		{"capacity NaN", []string{"replay", "--capacity", "NaN", resnetTrace}, []string{"--capacity", `"NaN"`, "1.5GiB"}},
+		{"capacity Inf", []string{"replay", "--capacity", "Inf", resnetTrace}, []string{"--capacity", `"Inf"`}},
+		{"capacity half a byte", []string{"replay", "--capacity", "0.5", resnetTrace}, []string{"--capacity", `"0.5"`, "less than 1 byte"}},
+		{"capacity zero", []string{"replay", "--capacity", "0", resnetTrace}, []string{"--capacity", "at least 1 byte"}},
+		{"capacity -0", []string{"replay", "--capacity", "-0", resnetTrace}, []string{"--capacity", "negative"}},
+		{"capacity negative", []string{"replay", "--capacity", "-1GiB", resnetTrace}, []string{"--capacity", "negative"}},
+		{"capacity fractional bytes", []string{"replay", "--capacity", "1.3B", resnetTrace}, []string{"--capacity", "not a whole number"}},
+		{"capacity exponent", []string{"replay", "--capacity", "1e30", resnetTrace}, []string{"--capacity", "unknown unit"}},
+		{"capacity overflow", []string{"replay", "--capacity", "9223372036854775808", resnetTrace}, []string{"--capacity", "largest size"}},
+		{"capacity 16 EiB", []string{"replay", "--capacity", "16EiB", resnetTrace}, []string{"--capacity", "largest size"}},
+		{"capacity garbage", []string{"replay", "--capacity", "80GiB!", resnetTrace}, []string{"--capacity", "unknown unit"}},
+		{"capacity empty", []string{"replay", "--capacity", "", resnetTrace}, []string{"--capacity", "empty size"}},
+		{"capacity blank", []string{"replay", "--capacity=  ", resnetTrace}, []string{"--capacity", "empty size"}},
+		{"batch above the data", []string{"demo", "--device", "cpu", "--batch", "100000000"}, []string{"--batch 100000000", "training examples"}},
+		{"batch zero", []string{"demo", "--batch", "0"}, []string{"--batch must be positive"}},
+		{"batch not a number", []string{"demo", "--batch", "1e3"}, []string{`"1e3"`, "--batch"}},
+		{"steps overflow", []string{"demo", "--steps", "99999999999999999999"}, []string{"--steps"}},
+		{"seed negative", []string{"demo", "--seed", "-1"}, []string{"--seed"}},
+		{"interval zero", []string{"watch", "--interval", "0s"}, []string{"--interval must be at least 10ms"}},
+		{"interval negative", []string{"watch", "--interval", "-1s"}, []string{"--interval must be at least 10ms"}},
+		{"interval NaN", []string{"watch", "--interval", "NaN"}, []string{"--interval"}},
+		{"interval no unit", []string{"watch", "--interval", "100"}, []string{"--interval"}},
+		{"interval overflow", []string{"watch", "--interval", "9999999999h"}, []string{"--interval"}},
+		{"count negative", []string{"watch", "--count", "-1"}, []string{"--count must not be negative"}},
+		{"top zero", []string{"analyze", "--top", "0", resnetTrace}, []string{"--top must be at least 1"}},
+		{"top fraction", []string{"analyze", "--top", "1.5", resnetTrace}, []string{"--top"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tc.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d", code, exitUsage)
+			}
+			if stdout != "" {
+				t.Errorf("stdout not empty:\n%s", stdout)
+			}
+			if !strings.HasPrefix(stderr, "vram: ") || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("stderr %q, want one line starting with \"vram: \"", stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr %q does not contain %q", stderr, w)
+				}
+			}
+		})
+	}
+}
+
+// TestCapacityForms checks that the accepted forms of --capacity all reach
+// the replay exactly.
+func TestCapacityForms(t *testing.T) {
+	for in, want := range map[string]string{
+		"80GiB":   "capacity 80.00 GiB",
+		" 80 GiB": "capacity 80.00 GiB",
+		"1.5GiB":  "capacity 1.50 GiB",
+		"100GB":   "capacity 93.13 GiB",
+	} {
+		t.Run(in, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, "replay", "--capacity", in, resnetTrace)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if !strings.Contains(stdout, want) {
+				t.Errorf("output lacks %q:\n%s", want, stdout)
+			}
+		})
+	}
+}

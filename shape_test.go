@@ -1,0 +1,421 @@
+package vram
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/backend/sim"
+	"github.com/vramgo/vram/memory"
+)
+
+// badShapes are shapes no tensor can have, for every dtype: a negative
+// size, or a product of the nonzero sizes beyond an int.
+var badShapes = []Shape{
+	{-1},
+	{2, -3},
+	{math.MinInt},
+	{1 << 40, 1 << 40},
+	{3, 1 << 62},
+	{1 << 62, 3},
+	{math.MaxInt, 2},
+	{1 << 31, 1 << 31, 4},
+	{1 << 21, 1 << 21, 1 << 21},
+	{0, 1 << 40, 1 << 40}, // empty, but its strides would wrap
+	{1 << 40, 1 << 40, 0},
+	{1<<62 + 1, 4},
+}
+
+// bytesTooLarge are shapes whose element count fits but whose size in
+// bytes at the given dtype does not.
+var bytesTooLarge = []struct {
+	shape Shape
+	dt    DType
+}{
+	{Shape{1 << 61}, Float32},
+	{Shape{math.MaxInt}, Float32},
+	{Shape{1 << 62}, Float16},
+	{Shape{1 << 62}, BFloat16},
+	{Shape{1 << 60}, Float64},
+	{Shape{1 << 60}, Int64},
+	{Shape{1 << 31, 1 << 30}, Float32},
+	{Shape{0, 1 << 61}, Float32},
+}
+
+// wantShapeError runs f and fails unless it panicked with an *Error of kind
+// ErrShape (or kind, when given) naming op, on one line unless it reports
+// an out-of-memory diagnosis.
+func wantShapeError(t *testing.T, op string, f func(), kind ...error) {
+	t.Helper()
+	want := ErrShape
+	if len(kind) > 0 {
+		want = kind[0]
+	}
+	err := Catch(f)
+	var ve *Error
+	if !errors.As(err, &ve) || !errors.Is(err, want) {
+		t.Fatalf("got %v, want a *vram.Error of kind %v", err, want)
+	}
+	if ve.Op != op {
+		t.Errorf("error %v names op %q, want %q", err, ve.Op, op)
+	}
+	if want != ErrOutOfMemory && strings.Contains(err.Error(), "\n") {
+		t.Errorf("error %q is not one line", err)
+	}
+}
+
+var (
+	planOnce sync.Once
+	planDev  Device
+	planErr  error
+)
+
+// planningDevice returns a shape-only sim device (sim:3), or skips.
+func planningDevice(t *testing.T) Device {
+	t.Helper()
+	planOnce.Do(func() {
+		if !Sim(3).Available() {
+			planErr = errors.New("sim:3 not available")
+			return
+		}
+		b, _ := backend.Lookup("sim")
+		d, err := b.Device(3)
+		if err == nil {
+			err = d.(*sim.Device).SetShapeOnly(true)
+		}
+		planDev, planErr = Sim(3), err
+	})
+	if planErr != nil {
+		t.Skip(planErr)
+	}
+	return planDev
+}
+
+func TestShapeNumElements(t *testing.T) {
+	tests := []struct {
+		s    Shape
+		want int
+	}{
+		{Shape{}, 1},
+		{nil, 1},
+		{Shape{0}, 0},
+		{Shape{5, 0, 7}, 0},
+		{Shape{2, 3, 4}, 24},
+		{Shape{1 << 31, 1 << 31}, 1 << 62},
+		{Shape{math.MaxInt}, math.MaxInt},
+		{Shape{0, math.MaxInt}, 0},
+	}
+	for _, tt := range tests {
+		if got := tt.s.NumElements(); got != tt.want {
+			t.Errorf("%v.NumElements() = %d, want %d", tt.s, got, tt.want)
+		}
+	}
+	for _, s := range badShapes {
+		t.Run(s.String(), func(t *testing.T) {
+			wantShapeError(t, "num elements", func() { s.NumElements() })
+		})
+	}
+}
+
+// TestConstructorsRejectBadShapes runs every constructor on every bad shape,
+// on the CPU and on a shape-only device, and checks that nothing was
+// allocated.
+func TestConstructorsRejectBadShapes(t *testing.T) {
+	devs := []Device{CPU}
+	if Sim(3).Available() {
+		devs = append(devs, planningDevice(t))
+	}
+	base := func(dt DType, d Device) *Tensor { return Ones(Shape{2}, dt, d) }
+	type ctor struct {
+		name, op string
+		f        func(Shape, DType, Device)
+	}
+	ctors := []ctor{
+		{"Empty", "empty", func(s Shape, dt DType, d Device) { Empty(s, dt, d) }},
+		{"Zeros", "zeros", func(s Shape, dt DType, d Device) { Zeros(s, dt, d) }},
+		{"Ones", "ones", func(s Shape, dt DType, d Device) { Ones(s, dt, d) }},
+		{"Full", "full", func(s Shape, dt DType, d Device) { Full(s, 2, dt, d) }},
+		{"FromSlice", "from slice", func(s Shape, dt DType, d Device) { FromSlice([]float32{}, s, dt, d) }},
+		{"NewZeros", "new_zeros", func(s Shape, dt DType, d Device) { base(dt, d).NewZeros(s) }},
+		{"NewOnes", "new_ones", func(s Shape, dt DType, d Device) { base(dt, d).NewOnes(s) }},
+		{"NewFull", "new_full", func(s Shape, dt DType, d Device) { base(dt, d).NewFull(s, 3) }},
+		{"NewEmpty", "new_empty", func(s Shape, dt DType, d Device) { base(dt, d).NewEmpty(s) }},
+	}
+	floatCtors := []ctor{
+		{"Rand", "rand", func(s Shape, dt DType, d Device) { Rand(s, dt, d) }},
+		{"Randn", "randn", func(s Shape, dt DType, d Device) { Randn(s, dt, d) }},
+		{"Uniform", "rand", func(s Shape, dt DType, d Device) { Uniform(s, -1, 1, dt, d) }},
+		{"NewRandn", "randn", func(s Shape, dt DType, d Device) { base(dt, d).NewRandn(s) }},
+	}
+	for _, d := range devs {
+		before := MemoryAllocated(d)
+		for _, c := range append(ctors, floatCtors...) {
+			for _, s := range badShapes {
+				t.Run(d.String()+"/"+c.name+"/"+s.String(), func(t *testing.T) {
+					Tidy(func() { wantShapeError(t, c.op, func() { c.f(s, Float32, d) }) })
+				})
+			}
+			for _, tc := range bytesTooLarge {
+				if random := c.op == "rand" || c.op == "randn"; random && !tc.dt.IsFloat() {
+					continue // a dtype error comes first
+				}
+				t.Run(d.String()+"/"+c.name+"/"+tc.dt.String()+tc.shape.String(), func(t *testing.T) {
+					Tidy(func() { wantShapeError(t, c.op, func() { c.f(tc.shape, tc.dt, d) }) })
+				})
+			}
+		}
+		if got := MemoryAllocated(d); got > before {
+			t.Errorf("%s: %d bytes allocated after the failed constructors, %d before", d, got, before)
+		}
+	}
+}
+
+// TestShapeOnlyPlanning checks what a plan on a shape-only device learns:
+// a shape that cannot exist is a shape error (never a 0-byte "fit"), one
+// that exists but is too big for the device is out of memory, and one that
+// no device holds is out of memory wrapping memory.ErrTooLarge.
+func TestShapeOnlyPlanning(t *testing.T) {
+	d := planningDevice(t)
+	wantShapeError(t, "full", func() { Zeros(Shape{1 << 40, 1 << 40}, d) })
+	wantShapeError(t, "full", func() { Zeros(Shape{3, 1 << 62}, d) })
+	wantShapeError(t, "full", func() { Zeros(Shape{1 << 61}, d) }) // 2^63 bytes of float32
+	wantShapeError(t, "full", func() { Zeros(Shape{1 << 20, 1 << 20}, d) }, ErrOutOfMemory)
+	wantShapeError(t, "full", func() { Zeros(Shape{1 << 60}, d) }, ErrOutOfMemory) // 4 EiB: MaxAllocSize itself
+	err := Catch(func() { Zeros(Shape{1<<62 + 1}, Bool, d) })
+	if !errors.Is(err, ErrOutOfMemory) || !errors.Is(err, memory.ErrTooLarge) {
+		t.Fatalf("a request above memory.MaxAllocSize gave %v, want ErrOutOfMemory wrapping memory.ErrTooLarge", err)
+	}
+	// A plan that fits.
+	Tidy(func() {
+		x := Zeros(Shape{1 << 10, 1 << 10}, d)
+		if x.NumElements() != 1<<20 || x.Bytes() != 4<<20 {
+			t.Fatalf("planned tensor has %d elements, %d bytes", x.NumElements(), x.Bytes())
+		}
+	})
+}
+
+// TestHostBuffersAfterDevice checks that factories computing values on the
+// host ask the device first: a size it cannot hold fails as out of memory
+// before a host buffer of that size is made (which would take the process
+// down).
+func TestHostBuffersAfterDevice(t *testing.T) {
+	if !Sim(0).Available() {
+		t.Skip("sim:0 not available")
+	}
+	huge := Shape{1 << 38, 1 << 4} // 16 TiB of float32
+	for name, f := range map[string]func(){
+		"randn":  func() { Randn(huge, Sim(0)) }, // the path of Rand and Uniform too
+		"arange": func() { Arange(0, 1<<42, 1, Sim(0)) },
+	} {
+		t.Run(name, func(t *testing.T) { wantShapeError(t, name, f, ErrOutOfMemory) })
+	}
+}
+
+func TestArangeRange(t *testing.T) {
+	tests := []struct {
+		name             string
+		start, end, step float64
+		kind             error
+	}{
+		{"nan start", math.NaN(), 1, 1, ErrArgument},
+		{"nan end", 0, math.NaN(), 1, ErrArgument},
+		{"inf end", 0, math.Inf(1), 1, ErrArgument},
+		{"-inf start", math.Inf(-1), 0, 1, ErrArgument},
+		{"nan step", 0, 1, math.NaN(), ErrArgument},
+		{"zero step", 0, 1, 0, ErrArgument},
+		{"-0 step", 0, 1, math.Copysign(0, -1), ErrArgument},
+		{"inf step", 0, 1, math.Inf(1), ErrArgument},
+		{"1e300 elements", 0, 1e300, 1, ErrShape},
+		{"2^63 elements", 0, 1 << 63, 1, ErrShape},
+		{"span overflows", -1e308, 1e308, 1, ErrShape},
+		{"tiny step", 0, 1, 1e-300, ErrShape},
+		{"2^62 float32", 0, 1 << 62, 1, ErrShape}, // fits an int, not as bytes
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantShapeError(t, "arange", func() { Arange(tt.start, tt.end, tt.step) }, tt.kind)
+		})
+	}
+	if x := Arange(-1e308, 1e308, -1); x.NumElements() != 0 {
+		t.Fatalf("an empty range of overflowing span has %d elements", x.NumElements())
+	}
+}
+
+// TestViewsRejectBadShapes covers the views that can make a shape larger
+// than their input's, and the index arithmetic of the others.
+func TestViewsRejectBadShapes(t *testing.T) {
+	one := Ones(Shape{1})
+	four := Arange(0, 4, 1)
+	empty := Zeros(Shape{0})
+	col := Ones(Shape{1, 1})
+	bits := Ones(Shape{1}, Bool)
+	defer func() {
+		for _, x := range []*Tensor{one, four, empty, col, bits} {
+			x.Release()
+		}
+	}()
+	cases := []struct {
+		name, op string
+		f        func()
+		kind     error
+	}{
+		{"expand overflow", "expand", func() { one.Expand(1<<40, 1<<40) }, ErrShape},
+		{"expand bytes", "expand", func() { one.Expand(1 << 61) }, ErrShape},
+		{"expand negative", "expand", func() { one.Expand(-2) }, ErrShape},
+		{"expand new -1", "expand", func() { one.Expand(-1, 1) }, ErrShape},
+		{"expand min int", "expand", func() { col.Expand(math.MinInt, 1) }, ErrShape},
+		{"expand 2-D overflow", "expand", func() { col.Expand(1<<62, 4) }, ErrShape},
+		{"expand as", "expand_as", func() { one.ExpandAs(&Tensor{shape: []int{3, 1 << 62}}) }, ErrShape},
+		{"reshape wraps to 4", "reshape", func() { four.Reshape(1<<62+1, 4) }, ErrShape},
+		{"view wraps to 4", "view", func() { four.View(1<<62+1, 4) }, ErrShape},
+		{"reshape infer wraps", "reshape", func() { four.Reshape(-1, 1<<62+1, 4) }, ErrShape},
+		{"view infer wraps", "view", func() { four.View(-1, 1<<62+1, 4) }, ErrShape},
+		{"reshape empty overflow", "reshape", func() { empty.Reshape(0, 1<<40, 1<<40) }, ErrShape},
+		{"reshape empty infer", "reshape", func() { empty.Reshape(-1, 1<<40, 1<<40) }, ErrShape},
+		{"reshape two -1", "reshape", func() { four.Reshape(-1, -1) }, ErrShape},
+		{"reshape -2", "reshape", func() { four.Reshape(-2, -2) }, ErrShape},
+		{"reshape min int", "reshape", func() { four.Reshape(math.MinInt, -4) }, ErrShape},
+		{"narrow length wraps", "narrow", func() { four.Narrow(0, 1, math.MaxInt) }, ErrIndex},
+		{"narrow start past end", "narrow", func() { four.Narrow(0, math.MaxInt, 1) }, ErrIndex},
+		{"narrow negative length", "narrow", func() { four.Narrow(0, 1, -1) }, ErrIndex},
+		{"narrow min int start", "narrow", func() { four.Narrow(0, math.MinInt, 1) }, ErrIndex},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			Tidy(func() { wantShapeError(t, c.op, c.f, c.kind) })
+		})
+	}
+	// Steps that used to wrap the length.
+	for _, step := range []int{math.MaxInt, math.MaxInt - 1, 1 << 62, 5} {
+		Tidy(func() {
+			s := four.Slice(0, 0, 4, step)
+			if !equalShape(s.Shape(), Shape{1}) || s.Item() != 0 {
+				t.Fatalf("Slice(0, 0, 4, %d) = %v", step, s)
+			}
+			s = four.Slice(0, 1, math.MaxInt, step)
+			if !equalShape(s.Shape(), Shape{1}) || s.Item() != 1 {
+				t.Fatalf("Slice(0, 1, MaxInt, %d) = %v", step, s)
+			}
+		})
+	}
+	Tidy(func() {
+		if s := four.Slice(0, 0, 4, 3); !equalShape(s.Shape(), Shape{2}) || s.Float64s()[1] != 3 {
+			t.Fatalf("Slice(0, 0, 4, 3) = %v", s)
+		}
+	})
+	// A valid broadcast view of 2^62 one-byte elements is fine.
+	Tidy(func() {
+		v := bits.Expand(1 << 62)
+		if v.NumElements() != 1<<62 || v.Bytes() != 1<<62 {
+			t.Fatalf("expanded view: %d elements, %d bytes", v.NumElements(), v.Bytes())
+		}
+	})
+}
+
+// TestResultShapesOverflow covers ops whose result shape comes from their
+// inputs' (broadcast, concatenation, matmul): views of 2^40 or more
+// elements combine into results no tensor can have.
+func TestResultShapesOverflow(t *testing.T) {
+	one := Ones(Shape{1})
+	bits := Ones(Shape{1}, Bool)
+	defer one.Release()
+	defer bits.Release()
+	cases := []struct {
+		name, op string
+		f        func()
+		kind     error
+	}{
+		{"add", "add", func() { one.Expand(1 << 40).Unsqueeze(1).Add(one.Expand(1 << 40)) }, ErrShape},
+		{"mul", "mul", func() { one.Expand(1 << 40).Unsqueeze(1).Mul(one.Expand(1 << 40)) }, ErrShape},
+		{"eq", "eq", func() { one.Expand(1 << 40).Unsqueeze(1).Eq(one.Expand(1 << 40)) }, ErrShape},
+		{"where", "where", func() {
+			Where(bits.Expand(1<<40).Unsqueeze(1), one.Expand(1<<40), one)
+		}, ErrShape},
+		{"matmul", "matmul", func() { one.Expand(1<<31, 1).MatMul(one.Expand(1, 1<<31)) }, ErrShape},
+		{"matmul batch", "matmul", func() {
+			one.Expand(1<<40, 1, 1).MatMul(one.Expand(1, 1, 1<<40))
+		}, ErrShape},
+		{"cat wraps to 0", "cat", func() {
+			v := bits.Expand(1 << 62)
+			Cat([]*Tensor{v, v, v, v}, 0)
+		}, ErrShape},
+		{"cat past int", "cat", func() {
+			v := bits.Expand(1 << 62)
+			Cat([]*Tensor{v, v}, 0)
+		}, ErrShape},
+		{"cat bytes", "cat", func() {
+			v := one.Expand(1 << 60)
+			Cat([]*Tensor{v, v}, 0) // 2^61 float32 elements: 2^63 bytes
+		}, ErrShape},
+		{"stack", "stack", func() {
+			v := bits.Expand(1 << 62)
+			Stack([]*Tensor{v, v, v, v}, 0)
+		}, ErrShape},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			Tidy(func() { wantShapeError(t, c.op, c.f, c.kind) })
+		})
+	}
+}
+
+// TestCatAtTheLimit concatenates to exactly MaxInt one-byte elements on a
+// shape-only device: the count fits, the device refuses the size.
+func TestCatAtTheLimit(t *testing.T) {
+	d := planningDevice(t)
+	Tidy(func() {
+		b := Ones(Shape{1}, Bool, d)
+		err := Catch(func() { Cat([]*Tensor{b.Expand(1 << 62), b.Expand(1<<62 - 1)}, 0) })
+		if !errors.Is(err, ErrOutOfMemory) || !errors.Is(err, memory.ErrTooLarge) {
+			t.Fatalf("got %v, want out of memory wrapping memory.ErrTooLarge", err)
+		}
+	})
+}
+
+func equalShape(a, b Shape) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func FuzzCheckShape(f *testing.F) {
+	f.Add(int64(2), int64(3), int64(4), uint8(4))
+	f.Add(int64(1<<40), int64(1<<40), int64(1), uint8(1))
+	f.Add(int64(0), int64(1<<62), int64(4), uint8(8))
+	f.Add(int64(-1), int64(1), int64(1), uint8(2))
+	f.Fuzz(func(t *testing.T, a, b, c int64, size uint8) {
+		if size == 0 {
+			return
+		}
+		shape := []int{int(a), int(b), int(c)}
+		n, nbytes, err := backend.CheckShape(shape, int(size))
+		if err != nil {
+			return
+		}
+		// The exact products, in float64, must agree within its precision.
+		span := 1.0
+		exact := 1.0
+		for _, d := range shape {
+			if d < 0 {
+				t.Fatalf("%v accepted with a negative size", shape)
+			}
+			span *= math.Max(float64(d), 1)
+			exact *= float64(d)
+		}
+		if span*float64(size) > math.MaxInt64*(1+1e-9) {
+			t.Fatalf("%v of %d-byte elements accepted: %g bytes", shape, size, span*float64(size))
+		}
+		if math.Abs(float64(n)-exact) > exact*1e-9 || math.Abs(float64(nbytes)-exact*float64(size)) > exact*float64(size)*1e-9 {
+			t.Fatalf("%v: %d elements, %d bytes; want %g, %g", shape, n, nbytes, exact, exact*float64(size))
+		}
+	})
+}
