@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"unsafe"
 )
 
 // This file is a minimal unpickler: it decodes the subset of Python's pickle
@@ -29,7 +30,10 @@ import (
 //
 // The decoder never recurses, allocates only as input actually arrives (a
 // length field cannot make it reserve memory the input does not contain),
-// and keeps memory linear in the input size.
+// and counts the memory of the values it builds: past pickleFloorBytes it
+// fails once they take more than pickleExpansion bytes per byte of input,
+// so memory stays linear in the input size with a small constant, whatever
+// the input.
 
 // pyList is a Python list (or set, whose order does not matter here).
 type pyList struct {
@@ -182,7 +186,21 @@ type unpickler struct {
 	memoLen int
 	memoMap map[uint32]any // entries at other indices
 	arena   []any          // free space for the items of lists, tuples, dicts
+	// used is the memory of the values built so far, in bytes, as the
+	// decoder counts it (the heap sizes of its allocations, approximately).
+	used      int64
+	stackHigh int // highest stack length so far
 }
+
+// Heap bytes of the decoder's values, for unpickler.used.
+const (
+	sizeofAny    = int64(unsafe.Sizeof(any(nil)))
+	sizeofList   = int64(unsafe.Sizeof(pyList{}))
+	sizeofDict   = int64(unsafe.Sizeof(pyDict{}))
+	sizeofSlice  = int64(unsafe.Sizeof([]any(nil)))
+	sizeofString = int64(unsafe.Sizeof(""))
+	sizeofBox    = 8 // an int64, uint64 or float64 stored in an interface
+)
 
 // memoChunk is the number of memo entries per chunk: Python memoizes nearly
 // every object, so the memo of a large pickle has tens of millions of
@@ -198,13 +216,14 @@ const arenaChunk = 1 << 14
 // corrupt length cannot reserve memory the input does not contain.
 const maxReadChunk = 1 << 20
 
-// unpickle decodes the pickle at the start of r. It returns the value and
-// the number of bytes consumed. Errors are *ParseErrors with Kind KindPickle
-// and the offset of the failing opcode.
-func unpickle(r *bufio.Reader) (any, int64, error) {
+// unpickle decodes the pickle at the start of r. It returns the value, the
+// number of bytes consumed and the memory the decoded values take, as the
+// decoder counts it. Errors are *ParseErrors with Kind KindPickle and the
+// offset of the failing opcode.
+func unpickle(r *bufio.Reader) (any, int64, int64, error) {
 	u := &unpickler{r: r}
 	v, err := u.run()
-	return v, u.off, err
+	return v, u.off, u.used, err
 }
 
 func (u *unpickler) errorf(format string, args ...any) error {
@@ -221,6 +240,9 @@ func (u *unpickler) ioError(err error) error {
 
 func (u *unpickler) run() (any, error) {
 	for {
+		if u.used > pickleBudget(u.off) {
+			return nil, &ParseError{Kind: KindPickle, Offset: u.off, Err: &LimitError{Limit: pickleExpansion, Pickle: true, Used: u.used, Read: u.off}}
+		}
 		u.opOff = u.off
 		op, err := u.r.ReadByte()
 		if err != nil {
@@ -249,6 +271,7 @@ func (u *unpickler) run() (any, error) {
 			return u.stack[len(u.stack)-1], nil
 		case opMark:
 			u.marks = append(u.marks, len(u.stack))
+			u.used += 8
 		case opPop:
 			if len(u.stack) > 0 && (len(u.marks) == 0 || u.marks[len(u.marks)-1] < len(u.stack)) {
 				u.stack = u.stack[:len(u.stack)-1]
@@ -276,7 +299,7 @@ func (u *unpickler) run() (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			u.push(int64(int32(binary.LittleEndian.Uint32(b))))
+			u.pushInt(int64(int32(binary.LittleEndian.Uint32(b))))
 		case opBinInt1:
 			b, err := u.readByte()
 			if err != nil {
@@ -288,7 +311,7 @@ func (u *unpickler) run() (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			u.push(int64(binary.LittleEndian.Uint16(b)))
+			u.pushInt(int64(binary.LittleEndian.Uint16(b)))
 		case opLong1:
 			n, err := u.readByte()
 			if err != nil {
@@ -315,6 +338,7 @@ func (u *unpickler) run() (any, error) {
 				return nil, err
 			}
 			u.push(math.Float64frombits(binary.BigEndian.Uint64(b)))
+			u.used += sizeofBox
 		case opShortBinString, opShortBinUni, opShortBinBytes:
 			n, err := u.readByte()
 			if err != nil {
@@ -353,8 +377,10 @@ func (u *unpickler) run() (any, error) {
 			}
 		case opEmptyList, opEmptySet:
 			u.push(&pyList{})
+			u.used += sizeofList
 		case opEmptyDict:
 			u.push(&pyDict{})
+			u.used += sizeofDict
 		case opEmptyTuple:
 			u.push(pyTuple(nil))
 		case opTuple1, opTuple2, opTuple3:
@@ -366,6 +392,7 @@ func (u *unpickler) run() (any, error) {
 			copy(t, u.stack[len(u.stack)-n:])
 			u.stack = u.stack[:len(u.stack)-n]
 			u.push(t)
+			u.used += sizeofSlice
 		case opTuple, opList, opFrozenSet:
 			items, err := u.popMark()
 			if err != nil {
@@ -373,8 +400,10 @@ func (u *unpickler) run() (any, error) {
 			}
 			if op == opTuple {
 				u.push(pyTuple(items))
+				u.used += sizeofSlice
 			} else {
 				u.push(&pyList{items: items})
+				u.used += sizeofList
 			}
 		case opDict:
 			items, err := u.popMark()
@@ -385,6 +414,7 @@ func (u *unpickler) run() (any, error) {
 				return nil, u.errorf("DICT with an odd number of items")
 			}
 			u.push(&pyDict{kv: items})
+			u.used += sizeofDict
 		case opAppend:
 			if len(u.stack)-u.floor() < 2 {
 				return nil, u.errorf("APPEND without a list and a value")
@@ -396,6 +426,7 @@ func (u *unpickler) run() (any, error) {
 				return nil, u.errorf("APPEND to a %s, not a list", pyTypeName(u.stack[len(u.stack)-1]))
 			}
 			l.items = append(l.items, v)
+			u.used += sizeofAny
 		case opAppends, opAddItems:
 			items, err := u.popMark()
 			if err != nil {
@@ -412,6 +443,7 @@ func (u *unpickler) run() (any, error) {
 				l.items = items
 			} else {
 				l.items = append(l.items, items...)
+				u.used += sizeofAny * int64(len(items))
 			}
 		case opSetItem:
 			if len(u.stack)-u.floor() < 3 {
@@ -423,6 +455,7 @@ func (u *unpickler) run() (any, error) {
 			}
 			d.kv = append(d.kv, u.stack[len(u.stack)-2], u.stack[len(u.stack)-1])
 			d.index = nil
+			u.used += 2 * sizeofAny
 			clear(u.stack[len(u.stack)-2:])
 			u.stack = u.stack[:len(u.stack)-2]
 		case opSetItems:
@@ -439,6 +472,9 @@ func (u *unpickler) run() (any, error) {
 			d, ok := u.stack[len(u.stack)-1].(*pyDict)
 			if !ok {
 				return nil, u.errorf("SETITEMS on a %s, not a dict", pyTypeName(u.stack[len(u.stack)-1]))
+			}
+			if d.kv != nil {
+				u.used += sizeofAny * int64(len(items))
 			}
 			d.setItems(items)
 		case opBinGet, opLongBinGet:
@@ -480,7 +516,22 @@ func (u *unpickler) run() (any, error) {
 	}
 }
 
-func (u *unpickler) push(v any) { u.stack = append(u.stack, v) }
+func (u *unpickler) push(v any) {
+	u.stack = append(u.stack, v)
+	if len(u.stack) > u.stackHigh {
+		u.stackHigh = len(u.stack)
+		u.used += sizeofAny
+	}
+}
+
+// pushInt pushes an integer, counting the memory of its box: Go stores
+// 0 to 255 in an interface without allocating.
+func (u *unpickler) pushInt(v int64) {
+	if v < 0 || v > 255 {
+		u.used += sizeofBox
+	}
+	u.push(v)
+}
 
 // floor returns the stack length at the innermost open MARK: items below it
 // belong to an enclosing construct.
@@ -519,6 +570,7 @@ func (u *unpickler) alloc(n int) []any {
 	if n == 0 {
 		return nil
 	}
+	u.used += sizeofAny * int64(n)
 	if n > arenaChunk/8 {
 		return make([]any, n)
 	}
@@ -586,6 +638,7 @@ func (u *unpickler) pushData(op byte, n uint64) error {
 				return err
 			}
 			u.push(string(b))
+			u.used += sizeofString + int64(n)
 			return nil
 		}
 		b, err := u.readData(n)
@@ -593,6 +646,7 @@ func (u *unpickler) pushData(op byte, n uint64) error {
 			return err
 		}
 		u.push(string(b))
+		u.used += sizeofString + int64(n)
 		return nil
 	}
 	b, err := u.readData(n)
@@ -600,6 +654,7 @@ func (u *unpickler) pushData(op byte, n uint64) error {
 		return err
 	}
 	u.push(b)
+	u.used += sizeofSlice + int64(n)
 	return nil
 }
 
@@ -609,6 +664,7 @@ func (u *unpickler) long(n int) error {
 		u.push(int64(0))
 		return nil
 	}
+	u.used += sizeofBox
 	b, err := u.readData(uint64(n))
 	if err != nil {
 		return err
@@ -677,12 +733,16 @@ func (u *unpickler) memoPut(idx uint32, v any) {
 	case int(idx) == u.memoLen && u.memoMap == nil:
 		if u.memoLen%memoChunk == 0 {
 			u.memo = append(u.memo, make([]any, memoChunk))
+			u.used += sizeofAny * memoChunk
 		}
 		u.memo[idx/memoChunk][idx%memoChunk] = v
 		u.memoLen++
 	default:
 		if u.memoMap == nil {
 			u.memoMap = make(map[uint32]any)
+		}
+		if _, ok := u.memoMap[idx]; !ok {
+			u.used += 2 * sizeofAny // key, value and the map's overhead
 		}
 		u.memoMap[idx] = v
 	}
