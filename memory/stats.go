@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"math"
 	"strconv"
 	"time"
 )
@@ -26,10 +27,13 @@ func (s *Stat) update(delta int64) {
 	}
 }
 
-// inc adds n >= 0 to s.
+// inc adds n >= 0 to s. The cumulative sums saturate at math.MaxInt64
+// instead of wrapping around: over a long replay of a trace with huge
+// requests they can pass it, while Current and Peak stay below the
+// device's capacity.
 func (s *Stat) inc(n int64) {
 	s.Current += n
-	s.Allocated += n
+	s.Allocated = addSat(s.Allocated, n)
 	if s.Current > s.Peak {
 		s.Peak = s.Current
 	}
@@ -39,8 +43,16 @@ func (s *Stat) inc(n int64) {
 // caller must check is not negative.
 func (s *Stat) dec(n int64) int64 {
 	s.Current -= n
-	s.Freed += n
+	s.Freed = addSat(s.Freed, n)
 	return s.Current
+}
+
+// addSat returns a+n for n >= 0, or math.MaxInt64 if that overflows.
+func addSat(a, n int64) int64 {
+	if a > math.MaxInt64-n {
+		return math.MaxInt64
+	}
+	return a + n
 }
 
 // negativeStat panics: a statistic went below zero, an accounting bug. It

@@ -96,12 +96,12 @@ func (t *textFile) Each(fn func(e *Event) error) error {
 	if err != nil {
 		return withFile(err, t.path, KindText)
 	}
+	var e Event // one for the whole pass: fn gets its address
 	for {
-		e, err := r.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
+		if e, err = r.Next(); err != nil {
+			if err == io.EOF {
+				return nil
+			}
 			return withFile(err, t.path, KindText)
 		}
 		if err := fn(&e); err != nil {
