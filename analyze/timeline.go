@@ -230,7 +230,7 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 	// of a category is summed when its value changes: area gains the old
 	// value once for each event it lasted.
 	var (
-		n          int   // events
+		n          int // events
 		useTime    = true
 		t0, tPrev  int64 // times of the first and the previous event
 		segDelta   int64 // the reserve's change over the history
