@@ -248,7 +248,7 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 			t.area[c] += float64(t.cur[c]) * float64(event-t.since[c])
 			t.since[c] = event
 			if sign > 0 {
-				t.cur[c] = ck.add(t.cur[c], e.size, "the allocated bytes of "+t.names[c])
+				t.cur[c] = ck.add(t.cur[c], e.size, "the allocated bytes")
 			} else {
 				t.cur[c] -= e.size
 			}

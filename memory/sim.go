@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/btree"
+
 	"github.com/vramgo/vram/internal/units"
 )
 
@@ -135,8 +137,7 @@ type SimArena struct {
 	next      uint64           // next unused address
 	allocs    map[uint64]int64 // Alloc'd ranges
 	reserves  map[uint64]int64 // reserved ranges
-	maps      map[uint64]int64 // mappings, by address
-	mapStarts []uint64         // sorted keys of maps, for overlap checks
+	maps      *btree.BTreeG[chunk] // mappings, by address
 	counts    SimCounts        // calls so far
 	cost      time.Duration    // modelled driver time so far
 	others    []ProcessMemory  // memory held by simulated other processes
@@ -167,7 +168,7 @@ func NewSimArenaGranularity(capacity, granularity int64) *SimArena {
 		next:        simBase,
 		allocs:      make(map[uint64]int64),
 		reserves:    make(map[uint64]int64),
-		maps:        make(map[uint64]int64),
+		maps:        newChunkTree(),
 	}
 }
 
@@ -348,14 +349,24 @@ func (s *SimArena) Unreserve(base uint64, size int64) error {
 	if !ok || got != size {
 		return fmt.Errorf("memory: SimArena: Unreserve of [0x%x, +%d), which is not a reserved range", base, size)
 	}
-	i := sort.Search(len(s.mapStarts), func(i int) bool { return s.mapStarts[i] >= base })
-	if i < len(s.mapStarts) && s.mapStarts[i] < base+uint64(size) {
-		return fmt.Errorf("memory: SimArena: Unreserve of [0x%x, +%d) with 0x%x still mapped", base, size, s.mapStarts[i])
+	if c, ok := s.mappingFrom(base); ok && c.addr < base+uint64(size) {
+		return fmt.Errorf("memory: SimArena: Unreserve of [0x%x, +%d) with 0x%x still mapped", base, size, c.addr)
 	}
 	delete(s.reserves, base)
 	s.uncarve(base, size)
 	s.counts.Unreserve++
 	return nil
+}
+
+// mappingFrom returns the mapping with the lowest address at or above addr.
+func (s *SimArena) mappingFrom(addr uint64) (chunk, bool) {
+	var next chunk
+	found := false
+	s.maps.AscendGreaterOrEqual(chunk{addr: addr}, func(c chunk) bool {
+		next, found = c, true
+		return false
+	})
+	return next, found
 }
 
 // inReservation reports whether [addr, addr+size) lies in one reserved range.
@@ -380,23 +391,22 @@ func (s *SimArena) Map(addr uint64, size int64) error {
 	if !s.inReservation(addr, size) {
 		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) outside any reserved range", addr, size)
 	}
-	i := sort.Search(len(s.mapStarts), func(i int) bool { return s.mapStarts[i] >= addr })
-	if i < len(s.mapStarts) && s.mapStarts[i] < addr+uint64(size) {
-		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) overlaps the mapping at 0x%x", addr, size, s.mapStarts[i])
+	if c, ok := s.mappingFrom(addr); ok && c.addr < addr+uint64(size) {
+		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) overlaps the mapping at 0x%x", addr, size, c.addr)
 	}
-	if i > 0 {
-		p := s.mapStarts[i-1]
-		if p+uint64(s.maps[p]) > addr {
-			return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) overlaps the mapping at 0x%x", addr, size, p)
-		}
+	var prev chunk
+	found := false
+	s.maps.DescendLessOrEqual(chunk{addr: addr}, func(c chunk) bool {
+		prev, found = c, true
+		return false
+	})
+	if found && prev.addr+uint64(prev.size) > addr {
+		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) overlaps the mapping at 0x%x", addr, size, prev.addr)
 	}
 	if err := s.take(size, "cuMemCreate"); err != nil {
 		return err
 	}
-	s.maps[addr] = size
-	s.mapStarts = append(s.mapStarts, 0)
-	copy(s.mapStarts[i+1:], s.mapStarts[i:])
-	s.mapStarts[i] = addr
+	s.maps.ReplaceOrInsert(chunk{addr: addr, size: size})
 	s.counts.Create++
 	s.counts.Map++
 	s.counts.SetAccess++
@@ -408,13 +418,11 @@ func (s *SimArena) Map(addr uint64, size int64) error {
 func (s *SimArena) Unmap(addr uint64, size int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	got, ok := s.maps[addr]
-	if !ok || got != size {
+	got, ok := s.maps.Get(chunk{addr: addr})
+	if !ok || got.size != size {
 		return fmt.Errorf("memory: SimArena: Unmap of [0x%x, +%d), which is not one earlier mapping", addr, size)
 	}
-	delete(s.maps, addr)
-	i := sort.Search(len(s.mapStarts), func(i int) bool { return s.mapStarts[i] >= addr })
-	s.mapStarts = append(s.mapStarts[:i], s.mapStarts[i+1:]...)
+	s.maps.Delete(got)
 	s.used -= size
 	s.counts.Unmap++
 	s.counts.Release++

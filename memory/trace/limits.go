@@ -103,6 +103,7 @@ type limitReader struct {
 	r     io.Reader
 	left  int64
 	limit int64
+	err   error // sticky: the *LimitError once returned
 }
 
 // limited returns r limited to l's MaxBytes, or r itself without a limit.
@@ -115,12 +116,16 @@ func limited(r io.Reader, l Limits) io.Reader {
 }
 
 func (lr *limitReader) Read(p []byte) (int, error) {
+	if lr.err != nil {
+		return 0, lr.err
+	}
 	if lr.left <= 0 {
 		// One byte more tells a file of exactly the limit from a larger one.
 		var b [1]byte
 		n, err := lr.r.Read(b[:])
 		if n > 0 {
-			return 0, &LimitError{Limit: lr.limit}
+			lr.err = &LimitError{Limit: lr.limit}
+			return 0, lr.err
 		}
 		return 0, err
 	}
