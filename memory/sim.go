@@ -132,16 +132,16 @@ type SimArena struct {
 	granularity int64
 
 	mu        sync.Mutex
-	used      int64            // physical bytes in use
-	peak      int64            // peak of used
-	next      uint64           // next unused address
-	allocs    map[uint64]int64 // Alloc'd ranges
-	reserves  map[uint64]int64 // reserved ranges
+	used      int64                // physical bytes in use
+	peak      int64                // peak of used
+	next      uint64               // next unused address
+	allocs    map[uint64]int64     // Alloc'd ranges
+	reserves  map[uint64]int64     // reserved ranges
 	maps      *btree.BTreeG[chunk] // mappings, by address
-	counts    SimCounts        // calls so far
-	cost      time.Duration    // modelled driver time so far
-	others    []ProcessMemory  // memory held by simulated other processes
-	otherUsed int64            // sum of others
+	counts    SimCounts            // calls so far
+	cost      time.Duration        // modelled driver time so far
+	others    []ProcessMemory      // memory held by simulated other processes
+	otherUsed int64                // sum of others
 }
 
 // NewSimArena returns a simulated device with capacity bytes of memory and
