@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -459,13 +460,34 @@ func allocatorSettings(v any) (string, map[string]string, error) {
 				continue
 			}
 		}
-		meta[MetaAllocatorSettingsPrefix+key] = pyRepr(val, 4)
+		meta[MetaAllocatorSettingsPrefix+key] = clipRepr(pyRepr(val, 4, maxReprBytes))
 	}
 	return config, meta, nil
 }
 
-// pyRepr formats a decoded value for Meta, nesting at most depth levels.
-func pyRepr(v any, depth int) string {
+// maxReprBytes bounds a Meta value made by pyRepr: a setting is a few
+// bytes, while a pickle could reference one long string from a list many
+// times over and make its repr far longer than the pickle.
+const maxReprBytes = 4 << 10
+
+// clipRepr cuts a repr to maxReprBytes, marking the cut with "...".
+func clipRepr(s string) string {
+	if len(s) <= maxReprBytes {
+		return s
+	}
+	s = s[:maxReprBytes]
+	for len(s) > 0 && !utf8.RuneStart(s[len(s)-1]) { // no half characters
+		s = s[:len(s)-1]
+	}
+	if len(s) > 0 {
+		s = s[:len(s)-1]
+	}
+	return s + "..."
+}
+
+// pyRepr formats a decoded value for Meta, nesting at most depth levels;
+// it stops adding items once it has about budget bytes.
+func pyRepr(v any, depth, budget int) string {
 	switch v := v.(type) {
 	case nil:
 		return "None"
@@ -487,20 +509,36 @@ func pyRepr(v any, depth int) string {
 		return "..."
 	}
 	var items []string
+	used := 0
+	add := func(s string) bool {
+		if used > budget {
+			items = append(items, "...")
+			return false
+		}
+		items = append(items, s)
+		used += len(s) + 2
+		return true
+	}
 	switch v := v.(type) {
 	case pyTuple:
 		for _, x := range v {
-			items = append(items, pyRepr(x, depth-1))
+			if !add(pyRepr(x, depth-1, budget-used)) {
+				break
+			}
 		}
 		return "(" + strings.Join(items, ", ") + ")"
 	case *pyList:
 		for _, x := range v.items {
-			items = append(items, pyRepr(x, depth-1))
+			if !add(pyRepr(x, depth-1, budget-used)) {
+				break
+			}
 		}
 		return "[" + strings.Join(items, ", ") + "]"
 	case *pyDict:
 		for i := 0; i < len(v.kv); i += 2 {
-			items = append(items, pyRepr(v.kv[i], depth-1)+": "+pyRepr(v.kv[i+1], depth-1))
+			if !add(pyRepr(v.kv[i], depth-1, budget-used) + ": " + pyRepr(v.kv[i+1], depth-1, budget-used)) {
+				break
+			}
 		}
 		return "{" + strings.Join(items, ", ") + "}"
 	}
