@@ -10,8 +10,8 @@ import (
 	"os"
 	"reflect"
 	"strings"
-	"unicode/utf8"
 	"testing"
+	"unicode/utf8"
 )
 
 func readFile(t testing.TB, name string) []byte {
