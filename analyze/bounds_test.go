@@ -200,3 +200,18 @@ func TestFileStreamsText(t *testing.T) {
 		t.Errorf("snapshot beyond the limit: %v", err)
 	}
 }
+
+// TestExplainHugeOOM explains out-of-memory events with sizes near 2^63:
+// the sums saturate, so the reasons stay right.
+func TestExplainHugeOOM(t *testing.T) {
+	text := fmt.Sprintf("segment_alloc 4096 %d 0\noom %d %d 0\noom 5 %d 0\n", int64(math.MaxInt64), uint64(math.MaxUint64), int64(math.MaxInt64), int64(math.MaxInt64))
+	r, err := File(writeText(t, text), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := r.Devices[0].OOMs
+	if len(o) != 2 || o[0].DeviceFreeBytes != math.MaxInt64 || !strings.Contains(o[0].Explanation, "The device had room") ||
+		!strings.Contains(o[1].Explanation, "Free memory was enough in total") {
+		t.Errorf("OOMs %+v", o)
+	}
+}

@@ -586,15 +586,21 @@ func explainOOM(o OOM, capacity int64) string {
 			fmt.Fprintf(&b, " Of the card's %s, %s was held outside this allocator (other processes, CUDA contexts, libraries).", units.Compact(capacity), units.Compact(others))
 		}
 	}
+	// Free and cached together, saturating: a corrupt history may record
+	// sizes near 2^63.
+	avail := o.DeviceFreeBytes + o.CachedBytes
+	if avail < o.DeviceFreeBytes {
+		avail = math.MaxInt64
+	}
 	switch {
 	case o.RequestedBytes <= o.DeviceFreeBytes:
 		b.WriteString(" The device had room: the allocator's own limit stopped it (per_process_memory_fraction), or the device's free memory was not in one piece.")
-	case o.RequestedBytes <= o.DeviceFreeBytes+o.CachedBytes:
+	case o.RequestedBytes <= avail:
 		fmt.Fprintf(&b, " Free memory was enough in total (%s) but in pieces: the cached blocks could not serve it and could not be merged with the device's free memory. Try expandable_segments:True, max_split_size_mb to keep large blocks whole, or freeing the cache (EmptyCache) before this allocation.",
-			units.Compact(o.DeviceFreeBytes+o.CachedBytes))
+			units.Compact(avail))
 	default:
 		fmt.Fprintf(&b, " It needed %s more than the device and the cache had together: the program needs more memory than the card offers here. Release tensors earlier, use a smaller batch or lower precision (bf16), or a card with more memory.",
-			units.Compact(o.RequestedBytes-o.DeviceFreeBytes-o.CachedBytes))
+			units.Compact(o.RequestedBytes-avail))
 	}
 	return b.String()
 }
