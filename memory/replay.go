@@ -29,7 +29,8 @@ type Result struct {
 	DeviceMaps int64 `json:"device_maps"`
 	// DeviceUnmaps counts mappings undone.
 	DeviceUnmaps int64 `json:"device_unmaps"`
-	// DriverTimeUS is the driver time of all those calls, microseconds.
+	// DriverTimeUS is the driver time of all those calls, microseconds;
+	// a SimArena's saturates at 2^63-1 nanoseconds (292 years).
 	DriverTimeUS int64 `json:"driver_time_us"`
 	// NumAllocRetries counts allocations that freed the cache and retried.
 	NumAllocRetries int64 `json:"num_alloc_retries"`

@@ -8,7 +8,8 @@ import (
 
 // Stat is one statistic in the shape of PyTorch's Stat: its value now, its
 // highest value, and the sums of its increases and decreases. Values are
-// bytes or counts, as the field holding the Stat says.
+// bytes or counts, as the field holding the Stat says. The sums saturate at
+// math.MaxInt64 rather than wrap around to negative values.
 type Stat struct {
 	Current   int64 // value now
 	Peak      int64 // highest Current since creation or ResetPeakStats
