@@ -12,8 +12,8 @@ import (
 
 // Options tune [Analyze]. The zero value gives the defaults.
 type Options struct {
-	// Top is how many groups, allocations and timeline categories to
-	// keep; 0 means 10.
+	// Top is how many groups, allocations, timeline categories and
+	// explained out-of-memory events to keep; 0 means 10.
 	Top int
 	// TimelinePoints is the most points of a timeline; 0 means 600.
 	// Each point is the moment of highest allocated memory within its
