@@ -3,6 +3,7 @@ package trace
 import (
 	"fmt"
 	"io"
+	"unsafe"
 
 	"github.com/vramgo/vram/internal/units"
 )
@@ -26,6 +27,16 @@ const DefaultMaxBytes = 1 << 30
 const (
 	pickleExpansion  = 16
 	pickleFloorBytes = 64 << 20
+)
+
+// Heap bytes of the decoder's values, for unpickler.used.
+const (
+	sizeofAny    = int64(unsafe.Sizeof(any(nil)))
+	sizeofList   = int64(unsafe.Sizeof(pyList{}))
+	sizeofDict   = int64(unsafe.Sizeof(pyDict{}))
+	sizeofSlice  = int64(unsafe.Sizeof([]any(nil)))
+	sizeofString = int64(unsafe.Sizeof(""))
+	sizeofBox    = 8 // an int64, uint64 or float64 stored in an interface
 )
 
 // Limits bound the memory reading one input may take. Text traces streamed

@@ -56,7 +56,7 @@ func readPickle(br *bufio.Reader) ([]*Snapshot, error) {
 	if b, _ := br.Peek(2); len(b) < 2 || b[0] != opProto || b[1] < 2 || b[1] > 5 {
 		return nil, &ParseError{Kind: KindPickle, Offset: 0, Msg: "not a pickle of protocol 2 to 5 (it must start with 0x80 and the protocol number)"}
 	}
-	root, size, used, err := unpickle(br)
+	root, size, used, err := unpickleCounted(br)
 	if err != nil {
 		return nil, err
 	}

@@ -224,7 +224,7 @@ func (p pickleBuilder) int(v int32) pickleBuilder {
 
 func unpickleBytes(t *testing.T, b []byte) any {
 	t.Helper()
-	v, _, _, err := unpickle(bufio.NewReader(bytes.NewReader(b)))
+	v, _, err := unpickle(bufio.NewReader(bytes.NewReader(b)))
 	if err != nil {
 		t.Fatal(err)
 	}

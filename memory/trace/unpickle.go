@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"unsafe"
 )
 
 // This file is a minimal unpickler: it decodes the subset of Python's pickle
@@ -177,6 +176,11 @@ var unsupportedOps = map[byte]string{
 
 // unpickler decodes one pickle from a buffered reader.
 type unpickler struct {
+	// used is the memory of the values built so far, in bytes, as the
+	// decoder counts it (the heap sizes of its allocations, approximately).
+	used      int64
+	stackHigh int // highest stack length so far
+
 	r       *bufio.Reader
 	off     int64 // bytes consumed
 	opOff   int64 // offset of the opcode being executed
@@ -186,21 +190,7 @@ type unpickler struct {
 	memoLen int
 	memoMap map[uint32]any // entries at other indices
 	arena   []any          // free space for the items of lists, tuples, dicts
-	// used is the memory of the values built so far, in bytes, as the
-	// decoder counts it (the heap sizes of its allocations, approximately).
-	used      int64
-	stackHigh int // highest stack length so far
 }
-
-// Heap bytes of the decoder's values, for unpickler.used.
-const (
-	sizeofAny    = int64(unsafe.Sizeof(any(nil)))
-	sizeofList   = int64(unsafe.Sizeof(pyList{}))
-	sizeofDict   = int64(unsafe.Sizeof(pyDict{}))
-	sizeofSlice  = int64(unsafe.Sizeof([]any(nil)))
-	sizeofString = int64(unsafe.Sizeof(""))
-	sizeofBox    = 8 // an int64, uint64 or float64 stored in an interface
-)
 
 // memoChunk is the number of memo entries per chunk: Python memoizes nearly
 // every object, so the memo of a large pickle has tens of millions of
@@ -216,11 +206,17 @@ const arenaChunk = 1 << 14
 // corrupt length cannot reserve memory the input does not contain.
 const maxReadChunk = 1 << 20
 
-// unpickle decodes the pickle at the start of r. It returns the value, the
-// number of bytes consumed and the memory the decoded values take, as the
-// decoder counts it. Errors are *ParseErrors with Kind KindPickle and the
-// offset of the failing opcode.
-func unpickle(r *bufio.Reader) (any, int64, int64, error) {
+// unpickle decodes the pickle at the start of r. It returns the value and
+// the number of bytes consumed. Errors are *ParseErrors with Kind KindPickle
+// and the offset of the failing opcode.
+func unpickle(r *bufio.Reader) (any, int64, error) {
+	v, n, _, err := unpickleCounted(r)
+	return v, n, err
+}
+
+// unpickleCounted is unpickle that also returns the memory the decoded
+// values take, as the decoder counts it.
+func unpickleCounted(r *bufio.Reader) (any, int64, int64, error) {
 	u := &unpickler{r: r}
 	v, err := u.run()
 	return v, u.off, u.used, err
@@ -496,12 +492,14 @@ func (u *unpickler) run() (any, error) {
 			if err != nil {
 				return nil, err
 			}
+			u.memoCost(idx)
 			u.memoPut(idx, v)
 		case opMemoize:
 			v, err := u.top()
 			if err != nil {
 				return nil, err
 			}
+			u.memoCost(uint32(u.memoLen + len(u.memoMap)))
 			u.memoPut(uint32(u.memoLen+len(u.memoMap)), v)
 		case opReadOnlyBuffer:
 			if _, err := u.top(); err != nil {
@@ -716,6 +714,21 @@ func (u *unpickler) memoIndex(short bool) (uint32, error) {
 	return binary.LittleEndian.Uint32(b), nil
 }
 
+// memoCost counts the memory that memoPut(idx, ...) takes: an entry of the
+// dense chunks, or a map entry (key, value and the map's overhead) for a
+// new index outside them.
+func (u *unpickler) memoCost(idx uint32) {
+	switch {
+	case int(idx) < u.memoLen:
+	case int(idx) == u.memoLen && u.memoMap == nil:
+		u.used += sizeofAny
+	default:
+		if _, ok := u.memoMap[idx]; !ok {
+			u.used += 3 * sizeofAny
+		}
+	}
+}
+
 func (u *unpickler) memoGet(idx uint32) (any, bool) {
 	if int(idx) < u.memoLen {
 		return u.memo[idx/memoChunk][idx%memoChunk], true
@@ -733,16 +746,12 @@ func (u *unpickler) memoPut(idx uint32, v any) {
 	case int(idx) == u.memoLen && u.memoMap == nil:
 		if u.memoLen%memoChunk == 0 {
 			u.memo = append(u.memo, make([]any, memoChunk))
-			u.used += sizeofAny * memoChunk
 		}
 		u.memo[idx/memoChunk][idx%memoChunk] = v
 		u.memoLen++
 	default:
 		if u.memoMap == nil {
 			u.memoMap = make(map[uint32]any)
-		}
-		if _, ok := u.memoMap[idx]; !ok {
-			u.used += 2 * sizeofAny // key, value and the map's overhead
 		}
 		u.memoMap[idx] = v
 	}
