@@ -84,9 +84,9 @@ live at once, not with the trace's length; snapshots are read whole, up to
 				}
 				capBytes = b
 			}
-			maxCap, err := sim.ParseBytes(maxCapacity)
-			if err != nil || maxCap <= 0 {
-				return usagef("--max-capacity %q: want a positive size such as 4TiB", maxCapacity)
+			maxCap, err := sizeFlag("--max-capacity", maxCapacity, "4TiB")
+			if err != nil {
+				return err
 			}
 			if err := memory.CheckSimCapacity(capBytes, maxCap, "--capacity"); err != nil {
 				return usagef("%v", err)
@@ -218,15 +218,6 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		reports = append(reports, r)
 	}
 	return reports, nil
-}
-
-// inputLimits parses --max-input.
-func inputLimits(maxInput string) (trace.Limits, error) {
-	n, err := sim.ParseBytes(maxInput)
-	if err != nil || n <= 0 {
-		return trace.Limits{}, usagef("--max-input %q: want a positive size such as 1GiB", maxInput)
-	}
-	return trace.Limits{MaxBytes: n}, nil
 }
 
 func ratio(a, b int64) float64 {

@@ -40,7 +40,7 @@ const (
 )
 
 // Limits bound the memory reading one input may take. Text traces streamed
-// with [NewTextReader] or [OpenHistory] need memory independent of their
+// with [NewTextReader] or [OpenStream] need memory independent of their
 // length and are not limited; everything read whole is: JSON snapshots and
 // pickles (trees, held in memory until they are converted), and text
 // traces read by [Read], [Open] or [ReadTextAll], whose events are
