@@ -12,13 +12,16 @@ import (
 
 // Options tune [Analyze]. The zero value gives the defaults.
 type Options struct {
-	// Top is how many groups, allocations and timeline categories to
-	// keep; 0 means 10.
+	// Top is how many groups, allocations, timeline categories and
+	// explained out-of-memory events to keep; 0 means 10.
 	Top int
 	// TimelinePoints is the most points of a timeline; 0 means 600.
 	// Each point is the moment of highest allocated memory within its
 	// stretch of the history, so peaks survive the thinning.
 	TimelinePoints int
+	// Limits bound what [File] reads of a snapshot, which it holds whole;
+	// text traces are streamed from the file.
+	Limits trace.Limits
 }
 
 func (o Options) top() int {
@@ -78,8 +81,10 @@ type Device struct {
 	ByStack  []Group `json:"by_stack"`
 	// Largest are the largest live allocations, at most Options.Top.
 	Largest []Allocation `json:"largest"`
-	// OOMs explains each out-of-memory event of the history.
-	OOMs []OOM `json:"ooms"`
+	// OOMs explains the first Options.Top out-of-memory events of the
+	// history; OOMEvents counts them all.
+	OOMs      []OOM `json:"ooms"`
+	OOMEvents int   `json:"oom_events"`
 	// Timeline is allocated and reserved memory over the history.
 	Timeline Timeline `json:"timeline"`
 	// Samples are the periodic samples of a [Recorder] that wrote the
@@ -171,16 +176,28 @@ type OOM struct {
 	Explanation string `json:"explanation"`
 }
 
-// Analyze analyzes every device of a file read by package trace.
+// Analyze analyzes every device of a file read by package trace. A text
+// trace opened with [trace.OpenStream] is read from its file twice, in
+// memory that grows with the blocks live at once rather than with its
+// length. It fails when the history cannot be read, or when its sizes add
+// up past what int64 holds (8 EiB: no device has that; the file is
+// corrupt).
 func Analyze(f *trace.File, opts Options) (*Report, error) {
 	r := &Report{File: f.Name, Format: f.Kind.String()}
 	switch f.Kind {
 	case trace.KindText:
-		d := analyzeEvents(f.Events, nil, opts)
+		d, err := analyzeEvents(f.History(), nil, opts)
+		if err != nil {
+			return nil, fmt.Errorf("analyze: %s: %w", f.Name, err)
+		}
 		r.Devices = append(r.Devices, d)
 	case trace.KindJSON, trace.KindPickle:
 		for _, s := range f.Snapshots {
-			r.Devices = append(r.Devices, analyzeSnapshot(s, opts))
+			d, err := analyzeSnapshot(s, opts)
+			if err != nil {
+				return nil, fmt.Errorf("analyze: %s: device %d: %w", f.Name, s.Device, err)
+			}
+			r.Devices = append(r.Devices, d)
 		}
 	default:
 		return nil, fmt.Errorf("analyze: %s: unknown format", f.Name)
@@ -191,10 +208,11 @@ func Analyze(f *trace.File, opts Options) (*Report, error) {
 	return r, nil
 }
 
-// File opens the file at path with trace.Open and analyzes it. Errors
-// name the file.
+// File opens the file at path with [trace.Limits.OpenStream] (opts.Limits)
+// and analyzes it: a text trace is streamed from the file, a snapshot read
+// whole. Errors name the file.
 func File(path string, opts Options) (*Report, error) {
-	f, err := trace.Open(path)
+	f, err := opts.Limits.OpenStream(path)
 	if err != nil {
 		return nil, err
 	}
@@ -202,8 +220,11 @@ func File(path string, opts Options) (*Report, error) {
 }
 
 // analyzeSnapshot analyzes one device's snapshot.
-func analyzeSnapshot(s *trace.Snapshot, opts Options) *Device {
-	d := analyzeEvents(s.History, s, opts)
+func analyzeSnapshot(s *trace.Snapshot, opts Options) (*Device, error) {
+	d, err := analyzeEvents(trace.Events(s.History), s, opts)
+	if err != nil {
+		return nil, err
+	}
 	d.Device = s.Device
 	d.CapacityBytes = s.Capacity
 	d.Config = s.Config
@@ -217,19 +238,16 @@ func analyzeSnapshot(s *trace.Snapshot, opts Options) *Device {
 	d.ByRegion, d.ByStack, d.Largest = liveGroups(s, opts.top())
 	d.Samples = samplesFromMeta(s.Meta)
 	d.Advice = advice(d)
-	return d
+	return d, nil
 }
 
 // analyzeEvents analyzes a history; s, when not nil, is the snapshot it
 // ends in.
-func analyzeEvents(events []trace.Event, s *trace.Snapshot, opts Options) *Device {
-	d := &Device{HistoryEvents: len(events), snap: s}
-	if s != nil {
-		d.HistoryTruncated = s.Truncated
-	} else {
-		d.HistoryTruncated = !trace.StartsEmpty(events, nil)
+func analyzeEvents(h trace.History, s *trace.Snapshot, opts Options) (*Device, error) {
+	d := &Device{snap: s}
+	if err := buildTimeline(d, h, s, opts); err != nil {
+		return nil, err
 	}
-	buildTimeline(d, events, s, opts)
 	if s == nil {
 		d.Fragmentation = Fragmentation{ReservedBytes: d.Timeline.EndReservedBytes, AllocatedBytes: d.Timeline.EndAllocatedBytes,
 			RequestedBytes: d.Timeline.EndAllocatedBytes}
@@ -239,7 +257,7 @@ func analyzeEvents(events []trace.Event, s *trace.Snapshot, opts Options) *Devic
 		}
 		d.Advice = advice(d)
 	}
-	return d
+	return d, nil
 }
 
 // fragmentation measures a snapshot's reserved memory.
@@ -407,7 +425,7 @@ func advice(d *Device) []string {
 		out = append(out, fmt.Sprintf("rounding wastes %s (%.0f%% of allocated): many requests just above a rounding step; roundup_power2_divisions or sizes in multiples of 2 MiB help",
 			units.Compact(f.InternalBytes), 100*f.InternalFraction))
 	}
-	if len(d.OOMs) > 0 {
+	if d.OOMEvents > 0 {
 		out = append(out, "see the explanation of each out-of-memory event below")
 	}
 	return out

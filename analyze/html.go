@@ -240,7 +240,7 @@ func deviceView(i int, d *Device) (deviceViewT, deviceData) {
 		{"Largest free block", units.Compact(f.LargestFreeBlockBytes), fmt.Sprintf("%d free blocks", f.FreeBlocks)},
 		{"Peak allocated", units.Compact(d.Timeline.PeakAllocatedBytes), "over the history (requested sizes)"},
 		{"Peak reserved", units.Compact(d.Timeline.PeakReservedBytes), "over the history"},
-		{"Out of memory", fmt.Sprint(len(d.OOMs)), "events in the history"},
+		{"Out of memory", fmt.Sprint(d.OOMEvents), "events in the history"},
 	}
 	if !d.HasState {
 		v.Cards = append(v.Cards[5:7], v.Cards[7])

@@ -72,6 +72,9 @@ func writeDevice(w *bufio.Writer, d *Device) {
 			fmt.Fprintf(w, "    at %s\n", printable.String(frameString(fr)))
 		}
 	}
+	if more := d.OOMEvents - len(d.OOMs); more > 0 {
+		fmt.Fprintf(w, "  %d more out-of-memory events not shown (--top, Options.Top, lists more)\n", more)
+	}
 	if !d.HasState {
 		return
 	}

@@ -1,7 +1,10 @@
 package analyze
 
 import (
+	"container/heap"
 	"fmt"
+	"math"
+	"math/bits"
 	"sort"
 	"strings"
 
@@ -49,6 +52,7 @@ type stackedTimeline struct {
 type span struct {
 	size       int64
 	start, end int64 // X of its alloc and free (end = last X+1 if never freed)
+	seq        int   // its alloc's order among the allocs of the history
 	label      string
 }
 
@@ -62,42 +66,124 @@ const spansPerCategory = 24
 type liveEntry struct {
 	size int64
 	cat  [2]int
-	span int // index in spans, -1 for blocks from before the history
+	// For blocks allocated in the history: the alloc's position on the
+	// axis, its order among the allocs and what it was labelled with;
+	// seq is -1 for blocks from before the history.
+	start  int64
+	seq    int
+	region string
+	frames []trace.Frame
+}
+
+// errOverflow reports a sum of sizes beyond int64: sizes no device has,
+// from a corrupt or hostile history.
+type errOverflow struct {
+	event int    // the history event, -1 for the blocks before it
+	what  string // the sum
+}
+
+func (e *errOverflow) Error() string {
+	where := "the blocks held before the history"
+	if e.event >= 0 {
+		where = fmt.Sprintf("history event %d", e.event)
+	}
+	return fmt.Sprintf("%s: %s pass 2^63-1 bytes (8 EiB), more than any device holds: the history is corrupt", where, e.what)
+}
+
+// sum adds sizes, remembering the first overflow: a history of sizes
+// that no device has must fail rather than print a negative peak.
+type sum struct {
+	event int // the event being added, for the error
+	err   error
+}
+
+// add returns a+b, or a and records an error naming what if that
+// overflows.
+func (c *sum) add(a, b int64, what string) int64 {
+	r := a + b
+	if (b > 0 && r < a) || (b < 0 && r > a) {
+		if c.err == nil {
+			c.err = &errOverflow{event: c.event, what: what}
+		}
+		return a
+	}
+	return r
+}
+
+// sub returns a-b, like add.
+func (c *sum) sub(a, b int64, what string) int64 {
+	if b == math.MinInt64 {
+		if c.err == nil {
+			c.err = &errOverflow{event: c.event, what: what}
+		}
+		return a
+	}
+	return c.add(a, -b, what)
+}
+
+// spanHeap keeps the spansPerCategory largest spans of a category: a heap
+// whose root is the one to drop first (the smallest, and of equal sizes
+// the latest allocated), so that the result is the same whatever order
+// the spans end in.
+type spanHeap []span
+
+func (h spanHeap) Len() int           { return len(h) }
+func (h spanHeap) Less(i, j int) bool { return worse(h[i], h[j]) }
+func (h spanHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *spanHeap) Push(x any)        { *h = append(*h, x.(span)) }
+func (h *spanHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// worse orders spans for the hover text: larger first, then earlier.
+func worse(a, b span) bool {
+	if a.size != b.size {
+		return a.size < b.size
+	}
+	return a.seq > b.seq
+}
+
+// keeps reports whether h would keep a span of size and seq.
+func (h spanHeap) keeps(size int64, seq int) bool {
+	return len(h) < spansPerCategory || worse(h[0], span{size: size, seq: seq})
+}
+
+// offer keeps sp if it is among the largest.
+func (h *spanHeap) offer(sp span) {
+	if len(*h) < spansPerCategory {
+		heap.Push(h, sp)
+		return
+	}
+	(*h)[0] = sp
+	heap.Fix(h, 0)
+}
+
+// sorted returns the kept spans, largest first.
+func (h spanHeap) sorted() []span {
+	out := append([]span(nil), h...)
+	sort.Slice(out, func(i, j int) bool { return worse(out[j], out[i]) })
+	return out
 }
 
 // buildTimeline computes d.Timeline, d.OOMs and the stacked timelines
-// from a history; s is the snapshot it ends in, or nil.
-func buildTimeline(d *Device, events []trace.Event, s *trace.Snapshot, opts Options) {
+// from a history; s is the snapshot it ends in, or nil. It reads the
+// history twice, and its memory grows with the blocks live at once and
+// the categories, not with the length of the history. It fails when the
+// history cannot be read or its sizes overflow.
+func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) error {
 	d.Timeline.Axis = "event"
 	d.OOMs = []OOM{}
-	useTime := len(events) > 0
-	for i, e := range events {
-		if e.TimeUS == 0 || i > 0 && e.TimeUS < events[i-1].TimeUS {
-			useTime = false
-			break
-		}
-	}
-	x := func(i int) int64 { return int64(i) }
-	if useTime {
-		d.Timeline.Axis = "time_us"
-		t0 := events[0].TimeUS
-		x = func(i int) int64 { return events[i].TimeUS - t0 }
-	}
+	var ck sum
 
-	// Where the history starts: the blocks held then and the reserve.
+	// Where the history starts: the blocks held then.
 	var start []trace.Block
-	if s != nil && s.Truncated && len(events) > 0 {
+	if s != nil && s.Truncated && len(s.History) > 0 {
 		if bs, err := trace.StateAt(s, 0); err == nil {
 			start = bs
 		}
-	}
-	var reserved0 int64
-	if s != nil {
-		reserved0 = s.Reserved()
-		for _, e := range events {
-			reserved0 -= segmentDelta(e)
-		}
-		reserved0 = max(reserved0, 0)
 	}
 
 	// Categories: by region (0) and by top stack frame (1).
@@ -107,6 +193,7 @@ func buildTimeline(d *Device, events []trace.Event, s *trace.Snapshot, opts Opti
 		cur   []int64
 		peak  []int64
 		area  []float64 // sum of cur over the events: the average's numerator
+		since []int     // the event from which cur has held its value
 	}
 	var cats [2]catTable
 	intern := func(g int, key string) int {
@@ -122,6 +209,7 @@ func buildTimeline(d *Device, events []trace.Event, s *trace.Snapshot, opts Opti
 			t.cur = append(t.cur, 0)
 			t.peak = append(t.peak, 0)
 			t.area = append(t.area, 0)
+			t.since = append(t.since, 0)
 		}
 		return id
 	}
@@ -130,56 +218,115 @@ func buildTimeline(d *Device, events []trace.Event, s *trace.Snapshot, opts Opti
 	}
 	startKeys := make([][2]int, len(start))
 	var alloc0 int64
+	ck.event = -1
 	for i, b := range start {
 		k := keys(b.Region, b.Frames)
 		startKeys[i] = [2]int{intern(0, k[0]), intern(1, k[1])}
-		alloc0 += blockBytes(b)
+		alloc0 = ck.add(alloc0, blockBytes(b), "the allocated bytes")
 	}
 
-	// Pass 1: the peak of every category, to pick the ones to draw.
+	// Pass 1: the axis, the reserve at the start, and the peak and
+	// average of every category, to pick the ones to draw. The average
+	// of a category is summed when its value changes: area gains the old
+	// value once for each event it lasted.
+	var (
+		n          int // events
+		useTime    = true
+		t0, tPrev  int64 // times of the first and the previous event
+		segDelta   int64 // the reserve's change over the history
+		event      int   // the event being read, for the averages
+		checkStart *trace.StartChecker
+	)
+	if s == nil {
+		checkStart = trace.NewStartChecker(nil)
+	}
 	live := map[uint64]liveEntry{}
-	addLive := func(addr uint64, e liveEntry) {
-		if old, ok := live[addr]; ok { // a free the history lost
-			for g := range 2 {
-				cats[g].cur[old.cat[g]] -= old.size
-			}
-		}
-		live[addr] = e
+	change := func(e liveEntry, sign int64) {
 		for g := range 2 {
 			t := &cats[g]
-			t.cur[e.cat[g]] += e.size
-			t.peak[e.cat[g]] = max(t.peak[e.cat[g]], t.cur[e.cat[g]])
-		}
-	}
-	freeLive := func(addr uint64) (liveEntry, bool) {
-		e, ok := live[addr]
-		if ok {
-			delete(live, addr)
-			for g := range 2 {
-				cats[g].cur[e.cat[g]] -= e.size
+			c := e.cat[g]
+			t.area[c] += float64(t.cur[c]) * float64(event-t.since[c])
+			t.since[c] = event
+			if sign > 0 {
+				t.cur[c] = ck.add(t.cur[c], e.size, "the allocated bytes")
+			} else {
+				t.cur[c] -= e.size
 			}
+			t.peak[c] = max(t.peak[c], t.cur[c])
 		}
-		return e, ok
 	}
 	for i, b := range start {
-		addLive(b.Addr, liveEntry{size: blockBytes(b), cat: startKeys[i], span: -1})
+		e := liveEntry{size: blockBytes(b), cat: startKeys[i], seq: -1}
+		live[b.Addr] = e
+		change(e, 1)
 	}
-	for _, e := range events {
+	err := h.Each(func(e *trace.Event) error {
+		ck.event = n
+		event = n
+		if n == 0 {
+			t0 = e.TimeUS
+		}
+		if e.TimeUS == 0 || n > 0 && e.TimeUS < tPrev {
+			useTime = false
+		}
+		tPrev = e.TimeUS
+		n++
+		if checkStart != nil {
+			checkStart.Add(e)
+		}
 		switch e.Action {
 		case trace.ActionAlloc:
+			if old, ok := live[e.Addr]; ok { // a free the history lost
+				change(old, -1)
+			}
 			k := keys(e.Region, e.Frames)
-			addLive(e.Addr, liveEntry{size: e.Size, cat: [2]int{intern(0, k[0]), intern(1, k[1])}})
+			le := liveEntry{size: e.Size, cat: [2]int{intern(0, k[0]), intern(1, k[1])}}
+			live[e.Addr] = le
+			change(le, 1)
 		case trace.ActionFreeCompleted:
-			freeLive(e.Addr)
-		}
-		for g := range 2 {
-			for c, v := range cats[g].cur {
-				if v != 0 {
-					cats[g].area[c] += float64(v)
-				}
+			if old, ok := live[e.Addr]; ok {
+				delete(live, e.Addr)
+				change(old, -1)
+			}
+		default:
+			if s != nil {
+				segDelta = ck.add(segDelta, segmentDelta(*e), "the reserved bytes")
 			}
 		}
+		return ck.err
+	})
+	if err != nil {
+		return err
 	}
+	for g := range 2 {
+		t := &cats[g]
+		for c := range t.cur {
+			t.area[c] += float64(t.cur[c]) * float64(n-t.since[c])
+		}
+	}
+	d.HistoryEvents = n
+	if s != nil {
+		d.HistoryTruncated = s.Truncated
+	} else {
+		d.HistoryTruncated = !checkStart.StartsEmpty()
+	}
+	// The time axis needs every time, and the span of times must fit.
+	useTime = useTime && n > 0 && !(t0 < 0 && tPrev > math.MaxInt64+t0)
+	x := func(i int, e *trace.Event) int64 { return int64(i) }
+	var xmax int64
+	if n > 0 {
+		xmax = int64(n - 1)
+	}
+	if useTime {
+		d.Timeline.Axis = "time_us"
+		x = func(i int, e *trace.Event) int64 { return e.TimeUS - t0 }
+		xmax = tPrev - t0
+	}
+	var reserved0 int64
+	if s != nil {
+		reserved0 = max(ck.sub(s.Reserved(), segDelta, "the reserved bytes"), 0)
+	}
+
 	top := min(opts.top(), maxCategories)
 	var remap [2][]int // category id -> index in the drawn list
 	for g := range 2 {
@@ -211,29 +358,43 @@ func buildTimeline(d *Device, events []trace.Event, s *trace.Snapshot, opts Opti
 		if len(order) > top {
 			st.names = append(st.names, "other")
 		}
-		st.allocs = make([][]span, len(st.names))
 	}
 
 	// Pass 2: the values, thinned to one point per stretch of the axis.
-	n := len(events)
-	var xmax int64
-	if n > 0 {
-		xmax = x(n - 1)
-	}
 	buckets := int64(opts.points())
 	bucketOf := func(xv int64) int64 {
 		if xmax <= 0 {
 			return 0
 		}
-		return xv * buckets / (xmax + 1)
+		// xv * buckets / (xmax + 1), in 128 bits: 0 <= xv <= xmax.
+		hi, lo := bits.Mul64(uint64(xv), uint64(buckets))
+		q, _ := bits.Div64(hi, lo, uint64(xmax)+1)
+		return int64(q)
 	}
-	var spans []span
-	spanCat := [][2]int{}
+	spans := [2][]spanHeap{make([]spanHeap, len(d.stacked[0].names)), make([]spanHeap, len(d.stacked[1].names))}
+	offer := func(e liveEntry, end int64) {
+		if e.seq < 0 {
+			return
+		}
+		var sp span
+		built := false
+		for g := range 2 {
+			hp := &spans[g][e.cat[g]]
+			if !hp.keeps(e.size, e.seq) {
+				continue
+			}
+			if !built {
+				sp = span{size: e.size, start: e.start, end: end, seq: e.seq, label: allocLabel(e.region, e.frames)}
+				built = true
+			}
+			hp.offer(sp)
+		}
+	}
 	live = map[uint64]liveEntry{}
 	cur := [2][]int64{make([]int64, len(d.stacked[0].names)), make([]int64, len(d.stacked[1].names))}
 	allocated, reserved := alloc0, reserved0
 	for i, b := range start {
-		e := liveEntry{size: blockBytes(b), cat: [2]int{remap[0][startKeys[i][0]], remap[1][startKeys[i][1]]}, span: -1}
+		e := liveEntry{size: blockBytes(b), cat: [2]int{remap[0][startKeys[i][0]], remap[1][startKeys[i][1]]}, seq: -1}
 		live[b.Addr] = e
 		cur[0][e.cat[0]] += e.size
 		cur[1][e.cat[1]] += e.size
@@ -254,57 +415,69 @@ func buildTimeline(d *Device, events []trace.Event, s *trace.Snapshot, opts Opti
 			d.stacked[g].values = append(d.stacked[g].values, append([]int64(nil), bestVals[g]...))
 		}
 	}
-	for i, e := range events {
+	keepOOMs := opts.top()
+	i, seq := 0, 0
+	err = h.Each(func(e *trace.Event) error {
+		ck.event = i
+		xi := x(i, e)
 		switch e.Action {
 		case trace.ActionAlloc:
 			if old, ok := live[e.Addr]; ok {
 				allocated -= old.size
 				cur[0][old.cat[0]] -= old.size
 				cur[1][old.cat[1]] -= old.size
-				if old.span >= 0 {
-					spans[old.span].end = x(i)
-				}
+				offer(old, xi)
 			}
 			k := keys(e.Region, e.Frames)
 			c := [2]int{remap[0][cats[0].ids[k[0]]], remap[1][cats[1].ids[k[1]]]}
-			spans = append(spans, span{size: e.Size, start: x(i), end: -1, label: allocLabel(e)})
-			spanCat = append(spanCat, c)
-			live[e.Addr] = liveEntry{size: e.Size, cat: c, span: len(spans) - 1}
-			allocated += e.Size
-			cur[0][c[0]] += e.Size
-			cur[1][c[1]] += e.Size
+			live[e.Addr] = liveEntry{size: e.Size, cat: c, start: xi, seq: seq, region: e.Region, frames: e.Frames}
+			seq++
+			allocated = ck.add(allocated, e.Size, "the allocated bytes")
+			cur[0][c[0]] = ck.add(cur[0][c[0]], e.Size, "the allocated bytes")
+			cur[1][c[1]] = ck.add(cur[1][c[1]], e.Size, "the allocated bytes")
 		case trace.ActionFreeCompleted:
 			if old, ok := live[e.Addr]; ok {
 				delete(live, e.Addr)
 				allocated -= old.size
 				cur[0][old.cat[0]] -= old.size
 				cur[1][old.cat[1]] -= old.size
-				if old.span >= 0 {
-					spans[old.span].end = x(i)
-				}
+				offer(old, xi)
 			}
 		case trace.ActionOOM:
-			d.OOMs = append(d.OOMs, OOM{Event: i, TimeUS: e.TimeUS, RequestedBytes: e.Size, DeviceFreeBytes: int64(e.Addr),
-				AllocatedBytes: allocated, ReservedBytes: reserved, CachedBytes: max(0, reserved-allocated),
-				Region: e.Region, Frames: topFrames(e.Frames, 8)})
+			d.OOMEvents++
+			if len(d.OOMs) < keepOOMs {
+				d.OOMs = append(d.OOMs, OOM{Event: i, TimeUS: e.TimeUS, RequestedBytes: e.Size, DeviceFreeBytes: int64(min(e.Addr, math.MaxInt64)),
+					AllocatedBytes: allocated, ReservedBytes: reserved, Region: e.Region, Frames: topFrames(e.Frames, 8)})
+			}
 		default:
-			reserved += segmentDelta(e)
+			reserved = ck.add(reserved, segmentDelta(*e), "the reserved bytes")
+		}
+		if ck.err != nil {
+			return ck.err
 		}
 		tl.PeakAllocatedBytes = max(tl.PeakAllocatedBytes, allocated)
 		tl.PeakReservedBytes = max(tl.PeakReservedBytes, reserved)
 		minAlloc, minRes = min(minAlloc, allocated), min(minRes, reserved)
-		b := bucketOf(x(i))
+		b := bucketOf(xi)
 		if b != bestBucket {
 			flush()
 			bestBucket = b
 			best.AllocatedBytes = -1
 		}
 		if allocated > best.AllocatedBytes || e.Action == trace.ActionOOM {
-			best = Point{X: x(i), Event: i, AllocatedBytes: allocated, ReservedBytes: reserved}
+			best = Point{X: xi, Event: i, AllocatedBytes: allocated, ReservedBytes: reserved}
 			for g := range 2 {
 				bestVals[g] = append(bestVals[g][:0], cur[g]...)
 			}
 		}
+		i++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if i != n {
+		return fmt.Errorf("the history changed between two readings (%d events, then %d)", n, i)
 	}
 	flush()
 	tl.EndAllocatedBytes, tl.EndReservedBytes = allocated, reserved
@@ -312,25 +485,30 @@ func buildTimeline(d *Device, events []trace.Event, s *trace.Snapshot, opts Opti
 	// A history without a snapshot may start mid-way: lift it so that
 	// nothing goes below zero.
 	if minAlloc < 0 || minRes < 0 {
-		tl.StartAllocatedBytes -= minAlloc
-		tl.StartReservedBytes -= minRes
-		tl.PeakAllocatedBytes -= minAlloc
-		tl.PeakReservedBytes -= minRes
-		tl.EndAllocatedBytes -= minAlloc
-		tl.EndReservedBytes -= minRes
+		ck.event = n - 1
+		lift := func(v *int64, by int64) { *v = ck.sub(*v, by, "the lifted bytes") }
+		lift(&tl.StartAllocatedBytes, minAlloc)
+		lift(&tl.StartReservedBytes, minRes)
+		lift(&tl.PeakAllocatedBytes, minAlloc)
+		lift(&tl.PeakReservedBytes, minRes)
+		lift(&tl.EndAllocatedBytes, minAlloc)
+		lift(&tl.EndReservedBytes, minRes)
 		for i := range tl.Points {
-			tl.Points[i].AllocatedBytes -= minAlloc
-			tl.Points[i].ReservedBytes -= minRes
+			lift(&tl.Points[i].AllocatedBytes, minAlloc)
+			lift(&tl.Points[i].ReservedBytes, minRes)
 		}
 		for i := range d.OOMs {
-			d.OOMs[i].AllocatedBytes -= minAlloc
-			d.OOMs[i].ReservedBytes -= minRes
+			lift(&d.OOMs[i].AllocatedBytes, minAlloc)
+			lift(&d.OOMs[i].ReservedBytes, minRes)
+		}
+		if ck.err != nil {
+			return ck.err
 		}
 		if minAlloc < 0 {
 			for g := range 2 { // the unknown start goes to its own category
 				st := &d.stacked[g]
 				st.names = append(st.names, "(before the history)")
-				st.allocs = append(st.allocs, nil)
+				spans[g] = append(spans[g], nil)
 				for i := range st.values {
 					st.values[i] = append(st.values[i], -minAlloc)
 				}
@@ -343,24 +521,17 @@ func buildTimeline(d *Device, events []trace.Event, s *trace.Snapshot, opts Opti
 	}
 
 	// The largest allocations of each category, for the hover text.
-	end := xmax + 1
-	order := make([]int, len(spans))
-	for i := range order {
-		order[i] = i
+	for _, e := range live {
+		offer(e, xmax+1)
 	}
-	sort.SliceStable(order, func(a, b int) bool { return spans[order[a]].size > spans[order[b]].size })
-	for _, i := range order {
-		sp := spans[i]
-		if sp.end < 0 {
-			sp.end = end
-		}
-		for g := range 2 {
-			c := spanCat[i][g]
-			if len(d.stacked[g].allocs[c]) < spansPerCategory {
-				d.stacked[g].allocs[c] = append(d.stacked[g].allocs[c], sp)
-			}
+	for g := range 2 {
+		st := &d.stacked[g]
+		st.allocs = make([][]span, len(st.names))
+		for c := range spans[g] {
+			st.allocs[c] = spans[g][c].sorted()
 		}
 	}
+	return nil
 }
 
 func (d *Device) capacity(s *trace.Snapshot) int64 {
@@ -390,14 +561,14 @@ func segmentDelta(e trace.Event) int64 {
 }
 
 // allocLabel describes an alloc event for the hover text.
-func allocLabel(e trace.Event) string {
+func allocLabel(region string, frames []trace.Frame) string {
 	var b strings.Builder
-	if e.Region != "" {
-		fmt.Fprintf(&b, "region %s\n", e.Region)
+	if region != "" {
+		fmt.Fprintf(&b, "region %s\n", region)
 	}
-	for i, f := range e.Frames {
+	for i, f := range frames {
 		if i == 6 {
-			fmt.Fprintf(&b, "  ... %d more frames\n", len(e.Frames)-i)
+			fmt.Fprintf(&b, "  ... %d more frames\n", len(frames)-i)
 			break
 		}
 		fmt.Fprintf(&b, "  %s\n", frameString(f))
@@ -415,15 +586,21 @@ func explainOOM(o OOM, capacity int64) string {
 			fmt.Fprintf(&b, " Of the card's %s, %s was held outside this allocator (other processes, CUDA contexts, libraries).", units.Compact(capacity), units.Compact(others))
 		}
 	}
+	// Free and cached together, saturating: a corrupt history may record
+	// sizes near 2^63.
+	avail := o.DeviceFreeBytes + o.CachedBytes
+	if avail < o.DeviceFreeBytes {
+		avail = math.MaxInt64
+	}
 	switch {
 	case o.RequestedBytes <= o.DeviceFreeBytes:
 		b.WriteString(" The device had room: the allocator's own limit stopped it (per_process_memory_fraction), or the device's free memory was not in one piece.")
-	case o.RequestedBytes <= o.DeviceFreeBytes+o.CachedBytes:
+	case o.RequestedBytes <= avail:
 		fmt.Fprintf(&b, " Free memory was enough in total (%s) but in pieces: the cached blocks could not serve it and could not be merged with the device's free memory. Try expandable_segments:True, max_split_size_mb to keep large blocks whole, or freeing the cache (EmptyCache) before this allocation.",
-			units.Compact(o.DeviceFreeBytes+o.CachedBytes))
+			units.Compact(avail))
 	default:
 		fmt.Fprintf(&b, " It needed %s more than the device and the cache had together: the program needs more memory than the card offers here. Release tensors earlier, use a smaller batch or lower precision (bf16), or a card with more memory.",
-			units.Compact(o.RequestedBytes-o.DeviceFreeBytes-o.CachedBytes))
+			units.Compact(o.RequestedBytes-avail))
 	}
 	return b.String()
 }

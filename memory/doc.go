@@ -8,7 +8,11 @@
 //
 // Read [Allocator] first, then [Config] for the settings, [Stats] for what
 // is measured, and [OutOfMemoryError]. [Replay] runs a recorded trace (see
-// package [github.com/vramgo/vram/memory/trace]) through an allocator.
+// package [github.com/vramgo/vram/memory/trace]) through an allocator, and
+// [ReplayHistory] one read as a stream, in memory that follows the blocks
+// live at once rather than the trace's length. A simulated device takes
+// memory for every mapping it makes, so a capacity taken from input is
+// checked against [MaxSimCapacity] (4 TiB) with [CheckSimCapacity] first.
 //
 //	a := memory.New(memory.NewSimArena(80<<30), memory.Config{})
 //	b, err := a.Alloc(512<<20, 0, "activations") // bytes, stream, region

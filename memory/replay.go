@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/vramgo/vram/memory/trace"
@@ -28,7 +29,8 @@ type Result struct {
 	DeviceMaps int64 `json:"device_maps"`
 	// DeviceUnmaps counts mappings undone.
 	DeviceUnmaps int64 `json:"device_unmaps"`
-	// DriverTimeUS is the driver time of all those calls, microseconds.
+	// DriverTimeUS is the driver time of all those calls, microseconds;
+	// a SimArena's saturates at 2^63-1 nanoseconds (292 years).
 	DriverTimeUS int64 `json:"driver_time_us"`
 	// NumAllocRetries counts allocations that freed the cache and retried.
 	NumAllocRetries int64 `json:"num_alloc_retries"`
@@ -51,8 +53,22 @@ type Result struct {
 // first. The error is a [*ConfigError] when cfg does not suit arena, or an
 // arena failure other than running out of memory.
 func Replay(events []trace.Event, arena Arena, cfg Config) (Result, error) {
+	return ReplayHistory(trace.Events(events), arena, cfg)
+}
+
+// ReplayHistory is [Replay] of a history read as a stream, such as a text
+// trace opened with [trace.OpenStream]: its memory grows with the blocks
+// live at once, not with the length of the history. It reads h twice: a
+// first pass, which stops at the first free_completed event, decides which
+// action frees, and the second replays. An error reading h ends the replay
+// with that error and the result so far.
+func ReplayHistory(h trace.History, arena Arena, cfg Config) (Result, error) {
+	freeAction, err := freeActionOf(h)
+	if err != nil {
+		return Result{}, err
+	}
 	r := newReplayer(arena, cfg)
-	return r.run(events)
+	return r.run(h, freeAction)
 }
 
 // ReplayFrom is [Replay] of state.History starting from the allocator state
@@ -89,7 +105,8 @@ func ReplayFrom(state *trace.Snapshot, arena Arena, cfg Config) (Result, error) 
 			}
 		}
 	}
-	return r.run(state.History)
+	freeAction, _ := freeActionOf(trace.Events(state.History))
+	return r.run(trace.Events(state.History), freeAction)
 }
 
 // replayer holds one replay's state.
@@ -108,15 +125,25 @@ func newReplayer(arena Arena, cfg Config) *replayer {
 	}
 }
 
+// errStop ends a pass over a history early.
+var errStop = errors.New("stop")
+
 // freeActionOf returns the action a replay frees on: free_completed, or
 // free_requested for a history that has no free_completed event.
-func freeActionOf(events []trace.Event) trace.Action {
-	for i := range events {
-		if events[i].Action == trace.ActionFreeCompleted {
-			return trace.ActionFreeCompleted
+func freeActionOf(h trace.History) (trace.Action, error) {
+	err := h.Each(func(e *trace.Event) error {
+		if e.Action == trace.ActionFreeCompleted {
+			return errStop
 		}
+		return nil
+	})
+	switch err {
+	case errStop:
+		return trace.ActionFreeCompleted, nil
+	case nil:
+		return trace.ActionFreeRequested, nil
 	}
-	return trace.ActionFreeRequested
+	return 0, err
 }
 
 func (r *replayer) alloc(addr uint64, size int64, stream uint64, region string) error {
@@ -137,16 +164,12 @@ func (r *replayer) alloc(addr uint64, size int64, stream uint64, region string) 
 	return nil
 }
 
-func (r *replayer) run(events []trace.Event) (Result, error) {
-	freeAction := freeActionOf(events)
-	for i := range events {
-		e := &events[i]
+func (r *replayer) run(h trace.History, freeAction trace.Action) (Result, error) {
+	err := h.Each(func(e *trace.Event) error {
 		r.res.Events++
 		switch e.Action {
 		case trace.ActionAlloc:
-			if err := r.alloc(e.Addr, e.Size, e.Stream, e.Region); err != nil {
-				return r.result(), err
-			}
+			return r.alloc(e.Addr, e.Size, e.Stream, e.Region)
 		case freeAction:
 			if b, ok := r.live[e.Addr]; ok {
 				r.al.Free(b)
@@ -157,8 +180,9 @@ func (r *replayer) run(events []trace.Event) (Result, error) {
 				r.res.UnmatchedFrees++
 			}
 		}
-	}
-	return r.result(), nil
+		return nil
+	})
+	return r.result(), err
 }
 
 func (r *replayer) result() Result {

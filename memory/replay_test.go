@@ -240,14 +240,14 @@ func checkClose(t *testing.T, what string, got, want int64) {
 func TestVRAMSteadyState(t *testing.T) {
 	ev := loadTrace(t, "resnet50_train.trace.gz")
 	r := newReplayer(NewSimArena(80<<30), Config{})
-	if _, err := r.run(ev); err != nil {
+	if _, err := r.run(trace.Events(ev), trace.ActionFreeCompleted); err != nil {
 		t.Fatal(err)
 	}
 	half := ev[len(ev)/2:]
 	var calls []int64
 	for i := 0; i < 12; i++ {
 		before := r.al.Stats()
-		if _, err := r.run(half); err != nil {
+		if _, err := r.run(trace.Events(half), trace.ActionFreeCompleted); err != nil {
 			t.Fatal(err)
 		}
 		after := r.al.Stats()

@@ -2,9 +2,14 @@ package memory
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/google/btree"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // Driver cost model of [SimArena]: the time one driver call takes, measured
@@ -48,6 +53,53 @@ const SimGranularity = 2 << 20
 // addresses the CUDA driver returns on Linux.
 const simBase = 0x7f0000000000
 
+// MaxSimCapacity is the largest simulated device, in bytes, that
+// [CheckSimCapacity] accepts by default and `vram replay` simulates unless
+// --max-capacity says otherwise: 4 TiB, fourteen times the memory of the
+// largest GPUs shipping in 2026 (288 GB: NVIDIA B300, AMD Instinct MI355X).
+// A simulation keeps a record of every mapping it makes, so its memory and
+// time grow with the memory it maps (up to 1 GiB per mapping under the vram
+// policy, 20 MiB under PyTorch's expandable segments), and a capacity no
+// device has would let a few bytes of input claim gigabytes of it; at 4
+// TiB the records take a few megabytes.
+const MaxSimCapacity = 4 << 40
+
+// CapacityError reports a simulated device capacity above the limit that
+// [CheckSimCapacity] was given.
+type CapacityError struct {
+	// Capacity is the capacity asked for, in bytes.
+	Capacity int64
+	// Limit is the largest accepted, in bytes.
+	Limit int64
+	// Source says where the capacity came from, such as "--capacity" or
+	// "the snapshot's capacity_bytes"; "" if not known.
+	Source string
+}
+
+// Error returns a one-line message that names the limit and how to raise it.
+func (e *CapacityError) Error() string {
+	src := ""
+	if e.Source != "" {
+		src = " (" + e.Source + ")"
+	}
+	return fmt.Sprintf("memory: a simulated device of %s%s is larger than any real one: the limit is %s (memory.MaxSimCapacity is %s; vram replay --max-capacity raises it)",
+		units.Bytes(e.Capacity), src, units.Bytes(e.Limit), units.Bytes(MaxSimCapacity))
+}
+
+// CheckSimCapacity returns a [*CapacityError] naming source when capacity
+// is above limit, or above [MaxSimCapacity] when limit is 0, and nil
+// otherwise. Callers that take a capacity from a file or a flag check it
+// before [NewSimArena], whose memory grows with what it maps.
+func CheckSimCapacity(capacity, limit int64, source string) error {
+	if limit <= 0 {
+		limit = MaxSimCapacity
+	}
+	if capacity > limit {
+		return &CapacityError{Capacity: capacity, Limit: limit, Source: source}
+	}
+	return nil
+}
+
 // SimCounts counts the driver calls a [SimArena] has simulated.
 type SimCounts struct {
 	Alloc     int64 // cuMemAlloc calls that succeeded
@@ -80,21 +132,23 @@ type SimArena struct {
 	granularity int64
 
 	mu        sync.Mutex
-	used      int64            // physical bytes in use
-	peak      int64            // peak of used
-	next      uint64           // next unused address
-	allocs    map[uint64]int64 // Alloc'd ranges
-	reserves  map[uint64]int64 // reserved ranges
-	maps      map[uint64]int64 // mappings, by address
-	mapStarts []uint64         // sorted keys of maps, for overlap checks
-	counts    SimCounts        // calls so far
-	cost      time.Duration    // modelled driver time so far
-	others    []ProcessMemory  // memory held by simulated other processes
-	otherUsed int64            // sum of others
+	used      int64                // physical bytes in use
+	peak      int64                // peak of used
+	next      uint64               // next unused address
+	allocs    map[uint64]int64     // Alloc'd ranges
+	reserves  map[uint64]int64     // reserved ranges
+	maps      *btree.BTreeG[chunk] // mappings, by address
+	counts    SimCounts            // calls so far
+	cost      time.Duration        // modelled driver time so far
+	others    []ProcessMemory      // memory held by simulated other processes
+	otherUsed int64                // sum of others
 }
 
 // NewSimArena returns a simulated device with capacity bytes of memory and
 // the H200's 2 MiB mapping granularity. It panics if capacity is negative.
+// The arena's memory grows with the mappings made in it, and so with the
+// capacity an allocator can fill: check a capacity that comes from input
+// with [CheckSimCapacity] first.
 func NewSimArena(capacity int64) *SimArena {
 	return NewSimArenaGranularity(capacity, SimGranularity)
 }
@@ -114,7 +168,7 @@ func NewSimArenaGranularity(capacity, granularity int64) *SimArena {
 		next:        simBase,
 		allocs:      make(map[uint64]int64),
 		reserves:    make(map[uint64]int64),
-		maps:        make(map[uint64]int64),
+		maps:        newChunkTree(),
 	}
 }
 
@@ -162,6 +216,9 @@ func (s *SimArena) SetOtherProcesses(procs []ProcessMemory) error {
 		if p.Bytes < 0 {
 			return fmt.Errorf("memory: SimArena: process %d holds negative memory", p.PID)
 		}
+		if p.Bytes > math.MaxInt64-total {
+			return fmt.Errorf("memory: SimArena: other processes hold more than 2^63-1 bytes in all: %w", ErrArenaFull)
+		}
 		total += p.Bytes
 	}
 	s.mu.Lock()
@@ -208,11 +265,24 @@ func (s *SimArena) take(size int64, what string) error {
 
 // carve returns a fresh range of size bytes of fake address space, aligned
 // to the granularity and followed by a guard gap so that ranges never touch.
-func (s *SimArena) carve(size int64) uint64 {
+// It fails when the 64-bit address space is used up.
+func (s *SimArena) carve(size int64) (uint64, error) {
 	addr := s.next
-	span := uint64(alignUp(size, s.granularity))
-	s.next += span + uint64(s.granularity)
-	return addr
+	span := uint64(alignUp(size, s.granularity)) + uint64(s.granularity)
+	if span > math.MaxUint64-addr {
+		return 0, fmt.Errorf("memory: SimArena: the simulated address space is used up (0x%x of 2^64 bytes handed out)", addr)
+	}
+	s.next += span
+	return addr, nil
+}
+
+// uncarve gives back the range carve returned last, so that a range taken
+// and returned again and again (a failed allocation, say) does not use up
+// the address space; it does nothing for an earlier range.
+func (s *SimArena) uncarve(addr uint64, size int64) {
+	if addr+uint64(alignUp(size, s.granularity))+uint64(s.granularity) == s.next {
+		s.next = addr
+	}
 }
 
 // Alloc takes size bytes of physical memory, as cuMemAlloc.
@@ -222,13 +292,17 @@ func (s *SimArena) Alloc(size int64) (uint64, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.take(size, "cuMemAlloc"); err != nil {
+	addr, err := s.carve(size)
+	if err != nil {
 		return 0, err
 	}
-	addr := s.carve(size)
+	if err := s.take(size, "cuMemAlloc"); err != nil {
+		s.uncarve(addr, size)
+		return 0, err
+	}
 	s.allocs[addr] = size
 	s.counts.Alloc++
-	s.cost += allocCost(size)
+	s.addCost(allocCost(size))
 	return addr, nil
 }
 
@@ -244,9 +318,10 @@ func (s *SimArena) Free(addr uint64, size int64) error {
 		return fmt.Errorf("memory: SimArena: Free of 0x%x with size %d, allocated with %d", addr, size, got)
 	}
 	delete(s.allocs, addr)
+	s.uncarve(addr, size)
 	s.used -= size
 	s.counts.Free++
-	s.cost += freeCost(size)
+	s.addCost(freeCost(size))
 	return nil
 }
 
@@ -257,7 +332,10 @@ func (s *SimArena) Reserve(size int64) (uint64, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	base := s.carve(size)
+	base, err := s.carve(size)
+	if err != nil {
+		return 0, err
+	}
 	s.reserves[base] = size
 	s.counts.Reserve++
 	return base, nil
@@ -271,13 +349,24 @@ func (s *SimArena) Unreserve(base uint64, size int64) error {
 	if !ok || got != size {
 		return fmt.Errorf("memory: SimArena: Unreserve of [0x%x, +%d), which is not a reserved range", base, size)
 	}
-	i := sort.Search(len(s.mapStarts), func(i int) bool { return s.mapStarts[i] >= base })
-	if i < len(s.mapStarts) && s.mapStarts[i] < base+uint64(size) {
-		return fmt.Errorf("memory: SimArena: Unreserve of [0x%x, +%d) with 0x%x still mapped", base, size, s.mapStarts[i])
+	if c, ok := s.mappingFrom(base); ok && c.addr < base+uint64(size) {
+		return fmt.Errorf("memory: SimArena: Unreserve of [0x%x, +%d) with 0x%x still mapped", base, size, c.addr)
 	}
 	delete(s.reserves, base)
+	s.uncarve(base, size)
 	s.counts.Unreserve++
 	return nil
+}
+
+// mappingFrom returns the mapping with the lowest address at or above addr.
+func (s *SimArena) mappingFrom(addr uint64) (chunk, bool) {
+	var next chunk
+	found := false
+	s.maps.AscendGreaterOrEqual(chunk{addr: addr}, func(c chunk) bool {
+		next, found = c, true
+		return false
+	})
+	return next, found
 }
 
 // inReservation reports whether [addr, addr+size) lies in one reserved range.
@@ -302,27 +391,26 @@ func (s *SimArena) Map(addr uint64, size int64) error {
 	if !s.inReservation(addr, size) {
 		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) outside any reserved range", addr, size)
 	}
-	i := sort.Search(len(s.mapStarts), func(i int) bool { return s.mapStarts[i] >= addr })
-	if i < len(s.mapStarts) && s.mapStarts[i] < addr+uint64(size) {
-		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) overlaps the mapping at 0x%x", addr, size, s.mapStarts[i])
+	if c, ok := s.mappingFrom(addr); ok && c.addr < addr+uint64(size) {
+		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) overlaps the mapping at 0x%x", addr, size, c.addr)
 	}
-	if i > 0 {
-		p := s.mapStarts[i-1]
-		if p+uint64(s.maps[p]) > addr {
-			return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) overlaps the mapping at 0x%x", addr, size, p)
-		}
+	var prev chunk
+	found := false
+	s.maps.DescendLessOrEqual(chunk{addr: addr}, func(c chunk) bool {
+		prev, found = c, true
+		return false
+	})
+	if found && prev.addr+uint64(prev.size) > addr {
+		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) overlaps the mapping at 0x%x", addr, size, prev.addr)
 	}
 	if err := s.take(size, "cuMemCreate"); err != nil {
 		return err
 	}
-	s.maps[addr] = size
-	s.mapStarts = append(s.mapStarts, 0)
-	copy(s.mapStarts[i+1:], s.mapStarts[i:])
-	s.mapStarts[i] = addr
+	s.maps.ReplaceOrInsert(chunk{addr: addr, size: size})
 	s.counts.Create++
 	s.counts.Map++
 	s.counts.SetAccess++
-	s.cost += costCreate + costMap + costSetAccess
+	s.addCost(costCreate + costMap + costSetAccess)
 	return nil
 }
 
@@ -330,18 +418,26 @@ func (s *SimArena) Map(addr uint64, size int64) error {
 func (s *SimArena) Unmap(addr uint64, size int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	got, ok := s.maps[addr]
-	if !ok || got != size {
+	got, ok := s.maps.Get(chunk{addr: addr})
+	if !ok || got.size != size {
 		return fmt.Errorf("memory: SimArena: Unmap of [0x%x, +%d), which is not one earlier mapping", addr, size)
 	}
-	delete(s.maps, addr)
-	i := sort.Search(len(s.mapStarts), func(i int) bool { return s.mapStarts[i] >= addr })
-	s.mapStarts = append(s.mapStarts[:i], s.mapStarts[i+1:]...)
+	s.maps.Delete(got)
 	s.used -= size
 	s.counts.Unmap++
 	s.counts.Release++
-	s.cost += costUnmap + costRelease
+	s.addCost(costUnmap + costRelease)
 	return nil
+}
+
+// addCost adds d to the modelled driver time, saturating at the largest
+// Duration (292 years) rather than wrapping around.
+func (s *SimArena) addCost(d time.Duration) {
+	if s.cost > math.MaxInt64-d {
+		s.cost = math.MaxInt64
+		return
+	}
+	s.cost += d
 }
 
 // allocCost is the modelled time of one cuMemAlloc of size bytes.
@@ -352,7 +448,7 @@ func allocCost(size int64) time.Duration {
 	case size <= costTier2:
 		return costAllocMedium
 	default:
-		return costAllocMedium + time.Duration(float64(costAllocPerMiB)*float64(size-costTier2)/(1<<20))
+		return costAllocMedium + durationOf(float64(costAllocPerMiB)*float64(size-costTier2)/(1<<20))
 	}
 }
 
@@ -364,6 +460,15 @@ func freeCost(size int64) time.Duration {
 	case size <= costTier2:
 		return costFreeMedium
 	default:
-		return costFreeMedium + time.Duration(float64(costFreePerMiB)*float64(size-costTier2)/(1<<20))
+		return costFreeMedium + durationOf(float64(costFreePerMiB)*float64(size-costTier2)/(1<<20))
 	}
+}
+
+// durationOf converts nanoseconds to a Duration, saturating at a year: the
+// conversion of a float64 beyond the int64 range is undefined in Go, and
+// no single driver call of the model takes that long on a device of
+// MaxSimCapacity or less (6.3 s).
+func durationOf(ns float64) time.Duration {
+	const year = float64(365 * 24 * time.Hour)
+	return time.Duration(min(ns, year))
 }

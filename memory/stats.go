@@ -1,13 +1,15 @@
 package memory
 
 import (
+	"math"
 	"strconv"
 	"time"
 )
 
 // Stat is one statistic in the shape of PyTorch's Stat: its value now, its
 // highest value, and the sums of its increases and decreases. Values are
-// bytes or counts, as the field holding the Stat says.
+// bytes or counts, as the field holding the Stat says. The sums saturate at
+// math.MaxInt64 rather than wrap around to negative values.
 type Stat struct {
 	Current   int64 // value now
 	Peak      int64 // highest Current since creation or ResetPeakStats
@@ -26,10 +28,13 @@ func (s *Stat) update(delta int64) {
 	}
 }
 
-// inc adds n >= 0 to s.
+// inc adds n >= 0 to s. The cumulative sums saturate at math.MaxInt64
+// instead of wrapping around: over a long replay of a trace with huge
+// requests they can pass it, while Current and Peak stay below the
+// device's capacity.
 func (s *Stat) inc(n int64) {
 	s.Current += n
-	s.Allocated += n
+	s.Allocated = addSat(s.Allocated, n)
 	if s.Current > s.Peak {
 		s.Peak = s.Current
 	}
@@ -39,8 +44,16 @@ func (s *Stat) inc(n int64) {
 // caller must check is not negative.
 func (s *Stat) dec(n int64) int64 {
 	s.Current -= n
-	s.Freed += n
+	s.Freed = addSat(s.Freed, n)
 	return s.Current
+}
+
+// addSat returns a+n for n >= 0, or math.MaxInt64 if that overflows.
+func addSat(a, n int64) int64 {
+	if a > math.MaxInt64-n {
+		return math.MaxInt64
+	}
+	return a + n
 }
 
 // negativeStat panics: a statistic went below zero, an accounting bug. It

@@ -10,9 +10,10 @@ import (
 
 func newAnalyzeCmd() *cobra.Command {
 	var (
-		asJSON bool
-		html   string
-		top    int
+		asJSON   bool
+		html     string
+		top      int
+		maxInput string
 	)
 	cmd := &cobra.Command{
 		Use:   "analyze FILE",
@@ -22,7 +23,10 @@ recording), a PyTorch snapshot pickle (torch.cuda.memory._dump_snapshot) or a te
 trace, and reports per device: fragmentation (waste inside blocks from rounding and
 splitting; memory reserved but not allocated; the largest free block), the largest live
 allocations by region and by top stack frame, each out-of-memory event with what was
-asked and what was free, and the peaks of the history.
+asked and what was free (the first --top of them, and how many more there were),
+and the peaks of the history. A text trace is read from the file as a stream, in
+memory that grows with the blocks live at once, not with its length; snapshots are
+read whole, up to --max-input bytes after decompression.
 
 --html OUT writes one self-contained page (nothing is fetched when it is opened): the
 memory timeline stacked by region or by top stack frame, with the allocation under the
@@ -36,7 +40,11 @@ cursor on hover, out-of-memory markers, and the segment map.
 			if top < 1 {
 				return usagef("analyze: --top must be at least 1")
 			}
-			rep, err := analyze.File(args[0], analyze.Options{Top: top})
+			lim, err := inputLimits(maxInput)
+			if err != nil {
+				return err
+			}
+			rep, err := analyze.File(args[0], analyze.Options{Top: top, Limits: lim})
 			if err != nil {
 				return cmdError("analyze", err)
 			}
@@ -55,6 +63,7 @@ cursor on hover, out-of-memory markers, and the segment map.
 	f := cmd.Flags()
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	f.StringVar(&html, "html", "", "also write the page to `OUT`")
-	f.IntVar(&top, "top", 10, "how many regions, stacks and allocations to list")
+	f.IntVar(&top, "top", 10, "how many regions, stacks, allocations and out-of-memory events to list")
+	f.StringVar(&maxInput, "max-input", "1GiB", "refuse snapshots larger than this after decompression (they are read whole); text traces are streamed")
 	return cmd
 }

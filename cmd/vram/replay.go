@@ -30,7 +30,7 @@ var comparePolicies = []struct{ name, conf string }{
 // replayReport is the result for one input (one device of a snapshot).
 type replayReport struct {
 	File          string `json:"file"`
-	Device        int    `json:"device,omitempty"`
+	Device        int    `json:"device"`
 	CapacityBytes int64  `json:"capacity_bytes"`
 	Config        string `json:"config,omitempty"`
 	// The fields of memory.Result, for a replay under one setting.
@@ -49,10 +49,12 @@ type policyResult struct {
 
 func newReplayCmd() *cobra.Command {
 	var (
-		capacity string
-		conf     string
-		compare  bool
-		asJSON   bool
+		capacity    string
+		maxCapacity string
+		maxInput    string
+		conf        string
+		compare     bool
+		asJSON      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "replay FILE...",
@@ -64,6 +66,10 @@ it made and what they would cost, retries and out-of-memory errors.
 Inputs: text traces (gzip or plain; "action addr size stream" lines), vram JSON
 snapshots and PyTorch snapshot pickles (torch.cuda.memory._dump_snapshot). A
 snapshot whose history was truncated starts from the blocks its segments imply.
+Text traces are replayed as they are read, in memory that grows with the blocks
+live at once, not with the trace's length; snapshots are read whole, up to
+--max-input bytes after decompression. A simulated device larger than
+--max-capacity (4TiB: more than any real one) is refused.
 
   vram replay --compare run.trace.gz
   vram replay --capacity 24GiB --conf expandable_segments:True snapshot.pickle`,
@@ -77,6 +83,18 @@ snapshot whose history was truncated starts from the blocks its segments imply.
 				}
 				capBytes = b
 			}
+			maxCap, err := sizeFlag("--max-capacity", maxCapacity, "4TiB")
+			if err != nil {
+				return err
+			}
+			if err := memory.CheckSimCapacity(capBytes, maxCap, "--capacity"); err != nil {
+				return usagef("%v", err)
+			}
+			lim, err := inputLimits(maxInput)
+			if err != nil {
+				return err
+			}
+			opts := replayOptions{capacity: capBytes, maxCapacity: maxCap, limits: lim, compare: compare}
 			base, err := memory.ParseConfig(conf)
 			if err != nil {
 				return confFlagError("replay", conf, err)
@@ -86,7 +104,7 @@ snapshot whose history was truncated starts from the blocks its segments imply.
 			}
 			var failed []string
 			for _, path := range args {
-				reports, err := replayFile(path, capBytes, conf, base, compare)
+				reports, err := replayFile(path, conf, base, opts)
 				if err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "vram replay: %s\n", oneLine(err))
 					failed = append(failed, path)
@@ -110,50 +128,66 @@ snapshot whose history was truncated starts from the blocks its segments imply.
 	}
 	f := cmd.Flags()
 	f.StringVar(&capacity, "capacity", "", "simulated device memory, e.g. 80GiB (default: the snapshot's, else 1TiB)")
+	f.StringVar(&maxCapacity, "max-capacity", "4TiB", "refuse simulated devices larger than this (from --capacity or a snapshot)")
+	f.StringVar(&maxInput, "max-input", "1GiB", "refuse snapshots larger than this after decompression (they are read whole); text traces are streamed")
 	f.StringVar(&conf, "conf", "", "allocator settings in VRAM_ALLOC_CONF form, e.g. \"expandable_segments:True\"")
 	f.BoolVar(&compare, "compare", false, "replay under policy:pytorch, policy:pytorch with expandable segments, and policy:vram")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per input")
 	return cmd
 }
 
-// replayFile replays every history in the file at path.
-func replayFile(path string, capacity int64, conf string, base memory.Config, compare bool) ([]replayReport, error) {
-	file, err := trace.Open(path)
+// replayOptions are the flags of vram replay that apply to every input.
+type replayOptions struct {
+	capacity    int64 // --capacity, 0 if not given
+	maxCapacity int64 // --max-capacity
+	limits      trace.Limits
+	compare     bool
+}
+
+// replayFile replays every history in the file at path. A text trace is
+// streamed from the file; snapshots are read whole.
+func replayFile(path, conf string, base memory.Config, o replayOptions) ([]replayReport, error) {
+	file, err := o.limits.OpenStream(path)
 	if err != nil {
 		return nil, err
 	}
 	type input struct {
 		device   int
 		capacity int64
+		source   string // where capacity comes from
 		run      func(memory.Arena, memory.Config) (memory.Result, error)
 	}
 	var inputs []input
-	if file.Kind == trace.KindText {
-		events := file.Events
+	if h := file.History(); h != nil {
 		inputs = append(inputs, input{run: func(a memory.Arena, c memory.Config) (memory.Result, error) {
-			return memory.Replay(events, a, c)
+			return memory.ReplayHistory(h, a, c)
 		}})
 	}
 	for _, s := range file.Snapshots {
 		s := s
-		inputs = append(inputs, input{device: s.Device, capacity: s.Capacity, run: func(a memory.Arena, c memory.Config) (memory.Result, error) {
-			return memory.ReplayFrom(s, a, c)
-		}})
+		inputs = append(inputs, input{device: s.Device, capacity: s.Capacity,
+			source: fmt.Sprintf("capacity_bytes of device %d's snapshot", s.Device),
+			run: func(a memory.Arena, c memory.Config) (memory.Result, error) {
+				return memory.ReplayFrom(s, a, c)
+			}})
 	}
 	if len(inputs) == 0 {
 		return nil, fmt.Errorf("%s: no allocation history or snapshot in the file", path)
 	}
 	var reports []replayReport
 	for _, in := range inputs {
-		c := capacity
+		c := o.capacity
 		if c == 0 {
 			c = in.capacity
+			if err := memory.CheckSimCapacity(c, o.maxCapacity, in.source); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
 		}
 		if c == 0 {
-			c = defaultReplayCapacity
+			c = min(defaultReplayCapacity, o.maxCapacity)
 		}
 		r := replayReport{File: path, Device: in.device, CapacityBytes: c}
-		if !compare {
+		if !o.compare {
 			res, err := in.run(memory.NewSimArena(c), base)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", path, err)

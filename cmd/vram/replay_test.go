@@ -17,7 +17,7 @@ func TestReplayJSON(t *testing.T) {
 	}
 	var r map[string]any
 	decodeOne(t, stdout, &r)
-	for _, key := range []string{"file", "events", "peak_requested_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
+	for _, key := range []string{"file", "device", "events", "peak_requested_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
 		"device_allocs", "device_frees", "device_maps", "device_unmaps", "driver_time_us", "num_alloc_retries",
 		"num_ooms", "unmatched_frees"} {
 		if _, ok := r[key]; !ok {

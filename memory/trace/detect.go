@@ -46,21 +46,28 @@ type File struct {
 	// Header holds a text trace's leading comment lines (see
 	// [TextReader.Header]); nil for other kinds.
 	Header []string
-	// Events holds a text trace's events (KindText only).
+	// Events holds a text trace's events (KindText only); nil when the
+	// trace was opened with [OpenStream], which reads them from the file
+	// on each pass of [File.History] instead.
 	Events []Event
 	// Snapshots holds the snapshots of a JSON file (exactly one) or of a
 	// pickle (one per device, possibly none); nil for KindText.
 	Snapshots []*Snapshot
+
+	stream *textFile // a text trace opened by OpenStream, read on each pass
 }
 
 // Open reads the file at path with [Read], naming it by path.
-func Open(path string) (*File, error) {
+func Open(path string) (*File, error) { return Limits{}.Open(path) }
+
+// openWith opens path and reads it with read.
+func openWith(path string, read func(io.Reader) (*File, error)) (*File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, &ParseError{File: path, Offset: -1, Err: err}
 	}
 	defer f.Close()
-	return Read(f, path)
+	return read(f)
 }
 
 // Read reads a whole history or snapshot from r and detects its format
@@ -68,52 +75,37 @@ func Open(path string) (*File, error) {
 //   - gzip magic (1f 8b): decompress, then detect the format inside;
 //   - 0x80 followed by 2 to 5: a PyTorch pickle, read with [ReadPickle];
 //   - '{' after optional whitespace: a vram JSON snapshot ([ReadJSON]);
+//   - '[' after optional whitespace: JSON that is not a snapshot, an error;
 //   - otherwise, UTF-8 text without NUL bytes: a text trace ([ReadTextAll]).
 //
 // name only labels errors, which are [*ParseError]s reading
 // "trace: NAME: ...". Empty input, binary data of no known format, corrupt
-// or truncated input are errors; Read does not panic on any input.
-func Read(r io.Reader, name string) (*File, error) {
-	f, err := read(r)
+// or truncated input are errors; Read does not panic on any input. It
+// holds the whole input, within the default [Limits]; use [Limits.Read] for
+// others, and [OpenStream] to stream a long text trace.
+func Read(r io.Reader, name string) (*File, error) { return Limits{}.Read(r, name) }
+
+func read(r io.Reader, lim Limits) (*File, error) {
+	f := &File{}
+	br, kind, err := detect(r, f)
 	if err != nil {
-		kind := KindUnknown
-		if f != nil {
-			kind = f.Kind
-		}
-		return nil, withFile(err, name, kind)
+		return f, err
 	}
-	f.Name = name
-	return f, nil
+	f.Kind = kind
+	return f, readBody(br, f, lim)
 }
 
-func read(r io.Reader) (*File, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	f := &File{}
-	head, err := br.Peek(2)
-	if err != nil && err != io.EOF {
-		return nil, &ParseError{Offset: -1, Err: err}
-	}
-	if bytes.Equal(head, gzipMagic) {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, &ParseError{Offset: -1, Msg: "bad gzip header", Err: err}
-		}
-		f.Gzipped = true
-		br = bufio.NewReaderSize(zr, 64<<10)
-	}
-	// 512 bytes decide: enough to skip JSON's leading blanks and to see
-	// that a file is binary.
-	head, err = br.Peek(512)
-	if err != nil && err != io.EOF {
-		return nil, &ParseError{Offset: -1, Msg: "reading the start of the input", Err: err}
-	}
-	f.Kind = sniff(head)
+// readBody reads the whole input of the format f.Kind that detect found,
+// within lim, into f.
+func readBody(br *bufio.Reader, f *File, lim Limits) error {
+	br = bufio.NewReaderSize(limited(br, lim), 64<<10)
+	var err error
 	switch f.Kind {
 	case KindPickle:
-		f.Snapshots, err = ReadPickle(br)
+		f.Snapshots, err = readPickle(br)
 	case KindJSON:
 		var s *Snapshot
-		if s, err = ReadJSON(br); err == nil {
+		if s, err = readJSON(br); err == nil {
 			f.Snapshots = []*Snapshot{s}
 		}
 	case KindText:
@@ -132,16 +124,55 @@ func read(r io.Reader) (*File, error) {
 				f.Events = append(f.Events, e)
 			}
 		}
-	default:
-		if len(head) == 0 {
-			return f, &ParseError{Offset: -1, Msg: "empty input"}
+	}
+	return err
+}
+
+// detect decompresses r if it is gzip (setting f.Gzipped) and decides the
+// format from the first bytes. It returns a reader of the decompressed
+// input, positioned at its start, or an error for input of no format this
+// package reads.
+func detect(r io.Reader, f *File) (*bufio.Reader, Kind, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	head, err := br.Peek(2)
+	if err != nil && err != io.EOF {
+		return nil, KindUnknown, &ParseError{Offset: -1, Err: err}
+	}
+	if bytes.Equal(head, gzipMagic) {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, KindUnknown, &ParseError{Offset: -1, Msg: "bad gzip header", Err: err}
 		}
-		return f, &ParseError{Offset: 0, Msg: fmt.Sprintf("unrecognised format (not gzip, a PyTorch pickle, a vram JSON snapshot or a text trace; starts with % x)", head[:min(len(head), 8)])}
+		f.Gzipped = true
+		br = bufio.NewReaderSize(zr, 64<<10)
 	}
-	if err != nil {
-		return f, err
+	// 512 bytes decide: enough to skip JSON's leading blanks and to see
+	// that a file is binary.
+	head, err = br.Peek(512)
+	if err != nil && err != io.EOF {
+		msg := "reading the start of the input"
+		if f.Gzipped {
+			msg = "decompressing the start of the gzip stream"
+		}
+		return nil, KindUnknown, &ParseError{Offset: -1, Msg: msg, Err: err}
 	}
-	return f, nil
+	kind := sniff(head)
+	if t := bytes.TrimLeft(head, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		return nil, KindJSON, &ParseError{Kind: KindJSON, Offset: int64(len(head) - len(t)),
+			Msg: "a JSON array, not a vram memory snapshot (a JSON object with \"format\": \"" + JSONFormat + "\") nor a text trace"}
+	}
+	if kind != KindUnknown {
+		return br, kind, nil
+	}
+	switch {
+	case len(head) == 0 && f.Gzipped:
+		return nil, kind, &ParseError{Offset: -1, Msg: "empty input inside the gzip stream"}
+	case len(head) == 0:
+		return nil, kind, &ParseError{Offset: -1, Msg: "empty input"}
+	case f.Gzipped:
+		return nil, kind, &ParseError{Offset: 0, Msg: fmt.Sprintf("valid gzip, but what it holds is not a PyTorch pickle, a vram JSON snapshot or a text trace (decompressed, it starts with % x)", head[:min(len(head), 8)])}
+	}
+	return nil, kind, &ParseError{Offset: 0, Msg: fmt.Sprintf("unrecognised format (not gzip, a PyTorch pickle, a vram JSON snapshot or a text trace; starts with % x)", head[:min(len(head), 8)])}
 }
 
 // sniff decides the format from the first bytes of the (decompressed)

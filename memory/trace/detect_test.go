@@ -89,7 +89,11 @@ func TestReadErrorsNameFile(t *testing.T) {
 		{"empty", nil, "trace: empty: empty input"},
 		{"binary", []byte{0x7f, 'E', 'L', 'F', 0, 0}, "trace: binary: offset 0: unrecognised format (not gzip, a PyTorch pickle, a vram JSON snapshot or a text trace; starts with 7f 45 4c 46 00 00)"},
 		{"bad utf8", []byte("alloc \xff\xfe 1 2\n"), "trace: bad utf8: offset 0: unrecognised format"},
-		{"gzip binary", zbin.Bytes(), "trace: gzip binary: offset 0: unrecognised format"},
+		{"gzip binary", zbin.Bytes(), "trace: gzip binary: offset 0: valid gzip, but what it holds is not a PyTorch pickle, a vram JSON snapshot or a text trace (decompressed, it starts with 00 01 02 03)"},
+		{"gzip empty", gz(nil), "trace: gzip empty: empty input inside the gzip stream"},
+		{"gzip garbage", gz([]byte("\x7fELF\x02\x01\x01\x00")), "trace: gzip garbage: offset 0: valid gzip, but what it holds is not"},
+		{"json array", []byte(" [1, 2]"), `trace: json array: offset 1: a JSON array, not a vram memory snapshot (a JSON object with "format": "vram-memory-snapshot") nor a text trace`},
+		{"gzip json array", gz([]byte(`[{"action": "alloc"}]`)), "trace: gzip json array: offset 0: a JSON array, not a vram memory snapshot"},
 		{"bad gzip", []byte{0x1f, 0x8b, 1}, "trace: bad gzip: bad gzip header"},
 		{"text", []byte("alloc 1 2 3\n\nfree 1 2 3\n"), `trace: text: line 3: unknown action "free"`},
 		{"json", []byte(`{"format": "x"}`), `trace: json: offset 14: not a vram memory snapshot: format "x", want "vram-memory-snapshot"`},
@@ -108,6 +112,15 @@ func TestReadErrorsNameFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gz returns b gzip-compressed.
+func gz(b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	zw.Close()
+	return buf.Bytes()
 }
 
 func TestOpenErrors(t *testing.T) {

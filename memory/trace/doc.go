@@ -19,8 +19,28 @@
 //	}
 //
 // For large text traces, [NewTextReader] streams one [Event] at a time
-// without allocating. [ReadJSON] and [WriteJSON] read and write one
-// [Snapshot]; [ReadPickle] reads a PyTorch snapshot, one Snapshot per device.
+// without allocating, and [OpenStream] opens a file whose [File.History]
+// reads a text trace from the file on each pass, as `vram replay` and `vram
+// analyze` do. [ReadJSON] and [WriteJSON] read and write one [Snapshot];
+// [ReadPickle] reads a PyTorch snapshot, one Snapshot per device.
+//
+// # Limits
+//
+// Memory follows what an input really holds, never what it claims: no
+// length field makes a reader reserve memory before the data arrives, and
+// streamed text traces take memory independent of their length. Inputs
+// read whole (JSON snapshots, pickles, and text traces collected by Read
+// or Open) are limited to [Limits.MaxBytes] after decompression, 1 GiB
+// by default ([DefaultMaxBytes]), so that a small gzip file cannot expand
+// into gigabytes; a pickle whose values take far more memory than a real
+// snapshot of its size is refused too (see [Limits]). The failure is a
+// [*ParseError] wrapping a [*LimitError] that says how to raise the limit:
+//
+//	trace: big.pickle: input larger than 1.00 GiB after decompression, the most read whole (trace.Limits.MaxBytes, ...)
+//
+// Sizes and capacities are read as recorded, up to 2^63-1; deciding that
+// one is beyond any device is for the user of the data (memory's
+// CheckSimCapacity for a simulated device).
 //
 // The data model: a [Snapshot] is one device's allocator at one moment, its
 // [Segment]s (memory reserved from the device) tiled by [Block]s (held,
@@ -175,7 +195,8 @@
 // that would construct a Python object (GLOBAL, REDUCE, BUILD, ...) with an
 // error naming it, never
 // recurses, reads the input once through a buffer, allocates only as data
-// arrives, and so keeps memory linear in the input. Identical stacks share
+// arrives, and counts the memory of what it builds, so that memory stays
+// within a small multiple of the input (see [Limits]). Identical stacks share
 // one []Frame, as PyTorch shares frames. Measured on a 2-core development
 // machine (2026-11-30): a 145 MB pickle of 1,000,000 trace entries with
 // 10-30 frame stacks from 300 distinct ones reads in about 4.5 s (Python's
@@ -218,7 +239,10 @@
 //	trace: model.pickle: offset 1234: pickle: unknown opcode 0xff (not a pickle, or a corrupt one)
 //
 // A snapshot that parses but breaks the invariants gives a *ParseError
-// wrapping an [*InvalidSnapshotError].
+// wrapping an [*InvalidSnapshotError]; input beyond the [Limits], one
+// wrapping a [*LimitError]. Input that is almost a trace says what it is:
+// a valid gzip stream of unknown content, a JSON array (a snapshot is an
+// object), a JSON version that is a string rather than the number 1.
 //
 // # Concurrency
 //

@@ -248,10 +248,17 @@ type jsonEvent struct {
 
 // ReadJSON reads one vram JSON snapshot from r and validates it. It fails
 // with a [*ParseError] when the input is not JSON, is JSON of another format
-// or version, has a value of the wrong type, is followed by more data, or
-// describes a snapshot that fails [Snapshot.Validate] (then Err is the
-// [*InvalidSnapshotError]). Keys it does not know are ignored.
+// or version (the version must be the JSON number 1, not a string), has a
+// value of the wrong type, is followed by more data, is larger than
+// [DefaultMaxBytes], or describes a snapshot that fails [Snapshot.Validate]
+// (then Err is the [*InvalidSnapshotError]). Keys it does not know are
+// ignored. Segments, blocks and history events are checked as they are
+// decoded, so that memory grows only with valid entries.
 func ReadJSON(r io.Reader) (*Snapshot, error) {
+	return readJSON(limited(r, Limits{}))
+}
+
+func readJSON(r io.Reader) (*Snapshot, error) {
 	dec := json.NewDecoder(bufio.NewReaderSize(r, 64<<10))
 	fail := func(msg string, err error) error {
 		return &ParseError{Kind: KindJSON, Offset: dec.InputOffset(), Msg: msg, Err: jsonErr(err)}
@@ -269,7 +276,6 @@ func ReadJSON(r io.Reader) (*Snapshot, error) {
 		format      string
 		haveFormat  bool
 		haveVersion bool
-		segments    []jsonSegment
 	)
 	for dec.More() {
 		tok, err := dec.Token()
@@ -282,12 +288,15 @@ func ReadJSON(r io.Reader) (*Snapshot, error) {
 		case "format":
 			v = &format
 		case "version":
-			var version json.Number
+			var version json.RawMessage
 			if err := dec.Decode(&version); err != nil {
 				return nil, fail(`key "version"`, err)
 			}
-			if version.String() != strconv.Itoa(JSONVersion) {
-				return nil, fail(fmt.Sprintf("unsupported version %s of the vram memory snapshot format (this reader knows version %d)", version, JSONVersion), nil)
+			if len(version) == 0 || version[0] != '-' && (version[0] < '0' || version[0] > '9') {
+				return nil, fail(fmt.Sprintf(`key "version": %s is not a number: the version is the JSON number %d`, clip(version), JSONVersion), nil)
+			}
+			if string(version) != strconv.Itoa(JSONVersion) {
+				return nil, fail(fmt.Sprintf("unsupported version %s of the vram memory snapshot format (this reader knows version %d)", clip(version), JSONVersion), nil)
 			}
 			haveVersion = true
 			continue
@@ -302,7 +311,12 @@ func ReadJSON(r io.Reader) (*Snapshot, error) {
 		case "history_truncated":
 			v = &s.Truncated
 		case "segments":
-			v = &segments
+			segs, err := decodeSegments(dec, stacks)
+			if err != nil {
+				return nil, fail(`key "segments"`, err)
+			}
+			s.Segments = segs
+			continue
 		case "history":
 			h, err := decodeHistory(dec, stacks)
 			if err != nil {
@@ -333,25 +347,60 @@ func ReadJSON(r io.Reader) (*Snapshot, error) {
 		return nil, fail("no \"version\" key", nil)
 	}
 	if _, err := dec.Token(); err != io.EOF {
+		var le *LimitError
+		if errors.As(err, &le) {
+			return nil, fail("", err)
+		}
 		return nil, fail("unexpected data after the snapshot", nil)
-	}
-	if len(segments) > 0 {
-		s.Segments = make([]Segment, len(segments))
-	}
-	for i, js := range segments {
-		seg := Segment{Addr: js.Address, Size: js.Size, Stream: js.Stream, Pool: js.Pool, Expandable: js.Expandable}
-		if len(js.Blocks) > 0 {
-			seg.Blocks = make([]Block, len(js.Blocks))
-		}
-		for j, jb := range js.Blocks {
-			seg.Blocks[j] = Block{Addr: jb.Address, Size: jb.Size, Requested: jb.Requested, State: jb.State, Region: jb.Region, Frames: stacks.intern(jb.Frames)}
-		}
-		s.Segments[i] = seg
 	}
 	if err := s.Validate(); err != nil {
 		return nil, &ParseError{Kind: KindJSON, Offset: -1, Err: err}
 	}
 	return s, nil
+}
+
+// decodeSegments decodes the "segments" array one segment at a time,
+// checking each block as it converts it, so that memory grows only with
+// valid blocks and no segment is held twice for long.
+func decodeSegments(dec *json.Decoder, stacks *stackInterner) ([]Segment, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if tok == nil {
+		return nil, nil // null
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return nil, fmt.Errorf("not an array")
+	}
+	var segs []Segment
+	for dec.More() {
+		i := len(segs)
+		var js jsonSegment
+		if err := dec.Decode(&js); err != nil {
+			return nil, &contextError{fmt.Sprintf("segment %d", i), err}
+		}
+		seg := Segment{Addr: js.Address, Size: js.Size, Stream: js.Stream, Pool: js.Pool, Expandable: js.Expandable}
+		if len(js.Blocks) > 0 {
+			seg.Blocks = make([]Block, len(js.Blocks))
+		}
+		for j, jb := range js.Blocks {
+			if jb.Size <= 0 {
+				return nil, &InvalidSnapshotError{Segment: i, Block: j, Event: -1, Reason: fmt.Sprintf("size %d at 0x%x is not positive", jb.Size, jb.Address)}
+			}
+			switch jb.State {
+			case StateActiveAllocated, StateActivePendingFree, StateInactive:
+			default:
+				return nil, &InvalidSnapshotError{Segment: i, Block: j, Event: -1, Reason: fmt.Sprintf("unknown state %q", clip([]byte(jb.State)))}
+			}
+			seg.Blocks[j] = Block{Addr: jb.Address, Size: jb.Size, Requested: jb.Requested, State: jb.State, Region: jb.Region, Frames: stacks.intern(jb.Frames)}
+		}
+		segs = append(segs, seg)
+	}
+	if _, err := dec.Token(); err != nil { // the closing ']'
+		return nil, err
+	}
+	return segs, nil
 }
 
 // decodeHistory decodes the "history" array one event at a time, so that a
@@ -372,6 +421,12 @@ func decodeHistory(dec *json.Decoder, stacks *stackInterner) ([]Event, error) {
 		var je jsonEvent
 		if err := dec.Decode(&je); err != nil {
 			return nil, &contextError{fmt.Sprintf("event %d", len(history)), err}
+		}
+		if !je.Action.Valid() {
+			return nil, &InvalidSnapshotError{Segment: -1, Block: -1, Event: len(history), Reason: fmt.Sprintf("invalid action %d", uint8(je.Action))}
+		}
+		if je.Size < 0 {
+			return nil, &InvalidSnapshotError{Segment: -1, Block: -1, Event: len(history), Reason: fmt.Sprintf("negative size %d", je.Size)}
 		}
 		history = append(history, Event{Action: je.Action, Addr: je.Address, Size: je.Size, Stream: je.Stream,
 			TimeUS: je.TimeUS, Region: je.Region, Frames: stacks.intern(je.Frames)})

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+	"unsafe"
 )
 
 // Meta keys set by ReadPickle; see the package documentation, "# Meta keys".
@@ -33,7 +35,10 @@ const (
 // slice. See the package documentation, "# PyTorch pickles", for how each
 // field is mapped and how Truncated is decided. Errors are [*ParseError]s: a
 // pickle that is not protocol 2 to 5, is corrupt or truncated, holds Python
-// objects other than plain data, or does not have the snapshot's layout.
+// objects other than plain data, or does not have the snapshot's layout;
+// and, wrapping a [*LimitError], a pickle larger than [DefaultMaxBytes]
+// decompressed or one whose values would take far more memory than a real
+// snapshot of its size (see [Limits]).
 func ReadPickle(r io.Reader) ([]*Snapshot, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	if magic, _ := br.Peek(2); bytes.Equal(magic, gzipMagic) {
@@ -43,14 +48,19 @@ func ReadPickle(r io.Reader) ([]*Snapshot, error) {
 		}
 		br = bufio.NewReaderSize(zr, 64<<10)
 	}
+	return readPickle(bufio.NewReaderSize(limited(br, Limits{}), 64<<10))
+}
+
+// readPickle is ReadPickle of decompressed input, limited by the caller.
+func readPickle(br *bufio.Reader) ([]*Snapshot, error) {
 	if b, _ := br.Peek(2); len(b) < 2 || b[0] != opProto || b[1] < 2 || b[1] > 5 {
 		return nil, &ParseError{Kind: KindPickle, Offset: 0, Msg: "not a pickle of protocol 2 to 5 (it must start with 0x80 and the protocol number)"}
 	}
-	root, size, err := unpickle(br)
+	root, size, used, err := unpickleCounted(br)
 	if err != nil {
 		return nil, err
 	}
-	c := &pickleConverter{budget: size, stacks: make(map[string][]Frame)}
+	c := &pickleConverter{budget: pickleBudget(size) - used, stacks: make(map[string][]Frame)}
 	snaps, err := c.convert(root)
 	if err != nil {
 		return nil, err
@@ -60,10 +70,11 @@ func ReadPickle(r io.Reader) ([]*Snapshot, error) {
 
 // pickleConverter maps decoded Python values onto Snapshots.
 type pickleConverter struct {
-	// budget bounds the segments, blocks, events and frames produced by
-	// the pickle's size in bytes: a real snapshot spends several bytes on
-	// each, while a corrupt one could otherwise reference one list from
-	// many places and multiply the output without bound.
+	// budget bounds the memory of the segments, blocks, events and frames
+	// produced, in bytes, by what pickleBudget allows for the pickle's size
+	// less what decoding took: a real snapshot spends tens of bytes of
+	// pickle on each, while a corrupt one could otherwise reference one
+	// list from many places and multiply the output without bound.
 	budget int64
 	// frames[i] is the frame dict with id i+1, converted.
 	frames []Frame
@@ -93,13 +104,26 @@ func convErr(path, format string, args ...any) error {
 	return &ParseError{Kind: KindPickle, Offset: -1, Msg: msg + fmt.Sprintf(format, args...)}
 }
 
-func (c *pickleConverter) spend(path string, n int) error {
-	c.budget -= int64(n)
+// Bytes of memory one converted entry takes, for pickleConverter.spend.
+const (
+	sizeofSegment = int64(unsafe.Sizeof(Segment{}))
+	sizeofBlock   = int64(unsafe.Sizeof(Block{}))
+	sizeofEvent   = int64(unsafe.Sizeof(Event{}))
+	sizeofFrame   = int64(unsafe.Sizeof(Frame{}))
+)
+
+// spend takes n entries of each bytes from the budget.
+func (c *pickleConverter) spend(path string, n int, each int64) error {
+	c.budget -= int64(n) * each
 	if c.budget < 0 {
-		return convErr(path, "more entries than a pickle of this size can hold (corrupt: objects referenced many times)")
+		return convErr(path, "more entries than a pickle of this size can hold (more than %d bytes of memory per byte of pickle; corrupt: objects referenced many times)", pickleExpansion)
 	}
 	return nil
 }
+
+// pickleBudget is the memory, in bytes, that decoding and converting a
+// pickle of size bytes may take.
+func pickleBudget(size int64) int64 { return pickleFloorBytes + pickleExpansion*size }
 
 func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
 	var segList, traceList, settings any
@@ -133,7 +157,7 @@ func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
 		if !ok {
 			return nil, convErr("segments", "is a %s, want a list", pyTypeName(segList))
 		}
-		if err := c.spend("segments", len(segs.items)); err != nil {
+		if err := c.spend("segments", len(segs.items), sizeofSegment); err != nil {
 			return nil, err
 		}
 		for i, sv := range segs.items {
@@ -160,7 +184,7 @@ func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
 			if len(tl.items) == 0 {
 				continue
 			}
-			if err := c.spend(path, len(tl.items)); err != nil {
+			if err := c.spend(path, len(tl.items), sizeofEvent); err != nil {
 				return nil, err
 			}
 			history := make([]Event, len(tl.items))
@@ -242,7 +266,7 @@ func (c *pickleConverter) segment(path string, v any) (int, Segment, error) {
 	if !ok {
 		return 0, seg, convErr(path+".blocks", "is a %s, want a list", pyTypeName(bv))
 	}
-	if err := c.spend(path+".blocks", len(bl.items)); err != nil {
+	if err := c.spend(path+".blocks", len(bl.items), sizeofBlock); err != nil {
 		return 0, seg, err
 	}
 	seg.Blocks = make([]Block, len(bl.items))
@@ -357,7 +381,7 @@ func (c *pickleConverter) frameList(path string, d *pyDict) ([]Frame, error) {
 			return nil, convErr(path+".frames["+strconv.Itoa(i)+"]", "is a %s, want a dict", pyTypeName(fv))
 		}
 		if fd.id == 0 {
-			if err := c.spend(path+".frames", 1); err != nil {
+			if err := c.spend(path+".frames", 1, sizeofFrame); err != nil {
 				return nil, err
 			}
 			c.frames = append(c.frames, convertFrame(fd))
@@ -380,7 +404,7 @@ func (c *pickleConverter) frameList(path string, d *pyDict) ([]Frame, error) {
 		}
 	}
 	if frames == nil {
-		if err := c.spend(path+".frames", len(l.items)); err != nil {
+		if err := c.spend(path+".frames", len(l.items), sizeofFrame); err != nil {
 			return nil, err
 		}
 		frames = make([]Frame, len(l.items))
@@ -436,13 +460,34 @@ func allocatorSettings(v any) (string, map[string]string, error) {
 				continue
 			}
 		}
-		meta[MetaAllocatorSettingsPrefix+key] = pyRepr(val, 4)
+		meta[MetaAllocatorSettingsPrefix+key] = clipRepr(pyRepr(val, 4, maxReprBytes))
 	}
 	return config, meta, nil
 }
 
-// pyRepr formats a decoded value for Meta, nesting at most depth levels.
-func pyRepr(v any, depth int) string {
+// maxReprBytes bounds a Meta value made by pyRepr: a setting is a few
+// bytes, while a pickle could reference one long string from a list many
+// times over and make its repr far longer than the pickle.
+const maxReprBytes = 4 << 10
+
+// clipRepr cuts a repr to maxReprBytes, marking the cut with "...".
+func clipRepr(s string) string {
+	if len(s) <= maxReprBytes {
+		return s
+	}
+	s = s[:maxReprBytes]
+	for len(s) > 0 && !utf8.RuneStart(s[len(s)-1]) { // no half characters
+		s = s[:len(s)-1]
+	}
+	if len(s) > 0 {
+		s = s[:len(s)-1]
+	}
+	return s + "..."
+}
+
+// pyRepr formats a decoded value for Meta, nesting at most depth levels;
+// it stops adding items once it has about budget bytes.
+func pyRepr(v any, depth, budget int) string {
 	switch v := v.(type) {
 	case nil:
 		return "None"
@@ -464,20 +509,36 @@ func pyRepr(v any, depth int) string {
 		return "..."
 	}
 	var items []string
+	used := 0
+	add := func(s string) bool {
+		if used > budget {
+			items = append(items, "...")
+			return false
+		}
+		items = append(items, s)
+		used += len(s) + 2
+		return true
+	}
 	switch v := v.(type) {
 	case pyTuple:
 		for _, x := range v {
-			items = append(items, pyRepr(x, depth-1))
+			if !add(pyRepr(x, depth-1, budget-used)) {
+				break
+			}
 		}
 		return "(" + strings.Join(items, ", ") + ")"
 	case *pyList:
 		for _, x := range v.items {
-			items = append(items, pyRepr(x, depth-1))
+			if !add(pyRepr(x, depth-1, budget-used)) {
+				break
+			}
 		}
 		return "[" + strings.Join(items, ", ") + "]"
 	case *pyDict:
 		for i := 0; i < len(v.kv); i += 2 {
-			items = append(items, pyRepr(v.kv[i], depth-1)+": "+pyRepr(v.kv[i+1], depth-1))
+			if !add(pyRepr(v.kv[i], depth-1, budget-used) + ": " + pyRepr(v.kv[i+1], depth-1, budget-used)) {
+				break
+			}
 		}
 		return "{" + strings.Join(items, ", ") + "}"
 	}

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func readFile(t testing.TB, name string) []byte {
@@ -303,15 +304,26 @@ func TestPyRepr(t *testing.T) {
 		{&pyDict{kv: []any{"1", int64(0)}}, "{1: 0}"}, {[]byte{1}, "<bytes>"},
 	}
 	for _, tc := range tests {
-		if got := pyRepr(tc.v, 4); got != tc.want {
+		if got := pyRepr(tc.v, 4, maxReprBytes); got != tc.want {
 			t.Errorf("pyRepr(%#v) = %q, want %q", tc.v, got, tc.want)
 		}
 	}
 	// Cycles stop at the depth limit.
 	l := &pyList{}
 	l.items = append(l.items, l)
-	if got := pyRepr(l, 3); got != "[[[...]]]" {
+	if got := pyRepr(l, 3, maxReprBytes); got != "[[[...]]]" {
 		t.Errorf("cyclic list = %q", got)
+	}
+	// One long string referenced many times gives a Meta value of bounded
+	// length, not the length of the repeated string.
+	long := strings.Repeat("é", 2000)
+	many := &pyList{}
+	for range 100000 {
+		many.items = append(many.items, long)
+	}
+	got := clipRepr(pyRepr(&pyDict{kv: []any{"k", many}}, 4, maxReprBytes))
+	if len(got) > maxReprBytes+3 || !strings.HasSuffix(got, "...") || !utf8.ValidString(got) {
+		t.Errorf("repr of 100000 references to a 4000-byte string: %d bytes, ends %q", len(got), got[max(0, len(got)-10):])
 	}
 }
 

@@ -19,55 +19,16 @@ import (
 //     mapped.
 //
 // Readers use it to set [Snapshot.Truncated]; for a text trace, which has
-// no segments, call StartsEmpty(events, nil).
+// no segments, call StartsEmpty(events, nil). [StartChecker] decides the
+// same for a history read as a stream.
 func StartsEmpty(history []Event, segments []Segment) bool {
-	checkSegments := segments != nil
+	c := NewStartChecker(segments)
 	for i := range history {
-		if a := history[i].Action; a == ActionSegmentAlloc || a == ActionSegmentMap {
-			checkSegments = true
-			break
-		}
-	}
-	held := make(map[uint64]bool) // address -> pending free
-	var mapped intervals
-	for i := range history {
-		e := &history[i]
-		switch e.Action {
-		case ActionAlloc:
-			if _, ok := held[e.Addr]; ok {
-				return false
-			}
-			if checkSegments && !mapped.covers(e.Addr, max(e.Size, 1)) {
-				return false
-			}
-			held[e.Addr] = false
-		case ActionFreeRequested:
-			pending, ok := held[e.Addr]
-			if !ok || pending {
-				return false
-			}
-			held[e.Addr] = true
-		case ActionFreeCompleted:
-			if _, ok := held[e.Addr]; !ok {
-				return false
-			}
-			delete(held, e.Addr)
-		case ActionSegmentAlloc, ActionSegmentMap:
-			if e.Size > 0 && !mapped.add(e.Addr, e.Size) {
-				return false
-			}
-		case ActionSegmentFree, ActionSegmentUnmap:
-			if e.Size > 0 && !mapped.remove(e.Addr, e.Size) {
-				return false
-			}
-		}
-	}
-	for i := range segments {
-		if !mapped.covers(segments[i].Addr, segments[i].Size) {
+		if c.Add(&history[i]); c.truncated {
 			return false
 		}
 	}
-	return true
+	return c.StartsEmpty()
 }
 
 // intervals is a set of disjoint, sorted, non-adjacent address ranges.

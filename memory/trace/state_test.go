@@ -36,6 +36,7 @@ func TestStartsEmpty(t *testing.T) {
 		}, []Segment{{Addr: a, Size: 3 << 20}}, true},
 		{"unmap of unmapped", []Event{{Action: ActionSegmentMap, Addr: a, Size: 2 << 20}, {Action: ActionSegmentUnmap, Addr: a + 1<<20, Size: 2 << 20}}, nil, false},
 		{"oom and snapshot ignored", []Event{{Action: ActionOOM, Addr: 5, Size: 1 << 40}, {Action: ActionSnapshot}}, nil, true},
+		{"alloc before the first segment", []Event{{Action: ActionAlloc, Addr: a, Size: 1}, {Action: ActionSegmentAlloc, Addr: a, Size: 2 << 20}}, nil, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

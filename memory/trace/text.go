@@ -20,6 +20,11 @@ const textHeader = "# action addr size stream [time_us]"
 // one enormous line.
 const maxTextLine = 64 << 10
 
+// maxHeaderBytes bounds the comment text a TextReader keeps as the header:
+// writers put a line or two there, and a file of nothing but comments must
+// not be held whole. Comments past it are skipped like later ones.
+const maxHeaderBytes = 64 << 10
+
 // gzipMagic starts every gzip stream (RFC 1952).
 var gzipMagic = []byte{0x1f, 0x8b}
 
@@ -50,6 +55,7 @@ func NewTextReader(r io.Reader) (*TextReader, error) {
 		br = bufio.NewReaderSize(zr, 64<<10)
 	}
 	t := &TextReader{br: br}
+	headerBytes := 0
 	for {
 		line, err := t.readLine()
 		if err != nil {
@@ -64,7 +70,10 @@ func NewTextReader(r io.Reader) (*TextReader, error) {
 			continue
 		}
 		if body[0] == '#' {
-			t.header = append(t.header, string(trimSpace(body[1:])))
+			if c := trimSpace(body[1:]); headerBytes+len(c) <= maxHeaderBytes {
+				t.header = append(t.header, string(c))
+				headerBytes += len(c)
+			}
 			continue
 		}
 		e, err := t.parse(body)
@@ -77,8 +86,9 @@ func NewTextReader(r io.Reader) (*TextReader, error) {
 }
 
 // Header returns the comment lines that precede the first event, without
-// the '#' and surrounding blanks. Comments after the first event are
-// skipped and not returned.
+// the '#' and surrounding blanks, as far as the first 64 KiB of their text.
+// Comments after those and after the first event are skipped and not
+// returned.
 func (t *TextReader) Header() []string { return t.header }
 
 // Line returns the number of lines read so far; after Next returns an event

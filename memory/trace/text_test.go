@@ -289,3 +289,23 @@ func BenchmarkReadText(b *testing.B) {
 	zw.Close()
 	b.Run("gzip", func(b *testing.B) { benchmarkText(b, zbuf.Bytes()) })
 }
+
+// TestTextHeaderBounded reads a trace of nothing but comments: the header
+// keeps their first 64 KiB, not the whole file.
+func TestTextHeaderBounded(t *testing.T) {
+	in := strings.Repeat("# a comment line of some length\n", 100000) + "alloc 1 2 3\n"
+	tr, err := NewTextReader(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, h := range tr.Header() {
+		n += len(h)
+	}
+	if n > maxHeaderBytes || len(tr.Header()) < 1000 {
+		t.Errorf("header of %d lines, %d bytes", len(tr.Header()), n)
+	}
+	if e, err := tr.Next(); err != nil || e.Action != ActionAlloc || tr.Line() != 100001 {
+		t.Errorf("first event %+v at line %d: %v", e, tr.Line(), err)
+	}
+}

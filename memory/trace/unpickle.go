@@ -29,7 +29,10 @@ import (
 //
 // The decoder never recurses, allocates only as input actually arrives (a
 // length field cannot make it reserve memory the input does not contain),
-// and keeps memory linear in the input size.
+// and counts the memory of the values it builds: past pickleFloorBytes it
+// fails once they take more than pickleExpansion bytes per byte of input,
+// so memory stays linear in the input size with a small constant, whatever
+// the input.
 
 // pyList is a Python list (or set, whose order does not matter here).
 type pyList struct {
@@ -173,6 +176,11 @@ var unsupportedOps = map[byte]string{
 
 // unpickler decodes one pickle from a buffered reader.
 type unpickler struct {
+	// used is the memory of the values built so far, in bytes, as the
+	// decoder counts it (the heap sizes of its allocations, approximately).
+	used      int64
+	stackHigh int // highest stack length so far
+
 	r       *bufio.Reader
 	off     int64 // bytes consumed
 	opOff   int64 // offset of the opcode being executed
@@ -202,9 +210,16 @@ const maxReadChunk = 1 << 20
 // the number of bytes consumed. Errors are *ParseErrors with Kind KindPickle
 // and the offset of the failing opcode.
 func unpickle(r *bufio.Reader) (any, int64, error) {
+	v, n, _, err := unpickleCounted(r)
+	return v, n, err
+}
+
+// unpickleCounted is unpickle that also returns the memory the decoded
+// values take, as the decoder counts it.
+func unpickleCounted(r *bufio.Reader) (any, int64, int64, error) {
 	u := &unpickler{r: r}
 	v, err := u.run()
-	return v, u.off, err
+	return v, u.off, u.used, err
 }
 
 func (u *unpickler) errorf(format string, args ...any) error {
@@ -221,6 +236,9 @@ func (u *unpickler) ioError(err error) error {
 
 func (u *unpickler) run() (any, error) {
 	for {
+		if u.used > pickleBudget(u.off) {
+			return nil, &ParseError{Kind: KindPickle, Offset: u.off, Err: &LimitError{Limit: pickleExpansion, Pickle: true, Used: u.used, Read: u.off}}
+		}
 		u.opOff = u.off
 		op, err := u.r.ReadByte()
 		if err != nil {
@@ -249,6 +267,7 @@ func (u *unpickler) run() (any, error) {
 			return u.stack[len(u.stack)-1], nil
 		case opMark:
 			u.marks = append(u.marks, len(u.stack))
+			u.used += 8
 		case opPop:
 			if len(u.stack) > 0 && (len(u.marks) == 0 || u.marks[len(u.marks)-1] < len(u.stack)) {
 				u.stack = u.stack[:len(u.stack)-1]
@@ -276,7 +295,7 @@ func (u *unpickler) run() (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			u.push(int64(int32(binary.LittleEndian.Uint32(b))))
+			u.pushInt(int64(int32(binary.LittleEndian.Uint32(b))))
 		case opBinInt1:
 			b, err := u.readByte()
 			if err != nil {
@@ -288,7 +307,7 @@ func (u *unpickler) run() (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			u.push(int64(binary.LittleEndian.Uint16(b)))
+			u.pushInt(int64(binary.LittleEndian.Uint16(b)))
 		case opLong1:
 			n, err := u.readByte()
 			if err != nil {
@@ -315,6 +334,7 @@ func (u *unpickler) run() (any, error) {
 				return nil, err
 			}
 			u.push(math.Float64frombits(binary.BigEndian.Uint64(b)))
+			u.used += sizeofBox
 		case opShortBinString, opShortBinUni, opShortBinBytes:
 			n, err := u.readByte()
 			if err != nil {
@@ -353,8 +373,10 @@ func (u *unpickler) run() (any, error) {
 			}
 		case opEmptyList, opEmptySet:
 			u.push(&pyList{})
+			u.used += sizeofList
 		case opEmptyDict:
 			u.push(&pyDict{})
+			u.used += sizeofDict
 		case opEmptyTuple:
 			u.push(pyTuple(nil))
 		case opTuple1, opTuple2, opTuple3:
@@ -366,6 +388,7 @@ func (u *unpickler) run() (any, error) {
 			copy(t, u.stack[len(u.stack)-n:])
 			u.stack = u.stack[:len(u.stack)-n]
 			u.push(t)
+			u.used += sizeofSlice
 		case opTuple, opList, opFrozenSet:
 			items, err := u.popMark()
 			if err != nil {
@@ -373,8 +396,10 @@ func (u *unpickler) run() (any, error) {
 			}
 			if op == opTuple {
 				u.push(pyTuple(items))
+				u.used += sizeofSlice
 			} else {
 				u.push(&pyList{items: items})
+				u.used += sizeofList
 			}
 		case opDict:
 			items, err := u.popMark()
@@ -385,6 +410,7 @@ func (u *unpickler) run() (any, error) {
 				return nil, u.errorf("DICT with an odd number of items")
 			}
 			u.push(&pyDict{kv: items})
+			u.used += sizeofDict
 		case opAppend:
 			if len(u.stack)-u.floor() < 2 {
 				return nil, u.errorf("APPEND without a list and a value")
@@ -396,6 +422,7 @@ func (u *unpickler) run() (any, error) {
 				return nil, u.errorf("APPEND to a %s, not a list", pyTypeName(u.stack[len(u.stack)-1]))
 			}
 			l.items = append(l.items, v)
+			u.used += sizeofAny
 		case opAppends, opAddItems:
 			items, err := u.popMark()
 			if err != nil {
@@ -412,6 +439,7 @@ func (u *unpickler) run() (any, error) {
 				l.items = items
 			} else {
 				l.items = append(l.items, items...)
+				u.used += sizeofAny * int64(len(items))
 			}
 		case opSetItem:
 			if len(u.stack)-u.floor() < 3 {
@@ -423,6 +451,7 @@ func (u *unpickler) run() (any, error) {
 			}
 			d.kv = append(d.kv, u.stack[len(u.stack)-2], u.stack[len(u.stack)-1])
 			d.index = nil
+			u.used += 2 * sizeofAny
 			clear(u.stack[len(u.stack)-2:])
 			u.stack = u.stack[:len(u.stack)-2]
 		case opSetItems:
@@ -439,6 +468,9 @@ func (u *unpickler) run() (any, error) {
 			d, ok := u.stack[len(u.stack)-1].(*pyDict)
 			if !ok {
 				return nil, u.errorf("SETITEMS on a %s, not a dict", pyTypeName(u.stack[len(u.stack)-1]))
+			}
+			if d.kv != nil {
+				u.used += sizeofAny * int64(len(items))
 			}
 			d.setItems(items)
 		case opBinGet, opLongBinGet:
@@ -460,12 +492,14 @@ func (u *unpickler) run() (any, error) {
 			if err != nil {
 				return nil, err
 			}
+			u.memoCost(idx)
 			u.memoPut(idx, v)
 		case opMemoize:
 			v, err := u.top()
 			if err != nil {
 				return nil, err
 			}
+			u.memoCost(uint32(u.memoLen + len(u.memoMap)))
 			u.memoPut(uint32(u.memoLen+len(u.memoMap)), v)
 		case opReadOnlyBuffer:
 			if _, err := u.top(); err != nil {
@@ -480,7 +514,22 @@ func (u *unpickler) run() (any, error) {
 	}
 }
 
-func (u *unpickler) push(v any) { u.stack = append(u.stack, v) }
+func (u *unpickler) push(v any) {
+	u.stack = append(u.stack, v)
+	if len(u.stack) > u.stackHigh {
+		u.stackHigh = len(u.stack)
+		u.used += sizeofAny
+	}
+}
+
+// pushInt pushes an integer, counting the memory of its box: Go stores
+// 0 to 255 in an interface without allocating.
+func (u *unpickler) pushInt(v int64) {
+	if v < 0 || v > 255 {
+		u.used += sizeofBox
+	}
+	u.push(v)
+}
 
 // floor returns the stack length at the innermost open MARK: items below it
 // belong to an enclosing construct.
@@ -519,6 +568,7 @@ func (u *unpickler) alloc(n int) []any {
 	if n == 0 {
 		return nil
 	}
+	u.used += sizeofAny * int64(n)
 	if n > arenaChunk/8 {
 		return make([]any, n)
 	}
@@ -586,6 +636,7 @@ func (u *unpickler) pushData(op byte, n uint64) error {
 				return err
 			}
 			u.push(string(b))
+			u.used += sizeofString + int64(n)
 			return nil
 		}
 		b, err := u.readData(n)
@@ -593,6 +644,7 @@ func (u *unpickler) pushData(op byte, n uint64) error {
 			return err
 		}
 		u.push(string(b))
+		u.used += sizeofString + int64(n)
 		return nil
 	}
 	b, err := u.readData(n)
@@ -600,6 +652,7 @@ func (u *unpickler) pushData(op byte, n uint64) error {
 		return err
 	}
 	u.push(b)
+	u.used += sizeofSlice + int64(n)
 	return nil
 }
 
@@ -609,6 +662,7 @@ func (u *unpickler) long(n int) error {
 		u.push(int64(0))
 		return nil
 	}
+	u.used += sizeofBox
 	b, err := u.readData(uint64(n))
 	if err != nil {
 		return err
@@ -658,6 +712,21 @@ func (u *unpickler) memoIndex(short bool) (uint32, error) {
 		return 0, err
 	}
 	return binary.LittleEndian.Uint32(b), nil
+}
+
+// memoCost counts the memory that memoPut(idx, ...) takes: an entry of the
+// dense chunks, or a map entry (key, value and the map's overhead) for a
+// new index outside them.
+func (u *unpickler) memoCost(idx uint32) {
+	switch {
+	case int(idx) < u.memoLen:
+	case int(idx) == u.memoLen && u.memoMap == nil:
+		u.used += sizeofAny
+	default:
+		if _, ok := u.memoMap[idx]; !ok {
+			u.used += 3 * sizeofAny
+		}
+	}
 }
 
 func (u *unpickler) memoGet(idx uint32) (any, bool) {

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"github.com/vramgo/vram/backend/sim"
+	"github.com/vramgo/vram/memory/trace"
+)
+
+// sizeFlag parses the value of a size flag such as --max-input, which
+// must be positive; the usage error names the flag and gives example.
+func sizeFlag(flag, value, example string) (int64, error) {
+	n, err := sim.ParseBytes(value)
+	if err != nil || n <= 0 {
+		return 0, usagef("%s %q: want a positive size such as %s", flag, value, example)
+	}
+	return n, nil
+}
+
+// inputLimits parses --max-input of replay and analyze: the most bytes of
+// a snapshot, after decompression, that they read whole.
+func inputLimits(maxInput string) (trace.Limits, error) {
+	n, err := sizeFlag("--max-input", maxInput, "1GiB")
+	if err != nil {
+		return trace.Limits{}, err
+	}
+	return trace.Limits{MaxBytes: n}, nil
+}
