@@ -171,6 +171,14 @@ func ParseDevices(s string) ([]int64, error) {
 		if err != nil {
 			return nil, in(part, err)
 		}
+		if b > memory.MaxSimCapacity {
+			// A simulated device keeps records of what it maps: one larger
+			// than any real card plans nothing real and could take all of
+			// the host's memory.
+			return nil, in(part, &ParseError{What: "device size", Input: strings.TrimSpace(part),
+				Reason: fmt.Sprintf("larger than any real device (sim devices hold at most %s, memory.MaxSimCapacity)", units.Bytes(memory.MaxSimCapacity)),
+				Want: "a size up to 4TiB"})
+		}
 		if len(out)+n > MaxDevices {
 			return nil, &ParseError{What: "device list", Input: s, Reason: fmt.Sprintf("more than %d devices in all", MaxDevices), Want: devicesForm}
 		}

@@ -91,6 +91,9 @@ func TestParseDevicesErrors(t *testing.T) {
 		{"1GiB;2GiB", "unknown unit", true},
 		{"9223372036854775808", "largest size", true},
 		{"16EiB", "largest size", true},
+		{"4194304TiB", "larger than any real device", false},
+		{"2x5TiB", "larger than any real device", false},
+		{"1GiB,7EiB", "larger than any real device", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
