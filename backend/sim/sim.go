@@ -177,7 +177,7 @@ func ParseDevices(s string) ([]int64, error) {
 			// the host's memory.
 			return nil, in(part, &ParseError{What: "device size", Input: strings.TrimSpace(part),
 				Reason: fmt.Sprintf("larger than any real device (sim devices hold at most %s, memory.MaxSimCapacity)", units.Bytes(memory.MaxSimCapacity)),
-				Want: "a size up to 4TiB"})
+				Want:   "a size up to 4TiB"})
 		}
 		if len(out)+n > MaxDevices {
 			return nil, &ParseError{What: "device list", Input: s, Reason: fmt.Sprintf("more than %d devices in all", MaxDevices), Want: devicesForm}
