@@ -34,8 +34,9 @@ type Result struct {
 	DriverTimeUS int64 `json:"driver_time_us"`
 	// NumAllocRetries counts allocations that freed the cache and retried.
 	NumAllocRetries int64 `json:"num_alloc_retries"`
-	// NumOOMs counts allocations that failed; the replay goes on without
-	// them and ignores their frees.
+	// NumOOMs counts allocations that failed, requests above
+	// [MaxAllocSize] included (no device serves them); the replay goes on
+	// without them and ignores their frees.
 	NumOOMs int64 `json:"num_ooms"`
 	// UnmatchedFrees counts frees of addresses with no live allocation in
 	// the replay.
@@ -114,6 +115,7 @@ type replayer struct {
 	al     *Allocator
 	live   map[uint64]*Block
 	failed map[uint64]bool // addresses whose alloc failed
+	huge   int64           // allocs refused as above MaxAllocSize
 	res    Result
 }
 
@@ -157,6 +159,13 @@ func (r *replayer) alloc(addr uint64, size int64, stream uint64, region string) 
 			r.failed[addr] = true
 			return nil
 		}
+		if errors.Is(err, ErrTooLarge) {
+			// A recorded request no device could serve: it failed in the
+			// recorded run too, so the replay counts it as out of memory.
+			r.failed[addr] = true
+			r.huge++
+			return nil
+		}
 		return fmt.Errorf("memory: replay: alloc of %d bytes at 0x%x: %w", size, addr, err)
 	}
 	delete(r.failed, addr)
@@ -197,6 +206,6 @@ func (r *replayer) result() Result {
 	res.DeviceUnmaps = s.NumUnmaps
 	res.DriverTimeUS = s.DriverTime.Microseconds()
 	res.NumAllocRetries = s.NumAllocRetries
-	res.NumOOMs = s.NumOOMs
+	res.NumOOMs = s.NumOOMs + r.huge
 	return res
 }

@@ -127,7 +127,7 @@ The same --seed gives the same loss and accuracy on any number of cores.`,
 	f := cmd.Flags()
 	f.StringVar(&o.device, "device", "auto", `device to train on: "auto" (cuda:0 when CUDA is available, else cpu), cpu, cuda, cuda:N, sim:N`)
 	f.IntVar(&o.steps, "steps", demoSteps, "optimizer steps (> 0)")
-	f.IntVar(&o.batch, "batch", demoBatch, "examples per step (> 0, at most the training examples)")
+	f.IntVar(&o.batch, "batch", demoBatch, "examples per step (> 0; more than the training examples trains on all of them, with a note)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the data, the initial weights and the batch order")
 	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout and no progress bar")
 	return cmd
@@ -244,10 +244,6 @@ func train(ctx context.Context, o demoOptions, dev vram.Device, bar *progressbar
 	trainSet, testSet, err := dataset.Spirals(dataset.Config{Seed: o.seed})
 	if err != nil {
 		return nil, err
-	}
-	if o.batch > trainSet.Len() {
-		// The sampler would quietly draw the whole split instead.
-		return nil, usagef("--batch %d is more than the %d training examples; use at most %d", o.batch, trainSet.Len(), trainSet.Len())
 	}
 	// Every random number of the run comes from the seed: the data above,
 	// the initial weights here and the batch order below.
