@@ -17,6 +17,7 @@ set -euo pipefail
 
 # Packages with CUDA tests, as "path" or "path:test regexp". Add new ones here.
 PKGS=(
+	.
 	native/load
 	native/cuda
 	native/nvrtc
@@ -31,8 +32,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=.gpu
 LIMIT_MIB=60
 
-name_of() { # native/cuda -> native_cuda
+name_of() { # native/cuda -> native_cuda, . -> root
 	local p=${1%%:*}
+	[[ $p == . ]] && p=root
 	echo "${p//\//_}"
 }
 
