@@ -147,8 +147,8 @@ func TestConstructorsRejectBadShapes(t *testing.T) {
 	floatCtors := []ctor{
 		{"Rand", "rand", func(s Shape, dt DType, d Device) { Rand(s, dt, d) }},
 		{"Randn", "randn", func(s Shape, dt DType, d Device) { Randn(s, dt, d) }},
-		{"Uniform", "rand", func(s Shape, dt DType, d Device) { Uniform(s, -1, 1, dt, d) }},
-		{"NewRandn", "randn", func(s Shape, dt DType, d Device) { base(dt, d).NewRandn(s) }},
+		{"Uniform", "uniform", func(s Shape, dt DType, d Device) { Uniform(s, -1, 1, dt, d) }},
+		{"NewRandn", "new_randn", func(s Shape, dt DType, d Device) { base(dt, d).NewRandn(s) }},
 	}
 	for _, d := range devs {
 		before := MemoryAllocated(d)
