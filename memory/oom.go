@@ -326,6 +326,13 @@ func (e *OutOfMemoryError) checkFix() {
 		// streams changed what was free): nothing to conclude.
 		return
 	}
+	if e.Rounded > e.room {
+		// Larger than all the device has for this process: no setting and
+		// no fraction can make it fit, and replays of such a request on a
+		// device large enough for it would cost what it claims.
+		e.noSetting()
+		return
+	}
 	alts := e.alternatives()
 	for _, t := range alts {
 		if e.fits(t, e.usable) {
@@ -427,26 +434,36 @@ func (e *OutOfMemoryError) noSetting() {
 		best.Policy, best.ExpandableSegments = PolicyVRAM, false
 	}
 	g := e.gran
-	ok, peak := e.fitsWith(best, max(4*e.room, 2*(e.Reserved+e.Rounded)+(64<<20)))
-	if !ok {
-		return
-	}
-	lo, hi := e.room/g, alignUp(peak, g)/g
-	if !e.fits(best, hi*g) {
-		return
-	}
-	for i := 0; i < 8 && hi-lo > 1; i++ {
-		mid := lo + (hi-lo)/2
-		if e.fits(best, mid*g) {
-			hi = mid
-		} else {
-			lo = mid
+	atLeast := ""
+	if e.Rounded > e.room {
+		// No replay: the request alone is more than the device has for
+		// this process, and what it needs is at least the request and the
+		// memory live now, less that room.
+		e.NeededBytes = max(satAdd(e.Rounded, e.Allocated)-e.room, 0)
+		atLeast = "at least "
+	} else {
+		ok, peak := e.fitsWith(best, max(satMul(4, e.room), satAdd(satMul(2, satAdd(e.Reserved, e.Rounded)), 64<<20)))
+		if !ok {
+			return
 		}
+		lo, hi := e.room/g, alignUp(peak, g)/g
+		if !e.fits(best, hi*g) {
+			return
+		}
+		for i := 0; i < 8 && hi-lo > 1; i++ {
+			mid := lo + (hi-lo)/2
+			if e.fits(best, mid*g) {
+				hi = mid
+			} else {
+				lo = mid
+			}
+		}
+		e.NeededBytes = max(hi*g-e.room, 0)
 	}
-	e.NeededBytes = max(hi*g-e.room, 0)
 	e.FitsNow = e.largestFit()
 	var b strings.Builder
 	b.WriteString("no setting makes it fit: it needs ")
+	b.WriteString(atLeast)
 	b.WriteString(units.Bytes(e.NeededBytes))
 	b.WriteString(" more memory")
 	if best.Policy != e.cfg.Policy || best.ExpandableSegments != e.cfg.ExpandableSegments {
@@ -614,4 +631,12 @@ func (e *OutOfMemoryError) Error() string {
 		fmt.Fprintf(&b, "  fix: none found; replaying %s did not reproduce the failure", what)
 	}
 	return b.String()
+}
+
+// satMul returns k·a for k > 0 and a >= 0, saturating at the int64 maximum.
+func satMul(k, a int64) int64 {
+	if a > math.MaxInt64/k {
+		return math.MaxInt64
+	}
+	return k * a
 }

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"errors"
+	"fmt"
 	"flag"
 	"os"
 	"strings"
@@ -199,6 +200,39 @@ func TestOutOfMemoryMessageEscapesNames(t *testing.T) {
 	for _, want := range []string{`fwd\x1b[2J\u202e`, `py\x1b]0;pwned\x07thon\r`} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+// TestOutOfMemoryHugeRequests asks, under every policy, for more than the
+// whole device with blocks live: the diagnosis must say that no setting
+// fits without replaying a device of the claimed size (which would take
+// the host's memory and minutes), and name a lower bound of what is missing.
+func TestOutOfMemoryHugeRequests(t *testing.T) {
+	confs := []string{"", "policy:pytorch", "expandable_segments:True", "policy:pytorch,expandable_segments:True", "max_split_size_mb:64", "per_process_memory_fraction:0.5"}
+	sizes := []int64{1 << 40, 1 << 50, 1 << 60, MaxAllocSize}
+	for _, conf := range confs {
+		for _, size := range sizes {
+			t.Run(fmt.Sprintf("%s/%d", conf, size), func(t *testing.T) {
+				cfg, err := ParseConfig(conf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := New(NewSimArena(256<<20), cfg)
+				live, err := a.Alloc(8<<20, 0, "weights")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer a.Free(live)
+				_, err = a.Alloc(size, 0, "huge")
+				var oom *OutOfMemoryError
+				if !errors.As(err, &oom) {
+					t.Fatalf("got %v, want an OutOfMemoryError", err)
+				}
+				if !strings.Contains(oom.Fix, "no setting makes it fit: it needs at least") || oom.NeededBytes < size-(256<<20) {
+					t.Errorf("fix %q, needed %d: want no setting and at least %d missing", oom.Fix, oom.NeededBytes, size-(256<<20))
+				}
+			})
 		}
 	}
 }
