@@ -182,6 +182,7 @@ type unpickler struct {
 	memoLen int
 	memoMap map[uint32]any // entries at other indices
 	arena   []any          // free space for the items of lists, tuples, dicts
+	arenaN  int            // size of the last arena chunk
 }
 
 // memoChunk is the number of memo entries per chunk: Python memoizes nearly
@@ -523,7 +524,10 @@ func (u *unpickler) alloc(n int) []any {
 		return make([]any, n)
 	}
 	if len(u.arena) < n {
-		u.arena = make([]any, arenaChunk)
+		// The first chunks are small, so that a small pickle does not pay
+		// for a large one; they double up to arenaChunk.
+		u.arenaN = min(max(2*u.arenaN, 256), arenaChunk)
+		u.arena = make([]any, max(u.arenaN, n))
 	}
 	items := u.arena[:n:n]
 	u.arena = u.arena[n:]
@@ -675,10 +679,13 @@ func (u *unpickler) memoPut(idx uint32, v any) {
 	case int(idx) < u.memoLen:
 		u.memo[idx/memoChunk][idx%memoChunk] = v
 	case int(idx) == u.memoLen && u.memoMap == nil:
+		// The first chunk grows by appending, up to memoChunk entries, so
+		// that a small pickle does not pay for a whole one.
 		if u.memoLen%memoChunk == 0 {
-			u.memo = append(u.memo, make([]any, memoChunk))
+			u.memo = append(u.memo, make([]any, 0, min(64+u.memoLen, memoChunk)))
 		}
-		u.memo[idx/memoChunk][idx%memoChunk] = v
+		c := &u.memo[idx/memoChunk]
+		*c = append(*c, v)
 		u.memoLen++
 	default:
 		if u.memoMap == nil {
