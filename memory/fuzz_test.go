@@ -3,12 +3,14 @@ package memory
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sort"
 	"sync"
 	"testing"
 
+	"github.com/vramgo/vram/internal/fuzztest"
 	"github.com/vramgo/vram/memory/trace"
 )
 
@@ -34,7 +36,7 @@ const fuzzCapacity = 256 * mib
 // beyond them are ignored, so the engine trims them first when it
 // minimises. Each operation costs a full invariant check, so the bound is
 // what keeps an execution under a millisecond and a minimisation short.
-const maxFuzzOps = 64
+const maxFuzzOps = 48
 
 // maxFixCheckRequest bounds the requests of runners that run the fix check
 // of out-of-memory errors. The check sizes what is missing by replaying on
@@ -401,6 +403,119 @@ func TestRandomOps(t *testing.T) {
 			r.finish()
 		})
 	}
+}
+
+// Seed corpora.
+
+// opSeq builds FuzzAllocator inputs: the first byte, then operations.
+type opSeq []byte
+
+func ops(conf int, flags byte) opSeq { return opSeq{byte(conf) | flags} }
+
+// alloc asks for sizeFor(kind, v) bytes on stream.
+func (s opSeq) alloc(kind, v byte, stream byte) opSeq {
+	return append(s, kind<<4|opAllocFirst, stream, v)
+}
+func (s opSeq) free(i byte) opSeq          { return append(s, opFree, i, 0) }
+func (s opSeq) op(o, arg, arg2 byte) opSeq { return append(s, o, arg, arg2) }
+
+// allocatorSeeds are operation sequences of the kinds a training step or a
+// server makes, under every setting, plus random ones.
+func allocatorSeeds() []fuzztest.Seed {
+	var seeds []fuzztest.Seed
+	add := func(name string, s opSeq) { seeds = append(seeds, fuzztest.Seed{Name: name, Args: []any{[]byte(s)}}) }
+
+	// A training step: activations of growing sizes, a workspace, the
+	// backward pass freeing them in reverse, the cache kept.
+	step := func(s opSeq) opSeq {
+		for i := byte(0); i < 6; i++ {
+			s = s.alloc(i%4, 20+i*37, 0)
+		}
+		s = s.alloc(3, 64, 0).free(6)
+		for i := byte(0); i < 6; i++ {
+			s = s.free(5 - i)
+		}
+		return s
+	}
+	for c := range 8 {
+		add(fmt.Sprintf("train-step-conf%d", c), step(step(ops(c, 0))).op(opSnapshot, 0, 0))
+	}
+	// Fragmentation: small and large blocks interleaved, every other one
+	// freed, then a request that needs a whole free range, with the fix
+	// check of the out-of-memory error that follows.
+	frag := ops(1, fuzzFixCheck)
+	for i := byte(0); i < 12; i++ {
+		frag = frag.alloc(2+i%2, 90+i, 0)
+	}
+	for i := byte(0); i < 6; i++ {
+		frag = frag.free(i)
+	}
+	add("fragmentation-oom", frag.alloc(3, 250, 0).op(opEvents, 0, 0).alloc(3, 250, 0))
+	// Blocks used on other streams: freed, waiting for events, reused.
+	add("streams", ops(1, fuzzWaitEvents).alloc(1, 100, 0).op(opRecordStream, 0, 1).alloc(2, 30, 1).
+		op(opRecordStream, 1, 2).free(0).free(0).alloc(1, 100, 0).op(opEvents, 1, 0).alloc(1, 100, 0).op(opEvents, 0, 0))
+	// Expandable segments growing and shrinking while other processes
+	// take memory, and the out-of-memory error that names them.
+	add("expandable-others", ops(2, fuzzFixCheck).alloc(3, 100, 0).alloc(3, 100, 0).op(opOthers, 1, 120).
+		alloc(3, 200, 0).free(0).op(opEvents, 0, 0).alloc(3, 200, 0).op(opOthers, 2, 0).alloc(3, 200, 0))
+	// The vram policy on a fine granularity, and on an arena without
+	// virtual memory (fixed segments).
+	add("vram-fine", ops(0, fuzzFineGran).alloc(3, 33, 0).alloc(1, 3, 0).alloc(4, 77, 1).free(0).alloc(3, 20, 0).
+		op(opEvents, 0, 0).op(opSnapshot, 0, 0))
+	add("vram-plain-arena", ops(0, fuzzPlainArena).alloc(3, 33, 0).alloc(0, 3, 0).free(1).alloc(6, 128, 2).op(opEvents, 0, 0))
+	// A memory fraction lowered under what is held.
+	add("fraction", ops(5, 0).alloc(3, 200, 0).op(opFraction, 0, 1).alloc(3, 10, 0).free(0).alloc(3, 10, 0).op(opFraction, 0, 7))
+	// History recording, a reset, snapshots written as JSON.
+	add("history", ops(3, fuzzHistory).alloc(0, 9, 0).alloc(5, 21, 1).op(opStats, 2, 4).free(0).alloc(1, 2, 2).
+		op(opStats, 0, 0).op(opStats, 1, 0).op(opSnapshot, 0, 0).op(opStats, 2, 1))
+	// Requests beyond the device, of zero bytes, of powers of two.
+	add("extremes", ops(4, 0).alloc(7, 255, 0).alloc(7, 0, 1).alloc(0, 0, 0).alloc(5, 28, 0).alloc(5, 9, 2).alloc(6, 0, 0).alloc(6, 255, 1))
+	add("extremes-fix-check", ops(6, fuzzFixCheck).alloc(7, 3, 0).alloc(5, 27, 0).alloc(7, 0, 0))
+	// Random sequences, one per setting.
+	for c := range 8 {
+		rng := rand.New(rand.NewPCG(uint64(c), 1))
+		s := ops(c, byte(rng.IntN(256))&^(fuzzFixCheck|7))
+		for range maxFuzzOps {
+			s = append(s, byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256)))
+		}
+		add(fmt.Sprintf("random-conf%d", c), s)
+	}
+	return seeds
+}
+
+// configSeeds are VRAM_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF strings as
+// people write them, and mistakes.
+var configSeeds = []string{
+	"expandable_segments:True",
+	"max_split_size_mb:128",
+	"garbage_collection_threshold:0.6,max_split_size_mb:128",
+	"roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
+	"roundup_power2_divisions:4",
+	"backend:native,release_lock_on_cudamalloc:True,pinned_use_cuda_host_register:False",
+	"policy:pytorch , expandable_segments : true,\tper_process_memory_fraction:0.5",
+	"expandable_segments:True,expandable_segments:False",
+	"per_process_memory_fraction:1,garbage_collection_threshold:0.99",
+	"backend:cudaMallocAsync",
+	"max_split_size_mb:20",
+	"garbage_collection_threshold:1",
+	"roundup_power2_divisions:[>:8]",
+	"roundup_power2_divisions:[2:4,1:2]",
+	"roundup_power2_divisions:[1:3]",
+	"per_process_memory_fraction:NaN",
+	"max_split_size_mb:99999999999999999999",
+	"expandable_segments",
+	"policy:tpu",
+}
+
+// TestFuzzSeeds checks the committed seed corpora of this package (run with
+// -update-fuzz-seeds to rewrite them).
+func TestFuzzSeeds(t *testing.T) {
+	fuzztest.Check(t, "FuzzAllocator", allocatorSeeds(), 1+3*maxFuzzOps)
+	var conf []fuzztest.Seed
+	for i, s := range configSeeds {
+		conf = append(conf, fuzztest.Seed{Name: fmt.Sprintf("%02d", i), Args: []any{s}})
+	}
+	fuzztest.Check(t, "FuzzParseConfig", conf, maxFuzzConfig)
 }
 
 // TestConcurrent allocates and frees from several goroutines at once,

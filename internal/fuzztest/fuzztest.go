@@ -1,22 +1,22 @@
-// Package fuzzcorpus writes and checks the seed corpora of vram's fuzz
-// targets: the files under a package's testdata/fuzz/FuzzName directory,
-// in the "go test fuzz v1" format that `go test` reads. Go runs every such
-// file as a seed in a plain `go test` and starts fuzzing from them with
-// -fuzz.
+// Package fuzztest holds what vram's fuzz targets share: their seed
+// corpora and a bound on the memory an execution may allocate.
 //
-// Each package with fuzz targets has a TestFuzzSeeds that builds its seeds
-// in code (from realistic inputs: small snapshots, traces, pickles,
-// allocator operation sequences) and calls [Check]. Check fails when the
-// committed files differ from what the code builds; run the tests with
-// -update-fuzz-seeds to rewrite them:
+// Seed corpora are the files under a package's testdata/fuzz/FuzzName
+// directory, in the "go test fuzz v1" format that `go test` reads: Go runs
+// every such file as a seed in a plain `go test` and starts fuzzing from
+// them with -fuzz. Each package with fuzz targets has a TestFuzzSeeds that
+// builds its seeds in code (from realistic inputs: small snapshots, traces,
+// pickles, allocator operation sequences, settings) and calls [Check],
+// which fails when the committed files differ from what the code builds.
+// Run the tests with -update-fuzz-seeds to rewrite them:
 //
 //	go test ./memory/... -run '^TestFuzzSeeds$' -update-fuzz-seeds
 //
 // Seed files are named "seed-NAME". Other files in the directories (inputs
 // the fuzzer found, kept as regression tests) are left alone, but every
 // file must respect the target's input bound, so that no seed makes the
-// engine minimise or execute slowly.
-package fuzzcorpus
+// engine execute or minimise slowly.
+package fuzztest
 
 import (
 	"bytes"
@@ -24,10 +24,32 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"testing"
 )
+
+// HeapAllocated returns the bytes allocated on the heap so far, a
+// cumulative count that is cheap to read (no stop of the world): the
+// difference across a call is what the call allocated, give or take the
+// allocation caches of a few KiB per size class.
+func HeapAllocated() uint64 {
+	s := [1]metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s[:])
+	return s[0].Value.Uint64()
+}
+
+// CheckAllocated fails t if what, run on n bytes of input, allocated more
+// than fixed + perByte*n bytes since before (a HeapAllocated reading).
+// Readers must allocate as the input's bytes arrive, never what a length
+// or size field claims.
+func CheckAllocated(t testing.TB, what string, n int, before uint64, fixed, perByte uint64) {
+	t.Helper()
+	if got, limit := HeapAllocated()-before, fixed+perByte*uint64(n); got > limit {
+		t.Fatalf("%s of %d bytes allocated %d bytes (bound %d): memory must follow the input, not what it claims", what, n, got, limit)
+	}
+}
 
 var update = flag.Bool("update-fuzz-seeds", false, "rewrite the seed files under testdata/fuzz")
 
@@ -54,7 +76,7 @@ func Encode(args ...any) []byte {
 		case byte:
 			fmt.Fprintf(&b, "byte(%q)\n", v)
 		default:
-			panic(fmt.Sprintf("fuzzcorpus: unsupported argument type %T", a))
+			panic(fmt.Sprintf("fuzztest: unsupported argument type %T", a))
 		}
 	}
 	return b.Bytes()
