@@ -115,9 +115,10 @@ summary=$logdir/summary.txt
 : >"$summary"
 echo "fuzzing $(echo "$selected" | wc -l) target(s) for $duration each, -fuzzminimizetime $minimize, -parallel $parallel; logs in $logdir"
 
-# report LOG PARALLEL prints the summary fields of one target's log.
+# report LOG PARALLEL MINIMIZE prints the summary fields of one target's log.
 report() {
-	awk -v par="$2" '
+	awk -v par="$2" -v minimize="$3" '
+	BEGIN { limit = (minimize ~ /x$/) ? 1e9 : dur(minimize) }
 	function clock(ts,   a) { split(ts, a, ":"); return a[1] * 3600 + a[2] * 60 + a[3] }
 	function dur(d,   v, n, u) { # 1h2m3s, 3s, 250ms
 		v = 0; n = ""
@@ -136,11 +137,18 @@ report() {
 		e = $3; sub(/,$/, "", e); elapsed = dur(e)
 		execs = $5; interesting = $9
 	}
-	/ DEBUG queueing input for minimization/ { queued[++nq] = clock($2) }
+	function field(name,   v) { v = $0; sub(".*[ ,]" name ": ", "", v); sub(/,.*/, "", v); return v }
+	/ DEBUG queueing input for minimization/ { queued[field("id")] = clock($2) }
 	/ DEBUG input minimized/ {
-		m = clock($2); start = queued[++nm]
+		# "minimizing took: D" is exact; D is 0s when the minimisation
+		# ran into -fuzzminimizetime, so count that limit, or the time
+		# since it can have started if that is shorter.
+		m = clock($2); id = field("original id")
+		start = (id in queued) ? queued[id] : last
 		if (par == 1 && last > start) start = last
-		if (m > start) busy += m - start
+		took = $0; sub(/.*minimizing took: /, "", took); took = dur(took)
+		if (took == 0 && m > start) took = (m - start < limit) ? m - start : limit
+		busy += took
 		last = m
 	}
 	END {
@@ -163,7 +171,7 @@ while read -r pkg target; do
 	GODEBUG=fuzzdebug=1 bash -c "$ulimit_cmd"' exec go test -run "^$" -fuzz "^$1\$" -fuzztime "$2" -fuzzminimizetime "$3" -parallel "$4" "$5"' \
 		_ "$target" "$duration" "$minimize" "$parallel" "$pkg" >"$log" 2>&1
 	status=$?
-	line="$(report "$log" "$parallel")"
+	line="$(report "$log" "$parallel" "$minimize")"
 	if [ $status -eq 0 ]; then
 		result=ok
 	else

@@ -56,7 +56,8 @@ func checkAllocated(t *testing.T, what string, n int, before uint64) {
 }
 
 // checkParseError fails t unless err is a *ParseError of kind (any kind
-// for KindUnknown) whose message is one line starting with prefix.
+// for KindUnknown) whose message is one line of plain text (no control
+// characters: bytes of the input are quoted) starting with prefix.
 func checkParseError(t *testing.T, err error, kind Kind, prefix string) {
 	t.Helper()
 	var pe *ParseError
@@ -70,8 +71,8 @@ func checkParseError(t *testing.T, err error, kind Kind, prefix string) {
 	if !strings.HasPrefix(msg, prefix) {
 		t.Fatalf("error %q does not start with %q", msg, prefix)
 	}
-	if strings.ContainsAny(msg, "\n\r") || !utf8.ValidString(msg) {
-		t.Fatalf("error %q is not one line of text", msg)
+	if !utf8.ValidString(msg) || strings.ContainsFunc(msg, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		t.Fatalf("error %q is not one line of plain text (input quoted raw?)", msg)
 	}
 }
 
