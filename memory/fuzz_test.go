@@ -259,7 +259,13 @@ func (r *opRunner) alloc(size int64, stream Stream) {
 		if r.fraction > 0 {
 			usable = min(usable, int64(float64(fuzzCapacity)*r.fraction))
 		}
-		need := max(allocationSize(r.a.roundSize(size)), alignUp(r.a.roundSize(size), SimGranularity))
+		rounded := r.a.roundSize(size)
+		need := max(allocationSize(rounded), alignUp(rounded, SimGranularity))
+		if r.a.mode == modeExpandable {
+			// Expandable segments map whole units: 2 MiB in the small
+			// pool, 20 MiB in the large one, as PyTorch's do.
+			need = max(need, alignUp(rounded, r.a.expandableUnit(poolFor(rounded))))
+		}
 		if need+2*SimGranularity <= usable {
 			r.t.Fatalf("Alloc(%d) failed with nothing held: it needs about %d bytes and %d are usable: %v", size, need, usable, err)
 		}
