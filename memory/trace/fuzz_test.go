@@ -698,10 +698,16 @@ func fuzzSeeds(t testing.TB) map[string][]fuzztest.Seed {
 		Blocks: []Block{{Addr: 1 << 40, Size: math.MaxInt64 >> 1, Requested: math.MaxInt64 >> 1, State: StateActiveAllocated}}}}}
 	text := textOf(t, snap.History)
 	resnet := resnetPrefix(t, 600)
-	var gzText bytes.Buffer
-	zw := gzip.NewWriter(&gzText)
-	zw.Write(resnet)
-	zw.Close()
+	// Real deflate streams come from testdata files, so that the seeds
+	// do not depend on the compressor of the Go release that builds them.
+	resnetGz, err := os.ReadFile(resnetTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p4gz, err := os.ReadFile("testdata/snapshot_p4.pickle.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
 	p2, p4 := picklePy(2, torchSnapshot(snap)), picklePy(4, torchSnapshot(snap))
 	old := &pyListW{&pyDictW{{"address", 4096}, {"total_size", 2 << 20}, {"stream", 0}, {"segment_type", "small"},
 		{"blocks", &pyListW{&pyDictW{{"size", 2 << 20}, {"requested_size", 0}, {"state", "inactive"},
@@ -711,7 +717,8 @@ func fuzzSeeds(t testing.TB) map[string][]fuzztest.Seed {
 		"FuzzReadText": {
 			{Name: "history", Args: []any{text}},
 			{Name: "resnet50", Args: []any{resnet}},
-			{Name: "resnet50-gzip", Args: []any{gzText.Bytes()}},
+			{Name: "resnet50-stored-gzip", Args: []any{storedGzip(resnet)}},
+			{Name: "resnet50-gzip-cut", Args: []any{resnetGz[:1024]}},
 			{Name: "comments-crlf", Args: []any{[]byte("# vram trace\r\n# device 0\r\n\r\nalloc 4096 512 0 1\r\nfree_requested 4096 512 0 2\r\nfree_completed 4096 512 0 3\r\n")}},
 			{Name: "extremes", Args: []any{[]byte("alloc 18446744073709551615 9223372036854775807 18446744073709551615 -9223372036854775808\noom 0 0 0\n")}},
 			{Name: "bad-field", Args: []any{[]byte("alloc 1 2 3\nsegment_map 1 -2 3\n")}},
@@ -727,7 +734,8 @@ func fuzzSeeds(t testing.TB) map[string][]fuzztest.Seed {
 		"FuzzReadPickle": {
 			{Name: "p2", Args: []any{p2}},
 			{Name: "p4", Args: []any{p4}},
-			{Name: "p4-gzip", Args: []any{storedGzip(p4)}},
+			{Name: "p4-stored-gzip", Args: []any{storedGzip(p4)}},
+			{Name: "testdata-p4-gzip", Args: []any{p4gz}},
 			{Name: "segments-only", Args: []any{picklePy(2, old)}},
 			{Name: "settings-only", Args: []any{picklePy(4, &pyDictW{{"segments", &pyListW{}}, {"allocator_settings", &pyDictW{{"x", []any{1.5, nil, "s", uint64(math.MaxUint64)}}}}})}},
 			{Name: "claims-huge-string", Args: []any{append(claims, "short"...)}},
@@ -807,6 +815,29 @@ func TestUnpickleMemoGrowth(t *testing.T) {
 	for k, i := range idx {
 		if got[k] != strconv.Itoa(i) {
 			t.Errorf("memo entry %d = %v", i, got[k])
+		}
+	}
+}
+
+// TestUnpickleInvalidUTF8 checks that a pickled str with bytes that are not
+// UTF-8 reads as the JSON writer would write it: U+FFFD for each bad byte.
+func TestUnpickleInvalidUTF8(t *testing.T) {
+	for in, want := range map[string]string{
+		"train.py":       "train.py",
+		"ü":              "ü",
+		"a\xffb":         "a\ufffdb",
+		"\xed\xa0\x80":   "\ufffd\ufffd\ufffd", // an encoded surrogate
+		"\xc3":           "\ufffd",
+		"ok\xf0\x9f\x98": "ok\ufffd\ufffd\ufffd",
+	} {
+		p := append([]byte{opProto, 4, opShortBinUni, byte(len(in))}, in...)
+		v, _, err := unpickle(bufio.NewReader(bytes.NewReader(append(p, opStop))))
+		if err != nil || v != want {
+			t.Errorf("str %q read as %q, %v; want %q", in, v, err, want)
+		}
+		var back string
+		if err := json.Unmarshal(appendJSONString(nil, in), &back); err != nil || back != want {
+			t.Errorf("str %q written as JSON reads back as %q, %v; want %q", in, back, err, want)
 		}
 	}
 }

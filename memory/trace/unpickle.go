@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
+	"unicode/utf8"
 )
 
 // This file is a minimal unpickler: it decodes the subset of Python's pickle
@@ -589,14 +591,14 @@ func (u *unpickler) pushData(op byte, n uint64) error {
 			if err != nil {
 				return err
 			}
-			u.push(string(b))
+			u.push(pyString(b))
 			return nil
 		}
 		b, err := u.readData(n)
 		if err != nil {
 			return err
 		}
-		u.push(string(b))
+		u.push(pyString(b))
 		return nil
 	}
 	b, err := u.readData(n)
@@ -605,6 +607,28 @@ func (u *unpickler) pushData(op byte, n uint64) error {
 	}
 	u.push(b)
 	return nil
+}
+
+// pyString converts a pickled str to a string. Python writes UTF-8; a byte
+// that is not part of valid UTF-8 becomes U+FFFD, one per byte, as the JSON
+// writer and encoding/json do, so that a snapshot reads the same from the
+// pickle and from its JSON.
+func pyString(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	var sb strings.Builder
+	sb.Grow(len(b) + 8)
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if r == utf8.RuneError && size == 1 {
+			sb.WriteRune(utf8.RuneError)
+		} else {
+			sb.Write(b[:size])
+		}
+		b = b[size:]
+	}
+	return sb.String()
 }
 
 // long decodes a little-endian two's-complement integer of n bytes.
