@@ -11,11 +11,15 @@
 #
 # Options:
 #   -t DURATION   fuzzing time per target, as go test -fuzztime takes it (10m)
-#   -m DURATION   -fuzzminimizetime: the longest time spent minimising one
-#                 new input (5s). Go's default, 60s, lets minimisation take
-#                 most of a run: the engine minimises every input that adds
-#                 coverage, with up to quadratically many executions in its
-#                 length.
+#   -m LIMIT      -fuzzminimizetime: the most spent minimising one new or
+#                 failing input, as executions (250x) or a duration (5s).
+#                 Go's default, 60s, lets minimisation take most of a run:
+#                 the engine minimises every input that adds coverage, with
+#                 up to quadratically many executions in its length. A count
+#                 scales with each target's speed (they differ a hundredfold),
+#                 and, unlike a duration, running out of it keeps what was
+#                 minimised: with a duration, Go 1.26 stops the worker process
+#                 and restarts it.
 #   -p N          -parallel: fuzzing processes per target (the number of CPUs)
 #   -o DIR        directory for the logs (fuzz-logs/DATE-TIME)
 #   -c DIR        keep the engine's corpus in DIR/TARGET instead of Go's
@@ -44,7 +48,7 @@
 set -u -o pipefail
 
 duration=10m
-minimize=5s
+minimize=250x
 parallel=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 logdir=""
 cachedir=""
