@@ -76,6 +76,11 @@ while getopts "t:m:p:o:c:M:lsh" opt; do
 done
 shift $((OPTIND - 1))
 
+# -o and -c are relative to where the script was started; it runs in the
+# module root.
+abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac }
+[ -z "$logdir" ] || logdir=$(abs "$logdir")
+[ -z "$cachedir" ] || cachedir=$(abs "$cachedir")
 cd "$(dirname "$0")/.." || exit 2
 
 # targets prints "PACKAGE_DIR TARGET" for every fuzz target.
@@ -178,7 +183,7 @@ while read -r pkg target; do
 	printf '%-18s %-22s ' "$target" "$pkg"
 	before=$(ls "$pkg/testdata/fuzz/$target" 2>/dev/null)
 	args=()
-	[ -z "$cachedir" ] || args=(-args "-test.fuzzcachedir=$(cd "$cachedir" && pwd)/$target")
+	[ -z "$cachedir" ] || args=(-args "-test.fuzzcachedir=$cachedir/$target")
 	GODEBUG=fuzzdebug=1 bash -c "$ulimit_cmd"' exec go test -run "^$" -fuzz "^$1\$" -fuzztime "$2" -fuzzminimizetime "$3" -parallel "$4" "$5" "${@:6}"' \
 		_ "$target" "$duration" "$minimize" "$parallel" "$pkg" "${args[@]}" >"$log" 2>&1
 	status=$?
