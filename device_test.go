@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -62,18 +63,37 @@ func TestParseDevice(t *testing.T) {
 	}
 }
 
+// FuzzParseDevice checks that every device string either fails with a
+// one-line error or names a valid device whose String form parses back to
+// it, blanks around it changing nothing. Seeds are in
+// testdata/fuzz/FuzzParseDevice.
 func FuzzParseDevice(f *testing.F) {
 	for _, s := range []string{"cpu", "cuda:1", "sim:0", "cuda:", "x:y"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > 256 {
+			return // device strings are a few bytes
+		}
 		d, err := ParseDevice(s)
 		if err != nil {
+			if msg := err.Error(); msg == "" || strings.ContainsFunc(msg, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+				t.Fatalf("ParseDevice(%q): error %q is not one clean line", s, msg)
+			}
 			return
+		}
+		switch {
+		case d.Kind != "cpu" && d.Kind != "cuda" && d.Kind != "sim":
+			t.Fatalf("ParseDevice(%q) = %+v: unknown kind", s, d)
+		case d.Index < 0, d.Kind == "cpu" && d.Index != 0:
+			t.Fatalf("ParseDevice(%q) = %+v: bad index", s, d)
 		}
 		back, err := ParseDevice(d.String())
 		if err != nil || back != d {
 			t.Fatalf("%q parsed as %v, which round-trips to %v, %v", s, d, back, err)
+		}
+		if padded, err := ParseDevice(" \t" + s + "\n "); err != nil || padded != d {
+			t.Fatalf("blanks around %q changed %v into %v, %v", s, d, padded, err)
 		}
 	})
 }

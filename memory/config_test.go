@@ -145,6 +145,14 @@ func TestConfigCheck(t *testing.T) {
 	}
 }
 
+// maxFuzzConfig bounds the strings FuzzParseConfig parses: real settings
+// are a few dozen bytes.
+const maxFuzzConfig = 1 << 10
+
+// FuzzParseConfig checks that every VRAM_ALLOC_CONF string either fails
+// with a one-line *ConfigError or gives a Config whose values are in range,
+// whose String form parses back to it (and is a fixed point), and with which
+// an allocator works. Seeds are in testdata/fuzz/FuzzParseConfig.
 func FuzzParseConfig(f *testing.F) {
 	for _, s := range []string{
 		"", "policy:pytorch", "expandable_segments:True,max_split_size_mb:512",
@@ -154,20 +162,86 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > maxFuzzConfig {
+			return
+		}
 		c, err := ParseConfig(s)
 		if err != nil {
 			var ce *ConfigError
 			if !errors.As(err, &ce) {
 				t.Fatalf("ParseConfig(%q) error %v is not a *ConfigError", s, err)
 			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "memory: VRAM_ALLOC_CONF: ") {
+				t.Fatalf("ParseConfig(%q): error %q lacks the prefix", s, msg)
+			}
+			if strings.ContainsFunc(msg, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+				t.Fatalf("ParseConfig(%q): error %q holds control characters (not one clean line)", s, msg)
+			}
 			return
 		}
-		back, err := ParseConfig(c.String())
+		checkConfigRanges(t, s, c)
+		str := c.String()
+		back, err := ParseConfig(str)
 		if err != nil {
-			t.Fatalf("ParseConfig(%q).String() = %q does not parse: %v", s, c.String(), err)
+			t.Fatalf("ParseConfig(%q).String() = %q does not parse: %v", s, str, err)
 		}
 		if back != c {
-			t.Fatalf("round trip of %q: %+v became %+v via %q", s, c, back, c.String())
+			t.Fatalf("round trip of %q: %+v became %+v via %q", s, c, back, str)
+		}
+		if again := back.String(); again != str {
+			t.Fatalf("String is not canonical: %q, then %q", str, again)
+		}
+		// The settings work: a small and a large allocation on a device
+		// with virtual memory, and on one without when Check allows it.
+		for _, arena := range []Arena{NewSimArena(64 * mib), plainArena{NewSimArena(64 * mib)}} {
+			a := New(arena, c, withQuickOOM())
+			if err := c.Check(arena); err != nil {
+				if _, err2 := a.Alloc(1, 0, ""); err2 == nil || err2.Error() != err.Error() {
+					t.Fatalf("%q: Check says %v, Alloc says %v", s, err, err2)
+				}
+				continue
+			}
+			small, err := a.Alloc(1000, 0, "")
+			if err != nil {
+				t.Fatalf("%q: Alloc(1000): %v", s, err)
+			}
+			large, err := a.Alloc(12*mib, 1, "")
+			if err != nil {
+				t.Fatalf("%q: Alloc(12 MiB): %v", s, err)
+			}
+			a.Free(small)
+			a.Free(large)
+			a.EmptyCache()
+			if err := a.checkInvariants(); err != nil {
+				t.Fatalf("%q: %v", s, err)
+			}
+			if r := a.Stats().ReservedBytes[StatAll].Current; r != 0 {
+				t.Fatalf("%q: %d bytes reserved after freeing everything and EmptyCache", s, r)
+			}
 		}
 	})
+}
+
+// checkConfigRanges fails t if a Config that ParseConfig(s) returned holds a
+// value ParseConfig promises to refuse.
+func checkConfigRanges(t *testing.T, s string, c Config) {
+	t.Helper()
+	if c.Policy != PolicyVRAM && c.Policy != PolicyPyTorch {
+		t.Fatalf("%q: policy %v", s, c.Policy)
+	}
+	if c.MaxSplitSizeMB != 0 && (c.MaxSplitSizeMB <= kLargeBuffer>>20 || c.MaxSplitSizeMB > maxSplitSizeMBLimit) {
+		t.Fatalf("%q: max_split_size_mb %d out of range", s, c.MaxSplitSizeMB)
+	}
+	if g := c.GarbageCollectionThreshold; g != 0 && !(g > 0 && g < 1) {
+		t.Fatalf("%q: garbage_collection_threshold %v out of (0, 1)", s, g)
+	}
+	if f := c.PerProcessMemoryFraction; f != 0 && !(f > 0 && f <= 1) {
+		t.Fatalf("%q: per_process_memory_fraction %v out of (0, 1]", s, f)
+	}
+	for i, d := range c.RoundupPower2Divisions {
+		if d < 0 || d > 1<<20 || d&(d-1) != 0 {
+			t.Fatalf("%q: roundup_power2_divisions entry %d is %d, not 0 or a power of two up to 2^20", s, i, d)
+		}
+	}
 }

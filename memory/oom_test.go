@@ -2,8 +2,8 @@ package memory
 
 import (
 	"errors"
-	"fmt"
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"testing"

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/vramgo/vram/internal/fuzztest"
 )
 
 // file builds a safetensors file from a raw header and data section.
@@ -246,6 +248,14 @@ func TestDTypeSize(t *testing.T) {
 	}
 }
 
+// maxFuzzFile bounds the files FuzzRead reads: room for a header with a
+// few tensors and their data.
+const maxFuzzFile = 4 << 10
+
+// FuzzRead checks that Read refuses a bad file with a prefixed error and
+// without allocating the sizes its header claims, and that whatever it
+// accepts is consistent (each tensor's data is its dtype and shape's size)
+// and writes back and reads the same. Seeds are in testdata/fuzz/FuzzRead.
 func FuzzRead(f *testing.F) {
 	var buf bytes.Buffer
 	_ = Write(&buf, map[string]Tensor{
@@ -258,12 +268,24 @@ func FuzzRead(f *testing.F) {
 	f.Add(file(`{"a":{"dtype":"U8","shape":[1099511627776],"data_offsets":[0,1099511627776]}}`, nil))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, in []byte) {
+		if len(in) > maxFuzzFile {
+			return
+		}
+		before := fuzztest.HeapAllocated()
 		tensors, meta, err := Read(bytes.NewReader(in))
+		// Read may size its header buffer by the claimed length, up to 1 MiB.
+		fuzztest.CheckAllocated(t, "Read", len(in), before, 4<<20, 256)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "safetensors: ") {
-				t.Fatalf("error without prefix: %v", err)
+			if msg := err.Error(); !strings.HasPrefix(msg, "safetensors: ") || strings.ContainsAny(msg, "\n\r") {
+				t.Fatalf("error %q: want one line starting with safetensors: ", msg)
 			}
 			return
+		}
+		for name, x := range tensors {
+			n, err := byteSize(name, x.DType, x.Shape)
+			if err != nil || int64(len(x.Data)) != n {
+				t.Fatalf("tensor %q: %d data bytes for %s%v (%d, %v)", name, len(x.Data), x.DType, x.Shape, n, err)
+			}
 		}
 		// Whatever Read accepts, Write must write back and Read must
 		// return unchanged.
@@ -275,14 +297,44 @@ func FuzzRead(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Read of what Write wrote: %v", err)
 		}
-		if len(again) != len(tensors) || len(meta2) != len(meta) {
+		if len(meta) == 0 && len(meta2) == 0 {
+			meta, meta2 = nil, nil
+		}
+		if len(again) != len(tensors) || !reflect.DeepEqual(meta, meta2) {
 			t.Fatalf("round trip changed the contents")
 		}
 		for name, x := range tensors {
 			y := again[name]
-			if x.DType != y.DType || !bytes.Equal(x.Data, y.Data) || len(x.Shape) != len(y.Shape) {
+			if x.DType != y.DType || !bytes.Equal(x.Data, y.Data) || len(x.Shape) != len(y.Shape) || len(x.Shape) > 0 && !reflect.DeepEqual(x.Shape, y.Shape) {
 				t.Fatalf("round trip changed %q", name)
 			}
 		}
 	})
+}
+
+// TestFuzzSeeds checks the committed seed corpus of FuzzRead (run with
+// -update-fuzz-seeds to rewrite it): small files of every dtype, with
+// metadata, padding, unsorted entries, and hostile headers.
+func TestFuzzSeeds(t *testing.T) {
+	var seeds []fuzztest.Seed
+	add := func(name string, b []byte) { seeds = append(seeds, fuzztest.Seed{Name: name, Args: []any{b}}) }
+	var buf bytes.Buffer
+	if err := Write(&buf, map[string]Tensor{
+		"weight": {DType: "BF16", Shape: []int{2, 2}, Data: make([]byte, 8)},
+		"bias":   {DType: "F16", Shape: []int{2}, Data: []byte{0, 0x3c, 0, 0xbc}},
+		"step":   {DType: "I64", Shape: []int{}, Data: make([]byte, 8)},
+		"mask":   {DType: "BOOL", Shape: []int{3}, Data: []byte{1, 0, 1}},
+		"empty":  {DType: "F64", Shape: []int{0, 4}, Data: nil},
+	}, map[string]string{"format": "pt", "note": "ü"}); err != nil {
+		t.Fatal(err)
+	}
+	add("model", buf.Bytes())
+	add("unsorted-padded", file(`{"b":{"dtype":"U8","shape":[1],"data_offsets":[1,2]},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}      `, []byte{7, 9}))
+	add("claims-1TiB", file(`{"a":{"dtype":"U8","shape":[1099511627776],"data_offsets":[0,1099511627776]}}`, nil))
+	add("claims-huge-header", []byte{0, 0, 0, 0, 0, 0, 0, 0x40, '{'})
+	add("overflowing-shape", file(`{"a":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, nil))
+	add("overlap", file(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, f32bytes(1, 2)))
+	add("metadata-not-string", file(`{"__metadata__":{"a":1}}`, nil))
+	add("truncated", buf.Bytes()[:buf.Len()-3])
+	fuzztest.Check(t, "FuzzRead", seeds, maxFuzzFile)
 }

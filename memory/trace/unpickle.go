@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
+	"unicode/utf8"
 )
 
 // This file is a minimal unpickler: it decodes the subset of Python's pickle
@@ -190,6 +192,7 @@ type unpickler struct {
 	memoLen int
 	memoMap map[uint32]any // entries at other indices
 	arena   []any          // free space for the items of lists, tuples, dicts
+	arenaN  int            // size of the last arena chunk
 }
 
 // memoChunk is the number of memo entries per chunk: Python memoizes nearly
@@ -573,7 +576,10 @@ func (u *unpickler) alloc(n int) []any {
 		return make([]any, n)
 	}
 	if len(u.arena) < n {
-		u.arena = make([]any, arenaChunk)
+		// The first chunks are small, so that a small pickle does not pay
+		// for a large one; they double up to arenaChunk.
+		u.arenaN = min(max(2*u.arenaN, 256), arenaChunk)
+		u.arena = make([]any, max(u.arenaN, n))
 	}
 	items := u.arena[:n:n]
 	u.arena = u.arena[n:]
@@ -635,7 +641,7 @@ func (u *unpickler) pushData(op byte, n uint64) error {
 			if err != nil {
 				return err
 			}
-			u.push(string(b))
+			u.push(pyString(b))
 			u.used += sizeofString + int64(n)
 			return nil
 		}
@@ -643,7 +649,7 @@ func (u *unpickler) pushData(op byte, n uint64) error {
 		if err != nil {
 			return err
 		}
-		u.push(string(b))
+		u.push(pyString(b))
 		u.used += sizeofString + int64(n)
 		return nil
 	}
@@ -654,6 +660,28 @@ func (u *unpickler) pushData(op byte, n uint64) error {
 	u.push(b)
 	u.used += sizeofSlice + int64(n)
 	return nil
+}
+
+// pyString converts a pickled str to a string. Python writes UTF-8; a byte
+// that is not part of valid UTF-8 becomes U+FFFD, one per byte, as the JSON
+// writer and encoding/json do, so that a snapshot reads the same from the
+// pickle and from its JSON.
+func pyString(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	var sb strings.Builder
+	sb.Grow(len(b) + 8)
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if r == utf8.RuneError && size == 1 {
+			sb.WriteRune(utf8.RuneError)
+		} else {
+			sb.Write(b[:size])
+		}
+		b = b[size:]
+	}
+	return sb.String()
 }
 
 // long decodes a little-endian two's-complement integer of n bytes.
@@ -744,10 +772,13 @@ func (u *unpickler) memoPut(idx uint32, v any) {
 	case int(idx) < u.memoLen:
 		u.memo[idx/memoChunk][idx%memoChunk] = v
 	case int(idx) == u.memoLen && u.memoMap == nil:
+		// The first chunk grows by appending, up to memoChunk entries, so
+		// that a small pickle does not pay for a whole one.
 		if u.memoLen%memoChunk == 0 {
-			u.memo = append(u.memo, make([]any, memoChunk))
+			u.memo = append(u.memo, make([]any, 0, min(64+u.memoLen, memoChunk)))
 		}
-		u.memo[idx/memoChunk][idx%memoChunk] = v
+		c := &u.memo[idx/memoChunk]
+		*c = append(*c, v)
 		u.memoLen++
 	default:
 		if u.memoMap == nil {
