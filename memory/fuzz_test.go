@@ -38,14 +38,6 @@ const fuzzCapacity = 256 * mib
 // what keeps an execution under a millisecond and a minimisation short.
 const maxFuzzOps = 48
 
-// maxFixCheckRequest bounds the requests of runners that run the fix check
-// of out-of-memory errors. The check sizes what is missing by replaying on
-// a simulated device about twice the request, and the vram policy maps a
-// request in chunks of at most 1 GiB: beyond a few TiB that replay takes
-// minutes and gigabytes (a known defect of the fix check, reported
-// separately). Runners without the check take any size.
-const maxFixCheckRequest = 64 << 30
-
 // Bits of the first byte of a FuzzAllocator input, above the three that
 // pick the configuration.
 const (
@@ -219,9 +211,6 @@ func (r *opRunner) step(op, arg, arg2 byte) {
 // changed nothing the caller holds, and no such error when the device is
 // clearly large enough.
 func (r *opRunner) alloc(size int64, stream Stream) {
-	if !r.quick {
-		size = min(size, maxFixCheckRequest)
-	}
 	idle := r.a.Stats().Active[StatAll].Current == 0
 	before := r.a.Stats().AllocatedBytes[StatAll].Current
 	b, err := r.a.Alloc(size, stream, "fuzz")
@@ -230,6 +219,12 @@ func (r *opRunner) alloc(size int64, stream Stream) {
 			r.t.Fatalf("Alloc(%d, stream %d) = block of %d bytes (requested %d) on stream %d", size, stream, b.Size(), b.Requested(), b.Stream())
 		}
 		r.live = append(r.live, liveBlock{b: b, size: size, stream: stream})
+		return
+	}
+	if size > MaxAllocSize && errors.Is(err, ErrTooLarge) {
+		if r.a.Stats().AllocatedBytes[StatAll].Current != before {
+			r.t.Fatalf("refused Alloc(%d) changed the allocated bytes", size)
+		}
 		return
 	}
 	var oom *OutOfMemoryError

@@ -256,6 +256,14 @@ func (s *Sequential) Append(m Module) *Sequential {
 // Len returns the number of modules.
 func (s *Sequential) Len() int { return len(s.mods) }
 
+// Modules returns s and every module inside it, recursively, s first, as
+// PyTorch's model.modules() does: nn.Modules(s) (which takes any Module)
+// as a method, for the common case of a Sequential model.
+func (s *Sequential) Modules() []Module { return Modules(s) }
+
+// NamedModules returns [NamedModules] of s (named_modules()).
+func (s *Sequential) NamedModules() []NamedModule { return NamedModules(s) }
+
 // At returns module i.
 func (s *Sequential) At(i int) Module { return s.mods[i] }
 

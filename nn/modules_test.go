@@ -109,3 +109,18 @@ func TestNamedChildren(t *testing.T) {
 		t.Fatalf("a ReLU has %d children", n)
 	}
 }
+
+// TestSequentialModulesMethod checks the method form that a PyTorch user
+// reaches for (model.Modules()) against the function.
+func TestSequentialModulesMethod(t *testing.T) {
+	lin := nn.NewLinear(2, 2)
+	defer nn.Release(lin)
+	m := nn.NewSequential(lin, nn.NewReLU(), nn.NewSequential(nn.NewTanh()))
+	got, want := m.Modules(), nn.Modules(m)
+	if len(got) != 5 || len(got) != len(want) || got[0] != nn.Module(m) || got[1] != nn.Module(lin) {
+		t.Fatalf("Modules() = %v, want %v (the model first)", got, want)
+	}
+	if names := m.NamedModules(); names[4].Name != "2.0" {
+		t.Errorf("NamedModules()[4] = %q, want 2.0", names[4].Name)
+	}
+}
