@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"github.com/vramgo/vram/internal/printable"
 	"math"
 	"math/bits"
 	"strconv"
@@ -113,17 +114,19 @@ type ConfigError struct {
 	Reason string // what is wrong and what is allowed
 }
 
-// Error returns "memory: VRAM_ALLOC_CONF: " followed by the key and reason.
+// Error returns "memory: VRAM_ALLOC_CONF: " followed by the key and reason,
+// on one line: control characters of the key and value, which come from
+// the environment or a file, are written as escapes.
 func (e *ConfigError) Error() string {
 	s := "memory: VRAM_ALLOC_CONF: "
 	if e.Key != "" {
-		s += e.Key
+		s += printable.String(e.Key)
 		if e.Value != "" {
-			s += ":" + e.Value
+			s += ":" + printable.String(e.Value)
 		}
 		s += ": "
 	}
-	return s + e.Reason
+	return s + printable.String(e.Reason)
 }
 
 // configKeys lists the accepted keys, for error messages.

@@ -2,20 +2,22 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"strings"
 	"testing"
 
 	"github.com/vramgo/vram/internal/fuzztest"
+	"github.com/vramgo/vram/memory"
 )
 
 // maxFuzzSize bounds the strings the size fuzz targets parse: real values
 // are a few bytes.
 const maxFuzzSize = 256
 
-// maxSize is the largest size any device could have; the parsers refuse
-// larger ones.
-const maxSize = 1 << 62
+// maxSize is the largest size ParseBytes returns; ParseDevices refuses
+// devices above memory.MaxSimCapacity.
+const maxSize = math.MaxInt64
 
 // sizeUnits are the unit suffixes whose value the exactness check knows,
 // longest first.
@@ -55,7 +57,7 @@ func exactSize(s string) (*big.Rat, bool) {
 func checkSize(t *testing.T, s string, n int64) {
 	t.Helper()
 	if n < 1 || n > maxSize {
-		t.Fatalf("%q parsed as %d bytes: a device size is at least 1 byte and at most 2^62", s, n)
+		t.Fatalf("%q parsed as %d bytes: a size is at least 1 byte", s, n)
 	}
 	exact, ok := exactSize(s)
 	if !ok {
@@ -128,12 +130,15 @@ func FuzzParseDevices(f *testing.F) {
 			t.Fatalf("%q gives %d devices from %d entries", s, len(devs), entries)
 		}
 		for i, n := range devs {
-			if n < 1 || n > maxSize {
+			if n < 1 || n > memory.MaxSimCapacity {
 				t.Fatalf("%q: device %d has %d bytes", s, i, n)
 			}
 		}
 		if !strings.ContainsAny(s, ",x") && strings.TrimSpace(s) != "" && strings.TrimSpace(s) != "0" {
 			n, err := ParseBytes(s)
+			if err == nil && n > memory.MaxSimCapacity {
+				t.Fatalf("%q: a device of %d bytes accepted", s, n)
+			}
 			if err != nil || len(devs) != 1 || devs[0] != n {
 				t.Fatalf("%q gives devices %v, but ParseBytes says %d, %v", s, devs, n, err)
 			}

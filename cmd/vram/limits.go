@@ -1,14 +1,14 @@
 package main
 
 import (
-	"github.com/vramgo/vram/backend/sim"
+	"github.com/vramgo/vram/internal/units"
 	"github.com/vramgo/vram/memory/trace"
 )
 
 // sizeFlag parses the value of a size flag such as --max-input, which
 // must be positive; the usage error names the flag and gives example.
 func sizeFlag(flag, value, example string) (int64, error) {
-	n, err := sim.ParseBytes(value)
+	n, err := units.ParseBytes(value)
 	if err != nil || n <= 0 {
 		return 0, usagef("%s %q: want a positive size such as %s", flag, value, example)
 	}

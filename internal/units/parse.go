@@ -51,7 +51,7 @@ func ParseBytes(s string) (int64, error) {
 	bad := func(format string, args ...any) (int64, error) {
 		return 0, &ParseError{What: "size", Input: s, Reason: fmt.Sprintf(format, args...), Want: SizeForm}
 	}
-	t := strings.Trim(s, " \t")
+	t := strings.TrimSpace(s) // as the lists that hold sizes trim their parts
 	switch {
 	case t == "":
 		return bad("empty size")
