@@ -3,6 +3,7 @@ package vram
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -292,17 +293,17 @@ func TestViewsRejectBadShapes(t *testing.T) {
 	for _, step := range []int{math.MaxInt, math.MaxInt - 1, 1 << 62, 5} {
 		Tidy(func() {
 			s := four.Slice(0, 0, 4, step)
-			if !equalShape(s.Shape(), Shape{1}) || s.Item() != 0 {
+			if !slices.Equal(s.Shape(), Shape{1}) || s.Item() != 0 {
 				t.Fatalf("Slice(0, 0, 4, %d) = %v", step, s)
 			}
 			s = four.Slice(0, 1, math.MaxInt, step)
-			if !equalShape(s.Shape(), Shape{1}) || s.Item() != 1 {
+			if !slices.Equal(s.Shape(), Shape{1}) || s.Item() != 1 {
 				t.Fatalf("Slice(0, 1, MaxInt, %d) = %v", step, s)
 			}
 		})
 	}
 	Tidy(func() {
-		if s := four.Slice(0, 0, 4, 3); !equalShape(s.Shape(), Shape{2}) || s.Float64s()[1] != 3 {
+		if s := four.Slice(0, 0, 4, 3); !slices.Equal(s.Shape(), Shape{2}) || s.Float64s()[1] != 3 {
 			t.Fatalf("Slice(0, 0, 4, 3) = %v", s)
 		}
 	})
@@ -373,18 +374,6 @@ func TestCatAtTheLimit(t *testing.T) {
 			t.Fatalf("got %v, want out of memory wrapping memory.ErrTooLarge", err)
 		}
 	})
-}
-
-func equalShape(a, b Shape) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func FuzzCheckShape(f *testing.F) {

@@ -359,19 +359,25 @@ func readJSON(r io.Reader) (*Snapshot, error) {
 	return s, nil
 }
 
+// openArray reads the token that opens a JSON array: false with a nil
+// error for null, false with an error for anything else but '['.
+func openArray(dec *json.Decoder) (bool, error) {
+	tok, err := dec.Token()
+	if err != nil || tok == nil {
+		return false, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return false, fmt.Errorf("not an array")
+	}
+	return true, nil
+}
+
 // decodeSegments decodes the "segments" array one segment at a time,
 // checking each block as it converts it, so that memory grows only with
 // valid blocks and no segment is held twice for long.
 func decodeSegments(dec *json.Decoder, stacks *stackInterner) ([]Segment, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if tok == nil {
-		return nil, nil // null
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return nil, fmt.Errorf("not an array")
+	if ok, err := openArray(dec); !ok {
+		return nil, err // null, or not an array
 	}
 	var segs []Segment
 	for dec.More() {
@@ -406,15 +412,8 @@ func decodeSegments(dec *json.Decoder, stacks *stackInterner) ([]Segment, error)
 // decodeHistory decodes the "history" array one event at a time, so that a
 // long history is not held twice.
 func decodeHistory(dec *json.Decoder, stacks *stackInterner) ([]Event, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if tok == nil {
-		return nil, nil // null
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return nil, fmt.Errorf("not an array")
+	if ok, err := openArray(dec); !ok {
+		return nil, err // null, or not an array
 	}
 	var history []Event
 	for dec.More() {
