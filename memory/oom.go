@@ -396,29 +396,30 @@ func (e *OutOfMemoryError) alternatives() []Config {
 
 // fractionThatFits returns the smallest per_process_memory_fraction, in
 // hundredths, under which the replay with cfg fits, if any does within
-// what the device has for this process.
+// what the device has for this process. It bisects over the hundredths
+// (at most 7 replays), computing each limit as the allocator does, on the
+// assumption that more memory never makes the replay fail.
 func (e *OutOfMemoryError) fractionThatFits(cfg Config) (float64, bool) {
 	if e.Capacity <= 0 || !e.fits(cfg, e.room) {
 		return 0, false
 	}
-	// The smallest capacity that fits, to within half a percent of the
-	// device: a fraction is given in hundredths anyway.
-	lo, hi := e.usable, e.room // lo does not fit, hi does
-	for i := 0; i < 12 && hi-lo > max(e.Capacity/200, e.gran); i++ {
+	limit := func(k int) int64 {
+		l := float64(e.Capacity) * (float64(k) / 100)
+		if l >= float64(e.room) {
+			return e.room
+		}
+		return int64(l)
+	}
+	lo, hi := 0, 100 // in hundredths: lo does not fit (or is 0), hi does
+	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
-		if e.fits(cfg, mid) {
+		if l := limit(mid); l > e.usable && e.fits(cfg, l) {
 			hi = mid
 		} else {
 			lo = mid
 		}
 	}
-	f := math.Ceil(float64(hi)/float64(e.Capacity)*100) / 100
-	for ; f < 1; f = math.Round(f*100+1) / 100 {
-		if e.fits(cfg, min(int64(float64(e.Capacity)*f), e.room)) {
-			return f, true
-		}
-	}
-	return 1, true // the device's room fits, and a fraction of 1 gives all of it
+	return float64(hi) / 100, true
 }
 
 // noSetting writes the fix when no setting makes the replay fit: how much

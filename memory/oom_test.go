@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -234,5 +235,45 @@ func TestOutOfMemoryHugeRequests(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestOutOfMemorySmallestFraction checks that a suggested
+// per_process_memory_fraction is the smallest hundredth that fits: with it
+// the allocation succeeds, and with one hundredth less it fails.
+func TestOutOfMemorySmallestFraction(t *testing.T) {
+	tests := []struct {
+		conf string
+		size int64
+	}{
+		{"per_process_memory_fraction:0.02", 1000},
+		{"per_process_memory_fraction:0.1", 12 * mib},
+		{"per_process_memory_fraction:0.25,expandable_segments:True", 30 * mib},
+		{"per_process_memory_fraction:0.5,policy:pytorch", 40 * mib},
+	}
+	for _, tc := range tests {
+		t.Run(tc.conf, func(t *testing.T) {
+			cfg, err := ParseConfig(tc.conf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = New(NewSimArena(64*mib), cfg).Alloc(tc.size, 0, "")
+			var oom *OutOfMemoryError
+			if !errors.As(err, &oom) || !strings.Contains(oom.Fix, "raise per_process_memory_fraction to ") {
+				t.Fatalf("got %v, want advice to raise the fraction", err)
+			}
+			fixed, err := ParseConfig(oom.FixConfig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := New(NewSimArena(64*mib), fixed).Alloc(tc.size, 0, ""); err != nil {
+				t.Fatalf("the suggested %q does not fit: %v", oom.FixConfig, err)
+			}
+			less := fixed
+			less.PerProcessMemoryFraction = math.Round(fixed.PerProcessMemoryFraction*100-1) / 100
+			if _, err := New(NewSimArena(64*mib), less, withQuickOOM()).Alloc(tc.size, 0, ""); err == nil {
+				t.Errorf("fraction %v fits too, but %v was suggested", less.PerProcessMemoryFraction, fixed.PerProcessMemoryFraction)
+			}
+		})
 	}
 }
