@@ -1,0 +1,90 @@
+package backend
+
+// FusedAdam is an optional interface of a [Device] whose kernels can do a
+// whole Adam or AdamW step of one parameter in a single pass (one kernel
+// launch on a GPU) instead of the dozen elementwise ops it takes through
+// [Kernels]. Callers find it with a type assertion and fall back to the
+// composed ops when a device lacks it or AdamStep returns an error wrapping
+// [ErrNotImplemented].
+type FusedAdam interface {
+	// AdamStep updates the parameter p, the first moment m and the second
+	// moment v in place from the gradient g, elementwise, exactly as
+	// PyTorch's Adam and AdamW (without amsgrad) do, with cfg's
+	// hyper-parameters:
+	//
+	//	bc1 = 1 - Beta1^Step, bc2 = 1 - Beta2^Step
+	//	g = g + WeightDecay·p                    (Adam: Decoupled false)
+	//	p = p·(1 - LR·WeightDecay)               (AdamW: Decoupled true, instead)
+	//	m = Beta1·m + (1 - Beta1)·g
+	//	v = Beta2·v + (1 - Beta2)·g·g
+	//	p = p - LR/bc1 · m / (sqrt(v)/sqrt(bc2) + Eps)
+	//
+	// The gradient g itself is not written. All four views are contiguous,
+	// have the same shape and the same floating-point dtype (float32,
+	// float64, float16 or bfloat16); the math runs in float32 (float64
+	// for float64), with m and v rounded to their dtype at each step, and
+	// p, m, v must not overlap g or each other.
+	AdamStep(p, g, m, v View, cfg AdamStepConfig) error
+}
+
+// AdamStepConfig holds the hyper-parameters of one [FusedAdam.AdamStep].
+type AdamStepConfig struct {
+	LR          float64 // learning rate
+	Beta1       float64 // decay rate of the first moment
+	Beta2       float64 // decay rate of the second moment
+	Eps         float64 // added to the denominator
+	WeightDecay float64 // L2 penalty (Decoupled false) or decoupled decay (true)
+	Step        int     // the step number, from 1, for the bias corrections
+	Decoupled   bool    // AdamW's decoupled weight decay
+}
+
+// FusedMatMul is an optional interface of a [Device] whose matrix products
+// can do a linear layer's elementwise work in the same kernel: add a bias
+// and apply a ReLU to the product on its way out (the forward pass), or sum
+// the rows of an operand while reading it (the bias gradient of the
+// backward pass). Callers find it with a type assertion and fall back to
+// [Kernels.MatMul] and separate ops when a device lacks it or a method
+// returns an error wrapping [ErrNotImplemented], as it may for any dtype,
+// shape, stride or alignment it has no fused kernel for.
+type FusedMatMul interface {
+	// MatMulBias computes dst = a·b + bias, then max(dst, 0) when relu is
+	// set, for 2-D views a [M,K], b [K,N] (any strides) and dst [M,N]
+	// (contiguous), with bias [N] (contiguous) added to every row. All
+	// four views have the same floating-point dtype; arithmetic is that of
+	// [Kernels.MatMul].
+	MatMulBias(dst, a, b, bias View, relu bool) error
+	// MatMulRowSum computes dst = a·b as MatMulBias does without the bias,
+	// and sets rowSum[i] to the sum of row i of a, for rowSum [M]
+	// (contiguous, same dtype). With a the transpose of a layer's output
+	// gradient, that sum is the bias gradient.
+	MatMulRowSum(dst, a, b, rowSum View) error
+}
+
+// FusedSGD is an optional interface of a [Device] that does a whole SGD step
+// of one parameter in a single pass, found and used like [FusedAdam].
+type FusedSGD interface {
+	// SGDStep updates the parameter p in place from the gradient g, and the
+	// momentum buffer buf when cfg.Momentum is not 0 (buf is then ignored
+	// otherwise and may be a zero View), as PyTorch's SGD does:
+	//
+	//	d = g + WeightDecay·p
+	//	buf = d                                   (First: the first step)
+	//	buf = Momentum·buf + (1 - Dampening)·d    (later steps)
+	//	d = d + Momentum·buf (Nesterov), else d = buf
+	//	p = p - LR·d
+	//
+	// The views are contiguous, of one shape and one floating-point dtype,
+	// and do not overlap; the math runs in float32 (float64 for float64),
+	// buf rounded to its dtype when stored.
+	SGDStep(p, g, buf View, cfg SGDStepConfig) error
+}
+
+// SGDStepConfig holds the hyper-parameters of one [FusedSGD.SGDStep].
+type SGDStepConfig struct {
+	LR          float64 // learning rate
+	Momentum    float64 // 0: no momentum buffer
+	Dampening   float64 // dampening of the momentum
+	WeightDecay float64 // L2 penalty
+	Nesterov    bool    // Nesterov momentum
+	First       bool    // the first step: buf starts as d
+}
