@@ -428,7 +428,7 @@ func accumulateLeaf(leaf *Tensor, g *Tensor) {
 		// still write.
 		if g.dtype != leaf.dtype || !g.IsContiguous() || g.ref.st.refs.Load() != 1 {
 			c := newTensor("backward", g.ds(), leaf.dtype, g.shape)
-			check("backward", g.ds().bd.Copy(c.bv(), g.bv()))
+			check("backward", g.ds().bd.Copy(g.ds().stream(), c.bv(), g.bv()))
 			Keep(c)
 			g.Release()
 			g = c

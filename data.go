@@ -29,12 +29,16 @@ func (t *Tensor) readHost(op string) []byte {
 		defer c.Release()
 	}
 	out := make([]byte, c.Bytes())
-	if hb, ok := c.ref.st.buf.(backend.HostBuffer); ok {
+	if c.ds().shapeOnly() {
+		return out // a shape-only device keeps no values: they read as zeros
+	}
+	if hb, ok := c.ref.st.buf.(backend.HostBuffer); ok && c.ds().dev.Kind == "cpu" {
+		c.ref.st.settle()
 		sz := c.dtype.Size()
 		copy(out, hb.Host()[c.offset*sz:])
 		return out
 	}
-	check(op, c.ds().bd.CopyToHost(out, c.bv()))
+	check(op, c.ds().bd.CopyToHost(c.ds().stream(), out, c.bv()))
 	return out
 }
 
@@ -231,9 +235,10 @@ func (t *Tensor) writeBytes(op string, raw []byte) {
 	if len(raw) == 0 {
 		return
 	}
-	if hb, ok := t.ref.st.buf.(backend.HostBuffer); ok {
+	if hb, ok := t.ref.st.buf.(backend.HostBuffer); ok && t.ds().dev.Kind == "cpu" {
+		t.ref.st.settle()
 		copy(hb.Host(), raw)
 		return
 	}
-	check(op, t.ds().bd.CopyFromHost(t.bv(), raw))
+	check(op, t.ds().bd.CopyFromHost(t.ds().stream(), t.bv(), raw))
 }

@@ -205,6 +205,9 @@ type devState struct {
 	allocs atomic.Int64 // storages created
 	frees  atomic.Int64 // storages freed
 	leaked atomic.Int64 // storages freed by the garbage collector, not by Release
+
+	defStreamB backend.Stream         // bd's default stream
+	defStream  atomic.Pointer[Stream] // the same, as a *Stream, made on first use
 }
 
 var devices sync.Map // Device -> *devState
@@ -239,7 +242,7 @@ func deviceFor(d Device) (*devState, error) {
 	if err != nil {
 		return nil, &Error{Op: "device", Kind: ErrUnavailable, Detail: d.String(), Err: err}
 	}
-	s, loaded := devices.LoadOrStore(d, &devState{dev: d, bd: bd})
+	s, loaded := devices.LoadOrStore(d, &devState{dev: d, bd: bd, defStreamB: bd.DefaultStream()})
 	ds := s.(*devState)
 	if c, ok := bd.(cachingDevice); ok && !loaded {
 		c.Allocator().OnOOM(func() { reclaim(ds) })

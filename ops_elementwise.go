@@ -102,7 +102,7 @@ func (t *Tensor) Cast(dt DType) *Tensor {
 		return t.identity("cast")
 	}
 	out := newTensor("cast", t.ds(), dt, t.shape)
-	check("cast", t.ds().bd.Copy(out.bv(), t.bv()))
+	check("cast", t.ds().bd.Copy(t.ds().stream(), out.bv(), t.bv()))
 	if needsGrad(t) && dt.IsFloat() {
 		src := t.dtype
 		record("cast", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Cast(src)} })
@@ -136,7 +136,7 @@ func (t *Tensor) Long() *Tensor {
 
 // fill sets every element in place; nothing is recorded.
 func (t *Tensor) fill(op string, v float64) {
-	check(op, t.ds().bd.Fill(t.bv(), v))
+	check(op, t.ds().bd.Fill(t.ds().stream(), t.bv(), v))
 }
 
 // binaryRaw computes op(a, b) with broadcasting and type promotion and
@@ -163,7 +163,7 @@ func binaryRaw(op string, k backend.BinaryOp, a, b *Tensor) *Tensor {
 		odt = Bool
 	}
 	out := newTensor(op, ds, odt, shape)
-	check(op, ds.bd.Binary(k, out.bv(), expandView(op, a, shape), expandView(op, b, shape)))
+	check(op, ds.bd.Binary(ds.stream(), k, out.bv(), expandView(op, a, shape), expandView(op, b, shape)))
 	return out
 }
 
@@ -173,7 +173,7 @@ func castRaw(t *Tensor, dt DType) *Tensor {
 		return t.view(t.shape, t.strides, t.offset)
 	}
 	out := newTensor("cast", t.ds(), dt, t.shape)
-	check("cast", t.ds().bd.Copy(out.bv(), t.bv()))
+	check("cast", t.ds().bd.Copy(t.ds().stream(), out.bv(), t.bv()))
 	return out
 }
 
@@ -197,7 +197,7 @@ func scalarRaw(op string, k backend.BinaryOp, a *Tensor, s float64, reversed boo
 		odt = Bool
 	}
 	out := newTensor(op, a.ds(), odt, a.shape)
-	check(op, a.ds().bd.Scalar(k, out.bv(), src.bv(), s, reversed))
+	check(op, a.ds().bd.Scalar(a.ds().stream(), k, out.bv(), src.bv(), s, reversed))
 	return out
 }
 
@@ -504,7 +504,7 @@ func Where(cond, a, b *Tensor) *Tensor {
 	defer ac.Release()
 	defer bc.Release()
 	out := newTensor("where", ds, dt, shape)
-	check("where", ds.bd.Where(out.bv(), expandView("where", cond, shape), expandView("where", ac, shape), expandView("where", bc, shape)))
+	check("where", ds.bd.Where(ds.stream(), out.bv(), expandView("where", cond, shape), expandView("where", ac, shape), expandView("where", bc, shape)))
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
 		ra, rb := a.requiresGrad, b.requiresGrad
@@ -543,13 +543,13 @@ func (t *Tensor) binaryInPlace(op string, k backend.BinaryOp, b *Tensor) *Tensor
 	t.inPlaceCheck(op)
 	bc := castRaw(b, t.dtype)
 	defer bc.Release()
-	check(op, t.ds().bd.Binary(k, t.bv(), t.bv(), expandView(op, bc, t.shape)))
+	check(op, t.ds().bd.Binary(t.ds().stream(), k, t.bv(), t.bv(), expandView(op, bc, t.shape)))
 	return t
 }
 
 // addInPlace adds g without checks or recording.
 func (t *Tensor) addInPlace(op string, g *Tensor) {
-	check(op, t.ds().bd.Binary(backend.Add, t.bv(), t.bv(), expandView(op, g, t.shape)))
+	check(op, t.ds().bd.Binary(t.ds().stream(), backend.Add, t.bv(), t.bv(), expandView(op, g, t.shape)))
 }
 
 // AddInPlace adds b (broadcast to t's shape) to t and returns t. As for
@@ -582,7 +582,7 @@ func (t *Tensor) scalarInPlace(op string, k backend.BinaryOp, s float64) *Tensor
 	_, held := sameDevice(op, t)
 	defer held.unpin()
 	t.inPlaceCheck(op)
-	check(op, t.ds().bd.Scalar(k, t.bv(), t.bv(), s, false))
+	check(op, t.ds().bd.Scalar(t.ds().stream(), k, t.bv(), t.bv(), s, false))
 	return t
 }
 
@@ -610,6 +610,6 @@ func (t *Tensor) CopyFrom(src *Tensor) *Tensor {
 	_, held := sameDevice("copy_", t, src)
 	defer held.unpin()
 	t.inPlaceCheck("copy_")
-	check("copy_", t.ds().bd.Copy(t.bv(), expandView("copy_", src, t.shape)))
+	check("copy_", t.ds().bd.Copy(t.ds().stream(), t.bv(), expandView("copy_", src, t.shape)))
 	return t
 }

@@ -166,7 +166,7 @@ func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 	}
 	if bias != nil && fm != nil {
 		y2 = newTensor(op, ds, x.dtype, []int{rows, nOut})
-		err := fm.MatMulBias(y2.bv(), x2.bv(), wt.bv(), bias.bv(), act == ActReLU)
+		err := fm.MatMulBias(ds.stream(), y2.bv(), x2.bv(), wt.bv(), bias.bv(), act == ActReLU)
 		switch {
 		case errors.Is(err, backend.ErrNotImplemented):
 			y2.Release()
@@ -247,7 +247,7 @@ func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 			done := false
 			if rb && fm != nil {
 				gb = newTensor(op, ds, g2.dtype, []int{nOut})
-				err := fm.MatMulRowSum(gw.bv(), g2t.bv(), sv[0].bv(), gb.bv())
+				err := fm.MatMulRowSum(ds.stream(), gw.bv(), g2t.bv(), sv[0].bv(), gb.bv())
 				if err == nil {
 					done = true
 				} else if !errors.Is(err, backend.ErrNotImplemented) {
@@ -292,7 +292,7 @@ func raw2(t *Tensor, rows, cols int) *Tensor {
 		return t.view(ns, st, t.offset)
 	}
 	c := newTensor("reshape", t.ds(), t.dtype, t.shape)
-	check("reshape", t.ds().bd.Copy(c.bv(), t.bv()))
+	check("reshape", t.ds().bd.Copy(t.ds().stream(), c.bv(), t.bv()))
 	defer c.Release()
 	return c.view(ns, backend.ContiguousStrides(ns), 0)
 }

@@ -43,7 +43,7 @@ func Cat(ts []*Tensor, dim int) *Tensor {
 		dst.Shape = slices.Clone(shape)
 		dst.Shape[a] = t.shape[a]
 		dst.Offset += off * out.strides[a]
-		check("cat", ds.bd.Copy(dst, t.bv()))
+		check("cat", ds.bd.Copy(ds.stream(), dst, t.bv()))
 		off += t.shape[a]
 	}
 	if needsGrad(ts...) {

@@ -30,7 +30,7 @@ func matmulRaw(op string, a, b *Tensor) *Tensor {
 	bv, bt := batched(op, b, batch, nb, k, n)
 	ov := out.bv()
 	ov.Shape, ov.Strides = []int{nb, m, n}, []int{m * n, n, 1}
-	err := ds.bd.MatMul(ov, av, bv)
+	err := ds.bd.MatMul(ds.stream(), ov, av, bv)
 	at.Release()
 	bt.Release()
 	check(op, err)
@@ -68,7 +68,7 @@ func batched(op string, t *Tensor, batch []int, nb, r, c int) (backend.View, *Te
 	}
 	// Materialise the broadcast batch.
 	tmp := newTensor(op, t.ds(), t.dtype, full)
-	check(op, t.ds().bd.Copy(tmp.bv(), v))
+	check(op, t.ds().bd.Copy(t.ds().stream(), tmp.bv(), v))
 	out := tmp.bv()
 	out.Shape, out.Strides = []int{nb, r, c}, []int{r * c, c, 1}
 	return out, tmp

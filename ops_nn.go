@@ -87,7 +87,7 @@ func (t *Tensor) Gather(dim int, index *Tensor) *Tensor {
 	src := t.bv()
 	src.Shape = slices.Clone(index.shape)
 	src.Shape[a] = t.shape[a]
-	if err := ds.bd.Gather(out.bv(), src, index.bv(), a); err != nil {
+	if err := ds.bd.Gather(ds.stream(), out.bv(), src, index.bv(), a); err != nil {
 		out.Release()
 		panic(&Error{Op: "gather", Kind: ErrIndex, Detail: "bad index", Err: err})
 	}
@@ -105,7 +105,7 @@ func (t *Tensor) Gather(dim int, index *Tensor) *Tensor {
 			zv.Shape[a] = shape[a]
 			gc := gw.contiguous("gather")
 			defer gc.Release()
-			check("gather", z.ds().bd.ScatterAdd(zv, sv[0].bv(), gc.bv(), a))
+			check("gather", z.ds().bd.ScatterAdd(z.ds().stream(), zv, sv[0].bv(), gc.bv(), a))
 			return []*Tensor{z.Cast(g.dtype)}
 		})
 	}

@@ -46,11 +46,11 @@ func sumWide(op string, t *Tensor, axes []int) *Tensor {
 	ds, held := sameDevice(op, t)
 	defer held.unpin()
 	out := newTensor(op, ds, w, keptShape(t.shape, axes))
-	err := ds.bd.Reduce(backend.Sum, out.bv(), t.bv(), axes)
+	err := ds.bd.Reduce(ds.stream(), backend.Sum, out.bv(), t.bv(), axes)
 	if errors.Is(err, backend.ErrNotImplemented) {
 		// A backend without the widened reduction: convert first.
 		x := castRaw(t, w)
-		err = ds.bd.Reduce(backend.Sum, out.bv(), x.bv(), axes)
+		err = ds.bd.Reduce(ds.stream(), backend.Sum, out.bv(), x.bv(), axes)
 		x.Release()
 	}
 	if err != nil {
@@ -65,7 +65,7 @@ func sumWide(op string, t *Tensor, axes []int) *Tensor {
 // precision, rounded once.
 func meanRaw(op string, t *Tensor, axes []int) *Tensor {
 	s := sumWide(op, t, axes)
-	check(op, s.ds().bd.Scalar(backend.Div, s.bv(), s.bv(), float64(axesSize(t.shape, axes)), false))
+	check(op, s.ds().bd.Scalar(s.ds().stream(), backend.Div, s.bv(), s.bv(), float64(axesSize(t.shape, axes)), false))
 	if s.dtype == t.dtype {
 		return s
 	}
@@ -144,7 +144,7 @@ func reduceRaw(op string, k backend.ReduceOp, t *Tensor, axes []int) *Tensor {
 		}
 	}
 	out := newTensor(op, t.ds(), dt, keptShape(t.shape, axes))
-	check(op, t.ds().bd.Reduce(k, out.bv(), src.bv(), axes))
+	check(op, t.ds().bd.Reduce(t.ds().stream(), k, out.bv(), src.bv(), axes))
 	return out
 }
 

@@ -31,7 +31,7 @@ func unary(op string, k backend.UnaryOp, t *Tensor, param float64, saveWhat int,
 		odt = Bool
 	}
 	out := newTensor(op, t.ds(), odt, t.shape)
-	check(op, t.ds().bd.Unary(k, out.bv(), src.bv(), param))
+	check(op, t.ds().bd.Unary(t.ds().stream(), k, out.bv(), src.bv(), param))
 	if grad != nil && needsGrad(t) {
 		var x, y *Tensor
 		var sv []*Tensor
@@ -56,7 +56,7 @@ func (t *Tensor) Neg() *Tensor {
 // unaryRaw applies k without recording.
 func (t *Tensor) unaryRaw(k backend.UnaryOp) *Tensor {
 	out := newTensor(k.String(), t.ds(), t.dtype, t.shape)
-	check(k.String(), t.ds().bd.Unary(k, out.bv(), t.bv(), 0))
+	check(k.String(), t.ds().bd.Unary(t.ds().stream(), k, out.bv(), t.bv(), 0))
 	return out
 }
 

@@ -20,7 +20,7 @@ func (t *Tensor) contiguous(op string) *Tensor {
 // clone returns a contiguous copy of t's data. Nothing is recorded.
 func (t *Tensor) clone() *Tensor {
 	out := newTensor("clone", t.ds(), t.dtype, t.shape)
-	check("clone", t.ds().bd.Copy(out.bv(), t.bv()))
+	check("clone", t.ds().bd.Copy(t.ds().stream(), out.bv(), t.bv()))
 	return out
 }
 
@@ -270,7 +270,7 @@ func (t *Tensor) Narrow(dim, start, length int) *Tensor {
 		record("narrow", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor {
 			z := g.NewZeros(full)
 			dst := z.view(g.shape, z.strides, z.offset+start*z.strides[a])
-			check("narrow", z.ds().bd.Copy(dst.bv(), g.bv()))
+			check("narrow", z.ds().bd.Copy(z.ds().stream(), dst.bv(), g.bv()))
 			dst.Release()
 			return []*Tensor{z}
 		})
@@ -318,7 +318,7 @@ func (t *Tensor) Slice(dim, start, end, step int) *Tensor {
 				zst[a] *= step
 			}
 			dst := z.view(g.shape, zst, z.offset+s*z.strides[a])
-			check("slice", z.ds().bd.Copy(dst.bv(), g.bv()))
+			check("slice", z.ds().bd.Copy(z.ds().stream(), dst.bv(), g.bv()))
 			dst.Release()
 			return []*Tensor{z}
 		})

@@ -56,7 +56,7 @@ func FusedAdamStep(p, g, m, v *Tensor, lr, beta1, beta2, eps, weightDecay float6
 			return false
 		}
 	}
-	err := fa.AdamStep(p.bv(), g.bv(), m.bv(), v.bv(), backend.AdamStepConfig{
+	err := fa.AdamStep(ds.stream(), p.bv(), g.bv(), m.bv(), v.bv(), backend.AdamStepConfig{
 		LR: lr, Beta1: beta1, Beta2: beta2, Eps: eps, WeightDecay: weightDecay, Step: step, Decoupled: decoupled,
 	})
 	if errors.Is(err, backend.ErrNotImplemented) {
@@ -110,7 +110,7 @@ func FusedSGDStep(p, g, buf *Tensor, lr, momentum, dampening, weightDecay float6
 	if momentum != 0 {
 		bv = buf.bv()
 	}
-	err := fs.SGDStep(p.bv(), g.bv(), bv, backend.SGDStepConfig{
+	err := fs.SGDStep(ds.stream(), p.bv(), g.bv(), bv, backend.SGDStepConfig{
 		LR: lr, Momentum: momentum, Dampening: dampening, WeightDecay: weightDecay, Nesterov: nesterov, First: first,
 	})
 	if errors.Is(err, backend.ErrNotImplemented) {

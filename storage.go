@@ -19,12 +19,22 @@ type storage struct {
 	buf   backend.Buffer
 	bytes int64
 	refs  atomic.Int64
+	// stream is the stream the buffer was allocated for, where Free
+	// returns it.
+	stream backend.Stream
+	// pinnedBy is the device whose page-locked host memory holds a
+	// pinned CPU tensor's buffer; nil otherwise.
+	pinnedBy backend.AsyncCopier
+	// pending is an event after the last non-blocking copy that reads or
+	// writes this (pinned host) buffer: host access waits for it first.
+	pending atomic.Pointer[pendingCopy]
 
 	origin *leakSite // where it was allocated, with VRAM_DEBUG_LEAKS=1
 }
 
 func newStorage(op string, ds *devState, nbytes int64) *storage {
-	buf, err := ds.bd.Alloc(nbytes, ds.bd.DefaultStream(), currentRegion())
+	stream := ds.stream()
+	buf, err := ds.bd.Alloc(nbytes, stream, currentRegion())
 	if err != nil {
 		kind := ErrBackend
 		var oom *memory.OutOfMemoryError
@@ -33,7 +43,7 @@ func newStorage(op string, ds *devState, nbytes int64) *storage {
 		}
 		panic(&Error{Op: op, Kind: kind, Detail: "allocating " + units.Bytes(nbytes) + " on " + ds.dev.String(), Err: err})
 	}
-	s := &storage{ds: ds, buf: buf, bytes: nbytes}
+	s := &storage{ds: ds, buf: buf, bytes: nbytes, stream: stream}
 	s.refs.Store(1)
 	live := ds.live.Add(nbytes)
 	ds.allocs.Add(1)
@@ -66,12 +76,58 @@ func (s *storage) retain(op string) {
 func (s *storage) release() {
 	switch n := s.refs.Add(-1); {
 	case n == 0:
-		s.ds.bd.Free(s.buf, s.ds.bd.DefaultStream())
+		if p := s.pending.Load(); p != nil {
+			p.ev.Destroy()
+		}
+		if s.pinnedBy != nil {
+			s.pinnedBy.FreePinned(s.buf.(backend.HostBuffer))
+		} else {
+			s.ds.bd.Free(s.buf, s.stream)
+		}
 		s.buf = nil
 		s.ds.live.Add(-s.bytes)
 		s.ds.frees.Add(1)
 	case n < 0:
 		panic("vram: internal: storage released more often than retained")
+	}
+}
+
+// pendingCopy is the event after a non-blocking copy into or out of a
+// pinned host buffer.
+type pendingCopy struct {
+	ev   backend.Event
+	done atomic.Bool
+}
+
+// settle waits for the last non-blocking copy of s, so that the host may
+// read or write s's buffer.
+func (s *storage) settle() {
+	p := s.pending.Load()
+	if p == nil || p.done.Load() {
+		return
+	}
+	if err := p.ev.Synchronize(); err != nil {
+		panic(&Error{Op: "copy", Kind: ErrBackend, Detail: "waiting for a non-blocking copy of pinned memory", Err: err})
+	}
+	p.done.Store(true)
+}
+
+// setPending records, on the current stream of the device ds that just
+// queued a non-blocking copy of s, the event that host access to s waits
+// for.
+func (s *storage) setPending(op string, ds *devState) {
+	ev, err := ds.bd.NewEvent(false)
+	if err == nil {
+		if err = ev.Record(ds.stream()); err != nil {
+			ev.Destroy()
+		}
+	}
+	if err != nil {
+		panic(&Error{Op: op, Kind: ErrBackend, Detail: "recording the end of a non-blocking copy on " + ds.dev.String(), Err: err})
+	}
+	if old := s.pending.Swap(&pendingCopy{ev: ev}); old != nil {
+		old.ev.Synchronize()
+		old.ev.Destroy()
 	}
 }
 

@@ -88,7 +88,11 @@ func checkShape(op string, shape []int, dt DType) (int, int64) {
 // newTensor allocates a contiguous tensor on ds.
 func newTensor(op string, ds *devState, dt DType, shape []int) *Tensor {
 	_, nbytes := checkShape(op, shape, dt)
-	st := newStorage(op, ds, nbytes)
+	return wrapStorage(newStorage(op, ds, nbytes), dt, shape)
+}
+
+// wrapStorage returns a contiguous tensor over the new storage st.
+func wrapStorage(st *storage, dt DType, shape []int) *Tensor {
 	t := &Tensor{dtype: dt, shape: slices.Clone(shape), strides: backend.ContiguousStrides(shape)}
 	attachRef(t, st, nil)
 	g := current()
@@ -122,6 +126,7 @@ func (t *Tensor) share() *Tensor {
 // bv returns the backend view of t, for a kernel that runs while t is
 // pinned or the caller's own.
 func (t *Tensor) bv() backend.View {
+	t.ref.st.settle()
 	return backend.View{Buf: t.ref.st.buf, DType: t.dtype.b(), Shape: t.shape, Strides: t.strides, Offset: t.offset}
 }
 

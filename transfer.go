@@ -1,54 +1,192 @@
 package vram
 
-import "github.com/vramgo/vram/backend"
+import (
+	"errors"
+
+	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/internal/units"
+)
 
 // To returns t on device d: a copy when d differs from t's device, else a
 // new reference to t. It is differentiable: gradients flow back to t's
 // device, which is what makes model parallelism across devices train. It
 // panics with [ErrUnavailable] when d cannot be used.
-func (t *Tensor) To(d Device) *Tensor {
+//
+// With [NonBlocking], a copy between pinned host memory ([Tensor.PinMemory])
+// and a GPU is queued on the current stream and To returns at once, as
+// torch's non_blocking=True does; a copy to the host then lands in pinned
+// memory. Unlike PyTorch, reading or writing the host tensor on the CPU
+// waits for the copy first, so the result is never read early. Copies that
+// cannot be asynchronous (pageable memory, the CPU, a sim device's data
+// read at once) are made as without the option.
+func (t *Tensor) To(d Device, opts ...CopyOption) *Tensor {
 	defer pin("to", t).unpin()
+	var co copyOptions
+	for _, o := range opts {
+		if o == nil {
+			fail("to", ErrArgument, "nil copy option")
+		}
+		o.applyCopy(&co)
+	}
 	if t.Device() == d {
 		return t.identity("to")
 	}
 	dst := mustDevice("to", d)
-	out := copyAcross(t, dst)
+	out := copyAcross(t, dst, co.nonBlocking)
 	if needsGrad(t) {
 		src := t.Device()
-		record("to", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.To(src)} })
+		record("to", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.To(src, opts...)} })
 	}
 	return out
 }
 
+// CopyOption changes how [Tensor.To] copies.
+type CopyOption interface{ applyCopy(*copyOptions) }
+
+type copyOptions struct{ nonBlocking bool }
+
+type nonBlocking struct{}
+
+func (nonBlocking) applyCopy(o *copyOptions) { o.nonBlocking = true }
+
+// NonBlocking makes [Tensor.To] queue a copy between pinned host memory
+// and a GPU without waiting for it (torch's non_blocking=True).
+var NonBlocking CopyOption = nonBlocking{}
+
 // peerCopier is implemented by backend devices that copy directly to
 // another device of their kind (backend/cuda's PeerCopier).
 type peerCopier interface {
-	CopyPeer(dst backend.View, to backend.Device, src backend.View) error
+	CopyPeer(s backend.Stream, dst backend.View, to backend.Device, toStream backend.Stream, src backend.View) error
 }
 
 // copyAcross copies t's elements to a new contiguous tensor on dst: directly
-// between devices that can (GPU to GPU), else through host memory. The
-// caller pins t.
-func copyAcross(t *Tensor, dst *devState) *Tensor {
+// between devices that can (GPU to GPU), without waiting between pinned
+// host memory and a GPU when nonBlocking is set, else through host memory.
+// The caller pins t.
+func copyAcross(t *Tensor, dst *devState, nonBlocking bool) *Tensor {
+	src := t.ds()
+	if nonBlocking {
+		if out := copyAsync(t, dst); out != nil {
+			return out
+		}
+	}
 	out := newTensor("to", dst, t.dtype, t.shape)
 	if out.NumElements() == 0 {
 		return out
 	}
-	if pc, ok := t.ds().bd.(peerCopier); ok && t.ds().dev.Kind == dst.dev.Kind {
+	if pc, ok := src.bd.(peerCopier); ok && src.dev.Kind == dst.dev.Kind {
 		// A direct copy between two GPUs (NVLink or PCIe), without the host.
 		c := t.contiguous("to")
-		err := pc.CopyPeer(out.bv(), dst.bd, c.bv())
+		err := pc.CopyPeer(src.stream(), out.bv(), dst.bd, dst.stream(), c.bv())
 		c.Release()
 		check("to", err)
 		return out
 	}
 	raw := t.readHost("to")
-	if hb, ok := out.ref.st.buf.(backend.HostBuffer); ok {
+	if hb, ok := out.ref.st.buf.(backend.HostBuffer); ok && dst.dev.Kind == "cpu" {
 		copy(hb.Host(), raw)
 		return out
 	}
-	check("to", dst.bd.CopyFromHost(out.bv(), raw))
+	check("to", dst.bd.CopyFromHost(dst.stream(), out.bv(), raw))
 	return out
+}
+
+// copyAsync makes the copy of a non-blocking To when it can be one: from
+// a pinned CPU tensor to a device whose backend pinned it, or from such a
+// device to new pinned memory. It returns nil when it cannot.
+func copyAsync(t *Tensor, dst *devState) *Tensor {
+	src := t.ds()
+	switch {
+	case src.dev.Kind == "cpu" && t.ref.st.pinnedBy != nil && t.IsContiguous():
+		ac, ok := dst.bd.(backend.AsyncCopier)
+		if !ok || ac != t.ref.st.pinnedBy {
+			return nil
+		}
+		out := newTensor("to", dst, t.dtype, t.shape)
+		t.ref.st.settle()
+		err := ac.CopyFromPinned(dst.stream(), out.bv(), t.bv())
+		if errors.Is(err, backend.ErrNotImplemented) {
+			out.Release()
+			return nil
+		}
+		check("to", err)
+		t.ref.st.setPending("to", dst)
+		return out
+	case dst.dev.Kind == "cpu":
+		ac, ok := src.bd.(backend.AsyncCopier)
+		if !ok {
+			return nil
+		}
+		out := newPinnedTensor("to", src, ac, t.dtype, t.shape)
+		c := t.contiguous("to")
+		defer c.Release()
+		err := ac.CopyToPinned(src.stream(), out.bv(), c.bv())
+		if errors.Is(err, backend.ErrNotImplemented) {
+			out.Release()
+			return nil
+		}
+		check("to", err)
+		out.ref.st.setPending("to", src)
+		return out
+	}
+	return nil
+}
+
+// PinMemory returns t in page-locked host memory (torch's pin_memory), from
+// which [Tensor.To] with [NonBlocking] copies to the GPU without waiting:
+// a copy of t when t is a CPU tensor in pageable memory, t itself when it is
+// already pinned. The memory is pinned by device d's backend, the current
+// CUDA device when d is not given; sim devices pin simulated memory. It
+// panics with [ErrDevice] when t is not on the CPU and with [ErrUnavailable]
+// when the device cannot pin memory.
+func (t *Tensor) PinMemory(d ...Device) *Tensor {
+	const op = "pin_memory"
+	defer pin(op, t).unpin()
+	if t.Device() != CPU {
+		fail(op, ErrDevice, "only CPU tensors can be pinned; t is on %s", t.Device())
+	}
+	if len(d) > 1 {
+		fail(op, ErrArgument, "one device at most, got %d", len(d))
+	}
+	dev := CUDA()
+	if len(d) == 1 {
+		dev = d[0]
+	}
+	ds := mustDevice(op, dev)
+	ac, ok := ds.bd.(backend.AsyncCopier)
+	if !ok {
+		fail(op, ErrUnavailable, "%s cannot pin host memory", dev)
+	}
+	if t.ref.st.pinnedBy == ac {
+		return t.identity(op)
+	}
+	out := newPinnedTensor(op, ds, ac, t.dtype, t.shape)
+	raw := t.readHost(op)
+	copy(out.ref.st.buf.(backend.HostBuffer).Host(), raw)
+	return out
+}
+
+// IsPinned reports whether t is a CPU tensor in page-locked host memory
+// (torch's is_pinned).
+func (t *Tensor) IsPinned() bool {
+	t.live("is_pinned")
+	return t.ref.st.pinnedBy != nil
+}
+
+// newPinnedTensor returns a contiguous CPU tensor in memory pinned by ac,
+// the AsyncCopier of device by.
+func newPinnedTensor(op string, by *devState, ac backend.AsyncCopier, dt DType, shape []int) *Tensor {
+	_, nbytes := checkShape(op, shape, dt)
+	buf, err := ac.AllocPinned(nbytes)
+	if err != nil {
+		panic(&Error{Op: op, Kind: ErrBackend, Detail: "pinning " + units.Bytes(nbytes) + " of host memory for " + by.dev.String(), Err: err})
+	}
+	cpu := mustDevice(op, CPU)
+	st := &storage{ds: cpu, buf: buf, bytes: nbytes, stream: cpu.defStreamB, pinnedBy: ac}
+	st.refs.Store(1)
+	cpu.live.Add(nbytes)
+	cpu.allocs.Add(1)
+	return wrapStorage(st, dt, shape)
 }
 
 // CUDA returns t on CUDA device index, or on the current CUDA device when
@@ -79,7 +217,7 @@ func (t *Tensor) MoveTo(d Device) {
 		return
 	}
 	dst := mustDevice("move_to", d)
-	moved := copyAcross(t, dst)
+	moved := copyAcross(t, dst, false)
 	Keep(moved)
 	// Swap the storages: t takes the new one, moved the old one, which
 	// its Release then drops. Each ref stays with its own Tensor, whose

@@ -14,15 +14,15 @@ type Backend interface {
 	Device(index int) (Device, error)
 }
 
-// Device is one device: memory, copies to and from the host, and kernels.
-// All methods are safe for concurrent use; work submitted on one Stream
-// runs in submission order.
+// Device is one device: memory, copies to and from the host, kernels, and
+// the streams they run on. All methods are safe for concurrent use; work
+// submitted on one [Stream] runs in submission order, and work on different
+// streams is ordered only by [Event]s.
 type Device interface {
 	Memory
 	Copier
 	Kernels
-	// DefaultStream returns the stream that ops use unless told otherwise.
-	DefaultStream() Stream
+	Streams
 }
 
 // Buffer is a piece of device memory obtained from [Memory.Alloc]. Buffers
@@ -42,15 +42,6 @@ type HostBuffer interface {
 	Host() []byte
 }
 
-// Stream orders work on a device. Work is queued in order; Synchronize
-// waits for all of it.
-type Stream interface {
-	// Synchronize blocks until all work queued on the stream has finished.
-	// It returns an asynchronous error raised by that work, if any; such an
-	// error may come from an op submitted long before the call.
-	Synchronize() error
-}
-
 // Memory allocates device memory.
 type Memory interface {
 	// Alloc returns a buffer of at least nbytes bytes, for use on stream s.
@@ -61,19 +52,30 @@ type Memory interface {
 	// package's OutOfMemoryError for devices with a caching allocator).
 	// Alloc(0) returns a valid empty buffer.
 	Alloc(nbytes int64, s Stream, region string) (Buffer, error)
-	// Free returns b to the device. The memory may be reused as soon as the
-	// work already queued on s has finished.
+	// Free returns b, allocated for stream s, to the device. The memory may
+	// be reused by work queued on s after the call, and by work on other
+	// streams once the work already queued on s, and on every stream passed
+	// to RecordStream for b, has finished.
 	Free(b Buffer, s Stream)
+	// RecordStream tells the device that b, allocated for another stream,
+	// is also used by work queued on s, so that Free keeps it from reuse
+	// until that work has finished (torch's Tensor.record_stream).
+	RecordStream(b Buffer, s Stream)
 }
 
-// Copier moves bytes between host memory and the device.
+// Copier moves bytes between host memory and the device, in the order of
+// stream s. Both copies are synchronous for the host: they return once src
+// has been read (CopyFromHost) or dst written (CopyToHost), so the caller
+// may reuse its slice at once. A device with page-locked host memory also
+// copies without waiting ([AsyncCopier]).
 type Copier interface {
 	// CopyFromHost writes src (the raw little-endian elements of dst's dtype,
-	// exactly dst.NumElements() of them) into the contiguous view dst.
-	CopyFromHost(dst View, src []byte) error
+	// exactly dst.NumElements() of them) into the contiguous view dst, after
+	// the work queued on s.
+	CopyFromHost(s Stream, dst View, src []byte) error
 	// CopyToHost reads the contiguous view src into dst, which must hold
-	// src.NumElements() elements of src's dtype.
-	CopyToHost(dst []byte, src View) error
+	// src.NumElements() elements of src's dtype, after the work queued on s.
+	CopyToHost(s Stream, dst []byte, src View) error
 }
 
 // View is a strided window onto a buffer: the operand of every kernel.
@@ -110,26 +112,27 @@ func (v View) IsContiguous() bool {
 // the output shape (stride 0 along broadcast dimensions). Unless a method
 // says otherwise, all views have the same shape, dst is freshly allocated or
 // exactly equal to an input (in-place), and dst never partially overlaps an
-// input. Kernels run on the device's default stream; an error may be
-// returned at once or later from [Stream.Synchronize].
+// input. Each kernel is queued on the stream s that the caller names (a
+// stream of this device) and runs after the work queued on s before it; an
+// error may be returned at once or later from [Stream.Synchronize].
 type Kernels interface {
 	// Fill sets every element of dst to value, converted to dst's dtype.
-	Fill(dst View, value float64) error
+	Fill(s Stream, dst View, value float64) error
 	// Copy copies src into dst, converting between dtypes (floats to integers
 	// truncate toward zero; nonzero to bool is true).
-	Copy(dst, src View) error
+	Copy(s Stream, dst, src View) error
 	// Unary applies op elementwise; param is the op's parameter where it has
 	// one (the exponent of PowScalar, the slope of LeakyRelu...). dst and src
 	// have the same dtype, except for IsNaN and LogicalNot (dst bool).
-	Unary(op UnaryOp, dst, src View, param float64) error
+	Unary(s Stream, op UnaryOp, dst, src View, param float64) error
 	// Binary applies op elementwise. a and b have the same dtype; dst has it
 	// too, except for comparisons and logical ops, whose dst is bool.
-	Binary(op BinaryOp, dst, a, b View) error
-	// Scalar applies op to each element x of a and the scalar s, as op(x, s),
-	// or op(s, x) when reversed is set. The dtype rule is Binary's.
-	Scalar(op BinaryOp, dst, a View, s float64, reversed bool) error
+	Binary(s Stream, op BinaryOp, dst, a, b View) error
+	// Scalar applies op to each element e of a and the scalar c, as op(e, c),
+	// or op(c, e) when reversed is set. The dtype rule is Binary's.
+	Scalar(s Stream, op BinaryOp, dst, a View, c float64, reversed bool) error
 	// Where sets dst to a where cond (bool) is true and to b elsewhere.
-	Where(dst, cond, a, b View) error
+	Where(s Stream, dst, cond, a, b View) error
 	// Reduce reduces src over the listed axes (sorted, distinct) into dst,
 	// whose shape equals src's with those axes set to 1. dst has src's
 	// dtype, except that ArgMax and ArgMin write int64 indices along the
@@ -137,15 +140,15 @@ type Kernels interface {
 	// float16 or bfloat16 src may write a float32 dst ([WidensReduce]).
 	// Float sums and products accumulate in float32 or wider and round
 	// once, to dst's dtype, at the end.
-	Reduce(op ReduceOp, dst, src View, axes []int) error
+	Reduce(s Stream, op ReduceOp, dst, src View, axes []int) error
 	// MatMul computes dst[b] = a[b] x b[b] for shapes a [B,M,K], b [B,K,N],
 	// dst [B,M,N] (any strides; batch stride 0 broadcasts). Float dtypes only.
-	MatMul(dst, a, b View) error
+	MatMul(s Stream, dst, a, b View) error
 	// Gather sets dst[...i...] = src[...index[...i...]...] along axis, where
 	// index (int64) has dst's shape and src matches it on all other axes.
 	// An index out of range is an error.
-	Gather(dst, src, index View, axis int) error
+	Gather(s Stream, dst, src, index View, axis int) error
 	// ScatterAdd adds src[...i...] into dst[...index[...i...]...] along axis;
 	// index (int64) has src's shape. Repeated indices accumulate.
-	ScatterAdd(dst, index, src View, axis int) error
+	ScatterAdd(s Stream, dst, index, src View, axis int) error
 }

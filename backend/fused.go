@@ -24,7 +24,7 @@ type FusedAdam interface {
 	// float64, float16 or bfloat16); the math runs in float32 (float64
 	// for float64), with m and v rounded to their dtype at each step, and
 	// p, m, v must not overlap g or each other.
-	AdamStep(p, g, m, v View, cfg AdamStepConfig) error
+	AdamStep(s Stream, p, g, m, v View, cfg AdamStepConfig) error
 }
 
 // AdamStepConfig holds the hyper-parameters of one [FusedAdam.AdamStep].
@@ -52,12 +52,12 @@ type FusedMatMul interface {
 	// (contiguous), with bias [N] (contiguous) added to every row. All
 	// four views have the same floating-point dtype; arithmetic is that of
 	// [Kernels.MatMul].
-	MatMulBias(dst, a, b, bias View, relu bool) error
+	MatMulBias(s Stream, dst, a, b, bias View, relu bool) error
 	// MatMulRowSum computes dst = a·b as MatMulBias does without the bias,
 	// and sets rowSum[i] to the sum of row i of a, for rowSum [M]
 	// (contiguous, same dtype). With a the transpose of a layer's output
 	// gradient, that sum is the bias gradient.
-	MatMulRowSum(dst, a, b, rowSum View) error
+	MatMulRowSum(s Stream, dst, a, b, rowSum View) error
 }
 
 // FusedSGD is an optional interface of a [Device] that does a whole SGD step
@@ -76,7 +76,7 @@ type FusedSGD interface {
 	// The views are contiguous, of one shape and one floating-point dtype,
 	// and do not overlap; the math runs in float32 (float64 for float64),
 	// buf rounded to its dtype when stored.
-	SGDStep(p, g, buf View, cfg SGDStepConfig) error
+	SGDStep(s Stream, p, g, buf View, cfg SGDStepConfig) error
 }
 
 // SGDStepConfig holds the hyper-parameters of one [FusedSGD.SGDStep].

@@ -225,11 +225,11 @@ func (h *harness) testHostCopies(t *testing.T) {
 		t.Run(dt.String(), func(t *testing.T) {
 			vals := quantizeAll(dt, []float64{1.5, -2, 0, 3, 100})
 			v := makeView(t, h.dev, dt, []int{5}, filled(5, 0), offset)
-			if err := h.dev.CopyFromHost(v, Encode(dt, vals)); err != nil {
+			if err := h.dev.CopyFromHost(h.dev.DefaultStream(), v, Encode(dt, vals)); err != nil {
 				t.Fatalf("CopyFromHost: %v", err)
 			}
 			raw := make([]byte, 5*dt.Size())
-			if err := h.dev.CopyToHost(raw, v); err != nil {
+			if err := h.dev.CopyToHost(h.dev.DefaultStream(), raw, v); err != nil {
 				t.Fatalf("CopyToHost: %v", err)
 			}
 			h.ok(t, "Synchronize", h.dev.DefaultStream().Synchronize())
@@ -240,14 +240,14 @@ func (h *harness) testHostCopies(t *testing.T) {
 			m := NewView(t, h.dev, dt, []int{2, 3}, quantizeAll(dt, []float64{1, 2, 3, 4, 5, 6}))
 			expect(t, "2-d", dt, ReadView(t, h.dev, m), quantizeAll(dt, []float64{1, 2, 3, 4, 5, 6}))
 			empty := backend.View{Buf: v.Buf, DType: dt, Shape: []int{0, 3}, Strides: []int{3, 1}}
-			if err := h.dev.CopyFromHost(empty, nil); err != nil {
+			if err := h.dev.CopyFromHost(h.dev.DefaultStream(), empty, nil); err != nil {
 				t.Errorf("CopyFromHost of an empty view: %v", err)
 			}
-			if err := h.dev.CopyToHost(nil, empty); err != nil {
+			if err := h.dev.CopyToHost(h.dev.DefaultStream(), nil, empty); err != nil {
 				t.Errorf("CopyToHost of an empty view: %v", err)
 			}
-			h.fails(t, "CopyFromHost with too few bytes", h.call(func() error { return h.dev.CopyFromHost(v, raw[:len(raw)-dt.Size()]) }))
-			h.fails(t, "CopyToHost with too many bytes", h.call(func() error { return h.dev.CopyToHost(make([]byte, len(raw)+dt.Size()), v) }))
+			h.fails(t, "CopyFromHost with too few bytes", h.call(func() error { return h.dev.CopyFromHost(h.dev.DefaultStream(), v, raw[:len(raw)-dt.Size()]) }))
+			h.fails(t, "CopyToHost with too many bytes", h.call(func() error { return h.dev.CopyToHost(h.dev.DefaultStream(), make([]byte, len(raw)+dt.Size()), v) }))
 		})
 	}
 }
@@ -279,7 +279,7 @@ func (h *harness) testFill(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%v/%s", dt, val, s.name), func(t *testing.T) {
 					n := backend.NumElements(s.shape)
 					v := makeView(t, h.dev, dt, s.shape, filled(n, padValue), s.lay)
-					h.ok(t, "Fill", h.call(func() error { return h.dev.Fill(v, val) }))
+					h.ok(t, "Fill", h.call(func() error { return h.dev.Fill(h.dev.DefaultStream(), v, val) }))
 					want := val
 					if dt.IsInt() {
 						want = math.Trunc(val)
@@ -550,7 +550,9 @@ func (h *harness) testUnary(t *testing.T) {
 				h.elementwise(t, ewCase{
 					in: []backend.DType{dt}, dst: dst, doms: [][]float64{dom},
 					ref: func(x []float64) float64 { return c.ref(x[0], c.param) },
-					run: func(d backend.View, in []backend.View) error { return h.dev.Unary(c.op, d, in[0], c.param) },
+					run: func(d backend.View, in []backend.View) error {
+						return h.dev.Unary(h.dev.DefaultStream(), c.op, d, in[0], c.param)
+					},
 				})
 			})
 		}
@@ -653,7 +655,9 @@ func (h *harness) testBinary(t *testing.T) {
 				h.elementwise(t, ewCase{
 					in: []backend.DType{dt, dt}, dst: dst, doms: [][]float64{da, db},
 					ref: func(x []float64) float64 { return ref(x[0], x[1]) },
-					run: func(d backend.View, in []backend.View) error { return h.dev.Binary(c.op, d, in[0], in[1]) },
+					run: func(d backend.View, in []backend.View) error {
+						return h.dev.Binary(h.dev.DefaultStream(), c.op, d, in[0], in[1])
+					},
 				})
 			})
 		}
@@ -676,7 +680,7 @@ func (h *harness) testBinary(t *testing.T) {
 					dst = backend.Bool
 				}
 				d := makeView(t, h.dev, dst, []int{6}, filled(6, padValue), contiguous)
-				h.ok(t, "Binary", h.call(func() error { return h.dev.Binary(c.op, d, a, b) }))
+				h.ok(t, "Binary", h.call(func() error { return h.dev.Binary(h.dev.DefaultStream(), c.op, d, a, b) }))
 				want := make([]float64, 6)
 				for i := range want {
 					want[i] = Quantize(dst, c.ref(nanA[i], nanB[i]))
@@ -691,7 +695,7 @@ func (h *harness) testBinary(t *testing.T) {
 			a := NewView(t, h.dev, dt, []int{3}, []float64{1, 2, 3})
 			b := NewView(t, h.dev, dt, []int{3}, []float64{1, 0, 1})
 			d := NewView(t, h.dev, dt, []int{3}, []float64{0, 0, 0})
-			h.fails(t, "integer division by zero", h.call(func() error { return h.dev.Binary(backend.Div, d, a, b) }))
+			h.fails(t, "integer division by zero", h.call(func() error { return h.dev.Binary(h.dev.DefaultStream(), backend.Div, d, a, b) }))
 		})
 	}
 }
@@ -770,7 +774,7 @@ func (h *harness) testScalar(t *testing.T) {
 						return ref(x[0], s)
 					},
 					run: func(d backend.View, in []backend.View) error {
-						return h.dev.Scalar(c.op, d, in[0], c.s, c.reversed)
+						return h.dev.Scalar(h.dev.DefaultStream(), c.op, d, in[0], c.s, c.reversed)
 					},
 					quick: c.s != 2 || c.reversed && c.op != backend.Sub && c.op != backend.Div && c.op != backend.Pow,
 				})
@@ -781,7 +785,7 @@ func (h *harness) testScalar(t *testing.T) {
 		t.Run("DivByZero/"+dt.String(), func(t *testing.T) {
 			a := NewView(t, h.dev, dt, []int{3}, []float64{1, 2, 3})
 			d := NewView(t, h.dev, dt, []int{3}, []float64{0, 0, 0})
-			h.fails(t, "integer division by zero", h.call(func() error { return h.dev.Scalar(backend.Div, d, a, 0, false) }))
+			h.fails(t, "integer division by zero", h.call(func() error { return h.dev.Scalar(h.dev.DefaultStream(), backend.Div, d, a, 0, false) }))
 		})
 	}
 }
@@ -803,7 +807,9 @@ func (h *harness) testWhere(t *testing.T) {
 					}
 					return x[2]
 				},
-				run: func(d backend.View, in []backend.View) error { return h.dev.Where(d, in[0], in[1], in[2]) },
+				run: func(d backend.View, in []backend.View) error {
+					return h.dev.Where(h.dev.DefaultStream(), d, in[0], in[1], in[2])
+				},
 			})
 		})
 	}
@@ -817,7 +823,7 @@ func (h *harness) testCopy(t *testing.T) {
 				h.elementwise(t, ewCase{
 					in: []backend.DType{from}, dst: to, doms: [][]float64{dom},
 					ref: func(x []float64) float64 { return x[0] }, // Quantize truncates and tests nonzero
-					run: func(d backend.View, in []backend.View) error { return h.dev.Copy(d, in[0]) },
+					run: func(d backend.View, in []backend.View) error { return h.dev.Copy(h.dev.DefaultStream(), d, in[0]) },
 				})
 			})
 		}
@@ -826,7 +832,7 @@ func (h *harness) testCopy(t *testing.T) {
 				vals := []float64{math.NaN(), 0, math.Copysign(0, -1), math.Inf(-1)}
 				src := NewView(t, h.dev, from, []int{4}, vals)
 				d := makeView(t, h.dev, backend.Bool, []int{4}, filled(4, 0), offset)
-				h.ok(t, "Copy", h.call(func() error { return h.dev.Copy(d, src) }))
+				h.ok(t, "Copy", h.call(func() error { return h.dev.Copy(h.dev.DefaultStream(), d, src) }))
 				expect(t, "result", backend.Bool, h.result(t, d), []float64{1, 0, 0, 1})
 			})
 		}
@@ -953,7 +959,7 @@ func (h *harness) reduceCaseTo(t *testing.T, op backend.ReduceOp, dt, ddt backen
 	}
 	dshape := reducedShape(shape, axes)
 	d := makeView(t, h.dev, ddt, dshape, filled(backend.NumElements(dshape), padValue), dlay)
-	h.ok(t, "Reduce", h.call(func() error { return h.dev.Reduce(op, d, src, axes) }))
+	h.ok(t, "Reduce", h.call(func() error { return h.dev.Reduce(h.dev.DefaultStream(), op, d, src, axes) }))
 	want := quantizeAll(ddt, reduceRef(full, shape, axes, reduceRefs[op]))
 	expect(t, "result", ddt, h.result(t, d), want)
 }
@@ -1023,7 +1029,7 @@ func (h *harness) testReduce(t *testing.T) {
 				}
 				src := NewView(t, h.dev, dt, []int{0, 3}, nil)
 				d := NewView(t, h.dev, ddt, []int{1, 3}, []float64{0, 0, 0})
-				h.fails(t, op.String()+" over no elements", h.call(func() error { return h.dev.Reduce(op, d, src, []int{0}) }))
+				h.fails(t, op.String()+" over no elements", h.call(func() error { return h.dev.Reduce(h.dev.DefaultStream(), op, d, src, []int{0}) }))
 			}
 		})
 	}

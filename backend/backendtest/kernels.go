@@ -94,7 +94,7 @@ func (h *harness) matmulCase(t *testing.T, dt backend.DType, c matmulCase) {
 	b, bv := operand([]int{c.b, c.k, c.n}, c.bb, c.lb, 12)
 	dshape := []int{c.b, c.m, c.n}
 	d := makeView(t, h.dev, dt, dshape, filled(backend.NumElements(dshape), padValue), c.ld)
-	h.ok(t, "MatMul", h.call(func() error { return h.dev.MatMul(d, a, b) }))
+	h.ok(t, "MatMul", h.call(func() error { return h.dev.MatMul(h.dev.DefaultStream(), d, a, b) }))
 	got := h.result(t, d)
 
 	rtol, atol := tolerance(dt)
@@ -176,7 +176,7 @@ func (h *harness) testGather(t *testing.T) {
 				src := makeView(t, h.dev, dt, c.src, sv, c.ls)
 				idx := makeView(t, h.dev, backend.Int64, c.index, iv, c.li)
 				d := makeView(t, h.dev, dt, c.index, filled(len(iv), padValue), c.ld)
-				h.ok(t, "Gather", h.call(func() error { return h.dev.Gather(d, src, idx, c.axis) }))
+				h.ok(t, "Gather", h.call(func() error { return h.dev.Gather(h.dev.DefaultStream(), d, src, idx, c.axis) }))
 				want := make([]float64, 0, len(iv))
 				eachIndex(c.index, func(p []int) {
 					q := append([]int{}, p...)
@@ -192,7 +192,7 @@ func (h *harness) testGather(t *testing.T) {
 			src := NewView(t, h.dev, backend.Float32, []int{3, 2}, []float64{1, 2, 3, 4, 5, 6})
 			idx := NewView(t, h.dev, backend.Int64, []int{2, 2}, []float64{0, 1, 2, bad})
 			d := NewView(t, h.dev, backend.Float32, []int{2, 2}, filled(4, 0))
-			h.fails(t, "Gather with an out-of-range index", h.call(func() error { return h.dev.Gather(d, src, idx, 0) }))
+			h.fails(t, "Gather with an out-of-range index", h.call(func() error { return h.dev.Gather(h.dev.DefaultStream(), d, src, idx, 0) }))
 		})
 	}
 }
@@ -231,7 +231,7 @@ func (h *harness) testScatterAdd(t *testing.T) {
 				d := makeView(t, h.dev, dt, c.dst, dv, c.ld)
 				idx := makeView(t, h.dev, backend.Int64, c.src, iv, c.li)
 				src := makeView(t, h.dev, dt, c.src, sv, c.ls)
-				h.ok(t, "ScatterAdd", h.call(func() error { return h.dev.ScatterAdd(d, idx, src, c.axis) }))
+				h.ok(t, "ScatterAdd", h.call(func() error { return h.dev.ScatterAdd(h.dev.DefaultStream(), d, idx, src, c.axis) }))
 				want := append([]float64{}, dv...)
 				eachIndex(c.src, func(p []int) {
 					q := append([]int{}, p...)
@@ -247,7 +247,7 @@ func (h *harness) testScatterAdd(t *testing.T) {
 			d := NewView(t, h.dev, backend.Float32, []int{2, 2}, filled(4, 0))
 			idx := NewView(t, h.dev, backend.Int64, []int{3, 2}, []float64{0, 1, bad, 0, 1, 1})
 			src := NewView(t, h.dev, backend.Float32, []int{3, 2}, []float64{1, 2, 3, 4, 5, 6})
-			h.fails(t, "ScatterAdd with an out-of-range index", h.call(func() error { return h.dev.ScatterAdd(d, idx, src, 0) }))
+			h.fails(t, "ScatterAdd with an out-of-range index", h.call(func() error { return h.dev.ScatterAdd(h.dev.DefaultStream(), d, idx, src, 0) }))
 		})
 	}
 }

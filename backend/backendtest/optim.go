@@ -170,7 +170,9 @@ func (h *harness) testFusedSteps(t *testing.T) {
 					cfg := backend.AdamStepConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.05, Decoupled: decoupled}
 					for step := 1; step <= 3; step++ {
 						cfg.Step = step
-						h.ok(t, "AdamStep", h.call(func() error { return fa.AdamStep(s.views[0], s.views[1], s.views[2], s.views[3], cfg) }))
+						h.ok(t, "AdamStep", h.call(func() error {
+							return fa.AdamStep(h.dev.DefaultStream(), s.views[0], s.views[1], s.views[2], s.views[3], cfg)
+						}))
 						AdamStepRef(dt, s.host[0], s.host[1], s.host[2], s.host[3], cfg)
 					}
 					s.check(t, h, name, dt, "p", "g", "m", "v")
@@ -196,7 +198,7 @@ func (h *harness) testFusedSteps(t *testing.T) {
 						if cfg.Momentum == 0 {
 							bv = backend.View{}
 						}
-						h.ok(t, "SGDStep", h.call(func() error { return fs.SGDStep(s.views[0], s.views[1], bv, cfg) }))
+						h.ok(t, "SGDStep", h.call(func() error { return fs.SGDStep(h.dev.DefaultStream(), s.views[0], s.views[1], bv, cfg) }))
 						SGDStepRef(dt, s.host[0], s.host[1], s.host[2], cfg)
 					}
 					names := []string{"p", "g"}
@@ -217,13 +219,13 @@ func (h *harness) testFusedSteps(t *testing.T) {
 		for name, vs := range map[string][4]backend.View{"strided": {st, st, st, st}, "int": {i, i, i, i}} {
 			if okA {
 				cfg := backend.AdamStepConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Step: 1}
-				if err := fa.AdamStep(vs[0], vs[1], vs[2], vs[3], cfg); !errors.Is(err, backend.ErrNotImplemented) {
+				if err := fa.AdamStep(h.dev.DefaultStream(), vs[0], vs[1], vs[2], vs[3], cfg); !errors.Is(err, backend.ErrNotImplemented) {
 					t.Errorf("AdamStep of %s views: err = %v, want ErrNotImplemented", name, err)
 				}
 			}
 			if okS {
 				cfg := backend.SGDStepConfig{LR: 0.1, Momentum: 0.9}
-				if err := fs.SGDStep(vs[0], vs[1], vs[2], cfg); !errors.Is(err, backend.ErrNotImplemented) {
+				if err := fs.SGDStep(h.dev.DefaultStream(), vs[0], vs[1], vs[2], cfg); !errors.Is(err, backend.ErrNotImplemented) {
 					t.Errorf("SGDStep of %s views: err = %v, want ErrNotImplemented", name, err)
 				}
 			}

@@ -119,7 +119,7 @@ func readBuffer(t testing.TB, dev backend.Device, buf backend.Buffer, dt backend
 	n := int(buf.Bytes()) / dt.Size()
 	raw := make([]byte, n*dt.Size())
 	whole := backend.View{Buf: buf, DType: dt, Shape: []int{n}, Strides: []int{1}}
-	if err := dev.CopyToHost(raw, whole); err != nil {
+	if err := dev.CopyToHost(dev.DefaultStream(), raw, whole); err != nil {
 		t.Fatalf("CopyToHost of a whole buffer (%d %s): %v", n, dt, err)
 	}
 	if err := dev.DefaultStream().Synchronize(); err != nil {
@@ -173,7 +173,7 @@ func place(t testing.TB, dev backend.Device, dt backend.DType, shape, strides []
 		t.Fatalf("Alloc(%d): %v", bufElems*dt.Size(), err)
 	}
 	whole := backend.View{Buf: buf, DType: dt, Shape: []int{bufElems}, Strides: []int{1}}
-	if err := dev.CopyFromHost(whole, Encode(dt, host)); err != nil {
+	if err := dev.CopyFromHost(dev.DefaultStream(), whole, Encode(dt, host)); err != nil {
 		t.Fatalf("CopyFromHost of %d %s: %v", bufElems, dt, err)
 	}
 	v.Buf = buf

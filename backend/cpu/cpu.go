@@ -57,15 +57,6 @@ func (b *Buffer) Bytes() int64 { return int64(len(b.bytes)) }
 // Host returns the buffer's memory. It is nil after the buffer is freed.
 func (b *Buffer) Host() []byte { return b.bytes }
 
-// stream is the CPU's only stream: kernels have finished when they return.
-type stream struct{}
-
-func (stream) Synchronize() error { return nil }
-
-// DefaultStream returns the CPU's stream, whose Synchronize returns nil at
-// once: kernels finish before they return.
-func (*Device) DefaultStream() backend.Stream { return stream{} }
-
 // maxAlloc bounds a single allocation, so that an absurd size is an error
 // rather than a runtime crash.
 const maxAlloc = 1 << 48
@@ -87,6 +78,10 @@ func (*Device) Alloc(nbytes int64, _ backend.Stream, _ string) (backend.Buffer, 
 	return &Buffer{words: words, bytes: bytes}, nil
 }
 
+// RecordStream does nothing: the CPU's work is done when queued, so no
+// stream is ever still using a buffer.
+func (*Device) RecordStream(backend.Buffer, backend.Stream) {}
+
 // Free drops the device's hold on b; the garbage collector reclaims the
 // memory once nothing else refers to it. Using b afterwards is an error.
 func (*Device) Free(b backend.Buffer, _ backend.Stream) {
@@ -97,7 +92,7 @@ func (*Device) Free(b backend.Buffer, _ backend.Stream) {
 
 // CopyFromHost copies src, the raw little-endian elements of dst's dtype,
 // into the contiguous view dst.
-func (*Device) CopyFromHost(dst backend.View, src []byte) error {
+func (*Device) CopyFromHost(_ backend.Stream, dst backend.View, src []byte) error {
 	o, err := resolve("copy from host", dst)
 	if err != nil {
 		return err
@@ -119,7 +114,7 @@ func (*Device) CopyFromHost(dst backend.View, src []byte) error {
 
 // CopyToHost copies the contiguous view src into dst, which must hold
 // exactly src.NumElements() elements of src's dtype.
-func (*Device) CopyToHost(dst []byte, src backend.View) error {
+func (*Device) CopyToHost(_ backend.Stream, dst []byte, src backend.View) error {
 	o, err := resolve("copy to host", src)
 	if err != nil {
 		return err

@@ -52,11 +52,11 @@ func TestBackend(t *testing.T) {
 		t.Errorf("Alloc(13): %d bytes, Host() %d", buf.Bytes(), len(hb.Host()))
 	}
 	v := backend.View{Buf: buf, DType: backend.Float64, Shape: []int{1}, Strides: []int{1}}
-	if err := dev.Fill(v, 1); err != nil {
+	if err := dev.Fill(dev.DefaultStream(), v, 1); err != nil {
 		t.Fatal(err)
 	}
 	dev.Free(buf, dev.DefaultStream())
-	if err := dev.Fill(v, 1); err == nil {
+	if err := dev.Fill(dev.DefaultStream(), v, 1); err == nil {
 		t.Error("Fill of a freed buffer: no error")
 	}
 	if err := dev.DefaultStream().Synchronize(); err != nil {
@@ -69,30 +69,30 @@ func TestErrors(t *testing.T) {
 	f32 := backendtest.NewView(t, dev, backend.Float32, []int{2}, []float64{1, 2})
 	i32 := backendtest.NewView(t, dev, backend.Int32, []int{2}, []float64{1, 2})
 	for _, op := range []backend.UnaryOp{backend.Exp, backend.Log, backend.Tanh, backend.Gelu, backend.Sqrt} {
-		err := dev.Unary(op, i32, i32, 0)
+		err := dev.Unary(dev.DefaultStream(), op, i32, i32, 0)
 		if !errors.Is(err, backend.ErrNotImplemented) {
 			t.Errorf("%v on int32: %v, want ErrNotImplemented", op, err)
 		}
 	}
-	if err := dev.MatMul(i32, i32, i32); err == nil {
+	if err := dev.MatMul(dev.DefaultStream(), i32, i32, i32); err == nil {
 		t.Error("MatMul of 1-d views: no error")
 	}
 
 	// A view reaching past its buffer is an error, not a crash.
 	bad := f32
 	bad.Shape = []int{3}
-	if err := dev.Fill(bad, 0); err == nil || !strings.HasPrefix(err.Error(), "cpu: ") {
+	if err := dev.Fill(dev.DefaultStream(), bad, 0); err == nil || !strings.HasPrefix(err.Error(), "cpu: ") {
 		t.Errorf("Fill past the end of the buffer: %v", err)
 	}
 
 	// Out-of-range indices name the index and the bound.
 	src := backendtest.NewView(t, dev, backend.Float32, []int{3}, []float64{1, 2, 3})
 	idx := backendtest.NewView(t, dev, backend.Int64, []int{2}, []float64{1, 5})
-	err := dev.Gather(f32, src, idx, 0)
+	err := dev.Gather(dev.DefaultStream(), f32, src, idx, 0)
 	if err == nil || !strings.Contains(err.Error(), "5") || !strings.Contains(err.Error(), "3") {
 		t.Errorf("Gather with index 5 of 3: %v", err)
 	}
-	err = dev.ScatterAdd(src, idx, f32, 0)
+	err = dev.ScatterAdd(dev.DefaultStream(), src, idx, f32, 0)
 	if err == nil || !strings.Contains(err.Error(), "5") || !strings.Contains(err.Error(), "3") {
 		t.Errorf("ScatterAdd with index 5 of 3: %v", err)
 	}
@@ -107,7 +107,7 @@ func TestScalarFraction(t *testing.T) {
 	dev := device(t)
 	a := backendtest.NewView(t, dev, backend.Int32, []int{4}, []float64{1, 2, 3, 4})
 	d := backendtest.NewView(t, dev, backend.Bool, []int{4}, []float64{0, 0, 0, 0})
-	if err := dev.Scalar(backend.Lt, d, a, 2.5, false); err != nil {
+	if err := dev.Scalar(dev.DefaultStream(), backend.Lt, d, a, 2.5, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := backendtest.ReadView(t, dev, d); got[1] != 1 || got[2] != 0 {
@@ -123,7 +123,7 @@ func TestRoundToOddCopy(t *testing.T) {
 	x := 1 + 1.0/2048 + 1.0/(1<<30) // above the midpoint of 1 and 1+1/1024
 	src := backendtest.NewView(t, dev, backend.Float64, []int{1}, []float64{x})
 	dst := backendtest.NewView(t, dev, backend.Float16, []int{1}, []float64{0})
-	if err := dev.Copy(dst, src); err != nil {
+	if err := dev.Copy(dev.DefaultStream(), dst, src); err != nil {
 		t.Fatal(err)
 	}
 	if got := backendtest.ReadView(t, dev, dst)[0]; got != 1+1.0/1024 {
@@ -150,7 +150,7 @@ func TestDeterminism(t *testing.T) {
 					ddt = backend.Int64
 				}
 				dst := backendtest.NewView(t, dev, ddt, []int{1}, []float64{0})
-				if err := dev.Reduce(op, dst, src, []int{0}); err != nil {
+				if err := dev.Reduce(dev.DefaultStream(), op, dst, src, []int{0}); err != nil {
 					t.Fatal(err)
 				}
 				out = append(out, backendtest.ReadView(t, dev, dst))
@@ -159,7 +159,7 @@ func TestDeterminism(t *testing.T) {
 			m := src
 			m.Shape, m.Strides = []int{n / 5, 5}, []int{5, 1}
 			dst := backendtest.NewView(t, dev, dt, []int{1, 5}, make([]float64, 5))
-			if err := dev.Reduce(backend.Sum, dst, m, []int{0}); err != nil {
+			if err := dev.Reduce(dev.DefaultStream(), backend.Sum, dst, m, []int{0}); err != nil {
 				t.Fatal(err)
 			}
 			out = append(out, backendtest.ReadView(t, dev, dst))
@@ -167,7 +167,7 @@ func TestDeterminism(t *testing.T) {
 		a := backendtest.NewView(t, dev, backend.Float32, []int{1, 200, 300}, vals[:60000])
 		b := backendtest.NewView(t, dev, backend.Float32, []int{1, 300, 150}, vals[60000:105000])
 		d := backendtest.NewView(t, dev, backend.Float32, []int{1, 200, 150}, make([]float64, 30000))
-		if err := dev.MatMul(d, a, b); err != nil {
+		if err := dev.MatMul(dev.DefaultStream(), d, a, b); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, backendtest.ReadView(t, dev, d))
@@ -206,7 +206,7 @@ func BenchmarkAddFloat32(b *testing.B) {
 	d := backendtest.NewView(b, dev, backend.Float32, []int{n}, make([]float64, n))
 	b.SetBytes(int64(12 * n))
 	for b.Loop() {
-		if err := dev.Binary(backend.Add, d, x, y); err != nil {
+		if err := dev.Binary(dev.DefaultStream(), backend.Add, d, x, y); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -219,7 +219,7 @@ func BenchmarkSumFloat32(b *testing.B) {
 	d := backendtest.NewView(b, dev, backend.Float32, []int{1}, []float64{0})
 	b.SetBytes(int64(4 * n))
 	for b.Loop() {
-		if err := dev.Reduce(backend.Sum, d, x, []int{0}); err != nil {
+		if err := dev.Reduce(dev.DefaultStream(), backend.Sum, d, x, []int{0}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -236,7 +236,7 @@ func BenchmarkMatMulFloat32(b *testing.B) {
 	y := backendtest.NewView(b, dev, backend.Float32, []int{1, n, n}, vals)
 	d := backendtest.NewView(b, dev, backend.Float32, []int{1, n, n}, vals)
 	for b.Loop() {
-		if err := dev.MatMul(d, x, y); err != nil {
+		if err := dev.MatMul(dev.DefaultStream(), d, x, y); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -249,7 +249,7 @@ func BenchmarkSumAxis0Float32(b *testing.B) {
 	d := backendtest.NewView(b, dev, backend.Float32, []int{1, n}, make([]float64, n))
 	b.SetBytes(int64(4 * n * n))
 	for b.Loop() {
-		if err := dev.Reduce(backend.Sum, d, x, []int{0}); err != nil {
+		if err := dev.Reduce(dev.DefaultStream(), backend.Sum, d, x, []int{0}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -82,7 +82,7 @@ func ewise[C number](dst *operand, ins []*operand, cost int, fn func(d []C, in [
 }
 
 // Fill sets every element of dst to value, converted to dst's dtype.
-func (*Device) Fill(dst backend.View, value float64) (err error) {
+func (*Device) Fill(_ backend.Stream, dst backend.View, value float64) (err error) {
 	defer recoverTo(&err, "fill")
 	d, err := resolve("fill", dst)
 	if err != nil || d.size() == 0 {
@@ -105,7 +105,7 @@ func (*Device) Fill(dst backend.View, value float64) (err error) {
 }
 
 // Copy copies src into dst, converting between dtypes.
-func (*Device) Copy(dst, src backend.View) (err error) {
+func (*Device) Copy(_ backend.Stream, dst, src backend.View) (err error) {
 	defer recoverTo(&err, "copy")
 	ops, err := resolveAll("copy", dst, src)
 	if err != nil {
@@ -172,7 +172,7 @@ func move[W word](dst, src *operand) error {
 }
 
 // Where sets dst to a where cond is true and to b elsewhere.
-func (*Device) Where(dst, cond, a, b backend.View) (err error) {
+func (*Device) Where(_ backend.Stream, dst, cond, a, b backend.View) (err error) {
 	defer recoverTo(&err, "where")
 	ops, err := resolveAll("where", dst, cond, a, b)
 	if err != nil {
@@ -231,7 +231,7 @@ func where[W word](ops []*operand) error {
 }
 
 // Unary applies op elementwise.
-func (*Device) Unary(op backend.UnaryOp, dst, src backend.View, param float64) (err error) {
+func (*Device) Unary(_ backend.Stream, op backend.UnaryOp, dst, src backend.View, param float64) (err error) {
 	what := "unary " + op.String()
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, src)
@@ -518,7 +518,7 @@ func ipow[I integer](x, e I) I {
 }
 
 // Binary applies op elementwise.
-func (*Device) Binary(op backend.BinaryOp, dst, a, b backend.View) (err error) {
+func (*Device) Binary(_ backend.Stream, op backend.BinaryOp, dst, a, b backend.View) (err error) {
 	what := "binary " + op.String()
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, a, b)
@@ -539,7 +539,7 @@ func (*Device) Binary(op backend.BinaryOp, dst, a, b backend.View) (err error) {
 
 // Scalar applies op to each element x of a and the scalar s, as op(x, s) or
 // op(s, x) when reversed is set.
-func (*Device) Scalar(op backend.BinaryOp, dst, a backend.View, s float64, reversed bool) (err error) {
+func (*Device) Scalar(_ backend.Stream, op backend.BinaryOp, dst, a backend.View, s float64, reversed bool) (err error) {
 	what := "scalar " + op.String()
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, a)

@@ -17,7 +17,7 @@ var _ backend.FusedMatMul = (*Device)(nil)
 // is tested) on the CPU too. For float16 and bfloat16 the product is kept
 // in float32 and the bias added to it before the one rounding to 16 bits,
 // as CUDA's fused epilogue does.
-func (d *Device) MatMulBias(dst, a, b, bias backend.View, relu bool) (err error) {
+func (d *Device) MatMulBias(_ backend.Stream, dst, a, b, bias backend.View, relu bool) (err error) {
 	const what = "matmul_bias"
 	if err := checkFused(what, dst, a, b, bias, false); err != nil {
 		return err
@@ -28,10 +28,10 @@ func (d *Device) MatMulBias(dst, a, b, bias backend.View, relu bool) (err error)
 	}
 	row := backend.View{Buf: bias.Buf, DType: bias.DType, Shape: dst.Shape, Strides: []int{0, bias.Strides[0]}, Offset: bias.Offset}
 	if dst.DType.OpMath() == dst.DType {
-		if err := d.MatMul(as3(dst), as3(a), as3(b)); err != nil {
+		if err := d.MatMul(d.DefaultStream(), as3(dst), as3(a), as3(b)); err != nil {
 			return err
 		}
-		return d.Binary(op, dst, dst, row)
+		return d.Binary(d.DefaultStream(), op, dst, dst, row)
 	}
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, as3(dst), as3(a), as3(b), dst, row)
@@ -57,16 +57,16 @@ func (d *Device) MatMulBias(dst, a, b, bias backend.View, relu bool) (err error)
 
 // MatMulRowSum computes dst = a·b and rowSum[i] = Σ_k a[i,k]: the product
 // and a reduction. It implements [backend.FusedMatMul].
-func (d *Device) MatMulRowSum(dst, a, b, rowSum backend.View) error {
+func (d *Device) MatMulRowSum(_ backend.Stream, dst, a, b, rowSum backend.View) error {
 	if err := checkFused("matmul_rowsum", dst, a, b, rowSum, true); err != nil {
 		return err
 	}
-	if err := d.MatMul(as3(dst), as3(a), as3(b)); err != nil {
+	if err := d.MatMul(d.DefaultStream(), as3(dst), as3(a), as3(b)); err != nil {
 		return err
 	}
 	col := backend.View{Buf: rowSum.Buf, DType: rowSum.DType, Shape: []int{a.Shape[0], 1},
 		Strides: []int{rowSum.Strides[0], 1}, Offset: rowSum.Offset}
-	return d.Reduce(backend.Sum, col, a, []int{1})
+	return d.Reduce(d.DefaultStream(), backend.Sum, col, a, []int{1})
 }
 
 // checkFused checks the shapes and dtypes of a fused product: 2-D a [M,K],

@@ -26,7 +26,7 @@ func TestMatMulBiasRoundsOnce(t *testing.T) {
 			b := backendtest.NewView(t, dev, dt, []int{2, 3}, []float64{big, 2, 0.5, 1, 3, 0.25})
 			bias := backendtest.NewView(t, dev, dt, []int{3}, []float64{1, -1, 0.125})
 			dst := backendtest.NewView(t, dev, dt, []int{2, 3}, []float64{7, 7, 7, 7, 7, 7})
-			if err := fm.MatMulBias(dst, a, b, bias, relu); err != nil {
+			if err := fm.MatMulBias(dev.DefaultStream(), dst, a, b, bias, relu); err != nil {
 				t.Fatal(err)
 			}
 			want := []float64{big + 2, 4, 0.875, -big, -6, -0.625}

@@ -25,7 +25,7 @@ const (
 // MatMul computes dst[b] = a[b] x b[b] for a [B,M,K], b [B,K,N] and dst
 // [B,M,N]. float32 and float64 use gonum's Sgemm and Dgemm; float16 and
 // bfloat16 are converted to float32 and back.
-func (dev *Device) MatMul(dst, a, b backend.View) (err error) {
+func (dev *Device) MatMul(_ backend.Stream, dst, a, b backend.View) (err error) {
 	const what = "matmul"
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, a, b)
@@ -50,7 +50,7 @@ func (dev *Device) MatMul(dst, a, b backend.View) (err error) {
 		return nil
 	}
 	if k == 0 {
-		return dev.Fill(dst, 0)
+		return dev.Fill(dev.DefaultStream(), dst, 0)
 	}
 	if d.dt == backend.Float64 {
 		return matmul(gonum.Implementation{}.Dgemm, d, x, y)

@@ -32,12 +32,12 @@ func TestFusedStepsExact(t *testing.T) {
 		sgd := backend.SGDStepConfig{LR: 0.01, Momentum: 0.9, Dampening: 0.1, WeightDecay: 1e-4}
 		for step := 1; step <= 3; step++ {
 			cfg.Step = step
-			if err := fa.AdamStep(views[0], views[1], views[2], views[3], cfg); err != nil {
+			if err := fa.AdamStep(dev.DefaultStream(), views[0], views[1], views[2], views[3], cfg); err != nil {
 				t.Fatal(err)
 			}
 			backendtest.AdamStepRef(dt, host[0], host[1], host[2], host[3], cfg)
 			sgd.First = step == 1
-			if err := fs.SGDStep(views[0], views[1], views[2], sgd); err != nil {
+			if err := fs.SGDStep(dev.DefaultStream(), views[0], views[1], views[2], sgd); err != nil {
 				t.Fatal(err)
 			}
 			backendtest.SGDStepRef(dt, host[0], host[1], host[2], sgd)

@@ -17,7 +17,7 @@ const numReduceOps = backend.ArgMin + 1
 
 // Reduce reduces src over axes into dst, whose shape is src's with those
 // axes set to 1.
-func (dev *Device) Reduce(op backend.ReduceOp, dst, src backend.View, axes []int) (err error) {
+func (dev *Device) Reduce(_ backend.Stream, op backend.ReduceOp, dst, src backend.View, axes []int) (err error) {
 	what := "reduce " + op.String()
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, src)
@@ -74,9 +74,9 @@ func (dev *Device) Reduce(op backend.ReduceOp, dst, src backend.View, axes []int
 	if nRed == 0 {
 		switch op {
 		case backend.Sum:
-			return dev.Fill(dst, 0)
+			return dev.Fill(dev.DefaultStream(), dst, 0)
 		case backend.Prod:
-			return dev.Fill(dst, 1)
+			return dev.Fill(dev.DefaultStream(), dst, 1)
 		}
 		return fmt.Errorf("cpu: %s: reduction over zero elements (source shape %v, axes %v) has no identity", what, s.shape, axes)
 	}

@@ -52,7 +52,7 @@ func (a *plainArena) Free(addr uint64, size int64) error {
 		return err
 	}
 	defer a.d.exit()
-	if err := cuda.StreamSynchronize(a.d.stream); err != nil {
+	if err := cuda.CtxSynchronize(); err != nil {
 		return a.d.check(err)
 	}
 	return a.d.check(cuda.MemFree(cuda.DevicePtr(addr)))
@@ -216,7 +216,7 @@ func (a *virtualArena) Unmap(addr uint64, size int64) error {
 		return err
 	}
 	defer a.d.exit()
-	if err := cuda.StreamSynchronize(a.d.stream); err != nil {
+	if err := cuda.CtxSynchronize(); err != nil {
 		return a.d.check(err)
 	}
 	if err := cuda.MemUnmap(cuda.DevicePtr(addr), uint64(size)); err != nil {

@@ -112,7 +112,7 @@ func (p *pair) place(dt backend.DType, shape []int, l lay, vals []float64, pad f
 			t.Fatal(err)
 		}
 		whole := backend.View{Buf: buf, DType: dt, Shape: []int{elems}, Strides: []int{1}}
-		if err := dev.CopyFromHost(whole, backendtest.Encode(dt, host)); err != nil {
+		if err := dev.CopyFromHost(dev.DefaultStream(), whole, backendtest.Encode(dt, host)); err != nil {
 			t.Fatal(err)
 		}
 		vv := v
@@ -151,7 +151,7 @@ func eachOffset(v backend.View, fn func(off int)) {
 func read(t testing.TB, dev backend.Device, v backend.View) []float64 {
 	n := int(v.Buf.Bytes()) / v.DType.Size()
 	raw := make([]byte, n*v.DType.Size())
-	if err := dev.CopyToHost(raw, backend.View{Buf: v.Buf, DType: v.DType, Shape: []int{n}, Strides: []int{1}}); err != nil {
+	if err := dev.CopyToHost(dev.DefaultStream(), raw, backend.View{Buf: v.Buf, DType: v.DType, Shape: []int{n}, Strides: []int{1}}); err != nil {
 		t.Fatal(err)
 	}
 	all := backendtest.Decode(v.DType, raw)
@@ -314,7 +314,9 @@ func TestCompareElementwise(t *testing.T) {
 				x := p.place(dt, shape, l, p.random(dt, backend.NumElements(shape), lo, hi), 0)
 				out := p.output(ddt, shape, lays[(si+1)%len(lays)])
 				name := fmt.Sprintf("%s/%s/%v/%s", op, dt, shape, l)
-				if p.run(name, func(dev backend.Device, s int) error { return dev.Unary(op, pick(out, s), pick(x, s), param) }) {
+				if p.run(name, func(dev backend.Device, s int) error {
+					return dev.Unary(dev.DefaultStream(), op, pick(out, s), pick(x, s), param)
+				}) {
 					r, a := tol(ddt)
 					p.compare(name, out, r, a, nil)
 				}
@@ -355,7 +357,9 @@ func TestCompareElementwise(t *testing.T) {
 				b := p.place(dt, shape, lb, bv, 0)
 				out := p.output(ddt, shape, lays[(si+1)%len(lays)])
 				name := fmt.Sprintf("%s/%s/%v/%s,%s", op, dt, shape, la, lb)
-				if p.run(name, func(dev backend.Device, s int) error { return dev.Binary(op, pick(out, s), pick(a, s), pick(b, s)) }) {
+				if p.run(name, func(dev backend.Device, s int) error {
+					return dev.Binary(dev.DefaultStream(), op, pick(out, s), pick(a, s), pick(b, s))
+				}) {
 					r, at := tol(ddt)
 					p.compare(name, out, r, at, nil)
 				}
@@ -369,7 +373,9 @@ func TestCompareElementwise(t *testing.T) {
 						}
 						out := p.output(ddt, shape, layContig)
 						name := fmt.Sprintf("scalar %s(%v,%v)/%s/%v", op, sc, rev, dt, shape)
-						if p.run(name, func(dev backend.Device, s int) error { return dev.Scalar(op, pick(out, s), pick(a, s), sc, rev) }) {
+						if p.run(name, func(dev backend.Device, s int) error {
+							return dev.Scalar(dev.DefaultStream(), op, pick(out, s), pick(a, s), sc, rev)
+						}) {
 							r, at := tol(ddt)
 							p.compare(name, out, r, at, nil)
 						}
@@ -387,21 +393,21 @@ func TestCompareElementwise(t *testing.T) {
 			out := p.output(dt, shape, lays[(si+2)%4])
 			name := fmt.Sprintf("where/%s/%v", dt, shape)
 			if p.run(name, func(dev backend.Device, s int) error {
-				return dev.Where(pick(out, s), pick(c, s), pick(a, s), pick(b, s))
+				return dev.Where(dev.DefaultStream(), pick(out, s), pick(c, s), pick(a, s), pick(b, s))
 			}) {
 				p.compare(name, out, 0, 0, nil)
 			}
 			for _, to := range backend.DTypes {
 				out := p.output(to, shape, lays[(si+2)%4])
 				name := fmt.Sprintf("copy/%s->%s/%v", dt, to, shape)
-				if p.run(name, func(dev backend.Device, s int) error { return dev.Copy(pick(out, s), pick(a, s)) }) {
+				if p.run(name, func(dev backend.Device, s int) error { return dev.Copy(dev.DefaultStream(), pick(out, s), pick(a, s)) }) {
 					p.compare(name, out, 0, 0, nil)
 				}
 			}
 			for _, v := range []float64{0.1, -2.75, math.NaN(), 1e6} {
 				out := p.output(dt, shape, lays[si%4])
 				name := fmt.Sprintf("fill/%s/%v/%v", dt, v, shape)
-				if p.run(name, func(dev backend.Device, s int) error { return dev.Fill(pick(out, s), v) }) {
+				if p.run(name, func(dev backend.Device, s int) error { return dev.Fill(dev.DefaultStream(), pick(out, s), v) }) {
 					p.compare(name, out, 0, 0, nil)
 				}
 			}
@@ -456,7 +462,9 @@ func TestCompareReduce(t *testing.T) {
 					}
 					out := p.output(ddt, dshape, layStrided)
 					name := fmt.Sprintf("%s/%s/%v/axes%v/%s", op, dt, c.shape, axes, l)
-					if !p.run(name, func(dev backend.Device, s int) error { return dev.Reduce(op, pick(out, s), pick(x, s), axes) }) {
+					if !p.run(name, func(dev backend.Device, s int) error {
+						return dev.Reduce(dev.DefaultStream(), op, pick(out, s), pick(x, s), axes)
+					}) {
 						continue
 					}
 					r, a := tol(ddt)
@@ -518,7 +526,9 @@ func TestCompareReduceWidening(t *testing.T) {
 					}
 					out := p.output(backend.Float32, dshape, layStrided)
 					name := fmt.Sprintf("%s/%s->float32/%v/axes%v/%s", op, dt, c.shape, axes, l)
-					if !p.run(name, func(dev backend.Device, s int) error { return dev.Reduce(op, pick(out, s), pick(x, s), axes) }) {
+					if !p.run(name, func(dev backend.Device, s int) error {
+						return dev.Reduce(dev.DefaultStream(), op, pick(out, s), pick(x, s), axes)
+					}) {
 						continue
 					}
 					var mag []float64
@@ -600,13 +610,15 @@ func TestCompareMatMul(t *testing.T) {
 				aa := p.place(backend.Float64, []int{c.b, c.m, c.k}, c.la, abs(av), 0)
 				ab := p.place(backend.Float64, []int{c.b, c.k, c.n}, c.lb, abs(bv), 0)
 				mo := p.output(backend.Float64, []int{c.b, c.m, c.n}, layContig)
-				if err := p.c.MatMul(mo.c, aa.c, ab.c); err != nil {
+				if err := p.c.MatMul(p.c.DefaultStream(), mo.c, aa.c, ab.c); err != nil {
 					t.Fatal(err)
 				}
 				mag := read(t, p.c, mo.c)
 				out := p.output(dt, []int{c.b, c.m, c.n}, layContig)
 				name := fmt.Sprintf("%s(tf32 %v)/%dx%dx%dx%d/%s,%s", dt, tf32, c.b, c.m, c.k, c.n, c.la, c.lb)
-				if !p.run(name, func(dev backend.Device, s int) error { return dev.MatMul(pick(out, s), pick(a, s), pick(b, s)) }) {
+				if !p.run(name, func(dev backend.Device, s int) error {
+					return dev.MatMul(dev.DefaultStream(), pick(out, s), pick(a, s), pick(b, s))
+				}) {
 					continue
 				}
 				r, at := 1e-4, 1e-5
@@ -641,7 +653,7 @@ func TestCompareIndexing(t *testing.T) {
 			out := p.output(dt, c.idx, layContig)
 			name := fmt.Sprintf("gather/%s/%v", dt, c.src)
 			if p.run(name, func(dev backend.Device, s int) error {
-				return dev.Gather(pick(out, s), pick(src, s), pick(idx, s), c.axis)
+				return dev.Gather(dev.DefaultStream(), pick(out, s), pick(src, s), pick(idx, s), c.axis)
 			}) {
 				p.compare(name, out, 0, 0, nil)
 			}
@@ -654,7 +666,7 @@ func TestCompareIndexing(t *testing.T) {
 			dst := p.place(dt, c.src, layStrided, p.random(backend.Int64, backend.NumElements(c.src), -3, 3), 0)
 			name = fmt.Sprintf("scatter-add/%s/%v", dt, c.src)
 			if p.run(name, func(dev backend.Device, s int) error {
-				return dev.ScatterAdd(pick(dst, s), pick(idx, s), pick(add, s), c.axis)
+				return dev.ScatterAdd(dev.DefaultStream(), pick(dst, s), pick(idx, s), pick(add, s), c.axis)
 			}) {
 				r, a := tol(dt)
 				if dt == backend.Float16 || dt == backend.BFloat16 {
@@ -677,11 +689,11 @@ func TestOver2p31(t *testing.T) {
 	}
 	defer d.Free(buf, d.DefaultStream())
 	x := backend.View{Buf: buf, DType: backend.Float16, Shape: []int{n}, Strides: []int{1}}
-	if err := d.Fill(x, math.Ldexp(1, -24)); err != nil {
+	if err := d.Fill(d.DefaultStream(), x, math.Ldexp(1, -24)); err != nil {
 		t.Fatal(err)
 	}
 	sum := backendtest.NewView(t, d, backend.Float16, []int{1}, []float64{7})
-	if err := d.Reduce(backend.Sum, sum, x, []int{0}); err != nil {
+	if err := d.Reduce(d.DefaultStream(), backend.Sum, sum, x, []int{0}); err != nil {
 		t.Fatal(err)
 	}
 	if got := backendtest.ReadView(t, d, sum)[0]; got != 128 {
@@ -701,19 +713,19 @@ func TestOver2p31(t *testing.T) {
 	defer d.Free(db, d.DefaultStream())
 	row0 := backend.View{Buf: sb, DType: backend.Bool, Shape: []int{k}, Strides: []int{1}}
 	row1 := backend.View{Buf: sb, DType: backend.Bool, Shape: []int{k}, Strides: []int{1}, Offset: k}
-	if err := errorsJoin(d.Fill(row0, 1), d.Fill(row1, 0)); err != nil {
+	if err := errorsJoin(d.Fill(d.DefaultStream(), row0, 1), d.Fill(d.DefaultStream(), row1, 0)); err != nil {
 		t.Fatal(err)
 	}
 	// dst[i, j] = !src[j, i], with src read transposed: dst[:, 0] is false
 	// and dst[:, 1] true.
 	src := backend.View{Buf: sb, DType: backend.Bool, Shape: []int{k, 2}, Strides: []int{1, k}}
 	dst := backend.View{Buf: db, DType: backend.Bool, Shape: []int{k, 2}, Strides: []int{2, 1}}
-	if err := d.Unary(backend.LogicalNot, dst, src, 0); err != nil {
+	if err := d.Unary(d.DefaultStream(), backend.LogicalNot, dst, src, 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, op := range []backend.ReduceOp{backend.Max, backend.Min} {
 		r := backendtest.NewView(t, d, backend.Bool, []int{1, 2}, []float64{1, 0})
-		if err := d.Reduce(op, r, dst, []int{0}); err != nil {
+		if err := d.Reduce(d.DefaultStream(), op, r, dst, []int{0}); err != nil {
 			t.Fatal(err)
 		}
 		if got := backendtest.ReadView(t, d, r); got[0] != 0 || got[1] != 1 {

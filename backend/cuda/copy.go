@@ -190,7 +190,11 @@ func (d *Device) hostView(what string, v backend.View, nbytes int) (cuda.DeviceP
 // CopyFromHost writes src into the contiguous view dst. It returns once
 // src may be reused; the copy itself is ordered on the device's stream
 // after the work queued before it.
-func (d *Device) CopyFromHost(dst backend.View, src []byte) error {
+func (dev *Device) CopyFromHost(s backend.Stream, dst backend.View, src []byte) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	direct := func(p cuda.DevicePtr, host unsafe.Pointer, n int) error {
 		return cuda.MemcpyHtoDAsync(p, host, uint64(n), d.stream)
 	}
@@ -217,7 +221,11 @@ func (d *Device) CopyFromHost(dst backend.View, src []byte) error {
 
 // CopyToHost reads the contiguous view src into dst, after the work queued
 // before it on the device's stream, and returns when dst holds the data.
-func (d *Device) CopyToHost(dst []byte, src backend.View) error {
+func (dev *Device) CopyToHost(s backend.Stream, dst []byte, src backend.View) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	direct := func(p cuda.DevicePtr, host unsafe.Pointer, n int) error {
 		return cuda.MemcpyDtoHAsync(host, p, uint64(n), d.stream)
 	}
@@ -265,7 +273,7 @@ func (d *Device) CopyToHost(dst []byte, src backend.View) error {
 // copies: queued, as the driver stages them itself) or, for large pageable
 // memory, calls staged with the device's staging buffers locked. direct and
 // staged queue their copies on the device's stream.
-func (d *Device) hostCopy(what string, v backend.View, host []byte,
+func (d *queue) hostCopy(what string, v backend.View, host []byte,
 	direct func(p cuda.DevicePtr, host unsafe.Pointer, n int) error, staged func(s *stager, p cuda.DevicePtr, n int) error) error {
 	p, n, err := d.hostView(what, v, len(host))
 	if err != nil || n == 0 {
@@ -303,10 +311,10 @@ func (d *Device) hostCopy(what string, v backend.View, host []byte,
 type PeerCopier interface {
 	// CopyPeer copies the contiguous view src of this device into the
 	// contiguous view dst of device to, which has the same dtype and number
-	// of elements. The copy is ordered after the work queued on both
-	// devices before it, and work queued on either device afterwards runs
-	// after it; the call does not wait for it.
-	CopyPeer(dst backend.View, to backend.Device, src backend.View) error
+	// of elements. The copy runs on stream s of this device after the work
+	// queued on s and on toStream (a stream of to) before it; work queued on
+	// toStream afterwards runs after it. The call does not wait for it.
+	CopyPeer(s backend.Stream, dst backend.View, to backend.Device, toStream backend.Stream, src backend.View) error
 }
 
 // enablePeer enables d's context to access peer's memory, once; the
@@ -331,14 +339,22 @@ func (d *Device) enablePeer(peer *Device) error {
 }
 
 // CopyPeer copies src on d to dst on device to (see [PeerCopier]) with
-// cuMemcpyPeerAsync on d's stream, after enabling peer access between the
-// two contexts where the GPUs allow it (the driver stages through the
-// host otherwise). Events order the copy after the work queued on to and
-// make to's later work wait for it.
-func (d *Device) CopyPeer(dst backend.View, to backend.Device, src backend.View) error {
+// cuMemcpyPeerAsync on stream s of d, after enabling peer access between
+// the two contexts where the GPUs allow it (the driver stages through the
+// host otherwise). Events order the copy after the work queued on toStream
+// and make toStream's later work wait for it.
+func (d *Device) CopyPeer(s backend.Stream, dst backend.View, to backend.Device, toStream backend.Stream, src backend.View) error {
 	t, ok := to.(*Device)
 	if !ok {
 		return fmt.Errorf("cuda: copy to peer: destination device %T is not a CUDA device", to)
+	}
+	q, err := d.on(s)
+	if err != nil {
+		return err
+	}
+	tq, err := t.on(toStream)
+	if err != nil {
+		return err
 	}
 	if dst.DType != src.DType || dst.NumElements() != src.NumElements() {
 		return fmt.Errorf("cuda: copy to peer: %d %s into %d %s", src.NumElements(), src.DType, dst.NumElements(), dst.DType)
@@ -351,15 +367,15 @@ func (d *Device) CopyPeer(dst backend.View, to backend.Device, src backend.View)
 	if err != nil {
 		return err
 	}
-	if t == d {
+	if t == d && q.stream == tq.stream {
 		if err := d.enter(); err != nil {
 			return err
 		}
 		defer d.exit()
-		return d.check(cuda.MemcpyDtoDAsync(dp, sp, uint64(n), d.stream))
+		return d.check(cuda.MemcpyDtoDAsync(dp, sp, uint64(n), q.stream))
 	}
-	// The destination's queued work first.
-	before, err := t.recordEvent()
+	// The destination stream's queued work first.
+	before, err := tq.recordEvent()
 	if err != nil {
 		return err
 	}
@@ -368,19 +384,24 @@ func (d *Device) CopyPeer(dst backend.View, to backend.Device, src backend.View)
 	}
 	err = func() error {
 		defer d.exit()
-		if err := d.enablePeer(t); err != nil {
+		if t != d {
+			if err := d.enablePeer(t); err != nil {
+				return err
+			}
+		}
+		if err := cuda.StreamWaitEvent(q.stream, before, 0); err != nil {
 			return err
 		}
-		if err := cuda.StreamWaitEvent(d.stream, before, 0); err != nil {
-			return err
+		if t == d {
+			return cuda.MemcpyDtoDAsync(dp, sp, uint64(n), q.stream)
 		}
-		return cuda.MemcpyPeerAsync(dp, t.ctx, sp, d.ctx, uint64(n), d.stream)
+		return cuda.MemcpyPeerAsync(dp, t.ctx, sp, d.ctx, uint64(n), q.stream)
 	}()
 	t.destroyEvent(before)
 	if err != nil {
 		return d.check(err)
 	}
-	after, err := d.recordEvent()
+	after, err := q.recordEvent()
 	if err != nil {
 		return err
 	}
@@ -389,11 +410,11 @@ func (d *Device) CopyPeer(dst backend.View, to backend.Device, src backend.View)
 		return err
 	}
 	defer t.exit()
-	return t.check(cuda.StreamWaitEvent(t.stream, after, 0))
+	return t.check(cuda.StreamWaitEvent(tq.stream, after, 0))
 }
 
-// recordEvent creates an event and records it on d's stream.
-func (d *Device) recordEvent() (cuda.Event, error) {
+// recordEvent creates an event and records it on the queue's stream.
+func (d *queue) recordEvent() (cuda.Event, error) {
 	if err := d.enter(); err != nil {
 		return 0, err
 	}

@@ -13,18 +13,18 @@ import (
 	"github.com/vramgo/vram/native/cuda"
 )
 
-// Device is one GPU: its primary context, one non-blocking compute stream
-// on which every kernel and copy runs in submission order, and vram's
-// caching allocator over the GPU's memory. It is safe for concurrent use.
+// Device is one GPU: its primary context, its default stream and the
+// streams made by NewStream (see stream.go), and vram's caching allocator
+// over the GPU's memory. It is safe for concurrent use.
 type Device struct {
-	index  int
-	dev    cuda.Device
-	ctx    cuda.Context
-	stream cuda.Stream
-	name   string
-	arch   int   // compute capability as major*10 + minor (90 on an H200)
-	sms    int   // multiprocessors
-	total  int64 // bytes of device memory
+	index int
+	dev   cuda.Device
+	ctx   cuda.Context
+	def   *Stream // the default stream
+	name  string
+	arch  int   // compute capability as major*10 + minor (90 on an H200)
+	sms   int   // multiprocessors
+	total int64 // bytes of device memory
 
 	arena  memory.Arena
 	alloc  *memory.Allocator
@@ -48,6 +48,11 @@ type Device struct {
 
 	peerMu sync.Mutex
 	peers  map[int]bool // peer access enabled towards these devices
+
+	prioLow, prioHigh int // the context's stream priorities (0 and -5 on an H200)
+
+	pinMu      sync.Mutex
+	pinPending []pendingPinned // freed pinned buffers waiting for their copies
 }
 
 // maxKernelArgs is the capacity of a KernelArgs: the most parameters a
@@ -77,9 +82,14 @@ func openDevice(index int, cfg memory.Config) (*Device, error) {
 	}
 	err = d.ctx.Do(func() error {
 		var err error
-		if d.stream, err = cuda.StreamCreate(cuda.StreamNonBlocking); err != nil {
+		if d.prioLow, d.prioHigh, err = cuda.CtxGetStreamPriorityRange(); err != nil {
 			return err
 		}
+		cs, err := cuda.StreamCreate(cuda.StreamNonBlocking)
+		if err != nil {
+			return err
+		}
+		d.def = &Stream{d: d, cs: cs, def: true}
 		if d.errWords, err = cuda.MemAlloc(32); err != nil {
 			return err
 		}
@@ -125,9 +135,6 @@ func (d *Device) Allocator() *memory.Allocator { return d.alloc }
 // Context returns the device's primary context.
 func (d *Device) Context() cuda.Context { return d.ctx }
 
-// Stream returns the device's compute stream.
-func (d *Device) Stream() cuda.Stream { return d.stream }
-
 // enter pins the calling goroutine to its OS thread and makes the device's
 // context current there, for the driver calls that follow; exit undoes the
 // pin. Every driver call of this package runs between the two. It fails
@@ -166,32 +173,6 @@ func (d *Device) check(err error) error {
 	return err
 }
 
-// stream is the device's one compute stream, as a backend.Stream.
-type stream struct{ d *Device }
-
-// DefaultStream returns the device's compute stream. Its Synchronize waits
-// for all queued work and returns asynchronous errors: a kernel fault (the
-// context is then lost: see [ContextLostError]) or an index or division
-// error a kernel reported (see [KernelError]).
-func (d *Device) DefaultStream() backend.Stream { return stream{d} }
-
-// Synchronize waits for the stream's work and returns the first
-// asynchronous error.
-func (s stream) Synchronize() error { return s.d.Synchronize() }
-
-// Synchronize waits for all work queued on the device's stream and returns
-// the first asynchronous error, if any (see [Device.DefaultStream]).
-func (d *Device) Synchronize() error {
-	if err := d.enter(); err != nil {
-		return err
-	}
-	defer d.exit()
-	if err := d.check(cuda.StreamSynchronize(d.stream)); err != nil {
-		return err
-	}
-	return d.kernelErrorLocked()
-}
-
 // kernelErrorLocked reads the error words if a kernel that may have set
 // them ran, clears them, and returns the error they hold. The stream must
 // be synchronized and the context current.
@@ -228,8 +209,9 @@ func (b *Buffer) Bytes() int64 { return b.bytes }
 func (b *Buffer) Ptr() cuda.DevicePtr { return b.ptr }
 
 // Alloc returns a buffer of nbytes from the caching allocator, for use on
-// the device's stream. When the GPU has no room even after the allocator
-// released its cache, the error is a *memory.OutOfMemoryError.
+// stream s (nil: the default stream), from that stream's pool. When the
+// GPU has no room even after the allocator released its cache, the error
+// is a *memory.OutOfMemoryError.
 func (d *Device) Alloc(nbytes int64, s backend.Stream, region string) (backend.Buffer, error) {
 	if nbytes < 0 {
 		return nil, fmt.Errorf("cuda: cuda:%d: negative allocation size %d", d.index, nbytes)
@@ -237,7 +219,11 @@ func (d *Device) Alloc(nbytes int64, s backend.Stream, region string) (backend.B
 	if e := d.lost.Load(); e != nil {
 		return nil, e
 	}
-	blk, err := d.alloc.Alloc(nbytes, memory.Stream(d.stream), region)
+	q, err := d.on(s)
+	if err != nil {
+		return nil, err
+	}
+	blk, err := d.alloc.Alloc(nbytes, memory.Stream(q.stream), region)
 	if err != nil {
 		return nil, err
 	}
@@ -245,8 +231,9 @@ func (d *Device) Alloc(nbytes int64, s backend.Stream, region string) (backend.B
 }
 
 // Free returns b to the allocator's cache. Work already queued on the
-// device's stream may still use it: the allocator hands it out again only
-// for work queued after this call, on the same stream.
+// stream it was allocated for may still use it: the allocator hands it out
+// again only for work queued after this call on that stream, or, for
+// streams recorded with RecordStream, once their work is done.
 func (d *Device) Free(b backend.Buffer, s backend.Stream) {
 	cb, ok := b.(*Buffer)
 	if !ok || cb.block == nil {

@@ -58,7 +58,7 @@ func TestCompareFusedMatMul(t *testing.T) {
 			bias := p.place(dt, []int{c.n}, layContig, biasv, 0)
 			mo := p.output(backend.Float64, []int{1, c.m, c.n}, layContig)
 			aa, ab := p.absPlace([]int{1, c.m, c.k}, c.la, av), p.absPlace([]int{1, c.k, c.n}, c.lb, bv)
-			if err := p.c.MatMul(mo.c, aa.c, ab.c); err != nil {
+			if err := p.c.MatMul(p.c.DefaultStream(), mo.c, aa.c, ab.c); err != nil {
 				t.Fatal(err)
 			}
 			mag := read(t, p.c, mo.c)
@@ -69,7 +69,7 @@ func TestCompareFusedMatMul(t *testing.T) {
 			for _, relu := range []bool{false, true} {
 				name := fmt.Sprintf("bias(relu %v)/%s/%dx%dx%d/%s,%s", relu, dt, c.m, c.k, c.n, c.la, c.lb)
 				out := p.output(dt, []int{c.m, c.n}, layContig)
-				gerr := p.g.MatMulBias(out.g, a.g, b.g, bias.g, relu)
+				gerr := p.g.MatMulBias(p.g.DefaultStream(), out.g, a.g, b.g, bias.g, relu)
 				if errors.Is(gerr, backend.ErrNotImplemented) && !c.must {
 					t.Logf("%s: not fused on the GPU: %v", name, gerr)
 					continue
@@ -81,7 +81,7 @@ func TestCompareFusedMatMul(t *testing.T) {
 					t.Errorf("%s: %v", name, gerr)
 					continue
 				}
-				if err := p.c.(backend.FusedMatMul).MatMulBias(out.c, a.c, b.c, bias.c, relu); err != nil {
+				if err := p.c.(backend.FusedMatMul).MatMulBias(p.c.DefaultStream(), out.c, a.c, b.c, bias.c, relu); err != nil {
 					t.Fatal(err)
 				}
 				p.compare(name, out, r, at, mag)
@@ -91,7 +91,7 @@ func TestCompareFusedMatMul(t *testing.T) {
 			name := fmt.Sprintf("rowsum/%s/%dx%dx%d/%s,%s", dt, c.m, c.k, c.n, c.la, c.lb)
 			out := p.output(dt, []int{c.m, c.n}, layContig)
 			rs := p.output(dt, []int{c.m}, layContig)
-			gerr := p.g.MatMulRowSum(out.g, a.g, b.g, rs.g)
+			gerr := p.g.MatMulRowSum(p.g.DefaultStream(), out.g, a.g, b.g, rs.g)
 			if errors.Is(gerr, backend.ErrNotImplemented) {
 				// Whether cuBLASLt has a bias-gradient kernel for this dtype
 				// and layout is its choice; the caller composes otherwise.
@@ -106,7 +106,7 @@ func TestCompareFusedMatMul(t *testing.T) {
 				continue
 			}
 			t.Logf("%s: fused", name)
-			if err := p.c.(backend.FusedMatMul).MatMulRowSum(out.c, a.c, b.c, rs.c); err != nil {
+			if err := p.c.(backend.FusedMatMul).MatMulRowSum(p.c.DefaultStream(), out.c, a.c, b.c, rs.c); err != nil {
 				t.Fatal(err)
 			}
 			p.compare(name, out, r, at, read(t, p.c, mo.c))
@@ -144,7 +144,9 @@ func TestCompareRowBroadcast(t *testing.T) {
 					}
 					name := fmt.Sprintf("%s/%s/%dx%d/vector %d", op, dt, rows, n, 1-side)
 					out := p.output(dt, []int{rows, n}, layContig)
-					if !p.run(name, func(dev backend.Device, s int) error { return dev.Binary(op, pick(out, s), pick(x, s), pick(y, s)) }) {
+					if !p.run(name, func(dev backend.Device, s int) error {
+						return dev.Binary(dev.DefaultStream(), op, pick(out, s), pick(x, s), pick(y, s))
+					}) {
 						continue
 					}
 					r, at := tol(dt)
@@ -184,7 +186,9 @@ func TestCompareTransposedTiles(t *testing.T) {
 				}
 				name := fmt.Sprintf("%s/%s/%dx%d/transposed %d", c.op, c.dt, rows, cols, 1-side)
 				out := p.output(ddt, []int{rows, cols}, layContig)
-				if !p.run(name, func(dev backend.Device, s int) error { return dev.Binary(c.op, pick(out, s), pick(x, s), pick(y, s)) }) {
+				if !p.run(name, func(dev backend.Device, s int) error {
+					return dev.Binary(dev.DefaultStream(), c.op, pick(out, s), pick(x, s), pick(y, s))
+				}) {
 					continue
 				}
 				r, at := tol(ddt)
@@ -209,7 +213,9 @@ func TestCompareTransposedCopies(t *testing.T) {
 			src := p.place(from, []int{rows, cols}, layTransposed, p.random(from, rows*cols, -100, 100), 0)
 			name := fmt.Sprintf("%s->%s/%dx%d", from, to, rows, cols)
 			out := p.output(to, []int{rows, cols}, layContig)
-			if !p.run(name, func(dev backend.Device, s int) error { return dev.Copy(pick(out, s), pick(src, s)) }) {
+			if !p.run(name, func(dev backend.Device, s int) error {
+				return dev.Copy(dev.DefaultStream(), pick(out, s), pick(src, s))
+			}) {
 				continue
 			}
 			p.compare(name, out, 0, 0, nil)
@@ -243,7 +249,7 @@ func TestFusedMatMulBiasRoundsOnce(t *testing.T) {
 		out := p.output(dt, []int{m, n}, layContig)
 		name := fmt.Sprintf("bias/%s", dt)
 		if !p.run(name, func(dev backend.Device, s int) error {
-			return dev.(backend.FusedMatMul).MatMulBias(pick(out, s), pick(a, s), pick(b, s), pick(bias, s), false)
+			return dev.(backend.FusedMatMul).MatMulBias(dev.DefaultStream(), pick(out, s), pick(a, s), pick(b, s), pick(bias, s), false)
 		}) {
 			continue
 		}

@@ -98,7 +98,7 @@ func TestAllocatorOnRealMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Fill(backend.View{Buf: b, DType: backend.Float32, Shape: []int{size / 4}, Strides: []int{1}}, 1); err != nil {
+	if err := d.Fill(d.DefaultStream(), backend.View{Buf: b, DType: backend.Float32, Shape: []int{size / 4}, Strides: []int{1}}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Synchronize(); err != nil {
@@ -166,7 +166,7 @@ func TestHostCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 		v := backend.View{Buf: buf, DType: backend.Bool, Shape: []int{n}, Strides: []int{1}}
-		if err := d.CopyFromHost(v, src); err != nil {
+		if err := d.CopyFromHost(d.DefaultStream(), v, src); err != nil {
 			t.Fatal(err)
 		}
 		for _, pinnedDst := range []bool{false, true} {
@@ -178,7 +178,7 @@ func TestHostCopies(t *testing.T) {
 			} else {
 				dst = make([]byte, n)
 			}
-			if err := d.CopyToHost(dst, v); err != nil {
+			if err := d.CopyToHost(d.DefaultStream(), dst, v); err != nil {
 				t.Fatal(err)
 			}
 			for i := range src {
@@ -198,11 +198,11 @@ func TestPeerCopy(t *testing.T) {
 	d0, d1 := gpu(t, 0), gpu(t, 1)
 	n := 5 << 20
 	src := backendtest.NewView(t, d0, backend.Float32, []int{n}, make([]float64, n))
-	if err := d0.Fill(src, 2.5); err != nil {
+	if err := d0.Fill(d0.DefaultStream(), src, 2.5); err != nil {
 		t.Fatal(err)
 	}
 	dst := backendtest.NewView(t, d1, backend.Float32, []int{n}, make([]float64, n))
-	if err := d0.CopyPeer(dst, d1, src); err != nil {
+	if err := d0.CopyPeer(d0.DefaultStream(), dst, d1, d1.DefaultStream(), src); err != nil {
 		t.Fatal(err)
 	}
 	got := backendtest.ReadView(t, d1, dst)
@@ -253,7 +253,7 @@ func crashChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := backend.View{Buf: b, DType: backend.Float32, Shape: []int{1 << 20}, Strides: []int{1}, Offset: 1 << 40}
-	err = d.Fill(bad, 1)
+	err = d.Fill(d.DefaultStream(), bad, 1)
 	if err == nil {
 		err = d.Synchronize()
 	}
@@ -267,7 +267,7 @@ func crashChild(t *testing.T) {
 		t.Errorf("the error does not wrap the driver's: %v", err)
 	}
 	start := time.Now()
-	err2 := d.Fill(backend.View{Buf: b, DType: backend.Float32, Shape: []int{4}, Strides: []int{1}}, 1)
+	err2 := d.Fill(d.DefaultStream(), backend.View{Buf: b, DType: backend.Float32, Shape: []int{4}, Strides: []int{1}}, 1)
 	if !errors.As(err2, &lost) {
 		t.Errorf("a later op: %v, want *ContextLostError", err2)
 	}

@@ -47,7 +47,11 @@ func axisless(strides []int, axis int) []int {
 
 // Gather sets dst[...i...] = src[...index[...i...]...] along axis. An index
 // out of range is reported by the next Synchronize.
-func (d *Device) Gather(dst, src, index backend.View, axis int) error {
+func (dev *Device) Gather(s backend.Stream, dst, src, index backend.View, axis int) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	const what = "gather"
 	if err := checkIndexed(what, dst, src, index, axis); err != nil {
 		return err
@@ -88,7 +92,11 @@ func (d *Device) Gather(dst, src, index backend.View, axis int) error {
 // the 32-bit word that holds the element): repeated indices accumulate in
 // an unspecified order. A bad index is reported by the next Synchronize,
 // and dst is then unchanged.
-func (d *Device) ScatterAdd(dst, index, src backend.View, axis int) error {
+func (dev *Device) ScatterAdd(s backend.Stream, dst, index, src backend.View, axis int) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	const what = "scatter-add"
 	if err := checkIndexed(what, src, dst, index, axis); err != nil {
 		return err

@@ -96,7 +96,7 @@ func (d *Device) grid(units int64) uint32 {
 }
 
 // launch queues f on the stream with the given number of blocks.
-func (d *Device) launch(f cuda.Function, blocks uint32, a *cuda.KernelArgs) error {
+func (d *queue) launch(f cuda.Function, blocks uint32, a *cuda.KernelArgs) error {
 	err := cuda.LaunchKernel(f, cuda.Dim3{X: blocks, Y: 1, Z: 1}, cuda.Dim3{X: blockThreads, Y: 1, Z: 1}, 0, d.stream, a)
 	return d.check(err)
 }
@@ -191,7 +191,7 @@ type ewKernel struct {
 // kernel's leading arguments (pointers, scalars) given the operands'
 // addresses; ewise then appends n and either the vector flag (contiguous
 // kernel) or the strided space. The context must be current.
-func (d *Device) ewise(k ewKernel, shape []int, ops []ewOp, pre func(a *cuda.KernelArgs, ptrs []cuda.DevicePtr)) error {
+func (d *queue) ewise(k ewKernel, shape []int, ops []ewOp, pre func(a *cuda.KernelArgs, ptrs []cuda.DevicePtr)) error {
 	strides := make([][]int, len(ops))
 	for i, o := range ops {
 		strides[i] = o.strides
@@ -330,7 +330,7 @@ func transposedPair(k ewKernel, ms []int, mst [][]int) (rows, cols int, bta int3
 
 // stridedLaunch launches f over the merged space (ms, mst), splitting the
 // outermost dimensions on the host while there are more than maxDims.
-func (d *Device) stridedLaunch(f cuda.Function, ms []int, mst [][]int, ops []ewOp, ptrs []cuda.DevicePtr,
+func (d *queue) stridedLaunch(f cuda.Function, ms []int, mst [][]int, ops []ewOp, ptrs []cuda.DevicePtr,
 	pre func(a *cuda.KernelArgs, ptrs []cuda.DevicePtr)) error {
 	if len(ms) > maxDims {
 		inner := make([][]int, len(mst))

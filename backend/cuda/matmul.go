@@ -176,7 +176,11 @@ func blasType(dt backend.DType) (cublas.DataType, bool) {
 // MatMul computes dst[b] = a[b] x b[b] for a [B,M,K], b [B,K,N], dst
 // [B,M,N] with cuBLASLt, in float32 arithmetic for float16, bfloat16 and
 // float32 (TF32 when [SetAllowTF32] allows it) and float64 for float64.
-func (d *Device) MatMul(dst, a, b backend.View) error {
+func (dev *Device) MatMul(s backend.Stream, dst, a, b backend.View) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	const what = "matmul"
 	if len(dst.Shape) != 3 || len(a.Shape) != 3 || len(b.Shape) != 3 {
 		return fmt.Errorf("cuda: %s: want 3-d views, got shapes %v, %v -> %v", what, a.Shape, b.Shape, dst.Shape)
@@ -195,7 +199,7 @@ func (d *Device) MatMul(dst, a, b backend.View) error {
 		return nil
 	}
 	if k == 0 {
-		return d.Fill(dst, 0)
+		return d.Fill(d.st, dst, 0)
 	}
 	if err := d.run(d.initBLAS); err != nil {
 		return err
@@ -228,7 +232,7 @@ type gemmSide struct {
 
 // matmul queues the product; with force, it first copies a and b to
 // contiguous buffers and computes into a contiguous one.
-func (d *Device) matmul(dst, a, b backend.View, force bool) error {
+func (d *queue) matmul(dst, a, b backend.View, force bool) error {
 	bn, m, n, k := dst.Shape[0], dst.Shape[1], dst.Shape[2], a.Shape[2]
 	dt := dst.DType
 	size := dt.Size()
@@ -364,7 +368,7 @@ func (d *Device) matmul(dst, a, b backend.View, force bool) error {
 // gemm queues D(m×n, column-major, ld ldD) = op(P)(m×k)·op(Q)(k×n) for
 // batch products, with epilogue epi (0 for none) reading or writing the
 // vector at vp.
-func (d *Device) gemm(dt backend.DType, m, n, k, batch int, P, Q gemmSide, dp cuda.DevicePtr, ldD int, dbst int64,
+func (d *queue) gemm(dt backend.DType, m, n, k, batch int, P, Q gemmSide, dp cuda.DevicePtr, ldD int, dbst int64,
 	epi cublas.Epilogue, vp cuda.DevicePtr) error {
 	key := planKey{dt: dt, tf32: dt == backend.Float32 && allowTF32.Load(), transP: P.trans, transQ: Q.trans,
 		m: m, n: n, k: k, ldP: P.ld, ldQ: Q.ld, ldD: ldD, batch: batch, sP: P.bst, sQ: Q.bst, sD: dbst,
@@ -389,8 +393,12 @@ func (d *Device) gemm(dt backend.DType, m, n, k, batch int, P, Q gemmSide, dp cu
 		one, zero := float32(1), float32(0)
 		alpha, beta = unsafe.Pointer(&one), unsafe.Pointer(&zero)
 	}
+	ws, err := d.workspace()
+	if err != nil {
+		return err
+	}
 	err = cublas.LtMatmul(b.handle, pl.desc, alpha, P.ptr, pl.lP, Q.ptr, pl.lQ, beta, dp, pl.lD, dp, pl.lD,
-		&pl.algo, b.ws.ptr, workspaceBytes, d.stream)
+		&pl.algo, ws, workspaceBytes, d.stream)
 	if err != nil {
 		return fmt.Errorf("cuda: cuda:%d: matmul %s %dx%dx%d (batch %d): %w", d.index, dt, m, n, k, batch, err)
 	}
@@ -548,7 +556,11 @@ var _ backend.FusedMatMul = (*Device)(nil)
 // MatMulBias computes dst = a·b + bias, then ReLU when relu is set, in one
 // cuBLASLt product with the bias (and ReLU) epilogue. It implements
 // [backend.FusedMatMul].
-func (d *Device) MatMulBias(dst, a, b, bias backend.View, relu bool) error {
+func (dev *Device) MatMulBias(s backend.Stream, dst, a, b, bias backend.View, relu bool) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	epi := cublas.EpilogueBias
 	if relu {
 		epi = cublas.EpilogueReLUBias
@@ -559,7 +571,11 @@ func (d *Device) MatMulBias(dst, a, b, bias backend.View, relu bool) error {
 // MatMulRowSum computes dst = a·b and rowSum[i] = Σ_k a[i,k] in one
 // cuBLASLt product with the bias-gradient epilogue. It implements
 // [backend.FusedMatMul].
-func (d *Device) MatMulRowSum(dst, a, b, rowSum backend.View) error {
+func (dev *Device) MatMulRowSum(s backend.Stream, dst, a, b, rowSum backend.View) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	return d.fusedMatMul("matmul_rowsum", dst, a, b, rowSum, cublas.EpilogueBGradB)
 }
 
@@ -568,7 +584,7 @@ func (d *Device) MatMulRowSum(dst, a, b, rowSum backend.View) error {
 // column-major terms the product is D^T = B^T·A^T: the bias has one entry
 // per row of D^T, and the rows of A are the columns of its B operand, which
 // the BGRADB epilogue reduces over k.
-func (d *Device) fusedMatMul(what string, dst, a, b, vec backend.View, epi cublas.Epilogue) error {
+func (d *queue) fusedMatMul(what string, dst, a, b, vec backend.View, epi cublas.Epilogue) error {
 	if len(dst.Shape) != 2 || len(a.Shape) != 2 || len(b.Shape) != 2 || len(vec.Shape) != 1 {
 		return fmt.Errorf("cuda: %s: want 2-d matrices and a vector, got shapes %v, %v -> %v and %v", what, a.Shape, b.Shape, dst.Shape, vec.Shape)
 	}

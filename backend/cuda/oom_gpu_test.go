@@ -25,7 +25,7 @@ func TestWorkspaceRegion(t *testing.T) {
 	a := backendtest.NewView(t, d, backend.Float32, []int{1, 8, 8}, make([]float64, 64))
 	b := backendtest.NewView(t, d, backend.Float32, []int{1, 8, 8}, make([]float64, 64))
 	c := backendtest.NewView(t, d, backend.Float32, []int{1, 8, 8}, make([]float64, 64))
-	if err := d.MatMul(c, a, b); err != nil {
+	if err := d.MatMul(d.DefaultStream(), c, a, b); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Synchronize(); err != nil {

@@ -139,7 +139,11 @@ func fillBits(dt backend.DType, v float64) uint64 {
 }
 
 // Fill sets every element of dst to value, converted to dst's dtype.
-func (d *Device) Fill(dst backend.View, value float64) error {
+func (dev *Device) Fill(s backend.Stream, dst backend.View, value float64) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	o, err := d.op("fill", dst)
 	if err != nil || dst.NumElements() == 0 {
 		return err
@@ -148,7 +152,7 @@ func (d *Device) Fill(dst backend.View, value float64) error {
 	return d.run(func() error { return d.fill(dst, o, bits) })
 }
 
-func (d *Device) fill(dst backend.View, o ewOp, bits uint64) error {
+func (d *queue) fill(dst backend.View, o ewOp, bits uint64) error {
 	w := dst.DType.Size()
 	if w == 1 && dst.IsContiguous() {
 		return d.check(cuda.MemsetD8Async(o.ptr, uint8(bits), uint64(dst.NumElements()), d.stream))
@@ -162,7 +166,11 @@ func (d *Device) fill(dst backend.View, o ewOp, bits uint64) error {
 
 // Copy copies src into dst, converting between dtypes as the CPU backend
 // does.
-func (d *Device) Copy(dst, src backend.View) error {
+func (dev *Device) Copy(s backend.Stream, dst, src backend.View) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	ops, err := d.ops("copy", dst, src)
 	if err != nil || dst.NumElements() == 0 {
 		return err
@@ -170,7 +178,7 @@ func (d *Device) Copy(dst, src backend.View) error {
 	return d.run(func() error { return d.copyLocked(dst, src, ops) })
 }
 
-func (d *Device) copyLocked(dst, src backend.View, ops []ewOp) error {
+func (d *queue) copyLocked(dst, src backend.View, ops []ewOp) error {
 	if dst.DType == src.DType {
 		if dst.IsContiguous() && src.IsContiguous() {
 			n := uint64(dst.NumElements() * dst.DType.Size())
@@ -205,7 +213,11 @@ func unaryOK(op backend.UnaryOp, dt backend.DType) bool {
 }
 
 // Unary applies op elementwise.
-func (d *Device) Unary(op backend.UnaryOp, dst, src backend.View, param float64) error {
+func (dev *Device) Unary(s backend.Stream, op backend.UnaryOp, dst, src backend.View, param float64) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	what := "unary " + op.String()
 	switch op {
 	case backend.IsNaN, backend.LogicalNot:
@@ -267,7 +279,11 @@ func checkBinary(what string, op backend.BinaryOp, dst, dt backend.DType) error 
 
 // Binary applies op elementwise. An integer division by zero is reported
 // by the next Synchronize (a [KernelError]).
-func (d *Device) Binary(op backend.BinaryOp, dst, a, b backend.View) error {
+func (dev *Device) Binary(s backend.Stream, op backend.BinaryOp, dst, a, b backend.View) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	what := "binary " + op.String()
 	if a.DType != b.DType {
 		return fmt.Errorf("cuda: %s: input dtypes %s and %s differ", what, a.DType, b.DType)
@@ -291,19 +307,23 @@ func (d *Device) Binary(op backend.BinaryOp, dst, a, b backend.View) error {
 	})
 }
 
-// Scalar applies op to each element x of a and s, as op(x, s), or op(s,
+// Scalar applies op to each element x of a and c, as op(x, c), or op(c,
 // x) when reversed is set. Integer inputs with a fractional (or huge, or
 // NaN) scalar compute in float64, as the CPU backend does.
-func (d *Device) Scalar(op backend.BinaryOp, dst, a backend.View, s float64, reversed bool) error {
+func (dev *Device) Scalar(s backend.Stream, op backend.BinaryOp, dst, a backend.View, c float64, reversed bool) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	what := "scalar " + op.String()
 	if err := checkBinary(what, op, dst.DType, a.DType); err != nil {
 		return err
 	}
 	kind := 1 // sca: in the compute type
 	if !a.DType.IsFloat() {
-		if s != math.Trunc(s) || math.Abs(s) > 1<<62 {
+		if c != math.Trunc(c) || math.Abs(c) > 1<<62 {
 			kind = 2 // scf: in float64
-		} else if op == backend.Div && s == 0 && !reversed {
+		} else if op == backend.Div && c == 0 && !reversed {
 			return fmt.Errorf("cuda: %s: integer division by zero", what)
 		}
 	}
@@ -322,13 +342,17 @@ func (d *Device) Scalar(op backend.BinaryOp, dst, a backend.View, s float64, rev
 			d.armed.Store(true)
 		}
 		return d.ewise(k, dst.Shape, ops, func(ka *cuda.KernelArgs, p []cuda.DevicePtr) {
-			ka.Ptr(p[0]).Ptr(p[1]).Ptr(d.errWords).Float64(s).Int32(rev)
+			ka.Ptr(p[0]).Ptr(p[1]).Ptr(d.errWords).Float64(c).Int32(rev)
 		})
 	})
 }
 
 // Where sets dst to a where cond is true and to b elsewhere.
-func (d *Device) Where(dst, cond, a, b backend.View) error {
+func (dev *Device) Where(s backend.Stream, dst, cond, a, b backend.View) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	if cond.DType != backend.Bool {
 		return fmt.Errorf("cuda: where: condition has dtype %s, want bool", cond.DType)
 	}

@@ -18,7 +18,11 @@ var (
 // views must be contiguous, of one shape and one floating-point dtype;
 // other views return an error wrapping [backend.ErrNotImplemented], so
 // that callers fall back to the composed ops.
-func (d *Device) AdamStep(p, g, m, v backend.View, cfg backend.AdamStepConfig) error {
+func (dev *Device) AdamStep(s backend.Stream, p, g, m, v backend.View, cfg backend.AdamStepConfig) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	const what = "adam step"
 	if !p.DType.IsFloat() {
 		return notImplemented(what, p.DType)
@@ -72,7 +76,11 @@ func (d *Device) AdamStep(p, g, m, v backend.View, cfg backend.AdamStepConfig) e
 // (kernels/optim.cu): p, and buf when there is momentum, are updated in
 // place from g. Views that are not contiguous, or of different or
 // non-float dtypes, return an error wrapping [backend.ErrNotImplemented].
-func (d *Device) SGDStep(p, g, buf backend.View, cfg backend.SGDStepConfig) error {
+func (dev *Device) SGDStep(s backend.Stream, p, g, buf backend.View, cfg backend.SGDStepConfig) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	const what = "sgd step"
 	views := []backend.View{p, g}
 	if cfg.Momentum != 0 {

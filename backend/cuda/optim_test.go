@@ -42,14 +42,14 @@ func TestFusedAdam(t *testing.T) {
 				}
 				defer d.Free(buf, d.DefaultStream())
 				views[k] = backend.View{Buf: buf, DType: dt, Shape: []int{n}, Strides: []int{1}}
-				if err := d.CopyFromHost(views[k], backendtest.Encode(dt, host[k])); err != nil {
+				if err := d.CopyFromHost(d.DefaultStream(), views[k], backendtest.Encode(dt, host[k])); err != nil {
 					t.Fatal(err)
 				}
 			}
 			cfg := backend.AdamStepConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.05, Decoupled: decoupled}
 			for step := 1; step <= 3; step++ {
 				cfg.Step = step
-				if err := d.AdamStep(views[0], views[1], views[2], views[3], cfg); err != nil {
+				if err := d.AdamStep(d.DefaultStream(), views[0], views[1], views[2], views[3], cfg); err != nil {
 					t.Fatal(err)
 				}
 				backendtest.AdamStepRef(dt, host[0], host[1], host[2], host[3], cfg)
@@ -90,7 +90,7 @@ func TestFusedAdamRefusals(t *testing.T) {
 	i := backend.View{Buf: buf, DType: backend.Int32, Shape: []int{4}, Strides: []int{1}}
 	cfg := backend.AdamStepConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Step: 1}
 	for name, vs := range map[string][4]backend.View{"strided": {c, s, c, c}, "int": {i, i, i, i}} {
-		if err := d.AdamStep(vs[0], vs[1], vs[2], vs[3], cfg); !errors.Is(err, backend.ErrNotImplemented) {
+		if err := d.AdamStep(d.DefaultStream(), vs[0], vs[1], vs[2], vs[3], cfg); !errors.Is(err, backend.ErrNotImplemented) {
 			t.Errorf("%s: err = %v, want ErrNotImplemented", name, err)
 		}
 	}
@@ -120,7 +120,7 @@ func TestFusedSGD(t *testing.T) {
 				}
 				defer d.Free(buf, d.DefaultStream())
 				views[k] = backend.View{Buf: buf, DType: dt, Shape: []int{n}, Strides: []int{1}}
-				if err := d.CopyFromHost(views[k], backendtest.Encode(dt, host[k])); err != nil {
+				if err := d.CopyFromHost(d.DefaultStream(), views[k], backendtest.Encode(dt, host[k])); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -130,7 +130,7 @@ func TestFusedSGD(t *testing.T) {
 				if cfg.Momentum == 0 {
 					bv = backend.View{}
 				}
-				if err := d.SGDStep(views[0], views[1], bv, cfg); err != nil {
+				if err := d.SGDStep(d.DefaultStream(), views[0], views[1], bv, cfg); err != nil {
 					t.Fatal(err)
 				}
 				backendtest.SGDStepRef(dt, host[0], host[1], host[2], cfg)
@@ -179,7 +179,7 @@ func TestFusedStepsMatchCPU(t *testing.T) {
 				for step := 1; step <= 3; step++ {
 					cfg.Step = step
 					p.run(name, func(dev backend.Device, s int) error {
-						return dev.(backend.FusedAdam).AdamStep(pick(ops[0], s), pick(ops[1], s), pick(ops[2], s), pick(ops[3], s), cfg)
+						return dev.(backend.FusedAdam).AdamStep(dev.DefaultStream(), pick(ops[0], s), pick(ops[1], s), pick(ops[2], s), pick(ops[3], s), cfg)
 					})
 				}
 				r, a := tol(dt)
@@ -194,7 +194,7 @@ func TestFusedStepsMatchCPU(t *testing.T) {
 			for step := 1; step <= 3; step++ {
 				cfg.First = step == 1
 				p.run(name, func(dev backend.Device, s int) error {
-					return dev.(backend.FusedSGD).SGDStep(pick(ops[0], s), pick(ops[1], s), pick(ops[2], s), cfg)
+					return dev.(backend.FusedSGD).SGDStep(dev.DefaultStream(), pick(ops[0], s), pick(ops[1], s), pick(ops[2], s), cfg)
 				})
 			}
 			r, a := tol(dt)

@@ -48,7 +48,11 @@ func init() {
 // Reduce reduces src over axes into dst (see backend.Kernels). dst has
 // src's dtype, int64 for ArgMax and ArgMin, or float32 for a Sum or Prod
 // of float16 or bfloat16 (the float accumulator, not rounded to 16 bits).
-func (d *Device) Reduce(op backend.ReduceOp, dst, src backend.View, axes []int) error {
+func (dev *Device) Reduce(s backend.Stream, op backend.ReduceOp, dst, src backend.View, axes []int) error {
+	d, qerr := dev.on(s)
+	if qerr != nil {
+		return qerr
+	}
 	what := "reduce " + op.String()
 	if op > backend.ArgMin {
 		return notImplemented(what, src.DType)
@@ -98,9 +102,9 @@ func (d *Device) Reduce(op backend.ReduceOp, dst, src backend.View, axes []int) 
 	if nRed == 0 {
 		switch op {
 		case backend.Sum:
-			return d.Fill(dst, 0)
+			return d.Fill(d.st, dst, 0)
 		case backend.Prod:
-			return d.Fill(dst, 1)
+			return d.Fill(d.st, dst, 1)
 		}
 		return fmt.Errorf("cuda: %s: reduction over zero elements (source shape %v, axes %v) has no identity", what, src.Shape, axes)
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/vramgo/vram/backend"
@@ -18,6 +19,7 @@ type Device struct {
 	arena     *memory.SimArena
 	alloc     *memory.Allocator
 	info      *deviceInfo
+	st        streams
 	shapeOnly atomic.Bool
 	live      atomic.Int64 // buffers not yet freed
 }
@@ -28,8 +30,9 @@ func newDevice(host backend.Device, index int, capacity int64, cfg memory.Config
 		return nil, err
 	}
 	info := &deviceInfo{SimArena: arena, index: index}
-	d := &Device{host: host, index: index, capacity: capacity, arena: arena, info: info,
-		alloc: memory.New(arena, cfg, memory.WithDevice(index), memory.WithDeviceInfo(info))}
+	d := &Device{host: host, index: index, capacity: capacity, arena: arena, info: info}
+	d.initStreams()
+	d.alloc = memory.New(arena, cfg, memory.WithDevice(index), memory.WithDeviceInfo(info), memory.WithEvents(eventSource{d}))
 	d.shapeOnly.Store(shapeOnly)
 	return d, nil
 }
@@ -98,9 +101,6 @@ func (d *Device) SetShapeOnly(on bool) error {
 	return nil
 }
 
-// DefaultStream returns the device's stream. Work runs synchronously.
-func (d *Device) DefaultStream() backend.Stream { return d.host.DefaultStream() }
-
 // buffer is a block from the allocator and, unless the device is
 // shape-only, host memory for its data.
 type buffer struct {
@@ -108,6 +108,13 @@ type buffer struct {
 	data  backend.Buffer // nil in shape-only mode
 	bytes int64
 	freed atomic.Bool
+
+	stream *Stream // the stream it was allocated for
+	// Guarded by qmu: the position of the last queued kernel of each
+	// stream that uses the buffer and has not run yet, and the streams
+	// given to RecordStream.
+	uses     map[*Stream]int64
+	recorded []*Stream
 }
 
 func (b *buffer) Bytes() int64 { return b.bytes }
@@ -129,11 +136,15 @@ func (d *Device) Alloc(nbytes int64, s backend.Stream, region string) (backend.B
 	if nbytes < 0 {
 		return nil, fmt.Errorf("sim: negative allocation size %d", nbytes)
 	}
-	blk, err := d.alloc.Alloc(nbytes, 0, region)
+	st, err := d.stream("alloc", s)
 	if err != nil {
 		return nil, err
 	}
-	b := &buffer{block: blk, bytes: nbytes}
+	blk, err := d.alloc.Alloc(nbytes, st.id, region)
+	if err != nil {
+		return nil, err
+	}
+	b := &buffer{block: blk, bytes: nbytes, stream: st}
 	if !d.shapeOnly.Load() {
 		data, err := d.host.Alloc(nbytes, s, region)
 		if err != nil {
@@ -158,11 +169,42 @@ func (d *Device) Free(bb backend.Buffer, s backend.Stream) {
 	if b.freed.Swap(true) {
 		panic(fmt.Sprintf("sim: buffer of %d bytes on sim:%d freed twice", b.bytes, d.index))
 	}
-	if b.data != nil {
-		d.host.Free(b.data, s)
+	// Work still queued on a stream keeps the data; freeing it while
+	// another stream uses it, unrecorded, is the hazard a GPU would not
+	// report.
+	qmu.Lock()
+	pending := false
+	for u, pos := range b.uses {
+		if u.doneN >= pos {
+			continue
+		}
+		pending = true
+		if u != b.stream && !slices.Contains(b.recorded, u) && d.st.hazard == nil {
+			d.st.hazard = &HazardError{Device: d.index, Bytes: b.bytes, AllocStream: int(b.stream.id), UseStream: int(u.id)}
+		}
+	}
+	qmu.Unlock()
+	if b.data != nil && !pending {
+		d.host.Free(b.data, d.host.DefaultStream())
 	}
 	d.alloc.Free(b.block)
 	d.live.Add(-1)
+}
+
+// RecordStream marks b as used by work queued on s, so that the allocator
+// keeps its memory from reuse until s has run past the free.
+func (d *Device) RecordStream(bb backend.Buffer, s backend.Stream) {
+	b, ok := bb.(*buffer)
+	st, err := d.stream("record stream", s)
+	if !ok || err != nil || b.freed.Load() {
+		return
+	}
+	qmu.Lock()
+	if !slices.Contains(b.recorded, st) {
+		b.recorded = append(b.recorded, st)
+	}
+	qmu.Unlock()
+	d.alloc.RecordStream(b.block, st.id)
 }
 
 var _ backend.MemoryInfoer = (*Device)(nil)

@@ -6,156 +6,178 @@ import (
 	"github.com/vramgo/vram/backend"
 )
 
-// The kernels unwrap sim buffers and run the CPU's, or do nothing in
-// shape-only mode.
+// The kernels unwrap sim buffers and run the CPU's on stream s (see
+// stream.go for when), or only keep the order in shape-only mode.
 
-// raw returns v over the host data, and false in shape-only mode.
-func raw(v backend.View) (backend.View, bool) {
-	b, ok := v.Buf.(*buffer)
-	if !ok || b.data == nil {
-		return v, false
+// run queues k on stream s over views vs: k gets the views over the host
+// data, or is skipped in shape-only mode.
+func (d *Device) run(what string, s backend.Stream, k func(raw []backend.View) error, vs ...backend.View) error {
+	st, err := d.stream(what, s)
+	if err != nil {
+		return err
 	}
-	v.Buf = b.data
-	return v, true
-}
-
-func raws(vs ...backend.View) ([]backend.View, bool) {
-	out := make([]backend.View, len(vs))
+	bufs := make([]*buffer, 0, len(vs))
+	raw := make([]backend.View, len(vs))
+	data := true
 	for i, v := range vs {
-		r, ok := raw(v)
+		b, ok := v.Buf.(*buffer)
 		if !ok {
-			return nil, false
+			if v.NumElements() == 0 {
+				raw[i] = v
+				continue
+			}
+			return fmt.Errorf("sim:%d: %s: buffer of type %T is not sim memory", d.index, what, v.Buf)
 		}
-		out[i] = r
+		if b.freed.Load() {
+			return fmt.Errorf("sim:%d: %s: buffer was freed", d.index, what)
+		}
+		bufs = append(bufs, b)
+		if b.data == nil {
+			data = false
+		}
+		v.Buf = b.data
+		raw[i] = v
 	}
-	return out, true
+	return st.submit(bufs, func() error {
+		if !data {
+			return nil
+		}
+		return k(raw)
+	})
 }
 
-// CopyFromHost writes host bytes into dst (dropped in shape-only mode).
-func (d *Device) CopyFromHost(dst backend.View, src []byte) error {
-	r, ok := raw(dst)
-	if !ok {
-		return nil
+// hostStream is the CPU stream the CPU kernels are given.
+func (d *Device) hostStream() backend.Stream { return d.host.DefaultStream() }
+
+// CopyFromHost writes host bytes into dst on s (dropped in shape-only
+// mode). src is copied first when s queues the work, so that the caller
+// may reuse it at once.
+func (d *Device) CopyFromHost(s backend.Stream, dst backend.View, src []byte) error {
+	st, err := d.stream("copy from host", s)
+	if err != nil {
+		return err
 	}
-	return d.host.CopyFromHost(r, src)
+	if !st.eager {
+		src = append([]byte(nil), src...)
+	}
+	return d.run("copy from host", s, func(v []backend.View) error {
+		return d.host.CopyFromHost(d.hostStream(), v[0], src)
+	}, dst)
 }
 
-// CopyToHost reads src into host bytes. A shape-only device has no data to
-// read, which is an error.
-func (d *Device) CopyToHost(dst []byte, src backend.View) error {
-	r, ok := raw(src)
-	if !ok {
+// CopyToHost reads src into host bytes once the work queued on s has run,
+// and returns the first error of that work. A shape-only device has no
+// data to read, which is an error.
+func (d *Device) CopyToHost(s backend.Stream, dst []byte, src backend.View) error {
+	st, err := d.stream("copy to host", s)
+	if err != nil {
+		return err
+	}
+	b, ok := src.Buf.(*buffer)
+	if ok && b.data == nil {
 		return fmt.Errorf("sim:%d is shape-only: it keeps no data to read", d.index)
 	}
-	return d.host.CopyToHost(dst, r)
+	if !st.eager {
+		if err := st.Synchronize(); err != nil {
+			return err
+		}
+	}
+	return d.run("copy to host", d.st.def, func(v []backend.View) error {
+		return d.host.CopyToHost(d.hostStream(), dst, v[0])
+	}, src)
 }
 
 // Fill runs the CPU kernel.
-func (d *Device) Fill(dst backend.View, value float64) error {
-	if r, ok := raw(dst); ok {
-		return d.host.Fill(r, value)
-	}
-	return nil
+func (d *Device) Fill(s backend.Stream, dst backend.View, value float64) error {
+	return d.run("fill", s, func(v []backend.View) error { return d.host.Fill(d.hostStream(), v[0], value) }, dst)
 }
 
 // Copy runs the CPU kernel.
-func (d *Device) Copy(dst, src backend.View) error {
-	if v, ok := raws(dst, src); ok {
-		return d.host.Copy(v[0], v[1])
-	}
-	return nil
+func (d *Device) Copy(s backend.Stream, dst, src backend.View) error {
+	return d.run("copy", s, func(v []backend.View) error { return d.host.Copy(d.hostStream(), v[0], v[1]) }, dst, src)
 }
 
 // Unary runs the CPU kernel.
-func (d *Device) Unary(op backend.UnaryOp, dst, src backend.View, param float64) error {
-	if v, ok := raws(dst, src); ok {
-		return d.host.Unary(op, v[0], v[1], param)
-	}
-	return nil
+func (d *Device) Unary(s backend.Stream, op backend.UnaryOp, dst, src backend.View, param float64) error {
+	return d.run("unary", s, func(v []backend.View) error {
+		return d.host.Unary(d.hostStream(), op, v[0], v[1], param)
+	}, dst, src)
 }
 
 // Binary runs the CPU kernel.
-func (d *Device) Binary(op backend.BinaryOp, dst, a, b backend.View) error {
-	if v, ok := raws(dst, a, b); ok {
-		return d.host.Binary(op, v[0], v[1], v[2])
-	}
-	return nil
+func (d *Device) Binary(s backend.Stream, op backend.BinaryOp, dst, a, b backend.View) error {
+	return d.run("binary", s, func(v []backend.View) error {
+		return d.host.Binary(d.hostStream(), op, v[0], v[1], v[2])
+	}, dst, a, b)
 }
 
 // Scalar runs the CPU kernel.
-func (d *Device) Scalar(op backend.BinaryOp, dst, a backend.View, s float64, reversed bool) error {
-	if v, ok := raws(dst, a); ok {
-		return d.host.Scalar(op, v[0], v[1], s, reversed)
-	}
-	return nil
+func (d *Device) Scalar(s backend.Stream, op backend.BinaryOp, dst, a backend.View, c float64, reversed bool) error {
+	return d.run("scalar", s, func(v []backend.View) error {
+		return d.host.Scalar(d.hostStream(), op, v[0], v[1], c, reversed)
+	}, dst, a)
 }
 
 // Where runs the CPU kernel.
-func (d *Device) Where(dst, cond, a, b backend.View) error {
-	if v, ok := raws(dst, cond, a, b); ok {
-		return d.host.Where(v[0], v[1], v[2], v[3])
-	}
-	return nil
+func (d *Device) Where(s backend.Stream, dst, cond, a, b backend.View) error {
+	return d.run("where", s, func(v []backend.View) error {
+		return d.host.Where(d.hostStream(), v[0], v[1], v[2], v[3])
+	}, dst, cond, a, b)
 }
 
 // Reduce runs the CPU kernel.
-func (d *Device) Reduce(op backend.ReduceOp, dst, src backend.View, axes []int) error {
-	if v, ok := raws(dst, src); ok {
-		return d.host.Reduce(op, v[0], v[1], axes)
-	}
-	return nil
+func (d *Device) Reduce(s backend.Stream, op backend.ReduceOp, dst, src backend.View, axes []int) error {
+	axes = append([]int(nil), axes...)
+	return d.run("reduce", s, func(v []backend.View) error {
+		return d.host.Reduce(d.hostStream(), op, v[0], v[1], axes)
+	}, dst, src)
 }
 
 // MatMul runs the CPU kernel.
-func (d *Device) MatMul(dst, a, b backend.View) error {
-	if v, ok := raws(dst, a, b); ok {
-		return d.host.MatMul(v[0], v[1], v[2])
-	}
-	return nil
+func (d *Device) MatMul(s backend.Stream, dst, a, b backend.View) error {
+	return d.run("matmul", s, func(v []backend.View) error {
+		return d.host.MatMul(d.hostStream(), v[0], v[1], v[2])
+	}, dst, a, b)
 }
 
 // Gather runs the CPU kernel.
-func (d *Device) Gather(dst, src, index backend.View, axis int) error {
-	if v, ok := raws(dst, src, index); ok {
-		return d.host.Gather(v[0], v[1], v[2], axis)
-	}
-	return nil
+func (d *Device) Gather(s backend.Stream, dst, src, index backend.View, axis int) error {
+	return d.run("gather", s, func(v []backend.View) error {
+		return d.host.Gather(d.hostStream(), v[0], v[1], v[2], axis)
+	}, dst, src, index)
 }
 
 // ScatterAdd runs the CPU kernel.
-func (d *Device) ScatterAdd(dst, index, src backend.View, axis int) error {
-	if v, ok := raws(dst, index, src); ok {
-		return d.host.ScatterAdd(v[0], v[1], v[2], axis)
-	}
-	return nil
+func (d *Device) ScatterAdd(s backend.Stream, dst, index, src backend.View, axis int) error {
+	return d.run("scatter_add", s, func(v []backend.View) error {
+		return d.host.ScatterAdd(d.hostStream(), v[0], v[1], v[2], axis)
+	}, dst, index, src)
 }
 
 var _ backend.FusedMatMul = (*Device)(nil)
 
 // MatMulBias runs the CPU's fused product. It implements
 // [backend.FusedMatMul].
-func (d *Device) MatMulBias(dst, a, b, bias backend.View, relu bool) error {
+func (d *Device) MatMulBias(s backend.Stream, dst, a, b, bias backend.View, relu bool) error {
 	f, ok := d.host.(backend.FusedMatMul)
 	if !ok {
 		return fmt.Errorf("sim: matmul_bias: %w", backend.ErrNotImplemented)
 	}
-	if v, ok := raws(dst, a, b, bias); ok {
-		return f.MatMulBias(v[0], v[1], v[2], v[3], relu)
-	}
-	return nil
+	return d.run("matmul_bias", s, func(v []backend.View) error {
+		return f.MatMulBias(d.hostStream(), v[0], v[1], v[2], v[3], relu)
+	}, dst, a, b, bias)
 }
 
 // MatMulRowSum runs the CPU's fused product. It implements
 // [backend.FusedMatMul].
-func (d *Device) MatMulRowSum(dst, a, b, rowSum backend.View) error {
+func (d *Device) MatMulRowSum(s backend.Stream, dst, a, b, rowSum backend.View) error {
 	f, ok := d.host.(backend.FusedMatMul)
 	if !ok {
 		return fmt.Errorf("sim: matmul_rowsum: %w", backend.ErrNotImplemented)
 	}
-	if v, ok := raws(dst, a, b, rowSum); ok {
-		return f.MatMulRowSum(v[0], v[1], v[2], v[3])
-	}
-	return nil
+	return d.run("matmul_rowsum", s, func(v []backend.View) error {
+		return f.MatMulRowSum(d.hostStream(), v[0], v[1], v[2], v[3])
+	}, dst, a, b, rowSum)
 }
 
 var (
@@ -166,20 +188,19 @@ var (
 // AdamStep runs the CPU's fused Adam step, which computes what the CUDA
 // kernel computes (float32 inside for the 16-bit dtypes). It implements
 // [backend.FusedAdam].
-func (d *Device) AdamStep(p, g, m, v backend.View, cfg backend.AdamStepConfig) error {
+func (d *Device) AdamStep(s backend.Stream, p, g, m, v backend.View, cfg backend.AdamStepConfig) error {
 	f, ok := d.host.(backend.FusedAdam)
 	if !ok {
 		return fmt.Errorf("sim: adam step: %w", backend.ErrNotImplemented)
 	}
-	if r, ok := raws(p, g, m, v); ok {
-		return f.AdamStep(r[0], r[1], r[2], r[3], cfg)
-	}
-	return nil
+	return d.run("adam step", s, func(r []backend.View) error {
+		return f.AdamStep(d.hostStream(), r[0], r[1], r[2], r[3], cfg)
+	}, p, g, m, v)
 }
 
 // SGDStep runs the CPU's fused SGD step. It implements [backend.FusedSGD].
 // buf is used only with momentum, as the interface says.
-func (d *Device) SGDStep(p, g, buf backend.View, cfg backend.SGDStepConfig) error {
+func (d *Device) SGDStep(s backend.Stream, p, g, buf backend.View, cfg backend.SGDStepConfig) error {
 	f, ok := d.host.(backend.FusedSGD)
 	if !ok {
 		return fmt.Errorf("sim: sgd step: %w", backend.ErrNotImplemented)
@@ -188,13 +209,11 @@ func (d *Device) SGDStep(p, g, buf backend.View, cfg backend.SGDStepConfig) erro
 	if cfg.Momentum != 0 {
 		views = append(views, buf)
 	}
-	r, ok := raws(views...)
-	if !ok {
-		return nil
-	}
-	var rb backend.View
-	if cfg.Momentum != 0 {
-		rb = r[2]
-	}
-	return f.SGDStep(r[0], r[1], rb, cfg)
+	return d.run("sgd step", s, func(r []backend.View) error {
+		var rb backend.View
+		if cfg.Momentum != 0 {
+			rb = r[2]
+		}
+		return f.SGDStep(d.hostStream(), r[0], r[1], rb, cfg)
+	}, views...)
 }

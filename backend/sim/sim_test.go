@@ -166,10 +166,10 @@ func TestShapeOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := backend.View{Buf: b, DType: backend.Float32, Shape: []int{25 << 30}, Strides: []int{1}}
-	if err := d.Fill(v, 1); err != nil {
+	if err := d.Fill(d.DefaultStream(), v, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.CopyToHost(make([]byte, 4), v); err == nil {
+	if err := d.CopyToHost(d.DefaultStream(), make([]byte, 4), v); err == nil {
 		t.Fatal("reading a shape-only device should fail")
 	}
 	if err := d.SetShapeOnly(false); err == nil {

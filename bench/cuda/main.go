@@ -182,14 +182,14 @@ func benchAllocFree(d *cb.Device) {
 func benchThreads(d *cb.Device) {
 	const n = 100000
 	x := view(d, backend.Float32, 1)
-	must(d.Fill(x, 0))
+	must(d.Fill(d.DefaultStream(), x, 0))
 	must(d.Synchronize())
 	t0 := time.Now()
 	for range n {
 		must(d.Context().Do(func() error { return nil }))
 	}
 	emit("thread_ctx_set_current", float64(time.Since(t0).Nanoseconds())/n/1000, "us", "LockOSThread + cuCtxSetCurrent + unlock")
-	op := func() { must(d.Scalar(backend.Add, x, x, 1, false)) }
+	op := func() { must(d.Scalar(d.DefaultStream(), backend.Add, x, x, 1, false)) }
 	for range 1000 {
 		op()
 	}
@@ -243,13 +243,13 @@ func benchCopies(d *cb.Device, reps int) {
 		}
 		return median(ts)
 	}
-	emit("copy_h2d_1GiB_pinned", n/wall(func() { must(d.CopyFromHost(dv, pinned)) })/1e9, "GB/s", "CopyFromHost from AllocHost memory")
-	emit("copy_d2h_1GiB_pinned", n/wall(func() { must(d.CopyToHost(pinned, dv)) })/1e9, "GB/s", "CopyToHost into AllocHost memory")
-	emit("copy_h2d_1GiB_pageable", n/wall(func() { must(d.CopyFromHost(dv, pageable)); must(d.Synchronize()) })/1e9, "GB/s", "staged through pinned buffers")
-	emit("copy_d2h_1GiB_pageable", n/wall(func() { must(d.CopyToHost(pageable, dv)) })/1e9, "GB/s", "staged through pinned buffers")
+	emit("copy_h2d_1GiB_pinned", n/wall(func() { must(d.CopyFromHost(d.DefaultStream(), dv, pinned)) })/1e9, "GB/s", "CopyFromHost from AllocHost memory")
+	emit("copy_d2h_1GiB_pinned", n/wall(func() { must(d.CopyToHost(d.DefaultStream(), pinned, dv)) })/1e9, "GB/s", "CopyToHost into AllocHost memory")
+	emit("copy_h2d_1GiB_pageable", n/wall(func() { must(d.CopyFromHost(d.DefaultStream(), dv, pageable)); must(d.Synchronize()) })/1e9, "GB/s", "staged through pinned buffers")
+	emit("copy_d2h_1GiB_pageable", n/wall(func() { must(d.CopyToHost(d.DefaultStream(), pageable, dv)) })/1e9, "GB/s", "staged through pinned buffers")
 	must(d.FreeHost(pinned))
 	dv2 := view(d, backend.Bool, n)
-	t := gpuTime(d, 3, reps, func() { must(d.Copy(dv2, dv)) })
+	t := gpuTime(d, 3, reps, func() { must(d.Copy(d.DefaultStream(), dv2, dv)) })
 	emit("copy_d2d_1GiB", 2*n/t.Seconds()/1e12, "TB/s", "bytes read + written")
 	d.Free(dv.Buf, nil)
 	d.Free(dv2.Buf, nil)
@@ -258,13 +258,13 @@ func benchCopies(d *cb.Device, reps int) {
 func benchElementwise(d *cb.Device, reps int) {
 	const n = 1 << 28
 	a, b, c := view(d, backend.Float32, n), view(d, backend.Float32, n), view(d, backend.Float32, n)
-	must(d.Fill(a, 1.5))
-	must(d.Fill(b, -0.25))
-	t := gpuTime(d, 3, reps, func() { must(d.Binary(backend.Add, c, a, b)) })
+	must(d.Fill(d.DefaultStream(), a, 1.5))
+	must(d.Fill(d.DefaultStream(), b, -0.25))
+	t := gpuTime(d, 3, reps, func() { must(d.Binary(d.DefaultStream(), backend.Add, c, a, b)) })
 	emit("ewise_add_2p28_f32", 3*4*n/t.Seconds()/1e12, "TB/s", "c = a + b, bytes read + written")
-	t = gpuTime(d, 3, reps, func() { must(d.Unary(backend.Gelu, c, a, 0)) })
+	t = gpuTime(d, 3, reps, func() { must(d.Unary(d.DefaultStream(), backend.Gelu, c, a, 0)) })
 	emit("ewise_gelu_2p28_f32", 2*4*n/t.Seconds()/1e12, "TB/s", "exact gelu, computed in float")
-	t = gpuTime(d, 3, reps, func() { must(d.Scalar(backend.Mul, a, a, 1.0000001, false)) })
+	t = gpuTime(d, 3, reps, func() { must(d.Scalar(d.DefaultStream(), backend.Mul, a, a, 1.0000001, false)) })
 	emit("ewise_mul_scalar_inplace_2p28_f32", 2*4*n/t.Seconds()/1e12, "TB/s", "a *= s")
 	// Fused elementwise: a bias of 4096 along every row plus an activation,
 	// one kernel (PyTorch eager: x + b, then the activation).
@@ -277,7 +277,7 @@ func benchElementwise(d *cb.Device, reps int) {
 		name string
 		op   backend.BinaryOp
 	}{{"ewise_bias_gelu_2p28_f32", backend.AddGelu}, {"ewise_bias_relu_2p28_f32", backend.AddRelu}} {
-		t = gpuTime(d, 3, reps, func() { must(d.Binary(f.op, o2, x2, bias)) })
+		t = gpuTime(d, 3, reps, func() { must(d.Binary(d.DefaultStream(), f.op, o2, x2, bias)) })
 		emit(f.name, 2*4*n/t.Seconds()/1e12, "TB/s", "act(x + bias), bias [4096] on every row, one kernel; bytes of x read + out written")
 	}
 	bt := b
@@ -286,13 +286,13 @@ func benchElementwise(d *cb.Device, reps int) {
 	ct.Shape, ct.Strides = []int{1 << 14, 1 << 14}, []int{1 << 14, 1}
 	at := a
 	at.Shape, at.Strides = ct.Shape, ct.Strides
-	t = gpuTime(d, 3, reps, func() { must(d.Binary(backend.Add, ct, at, bt)) })
+	t = gpuTime(d, 3, reps, func() { must(d.Binary(d.DefaultStream(), backend.Add, ct, at, bt)) })
 	emit("ewise_add_transposed_2p28_f32", 3*4*n/t.Seconds()/1e12, "TB/s", "c = a + b.T (16384^2), tiled kernel")
-	t = gpuTime(d, 3, reps, func() { must(d.Copy(ct, bt)) })
+	t = gpuTime(d, 3, reps, func() { must(d.Copy(d.DefaultStream(), ct, bt)) })
 	emit("ewise_copy_transposed_2p28_f32", 2*4*n/t.Seconds()/1e12, "TB/s", "c = b.T made contiguous (16384^2), tiled kernel")
 	s := view(d, backend.Float32, 1)
 	t = gpuTime(d, 3, reps, func() {
-		must(d.Reduce(backend.Sum, backend.View{Buf: s.Buf, DType: backend.Float32, Shape: []int{1}, Strides: []int{1}}, a, []int{0}))
+		must(d.Reduce(d.DefaultStream(), backend.Sum, backend.View{Buf: s.Buf, DType: backend.Float32, Shape: []int{1}, Strides: []int{1}}, a, []int{0}))
 	})
 	emit("reduce_sum_2p28_f32", 4*n/t.Seconds()/1e12, "TB/s", "sum of all elements")
 	for _, v := range []backend.View{a, b, c, s} {
@@ -318,19 +318,19 @@ func benchGEMM(d *cb.Device, reps int) {
 		for i := range host {
 			host[i] = float32(r.NormFloat64())
 		}
-		must(d.CopyFromHost(tmp, unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host))))
+		must(d.CopyFromHost(d.DefaultStream(), tmp, unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host))))
 		x := tmp
 		x.Shape, x.Strides = []int{n, n}, []int{n, 1}
 		for _, v := range []backend.View{a, b} {
 			vv := v
 			vv.Shape, vv.Strides = []int{n, n}, []int{n, 1}
-			must(d.Copy(vv, x))
+			must(d.Copy(d.DefaultStream(), vv, x))
 		}
 		reps := reps
 		if c.dt == backend.Float32 && !c.tf32 {
 			reps = max(3, reps/4)
 		}
-		t := gpuTime(d, 2, reps, func() { must(d.MatMul(o, a, b)) })
+		t := gpuTime(d, 2, reps, func() { must(d.MatMul(d.DefaultStream(), o, a, b)) })
 		emit(c.name, 2*float64(n)*n*n/t.Seconds()/1e12, "TFLOP/s", "")
 		for _, v := range []backend.View{a, b, o, tmp} {
 			d.Free(v.Buf, nil)

@@ -20,9 +20,9 @@ func benchPeer(reps int) {
 	const n = 1 << 30
 	src := view(d0, backend.Bool, n)
 	dst := view(d1, backend.Bool, n)
-	must(d0.Fill(src, 1))
+	must(d0.Fill(d0.DefaultStream(), src, 1))
 	run := func() {
-		must(d0.CopyPeer(dst, d1, src))
+		must(d0.CopyPeer(d0.DefaultStream(), dst, d1, d1.DefaultStream(), src))
 		must(d0.Synchronize())
 		must(d1.Synchronize())
 	}
