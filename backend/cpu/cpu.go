@@ -92,7 +92,10 @@ func (*Device) Free(b backend.Buffer, _ backend.Stream) {
 
 // CopyFromHost copies src, the raw little-endian elements of dst's dtype,
 // into the contiguous view dst.
-func (*Device) CopyFromHost(_ backend.Stream, dst backend.View, src []byte) error {
+func (*Device) CopyFromHost(st backend.Stream, dst backend.View, src []byte) error {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	o, err := resolve("copy from host", dst)
 	if err != nil {
 		return err
@@ -114,7 +117,10 @@ func (*Device) CopyFromHost(_ backend.Stream, dst backend.View, src []byte) erro
 
 // CopyToHost copies the contiguous view src into dst, which must hold
 // exactly src.NumElements() elements of src's dtype.
-func (*Device) CopyToHost(_ backend.Stream, dst []byte, src backend.View) error {
+func (*Device) CopyToHost(st backend.Stream, dst []byte, src backend.View) error {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	o, err := resolve("copy to host", src)
 	if err != nil {
 		return err

@@ -82,7 +82,10 @@ func ewise[C number](dst *operand, ins []*operand, cost int, fn func(d []C, in [
 }
 
 // Fill sets every element of dst to value, converted to dst's dtype.
-func (*Device) Fill(_ backend.Stream, dst backend.View, value float64) (err error) {
+func (*Device) Fill(st backend.Stream, dst backend.View, value float64) (err error) {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	defer recoverTo(&err, "fill")
 	d, err := resolve("fill", dst)
 	if err != nil || d.size() == 0 {
@@ -105,7 +108,10 @@ func (*Device) Fill(_ backend.Stream, dst backend.View, value float64) (err erro
 }
 
 // Copy copies src into dst, converting between dtypes.
-func (*Device) Copy(_ backend.Stream, dst, src backend.View) (err error) {
+func (*Device) Copy(st backend.Stream, dst, src backend.View) (err error) {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	defer recoverTo(&err, "copy")
 	ops, err := resolveAll("copy", dst, src)
 	if err != nil {
@@ -172,7 +178,10 @@ func move[W word](dst, src *operand) error {
 }
 
 // Where sets dst to a where cond is true and to b elsewhere.
-func (*Device) Where(_ backend.Stream, dst, cond, a, b backend.View) (err error) {
+func (*Device) Where(st backend.Stream, dst, cond, a, b backend.View) (err error) {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	defer recoverTo(&err, "where")
 	ops, err := resolveAll("where", dst, cond, a, b)
 	if err != nil {
@@ -231,7 +240,10 @@ func where[W word](ops []*operand) error {
 }
 
 // Unary applies op elementwise.
-func (*Device) Unary(_ backend.Stream, op backend.UnaryOp, dst, src backend.View, param float64) (err error) {
+func (*Device) Unary(st backend.Stream, op backend.UnaryOp, dst, src backend.View, param float64) (err error) {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	what := "unary " + op.String()
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, src)
@@ -518,7 +530,10 @@ func ipow[I integer](x, e I) I {
 }
 
 // Binary applies op elementwise.
-func (*Device) Binary(_ backend.Stream, op backend.BinaryOp, dst, a, b backend.View) (err error) {
+func (*Device) Binary(st backend.Stream, op backend.BinaryOp, dst, a, b backend.View) (err error) {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	what := "binary " + op.String()
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, a, b)
@@ -539,7 +554,10 @@ func (*Device) Binary(_ backend.Stream, op backend.BinaryOp, dst, a, b backend.V
 
 // Scalar applies op to each element x of a and the scalar s, as op(x, s) or
 // op(s, x) when reversed is set.
-func (*Device) Scalar(_ backend.Stream, op backend.BinaryOp, dst, a backend.View, s float64, reversed bool) (err error) {
+func (*Device) Scalar(st backend.Stream, op backend.BinaryOp, dst, a backend.View, s float64, reversed bool) (err error) {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	what := "scalar " + op.String()
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, a)

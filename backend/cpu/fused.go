@@ -17,7 +17,10 @@ var _ backend.FusedMatMul = (*Device)(nil)
 // is tested) on the CPU too. For float16 and bfloat16 the product is kept
 // in float32 and the bias added to it before the one rounding to 16 bits,
 // as CUDA's fused epilogue does.
-func (d *Device) MatMulBias(_ backend.Stream, dst, a, b, bias backend.View, relu bool) (err error) {
+func (d *Device) MatMulBias(st backend.Stream, dst, a, b, bias backend.View, relu bool) (err error) {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	const what = "matmul_bias"
 	if err := checkFused(what, dst, a, b, bias, false); err != nil {
 		return err
@@ -57,7 +60,10 @@ func (d *Device) MatMulBias(_ backend.Stream, dst, a, b, bias backend.View, relu
 
 // MatMulRowSum computes dst = a·b and rowSum[i] = Σ_k a[i,k]: the product
 // and a reduction. It implements [backend.FusedMatMul].
-func (d *Device) MatMulRowSum(_ backend.Stream, dst, a, b, rowSum backend.View) error {
+func (d *Device) MatMulRowSum(st backend.Stream, dst, a, b, rowSum backend.View) error {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	if err := checkFused("matmul_rowsum", dst, a, b, rowSum, true); err != nil {
 		return err
 	}

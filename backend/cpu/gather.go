@@ -44,7 +44,10 @@ func axisless(o *operand, axis int) []int {
 }
 
 // Gather sets dst[...i...] = src[...index[...i...]...] along axis.
-func (*Device) Gather(_ backend.Stream, dst, src, index backend.View, axis int) (err error) {
+func (*Device) Gather(st backend.Stream, dst, src, index backend.View, axis int) (err error) {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	const what = "gather"
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, src, index)
@@ -104,7 +107,10 @@ func gather[W word](sp *space, d, s, ix *operand, axis int) error {
 // ScatterAdd adds src[...i...] into dst[...index[...i...]...] along axis.
 // Each element of dst receives its contributions in row-major order of src,
 // so the result does not depend on the number of goroutines.
-func (*Device) ScatterAdd(_ backend.Stream, dst, index, src backend.View, axis int) (err error) {
+func (*Device) ScatterAdd(st backend.Stream, dst, index, src backend.View, axis int) (err error) {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	const what = "scatter-add"
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, index, src)

@@ -25,7 +25,10 @@ const (
 // MatMul computes dst[b] = a[b] x b[b] for a [B,M,K], b [B,K,N] and dst
 // [B,M,N]. float32 and float64 use gonum's Sgemm and Dgemm; float16 and
 // bfloat16 are converted to float32 and back.
-func (dev *Device) MatMul(_ backend.Stream, dst, a, b backend.View) (err error) {
+func (dev *Device) MatMul(st backend.Stream, dst, a, b backend.View) (err error) {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	const what = "matmul"
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, a, b)

@@ -25,7 +25,10 @@ var (
 // elements: p, m and v are updated in place from g. It implements
 // [backend.FusedAdam]. Views that are not contiguous, or of different or
 // non-float dtypes, return an error wrapping [backend.ErrNotImplemented].
-func (dev *Device) AdamStep(_ backend.Stream, p, g, m, v backend.View, cfg backend.AdamStepConfig) (err error) {
+func (dev *Device) AdamStep(st backend.Stream, p, g, m, v backend.View, cfg backend.AdamStepConfig) (err error) {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	const what = "adam step"
 	defer recoverTo(&err, what)
 	ops, err := stepOperands(what, p, g, m, v)
@@ -44,7 +47,10 @@ func (dev *Device) AdamStep(_ backend.Stream, p, g, m, v backend.View, cfg backe
 // SGDStep does one SGD step of a parameter in one pass: p, and buf when
 // cfg.Momentum is not 0, are updated in place from g. It implements
 // [backend.FusedSGD]; its refusals are AdamStep's.
-func (dev *Device) SGDStep(_ backend.Stream, p, g, buf backend.View, cfg backend.SGDStepConfig) (err error) {
+func (dev *Device) SGDStep(st backend.Stream, p, g, buf backend.View, cfg backend.SGDStepConfig) (err error) {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	const what = "sgd step"
 	defer recoverTo(&err, what)
 	views := []backend.View{p, g}

@@ -17,7 +17,10 @@ const numReduceOps = backend.ArgMin + 1
 
 // Reduce reduces src over axes into dst, whose shape is src's with those
 // axes set to 1.
-func (dev *Device) Reduce(_ backend.Stream, op backend.ReduceOp, dst, src backend.View, axes []int) (err error) {
+func (dev *Device) Reduce(st backend.Stream, op backend.ReduceOp, dst, src backend.View, axes []int) (err error) {
+	if err := checkStream(st); err != nil {
+		return err
+	}
 	what := "reduce " + op.String()
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, src)

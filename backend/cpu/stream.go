@@ -112,3 +112,15 @@ func (e *Event) Elapsed(start backend.Event) (time.Duration, error) {
 
 // Destroy does nothing; a CPU event holds no resources.
 func (*Event) Destroy() error { return nil }
+
+// checkStream returns an error wrapping backend.ErrStreamDevice unless s
+// is a CPU stream (or nil, the default stream).
+func checkStream(s backend.Stream) error {
+	if s == nil {
+		return nil
+	}
+	if _, ok := s.(*Stream); !ok {
+		return fmt.Errorf("cpu: kernel on a stream of type %T: %w", s, backend.ErrStreamDevice)
+	}
+	return nil
+}
