@@ -8,22 +8,47 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/vramgo/vram/native/load"
+	"github.com/vramgo/vram/native/internal/bindtest"
 )
 
 // TestBindingTable holds every Go declaration and struct to bindings.tsv.
 func TestBindingTable(t *testing.T) {
-	diffs, err := load.CheckTable("bindings.tsv", bindings, map[string]uintptr{
+	bindtest.Table(t, bindings, map[string]uintptr{
 		"CUmemLocation":       unsafe.Sizeof(MemLocation{}),
 		"CUmemAllocationProp": unsafe.Sizeof(MemAllocationProp{}),
 		"CUmemAccessDesc":     unsafe.Sizeof(MemAccessDesc{}),
 		"CUuuid":              unsafe.Sizeof(UUID{}),
 	})
-	if err != nil {
-		t.Fatal(err)
+}
+
+// TestSymbolsNamed checks that every wrapper reports the C symbol of the
+// binding it calls.
+func TestSymbolsNamed(t *testing.T) {
+	bindtest.Uses(t, bindings, map[string]string{"call": libName}, "call", "check")
+}
+
+// TestNotLoaded checks that every wrapper fails with ErrNotLoaded, instead
+// of calling through a nil function or address, before Load.
+func TestNotLoaded(t *testing.T) {
+	if driver.Ready() {
+		t.Skip("the driver is loaded")
 	}
-	for _, d := range diffs {
-		t.Error(d)
+	bindtest.NotLoaded(t, ErrNotLoaded, []any{
+		Init, DriverGetVersion, DeviceGetCount, DeviceGet, DeviceGetName, DeviceTotalMem,
+		DeviceGetAttribute, DeviceGetUUID, DeviceCanAccessPeer, DevicePrimaryCtxRetain,
+		DevicePrimaryCtxRelease, CtxSetCurrent, CtxGetCurrent, CtxSynchronize, CtxEnablePeerAccess,
+		MemAlloc, MemFree, MemGetInfo, MemAllocHost, MemHostAlloc, MemFreeHost, MemHostRegister,
+		MemHostUnregister, MemcpyHtoD, MemcpyDtoH, MemcpyDtoD, MemsetD8, MemcpyHtoDAsync,
+		MemcpyDtoHAsync, MemcpyDtoDAsync, MemcpyPeerAsync, MemsetD8Async,
+		StreamCreate, StreamCreateWithPriority, CtxGetStreamPriorityRange, StreamGetPriority,
+		StreamDestroy, StreamSynchronize, StreamQuery, StreamWaitEvent,
+		EventCreate, EventDestroy, EventRecord, EventQuery, EventSynchronize, EventElapsedTime,
+		ModuleLoadData, ModuleUnload, ModuleGetFunction, FuncGetAttribute, LaunchKernel,
+		MemAddressReserve, MemAddressFree, MemCreate, MemRelease, MemMap, MemUnmap, MemSetAccess,
+		MemGetAllocationGranularity,
+	}, "Load")
+	if Resolved() != nil {
+		t.Error("Resolved before Load is not nil")
 	}
 }
 
@@ -75,7 +100,7 @@ func TestErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if !ready.Load() { // cuGetErrorName would rename unknown codes
+			if !driver.Ready() { // cuGetErrorName would rename unknown codes
 				if got := tc.code.Name(); got != tc.wantName {
 					t.Errorf("Name() = %q, want %q", got, tc.wantName)
 				}
@@ -103,16 +128,7 @@ func TestErrors(t *testing.T) {
 
 // TestResultNamesUnique guards the checked-in table against copy slips.
 func TestResultNamesUnique(t *testing.T) {
-	seen := map[string]Result{}
-	for code, name := range resultNames {
-		if other, dup := seen[name]; dup {
-			t.Errorf("%s is both %d and %d", name, code, other)
-		}
-		seen[name] = code
-		if !strings.HasPrefix(name, "CUDA_") {
-			t.Errorf("%d: %q", code, name)
-		}
-	}
+	bindtest.Names(t, resultNames, "CUDA_")
 }
 
 func TestKernelArgs(t *testing.T) {

@@ -7,24 +7,25 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/vramgo/vram/native/internal/bindtest"
 	"github.com/vramgo/vram/native/load"
 )
 
 // TestBindingTable holds every Go declaration and struct to bindings.tsv.
 func TestBindingTable(t *testing.T) {
-	diffs, err := load.CheckTable("bindings.tsv", bindings, map[string]uintptr{
+	bindtest.Table(t, bindings, map[string]uintptr{
 		"nvmlMemory_t":      unsafe.Sizeof(Memory{}),
 		"nvmlMemory_v2_t":   unsafe.Sizeof(MemoryV2{}),
 		"nvmlUtilization_t": unsafe.Sizeof(Utilization{}),
 		"nvmlProcessInfo_t": unsafe.Sizeof(ProcessInfo{}),
 		"nvmlPciInfo_t":     unsafe.Sizeof(PciInfo{}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range diffs {
-		t.Error(d)
-	}
+}
+
+// TestSymbolsNamed checks that every wrapper reports the C symbol of the
+// binding it calls.
+func TestSymbolsNamed(t *testing.T) {
+	bindtest.Uses(t, bindings, map[string]string{"call": libName, "callString": libName}, "call", "callString", "check", "ErrorString")
 }
 
 // TestStructLayout checks field offsets against nvml.h's layout.
@@ -118,35 +119,30 @@ func TestErrors(t *testing.T) {
 
 // TestReturnNamesUnique guards the checked-in table against copy slips.
 func TestReturnNamesUnique(t *testing.T) {
-	seen := map[string]Return{}
-	for code, name := range returnNames {
-		if other, dup := seen[name]; dup {
-			t.Errorf("%s is both %d and %d", name, code, other)
-		}
-		seen[name] = code
-		if !strings.HasPrefix(name, "NVML_") {
-			t.Errorf("%d: %q", code, name)
-		}
-	}
+	bindtest.Names(t, returnNames, "NVML_")
 }
 
 // TestNotLoaded checks that calls before Load fail cleanly instead of
 // calling through nil function pointers.
 func TestNotLoaded(t *testing.T) {
-	if ready.Load() {
+	if driver.Ready() {
 		t.Skip("the library is loaded")
 	}
-	if err := Init(); !errors.Is(err, ErrNotLoaded) {
-		t.Errorf("Init: %v", err)
-	}
-	if _, err := DeviceGetCount(); !errors.Is(err, ErrNotLoaded) {
-		t.Errorf("DeviceGetCount: %v", err)
-	}
-	if _, err := DeviceGetMemoryInfoV2(0); !errors.Is(err, ErrNotLoaded) {
-		t.Errorf("DeviceGetMemoryInfoV2: %v", err)
+	bindtest.NotLoaded(t, ErrNotLoaded, []any{
+		Init, Shutdown, SystemGetDriverVersion, SystemGetNVMLVersion, SystemGetCudaDriverVersion,
+		SystemGetProcessName, DeviceGetCount, DeviceGetHandleByIndex, DeviceGetName, DeviceGetUUID,
+		DeviceGetPciInfo, DeviceGetMemoryInfo, DeviceGetMemoryInfoV2, DeviceGetUtilizationRates,
+		DeviceGetTemperature, DeviceGetPowerUsage, DeviceGetEnforcedPowerLimit, DeviceGetClockInfo,
+		DeviceGetMaxClockInfo, DeviceGetComputeRunningProcesses,
+	}, "Load")
+	if n, err := DeviceGetComputeRunningProcesses(0, make([]ProcessInfo, 4)); n != 0 || !errors.Is(err, ErrNotLoaded) {
+		t.Errorf("DeviceGetComputeRunningProcesses: %d, %v", n, err)
 	}
 	if got := ErrorString(3); got != "NVML_ERROR_NOT_SUPPORTED" {
 		t.Errorf("ErrorString: %q", got)
+	}
+	if Resolved() != nil {
+		t.Error("Resolved before Load is not nil")
 	}
 }
 

@@ -6,17 +6,32 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vramgo/vram/native/internal/bindtest"
 	"github.com/vramgo/vram/native/internal/cudatest"
-	"github.com/vramgo/vram/native/load"
 )
 
 func TestBindingTable(t *testing.T) {
-	diffs, err := load.CheckTable("bindings.tsv", bindings, nil)
-	if err != nil {
-		t.Fatal(err)
+	bindtest.Table(t, bindings, nil)
+}
+
+// TestSymbolsNamed checks that every wrapper reports the C symbol of the
+// binding it calls.
+func TestSymbolsNamed(t *testing.T) {
+	bindtest.Uses(t, bindings, map[string]string{"call": libName}, "call", "check", "GetErrorString")
+}
+
+// TestNotLoaded checks that every wrapper fails with ErrNotLoaded, instead
+// of calling through a nil function, before Load.
+func TestNotLoaded(t *testing.T) {
+	if compiler.Ready() {
+		t.Skip("NVRTC is loaded")
 	}
-	for _, d := range diffs {
-		t.Error(d)
+	bindtest.NotLoaded(t, ErrNotLoaded, []any{
+		Version, CreateProgram, DestroyProgram, CompileProgram, GetProgramLogSize, GetProgramLog,
+		GetCUBINSize, GetCUBIN, GetPTXSize, GetPTX,
+	}, "Load")
+	if GetErrorString(6) != "" {
+		t.Error("GetErrorString before Load is not empty")
 	}
 }
 
@@ -55,7 +70,7 @@ func TestCompile(t *testing.T) {
 	if err != nil || major < 12 {
 		t.Fatalf("nvrtcVersion: %d.%d, %v", major, minor, err)
 	}
-	t.Logf("NVRTC %d.%d from %s", major, minor, lib.Path)
+	t.Logf("NVRTC %d.%d from %s", major, minor, compiler.Library().Path)
 
 	p, err := CreateProgram(axpy, "axpy.cu", []string{"#define SCALE 2\n"}, []string{"scale.h"})
 	if err != nil {
