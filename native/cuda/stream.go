@@ -21,9 +21,9 @@ func StreamCreate(flags uint32) (Stream, error) {
 // priority. It calls cuStreamCreateWithPriority. Lower numbers are higher
 // priorities and 0 is the default; the driver clamps a priority outside
 // [CtxGetStreamPriorityRange] to the nearer end of the range (and so does
-// this function with one outside the range of a C int). Priorities order
-// the kernels waiting to run, without preempting running ones, and do not
-// apply to copies. The stream must be destroyed with [StreamDestroy].
+// this function with one outside the range of a C int). Priorities are a
+// hint to the scheduler for the kernels waiting to run; they do not apply
+// to copies. The stream must be destroyed with [StreamDestroy].
 func StreamCreateWithPriority(flags uint32, priority int) (Stream, error) {
 	p := int32(max(math.MinInt32, min(math.MaxInt32, priority)))
 	var s Stream
