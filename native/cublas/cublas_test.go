@@ -61,13 +61,21 @@ func TestHeuristicResultLayout(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	err := check("cublasLtMatmul", 15)
-	if !errors.Is(err, ErrNotSupported) || errors.Is(err, ErrInvalidValue) {
-		t.Errorf("errors.Is mismatch for %v", err)
-	}
-	if got := err.Error(); got != "cublas: cublasLtMatmul: CUBLAS_STATUS_NOT_SUPPORTED (15)" {
+	bindtest.Errors[Status, *Error](t, "cublas", check, StatusSuccess, ErrInternalError, false, []bindtest.ErrorCase[Status]{
+		{Code: 15, Name: "CUBLAS_STATUS_NOT_SUPPORTED", Sentinel: ErrNotSupported},
+		{Code: 7, Name: "CUBLAS_STATUS_INVALID_VALUE", Sentinel: ErrInvalidValue},
+		{Code: 3, Name: "CUBLAS_STATUS_ALLOC_FAILED", Sentinel: ErrAllocFailed},
+		{Code: 14, Name: "CUBLAS_STATUS_INTERNAL_ERROR", Sentinel: ErrInternalError},
+		{Code: 99, Name: "CUBLAS_STATUS_99"},
+	})
+	if got := check("cublasLtMatmul", 15).Error(); got != "cublas: cublasLtMatmul: CUBLAS_STATUS_NOT_SUPPORTED (15)" {
 		t.Errorf("message %q", got)
 	}
+}
+
+// TestStatusNamesUnique guards the checked-in table against copy slips.
+func TestStatusNamesUnique(t *testing.T) {
+	bindtest.Names(t, statusNames, "CUBLAS_STATUS_")
 }
 
 // gemmCase holds column-major float32 inputs, their float64 reference and

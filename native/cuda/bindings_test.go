@@ -1,10 +1,7 @@
 package cuda
 
 import (
-	"errors"
-	"fmt"
 	"math"
-	"strings"
 	"testing"
 	"unsafe"
 
@@ -84,46 +81,16 @@ func TestStructLayout(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	tests := []struct {
-		name     string
-		code     Result
-		wantName string
-		sentinel error
-	}{
-		{"out of memory", 2, "CUDA_ERROR_OUT_OF_MEMORY", ErrOutOfMemory},
-		{"invalid context", 201, "CUDA_ERROR_INVALID_CONTEXT", ErrInvalidContext},
-		{"not initialised", 3, "CUDA_ERROR_NOT_INITIALIZED", ErrNotInitialized},
-		{"no device", 100, "CUDA_ERROR_NO_DEVICE", ErrNoDevice},
-		{"not ready", 600, "CUDA_ERROR_NOT_READY", ErrNotReady},
-		{"illegal address", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", ErrIllegalAddress},
-		{"unknown code", 12345, "CUDA_ERROR_12345", nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if !driver.Ready() { // cuGetErrorName would rename unknown codes
-				if got := tc.code.Name(); got != tc.wantName {
-					t.Errorf("Name() = %q, want %q", got, tc.wantName)
-				}
-			}
-			err := fmt.Errorf("wrapped: %w", check("cuTest", tc.code))
-			var e *Error
-			if !errors.As(err, &e) || e.Code != tc.code || e.Func != "cuTest" {
-				t.Fatalf("errors.As: %#v", e)
-			}
-			if !strings.HasPrefix(e.Error(), "cuda: cuTest: ") || !strings.Contains(e.Error(), fmt.Sprintf("(%d)", tc.code)) {
-				t.Errorf("message %q", e.Error())
-			}
-			if tc.sentinel != nil && !errors.Is(err, tc.sentinel) {
-				t.Errorf("errors.Is(%v, %v) = false", err, tc.sentinel)
-			}
-			if errors.Is(err, ErrUnknown) {
-				t.Errorf("errors.Is(%v, ErrUnknown) = true", err)
-			}
-		})
-	}
-	if check("cuTest", Success) != nil {
-		t.Error("CUDA_SUCCESS gave an error")
-	}
+	bindtest.Errors[Result, *Error](t, "cuda", check, Success, ErrUnknown, driver.Ready(), []bindtest.ErrorCase[Result]{
+		{Code: 2, Name: "CUDA_ERROR_OUT_OF_MEMORY", Sentinel: ErrOutOfMemory},
+		{Code: 201, Name: "CUDA_ERROR_INVALID_CONTEXT", Sentinel: ErrInvalidContext},
+		{Code: 3, Name: "CUDA_ERROR_NOT_INITIALIZED", Sentinel: ErrNotInitialized},
+		{Code: 100, Name: "CUDA_ERROR_NO_DEVICE", Sentinel: ErrNoDevice},
+		{Code: 600, Name: "CUDA_ERROR_NOT_READY", Sentinel: ErrNotReady},
+		{Code: 700, Name: "CUDA_ERROR_ILLEGAL_ADDRESS", Sentinel: ErrIllegalAddress},
+		{Code: 999, Name: "CUDA_ERROR_UNKNOWN", Sentinel: ErrUnknown},
+		{Code: 12345, Name: "CUDA_ERROR_12345"},
+	})
 }
 
 // TestResultNamesUnique guards the checked-in table against copy slips.

@@ -3,7 +3,6 @@ package nvml
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"unsafe"
 
@@ -71,44 +70,15 @@ func TestStructLayout(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	tests := []struct {
-		name     string
-		code     Return
-		wantName string
-		sentinel error
-	}{
-		{"not supported", 3, "NVML_ERROR_NOT_SUPPORTED", ErrNotSupported},
-		{"no permission", 4, "NVML_ERROR_NO_PERMISSION", ErrNoPermission},
-		{"insufficient size", 7, "NVML_ERROR_INSUFFICIENT_SIZE", ErrInsufficientSize},
-		{"driver not loaded", 9, "NVML_ERROR_DRIVER_NOT_LOADED", ErrDriverNotLoaded},
-		{"gpu is lost", 15, "NVML_ERROR_GPU_IS_LOST", ErrGPUIsLost},
-		{"unknown", 999, "NVML_ERROR_UNKNOWN", ErrUnknown},
-		{"unlisted code", 4242, "NVML_ERROR_4242", nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.code.Name(); got != tc.wantName {
-				t.Errorf("Name() = %q, want %q", got, tc.wantName)
-			}
-			err := fmt.Errorf("wrapped: %w", check("nvmlTest", tc.code))
-			var e *Error
-			if !errors.As(err, &e) || e.Code != tc.code || e.Func != "nvmlTest" {
-				t.Fatalf("errors.As: %#v", e)
-			}
-			if !strings.HasPrefix(e.Error(), "nvml: nvmlTest: "+tc.wantName+" (") {
-				t.Errorf("message %q", e.Error())
-			}
-			if tc.sentinel != nil && !errors.Is(err, tc.sentinel) {
-				t.Errorf("errors.Is(%v, %v) = false", err, tc.sentinel)
-			}
-			if tc.code != 999 && errors.Is(err, ErrUnknown) {
-				t.Errorf("errors.Is(%v, ErrUnknown) = true", err)
-			}
-		})
-	}
-	if check("nvmlTest", Success) != nil {
-		t.Error("NVML_SUCCESS gave an error")
-	}
+	bindtest.Errors[Return, *Error](t, "nvml", check, Success, ErrUnknown, false, []bindtest.ErrorCase[Return]{
+		{Code: 3, Name: "NVML_ERROR_NOT_SUPPORTED", Sentinel: ErrNotSupported},
+		{Code: 4, Name: "NVML_ERROR_NO_PERMISSION", Sentinel: ErrNoPermission},
+		{Code: 7, Name: "NVML_ERROR_INSUFFICIENT_SIZE", Sentinel: ErrInsufficientSize},
+		{Code: 9, Name: "NVML_ERROR_DRIVER_NOT_LOADED", Sentinel: ErrDriverNotLoaded},
+		{Code: 15, Name: "NVML_ERROR_GPU_IS_LOST", Sentinel: ErrGPUIsLost},
+		{Code: 999, Name: "NVML_ERROR_UNKNOWN", Sentinel: ErrUnknown},
+		{Code: 4242, Name: "NVML_ERROR_4242"},
+	})
 	if !IsNoDriver(fmt.Errorf("x: %w", &load.NotFoundError{Name: libName})) || !IsNoDriver(check("nvmlInit_v2", 9)) {
 		t.Error("IsNoDriver missed a missing driver")
 	}

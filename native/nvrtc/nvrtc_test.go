@@ -36,16 +36,21 @@ func TestNotLoaded(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	err := check("nvrtcCompileProgram", 6)
-	if !errors.Is(err, ErrCompilation) || errors.Is(err, ErrInvalidOption) {
-		t.Errorf("errors.Is mismatch for %v", err)
-	}
-	if got := err.Error(); got != "nvrtc: nvrtcCompileProgram: NVRTC_ERROR_COMPILATION (6)" {
+	bindtest.Errors[Result, *Error](t, "nvrtc", check, Success, ErrInternalError, false, []bindtest.ErrorCase[Result]{
+		{Code: 6, Name: "NVRTC_ERROR_COMPILATION", Sentinel: ErrCompilation},
+		{Code: 5, Name: "NVRTC_ERROR_INVALID_OPTION", Sentinel: ErrInvalidOption},
+		{Code: 1, Name: "NVRTC_ERROR_OUT_OF_MEMORY", Sentinel: ErrOutOfMemory},
+		{Code: 11, Name: "NVRTC_ERROR_INTERNAL_ERROR", Sentinel: ErrInternalError},
+		{Code: 99, Name: "NVRTC_ERROR_99"},
+	})
+	if got := check("nvrtcCompileProgram", 6).Error(); got != "nvrtc: nvrtcCompileProgram: NVRTC_ERROR_COMPILATION (6)" {
 		t.Errorf("message %q", got)
 	}
-	if Result(99).Name() != "NVRTC_ERROR_99" {
-		t.Error(Result(99).Name())
-	}
+}
+
+// TestResultNamesUnique guards the checked-in table against copy slips.
+func TestResultNamesUnique(t *testing.T) {
+	bindtest.Names(t, resultNames, "NVRTC_")
 }
 
 const axpy = `extern "C" __global__ void axpy(float a, const float* x, float* y, unsigned long long n) {

@@ -9,6 +9,7 @@ package bindtest
 
 import (
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -310,4 +311,64 @@ func returnsError(fd *ast.FuncDecl) bool {
 		}
 	}
 	return false
+}
+
+// ErrorCase is one status code for [Errors]: its name in the C header and
+// the sentinel it must match with errors.Is (nil for none).
+type ErrorCase[C ~int32] struct {
+	Code     C
+	Name     string
+	Sentinel error
+}
+
+// Code is a status type of a C library with its checked-in names.
+type Code interface {
+	~int32
+	Name() string
+}
+
+// Errors checks a package's conversion of status codes to errors, done by
+// check(fn, code): success gives nil, and for each case the error, once
+// wrapped, is an E (errors.As) whose Code and Func fields are the code and
+// the function, whose message starts with "pkg: fn: NAME (code)", and
+// which matches the case's sentinel, and unknown only when that is the
+// sentinel. The code's Name must be the case's name; so must the error's,
+// unless the library may rename codes missing from the package's table at
+// run time (renamesUnlisted, cuda once the driver is loaded).
+func Errors[C Code, E error](t *testing.T, pkg string, check func(fn string, c C) error, success C, unknown error, renamesUnlisted bool, cases []ErrorCase[C]) {
+	t.Helper()
+	const fn = "xTest"
+	if err := check(fn, success); err != nil {
+		t.Errorf("success gave %v", err)
+	}
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			if got := tc.Code.Name(); got != tc.Name {
+				t.Errorf("Name() = %q, want %q", got, tc.Name)
+			}
+			err := fmt.Errorf("wrapped: %w", check(fn, tc.Code))
+			var e E
+			if !errors.As(err, &e) {
+				t.Fatalf("errors.As(%v) found no %T", err, e)
+			}
+			v := reflect.ValueOf(e).Elem()
+			name := v.FieldByName("Name").String()
+			if code := v.FieldByName("Code").Int(); code != int64(tc.Code) || v.FieldByName("Func").String() != fn {
+				t.Errorf("%#v: want code %d from %s", e, tc.Code, fn)
+			}
+			unlisted := strings.HasSuffix(tc.Name, "_"+strconv.Itoa(int(tc.Code)))
+			if name != tc.Name && !(renamesUnlisted && unlisted) {
+				t.Errorf("error named %q, want %q", name, tc.Name)
+			}
+			if msg, want := e.Error(), fmt.Sprintf("%s: %s: %s (%d)", pkg, fn, name, tc.Code); !strings.HasPrefix(msg, want) {
+				t.Errorf("message %q, want it to start with %q", msg, want)
+			}
+			if tc.Sentinel != nil && !errors.Is(err, tc.Sentinel) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tc.Sentinel)
+			}
+			if errors.Is(err, unknown) != (tc.Sentinel == unknown) {
+				t.Errorf("errors.Is(%v, %v) = %v", err, unknown, !(tc.Sentinel == unknown))
+			}
+		})
+	}
 }
