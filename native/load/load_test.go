@@ -212,3 +212,39 @@ func TestNotLoaded(t *testing.T) {
 		t.Errorf("%q, want %q", got, want)
 	}
 }
+
+// TestLoadersShareTable loads two libraries whose bindings share one table
+// (as cuBLASLt and cuBLAS do) at the same time: each binds only its own
+// entries, and under -race the two never touch the same memory.
+func TestLoadersShareTable(t *testing.T) {
+	for _, so := range []string{"libc.so.6", "libm.so.6"} {
+		if _, err := Open(Spec{Name: so, Sonames: []string{so}}); err != nil {
+			t.Skipf("no %s here: %v", so, err)
+		}
+	}
+	var getpid func() int32
+	var cos func(float64) float64
+	table := []Binding{
+		{Lib: "libc", Names: []string{"getpid"}, Fn: &getpid},
+		{Lib: "libm", Names: []string{"cos"}, Fn: &cos},
+	}
+	libc := Loader{Spec: &Spec{Name: "libc", Sonames: []string{"libc.so.6"}}, Bindings: table}
+	libm := Loader{Spec: &Spec{Name: "libm", Sonames: []string{"libm.so.6"}}, Bindings: table}
+	var wg sync.WaitGroup
+	for _, l := range []*Loader{&libc, &libm, &libc, &libm} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := l.Load(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if int(getpid()) != os.Getpid() || cos(0) != 1 {
+		t.Errorf("getpid %d, cos(0) %v", getpid(), cos(0))
+	}
+	if c, m := libc.Resolved(), libm.Resolved(); len(c) != 1 || c["getpid"] != "getpid" || len(m) != 1 || m["cos"] != "cos" {
+		t.Errorf("resolved %v and %v", c, m)
+	}
+}
