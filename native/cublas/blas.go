@@ -31,46 +31,33 @@ const GemmDefault GemmAlgo = -1
 // Create creates a cuBLAS handle in the current context. It calls
 // cublasCreate_v2. Destroy it with [Destroy].
 func Create() (Handle, error) {
-	if !readyBLAS.Load() {
-		return 0, ErrNotLoaded
-	}
 	var h Handle
-	return h, check("cublasCreate_v2", cublasCreate(&h))
+	err := callBLAS("cublasCreate_v2", func() Status { return cublasCreate(&h) })
+	return h, err
 }
 
 // Destroy destroys a handle. It calls cublasDestroy_v2.
 func Destroy(h Handle) error {
-	if !readyBLAS.Load() {
-		return ErrNotLoaded
-	}
-	return check("cublasDestroy_v2", cublasDestroy(h))
+	return callBLAS("cublasDestroy_v2", func() Status { return cublasDestroy(h) })
 }
 
 // GetVersion returns cuBLAS's version as major*10000 + minor*100 + patch.
 // It calls cublasGetVersion_v2.
 func GetVersion(h Handle) (int, error) {
-	if !readyBLAS.Load() {
-		return 0, ErrNotLoaded
-	}
 	var v int32
-	return int(v), check("cublasGetVersion_v2", cublasGetVersion(h, &v))
+	err := callBLAS("cublasGetVersion_v2", func() Status { return cublasGetVersion(h, &v) })
+	return int(v), err
 }
 
 // SetStream makes the handle queue its work on s. It calls
 // cublasSetStream_v2.
 func SetStream(h Handle, s cuda.Stream) error {
-	if !readyBLAS.Load() {
-		return ErrNotLoaded
-	}
-	return check("cublasSetStream_v2", cublasSetStream(h, s))
+	return callBLAS("cublasSetStream_v2", func() Status { return cublasSetStream(h, s) })
 }
 
 // SetMathMode sets the handle's math mode. It calls cublasSetMathMode.
 func SetMathMode(h Handle, mode MathMode) error {
-	if !readyBLAS.Load() {
-		return ErrNotLoaded
-	}
-	return check("cublasSetMathMode", cublasSetMathMode(h, mode))
+	return callBLAS("cublasSetMathMode", func() Status { return cublasSetMathMode(h, mode) })
 }
 
 // GemmEx queues C = alpha*op(A)*op(B) + beta*C (column-major; op(A) is
@@ -82,12 +69,10 @@ func GemmEx(h Handle, transA, transB Operation, m, n, k int32,
 	b cuda.DevicePtr, bType DataType, ldb int32,
 	beta unsafe.Pointer, c cuda.DevicePtr, cType DataType, ldc int32,
 	compute ComputeType, algo GemmAlgo) error {
-	if !readyBLAS.Load() {
-		return ErrNotLoaded
-	}
-	r, _, _ := purego.SyscallN(addrGemmEx, uintptr(h), uintptr(transA), uintptr(transB),
-		uintptr(m), uintptr(n), uintptr(k), uintptr(alpha),
-		uintptr(a), uintptr(aType), uintptr(lda), uintptr(b), uintptr(bType), uintptr(ldb),
-		uintptr(beta), uintptr(c), uintptr(cType), uintptr(ldc), uintptr(compute), uintptr(uint32(algo)))
-	return check("cublasGemmEx", Status(int32(r)))
+	return callBLAS("cublasGemmEx", func() Status {
+		return result(purego.SyscallN(addrGemmEx, uintptr(h), uintptr(transA), uintptr(transB),
+			uintptr(m), uintptr(n), uintptr(k), uintptr(alpha),
+			uintptr(a), uintptr(aType), uintptr(lda), uintptr(b), uintptr(bType), uintptr(ldb),
+			uintptr(beta), uintptr(c), uintptr(cType), uintptr(ldc), uintptr(compute), uintptr(uint32(algo))))
+	})
 }

@@ -1,12 +1,9 @@
 package cublas
 
 import (
-	"errors"
-	"fmt"
-	"sync"
-	"sync/atomic"
 	"unsafe"
 
+	"github.com/vramgo/vram/native/internal/status"
 	"github.com/vramgo/vram/native/load"
 )
 
@@ -32,12 +29,7 @@ var statusNames = map[Status]string{
 
 // Name returns the status's name, e.g. "CUBLAS_STATUS_NOT_SUPPORTED";
 // codes missing from the checked-in table are named "CUBLAS_STATUS_<code>".
-func (s Status) Name() string {
-	if n, ok := statusNames[s]; ok {
-		return n
-	}
-	return fmt.Sprintf("CUBLAS_STATUS_%d", int32(s))
-}
+func (s Status) Name() string { return status.Name(statusNames, "CUBLAS_STATUS_", s) }
 
 // String returns the status's name.
 func (s Status) String() string { return s.Name() }
@@ -52,11 +44,7 @@ type Error struct {
 
 // Error returns "cublas: cublasLtMatmul: CUBLAS_STATUS_NOT_SUPPORTED (15)".
 func (e *Error) Error() string {
-	msg := "cublas: "
-	if e.Func != "" {
-		msg += e.Func + ": "
-	}
-	return msg + fmt.Sprintf("%s (%d)", e.Name, int32(e.Code))
+	return status.Message("cublas", e.Func, e.Name, int32(e.Code), "")
 }
 
 // Is reports whether target is an *Error with the same code.
@@ -81,8 +69,9 @@ var (
 )
 
 // ErrNotLoaded is returned by calls into a library that is not loaded.
-var ErrNotLoaded = errors.New("cublas: library not loaded (call cublas.LoadLt or cublas.LoadBLAS first)")
+var ErrNotLoaded = load.NotLoaded("cublas", "libcublasLt or libcublas", "cublas.LoadLt or cublas.LoadBLAS")
 
+// check turns a cublasStatus_t from the C function fn into an error.
 func check(fn string, s Status) error {
 	if s == StatusSuccess {
 		return nil
@@ -166,10 +155,11 @@ var SpecLt = load.Spec{Name: libLt, Sonames: []string{"libcublasLt.so.13", "libc
 // SpecBLAS is how [LoadBLAS] searches: libcublas.so.13, then .so.12.
 var SpecBLAS = load.Spec{Name: libBLAS, Sonames: []string{"libcublas.so.13", "libcublas.so.12"}}
 
+// ltLib and blasLib hold the loaded libraries and whether their bindings
+// are ready; they share one table.
 var (
-	loadMu             sync.Mutex
-	lt, blas           *load.Library
-	readyLt, readyBLAS atomic.Bool
+	ltLib   = load.Loader{Spec: &SpecLt, Bindings: bindings}
+	blasLib = load.Loader{Spec: &SpecBLAS, Bindings: bindings}
 )
 
 // LoadLt finds cuBLASLt (see [SpecLt]), resolves its bindings and returns
@@ -177,34 +167,33 @@ var (
 // after a failure the next call searches again. The error is a
 // *load.NotFoundError when no cuBLASLt could be opened. It is safe for
 // concurrent use.
-func LoadLt() (*load.Library, error) {
-	loadMu.Lock()
-	defer loadMu.Unlock()
-	return loadLocked(SpecLt, &lt, &readyLt)
-}
+func LoadLt() (*load.Library, error) { return ltLib.Load() }
 
 // LoadBLAS finds the classic cuBLAS (see [SpecBLAS]), resolves its
 // bindings and returns the library, as [LoadLt] does. It loads cuBLASLt
 // first when it can, since libcublas links against it.
 func LoadBLAS() (*load.Library, error) {
-	loadMu.Lock()
-	defer loadMu.Unlock()
-	_, _ = loadLocked(SpecLt, &lt, &readyLt) // libcublas needs it; a failure shows below
-	return loadLocked(SpecBLAS, &blas, &readyBLAS)
+	_, _ = ltLib.Load() // libcublas needs it; a failure shows below
+	return blasLib.Load()
 }
 
-func loadLocked(spec load.Spec, dst **load.Library, ready *atomic.Bool) (*load.Library, error) {
-	if *dst != nil {
-		return *dst, nil
+// callLt returns [ErrNotLoaded] before [LoadLt] succeeded; else it calls
+// c, which calls the cuBLASLt function fn, and turns the status into an
+// error.
+func callLt(fn string, c func() Status) error { return call(&ltLib, fn, c) }
+
+// callBLAS is [callLt] for the classic cuBLAS, loaded by [LoadBLAS].
+func callBLAS(fn string, c func() Status) error { return call(&blasLib, fn, c) }
+
+// result is the status of a call through purego.SyscallN: the low 32
+// bits of its first return value.
+func result(r1, _, _ uintptr) Status { return Status(int32(r1)) }
+
+// call returns [ErrNotLoaded] before l is loaded; else it calls c, which
+// calls the C function fn, and turns the status into an error.
+func call(l *load.Loader, fn string, c func() Status) error {
+	if !l.Ready() {
+		return ErrNotLoaded
 	}
-	l, err := load.Open(spec)
-	if err != nil {
-		return nil, err
-	}
-	if err := l.Bind(bindings); err != nil {
-		return l, err
-	}
-	*dst = l
-	ready.Store(true)
-	return l, nil
+	return check(fn, c())
 }

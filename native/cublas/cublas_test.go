@@ -8,21 +8,38 @@ import (
 	"unsafe"
 
 	"github.com/vramgo/vram/native/cuda"
+	"github.com/vramgo/vram/native/internal/bindtest"
 	"github.com/vramgo/vram/native/internal/cudatest"
-	"github.com/vramgo/vram/native/load"
 )
 
 func TestBindingTable(t *testing.T) {
-	diffs, err := load.CheckTable("bindings.tsv", bindings, map[string]uintptr{
+	bindtest.Table(t, bindings, map[string]uintptr{
 		"cublasLtMatmulAlgo_t":            unsafe.Sizeof(MatmulAlgo{}),
 		"cublasLtMatmulHeuristicResult_t": unsafe.Sizeof(MatmulHeuristicResult{}),
 	})
-	if err != nil {
-		t.Fatal(err)
+}
+
+// TestSymbolsNamed checks that every wrapper reports the C symbol of the
+// binding it calls, and checks that the symbol's own library is loaded.
+func TestSymbolsNamed(t *testing.T) {
+	bindtest.Uses(t, bindings, map[string]string{"callLt": libLt, "callBLAS": libBLAS},
+		"call", "callLt", "callBLAS", "LtGetVersion")
+}
+
+// TestNotLoaded checks that every wrapper fails with ErrNotLoaded, instead
+// of calling through a nil function or address, before its library is
+// loaded.
+func TestNotLoaded(t *testing.T) {
+	if ltLib.Ready() || blasLib.Ready() {
+		t.Skip("a library is loaded")
 	}
-	for _, d := range diffs {
-		t.Error(d)
-	}
+	bindtest.NotLoaded(t, ErrNotLoaded, []any{
+		LtGetVersion, LtCreate, LtDestroy, LtMatmulDescCreate, LtMatmulDescSetAttribute,
+		LtMatmulDescDestroy, LtMatrixLayoutCreate, LtMatrixLayoutSetAttribute, LtMatrixLayoutDestroy,
+		LtMatmulPreferenceCreate, LtMatmulPreferenceSetAttribute, LtMatmulPreferenceDestroy,
+		LtMatmulAlgoGetHeuristic, LtMatmul,
+		Create, Destroy, GetVersion, SetStream, SetMathMode, GemmEx,
+	}, "LoadLt", "LoadBLAS")
 }
 
 func TestHeuristicResultLayout(t *testing.T) {
@@ -44,13 +61,21 @@ func TestHeuristicResultLayout(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	err := check("cublasLtMatmul", 15)
-	if !errors.Is(err, ErrNotSupported) || errors.Is(err, ErrInvalidValue) {
-		t.Errorf("errors.Is mismatch for %v", err)
-	}
-	if got := err.Error(); got != "cublas: cublasLtMatmul: CUBLAS_STATUS_NOT_SUPPORTED (15)" {
+	bindtest.Errors[Status, *Error](t, "cublas", check, StatusSuccess, ErrInternalError, false, []bindtest.ErrorCase[Status]{
+		{Code: 15, Name: "CUBLAS_STATUS_NOT_SUPPORTED", Sentinel: ErrNotSupported},
+		{Code: 7, Name: "CUBLAS_STATUS_INVALID_VALUE", Sentinel: ErrInvalidValue},
+		{Code: 3, Name: "CUBLAS_STATUS_ALLOC_FAILED", Sentinel: ErrAllocFailed},
+		{Code: 14, Name: "CUBLAS_STATUS_INTERNAL_ERROR", Sentinel: ErrInternalError},
+		{Code: 99, Name: "CUBLAS_STATUS_99"},
+	})
+	if got := check("cublasLtMatmul", 15).Error(); got != "cublas: cublasLtMatmul: CUBLAS_STATUS_NOT_SUPPORTED (15)" {
 		t.Errorf("message %q", got)
 	}
+}
+
+// TestStatusNamesUnique guards the checked-in table against copy slips.
+func TestStatusNamesUnique(t *testing.T) {
+	bindtest.Names(t, statusNames, "CUBLAS_STATUS_")
 }
 
 // gemmCase holds column-major float32 inputs, their float64 reference and
@@ -126,7 +151,7 @@ func TestLtMatmul(t *testing.T) {
 	if err != nil || v < 120000 {
 		t.Fatalf("cublasLtGetVersion: %d, %v", v, err)
 	}
-	t.Logf("cuBLASLt %d from %s", v, lt.Path)
+	t.Logf("cuBLASLt %d from %s", v, ltLib.Library().Path)
 	ctx := cudatest.Context(t, devs[0])
 	err = ctx.Do(func() error {
 		g := newGemmCase(96, 80, 112, 7)
@@ -225,7 +250,7 @@ func TestGemmEx(t *testing.T) {
 		if err != nil || v < 120000 {
 			t.Errorf("cublasGetVersion_v2: %d, %v", v, err)
 		}
-		t.Logf("cuBLAS %d from %s", v, blas.Path)
+		t.Logf("cuBLAS %d from %s", v, blasLib.Library().Path)
 		stream, err := cuda.StreamCreate(cuda.StreamNonBlocking)
 		if err != nil {
 			return err

@@ -86,7 +86,7 @@ const (
 // LtGetVersion returns cuBLASLt's version as major*10000 + minor*100 +
 // patch (130100 for 13.1.0). It calls cublasLtGetVersion.
 func LtGetVersion() (int, error) {
-	if !readyLt.Load() {
+	if !ltLib.Ready() {
 		return 0, ErrNotLoaded
 	}
 	return int(cublasLtGetVersion()), nil
@@ -95,49 +95,36 @@ func LtGetVersion() (int, error) {
 // LtCreate creates a cuBLASLt handle. It calls cublasLtCreate. The handle
 // must be destroyed with [LtDestroy].
 func LtCreate() (LtHandle, error) {
-	if !readyLt.Load() {
-		return 0, ErrNotLoaded
-	}
 	var h LtHandle
-	return h, check("cublasLtCreate", cublasLtCreate(&h))
+	err := callLt("cublasLtCreate", func() Status { return cublasLtCreate(&h) })
+	return h, err
 }
 
 // LtDestroy destroys a handle from [LtCreate]. It calls cublasLtDestroy.
 func LtDestroy(h LtHandle) error {
-	if !readyLt.Load() {
-		return ErrNotLoaded
-	}
-	return check("cublasLtDestroy", cublasLtDestroy(h))
+	return callLt("cublasLtDestroy", func() Status { return cublasLtDestroy(h) })
 }
 
 // LtMatmulDescCreate creates a matmul descriptor with the given compute
 // type and scale type (the type of alpha and beta). It calls
 // cublasLtMatmulDescCreate. Destroy it with [LtMatmulDescDestroy].
 func LtMatmulDescCreate(compute ComputeType, scale DataType) (MatmulDesc, error) {
-	if !readyLt.Load() {
-		return 0, ErrNotLoaded
-	}
 	var d MatmulDesc
-	return d, check("cublasLtMatmulDescCreate", cublasLtMatmulDescCreate(&d, compute, scale))
+	err := callLt("cublasLtMatmulDescCreate", func() Status { return cublasLtMatmulDescCreate(&d, compute, scale) })
+	return d, err
 }
 
 // LtMatmulDescSetAttribute sets one attribute from the size bytes at buf
 // (Go memory holding no Go pointers, read during the call only). It calls
 // cublasLtMatmulDescSetAttribute.
 func LtMatmulDescSetAttribute(d MatmulDesc, attr MatmulDescAttribute, buf unsafe.Pointer, size uint64) error {
-	if !readyLt.Load() {
-		return ErrNotLoaded
-	}
-	return check("cublasLtMatmulDescSetAttribute", cublasLtMatmulDescSetAttribute(d, attr, buf, size))
+	return callLt("cublasLtMatmulDescSetAttribute", func() Status { return cublasLtMatmulDescSetAttribute(d, attr, buf, size) })
 }
 
 // LtMatmulDescDestroy destroys a descriptor. It calls
 // cublasLtMatmulDescDestroy.
 func LtMatmulDescDestroy(d MatmulDesc) error {
-	if !readyLt.Load() {
-		return ErrNotLoaded
-	}
-	return check("cublasLtMatmulDescDestroy", cublasLtMatmulDescDestroy(d))
+	return callLt("cublasLtMatmulDescDestroy", func() Status { return cublasLtMatmulDescDestroy(d) })
 }
 
 // LtMatrixLayoutCreate describes a rows×cols matrix of type t with leading
@@ -145,74 +132,57 @@ func LtMatmulDescDestroy(d MatmulDesc) error {
 // calls cublasLtMatrixLayoutCreate. Destroy it with
 // [LtMatrixLayoutDestroy].
 func LtMatrixLayoutCreate(t DataType, rows, cols uint64, ld int64) (MatrixLayout, error) {
-	if !readyLt.Load() {
-		return 0, ErrNotLoaded
-	}
 	var l MatrixLayout
-	return l, check("cublasLtMatrixLayoutCreate", cublasLtMatrixLayoutCreate(&l, t, rows, cols, ld))
+	err := callLt("cublasLtMatrixLayoutCreate", func() Status { return cublasLtMatrixLayoutCreate(&l, t, rows, cols, ld) })
+	return l, err
 }
 
 // LtMatrixLayoutSetAttribute sets one layout attribute from the size bytes
 // at buf. It calls cublasLtMatrixLayoutSetAttribute.
 func LtMatrixLayoutSetAttribute(l MatrixLayout, attr MatrixLayoutAttribute, buf unsafe.Pointer, size uint64) error {
-	if !readyLt.Load() {
-		return ErrNotLoaded
-	}
-	return check("cublasLtMatrixLayoutSetAttribute", cublasLtMatrixLayoutSetAttribute(l, attr, buf, size))
+	return callLt("cublasLtMatrixLayoutSetAttribute", func() Status { return cublasLtMatrixLayoutSetAttribute(l, attr, buf, size) })
 }
 
 // LtMatrixLayoutDestroy destroys a layout. It calls
 // cublasLtMatrixLayoutDestroy.
 func LtMatrixLayoutDestroy(l MatrixLayout) error {
-	if !readyLt.Load() {
-		return ErrNotLoaded
-	}
-	return check("cublasLtMatrixLayoutDestroy", cublasLtMatrixLayoutDestroy(l))
+	return callLt("cublasLtMatrixLayoutDestroy", func() Status { return cublasLtMatrixLayoutDestroy(l) })
 }
 
 // LtMatmulPreferenceCreate creates an algorithm-search preference. It calls
 // cublasLtMatmulPreferenceCreate. Destroy it with
 // [LtMatmulPreferenceDestroy].
 func LtMatmulPreferenceCreate() (MatmulPreference, error) {
-	if !readyLt.Load() {
-		return 0, ErrNotLoaded
-	}
 	var p MatmulPreference
-	return p, check("cublasLtMatmulPreferenceCreate", cublasLtMatmulPreferenceCreate(&p))
+	err := callLt("cublasLtMatmulPreferenceCreate", func() Status { return cublasLtMatmulPreferenceCreate(&p) })
+	return p, err
 }
 
 // LtMatmulPreferenceSetAttribute sets one preference from the size bytes
 // at buf. It calls cublasLtMatmulPreferenceSetAttribute.
 func LtMatmulPreferenceSetAttribute(p MatmulPreference, attr MatmulPreferenceAttribute, buf unsafe.Pointer, size uint64) error {
-	if !readyLt.Load() {
-		return ErrNotLoaded
-	}
-	return check("cublasLtMatmulPreferenceSetAttribute", cublasLtMatmulPreferenceSetAttribute(p, attr, buf, size))
+	return callLt("cublasLtMatmulPreferenceSetAttribute", func() Status { return cublasLtMatmulPreferenceSetAttribute(p, attr, buf, size) })
 }
 
 // LtMatmulPreferenceDestroy destroys a preference. It calls
 // cublasLtMatmulPreferenceDestroy.
 func LtMatmulPreferenceDestroy(p MatmulPreference) error {
-	if !readyLt.Load() {
-		return ErrNotLoaded
-	}
-	return check("cublasLtMatmulPreferenceDestroy", cublasLtMatmulPreferenceDestroy(p))
+	return callLt("cublasLtMatmulPreferenceDestroy", func() Status { return cublasLtMatmulPreferenceDestroy(p) })
 }
 
 // LtMatmulAlgoGetHeuristic fills results with up to len(results)
 // algorithms for D = alpha*op(A)*op(B) + beta*C, best first, and returns
 // how many it found (0 when none fits: then [ErrNotSupported]). It calls
-// cublasLtMatmulAlgoGetHeuristic.
+// cublasLtMatmulAlgoGetHeuristic; an empty results fails with
+// [ErrInvalidValue] without calling it.
 func LtMatmulAlgoGetHeuristic(h LtHandle, desc MatmulDesc, a, b, c, d MatrixLayout, pref MatmulPreference, results []MatmulHeuristicResult) (int, error) {
-	if !readyLt.Load() {
-		return 0, ErrNotLoaded
-	}
-	if len(results) == 0 {
-		return 0, check("cublasLtMatmulAlgoGetHeuristic", 7)
-	}
 	var n int32
-	err := check("cublasLtMatmulAlgoGetHeuristic",
-		cublasLtMatmulAlgoGetHeuristic(h, desc, a, b, c, d, pref, int32(len(results)), &results[0], &n))
+	err := callLt("cublasLtMatmulAlgoGetHeuristic", func() Status {
+		if len(results) == 0 {
+			return ErrInvalidValue.Code
+		}
+		return cublasLtMatmulAlgoGetHeuristic(h, desc, a, b, c, d, pref, int32(len(results)), &results[0], &n)
+	})
 	return int(n), err
 }
 
@@ -224,12 +194,10 @@ func LtMatmul(h LtHandle, desc MatmulDesc, alpha unsafe.Pointer,
 	a cuda.DevicePtr, aDesc MatrixLayout, b cuda.DevicePtr, bDesc MatrixLayout,
 	beta unsafe.Pointer, c cuda.DevicePtr, cDesc MatrixLayout, d cuda.DevicePtr, dDesc MatrixLayout,
 	algo *MatmulAlgo, workspace cuda.DevicePtr, workspaceBytes uint64, s cuda.Stream) error {
-	if !readyLt.Load() {
-		return ErrNotLoaded
-	}
-	r, _, _ := purego.SyscallN(addrLtMatmul, uintptr(h), uintptr(desc), uintptr(alpha),
-		uintptr(a), uintptr(aDesc), uintptr(b), uintptr(bDesc), uintptr(beta),
-		uintptr(c), uintptr(cDesc), uintptr(d), uintptr(dDesc),
-		uintptr(unsafe.Pointer(algo)), uintptr(workspace), uintptr(workspaceBytes), uintptr(s))
-	return check("cublasLtMatmul", Status(int32(r)))
+	return callLt("cublasLtMatmul", func() Status {
+		return result(purego.SyscallN(addrLtMatmul, uintptr(h), uintptr(desc), uintptr(alpha),
+			uintptr(a), uintptr(aDesc), uintptr(b), uintptr(bDesc), uintptr(beta),
+			uintptr(c), uintptr(cDesc), uintptr(d), uintptr(dDesc),
+			uintptr(unsafe.Pointer(algo)), uintptr(workspace), uintptr(workspaceBytes), uintptr(s)))
+	})
 }

@@ -1,8 +1,6 @@
 package cuda
 
 import (
-	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/vramgo/vram/native/load"
@@ -32,6 +30,7 @@ var (
 	cuMemFree                     func(p DevicePtr) Result
 	cuMemGetInfo                  func(free, total *uint64) Result
 	cuMemAllocHost                func(pp *unsafe.Pointer, size uint64) Result
+	cuMemHostAlloc                func(pp *unsafe.Pointer, size uint64, flags uint32) Result
 	cuMemFreeHost                 func(p unsafe.Pointer) Result
 	cuMemHostRegister             func(p unsafe.Pointer, size uint64, flags uint32) Result
 	cuMemHostUnregister           func(p unsafe.Pointer) Result
@@ -40,6 +39,9 @@ var (
 	cuMemcpyDtoD                  func(dst, src DevicePtr, n uint64) Result
 	cuMemsetD8                    func(dst DevicePtr, value uint8, n uint64) Result
 	cuStreamCreate                func(s *Stream, flags uint32) Result
+	cuStreamCreateWithPriority    func(s *Stream, flags uint32, priority int32) Result
+	cuCtxGetStreamPriorityRange   func(least, greatest *int32) Result
+	cuStreamGetPriority           func(s Stream, priority *int32) Result
 	cuStreamDestroy               func(s Stream) Result
 	cuStreamSynchronize           func(s Stream) Result
 	cuEventCreate                 func(e *Event, flags uint32) Result
@@ -109,6 +111,7 @@ var bindings = []load.Binding{
 	{Lib: libName, Names: []string{"cuMemFree_v2"}, Fn: &cuMemFree},
 	{Lib: libName, Names: []string{"cuMemGetInfo_v2"}, Fn: &cuMemGetInfo},
 	{Lib: libName, Names: []string{"cuMemAllocHost_v2"}, Fn: &cuMemAllocHost},
+	{Lib: libName, Names: []string{"cuMemHostAlloc"}, Fn: &cuMemHostAlloc},
 	{Lib: libName, Names: []string{"cuMemFreeHost"}, Fn: &cuMemFreeHost},
 	{Lib: libName, Names: []string{"cuMemHostRegister_v2"}, Fn: &cuMemHostRegister},
 	{Lib: libName, Names: []string{"cuMemHostUnregister"}, Fn: &cuMemHostUnregister},
@@ -122,6 +125,9 @@ var bindings = []load.Binding{
 	{Lib: libName, Names: []string{"cuMemcpyPeerAsync"}, Fn: &sigMemcpyPeerAsync, Addr: &addrMemcpyPeerAsync},
 	{Lib: libName, Names: []string{"cuMemsetD8Async"}, Fn: &sigMemsetD8Async, Addr: &addrMemsetD8Async},
 	{Lib: libName, Names: []string{"cuStreamCreate"}, Fn: &cuStreamCreate},
+	{Lib: libName, Names: []string{"cuStreamCreateWithPriority"}, Fn: &cuStreamCreateWithPriority},
+	{Lib: libName, Names: []string{"cuCtxGetStreamPriorityRange"}, Fn: &cuCtxGetStreamPriorityRange},
+	{Lib: libName, Names: []string{"cuStreamGetPriority"}, Fn: &cuStreamGetPriority},
 	{Lib: libName, Names: []string{"cuStreamDestroy_v2"}, Fn: &cuStreamDestroy},
 	{Lib: libName, Names: []string{"cuStreamSynchronize"}, Fn: &cuStreamSynchronize},
 	{Lib: libName, Names: []string{"cuStreamQuery"}, Fn: &sigStreamQuery, Addr: &addrStreamQuery},
@@ -157,11 +163,8 @@ var Spec = load.Spec{
 	NoToolkitDirs: true,
 }
 
-var (
-	loadMu sync.Mutex
-	lib    *load.Library
-	ready  atomic.Bool // set once every binding is resolved
-)
+// driver holds the loaded libcuda.so.1 and whether the bindings are ready.
+var driver = load.Loader{Spec: &Spec, Bindings: bindings}
 
 // Load finds libcuda.so.1 as the package load describes, resolves every
 // binding and returns the library it loaded. Once it has succeeded, later
@@ -173,37 +176,25 @@ var (
 // old for these bindings (older than CUDA 12).
 //
 // Load is safe for concurrent use.
-func Load() (*load.Library, error) {
-	loadMu.Lock()
-	defer loadMu.Unlock()
-	if lib != nil {
-		return lib, nil
-	}
-	l, err := load.Open(Spec)
-	if err != nil {
-		return nil, err
-	}
-	if err := l.Bind(bindings); err != nil {
-		return l, err
-	}
-	lib = l
-	ready.Store(true)
-	return l, nil
-}
+func Load() (*load.Library, error) { return driver.Load() }
 
 // Resolved returns, for each bound C symbol, the name found in the loaded
 // library (a fallback name where the library lacks the newer one), or nil
 // before [Load] succeeded. For diagnostics.
-func Resolved() map[string]string {
-	if !ready.Load() {
-		return nil
+func Resolved() map[string]string { return driver.Resolved() }
+
+// call returns [ErrNotLoaded] before [Load] succeeded; else it calls c,
+// which calls the C function fn, and turns the CUresult into an error.
+func call(fn string, c func() Result) error {
+	if !driver.Ready() {
+		return ErrNotLoaded
 	}
-	m := make(map[string]string, len(bindings))
-	for _, b := range bindings {
-		m[b.Names[0]] = b.Resolved
-	}
-	return m
+	return check(fn, c())
 }
+
+// result is the CUresult of a call through purego.SyscallN: the low 32
+// bits of its first return value.
+func result(r1, _, _ uintptr) Result { return Result(int32(r1)) }
 
 // goString copies a C string owned by the driver.
 func goString(p *byte) string { return load.GoString(p) }

@@ -1,29 +1,51 @@
 package cuda
 
 import (
-	"errors"
-	"fmt"
 	"math"
-	"strings"
 	"testing"
 	"unsafe"
 
-	"github.com/vramgo/vram/native/load"
+	"github.com/vramgo/vram/native/internal/bindtest"
 )
 
 // TestBindingTable holds every Go declaration and struct to bindings.tsv.
 func TestBindingTable(t *testing.T) {
-	diffs, err := load.CheckTable("bindings.tsv", bindings, map[string]uintptr{
+	bindtest.Table(t, bindings, map[string]uintptr{
 		"CUmemLocation":       unsafe.Sizeof(MemLocation{}),
 		"CUmemAllocationProp": unsafe.Sizeof(MemAllocationProp{}),
 		"CUmemAccessDesc":     unsafe.Sizeof(MemAccessDesc{}),
 		"CUuuid":              unsafe.Sizeof(UUID{}),
 	})
-	if err != nil {
-		t.Fatal(err)
+}
+
+// TestSymbolsNamed checks that every wrapper reports the C symbol of the
+// binding it calls.
+func TestSymbolsNamed(t *testing.T) {
+	bindtest.Uses(t, bindings, map[string]string{"call": libName}, "call", "check")
+}
+
+// TestNotLoaded checks that every wrapper fails with ErrNotLoaded, instead
+// of calling through a nil function or address, before Load.
+func TestNotLoaded(t *testing.T) {
+	if driver.Ready() {
+		t.Skip("the driver is loaded")
 	}
-	for _, d := range diffs {
-		t.Error(d)
+	bindtest.NotLoaded(t, ErrNotLoaded, []any{
+		Init, DriverGetVersion, DeviceGetCount, DeviceGet, DeviceGetName, DeviceTotalMem,
+		DeviceGetAttribute, DeviceGetUUID, DeviceCanAccessPeer, DevicePrimaryCtxRetain,
+		DevicePrimaryCtxRelease, CtxSetCurrent, CtxGetCurrent, CtxSynchronize, CtxEnablePeerAccess,
+		MemAlloc, MemFree, MemGetInfo, MemAllocHost, MemHostAlloc, MemFreeHost, MemHostRegister,
+		MemHostUnregister, MemcpyHtoD, MemcpyDtoH, MemcpyDtoD, MemsetD8, MemcpyHtoDAsync,
+		MemcpyDtoHAsync, MemcpyDtoDAsync, MemcpyPeerAsync, MemsetD8Async,
+		StreamCreate, StreamCreateWithPriority, CtxGetStreamPriorityRange, StreamGetPriority,
+		StreamDestroy, StreamSynchronize, StreamQuery, StreamWaitEvent,
+		EventCreate, EventDestroy, EventRecord, EventQuery, EventSynchronize, EventElapsedTime,
+		ModuleLoadData, ModuleUnload, ModuleGetFunction, FuncGetAttribute, LaunchKernel,
+		MemAddressReserve, MemAddressFree, MemCreate, MemRelease, MemMap, MemUnmap, MemSetAccess,
+		MemGetAllocationGranularity,
+	}, "Load")
+	if Resolved() != nil {
+		t.Error("Resolved before Load is not nil")
 	}
 }
 
@@ -59,60 +81,21 @@ func TestStructLayout(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	tests := []struct {
-		name     string
-		code     Result
-		wantName string
-		sentinel error
-	}{
-		{"out of memory", 2, "CUDA_ERROR_OUT_OF_MEMORY", ErrOutOfMemory},
-		{"invalid context", 201, "CUDA_ERROR_INVALID_CONTEXT", ErrInvalidContext},
-		{"not initialised", 3, "CUDA_ERROR_NOT_INITIALIZED", ErrNotInitialized},
-		{"no device", 100, "CUDA_ERROR_NO_DEVICE", ErrNoDevice},
-		{"not ready", 600, "CUDA_ERROR_NOT_READY", ErrNotReady},
-		{"illegal address", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", ErrIllegalAddress},
-		{"unknown code", 12345, "CUDA_ERROR_12345", nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if !ready.Load() { // cuGetErrorName would rename unknown codes
-				if got := tc.code.Name(); got != tc.wantName {
-					t.Errorf("Name() = %q, want %q", got, tc.wantName)
-				}
-			}
-			err := fmt.Errorf("wrapped: %w", check("cuTest", tc.code))
-			var e *Error
-			if !errors.As(err, &e) || e.Code != tc.code || e.Func != "cuTest" {
-				t.Fatalf("errors.As: %#v", e)
-			}
-			if !strings.HasPrefix(e.Error(), "cuda: cuTest: ") || !strings.Contains(e.Error(), fmt.Sprintf("(%d)", tc.code)) {
-				t.Errorf("message %q", e.Error())
-			}
-			if tc.sentinel != nil && !errors.Is(err, tc.sentinel) {
-				t.Errorf("errors.Is(%v, %v) = false", err, tc.sentinel)
-			}
-			if errors.Is(err, ErrUnknown) {
-				t.Errorf("errors.Is(%v, ErrUnknown) = true", err)
-			}
-		})
-	}
-	if check("cuTest", Success) != nil {
-		t.Error("CUDA_SUCCESS gave an error")
-	}
+	bindtest.Errors[Result, *Error](t, "cuda", check, Success, ErrUnknown, driver.Ready(), []bindtest.ErrorCase[Result]{
+		{Code: 2, Name: "CUDA_ERROR_OUT_OF_MEMORY", Sentinel: ErrOutOfMemory},
+		{Code: 201, Name: "CUDA_ERROR_INVALID_CONTEXT", Sentinel: ErrInvalidContext},
+		{Code: 3, Name: "CUDA_ERROR_NOT_INITIALIZED", Sentinel: ErrNotInitialized},
+		{Code: 100, Name: "CUDA_ERROR_NO_DEVICE", Sentinel: ErrNoDevice},
+		{Code: 600, Name: "CUDA_ERROR_NOT_READY", Sentinel: ErrNotReady},
+		{Code: 700, Name: "CUDA_ERROR_ILLEGAL_ADDRESS", Sentinel: ErrIllegalAddress},
+		{Code: 999, Name: "CUDA_ERROR_UNKNOWN", Sentinel: ErrUnknown},
+		{Code: 12345, Name: "CUDA_ERROR_12345"},
+	})
 }
 
 // TestResultNamesUnique guards the checked-in table against copy slips.
 func TestResultNamesUnique(t *testing.T) {
-	seen := map[string]Result{}
-	for code, name := range resultNames {
-		if other, dup := seen[name]; dup {
-			t.Errorf("%s is both %d and %d", name, code, other)
-		}
-		seen[name] = code
-		if !strings.HasPrefix(name, "CUDA_") {
-			t.Errorf("%d: %q", code, name)
-		}
-	}
+	bindtest.Names(t, resultNames, "CUDA_")
 }
 
 func TestKernelArgs(t *testing.T) {

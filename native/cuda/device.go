@@ -6,51 +6,39 @@ import "runtime"
 // other driver call but [DriverGetVersion] fails with [ErrNotInitialized]
 // before it. Calling it again is harmless.
 func Init(flags uint32) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuInit", cuInit(flags))
+	return call("cuInit", func() Result { return cuInit(flags) })
 }
 
 // DriverGetVersion returns the newest CUDA version the driver supports, as
 // 1000*major + 10*minor (13000 for CUDA 13.0). It calls cuDriverGetVersion
 // and works before [Init].
 func DriverGetVersion() (int, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var v int32
-	return int(v), check("cuDriverGetVersion", cuDriverGetVersion(&v))
+	err := call("cuDriverGetVersion", func() Result { return cuDriverGetVersion(&v) })
+	return int(v), err
 }
 
 // DeviceGetCount returns the number of CUDA devices. It calls
 // cuDeviceGetCount.
 func DeviceGetCount() (int, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var n int32
-	return int(n), check("cuDeviceGetCount", cuDeviceGetCount(&n))
+	err := call("cuDeviceGetCount", func() Result { return cuDeviceGetCount(&n) })
+	return int(n), err
 }
 
 // DeviceGet returns the device with the given ordinal. It calls
 // cuDeviceGet.
 func DeviceGet(ordinal int) (Device, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var d Device
-	return d, check("cuDeviceGet", cuDeviceGet(&d, int32(ordinal)))
+	err := call("cuDeviceGet", func() Result { return cuDeviceGet(&d, int32(ordinal)) })
+	return d, err
 }
 
 // DeviceGetName returns the device's product name, e.g. "NVIDIA H200". It
 // calls cuDeviceGetName.
 func DeviceGetName(dev Device) (string, error) {
-	if !ready.Load() {
-		return "", ErrNotLoaded
-	}
 	var buf [256]byte
-	if err := check("cuDeviceGetName", cuDeviceGetName(&buf[0], int32(len(buf)), dev)); err != nil {
+	if err := call("cuDeviceGetName", func() Result { return cuDeviceGetName(&buf[0], int32(len(buf)), dev) }); err != nil {
 		return "", err
 	}
 	return goString(&buf[0]), nil
@@ -59,41 +47,32 @@ func DeviceGetName(dev Device) (string, error) {
 // DeviceTotalMem returns the device's memory in bytes. It calls
 // cuDeviceTotalMem_v2.
 func DeviceTotalMem(dev Device) (uint64, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var n uint64
-	return n, check("cuDeviceTotalMem_v2", cuDeviceTotalMem(&n, dev))
+	err := call("cuDeviceTotalMem_v2", func() Result { return cuDeviceTotalMem(&n, dev) })
+	return n, err
 }
 
 // DeviceGetAttribute returns one attribute of the device. It calls
 // cuDeviceGetAttribute.
 func DeviceGetAttribute(attr DeviceAttribute, dev Device) (int, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var v int32
-	return int(v), check("cuDeviceGetAttribute", cuDeviceGetAttribute(&v, attr, dev))
+	err := call("cuDeviceGetAttribute", func() Result { return cuDeviceGetAttribute(&v, attr, dev) })
+	return int(v), err
 }
 
 // DeviceGetUUID returns the device's UUID. It calls cuDeviceGetUuid_v2
 // (cuDeviceGetUuid on drivers older than CUDA 11.4, which lack it).
 func DeviceGetUUID(dev Device) (UUID, error) {
-	if !ready.Load() {
-		return UUID{}, ErrNotLoaded
-	}
 	var u UUID
-	return u, check("cuDeviceGetUuid_v2", cuDeviceGetUuid(&u, dev))
+	err := call("cuDeviceGetUuid_v2", func() Result { return cuDeviceGetUuid(&u, dev) })
+	return u, err
 }
 
 // DeviceCanAccessPeer reports whether contexts on dev can access memory on
 // peer once peer access is enabled. It calls cuDeviceCanAccessPeer.
 func DeviceCanAccessPeer(dev, peer Device) (bool, error) {
-	if !ready.Load() {
-		return false, ErrNotLoaded
-	}
 	var v int32
-	err := check("cuDeviceCanAccessPeer", cuDeviceCanAccessPeer(&v, dev, peer))
+	err := call("cuDeviceCanAccessPeer", func() Result { return cuDeviceCanAccessPeer(&v, dev, peer) })
 	return v != 0, err
 }
 
@@ -102,60 +81,44 @@ func DeviceCanAccessPeer(dev, peer Device) (bool, error) {
 // first use. It calls cuDevicePrimaryCtxRetain. Each call must be matched
 // by [DevicePrimaryCtxRelease].
 func DevicePrimaryCtxRetain(dev Device) (Context, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var c Context
-	return c, check("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&c, dev))
+	err := call("cuDevicePrimaryCtxRetain", func() Result { return cuDevicePrimaryCtxRetain(&c, dev) })
+	return c, err
 }
 
 // DevicePrimaryCtxRelease releases a reference taken by
 // [DevicePrimaryCtxRetain]; the context is destroyed with the last one. It
 // calls cuDevicePrimaryCtxRelease_v2.
 func DevicePrimaryCtxRelease(dev Device) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuDevicePrimaryCtxRelease_v2", cuDevicePrimaryCtxRelease(dev))
+	return call("cuDevicePrimaryCtxRelease_v2", func() Result { return cuDevicePrimaryCtxRelease(dev) })
 }
 
 // CtxSetCurrent makes ctx current on the calling OS thread (0 unbinds).
 // It calls cuCtxSetCurrent. The goroutine must hold its thread with
 // runtime.LockOSThread for the setting to mean anything: see [Context.Do].
 func CtxSetCurrent(ctx Context) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuCtxSetCurrent", cuCtxSetCurrent(ctx))
+	return call("cuCtxSetCurrent", func() Result { return cuCtxSetCurrent(ctx) })
 }
 
 // CtxGetCurrent returns the context current on the calling OS thread, 0 if
 // none. It calls cuCtxGetCurrent.
 func CtxGetCurrent() (Context, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var c Context
-	return c, check("cuCtxGetCurrent", cuCtxGetCurrent(&c))
+	err := call("cuCtxGetCurrent", func() Result { return cuCtxGetCurrent(&c) })
+	return c, err
 }
 
 // CtxSynchronize blocks until the current context's work is done and
 // returns the first asynchronous error, if any. It calls cuCtxSynchronize.
 func CtxSynchronize() error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuCtxSynchronize", cuCtxSynchronize())
+	return call("cuCtxSynchronize", func() Result { return cuCtxSynchronize() })
 }
 
 // CtxEnablePeerAccess lets the current context access memory of the peer
 // context; flags must be 0. It calls cuCtxEnablePeerAccess. Enabling it a
 // second time fails with [ErrPeerAccessAlreadyEnabled].
 func CtxEnablePeerAccess(peer Context, flags uint32) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuCtxEnablePeerAccess", cuCtxEnablePeerAccess(peer, flags))
+	return call("cuCtxEnablePeerAccess", func() Result { return cuCtxEnablePeerAccess(peer, flags) })
 }
 
 // Do runs fn on the calling goroutine with its OS thread locked and c

@@ -1,7 +1,7 @@
 // Package cuda binds the CUDA driver API (libcuda.so.1) with purego, without
 // cgo: devices, primary contexts, device and page-locked host memory,
-// copies, streams, events, modules and kernel launches, peer access and
-// virtual memory management (cuMemCreate, cuMemMap, ...).
+// copies, streams (with priorities), events, modules and kernel launches,
+// peer access and virtual memory management (cuMemCreate, cuMemMap, ...).
 //
 // It holds bindings and nothing else: every function calls one C function
 // (its doc comment names the exact symbol, with its _v2 suffix), returns an

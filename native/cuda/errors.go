@@ -1,8 +1,8 @@
 package cuda
 
 import (
-	"errors"
-	"fmt"
+	"github.com/vramgo/vram/native/internal/status"
+	"github.com/vramgo/vram/native/load"
 )
 
 // Result is a CUresult, the status every driver call returns.
@@ -122,12 +122,7 @@ var resultNames = map[Result]string{
 
 // Name returns the result's name in cuda.h, e.g. "CUDA_ERROR_OUT_OF_MEMORY",
 // from the checked-in table; codes it lacks are named "CUDA_ERROR_<code>".
-func (r Result) Name() string {
-	if n, ok := resultNames[r]; ok {
-		return n
-	}
-	return fmt.Sprintf("CUDA_ERROR_%d", int32(r))
-}
+func (r Result) Name() string { return status.Name(resultNames, "CUDA_ERROR_", r) }
 
 // String returns the result's name.
 func (r Result) String() string { return r.Name() }
@@ -145,15 +140,7 @@ type Error struct {
 
 // Error returns "cuda: cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory".
 func (e *Error) Error() string {
-	msg := "cuda: "
-	if e.Func != "" {
-		msg += e.Func + ": "
-	}
-	msg += fmt.Sprintf("%s (%d)", e.Name, int32(e.Code))
-	if e.Desc != "" {
-		msg += ": " + e.Desc
-	}
-	return msg
+	return status.Message("cuda", e.Func, e.Name, int32(e.Code), e.Desc)
 }
 
 // Is reports whether target is an *Error with the same code, so that
@@ -194,7 +181,7 @@ var (
 )
 
 // ErrNotLoaded is returned by every call made before [Load] succeeded.
-var ErrNotLoaded = errors.New("cuda: libcuda.so.1 is not loaded (call cuda.Load first)")
+var ErrNotLoaded = load.NotLoaded("cuda", "libcuda.so.1", "cuda.Load")
 
 // check turns a CUresult from the C function fn into an error.
 func check(fn string, r Result) error {

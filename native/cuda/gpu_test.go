@@ -3,6 +3,7 @@ package cuda_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"testing"
@@ -483,4 +484,141 @@ func TestPeer(t *testing.T) {
 		}
 	}
 	t.Logf("copied %d MiB GPU 0 -> GPU 1 (peer access %v)", n>>20, can)
+}
+
+// TestStreamPriorities creates streams at the least and the greatest
+// priority of the context's range, reads each priority back and destroys
+// them; a priority beyond the range is clamped to it.
+func TestStreamPriorities(t *testing.T) {
+	devs := cudatest.Require(t)
+	ctx := cudatest.Context(t, devs[0])
+	err := ctx.Do(func() error {
+		least, greatest, err := cuda.CtxGetStreamPriorityRange()
+		if err != nil {
+			return err
+		}
+		if greatest > least {
+			return fmt.Errorf("cuCtxGetStreamPriorityRange: least %d, greatest %d: greatest must not be larger", least, greatest)
+		}
+		t.Logf("stream priorities from %d (least) to %d (greatest)", least, greatest)
+		tests := []struct {
+			name           string
+			flags          uint32
+			priority, want int
+		}{
+			{"least", cuda.StreamNonBlocking, least, least},
+			{"greatest", cuda.StreamNonBlocking, greatest, greatest},
+			{"default flags at greatest", cuda.StreamDefault, greatest, greatest},
+			{"below the range", cuda.StreamNonBlocking, least + 100, least},
+			{"above the range", cuda.StreamNonBlocking, greatest - 100, greatest},
+			{"beyond a C int", cuda.StreamNonBlocking, math.MinInt64, greatest},
+		}
+		for _, tc := range tests {
+			s, err := cuda.StreamCreateWithPriority(tc.flags, tc.priority)
+			if err != nil {
+				return fmt.Errorf("%s: cuStreamCreateWithPriority(%d): %w", tc.name, tc.priority, err)
+			}
+			got, err := cuda.StreamGetPriority(s)
+			if err == nil && got != tc.want {
+				err = fmt.Errorf("priority %d, want %d", got, tc.want)
+			}
+			if err == nil {
+				err = cuda.StreamSynchronize(s) // the stream works
+			}
+			if derr := cuda.StreamDestroy(s); err == nil {
+				err = derr
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", tc.name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHostAllocAndEventFlags copies through cuMemHostAlloc memory with
+// each flag, timed with events, and checks that an event created with
+// CU_EVENT_DISABLE_TIMING cannot be timed.
+func TestHostAllocAndEventFlags(t *testing.T) {
+	devs := cudatest.Require(t)
+	ctx := cudatest.Context(t, devs[0])
+	err := ctx.Do(func() error {
+		const n = 1 << 20
+		dev, err := cuda.MemAlloc(n)
+		if err != nil {
+			return err
+		}
+		defer cuda.MemFree(dev)
+		s, err := cuda.StreamCreate(cuda.StreamNonBlocking)
+		if err != nil {
+			return err
+		}
+		defer cuda.StreamDestroy(s)
+		start, err := cuda.EventCreate(cuda.EventDefault)
+		if err != nil {
+			return err
+		}
+		defer cuda.EventDestroy(start)
+		end, err := cuda.EventCreate(cuda.EventBlockingSync)
+		if err != nil {
+			return err
+		}
+		defer cuda.EventDestroy(end)
+		untimed, err := cuda.EventCreate(cuda.EventDisableTiming | cuda.EventBlockingSync)
+		if err != nil {
+			return err
+		}
+		defer cuda.EventDestroy(untimed)
+
+		for _, flags := range []uint32{0, cuda.HostAllocPortable, cuda.HostAllocDeviceMap,
+			cuda.HostAllocWriteCombined, cuda.HostAllocPortable | cuda.HostAllocDeviceMap} {
+			host, err := cuda.MemHostAlloc(n, flags)
+			if err != nil {
+				return fmt.Errorf("cuMemHostAlloc(flags %#x): %w", flags, err)
+			}
+			buf := unsafe.Slice((*byte)(host), n)
+			for i := range buf {
+				buf[i] = byte(i*31 + int(flags))
+			}
+			err = errors.Join(
+				cuda.EventRecord(start, s),
+				cuda.MemcpyHtoDAsync(dev, host, n, s),
+				cuda.MemsetD8Async(dev, 0, 1, s),
+				cuda.MemcpyDtoHAsync(host, dev, n, s),
+				cuda.EventRecord(end, s),
+				cuda.EventRecord(untimed, s),
+				cuda.EventSynchronize(end),
+				cuda.EventSynchronize(untimed),
+			)
+			if err == nil {
+				if buf[0] != 0 || buf[1] != byte(31+int(flags)) || buf[n-1] != byte((n-1)*31+int(flags)) {
+					err = fmt.Errorf("round trip through flags %#x: bytes %#x %#x %#x", flags, buf[0], buf[1], buf[n-1])
+				}
+			}
+			if err == nil {
+				var el time.Duration
+				if el, err = cuda.EventElapsedTime(start, end); err == nil && (el < 0 || el > time.Minute) {
+					err = fmt.Errorf("cuEventElapsedTime_v2: %v", el)
+				}
+			}
+			if err == nil {
+				if _, terr := cuda.EventElapsedTime(start, untimed); !errors.Is(terr, cuda.ErrInvalidHandle) {
+					err = fmt.Errorf("timing an event made with CU_EVENT_DISABLE_TIMING: %v, want CUDA_ERROR_INVALID_HANDLE", terr)
+				}
+			}
+			if ferr := cuda.MemFreeHost(host); err == nil {
+				err = ferr
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -10,29 +10,21 @@ import (
 // It calls cuMemAlloc_v2. The memory must be freed with [MemFree]; an
 // allocation that does not fit fails with [ErrOutOfMemory].
 func MemAlloc(size uint64) (DevicePtr, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var p DevicePtr
-	return p, check("cuMemAlloc_v2", cuMemAlloc(&p, size))
+	err := call("cuMemAlloc_v2", func() Result { return cuMemAlloc(&p, size) })
+	return p, err
 }
 
 // MemFree frees memory from [MemAlloc]. It calls cuMemFree_v2.
 func MemFree(p DevicePtr) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuMemFree_v2", cuMemFree(p))
+	return call("cuMemFree_v2", func() Result { return cuMemFree(p) })
 }
 
 // MemGetInfo returns the free and total bytes of the current context's
 // device, as the driver sees them (every process counted). It calls
 // cuMemGetInfo_v2.
 func MemGetInfo() (free, total uint64, err error) {
-	if !ready.Load() {
-		return 0, 0, ErrNotLoaded
-	}
-	err = check("cuMemGetInfo_v2", cuMemGetInfo(&free, &total))
+	err = call("cuMemGetInfo_v2", func() Result { return cuMemGetInfo(&free, &total) })
 	return free, total, err
 }
 
@@ -41,19 +33,27 @@ func MemGetInfo() (free, total uint64, err error) {
 // cuMemAllocHost_v2. The memory must be freed with [MemFreeHost]; view it
 // with unsafe.Slice((*byte)(p), size).
 func MemAllocHost(size uint64) (unsafe.Pointer, error) {
-	if !ready.Load() {
-		return nil, ErrNotLoaded
-	}
 	var p unsafe.Pointer
-	return p, check("cuMemAllocHost_v2", cuMemAllocHost(&p, size))
+	err := call("cuMemAllocHost_v2", func() Result { return cuMemAllocHost(&p, size) })
+	return p, err
 }
 
-// MemFreeHost frees memory from [MemAllocHost]. It calls cuMemFreeHost.
+// MemHostAlloc allocates size bytes of page-locked host memory, outside
+// the Go heap, with the given flags ([HostAllocPortable],
+// [HostAllocDeviceMap], [HostAllocWriteCombined], or 0 for memory pinned
+// for the current context only). It calls cuMemHostAlloc. The memory must
+// be freed with [MemFreeHost]; asynchronous copies from it overlap with
+// kernels.
+func MemHostAlloc(size uint64, flags uint32) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	err := call("cuMemHostAlloc", func() Result { return cuMemHostAlloc(&p, size, flags) })
+	return p, err
+}
+
+// MemFreeHost frees memory from [MemAllocHost] or [MemHostAlloc]. It calls
+// cuMemFreeHost.
 func MemFreeHost(p unsafe.Pointer) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuMemFreeHost", cuMemFreeHost(p))
+	return call("cuMemFreeHost", func() Result { return cuMemFreeHost(p) })
 }
 
 // MemHostRegister page-locks the existing host range [p, p+size) for fast
@@ -61,53 +61,35 @@ func MemFreeHost(p unsafe.Pointer) error {
 // memory, the caller must pin it (runtime.Pinner) and keep it alive until
 // [MemHostUnregister].
 func MemHostRegister(p unsafe.Pointer, size uint64, flags uint32) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuMemHostRegister_v2", cuMemHostRegister(p, size, flags))
+	return call("cuMemHostRegister_v2", func() Result { return cuMemHostRegister(p, size, flags) })
 }
 
 // MemHostUnregister undoes [MemHostRegister]. It calls cuMemHostUnregister.
 func MemHostUnregister(p unsafe.Pointer) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuMemHostUnregister", cuMemHostUnregister(p))
+	return call("cuMemHostUnregister", func() Result { return cuMemHostUnregister(p) })
 }
 
 // MemcpyHtoD copies n bytes from host memory at src to the device. It
 // calls cuMemcpyHtoD_v2 and returns once src may be reused.
 func MemcpyHtoD(dst DevicePtr, src unsafe.Pointer, n uint64) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuMemcpyHtoD_v2", cuMemcpyHtoD(dst, src, n))
+	return call("cuMemcpyHtoD_v2", func() Result { return cuMemcpyHtoD(dst, src, n) })
 }
 
 // MemcpyDtoH copies n bytes from the device to host memory at dst. It
 // calls cuMemcpyDtoH_v2 and returns when the data is there.
 func MemcpyDtoH(dst unsafe.Pointer, src DevicePtr, n uint64) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuMemcpyDtoH_v2", cuMemcpyDtoH(dst, src, n))
+	return call("cuMemcpyDtoH_v2", func() Result { return cuMemcpyDtoH(dst, src, n) })
 }
 
 // MemcpyDtoD copies n bytes between device addresses (any devices with
 // unified addressing). It calls cuMemcpyDtoD_v2.
 func MemcpyDtoD(dst, src DevicePtr, n uint64) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuMemcpyDtoD_v2", cuMemcpyDtoD(dst, src, n))
+	return call("cuMemcpyDtoD_v2", func() Result { return cuMemcpyDtoD(dst, src, n) })
 }
 
 // MemsetD8 sets n bytes at dst to value. It calls cuMemsetD8_v2.
 func MemsetD8(dst DevicePtr, value uint8, n uint64) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuMemsetD8_v2", cuMemsetD8(dst, value, n))
+	return call("cuMemsetD8_v2", func() Result { return cuMemsetD8(dst, value, n) })
 }
 
 // MemcpyHtoDAsync queues a copy of n bytes from host memory at src to the
@@ -115,11 +97,9 @@ func MemsetD8(dst DevicePtr, value uint8, n uint64) error {
 // purego.SyscallN. The copy is asynchronous only from page-locked memory;
 // src must stay valid (pinned, if Go memory) until the stream has run it.
 func MemcpyHtoDAsync(dst DevicePtr, src unsafe.Pointer, n uint64, s Stream) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	r, _, _ := purego.SyscallN(addrMemcpyHtoDAsync, uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
-	return check("cuMemcpyHtoDAsync_v2", Result(int32(r)))
+	return call("cuMemcpyHtoDAsync_v2", func() Result {
+		return result(purego.SyscallN(addrMemcpyHtoDAsync, uintptr(dst), uintptr(src), uintptr(n), uintptr(s)))
+	})
 }
 
 // MemcpyDtoHAsync queues a copy of n bytes from the device to host memory
@@ -127,21 +107,17 @@ func MemcpyHtoDAsync(dst DevicePtr, src unsafe.Pointer, n uint64, s Stream) erro
 // purego.SyscallN. dst must stay valid (pinned, if Go memory) until the
 // stream has run it, and must not be read before.
 func MemcpyDtoHAsync(dst unsafe.Pointer, src DevicePtr, n uint64, s Stream) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	r, _, _ := purego.SyscallN(addrMemcpyDtoHAsync, uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
-	return check("cuMemcpyDtoHAsync_v2", Result(int32(r)))
+	return call("cuMemcpyDtoHAsync_v2", func() Result {
+		return result(purego.SyscallN(addrMemcpyDtoHAsync, uintptr(dst), uintptr(src), uintptr(n), uintptr(s)))
+	})
 }
 
 // MemcpyDtoDAsync queues a device-to-device copy of n bytes on stream s.
 // It calls cuMemcpyDtoDAsync_v2 through purego.SyscallN.
 func MemcpyDtoDAsync(dst, src DevicePtr, n uint64, s Stream) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	r, _, _ := purego.SyscallN(addrMemcpyDtoDAsync, uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
-	return check("cuMemcpyDtoDAsync_v2", Result(int32(r)))
+	return call("cuMemcpyDtoDAsync_v2", func() Result {
+		return result(purego.SyscallN(addrMemcpyDtoDAsync, uintptr(dst), uintptr(src), uintptr(n), uintptr(s)))
+	})
 }
 
 // MemcpyPeerAsync queues a copy of n bytes from src in srcCtx to dst in
@@ -149,19 +125,15 @@ func MemcpyDtoDAsync(dst, src DevicePtr, n uint64, s Stream) error {
 // cuMemcpyPeerAsync through purego.SyscallN. It works without peer access
 // (the driver stages through the host) and copies directly with it.
 func MemcpyPeerAsync(dst DevicePtr, dstCtx Context, src DevicePtr, srcCtx Context, n uint64, s Stream) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	r, _, _ := purego.SyscallN(addrMemcpyPeerAsync, uintptr(dst), uintptr(dstCtx), uintptr(src), uintptr(srcCtx), uintptr(n), uintptr(s))
-	return check("cuMemcpyPeerAsync", Result(int32(r)))
+	return call("cuMemcpyPeerAsync", func() Result {
+		return result(purego.SyscallN(addrMemcpyPeerAsync, uintptr(dst), uintptr(dstCtx), uintptr(src), uintptr(srcCtx), uintptr(n), uintptr(s)))
+	})
 }
 
 // MemsetD8Async queues setting n bytes at dst to value on stream s. It
 // calls cuMemsetD8Async through purego.SyscallN.
 func MemsetD8Async(dst DevicePtr, value uint8, n uint64, s Stream) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	r, _, _ := purego.SyscallN(addrMemsetD8Async, uintptr(dst), uintptr(value), uintptr(n), uintptr(s))
-	return check("cuMemsetD8Async", Result(int32(r)))
+	return call("cuMemsetD8Async", func() Result {
+		return result(purego.SyscallN(addrMemsetD8Async, uintptr(dst), uintptr(value), uintptr(n), uintptr(s)))
+	})
 }

@@ -16,44 +16,38 @@ import (
 // [ErrUnsupportedPTXVersion]; a CUBIN for another architecture with
 // [ErrNoBinaryForGPU] or [ErrInvalidImage].
 func ModuleLoadData(image []byte) (Module, error) {
-	if !ready.Load() {
+	if !driver.Ready() {
 		return 0, ErrNotLoaded
 	}
 	if len(image) == 0 {
 		return 0, &Error{Code: ErrInvalidImage.Code, Name: ErrInvalidImage.Name, Func: "cuModuleLoadData", Desc: "empty image"}
 	}
 	var m Module
-	return m, check("cuModuleLoadData", cuModuleLoadData(&m, unsafe.Pointer(&image[0])))
+	err := call("cuModuleLoadData", func() Result { return cuModuleLoadData(&m, unsafe.Pointer(&image[0])) })
+	return m, err
 }
 
 // ModuleUnload unloads a module; its functions become invalid. It calls
 // cuModuleUnload.
 func ModuleUnload(m Module) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuModuleUnload", cuModuleUnload(m))
+	return call("cuModuleUnload", func() Result { return cuModuleUnload(m) })
 }
 
 // ModuleGetFunction returns the kernel named name (its extern "C" name, or
 // its mangled name) in module m. It calls cuModuleGetFunction; a missing
 // name fails with [ErrNotFound].
 func ModuleGetFunction(m Module, name string) (Function, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var f Function
-	return f, check("cuModuleGetFunction", cuModuleGetFunction(&f, m, name))
+	err := call("cuModuleGetFunction", func() Result { return cuModuleGetFunction(&f, m, name) })
+	return f, err
 }
 
 // FuncGetAttribute returns one attribute of a kernel (registers, shared
 // memory, ...). It calls cuFuncGetAttribute.
 func FuncGetAttribute(attr FunctionAttribute, f Function) (int, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var v int32
-	return int(v), check("cuFuncGetAttribute", cuFuncGetAttribute(&v, attr, f))
+	err := call("cuFuncGetAttribute", func() Result { return cuFuncGetAttribute(&v, attr, f) })
+	return int(v), err
 }
 
 // KernelArgs holds the arguments of a kernel launch in the form
@@ -134,7 +128,7 @@ func (a *KernelArgs) Free() { a.pinner.Unpin(); a.vals, a.ptrs, a.n = nil, nil, 
 // Launch errors (bad shape, too many resources) are returned here; faults
 // while the kernel runs surface at a later synchronisation.
 func LaunchKernel(f Function, grid, block Dim3, sharedMemBytes uint32, s Stream, args *KernelArgs) error {
-	if !ready.Load() {
+	if !driver.Ready() {
 		return ErrNotLoaded
 	}
 	var params unsafe.Pointer
@@ -146,10 +140,12 @@ func LaunchKernel(f Function, grid, block Dim3, sharedMemBytes uint32, s Stream,
 			params = unsafe.Pointer(&args.ptrs[0])
 		}
 	}
-	r, _, _ := purego.SyscallN(addrLaunchKernel, uintptr(f),
-		uintptr(grid.X), uintptr(grid.Y), uintptr(grid.Z),
-		uintptr(block.X), uintptr(block.Y), uintptr(block.Z),
-		uintptr(sharedMemBytes), uintptr(s), uintptr(params), 0)
+	err := call("cuLaunchKernel", func() Result {
+		return result(purego.SyscallN(addrLaunchKernel, uintptr(f),
+			uintptr(grid.X), uintptr(grid.Y), uintptr(grid.Z),
+			uintptr(block.X), uintptr(block.Y), uintptr(block.Z),
+			uintptr(sharedMemBytes), uintptr(s), uintptr(params), 0))
+	})
 	runtime.KeepAlive(args)
-	return check("cuLaunchKernel", Result(int32(r)))
+	return err
 }

@@ -92,18 +92,25 @@ const (
 	FuncAttrMaxDynamicSharedSizeBytes FunctionAttribute = 8 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 )
 
-// Flags of [StreamCreate] (CUstream_flags).
+// Flags of [StreamCreate] and [StreamCreateWithPriority] (CUstream_flags).
 const (
 	StreamDefault     uint32 = 0 // CU_STREAM_DEFAULT: synchronises with the legacy default stream
 	StreamNonBlocking uint32 = 1 // CU_STREAM_NON_BLOCKING
 )
 
-// Flags of [EventCreate] (CUevent_flags).
+// Flags of [EventCreate] (CUevent_flags), to be or'ed together.
 const (
-	EventDefault       uint32 = 0 // CU_EVENT_DEFAULT
-	EventBlockingSync  uint32 = 1 // CU_EVENT_BLOCKING_SYNC
-	EventDisableTiming uint32 = 2 // CU_EVENT_DISABLE_TIMING
-	EventInterprocess  uint32 = 4 // CU_EVENT_INTERPROCESS
+	EventDefault       uint32 = 0 // CU_EVENT_DEFAULT: timed, synchronised by spinning
+	EventBlockingSync  uint32 = 1 // CU_EVENT_BLOCKING_SYNC: EventSynchronize sleeps instead of spinning
+	EventDisableTiming uint32 = 2 // CU_EVENT_DISABLE_TIMING: no timing data, cheaper to record and wait on
+	EventInterprocess  uint32 = 4 // CU_EVENT_INTERPROCESS: shareable between processes (needs EventDisableTiming)
+)
+
+// Flags of [MemHostAlloc] (CU_MEMHOSTALLOC_*), to be or'ed together.
+const (
+	HostAllocPortable      uint32 = 0x01 // CU_MEMHOSTALLOC_PORTABLE: pinned for every context, not only the current one
+	HostAllocDeviceMap     uint32 = 0x02 // CU_MEMHOSTALLOC_DEVICEMAP: mapped into the device address space
+	HostAllocWriteCombined uint32 = 0x04 // CU_MEMHOSTALLOC_WRITECOMBINED: fast for the device to read, slow for the host to read
 )
 
 // Flags of [MemHostRegister] (CU_MEMHOSTREGISTER_*).

@@ -79,82 +79,61 @@ type MemAccessDesc struct {
 // its start. flags must be 0. It calls cuMemAddressReserve. The range must
 // be given back with [MemAddressFree].
 func MemAddressReserve(size, alignment uint64, addr DevicePtr, flags uint64) (DevicePtr, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var p DevicePtr
-	return p, check("cuMemAddressReserve", cuMemAddressReserve(&p, size, alignment, addr, flags))
+	err := call("cuMemAddressReserve", func() Result { return cuMemAddressReserve(&p, size, alignment, addr, flags) })
+	return p, err
 }
 
 // MemAddressFree frees a range reserved by [MemAddressReserve]. It calls
 // cuMemAddressFree.
 func MemAddressFree(p DevicePtr, size uint64) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuMemAddressFree", cuMemAddressFree(p, size))
+	return call("cuMemAddressFree", func() Result { return cuMemAddressFree(p, size) })
 }
 
 // MemCreate creates size bytes of physical memory with the properties in
 // prop (size a multiple of [MemGetAllocationGranularity]); flags must be 0.
 // It calls cuMemCreate. The handle must be released with [MemRelease].
 func MemCreate(size uint64, prop *MemAllocationProp, flags uint64) (MemHandle, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var h MemHandle
-	return h, check("cuMemCreate", cuMemCreate(&h, size, prop, flags))
+	err := call("cuMemCreate", func() Result { return cuMemCreate(&h, size, prop, flags) })
+	return h, err
 }
 
 // MemRelease releases a handle from [MemCreate]; the memory is freed once
 // no mapping uses it. It calls cuMemRelease.
 func MemRelease(h MemHandle) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuMemRelease", cuMemRelease(h))
+	return call("cuMemRelease", func() Result { return cuMemRelease(h) })
 }
 
 // MemMap maps size bytes of h, from offset (0), at p in a reserved range;
 // flags must be 0. It calls cuMemMap. The mapping is not accessible until
 // [MemSetAccess].
 func MemMap(p DevicePtr, size, offset uint64, h MemHandle, flags uint64) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuMemMap", cuMemMap(p, size, offset, h, flags))
+	return call("cuMemMap", func() Result { return cuMemMap(p, size, offset, h, flags) })
 }
 
 // MemUnmap unmaps the mapped range [p, p+size). It calls cuMemUnmap.
 func MemUnmap(p DevicePtr, size uint64) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("cuMemUnmap", cuMemUnmap(p, size))
+	return call("cuMemUnmap", func() Result { return cuMemUnmap(p, size) })
 }
 
 // MemSetAccess sets the access of the devices in desc to the mapped range
 // [p, p+size). It calls cuMemSetAccess.
 func MemSetAccess(p DevicePtr, size uint64, desc []MemAccessDesc) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
 	var d *MemAccessDesc
 	if len(desc) > 0 {
 		d = &desc[0]
 	}
-	return check("cuMemSetAccess", cuMemSetAccess(p, size, d, uint64(len(desc))))
+	return call("cuMemSetAccess", func() Result { return cuMemSetAccess(p, size, d, uint64(len(desc))) })
 }
 
 // MemGetAllocationGranularity returns the granularity in bytes that sizes
 // and addresses of [MemCreate] and [MemMap] must be multiples of, for prop.
 // It calls cuMemGetAllocationGranularity.
 func MemGetAllocationGranularity(prop *MemAllocationProp, option GranularityFlags) (uint64, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var g uint64
-	return g, check("cuMemGetAllocationGranularity", cuMemGetAllocationGranularity(&g, prop, option))
+	err := call("cuMemGetAllocationGranularity", func() Result { return cuMemGetAllocationGranularity(&g, prop, option) })
+	return g, err
 }
 
 // Sizes of the structs handed to the driver by pointer, as cuda.h lays

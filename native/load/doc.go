@@ -1,6 +1,7 @@
 // Package load finds and opens the NVIDIA shared libraries that the native
-// bindings use (libcuda, libnvrtc, libcublasLt, libcublas), resolves their
-// symbols and reports where each library was found or what was tried.
+// bindings use (libcuda, libnvrtc, libcublasLt, libcublas, libnvidia-ml),
+// resolves their symbols and reports where each library was found or what
+// was tried.
 //
 // Read [Open] and [Spec] first; [Library] is what a successful search
 // returns and [NotFoundError] what a failed one returns. Both carry the
@@ -33,9 +34,17 @@
 // a table against a checked-in TSV file (see its doc comment for the
 // format), so that a wrong argument width is caught by a CPU test.
 //
+// # Loading once
+//
+// A bindings package keeps a [Loader] per library: its Load opens the
+// library and binds the table the first time it succeeds, and its Ready
+// tells the package's wrappers, at the cost of one atomic load, whether
+// they may call through the bindings (before that they return the error
+// that [NotLoaded] writes).
+//
 // # Concurrency
 //
-// [Open] and [Library.Bind] may be called from any goroutine; callers
-// serialise their own loading (each bindings package loads once under its
-// own lock). The package keeps no state between calls.
+// [Open] and [Library.Bind] may be called from any goroutine; [Loader]
+// serialises the loading of its library. The package keeps no state of
+// its own: a Loader holds its library's.
 package load

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"unsafe"
 )
@@ -135,5 +136,115 @@ func TestCStrings(t *testing.T) {
 	}
 	if NewCStrings(nil).Ptr() != nil || GoString(nil) != "" {
 		t.Error("empty cases")
+	}
+}
+
+func TestLoader(t *testing.T) {
+	if _, err := Open(Spec{Name: "libc", Sonames: []string{"libc.so.6"}}); err != nil {
+		t.Skipf("no glibc here: %v", err)
+	}
+	spec := Spec{Name: "libc", Sonames: []string{"libvram-no-such-library.so.1"}, NoToolkitDirs: true}
+	var getpid func() int32
+	l := Loader{Spec: &spec, Bindings: []Binding{
+		{Lib: "libc", Names: []string{"no_such_getpid", "getpid"}, Fn: &getpid},
+		{Lib: "other", Names: []string{"skipped"}, Fn: new(func())},
+	}}
+	t.Setenv(EnvLibs, "")
+	t.Setenv("PATH", "") // no python3 to ask
+
+	// A failed search leaves the loader empty, and the next Load searches
+	// again (here with the spec changed in between).
+	if lib, err := l.Load(); !IsNotFound(err) || lib != nil {
+		t.Fatalf("first Load: %v, %v; want a *NotFoundError", lib, err)
+	}
+	if l.Ready() || l.Library() != nil || l.Resolved() != nil {
+		t.Fatal("a failed Load left the loader ready")
+	}
+	spec.Sonames = []string{"libc.so.6"}
+
+	var wg sync.WaitGroup
+	libs := make([]*Library, 8)
+	for i := range libs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lib, err := l.Load()
+			if err != nil {
+				t.Error(err)
+			}
+			libs[i] = lib
+		}()
+	}
+	wg.Wait()
+	for _, lib := range libs {
+		if lib == nil || lib != libs[0] || lib != l.Library() {
+			t.Fatalf("Load returned %p, want the one library %p", lib, l.Library())
+		}
+	}
+	if !l.Ready() || int(getpid()) != os.Getpid() {
+		t.Errorf("ready %v, getpid %d", l.Ready(), getpid())
+	}
+	if got := l.Resolved(); len(got) != 1 || got["no_such_getpid"] != "getpid" {
+		t.Errorf("Resolved() = %v, want only the libc binding, resolved as getpid", got)
+	}
+}
+
+func TestLoaderMissingSymbol(t *testing.T) {
+	if _, err := Open(Spec{Name: "libc", Sonames: []string{"libc.so.6"}}); err != nil {
+		t.Skipf("no glibc here: %v", err)
+	}
+	l := Loader{Spec: &Spec{Name: "libc", Sonames: []string{"libc.so.6"}}, Bindings: []Binding{
+		{Lib: "libc", Names: []string{"no_such_symbol"}, Fn: new(func())},
+	}}
+	lib, err := l.Load()
+	var ms *MissingSymbolError
+	if !errors.As(err, &ms) || lib == nil {
+		t.Fatalf("Load: %v, %v; want the library and a *MissingSymbolError", lib, err)
+	}
+	if l.Ready() || l.Library() != nil {
+		t.Error("a library lacking a required symbol made the loader ready")
+	}
+}
+
+func TestNotLoaded(t *testing.T) {
+	err := NotLoaded("cuda", "libcuda.so.1", "cuda.Load")
+	if got, want := err.Error(), "cuda: libcuda.so.1 is not loaded (call cuda.Load first)"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+}
+
+// TestLoadersShareTable loads two libraries whose bindings share one table
+// (as cuBLASLt and cuBLAS do) at the same time: each binds only its own
+// entries, and under -race the two never touch the same memory.
+func TestLoadersShareTable(t *testing.T) {
+	for _, so := range []string{"libc.so.6", "libm.so.6"} {
+		if _, err := Open(Spec{Name: so, Sonames: []string{so}}); err != nil {
+			t.Skipf("no %s here: %v", so, err)
+		}
+	}
+	var getpid func() int32
+	var cos func(float64) float64
+	table := []Binding{
+		{Lib: "libc", Names: []string{"getpid"}, Fn: &getpid},
+		{Lib: "libm", Names: []string{"cos"}, Fn: &cos},
+	}
+	libc := Loader{Spec: &Spec{Name: "libc", Sonames: []string{"libc.so.6"}}, Bindings: table}
+	libm := Loader{Spec: &Spec{Name: "libm", Sonames: []string{"libm.so.6"}}, Bindings: table}
+	var wg sync.WaitGroup
+	for _, l := range []*Loader{&libc, &libm, &libc, &libm} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := l.Load(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if int(getpid()) != os.Getpid() || cos(0) != 1 {
+		t.Errorf("getpid %d, cos(0) %v", getpid(), cos(0))
+	}
+	if c, m := libc.Resolved(), libm.Resolved(); len(c) != 1 || c["getpid"] != "getpid" || len(m) != 1 || m["cos"] != "cos" {
+		t.Errorf("resolved %v and %v", c, m)
 	}
 }

@@ -1,11 +1,6 @@
 package nvml
 
-import (
-	"sync"
-	"sync/atomic"
-
-	"github.com/vramgo/vram/native/load"
-)
+import "github.com/vramgo/vram/native/load"
 
 // The C functions, declared with Go types of the C widths: unsigned int and
 // enums are uint32 (or their named types), nvmlDevice_t is a pointer-sized
@@ -73,11 +68,9 @@ var Spec = load.Spec{
 	NoToolkitDirs: true,
 }
 
-var (
-	loadMu sync.Mutex
-	lib    *load.Library
-	ready  atomic.Bool // set once every required binding is resolved
-)
+// driver holds the loaded libnvidia-ml.so.1 and whether the bindings are
+// ready.
+var driver = load.Loader{Spec: &Spec, Bindings: bindings}
 
 // Load finds libnvidia-ml.so.1 as package load describes, resolves every
 // binding and returns the library it loaded. Once it has succeeded, later
@@ -90,34 +83,18 @@ var (
 // versioned symbols, such as nvmlDeviceGetComputeRunningProcesses_v3).
 //
 // Load is safe for concurrent use.
-func Load() (*load.Library, error) {
-	loadMu.Lock()
-	defer loadMu.Unlock()
-	if lib != nil {
-		return lib, nil
-	}
-	l, err := load.Open(Spec)
-	if err != nil {
-		return nil, err
-	}
-	if err := l.Bind(bindings); err != nil {
-		return l, err
-	}
-	lib = l
-	ready.Store(true)
-	return l, nil
-}
+func Load() (*load.Library, error) { return driver.Load() }
 
 // Resolved returns, for each bound C symbol, the name found in the loaded
 // library ("" for an optional symbol it lacks), or nil before [Load]
 // succeeded. For diagnostics.
-func Resolved() map[string]string {
-	if !ready.Load() {
-		return nil
+func Resolved() map[string]string { return driver.Resolved() }
+
+// call returns [ErrNotLoaded] before [Load] succeeded; else it calls c,
+// which calls the C function fn, and turns the nvmlReturn_t into an error.
+func call(fn string, c func() Return) error {
+	if !driver.Ready() {
+		return ErrNotLoaded
 	}
-	m := make(map[string]string, len(bindings))
-	for _, b := range bindings {
-		m[b.Names[0]] = b.Resolved
-	}
-	return m
+	return check(fn, c())
 }

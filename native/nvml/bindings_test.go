@@ -3,28 +3,28 @@ package nvml
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"unsafe"
 
+	"github.com/vramgo/vram/native/internal/bindtest"
 	"github.com/vramgo/vram/native/load"
 )
 
 // TestBindingTable holds every Go declaration and struct to bindings.tsv.
 func TestBindingTable(t *testing.T) {
-	diffs, err := load.CheckTable("bindings.tsv", bindings, map[string]uintptr{
+	bindtest.Table(t, bindings, map[string]uintptr{
 		"nvmlMemory_t":      unsafe.Sizeof(Memory{}),
 		"nvmlMemory_v2_t":   unsafe.Sizeof(MemoryV2{}),
 		"nvmlUtilization_t": unsafe.Sizeof(Utilization{}),
 		"nvmlProcessInfo_t": unsafe.Sizeof(ProcessInfo{}),
 		"nvmlPciInfo_t":     unsafe.Sizeof(PciInfo{}),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range diffs {
-		t.Error(d)
-	}
+}
+
+// TestSymbolsNamed checks that every wrapper reports the C symbol of the
+// binding it calls.
+func TestSymbolsNamed(t *testing.T) {
+	bindtest.Uses(t, bindings, map[string]string{"call": libName, "callString": libName}, "call", "callString", "check", "ErrorString")
 }
 
 // TestStructLayout checks field offsets against nvml.h's layout.
@@ -70,44 +70,15 @@ func TestStructLayout(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	tests := []struct {
-		name     string
-		code     Return
-		wantName string
-		sentinel error
-	}{
-		{"not supported", 3, "NVML_ERROR_NOT_SUPPORTED", ErrNotSupported},
-		{"no permission", 4, "NVML_ERROR_NO_PERMISSION", ErrNoPermission},
-		{"insufficient size", 7, "NVML_ERROR_INSUFFICIENT_SIZE", ErrInsufficientSize},
-		{"driver not loaded", 9, "NVML_ERROR_DRIVER_NOT_LOADED", ErrDriverNotLoaded},
-		{"gpu is lost", 15, "NVML_ERROR_GPU_IS_LOST", ErrGPUIsLost},
-		{"unknown", 999, "NVML_ERROR_UNKNOWN", ErrUnknown},
-		{"unlisted code", 4242, "NVML_ERROR_4242", nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.code.Name(); got != tc.wantName {
-				t.Errorf("Name() = %q, want %q", got, tc.wantName)
-			}
-			err := fmt.Errorf("wrapped: %w", check("nvmlTest", tc.code))
-			var e *Error
-			if !errors.As(err, &e) || e.Code != tc.code || e.Func != "nvmlTest" {
-				t.Fatalf("errors.As: %#v", e)
-			}
-			if !strings.HasPrefix(e.Error(), "nvml: nvmlTest: "+tc.wantName+" (") {
-				t.Errorf("message %q", e.Error())
-			}
-			if tc.sentinel != nil && !errors.Is(err, tc.sentinel) {
-				t.Errorf("errors.Is(%v, %v) = false", err, tc.sentinel)
-			}
-			if tc.code != 999 && errors.Is(err, ErrUnknown) {
-				t.Errorf("errors.Is(%v, ErrUnknown) = true", err)
-			}
-		})
-	}
-	if check("nvmlTest", Success) != nil {
-		t.Error("NVML_SUCCESS gave an error")
-	}
+	bindtest.Errors[Return, *Error](t, "nvml", check, Success, ErrUnknown, false, []bindtest.ErrorCase[Return]{
+		{Code: 3, Name: "NVML_ERROR_NOT_SUPPORTED", Sentinel: ErrNotSupported},
+		{Code: 4, Name: "NVML_ERROR_NO_PERMISSION", Sentinel: ErrNoPermission},
+		{Code: 7, Name: "NVML_ERROR_INSUFFICIENT_SIZE", Sentinel: ErrInsufficientSize},
+		{Code: 9, Name: "NVML_ERROR_DRIVER_NOT_LOADED", Sentinel: ErrDriverNotLoaded},
+		{Code: 15, Name: "NVML_ERROR_GPU_IS_LOST", Sentinel: ErrGPUIsLost},
+		{Code: 999, Name: "NVML_ERROR_UNKNOWN", Sentinel: ErrUnknown},
+		{Code: 4242, Name: "NVML_ERROR_4242"},
+	})
 	if !IsNoDriver(fmt.Errorf("x: %w", &load.NotFoundError{Name: libName})) || !IsNoDriver(check("nvmlInit_v2", 9)) {
 		t.Error("IsNoDriver missed a missing driver")
 	}
@@ -118,35 +89,30 @@ func TestErrors(t *testing.T) {
 
 // TestReturnNamesUnique guards the checked-in table against copy slips.
 func TestReturnNamesUnique(t *testing.T) {
-	seen := map[string]Return{}
-	for code, name := range returnNames {
-		if other, dup := seen[name]; dup {
-			t.Errorf("%s is both %d and %d", name, code, other)
-		}
-		seen[name] = code
-		if !strings.HasPrefix(name, "NVML_") {
-			t.Errorf("%d: %q", code, name)
-		}
-	}
+	bindtest.Names(t, returnNames, "NVML_")
 }
 
 // TestNotLoaded checks that calls before Load fail cleanly instead of
 // calling through nil function pointers.
 func TestNotLoaded(t *testing.T) {
-	if ready.Load() {
+	if driver.Ready() {
 		t.Skip("the library is loaded")
 	}
-	if err := Init(); !errors.Is(err, ErrNotLoaded) {
-		t.Errorf("Init: %v", err)
-	}
-	if _, err := DeviceGetCount(); !errors.Is(err, ErrNotLoaded) {
-		t.Errorf("DeviceGetCount: %v", err)
-	}
-	if _, err := DeviceGetMemoryInfoV2(0); !errors.Is(err, ErrNotLoaded) {
-		t.Errorf("DeviceGetMemoryInfoV2: %v", err)
+	bindtest.NotLoaded(t, ErrNotLoaded, []any{
+		Init, Shutdown, SystemGetDriverVersion, SystemGetNVMLVersion, SystemGetCudaDriverVersion,
+		SystemGetProcessName, DeviceGetCount, DeviceGetHandleByIndex, DeviceGetName, DeviceGetUUID,
+		DeviceGetPciInfo, DeviceGetMemoryInfo, DeviceGetMemoryInfoV2, DeviceGetUtilizationRates,
+		DeviceGetTemperature, DeviceGetPowerUsage, DeviceGetEnforcedPowerLimit, DeviceGetClockInfo,
+		DeviceGetMaxClockInfo, DeviceGetComputeRunningProcesses,
+	}, "Load")
+	if n, err := DeviceGetComputeRunningProcesses(0, make([]ProcessInfo, 4)); n != 0 || !errors.Is(err, ErrNotLoaded) {
+		t.Errorf("DeviceGetComputeRunningProcesses: %d, %v", n, err)
 	}
 	if got := ErrorString(3); got != "NVML_ERROR_NOT_SUPPORTED" {
 		t.Errorf("ErrorString: %q", got)
+	}
+	if Resolved() != nil {
+		t.Error("Resolved before Load is not nil")
 	}
 }
 

@@ -2,8 +2,8 @@ package nvml
 
 import (
 	"errors"
-	"fmt"
 
+	"github.com/vramgo/vram/native/internal/status"
 	"github.com/vramgo/vram/native/load"
 )
 
@@ -52,12 +52,7 @@ var returnNames = map[Return]string{
 
 // Name returns the status's name in nvml.h, e.g. "NVML_ERROR_NOT_SUPPORTED";
 // codes missing from the checked-in table are named "NVML_ERROR_<code>".
-func (r Return) Name() string {
-	if n, ok := returnNames[r]; ok {
-		return n
-	}
-	return fmt.Sprintf("NVML_ERROR_%d", int32(r))
-}
+func (r Return) Name() string { return status.Name(returnNames, "NVML_ERROR_", r) }
 
 // String returns the status's name.
 func (r Return) String() string { return r.Name() }
@@ -75,15 +70,7 @@ type Error struct {
 
 // Error returns "nvml: nvmlInit_v2: NVML_ERROR_DRIVER_NOT_LOADED (9): Driver Not Loaded".
 func (e *Error) Error() string {
-	msg := "nvml: "
-	if e.Func != "" {
-		msg += e.Func + ": "
-	}
-	msg += fmt.Sprintf("%s (%d)", e.Name, int32(e.Code))
-	if e.Desc != "" {
-		msg += ": " + e.Desc
-	}
-	return msg
+	return status.Message("nvml", e.Func, e.Name, int32(e.Code), e.Desc)
 }
 
 // Is reports whether target is an *Error with the same code, so that
@@ -117,7 +104,7 @@ var (
 )
 
 // ErrNotLoaded is returned by every call made before [Load] succeeded.
-var ErrNotLoaded = errors.New("nvml: " + Spec.Sonames[0] + " is not loaded (call nvml.Load first)")
+var ErrNotLoaded = load.NotLoaded("nvml", Spec.Sonames[0], "nvml.Load")
 
 // IsNoDriver reports whether err says that this machine has no usable
 // NVIDIA driver: NVML could not be found (*load.NotFoundError), or NVML

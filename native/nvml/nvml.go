@@ -7,25 +7,19 @@ import "github.com/vramgo/vram/native/load"
 // [Shutdown]. Without a running kernel driver it fails with
 // [ErrDriverNotLoaded].
 func Init() error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("nvmlInit_v2", nvmlInit())
+	return call("nvmlInit_v2", func() Return { return nvmlInit() })
 }
 
 // Shutdown releases what [Init] set up (nvmlShutdown). NVML really shuts
 // down only when Shutdown has been called as often as Init.
 func Shutdown() error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("nvmlShutdown", nvmlShutdown())
+	return call("nvmlShutdown", func() Return { return nvmlShutdown() })
 }
 
 // ErrorString returns NVML's description of r (nvmlErrorString), or r's
 // name before [Load] succeeded.
 func ErrorString(r Return) string {
-	if !ready.Load() {
+	if !driver.Ready() {
 		return r.Name()
 	}
 	return goString(nvmlErrorString(r))
@@ -34,24 +28,25 @@ func ErrorString(r Return) string {
 // SystemGetDriverVersion returns the kernel driver's version, e.g.
 // "580.95.05" (nvmlSystemGetDriverVersion).
 func SystemGetDriverVersion() (string, error) {
-	return stringCall("nvmlSystemGetDriverVersion", SystemDriverVersionBufferSize, nvmlSystemGetDriverVersion)
+	return callString("nvmlSystemGetDriverVersion", SystemDriverVersionBufferSize, func(buf *byte, n uint32) Return {
+		return nvmlSystemGetDriverVersion(buf, n)
+	})
 }
 
 // SystemGetNVMLVersion returns NVML's version, e.g. "13.580.95.05"
 // (nvmlSystemGetNVMLVersion).
 func SystemGetNVMLVersion() (string, error) {
-	return stringCall("nvmlSystemGetNVMLVersion", SystemNVMLVersionBufferSize, nvmlSystemGetNVMLVersion)
+	return callString("nvmlSystemGetNVMLVersion", SystemNVMLVersionBufferSize, func(buf *byte, n uint32) Return {
+		return nvmlSystemGetNVMLVersion(buf, n)
+	})
 }
 
 // SystemGetCudaDriverVersion returns the newest CUDA version the driver
 // supports, as 1000*major + 10*minor (13000 for CUDA 13.0), from
 // nvmlSystemGetCudaDriverVersion_v2.
 func SystemGetCudaDriverVersion() (int, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var v int32
-	err := check("nvmlSystemGetCudaDriverVersion_v2", nvmlSystemGetCudaDriverVersion(&v))
+	err := call("nvmlSystemGetCudaDriverVersion_v2", func() Return { return nvmlSystemGetCudaDriverVersion(&v) })
 	return int(v), err
 }
 
@@ -60,25 +55,16 @@ func SystemGetCudaDriverVersion() (int, error) {
 // [ErrNotFound] when the process does not exist and [ErrNoPermission] when
 // the caller may not see it.
 func SystemGetProcessName(pid uint32) (string, error) {
-	if !ready.Load() {
-		return "", ErrNotLoaded
-	}
-	var buf [ProcessNameBufferSize]byte
-	err := check("nvmlSystemGetProcessName", nvmlSystemGetProcessName(pid, &buf[0], uint32(len(buf))))
-	if err != nil {
-		return "", err
-	}
-	return cString(buf[:]), nil
+	return callString("nvmlSystemGetProcessName", ProcessNameBufferSize, func(buf *byte, n uint32) Return {
+		return nvmlSystemGetProcessName(pid, buf, n)
+	})
 }
 
 // DeviceGetCount returns the number of GPUs this process may see
 // (nvmlDeviceGetCount_v2). CUDA_VISIBLE_DEVICES does not apply to NVML.
 func DeviceGetCount() (int, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var n uint32
-	err := check("nvmlDeviceGetCount_v2", nvmlDeviceGetCount(&n))
+	err := call("nvmlDeviceGetCount_v2", func() Return { return nvmlDeviceGetCount(&n) })
 	return int(n), err
 }
 
@@ -87,34 +73,32 @@ func DeviceGetCount() (int, error) {
 // NVML's order is by PCI bus id, which may differ from CUDA's default
 // order (fastest first) unless CUDA_DEVICE_ORDER=PCI_BUS_ID.
 func DeviceGetHandleByIndex(index int) (Device, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var d Device
-	err := check("nvmlDeviceGetHandleByIndex_v2", nvmlDeviceGetHandleByIndex(uint32(index), &d))
+	err := call("nvmlDeviceGetHandleByIndex_v2", func() Return { return nvmlDeviceGetHandleByIndex(uint32(index), &d) })
 	return d, err
 }
 
 // DeviceGetName returns the product name, e.g. "NVIDIA H200"
 // (nvmlDeviceGetName).
 func DeviceGetName(d Device) (string, error) {
-	return deviceStringCall("nvmlDeviceGetName", d, DeviceNameBufferSize, nvmlDeviceGetName)
+	return callString("nvmlDeviceGetName", DeviceNameBufferSize, func(buf *byte, n uint32) Return {
+		return nvmlDeviceGetName(d, buf, n)
+	})
 }
 
 // DeviceGetUUID returns the device's UUID as nvidia-smi prints it,
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (nvmlDeviceGetUUID).
 func DeviceGetUUID(d Device) (string, error) {
-	return deviceStringCall("nvmlDeviceGetUUID", d, DeviceUUIDBufferSize, nvmlDeviceGetUUID)
+	return callString("nvmlDeviceGetUUID", DeviceUUIDBufferSize, func(buf *byte, n uint32) Return {
+		return nvmlDeviceGetUUID(d, buf, n)
+	})
 }
 
 // DeviceGetPciInfo returns the device's PCI address and ids
 // (nvmlDeviceGetPciInfo_v3).
 func DeviceGetPciInfo(d Device) (PciInfo, error) {
 	var p PciInfo
-	if !ready.Load() {
-		return p, ErrNotLoaded
-	}
-	err := check("nvmlDeviceGetPciInfo_v3", nvmlDeviceGetPciInfo(d, &p))
+	err := call("nvmlDeviceGetPciInfo_v3", func() Return { return nvmlDeviceGetPciInfo(d, &p) })
 	return p, err
 }
 
@@ -122,10 +106,7 @@ func DeviceGetPciInfo(d Device) (PciInfo, error) {
 // bytes (nvmlDeviceGetMemoryInfo); used includes the driver's reserve.
 func DeviceGetMemoryInfo(d Device) (Memory, error) {
 	var m Memory
-	if !ready.Load() {
-		return m, ErrNotLoaded
-	}
-	err := check("nvmlDeviceGetMemoryInfo", nvmlDeviceGetMemoryInfo(d, &m))
+	err := call("nvmlDeviceGetMemoryInfo", func() Return { return nvmlDeviceGetMemoryInfo(d, &m) })
 	return m, err
 }
 
@@ -135,13 +116,13 @@ func DeviceGetMemoryInfo(d Device) (Memory, error) {
 // loaded library lacks the function (drivers before R510).
 func DeviceGetMemoryInfoV2(d Device) (MemoryV2, error) {
 	m := MemoryV2{Version: MemoryV2Version}
-	if !ready.Load() {
+	if !driver.Ready() {
 		return m, ErrNotLoaded
 	}
 	if nvmlDeviceGetMemoryInfoV2 == nil {
 		return m, &Error{Code: ErrFunctionNotFound.Code, Name: ErrFunctionNotFound.Name, Func: "nvmlDeviceGetMemoryInfo_v2"}
 	}
-	err := check("nvmlDeviceGetMemoryInfo_v2", nvmlDeviceGetMemoryInfoV2(d, &m))
+	err := call("nvmlDeviceGetMemoryInfo_v2", func() Return { return nvmlDeviceGetMemoryInfoV2(d, &m) })
 	return m, err
 }
 
@@ -151,10 +132,7 @@ func DeviceGetMemoryInfoV2(d Device) (MemoryV2, error) {
 // on MIG-enabled GPUs.
 func DeviceGetUtilizationRates(d Device) (Utilization, error) {
 	var u Utilization
-	if !ready.Load() {
-		return u, ErrNotLoaded
-	}
-	err := check("nvmlDeviceGetUtilizationRates", nvmlDeviceGetUtilizationRates(d, &u))
+	err := call("nvmlDeviceGetUtilizationRates", func() Return { return nvmlDeviceGetUtilizationRates(d, &u) })
 	return u, err
 }
 
@@ -162,11 +140,8 @@ func DeviceGetUtilizationRates(d Device) (Utilization, error) {
 // (nvmlDeviceGetTemperature; deprecated in NVML 13 in favour of
 // nvmlDeviceGetTemperatureV, and still exported).
 func DeviceGetTemperature(d Device, sensor TemperatureSensor) (uint32, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var t uint32
-	err := check("nvmlDeviceGetTemperature", nvmlDeviceGetTemperature(d, sensor, &t))
+	err := call("nvmlDeviceGetTemperature", func() Return { return nvmlDeviceGetTemperature(d, sensor, &t) })
 	return t, err
 }
 
@@ -174,44 +149,32 @@ func DeviceGetTemperature(d Device, sensor TemperatureSensor) (uint32, error) {
 // (nvmlDeviceGetPowerUsage): averaged over one second on Ampere (but GA100)
 // and newer, instantaneous on older GPUs.
 func DeviceGetPowerUsage(d Device) (uint32, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var mw uint32
-	err := check("nvmlDeviceGetPowerUsage", nvmlDeviceGetPowerUsage(d, &mw))
+	err := call("nvmlDeviceGetPowerUsage", func() Return { return nvmlDeviceGetPowerUsage(d, &mw) })
 	return mw, err
 }
 
 // DeviceGetEnforcedPowerLimit returns the power limit the driver enforces,
 // in milliwatts, after every limiter (nvmlDeviceGetEnforcedPowerLimit).
 func DeviceGetEnforcedPowerLimit(d Device) (uint32, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var mw uint32
-	err := check("nvmlDeviceGetEnforcedPowerLimit", nvmlDeviceGetEnforcedPowerLimit(d, &mw))
+	err := call("nvmlDeviceGetEnforcedPowerLimit", func() Return { return nvmlDeviceGetEnforcedPowerLimit(d, &mw) })
 	return mw, err
 }
 
 // DeviceGetClockInfo returns the current clock of domain c in MHz
 // (nvmlDeviceGetClockInfo).
 func DeviceGetClockInfo(d Device, c ClockType) (uint32, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var mhz uint32
-	err := check("nvmlDeviceGetClockInfo", nvmlDeviceGetClockInfo(d, c, &mhz))
+	err := call("nvmlDeviceGetClockInfo", func() Return { return nvmlDeviceGetClockInfo(d, c, &mhz) })
 	return mhz, err
 }
 
 // DeviceGetMaxClockInfo returns the highest clock of domain c in MHz
 // (nvmlDeviceGetMaxClockInfo).
 func DeviceGetMaxClockInfo(d Device, c ClockType) (uint32, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var mhz uint32
-	err := check("nvmlDeviceGetMaxClockInfo", nvmlDeviceGetMaxClockInfo(d, c, &mhz))
+	err := call("nvmlDeviceGetMaxClockInfo", func() Return { return nvmlDeviceGetMaxClockInfo(d, c, &mhz) })
 	return mhz, err
 }
 
@@ -225,39 +188,24 @@ func DeviceGetMaxClockInfo(d Device, c ClockType) (uint32, error) {
 // Inside a container with its own PID namespace the PIDs are the host's,
 // and the list may be empty though processes use the GPU.
 func DeviceGetComputeRunningProcesses(d Device, infos []ProcessInfo) (int, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
-	n := uint32(len(infos))
 	var p *ProcessInfo
-	if n > 0 {
+	if len(infos) > 0 {
 		p = &infos[0]
 	}
-	err := check("nvmlDeviceGetComputeRunningProcesses_v3", nvmlDeviceGetComputeRunningProcesses(d, &n, p))
+	var n uint32
+	err := call("nvmlDeviceGetComputeRunningProcesses_v3", func() Return {
+		n = uint32(len(infos))
+		return nvmlDeviceGetComputeRunningProcesses(d, &n, p)
+	})
 	return int(n), err
 }
 
-// stringCall calls a system function that writes a C string into a
-// buffer of size bytes.
-func stringCall(name string, size int, fn func(*byte, uint32) Return) (string, error) {
-	if !ready.Load() {
-		return "", ErrNotLoaded
-	}
+// callString calls, as [call] does, a function c of the C function fn that
+// writes a C string into a buffer of size bytes, and returns the string
+// ("" on failure).
+func callString(fn string, size int, c func(buf *byte, n uint32) Return) (string, error) {
 	buf := make([]byte, size)
-	if err := check(name, fn(&buf[0], uint32(size))); err != nil {
-		return "", err
-	}
-	return cString(buf), nil
-}
-
-// deviceStringCall calls a device function that writes a C string into a
-// buffer of size bytes.
-func deviceStringCall(name string, d Device, size int, fn func(Device, *byte, uint32) Return) (string, error) {
-	if !ready.Load() {
-		return "", ErrNotLoaded
-	}
-	buf := make([]byte, size)
-	if err := check(name, fn(d, &buf[0], uint32(size))); err != nil {
+	if err := call(fn, func() Return { return c(&buf[0], uint32(size)) }); err != nil {
 		return "", err
 	}
 	return cString(buf), nil

@@ -1,11 +1,9 @@
 package nvrtc
 
 import (
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
+	"github.com/vramgo/vram/native/internal/status"
 	"github.com/vramgo/vram/native/load"
 )
 
@@ -42,12 +40,7 @@ var resultNames = map[Result]string{
 
 // Name returns the result's name in nvrtc.h, e.g. "NVRTC_ERROR_COMPILATION";
 // codes missing from the checked-in table are named "NVRTC_ERROR_<code>".
-func (r Result) Name() string {
-	if n, ok := resultNames[r]; ok {
-		return n
-	}
-	return fmt.Sprintf("NVRTC_ERROR_%d", int32(r))
-}
+func (r Result) Name() string { return status.Name(resultNames, "NVRTC_ERROR_", r) }
 
 // String returns the result's name.
 func (r Result) String() string { return r.Name() }
@@ -62,11 +55,7 @@ type Error struct {
 
 // Error returns "nvrtc: nvrtcCompileProgram: NVRTC_ERROR_COMPILATION (6)".
 func (e *Error) Error() string {
-	msg := "nvrtc: "
-	if e.Func != "" {
-		msg += e.Func + ": "
-	}
-	return msg + fmt.Sprintf("%s (%d)", e.Name, int32(e.Code))
+	return status.Message("nvrtc", e.Func, e.Name, int32(e.Code), "")
 }
 
 // Is reports whether target is an *Error with the same code.
@@ -90,8 +79,9 @@ var (
 )
 
 // ErrNotLoaded is returned by every call made before [Load] succeeded.
-var ErrNotLoaded = errors.New("nvrtc: libnvrtc is not loaded (call nvrtc.Load first)")
+var ErrNotLoaded = load.NotLoaded("nvrtc", libName, "nvrtc.Load")
 
+// check turns an nvrtcResult from the C function fn into an error.
 func check(fn string, r Result) error {
 	if r == Success {
 		return nil
@@ -134,49 +124,36 @@ var bindings = []load.Binding{
 // every place the package load searches.
 var Spec = load.Spec{Name: libName, Sonames: []string{"libnvrtc.so.13", "libnvrtc.so.12"}}
 
-var (
-	loadMu sync.Mutex
-	lib    *load.Library
-	ready  atomic.Bool
-)
+// compiler holds the loaded libnvrtc and whether the bindings are ready.
+var compiler = load.Loader{Spec: &Spec, Bindings: bindings}
 
 // Load finds libnvrtc (see [Spec]), resolves every binding and returns the
 // library it loaded. Once it has succeeded, later calls return the same
 // library; after a failure the next call searches again. The error is a
 // *load.NotFoundError when no NVRTC could be opened. Load is safe for
 // concurrent use.
-func Load() (*load.Library, error) {
-	loadMu.Lock()
-	defer loadMu.Unlock()
-	if lib != nil {
-		return lib, nil
+func Load() (*load.Library, error) { return compiler.Load() }
+
+// call returns [ErrNotLoaded] before [Load] succeeded; else it calls c,
+// which calls the C function fn, and turns the nvrtcResult into an error.
+func call(fn string, c func() Result) error {
+	if !compiler.Ready() {
+		return ErrNotLoaded
 	}
-	l, err := load.Open(Spec)
-	if err != nil {
-		return nil, err
-	}
-	if err := l.Bind(bindings); err != nil {
-		return l, err
-	}
-	lib = l
-	ready.Store(true)
-	return l, nil
+	return check(fn, c())
 }
 
 // Version returns NVRTC's CUDA version. It calls nvrtcVersion.
 func Version() (major, minor int, err error) {
-	if !ready.Load() {
-		return 0, 0, ErrNotLoaded
-	}
 	var ma, mi int32
-	err = check("nvrtcVersion", nvrtcVersion(&ma, &mi))
+	err = call("nvrtcVersion", func() Result { return nvrtcVersion(&ma, &mi) })
 	return int(ma), int(mi), err
 }
 
 // GetErrorString returns NVRTC's text for a result. It calls
 // nvrtcGetErrorString; it returns "" before [Load].
 func GetErrorString(r Result) string {
-	if !ready.Load() {
+	if !compiler.Ready() {
 		return ""
 	}
 	return load.GoString(nvrtcGetErrorString(r))
@@ -188,7 +165,7 @@ func GetErrorString(r Result) string {
 // the same length). It calls nvrtcCreateProgram. The program must be freed
 // with [DestroyProgram].
 func CreateProgram(src, name string, headers, includeNames []string) (Program, error) {
-	if !ready.Load() {
+	if !compiler.Ready() {
 		return 0, ErrNotLoaded
 	}
 	if len(headers) != len(includeNames) {
@@ -198,16 +175,15 @@ func CreateProgram(src, name string, headers, includeNames []string) (Program, e
 	defer h.Unpin()
 	defer n.Unpin()
 	var p Program
-	err := check("nvrtcCreateProgram", nvrtcCreateProgram(&p, src, name, int32(h.Len()), h.Ptr(), n.Ptr()))
+	err := call("nvrtcCreateProgram", func() Result {
+		return nvrtcCreateProgram(&p, src, name, int32(h.Len()), h.Ptr(), n.Ptr())
+	})
 	return p, err
 }
 
 // DestroyProgram frees a program. It calls nvrtcDestroyProgram.
 func DestroyProgram(p Program) error {
-	if !ready.Load() {
-		return ErrNotLoaded
-	}
-	return check("nvrtcDestroyProgram", nvrtcDestroyProgram(&p))
+	return call("nvrtcDestroyProgram", func() Result { return nvrtcDestroyProgram(&p) })
 }
 
 // CompileProgram compiles the program with the given options (e.g.
@@ -215,22 +191,20 @@ func DestroyProgram(p Program) error {
 // nvrtcCompileProgram. A source error returns [ErrCompilation]; the
 // diagnostics are in [GetProgramLog].
 func CompileProgram(p Program, options []string) error {
-	if !ready.Load() {
+	if !compiler.Ready() {
 		return ErrNotLoaded
 	}
 	o := load.NewCStrings(options)
 	defer o.Unpin()
-	return check("nvrtcCompileProgram", nvrtcCompileProgram(p, int32(o.Len()), o.Ptr()))
+	return call("nvrtcCompileProgram", func() Result { return nvrtcCompileProgram(p, int32(o.Len()), o.Ptr()) })
 }
 
 // GetProgramLogSize returns the size of the compile log including its NUL.
 // It calls nvrtcGetProgramLogSize.
 func GetProgramLogSize(p Program) (uint64, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var n uint64
-	return n, check("nvrtcGetProgramLogSize", nvrtcGetProgramLogSize(p, &n))
+	err := call("nvrtcGetProgramLogSize", func() Result { return nvrtcGetProgramLogSize(p, &n) })
+	return n, err
 }
 
 // GetProgramLog returns the compile log (warnings and errors). It calls
@@ -241,7 +215,7 @@ func GetProgramLog(p Program) (string, error) {
 		return "", err
 	}
 	buf := make([]byte, n)
-	if err := check("nvrtcGetProgramLog", nvrtcGetProgramLog(p, &buf[0])); err != nil {
+	if err := call("nvrtcGetProgramLog", func() Result { return nvrtcGetProgramLog(p, &buf[0]) }); err != nil {
 		return "", err
 	}
 	return string(buf[:n-1]), nil
@@ -251,11 +225,9 @@ func GetProgramLog(p Program) (string, error) {
 // program was compiled for a virtual architecture). It calls
 // nvrtcGetCUBINSize.
 func GetCUBINSize(p Program) (uint64, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var n uint64
-	return n, check("nvrtcGetCUBINSize", nvrtcGetCUBINSize(p, &n))
+	err := call("nvrtcGetCUBINSize", func() Result { return nvrtcGetCUBINSize(p, &n) })
+	return n, err
 }
 
 // GetCUBIN returns the compiled CUBIN, an ELF image for the architecture
@@ -269,17 +241,15 @@ func GetCUBIN(p Program) ([]byte, error) {
 		return nil, fmt.Errorf("nvrtc: nvrtcGetCUBINSize: no CUBIN (compile with -arch=sm_XY, not compute_XY)")
 	}
 	buf := make([]byte, n)
-	return buf, check("nvrtcGetCUBIN", nvrtcGetCUBIN(p, &buf[0]))
+	return buf, call("nvrtcGetCUBIN", func() Result { return nvrtcGetCUBIN(p, &buf[0]) })
 }
 
 // GetPTXSize returns the size of the compiled PTX including its NUL. It
 // calls nvrtcGetPTXSize.
 func GetPTXSize(p Program) (uint64, error) {
-	if !ready.Load() {
-		return 0, ErrNotLoaded
-	}
 	var n uint64
-	return n, check("nvrtcGetPTXSize", nvrtcGetPTXSize(p, &n))
+	err := call("nvrtcGetPTXSize", func() Result { return nvrtcGetPTXSize(p, &n) })
+	return n, err
 }
 
 // GetPTX returns the compiled PTX, NUL byte included (as
@@ -291,5 +261,5 @@ func GetPTX(p Program) ([]byte, error) {
 		return nil, err
 	}
 	buf := make([]byte, n)
-	return buf, check("nvrtcGetPTX", nvrtcGetPTX(p, &buf[0]))
+	return buf, call("nvrtcGetPTX", func() Result { return nvrtcGetPTX(p, &buf[0]) })
 }

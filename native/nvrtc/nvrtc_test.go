@@ -6,31 +6,51 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vramgo/vram/native/internal/bindtest"
 	"github.com/vramgo/vram/native/internal/cudatest"
-	"github.com/vramgo/vram/native/load"
 )
 
 func TestBindingTable(t *testing.T) {
-	diffs, err := load.CheckTable("bindings.tsv", bindings, nil)
-	if err != nil {
-		t.Fatal(err)
+	bindtest.Table(t, bindings, nil)
+}
+
+// TestSymbolsNamed checks that every wrapper reports the C symbol of the
+// binding it calls.
+func TestSymbolsNamed(t *testing.T) {
+	bindtest.Uses(t, bindings, map[string]string{"call": libName}, "call", "check", "GetErrorString")
+}
+
+// TestNotLoaded checks that every wrapper fails with ErrNotLoaded, instead
+// of calling through a nil function, before Load.
+func TestNotLoaded(t *testing.T) {
+	if compiler.Ready() {
+		t.Skip("NVRTC is loaded")
 	}
-	for _, d := range diffs {
-		t.Error(d)
+	bindtest.NotLoaded(t, ErrNotLoaded, []any{
+		Version, CreateProgram, DestroyProgram, CompileProgram, GetProgramLogSize, GetProgramLog,
+		GetCUBINSize, GetCUBIN, GetPTXSize, GetPTX,
+	}, "Load")
+	if GetErrorString(6) != "" {
+		t.Error("GetErrorString before Load is not empty")
 	}
 }
 
 func TestErrors(t *testing.T) {
-	err := check("nvrtcCompileProgram", 6)
-	if !errors.Is(err, ErrCompilation) || errors.Is(err, ErrInvalidOption) {
-		t.Errorf("errors.Is mismatch for %v", err)
-	}
-	if got := err.Error(); got != "nvrtc: nvrtcCompileProgram: NVRTC_ERROR_COMPILATION (6)" {
+	bindtest.Errors[Result, *Error](t, "nvrtc", check, Success, ErrInternalError, false, []bindtest.ErrorCase[Result]{
+		{Code: 6, Name: "NVRTC_ERROR_COMPILATION", Sentinel: ErrCompilation},
+		{Code: 5, Name: "NVRTC_ERROR_INVALID_OPTION", Sentinel: ErrInvalidOption},
+		{Code: 1, Name: "NVRTC_ERROR_OUT_OF_MEMORY", Sentinel: ErrOutOfMemory},
+		{Code: 11, Name: "NVRTC_ERROR_INTERNAL_ERROR", Sentinel: ErrInternalError},
+		{Code: 99, Name: "NVRTC_ERROR_99"},
+	})
+	if got := check("nvrtcCompileProgram", 6).Error(); got != "nvrtc: nvrtcCompileProgram: NVRTC_ERROR_COMPILATION (6)" {
 		t.Errorf("message %q", got)
 	}
-	if Result(99).Name() != "NVRTC_ERROR_99" {
-		t.Error(Result(99).Name())
-	}
+}
+
+// TestResultNamesUnique guards the checked-in table against copy slips.
+func TestResultNamesUnique(t *testing.T) {
+	bindtest.Names(t, resultNames, "NVRTC_")
 }
 
 const axpy = `extern "C" __global__ void axpy(float a, const float* x, float* y, unsigned long long n) {
@@ -55,7 +75,7 @@ func TestCompile(t *testing.T) {
 	if err != nil || major < 12 {
 		t.Fatalf("nvrtcVersion: %d.%d, %v", major, minor, err)
 	}
-	t.Logf("NVRTC %d.%d from %s", major, minor, lib.Path)
+	t.Logf("NVRTC %d.%d from %s", major, minor, compiler.Library().Path)
 
 	p, err := CreateProgram(axpy, "axpy.cu", []string{"#define SCALE 2\n"}, []string{"scale.h"})
 	if err != nil {
