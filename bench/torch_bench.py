@@ -162,3 +162,38 @@ if want("mlp"):
     emit("mlp_fwdbwd_f32", time_it(fwd_bwd), "ms", "forward, loss and backward")
     emit("mlp_step_f32", time_it(step), "ms", "eager, default AdamW (foreach)")
     emit("mlp_peak_reserved", torch.cuda.max_memory_reserved() / (1 << 30), "GiB", "")
+
+if want("overlap"):
+    # A 1 GiB non-blocking copy from pinned memory on one side stream and an
+    # 8192^3 float32 GEMM (no TF32) on another: alone, then at once.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    n = 8192
+    pinned = torch.zeros(1 << 28).pin_memory()
+    a = torch.randn(n, n, device=dev)
+    b = torch.randn(n, n, device=dev)
+    cs, gs = torch.cuda.Stream(), torch.cuda.Stream()
+    def start_copy():
+        with torch.cuda.stream(cs):
+            return pinned.to(dev, non_blocking=True)
+    def start_gemm():
+        with torch.cuda.stream(gs):
+            return a @ b
+    def timed(fn, reps=7):
+        ts = []
+        for i in range(reps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            outs = fn()
+            torch.cuda.synchronize()
+            if i > 0:
+                ts.append((time.perf_counter() - t0) * 1e3)
+            del outs
+        return statistics.median(ts)
+    tc = timed(lambda: [start_copy()])
+    tg = timed(lambda: [start_gemm()])
+    tb = timed(lambda: [start_copy(), start_gemm()])
+    emit("overlap_copy_h2d_1GiB", tc, "ms", "pinned.to(non_blocking=True) on a side stream, alone")
+    emit("overlap_gemm_8192_f32", tg, "ms", "a @ b on another stream, alone")
+    emit("overlap_both", tb, "ms", "both at once")
+    emit("overlap_ratio", tb / max(tc, tg), "x", "both / the longer alone (target <= 1.1)")
+    del pinned, a, b

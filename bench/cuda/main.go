@@ -143,6 +143,9 @@ func main() {
 	if want("mlp") {
 		benchMLP(reps)
 	}
+	if want("overlap") {
+		benchOverlap(reps)
+	}
 }
 
 func benchAllocFree(d *cb.Device) {
