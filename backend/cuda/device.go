@@ -89,7 +89,7 @@ func openDevice(index int, cfg memory.Config) (*Device, error) {
 		if err != nil {
 			return err
 		}
-		d.def = &Stream{d: d, cs: cs, def: true}
+		d.def = newStream(d, cs, 0, true)
 		if d.errWords, err = cuda.MemAlloc(32); err != nil {
 			return err
 		}

@@ -37,6 +37,8 @@ type Stream struct {
 	wsErr  error
 
 	destroyed atomic.Bool
+
+	q queue // the device seen through this stream, made once
 }
 
 var (
@@ -65,7 +67,14 @@ func (d *Device) on(s backend.Stream) (*queue, error) {
 			return nil, fmt.Errorf("cuda: cuda:%d: stream was destroyed", d.index)
 		}
 	}
-	return &queue{Device: d, stream: st.cs, st: st}, nil
+	return &st.q, nil
+}
+
+// newStream returns a Stream of d over cs.
+func newStream(d *Device, cs cuda.Stream, priority int, def bool) *Stream {
+	s := &Stream{d: d, cs: cs, priority: priority, def: def}
+	s.q = queue{Device: d, stream: cs, st: s}
+	return s
 }
 
 func describeStream(s backend.Stream) string {
@@ -100,7 +109,7 @@ func (d *Device) NewStream(priority int) (backend.Stream, error) {
 	if err != nil {
 		return nil, d.check(err)
 	}
-	return &Stream{d: d, cs: cs, priority: priority}, nil
+	return newStream(d, cs, priority, false), nil
 }
 
 // Priority returns the stream's priority.
