@@ -11,7 +11,8 @@
 // For each library, [Open] tries its sonames (newest CUDA major first) in
 // each of these places, in this order, and stops at the first that loads:
 //
-//  1. the directories listed in VRAM_CUDA_LIBS (separated by ':');
+//  1. the directories given to [SetDirs] (vram.Config.CUDALibs, or the
+//     ':'-separated VRAM_CUDA_LIBS that vram.ConfigFromEnv reads);
 //  2. the dynamic loader's own search (LD_LIBRARY_PATH, the ldconfig cache,
 //     the system directories), by dlopen of the bare soname;
 //  3. /usr/local/cuda/lib64 and /usr/local/cuda/targets/*/lib, plus the
@@ -21,8 +22,14 @@
 //     /usr/lib/python3/dist-packages, and last the sys.path of every python3
 //     on PATH (asked by running it, with a two-second limit).
 //
-// A directory given in VRAM_CUDA_LIBS therefore wins over the system's copy,
-// and a CUDA 12 library found there is used even where the system has CUDA 13.
+// A directory given there therefore wins over the system's copy, and a
+// CUDA 12 library found there is used even where the system has CUDA 13.
+//
+// Of vram's settings the package reads none from the environment: the
+// directories of step 1 come from [SetDirs]. The other steps are the
+// system's own places, found as the loader and Python find them (PATH,
+// VIRTUAL_ENV and CONDA_PREFIX are read at each search, as the loader reads
+// LD_LIBRARY_PATH).
 //
 // # Binding symbols
 //
@@ -37,5 +44,6 @@
 //
 // [Open] and [Library.Bind] may be called from any goroutine; callers
 // serialise their own loading (each bindings package loads once under its
-// own lock). The package keeps no state between calls.
+// own lock). The only state the package keeps between calls is the list
+// of [SetDirs], under a lock.
 package load
