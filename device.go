@@ -163,18 +163,27 @@ func DefaultDevice() Device {
 func CUDAAvailable() bool { return DeviceCount() > 0 }
 
 // DeviceCount returns the number of CUDA GPUs (torch.cuda.device_count).
-// Simulated devices are not counted; see [SimDeviceCount].
+// Simulated devices are not counted; see [SimDeviceCount]. It is a use of
+// the CUDA devices: the configuration is fixed from then on (see
+// [Configure]).
 func DeviceCount() int {
+	conf.fix("vram.DeviceCount counted the CUDA devices")
 	if b, ok := backend.Lookup("cuda"); ok {
 		return b.DeviceCount()
 	}
 	return 0
 }
 
-// SimDeviceCount returns the number of simulated devices, 0 when the sim
-// backend is not registered or its environment (VRAM_SIM_DEVICES, ...) is
-// invalid; using a sim device then reports the error.
+// SimDeviceCount returns the number of simulated devices ([Config.SimDevices]),
+// 0 when the sim backend is not registered or, without [Configure], the
+// environment's setting of the sim devices (VRAM_SIM_DEVICES, ...) is
+// invalid; using a sim device then reports the error. It fixes the
+// configuration, as [DeviceCount] does.
 func SimDeviceCount() int {
+	conf.fix("vram.SimDeviceCount counted the sim devices")
+	if conf.kindError("sim") != nil {
+		return 0
+	}
 	if b, ok := backend.Lookup("sim"); ok {
 		return b.DeviceCount()
 	}
@@ -189,7 +198,9 @@ func (d Device) Available() bool { return d.Check() == nil }
 // Check opens d if it is not open yet and returns nil when it can be used,
 // else an [*Error] of kind [ErrUnavailable] saying why: no such backend, an
 // index out of range, or the backend's own error (a missing driver, an
-// invalid VRAM_SIM_DEVICES or VRAM_ALLOC_CONF), which errors.As reaches.
+// allocator setting the GPU cannot honour, or, when vram read the
+// environment by itself, an invalid VRAM_SIM_DEVICES or VRAM_ALLOC_CONF),
+// which errors.As reaches.
 func (d Device) Check() error {
 	_, err := deviceFor(d)
 	return err
@@ -212,10 +223,15 @@ type devState struct {
 
 var devices sync.Map // Device -> *devState
 
-// deviceFor returns the state of d, opening the device on first use.
+// deviceFor returns the state of d, opening the device on first use; the
+// first use of any device fixes the configuration.
 func deviceFor(d Device) (*devState, error) {
 	if s, ok := devices.Load(d); ok {
 		return s.(*devState), nil
+	}
+	conf.fix(d.String() + " was used")
+	if err := conf.kindError(d.Kind); err != nil {
+		return nil, &Error{Op: "device", Kind: ErrUnavailable, Detail: fmt.Sprintf("%s: no %s devices: the environment's setting is invalid", d, d.Kind), Err: err}
 	}
 	b, ok := backend.Lookup(d.Kind)
 	if !ok {
@@ -229,8 +245,8 @@ func deviceFor(d Device) (*devState, error) {
 		}
 		e := &Error{Op: "device", Kind: ErrUnavailable, Detail: fmt.Sprintf("%s: there are %d %s devices%s", d, n, d.Kind, hint)}
 		if n == 0 {
-			// The backend says why it has none: no driver, or an invalid
-			// setting (the sim backend's environment).
+			// The backend says why it has none: no driver, or a
+			// configuration with none (Config.SimDevices empty).
 			if _, err := b.Device(max(d.Index, 0)); err != nil {
 				e.Detail = fmt.Sprintf("%s: no %s devices%s", d, d.Kind, hint)
 				e.Err = err

@@ -28,13 +28,53 @@
 // device, as PyTorch does. [Tensor.GetDevice] is PyTorch's get_device: -1
 // on the CPU.
 //
+// # Configuration
+//
+// A [Config] value holds every setting of vram: the caching allocator's (for
+// all devices, and per device in Config.Devices, which PyTorch's one
+// PYTORCH_CUDA_ALLOC_CONF cannot do), the simulated devices' number, sizes
+// and shape-only mode, the CUDA kernel cache's directory, the directories
+// searched for the NVIDIA libraries and leak debugging. Its zero value is
+// the default: two sim devices of 16 GiB that keep data, vram's allocator
+// policy, the kernel cache in the user's cache directory, no leak
+// debugging. [Configure] gives it, before the first use of any device (a
+// factory, [Device.Check], [DeviceCount], [SimDeviceCount], ...), which
+// fixes it for the life of the process; a later Configure with another
+// Config is an error of kind [ErrConfigFixed] that names the first use,
+// and an invalid field is refused with its name. Tests call it in TestMain:
+//
+//	func TestMain(m *testing.M) {
+//		if err := vram.Configure(vram.Config{SimDevices: []int64{256 << 20, 256 << 20}}); err != nil {
+//			panic(err)
+//		}
+//		os.Exit(m.Run())
+//	}
+//
+// The environment is read in one place, [ConfigFromEnv] (and
+// [ConfigFromLookup], with variables of the caller's), whose errors name the
+// variable and its value: VRAM_ALLOC_CONF, VRAM_SIM_DEVICES,
+// VRAM_SIM_SHAPE_ONLY, VRAM_KERNEL_CACHE, VRAM_CUDA_LIBS and
+// VRAM_DEBUG_LEAKS, one per field of Config (see each field). A program
+// that never calls Configure gets what ConfigFromEnv reads, applied once,
+// at the first use of a device, so that the variables work without code;
+// then an invalid variable makes the devices it configures unavailable,
+// and using one returns its error (VRAM_SIM_DEVICES=lots leaves no sim
+// devices, VRAM_ALLOC_CONF=bogus no sim or CUDA devices; the CPU always
+// works), and an invalid VRAM_DEBUG_LEAKS is a warning. A program that
+// calls Configure is not affected by the environment at all; to honour it
+// and change a field, start from ConfigFromEnv. The backends read no
+// environment variable: package backend/sim takes [sim.Options] (and
+// [sim.New] makes a backend of one's own with them), backend/cuda
+// [cuda.Options], which Configure hands to them.
+//
 // # Errors
 //
 // Tensor operations panic with typed errors rather than returning them, as
 // gonum does: math with an error per operation would be unreadable. The
 // panic value is an [*Error] whose Kind is one of [ErrShape], [ErrDType],
 // [ErrIndex], [ErrArgument], [ErrReleased], [ErrAutograd], [ErrUnavailable]
-// or [ErrBackend], or a [*DeviceMismatchError]. [Catch] turns these panics
+// or [ErrBackend], or a [*DeviceMismatchError]. ([ErrConfigFixed] is the
+// kind of an error that [Configure] returns.) [Catch] turns these panics
 // back into errors and lets every other panic through. Functions that touch
 // files, parse strings or configure the process return errors instead.
 // A nil *Tensor given to any method or function (but Release and String)
@@ -56,8 +96,9 @@
 // training step in Tidy gives a flat memory profile without any call to
 // runtime.GC. A tensor that is never released is freed by a cleanup when the
 // garbage collector finds it, and counted in [Storage] as leaked; set
-// VRAM_DEBUG_LEAKS=1 to be told where such tensors were created and, for a
-// view, where its storage was allocated and how much of it the view kept.
+// [Config.DebugLeaks] (VRAM_DEBUG_LEAKS=1) to be told where such tensors were
+// created and, for a view, where its storage was allocated and how much of
+// it the view kept.
 //
 // [MemoryAllocated] and [MaxMemoryAllocated] report vram's own accounting of
 // live storage per device.
@@ -84,7 +125,9 @@
 //   - Process-wide: [SetDevice] (the CUDA device that [CUDA] with no index
 //     means) and [SetDefaultDevice] (where factories put tensors). They are
 //     read atomically and meant to be set once at start-up; code that runs
-//     several devices at once passes devices explicitly instead.
+//     several devices at once passes devices explicitly instead. The
+//     [Config] is process-wide too, and fixed at the first use of a device
+//     (see "Configuration").
 //
 // A panic inside a backend's worker goroutines is recovered there and
 // returned to the calling goroutine, so [Catch] sees it.

@@ -18,6 +18,9 @@ var (
 	ErrUnavailable = errors.New("device unavailable")
 	ErrBackend     = errors.New("backend error")
 	ErrOutOfMemory = errors.New("out of memory")
+	// ErrConfigFixed is the kind of the error of [Configure] once the
+	// first use of a device has fixed the configuration.
+	ErrConfigFixed = errors.New("configuration fixed after first use")
 )
 
 // Error is the typed value that tensor operations panic with. Kind is one of

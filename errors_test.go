@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
-	"github.com/vramgo/vram/backend/sim"
 	"github.com/vramgo/vram/memory"
 )
 
@@ -230,12 +229,13 @@ func TestErrorsNameTheCalledOp(t *testing.T) {
 	}
 }
 
-// TestSimEnvironmentErrorReachesUser starts the test binary again with an
-// invalid sim environment (which the backend reads once per process): no
+// TestSimEnvironmentErrorReachesUser starts the test binary again,
+// unconfigured, with an invalid sim environment (which vram reads once per
+// process, at the first use of a device, when Configure was not called): no
 // sim device may be listed, and using one must return the variable and its
 // error, not "there are 0 sim devices".
 func TestSimEnvironmentErrorReachesUser(t *testing.T) {
-	if os.Getenv("VRAM_TEST_SIM_ENV_CHILD") == "1" {
+	if os.Getenv("VRAM_TEST_CHILD") == "TestSimEnvironmentErrorReachesUser" {
 		simEnvChild(t, os.Getenv("VRAM_TEST_WANT"))
 		return
 	}
@@ -251,7 +251,7 @@ func TestSimEnvironmentErrorReachesUser(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.env, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestSimEnvironmentErrorReachesUser$", "-test.v")
-			cmd.Env = append(os.Environ(), "VRAM_TEST_SIM_ENV_CHILD=1", "VRAM_TEST_WANT="+tc.want, tc.env)
+			cmd.Env = append(os.Environ(), "VRAM_TEST_CHILD=TestSimEnvironmentErrorReachesUser", "VRAM_TEST_WANT="+tc.want, tc.env)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Errorf("%s: %v\n%s", tc.env, err, out)
@@ -268,7 +268,7 @@ func simEnvChild(t *testing.T, want string) {
 		t.Error("sim:0 is available with an invalid environment")
 	}
 	err := vram.Sim(0).Check()
-	var se *sim.EnvError
+	var se *vram.EnvError
 	var ce *memory.ConfigError
 	if err == nil || !strings.Contains(err.Error(), want) || !errors.As(err, &se) && !errors.As(err, &ce) {
 		t.Errorf("Check: %v, want an error containing %q that errors.As reaches", err, want)

@@ -585,7 +585,7 @@ func TestSetDevice(t *testing.T) {
 	}
 }
 
-// collectWarnings runs fn with VRAM_DEBUG_LEAKS on, then collects garbage
+// collectWarnings runs fn with Config.DebugLeaks on, then collects garbage
 // until the warnings whose message contains want have arrived (or a second
 // has passed), and returns all warnings.
 func collectWarnings(t *testing.T, fn func(), want ...string) []Warning {
@@ -598,9 +598,9 @@ func collectWarnings(t *testing.T, fn func(), want ...string) []Warning {
 		mu.Unlock()
 	})
 	defer SetWarningHandler(old)
-	debugLeaks = true
+	debugLeaks.Store(true)
 	fn()
-	debugLeaks = false
+	debugLeaks.Store(false)
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
 		runtime.GC()

@@ -8,7 +8,7 @@ import (
 	"github.com/vramgo/vram/internal/units"
 )
 
-// Leak reports (VRAM_DEBUG_LEAKS=1). Every tensor records where it was
+// Leak reports (Config.DebugLeaks, VRAM_DEBUG_LEAKS=1). Every tensor records where it was
 // made, and every storage where it was allocated. A view that is never
 // released keeps its whole storage alive after the tensor it views was
 // released, until the garbage collector finds the view: the classic case

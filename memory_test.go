@@ -16,9 +16,17 @@ func liveOn(d Device) int64 { return Storage(d).LiveBytes }
 // that no other test's garbage changes its counts.
 var quiet = Sim(2)
 
+// testConfig is the configuration of the package's tests: four small sim
+// devices.
+var testConfig = Config{SimDevices: []int64{256 << 20, 256 << 20, 256 << 20, 256 << 20}}
+
 func TestMain(m *testing.M) {
-	if os.Getenv("VRAM_SIM_DEVICES") == "" {
-		os.Setenv("VRAM_SIM_DEVICES", "4x256MiB")
+	// A test's child process (see inChild) starts unconfigured, as a
+	// program that never calls Configure does.
+	if os.Getenv(childEnv) == "" {
+		if err := Configure(testConfig); err != nil {
+			panic(err)
+		}
 	}
 	os.Exit(m.Run())
 }

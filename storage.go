@@ -2,7 +2,6 @@ package vram
 
 import (
 	"errors"
-	"os"
 	"runtime"
 	"sync/atomic"
 
@@ -29,7 +28,7 @@ type storage struct {
 	// writes this (pinned host) buffer: host access waits for it first.
 	pending atomic.Pointer[pendingCopy]
 
-	origin *leakSite // where it was allocated, with VRAM_DEBUG_LEAKS=1
+	origin *leakSite // where it was allocated, with Config.DebugLeaks
 }
 
 func newStorage(op string, ds *devState, nbytes int64) *storage {
@@ -144,7 +143,7 @@ type tensorRef struct {
 	st    *storage
 	node  *node
 	state atomic.Int64 // 2*holds + 1 if released
-	site  *leakSite    // where the tensor was made, with VRAM_DEBUG_LEAKS=1
+	site  *leakSite    // where the tensor was made, with Config.DebugLeaks
 }
 
 const refReleased = 1 // the released bit of tensorRef.state
@@ -177,7 +176,8 @@ func (r *tensorRef) unhold() {
 	}
 }
 
-var debugLeaks = os.Getenv("VRAM_DEBUG_LEAKS") == "1"
+// debugLeaks is Config.DebugLeaks, set when the configuration is applied.
+var debugLeaks atomic.Bool
 
 // drop marks r released, once, and reports whether this call did. What r
 // owns is dropped now, or by the last hold when operations still hold it.
@@ -207,7 +207,7 @@ func (r *tensorRef) free() {
 
 // collected is the garbage collector's backstop for a tensor that was never
 // released: the memory is freed all the same and counted as leaked.
-// With VRAM_DEBUG_LEAKS=1 it warns, naming where the tensor was made and,
+// With Config.DebugLeaks (VRAM_DEBUG_LEAKS=1) it warns, naming where the tensor was made and,
 // for a view, where its storage was allocated and whether the view was the
 // last thing holding it (see leaks.go).
 func collected(r *tensorRef) {
@@ -224,7 +224,7 @@ func collected(r *tensorRef) {
 
 func attachRef(t *Tensor, st *storage, n *node) {
 	r := &tensorRef{st: st, node: n}
-	if debugLeaks {
+	if debugLeaks.Load() {
 		r.site = newLeakSite(t, st)
 	}
 	t.ref = r

@@ -155,8 +155,8 @@ func (t *Tensor) live(op string) {
 // b.Release(), a view of b that was never released (such as the temporary
 // in b.Narrow(0, 0, 1).Sum().Item()) holds every byte of b until the
 // garbage collector finds it. Release views too, make them inside [Tidy],
-// or Clone the small part to keep; VRAM_DEBUG_LEAKS=1 reports each
-// forgotten view with the line that made it.
+// or Clone the small part to keep; [Config.DebugLeaks] (VRAM_DEBUG_LEAKS=1)
+// reports each forgotten view with the line that made it.
 func (t *Tensor) Release() {
 	if t == nil {
 		return

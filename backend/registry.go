@@ -10,6 +10,15 @@ var (
 	registry   = map[string]Backend{}
 )
 
+// The registry maps a device kind ("cpu", "sim", "cuda") to the backend
+// that its devices belong to. It holds instances, not constructors: a
+// backend that takes options has a constructor of its own in its package,
+// which takes them as a value (sim.New(sim.Options{...}) makes a separate
+// sim backend, for a test or a tool), and a Configure function that sets
+// the options of the registered instance before its first use (sim.Configure,
+// cuda.Configure; vram.Configure calls both). No backend reads the
+// environment.
+
 // Register makes a backend available under b.Name(). It panics if b is nil,
 // the name is empty or contains a colon, or the name is already taken:
 // registration happens in init, where such mistakes are cheapest.

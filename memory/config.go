@@ -106,18 +106,27 @@ type Config struct {
 	PinnedUseCUDAHostRegister bool
 }
 
-// ConfigError reports an invalid VRAM_ALLOC_CONF string or a setting the
-// arena cannot honour. It names the key and says what is allowed.
+// ConfigError reports an invalid VRAM_ALLOC_CONF string, an invalid
+// [Config] value or a setting the arena cannot honour. It names the key
+// (and, for a Config value, the field) and says what is allowed.
 type ConfigError struct {
 	Key    string // the offending key, "" when the string is malformed
 	Value  string // its value as written
 	Reason string // what is wrong and what is allowed
+	// Field is the Config field, as in "MaxSplitSizeMB", when the error
+	// is about a Config value that [Config.Validate] refused rather than
+	// about a string; "" otherwise.
+	Field string
 }
 
 // Error returns "memory: VRAM_ALLOC_CONF: " followed by the key and reason,
+// or, for a Config value, "memory: Config.Field = value (key): reason",
 // on one line: control characters of the key and value, which come from
 // the environment or a file, are written as escapes.
 func (e *ConfigError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("memory: Config.%s = %s (key %s): %s", e.Field, printable.String(e.Value), e.Key, printable.String(e.Reason))
+	}
 	s := "memory: VRAM_ALLOC_CONF: "
 	if e.Key != "" {
 		s += printable.String(e.Key)
@@ -449,10 +458,48 @@ func (c *Config) maxSplitSize() int64 {
 	return c.MaxSplitSizeMB << 20
 }
 
-// Check reports whether c can be used with arena: expandable_segments:True
-// under policy:pytorch needs a [VirtualArena]. The error is a
-// [*ConfigError].
+// Validate reports whether every field of c is in the range that
+// [ParseConfig] accepts for its key: a Config built in code can hold
+// values that no VRAM_ALLOC_CONF string gives, such as a negative
+// MaxSplitSizeMB or a threshold of 2. The error is a [*ConfigError] that
+// names the field, its key and what is allowed; Validate of any Config
+// that ParseConfig returns is nil.
+func (c Config) Validate() error {
+	bad := func(field, key, value, reason string) error {
+		return &ConfigError{Field: field, Key: key, Value: value, Reason: reason}
+	}
+	fmtFloat := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+	if c.Policy != PolicyVRAM && c.Policy != PolicyPyTorch {
+		return bad("Policy", "policy", c.Policy.String(), "unknown policy; allowed: memory.PolicyVRAM, memory.PolicyPyTorch")
+	}
+	if v := c.MaxSplitSizeMB; v != 0 && (v <= kLargeBuffer>>20 || v > maxSplitSizeMBLimit) {
+		return bad("MaxSplitSizeMB", "max_split_size_mb", strconv.FormatInt(v, 10),
+			fmt.Sprintf("expected 0 (no limit) or a whole number of MiB above %d (the large segment size) and at most %d", kLargeBuffer>>20, int64(maxSplitSizeMBLimit)))
+	}
+	for i, v := range c.RoundupPower2Divisions {
+		if v < 0 || v > 1<<20 || v&(v-1) != 0 {
+			return bad(fmt.Sprintf("RoundupPower2Divisions[%d]", i), "roundup_power2_divisions", strconv.Itoa(v),
+				"divisions must be 0 or a power of two up to 1048576")
+		}
+	}
+	if v := c.GarbageCollectionThreshold; v != 0 && !(v > 0 && v < 1) {
+		return bad("GarbageCollectionThreshold", "garbage_collection_threshold", fmtFloat(v),
+			"expected 0 (off) or a number greater than 0 and less than 1, such as 0.6")
+	}
+	if v := c.PerProcessMemoryFraction; v != 0 && !(v > 0 && v <= 1) {
+		return bad("PerProcessMemoryFraction", "per_process_memory_fraction", fmtFloat(v),
+			"expected 0 (no limit) or a number greater than 0 and at most 1, such as 0.5")
+	}
+	return nil
+}
+
+// Check reports whether c can be used with arena: its fields must be
+// valid ([Config.Validate]), and expandable_segments:True under
+// policy:pytorch needs a [VirtualArena]. The error is a [*ConfigError].
 func (c Config) Check(arena Arena) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
 	if c.Policy == PolicyPyTorch && c.ExpandableSegments {
 		if _, ok := arena.(VirtualArena); !ok {
 			return &ConfigError{Key: "expandable_segments", Value: "True",

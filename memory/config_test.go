@@ -2,6 +2,7 @@ package memory
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -181,6 +182,9 @@ func FuzzParseConfig(f *testing.F) {
 			return
 		}
 		checkConfigRanges(t, s, c)
+		if err := c.Validate(); err != nil {
+			t.Fatalf("Validate of ParseConfig(%q) = %+v: %v", s, c, err)
+		}
 		str := c.String()
 		back, err := ParseConfig(str)
 		if err != nil {
@@ -253,6 +257,57 @@ func checkConfigRanges(t *testing.T, s string, c Config) {
 	for i, d := range c.RoundupPower2Divisions {
 		if d < 0 || d > 1<<20 || d&(d-1) != 0 {
 			t.Fatalf("%q: roundup_power2_divisions entry %d is %d, not 0 or a power of two up to 2^20", s, i, d)
+		}
+	}
+}
+
+// TestConfigValidate gives Validate a Config with each field out of the
+// range ParseConfig accepts: the error names the field and its key, and the
+// same value written as a string is refused by ParseConfig too.
+func TestConfigValidate(t *testing.T) {
+	divs := func(i, v int) (c Config) {
+		c.RoundupPower2Divisions[i] = v
+		return c
+	}
+	tests := []struct {
+		name  string
+		c     Config
+		field string
+	}{
+		{"policy", Config{Policy: 7}, "Policy"},
+		{"split negative", Config{MaxSplitSizeMB: -1}, "MaxSplitSizeMB"},
+		{"split at the large segment", Config{MaxSplitSizeMB: 20}, "MaxSplitSizeMB"},
+		{"split huge", Config{MaxSplitSizeMB: 1<<40 + 1}, "MaxSplitSizeMB"},
+		{"divisions three", divs(3, 3), "RoundupPower2Divisions[3]"},
+		{"divisions negative", divs(0, -2), "RoundupPower2Divisions[0]"},
+		{"divisions huge", divs(15, 1<<21), "RoundupPower2Divisions[15]"},
+		{"gc one", Config{GarbageCollectionThreshold: 1}, "GarbageCollectionThreshold"},
+		{"gc negative", Config{GarbageCollectionThreshold: -0.5}, "GarbageCollectionThreshold"},
+		{"gc NaN", Config{GarbageCollectionThreshold: math.NaN()}, "GarbageCollectionThreshold"},
+		{"fraction above one", Config{PerProcessMemoryFraction: 1.5}, "PerProcessMemoryFraction"},
+		{"fraction Inf", Config{PerProcessMemoryFraction: math.Inf(1)}, "PerProcessMemoryFraction"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.c.Validate()
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Field != tc.field {
+				t.Fatalf("Validate: %v, want a *ConfigError for field %s", err, tc.field)
+			}
+			if msg := err.Error(); !strings.HasPrefix(msg, "memory: Config."+tc.field+" = ") || !strings.Contains(msg, ce.Key) {
+				t.Errorf("message %q does not name Config.%s and key %s", msg, tc.field, ce.Key)
+			}
+			if err := tc.c.Check(NewSimArena(1 << 30)); !errors.As(err, &ce) || ce.Field != tc.field {
+				t.Errorf("Check: %v, want the Validate error", err)
+			}
+			if _, err := ParseConfig(tc.c.String()); err == nil {
+				t.Errorf("ParseConfig(%q) accepts what Validate refuses", tc.c.String())
+			}
+		})
+	}
+	for _, c := range []Config{{}, {Policy: PolicyPyTorch, MaxSplitSizeMB: 21, GarbageCollectionThreshold: 0.5, PerProcessMemoryFraction: 1}, divs(2, 1<<20)} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("Validate(%+v): %v", c, err)
 		}
 	}
 }

@@ -14,8 +14,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("VRAM_SIM_DEVICES") == "" {
-		os.Setenv("VRAM_SIM_DEVICES", "2x256MiB")
+	if err := vram.Configure(vram.Config{SimDevices: []int64{256 << 20, 256 << 20}}); err != nil {
+		panic(err)
 	}
 	os.Exit(m.Run())
 }

@@ -98,15 +98,13 @@ func compileOptions(k modKey, arch int) []string {
 	return opts
 }
 
-// EnvKernelCache names the environment variable that sets the directory of
-// compiled kernels; "off" disables the disk cache. The default is
-// os.UserCacheDir()/vram/kernels.
-const EnvKernelCache = "VRAM_KERNEL_CACHE"
-
-// cacheDir returns the disk cache's directory, or "" when it is off or no
-// directory can be found.
+// cacheDir returns the disk cache's directory, [Options.KernelCache], or
+// "" when it is off or no directory can be found.
 func cacheDir() string {
-	if v := os.Getenv(EnvKernelCache); v != "" {
+	options.mu.Lock()
+	v := options.opts.KernelCache
+	options.mu.Unlock()
+	if v != "" {
 		if v == "off" {
 			return ""
 		}

@@ -15,12 +15,26 @@ func TestKernelsCompile(t *testing.T) {
 	if _, err := nvrtc.Load(); err != nil {
 		t.Skipf("no NVRTC: %v", err)
 	}
-	t.Setenv(EnvKernelCache, t.TempDir())
+	useKernelCache(t, t.TempDir())
 	for _, arch := range []int{90, 80} {
 		if err := CompileAll(arch); err != nil {
 			t.Fatalf("sm_%d: %v", arch, err)
 		}
 	}
+}
+
+// useKernelCache points the kernel cache at dir for one test, whether or
+// not the options are fixed already (tests of one process share them).
+func useKernelCache(t *testing.T, dir string) {
+	options.mu.Lock()
+	old := options.opts.KernelCache
+	options.opts.KernelCache = dir
+	options.mu.Unlock()
+	t.Cleanup(func() {
+		options.mu.Lock()
+		options.opts.KernelCache = old
+		options.mu.Unlock()
+	})
 }
 
 // kernelNames returns the kernels that the ops look up in module k.
@@ -94,7 +108,7 @@ func TestModuleKernels(t *testing.T) {
 	if _, err := nvrtc.Load(); err != nil {
 		t.Skipf("no NVRTC: %v", err)
 	}
-	t.Setenv(EnvKernelCache, t.TempDir())
+	useKernelCache(t, t.TempDir())
 	keys := allModules()
 	if err := compileKeys(keys, 90); err != nil {
 		t.Fatal(err)

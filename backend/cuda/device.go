@@ -109,7 +109,7 @@ func openDevice(index int, cfg memory.Config) (*Device, error) {
 		d.arena = &plainArena{d: d}
 	}
 	if err := cfg.Check(d.arena); err != nil {
-		return nil, fmt.Errorf("cuda: cuda:%d: VRAM_ALLOC_CONF: %w", index, err)
+		return nil, fmt.Errorf("cuda: cuda:%d: the allocator settings: %w", index, err) // a *memory.ConfigError, which names the key
 	}
 	d.events = &eventSource{d: d}
 	d.alloc = memory.New(d.arena, cfg, memory.WithDevice(index), memory.WithEvents(d.events))

@@ -14,13 +14,23 @@
 // process; it is 0 on a machine without a driver or GPU, and never panics.
 // Opening a device retains its primary context (shared with cuBLAS, NCCL and
 // the CUDA runtime), creates one non-blocking stream on which all its work
-// runs in order, and creates its allocator from VRAM_ALLOC_CONF (an invalid
-// value makes the open fail). With policy:vram (the default) or
+// runs in order, and creates its allocator with the settings of [Options]
+// (ones the GPU cannot honour make the open fail). With policy:vram (the default) or
 // expandable_segments:True the allocator maps memory with CUDA virtual
 // memory management (cuMemCreate, cuMemMap) through a [memory.VirtualArena];
 // otherwise it takes whole segments from cuMemAlloc. NVRTC and cuBLASLt are
 // loaded at the first op that needs them; when one is missing the op fails
 // with an error that names the library and how to install it.
+//
+// # Options
+//
+// [Options] hold the allocator settings (for every GPU, and per GPU), the
+// kernel cache's directory and the directories searched first for the
+// NVIDIA libraries. The GPUs are process-wide, so the options are too:
+// [Configure] sets them before the driver is probed and they are fixed
+// from then on. vram.Configure calls it with the fields of vram.Config; the
+// package itself reads no environment variable (vram.ConfigFromEnv reads
+// VRAM_ALLOC_CONF, VRAM_KERNEL_CACHE and VRAM_CUDA_LIBS).
 //
 // # Threads and contexts
 //
@@ -38,7 +48,7 @@
 // and dtype (say, float16 exp), compiled by NVRTC for the device's own
 // architecture (sm_90 on an H200) to a CUBIN the first time an op needs it,
 // in a fraction of a second. CUBINs are cached on disk in
-// os.UserCacheDir()/vram/kernels (or $VRAM_KERNEL_CACHE; "off" disables
+// os.UserCacheDir()/vram/kernels (or [Options.KernelCache]; "off" disables
 // it), named by a hash of the source, the options, the architecture and
 // NVRTC's version, and written atomically. [Device.Precompile] compiles all
 // of them at once, in parallel. A source that NVRTC refuses is a

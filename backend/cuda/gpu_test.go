@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/vramgo/vram/backend/backendtest"
 	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/native/cuda"
+	"github.com/vramgo/vram/native/load"
 )
 
 // GPU tests skip without a driver and GPU, and fail instead when
@@ -277,27 +279,87 @@ func crashChild(t *testing.T) {
 	t.Logf("later op failed in %v", time.Since(start))
 }
 
-// TestBadAllocConfNamedOnce opens cuda:0 in a new process with an invalid
-// VRAM_ALLOC_CONF (devices open once per process): the error must name the
-// variable once and be a *memory.ConfigError.
-func TestBadAllocConfNamedOnce(t *testing.T) {
-	if os.Getenv("VRAM_TEST_BAD_CONF_CHILD") == "1" {
-		_, err := Open(0)
-		var ce *memory.ConfigError
-		if !errors.As(err, &ce) {
-			t.Fatalf("Open(0) with VRAM_ALLOC_CONF=bogus: %v, want a *memory.ConfigError", err)
-		}
-		if msg := err.Error(); strings.Count(msg, "VRAM_ALLOC_CONF") != 1 || !strings.Contains(msg, "cuda:0") {
-			t.Fatalf("Open(0): %q, want cuda:0 and VRAM_ALLOC_CONF named once", msg)
-		}
+// TestOptions sets the backend's options in a new process, before the
+// driver is probed (options are fixed once per process): they reach the
+// library search, the kernel cache and, on a GPU, each device's allocator;
+// after the probe only the same options are accepted. Invalid options are
+// refused with the field named, and change nothing.
+func TestOptions(t *testing.T) {
+	if os.Getenv("VRAM_TEST_CUDA_OPTIONS_CHILD") == "1" {
+		optionsChild(t)
 		return
 	}
-	if n, err := Probe(); n == 0 {
-		skipOrFail(t, "no GPU: %v", err)
+	bad := []struct {
+		opts Options
+		want string
+	}{
+		{Options{Alloc: memory.Config{MaxSplitSizeMB: -1}}, "cuda: Options.Alloc: memory: Config.MaxSplitSizeMB = -1"},
+		{Options{DeviceAlloc: map[int]memory.Config{2: {PerProcessMemoryFraction: 3}}}, "cuda: Options.DeviceAlloc[2]: memory: Config.PerProcessMemoryFraction = 3"},
+		{Options{DeviceAlloc: map[int]memory.Config{-1: {}}}, "cuda: Options.DeviceAlloc[-1]: a negative device index"},
+		{Options{KernelCache: "a\x00b"}, "cuda: Options.KernelCache"},
+		{Options{Libs: []string{"/opt/cuda", ""}}, `cuda: Options.Libs[1] = ""`},
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBadAllocConfNamedOnce$")
-	cmd.Env = append(os.Environ(), "VRAM_TEST_BAD_CONF_CHILD=1", "VRAM_ALLOC_CONF=bogus")
-	if out, err := cmd.CombinedOutput(); err != nil {
+	before := Configured()
+	for _, tc := range bad {
+		if err := Configure(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Configure(%+v): %v, want an error containing %q", tc.opts, err, tc.want)
+		}
+	}
+	if after := Configured(); !after.equal(before) {
+		t.Errorf("refused options changed the options from %+v to %+v", before, after)
+	}
+	if testing.Short() {
+		t.Skip("starts a process")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestOptions$", "-test.v")
+	cmd.Env = append(os.Environ(), "VRAM_TEST_CUDA_OPTIONS_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+func optionsChild(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{
+		Alloc:       memory.Config{GarbageCollectionThreshold: 0.75},
+		DeviceAlloc: map[int]memory.Config{0: {Policy: memory.PolicyPyTorch, MaxSplitSizeMB: 256}},
+		KernelCache: dir,
+		Libs:        []string{dir},
+	}
+	if err := Configure(Options{KernelCache: "off"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Configure(opts); err != nil { // the last options before the probe win
+		t.Fatal(err)
+	}
+	if got := Configured(); !got.equal(opts) {
+		t.Fatalf("Configured() = %+v, want %+v", got, opts)
+	}
+	if got := cacheDir(); got != dir {
+		t.Errorf("kernel cache %q, want %q", got, dir)
+	}
+	if got := load.Dirs(); !slices.Equal(got, []string{dir}) {
+		t.Errorf("library search directories %q, want %q", got, dir)
+	}
+	n, err := Probe()
+	if err := Configure(Options{}); err == nil || !strings.Contains(err.Error(), "options are fixed") {
+		t.Errorf("other options after the probe: %v, want an error", err)
+	}
+	if err := Configure(opts); err != nil {
+		t.Errorf("the same options after the probe: %v", err)
+	}
+	if n == 0 {
+		skipOrFail(t, "no GPU for the per-device settings: %v", err)
+	}
+	for i := range min(n, 2) {
+		d, err := Open(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := d.Allocator().Config(), opts.allocFor(i); got != want {
+			t.Errorf("cuda:%d: allocator settings %+v, want %+v", i, got, want)
+		}
 	}
 }

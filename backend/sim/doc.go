@@ -4,19 +4,17 @@
 // errors, gradients across devices) and out-of-memory behaviour run on any
 // machine.
 //
-// The number and sizes of the devices come from VRAM_SIM_DEVICES, read once
-// at start-up: "2x24GiB" (two devices of 24 GiB each), "80GiB,16GiB" (two
-// devices of different sizes), or "0" (none), at most [MaxDevices] in all.
-// Sizes are decimal numbers with the units B, KiB, MiB, GiB, TiB, PiB, EiB
-// (and KB, MB, GB, TB, PB, EB as powers of 1000), exact to the byte: "1.5GiB"
-// is 1610612736 bytes, while "0.5", "1.3B", "NaN" or "-1GiB" are errors
-// ([ParseBytes]). When it is unset there are [DefaultCount] devices of
-// [DefaultCapacity] bytes each.
-// VRAM_SIM_SHAPE_ONLY=1 makes them shape-only (see [ParseShapeOnly] and
-// [Device.SetShapeOnly]), and VRAM_ALLOC_CONF configures their allocators
-// as it does CUDA's. An invalid value of any of the three leaves no sim
-// devices: [Backend.DeviceCount] is 0, and [Backend.Config] and
-// [Backend.Device] return the error, which names the variable.
+// A backend's devices are set by its [Options]: their capacities (at most
+// [MaxDevices]), whether they are shape-only (see [Device.SetShapeOnly]),
+// and the allocator settings of each, as for CUDA devices. The zero Options
+// give [DefaultCount] devices of [DefaultCapacity] bytes each. [New] makes a
+// backend with given options, for tests and tools; the registered one,
+// behind vram.Sim(i), takes its options from [Configure], which vram's own
+// Configure calls, before its first use. Invalid options are refused
+// there, in an error that names the field. The package reads no
+// environment variable: vram.ConfigFromEnv reads VRAM_SIM_DEVICES (in the
+// syntax of [ParseDevices]: "2x24GiB", "80GiB,16GiB" or "0" for none, sizes
+// as [ParseBytes] reads them), VRAM_SIM_SHAPE_ONLY and VRAM_ALLOC_CONF.
 //
 // The kernels, the fused product and the fused optimizer steps are the CPU
 // backend's, which compute what the CUDA backend's do (16-bit floats in

@@ -15,9 +15,9 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	b := &Backend{}
-	if b.DeviceCount() == 0 {
-		t.Skip("VRAM_SIM_DEVICES=0")
+	b, err := New(Options{Devices: []int64{1 << 30}})
+	if err != nil {
+		t.Fatal(err)
 	}
 	dev, err := b.Device(0)
 	if err != nil {
@@ -319,89 +319,153 @@ func TestOutOfMemoryNamesRoomyPeer(t *testing.T) {
 	}
 }
 
-func TestParseShapeOnly(t *testing.T) {
+// TestOptionsValidate gives New and Configure invalid options: each error
+// names the field, and a backend keeps the options it had.
+func TestOptionsValidate(t *testing.T) {
 	tests := []struct {
-		in   string
-		want bool
-		bad  bool
+		name string
+		opts Options
+		want string
 	}{
-		{"", false, false}, {"0", false, false}, {"false", false, false}, {"No", false, false}, {"off", false, false},
-		{"1", true, false}, {"true", true, false}, {"TRUE", true, false}, {"yes", true, false}, {" on ", true, false},
-		{"2", false, true}, {"maybe", false, true}, {"y", false, true}, {"\x1b[31m", false, true},
+		{"negative capacity", Options{Devices: []int64{1 << 30, -1}}, "sim: Options.Devices[1]: capacity -1 bytes: a sim device holds from 1 byte to 4.00 TiB"},
+		{"zero capacity", Options{Devices: []int64{0}}, "sim: Options.Devices[0]: capacity 0 bytes"},
+		{"capacity too large", Options{Devices: []int64{memory.MaxSimCapacity + 1}}, "Options.Devices[0]: capacity 4398046511105 bytes"},
+		{"too many devices", Options{Devices: slices.Repeat([]int64{1 << 20}, MaxDevices+1)}, "Options.Devices lists 65 devices, more than 64 (sim.MaxDevices)"},
+		{"bad allocator", Options{Alloc: memory.Config{MaxSplitSizeMB: 3}}, "sim: Options.Alloc: memory: Config.MaxSplitSizeMB = 3"},
+		{"bad device allocator", Options{DeviceAlloc: map[int]memory.Config{1: {GarbageCollectionThreshold: 2}}}, "sim: Options.DeviceAlloc[1]: memory: Config.GarbageCollectionThreshold = 2"},
+		{"no such device", Options{Devices: []int64{1 << 20}, DeviceAlloc: map[int]memory.Config{1: {}}}, "Options.DeviceAlloc[1]: there is no sim:1 (there are 1 devices"},
+		{"negative device", Options{DeviceAlloc: map[int]memory.Config{-1: {}}}, "Options.DeviceAlloc[-1]: there is no sim:-1"},
+		{"device of none", Options{Devices: []int64{}, DeviceAlloc: map[int]memory.Config{0: {}}}, "Options.DeviceAlloc[0]: there is no sim:0"},
 	}
 	for _, tc := range tests {
-		got, err := ParseShapeOnly(tc.in)
-		if (err != nil) != tc.bad || got != tc.want {
-			t.Errorf("ParseShapeOnly(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.bad)
-		}
-		if err != nil && !strings.Contains(err.Error(), "want 1, true, yes or on") {
-			t.Errorf("ParseShapeOnly(%q): %q does not list the accepted values", tc.in, err)
-		}
-	}
-}
-
-// TestBadEnvironment sets each variable the backend reads to a bad value:
-// there must be no devices, and every way of asking for one must return the
-// error, naming the variable.
-func TestBadEnvironment(t *testing.T) {
-	tests := []struct {
-		env, value string
-		want       string // in the error
-		as         any    // the error type errors.As must find
-	}{
-		{EnvShapeOnly, "maybe", `VRAM_SIM_SHAPE_ONLY="maybe": not a boolean (want 1, true, yes or on`, new(*EnvError)},
-		{EnvDevices, "lots", `VRAM_SIM_DEVICES="lots": `, new(*EnvError)},
-		{EnvDevices, "2x", `VRAM_SIM_DEVICES="2x": `, new(*EnvError)},
-		{"VRAM_ALLOC_CONF", "bogus", "VRAM_ALLOC_CONF: bogus", new(*memory.ConfigError)},
-	}
-	for _, tc := range tests {
-		t.Run(tc.env+"="+tc.value, func(t *testing.T) {
-			t.Setenv(tc.env, tc.value)
-			b := &Backend{}
-			if n := b.DeviceCount(); n != 0 {
-				t.Errorf("DeviceCount = %d, want 0 with an invalid environment", n)
+		t.Run(tc.name, func(t *testing.T) {
+			if b, err := New(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New: %v, %v; want an error containing %q", b, err, tc.want)
 			}
-			_, cerr := b.Config()
-			_, derr := b.Device(0)
-			for name, err := range map[string]error{"Config": cerr, "Device": derr} {
-				if err == nil || !strings.Contains(err.Error(), tc.want) {
-					t.Errorf("%s: %v, want an error containing %q", name, err, tc.want)
-					continue
-				}
-				if !errors.As(err, tc.as) {
-					t.Errorf("%s: %v (%T) is not a %T", name, err, err, tc.as)
-				}
-				if strings.Count(err.Error(), tc.env) != 1 {
-					t.Errorf("%s: %q names %s more than once", name, err, tc.env)
-				}
+			b, err := New(Options{Devices: []int64{2 << 20}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.setOptions(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("setOptions: %v, want an error containing %q", err, tc.want)
+			}
+			if got := b.Options().Devices; !slices.Equal(got, []int64{2 << 20}) {
+				t.Errorf("after the refused options the devices are %v, want the old [2 MiB]", got)
 			}
 		})
 	}
+	var ce *memory.ConfigError
+	if _, err := New(Options{Alloc: memory.Config{Policy: 9}}); !errors.As(err, &ce) || ce.Field != "Policy" {
+		t.Errorf("a bad allocator setting: %v, want a *memory.ConfigError for Policy", err)
+	}
 }
 
-func TestShapeOnlyFromEnvironment(t *testing.T) {
-	t.Setenv(EnvDevices, "1x1GiB")
-	t.Setenv(EnvShapeOnly, "yes")
-	b := &Backend{}
-	if n := b.DeviceCount(); n != 1 {
-		t.Fatalf("DeviceCount = %d, want 1", n)
+// TestZeroOptions checks that the zero Options and the zero Backend give
+// the defaults.
+func TestZeroOptions(t *testing.T) {
+	for name, b := range map[string]*Backend{"zero Backend": {}, "New(Options{})": must(New(Options{}))} {
+		if n := b.DeviceCount(); n != DefaultCount {
+			t.Fatalf("%s: %d devices, want %d", name, n, DefaultCount)
+		}
+		for i := range DefaultCount {
+			d := must(b.Device(i)).(*Device)
+			if d.Capacity() != DefaultCapacity || d.ShapeOnly() || d.Allocator().Config() != (memory.Config{}) {
+				t.Errorf("%s: sim:%d has %d bytes, shape-only %v, allocator %+v; want the defaults", name, i, d.Capacity(), d.ShapeOnly(), d.Allocator().Config())
+			}
+		}
 	}
-	d, err := b.Device(0)
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestOptionsApplied makes a backend with every option set: the devices
+// have the capacities, the mode and, per device, the allocator settings.
+func TestOptionsApplied(t *testing.T) {
+	pytorch := memory.Config{Policy: memory.PolicyPyTorch, MaxSplitSizeMB: 64}
+	gc := memory.Config{GarbageCollectionThreshold: 0.5}
+	b, err := New(Options{Devices: []int64{1 << 30, 2 << 30, 3 << 30}, ShapeOnly: true, Alloc: gc,
+		DeviceAlloc: map[int]memory.Config{1: pytorch}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !d.(*Device).ShapeOnly() {
-		t.Error("VRAM_SIM_SHAPE_ONLY=yes did not make the device shape-only")
+	if n := b.DeviceCount(); n != 3 {
+		t.Fatalf("%d devices, want 3", n)
+	}
+	for i, want := range []memory.Config{gc, pytorch, gc} {
+		d := must(b.Device(i)).(*Device)
+		if d.Capacity() != int64(i+1)<<30 || !d.ShapeOnly() {
+			t.Errorf("sim:%d: %d bytes, shape-only %v", i, d.Capacity(), d.ShapeOnly())
+		}
+		if got := d.Allocator().Config(); got != want {
+			t.Errorf("sim:%d: allocator %+v, want %+v", i, got, want)
+		}
 	}
 }
 
 func TestNoDevicesConfigured(t *testing.T) {
-	t.Setenv(EnvDevices, "0")
-	b := &Backend{}
+	b := must(New(Options{Devices: []int64{}}))
 	if n := b.DeviceCount(); n != 0 {
 		t.Fatalf("DeviceCount = %d, want 0", n)
 	}
-	if _, err := b.Device(0); err == nil || !strings.Contains(err.Error(), `VRAM_SIM_DEVICES="0" configures none`) {
-		t.Errorf("Device(0): %v, want an error saying VRAM_SIM_DEVICES=\"0\" configures none", err)
+	if _, err := b.Device(0); err == nil || !strings.Contains(err.Error(), "configured with none") {
+		t.Errorf("Device(0): %v, want an error saying the backend has none", err)
+	}
+}
+
+// TestOptionsFixedAtFirstUse checks that options can change until the
+// first use and not after it, except to the same options.
+func TestOptionsFixedAtFirstUse(t *testing.T) {
+	b := &Backend{}
+	if err := b.setOptions(Options{Devices: []int64{1 << 20}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.setOptions(Options{Devices: []int64{4 << 20}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.DeviceCount(); n != 1 || must(b.Device(0)).(*Device).Capacity() != 4<<20 {
+		t.Fatalf("the last options before the first use must apply")
+	}
+	if err := b.setOptions(Options{Devices: []int64{4 << 20}}); err != nil {
+		t.Errorf("the same options again: %v", err)
+	}
+	err := b.setOptions(Options{Devices: []int64{8 << 20}})
+	if err == nil || !strings.Contains(err.Error(), "options are fixed at their first use") {
+		t.Errorf("other options after the first use: %v", err)
+	}
+	if got := b.Options().Devices; !slices.Equal(got, []int64{4 << 20}) {
+		t.Errorf("options %v after the refusal", got)
+	}
+}
+
+// TestOptionsRace sets options from several goroutines while others use
+// the backend: the devices are those of one of the options, and every
+// setOptions after the first use fails (run with -race).
+func TestOptionsRace(t *testing.T) {
+	for range 20 {
+		b := &Backend{}
+		var wg sync.WaitGroup
+		accepted := make([]bool, 8)
+		for i := range accepted {
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				accepted[i] = b.setOptions(Options{Devices: []int64{int64(i+1) << 20}}) == nil
+			}()
+			go func() {
+				defer wg.Done()
+				b.DeviceCount()
+			}()
+		}
+		wg.Wait()
+		c := must(b.Device(0)).(*Device).Capacity()
+		i := int(c>>20) - 1
+		if c%(1<<20) != 0 || (c != DefaultCapacity && (i < 0 || i >= len(accepted) || !accepted[i])) {
+			t.Fatalf("sim:0 has %d bytes: not the capacity of accepted options (%v)", c, accepted)
+		}
 	}
 }

@@ -23,9 +23,12 @@
 // wrong number of arguments) prints a one-line message naming the command
 // and exits with status 2; other failures exit with status 1.
 //
-// Only demo, which allocates on devices, reads the device settings of the
-// environment (VRAM_ALLOC_CONF, VRAM_SIM_DEVICES, VRAM_SIM_SHAPE_ONLY) and
-// fails on an invalid one; doctor reports each as a check. Names that come
+// The command configures vram from the environment once, at start, with
+// vram.ConfigFromLookup (the variables of vram.ConfigFromEnv), applying the
+// valid settings. Only demo, which allocates on devices, fails on an
+// invalid device setting (VRAM_ALLOC_CONF, VRAM_SIM_DEVICES,
+// VRAM_SIM_SHAPE_ONLY); doctor reports each as a check, explained by the
+// same parse. Names that come
 // from drivers or files (GPU and process names, regions, stack frames) are
 // printed with control characters escaped.
 //

@@ -6,10 +6,28 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/backend/sim"
 	"github.com/vramgo/vram/internal/units"
-	"github.com/vramgo/vram/memory"
 )
+
+// lookupEnv reads the environment; tests replace it with their own
+// variables. Everything the command reads of vram's settings goes through
+// it, and through vram.ConfigFromLookup.
+var lookupEnv = os.LookupEnv
+
+// configure gives vram the configuration of the environment, once per
+// command line, before any command runs. The settings of the valid
+// variables apply even when one is invalid, so that a command that does not
+// allocate (smi) still searches the libraries of VRAM_CUDA_LIBS; the
+// commands that allocate (demo) refuse an invalid one themselves (see
+// checkEnvironment), and doctor reports it. Configure fails only when the
+// configuration was fixed by an earlier command line of the same process
+// (tests) with other settings; the first one's stay.
+func configure() {
+	cfg, _ := vram.ConfigFromLookup(lookupEnv)
+	_ = vram.Configure(cfg)
+}
 
 // envSetting is one environment variable that configures vram's devices,
 // as read: what its value means, or what is wrong with it.
@@ -21,52 +39,69 @@ type envSetting struct {
 	Err    error  // why it is not; the message names the variable
 }
 
-// readEnvironment reads the settings of the devices that allocate: the
-// allocator's (CUDA and sim) and the simulated devices'.
+// deviceSettings are the variables that configure the devices that
+// allocate: the allocator's (CUDA and sim) and the simulated devices'.
+var deviceSettings = []string{vram.EnvAllocConf, vram.EnvSimDevices, vram.EnvSimShapeOnly}
+
+// readEnvironment reads each of deviceSettings alone, with
+// vram.ConfigFromLookup, the parse vram itself uses, and explains its
+// setting.
 func readEnvironment() []envSetting {
-	get := func(name string) envSetting {
-		v, ok := os.LookupEnv(name)
-		return envSetting{Name: name, Value: v, Set: ok}
+	var out []envSetting
+	for _, name := range deviceSettings {
+		v, ok := lookupEnv(name)
+		s := envSetting{Name: name, Value: v, Set: ok}
+		cfg, err := vram.ConfigFromLookup(func(n string) (string, bool) {
+			if n != name {
+				return "", false
+			}
+			return v, ok
+		})
+		if err != nil {
+			s.Err = err // it names the variable
+		} else {
+			s.Detail = describeSetting(name, cfg)
+		}
+		out = append(out, s)
 	}
+	return out
+}
 
-	conf := get("VRAM_ALLOC_CONF")
-	if c, err := memory.ParseConfig(conf.Value); err != nil {
-		conf.Err = err // a *memory.ConfigError: it names VRAM_ALLOC_CONF and the key
-	} else if s := c.String(); s != "" {
-		conf.Detail = "allocator settings " + s
-	} else {
-		conf.Detail = "the default allocator settings"
-	}
-
-	devs := get(sim.EnvDevices)
-	if sizes, err := sim.ParseDevices(devs.Value); err != nil {
-		devs.Err = &sim.EnvError{Var: sim.EnvDevices, Value: devs.Value, Err: err}
-	} else {
+// describeSetting says what cfg's field of the variable name means.
+func describeSetting(name string, cfg vram.Config) string {
+	switch name {
+	case vram.EnvAllocConf:
+		if s := cfg.Alloc.String(); s != "" {
+			return "allocator settings " + s
+		}
+		return "the default allocator settings"
+	case vram.EnvSimDevices:
+		sizes := cfg.SimDevices
+		if sizes == nil {
+			sizes = slices.Repeat([]int64{sim.DefaultCapacity}, sim.DefaultCount)
+		}
 		parts := make([]string, len(sizes))
 		for i, b := range sizes {
 			parts[i] = units.Bytes(b)
 		}
-		devs.Detail = fmt.Sprintf("%d sim %s", len(sizes), plural(len(sizes), "device", "devices"))
+		d := fmt.Sprintf("%d sim %s", len(sizes), plural(len(sizes), "device", "devices"))
 		switch {
 		case len(sizes) == 1 || len(sizes) > 1 && slices.Min(sizes) == slices.Max(sizes):
-			devs.Detail += " of " + parts[0]
+			d += " of " + parts[0]
 			if len(sizes) > 1 {
-				devs.Detail += " each"
+				d += " each"
 			}
 		case len(sizes) > 1:
-			devs.Detail += " of " + strings.Join(parts, ", ")
+			d += " of " + strings.Join(parts, ", ")
 		}
+		return d
+	case vram.EnvSimShapeOnly:
+		if cfg.SimShapeOnly {
+			return "sim devices keep no data (shape-only)"
+		}
+		return "sim devices keep data"
 	}
-
-	shape := get(sim.EnvShapeOnly)
-	if on, err := sim.ParseShapeOnly(shape.Value); err != nil {
-		shape.Err = &sim.EnvError{Var: sim.EnvShapeOnly, Value: shape.Value, Err: err}
-	} else if on {
-		shape.Detail = "sim devices keep no data (shape-only)"
-	} else {
-		shape.Detail = "sim devices keep data"
-	}
-	return []envSetting{conf, devs, shape}
+	return ""
 }
 
 // checkEnvironment returns the first invalid setting of readEnvironment.

@@ -49,6 +49,17 @@ func checkErrorLine(t *testing.T, stderr, want string) {
 	}
 }
 
+// useEnv makes the command see the variables of env, and no other, for
+// one test: its environment is read through lookupEnv.
+func useEnv(t *testing.T, env map[string]string) {
+	old := lookupEnv
+	lookupEnv = func(name string) (string, bool) {
+		v, ok := env[name]
+		return v, ok
+	}
+	t.Cleanup(func() { lookupEnv = old })
+}
+
 // noDriver makes libcuda missing for one test, whatever the machine has.
 func noDriver(t *testing.T) {
 	withDriver(t, func() (*load.Library, error) {
@@ -228,7 +239,7 @@ func TestBadEnvironmentStopsOnlyCommandsThatAllocate(t *testing.T) {
 	noDriver(t)
 	for _, env := range badEnvironments {
 		t.Run(env.name+"="+env.value, func(t *testing.T) {
-			t.Setenv(env.name, env.value)
+			useEnv(t, map[string]string{env.name: env.value})
 			for _, args := range [][]string{
 				{"version"}, {"version", "--json"},
 				{"smi", "--source", readingsFile}, {"smi", "-L", "--source", readingsFile},
@@ -274,9 +285,7 @@ func TestBadEnvironmentStopsOnlyCommandsThatAllocate(t *testing.T) {
 // JSON is 0 exactly when the exit status is.
 func TestDoctorFailedAgreesWithExitStatus(t *testing.T) {
 	noDriver(t)
-	for _, name := range []string{"VRAM_ALLOC_CONF", "VRAM_SIM_DEVICES", "VRAM_SIM_SHAPE_ONLY"} {
-		t.Setenv(name, "")
-	}
+	useEnv(t, map[string]string{"VRAM_ALLOC_CONF": "", "VRAM_SIM_DEVICES": "", "VRAM_SIM_SHAPE_ONLY": ""})
 	code, stdout, stderr := runCLI(t, "doctor", "--json")
 	var rep doctorReport
 	decodeOne(t, stdout, &rep)

@@ -30,10 +30,11 @@ func main() {
 	os.Exit(code)
 }
 
-// run executes the command line args and returns the exit status. Errors
-// are printed to stderr as one line, out-of-memory diagnoses as the
-// paragraph they are.
+// run configures vram from the environment, executes the command line args
+// and returns the exit status. Errors are printed to stderr as one line,
+// out-of-memory diagnoses as the paragraph they are.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	configure()
 	root := newRootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)

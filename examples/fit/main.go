@@ -21,7 +21,10 @@ import (
 )
 
 func main() {
-	setup()
+	if err := setup(); err != nil {
+		fmt.Fprintln(os.Stderr, "fit:", err)
+		os.Exit(1)
+	}
 	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "fit:", err)
 		os.Exit(1)
@@ -29,9 +32,8 @@ func main() {
 }
 
 // setup makes sim:0 an 80 GiB shape-only device, before its first use.
-func setup() {
-	os.Setenv("VRAM_SIM_DEVICES", "80GiB")
-	os.Setenv("VRAM_SIM_SHAPE_ONLY", "1")
+func setup() error {
+	return vram.Configure(vram.Config{SimDevices: []int64{80 << 30}, SimShapeOnly: true})
 }
 
 const (

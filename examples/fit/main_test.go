@@ -7,7 +7,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	setup()
+	if err := setup(); err != nil {
+		panic(err)
+	}
 	os.Exit(m.Run())
 }
 

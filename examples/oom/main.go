@@ -19,21 +19,23 @@ import (
 )
 
 func main() {
-	setup()
+	if err := setup(); err != nil {
+		fmt.Fprintln(os.Stderr, "oom:", err)
+		os.Exit(1)
+	}
 	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "oom:", err)
 		os.Exit(1)
 	}
 }
 
-// setup configures the simulated device before its first use.
-func setup() {
-	if os.Getenv("VRAM_SIM_DEVICES") == "" {
-		os.Setenv("VRAM_SIM_DEVICES", "1GiB")
-	}
-	if os.Getenv("VRAM_ALLOC_CONF") == "" {
-		os.Setenv("VRAM_ALLOC_CONF", "policy:pytorch")
-	}
+// setup makes sim:0 a 1 GiB device with PyTorch's allocator policy,
+// before its first use.
+func setup() error {
+	return vram.Configure(vram.Config{
+		SimDevices: []int64{1 << 30},
+		Alloc:      memory.Config{Policy: memory.PolicyPyTorch},
+	})
 }
 
 func run(w io.Writer) error {

@@ -7,9 +7,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Unsetenv("VRAM_SIM_DEVICES")
-	os.Unsetenv("VRAM_ALLOC_CONF")
-	setup()
+	if err := setup(); err != nil {
+		panic(err)
+	}
 	os.Exit(m.Run())
 }
 

@@ -12,7 +12,8 @@
 // For each library, [Open] tries its sonames (newest CUDA major first) in
 // each of these places, in this order, and stops at the first that loads:
 //
-//  1. the directories listed in VRAM_CUDA_LIBS (separated by ':');
+//  1. the directories given to [SetDirs] (vram.Config.CUDALibs, or the
+//     ':'-separated VRAM_CUDA_LIBS that vram.ConfigFromEnv reads);
 //  2. the dynamic loader's own search (LD_LIBRARY_PATH, the ldconfig cache,
 //     the system directories), by dlopen of the bare soname;
 //  3. /usr/local/cuda/lib64 and /usr/local/cuda/targets/*/lib, plus the
@@ -22,8 +23,14 @@
 //     /usr/lib/python3/dist-packages, and last the sys.path of every python3
 //     on PATH (asked by running it, with a two-second limit).
 //
-// A directory given in VRAM_CUDA_LIBS therefore wins over the system's copy,
-// and a CUDA 12 library found there is used even where the system has CUDA 13.
+// A directory given there therefore wins over the system's copy, and a
+// CUDA 12 library found there is used even where the system has CUDA 13.
+//
+// Of vram's settings the package reads none from the environment: the
+// directories of step 1 come from [SetDirs]. The other steps are the
+// system's own places, found as the loader and Python find them (PATH,
+// VIRTUAL_ENV and CONDA_PREFIX are read at each search, as the loader reads
+// LD_LIBRARY_PATH).
 //
 // # Binding symbols
 //
@@ -45,6 +52,7 @@
 // # Concurrency
 //
 // [Open] and [Library.Bind] may be called from any goroutine; [Loader]
-// serialises the loading of its library. The package keeps no state of
-// its own: a Loader holds its library's.
+// serialises the loading of its library, and holds its library's state.
+// The only state the package itself keeps between calls is the list of
+// [SetDirs], under a lock.
 package load

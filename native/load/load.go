@@ -9,16 +9,45 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ebitengine/purego"
 )
 
 // EnvLibs names the environment variable whose ':'-separated directories
-// are searched first.
+// are searched first. This package does not read it: vram.ConfigFromEnv
+// does, into vram.Config.CUDALibs, which reaches [SetDirs]. Messages that
+// tell the user where to point the search name it.
 const EnvLibs = "VRAM_CUDA_LIBS"
+
+// dirs holds the directories [SetDirs] set.
+var dirs struct {
+	mu   sync.Mutex
+	list []string
+}
+
+// SetDirs sets the directories searched first, before the loader's own
+// search (step 1 of the search order in the package documentation), for
+// every library opened afterwards; nil or empty searches none. A library
+// already open stays as it is. vram.Configure sets them from
+// vram.Config.CUDALibs (and, for a program that does not call it, from
+// VRAM_CUDA_LIBS at the first use of a device).
+func SetDirs(list []string) {
+	dirs.mu.Lock()
+	defer dirs.mu.Unlock()
+	dirs.list = slices.Clone(list)
+}
+
+// Dirs returns the directories set by [SetDirs].
+func Dirs() []string {
+	dirs.mu.Lock()
+	defer dirs.mu.Unlock()
+	return slices.Clone(dirs.list)
+}
 
 // pythonTimeout bounds the run of each python3 asked for its sys.path.
 const pythonTimeout = 2 * time.Second
@@ -133,10 +162,8 @@ func Open(spec Spec) (*Library, error) {
 		return nil
 	}
 
-	if env := os.Getenv(EnvLibs); env != "" {
-		if lib := tryDirs(EnvLibs, filepath.SplitList(env)); lib != nil {
-			return lib, nil
-		}
+	if lib := tryDirs(EnvLibs, Dirs()); lib != nil {
+		return lib, nil
 	}
 	for _, so := range spec.Sonames {
 		if lib := try("loader", so, so); lib != nil {

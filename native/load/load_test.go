@@ -44,15 +44,16 @@ func TestOpenLoader(t *testing.T) {
 	}
 }
 
-// TestOpenEnvDir puts a file that is not a library in a VRAM_CUDA_LIBS
-// directory: it must be tried first and reported.
+// TestOpenEnvDir puts a file that is not a library in a directory given to
+// SetDirs (VRAM_CUDA_LIBS): it must be tried first and reported.
 func TestOpenEnvDir(t *testing.T) {
 	dir := t.TempDir()
 	bogus := filepath.Join(dir, "libvramtest.so.13")
 	if err := os.WriteFile(bogus, []byte("not an ELF file"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(EnvLibs, dir+string(os.PathListSeparator)+"/nonexistent")
+	SetDirs([]string{dir, "/nonexistent"})
+	t.Cleanup(func() { SetDirs(nil) })
 	t.Setenv("PATH", "") // no python3 to ask
 	_, err := Open(Spec{Name: "libvramtest", Sonames: []string{"libvramtest.so.13", "libvramtest.so.12"}, NoToolkitDirs: true})
 	var nf *NotFoundError
