@@ -150,7 +150,6 @@ func TestLoader(t *testing.T) {
 		{Lib: "libc", Names: []string{"no_such_getpid", "getpid"}, Fn: &getpid},
 		{Lib: "other", Names: []string{"skipped"}, Fn: new(func())},
 	}}
-	t.Setenv(EnvLibs, "")
 	t.Setenv("PATH", "") // no python3 to ask
 
 	// A failed search leaves the loader empty, and the next Load searches
