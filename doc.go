@@ -103,6 +103,32 @@
 // [MemoryAllocated] and [MaxMemoryAllocated] report vram's own accounting of
 // live storage per device.
 //
+// # Streams
+//
+// Every operation is queued on a [Stream] of its device: the current
+// stream of the calling goroutine, which is the device's default stream
+// unless [WithStream] chose another (Python's "with torch.cuda.stream(s)").
+// Work on one stream runs in order; work on two streams may overlap, so a
+// copy from pinned memory ([Tensor.PinMemory], [Tensor.To] with
+// [NonBlocking]) can run under a GEMM on another stream. Streams are
+// ordered only by [Event]s: [Stream.WaitEvent], [Stream.WaitStream],
+// [Event.Synchronize], [Stream.Synchronize] and [Synchronize] for a whole
+// device. A tensor allocated on one stream and used on another needs
+// [Tensor.RecordStream] before it is released, so that the allocator does
+// not hand its memory to new work while the other stream still reads it.
+//
+// Unlike PyTorch, a CPU tensor filled by a non-blocking copy from a GPU
+// waits for that copy before its values are read on the host, and a
+// pinned source waits for its copy before the host writes it.
+//
+// Sim devices model streams without concurrency: the default stream runs
+// its work when queued, any other stream only when something needs it
+// (a synchronize, a wait, a host read on it), so a missing event shows up
+// as stale values every time rather than once in a while, and a tensor
+// released while another stream's queued work uses it, without
+// RecordStream, makes the next Synchronize return an error. Test stream
+// code on sim devices first.
+//
 // # Concurrency
 //
 // Tensors, reference counts and the autograd engine are safe for concurrent
@@ -114,7 +140,7 @@
 // the release panics with [ErrReleased]. Settings come in two scopes:
 //
 //   - Goroutine-scoped: [NoGrad], [EnableGrad], [SetGradEnabled],
-//     [InferenceMode], [Tidy] and [Region] affect only the goroutine that
+//     [InferenceMode], [Tidy], [Region] and [WithStream] affect only the goroutine that
 //     calls them, never another one (a data-parallel worker's NoGrad must not
 //     stop gradients elsewhere), and goroutines started inside do not
 //     inherit them. Each takes a function and applies while it runs, then

@@ -250,3 +250,36 @@ func ExampleTensor_Narrow() {
 	// 4194304 bytes kept by a 1-element view
 	// 4 bytes kept by a clone
 }
+
+// Work on a side stream, ordered before the default stream's with an
+// event (torch.cuda.Stream and "with torch.cuda.stream(s)").
+func ExampleWithStream() {
+	dev := vram.Sim(0)
+	side, err := vram.NewStream(dev)
+	if err != nil {
+		panic(err)
+	}
+	defer side.Release()
+	x := vram.Full(vram.Shape{4}, 2, dev)
+	defer x.Release()
+	var y *vram.Tensor
+	vram.WithStream(side, func() { y = x.MulScalar(10) })
+	defer y.Release()
+	vram.CurrentStream(dev).WaitStream(side) // the default stream waits for y
+	fmt.Println(y.Float32s())
+	// Output: [20 20 20 20]
+}
+
+// A batch copied to the GPU from pinned memory without waiting
+// (pin_memory and non_blocking=True).
+func ExampleTensor_PinMemory() {
+	dev := vram.Sim(0)
+	batch := vram.Full(vram.Shape{2, 3}, 1.5)
+	defer batch.Release()
+	pinned := batch.PinMemory(dev)
+	defer pinned.Release()
+	onDev := pinned.To(dev, vram.NonBlocking)
+	defer onDev.Release()
+	fmt.Println(pinned.IsPinned(), onDev.Sum().Item())
+	// Output: true 9
+}

@@ -10,10 +10,14 @@
 //
 // A backend provides a [Backend] (a device kind with a name and a device
 // count) and registers it with [Register] from an init function. Each
-// [Device] implements three small interfaces:
+// [Device] implements four small interfaces:
 //
-//   - [Memory]: Alloc and Free of [Buffer]s, bound to a [Stream]. Devices with
-//     a caching allocator return its out-of-memory error from Alloc.
+//   - [Streams]: the default [Stream], new streams with priorities, [Event]s
+//     that order them, and a device-wide Synchronize. Every kernel and copy
+//     takes the stream it runs on as its first argument.
+//   - [Memory]: Alloc, Free and RecordStream of [Buffer]s, bound to a
+//     [Stream]. Devices with a caching allocator return its out-of-memory
+//     error from Alloc.
 //   - [Copier]: raw bytes in and out of contiguous views.
 //   - [Kernels]: a closed set of about ten kernels (fill, copy with cast,
 //     unary, binary, scalar, where, reduce, matmul, gather, scatter-add) from
@@ -23,7 +27,16 @@
 // Kernels receive [View]s that are already checked and broadcast; a kernel
 // may return [ErrNotImplemented] (wrapped) for an op or dtype it lacks.
 // Buffers that live in host memory may implement [HostBuffer] so that the
-// root package reads them without a copy.
+// root package reads them without a copy. Optional abilities are found by
+// type assertion: [AsyncCopier] (pinned host memory and copies that do not
+// wait), [MemoryInfoer], and the fused ops of fused.go.
+//
+// # Files
+//
+// backend.go holds the contract (Backend, Device, Memory, Copier, View,
+// Kernels), stream.go the streams, events and pinned copies, ops.go the op
+// names, shape.go shape arithmetic, fused.go the optional fused kernels,
+// meminfo.go the memory reports and registry.go the registry.
 //
 // # Errors
 //

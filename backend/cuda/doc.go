@@ -13,8 +13,10 @@
 // [Backend.DeviceCount] loads the driver and counts the GPUs once per
 // process; it is 0 on a machine without a driver or GPU, and never panics.
 // Opening a device retains its primary context (shared with cuBLAS, NCCL and
-// the CUDA runtime), creates one non-blocking stream on which all its work
-// runs in order, and creates its allocator with the settings of [Options]
+// the CUDA runtime), creates its default stream (non-blocking, so that it
+// never waits for the legacy NULL stream; [Device.NewStream] makes more,
+// with priorities, and every kernel and copy names the stream it runs on),
+// and creates its allocator with the settings of [Options]
 // (ones the GPU cannot honour make the open fail). With policy:vram (the default) or
 // expandable_segments:True the allocator maps memory with CUDA virtual
 // memory management (cuMemCreate, cuMemMap) through a [memory.VirtualArena];
@@ -94,12 +96,16 @@
 //
 // Buffers come from the caching allocator ([Device.Allocator]) and go back
 // to it with Free; the allocator reuses a freed block only for work queued
-// later on the same stream, so Free never waits. Host copies return once
+// later on the stream it was allocated for, or, after RecordStream, once
+// the other streams' work is done, so Free never waits. Host copies return once
 // the Go slice may be reused. Large copies from Go memory go through two
 // page-locked staging buffers, overlapping the host copy with the DMA;
-// memory from [Device.AllocHost] is copied directly. The cuBLASLt
-// workspace is one such buffer, kept for good from the first product, under
-// the region label [WorkspaceRegion].
+// memory from [Device.AllocHost] is copied directly, and
+// [Device.CopyFromPinned] and [Device.CopyToPinned] copy from and to
+// [Device.AllocPinned] memory without waiting. The cuBLASLt workspaces
+// (one per stream: two products at once must not share one) are such
+// buffers, kept for the stream's life from its first product, under the
+// region label [WorkspaceRegion].
 //
 // When the allocator runs out of memory, its error names, through NVML
 // (matched to the CUDA device by UUID, else by PCI address), the other

@@ -24,5 +24,13 @@
 // that have room for the work, as a CUDA device's names the machine's
 // other GPUs.
 //
+// Streams model CUDA's without concurrency (stream.go): the default stream
+// runs kernels when they are queued, other streams queue them and run them
+// when something needs them done, so that ordering mistakes between
+// streams show every time, and freeing a buffer that another stream's
+// queued work still uses, without RecordStream, is reported as a
+// [*HazardError]. Pinned host memory is simulated too, for the
+// non-blocking copies of [backend.AsyncCopier].
+//
 // Sim devices are not CUDA devices: vram.DeviceCount does not count them.
 package sim
