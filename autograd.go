@@ -221,6 +221,47 @@ func (t *Tensor) SetGrad(g *Tensor) {
 	}
 }
 
+// gradHook is one hook of RegisterPostAccumulateGradHook.
+type gradHook struct{ fn func(*Tensor) }
+
+// RegisterPostAccumulateGradHook registers fn to run each time Backward has
+// accumulated a gradient into the leaf t, with t as its argument, after
+// t.Grad() holds the sum (torch's register_post_accumulate_grad_hook).
+// Hooks run in registration order on the goroutine running Backward, as
+// soon as t's gradient is complete for that Backward: distributed data
+// parallel starts reducing a bucket of gradients there while the rest of
+// the backward pass still runs. The returned function removes the hook. It
+// panics with [ErrAutograd] on a tensor that is not a leaf.
+func (t *Tensor) RegisterPostAccumulateGradHook(fn func(t *Tensor)) (remove func()) {
+	const op = "register_post_accumulate_grad_hook"
+	t.live(op)
+	if fn == nil {
+		fail(op, ErrArgument, "nil hook")
+	}
+	if t.ref.node != nil {
+		fail(op, ErrAutograd, "hooks run on leaf tensors; t was computed by %s", t.ref.node.op)
+	}
+	h := &gradHook{fn: fn}
+	t.gradMu.Lock()
+	t.gradHooks = append(t.gradHooks, h)
+	t.gradMu.Unlock()
+	return func() {
+		t.gradMu.Lock()
+		t.gradHooks = slices.DeleteFunc(t.gradHooks, func(x *gradHook) bool { return x == h })
+		t.gradMu.Unlock()
+	}
+}
+
+// runGradHooks runs leaf's post-accumulate hooks.
+func runGradHooks(leaf *Tensor) {
+	leaf.gradMu.Lock()
+	hooks := slices.Clone(leaf.gradHooks)
+	leaf.gradMu.Unlock()
+	for _, h := range hooks {
+		h.fn(leaf)
+	}
+}
+
 // ZeroGrad releases t's gradient (PyTorch's zero_grad with set_to_none).
 func (t *Tensor) ZeroGrad() {
 	notNil("zero_grad", t)
@@ -310,6 +351,7 @@ func backward(t *Tensor, o backwardOptions) {
 		Keep(seed)
 		if t.ref.node == nil {
 			accumulateLeaf(t, seed)
+			runGradHooks(t)
 			return
 		}
 		runBackward(t.ref.node, seed, o.retain)
@@ -332,6 +374,16 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 		order = append(order, n)
 	}
 	visit(root)
+	// pending counts, per leaf with hooks, the gradients still to come in
+	// this walk, so that its hooks run once its gradient is complete.
+	pending := map[*Tensor]int{}
+	for _, n := range order {
+		for _, e := range n.inputs {
+			if e.leaf != nil {
+				pending[e.leaf]++
+			}
+		}
+	}
 	grads := map[*node]*Tensor{root: seed}
 	// The gradients not yet passed on are released however the walk ends.
 	defer func() {
@@ -339,10 +391,21 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 			r.Release()
 		}
 	}()
+	got := map[*Tensor]bool{} // leaves that received a gradient in this walk
+	settle := func(leaf *Tensor) {
+		if pending[leaf]--; pending[leaf] == 0 && got[leaf] {
+			runGradHooks(leaf)
+		}
+	}
 	for i := len(order) - 1; i >= 0; i-- {
 		n := order[i]
 		g := grads[n]
 		if g == nil {
+			for _, e := range n.inputs {
+				if e.leaf != nil {
+					settle(e.leaf)
+				}
+			}
 			continue
 		}
 		ins := runNode(n, g, retain)
@@ -350,6 +413,9 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 		g.Release()
 		for j, e := range n.inputs {
 			if j >= len(ins) || ins[j] == nil {
+				if e.leaf != nil {
+					settle(e.leaf)
+				}
 				continue
 			}
 			gi := ins[j]
@@ -365,6 +431,8 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 				grads[e.node] = gi
 			case e.leaf != nil:
 				accumulateLeaf(e.leaf, gi)
+				got[e.leaf] = true
+				settle(e.leaf)
 			default:
 				gi.Release()
 			}

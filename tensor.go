@@ -67,6 +67,7 @@ type Tensor struct {
 	inference    bool // allocated inside InferenceMode, or a view of such a tensor
 	gradMu       sync.Mutex
 	grad         *Tensor
+	gradHooks    []*gradHook // guarded by gradMu
 
 	scope *scope // the Tidy that releases it, if any
 }

@@ -1,0 +1,49 @@
+package vram
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestPostAccumulateGradHook: a leaf's hook runs once per Backward, after
+// every contribution to its gradient has been added, also for a leaf
+// reached along several paths, and not once removed.
+func TestPostAccumulateGradHook(t *testing.T) {
+	w := FromSlice([]float64{1, 2}, nil, WithGrad())
+	b := FromSlice([]float64{3}, nil, WithGrad())
+	unused := FromSlice([]float64{5}, nil, WithGrad())
+	defer w.Release()
+	defer b.Release()
+	var seen []float64
+	calls := map[string]int{}
+	removeW := w.RegisterPostAccumulateGradHook(func(t *Tensor) {
+		calls["w"]++
+		seen = append(seen, t.Grad().Float64s()...)
+	})
+	b.RegisterPostAccumulateGradHook(func(*Tensor) { calls["b"]++ })
+	unused.RegisterPostAccumulateGradHook(func(*Tensor) { calls["unused"]++ })
+	// w is used twice: its hook must see the sum of both paths.
+	loss := w.Mul(w).Sum().Add(w.Sum()).Add(b.Sum())
+	loss.Backward()
+	if calls["w"] != 1 || calls["b"] != 1 || calls["unused"] != 0 {
+		t.Fatalf("hook calls %v, want w and b once, unused never", calls)
+	}
+	if len(seen) != 2 || seen[0] != 3 || seen[1] != 5 {
+		t.Errorf("w's hook saw gradient %v, want the complete [3 5]", seen)
+	}
+	removeW()
+	loss2 := w.Sum()
+	loss2.Backward()
+	if calls["w"] != 1 {
+		t.Errorf("a removed hook ran")
+	}
+	// A leaf backward itself.
+	b.Backward(Gradient(FromSlice([]float64{1}, nil)))
+	if calls["b"] != 2 {
+		t.Errorf("b's hook after backward of the leaf itself: %d calls", calls["b"])
+	}
+	err := Catch(func() { w.MulScalar(2).RegisterPostAccumulateGradHook(func(*Tensor) {}) })
+	if !errors.Is(err, ErrAutograd) {
+		t.Errorf("a hook on a computed tensor: %v, want ErrAutograd", err)
+	}
+}
