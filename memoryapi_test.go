@@ -144,7 +144,8 @@ func TestDeviceMemoryOnSim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Total != 256<<20 || m.Reserved < 32<<20 || m.Used != m.Reserved || m.ProcessOther != 0 || m.OtherProcs != 0 || m.Unattributed != 0 {
+	if m.Device != tight.String() || m.Total != 256<<20 || m.Reserved < 32<<20 || m.Used() != m.Reserved || m.ThisProcess != m.Reserved ||
+		m.ProcessOther() != 0 || m.OtherProcesses() != 0 || m.Unattributed() != 0 || m.Others == nil {
 		t.Fatalf("breakdown: %+v", m)
 	}
 	if !strings.Contains(MemorySummary(tight), "allocator reserve") {

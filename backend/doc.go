@@ -23,7 +23,10 @@
 // Kernels receive [View]s that are already checked and broadcast; a kernel
 // may return [ErrNotImplemented] (wrapped) for an op or dtype it lacks.
 // Buffers that live in host memory may implement [HostBuffer] so that the
-// root package reads them without a copy.
+// root package reads them without a copy. A device that knows its memory
+// (total, free, the processes on it) implements
+// [github.com/vramgo/vram/memory.DeviceInfo], the hook its caching
+// allocator uses too; vram.DeviceMemory reports it.
 //
 // # Errors
 //

@@ -307,7 +307,7 @@ func TestOutOfMemoryNamesRoomyPeer(t *testing.T) {
 	if !errors.As(err, &oom) {
 		t.Fatalf("got %v, want a memory.OutOfMemoryError", err)
 	}
-	if len(oom.Peers) != 2 || oom.Peers[0].Name != "sim:1" || oom.Peers[1].Name != "sim:2" || oom.Peers[1].Free != 512<<20 {
+	if len(oom.Peers) != 2 || oom.Peers[0].Device != "sim:1" || oom.Peers[1].Device != "sim:2" || oom.Peers[1].Free != 512<<20 {
 		t.Fatalf("peers %+v, want sim:1 and sim:2 with their memory", oom.Peers)
 	}
 	msg := err.Error()

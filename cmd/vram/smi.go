@@ -166,7 +166,7 @@ func writeSmi(w io.Writer, r monitor.Reading) error {
 			if name == "" {
 				name = "?"
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", g.Index, p.PID, name, gibOrUnknown(p.UsedBytes))
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", g.Index, p.PID, name, gibOrUnknown(p.Bytes))
 		}
 		switch {
 		case !g.ProcessesVisible:
