@@ -11,6 +11,7 @@ import (
 
 	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/backend/backendtest"
+	"github.com/vramgo/vram/backend/selftest"
 	"github.com/vramgo/vram/memory"
 )
 
@@ -403,5 +404,24 @@ func TestNoDevicesConfigured(t *testing.T) {
 	}
 	if _, err := b.Device(0); err == nil || !strings.Contains(err.Error(), `VRAM_SIM_DEVICES="0" configures none`) {
 		t.Errorf("Device(0): %v, want an error saying VRAM_SIM_DEVICES=\"0\" configures none", err)
+	}
+}
+
+// TestSelfTest runs the sim self-test under a hostile environment: the
+// self-test's devices are its own, so the configured ones must not matter.
+func TestSelfTest(t *testing.T) {
+	t.Setenv(EnvDevices, "1x1MiB")
+	t.Setenv(EnvShapeOnly, "1")
+	t.Setenv("VRAM_ALLOC_CONF", "per_process_memory_fraction:0.01")
+	checks := SelfTest()
+	want := []string{"alloc", "copies", "kernels", "matmul", "sync", "caching allocator", "out-of-memory error", "shape-only device"}
+	if len(checks) != len(want) {
+		t.Fatalf("%d checks %+v, want %v", len(checks), checks, want)
+	}
+	for i, c := range checks {
+		t.Logf("%s: %s: %s", c.Name, c.Status, c.Detail)
+		if c.Name != want[i] || c.Status != selftest.Pass {
+			t.Errorf("check %d: %+v, want %q to pass", i, c, want[i])
+		}
 	}
 }
