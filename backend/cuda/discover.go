@@ -68,7 +68,7 @@ func discoverDriver(loadFn func() (*load.Library, error)) (DriverInfo, int) {
 		var nf *load.NotFoundError
 		if errors.As(err, &nf) {
 			d.Tried = nf.Tried
-			d.Error = "no NVIDIA driver found (libcuda.so.1 not loadable): " + loaderReason(nf)
+			d.Error = "no NVIDIA driver found (libcuda.so.1 not loadable): " + nf.Reason()
 			return d, 0
 		}
 		if lib != nil {
@@ -102,19 +102,6 @@ func libraries(cudaMajor int) []LibraryInfo {
 		libraryStatus(nvml.Load, 0, nil, "the processes on each GPU (out-of-memory errors, vram smi)", true,
 			"the NVIDIA driver's NVML (libnvidia-ml.so.1), which comes with the driver"),
 	}
-}
-
-// loaderReason picks the loader's own message from a failed search.
-func loaderReason(nf *load.NotFoundError) string {
-	for _, a := range nf.Tried {
-		if a.Where == "loader" {
-			return a.Err
-		}
-	}
-	if len(nf.Tried) > 0 {
-		return nf.Tried[0].Err
-	}
-	return "not found"
 }
 
 // oneLine joins the lines of s with single spaces.
