@@ -156,6 +156,50 @@ func TestDeviceMemoryOnSim(t *testing.T) {
 	}
 }
 
+// TestDeviceMemoryWhileAllocating reads DeviceMemory while other
+// goroutines allocate and free (run it with -race): every reading must be
+// a consistent breakdown.
+func TestDeviceMemoryWhileAllocating(t *testing.T) {
+	defer EmptyCache(tight)
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for g := 0; g < 3; g++ {
+		go func() {
+			errs <- Catch(func() {
+				for i := 0; i < 40; i++ {
+					x := Empty(Shape{(i%7 + 1) << 18}, tight) // 1 to 7 MiB
+					x.Release()
+				}
+			})
+		}()
+	}
+	go func() {
+		defer close(done)
+		for i := 0; i < 100; i++ {
+			m, err := DeviceMemory(tight)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if m.Total != 256<<20 || m.Free < 0 || m.Used() < 0 || m.Reserved < 0 || m.Unattributed() < 0 || m.OtherProcesses() != 0 {
+				errs <- errors.New("inconsistent breakdown: " + m.String())
+				return
+			}
+		}
+	}()
+	for g := 0; g < 3; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+}
+
 func TestResetAccumulatedMemoryStats(t *testing.T) {
 	x := Zeros(Shape{1 << 18}, tight) // 1 MiB
 	y := Zeros(Shape{1 << 18}, tight)
