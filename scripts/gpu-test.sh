@@ -110,16 +110,20 @@ build() {
 # gpu_present reports whether this machine has an NVIDIA GPU; it sets
 # gpu_note to what it saw.
 gpu_present() {
-	local list
+	local list=""
 	if command -v nvidia-smi >/dev/null 2>&1 && list=$(nvidia-smi -L 2>&1) && grep -q '^GPU ' <<<"$list"; then
 		gpu_note=$(grep -c '^GPU ' <<<"$list")" GPU(s): "$(grep '^GPU ' <<<"$list" | head -1)
 		return 0
 	fi
 	if compgen -G '/dev/nvidia[0-9]*' >/dev/null; then
-		gpu_note="device files $(echo /dev/nvidia[0-9]*) (nvidia-smi: ${list:-not installed})"
+		gpu_note="device files $(echo /dev/nvidia[0-9]*), nvidia-smi does not list them"
 		return 0
 	fi
-	gpu_note="no NVIDIA GPU: nvidia-smi ${list:+says \"$(head -1 <<<"$list")\"}${list:-is not installed} and there is no /dev/nvidia0"
+	if [[ -n ${list:-} ]]; then
+		gpu_note="no NVIDIA GPU: nvidia-smi -L says \"$(head -1 <<<"$list")\" and there is no /dev/nvidia0"
+	else
+		gpu_note="no NVIDIA GPU: nvidia-smi is not installed and there is no /dev/nvidia0"
+	fi
 	return 1
 }
 
