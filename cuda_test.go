@@ -155,22 +155,17 @@ func TestCUDADeviceMemoryBreakdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(m)
-	if m.Reserved < 1<<30 || m.Used < m.Reserved || m.Total <= m.Used {
+	used := m.Used()
+	if m.Device != "cuda:0" || m.Reserved < 1<<30 || used < m.Reserved || m.Total <= used {
 		t.Fatalf("breakdown: %+v", m)
 	}
-	sum := m.Reserved + m.Unattributed
-	if m.ProcessOther >= 0 {
-		sum += m.ProcessOther
+	sum := m.Reserved + m.Unattributed() + max(m.ProcessOther(), 0) + max(m.OtherProcesses(), 0)
+	if sum != used {
+		t.Fatalf("parts add to %d, used is %d: %+v", sum, used, m)
 	}
-	if m.OtherProcs >= 0 {
-		sum += m.OtherProcs
-	}
-	if sum != m.Used {
-		t.Fatalf("parts add to %d, used is %d: %+v", sum, m.Used, m)
-	}
-	if m.ProcessOther < 0 {
+	if m.ProcessOther() < 0 {
 		t.Log("NVML does not list this process: its context and libraries count as unattributed")
-	} else if m.ProcessOther == 0 {
+	} else if m.ProcessOther() == 0 {
 		t.Errorf("this process's context and libraries should show as its other memory: %+v", m)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/memory/trace"
 
@@ -168,69 +167,29 @@ func reclaim(ds *devState) {
 	}
 }
 
-// DeviceMemoryInfo splits a device's memory the way a person debugging an
-// out-of-memory error needs it: what the caching allocator reserved, what
-// else this process holds on the device (its context, kernels and
-// libraries), what other processes hold, and what is free. Parts that the
-// driver's process list cannot attribute (as inside some containers) are
-// reported as Unattributed and the unknown parts as -1.
-type DeviceMemoryInfo struct {
-	Total        int64 // bytes of device memory
-	Free         int64 // bytes free, by the driver
-	Used         int64 // Total - Free
-	Reserved     int64 // held by this process's caching allocator (in use or cached)
-	ProcessOther int64 // the rest of this process's memory on the device, or -1 if unknown
-	OtherProcs   int64 // held by other processes, or -1 if unknown
-	Unattributed int64 // used memory none of the above accounts for
-	// Processes lists the other processes, largest first; nil if unknown.
-	Processes []backend.ProcessMemory
-}
-
-// DeviceMemory returns the memory breakdown of d. It returns an error for a
-// device whose driver reports no memory information (the CPU).
-func DeviceMemory(d Device) (DeviceMemoryInfo, error) {
+// DeviceMemory returns d's memory as its driver reports it, split the way
+// a person debugging an out-of-memory error needs it: what d's caching
+// allocator reserved, what else this process holds on the device (its
+// context, kernels and libraries), what other processes hold, and what is
+// free (torch.cuda.mem_get_info and torch.cuda.list_gpu_processes
+// together). Parts that the driver's process list cannot attribute (as
+// inside some containers) are [memory.DeviceMemory.Unattributed]; unknown
+// values are -1. It returns an error for a device whose driver reports no
+// memory information (the CPU).
+func DeviceMemory(d Device) (memory.DeviceMemory, error) {
 	s, err := deviceFor(d)
 	if err != nil {
-		return DeviceMemoryInfo{}, err
+		return memory.DeviceMemory{}, err
 	}
-	mi, ok := s.bd.(backend.MemoryInfoer)
+	mi, ok := s.bd.(memory.DeviceInfo)
 	if !ok {
-		return DeviceMemoryInfo{}, fmt.Errorf("vram: %s reports no device memory information", d)
+		return memory.DeviceMemory{}, fmt.Errorf("vram: %s reports no device memory information", d)
 	}
 	m, err := mi.MemoryInfo()
 	if err != nil {
-		return DeviceMemoryInfo{}, fmt.Errorf("vram: memory information of %s: %w", d, err)
+		return memory.DeviceMemory{}, fmt.Errorf("vram: memory information of %s: %w", d, err)
 	}
-	info := DeviceMemoryInfo{Total: m.Total, Free: m.Free, Used: m.Total - m.Free,
-		Reserved: MemoryReserved(d), ProcessOther: -1, OtherProcs: -1}
-	rest := info.Used - info.Reserved
-	if m.ThisProcess >= 0 {
-		info.ProcessOther = max(m.ThisProcess-info.Reserved, 0)
-		rest -= info.ProcessOther
-	}
-	if m.Others != nil {
-		info.OtherProcs = 0
-		for _, p := range m.Others {
-			if p.Bytes > 0 {
-				info.OtherProcs += p.Bytes
-			}
-		}
-		rest -= info.OtherProcs
-		info.Processes = m.Others
-	}
-	info.Unattributed = max(rest, 0)
-	return info, nil
-}
-
-// String formats the breakdown on one line.
-func (m DeviceMemoryInfo) String() string {
-	known := func(n int64) string {
-		if n < 0 {
-			return "unknown"
-		}
-		return units.Bytes(n)
-	}
-	return fmt.Sprintf("device memory %s: %s used (allocator reserve %s, rest of this process %s, other processes %s, unattributed %s), %s free",
-		units.Bytes(m.Total), units.Bytes(m.Used), units.Bytes(m.Reserved), known(m.ProcessOther), known(m.OtherProcs),
-		units.Bytes(m.Unattributed), units.Bytes(m.Free))
+	m.Device = d.String()
+	m.Reserved = MemoryReserved(d)
+	return m, nil
 }

@@ -144,7 +144,8 @@ func TestDeviceMemoryOnSim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Total != 256<<20 || m.Reserved < 32<<20 || m.Used != m.Reserved || m.ProcessOther != 0 || m.OtherProcs != 0 || m.Unattributed != 0 {
+	if m.Device != tight.String() || m.Total != 256<<20 || m.Reserved < 32<<20 || m.Used() != m.Reserved || m.ThisProcess != m.Reserved ||
+		m.ProcessOther() != 0 || m.OtherProcesses() != 0 || m.Unattributed() != 0 || m.Others == nil {
 		t.Fatalf("breakdown: %+v", m)
 	}
 	if !strings.Contains(MemorySummary(tight), "allocator reserve") {
@@ -152,6 +153,50 @@ func TestDeviceMemoryOnSim(t *testing.T) {
 	}
 	if _, err := DeviceMemory(CPU); err == nil {
 		t.Error("the CPU has no device memory information")
+	}
+}
+
+// TestDeviceMemoryWhileAllocating reads DeviceMemory while other
+// goroutines allocate and free (run it with -race): every reading must be
+// a consistent breakdown.
+func TestDeviceMemoryWhileAllocating(t *testing.T) {
+	defer EmptyCache(tight)
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for g := 0; g < 3; g++ {
+		go func() {
+			errs <- Catch(func() {
+				for i := 0; i < 40; i++ {
+					x := Empty(Shape{(i%7 + 1) << 18}, tight) // 1 to 7 MiB
+					x.Release()
+				}
+			})
+		}()
+	}
+	go func() {
+		defer close(done)
+		for i := 0; i < 100; i++ {
+			m, err := DeviceMemory(tight)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if m.Total != 256<<20 || m.Free < 0 || m.Used() < 0 || m.Reserved < 0 || m.Unattributed() < 0 || m.OtherProcesses() != 0 {
+				errs <- errors.New("inconsistent breakdown: " + m.String())
+				return
+			}
+		}
+	}()
+	for g := 0; g < 3; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
 	}
 }
 

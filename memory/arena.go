@@ -62,36 +62,19 @@ type VirtualArena interface {
 	Unmap(addr uint64, size int64) error
 }
 
-// DeviceInfo is an optional hook for what only the device knows. The
-// allocator uses it for the [OutOfMemoryError] message alone. An Arena
-// that implements it is used as the hook unless [WithDeviceInfo] gives
-// another. A DeviceInfo may also implement [ProcessInfo] and [PeerInfo].
+// DeviceInfo is an optional hook for what only the device knows: its
+// memory as the driver reports it. The allocator uses it for the
+// [OutOfMemoryError] message alone. An Arena that implements it is used as
+// the hook unless [WithDeviceInfo] gives another. A DeviceInfo may also
+// implement [PeerInfo]. Devices of package backend implement it too, for
+// vram.DeviceMemory.
 type DeviceInfo interface {
-	// FreeMemory returns the bytes free on the device and its total
-	// memory, as the driver reports them (cuMemGetInfo).
-	FreeMemory() (free, total int64, err error)
-	// OtherProcesses returns the memory held on the device by other
-	// processes (from NVML), largest first; nil if unknown.
-	OtherProcesses() ([]ProcessMemory, error)
-}
-
-// ProcessMemory is the device memory one process holds.
-type ProcessMemory struct {
-	PID   int    // process id
-	Name  string // process name, "" if unknown
-	Bytes int64  // device memory it holds
-}
-
-// ProcessInfo is an optional interface of a [DeviceInfo] that knows what
-// this process holds on the device in all, as the driver's process list
-// counts it (NVML): the allocator's reserve plus what lies outside it (the
-// CUDA context, libraries, memory allocated around the allocator). The
-// [OutOfMemoryError] then tells that part apart from other processes.
-type ProcessInfo interface {
-	// ThisProcess returns the device memory this process holds, -1 when
-	// the process list does not show it (a container with its own PID
-	// namespace).
-	ThisProcess() (int64, error)
+	// MemoryInfo returns the device's total and free memory
+	// (cuMemGetInfo), what this process holds on it and the other
+	// processes there (from the driver's process list), with -1 and nil
+	// for what is unknown. Its Reserved is 0: the allocator's reserve is
+	// filled in by whoever knows the allocator.
+	MemoryInfo() (DeviceMemory, error)
 }
 
 // PeerInfo is an optional interface of a [DeviceInfo] that knows the other
@@ -99,15 +82,9 @@ type ProcessInfo interface {
 // names those with room for the work.
 type PeerInfo interface {
 	// Peers returns the machine's other devices that this process can
-	// use, with their memory; nil if unknown.
-	Peers() ([]PeerMemory, error)
-}
-
-// PeerMemory is the memory of another device of the machine.
-type PeerMemory struct {
-	Name  string // the device as vram names it: "cuda:1", "sim:1"
-	Free  int64  // bytes free, as its driver reports them
-	Total int64  // bytes of memory
+	// use, each with its Device name, Total and Free (ThisProcess -1 and
+	// Others nil where not known); nil if unknown.
+	Peers() ([]DeviceMemory, error)
 }
 
 // DriverTimer is an optional interface of an [Arena] that prices its own

@@ -94,11 +94,11 @@
 //     Unmap of exactly one earlier mapping (cuMemUnmap, cuMemRelease).
 //     Without it, expandable_segments:True is a [*ConfigError] and
 //     policy:vram uses fixed segments.
-//   - [DeviceInfo]: free memory and other processes, for the OOM message
-//     only (or pass one with [WithDeviceInfo]), and through it
-//     [ProcessInfo] (this process's own memory outside the allocator) and
-//     [PeerInfo] (the machine's other devices and their free memory).
-//     Without it the message leaves them out.
+//   - [DeviceInfo]: the device's memory as a [DeviceMemory] (total, free,
+//     this process's share, other processes), for the OOM message only (or
+//     pass one with [WithDeviceInfo]), and through it [PeerInfo] (the
+//     machine's other devices and their free memory). Without it the
+//     message leaves them out.
 //   - [DriverTimer]: the arena prices its own calls (SimArena's cost
 //     model); without it the allocator times each call.
 //

@@ -28,9 +28,11 @@ type OutOfMemoryError struct {
 
 	Capacity int64 // the device's total memory
 	Limit    int64 // the most this allocator may reserve (per-process fraction), Capacity without a limit
-	// DeviceFree is the memory free on the device as the driver reports
-	// it; -1 when unknown (no DeviceInfo).
-	DeviceFree int64
+	// Memory is the device's memory when the allocation failed, from the
+	// [DeviceInfo], with this allocator's reserve as Reserved. Without a
+	// DeviceInfo (or when it failed) Total is Capacity and the rest is
+	// unknown: Free and ThisProcess -1, Others nil.
+	Memory DeviceMemory
 
 	Reserved  int64 // bytes this allocator holds from the device
 	Allocated int64 // bytes of blocks held by callers
@@ -43,15 +45,9 @@ type OutOfMemoryError struct {
 	// allocations, and OtherRegions their sum (its Region is "").
 	MoreRegions  int
 	OtherRegions RegionUsage
-	Others       []ProcessMemory // other processes on the device, largest first; nil if unknown
-	OthersBytes  int64           // what the device reports used beyond this allocator's reserve, -1 if unknown
-	// OwnOther is what this process holds on the device outside the
-	// allocator (CUDA context, libraries), from the device's process list
-	// ([ProcessInfo]); -1 if unknown.
-	OwnOther int64
-	// Peers are the machine's other devices with their free memory
+	// Peers are the machine's other devices with their memory
 	// ([PeerInfo]); nil if unknown.
-	Peers      []PeerMemory
+	Peers      []DeviceMemory
 	LiveBlocks int // blocks held by callers
 	// Fix is the suggestion, one sentence: a setting under which the
 	// replay fits, or, when none does, how much memory is missing and what
@@ -150,21 +146,18 @@ func (e *OutOfMemoryError) Unwrap() error { return e.Err }
 func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause error) *OutOfMemoryError {
 	a.stats.NumOOMs++
 	e := &OutOfMemoryError{
-		Requested:   size,
-		Rounded:     a.roundSize(size),
-		Stream:      stream,
-		Region:      region,
-		Capacity:    a.arena.Capacity(),
-		Limit:       a.allowed(),
-		DeviceFree:  -1,
-		OthersBytes: -1,
-		OwnOther:    -1,
-		Reserved:    a.stats.ReservedBytes[StatAll].Current,
-		Allocated:   a.stats.AllocatedBytes[StatAll].Current,
-		LiveBlocks:  int(a.stats.Allocation[StatAll].Current),
-		Err:         cause,
-		cfg:         a.cfg,
-		gran:        SimGranularity,
+		Requested:  size,
+		Rounded:    a.roundSize(size),
+		Stream:     stream,
+		Region:     region,
+		Capacity:   a.arena.Capacity(),
+		Limit:      a.allowed(),
+		Reserved:   a.stats.ReservedBytes[StatAll].Current,
+		Allocated:  a.stats.AllocatedBytes[StatAll].Current,
+		LiveBlocks: int(a.stats.Allocation[StatAll].Current),
+		Err:        cause,
+		cfg:        a.cfg,
+		gran:       SimGranularity,
 	}
 	if va, ok := a.arena.(VirtualArena); ok {
 		e.virtual = true
@@ -173,20 +166,13 @@ func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause
 	e.cfg.PerProcessMemoryFraction = a.fraction // SetMemoryFraction may have changed it
 	e.Unallocated = e.Reserved - e.Allocated
 	e.usable, e.room = e.Limit, e.Capacity
+	e.Memory = DeviceMemory{Total: e.Capacity, Free: -1, ThisProcess: -1, Reserved: e.Reserved}
 	if a.info != nil {
-		if free, total, err := a.info.FreeMemory(); err == nil {
-			e.DeviceFree = free
-			e.OthersBytes = max(total-free-e.Reserved, 0)
-			e.room = min(e.Capacity, total-e.OthersBytes)
+		if m, err := a.info.MemoryInfo(); err == nil && m.Free >= 0 {
+			e.Memory = m
+			e.Memory.Reserved = e.Reserved
+			e.room = min(e.Capacity, m.Total-e.Memory.OutsideAllocator())
 			e.usable = min(e.Limit, e.room)
-		}
-		if procs, err := a.info.OtherProcesses(); err == nil {
-			e.Others = procs
-		}
-		if pi, ok := a.info.(ProcessInfo); ok {
-			if own, err := pi.ThisProcess(); err == nil && own >= 0 {
-				e.OwnOther = max(own-e.Reserved, 0)
-			}
 		}
 		if pi, ok := a.info.(PeerInfo); ok {
 			if peers, err := pi.Peers(); err == nil {
@@ -227,8 +213,8 @@ func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause
 		e.TopRegions = e.TopRegions[:oomRegions]
 	}
 	var freeAt uint64
-	if e.DeviceFree >= 0 {
-		freeAt = uint64(e.DeviceFree)
+	if e.Memory.Free >= 0 {
+		freeAt = uint64(e.Memory.Free)
 	}
 	a.record(trace.ActionOOM, freeAt, size, stream, region)
 	return e
@@ -475,7 +461,7 @@ func (e *OutOfMemoryError) noSetting() {
 	if e.room > e.usable {
 		b.WriteString(" and per_process_memory_fraction at 1")
 	}
-	if others := e.OthersBytes - max(e.OwnOther, 0); others > 0 && len(e.Others) > 0 {
+	if others := e.Memory.OutsideAllocator() - max(e.Memory.ProcessOther(), 0); others > 0 && len(e.Memory.Others) > 0 {
 		fmt.Fprintf(&b, "; free that much (release tensors, or stop other processes on the device: they hold %s)", units.Bytes(others))
 	} else {
 		b.WriteString("; release tensors")
@@ -484,7 +470,7 @@ func (e *OutOfMemoryError) noSetting() {
 		fmt.Fprintf(&b, ", or ask for at most %s", units.Bytes(e.FitsNow))
 	}
 	if room := e.roomElsewhere(); len(room) > 0 {
-		fmt.Fprintf(&b, ", or use %s, which has %s free", room[0].Name, units.Bytes(room[0].Free))
+		fmt.Fprintf(&b, ", or use %s, which has %s free", printable.String(room[0].Device), units.Bytes(room[0].Free))
 	} else {
 		b.WriteString(", or use a larger device")
 	}
@@ -515,12 +501,12 @@ func (e *OutOfMemoryError) largestFit() int64 {
 // roomElsewhere returns the peer devices with free memory for the work:
 // the smallest device the replay fits on when the check found it, else
 // this process's allocations and the request; most free first.
-func (e *OutOfMemoryError) roomElsewhere() []PeerMemory {
+func (e *OutOfMemoryError) roomElsewhere() []DeviceMemory {
 	need := e.Allocated + e.Rounded
 	if e.NeededBytes > 0 {
 		need = max(need, e.room+e.NeededBytes)
 	}
-	var out []PeerMemory
+	var out []DeviceMemory
 	for _, p := range e.Peers {
 		if p.Free >= need {
 			out = append(out, p)
@@ -534,16 +520,18 @@ func (e *OutOfMemoryError) roomElsewhere() []PeerMemory {
 // allocator: other processes by pid and name, this process's own memory
 // outside the allocator, and what neither accounts for.
 func (e *OutOfMemoryError) writeOutside(b *strings.Builder) {
-	if e.Others == nil && e.OwnOther < 0 {
-		if e.OthersBytes > 0 {
-			fmt.Fprintf(b, "  held outside this allocator (other processes, contexts): %s\n", units.Bytes(e.OthersBytes))
+	m := e.Memory
+	outside, own := m.OutsideAllocator(), m.ProcessOther()
+	if m.Others == nil && own < 0 {
+		if outside > 0 {
+			fmt.Fprintf(b, "  held outside this allocator (other processes, contexts): %s\n", units.Bytes(outside))
 		}
 		return
 	}
-	rest := e.OthersBytes
-	if len(e.Others) > 0 {
+	rest := outside
+	if len(m.Others) > 0 {
 		b.WriteString("  other processes:")
-		for i, p := range e.Others {
+		for i, p := range m.Others {
 			if i > 0 {
 				b.WriteString(",")
 			}
@@ -551,22 +539,30 @@ func (e *OutOfMemoryError) writeOutside(b *strings.Builder) {
 			if name == "" {
 				name = "?"
 			}
-			fmt.Fprintf(b, " pid %d (%s) %s", p.PID, name, units.Bytes(p.Bytes))
+			fmt.Fprintf(b, " pid %d (%s) %s", p.PID, name, bytesOrUnknown(p.Bytes))
 			rest -= max(p.Bytes, 0)
 		}
 		b.WriteString("\n")
 	}
-	if e.OwnOther > 0 {
-		fmt.Fprintf(b, "  this process outside the allocator (CUDA context, libraries): %s\n", units.Bytes(e.OwnOther))
-		rest -= e.OwnOther
+	if own > 0 {
+		fmt.Fprintf(b, "  this process outside the allocator (CUDA context, libraries): %s\n", units.Bytes(own))
+		rest -= own
 	}
-	if e.OthersBytes >= 0 && rest > 0 {
+	if outside >= 0 && rest > 0 {
 		what := "not attributed"
-		if e.Others == nil {
+		if m.Others == nil {
 			what = "not attributed (the process list is not visible)"
 		}
 		fmt.Fprintf(b, "  held outside this allocator, %s: %s\n", what, units.Bytes(rest))
 	}
+}
+
+// bytesOrUnknown formats n bytes, or "unknown size" when n is negative.
+func bytesOrUnknown(n int64) string {
+	if n < 0 {
+		return "unknown size"
+	}
+	return units.Bytes(n)
 }
 
 // configString is c.String(), but "policy:vram" rather than "" for the
@@ -587,8 +583,8 @@ func (e *OutOfMemoryError) Error() string {
 	}
 	fmt.Fprintf(&b, ", stream %d)\n", e.Stream)
 	fmt.Fprintf(&b, "  device: %s total", units.Bytes(e.Capacity))
-	if e.DeviceFree >= 0 {
-		fmt.Fprintf(&b, ", %s free", units.Bytes(e.DeviceFree))
+	if e.Memory.Free >= 0 {
+		fmt.Fprintf(&b, ", %s free", units.Bytes(e.Memory.Free))
 	}
 	if e.Limit < e.Capacity {
 		fmt.Fprintf(&b, "; this process is limited to %s (per_process_memory_fraction)", units.Bytes(e.Limit))
@@ -617,7 +613,7 @@ func (e *OutOfMemoryError) Error() string {
 				if i > 0 {
 					b.WriteString(",")
 				}
-				fmt.Fprintf(&b, " %s (%s free of %s)", printable.String(p.Name), units.Bytes(p.Free), units.Bytes(p.Total))
+				fmt.Fprintf(&b, " %s (%s free of %s)", printable.String(p.Device), units.Bytes(p.Free), units.Bytes(p.Total))
 			}
 			b.WriteString("\n")
 		}

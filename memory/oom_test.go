@@ -37,7 +37,7 @@ func TestOutOfMemoryMessage(t *testing.T) {
 		t.Fatalf("got %v, want an OutOfMemoryError", err)
 	}
 	if oom.FixConfig != "policy:vram" || oom.CheckedBy != "history" || oom.LiveBlocks != 25 || oom.Unallocated != 375*mib ||
-		oom.LargestFree != 15*mib || oom.OthersBytes != 12*mib || oom.DeviceFree != 0 || len(oom.TopRegions) != 2 {
+		oom.LargestFree != 15*mib || oom.Memory.OutsideAllocator() != 12*mib || oom.Memory.Free != 0 || oom.Memory.OtherProcesses() != 12*mib || len(oom.TopRegions) != 2 {
 		t.Fatalf("fields: %+v", oom)
 	}
 	got := err.Error()

@@ -13,21 +13,29 @@ type oomDevice struct {
 	capacity int64
 	plain    bool // no virtual memory
 	others   []ProcessMemory
-	peers    []PeerMemory
-	own      int64 // this process outside the allocator (ProcessInfo); 0: no ProcessInfo
+	peers    []DeviceMemory
+	own      int64 // this process outside the allocator (its context)
 }
 
-// simInfo is a DeviceInfo with peers and this process's own memory.
+// simInfo is a DeviceInfo with peers and this process's own memory: the
+// arena's use plus a simulated context of own bytes, which the arena
+// holds as another process and which simInfo hides from the others.
 type simInfo struct {
 	*SimArena
-	peers []PeerMemory
-	own   int64
+	peers  []DeviceMemory
+	own    int64
+	others []ProcessMemory
 }
 
-func (s simInfo) Peers() ([]PeerMemory, error) { return s.peers, nil }
+func (s simInfo) Peers() ([]DeviceMemory, error) { return s.peers, nil }
 
-// ThisProcess reports the arena's use plus the configured overhead.
-func (s simInfo) ThisProcess() (int64, error) { return s.Used() + s.own, nil }
+// MemoryInfo reports the arena with the context counted as this process's
+// memory.
+func (s simInfo) MemoryInfo() (DeviceMemory, error) {
+	m, err := s.SimArena.MemoryInfo()
+	m.ThisProcess, m.Others = s.Used()+s.own, s.others
+	return m, err
+}
 
 // allocator returns a fresh allocator with conf on the device.
 func (d oomDevice) allocator(t *testing.T, conf string) *Allocator {
@@ -48,21 +56,9 @@ func (d oomDevice) allocator(t *testing.T, conf string) *Allocator {
 	if d.plain {
 		arena = plainArena{sim}
 	}
-	var info DeviceInfo = simInfo{SimArena: sim, peers: d.peers, own: d.own}
-	if d.own > 0 {
-		info = ownInfo{simInfo{SimArena: sim, peers: d.peers, own: d.own}, d.others}
-	}
-	return New(arena, cfg, WithDeviceInfo(info))
+	others := append([]ProcessMemory{}, d.others...)
+	return New(arena, cfg, WithDeviceInfo(simInfo{SimArena: sim, peers: d.peers, own: d.own, others: others}))
 }
-
-// ownInfo hides the simulated context from the other processes: it is
-// this process's memory.
-type ownInfo struct {
-	simInfo
-	others []ProcessMemory
-}
-
-func (o ownInfo) OtherProcesses() ([]ProcessMemory, error) { return o.others, nil }
 
 // oomProgram runs a workload on a and returns the OutOfMemoryError of its
 // failing allocation, or nil when everything fits.
@@ -141,7 +137,7 @@ func candidateConfigs(base Config) []string {
 // check could suggest does; FitsNow is an allocation that succeeds at once
 // on the failed allocator.
 func TestOutOfMemoryAdvice(t *testing.T) {
-	peer := []PeerMemory{{Name: "sim:1", Free: 900 * mib, Total: 1024 * mib}, {Name: "sim:2", Free: 10 * mib, Total: 1024 * mib}}
+	peer := []DeviceMemory{{Device: "sim:1", Free: 900 * mib, Total: 1024 * mib, ThisProcess: -1}, {Device: "sim:2", Free: 10 * mib, Total: 1024 * mib, ThisProcess: -1}}
 	tests := []struct {
 		name    string
 		dev     oomDevice

@@ -207,7 +207,7 @@ func (s *SimArena) DriverTime() time.Duration {
 }
 
 // SetOtherProcesses makes the simulated device hold memory for other
-// processes: it is unavailable to this one, and [SimArena.OtherProcesses]
+// processes: it is unavailable to this one, and [SimArena.MemoryInfo]
 // reports it. It returns an error, and changes nothing, if the total does
 // not fit beside what is in use now.
 func (s *SimArena) SetOtherProcesses(procs []ProcessMemory) error {
@@ -233,20 +233,20 @@ func (s *SimArena) SetOtherProcesses(procs []ProcessMemory) error {
 	return nil
 }
 
-// FreeMemory returns the bytes not in use by this process or the simulated
-// others, and the capacity.
-func (s *SimArena) FreeMemory() (free, total int64, err error) {
+// MemoryInfo reports the simulated device: its capacity, the bytes not in
+// use by this process or the simulated others, this process's use (what
+// the arena holds) and the other processes that
+// [SimArena.SetOtherProcesses] set, largest first (an empty list when
+// there are none: a simulated device sees every process).
+func (s *SimArena) MemoryInfo() (DeviceMemory, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.capacity - s.used - s.otherUsed, s.capacity, nil
-}
-
-// OtherProcesses returns what [SimArena.SetOtherProcesses] set, largest
-// first.
-func (s *SimArena) OtherProcesses() ([]ProcessMemory, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]ProcessMemory(nil), s.others...), nil
+	return DeviceMemory{
+		Total:       s.capacity,
+		Free:        s.capacity - s.used - s.otherUsed,
+		ThisProcess: s.used,
+		Others:      append([]ProcessMemory{}, s.others...),
+	}, nil
 }
 
 // take claims size physical bytes, or fails with ErrArenaFull.

@@ -123,14 +123,21 @@ func TestSimArenaOtherProcesses(t *testing.T) {
 	if err := s.SetOtherProcesses([]ProcessMemory{{PID: 1, Bytes: 10 * mib}, {PID: 2, Bytes: 30 * mib}}); err != nil {
 		t.Fatal(err)
 	}
-	free, total, err := s.FreeMemory()
-	if err != nil || free != 60*mib || total != 100*mib {
-		t.Fatalf("FreeMemory = %d, %d, %v", free, total, err)
+	if _, err := s.Alloc(5 * mib); err != nil {
+		t.Fatal(err)
 	}
-	if p, _ := s.OtherProcesses(); len(p) != 2 || p[0].PID != 2 {
-		t.Fatalf("OtherProcesses = %+v, want largest first", p)
+	m, err := s.MemoryInfo()
+	if err != nil || m.Free != 55*mib || m.Total != 100*mib || m.ThisProcess != 5*mib || m.Reserved != 0 {
+		t.Fatalf("MemoryInfo = %+v, %v", m, err)
 	}
-	if _, err := s.Alloc(61 * mib); !errors.Is(err, ErrArenaFull) {
+	if p := m.Others; len(p) != 2 || p[0].PID != 2 || m.OtherProcesses() != 40*mib {
+		t.Fatalf("Others = %+v, want largest first", p)
+	}
+	m.Others[0].PID = 99 // the caller's copy
+	if again, _ := s.MemoryInfo(); again.Others[0].PID != 2 {
+		t.Fatal("MemoryInfo returned the arena's own list")
+	}
+	if _, err := s.Alloc(56 * mib); !errors.Is(err, ErrArenaFull) {
 		t.Fatalf("Alloc past the others' share: %v", err)
 	}
 	if err := s.SetOtherProcesses([]ProcessMemory{{PID: 3, Bytes: 200 * mib}}); err == nil {

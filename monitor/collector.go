@@ -102,7 +102,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				continue
 			}
 			seen[p.PID] = true
-			known(descProcMem, float64(p.UsedBytes), 1, id, g.UUID, strconv.Itoa(p.PID), p.Name)
+			known(descProcMem, float64(p.Bytes), 1, id, g.UUID, strconv.Itoa(p.PID), p.Name)
 		}
 	}
 }

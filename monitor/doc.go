@@ -33,7 +33,9 @@
 // namespace the list is often empty though the card is busy. A [GPU] says
 // so rather than show an empty list: ProcessesVisible is false when memory
 // is in use that no listed process accounts for, or when NVML refused the
-// query, and ProcessesNote explains.
+// query, and ProcessesNote explains. Each process is a
+// [memory.ProcessMemory], the type that vram's out-of-memory errors and
+// vram.DeviceMemory list processes with.
 //
 // # Utilization
 //
@@ -47,12 +49,16 @@
 // # Prometheus
 //
 // [NewCollector] exports the GPUs of a Source ("vram exporter" serves it),
-// and [RegisterAllocator] exports the statistics of vram's caching
-// allocator, per device and rank, from any function returning
-// [memory.Stats]:
+// [RegisterAllocator] exports the statistics of vram's caching allocator,
+// per device and rank, from any function returning [memory.Stats], and
+// [RegisterDeviceMemory] a program's view of a device's memory
+// ([memory.DeviceMemory]: its allocator's reserve, the rest of the process,
+// other processes):
 //
 //	reg := prometheus.NewRegistry()
-//	monitor.RegisterAllocator(reg, "cuda:0", rank, func() memory.Stats { return vram.MemoryStats(vram.CUDA(0)) })
+//	dev := vram.CUDA(0)
+//	monitor.RegisterAllocator(reg, dev.String(), rank, func() memory.Stats { return vram.MemoryStats(dev) })
+//	monitor.RegisterDeviceMemory(reg, dev.String(), rank, func() (memory.DeviceMemory, error) { return vram.DeviceMemory(dev) })
 //	ln, _ := net.Listen("tcp", ":9400")
 //	go monitor.Serve(ctx, ln, reg)
 //

@@ -3,6 +3,8 @@ package monitor
 import (
 	"errors"
 	"time"
+
+	"github.com/vramgo/vram/memory"
 )
 
 // Source gives readings of every GPU of a machine at once. Implementations
@@ -83,8 +85,9 @@ type GPU struct {
 	// the list is complete.
 	ProcessesNote string `json:"processes_note,omitempty"`
 	// Processes are the processes with a compute context on the device,
-	// largest memory first.
-	Processes []Process `json:"processes"`
+	// largest memory first; a process's Bytes is Unknown when the driver
+	// does not account its memory.
+	Processes []memory.ProcessMemory `json:"processes"`
 	// Errors lists the queries that failed for a reason other than being
 	// unsupported on this device, as "what: error".
 	Errors []string `json:"errors,omitempty"`
@@ -164,16 +167,4 @@ type Clocks struct {
 	SMMHz       int `json:"sm_mhz"`
 	MemoryMHz   int `json:"memory_mhz"`
 	MaxSMMHz    int `json:"max_sm_mhz"`
-}
-
-// Process is one process with a compute context on a device.
-type Process struct {
-	// PID is the process id as the driver sees it (the host's PID
-	// namespace).
-	PID int `json:"pid"`
-	// Name is the process's name, "" when it cannot be seen from here.
-	Name string `json:"name"`
-	// UsedBytes is the device memory it holds, Unknown when the driver
-	// does not account it.
-	UsedBytes int64 `json:"used_bytes"`
 }

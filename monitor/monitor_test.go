@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/vramgo/vram/memory"
 )
 
 // recorded opens a recording from testdata.
@@ -30,7 +32,7 @@ func TestRecordedPlayback(t *testing.T) {
 	if len(first.GPUs) != 2 || first.GPUs[0].Name != "NVIDIA H200" || first.DriverVersion != "580.95.05" {
 		t.Fatalf("first reading %+v", first)
 	}
-	first.GPUs[0].Processes = append(first.GPUs[0].Processes, Process{PID: 1}) // must not leak into the source
+	first.GPUs[0].Processes = append(first.GPUs[0].Processes, memory.ProcessMemory{PID: 1}) // must not leak into the source
 	for i := 1; i < 10; i++ {
 		r, err := src.Read()
 		if err != nil || !r.Time.After(first.Time) {

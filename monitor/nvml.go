@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/native/nvml"
 )
 
@@ -195,7 +196,7 @@ func readGPU(d nvml.Device, static GPU, f Fields) GPU {
 	g.TemperatureC = Unknown
 	g.Power = Power{DrawW: Unknown, LimitW: Unknown}
 	g.Clocks = Clocks{GraphicsMHz: Unknown, SMMHz: Unknown, MemoryMHz: Unknown, MaxSMMHz: Unknown}
-	g.Processes = []Process{}
+	g.Processes = []memory.ProcessMemory{}
 	g.ProcessesNote = "processes were not read"
 	if f&FieldMemory != 0 {
 		if m, err := nvml.DeviceGetMemoryInfoV2(d); err == nil {
@@ -252,7 +253,7 @@ func readGPU(d nvml.Device, static GPU, f Fields) GPU {
 // readProcesses lists the compute processes of d and judges whether the
 // list is complete.
 func readProcesses(d nvml.Device, g *GPU) {
-	g.Processes = []Process{}
+	g.Processes = []memory.ProcessMemory{}
 	infos := make([]nvml.ProcessInfo, 16)
 	var n int
 	var err error
@@ -290,7 +291,7 @@ func readProcesses(d nvml.Device, g *GPU) {
 		if !pidVisible(int(p.PID)) {
 			foreign++
 		}
-		g.Processes = append(g.Processes, Process{PID: int(p.PID), Name: name, UsedBytes: used})
+		g.Processes = append(g.Processes, memory.ProcessMemory{PID: int(p.PID), Name: name, Bytes: used})
 	}
 	sortProcesses(g.Processes)
 	g.ProcessesVisible, g.ProcessesNote = judgeProcesses(g.Memory, len(g.Processes), listed, foreign)
@@ -332,10 +333,10 @@ func pidVisible(pid int) bool {
 }
 
 // sortProcesses orders processes by memory, largest first, then by PID.
-func sortProcesses(ps []Process) {
+func sortProcesses(ps []memory.ProcessMemory) {
 	sort.SliceStable(ps, func(i, j int) bool {
-		if ps[i].UsedBytes != ps[j].UsedBytes {
-			return ps[i].UsedBytes > ps[j].UsedBytes
+		if ps[i].Bytes != ps[j].Bytes {
+			return ps[i].Bytes > ps[j].Bytes
 		}
 		return ps[i].PID < ps[j].PID
 	})

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"sync"
+
+	"github.com/vramgo/vram/memory"
 )
 
 // RecordingFormat is the "format" key of a file of recorded readings.
@@ -79,7 +81,7 @@ func (r *Recorded) Close() error {
 func cloneReading(r Reading) Reading {
 	gs := make([]GPU, len(r.GPUs))
 	for i, g := range r.GPUs {
-		g.Processes = append([]Process{}, g.Processes...)
+		g.Processes = append([]memory.ProcessMemory{}, g.Processes...)
 		g.Errors = append([]string(nil), g.Errors...)
 		gs[i] = g
 	}

@@ -34,7 +34,7 @@ func TestSeedWalkthrough(t *testing.T) {
 		for _, gg := range r.GPUs {
 			for _, p := range gg.Processes {
 				if p.PID == os.Getpid() {
-					g, mine = gg, p.UsedBytes
+					g, mine = gg, p.Bytes
 				}
 			}
 		}

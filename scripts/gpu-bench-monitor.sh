@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu-bench-monitor.sh measures and checks the monitoring side of vram on a
-# GPU machine, after scripts/gpu-test.sh built .gpu/ here:
+# GPU machine, after scripts/gpu-test.sh built .gpu/bins.tar.gz here:
 #
 #   scripts/gpu-bench-monitor.sh        (there, from the repository root)
 #
@@ -15,8 +15,12 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-BIN=.gpu
-OUT=${OUT:-$BIN/logs}
+OUT=${OUT:-.gpu/logs}
+# The binaries travel packed (scripts/gpu-test.sh build): unpack them.
+work=$(mktemp -d "${TMPDIR:-/tmp}/vram-bench-monitor.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+tar -C "$work" -xzf .gpu/bins.tar.gz || { echo "no .gpu/bins.tar.gz: run scripts/gpu-test.sh build where Go is" >&2; exit 1; }
+BIN=$work/bin
 mkdir -p "$OUT"
 export VRAM_REQUIRE_CUDA=1
 V=$BIN/vram
@@ -27,13 +31,13 @@ step gpus
 nvidia-smi --query-gpu=index,name,driver_version,memory.total,memory.used --format=csv,noheader 2>&1
 
 step "native/nvml and monitor GPU tests"
-(cd native/nvml && timeout 60 "$ROOT/$BIN/native_nvml.test" -test.v -test.count=1 -test.run . 2>&1) | tee "$OUT/nvml-test.log" | grep -E '^(---|ok|FAIL|PASS)|gpu_test.go' | head -40
-(cd monitor && timeout 60 "$ROOT/$BIN/monitor.test" -test.v -test.count=1 -test.run 'NVML|Walkthrough|Concurrent|Collector|Allocator' 2>&1) | tee "$OUT/monitor-test.log" | grep -E '^(---|ok|FAIL|PASS)|gpu_test.go' | head -40
+(cd native/nvml && timeout 60 "$BIN/native_nvml.test" -test.v -test.count=1 -test.run . 2>&1) | tee "$OUT/nvml-test.log" | grep -E '^(---|ok|FAIL|PASS)|gpu_test.go' | head -40
+(cd monitor && timeout 60 "$BIN/monitor.test" -test.v -test.count=1 -test.run 'NVML|Walkthrough|Concurrent|Collector|Allocator' 2>&1) | tee "$OUT/monitor-test.log" | grep -E '^(---|ok|FAIL|PASS)|gpu_test.go' | head -40
 
 step "benchmarks: vram"
-(cd native/nvml && timeout 60 "$ROOT/$BIN/native_nvml.test" -test.run '^$' -test.bench QueryAll -test.benchtime 5000x -test.count 3 2>&1) | tee "$OUT/bench-nvml.log" | grep Benchmark
-(cd monitor && timeout 90 "$ROOT/$BIN/monitor.test" -test.run '^$' -test.bench 'NVMLRead|Scrape' -test.benchtime 2000x -test.count 3 2>&1) | tee "$OUT/bench-monitor.log" | grep Benchmark
-(cd monitor && timeout 60 "$ROOT/$BIN/monitor.test" -test.run '^$' -test.bench 'NvidiaSMI' -test.benchtime 20x -test.count 2 2>&1) | tee -a "$OUT/bench-monitor.log" | grep Benchmark
+(cd native/nvml && timeout 60 "$BIN/native_nvml.test" -test.run '^$' -test.bench QueryAll -test.benchtime 5000x -test.count 3 2>&1) | tee "$OUT/bench-nvml.log" | grep Benchmark
+(cd monitor && timeout 90 "$BIN/monitor.test" -test.run '^$' -test.bench 'NVMLRead|Scrape' -test.benchtime 2000x -test.count 3 2>&1) | tee "$OUT/bench-monitor.log" | grep Benchmark
+(cd monitor && timeout 60 "$BIN/monitor.test" -test.run '^$' -test.bench 'NvidiaSMI' -test.benchtime 20x -test.count 2 2>&1) | tee -a "$OUT/bench-monitor.log" | grep Benchmark
 
 step "benchmarks: pynvml and nvidia-smi from Python"
 timeout 60 python3 - <<'PY' 2>&1 | tee "$OUT/bench-python.log"

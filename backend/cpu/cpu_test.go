@@ -10,6 +10,7 @@ import (
 	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/backend/backendtest"
 	"github.com/vramgo/vram/backend/cpu"
+	"github.com/vramgo/vram/backend/selftest"
 )
 
 func device(t testing.TB) backend.Device {
@@ -251,6 +252,19 @@ func BenchmarkSumAxis0Float32(b *testing.B) {
 	for b.Loop() {
 		if err := dev.Reduce(dev.DefaultStream(), backend.Sum, d, x, []int{0}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func TestSelfTest(t *testing.T) {
+	checks := cpu.SelfTest()
+	if len(checks) == 0 {
+		t.Fatal("no checks")
+	}
+	for _, c := range checks {
+		t.Logf("%s: %s: %s", c.Name, c.Status, c.Detail)
+		if c.Status != selftest.Pass {
+			t.Errorf("%s: %s: %s", c.Name, c.Status, c.Detail)
 		}
 	}
 }

@@ -16,7 +16,6 @@ type plainArena struct{ d *Device }
 var (
 	_ memory.Arena        = (*plainArena)(nil)
 	_ memory.DeviceInfo   = (*plainArena)(nil)
-	_ memory.ProcessInfo  = (*plainArena)(nil)
 	_ memory.PeerInfo     = (*plainArena)(nil)
 	_ memory.VirtualArena = (*virtualArena)(nil)
 	_ memory.EventSource  = (*eventSource)(nil)
@@ -61,42 +60,13 @@ func (a *plainArena) Free(addr uint64, size int64) error {
 // Capacity returns the GPU's memory in bytes.
 func (a *plainArena) Capacity() int64 { return a.d.total }
 
-// FreeMemory calls cuMemGetInfo_v2.
-func (a *plainArena) FreeMemory() (free, total int64, err error) {
-	if err := a.d.enter(); err != nil {
-		return 0, 0, err
-	}
-	defer a.d.exit()
-	f, t, err := cuda.MemGetInfo()
-	return int64(f), int64(t), err
-}
-
-// OtherProcesses returns the other processes on the GPU with the memory
-// they hold, largest first, as NVML lists them; nil without NVML or when
-// NVML does not list this process (see [Device.MemoryInfo]).
-func (a *plainArena) OtherProcesses() ([]memory.ProcessMemory, error) {
-	_, others := a.d.processes()
-	if others == nil {
-		return nil, nil
-	}
-	out := make([]memory.ProcessMemory, len(others))
-	for i, p := range others {
-		out[i] = memory.ProcessMemory{PID: p.PID, Name: p.Name, Bytes: p.Bytes}
-	}
-	return out, nil
-}
-
-// ThisProcess returns what this process holds on the GPU as NVML counts
-// it (its context and libraries beside the allocator's reserve), -1 when
-// NVML does not list it.
-func (a *plainArena) ThisProcess() (int64, error) {
-	self, _ := a.d.processes()
-	return self, nil
-}
+// MemoryInfo reports the GPU's memory and the processes on it (see
+// [Device.MemoryInfo]), for the allocator's out-of-memory errors.
+func (a *plainArena) MemoryInfo() (memory.DeviceMemory, error) { return a.d.MemoryInfo() }
 
 // Peers returns the machine's other GPUs that this process sees, with the
 // memory NVML reports for them; nil without NVML.
-func (a *plainArena) Peers() ([]memory.PeerMemory, error) { return a.d.peerMemory(), nil }
+func (a *plainArena) Peers() ([]memory.DeviceMemory, error) { return a.d.peerMemory(), nil }
 
 // virtualArena adds CUDA virtual memory management to plainArena, for
 // expandable segments and the vram policy: address ranges reserved with

@@ -194,8 +194,8 @@ func cubinIn(k modKey, arch int, dir string) ([]byte, error) {
 	}
 	path := ""
 	if dir != "" {
-		path = filepath.Join(dir, key+".cubin")
-		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+		path = cachePath(dir, key)
+		if b, ok := readCached(path); ok {
 			cubinMu.Lock()
 			cubins[key] = b
 			cubinMu.Unlock()
@@ -231,6 +231,17 @@ func cubinIn(k modKey, arch int, dir string) ([]byte, error) {
 		writeAtomic(dir, path, c.img)
 	}
 	return c.img, c.err
+}
+
+// cachePath returns the file of the module with cache key key in the disk
+// cache dir.
+func cachePath(dir, key string) string { return filepath.Join(dir, key+".cubin") }
+
+// readCached returns the CUBIN that the disk cache holds at path; false
+// when there is none (an empty file counts as none).
+func readCached(path string) ([]byte, bool) {
+	b, err := os.ReadFile(path)
+	return b, err == nil && len(b) > 0
 }
 
 // compileCall is a compilation in progress, which later requests for the
@@ -271,7 +282,7 @@ func recompile(k modKey, arch int) ([]byte, error) {
 	cubins[key] = img
 	cubinMu.Unlock()
 	if dir := cacheDir(); dir != "" {
-		writeAtomic(dir, filepath.Join(dir, key+".cubin"), img)
+		writeAtomic(dir, cachePath(dir, key), img)
 	}
 	return img, nil
 }
@@ -307,20 +318,27 @@ func compile(k modKey, src string, opts []string) ([]byte, error) {
 }
 
 // writeAtomic writes b to path through a temporary file in dir and a
-// rename, so that readers never see part of a file.
-func writeAtomic(dir, path string, b []byte) {
+// rename, so that readers never see part of a file. The kernel paths
+// ignore its error: a failing disk cache only costs compilations.
+func writeAtomic(dir, path string, b []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return
+		return err
 	}
 	tmp, err := os.CreateTemp(dir, ".cubin-*")
 	if err != nil {
-		return
+		return err
 	}
 	_, werr := tmp.Write(b)
 	cerr := tmp.Close()
-	if werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
+	if err := errors.Join(werr, cerr); err != nil {
 		os.Remove(tmp.Name())
+		return err
 	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
 }
 
 // wholeFamilies lists every family on every dtype, all ops in one module.

@@ -114,8 +114,20 @@
 // other GPUs that have room; without NVML it gives what the driver's free
 // memory shows.
 //
+// [Device.MemoryInfo] reports the same figures as a
+// [memory.DeviceMemory] (vram.DeviceMemory adds the allocator's reserve).
+//
+// # Self-test
+//
+// [SelfTest] says where the driver and each library were found (or what to
+// install), and checks every GPU through the paths tensors use
+// ([Device.SelfTest]: copies, the kernel compiler and its disk cache, the
+// kernels, cuBLASLt against the host, the caching allocator) and the peer
+// copies between neighbouring GPUs; `vram doctor` prints its report.
+//
 // # Optional interfaces
 //
 // [*Device] also implements [PeerCopier] (direct copies between GPUs with
-// cuMemcpyPeerAsync) and [HostAllocator] (page-locked host memory).
+// cuMemcpyPeerAsync), [HostAllocator] (page-locked host memory) and
+// [memory.DeviceInfo] (the GPU's memory and its processes).
 package cuda

@@ -83,11 +83,11 @@ func TestConformance(t *testing.T) {
 // memInfo returns the free bytes on the card.
 func memInfo(t *testing.T, d *Device) int64 {
 	t.Helper()
-	free, _, err := d.arena.(memory.DeviceInfo).FreeMemory()
+	m, err := d.arena.(memory.DeviceInfo).MemoryInfo()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return free
+	return m.Free
 }
 
 func TestAllocatorOnRealMemory(t *testing.T) {

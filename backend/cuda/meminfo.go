@@ -7,13 +7,12 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/native/cuda"
 	"github.com/vramgo/vram/native/nvml"
 )
 
-var _ backend.MemoryInfoer = (*Device)(nil)
+var _ memory.DeviceInfo = (*Device)(nil)
 
 // nvmlState is NVML, loaded and initialised once for the process.
 var nvmlState struct {
@@ -38,16 +37,18 @@ func nvmlReady() error {
 // two may number GPUs differently (by PCI address when the UUIDs differ,
 // as under MIG). When NVML is missing or does not list this process (a
 // container with its own PID namespace), ThisProcess is -1 and Others
-// nil: callers report that memory as unattributed.
-func (d *Device) MemoryInfo() (backend.DeviceMemory, error) {
-	m := backend.DeviceMemory{ThisProcess: -1}
+// nil: callers report that memory as unattributed. Reserved is 0 (see
+// [memory.DeviceInfo]). The device's allocator uses it for its
+// out-of-memory errors.
+func (d *Device) MemoryInfo() (memory.DeviceMemory, error) {
+	m := memory.DeviceMemory{Device: fmt.Sprintf("cuda:%d", d.index), Free: -1, ThisProcess: -1}
 	if err := d.enter(); err != nil {
 		return m, err
 	}
 	f, t, err := cuda.MemGetInfo()
 	d.exit()
 	if err != nil {
-		return m, err
+		return m, d.check(err)
 	}
 	m.Total, m.Free = int64(t), int64(f)
 	m.ThisProcess, m.Others = d.processes()
@@ -60,7 +61,7 @@ func (d *Device) MemoryInfo() (backend.DeviceMemory, error) {
 // or when NVML does not list this process (its PIDs are then another
 // namespace's, and one of them may be this process), it returns -1 and
 // nil.
-func (d *Device) processes() (self int64, others []backend.ProcessMemory) {
+func (d *Device) processes() (self int64, others []memory.ProcessMemory) {
 	h, ok := nvmlDeviceOf(d.index)
 	if !ok {
 		return -1, nil
@@ -71,7 +72,7 @@ func (d *Device) processes() (self int64, others []backend.ProcessMemory) {
 	}
 	me := os.Getpid()
 	self, listed := -1, false
-	others = []backend.ProcessMemory{}
+	others = []memory.ProcessMemory{}
 	for _, p := range procs {
 		if p.PID == me {
 			self, listed = p.Bytes, true // -1 when NVML does not account it
@@ -160,7 +161,7 @@ func matchNVML(i int) (nvml.Device, bool) {
 
 // nvmlProcesses lists the compute processes on the NVML device h; false
 // when NVML cannot list them (no permission, not supported).
-func nvmlProcesses(h nvml.Device) ([]backend.ProcessMemory, bool) {
+func nvmlProcesses(h nvml.Device) ([]memory.ProcessMemory, bool) {
 	infos := make([]nvml.ProcessInfo, 16)
 	var n int
 	var err error
@@ -174,9 +175,9 @@ func nvmlProcesses(h nvml.Device) ([]backend.ProcessMemory, bool) {
 	if err != nil {
 		return nil, false
 	}
-	out := make([]backend.ProcessMemory, 0, n)
+	out := make([]memory.ProcessMemory, 0, n)
 	for _, p := range infos[:n] {
-		pm := backend.ProcessMemory{PID: int(p.PID), Bytes: -1}
+		pm := memory.ProcessMemory{PID: int(p.PID), Bytes: -1}
 		if p.UsedGPUMemory != nvml.ValueNotAvailable {
 			pm.Bytes = int64(p.UsedGPUMemory)
 		}
@@ -189,9 +190,9 @@ func nvmlProcesses(h nvml.Device) ([]backend.ProcessMemory, bool) {
 // peerMemory returns the machine's other GPUs that this process sees (in CUDA's
 // numbering, so CUDA_VISIBLE_DEVICES applies) with the memory NVML reports
 // for them; nil without NVML. It creates no context on them.
-func (d *Device) peerMemory() []memory.PeerMemory {
+func (d *Device) peerMemory() []memory.DeviceMemory {
 	n, _ := Probe()
-	var out []memory.PeerMemory
+	var out []memory.DeviceMemory
 	for j := range n {
 		if j == d.index {
 			continue
@@ -204,7 +205,7 @@ func (d *Device) peerMemory() []memory.PeerMemory {
 		if err != nil {
 			continue
 		}
-		out = append(out, memory.PeerMemory{Name: fmt.Sprintf("cuda:%d", j), Free: int64(m.Free), Total: int64(m.Total)})
+		out = append(out, memory.DeviceMemory{Device: fmt.Sprintf("cuda:%d", j), Total: int64(m.Total), Free: int64(m.Free), ThisProcess: -1})
 	}
 	return out
 }

@@ -127,7 +127,10 @@ func TestOutOfMemoryNamesProcesses(t *testing.T) {
 	}
 	t.Logf("the OOM error:\n%v", err)
 	found := false
-	for _, p := range oom.Others {
+	if oom.Memory.Device != "cuda:0" || oom.Memory.Reserved != oom.Reserved || oom.Memory.Total != d.total {
+		t.Errorf("device memory %+v: want cuda:0's, with the allocator's reserve", oom.Memory)
+	}
+	for _, p := range oom.Memory.Others {
 		if p.PID == os.Getpid() {
 			t.Errorf("this process is listed among the others: %+v", p)
 		}
@@ -139,20 +142,20 @@ func TestOutOfMemoryNamesProcesses(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Errorf("the child (pid %d) is not among the other processes %+v", cmd.Process.Pid, oom.Others)
+		t.Errorf("the child (pid %d) is not among the other processes %+v", cmd.Process.Pid, oom.Memory.Others)
 	}
 	if !strings.Contains(err.Error(), fmt.Sprintf("pid %d (", cmd.Process.Pid)) {
 		t.Errorf("the message does not name the child by pid")
 	}
-	if oom.OwnOther <= 0 || !strings.Contains(err.Error(), "this process outside the allocator") {
-		t.Errorf("this process's context is not reported apart (OwnOther %d)", oom.OwnOther)
+	if own := oom.Memory.ProcessOther(); own <= 0 || !strings.Contains(err.Error(), "this process outside the allocator") {
+		t.Errorf("this process's context is not reported apart (ProcessOther %d)", own)
 	}
 	n, _ := Probe()
 	if len(oom.Peers) != n-1 {
 		t.Errorf("%d other GPUs reported, the machine has %d: %+v", len(oom.Peers), n-1, oom.Peers)
 	}
 	for _, p := range oom.Peers {
-		if p.Name == "cuda:0" || p.Total <= 0 || p.Free < 0 || p.Free > p.Total {
+		if p.Device == "cuda:0" || !strings.HasPrefix(p.Device, "cuda:") || p.Total <= 0 || p.Free < 0 || p.Free > p.Total {
 			t.Errorf("peer %+v", p)
 		}
 	}

@@ -51,21 +51,28 @@ var (
 	_ memory.PeerInfo   = (*deviceInfo)(nil)
 )
 
-// Peers returns the backend's other simulated devices and their free
-// memory.
-func (i *deviceInfo) Peers() ([]memory.PeerMemory, error) {
-	var out []memory.PeerMemory
+// Peers returns the backend's other simulated devices and their memory.
+func (i *deviceInfo) Peers() ([]memory.DeviceMemory, error) {
+	var out []memory.DeviceMemory
 	for _, p := range i.peers {
 		if p.index == i.index {
 			continue
 		}
-		free, total, err := p.arena.FreeMemory()
+		m, err := p.arena.MemoryInfo()
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, memory.PeerMemory{Name: fmt.Sprintf("sim:%d", p.index), Free: free, Total: total})
+		m.Device = p.name()
+		out = append(out, m)
 	}
 	return out, nil
+}
+
+// MemoryInfo reports the device's arena under the device's name.
+func (i *deviceInfo) MemoryInfo() (memory.DeviceMemory, error) {
+	m, err := i.SimArena.MemoryInfo()
+	m.Device = simName(i.index)
+	return m, err
 }
 
 // setPeers tells each device of devs about the others, for the
@@ -207,23 +214,15 @@ func (d *Device) RecordStream(bb backend.Buffer, s backend.Stream) {
 	d.alloc.RecordStream(b.block, st.id)
 }
 
-var _ backend.MemoryInfoer = (*Device)(nil)
+var _ memory.DeviceInfo = (*Device)(nil)
 
 // MemoryInfo reports the simulated device's memory: this process holds
 // what the allocator reserved; other processes are those set with
-// Arena().SetOtherProcesses.
-func (d *Device) MemoryInfo() (backend.DeviceMemory, error) {
-	free, total, err := d.arena.FreeMemory()
-	if err != nil {
-		return backend.DeviceMemory{}, err
-	}
-	procs, err := d.arena.OtherProcesses()
-	if err != nil {
-		return backend.DeviceMemory{}, err
-	}
-	m := backend.DeviceMemory{Total: total, Free: free, ThisProcess: d.arena.Used(), Others: []backend.ProcessMemory{}}
-	for _, p := range procs {
-		m.Others = append(m.Others, backend.ProcessMemory{PID: p.PID, Name: p.Name, Bytes: p.Bytes})
-	}
-	return m, nil
-}
+// Arena().SetOtherProcesses. Reserved is 0 (see [memory.DeviceInfo]).
+func (d *Device) MemoryInfo() (memory.DeviceMemory, error) { return d.info.MemoryInfo() }
+
+// name returns the device as vram names it, "sim:N".
+func (d *Device) name() string { return simName(d.index) }
+
+// simName returns "sim:N".
+func simName(index int) string { return fmt.Sprintf("sim:%d", index) }

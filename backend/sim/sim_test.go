@@ -11,6 +11,7 @@ import (
 
 	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/backend/backendtest"
+	"github.com/vramgo/vram/backend/selftest"
 	"github.com/vramgo/vram/memory"
 )
 
@@ -307,7 +308,7 @@ func TestOutOfMemoryNamesRoomyPeer(t *testing.T) {
 	if !errors.As(err, &oom) {
 		t.Fatalf("got %v, want a memory.OutOfMemoryError", err)
 	}
-	if len(oom.Peers) != 2 || oom.Peers[0].Name != "sim:1" || oom.Peers[1].Name != "sim:2" || oom.Peers[1].Free != 512<<20 {
+	if len(oom.Peers) != 2 || oom.Peers[0].Device != "sim:1" || oom.Peers[1].Device != "sim:2" || oom.Peers[1].Free != 512<<20 {
 		t.Fatalf("peers %+v, want sim:1 and sim:2 with their memory", oom.Peers)
 	}
 	msg := err.Error()
@@ -466,6 +467,22 @@ func TestOptionsRace(t *testing.T) {
 		i := int(c>>20) - 1
 		if c%(1<<20) != 0 || (c != DefaultCapacity && (i < 0 || i >= len(accepted) || !accepted[i])) {
 			t.Fatalf("sim:0 has %d bytes: not the capacity of accepted options (%v)", c, accepted)
+		}
+	}
+}
+
+// TestSelfTest runs the sim self-test: its devices are its own, whatever
+// the backend's options.
+func TestSelfTest(t *testing.T) {
+	checks := SelfTest()
+	want := []string{"alloc", "copies", "kernels", "matmul", "sync", "caching allocator", "out-of-memory error", "shape-only device"}
+	if len(checks) != len(want) {
+		t.Fatalf("%d checks %+v, want %v", len(checks), checks, want)
+	}
+	for i, c := range checks {
+		t.Logf("%s: %s: %s", c.Name, c.Status, c.Detail)
+		if c.Name != want[i] || c.Status != selftest.Pass {
+			t.Errorf("check %d: %+v, want %q to pass", i, c, want[i])
 		}
 	}
 }

@@ -9,7 +9,7 @@
 //
 //	analyze  explain a memory snapshot or trace: fragmentation, largest allocations, OOMs; --html draws it
 //	demo     train a small classifier on generated spirals and report accuracy, time and memory per phase
-//	doctor   find the NVIDIA driver and CUDA libraries, list the GPUs and self-test each one
+//	doctor   find the NVIDIA driver and CUDA libraries, list the GPUs, and run vram's self-test on each GPU, the CPU and a simulated GPU
 //	exporter serve every GPU's memory, utilization and processes as Prometheus metrics
 //	replay   replay allocation traces and snapshots through the caching allocator on a simulated device
 //	smi      show every GPU's memory, utilization, temperature, power and processes, like nvidia-smi

@@ -25,7 +25,8 @@ per-process memory at /metrics in Prometheus's text format, reading NVML on ever
 scrape. Metric names start with vram_gpu_ (vram_gpu_memory_used_bytes{gpu,uuid},
 vram_gpu_utilization_ratio, vram_gpu_process_memory_bytes{gpu,uuid,pid,process}, ...);
 vram_monitor_up is 0 when a read failed. Programs using vram export their allocator's
-statistics themselves with monitor.RegisterAllocator.
+statistics and device memory themselves with monitor.RegisterAllocator and
+monitor.RegisterDeviceMemory.
 
   vram exporter --listen :9400
   vram exporter --listen 127.0.0.1:9400 --source readings.json   # recorded readings, no GPU needed`,

@@ -36,7 +36,7 @@ func openSource(cmd, file string) (monitor.Source, error) {
 		var nd *monitor.NoDriverError
 		switch {
 		case errors.As(err, &nf):
-			return nil, fmt.Errorf("%s: no NVIDIA driver found (libnvidia-ml.so.1 not loadable): %s", cmd, loaderReason(nf))
+			return nil, fmt.Errorf("%s: no NVIDIA driver found (libnvidia-ml.so.1 not loadable): %s", cmd, nf.Reason())
 		case errors.As(err, &nd):
 			return nil, fmt.Errorf("%s: no usable NVIDIA driver: %w", cmd, nd.Err)
 		case errors.Is(err, monitor.ErrNoGPU):
@@ -166,7 +166,7 @@ func writeSmi(w io.Writer, r monitor.Reading) error {
 			if name == "" {
 				name = "?"
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", g.Index, p.PID, name, gibOrUnknown(p.UsedBytes))
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", g.Index, p.PID, name, gibOrUnknown(p.Bytes))
 		}
 		switch {
 		case !g.ProcessesVisible:

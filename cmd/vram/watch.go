@@ -205,8 +205,8 @@ func (h *watchHistory) add(r monitor.Reading) {
 			pk := k + "/" + strconv.Itoa(p.PID)
 			seen[pk] = true
 			frac := -1.0
-			if p.UsedBytes != monitor.Unknown && g.Memory.TotalBytes > 0 {
-				frac = float64(p.UsedBytes) / float64(g.Memory.TotalBytes)
+			if p.Bytes != monitor.Unknown && g.Memory.TotalBytes > 0 {
+				frac = float64(p.Bytes) / float64(g.Memory.TotalBytes)
 			}
 			h.push(h.procs, pk, frac)
 		}
@@ -287,7 +287,7 @@ func (h *watchHistory) render(r monitor.Reading, width int, interval time.Durati
 				name = "?"
 			}
 			pk := k + "/" + strconv.Itoa(p.PID)
-			add(fmt.Sprintf("   GPU %d  %-8d %-16s %10s  %s", g.Index, p.PID, clip(name, 16), gibOrUnknown(p.UsedBytes),
+			add(fmt.Sprintf("   GPU %d  %-8d %-16s %10s  %s", g.Index, p.PID, clip(name, 16), gibOrUnknown(p.Bytes),
 				sparkline(h.procs[pk], max(spark-40, watchMinSpark))))
 		}
 		switch {

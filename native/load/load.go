@@ -106,16 +106,7 @@ type NotFoundError struct {
 // Error returns a one-line message naming the library and the loader's own
 // reason (the first attempt by the loader, else the first attempt).
 func (e *NotFoundError) Error() string {
-	reason := ""
-	for _, a := range e.Tried {
-		if a.Where == "loader" {
-			reason = a.Err
-			break
-		}
-	}
-	if reason == "" && len(e.Tried) > 0 {
-		reason = e.Tried[0].Err
-	}
+	reason := e.reason()
 	msg := fmt.Sprintf("load: %s not loadable", strings.Join(e.Sonames, " or "))
 	if reason != "" {
 		msg += ": " + reason
@@ -124,6 +115,28 @@ func (e *NotFoundError) Error() string {
 		msg += fmt.Sprintf(" (%d places tried)", n)
 	}
 	return msg
+}
+
+// Reason returns the loader's own reason for not loading the library: the
+// error of the first attempt by the loader, else of the first attempt;
+// "not found" when nothing was tried.
+func (e *NotFoundError) Reason() string {
+	if r := e.reason(); r != "" {
+		return r
+	}
+	return "not found"
+}
+
+func (e *NotFoundError) reason() string {
+	for _, a := range e.Tried {
+		if a.Where == "loader" && a.Err != "" {
+			return a.Err
+		}
+	}
+	if len(e.Tried) > 0 {
+		return e.Tried[0].Err
+	}
+	return ""
 }
 
 // Open searches for the library described by spec in the order given in

@@ -248,3 +248,26 @@ func TestLoadersShareTable(t *testing.T) {
 		t.Errorf("resolved %v and %v", c, m)
 	}
 }
+
+func TestNotFoundReason(t *testing.T) {
+	tests := []struct {
+		name  string
+		tried []Attempt
+		want  string
+	}{
+		{"loader first", []Attempt{{Where: EnvLibs, Path: "/a/libx.so.1", Err: "no file"}, {Where: "loader", Path: "libx.so.1", Err: "libx.so.1: cannot open"}}, "libx.so.1: cannot open"},
+		{"no loader attempt", []Attempt{{Where: "cuda toolkit", Path: "/usr/local/cuda/lib64/libx.so.1", Err: "no file"}}, "no file"},
+		{"nothing tried", nil, "not found"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &NotFoundError{Name: "libx", Sonames: []string{"libx.so.1"}, Tried: tc.tried}
+			if got := e.Reason(); got != tc.want {
+				t.Errorf("Reason = %q, want %q", got, tc.want)
+			}
+			if tc.tried != nil && !strings.Contains(e.Error(), tc.want) {
+				t.Errorf("Error %q lacks the reason %q", e.Error(), tc.want)
+			}
+		})
+	}
+}
