@@ -1,0 +1,105 @@
+package parallel
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vramgo/vram"
+)
+
+// ReduceOp is how a collective combines the ranks' values.
+type ReduceOp uint8
+
+// The reductions, as NCCL names them.
+const (
+	Sum ReduceOp = iota
+	Prod
+	Max
+	Min
+	Avg // the sum divided by the number of ranks
+)
+
+var reduceNames = [...]string{"sum", "prod", "max", "min", "avg"}
+
+func (op ReduceOp) String() string {
+	if int(op) < len(reduceNames) {
+		return reduceNames[op]
+	}
+	return fmt.Sprintf("ReduceOp(%d)", uint8(op))
+}
+
+// Communicator is one rank's handle on a group of Size ranks, numbered
+// from 0. Every rank of the group calls each collective, in the same
+// order, with tensors of the same dtype and number of elements (on its own
+// device). Collectives work in place; they are queued on the current
+// stream of the tensor's device (see vram.WithStream) and may return
+// before they complete, as NCCL's do: later work on that stream sees the
+// result, and the stream's Synchronize waits for it. A failed rank makes
+// the collectives of the others return an error that names it rather than
+// wait for ever.
+//
+// A Communicator is used by one goroutine at a time.
+type Communicator interface {
+	// Rank returns this rank's number.
+	Rank() int
+	// Size returns the number of ranks.
+	Size() int
+	// Device returns the device of this rank's tensors.
+	Device() vram.Device
+	// AllReduce replaces t, on every rank, by the reduction of all ranks' t.
+	AllReduce(t *vram.Tensor, op ReduceOp) error
+	// Broadcast replaces t, on every rank, by root's t.
+	Broadcast(t *vram.Tensor, root int) error
+	// Reduce replaces t on root by the reduction of all ranks' t; other
+	// ranks' t is left as it was.
+	Reduce(t *vram.Tensor, op ReduceOp, root int) error
+	// AllGather sets dst, on every rank, to the ranks' src in rank order:
+	// dst has Size() times src's elements (contiguous, src of rank r at
+	// offset r·len(src)).
+	AllGather(dst, src *vram.Tensor) error
+	// ReduceScatter sets dst on rank r to part r of the reduction of the
+	// ranks' src: src has Size() times dst's elements.
+	ReduceScatter(dst, src *vram.Tensor, op ReduceOp) error
+	// Send sends t to rank peer, which calls Recv with a tensor of the same
+	// dtype and number of elements.
+	Send(t *vram.Tensor, peer int) error
+	// Recv receives into t what rank peer sends.
+	Recv(t *vram.Tensor, peer int) error
+	// Barrier returns once every rank has called it.
+	Barrier() error
+	// Abort ends the communicator at once, on every rank that can be told:
+	// their pending and later collectives return an error wrapping
+	// [ErrAborted] and err.
+	Abort(err error)
+	// Close releases the communicator after its collectives complete.
+	Close() error
+}
+
+// Errors of the collectives, matched with errors.Is.
+var (
+	// ErrAborted: the communicator was aborted (by Abort, a failed rank or
+	// a timeout).
+	ErrAborted = errors.New("parallel: communicator aborted")
+	// ErrTimeout: a rank did not arrive within the communicator's timeout.
+	ErrTimeout = errors.New("parallel: timed out")
+	// ErrMismatch: ranks called collectives that do not match (another op,
+	// dtype or number of elements).
+	ErrMismatch = errors.New("parallel: ranks disagree")
+)
+
+// RankError is the error of a collective that failed because of another
+// rank: it names the rank and says what happened to it.
+type RankError struct {
+	Op   string // the collective ("all_reduce")
+	Rank int    // the rank that failed, or -1 when not known
+	Err  error  // what happened (wraps ErrAborted, ErrTimeout...)
+}
+
+func (e *RankError) Error() string {
+	if e.Rank < 0 {
+		return fmt.Sprintf("parallel: %s: %v", e.Op, e.Err)
+	}
+	return fmt.Sprintf("parallel: %s: rank %d: %v", e.Op, e.Rank, e.Err)
+}
+
+func (e *RankError) Unwrap() error { return e.Err }

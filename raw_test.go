@@ -1,0 +1,62 @@
+package vram
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/vramgo/vram/backend"
+)
+
+func TestRawBytesRoundTrip(t *testing.T) {
+	for _, d := range []Device{CPU, Sim(0)} {
+		x := Arange(0, 6, 1, d).Reshape(2, 3)
+		b := x.RawBytes()
+		y := Zeros(Shape{2, 3}, d)
+		y.SetRawBytes(b)
+		if got := y.Sum().Item(); got != 15 {
+			t.Errorf("%v: sum after SetRawBytes = %v", d, got)
+		}
+		// Non-contiguous source reads in row-major order.
+		tb := x.T().RawBytes()
+		z := Zeros(Shape{3, 2}, d)
+		z.SetRawBytes(tb)
+		if got := z.Float32s(); got[1] != 3 {
+			t.Errorf("%v: transposed bytes %v", d, got)
+		}
+		if err := Catch(func() { y.SetRawBytes(b[:4]) }); !errors.Is(err, ErrArgument) {
+			t.Errorf("short bytes: %v", err)
+		}
+		if err := Catch(func() { x.T().SetRawBytes(b) }); !errors.Is(err, ErrArgument) {
+			t.Errorf("non-contiguous destination: %v", err)
+		}
+		for _, r := range []*Tensor{x, y, z} {
+			r.Release()
+		}
+	}
+}
+
+func TestRaw(t *testing.T) {
+	s := mustNewStream(t, Sim(0))
+	x := Ones(Shape{4}, Sim(0))
+	defer x.Release()
+	WithStream(s, func() {
+		err := Raw(x, func(r RawTensor) error {
+			if r.Stream != s.bs || r.View.NumElements() != 4 {
+				t.Errorf("raw view %v on stream %v", r.View.Shape, r.Stream)
+			}
+			return r.Device.Fill(r.Stream, r.View, 7)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	s.Synchronize()
+	if got := x.Sum().Item(); got != 28 {
+		t.Errorf("sum after a raw fill = %v", got)
+	}
+	wantErr := errors.New("boom")
+	if err := Raw(x, func(RawTensor) error { return wantErr }); !errors.Is(err, wantErr) {
+		t.Errorf("Raw error %v", err)
+	}
+	_ = backend.Float32
+}
