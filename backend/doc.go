@@ -26,6 +26,12 @@
 //
 // Kernels receive [View]s that are already checked and broadcast; a kernel
 // may return [ErrNotImplemented] (wrapped) for an op or dtype it lacks.
+// Each kernel still runs its argument check from this package first
+// ([CheckUnary], [CheckReduce], [CheckMatMul], ...: one for every kernel,
+// fused op and host copy), so that every backend refuses the same
+// arguments for the same reasons; it then relies on what the check
+// documents, and checks only what is its own (buffers, alignment, limits
+// of its kernels).
 // Buffers that live in host memory may implement [HostBuffer] so that the
 // root package reads them without a copy. Optional abilities are found by
 // type assertion: [AsyncCopier] (pinned host memory and copies that do not

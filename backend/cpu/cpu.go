@@ -93,20 +93,14 @@ func (*Device) Free(b backend.Buffer, _ backend.Stream) {
 // CopyFromHost copies src, the raw little-endian elements of dst's dtype,
 // into the contiguous view dst.
 func (*Device) CopyFromHost(st backend.Stream, dst backend.View, src []byte) error {
-	if err := checkStream(st); err != nil {
+	if err := begin(st, "copy from host", backend.CheckHostCopy(dst, len(src))); err != nil {
 		return err
 	}
 	o, err := resolve("copy from host", dst)
 	if err != nil {
 		return err
 	}
-	if !dst.IsContiguous() {
-		return fmt.Errorf("cpu: copy from host: destination view is not contiguous (shape %v, strides %v)", dst.Shape, dst.Strides)
-	}
-	n := dst.NumElements() * dst.DType.Size()
-	if len(src) != n {
-		return fmt.Errorf("cpu: copy from host: got %d bytes for %d elements of %s (want %d)", len(src), dst.NumElements(), dst.DType, n)
-	}
+	n := len(src)
 	if n == 0 {
 		return nil
 	}
@@ -118,20 +112,14 @@ func (*Device) CopyFromHost(st backend.Stream, dst backend.View, src []byte) err
 // CopyToHost copies the contiguous view src into dst, which must hold
 // exactly src.NumElements() elements of src's dtype.
 func (*Device) CopyToHost(st backend.Stream, dst []byte, src backend.View) error {
-	if err := checkStream(st); err != nil {
+	if err := begin(st, "copy to host", backend.CheckHostCopy(src, len(dst))); err != nil {
 		return err
 	}
 	o, err := resolve("copy to host", src)
 	if err != nil {
 		return err
 	}
-	if !src.IsContiguous() {
-		return fmt.Errorf("cpu: copy to host: source view is not contiguous (shape %v, strides %v)", src.Shape, src.Strides)
-	}
-	n := src.NumElements() * src.DType.Size()
-	if len(dst) != n {
-		return fmt.Errorf("cpu: copy to host: got %d bytes for %d elements of %s (want %d)", len(dst), src.NumElements(), src.DType, n)
-	}
+	n := len(dst)
 	if n == 0 {
 		return nil
 	}
@@ -217,29 +205,15 @@ func resolveAll(what string, vs ...backend.View) ([]*operand, error) {
 	return ops, nil
 }
 
-// sameShape checks that every operand has the shape of the first.
-func sameShape(what string, ops ...*operand) error {
-	for _, o := range ops[1:] {
-		if !equalInts(o.shape, ops[0].shape) {
-			return fmt.Errorf("cpu: %s: shape %v does not match %v", what, o.shape, ops[0].shape)
-		}
+// begin is the start of every kernel what: it checks the stream st and
+// returns check, the verdict of package backend's argument check for the
+// kernel, with the backend's name and what in front.
+func begin(st backend.Stream, what string, check error) error {
+	if err := checkStream(st); err != nil {
+		return err
+	}
+	if check != nil {
+		return fmt.Errorf("cpu: %s: %w", what, check)
 	}
 	return nil
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// notImplemented returns an error wrapping backend.ErrNotImplemented.
-func notImplemented(what string, dt backend.DType) error {
-	return fmt.Errorf("cpu: %s on %s: %w", what, dt, backend.ErrNotImplemented)
 }

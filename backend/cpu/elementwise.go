@@ -83,7 +83,7 @@ func ewise[C number](dst *operand, ins []*operand, cost int, fn func(d []C, in [
 
 // Fill sets every element of dst to value, converted to dst's dtype.
 func (*Device) Fill(st backend.Stream, dst backend.View, value float64) (err error) {
-	if err := checkStream(st); err != nil {
+	if err := begin(st, "fill", backend.CheckFill(dst)); err != nil {
 		return err
 	}
 	defer recoverTo(&err, "fill")
@@ -109,15 +109,12 @@ func (*Device) Fill(st backend.Stream, dst backend.View, value float64) (err err
 
 // Copy copies src into dst, converting between dtypes.
 func (*Device) Copy(st backend.Stream, dst, src backend.View) (err error) {
-	if err := checkStream(st); err != nil {
+	if err := begin(st, "copy", backend.CheckCopy(dst, src)); err != nil {
 		return err
 	}
 	defer recoverTo(&err, "copy")
 	ops, err := resolveAll("copy", dst, src)
 	if err != nil {
-		return err
-	}
-	if err := sameShape("copy", ops...); err != nil {
 		return err
 	}
 	d, s := ops[0], ops[1]
@@ -179,22 +176,13 @@ func move[W word](dst, src *operand) error {
 
 // Where sets dst to a where cond is true and to b elsewhere.
 func (*Device) Where(st backend.Stream, dst, cond, a, b backend.View) (err error) {
-	if err := checkStream(st); err != nil {
+	if err := begin(st, "where", backend.CheckWhere(dst, cond, a, b)); err != nil {
 		return err
 	}
 	defer recoverTo(&err, "where")
 	ops, err := resolveAll("where", dst, cond, a, b)
 	if err != nil {
 		return err
-	}
-	if err := sameShape("where", ops...); err != nil {
-		return err
-	}
-	if cond.DType != backend.Bool {
-		return fmt.Errorf("cpu: where: condition has dtype %s, want bool", cond.DType)
-	}
-	if a.DType != dst.DType || b.DType != dst.DType {
-		return fmt.Errorf("cpu: where: dtypes %s and %s do not match destination %s", a.DType, b.DType, dst.DType)
 	}
 	if ops[0].size() == 0 {
 		return nil
@@ -241,38 +229,16 @@ func where[W word](ops []*operand) error {
 
 // Unary applies op elementwise.
 func (*Device) Unary(st backend.Stream, op backend.UnaryOp, dst, src backend.View, param float64) (err error) {
-	if err := checkStream(st); err != nil {
+	what := "unary " + op.String()
+	if err := begin(st, what, backend.CheckUnary(op, dst, src, param)); err != nil {
 		return err
 	}
-	what := "unary " + op.String()
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, src)
 	if err != nil {
 		return err
 	}
-	if err := sameShape(what, ops...); err != nil {
-		return err
-	}
 	d, s := ops[0], ops[1]
-	switch op {
-	case backend.IsNaN, backend.LogicalNot:
-		if d.dt != backend.Bool {
-			return fmt.Errorf("cpu: %s: destination has dtype %s, want bool", what, d.dt)
-		}
-	default:
-		if d.dt != s.dt {
-			return fmt.Errorf("cpu: %s: destination dtype %s differs from source dtype %s", what, d.dt, s.dt)
-		}
-	}
-	if op >= numUnaryOps {
-		return notImplemented(what, s.dt)
-	}
-	if !s.dt.IsFloat() && !unaryIntOK(op, s.dt) {
-		return notImplemented(what, s.dt)
-	}
-	if s.dt.IsInt() && op == backend.PowScalar && param != math.Trunc(param) {
-		return fmt.Errorf("cpu: %s: non-integer exponent %v on %s: %w", what, param, s.dt, backend.ErrNotImplemented)
-	}
 	if d.size() == 0 {
 		return nil
 	}
@@ -293,22 +259,6 @@ func (*Device) Unary(st backend.Stream, op backend.UnaryOp, dst, src backend.Vie
 	default:
 		return ewise(d, in, cost, func(dd []int64, x [][]int64) error { unaryInt(op, dd, x[0], param); return nil })
 	}
-}
-
-// numUnaryOps is one past the last unary op this package knows.
-const numUnaryOps = backend.LogicalNot + 1
-
-// unaryIntOK reports whether op is defined on integers (or bool, computed
-// as 0 and 1).
-func unaryIntOK(op backend.UnaryOp, dt backend.DType) bool {
-	switch op {
-	case backend.Abs, backend.Sign, backend.Square, backend.Relu, backend.Floor, backend.Ceil, backend.Round,
-		backend.IsNaN, backend.LogicalNot:
-		return true
-	case backend.Neg, backend.PowScalar:
-		return dt != backend.Bool
-	}
-	return false
 }
 
 // Constants of the Gelu family.
@@ -531,22 +481,13 @@ func ipow[I integer](x, e I) I {
 
 // Binary applies op elementwise.
 func (*Device) Binary(st backend.Stream, op backend.BinaryOp, dst, a, b backend.View) (err error) {
-	if err := checkStream(st); err != nil {
+	what := "binary " + op.String()
+	if err := begin(st, what, backend.CheckBinary(op, dst, a, b)); err != nil {
 		return err
 	}
-	what := "binary " + op.String()
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, a, b)
 	if err != nil {
-		return err
-	}
-	if err := sameShape(what, ops...); err != nil {
-		return err
-	}
-	if a.DType != b.DType {
-		return fmt.Errorf("cpu: %s: input dtypes %s and %s differ", what, a.DType, b.DType)
-	}
-	if err := checkBinary(what, op, ops[0], a.DType); err != nil {
 		return err
 	}
 	return binaryIn(what, op, computeKind(a.DType), ops[0], ops[1], ops[2])
@@ -555,22 +496,16 @@ func (*Device) Binary(st backend.Stream, op backend.BinaryOp, dst, a, b backend.
 // Scalar applies op to each element x of a and the scalar s, as op(x, s) or
 // op(s, x) when reversed is set.
 func (*Device) Scalar(st backend.Stream, op backend.BinaryOp, dst, a backend.View, s float64, reversed bool) (err error) {
-	if err := checkStream(st); err != nil {
+	what := "scalar " + op.String()
+	if err := begin(st, what, backend.CheckScalar(op, dst, a)); err != nil {
 		return err
 	}
-	what := "scalar " + op.String()
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, a)
 	if err != nil {
 		return err
 	}
-	if err := sameShape(what, ops...); err != nil {
-		return err
-	}
 	x := ops[1]
-	if err := checkBinary(what, op, ops[0], x.dt); err != nil {
-		return err
-	}
 	k := computeKind(x.dt)
 	if !x.dt.IsFloat() && (s != math.Trunc(s) || math.Abs(s) > 1<<62) {
 		// A fractional (or huge, or NaN) scalar with integer elements:
@@ -583,31 +518,6 @@ func (*Device) Scalar(st backend.Stream, op backend.BinaryOp, dst, a backend.Vie
 	}
 	return binaryIn(what, op, k, ops[0], x, c)
 }
-
-// checkBinary checks that op is defined on inputs of dtype dt and that d
-// has the right dtype.
-func checkBinary(what string, op backend.BinaryOp, d *operand, dt backend.DType) error {
-	if op.IsComparison() {
-		if d.dt != backend.Bool {
-			return fmt.Errorf("cpu: %s: destination has dtype %s, want bool", what, d.dt)
-		}
-	} else if d.dt != dt {
-		return fmt.Errorf("cpu: %s: destination dtype %s differs from input dtype %s", what, d.dt, dt)
-	}
-	if op >= numBinaryOps || op.FloatOnly() && !dt.IsFloat() {
-		return notImplemented(what, dt)
-	}
-	if dt == backend.Bool {
-		switch op {
-		case backend.Sub, backend.Div, backend.Pow:
-			return notImplemented(what, dt)
-		}
-	}
-	return nil
-}
-
-// numBinaryOps is one past the last binary op this package knows.
-const numBinaryOps = backend.BinaryOp(backend.NumBinaryOps)
 
 // binaryIn runs op in compute type k.
 func binaryIn(what string, op backend.BinaryOp, k kind, d, a, b *operand) error {

@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"fmt"
 	"unsafe"
 
 	"gonum.org/v1/gonum/blas/gonum"
@@ -18,11 +17,8 @@ var _ backend.FusedMatMul = (*Device)(nil)
 // in float32 and the bias added to it before the one rounding to 16 bits,
 // as CUDA's fused epilogue does.
 func (d *Device) MatMulBias(st backend.Stream, dst, a, b, bias backend.View, relu bool) (err error) {
-	if err := checkStream(st); err != nil {
-		return err
-	}
 	const what = "matmul_bias"
-	if err := checkFused(what, dst, a, b, bias, false); err != nil {
+	if err := begin(st, what, backend.CheckMatMulBias(dst, a, b, bias)); err != nil {
 		return err
 	}
 	op := backend.Add
@@ -61,10 +57,7 @@ func (d *Device) MatMulBias(st backend.Stream, dst, a, b, bias backend.View, rel
 // MatMulRowSum computes dst = a·b and rowSum[i] = Σ_k a[i,k]: the product
 // and a reduction. It implements [backend.FusedMatMul].
 func (d *Device) MatMulRowSum(st backend.Stream, dst, a, b, rowSum backend.View) error {
-	if err := checkStream(st); err != nil {
-		return err
-	}
-	if err := checkFused("matmul_rowsum", dst, a, b, rowSum, true); err != nil {
+	if err := begin(st, "matmul_rowsum", backend.CheckMatMulRowSum(dst, a, b, rowSum)); err != nil {
 		return err
 	}
 	if err := d.MatMul(d.DefaultStream(), as3(dst), as3(a), as3(b)); err != nil {
@@ -73,29 +66,6 @@ func (d *Device) MatMulRowSum(st backend.Stream, dst, a, b, rowSum backend.View)
 	col := backend.View{Buf: rowSum.Buf, DType: rowSum.DType, Shape: []int{a.Shape[0], 1},
 		Strides: []int{rowSum.Strides[0], 1}, Offset: rowSum.Offset}
 	return d.Reduce(d.DefaultStream(), backend.Sum, col, a, []int{1})
-}
-
-// checkFused checks the shapes and dtypes of a fused product: 2-D a [M,K],
-// b [K,N], dst [M,N] and a vector of N (bias) or M (rows) elements.
-func checkFused(what string, dst, a, b, vec backend.View, rows bool) error {
-	if len(dst.Shape) != 2 || len(a.Shape) != 2 || len(b.Shape) != 2 || len(vec.Shape) != 1 {
-		return fmt.Errorf("cpu: %s: want 2-d matrices and a vector, got shapes %v, %v -> %v and %v", what, a.Shape, b.Shape, dst.Shape, vec.Shape)
-	}
-	want := b.Shape[1]
-	if rows {
-		want = a.Shape[0]
-	}
-	if b.Shape[0] != a.Shape[1] || dst.Shape[0] != a.Shape[0] || dst.Shape[1] != b.Shape[1] || vec.Shape[0] != want {
-		return fmt.Errorf("cpu: %s: shapes %v x %v -> %v with vector %v do not fit", what, a.Shape, b.Shape, dst.Shape, vec.Shape)
-	}
-	dt := dst.DType
-	if a.DType != dt || b.DType != dt || vec.DType != dt {
-		return fmt.Errorf("cpu: %s: dtypes %s x %s -> %s with vector %s differ", what, a.DType, b.DType, dt, vec.DType)
-	}
-	if !dt.IsFloat() {
-		return notImplemented(what, dt)
-	}
-	return nil
 }
 
 // as3 views a 2-D matrix as a batch of one.

@@ -7,30 +7,6 @@ import (
 	"github.com/vramgo/vram/internal/half"
 )
 
-// checkIndexed checks the operands of Gather and ScatterAdd: idx has the
-// shape of small, big has the same rank and is at least as large as small
-// along every axis but axis, and the data operands share a dtype.
-func checkIndexed(what string, small, big, idx *operand, axis int) error {
-	if idx.dt != backend.Int64 {
-		return fmt.Errorf("cpu: %s: index has dtype %s, want int64", what, idx.dt)
-	}
-	if small.dt != big.dt {
-		return fmt.Errorf("cpu: %s: dtypes %s and %s differ", what, small.dt, big.dt)
-	}
-	if !equalInts(idx.shape, small.shape) {
-		return fmt.Errorf("cpu: %s: index shape %v differs from %v", what, idx.shape, small.shape)
-	}
-	if len(big.shape) != len(small.shape) || axis < 0 || axis >= len(small.shape) {
-		return fmt.Errorf("cpu: %s: bad axis %d for shapes %v and %v", what, axis, small.shape, big.shape)
-	}
-	for i := range small.shape {
-		if i != axis && small.shape[i] > big.shape[i] {
-			return fmt.Errorf("cpu: %s: shape %v does not fit in %v off axis %d", what, small.shape, big.shape, axis)
-		}
-	}
-	return nil
-}
-
 // indexError reports an out-of-range index.
 func indexError(what string, idx int64, axis, size int) error {
 	return fmt.Errorf("cpu: %s: index %d is out of range for axis %d of size %d", what, idx, axis, size)
@@ -45,19 +21,16 @@ func axisless(o *operand, axis int) []int {
 
 // Gather sets dst[...i...] = src[...index[...i...]...] along axis.
 func (*Device) Gather(st backend.Stream, dst, src, index backend.View, axis int) (err error) {
-	if err := checkStream(st); err != nil {
+	const what = "gather"
+	if err := begin(st, what, backend.CheckGather(dst, src, index, axis)); err != nil {
 		return err
 	}
-	const what = "gather"
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, src, index)
 	if err != nil {
 		return err
 	}
 	d, s, ix := ops[0], ops[1], ops[2]
-	if err := checkIndexed(what, d, s, ix, axis); err != nil {
-		return err
-	}
 	if d.size() == 0 {
 		return nil
 	}
@@ -108,19 +81,16 @@ func gather[W word](sp *space, d, s, ix *operand, axis int) error {
 // Each element of dst receives its contributions in row-major order of src,
 // so the result does not depend on the number of goroutines.
 func (*Device) ScatterAdd(st backend.Stream, dst, index, src backend.View, axis int) (err error) {
-	if err := checkStream(st); err != nil {
+	const what = "scatter-add"
+	if err := begin(st, what, backend.CheckScatterAdd(dst, index, src, axis)); err != nil {
 		return err
 	}
-	const what = "scatter-add"
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, index, src)
 	if err != nil {
 		return err
 	}
 	d, ix, s := ops[0], ops[1], ops[2]
-	if err := checkIndexed(what, s, d, ix, axis); err != nil {
-		return err
-	}
 	if s.size() == 0 {
 		return nil
 	}

@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"fmt"
-
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 
@@ -26,29 +24,17 @@ const (
 // [B,M,N]. float32 and float64 use gonum's Sgemm and Dgemm; float16 and
 // bfloat16 are converted to float32 and back.
 func (dev *Device) MatMul(st backend.Stream, dst, a, b backend.View) (err error) {
-	if err := checkStream(st); err != nil {
+	const what = "matmul"
+	if err := begin(st, what, backend.CheckMatMul(dst, a, b)); err != nil {
 		return err
 	}
-	const what = "matmul"
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, a, b)
 	if err != nil {
 		return err
 	}
 	d, x, y := ops[0], ops[1], ops[2]
-	if len(d.shape) != 3 || len(x.shape) != 3 || len(y.shape) != 3 {
-		return fmt.Errorf("cpu: %s: want 3-d views, got shapes %v, %v -> %v", what, x.shape, y.shape, d.shape)
-	}
 	bn, m, n, k := d.shape[0], d.shape[1], d.shape[2], x.shape[2]
-	if x.shape[0] != bn || x.shape[1] != m || y.shape[0] != bn || y.shape[1] != k || y.shape[2] != n {
-		return fmt.Errorf("cpu: %s: shapes %v x %v do not give %v", what, x.shape, y.shape, d.shape)
-	}
-	if x.dt != d.dt || y.dt != d.dt {
-		return fmt.Errorf("cpu: %s: dtypes %s x %s -> %s differ", what, x.dt, y.dt, d.dt)
-	}
-	if !d.dt.IsFloat() {
-		return notImplemented(what, d.dt)
-	}
 	if bn == 0 || m == 0 || n == 0 {
 		return nil
 	}

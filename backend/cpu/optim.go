@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/vramgo/vram/backend"
@@ -26,17 +25,14 @@ var (
 // [backend.FusedAdam]. Views that are not contiguous, or of different or
 // non-float dtypes, return an error wrapping [backend.ErrNotImplemented].
 func (dev *Device) AdamStep(st backend.Stream, p, g, m, v backend.View, cfg backend.AdamStepConfig) (err error) {
-	if err := checkStream(st); err != nil {
+	const what = "adam step"
+	if err := begin(st, what, backend.CheckAdamStep(p, g, m, v, cfg)); err != nil {
 		return err
 	}
-	const what = "adam step"
 	defer recoverTo(&err, what)
-	ops, err := stepOperands(what, p, g, m, v)
+	ops, err := resolveAll(what, p, g, m, v)
 	if err != nil {
 		return err
-	}
-	if cfg.Step < 1 {
-		return fmt.Errorf("cpu: %s: step %d, want at least 1", what, cfg.Step)
 	}
 	if ops[0].dt == backend.Float64 {
 		return adamStep[float64](ops, cfg)
@@ -48,16 +44,16 @@ func (dev *Device) AdamStep(st backend.Stream, p, g, m, v backend.View, cfg back
 // cfg.Momentum is not 0, are updated in place from g. It implements
 // [backend.FusedSGD]; its refusals are AdamStep's.
 func (dev *Device) SGDStep(st backend.Stream, p, g, buf backend.View, cfg backend.SGDStepConfig) (err error) {
-	if err := checkStream(st); err != nil {
+	const what = "sgd step"
+	if err := begin(st, what, backend.CheckSGDStep(p, g, buf, cfg)); err != nil {
 		return err
 	}
-	const what = "sgd step"
 	defer recoverTo(&err, what)
 	views := []backend.View{p, g}
 	if cfg.Momentum != 0 {
 		views = append(views, buf)
 	}
-	ops, err := stepOperands(what, views...)
+	ops, err := resolveAll(what, views...)
 	if err != nil {
 		return err
 	}
@@ -65,31 +61,6 @@ func (dev *Device) SGDStep(st backend.Stream, p, g, buf backend.View, cfg backen
 		return sgdStep[float64](ops, cfg)
 	}
 	return sgdStep[float32](ops, cfg)
-}
-
-// stepOperands resolves the views of an optimizer step and checks that
-// they are contiguous, of one shape and one floating-point dtype.
-func stepOperands(what string, vs ...backend.View) ([]*operand, error) {
-	ops, err := resolveAll(what, vs...)
-	if err != nil {
-		return nil, err
-	}
-	dt := ops[0].dt
-	if !dt.IsFloat() {
-		return nil, notImplemented(what, dt)
-	}
-	if err := sameShape(what, ops...); err != nil {
-		return nil, err
-	}
-	for i, o := range ops {
-		if o.dt != dt {
-			return nil, fmt.Errorf("cpu: %s: dtypes %s and %s differ: %w", what, dt, o.dt, backend.ErrNotImplemented)
-		}
-		if !vs[i].IsContiguous() {
-			return nil, fmt.Errorf("cpu: %s: view is not contiguous: %w", what, backend.ErrNotImplemented)
-		}
-	}
-	return ops, nil
 }
 
 // roundTrip rounds xs to dtype dt in place: what storing them and loading

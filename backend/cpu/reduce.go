@@ -12,54 +12,22 @@ import (
 // computed the chunks.
 const chunk = 16 << 10
 
-// numReduceOps is one past the last reduction this package knows.
-const numReduceOps = backend.ArgMin + 1
-
 // Reduce reduces src over axes into dst, whose shape is src's with those
 // axes set to 1.
 func (dev *Device) Reduce(st backend.Stream, op backend.ReduceOp, dst, src backend.View, axes []int) (err error) {
-	if err := checkStream(st); err != nil {
+	what := "reduce " + op.String()
+	if err := begin(st, what, backend.CheckReduce(op, dst, src, axes)); err != nil {
 		return err
 	}
-	what := "reduce " + op.String()
 	defer recoverTo(&err, what)
 	ops, err := resolveAll(what, dst, src)
 	if err != nil {
 		return err
 	}
 	d, s := ops[0], ops[1]
-	nd := len(s.shape)
-	if op >= numReduceOps {
-		return notImplemented(what, s.dt)
-	}
-	if len(d.shape) != nd {
-		return fmt.Errorf("cpu: %s: destination has %d dimensions, source %d", what, len(d.shape), nd)
-	}
-	reduced := make([]bool, nd)
-	prev := -1
+	reduced := make([]bool, len(s.shape))
 	for _, ax := range axes {
-		if ax <= prev || ax >= nd {
-			return fmt.Errorf("cpu: %s: axes %v are not sorted, distinct and within %d dimensions", what, axes, nd)
-		}
 		reduced[ax] = true
-		prev = ax
-	}
-	for i, n := range s.shape {
-		if reduced[i] {
-			n = 1
-		}
-		if d.shape[i] != n {
-			return fmt.Errorf("cpu: %s: destination shape %v does not match source shape %v reduced over axes %v", what, d.shape, s.shape, axes)
-		}
-	}
-	isArg := op == backend.ArgMax || op == backend.ArgMin
-	if isArg {
-		if len(axes) != 1 {
-			return fmt.Errorf("cpu: %s: want exactly one axis, got %v", what, axes)
-		}
-		if d.dt != backend.Int64 {
-			return fmt.Errorf("cpu: %s: destination has dtype %s, want int64", what, d.dt)
-		}
 	}
 
 	var outShape, outSrc, outDst, redShape, redSrc []int

@@ -288,7 +288,7 @@ func TestCompareElementwise(t *testing.T) {
 	p := newPair(t)
 	for op := backend.UnaryOp(0); op <= backend.LogicalNot; op++ {
 		for _, dt := range backend.DTypes {
-			if !unaryOK(op, dt) {
+			if !backend.UnaryDefined(op, dt) {
 				continue
 			}
 			param := 0.0
@@ -325,7 +325,7 @@ func TestCompareElementwise(t *testing.T) {
 	}
 	for op := range backend.BinaryOp(backend.NumBinaryOps) {
 		for _, dt := range backend.DTypes {
-			if !binaryOK(op, dt) {
+			if !backend.BinaryDefined(op, dt) {
 				continue
 			}
 			ddt := dt

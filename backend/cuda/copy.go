@@ -173,13 +173,10 @@ func (d *Device) FreeHost(b []byte) error {
 // hostView checks a contiguous view for a host copy of nbytes and returns
 // its device address.
 func (d *Device) hostView(what string, v backend.View, nbytes int) (cuda.DevicePtr, int, error) {
-	if !v.IsContiguous() {
-		return 0, 0, fmt.Errorf("cuda: %s: view is not contiguous (shape %v, strides %v)", what, v.Shape, v.Strides)
+	if err := checked(what, backend.CheckHostCopy(v, nbytes)); err != nil {
+		return 0, 0, err
 	}
-	n := v.NumElements() * v.DType.Size()
-	if nbytes != n {
-		return 0, 0, fmt.Errorf("cuda: %s: got %d bytes for %d elements of %s (want %d)", what, nbytes, v.NumElements(), v.DType, n)
-	}
+	n := nbytes
 	if n == 0 {
 		return 0, 0, nil
 	}

@@ -14,30 +14,6 @@ import (
 // every embedding lookup). The bad elements are skipped, so the memory
 // stays safe.
 
-// checkIndexed checks the operands of Gather and ScatterAdd: idx has the
-// shape of small, big has the same rank and is at least as large as small
-// off axis, and the data operands share a dtype.
-func checkIndexed(what string, small, big, idx backend.View, axis int) error {
-	if idx.DType != backend.Int64 {
-		return fmt.Errorf("cuda: %s: index has dtype %s, want int64", what, idx.DType)
-	}
-	if small.DType != big.DType {
-		return fmt.Errorf("cuda: %s: dtypes %s and %s differ", what, small.DType, big.DType)
-	}
-	if !equalInts(idx.Shape, small.Shape) {
-		return fmt.Errorf("cuda: %s: index shape %v differs from %v", what, idx.Shape, small.Shape)
-	}
-	if len(big.Shape) != len(small.Shape) || axis < 0 || axis >= len(small.Shape) {
-		return fmt.Errorf("cuda: %s: bad axis %d for shapes %v and %v", what, axis, small.Shape, big.Shape)
-	}
-	for i := range small.Shape {
-		if i != axis && small.Shape[i] > big.Shape[i] {
-			return fmt.Errorf("cuda: %s: shape %v does not fit in %v off axis %d", what, small.Shape, big.Shape, axis)
-		}
-	}
-	return nil
-}
-
 // axisless returns strides with the one along axis set to 0.
 func axisless(strides []int, axis int) []int {
 	s := append([]int(nil), strides...)
@@ -48,12 +24,9 @@ func axisless(strides []int, axis int) []int {
 // Gather sets dst[...i...] = src[...index[...i...]...] along axis. An index
 // out of range is reported by the next Synchronize.
 func (dev *Device) Gather(s backend.Stream, dst, src, index backend.View, axis int) error {
-	d, qerr := dev.on(s)
-	if qerr != nil {
-		return qerr
-	}
 	const what = "gather"
-	if err := checkIndexed(what, dst, src, index, axis); err != nil {
+	d, err := dev.begin(s, what, backend.CheckGather(dst, src, index, axis))
+	if err != nil {
 		return err
 	}
 	if dst.NumElements() == 0 {
@@ -93,12 +66,9 @@ func (dev *Device) Gather(s backend.Stream, dst, src, index backend.View, axis i
 // an unspecified order. A bad index is reported by the next Synchronize,
 // and dst is then unchanged.
 func (dev *Device) ScatterAdd(s backend.Stream, dst, index, src backend.View, axis int) error {
-	d, qerr := dev.on(s)
-	if qerr != nil {
-		return qerr
-	}
 	const what = "scatter-add"
-	if err := checkIndexed(what, src, dst, index, axis); err != nil {
+	d, err := dev.begin(s, what, backend.CheckScatterAdd(dst, index, src, axis))
+	if err != nil {
 		return err
 	}
 	if src.NumElements() == 0 {

@@ -401,12 +401,12 @@ func allModules() []modKey {
 			}
 		}
 		for op := backend.UnaryOp(0); op <= backend.LogicalNot; op++ {
-			if unaryOK(op, dt) {
+			if backend.UnaryDefined(op, dt) {
 				keys = append(keys, modKey{fam: famUnary, dt: dt, op: op.String()})
 			}
 		}
 		for op := range backend.BinaryOp(backend.NumBinaryOps) {
-			if binaryOK(op, dt) {
+			if backend.BinaryDefined(op, dt) {
 				keys = append(keys, modKey{fam: famBinary, dt: dt, op: op.String()})
 			}
 		}
@@ -419,6 +419,30 @@ func allModules() []modKey {
 		}
 	}
 	return keys
+}
+
+// begin is the start of every kernel what: it returns the queue of stream
+// s once check, the verdict of package backend's argument check for the
+// kernel, has passed.
+func (dev *Device) begin(s backend.Stream, what string, check error) (*queue, error) {
+	d, err := dev.on(s)
+	if err != nil {
+		return nil, err
+	}
+	if err := checked(what, check); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// checked returns err, the verdict of one of package backend's argument
+// checks on the arguments of what, with the backend's name and what in
+// front; nil stays nil.
+func checked(what string, err error) error {
+	if err != nil {
+		return fmt.Errorf("cuda: %s: %w", what, err)
+	}
+	return nil
 }
 
 // notImplemented returns an error wrapping backend.ErrNotImplemented.

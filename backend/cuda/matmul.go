@@ -177,24 +177,15 @@ func blasType(dt backend.DType) (cublas.DataType, bool) {
 // [B,M,N] with cuBLASLt, in float32 arithmetic for float16, bfloat16 and
 // float32 (TF32 when [SetAllowTF32] allows it) and float64 for float64.
 func (dev *Device) MatMul(s backend.Stream, dst, a, b backend.View) error {
-	d, qerr := dev.on(s)
-	if qerr != nil {
-		return qerr
-	}
 	const what = "matmul"
-	if len(dst.Shape) != 3 || len(a.Shape) != 3 || len(b.Shape) != 3 {
-		return fmt.Errorf("cuda: %s: want 3-d views, got shapes %v, %v -> %v", what, a.Shape, b.Shape, dst.Shape)
-	}
-	bn, m, n, k := dst.Shape[0], dst.Shape[1], dst.Shape[2], a.Shape[2]
-	if a.Shape[0] != bn || a.Shape[1] != m || b.Shape[0] != bn || b.Shape[1] != k || b.Shape[2] != n {
-		return fmt.Errorf("cuda: %s: shapes %v x %v do not give %v", what, a.Shape, b.Shape, dst.Shape)
-	}
-	if a.DType != dst.DType || b.DType != dst.DType {
-		return fmt.Errorf("cuda: %s: dtypes %s x %s -> %s differ", what, a.DType, b.DType, dst.DType)
+	d, err := dev.begin(s, what, backend.CheckMatMul(dst, a, b))
+	if err != nil {
+		return err
 	}
 	if _, ok := blasType(dst.DType); !ok {
 		return notImplemented(what, dst.DType)
 	}
+	bn, m, n, k := dst.Shape[0], dst.Shape[1], dst.Shape[2], a.Shape[2]
 	if bn == 0 || m == 0 || n == 0 {
 		return nil
 	}
@@ -557,9 +548,9 @@ var _ backend.FusedMatMul = (*Device)(nil)
 // cuBLASLt product with the bias (and ReLU) epilogue. It implements
 // [backend.FusedMatMul].
 func (dev *Device) MatMulBias(s backend.Stream, dst, a, b, bias backend.View, relu bool) error {
-	d, qerr := dev.on(s)
-	if qerr != nil {
-		return qerr
+	d, err := dev.begin(s, "matmul_bias", backend.CheckMatMulBias(dst, a, b, bias))
+	if err != nil {
+		return err
 	}
 	epi := cublas.EpilogueBias
 	if relu {
@@ -572,9 +563,9 @@ func (dev *Device) MatMulBias(s backend.Stream, dst, a, b, bias backend.View, re
 // cuBLASLt product with the bias-gradient epilogue. It implements
 // [backend.FusedMatMul].
 func (dev *Device) MatMulRowSum(s backend.Stream, dst, a, b, rowSum backend.View) error {
-	d, qerr := dev.on(s)
-	if qerr != nil {
-		return qerr
+	d, err := dev.begin(s, "matmul_rowsum", backend.CheckMatMulRowSum(dst, a, b, rowSum))
+	if err != nil {
+		return err
 	}
 	return d.fusedMatMul("matmul_rowsum", dst, a, b, rowSum, cublas.EpilogueBGradB)
 }
@@ -583,23 +574,11 @@ func (dev *Device) MatMulRowSum(s backend.Stream, dst, a, b, rowSum backend.View
 // vec has dst's columns (bias) or a's rows (bias gradient). In cuBLASLt's
 // column-major terms the product is D^T = B^T·A^T: the bias has one entry
 // per row of D^T, and the rows of A are the columns of its B operand, which
-// the BGRADB epilogue reduces over k.
+// the BGRADB epilogue reduces over k. The caller has checked the operands
+// with backend.CheckMatMulBias or CheckMatMulRowSum.
 func (d *queue) fusedMatMul(what string, dst, a, b, vec backend.View, epi cublas.Epilogue) error {
-	if len(dst.Shape) != 2 || len(a.Shape) != 2 || len(b.Shape) != 2 || len(vec.Shape) != 1 {
-		return fmt.Errorf("cuda: %s: want 2-d matrices and a vector, got shapes %v, %v -> %v and %v", what, a.Shape, b.Shape, dst.Shape, vec.Shape)
-	}
 	m, k, n := a.Shape[0], a.Shape[1], b.Shape[1]
-	want := n
-	if epi == cublas.EpilogueBGradB {
-		want = m
-	}
-	if b.Shape[0] != k || dst.Shape[0] != m || dst.Shape[1] != n || vec.Shape[0] != want {
-		return fmt.Errorf("cuda: %s: shapes %v x %v -> %v with vector %v do not fit", what, a.Shape, b.Shape, dst.Shape, vec.Shape)
-	}
 	dt := dst.DType
-	if a.DType != dt || b.DType != dt || vec.DType != dt {
-		return fmt.Errorf("cuda: %s: dtypes %s x %s -> %s with vector %s differ", what, a.DType, b.DType, dt, vec.DType)
-	}
 	if _, ok := blasType(dt); !ok || dt == backend.Float64 || m == 0 || n == 0 || k == 0 ||
 		!dst.IsContiguous() || !vec.IsContiguous() {
 		return notImplemented(what, dt)

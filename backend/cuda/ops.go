@@ -64,13 +64,11 @@ func (d *Device) op(what string, v backend.View) (ewOp, error) {
 	return ewOp{ptr: p, size: v.DType.Size(), strides: v.Strides}, err
 }
 
-// ops resolves views that all have the shape of the first.
+// ops resolves views that all have the shape of the first (as one of
+// package backend's checks has found).
 func (d *Device) ops(what string, vs ...backend.View) ([]ewOp, error) {
 	out := make([]ewOp, len(vs))
 	for i, v := range vs {
-		if !equalInts(v.Shape, vs[0].Shape) {
-			return nil, fmt.Errorf("cuda: %s: shape %v does not match %v", what, v.Shape, vs[0].Shape)
-		}
 		o, err := d.op(what, v)
 		if err != nil {
 			return nil, err
@@ -78,18 +76,6 @@ func (d *Device) ops(what string, vs ...backend.View) ([]ewOp, error) {
 		out[i] = o
 	}
 	return out, nil
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // roundToOdd32 rounds x to float32, truncating an inexact result and
@@ -140,9 +126,9 @@ func fillBits(dt backend.DType, v float64) uint64 {
 
 // Fill sets every element of dst to value, converted to dst's dtype.
 func (dev *Device) Fill(s backend.Stream, dst backend.View, value float64) error {
-	d, qerr := dev.on(s)
-	if qerr != nil {
-		return qerr
+	d, err := dev.begin(s, "fill", backend.CheckFill(dst))
+	if err != nil {
+		return err
 	}
 	o, err := d.op("fill", dst)
 	if err != nil || dst.NumElements() == 0 {
@@ -167,9 +153,9 @@ func (d *queue) fill(dst backend.View, o ewOp, bits uint64) error {
 // Copy copies src into dst, converting between dtypes as the CPU backend
 // does.
 func (dev *Device) Copy(s backend.Stream, dst, src backend.View) error {
-	d, qerr := dev.on(s)
-	if qerr != nil {
-		return qerr
+	d, err := dev.begin(s, "copy", backend.CheckCopy(dst, src))
+	if err != nil {
+		return err
 	}
 	ops, err := d.ops("copy", dst, src)
 	if err != nil || dst.NumElements() == 0 {
@@ -193,47 +179,12 @@ func (d *queue) copyLocked(dst, src backend.View, ops []ewOp) error {
 	return d.ewise(k, dst.Shape, ops, func(a *cuda.KernelArgs, p []cuda.DevicePtr) { a.Ptr(p[0]).Ptr(p[1]) })
 }
 
-// unaryOK reports whether op has a kernel for dtype dt (the CPU backend's
-// set: every op on floats, the exact ones on integers and bool).
-func unaryOK(op backend.UnaryOp, dt backend.DType) bool {
-	if op > backend.LogicalNot {
-		return false
-	}
-	if dt.IsFloat() {
-		return true
-	}
-	switch op {
-	case backend.Abs, backend.Sign, backend.Square, backend.Relu, backend.Floor, backend.Ceil, backend.Round,
-		backend.IsNaN, backend.LogicalNot:
-		return true
-	case backend.Neg, backend.PowScalar:
-		return dt != backend.Bool
-	}
-	return false
-}
-
 // Unary applies op elementwise.
 func (dev *Device) Unary(s backend.Stream, op backend.UnaryOp, dst, src backend.View, param float64) error {
-	d, qerr := dev.on(s)
-	if qerr != nil {
-		return qerr
-	}
 	what := "unary " + op.String()
-	switch op {
-	case backend.IsNaN, backend.LogicalNot:
-		if dst.DType != backend.Bool {
-			return fmt.Errorf("cuda: %s: destination has dtype %s, want bool", what, dst.DType)
-		}
-	default:
-		if dst.DType != src.DType {
-			return fmt.Errorf("cuda: %s: destination dtype %s differs from source dtype %s", what, dst.DType, src.DType)
-		}
-	}
-	if !unaryOK(op, src.DType) {
-		return notImplemented(what, src.DType)
-	}
-	if src.DType.IsInt() && op == backend.PowScalar && param != math.Trunc(param) {
-		return fmt.Errorf("cuda: %s: non-integer exponent %v on %s: %w", what, param, src.DType, backend.ErrNotImplemented)
+	d, err := dev.begin(s, what, backend.CheckUnary(op, dst, src, param))
+	if err != nil {
+		return err
 	}
 	ops, err := d.ops(what, dst, src)
 	if err != nil || dst.NumElements() == 0 {
@@ -248,47 +199,12 @@ func (dev *Device) Unary(s backend.Stream, op backend.UnaryOp, dst, src backend.
 	})
 }
 
-// binaryOK reports whether op has a kernel for inputs of dtype dt.
-func binaryOK(op backend.BinaryOp, dt backend.DType) bool {
-	if int(op) >= backend.NumBinaryOps || op.FloatOnly() && !dt.IsFloat() {
-		return false
-	}
-	if dt == backend.Bool {
-		switch op {
-		case backend.Sub, backend.Div, backend.Pow:
-			return false
-		}
-	}
-	return true
-}
-
-// checkBinary checks dst's dtype and that op is defined on dtype dt.
-func checkBinary(what string, op backend.BinaryOp, dst, dt backend.DType) error {
-	if op.IsComparison() {
-		if dst != backend.Bool {
-			return fmt.Errorf("cuda: %s: destination has dtype %s, want bool", what, dst)
-		}
-	} else if dst != dt {
-		return fmt.Errorf("cuda: %s: destination dtype %s differs from input dtype %s", what, dst, dt)
-	}
-	if !binaryOK(op, dt) {
-		return notImplemented(what, dt)
-	}
-	return nil
-}
-
 // Binary applies op elementwise. An integer division by zero is reported
 // by the next Synchronize (a [KernelError]).
 func (dev *Device) Binary(s backend.Stream, op backend.BinaryOp, dst, a, b backend.View) error {
-	d, qerr := dev.on(s)
-	if qerr != nil {
-		return qerr
-	}
 	what := "binary " + op.String()
-	if a.DType != b.DType {
-		return fmt.Errorf("cuda: %s: input dtypes %s and %s differ", what, a.DType, b.DType)
-	}
-	if err := checkBinary(what, op, dst.DType, a.DType); err != nil {
+	d, err := dev.begin(s, what, backend.CheckBinary(op, dst, a, b))
+	if err != nil {
 		return err
 	}
 	ops, err := d.ops(what, dst, a, b)
@@ -311,12 +227,9 @@ func (dev *Device) Binary(s backend.Stream, op backend.BinaryOp, dst, a, b backe
 // x) when reversed is set. Integer inputs with a fractional (or huge, or
 // NaN) scalar compute in float64, as the CPU backend does.
 func (dev *Device) Scalar(s backend.Stream, op backend.BinaryOp, dst, a backend.View, c float64, reversed bool) error {
-	d, qerr := dev.on(s)
-	if qerr != nil {
-		return qerr
-	}
 	what := "scalar " + op.String()
-	if err := checkBinary(what, op, dst.DType, a.DType); err != nil {
+	d, err := dev.begin(s, what, backend.CheckScalar(op, dst, a))
+	if err != nil {
 		return err
 	}
 	kind := 1 // sca: in the compute type
@@ -349,15 +262,9 @@ func (dev *Device) Scalar(s backend.Stream, op backend.BinaryOp, dst, a backend.
 
 // Where sets dst to a where cond is true and to b elsewhere.
 func (dev *Device) Where(s backend.Stream, dst, cond, a, b backend.View) error {
-	d, qerr := dev.on(s)
-	if qerr != nil {
-		return qerr
-	}
-	if cond.DType != backend.Bool {
-		return fmt.Errorf("cuda: where: condition has dtype %s, want bool", cond.DType)
-	}
-	if a.DType != dst.DType || b.DType != dst.DType {
-		return fmt.Errorf("cuda: where: dtypes %s and %s do not match destination %s", a.DType, b.DType, dst.DType)
+	d, err := dev.begin(s, "where", backend.CheckWhere(dst, cond, a, b))
+	if err != nil {
+		return err
 	}
 	ops, err := d.ops("where", dst, cond, a, b)
 	if err != nil || dst.NumElements() == 0 {

@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/vramgo/vram/backend"
@@ -19,26 +18,10 @@ var (
 // other views return an error wrapping [backend.ErrNotImplemented], so
 // that callers fall back to the composed ops.
 func (dev *Device) AdamStep(s backend.Stream, p, g, m, v backend.View, cfg backend.AdamStepConfig) error {
-	d, qerr := dev.on(s)
-	if qerr != nil {
-		return qerr
-	}
 	const what = "adam step"
-	if !p.DType.IsFloat() {
-		return notImplemented(what, p.DType)
-	}
-	for _, x := range []backend.View{g, m, v} {
-		if x.DType != p.DType {
-			return fmt.Errorf("cuda: %s: dtypes %s and %s differ: %w", what, p.DType, x.DType, backend.ErrNotImplemented)
-		}
-	}
-	for _, x := range []backend.View{p, g, m, v} {
-		if !x.IsContiguous() {
-			return fmt.Errorf("cuda: %s: view is not contiguous: %w", what, backend.ErrNotImplemented)
-		}
-	}
-	if cfg.Step < 1 {
-		return fmt.Errorf("cuda: %s: step %d, want at least 1", what, cfg.Step)
+	d, err := dev.begin(s, what, backend.CheckAdamStep(p, g, m, v, cfg))
+	if err != nil {
+		return err
 	}
 	ops, err := d.ops(what, p, g, m, v)
 	if err != nil {
@@ -77,25 +60,14 @@ func (dev *Device) AdamStep(s backend.Stream, p, g, m, v backend.View, cfg backe
 // place from g. Views that are not contiguous, or of different or
 // non-float dtypes, return an error wrapping [backend.ErrNotImplemented].
 func (dev *Device) SGDStep(s backend.Stream, p, g, buf backend.View, cfg backend.SGDStepConfig) error {
-	d, qerr := dev.on(s)
-	if qerr != nil {
-		return qerr
-	}
 	const what = "sgd step"
+	d, err := dev.begin(s, what, backend.CheckSGDStep(p, g, buf, cfg))
+	if err != nil {
+		return err
+	}
 	views := []backend.View{p, g}
 	if cfg.Momentum != 0 {
 		views = append(views, buf)
-	}
-	if !p.DType.IsFloat() {
-		return notImplemented(what, p.DType)
-	}
-	for _, x := range views {
-		if x.DType != p.DType {
-			return fmt.Errorf("cuda: %s: dtypes %s and %s differ: %w", what, p.DType, x.DType, backend.ErrNotImplemented)
-		}
-		if !x.IsContiguous() {
-			return fmt.Errorf("cuda: %s: view is not contiguous: %w", what, backend.ErrNotImplemented)
-		}
 	}
 	ops, err := d.ops(what, views...)
 	if err != nil {

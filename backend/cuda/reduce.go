@@ -49,43 +49,14 @@ func init() {
 // src's dtype, int64 for ArgMax and ArgMin, or float32 for a Sum or Prod
 // of float16 or bfloat16 (the float accumulator, not rounded to 16 bits).
 func (dev *Device) Reduce(s backend.Stream, op backend.ReduceOp, dst, src backend.View, axes []int) error {
-	d, qerr := dev.on(s)
-	if qerr != nil {
-		return qerr
-	}
 	what := "reduce " + op.String()
-	if op > backend.ArgMin {
-		return notImplemented(what, src.DType)
+	d, err := dev.begin(s, what, backend.CheckReduce(op, dst, src, axes))
+	if err != nil {
+		return err
 	}
-	nd := len(src.Shape)
-	if len(dst.Shape) != nd || len(src.Strides) != nd || len(dst.Strides) != nd {
-		return fmt.Errorf("cuda: %s: destination has %d dimensions, source %d", what, len(dst.Shape), nd)
-	}
-	reduced := make([]bool, nd)
-	prev := -1
+	reduced := make([]bool, len(src.Shape))
 	for _, ax := range axes {
-		if ax <= prev || ax >= nd {
-			return fmt.Errorf("cuda: %s: axes %v are not sorted, distinct and within %d dimensions", what, axes, nd)
-		}
-		reduced[ax], prev = true, ax
-	}
-	for i, n := range src.Shape {
-		if reduced[i] {
-			n = 1
-		}
-		if dst.Shape[i] != n {
-			return fmt.Errorf("cuda: %s: destination shape %v does not match source shape %v reduced over axes %v", what, dst.Shape, src.Shape, axes)
-		}
-	}
-	isArg := op == backend.ArgMax || op == backend.ArgMin
-	wide := backend.WidensReduce(op, dst.DType, src.DType)
-	switch {
-	case isArg && len(axes) != 1:
-		return fmt.Errorf("cuda: %s: want exactly one axis, got %v", what, axes)
-	case isArg && dst.DType != backend.Int64:
-		return fmt.Errorf("cuda: %s: destination has dtype %s, want int64", what, dst.DType)
-	case !isArg && !wide && dst.DType != src.DType:
-		return fmt.Errorf("cuda: %s: destination dtype %s differs from source dtype %s: %w", what, dst.DType, src.DType, backend.ErrNotImplemented)
+		reduced[ax] = true
 	}
 	var outShape, outSrc, outDst, redShape, redSrc []int
 	for i, n := range src.Shape {
@@ -144,7 +115,7 @@ func (dev *Device) Reduce(s backend.Stream, op backend.ReduceOp, dst, src backen
 
 	key := modKey{fam: famReduce, dt: src.DType, op: op.String()}
 	names := reduceNames[op]
-	if wide {
+	if backend.WidensReduce(op, dst.DType, src.DType) {
 		names = wideNames[op]
 	}
 	return d.run(func() error {
