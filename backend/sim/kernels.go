@@ -10,11 +10,16 @@ import (
 // stream.go for when), or only keep the order in shape-only mode.
 
 // run queues k on stream s over views vs: k gets the views over the host
-// data, or is skipped in shape-only mode.
-func (d *Device) run(what string, s backend.Stream, k func(raw []backend.View) error, vs ...backend.View) error {
+// data, or is skipped in shape-only mode. checked is the shared argument
+// check of the kernel (backend.Check*), returned at once, before anything
+// is queued, as on a GPU.
+func (d *Device) run(what string, s backend.Stream, checked error, k func(raw []backend.View) error, vs ...backend.View) error {
 	st, err := d.stream(what, s)
 	if err != nil {
 		return err
+	}
+	if checked != nil {
+		return fmt.Errorf("sim:%d: %s: %w", d.index, what, checked)
 	}
 	bufs := make([]*buffer, 0, len(vs))
 	raw := make([]backend.View, len(vs))
@@ -60,7 +65,7 @@ func (d *Device) CopyFromHost(s backend.Stream, dst backend.View, src []byte) er
 	if !st.eager {
 		src = append([]byte(nil), src...)
 	}
-	return d.run("copy from host", s, func(v []backend.View) error {
+	return d.run("copy from host", s, backend.CheckHostCopy(dst, len(src)), func(v []backend.View) error {
 		return d.host.CopyFromHost(d.hostStream(), v[0], src)
 	}, dst)
 }
@@ -82,45 +87,45 @@ func (d *Device) CopyToHost(s backend.Stream, dst []byte, src backend.View) erro
 			return err
 		}
 	}
-	return d.run("copy to host", d.st.def, func(v []backend.View) error {
+	return d.run("copy to host", d.st.def, backend.CheckHostCopy(src, len(dst)), func(v []backend.View) error {
 		return d.host.CopyToHost(d.hostStream(), dst, v[0])
 	}, src)
 }
 
 // Fill runs the CPU kernel.
 func (d *Device) Fill(s backend.Stream, dst backend.View, value float64) error {
-	return d.run("fill", s, func(v []backend.View) error { return d.host.Fill(d.hostStream(), v[0], value) }, dst)
+	return d.run("fill", s, backend.CheckFill(dst), func(v []backend.View) error { return d.host.Fill(d.hostStream(), v[0], value) }, dst)
 }
 
 // Copy runs the CPU kernel.
 func (d *Device) Copy(s backend.Stream, dst, src backend.View) error {
-	return d.run("copy", s, func(v []backend.View) error { return d.host.Copy(d.hostStream(), v[0], v[1]) }, dst, src)
+	return d.run("copy", s, backend.CheckCopy(dst, src), func(v []backend.View) error { return d.host.Copy(d.hostStream(), v[0], v[1]) }, dst, src)
 }
 
 // Unary runs the CPU kernel.
 func (d *Device) Unary(s backend.Stream, op backend.UnaryOp, dst, src backend.View, param float64) error {
-	return d.run("unary", s, func(v []backend.View) error {
+	return d.run("unary", s, backend.CheckUnary(op, dst, src, param), func(v []backend.View) error {
 		return d.host.Unary(d.hostStream(), op, v[0], v[1], param)
 	}, dst, src)
 }
 
 // Binary runs the CPU kernel.
 func (d *Device) Binary(s backend.Stream, op backend.BinaryOp, dst, a, b backend.View) error {
-	return d.run("binary", s, func(v []backend.View) error {
+	return d.run("binary", s, backend.CheckBinary(op, dst, a, b), func(v []backend.View) error {
 		return d.host.Binary(d.hostStream(), op, v[0], v[1], v[2])
 	}, dst, a, b)
 }
 
 // Scalar runs the CPU kernel.
 func (d *Device) Scalar(s backend.Stream, op backend.BinaryOp, dst, a backend.View, c float64, reversed bool) error {
-	return d.run("scalar", s, func(v []backend.View) error {
+	return d.run("scalar", s, backend.CheckScalar(op, dst, a), func(v []backend.View) error {
 		return d.host.Scalar(d.hostStream(), op, v[0], v[1], c, reversed)
 	}, dst, a)
 }
 
 // Where runs the CPU kernel.
 func (d *Device) Where(s backend.Stream, dst, cond, a, b backend.View) error {
-	return d.run("where", s, func(v []backend.View) error {
+	return d.run("where", s, backend.CheckWhere(dst, cond, a, b), func(v []backend.View) error {
 		return d.host.Where(d.hostStream(), v[0], v[1], v[2], v[3])
 	}, dst, cond, a, b)
 }
@@ -128,28 +133,28 @@ func (d *Device) Where(s backend.Stream, dst, cond, a, b backend.View) error {
 // Reduce runs the CPU kernel.
 func (d *Device) Reduce(s backend.Stream, op backend.ReduceOp, dst, src backend.View, axes []int) error {
 	axes = append([]int(nil), axes...)
-	return d.run("reduce", s, func(v []backend.View) error {
+	return d.run("reduce", s, backend.CheckReduce(op, dst, src, axes), func(v []backend.View) error {
 		return d.host.Reduce(d.hostStream(), op, v[0], v[1], axes)
 	}, dst, src)
 }
 
 // MatMul runs the CPU kernel.
 func (d *Device) MatMul(s backend.Stream, dst, a, b backend.View) error {
-	return d.run("matmul", s, func(v []backend.View) error {
+	return d.run("matmul", s, backend.CheckMatMul(dst, a, b), func(v []backend.View) error {
 		return d.host.MatMul(d.hostStream(), v[0], v[1], v[2])
 	}, dst, a, b)
 }
 
 // Gather runs the CPU kernel.
 func (d *Device) Gather(s backend.Stream, dst, src, index backend.View, axis int) error {
-	return d.run("gather", s, func(v []backend.View) error {
+	return d.run("gather", s, backend.CheckGather(dst, src, index, axis), func(v []backend.View) error {
 		return d.host.Gather(d.hostStream(), v[0], v[1], v[2], axis)
 	}, dst, src, index)
 }
 
 // ScatterAdd runs the CPU kernel.
 func (d *Device) ScatterAdd(s backend.Stream, dst, index, src backend.View, axis int) error {
-	return d.run("scatter_add", s, func(v []backend.View) error {
+	return d.run("scatter_add", s, backend.CheckScatterAdd(dst, index, src, axis), func(v []backend.View) error {
 		return d.host.ScatterAdd(d.hostStream(), v[0], v[1], v[2], axis)
 	}, dst, index, src)
 }
@@ -163,7 +168,7 @@ func (d *Device) MatMulBias(s backend.Stream, dst, a, b, bias backend.View, relu
 	if !ok {
 		return fmt.Errorf("sim: matmul_bias: %w", backend.ErrNotImplemented)
 	}
-	return d.run("matmul_bias", s, func(v []backend.View) error {
+	return d.run("matmul_bias", s, backend.CheckMatMulBias(dst, a, b, bias), func(v []backend.View) error {
 		return f.MatMulBias(d.hostStream(), v[0], v[1], v[2], v[3], relu)
 	}, dst, a, b, bias)
 }
@@ -175,7 +180,7 @@ func (d *Device) MatMulRowSum(s backend.Stream, dst, a, b, rowSum backend.View) 
 	if !ok {
 		return fmt.Errorf("sim: matmul_rowsum: %w", backend.ErrNotImplemented)
 	}
-	return d.run("matmul_rowsum", s, func(v []backend.View) error {
+	return d.run("matmul_rowsum", s, backend.CheckMatMulRowSum(dst, a, b, rowSum), func(v []backend.View) error {
 		return f.MatMulRowSum(d.hostStream(), v[0], v[1], v[2], v[3])
 	}, dst, a, b, rowSum)
 }
@@ -193,7 +198,7 @@ func (d *Device) AdamStep(s backend.Stream, p, g, m, v backend.View, cfg backend
 	if !ok {
 		return fmt.Errorf("sim: adam step: %w", backend.ErrNotImplemented)
 	}
-	return d.run("adam step", s, func(r []backend.View) error {
+	return d.run("adam step", s, backend.CheckAdamStep(p, g, m, v, cfg), func(r []backend.View) error {
 		return f.AdamStep(d.hostStream(), r[0], r[1], r[2], r[3], cfg)
 	}, p, g, m, v)
 }
@@ -209,7 +214,7 @@ func (d *Device) SGDStep(s backend.Stream, p, g, buf backend.View, cfg backend.S
 	if cfg.Momentum != 0 {
 		views = append(views, buf)
 	}
-	return d.run("sgd step", s, func(r []backend.View) error {
+	return d.run("sgd step", s, backend.CheckSGDStep(p, g, buf, cfg), func(r []backend.View) error {
 		var rb backend.View
 		if cfg.Momentum != 0 {
 			rb = r[2]

@@ -57,7 +57,7 @@ func (d *Device) CopyFromPinned(s backend.Stream, dst, src backend.View) error {
 	if err != nil {
 		return err
 	}
-	return d.run("copy from pinned memory", s, func(v []backend.View) error {
+	return d.run("copy from pinned memory", s, backend.CheckCopy(dst, h), func(v []backend.View) error {
 		return d.host.Copy(d.hostStream(), v[0], h)
 	}, dst)
 }
@@ -69,7 +69,7 @@ func (d *Device) CopyToPinned(s backend.Stream, dst, src backend.View) error {
 	if err != nil {
 		return err
 	}
-	return d.run("copy to pinned memory", s, func(v []backend.View) error {
+	return d.run("copy to pinned memory", s, backend.CheckCopy(h, src), func(v []backend.View) error {
 		return d.host.Copy(d.hostStream(), h, v[0])
 	}, src)
 }

@@ -360,3 +360,17 @@ func TestStreamsRace(t *testing.T) {
 		}
 	}
 }
+
+// TestSideStreamChecksAtOnce: a kernel with bad arguments on a side stream
+// fails when it is queued, as on a GPU, not at the next Synchronize.
+func TestSideStreamChecksAtOnce(t *testing.T) {
+	d := streamDevice(t, 0)
+	s := mustStream(t, d)
+	a, b := f32(t, d, 1, 2), f32(t, d, 1, 2, 3)
+	if err := d.Binary(s, backend.Add, a, a, b); err == nil {
+		t.Fatal("a binary op of mismatched shapes was queued")
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Errorf("Synchronize after a refused kernel: %v", err)
+	}
+}
