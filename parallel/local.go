@@ -1,0 +1,428 @@
+package parallel
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vramgo/vram"
+)
+
+// The in-process collectives: one goroutine per rank, all in one process,
+// each rank's tensors on its own device (CPU or sim; CUDA devices use NCCL
+// when it is there, and these otherwise). A collective is a meeting: each
+// rank leaves its tensor and waits; the last to arrive does the work for
+// all, with vram's copies between devices, and wakes the others. Before it
+// arrives, a rank waits for its current stream, so the work of every
+// rank's streams before the collective is done; the meeting's work runs on
+// the default streams and is finished before anyone leaves. Collectives are
+// therefore synchronous here.
+
+// DefaultTimeout is how long a rank waits for the others at a collective
+// before the group is aborted with [ErrTimeout].
+const DefaultTimeout = 5 * time.Minute
+
+// LocalOptions configure [NewLocalGroup].
+type LocalOptions struct {
+	// Timeout bounds the wait for the other ranks at each collective;
+	// 0 means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// NewLocalGroup returns one communicator per device of devs, rank i on
+// devs[i], for goroutines of this process: each goroutine uses its own.
+// The devices must be distinct. It uses DefaultTimeout.
+func NewLocalGroup(devs []vram.Device) ([]Communicator, error) {
+	return NewLocalGroupOptions(devs, LocalOptions{})
+}
+
+// NewLocalGroupOptions is NewLocalGroup with options.
+func NewLocalGroupOptions(devs []vram.Device, opts LocalOptions) ([]Communicator, error) {
+	if len(devs) == 0 {
+		return nil, errors.New("parallel: a group needs at least one device")
+	}
+	for i, d := range devs {
+		if !d.Available() {
+			return nil, fmt.Errorf("parallel: device %d of the group, %v, is not available", i, d)
+		}
+		if j := slices.Index(devs[:i], d); j >= 0 {
+			return nil, fmt.Errorf("parallel: %v is both rank %d and rank %d of the group; give each rank its own device", d, j, i)
+		}
+	}
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("parallel: negative timeout %v", opts.Timeout)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	g := &localGroup{devs: slices.Clone(devs), timeout: opts.Timeout, slots: make([]slot, len(devs)),
+		mail: map[[2]int]chan *vram.Tensor{}}
+	g.cond = sync.NewCond(&g.mu)
+	comms := make([]Communicator, len(devs))
+	for i := range devs {
+		comms[i] = &localComm{g: g, rank: i}
+	}
+	return comms, nil
+}
+
+// localGroup is the shared state of an in-process group.
+type localGroup struct {
+	devs    []vram.Device
+	timeout time.Duration
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	gen     uint64 // meetings completed
+	arrived int
+	slots   []slot
+	result  error // of the meeting that just completed
+	aborted error // set once, for good
+
+	mailMu sync.Mutex
+	mail   map[[2]int]chan *vram.Tensor // (from, to) -> sent tensors
+}
+
+// slot is what one rank brought to a meeting.
+type slot struct {
+	here bool
+	op   string
+	a, b *vram.Tensor
+	arg  int
+	red  ReduceOp
+}
+
+// localComm is one rank of a localGroup.
+type localComm struct {
+	g      *localGroup
+	rank   int
+	closed bool
+}
+
+func (c *localComm) Rank() int           { return c.rank }
+func (c *localComm) Size() int           { return len(c.g.devs) }
+func (c *localComm) Device() vram.Device { return c.g.devs[c.rank] }
+
+// meet brings s to the next meeting and returns its result. The last rank
+// to arrive checks that every rank called the same op and runs work.
+func (c *localComm) meet(s slot, work func(slots []slot) error) error {
+	if c.closed {
+		return fmt.Errorf("parallel: %s on a closed communicator", s.op)
+	}
+	for _, t := range []*vram.Tensor{s.a, s.b} {
+		if t != nil && t.Device() != c.Device() {
+			return fmt.Errorf("parallel: %s: rank %d's tensor is on %v, the rank's device is %v", s.op, c.rank, t.Device(), c.Device())
+		}
+	}
+	// The rank's queued work first, then the meeting.
+	if err := vram.CurrentStream(c.Device()).Synchronize(); err != nil {
+		return err
+	}
+	g := c.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.aborted != nil {
+		return g.aborted
+	}
+	s.here = true
+	g.slots[c.rank] = s
+	g.arrived++
+	gen := g.gen
+	if g.arrived == len(g.slots) {
+		err := check(g.slots)
+		if err == nil {
+			err = vram.Catch(func() { err = work(g.slots) })
+		}
+		if err == nil {
+			for _, d := range g.devs {
+				if e := vram.Synchronize(d); e != nil && err == nil {
+					err = e
+				}
+			}
+		}
+		g.result = err
+		clear(g.slots)
+		g.arrived = 0
+		g.gen++
+		g.cond.Broadcast()
+		return err
+	}
+	timer := time.AfterFunc(g.timeout, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.gen == gen && g.aborted == nil {
+			var missing []int
+			for r, sl := range g.slots {
+				if !sl.here {
+					missing = append(missing, r)
+				}
+			}
+			rank := -1
+			if len(missing) > 0 {
+				rank = missing[0]
+			}
+			g.aborted = &RankError{Op: s.op, Rank: rank, Err: fmt.Errorf("%w: ranks %v did not arrive within %v", ErrTimeout, missing, g.timeout)}
+			g.cond.Broadcast()
+		}
+	})
+	defer timer.Stop()
+	for g.gen == gen && g.aborted == nil {
+		g.cond.Wait()
+	}
+	if g.gen == gen {
+		return g.aborted
+	}
+	return g.result
+}
+
+// check returns an ErrMismatch error unless every rank brought the same op
+// with tensors of one dtype and size.
+func check(slots []slot) error {
+	first := slots[0]
+	for r, s := range slots[1:] {
+		switch {
+		case s.op != first.op:
+			return &RankError{Op: first.op, Rank: r + 1, Err: fmt.Errorf("%w: rank 0 called %s, rank %d called %s", ErrMismatch, first.op, r+1, s.op)}
+		case s.arg != first.arg || s.red != first.red:
+			return &RankError{Op: first.op, Rank: r + 1, Err: fmt.Errorf("%w: rank %d's root or reduction differs from rank 0's", ErrMismatch, r+1)}
+		}
+		for _, pair := range [][2]*vram.Tensor{{first.a, s.a}, {first.b, s.b}} {
+			x, y := pair[0], pair[1]
+			if (x == nil) != (y == nil) {
+				return &RankError{Op: first.op, Rank: r + 1, Err: fmt.Errorf("%w: tensors missing", ErrMismatch)}
+			}
+			if x != nil && (x.DType() != y.DType() || x.NumElements() != y.NumElements()) {
+				return &RankError{Op: first.op, Rank: r + 1, Err: fmt.Errorf("%w: rank 0 has %d %s elements, rank %d has %d %s",
+					ErrMismatch, x.NumElements(), x.DType(), r+1, y.NumElements(), y.DType())}
+			}
+		}
+	}
+	return nil
+}
+
+// reduceAll returns, on device dev, the reduction of the ts, flattened.
+func reduceAll(ts []*vram.Tensor, op ReduceOp, dev vram.Device) *vram.Tensor {
+	acc := ts[0].Reshape(-1).To(dev)
+	for _, t := range ts[1:] {
+		x := t.Reshape(-1).To(dev)
+		var next *vram.Tensor
+		switch op {
+		case Sum, Avg:
+			next = acc.Add(x)
+		case Prod:
+			next = acc.Mul(x)
+		case Max:
+			next = acc.Maximum(x)
+		case Min:
+			next = acc.Minimum(x)
+		default:
+			panic(fmt.Errorf("parallel: unknown reduction %v", op))
+		}
+		acc.Release()
+		x.Release()
+		acc = next
+	}
+	if op == Avg {
+		avg := acc.DivScalar(float64(len(ts)))
+		acc.Release()
+		acc = avg
+	}
+	return acc
+}
+
+// store copies the flat src into t, on t's device, in place.
+func store(t, src *vram.Tensor) {
+	x := src.To(t.Device())
+	defer x.Release()
+	v := x.Reshape(t.Shape()...)
+	defer v.Release()
+	vram.NoGrad(func() { t.CopyFrom(v) })
+}
+
+func tensors(slots []slot) []*vram.Tensor {
+	out := make([]*vram.Tensor, len(slots))
+	for i, s := range slots {
+		out[i] = s.a
+	}
+	return out
+}
+
+func validOp(op ReduceOp) error {
+	if op > Avg {
+		return fmt.Errorf("parallel: unknown reduction %v", op)
+	}
+	return nil
+}
+
+func (c *localComm) validRoot(op string, root int) error {
+	if root < 0 || root >= c.Size() {
+		return fmt.Errorf("parallel: %s: root %d is not a rank of a group of %d", op, root, c.Size())
+	}
+	return nil
+}
+
+// AllReduce reduces t over the ranks, in place on each.
+func (c *localComm) AllReduce(t *vram.Tensor, op ReduceOp) error {
+	if err := validOp(op); err != nil {
+		return err
+	}
+	return c.meet(slot{op: "all_reduce", a: t, red: op}, func(slots []slot) error {
+		r := reduceAll(tensors(slots), op, slots[0].a.Device())
+		defer r.Release()
+		for _, s := range slots {
+			store(s.a, r)
+		}
+		return nil
+	})
+}
+
+// Broadcast copies root's t to every rank's t.
+func (c *localComm) Broadcast(t *vram.Tensor, root int) error {
+	if err := c.validRoot("broadcast", root); err != nil {
+		return err
+	}
+	return c.meet(slot{op: "broadcast", a: t, arg: root}, func(slots []slot) error {
+		src := slots[root].a.Reshape(-1)
+		defer src.Release()
+		for i, s := range slots {
+			if i != root {
+				store(s.a, src)
+			}
+		}
+		return nil
+	})
+}
+
+// Reduce reduces t over the ranks into root's t.
+func (c *localComm) Reduce(t *vram.Tensor, op ReduceOp, root int) error {
+	if err := validOp(op); err != nil {
+		return err
+	}
+	if err := c.validRoot("reduce", root); err != nil {
+		return err
+	}
+	return c.meet(slot{op: "reduce", a: t, red: op, arg: root}, func(slots []slot) error {
+		r := reduceAll(tensors(slots), op, slots[root].a.Device())
+		defer r.Release()
+		store(slots[root].a, r)
+		return nil
+	})
+}
+
+// AllGather concatenates the ranks' src into every rank's dst.
+func (c *localComm) AllGather(dst, src *vram.Tensor) error {
+	if dst.NumElements() != c.Size()*src.NumElements() || dst.DType() != src.DType() {
+		return fmt.Errorf("parallel: all_gather: dst has %d %s elements, want %d × %d %s", dst.NumElements(), dst.DType(), c.Size(), src.NumElements(), src.DType())
+	}
+	return c.meet(slot{op: "all_gather", a: src, b: dst}, func(slots []slot) error {
+		dev := slots[0].a.Device()
+		parts := make([]*vram.Tensor, len(slots))
+		for i, s := range slots {
+			parts[i] = s.a.Reshape(-1).To(dev)
+		}
+		all := vram.Cat(parts, 0)
+		defer all.Release()
+		for i, s := range slots {
+			parts[i].Release()
+			store(s.b, all)
+		}
+		return nil
+	})
+}
+
+// ReduceScatter reduces the ranks' src and gives part r to rank r's dst.
+func (c *localComm) ReduceScatter(dst, src *vram.Tensor, op ReduceOp) error {
+	if err := validOp(op); err != nil {
+		return err
+	}
+	if src.NumElements() != c.Size()*dst.NumElements() || dst.DType() != src.DType() {
+		return fmt.Errorf("parallel: reduce_scatter: src has %d %s elements, want %d × %d %s", src.NumElements(), src.DType(), c.Size(), dst.NumElements(), dst.DType())
+	}
+	return c.meet(slot{op: "reduce_scatter", a: src, b: dst, red: op}, func(slots []slot) error {
+		r := reduceAll(tensors(slots), op, slots[0].a.Device())
+		defer r.Release()
+		n := slots[0].b.NumElements()
+		for i, s := range slots {
+			part := r.Narrow(0, i*n, n)
+			store(s.b, part)
+			part.Release()
+		}
+		return nil
+	})
+}
+
+// mailbox returns the channel of tensors sent from rank from to rank to.
+func (g *localGroup) mailbox(from, to int) chan *vram.Tensor {
+	g.mailMu.Lock()
+	defer g.mailMu.Unlock()
+	k := [2]int{from, to}
+	ch, ok := g.mail[k]
+	if !ok {
+		ch = make(chan *vram.Tensor, 16)
+		g.mail[k] = ch
+	}
+	return ch
+}
+
+// Send queues a copy of t for rank peer.
+func (c *localComm) Send(t *vram.Tensor, peer int) error {
+	if err := c.validRoot("send", peer); err != nil {
+		return err
+	}
+	if err := vram.CurrentStream(c.Device()).Synchronize(); err != nil {
+		return err
+	}
+	cp := t.Detach().Contiguous()
+	select {
+	case c.g.mailbox(c.rank, peer) <- cp:
+		return nil
+	case <-time.After(c.g.timeout):
+		cp.Release()
+		return &RankError{Op: "send", Rank: peer, Err: fmt.Errorf("%w: rank %d did not receive within %v", ErrTimeout, peer, c.g.timeout)}
+	}
+}
+
+// Recv receives into t what rank peer sent.
+func (c *localComm) Recv(t *vram.Tensor, peer int) error {
+	if err := c.validRoot("recv", peer); err != nil {
+		return err
+	}
+	select {
+	case got := <-c.g.mailbox(peer, c.rank):
+		defer got.Release()
+		if got.DType() != t.DType() || got.NumElements() != t.NumElements() {
+			return &RankError{Op: "recv", Rank: peer, Err: fmt.Errorf("%w: rank %d sent %d %s elements, rank %d receives %d %s",
+				ErrMismatch, peer, got.NumElements(), got.DType(), c.rank, t.NumElements(), t.DType())}
+		}
+		return vram.Catch(func() {
+			flat := got.Reshape(-1)
+			defer flat.Release()
+			store(t, flat)
+		})
+	case <-time.After(c.g.timeout):
+		return &RankError{Op: "recv", Rank: peer, Err: fmt.Errorf("%w: rank %d sent nothing within %v", ErrTimeout, peer, c.g.timeout)}
+	}
+}
+
+// Barrier returns once every rank has called it.
+func (c *localComm) Barrier() error {
+	return c.meet(slot{op: "barrier"}, func([]slot) error { return nil })
+}
+
+// Abort ends the group for every rank.
+func (c *localComm) Abort(err error) {
+	g := c.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.aborted == nil {
+		g.aborted = &RankError{Op: "abort", Rank: c.rank, Err: fmt.Errorf("%w by rank %d: %v", ErrAborted, c.rank, err)}
+		g.cond.Broadcast()
+	}
+}
+
+// Close ends this rank's use of the group.
+func (c *localComm) Close() error {
+	c.closed = true
+	return nil
+}

@@ -1,0 +1,215 @@
+package parallel
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vramgo/vram"
+)
+
+func TestMain(m *testing.M) {
+	if err := vram.Configure(vram.Config{SimDevices: []int64{256 << 20, 256 << 20, 256 << 20, 256 << 20}}); err != nil {
+		panic(err)
+	}
+	os.Exit(m.Run())
+}
+
+func simDevs(n int) []vram.Device {
+	devs := make([]vram.Device, n)
+	for i := range devs {
+		devs[i] = vram.Sim(i)
+	}
+	return devs
+}
+
+// onRanks runs fn on every rank of comms, each in its own goroutine, and
+// returns their errors.
+func onRanks(comms []Communicator, fn func(c Communicator) error) []error {
+	errs := make([]error, len(comms))
+	var wg sync.WaitGroup
+	for i, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if perr := vram.Catch(func() { err = fn(c) }); perr != nil {
+				err = perr
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+func noErrors(t *testing.T, errs []error) {
+	t.Helper()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func TestLocalCollectives(t *testing.T) {
+	for _, devs := range [][]vram.Device{simDevs(1), simDevs(3), {vram.CPU, vram.Sim(0), vram.Sim(1), vram.Sim(2)}} {
+		n := len(devs)
+		comms, err := NewLocalGroup(devs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		value := func(r int) float64 { return float64(r + 1) }
+		tests := []struct {
+			name string
+			run  func(c Communicator) (*vram.Tensor, error)
+			want func(r int) []float32
+		}{
+			{"all_reduce sum", func(c Communicator) (*vram.Tensor, error) {
+				x := vram.Full(vram.Shape{2, 3}, value(c.Rank()), c.Device())
+				return x, c.AllReduce(x, Sum)
+			}, func(int) []float32 { v := float32(n * (n + 1) / 2); return []float32{v, v, v, v, v, v} }},
+			{"all_reduce avg", func(c Communicator) (*vram.Tensor, error) {
+				x := vram.Full(vram.Shape{4}, value(c.Rank()), c.Device())
+				return x, c.AllReduce(x, Avg)
+			}, func(int) []float32 { v := float32(n+1) / 2; return []float32{v, v, v, v} }},
+			{"all_reduce max", func(c Communicator) (*vram.Tensor, error) {
+				x := vram.Full(vram.Shape{2}, value(c.Rank()), c.Device())
+				return x, c.AllReduce(x, Max)
+			}, func(int) []float32 { return []float32{float32(n), float32(n)} }},
+			{"broadcast", func(c Communicator) (*vram.Tensor, error) {
+				x := vram.Full(vram.Shape{3}, value(c.Rank()), c.Device())
+				return x, c.Broadcast(x, n-1)
+			}, func(int) []float32 { return []float32{float32(n), float32(n), float32(n)} }},
+			{"reduce", func(c Communicator) (*vram.Tensor, error) {
+				x := vram.Full(vram.Shape{1}, value(c.Rank()), c.Device())
+				return x, c.Reduce(x, Sum, 0)
+			}, func(r int) []float32 {
+				if r == 0 {
+					return []float32{float32(n * (n + 1) / 2)}
+				}
+				return []float32{float32(value(r))}
+			}},
+			{"all_gather", func(c Communicator) (*vram.Tensor, error) {
+				x := vram.Full(vram.Shape{2}, value(c.Rank()), c.Device())
+				out := vram.Zeros(vram.Shape{n, 2}, c.Device())
+				defer x.Release()
+				return out, c.AllGather(out, x)
+			}, func(int) []float32 {
+				var w []float32
+				for r := range n {
+					w = append(w, float32(value(r)), float32(value(r)))
+				}
+				return w
+			}},
+			{"reduce_scatter", func(c Communicator) (*vram.Tensor, error) {
+				x := vram.Arange(0, float64(2*n), 1, c.Device())
+				out := vram.Zeros(vram.Shape{2}, c.Device())
+				defer x.Release()
+				return out, c.ReduceScatter(out, x, Sum)
+			}, func(r int) []float32 { return []float32{float32(n * 2 * r), float32(n * (2*r + 1))} }},
+			{"send and recv in a ring", func(c Communicator) (*vram.Tensor, error) {
+				x := vram.Full(vram.Shape{2}, value(c.Rank()), c.Device())
+				defer x.Release()
+				out := vram.Zeros(vram.Shape{2}, c.Device())
+				if err := c.Send(x, (c.Rank()+1)%n); err != nil {
+					return out, err
+				}
+				return out, c.Recv(out, (c.Rank()+n-1)%n)
+			}, func(r int) []float32 { v := float32(value((r + n - 1) % n)); return []float32{v, v} }},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				outs := make([]*vram.Tensor, n)
+				noErrors(t, onRanks(comms, func(c Communicator) error {
+					x, err := tc.run(c)
+					outs[c.Rank()] = x
+					return err
+				}))
+				for r, x := range outs {
+					got, want := x.Float32s(), tc.want(r)
+					if len(got) != len(want) {
+						t.Fatalf("rank %d: %v, want %v", r, got, want)
+					}
+					for i := range want {
+						if got[i] != want[i] {
+							t.Fatalf("rank %d on %v: %v, want %v", r, devs[r], got, want)
+						}
+					}
+					x.Release()
+				}
+			})
+		}
+		noErrors(t, onRanks(comms, func(c Communicator) error { return c.Barrier() }))
+	}
+}
+
+func TestLocalMismatchAndTimeout(t *testing.T) {
+	comms, err := NewLocalGroupOptions(simDevs(2), LocalOptions{Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := onRanks(comms, func(c Communicator) error {
+		x := vram.Ones(vram.Shape{2 + c.Rank()}, c.Device())
+		defer x.Release()
+		return c.AllReduce(x, Sum)
+	})
+	for r, err := range errs {
+		if !errors.Is(err, ErrMismatch) {
+			t.Errorf("rank %d: %v, want ErrMismatch", r, err)
+		}
+	}
+	// Rank 1 never arrives: rank 0 fails in time, naming it.
+	start := time.Now()
+	x := vram.Ones(vram.Shape{2}, vram.Sim(0))
+	defer x.Release()
+	err = comms[0].AllReduce(x, Sum)
+	var re *RankError
+	if !errors.As(err, &re) || re.Rank != 1 || !errors.Is(err, ErrTimeout) {
+		t.Fatalf("a rank that never arrives: %v, want a RankError for rank 1 wrapping ErrTimeout", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("the timeout took %v", el)
+	}
+	if err := comms[1].Barrier(); !errors.Is(err, ErrTimeout) {
+		t.Errorf("after the timeout the group stays aborted: %v", err)
+	}
+}
+
+func TestLocalAbort(t *testing.T) {
+	comms, _ := NewLocalGroup(simDevs(2))
+	done := make(chan error)
+	go func() {
+		x := vram.Ones(vram.Shape{2}, vram.Sim(0))
+		defer x.Release()
+		done <- comms[0].AllReduce(x, Sum)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	comms[1].Abort(errors.New("out of memory"))
+	if err := <-done; !errors.Is(err, ErrAborted) {
+		t.Errorf("a waiting rank after Abort: %v, want ErrAborted", err)
+	}
+}
+
+func TestLocalGroupErrors(t *testing.T) {
+	if _, err := NewLocalGroup(nil); err == nil {
+		t.Error("an empty group was made")
+	}
+	if _, err := NewLocalGroup([]vram.Device{vram.Sim(0), vram.Sim(0)}); err == nil {
+		t.Error("a group with a device twice was made")
+	}
+	if _, err := NewLocalGroup([]vram.Device{vram.Sim(63)}); err == nil {
+		t.Error("a group on a missing device was made")
+	}
+	comms, _ := NewLocalGroup(simDevs(2))
+	x := vram.Ones(vram.Shape{2}, vram.Sim(1))
+	defer x.Release()
+	if err := comms[0].AllReduce(x, Sum); err == nil {
+		t.Error("rank 0 reduced a tensor of another device")
+	}
+	if err := comms[0].Broadcast(x, 5); err == nil {
+		t.Error("broadcast from a rank that does not exist")
+	}
+}
