@@ -198,8 +198,30 @@ func random(op string, shape Shape, normal bool, opts []Option) *Tensor {
 		g = defaultGen
 	}
 	vals := g.fill(t.NumElements(), normal)
+	if !normal {
+		// [0, 1) in the tensor's dtype: a draw just below 1 must not round
+		// up to 1 in float32, float16 or bfloat16.
+		lim := belowOne(o.dtype)
+		for i, v := range vals {
+			vals[i] = min(v, lim)
+		}
+	}
 	t.writeBytes(op, encode(vals, o.dtype))
 	return finish(t, o)
+}
+
+// belowOne returns the largest value of dtype dt below 1 (for floats; 1
+// otherwise, where rand's values are not meant to be stored).
+func belowOne(dt DType) float64 {
+	switch dt {
+	case Float32:
+		return 1 - 0x1p-24
+	case Float16:
+		return 1 - 0x1p-11
+	case BFloat16:
+		return 1 - 0x1p-8
+	}
+	return 1 - 0x1p-53
 }
 
 // Rand returns uniform random values in [0, 1).

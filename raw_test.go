@@ -60,3 +60,14 @@ func TestRaw(t *testing.T) {
 	}
 	_ = backend.Float32
 }
+
+// TestRandBelowOne: uniform draws never round up to 1 in a narrow dtype.
+func TestRandBelowOne(t *testing.T) {
+	for _, dt := range []DType{Float32, Float16, BFloat16} {
+		x := Rand(Shape{1 << 16}, dt, WithGenerator(NewGenerator(3)))
+		if m := x.Max().Item(); m >= 1 {
+			t.Errorf("%s: max of rand = %v, want below 1", dt, m)
+		}
+		x.Release()
+	}
+}
