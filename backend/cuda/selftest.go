@@ -183,27 +183,6 @@ func (d *Device) SelfTest() []selftest.Check {
 // selfTestCopyBytes is the size of the pinned and peer copies.
 const selfTestCopyBytes = 16 << 20
 
-// randomData returns n random bytes from seed.
-func randomData(n int, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, 0x5eed))
-	b := make([]byte, n)
-	var w [8]byte
-	for i := 0; i < n; i += 8 {
-		binary.LittleEndian.PutUint64(w[:], r.Uint64())
-		copy(b[i:], w[:])
-	}
-	return b
-}
-
-// firstDiff returns the first index where a and b differ, -1 if none.
-func firstDiff(a, b []byte) int {
-	for i := range a {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return -1
-}
 
 // rate formats n bytes moved in el as GB/s.
 func rate(n int, el time.Duration) string {
@@ -229,7 +208,7 @@ func (d *Device) checkPinned() selftest.Check {
 			return "", err
 		}
 		defer d.FreeHost(dst)
-		copy(src, randomData(n, 7))
+		copy(src, selftest.RandomBytes(n, 7))
 		s := d.DefaultStream()
 		b, err := d.Alloc(n, s, selftest.Region)
 		if err != nil {
@@ -245,7 +224,7 @@ func (d *Device) checkPinned() selftest.Check {
 			return "", fmt.Errorf("device to host: %w", err)
 		}
 		el := time.Since(start)
-		if i := firstDiff(dst, src); i >= 0 {
+		if i := selftest.FirstDiff(dst, src); i >= 0 {
 			return "", fmt.Errorf("byte %d came back as %#x, sent %#x", i, dst[i], src[i])
 		}
 		return fmt.Sprintf("%s page-locked host->device->host identical in %.1f ms (%s)", units.Bytes(n), float64(el.Microseconds())/1000, rate(2*n, el)), nil
@@ -440,7 +419,7 @@ func peerCopy(i, j int) selftest.Check {
 		defer dst.Free(bj, dst.DefaultStream())
 		vi := backend.View{Buf: bi, DType: backend.Int32, Shape: []int{n / 4}, Strides: []int{1}}
 		vj := backend.View{Buf: bj, DType: backend.Int32, Shape: []int{n / 4}, Strides: []int{1}}
-		data := randomData(n, uint64(11+i))
+		data := selftest.RandomBytes(n, uint64(11+i))
 		if err := src.CopyFromHost(src.DefaultStream(), vi, data); err != nil {
 			return "", err
 		}
@@ -459,7 +438,7 @@ func peerCopy(i, j int) selftest.Check {
 		if err := dst.CopyToHost(dst.DefaultStream(), out, vj); err != nil {
 			return "", err
 		}
-		if k := firstDiff(out, data); k >= 0 {
+		if k := selftest.FirstDiff(out, data); k >= 0 {
 			return "", fmt.Errorf("byte %d came back as %#x, sent %#x", k, out[k], data[k])
 		}
 		how := "staged through the host (no peer access)"

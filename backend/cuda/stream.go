@@ -483,37 +483,31 @@ func (q *queue) pinnedView(what string, v backend.View) (*PinnedBuffer, unsafe.P
 // CopyFromPinned queues a copy of pinned src into dst on s
 // (cuMemcpyHtoDAsync_v2) and returns at once.
 func (d *Device) CopyFromPinned(s backend.Stream, dst, src backend.View) error {
-	q, err := d.on(s)
-	if err != nil {
-		return err
-	}
-	_, h, n, err := q.pinnedView("copy from pinned memory", src)
-	if err != nil {
-		return err
-	}
-	p, _, err := d.hostView("copy from pinned memory", dst, n)
-	if err != nil || n == 0 {
-		return err
-	}
-	if err := d.enter(); err != nil {
-		return err
-	}
-	defer d.exit()
-	return d.check(cuda.MemcpyHtoDAsync(p, h, uint64(n), q.stream))
+	return d.pinnedCopy("copy from pinned memory", s, dst, src, func(p cuda.DevicePtr, h unsafe.Pointer, n uint64, cs cuda.Stream) error {
+		return cuda.MemcpyHtoDAsync(p, h, n, cs)
+	})
 }
 
 // CopyToPinned queues a copy of src into pinned dst on s
 // (cuMemcpyDtoHAsync_v2) and returns at once.
 func (d *Device) CopyToPinned(s backend.Stream, dst, src backend.View) error {
+	return d.pinnedCopy("copy to pinned memory", s, src, dst, func(p cuda.DevicePtr, h unsafe.Pointer, n uint64, cs cuda.Stream) error {
+		return cuda.MemcpyDtoHAsync(h, p, n, cs)
+	})
+}
+
+// pinnedCopy checks the device view dev and the pinned host view host of
+// one copy and queues it with copy on s's CUDA stream.
+func (d *Device) pinnedCopy(what string, s backend.Stream, dev, host backend.View, copy func(p cuda.DevicePtr, h unsafe.Pointer, n uint64, cs cuda.Stream) error) error {
 	q, err := d.on(s)
 	if err != nil {
 		return err
 	}
-	_, h, n, err := q.pinnedView("copy to pinned memory", dst)
+	_, h, n, err := q.pinnedView(what, host)
 	if err != nil {
 		return err
 	}
-	p, _, err := d.hostView("copy to pinned memory", src, n)
+	p, _, err := d.hostView(what, dev, n)
 	if err != nil || n == 0 {
 		return err
 	}
@@ -521,5 +515,5 @@ func (d *Device) CopyToPinned(s backend.Stream, dst, src backend.View) error {
 		return err
 	}
 	defer d.exit()
-	return d.check(cuda.MemcpyDtoHAsync(h, p, uint64(n), q.stream))
+	return d.check(copy(p, h, uint64(n), q.stream))
 }

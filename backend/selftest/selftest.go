@@ -160,8 +160,9 @@ func Alloc(dev backend.Device) Check {
 // copyBytes is the size of the large copy of [Copies].
 const copyBytes = 16 << 20
 
-// randomBytes returns n bytes from a fixed seed.
-func randomBytes(n int, seed uint64) []byte {
+// RandomBytes returns n bytes drawn from seed: the test data of the copy
+// checks, also for the device-specific checks of a backend.
+func RandomBytes(n int, seed uint64) []byte {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	b := make([]byte, n)
 	var w [8]byte
@@ -172,8 +173,8 @@ func randomBytes(n int, seed uint64) []byte {
 	return b
 }
 
-// firstDiff returns the first index where a and b differ, -1 if none.
-func firstDiff(a, b []byte) int {
+// FirstDiff returns the first index where a and b differ, -1 if none.
+func FirstDiff(a, b []byte) int {
 	for i := range a {
 		if a[i] != b[i] {
 			return i
@@ -211,7 +212,7 @@ func roundTrip(dev backend.Device, n int) (time.Duration, error) {
 	}
 	defer free()
 	size := units.Bytes(int64(n))
-	src := randomBytes(n, uint64(n))
+	src := RandomBytes(n, uint64(n))
 	a, b := view(bufs[0], backend.Int32, n/4), view(bufs[1], backend.Int32, n/4)
 	start := time.Now()
 	if err := dev.CopyFromHost(dev.DefaultStream(), a, src); err != nil {
@@ -225,7 +226,7 @@ func roundTrip(dev backend.Device, n int) (time.Duration, error) {
 		return 0, fmt.Errorf("device to host, %s: %w", size, err)
 	}
 	took := time.Since(start)
-	if i := firstDiff(dst, src); i >= 0 {
+	if i := FirstDiff(dst, src); i >= 0 {
 		return 0, fmt.Errorf("copying %s host->device->device->host: byte %d came back as %#x, sent %#x", size, i, dst[i], src[i])
 	}
 	return took, nil
