@@ -183,7 +183,6 @@ func (d *Device) SelfTest() []selftest.Check {
 // selfTestCopyBytes is the size of the pinned and peer copies.
 const selfTestCopyBytes = 16 << 20
 
-
 // rate formats n bytes moved in el as GB/s.
 func rate(n int, el time.Duration) string {
 	if el <= 0 {
