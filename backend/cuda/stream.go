@@ -173,8 +173,8 @@ func (s *Stream) WaitEvent(e backend.Event) error {
 	return d.check(cuda.StreamWaitEvent(s.cs, ev.ce, 0))
 }
 
-// Destroy releases the stream (cuStreamDestroy_v2: the driver lets its
-// queued work finish) and its cuBLASLt workspace. The default stream is
+// Destroy waits for the stream's queued work, then releases the stream
+// (cuStreamDestroy_v2) and its cuBLASLt workspace. The default stream is
 // never destroyed.
 func (s *Stream) Destroy() error {
 	if s.def || s.destroyed.Swap(true) {
@@ -190,6 +190,12 @@ func (s *Stream) Destroy() error {
 		return err
 	}
 	defer d.exit()
+	// Wait for the stream's work first: the allocator's pool for this
+	// stream keeps the blocks freed on it, and a stream created later may
+	// get the same handle, so none of its work may still be running.
+	if err := d.check(cuda.StreamSynchronize(s.cs)); err != nil {
+		return err
+	}
 	return d.check(cuda.StreamDestroy(s.cs))
 }
 
