@@ -226,8 +226,18 @@ func openCUDA(d vram.Device) (*bcuda.Device, error) {
 // initComms runs init, which makes communicators and blocks until every
 // rank has called it, on a goroutine with ctx current, and waits for it at
 // most timeout. Communicators that init makes after the timeout are
-// aborted when it returns.
+// aborted when it returns. A timeout, or NCCL's failure of a peer or of
+// the network, is a *RankError.
 func initComms(what string, timeout time.Duration, ctx cuda.Context, init func() ([]nccl.Comm, error)) ([]nccl.Comm, error) {
+	return initWithin(what, timeout, ctx.Do, init, func(h nccl.Comm) {
+		ctx.Do(func() error { return nccl.CommAbort(h) })
+	})
+}
+
+// initWithin is initComms with the context's Do as run and the abort of an
+// abandoned communicator as abort.
+func initWithin(what string, timeout time.Duration, run func(func() error) error, init func() ([]nccl.Comm, error),
+	abort func(nccl.Comm)) ([]nccl.Comm, error) {
 	type result struct {
 		hs  []nccl.Comm
 		err error
@@ -239,7 +249,7 @@ func initComms(what string, timeout time.Duration, ctx cuda.Context, init func()
 	)
 	go func() {
 		var r result
-		r.err = ctx.Do(func() error {
+		r.err = run(func() error {
 			var err error
 			r.hs, err = init()
 			return err
@@ -248,24 +258,30 @@ func initComms(what string, timeout time.Duration, ctx cuda.Context, init func()
 		defer mu.Unlock()
 		if abandoned {
 			for _, h := range r.hs {
-				ctx.Do(func() error { return nccl.CommAbort(h) })
+				abort(h)
 			}
 			return
 		}
 		ch <- r
 	}()
+	done := func(r result) ([]nccl.Comm, error) {
+		if fatalNCCL(r.err) { // a peer died during the setup, or the network to it failed
+			return nil, &RankError{Op: "init", Rank: -1, Err: fmt.Errorf("%w: %s: %w", ErrAborted, what, r.err)}
+		}
+		return r.hs, r.err
+	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case r := <-ch:
-		return r.hs, r.err
+		return done(r)
 	case <-timer.C:
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	select {
 	case r := <-ch:
-		return r.hs, r.err
+		return done(r)
 	default:
 	}
 	abandoned = true

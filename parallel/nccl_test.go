@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -706,5 +707,66 @@ func TestNCCLWatchdogRace(t *testing.T) {
 		if !f.event(i).destroyed.Load() {
 			t.Errorf("event %d not destroyed", i)
 		}
+	}
+}
+
+// TestNCCLInitWithin: the creation of communicators waits at most the
+// timeout; what it makes after is aborted; a peer's failure during it is a
+// *RankError.
+func TestNCCLInitWithin(t *testing.T) {
+	run := func(f func() error) error { return f() }
+	var mu sync.Mutex
+	var aborted []nccl.Comm
+	abort := func(h nccl.Comm) {
+		mu.Lock()
+		aborted = append(aborted, h)
+		mu.Unlock()
+	}
+
+	hs, err := initWithin("ncclCommInitAll", time.Minute, run, func() ([]nccl.Comm, error) { return []nccl.Comm{1, 2}, nil }, abort)
+	if err != nil || !slices.Equal(hs, []nccl.Comm{1, 2}) {
+		t.Errorf("in time: %v, %v", hs, err)
+	}
+
+	release := make(chan struct{})
+	start := time.Now()
+	_, err = initWithin("ncclCommInitRank", 20*time.Millisecond, run, func() ([]nccl.Comm, error) {
+		<-release
+		return []nccl.Comm{7}, nil
+	}, abort)
+	var re *RankError
+	if !errors.As(err, &re) || re.Op != "init" || re.Rank != -1 || !errors.Is(err, ErrTimeout) ||
+		!strings.Contains(err.Error(), "ncclCommInitRank did not complete within 20ms") {
+		t.Errorf("late: %v", err)
+	}
+	if el := time.Since(start); el < 20*time.Millisecond {
+		t.Errorf("gave up after %v", el)
+	}
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		got := slices.Clone(aborted)
+		mu.Unlock()
+		if slices.Equal(got, []nccl.Comm{7}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the late communicator was not aborted: %v", got)
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	_, err = initWithin("ncclCommInitRank", time.Minute, run, func() ([]nccl.Comm, error) {
+		return nil, nccl.Result(6).Err()
+	}, abort)
+	if !errors.As(err, &re) || !errors.Is(err, ErrAborted) || !errors.Is(err, nccl.ErrRemoteError) {
+		t.Errorf("a peer failed: %v", err)
+	}
+	_, err = initWithin("ncclCommInitRank", time.Minute, run, func() ([]nccl.Comm, error) {
+		return nil, nccl.Result(4).Err()
+	}, abort)
+	if errors.As(err, &re) || !errors.Is(err, nccl.ErrInvalidArgument) {
+		t.Errorf("refused: %v", err)
 	}
 }
