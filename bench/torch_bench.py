@@ -197,3 +197,39 @@ if want("overlap"):
     emit("overlap_both", tb, "ms", "both at once")
     emit("overlap_ratio", tb / max(tc, tg), "x", "both / the longer alone (target <= 1.1)")
     del pinned, a, b
+
+if want("allreduce"):
+    # One rank on cuda:0 with the nccl backend, as vram's side runs it
+    # through parallel.NewNCCLGroup: each repetition is all_reduce in place
+    # and a wait for the current stream (the collective runs on PyTorch's
+    # NCCL stream, which the current one waits for).
+    import os
+    import socket
+    import torch.distributed as dist
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.cuda.set_device(dev)
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    stream = torch.cuda.current_stream()
+    def run(x, op, warm, n):
+        for _ in range(warm):
+            dist.all_reduce(x, op=op)
+        stream.synchronize()
+        ts = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            dist.all_reduce(x, op=op)
+            stream.synchronize()
+            ts.append(time.perf_counter() - t0)
+        return statistics.median(ts)
+    small = torch.ones(1, device=dev)
+    emit("allreduce_4B", run(small, dist.ReduceOp.SUM, 200, 2000) * 1e6, "us", "dist.all_reduce (sum, 1 rank) + stream sync, median of 2000")
+    size = 1 << 30
+    big = torch.ones(size // 4, device=dev)
+    emit("allreduce_1GiB", size / run(big, dist.ReduceOp.SUM, 3, 20) / 1e9, "GB/s", "sum in place, 1 rank: size / (call + sync)")
+    emit("allreduce_avg_1GiB", size / run(big, dist.ReduceOp.AVG, 3, 20) / 1e9, "GB/s", "avg in place, 1 rank: size / (call + sync)")
+    del small, big
+    dist.destroy_process_group()

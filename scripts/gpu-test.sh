@@ -41,6 +41,8 @@ PKGS=(
 	native/cublas
 	backend/cuda
 	native/nvml
+	native/nccl
+	"parallel:NCCL"
 	monitor
 	"cmd/vram:TestDoctor"
 )

@@ -11,6 +11,7 @@ import (
 	"github.com/vramgo/vram/native/cublas"
 	"github.com/vramgo/vram/native/cuda"
 	"github.com/vramgo/vram/native/load"
+	"github.com/vramgo/vram/native/nccl"
 	"github.com/vramgo/vram/native/nvml"
 	"github.com/vramgo/vram/native/nvrtc"
 )
@@ -37,7 +38,7 @@ type DriverInfo struct {
 
 // LibraryInfo describes one CUDA library that vram loads at run time.
 type LibraryInfo struct {
-	// Name is the library's short name: libnvrtc, libcublasLt, libnvidia-ml.
+	// Name is the library's short name: libnvrtc, libcublasLt, libnvidia-ml, libnccl.
 	Name string `json:"name"`
 	// Needed says what vram uses it for.
 	Needed string `json:"needed"`
@@ -101,6 +102,8 @@ func libraries(cudaMajor int) []LibraryInfo {
 		libraryStatus(cublas.LoadLt, cudaMajor, cublasLtVersion, "matrix products", false, blasPip),
 		libraryStatus(nvml.Load, 0, nil, "the processes on each GPU (out-of-memory errors, vram smi)", true,
 			"the NVIDIA driver's NVML (libnvidia-ml.so.1), which comes with the driver"),
+		libraryStatus(nccl.Load, 0, ncclVersion, "collectives between GPUs (package parallel)", true,
+			"NCCL: pip install nvidia-nccl-cu13 (CUDA 13) or nvidia-nccl-cu12, or the libnccl2 package"),
 	}
 }
 
@@ -194,6 +197,14 @@ func nvrtcVersion() string {
 		return ""
 	}
 	return fmt.Sprintf("%d.%d", major, minor)
+}
+
+func ncclVersion() string {
+	v, err := nccl.GetVersion()
+	if err != nil {
+		return ""
+	}
+	return nccl.VersionString(v)
 }
 
 func cublasLtVersion() string {

@@ -1,7 +1,7 @@
 // Package load finds and opens the NVIDIA shared libraries that the native
-// bindings use (libcuda, libnvrtc, libcublasLt, libcublas, libnvidia-ml),
-// resolves their symbols and reports where each library was found or what
-// was tried.
+// bindings use (libcuda, libnvrtc, libcublasLt, libcublas, libnvidia-ml,
+// libnccl), resolves their symbols and reports where each library was
+// found or what was tried.
 //
 // Read [Open] and [Spec] first; [Library] is what a successful search
 // returns and [NotFoundError] what a failed one returns. Both carry the
