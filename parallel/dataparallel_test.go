@@ -225,7 +225,7 @@ type panicky struct {
 
 func (p *panicky) Forward(x *vram.Tensor) *vram.Tensor {
 	if p.w.Device() == p.bad {
-		y := vram.Ones(vram.Shape{2, 2}, x.Device())
+		y := vram.Ones(vram.Shape{3, 3}, x.Device())
 		defer y.Release()
 		return x.Add(y) // a shape error
 	}
