@@ -67,6 +67,7 @@ func TestCUDADataParallel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer opt.Release()
 			for step := range 3 {
 				vram.Tidy(func() {
 					x, y := vram.Randn(vram.Shape{24, 8}), vram.Randn(vram.Shape{24, 4})

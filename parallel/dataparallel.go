@@ -658,6 +658,17 @@ func (o *ReplicaOptimizer) ZeroGrad() {
 	}
 }
 
+// Release releases the state of every replica's optimizer that has a
+// Release method (as optim.SGD and optim.Adam do: momentum and moment
+// buffers on the replicas' devices).
+func (o *ReplicaOptimizer) Release() {
+	for _, opt := range o.opts {
+		if r, ok := opt.(interface{ Release() }); ok {
+			r.Release()
+		}
+	}
+}
+
 // LR returns the learning rate (replica 0's; they are all the same).
 func (o *ReplicaOptimizer) LR() float64 { return o.opts[0].LR() }
 

@@ -110,6 +110,7 @@ func TestDataParallelMatchesOneDevice(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer opt.Release()
 			shape := vram.Shape{tt.batch, 4}
 			tshape := vram.Shape{tt.batch, 3}
 			if tt.dim == 1 {
@@ -185,6 +186,7 @@ func TestDataParallelScalarOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer opt.Release()
 	vram.Tidy(func() {
 		x := vram.Randn(vram.Shape{6, 3})
 		losses := dp.Forward(x)
@@ -353,6 +355,7 @@ func TestDataParallelConcurrentUse(t *testing.T) {
 				}
 				defer dp.Release()
 				opt, _ := dp.Optimizer(optimizers["adam"])
+				defer opt.Release()
 				for range 3 {
 					vram.Tidy(func() {
 						x, y := vram.Randn(vram.Shape{5, 3}), vram.Randn(vram.Shape{5, 2})
