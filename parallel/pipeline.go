@@ -326,14 +326,15 @@ func (p *Pipeline) ForwardBackward(x, y *vram.Tensor, lossFn func(output, target
 		for _, o := range scheduleOps(p.sched, s, n, m) {
 			j := o.mb
 			if !o.backward {
+				if s > 0 {
+					ins[j] = r.recv(r.acts[s-1]) // waiting is not the stage's time
+				}
 				r.timed(s, false, func() {
-					var in *vram.Tensor
+					in := ins[j]
 					if s == 0 {
 						in = chunk(x, 0, r.offs[j], r.sizes[j], dev)
 					} else {
-						in = r.recv(r.acts[s-1])
 						in.SetRequiresGrad(true)
-						ins[j] = in
 					}
 					out := p.stages[s].Module.Forward(in)
 					if s < n-1 {
@@ -353,13 +354,16 @@ func (p *Pipeline) ForwardBackward(x, y *vram.Tensor, lossFn func(output, target
 				r.held[s] = max(r.held[s], held)
 				continue
 			}
+			var g *vram.Tensor
+			if s < n-1 {
+				g = r.recv(r.grads[s])
+			}
 			r.timed(s, true, func() {
 				if s == n-1 {
 					if outs[j].RequiresGrad() {
 						outs[j].Backward()
 					}
 				} else {
-					g := r.recv(r.grads[s])
 					defer g.Release()
 					if outs[j].RequiresGrad() {
 						outs[j].Backward(vram.Gradient(g))
@@ -406,12 +410,13 @@ func (p *Pipeline) Forward(x *vram.Tensor) *vram.Tensor {
 	r.run(op, func(s int) {
 		dev := p.stages[s].Device
 		for j := range m {
+			var in *vram.Tensor
+			if s > 0 {
+				in = r.recv(r.acts[s-1]) // waiting is not the stage's time
+			}
 			r.timed(s, false, func() {
-				var in *vram.Tensor
 				if s == 0 {
 					in = chunk(x, 0, r.offs[j], r.sizes[j], dev)
-				} else {
-					in = r.recv(r.acts[s-1])
 				}
 				defer in.Release()
 				out := p.stages[s].Module.Forward(in)
