@@ -14,7 +14,7 @@ import (
 // GPU tests of package parallel: they skip without enough GPUs, and fail
 // instead when VRAM_REQUIRE_CUDA=1 and there is none at all.
 
-func requireCUDA(t *testing.T, n int) {
+func needGPUs(t *testing.T, n int) {
 	t.Helper()
 	if vram.DeviceCount() >= n {
 		return
@@ -25,9 +25,9 @@ func requireCUDA(t *testing.T, n int) {
 	t.Skipf("needs %d CUDA devices, have %d", n, vram.DeviceCount())
 }
 
-// gpuClose compares GPU and CPU results, which differ by the GEMMs'
+// nearGPU compares GPU and CPU results, which differ by the GEMMs'
 // rounding.
-func gpuClose(t *testing.T, what string, got, want []float64) {
+func nearGPU(t *testing.T, what string, got, want []float64) {
 	t.Helper()
 	for i := range want {
 		if math.IsNaN(got[i]) || math.Abs(got[i]-want[i]) > 1e-3+1e-3*math.Abs(want[i]) {
@@ -36,15 +36,15 @@ func gpuClose(t *testing.T, what string, got, want []float64) {
 	}
 }
 
-// TestCUDADataParallel trains with DataParallel on every GPU (the seed's
+// TestCUDADataParallel trains with DataParallel on every GPU (PyTorch's
 // spelling, by index), and on a GPU, a sim device and the CPU together,
 // and compares with the whole batch on the CPU.
 func TestCUDADataParallel(t *testing.T) {
-	requireCUDA(t, 1)
+	needGPUs(t, 1)
 	for _, mode := range []string{"gpus", "mixed"} {
 		t.Run(mode, func(t *testing.T) {
 			vram.ManualSeed(4)
-			ref := newMyNet(8, 32, 4)
+			ref := newUserNet(8, 32, 4)
 			defer nn.Release(ref)
 			m, err := nn.Replicate(ref, vram.CPU)
 			if err != nil {
@@ -87,7 +87,7 @@ func TestCUDADataParallel(t *testing.T) {
 			}
 			for r, rep := range dp.Replicas() {
 				for i, p := range rep.Parameters() {
-					gpuClose(t, fmt.Sprintf("replica %d parameter %d", r, i), p.Float64s(), ref.Parameters()[i].Float64s())
+					nearGPU(t, fmt.Sprintf("replica %d parameter %d", r, i), p.Float64s(), ref.Parameters()[i].Float64s())
 				}
 			}
 			t.Log(dp.Report())
@@ -98,7 +98,7 @@ func TestCUDADataParallel(t *testing.T) {
 // TestCUDAPipeline runs GPipe and 1F1B with stages on the GPUs (and the
 // CPU when there is one GPU) against the sequential model on the CPU.
 func TestCUDAPipeline(t *testing.T) {
-	requireCUDA(t, 1)
+	needGPUs(t, 1)
 	devs := []vram.Device{vram.CUDA(0), vram.CPU}
 	if vram.DeviceCount() >= 2 {
 		devs = []vram.Device{vram.CUDA(0), vram.CUDA(1)}
@@ -106,7 +106,7 @@ func TestCUDAPipeline(t *testing.T) {
 	for _, sched := range []Schedule{GPipe, OneFOneB} {
 		t.Run(sched.String(), func(t *testing.T) {
 			vram.ManualSeed(9)
-			bs := blocks()
+			bs := pipeBlocks()
 			ref, err := nn.Replicate(nn.NewSequential(bs...), vram.CPU)
 			if err != nil {
 				t.Fatal(err)
@@ -127,20 +127,20 @@ func TestCUDAPipeline(t *testing.T) {
 				want = l.Item()
 			})
 			got := p.ForwardBackward(x, y, nn.MSELoss)
-			gpuClose(t, "loss", []float64{got}, []float64{want})
+			nearGPU(t, "loss", []float64{got}, []float64{want})
 			for i, np := range p.NamedParameters() {
-				gpuClose(t, np.Name, np.Tensor.Grad().Float64s(), ref.Parameters()[i].Grad().Float64s())
+				nearGPU(t, np.Name, np.Tensor.Grad().Float64s(), ref.Parameters()[i].Grad().Float64s())
 			}
 			t.Log(p.Report())
 		})
 	}
 }
 
-// TestCUDAModelParallel is the seed's model-parallel code as written:
+// TestCUDAModelParallel is PyTorch's model-parallel example as written in Go:
 // m.sub_network1.cuda(0), m.sub_network2.cuda(1), x.cuda(0) and x.cuda(1)
 // inside forward.
 func TestCUDAModelParallel(t *testing.T) {
-	requireCUDA(t, 2)
+	needGPUs(t, 2)
 	vram.ManualSeed(1)
 	m := newModelParallel(vram.CPU, vram.CPU)
 	defer nn.Release(m)
@@ -160,7 +160,7 @@ func TestCUDAModelParallel(t *testing.T) {
 	defer x.Release()
 	vram.Tidy(func() {
 		a, b := fwd(x), m.Forward(x)
-		gpuClose(t, "the seed's forward", a.CPU().Float64s(), b.CPU().Float64s())
+		nearGPU(t, "the forward as written", a.CPU().Float64s(), b.CPU().Float64s())
 	})
 	trainModelParallel(t, m, 1e-3)
 }

@@ -90,7 +90,7 @@ func GradientBucketBytes(n int64) DataParallelOption {
 	return func(c *dpConfig) { c.bucket = n }
 }
 
-const defaultBucketBytes = 25 << 20
+const dpBucketBytes = 25 << 20
 
 // ncclGroup makes NCCL communicators for CUDA devices, one per device,
 // when the NCCL bindings are built in; it is nil otherwise.
@@ -149,7 +149,7 @@ func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOpt
 	if err := distinctDevices("data parallel", devices); err != nil {
 		return nil, err
 	}
-	cfg := dpConfig{bucket: defaultBucketBytes}
+	cfg := dpConfig{bucket: dpBucketBytes}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("parallel: data parallel: nil option")
@@ -288,7 +288,7 @@ func (dp *DataParallelModule) onReplicas(op string, sizes []int, acc []time.Dura
 // the output device, in order. x may be on any device. Gradients flow back
 // through the gather to each replica's parameters (and to x); the
 // optimizer then sums them. Outputs with no dimensions (a loss computed
-// inside the module, the seed's fix for an overloaded first GPU) are
+// inside the module, the usual fix for an overloaded first GPU) are
 // stacked into a vector, one element per replica, as PyTorch does.
 //
 // The module's Forward runs on several goroutines at once, one per
@@ -352,7 +352,7 @@ func offsets(sizes []int) []int {
 // ForwardLoss splits x and its targets y along the batch dimension as
 // Forward does, and computes on each replica's device, on its goroutine,
 // the replica's output and lossFn(output, targets): the loss never leaves
-// the devices, so no device gathers the others' outputs (the seed's fix
+// the devices, so no device gathers the others' outputs (the usual fix
 // for an overloaded first GPU). lossFn must return a scalar that is a mean
 // over the batch, as [nn.MSELoss] and [nn.CrossEntropyLoss] do; each
 // replica's loss is weighted by its share of the rows, so that the
@@ -698,7 +698,7 @@ func (dp *DataParallelModule) NamedChildren() []nn.NamedModule {
 }
 
 // To does nothing when d is the first device, where the module already
-// is (the seed's parallel_net.to(0)); the replicas cannot move elsewhere,
+// is (PyTorch's parallel_net.to(0)); the replicas cannot move elsewhere,
 // and any other d panics with an [*vram.Error] of kind vram.ErrArgument.
 func (dp *DataParallelModule) To(d vram.Device) {
 	if d != dp.devs[0] {

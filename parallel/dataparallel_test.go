@@ -13,16 +13,16 @@ import (
 	"github.com/vramgo/vram/optim"
 )
 
-// myNet is a model as the seed's users write one: nn.Base and layers in
+// userNet is a model as users write one: nn.Base and layers in
 // unexported fields.
-type myNet struct {
+type userNet struct {
 	nn.Base
 	body *nn.Sequential
 	head *nn.Linear
 }
 
-func newMyNet(in, hidden, out int) *myNet {
-	m := &myNet{
+func newUserNet(in, hidden, out int) *userNet {
+	m := &userNet{
 		body: nn.NewSequential(nn.NewLinear(in, hidden), nn.NewTanh()),
 		head: nn.NewLinear(hidden, out),
 	}
@@ -31,19 +31,19 @@ func newMyNet(in, hidden, out int) *myNet {
 	return m
 }
 
-func (m *myNet) Forward(x *vram.Tensor) *vram.Tensor {
+func (m *userNet) Forward(x *vram.Tensor) *vram.Tensor {
 	h := m.body.Forward(x)
 	defer h.Release()
 	return m.head.Forward(h)
 }
 
-// tol is the float32 tolerance of the comparisons with one device.
-const tol = 2e-5
+// f32Tol is the float32 tolerance of the comparisons with one device.
+const f32Tol = 2e-5
 
-func closeTo(a, b float64) bool { return math.Abs(a-b) <= tol*(1+math.Abs(b)) }
+func nearF32(a, b float64) bool { return math.Abs(a-b) <= f32Tol*(1+math.Abs(b)) }
 
-// compareParams fails unless got's parameters equal want's within tol.
-func compareParams(t *testing.T, what string, got, want nn.Module) {
+// sameParams fails unless got's parameters equal want's within f32Tol.
+func sameParams(t *testing.T, what string, got, want nn.Module) {
 	t.Helper()
 	g, w := got.Parameters(), want.Parameters()
 	if len(g) != len(w) {
@@ -52,15 +52,15 @@ func compareParams(t *testing.T, what string, got, want nn.Module) {
 	for i := range w {
 		gv, wv := g[i].Float64s(), w[i].Float64s()
 		for j := range wv {
-			if !closeTo(gv[j], wv[j]) {
+			if !nearF32(gv[j], wv[j]) {
 				t.Fatalf("%s: parameter %d element %d is %v, one device has %v", what, i, j, gv[j], wv[j])
 			}
 		}
 	}
 }
 
-// sgd and adam make the optimizers compared.
-var optimizers = map[string]func(ps []*vram.Tensor) (optim.Optimizer, error){
+// sgd and adam make the dpOptimizers compared.
+var dpOptimizers = map[string]func(ps []*vram.Tensor) (optim.Optimizer, error){
 	"sgd": func(ps []*vram.Tensor) (optim.Optimizer, error) {
 		return optim.NewSGD(ps, optim.SGDConfig{LR: 0.1, Momentum: 0.9})
 	},
@@ -93,7 +93,7 @@ func TestDataParallelMatchesOneDevice(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			vram.ManualSeed(7)
-			ref := newMyNet(4, 8, 3)
+			ref := newUserNet(4, 8, 3)
 			defer nn.Release(ref)
 			initial, err := nn.Replicate(ref, vram.CPU)
 			if err != nil {
@@ -105,8 +105,8 @@ func TestDataParallelMatchesOneDevice(t *testing.T) {
 			}
 			defer nn.Release(initial)
 			defer dp.Release()
-			refOpt, _ := optimizers[tt.opt](ref.Parameters())
-			opt, err := dp.Optimizer(optimizers[tt.opt])
+			refOpt, _ := dpOptimizers[tt.opt](ref.Parameters())
+			opt, err := dp.Optimizer(dpOptimizers[tt.opt])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,13 +141,13 @@ func TestDataParallelMatchesOneDevice(t *testing.T) {
 					}
 					opt.Step()
 					opt.ZeroGrad()
-					if !closeTo(got, refLoss.Item()) {
+					if !nearF32(got, refLoss.Item()) {
 						t.Fatalf("step %d: loss %v, one device %v", step, got, refLoss.Item())
 					}
 				})
 			}
 			for r, rep := range dp.Replicas() {
-				compareParams(t, fmt.Sprintf("replica %d on %v", r, tt.devs[r]), rep, ref)
+				sameParams(t, fmt.Sprintf("replica %d on %v", r, tt.devs[r]), rep, ref)
 				for i, p := range rep.Parameters() {
 					if p.Device() != tt.devs[r] {
 						t.Fatalf("replica %d's parameter %d is on %v", r, i, p.Device())
@@ -169,7 +169,7 @@ func TestDataParallelMatchesOneDevice(t *testing.T) {
 }
 
 // TestDataParallelScalarOutputs: a module that returns its own loss (the
-// seed's "compute the loss in the forward pass") gives one loss per
+// advice "compute the loss in the forward pass") gives one loss per
 // replica, stacked; their mean's backward trains every replica.
 func TestDataParallelScalarOutputs(t *testing.T) {
 	vram.ManualSeed(2)
@@ -182,7 +182,7 @@ func TestDataParallelScalarOutputs(t *testing.T) {
 	}
 	defer dp.Release()
 	defer nn.Release(m)
-	opt, err := dp.Optimizer(optimizers["sgd"])
+	opt, err := dp.Optimizer(dpOptimizers["sgd"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestDataParallelErrors(t *testing.T) {
 // TestDataParallelSyncParameters: after the module's parameters change
 // outside the optimizer, SyncParameters makes the replicas equal again.
 func TestDataParallelSyncParameters(t *testing.T) {
-	m := newMyNet(2, 3, 1)
+	m := newUserNet(2, 3, 1)
 	defer nn.Release(m)
 	dp, err := NewDataParallel(m, []vram.Device{vram.Sim(0), vram.Sim(1), vram.CPU})
 	if err != nil {
@@ -333,7 +333,7 @@ func TestDataParallelSyncParameters(t *testing.T) {
 		t.Fatal(err)
 	}
 	for r, rep := range dp.Replicas() {
-		compareParams(t, fmt.Sprintf("replica %d", r), rep, m)
+		sameParams(t, fmt.Sprintf("replica %d", r), rep, m)
 	}
 	if n := dp.NamedParameters()[0].Name; n != "module.body.0.weight" {
 		t.Fatalf("first parameter named %q", n)
@@ -347,14 +347,14 @@ func TestDataParallelConcurrentUse(t *testing.T) {
 	for k := range 2 {
 		go func() {
 			done <- vram.Catch(func() {
-				m := newMyNet(3, 4, 2)
+				m := newUserNet(3, 4, 2)
 				defer nn.Release(m)
 				dp, err := NewDataParallel(m, []vram.Device{vram.Sim(2 * k), vram.Sim(2*k + 1)})
 				if err != nil {
 					panic(&vram.Error{Kind: vram.ErrArgument, Detail: err.Error()})
 				}
 				defer dp.Release()
-				opt, _ := dp.Optimizer(optimizers["adam"])
+				opt, _ := dp.Optimizer(dpOptimizers["adam"])
 				defer opt.Release()
 				for range 3 {
 					vram.Tidy(func() {

@@ -10,7 +10,7 @@ import (
 	"github.com/vramgo/vram/optim"
 )
 
-// modelParallel is the seed's model-parallel module in Go: two
+// modelParallel is PyTorch's model-parallel example in Go: two
 // sub-networks placed on two devices in the constructor, the input moved
 // to each in Forward. The devices are fields so that the test runs on sim
 // devices and the CPU; on GPUs the same code reads m.subNetwork1.CUDA(0)
@@ -117,7 +117,7 @@ func TestModelParallelTrains(t *testing.T) {
 			vram.ManualSeed(1)
 			m := newModelParallel(devs[0], devs[1])
 			defer nn.Release(m)
-			trainModelParallel(t, m, tol)
+			trainModelParallel(t, m, f32Tol)
 		})
 	}
 }

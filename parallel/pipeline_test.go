@@ -12,7 +12,7 @@ import (
 )
 
 // blocks returns the layers of a small model, in groups that stages take.
-func blocks() []nn.Module {
+func pipeBlocks() []nn.Module {
 	return []nn.Module{
 		nn.NewSequential(nn.NewLinear(4, 8), nn.NewTanh()),
 		nn.NewSequential(nn.NewLinear(8, 8), nn.NewGELU()),
@@ -50,7 +50,7 @@ func TestPipelineMatchesSequential(t *testing.T) {
 		for _, sched := range []Schedule{GPipe, OneFOneB} {
 			t.Run(fmt.Sprintf("%v %d stages %d of %d", sched, len(tt.devs), tt.micro, tt.batch), func(t *testing.T) {
 				vram.ManualSeed(11)
-				bs := blocks()
+				bs := pipeBlocks()
 				ref, err := nn.Replicate(nn.NewSequential(bs...), vram.CPU)
 				if err != nil {
 					t.Fatal(err)
@@ -72,7 +72,7 @@ func TestPipelineMatchesSequential(t *testing.T) {
 					want = l.Item()
 				})
 				got := p.ForwardBackward(x, y, nn.MSELoss)
-				if !closeTo(got, want) {
+				if !nearF32(got, want) {
 					t.Fatalf("loss %v, the sequential model's %v", got, want)
 				}
 				compareGrads(t, p, ref)
@@ -81,7 +81,7 @@ func TestPipelineMatchesSequential(t *testing.T) {
 				m := min(tt.micro, tt.batch)
 				s := len(tt.devs)
 				if rep.MicroBatches != m || rep.Stages != s || rep.Schedule != sched ||
-					!closeTo(rep.ExpectedBubble, float64(s-1)/float64(m+s-1)) || rep.MeasuredBubble < 0 || rep.MeasuredBubble > 1 {
+					!nearF32(rep.ExpectedBubble, float64(s-1)/float64(m+s-1)) || rep.MeasuredBubble < 0 || rep.MeasuredBubble > 1 {
 					t.Fatalf("report: %+v", rep)
 				}
 				for i, sr := range rep.StageReports {
@@ -113,7 +113,7 @@ func TestPipelineMatchesSequential(t *testing.T) {
 					}
 					a, b := out.To(vram.CPU).Float64s(), wantOut.Float64s()
 					for i := range b {
-						if !closeTo(a[i], b[i]) {
+						if !nearF32(a[i], b[i]) {
 							t.Fatalf("forward element %d: %v, want %v", i, a[i], b[i])
 						}
 					}
@@ -139,7 +139,7 @@ func compareGrads(t *testing.T, p *Pipeline, ref nn.Module) {
 		}
 		gv, wv := g.Float64s(), w.Float64s()
 		for j := range wv {
-			if !closeTo(gv[j], wv[j]) {
+			if !nearF32(gv[j], wv[j]) {
 				t.Fatalf("parameter %q (%q) element %d: gradient %v, the sequential model's %v", got[i].Name, want[i].Name, j, gv[j], wv[j])
 			}
 		}

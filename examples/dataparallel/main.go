@@ -6,9 +6,9 @@
 // the network again.
 //
 // It trains twice: first gathering the predictions on the first device and
-// computing the loss there, as the seed's example does (that device holds
+// computing the loss there, as PyTorch's nn.DataParallel examples do (that device holds
 // every replica's output and its gradient: it is the overloaded one), then
-// with the loss computed on each device (ForwardLoss), the seed's fix. It
+// with the loss computed on each device (ForwardLoss), the usual fix. It
 // prints each device's peak memory for both, checks that the replicas stay
 // in step and that training on one device with the whole batch gives the
 // same parameters. It uses GPUs 0, 1 and 2 when the machine has at least

@@ -1,5 +1,5 @@
-// Modelparallel places the two halves of a network on two devices, as the
-// seed's model_parallel module does: the first sub-network on one device,
+// Modelparallel places the two halves of a network on two devices, as
+// PyTorch's model_parallel example does: the first sub-network on one device,
 // the second on the other, and Forward moves the activations across. To,
 // CUDA and CPU are differentiable, so Backward carries the gradients back
 // across the devices and one optimizer trains both halves. Each device
@@ -38,7 +38,7 @@ func run(w io.Writer) error {
 	return err
 }
 
-// modelParallel is the seed's module:
+// modelParallel is PyTorch's model-parallel example in Go:
 //
 //	class model_parallel(nn.Module):
 //	    def __init__(self):
