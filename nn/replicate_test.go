@@ -22,6 +22,7 @@ type twoPart struct {
 	scale      float64
 	byName     map[string]nn.Module
 	extra      []any
+	self       *twoPart // a cycle
 }
 
 func newTwoPart(dev vram.Device) *twoPart {
@@ -36,6 +37,7 @@ func newTwoPart(dev vram.Device) *twoPart {
 	}
 	m.byName = map[string]nn.Module{"first": m.sub1}
 	m.extra = []any{m.offset, "note"}
+	m.self = m
 	m.RegisterModule("sub1", m.sub1)
 	m.RegisterModule("sub2", m.sub2)
 	return m
@@ -138,6 +140,9 @@ func TestReplicate(t *testing.T) {
 			}
 			if r.offset == m.offset || r.offset.Device() != c.to || r.extra[0] != any(r.offset) || r.extra[1] != "note" {
 				t.Fatalf("the buffer: %v on %v, extra %v", r.offset == m.offset, r.offset.Device(), r.extra)
+			}
+			if r.self != r {
+				t.Fatal("a pointer back to the module does not point to the replica")
 			}
 			if r.dev != c.to || r.scale != 2 {
 				t.Fatalf("dev %v, scale %v", r.dev, r.scale)

@@ -301,6 +301,21 @@ func TestDataParallelErrors(t *testing.T) {
 	}
 	dp.To(vram.Sim(0)) // where the module is: nothing to do
 
+	// A released DataParallelModule says so.
+	gone, err := NewDataParallel(nn.NewLinear(2, 2), simDevs(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gone.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := vram.Catch(func() { gone.Forward(x) }); !errors.Is(err, vram.ErrReleased) {
+		t.Fatalf("Forward after Release: %v", err)
+	}
+	if err := gone.SyncGradients(); err == nil {
+		t.Fatal("SyncGradients after Release")
+	}
+
 	// A replica that fails is named, and the error keeps its kind.
 	p := &panicky{bad: vram.Sim(1)}
 	p.w = vram.Keep(vram.Ones(vram.Shape{3}, vram.WithGrad()))

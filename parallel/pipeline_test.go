@@ -236,6 +236,14 @@ func TestPipelineErrors(t *testing.T) {
 		if !errors.Is(err, vram.ErrShape) || !strings.Contains(err.Error(), "batch dimension") {
 			t.Fatalf("%v: targets of another batch: %v", sched, err)
 		}
+		for _, in := range []*vram.Tensor{nil, vram.Scalar(1), vram.Zeros(vram.Shape{0, 2})} {
+			if err := vram.Catch(func() { p.ForwardBackward(in, in, nn.MSELoss) }); err == nil {
+				t.Fatalf("%v: ForwardBackward took the input %v", sched, in)
+			}
+			if err := vram.Catch(func() { p.Forward(in) }); err == nil {
+				t.Fatalf("%v: Forward took the input %v", sched, in)
+			}
+		}
 		if err := vram.Catch(func() { p.To(vram.CPU) }); !errors.Is(err, vram.ErrArgument) {
 			t.Fatalf("To: %v", err)
 		}
