@@ -222,7 +222,7 @@ func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 	case ActReLU:
 		sv[2] = out.share()
 	case ActGELU:
-		sv[2] = pre
+		sv[2] = Keep(pre) // the graph's, whatever Tidy it was made in
 		pre = nil
 	}
 	record(op, out, []*Tensor{x, weight, bias}, compact(sv), func(g *Tensor) []*Tensor {

@@ -33,7 +33,9 @@
 //		return m.out.Forward(a)
 //	}
 //
-// Simple functions become modules through [Func].
+// Simple functions become modules through [Func]. [Replicate] copies such
+// a module, unexported fields and all, to another device (data parallelism
+// makes one replica per device with it).
 //
 // # Memory
 //

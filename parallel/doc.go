@@ -19,4 +19,39 @@
 // The in-process and TCP collectives exist so that every feature of this
 // package runs, and is tested, on machines without GPUs, and for CPU jobs;
 // they are not fast. GPUs, and several hosts with GPUs, use NCCL.
+//
+// # Data parallelism
+//
+// [NewDataParallel] (or [DataParallel] with CUDA device indices, the
+// spelling of PyTorch's nn.DataParallel(model, device_ids=[0, 1, 2]))
+// replicates a module once per device with nn.Replicate, the module itself
+// being replica 0. Forward splits a batch along its batch dimension, runs
+// every replica on its own goroutine and gathers the outputs on one
+// device; ForwardLoss computes the loss on each device instead, so that no
+// device holds the others' outputs:
+//
+//	net, err := parallel.NewDataParallel(myNet, []vram.Device{vram.Sim(0), vram.Sim(1)})
+//	opt, err := net.Optimizer(func(ps []*vram.Tensor) (optim.Optimizer, error) {
+//		return optim.NewSGD(ps, optim.SGDConfig{LR: 0.1})
+//	})
+//	loss := net.ForwardLoss(x, y, nn.MSELoss) // or nn.MSELoss(net.Forward(x), y)
+//	loss.Backward()
+//	opt.Step() // sums the replicas' gradients, then steps every replica
+//	opt.ZeroGrad()
+//
+// The gradients are summed with a [Communicator] (NCCL for CUDA devices
+// when it can be used, the in-process group otherwise), so the replicas
+// take the same step and stay identical: no forward copies the parameters
+// again. Report gives each device's memory and time per phase.
+//
+// # Model and pipeline parallelism
+//
+// A module whose sub-modules live on different devices needs nothing from
+// this package: To, CUDA and CPU are differentiable, so Backward carries
+// gradients back across devices. [Pipeline] makes such a split efficient:
+// a batch is cut into micro-batches that flow through the stages, each on
+// its own goroutine and device, under a [Schedule] (GPipe, or 1F1B, which
+// holds the activations of at most S-s micro-batches in stage s of S);
+// ForwardBackward runs a training step's passes and Report compares the
+// bubble expected, (S-1)/(M+S-1), with the one measured.
 package parallel

@@ -1,0 +1,823 @@
+package parallel
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+	"github.com/vramgo/vram/optim"
+)
+
+// DataParallelModule runs one module on several devices of this process,
+// one goroutine per device (torch.nn.DataParallel, without a GIL in the
+// way): a batch is split along its batch dimension, each replica computes
+// its part on its own device, and the outputs are gathered on one device,
+// or each replica computes its part of the loss too ([ForwardLoss]), so
+// that no device does the others' work.
+//
+// The replicas are made once, by [NewDataParallel], and stay identical:
+// the wrapper optimizer ([DataParallelModule.Optimizer]) sums the
+// replicas' gradients with a collective and then steps every replica with
+// the same update, so no forward copies the parameters again. Replica 0 is
+// the module itself, on the first device, so after training it holds the
+// trained parameters.
+//
+// A DataParallelModule is an [nn.Module]: its parameters are replica 0's,
+// named "module."+name like PyTorch's DataParallel. It is used by one
+// goroutine at a time.
+type DataParallelModule struct {
+	replicas []nn.Module
+	params   [][]*vram.Tensor // per replica, in the module's order
+	devs     []vram.Device
+	comms    []Communicator
+	comm     string // which collectives, for the report
+	out      vram.Device
+	dim      int
+	bucket   int64
+	closed   bool
+
+	rep dpTimes
+}
+
+// dpTimes are the report's cumulative timings.
+type dpTimes struct {
+	forward, backward, reduce, step []time.Duration
+	gather                          time.Duration
+	forwards, backwards, steps      int
+}
+
+// DataParallelOption configures [NewDataParallel].
+type DataParallelOption func(*dpConfig)
+
+type dpConfig struct {
+	out    vram.Device
+	outSet bool
+	dim    int
+	comms  []Communicator
+	bucket int64
+}
+
+// OutputDevice makes Forward gather the outputs on d (by default, the
+// first device). d may be any device, the CPU included.
+func OutputDevice(d vram.Device) DataParallelOption {
+	return func(c *dpConfig) { c.out, c.outSet = d, true }
+}
+
+// ScatterDim makes dim the batch dimension along which inputs (and the
+// targets of ForwardLoss) are split and outputs gathered; by default 0.
+// A negative dim counts from the end.
+func ScatterDim(dim int) DataParallelOption {
+	return func(c *dpConfig) { c.dim = dim }
+}
+
+// WithCommunicators makes the replicas sum their gradients with comms,
+// rank i for device i, instead of a group that NewDataParallel makes (NCCL
+// for CUDA devices where it can be used, [NewLocalGroup] otherwise).
+func WithCommunicators(comms []Communicator) DataParallelOption {
+	return func(c *dpConfig) { c.comms = comms }
+}
+
+// GradientBucketBytes sets how many bytes of gradients are summed in one
+// collective (25 MiB by default, as PyTorch's DDP): gradients of one dtype
+// are concatenated into buckets of about this size, which costs a copy but
+// fewer collectives. 0 reduces each gradient on its own.
+func GradientBucketBytes(n int64) DataParallelOption {
+	return func(c *dpConfig) { c.bucket = n }
+}
+
+const dpBucketBytes = 25 << 20
+
+// ncclGroup makes NCCL communicators for CUDA devices, one per device,
+// when the NCCL bindings are built in; it is nil otherwise.
+var ncclGroup func(devs []vram.Device) ([]Communicator, error)
+
+// newGroup returns communicators for devs and says which they are: NCCL
+// when every device is a CUDA device and NCCL can be used, the in-process
+// collectives otherwise (with NCCL's error, when it failed).
+func newGroup(devs []vram.Device) ([]Communicator, string, error) {
+	note := ""
+	if ncclGroup != nil && !slices.ContainsFunc(devs, func(d vram.Device) bool { return !d.IsCUDA() }) {
+		comms, err := ncclGroup(devs)
+		if err == nil {
+			return comms, "nccl", nil
+		}
+		note = fmt.Sprintf(" (NCCL: %v)", err)
+	}
+	comms, err := NewLocalGroup(devs)
+	return comms, "in-process" + note, err
+}
+
+// DataParallel is [NewDataParallel] on CUDA devices given by index, the
+// spelling of PyTorch's nn.DataParallel(model, device_ids=[0, 1, 2]):
+//
+//	net, err := parallel.DataParallel(myNet, []int{0, 1, 2})
+//
+// An empty list means every CUDA device of the machine.
+func DataParallel(m nn.Module, deviceIDs []int, opts ...DataParallelOption) (*DataParallelModule, error) {
+	if len(deviceIDs) == 0 {
+		for i := range vram.DeviceCount() {
+			deviceIDs = append(deviceIDs, i)
+		}
+		if len(deviceIDs) == 0 {
+			return nil, errors.New("parallel: data parallel: no CUDA device; give the devices with NewDataParallel (sim devices or the CPU run without a GPU)")
+		}
+	}
+	devs := make([]vram.Device, len(deviceIDs))
+	for i, id := range deviceIDs {
+		devs[i] = vram.CUDA(id)
+	}
+	return NewDataParallel(m, devs, opts...)
+}
+
+// NewDataParallel returns m replicated on devices, which must be distinct
+// and available (CUDA, sim or the CPU, mixed if need be). m itself is
+// replica 0: its parameters are moved to devices[0] first when they are
+// elsewhere (as PyTorch requires the module on device_ids[0]); the others
+// are made with [nn.Replicate]. The module's parameters must not be
+// replaced afterwards (their values may change: call SyncParameters after
+// changing them outside the optimizer, for instance after loading a
+// checkpoint into m).
+func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOption) (*DataParallelModule, error) {
+	if m == nil {
+		return nil, errors.New("parallel: data parallel: nil module")
+	}
+	if err := distinctDevices("data parallel", devices); err != nil {
+		return nil, err
+	}
+	cfg := dpConfig{bucket: dpBucketBytes}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("parallel: data parallel: nil option")
+		}
+		o(&cfg)
+	}
+	if !cfg.outSet {
+		cfg.out = devices[0]
+	}
+	if err := cfg.out.Check(); err != nil {
+		return nil, fmt.Errorf("parallel: data parallel: output device %v: %w", cfg.out, err)
+	}
+	if cfg.bucket < 0 {
+		return nil, fmt.Errorf("parallel: data parallel: negative gradient bucket size %d", cfg.bucket)
+	}
+	if cfg.comms != nil {
+		if err := checkComms(cfg.comms, devices); err != nil {
+			return nil, err
+		}
+	}
+	if err := vram.Catch(func() { m.To(devices[0]) }); err != nil {
+		return nil, fmt.Errorf("parallel: data parallel: moving the module to %v: %w", devices[0], err)
+	}
+	dp := &DataParallelModule{devs: slices.Clone(devices), out: cfg.out, dim: cfg.dim, bucket: cfg.bucket}
+	dp.replicas = []nn.Module{m}
+	for _, d := range devices[1:] {
+		r, err := nn.Replicate(m, d)
+		if err != nil {
+			dp.releaseReplicas()
+			return nil, fmt.Errorf("parallel: data parallel: %w", err)
+		}
+		dp.replicas = append(dp.replicas, r)
+	}
+	for _, r := range dp.replicas {
+		dp.params = append(dp.params, r.Parameters())
+	}
+	if cfg.comms != nil {
+		dp.comms, dp.comm = cfg.comms, "given"
+	} else {
+		comms, kind, err := newGroup(devices)
+		if err != nil {
+			dp.releaseReplicas()
+			return nil, fmt.Errorf("parallel: data parallel: %w", err)
+		}
+		dp.comms, dp.comm = comms, kind
+	}
+	n := len(devices)
+	dp.rep = dpTimes{forward: make([]time.Duration, n), backward: make([]time.Duration, n),
+		reduce: make([]time.Duration, n), step: make([]time.Duration, n)}
+	return dp, nil
+}
+
+func checkComms(comms []Communicator, devs []vram.Device) error {
+	if len(comms) != len(devs) {
+		return fmt.Errorf("parallel: data parallel: %d communicators for %d devices", len(comms), len(devs))
+	}
+	for i, c := range comms {
+		switch {
+		case c == nil:
+			return fmt.Errorf("parallel: data parallel: communicator %d is nil", i)
+		case c.Rank() != i || c.Size() != len(devs):
+			return fmt.Errorf("parallel: data parallel: communicator %d is rank %d of %d, want rank %d of %d", i, c.Rank(), c.Size(), i, len(devs))
+		case c.Device() != devs[i]:
+			return fmt.Errorf("parallel: data parallel: communicator %d is on %v, device %d is %v", i, c.Device(), i, devs[i])
+		}
+	}
+	return nil
+}
+
+// releaseReplicas releases every replica but the module itself.
+func (dp *DataParallelModule) releaseReplicas() {
+	for _, r := range dp.replicas[1:] {
+		nn.Release(r)
+	}
+	dp.replicas = dp.replicas[:1]
+}
+
+// Devices returns the replicas' devices, replica i on device i.
+func (dp *DataParallelModule) Devices() []vram.Device { return slices.Clone(dp.devs) }
+
+// Replicas returns the replicas, the module itself first.
+func (dp *DataParallelModule) Replicas() []nn.Module { return slices.Clone(dp.replicas) }
+
+// Module returns the module given to NewDataParallel (replica 0), as
+// PyTorch's DataParallel.module.
+func (dp *DataParallelModule) Module() nn.Module { return dp.replicas[0] }
+
+func (dp *DataParallelModule) live(op string) {
+	if dp.closed {
+		panic(&vram.Error{Op: op, Kind: vram.ErrReleased, Detail: "the DataParallelModule was released"})
+	}
+}
+
+// shares returns the batch dimension of x and how many of its rows each
+// replica takes.
+func (dp *DataParallelModule) shares(op string, x *vram.Tensor) (int, []int) {
+	if x == nil {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "nil input"})
+	}
+	dim := resolveDim(op, dp.dim, x.Dim())
+	n := x.Size(dim)
+	if n == 0 {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("the batch (dimension %d of %v) is empty", dim, x.Shape())})
+	}
+	return dim, splitSizes(n, len(dp.devs))
+}
+
+// label names replica r for errors.
+func (dp *DataParallelModule) label(r int) string {
+	return fmt.Sprintf("replica %d on %v", r, dp.devs[r])
+}
+
+// onReplicas runs fn(r) for each replica r that has rows (sizes[r] > 0,
+// or every replica when sizes is nil), each on its own goroutine, and
+// adds the times to acc.
+func (dp *DataParallelModule) onReplicas(op string, sizes []int, acc []time.Duration, fn func(r int)) {
+	var ranks []int
+	var ws []worker
+	for r, d := range dp.devs {
+		if sizes != nil && sizes[r] == 0 {
+			continue
+		}
+		ranks = append(ranks, r)
+		ws = append(ws, worker{dev: d, fn: func() { fn(r) }})
+	}
+	took := onDevices(op, func(i int) string { return dp.label(ranks[i]) }, ws)
+	for i, r := range ranks {
+		acc[r] += took[i]
+	}
+}
+
+// Forward splits x along the batch dimension into one part per device (as
+// even as possible: 10 rows on 3 devices are 4, 3 and 3; a device gets
+// nothing when there are fewer rows than devices), runs each replica on
+// its part on its own goroutine, and returns the outputs concatenated on
+// the output device, in order. x may be on any device. Gradients flow back
+// through the gather to each replica's parameters (and to x); the
+// optimizer then sums them. Outputs with no dimensions (a loss computed
+// inside the module, the usual fix for an overloaded first GPU) are
+// stacked into a vector, one element per replica, as PyTorch does.
+//
+// The module's Forward runs on several goroutines at once, one per
+// replica, each with the caller's gradient mode and current streams. A
+// panic in a replica is re-raised here as an [*vram.Error] that names the
+// replica and wraps the original (vram.Catch returns it).
+func (dp *DataParallelModule) Forward(x *vram.Tensor) *vram.Tensor {
+	const op = "data parallel forward"
+	dp.live(op)
+	dim, sizes := dp.shares(op, x)
+	offs := offsets(sizes)
+	outs := make([]*vram.Tensor, len(dp.devs))
+	dp.onReplicas(op, sizes, dp.rep.forward, func(r int) {
+		in := chunk(x, dim, offs[r], sizes[r], dp.devs[r])
+		defer in.Release()
+		outs[r] = vram.Keep(dp.replicas[r].Forward(in))
+	})
+	dp.rep.forwards++
+	start := time.Now()
+	defer func() { dp.rep.gather += time.Since(start) }()
+	var moved []*vram.Tensor
+	defer func() {
+		for _, t := range outs {
+			if t != nil {
+				t.Release()
+			}
+		}
+		for _, t := range moved {
+			t.Release()
+		}
+	}()
+	scalar := false
+	for r, o := range outs {
+		if o == nil {
+			continue
+		}
+		if o.Dim() == 0 {
+			scalar = true
+		} else if scalar {
+			panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("replica %d returned shape %v where others returned scalars", r, o.Shape())})
+		}
+		moved = append(moved, o.To(dp.out))
+	}
+	if scalar {
+		return vram.Stack(moved, 0)
+	}
+	if len(moved) == 1 {
+		return moved[0].To(dp.out)
+	}
+	return vram.Cat(moved, resolveDim(op, dp.dim, moved[0].Dim()))
+}
+
+func offsets(sizes []int) []int {
+	out := make([]int, len(sizes))
+	for i := 1; i < len(sizes); i++ {
+		out[i] = out[i-1] + sizes[i-1]
+	}
+	return out
+}
+
+// ForwardLoss splits x and its targets y along the batch dimension as
+// Forward does, and computes on each replica's device, on its goroutine,
+// the replica's output and lossFn(output, targets): the loss never leaves
+// the devices, so no device gathers the others' outputs (the usual fix
+// for an overloaded first GPU). lossFn must return a scalar that is a mean
+// over the batch, as [nn.MSELoss] and [nn.CrossEntropyLoss] do; each
+// replica's loss is weighted by its share of the rows, so that the
+// [Loss]'s value and gradients are those of the whole batch on one device,
+// uneven splits included. y may be on any device; its batch dimension must
+// have x's size.
+//
+// Panics are re-raised as for Forward.
+func (dp *DataParallelModule) ForwardLoss(x, y *vram.Tensor, lossFn func(output, target *vram.Tensor) *vram.Tensor) *Loss {
+	const op = "data parallel forward loss"
+	dp.live(op)
+	if y == nil || lossFn == nil {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "nil targets or loss function"})
+	}
+	dim, sizes := dp.shares(op, x)
+	ydim := resolveDim(op, dp.dim, y.Dim())
+	if y.Size(ydim) != x.Size(dim) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("inputs %v and targets %v differ in the batch dimension %d", x.Shape(), y.Shape(), dim)})
+	}
+	total := float64(x.Size(dim))
+	offs := offsets(sizes)
+	parts := make([]*vram.Tensor, len(dp.devs))
+	dp.onReplicas(op, sizes, dp.rep.forward, func(r int) {
+		in := chunk(x, dim, offs[r], sizes[r], dp.devs[r])
+		defer in.Release()
+		tgt := chunk(y, ydim, offs[r], sizes[r], dp.devs[r])
+		defer tgt.Release()
+		out := dp.replicas[r].Forward(in)
+		defer out.Release()
+		l := lossFn(out, tgt)
+		defer l.Release()
+		if l.NumElements() != 1 {
+			panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("the loss function returned shape %v; it must return a scalar (a mean over the batch)", l.Shape())})
+		}
+		parts[r] = vram.Keep(l.Reshape().MulScalar(float64(sizes[r]) / total))
+	})
+	dp.rep.forwards++
+	for r := range parts {
+		parts[r] = adopt(parts[r])
+	}
+	return &Loss{dp: dp, parts: parts}
+}
+
+// Loss is the loss of a batch computed by [DataParallelModule.ForwardLoss]:
+// one part on each replica's device, each the replica's loss weighted by
+// its share of the batch, so that their sum is the loss of the whole batch.
+// Its tensors belong to the caller's vram.Tidy like any result.
+type Loss struct {
+	dp    *DataParallelModule
+	parts []*vram.Tensor
+}
+
+// Parts returns each replica's weighted loss, on its device (nil for a
+// replica that got no rows); their sum is the batch's loss.
+func (l *Loss) Parts() []*vram.Tensor { return slices.Clone(l.parts) }
+
+// Item returns the loss of the whole batch: the sum of the parts.
+func (l *Loss) Item() float64 {
+	s := 0.0
+	for _, p := range l.parts {
+		if p != nil {
+			s += p.Item()
+		}
+	}
+	return s
+}
+
+// Backward runs each replica's backward on its own goroutine, from its
+// part of the loss: each replica's parameters get the gradient of its
+// part, and the optimizer sums them. Panics are re-raised as for Forward.
+func (l *Loss) Backward() {
+	const op = "data parallel backward"
+	l.dp.live(op)
+	sizes := make([]int, len(l.parts))
+	for r, p := range l.parts {
+		if p != nil {
+			sizes[r] = 1
+		}
+	}
+	l.dp.onReplicas(op, sizes, l.dp.rep.backward, func(r int) { l.parts[r].Backward() })
+	l.dp.rep.backwards++
+}
+
+// Release releases the parts.
+func (l *Loss) Release() {
+	for _, p := range l.parts {
+		if p != nil {
+			p.Release()
+		}
+	}
+}
+
+// SyncGradients replaces every replica's gradients by their sum over the
+// replicas, with the communicators: what each replica computed is its
+// share of the batch's gradient, so after the sum every replica holds the
+// gradient of the whole batch. A parameter with a gradient on some
+// replicas gets zeros on the others first; one with a gradient on none is
+// left alone. The wrapper optimizer's Step calls it; call it yourself
+// before stepping optimizers of your own on each replica. A failed
+// collective aborts the group, so that no replica waits for ever, and is
+// returned.
+func (dp *DataParallelModule) SyncGradients() error {
+	const op = "data parallel gradients"
+	if dp.closed {
+		return errors.New("parallel: data parallel: SyncGradients after Release")
+	}
+	n := len(dp.params[0])
+	var idx []int // parameters with a gradient somewhere
+	missing := make([][]int, len(dp.devs))
+	for i := range n {
+		some := false
+		for r := range dp.devs {
+			if dp.params[r][i].Grad() != nil {
+				some = true
+			}
+		}
+		if !some {
+			continue
+		}
+		idx = append(idx, i)
+		for r := range dp.devs {
+			if dp.params[r][i].Grad() == nil {
+				missing[r] = append(missing[r], i)
+			}
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	buckets := dp.buckets(idx)
+	errs := make([]error, len(dp.devs))
+	err := vram.Catch(func() {
+		dp.onReplicas(op, nil, dp.rep.reduce, func(r int) {
+			for _, i := range missing[r] {
+				p := dp.params[r][i]
+				var z *vram.Tensor
+				vram.NoGrad(func() { z = vram.Keep(p.NewZeros(p.Shape())) })
+				p.SetGrad(z) // the parameter owns z now
+			}
+			for _, b := range buckets {
+				if err := reduceBucket(dp.comms[r], dp.params[r], b); err != nil {
+					errs[r] = err
+					dp.comms[r].Abort(err)
+					return
+				}
+			}
+		})
+	})
+	if err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+// buckets groups the parameters idx (indices into the parameter lists),
+// last first as their gradients are computed, into runs of one dtype of at
+// most dp.bucket bytes (a parameter larger than that is a bucket alone).
+func (dp *DataParallelModule) buckets(idx []int) [][]int {
+	var out [][]int
+	var cur []int
+	var bytes int64
+	var dt vram.DType
+	for k := len(idx) - 1; k >= 0; k-- {
+		p := dp.params[0][idx[k]]
+		size := int64(p.NumElements()) * int64(p.DType().Size())
+		if len(cur) > 0 && (p.DType() != dt || bytes+size > dp.bucket) {
+			out = append(out, cur)
+			cur, bytes = nil, 0
+		}
+		cur = append(cur, idx[k])
+		bytes += size
+		dt = p.DType()
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// reduceBucket sums the gradients of params[b...] over the ranks of c:
+// in place for a single contiguous gradient, else through one flat
+// buffer, copied back.
+func reduceBucket(c Communicator, params []*vram.Tensor, b []int) error {
+	if len(b) == 1 {
+		if g := params[b[0]].Grad(); g.IsContiguous() {
+			return c.AllReduce(g, Sum)
+		}
+	}
+	flats := make([]*vram.Tensor, len(b))
+	for k, i := range b {
+		flats[k] = params[i].Grad().Reshape(-1)
+	}
+	var flat *vram.Tensor
+	vram.NoGrad(func() { flat = vram.Cat(flats, 0) })
+	if err := c.AllReduce(flat, Sum); err != nil {
+		return err
+	}
+	off := 0
+	for _, i := range b {
+		g := params[i].Grad()
+		n := g.NumElements()
+		part := flat.Narrow(0, off, n).Reshape(g.Shape()...)
+		vram.NoGrad(func() { g.CopyFrom(part) })
+		off += n
+	}
+	return nil
+}
+
+// SyncParameters copies replica 0's parameters (the module's) to every
+// other replica, with the communicators: after changing the module's
+// parameters outside the optimizer, such as loading a checkpoint into it.
+func (dp *DataParallelModule) SyncParameters() error {
+	const op = "data parallel parameters"
+	if dp.closed {
+		return errors.New("parallel: data parallel: SyncParameters after Release")
+	}
+	errs := make([]error, len(dp.devs))
+	err := vram.Catch(func() {
+		dp.onReplicas(op, nil, dp.rep.reduce, func(r int) {
+			for _, p := range dp.params[r] {
+				var err error
+				vram.NoGrad(func() {
+					if p.IsContiguous() {
+						err = dp.comms[r].Broadcast(p, 0)
+						return
+					}
+					c := p.Contiguous()
+					defer c.Release()
+					if err = dp.comms[r].Broadcast(c, 0); err == nil {
+						p.CopyFrom(c)
+					}
+				})
+				if err != nil {
+					errs[r] = err
+					dp.comms[r].Abort(err)
+					return
+				}
+			}
+		})
+	})
+	if err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+// Optimizer returns an optimizer that steps every replica: newOpt makes one
+// optimizer per replica from the replica's parameters (the same kind and
+// settings for all), and the returned one's Step sums the gradients
+// ([DataParallelModule.SyncGradients]) and then steps each replica's
+// optimizer on the replica's goroutine, so the replicas stay identical:
+//
+//	opt, err := net.Optimizer(func(ps []*vram.Tensor) (optim.Optimizer, error) {
+//		return optim.NewSGD(ps, optim.SGDConfig{LR: 0.1})
+//	})
+func (dp *DataParallelModule) Optimizer(newOpt func(params []*vram.Tensor) (optim.Optimizer, error)) (*ReplicaOptimizer, error) {
+	if newOpt == nil {
+		return nil, errors.New("parallel: data parallel optimizer: nil constructor")
+	}
+	o := &ReplicaOptimizer{dp: dp}
+	for r, ps := range dp.params {
+		opt, err := newOpt(ps)
+		if err == nil && opt == nil {
+			err = errors.New("the constructor returned a nil optimizer")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("parallel: data parallel optimizer for %s: %w", dp.label(r), err)
+		}
+		o.opts = append(o.opts, opt)
+	}
+	return o, nil
+}
+
+// ReplicaOptimizer steps the optimizers of every replica of a
+// [DataParallelModule] together; it is an [optim.Optimizer].
+type ReplicaOptimizer struct {
+	dp   *DataParallelModule
+	opts []optim.Optimizer
+}
+
+var _ optim.Optimizer = (*ReplicaOptimizer)(nil)
+
+// Optimizers returns the replicas' optimizers, replica i's at index i.
+func (o *ReplicaOptimizer) Optimizers() []optim.Optimizer { return slices.Clone(o.opts) }
+
+// Step sums the replicas' gradients and steps every replica's optimizer,
+// each on its own goroutine. A failed collective panics with an
+// [*vram.Error] of kind vram.ErrBackend that wraps it.
+func (o *ReplicaOptimizer) Step() {
+	const op = "data parallel step"
+	o.dp.live(op)
+	if err := o.dp.SyncGradients(); err != nil {
+		panic(&vram.Error{Op: op, Kind: vram.ErrBackend, Detail: "summing the replicas' gradients", Err: err})
+	}
+	o.dp.onReplicas(op, nil, o.dp.rep.step, func(r int) { o.opts[r].Step() })
+	o.dp.rep.steps++
+}
+
+// ZeroGrad clears the gradients of every replica.
+func (o *ReplicaOptimizer) ZeroGrad() {
+	for _, opt := range o.opts {
+		opt.ZeroGrad()
+	}
+}
+
+// Release releases the state of every replica's optimizer that has a
+// Release method (as optim.SGD and optim.Adam do: momentum and moment
+// buffers on the replicas' devices).
+func (o *ReplicaOptimizer) Release() {
+	for _, opt := range o.opts {
+		if r, ok := opt.(interface{ Release() }); ok {
+			r.Release()
+		}
+	}
+}
+
+// LR returns the learning rate (replica 0's; they are all the same).
+func (o *ReplicaOptimizer) LR() float64 { return o.opts[0].LR() }
+
+// SetLR sets the learning rate of every replica's optimizer.
+func (o *ReplicaOptimizer) SetLR(lr float64) {
+	for _, opt := range o.opts {
+		opt.SetLR(lr)
+	}
+}
+
+// NamedParameters returns the module's parameters (replica 0's), named
+// "module." + their names, as the keys of PyTorch's DataParallel.
+func (dp *DataParallelModule) NamedParameters() []nn.NamedParameter {
+	named := dp.replicas[0].NamedParameters()
+	for i := range named {
+		named[i].Name = "module." + named[i].Name
+	}
+	return named
+}
+
+// Parameters returns the module's parameters (replica 0's).
+func (dp *DataParallelModule) Parameters() []*vram.Tensor { return dp.replicas[0].Parameters() }
+
+// NamedChildren returns the module, named "module".
+func (dp *DataParallelModule) NamedChildren() []nn.NamedModule {
+	return []nn.NamedModule{{Name: "module", Module: dp.replicas[0]}}
+}
+
+// To does nothing when d is the first device, where the module already
+// is (PyTorch's parallel_net.to(0)); the replicas cannot move elsewhere,
+// and any other d panics with an [*vram.Error] of kind vram.ErrArgument.
+func (dp *DataParallelModule) To(d vram.Device) {
+	if d != dp.devs[0] {
+		panic(&vram.Error{Op: "data parallel to", Kind: vram.ErrArgument, Detail: fmt.Sprintf(
+			"the replicas stay on %v; moving the module to %v would part it from them: make a new DataParallel on the devices you want", dp.devs, d)})
+	}
+}
+
+// CUDA is To(vram.CUDA(index...)).
+func (dp *DataParallelModule) CUDA(index ...int) { dp.To(vram.CUDA(index...)) }
+
+// CPU is To(vram.CPU).
+func (dp *DataParallelModule) CPU() { dp.To(vram.CPU) }
+
+// Train puts every replica in training mode.
+func (dp *DataParallelModule) Train() {
+	for _, r := range dp.replicas {
+		r.Train()
+	}
+}
+
+// Eval puts every replica in evaluation mode.
+func (dp *DataParallelModule) Eval() {
+	for _, r := range dp.replicas {
+		r.Eval()
+	}
+}
+
+// Training reports whether the replicas are in training mode.
+func (dp *DataParallelModule) Training() bool { return dp.replicas[0].Training() }
+
+// Release releases the replicas other than the module itself, and closes
+// the communicators that NewDataParallel made. The DataParallelModule must
+// not be used afterwards; the module stays usable.
+func (dp *DataParallelModule) Release() error {
+	if dp.closed {
+		return nil
+	}
+	dp.closed = true
+	dp.releaseReplicas()
+	if dp.comm == "given" {
+		return nil
+	}
+	var errs []error
+	for _, c := range dp.comms {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// DataParallelReport is what [DataParallelModule.Report] returns: each
+// device's memory and the time its replica spent in each phase since the
+// module was made or the report reset.
+type DataParallelReport struct {
+	// Collectives says which communicators sum the gradients: "nccl",
+	// "in-process" (with NCCL's error when it was tried and failed), or
+	// "given" (WithCommunicators).
+	Collectives string
+	// Replicas has one entry per device, in order.
+	Replicas []ReplicaReport
+	// Gather is the time Forward spent gathering the outputs on Output.
+	Gather time.Duration
+	// Output is the device Forward gathers on.
+	Output vram.Device
+	// Forwards, Backwards and Steps count the calls of Forward and
+	// ForwardLoss, of Loss.Backward, and of the optimizer's Step.
+	Forwards, Backwards, Steps int
+}
+
+// ReplicaReport is one replica's part of a [DataParallelReport]. The
+// times are wall-clock times of the replica's goroutine, each phase ending
+// when its device has finished the work (its current stream synchronised).
+type ReplicaReport struct {
+	Rank   int
+	Device vram.Device
+	// Allocated and MaxAllocated are the device's live and peak bytes of
+	// tensors (vram.MemoryAllocated and vram.MaxMemoryAllocated): the
+	// whole device's, which is the replica's unless other work shares it.
+	Allocated, MaxAllocated int64
+	// Forward covers Forward and ForwardLoss (the replica's part of the
+	// batch copied to its device, its forward and loss); Backward,
+	// Loss.Backward; AllReduce, summing gradients (and SyncParameters);
+	// Step, the replica's optimizer step.
+	Forward, Backward, AllReduce, Step time.Duration
+}
+
+// Report returns the memory of each device and the time spent per phase.
+func (dp *DataParallelModule) Report() DataParallelReport {
+	r := DataParallelReport{Collectives: dp.comm, Gather: dp.rep.gather, Output: dp.out,
+		Forwards: dp.rep.forwards, Backwards: dp.rep.backwards, Steps: dp.rep.steps}
+	for i, d := range dp.devs {
+		r.Replicas = append(r.Replicas, ReplicaReport{Rank: i, Device: d,
+			Allocated: vram.MemoryAllocated(d), MaxAllocated: vram.MaxMemoryAllocated(d),
+			Forward: dp.rep.forward[i], Backward: dp.rep.backward[i], AllReduce: dp.rep.reduce[i], Step: dp.rep.step[i]})
+	}
+	return r
+}
+
+// ResetReport sets the report's times and counts to zero (the devices'
+// peaks are vram.ResetPeakMemoryStats's business).
+func (dp *DataParallelModule) ResetReport() {
+	n := len(dp.devs)
+	dp.rep = dpTimes{forward: make([]time.Duration, n), backward: make([]time.Duration, n),
+		reduce: make([]time.Duration, n), step: make([]time.Duration, n)}
+}
+
+// String formats the report as a table, one row per replica.
+func (r DataParallelReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "data parallel on %d devices (collectives: %s): %d forwards, %d backwards, %d steps; gather on %v %v\n",
+		len(r.Replicas), r.Collectives, r.Forwards, r.Backwards, r.Steps, r.Output, r.Gather.Round(time.Microsecond))
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "rank\tdevice\tallocated\tpeak\tforward\tbackward\tall-reduce\tstep\t")
+	for _, x := range r.Replicas {
+		fmt.Fprintf(w, "%d\t%v\t%s\t%s\t%v\t%v\t%v\t%v\t\n", x.Rank, x.Device, mib(x.Allocated), mib(x.MaxAllocated),
+			x.Forward.Round(time.Microsecond), x.Backward.Round(time.Microsecond), x.AllReduce.Round(time.Microsecond), x.Step.Round(time.Microsecond))
+	}
+	w.Flush()
+	return b.String()
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }

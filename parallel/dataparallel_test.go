@@ -1,0 +1,395 @@
+package parallel
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+	"github.com/vramgo/vram/optim"
+)
+
+// userNet is a model as users write one: nn.Base and layers in
+// unexported fields.
+type userNet struct {
+	nn.Base
+	body *nn.Sequential
+	head *nn.Linear
+}
+
+func newUserNet(in, hidden, out int) *userNet {
+	m := &userNet{
+		body: nn.NewSequential(nn.NewLinear(in, hidden), nn.NewTanh()),
+		head: nn.NewLinear(hidden, out),
+	}
+	m.RegisterModule("body", m.body)
+	m.RegisterModule("head", m.head)
+	return m
+}
+
+func (m *userNet) Forward(x *vram.Tensor) *vram.Tensor {
+	h := m.body.Forward(x)
+	defer h.Release()
+	return m.head.Forward(h)
+}
+
+// f32Tol is the float32 tolerance of the comparisons with one device.
+const f32Tol = 2e-5
+
+func nearF32(a, b float64) bool { return math.Abs(a-b) <= f32Tol*(1+math.Abs(b)) }
+
+// sameParams fails unless got's parameters equal want's within f32Tol.
+func sameParams(t *testing.T, what string, got, want nn.Module) {
+	t.Helper()
+	g, w := got.Parameters(), want.Parameters()
+	if len(g) != len(w) {
+		t.Fatalf("%s: %d parameters, want %d", what, len(g), len(w))
+	}
+	for i := range w {
+		gv, wv := g[i].Float64s(), w[i].Float64s()
+		for j := range wv {
+			if !nearF32(gv[j], wv[j]) {
+				t.Fatalf("%s: parameter %d element %d is %v, one device has %v", what, i, j, gv[j], wv[j])
+			}
+		}
+	}
+}
+
+// sgd and adam make the dpOptimizers compared.
+var dpOptimizers = map[string]func(ps []*vram.Tensor) (optim.Optimizer, error){
+	"sgd": func(ps []*vram.Tensor) (optim.Optimizer, error) {
+		return optim.NewSGD(ps, optim.SGDConfig{LR: 0.1, Momentum: 0.9})
+	},
+	"adam": func(ps []*vram.Tensor) (optim.Optimizer, error) {
+		return optim.NewAdam(ps, optim.AdamConfig{LR: 0.01})
+	},
+}
+
+// TestDataParallelMatchesOneDevice trains a model with DataParallel and
+// the same model on one device with the whole batch, and compares the
+// parameters of every replica after several steps.
+func TestDataParallelMatchesOneDevice(t *testing.T) {
+	tests := []struct {
+		name  string
+		devs  []vram.Device
+		batch int
+		mode  string // "gather", "loss" or "scalar" (the loss returned by the module)
+		opt   string
+		dim   int
+	}{
+		{"gather even sgd", simDevs(2), 8, "gather", "sgd", 0},
+		{"gather uneven adam", []vram.Device{vram.Sim(0), vram.CPU, vram.Sim(1)}, 10, "gather", "adam", 0},
+		{"loss uneven sgd", simDevs(3), 10, "loss", "sgd", 0},
+		{"loss even adam", []vram.Device{vram.CPU, vram.Sim(0)}, 6, "loss", "adam", 0},
+		{"fewer rows than devices", simDevs(3), 2, "loss", "sgd", 0},
+		{"gather along dim 1", simDevs(2), 5, "gather", "sgd", 1},
+		{"loss along dim 1", simDevs(3), 7, "loss", "adam", 1},
+		{"one device", simDevs(1), 4, "loss", "sgd", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vram.ManualSeed(7)
+			ref := newUserNet(4, 8, 3)
+			defer nn.Release(ref)
+			initial, err := nn.Replicate(ref, vram.CPU)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dp, err := NewDataParallel(initial, tt.devs, ScatterDim(tt.dim), GradientBucketBytes(64))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nn.Release(initial)
+			defer dp.Release()
+			refOpt, _ := dpOptimizers[tt.opt](ref.Parameters())
+			opt, err := dp.Optimizer(dpOptimizers[tt.opt])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer opt.Release()
+			shape := vram.Shape{tt.batch, 4}
+			tshape := vram.Shape{tt.batch, 3}
+			if tt.dim == 1 {
+				shape, tshape = vram.Shape{2, tt.batch, 4}, vram.Shape{2, tt.batch, 3}
+			}
+			for step := range 4 {
+				vram.Tidy(func() {
+					x, y := vram.Randn(shape), vram.Randn(tshape)
+					refLoss := nn.MSELoss(ref.Forward(x), y)
+					refLoss.Backward()
+					refOpt.Step()
+					refOpt.ZeroGrad()
+
+					var got float64
+					switch tt.mode {
+					case "gather":
+						out := dp.Forward(x)
+						if out.Device() != tt.devs[0] || !slices.Equal(out.Shape(), tshape) {
+							t.Fatalf("gathered %v on %v", out.Shape(), out.Device())
+						}
+						loss := nn.MSELoss(out, y.To(out.Device()))
+						loss.Mean().Backward()
+						got = loss.Item()
+					case "loss":
+						loss := dp.ForwardLoss(x, y, nn.MSELoss)
+						loss.Backward()
+						got = loss.Item()
+					}
+					opt.Step()
+					opt.ZeroGrad()
+					if !nearF32(got, refLoss.Item()) {
+						t.Fatalf("step %d: loss %v, one device %v", step, got, refLoss.Item())
+					}
+				})
+			}
+			for r, rep := range dp.Replicas() {
+				sameParams(t, fmt.Sprintf("replica %d on %v", r, tt.devs[r]), rep, ref)
+				for i, p := range rep.Parameters() {
+					if p.Device() != tt.devs[r] {
+						t.Fatalf("replica %d's parameter %d is on %v", r, i, p.Device())
+					}
+					if !slices.Equal(p.Float64s(), initial.Parameters()[i].Float64s()) {
+						t.Fatalf("replica %d's parameter %d differs from replica 0's: the replicas left step", r, i)
+					}
+				}
+			}
+			rep := dp.Report()
+			if rep.Steps != 4 || rep.Forwards != 4 || len(rep.Replicas) != len(tt.devs) || rep.Collectives != "in-process" {
+				t.Fatalf("report: %+v", rep)
+			}
+			if s := rep.String(); !strings.Contains(s, "all-reduce") || !strings.Contains(s, tt.devs[0].String()) {
+				t.Fatalf("report table:\n%s", s)
+			}
+		})
+	}
+}
+
+// TestDataParallelScalarOutputs: a module that returns its own loss (the
+// advice "compute the loss in the forward pass") gives one loss per
+// replica, stacked; their mean's backward trains every replica.
+func TestDataParallelScalarOutputs(t *testing.T) {
+	vram.ManualSeed(2)
+	lin := nn.NewLinear(3, 1)
+	m := &lossNet{lin: lin}
+	m.RegisterModule("lin", lin)
+	dp, err := NewDataParallel(m, simDevs(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Release()
+	defer nn.Release(m)
+	opt, err := dp.Optimizer(dpOptimizers["sgd"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opt.Release()
+	vram.Tidy(func() {
+		x := vram.Randn(vram.Shape{6, 3})
+		losses := dp.Forward(x)
+		if !slices.Equal(losses.Shape(), vram.Shape{2}) {
+			t.Fatalf("losses of shape %v, want [2]", losses.Shape())
+		}
+		losses.Mean().Backward()
+		opt.Step()
+	})
+	a, b := dp.Replicas()[0].Parameters(), dp.Replicas()[1].Parameters()
+	for i := range a {
+		if !slices.Equal(a[i].Float64s(), b[i].Float64s()) || a[i].Grad() == nil {
+			t.Fatal("the replicas differ after a step, or got no gradient")
+		}
+	}
+}
+
+// lossNet returns the mean square of a linear map: a loss.
+type lossNet struct {
+	nn.Base
+	lin *nn.Linear
+}
+
+func (m *lossNet) Forward(x *vram.Tensor) *vram.Tensor {
+	y := m.lin.Forward(x)
+	defer y.Release()
+	sq := y.Square()
+	defer sq.Release()
+	return sq.Mean()
+}
+
+// panicky panics on one device.
+type panicky struct {
+	nn.Base
+	w   *vram.Tensor
+	bad vram.Device
+}
+
+func (p *panicky) Forward(x *vram.Tensor) *vram.Tensor {
+	if p.w.Device() == p.bad {
+		y := vram.Ones(vram.Shape{3, 3}, x.Device())
+		defer y.Release()
+		return x.Add(y) // a shape error
+	}
+	return x.Mul(p.w)
+}
+
+func TestDataParallelErrors(t *testing.T) {
+	lin := nn.NewLinear(2, 2)
+	defer nn.Release(lin)
+	for _, tt := range []struct {
+		name string
+		make func() (*DataParallelModule, error)
+		want string
+	}{
+		{"nil module", func() (*DataParallelModule, error) { return NewDataParallel(nil, simDevs(2)) }, "nil module"},
+		{"no devices", func() (*DataParallelModule, error) { return NewDataParallel(lin, nil) }, "no devices"},
+		{"a device twice", func() (*DataParallelModule, error) {
+			return NewDataParallel(lin, []vram.Device{vram.Sim(0), vram.Sim(0)})
+		}, "given twice"},
+		{"missing device", func() (*DataParallelModule, error) { return NewDataParallel(lin, []vram.Device{vram.Sim(40)}) }, "sim:40"},
+		{"no GPU", func() (*DataParallelModule, error) { return DataParallel(lin, []int{0, 1}) }, "cuda:0"},
+		{"wrong communicators", func() (*DataParallelModule, error) {
+			comms, _ := NewLocalGroup(simDevs(2))
+			return NewDataParallel(lin, []vram.Device{vram.Sim(1), vram.Sim(0)}, WithCommunicators(comms))
+		}, "communicator 0 is on sim:0"},
+		{"negative bucket", func() (*DataParallelModule, error) {
+			return NewDataParallel(lin, simDevs(2), GradientBucketBytes(-1))
+		}, "negative"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dp, err := tt.make()
+			if err == nil || dp != nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, %v; want an error with %q", dp, err, tt.want)
+			}
+		})
+	}
+	if vram.CUDAAvailable() {
+		return
+	}
+
+	dp, err := NewDataParallel(lin, simDevs(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Release()
+	x := vram.Randn(vram.Shape{4, 2})
+	defer x.Release()
+	y := vram.Randn(vram.Shape{3, 2})
+	defer y.Release()
+	for _, tt := range []struct {
+		name string
+		fn   func()
+		kind error
+		want string
+	}{
+		{"To another device", func() { dp.To(vram.CPU) }, vram.ErrArgument, "replicas stay on"},
+		{"scalar input", func() { dp.Forward(vram.Scalar(1)) }, vram.ErrShape, "0-dimensional"},
+		{"empty batch", func() { dp.Forward(vram.Zeros(vram.Shape{0, 2})) }, vram.ErrShape, "empty"},
+		{"targets of another batch", func() { dp.ForwardLoss(x, y, nn.MSELoss) }, vram.ErrShape, "batch dimension"},
+		{"a loss that is not a scalar", func() {
+			dp.ForwardLoss(x, x, func(a, b *vram.Tensor) *vram.Tensor { return a.Sub(b) })
+		}, vram.ErrShape, "scalar"},
+		{"a shape error in every replica, the first named", func() { dp.Forward(vram.Randn(vram.Shape{4, 3})) }, vram.ErrShape, "replica 0 on sim:0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := vram.Catch(tt.fn)
+			if !errors.Is(err, tt.kind) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v; want a %v error with %q", err, tt.kind, tt.want)
+			}
+		})
+	}
+	dp.To(vram.Sim(0)) // where the module is: nothing to do
+
+	// A released DataParallelModule says so.
+	gone, err := NewDataParallel(nn.NewLinear(2, 2), simDevs(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gone.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := vram.Catch(func() { gone.Forward(x) }); !errors.Is(err, vram.ErrReleased) {
+		t.Fatalf("Forward after Release: %v", err)
+	}
+	if err := gone.SyncGradients(); err == nil {
+		t.Fatal("SyncGradients after Release")
+	}
+
+	// A replica that fails is named, and the error keeps its kind.
+	p := &panicky{bad: vram.Sim(1)}
+	p.w = vram.Keep(vram.Ones(vram.Shape{3}, vram.WithGrad()))
+	p.RegisterParameter("w", p.w)
+	dpp, err := NewDataParallel(p, simDevs(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dpp.Release()
+	in := vram.Ones(vram.Shape{4, 3})
+	defer in.Release()
+	err = vram.Catch(func() { dpp.Forward(in) })
+	if !errors.Is(err, vram.ErrShape) || !strings.Contains(err.Error(), "replica 1 on sim:1") {
+		t.Fatalf("a failing replica: %v", err)
+	}
+}
+
+// TestDataParallelSyncParameters: after the module's parameters change
+// outside the optimizer, SyncParameters makes the replicas equal again.
+func TestDataParallelSyncParameters(t *testing.T) {
+	m := newUserNet(2, 3, 1)
+	defer nn.Release(m)
+	dp, err := NewDataParallel(m, []vram.Device{vram.Sim(0), vram.Sim(1), vram.CPU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Release()
+	vram.NoGrad(func() { m.head.Weight.FillInPlace(5) })
+	if err := dp.SyncParameters(); err != nil {
+		t.Fatal(err)
+	}
+	for r, rep := range dp.Replicas() {
+		sameParams(t, fmt.Sprintf("replica %d", r), rep, m)
+	}
+	if n := dp.NamedParameters()[0].Name; n != "module.body.0.weight" {
+		t.Fatalf("first parameter named %q", n)
+	}
+}
+
+// TestDataParallelConcurrentUse runs two DataParallel models at once from
+// two goroutines, for the race detector.
+func TestDataParallelConcurrentUse(t *testing.T) {
+	done := make(chan error, 2)
+	for k := range 2 {
+		go func() {
+			done <- vram.Catch(func() {
+				m := newUserNet(3, 4, 2)
+				defer nn.Release(m)
+				dp, err := NewDataParallel(m, []vram.Device{vram.Sim(2 * k), vram.Sim(2*k + 1)})
+				if err != nil {
+					panic(&vram.Error{Kind: vram.ErrArgument, Detail: err.Error()})
+				}
+				defer dp.Release()
+				opt, _ := dp.Optimizer(dpOptimizers["adam"])
+				defer opt.Release()
+				for range 3 {
+					vram.Tidy(func() {
+						x, y := vram.Randn(vram.Shape{5, 3}), vram.Randn(vram.Shape{5, 2})
+						l := dp.ForwardLoss(x, y, nn.MSELoss)
+						l.Backward()
+						opt.Step()
+						opt.ZeroGrad()
+						out := dp.Forward(x)
+						nn.MSELoss(out, y.To(out.Device())).Backward()
+						opt.Step()
+						opt.ZeroGrad()
+					})
+				}
+			})
+		}()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
