@@ -166,7 +166,7 @@ func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOpt
 		return nil, fmt.Errorf("parallel: data parallel: negative gradient bucket size %d", cfg.bucket)
 	}
 	if cfg.comms != nil {
-		if err := checkComms(cfg.comms, devices); err != nil {
+		if err := checkReplicaComms(cfg.comms, devices); err != nil {
 			return nil, err
 		}
 	}
@@ -202,7 +202,7 @@ func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOpt
 	return dp, nil
 }
 
-func checkComms(comms []Communicator, devs []vram.Device) error {
+func checkReplicaComms(comms []Communicator, devs []vram.Device) error {
 	if len(comms) != len(devs) {
 		return fmt.Errorf("parallel: data parallel: %d communicators for %d devices", len(comms), len(devs))
 	}

@@ -838,3 +838,6 @@ func (g *groupCalls) finish(endErr error) error {
 	}
 	return fmt.Errorf("parallel: the NCCL group of %d calls (%s on %s first): %w", len(g.ops), g.ops[0].op, g.ops[0].c.st.where, endErr)
 }
+
+// DataParallel on CUDA devices uses NCCL when it is there.
+func init() { ncclGroup = NewNCCLGroup }

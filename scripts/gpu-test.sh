@@ -42,7 +42,7 @@ PKGS=(
 	backend/cuda
 	native/nvml
 	native/nccl
-	"parallel:NCCL"
+	"parallel:NCCL|TestCUDA"
 	monitor
 	"cmd/vram:TestDoctor"
 )
