@@ -140,6 +140,11 @@ func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
 		g.Communicator, err = joinNCCL(ctx, store, prefix, l.Rank, size, dev, initTimeout)
 	}
 	if err != nil {
+		if g.server != nil {
+			// The other ranks may still wait for an answer of the store
+			// that names the rank missing; give it time to come.
+			time.Sleep(timeoutGrace(initTimeout))
+		}
 		g.close()
 		return nil, err
 	}

@@ -756,12 +756,14 @@ func (s *Store) do(ctx context.Context, op byte, keys []string, value []byte, de
 	}
 	if err != nil {
 		c.Close()
-		if ctx.Err() != nil {
-			return fail(ctx.Err())
-		}
 		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
+		switch {
+		case errors.Is(ctx.Err(), context.Canceled):
+			return fail(ctx.Err())
+		case errors.As(err, &ne) && ne.Timeout():
 			return storeReply{}, &StoreTimeoutError{Addr: s.addr, Op: what, After: time.Since(start).Round(time.Millisecond)}
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
+			return fail(fmt.Errorf("the server closed the connection (did the process serving the store, rank 0 or vram run, exit?): %w", err))
 		}
 		return fail(err)
 	}
