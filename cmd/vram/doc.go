@@ -15,7 +15,7 @@
 //	run      start the ranks of a distributed job with torchrun's variables, serving its rendezvous store
 //	smi      show every GPU's memory, utilization, temperature, power and processes, like nvidia-smi
 //	version  print the version of vram and of the Go toolchain that built it
-//	watch    live view of every GPU's memory and utilization with history, and per-process memory
+//	watch    live view of every GPU's memory and utilization with history, and per-process memory; --pids for the GPUs of a job
 //
 // Run "vram <command> --help" for a command's flags. Commands that report
 // results take --json and then print one JSON object on standard output (one
