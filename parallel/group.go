@@ -48,11 +48,12 @@ type ProcessGroupOptions struct {
 
 // InitProcessGroup joins this process to a group of a distributed job and
 // returns its communicator (torch.distributed.init_process_group with
-// init_method "env://"): the ranks meet through a rendezvous store at MASTER_ADDR and
-// MASTER_PORT, which the launcher serves ("vram run" does: LaunchInfo.
-// AgentStore) or else rank 0 serves for as long as its communicator is
-// open. With the NCCL backend rank 0 makes NCCL's unique id and shares it
-// through the store; with TCP each rank publishes its address there.
+// init_method "env://"). The ranks meet through a rendezvous store at
+// MASTER_ADDR:MASTER_PORT, which the launcher serves ("vram run" does, and
+// says so with LaunchInfo.AgentStore) or else rank 0 serves for as long as
+// its communicator is open. With the NCCL backend rank 0 makes NCCL's
+// unique id and shares it through the store; with TCP each rank publishes
+// its address there.
 //
 // Every rank waits at most InitTimeout for the others; a rank that does
 // not arrive makes the others fail with a [*RankError] naming it. A job

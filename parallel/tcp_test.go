@@ -321,7 +321,7 @@ func TestTCPMismatch(t *testing.T) {
 }
 
 func TestTCPTimeoutNamesMissingRank(t *testing.T) {
-	const timeout = 300 * time.Millisecond
+	const timeout = 500 * time.Millisecond
 	for _, missing := range []int{0, 2} {
 		t.Run(fmt.Sprintf("rank %d missing", missing), func(t *testing.T) {
 			comms := tcpGroup(t, 3, timeout)
