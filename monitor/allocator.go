@@ -44,15 +44,46 @@ type AllocatorCollector struct {
 
 var _ prometheus.Collector = (*AllocatorCollector)(nil)
 
+// A LabelOption adds a label to the metrics of a collector of a process's
+// own memory ([NewAllocatorCollector], [NewDeviceMemoryCollector]).
+type LabelOption interface {
+	apply(prometheus.Labels)
+}
+
+type labelFunc func(prometheus.Labels)
+
+func (f labelFunc) apply(l prometheus.Labels) { f(l) }
+
+// LocalRank labels the metrics with local_rank, the process's rank on its
+// node in a distributed job (parallel.LaunchInfo.LocalRank, from the
+// launcher's LOCAL_RANK), beside rank: with both, one scrape
+// configuration covers every process of a job, and each series says which
+// process, and which of its node's GPUs, it belongs to.
+func LocalRank(n int) LabelOption {
+	return labelFunc(func(l prometheus.Labels) { l["local_rank"] = strconv.Itoa(n) })
+}
+
+// processLabels returns the constant labels of a collector of a
+// process's memory.
+func processLabels(device string, rank int, opts []LabelOption) prometheus.Labels {
+	l := prometheus.Labels{"device": device, "rank": strconv.Itoa(rank)}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(l)
+		}
+	}
+	return l
+}
+
 // NewAllocatorCollector returns a collector that calls stats on every
 // scrape and exports the result under the labels device (a device name
 // such as "cuda:0") and rank (the process's rank in a distributed job; 0
-// for a single process). stats must be safe to call from any goroutine
-// (vram.MemoryStats is).
-func NewAllocatorCollector(device string, rank int, stats func() memory.Stats) *AllocatorCollector {
+// for a single process), and those of opts ([LocalRank]). stats must be
+// safe to call from any goroutine (vram.MemoryStats is).
+func NewAllocatorCollector(device string, rank int, stats func() memory.Stats, opts ...LabelOption) *AllocatorCollector {
 	c := &AllocatorCollector{
 		stats:  stats,
-		labels: prometheus.Labels{"device": device, "rank": strconv.Itoa(rank)},
+		labels: processLabels(device, rank, opts),
 		descs:  map[string]*prometheus.Desc{},
 	}
 	for key := range (memory.Stats{}).Map() {
@@ -130,19 +161,23 @@ func (c *AllocatorCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // RegisterAllocator registers with reg a collector of the allocator
-// statistics that stats returns, labelled with device and rank (see
-// [AllocatorCollector] for the metrics). Register one per device; two with
-// the same device and rank are an error (prometheus.AlreadyRegisteredError).
+// statistics that stats returns, labelled with device and rank, and with
+// local_rank when [LocalRank] is given (see [AllocatorCollector] for the
+// metrics). Register one per device; two with the same labels are an
+// error (prometheus.AlreadyRegisteredError). In a job started by
+// "vram run", take the ranks from parallel.LaunchEnv:
 //
+//	l, err := parallel.LaunchEnv()
+//	...
 //	reg := prometheus.NewRegistry()
-//	dev := vram.CUDA(0)
-//	err := monitor.RegisterAllocator(reg, dev.String(), rank,
-//		func() memory.Stats { return vram.MemoryStats(dev) })
-func RegisterAllocator(reg prometheus.Registerer, device string, rank int, stats func() memory.Stats) error {
+//	dev := vram.CUDA(l.LocalRank)
+//	err = monitor.RegisterAllocator(reg, dev.String(), l.Rank,
+//		func() memory.Stats { return vram.MemoryStats(dev) }, monitor.LocalRank(l.LocalRank))
+func RegisterAllocator(reg prometheus.Registerer, device string, rank int, stats func() memory.Stats, opts ...LabelOption) error {
 	if stats == nil {
 		return errors.New("monitor: RegisterAllocator: nil stats function")
 	}
-	return reg.Register(NewAllocatorCollector(device, rank, stats))
+	return reg.Register(NewAllocatorCollector(device, rank, stats, opts...))
 }
 
 // Handler returns an http.Handler that serves g's metrics in the

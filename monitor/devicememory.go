@@ -30,10 +30,11 @@ type DeviceMemoryCollector struct {
 var _ prometheus.Collector = (*DeviceMemoryCollector)(nil)
 
 // NewDeviceMemoryCollector returns a collector that calls read on every
-// scrape and exports the result under the labels device and rank. read must
-// be safe to call from any goroutine (vram.DeviceMemory is).
-func NewDeviceMemoryCollector(device string, rank int, read func() (memory.DeviceMemory, error)) *DeviceMemoryCollector {
-	l := prometheus.Labels{"device": device, "rank": strconv.Itoa(rank)}
+// scrape and exports the result under the labels device and rank, and
+// those of opts ([LocalRank]). read must be safe to call from any
+// goroutine (vram.DeviceMemory is).
+func NewDeviceMemoryCollector(device string, rank int, read func() (memory.DeviceMemory, error), opts ...LabelOption) *DeviceMemoryCollector {
+	l := processLabels(device, rank, opts)
 	desc := func(name, help string, vars ...string) *prometheus.Desc {
 		return prometheus.NewDesc("vram_device_memory_"+name, help, vars, l)
 	}
@@ -84,16 +85,16 @@ func (c *DeviceMemoryCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // RegisterDeviceMemory registers with reg a collector of the device memory
-// that read returns, labelled with device and rank (see
-// [DeviceMemoryCollector] for the metrics). Two with the same device and
-// rank are an error (prometheus.AlreadyRegisteredError).
+// that read returns, labelled with device and rank, and with local_rank
+// when [LocalRank] is given (see [DeviceMemoryCollector] for the metrics).
+// Two with the same labels are an error (prometheus.AlreadyRegisteredError).
 //
 //	dev := vram.CUDA(0)
 //	err := monitor.RegisterDeviceMemory(reg, dev.String(), rank,
 //		func() (memory.DeviceMemory, error) { return vram.DeviceMemory(dev) })
-func RegisterDeviceMemory(reg prometheus.Registerer, device string, rank int, read func() (memory.DeviceMemory, error)) error {
+func RegisterDeviceMemory(reg prometheus.Registerer, device string, rank int, read func() (memory.DeviceMemory, error), opts ...LabelOption) error {
 	if read == nil {
 		return errors.New("monitor: RegisterDeviceMemory: nil read function")
 	}
-	return reg.Register(NewDeviceMemoryCollector(device, rank, read))
+	return reg.Register(NewDeviceMemoryCollector(device, rank, read, opts...))
 }

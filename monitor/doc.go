@@ -53,12 +53,16 @@
 // per device and rank, from any function returning [memory.Stats], and
 // [RegisterDeviceMemory] a program's view of a device's memory
 // ([memory.DeviceMemory]: its allocator's reserve, the rest of the process,
-// other processes):
+// other processes). In a distributed job, give each process's rank and
+// [LocalRank] (parallel.LaunchEnv reads them from the launcher), so that
+// one scrape configuration covers the whole job:
 //
 //	reg := prometheus.NewRegistry()
-//	dev := vram.CUDA(0)
-//	monitor.RegisterAllocator(reg, dev.String(), rank, func() memory.Stats { return vram.MemoryStats(dev) })
-//	monitor.RegisterDeviceMemory(reg, dev.String(), rank, func() (memory.DeviceMemory, error) { return vram.DeviceMemory(dev) })
+//	l, _ := parallel.LaunchEnv() // rank 0 of 1 without a launcher
+//	dev := vram.CUDA(l.LocalRank)
+//	lr := monitor.LocalRank(l.LocalRank)
+//	monitor.RegisterAllocator(reg, dev.String(), l.Rank, func() memory.Stats { return vram.MemoryStats(dev) }, lr)
+//	monitor.RegisterDeviceMemory(reg, dev.String(), l.Rank, func() (memory.DeviceMemory, error) { return vram.DeviceMemory(dev) }, lr)
 //	ln, _ := net.Listen("tcp", ":9400")
 //	go monitor.Serve(ctx, ln, reg)
 //

@@ -20,10 +20,6 @@ import (
 // the default streams and is finished before anyone leaves. Collectives are
 // therefore synchronous here.
 
-// DefaultTimeout is how long a rank waits for the others at a collective
-// before the group is aborted with [ErrTimeout].
-const DefaultTimeout = 5 * time.Minute
-
 // LocalOptions configure [NewLocalGroup].
 type LocalOptions struct {
 	// Timeout bounds the wait for the other ranks at each collective;
@@ -57,7 +53,7 @@ func NewLocalGroupOptions(devs []vram.Device, opts LocalOptions) ([]Communicator
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	g := &localGroup{devs: slices.Clone(devs), timeout: opts.Timeout, slots: make([]slot, len(devs)),
+	g := &localGroup{devs: slices.Clone(devs), timeout: opts.Timeout, slots: make([]meetSlot, len(devs)),
 		mail: map[[2]int]chan *vram.Tensor{}}
 	g.cond = sync.NewCond(&g.mu)
 	comms := make([]Communicator, len(devs))
@@ -76,7 +72,7 @@ type localGroup struct {
 	cond    *sync.Cond
 	gen     uint64 // meetings completed
 	arrived int
-	slots   []slot
+	slots   []meetSlot
 	result  error // of the meeting that just completed
 	aborted error // set once, for good
 
@@ -84,8 +80,8 @@ type localGroup struct {
 	mail   map[[2]int]chan *vram.Tensor // (from, to) -> sent tensors
 }
 
-// slot is what one rank brought to a meeting.
-type slot struct {
+// meetSlot is what one rank brought to a meeting.
+type meetSlot struct {
 	here bool
 	op   string
 	a, b *vram.Tensor
@@ -106,7 +102,7 @@ func (c *localComm) Device() vram.Device { return c.g.devs[c.rank] }
 
 // meet brings s to the next meeting and returns its result. The last rank
 // to arrive checks that every rank called the same op and runs work.
-func (c *localComm) meet(s slot, work func(slots []slot) error) error {
+func (c *localComm) meet(s meetSlot, work func(slots []meetSlot) error) error {
 	if c.closed {
 		return fmt.Errorf("parallel: %s on a closed communicator", s.op)
 	}
@@ -178,7 +174,7 @@ func (c *localComm) meet(s slot, work func(slots []slot) error) error {
 
 // check returns an ErrMismatch error unless every rank brought the same op
 // with tensors of one dtype and size.
-func check(slots []slot) error {
+func check(slots []meetSlot) error {
 	first := slots[0]
 	for r, s := range slots[1:] {
 		switch {
@@ -240,7 +236,7 @@ func store(t, src *vram.Tensor) {
 	vram.NoGrad(func() { t.CopyFrom(v) })
 }
 
-func tensors(slots []slot) []*vram.Tensor {
+func tensors(slots []meetSlot) []*vram.Tensor {
 	out := make([]*vram.Tensor, len(slots))
 	for i, s := range slots {
 		out[i] = s.a
@@ -267,7 +263,7 @@ func (c *localComm) AllReduce(t *vram.Tensor, op ReduceOp) error {
 	if err := validOp(op); err != nil {
 		return err
 	}
-	return c.meet(slot{op: "all_reduce", a: t, red: op}, func(slots []slot) error {
+	return c.meet(meetSlot{op: "all_reduce", a: t, red: op}, func(slots []meetSlot) error {
 		r := reduceAll(tensors(slots), op, slots[0].a.Device())
 		defer r.Release()
 		for _, s := range slots {
@@ -282,7 +278,7 @@ func (c *localComm) Broadcast(t *vram.Tensor, root int) error {
 	if err := c.validRoot("broadcast", root); err != nil {
 		return err
 	}
-	return c.meet(slot{op: "broadcast", a: t, arg: root}, func(slots []slot) error {
+	return c.meet(meetSlot{op: "broadcast", a: t, arg: root}, func(slots []meetSlot) error {
 		src := slots[root].a.Reshape(-1)
 		defer src.Release()
 		for i, s := range slots {
@@ -302,7 +298,7 @@ func (c *localComm) Reduce(t *vram.Tensor, op ReduceOp, root int) error {
 	if err := c.validRoot("reduce", root); err != nil {
 		return err
 	}
-	return c.meet(slot{op: "reduce", a: t, red: op, arg: root}, func(slots []slot) error {
+	return c.meet(meetSlot{op: "reduce", a: t, red: op, arg: root}, func(slots []meetSlot) error {
 		r := reduceAll(tensors(slots), op, slots[root].a.Device())
 		defer r.Release()
 		store(slots[root].a, r)
@@ -315,7 +311,7 @@ func (c *localComm) AllGather(dst, src *vram.Tensor) error {
 	if dst.NumElements() != c.Size()*src.NumElements() || dst.DType() != src.DType() {
 		return fmt.Errorf("parallel: all_gather: dst has %d %s elements, want %d × %d %s", dst.NumElements(), dst.DType(), c.Size(), src.NumElements(), src.DType())
 	}
-	return c.meet(slot{op: "all_gather", a: src, b: dst}, func(slots []slot) error {
+	return c.meet(meetSlot{op: "all_gather", a: src, b: dst}, func(slots []meetSlot) error {
 		dev := slots[0].a.Device()
 		parts := make([]*vram.Tensor, len(slots))
 		for i, s := range slots {
@@ -339,7 +335,7 @@ func (c *localComm) ReduceScatter(dst, src *vram.Tensor, op ReduceOp) error {
 	if src.NumElements() != c.Size()*dst.NumElements() || dst.DType() != src.DType() {
 		return fmt.Errorf("parallel: reduce_scatter: src has %d %s elements, want %d × %d %s", src.NumElements(), src.DType(), c.Size(), dst.NumElements(), dst.DType())
 	}
-	return c.meet(slot{op: "reduce_scatter", a: src, b: dst, red: op}, func(slots []slot) error {
+	return c.meet(meetSlot{op: "reduce_scatter", a: src, b: dst, red: op}, func(slots []meetSlot) error {
 		r := reduceAll(tensors(slots), op, slots[0].a.Device())
 		defer r.Release()
 		n := slots[0].b.NumElements()
@@ -407,7 +403,7 @@ func (c *localComm) Recv(t *vram.Tensor, peer int) error {
 
 // Barrier returns once every rank has called it.
 func (c *localComm) Barrier() error {
-	return c.meet(slot{op: "barrier"}, func([]slot) error { return nil })
+	return c.meet(meetSlot{op: "barrier"}, func([]meetSlot) error { return nil })
 }
 
 // Abort ends the group for every rank.

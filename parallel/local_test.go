@@ -25,9 +25,9 @@ func simDevs(n int) []vram.Device {
 	return devs
 }
 
-// onRanks runs fn on every rank of comms, each in its own goroutine, and
+// eachRank runs fn on every rank of comms, each in its own goroutine, and
 // returns their errors.
-func onRanks(comms []Communicator, fn func(c Communicator) error) []error {
+func eachRank(comms []Communicator, fn func(c Communicator) error) []error {
 	errs := make([]error, len(comms))
 	var wg sync.WaitGroup
 	for i, c := range comms {
@@ -123,7 +123,7 @@ func TestLocalCollectives(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
 				outs := make([]*vram.Tensor, n)
-				noErrors(t, onRanks(comms, func(c Communicator) error {
+				noErrors(t, eachRank(comms, func(c Communicator) error {
 					x, err := tc.run(c)
 					outs[c.Rank()] = x
 					return err
@@ -142,7 +142,7 @@ func TestLocalCollectives(t *testing.T) {
 				}
 			})
 		}
-		noErrors(t, onRanks(comms, func(c Communicator) error { return c.Barrier() }))
+		noErrors(t, eachRank(comms, func(c Communicator) error { return c.Barrier() }))
 	}
 }
 
@@ -151,7 +151,7 @@ func TestLocalMismatchAndTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs := onRanks(comms, func(c Communicator) error {
+	errs := eachRank(comms, func(c Communicator) error {
 		x := vram.Ones(vram.Shape{2 + c.Rank()}, c.Device())
 		defer x.Release()
 		return c.AllReduce(x, Sum)

@@ -12,16 +12,18 @@
 //	doctor   find the NVIDIA driver and CUDA libraries, list the GPUs, and run vram's self-test on each GPU, the CPU and a simulated GPU
 //	exporter serve every GPU's memory, utilization and processes as Prometheus metrics
 //	replay   replay allocation traces and snapshots through the caching allocator on a simulated device
+//	run      start the ranks of a distributed job with torchrun's variables, serving its rendezvous store
 //	smi      show every GPU's memory, utilization, temperature, power and processes, like nvidia-smi
 //	version  print the version of vram and of the Go toolchain that built it
-//	watch    live view of every GPU's memory and utilization with history, and per-process memory
+//	watch    live view of every GPU's memory and utilization with history, and per-process memory; --pids for the GPUs of a job
 //
 // Run "vram <command> --help" for a command's flags. Commands that report
 // results take --json and then print one JSON object on standard output (one
 // per input for replay); progress and diagnostics go to standard error. A bad
 // command line (an unknown command, flag or help topic, a bad flag value, a
 // wrong number of arguments) prints a one-line message naming the command
-// and exits with status 2; other failures exit with status 1.
+// and exits with status 2; other failures exit with status 1, except that
+// run exits with the status of the rank that failed.
 //
 // The command configures vram from the environment once, at start, with
 // vram.ConfigFromLookup (the variables of vram.ConfigFromEnv), applying the
@@ -39,4 +41,5 @@
 //	vram demo --steps 300 --batch 32 --seed 7
 //	vram doctor                       # what CUDA setup this machine has
 //	vram replay --compare run.trace.gz snapshot.pickle
+//	vram run --nproc-per-node 2 go run ./examples/ddp
 package main

@@ -45,6 +45,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if errors.As(err, &ue) || isCobraUsageError(err) {
 			return exitUsage
 		}
+		var ce *exitCodeError
+		if errors.As(err, &ce) && ce.code > 0 && ce.code < 256 {
+			return ce.code
+		}
 		return exitFailure
 	}
 	return 0
@@ -73,6 +77,7 @@ func newRootCmd() *cobra.Command {
 		newDoctorCmd(),
 		newExporterCmd(),
 		newReplayCmd(),
+		newRunCmd(),
 		newSmiCmd(),
 		newVersionCmd(),
 		newWatchCmd(),

@@ -46,6 +46,7 @@ func newWatchCmd() *cobra.Command {
 		interval time.Duration
 		count    int
 		source   string
+		pidList  string
 	)
 	cmd := &cobra.Command{
 		Use:   "watch",
@@ -56,8 +57,13 @@ plain ANSI sequences on the alternate screen, so it works in any terminal and in
 or screen; q or Ctrl-C quits. When the output is not a terminal, it prints one frame per
 interval without control sequences.
 
+With --pids it shows only the GPUs that those processes, or processes started by them,
+hold memory on (and GPUs whose processes it cannot see): give it the pids that
+"vram run" prints at start, or the pid of vram run itself, to watch every GPU of a job.
+
   vram watch
   vram watch --interval 250ms
+  vram watch --pids "$(pgrep -d, -f 'vram run')"  # the GPUs of a job
   vram watch --source readings.json --count 5   # recorded readings, five frames`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -67,24 +73,46 @@ interval without control sequences.
 			if count < 0 {
 				return usagef("watch: --count must not be negative")
 			}
+			pids, err := parsePIDs(pidList)
+			if err != nil {
+				return err
+			}
 			src, err := openSource("watch", source)
 			if err != nil {
 				return err
 			}
 			defer src.Close()
-			return runWatch(cmd.Context(), cmd.OutOrStdout(), src, interval, count)
+			return runWatch(cmd.Context(), cmd.OutOrStdout(), src, interval, count, pids)
 		},
 	}
 	f := cmd.Flags()
 	f.DurationVar(&interval, "interval", time.Second, "time between readings")
 	f.IntVar(&count, "count", 0, "stop after `N` frames (0: until q or Ctrl-C)")
 	f.StringVar(&source, "source", "", "play recorded readings from `FILE` instead of the GPUs")
+	f.StringVar(&pidList, "pids", "", "show only the GPUs used by these processes and their children (`PID,PID,...`)")
 	return cmd
+}
+
+// parsePIDs parses the --pids list: process ids separated by commas or
+// spaces.
+func parsePIDs(list string) ([]int, error) {
+	var pids []int
+	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' }) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, usagef("watch: --pids: %q is not a process id", f)
+		}
+		pids = append(pids, n)
+	}
+	if list != "" && len(pids) == 0 {
+		return nil, usagef("watch: --pids: no process id in %q", list)
+	}
+	return pids, nil
 }
 
 // runWatch draws frames on out until ctx ends, the user quits or count
 // frames (when count > 0) are drawn.
-func runWatch(ctx context.Context, out io.Writer, src monitor.Source, interval time.Duration, count int) error {
+func runWatch(ctx context.Context, out io.Writer, src monitor.Source, interval time.Duration, count int, pids []int) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	tty := isTerminal(out)
@@ -111,8 +139,15 @@ func runWatch(ctx context.Context, out io.Writer, src monitor.Source, interval t
 			return cmdError("watch", err)
 		}
 		r = printableReading(r)
+		if pids != nil {
+			// Read the process tree every frame: ranks start and end.
+			r = r.UsedBy(monitor.ProcessTree(pids))
+		}
 		h.add(r)
 		lines := h.render(r, width, interval)
+		if pids != nil && len(r.GPUs) == 0 {
+			lines = append(lines[:1], "", fmt.Sprintf("no GPU holds memory of processes %s or their children", joinInts(pids)))
+		}
 		if tty {
 			var b strings.Builder
 			b.WriteString(ansiHome)
@@ -139,6 +174,14 @@ func runWatch(ctx context.Context, out io.Writer, src monitor.Source, interval t
 		case <-tick.C:
 		}
 	}
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
 }
 
 // readQuitKeys cancels when the user types q, Q, Ctrl-C or Ctrl-D (in raw

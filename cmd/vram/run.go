@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vramgo/vram/parallel"
+)
+
+// exitCodeError carries the exit status the command should end with: that
+// of a failed rank for "vram run".
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string { return e.err.Error() }
+func (e *exitCodeError) Unwrap() error { return e.err }
+
+func newRunCmd() *cobra.Command {
+	var o parallel.LaunchOptions
+	cmd := &cobra.Command{
+		Use:   "run --nproc-per-node N [flags] PROGRAM [ARGS...]",
+		Short: "Start the ranks of a distributed job (torchrun's counterpart)",
+		Long: `Run starts N copies of PROGRAM on this node, one per rank, with torchrun's variables
+(RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT),
+which parallel.LaunchEnv reads and parallel.InitProcessGroup uses to meet. The launcher
+of node 0 serves the job's rendezvous store at MASTER_ADDR:MASTER_PORT (and tells the
+ranks so with VRAM_AGENT_STORE=1); with one node and no --master-port it picks a free
+port. Each line a rank prints is prefixed with "[rank N] ". SIGINT and SIGTERM are
+passed on to every rank; ranks still running --stop-timeout later are killed. When a
+rank fails, the others are stopped the same way and run exits with that rank's status
+(128+N for signal N), naming it. The ranks' process ids are printed to standard error
+at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs.
+
+  vram run --nproc-per-node 2 go run ./examples/ddp
+  vram run --nproc-per-node 8 ./train --epochs 3
+  # two nodes: the same command on each, with its own --node-rank
+  vram run --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --master-port 29500 --nproc-per-node 8 ./train
+  vram run --nnodes 2 --node-rank 1 --master-addr 10.0.0.1 --master-port 29500 --nproc-per-node 8 ./train`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case o.NProcPerNode < 1:
+				return usagef("run: --nproc-per-node must be at least 1 (the ranks to start on this node)")
+			case o.NNodes < 1:
+				return usagef("run: --nnodes must be at least 1")
+			case o.NodeRank < 0 || o.NodeRank >= o.NNodes:
+				return usagef("run: --node-rank %d out of range for --nnodes %d (0 to %d)", o.NodeRank, o.NNodes, o.NNodes-1)
+			case o.MasterPort < 0 || o.MasterPort > 65535:
+				return usagef("run: --master-port %d out of range (1 to 65535, or 0 for a free port on one node)", o.MasterPort)
+			case o.MasterAddr == "":
+				return usagef("run: --master-addr must not be empty")
+			case o.StopTimeout <= 0:
+				return usagef("run: --stop-timeout must be positive")
+			}
+			o.Program, o.Args = args[0], args[1:]
+			o.Env = os.Environ()
+			o.Stdout, o.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			sigs := make(chan os.Signal, 4)
+			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			o.Signals = sigs
+			var pids []string
+			o.Started = func(rank, _, pid int) {
+				pids = append(pids, strconv.Itoa(pid))
+				if len(pids) == o.NProcPerNode {
+					fmt.Fprintf(cmd.ErrOrStderr(), "vram run: started %d ranks, process ids %s (vram watch --pids %s)\n",
+						len(pids), strings.Join(pids, " "), strings.Join(pids, ","))
+				}
+			}
+			// The signals reach the ranks through Signals; the command's
+			// own context ends with the first Ctrl-C, which must not stop
+			// them a second way.
+			err := parallel.Launch(context.WithoutCancel(cmd.Context()), o)
+			var le *parallel.LaunchError
+			if errors.As(err, &le) {
+				msg := strings.TrimPrefix(le.Error(), "parallel: ")
+				if o.NProcPerNode*o.NNodes > 1 {
+					msg += "; stopped the other ranks"
+				}
+				return &exitCodeError{code: le.ExitCode, err: errors.New("run: " + msg)}
+			}
+			return cmdError("run", err)
+		},
+	}
+	f := cmd.Flags()
+	f.SetInterspersed(false) // flags after PROGRAM are PROGRAM's
+	f.IntVar(&o.NProcPerNode, "nproc-per-node", 0, "start `N` ranks on this node (required)")
+	f.IntVar(&o.NNodes, "nnodes", 1, "the job's number of nodes")
+	f.IntVar(&o.NodeRank, "node-rank", 0, "this node's number, 0 to nnodes-1 (node 0 serves the store)")
+	f.StringVar(&o.MasterAddr, "master-addr", "127.0.0.1", "the `HOST` of node 0, where the rendezvous store listens")
+	f.IntVar(&o.MasterPort, "master-port", 0, fmt.Sprintf("the store's `PORT` (0: a free port on one node, %d on several)", parallel.DefaultMasterPort))
+	f.DurationVar(&o.StopTimeout, "stop-timeout", parallel.DefaultStopTimeout, "time the ranks have to exit after a signal or a failed rank, before they are killed")
+	return cmd
+}

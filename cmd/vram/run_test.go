@@ -1,0 +1,72 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRunVariablesAndExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout []string // lines the output contains
+		stderr string   // a part of the last line of stderr
+	}{
+		{
+			name: "variables",
+			args: []string{"run", "--nproc-per-node", "2", "sh", "-c",
+				`echo "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR $VRAM_AGENT_STORE"`},
+			stdout: []string{"[rank 0] 0 0 2 2 0 127.0.0.1 1\n", "[rank 1] 1 1 2 2 0 127.0.0.1 1\n"},
+			stderr: "vram run: started 2 ranks, process ids",
+		},
+		{
+			name:   "flags after the program are the program's",
+			args:   []string{"run", "--nproc-per-node", "1", "sh", "-c", `echo "$@"`, "x", "--nnodes", "5"},
+			stdout: []string{"[rank 0] --nnodes 5\n"},
+		},
+		{
+			name: "a failed rank's status, the others stopped",
+			args: []string{"run", "--nproc-per-node", "3", "--stop-timeout", "2s", "sh", "-c",
+				`if [ "$RANK" = 2 ]; then exit 7; fi; sleep 30`},
+			code:   7,
+			stderr: "vram: run: rank 2 (local rank 2) exited with status 7; stopped the other ranks",
+		},
+		{
+			name:   "a rank killed by a signal",
+			args:   []string{"run", "--nproc-per-node", "1", "sh", "-c", `kill -9 $$`},
+			code:   137,
+			stderr: "vram: run: rank 0 (local rank 0) was killed by signal SIGKILL (status 137)",
+		},
+		{
+			name:   "second node's ranks",
+			args:   []string{"run", "--nproc-per-node", "2", "--nnodes", "3", "--node-rank", "2", "--master-port", "1", "sh", "-c", `echo "$RANK $WORLD_SIZE $GROUP_RANK $MASTER_PORT"`},
+			stdout: []string{"[rank 4] 4 6 2 1\n", "[rank 5] 5 6 2 1\n"},
+		},
+		{"no program", []string{"run", "--nproc-per-node", "2"}, exitUsage, nil, "requires at least 1 arg"},
+		{"no nproc", []string{"run", "true"}, exitUsage, nil, "--nproc-per-node must be at least 1"},
+		{"bad node rank", []string{"run", "--nproc-per-node", "1", "--nnodes", "2", "--node-rank", "2", "true"}, exitUsage, nil, "--node-rank 2 out of range for --nnodes 2"},
+		{"bad port", []string{"run", "--nproc-per-node", "1", "--master-port", "70000", "true"}, exitUsage, nil, "--master-port 70000"},
+		{"missing program", []string{"run", "--nproc-per-node", "1", "vram-no-such-program"}, exitFailure, nil, "vram-no-such-program"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			code, stdout, stderr := runCLI(t, tc.args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, stdout, stderr)
+			}
+			for _, w := range tc.stdout {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, stdout)
+				}
+			}
+			if !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, stderr)
+			}
+			if el := time.Since(start); el > 15*time.Second {
+				t.Errorf("took %v", el)
+			}
+		})
+	}
+}

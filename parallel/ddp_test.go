@@ -1,0 +1,503 @@
+package parallel
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+	"github.com/vramgo/vram/optim"
+)
+
+const (
+	ddpBatch = 12 // rows of the whole batch
+	ddpIn    = 4
+	ddpOut   = 2
+	ddpLR    = 0.1
+)
+
+// testMLP is a small MLP whose initial values depend on seed.
+func testMLP(seed uint64, dev vram.Device) *nn.Sequential {
+	g := vram.NewGenerator(seed)
+	return nn.NewSequential(
+		nn.NewLinear(ddpIn, 8, dev, vram.WithGenerator(g)), nn.NewTanh(),
+		nn.NewLinear(8, 8, dev, vram.WithGenerator(g)), nn.NewTanh(),
+		nn.NewLinear(8, ddpOut, dev, vram.WithGenerator(g)),
+	)
+}
+
+// ddpData returns the whole batch, on the CPU.
+func ddpData() (x, y []float32) {
+	g := vram.NewGenerator(42)
+	xt := vram.Randn(vram.Shape{ddpBatch, ddpIn}, vram.WithGenerator(g))
+	yt := vram.Randn(vram.Shape{ddpBatch, ddpOut}, vram.WithGenerator(g))
+	defer xt.Release()
+	defer yt.Release()
+	return xt.Float32s(), yt.Float32s()
+}
+
+// rows returns rows [lo, hi) of data with cols columns as a tensor on dev.
+func rows(data []float32, cols, lo, hi int, dev vram.Device) *vram.Tensor {
+	return vram.FromSlice(data[lo*cols:hi*cols], vram.Shape{hi - lo, cols}, dev)
+}
+
+// params returns the values of m's parameters.
+func params(m nn.Module) [][]float64 {
+	var out [][]float64
+	for _, p := range m.Parameters() {
+		out = append(out, p.Float64s())
+	}
+	return out
+}
+
+// reference trains rank 0's model on the whole batch on the CPU.
+func reference(t *testing.T, steps int) [][]float64 {
+	m := testMLP(1, vram.CPU)
+	defer nn.Release(m)
+	opt, err := optim.NewSGD(m.Parameters(), optim.SGDConfig{LR: ddpLR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs, ys := ddpData()
+	for range steps {
+		vram.Tidy(func() {
+			loss := nn.MSELoss(m.Forward(rows(xs, ddpIn, 0, ddpBatch, vram.CPU)), rows(ys, ddpOut, 0, ddpBatch, vram.CPU))
+			loss.Backward()
+			opt.Step()
+			opt.ZeroGrad()
+		})
+	}
+	return params(m)
+}
+
+// closeTo reports the first element of got that differs from want by more
+// than float32 arithmetic explains.
+func closeTo(got, want [][]float64) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%d parameters, want %d", len(got), len(want))
+	}
+	for i := range want {
+		for j := range want[i] {
+			if d := math.Abs(got[i][j] - want[i][j]); !(d <= 2e-5+2e-5*math.Abs(want[i][j])) {
+				return fmt.Errorf("parameter %d element %d: %v, want %v", i, j, got[i][j], want[i][j])
+			}
+		}
+	}
+	return nil
+}
+
+type ddpCase struct {
+	name      string
+	ranks     int
+	devs      []vram.Device
+	bucketCap int64
+	optZero   bool // zero the gradients with the optimizer (releasing them) rather than the DDP
+	micro     int  // micro-batches per step, all but the last under NoSync
+	side      bool // compute on a stream other than the default
+}
+
+func TestDDPMatchesOneProcess(t *testing.T) {
+	const steps = 4
+	want := reference(t, steps)
+	for _, tc := range []ddpCase{
+		{name: "2 sim ranks, one bucket", ranks: 2, devs: []vram.Device{vram.Sim(0), vram.Sim(1)}},
+		{name: "2 sim ranks, small buckets", ranks: 2, devs: []vram.Device{vram.Sim(0), vram.Sim(1)}, bucketCap: 64},
+		{name: "3 CPU ranks, small buckets, optimizer's ZeroGrad", ranks: 3, bucketCap: 100, optZero: true},
+		{name: "1 rank", ranks: 1},
+		{name: "2 sim ranks, NoSync accumulation", ranks: 2, devs: []vram.Device{vram.Sim(0), vram.Sim(1)}, bucketCap: 64, micro: 3},
+		{name: "3 CPU ranks, NoSync accumulation", ranks: 3, micro: 2, optZero: true},
+		{name: "2 sim ranks, compute on a side stream", ranks: 2, devs: []vram.Device{vram.Sim(0), vram.Sim(1)}, bucketCap: 64, side: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			comms := tcpGroup(t, tc.ranks, 20*time.Second, tc.devs...)
+			got := make([][][]float64, tc.ranks)
+			errs := onRanks(comms, func(r int, c Communicator) error {
+				var err error
+				got[r], err = trainDDP(c, tc, steps)
+				return err
+			})
+			for r := range tc.ranks {
+				if errs[r] != nil {
+					t.Fatalf("rank %d: %v", r, errs[r])
+				}
+				if err := closeTo(got[r], want); err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+		})
+	}
+}
+
+// trainDDP trains on rank c's share of the batch (and, with micro-batches,
+// its share in parts) and returns the parameters.
+func trainDDP(c Communicator, tc ddpCase, steps int) ([][]float64, error) {
+	dev := c.Device()
+	m := testMLP(uint64(c.Rank())+1, dev) // each rank starts elsewhere: the broadcast must fix it
+	defer nn.Release(m)
+	ddp, err := NewDistributedDataParallel(m, c, DDPOptions{BucketCapBytes: tc.bucketCap})
+	if err != nil {
+		return nil, err
+	}
+	defer ddp.Close()
+	opt, err := optim.NewSGD(ddp.Parameters(), optim.SGDConfig{LR: ddpLR})
+	if err != nil {
+		return nil, err
+	}
+	xs, ys := ddpData()
+	share := ddpBatch / c.Size()
+	micro := max(tc.micro, 1)
+	part := share / micro
+	compute := vram.DefaultStream(dev)
+	if tc.side {
+		if compute, err = vram.NewStream(dev); err != nil {
+			return nil, err
+		}
+		defer compute.Release()
+	}
+	for range steps {
+		var stepErr error
+		vram.WithStream(compute, func() {
+			vram.Tidy(func() {
+				backward := func(i int) error {
+					lo := c.Rank()*share + i*part
+					loss := nn.MSELoss(ddp.Forward(rows(xs, ddpIn, lo, lo+part, dev)), rows(ys, ddpOut, lo, lo+part, dev))
+					if micro > 1 {
+						loss = loss.MulScalar(1 / float64(micro))
+					}
+					return ddp.Backward(loss)
+				}
+				ddp.NoSync(func() {
+					for i := 0; i < micro-1 && stepErr == nil; i++ {
+						stepErr = backward(i)
+					}
+				})
+				if stepErr == nil {
+					stepErr = backward(micro - 1)
+				}
+				if stepErr != nil {
+					return
+				}
+				opt.Step()
+				if tc.optZero {
+					opt.ZeroGrad()
+				} else {
+					ddp.ZeroGrad()
+				}
+			})
+		})
+		if stepErr != nil {
+			return nil, stepErr
+		}
+	}
+	vram.DefaultStream(dev).WaitStream(compute)
+	return params(m), nil
+}
+
+func TestDDPGradientsAreBucketViews(t *testing.T) {
+	comms := tcpGroup(t, 1, 5*time.Second)
+	m := testMLP(1, vram.CPU)
+	defer nn.Release(m)
+	ddp, err := NewDistributedDataParallel(m, comms[0], DDPOptions{BucketCapBytes: 40 * 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ddp.Close()
+	// Reverse order, up to 40 elements a bucket: the last layer's bias and
+	// weight and the middle layer's bias (2+16+8), the middle layer's
+	// weight (64, over the cap: alone), the first layer's (8+32).
+	var names [][]string
+	for _, b := range ddp.Buckets() {
+		names = append(names, b.Params)
+		if b.Bytes > 40*4 && len(b.Params) > 1 {
+			t.Errorf("bucket %v of %d bytes is over the cap", b.Params, b.Bytes)
+		}
+	}
+	want := "[[4.bias 4.weight 2.bias] [2.weight] [0.bias 0.weight]]"
+	if fmt.Sprint(names) != want {
+		t.Errorf("buckets %v, want %s", names, want)
+	}
+	step := func() {
+		vram.Tidy(func() {
+			x := vram.Ones(vram.Shape{3, ddpIn})
+			if err := ddp.Backward(ddp.Forward(x).Sum()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	step()
+	ps := m.NamedParameters()
+	byName := map[string]*vram.Tensor{}
+	for _, p := range ps {
+		byName[p.Name] = p.Tensor
+		if p.Tensor.Grad() == nil {
+			t.Fatalf("%s has no gradient", p.Name)
+		}
+	}
+	if !byName["4.bias"].Grad().SharesStorage(byName["2.bias"].Grad()) {
+		t.Error("the gradients of one bucket do not share its storage")
+	}
+	if byName["0.bias"].Grad().SharesStorage(byName["2.weight"].Grad()) {
+		t.Error("the gradients of two buckets share storage")
+	}
+	g := byName["2.weight"].Grad()
+	before := g.Float64s()
+	step() // accumulates in place
+	if byName["2.weight"].Grad() != g {
+		t.Error("the second backward replaced the gradient tensor")
+	}
+	for i, v := range g.Float64s() {
+		if math.Abs(v-2*before[i]) > 1e-5 {
+			t.Fatalf("element %d: %v after two backward passes, want %v", i, v, 2*before[i])
+		}
+	}
+	ddp.ZeroGrad()
+	if byName["2.weight"].Grad() != g {
+		t.Error("ZeroGrad replaced the gradient tensor")
+	}
+	for _, v := range g.Float64s() {
+		if v != 0 {
+			t.Fatal("ZeroGrad left a nonzero gradient")
+		}
+	}
+}
+
+// recordingComm passes collectives on and reports each all-reduce.
+type recordingComm struct {
+	Communicator
+	reduced chan int
+}
+
+func (c *recordingComm) AllReduce(t *vram.Tensor, op ReduceOp) error {
+	c.reduced <- t.NumElements()
+	return c.Communicator.AllReduce(t, op)
+}
+
+// TestDDPReducesDuringBackward checks that the last layer's bucket is
+// being reduced while backward still works on the earlier layers.
+func TestDDPReducesDuringBackward(t *testing.T) {
+	comms := tcpGroup(t, 1, 5*time.Second)
+	rc := &recordingComm{Communicator: comms[0], reduced: make(chan int, 16)}
+	m := testMLP(1, vram.CPU)
+	defer nn.Release(m)
+	ddp, err := NewDistributedDataParallel(m, rc, DDPOptions{BucketCapBytes: 1}) // a bucket per parameter
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ddp.Close()
+	middle := m.NamedParameters()[2].Tensor // 2.weight
+	var during []int
+	remove := middle.RegisterPostAccumulateGradHook(func(*vram.Tensor) {
+		// The buckets of the last layer (4.bias, 4.weight) are complete.
+		timeout := time.After(10 * time.Second)
+		for len(during) < 2 {
+			select {
+			case n := <-rc.reduced:
+				during = append(during, n)
+			case <-timeout:
+				return
+			}
+		}
+	})
+	defer remove()
+	vram.Tidy(func() {
+		if err := ddp.Backward(ddp.Forward(vram.Ones(vram.Shape{3, ddpIn})).Sum()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if fmt.Sprint(during) != "[2 16]" {
+		t.Errorf("all-reduces seen while backward reached the middle layer: %v, want [2 16] (the last layer's bias and weight)", during)
+	}
+}
+
+// twoHeads uses its second head only when told to.
+type twoHeads struct {
+	nn.Base
+	a, b *nn.Linear
+	useB bool
+}
+
+func newTwoHeads(seed uint64, dev vram.Device) *twoHeads {
+	g := vram.NewGenerator(seed)
+	m := &twoHeads{a: nn.NewLinear(ddpIn, ddpOut, dev, vram.WithGenerator(g)), b: nn.NewLinear(ddpIn, ddpOut, dev, vram.WithGenerator(g))}
+	m.RegisterModule("a", m.a)
+	m.RegisterModule("b", m.b)
+	return m
+}
+
+func (m *twoHeads) Forward(x *vram.Tensor) *vram.Tensor {
+	if m.useB {
+		return m.a.Forward(x).Add(m.b.Forward(x))
+	}
+	return m.a.Forward(x)
+}
+
+func TestDDPUnusedParameters(t *testing.T) {
+	t.Run("error names them", func(t *testing.T) {
+		comms := tcpGroup(t, 2, 5*time.Second)
+		errs := onRanks(comms, func(r int, c Communicator) error {
+			m := newTwoHeads(1, vram.CPU)
+			defer nn.Release(m)
+			ddp, err := NewDistributedDataParallel(m, c, DDPOptions{})
+			if err != nil {
+				return err
+			}
+			defer ddp.Close()
+			var berr error
+			vram.Tidy(func() { berr = ddp.Backward(ddp.Forward(vram.Ones(vram.Shape{2, ddpIn})).Sum()) })
+			return berr
+		})
+		for r, err := range errs {
+			if !errors.Is(err, vram.ErrAutograd) || !strings.Contains(err.Error(), "2 parameters received no gradient in this backward: b.weight, b.bias") {
+				t.Errorf("rank %d: %v", r, err)
+			}
+		}
+	})
+	t.Run("found and reduced as zeros", func(t *testing.T) {
+		comms := tcpGroup(t, 2, 5*time.Second)
+		got := make([][][]float64, 2)
+		errs := onRanks(comms, func(r int, c Communicator) error {
+			m := newTwoHeads(uint64(r)+1, vram.CPU)
+			m.useB = r == 0 // rank 1 leaves head b out
+			defer nn.Release(m)
+			ddp, err := NewDistributedDataParallel(m, c, DDPOptions{FindUnusedParameters: true})
+			if err != nil {
+				return err
+			}
+			defer ddp.Close()
+			opt, _ := optim.NewSGD(ddp.Parameters(), optim.SGDConfig{LR: ddpLR})
+			for range 3 {
+				var berr error
+				vram.Tidy(func() {
+					if berr = ddp.Backward(ddp.Forward(vram.Ones(vram.Shape{2, ddpIn})).Sum()); berr == nil {
+						opt.Step()
+						ddp.ZeroGrad()
+					}
+				})
+				if berr != nil {
+					return berr
+				}
+			}
+			got[r] = params(m)
+			return nil
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("rank %d: %v", r, err)
+			}
+		}
+		if err := closeTo(got[1], got[0]); err != nil {
+			t.Errorf("the ranks disagree: %v", err)
+		}
+	})
+	t.Run("a backward outside the DDP is caught at the next forward", func(t *testing.T) {
+		comms := tcpGroup(t, 1, 5*time.Second)
+		m := newTwoHeads(1, vram.CPU)
+		defer nn.Release(m)
+		ddp, err := NewDistributedDataParallel(m, comms[0], DDPOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ddp.Close()
+		x := vram.Ones(vram.Shape{2, ddpIn})
+		vram.Tidy(func() { ddp.Forward(x).Sum().Backward() })
+		err = vram.Catch(func() { ddp.Forward(x) })
+		if !errors.Is(err, vram.ErrAutograd) || !strings.Contains(err.Error(), "b.weight, b.bias") {
+			t.Errorf("Forward after an unfinished reduction: %v", err)
+		}
+	})
+}
+
+func TestDDPRejects(t *testing.T) {
+	comms := tcpGroup(t, 1, 5*time.Second)
+	frozen := nn.NewLinear(2, 2)
+	frozen.Weight.SetRequiresGrad(false)
+	frozen.Bias.SetRequiresGrad(false)
+	for _, tc := range []struct {
+		name string
+		m    nn.Module
+		c    Communicator
+		kind error
+		want string
+	}{
+		{"nil module", nil, comms[0], vram.ErrArgument, "nil module"},
+		{"nil communicator", nn.NewLinear(2, 2), nil, vram.ErrArgument, "nil communicator"},
+		{"no trainable parameters", frozen, comms[0], vram.ErrArgument, "no parameters that require grad"},
+		{"wrong device", nn.NewLinear(2, 2, vram.Sim(0)), comms[0], vram.ErrDevice, "parameter weight is on sim:0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := NewDistributedDataParallel(tc.m, tc.c, DDPOptions{})
+			if err == nil {
+				d.Close()
+				t.Fatal("no error")
+			}
+			if !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %v containing %q", err, tc.kind, tc.want)
+			}
+		})
+	}
+	t.Run("models differ", func(t *testing.T) {
+		comms := tcpGroup(t, 2, 5*time.Second)
+		errs := onRanks(comms, func(r int, c Communicator) error {
+			d, err := NewDistributedDataParallel(nn.NewLinear(2, 2+r), c, DDPOptions{})
+			if err == nil {
+				d.Close()
+			}
+			return err
+		})
+		for r, err := range errs {
+			if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "rank 1's model differs") {
+				t.Errorf("rank %d: %v", r, err)
+			}
+		}
+	})
+	t.Run("stays on its device", func(t *testing.T) {
+		d, err := NewDistributedDataParallel(nn.NewLinear(2, 2), comms[0], DDPOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if err := vram.Catch(func() { d.To(vram.Sim(0)) }); !errors.Is(err, vram.ErrDevice) {
+			t.Errorf("To another device: %v", err)
+		}
+		d.CPU() // its own device: nothing to do
+	})
+}
+
+// TestDDPRankFails checks that a rank whose communicator dies mid-step
+// makes the others' Backward return a *RankError naming it.
+func TestDDPRankFails(t *testing.T) {
+	comms := tcpGroup(t, 3, 20*time.Second)
+	start := time.Now()
+	errs := onRanks(comms, func(r int, c Communicator) error {
+		m := testMLP(1, vram.CPU)
+		defer nn.Release(m)
+		ddp, err := NewDistributedDataParallel(m, c, DDPOptions{BucketCapBytes: 64})
+		if err != nil {
+			return err
+		}
+		defer ddp.Close()
+		for step := range 5 {
+			if r == 2 && step == 2 {
+				c.Abort(errors.New("rank 2 gives up"))
+				return nil
+			}
+			var berr error
+			vram.Tidy(func() { berr = ddp.Backward(ddp.Forward(vram.Ones(vram.Shape{2, ddpIn})).Sum()) })
+			if berr != nil {
+				return berr
+			}
+			ddp.ZeroGrad()
+		}
+		return nil
+	})
+	for _, r := range []int{0, 1} {
+		rankErr(t, r, errs[r], 2, ErrAborted)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("took %v", el)
+	}
+}

@@ -1,0 +1,253 @@
+package parallel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vramgo/vram"
+)
+
+// The backends of InitProcessGroup.
+const (
+	BackendAuto = "auto" // NCCL for CUDA devices, TCP otherwise
+	BackendNCCL = "nccl"
+	BackendTCP  = "tcp"
+)
+
+// ProcessGroupOptions says how [InitProcessGroup] joins a job. The zero
+// value joins a job of one rank on the CPU, or on cuda:0 with NCCL when
+// there is a GPU.
+type ProcessGroupOptions struct {
+	// Backend is "nccl" (CUDA devices, one or many hosts), "tcp" (CPU and
+	// sim devices; for tests and CPU jobs) or "auto" (the default, also
+	// for ""): NCCL when Device is a CUDA device, TCP otherwise.
+	Backend string
+	// Device is this rank's device. The zero value means
+	// cuda:LOCAL_RANK when the machine has a GPU and Backend is not "tcp",
+	// else the CPU.
+	Device vram.Device
+	// Launch is this process's place in the job, from [LaunchEnv]; the
+	// zero value is a job of one rank.
+	Launch LaunchInfo
+	// Timeout bounds each collective of the TCP backend (see
+	// [TCPOptions]); 0 means DefaultTimeout.
+	Timeout time.Duration
+	// InitTimeout is how long the ranks wait for each other to join,
+	// rendezvous included; 0 means Timeout.
+	InitTimeout time.Duration
+	// Name names the group in the store, so that several groups of one
+	// job (one launcher, one store) keep apart; every rank of a group
+	// gives the same. "" means "default".
+	Name string
+}
+
+// InitProcessGroup joins this process to a group of a distributed job and
+// returns its communicator (torch.distributed.init_process_group with
+// init_method "env://"). The ranks meet through a rendezvous store at
+// MASTER_ADDR:MASTER_PORT, which the launcher serves ("vram run" does, and
+// says so with LaunchInfo.AgentStore) or else rank 0 serves for as long as
+// its communicator is open. With the NCCL backend rank 0 makes NCCL's
+// unique id and shares it through the store; with TCP each rank publishes
+// its address there.
+//
+// Every rank waits at most InitTimeout for the others; a rank that does
+// not arrive makes the others fail with a [*RankError] naming it. A job
+// of one rank needs no store. Close the communicator when done; that also
+// stops the store rank 0 serves.
+func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
+	l := opts.Launch
+	size := l.Size()
+	if l.Rank < 0 || l.Rank >= size {
+		return nil, fmt.Errorf("parallel: init process group: rank %d out of range for %d ranks: %w", l.Rank, size, vram.ErrArgument)
+	}
+	backend := strings.ToLower(opts.Backend)
+	dev := opts.Device
+	if dev == (vram.Device{}) {
+		dev = vram.CPU
+		if backend != BackendTCP && vram.CUDAAvailable() {
+			dev = vram.CUDA(l.LocalRank)
+		}
+	}
+	switch backend {
+	case "", BackendAuto:
+		backend = BackendTCP
+		if dev.IsCUDA() {
+			backend = BackendNCCL
+		}
+	case BackendTCP:
+	case BackendNCCL:
+		if !dev.IsCUDA() {
+			return nil, fmt.Errorf("parallel: init process group: the nccl backend needs a CUDA device, not %s; use the tcp backend for CPU and sim devices: %w", dev, vram.ErrDevice)
+		}
+	default:
+		return nil, fmt.Errorf("parallel: init process group: unknown backend %q (want nccl, tcp or auto): %w", opts.Backend, vram.ErrArgument)
+	}
+	if err := dev.Check(); err != nil {
+		return nil, fmt.Errorf("parallel: init process group: rank %d: %w", l.Rank, err)
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	initTimeout := opts.InitTimeout
+	if initTimeout <= 0 {
+		initTimeout = timeout
+	}
+	name := opts.Name
+	if name == "" {
+		name = "default"
+	}
+	if err := checkKey(name); err != nil || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("parallel: init process group: group name %q: want 1 to 1000 bytes without a slash: %w", name, vram.ErrArgument)
+	}
+	prefix := "pg/" + name
+
+	if size == 1 {
+		if backend == BackendNCCL {
+			id, err := NewNCCLID()
+			if err != nil {
+				return nil, fmt.Errorf("parallel: init process group: %w", err)
+			}
+			return NewNCCLRank(0, 1, dev, id)
+		}
+		return NewTCPRank(context.Background(), nil, 0, 1, dev, TCPOptions{Timeout: timeout})
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), initTimeout)
+	defer cancel()
+	g := &group{}
+	if l.Rank == 0 && !l.AgentStore {
+		srv, err := ListenStore(storeListenAddr(l.MasterAddr, l.MasterPort))
+		if err != nil {
+			return nil, fmt.Errorf("parallel: init process group: rank 0 serves the rendezvous store: %w", err)
+		}
+		g.server = srv
+	}
+	store, err := DialStore(ctx, l.MasterHostPort(), StoreOptions{Timeout: initTimeout})
+	if err != nil {
+		g.close()
+		return nil, fmt.Errorf("parallel: init process group: rank %d: %w", l.Rank, err)
+	}
+	g.store = store
+	switch backend {
+	case BackendTCP:
+		g.Communicator, err = NewTCPRank(ctx, store, l.Rank, size, dev, TCPOptions{Timeout: timeout, InitTimeout: initTimeout, Prefix: prefix + "/tcp"})
+	default:
+		g.Communicator, err = joinNCCL(ctx, store, prefix, l.Rank, size, dev, initTimeout)
+	}
+	if err != nil {
+		if g.server != nil {
+			// The other ranks may still wait for an answer of the store
+			// that names the rank missing; give it time to come.
+			time.Sleep(timeoutGrace(initTimeout))
+		}
+		g.close()
+		return nil, err
+	}
+	return g, nil
+}
+
+// joinNCCL shares rank 0's NCCL unique id through the store, waits for
+// every rank to arrive (NCCL's own init would wait for ever) and creates
+// this rank's NCCL communicator.
+func joinNCCL(ctx context.Context, store *Store, prefix string, rank, size int, dev vram.Device, initTimeout time.Duration) (Communicator, error) {
+	idKey := prefix + "/nccl/id"
+	if rank == 0 {
+		id, err := NewNCCLID()
+		if err != nil {
+			return nil, fmt.Errorf("parallel: init process group: %w", err)
+		}
+		if err := store.Set(ctx, idKey, id[:]); err != nil {
+			return nil, fmt.Errorf("parallel: init process group: rank 0: %w", err)
+		}
+	}
+	if err := arrive(ctx, store, prefix+"/nccl/arrived/", rank, size, initTimeout); err != nil {
+		return nil, err
+	}
+	b, err := store.Get(ctx, idKey)
+	if err != nil {
+		return nil, fmt.Errorf("parallel: init process group: rank %d: %w", rank, err)
+	}
+	var id [128]byte
+	if len(b) != len(id) {
+		return nil, fmt.Errorf("parallel: init process group: rank %d: the store's %q holds %d bytes, not NCCL's unique id of %d", rank, idKey, len(b), len(id))
+	}
+	copy(id[:], b)
+	return NewNCCLRank(rank, size, dev, id)
+}
+
+// arrive sets this rank's key under prefix and waits for every rank's,
+// returning a [*RankError] that names the ranks missing at the timeout.
+func arrive(ctx context.Context, store *Store, prefix string, rank, size int, initTimeout time.Duration) error {
+	if err := store.Set(ctx, prefix+strconv.Itoa(rank), []byte{1}); err != nil {
+		return fmt.Errorf("parallel: init process group: rank %d: %w", rank, err)
+	}
+	keys := make([]string, size)
+	for r := range keys {
+		keys[r] = prefix + strconv.Itoa(r)
+	}
+	err := store.Wait(ctx, keys...)
+	var te *StoreTimeoutError
+	if errors.As(err, &te) && len(te.Missing) > 0 {
+		var ranks []string
+		first := -1
+		for _, k := range te.Missing {
+			if r, err := strconv.Atoi(strings.TrimPrefix(k, prefix)); err == nil {
+				ranks = append(ranks, strconv.Itoa(r))
+				if first < 0 {
+					first = r
+				}
+			}
+		}
+		return &RankError{Op: "init", Rank: first, Err: failed(fmt.Sprintf("%s of %d did not join within %v (ranks missing: %s)",
+			plural(te.NumMissing, "rank"), size, initTimeout, strings.Join(ranks, ", ")), ErrTimeout)}
+	}
+	if err != nil {
+		return fmt.Errorf("parallel: init process group: rank %d: waiting for the other ranks: %w", rank, err)
+	}
+	return nil
+}
+
+// storeListenAddr is where rank 0 or a launcher serves the store for
+// MASTER_ADDR and MASTER_PORT: on that address when it is a loopback
+// address (a job on one machine stays off the network), otherwise on
+// every interface, since MASTER_ADDR may name this host in a way that
+// does not resolve to one of its interfaces.
+func storeListenAddr(host string, port int) string {
+	if host == "localhost" {
+		return joinHostPort("127.0.0.1", port)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return joinHostPort(host, port)
+	}
+	return joinHostPort("", port)
+}
+
+// group is a communicator joined by InitProcessGroup, with the store it
+// met through (and serves, on rank 0 when no launcher does).
+type group struct {
+	Communicator
+	store  *Store
+	server *StoreServer
+}
+
+// Close closes the communicator, then the store.
+func (g *group) Close() error {
+	err := g.Communicator.Close()
+	g.close()
+	return err
+}
+
+func (g *group) close() {
+	if g.store != nil {
+		g.store.Close()
+	}
+	if g.server != nil {
+		g.server.Close()
+	}
+}

@@ -1,0 +1,241 @@
+package parallel
+
+import (
+	"errors"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vramgo/vram"
+)
+
+func lookupMap(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestLaunchEnv(t *testing.T) {
+	full := map[string]string{
+		"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
+		"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "VRAM_AGENT_STORE": "1",
+	}
+	with := func(k, v string) map[string]string {
+		m := map[string]string{}
+		for a, b := range full {
+			m[a] = b
+		}
+		if v == "" {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want LaunchInfo
+		err  string // a part of the error; "" for none
+	}{
+		{"not launched", map[string]string{}, LaunchInfo{WorldSize: 1, LocalWorldSize: 1}, ""},
+		{"torchrun's variables", full, LaunchInfo{Rank: 3, WorldSize: 4, LocalRank: 1, LocalWorldSize: 2, GroupRank: 1,
+			MasterAddr: "10.0.0.1", MasterPort: 29500, AgentStore: true, Launched: true}, ""},
+		{"one node, defaults", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "localhost", "MASTER_PORT": "1234"},
+			LaunchInfo{Rank: 1, WorldSize: 2, LocalRank: 1, LocalWorldSize: 2, MasterAddr: "localhost", MasterPort: 1234, Launched: true}, ""},
+		{"one rank without master", map[string]string{"RANK": "0", "WORLD_SIZE": "1"},
+			LaunchInfo{WorldSize: 1, LocalWorldSize: 1, Launched: true}, ""},
+		{"rank without world size", map[string]string{"RANK": "0"}, LaunchInfo{}, "RANK is set but WORLD_SIZE is not"},
+		{"world size without rank", map[string]string{"WORLD_SIZE": "2"}, LaunchInfo{}, "WORLD_SIZE is set but RANK is not"},
+		{"rank not a number", with("RANK", "one"), LaunchInfo{}, `RANK="one" is not a whole number`},
+		{"rank out of range", with("RANK", "4"), LaunchInfo{}, "RANK=4 is out of range (0 to 3)"},
+		{"negative rank", with("RANK", "-1"), LaunchInfo{}, "RANK=-1 is out of range"},
+		{"zero world", with("WORLD_SIZE", "0"), LaunchInfo{}, "WORLD_SIZE=0 is out of range"},
+		{"local rank out of range", with("LOCAL_RANK", "2"), LaunchInfo{}, "LOCAL_RANK=2 is out of range (0 to 1)"},
+		{"local rank missing", with("LOCAL_RANK", ""), LaunchInfo{}, "LOCAL_RANK is not set"},
+		{"local world too big", with("LOCAL_WORLD_SIZE", "5"), LaunchInfo{}, "LOCAL_WORLD_SIZE=5 is out of range"},
+		{"no master addr", with("MASTER_ADDR", ""), LaunchInfo{}, "MASTER_ADDR is not set"},
+		{"no master port", with("MASTER_PORT", ""), LaunchInfo{}, "MASTER_PORT is not set"},
+		{"bad port", with("MASTER_PORT", "70000"), LaunchInfo{}, "MASTER_PORT=70000 is out of range (1 to 65535)"},
+		{"port with spaces", with("MASTER_PORT", " 29500"), LaunchInfo{}, `MASTER_PORT=" 29500" is not a whole number`},
+		{"bad agent store", with("VRAM_AGENT_STORE", "maybe"), LaunchInfo{}, `VRAM_AGENT_STORE="maybe" is not a boolean`},
+		{"huge number", with("WORLD_SIZE", "99999999999999999999"), LaunchInfo{}, "WORLD_SIZE="},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := LaunchEnvFromLookup(lookupMap(tc.env))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("got  %+v\nwant %+v", got, tc.want)
+			}
+			// Environ gives back what was read.
+			m := map[string]string{}
+			for _, kv := range got.Environ() {
+				k, v, _ := strings.Cut(kv, "=")
+				m[k] = v
+			}
+			again, err := LaunchEnvFromLookup(lookupMap(m))
+			if err != nil {
+				t.Fatalf("reading Environ back: %v", err)
+			}
+			if got.Launched || tc.name == "not launched" {
+				again.Launched = got.Launched
+			}
+			if again != got {
+				t.Errorf("Environ read back as %+v, want %+v", again, got)
+			}
+		})
+	}
+}
+
+// freePort returns a TCP port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// initGroup runs InitProcessGroup for the ranks given, each in a goroutine.
+func initGroup(t *testing.T, size int, ranks []int, mod func(*ProcessGroupOptions)) ([]Communicator, []error) {
+	t.Helper()
+	port := freePort(t)
+	comms := make([]Communicator, size)
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for _, r := range ranks {
+		wg.Go(func() {
+			o := ProcessGroupOptions{
+				Backend: "tcp",
+				Launch: LaunchInfo{Rank: r, WorldSize: size, LocalRank: r, LocalWorldSize: size,
+					MasterAddr: "127.0.0.1", MasterPort: port, Launched: true},
+				Timeout: 10 * time.Second,
+			}
+			if mod != nil {
+				mod(&o)
+			}
+			comms[r], errs[r] = InitProcessGroup(o)
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, c := range comms {
+			if c != nil {
+				wg.Go(func() { c.Close() })
+			}
+		}
+		wg.Wait()
+	})
+	return comms, errs
+}
+
+func TestInitProcessGroupTCP(t *testing.T) {
+	// Rank 0 serves the store; the ranks start in any order.
+	comms, errs := initGroup(t, 3, []int{2, 1, 0}, nil)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for r, err := range onRanks(comms, func(r int, c Communicator) error {
+		x := vram.Full(vram.Shape{3}, float64(r), vram.CPU)
+		if err := c.AllReduce(x, Sum); err != nil {
+			return err
+		}
+		if got := x.Float64s(); !slices.Equal(got, []float64{3, 3, 3}) {
+			t.Errorf("rank %d: %v", r, got)
+		}
+		return nil
+	}) {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func TestInitProcessGroupAgentStore(t *testing.T) {
+	srv, err := ListenStore("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	port := srv.Addr().(*net.TCPAddr).Port
+	comms, errs := initGroup(t, 2, []int{0, 1}, func(o *ProcessGroupOptions) {
+		o.Launch.AgentStore = true
+		o.Launch.MasterPort = port
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for r, err := range onRanks(comms, func(_ int, c Communicator) error { return c.Barrier() }) {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func TestInitProcessGroupMissingRank(t *testing.T) {
+	start := time.Now()
+	_, errs := initGroup(t, 3, []int{0, 2}, func(o *ProcessGroupOptions) { o.InitTimeout = 400 * time.Millisecond })
+	for _, r := range []int{0, 2} {
+		var re *RankError
+		if !errors.As(errs[r], &re) || re.Rank != 1 || !errors.Is(errs[r], ErrTimeout) {
+			t.Errorf("rank %d: %v, want an error naming rank 1", r, errs[r])
+		}
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("took %v for an init timeout of 400ms", el)
+	}
+}
+
+func TestInitProcessGroupErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts ProcessGroupOptions
+		want string
+		kind error
+	}{
+		{"unknown backend", ProcessGroupOptions{Backend: "mpi", Device: vram.CPU}, `unknown backend "mpi"`, vram.ErrArgument},
+		{"nccl on the CPU", ProcessGroupOptions{Backend: "nccl", Device: vram.CPU}, "needs a CUDA device", vram.ErrDevice},
+		{"rank out of range", ProcessGroupOptions{Launch: LaunchInfo{Rank: 2, WorldSize: 2}}, "rank 2 out of range", vram.ErrArgument},
+		{"no such device", ProcessGroupOptions{Device: vram.Sim(60)}, "sim:60", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := InitProcessGroup(tc.opts)
+			if err == nil {
+				c.Close()
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), tc.want) || tc.kind != nil && !errors.Is(err, tc.kind) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	// A job of one rank needs nothing else.
+	c, err := InitProcessGroup(ProcessGroupOptions{Backend: "tcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Size() != 1 || c.Rank() != 0 || c.Device() != vram.CPU {
+		t.Errorf("a job of one: rank %d of %d on %s", c.Rank(), c.Size(), c.Device())
+	}
+	x := vram.Ones(vram.Shape{2})
+	if err := c.AllReduce(x, Avg); err != nil || !slices.Equal(x.Float64s(), []float64{1, 1}) {
+		t.Errorf("all_reduce of one rank: %v %v", x.Float64s(), err)
+	}
+}
