@@ -233,3 +233,57 @@ if want("allreduce"):
     emit("allreduce_avg_1GiB", size / run(big, dist.ReduceOp.AVG, 3, 20) / 1e9, "GB/s", "avg in place, 1 rank: size / (call + sync)")
     del small, big
     dist.destroy_process_group()
+
+if want("ddp"):
+    # The MLP step plainly and under DistributedDataParallel, world size 1,
+    # NCCL, in one process.
+    import os, socket
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ["MASTER_PORT"] = str(port)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl", rank=0, world_size=1)
+    width, batch = 4096, 1024
+    def build():
+        torch.manual_seed(1)
+        layers = []
+        for i in range(4):
+            layers.append(torch.nn.Linear(width, width))
+            if i < 3:
+                layers.append(torch.nn.ReLU())
+        return torch.nn.Sequential(*layers).to(dev)
+    x = torch.randn(batch, width, device=dev)
+    y = torch.randn(batch, width, device=dev)
+    def time_it(f, reps=10):
+        for _ in range(3):
+            f()
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            f()
+            torch.cuda.synchronize()
+            ts.append(time.perf_counter() - t0)
+        return statistics.median(ts) * 1000
+    m = build()
+    o = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01)
+    def plain():
+        torch.nn.functional.mse_loss(m(x), y).backward()
+        o.step()
+        o.zero_grad(set_to_none=True)
+    tp = time_it(plain)
+    m2 = DDP(build(), device_ids=[0], gradient_as_bucket_view=True)
+    o2 = torch.optim.AdamW(m2.parameters(), lr=1e-3, weight_decay=0.01)
+    def ddp_step():
+        torch.nn.functional.mse_loss(m2(x), y).backward()
+        o2.step()
+        o2.zero_grad(set_to_none=False)
+    td = time_it(ddp_step)
+    emit("ddp_plain_mlp_step_f32", tp, "ms", "plain eager step, same process")
+    emit("ddp_mlp_step_f32", td, "ms", "DDP(gradient_as_bucket_view=True), world size 1, NCCL")
+    emit("ddp_overhead", td / tp, "x", "DDP step / plain step")
+    dist.destroy_process_group()

@@ -146,6 +146,9 @@ func main() {
 	if want("overlap") {
 		benchOverlap(reps)
 	}
+	if want("ddp") {
+		benchDDP(reps)
+	}
 	if want("allreduce") {
 		benchAllReduce(reps)
 	}
