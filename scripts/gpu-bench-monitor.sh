@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu-bench-monitor.sh measures and checks the monitoring side of vram on a
-# GPU machine, after scripts/gpu-test.sh built .gpu/bins.tar.gz here:
+# GPU machine, after scripts/gpu-test.sh built .gpu/bins.tar.xz here:
 #
 #   scripts/gpu-bench-monitor.sh        (there, from the repository root)
 #
@@ -19,7 +19,7 @@ OUT=${OUT:-.gpu/logs}
 # The binaries travel packed (scripts/gpu-test.sh build): unpack them.
 work=$(mktemp -d "${TMPDIR:-/tmp}/vram-bench-monitor.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-tar -C "$work" -xzf .gpu/bins.tar.gz || { echo "no .gpu/bins.tar.gz: run scripts/gpu-test.sh build where Go is" >&2; exit 1; }
+tar -C "$work" -xJf .gpu/bins.tar.xz || { echo "no .gpu/bins.tar.xz: run scripts/gpu-test.sh build where Go is" >&2; exit 1; }
 BIN=$work/bin
 mkdir -p "$OUT"
 export VRAM_REQUIRE_CUDA=1

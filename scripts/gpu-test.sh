@@ -3,7 +3,7 @@
 # that touch CUDA, a stripped vram binary and every example under examples/,
 # packs them into one compressed archive, and runs them on a GPU machine.
 #
-#   scripts/gpu-test.sh [build]   build .gpu/bins.tar.gz (here, where Go is)
+#   scripts/gpu-test.sh [build]   build .gpu/bins.tar.xz (here, where Go is)
 #   scripts/gpu-test.sh run       run what it holds (there, where the GPU is)
 #
 # The GPU machine has no Go: build here, carry .gpu/ with the call (it is
@@ -49,7 +49,7 @@ PKGS=(
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=.gpu
-PACK=$BIN/bins.tar.gz
+PACK=$BIN/bins.tar.xz
 LIMIT_MIB=56                                   # of the archive; the working tree travels too
 BUDGET_S=${GPU_TEST_BUDGET:-420}               # the whole run
 TEST_TIMEOUT_S=${GPU_TEST_TIMEOUT:-240}        # one test binary at most
@@ -98,7 +98,7 @@ build() {
 	done
 	local raw
 	raw=$(du -sk "$stage" | cut -f1)
-	tar -C "$BIN" -cf - bin | gzip -9 >"$PACK"
+	tar -C "$BIN" -cf - bin | xz -T0 -6 >"$PACK"
 	rm -rf "$stage"
 	local kib
 	kib=$(du -sk "$PACK" | cut -f1)
@@ -143,7 +143,7 @@ run() {
 		echo "no $PACK: run \"scripts/gpu-test.sh build\" where Go is, and carry .gpu" | tee "$out/summary.txt" >&2
 		return 1
 	fi
-	tar -C "$work" -xzf "$PACK"
+	tar -C "$work" -xJf "$PACK"
 	local bin=$work/bin
 
 	local gpu=1 gpu_note=""
