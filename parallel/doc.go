@@ -11,9 +11,9 @@
 // three kinds:
 //
 //   - NCCL, for CUDA devices: one process driving every local GPU
-//     ([NewNCCLGroup]), or one
-//     rank per process on one or many hosts ([NewNCCLRank], through
-//     [InitProcessGroup]). This is the path for GPUs.
+//     ([NewNCCLGroup]), or one rank per process on one or many hosts
+//     ([NewNCCLRank], through [InitProcessGroup]). This is the path for
+//     GPUs.
 //   - In process ([NewLocalGroup] on CPU or sim devices): goroutines of one
 //     process, through vram's own copies between devices.
 //   - TCP ([NewTCPRank]), for CPU and sim tensors in several processes:
