@@ -1,8 +1,6 @@
 package main
 
 import (
-	"time"
-
 	"github.com/vramgo/vram"
 	cb "github.com/vramgo/vram/backend/cuda"
 	"github.com/vramgo/vram/nn"
@@ -36,20 +34,7 @@ func benchDDP(reps int) {
 	x := vram.Randn(vram.Shape{batch, width}, vram.WithGenerator(g), dev)
 	y := vram.Randn(vram.Shape{batch, width}, vram.WithGenerator(g), dev)
 	d, _ := cb.Open(0)
-	timeIt := func(f func()) float64 {
-		for range 3 {
-			f()
-		}
-		must(d.Synchronize())
-		var ts []float64
-		for range max(7, reps/2) {
-			t0 := time.Now()
-			f()
-			must(d.Synchronize())
-			ts = append(ts, time.Since(t0).Seconds())
-		}
-		return median(ts) * 1000
-	}
+	timeIt := func(f func()) float64 { return wallMs(d, max(7, reps/2), f) }
 
 	model, opt := build()
 	plain := timeIt(func() {

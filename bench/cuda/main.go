@@ -63,6 +63,23 @@ func must(err error) {
 	}
 }
 
+// wallMs returns the median wall time of f in milliseconds, each run
+// followed by a synchronize of d, over reps runs after three warm-ups.
+func wallMs(d *cb.Device, reps int, f func()) float64 {
+	for range 3 {
+		f()
+	}
+	must(d.Synchronize())
+	var ts []float64
+	for range reps {
+		t0 := time.Now()
+		f()
+		must(d.Synchronize())
+		ts = append(ts, time.Since(t0).Seconds())
+	}
+	return median(ts) * 1000
+}
+
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
@@ -411,20 +428,7 @@ func benchMLP(reps int) {
 			opt.ZeroGrad()
 		})
 	}
-	timeIt := func(f func()) float64 {
-		for range 3 {
-			f()
-		}
-		must(d.Synchronize())
-		var ts []float64
-		for range max(5, reps/2) {
-			t0 := time.Now()
-			f()
-			must(d.Synchronize())
-			ts = append(ts, time.Since(t0).Seconds())
-		}
-		return median(ts) * 1000
-	}
+	timeIt := func(f func()) float64 { return wallMs(d, max(5, reps/2), f) }
 	emit("mlp_fwd_f32", timeIt(fwd), "ms", "forward and loss")
 	emit("mlp_fwdbwd_f32", timeIt(fwdBwd), "ms", "forward, loss and backward")
 	emit("mlp_step_f32", timeIt(step), "ms", "4x Linear(4096) + ReLU, batch 1024, MSE, AdamW, TF32 off")
