@@ -22,6 +22,14 @@ import (
 	"time"
 )
 
+// Bounds of a job, so that a mistyped count is an error rather than a
+// machine full of processes: no node has more than a few dozen GPUs, and
+// the largest jobs have some tens of thousands of nodes.
+const (
+	MaxProcPerNode = 1024
+	MaxNodes       = 1 << 20
+)
+
 // DefaultMasterPort is the store's port for a job of several nodes when
 // none is given: torchrun's default.
 const DefaultMasterPort = 29500
@@ -133,10 +141,10 @@ type exited struct {
 func Launch(ctx context.Context, o LaunchOptions) error {
 	nodes := max(o.NNodes, 1)
 	switch {
-	case o.NProcPerNode < 1:
-		return fmt.Errorf("parallel: launch: %d processes per node; want at least 1", o.NProcPerNode)
-	case o.NNodes < 0:
-		return fmt.Errorf("parallel: launch: %d nodes; want at least 1", o.NNodes)
+	case o.NProcPerNode < 1 || o.NProcPerNode > MaxProcPerNode:
+		return fmt.Errorf("parallel: launch: %d processes per node; want 1 to %d", o.NProcPerNode, MaxProcPerNode)
+	case o.NNodes < 0 || o.NNodes > MaxNodes:
+		return fmt.Errorf("parallel: launch: %d nodes; want 1 to %d", o.NNodes, MaxNodes)
 	case o.NodeRank < 0 || o.NodeRank >= nodes:
 		return fmt.Errorf("parallel: launch: node rank %d out of range for %d nodes", o.NodeRank, nodes)
 	case o.MasterPort < 0 || o.MasterPort > 65535:

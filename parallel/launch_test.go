@@ -432,3 +432,16 @@ func tail(s string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestLaunchRefusesHugeCounts: a mistyped count is an error, not a machine
+// full of processes.
+func TestLaunchRefusesHugeCounts(t *testing.T) {
+	for _, o := range []LaunchOptions{
+		{NProcPerNode: MaxProcPerNode + 1, Program: "true"},
+		{NProcPerNode: 1, NNodes: MaxNodes + 1, Program: "true"},
+	} {
+		if err := Launch(t.Context(), o); err == nil || !strings.Contains(err.Error(), "want 1 to") {
+			t.Errorf("Launch(%+v) = %v, want a range error", o, err)
+		}
+	}
+}

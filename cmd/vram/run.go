@@ -49,10 +49,10 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
-			case o.NProcPerNode < 1:
-				return usagef("run: --nproc-per-node must be at least 1 (the ranks to start on this node)")
-			case o.NNodes < 1:
-				return usagef("run: --nnodes must be at least 1")
+			case o.NProcPerNode < 1 || o.NProcPerNode > parallel.MaxProcPerNode:
+				return usagef("run: --nproc-per-node %d out of range: want 1 to %d (the ranks to start on this node)", o.NProcPerNode, parallel.MaxProcPerNode)
+			case o.NNodes < 1 || o.NNodes > parallel.MaxNodes:
+				return usagef("run: --nnodes %d out of range: want 1 to %d", o.NNodes, parallel.MaxNodes)
 			case o.NodeRank < 0 || o.NodeRank >= o.NNodes:
 				return usagef("run: --node-rank %d out of range for --nnodes %d (0 to %d)", o.NodeRank, o.NNodes, o.NNodes-1)
 			case o.MasterPort < 0 || o.MasterPort > 65535:
