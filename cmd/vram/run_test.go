@@ -45,9 +45,10 @@ func TestRunVariablesAndExitCodes(t *testing.T) {
 			stdout: []string{"[rank 4] 4 6 2 1\n", "[rank 5] 5 6 2 1\n"},
 		},
 		{"no program", []string{"run", "--nproc-per-node", "2"}, exitUsage, nil, "requires at least 1 arg"},
-		{"no nproc", []string{"run", "true"}, exitUsage, nil, "--nproc-per-node must be at least 1"},
+		{"no nproc", []string{"run", "true"}, exitUsage, nil, "--nproc-per-node 0 out of range: want 1 to 1024"},
 		{"bad node rank", []string{"run", "--nproc-per-node", "1", "--nnodes", "2", "--node-rank", "2", "true"}, exitUsage, nil, "--node-rank 2 out of range for --nnodes 2"},
 		{"bad port", []string{"run", "--nproc-per-node", "1", "--master-port", "70000", "true"}, exitUsage, nil, "--master-port 70000"},
+		{"huge nproc", []string{"run", "--nproc-per-node", "100000000", "true"}, exitUsage, nil, "--nproc-per-node 100000000 out of range"},
 		{"missing program", []string{"run", "--nproc-per-node", "1", "vram-no-such-program"}, exitFailure, nil, "vram-no-such-program"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
