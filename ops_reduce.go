@@ -159,6 +159,10 @@ func finishReduce(r *Tensor, axes []int, keepDim bool) *Tensor {
 }
 
 func (t *Tensor) sum(op string, dims []int, keepDim bool) *Tensor {
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return up.sum(op, dims, keepDim)
+	}
 	defer pin(op, t).unpin()
 	axes := t.reduceAxes(op, dims)
 	r := reduceRaw(op, backend.Sum, t, axes)
@@ -177,6 +181,10 @@ func (t *Tensor) Sum(dims ...int) *Tensor { return t.sum("sum", dims, false) }
 func (t *Tensor) SumKeepDim(dims ...int) *Tensor { return t.sum("sum", dims, true) }
 
 func (t *Tensor) mean(dims []int, keepDim bool) *Tensor {
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return up.mean(dims, keepDim)
+	}
 	defer asOp("mean")
 	t.live("mean")
 	if !t.dtype.IsFloat() {
