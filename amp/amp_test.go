@@ -18,10 +18,14 @@ func TestMain(m *testing.M) {
 	if err := vram.Configure(vram.Config{SimDevices: []int64{256 << 20}}); err != nil {
 		panic(err)
 	}
+	if vram.CUDAAvailable() {
+		devices = append(devices, vram.CUDA(0))
+	}
 	os.Exit(m.Run())
 }
 
-// devices are where the tests run: the CPU and a simulated GPU.
+// devices are where the tests run: the CPU, a simulated GPU and the first
+// CUDA GPU when there is one.
 var devices = []vram.Device{vram.CPU, vram.Sim(0)}
 
 func TestAutocastOpDTypes(t *testing.T) {
