@@ -181,10 +181,6 @@ func (t *Tensor) Sum(dims ...int) *Tensor { return t.sum("sum", dims, false) }
 func (t *Tensor) SumKeepDim(dims ...int) *Tensor { return t.sum("sum", dims, true) }
 
 func (t *Tensor) mean(dims []int, keepDim bool) *Tensor {
-	if up, done := autocastUp(t); up != t {
-		defer done()
-		return up.mean(dims, keepDim)
-	}
 	defer asOp("mean")
 	t.live("mean")
 	if !t.dtype.IsFloat() {

@@ -26,10 +26,11 @@
 //     weight (a leaf that requires grad) is cast once per region and the copy
 //     reused;
 //   - in float32 (PyTorch's "fp32" list): Softmax, LogSoftmax, Exp, Log, Pow,
-//     PowScalar, Sum, Mean, LayerNorm, MSELoss and CrossEntropy, with 16-bit
+//     PowScalar, Sum, LayerNorm, MSELoss and CrossEntropy, with 16-bit
 //     inputs cast up and float32 results;
 //   - every other op runs in the dtype of its inputs, promoting mixed
-//     operands as outside.
+//     operands as outside (Mean, like PyTorch's, is not on the float32
+//     list: it accumulates in float32 and returns its input's dtype).
 //
 // Backward runs outside the region's rules: gradients come back in the
 // dtypes the forward pass used, and reach float32 weights as float32.
