@@ -345,3 +345,37 @@ func TestGradScalerGrowthAndState(t *testing.T) {
 		}
 	}
 }
+
+func TestAutocastConcurrentRegions(t *testing.T) {
+	w := vram.Randn(vram.Shape{8, 8}, vram.Sim(0)).SetRequiresGrad(true)
+	defer w.Release()
+	x := vram.Randn(vram.Shape{4, 8}, vram.Sim(0))
+	defer x.Release()
+	dts := []vram.DType{vram.Float16, vram.BFloat16, vram.Float32}
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for i := range 12 {
+		dt := dts[i%len(dts)]
+		wg.Go(func() {
+			for range 20 {
+				run := func() {
+					r := vram.Linear(x, w, nil)
+					if r.DType() != dt {
+						errs <- "got " + r.DType().String() + ", want " + dt.String()
+					}
+					r.Release()
+				}
+				if dt == vram.Float32 {
+					run()
+				} else {
+					amp.Autocast(dt, run)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+}
