@@ -327,7 +327,7 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 		fail("backward", ErrAutograd, "tensor does not require grad and has no grad_fn; "+
 			"did you create the parameters with WithGrad() or SetRequiresGrad(true), or compute it inside NoGrad?")
 	}
-	Region("backward", func() { NoGrad(func() { backward(t, o) }) })
+	Region("backward", func() { withoutAutocast(func() { NoGrad(func() { backward(t, o) }) }) })
 }
 
 func backward(t *Tensor, o backwardOptions) {

@@ -293,6 +293,14 @@ func (a *Tensor) Div(b *Tensor) *Tensor {
 
 // Pow returns a ** b elementwise (broadcasting).
 func (a *Tensor) Pow(b *Tensor) *Tensor {
+	if up, done := autocastUp(a); up != a {
+		defer done()
+		return up.Pow(b)
+	}
+	if up, done := autocastUp(b); up != b {
+		defer done()
+		return a.Pow(up)
+	}
 	defer hostScalars("pow", &a, &b)()
 	defer pin("pow", a, b).unpin()
 	out := binaryRaw("pow", backend.Pow, a, b)
@@ -452,6 +460,10 @@ func (a *Tensor) RDivScalar(s float64) *Tensor {
 
 // PowScalar returns a ** p.
 func (a *Tensor) PowScalar(p float64) *Tensor {
+	if up, done := autocastUp(a); up != a {
+		defer done()
+		return up.PowScalar(p)
+	}
 	return unary("pow", backend.PowScalar, a, p, saveX, func(x, _, g *Tensor) *Tensor {
 		if p == 0 {
 			return g.NewZeros(g.shape)

@@ -139,6 +139,11 @@ func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 	defer asOp(op)
 	act.check(op)
 	notNil(op, x, weight)
+	if g := current(); g != nil && g.autocast != nil {
+		ops, done := autocastLow(x, weight, bias)
+		defer done()
+		x, weight, bias = ops[0], ops[1], ops[2]
+	}
 	ds, held := sameDevice(op, compact([]*Tensor{x, weight, bias})...)
 	defer held.unpin()
 	fusedFloat(op, x, weight, bias)

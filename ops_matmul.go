@@ -80,6 +80,12 @@ func batched(op string, t *Tensor, batch []int, nb, r, c int) (backend.View, *Te
 // when the inner sizes differ and with [ErrDType] for non-float operands.
 func (a *Tensor) MatMul(b *Tensor) *Tensor {
 	defer asOp("matmul")
+	if g := current(); g != nil && g.autocast != nil {
+		notNil("matmul", a, b)
+		ops, done := autocastLow(a, b)
+		defer done()
+		a, b = ops[0], ops[1]
+	}
 	_, held := sameDevice("matmul", a, b)
 	defer held.unpin()
 	if len(a.shape) == 0 || len(b.shape) == 0 {

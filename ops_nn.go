@@ -11,6 +11,10 @@ import (
 // exponentials and their sum) and the result rounded once; so is the
 // gradient.
 func (t *Tensor) Softmax(dim int) *Tensor {
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return up.Softmax(dim)
+	}
 	defer asOp("softmax")
 	defer pin("softmax", t).unpin()
 	a := t.axis("softmax", dim)
@@ -39,6 +43,10 @@ func (t *Tensor) Softmax(dim int) *Tensor {
 // LogSoftmax returns log(Softmax(t, dim)), computed stably, in float32 for
 // float16 and bfloat16 inputs as [Tensor.Softmax] is.
 func (t *Tensor) LogSoftmax(dim int) *Tensor {
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return up.LogSoftmax(dim)
+	}
 	defer asOp("log_softmax")
 	defer pin("log_softmax", t).unpin()
 	a := t.axis("log_softmax", dim)
@@ -145,6 +153,10 @@ func Embedding(indices, weight *Tensor) *Tensor {
 // with mean reduction). It panics with [ErrShape] on mismatched sizes and
 // with [ErrIndex] for a target outside [0, C).
 func CrossEntropy(logits, targets *Tensor) *Tensor {
+	if up, done := autocastUp(logits); up != logits {
+		defer done()
+		return CrossEntropy(up, targets)
+	}
 	defer asOp("cross_entropy")
 	_, held := sameDevice("cross_entropy", logits, targets)
 	defer held.unpin()
@@ -174,6 +186,14 @@ func CrossEntropy(logits, targets *Tensor) *Tensor {
 // rounded once. Its backward pass is one elementwise product: 2·(pred -
 // target)·g/n from the difference kept by the forward pass.
 func MSELoss(pred, target *Tensor) *Tensor {
+	if up, done := autocastUp(pred); up != pred {
+		defer done()
+		return MSELoss(up, target)
+	}
+	if up, done := autocastUp(target); up != target {
+		defer done()
+		return MSELoss(pred, up)
+	}
 	const op = "mse_loss"
 	defer asOp(op)
 	_, held := sameDevice(op, pred, target)
@@ -230,6 +250,10 @@ func MSELoss(pred, target *Tensor) *Tensor {
 // and the saved mean and reciprocal deviation, which are all it keeps
 // besides t, weight and bias.
 func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float64) *Tensor {
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return LayerNorm(up, normalizedShape, weight, bias, eps)
+	}
 	const op = "layer_norm"
 	defer asOp(op)
 	t.live(op)

@@ -159,6 +159,10 @@ func finishReduce(r *Tensor, axes []int, keepDim bool) *Tensor {
 }
 
 func (t *Tensor) sum(op string, dims []int, keepDim bool) *Tensor {
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return up.sum(op, dims, keepDim)
+	}
 	defer pin(op, t).unpin()
 	axes := t.reduceAxes(op, dims)
 	r := reduceRaw(op, backend.Sum, t, axes)

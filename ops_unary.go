@@ -70,11 +70,19 @@ func (t *Tensor) Sign() *Tensor { return unary("sign", backend.Sign, t, 0, saveN
 
 // Exp returns e**t.
 func (t *Tensor) Exp() *Tensor {
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return up.Exp()
+	}
 	return unary("exp", backend.Exp, t, 0, saveY, func(_, y, g *Tensor) *Tensor { return g.Mul(y) })
 }
 
 // Log returns the natural logarithm of t.
 func (t *Tensor) Log() *Tensor {
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return up.Log()
+	}
 	return unary("log", backend.Log, t, 0, saveX, func(x, _, g *Tensor) *Tensor { return g.Div(x) })
 }
 

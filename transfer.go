@@ -229,3 +229,41 @@ func (t *Tensor) MoveTo(d Device) {
 		g.MoveTo(d)
 	}
 }
+
+// CastInPlace converts a leaf tensor to the floating-point dtype dt in
+// place, keeping its identity, so that modules and optimizers that hold it
+// see the change (Module.Half and Module.Float use it). Its gradient is
+// converted with it. Values are rounded to dt as [Tensor.Cast] rounds them;
+// float32 values past 65504 become ±Inf in float16. It panics with
+// [ErrAutograd] on a tensor computed by a recorded operation and with
+// [ErrDType] when t or dt is not a floating-point type.
+func (t *Tensor) CastInPlace(dt DType) {
+	const op = "cast_in_place"
+	defer asOp(op)
+	defer pin(op, t).unpin()
+	if t.ref.node != nil {
+		fail(op, ErrAutograd, "only leaf tensors can be converted in place; use Cast for computed tensors")
+	}
+	if !dt.b().Valid() || !dt.IsFloat() {
+		fail(op, ErrDType, "target dtype %v is not a floating-point type; convert in place only between float16, bfloat16, float32 and float64", dt)
+	}
+	if !t.dtype.IsFloat() {
+		fail(op, ErrDType, "tensor has dtype %s; only floating-point tensors can be converted in place", t.dtype)
+	}
+	if t.dtype == dt {
+		return
+	}
+	converted := castRaw(t, dt)
+	Keep(converted)
+	// Swap the storages as MoveTo does: t takes the converted one, the
+	// temporary the old one, which its Release then drops.
+	t.ref.st, converted.ref.st = converted.ref.st, t.ref.st
+	t.dtype, converted.dtype = converted.dtype, t.dtype
+	t.shape, converted.shape = converted.shape, t.shape
+	t.strides, converted.strides = converted.strides, t.strides
+	t.offset, converted.offset = converted.offset, t.offset
+	converted.Release()
+	if g := t.Grad(); g != nil {
+		g.CastInPlace(dt)
+	}
+}

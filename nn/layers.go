@@ -197,10 +197,35 @@ func NewLayerNorm(shape []int, eps float64, opts ...vram.Option) *LayerNorm {
 	return l
 }
 
-// Forward returns the normalised x, of x's shape.
+// Forward returns the normalised x, of x's shape and dtype. The statistics
+// are computed in float32 or wider whatever x's dtype; when x is 16-bit and
+// the parameters are float32 (a model converted with Half or BFloat16), the
+// result is cast back to x's dtype.
 func (l *LayerNorm) Forward(x *vram.Tensor) *vram.Tensor {
-	return vram.LayerNorm(x, l.NormalizedShape, l.Weight, l.Bias, l.Eps)
+	y := vram.LayerNorm(x, l.NormalizedShape, l.Weight, l.Bias, l.Eps)
+	if y.DType() == x.DType() || !x.DType().IsFloat() {
+		return y
+	}
+	defer y.Release()
+	return y.Cast(x.DType())
 }
+
+// KeepsFloat32 marks LayerNorm as a [Float32Layer]: Half and BFloat16 leave
+// its weight and bias float32.
+func (*LayerNorm) KeepsFloat32() {}
+
+// ToDType converts the weight and bias to float32 whatever dt is (dt must
+// still be a floating-point type): LayerNorm is a [Float32Layer].
+func (l *LayerNorm) ToDType(dt vram.DType) { ConvertDType(l, dt) }
+
+// Half keeps LayerNorm float32 (see [LayerNorm.ToDType]).
+func (l *LayerNorm) Half() { l.ToDType(vram.Float16) }
+
+// BFloat16 keeps LayerNorm float32 (see [LayerNorm.ToDType]).
+func (l *LayerNorm) BFloat16() { l.ToDType(vram.BFloat16) }
+
+// Float converts LayerNorm's parameters to float32.
+func (l *LayerNorm) Float() { l.ToDType(vram.Float32) }
 
 // Embedding is a lookup table of Num vectors of size Dim
 // (torch.nn.Embedding).

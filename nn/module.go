@@ -229,6 +229,95 @@ func (b *Base) To(d vram.Device) {
 	})
 }
 
+// ToDType converts the module's floating-point parameters (and their
+// gradients) to dtype dt in place with [vram.Tensor.CastInPlace], so that
+// optimizers holding them see the change, as [ConvertDType] does: the
+// parameters of sub-modules that are [Float32Layer]s (normalization layers)
+// stay float32. It panics with an *vram.Error of kind vram.ErrDType, before
+// converting anything, when dt is not a floating-point type.
+func (b *Base) ToDType(dt vram.DType) {
+	checkFloatDType(dt)
+	vram.Region(ParametersRegion, func() {
+		for _, p := range b.params {
+			if p.Tensor.DType().IsFloat() {
+				p.Tensor.CastInPlace(dt)
+			}
+		}
+	})
+	for _, c := range b.children {
+		ConvertDType(c.mod, dt)
+	}
+}
+
+// Half converts the module to float16 with [Base.ToDType] (PyTorch's
+// model.half()); normalization layers stay float32.
+func (b *Base) Half() { b.ToDType(vram.Float16) }
+
+// BFloat16 converts the module to bfloat16 with [Base.ToDType];
+// normalization layers stay float32.
+func (b *Base) BFloat16() { b.ToDType(vram.BFloat16) }
+
+// Float converts the module back to float32 with [Base.ToDType].
+func (b *Base) Float() { b.ToDType(vram.Float32) }
+
+// Float32Layer is implemented by layers whose parameters, and whose
+// arithmetic, stay float32 when a model is converted to 16 bits
+// ([ConvertDType], Half, BFloat16): normalization layers such as
+// [LayerNorm], whose statistics lose too much in 16 bits. Such a layer casts
+// its input up to float32 and its output back to the input's dtype. A custom
+// normalization layer implements it to get the same treatment.
+type Float32Layer interface {
+	Module
+	// KeepsFloat32 marks the layer; it does nothing.
+	KeepsFloat32()
+}
+
+// ConvertDType converts every floating-point parameter of m and of its
+// sub-modules (and their gradients) to dt in place, keeping the tensors'
+// identity so that optimizers holding them see the change; the parameters
+// of [Float32Layer]s found by [Modules] are converted to float32 instead.
+// Integer parameters are left alone. It works on any [Module], including
+// those that do not embed [Base]. It panics with an *vram.Error of kind
+// vram.ErrDType, before converting anything, when dt is not a
+// floating-point type.
+//
+// Optimizer state (Adam's moments, momentum buffers) is not converted: make
+// the optimizer after converting the model, or keep its state as it is.
+func ConvertDType(m Module, dt vram.DType) {
+	checkFloatDType(dt)
+	if m == nil {
+		return
+	}
+	keep := map[*vram.Tensor]bool{}
+	for _, sub := range Modules(m) {
+		if _, ok := sub.(Float32Layer); ok {
+			for _, p := range sub.Parameters() {
+				keep[p] = true
+			}
+		}
+	}
+	vram.Region(ParametersRegion, func() {
+		for _, p := range m.Parameters() {
+			switch {
+			case !p.DType().IsFloat():
+			case keep[p]:
+				p.CastInPlace(vram.Float32)
+			default:
+				p.CastInPlace(dt)
+			}
+		}
+	})
+}
+
+// checkFloatDType panics with an *vram.Error of kind vram.ErrDType unless
+// dt is a floating-point dtype.
+func checkFloatDType(dt vram.DType) {
+	if !dt.IsFloat() {
+		panic(&vram.Error{Op: "to_dtype", Kind: vram.ErrDType,
+			Detail: fmt.Sprintf("dtype %v is not a floating-point type; convert modules to float16, bfloat16, float32 or float64", dt)})
+	}
+}
+
 // ParametersRegion is the [vram.Region] label of the memory of parameters
 // that layers create or that [Base.To] moves.
 const ParametersRegion = "parameters"
@@ -285,6 +374,18 @@ func (f Func) CUDA(...int) {}
 
 // CPU does nothing.
 func (f Func) CPU() {}
+
+// ToDType does nothing.
+func (f Func) ToDType(vram.DType) {}
+
+// Half does nothing.
+func (f Func) Half() {}
+
+// BFloat16 does nothing.
+func (f Func) BFloat16() {}
+
+// Float does nothing.
+func (f Func) Float() {}
 
 // Train does nothing.
 func (f Func) Train() {}

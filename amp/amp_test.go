@@ -1,0 +1,381 @@
+package amp_test
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/amp"
+	"github.com/vramgo/vram/nn"
+	"github.com/vramgo/vram/optim"
+)
+
+func TestMain(m *testing.M) {
+	if err := vram.Configure(vram.Config{SimDevices: []int64{256 << 20}}); err != nil {
+		panic(err)
+	}
+	if vram.CUDAAvailable() {
+		devices = append(devices, vram.CUDA(0))
+	}
+	os.Exit(m.Run())
+}
+
+// devices are where the tests run: the CPU, a simulated GPU and the first
+// CUDA GPU when there is one.
+var devices = []vram.Device{vram.CPU, vram.Sim(0)}
+
+func TestAutocastOpDTypes(t *testing.T) {
+	for _, d := range devices {
+		for _, low := range []vram.DType{vram.Float16, vram.BFloat16} {
+			x := vram.Randn(vram.Shape{4, 3}, d)
+			w := vram.Randn(vram.Shape{2, 3}, d).SetRequiresGrad(true)
+			b := vram.Randn(vram.Shape{2, 3, 3}, d)
+			h := vram.Randn(vram.Shape{4, 3}, low, d)
+			tests := []struct {
+				name string
+				f    func() *vram.Tensor
+				want vram.DType
+			}{
+				{"matmul", func() *vram.Tensor { return x.MatMul(w.MT()) }, low},
+				{"linear", func() *vram.Tensor { return vram.Linear(x, w, nil) }, low},
+				{"linear relu", func() *vram.Tensor { return vram.LinearAct(x, w, nil, vram.ActReLU) }, low},
+				{"bmm", func() *vram.Tensor { return b.BMM(b) }, low},
+				{"softmax", func() *vram.Tensor { return h.Softmax(1) }, vram.Float32},
+				{"log_softmax", func() *vram.Tensor { return h.LogSoftmax(1) }, vram.Float32},
+				{"exp", func() *vram.Tensor { return h.Exp() }, vram.Float32},
+				{"log", func() *vram.Tensor { return h.Abs().Log() }, vram.Float32},
+				{"pow", func() *vram.Tensor { return h.PowScalar(2) }, vram.Float32},
+				{"sum", func() *vram.Tensor { return h.Sum() }, vram.Float32},
+				{"mean accumulates in float32 but keeps its dtype", func() *vram.Tensor { return h.Mean(0) }, low},
+				{"mse_loss", func() *vram.Tensor { return vram.MSELoss(h, h) }, vram.Float32},
+				{"layer_norm", func() *vram.Tensor { return vram.LayerNorm(h, []int{3}, nil, nil, 1e-5) }, vram.Float32},
+				{"other ops keep their dtype", func() *vram.Tensor { return h.Relu() }, low},
+			}
+			for _, tc := range tests {
+				var got vram.DType
+				amp.Autocast(low, func() {
+					if dt, ok := amp.Enabled(); !ok || dt != low {
+						t.Fatalf("Enabled() = %v, %v inside Autocast(%v)", dt, ok, low)
+					}
+					r := tc.f()
+					got = r.DType()
+					r.Release()
+				})
+				if got != tc.want {
+					t.Errorf("%v %v %s: dtype %v, want %v", d, low, tc.name, got, tc.want)
+				}
+				// Outside the region every op keeps its input's dtype.
+				r := tc.f()
+				if tc.want == low && r.DType() != vram.Float32 && !strings.HasPrefix(tc.name, "other") && !strings.HasPrefix(tc.name, "mean") {
+					t.Errorf("%v %s outside Autocast: dtype %v, want float32", d, tc.name, r.DType())
+				}
+				r.Release()
+			}
+			for _, x := range []*vram.Tensor{x, w, b, h} {
+				x.Release()
+			}
+		}
+	}
+	if _, ok := amp.Enabled(); ok {
+		t.Fatal("Enabled() outside any region")
+	}
+}
+
+func TestAutocastGradientsReachFloat32Master(t *testing.T) {
+	for _, d := range devices {
+		lin := nn.NewLinear(8, 4, d)
+		x := vram.Randn(vram.Shape{16, 8}, d)
+		y := vram.Randn(vram.Shape{16, 4}, d)
+		// The float32 reference gradient.
+		loss := nn.MSELoss(lin.Forward(x), y)
+		loss.Backward()
+		want := lin.Weight.Grad().Float32s()
+		loss.Release()
+		lin.Weight.SetGrad(nil)
+		lin.Bias.SetGrad(nil)
+
+		amp.Autocast(vram.BFloat16, func() {
+			out := lin.Forward(x)
+			if out.DType() != vram.BFloat16 {
+				t.Fatalf("%v: output %v, want bfloat16", d, out.DType())
+			}
+			loss = nn.MSELoss(out, y)
+			out.Release()
+		})
+		if loss.DType() != vram.Float32 {
+			t.Fatalf("%v: loss %v, want float32", d, loss.DType())
+		}
+		loss.Backward()
+		loss.Release()
+		g := lin.Weight.Grad()
+		if g.DType() != vram.Float32 || lin.Weight.DType() != vram.Float32 {
+			t.Fatalf("%v: weight %v with grad %v, want float32 for both", d, lin.Weight.DType(), g.DType())
+		}
+		for i, v := range g.Float32s() {
+			if math.Abs(float64(v-want[i])) > 0.05*(1+math.Abs(float64(want[i]))) {
+				t.Fatalf("%v: grad[%d] = %v, float32 reference %v", d, i, v, want[i])
+			}
+		}
+		nn.Release(lin)
+		x.Release()
+		y.Release()
+	}
+}
+
+func TestAutocastIsGoroutineScoped(t *testing.T) {
+	a := vram.Randn(vram.Shape{2, 2})
+	defer a.Release()
+	amp.Autocast(vram.Float16, func() {
+		var wg sync.WaitGroup
+		var other vram.DType
+		wg.Go(func() {
+			r := a.MatMul(a)
+			other = r.DType()
+			r.Release()
+		})
+		wg.Wait()
+		if other != vram.Float32 {
+			t.Errorf("a goroutine started inside Autocast got %v, want float32", other)
+		}
+		amp.Autocast(vram.BFloat16, func() {
+			r := a.MatMul(a)
+			if r.DType() != vram.BFloat16 {
+				t.Errorf("nested region: %v, want bfloat16", r.DType())
+			}
+			r.Release()
+		})
+		r := a.MatMul(a)
+		if r.DType() != vram.Float16 {
+			t.Errorf("after the nested region: %v, want float16", r.DType())
+		}
+		r.Release()
+	})
+}
+
+func TestAutocastRejectsDTypes(t *testing.T) {
+	for _, dt := range []vram.DType{vram.Float32, vram.Float64, vram.Int32, vram.Bool} {
+		func() {
+			defer func() {
+				var e *vram.Error
+				r := recover()
+				if err, ok := r.(error); !ok || !errors.As(err, &e) || e.Kind != vram.ErrDType {
+					t.Errorf("Autocast(%v): panic %v, want vram.ErrDType", dt, r)
+				}
+			}()
+			amp.Autocast(dt, func() { t.Errorf("Autocast(%v) ran fn", dt) })
+		}()
+	}
+}
+
+func TestGradScalerDefaults(t *testing.T) {
+	s, err := amp.NewGradScaler(amp.GradScalerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := amp.GradScalerState{Scale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000}
+	if s.State() != want {
+		t.Fatalf("state %+v, want %+v", s.State(), want)
+	}
+	for _, cfg := range []amp.GradScalerConfig{
+		{InitScale: -1}, {InitScale: math.Inf(1)}, {InitScale: math.NaN()},
+		{GrowthFactor: 1}, {GrowthFactor: 0.5}, {BackoffFactor: 1}, {BackoffFactor: -0.5},
+		{GrowthInterval: -3},
+	} {
+		if _, err := amp.NewGradScaler(cfg); err == nil {
+			t.Errorf("NewGradScaler(%+v) accepted", cfg)
+		}
+	}
+}
+
+// halfParam returns a float16 parameter [4] of ones on d with an SGD.
+func halfParam(t *testing.T, d vram.Device) (*vram.Tensor, optim.Optimizer) {
+	p := vram.Ones(vram.Shape{4}, vram.Float16, d).SetRequiresGrad(true)
+	opt, err := optim.NewSGD([]*vram.Tensor{p}, optim.SGDConfig{LR: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, opt
+}
+
+func TestGradScalerSkipsFloat16Overflow(t *testing.T) {
+	for _, d := range devices {
+		p, opt := halfParam(t, d)
+		s, _ := amp.NewGradScaler(amp.GradScalerConfig{})
+		// loss = sum(p·x) with x = 2: the scaled gradient 2·65536 is past
+		// float16's 65504 and becomes inf.
+		x := vram.Full(vram.Shape{4}, 2, vram.Float16, d)
+		loss := p.Mul(x).Sum()
+		scaled := s.Scale(loss)
+		scaled.Backward()
+		if g := p.Grad().Float32s(); !math.IsInf(float64(g[0]), 1) {
+			t.Fatalf("%v: scaled float16 gradient %v, want +Inf (overflow on purpose)", d, g[0])
+		}
+		if s.Step(opt, []*vram.Tensor{p}) {
+			t.Errorf("%v: Step ran the optimizer on inf gradients", d)
+		}
+		if v := p.Float32s(); v[0] != 1 {
+			t.Errorf("%v: parameter %v after a skipped step, want 1", d, v[0])
+		}
+		s.Update()
+		if s.CurrentScale() != 32768 {
+			t.Errorf("%v: scale %v after overflow, want 32768", d, s.CurrentScale())
+		}
+		opt.ZeroGrad()
+		loss.Release()
+		scaled.Release()
+
+		// At 2^15 the scaled gradient is 65536: still past 65504. At 2^14
+		// it fits, and the step runs with the true gradient 2.
+		steps := 0
+		for range 3 {
+			loss = p.Mul(x).Sum()
+			scaled = s.Scale(loss)
+			scaled.Backward()
+			if s.Step(opt, []*vram.Tensor{p}) {
+				steps++
+			}
+			s.Update()
+			opt.ZeroGrad()
+			loss.Release()
+			scaled.Release()
+			if steps > 0 {
+				break
+			}
+		}
+		if steps != 1 || s.CurrentScale() != 16384 {
+			t.Fatalf("%v: %d steps, scale %v; want one step at scale 16384", d, steps, s.CurrentScale())
+		}
+		if v := p.Float32s(); math.Abs(float64(v[0])-0.8) > 1e-3 {
+			t.Errorf("%v: parameter %v, want 1 - 0.1·2 = 0.8", d, v[0])
+		}
+		p.Release()
+		x.Release()
+	}
+}
+
+func TestGradScalerNaNAndUnscale(t *testing.T) {
+	p, opt := halfParam(t, vram.CPU)
+	defer p.Release()
+	s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 4})
+	p.SetGrad(vram.FromSlice([]float32{4, 8, float32(math.NaN()), 0}, vram.Shape{4}, vram.Float16))
+	found, err := s.Unscale([]*vram.Tensor{p})
+	if err != nil || !found {
+		t.Fatalf("Unscale = %v, %v; want found NaN", found, err)
+	}
+	if _, err := s.Unscale([]*vram.Tensor{p}); !errors.Is(err, amp.ErrUnscaledTwice) {
+		t.Fatalf("second Unscale: %v, want ErrUnscaledTwice", err)
+	}
+	if g := p.Grad().Float32s(); g[0] != 1 || g[1] != 2 {
+		t.Fatalf("unscaled gradient %v, want [1 2 NaN 0] (unscaled once)", g)
+	}
+	if s.Step(opt, []*vram.Tensor{p}) {
+		t.Fatal("Step ran on a NaN gradient")
+	}
+	s.Update()
+	if s.CurrentScale() != 2 {
+		t.Fatalf("scale %v, want 2", s.CurrentScale())
+	}
+	// A clean Unscale before Step (as for clipping): Step does not
+	// divide again.
+	p.SetGrad(vram.FromSlice([]float32{2, 2, 2, 2}, vram.Shape{4}, vram.Float16))
+	if found, err := s.Unscale([]*vram.Tensor{p}); found || err != nil {
+		t.Fatalf("Unscale = %v, %v on finite gradients", found, err)
+	}
+	if !s.Step(opt, []*vram.Tensor{p}) {
+		t.Fatal("Step skipped on finite gradients")
+	}
+	if v := p.Float32s(); math.Abs(float64(v[0])-0.9) > 1e-3 {
+		t.Fatalf("parameter %v, want 1 - 0.1·1 = 0.9", v[0])
+	}
+}
+
+func TestGradScalerGrowthAndState(t *testing.T) {
+	s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 8, GrowthInterval: 3})
+	var scales []float64
+	for range 7 {
+		s.Update() // clean steps
+		scales = append(scales, s.CurrentScale())
+	}
+	want := []float64{8, 8, 16, 16, 16, 32, 32}
+	for i := range want {
+		if scales[i] != want[i] {
+			t.Fatalf("scales %v, want %v", scales, want)
+		}
+	}
+	st := s.State()
+	blob, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back amp.GradScalerState
+	if err := json.Unmarshal(blob, &back); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := amp.NewGradScaler(amp.GradScalerConfig{})
+	if err := fresh.LoadState(back); err != nil {
+		t.Fatal(err)
+	}
+	if fresh.State() != st {
+		t.Fatalf("loaded %+v, want %+v", fresh.State(), st)
+	}
+	fresh.Update() // the loaded tracker is 1: growth on the second clean step
+	if fresh.CurrentScale() != 32 {
+		t.Fatalf("scale %v one step after loading, want 32", fresh.CurrentScale())
+	}
+	fresh.Update()
+	if fresh.CurrentScale() != 64 {
+		t.Fatalf("scale %v two steps after loading, want 64", fresh.CurrentScale())
+	}
+	for _, bad := range []amp.GradScalerState{
+		{Scale: 0, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 3},
+		{Scale: 1, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 3, GrowthTracker: 3},
+		{Scale: 1, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 0},
+	} {
+		before := fresh.State()
+		if err := fresh.LoadState(bad); err == nil {
+			t.Errorf("LoadState(%+v) accepted", bad)
+		}
+		if fresh.State() != before {
+			t.Errorf("a rejected LoadState changed the state")
+		}
+	}
+}
+
+func TestAutocastConcurrentRegions(t *testing.T) {
+	w := vram.Randn(vram.Shape{8, 8}, vram.Sim(0)).SetRequiresGrad(true)
+	defer w.Release()
+	x := vram.Randn(vram.Shape{4, 8}, vram.Sim(0))
+	defer x.Release()
+	dts := []vram.DType{vram.Float16, vram.BFloat16, vram.Float32}
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for i := range 12 {
+		dt := dts[i%len(dts)]
+		wg.Go(func() {
+			for range 20 {
+				run := func() {
+					r := vram.Linear(x, w, nil)
+					if r.DType() != dt {
+						errs <- "got " + r.DType().String() + ", want " + dt.String()
+					}
+					r.Release()
+				}
+				if dt == vram.Float32 {
+					run()
+				} else {
+					amp.Autocast(dt, run)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+}

@@ -1,0 +1,14 @@
+package amp
+
+import "github.com/vramgo/vram"
+
+// Autocast runs fn with automatic mixed precision in dt (vram.Float16 or
+// vram.BFloat16) on the calling goroutine, like torch.autocast; the package
+// documentation lists which ops run in dt and which in float32. Goroutines
+// started inside fn do not inherit it. Regions nest, the innermost winning.
+// It panics with an *vram.Error of kind vram.ErrDType for another dtype.
+func Autocast(dt vram.DType, fn func()) { vram.Autocast(dt, fn) }
+
+// Enabled reports whether the calling goroutine is inside an Autocast
+// region, and its dtype.
+func Enabled() (vram.DType, bool) { return vram.AutocastDType() }

@@ -1,0 +1,38 @@
+// Package amp is automatic mixed precision: [Autocast] runs matrix
+// products in float16 or bfloat16 while the weights stay float32, and
+// [GradScaler] scales the loss so that float16 gradients do not underflow,
+// skipping the optimizer step when they overflow.
+//
+// A training step with both, as with torch.autocast and torch.amp.GradScaler:
+//
+//	scaler, _ := amp.NewGradScaler(amp.GradScalerConfig{})
+//	for batch := range batches {
+//		opt.ZeroGrad()
+//		var loss *vram.Tensor
+//		amp.Autocast(vram.Float16, func() {
+//			loss = nn.MSELoss(model.Forward(batch.X), batch.Y)
+//		})
+//		scaled := scaler.Scale(loss)
+//		scaled.Backward()
+//		scaler.Unscale(params) // before clipping, if any
+//		scaler.Step(opt, params)
+//		scaler.Update()
+//	}
+//
+// Inside Autocast, on the calling goroutine only:
+//
+//   - in the low dtype (PyTorch's "lower_precision_fp" list): MatMul, BMM,
+//     Linear and LinearAct, with float32 or float64 operands cast down; a
+//     weight (a leaf that requires grad) is cast once per region and the copy
+//     reused;
+//   - in float32 (PyTorch's "fp32" list): Softmax, LogSoftmax, Exp, Log, Pow,
+//     PowScalar, Sum, LayerNorm, MSELoss and CrossEntropy, with 16-bit
+//     inputs cast up and float32 results;
+//   - every other op runs in the dtype of its inputs, promoting mixed
+//     operands as outside (Mean, like PyTorch's, is not on the float32
+//     list: it accumulates in float32 and returns its input's dtype).
+//
+// Backward runs outside the region's rules: gradients come back in the
+// dtypes the forward pass used, and reach float32 weights as float32.
+// bfloat16 has float32's range, so it needs no GradScaler.
+package amp

@@ -1,0 +1,190 @@
+package amp
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/optim"
+)
+
+// GradScalerConfig configures a [GradScaler]; zero fields take PyTorch's
+// defaults.
+type GradScalerConfig struct {
+	// InitScale is the first loss scale (default 2^16).
+	InitScale float64
+	// GrowthFactor multiplies the scale after GrowthInterval steps in a
+	// row without inf or NaN gradients (default 2).
+	GrowthFactor float64
+	// BackoffFactor multiplies the scale after a step with inf or NaN
+	// gradients (default 0.5).
+	BackoffFactor float64
+	// GrowthInterval is the number of clean steps before growing (default
+	// 2000).
+	GrowthInterval int
+}
+
+// GradScalerState is a [GradScaler]'s state, for checkpoints (PyTorch's
+// scaler.state_dict()). It encodes to JSON with the field names of PyTorch.
+type GradScalerState struct {
+	Scale          float64 `json:"scale"`
+	GrowthFactor   float64 `json:"growth_factor"`
+	BackoffFactor  float64 `json:"backoff_factor"`
+	GrowthInterval int     `json:"growth_interval"`
+	GrowthTracker  int     `json:"_growth_tracker"`
+}
+
+// GradScaler scales the loss before Backward so that small float16
+// gradients do not flush to zero, unscales the gradients before the
+// optimizer step, skips the step when any gradient is inf or NaN, and
+// adapts the scale (torch.amp.GradScaler). Per step: [GradScaler.Scale],
+// Backward, optionally [GradScaler.Unscale] (before gradient clipping),
+// [GradScaler.Step], [GradScaler.Update]. A GradScaler is not safe for
+// concurrent use.
+type GradScaler struct {
+	st GradScalerState
+	// per step
+	unscaled bool
+	foundInf bool
+}
+
+// ErrUnscaledTwice is returned by [GradScaler.Unscale] when the gradients
+// were already unscaled since the last [GradScaler.Update].
+var ErrUnscaledTwice = errors.New("amp: Unscale was already called since the last Update; call it once per step")
+
+// NewGradScaler returns a scaler with cfg, zero fields taking PyTorch's
+// defaults. It returns an error for a scale that is not positive and
+// finite, a growth factor not above 1, a backoff factor outside (0, 1) or a
+// negative growth interval.
+func NewGradScaler(cfg GradScalerConfig) (*GradScaler, error) {
+	st := GradScalerState{Scale: cfg.InitScale, GrowthFactor: cfg.GrowthFactor, BackoffFactor: cfg.BackoffFactor, GrowthInterval: cfg.GrowthInterval}
+	if st.Scale == 0 {
+		st.Scale = 65536
+	}
+	if st.GrowthFactor == 0 {
+		st.GrowthFactor = 2
+	}
+	if st.BackoffFactor == 0 {
+		st.BackoffFactor = 0.5
+	}
+	if st.GrowthInterval == 0 {
+		st.GrowthInterval = 2000
+	}
+	if err := st.check(); err != nil {
+		return nil, err
+	}
+	return &GradScaler{st: st}, nil
+}
+
+func (st GradScalerState) check() error {
+	switch {
+	case !(st.Scale > 0) || math.IsInf(st.Scale, 1):
+		return fmt.Errorf("amp: GradScaler: scale must be positive and finite, got %v", st.Scale)
+	case !(st.GrowthFactor > 1) || math.IsInf(st.GrowthFactor, 1):
+		return fmt.Errorf("amp: GradScaler: growth factor must be finite and above 1, got %v", st.GrowthFactor)
+	case !(st.BackoffFactor > 0 && st.BackoffFactor < 1):
+		return fmt.Errorf("amp: GradScaler: backoff factor must be in (0, 1), got %v", st.BackoffFactor)
+	case st.GrowthInterval < 1:
+		return fmt.Errorf("amp: GradScaler: growth interval must be at least 1, got %d", st.GrowthInterval)
+	case st.GrowthTracker < 0 || st.GrowthTracker >= st.GrowthInterval:
+		return fmt.Errorf("amp: GradScaler: growth tracker %d must be in [0, %d)", st.GrowthTracker, st.GrowthInterval)
+	}
+	return nil
+}
+
+// CurrentScale returns the loss scale (PyTorch's get_scale()).
+func (s *GradScaler) CurrentScale() float64 { return s.st.Scale }
+
+// Scale returns loss multiplied by the current scale, a new tensor the
+// caller owns; call Backward on it.
+func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor { return loss.MulScalar(s.st.Scale) }
+
+// Unscale divides the gradient of every parameter in params by the scale,
+// in place, and reports whether any gradient holds inf or NaN; parameters
+// without a gradient are skipped. Call it before clipping gradients; Step
+// then does not unscale again. The unscaling and the check share one pass
+// over the gradients, with one host synchronisation at the end for the
+// whole set (composed from elementwise and sum kernels, not one fused
+// kernel). It returns ErrUnscaledTwice when called again before Update,
+// changing nothing.
+func (s *GradScaler) Unscale(params []*vram.Tensor) (foundInf bool, err error) {
+	if s.unscaled {
+		return s.foundInf, ErrUnscaledTwice
+	}
+	inv := 1 / s.st.Scale
+	var bad float64
+	vram.NoGrad(func() {
+		vram.Tidy(func() {
+			// Per device, the sum of g·0 over every gradient: 0 when all
+			// are finite, NaN as soon as one element is inf or NaN.
+			acc := map[vram.Device]*vram.Tensor{}
+			for _, p := range params {
+				g := p.Grad()
+				if g == nil {
+					continue
+				}
+				g.MulScalarInPlace(inv)
+				probe := g.MulScalar(0).Sum().Cast(vram.Float32)
+				if a, ok := acc[g.Device()]; ok {
+					acc[g.Device()] = a.Add(probe)
+				} else {
+					acc[g.Device()] = probe
+				}
+			}
+			for _, a := range acc {
+				bad += a.Item()
+			}
+		})
+	})
+	s.unscaled = true
+	s.foundInf = math.IsNaN(bad) || math.IsInf(bad, 0)
+	return s.foundInf, nil
+}
+
+// Step unscales the gradients of params unless Unscale already did this
+// step, then runs opt.Step unless a gradient is inf or NaN. It reports
+// whether the optimizer stepped. params are the parameters opt updates.
+func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
+	if !s.unscaled {
+		_, _ = s.Unscale(params) // not unscaled yet: no ErrUnscaledTwice
+	}
+	if s.foundInf {
+		return false
+	}
+	opt.Step()
+	return true
+}
+
+// Update adapts the scale after a step: times the backoff factor when the
+// step found inf or NaN gradients, times the growth factor after
+// GrowthInterval clean steps in a row. It starts the next step. A step
+// whose gradients were never unscaled counts as clean.
+func (s *GradScaler) Update() {
+	if s.foundInf {
+		s.st.Scale *= s.st.BackoffFactor
+		s.st.GrowthTracker = 0
+	} else {
+		s.st.GrowthTracker++
+		if s.st.GrowthTracker == s.st.GrowthInterval {
+			s.st.Scale *= s.st.GrowthFactor
+			s.st.GrowthTracker = 0
+		}
+	}
+	s.unscaled, s.foundInf = false, false
+}
+
+// State returns the scaler's state for a checkpoint.
+func (s *GradScaler) State() GradScalerState { return s.st }
+
+// LoadState restores a state from [GradScaler.State]. It returns an error,
+// changing nothing, for a state NewGradScaler would reject or whose growth
+// tracker is outside [0, GrowthInterval).
+func (s *GradScaler) LoadState(st GradScalerState) error {
+	if err := st.check(); err != nil {
+		return err
+	}
+	s.st = st
+	s.unscaled, s.foundInf = false, false
+	return nil
+}

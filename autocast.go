@@ -1,0 +1,118 @@
+package vram
+
+// autocastState is one Autocast region of a goroutine.
+type autocastState struct {
+	dt DType
+	// cache holds the low-precision copy of each float32 leaf that
+	// requires grad (a weight), made once per region and recorded as a
+	// cast so that gradients reach the float32 master. It is released
+	// when the region ends.
+	cache map[*Tensor]*Tensor
+}
+
+// Autocast runs fn with automatic mixed precision on the calling goroutine
+// (torch.autocast): matrix products ([Tensor.MatMul], [Tensor.BMM],
+// [Linear], [LinearAct]) take float32 and float64 operands in dt (Float16
+// or BFloat16), and produce dt. A leaf operand that requires grad (a
+// float32 master weight) is cast once per region and the copy reused by
+// every product inside it; gradients flow back to the master in its own
+// dtype. Package amp wraps it; see amp.Autocast for the ops that run in
+// float32. Other goroutines are not affected. Regions nest, the innermost
+// dtype winning. It panics with [ErrDType] unless dt is Float16 or
+// BFloat16.
+//
+// The cached copies reflect the weights when first used in the region:
+// change weights (an optimizer step) outside the region, as PyTorch
+// requires.
+func Autocast(dt DType, fn func()) {
+	if dt != Float16 && dt != BFloat16 {
+		fail("autocast", ErrDType, "autocast runs products in float16 or bfloat16, got %v", dt)
+	}
+	id, g := enter()
+	prev := g.autocast
+	st := &autocastState{dt: dt, cache: map[*Tensor]*Tensor{}}
+	g.autocast = st
+	defer func() {
+		g.autocast = prev
+		for _, c := range st.cache {
+			c.Release()
+		}
+		leave(id, g)
+	}()
+	fn()
+}
+
+// AutocastDType returns the dtype of the calling goroutine's innermost
+// [Autocast] region, and false outside any.
+func AutocastDType() (DType, bool) {
+	if g := current(); g != nil && g.autocast != nil {
+		return g.autocast.dt, true
+	}
+	return 0, false
+}
+
+// autocastLow returns the operands of a product converted to the region's
+// low dtype, and a function that releases the conversions it made (not the
+// cached ones). Outside a region it returns ts unchanged. nil stays nil.
+func autocastLow(ts ...*Tensor) ([]*Tensor, func()) {
+	g := current()
+	if g == nil || g.autocast == nil {
+		return ts, func() {}
+	}
+	st := g.autocast
+	out := make([]*Tensor, len(ts))
+	var temps []*Tensor
+	for i, t := range ts {
+		out[i] = t
+		if t == nil || (t.dtype != Float32 && t.dtype != Float64) {
+			continue
+		}
+		t.live("autocast")
+		if t.ref.node == nil && t.requiresGrad && !g.gradOff && g.inference == 0 {
+			c, ok := st.cache[t]
+			if !ok {
+				c = Keep(t.Cast(st.dt))
+				st.cache[t] = c
+			}
+			out[i] = c
+			continue
+		}
+		c := t.Cast(st.dt)
+		temps = append(temps, c)
+		out[i] = c
+	}
+	return out, func() {
+		for _, c := range temps {
+			c.Release()
+		}
+	}
+}
+
+// autocastUp returns t cast to float32 when an Autocast region is active
+// and t is 16-bit, for the ops that autocast runs in float32, with a
+// function that releases the conversion. Otherwise it returns t itself.
+func autocastUp(t *Tensor) (*Tensor, func()) {
+	if t == nil || (t.dtype != Float16 && t.dtype != BFloat16) {
+		return t, func() {}
+	}
+	if g := current(); g == nil || g.autocast == nil {
+		return t, func() {}
+	}
+	c := t.Cast(Float32)
+	return c, c.Release
+}
+
+// withoutAutocast runs fn with the goroutine's Autocast region suspended:
+// the backward pass computes gradients in the dtypes of the forward pass,
+// as PyTorch's autograd engine does outside autocast.
+func withoutAutocast(fn func()) {
+	g := current()
+	if g == nil || g.autocast == nil {
+		fn()
+		return
+	}
+	prev := g.autocast
+	g.autocast = nil
+	defer func() { g.autocast = prev }()
+	fn()
+}
