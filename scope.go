@@ -19,12 +19,13 @@ import (
 // outlived its call would leak into an unrelated one.
 
 type gstate struct {
-	depth     int       // scoped calls in progress; the state goes at zero
-	gradOff   bool      // recording off (NoGrad, SetGradEnabled(false))
-	inference int       // depth of InferenceMode calls
-	scopes    []*scope  // Tidy calls, innermost last
-	regions   []string  // Region labels, innermost last
-	streams   []*Stream // WithStream streams, innermost last
+	depth     int         // scoped calls in progress; the state goes at zero
+	gradOff   bool        // recording off (NoGrad, SetGradEnabled(false))
+	inference int         // depth of InferenceMode calls
+	scopes    []*scope    // Tidy calls, innermost last
+	regions   []string    // Region labels, innermost last
+	streams   []*Stream   // WithStream streams, innermost last
+	rng       []*rngScope // Checkpoint forwards and recomputes, innermost last
 }
 
 type scope struct {
