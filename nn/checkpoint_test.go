@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -220,4 +221,70 @@ func TestCheckpointLowersPeak(t *testing.T) {
 	if ck*2 > plain {
 		t.Fatalf("checkpointed peak %d B is not below half the plain peak %d B", ck, plain)
 	}
+}
+
+// TestCheckpointNestedAndConcurrent checkpoints a stack of checkpointed
+// dropout blocks, on several goroutines at once, each with its own
+// generator: every goroutine's gradients equal its plain run's.
+func TestCheckpointNestedAndConcurrent(t *testing.T) {
+	run := func(seed uint64, mode int) [][]float64 {
+		dg := vram.NewGenerator(seed)
+		m := stack(3, 8, 0.5, seed, mode > 0, dg, vram.CPU)
+		var top nn.Module = m
+		if mode == 2 {
+			top = nn.Checkpoint(m)
+		}
+		defer nn.Release(m)
+		x := vram.Randn(vram.Shape{4, 8}, vram.WithGenerator(vram.NewGenerator(seed+1)))
+		defer x.Release()
+		vram.Tidy(func() {
+			y := top.Forward(x)
+			y.Mul(y).Sum().Backward(vram.RetainGraph())
+		})
+		var out [][]float64
+		for _, q := range m.Parameters() {
+			out = append(out, q.Grad().Float64s())
+		}
+		return out
+	}
+	const workers = 4
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			seed := uint64(100 + w)
+			plain := run(seed, 0)
+			for _, mode := range []int{1, 2} {
+				got := run(seed, mode)
+				for i := range plain {
+					if !slices.Equal(got[i], plain[i]) {
+						errs <- fmt.Errorf("worker %d, mode %d: gradient %d differs", w, mode, i)
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestCheckpointRetainGraph backpropagates twice through one checkpoint:
+// the input stays saved and the recompute runs again.
+func TestCheckpointRetainGraph(t *testing.T) {
+	w := vram.FromSlice([]float64{0.5, -2}, vram.Shape{2}).SetRequiresGrad(true)
+	defer w.Release()
+	x := vram.FromSlice([]float64{3, 4}, vram.Shape{2}).SetRequiresGrad(true)
+	defer x.Release()
+	y := vram.Checkpoint(func(x *vram.Tensor) *vram.Tensor { return x.Mul(w) }, x, w)
+	defer y.Release()
+	s := y.Sum()
+	defer s.Release()
+	s.Backward(vram.RetainGraph())
+	s.Backward()
+	checkValues(t, "weight gradient", w.Grad().Float64s(), []float64{6, 8}, 0)
+	checkValues(t, "input gradient", x.Grad().Float64s(), []float64{1, -4}, 0)
 }
