@@ -142,12 +142,14 @@ func FromSlice[T Element](data []T, shape Shape, opts ...Option) *Tensor {
 // A Generator is safe for concurrent use.
 type Generator struct {
 	mu  sync.Mutex
+	src *rand.PCG
 	rng *rand.Rand
 }
 
 // NewGenerator returns a generator seeded with seed.
 func NewGenerator(seed uint64) *Generator {
-	return &Generator{rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}
+	src := rand.NewPCG(seed, 0x9e3779b97f4a7c15)
+	return &Generator{src: src, rng: rand.New(src)}
 }
 
 var defaultGen = NewGenerator(0)
@@ -156,12 +158,13 @@ var defaultGen = NewGenerator(0)
 func ManualSeed(seed uint64) {
 	g := NewGenerator(seed)
 	defaultGen.mu.Lock()
-	defaultGen.rng = g.rng
+	defaultGen.src, defaultGen.rng = g.src, g.rng
 	defaultGen.mu.Unlock()
 }
 
 // Float64 returns a uniform value in [0, 1).
 func (g *Generator) Float64() float64 {
+	g = g.forDraw()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.rng.Float64()
@@ -197,6 +200,7 @@ func random(op string, shape Shape, normal bool, opts []Option) *Tensor {
 	if g == nil {
 		g = defaultGen
 	}
+	g = g.forDraw()
 	vals := g.fill(t.NumElements(), normal)
 	if !normal {
 		// [0, 1) in the tensor's dtype: a draw just below 1 must not round

@@ -26,6 +26,7 @@ type gstate struct {
 	regions   []string       // Region labels, innermost last
 	streams   []*Stream      // WithStream streams, innermost last
 	autocast  *autocastState // innermost Autocast region, or nil
+	rng       []*rngScope    // Checkpoint forwards and recomputes, innermost last
 }
 
 type scope struct {

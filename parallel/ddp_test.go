@@ -97,6 +97,7 @@ type ddpCase struct {
 	bucketCap int64
 	optZero   bool // zero the gradients with the optimizer (releasing them) rather than the DDP
 	micro     int  // micro-batches per step, all but the last under NoSync
+	accum     bool // accumulate the micro-batches with nn.Accumulate
 	side      bool // compute on a stream other than the default
 }
 
@@ -110,6 +111,8 @@ func TestDDPMatchesOneProcess(t *testing.T) {
 		{name: "1 rank", ranks: 1},
 		{name: "2 sim ranks, NoSync accumulation", ranks: 2, devs: []vram.Device{vram.Sim(0), vram.Sim(1)}, bucketCap: 64, micro: 3},
 		{name: "3 CPU ranks, NoSync accumulation", ranks: 3, micro: 2, optZero: true},
+		{name: "2 sim ranks, nn.Accumulate", ranks: 2, devs: []vram.Device{vram.Sim(0), vram.Sim(1)}, bucketCap: 64, micro: 3, accum: true},
+		{name: "3 CPU ranks, nn.Accumulate", ranks: 3, micro: 2, optZero: true, accum: true},
 		{name: "2 sim ranks, compute on a side stream", ranks: 2, devs: []vram.Device{vram.Sim(0), vram.Sim(1)}, bucketCap: 64, side: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -170,13 +173,20 @@ func trainDDP(c Communicator, tc ddpCase, steps int) ([][]float64, error) {
 					}
 					return ddp.Backward(loss)
 				}
-				ddp.NoSync(func() {
-					for i := 0; i < micro-1 && stepErr == nil; i++ {
-						stepErr = backward(i)
+				if tc.accum {
+					_, stepErr = nn.Accumulate(micro, ddp, func(i int) *vram.Tensor {
+						lo := c.Rank()*share + i*part
+						return nn.MSELoss(ddp.Forward(rows(xs, ddpIn, lo, lo+part, dev)), rows(ys, ddpOut, lo, lo+part, dev))
+					})
+				} else {
+					ddp.NoSync(func() {
+						for i := 0; i < micro-1 && stepErr == nil; i++ {
+							stepErr = backward(i)
+						}
+					})
+					if stepErr == nil {
+						stepErr = backward(micro - 1)
 					}
-				})
-				if stepErr == nil {
-					stepErr = backward(micro - 1)
 				}
 				if stepErr != nil {
 					return

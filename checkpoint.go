@@ -1,0 +1,148 @@
+package vram
+
+// rngScope is one Checkpoint forward (recording) or recompute (replaying)
+// on a goroutine. A recording scope keeps the state each generator had
+// before its first draw inside the forward; a replaying scope draws from
+// private copies made from those states, so that the recompute sees the
+// same random numbers without rewinding a generator others may be using.
+type rngScope struct {
+	replay bool
+	states map[*Generator][]byte     // recording: state before the first draw
+	copies map[*Generator]*Generator // replaying: generator -> private copy
+}
+
+// state returns the generator's current state.
+func (g *Generator) state() []byte {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b, err := g.src.MarshalBinary()
+	if err != nil {
+		panic("vram: internal: cannot save generator state: " + err.Error())
+	}
+	return b
+}
+
+// generatorAt returns a new generator in state b.
+func generatorAt(b []byte) *Generator {
+	g := NewGenerator(0)
+	if err := g.src.UnmarshalBinary(b); err != nil {
+		panic("vram: internal: cannot restore generator state: " + err.Error())
+	}
+	return g
+}
+
+// forDraw returns the generator a draw from g on this goroutine uses: a
+// private copy inside a Checkpoint recompute, g itself otherwise. Inside a
+// Checkpoint forward it first saves the state of g for the recompute.
+func (g *Generator) forDraw() *Generator {
+	st := current()
+	if st == nil || len(st.rng) == 0 {
+		return g
+	}
+	eff := g
+	for i := len(st.rng) - 1; i >= 0; i-- {
+		if c := st.rng[i].copies[g]; c != nil {
+			eff = c
+			break
+		}
+	}
+	for _, r := range st.rng {
+		if r.replay {
+			continue
+		}
+		if _, ok := r.states[g]; !ok {
+			r.states[g] = eff.state()
+		}
+	}
+	return eff
+}
+
+// withRNG runs fn with r as the innermost random-state scope.
+func withRNG(r *rngScope, fn func()) {
+	id, g := enter()
+	g.rng = append(g.rng, r)
+	defer func() {
+		g.rng = g.rng[:len(g.rng)-1]
+		leave(id, g)
+	}()
+	fn()
+}
+
+// Checkpoint computes fn(x) without keeping the activations inside fn for
+// backward (activation checkpointing, torch.utils.checkpoint): the forward
+// runs under [NoGrad] and only x is saved; Backward runs fn again on x with
+// recording on and backpropagates through that recompute. Gradients are the
+// ones fn(x) would give without Checkpoint, for x and for every leaf fn
+// uses (the parameters of a layer), at the cost of a second forward.
+//
+// Random draws inside fn (the masks of dropout) are replayed: the
+// recompute sees the numbers the forward drew, from the default generator
+// and from those of [WithGenerator], and the generators themselves are not
+// rewound. fn must draw on the calling goroutine for that, and must compute
+// the same function both times (no other state that changes in between).
+//
+// params lists the leaves requiring grad that fn uses besides x: the result
+// requires grad when x or one of them does. Without them, fn(x) on an x that
+// does not require grad (the first layer's input) would give a result
+// outside the graph. Outside recording (inside NoGrad, or when nothing
+// requires grad) Checkpoint simply returns fn(x).
+//
+// The result is a new tensor the caller owns. It panics with an *Error of
+// kind [ErrArgument] when fn is nil or returns nil.
+func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tensor {
+	if fn == nil {
+		fail("checkpoint", ErrArgument, "the function to checkpoint is nil")
+	}
+	x.live("checkpoint")
+	want := x.requiresGrad
+	for _, p := range params {
+		if p != nil && p.requiresGrad {
+			want = true
+		}
+	}
+	if !want || !GradEnabled() {
+		return callCheckpointed(fn, x)
+	}
+	rec := &rngScope{states: map[*Generator][]byte{}}
+	var out *Tensor
+	NoGrad(func() { withRNG(rec, func() { out = callCheckpointed(fn, x) }) })
+	saved := save(x)
+	inputGrad := x.requiresGrad
+	record("checkpoint", out, []*Tensor{x}, saved, func(g *Tensor) []*Tensor {
+		rep := &rngScope{replay: true, copies: map[*Generator]*Generator{}}
+		for gen, b := range rec.states {
+			rep.copies[gen] = generatorAt(b)
+		}
+		in := saved[0].Detach()
+		defer in.Release()
+		in.SetRequiresGrad(inputGrad)
+		var y *Tensor
+		EnableGrad(func() { withRNG(rep, func() { y = callCheckpointed(fn, in) }) })
+		defer y.Release()
+		if y.requiresGrad {
+			y.Backward(Gradient(g))
+		}
+		if !inputGrad {
+			return []*Tensor{nil}
+		}
+		in.gradMu.Lock()
+		gx := in.grad
+		in.grad = nil
+		in.gradMu.Unlock()
+		return []*Tensor{gx}
+	})
+	return out
+}
+
+// callCheckpointed runs fn(x) and returns a result distinct from x, so that
+// a graph node attached to it never lands on the input.
+func callCheckpointed(fn func(*Tensor) *Tensor, x *Tensor) *Tensor {
+	out := fn(x)
+	if out == nil {
+		fail("checkpoint", ErrArgument, "the checkpointed function returned nil; it must return its output tensor")
+	}
+	if out == x {
+		return x.Detach()
+	}
+	return out
+}

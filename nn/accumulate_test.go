@@ -1,0 +1,74 @@
+package nn_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+)
+
+func TestAccumulateMatchesOneBatch(t *testing.T) {
+	const batch = 12
+	xs := vram.Randn(vram.Shape{batch, 6}, vram.WithGenerator(vram.NewGenerator(1)))
+	defer xs.Release()
+	ys := vram.Randn(vram.Shape{batch, 3}, vram.WithGenerator(vram.NewGenerator(2)))
+	defer ys.Release()
+	model := func() *nn.Sequential {
+		g := vram.NewGenerator(11)
+		return nn.NewSequential(nn.NewLinear(6, 16, vram.WithGenerator(g)), nn.NewReLU(), nn.NewLinear(16, 3, vram.WithGenerator(g)))
+	}
+	grads := func(m nn.Module) [][]float64 {
+		var out [][]float64
+		for _, p := range m.Parameters() {
+			out = append(out, p.Grad().Float64s())
+		}
+		return out
+	}
+	ref := model()
+	defer nn.Release(ref)
+	var wantLoss float64
+	vram.Tidy(func() {
+		l := nn.MSELoss(ref.Forward(xs), ys)
+		wantLoss = l.Item()
+		l.Backward()
+	})
+	want := grads(ref)
+	for _, k := range []int{1, 2, 3, 4, 6, 12} {
+		m := model()
+		got, err := nn.Accumulate(k, nil, func(micro int) *vram.Tensor {
+			n := batch / k
+			return nn.MSELoss(m.Forward(xs.Narrow(0, micro*n, n)), ys.Narrow(0, micro*n, n))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !near(got, wantLoss, 1e-5) {
+			t.Errorf("%d micro-batches: mean loss %v, want %v", k, got, wantLoss)
+		}
+		for i, g := range grads(m) {
+			checkValues(t, "gradient", g, want[i], 1e-5)
+		}
+		nn.Release(m)
+	}
+}
+
+func TestAccumulateRejects(t *testing.T) {
+	one := func(int) *vram.Tensor { return vram.Scalar(1.0) }
+	tests := []struct {
+		name string
+		call func()
+	}{
+		{"zero steps", func() { nn.Accumulate(0, nil, one) }},
+		{"negative steps", func() { nn.Accumulate(-3, nil, one) }},
+		{"nil loss", func() { nn.Accumulate(2, nil, nil) }},
+		{"loss returns nil", func() { nn.Accumulate(2, nil, func(int) *vram.Tensor { return nil }) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := vram.Catch(tt.call); !errors.Is(err, vram.ErrArgument) {
+				t.Fatalf("got %v, want an ErrArgument", err)
+			}
+		})
+	}
+}

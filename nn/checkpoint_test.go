@@ -1,0 +1,290 @@
+package nn_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+)
+
+// stack returns depth blocks of Linear(width) + GELU (+ Dropout(p) when p >
+// 0), with weights drawn from seed, each block wrapped in Checkpoint when
+// ckpt is set. dropGen, when non-nil, is the dropout layers' generator.
+func stack(depth, width int, p float64, seed uint64, ckpt bool, dropGen *vram.Generator, dev vram.Device) *nn.Sequential {
+	g := vram.NewGenerator(seed)
+	s := nn.NewSequential()
+	for range depth {
+		blk := nn.NewSequential(nn.NewLinear(width, width, vram.WithGenerator(g), dev), nn.NewGELU())
+		if p > 0 {
+			var opts []vram.Option
+			if dropGen != nil {
+				opts = append(opts, vram.WithGenerator(dropGen))
+			}
+			blk.Append(nn.NewDropout(p, opts...))
+		}
+		if ckpt {
+			s.Append(nn.Checkpoint(blk))
+		} else {
+			s.Append(blk)
+		}
+	}
+	return s
+}
+
+type ckptRun struct {
+	out    []float64
+	grads  [][]float64
+	inGrad []float64
+	next   float64 // the default generator's next draw after the step
+	gnext  float64 // the dropout generator's next draw, when there is one
+}
+
+func runStack(t *testing.T, ckpt, inputGrad bool, p float64, ownGen bool) ckptRun {
+	t.Helper()
+	var dg *vram.Generator
+	if ownGen {
+		dg = vram.NewGenerator(99)
+	}
+	m := stack(4, 8, p, 7, ckpt, dg, vram.CPU)
+	defer func() {
+		for _, q := range m.Parameters() {
+			q.Release()
+		}
+	}()
+	vram.ManualSeed(1234)
+	x := vram.Randn(vram.Shape{5, 8}, vram.WithGenerator(vram.NewGenerator(3)))
+	defer x.Release()
+	x.SetRequiresGrad(inputGrad)
+	y := m.Forward(x)
+	defer y.Release()
+	loss := y.Mul(y).Sum()
+	defer loss.Release()
+	loss.Backward()
+	r := ckptRun{out: y.Float64s()}
+	r.next = randNext()
+	if dg != nil {
+		r.gnext = dg.Float64()
+	}
+	for _, q := range m.Parameters() {
+		if q.Grad() == nil {
+			t.Fatalf("checkpoint=%v: a parameter got no gradient", ckpt)
+		}
+		r.grads = append(r.grads, q.Grad().Float64s())
+	}
+	if inputGrad {
+		r.inGrad = x.Grad().Float64s()
+	}
+	return r
+}
+
+// randNext is the default generator's next uniform draw.
+func randNext() float64 {
+	r := vram.Rand(vram.Shape{1})
+	defer r.Release()
+	return r.Float64s()[0]
+}
+
+func TestCheckpointMatchesPlain(t *testing.T) {
+	tests := []struct {
+		name      string
+		inputGrad bool
+		p         float64
+		ownGen    bool
+	}{
+		{"no dropout, input without grad", false, 0, false},
+		{"no dropout, input with grad", true, 0, false},
+		{"dropout from the default generator", true, 0.4, false},
+		{"dropout from its own generator", false, 0.4, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plain := runStack(t, false, tt.inputGrad, tt.p, tt.ownGen)
+			ck := runStack(t, true, tt.inputGrad, tt.p, tt.ownGen)
+			if !slices.Equal(plain.out, ck.out) {
+				t.Fatalf("outputs differ:\nplain %v\nckpt  %v", plain.out, ck.out)
+			}
+			for i := range plain.grads {
+				if !slices.Equal(plain.grads[i], ck.grads[i]) {
+					t.Fatalf("gradient of parameter %d differs:\nplain %v\nckpt  %v", i, plain.grads[i], ck.grads[i])
+				}
+			}
+			if !slices.Equal(plain.inGrad, ck.inGrad) {
+				t.Fatalf("input gradient differs:\nplain %v\nckpt  %v", plain.inGrad, ck.inGrad)
+			}
+			// The recompute replays the draws without rewinding the
+			// generators: what comes next is what comes after the plain step.
+			if plain.next != ck.next || plain.gnext != ck.gnext {
+				t.Fatalf("generators after the step differ: plain %v %v, ckpt %v %v", plain.next, plain.gnext, ck.next, ck.gnext)
+			}
+		})
+	}
+}
+
+func TestCheckpointFunctionForm(t *testing.T) {
+	w := vram.FromSlice([]float64{1, 2, 3, 4}, vram.Shape{2, 2}).SetRequiresGrad(true)
+	defer w.Release()
+	x := vram.FromSlice([]float64{0.5, -1}, vram.Shape{1, 2})
+	defer x.Release()
+	f := func(x *vram.Tensor) *vram.Tensor {
+		h := x.MatMul(w)
+		defer h.Release()
+		return h.Tanh()
+	}
+	var want []float64
+	for _, ckpt := range []bool{false, true} {
+		w.ZeroGrad()
+		var y *vram.Tensor
+		if ckpt {
+			y = vram.Checkpoint(f, x, w)
+		} else {
+			y = f(x)
+		}
+		if !y.RequiresGrad() {
+			t.Fatalf("checkpoint=%v: the result does not require grad", ckpt)
+		}
+		s := y.Sum()
+		s.Backward()
+		s.Release()
+		y.Release()
+		got := w.Grad().Float64s()
+		if want == nil {
+			want = got
+		} else if !slices.Equal(got, want) {
+			t.Fatalf("checkpointed gradient %v, want %v", got, want)
+		}
+	}
+	// Under NoGrad it is a plain call.
+	vram.NoGrad(func() {
+		y := vram.Checkpoint(f, x, w)
+		defer y.Release()
+		if y.RequiresGrad() {
+			t.Fatal("a checkpoint under NoGrad requires grad")
+		}
+	})
+}
+
+func TestCheckpointBadInput(t *testing.T) {
+	x := vram.Zeros(vram.Shape{2})
+	defer x.Release()
+	tests := []struct {
+		name string
+		call func()
+	}{
+		{"nil function", func() { vram.Checkpoint(nil, x) }},
+		{"function returns nil", func() {
+			vram.Checkpoint(func(*vram.Tensor) *vram.Tensor { return nil }, x)
+		}},
+		{"nil module", func() { nn.Checkpoint(nil) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := vram.Catch(tt.call)
+			if !errors.Is(err, vram.ErrArgument) {
+				t.Fatalf("got %v, want an ErrArgument", err)
+			}
+		})
+	}
+}
+
+func TestCheckpointLowersPeak(t *testing.T) {
+	settleGarbage()
+	dev := vram.Sim(1)
+	peak := func(ckpt bool) int64 {
+		m := stack(16, 128, 0.1, 5, ckpt, nil, dev)
+		defer func() {
+			for _, q := range m.Parameters() {
+				q.Release()
+			}
+		}()
+		x := vram.Randn(vram.Shape{256, 128}, dev)
+		defer x.Release()
+		base := vram.MemoryAllocated(dev)
+		vram.ResetPeakMemoryStats(dev)
+		y := m.Forward(x)
+		loss := y.Mul(y).Mean()
+		y.Release()
+		loss.Backward()
+		loss.Release()
+		for _, q := range m.Parameters() {
+			q.ZeroGrad()
+		}
+		if got := vram.MemoryAllocated(dev); got != base {
+			t.Fatalf("checkpoint=%v: %d bytes allocated after the step, want %d", ckpt, got, base)
+		}
+		return vram.MaxMemoryAllocated(dev) - base
+	}
+	plain, ck := peak(false), peak(true)
+	t.Logf("peak above the parameters: plain %d B, checkpointed %d B", plain, ck)
+	if ck*2 > plain {
+		t.Fatalf("checkpointed peak %d B is not below half the plain peak %d B", ck, plain)
+	}
+}
+
+// TestCheckpointNestedAndConcurrent checkpoints a stack of checkpointed
+// dropout blocks, on several goroutines at once, each with its own
+// generator: every goroutine's gradients equal its plain run's.
+func TestCheckpointNestedAndConcurrent(t *testing.T) {
+	run := func(seed uint64, mode int) [][]float64 {
+		dg := vram.NewGenerator(seed)
+		m := stack(3, 8, 0.5, seed, mode > 0, dg, vram.CPU)
+		var top nn.Module = m
+		if mode == 2 {
+			top = nn.Checkpoint(m)
+		}
+		defer nn.Release(m)
+		x := vram.Randn(vram.Shape{4, 8}, vram.WithGenerator(vram.NewGenerator(seed+1)))
+		defer x.Release()
+		vram.Tidy(func() {
+			y := top.Forward(x)
+			y.Mul(y).Sum().Backward(vram.RetainGraph())
+		})
+		var out [][]float64
+		for _, q := range m.Parameters() {
+			out = append(out, q.Grad().Float64s())
+		}
+		return out
+	}
+	const workers = 4
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			seed := uint64(100 + w)
+			plain := run(seed, 0)
+			for _, mode := range []int{1, 2} {
+				got := run(seed, mode)
+				for i := range plain {
+					if !slices.Equal(got[i], plain[i]) {
+						errs <- fmt.Errorf("worker %d, mode %d: gradient %d differs", w, mode, i)
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestCheckpointRetainGraph backpropagates twice through one checkpoint:
+// the input stays saved and the recompute runs again.
+func TestCheckpointRetainGraph(t *testing.T) {
+	w := vram.FromSlice([]float64{0.5, -2}, vram.Shape{2}).SetRequiresGrad(true)
+	defer w.Release()
+	x := vram.FromSlice([]float64{3, 4}, vram.Shape{2}).SetRequiresGrad(true)
+	defer x.Release()
+	y := vram.Checkpoint(func(x *vram.Tensor) *vram.Tensor { return x.Mul(w) }, x, w)
+	defer y.Release()
+	s := y.Sum()
+	defer s.Release()
+	s.Backward(vram.RetainGraph())
+	s.Backward()
+	checkValues(t, "weight gradient", w.Grad().Float64s(), []float64{6, 8}, 0)
+	checkValues(t, "input gradient", x.Grad().Float64s(), []float64{1, -4}, 0)
+}

@@ -1,0 +1,158 @@
+package tune_test
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/tune"
+)
+
+func TestMain(m *testing.M) {
+	if err := vram.Configure(vram.Config{SimDevices: []int64{64 << 20}}); err != nil {
+		panic(err)
+	}
+	os.Exit(m.Run())
+}
+
+var dev = vram.Sim(0)
+
+// rowFloats is the size of one sample's activations: 40,000 bytes, so that
+// the largest fitting batch is no power of two.
+const rowFloats = 10000
+
+// panicking is a step that allocates in proportion to the batch (an input
+// and an activation twice its size) and panics when it runs out of memory.
+func panicking(batch int) error {
+	x := vram.Zeros(vram.Shape{batch, rowFloats}, dev)
+	h := vram.Zeros(vram.Shape{batch, 2 * rowFloats}, dev)
+	_ = h.Add(h)
+	x.Release()
+	return nil
+}
+
+// returning is the same step, reporting running out of memory as an error.
+func returning(batch int) error { return vram.Catch(func() { panicking(batch) }) }
+
+// fits reports whether one step of batch runs on a clean allocator.
+func fits(t *testing.T, batch int) bool {
+	t.Helper()
+	vram.EmptyCache(dev)
+	err := vram.Catch(func() { vram.Tidy(func() { panicking(batch) }) })
+	vram.EmptyCache(dev)
+	if err != nil && !errors.Is(err, vram.ErrOutOfMemory) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+func TestFindBatchSize(t *testing.T) {
+	tests := []struct {
+		name  string
+		step  func(int) error
+		opts  tune.Options
+		check func(t *testing.T, got int, rep tune.Report)
+	}{
+		{"binsearch, step panics", panicking, tune.Options{}, exact},
+		{"binsearch, step returns the error", returning, tune.Options{}, exact},
+		{"binsearch from a large init", returning, tune.Options{Init: 5000}, exact},
+		{"power", panicking, tune.Options{Mode: tune.Power}, func(t *testing.T, got int, rep tune.Report) {
+			if got&(got-1) != 0 || !fits(t, got) || fits(t, 2*got) {
+				t.Fatalf("power mode found %d, want the largest power of two that fits", got)
+			}
+		}},
+		{"margin", panicking, tune.Options{Margin: 0.9}, func(t *testing.T, got int, rep tune.Report) {
+			exactLargest(t, rep.Largest)
+			if want := int(0.9 * float64(rep.Largest)); got != want || rep.Batch != want {
+				t.Fatalf("with a margin of 0.9 got %d (report %d), want %d of %d", got, rep.Batch, want, rep.Largest)
+			}
+		}},
+		{"max batch below the limit", panicking, tune.Options{MaxBatch: 100}, func(t *testing.T, got int, rep tune.Report) {
+			if got != 100 {
+				t.Fatalf("got %d, want MaxBatch 100", got)
+			}
+			for _, tr := range rep.Trials {
+				if !tr.Fit || tr.Batch > 100 {
+					t.Fatalf("trial %+v: want only fitting batches up to 100", tr)
+				}
+			}
+		}},
+		{"max trials", panicking, tune.Options{MaxTrials: 3}, func(t *testing.T, got int, rep tune.Report) {
+			if got != 4 || len(rep.Trials) != 3 || !rep.Exhausted {
+				t.Fatalf("got %d after %d trials (exhausted %v), want 4 after 3, exhausted", got, len(rep.Trials), rep.Exhausted)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vram.EmptyCache(dev)
+			base := vram.MemoryAllocated(dev)
+			got, rep, err := tune.FindBatchSize(dev, tt.step, tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after := vram.MemoryAllocated(dev); after != base {
+				t.Fatalf("%d bytes allocated after the search, want the baseline %d", after, base)
+			}
+			if n := len(rep.Trials); n > 30 {
+				t.Fatalf("%d trials", n)
+			}
+			t.Logf("batch %d after %d trials", got, len(rep.Trials))
+			tt.check(t, got, rep)
+		})
+	}
+}
+
+func exact(t *testing.T, got int, rep tune.Report) {
+	t.Helper()
+	if rep.Largest != got || rep.Batch != got {
+		t.Fatalf("returned %d, report says largest %d, batch %d", got, rep.Largest, rep.Batch)
+	}
+	exactLargest(t, got)
+}
+
+func exactLargest(t *testing.T, b int) {
+	t.Helper()
+	if !fits(t, b) || fits(t, b+1) {
+		t.Fatalf("found %d: fits %v, %d fits %v; want the largest batch that fits", b, fits(t, b), b+1, fits(t, b+1))
+	}
+}
+
+func TestFindBatchSizeErrors(t *testing.T) {
+	boom := errors.New("data loader failed")
+	tests := []struct {
+		name string
+		step func(int) error
+		opts tune.Options
+		want error
+	}{
+		{"nil step", nil, tune.Options{}, vram.ErrArgument},
+		{"negative init", returning, tune.Options{Init: -1}, vram.ErrArgument},
+		{"negative max batch", returning, tune.Options{MaxBatch: -2}, vram.ErrArgument},
+		{"init above max batch", returning, tune.Options{Init: 8, MaxBatch: 4}, vram.ErrArgument},
+		{"negative max trials", returning, tune.Options{MaxTrials: -1}, vram.ErrArgument},
+		{"margin above 1", returning, tune.Options{Margin: 1.5}, vram.ErrArgument},
+		{"negative margin", returning, tune.Options{Margin: -0.1}, vram.ErrArgument},
+		{"unknown mode", returning, tune.Options{Mode: 7}, vram.ErrArgument},
+		{"nothing fits", func(int) error { return returning(1 << 20) }, tune.Options{}, vram.ErrOutOfMemory},
+		{"other step error", func(b int) error {
+			if b > 8 {
+				return boom
+			}
+			return nil
+		}, tune.Options{}, boom},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := vram.MemoryAllocated(dev)
+			got, _, err := tune.FindBatchSize(dev, tt.step, tt.opts)
+			if !errors.Is(err, tt.want) || got != 0 {
+				t.Fatalf("got %d, %v; want 0 and an error matching %v", got, err, tt.want)
+			}
+			if after := vram.MemoryAllocated(dev); after != base {
+				t.Fatalf("%d bytes allocated after the search, want %d", after, base)
+			}
+		})
+	}
+}
