@@ -166,6 +166,9 @@ func main() {
 	if want("ddp") {
 		benchDDP(reps)
 	}
+	if want("amp") {
+		benchAmp(reps)
+	}
 	if want("allreduce") {
 		benchAllReduce(reps)
 	}
