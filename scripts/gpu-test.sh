@@ -43,6 +43,7 @@ PKGS=(
 	native/nvml
 	native/nccl
 	"parallel:NCCL|TestCUDA"
+	amp
 	monitor
 	"cmd/vram:TestDoctor"
 )
