@@ -36,6 +36,19 @@ def wall(fn, reps=5):
         ts.append(time.perf_counter() - t0)
     return statistics.median(ts)
 
+def time_it(f, reps=10):
+    """Median wall time of f in ms, each run synchronized, after 3 warm-ups."""
+    for _ in range(3):
+        f()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        f()
+        torch.cuda.synchronize()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts) * 1000
+
 only = sys.argv[1].split(",") if len(sys.argv) > 1 and sys.argv[1] else None
 def want(name):
     return only is None or any(name.startswith(p) for p in only)
@@ -147,17 +160,6 @@ if want("mlp"):
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         opt.zero_grad(set_to_none=True)
-    def time_it(f):
-        for _ in range(3):
-            f()
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(10):
-            t0 = time.perf_counter()
-            f()
-            torch.cuda.synchronize()
-            ts.append(time.perf_counter() - t0)
-        return statistics.median(ts) * 1000
     emit("mlp_fwd_f32", time_it(fwd), "ms", "forward and loss")
     emit("mlp_fwdbwd_f32", time_it(fwd_bwd), "ms", "forward, loss and backward")
     emit("mlp_step_f32", time_it(step), "ms", "eager, default AdamW (foreach)")
@@ -258,17 +260,6 @@ if want("ddp"):
         return torch.nn.Sequential(*layers).to(dev)
     x = torch.randn(batch, width, device=dev)
     y = torch.randn(batch, width, device=dev)
-    def time_it(f, reps=10):
-        for _ in range(3):
-            f()
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            f()
-            torch.cuda.synchronize()
-            ts.append(time.perf_counter() - t0)
-        return statistics.median(ts) * 1000
     m = build()
     o = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01)
     def plain():
@@ -300,17 +291,6 @@ if want("amp"):
     model = torch.nn.Sequential(*layers).to(dev)
     x = torch.randn(batch, width, device=dev)
     y = torch.randn(batch, width, device=dev)
-    def time_it(f, reps=10):
-        for _ in range(3):
-            f()
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            f()
-            torch.cuda.synchronize()
-            ts.append(time.perf_counter() - t0)
-        return statistics.median(ts) * 1000
     for name, fused in [("foreach", False), ("fused", True)]:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=fused)
         def bf16():
