@@ -203,11 +203,10 @@ func TestCheckpointLowersPeak(t *testing.T) {
 		defer x.Release()
 		base := vram.MemoryAllocated(dev)
 		vram.ResetPeakMemoryStats(dev)
-		y := m.Forward(x)
-		loss := y.Mul(y).Mean()
-		y.Release()
-		loss.Backward()
-		loss.Release()
+		vram.Tidy(func() {
+			y := m.Forward(x)
+			y.Mul(y).Mean().Backward()
+		})
 		for _, q := range m.Parameters() {
 			q.ZeroGrad()
 		}
