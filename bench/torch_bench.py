@@ -310,3 +310,37 @@ if want("amp"):
         suffix = "" if fused else "_foreach"
         emit("amp_mlp_step_bf16" + suffix, time_it(bf16), "ms", "bf16 autocast, AdamW " + name)
         emit("amp_mlp_step_fp16_scaler" + suffix, time_it(fp16), "ms", "fp16 autocast + GradScaler, AdamW " + name)
+        del opt
+    # The bf16 step with the forward pass and loss under torch.compile (the
+    # backward compiled with it by AOTAutograd), fused AdamW outside:
+    # default mode, and "reduce-overhead" (CUDA graphs). Compiling and the
+    # graph recording happen in the warm-up steps, outside the timing. A
+    # failure to compile skips the row with its reason on stderr.
+    import copy
+    for name, mode in [("compile", "default"), ("cudagraphs", "reduce-overhead")]:
+        try:
+            torch._dynamo.reset()
+            m = copy.deepcopy(model)
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01, fused=True)
+            def loss_fn(x, y):
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    return torch.nn.functional.mse_loss(m(x), y)
+            closs = torch.compile(loss_fn, mode=mode)
+            mark = getattr(torch.compiler, "cudagraph_mark_step_begin", lambda: None)
+            def step():
+                mark()
+                loss = closs(x, y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            t0 = time.perf_counter()
+            for _ in range(5):
+                step()
+            torch.cuda.synchronize()
+            warm = time.perf_counter() - t0
+            emit("amp_mlp_step_bf16_" + name, time_it(step, reps=20), "ms",
+                 "bf16 autocast, torch.compile(mode=%r), fused AdamW; compile + warm-up %.1f s excluded" % (mode, warm))
+            del m, opt, closs
+        except Exception as e:  # noqa: BLE001: any compiler failure skips the row
+            print("amp_mlp_step_bf16_%s skipped: torch.compile(mode=%r) failed: %s: %s" % (name, mode, type(e).__name__, str(e).splitlines()[0] if str(e) else ""), file=sys.stderr, flush=True)
+    torch._dynamo.reset()

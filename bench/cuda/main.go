@@ -32,6 +32,9 @@ type result struct {
 	Value float64 `json:"value"`
 	Unit  string  `json:"unit"`
 	Note  string  `json:"note,omitempty"`
+	// Vs names further PyTorch rows of the same measurement (another
+	// optimizer, torch.compile) that compare.py prints this row against.
+	Vs []string `json:"vs,omitempty"`
 }
 
 var (
@@ -41,7 +44,13 @@ var (
 )
 
 func emit(name string, v float64, unit, note string) {
-	enc.Encode(result{name, v, unit, note})
+	enc.Encode(result{Name: name, Value: v, Unit: unit, Note: note})
+}
+
+// emitVs is emit with PyTorch rows besides the one of the same name to
+// compare the value with.
+func emitVs(name string, v float64, unit, note string, vs ...string) {
+	enc.Encode(result{Name: name, Value: v, Unit: unit, Note: note, Vs: vs})
 }
 
 func want(name string) bool {
