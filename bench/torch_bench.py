@@ -344,3 +344,43 @@ if want("amp"):
         except Exception as e:  # noqa: BLE001: any compiler failure skips the row
             print("amp_mlp_step_bf16_%s skipped: torch.compile(mode=%r) failed: %s: %s" % (name, mode, type(e).__name__, str(e).splitlines()[0] if str(e) else ""), file=sys.stderr, flush=True)
     torch._dynamo.reset()
+
+if want("ckpt"):
+    # Activation checkpointing: 16 x (Linear 4096 + GELU), batch 8192, MSE,
+    # SGD, float32 with TF32 off; plain, and every block under
+    # torch.utils.checkpoint (non-reentrant). The peak is max_memory_allocated
+    # during one step, from the memory held between steps (parameters, x,
+    # y), minus the parameters' bytes.
+    import torch.utils.checkpoint as cp
+    width, batch, layers = 4096, 8192, 16
+    torch.manual_seed(1)
+    blocks = [torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.GELU()).to(dev) for _ in range(layers)]
+    params = [p for b in blocks for p in b.parameters()]
+    param_bytes = sum(p.numel() * p.element_size() for p in params)
+    opt = torch.optim.SGD(params, lr=1e-4)
+    x = torch.randn(batch, width, device=dev)
+    y = torch.randn(batch, width, device=dev)
+    res = {}
+    for mode in ["plain", "checkpointed"]:
+        def step(ckpt=(mode == "checkpointed")):
+            h = x
+            for b in blocks:
+                h = cp.checkpoint(b, h, use_reentrant=False) if ckpt else b(h)
+            torch.nn.functional.mse_loss(h, y).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        step()
+        step()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - param_bytes
+        res[mode] = (peak, time_it(step, reps=5))
+    emit("ckpt_plain_peak_above_params", res["plain"][0] / 1e9, "GB", "max_memory_allocated during a step - parameter bytes")
+    emit("ckpt_checkpointed_peak_above_params", res["checkpointed"][0] / 1e9, "GB", "torch.utils.checkpoint(block, use_reentrant=False) per block")
+    emit("ckpt_plain_step", res["plain"][1], "ms", "forward, loss, backward, SGD step")
+    emit("ckpt_checkpointed_step", res["checkpointed"][1], "ms", "every block recomputed in backward")
+    emit("ckpt_time_overhead", res["checkpointed"][1] / res["plain"][1], "x", "checkpointed step / plain step")
+    del blocks, params, opt, x, y
+    torch.cuda.empty_cache()

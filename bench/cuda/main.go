@@ -178,6 +178,9 @@ func main() {
 	if want("amp") {
 		benchAmp(reps)
 	}
+	if want("ckpt") {
+		benchCheckpoint(reps)
+	}
 	if want("allreduce") {
 		benchAllReduce(reps)
 	}
