@@ -21,7 +21,7 @@ print("| --- | --- | ---: | ---: | ---: |")
 for name, r in v.items():
     p = t.get(name)
     unit = r["unit"]
-    lower_better = unit in ("us", "ms", "GiB", "GB", "x")
+    lower_better = unit in ("us", "ms", "s", "GiB", "GB", "x")
     ratio = ""
     if p and p["value"] and r["value"]:
         ratio = "%.2f" % ((p["value"] / r["value"]) if lower_better else (r["value"] / p["value"]))

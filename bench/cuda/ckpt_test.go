@@ -40,3 +40,28 @@ func TestCheckpointPeaks(t *testing.T) {
 		t.Errorf("%d bytes still allocated after both runs", left)
 	}
 }
+
+// TestFindBatchSearch runs the FindBatchSize benchmark's search with its
+// options on a shape-only sim device of 64 GiB: it finds a batch within
+// the trial budget, and a step at that batch then runs.
+func TestFindBatchSearch(t *testing.T) {
+	dev := vram.Sim(0)
+	r := findBatchRun(dev, findBatchOptions, func() {
+		if err := vram.Synchronize(dev); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("batch %d after %d trials (%v), exhausted %v; step at it %.1f ms", r.batch, len(r.report.Trials), r.search, r.report.Exhausted, r.stepMs)
+	if r.batch < findBatchOptions.Init || r.batch > findBatchOptions.MaxBatch {
+		t.Errorf("batch %d outside [%d, %d]", r.batch, findBatchOptions.Init, findBatchOptions.MaxBatch)
+	}
+	if n := len(r.report.Trials); n > findBatchOptions.MaxTrials {
+		t.Errorf("%d trials, more than MaxTrials %d", n, findBatchOptions.MaxTrials)
+	}
+	if fails := r.report.Trials[len(r.report.Trials)-1]; r.batch == findBatchOptions.MaxBatch && !fails.Fit {
+		t.Errorf("MaxBatch returned though its trial failed")
+	}
+	if left := vram.MemoryAllocated(dev); left != 0 {
+		t.Errorf("%d bytes still allocated after the search and the step", left)
+	}
+}

@@ -181,6 +181,9 @@ func main() {
 	if want("ckpt") {
 		benchCheckpoint(reps)
 	}
+	if want("findbatch") {
+		benchFindBatch()
+	}
 	if want("allreduce") {
 		benchAllReduce(reps)
 	}
