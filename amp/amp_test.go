@@ -3,6 +3,7 @@ package amp_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -471,6 +472,50 @@ func TestGradScalerUnscaleManyGradients(t *testing.T) {
 		}
 		for _, p := range ps {
 			p.Release()
+		}
+	}
+}
+
+// TestGradScalerUnscaleConcurrent runs scalers of their own on several
+// goroutines at once over the same device, each over its own parameters
+// (a GradScaler itself is not shared), half of them with an inf gradient.
+func TestGradScalerUnscaleConcurrent(t *testing.T) {
+	for _, d := range devices {
+		var wg sync.WaitGroup
+		errs := make(chan string, 64)
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 20 {
+					p := vram.Zeros(vram.Shape{64}, d).SetRequiresGrad(true)
+					g := vram.Full(vram.Shape{64}, 3, d)
+					bad := (w+i)%2 == 0
+					if bad {
+						vals := make([]float32, 64)
+						vals[i] = float32(math.Inf(-1))
+						g.Release()
+						g = vram.FromSlice(vals, vram.Shape{64}, d)
+					}
+					p.SetGrad(g)
+					s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 2})
+					found, err := s.Unscale([]*vram.Tensor{p})
+					if err != nil || found != bad {
+						errs <- fmt.Sprintf("%v: worker %d step %d: Unscale = %v, %v; want %v", d, w, i, found, err, bad)
+					}
+					if !bad {
+						if v := p.Grad().Float32s()[0]; v != 1.5 {
+							errs <- fmt.Sprintf("%v: worker %d step %d: gradient %v, want 1.5", d, w, i, v)
+						}
+					}
+					p.Release()
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
 		}
 	}
 }
