@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/vramgo/vram"
@@ -30,8 +31,9 @@ type findBatchResult struct {
 // findBatchRun searches on dev for the largest batch of the MLP training
 // step of benchMLP (4 × Linear 4096 + ReLU, MSE, AdamW) under bf16
 // autocast with float32 master weights, then runs and times one step at
-// that batch; sync waits for dev.
-func findBatchRun(dev vram.Device, opts tune.Options, sync func()) findBatchResult {
+// that batch; sync waits for dev. It returns the search's error, or the
+// step's at the batch found.
+func findBatchRun(dev vram.Device, opts tune.Options, sync func()) (findBatchResult, error) {
 	const width = 4096
 	g := vram.NewGenerator(1)
 	var mods []nn.Module
@@ -59,26 +61,36 @@ func findBatchRun(dev vram.Device, opts tune.Options, sync func()) findBatchResu
 		sync()
 		return nil
 	}
+	defer func() {
+		opt.ZeroGrad()
+		opt.Release()
+		nn.Release(model)
+		vram.EmptyCache(dev)
+	}()
 	t0 := time.Now()
 	batch, rep, err := tune.FindBatchSize(dev, step, opts)
 	res := findBatchResult{batch: batch, report: rep, search: time.Since(t0)}
-	must(err)
+	if err != nil {
+		return res, err
+	}
 	t0 = time.Now()
-	err = vram.Catch(func() { vram.Tidy(func() { must(step(batch)) }) })
-	must(err)
+	if err := vram.Catch(func() { vram.Tidy(func() { _ = step(batch) }) }); err != nil {
+		return res, fmt.Errorf("the step at batch %d, after the search: %w", batch, err)
+	}
 	res.stepMs = float64(time.Since(t0).Microseconds()) / 1000
-	opt.ZeroGrad()
-	opt.Release()
-	nn.Release(model)
-	vram.EmptyCache(dev)
-	return res
+	return res, nil
 }
 
 // benchFindBatch runs the FindBatchSize search on cuda:0 and reports the
 // batch it found, how long the search took and one step at that batch.
 func benchFindBatch() {
 	dev := vram.CUDA(0)
-	r := findBatchRun(dev, findBatchOptions, func() { must(vram.Synchronize(dev)) })
+	r, err := findBatchRun(dev, findBatchOptions, func() { must(vram.Synchronize(dev)) })
+	if err != nil {
+		// Reported, not fatal: the benchmarks after this one still run.
+		fmt.Fprintf(os.Stderr, "vram-bench: findbatch: %v (trials: %+v)\n", err, r.report.Trials)
+		return
+	}
 	// The smallest batch that ran out of memory bounds the answer from above.
 	fail := 0
 	for _, t := range r.report.Trials {

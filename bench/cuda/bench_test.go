@@ -46,11 +46,14 @@ func TestCheckpointPeaks(t *testing.T) {
 // the trial budget, and a step at that batch then runs.
 func TestFindBatchSearch(t *testing.T) {
 	dev := vram.Sim(0)
-	r := findBatchRun(dev, findBatchOptions, func() {
+	r, err := findBatchRun(dev, findBatchOptions, func() {
 		if err := vram.Synchronize(dev); err != nil {
 			t.Fatal(err)
 		}
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("batch %d after %d trials (%v), exhausted %v; step at it %.1f ms", r.batch, len(r.report.Trials), r.search, r.report.Exhausted, r.stepMs)
 	if r.batch < findBatchOptions.Init || r.batch > findBatchOptions.MaxBatch {
 		t.Errorf("batch %d outside [%d, %d]", r.batch, findBatchOptions.Init, findBatchOptions.MaxBatch)
