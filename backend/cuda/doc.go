@@ -79,7 +79,10 @@
 // (kernels/optim.cu) does a whole Adam or AdamW step of a contiguous
 // parameter, its gradient and its two moments, computing in float32
 // (float64 for float64) with correctly rounded operations; the CPU backend
-// (and so a sim device) does the same arithmetic.
+// (and so a sim device) does the same arithmetic. [Device.UnscaleCheck]
+// implements [backend.FusedUnscale], a GradScaler's unscale and inf/NaN
+// check: one launch for up to 28 gradients of a dtype, their addresses and
+// sizes passed as kernel parameters, the flag left on the device.
 //
 // # Errors
 //
