@@ -38,8 +38,7 @@ func newCkptNet(dev vram.Device, sh ckptShape) *ckptNet {
 	g := vram.NewGenerator(1)
 	n := &ckptNet{blocks: make([]nn.Module, sh.layers)}
 	for i := range n.blocks {
-		n.blocks[i] = nn.NewSequential(nn.NewLinear(sh.width, sh.width, vram.WithGenerator(g)), nn.NewGELU())
-		n.blocks[i].To(dev)
+		n.blocks[i] = nn.NewSequential(nn.NewLinear(sh.width, sh.width, dev, vram.WithGenerator(g)), nn.NewGELU())
 	}
 	n.x = vram.Randn(vram.Shape{sh.batch, sh.width}, vram.WithGenerator(g), dev)
 	n.y = vram.Randn(vram.Shape{sh.batch, sh.width}, vram.WithGenerator(g), dev)

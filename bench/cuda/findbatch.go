@@ -38,13 +38,12 @@ func findBatchRun(dev vram.Device, opts tune.Options, sync func()) (findBatchRes
 	g := vram.NewGenerator(1)
 	var mods []nn.Module
 	for i := range 4 {
-		mods = append(mods, nn.NewLinear(width, width, vram.WithGenerator(g)))
+		mods = append(mods, nn.NewLinear(width, width, dev, vram.WithGenerator(g)))
 		if i < 3 {
 			mods = append(mods, nn.NewReLU())
 		}
 	}
 	model := nn.NewSequential(mods...)
-	model.To(dev)
 	opt, err := optim.NewAdamW(model.Parameters(), optim.AdamConfig{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
 	must(err)
 	step := func(batch int) error {
