@@ -274,28 +274,31 @@ func (d *queue) bnPlan(key bnKey) (*bnPlan, error) {
 	return pl, nil
 }
 
+// named is a view with its name, for messages.
+type named struct {
+	name string
+	v    backend.View
+	opt  bool // may be the zero View
+}
+
 // checkBN checks x [N, C, H, W], the views of its shape and dtype (y, dy,
-// dx) and the per-channel views ([C] each; the zero View allowed for those
-// named in optional).
-func checkBN(x backend.View, same map[string]backend.View, channel map[string]backend.View, optional ...string) error {
+// dx) and the per-channel views ([C] each; the zero View allowed for
+// those marked optional).
+func checkBN(x backend.View, same []named, channel []named) error {
 	if len(x.Shape) != 4 || len(x.Strides) != 4 {
 		return fmt.Errorf("x has shape %v (strides %v): want 4 dimensions", x.Shape, x.Strides)
 	}
-	for name, v := range same {
-		if err := sameShape(name, v, x); err != nil {
+	for _, s := range same {
+		if err := sameShape(s.name, s.v, x); err != nil {
 			return err
 		}
 	}
-	opt := map[string]bool{}
-	for _, o := range optional {
-		opt[o] = true
-	}
-	for name, v := range channel {
-		if v.Buf == nil && opt[name] {
+	for _, c := range channel {
+		if c.v.Buf == nil && c.opt {
 			continue
 		}
-		if len(v.Shape) != 1 || v.Shape[0] != x.Shape[1] {
-			return fmt.Errorf("%s has shape %v: want [%d], one per channel", name, v.Shape, x.Shape[1])
+		if len(c.v.Shape) != 1 || c.v.Shape[0] != x.Shape[1] {
+			return fmt.Errorf("%s has shape %v: want [%d], one per channel", c.name, c.v.Shape, x.Shape[1])
 		}
 	}
 	return nil
@@ -335,9 +338,9 @@ func bnMode(l layout, training bool) cudnn.BatchNormMode {
 // implements [backend.BatchNormer].
 func (dev *Device) BatchNormTrain(s backend.Stream, y, x, scale, bias, runMean, runVar, saveMean, saveInvStd backend.View, momentum, eps float64) error {
 	const what = "batch norm"
-	d, err := dev.dnnBegin(s, what, checkBN(x, map[string]backend.View{"y": y},
-		map[string]backend.View{"scale": scale, "bias": bias, "runMean": runMean, "runVar": runVar, "saveMean": saveMean, "saveInvStd": saveInvStd},
-		"runMean", "runVar"))
+	d, err := dev.dnnBegin(s, what, checkBN(x, []named{{"y", y, false}},
+		[]named{{"scale", scale, false}, {"bias", bias, false}, {"runMean", runMean, true}, {"runVar", runVar, true},
+			{"saveMean", saveMean, false}, {"saveInvStd", saveInvStd, false}}))
 	if err != nil {
 		return err
 	}
@@ -376,8 +379,8 @@ func (dev *Device) BatchNormTrain(s backend.Stream, y, x, scale, bias, runMean, 
 // [backend.BatchNormer].
 func (dev *Device) BatchNormInfer(s backend.Stream, y, x, scale, bias, runMean, runVar backend.View, eps float64) error {
 	const what = "batch norm inference"
-	d, err := dev.dnnBegin(s, what, checkBN(x, map[string]backend.View{"y": y},
-		map[string]backend.View{"scale": scale, "bias": bias, "runMean": runMean, "runVar": runVar}))
+	d, err := dev.dnnBegin(s, what, checkBN(x, []named{{"y", y, false}},
+		[]named{{"scale", scale, false}, {"bias", bias, false}, {"runMean", runMean, false}, {"runVar", runVar, false}}))
 	if err != nil {
 		return err
 	}
@@ -410,8 +413,9 @@ func (dev *Device) BatchNormInfer(s backend.Stream, y, x, scale, bias, runMean, 
 // saved. It implements [backend.BatchNormer].
 func (dev *Device) BatchNormBackward(s backend.Stream, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd backend.View, eps float64) error {
 	const what = "batch norm backward"
-	d, err := dev.dnnBegin(s, what, checkBN(x, map[string]backend.View{"dx": dx, "dy": dy},
-		map[string]backend.View{"dscale": dscale, "dbias": dbias, "scale": scale, "saveMean": saveMean, "saveInvStd": saveInvStd}))
+	d, err := dev.dnnBegin(s, what, checkBN(x, []named{{"dx", dx, false}, {"dy", dy, false}},
+		[]named{{"dscale", dscale, false}, {"dbias", dbias, false}, {"scale", scale, false},
+			{"saveMean", saveMean, false}, {"saveInvStd", saveInvStd, false}}))
 	if err != nil {
 		return err
 	}

@@ -239,3 +239,30 @@ func TestCuDNNSettingsOptions(t *testing.T) {
 		t.Errorf("after Configure: %+v, want %+v", got, cur.CuDNN)
 	}
 }
+
+func TestCheckBN(t *testing.T) {
+	x := view4([4]int{2, 3, 4, 4}, [4]int{48, 16, 4, 1})
+	ch := backend.View{Buf: &Buffer{}, DType: backend.Float32, Shape: []int{3}, Strides: []int{1}}
+	if err := checkBN(x, []named{{"y", x, false}}, []named{{"scale", ch, false}, {"runMean", backend.View{}, true}}); err != nil {
+		t.Fatalf("valid: %v", err)
+	}
+	y16 := x
+	y16.DType = backend.Float16
+	for _, tc := range []struct {
+		name    string
+		x       backend.View
+		same    []named
+		channel []named
+		want    string
+	}{
+		{"2-D x", backend.View{Shape: []int{2, 3}, Strides: []int{3, 1}}, nil, nil, "want 4 dimensions"},
+		{"y dtype", x, []named{{"y", y16, false}}, nil, "y is float16 [2 3 4 4]: want float32 [2 3 4 4]"},
+		{"y shape", x, []named{{"dy", view4([4]int{2, 3, 4, 5}, [4]int{60, 20, 5, 1}), false}}, nil, "dy is float32 [2 3 4 5]"},
+		{"missing scale", x, nil, []named{{"scale", backend.View{}, false}}, "scale has shape []: want [3]"},
+		{"channels", x, nil, []named{{"bias", backend.View{Buf: &Buffer{}, Shape: []int{4}, Strides: []int{1}}, false}}, "bias has shape [4]: want [3]"},
+	} {
+		if err := checkBN(tc.x, tc.same, tc.channel); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
