@@ -301,16 +301,17 @@ func find(h cudnn.Handle, pl *convPlan, dir convDir, ptrs [3]cuda.DevicePtr, per
 	return cudnn.FindConvolutionBackwardFilterAlgorithmEx(h, pl.xd, ptrs[0], pl.yd, ptrs[2], pl.cd, pl.wd, ptrs[1], perf, ws, wsBytes)
 }
 
-// algorithms returns the plan's algorithms for the direction under the
-// current switches: cached, else from a timed search in benchmark mode or
-// from the heuristics, keeping those whose math type is allowed (and which
-// are deterministic, in deterministic mode), best first. The cuDNN lock is
+// algorithms finds the plan's algorithms for the direction under the
+// current switches, unless they are cached, and returns their key in
+// pl.algos: from a timed search in benchmark mode or from the
+// heuristics, keeping those whose math type is allowed (and which are
+// deterministic, in deterministic mode), best first. The cuDNN lock is
 // held.
-func (d *queue) algorithms(h cudnn.Handle, pl *convPlan, key convKey, dir convDir, ptrs [3]cuda.DevicePtr) ([]candidate, error) {
+func (d *queue) algorithms(h cudnn.Handle, pl *convPlan, key convKey, dir convDir, ptrs [3]cuda.DevicePtr) (algoKey, error) {
 	s := cudnnSettings.Load()
 	ak := algoKey{dir: dir, bench: s&dnnBenchmark != 0, det: s&dnnDeterministic != 0}
-	if c, ok := pl.algos[ak]; ok {
-		return c, nil
+	if _, ok := pl.algos[ak]; ok {
+		return ak, nil
 	}
 	var perf []cudnn.AlgoPerf
 	var wsLimit uint64 = 1<<64 - 1
@@ -321,14 +322,14 @@ func (d *queue) algorithms(h cudnn.Handle, pl *convPlan, key convKey, dir convDi
 		dnnStats.searches.Add(1)
 		dnnStats.searchNanos.Add(int64(time.Since(start)))
 		if err != nil {
-			return nil, err
+			return ak, err
 		}
 	} else {
 		perf = make([]cudnn.AlgoPerf, dir.algoCount())
 		n, err := heuristic(h, pl, dir, perf)
 		dnnStats.heuristics.Add(1)
 		if err != nil {
-			return nil, err
+			return ak, err
 		}
 		perf = perf[:n]
 	}
@@ -340,7 +341,7 @@ func (d *queue) algorithms(h cudnn.Handle, pl *convPlan, key convKey, dir convDi
 			continue
 		}
 		if err := cudnn.SetConvolutionMathType(pl.cd, p.MathType); err != nil {
-			return nil, err
+			return ak, err
 		}
 		ws, err := workspaceSize(h, pl, dir, p.Algo)
 		if err != nil {
@@ -353,10 +354,10 @@ func (d *queue) algorithms(h cudnn.Handle, pl *convPlan, key convKey, dir convDi
 		}
 	}
 	if err := cudnn.SetConvolutionMathType(pl.cd, pl.base); err != nil {
-		return nil, err
+		return ak, err
 	}
 	pl.algos[ak] = cands
-	return cands, nil
+	return ak, nil
 }
 
 // search times every algorithm of the direction with cudnnFind*AlgorithmEx
@@ -397,36 +398,50 @@ func (d *queue) search(h cudnn.Handle, pl *convPlan, dir convDir, ptrs [3]cuda.D
 	return perf[:n], want, nil
 }
 
-// runAlgorithms runs op with the first of the algorithms whose workspace
-// can be allocated; an algorithm whose workspace does not fit gives its
-// turn to the next. With none at all, it returns an error for the
-// fallback.
-func (d *queue) runAlgorithms(pl *convPlan, cands []candidate, op func(c candidate, ws cuda.DevicePtr) error) error {
-	if len(cands) == 0 {
-		mode := ""
-		if cudnnSettings.Load()&dnnDeterministic != 0 {
-			mode = " deterministic"
-		}
-		return fmt.Errorf("cuDNN has no%s algorithm for it: %w", mode, cudnn.ErrNotSupported)
-	}
-	var oom error
-	for _, c := range cands {
+// runAlgorithms runs op with the first of the plan's algorithms for ak
+// that works: one whose workspace cannot be allocated, or which cuDNN
+// refuses for these views, gives its turn to the next, and is dropped from
+// the cache so that later calls do not try it again (a failed allocation
+// empties the allocator's cache first: too costly to repeat). With none
+// left, it returns an error for the fallback.
+func (d *queue) runAlgorithms(pl *convPlan, ak algoKey, op func(c candidate, ws cuda.DevicePtr) error) error {
+	cands := pl.algos[ak]
+	var last error
+	for i, c := range cands {
 		buf, ws, err := d.dnnWorkspace(c.ws)
 		if err != nil {
-			if isOOM(err) {
-				oom = err
-				continue
+			if !isOOM(err) {
+				return err
 			}
-			return err
+			last = err
+			continue
 		}
 		err = cudnn.SetConvolutionMathType(pl.cd, c.math)
 		if err == nil {
 			err = op(c, ws)
 		}
 		d.freeWorkspace(buf)
+		if errors.Is(err, cudnn.ErrNotSupported) || errors.Is(err, cudnn.ErrBadParam) {
+			last = err
+			continue
+		}
+		if err == nil && i > 0 {
+			pl.algos[ak] = cands[i:]
+		}
 		return err
 	}
-	return oom
+	if last != nil && !isOOM(last) {
+		pl.algos[ak] = nil // every algorithm refused: the fallback from now on
+		return last
+	}
+	if last != nil {
+		return last
+	}
+	mode := ""
+	if ak.det {
+		mode = " deterministic"
+	}
+	return fmt.Errorf("cuDNN has no%s algorithm for it: %w", mode, cudnn.ErrNotSupported)
 }
 
 // Conv2D computes y = conv(x, w) + bias, then ReLU when relu is set, with
@@ -469,11 +484,11 @@ func (dev *Device) Conv2D(s backend.Stream, y, x, w, bias backend.View, p backen
 				return err
 			}
 		}
-		cands, err := d.algorithms(h, pl, key, dirForward, [3]cuda.DevicePtr{xp, wp, yp})
+		ak, err := d.algorithms(h, pl, key, dirForward, [3]cuda.DevicePtr{xp, wp, yp})
 		if err != nil {
 			return err
 		}
-		return d.runAlgorithms(pl, cands, func(c candidate, ws cuda.DevicePtr) error {
+		return d.runAlgorithms(pl, ak, func(c candidate, ws cuda.DevicePtr) error {
 			if hasBias && relu && !pl.noFused {
 				err := cudnn.ConvolutionBiasActivationForward(h, one, pl.xd, xp, pl.wd, wp, pl.cd, cudnn.FwdAlgo(c.algo), ws, c.ws,
 					zero, pl.yd, yp, bd, bp, d.dnn.relu, pl.yd, yp)
@@ -521,11 +536,11 @@ func (dev *Device) Conv2DBackwardData(s backend.Stream, dx, dy, w backend.View, 
 		if err != nil {
 			return err
 		}
-		cands, err := d.algorithms(h, pl, key, dirData, ptrs)
+		ak, err := d.algorithms(h, pl, key, dirData, ptrs)
 		if err != nil {
 			return err
 		}
-		return d.runAlgorithms(pl, cands, func(c candidate, ws cuda.DevicePtr) error {
+		return d.runAlgorithms(pl, ak, func(c candidate, ws cuda.DevicePtr) error {
 			return cudnn.ConvolutionBackwardData(h, one, pl.wd, ptrs[1], pl.yd, ptrs[2], pl.cd, cudnn.BwdDataAlgo(c.algo),
 				ws, c.ws, zero, pl.xd, ptrs[0])
 		})
@@ -568,11 +583,11 @@ func (dev *Device) Conv2DBackwardFilter(s backend.Stream, dw, db, dy, x backend.
 				return err
 			}
 		}
-		cands, err := d.algorithms(h, pl, key, dirFilter, [3]cuda.DevicePtr{ptrs[0], ptrs[1], ptrs[2]})
+		ak, err := d.algorithms(h, pl, key, dirFilter, [3]cuda.DevicePtr{ptrs[0], ptrs[1], ptrs[2]})
 		if err != nil {
 			return err
 		}
-		err = d.runAlgorithms(pl, cands, func(c candidate, ws cuda.DevicePtr) error {
+		err = d.runAlgorithms(pl, ak, func(c candidate, ws cuda.DevicePtr) error {
 			return cudnn.ConvolutionBackwardFilter(h, one, pl.xd, ptrs[0], pl.yd, ptrs[2], pl.cd, cudnn.BwdFilterAlgo(c.algo),
 				ws, c.ws, zero, pl.wd, ptrs[1])
 		})
