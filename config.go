@@ -171,6 +171,9 @@ func (s *configState) fix(use string) {
 	if !s.fixed {
 		if !s.given {
 			cfg, errs := readEnv(s.lookup)
+			if cudnnByCall.Load() {
+				cfg.CuDNN = CuDNN() // SetCuDNN came first: VRAM_CUDNN does not undo it
+			}
 			s.cfg = cfg.normalize()
 			for _, e := range errs {
 				if len(e.v.kinds) == 0 {

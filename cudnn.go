@@ -3,6 +3,7 @@ package vram
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/vramgo/vram/backend/cuda"
@@ -77,8 +78,17 @@ func parseCuDNN(v string) (CuDNNSettings, error) {
 // SetCuDNN sets the cuDNN switches for the operations queued after it
 // returns. It is safe for concurrent use; PyTorch programs flip
 // cudnn.benchmark at run time, and so may this. The algorithms chosen
-// under one setting are kept for when it comes back.
-func SetCuDNN(s CuDNNSettings) { cuda.SetCuDNN(cuda.CuDNNSettings(s)) }
+// under one setting are kept for when it comes back. The last of
+// SetCuDNN and [Configure] (Config.CuDNN) wins; VRAM_CUDNN, which a
+// program that never calls Configure has read at the first use of a
+// device, does not undo an earlier SetCuDNN.
+func SetCuDNN(s CuDNNSettings) {
+	cudnnByCall.Store(true)
+	cuda.SetCuDNN(cuda.CuDNNSettings(s))
+}
+
+// cudnnByCall records that SetCuDNN was called.
+var cudnnByCall atomic.Bool
 
 // CuDNN returns the switches in force.
 func CuDNN() CuDNNSettings { return CuDNNSettings(cuda.CuDNN()) }

@@ -95,3 +95,35 @@ func TestSetCuDNNConcurrent(t *testing.T) {
 		t.Errorf("the cuda backend holds %+v", got)
 	}
 }
+
+// TestSetCuDNNBeforeFirstUse checks that the environment, read at the
+// first use of a device in a program that never called Configure, does not
+// undo a SetCuDNN made before, and applies otherwise.
+func TestSetCuDNNBeforeFirstUse(t *testing.T) {
+	oldCall, oldSettings := cudnnByCall.Load(), CuDNN()
+	defer func() {
+		cudnnByCall.Store(oldCall)
+		SetCuDNN(oldSettings)
+		cudnnByCall.Store(oldCall)
+	}()
+	for _, byCall := range []bool{false, true} {
+		var applied Config
+		s := &configState{
+			apply:  func(c Config) error { applied = c; return nil },
+			lookup: lookupMap(map[string]string{EnvCuDNN: "deterministic"}),
+			warn:   func(string, ...any) {},
+		}
+		cudnnByCall.Store(false)
+		if byCall {
+			SetCuDNN(CuDNNSettings{Benchmark: true})
+		}
+		s.fix("a test used sim:0")
+		want := CuDNNSettings{Deterministic: true}
+		if byCall {
+			want = CuDNNSettings{Benchmark: true}
+		}
+		if applied.CuDNN != want {
+			t.Errorf("SetCuDNN before first use %v: %+v applied, want %+v", byCall, applied.CuDNN, want)
+		}
+	}
+}
