@@ -384,3 +384,68 @@ if want("ckpt"):
     emit("ckpt_time_overhead", res["checkpointed"][1] / res["plain"][1], "x", "checkpointed step / plain step")
     del blocks, params, opt, x, y
     torch.cuda.empty_cache()
+
+# The ResNet-50 convolutions forward and backward (bench/cuda/conv.go):
+# float32 NCHW with TF32 (PyTorch's default for cuDNN) and bfloat16
+# channels_last, cudnn.benchmark off and on, fixed shapes and shapes that
+# change every step. PyTorch keeps one algorithm cache for both modes, so
+# each (config, mode) runs in a child process of its own, with empty caches.
+RESNET_CONVS = [  # name, c, hw, o, k, stride, pad
+    ("stem_7x7_s2", 3, 224, 64, 7, 2, 3),
+    ("l1_1x1_reduce", 256, 56, 64, 1, 1, 0),
+    ("l1_3x3", 64, 56, 64, 3, 1, 1),
+    ("l1_1x1_expand", 64, 56, 256, 1, 1, 0),
+    ("l2_3x3_s2", 128, 56, 128, 3, 2, 1),
+    ("l3_3x3", 256, 14, 256, 3, 1, 1),
+    ("l4_3x3", 512, 7, 512, 3, 1, 1),
+]
+
+def conv_child(cfg, bench, steps, reps):
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cudnn.benchmark = bench
+    dtype = torch.float32 if cfg == "fp32" else torch.bfloat16
+    fmt = torch.contiguous_format if cfg == "fp32" else torch.channels_last
+    def bufs(batch):
+        out = []
+        for _, c, hw, o, k, s, p in RESNET_CONVS:
+            oh = (hw + 2 * p - k) // s + 1
+            mk = lambda *shape: torch.full(shape, 0.01, dtype=dtype, device=dev).contiguous(memory_format=fmt)
+            out.append((mk(batch, c, hw, hw), mk(o, c, k, k), mk(batch, o, oh, oh), s, p))
+        return out
+    def step(bs):
+        for x, w, g, s, p in bs:
+            torch.nn.functional.conv2d(x, w, None, s, p)
+            torch.ops.aten.convolution_backward(g, x, w, None, [s, s], [p, p], [1, 1], False, [0, 0], 1, [True, True, False])
+    mode = "bench_on" if bench else "bench_off"
+    prefix = "conv_resnet50_" + cfg + "_"
+    bs = bufs(64)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    step(bs)
+    torch.cuda.synchronize()
+    first = (time.perf_counter() - t0) * 1000
+    emit(prefix + "fixed_" + mode, time_it(lambda: step(bs), reps), "ms", "conv2d + aten.convolution_backward, batch 64, steady state")
+    emit(prefix + "first_step_" + mode, first, "ms", "the first step (cudnnFind in benchmark mode)")
+    del bs
+    ts = []
+    for i in range(steps):
+        bs = bufs(63 - i)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step(bs)
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) * 1000)
+        del bs
+    emit(prefix + "varying_" + mode, statistics.median(ts), "ms", "a new batch size every step (%d..%d)" % (63, 64 - steps))
+
+if len(sys.argv) > 2 and sys.argv[1] == "conv-child":
+    cfg, bench, steps, reps = sys.argv[2], sys.argv[3] == "1", int(sys.argv[4]), int(sys.argv[5])
+    conv_child(cfg, bench, steps, reps)
+elif want("conv"):
+    import subprocess
+    for cfg in ["fp32", "bf16_cl"]:
+        for bench in ["0", "1"]:
+            r = subprocess.run([sys.executable, __file__, "conv-child", cfg, bench, "8", "20"],
+                               stdout=subprocess.PIPE, text=True, check=False)
+            sys.stdout.write(r.stdout)
+            sys.stdout.flush()

@@ -187,6 +187,9 @@ func main() {
 	if want("allreduce") {
 		benchAllReduce(reps)
 	}
+	if want("conv") {
+		benchConv(d, reps)
+	}
 }
 
 func benchAllocFree(d *cb.Device) {
