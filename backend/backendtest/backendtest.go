@@ -199,7 +199,7 @@ func filled(n int, v float64) []float64 {
 }
 
 var floatDTypes = []backend.DType{backend.Float32, backend.Float64, backend.Float16, backend.BFloat16}
-var intDTypes = []backend.DType{backend.Int32, backend.Int64}
+var intDTypes = []backend.DType{backend.Int32, backend.Int64, backend.Int8}
 var numDTypes = append(append([]backend.DType{}, floatDTypes...), intDTypes...)
 
 func (h *harness) testMemory(t *testing.T) {
