@@ -55,6 +55,7 @@ func RunOptions(t *testing.T, dev backend.Device, opt Options) {
 	t.Run("Gather", h.testGather)
 	t.Run("ScatterAdd", h.testScatterAdd)
 	t.Run("FusedSteps", h.testFusedSteps)
+	t.Run("Int8Weights", h.testInt8Weights)
 	t.Run("Arguments", h.testArguments)
 	t.Run("Streams", h.testStreams)
 }
