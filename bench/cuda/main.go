@@ -169,6 +169,9 @@ func main() {
 	if want("amp") {
 		benchAmp(reps)
 	}
+	if want("int8") {
+		benchInt8(reps)
+	}
 	if want("allreduce") {
 		benchAllReduce(reps)
 	}
