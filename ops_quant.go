@@ -33,7 +33,9 @@ const (
 // with neither compose the expansion from a copy and a multiplication.
 //
 // scale and bias are cast to x's dtype when they have another
-// floating-point dtype (they are vectors of out elements). Gradients flow
+// floating-point dtype (they are vectors of out elements). Inside
+// amp.Autocast a float32 x is cast to the autocast dtype first, as for
+// [Linear]. Gradients flow
 // to x only: wq is int8, and a scale or bias that requires grad panics with
 // [ErrAutograd] while grad mode is on, as quantized layers are for
 // inference (quantize a trained model; train the float one). Other
@@ -43,6 +45,11 @@ func LinearInt8(x, wq, scale, bias *Tensor) *Tensor {
 	const op = "linear_int8"
 	defer asOp(op)
 	notNil(op, x, wq, scale)
+	if g := current(); g != nil && g.autocast != nil {
+		ops, done := autocastLow(x)
+		defer done()
+		x = ops[0]
+	}
 	ds, held := sameDevice(op, compact([]*Tensor{x, wq, scale, bias})...)
 	defer held.unpin()
 	dt := x.dtype

@@ -16,6 +16,10 @@ func int8Ref(x, wq, scale, bias *Tensor) *Tensor {
 	defer s.Release()
 	wd := w.Mul(s)
 	defer wd.Release()
+	if bias != nil && bias.DType() != x.DType() {
+		bias = bias.Cast(x.DType())
+		defer bias.Release()
+	}
 	return Linear(x, wd, bias)
 }
 
@@ -183,4 +187,22 @@ func TestLinearInt8TransientFreed(t *testing.T) {
 			v.Release()
 		}
 	}
+}
+
+// TestLinearInt8Autocast checks that inside Autocast a float32 input runs
+// in the autocast dtype.
+func TestLinearInt8Autocast(t *testing.T) {
+	Tidy(func() {
+		wq, scale, bias := int8Operands(CPU, Float32, 8, 16, 9)
+		x := Randn(Shape{4, 16})
+		var y *Tensor
+		Autocast(BFloat16, func() { y = LinearInt8(x, wq, scale, bias) })
+		if y.DType() != BFloat16 {
+			t.Errorf("dtype %s under bf16 autocast, want bfloat16", y.DType())
+		}
+		want := int8Ref(x.BFloat16(), wq, scale, bias)
+		if e := maxAbsDiff(y, want); e > 0.1 {
+			t.Errorf("max difference %g", e)
+		}
+	})
 }
