@@ -170,6 +170,7 @@ func TestLinearInt8TransientFreed(t *testing.T) {
 		int8Path.Store(path)
 		wq, scale, bias := int8Operands(d, Float32, 256, 512, 8)
 		x := Zeros(Shape{4, 512}, d)
+		settle(d)
 		base := MemoryAllocated(d)
 		ResetPeakMemoryStats(d)
 		y := LinearInt8(x, wq, scale, bias)
