@@ -342,3 +342,45 @@ func equal(a, b []int64) bool {
 	}
 	return true
 }
+
+// TestConcurrentForward runs a quantized model's Forward from several
+// goroutines at once, on the CPU and a sim device (run with -race), and
+// checks every result against a sequential one.
+func TestConcurrentForward(t *testing.T) {
+	for _, d := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		g := vram.WithGenerator(vram.NewGenerator(9))
+		model := nn.NewSequential(nn.NewLinear(64, 128, g, d), nn.NewReLU(), nn.NewLinear(128, 8, g, d))
+		if _, err := quant.Quantize(model); err != nil {
+			t.Fatal(err)
+		}
+		x := vram.Randn(vram.Shape{16, 64}, g, d)
+		var want []float64
+		vram.NoGrad(func() { vram.Tidy(func() { want = model.Forward(x).Float64s() }) })
+		errs := make(chan string, 8)
+		done := make(chan struct{})
+		for range 4 {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for range 10 {
+					var got []float64
+					vram.NoGrad(func() { vram.Tidy(func() { got = model.Forward(x).Float64s() }) })
+					for i := range got {
+						if got[i] != want[i] {
+							errs <- "a concurrent forward pass differs"
+							return
+						}
+					}
+				}
+			}()
+		}
+		for range 4 {
+			<-done
+		}
+		close(errs)
+		for e := range errs {
+			t.Errorf("%s: %s", d, e)
+		}
+		x.Release()
+		nn.Release(model)
+	}
+}
