@@ -384,3 +384,76 @@ func TestConcurrentForward(t *testing.T) {
 		nn.Release(model)
 	}
 }
+
+// TestSaveLoad checks that a quantized model's int8 weights and scales
+// survive nn.Save and nn.Load (safetensors dtype I8) exactly.
+func TestSaveLoad(t *testing.T) {
+	build := func(seed uint64) *nn.Sequential {
+		g := vram.WithGenerator(vram.NewGenerator(seed))
+		m := nn.NewSequential(nn.NewLinear(8, 16, g), nn.NewReLU(), nn.NewLinear(16, 4, g))
+		if _, err := quant.Quantize(m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	a, b := build(1), build(2)
+	defer nn.Release(a)
+	defer nn.Release(b)
+	path := t.TempDir() + "/q.safetensors"
+	if err := nn.Save(a, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := nn.Load(b, path); err != nil {
+		t.Fatal(err)
+	}
+	pa, pb := a.NamedParameters(), b.NamedParameters()
+	for i := range pa {
+		if pb[i].Tensor.DType() != pa[i].Tensor.DType() {
+			t.Errorf("%s: dtype %s, want %s", pa[i].Name, pb[i].Tensor.DType(), pa[i].Tensor.DType())
+		}
+		x, y := pa[i].Tensor.Float64s(), pb[i].Tensor.Float64s()
+		for j := range x {
+			if x[j] != y[j] {
+				t.Fatalf("%s differs after the round trip", pa[i].Name)
+			}
+		}
+	}
+	// A float model does not take a quantized file.
+	f := nn.NewSequential(nn.NewLinear(8, 16), nn.NewReLU(), nn.NewLinear(16, 4))
+	defer nn.Release(f)
+	if err := nn.Load(f, path); err == nil || !strings.Contains(err.Error(), "scale") {
+		t.Errorf("loading a quantized file into a float model: %v", err)
+	}
+}
+
+// TestReplicate checks that nn.Replicate copies a quantized layer with its
+// int8 weight and scale, so that the replica computes the same.
+func TestReplicate(t *testing.T) {
+	g := vram.WithGenerator(vram.NewGenerator(4))
+	l := nn.NewLinear(8, 4, g)
+	defer nn.Release(l)
+	if err := quant.QuantizeLinear(l); err != nil {
+		t.Fatal(err)
+	}
+	r, err := nn.Replicate(l, vram.Sim(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nn.Release(r)
+	rl := r.(*nn.Linear)
+	if rl.Weight.DType() != vram.Int8 || rl.Scale == nil || rl.Scale.Device() != vram.Sim(0) || rl.Weight == l.Weight {
+		t.Fatalf("replica: weight %s, scale %v", rl.Weight.DType(), rl.Scale)
+	}
+	x := vram.Randn(vram.Shape{3, 8}, g)
+	defer x.Release()
+	vram.NoGrad(func() {
+		vram.Tidy(func() {
+			a, b := l.Forward(x).Float64s(), r.Forward(x.To(vram.Sim(0))).Float64s()
+			for i := range a {
+				if a[i] != b[i] {
+					t.Fatalf("replica output %d: %v, want %v", i, b[i], a[i])
+				}
+			}
+		})
+	})
+}
