@@ -184,6 +184,9 @@ func main() {
 	if want("findbatch") {
 		benchFindBatch()
 	}
+	if want("int8") {
+		benchInt8(reps)
+	}
 	if want("allreduce") {
 		benchAllReduce(reps)
 	}
