@@ -18,6 +18,9 @@ const maxFuzzAnalyze = 4 << 10
 // execution stays fast.
 const fuzzPoints = 32
 
+// fuzzReplayEvents is the replay budget of FuzzAnalyze's fix checks.
+const fuzzReplayEvents = 50_000
+
 // FuzzAnalyze analyses any input `vram analyze` would read, with a --top
 // of 1 to 8, and checks the report: byte counts are never negative (sums
 // that overflow are a bug), fractions are in [0, 1], peaks bound the start
@@ -34,7 +37,9 @@ func FuzzAnalyze(f *testing.F) {
 		if err != nil {
 			return
 		}
-		opts := Options{Top: 1 + int(top%8), TimelinePoints: fuzzPoints}
+		// A small replay budget: the fix checks replay the sizes the
+		// input claims, which are bounded by the budget, not the input.
+		opts := Options{Top: 1 + int(top%8), TimelinePoints: fuzzPoints, ReplayEvents: fuzzReplayEvents}
 		before := fuzztest.HeapAllocated()
 		r, err := Analyze(file, opts)
 		fuzztest.CheckAllocated(t, "Analyze", len(data), before, 16<<20, 4<<10)

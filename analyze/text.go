@@ -62,14 +62,18 @@ func writeDevice(w *bufio.Writer, d *Device) {
 	}
 	for _, o := range d.OOMs {
 		fmt.Fprintf(w, "  out of memory at event %d: %s\n", o.Event, printable.String(o.Explanation))
+		if o.Fix != "" {
+			fmt.Fprintf(w, "    fix: %s\n", printable.String(o.Fix))
+		}
 		if o.Region != "" {
 			fmt.Fprintf(w, "    region %s\n", printable.String(o.Region))
 		}
-		for i, fr := range o.Frames {
-			if i == 4 {
-				break
-			}
+		shown := userFrames(o.Frames, 4)
+		for _, fr := range shown {
 			fmt.Fprintf(w, "    at %s\n", printable.String(frameString(fr)))
+		}
+		if rest := len(o.Frames) - len(shown); rest > 0 {
+			fmt.Fprintf(w, "    (%d more frames in the stack: --json or --html shows them all)\n", rest)
 		}
 	}
 	if more := d.OOMEvents - len(d.OOMs); more > 0 {
@@ -95,8 +99,8 @@ func writeDevice(w *bufio.Writer, d *Device) {
 		fmt.Fprintln(w, "  largest live allocations:")
 		for _, a := range d.Largest {
 			where := ""
-			if len(a.Frames) > 0 {
-				where = " at " + printable.String(frameString(a.Frames[0]))
+			if a.Site != "" {
+				where = " at " + printable.String(a.Site)
 			}
 			region := ""
 			if a.Region != "" {

@@ -447,7 +447,8 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 			d.OOMEvents++
 			if len(d.OOMs) < keepOOMs {
 				d.OOMs = append(d.OOMs, OOM{Event: i, TimeUS: e.TimeUS, RequestedBytes: e.Size, DeviceFreeBytes: int64(min(e.Addr, math.MaxInt64)),
-					AllocatedBytes: allocated, ReservedBytes: reserved, Region: e.Region, Frames: topFrames(e.Frames, 8)})
+					AllocatedBytes: allocated, ReservedBytes: reserved, Region: e.Region, Site: siteString(e.Frames), Frames: e.Frames,
+					stream: e.Stream, peakReservedBefore: tl.PeakReservedBytes})
 			}
 		default:
 			reserved = ck.add(reserved, segmentDelta(*e), "the reserved bytes")
@@ -560,20 +561,27 @@ func segmentDelta(e trace.Event) int64 {
 	return 0
 }
 
-// allocLabel describes an alloc event for the hover text.
+// allocLabel describes an alloc event for the hover text: its region
+// and the frames of the user's code that allocated it.
 func allocLabel(region string, frames []trace.Frame) string {
 	var b strings.Builder
 	if region != "" {
 		fmt.Fprintf(&b, "region %s\n", region)
 	}
-	for i, f := range frames {
-		if i == 6 {
-			fmt.Fprintf(&b, "  ... %d more frames\n", len(frames)-i)
-			break
-		}
-		fmt.Fprintf(&b, "  %s\n", frameString(f))
-	}
+	writeStackLines(&b, frames, 6)
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// writeStackLines writes up to n frames of the user's code (userFrames),
+// one per line, indented, and how many other frames the stack has.
+func writeStackLines(b *strings.Builder, frames []trace.Frame, n int) {
+	shown := userFrames(frames, n)
+	for _, f := range shown {
+		fmt.Fprintf(b, "  %s\n", frameString(f))
+	}
+	if rest := len(frames) - len(shown); rest > 0 {
+		fmt.Fprintf(b, "  (%d more frames in the stack)\n", rest)
+	}
 }
 
 // explainOOM says why an allocation failed and what to try.

@@ -1,0 +1,542 @@
+package analyze
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/vramgo/vram/memory"
+	"github.com/vramgo/vram/memory/trace"
+
+	"github.com/vramgo/vram/internal/units"
+)
+
+// The fix check of an out-of-memory event.
+//
+// An OOM of a recorded history says what failed, not what would have
+// worked. The check replays the history up to the failed allocation, then
+// that allocation, through vram's allocator on a simulated device as large
+// as the memory the run was allowed: first under policy:pytorch with the
+// recorded settings, which must fail as the run did (else the replay does
+// not reproduce it and nothing is concluded), then under each setting to
+// try. A setting fits when every allocation of the replay succeeds; its
+// peak is the replay's peak reserve. The limit is the one given
+// (Options.Limit), else the snapshot's own (per_process_memory_fraction
+// of its capacity), else inferred from the event: when the device had
+// less free than the allocator needed, the memory this process reserved
+// plus what was free; when the device had room, a limit of the allocator
+// stopped it (torch.cuda.set_per_process_memory_fraction), and that limit
+// is at least the most the run reserved before and less than what it held
+// at the OOM plus what it needed more; the check uses the least value.
+
+// FixTrial is one setting the fix check of an out-of-memory event replayed.
+type FixTrial struct {
+	// Config is the setting, as the run's allocator spells it: the
+	// PYTORCH_CUDA_ALLOC_CONF value for a PyTorch history ("policy:vram"
+	// for vram's own policy), the VRAM_ALLOC_CONF value for vram's.
+	Config string `json:"config"`
+	// Fits reports that the replay under the limit served every
+	// allocation, the failed one included.
+	Fits bool `json:"fits"`
+	// PeakReservedBytes is the replay's peak reserve up to and with the
+	// failed allocation, when it fits.
+	PeakReservedBytes int64 `json:"peak_reserved_bytes,omitempty"`
+	// Skipped reports that it was not replayed: the replay budget
+	// (Options.ReplayEvents) was spent.
+	Skipped bool `json:"skipped,omitempty"`
+}
+
+// DefaultReplayEvents is the replay budget of one device's fix checks
+// when Options.ReplayEvents is 0: about ten seconds of replay on one core.
+const DefaultReplayEvents = 20_000_000
+
+// maxFixLimit bounds the simulated device of a fix check: no device has
+// 1 TiB (the largest have a few hundred GiB).
+const maxFixLimit = 1 << 40
+
+// replayPage is the unit in which a replay's simulated device counts
+// toward the budget: a replay may map each 2 MiB of it once (as PyTorch's
+// expandable segments do), so that a history that claims a huge device
+// cannot make its checks take time and memory beyond the budget.
+const replayPage = 2 << 20
+
+// fixer replays one device's history for the fix checks.
+type fixer struct {
+	h       trace.History
+	start   []trace.Event // allocs of the blocks held before the history
+	budget  int64         // events that may still be replayed
+	pytorch bool          // the history is PyTorch's: settings in its terms
+	spent   bool          // a replay was refused for the budget
+}
+
+// errBudget refuses a replay that would pass the budget.
+var errBudget = errors.New("replay budget spent")
+
+// requestAddr is the address the failed allocation is replayed at: no
+// real block has it.
+const requestAddr = math.MaxUint64
+
+// prefix is a history's first n events after the start blocks, then an
+// alloc of the failed request when it has a size.
+type prefix struct {
+	f   *fixer
+	n   int
+	req trace.Event
+}
+
+// stopPrefix ends a pass over the history after the prefix.
+var stopPrefix = errors.New("end of the prefix")
+
+func (p prefix) Each(fn func(e *trace.Event) error) error {
+	for i := range p.f.start {
+		e := p.f.start[i]
+		if err := fn(&e); err != nil {
+			return err
+		}
+	}
+	i := 0
+	err := p.f.h.Each(func(e *trace.Event) error {
+		if i >= p.n {
+			return stopPrefix
+		}
+		i++
+		return fn(e)
+	})
+	if err != nil && err != stopPrefix {
+		return err
+	}
+	if p.req.Size > 0 {
+		req := p.req
+		return fn(&req)
+	}
+	return nil
+}
+
+// replay runs the first n events of the history, then (when req > 0) an
+// allocation of req bytes on stream, under cfg on a simulated device of
+// limit bytes. It reports whether every allocation succeeded and the peak
+// reserve.
+func (f *fixer) replay(n int, req int64, stream uint64, cfg memory.Config, limit int64) (bool, int64, error) {
+	cost := int64(len(f.start)) + int64(n) + 1 + limit/replayPage
+	if cost > f.budget {
+		f.spent = true
+		return false, 0, errBudget
+	}
+	f.budget -= cost
+	p := prefix{f: f, n: n, req: trace.Event{Action: trace.ActionAlloc, Addr: requestAddr, Size: req, Stream: stream}}
+	res, err := memory.ReplayHistory(p, memory.NewSimArena(limit), cfg)
+	if err != nil {
+		return false, 0, err
+	}
+	return res.NumOOMs == 0, res.PeakReserved, nil
+}
+
+// fixOption is a setting the check tries: its Config, and how it is named.
+type fixOption struct {
+	cfg  memory.Config
+	name string // as Config of a FixTrial
+	vram bool   // vram's own policy, which PyTorch does not have
+}
+
+// confName names cfg in the run's terms: PYTORCH_CUDA_ALLOC_CONF's value
+// without vram's policy key for PyTorch, VRAM_ALLOC_CONF's for vram.
+func (f *fixer) confName(cfg memory.Config) string {
+	if f.pytorch && cfg.Policy == memory.PolicyPyTorch {
+		c := cfg
+		c.Policy = memory.PolicyVRAM // String leaves the default policy out
+		return c.String()
+	}
+	if s := cfg.String(); s != "" {
+		return s
+	}
+	return "policy:vram"
+}
+
+// options returns the settings to try after base, most likely to help
+// (and simplest to set) first: expandable segments, max_split_size_mb
+// values where fixed segments are in use, a garbage collection threshold,
+// a change of roundup_power2_divisions, and vram's policy.
+func (f *fixer) options(base memory.Config) []fixOption {
+	var out []fixOption
+	add := func(c memory.Config) { out = append(out, fixOption{cfg: c, name: f.confName(c)}) }
+	if base.Policy == memory.PolicyPyTorch {
+		if !base.ExpandableSegments {
+			c := base
+			c.ExpandableSegments = true
+			add(c)
+			for _, mb := range []int64{128, 256, 512} {
+				if base.MaxSplitSizeMB == 0 || mb < base.MaxSplitSizeMB {
+					c := base
+					c.MaxSplitSizeMB = mb
+					add(c)
+				}
+			}
+		}
+		if base.GarbageCollectionThreshold == 0 {
+			c := base
+			c.GarbageCollectionThreshold = 0.8
+			add(c)
+		}
+		c := base
+		if base.RoundupPower2Divisions == ([16]int{}) {
+			for i := range c.RoundupPower2Divisions {
+				c.RoundupPower2Divisions[i] = 4
+			}
+		} else {
+			c.RoundupPower2Divisions = [16]int{}
+		}
+		add(c)
+		v := base
+		v.Policy, v.ExpandableSegments, v.MaxSplitSizeMB = memory.PolicyVRAM, false, 0
+		out = append(out, fixOption{cfg: v, name: f.confName(v), vram: true})
+	} else {
+		c := base
+		c.Policy, c.ExpandableSegments = memory.PolicyPyTorch, true
+		add(c)
+	}
+	return out
+}
+
+// limitFor decides the limit the check replays under, and says how it
+// was found. lo is the limit to replay under, hi the most it can be
+// (equal to lo when known).
+func limitFor(o *OOM, opts Options, s *trace.Snapshot, base memory.Config, frac float64) (lo, hi int64, how string) {
+	if opts.Limit > 0 {
+		return opts.Limit, opts.Limit, "as given (--limit, Options.Limit)"
+	}
+	if s != nil && s.Capacity > 0 && frac > 0 && frac <= 1 {
+		l := int64(frac * float64(s.Capacity))
+		return l, l, fmt.Sprintf("per_process_memory_fraction %s of the %s device", strconv.FormatFloat(frac, 'g', -1, 64), units.Bytes(s.Capacity))
+	}
+	need := pytorchSegmentSize(o.RequestedBytes, base.ExpandableSegments)
+	upper := satAdd(o.ReservedBytes, need) - 1
+	if need > o.DeviceFreeBytes {
+		// The device did not have what the allocator asked for: this
+		// process could have what it held and what was free.
+		l := max(satAdd(o.ReservedBytes, o.DeviceFreeBytes), o.peakReservedBefore)
+		return l, l, fmt.Sprintf("inferred from the event: this process held %s and the device had %s free, less than the %s the allocator asked for",
+			units.Bytes(o.ReservedBytes), units.Bytes(o.DeviceFreeBytes), units.Bytes(need))
+	}
+	l := max(o.peakReservedBefore, o.ReservedBytes)
+	if l > upper {
+		upper = l
+	}
+	return l, upper, fmt.Sprintf("inferred from the history, at least %s and less than %s, since the limit was not recorded (pass it with --limit): the run reserved %s before without failing, and failed to reserve %s more while it held %s although the device had %s free; checked under the least",
+		units.Bytes(l), units.Bytes(upper+1), units.Bytes(o.peakReservedBefore), units.Bytes(need), units.Bytes(o.ReservedBytes), units.Bytes(o.DeviceFreeBytes))
+}
+
+// pytorchSegmentSize is what PyTorch's allocator asks of the device for a
+// request of size bytes (rounded): a 2 MiB segment for up to 1 MiB, 20 MiB
+// for less than 10 MiB, else the size rounded up to 2 MiB (also what an
+// expandable segment maps at most).
+func pytorchSegmentSize(size int64, expandable bool) int64 {
+	const mib = 1 << 20
+	switch {
+	case expandable:
+	case size <= mib:
+		return 2 * mib
+	case size < 10*mib:
+		return 20 * mib
+	}
+	if size > math.MaxInt64-2*mib {
+		return math.MaxInt64
+	}
+	return (size + 2*mib - 1) / (2 * mib) * (2 * mib)
+}
+
+// satAdd adds two non-negative sizes, saturating.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// newFixer prepares the fix checks of a device; nil with the reason when
+// its history cannot be replayed.
+func newFixer(d *Device, h trace.History, s *trace.Snapshot, opts Options) (*fixer, string) {
+	budget := opts.ReplayEvents
+	if budget == 0 {
+		budget = DefaultReplayEvents
+	}
+	if budget < 0 {
+		return nil, ""
+	}
+	f := &fixer{h: h, budget: budget, pytorch: d.Source != "vram"}
+	if d.HistoryTruncated {
+		if s == nil {
+			return nil, "none checked: the history does not start at the allocator's creation and the file holds no snapshot to start a replay from"
+		}
+		held, err := trace.StateAt(s, 0)
+		if err != nil {
+			return nil, "none checked: " + err.Error()
+		}
+		streams := map[uint64]uint64{}
+		for _, seg := range s.Segments {
+			for _, b := range seg.Blocks {
+				streams[b.Addr] = seg.Stream
+			}
+		}
+		for i := len(s.History) - 1; i >= 0; i-- {
+			if _, ok := streams[s.History[i].Addr]; !ok && s.History[i].Action == trace.ActionFreeCompleted {
+				streams[s.History[i].Addr] = s.History[i].Stream
+			}
+		}
+		for _, b := range held {
+			size := b.Requested
+			if size == 0 {
+				size = b.Size
+			}
+			f.start = append(f.start, trace.Event{Action: trace.ActionAlloc, Addr: b.Addr, Size: size, Stream: streams[b.Addr]})
+		}
+	}
+	return f, ""
+}
+
+// baseConfig is the recorded run's allocator settings, and its
+// per_process_memory_fraction (which the check takes as its limit).
+func baseConfig(d *Device) (memory.Config, float64, error) {
+	conf := d.Config
+	if d.Source != "vram" {
+		// A PyTorch run: its settings under PyTorch's policy.
+		if conf == "" {
+			conf = "policy:pytorch"
+		} else {
+			conf = "policy:pytorch," + conf
+		}
+	}
+	cfg, err := memory.ParseConfig(conf)
+	if err != nil {
+		return cfg, 0, err
+	}
+	frac := cfg.PerProcessMemoryFraction
+	cfg.PerProcessMemoryFraction = 0 // the simulated device is the limit
+	return cfg, frac, nil
+}
+
+// checkFixes runs the fix check of each explained OOM of d, within the
+// replay budget.
+func checkFixes(d *Device, h trace.History, s *trace.Snapshot, opts Options) error {
+	if len(d.OOMs) == 0 {
+		return nil
+	}
+	f, why := newFixer(d, h, s, opts)
+	if f == nil {
+		for i := range d.OOMs {
+			d.OOMs[i].Fix = why
+		}
+		return nil
+	}
+	base, frac, err := baseConfig(d)
+	if err != nil {
+		for i := range d.OOMs {
+			d.OOMs[i].Fix = "none checked: the recorded allocator settings are not all known to vram's replay: " + err.Error()
+		}
+		return nil
+	}
+	for i := range d.OOMs {
+		if err := f.check(&d.OOMs[i], opts, s, base, frac); err != nil {
+			return fmt.Errorf("fix check of the out-of-memory event %d: %w", d.OOMs[i].Event, err)
+		}
+	}
+	return nil
+}
+
+// check runs the fix check of one OOM and writes its Fix.
+func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Config, frac float64) error {
+	if o.RequestedBytes <= 0 {
+		return nil
+	}
+	lo, hi, how := limitFor(o, opts, s, base, frac)
+	o.LimitBytes, o.LimitHow = lo, how
+	need := satAdd(o.AllocatedBytes, o.RequestedBytes) // what must be live at once
+	if need > hi {
+		o.MissingBytes = need - hi
+		o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, %s more than the %s allowed (%s). Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
+			units.Bytes(need), units.Bytes(o.MissingBytes), units.Bytes(hi), how)
+		if lo != hi {
+			o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, at least %s more than the allocator could have been allowed (the limit was %s). Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
+				units.Bytes(need), units.Bytes(o.MissingBytes), how)
+		}
+		return nil
+	}
+	if lo <= 0 || lo > maxFixLimit {
+		o.Fix = fmt.Sprintf("none checked: a limit of %s is beyond any device", units.Bytes(lo))
+		return nil
+	}
+	// The recorded settings must fail as the run did: the history up to
+	// the OOM fits, the request does not.
+	limit := lo
+	for {
+		ok, _, err := f.replay(o.Event, 0, o.stream, base, limit)
+		if err != nil {
+			return f.fail(o, err)
+		}
+		if ok {
+			break
+		}
+		if limit < hi && hi <= maxFixLimit {
+			limit = hi // the limit was higher than the least it can be
+			continue
+		}
+		o.Fix = fmt.Sprintf("none checked: replaying the history under %s with the recorded settings runs out of memory before this point, under a limit of %s (%s)", f.baseName(base), units.Bytes(limit), how)
+		return nil
+	}
+	if limit != lo {
+		how += "; the replay needs more than the least before this point, so it is checked under the most"
+		o.LimitBytes, o.LimitHow = limit, how
+	}
+	ok, peak, err := f.replay(o.Event, o.RequestedBytes, o.stream, base, limit)
+	if err != nil {
+		return f.fail(o, err)
+	}
+	if ok {
+		o.Fix = fmt.Sprintf("none checked: replaying the history under %s with the recorded settings serves this request too (peak %s reserved under a limit of %s: %s), so the failure came from memory the history does not show (other streams' pending frees, CUDA graphs, another allocator on the device)",
+			f.baseName(base), units.Bytes(peak), units.Bytes(limit), how)
+		return nil
+	}
+	tries := f.options(base)
+	fitPT, fitVRAM := -1, -1
+	for _, op := range tries {
+		t := FixTrial{Config: op.name}
+		ok, peak, err := f.replay(o.Event, o.RequestedBytes, o.stream, op.cfg, limit)
+		switch {
+		case errors.Is(err, errBudget):
+			t.Skipped = true
+		case err != nil:
+			return f.fail(o, err)
+		case ok:
+			t.Fits, t.PeakReservedBytes = true, peak
+			if op.vram && fitVRAM < 0 {
+				fitVRAM = len(o.Trials)
+			} else if !op.vram && fitPT < 0 {
+				fitPT = len(o.Trials)
+			}
+		}
+		o.Trials = append(o.Trials, t)
+	}
+	allowed := units.Bytes(limit)
+	var b strings.Builder
+	fmt.Fprintf(&b, "checked by replaying the history up to this allocation under the same limit, %s (%s), where %s fails as the run did: ", allowed, how, f.baseName(base))
+	switch {
+	case fitPT >= 0:
+		best := o.Trials[fitPT]
+		o.FixConfig = best.Config
+		fmt.Fprintf(&b, "with %s=%s this run peaks at %s, under the %s allowed.", f.envName(), best.Config, units.Bytes(best.PeakReservedBytes), allowed)
+		var also []string
+		for i, t := range o.Trials {
+			if t.Fits && i != fitPT {
+				also = append(also, fmt.Sprintf("%s (peak %s)", t.Config, units.Bytes(t.PeakReservedBytes)))
+			}
+		}
+		if len(also) > 0 {
+			fmt.Fprintf(&b, " Also fit: %s.", strings.Join(also, ", "))
+		}
+	case fitVRAM >= 0:
+		best := o.Trials[fitVRAM]
+		o.FixConfig = best.Config
+		fmt.Fprintf(&b, "no %s setting tried fits, but vram's own allocator policy (VRAM_ALLOC_CONF=%s) peaks at %s, under the %s allowed.", f.envName(), best.Config, units.Bytes(best.PeakReservedBytes), allowed)
+	default:
+		// Nothing fits: how much memory does the most compact setting
+		// need? For PyTorch, expandable segments (what its users can
+		// set); for vram, its own policy.
+		compact := fixOption{cfg: base, name: f.confName(base)}
+		for _, op := range tries {
+			if f.pytorch && op.cfg.ExpandableSegments && op.cfg.Policy == memory.PolicyPyTorch {
+				compact = op
+				break
+			}
+		}
+		fmt.Fprintf(&b, "no setting tried fits (%d tried)", len(o.Trials))
+		if needed, ok := f.smallestLimit(o, compact.cfg, limit, need); ok && needed > limit {
+			o.MissingBytes = needed - limit
+			fmt.Fprintf(&b, ". The tensors live at this point and this request take %s, within the %s allowed, but not laid out in it: with %s=%s the run needs a limit of %s, %s more. Allow this process that much more memory (set_per_process_memory_fraction), or release tensors before this point.",
+				units.Bytes(need), allowed, f.envName(), compact.name, units.Bytes(needed), units.Bytes(o.MissingBytes))
+		} else {
+			b.WriteString(".")
+		}
+	}
+	f.noteSkipped(&b, o)
+	o.Fix = b.String()
+	return nil
+}
+
+// fail turns a replay's error into the OOM's Fix; only an error reading
+// the history ends the analysis.
+func (f *fixer) fail(o *OOM, err error) error {
+	if errors.Is(err, errBudget) {
+		o.Fix = "none checked: the replay budget (Options.ReplayEvents, --replay-events) is spent"
+		return nil
+	}
+	var ce *memory.ConfigError
+	if errors.As(err, &ce) {
+		o.Fix = "none checked: " + err.Error()
+		return nil
+	}
+	return err
+}
+
+// noteSkipped says how many settings the budget left out.
+func (f *fixer) noteSkipped(b *strings.Builder, o *OOM) {
+	n := 0
+	for _, t := range o.Trials {
+		if t.Skipped {
+			n++
+		}
+	}
+	if n > 0 {
+		fmt.Fprintf(b, " (%d settings not replayed: the replay budget, --replay-events, is spent)", n)
+	}
+}
+
+// smallestLimit bisects, in 2 MiB steps, for the smallest limit under
+// which the replay with cfg fits, above limit; at most 10 replays.
+func (f *fixer) smallestLimit(o *OOM, cfg memory.Config, limit, need int64) (int64, bool) {
+	const step = 2 << 20
+	top := min(satAdd(satAdd(limit, limit), satAdd(need, 64<<20)), maxFixLimit)
+	ok, peak, err := f.replay(o.Event, o.RequestedBytes, o.stream, cfg, top)
+	if err != nil || !ok {
+		return 0, false
+	}
+	lo, hi := limit/step, (peak+step-1)/step // lo does not fit, hi does
+	if hi*step > top {
+		hi = top / step
+	}
+	if ok, _, err := f.replay(o.Event, o.RequestedBytes, o.stream, cfg, hi*step); err != nil || !ok {
+		return peak, true
+	}
+	for i := 0; i < 8 && hi-lo > 1; i++ {
+		mid := lo + (hi-lo)/2
+		ok, _, err := f.replay(o.Event, o.RequestedBytes, o.stream, cfg, mid*step)
+		if err != nil {
+			break
+		}
+		if ok {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi * step, true
+}
+
+// baseName names the recorded settings for the text.
+func (f *fixer) baseName(base memory.Config) string {
+	if f.pytorch {
+		if n := f.confName(base); n != "" {
+			return "policy:pytorch with the recorded " + n
+		}
+		return "policy:pytorch with PyTorch's default settings"
+	}
+	return "VRAM_ALLOC_CONF=" + f.confName(base)
+}
+
+// envName is the variable a setting goes into.
+func (f *fixer) envName() string {
+	if f.pytorch {
+		return "PYTORCH_CUDA_ALLOC_CONF"
+	}
+	return "VRAM_ALLOC_CONF"
+}
