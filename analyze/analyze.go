@@ -165,11 +165,11 @@ type Group struct {
 
 // Allocation is one live block.
 type Allocation struct {
-	Address        uint64        `json:"address"`          // the block's first byte on the device
-	SizeBytes      int64         `json:"size_bytes"`       // the block's size, rounded by the allocator
-	RequestedBytes int64         `json:"requested_bytes"`  // what the caller asked for
-	Stream         uint64        `json:"stream"`           // the stream of its segment
-	Region         string        `json:"region,omitempty"` // the region label, if any
+	Address        uint64 `json:"address"`          // the block's first byte on the device
+	SizeBytes      int64  `json:"size_bytes"`       // the block's size, rounded by the allocator
+	RequestedBytes int64  `json:"requested_bytes"`  // what the caller asked for
+	Stream         uint64 `json:"stream"`           // the stream of its segment
+	Region         string `json:"region,omitempty"` // the region label, if any
 	// Site is the frame of the user's code that allocated it, as
 	// [Group.Key] names it; "" when no stack was recorded.
 	Site   string        `json:"site,omitempty"`
@@ -198,6 +198,11 @@ type OOM struct {
 	Region string        `json:"region,omitempty"`
 	Site   string        `json:"site,omitempty"`
 	Frames []trace.Frame `json:"frames,omitempty"`
+	// PrevSite is, when the event's stack holds no frame of Python or of
+	// the user's code (PyTorch records only the allocator's own C++
+	// frames for an OOM), the Site of the last allocation before it:
+	// most likely the same code. Site is then "".
+	PrevSite string `json:"prev_site,omitempty"`
 	// Explanation says in words why it failed and what to try.
 	Explanation string `json:"explanation"`
 	// LimitBytes is the memory the allocator was allowed, as the fix

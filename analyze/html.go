@@ -39,7 +39,7 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 		}
 		return fmt.Sprintf("%s (%s)", f.Function, f.File)
 	},
-	"hex":   func(a uint64) string { return fmt.Sprintf("0x%x", a) },
+	"hex": func(a uint64) string { return fmt.Sprintf("0x%x", a) },
 }).Parse(pageTemplate))
 
 // palette colours the categories of a stacked timeline and of the segment
@@ -567,6 +567,8 @@ func oomTip(o OOM) string {
 	b.WriteString(o.Explanation)
 	if o.Site != "" {
 		fmt.Fprintf(&b, "\nat %s", o.Site)
+	} else if o.PrevSite != "" {
+		fmt.Fprintf(&b, "\nthe stack holds only the allocator's frames; the allocation before it was at %s", o.PrevSite)
 	}
 	if o.Fix != "" {
 		fmt.Fprintf(&b, "\n\nFix: %s", o.Fix)

@@ -43,9 +43,17 @@ type FixTrial struct {
 	// PeakReservedBytes is the replay's peak reserve up to and with the
 	// failed allocation, when it fits.
 	PeakReservedBytes int64 `json:"peak_reserved_bytes,omitempty"`
+	// MinLimitBytes is, when the limit is known only within a range and
+	// the setting fits under its most but not its least, the least limit
+	// found under which it fits; PeakReservedBytes is then its peak under
+	// that limit.
+	MinLimitBytes int64 `json:"min_limit_bytes,omitempty"`
 	// Skipped reports that it was not replayed: the replay budget
 	// (Options.ReplayEvents) was spent.
 	Skipped bool `json:"skipped,omitempty"`
+
+	vram     bool // vram's own policy
+	bisected bool // MinLimitBytes is the least found, not only one that fits
 }
 
 // DefaultReplayEvents is the replay budget of one device's fix checks
@@ -204,7 +212,7 @@ func (f *fixer) options(base memory.Config) []fixOption {
 // (equal to lo when known).
 func limitFor(o *OOM, opts Options, s *trace.Snapshot, base memory.Config, frac float64) (lo, hi int64, how string) {
 	if opts.Limit > 0 {
-		return opts.Limit, opts.Limit, "as given (--limit, Options.Limit)"
+		return opts.Limit, opts.Limit, "as given with --limit"
 	}
 	if s != nil && s.Capacity > 0 && frac > 0 && frac <= 1 {
 		l := int64(frac * float64(s.Capacity))
@@ -223,8 +231,8 @@ func limitFor(o *OOM, opts Options, s *trace.Snapshot, base memory.Config, frac 
 	if l > upper {
 		upper = l
 	}
-	return l, upper, fmt.Sprintf("inferred from the history, at least %s and less than %s, since the limit was not recorded (pass it with --limit): the run reserved %s before without failing, and failed to reserve %s more while it held %s although the device had %s free; checked under the least",
-		units.Bytes(l), units.Bytes(upper+1), units.Bytes(o.peakReservedBefore), units.Bytes(need), units.Bytes(o.ReservedBytes), units.Bytes(o.DeviceFreeBytes))
+	return l, upper, fmt.Sprintf("inferred from the history, since the limit was not recorded (pass it with --limit): the run reserved %s before without failing, and failed to reserve %s more while it held %s although the device had %s free",
+		units.Bytes(o.peakReservedBefore), units.Bytes(need), units.Bytes(o.ReservedBytes), units.Bytes(o.DeviceFreeBytes))
 }
 
 // pytorchSegmentSize is what PyTorch's allocator asks of the device for a
@@ -354,91 +362,129 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 	need := satAdd(o.AllocatedBytes, o.RequestedBytes) // what must be live at once
 	if need > hi {
 		o.MissingBytes = need - hi
-		o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, %s more than the %s allowed (%s). Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
-			units.Bytes(need), units.Bytes(o.MissingBytes), units.Bytes(hi), how)
-		if lo != hi {
+		if lo == hi {
+			o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, %s more than the %s allowed (%s). Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
+				units.Bytes(need), units.Bytes(o.MissingBytes), units.Bytes(hi), how)
+		} else {
 			o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, at least %s more than the allocator could have been allowed (the limit was %s). Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
 				units.Bytes(need), units.Bytes(o.MissingBytes), how)
 		}
 		return nil
 	}
-	if lo <= 0 || lo > maxFixLimit {
-		o.Fix = fmt.Sprintf("none checked: a limit of %s is beyond any device", units.Bytes(lo))
+	if lo <= 0 || hi > maxFixLimit {
+		o.Fix = fmt.Sprintf("none checked: a limit of %s is beyond any device", units.Bytes(hi))
 		return nil
 	}
 	// The recorded settings must fail as the run did: the history up to
-	// the OOM fits, the request does not.
-	limit := lo
-	for {
-		ok, _, err := f.replay(o.Event, 0, o.stream, base, limit)
-		if err != nil {
-			return f.fail(o, err)
-		}
-		if ok {
-			break
-		}
-		if limit < hi && hi <= maxFixLimit {
-			limit = hi // the limit was higher than the least it can be
-			continue
-		}
-		o.Fix = fmt.Sprintf("none checked: replaying the history under %s with the recorded settings runs out of memory before this point, under a limit of %s (%s)", f.baseName(base), units.Bytes(limit), how)
-		return nil
-	}
-	if limit != lo {
-		how += "; the replay needs more than the least before this point, so it is checked under the most"
-		o.LimitBytes, o.LimitHow = limit, how
-	}
-	ok, peak, err := f.replay(o.Event, o.RequestedBytes, o.stream, base, limit)
+	// the OOM fits, the request does not. Their replay narrows a limit
+	// known only within a range: the run's limit let the history up to
+	// here fit, and did not let the request fit.
+	pre, err := f.minFit(o.Event, 0, o.stream, base, lo, hi, 8)
 	if err != nil {
 		return f.fail(o, err)
 	}
-	if ok {
-		o.Fix = fmt.Sprintf("none checked: replaying the history under %s with the recorded settings serves this request too (peak %s reserved under a limit of %s: %s), so the failure came from memory the history does not show (other streams' pending frees, CUDA graphs, another allocator on the device)",
-			f.baseName(base), units.Bytes(peak), units.Bytes(limit), how)
+	if !pre.fitsHi {
+		o.Fix = fmt.Sprintf("none checked: replaying the history under %s runs out of memory before this point under a limit of %s (%s)", f.baseName(base), units.Bytes(hi), how)
 		return nil
 	}
+	if pre.limit > lo {
+		lo = pre.limit
+		how += fmt.Sprintf("; the replay needs %s before this point", units.Bytes(lo))
+	}
+	rec, err := f.minFit(o.Event, o.RequestedBytes, o.stream, base, lo, hi, 8)
+	if err != nil {
+		return f.fail(o, err)
+	}
+	if rec.fitsLo {
+		o.Fix = fmt.Sprintf("none checked: replaying the history under %s serves this request too (peak %s reserved under a limit of %s: %s), so the failure came from memory the history does not show (other streams' pending frees, CUDA graphs, another allocator on the device)",
+			f.baseName(base), units.Bytes(rec.peak), units.Bytes(lo), how)
+		return nil
+	}
+	if rec.fitsHi && rec.limit-1 < hi {
+		hi = rec.limit - 1 // the run failed: its limit was below what serves the request
+		how += fmt.Sprintf("; it fails as the run did under any limit below %s", units.Bytes(rec.limit))
+	}
+	o.LimitBytes, o.LimitHow = lo, how
+	exact := lo == hi
+
 	tries := f.options(base)
-	fitPT, fitVRAM := -1, -1
+	bisections := 2 // settings whose least limit is searched within the range
 	for _, op := range tries {
 		t := FixTrial{Config: op.name}
-		ok, peak, err := f.replay(o.Event, o.RequestedBytes, o.stream, op.cfg, limit)
+		steps := 0
+		if bisections > 0 {
+			steps = 7
+		}
+		r, err := f.minFit(o.Event, o.RequestedBytes, o.stream, op.cfg, lo, hi, steps)
 		switch {
 		case errors.Is(err, errBudget):
 			t.Skipped = true
 		case err != nil:
 			return f.fail(o, err)
-		case ok:
-			t.Fits, t.PeakReservedBytes = true, peak
-			if op.vram && fitVRAM < 0 {
-				fitVRAM = len(o.Trials)
-			} else if !op.vram && fitPT < 0 {
-				fitPT = len(o.Trials)
+		case r.fitsLo:
+			t.Fits, t.PeakReservedBytes = true, r.peak
+		case r.fitsHi:
+			t.MinLimitBytes, t.PeakReservedBytes, t.bisected = r.limit, r.peak, r.bisected
+			if r.bisected {
+				bisections--
 			}
 		}
+		t.vram = op.vram
 		o.Trials = append(o.Trials, t)
 	}
-	allowed := units.Bytes(limit)
+	o.Fix = f.describe(o, base, lo, hi, exact, need, tries)
+	return nil
+}
+
+// describe writes the Fix of a checked OOM from its trials.
+func (f *fixer) describe(o *OOM, base memory.Config, lo, hi int64, exact bool, need int64, tries []fixOption) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "checked by replaying the history up to this allocation under the same limit, %s (%s), where %s fails as the run did: ", allowed, how, f.baseName(base))
-	switch {
-	case fitPT >= 0:
-		best := o.Trials[fitPT]
-		o.FixConfig = best.Config
-		fmt.Fprintf(&b, "with %s=%s this run peaks at %s, under the %s allowed.", f.envName(), best.Config, units.Bytes(best.PeakReservedBytes), allowed)
-		var also []string
+	allowed := units.Bytes(lo)
+	if exact {
+		fmt.Fprintf(&b, "checked by replaying the history up to this allocation under the same limit, %s (%s), where %s fails as the run did: ", allowed, o.LimitHow, f.baseName(base))
+	} else {
+		fmt.Fprintf(&b, "checked by replaying the history up to this allocation under the limit the run had, at least %s and at most %s (%s), where %s fails as the run did: ",
+			allowed, units.Bytes(hi), o.LimitHow, f.baseName(base))
+	}
+	// The first setting that fits for sure (under the least limit), a
+	// PyTorch one before vram's; else the first that fits under a limit
+	// within the range.
+	find := func(vram, sure bool) int {
 		for i, t := range o.Trials {
-			if t.Fits && i != fitPT {
-				also = append(also, fmt.Sprintf("%s (peak %s)", t.Config, units.Bytes(t.PeakReservedBytes)))
+			if t.vram == vram && (sure && t.Fits || !sure && !t.Fits && t.MinLimitBytes > 0) {
+				return i
 			}
 		}
-		if len(also) > 0 {
-			fmt.Fprintf(&b, " Also fit: %s.", strings.Join(also, ", "))
+		return -1
+	}
+	under := "under the " + allowed + " allowed"
+	if !exact {
+		under = "under the " + allowed + " the run had at least"
+	}
+	chosen := -1
+	if i := find(false, true); i >= 0 {
+		chosen = i
+		t := o.Trials[i]
+		o.FixConfig = t.Config
+		fmt.Fprintf(&b, "with %s=%s this run peaks at %s, %s.", f.envName(), t.Config, units.Bytes(t.PeakReservedBytes), under)
+	} else if i := find(true, true); i >= 0 {
+		chosen = i
+		t := o.Trials[i]
+		o.FixConfig = t.Config
+		fmt.Fprintf(&b, "no %s setting tried fits, but vram's own allocator policy (VRAM_ALLOC_CONF=%s) peaks at %s, %s.", f.envName(), t.Config, units.Bytes(t.PeakReservedBytes), under)
+	} else if i := find(false, false); i >= 0 || find(true, false) >= 0 {
+		if i < 0 {
+			i = find(true, false)
 		}
-	case fitVRAM >= 0:
-		best := o.Trials[fitVRAM]
-		o.FixConfig = best.Config
-		fmt.Fprintf(&b, "no %s setting tried fits, but vram's own allocator policy (VRAM_ALLOC_CONF=%s) peaks at %s, under the %s allowed.", f.envName(), best.Config, units.Bytes(best.PeakReservedBytes), allowed)
-	default:
+		chosen = i
+		t := o.Trials[i]
+		env := f.envName()
+		if t.vram {
+			env = "VRAM_ALLOC_CONF"
+		}
+		fmt.Fprintf(&b, "none fits under %s, the least the limit can have been; with %s=%s this run fits under a limit of %s (it peaks at %s), so it fits if the process is allowed that much: pass the exact limit (--limit, Options.Limit) to check it.",
+			allowed, env, t.Config, units.Bytes(t.MinLimitBytes), units.Bytes(t.PeakReservedBytes))
+	} else {
 		// Nothing fits: how much memory does the most compact setting
 		// need? For PyTorch, expandable segments (what its users can
 		// set); for vram, its own policy.
@@ -450,17 +496,35 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 			}
 		}
 		fmt.Fprintf(&b, "no setting tried fits (%d tried)", len(o.Trials))
-		if needed, ok := f.smallestLimit(o, compact.cfg, limit, need); ok && needed > limit {
-			o.MissingBytes = needed - limit
+		top := min(satAdd(satAdd(hi, hi), satAdd(need, 64<<20)), maxFixLimit)
+		r, err := f.minFit(o.Event, o.RequestedBytes, o.stream, compact.cfg, hi, top, 9)
+		if err == nil && r.fitsHi && r.limit > hi {
+			o.MissingBytes = r.limit - hi
 			fmt.Fprintf(&b, ". The tensors live at this point and this request take %s, within the %s allowed, but not laid out in it: with %s=%s the run needs a limit of %s, %s more. Allow this process that much more memory (set_per_process_memory_fraction), or release tensors before this point.",
-				units.Bytes(need), allowed, f.envName(), compact.name, units.Bytes(needed), units.Bytes(o.MissingBytes))
+				units.Bytes(need), units.Bytes(hi), f.envName(), compact.name, units.Bytes(r.limit), units.Bytes(o.MissingBytes))
 		} else {
 			b.WriteString(".")
 		}
 	}
+	var also []string
+	for i, t := range o.Trials {
+		if i == chosen {
+			continue
+		}
+		switch {
+		case t.Fits:
+			also = append(also, fmt.Sprintf("%s fits (peak %s)", t.Config, units.Bytes(t.PeakReservedBytes)))
+		case t.MinLimitBytes > 0 && t.bisected:
+			also = append(also, fmt.Sprintf("%s fits under a limit of %s", t.Config, units.Bytes(t.MinLimitBytes)))
+		case t.MinLimitBytes > 0:
+			also = append(also, fmt.Sprintf("%s fits under a limit of %s or less", t.Config, units.Bytes(t.MinLimitBytes)))
+		}
+	}
+	if len(also) > 0 {
+		fmt.Fprintf(&b, " Also: %s.", strings.Join(also, "; "))
+	}
 	f.noteSkipped(&b, o)
-	o.Fix = b.String()
-	return nil
+	return b.String()
 }
 
 // fail turns a replay's error into the OOM's Fix; only an error reading
@@ -491,35 +555,65 @@ func (f *fixer) noteSkipped(b *strings.Builder, o *OOM) {
 	}
 }
 
-// smallestLimit bisects, in 2 MiB steps, for the smallest limit under
-// which the replay with cfg fits, above limit; at most 10 replays.
-func (f *fixer) smallestLimit(o *OOM, cfg memory.Config, limit, need int64) (int64, bool) {
-	const step = 2 << 20
-	top := min(satAdd(satAdd(limit, limit), satAdd(need, 64<<20)), maxFixLimit)
-	ok, peak, err := f.replay(o.Event, o.RequestedBytes, o.stream, cfg, top)
-	if err != nil || !ok {
-		return 0, false
+// fit is what minFit found for one setting.
+type fit struct {
+	fitsLo, fitsHi bool  // it fits under the least and the most limit
+	limit          int64 // the least limit found under which it fits (when fitsHi)
+	peak           int64 // the peak reserve under that limit
+	bisected       bool  // limit was searched between the two
+}
+
+// minFit replays under the limits lo and hi and, when the setting fits
+// under hi only, bisects for the least limit that fits, in at most steps
+// more replays, to within 2 MiB or a 128th of the range. It assumes that
+// more memory never makes a replay fail.
+func (f *fixer) minFit(n int, req int64, stream uint64, cfg memory.Config, lo, hi int64, steps int) (fit, error) {
+	var r fit
+	ok, peak, err := f.replay(n, req, stream, cfg, lo)
+	if err != nil {
+		return r, err
 	}
-	lo, hi := limit/step, (peak+step-1)/step // lo does not fit, hi does
-	if hi*step > top {
-		hi = top / step
+	if ok {
+		return fit{fitsLo: true, fitsHi: true, limit: lo, peak: peak}, nil
 	}
-	if ok, _, err := f.replay(o.Event, o.RequestedBytes, o.stream, cfg, hi*step); err != nil || !ok {
-		return peak, true
+	if hi <= lo {
+		return r, nil
 	}
-	for i := 0; i < 8 && hi-lo > 1; i++ {
-		mid := lo + (hi-lo)/2
-		ok, _, err := f.replay(o.Event, o.RequestedBytes, o.stream, cfg, mid*step)
+	if ok, peak, err = f.replay(n, req, stream, cfg, hi); err != nil || !ok {
+		return r, err
+	}
+	r = fit{fitsHi: true, limit: hi, peak: peak}
+	// The peak is the most a fitting replay reserves: under a limit of
+	// the peak it makes the same choices, and fits too, most likely.
+	if peak > lo && peak < hi {
+		ok, p2, err := f.replay(n, req, stream, cfg, peak)
 		if err != nil {
-			break
+			return r, nil
 		}
 		if ok {
-			hi = mid
+			hi, r.limit, r.peak = peak, peak, p2
+		}
+	}
+	if steps > 0 {
+		r.bisected = true
+	}
+	tol := max(int64(replayPage), (hi-lo)/128)
+	for ; steps > 0 && hi-lo > tol; steps-- {
+		mid := lo + (hi-lo)/2
+		if m := mid &^ (1<<20 - 1); m > lo { // whole MiB: limits people set
+			mid = m
+		}
+		ok, p, err := f.replay(n, req, stream, cfg, mid)
+		if err != nil {
+			break // the budget: keep what is known
+		}
+		if ok {
+			hi, r.limit, r.peak = mid, mid, p
 		} else {
 			lo = mid
 		}
 	}
-	return hi * step, true
+	return r, nil
 }
 
 // baseName names the recorded settings for the text.

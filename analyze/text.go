@@ -6,6 +6,8 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/vramgo/vram/memory/trace"
+
 	"github.com/vramgo/vram/internal/printable"
 	"github.com/vramgo/vram/internal/units"
 )
@@ -68,12 +70,24 @@ func writeDevice(w *bufio.Writer, d *Device) {
 		if o.Region != "" {
 			fmt.Fprintf(w, "    region %s\n", printable.String(o.Region))
 		}
-		shown := userFrames(o.Frames, 4)
+		if o.Site == "" && len(o.Frames) > 0 {
+			fmt.Fprintf(w, "    the stack holds only the allocator's C++ frames")
+			if o.PrevSite != "" {
+				fmt.Fprintf(w, "; the allocation before it was at %s", printable.String(o.PrevSite))
+			}
+			fmt.Fprintln(w)
+		}
+		var shown []trace.Frame
+		if o.Site != "" {
+			shown = userFrames(o.Frames, 4)
+		}
 		for _, fr := range shown {
 			fmt.Fprintf(w, "    at %s\n", printable.String(frameString(fr)))
 		}
-		if rest := len(o.Frames) - len(shown); rest > 0 {
+		if rest := len(o.Frames) - len(shown); rest > 0 && len(shown) > 0 {
 			fmt.Fprintf(w, "    (%d more frames in the stack: --json or --html shows them all)\n", rest)
+		} else if rest > 0 {
+			fmt.Fprintf(w, "    (%d frames in the stack: --json or --html shows them)\n", rest)
 		}
 	}
 	if more := d.OOMEvents - len(d.OOMs); more > 0 {

@@ -416,6 +416,7 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 		}
 	}
 	keepOOMs := opts.top()
+	var lastAlloc []trace.Frame // the stack of the latest alloc
 	i, seq := 0, 0
 	err = h.Each(func(e *trace.Event) error {
 		ck.event = i
@@ -431,6 +432,7 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 			k := keys(e.Region, e.Frames)
 			c := [2]int{remap[0][cats[0].ids[k[0]]], remap[1][cats[1].ids[k[1]]]}
 			live[e.Addr] = liveEntry{size: e.Size, cat: c, start: xi, seq: seq, region: e.Region, frames: e.Frames}
+			lastAlloc = e.Frames
 			seq++
 			allocated = ck.add(allocated, e.Size, "the allocated bytes")
 			cur[0][c[0]] = ck.add(cur[0][c[0]], e.Size, "the allocated bytes")
@@ -446,8 +448,12 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 		case trace.ActionOOM:
 			d.OOMEvents++
 			if len(d.OOMs) < keepOOMs {
+				site, prev := siteString(e.Frames), ""
+				if i := userFrame(e.Frames); i < 0 || classifyFrame(e.Frames[i]) == frameNative {
+					site, prev = "", siteString(lastAlloc)
+				}
 				d.OOMs = append(d.OOMs, OOM{Event: i, TimeUS: e.TimeUS, RequestedBytes: e.Size, DeviceFreeBytes: int64(min(e.Addr, math.MaxInt64)),
-					AllocatedBytes: allocated, ReservedBytes: reserved, Region: e.Region, Site: siteString(e.Frames), Frames: e.Frames,
+					AllocatedBytes: allocated, ReservedBytes: reserved, Region: e.Region, Site: site, PrevSite: prev, Frames: e.Frames,
 					stream: e.Stream, peakReservedBefore: tl.PeakReservedBytes})
 			}
 		default:
@@ -602,7 +608,7 @@ func explainOOM(o OOM, capacity int64) string {
 	}
 	switch {
 	case o.RequestedBytes <= o.DeviceFreeBytes:
-		b.WriteString(" The device had room: the allocator's own limit stopped it (per_process_memory_fraction), or the device's free memory was not in one piece.")
+		b.WriteString(" The device had room: a limit on this allocator stopped it (torch.cuda.set_per_process_memory_fraction, or vram's per_process_memory_fraction).")
 	case o.RequestedBytes <= avail:
 		fmt.Fprintf(&b, " Free memory was enough in total (%s) but in pieces: the cached blocks could not serve it and could not be merged with the device's free memory. Try expandable_segments:True, max_split_size_mb to keep large blocks whole, or freeing the cache (EmptyCache) before this allocation.",
 			units.Compact(avail))
