@@ -211,6 +211,9 @@ type OOM struct {
 	// the history; 0 and "" when no replay was made.
 	LimitBytes int64  `json:"limit_bytes,omitempty"`
 	LimitHow   string `json:"limit_how,omitempty"`
+	// LimitMaxBytes is the most the limit can have been: LimitBytes when
+	// the limit is known, more when it was inferred within a range.
+	LimitMaxBytes int64 `json:"limit_max_bytes,omitempty"`
 	// Fix is what the fix check found, in words: a setting under which
 	// a replay of the history up to this allocation fits under the same
 	// limit and at what peak, or how much memory is missing, or why

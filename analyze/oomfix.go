@@ -218,6 +218,11 @@ func limitFor(o *OOM, opts Options, s *trace.Snapshot, base memory.Config, frac 
 		l := int64(frac * float64(s.Capacity))
 		return l, l, fmt.Sprintf("per_process_memory_fraction %s of the %s device", strconv.FormatFloat(frac, 'g', -1, 64), units.Bytes(s.Capacity))
 	}
+	if s != nil && s.Capacity > 0 && vramSource(s.Meta[trace.MetaSource]) {
+		// vram's snapshots record the device: its allocator could have
+		// all of it (the memory of other processes is not recorded).
+		return s.Capacity, s.Capacity, "the device's capacity, from the snapshot"
+	}
 	need := pytorchSegmentSize(o.RequestedBytes, base.ExpandableSegments)
 	upper := satAdd(o.ReservedBytes, need) - 1
 	if need > o.DeviceFreeBytes {
@@ -272,7 +277,7 @@ func newFixer(d *Device, h trace.History, s *trace.Snapshot, opts Options) (*fix
 	if budget < 0 {
 		return nil, ""
 	}
-	f := &fixer{h: h, budget: budget, pytorch: d.Source != "vram"}
+	f := &fixer{h: h, budget: budget, pytorch: !vramSource(d.Source)}
 	if d.HistoryTruncated {
 		if s == nil {
 			return nil, "none checked: the history does not start at the allocator's creation and the file holds no snapshot to start a replay from"
@@ -307,7 +312,7 @@ func newFixer(d *Device, h trace.History, s *trace.Snapshot, opts Options) (*fix
 // per_process_memory_fraction (which the check takes as its limit).
 func baseConfig(d *Device) (memory.Config, float64, error) {
 	conf := d.Config
-	if d.Source != "vram" {
+	if !vramSource(d.Source) {
 		// A PyTorch run: its settings under PyTorch's policy.
 		if conf == "" {
 			conf = "policy:pytorch"
@@ -358,7 +363,7 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 		return nil
 	}
 	lo, hi, how := limitFor(o, opts, s, base, frac)
-	o.LimitBytes, o.LimitHow = lo, how
+	o.LimitBytes, o.LimitMaxBytes, o.LimitHow = lo, hi, how
 	need := satAdd(o.AllocatedBytes, o.RequestedBytes) // what must be live at once
 	if need > hi {
 		o.MissingBytes = need - hi
@@ -366,8 +371,8 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 			o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, %s more than the %s allowed (%s). Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
 				units.Bytes(need), units.Bytes(o.MissingBytes), units.Bytes(hi), how)
 		} else {
-			o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, at least %s more than the allocator could have been allowed (the limit was %s). Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
-				units.Bytes(need), units.Bytes(o.MissingBytes), how)
+			o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, more than the limit can have been, which was less than %s (%s). Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
+				units.Bytes(need), units.Bytes(satAdd(hi, 1)), how)
 		}
 		return nil
 	}
@@ -404,7 +409,7 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 		hi = rec.limit - 1 // the run failed: its limit was below what serves the request
 		how += fmt.Sprintf("; it fails as the run did under any limit below %s", units.Bytes(rec.limit))
 	}
-	o.LimitBytes, o.LimitHow = lo, how
+	o.LimitBytes, o.LimitMaxBytes, o.LimitHow = lo, hi, how
 	exact := lo == hi
 
 	tries := f.options(base)
@@ -633,4 +638,10 @@ func (f *fixer) envName() string {
 		return "PYTORCH_CUDA_ALLOC_CONF"
 	}
 	return "VRAM_ALLOC_CONF"
+}
+
+// vramSource reports whether a snapshot's source is vram's own allocator
+// ("vram", or "vram (...)" for a tool that says more).
+func vramSource(source string) bool {
+	return source == "vram" || strings.HasPrefix(source, "vram ")
 }
