@@ -127,18 +127,121 @@ func (p prefix) Each(fn func(e *trace.Event) error) error {
 // limit bytes. It reports whether every allocation succeeded and the peak
 // reserve.
 func (f *fixer) replay(n int, req int64, stream uint64, cfg memory.Config, limit int64) (bool, int64, error) {
-	cost := int64(len(f.start)) + int64(n) + 1 + limit/replayPage
-	if cost > f.budget {
-		f.spent = true
-		return false, 0, errBudget
-	}
-	f.budget -= cost
-	p := prefix{f: f, n: n, req: trace.Event{Action: trace.ActionAlloc, Addr: requestAddr, Size: req, Stream: stream}}
-	res, err := memory.ReplayHistory(p, memory.NewSimArena(limit), cfg)
+	res, err := f.replayResult(n, req, stream, cfg, limit)
 	if err != nil {
 		return false, 0, err
 	}
 	return res.NumOOMs == 0, res.PeakReserved, nil
+}
+
+// replayResult is replay with all that the replay measured.
+func (f *fixer) replayResult(n int, req int64, stream uint64, cfg memory.Config, limit int64) (memory.Result, error) {
+	cost := int64(len(f.start)) + int64(n) + 1 + limit/replayPage
+	if cost > f.budget {
+		f.spent = true
+		return memory.Result{}, errBudget
+	}
+	f.budget -= cost
+	p := prefix{f: f, n: n, req: trace.Event{Action: trace.ActionAlloc, Addr: requestAddr, Size: req, Stream: stream}}
+	return memory.ReplayHistory(p, memory.NewSimArena(limit), cfg)
+}
+
+// releases counts the segments the recorded run gave back to the device
+// in the first n events of its history, but for those right at the end:
+// segment_free events, or segment_unmap events when it used expandable
+// segments.
+func (f *fixer) releases(n int, expandable bool) (int64, error) {
+	if int64(n) > f.budget {
+		return 0, errBudget
+	}
+	f.budget -= int64(n)
+	want := trace.ActionSegmentFree
+	if expandable {
+		want = trace.ActionSegmentUnmap
+	}
+	var count, trailing int64
+	i := 0
+	err := f.h.Each(func(e *trace.Event) error {
+		if i >= n {
+			return stopPrefix
+		}
+		i++
+		if e.Action == want {
+			count++
+			trailing++
+		} else {
+			trailing = 0
+		}
+		return nil
+	})
+	if err != nil && err != stopPrefix {
+		return 0, err
+	}
+	// The releases right before the OOM were the failed request's own:
+	// a replay of the history before it does not make them.
+	return count - trailing, nil
+}
+
+// narrowByReleases narrows a limit known within [lo, hi] with the
+// segments the run gave back before the OOM: PyTorch releases cached
+// segments when a reservation would pass its limit, and a replay of the
+// recorded settings releases as many as the run did only under a limit
+// close to the run's (more under a lower one, fewer under a higher one).
+// When the replay under lo releases at least as many, the run's limit is
+// at least the least limit under which it releases no more than the run,
+// and below the least under which it releases fewer. It returns the new
+// bounds and whether they changed.
+func (f *fixer) narrowByReleases(o *OOM, base memory.Config, lo, hi int64) (int64, int64, bool, error) {
+	want, err := f.releases(o.Event, base.ExpandableSegments)
+	if err != nil || want == 0 {
+		return lo, hi, false, err
+	}
+	released := func(c int64) (int64, error) {
+		res, err := f.replayResult(o.Event, 0, o.stream, base, c)
+		if base.ExpandableSegments {
+			return res.DeviceUnmaps, err
+		}
+		return res.DeviceFrees, err
+	}
+	atLo, err := released(lo)
+	if err != nil || atLo < want {
+		return lo, hi, false, err // releases the replay cannot explain (empty_cache calls)
+	}
+	// least reports the least limit in (a, b] where cond holds, b+1 if none,
+	// assuming that cond holds from some limit on.
+	least := func(a, b int64, cond func(int64) bool) int64 {
+		if !cond(b) {
+			return b + 1
+		}
+		for i := 0; i < 10 && b-a > replayPage; i++ {
+			mid := a + (b-a)/2
+			if cond(mid) {
+				b = mid
+			} else {
+				a = mid
+			}
+		}
+		return b
+	}
+	var ferr error
+	count := func(c int64) int64 {
+		n, err := released(c)
+		if err != nil && ferr == nil {
+			ferr = err
+		}
+		return n
+	}
+	newLo, newHi := lo, hi
+	if atLo > want {
+		newLo = least(lo, hi, func(c int64) bool { return count(c) <= want })
+	}
+	if first := least(newLo, hi, func(c int64) bool { return count(c) < want }); first <= hi {
+		newHi = first - 1
+	}
+	if ferr != nil || newLo > newHi {
+		return lo, hi, false, nil // keep what is sure; the budget or an odd history
+	}
+	return newLo, newHi, newLo != lo || newHi != hi, nil
 }
 
 // fixOption is a setting the check tries: its Config, and how it is named.
@@ -408,6 +511,16 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 	if rec.fitsHi && rec.limit-1 < hi {
 		hi = rec.limit - 1 // the run failed: its limit was below what serves the request
 		how += fmt.Sprintf("; it fails as the run did under any limit below %s", units.Bytes(rec.limit))
+	}
+	if lo < hi {
+		nlo, nhi, ok, err := f.narrowByReleases(o, base, lo, hi)
+		if err != nil && !errors.Is(err, errBudget) {
+			return f.fail(o, err)
+		}
+		if ok {
+			lo, hi = nlo, nhi
+			how += fmt.Sprintf("; the run gave segments back to the device before this point, as PyTorch does when a reservation would pass its limit, and a replay gives back as many only under a limit from %s to %s", units.Bytes(lo), units.Bytes(hi))
+		}
 	}
 	o.LimitBytes, o.LimitMaxBytes, o.LimitHow = lo, hi, how
 	exact := lo == hi

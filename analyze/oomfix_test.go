@@ -588,3 +588,38 @@ func TestFixCheckBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestLimitNarrowedByReleases checks that an inferred limit is narrowed by
+// the segments PyTorch gave back before the OOM: under a 1000 MiB limit,
+// a 700 MiB request made it release a cached 600 MiB segment, which a
+// replay does only under limits below 1300 MiB.
+func TestLimitNarrowedByReleases(t *testing.T) {
+	a1, a2 := uint64(1<<40), uint64(1<<40+1<<36)
+	text := fmt.Sprintf(`segment_alloc %[1]d %[3]d 0
+alloc %[1]d %[3]d 0
+free_requested %[1]d %[3]d 0
+free_completed %[1]d %[3]d 0
+segment_free %[1]d %[3]d 0
+segment_alloc %[2]d %[4]d 0
+alloc %[2]d %[4]d 0
+free_requested %[2]d %[4]d 0
+free_completed %[2]d %[4]d 0
+alloc %[2]d %[5]d 0
+oom %[6]d %[7]d 0
+`, a1, a2, 600*mib, 700*mib, 100*mib, int64(50<<30), 900*mib)
+	r, err := File(writeText(t, text), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := r.Devices[0].OOMs[0]
+	if o.LimitBytes != 700*mib || o.LimitMaxBytes < 1298*mib || o.LimitMaxBytes >= 1302*mib ||
+		!strings.Contains(o.LimitHow, "gave segments back to the device before this point") {
+		t.Errorf("limit %d..%d MiB (%s)", o.LimitBytes/mib, o.LimitMaxBytes/mib, o.LimitHow)
+	}
+	// The run's limit, 1000 MiB, is within; under it the request takes
+	// 1 GiB with what is live: no setting can fit it there.
+	if o.LimitBytes > 1000*mib || o.LimitMaxBytes < 1000*mib {
+		t.Errorf("the run's 1000 MiB limit is outside %d..%d", o.LimitBytes, o.LimitMaxBytes)
+	}
+	t.Log(o.Fix)
+}
