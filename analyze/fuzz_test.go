@@ -168,5 +168,9 @@ func TestFuzzSeeds(t *testing.T) {
 	add("huge-allocation", []byte("alloc 4096 4611686018427387904 0 1\nfree_completed 4096 4611686018427387904 0 2\n"), 4)
 	add("frees-only", []byte("free_completed 4096 512 0\nfree_requested 8192 512 0\n"), 1)
 	add("empty-snapshot", []byte(`{"format": "vram-memory-snapshot", "version": 1, "device": 3}`), 0)
+	// An OOM caused by fragmentation under a limit, with the device's room:
+	// the fix check replays it.
+	add("fragmented-oom", []byte(fragmentedTrace(1, 70<<30)), 1)
+	add("pinned-small-oom", []byte(pinnedSmallTrace(20, 10*mib)), 1)
 	fuzztest.Check(t, "FuzzAnalyze", seeds, maxFuzzAnalyze)
 }

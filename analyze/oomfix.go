@@ -343,23 +343,26 @@ func limitFor(o *OOM, opts Options, s *trace.Snapshot, base memory.Config, frac 
 		units.Bytes(o.peakReservedBefore), units.Bytes(need), units.Bytes(o.ReservedBytes), units.Bytes(o.DeviceFreeBytes))
 }
 
-// pytorchSegmentSize is what PyTorch's allocator asks of the device for a
-// request of size bytes (rounded): a 2 MiB segment for up to 1 MiB, 20 MiB
-// for less than 10 MiB, else the size rounded up to 2 MiB (also what an
-// expandable segment maps at most).
+// pytorchSegmentSize is the most PyTorch's allocator asks of the device
+// for a request of size bytes (rounded): a 2 MiB segment for up to 1 MiB,
+// 20 MiB for less than 10 MiB, else the size rounded up to 2 MiB; with
+// expandable segments, the request mapped in pages of 2 MiB (small pool)
+// or 20 MiB (large pool).
 func pytorchSegmentSize(size int64, expandable bool) int64 {
 	const mib = 1 << 20
+	step := int64(2 * mib)
 	switch {
-	case expandable:
 	case size <= mib:
 		return 2 * mib
+	case expandable:
+		step = 20 * mib
 	case size < 10*mib:
 		return 20 * mib
 	}
-	if size > math.MaxInt64-2*mib {
+	if size > math.MaxInt64-step {
 		return math.MaxInt64
 	}
-	return (size + 2*mib - 1) / (2 * mib) * (2 * mib)
+	return (size + step - 1) / step * step
 }
 
 // satAdd adds two non-negative sizes, saturating.
@@ -479,7 +482,11 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 		}
 		return nil
 	}
-	if lo <= 0 || hi > maxFixLimit {
+	if lo <= 0 {
+		o.Fix = "none checked: the event leaves no memory for the allocator (nothing reserved and nothing free on the device): pass the limit with --limit"
+		return nil
+	}
+	if hi > maxFixLimit {
 		o.Fix = fmt.Sprintf("none checked: a limit of %s is beyond any device", units.Bytes(hi))
 		return nil
 	}

@@ -496,7 +496,11 @@ func TestLimitInference(t *testing.T) {
 		{"the device had room: a limit within the history's bounds", OOM{RequestedBytes: 500 * mib, ReservedBytes: 700 * mib, DeviceFreeBytes: 60 << 30, peakReservedBefore: 950 * mib}, Options{}, nil, pt, 0,
 			950 * mib, 1200*mib - 1, "reserved 950.00 MiB before without failing, and failed to reserve 500.00 MiB more while it held 700.00 MiB"},
 		{"expandable segments ask for the rounded request", OOM{RequestedBytes: 3 * mib, ReservedBytes: 700 * mib, DeviceFreeBytes: 60 << 30, peakReservedBefore: 650 * mib}, Options{}, nil, exp, 0,
-			700 * mib, 704*mib - 1, "failed to reserve 4.00 MiB more"},
+			700 * mib, 720*mib - 1, "failed to reserve 20.00 MiB more"},
+		{"expandable segments map small requests in 2 MiB pages", OOM{RequestedBytes: 4096, ReservedBytes: 700 * mib, DeviceFreeBytes: 60 << 30, peakReservedBefore: 650 * mib}, Options{}, nil, exp, 0,
+			700 * mib, 702*mib - 1, "failed to reserve 2.00 MiB more"},
+		{"nothing reserved and nothing free", OOM{RequestedBytes: 4096}, Options{}, nil, pt, 0,
+			0, 0, "this process held 0 B and the device had 0 B free"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
