@@ -442,8 +442,12 @@ func stackKey(frames []trace.Frame) string {
 }
 
 // frameString formats a frame as "function (file:line)", with the file's
-// last two path elements.
+// last two path elements and, for C++, the function's name without its
+// parameters.
 func frameString(f trace.Frame) string {
+	if classifyFrame(f) == frameNative {
+		f.Function = shortFunction(f.Function)
+	}
 	file := f.File
 	if parts := strings.Split(file, "/"); len(parts) > 2 {
 		file = strings.Join(parts[len(parts)-2:], "/")

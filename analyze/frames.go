@@ -94,12 +94,15 @@ func libraryPython(file string) bool {
 
 // userFrame returns the index of the frame that best names who
 // allocated: the innermost frame of the user's code, else the innermost
-// Python frame, else 0; -1 for an empty stack.
+// Python frame, else the innermost C++ frame that is not the allocator's
+// own machinery (the operator or autograd function that asked, for the
+// allocations of autograd's threads, whose stacks have no Python frame),
+// else 0; -1 for an empty stack.
 func userFrame(frames []trace.Frame) int {
 	if len(frames) == 0 {
 		return -1
 	}
-	firstPython := -1
+	firstPython, firstOp := -1, -1
 	for i, f := range frames {
 		switch classifyFrame(f) {
 		case frameUser:
@@ -108,12 +111,63 @@ func userFrame(frames []trace.Frame) int {
 			if firstPython < 0 {
 				firstPython = i
 			}
+		case frameNative:
+			if firstOp < 0 && !allocatorMachinery(f.Function) {
+				firstOp = i
+			}
 		}
 	}
-	if firstPython >= 0 {
+	switch {
+	case firstPython >= 0:
 		return firstPython
+	case firstOp >= 0:
+		return firstOp
 	}
 	return 0
+}
+
+// machineryWords name the C++ functions between an operator and the
+// device: the stack unwinder that records the stack, the caching
+// allocator, the factories of empty tensors, the interpreter's and the C
+// library's frames, and unnamed frames.
+var machineryWords = []string{
+	"unwind", "CapturedTraceback", "gather", "CachingAllocator", "c10::", "empty", "create_out", "allocate",
+	"malloc", "Malloc", "resize", "std::", "_Py", "Py", "__libc", "_start", "??",
+}
+
+// allocatorMachinery reports whether a C++ function is part of how memory
+// is allocated rather than what asked for it.
+func allocatorMachinery(function string) bool {
+	if function == "" || function == "main" || function == "cfunction_call" {
+		return true
+	}
+	for _, w := range machineryWords {
+		if strings.Contains(function, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// shortFunction cuts a C++ signature to the function's name:
+// "at::_ops::addmm::call(at::Tensor const&, ...)" is "at::_ops::addmm::call".
+// "(anonymous namespace)" stays.
+func shortFunction(function string) string {
+	const anon = "(anonymous namespace)"
+	for i := 0; i < len(function); i++ {
+		if function[i] != '(' {
+			continue
+		}
+		if strings.HasPrefix(function[i:], anon) {
+			i += len(anon) - 1
+			continue
+		}
+		if i > 0 {
+			return function[:i]
+		}
+		return function
+	}
+	return function
 }
 
 // siteString names the frame of userFrame as "function (file:line)", ""

@@ -71,7 +71,15 @@ func TestUserFrame(t *testing.T) {
 		{"empty", nil, -1, ""},
 		{"C++, torch, then the user's", []trace.Frame{cpp, cpp, lib, lib2, user, lib2, user2}, 4, "forward (proj/model.py:31)"},
 		{"no user frame: the first Python one", []trace.Frame{cpp, lib, lib2}, 1, "forward (modules/linear.py:125)"},
-		{"only C++: the first", []trace.Frame{cpp, {Function: "gather_with_cpp()", File: "??"}}, 0, "torch::unwind::unwind()"},
+		{"only the allocator's C++: the first", []trace.Frame{cpp, {Function: "gather_with_cpp()", File: "??"}}, 0, "torch::unwind::unwind"},
+		{"only C++, from autograd's thread: the operator", []trace.Frame{cpp, {Function: "gather_with_cpp()", File: "??"},
+			{Function: "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed char, unsigned long, CUstream_st*)", File: "??"},
+			{Function: "at::detail::empty_cuda(c10::ArrayRef<long>, c10::ScalarType)", File: "/pytorch/aten/src/ATen/cuda/EmptyTensor.cpp", Line: 23},
+			{Function: "at::(anonymous namespace)::create_out(c10::ArrayRef<long>)", File: "??"},
+			{Function: "at::_ops::mm::call(at::Tensor const&, at::Tensor const&)", File: "??"},
+			{Function: "torch::autograd::generated::MmBackward0::apply(std::vector<at::Tensor>&&)", File: "??"},
+			{Function: "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)", File: "??"},
+			{Function: "start_thread", File: "/lib/x86_64-linux-gnu/libc.so.6"}}, 5, "at::_ops::mm::call"},
 		{"the user's first", []trace.Frame{user2}, 0, "train_step (proj/train.py:57)"},
 	}
 	for _, tc := range tests {
@@ -142,16 +150,27 @@ func TestAttributionStacksAll(t *testing.T) {
 					if g.Key == noStack {
 						continue
 					}
-					if bad := nonUserKey(g.Key); bad != "" {
-						t.Errorf("live memory attributed to %q (%s)", g.Key, bad)
-					}
 					if len(g.Frames) == 0 {
 						t.Errorf("group %q keeps no stack", g.Key)
+						continue
+					}
+					if bad := nonUserKey(g.Key); bad != "" && hasUserFrame(g.Frames) {
+						t.Errorf("live memory attributed to %q (%s), though its stack has the user's code", g.Key, bad)
+					}
+				}
+				if d.snap != nil {
+					for _, seg := range d.snap.Segments {
+						for _, b := range seg.Blocks {
+							checkSite(t, b.Frames)
+						}
+					}
+					for _, e := range d.snap.History {
+						checkSite(t, e.Frames)
 					}
 				}
 				for _, a := range d.Largest {
-					if a.Site != "" && nonUserKey(a.Site) != "" {
-						t.Errorf("allocation at 0x%x attributed to %q", a.Address, a.Site)
+					if a.Site != siteString(a.Frames) {
+						t.Errorf("allocation at 0x%x attributed to %q, its stack to %q", a.Address, a.Site, siteString(a.Frames))
 					}
 				}
 				for _, o := range d.OOMs {
@@ -180,6 +199,50 @@ func TestAttributionStacksAll(t *testing.T) {
 				t.Errorf("the text report names the allocator's frames as the site:\n%s", text.String())
 			}
 		})
+	}
+}
+
+// hasUserFrame reports whether a stack holds a frame of the user's code.
+func hasUserFrame(frames []trace.Frame) bool {
+	for _, f := range frames {
+		if classifyFrame(f) == frameUser {
+			return true
+		}
+	}
+	return false
+}
+
+// checkSite checks the site of one stack: the user's code when the stack
+// has it, else Python when it has some, else C++ other than the
+// allocator's machinery when it has some.
+func checkSite(t *testing.T, frames []trace.Frame) {
+	t.Helper()
+	if len(frames) == 0 {
+		return
+	}
+	site := siteString(frames)
+	var python, op bool
+	for _, f := range frames {
+		switch classifyFrame(f) {
+		case frameLibrary:
+			python = true
+		case frameNative:
+			op = op || !allocatorMachinery(f.Function)
+		}
+	}
+	switch {
+	case hasUserFrame(frames):
+		if bad := nonUserKey(site); bad != "" {
+			t.Errorf("a stack with the user's code is attributed to %q (%s)", site, bad)
+		}
+	case python:
+		if !strings.Contains(site, ".py:") {
+			t.Errorf("a stack with Python frames is attributed to %q", site)
+		}
+	case op:
+		if allocatorMachinery(site) {
+			t.Errorf("a C++ stack with an operator is attributed to the allocator's %q", site)
+		}
 	}
 }
 

@@ -73,6 +73,14 @@ def stack(*user):
     return s + outer
 
 
+# An allocation of autograd's engine thread, which runs backward: no
+# Python frame at all.
+mm = fr("at::_ops::mm::call(at::Tensor const&, at::Tensor const&)", "??", 0)
+mm_bwd = fr("torch::autograd::generated::MmBackward0::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)", "??", 0)
+engine = fr("torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)", "??", 0)
+start_thread = fr("start_thread", "/lib/x86_64-linux-gnu/libc.so.6", 0)
+s_bwd = allocator + [nmalloc, allocate, empty, empty_cuda, create_out, mm, mm_bwd, engine, start_thread]
+
 s_fwd = stack(model_fwd)
 s_head = stack(model_head, model_fwd)
 s_oom = allocator  # PyTorch 2.11 records only the allocator's frames on an OOM
@@ -128,10 +136,10 @@ def fragmented(device_free):
     h = History()
     h.add("segment_alloc", A1, 400 * MiB, s_fwd)
     h.alloc(A1, 400 * MiB, s_fwd)
-    h.add("segment_alloc", A2, 400 * MiB, s_fwd)
-    h.alloc(A2, 400 * MiB, s_fwd)
+    h.add("segment_alloc", A2, 400 * MiB, s_bwd)
+    h.alloc(A2, 400 * MiB, s_bwd)          # a gradient, allocated by autograd's thread
     h.free(A1, 400 * MiB, s_fwd)
-    h.free(A2, 400 * MiB, s_fwd)
+    h.free(A2, 400 * MiB, s_bwd)
     h.alloc(A1, 100 * MiB, s_head)         # best fit: the lower of the two 400 MiB blocks
     h.alloc(A2, 350 * MiB, s_fwd)          # the 300 MiB left in the first is too small
     h.add("oom", device_free, 500 * MiB, s_oom)
