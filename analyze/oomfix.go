@@ -136,7 +136,7 @@ func (f *fixer) replay(n int, req int64, stream uint64, cfg memory.Config, limit
 
 // replayResult is replay with all that the replay measured.
 func (f *fixer) replayResult(n int, req int64, stream uint64, cfg memory.Config, limit int64) (memory.Result, error) {
-	cost := int64(len(f.start)) + int64(n) + 1 + limit/replayPage
+	cost := f.cost(n, limit)
 	if cost > f.budget {
 		f.spent = true
 		return memory.Result{}, errBudget
@@ -144,6 +144,12 @@ func (f *fixer) replayResult(n int, req int64, stream uint64, cfg memory.Config,
 	f.budget -= cost
 	p := prefix{f: f, n: n, req: trace.Event{Action: trace.ActionAlloc, Addr: requestAddr, Size: req, Stream: stream}}
 	return memory.ReplayHistory(p, memory.NewSimArena(limit), cfg)
+}
+
+// cost is what a replay of the first n events under limit takes of the
+// budget.
+func (f *fixer) cost(n int, limit int64) int64 {
+	return int64(len(f.start)) + int64(n) + 1 + limit/replayPage
 }
 
 // releases counts the segments the recorded run gave back to the device
@@ -494,7 +500,15 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 	// the OOM fits, the request does not. Their replay narrows a limit
 	// known only within a range: the run's limit let the history up to
 	// here fit, and did not let the request fit.
-	pre, err := f.minFit(o.Event, 0, o.stream, base, lo, hi, 8)
+	// The budget goes to the settings first: the searches that narrow the
+	// limit and find the least limit of a setting run only when it allows
+	// several dozen replays.
+	afford := f.budget / max(f.cost(o.Event, hi), 1)
+	search := 0
+	if afford >= 40 {
+		search = 8
+	}
+	pre, err := f.minFit(o.Event, 0, o.stream, base, lo, hi, search)
 	if err != nil {
 		return f.fail(o, err)
 	}
@@ -506,7 +520,7 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 		lo = pre.limit
 		how += fmt.Sprintf("; the replay needs %s before this point", units.Bytes(lo))
 	}
-	rec, err := f.minFit(o.Event, o.RequestedBytes, o.stream, base, lo, hi, 8)
+	rec, err := f.minFit(o.Event, o.RequestedBytes, o.stream, base, lo, hi, search)
 	if err != nil {
 		return f.fail(o, err)
 	}
@@ -519,7 +533,7 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 		hi = rec.limit - 1 // the run failed: its limit was below what serves the request
 		how += fmt.Sprintf("; it fails as the run did under any limit below %s", units.Bytes(rec.limit))
 	}
-	if lo < hi {
+	if lo < hi && afford >= 80 {
 		nlo, nhi, ok, err := f.narrowByReleases(o, base, lo, hi)
 		if err != nil && !errors.Is(err, errBudget) {
 			return f.fail(o, err)
@@ -534,6 +548,9 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 
 	tries := f.options(base)
 	bisections := 2 // settings whose least limit is searched within the range
+	if search == 0 {
+		bisections = 0
+	}
 	for _, op := range tries {
 		t := FixTrial{Config: op.name}
 		steps := 0

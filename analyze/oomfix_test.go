@@ -317,8 +317,8 @@ func TestFixCheck(t *testing.T) {
 	type want struct {
 		fix       []string // substrings of Fix
 		avoid     []string
-		config    string // FixConfig, "" for none
-		missing   int64  // MissingBytes, -1 for any positive amount
+		config    string // FixConfig, "" for none, "?" for any but none, "any" for anything
+		missing   int64  // MissingBytes, -1 for any positive amount, -2 for anything
 		limit     int64  // LimitBytes
 		limitMax  int64  // LimitMaxBytes, 0 for LimitBytes
 		limitFrom string // a substring of LimitHow
@@ -369,7 +369,9 @@ func TestFixCheck(t *testing.T) {
 		if !strings.HasPrefix(name, "pytorch_") || m.NumOOMs == 0 {
 			continue
 		}
-		w := want{limit: m.AllowedBytes, fix: []string{"checked by replaying"}}
+		// A recorded run: the fix check must reproduce it (the replay of
+		// policy:pytorch is faithful) and find what the recording expects.
+		w := want{limit: m.AllowedBytes, fix: []string{"checked by replaying"}, config: "any", missing: -2}
 		switch m.Expect {
 		case "fits":
 			w.config = "?"
@@ -378,7 +380,7 @@ func TestFixCheck(t *testing.T) {
 			w.fix = []string{"no setting can fit it"}
 		}
 		tests = append(tests, tc{name: "recorded " + name, file: name, opts: Options{Limit: m.AllowedBytes}, want: w})
-		tests = append(tests, tc{name: "recorded " + name + ", limit inferred", file: name, want: want{limitFrom: "inferred"}})
+		tests = append(tests, tc{name: "recorded " + name + ", limit inferred", file: name, want: want{limitFrom: "inferred", config: "any", missing: -2, fix: []string{""}}})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -414,12 +416,14 @@ func TestFixCheck(t *testing.T) {
 				}
 			}
 			switch {
+			case tc.want.config == "any":
 			case tc.want.config == "?" && o.FixConfig == "":
 				t.Error("no setting fits")
 			case tc.want.config != "?" && o.FixConfig != tc.want.config:
 				t.Errorf("FixConfig %q, want %q", o.FixConfig, tc.want.config)
 			}
 			switch {
+			case tc.want.missing == -2: // any
 			case tc.want.missing == -1 && o.MissingBytes <= 0:
 				t.Errorf("MissingBytes %d, want some", o.MissingBytes)
 			case tc.want.missing >= 0 && o.MissingBytes != tc.want.missing:
@@ -623,6 +627,7 @@ func TestFixCheckBounded(t *testing.T) {
 		fmt.Fprintf(&b, "alloc %d 4096 0\nfree_requested %d 4096 0\nfree_completed %d 4096 0\n", 1<<30+i%512*4096, 1<<30+i%512*4096, 1<<30+i%512*4096)
 	}
 	long := writeText(t, "segment_alloc 1073741824 2097152 0\n"+b.String()+fragmentedTrace(1, 200*mib))
+	longRange := writeText(t, "segment_alloc 1073741824 2097152 0\n"+b.String()+fragmentedTrace(1, 70<<30))
 	// A device of hundreds of GiB: a cached 255 GiB block split by a live
 	// 1 GiB one, then 300 GiB asked with 100 GiB free.
 	const gib = 1 << 30
@@ -633,10 +638,13 @@ func TestFixCheckBounded(t *testing.T) {
 		path   string
 		budget int64
 		want   string
+		avoid  string
 	}{
-		{"long history, budget for a few replays", long, 1_000_000, "not replayed: the replay budget"},
-		{"long history, budget for none", long, 100_000, "the replay budget (Options.ReplayEvents, --replay-events) is spent"},
-		{"a huge device, default budget", huge, 0, "with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True this run peaks at"},
+		{"long history, inferred limit, budget for about 25 replays: every setting, no search", longRange, 4_000_000,
+			"expandable_segments:True this run fits under a limit of", "not replayed"},
+		{"long history, budget for a few replays", long, 1_000_000, "not replayed: the replay budget", ""},
+		{"long history, budget for none", long, 100_000, "the replay budget (Options.ReplayEvents, --replay-events) is spent", ""},
+		{"a huge device, default budget", huge, 0, "with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True this run peaks at", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -649,8 +657,8 @@ func TestFixCheckBounded(t *testing.T) {
 				t.Errorf("took %v", el)
 			}
 			o := r.Devices[0].OOMs[0]
-			if !strings.Contains(o.Fix, tc.want) {
-				t.Errorf("fix %q lacks %q", o.Fix, tc.want)
+			if !strings.Contains(o.Fix, tc.want) || tc.avoid != "" && strings.Contains(o.Fix, tc.avoid) {
+				t.Errorf("fix %q: want %q, not %q", o.Fix, tc.want, tc.avoid)
 			}
 		})
 	}
