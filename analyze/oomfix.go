@@ -345,7 +345,7 @@ func limitFor(o *OOM, opts Options, s *trace.Snapshot, base memory.Config, frac 
 	if l > upper {
 		upper = l
 	}
-	return l, upper, fmt.Sprintf("inferred from the history, since the limit was not recorded (pass it with --limit): the run reserved %s before without failing, and failed to reserve %s more while it held %s although the device had %s free",
+	return l, upper, fmt.Sprintf("inferred from the history, as the snapshot does not record it: the run reserved %s before without failing, and failed to reserve %s more while it held %s although the device had %s free",
 		units.Bytes(o.peakReservedBefore), units.Bytes(need), units.Bytes(o.ReservedBytes), units.Bytes(o.DeviceFreeBytes))
 }
 
@@ -624,7 +624,7 @@ func (f *fixer) describe(o *OOM, base memory.Config, lo, hi int64, exact bool, n
 		if t.vram {
 			env = "VRAM_ALLOC_CONF"
 		}
-		fmt.Fprintf(&b, "none fits under %s, the least the limit can have been; with %s=%s this run fits under a limit of %s (it peaks at %s), so it fits if the process is allowed that much: pass the exact limit (--limit, Options.Limit) to check it.",
+		fmt.Fprintf(&b, "none fits under %s, the least the limit can have been; with %s=%s this run fits under a limit of %s (it peaks at %s), so it fits if the process is allowed that much; give the exact limit with --limit to check.",
 			allowed, env, t.Config, units.Bytes(t.MinLimitBytes), units.Bytes(t.PeakReservedBytes))
 	} else {
 		// Nothing fits: how much memory does the most compact setting

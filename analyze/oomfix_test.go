@@ -698,3 +698,35 @@ oom %[6]d %[7]d 0
 	}
 	t.Log(o.Fix)
 }
+
+// TestFixCheckConcurrent analyzes files with fix checks from several
+// goroutines at once (run it with -race): the checks share no state, and
+// each gives the same fix as alone.
+func TestFixCheckConcurrent(t *testing.T) {
+	files := []string{"oom_fraction_fragmented.pickle", "oom_device_fragmented.pickle", "oom_device_missing.pickle"}
+	alone := map[string]string{}
+	for _, f := range files {
+		r, err := File(filepath.Join("testdata", f), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone[f] = r.Devices[0].OOMs[0].Fix
+	}
+	errs := make(chan error, 4*len(files))
+	for i := 0; i < 4; i++ {
+		for _, f := range files {
+			go func() {
+				r, err := File(filepath.Join("testdata", f), Options{})
+				if err == nil && r.Devices[0].OOMs[0].Fix != alone[f] {
+					err = fmt.Errorf("%s: fix %q, alone %q", f, r.Devices[0].OOMs[0].Fix, alone[f])
+				}
+				errs <- err
+			}()
+		}
+	}
+	for i := 0; i < cap(errs); i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
