@@ -70,7 +70,8 @@
 //
 // The limit is Options.Limit when given (`vram analyze --limit`), else a
 // vram snapshot's per_process_memory_fraction of its capacity (or the
-// capacity), else inferred from the event, and LimitHow says how: when the
+// capacity; either less what other processes held, when the event says
+// what was free), else inferred from the event, and LimitHow says how: when the
 // device had less free than the allocator asked for (PyTorch asks for a
 // 2 MiB segment for requests up to 1 MiB, 20 MiB below 10 MiB, else the
 // request rounded up to 2 MiB), the limit is what this process held plus
@@ -79,15 +80,20 @@
 // snapshots do not record): it was at least the most the run reserved
 // before and less than what it held at the OOM plus what it asked for,
 // and less than the least limit under which the replay of the recorded
-// settings serves the request. A setting is then said to fit when it fits
-// under the least such limit, or to need a limit (the least found by
-// bisection) within that range.
+// settings serves the request; when the run gave segments back to the
+// device before (as PyTorch does when a reservation would pass its limit),
+// only limits under which a replay gives back as many remain. A setting is
+// then said to fit when it fits under the least such limit, or to need a
+// limit (the least found by bisection) within that range
+// (OOM.LimitBytes to OOM.LimitMaxBytes).
 //
 // Replays are bounded: those of one device together replay at most
 // Options.ReplayEvents events (DefaultReplayEvents, about ten seconds),
 // each also counting one event per 2 MiB of its simulated device, so that
 // a history that claims a huge device cannot take memory or time beyond
-// the budget; settings left out are named as not replayed.
+// the budget. The settings get the budget first: the searches that narrow
+// the limit run only when it allows several dozen replays; settings left
+// out are named as not replayed.
 //
 // # Concurrency
 //

@@ -323,14 +323,21 @@ func limitFor(o *OOM, opts Options, s *trace.Snapshot, base memory.Config, frac 
 	if opts.Limit > 0 {
 		return opts.Limit, opts.Limit, "as given with --limit"
 	}
+	// room caps a limit from the snapshot's settings with what the device
+	// had for this process, when the event says what was free.
+	room := func(l int64, how string) (int64, int64, string) {
+		if r := satAdd(o.ReservedBytes, o.DeviceFreeBytes); o.DeviceFreeBytes > 0 && r < l {
+			return r, r, fmt.Sprintf("%s, less what other processes held: this process held %s and the device had %s free", how, units.Bytes(o.ReservedBytes), units.Bytes(o.DeviceFreeBytes))
+		}
+		return l, l, how
+	}
 	if s != nil && s.Capacity > 0 && frac > 0 && frac <= 1 {
-		l := int64(frac * float64(s.Capacity))
-		return l, l, fmt.Sprintf("per_process_memory_fraction %s of the %s device", strconv.FormatFloat(frac, 'g', -1, 64), units.Bytes(s.Capacity))
+		return room(int64(frac*float64(s.Capacity)), fmt.Sprintf("per_process_memory_fraction %s of the %s device", strconv.FormatFloat(frac, 'g', -1, 64), units.Bytes(s.Capacity)))
 	}
 	if s != nil && s.Capacity > 0 && vramSource(s.Meta[trace.MetaSource]) {
 		// vram's snapshots record the device: its allocator could have
-		// all of it (the memory of other processes is not recorded).
-		return s.Capacity, s.Capacity, "the device's capacity, from the snapshot"
+		// all of it but what other processes held.
+		return room(s.Capacity, "the device's capacity, from the snapshot")
 	}
 	need := pytorchSegmentSize(o.RequestedBytes, base.ExpandableSegments)
 	upper := satAdd(o.ReservedBytes, need) - 1
