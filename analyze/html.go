@@ -72,7 +72,7 @@ const (
 )
 
 // WriteHTML writes r as one self-contained HTML page: for each device the
-// memory timeline stacked by region or by top stack frame (hover shows the
+// memory timeline stacked by region or by allocating code (hover shows the
 // largest live allocation under the cursor), out-of-memory markers, the
 // segment map (each segment a bar, its blocks coloured by state and
 // category), and the tables of the text report. The page loads nothing:

@@ -108,7 +108,7 @@ func writeDevice(w *bufio.Writer, d *Device) {
 		tw.Flush()
 	}
 	groups("region", d.ByRegion)
-	groups("top stack frame", d.ByStack)
+	groups("allocating code", d.ByStack)
 	if len(d.Largest) > 0 {
 		fmt.Fprintln(w, "  largest live allocations:")
 		for _, a := range d.Largest {

@@ -186,7 +186,7 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 		}
 	}
 
-	// Categories: by region (0) and by top stack frame (1).
+	// Categories: by region (0) and by allocating code (1).
 	type catTable struct {
 		ids   map[string]int
 		names []string

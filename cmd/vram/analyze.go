@@ -26,9 +26,9 @@ func newAnalyzeCmd() *cobra.Command {
 recording), a PyTorch snapshot pickle (torch.cuda.memory._dump_snapshot) or a text
 trace, and reports per device: fragmentation (waste inside blocks from rounding and
 splitting; memory reserved but not allocated; the largest free block), the largest live
-allocations by region and by top stack frame, each out-of-memory event with what was
-asked and what was free (the first --top of them, and how many more there were),
-and the peaks of the history. A text trace is read from the file as a stream, in
+allocations by region and by the frame of your code that allocated them, each
+out-of-memory event with what was asked and what was free (the first --top of them,
+and how many more there were), and the peaks of the history. A text trace is read from the file as a stream, in
 memory that grows with the blocks live at once, not with its length; snapshots are
 read whole, up to --max-input bytes after decompression.
 
@@ -43,7 +43,7 @@ Stacks are attributed to the innermost frame of the program's own code, skipping
 frames, torch, installed packages and the standard library.
 
 --html OUT writes one self-contained page (nothing is fetched when it is opened): the
-memory timeline stacked by region or by top stack frame, with the allocation under the
+memory timeline stacked by region or by the allocating code, with the allocation under the
 cursor on hover, out-of-memory markers, and the segment map.
 
   vram analyze snapshot.pickle
