@@ -47,7 +47,9 @@ func classifyFrame(f trace.Frame) frameKind {
 		return frameUser
 	case file == "" || file == "??":
 		return frameNative
-	case strings.HasPrefix(file, "<"): // "<frozen runpy>", "<string>": the interpreter's own code
+	case strings.HasPrefix(file, "<stdin>") || strings.HasPrefix(file, "<ipython-input") || strings.HasPrefix(file, "<cell"):
+		return frameUser // typed at the prompt, or a notebook's cell
+	case strings.HasPrefix(file, "<"): // "<frozen runpy>", "<string>", FX's "<eval_with_key>.3": generated or the interpreter's
 		return frameLibrary
 	case strings.Contains(file, ".so"): // libtorch_cuda.so, libc.so.6
 		return frameNative
@@ -75,7 +77,8 @@ func classifyFrame(f trace.Frame) frameKind {
 func libraryPython(file string) bool {
 	f := strings.ReplaceAll(file, "\\", "/")
 	if strings.Contains(f, "/site-packages/") || strings.Contains(f, "/dist-packages/") ||
-		strings.Contains(f, "/torch/") || strings.HasPrefix(f, "torch/") {
+		strings.Contains(f, "/torch/") || strings.HasPrefix(f, "torch/") ||
+		strings.Contains(f, "/torchinductor_") { // code torch.compile generated
 		return true
 	}
 	// The standard library: .../lib/python3.11/..., .../Lib/... on

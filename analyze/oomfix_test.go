@@ -46,6 +46,10 @@ func TestClassifyFrame(t *testing.T) {
 		{trace.Frame{Function: "step", File: "/home/ada/lib/pythonic/step.py", Line: 2}, frameUser},
 		{trace.Frame{Function: "main.train", File: "/src/train.go", Line: 42}, frameUser},
 		{trace.Frame{Function: "<cell line: 3>", File: "/tmp/ipykernel_77/123.py", Line: 3}, frameUser},
+		{trace.Frame{Function: "<module>", File: "<ipython-input-3-5f2b>", Line: 1}, frameUser},
+		{trace.Frame{Function: "<module>", File: "<stdin>", Line: 1}, frameUser},
+		{trace.Frame{Function: "forward", File: "<eval_with_key>.3", Line: 5}, frameLibrary},
+		{trace.Frame{Function: "call", File: "/tmp/torchinductor_ada/ab/cabc123.py", Line: 77}, frameLibrary},
 	}
 	for _, tc := range tests {
 		if got := classifyFrame(tc.f); got != tc.want {
