@@ -484,7 +484,7 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 	lo, hi, how := limitFor(o, opts, s, base, frac)
 	o.LimitBytes, o.LimitMaxBytes, o.LimitHow = lo, hi, how
 	need := satAdd(o.AllocatedBytes, o.RequestedBytes) // what must be live at once
-	if need > hi {
+	missing := func() {
 		o.MissingBytes = need - hi
 		if lo == hi {
 			o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, %s more than the %s allowed (%s). Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
@@ -493,6 +493,9 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 			o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, more than the limit can have been, which was less than %s (%s). Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
 				units.Bytes(need), units.Bytes(satAdd(hi, 1)), how)
 		}
+	}
+	if need > hi {
+		missing()
 		return nil
 	}
 	if lo <= 0 {
@@ -538,7 +541,7 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 	}
 	if rec.fitsHi && rec.limit-1 < hi {
 		hi = rec.limit - 1 // the run failed: its limit was below what serves the request
-		how += fmt.Sprintf("; it fails as the run did under any limit below %s", units.Bytes(rec.limit))
+		how += fmt.Sprintf("; a replay of the recorded settings serves the request under a limit of %s, so the run's was lower", units.Bytes(rec.limit))
 	}
 	if lo < hi && afford >= 80 {
 		nlo, nhi, ok, err := f.narrowByReleases(o, base, lo, hi)
@@ -551,6 +554,10 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 		}
 	}
 	o.LimitBytes, o.LimitMaxBytes, o.LimitHow = lo, hi, how
+	if need > hi {
+		missing()
+		return nil
+	}
 	exact := lo == hi
 
 	tries := f.options(base)
