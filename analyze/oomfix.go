@@ -321,7 +321,11 @@ func (f *fixer) options(base memory.Config) []fixOption {
 // (equal to lo when known).
 func limitFor(o *OOM, opts Options, s *trace.Snapshot, base memory.Config, frac float64) (lo, hi int64, how string) {
 	if opts.Limit > 0 {
-		return opts.Limit, opts.Limit, "as given with --limit"
+		how := "as given with --limit"
+		if o.peakReservedBefore > opts.Limit {
+			how += fmt.Sprintf(", although the run reserved %s before this point, more than that", units.Bytes(o.peakReservedBefore))
+		}
+		return opts.Limit, opts.Limit, how
 	}
 	// room caps a limit from the snapshot's settings with what the device
 	// had for this process, when the event says what was free.

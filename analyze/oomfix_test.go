@@ -554,6 +554,8 @@ func TestLimitInference(t *testing.T) {
 	}{
 		{"given", OOM{RequestedBytes: 500 * mib, ReservedBytes: 800 * mib, DeviceFreeBytes: 1 << 40}, Options{Limit: 1 << 30}, nil, pt, 0,
 			1 << 30, 1 << 30, "as given"},
+		{"given, below what the run reserved", OOM{RequestedBytes: 500 * mib, ReservedBytes: 800 * mib, peakReservedBefore: 2 << 30}, Options{Limit: 1 << 30}, nil, pt, 0,
+			1 << 30, 1 << 30, "although the run reserved 2.00 GiB before this point, more than that"},
 		{"a vram snapshot's fraction", OOM{RequestedBytes: 500 * mib, ReservedBytes: 800 * mib}, Options{}, vramSnap, pt, 0.25,
 			2 << 30, 2 << 30, "per_process_memory_fraction 0.25 of the 8.00 GiB device"},
 		{"a vram snapshot's capacity", OOM{RequestedBytes: 500 * mib, ReservedBytes: 800 * mib}, Options{}, vramSnap, pt, 0,
