@@ -106,7 +106,7 @@ func BatchNorm2d(x, weight, bias, runMean, runVar *Tensor, training bool, moment
 func updateRunning(run, batch *Tensor, momentum float64) {
 	b := batch.Cast(run.dtype)
 	defer b.Release()
-	run.MulScalarInPlace(1 - momentum).AddScaledInPlace(b, momentum)
+	run.MulScalarInPlace(1-momentum).AddScaledInPlace(b, momentum)
 }
 
 // nativeBackward computes batch normalization's gradients with a device
