@@ -378,22 +378,35 @@ func (d *nativeDevice) BatchNormBackward(s backend.Stream, dx, dscale, dbias, dy
 	return nil
 }
 
-// nativeModes are the ways the nativetest device serves an op.
-var nativeModes = []struct {
+// deviceMode is one way a device serves an op: its native kernels on or
+// off (noNativeConv), and for the nativetest device which of them answer.
+type deviceMode struct {
 	name              string
-	forward, backward bool // the kernels that run natively
-}{
-	{"native", true, true},
-	{"native forward, composed backward", true, false},
-	{"composed", false, false},
+	native            bool // the device's interfaces are called
+	forward, backward bool // the nativetest kernels that run rather than decline
 }
 
-// onNativeTest runs f(inputs) on the nativetest device in each mode and on
-// the CPU's composed path, with channels-last inputs too, and compares the
-// outputs and the gradients of every input. viaBackward says that f's
-// forward pass is a backward kernel (a transposed convolution's), so that
-// it runs natively only when those do.
+// nativeModes are the ways the nativetest device serves an op.
+var nativeModes = []deviceMode{
+	{"native", true, true, true},
+	{"native forward, composed backward", true, true, false},
+	{"kernels decline", true, false, false},
+	{"composed", false, false, false},
+}
+
+// onNativeTest compares f on the nativetest device, in each of its modes,
+// with the CPU ([compareOn]). viaBackward says that f's forward pass is a
+// backward kernel (a transposed convolution's), so that it runs natively
+// only when those do.
 func onNativeTest(t *testing.T, viaBackward bool, f func(xs []*Tensor) *Tensor, inputs ...*Tensor) {
+	t.Helper()
+	compareOn(t, nativeTest, nativeModes, viaBackward, 1e-4, f, inputs...)
+}
+
+// compareOn runs f(inputs) in float32 on device d in each mode, with
+// row-major and channels-last inputs, and on the CPU's composed path, and
+// compares the outputs and the gradients of every input within tol.
+func compareOn(t *testing.T, d Device, modes []deviceMode, viaBackward bool, tol float64, f func(xs []*Tensor) *Tensor, inputs ...*Tensor) {
 	t.Helper()
 	type result struct{ out, grads [][]float64 }
 	run := func(d Device, cl bool) result {
@@ -427,21 +440,26 @@ func onNativeTest(t *testing.T, viaBackward bool, f func(xs []*Tensor) *Tensor, 
 		defer noNativeConv.Store(false)
 		return run(CPU, false)
 	}()
-	for _, m := range nativeModes {
+	for _, m := range modes {
 		for _, cl := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s channels-last=%v", m.name, cl), func(t *testing.T) {
+				noNativeConv.Store(!m.native)
 				nativeForwardOff.Store(!m.forward)
 				nativeBackwardOff.Store(!m.backward)
+				defer noNativeConv.Store(false)
 				defer nativeForwardOff.Store(false)
 				defer nativeBackwardOff.Store(false)
 				before := nativeCalls.Load()
-				got := run(nativeTest, cl)
-				if ran, want := nativeCalls.Load() > before, m.forward && (m.backward || !viaBackward); ran != want {
-					t.Errorf("native kernels ran: %v, want %v", ran, want)
+				got := run(d, cl)
+				if d == nativeTest {
+					want := m.native && m.forward && (m.backward || !viaBackward)
+					if ran := nativeCalls.Load() > before; ran != want {
+						t.Errorf("native kernels ran: %v, want %v", ran, want)
+					}
 				}
-				closeTo(t, "output", got.out[0], want.out[0], 1e-4)
+				closeTo(t, "output", got.out[0], want.out[0], tol)
 				for i := range want.grads {
-					closeTo(t, fmt.Sprintf("gradient of input %d", i), got.grads[i], want.grads[i], 1e-4)
+					closeTo(t, fmt.Sprintf("gradient of input %d", i), got.grads[i], want.grads[i], tol)
 				}
 			})
 		}
