@@ -538,3 +538,56 @@ func TestNativeInterfacesOtherDTypes(t *testing.T) {
 		t.Errorf("shape %v", y.Shape())
 	}
 }
+
+// TestConvOpsLeaveNothing runs every op forward and backward outside any
+// Tidy, releasing what it made, in each mode of the nativetest device: the
+// ops' own temporaries (index tensors, layout copies, saved tensors) must
+// all be freed.
+func TestConvOpsLeaveNothing(t *testing.T) {
+	for _, m := range nativeModes {
+		t.Run(m.name, func(t *testing.T) {
+			noNativeConv.Store(!m.native)
+			nativeForwardOff.Store(!m.forward)
+			nativeBackwardOff.Store(!m.backward)
+			defer noNativeConv.Store(false)
+			defer nativeForwardOff.Store(false)
+			defer nativeBackwardOff.Store(false)
+			for _, cl := range []bool{false, true} {
+				base := liveOn(nativeTest)
+				var made []*Tensor
+				keep := func(x *Tensor) *Tensor { made = append(made, x); return x }
+				param := func(shape ...int) *Tensor {
+					return keep(Randn(shape, Float32, nativeTest, WithGenerator(NewGenerator(uint64(len(made)))))).SetRequiresGrad(true)
+				}
+				x := keep(Randn(Shape{2, 3, 9, 9}, Float32, nativeTest))
+				if cl {
+					x = keep(x.Contiguous(ChannelsLast))
+				}
+				w1, b1 := param(4, 3, 3, 3), param(4)
+				gamma, beta := param(4), param(4)
+				rm, rv := keep(Zeros(Shape{4}, Float32, nativeTest)), keep(Ones(Shape{4}, Float32, nativeTest))
+				wt := param(4, 2, 2, 2)
+				h := keep(Conv2d(x, w1, b1, Conv2dParams{Padding: [2]int{1, 1}, Stride: [2]int{2, 1}}))
+				h = keep(BatchNorm2d(h, gamma, beta, rm, rv, true, 0.1, 1e-5))
+				h = keep(MaxPool2d(h, Pool2dParams{Kernel: [2]int{2, 2}, Stride: [2]int{1, 1}, Padding: [2]int{1, 1}}))
+				h = keep(ConvTranspose2d(h, wt, nil, Conv2dParams{Stride: [2]int{2, 2}}))
+				h = keep(AvgPool2d(h, Pool2dParams{Kernel: [2]int{3, 3}, Padding: [2]int{1, 1}, ExcludePad: true}))
+				h = keep(AdaptiveAvgPool2d(h, 3, 2))
+				h = keep(BatchNorm2d(h, nil, nil, nil, nil, true, 0.1, 1e-5))
+				loss := keep(h.Sum())
+				loss.Backward()
+				for _, p := range []*Tensor{w1, b1, gamma, beta, wt} {
+					if p.Grad() == nil {
+						t.Fatalf("channels-last=%v: a parameter has no gradient", cl)
+					}
+				}
+				for i := len(made) - 1; i >= 0; i-- {
+					made[i].Release()
+				}
+				if got := liveOn(nativeTest) - base; got != 0 {
+					t.Errorf("channels-last=%v: %d bytes still live after releasing everything", cl, got)
+				}
+			}
+		})
+	}
+}
