@@ -738,3 +738,32 @@ func BenchmarkSmallCNNStep(b *testing.B) {
 		smallCNNStep(b)
 	}
 }
+
+// TestIndexCacheBounded: shapes that change every call keep the composed
+// ops' host cache within its bound, and results stay right.
+func TestIndexCacheBounded(t *testing.T) {
+	indexCache.mu.Lock()
+	saved := indexCache.limit
+	indexCache.limit = 4 << 10
+	indexCache.mu.Unlock()
+	defer func() {
+		indexCache.mu.Lock()
+		indexCache.limit = saved
+		indexCache.mu.Unlock()
+	}()
+	w := rnd(1, 2, 1, 3, 3)
+	for size := 3; size < 30; size++ {
+		x := rnd(uint64(size), 1, 1, size, size+1)
+		p := Conv2dParams{Padding: [2]int{1, 1}}
+		want, _ := refConv2d(x.Float64s(), []int{1, 1, size, size + 1}, w.Float64s(), []int{2, 1, 3, 3}, nil, p)
+		closeTo(t, fmt.Sprint("size ", size), Conv2d(x, w, nil, p).Float64s(), want, 1e-12)
+		AdaptiveAvgPool2d(x, 2, 3)
+		AvgPool2d(x, Pool2dParams{Kernel: [2]int{3, 3}, Padding: [2]int{1, 1}, ExcludePad: true})
+		indexCache.mu.Lock()
+		b := indexCache.bytes
+		indexCache.mu.Unlock()
+		if b > 4<<10 {
+			t.Fatalf("cache holds %d bytes, bound 4096", b)
+		}
+	}
+}

@@ -553,6 +553,7 @@ func TestConvOpsLeaveNothing(t *testing.T) {
 			defer nativeForwardOff.Store(false)
 			defer nativeBackwardOff.Store(false)
 			for _, cl := range []bool{false, true} {
+				settle(nativeTest)
 				base := liveOn(nativeTest)
 				var made []*Tensor
 				keep := func(x *Tensor) *Tensor { made = append(made, x); return x }
@@ -584,7 +585,7 @@ func TestConvOpsLeaveNothing(t *testing.T) {
 				for i := len(made) - 1; i >= 0; i-- {
 					made[i].Release()
 				}
-				if got := liveOn(nativeTest) - base; got != 0 {
+				if got := liveOn(nativeTest) - base; got > 0 {
 					t.Errorf("channels-last=%v: %d bytes still live after releasing everything", cl, got)
 				}
 			}

@@ -72,16 +72,53 @@ type window struct {
 	ph, pw, dh, dw       int
 }
 
-// indexCache holds the im2col index of each window: immutable []int64,
-// shared by every goroutine.
-var indexCache sync.Map // window -> []int64
+// hostCache holds immutable host slices (the gather indices and window
+// sizes of the composed ops) by geometry, shared by every goroutine. It is
+// bounded: an insertion that would pass limit bytes empties it first, so a
+// program whose shapes change every step keeps at most limit, rebuilding
+// what it needs again.
+type hostCache struct {
+	mu    sync.Mutex
+	m     map[any]any
+	bytes int64
+	limit int64
+}
+
+// indexCache is the composed ops' cache: 64 MiB.
+var indexCache = &hostCache{limit: 64 << 20}
+
+// get returns the value cached under k.
+func (c *hostCache) get(k any) (any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+// put caches v, of size bytes, under k unless another goroutine did
+// first, and returns the cached value.
+func (c *hostCache) put(k, v any, size int64) any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.m[k]; ok {
+		return old
+	}
+	if c.m == nil || c.bytes+size > c.limit {
+		c.m, c.bytes = map[any]any{}, 0
+	}
+	if size <= c.limit {
+		c.m[k] = v
+		c.bytes += size
+	}
+	return v
+}
 
 // index returns, for tap k and output position l, the flat position
 // ih·inW + iw of the input element the tap reads at k·L + l (L =
 // outH·outW), or inH·inW (a padding slot past the input) where it falls
 // into the padding. The slice is cached and must not be modified.
 func (w window) index() []int64 {
-	if v, ok := indexCache.Load(w); ok {
+	if v, ok := indexCache.get(w); ok {
 		return v.([]int64)
 	}
 	L := w.outH * w.outW
@@ -103,8 +140,7 @@ func (w window) index() []int64 {
 			}
 		}
 	}
-	v, _ := indexCache.LoadOrStore(w, idx)
-	return v.([]int64)
+	return indexCache.put(w, idx, 8*int64(len(idx))).([]int64)
 }
 
 // indexTensor returns w's index as an int64 tensor [1, 1, KK·L] on ds.
