@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -388,4 +389,23 @@ func TestCNNUnderAutocast(t *testing.T) {
 	if bn.RunningMean.DType() != vram.Float32 {
 		t.Fatalf("running mean %s", bn.RunningMean.DType())
 	}
+}
+
+func TestReleaseFreesBuffers(t *testing.T) {
+	d := vram.Sim(1)
+	if !d.Available() {
+		t.Skip("no sim:1")
+	}
+	settleGarbage()
+	base := vram.Storage(d).LiveBytes
+	m := cnn(d)
+	x := vram.Zeros(vram.Shape{2, 1, 12, 12}, d)
+	m.Forward(x).Release()
+	x.Release()
+	nn.Release(m)
+	settleGarbage()
+	if got := vram.Storage(d).LiveBytes - base; got > 0 {
+		t.Fatalf("%d bytes live after nn.Release", got)
+	}
+	runtime.KeepAlive(m) // reachable, so only Release can have freed it
 }
