@@ -437,6 +437,16 @@ func TestConvGradients(t *testing.T) {
 			gradCheck(t, func(xs []*Tensor) *Tensor { return ConvTranspose2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
 		})
 	}
+	for _, act := range []Activation{ActReLU, ActGELU} {
+		for _, tc := range []convCase{convCases[2], convCases[6]} {
+			t.Run(fmt.Sprintf("conv2d %s %v", tc.name, act), func(t *testing.T) {
+				x, w, _ := convInputs(tc, false)
+				gradCheck(t, func(xs []*Tensor) *Tensor { return Conv2dAct(xs[0], xs[1], xs[2], tc.p, act) }, x, w, rnd(14, tc.w[0]))
+				x, w, _ = convInputs(tc, false)
+				gradCheck(t, func(xs []*Tensor) *Tensor { return Conv2dAct(xs[0], xs[1], nil, tc.p, act) }, x, w)
+			})
+		}
+	}
 	t.Run("conv2d channels-last", func(t *testing.T) {
 		tc := convCases[3]
 		x, w, b := convInputs(tc, false)
@@ -520,6 +530,7 @@ func TestConvErrors(t *testing.T) {
 		{"integer input", ErrDType, func() { Conv2d(Zeros(Shape{2, 4, 5, 5}, Int64), w, nil, Conv2dParams{}) }},
 		{"mixed dtypes", ErrDType, func() { Conv2d(x.Cast(Float64), w, nil, Conv2dParams{}) }},
 		{"nil weight", ErrArgument, func() { Conv2d(x, nil, nil, Conv2dParams{}) }},
+		{"unknown activation", ErrArgument, func() { Conv2dAct(x, w, nil, Conv2dParams{}, Activation(7)) }},
 		{"transposed wrong channels", ErrShape, func() { ConvTranspose2d(x, Randn(Shape{3, 2, 3, 3}, Float32), nil, Conv2dParams{}) }},
 		{"transposed output padding too large", ErrArgument, func() {
 			ConvTranspose2d(x, Randn(Shape{4, 2, 3, 3}, Float32), nil, Conv2dParams{Stride: [2]int{2, 2}, OutputPadding: [2]int{2, 0}})

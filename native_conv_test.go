@@ -477,6 +477,14 @@ func TestNativeInterfacesConv(t *testing.T) {
 			onNativeTest(t, false, func(xs []*Tensor) *Tensor { return Conv2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
 		})
 	}
+	for _, act := range []Activation{ActReLU, ActGELU} {
+		tc := convCases[6]
+		t.Run(fmt.Sprintf("conv2d %s %v", tc.name, act), func(t *testing.T) {
+			x, w, b := convInputs(tc, false)
+			onNativeTest(t, false, func(xs []*Tensor) *Tensor { return Conv2dAct(xs[0], xs[1], xs[2], tc.p, act) }, x, w, b)
+			onNativeTest(t, false, func(xs []*Tensor) *Tensor { return Conv2dAct(xs[0], xs[1], nil, tc.p, act) }, x, w)
+		})
+	}
 	for _, tc := range convTCases {
 		t.Run("conv_transpose2d "+tc.name, func(t *testing.T) {
 			x, w, b := convInputs(tc, true)

@@ -409,3 +409,25 @@ func TestReleaseFreesBuffers(t *testing.T) {
 	}
 	runtime.KeepAlive(m) // reachable, so only Release can have freed it
 }
+
+// TestSequentialFusesConvAct: a Conv2d followed by a ReLU or GELU runs as
+// one op with the same result and gradients as the two layers.
+func TestSequentialFusesConvAct(t *testing.T) {
+	for _, act := range []nn.Module{nn.NewReLU(), nn.NewGELU()} {
+		conv := nn.NewConv2d(3, 4, 3, nn.ConvOptions{Padding: 1}, vram.Float64)
+		fused := nn.NewSequential(conv, act)
+		x := vram.Randn(vram.Shape{2, 3, 5, 5}, vram.Float64)
+		y := fused.Forward(x)
+		// On the CPU the fused op ends in one bias-and-activation pass.
+		if got := y.GradFn(); got != "bias_act" && got != "conv2d" {
+			t.Errorf("%T: the output's grad_fn is %q, want the fused conv2d", act, got)
+		}
+		want := act.Forward(conv.Forward(x))
+		checkValues(t, "fused", y.Float64s(), want.Float64s(), 1e-12)
+		y.Sum().Backward()
+		g := conv.Weight.Grad().Float64s()
+		conv.Weight.ZeroGrad()
+		want.Sum().Backward()
+		checkValues(t, "fused weight gradient", g, conv.Weight.Grad().Float64s(), 1e-12)
+	}
+}
