@@ -665,9 +665,25 @@ func TestConvAutocast(t *testing.T) {
 }
 
 // TestConvConcurrent runs convolutions and pooling of many shapes from
-// several goroutines at once: the shared index caches must hold up under
-// -race.
+// several goroutines at once: the shared index cache must hold up under
+// -race, also while a small bound keeps emptying it.
 func TestConvConcurrent(t *testing.T) {
+	t.Run("cache kept", convConcurrently)
+	t.Run("cache emptied", func(t *testing.T) {
+		indexCache.mu.Lock()
+		saved := indexCache.limit
+		indexCache.limit = 2 << 10
+		indexCache.mu.Unlock()
+		defer func() {
+			indexCache.mu.Lock()
+			indexCache.limit = saved
+			indexCache.mu.Unlock()
+		}()
+		convConcurrently(t)
+	})
+}
+
+func convConcurrently(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for g := range 8 {
