@@ -794,3 +794,41 @@ func TestIndexCacheBounded(t *testing.T) {
 		}
 	}
 }
+
+func TestConvEdgeCases(t *testing.T) {
+	t.Run("empty batch", func(t *testing.T) {
+		x := Randn(Shape{0, 3, 5, 5}, Float32).SetRequiresGrad(true)
+		w := Randn(Shape{4, 3, 3, 3}, Float32).SetRequiresGrad(true)
+		y := Conv2d(x, w, nil, Conv2dParams{Padding: [2]int{1, 1}})
+		if !slices.Equal(y.Shape(), Shape{0, 4, 5, 5}) {
+			t.Fatalf("shape %v", y.Shape())
+		}
+		MaxPool2d(y, Pool2dParams{Kernel: [2]int{2, 2}}).Sum().Backward()
+		if g := w.Grad(); g == nil || g.Abs().Max().Item() != 0 {
+			t.Fatalf("weight gradient of an empty batch: %v", g)
+		}
+	})
+	for _, dt := range []DType{Float16, BFloat16} {
+		t.Run(dt.String(), func(t *testing.T) {
+			tol := 1e-2
+			if dt == BFloat16 {
+				tol = 5e-2
+			}
+			x, w := rnd(1, 2, 3, 5, 5).Cast(dt), rnd(2, 4, 3, 3, 3).Cast(dt).SetRequiresGrad(true)
+			p := Conv2dParams{Padding: [2]int{1, 1}, Stride: [2]int{2, 1}}
+			y := Conv2d(x, w, nil, p)
+			if y.DType() != dt {
+				t.Fatalf("output %s", y.DType())
+			}
+			want, _ := refConv2d(x.Float64s(), []int{2, 3, 5, 5}, w.Float64s(), []int{4, 3, 3, 3}, nil, p)
+			closeTo(t, "16-bit conv2d", y.Float64s(), want, tol)
+			yt := ConvTranspose2d(y, w, nil, p)
+			wantT, _ := refConvTranspose2d(y.Float64s(), []int{2, 4, 3, 5}, w.Float64s(), []int{4, 3, 3, 3}, nil, p)
+			closeTo(t, "16-bit conv_transpose2d", yt.Float64s(), wantT, tol)
+			AdaptiveAvgPool2d(MaxPool2d(yt, Pool2dParams{Kernel: [2]int{2, 2}}), 1, 1).Sum().Backward()
+			if g := w.Grad(); g == nil || g.DType() != dt {
+				t.Fatalf("gradient %v", g)
+			}
+		})
+	}
+}
