@@ -832,3 +832,43 @@ func TestConvEdgeCases(t *testing.T) {
 		})
 	}
 }
+
+// TestElementwiseKeepsChannelsLast: elementwise results of channels-last
+// tensors are channels-last, as PyTorch's are, so that a channels-last
+// model needs no copy before each convolution; the values are unchanged.
+func TestElementwiseKeepsChannelsLast(t *testing.T) {
+	x := rnd(1, 2, 3, 4, 5)
+	cl := x.Contiguous(ChannelsLast)
+	r := rnd(2, 2, 3, 4, 5) // row-major
+	b := rnd(3, 1, 3, 1, 1) // a broadcast bias
+	for _, tc := range []struct {
+		name   string
+		f      func(x, r, b *Tensor) *Tensor
+		wantCL bool
+	}{
+		{"relu", func(x, r, b *Tensor) *Tensor { return x.Relu() }, true},
+		{"exp", func(x, r, b *Tensor) *Tensor { return x.Exp() }, true},
+		{"add bias", func(x, r, b *Tensor) *Tensor { return x.Add(b) }, true},
+		{"bias first", func(x, r, b *Tensor) *Tensor { return b.Add(x) }, true},
+		{"residual", func(x, r, b *Tensor) *Tensor { return x.Add(x.MulScalar(2)) }, true},
+		{"row-major first", func(x, r, b *Tensor) *Tensor { return r.Add(x) }, false},
+		{"scalar", func(x, r, b *Tensor) *Tensor { return x.MulScalar(3) }, true},
+		{"cast", func(x, r, b *Tensor) *Tensor { return x.Cast(Float32) }, true},
+		{"where", func(x, r, b *Tensor) *Tensor { return Where(x.GtScalar(0), x, r) }, true},
+		{"bias act", func(x, r, b *Tensor) *Tensor { return BiasAct(x, b, ActReLU) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := tc.f(x, r, b).Float64s()
+			got := tc.f(cl, r, b)
+			if isCL := got.IsContiguous(ChannelsLast) && got.SuggestMemoryFormat() == ChannelsLast; isCL != tc.wantCL {
+				t.Errorf("strides %v; want channels-last %v", got.Strides(), tc.wantCL)
+			}
+			closeTo(t, tc.name, got.Cast(Float64).Float64s(), want, 1e-6)
+		})
+	}
+	// Gradients through channels-last elementwise ops.
+	gradCheck(t, func(xs []*Tensor) *Tensor {
+		c := xs[0].Contiguous(ChannelsLast)
+		return c.Relu().Add(c.Exp()).Mul(xs[1])
+	}, rnd(4, 1, 2, 3, 2), rnd(5, 1, 2, 1, 1))
+}
