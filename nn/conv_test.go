@@ -151,6 +151,22 @@ func TestBatchNorm2dLayer(t *testing.T) {
 	if g := bn.Weight.Grad(); g == nil || g.DType() != vram.Float32 {
 		t.Fatalf("batch norm weight gradient %v", g)
 	}
+	// The cumulative average weighs every batch alike.
+	ca := nn.NewBatchNorm2d(3)
+	ca.CumulativeAverage = true
+	var sum []float64
+	for i := range 3 {
+		xi := vram.Randn(vram.Shape{4, 3, 2, 2}, vram.WithGenerator(vram.NewGenerator(uint64(20+i))))
+		m := xi.Mean(0, 2, 3).Float64s()
+		if sum == nil {
+			sum = make([]float64, len(m))
+		}
+		for k := range m {
+			sum[k] += m[k] / 3
+		}
+		ca.Forward(xi)
+	}
+	checkValues(t, "cumulative running mean", ca.RunningMean.Float64s(), sum, 1e-5)
 	// The module moves its buffers with it.
 	if vram.Sim(0).Available() {
 		bn.To(vram.Sim(0))
