@@ -615,6 +615,17 @@ func TestMemoryFormat(t *testing.T) {
 		if !s.IsContiguous(ChannelsLast) || !slices.Equal(s.Float64s(), x.Float64s()) {
 			t.Errorf("To(Sim(0), ChannelsLast) gave strides %v", s.Strides())
 		}
+		// Copies and moves keep the format.
+		if back := s.To(CPU); !back.IsContiguous(ChannelsLast) || !slices.Equal(back.Float64s(), x.Float64s()) {
+			t.Errorf("To(CPU) of a channels-last tensor gave strides %v", back.Strides())
+		}
+		if back := s.To(CPU, ContiguousFormat); !back.IsContiguous() {
+			t.Errorf("To(CPU, ContiguousFormat) gave strides %v", back.Strides())
+		}
+		p.MoveTo(Sim(0))
+		if !p.IsContiguous(ChannelsLast) || !slices.Equal(p.Float64s(), vals) {
+			t.Errorf("MoveTo of a channels-last parameter gave strides %v", p.Strides())
+		}
 	}
 }
 

@@ -284,6 +284,15 @@ func TestChannelsLastModelMatches(t *testing.T) {
 			t.Errorf("output of layer %d (%T) has strides %v, want channels-last", i, cl.At(i), h.Strides())
 		}
 	}
+	if vram.Sim(0).Available() {
+		cl.To(vram.Sim(0))
+		for _, p := range cl.NamedParameters() {
+			if p.Tensor.Dim() == 4 && !p.Tensor.IsContiguous(vram.ChannelsLast) {
+				t.Fatalf("%s has strides %v after To", p.Name, p.Tensor.Strides())
+			}
+		}
+		cl.To(vram.CPU)
+	}
 	nn.ToMemoryFormat(cl, vram.ContiguousFormat)
 	for _, p := range cl.Parameters() {
 		if !p.IsContiguous() {
