@@ -545,6 +545,12 @@ func TestConvErrors(t *testing.T) {
 		{"avg pool dilation", ErrArgument, func() { AvgPool2d(x, Pool2dParams{Kernel: [2]int{2, 2}, Dilation: [2]int{2, 2}}) }},
 		{"pool integer input", ErrDType, func() { MaxPool2d(Zeros(Shape{1, 1, 4, 4}, Int32), Pool2dParams{Kernel: [2]int{2, 2}}) }},
 		{"adaptive zero size", ErrArgument, func() { AdaptiveAvgPool2d(x, 0, 1) }},
+		{"adaptive output too large to compose", ErrShape, func() { AdaptiveAvgPool2d(x, 1<<16, 1<<14) }},
+		{"window index too large to compose", ErrShape, func() {
+			// A shape-only-sized problem: the check comes before any
+			// allocation.
+			Conv2d(Empty(Shape{1, 1, 1 << 12, 1 << 12}, Float32), Empty(Shape{1, 1, 64, 64}, Float32), nil, Conv2dParams{Padding: [2]int{32, 32}})
+		}},
 		{"batch norm channels", ErrShape, func() { BatchNorm2d(x, Ones(Shape{3}, Float32), nil, nil, nil, true, 0.1, 1e-5) }},
 		{"batch norm 3-D", ErrShape, func() { BatchNorm2d(Zeros(Shape{4, 5, 5}, Float32), nil, nil, nil, nil, true, 0.1, 1e-5) }},
 		{"batch norm one value per channel", ErrShape, func() { BatchNorm2d(Zeros(Shape{1, 4, 1, 1}, Float32), nil, nil, nil, nil, true, 0.1, 1e-5) }},
