@@ -19,6 +19,11 @@ import (
 // waits for the copy first, so the result is never read early. Copies that
 // cannot be asynchronous (pageable memory, the CPU, a sim device's data
 // read at once) are made as without the option.
+//
+// A [MemoryFormat] among opts lays the result out in that format
+// (t.To(d, vram.ChannelsLast)), copying on d itself when t is already there
+// in another layout; without one, a copy of a channels-last tensor is
+// channels-last too.
 func (t *Tensor) To(d Device, opts ...CopyOption) *Tensor {
 	defer pin("to", t).unpin()
 	var co copyOptions
@@ -28,7 +33,16 @@ func (t *Tensor) To(d Device, opts ...CopyOption) *Tensor {
 		}
 		o.applyCopy(&co)
 	}
+	if co.hasFormat {
+		needs4D("to", t, co.format)
+	} else if t.SuggestMemoryFormat() == ChannelsLast {
+		// A copy keeps t's format, as PyTorch's preserve_format does.
+		co.format, co.hasFormat = ChannelsLast, true
+	}
 	if t.Device() == d {
+		if co.hasFormat {
+			return t.toFormat("to", co.format)
+		}
 		return t.identity("to")
 	}
 	dst := mustDevice("to", d)
@@ -37,13 +51,21 @@ func (t *Tensor) To(d Device, opts ...CopyOption) *Tensor {
 		src := t.Device()
 		record("to", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.To(src, opts...)} })
 	}
+	if co.hasFormat {
+		defer out.Release()
+		return out.toFormat("to", co.format)
+	}
 	return out
 }
 
 // CopyOption changes how [Tensor.To] copies.
 type CopyOption interface{ applyCopy(*copyOptions) }
 
-type copyOptions struct{ nonBlocking bool }
+type copyOptions struct {
+	nonBlocking bool
+	format      MemoryFormat // with hasFormat: the layout of the result
+	hasFormat   bool
+}
 
 type nonBlocking struct{}
 
@@ -205,8 +227,9 @@ func (t *Tensor) CPU() *Tensor {
 
 // MoveTo moves a leaf tensor to device d in place, keeping its identity, so
 // that modules and optimizers that hold it see the move (Module.To uses
-// it). Its gradient moves with it. It panics with [ErrAutograd] on a tensor
-// computed by a recorded operation.
+// it). Its gradient moves with it, and a channels-last tensor stays
+// channels-last. It panics with [ErrAutograd] on a tensor computed by a
+// recorded operation.
 func (t *Tensor) MoveTo(d Device) {
 	defer asOp("move_to")
 	defer pin("move_to", t).unpin()
@@ -218,6 +241,13 @@ func (t *Tensor) MoveTo(d Device) {
 	}
 	dst := mustDevice("move_to", d)
 	moved := copyAcross(t, dst, false)
+	if t.SuggestMemoryFormat() == ChannelsLast {
+		// The moved tensor keeps its format (a model converted with
+		// nn.ToMemoryFormat stays channels-last on its new device).
+		c := moved.inFormat("move_to", ChannelsLast)
+		moved.Release()
+		moved = c
+	}
 	Keep(moved)
 	// Swap the storages: t takes the new one, moved the old one, which
 	// its Release then drops. Each ref stays with its own Tensor, whose
