@@ -25,10 +25,15 @@ func (t *Tensor) clone() *Tensor {
 }
 
 // Contiguous returns a tensor with t's values laid out densely in row-major
-// order: a new reference to t's storage when it already is, else a copy.
-func (t *Tensor) Contiguous() *Tensor {
+// order, or in the given [MemoryFormat] (t.Contiguous(vram.ChannelsLast)):
+// a new reference to t's storage when it already is, else a copy.
+// ChannelsLast needs a 4-D tensor ([ErrShape]).
+func (t *Tensor) Contiguous(format ...MemoryFormat) *Tensor {
 	defer asOp("contiguous")
 	defer pin("contiguous", t).unpin()
+	if f := formatArg("contiguous", format); f != ContiguousFormat {
+		return t.toFormat("contiguous", f)
+	}
 	if t.IsContiguous() {
 		return t.identity("contiguous")
 	}

@@ -262,10 +262,13 @@ func (t *Tensor) Bytes() int64 {
 	return int64(t.NumElements()) * int64(t.dtype.Size())
 }
 
-// IsContiguous reports whether t's elements are dense in row-major order.
-func (t *Tensor) IsContiguous() bool {
+// IsContiguous reports whether t's elements are dense in row-major order,
+// or in the given [MemoryFormat] (t.IsContiguous(vram.ChannelsLast)), as
+// PyTorch's is_contiguous(memory_format=...). Dimensions of size 1 may have
+// any stride, so a tensor can be contiguous in both formats.
+func (t *Tensor) IsContiguous(format ...MemoryFormat) bool {
 	notNil("is_contiguous", t)
-	return backend.View{Shape: t.shape, Strides: t.strides}.IsContiguous()
+	return isDense(t.shape, t.strides, formatArg("is_contiguous", format))
 }
 
 // SharesStorage reports whether t and u are views of the same storage.

@@ -19,6 +19,10 @@ import (
 // waits for the copy first, so the result is never read early. Copies that
 // cannot be asynchronous (pageable memory, the CPU, a sim device's data
 // read at once) are made as without the option.
+//
+// A [MemoryFormat] among opts lays the result out in that format
+// (t.To(d, vram.ChannelsLast)), copying on d itself when t is already there
+// in another layout.
 func (t *Tensor) To(d Device, opts ...CopyOption) *Tensor {
 	defer pin("to", t).unpin()
 	var co copyOptions
@@ -28,7 +32,13 @@ func (t *Tensor) To(d Device, opts ...CopyOption) *Tensor {
 		}
 		o.applyCopy(&co)
 	}
+	if co.hasFormat {
+		needs4D("to", t, co.format)
+	}
 	if t.Device() == d {
+		if co.hasFormat {
+			return t.toFormat("to", co.format)
+		}
 		return t.identity("to")
 	}
 	dst := mustDevice("to", d)
@@ -37,13 +47,21 @@ func (t *Tensor) To(d Device, opts ...CopyOption) *Tensor {
 		src := t.Device()
 		record("to", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.To(src, opts...)} })
 	}
+	if co.hasFormat && !isDense(out.shape, out.strides, co.format) {
+		defer out.Release()
+		return out.toFormat("to", co.format)
+	}
 	return out
 }
 
 // CopyOption changes how [Tensor.To] copies.
 type CopyOption interface{ applyCopy(*copyOptions) }
 
-type copyOptions struct{ nonBlocking bool }
+type copyOptions struct {
+	nonBlocking bool
+	format      MemoryFormat // with hasFormat: the layout of the result
+	hasFormat   bool
+}
 
 type nonBlocking struct{}
 

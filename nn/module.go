@@ -66,6 +66,7 @@ type NamedModule struct {
 // Parameters, Training and Forward may run concurrently with each other.
 type Base struct {
 	params   []NamedParameter
+	buffers  []NamedParameter
 	children []namedModule
 	eval     bool // the zero value is training mode, like PyTorch
 }
@@ -89,6 +90,11 @@ func (b *Base) checkName(op, name string) {
 			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("a parameter named %q is already registered", name)})
 		}
 	}
+	for _, p := range b.buffers {
+		if p.Name == name {
+			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("a buffer named %q is already registered", name)})
+		}
+	}
 	for _, c := range b.children {
 		if c.name == name {
 			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("a module named %q is already registered", name)})
@@ -108,6 +114,61 @@ func (b *Base) RegisterParameter(name string, t *vram.Tensor) {
 	b.checkName("register parameter", name)
 	vram.Keep(t)
 	b.params = append(b.params, NamedParameter{Name: name, Tensor: t})
+}
+
+// RegisterBuffer adds t to the module's buffers under name
+// (register_buffer): state that is not trained but belongs to the model,
+// such as [BatchNorm2d]'s running statistics. Buffers are saved and loaded
+// with the parameters ([StateDict], [Save], [Load]) and moved by To, and
+// [NamedBuffers] lists them; optimizers never see them. t is exempted from
+// enclosing [vram.Tidy] calls. The name rules are RegisterParameter's.
+func (b *Base) RegisterBuffer(name string, t *vram.Tensor) {
+	if t == nil {
+		panic(&vram.Error{Op: "register buffer", Kind: vram.ErrArgument, Detail: fmt.Sprintf("nil tensor for buffer %q", name)})
+	}
+	b.checkName("register buffer", name)
+	vram.Keep(t)
+	b.buffers = append(b.buffers, NamedParameter{Name: name, Tensor: t})
+}
+
+// NamedBuffers returns the module's own buffers, then those of each
+// sub-module in registration order, with dotted names ("1.running_mean"),
+// as PyTorch's named_buffers(). A tensor registered more than once is
+// listed once.
+func (b *Base) NamedBuffers() []NamedParameter {
+	var out []NamedParameter
+	seen := map[*vram.Tensor]bool{}
+	add := func(name string, t *vram.Tensor) {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, NamedParameter{Name: name, Tensor: t})
+		}
+	}
+	for _, p := range b.buffers {
+		add(p.Name, p.Tensor)
+	}
+	for _, c := range b.children {
+		for _, p := range NamedBuffers(c.mod) {
+			add(c.name+"."+p.Name, p.Tensor)
+		}
+	}
+	return out
+}
+
+// bufferer is implemented by modules with buffers (every module that
+// embeds [Base]).
+type bufferer interface {
+	NamedBuffers() []NamedParameter
+}
+
+// NamedBuffers returns the buffers of m and of its sub-modules with dotted
+// names ([Base.NamedBuffers]), or nil for a module that has none or does
+// not embed Base.
+func NamedBuffers(m Module) []NamedParameter {
+	if bm, ok := m.(bufferer); ok {
+		return bm.NamedBuffers()
+	}
+	return nil
 }
 
 // RegisterModule adds m as a sub-module under name: its parameters appear
@@ -217,14 +278,17 @@ func (b *Base) Parameters() []*vram.Tensor {
 	return out
 }
 
-// To moves every parameter (and its gradient) to device d in place with
-// [vram.Tensor.MoveTo], so that the tensors keep their identity. The memory
-// they take on d is labelled "parameters" ([vram.Region]) in snapshots and
-// out-of-memory reports.
+// To moves every parameter (and its gradient) and every buffer to device d
+// in place with [vram.Tensor.MoveTo], so that the tensors keep their
+// identity. The memory they take on d is labelled "parameters"
+// ([vram.Region]) in snapshots and out-of-memory reports.
 func (b *Base) To(d vram.Device) {
 	vram.Region(ParametersRegion, func() {
 		for _, p := range b.Parameters() {
 			p.MoveTo(d)
+		}
+		for _, p := range b.NamedBuffers() {
+			p.Tensor.MoveTo(d)
 		}
 	})
 }

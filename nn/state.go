@@ -16,16 +16,22 @@ import (
 	"github.com/vramgo/vram/internal/safetensors"
 )
 
-// StateDict returns m's parameters by their dotted names (PyTorch's
-// state_dict keys). The tensors are the parameters themselves, not copies:
-// they belong to the module and must not be released.
+// StateDict returns m's parameters and buffers ([Base.RegisterBuffer]) by
+// their dotted names (PyTorch's state_dict keys). The tensors are the
+// module's own, not copies: they belong to the module and must not be
+// released.
 func StateDict(m Module) map[string]*vram.Tensor {
-	named := m.NamedParameters()
+	named := stateTensors(m)
 	out := make(map[string]*vram.Tensor, len(named))
 	for _, p := range named {
 		out[p.Name] = p.Tensor
 	}
 	return out
+}
+
+// stateTensors returns m's parameters, then its buffers, by name.
+func stateTensors(m Module) []NamedParameter {
+	return append(m.NamedParameters(), NamedBuffers(m)...)
 }
 
 var stNames = map[vram.DType]string{
@@ -114,7 +120,7 @@ func decoder(dtype string) (func(b []byte, i int) float64, error) {
 	return nil, fmt.Errorf("dtype %s is not supported", dtype)
 }
 
-// Save writes m's parameters to the safetensors file path, under their
+// Save writes m's parameters and buffers to the safetensors file path, under their
 // PyTorch state-dict names and in their own dtypes, with the metadata
 // {"format": "pt"} that Hugging Face tools expect; PyTorch reads it with
 // safetensors.torch.load_file. The file is written to a temporary file in
@@ -122,7 +128,7 @@ func decoder(dtype string) (func(b []byte, i int) float64, error) {
 // contents or the complete new ones, never a partial file.
 func Save(m Module, path string) (err error) {
 	tensors := map[string]safetensors.Tensor{}
-	for _, p := range m.NamedParameters() {
+	for _, p := range stateTensors(m) {
 		st, err := encodeTensor(p.Tensor)
 		if err != nil {
 			return fmt.Errorf("nn: save %s: parameter %q: %w", path, p.Name, err)
@@ -164,9 +170,9 @@ func Save(m Module, path string) (err error) {
 
 // Load reads the safetensors file path, written by [Save] or by PyTorch's
 // safetensors.torch.save_file(model.state_dict(), path), into m's
-// parameters in place: each keeps its identity, device and dtype, and
+// parameters and buffers in place: each keeps its identity, device and dtype, and
 // values of another dtype are converted. The file must hold exactly m's
-// parameter names with the same shapes (PyTorch's strict loading);
+// parameter and buffer names with the same shapes (PyTorch's strict loading);
 // otherwise Load returns an error listing the missing and unexpected keys
 // and the shape mismatches, and changes nothing.
 func Load(m Module, path string) error {
@@ -179,7 +185,7 @@ func Load(m Module, path string) error {
 	if err != nil {
 		return fmt.Errorf("nn: load %s: %w", path, err)
 	}
-	params := m.NamedParameters()
+	params := stateTensors(m)
 	var missing, unexpected, problems []string
 	have := map[string]bool{}
 	for _, p := range params {

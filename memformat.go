@@ -1,0 +1,203 @@
+package vram
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/vramgo/vram/backend"
+)
+
+// MemoryFormat names a layout of a 4-D tensor's elements in memory
+// (torch.memory_format). The logical shape is always [N, C, H, W]; the
+// format only sets the strides, so every operation accepts either format
+// and a tensor can be converted without changing how it is indexed.
+type MemoryFormat uint8
+
+// The memory formats.
+const (
+	// ContiguousFormat is row-major ("NCHW" for 4-D tensors): strides
+	// [C·H·W, H·W, W, 1].
+	ContiguousFormat MemoryFormat = iota
+	// ChannelsLast ("NHWC") keeps the channels of each pixel together:
+	// strides [H·W·C, 1, W·C, C], as PyTorch's torch.channels_last. The
+	// fastest convolutions on NVIDIA tensor cores read this layout. Only
+	// 4-D tensors have it.
+	ChannelsLast
+)
+
+func (f MemoryFormat) String() string {
+	switch f {
+	case ContiguousFormat:
+		return "contiguous_format"
+	case ChannelsLast:
+		return "channels_last"
+	}
+	return fmt.Sprintf("MemoryFormat(%d)", uint8(f))
+}
+
+// check panics with ErrArgument for an unknown format.
+func (f MemoryFormat) check(op string) {
+	if f > ChannelsLast {
+		fail(op, ErrArgument, "unknown memory format %v; use vram.ContiguousFormat or vram.ChannelsLast", f)
+	}
+}
+
+// applyCopy makes a MemoryFormat a [CopyOption]: t.To(d, vram.ChannelsLast)
+// copies t to d and lays the copy out in the format.
+func (f MemoryFormat) applyCopy(o *copyOptions) {
+	o.format = f
+	o.hasFormat = true
+}
+
+// formatArg returns the single optional format argument of op, or
+// ContiguousFormat.
+func formatArg(op string, fs []MemoryFormat) MemoryFormat {
+	switch len(fs) {
+	case 0:
+		return ContiguousFormat
+	case 1:
+		fs[0].check(op)
+		return fs[0]
+	}
+	fail(op, ErrArgument, "takes at most one memory format, got %d", len(fs))
+	return 0
+}
+
+// formatStrides returns the strides of shape in format f; f must be
+// ContiguousFormat unless shape is 4-D.
+func formatStrides(shape []int, f MemoryFormat) []int {
+	if f != ChannelsLast {
+		return backend.ContiguousStrides(shape)
+	}
+	c, h, w := shape[1], shape[2], shape[3]
+	return []int{h * w * c, 1, w * c, c}
+}
+
+// isDense reports whether strides describe the elements of shape densely
+// in format f. Dimensions of size 1 may have any stride, as in
+// [backend.View.IsContiguous].
+func isDense(shape, strides []int, f MemoryFormat) bool {
+	if f != ChannelsLast {
+		return backend.View{Shape: shape, Strides: strides}.IsContiguous()
+	}
+	if len(shape) != 4 {
+		return false
+	}
+	want := 1
+	for _, d := range []int{1, 3, 2, 0} { // innermost first: C, W, H, N
+		if shape[d] == 1 {
+			continue
+		}
+		if strides[d] != want {
+			return false
+		}
+		want *= shape[d]
+	}
+	return true
+}
+
+// needs4D panics with ErrShape unless t is 4-D, for channels-last
+// conversions.
+func needs4D(op string, t *Tensor, f MemoryFormat) {
+	if f == ChannelsLast && len(t.shape) != 4 {
+		fail(op, ErrShape, "channels_last needs a 4-D [N, C, H, W] tensor, got shape %v; reshape it or use vram.ContiguousFormat", Shape(t.shape))
+	}
+}
+
+// newTensorFormat allocates a tensor of shape on ds laid out in format f.
+func newTensorFormat(op string, ds *devState, dt DType, shape []int, f MemoryFormat) *Tensor {
+	t := newTensor(op, ds, dt, shape)
+	if f == ChannelsLast {
+		t.strides = formatStrides(shape, f)
+	}
+	return t
+}
+
+// inFormat returns t itself as a new reference when it is dense in format
+// f, else a copy laid out in f. Nothing is recorded.
+func (t *Tensor) inFormat(op string, f MemoryFormat) *Tensor {
+	if isDense(t.shape, t.strides, f) {
+		return t.view(t.shape, t.strides, t.offset)
+	}
+	out := newTensorFormat(op, t.ds(), t.dtype, t.shape, f)
+	check(op, t.ds().bd.Copy(t.ds().stream(), out.bv(), t.bv()))
+	return out
+}
+
+// formatOf returns the format t is dense in, preferring ContiguousFormat
+// when it is dense in both (a tensor with C == 1 or H == W == 1), and false
+// when it is dense in neither.
+func formatOf(t *Tensor) (MemoryFormat, bool) {
+	switch {
+	case isDense(t.shape, t.strides, ContiguousFormat):
+		return ContiguousFormat, true
+	case isDense(t.shape, t.strides, ChannelsLast):
+		return ChannelsLast, true
+	}
+	return ContiguousFormat, false
+}
+
+// SuggestMemoryFormat returns ChannelsLast for a 4-D tensor laid out
+// channels-last (and not also row-major, as a tensor with one channel or a
+// 1×1 image is), else ContiguousFormat: the format that operations such as
+// [Conv2d] give their outputs, as PyTorch's suggest_memory_format.
+func (t *Tensor) SuggestMemoryFormat() MemoryFormat {
+	notNil("suggest_memory_format", t)
+	f, _ := formatOf(t)
+	return f
+}
+
+// toFormat implements Contiguous(f) on a pinned t, recording the copy.
+func (t *Tensor) toFormat(op string, f MemoryFormat) *Tensor {
+	needs4D(op, t, f)
+	if isDense(t.shape, t.strides, f) {
+		return t.identity(op)
+	}
+	out := t.inFormat(op, f)
+	if needsGrad(t) {
+		record(op, out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Detach()} })
+	}
+	return out
+}
+
+// ToMemoryFormat returns t laid out in format f: a new reference to t when
+// it already is, else a copy that gradients flow through
+// (t.to(memory_format=f) in PyTorch). It is t.Contiguous(f). ChannelsLast
+// needs a 4-D tensor ([ErrShape]).
+func (t *Tensor) ToMemoryFormat(f MemoryFormat) *Tensor {
+	const op = "to_memory_format"
+	defer asOp(op)
+	defer pin(op, t).unpin()
+	f.check(op)
+	return t.toFormat(op, f)
+}
+
+// ConvertMemoryFormat lays a leaf tensor out in format f in place, keeping
+// its identity, so that modules and optimizers that hold it see the change
+// (nn.ToMemoryFormat uses it, as PyTorch's model.to(memory_format=...)
+// does). Its gradient is converted with it. It panics with [ErrAutograd]
+// on a tensor computed by a recorded operation and with [ErrShape] when f
+// is ChannelsLast and t is not 4-D.
+func (t *Tensor) ConvertMemoryFormat(f MemoryFormat) {
+	const op = "convert_memory_format"
+	defer asOp(op)
+	defer pin(op, t).unpin()
+	f.check(op)
+	if t.ref.node != nil {
+		fail(op, ErrAutograd, "only leaf tensors can be converted in place; use ToMemoryFormat for computed tensors")
+	}
+	needs4D(op, t, f)
+	if !isDense(t.shape, t.strides, f) {
+		c := t.inFormat(op, f)
+		Keep(c)
+		// Swap the storages as MoveTo does: t takes the copy, c the old
+		// storage, which its Release then drops.
+		t.ref.st, c.ref.st = c.ref.st, t.ref.st
+		t.strides, c.strides = slices.Clone(c.strides), t.strides
+		t.offset, c.offset = c.offset, t.offset
+		c.Release()
+	}
+	if g := t.Grad(); g != nil {
+		g.ConvertMemoryFormat(f)
+	}
+}

@@ -1,0 +1,285 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/vramgo/vram"
+)
+
+// ConvOptions are the settings of [NewConv2d] and [NewConvTranspose2d]
+// besides the channels and the kernel size. The zero value is PyTorch's
+// default: stride 1, no padding, dilation 1, one group, with a bias.
+type ConvOptions struct {
+	Stride   int // 0 means 1
+	Padding  int // zeros added on each side
+	Dilation int // 0 means 1
+	Groups   int // 0 means 1; must divide both channel counts
+	// OutputPadding is added to one side of a transposed convolution's
+	// output (ConvTranspose2d only), smaller than Stride or Dilation.
+	OutputPadding int
+	NoBias        bool // no bias parameter (bias=False)
+}
+
+// params returns o as vram's parameters, checked, for op with the given
+// channels.
+func (o ConvOptions) params(op string, in, out, kernel int, transposed bool) vram.Conv2dParams {
+	groups := max(o.Groups, 1)
+	switch {
+	case in < 1 || out < 1:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("channels must be positive, got in=%d, out=%d", in, out)})
+	case kernel < 1:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("kernel size must be positive, got %d", kernel)})
+	case o.Stride < 0 || o.Dilation < 0 || o.Padding < 0 || o.Groups < 0 || o.OutputPadding < 0:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("negative option in %+v", o)})
+	case in%groups != 0 || out%groups != 0:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("groups %d must divide both in_channels %d and out_channels %d", groups, in, out)})
+	case !transposed && o.OutputPadding != 0:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "OutputPadding applies to ConvTranspose2d only"})
+	}
+	p := vram.Conv2dParams{
+		Stride:        [2]int{max(o.Stride, 1), max(o.Stride, 1)},
+		Padding:       [2]int{o.Padding, o.Padding},
+		Dilation:      [2]int{max(o.Dilation, 1), max(o.Dilation, 1)},
+		Groups:        groups,
+		OutputPadding: [2]int{o.OutputPadding, o.OutputPadding},
+	}
+	if transposed && o.OutputPadding >= p.Stride[0] && o.OutputPadding >= p.Dilation[0] {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("output padding %d must be smaller than the stride %d or the dilation %d", o.OutputPadding, p.Stride[0], p.Dilation[0])})
+	}
+	return p
+}
+
+// Conv2d is a 2-D convolution layer (torch.nn.Conv2d) over inputs
+// [N, C, H, W] (or [C, H, W]); see [vram.Conv2d].
+type Conv2d struct {
+	Base
+	// Weight is [out, in/groups, kernel, kernel].
+	Weight *vram.Tensor
+	// Bias is [out], or nil with ConvOptions.NoBias.
+	Bias *vram.Tensor
+	// Params are the convolution's stride, padding, dilation and groups.
+	Params vram.Conv2dParams
+}
+
+// NewConv2d returns a Conv2d layer from in to out channels with a square
+// kernel, initialised as PyTorch does: the weight by Kaiming-uniform with
+// a = sqrt(5) and the bias uniform in ±1/sqrt(fan_in), which both come to
+// bound 1/sqrt(in/groups·kernel²). opts (device, dtype, generator) go to
+// vram's factory functions. Bad sizes or options panic with an
+// *vram.Error of kind vram.ErrArgument.
+func NewConv2d(in, out, kernel int, o ConvOptions, opts ...vram.Option) *Conv2d {
+	const op = "conv2d"
+	p := o.params(op, in, out, kernel, false)
+	l := &Conv2d{Params: p}
+	bound := 1 / math.Sqrt(float64(in/p.Groups*kernel*kernel))
+	l.Weight = uniformParam(vram.Shape{out, in / p.Groups, kernel, kernel}, bound, opts)
+	l.RegisterParameter("weight", l.Weight)
+	if !o.NoBias {
+		l.Bias = uniformParam(vram.Shape{out}, bound, opts)
+		l.RegisterParameter("bias", l.Bias)
+	}
+	return l
+}
+
+// Forward returns the convolution of x ([vram.Conv2d]).
+func (l *Conv2d) Forward(x *vram.Tensor) *vram.Tensor {
+	return vram.Conv2d(x, l.Weight, l.Bias, l.Params)
+}
+
+// ConvTranspose2d is a 2-D transposed convolution layer
+// (torch.nn.ConvTranspose2d); see [vram.ConvTranspose2d].
+type ConvTranspose2d struct {
+	Base
+	// Weight is [in, out/groups, kernel, kernel].
+	Weight *vram.Tensor
+	// Bias is [out], or nil with ConvOptions.NoBias.
+	Bias *vram.Tensor
+	// Params are the convolution's stride, padding, dilation, groups and
+	// output padding.
+	Params vram.Conv2dParams
+}
+
+// NewConvTranspose2d returns a ConvTranspose2d layer from in to out
+// channels with a square kernel, initialised as PyTorch does (bound
+// 1/sqrt(out/groups·kernel²), the fan-in PyTorch computes from the weight's
+// second dimension). opts and errors are as for [NewConv2d].
+func NewConvTranspose2d(in, out, kernel int, o ConvOptions, opts ...vram.Option) *ConvTranspose2d {
+	const op = "conv_transpose2d"
+	p := o.params(op, in, out, kernel, true)
+	l := &ConvTranspose2d{Params: p}
+	bound := 1 / math.Sqrt(float64(out/p.Groups*kernel*kernel))
+	l.Weight = uniformParam(vram.Shape{in, out / p.Groups, kernel, kernel}, bound, opts)
+	l.RegisterParameter("weight", l.Weight)
+	if !o.NoBias {
+		l.Bias = uniformParam(vram.Shape{out}, bound, opts)
+		l.RegisterParameter("bias", l.Bias)
+	}
+	return l
+}
+
+// Forward returns the transposed convolution of x ([vram.ConvTranspose2d]).
+func (l *ConvTranspose2d) Forward(x *vram.Tensor) *vram.Tensor {
+	return vram.ConvTranspose2d(x, l.Weight, l.Bias, l.Params)
+}
+
+// poolParams checks and returns square pooling parameters.
+func poolParams(op string, kernel, stride, padding int) vram.Pool2dParams {
+	if kernel < 1 || stride < 0 || padding < 0 {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("kernel %d must be positive, stride %d and padding %d not negative", kernel, stride, padding)})
+	}
+	if stride == 0 {
+		stride = kernel
+	}
+	return vram.Pool2dParams{Kernel: [2]int{kernel, kernel}, Stride: [2]int{stride, stride}, Padding: [2]int{padding, padding}}
+}
+
+// MaxPool2d takes the maximum of each window (torch.nn.MaxPool2d); see
+// [vram.MaxPool2d].
+type MaxPool2d struct {
+	Base
+	Params vram.Pool2dParams
+}
+
+// NewMaxPool2d returns a MaxPool2d layer with a square window of kernel,
+// moved by stride (0 means kernel, PyTorch's default) over the input
+// padded with -Inf by padding on each side (at most kernel/2).
+func NewMaxPool2d(kernel, stride, padding int) *MaxPool2d {
+	return &MaxPool2d{Params: poolParams("max_pool2d", kernel, stride, padding)}
+}
+
+// Forward returns the pooled x.
+func (l *MaxPool2d) Forward(x *vram.Tensor) *vram.Tensor { return vram.MaxPool2d(x, l.Params) }
+
+// AvgPool2d takes the mean of each window (torch.nn.AvgPool2d); see
+// [vram.AvgPool2d].
+type AvgPool2d struct {
+	Base
+	Params vram.Pool2dParams
+}
+
+// NewAvgPool2d returns an AvgPool2d layer with a square window, as
+// [NewMaxPool2d]; the padding counts as zeros in the mean
+// (count_include_pad=True) unless Params.ExcludePad is set.
+func NewAvgPool2d(kernel, stride, padding int) *AvgPool2d {
+	return &AvgPool2d{Params: poolParams("avg_pool2d", kernel, stride, padding)}
+}
+
+// Forward returns the pooled x.
+func (l *AvgPool2d) Forward(x *vram.Tensor) *vram.Tensor { return vram.AvgPool2d(x, l.Params) }
+
+// AdaptiveAvgPool2d averages its input down to a fixed OutH×OutW
+// (torch.nn.AdaptiveAvgPool2d); see [vram.AdaptiveAvgPool2d].
+type AdaptiveAvgPool2d struct {
+	Base
+	OutH, OutW int
+}
+
+// NewAdaptiveAvgPool2d returns an AdaptiveAvgPool2d layer with output
+// size outH×outW ([1, 1] for a global average). Sizes below 1 panic with
+// an *vram.Error of kind vram.ErrArgument.
+func NewAdaptiveAvgPool2d(outH, outW int) *AdaptiveAvgPool2d {
+	if outH < 1 || outW < 1 {
+		panic(&vram.Error{Op: "adaptive_avg_pool2d", Kind: vram.ErrArgument, Detail: fmt.Sprintf("output size %dx%d must be positive", outH, outW)})
+	}
+	return &AdaptiveAvgPool2d{OutH: outH, OutW: outW}
+}
+
+// Forward returns the pooled x.
+func (l *AdaptiveAvgPool2d) Forward(x *vram.Tensor) *vram.Tensor {
+	return vram.AdaptiveAvgPool2d(x, l.OutH, l.OutW)
+}
+
+// Flatten merges dimensions StartDim to EndDim into one (torch.nn.Flatten):
+// by default every dimension but the batch's, turning [N, C, H, W] into
+// [N, C·H·W] for a linear layer.
+type Flatten struct {
+	Base
+	StartDim, EndDim int
+}
+
+// NewFlatten returns a Flatten of dimensions 1 to -1, PyTorch's default.
+func NewFlatten() *Flatten { return &Flatten{StartDim: 1, EndDim: -1} }
+
+// Forward returns x.Flatten(StartDim, EndDim).
+func (l *Flatten) Forward(x *vram.Tensor) *vram.Tensor { return x.Flatten(l.StartDim, l.EndDim) }
+
+// Dropout2d zeroes whole channels of its input [N, C, H, W] (or [C, H, W])
+// with probability P in training mode and scales the others by 1/(1-P)
+// (torch.nn.Dropout2d): neighbouring pixels of a feature map are
+// correlated, so dropping them one by one regularizes little. In
+// evaluation mode it passes its input through.
+type Dropout2d struct {
+	Base
+	// P is the probability of zeroing a channel, in [0, 1).
+	P    float64
+	opts []vram.Option
+}
+
+// NewDropout2d returns a Dropout2d layer; its masks come from the
+// generator of a [vram.WithGenerator] option in opts, or from vram's
+// default generator. It panics with an *vram.Error of kind
+// vram.ErrArgument unless 0 <= p < 1.
+func NewDropout2d(p float64, opts ...vram.Option) *Dropout2d {
+	if !(p >= 0 && p < 1) {
+		panic(&vram.Error{Op: "dropout2d", Kind: vram.ErrArgument, Detail: fmt.Sprintf("probability must be in [0, 1), got %v", p)})
+	}
+	return &Dropout2d{P: p, opts: slices.Clone(opts)}
+}
+
+// Forward returns x with channels dropped in training mode, and a new
+// reference to x in evaluation mode or when P is 0. It panics with an
+// *vram.Error of kind vram.ErrShape unless x is 3-D or 4-D.
+func (d *Dropout2d) Forward(x *vram.Tensor) *vram.Tensor {
+	notNil("dropout2d", x)
+	if x.Dim() != 3 && x.Dim() != 4 {
+		panic(&vram.Error{Op: "dropout2d", Kind: vram.ErrShape, Detail: fmt.Sprintf("input must be [N, C, H, W] or [C, H, W], got shape %v", x.Shape())})
+	}
+	if !d.Training() || d.P == 0 || x.NumElements() == 0 {
+		return identity(x)
+	}
+	if !(d.P >= 0 && d.P < 1) {
+		panic(&vram.Error{Op: "dropout2d", Kind: vram.ErrArgument, Detail: fmt.Sprintf("probability must be in [0, 1), got %v", d.P)})
+	}
+	// One draw per channel, broadcast over the pixels.
+	shape := x.Shape()
+	for i := len(shape) - 2; i < len(shape); i++ {
+		shape[i] = 1
+	}
+	dt := vram.Float32
+	if x.DType() == vram.Float64 {
+		dt = vram.Float64
+	}
+	var mask *vram.Tensor
+	vram.NoGrad(func() {
+		r := vram.Rand(shape, append(slices.Clone(d.opts), x.Device(), dt)...)
+		defer r.Release()
+		keep := r.GeScalar(d.P)
+		defer keep.Release()
+		mask = keep.Cast(x.DType())
+		mask.MulScalarInPlace(1 / (1 - d.P))
+	})
+	defer mask.Release()
+	return x.Mul(mask)
+}
+
+// ToMemoryFormat lays every 4-D parameter and buffer of m (convolution
+// weights) out in format f in place, with their gradients, as PyTorch's
+// model.to(memory_format=torch.channels_last): the tensors keep their
+// identity, so optimizers made before see the change. With
+// [vram.ChannelsLast] a convolution then returns channels-last outputs for
+// inputs in either format; convert the input too
+// (x.Contiguous(vram.ChannelsLast)) so that the first layer does not
+// convert it. With [vram.ContiguousFormat] every parameter and buffer is
+// made row-major.
+func ToMemoryFormat(m Module, f vram.MemoryFormat) {
+	for _, p := range stateTensors(m) {
+		if f == vram.ContiguousFormat || p.Tensor.Dim() == 4 {
+			p.Tensor.ConvertMemoryFormat(f)
+		}
+	}
+}

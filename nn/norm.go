@@ -1,0 +1,95 @@
+package nn
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/vramgo/vram"
+)
+
+// BatchNorm2d normalizes each channel of its input [N, C, H, W] over the
+// batch and the pixels (torch.nn.BatchNorm2d); see [vram.BatchNorm2d]. In
+// training mode it normalizes with the batch's statistics and updates the
+// running ones; in evaluation mode ([Base.Eval]) it normalizes with the
+// running statistics.
+//
+// It is a [Float32Layer]: Half and BFloat16 leave its parameters and
+// buffers float32, and a 16-bit input (from a converted model or under
+// autocast) is normalized in float32 and returned in its own dtype.
+type BatchNorm2d struct {
+	Base
+	// Weight (ones at first) and Bias (zeros) are [C].
+	Weight, Bias *vram.Tensor
+	// RunningMean (zeros) and RunningVar (ones) are the [C] float32
+	// buffers "running_mean" and "running_var".
+	RunningMean, RunningVar *vram.Tensor
+	// NumBatchesTracked counts the training batches seen: the int64
+	// scalar buffer "num_batches_tracked" of PyTorch's state dicts.
+	NumBatchesTracked *vram.Tensor
+	// Momentum weighs each batch in the running statistics (0.1).
+	Momentum float64
+	// Eps is added to the variance (1e-5).
+	Eps float64
+}
+
+// NewBatchNorm2d returns a BatchNorm2d over c channels with PyTorch's
+// defaults: momentum 0.1, eps 1e-5, weight ones, bias zeros, running mean
+// zeros and running variance ones. opts (device, dtype) go to vram's
+// factory functions; a dtype other than float64 gives float32 tensors, as
+// the layer stays float32. It panics with an *vram.Error of kind
+// vram.ErrArgument unless c is positive.
+func NewBatchNorm2d(c int, opts ...vram.Option) *BatchNorm2d {
+	if c < 1 {
+		panic(&vram.Error{Op: "batch_norm2d", Kind: vram.ErrArgument, Detail: fmt.Sprintf("channels must be positive, got %d", c)})
+	}
+	l := &BatchNorm2d{Momentum: 0.1, Eps: 1e-5}
+	l.Weight = fullParam(vram.Shape{c}, 1, opts)
+	l.Bias = fullParam(vram.Shape{c}, 0, opts)
+	l.RegisterParameter("weight", l.Weight)
+	l.RegisterParameter("bias", l.Bias)
+	vram.Region(ParametersRegion, func() {
+		dt := l.Weight.DType()
+		if dt != vram.Float64 {
+			dt = vram.Float32
+		}
+		bopts := append(slices.Clone(opts), dt)
+		l.RunningMean = vram.Zeros(vram.Shape{c}, bopts...)
+		l.RunningVar = vram.Ones(vram.Shape{c}, bopts...)
+		l.NumBatchesTracked = vram.Zeros(vram.Shape{}, append(slices.Clone(opts), vram.Int64)...)
+	})
+	if dt := l.Weight.DType(); dt != vram.Float32 && dt != vram.Float64 {
+		l.Weight.CastInPlace(vram.Float32)
+		l.Bias.CastInPlace(vram.Float32)
+	}
+	l.RegisterBuffer("running_mean", l.RunningMean)
+	l.RegisterBuffer("running_var", l.RunningVar)
+	l.RegisterBuffer("num_batches_tracked", l.NumBatchesTracked)
+	return l
+}
+
+// Forward returns the normalized x, of x's shape, dtype and memory format.
+// In training mode it updates the running statistics and counts the batch.
+func (l *BatchNorm2d) Forward(x *vram.Tensor) *vram.Tensor {
+	training := l.Training()
+	y := vram.BatchNorm2d(x, l.Weight, l.Bias, l.RunningMean, l.RunningVar, training, l.Momentum, l.Eps)
+	if training {
+		vram.NoGrad(func() { l.NumBatchesTracked.AddScalarInPlace(1) })
+	}
+	return y
+}
+
+// KeepsFloat32 marks BatchNorm2d as a [Float32Layer].
+func (*BatchNorm2d) KeepsFloat32() {}
+
+// ToDType converts the parameters to float32 whatever dt is (dt must still
+// be a floating-point type): BatchNorm2d is a [Float32Layer].
+func (l *BatchNorm2d) ToDType(dt vram.DType) { ConvertDType(l, dt) }
+
+// Half keeps BatchNorm2d float32 (see [BatchNorm2d.ToDType]).
+func (l *BatchNorm2d) Half() { l.ToDType(vram.Float16) }
+
+// BFloat16 keeps BatchNorm2d float32 (see [BatchNorm2d.ToDType]).
+func (l *BatchNorm2d) BFloat16() { l.ToDType(vram.BFloat16) }
+
+// Float converts BatchNorm2d's parameters to float32.
+func (l *BatchNorm2d) Float() { l.ToDType(vram.Float32) }

@@ -1,0 +1,254 @@
+package vram
+
+import (
+	"slices"
+
+	"github.com/vramgo/vram/backend"
+)
+
+// BatchNorm2d normalizes x [N, C, H, W] per channel over the N, H and W
+// axes (torch.nn.functional.batch_norm): y = (x - mean)/sqrt(var + eps)·
+// weight + bias. In training mode mean and var are the batch's (biased
+// variance), and the running statistics runMean and runVar ([C], or both
+// nil) are updated in place: running = (1-momentum)·running +
+// momentum·batch, with the unbiased variance for runVar, as PyTorch does.
+// In evaluation mode (training false) the running statistics normalize
+// and must be given. weight and bias ([C]) may be nil (no affine map).
+//
+// The statistics and the arithmetic are float32 (or float64 for float64
+// input) whatever x's dtype, and the result has x's dtype and memory
+// format: a float16 or bfloat16 x with float32 parameters, what a model
+// converted to 16 bits or run under [Autocast] gives it, is normalized in
+// float32 and rounded once. A device with native batch normalization
+// ([backend.BatchNormer]: cuDNN) runs it when the per-channel tensors are
+// float32; elsewhere it is composed, with the same results up to rounding.
+// Shapes that do not fit panic with [ErrShape]; training on one value per
+// channel, evaluation without running statistics, momentum outside [0, 1]
+// or eps not above 0 panic with [ErrArgument] (or ErrShape for the first).
+func BatchNorm2d(x, weight, bias, runMean, runVar *Tensor, training bool, momentum, eps float64) *Tensor {
+	const op = "batch_norm2d"
+	defer asOp(op)
+	notNil(op, x)
+	ds, held := sameDevice(op, compact([]*Tensor{x, weight, bias, runMean, runVar})...)
+	defer held.unpin()
+	if len(x.shape) != 4 {
+		fail(op, ErrShape, "input must be [N, C, H, W], got shape %v", Shape(x.shape))
+	}
+	n, c := x.shape[0], x.shape[1]
+	count := n * x.shape[2] * x.shape[3]
+	for _, t := range []*Tensor{x, weight, bias, runMean, runVar} {
+		if t == nil {
+			continue
+		}
+		if !t.dtype.IsFloat() {
+			fail(op, ErrDType, "needs floating-point tensors, got %s", t.dtype)
+		}
+		if t != x && (len(t.shape) != 1 || t.shape[0] != c) {
+			fail(op, ErrShape, "per-channel tensors must be [%d] for input %v, got shape %v", c, Shape(x.shape), Shape(t.shape))
+		}
+	}
+	switch {
+	case (runMean == nil) != (runVar == nil):
+		fail(op, ErrArgument, "give both running statistics or neither")
+	case !training && runMean == nil:
+		fail(op, ErrArgument, "evaluation mode normalizes with the running statistics; give runMean and runVar, or use training mode")
+	case training && count <= 1:
+		fail(op, ErrShape, "expected more than 1 value per channel when training, got input %v", Shape(x.shape))
+	case !(momentum >= 0 && momentum <= 1):
+		fail(op, ErrArgument, "momentum %v must be in [0, 1]", momentum)
+	case !(eps > 0):
+		fail(op, ErrArgument, "eps %v must be above 0", eps)
+	}
+	if y := batchNormNative(op, ds, x, weight, bias, runMean, runVar, training, momentum, eps); y != nil {
+		return y
+	}
+	w := opMath(x.dtype)
+	shape4 := []int{1, c, 1, 1}
+	var out, mean, rstd *Tensor
+	NoGrad(func() {
+		Tidy(func() {
+			xw := x.Cast(w)
+			var m, r *Tensor
+			if training {
+				m = xw.MeanKeepDim(0, 2, 3)
+				v := xw.Sub(m).Square().MeanKeepDim(0, 2, 3)
+				r = v.AddScalar(eps).Rsqrt()
+				if runMean != nil {
+					updateRunning(runMean, m.Reshape(c), momentum)
+					updateRunning(runVar, v.Reshape(c).MulScalar(float64(count)/float64(count-1)), momentum)
+				}
+			} else {
+				m = runMean.Cast(w).Reshape(shape4...)
+				r = runVar.Cast(w).AddScalar(eps).Rsqrt().Reshape(shape4...)
+			}
+			y := xw.Sub(m).Mul(r)
+			if weight != nil {
+				y = y.Mul(weight.Cast(w).Reshape(shape4...))
+			}
+			if bias != nil {
+				y = y.Add(bias.Cast(w).Reshape(shape4...))
+			}
+			mean, rstd = Keep(m.Reshape(c).Contiguous()), Keep(r.Reshape(c).Contiguous())
+			out = Keep(inputFormat(op, x, y.Cast(x.dtype)))
+		})
+	})
+	track(out) // by the caller's Tidy, which Keep took it from
+	if !needsGrad(x, weight, bias) {
+		mean.Release()
+		rstd.Release()
+		return out
+	}
+	recordBatchNorm(op, out, x, x, weight, bias, mean, rstd, training, nil)
+	return out
+}
+
+// updateRunning sets run = (1-momentum)·run + momentum·batch in place.
+func updateRunning(run, batch *Tensor, momentum float64) {
+	b := batch.Cast(run.dtype)
+	defer b.Release()
+	run.MulScalarInPlace(1-momentum).AddScaledInPlace(b, momentum)
+}
+
+// nativeBackward computes batch normalization's gradients with a device
+// kernel from the saved tensors (the input, the mean, the reciprocal
+// deviation and the weight), or returns false to compose them.
+type nativeBackward func(g *Tensor, sv []*Tensor) (gx, gw, gb *Tensor, ok bool)
+
+// recordBatchNorm records the backward pass of out = BatchNorm2d(x, ...),
+// where xs is x's data as normalized (x itself or a copy in another
+// layout), and mean and rstd ([C], given away to the graph) the
+// statistics that normalized it. native, when not nil, is tried first.
+func recordBatchNorm(op string, out, x, xs, weight, bias, mean, rstd *Tensor, training bool, native nativeBackward) {
+	rx, rw, rb := x.requiresGrad, weight != nil && weight.requiresGrad, bias != nil && bias.requiresGrad
+	c := x.shape[1]
+	shape4 := []int{1, c, 1, 1}
+	sv := []*Tensor{xs.share(), mean, rstd}
+	if weight != nil {
+		sv = append(sv, weight.share())
+	}
+	var wdt, bdt DType
+	if rw {
+		wdt = weight.dtype
+	}
+	if rb {
+		bdt = bias.dtype
+	}
+	xdt := x.dtype
+	record(op, out, []*Tensor{x, weight, bias}, sv, func(g *Tensor) []*Tensor {
+		if native != nil {
+			if gx, gw, gb, ok := native(g, sv); ok {
+				for _, drop := range []struct {
+					need bool
+					t    **Tensor
+				}{{rx, &gx}, {rw, &gw}, {rb, &gb}} {
+					if !drop.need {
+						(*drop.t).Release()
+						*drop.t = nil
+					}
+				}
+				return []*Tensor{gx, gw, gb}
+			}
+		}
+		w := opMath(xdt)
+		gw := g.Cast(w)
+		m4, r4 := sv[1].Cast(w).Reshape(shape4...), sv[2].Cast(w).Reshape(shape4...)
+		xhat := sv[0].Cast(w).Sub(m4).Mul(r4)
+		var gx, gwt, gb *Tensor
+		if rb {
+			gb = gw.Sum(0, 2, 3).Cast(bdt)
+		}
+		if rw {
+			gwt = gw.Mul(xhat).Sum(0, 2, 3).Cast(wdt)
+		}
+		if rx {
+			gy := gw
+			if len(sv) > 3 {
+				gy = gw.Mul(sv[3].Cast(w).Reshape(shape4...))
+			}
+			if training {
+				// dx = rstd·(gy - mean(gy) - xhat·mean(gy·xhat))
+				m1 := gy.MeanKeepDim(0, 2, 3)
+				m2 := gy.Mul(xhat).MeanKeepDim(0, 2, 3)
+				gx = gy.Sub(m1).Sub(xhat.Mul(m2)).Mul(r4).Cast(xdt)
+			} else {
+				gx = gy.Mul(r4).Cast(xdt)
+			}
+		}
+		return []*Tensor{gx, gwt, gb}
+	})
+}
+
+// batchNormNative runs the batch normalization with the device's
+// [backend.BatchNormer], recording its backward pass, or returns nil when
+// the device has none, or none for these operands.
+func batchNormNative(op string, ds *devState, x, weight, bias, runMean, runVar *Tensor, training bool, momentum, eps float64) *Tensor {
+	bn, ok := ds.bd.(backend.BatchNormer)
+	if !ok || noNativeConv.Load() || !nativeFloat(x.dtype) || weight == nil || bias == nil || runMean == nil {
+		return nil
+	}
+	for _, t := range []*Tensor{weight, bias, runMean, runVar} {
+		if t.dtype != Float32 || !t.IsContiguous() {
+			return nil
+		}
+	}
+	c := x.shape[1]
+	f := x.SuggestMemoryFormat()
+	xc := x.inFormat(op, f)
+	defer xc.Release()
+	y := newTensorFormat(op, ds, x.dtype, x.shape, f)
+	s := ds.stream()
+	var mean, rstd *Tensor
+	var err error
+	if training {
+		mean, rstd = newTensor(op, ds, Float32, []int{c}), newTensor(op, ds, Float32, []int{c})
+		err = bn.BatchNormTrain(s, y.bv(), xc.bv(), weight.bv(), bias.bv(), runMean.bv(), runVar.bv(), mean.bv(), rstd.bv(), momentum, eps)
+	} else {
+		err = bn.BatchNormInfer(s, y.bv(), xc.bv(), weight.bv(), bias.bv(), runMean.bv(), runVar.bv(), eps)
+	}
+	if err != nil {
+		y.Release()
+		mean.Release()
+		rstd.Release()
+		if notImplemented(err) {
+			return nil
+		}
+		check(op, err)
+	}
+	if !needsGrad(x, weight, bias) {
+		mean.Release()
+		rstd.Release()
+		return y
+	}
+	var native nativeBackward
+	if training {
+		xShape := slices.Clone(x.shape)
+		native = func(g *Tensor, sv []*Tensor) (gx, gw, gb *Tensor, ok bool) {
+			gc := g.inFormat(op, f)
+			defer gc.Release()
+			gx = newTensorFormat(op, ds, g.dtype, xShape, f)
+			gw, gb = newTensor(op, ds, Float32, []int{c}), newTensor(op, ds, Float32, []int{c})
+			err := bn.BatchNormBackward(ds.stream(), gx.bv(), gw.bv(), gb.bv(), gc.bv(), sv[0].bv(), sv[3].bv(), sv[1].bv(), sv[2].bv(), eps)
+			if err != nil {
+				gx.Release()
+				gw.Release()
+				gb.Release()
+				if notImplemented(err) {
+					return nil, nil, nil, false
+				}
+				check(op, err)
+			}
+			return gx, gw, gb, true
+		}
+	} else {
+		// The running statistics change with later training steps: the
+		// backward pass uses those that normalized this input.
+		NoGrad(func() {
+			mean = Keep(runMean.Clone())
+			r := runVar.AddScalar(eps)
+			rstd = Keep(r.Rsqrt())
+			r.Release()
+		})
+	}
+	recordBatchNorm(op, y, x, xc, weight, bias, mean, rstd, training, native)
+	return y
+}

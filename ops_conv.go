@@ -1,0 +1,568 @@
+package vram
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vramgo/vram/backend"
+)
+
+// Conv2dParams describes a 2-D convolution ([Conv2d], [ConvTranspose2d]).
+// Index 0 of each pair is the height, index 1 the width. The zero value is
+// PyTorch's default: stride 1, no padding, dilation 1, one group.
+type Conv2dParams struct {
+	Stride   [2]int // 0 means 1
+	Padding  [2]int // zeros added on each side of the input
+	Dilation [2]int // spacing of the kernel's taps; 0 means 1
+	Groups   int    // 0 means 1; divides the input and output channels
+	// OutputPadding adds rows and columns at the bottom and right of the
+	// output of [ConvTranspose2d] (not allowed for [Conv2d]), each smaller
+	// than the stride or the dilation: it picks among the output sizes
+	// that a strided convolution maps onto the same input size.
+	OutputPadding [2]int
+}
+
+// resolve fills in the defaults of p and checks it, panicking with
+// ErrArgument.
+func (p Conv2dParams) resolve(op string, transposed bool) Conv2dParams {
+	for i := range 2 {
+		if p.Stride[i] == 0 {
+			p.Stride[i] = 1
+		}
+		if p.Dilation[i] == 0 {
+			p.Dilation[i] = 1
+		}
+	}
+	if p.Groups == 0 {
+		p.Groups = 1
+	}
+	switch {
+	case p.Stride[0] < 0 || p.Stride[1] < 0:
+		fail(op, ErrArgument, "stride %v must be positive", p.Stride)
+	case p.Dilation[0] < 0 || p.Dilation[1] < 0:
+		fail(op, ErrArgument, "dilation %v must be positive", p.Dilation)
+	case p.Padding[0] < 0 || p.Padding[1] < 0:
+		fail(op, ErrArgument, "padding %v must not be negative", p.Padding)
+	case p.Groups < 0:
+		fail(op, ErrArgument, "groups %d must be positive", p.Groups)
+	case !transposed && p.OutputPadding != [2]int{}:
+		fail(op, ErrArgument, "output padding %v applies to ConvTranspose2d only", p.OutputPadding)
+	}
+	for i := range 2 {
+		if o := p.OutputPadding[i]; o < 0 || o >= p.Stride[i] && o >= p.Dilation[i] {
+			fail(op, ErrArgument, "output padding %v must be smaller than the stride %v or the dilation %v",
+				p.OutputPadding, p.Stride, p.Dilation)
+		}
+	}
+	return p
+}
+
+func (p Conv2dParams) backend() backend.Conv2DParams {
+	return backend.Conv2DParams{Stride: p.Stride, Padding: p.Padding, Dilation: p.Dilation, Groups: p.Groups}
+}
+
+// window is the geometry of a sliding window: a kernel of kh×kw taps,
+// dilated, moved with a stride over an input of inH×inW padded on each
+// side, giving outH×outW positions. It keys the index cache.
+type window struct {
+	inH, inW, outH, outW int
+	kh, kw, sh, sw       int
+	ph, pw, dh, dw       int
+}
+
+// indexCache holds the im2col index of each window: immutable []int64,
+// shared by every goroutine.
+var indexCache sync.Map // window -> []int64
+
+// index returns, for tap k and output position l, the flat position
+// ih·inW + iw of the input element the tap reads at k·L + l (L =
+// outH·outW), or inH·inW (a padding slot past the input) where it falls
+// into the padding. The slice is cached and must not be modified.
+func (w window) index() []int64 {
+	if v, ok := indexCache.Load(w); ok {
+		return v.([]int64)
+	}
+	L := w.outH * w.outW
+	hw := int64(w.inH * w.inW)
+	idx := make([]int64, w.kh*w.kw*L)
+	for i := range w.kh {
+		for j := range w.kw {
+			row := idx[(i*w.kw+j)*L:]
+			for oy := range w.outH {
+				iy := oy*w.sh - w.ph + i*w.dh
+				for ox := range w.outW {
+					ix := ox*w.sw - w.pw + j*w.dw
+					if iy < 0 || iy >= w.inH || ix < 0 || ix >= w.inW {
+						row[oy*w.outW+ox] = hw
+					} else {
+						row[oy*w.outW+ox] = int64(iy*w.inW + ix)
+					}
+				}
+			}
+		}
+	}
+	v, _ := indexCache.LoadOrStore(w, idx)
+	return v.([]int64)
+}
+
+// indexTensor returns w's index as an int64 tensor [1, 1, KK·L] on ds.
+func (w window) indexTensor(ds *devState) *Tensor {
+	idx := w.index()
+	return FromSlice(idx, Shape{1, 1, len(idx)}, ds.dev)
+}
+
+// im2col returns the windows of x [N, C, inH, inW] as [N, C, KK, L]: tap k
+// of output position l of channel c is element [n, c, k, l], pad where the
+// tap falls outside x. It is recorded (a concatenation and a Gather).
+func im2col(x *Tensor, w window, pad float64) *Tensor {
+	n, c := x.shape[0], x.shape[1]
+	hw := w.inH * w.inW
+	xf := x.Reshape(n, c, hw)
+	defer xf.Release()
+	pv := Full(Shape{n, c, 1}, pad, x.dtype, x.Device())
+	defer pv.Release()
+	xe := Cat([]*Tensor{xf, pv}, 2)
+	defer xe.Release()
+	idx := w.indexTensor(x.ds())
+	defer idx.Release()
+	kk, l := w.kh*w.kw, w.outH*w.outW
+	ix := idx.Expand(n, c, kk*l)
+	defer ix.Release()
+	cols := xe.Gather(2, ix)
+	defer cols.Release()
+	return cols.Reshape(n, c, kk, l)
+}
+
+// col2im adds the windows cols [N, C, KK·L] back into an image [N, C,
+// inH, inW] of w, each tap's value into the element it read (im2col's
+// adjoint): the output of a transposed convolution. 16-bit values are
+// summed in float32 and rounded once. It is recorded; its gradient is
+// im2col of the image's gradient.
+func col2im(op string, cols *Tensor, w window) *Tensor {
+	ds := cols.ds()
+	n, c := cols.shape[0], cols.shape[1]
+	hw := w.inH * w.inW
+	wdt := opMath(cols.dtype)
+	z := newTensor(op, ds, wdt, []int{n, c, hw + 1})
+	defer z.Release()
+	z.fill(op, 0)
+	src := castRaw(cols, wdt)
+	defer src.Release()
+	if !src.IsContiguous() {
+		c := src.clone()
+		src.Release()
+		src = c
+	}
+	idx := w.indexTensor(ds)
+	defer idx.Release()
+	iv := idx.bv()
+	iv.Shape, iv.Strides = slices.Clone(cols.shape), []int{0, 0, 1}
+	check(op, ds.bd.ScatterAdd(ds.stream(), z.bv(), iv, src.bv(), 2))
+	shape := []int{n, c, w.inH, w.inW}
+	img := z.view(shape, []int{c * (hw + 1), hw + 1, w.inW, 1}, 0)
+	out := img
+	if wdt != cols.dtype {
+		out = castRaw(img, cols.dtype)
+		img.Release()
+	}
+	if needsGrad(cols) {
+		record(op, out, []*Tensor{cols}, nil, func(g *Tensor) []*Tensor {
+			r := im2col(g, w, 0)
+			defer r.Release()
+			return []*Tensor{r.Reshape(cols.shape...)}
+		})
+	}
+	return out
+}
+
+// noNativeConv turns the devices' native convolutions, pooling and batch
+// normalization off, for tests of the composed path.
+var noNativeConv atomic.Bool
+
+// nativeFloat reports whether the native interfaces take dt.
+func nativeFloat(dt DType) bool { return dt == Float32 || dt == Float16 || dt == BFloat16 }
+
+// convFormat returns the memory format of a convolution's output, as
+// PyTorch picks it: channels-last when the input or the weight is.
+func convFormat(x, w *Tensor) MemoryFormat {
+	if x.SuggestMemoryFormat() == ChannelsLast || w.SuggestMemoryFormat() == ChannelsLast {
+		return ChannelsLast
+	}
+	return ContiguousFormat
+}
+
+// unbatched runs f on x [N, C, H, W], or on x [C, H, W] as a batch of one
+// whose result loses the batch dimension again (PyTorch's unbatched
+// input).
+func unbatched(op string, x *Tensor, f func(x *Tensor) *Tensor) *Tensor {
+	x.live(op)
+	switch len(x.shape) {
+	case 4:
+		return f(x)
+	case 3:
+		xb := x.Unsqueeze(0)
+		defer xb.Release()
+		y := f(xb)
+		defer y.Release()
+		return y.Squeeze(0)
+	}
+	fail(op, ErrShape, "input must be [N, C, H, W] or [C, H, W], got shape %v", Shape(x.shape))
+	return nil
+}
+
+// Conv2d returns the 2-D convolution (cross-correlation, as in every
+// deep-learning library) of x [N, C, H, W] with weight [O, C/Groups, KH,
+// KW], plus bias [O] when it is not nil, of shape [N, O, OH, OW] with OH =
+// (H + 2·Padding - Dilation·(KH-1) - 1)/Stride + 1 and OW likewise
+// (torch.nn.functional.conv2d). x may also be [C, H, W], giving
+// [O, OH, OW].
+//
+// A device with native convolutions ([backend.Convolver]: cuDNN on CUDA)
+// runs them, forward and backward; elsewhere, or for what the device has
+// no kernel for, the convolution is composed from a Gather of the input's
+// windows (im2col, with an index built once per shape on the host) and a
+// batched matrix product, with the same results up to rounding. The output
+// is channels-last when x or the weight is ([ChannelsLast]), else
+// row-major. Inside [Autocast] the convolution runs in the region's 16-bit
+// dtype, as matrix products do. The tensors must be floating-point of one
+// dtype ([ErrDType]) on one device; a weight whose channels do not match
+// x's, or a kernel larger than the padded input, panics with [ErrShape], a
+// bad parameter with [ErrArgument].
+func Conv2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
+	const op = "conv2d"
+	defer asOp(op)
+	notNil(op, x, weight)
+	return unbatched(op, x, func(x *Tensor) *Tensor { return conv2d(op, x, weight, bias, p, false) })
+}
+
+// ConvTranspose2d returns the transposed convolution of x [N, C, H, W]
+// with weight [C, O/Groups, KH, KW], plus bias [O] when it is not nil: the
+// gradient of [Conv2d] with respect to its input, used to upsample
+// (torch.nn.functional.conv_transpose2d). The output is [N, O, OH, OW]
+// with OH = (H-1)·Stride - 2·Padding + Dilation·(KH-1) + OutputPadding + 1
+// and OW likewise. Devices, autocast, formats and errors are as for
+// [Conv2d].
+func ConvTranspose2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
+	const op = "conv_transpose2d"
+	defer asOp(op)
+	notNil(op, x, weight)
+	return unbatched(op, x, func(x *Tensor) *Tensor { return conv2d(op, x, weight, bias, p, true) })
+}
+
+// convGeom is the checked geometry of a convolution.
+type convGeom struct {
+	p                 Conv2dParams
+	n, c, h, w        int // the input
+	o, oh, ow, kh, kw int // output channels and size, kernel
+	win               window
+}
+
+// geometry checks x, w and bias and returns the convolution's geometry.
+// For a transposed convolution, win maps the output (as the input of the
+// corresponding convolution) to the input's positions.
+func geometry(op string, x, w, bias *Tensor, p Conv2dParams, transposed bool) convGeom {
+	if len(w.shape) != 4 {
+		if transposed {
+			fail(op, ErrShape, "weight must be [in_channels, out_channels/groups, kH, kW], got shape %v", Shape(w.shape))
+		}
+		fail(op, ErrShape, "weight must be [out_channels, in_channels/groups, kH, kW], got shape %v", Shape(w.shape))
+	}
+	g := convGeom{p: p, n: x.shape[0], c: x.shape[1], h: x.shape[2], w: x.shape[3], kh: w.shape[2], kw: w.shape[3]}
+	G := p.Groups
+	if transposed {
+		if w.shape[0] != g.c {
+			fail(op, ErrShape, "weight %v expects %d input channels, got input of shape %v", Shape(w.shape), w.shape[0], Shape(x.shape))
+		}
+		if g.c%G != 0 {
+			fail(op, ErrArgument, "groups %d does not divide the %d input channels", G, g.c)
+		}
+		g.o = w.shape[1] * G
+		g.oh = (g.h-1)*p.Stride[0] - 2*p.Padding[0] + p.Dilation[0]*(g.kh-1) + p.OutputPadding[0] + 1
+		g.ow = (g.w-1)*p.Stride[1] - 2*p.Padding[1] + p.Dilation[1]*(g.kw-1) + p.OutputPadding[1] + 1
+		if g.oh < 1 || g.ow < 1 {
+			fail(op, ErrShape, "output size %dx%d of input %v, weight %v, stride %v, padding %v is empty; use less padding",
+				g.oh, g.ow, Shape(x.shape), Shape(w.shape), p.Stride, p.Padding)
+		}
+		g.win = window{inH: g.oh, inW: g.ow, outH: g.h, outW: g.w, kh: g.kh, kw: g.kw,
+			sh: p.Stride[0], sw: p.Stride[1], ph: p.Padding[0], pw: p.Padding[1], dh: p.Dilation[0], dw: p.Dilation[1]}
+	} else {
+		g.o = w.shape[0]
+		if g.o%G != 0 {
+			fail(op, ErrArgument, "groups %d does not divide the weight's %d output channels (weight %v)", G, g.o, Shape(w.shape))
+		}
+		if w.shape[1]*G != g.c {
+			fail(op, ErrShape, "weight %v with groups %d expects input with %d channels, got %d channels (input %v)",
+				Shape(w.shape), G, w.shape[1]*G, g.c, Shape(x.shape))
+		}
+		g.oh = backend.ConvOutputSize(g.h, g.kh, p.Stride[0], p.Padding[0], p.Dilation[0])
+		g.ow = backend.ConvOutputSize(g.w, g.kw, p.Stride[1], p.Padding[1], p.Dilation[1])
+		if g.oh < 1 || g.ow < 1 {
+			fail(op, ErrShape, "kernel %dx%d (dilation %v) is larger than the padded input %dx%d (input %v, padding %v)",
+				g.kh, g.kw, p.Dilation, g.h+2*p.Padding[0], g.w+2*p.Padding[1], Shape(x.shape), p.Padding)
+		}
+		g.win = window{inH: g.h, inW: g.w, outH: g.oh, outW: g.ow, kh: g.kh, kw: g.kw,
+			sh: p.Stride[0], sw: p.Stride[1], ph: p.Padding[0], pw: p.Padding[1], dh: p.Dilation[0], dw: p.Dilation[1]}
+	}
+	if bias != nil && (len(bias.shape) != 1 || bias.shape[0] != g.o) {
+		fail(op, ErrShape, "bias must be [%d], got shape %v", g.o, Shape(bias.shape))
+	}
+	return g
+}
+
+// dual returns the geometry of the convolution that maps g's output back
+// to its input: a transposed convolution for a convolution and the other
+// way round, over the same window.
+func (g convGeom) dual() convGeom {
+	d := g
+	d.c, d.h, d.w = g.o, g.oh, g.ow
+	d.o, d.oh, d.ow = g.c, g.h, g.w
+	return d
+}
+
+func conv2d(op string, x, w, bias *Tensor, p Conv2dParams, transposed bool) *Tensor {
+	if g := current(); g != nil && g.autocast != nil {
+		ops, done := autocastLow(x, w, bias)
+		defer done()
+		x, w, bias = ops[0], ops[1], ops[2]
+	}
+	ds, held := sameDevice(op, compact([]*Tensor{x, w, bias})...)
+	defer held.unpin()
+	fusedFloat(op, x, w, bias)
+	p = p.resolve(op, transposed)
+	geo := geometry(op, x, w, bias, p, transposed)
+	if y := convNative(op, ds, x, w, bias, geo, transposed); y != nil {
+		return y
+	}
+	f := convFormat(x, w)
+	var y *Tensor
+	if transposed {
+		y = convTransposeComposed(x, w, bias, geo)
+	} else {
+		y = convComposed(x, w, bias, geo)
+	}
+	if f == ChannelsLast {
+		defer y.Release()
+		return y.toFormat(op, f)
+	}
+	return y
+}
+
+// convComposed is Conv2d from recorded ops: im2col and a batched product
+// [G, O/G, C/G·KK] × [N, G, C/G·KK, L].
+func convComposed(x, w, bias *Tensor, g convGeom) *Tensor {
+	G := g.p.Groups
+	kk, l := g.kh*g.kw, g.oh*g.ow
+	cols := im2col(x, g.win, 0)
+	defer cols.Release()
+	cg := cols.Reshape(g.n, G, g.c/G*kk, l)
+	defer cg.Release()
+	wg := w.Reshape(G, g.o/G, g.c/G*kk)
+	defer wg.Release()
+	r := wg.MatMul(cg)
+	defer r.Release()
+	y := r.Reshape(g.n, g.o, g.oh, g.ow)
+	if bias == nil {
+		return y
+	}
+	defer y.Release()
+	b := bias.Reshape(1, g.o, 1, 1)
+	defer b.Release()
+	return y.Add(b)
+}
+
+// convTransposeComposed is ConvTranspose2d from recorded ops: a batched
+// product [G, O/G·KK, C/G] × [N, G, C/G, H·W] and col2im.
+func convTransposeComposed(x, w, bias *Tensor, g convGeom) *Tensor {
+	G := g.p.Groups
+	kk := g.kh * g.kw
+	xg := x.Reshape(g.n, G, g.c/G, g.h*g.w)
+	defer xg.Release()
+	w3 := w.Reshape(G, g.c/G, g.o/G*kk)
+	defer w3.Release()
+	wt := w3.Transpose(1, 2)
+	defer wt.Release()
+	r := wt.MatMul(xg)
+	defer r.Release()
+	cols := r.Reshape(g.n, g.o, kk*g.h*g.w)
+	defer cols.Release()
+	y := col2im("conv_transpose2d", cols, g.win)
+	if bias == nil {
+		return y
+	}
+	defer y.Release()
+	b := bias.Reshape(1, g.o, 1, 1)
+	defer b.Release()
+	return y.Add(b)
+}
+
+// convWeightGrad returns the gradient of a convolution's weight [O, C/G,
+// KH, KW] from its output gradient gy [N, O, OH, OW] and input x, composed.
+func convWeightGrad(gy, x *Tensor, g convGeom) *Tensor {
+	G := g.p.Groups
+	kk, l := g.kh*g.kw, g.oh*g.ow
+	cols := im2col(x, g.win, 0)
+	defer cols.Release()
+	cg := cols.Reshape(g.n, G, g.c/G*kk, l)
+	defer cg.Release()
+	ct := cg.Transpose(2, 3)
+	defer ct.Release()
+	gg := gy.Reshape(g.n, G, g.o/G, l)
+	defer gg.Release()
+	r := gg.MatMul(ct)
+	defer r.Release()
+	s := r.Sum(0)
+	defer s.Release()
+	return s.Reshape(g.o, g.c/G, g.kh, g.kw)
+}
+
+// convTransposeWeightGrad returns the gradient of a transposed
+// convolution's weight [C, O/G, KH, KW] from its output gradient gy and
+// input x, composed.
+func convTransposeWeightGrad(gy, x *Tensor, g convGeom) *Tensor {
+	G := g.p.Groups
+	kk, hw := g.kh*g.kw, g.h*g.w
+	cols := im2col(gy, g.win, 0) // [N, O, KK, H·W]
+	defer cols.Release()
+	cg := cols.Reshape(g.n, G, g.o/G*kk, hw)
+	defer cg.Release()
+	ct := cg.Transpose(2, 3)
+	defer ct.Release()
+	xg := x.Reshape(g.n, G, g.c/G, hw)
+	defer xg.Release()
+	r := xg.MatMul(ct)
+	defer r.Release()
+	s := r.Sum(0)
+	defer s.Release()
+	return s.Reshape(g.c, g.o/G, g.kh, g.kw)
+}
+
+// notImplemented reports whether err means "no kernel for this": the
+// caller falls back to the composed path.
+func notImplemented(err error) bool { return errors.Is(err, backend.ErrNotImplemented) }
+
+// convNative runs the convolution with the device's [backend.Convolver],
+// recording its backward pass, or returns nil when the device has none or
+// none for these operands. A transposed convolution's forward pass is the
+// backward-data kernel, its input gradient the forward kernel.
+func convNative(op string, ds *devState, x, w, bias *Tensor, g convGeom, transposed bool) *Tensor {
+	cv, ok := ds.bd.(backend.Convolver)
+	if !ok || noNativeConv.Load() || !nativeFloat(x.dtype) {
+		return nil
+	}
+	f := convFormat(x, w)
+	xc := x.inFormat(op, f)
+	defer xc.Release()
+	wc := w.inFormat(op, f)
+	defer wc.Release()
+	var bc *Tensor
+	if bias != nil {
+		bc = bias.contiguous(op)
+		defer bc.Release()
+	}
+	bp := g.p.backend()
+	s := ds.stream()
+	y := newTensorFormat(op, ds, x.dtype, []int{g.n, g.o, g.oh, g.ow}, f)
+	var err error
+	if transposed {
+		err = cv.Conv2DBackwardData(s, y.bv(), xc.bv(), wc.bv(), bp)
+		if err == nil && bc != nil {
+			bv := bc.bv()
+			bv.Shape, bv.Strides = y.shape, []int{0, bc.strides[0], 0, 0}
+			err = ds.bd.Binary(s, backend.Add, y.bv(), y.bv(), bv)
+		}
+	} else {
+		var bv backend.View
+		if bc != nil {
+			bv = bc.bv()
+		}
+		err = cv.Conv2D(s, y.bv(), xc.bv(), wc.bv(), bv, bp, false)
+	}
+	if notImplemented(err) {
+		y.Release()
+		return nil
+	}
+	if err != nil {
+		y.Release()
+		check(op, err)
+	}
+	if !needsGrad(x, w, bias) {
+		return y
+	}
+	rx, rw, rb := x.requiresGrad, w.requiresGrad, bias != nil && bias.requiresGrad
+	xShape, wShape := slices.Clone(x.shape), slices.Clone(w.shape)
+	sv := []*Tensor{nil, nil}
+	if rw {
+		sv[0] = xc.share()
+	}
+	if rx {
+		sv[1] = wc.share()
+	}
+	record(op, y, []*Tensor{x, w, bias}, compact(sv), func(gy *Tensor) []*Tensor {
+		gc := gy.inFormat(op, f)
+		defer gc.Release()
+		s := ds.stream()
+		var gx, gw, gb *Tensor
+		if rx {
+			gx = newTensorFormat(op, ds, gy.dtype, xShape, f)
+			var err error
+			if transposed {
+				err = cv.Conv2D(s, gx.bv(), gc.bv(), sv[1].bv(), backend.View{}, bp, false)
+			} else {
+				err = cv.Conv2DBackwardData(s, gx.bv(), gc.bv(), sv[1].bv(), bp)
+			}
+			if notImplemented(err) {
+				gx.Release()
+				if transposed {
+					gx = convComposed(gc, sv[1], nil, g.dual())
+				} else {
+					gx = convTransposeComposed(gc, sv[1], nil, g.dual())
+				}
+			} else if err != nil {
+				gx.Release()
+				check(op, err)
+			}
+		}
+		if rw {
+			gw = newTensorFormat(op, ds, gy.dtype, wShape, f)
+			var dbv backend.View
+			if rb {
+				gb = newTensor(op, ds, gy.dtype, []int{g.o})
+				dbv = gb.bv()
+			}
+			var err error
+			if transposed {
+				// The weight gradient of y = convT(x) is that of the
+				// convolution of gy whose output gradient is x.
+				err = cv.Conv2DBackwardFilter(s, gw.bv(), backend.View{}, sv[0].bv(), gc.bv(), bp)
+			} else {
+				err = cv.Conv2DBackwardFilter(s, gw.bv(), dbv, gc.bv(), sv[0].bv(), bp)
+			}
+			if notImplemented(err) {
+				gw.Release()
+				if gb != nil {
+					gb.Release()
+					gb = nil
+				}
+				if transposed {
+					gw = convTransposeWeightGrad(gc, sv[0], g)
+				} else {
+					gw = convWeightGrad(gc, sv[0], g)
+				}
+			} else if err != nil {
+				gw.Release()
+				check(op, err)
+			}
+			if transposed && gb != nil {
+				gb.Release()
+				gb = nil
+			}
+		}
+		if rb && gb == nil {
+			gb = gc.Sum(0, 2, 3)
+		}
+		return []*Tensor{gx, gw, gb}
+	})
+	return y
+}

@@ -1,0 +1,377 @@
+package vram
+
+import (
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/vramgo/vram/backend"
+)
+
+// Pool2dParams describes a 2-D pooling window ([MaxPool2d], [AvgPool2d]).
+// Index 0 of each pair is the height, index 1 the width.
+type Pool2dParams struct {
+	Kernel   [2]int // the window, at least 1×1
+	Stride   [2]int // 0 means the kernel size, PyTorch's default
+	Padding  [2]int // at most half the kernel; -Inf for max pooling, zeros for average pooling
+	Dilation [2]int // spacing of the window's taps (max pooling only); 0 means 1
+	// ExcludePad makes average pooling divide by the number of elements of
+	// the window inside the input rather than by the whole window
+	// (PyTorch's count_include_pad=False; the zero value is its default).
+	ExcludePad bool
+}
+
+// resolve fills in the defaults of p and checks it, panicking with
+// ErrArgument.
+func (p Pool2dParams) resolve(op string, avg bool) Pool2dParams {
+	for i := range 2 {
+		if p.Kernel[i] < 1 {
+			fail(op, ErrArgument, "kernel size %v must be positive", p.Kernel)
+		}
+		if p.Stride[i] == 0 {
+			p.Stride[i] = p.Kernel[i]
+		}
+		if p.Dilation[i] == 0 {
+			p.Dilation[i] = 1
+		}
+		switch {
+		case p.Stride[i] < 0:
+			fail(op, ErrArgument, "stride %v must be positive", p.Stride)
+		case p.Dilation[i] < 0:
+			fail(op, ErrArgument, "dilation %v must be positive", p.Dilation)
+		case avg && p.Dilation[i] != 1:
+			fail(op, ErrArgument, "average pooling has no dilation, got %v", p.Dilation)
+		case p.Padding[i] < 0 || 2*p.Padding[i] > p.Kernel[i]:
+			fail(op, ErrArgument, "padding %v must be between 0 and half the kernel size %v", p.Padding, p.Kernel)
+		}
+	}
+	return p
+}
+
+// poolWindow checks x [N, C, H, W] against p and returns the window.
+func poolWindow(op string, x *Tensor, p Pool2dParams) window {
+	h, w := x.shape[2], x.shape[3]
+	oh := backend.ConvOutputSize(h, p.Kernel[0], p.Stride[0], p.Padding[0], p.Dilation[0])
+	ow := backend.ConvOutputSize(w, p.Kernel[1], p.Stride[1], p.Padding[1], p.Dilation[1])
+	if oh < 1 || ow < 1 {
+		fail(op, ErrShape, "window %v (dilation %v) is larger than the padded input %dx%d (input %v, padding %v)",
+			p.Kernel, p.Dilation, h+2*p.Padding[0], w+2*p.Padding[1], Shape(x.shape), p.Padding)
+	}
+	return window{inH: h, inW: w, outH: oh, outW: ow, kh: p.Kernel[0], kw: p.Kernel[1],
+		sh: p.Stride[0], sw: p.Stride[1], ph: p.Padding[0], pw: p.Padding[1], dh: p.Dilation[0], dw: p.Dilation[1]}
+}
+
+// poolInput checks that x is a floating-point tensor and returns its device.
+func poolInput(op string, x *Tensor) *devState {
+	if !x.dtype.IsFloat() {
+		fail(op, ErrDType, "needs a floating-point tensor, got %s", x.dtype)
+	}
+	return x.ds()
+}
+
+// MaxPool2d returns the maximum of each window of x [N, C, H, W] (or
+// [C, H, W]), of shape [N, C, OH, OW] with OH = (H + 2·Padding -
+// Dilation·(KH-1) - 1)/Stride + 1 (torch.nn.functional.max_pool2d). The
+// gradient goes to the maximum of each window (split between ties). A
+// device with native pooling ([backend.Pooler]) runs it; elsewhere it is
+// composed from a Gather of the windows and a reduction. The output keeps
+// x's memory format. A window larger than the padded input panics with
+// [ErrShape], a bad parameter with [ErrArgument].
+func MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
+	const op = "max_pool2d"
+	defer asOp(op)
+	notNil(op, x)
+	return unbatched(op, x, func(x *Tensor) *Tensor {
+		defer pin(op, x).unpin()
+		ds := poolInput(op, x)
+		p = p.resolve(op, false)
+		win := poolWindow(op, x, p)
+		if p.Dilation == [2]int{1, 1} {
+			bp := backend.Pool2DParams{Mode: backend.MaxPool, Kernel: p.Kernel, Stride: p.Stride, Padding: p.Padding}
+			if y := poolNative(op, ds, x, win, bp); y != nil {
+				return y
+			}
+		}
+		cols := im2col(x, win, math.Inf(-1))
+		defer cols.Release()
+		m := cols.Max(2)
+		defer m.Release()
+		return inputFormat(op, x, m.Reshape(win.shape(x)...))
+	})
+}
+
+// AvgPool2d returns the mean of each window of x [N, C, H, W] (or
+// [C, H, W]), of the size [MaxPool2d] gives (torch.nn.functional.avg_pool2d),
+// the padding counting as zeros unless ExcludePad is set. Devices, formats
+// and errors are as for MaxPool2d; average pooling has no dilation.
+func AvgPool2d(x *Tensor, p Pool2dParams) *Tensor {
+	const op = "avg_pool2d"
+	defer asOp(op)
+	notNil(op, x)
+	return unbatched(op, x, func(x *Tensor) *Tensor {
+		defer pin(op, x).unpin()
+		ds := poolInput(op, x)
+		p = p.resolve(op, true)
+		win := poolWindow(op, x, p)
+		bp := backend.Pool2DParams{Mode: backend.AvgPool, Kernel: p.Kernel, Stride: p.Stride, Padding: p.Padding, CountIncludePad: !p.ExcludePad}
+		if y := poolNative(op, ds, x, win, bp); y != nil {
+			return y
+		}
+		var counts []float64
+		if p.ExcludePad && p.Padding != [2]int{} {
+			counts = win.counts()
+		}
+		return avgComposed(op, x, win, win.index(), counts)
+	})
+}
+
+// AdaptiveAvgPool2d returns the mean of x [N, C, H, W] (or [C, H, W]) over
+// outH×outW windows that tile it as evenly as they can, window i of the
+// height covering rows floor(i·H/outH) to ceil((i+1)·H/outH)
+// (torch.nn.functional.adaptive_avg_pool2d); [1, 1] is the global average
+// pooling of ResNet's head. When the sizes divide evenly it is
+// [AvgPool2d] and runs on the device's native pooling. The output keeps
+// x's memory format. Sizes below 1 panic with [ErrArgument].
+func AdaptiveAvgPool2d(x *Tensor, outH, outW int) *Tensor {
+	const op = "adaptive_avg_pool2d"
+	defer asOp(op)
+	notNil(op, x)
+	if outH < 1 || outW < 1 {
+		fail(op, ErrArgument, "output size %dx%d must be positive", outH, outW)
+	}
+	return unbatched(op, x, func(x *Tensor) *Tensor {
+		defer pin(op, x).unpin()
+		poolInput(op, x)
+		h, w := x.shape[2], x.shape[3]
+		if h%outH == 0 && w%outW == 0 && h > 0 && w > 0 {
+			return AvgPool2d(x, Pool2dParams{Kernel: [2]int{h / outH, w / outW}})
+		}
+		aw := adaptiveWindow{inH: h, inW: w, outH: outH, outW: outW}
+		idx, counts := aw.index()
+		win := window{inH: h, inW: w, outH: outH, outW: outW, kh: aw.maxK(h, outH), kw: aw.maxK(w, outW)}
+		return avgComposed(op, x, win, idx, counts)
+	})
+}
+
+// shape returns the output shape [N, C, outH, outW] of w over x.
+func (w window) shape(x *Tensor) []int { return []int{x.shape[0], x.shape[1], w.outH, w.outW} }
+
+// countCache holds window.counts: immutable []float64.
+var countCache sync.Map // window -> []float64
+
+// counts returns, for each output position, how many of the window's taps
+// fall inside the input.
+func (w window) counts() []float64 {
+	if v, ok := countCache.Load(w); ok {
+		return v.([]float64)
+	}
+	idx := w.index()
+	L := w.outH * w.outW
+	hw := int64(w.inH * w.inW)
+	c := make([]float64, L)
+	for k := range w.kh * w.kw {
+		for l := range L {
+			if idx[k*L+l] != hw {
+				c[l]++
+			}
+		}
+	}
+	v, _ := countCache.LoadOrStore(w, c)
+	return v.([]float64)
+}
+
+// adaptiveWindow is the geometry of adaptive average pooling, whose
+// windows differ in size.
+type adaptiveWindow struct{ inH, inW, outH, outW int }
+
+// maxK returns the largest window of adaptive pooling from in to out.
+func (adaptiveWindow) maxK(in, out int) int {
+	k := 0
+	for i := range out {
+		lo, hi := i*in/out, ((i+1)*in+out-1)/out
+		k = max(k, hi-lo)
+	}
+	return k
+}
+
+type adaptiveEntry struct {
+	idx    []int64
+	counts []float64
+}
+
+var adaptiveCache sync.Map // adaptiveWindow -> adaptiveEntry
+
+// index returns the gather index of a, laid out as window.index's with
+// the largest window's taps (the unused taps of smaller windows read the
+// padding slot), and each window's size.
+func (a adaptiveWindow) index() ([]int64, []float64) {
+	if v, ok := adaptiveCache.Load(a); ok {
+		e := v.(adaptiveEntry)
+		return e.idx, e.counts
+	}
+	kh, kw := a.maxK(a.inH, a.outH), a.maxK(a.inW, a.outW)
+	L := a.outH * a.outW
+	hw := int64(a.inH * a.inW)
+	idx := make([]int64, kh*kw*L)
+	counts := make([]float64, L)
+	for oy := range a.outH {
+		y0, y1 := oy*a.inH/a.outH, ((oy+1)*a.inH+a.outH-1)/a.outH
+		for ox := range a.outW {
+			x0, x1 := ox*a.inW/a.outW, ((ox+1)*a.inW+a.outW-1)/a.outW
+			l := oy*a.outW + ox
+			counts[l] = float64((y1 - y0) * (x1 - x0))
+			for i := range kh {
+				for j := range kw {
+					v := hw
+					if y0+i < y1 && x0+j < x1 {
+						v = int64((y0+i)*a.inW + x0 + j)
+					}
+					idx[(i*kw+j)*L+l] = v
+				}
+			}
+		}
+	}
+	v, _ := adaptiveCache.LoadOrStore(a, adaptiveEntry{idx: idx, counts: counts})
+	e := v.(adaptiveEntry)
+	return e.idx, e.counts
+}
+
+// avgComposed returns the sums of the windows that idx (laid out as
+// window.index's) gathers, divided by counts (one per output position) or
+// by the window size when counts is nil, from recorded ops.
+func avgComposed(op string, x *Tensor, win window, idx []int64, counts []float64) *Tensor {
+	cols := gatherWindows(x, win, idx, 0)
+	defer cols.Release()
+	s := cols.Sum(2) // [N, C, L]
+	defer s.Release()
+	var m *Tensor
+	if counts == nil {
+		m = s.MulScalar(1 / float64(win.kh*win.kw))
+	} else {
+		d := reciprocals(counts, x)
+		defer d.Release()
+		m = s.Mul(d)
+	}
+	defer m.Release()
+	return inputFormat(op, x, m.Reshape(win.shape(x)...))
+}
+
+// reciprocals returns 1/counts as a tensor [L] of x's dtype and device.
+func reciprocals(counts []float64, x *Tensor) *Tensor {
+	inv := make([]float64, len(counts))
+	for i, c := range counts {
+		inv[i] = 1 / c
+	}
+	return FromSlice(inv, Shape{len(inv)}, x.Device(), x.dtype)
+}
+
+// gatherWindows is im2col with a given index of win's layout.
+func gatherWindows(x *Tensor, win window, idx []int64, pad float64) *Tensor {
+	n, c := x.shape[0], x.shape[1]
+	xf := x.Reshape(n, c, win.inH*win.inW)
+	defer xf.Release()
+	pv := Full(Shape{n, c, 1}, pad, x.dtype, x.Device())
+	defer pv.Release()
+	xe := Cat([]*Tensor{xf, pv}, 2)
+	defer xe.Release()
+	it := FromSlice(idx, Shape{1, 1, len(idx)}, x.Device())
+	defer it.Release()
+	ix := it.Expand(n, c, len(idx))
+	defer ix.Release()
+	cols := xe.Gather(2, ix)
+	defer cols.Release()
+	return cols.Reshape(n, c, win.kh*win.kw, win.outH*win.outW)
+}
+
+// inputFormat returns y (given away) in x's memory format.
+func inputFormat(op string, x, y *Tensor) *Tensor {
+	if x.SuggestMemoryFormat() != ChannelsLast {
+		return y
+	}
+	defer y.Release()
+	return y.toFormat(op, ChannelsLast)
+}
+
+// poolNative runs the pooling with the device's [backend.Pooler],
+// recording its backward pass, or returns nil when the device has none or
+// none for x.
+func poolNative(op string, ds *devState, x *Tensor, win window, bp backend.Pool2DParams) *Tensor {
+	pl, ok := ds.bd.(backend.Pooler)
+	if !ok || noNativeConv.Load() || !nativeFloat(x.dtype) {
+		return nil
+	}
+	f := x.SuggestMemoryFormat()
+	xc := x.inFormat(op, f)
+	defer xc.Release()
+	y := newTensorFormat(op, ds, x.dtype, win.shape(x), f)
+	err := pl.Pool2D(ds.stream(), y.bv(), xc.bv(), bp)
+	if notImplemented(err) {
+		y.Release()
+		return nil
+	}
+	if err != nil {
+		y.Release()
+		check(op, err)
+	}
+	if !needsGrad(x) {
+		return y
+	}
+	xShape := slices.Clone(x.shape)
+	sv := save(xc, y)
+	record(op, y, []*Tensor{x}, sv, func(g *Tensor) []*Tensor {
+		gc := g.inFormat(op, f)
+		defer gc.Release()
+		dx := newTensorFormat(op, ds, g.dtype, xShape, f)
+		err := pl.Pool2DBackward(ds.stream(), dx.bv(), gc.bv(), sv[0].bv(), sv[1].bv(), bp)
+		if notImplemented(err) {
+			dx.Release()
+			return []*Tensor{poolGradComposed(gc, sv[0], win, bp)}
+		}
+		if err != nil {
+			dx.Release()
+			check(op, err)
+		}
+		return []*Tensor{dx}
+	})
+	return y
+}
+
+// poolGradComposed returns the gradient of a pooling of x from its output
+// gradient g [N, C, OH, OW], composed (outside recording): the gradient of
+// each window spread over its maxima or its taps, then added back into
+// the image by col2im.
+func poolGradComposed(g, x *Tensor, win window, bp backend.Pool2DParams) *Tensor {
+	n, c := x.shape[0], x.shape[1]
+	kk, l := win.kh*win.kw, win.outH*win.outW
+	gl := g.Reshape(n, c, 1, l)
+	defer gl.Release()
+	var gcols *Tensor
+	if bp.Mode == backend.MaxPool {
+		cols := im2col(x, win, math.Inf(-1))
+		defer cols.Release()
+		m := cols.MaxKeepDim(2)
+		defer m.Release()
+		mask := cols.Eq(m).Cast(g.dtype)
+		defer mask.Release()
+		cnt := mask.SumKeepDim(2)
+		defer cnt.Release()
+		share := gl.Div(cnt)
+		defer share.Release()
+		gcols = mask.Mul(share)
+	} else {
+		var d *Tensor
+		if !bp.CountIncludePad && bp.Padding != [2]int{} {
+			r := reciprocals(win.counts(), x)
+			defer r.Release()
+			d = gl.Mul(r)
+		} else {
+			d = gl.MulScalar(1 / float64(kk))
+		}
+		defer d.Release()
+		gcols = d.Expand(n, c, kk, l)
+	}
+	defer gcols.Release()
+	flat := gcols.Reshape(n, c, kk*l)
+	defer flat.Release()
+	return col2im("pool_backward", flat, win)
+}
