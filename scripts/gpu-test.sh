@@ -44,6 +44,7 @@ PKGS=(
 	native/nccl
 	"parallel:NCCL|TestCUDA"
 	amp
+	nn/models
 	monitor
 	"cmd/vram:TestDoctor"
 )

@@ -1,0 +1,565 @@
+package models
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/amp"
+	"github.com/vramgo/vram/internal/safetensors"
+	"github.com/vramgo/vram/nn"
+	"github.com/vramgo/vram/optim"
+)
+
+func TestMain(m *testing.M) {
+	// One shape-only sim device: a ResNet-50 step at batch 64 keeps no
+	// data, only the allocator's accounting.
+	if err := vram.Configure(vram.Config{SimDevices: []int64{64 << 30}, SimShapeOnly: true}); err != nil {
+		panic(err)
+	}
+	os.Exit(m.Run())
+}
+
+// constructors are the models under test, by torchvision's names.
+var constructors = map[string]func(Config, ...vram.Option) *ResNet{
+	"resnet18":  ResNet18,
+	"resnet34":  ResNet34,
+	"resnet50":  ResNet50,
+	"resnet101": ResNet101,
+}
+
+func numParams(m nn.Module) int {
+	n := 0
+	for _, p := range m.Parameters() {
+		n += p.NumElements()
+	}
+	return n
+}
+
+// TestParameterCount compares the number of parameters with torchvision's
+// (sum(p.numel() for p in model.parameters())).
+func TestParameterCount(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		classes int
+		want    int
+	}{
+		{"resnet18", 0, 11_689_512},
+		{"resnet34", 0, 21_797_672},
+		{"resnet50", 0, 25_557_032},
+		{"resnet101", 0, 44_549_160},
+		{"resnet18", 10, 11_689_512 - 990*513},
+		{"resnet50", 10, 25_557_032 - 990*2049},
+	} {
+		t.Run(fmt.Sprintf("%s/%d", c.name, c.classes), func(t *testing.T) {
+			m := constructors[c.name](Config{NumClasses: c.classes}, vram.Sim(0))
+			defer releaseAll(m)
+			if got := numParams(m); got != c.want {
+				t.Errorf("%d parameters, torchvision has %d", got, c.want)
+			}
+		})
+	}
+}
+
+// entry is one line of a testdata/*_state_dict.txt file.
+type entry struct {
+	name, dtype, shape string
+}
+
+func readEntries(t *testing.T, path string) []entry {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []entry
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) != 3 {
+			t.Fatalf("%s: bad line %q", path, sc.Text())
+		}
+		out = append(out, entry{fields[0], fields[1], fields[2]})
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func shapeString(s vram.Shape) string {
+	parts := make([]string, len(s))
+	for i, d := range s {
+		parts[i] = fmt.Sprint(d)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// TestStateDictMatchesTorchvision compares every state-dict entry (name,
+// dtype, shape; parameters and batch-norm buffers) with torchvision's, as
+// recorded in testdata by torchvision_resnet.py.
+func TestStateDictMatchesTorchvision(t *testing.T) {
+	for _, name := range []string{"resnet18", "resnet50"} {
+		build := constructors[name]
+		t.Run(name, func(t *testing.T) {
+			want := readEntries(t, filepath.Join("testdata", name+"_state_dict.txt"))
+			m := build(Config{}, vram.Sim(0))
+			defer releaseAll(m)
+			sd := nn.StateDict(m)
+			var got []entry
+			for k, v := range sd {
+				got = append(got, entry{k, v.DType().String(), shapeString(v.Shape())})
+			}
+			slices.SortFunc(got, func(a, b entry) int { return strings.Compare(a.name, b.name) })
+			sorted := slices.Clone(want)
+			slices.SortFunc(sorted, func(a, b entry) int { return strings.Compare(a.name, b.name) })
+			if !slices.Equal(got, sorted) {
+				gm := map[string]entry{}
+				for _, e := range got {
+					gm[e.name] = e
+				}
+				for _, w := range sorted {
+					if g, ok := gm[w.name]; !ok {
+						t.Errorf("missing %v", w)
+					} else if g != w {
+						t.Errorf("have %v, torchvision %v", g, w)
+					}
+					delete(gm, w.name)
+				}
+				for _, g := range gm {
+					t.Errorf("torchvision has no %v", g)
+				}
+			}
+		})
+	}
+}
+
+// TestTrainingStepShapeOnly runs the training step of the benchmark
+// (bench/cuda/resnet.go) on a shape-only sim device: ResNet-50, batch 64
+// at 224×224, cross entropy, SGD with momentum, contiguous and
+// channels-last, float32 and under bf16 autocast. It checks the output's
+// shape, dtype and memory format, that every parameter got a gradient,
+// that batch norm stayed float32, and logs the peak memory (of the
+// composed convolution path that sim devices run, which keeps each
+// convolution's im2col matrix for the backward pass, where cuDNN keeps
+// only its input).
+func TestTrainingStepShapeOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	for _, c := range []struct {
+		format vram.MemoryFormat
+		bf16   bool
+	}{{vram.ContiguousFormat, false}, {vram.ContiguousFormat, true}, {vram.ChannelsLast, false}, {vram.ChannelsLast, true}} {
+		t.Run(fmt.Sprintf("%v/bf16=%v", c.format, c.bf16), func(t *testing.T) {
+			dev := vram.Sim(0)
+			m := ResNet50(Config{}, dev)
+			defer releaseAll(m)
+			if c.format == vram.ChannelsLast {
+				nn.ToMemoryFormat(m, c.format)
+			}
+			opt, err := optim.NewSGD(m.Parameters(), optim.SGDConfig{LR: 0.1, Momentum: 0.9})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer opt.Release()
+			x0 := vram.Empty(vram.Shape{64, 3, 224, 224}, dev)
+			x := x0.Contiguous(c.format)
+			x0.Release()
+			y := vram.Zeros(vram.Shape{64}, dev, vram.Int64)
+			defer x.Release()
+			defer y.Release()
+			vram.EmptyCache(dev)
+			vram.ResetPeakMemoryStats(dev)
+			for step := range 2 {
+				vram.Tidy(func() {
+					var out, loss *vram.Tensor
+					fwd := func() {
+						out = m.Forward(x)
+						loss = nn.CrossEntropyLoss(out, y)
+					}
+					if c.bf16 {
+						amp.Autocast(vram.BFloat16, fwd)
+					} else {
+						fwd()
+					}
+					if !slices.Equal(out.Shape(), vram.Shape{64, 1000}) {
+						t.Fatalf("output shape %v, want [64 1000]", out.Shape())
+					}
+					if want := map[bool]vram.DType{false: vram.Float32, true: vram.BFloat16}[c.bf16]; out.DType() != want {
+						t.Errorf("output dtype %v, want %v", out.DType(), want)
+					}
+					loss.Backward()
+					if step == 0 {
+						for _, p := range m.NamedParameters() {
+							if p.Tensor.Grad() == nil {
+								t.Errorf("%s has no gradient", p.Name)
+							}
+						}
+					}
+					opt.Step()
+					opt.ZeroGrad()
+				})
+			}
+			for _, p := range nn.StateDict(m) {
+				if p.DType() != vram.Float32 && p.DType() != vram.Int64 {
+					t.Errorf("a state tensor of dtype %v", p.DType())
+				}
+			}
+			if c.format == vram.ChannelsLast && !m.Conv1.Weight.IsContiguous(vram.ChannelsLast) {
+				t.Error("conv1.weight is not channels-last")
+			}
+			t.Logf("peak allocated %.2f GiB, peak reserved %.2f GiB",
+				float64(vram.MaxMemoryAllocated(dev))/(1<<30), float64(vram.MaxMemoryReserved(dev))/(1<<30))
+		})
+	}
+}
+
+// releaseAll releases m's parameters and buffers.
+func releaseAll(m nn.Module) {
+	for _, b := range nn.NamedBuffers(m) {
+		b.Tensor.Release()
+	}
+	nn.Release(m)
+}
+
+// TestForwardCPU runs ResNet-18 on two small images on the CPU, in
+// training and evaluation mode, and checks the output's shape and that it
+// is finite.
+func TestForwardCPU(t *testing.T) {
+	m := ResNet18(Config{NumClasses: 10}, vram.WithGenerator(vram.NewGenerator(1)))
+	defer releaseAll(m)
+	x := vram.Randn(vram.Shape{2, 3, 32, 32}, vram.WithGenerator(vram.NewGenerator(2)))
+	defer x.Release()
+	for _, eval := range []bool{false, true} {
+		if eval {
+			m.Eval()
+		}
+		vram.NoGrad(func() {
+			y := m.Forward(x)
+			defer y.Release()
+			if !slices.Equal(y.Shape(), vram.Shape{2, 10}) {
+				t.Fatalf("eval %v: output shape %v, want [2 10]", eval, y.Shape())
+			}
+			for _, v := range y.Float64s() {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					t.Fatalf("eval %v: output %v", eval, y.Float64s())
+				}
+			}
+		})
+	}
+}
+
+// TestZeroInitResidual checks that ZeroInitResidual zeroes the last batch
+// norm of every block, and only that one.
+func TestZeroInitResidual(t *testing.T) {
+	for _, name := range []string{"resnet18", "resnet50"} {
+		build := constructors[name]
+		t.Run(name, func(t *testing.T) {
+			m := build(Config{ZeroInitResidual: true, NumClasses: 10})
+			defer releaseAll(m)
+			last := "bn2.weight"
+			if name == "resnet50" {
+				last = "bn3.weight"
+			}
+			zeroed := 0
+			for _, p := range m.NamedParameters() {
+				if !strings.HasSuffix(p.Name, "bn1.weight") && !strings.HasSuffix(p.Name, last) {
+					continue
+				}
+				isZero := !slices.ContainsFunc(p.Tensor.Float64s(), func(v float64) bool { return v != 0 })
+				want := strings.HasPrefix(p.Name, "layer") && strings.HasSuffix(p.Name, last)
+				if isZero != want {
+					t.Errorf("%s: zero %v, want %v", p.Name, isZero, want)
+				}
+				if isZero {
+					zeroed++
+				}
+			}
+			if zeroed == 0 {
+				t.Error("nothing zeroed")
+			}
+		})
+	}
+}
+
+// TestBadConfig checks the errors of NewResNet for bad arguments.
+func TestBadConfig(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		kind   BlockKind
+		layers [4]int
+		cfg    Config
+		want   string
+	}{
+		{"kind", BlockKind(7), [4]int{1, 1, 1, 1}, Config{}, "unknown block kind"},
+		{"empty stage", Basic, [4]int{1, 0, 1, 1}, Config{}, "stage 2 has 0 blocks"},
+		{"classes", Bottle, [4]int{1, 1, 1, 1}, Config{NumClasses: -3}, "NumClasses is -3"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := vram.Catch(func() { NewResNet(c.kind, c.layers, c.cfg, vram.Sim(0)) })
+			var ve *vram.Error
+			if !errors.As(err, &ve) || ve.Kind != vram.ErrArgument || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v, want an ErrArgument error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+// readST reads a safetensors file of float32 and int64 tensors.
+func readST(t *testing.T, path string) map[string]safetensors.Tensor {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ts, _, err := safetensors.Read(bufio.NewReader(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
+func float32s(t *testing.T, st safetensors.Tensor) []float32 {
+	t.Helper()
+	if st.DType != "F32" {
+		t.Fatalf("dtype %s, want F32", st.DType)
+	}
+	out := make([]float32, len(st.Data)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(uint32(st.Data[4*i]) | uint32(st.Data[4*i+1])<<8 | uint32(st.Data[4*i+2])<<16 | uint32(st.Data[4*i+3])<<24)
+	}
+	return out
+}
+
+// TestGoldenResNet18 loads the weights of a torchvision resnet18 saved by
+// testdata/torchvision_resnet.py (randomised batch-norm statistics
+// included) and compares vram's outputs on the recorded input, in
+// evaluation and training mode, with PyTorch's, on the CPU and on cuda:0
+// when there is one. It skips when the script has not been run.
+func TestGoldenResNet18(t *testing.T) {
+	weights := filepath.Join("testdata", "resnet18_golden.safetensors")
+	io := filepath.Join("testdata", "resnet18_golden_io.safetensors")
+	if _, err := os.Stat(weights); err != nil {
+		t.Skipf("%s is missing: run python3 nn/models/testdata/torchvision_resnet.py where PyTorch is installed", weights)
+	}
+	rec := readST(t, io)
+	devs := []vram.Device{vram.CPU}
+	if vram.CUDAAvailable() {
+		devs = append(devs, vram.CUDA(0))
+	}
+	for _, dev := range devs {
+		t.Run(dev.String(), func(t *testing.T) {
+			m := ResNet18(Config{NumClasses: 10}, dev)
+			defer releaseAll(m)
+			if err := nn.Load(m, weights); err != nil {
+				t.Fatal(err)
+			}
+			x := vram.FromSlice(float32s(t, rec["input"]), vram.Shape(rec["input"].Shape), dev)
+			defer x.Release()
+			for _, mode := range []string{"eval", "train"} {
+				if mode == "eval" {
+					m.Eval()
+				} else {
+					m.Train()
+				}
+				want := float32s(t, rec[mode])
+				vram.NoGrad(func() {
+					y := m.Forward(x)
+					defer y.Release()
+					got := y.Float32s()
+					if len(got) != len(want) {
+						t.Fatalf("%s: %d outputs, PyTorch %d", mode, len(got), len(want))
+					}
+					worst := 0.0
+					for i := range got {
+						worst = max(worst, math.Abs(float64(got[i]-want[i]))/(1+math.Abs(float64(want[i]))))
+					}
+					// TF32 convolutions on the GPU round to 10 bits.
+					tol := 1e-4
+					if dev != vram.CPU {
+						tol = 2e-2
+					}
+					if worst > tol {
+						t.Errorf("%s: largest relative difference from PyTorch %.3g (tolerance %g)", mode, worst, tol)
+					}
+				})
+			}
+		})
+	}
+}
+
+// cudaOrSkip returns cuda:0, skipping the test without a GPU unless
+// VRAM_REQUIRE_CUDA=1 (scripts/gpu-test.sh), where that is a failure.
+func cudaOrSkip(t *testing.T) vram.Device {
+	t.Helper()
+	if !vram.CUDAAvailable() {
+		if os.Getenv("VRAM_REQUIRE_CUDA") == "1" {
+			t.Fatal("no CUDA device, and VRAM_REQUIRE_CUDA=1")
+		}
+		t.Skip("no CUDA device")
+	}
+	return vram.CUDA(0)
+}
+
+// fitSteps trains m on one fixed batch for steps SGD steps, under bf16
+// autocast when bf16 is set, and returns the first and last losses.
+func fitSteps(t *testing.T, m *ResNet, x, y *vram.Tensor, steps int, bf16 bool) (first, last float64) {
+	t.Helper()
+	opt, err := optim.NewSGD(m.Parameters(), optim.SGDConfig{LR: 0.05, Momentum: 0.9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opt.Release()
+	for i := range steps {
+		vram.Tidy(func() {
+			var loss *vram.Tensor
+			fwd := func() { loss = nn.CrossEntropyLoss(m.Forward(x), y) }
+			if bf16 {
+				amp.Autocast(vram.BFloat16, fwd)
+			} else {
+				fwd()
+			}
+			loss.Backward()
+			opt.Step()
+			opt.ZeroGrad()
+			l := loss.Item()
+			if math.IsNaN(l) || math.IsInf(l, 0) {
+				t.Fatalf("step %d: loss %v", i, l)
+			}
+			if i == 0 {
+				first = l
+			}
+			last = l
+		})
+	}
+	return first, last
+}
+
+// fixedBatch returns n random images [n, 3, size, size] in format f and
+// labels [n] of classes classes on dev.
+func fixedBatch(n, size, classes int, f vram.MemoryFormat, dev vram.Device) (x, y *vram.Tensor) {
+	x0 := vram.Randn(vram.Shape{n, 3, size, size}, dev, vram.WithGenerator(vram.NewGenerator(5)))
+	x = x0.Contiguous(f)
+	x0.Release()
+	labels := make([]int64, n)
+	for i := range labels {
+		labels[i] = int64(i % classes)
+	}
+	return x, vram.FromSlice(labels, vram.Shape{n}, dev)
+}
+
+// TestTrainCPU fits a ResNet of one block a stage (BasicBlock and
+// Bottleneck, downsampling shortcuts included) to one small batch on the
+// CPU: the loss must fall.
+func TestTrainCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	for _, kind := range []BlockKind{Basic, Bottle} {
+		t.Run(kind.String(), func(t *testing.T) {
+			m := NewResNet(kind, [4]int{1, 1, 1, 1}, Config{NumClasses: 4}, vram.WithGenerator(vram.NewGenerator(1)))
+			defer releaseAll(m)
+			x, y := fixedBatch(4, 16, 4, vram.ContiguousFormat, vram.CPU)
+			defer x.Release()
+			defer y.Release()
+			first, last := fitSteps(t, m, x, y, 6, false)
+			if !(last < first/2) {
+				t.Errorf("loss %.4f -> %.4f: did not halve in 6 steps", first, last)
+			}
+		})
+	}
+}
+
+// TestCUDATrain trains ResNet-18 and ResNet-50 on cuda:0 in float32 and
+// under bf16 autocast, NCHW and channels-last, fitting one batch: the loss
+// must fall, batch norm must stay float32 and the running statistics must
+// move.
+func TestCUDATrain(t *testing.T) {
+	dev := cudaOrSkip(t)
+	for _, name := range []string{"resnet18", "resnet50"} {
+		for _, f := range []vram.MemoryFormat{vram.ContiguousFormat, vram.ChannelsLast} {
+			for _, bf16 := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%v/bf16=%v", name, f, bf16), func(t *testing.T) {
+					m := constructors[name](Config{NumClasses: 10}, dev, vram.WithGenerator(vram.NewGenerator(1)))
+					defer releaseAll(m)
+					if f == vram.ChannelsLast {
+						nn.ToMemoryFormat(m, f)
+					}
+					x, y := fixedBatch(16, 64, 10, f, dev)
+					defer x.Release()
+					defer y.Release()
+					first, last := fitSteps(t, m, x, y, 12, bf16)
+					if !(last < first/2) {
+						t.Errorf("loss %.4f -> %.4f: did not halve in 12 steps", first, last)
+					}
+					if m.BN1.Weight.DType() != vram.Float32 || m.BN1.RunningMean.DType() != vram.Float32 {
+						t.Errorf("bn1 is %v / %v, want float32", m.BN1.Weight.DType(), m.BN1.RunningMean.DType())
+					}
+					if n := m.BN1.NumBatchesTracked.Int64s()[0]; n != 12 {
+						t.Errorf("bn1.num_batches_tracked %d, want 12", n)
+					}
+					if slices.ContainsFunc(m.BN1.RunningMean.Float64s(), func(v float64) bool { return math.IsNaN(v) }) {
+						t.Error("NaN in bn1.running_mean")
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestCUDAMatchesCPU runs one ResNet-18 with the same weights on the CPU
+// and on cuda:0, NCHW and channels-last, in evaluation and training mode,
+// and compares the logits.
+func TestCUDAMatchesCPU(t *testing.T) {
+	dev := cudaOrSkip(t)
+	cpu := ResNet18(Config{NumClasses: 10}, vram.WithGenerator(vram.NewGenerator(1)))
+	defer releaseAll(cpu)
+	x, _ := fixedBatch(4, 64, 10, vram.ContiguousFormat, vram.CPU)
+	defer x.Release()
+	for _, f := range []vram.MemoryFormat{vram.ContiguousFormat, vram.ChannelsLast} {
+		for _, eval := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%v/eval=%v", f, eval), func(t *testing.T) {
+				gpu := ResNet18(Config{NumClasses: 10}, vram.WithGenerator(vram.NewGenerator(1)))
+				defer releaseAll(gpu)
+				gpu.To(dev)
+				if f == vram.ChannelsLast {
+					nn.ToMemoryFormat(gpu, f)
+				}
+				if eval {
+					cpu.Eval()
+					gpu.Eval()
+				} else {
+					cpu.Train()
+					gpu.Train()
+				}
+				xg := x.To(dev, f)
+				defer xg.Release()
+				vram.NoGrad(func() {
+					want := cpu.Forward(x)
+					defer want.Release()
+					got := gpu.Forward(xg)
+					defer got.Release()
+					w, g := want.Float64s(), got.Float64s()
+					worst := 0.0
+					for i := range w {
+						worst = max(worst, math.Abs(g[i]-w[i])/(1+math.Abs(w[i])))
+					}
+					// TF32 convolutions round their inputs to 10 bits.
+					if worst > 2e-2 {
+						t.Errorf("largest relative difference from the CPU %.3g", worst)
+					}
+				})
+			})
+		}
+	}
+}
