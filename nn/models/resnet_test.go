@@ -2,6 +2,7 @@ package models
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -561,5 +562,120 @@ func TestCUDAMatchesCPU(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// torchvisionFile writes a safetensors file holding every entry of
+// testdata/name_state_dict.txt (as torchvision's state_dict() has them:
+// float32 tensors and int64 scalars), entry i filled with values derived
+// from i, and returns its path and the values by name.
+func torchvisionFile(t *testing.T, name string) (string, map[string][]float64) {
+	t.Helper()
+	tensors := map[string]safetensors.Tensor{}
+	values := map[string][]float64{}
+	for i, e := range readEntries(t, filepath.Join("testdata", name+"_state_dict.txt")) {
+		var shape []int
+		n := 1
+		if inner := strings.Trim(e.shape, "[]"); inner != "" {
+			for _, f := range strings.Split(inner, ",") {
+				var d int
+				fmt.Sscan(f, &d)
+				shape = append(shape, d)
+				n *= d
+			}
+		}
+		vals := make([]float64, n)
+		var data []byte
+		switch e.dtype {
+		case "int64":
+			for j := range vals {
+				vals[j] = float64(100 + i)
+				data = binary.LittleEndian.AppendUint64(data, uint64(100+i))
+			}
+			tensors[e.name] = safetensors.Tensor{DType: "I64", Shape: shape, Data: data}
+		case "float32":
+			for j := range vals {
+				v := float32(math.Sin(float64(i*7919+j)) / 4)
+				vals[j] = float64(v)
+				data = binary.LittleEndian.AppendUint32(data, math.Float32bits(v))
+			}
+			tensors[e.name] = safetensors.Tensor{DType: "F32", Shape: shape, Data: data}
+		default:
+			t.Fatalf("dtype %s", e.dtype)
+		}
+		values[e.name] = vals
+	}
+	path := filepath.Join(t.TempDir(), name+".safetensors")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	if err := safetensors.Write(w, tensors, map[string]string{"format": "pt"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path, values
+}
+
+// TestLoadTorchvisionLayout loads a file laid out as
+// safetensors.torch.save_file(torchvision.models.resnet18().state_dict())
+// writes it into a model on the CPU and on a sim device, and checks that
+// every parameter and buffer (running statistics, the int64
+// num_batches_tracked) got the file's values; then that nn.Save writes them
+// back unchanged, and that a file with a wrong shape is refused without
+// changing the model.
+func TestLoadTorchvisionLayout(t *testing.T) {
+	path, values := torchvisionFile(t, "resnet18")
+	m := ResNet18(Config{}, vram.WithGenerator(vram.NewGenerator(1)))
+	defer releaseAll(m)
+	if err := nn.Load(m, path); err != nil {
+		t.Fatal(err)
+	}
+	check := func(m nn.Module) {
+		t.Helper()
+		sd := nn.StateDict(m)
+		if len(sd) != len(values) {
+			t.Fatalf("%d state tensors, the file %d", len(sd), len(values))
+		}
+		for name, want := range values {
+			got := sd[name].Float64s()
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s: got %v..., want %v...", name, got[:min(3, len(got))], want[:min(3, len(want))])
+			}
+		}
+	}
+	check(m)
+	if got := m.Layers[1].At(0).(*BasicBlock).Downsample.At(1).(*nn.BatchNorm2d).NumBatchesTracked; got.DType() != vram.Int64 || got.Dim() != 0 {
+		t.Errorf("num_batches_tracked is %v of shape %v, want an int64 scalar", got.DType(), got.Shape())
+	}
+
+	// Round trip through nn.Save, into a fresh model.
+	again := filepath.Join(t.TempDir(), "again.safetensors")
+	if err := nn.Save(m, again); err != nil {
+		t.Fatal(err)
+	}
+	m2 := ResNet18(Config{})
+	defer releaseAll(m2)
+	if err := nn.Load(m2, again); err != nil {
+		t.Fatal(err)
+	}
+	check(m2)
+
+	// A model with other classes refuses the file and keeps its values.
+	m3 := ResNet18(Config{NumClasses: 10})
+	defer releaseAll(m3)
+	before := m3.FC.Weight.Float64s()
+	err := nn.Load(m3, path)
+	if err == nil || !strings.Contains(err.Error(), `"fc.weight" has shape [1000, 512] in the file and [10, 512] in the model`) {
+		t.Errorf("loading 1000 classes into 10: %v", err)
+	}
+	if !slices.Equal(before, m3.FC.Weight.Float64s()) {
+		t.Error("a refused load changed fc.weight")
 	}
 }
