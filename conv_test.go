@@ -524,7 +524,9 @@ func TestConvErrors(t *testing.T) {
 		{"transposed output padding too large", ErrArgument, func() {
 			ConvTranspose2d(x, Randn(Shape{4, 2, 3, 3}, Float32), nil, Conv2dParams{Stride: [2]int{2, 2}, OutputPadding: [2]int{2, 0}})
 		}},
-		{"transposed empty output", ErrShape, func() { ConvTranspose2d(x, Randn(Shape{4, 2, 1, 1}, Float32), nil, Conv2dParams{Padding: [2]int{3, 3}}) }},
+		{"transposed empty output", ErrShape, func() {
+			ConvTranspose2d(x, Randn(Shape{4, 2, 1, 1}, Float32), nil, Conv2dParams{Padding: [2]int{3, 3}})
+		}},
 		{"transposed groups", ErrArgument, func() { ConvTranspose2d(x, Randn(Shape{4, 2, 3, 3}, Float32), nil, Conv2dParams{Groups: 3}) }},
 		{"pool kernel larger than input", ErrShape, func() { MaxPool2d(x, Pool2dParams{Kernel: [2]int{6, 6}}) }},
 		{"pool padding above half the kernel", ErrArgument, func() { MaxPool2d(x, Pool2dParams{Kernel: [2]int{2, 2}, Padding: [2]int{2, 0}}) }},

@@ -116,7 +116,7 @@ func newTensorFormat(op string, ds *devState, dt DType, shape []int, f MemoryFor
 // inFormat returns t itself as a new reference when it is dense in format
 // f, else a copy laid out in f. Nothing is recorded.
 func (t *Tensor) inFormat(op string, f MemoryFormat) *Tensor {
-	if isDense(t.shape, t.strides, f) {
+	if isDense(t.shape, t.strides, f) && (f != ChannelsLast || stridesLikeChannelsLast(t.shape, t.strides)) {
 		return t.view(t.shape, t.strides, t.offset)
 	}
 	out := newTensorFormat(op, t.ds(), t.dtype, t.shape, f)
@@ -124,33 +124,64 @@ func (t *Tensor) inFormat(op string, f MemoryFormat) *Tensor {
 	return out
 }
 
-// formatOf returns the format t is dense in, preferring ContiguousFormat
-// when it is dense in both (a tensor with C == 1 or H == W == 1), and false
-// when it is dense in neither.
+// formatOf returns the format t is dense in and false when it is dense in
+// neither. A tensor dense in both (one channel, or a 1×1 image) is taken
+// as channels-last when its strides order it so (stridesLikeChannelsLast).
 func formatOf(t *Tensor) (MemoryFormat, bool) {
+	cl := isDense(t.shape, t.strides, ChannelsLast)
 	switch {
+	case cl && stridesLikeChannelsLast(t.shape, t.strides):
+		return ChannelsLast, true
 	case isDense(t.shape, t.strides, ContiguousFormat):
 		return ContiguousFormat, true
-	case isDense(t.shape, t.strides, ChannelsLast):
+	case cl:
 		return ChannelsLast, true
 	}
 	return ContiguousFormat, false
 }
 
-// SuggestMemoryFormat returns ChannelsLast for a 4-D tensor laid out
-// channels-last (and not also row-major, as a tensor with one channel or a
-// 1×1 image is), else ContiguousFormat: the format that operations such as
-// [Conv2d] give their outputs, as PyTorch's suggest_memory_format.
+// stridesLikeChannelsLast reports whether a 4-D layout orders its strides
+// as channels-last does, C innermost, then W, H and N, telling the two
+// formats apart by the strides themselves where a dimension of size 1 makes
+// the layout dense in both (PyTorch's rule).
+func stridesLikeChannelsLast(shape, strides []int) bool {
+	if len(shape) != 4 || strides[1] == 0 {
+		return false
+	}
+	lo := 0
+	for _, d := range []int{1, 3, 2, 0} {
+		if shape[d] == 0 || strides[d] < lo {
+			return false
+		}
+		if d == 0 && lo == strides[1] {
+			return false
+		}
+		lo = strides[d]
+		if shape[d] > 1 {
+			lo *= shape[d]
+		}
+	}
+	return true
+}
+
+// SuggestMemoryFormat returns ChannelsLast for a 4-D tensor whose strides
+// are ordered channels-last, else ContiguousFormat: the format that
+// operations such as [Conv2d] give their outputs (PyTorch's
+// suggest_memory_format). A tensor with one channel or a 1×1 image made by
+// Contiguous(ChannelsLast) is channels-last by this rule, though it is
+// also row-major.
 func (t *Tensor) SuggestMemoryFormat() MemoryFormat {
 	notNil("suggest_memory_format", t)
-	f, _ := formatOf(t)
-	return f
+	if stridesLikeChannelsLast(t.shape, t.strides) {
+		return ChannelsLast
+	}
+	return ContiguousFormat
 }
 
 // toFormat implements Contiguous(f) on a pinned t, recording the copy.
 func (t *Tensor) toFormat(op string, f MemoryFormat) *Tensor {
 	needs4D(op, t, f)
-	if isDense(t.shape, t.strides, f) {
+	if isDense(t.shape, t.strides, f) && (f != ChannelsLast || stridesLikeChannelsLast(t.shape, t.strides)) {
 		return t.identity(op)
 	}
 	out := t.inFormat(op, f)
@@ -187,7 +218,7 @@ func (t *Tensor) ConvertMemoryFormat(f MemoryFormat) {
 		fail(op, ErrAutograd, "only leaf tensors can be converted in place; use ToMemoryFormat for computed tensors")
 	}
 	needs4D(op, t, f)
-	if !isDense(t.shape, t.strides, f) {
+	if !isDense(t.shape, t.strides, f) || f == ChannelsLast && !stridesLikeChannelsLast(t.shape, t.strides) {
 		c := t.inFormat(op, f)
 		Keep(c)
 		// Swap the storages as MoveTo does: t takes the copy, c the old

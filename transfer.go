@@ -47,7 +47,7 @@ func (t *Tensor) To(d Device, opts ...CopyOption) *Tensor {
 		src := t.Device()
 		record("to", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.To(src, opts...)} })
 	}
-	if co.hasFormat && !isDense(out.shape, out.strides, co.format) {
+	if co.hasFormat {
 		defer out.Release()
 		return out.toFormat("to", co.format)
 	}

@@ -1,0 +1,185 @@
+package vram
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+)
+
+// GPU tests of the convolutional ops: each runs on cuda:0 through the
+// device's native interfaces (cuDNN, where the backend has them) and
+// through the composed path, and is compared with the CPU. They skip
+// without a GPU, and fail instead when VRAM_REQUIRE_CUDA=1.
+
+func needCUDA(t *testing.T) {
+	t.Helper()
+	if DeviceCount() > 0 {
+		return
+	}
+	if os.Getenv("VRAM_REQUIRE_CUDA") == "1" {
+		t.Fatal("no CUDA device")
+	}
+	t.Skip("no CUDA device")
+}
+
+var cudaModes = []deviceMode{
+	{"native", true, true, true},
+	{"composed", false, true, true},
+}
+
+// cudaTol allows for TF32 convolutions, which cuDNN may pick for float32
+// as PyTorch's default does.
+const cudaTol = 5e-3
+
+func TestCUDAConvMatchesCPU(t *testing.T) {
+	needCUDA(t)
+	cases := append(slices.Clone(convCases), convCase{"resnet block", []int{4, 64, 14, 14}, []int{64, 64, 3, 3}, Conv2dParams{Padding: [2]int{1, 1}}, true},
+		convCase{"resnet stem", []int{2, 3, 32, 32}, []int{16, 3, 7, 7}, Conv2dParams{Stride: [2]int{2, 2}, Padding: [2]int{3, 3}}, true},
+		convCase{"resnet downsample", []int{2, 32, 8, 8}, []int{64, 32, 1, 1}, Conv2dParams{Stride: [2]int{2, 2}}, true})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			x, w, b := convInputs(tc, false)
+			if b == nil {
+				compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return Conv2d(xs[0], xs[1], nil, tc.p) }, x, w)
+				return
+			}
+			compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return Conv2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
+		})
+	}
+}
+
+func TestCUDAConvTransposeMatchesCPU(t *testing.T) {
+	needCUDA(t)
+	for _, tc := range convTCases {
+		t.Run(tc.name, func(t *testing.T) {
+			x, w, b := convInputs(tc, true)
+			if b == nil {
+				compareOn(t, CUDA(0), cudaModes, true, cudaTol, func(xs []*Tensor) *Tensor { return ConvTranspose2d(xs[0], xs[1], nil, tc.p) }, x, w)
+				return
+			}
+			compareOn(t, CUDA(0), cudaModes, true, cudaTol, func(xs []*Tensor) *Tensor { return ConvTranspose2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
+		})
+	}
+}
+
+func TestCUDAPoolMatchesCPU(t *testing.T) {
+	needCUDA(t)
+	for _, tc := range poolCases {
+		t.Run("max "+tc.name, func(t *testing.T) {
+			compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return MaxPool2d(xs[0], tc.p) }, rnd(81, tc.x...))
+		})
+		t.Run("avg "+tc.name, func(t *testing.T) {
+			compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return AvgPool2d(xs[0], tc.p) }, rnd(82, tc.x...))
+		})
+	}
+	for _, out := range [][2]int{{1, 1}, {3, 2}} {
+		t.Run(fmt.Sprint("adaptive ", out), func(t *testing.T) {
+			compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return AdaptiveAvgPool2d(xs[0], out[0], out[1]) }, rnd(83, 2, 3, 7, 5))
+		})
+	}
+}
+
+func TestCUDABatchNormMatchesCPU(t *testing.T) {
+	needCUDA(t)
+	for _, training := range []bool{true, false} {
+		t.Run(fmt.Sprint("training=", training), func(t *testing.T) {
+			var stats [][]float64
+			compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor {
+				c := xs[0].Size(1)
+				d := xs[0].Device()
+				rm := rnd(84, c).Cast(Float32).To(d)
+				rv := pos(85, c).Cast(Float32).To(d)
+				y := BatchNorm2d(xs[0], xs[1], xs[2], rm, rv, training, 0.1, 1e-5)
+				stats = append(stats, append(rm.Float64s(), rv.Float64s()...))
+				return y
+			}, rnd(86, 8, 16, 5, 6), rnd(87, 16), rnd(88, 16))
+			for i, s := range stats[1:] {
+				closeTo(t, fmt.Sprintf("running statistics of run %d", i+1), s, stats[0], 1e-4)
+			}
+		})
+	}
+}
+
+// TestCUDAConvBFloat16 runs a convolution, batch norm and pooling in
+// bfloat16 under autocast on cuda:0, natively and composed, against the
+// CPU in float32.
+func TestCUDAConvBFloat16(t *testing.T) {
+	needCUDA(t)
+	bf16Block(t, CUDA(0))
+}
+
+// TestConvBFloat16OnSim is TestCUDAConvBFloat16 on a simulated GPU.
+func TestConvBFloat16OnSim(t *testing.T) {
+	if !Sim(0).Available() {
+		t.Skip("no sim device")
+	}
+	bf16Block(t, Sim(0))
+}
+
+// TestConvOnSimMatchesCPU runs some of the GPU comparisons on a simulated
+// GPU, which has no native kernels: both modes compose.
+func TestConvOnSimMatchesCPU(t *testing.T) {
+	if !Sim(0).Available() {
+		t.Skip("no sim device")
+	}
+	t.Run("conv2d", func(t *testing.T) {
+		tc := convCases[6]
+		x, w, b := convInputs(tc, false)
+		compareOn(t, Sim(0), cudaModes, false, 1e-4, func(xs []*Tensor) *Tensor { return Conv2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
+	})
+	t.Run("conv_transpose2d", func(t *testing.T) {
+		tc := convTCases[3]
+		x, w, b := convInputs(tc, true)
+		compareOn(t, Sim(0), cudaModes, true, 1e-4, func(xs []*Tensor) *Tensor { return ConvTranspose2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
+	})
+	t.Run("max_pool2d", func(t *testing.T) {
+		pc := poolCases[1]
+		compareOn(t, Sim(0), cudaModes, false, 1e-4, func(xs []*Tensor) *Tensor { return MaxPool2d(xs[0], pc.p) }, rnd(81, pc.x...))
+	})
+	t.Run("batch_norm2d", func(t *testing.T) {
+		compareOn(t, Sim(0), cudaModes, false, 1e-4, func(xs []*Tensor) *Tensor {
+			return BatchNorm2d(xs[0], xs[1], xs[2], nil, nil, true, 0.1, 1e-5)
+		}, rnd(86, 3, 4, 3, 2), rnd(87, 4), rnd(88, 4))
+	})
+}
+
+// bf16Block runs a block of convolution, batch norm, ReLU and pooling in
+// bfloat16 under autocast on d, with its native kernels and composed, and
+// compares it with the CPU in float32.
+func bf16Block(t *testing.T, d Device) {
+	x := Randn(Shape{4, 16, 12, 12}, Float32, WithGenerator(NewGenerator(1)))
+	w := Randn(Shape{32, 16, 3, 3}, Float32, WithGenerator(NewGenerator(2))).MulScalar(0.1)
+	gamma, beta := Ones(Shape{32}, Float32), Zeros(Shape{32}, Float32)
+	block := func(x, w, gamma, beta *Tensor) *Tensor {
+		h := Conv2d(x, w, nil, Conv2dParams{Padding: [2]int{1, 1}})
+		h = BatchNorm2d(h, gamma, beta, nil, nil, true, 0.1, 1e-5).Relu()
+		return MaxPool2d(h, Pool2dParams{Kernel: [2]int{2, 2}})
+	}
+	want := block(x, w, gamma, beta).Float64s()
+	for _, m := range cudaModes {
+		for _, cl := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s channels-last=%v", m.name, cl), func(t *testing.T) {
+				noNativeConv.Store(!m.native)
+				defer noNativeConv.Store(false)
+				xd, wd := x.To(d), w.To(d).SetRequiresGrad(true)
+				if cl {
+					xd, wd = xd.Contiguous(ChannelsLast), wd.Detach().Contiguous(ChannelsLast).SetRequiresGrad(true)
+				}
+				gd, bd := gamma.To(d).SetRequiresGrad(true), beta.To(d).SetRequiresGrad(true)
+				var y *Tensor
+				Autocast(BFloat16, func() { y = Keep(block(xd, wd, gd, bd)) })
+				if y.DType() != BFloat16 {
+					t.Fatalf("output %s, want bfloat16", y.DType())
+				}
+				closeTo(t, "bf16 block", y.Cast(Float32).Float64s(), want, 5e-2)
+				y.Cast(Float32).Sum().Backward()
+				for i, p := range []*Tensor{wd, gd, bd} {
+					if g := p.Grad(); g == nil || g.DType() != Float32 {
+						t.Fatalf("parameter %d: gradient %v, want float32", i, g)
+					}
+				}
+			})
+		}
+	}
+}

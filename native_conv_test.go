@@ -1,0 +1,593 @@
+package vram
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/vramgo/vram/backend"
+)
+
+// A "nativetest" device is the CPU with the optional interfaces of
+// convolutional networks (backend.Convolver, Pooler, BatchNormer)
+// implemented by the direct references of conv_test.go, on float32 only.
+// It checks the contract the root package keeps when it calls them: the
+// views are dense NCHW or channels-last, x and y in one format. It lets
+// the native path and its fallbacks run without a GPU.
+
+var nativeTest = Device{Kind: "nativetest"}
+
+// nativeMode selects what the nativetest kernels do.
+var (
+	nativeForwardOff  atomic.Bool  // forward kernels return ErrNotImplemented
+	nativeBackwardOff atomic.Bool  // backward kernels return ErrNotImplemented
+	nativeCalls       atomic.Int64 // kernels that ran
+)
+
+type nativeBackend struct{}
+
+func (nativeBackend) Name() string     { return "nativetest" }
+func (nativeBackend) DeviceCount() int { return 1 }
+func (nativeBackend) Device(i int) (backend.Device, error) {
+	b, _ := backend.Lookup("cpu")
+	d, err := b.Device(0)
+	if err != nil {
+		return nil, err
+	}
+	return &nativeDevice{Device: d}, nil
+}
+
+func init() { backend.Register(nativeBackend{}) }
+
+type nativeDevice struct{ backend.Device }
+
+var errLayout = errors.New("nativetest: views not dense in one format")
+
+// layout returns the format v is dense in.
+func layout(v backend.View) (MemoryFormat, bool) {
+	if len(v.Shape) != 4 {
+		return 0, false
+	}
+	if isDense(v.Shape, v.Strides, ChannelsLast) && stridesLikeChannelsLast(v.Shape, v.Strides) {
+		return ChannelsLast, true
+	}
+	if isDense(v.Shape, v.Strides, ContiguousFormat) {
+		return ContiguousFormat, true
+	}
+	return 0, false
+}
+
+// sameLayout checks that the 4-D views share a dense format.
+func sameLayout(vs ...backend.View) error {
+	var f0 MemoryFormat
+	for i, v := range vs {
+		f, ok := layout(v)
+		if !ok || i > 0 && f != f0 && !(isDense(v.Shape, v.Strides, f0)) {
+			return fmt.Errorf("%w: view %d has shape %v, strides %v", errLayout, i, v.Shape, v.Strides)
+		}
+		if i == 0 {
+			f0 = f
+		}
+	}
+	return nil
+}
+
+// read returns the elements of a float32 view in row-major order.
+func read(v backend.View) []float64 {
+	raw := v.Buf.(backend.HostBuffer).Host()
+	out := make([]float64, v.NumElements())
+	idx := make([]int, len(v.Shape))
+	for i := range out {
+		off := v.Offset
+		for d, k := range idx {
+			off += k * v.Strides[d]
+		}
+		out[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*off:])))
+		for d := len(idx) - 1; d >= 0; d-- {
+			if idx[d]++; idx[d] < v.Shape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+	return out
+}
+
+// write stores row-major vals into a float32 view.
+func write(v backend.View, vals []float64) {
+	raw := v.Buf.(backend.HostBuffer).Host()
+	idx := make([]int, len(v.Shape))
+	for i := range vals {
+		off := v.Offset
+		for d, k := range idx {
+			off += k * v.Strides[d]
+		}
+		binary.LittleEndian.PutUint32(raw[4*off:], math.Float32bits(float32(vals[i])))
+		for d := len(idx) - 1; d >= 0; d-- {
+			if idx[d]++; idx[d] < v.Shape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+}
+
+func f32(vs ...backend.View) bool {
+	for _, v := range vs {
+		if v.Buf != nil && v.DType != backend.Float32 {
+			return false
+		}
+	}
+	return true
+}
+
+func rootParams(p backend.Conv2DParams) Conv2dParams {
+	return Conv2dParams{Stride: p.Stride, Padding: p.Padding, Dilation: p.Dilation, Groups: p.Groups}
+}
+
+func (d *nativeDevice) begin(s backend.Stream, forward bool, vs ...backend.View) error {
+	if !f32(vs...) || forward && nativeForwardOff.Load() || !forward && nativeBackwardOff.Load() {
+		return fmt.Errorf("nativetest: %w", backend.ErrNotImplemented)
+	}
+	if err := s.Synchronize(); err != nil {
+		return err
+	}
+	nativeCalls.Add(1)
+	return nil
+}
+
+func (d *nativeDevice) Conv2D(s backend.Stream, y, x, w, bias backend.View, p backend.Conv2DParams, relu bool) error {
+	if err := d.begin(s, true, y, x, w, bias); err != nil {
+		return err
+	}
+	if err := sameLayout(y, x, w); err != nil {
+		return err
+	}
+	var b []float64
+	if bias.Buf != nil {
+		b = read(bias)
+	}
+	out, _ := refConv2d(read(x), x.Shape, read(w), w.Shape, b, rootParams(p))
+	if relu {
+		for i := range out {
+			out[i] = math.Max(out[i], 0)
+		}
+	}
+	write(y, out)
+	return nil
+}
+
+func (d *nativeDevice) Conv2DBackwardData(s backend.Stream, dx, dy, w backend.View, p backend.Conv2DParams) error {
+	if err := d.begin(s, false, dx, dy, w); err != nil {
+		return err
+	}
+	if err := sameLayout(dx, dy, w); err != nil {
+		return err
+	}
+	rp := rootParams(p)
+	for i := range 2 {
+		full := (dy.Shape[2+i]-1)*rp.Stride[i] - 2*rp.Padding[i] + rp.Dilation[i]*(w.Shape[2+i]-1) + 1
+		rp.OutputPadding[i] = dx.Shape[2+i] - full
+	}
+	out, _ := refConvTranspose2d(read(dy), dy.Shape, read(w), w.Shape, nil, rp)
+	write(dx, out)
+	return nil
+}
+
+func (d *nativeDevice) Conv2DBackwardFilter(s backend.Stream, dw, db, dy, x backend.View, p backend.Conv2DParams) error {
+	if err := d.begin(s, false, dw, db, dy, x); err != nil {
+		return err
+	}
+	if err := sameLayout(dw, dy, x); err != nil {
+		return err
+	}
+	xs, gs := read(x), read(dy)
+	n, c, h, wd := x.Shape[0], x.Shape[1], x.Shape[2], x.Shape[3]
+	o, cg, kh, kw := dw.Shape[0], dw.Shape[1], dw.Shape[2], dw.Shape[3]
+	oh, ow := dy.Shape[2], dy.Shape[3]
+	og := o / p.Groups
+	gw := make([]float64, o*cg*kh*kw)
+	gb := make([]float64, o)
+	for b := range n {
+		for co := range o {
+			for yy := range oh {
+				for xx := range ow {
+					g := gs[((b*o+co)*oh+yy)*ow+xx]
+					gb[co] += g
+					for ci := range cg {
+						cin := co/og*cg + ci
+						for i := range kh {
+							iy := yy*p.Stride[0] - p.Padding[0] + i*p.Dilation[0]
+							for j := range kw {
+								ix := xx*p.Stride[1] - p.Padding[1] + j*p.Dilation[1]
+								if iy >= 0 && iy < h && ix >= 0 && ix < wd {
+									gw[((co*cg+ci)*kh+i)*kw+j] += g * xs[((b*c+cin)*h+iy)*wd+ix]
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	write(dw, gw)
+	if db.Buf != nil {
+		write(db, gb)
+	}
+	return nil
+}
+
+func poolParamsOf(p backend.Pool2DParams) Pool2dParams {
+	return Pool2dParams{Kernel: p.Kernel, Stride: p.Stride, Padding: p.Padding, ExcludePad: !p.CountIncludePad}
+}
+
+func (d *nativeDevice) Pool2D(s backend.Stream, y, x backend.View, p backend.Pool2DParams) error {
+	if err := d.begin(s, true, y, x); err != nil {
+		return err
+	}
+	if err := sameLayout(y, x); err != nil {
+		return err
+	}
+	out, _ := refPool(read(x), x.Shape, poolParamsOf(p), p.Mode == backend.AvgPool)
+	write(y, out)
+	return nil
+}
+
+func (d *nativeDevice) Pool2DBackward(s backend.Stream, dx, dy, x, y backend.View, p backend.Pool2DParams) error {
+	if err := d.begin(s, false, dx, dy, x, y); err != nil {
+		return err
+	}
+	if err := sameLayout(dx, dy, x, y); err != nil {
+		return err
+	}
+	xs, gs, ys := read(x), read(dy), read(y)
+	h, w := x.Shape[2], x.Shape[3]
+	oh, ow := dy.Shape[2], dy.Shape[3]
+	gx := make([]float64, len(xs))
+	for nc := range x.Shape[0] * x.Shape[1] {
+		for yy := range oh {
+			for xx := range ow {
+				l := (nc*oh+yy)*ow + xx
+				var in []int
+				for i := range p.Kernel[0] {
+					for j := range p.Kernel[1] {
+						iy, ix := yy*p.Stride[0]-p.Padding[0]+i, xx*p.Stride[1]-p.Padding[1]+j
+						if iy >= 0 && iy < h && ix >= 0 && ix < w {
+							in = append(in, (nc*h+iy)*w+ix)
+						}
+					}
+				}
+				if p.Mode == backend.MaxPool {
+					for _, k := range in {
+						if xs[k] == ys[l] {
+							gx[k] += gs[l]
+							break
+						}
+					}
+					continue
+				}
+				div := float64(p.Kernel[0] * p.Kernel[1])
+				if !p.CountIncludePad {
+					div = float64(len(in))
+				}
+				for _, k := range in {
+					gx[k] += gs[l] / div
+				}
+			}
+		}
+	}
+	write(dx, gx)
+	return nil
+}
+
+// bnStats returns the per-channel mean and biased variance of x.
+func bnStats(xs []float64, shape []int) (mean, vr []float64) {
+	c, hw := shape[1], shape[2]*shape[3]
+	cnt := float64(shape[0] * hw)
+	mean, vr = make([]float64, c), make([]float64, c)
+	for i, v := range xs {
+		mean[(i/hw)%c] += v / cnt
+	}
+	for i, v := range xs {
+		e := v - mean[(i/hw)%c]
+		vr[(i/hw)%c] += e * e / cnt
+	}
+	return mean, vr
+}
+
+func (d *nativeDevice) BatchNormTrain(s backend.Stream, y, x, scale, bias, runMean, runVar, saveMean, saveInvStd backend.View, momentum, eps float64) error {
+	if err := d.begin(s, true, y, x, scale, bias, runMean, runVar, saveMean, saveInvStd); err != nil {
+		return err
+	}
+	if err := sameLayout(y, x); err != nil {
+		return err
+	}
+	xs := read(x)
+	mean, vr := bnStats(xs, x.Shape)
+	c, hw := x.Shape[1], x.Shape[2]*x.Shape[3]
+	cnt := float64(x.Shape[0] * hw)
+	sc, bi, rm, rv := read(scale), read(bias), read(runMean), read(runVar)
+	inv := make([]float64, c)
+	for k := range c {
+		inv[k] = 1 / math.Sqrt(vr[k]+eps)
+		rm[k] = (1-momentum)*rm[k] + momentum*mean[k]
+		rv[k] = (1-momentum)*rv[k] + momentum*vr[k]*cnt/(cnt-1)
+	}
+	out := make([]float64, len(xs))
+	for i, v := range xs {
+		k := (i / hw) % c
+		out[i] = (v-mean[k])*inv[k]*sc[k] + bi[k]
+	}
+	write(y, out)
+	write(runMean, rm)
+	write(runVar, rv)
+	write(saveMean, mean)
+	write(saveInvStd, inv)
+	return nil
+}
+
+func (d *nativeDevice) BatchNormInfer(s backend.Stream, y, x, scale, bias, runMean, runVar backend.View, eps float64) error {
+	if err := d.begin(s, true, y, x, scale, bias, runMean, runVar); err != nil {
+		return err
+	}
+	if err := sameLayout(y, x); err != nil {
+		return err
+	}
+	xs := read(x)
+	c, hw := x.Shape[1], x.Shape[2]*x.Shape[3]
+	sc, bi, rm, rv := read(scale), read(bias), read(runMean), read(runVar)
+	out := make([]float64, len(xs))
+	for i, v := range xs {
+		k := (i / hw) % c
+		out[i] = (v-rm[k])/math.Sqrt(rv[k]+eps)*sc[k] + bi[k]
+	}
+	write(y, out)
+	return nil
+}
+
+func (d *nativeDevice) BatchNormBackward(s backend.Stream, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd backend.View, eps float64) error {
+	if err := d.begin(s, false, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd); err != nil {
+		return err
+	}
+	if err := sameLayout(dx, dy, x); err != nil {
+		return err
+	}
+	xs, gs := read(x), read(dy)
+	c, hw := x.Shape[1], x.Shape[2]*x.Shape[3]
+	cnt := float64(x.Shape[0] * hw)
+	sc, mean, inv := read(scale), read(saveMean), read(saveInvStd)
+	gsum, gxh := make([]float64, c), make([]float64, c)
+	for i, v := range xs {
+		k := (i / hw) % c
+		gsum[k] += gs[i]
+		gxh[k] += gs[i] * (v - mean[k]) * inv[k]
+	}
+	out := make([]float64, len(xs))
+	for i, v := range xs {
+		k := (i / hw) % c
+		xh := (v - mean[k]) * inv[k]
+		out[i] = sc[k] * inv[k] * (gs[i] - gsum[k]/cnt - xh*gxh[k]/cnt)
+	}
+	write(dx, out)
+	write(dscale, gxh)
+	write(dbias, gsum)
+	return nil
+}
+
+// deviceMode is one way a device serves an op: its native kernels on or
+// off (noNativeConv), and for the nativetest device which of them answer.
+type deviceMode struct {
+	name              string
+	native            bool // the device's interfaces are called
+	forward, backward bool // the nativetest kernels that run rather than decline
+}
+
+// nativeModes are the ways the nativetest device serves an op.
+var nativeModes = []deviceMode{
+	{"native", true, true, true},
+	{"native forward, composed backward", true, true, false},
+	{"kernels decline", true, false, false},
+	{"composed", false, false, false},
+}
+
+// onNativeTest compares f on the nativetest device, in each of its modes,
+// with the CPU ([compareOn]). viaBackward says that f's forward pass is a
+// backward kernel (a transposed convolution's), so that it runs natively
+// only when those do.
+func onNativeTest(t *testing.T, viaBackward bool, f func(xs []*Tensor) *Tensor, inputs ...*Tensor) {
+	t.Helper()
+	compareOn(t, nativeTest, nativeModes, viaBackward, 1e-4, f, inputs...)
+}
+
+// compareOn runs f(inputs) in float32 on device d in each mode, with
+// row-major and channels-last inputs, and on the CPU's composed path, and
+// compares the outputs and the gradients of every input within tol.
+func compareOn(t *testing.T, d Device, modes []deviceMode, viaBackward bool, tol float64, f func(xs []*Tensor) *Tensor, inputs ...*Tensor) {
+	t.Helper()
+	type result struct{ out, grads [][]float64 }
+	run := func(d Device, cl bool) result {
+		var r result
+		var ins []*Tensor
+		for _, in := range inputs {
+			x := in.Cast(Float32).To(d)
+			if cl && x.Dim() == 4 {
+				x = x.Contiguous(ChannelsLast)
+			}
+			x = x.Detach().SetRequiresGrad(true)
+			ins = append(ins, x)
+		}
+		y := f(ins)
+		if y.Device() != d {
+			t.Fatalf("output on %v, want %v", y.Device(), d)
+		}
+		if cl && y.Dim() == 4 && y.Size(1) > 1 && !y.IsContiguous(ChannelsLast) {
+			t.Errorf("channels-last inputs gave output strides %v", y.Strides())
+		}
+		r.out = append(r.out, y.Cast(Float64).Float64s())
+		g := Randn(y.Shape(), Float32, WithGenerator(NewGenerator(99))).To(d)
+		y.Backward(Gradient(g))
+		for _, in := range ins {
+			r.grads = append(r.grads, in.Grad().Cast(Float64).Float64s())
+		}
+		return r
+	}
+	want := func() result {
+		noNativeConv.Store(true)
+		defer noNativeConv.Store(false)
+		return run(CPU, false)
+	}()
+	for _, m := range modes {
+		for _, cl := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s channels-last=%v", m.name, cl), func(t *testing.T) {
+				noNativeConv.Store(!m.native)
+				nativeForwardOff.Store(!m.forward)
+				nativeBackwardOff.Store(!m.backward)
+				defer noNativeConv.Store(false)
+				defer nativeForwardOff.Store(false)
+				defer nativeBackwardOff.Store(false)
+				before := nativeCalls.Load()
+				got := run(d, cl)
+				if d == nativeTest {
+					want := m.native && m.forward && (m.backward || !viaBackward)
+					if ran := nativeCalls.Load() > before; ran != want {
+						t.Errorf("native kernels ran: %v, want %v", ran, want)
+					}
+				}
+				closeTo(t, "output", got.out[0], want.out[0], tol)
+				for i := range want.grads {
+					closeTo(t, fmt.Sprintf("gradient of input %d", i), got.grads[i], want.grads[i], tol)
+				}
+			})
+		}
+	}
+}
+
+func TestNativeInterfacesConv(t *testing.T) {
+	for _, tc := range convCases {
+		t.Run("conv2d "+tc.name, func(t *testing.T) {
+			x, w, b := convInputs(tc, false)
+			if b == nil {
+				onNativeTest(t, false, func(xs []*Tensor) *Tensor { return Conv2d(xs[0], xs[1], nil, tc.p) }, x, w)
+				return
+			}
+			onNativeTest(t, false, func(xs []*Tensor) *Tensor { return Conv2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
+		})
+	}
+	for _, tc := range convTCases {
+		t.Run("conv_transpose2d "+tc.name, func(t *testing.T) {
+			x, w, b := convInputs(tc, true)
+			if b == nil {
+				onNativeTest(t, true, func(xs []*Tensor) *Tensor { return ConvTranspose2d(xs[0], xs[1], nil, tc.p) }, x, w)
+				return
+			}
+			onNativeTest(t, true, func(xs []*Tensor) *Tensor { return ConvTranspose2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
+		})
+	}
+}
+
+func TestNativeInterfacesPool(t *testing.T) {
+	for _, tc := range poolCases {
+		t.Run("max "+tc.name, func(t *testing.T) {
+			onNativeTest(t, false, func(xs []*Tensor) *Tensor { return MaxPool2d(xs[0], tc.p) }, rnd(81, tc.x...))
+		})
+		t.Run("avg "+tc.name, func(t *testing.T) {
+			onNativeTest(t, false, func(xs []*Tensor) *Tensor { return AvgPool2d(xs[0], tc.p) }, rnd(82, tc.x...))
+		})
+	}
+	t.Run("adaptive global", func(t *testing.T) {
+		onNativeTest(t, false, func(xs []*Tensor) *Tensor { return AdaptiveAvgPool2d(xs[0], 1, 1) }, rnd(83, 2, 3, 4, 5))
+	})
+}
+
+func TestNativeInterfacesBatchNorm(t *testing.T) {
+	for _, training := range []bool{true, false} {
+		t.Run(fmt.Sprint("training=", training), func(t *testing.T) {
+			var stats [][]float64
+			onNativeTest(t, false, func(xs []*Tensor) *Tensor {
+				c := xs[0].Size(1)
+				d := xs[0].Device()
+				rm := rnd(84, c).Cast(Float32).To(d)
+				rv := pos(85, c).Cast(Float32).To(d)
+				y := BatchNorm2d(xs[0], xs[1], xs[2], rm, rv, training, 0.1, 1e-5)
+				stats = append(stats, append(rm.Float64s(), rv.Float64s()...))
+				return y
+			}, rnd(86, 3, 4, 3, 2), rnd(87, 4), rnd(88, 4))
+			for i, s := range stats[1:] {
+				closeTo(t, fmt.Sprintf("running statistics of run %d", i+1), s, stats[0], 1e-5)
+			}
+		})
+	}
+}
+
+// TestNativeInterfacesOtherDTypes: the nativetest kernels take float32
+// only, so float64 falls back to the composed path whole.
+func TestNativeInterfacesOtherDTypes(t *testing.T) {
+	x, w := rnd(91, 1, 2, 5, 5).To(nativeTest), rnd(92, 3, 2, 3, 3).To(nativeTest)
+	before := nativeCalls.Load()
+	y := Conv2d(x, w, nil, Conv2dParams{Padding: [2]int{1, 1}})
+	want, _ := refConv2d(x.Float64s(), []int{1, 2, 5, 5}, w.Float64s(), []int{3, 2, 3, 3}, nil, Conv2dParams{Padding: [2]int{1, 1}})
+	closeTo(t, "float64 conv", y.Float64s(), want, 1e-12)
+	if nativeCalls.Load() != before {
+		t.Error("a float64 convolution reached the float32-only kernels")
+	}
+	if !slices.Equal(y.Shape(), Shape{1, 3, 5, 5}) {
+		t.Errorf("shape %v", y.Shape())
+	}
+}
+
+// TestConvOpsLeaveNothing runs every op forward and backward outside any
+// Tidy, releasing what it made, in each mode of the nativetest device: the
+// ops' own temporaries (index tensors, layout copies, saved tensors) must
+// all be freed.
+func TestConvOpsLeaveNothing(t *testing.T) {
+	for _, m := range nativeModes {
+		t.Run(m.name, func(t *testing.T) {
+			noNativeConv.Store(!m.native)
+			nativeForwardOff.Store(!m.forward)
+			nativeBackwardOff.Store(!m.backward)
+			defer noNativeConv.Store(false)
+			defer nativeForwardOff.Store(false)
+			defer nativeBackwardOff.Store(false)
+			for _, cl := range []bool{false, true} {
+				base := liveOn(nativeTest)
+				var made []*Tensor
+				keep := func(x *Tensor) *Tensor { made = append(made, x); return x }
+				param := func(shape ...int) *Tensor {
+					return keep(Randn(shape, Float32, nativeTest, WithGenerator(NewGenerator(uint64(len(made)))))).SetRequiresGrad(true)
+				}
+				x := keep(Randn(Shape{2, 3, 9, 9}, Float32, nativeTest))
+				if cl {
+					x = keep(x.Contiguous(ChannelsLast))
+				}
+				w1, b1 := param(4, 3, 3, 3), param(4)
+				gamma, beta := param(4), param(4)
+				rm, rv := keep(Zeros(Shape{4}, Float32, nativeTest)), keep(Ones(Shape{4}, Float32, nativeTest))
+				wt := param(4, 2, 2, 2)
+				h := keep(Conv2d(x, w1, b1, Conv2dParams{Padding: [2]int{1, 1}, Stride: [2]int{2, 1}}))
+				h = keep(BatchNorm2d(h, gamma, beta, rm, rv, true, 0.1, 1e-5))
+				h = keep(MaxPool2d(h, Pool2dParams{Kernel: [2]int{2, 2}, Stride: [2]int{1, 1}, Padding: [2]int{1, 1}}))
+				h = keep(ConvTranspose2d(h, wt, nil, Conv2dParams{Stride: [2]int{2, 2}}))
+				h = keep(AvgPool2d(h, Pool2dParams{Kernel: [2]int{3, 3}, Padding: [2]int{1, 1}, ExcludePad: true}))
+				h = keep(AdaptiveAvgPool2d(h, 3, 2))
+				h = keep(BatchNorm2d(h, nil, nil, nil, nil, true, 0.1, 1e-5))
+				loss := keep(h.Sum())
+				loss.Backward()
+				for _, p := range []*Tensor{w1, b1, gamma, beta, wt} {
+					if p.Grad() == nil {
+						t.Fatalf("channels-last=%v: a parameter has no gradient", cl)
+					}
+				}
+				for i := len(made) - 1; i >= 0; i-- {
+					made[i].Release()
+				}
+				if got := liveOn(nativeTest) - base; got != 0 {
+					t.Errorf("channels-last=%v: %d bytes still live after releasing everything", cl, got)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,391 @@
+package nn_test
+
+import (
+	"errors"
+	"math"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+	"github.com/vramgo/vram/optim"
+)
+
+func TestConvLayerShapesAndInit(t *testing.T) {
+	g := vram.WithGenerator(vram.NewGenerator(1))
+	tests := []struct {
+		name        string
+		layer       nn.Module
+		weight      vram.Shape
+		bias        bool
+		bound       float64
+		in, outWant vram.Shape
+	}{
+		{"conv", nn.NewConv2d(3, 8, 3, nn.ConvOptions{Padding: 1}, g), vram.Shape{8, 3, 3, 3}, true, 1 / math.Sqrt(27),
+			vram.Shape{2, 3, 10, 9}, vram.Shape{2, 8, 10, 9}},
+		{"conv strided no bias", nn.NewConv2d(4, 6, 3, nn.ConvOptions{Stride: 2, NoBias: true}, g), vram.Shape{6, 4, 3, 3}, false, 1 / math.Sqrt(36),
+			vram.Shape{1, 4, 9, 9}, vram.Shape{1, 6, 4, 4}},
+		{"conv grouped dilated", nn.NewConv2d(4, 8, 3, nn.ConvOptions{Groups: 2, Dilation: 2, Padding: 2}, g), vram.Shape{8, 2, 3, 3}, true, 1 / math.Sqrt(18),
+			vram.Shape{1, 4, 7, 7}, vram.Shape{1, 8, 7, 7}},
+		{"transposed", nn.NewConvTranspose2d(4, 2, 3, nn.ConvOptions{Stride: 2, Padding: 1, OutputPadding: 1}, g), vram.Shape{4, 2, 3, 3}, true, 1 / math.Sqrt(18),
+			vram.Shape{1, 4, 5, 5}, vram.Shape{1, 2, 10, 10}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sd := nn.StateDict(tc.layer)
+			w := sd["weight"]
+			if w == nil || !slices.Equal(w.Shape(), tc.weight) {
+				t.Fatalf("weight %v, want shape %v", w, tc.weight)
+			}
+			if _, ok := sd["bias"]; ok != tc.bias {
+				t.Fatalf("bias present %v, want %v", ok, tc.bias)
+			}
+			for _, p := range tc.layer.Parameters() {
+				if !p.RequiresGrad() {
+					t.Errorf("parameter does not require grad")
+				}
+				if m := p.Abs().Max().Item(); m > tc.bound || m < tc.bound/2 {
+					t.Errorf("largest |value| %v, want just under the bound %v", m, tc.bound)
+				}
+			}
+			y := tc.layer.Forward(vram.Randn(tc.in))
+			if !slices.Equal(y.Shape(), tc.outWant) {
+				t.Fatalf("output %v, want %v", y.Shape(), tc.outWant)
+			}
+		})
+	}
+}
+
+func TestLayerOptionErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fn   func()
+	}{
+		{"groups not dividing", func() { nn.NewConv2d(4, 6, 3, nn.ConvOptions{Groups: 4}) }},
+		{"zero channels", func() { nn.NewConv2d(0, 6, 3, nn.ConvOptions{}) }},
+		{"zero kernel", func() { nn.NewConv2d(3, 6, 0, nn.ConvOptions{}) }},
+		{"negative stride", func() { nn.NewConv2d(3, 6, 3, nn.ConvOptions{Stride: -1}) }},
+		{"output padding on a convolution", func() { nn.NewConv2d(3, 6, 3, nn.ConvOptions{OutputPadding: 1}) }},
+		{"output padding too large", func() { nn.NewConvTranspose2d(3, 6, 3, nn.ConvOptions{Stride: 2, OutputPadding: 2}) }},
+		{"batch norm channels", func() { nn.NewBatchNorm2d(0) }},
+		{"pool kernel", func() { nn.NewMaxPool2d(0, 1, 0) }},
+		{"adaptive size", func() { nn.NewAdaptiveAvgPool2d(1, 0) }},
+		{"dropout2d probability", func() { nn.NewDropout2d(1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := vram.Catch(tc.fn)
+			if !errors.Is(err, vram.ErrArgument) {
+				t.Fatalf("got %v, want an ErrArgument", err)
+			}
+		})
+	}
+	x := vram.Randn(vram.Shape{1, 3, 4, 4})
+	if err := vram.Catch(func() { nn.NewConv2d(4, 6, 3, nn.ConvOptions{}).Forward(x) }); !errors.Is(err, vram.ErrShape) {
+		t.Errorf("wrong input channels: %v", err)
+	}
+	if err := vram.Catch(func() { nn.NewDropout2d(0.5).Forward(vram.Randn(vram.Shape{3, 4})) }); !errors.Is(err, vram.ErrShape) {
+		t.Errorf("2-D input to Dropout2d: %v", err)
+	}
+}
+
+func TestBatchNorm2dLayer(t *testing.T) {
+	bn := nn.NewBatchNorm2d(3)
+	var _ nn.Float32Layer = bn
+	names := func(ps []nn.NamedParameter) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	if got := names(bn.NamedParameters()); !slices.Equal(got, []string{"weight", "bias"}) {
+		t.Fatalf("parameters %v", got)
+	}
+	if got := names(nn.NamedBuffers(bn)); !slices.Equal(got, []string{"running_mean", "running_var", "num_batches_tracked"}) {
+		t.Fatalf("buffers %v", got)
+	}
+	if bn.NumBatchesTracked.DType() != vram.Int64 || bn.NumBatchesTracked.Dim() != 0 || bn.RunningMean.RequiresGrad() {
+		t.Fatalf("num_batches_tracked %v, running mean requires grad %v", bn.NumBatchesTracked, bn.RunningMean.RequiresGrad())
+	}
+	x := vram.Randn(vram.Shape{8, 3, 4, 4}, vram.WithGenerator(vram.NewGenerator(2))).MulScalar(2).AddScalar(3)
+	y := bn.Forward(x)
+	if m := y.Mean().Item(); math.Abs(m) > 1e-5 {
+		t.Errorf("training output mean %v, want 0", m)
+	}
+	mean := x.Mean(0, 2, 3).Float64s()
+	for i, v := range bn.RunningMean.Float64s() {
+		if !near(v, 0.1*mean[i], 1e-5) {
+			t.Errorf("running mean[%d] = %v, want %v", i, v, 0.1*mean[i])
+		}
+	}
+	bn.Forward(x)
+	if n := bn.NumBatchesTracked.Int64s()[0]; n != 2 {
+		t.Errorf("num_batches_tracked %d, want 2", n)
+	}
+	// Evaluation mode: the running statistics normalize, and stay.
+	bn.Eval()
+	rm := bn.RunningMean.Float64s()
+	ye := bn.Forward(x)
+	if slices.Equal(ye.Float64s(), y.Float64s()) {
+		t.Error("evaluation mode gave the training-mode output")
+	}
+	if !slices.Equal(bn.RunningMean.Float64s(), rm) || bn.NumBatchesTracked.Int64s()[0] != 2 {
+		t.Error("evaluation mode changed the running statistics")
+	}
+	// Half and BFloat16 keep it float32; a 16-bit input comes back 16-bit.
+	bn.Train()
+	seq := nn.NewSequential(nn.NewConv2d(3, 3, 1, nn.ConvOptions{}), bn)
+	seq.Half()
+	if bn.Weight.DType() != vram.Float32 || bn.RunningMean.DType() != vram.Float32 {
+		t.Fatalf("after Half: weight %s, running mean %s", bn.Weight.DType(), bn.RunningMean.DType())
+	}
+	yh := seq.Forward(x.Cast(vram.Float16))
+	if yh.DType() != vram.Float16 {
+		t.Fatalf("half model output %s", yh.DType())
+	}
+	yh.Cast(vram.Float32).Square().Sum().Backward()
+	if g := bn.Weight.Grad(); g == nil || g.DType() != vram.Float32 {
+		t.Fatalf("batch norm weight gradient %v", g)
+	}
+	// The module moves its buffers with it.
+	if vram.Sim(0).Available() {
+		bn.To(vram.Sim(0))
+		for _, b := range nn.NamedBuffers(bn) {
+			if b.Tensor.Device() != vram.Sim(0) {
+				t.Errorf("buffer %s on %v after To", b.Name, b.Tensor.Device())
+			}
+		}
+	}
+}
+
+// cnn is a small convolutional network in the layout of torchvision's
+// models, for the tests.
+func cnn(opts ...vram.Option) *nn.Sequential {
+	return nn.NewSequential(
+		nn.NewConv2d(1, 8, 3, nn.ConvOptions{Padding: 1, NoBias: true}, opts...),
+		nn.NewBatchNorm2d(8, opts...),
+		nn.NewReLU(),
+		nn.NewMaxPool2d(2, 0, 0),
+		nn.NewConv2d(8, 8, 3, nn.ConvOptions{Padding: 1}, opts...),
+		nn.NewReLU(),
+		nn.NewAdaptiveAvgPool2d(1, 1),
+		nn.NewFlatten(),
+		nn.NewLinear(8, 2, opts...),
+	)
+}
+
+// stripes makes a batch of 12×12 images with horizontal (class 0) or
+// vertical (class 1) stripes plus noise.
+func stripes(n int, g *vram.Generator) (*vram.Tensor, *vram.Tensor) {
+	vals := make([]float32, n*144)
+	labels := make([]int64, n)
+	for i := range n {
+		labels[i] = int64(i % 2)
+		phase := int(g.Float64() * 4)
+		for y := range 12 {
+			for x := range 12 {
+				k := y
+				if labels[i] == 1 {
+					k = x
+				}
+				v := float32(0)
+				if (k+phase)%4 < 2 {
+					v = 1
+				}
+				vals[i*144+y*12+x] = v + float32(g.Float64()-0.5)*0.6
+			}
+		}
+	}
+	return vram.FromSlice(vals, vram.Shape{n, 1, 12, 12}), vram.FromSlice(labels, vram.Shape{n})
+}
+
+func TestSmallCNNTrains(t *testing.T) {
+	g := vram.NewGenerator(3)
+	m := cnn(vram.WithGenerator(vram.NewGenerator(4)))
+	opt, err := optim.NewSGD(m.Parameters(), optim.SGDConfig{LR: 0.1, Momentum: 0.9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first, last float64
+	for step := range 30 {
+		x, y := stripes(32, g)
+		vram.Tidy(func() {
+			opt.ZeroGrad()
+			loss := nn.CrossEntropyLoss(m.Forward(x), y)
+			loss.Backward()
+			opt.Step()
+			if step == 0 {
+				first = loss.Item()
+			}
+			last = loss.Item()
+		})
+	}
+	m.Eval()
+	x, y := stripes(64, g)
+	pred := m.Forward(x).ArgMax(1, false).Int64s()
+	correct := 0
+	for i, l := range y.Int64s() {
+		if pred[i] == l {
+			correct++
+		}
+	}
+	t.Logf("loss %.3f -> %.3f, eval accuracy %d/64", first, last, correct)
+	if !(last < first/2) || correct < 56 {
+		t.Fatalf("did not learn: loss %.3f -> %.3f, accuracy %d/64", first, last, correct)
+	}
+}
+
+func TestChannelsLastModelMatches(t *testing.T) {
+	ref := cnn(vram.Float64, vram.WithGenerator(vram.NewGenerator(5)))
+	cl := cnn(vram.Float64, vram.WithGenerator(vram.NewGenerator(5)))
+	nn.ToMemoryFormat(cl, vram.ChannelsLast)
+	for _, p := range cl.NamedParameters() {
+		if p.Tensor.Dim() == 4 && !p.Tensor.IsContiguous(vram.ChannelsLast) {
+			t.Fatalf("%s has strides %v after ToMemoryFormat", p.Name, p.Tensor.Strides())
+		}
+	}
+	x, _ := stripes(4, vram.NewGenerator(6))
+	x64 := x.Cast(vram.Float64)
+	want := ref.Forward(x64)
+	got := cl.Forward(x64.Contiguous(vram.ChannelsLast))
+	checkValues(t, "channels-last model", got.Float64s(), want.Float64s(), 1e-10)
+	want.Sum().Backward()
+	got.Sum().Backward()
+	rp, cp := ref.Parameters(), cl.Parameters()
+	for i := range rp {
+		checkValues(t, "gradient", cp[i].Grad().Float64s(), rp[i].Grad().Float64s(), 1e-10)
+	}
+	// Intermediate outputs keep the channels-last format.
+	h := cl.At(0).Forward(x64.Contiguous(vram.ChannelsLast))
+	if !h.IsContiguous(vram.ChannelsLast) {
+		t.Errorf("convolution output strides %v, want channels-last", h.Strides())
+	}
+	nn.ToMemoryFormat(cl, vram.ContiguousFormat)
+	for _, p := range cl.Parameters() {
+		if !p.IsContiguous() {
+			t.Fatalf("parameter strides %v after ToMemoryFormat(ContiguousFormat)", p.Strides())
+		}
+	}
+}
+
+func TestStateDictWithBuffers(t *testing.T) {
+	src := cnn(vram.WithGenerator(vram.NewGenerator(7)))
+	x, _ := stripes(8, vram.NewGenerator(8))
+	src.Forward(x) // moves the running statistics
+	sd := nn.StateDict(src)
+	var keys []string
+	for k := range sd {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	want := []string{"0.weight", "1.bias", "1.num_batches_tracked", "1.running_mean", "1.running_var", "1.weight",
+		"4.bias", "4.weight", "8.bias", "8.weight"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("state dict keys %v, want %v (PyTorch's)", keys, want)
+	}
+	path := filepath.Join(t.TempDir(), "cnn.safetensors")
+	if err := nn.Save(src, path); err != nil {
+		t.Fatal(err)
+	}
+	dst := cnn(vram.WithGenerator(vram.NewGenerator(9)))
+	if err := nn.Load(dst, path); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range nn.StateDict(dst) {
+		if k == "1.num_batches_tracked" {
+			if v.Int64s()[0] != 1 {
+				t.Errorf("num_batches_tracked %v after load, want 1", v.Int64s())
+			}
+			continue
+		}
+		checkValues(t, k, v.Float64s(), sd[k].Float64s(), 0)
+	}
+	// A file without the buffers is refused, naming them.
+	lin := nn.NewSequential(nn.NewConv2d(1, 8, 3, nn.ConvOptions{Padding: 1, NoBias: true}))
+	p2 := filepath.Join(t.TempDir(), "conv.safetensors")
+	if err := nn.Save(lin, p2); err != nil {
+		t.Fatal(err)
+	}
+	err := nn.Load(cnn(), p2)
+	if err == nil || !strings.Contains(err.Error(), `"1.running_mean"`) {
+		t.Fatalf("loading a file without the buffers: %v", err)
+	}
+}
+
+func TestDropout2dZeroesWholeChannels(t *testing.T) {
+	d := nn.NewDropout2d(0.5, vram.WithGenerator(vram.NewGenerator(10)))
+	x := vram.Ones(vram.Shape{4, 16, 3, 3})
+	y := d.Forward(x).Float64s()
+	dropped := 0
+	for ch := range 4 * 16 {
+		v := y[ch*9]
+		for i := range 9 {
+			if y[ch*9+i] != v {
+				t.Fatalf("channel %d is partly dropped: %v", ch, y[ch*9:ch*9+9])
+			}
+		}
+		switch v {
+		case 0:
+			dropped++
+		case 2:
+		default:
+			t.Fatalf("channel %d scaled to %v, want 0 or 2", ch, v)
+		}
+	}
+	if dropped < 16 || dropped > 48 {
+		t.Errorf("%d of 64 channels dropped at p = 0.5", dropped)
+	}
+	d.Eval()
+	if got := d.Forward(x).Float64s(); slices.Min(got) != 1 || slices.Max(got) != 1 {
+		t.Error("evaluation mode changed the input")
+	}
+	// An unbatched input drops channels too.
+	d.Train()
+	if got := d.Forward(vram.Ones(vram.Shape{16, 2, 2})); !slices.Equal(got.Shape(), vram.Shape{16, 2, 2}) {
+		t.Errorf("unbatched output %v", got.Shape())
+	}
+}
+
+func TestPoolAndFlattenLayers(t *testing.T) {
+	x := vram.Randn(vram.Shape{2, 3, 8, 8})
+	for _, tc := range []struct {
+		name string
+		m    nn.Module
+		want vram.Shape
+	}{
+		{"max pool", nn.NewMaxPool2d(3, 2, 1), vram.Shape{2, 3, 4, 4}},
+		{"avg pool", nn.NewAvgPool2d(2, 0, 0), vram.Shape{2, 3, 4, 4}},
+		{"adaptive", nn.NewAdaptiveAvgPool2d(3, 5), vram.Shape{2, 3, 3, 5}},
+		{"flatten", nn.NewFlatten(), vram.Shape{2, 192}},
+	} {
+		if got := tc.m.Forward(x).Shape(); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: shape %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestCNNUnderAutocast(t *testing.T) {
+	m := cnn(vram.WithGenerator(vram.NewGenerator(11)))
+	x, y := stripes(8, vram.NewGenerator(12))
+	var loss *vram.Tensor
+	vram.Autocast(vram.BFloat16, func() {
+		h := m.At(0).Forward(x)
+		if h.DType() != vram.BFloat16 {
+			t.Errorf("convolution under autocast gave %s", h.DType())
+		}
+		loss = vram.Keep(nn.CrossEntropyLoss(m.Forward(x), y))
+	})
+	loss.Backward()
+	bn := m.At(1).(*nn.BatchNorm2d)
+	for _, p := range m.Parameters() {
+		if g := p.Grad(); g == nil || g.DType() != vram.Float32 {
+			t.Fatalf("gradient %v, want float32 for a float32 master", g)
+		}
+	}
+	if bn.RunningMean.DType() != vram.Float32 {
+		t.Fatalf("running mean %s", bn.RunningMean.DType())
+	}
+}
