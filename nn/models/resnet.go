@@ -23,9 +23,9 @@ type Config struct {
 	ZeroInitResidual bool
 }
 
-// Block is a residual block of a [ResNet]: a [BasicBlock] or a
+// block is a residual block of a [ResNet]: a [BasicBlock] or a
 // [Bottleneck].
-type Block interface {
+type block interface {
 	nn.Module
 	// lastBN returns the block's last batch norm, the one that
 	// Config.ZeroInitResidual zeroes.
@@ -258,7 +258,7 @@ func NewResNet(kind BlockKind, layers [4]int, cfg Config, opts ...vram.Option) *
 			if j == 0 {
 				s = stride
 			}
-			var b Block
+			var b block
 			if kind == Basic {
 				b = NewBasicBlock(in, planes, s, opts...)
 			} else {
@@ -281,16 +281,9 @@ func NewResNet(kind BlockKind, layers [4]int, cfg Config, opts ...vram.Option) *
 
 // Forward returns the logits [N, NumClasses] of images x [N, 3, H, W].
 func (r *ResNet) Forward(x *vram.Tensor) *vram.Tensor {
-	h := convBN(r.Conv1, r.BN1, x, true)
-	cur := r.MaxPool.Forward(h)
-	h.Release()
-	for _, stage := range r.Layers {
-		next := stage.Forward(cur)
-		cur.Release()
-		cur = next
-	}
-	pooled := r.AvgPool.Forward(cur)
-	cur.Release()
+	feat := r.Features(x)
+	pooled := r.AvgPool.Forward(feat)
+	feat.Release()
 	flat := pooled.Flatten(1, -1)
 	pooled.Release()
 	defer flat.Release()
@@ -298,7 +291,8 @@ func (r *ResNet) Forward(x *vram.Tensor) *vram.Tensor {
 }
 
 // Features returns the output of the last stage, [N, 512·expansion, H/32,
-// W/32], before pooling: what a detection or segmentation head takes.
+// W/32] (rounded up), before pooling: what a detection or segmentation
+// head takes.
 func (r *ResNet) Features(x *vram.Tensor) *vram.Tensor {
 	h := convBN(r.Conv1, r.BN1, x, true)
 	cur := r.MaxPool.Forward(h)

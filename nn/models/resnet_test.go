@@ -234,7 +234,7 @@ func releaseAll(m nn.Module) {
 
 // TestForwardCPU runs ResNet-18 on two small images on the CPU, in
 // training and evaluation mode, and checks the output's shape and that it
-// is finite.
+// is finite, and the shape of Features.
 func TestForwardCPU(t *testing.T) {
 	m := ResNet18(Config{NumClasses: 10}, vram.WithGenerator(vram.NewGenerator(1)))
 	defer releaseAll(m)
@@ -254,6 +254,13 @@ func TestForwardCPU(t *testing.T) {
 				if math.IsNaN(v) || math.IsInf(v, 0) {
 					t.Fatalf("eval %v: output %v", eval, y.Float64s())
 				}
+			}
+		})
+		vram.NoGrad(func() {
+			f := m.Features(x)
+			defer f.Release()
+			if !slices.Equal(f.Shape(), vram.Shape{2, 512, 1, 1}) {
+				t.Errorf("eval %v: features shape %v, want [2 512 1 1]", eval, f.Shape())
 			}
 		})
 	}
@@ -349,11 +356,11 @@ func float32s(t *testing.T, st safetensors.Tensor) []float32 {
 // when there is one. It skips when the script has not been run.
 func TestGoldenResNet18(t *testing.T) {
 	weights := filepath.Join("testdata", "resnet18_golden.safetensors")
-	io := filepath.Join("testdata", "resnet18_golden_io.safetensors")
+	ioPath := filepath.Join("testdata", "resnet18_golden_io.safetensors")
 	if _, err := os.Stat(weights); err != nil {
 		t.Skipf("%s is missing: run python3 nn/models/testdata/torchvision_resnet.py where PyTorch is installed", weights)
 	}
-	rec := readST(t, io)
+	rec := readST(t, ioPath)
 	devs := []vram.Device{vram.CPU}
 	if vram.CUDAAvailable() {
 		devs = append(devs, vram.CUDA(0))
