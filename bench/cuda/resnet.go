@@ -58,79 +58,88 @@ func benchResNet(reps int) {
 		if !want(name) {
 			continue
 		}
-		vram.EmptyCache(dev)
-		model := models.ResNet50(models.Config{NumClasses: classes}, vram.WithGenerator(vram.NewGenerator(1)))
-		model.To(dev)
-		format := vram.ContiguousFormat
-		if m.channelsLast {
-			format = vram.ChannelsLast
-			nn.ToMemoryFormat(model, format)
+		if err := vram.Catch(func() { resnetMode(d, dev, m.name, m.channelsLast, m.bf16, labels, reps) }); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		}
-		opt, err := optim.NewSGD(model.Parameters(), optim.SGDConfig{LR: 0.1, Momentum: 0.9})
-		must(err)
-		x0 := vram.Randn(vram.Shape{batch, 3, 224, 224}, dev, vram.WithGenerator(vram.NewGenerator(2)))
-		x := x0.Contiguous(format)
-		x0.Release()
-		y := vram.FromSlice(labels, vram.Shape{batch}, dev)
-		step := func() {
-			vram.Tidy(func() {
-				var loss *vram.Tensor
-				fwd := func() { loss = nn.CrossEntropyLoss(model.Forward(x), y) }
-				if m.bf16 {
-					amp.Autocast(vram.BFloat16, fwd)
-				} else {
-					fwd()
-				}
-				loss.Backward()
-				opt.Step()
-				opt.ZeroGrad()
-			})
-		}
-		must(d.Synchronize())
-		vram.ResetPeakMemoryStats(dev)
+	}
+	vram.EmptyCache(dev)
+}
+
+// resnetMode runs the steps of one mode and emits its rows; a failure
+// panics, and benchResNet reports it and goes on with the next mode.
+func resnetMode(d *cb.Device, dev vram.Device, mode string, channelsLast, bf16 bool, labels []int64, reps int) {
+	const batch, classes = 64, 1000
+	name := "resnet50_step_" + mode
+	vram.EmptyCache(dev)
+	model := models.ResNet50(models.Config{NumClasses: classes}, dev, vram.WithGenerator(vram.NewGenerator(1)))
+	defer releaseModel(model)
+	format := vram.ContiguousFormat
+	if channelsLast {
+		format = vram.ChannelsLast
+		nn.ToMemoryFormat(model, format)
+	}
+	opt, err := optim.NewSGD(model.Parameters(), optim.SGDConfig{LR: 0.1, Momentum: 0.9})
+	must(err)
+	defer opt.Release()
+	x0 := vram.Randn(vram.Shape{batch, 3, 224, 224}, dev, vram.WithGenerator(vram.NewGenerator(2)))
+	x := x0.Contiguous(format)
+	x0.Release()
+	defer x.Release()
+	y := vram.FromSlice(labels, vram.Shape{batch}, dev)
+	defer y.Release()
+	step := func() {
+		vram.Tidy(func() {
+			var loss *vram.Tensor
+			fwd := func() { loss = nn.CrossEntropyLoss(model.Forward(x), y) }
+			if bf16 {
+				amp.Autocast(vram.BFloat16, fwd)
+			} else {
+				fwd()
+			}
+			loss.Backward()
+			opt.Step()
+			opt.ZeroGrad()
+		})
+	}
+	must(d.Synchronize())
+	vram.ResetPeakMemoryStats(dev)
+	t0 := time.Now()
+	step()
+	must(d.Synchronize())
+	first := time.Since(t0)
+	// Two more warm-up steps and reps timed ones; a step of seconds
+	// (no fast convolution path) gets one warm-up and three, so that
+	// the four modes stay within a few minutes.
+	warm, n := 2, min(reps, 10)
+	if first > 2*time.Second {
+		warm, n = 1, 3
+	}
+	for range warm {
+		step()
+	}
+	must(d.Synchronize())
+	ts := make([]float64, n)
+	for i := range ts {
 		t0 := time.Now()
 		step()
 		must(d.Synchronize())
-		first := time.Since(t0)
-		// Two more warm-up steps and reps timed ones; a step of seconds
-		// (no fast convolution path) gets one warm-up and three, so that
-		// the four modes stay within a few minutes.
-		warm, n := 2, min(reps, 10)
-		if first > 2*time.Second {
-			warm, n = 1, 3
-		}
-		for range warm {
-			step()
-		}
-		must(d.Synchronize())
-		ts := make([]float64, n)
-		for i := range ts {
-			t0 := time.Now()
-			step()
-			must(d.Synchronize())
-			ts[i] = float64(time.Since(t0).Microseconds()) / 1000
-		}
-		ms := median(ts)
-		what := "float32, TF32 convolutions"
-		if m.bf16 {
-			what = "bf16 autocast"
-		}
-		if m.channelsLast {
-			what += ", channels_last"
-		} else {
-			what += ", NCHW"
-		}
-		emit(name, ms, "ms", "batch 64, 224x224, SGD momentum, "+what)
-		emit("resnet50_first_step_"+m.name, float64(first.Microseconds())/1000, "ms", "the first step, algorithm search and kernel compiles included")
-		emit("resnet50_peak_allocated_"+m.name, gibOf(vram.MaxMemoryAllocated(dev)), "GiB", "MaxMemoryAllocated")
-		emit("resnet50_peak_reserved_"+m.name, gibOf(vram.MaxMemoryReserved(dev)), "GiB", "MaxMemoryReserved")
-		fmt.Fprintf(os.Stderr, "%s: %.1f ms a step, first step %v\n", name, ms, first.Round(time.Millisecond))
-		opt.Release()
-		releaseModel(model)
-		x.Release()
-		y.Release()
+		ts[i] = float64(time.Since(t0).Microseconds()) / 1000
 	}
-	vram.EmptyCache(dev)
+	ms := median(ts)
+	what := "float32, TF32 convolutions"
+	if bf16 {
+		what = "bf16 autocast"
+	}
+	if channelsLast {
+		what += ", channels_last"
+	} else {
+		what += ", NCHW"
+	}
+	emit(name, ms, "ms", "batch 64, 224x224, SGD momentum, "+what)
+	emit("resnet50_first_step_"+mode, float64(first.Microseconds())/1000, "ms", "the first step, algorithm search and kernel compiles included")
+	emit("resnet50_peak_allocated_"+mode, gibOf(vram.MaxMemoryAllocated(dev)), "GiB", "MaxMemoryAllocated")
+	emit("resnet50_peak_reserved_"+mode, gibOf(vram.MaxMemoryReserved(dev)), "GiB", "MaxMemoryReserved")
+	fmt.Fprintf(os.Stderr, "%s: %.1f ms a step, first step %v\n", name, ms, first.Round(time.Millisecond))
 }
 
 func gibOf(n int64) float64 { return float64(n) / (1 << 30) }
