@@ -57,7 +57,7 @@ type settings struct {
 }
 
 // full is the example's run on a GPU.
-var full = settings{size: 64, trainN: 4096, testN: 1024, batch: 64, epochs: 2}
+var full = settings{size: 64, trainN: 4096, testN: 1024, batch: 64, epochs: 3}
 
 // run trains on cuda:0 when gpu is set, else reports the step's memory on
 // the shape-only sim device.
