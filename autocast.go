@@ -12,8 +12,9 @@ type autocastState struct {
 
 // Autocast runs fn with automatic mixed precision on the calling goroutine
 // (torch.autocast): matrix products ([Tensor.MatMul], [Tensor.BMM],
-// [Linear], [LinearAct]) take float32 and float64 operands in dt (Float16
-// or BFloat16), and produce dt. A leaf operand that requires grad (a
+// [Linear], [LinearAct]) and convolutions ([Conv2d], [ConvTranspose2d])
+// take float32 and float64 operands in dt (Float16 or BFloat16), and
+// produce dt. A leaf operand that requires grad (a
 // float32 master weight) is cast once per region and the copy reused by
 // every product inside it; gradients flow back to the master in its own
 // dtype. Package amp wraps it; see amp.Autocast for the ops that run in

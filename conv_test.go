@@ -437,6 +437,16 @@ func TestConvGradients(t *testing.T) {
 			gradCheck(t, func(xs []*Tensor) *Tensor { return ConvTranspose2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
 		})
 	}
+	for _, act := range []Activation{ActReLU, ActGELU} {
+		for _, tc := range []convCase{convCases[2], convCases[6]} {
+			t.Run(fmt.Sprintf("conv2d %s %v", tc.name, act), func(t *testing.T) {
+				x, w, _ := convInputs(tc, false)
+				gradCheck(t, func(xs []*Tensor) *Tensor { return Conv2dAct(xs[0], xs[1], xs[2], tc.p, act) }, x, w, rnd(14, tc.w[0]))
+				x, w, _ = convInputs(tc, false)
+				gradCheck(t, func(xs []*Tensor) *Tensor { return Conv2dAct(xs[0], xs[1], nil, tc.p, act) }, x, w)
+			})
+		}
+	}
 	t.Run("conv2d channels-last", func(t *testing.T) {
 		tc := convCases[3]
 		x, w, b := convInputs(tc, false)
@@ -520,6 +530,7 @@ func TestConvErrors(t *testing.T) {
 		{"integer input", ErrDType, func() { Conv2d(Zeros(Shape{2, 4, 5, 5}, Int64), w, nil, Conv2dParams{}) }},
 		{"mixed dtypes", ErrDType, func() { Conv2d(x.Cast(Float64), w, nil, Conv2dParams{}) }},
 		{"nil weight", ErrArgument, func() { Conv2d(x, nil, nil, Conv2dParams{}) }},
+		{"unknown activation", ErrArgument, func() { Conv2dAct(x, w, nil, Conv2dParams{}, Activation(7)) }},
 		{"transposed wrong channels", ErrShape, func() { ConvTranspose2d(x, Randn(Shape{3, 2, 3, 3}, Float32), nil, Conv2dParams{}) }},
 		{"transposed output padding too large", ErrArgument, func() {
 			ConvTranspose2d(x, Randn(Shape{4, 2, 3, 3}, Float32), nil, Conv2dParams{Stride: [2]int{2, 2}, OutputPadding: [2]int{2, 0}})
@@ -654,9 +665,25 @@ func TestConvAutocast(t *testing.T) {
 }
 
 // TestConvConcurrent runs convolutions and pooling of many shapes from
-// several goroutines at once: the shared index caches must hold up under
-// -race.
+// several goroutines at once: the shared index cache must hold up under
+// -race, also while a small bound keeps emptying it.
 func TestConvConcurrent(t *testing.T) {
+	t.Run("cache kept", convConcurrently)
+	t.Run("cache emptied", func(t *testing.T) {
+		indexCache.mu.Lock()
+		saved := indexCache.limit
+		indexCache.limit = 2 << 10
+		indexCache.mu.Unlock()
+		defer func() {
+			indexCache.mu.Lock()
+			indexCache.limit = saved
+			indexCache.mu.Unlock()
+		}()
+		convConcurrently(t)
+	})
+}
+
+func convConcurrently(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for g := range 8 {
@@ -736,5 +763,72 @@ func TestSmallCNNStepSpeed(t *testing.T) {
 func BenchmarkSmallCNNStep(b *testing.B) {
 	for b.Loop() {
 		smallCNNStep(b)
+	}
+}
+
+// TestIndexCacheBounded: shapes that change every call keep the composed
+// ops' host cache within its bound, and results stay right.
+func TestIndexCacheBounded(t *testing.T) {
+	indexCache.mu.Lock()
+	saved := indexCache.limit
+	indexCache.limit = 4 << 10
+	indexCache.mu.Unlock()
+	defer func() {
+		indexCache.mu.Lock()
+		indexCache.limit = saved
+		indexCache.mu.Unlock()
+	}()
+	w := rnd(1, 2, 1, 3, 3)
+	for size := 3; size < 30; size++ {
+		x := rnd(uint64(size), 1, 1, size, size+1)
+		p := Conv2dParams{Padding: [2]int{1, 1}}
+		want, _ := refConv2d(x.Float64s(), []int{1, 1, size, size + 1}, w.Float64s(), []int{2, 1, 3, 3}, nil, p)
+		closeTo(t, fmt.Sprint("size ", size), Conv2d(x, w, nil, p).Float64s(), want, 1e-12)
+		AdaptiveAvgPool2d(x, 2, 3)
+		AvgPool2d(x, Pool2dParams{Kernel: [2]int{3, 3}, Padding: [2]int{1, 1}, ExcludePad: true})
+		indexCache.mu.Lock()
+		b := indexCache.bytes
+		indexCache.mu.Unlock()
+		if b > 4<<10 {
+			t.Fatalf("cache holds %d bytes, bound 4096", b)
+		}
+	}
+}
+
+func TestConvEdgeCases(t *testing.T) {
+	t.Run("empty batch", func(t *testing.T) {
+		x := Randn(Shape{0, 3, 5, 5}, Float32).SetRequiresGrad(true)
+		w := Randn(Shape{4, 3, 3, 3}, Float32).SetRequiresGrad(true)
+		y := Conv2d(x, w, nil, Conv2dParams{Padding: [2]int{1, 1}})
+		if !slices.Equal(y.Shape(), Shape{0, 4, 5, 5}) {
+			t.Fatalf("shape %v", y.Shape())
+		}
+		MaxPool2d(y, Pool2dParams{Kernel: [2]int{2, 2}}).Sum().Backward()
+		if g := w.Grad(); g == nil || g.Abs().Max().Item() != 0 {
+			t.Fatalf("weight gradient of an empty batch: %v", g)
+		}
+	})
+	for _, dt := range []DType{Float16, BFloat16} {
+		t.Run(dt.String(), func(t *testing.T) {
+			tol := 1e-2
+			if dt == BFloat16 {
+				tol = 5e-2
+			}
+			x, w := rnd(1, 2, 3, 5, 5).Cast(dt), rnd(2, 4, 3, 3, 3).Cast(dt).SetRequiresGrad(true)
+			p := Conv2dParams{Padding: [2]int{1, 1}, Stride: [2]int{2, 1}}
+			y := Conv2d(x, w, nil, p)
+			if y.DType() != dt {
+				t.Fatalf("output %s", y.DType())
+			}
+			want, _ := refConv2d(x.Float64s(), []int{2, 3, 5, 5}, w.Float64s(), []int{4, 3, 3, 3}, nil, p)
+			closeTo(t, "16-bit conv2d", y.Float64s(), want, tol)
+			yt := ConvTranspose2d(y, w, nil, p)
+			wantT, _ := refConvTranspose2d(y.Float64s(), []int{2, 4, 3, 5}, w.Float64s(), []int{4, 3, 3, 3}, nil, p)
+			closeTo(t, "16-bit conv_transpose2d", yt.Float64s(), wantT, tol)
+			AdaptiveAvgPool2d(MaxPool2d(yt, Pool2dParams{Kernel: [2]int{2, 2}}), 1, 1).Sum().Backward()
+			if g := w.Grad(); g == nil || g.DType() != dt {
+				t.Fatalf("gradient %v", g)
+			}
+		})
 	}
 }

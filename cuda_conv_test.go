@@ -49,6 +49,17 @@ func TestCUDAConvMatchesCPU(t *testing.T) {
 	}
 }
 
+func TestCUDAConvActMatchesCPU(t *testing.T) {
+	needCUDA(t)
+	tc := convCase{"resnet block", []int{4, 32, 10, 10}, []int{32, 32, 3, 3}, Conv2dParams{Padding: [2]int{1, 1}}, false}
+	for _, act := range []Activation{ActReLU, ActGELU} {
+		t.Run(act.String(), func(t *testing.T) {
+			x, w, b := convInputs(tc, false)
+			compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return Conv2dAct(xs[0], xs[1], xs[2], tc.p, act) }, x, w, b)
+		})
+	}
+}
+
 func TestCUDAConvTransposeMatchesCPU(t *testing.T) {
 	needCUDA(t)
 	for _, tc := range convTCases {

@@ -72,16 +72,53 @@ type window struct {
 	ph, pw, dh, dw       int
 }
 
-// indexCache holds the im2col index of each window: immutable []int64,
-// shared by every goroutine.
-var indexCache sync.Map // window -> []int64
+// hostCache holds immutable host slices (the gather indices and window
+// sizes of the composed ops) by geometry, shared by every goroutine. It is
+// bounded: an insertion that would pass limit bytes empties it first, so a
+// program whose shapes change every step keeps at most limit, rebuilding
+// what it needs again.
+type hostCache struct {
+	mu    sync.Mutex
+	m     map[any]any
+	bytes int64
+	limit int64
+}
+
+// indexCache is the composed ops' cache: 64 MiB.
+var indexCache = &hostCache{limit: 64 << 20}
+
+// get returns the value cached under k.
+func (c *hostCache) get(k any) (any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+// put caches v, of size bytes, under k unless another goroutine did
+// first, and returns the cached value.
+func (c *hostCache) put(k, v any, size int64) any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.m[k]; ok {
+		return old
+	}
+	if c.m == nil || c.bytes+size > c.limit {
+		c.m, c.bytes = map[any]any{}, 0
+	}
+	if size <= c.limit {
+		c.m[k] = v
+		c.bytes += size
+	}
+	return v
+}
 
 // index returns, for tap k and output position l, the flat position
 // ih·inW + iw of the input element the tap reads at k·L + l (L =
 // outH·outW), or inH·inW (a padding slot past the input) where it falls
 // into the padding. The slice is cached and must not be modified.
 func (w window) index() []int64 {
-	if v, ok := indexCache.Load(w); ok {
+	if v, ok := indexCache.get(w); ok {
 		return v.([]int64)
 	}
 	L := w.outH * w.outW
@@ -103,8 +140,7 @@ func (w window) index() []int64 {
 			}
 		}
 	}
-	v, _ := indexCache.LoadOrStore(w, idx)
-	return v.([]int64)
+	return indexCache.put(w, idx, 8*int64(len(idx))).([]int64)
 }
 
 // indexTensor returns w's index as an int64 tensor [1, 1, KK·L] on ds.
@@ -234,7 +270,21 @@ func Conv2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
 	const op = "conv2d"
 	defer asOp(op)
 	notNil(op, x, weight)
-	return unbatched(op, x, func(x *Tensor) *Tensor { return conv2d(op, x, weight, bias, p, false) })
+	return unbatched(op, x, func(x *Tensor) *Tensor { return conv2d(op, x, weight, bias, p, false, ActNone) })
+}
+
+// Conv2dAct returns act(Conv2d(x, weight, bias, p)): a convolution, its
+// bias and its activation as one op. A device whose native convolution
+// fuses them (cuDNN's convolution with bias and ReLU) runs the three in
+// one kernel, and the backward pass takes the ReLU's gradient from the
+// output; elsewhere it is the convolution followed by [BiasAct], with the
+// same results up to rounding. Everything else is as for Conv2d.
+func Conv2dAct(x, weight, bias *Tensor, p Conv2dParams, act Activation) *Tensor {
+	const op = "conv2d"
+	defer asOp(op)
+	act.check(op)
+	notNil(op, x, weight)
+	return unbatched(op, x, func(x *Tensor) *Tensor { return conv2d(op, x, weight, bias, p, false, act) })
 }
 
 // ConvTranspose2d returns the transposed convolution of x [N, C, H, W]
@@ -248,7 +298,7 @@ func ConvTranspose2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
 	const op = "conv_transpose2d"
 	defer asOp(op)
 	notNil(op, x, weight)
-	return unbatched(op, x, func(x *Tensor) *Tensor { return conv2d(op, x, weight, bias, p, true) })
+	return unbatched(op, x, func(x *Tensor) *Tensor { return conv2d(op, x, weight, bias, p, true, ActNone) })
 }
 
 // convGeom is the checked geometry of a convolution.
@@ -321,7 +371,7 @@ func (g convGeom) dual() convGeom {
 	return d
 }
 
-func conv2d(op string, x, w, bias *Tensor, p Conv2dParams, transposed bool) *Tensor {
+func conv2d(op string, x, w, bias *Tensor, p Conv2dParams, transposed bool, act Activation) *Tensor {
 	if g := current(); g != nil && g.autocast != nil {
 		ops, done := autocastLow(x, w, bias)
 		defer done()
@@ -332,15 +382,25 @@ func conv2d(op string, x, w, bias *Tensor, p Conv2dParams, transposed bool) *Ten
 	fusedFloat(op, x, w, bias)
 	p = p.resolve(op, transposed)
 	geo := geometry(op, x, w, bias, p, transposed)
-	if y := convNative(op, ds, x, w, bias, geo, transposed); y != nil {
-		return y
-	}
 	f := convFormat(x, w)
+	if y := convNative(op, ds, x, w, bias, geo, transposed, act == ActReLU); y != nil {
+		if act == ActNone || act == ActReLU && !transposed {
+			return y
+		}
+		// An activation the kernel does not fuse.
+		defer y.Release()
+		a := y.unary(act)
+		if f != ChannelsLast {
+			return a
+		}
+		defer a.Release()
+		return a.toFormat(op, f)
+	}
 	var y *Tensor
 	if transposed {
-		y = convTransposeComposed(x, w, bias, geo)
+		y = convTransposeComposed(x, w, bias, geo, act)
 	} else {
-		y = convComposed(x, w, bias, geo)
+		y = convComposed(x, w, bias, geo, act)
 	}
 	if f == ChannelsLast {
 		defer y.Release()
@@ -349,9 +409,32 @@ func conv2d(op string, x, w, bias *Tensor, p Conv2dParams, transposed bool) *Ten
 	return y
 }
 
+// unary returns the recorded act(t) (not ActNone).
+func (t *Tensor) unary(act Activation) *Tensor {
+	if act == ActGELU {
+		return t.Gelu()
+	}
+	return t.Relu()
+}
+
+// biasAct returns the recorded act(y + bias) for y [N, O, H, W] and bias
+// [O] or nil, and releases y.
+func biasAct(y, bias *Tensor, act Activation) *Tensor {
+	if bias == nil && act == ActNone {
+		return y
+	}
+	defer y.Release()
+	if bias == nil {
+		return y.unary(act)
+	}
+	b := bias.Reshape(1, bias.shape[0], 1, 1)
+	defer b.Release()
+	return BiasAct(y, b, act)
+}
+
 // convComposed is Conv2d from recorded ops: im2col and a batched product
-// [G, O/G, C/G·KK] × [N, G, C/G·KK, L].
-func convComposed(x, w, bias *Tensor, g convGeom) *Tensor {
+// [G, O/G, C/G·KK] × [N, G, C/G·KK, L], then the bias and act.
+func convComposed(x, w, bias *Tensor, g convGeom, act Activation) *Tensor {
 	G := g.p.Groups
 	kk, l := g.kh*g.kw, g.oh*g.ow
 	cols := im2col(x, g.win, 0)
@@ -362,19 +445,13 @@ func convComposed(x, w, bias *Tensor, g convGeom) *Tensor {
 	defer wg.Release()
 	r := wg.MatMul(cg)
 	defer r.Release()
-	y := r.Reshape(g.n, g.o, g.oh, g.ow)
-	if bias == nil {
-		return y
-	}
-	defer y.Release()
-	b := bias.Reshape(1, g.o, 1, 1)
-	defer b.Release()
-	return y.Add(b)
+	return biasAct(r.Reshape(g.n, g.o, g.oh, g.ow), bias, act)
 }
 
 // convTransposeComposed is ConvTranspose2d from recorded ops: a batched
-// product [G, O/G·KK, C/G] × [N, G, C/G, H·W] and col2im.
-func convTransposeComposed(x, w, bias *Tensor, g convGeom) *Tensor {
+// product [G, O/G·KK, C/G] × [N, G, C/G, H·W] and col2im, then the bias
+// and act.
+func convTransposeComposed(x, w, bias *Tensor, g convGeom, act Activation) *Tensor {
 	G := g.p.Groups
 	kk := g.kh * g.kw
 	xg := x.Reshape(g.n, G, g.c/G, g.h*g.w)
@@ -387,14 +464,7 @@ func convTransposeComposed(x, w, bias *Tensor, g convGeom) *Tensor {
 	defer r.Release()
 	cols := r.Reshape(g.n, g.o, kk*g.h*g.w)
 	defer cols.Release()
-	y := col2im("conv_transpose2d", cols, g.win)
-	if bias == nil {
-		return y
-	}
-	defer y.Release()
-	b := bias.Reshape(1, g.o, 1, 1)
-	defer b.Release()
-	return y.Add(b)
+	return biasAct(col2im("conv_transpose2d", cols, g.win), bias, act)
 }
 
 // convWeightGrad returns the gradient of a convolution's weight [O, C/G,
@@ -445,8 +515,11 @@ func notImplemented(err error) bool { return errors.Is(err, backend.ErrNotImplem
 // convNative runs the convolution with the device's [backend.Convolver],
 // recording its backward pass, or returns nil when the device has none or
 // none for these operands. A transposed convolution's forward pass is the
-// backward-data kernel, its input gradient the forward kernel.
-func convNative(op string, ds *devState, x, w, bias *Tensor, g convGeom, transposed bool) *Tensor {
+// backward-data kernel, its input gradient the forward kernel. relu asks
+// the forward kernel of a convolution (not a transposed one) to apply a
+// ReLU.
+func convNative(op string, ds *devState, x, w, bias *Tensor, g convGeom, transposed, relu bool) *Tensor {
+	relu = relu && !transposed
 	cv, ok := ds.bd.(backend.Convolver)
 	if !ok || noNativeConv.Load() || !nativeFloat(x.dtype) {
 		return nil
@@ -477,7 +550,7 @@ func convNative(op string, ds *devState, x, w, bias *Tensor, g convGeom, transpo
 		if bc != nil {
 			bv = bc.bv()
 		}
-		err = cv.Conv2D(s, y.bv(), xc.bv(), wc.bv(), bv, bp, false)
+		err = cv.Conv2D(s, y.bv(), xc.bv(), wc.bv(), bv, bp, relu)
 	}
 	if notImplemented(err) {
 		y.Release()
@@ -492,14 +565,21 @@ func convNative(op string, ds *devState, x, w, bias *Tensor, g convGeom, transpo
 	}
 	rx, rw, rb := x.requiresGrad, w.requiresGrad, bias != nil && bias.requiresGrad
 	xShape, wShape := slices.Clone(x.shape), slices.Clone(w.shape)
-	sv := []*Tensor{nil, nil}
+	sv := []*Tensor{nil, nil, nil}
 	if rw {
 		sv[0] = xc.share()
 	}
 	if rx {
 		sv[1] = wc.share()
 	}
+	if relu {
+		sv[2] = y.share()
+	}
 	record(op, y, []*Tensor{x, w, bias}, compact(sv), func(gy *Tensor) []*Tensor {
+		if relu {
+			gy = binaryRaw(op, backend.ReluBackward, gy, sv[2])
+			defer gy.Release()
+		}
 		gc := gy.inFormat(op, f)
 		defer gc.Release()
 		s := ds.stream()
@@ -515,9 +595,9 @@ func convNative(op string, ds *devState, x, w, bias *Tensor, g convGeom, transpo
 			if notImplemented(err) {
 				gx.Release()
 				if transposed {
-					gx = convComposed(gc, sv[1], nil, g.dual())
+					gx = convComposed(gc, sv[1], nil, g.dual(), ActNone)
 				} else {
-					gx = convTransposeComposed(gc, sv[1], nil, g.dual())
+					gx = convTransposeComposed(gc, sv[1], nil, g.dual(), ActNone)
 				}
 			} else if err != nil {
 				gx.Release()

@@ -3,7 +3,6 @@ package vram
 import (
 	"math"
 	"slices"
-	"sync"
 
 	"github.com/vramgo/vram/backend"
 )
@@ -156,13 +155,13 @@ func AdaptiveAvgPool2d(x *Tensor, outH, outW int) *Tensor {
 // shape returns the output shape [N, C, outH, outW] of w over x.
 func (w window) shape(x *Tensor) []int { return []int{x.shape[0], x.shape[1], w.outH, w.outW} }
 
-// countCache holds window.counts: immutable []float64.
-var countCache sync.Map // window -> []float64
+// countKey keys window.counts in indexCache.
+type countKey struct{ w window }
 
 // counts returns, for each output position, how many of the window's taps
 // fall inside the input.
 func (w window) counts() []float64 {
-	if v, ok := countCache.Load(w); ok {
+	if v, ok := indexCache.get(countKey{w}); ok {
 		return v.([]float64)
 	}
 	idx := w.index()
@@ -176,8 +175,7 @@ func (w window) counts() []float64 {
 			}
 		}
 	}
-	v, _ := countCache.LoadOrStore(w, c)
-	return v.([]float64)
+	return indexCache.put(countKey{w}, c, 8*int64(len(c))).([]float64)
 }
 
 // adaptiveWindow is the geometry of adaptive average pooling, whose
@@ -199,13 +197,11 @@ type adaptiveEntry struct {
 	counts []float64
 }
 
-var adaptiveCache sync.Map // adaptiveWindow -> adaptiveEntry
-
 // index returns the gather index of a, laid out as window.index's with
 // the largest window's taps (the unused taps of smaller windows read the
 // padding slot), and each window's size.
 func (a adaptiveWindow) index() ([]int64, []float64) {
-	if v, ok := adaptiveCache.Load(a); ok {
+	if v, ok := indexCache.get(a); ok {
 		e := v.(adaptiveEntry)
 		return e.idx, e.counts
 	}
@@ -231,8 +227,7 @@ func (a adaptiveWindow) index() ([]int64, []float64) {
 			}
 		}
 	}
-	v, _ := adaptiveCache.LoadOrStore(a, adaptiveEntry{idx: idx, counts: counts})
-	e := v.(adaptiveEntry)
+	e := indexCache.put(a, adaptiveEntry{idx: idx, counts: counts}, 8*int64(len(idx)+len(counts))).(adaptiveEntry)
 	return e.idx, e.counts
 }
 

@@ -22,15 +22,17 @@
 // Inside Autocast, on the calling goroutine only:
 //
 //   - in the low dtype (PyTorch's "lower_precision_fp" list): MatMul, BMM,
-//     Linear and LinearAct, with float32 or float64 operands cast down; a
-//     weight (a leaf that requires grad) is cast once per region and the copy
-//     reused;
+//     Linear, LinearAct, Conv2d and ConvTranspose2d, with float32 or float64
+//     operands cast down; a weight (a leaf that requires grad) is cast once
+//     per region and the copy reused;
 //   - in float32 (PyTorch's "fp32" list): Softmax, LogSoftmax, Exp, Log, Pow,
 //     PowScalar, Sum, LayerNorm, MSELoss and CrossEntropy, with 16-bit
 //     inputs cast up and float32 results;
 //   - every other op runs in the dtype of its inputs, promoting mixed
 //     operands as outside (Mean, like PyTorch's, is not on the float32
-//     list: it accumulates in float32 and returns its input's dtype).
+//     list: it accumulates in float32 and returns its input's dtype;
+//     BatchNorm2d normalizes a 16-bit input with float32 statistics and
+//     parameters and returns the input's dtype, as cuDNN's does).
 //
 // Backward runs outside the region's rules: gradients come back in the
 // dtypes the forward pass used, and reach float32 weights as float32.

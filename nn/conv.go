@@ -90,6 +90,13 @@ func (l *Conv2d) Forward(x *vram.Tensor) *vram.Tensor {
 	return vram.Conv2d(x, l.Weight, l.Bias, l.Params)
 }
 
+// ForwardAct returns act(conv(x) + bias) as one fused op
+// ([vram.Conv2dAct]): what [Sequential] runs for a Conv2d followed by a
+// ReLU or GELU.
+func (l *Conv2d) ForwardAct(x *vram.Tensor, act vram.Activation) *vram.Tensor {
+	return vram.Conv2dAct(x, l.Weight, l.Bias, l.Params, act)
+}
+
 // ConvTranspose2d is a 2-D transposed convolution layer
 // (torch.nn.ConvTranspose2d); see [vram.ConvTranspose2d].
 type ConvTranspose2d struct {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -387,5 +388,46 @@ func TestCNNUnderAutocast(t *testing.T) {
 	}
 	if bn.RunningMean.DType() != vram.Float32 {
 		t.Fatalf("running mean %s", bn.RunningMean.DType())
+	}
+}
+
+func TestReleaseFreesBuffers(t *testing.T) {
+	d := vram.Sim(1)
+	if !d.Available() {
+		t.Skip("no sim:1")
+	}
+	settleGarbage()
+	base := vram.Storage(d).LiveBytes
+	m := cnn(d)
+	x := vram.Zeros(vram.Shape{2, 1, 12, 12}, d)
+	m.Forward(x).Release()
+	x.Release()
+	nn.Release(m)
+	settleGarbage()
+	if got := vram.Storage(d).LiveBytes - base; got > 0 {
+		t.Fatalf("%d bytes live after nn.Release", got)
+	}
+	runtime.KeepAlive(m) // reachable, so only Release can have freed it
+}
+
+// TestSequentialFusesConvAct: a Conv2d followed by a ReLU or GELU runs as
+// one op with the same result and gradients as the two layers.
+func TestSequentialFusesConvAct(t *testing.T) {
+	for _, act := range []nn.Module{nn.NewReLU(), nn.NewGELU()} {
+		conv := nn.NewConv2d(3, 4, 3, nn.ConvOptions{Padding: 1}, vram.Float64)
+		fused := nn.NewSequential(conv, act)
+		x := vram.Randn(vram.Shape{2, 3, 5, 5}, vram.Float64)
+		y := fused.Forward(x)
+		// On the CPU the fused op ends in one bias-and-activation pass.
+		if got := y.GradFn(); got != "bias_act" && got != "conv2d" {
+			t.Errorf("%T: the output's grad_fn is %q, want the fused conv2d", act, got)
+		}
+		want := act.Forward(conv.Forward(x))
+		checkValues(t, "fused", y.Float64s(), want.Float64s(), 1e-12)
+		y.Sum().Backward()
+		g := conv.Weight.Grad().Float64s()
+		conv.Weight.ZeroGrad()
+		want.Sum().Backward()
+		checkValues(t, "fused weight gradient", g, conv.Weight.Grad().Float64s(), 1e-12)
 	}
 }

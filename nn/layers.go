@@ -292,9 +292,16 @@ func (s *Sequential) NamedModules() []NamedModule { return NamedModules(s) }
 // At returns module i.
 func (s *Sequential) At(i int) Module { return s.mods[i] }
 
-// Forward runs the modules in order. A [Linear] directly followed by a
-// [ReLU] or [GELU] runs as one fused op ([vram.LinearAct]): the same result,
-// fewer kernels and no intermediate tensor. Intermediate results are
+// actFuser is a layer that can apply the activation that follows it in
+// the same op: [Linear] and [Conv2d].
+type actFuser interface {
+	ForwardAct(x *vram.Tensor, act vram.Activation) *vram.Tensor
+}
+
+// Forward runs the modules in order. A [Linear] or [Conv2d] directly
+// followed by a [ReLU] or [GELU] runs as one fused op ([vram.LinearAct],
+// [vram.Conv2dAct]): the same result, fewer kernels and no intermediate
+// tensor. Intermediate results are
 // released as soon as the next module has consumed them; the autograd graph
 // keeps what backward needs.
 func (s *Sequential) Forward(x *vram.Tensor) *vram.Tensor {
@@ -302,7 +309,7 @@ func (s *Sequential) Forward(x *vram.Tensor) *vram.Tensor {
 	for i := 0; i < len(s.mods); i++ {
 		m := s.mods[i]
 		var next *vram.Tensor
-		if l, ok := m.(*Linear); ok && i+1 < len(s.mods) {
+		if l, ok := m.(actFuser); ok && i+1 < len(s.mods) {
 			switch s.mods[i+1].(type) {
 			case *ReLU:
 				next = l.ForwardAct(cur, vram.ActReLU)

@@ -460,10 +460,13 @@ func (f Func) Eval() {}
 // Training reports true.
 func (f Func) Training() bool { return true }
 
-// Release releases every parameter of m (and their gradients). The module
-// must not be used afterwards.
+// Release releases every parameter of m (and their gradients) and every
+// buffer. The module must not be used afterwards.
 func Release(m Module) {
 	for _, p := range m.Parameters() {
 		p.Release()
+	}
+	for _, b := range NamedBuffers(m) {
+		b.Tensor.Release()
 	}
 }

@@ -170,11 +170,11 @@ func Save(m Module, path string) (err error) {
 
 // Load reads the safetensors file path, written by [Save] or by PyTorch's
 // safetensors.torch.save_file(model.state_dict(), path), into m's
-// parameters and buffers in place: each keeps its identity, device and dtype, and
-// values of another dtype are converted. The file must hold exactly m's
-// parameter and buffer names with the same shapes (PyTorch's strict loading);
-// otherwise Load returns an error listing the missing and unexpected keys
-// and the shape mismatches, and changes nothing.
+// parameters and buffers in place: each keeps its identity, device and
+// dtype, and values of another dtype are converted. The file must hold
+// exactly m's parameter and buffer names with the same shapes (PyTorch's
+// strict loading); otherwise Load returns an error listing the missing and
+// unexpected keys and the shape mismatches, and changes nothing.
 func Load(m Module, path string) error {
 	f, err := os.Open(path)
 	if err != nil {
