@@ -149,9 +149,9 @@ func (b *Bottleneck) lastBN() *nn.BatchNorm2d { return b.BN3 }
 // safetensors.torch.save_file(model.state_dict(), path), and [nn.Save]
 // writes one that torchvision's model loads.
 //
-// Inputs are [N, 3, H, W] images (224×224 for ImageNet; any size of at
-// least 32×32 works, as the pooling at the end is adaptive), contiguous or
-// channels-last; the output is [N, NumClasses] logits.
+// Inputs are [N, 3, H, W] images, contiguous or channels-last: 224×224
+// for ImageNet, but any size works, as the pooling at the end is adaptive.
+// The output is [N, NumClasses] logits.
 type ResNet struct {
 	nn.Base
 	Conv1   *nn.Conv2d
@@ -169,16 +169,16 @@ type BlockKind int
 
 // The block kinds.
 const (
-	Basic  BlockKind = iota // BasicBlock, expansion 1 (ResNet-18, -34)
-	Bottle                  // Bottleneck, expansion 4 (ResNet-50, -101, -152)
+	BasicKind      BlockKind = iota // BasicBlock, expansion 1 (ResNet-18, -34)
+	BottleneckKind                  // Bottleneck, expansion 4 (ResNet-50, -101, -152)
 )
 
 // String returns "BasicBlock" or "Bottleneck".
 func (k BlockKind) String() string {
 	switch k {
-	case Basic:
+	case BasicKind:
 		return "BasicBlock"
-	case Bottle:
+	case BottleneckKind:
 		return "Bottleneck"
 	}
 	return "BlockKind(" + strconv.Itoa(int(k)) + ")"
@@ -187,23 +187,23 @@ func (k BlockKind) String() string {
 // ResNet18 returns torchvision's resnet18 (BasicBlock, [2, 2, 2, 2]):
 // 11,689,512 parameters with 1000 classes.
 func ResNet18(cfg Config, opts ...vram.Option) *ResNet {
-	return NewResNet(Basic, [4]int{2, 2, 2, 2}, cfg, opts...)
+	return NewResNet(BasicKind, [4]int{2, 2, 2, 2}, cfg, opts...)
 }
 
 // ResNet34 returns torchvision's resnet34 (BasicBlock, [3, 4, 6, 3]).
 func ResNet34(cfg Config, opts ...vram.Option) *ResNet {
-	return NewResNet(Basic, [4]int{3, 4, 6, 3}, cfg, opts...)
+	return NewResNet(BasicKind, [4]int{3, 4, 6, 3}, cfg, opts...)
 }
 
 // ResNet50 returns torchvision's resnet50 (Bottleneck, [3, 4, 6, 3]):
 // 25,557,032 parameters with 1000 classes.
 func ResNet50(cfg Config, opts ...vram.Option) *ResNet {
-	return NewResNet(Bottle, [4]int{3, 4, 6, 3}, cfg, opts...)
+	return NewResNet(BottleneckKind, [4]int{3, 4, 6, 3}, cfg, opts...)
 }
 
 // ResNet101 returns torchvision's resnet101 (Bottleneck, [3, 4, 23, 3]).
 func ResNet101(cfg Config, opts ...vram.Option) *ResNet {
-	return NewResNet(Bottle, [4]int{3, 4, 23, 3}, cfg, opts...)
+	return NewResNet(BottleneckKind, [4]int{3, 4, 23, 3}, cfg, opts...)
 }
 
 // NewResNet returns a ResNet of the given block kind with layers[i] blocks
@@ -216,8 +216,8 @@ func ResNet101(cfg Config, opts ...vram.Option) *ResNet {
 // kind, a stage with fewer than one block or a negative NumClasses.
 func NewResNet(kind BlockKind, layers [4]int, cfg Config, opts ...vram.Option) *ResNet {
 	const op = "resnet"
-	if kind != Basic && kind != Bottle {
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("unknown block kind %v; use models.Basic or models.Bottle", kind)})
+	if kind != BasicKind && kind != BottleneckKind {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("unknown block kind %v; use models.BasicKind or models.BottleneckKind", kind)})
 	}
 	for i, n := range layers {
 		if n < 1 {
@@ -232,7 +232,7 @@ func NewResNet(kind BlockKind, layers [4]int, cfg Config, opts ...vram.Option) *
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("NumClasses is %d; it must be positive (0 means 1000)", classes)})
 	}
 	expansion := BasicExpansion
-	if kind == Bottle {
+	if kind == BottleneckKind {
 		expansion = BottleneckExpansion
 	}
 	r := &ResNet{
@@ -259,7 +259,7 @@ func NewResNet(kind BlockKind, layers [4]int, cfg Config, opts ...vram.Option) *
 				s = stride
 			}
 			var b block
-			if kind == Basic {
+			if kind == BasicKind {
 				b = NewBasicBlock(in, planes, s, opts...)
 			} else {
 				b = NewBottleneck(in, planes, s, opts...)

@@ -309,8 +309,8 @@ func TestBadConfig(t *testing.T) {
 		want   string
 	}{
 		{"kind", BlockKind(7), [4]int{1, 1, 1, 1}, Config{}, "unknown block kind"},
-		{"empty stage", Basic, [4]int{1, 0, 1, 1}, Config{}, "stage 2 has 0 blocks"},
-		{"classes", Bottle, [4]int{1, 1, 1, 1}, Config{NumClasses: -3}, "NumClasses is -3"},
+		{"empty stage", BasicKind, [4]int{1, 0, 1, 1}, Config{}, "stage 2 has 0 blocks"},
+		{"classes", BottleneckKind, [4]int{1, 1, 1, 1}, Config{NumClasses: -3}, "NumClasses is -3"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := vram.Catch(func() { NewResNet(c.kind, c.layers, c.cfg, vram.Sim(0)) })
@@ -474,7 +474,7 @@ func TestTrainCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	for _, kind := range []BlockKind{Basic, Bottle} {
+	for _, kind := range []BlockKind{BasicKind, BottleneckKind} {
 		t.Run(kind.String(), func(t *testing.T) {
 			m := NewResNet(kind, [4]int{1, 1, 1, 1}, Config{NumClasses: 4}, vram.WithGenerator(vram.NewGenerator(1)))
 			defer releaseAll(m)
