@@ -13,18 +13,23 @@ It writes into DIR (default: this script's directory):
       torchvision agrees with them.
   resnet18_golden.safetensors
       the state_dict of a resnet18 with 10 classes, saved with
-      safetensors.torch.save_file, whose batch-norm weights, biases and
-      running statistics were randomised so that loading every one of them
-      matters (about 45 MB; not checked in).
-  resnet18_golden_io.safetensors
-      "input", a fixed [2, 3, 64, 64] float32 tensor, "eval", the model's
-      output on it in evaluation mode, and "train", its output in training
-      mode (batch statistics) computed afterwards.
+      safetensors.torch.save_file (or in the same format by hand where the
+      safetensors package is missing), every entry set by formula_value:
+      values from integer arithmetic that the Go test repeats exactly, with
+      batch-norm weights, biases and running statistics away from their
+      defaults so that loading every one of them matters (about 45 MB; not
+      checked in).
+  resnet18_golden_io.safetensors (checked in)
+      "input", the fixed [2, 3, 64, 64] input of formula_input, "eval", the
+      model's output on it in evaluation mode, and "train", its output in
+      training mode (batch statistics) computed afterwards.
 
-TestGoldenResNet18 loads both files when they are present and compares
-vram's outputs with PyTorch's. When torchvision is missing, a definition of
-the same layout here stands in for it, and the script says so.
+TestGoldenResNet18 builds the same weights itself, or loads PyTorch's file
+when it is present, and compares vram's outputs with PyTorch's. When
+torchvision is missing, a definition of the same layout here stands in for
+it, and the script says so.
 """
+import math
 import os
 import sys
 
@@ -116,20 +121,21 @@ def models():
                 "the local definition (torchvision is not installed)")
 
 
-def save(tensors, path):
-    """Writes tensors with safetensors.torch.save_file, or, where the
-    safetensors package is missing, in the same format by hand."""
+def save(tensors, path, metadata):
+    """Writes tensors and the string map metadata with
+    safetensors.torch.save_file, or, where the safetensors package is
+    missing, in the same format by hand."""
     try:
         from safetensors.torch import save_file
     except ImportError:
         save_file = None
     tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
     if save_file is not None:
-        save_file(tensors, path)
+        save_file(tensors, path, metadata=metadata)
         return
     import json
     names = {torch.float32: "F32", torch.int64: "I64"}
-    header, blobs, off = {}, [], 0
+    header, blobs, off = {"__metadata__": metadata}, [], 0
     for k in sorted(tensors):
         v = tensors[k]
         b = v.numpy().tobytes()
@@ -143,6 +149,38 @@ def save(tensors, path):
         f.write(h)
         for b in blobs:
             f.write(b)
+
+
+def formula_u(n, salt):
+    """Returns n float64 values in [-1, 1] from integer arithmetic, which
+    Go computes bit for bit the same (TestGoldenResNet18)."""
+    i = torch.arange(n, dtype=torch.int64)
+    return ((i * 7919 + salt * 104729 + 13) % 2003).double() / 1001.0 - 1.0
+
+
+def formula_value(name, k, t):
+    """Returns the value of state-dict entry k, name, of t's shape: Kaiming-
+    scaled convolution weights, batch-norm weights near 1, small biases and
+    means, variances in [0.5, 1.5], 7 batches tracked."""
+    if name.endswith("num_batches_tracked"):
+        return torch.full_like(t, 7)
+    u = formula_u(t.numel(), k)
+    if name.endswith("running_var"):
+        v = 1.0 + 0.5 * u
+    elif name.endswith("running_mean") or name.endswith("bias"):
+        v = 0.1 * u
+    elif t.dim() == 1:
+        v = 1.0 + 0.25 * u
+    else:
+        fan_in = t[0].numel()
+        v = u * math.sqrt((6.0 if t.dim() == 4 else 1.0) / fan_in)
+    return v.float().reshape(t.shape)
+
+
+def formula_input():
+    """Returns the fixed input [2, 3, 64, 64] of the golden test."""
+    i = torch.arange(2 * 3 * 64 * 64, dtype=torch.int64)
+    return (((i * 6007 + 17) % 1999).double() / 999.0 - 1.0).float().reshape(2, 3, 64, 64)
 
 
 def main():
@@ -159,25 +197,21 @@ def main():
                 f.write("%s %s [%s]\n" % (k, dtypes[v.dtype], ",".join(str(s) for s in v.shape)))
         print(name, len(m.state_dict()), "entries,", n, "parameters")
 
-    torch.manual_seed(14)
     m = r18(num_classes=10)
+    sd = m.state_dict()
     with torch.no_grad():
-        for mod in m.modules():
-            if isinstance(mod, nn.BatchNorm2d):
-                mod.weight.uniform_(0.5, 1.5)
-                mod.bias.uniform_(-0.2, 0.2)
-                mod.running_mean.uniform_(-0.1, 0.1)
-                mod.running_var.uniform_(0.5, 2.0)
-                mod.num_batches_tracked.fill_(7)
-    save(m.state_dict(), os.path.join(out, "resnet18_golden.safetensors"))
-    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(15))
+        for k, (name, t) in enumerate(sd.items()):
+            t.copy_(formula_value(name, k, t))
+    meta = {"format": "pt", "torch": torch.__version__, "models": origin}
+    save(sd, os.path.join(out, "resnet18_golden.safetensors"), meta)
+    x = formula_input()
     m.eval()
     with torch.no_grad():
         ev = m(x)
     m.train()
     with torch.no_grad():
         tr = m(x)
-    save({"input": x, "eval": ev, "train": tr}, os.path.join(out, "resnet18_golden_io.safetensors"))
+    save({"input": x, "eval": ev, "train": tr}, os.path.join(out, "resnet18_golden_io.safetensors"), meta)
     print("golden files written to", out)
 
 
