@@ -19,6 +19,12 @@
 //	if err := nn.Load(model, "resnet50.safetensors"); err != nil { ... }
 //	model.Eval()
 //
+// The layouts are checked against torchvision's state dicts, and
+// ResNet-18's outputs against torchvision's on the same weights and input
+// (recorded by testdata/torchvision_resnet.py with torchvision 0.14): they
+// agree to 1.5e-6 of the largest logit in evaluation mode and 5e-5 in
+// training mode on the CPU.
+//
 // The models take a device, dtype and generator like every nn constructor,
 // train under amp.Autocast (batch norm stays float32) and run in either
 // memory format: nn.ToMemoryFormat(model, vram.ChannelsLast) and a
