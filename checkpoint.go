@@ -1,5 +1,7 @@
 package vram
 
+import "slices"
+
 // rngScope is one Checkpoint forward (recording) or recompute (replaying)
 // on a goroutine. A recording scope keeps the state each generator had
 // before its first draw inside the forward; a replaying scope draws from
@@ -118,10 +120,7 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 		in.SetRequiresGrad(inputGrad)
 		var y *Tensor
 		EnableGrad(func() { withRNG(rep, func() { y = callCheckpointed(fn, in) }) })
-		defer y.Release()
-		if y.requiresGrad {
-			y.Backward(Gradient(g))
-		}
+		backwardReleasing(y, g)
 		if !inputGrad {
 			return []*Tensor{nil}
 		}
@@ -145,4 +144,30 @@ func callCheckpointed(fn func(*Tensor) *Tensor, x *Tensor) *Tensor {
 		return x.Detach()
 	}
 	return out
+}
+
+// backwardReleasing backpropagates g from y, the output of a checkpoint's
+// recompute, releasing y first: the backward pass needs y's graph, not its
+// values, so y's memory (as large as the block's output) is free for the
+// gradients the pass allocates; what the graph saved of y stays saved. y is
+// released whether or not it requires grad.
+func backwardReleasing(y, g *Tensor) {
+	n := y.ref.node
+	if !y.requiresGrad || n == nil {
+		if y.requiresGrad {
+			y.Backward(Gradient(g)) // a leaf: accumulates g
+		}
+		y.Release()
+		return
+	}
+	if !slices.Equal(g.shape, y.shape) || g.Device() != y.Device() {
+		y.Release()
+		fail("checkpoint", ErrShape, "the recompute gave %v on %s where the forward gave %v on %s; the checkpointed function must compute the same function both times",
+			Shape(y.shape), y.Device(), Shape(g.shape), g.Device())
+	}
+	n.incref("checkpoint")
+	defer n.decref()
+	seed := Keep(g.Cast(y.dtype))
+	y.Release()
+	Region("backward", func() { withoutAutocast(func() { NoGrad(func() { runBackward(n, seed, false) }) }) })
 }

@@ -70,6 +70,14 @@ type Config struct {
 	// allocated). It costs a stack trace per tensor. Default false.
 	// Environment: VRAM_DEBUG_LEAKS=1 (or true, yes, on).
 	DebugLeaks bool
+
+	// CuDNN holds the switches of cuDNN's convolutions, pooling and batch
+	// norm on CUDA devices: off, benchmark mode, deterministic algorithms,
+	// no TF32 (see [CuDNNSettings]). The zero value is PyTorch's default.
+	// [SetCuDNN] changes them at any time. Environment: VRAM_CUDNN, words
+	// separated by commas from off, benchmark, deterministic and notf32
+	// ("benchmark,deterministic").
+	CuDNN CuDNNSettings
 }
 
 // DeviceConfig holds the settings of one device, for [Config.Devices].
@@ -88,6 +96,7 @@ const (
 	EnvKernelCache  = "VRAM_KERNEL_CACHE"   // Config.KernelCache
 	EnvCUDALibs     = "VRAM_CUDA_LIBS"      // Config.CUDALibs
 	EnvDebugLeaks   = "VRAM_DEBUG_LEAKS"    // Config.DebugLeaks
+	EnvCuDNN        = "VRAM_CUDNN"          // Config.CuDNN
 )
 
 // Configure sets the process's configuration. Call it once, at the start of
@@ -162,6 +171,9 @@ func (s *configState) fix(use string) {
 	if !s.fixed {
 		if !s.given {
 			cfg, errs := readEnv(s.lookup)
+			if cudnnByCall.Load() {
+				cfg.CuDNN = CuDNN() // SetCuDNN came first: VRAM_CUDNN does not undo it
+			}
 			s.cfg = cfg.normalize()
 			for _, e := range errs {
 				if len(e.v.kinds) == 0 {
@@ -213,7 +225,7 @@ func applyConfig(cfg Config) error {
 // backendOptions returns the options of the cuda and sim backends that cfg
 // gives.
 func backendOptions(cfg Config) (cuda.Options, sim.Options) {
-	co := cuda.Options{Alloc: cfg.Alloc, KernelCache: cfg.KernelCache, Libs: cfg.CUDALibs}
+	co := cuda.Options{Alloc: cfg.Alloc, KernelCache: cfg.KernelCache, Libs: cfg.CUDALibs, CuDNN: cuda.CuDNNSettings(cfg.CuDNN)}
 	so := sim.Options{Devices: cfg.SimDevices, ShapeOnly: cfg.SimShapeOnly, Alloc: cfg.Alloc}
 	for d, dc := range cfg.Devices {
 		switch d.Kind {
@@ -333,5 +345,6 @@ func (c Config) normalize() Config {
 func (c Config) equal(o Config) bool {
 	return c.Alloc == o.Alloc && maps.Equal(c.Devices, o.Devices) &&
 		slices.Equal(c.simSizes(), o.simSizes()) && c.SimShapeOnly == o.SimShapeOnly &&
-		c.KernelCache == o.KernelCache && slices.Equal(c.CUDALibs, o.CUDALibs) && c.DebugLeaks == o.DebugLeaks
+		c.KernelCache == o.KernelCache && slices.Equal(c.CUDALibs, o.CUDALibs) && c.DebugLeaks == o.DebugLeaks &&
+		c.CuDNN == o.CuDNN
 }

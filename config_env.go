@@ -36,7 +36,7 @@ func (e *EnvError) Unwrap() error { return e.Err }
 // ConfigFromEnv reads a [Config] from the process's environment: each of
 // the variables EnvAllocConf, EnvSimDevices, ... (VRAM_ALLOC_CONF,
 // VRAM_SIM_DEVICES, VRAM_SIM_SHAPE_ONLY, VRAM_KERNEL_CACHE, VRAM_CUDA_LIBS,
-// VRAM_DEBUG_LEAKS) sets the field of Config that its doc comment names;
+// VRAM_DEBUG_LEAKS, VRAM_CUDNN) sets the field of Config that its doc comment names;
 // one that is unset or empty leaves the field at its default. It is the
 // only function of the library that reads the environment, and what vram
 // applies by itself at the first use of a device when [Configure] was
@@ -111,6 +111,10 @@ var envVars = []envVar{
 	}},
 	{EnvDebugLeaks, nil, func(v string, c *Config) (err error) {
 		c.DebugLeaks, err = parseEnvBool(v, "to record where each tensor is made and name it when one leaks", "not to")
+		return err
+	}},
+	{EnvCuDNN, []string{"cuda"}, func(v string, c *Config) (err error) {
+		c.CuDNN, err = parseCuDNN(v)
 		return err
 	}},
 }

@@ -152,7 +152,7 @@ func TestConfigFromLookup(t *testing.T) {
 // the parser.
 func TestEveryEnvVariableIsRead(t *testing.T) {
 	values := map[string]string{EnvAllocConf: "policy:pytorch", EnvSimDevices: "1GiB", EnvSimShapeOnly: "1",
-		EnvKernelCache: "/k", EnvCUDALibs: "/l", EnvDebugLeaks: "1"}
+		EnvKernelCache: "/k", EnvCUDALibs: "/l", EnvDebugLeaks: "1", EnvCuDNN: "benchmark"}
 	if len(values) != len(envVars) {
 		t.Fatalf("%d variables read, %d tested", len(envVars), len(values))
 	}

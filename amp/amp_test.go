@@ -3,6 +3,7 @@ package amp_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -377,5 +378,144 @@ func TestAutocastConcurrentRegions(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Fatal(e)
+	}
+}
+
+// TestGradScalerUnscaleTable unscales float32, float16 and bfloat16
+// gradients on every device, through the fused kernel (contiguous
+// gradients) and the composed ops (a transposed gradient), with inf, -inf
+// and NaN placed in one or the other, and checks the flag and the values.
+func TestGradScalerUnscaleTable(t *testing.T) {
+	inf := float32(math.Inf(1))
+	nan := float32(math.NaN())
+	for _, d := range devices {
+		for _, dt := range []vram.DType{vram.Float32, vram.Float16, vram.BFloat16} {
+			for _, c := range []struct {
+				name      string
+				fused     []float32 // a contiguous [2, 3] gradient
+				strided   []float32 // the transpose of a [3, 2] one
+				wantFound bool
+			}{
+				{"finite", []float32{8, -16, 0, 2, 4, 6}, []float32{1, 2, 3, 4, 5, 6}, false},
+				{"inf fused", []float32{8, inf, 0, 2, 4, 6}, []float32{1, 2, 3, 4, 5, 6}, true},
+				{"-inf fused", []float32{8, 2, 0, 2, 4, -inf}, []float32{1, 2, 3, 4, 5, 6}, true},
+				{"nan fused", []float32{nan, 2, 0, 2, 4, 6}, []float32{1, 2, 3, 4, 5, 6}, true},
+				{"inf composed", []float32{8, 2, 0, 2, 4, 6}, []float32{1, 2, inf, 4, 5, 6}, true},
+				{"nan composed", []float32{8, 2, 0, 2, 4, 6}, []float32{1, 2, 3, 4, 5, nan}, true},
+			} {
+				name := d.String() + "/" + dt.String() + "/" + c.name
+				a := vram.Zeros(vram.Shape{2, 3}, dt, d).SetRequiresGrad(true)
+				b := vram.Zeros(vram.Shape{2, 3}, dt, d).SetRequiresGrad(true)
+				noGrad := vram.Zeros(vram.Shape{2}, dt, d).SetRequiresGrad(true)
+				a.SetGrad(vram.FromSlice(c.fused, vram.Shape{2, 3}, dt, d))
+				bt := vram.FromSlice(c.strided, vram.Shape{3, 2}, dt, d)
+				b.SetGrad(bt.T())
+				bt.Release()
+				if b.Grad().IsContiguous() {
+					t.Fatalf("%s: the transposed gradient is contiguous", name)
+				}
+				s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 2})
+				found, err := s.Unscale([]*vram.Tensor{a, noGrad, b})
+				if err != nil || found != c.wantFound {
+					t.Errorf("%s: Unscale = %v, %v; want %v", name, found, err, c.wantFound)
+				}
+				check := func(what string, g *vram.Tensor, want []float32) {
+					got := g.Contiguous().Float32s()
+					for i, w := range want {
+						w /= 2
+						if !(got[i] == w || math.IsNaN(float64(got[i])) && math.IsNaN(float64(w))) {
+							t.Errorf("%s: %s gradient %v, want %v halved", name, what, got, want)
+							return
+						}
+					}
+				}
+				check("fused", a.Grad(), c.fused)
+				// b's gradient is the transpose of the [3, 2] values.
+				st := c.strided
+				check("composed", b.Grad(), []float32{st[0], st[2], st[4], st[1], st[3], st[5]})
+				for _, p := range []*vram.Tensor{a, b, noGrad} {
+					p.Release()
+				}
+			}
+		}
+	}
+}
+
+// TestGradScalerUnscaleManyGradients unscales more gradients than one CUDA
+// launch takes (28), of mixed dtypes, with a NaN only in the last one.
+func TestGradScalerUnscaleManyGradients(t *testing.T) {
+	for _, d := range devices {
+		var ps []*vram.Tensor
+		dts := []vram.DType{vram.Float32, vram.Float16, vram.BFloat16}
+		for i := range 40 {
+			p := vram.Zeros(vram.Shape{i + 1}, dts[i%3], d).SetRequiresGrad(true)
+			g := vram.Full(vram.Shape{i + 1}, 6, dts[i%3], d)
+			if i == 39 {
+				g.Release()
+				vals := make([]float32, i+1)
+				vals[i] = float32(math.NaN())
+				g = vram.FromSlice(vals, vram.Shape{i + 1}, dts[i%3], d)
+			}
+			p.SetGrad(g)
+			ps = append(ps, p)
+		}
+		s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 4})
+		if found, err := s.Unscale(ps[:39]); found || err != nil {
+			t.Errorf("%v: Unscale of 39 finite gradients = %v, %v", d, found, err)
+		}
+		if g := ps[30].Grad().Float32s(); g[0] != 1.5 {
+			t.Errorf("%v: gradient 30 unscaled to %v, want 1.5", d, g[0])
+		}
+		s.Update()
+		if found, err := s.Unscale(ps); !found || err != nil {
+			t.Errorf("%v: Unscale with a NaN in gradient 39 = %v, %v; want found", d, found, err)
+		}
+		for _, p := range ps {
+			p.Release()
+		}
+	}
+}
+
+// TestGradScalerUnscaleConcurrent runs scalers of their own on several
+// goroutines at once over the same device, each over its own parameters
+// (a GradScaler itself is not shared), half of them with an inf gradient.
+func TestGradScalerUnscaleConcurrent(t *testing.T) {
+	for _, d := range devices {
+		var wg sync.WaitGroup
+		errs := make(chan string, 64)
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 20 {
+					p := vram.Zeros(vram.Shape{64}, d).SetRequiresGrad(true)
+					g := vram.Full(vram.Shape{64}, 3, d)
+					bad := (w+i)%2 == 0
+					if bad {
+						vals := make([]float32, 64)
+						vals[i] = float32(math.Inf(-1))
+						g.Release()
+						g = vram.FromSlice(vals, vram.Shape{64}, d)
+					}
+					p.SetGrad(g)
+					s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 2})
+					found, err := s.Unscale([]*vram.Tensor{p})
+					if err != nil || found != bad {
+						errs <- fmt.Sprintf("%v: worker %d step %d: Unscale = %v, %v; want %v", d, w, i, found, err, bad)
+					}
+					if !bad {
+						if v := p.Grad().Float32s()[0]; v != 1.5 {
+							errs <- fmt.Sprintf("%v: worker %d step %d: gradient %v, want 1.5", d, w, i, v)
+						}
+					}
+					p.Release()
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
 	}
 }

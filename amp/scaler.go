@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/optim"
 )
 
@@ -101,53 +102,124 @@ func (s *GradScaler) CurrentScale() float64 { return s.st.Scale }
 func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor { return loss.MulScalar(s.st.Scale) }
 
 // Unscale divides the gradient of every parameter in params by the scale,
-// in place, and reports whether any gradient holds inf or NaN; parameters
-// without a gradient are skipped. Call it before clipping gradients; Step
-// then does not unscale again. The unscaling and the check share one pass
-// over the gradients, with one host synchronisation at the end for the
-// whole set (composed from elementwise and sum kernels, not one fused
-// kernel). It returns ErrUnscaledTwice when called again before Update,
-// changing nothing.
+// in place, and reports whether any gradient holds inf or NaN (or
+// overflows when unscaled); parameters without a gradient are skipped.
+// Call it before clipping gradients; Step then does not unscale again.
+// Per device, the contiguous floating-point gradients are unscaled and
+// checked by one fused kernel ([backend.FusedUnscale]: one CUDA launch for
+// up to 28 gradients of a dtype, the verdict left on the device), the
+// others by composed elementwise and sum ops; the host then reads one flag
+// per device, its only synchronisation. It returns ErrUnscaledTwice when
+// called again before Update, changing nothing, and the device's error
+// when a kernel fails.
 func (s *GradScaler) Unscale(params []*vram.Tensor) (foundInf bool, err error) {
 	if s.unscaled {
 		return s.foundInf, ErrUnscaledTwice
 	}
 	inv := 1 / s.st.Scale
-	var bad float64
+	bad := false
 	vram.NoGrad(func() {
 		vram.Tidy(func() {
-			// Per device, the sum of g·0 over every gradient: 0 when all
-			// are finite, NaN as soon as one element is inf or NaN.
-			acc := map[vram.Device]*vram.Tensor{}
+			var devs []vram.Device
+			byDev := map[vram.Device][]*vram.Tensor{}
 			for _, p := range params {
 				g := p.Grad()
 				if g == nil {
 					continue
 				}
-				g.MulScalarInPlace(inv)
-				probe := g.MulScalar(0).Sum().Cast(vram.Float32)
-				if a, ok := acc[g.Device()]; ok {
-					acc[g.Device()] = a.Add(probe)
-				} else {
-					acc[g.Device()] = probe
+				if _, ok := byDev[g.Device()]; !ok {
+					devs = append(devs, g.Device())
 				}
+				byDev[g.Device()] = append(byDev[g.Device()], g)
 			}
-			for _, a := range acc {
-				bad += a.Item()
+			for _, d := range devs {
+				var b bool
+				if b, err = unscaleOn(d, byDev[d], inv); err != nil {
+					return
+				}
+				bad = bad || b
 			}
 		})
 	})
+	if err != nil {
+		return false, err
+	}
 	s.unscaled = true
-	s.foundInf = math.IsNaN(bad) || math.IsInf(bad, 0)
+	s.foundInf = bad
 	return s.foundInf, nil
+}
+
+// unscaleOn unscales grads, all on device d, by inv and reports whether
+// one held inf or NaN, reading one flag from d. It runs inside Tidy.
+func unscaleOn(d vram.Device, grads []*vram.Tensor, inv float64) (bool, error) {
+	found := vram.Zeros(vram.Shape{1}, vram.Float32, d)
+	var rest []*vram.Tensor
+	fused := grads[:0:0]
+	for _, g := range grads {
+		if g.IsContiguous() && g.DType().IsFloat() {
+			fused = append(fused, g)
+		} else {
+			rest = append(rest, g)
+		}
+	}
+	if len(fused) > 0 {
+		err := rawViews(append(fused, found), func(r vram.RawTensor, vs []backend.View) error {
+			fu, ok := r.Device.(backend.FusedUnscale)
+			if !ok {
+				return backend.ErrNotImplemented
+			}
+			return fu.UnscaleCheck(r.Stream, vs[:len(vs)-1], inv, vs[len(vs)-1])
+		})
+		if errors.Is(err, backend.ErrNotImplemented) {
+			rest = append(rest, fused...)
+		} else if err != nil {
+			return false, fmt.Errorf("amp: GradScaler.Unscale on %s: %w", d, err)
+		}
+	}
+	// The composed path: the sum of g·0 is 0 when every element of g is
+	// finite and NaN as soon as one is inf or NaN; the flag adds them up.
+	flag := found
+	for _, g := range rest {
+		g.MulScalarInPlace(inv)
+		flag = flag.Add(g.MulScalar(0).Sum().Cast(vram.Float32))
+	}
+	return flag.Item() != 0, nil // NaN != 0 as well
+}
+
+// rawViews calls fn with the backend views of ts, all on one device, in
+// order, holding every tensor while fn runs; r is the last tensor's raw
+// access (its device and the calling goroutine's stream there). fn's error
+// is returned as it is.
+func rawViews(ts []*vram.Tensor, fn func(r vram.RawTensor, vs []backend.View) error) error {
+	vs := make([]backend.View, 0, len(ts))
+	var ferr error
+	var next func(i int) error
+	next = func(i int) error {
+		return vram.Raw(ts[i], func(r vram.RawTensor) error {
+			vs = append(vs, r.View)
+			if i+1 < len(ts) {
+				return next(i + 1)
+			}
+			ferr = fn(r, vs)
+			return nil
+		})
+	}
+	if err := next(0); err != nil {
+		return err
+	}
+	return ferr
 }
 
 // Step unscales the gradients of params unless Unscale already did this
 // step, then runs opt.Step unless a gradient is inf or NaN. It reports
-// whether the optimizer stepped. params are the parameters opt updates.
+// whether the optimizer stepped. params are the parameters opt updates. A
+// device that fails while unscaling makes it panic with that error, as a
+// failing op does, the optimizer not stepped.
 func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 	if !s.unscaled {
-		_, _ = s.Unscale(params) // not unscaled yet: no ErrUnscaledTwice
+		if _, err := s.Unscale(params); err != nil {
+			panic(err) // not ErrUnscaledTwice: not unscaled yet
+		}
 	}
 	if s.foundInf {
 		return false

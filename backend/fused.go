@@ -1,5 +1,10 @@
 package backend
 
+import (
+	"fmt"
+	"math"
+)
+
 // FusedAdam is an optional interface of a [Device] whose kernels can do a
 // whole Adam or AdamW step of one parameter in a single pass (one kernel
 // launch on a GPU) instead of the dozen elementwise ops it takes through
@@ -87,4 +92,54 @@ type SGDStepConfig struct {
 	WeightDecay float64 // L2 penalty
 	Nesterov    bool    // Nesterov momentum
 	First       bool    // the first step: buf starts as d
+}
+
+// FusedUnscale is an optional interface of a [Device] that unscales a set of
+// gradients and checks them for inf and NaN in one pass over their elements
+// (a GradScaler's unscale step, PyTorch's
+// _amp_foreach_non_finite_check_and_unscale_), leaving the verdict on the
+// device so that the host reads it once for the whole set. Callers find it
+// with a type assertion and compose the step from [Kernels] when a device
+// lacks it or UnscaleCheck returns an error wrapping [ErrNotImplemented].
+type FusedUnscale interface {
+	// UnscaleCheck multiplies every element of every view in grads by
+	// invScale, in place, rounding each product to the view's dtype, and
+	// stores 1 into found when any element was inf or NaN before or after
+	// the multiplication (a finite gradient that overflows when unscaled
+	// counts); found is left as it was otherwise, so that one flag
+	// collects several calls. The grads are contiguous views of
+	// floating-point dtypes, which may differ from view to view, and do
+	// not overlap each other or found; found is a one-element float32
+	// view. The products are computed in float32 (float64 for float64
+	// views), with invScale rounded to that type first.
+	UnscaleCheck(s Stream, grads []View, invScale float64, found View) error
+}
+
+// CheckUnscaleCheck checks the arguments of [FusedUnscale.UnscaleCheck]:
+// every view is well-formed, found is one float32 element and invScale is
+// positive and finite. Errors wrapping [ErrNotImplemented] (the caller then
+// composes the step from [Kernels]): a gradient whose dtype is not
+// floating-point or that is not contiguous. Overlaps are not checked.
+func CheckUnscaleCheck(grads []View, invScale float64, found View) error {
+	if err := checkViews(found); err != nil {
+		return fmt.Errorf("found flag: %w", err)
+	}
+	if found.DType != Float32 || found.NumElements() != 1 {
+		return fmt.Errorf("found flag is %s with %d elements, want one float32 element", found.DType, found.NumElements())
+	}
+	if !(invScale > 0) || math.IsInf(invScale, 1) {
+		return fmt.Errorf("inverse scale %v, want a positive finite number", invScale)
+	}
+	for i, g := range grads {
+		if err := checkViews(g); err != nil {
+			return fmt.Errorf("gradient %d: %w", i, err)
+		}
+		if !g.DType.IsFloat() {
+			return fmt.Errorf("gradient %d: %w", i, notDefined(g.DType))
+		}
+		if !g.IsContiguous() {
+			return fmt.Errorf("gradient %d: view is not contiguous (shape %v, strides %v): %w", i, g.Shape, g.Strides, ErrNotImplemented)
+		}
+	}
+	return nil
 }

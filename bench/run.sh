@@ -5,6 +5,8 @@
 #   CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .gpu/vram-bench ./bench/cuda
 #
 # then, there: bench/run.sh [name-prefixes] (logs and JSON under $OUT).
+# Names: alloc_free thread copy ewise gemm tiny mlp overlap ddp amp ckpt
+# findbatch allreduce (comma-separated prefixes; none: all).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$ROOT/.gpu/logs}

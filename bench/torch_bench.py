@@ -310,14 +310,155 @@ if want("amp"):
         suffix = "" if fused else "_foreach"
         emit("amp_mlp_step_bf16" + suffix, time_it(bf16), "ms", "bf16 autocast, AdamW " + name)
         emit("amp_mlp_step_fp16_scaler" + suffix, time_it(fp16), "ms", "fp16 autocast + GradScaler, AdamW " + name)
+        del opt
+    # The bf16 step with the forward pass and loss under torch.compile (the
+    # backward compiled with it by AOTAutograd), fused AdamW outside:
+    # default mode, and "reduce-overhead" (CUDA graphs). Compiling and the
+    # graph recording happen in the warm-up steps, outside the timing. A
+    # failure to compile skips the row with its reason on stderr.
+    import copy
+    for name, mode in [("compile", "default"), ("cudagraphs", "reduce-overhead")]:
+        try:
+            torch._dynamo.reset()
+            m = copy.deepcopy(model)
+            opt = torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01, fused=True)
+            def loss_fn(x, y):
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    return torch.nn.functional.mse_loss(m(x), y)
+            closs = torch.compile(loss_fn, mode=mode)
+            mark = getattr(torch.compiler, "cudagraph_mark_step_begin", lambda: None)
+            def step():
+                mark()
+                loss = closs(x, y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            t0 = time.perf_counter()
+            for _ in range(5):
+                step()
+            torch.cuda.synchronize()
+            warm = time.perf_counter() - t0
+            emit("amp_mlp_step_bf16_" + name, time_it(step, reps=20), "ms",
+                 "bf16 autocast, torch.compile(mode=%r), fused AdamW; compile + warm-up %.1f s excluded" % (mode, warm))
+            del m, opt, closs
+        except Exception as e:  # noqa: BLE001: any compiler failure skips the row
+            print("amp_mlp_step_bf16_%s skipped: torch.compile(mode=%r) failed: %s: %s" % (name, mode, type(e).__name__, str(e).splitlines()[0] if str(e) else ""), file=sys.stderr, flush=True)
+    torch._dynamo.reset()
 
-RESNET_MODES = [("nchw_f32", torch.contiguous_format, False), ("nchw_bf16", torch.contiguous_format, True),
-                ("cl_f32", torch.channels_last, False), ("cl_bf16", torch.channels_last, True)]
+if want("ckpt"):
+    # Activation checkpointing: 16 x (Linear 4096 + GELU), batch 8192, MSE,
+    # SGD, float32 with TF32 off; plain, and every block under
+    # torch.utils.checkpoint (non-reentrant). The peak is max_memory_allocated
+    # during one step, from the memory held between steps (parameters, x,
+    # y), minus the parameters' bytes.
+    import torch.utils.checkpoint as cp
+    width, batch, layers = 4096, 8192, 16
+    torch.manual_seed(1)
+    blocks = [torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.GELU()).to(dev) for _ in range(layers)]
+    params = [p for b in blocks for p in b.parameters()]
+    param_bytes = sum(p.numel() * p.element_size() for p in params)
+    opt = torch.optim.SGD(params, lr=1e-4)
+    x = torch.randn(batch, width, device=dev)
+    y = torch.randn(batch, width, device=dev)
+    res = {}
+    for mode in ["plain", "checkpointed"]:
+        def step(ckpt=(mode == "checkpointed")):
+            h = x
+            for b in blocks:
+                h = cp.checkpoint(b, h, use_reentrant=False) if ckpt else b(h)
+            torch.nn.functional.mse_loss(h, y).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        step()
+        step()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - param_bytes
+        res[mode] = (peak, time_it(step, reps=5))
+    emit("ckpt_plain_peak_above_params", res["plain"][0] / 1e9, "GB", "max_memory_allocated during a step - parameter bytes")
+    emit("ckpt_checkpointed_peak_above_params", res["checkpointed"][0] / 1e9, "GB", "torch.utils.checkpoint(block, use_reentrant=False) per block")
+    emit("ckpt_plain_step", res["plain"][1], "ms", "forward, loss, backward, SGD step")
+    emit("ckpt_checkpointed_step", res["checkpointed"][1], "ms", "every block recomputed in backward")
+    emit("ckpt_time_overhead", res["checkpointed"][1] / res["plain"][1], "x", "checkpointed step / plain step")
+    del blocks, params, opt, x, y
+    torch.cuda.empty_cache()
+
+# The ResNet-50 convolutions forward and backward (bench/cuda/conv.go):
+# float32 NCHW with TF32 (PyTorch's default for cuDNN) and bfloat16
+# channels_last, cudnn.benchmark off and on, fixed shapes and shapes that
+# change every step. PyTorch keeps one algorithm cache for both modes, so
+# each (config, mode) runs in a child process of its own, with empty caches.
+RESNET_CONVS = [  # name, c, hw, o, k, stride, pad
+    ("stem_7x7_s2", 3, 224, 64, 7, 2, 3),
+    ("l1_1x1_reduce", 256, 56, 64, 1, 1, 0),
+    ("l1_3x3", 64, 56, 64, 3, 1, 1),
+    ("l1_1x1_expand", 64, 56, 256, 1, 1, 0),
+    ("l2_3x3_s2", 128, 56, 128, 3, 2, 1),
+    ("l3_3x3", 256, 14, 256, 3, 1, 1),
+    ("l4_3x3", 512, 7, 512, 3, 1, 1),
+]
+
+def conv_child(cfg, bench, steps, reps):
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cudnn.benchmark = bench
+    dtype = torch.float32 if cfg == "fp32" else torch.bfloat16
+    fmt = torch.contiguous_format if cfg == "fp32" else torch.channels_last
+    def bufs(batch):
+        out = []
+        for _, c, hw, o, k, s, p in RESNET_CONVS:
+            oh = (hw + 2 * p - k) // s + 1
+            mk = lambda *shape: torch.full(shape, 0.01, dtype=dtype, device=dev).contiguous(memory_format=fmt)
+            out.append((mk(batch, c, hw, hw), mk(o, c, k, k), mk(batch, o, oh, oh), s, p))
+        return out
+    def step(bs):
+        for x, w, g, s, p in bs:
+            torch.nn.functional.conv2d(x, w, None, s, p)
+            torch.ops.aten.convolution_backward(g, x, w, None, [s, s], [p, p], [1, 1], False, [0, 0], 1, [True, True, False])
+    mode = "bench_on" if bench else "bench_off"
+    prefix = "conv_resnet50_" + cfg + "_"
+    bs = bufs(64)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    step(bs)
+    torch.cuda.synchronize()
+    first = (time.perf_counter() - t0) * 1000
+    emit(prefix + "fixed_" + mode, time_it(lambda: step(bs), reps), "ms", "conv2d + aten.convolution_backward, batch 64, steady state")
+    emit(prefix + "first_step_" + mode, first, "ms", "the first step (cudnnFind in benchmark mode)")
+    del bs
+    ts = []
+    for i in range(steps):
+        bs = bufs(63 - i)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step(bs)
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) * 1000)
+        del bs
+    emit(prefix + "varying_" + mode, statistics.median(ts), "ms", "a new batch size every step (%d..%d)" % (63, 64 - steps))
+
+if len(sys.argv) > 2 and sys.argv[1] == "conv-child":
+    cfg, bench, steps, reps = sys.argv[2], sys.argv[3] == "1", int(sys.argv[4]), int(sys.argv[5])
+    conv_child(cfg, bench, steps, reps)
+elif want("conv"):
+    import subprocess
+    for cfg in ["fp32", "bf16_cl"]:
+        for bench in ["0", "1"]:
+            r = subprocess.run([sys.executable, __file__, "conv-child", cfg, bench, "8", "20"],
+                               stdout=subprocess.PIPE, text=True, check=False)
+            sys.stdout.write(r.stdout)
+            sys.stdout.flush()
+
+RESNET_MODES = [("nchw_f32", torch.contiguous_format, False, True), ("nchw_bf16", torch.contiguous_format, True, True),
+                ("cl_f32", torch.channels_last, False, True), ("cl_bf16", torch.channels_last, True, True),
+                ("nchw_f32_nobench", torch.contiguous_format, False, False), ("cl_bf16_nobench", torch.channels_last, True, False)]
 if any(want("resnet50_step_" + m[0]) for m in RESNET_MODES):
     # The ResNet-50 training step of issue 14: batch 64 at 224x224, 1000
     # classes, cross entropy, SGD with momentum 0.9, cudnn.benchmark on and
     # PyTorch's default TF32 convolutions; NCHW and channels_last, float32
-    # and bf16 autocast. Each mode builds a fresh model and resets the peak
+    # and bf16 autocast; two modes with cudnn.benchmark off for what the
+    # search gains. Each mode builds a fresh model and resets the peak
     # statistics after emptying the cache, so its peaks are its own.
     try:
         import torchvision
@@ -327,12 +468,12 @@ if any(want("resnet50_step_" + m[0]) for m in RESNET_MODES):
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nn", "models", "testdata"))
         from torchvision_resnet import ResNet, Bottleneck
         resnet50, origin = (lambda: ResNet(Bottleneck, [3, 4, 6, 3])), "a local definition (no torchvision)"
-    torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = True
     batch = 64
-    for mode, fmt, bf16 in RESNET_MODES:
+    for mode, fmt, bf16, bench in RESNET_MODES:
         if not want("resnet50_step_" + mode):
             continue
+        torch.backends.cudnn.benchmark = bench
         torch.manual_seed(0)
         model = resnet50().to(dev, memory_format=fmt)
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -353,8 +494,9 @@ if any(want("resnet50_step_" + m[0]) for m in RESNET_MODES):
         first = (time.perf_counter() - t0) * 1000
         ms = time_it(step, reps=10)
         what = ("bf16 autocast" if bf16 else "float32, TF32 convolutions") + (", channels_last" if fmt is torch.channels_last else ", NCHW")
-        emit("resnet50_step_" + mode, ms, "ms", "batch 64, 224x224, SGD momentum, cudnn.benchmark, " + what + ", " + origin)
-        emit("resnet50_first_step_" + mode, first, "ms", "the first step, cudnn.benchmark's search included")
+        what += ", cudnn.benchmark" if bench else ", cudnn heuristics"
+        emit("resnet50_step_" + mode, ms, "ms", "batch 64, 224x224, SGD momentum, " + what + ", " + origin)
+        emit("resnet50_first_step_" + mode, first, "ms", "the first step, algorithm search included")
         emit("resnet50_peak_allocated_" + mode, torch.cuda.max_memory_allocated() / (1 << 30), "GiB", "max_memory_allocated")
         emit("resnet50_peak_reserved_" + mode, torch.cuda.max_memory_reserved() / (1 << 30), "GiB", "max_memory_reserved")
         del model, opt, x, y

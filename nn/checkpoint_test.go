@@ -287,3 +287,74 @@ func TestCheckpointRetainGraph(t *testing.T) {
 	checkValues(t, "weight gradient", w.Grad().Float64s(), []float64{6, 8}, 0)
 	checkValues(t, "input gradient", x.Grad().Float64s(), []float64{1, -4}, 0)
 }
+
+// TestCheckpointReleasesRecomputeOutput checks that a checkpoint's
+// backward does not hold the recomputed output of its block while it
+// backpropagates through it: for Linear + GELU on an input that needs no
+// gradient, the backward pass holds the incoming gradient, the recomputed
+// pre-activation and the GELU gradient (three activations of A bytes, and
+// a small weight gradient), not a fourth for the recomputed output.
+func TestCheckpointReleasesRecomputeOutput(t *testing.T) {
+	settleGarbage()
+	dev := vram.Sim(1)
+	const batch, width = 4096, 64
+	const a = batch * width * 4
+	blk := nn.Checkpoint(nn.NewSequential(nn.NewLinear(width, width, dev), nn.NewGELU()))
+	defer nn.Release(blk)
+	x := vram.Randn(vram.Shape{batch, width}, dev)
+	defer x.Release()
+	var above int64
+	vram.Tidy(func() {
+		loss := blk.Forward(x).Sum()
+		base := vram.MemoryAllocated(dev)
+		vram.ResetPeakMemoryStats(dev)
+		loss.Backward()
+		above = vram.MaxMemoryAllocated(dev) - base
+	})
+	t.Logf("backward peak: %d B = %.2f activations", above, float64(above)/a)
+	if above > 3*a+a/2 {
+		t.Errorf("backward peak %d B is %.2f activations of %d B; want about 3 (the recomputed output released before its backward)", above, float64(above)/a, a)
+	}
+	for _, p := range blk.Parameters() {
+		if p.Grad() == nil {
+			t.Fatal("a parameter got no gradient")
+		}
+	}
+}
+
+// TestCheckpointRecomputeMismatch checkpoints a function that returns a
+// different shape when recomputed: Backward reports it instead of
+// backpropagating a gradient of the wrong shape, and leaves nothing
+// allocated.
+func TestCheckpointRecomputeMismatch(t *testing.T) {
+	dev := vram.Sim(1)
+	w := vram.FromSlice([]float64{1, 2, 3, 4}, vram.Shape{4}, dev).SetRequiresGrad(true)
+	defer w.Release()
+	x := vram.FromSlice([]float64{1, 1, 1, 1}, vram.Shape{4}, dev)
+	defer x.Release()
+	calls := 0
+	fn := func(x *vram.Tensor) *vram.Tensor {
+		calls++
+		if calls == 1 {
+			return x.Mul(w)
+		}
+		return x.Mul(w).Narrow(0, 0, 2)
+	}
+	settleGarbage()
+	before := vram.MemoryAllocated(dev)
+	err := vram.Catch(func() {
+		out := vram.Checkpoint(fn, x, w)
+		defer out.Release()
+		s := out.Sum()
+		defer s.Release()
+		s.Backward()
+	})
+	// No Tidy and no collection: what the failure left is still allocated.
+	if got := vram.MemoryAllocated(dev); got != before {
+		t.Errorf("%d bytes allocated after the failed Backward, want %d", got, before)
+	}
+	var e *vram.Error
+	if !errors.As(err, &e) || e.Kind != vram.ErrShape {
+		t.Fatalf("Backward with a recompute of another shape: %v, want an ErrShape *vram.Error", err)
+	}
+}

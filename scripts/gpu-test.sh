@@ -39,6 +39,7 @@ PKGS=(
 	native/cuda
 	native/nvrtc
 	native/cublas
+	native/cudnn
 	backend/cuda
 	native/nvml
 	native/nccl

@@ -31,8 +31,8 @@
 //
 // # Fused ops
 //
-// The device implements [backend.FusedMatMul], [backend.FusedAdam] and
-// [backend.FusedSGD] with the arithmetic of the CUDA backend's kernels, so
+// The device implements [backend.FusedMatMul], [backend.FusedAdam],
+// [backend.FusedSGD] and [backend.FusedUnscale] with the arithmetic of the CUDA backend's kernels, so
 // that a sim device computes what a GPU computes: the fused product adds
 // the bias to the float32 product and rounds once, and the optimizer steps
 // compute float16 and bfloat16 parameters in float32, operation by

@@ -50,9 +50,15 @@ type Options struct {
 	KernelCache string
 
 	// Libs lists directories searched first for the NVIDIA libraries
-	// (libcuda, NVRTC, cuBLASLt, cuBLAS, NVML), before the loader's own
+	// (libcuda, NVRTC, cuBLASLt, cuBLAS, NVML, cuDNN), before the loader's own
 	// search: see package native/load, whose [load.SetDirs] they go to.
 	Libs []string
+
+	// CuDNN holds the switches of the cuDNN path (off, benchmark mode,
+	// deterministic algorithms, TF32): see [CuDNNSettings]. Unlike the
+	// other options they may change at any time, with [SetCuDNN]; Configure
+	// applies them even once the other options are fixed.
+	CuDNN CuDNNSettings
 }
 
 // Validate reports the first invalid field of o, in an error that names
@@ -122,12 +128,15 @@ func Configure(opts Options) error {
 	defer options.mu.Unlock()
 	if options.fixed {
 		if opts.equal(options.opts) {
+			options.opts.CuDNN = opts.CuDNN
+			SetCuDNN(opts.CuDNN)
 			return nil
 		}
 		return fmt.Errorf("cuda: the driver was probed already: the cuda backend's options are fixed from then on")
 	}
 	options.opts = opts.clone()
 	load.SetDirs(opts.Libs)
+	SetCuDNN(opts.CuDNN)
 	return nil
 }
 

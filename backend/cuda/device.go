@@ -45,6 +45,7 @@ type Device struct {
 	stage stager // pinned staging buffers for large host copies
 
 	blas blasState // cuBLASLt handle, workspace and plans
+	dnn  dnnState  // cuDNN handle and descriptor caches (cudnn.go)
 
 	peerMu sync.Mutex
 	peers  map[int]bool // peer access enabled towards these devices

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vramgo/vram/native/cublas"
 	"github.com/vramgo/vram/native/cuda"
+	"github.com/vramgo/vram/native/cudnn"
 	"github.com/vramgo/vram/native/load"
 	"github.com/vramgo/vram/native/nccl"
 	"github.com/vramgo/vram/native/nvml"
@@ -38,7 +39,7 @@ type DriverInfo struct {
 
 // LibraryInfo describes one CUDA library that vram loads at run time.
 type LibraryInfo struct {
-	// Name is the library's short name: libnvrtc, libcublasLt, libnvidia-ml, libnccl.
+	// Name is the library's short name: libnvrtc, libcublasLt, libnvidia-ml, libcudnn, libnccl.
 	Name string `json:"name"`
 	// Needed says what vram uses it for.
 	Needed string `json:"needed"`
@@ -102,6 +103,8 @@ func libraries(cudaMajor int) []LibraryInfo {
 		libraryStatus(cublas.LoadLt, cudaMajor, cublasLtVersion, "matrix products", false, blasPip),
 		libraryStatus(nvml.Load, 0, nil, "the processes on each GPU (out-of-memory errors, vram smi)", true,
 			"the NVIDIA driver's NVML (libnvidia-ml.so.1), which comes with the driver"),
+		libraryStatus(cudnn.Load, 0, cudnnVersionString, "convolutions, pooling and batch norm on cuDNN (without it they use vram's composed kernels)", true,
+			"cuDNN 9: pip install nvidia-cudnn-cu12 (or nvidia-cudnn-cu13), or the libcudnn9 package of your CUDA version"),
 		libraryStatus(nccl.Load, 0, ncclVersion, "collectives between GPUs (package parallel)", true,
 			"NCCL: pip install nvidia-nccl-cu13 (CUDA 13) or nvidia-nccl-cu12, or the libnccl2 package"),
 	}

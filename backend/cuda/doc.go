@@ -1,8 +1,8 @@
 // Package cuda is vram's backend for NVIDIA GPUs, registered as "cuda":
 // every kernel of [backend.Kernels] on the GPU, the caching allocator of
 // package memory on real device memory, and copies between host and
-// device, without cgo (the native packages bind libcuda, NVRTC and
-// cuBLASLt with purego).
+// device, without cgo (the native packages bind libcuda, NVRTC, cuBLASLt
+// and cuDNN with purego).
 //
 // Programs use it through the root package (vram.CUDA(0)); a blank import
 // registers it. [Open] returns a [*Device] for direct use, as the tests and
@@ -75,11 +75,37 @@
 // cuBLASLt with a 32 MiB workspace and plans cached per shape; float32
 // products use full float32 unless [SetAllowTF32] allows TF32.
 //
+// # Convolutions
+//
+// [*Device] implements [backend.Convolver], [backend.Pooler] and
+// [backend.BatchNormer] with cuDNN 9 (package native/cudnn), loaded at the
+// first convolution: 2-D convolutions forward, backward data and backward
+// filter (with the bias gradient, and with bias and ReLU fused into the
+// forward call where cuDNN has it), max and average pooling, and batch
+// normalization in training and inference, for float32, float16 and
+// bfloat16 views that are contiguous (NCHW) or channels-last (NHWC). Each
+// device has one cuDNN handle, set to the caller's stream at each call,
+// and caches descriptors and chosen algorithms per shape, parameters,
+// dtype and layout. The switches of [SetCuDNN] ([CuDNNSettings], also
+// [Options.CuDNN]) turn on benchmark mode (each algorithm timed once per
+// shape with cudnnFind*AlgorithmEx; otherwise the heuristics' first
+// algorithm whose workspace fits), keep to deterministic algorithms, keep
+// float32 off TF32, or turn cuDNN off. Workspaces come from the caching
+// allocator under the region [CuDNNWorkspaceRegion] and go back after each
+// call. Anything cuDNN cannot take (another layout or dtype, an empty
+// view, cuDNN absent or off) is an error wrapping
+// [backend.ErrNotImplemented], and the root package composes the
+// operation instead; [CuDNNStatistics] counts those fallbacks and the
+// searches.
+//
 // [Device.AdamStep] implements [backend.FusedAdam]: one kernel
 // (kernels/optim.cu) does a whole Adam or AdamW step of a contiguous
 // parameter, its gradient and its two moments, computing in float32
 // (float64 for float64) with correctly rounded operations; the CPU backend
-// (and so a sim device) does the same arithmetic.
+// (and so a sim device) does the same arithmetic. [Device.UnscaleCheck]
+// implements [backend.FusedUnscale], a GradScaler's unscale and inf/NaN
+// check: one launch for up to 28 gradients of a dtype, their addresses and
+// sizes passed as kernel parameters, the flag left on the device.
 //
 // # Errors
 //
@@ -122,7 +148,7 @@
 // [SelfTest] says where the driver and each library were found (or what to
 // install), and checks every GPU through the paths tensors use
 // ([Device.SelfTest]: copies, the kernel compiler and its disk cache, the
-// kernels, cuBLASLt against the host, the caching allocator) and the peer
+// kernels, cuBLASLt and cuDNN against the host, the caching allocator) and the peer
 // copies between neighbouring GPUs; `vram doctor` prints its report.
 //
 // # Optional interfaces

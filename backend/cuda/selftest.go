@@ -157,9 +157,10 @@ func gpuSelfTest(i int) GPUSelfTest {
 // SelfTest runs the checks of one GPU through the paths that tensors use:
 // allocation, copies (pageable and page-locked host memory), the kernel
 // compiler and its disk cache, the elementwise and reduction kernels, a
-// cuBLASLt product against the host, the caching allocator, and a final
-// synchronization. A missing NVRTC fails the compiler check and skips the
-// kernels; a missing cuBLASLt fails the cuBLASLt check. It empties the
+// cuBLASLt product and a cuDNN convolution against the host, the caching
+// allocator, and a final synchronization. A missing NVRTC fails the compiler check and skips the
+// kernels; a missing cuBLASLt fails the cuBLASLt check; a missing cuDNN
+// skips the cuDNN check (convolutions then use the composed path). It empties the
 // allocator's cache; run it while nothing else allocates on the device.
 func (d *Device) SelfTest() []selftest.Check {
 	var kernels selftest.Check
@@ -175,6 +176,7 @@ func (d *Device) SelfTest() []selftest.Check {
 		d.checkCompiler(),
 		kernels,
 		d.checkCuBLASLt(),
+		d.checkCuDNN(),
 		selftest.Allocator(d.alloc, memory.Stream(d.def.cs)),
 		selftest.Sync(d),
 	}

@@ -51,8 +51,10 @@ func benchAmp(reps int) {
 			opt.ZeroGrad()
 		})
 	})
-	emit("amp_mlp_step_bf16", bf16, "ms", "bf16 autocast, float32 master weights, AdamW")
-	emit("amp_mlp_step_fp16_scaler", fp16, "ms", "fp16 autocast with GradScaler")
+	emitVs("amp_mlp_step_bf16", bf16, "ms", "bf16 autocast, float32 master weights, AdamW",
+		"amp_mlp_step_bf16_foreach", "amp_mlp_step_bf16_compile", "amp_mlp_step_bf16_cudagraphs")
+	emitVs("amp_mlp_step_fp16_scaler", fp16, "ms", "fp16 autocast with GradScaler (fused unscale)",
+		"amp_mlp_step_fp16_scaler_foreach")
 	opt.Release()
 	nn.Release(model)
 	x.Release()

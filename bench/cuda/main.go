@@ -34,6 +34,9 @@ type result struct {
 	Value float64 `json:"value"`
 	Unit  string  `json:"unit"`
 	Note  string  `json:"note,omitempty"`
+	// Vs names further PyTorch rows of the same measurement (another
+	// optimizer, torch.compile) that compare.py prints this row against.
+	Vs []string `json:"vs,omitempty"`
 }
 
 var (
@@ -43,7 +46,13 @@ var (
 )
 
 func emit(name string, v float64, unit, note string) {
-	enc.Encode(result{name, v, unit, note})
+	enc.Encode(result{Name: name, Value: v, Unit: unit, Note: note})
+}
+
+// emitVs is emit with PyTorch rows besides the one of the same name to
+// compare the value with.
+func emitVs(name string, v float64, unit, note string, vs ...string) {
+	enc.Encode(result{Name: name, Value: v, Unit: unit, Note: note, Vs: vs})
 }
 
 func want(name string) bool {
@@ -171,8 +180,17 @@ func main() {
 	if want("amp") {
 		benchAmp(reps)
 	}
+	if want("ckpt") {
+		benchCheckpoint(reps)
+	}
+	if want("findbatch") {
+		benchFindBatch()
+	}
 	if want("allreduce") {
 		benchAllReduce(reps)
+	}
+	if want("conv") {
+		benchConv(d, reps)
 	}
 	if wantResNet() {
 		benchResNet(reps)

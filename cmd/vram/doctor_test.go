@@ -176,6 +176,23 @@ func TestDoctorOutcomes(t *testing.T) {
 			[]string{"libnvrtc|missing|libnvrtc.so.13 not found", "needed for compiling the kernels", "install NVRTC"}, nil},
 		{"a failed CPU check", []selftest.Check{{Name: "matmul", Status: selftest.Fail, Detail: "C wrong"}}, gpuReport(1, "", ""), exitFailure, 1,
 			"vram: doctor: 1 check failed\n", []string{"  matmul ", "FAILED", "C wrong"}, nil},
+		{"no cuDNN", passing("alloc"), func() *cuda.SelfTestReport {
+			r := gpuReport(1, "", "")()
+			r.Libraries = append(r.Libraries, cuda.LibraryInfo{Name: "libcudnn", Optional: true, Error: "libcudnn.so.9 not found",
+				Needed: "convolutions, pooling and batch norm on cuDNN (without it they use vram's composed kernels)", Install: "install cuDNN 9"})
+			r.GPUs[0].Checks = append(r.GPUs[0].Checks, selftest.Skipped("cudnn", "cuDNN 9 was not found: convolutions use vram's composed kernels"))
+			return r
+		}, 0, 0, "",
+			[]string{"libcudnn|missing (optional)|libcudnn.so.9 not found", "needed for convolutions, pooling and batch norm on cuDNN (without it they use vram's composed kernels)",
+				"  cudnn |skip|convolutions use vram's composed kernels", "all checks passed"}, []string{"FAILED"}},
+		{"cuDNN found", passing("alloc"), func() *cuda.SelfTestReport {
+			r := gpuReport(1, "", "")()
+			r.Libraries = append(r.Libraries, cuda.LibraryInfo{Name: "libcudnn", Optional: true, Found: true, Soname: "libcudnn.so.9",
+				Path: "/venv/nvidia/cudnn/lib/libcudnn.so.9", Where: "python", Version: "9.10.2"})
+			r.GPUs[0].Checks = append(r.GPUs[0].Checks, passing("cudnn")...)
+			return r
+		}, 0, 0, "",
+			[]string{"libcudnn|9.10.2|libcudnn.so.9|/venv/nvidia/cudnn/lib/libcudnn.so.9 (python)", "  cudnn |ok|cudnn fine", "all checks passed"}, nil},
 		{"no GPU", passing("alloc"), func() *cuda.SelfTestReport {
 			r := gpuReport(0, "", "")()
 			r.NoGPU = "cuda: the driver reports no GPU"

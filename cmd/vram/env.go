@@ -40,8 +40,9 @@ type envSetting struct {
 }
 
 // deviceSettings are the variables that configure the devices that
-// allocate: the allocator's (CUDA and sim) and the simulated devices'.
-var deviceSettings = []string{vram.EnvAllocConf, vram.EnvSimDevices, vram.EnvSimShapeOnly}
+// allocate: the allocator's (CUDA and sim), the simulated devices' and
+// cuDNN's switches.
+var deviceSettings = []string{vram.EnvAllocConf, vram.EnvSimDevices, vram.EnvSimShapeOnly, vram.EnvCuDNN}
 
 // readEnvironment reads each of deviceSettings alone, with
 // vram.ConfigFromLookup, the parse vram itself uses, and explains its
@@ -100,6 +101,11 @@ func describeSetting(name string, cfg vram.Config) string {
 			return "sim devices keep no data (shape-only)"
 		}
 		return "sim devices keep data"
+	case vram.EnvCuDNN:
+		if cfg.CuDNN == (vram.CuDNNSettings{}) {
+			return "cuDNN as PyTorch's default: on, heuristics, any algorithm, TF32"
+		}
+		return "cuDNN switches " + cfg.CuDNN.String()
 	}
 	return ""
 }

@@ -83,4 +83,51 @@ extern "C" __global__ void sgd_step(DT<VD>::S* p, const DT<VD>::S* g, DT<VD>::S*
 }
 #endif
 
+#if defined(K_ALL) || defined(K_unscale)
+// unscale_step: a GradScaler's unscale and inf/NaN check over nt <= 28
+// contiguous gradients of the module's dtype at once (one launch for the
+// set, the addresses and element counts passed by value): every element
+// becomes g·inv, rounded to the dtype, and *found becomes 1 when an element
+// was inf or NaN before or after (left as it was otherwise). The product
+// runs in the compute type, inv rounded to it. Each thread strides over
+// every gradient in turn.
+#define UNSCALE_MAX 28
+typedef DT<VD>::S unscale_s;
+extern "C" __global__ void unscale_step(float* found, double invd, int nt,
+				       unscale_s* g0, unscale_s* g1, unscale_s* g2, unscale_s* g3,
+				       unscale_s* g4, unscale_s* g5, unscale_s* g6, unscale_s* g7,
+				       unscale_s* g8, unscale_s* g9, unscale_s* g10, unscale_s* g11,
+				       unscale_s* g12, unscale_s* g13, unscale_s* g14, unscale_s* g15,
+				       unscale_s* g16, unscale_s* g17, unscale_s* g18, unscale_s* g19,
+				       unscale_s* g20, unscale_s* g21, unscale_s* g22, unscale_s* g23,
+				       unscale_s* g24, unscale_s* g25, unscale_s* g26, unscale_s* g27,
+				       i64 n0, i64 n1, i64 n2, i64 n3, i64 n4, i64 n5, i64 n6, i64 n7,
+				       i64 n8, i64 n9, i64 n10, i64 n11, i64 n12, i64 n13, i64 n14,
+				       i64 n15, i64 n16, i64 n17, i64 n18, i64 n19, i64 n20, i64 n21,
+				       i64 n22, i64 n23, i64 n24, i64 n25, i64 n26, i64 n27) {
+	typedef DT<VD>::C C;
+	unscale_s* const gs[UNSCALE_MAX] = {g0, g1, g2, g3, g4, g5, g6, g7, g8, g9, g10, g11, g12, g13,
+					     g14, g15, g16, g17, g18, g19, g20, g21, g22, g23, g24, g25,
+					     g26, g27};
+	const i64 ns[UNSCALE_MAX] = {n0, n1, n2, n3, n4, n5, n6, n7, n8, n9, n10, n11, n12, n13, n14,
+				      n15, n16, n17, n18, n19, n20, n21, n22, n23, n24, n25, n26, n27};
+	const C inv = (C)invd;
+	const C big = (C)(sizeof(C) == 4 ? 3.4028234663852886e38 : 1.7976931348623157e308);
+	bool bad = false;
+	for (int t = 0; t < nt && t < UNSCALE_MAX; t++) {
+		unscale_s* const g = gs[t];
+		const i64 n = ns[t];
+		for (i64 i = GTID; i < n; i += GNTH) {
+			const C x = ldc<VD>(g[i]);
+			const unscale_s ys = st<VD>(r_mul(x, inv));
+			g[i] = ys;
+			const C y = ldc<VD>(ys);
+			// A comparison with NaN is false: NaN fails both tests.
+			bad |= !(x >= -big && x <= big) || !(y >= -big && y <= big);
+		}
+	}
+	if (bad) *found = 1.0f;
+}
+#endif
+
 #endif
