@@ -545,6 +545,12 @@ func TestConvErrors(t *testing.T) {
 		{"avg pool dilation", ErrArgument, func() { AvgPool2d(x, Pool2dParams{Kernel: [2]int{2, 2}, Dilation: [2]int{2, 2}}) }},
 		{"pool integer input", ErrDType, func() { MaxPool2d(Zeros(Shape{1, 1, 4, 4}, Int32), Pool2dParams{Kernel: [2]int{2, 2}}) }},
 		{"adaptive zero size", ErrArgument, func() { AdaptiveAvgPool2d(x, 0, 1) }},
+		{"adaptive output too large to compose", ErrShape, func() { AdaptiveAvgPool2d(x, 1<<16, 1<<14) }},
+		{"window index too large to compose", ErrShape, func() {
+			// A shape-only-sized problem: the check comes before any
+			// allocation.
+			Conv2d(Empty(Shape{1, 1, 1 << 12, 1 << 12}, Float32), Empty(Shape{1, 1, 64, 64}, Float32), nil, Conv2dParams{Padding: [2]int{32, 32}})
+		}},
 		{"batch norm channels", ErrShape, func() { BatchNorm2d(x, Ones(Shape{3}, Float32), nil, nil, nil, true, 0.1, 1e-5) }},
 		{"batch norm 3-D", ErrShape, func() { BatchNorm2d(Zeros(Shape{4, 5, 5}, Float32), nil, nil, nil, nil, true, 0.1, 1e-5) }},
 		{"batch norm one value per channel", ErrShape, func() { BatchNorm2d(Zeros(Shape{1, 4, 1, 1}, Float32), nil, nil, nil, nil, true, 0.1, 1e-5) }},
@@ -614,6 +620,17 @@ func TestMemoryFormat(t *testing.T) {
 		s := x.To(Sim(0), ChannelsLast)
 		if !s.IsContiguous(ChannelsLast) || !slices.Equal(s.Float64s(), x.Float64s()) {
 			t.Errorf("To(Sim(0), ChannelsLast) gave strides %v", s.Strides())
+		}
+		// Copies and moves keep the format.
+		if back := s.To(CPU); !back.IsContiguous(ChannelsLast) || !slices.Equal(back.Float64s(), x.Float64s()) {
+			t.Errorf("To(CPU) of a channels-last tensor gave strides %v", back.Strides())
+		}
+		if back := s.To(CPU, ContiguousFormat); !back.IsContiguous() {
+			t.Errorf("To(CPU, ContiguousFormat) gave strides %v", back.Strides())
+		}
+		p.MoveTo(Sim(0))
+		if !p.IsContiguous(ChannelsLast) || !slices.Equal(p.Float64s(), vals) {
+			t.Errorf("MoveTo of a channels-last parameter gave strides %v", p.Strides())
 		}
 	}
 }
@@ -831,4 +848,44 @@ func TestConvEdgeCases(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestElementwiseKeepsChannelsLast: elementwise results of channels-last
+// tensors are channels-last, as PyTorch's are, so that a channels-last
+// model needs no copy before each convolution; the values are unchanged.
+func TestElementwiseKeepsChannelsLast(t *testing.T) {
+	x := rnd(1, 2, 3, 4, 5)
+	cl := x.Contiguous(ChannelsLast)
+	r := rnd(2, 2, 3, 4, 5) // row-major
+	b := rnd(3, 1, 3, 1, 1) // a broadcast bias
+	for _, tc := range []struct {
+		name   string
+		f      func(x, r, b *Tensor) *Tensor
+		wantCL bool
+	}{
+		{"relu", func(x, r, b *Tensor) *Tensor { return x.Relu() }, true},
+		{"exp", func(x, r, b *Tensor) *Tensor { return x.Exp() }, true},
+		{"add bias", func(x, r, b *Tensor) *Tensor { return x.Add(b) }, true},
+		{"bias first", func(x, r, b *Tensor) *Tensor { return b.Add(x) }, true},
+		{"residual", func(x, r, b *Tensor) *Tensor { return x.Add(x.MulScalar(2)) }, true},
+		{"row-major first", func(x, r, b *Tensor) *Tensor { return r.Add(x) }, false},
+		{"scalar", func(x, r, b *Tensor) *Tensor { return x.MulScalar(3) }, true},
+		{"cast", func(x, r, b *Tensor) *Tensor { return x.Cast(Float32) }, true},
+		{"where", func(x, r, b *Tensor) *Tensor { return Where(x.GtScalar(0), x, r) }, true},
+		{"bias act", func(x, r, b *Tensor) *Tensor { return BiasAct(x, b, ActReLU) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := tc.f(x, r, b).Float64s()
+			got := tc.f(cl, r, b)
+			if isCL := got.IsContiguous(ChannelsLast) && got.SuggestMemoryFormat() == ChannelsLast; isCL != tc.wantCL {
+				t.Errorf("strides %v; want channels-last %v", got.Strides(), tc.wantCL)
+			}
+			closeTo(t, tc.name, got.Cast(Float64).Float64s(), want, 1e-6)
+		})
+	}
+	// Gradients through channels-last elementwise ops.
+	gradCheck(t, func(xs []*Tensor) *Tensor {
+		c := xs[0].Contiguous(ChannelsLast)
+		return c.Relu().Add(c.Exp()).Mul(xs[1])
+	}, rnd(4, 1, 2, 3, 2), rnd(5, 1, 2, 1, 1))
 }

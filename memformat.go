@@ -113,6 +113,27 @@ func newTensorFormat(op string, ds *devState, dt DType, shape []int, f MemoryFor
 	return t
 }
 
+// newTensorLike allocates the result of an elementwise op of shape on ds
+// in the layout PyTorch gives it: channels-last when shape is 4-D and the
+// first of ins that has the whole shape (not broadcast) is channels-last
+// (as a convolution's output in a channels-last model is), else row-major.
+// A channels-last model thus stays channels-last through its activations,
+// residual additions and casts, without a copy before each convolution.
+func newTensorLike(op string, ds *devState, dt DType, shape []int, ins ...*Tensor) *Tensor {
+	if len(shape) == 4 {
+		for _, t := range ins {
+			if t == nil || !slices.Equal(t.shape, shape) {
+				continue
+			}
+			if stridesLikeChannelsLast(t.shape, t.strides) && isDense(t.shape, t.strides, ChannelsLast) {
+				return newTensorFormat(op, ds, dt, shape, ChannelsLast)
+			}
+			break
+		}
+	}
+	return newTensor(op, ds, dt, shape)
+}
+
 // inFormat returns t itself as a new reference when it is dense in format
 // f, else a copy laid out in f. Nothing is recorded.
 func (t *Tensor) inFormat(op string, f MemoryFormat) *Tensor {

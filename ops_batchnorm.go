@@ -22,9 +22,9 @@ import (
 // float32 and rounded once. A device with native batch normalization
 // ([backend.BatchNormer]: cuDNN) runs it when the per-channel tensors are
 // float32; elsewhere it is composed, with the same results up to rounding.
-// Shapes that do not fit panic with [ErrShape]; training on one value per
-// channel, evaluation without running statistics, momentum outside [0, 1]
-// or eps not above 0 panic with [ErrArgument] (or ErrShape for the first).
+// Shapes that do not fit, and training on one value per channel, panic
+// with [ErrShape]; evaluation without running statistics, momentum outside
+// [0, 1] or eps not above 0 with [ErrArgument].
 func BatchNorm2d(x, weight, bias, runMean, runVar *Tensor, training bool, momentum, eps float64) *Tensor {
 	const op = "batch_norm2d"
 	defer asOp(op)

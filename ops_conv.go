@@ -121,6 +121,7 @@ func (w window) index() []int64 {
 	if v, ok := indexCache.get(w); ok {
 		return v.([]int64)
 	}
+	w.checkSize("im2col")
 	L := w.outH * w.outW
 	hw := int64(w.inH * w.inW)
 	idx := make([]int64, w.kh*w.kw*L)
@@ -141,6 +142,21 @@ func (w window) index() []int64 {
 		}
 	}
 	return indexCache.put(w, idx, 8*int64(len(idx))).([]int64)
+}
+
+// maxIndexEntries bounds the gather index of one window (8 bytes an
+// entry, built on the host): 512 Mi entries, 4 GiB.
+const maxIndexEntries = 1 << 29
+
+// checkSize panics with ErrShape, naming op, when the composed path's
+// index for w would pass maxIndexEntries, rather than let the host run out
+// of memory building it. The composed paths check before they start;
+// native kernels have no such bound.
+func (w window) checkSize(op string) {
+	if n := float64(w.kh) * float64(w.kw) * float64(w.outH) * float64(w.outW); n > maxIndexEntries {
+		fail(op, ErrShape, "a %dx%d window over a %dx%d output needs a gather index of %.0f entries on the host, more than the %d the composed path allows; "+
+			"use a device with native convolutions (cuDNN), or split the input", w.kh, w.kw, w.outH, w.outW, n, maxIndexEntries)
+	}
 }
 
 // indexTensor returns w's index as an int64 tensor [1, 1, KK·L] on ds.
@@ -396,6 +412,7 @@ func conv2d(op string, x, w, bias *Tensor, p Conv2dParams, transposed bool, act 
 		defer a.Release()
 		return a.toFormat(op, f)
 	}
+	geo.win.checkSize(op)
 	var y *Tensor
 	if transposed {
 		y = convTransposeComposed(x, w, bias, geo, act)

@@ -101,7 +101,7 @@ func (t *Tensor) Cast(dt DType) *Tensor {
 	if dt == t.dtype {
 		return t.identity("cast")
 	}
-	out := newTensor("cast", t.ds(), dt, t.shape)
+	out := newTensorLike("cast", t.ds(), dt, t.shape, t)
 	check("cast", t.ds().bd.Copy(t.ds().stream(), out.bv(), t.bv()))
 	if needsGrad(t) && dt.IsFloat() {
 		src := t.dtype
@@ -162,7 +162,7 @@ func binaryRaw(op string, k backend.BinaryOp, a, b *Tensor) *Tensor {
 	if k.IsComparison() {
 		odt = Bool
 	}
-	out := newTensor(op, ds, odt, shape)
+	out := newTensorLike(op, ds, odt, shape, a, b)
 	check(op, ds.bd.Binary(ds.stream(), k, out.bv(), expandView(op, a, shape), expandView(op, b, shape)))
 	return out
 }
@@ -172,7 +172,7 @@ func castRaw(t *Tensor, dt DType) *Tensor {
 	if t.dtype == dt {
 		return t.view(t.shape, t.strides, t.offset)
 	}
-	out := newTensor("cast", t.ds(), dt, t.shape)
+	out := newTensorLike("cast", t.ds(), dt, t.shape, t)
 	check("cast", t.ds().bd.Copy(t.ds().stream(), out.bv(), t.bv()))
 	return out
 }
@@ -196,7 +196,7 @@ func scalarRaw(op string, k backend.BinaryOp, a *Tensor, s float64, reversed boo
 	if k.IsComparison() {
 		odt = Bool
 	}
-	out := newTensor(op, a.ds(), odt, a.shape)
+	out := newTensorLike(op, a.ds(), odt, a.shape, a)
 	check(op, a.ds().bd.Scalar(a.ds().stream(), k, out.bv(), src.bv(), s, reversed))
 	return out
 }
@@ -515,7 +515,7 @@ func Where(cond, a, b *Tensor) *Tensor {
 	ac, bc := castRaw(a, dt), castRaw(b, dt)
 	defer ac.Release()
 	defer bc.Release()
-	out := newTensor("where", ds, dt, shape)
+	out := newTensorLike("where", ds, dt, shape, a, b)
 	check("where", ds.bd.Where(ds.stream(), out.bv(), expandView("where", cond, shape), expandView("where", ac, shape), expandView("where", bc, shape)))
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)

@@ -56,8 +56,9 @@ func poolWindow(op string, x *Tensor, p Pool2dParams) window {
 		fail(op, ErrShape, "window %v (dilation %v) is larger than the padded input %dx%d (input %v, padding %v)",
 			p.Kernel, p.Dilation, h+2*p.Padding[0], w+2*p.Padding[1], Shape(x.shape), p.Padding)
 	}
-	return window{inH: h, inW: w, outH: oh, outW: ow, kh: p.Kernel[0], kw: p.Kernel[1],
+	win := window{inH: h, inW: w, outH: oh, outW: ow, kh: p.Kernel[0], kw: p.Kernel[1],
 		sh: p.Stride[0], sw: p.Stride[1], ph: p.Padding[0], pw: p.Padding[1], dh: p.Dilation[0], dw: p.Dilation[1]}
+	return win
 }
 
 // poolInput checks that x is a floating-point tensor and returns its device.
@@ -91,6 +92,7 @@ func MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
 				return y
 			}
 		}
+		win.checkSize(op)
 		cols := im2col(x, win, math.Inf(-1))
 		defer cols.Release()
 		m := cols.Max(2)
@@ -116,6 +118,7 @@ func AvgPool2d(x *Tensor, p Pool2dParams) *Tensor {
 		if y := poolNative(op, ds, x, win, bp); y != nil {
 			return y
 		}
+		win.checkSize(op)
 		var counts []float64
 		if p.ExcludePad && p.Padding != [2]int{} {
 			counts = win.counts()
@@ -146,8 +149,9 @@ func AdaptiveAvgPool2d(x *Tensor, outH, outW int) *Tensor {
 			return AvgPool2d(x, Pool2dParams{Kernel: [2]int{h / outH, w / outW}})
 		}
 		aw := adaptiveWindow{inH: h, inW: w, outH: outH, outW: outW}
-		idx, counts := aw.index()
 		win := window{inH: h, inW: w, outH: outH, outW: outW, kh: aw.maxK(h, outH), kw: aw.maxK(w, outW)}
+		win.checkSize(op)
+		idx, counts := aw.index()
 		return avgComposed(op, x, win, idx, counts)
 	})
 }

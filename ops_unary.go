@@ -30,7 +30,7 @@ func unary(op string, k backend.UnaryOp, t *Tensor, param float64, saveWhat int,
 	if k == backend.LogicalNot || k == backend.IsNaN {
 		odt = Bool
 	}
-	out := newTensor(op, t.ds(), odt, t.shape)
+	out := newTensorLike(op, t.ds(), odt, t.shape, t)
 	check(op, t.ds().bd.Unary(t.ds().stream(), k, out.bv(), src.bv(), param))
 	if grad != nil && needsGrad(t) {
 		var x, y *Tensor
@@ -55,7 +55,7 @@ func (t *Tensor) Neg() *Tensor {
 
 // unaryRaw applies k without recording.
 func (t *Tensor) unaryRaw(k backend.UnaryOp) *Tensor {
-	out := newTensor(k.String(), t.ds(), t.dtype, t.shape)
+	out := newTensorLike(k.String(), t.ds(), t.dtype, t.shape, t)
 	check(k.String(), t.ds().bd.Unary(t.ds().stream(), k, out.bv(), t.bv(), 0))
 	return out
 }

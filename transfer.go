@@ -22,7 +22,8 @@ import (
 //
 // A [MemoryFormat] among opts lays the result out in that format
 // (t.To(d, vram.ChannelsLast)), copying on d itself when t is already there
-// in another layout.
+// in another layout; without one, a copy of a channels-last tensor is
+// channels-last too.
 func (t *Tensor) To(d Device, opts ...CopyOption) *Tensor {
 	defer pin("to", t).unpin()
 	var co copyOptions
@@ -34,6 +35,9 @@ func (t *Tensor) To(d Device, opts ...CopyOption) *Tensor {
 	}
 	if co.hasFormat {
 		needs4D("to", t, co.format)
+	} else if t.SuggestMemoryFormat() == ChannelsLast {
+		// A copy keeps t's format, as PyTorch's preserve_format does.
+		co.format, co.hasFormat = ChannelsLast, true
 	}
 	if t.Device() == d {
 		if co.hasFormat {
@@ -223,8 +227,9 @@ func (t *Tensor) CPU() *Tensor {
 
 // MoveTo moves a leaf tensor to device d in place, keeping its identity, so
 // that modules and optimizers that hold it see the move (Module.To uses
-// it). Its gradient moves with it. It panics with [ErrAutograd] on a tensor
-// computed by a recorded operation.
+// it). Its gradient moves with it, and a channels-last tensor stays
+// channels-last. It panics with [ErrAutograd] on a tensor computed by a
+// recorded operation.
 func (t *Tensor) MoveTo(d Device) {
 	defer asOp("move_to")
 	defer pin("move_to", t).unpin()
@@ -236,6 +241,13 @@ func (t *Tensor) MoveTo(d Device) {
 	}
 	dst := mustDevice("move_to", d)
 	moved := copyAcross(t, dst, false)
+	if t.SuggestMemoryFormat() == ChannelsLast {
+		// The moved tensor keeps its format (a model converted with
+		// nn.ToMemoryFormat stays channels-last on its new device).
+		c := moved.inFormat("move_to", ChannelsLast)
+		moved.Release()
+		moved = c
+	}
 	Keep(moved)
 	// Swap the storages: t takes the new one, moved the old one, which
 	// its Release then drops. Each ref stays with its own Tensor, whose

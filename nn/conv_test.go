@@ -151,6 +151,22 @@ func TestBatchNorm2dLayer(t *testing.T) {
 	if g := bn.Weight.Grad(); g == nil || g.DType() != vram.Float32 {
 		t.Fatalf("batch norm weight gradient %v", g)
 	}
+	// The cumulative average weighs every batch alike.
+	ca := nn.NewBatchNorm2d(3)
+	ca.CumulativeAverage = true
+	var sum []float64
+	for i := range 3 {
+		xi := vram.Randn(vram.Shape{4, 3, 2, 2}, vram.WithGenerator(vram.NewGenerator(uint64(20+i))))
+		m := xi.Mean(0, 2, 3).Float64s()
+		if sum == nil {
+			sum = make([]float64, len(m))
+		}
+		for k := range m {
+			sum[k] += m[k] / 3
+		}
+		ca.Forward(xi)
+	}
+	checkValues(t, "cumulative running mean", ca.RunningMean.Float64s(), sum, 1e-5)
 	// The module moves its buffers with it.
 	if vram.Sim(0).Available() {
 		bn.To(vram.Sim(0))
@@ -259,10 +275,23 @@ func TestChannelsLastModelMatches(t *testing.T) {
 	for i := range rp {
 		checkValues(t, "gradient", cp[i].Grad().Float64s(), rp[i].Grad().Float64s(), 1e-10)
 	}
-	// Intermediate outputs keep the channels-last format.
-	h := cl.At(0).Forward(x64.Contiguous(vram.ChannelsLast))
-	if !h.IsContiguous(vram.ChannelsLast) {
-		t.Errorf("convolution output strides %v, want channels-last", h.Strides())
+	// Intermediate outputs keep the channels-last format, through the
+	// batch norm, the activation and the pooling.
+	h := x64.Contiguous(vram.ChannelsLast)
+	for i := range 6 {
+		h = cl.At(i).Forward(h)
+		if h.Size(1) > 1 && !h.IsContiguous(vram.ChannelsLast) {
+			t.Errorf("output of layer %d (%T) has strides %v, want channels-last", i, cl.At(i), h.Strides())
+		}
+	}
+	if vram.Sim(0).Available() {
+		cl.To(vram.Sim(0))
+		for _, p := range cl.NamedParameters() {
+			if p.Tensor.Dim() == 4 && !p.Tensor.IsContiguous(vram.ChannelsLast) {
+				t.Fatalf("%s has strides %v after To", p.Name, p.Tensor.Strides())
+			}
+		}
+		cl.To(vram.CPU)
 	}
 	nn.ToMemoryFormat(cl, vram.ContiguousFormat)
 	for _, p := range cl.Parameters() {

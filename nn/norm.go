@@ -28,6 +28,10 @@ type BatchNorm2d struct {
 	NumBatchesTracked *vram.Tensor
 	// Momentum weighs each batch in the running statistics (0.1).
 	Momentum float64
+	// CumulativeAverage makes the running statistics the plain average of
+	// every batch seen, each weighed 1/NumBatchesTracked, in place of
+	// Momentum (PyTorch's momentum=None).
+	CumulativeAverage bool
 	// Eps is added to the variance (1e-5).
 	Eps float64
 }
@@ -71,7 +75,11 @@ func NewBatchNorm2d(c int, opts ...vram.Option) *BatchNorm2d {
 // In training mode it updates the running statistics and counts the batch.
 func (l *BatchNorm2d) Forward(x *vram.Tensor) *vram.Tensor {
 	training := l.Training()
-	y := vram.BatchNorm2d(x, l.Weight, l.Bias, l.RunningMean, l.RunningVar, training, l.Momentum, l.Eps)
+	momentum := l.Momentum
+	if training && l.CumulativeAverage {
+		momentum = 1 / float64(l.NumBatchesTracked.Int64s()[0]+1)
+	}
+	y := vram.BatchNorm2d(x, l.Weight, l.Bias, l.RunningMean, l.RunningVar, training, momentum, l.Eps)
 	if training {
 		vram.NoGrad(func() { l.NumBatchesTracked.AddScalarInPlace(1) })
 	}

@@ -1,0 +1,36 @@
+package vram_test
+
+import (
+	"fmt"
+
+	"github.com/vramgo/vram"
+)
+
+// A 3×3 convolution with padding 1 keeps the image size; channels-last
+// inputs give channels-last outputs with the same values.
+func ExampleConv2d() {
+	x := vram.Arange(0, 16, 1).Reshape(1, 1, 4, 4)
+	w := vram.Ones(vram.Shape{2, 1, 3, 3}) // two box filters
+	b := vram.FromSlice([]float32{0, 100}, vram.Shape{2})
+	y := vram.Conv2d(x, w, b, vram.Conv2dParams{Padding: [2]int{1, 1}})
+	fmt.Println(y.Shape(), y.Select(1, 0).Select(0, 0).Float32s()[:4])
+	fmt.Println(y.Select(1, 1).Select(0, 0).Float32s()[:4])
+
+	yc := vram.Conv2d(x.Contiguous(vram.ChannelsLast), w, b, vram.Conv2dParams{Padding: [2]int{1, 1}})
+	fmt.Println(yc.IsContiguous(vram.ChannelsLast), yc.Strides())
+	// Output:
+	// [1, 2, 4, 4] [10 18 24 18]
+	// [110 118 124 118]
+	// true [32 1 8 2]
+}
+
+// Max pooling halves each side; adaptive average pooling to 1×1 is the
+// global average of ResNet's head.
+func ExampleMaxPool2d() {
+	x := vram.Arange(0, 16, 1).Reshape(1, 1, 4, 4)
+	fmt.Println(vram.MaxPool2d(x, vram.Pool2dParams{Kernel: [2]int{2, 2}}).Float32s())
+	fmt.Println(vram.AdaptiveAvgPool2d(x, 1, 1).Float32s())
+	// Output:
+	// [5 7 13 15]
+	// [7.5]
+}
