@@ -496,7 +496,7 @@ if any(want("resnet50_step_" + m[0]) for m in RESNET_MODES):
         what = ("bf16 autocast" if bf16 else "float32, TF32 convolutions") + (", channels_last" if fmt is torch.channels_last else ", NCHW")
         what += ", cudnn.benchmark" if bench else ", cudnn heuristics"
         emit("resnet50_step_" + mode, ms, "ms", "batch 64, 224x224, SGD momentum, " + what + ", " + origin)
-        emit("resnet50_first_step_" + mode, first, "ms", "the first step, algorithm search included")
+        emit("resnet50_first_step_" + mode, first, "ms", "the first step, algorithm choice (benchmark search) included")
         emit("resnet50_peak_allocated_" + mode, torch.cuda.max_memory_allocated() / (1 << 30), "GiB", "max_memory_allocated")
         emit("resnet50_peak_reserved_" + mode, torch.cuda.max_memory_reserved() / (1 << 30), "GiB", "max_memory_reserved")
         del model, opt, x, y

@@ -156,7 +156,7 @@ func resnetMode(d *cb.Device, dev vram.Device, mode string, channelsLast, bf16, 
 		what += ", cuDNN heuristics"
 	}
 	emit(name, ms, "ms", "batch 64, 224x224, SGD momentum, "+what)
-	emit("resnet50_first_step_"+mode, float64(first.Microseconds())/1000, "ms", "the first step, algorithm search and kernel compiles included")
+	emit("resnet50_first_step_"+mode, float64(first.Microseconds())/1000, "ms", "the first step, algorithm choice (benchmark search) and kernel compiles included")
 	emit("resnet50_peak_allocated_"+mode, gibOf(vram.MaxMemoryAllocated(dev)), "GiB", "MaxMemoryAllocated")
 	emit("resnet50_peak_reserved_"+mode, gibOf(vram.MaxMemoryReserved(dev)), "GiB", "MaxMemoryReserved")
 	if benchmark {
