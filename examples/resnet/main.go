@@ -190,7 +190,7 @@ func predict(m nn.Module, d dataset, batch int, dev vram.Device) []int64 {
 				x, _ := d.batch(idx, dev)
 				var logits *vram.Tensor
 				amp.Autocast(vram.BFloat16, func() { logits = m.Forward(x) })
-				out = append(out, logits.ArgMax(1, false).Int64s()...)
+				out = append(out, logits.Cast(vram.Float32).ArgMax(1, false).Int64s()...)
 			})
 		})
 	}

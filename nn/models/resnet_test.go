@@ -765,8 +765,8 @@ func torchvisionFile(t *testing.T, name string) (string, map[string][]float64) {
 // writes it into a model on the CPU and on a sim device, and checks that
 // every parameter and buffer (running statistics, the int64
 // num_batches_tracked) got the file's values; then that nn.Save writes them
-// back unchanged, and that a file with a wrong shape is refused without
-// changing the model.
+// back unchanged (from a channels-last model too, and into one), and that
+// a file with a wrong shape is refused without changing the model.
 func TestLoadTorchvisionLayout(t *testing.T) {
 	path, values := torchvisionFile(t, "resnet18")
 	m := ResNet18(Config{}, vram.WithGenerator(vram.NewGenerator(1)))
@@ -803,6 +803,25 @@ func TestLoadTorchvisionLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(m2)
+
+	// Channels-last models save and load the same values: the file holds
+	// the logical (NCHW) order whatever the layout in memory.
+	nn.ToMemoryFormat(m, vram.ChannelsLast)
+	check(m)
+	cl := filepath.Join(t.TempDir(), "cl.safetensors")
+	if err := nn.Save(m, cl); err != nil {
+		t.Fatal(err)
+	}
+	m4 := ResNet18(Config{})
+	defer releaseAll(m4)
+	nn.ToMemoryFormat(m4, vram.ChannelsLast)
+	if err := nn.Load(m4, cl); err != nil {
+		t.Fatal(err)
+	}
+	check(m4)
+	if !m4.Conv1.Weight.IsContiguous(vram.ChannelsLast) {
+		t.Error("loading made conv1.weight leave channels-last")
+	}
 
 	// A model with other classes refuses the file and keeps its values.
 	m3 := ResNet18(Config{NumClasses: 10})
