@@ -627,9 +627,10 @@ func TestCUDATrain(t *testing.T) {
 					defer x.Release()
 					defer y.Release()
 					first, last := fitSteps(t, m, x, y, 12, bf16)
-					if !(last < first/2) {
-						t.Errorf("loss %.4f -> %.4f: did not halve in 12 steps", first, last)
+					if !(last < 0.7*first) {
+						t.Errorf("loss %.4f -> %.4f: did not fall by 30%% in 12 steps", first, last)
 					}
+					t.Logf("loss %.4f -> %.4f in 12 steps", first, last)
 					if m.BN1.Weight.DType() != vram.Float32 || m.BN1.RunningMean.DType() != vram.Float32 {
 						t.Errorf("bn1 is %v / %v, want float32", m.BN1.Weight.DType(), m.BN1.RunningMean.DType())
 					}
