@@ -53,8 +53,11 @@ const BasicExpansion = 1
 
 // NewBasicBlock returns a BasicBlock from in channels to planes channels,
 // whose first convolution has the given stride. opts (device, dtype,
-// generator) go to the layers' constructors.
+// generator) go to the layers' constructors. It panics with an
+// *vram.Error of kind vram.ErrArgument unless in, planes and stride are
+// positive.
 func NewBasicBlock(in, planes, stride int, opts ...vram.Option) *BasicBlock {
+	checkBlock("basic_block", in, planes, stride)
 	b := &BasicBlock{
 		Conv1: conv(in, planes, 3, stride, opts),
 		BN1:   nn.NewBatchNorm2d(planes, opts...),
@@ -104,8 +107,9 @@ const BottleneckExpansion = 4
 
 // NewBottleneck returns a Bottleneck from in channels to 4·planes channels
 // of width planes, whose 3×3 convolution has the given stride. opts go to
-// the layers' constructors.
+// the layers' constructors. It panics like [NewBasicBlock].
 func NewBottleneck(in, planes, stride int, opts ...vram.Option) *Bottleneck {
+	checkBlock("bottleneck", in, planes, stride)
 	out := planes * BottleneckExpansion
 	b := &Bottleneck{
 		Conv1: conv(in, planes, 1, 1, opts),
@@ -303,6 +307,15 @@ func (r *ResNet) Features(x *vram.Tensor) *vram.Tensor {
 		cur = next
 	}
 	return cur
+}
+
+// checkBlock panics with an *vram.Error of kind vram.ErrArgument unless a
+// block's channels and stride are positive.
+func checkBlock(op string, in, planes, stride int) {
+	if in < 1 || planes < 1 || stride < 1 {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("in=%d, planes=%d, stride=%d; all must be positive", in, planes, stride)})
+	}
 }
 
 // conv returns a bias-free k×k convolution with padding k/2, initialised

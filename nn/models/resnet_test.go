@@ -300,7 +300,8 @@ func TestZeroInitResidual(t *testing.T) {
 	}
 }
 
-// TestBadConfig checks the errors of NewResNet for bad arguments.
+// TestBadConfig checks the errors of NewResNet, NewBasicBlock and
+// NewBottleneck for bad arguments.
 func TestBadConfig(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -320,6 +321,22 @@ func TestBadConfig(t *testing.T) {
 				t.Errorf("got %v, want an ErrArgument error containing %q", err, c.want)
 			}
 		})
+	}
+	for _, c := range []struct {
+		name               string
+		in, planes, stride int
+	}{{"zero stride", 64, 64, 0}, {"negative in", -1, 64, 1}, {"zero planes", 64, 0, 2}} {
+		for kind, build := range map[string]func(){
+			"basic":      func() { NewBasicBlock(c.in, c.planes, c.stride, vram.Sim(0)) },
+			"bottleneck": func() { NewBottleneck(c.in, c.planes, c.stride, vram.Sim(0)) },
+		} {
+			t.Run(kind+"/"+c.name, func(t *testing.T) {
+				var ve *vram.Error
+				if err := vram.Catch(build); !errors.As(err, &ve) || ve.Kind != vram.ErrArgument || !strings.Contains(err.Error(), "must be positive") {
+					t.Errorf("got %v, want an ErrArgument error", err)
+				}
+			})
+		}
 	}
 }
 
