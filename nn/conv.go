@@ -283,6 +283,12 @@ func (d *Dropout2d) Forward(x *vram.Tensor) *vram.Tensor {
 // (x.Contiguous(vram.ChannelsLast)) so that the first layer does not
 // convert it. With [vram.ContiguousFormat] every parameter and buffer is
 // made row-major.
+//
+// A channels-last input alone also gives channels-last convolutions (a
+// row-major weight is laid out like the input for each call, a small copy);
+// converting the model as well saves those copies, while the fused
+// optimizer steps, which take row-major tensors, then compose the update of
+// the converted weights from elementwise ops.
 func ToMemoryFormat(m Module, f vram.MemoryFormat) {
 	for _, p := range stateTensors(m) {
 		if f == vram.ContiguousFormat || p.Tensor.Dim() == 4 {
