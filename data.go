@@ -57,6 +57,8 @@ func load(dt DType, b []byte, i int) float64 {
 		return float64(int32(binary.LittleEndian.Uint32(b[4*i:])))
 	case Int64:
 		return float64(int64(binary.LittleEndian.Uint64(b[8*i:])))
+	case Int8:
+		return float64(int8(b[i]))
 	case Bool:
 		if b[i] != 0 {
 			return 1
@@ -81,6 +83,8 @@ func store(dt DType, b []byte, i int, v float64) {
 		binary.LittleEndian.PutUint32(b[4*i:], uint32(int32(v)))
 	case Int64:
 		binary.LittleEndian.PutUint64(b[8*i:], uint64(int64(v)))
+	case Int8:
+		b[i] = byte(int8(int64(v)))
 	case Bool:
 		if v != 0 {
 			b[i] = 1

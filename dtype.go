@@ -15,6 +15,9 @@ const (
 	Int32    = DType(backend.Int32)
 	Int64    = DType(backend.Int64)
 	Bool     = DType(backend.Bool)
+	// Int8 holds quantized weights (package nn/quant); the elementwise
+	// ops, copies and reductions take it like the other integer types.
+	Int8 = DType(backend.Int8)
 )
 
 // String returns the PyTorch-style name ("float32", "bfloat16", ...).

@@ -22,6 +22,17 @@ type Options struct {
 	// Limits bound what [File] reads of a snapshot, which it holds whole;
 	// text traces are streamed from the file.
 	Limits trace.Limits
+	// Limit is the memory, in bytes, the allocator was allowed when the
+	// history ran out of memory (PyTorch's set_per_process_memory_fraction
+	// times the device's memory): the fix check of each out-of-memory
+	// event replays under it. 0 takes it from the snapshot, or infers it
+	// from the history and says how.
+	Limit int64
+	// ReplayEvents bounds the fix checks of one device: the events all
+	// their replays may take together, each replay also counting one
+	// event per 2 MiB of the limit it replays under. 0 means
+	// [DefaultReplayEvents]; a negative value turns the checks off.
+	ReplayEvents int64
 }
 
 func (o Options) top() int {
@@ -76,7 +87,8 @@ type Device struct {
 	// trace, the state at its end).
 	Fragmentation Fragmentation `json:"fragmentation"`
 	// ByRegion and ByStack group the live allocations by region label and
-	// by top stack frame, largest first, at most Options.Top each.
+	// by the frame of the user's code that allocated them (see
+	// [Group]), largest first, at most Options.Top each.
 	ByRegion []Group `json:"by_region"`
 	ByStack  []Group `json:"by_stack"`
 	// Largest are the largest live allocations, at most Options.Top.
@@ -133,24 +145,35 @@ type Fragmentation struct {
 }
 
 // Group is the live memory allocated under one key (a region label, or a
-// top stack frame).
+// stack frame).
 type Group struct {
-	// Key is the region label or the top frame, "function (file:line)".
+	// Key is the region label, or the frame that allocated,
+	// "function (file:line)": the innermost frame of the user's own code,
+	// skipping C++ frames (PyTorch's stacks="all" records them), torch,
+	// installed packages and the standard library; the innermost Python
+	// frame when the stack has no frame of the user's code, else the
+	// innermost frame.
 	Key   string `json:"key"`
 	Bytes int64  `json:"bytes"` // rounded sizes of its live blocks
 	Count int    `json:"count"` // live blocks
 	// LargestBytes is its largest block.
 	LargestBytes int64 `json:"largest_bytes"`
+	// Frames is the whole stack of its largest block, innermost first,
+	// for a group by stack; nil for a group by region.
+	Frames []trace.Frame `json:"frames,omitempty"`
 }
 
 // Allocation is one live block.
 type Allocation struct {
-	Address        uint64        `json:"address"`          // the block's first byte on the device
-	SizeBytes      int64         `json:"size_bytes"`       // the block's size, rounded by the allocator
-	RequestedBytes int64         `json:"requested_bytes"`  // what the caller asked for
-	Stream         uint64        `json:"stream"`           // the stream of its segment
-	Region         string        `json:"region,omitempty"` // the region label, if any
-	Frames         []trace.Frame `json:"frames,omitempty"` // innermost first, at most 8
+	Address        uint64 `json:"address"`          // the block's first byte on the device
+	SizeBytes      int64  `json:"size_bytes"`       // the block's size, rounded by the allocator
+	RequestedBytes int64  `json:"requested_bytes"`  // what the caller asked for
+	Stream         uint64 `json:"stream"`           // the stream of its segment
+	Region         string `json:"region,omitempty"` // the region label, if any
+	// Site is the frame of the user's code that allocated it, as
+	// [Group.Key] names it; "" when no stack was recorded.
+	Site   string        `json:"site,omitempty"`
+	Frames []trace.Frame `json:"frames,omitempty"` // the whole stack, innermost first
 }
 
 // OOM explains one out-of-memory event of a history.
@@ -169,11 +192,45 @@ type OOM struct {
 	ReservedBytes  int64 `json:"reserved_bytes"`
 	// CachedBytes is reserved but not allocated at that moment.
 	CachedBytes int64 `json:"cached_bytes"`
-	// Region and Frames say what asked, when recorded.
+	// Region and Frames (the whole stack, innermost first) say what
+	// asked, when recorded; Site is the frame of the user's code in
+	// Frames, as [Group.Key] names it.
 	Region string        `json:"region,omitempty"`
+	Site   string        `json:"site,omitempty"`
 	Frames []trace.Frame `json:"frames,omitempty"`
+	// PrevSite is, when the event's stack holds no frame of Python or of
+	// the user's code (PyTorch records only the allocator's own C++
+	// frames for an OOM), the Site of the last allocation before it:
+	// most likely the same code. Site is then "".
+	PrevSite string `json:"prev_site,omitempty"`
 	// Explanation says in words why it failed and what to try.
 	Explanation string `json:"explanation"`
+	// LimitBytes is the memory the allocator was allowed, as the fix
+	// check replayed under it, and LimitHow says where it comes from:
+	// given (Options.Limit), the snapshot's settings, or inferred from
+	// the history; 0 and "" when no replay was made.
+	LimitBytes int64  `json:"limit_bytes,omitempty"`
+	LimitHow   string `json:"limit_how,omitempty"`
+	// LimitMaxBytes is the most the limit can have been: LimitBytes when
+	// the limit is known, more when it was inferred within a range.
+	LimitMaxBytes int64 `json:"limit_max_bytes,omitempty"`
+	// Fix is what the fix check found, in words: a setting under which
+	// a replay of the history up to this allocation fits under the same
+	// limit and at what peak, or how much memory is missing, or why
+	// nothing was checked. See the package documentation, "# Fix checks".
+	Fix string `json:"fix,omitempty"`
+	// FixConfig is the setting of Fix that fits, as [FixTrial.Config]
+	// spells it; "" when none does.
+	FixConfig string `json:"fix_config,omitempty"`
+	// MissingBytes is, when nothing fits, how much more memory than
+	// LimitBytes the run needs: for the tensors live at once, or with
+	// the most compact setting tried.
+	MissingBytes int64 `json:"missing_bytes,omitempty"`
+	// Trials are the settings replayed, in the order tried.
+	Trials []FixTrial `json:"fix_trials,omitempty"`
+
+	stream             uint64 // the request's stream
+	peakReservedBefore int64  // the most reserved before the event
 }
 
 // Analyze analyzes every device of a file read by package trace. A text
@@ -245,7 +302,13 @@ func analyzeSnapshot(s *trace.Snapshot, opts Options) (*Device, error) {
 // ends in.
 func analyzeEvents(h trace.History, s *trace.Snapshot, opts Options) (*Device, error) {
 	d := &Device{snap: s}
+	if s != nil {
+		d.Source, d.Config = s.Meta[trace.MetaSource], s.Config
+	}
 	if err := buildTimeline(d, h, s, opts); err != nil {
+		return nil, err
+	}
+	if err := checkFixes(d, h, s, opts); err != nil {
 		return nil, err
 	}
 	if s == nil {
@@ -303,7 +366,7 @@ func fragmentation(s *trace.Snapshot) Fragmentation {
 func liveGroups(s *trace.Snapshot, top int) (byRegion, byStack []Group, largest []Allocation) {
 	regions := map[string]*Group{}
 	stacks := map[string]*Group{}
-	add := func(m map[string]*Group, key string, b trace.Block) {
+	add := func(m map[string]*Group, key string, b trace.Block, frames []trace.Frame) {
 		g := m[key]
 		if g == nil {
 			g = &Group{Key: key}
@@ -311,17 +374,20 @@ func liveGroups(s *trace.Snapshot, top int) (byRegion, byStack []Group, largest 
 		}
 		g.Bytes += b.Size
 		g.Count++
-		g.LargestBytes = max(g.LargestBytes, b.Size)
+		if b.Size > g.LargestBytes || g.Count == 1 {
+			g.LargestBytes = b.Size
+			g.Frames = frames
+		}
 	}
 	for _, seg := range s.Segments {
 		for _, b := range seg.Blocks {
 			if b.State != trace.StateActiveAllocated {
 				continue
 			}
-			add(regions, regionKey(b.Region), b)
-			add(stacks, stackKey(b.Frames), b)
+			add(regions, regionKey(b.Region), b, nil)
+			add(stacks, stackKey(b.Frames), b, b.Frames)
 			largest = append(largest, Allocation{Address: b.Addr, SizeBytes: b.Size, RequestedBytes: b.Requested,
-				Stream: seg.Stream, Region: b.Region, Frames: topFrames(b.Frames, 8)})
+				Stream: seg.Stream, Region: b.Region, Site: siteString(b.Frames), Frames: b.Frames})
 		}
 	}
 	sort.SliceStable(largest, func(i, j int) bool {
@@ -366,27 +432,22 @@ func regionKey(r string) string {
 	return r
 }
 
-// stackKey names the frame that best says who allocated: the innermost
-// frame with a source file, skipping the allocator's own C++ frames
-// ("??" files) and PyTorch's internals, else the innermost frame.
+// stackKey names the frame that best says who allocated (userFrame), or
+// noStack.
 func stackKey(frames []trace.Frame) string {
 	if len(frames) == 0 {
 		return noStack
 	}
-	pick := frames[0]
-	for _, f := range frames {
-		if f.File == "" || f.File == "??" || strings.Contains(f.File, "/torch/") || strings.HasPrefix(f.Function, "c10::") {
-			continue
-		}
-		pick = f
-		break
-	}
-	return frameString(pick)
+	return siteString(frames)
 }
 
 // frameString formats a frame as "function (file:line)", with the file's
-// last two path elements.
+// last two path elements and, for C++, the function's name without its
+// parameters.
 func frameString(f trace.Frame) string {
+	if classifyFrame(f) == frameNative {
+		f.Function = shortFunction(f.Function)
+	}
 	file := f.File
 	if parts := strings.Split(file, "/"); len(parts) > 2 {
 		file = strings.Join(parts[len(parts)-2:], "/")
@@ -398,13 +459,6 @@ func frameString(f trace.Frame) string {
 		return fmt.Sprintf("%s (%s:%d)", f.Function, file, f.Line)
 	}
 	return fmt.Sprintf("%s (%s)", f.Function, file)
-}
-
-func topFrames(fs []trace.Frame, n int) []trace.Frame {
-	if len(fs) > n {
-		return fs[:n]
-	}
-	return fs
 }
 
 // advice suggests settings from a device's numbers.

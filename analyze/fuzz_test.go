@@ -18,6 +18,9 @@ const maxFuzzAnalyze = 4 << 10
 // execution stays fast.
 const fuzzPoints = 32
 
+// fuzzReplayEvents is the replay budget of FuzzAnalyze's fix checks.
+const fuzzReplayEvents = 50_000
+
 // FuzzAnalyze analyses any input `vram analyze` would read, with a --top
 // of 1 to 8, and checks the report: byte counts are never negative (sums
 // that overflow are a bug), fractions are in [0, 1], peaks bound the start
@@ -34,7 +37,9 @@ func FuzzAnalyze(f *testing.F) {
 		if err != nil {
 			return
 		}
-		opts := Options{Top: 1 + int(top%8), TimelinePoints: fuzzPoints}
+		// A small replay budget: the fix checks replay the sizes the
+		// input claims, which are bounded by the budget, not the input.
+		opts := Options{Top: 1 + int(top%8), TimelinePoints: fuzzPoints, ReplayEvents: fuzzReplayEvents}
 		before := fuzztest.HeapAllocated()
 		r, err := Analyze(file, opts)
 		fuzztest.CheckAllocated(t, "Analyze", len(data), before, 16<<20, 4<<10)
@@ -163,5 +168,9 @@ func TestFuzzSeeds(t *testing.T) {
 	add("huge-allocation", []byte("alloc 4096 4611686018427387904 0 1\nfree_completed 4096 4611686018427387904 0 2\n"), 4)
 	add("frees-only", []byte("free_completed 4096 512 0\nfree_requested 8192 512 0\n"), 1)
 	add("empty-snapshot", []byte(`{"format": "vram-memory-snapshot", "version": 1, "device": 3}`), 0)
+	// An OOM caused by fragmentation under a limit, with the device's room:
+	// the fix check replays it.
+	add("fragmented-oom", []byte(fragmentedTrace(1, 70<<30)), 1)
+	add("pinned-small-oom", []byte(pinnedSmallTrace(20, 10*mib)), 1)
 	fuzztest.Check(t, "FuzzAnalyze", seeds, maxFuzzAnalyze)
 }

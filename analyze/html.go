@@ -30,7 +30,16 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"bytes": units.Compact,
 	"pct":   func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
 	"frame": frameString,
-	"hex":   func(a uint64) string { return fmt.Sprintf("0x%x", a) },
+	"framefull": func(f trace.Frame) string {
+		if f.File == "" || f.File == "??" {
+			return f.Function
+		}
+		if f.Line > 0 {
+			return fmt.Sprintf("%s (%s:%d)", f.Function, f.File, f.Line)
+		}
+		return fmt.Sprintf("%s (%s)", f.Function, f.File)
+	},
+	"hex": func(a uint64) string { return fmt.Sprintf("0x%x", a) },
 }).Parse(pageTemplate))
 
 // palette colours the categories of a stacked timeline and of the segment
@@ -63,7 +72,7 @@ const (
 )
 
 // WriteHTML writes r as one self-contained HTML page: for each device the
-// memory timeline stacked by region or by top stack frame (hover shows the
+// memory timeline stacked by region or by allocating code (hover shows the
 // largest live allocation under the cursor), out-of-memory markers, the
 // segment map (each segment a bar, its blocks coloured by state and
 // category), and the tables of the text report. The page loads nothing:
@@ -387,7 +396,7 @@ func timelineChart(d *Device) (timelineView, deviceData) {
 		} else {
 			x = float64(o.Event)
 		}
-		tv.OOMs = append(tv.OOMs, markerView{X: round1(px(x)), Tip: "Out of memory\n" + o.Explanation})
+		tv.OOMs = append(tv.OOMs, markerView{X: round1(px(x)), Tip: oomTip(o)})
 	}
 	return tv, dd
 }
@@ -507,14 +516,9 @@ func blockTip(state string, b trace.Block) string {
 	if b.Region != "" {
 		fmt.Fprintf(&sb, "\nregion %s", b.Region)
 	}
-	for i, f := range b.Frames {
-		if i == 6 {
-			fmt.Fprintf(&sb, "\n  ... %d more frames", len(b.Frames)-i)
-			break
-		}
-		fmt.Fprintf(&sb, "\n  %s", frameString(f))
-	}
-	return sb.String()
+	sb.WriteString("\n")
+	writeStackLines(&sb, b.Frames, 6)
+	return strings.TrimSuffix(sb.String(), "\n")
 }
 
 // samplesChart draws a Recorder's samples, nil when there are none.
@@ -553,4 +557,21 @@ func samplesChart(ss []Sample) *samplesView {
 	v.Allocated = line(func(s Sample) int64 { return s.AllocatedBytes })
 	v.Reserved = line(func(s Sample) int64 { return s.ReservedBytes })
 	return v
+}
+
+// oomTip is the hover text of an out-of-memory marker: what happened,
+// where, and the checked fix.
+func oomTip(o OOM) string {
+	var b strings.Builder
+	b.WriteString("Out of memory\n")
+	b.WriteString(o.Explanation)
+	if o.Site != "" {
+		fmt.Fprintf(&b, "\nat %s", o.Site)
+	} else if o.PrevSite != "" {
+		fmt.Fprintf(&b, "\nthe stack holds only the allocator's frames; the allocation before it was at %s", o.PrevSite)
+	}
+	if o.Fix != "" {
+		fmt.Fprintf(&b, "\n\nFix: %s", o.Fix)
+	}
+	return b.String()
 }

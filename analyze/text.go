@@ -6,6 +6,8 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/vramgo/vram/memory/trace"
+
 	"github.com/vramgo/vram/internal/printable"
 	"github.com/vramgo/vram/internal/units"
 )
@@ -62,14 +64,30 @@ func writeDevice(w *bufio.Writer, d *Device) {
 	}
 	for _, o := range d.OOMs {
 		fmt.Fprintf(w, "  out of memory at event %d: %s\n", o.Event, printable.String(o.Explanation))
+		if o.Fix != "" {
+			fmt.Fprintf(w, "    fix: %s\n", printable.String(o.Fix))
+		}
 		if o.Region != "" {
 			fmt.Fprintf(w, "    region %s\n", printable.String(o.Region))
 		}
-		for i, fr := range o.Frames {
-			if i == 4 {
-				break
+		if o.Site == "" && len(o.Frames) > 0 {
+			fmt.Fprintf(w, "    the stack holds only the allocator's C++ frames")
+			if o.PrevSite != "" {
+				fmt.Fprintf(w, "; the allocation before it was at %s", printable.String(o.PrevSite))
 			}
+			fmt.Fprintln(w)
+		}
+		var shown []trace.Frame
+		if o.Site != "" {
+			shown = userFrames(o.Frames, 4)
+		}
+		for _, fr := range shown {
 			fmt.Fprintf(w, "    at %s\n", printable.String(frameString(fr)))
+		}
+		if rest := len(o.Frames) - len(shown); rest > 0 && len(shown) > 0 {
+			fmt.Fprintf(w, "    (%d more frames in the stack: --json or --html shows them all)\n", rest)
+		} else if rest > 0 {
+			fmt.Fprintf(w, "    (%d frames in the stack: --json or --html shows them)\n", rest)
 		}
 	}
 	if more := d.OOMEvents - len(d.OOMs); more > 0 {
@@ -90,13 +108,13 @@ func writeDevice(w *bufio.Writer, d *Device) {
 		tw.Flush()
 	}
 	groups("region", d.ByRegion)
-	groups("top stack frame", d.ByStack)
+	groups("allocating code", d.ByStack)
 	if len(d.Largest) > 0 {
 		fmt.Fprintln(w, "  largest live allocations:")
 		for _, a := range d.Largest {
 			where := ""
-			if len(a.Frames) > 0 {
-				where = " at " + printable.String(frameString(a.Frames[0]))
+			if a.Site != "" {
+				where = " at " + printable.String(a.Site)
 			}
 			region := ""
 			if a.Region != "" {

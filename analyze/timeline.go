@@ -186,7 +186,7 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 		}
 	}
 
-	// Categories: by region (0) and by top stack frame (1).
+	// Categories: by region (0) and by allocating code (1).
 	type catTable struct {
 		ids   map[string]int
 		names []string
@@ -416,6 +416,7 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 		}
 	}
 	keepOOMs := opts.top()
+	var lastAlloc []trace.Frame // the stack of the latest alloc
 	i, seq := 0, 0
 	err = h.Each(func(e *trace.Event) error {
 		ck.event = i
@@ -431,6 +432,7 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 			k := keys(e.Region, e.Frames)
 			c := [2]int{remap[0][cats[0].ids[k[0]]], remap[1][cats[1].ids[k[1]]]}
 			live[e.Addr] = liveEntry{size: e.Size, cat: c, start: xi, seq: seq, region: e.Region, frames: e.Frames}
+			lastAlloc = e.Frames
 			seq++
 			allocated = ck.add(allocated, e.Size, "the allocated bytes")
 			cur[0][c[0]] = ck.add(cur[0][c[0]], e.Size, "the allocated bytes")
@@ -446,8 +448,13 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 		case trace.ActionOOM:
 			d.OOMEvents++
 			if len(d.OOMs) < keepOOMs {
+				site, prev := siteString(e.Frames), ""
+				if i := userFrame(e.Frames); i < 0 || classifyFrame(e.Frames[i]) == frameNative {
+					site, prev = "", siteString(lastAlloc)
+				}
 				d.OOMs = append(d.OOMs, OOM{Event: i, TimeUS: e.TimeUS, RequestedBytes: e.Size, DeviceFreeBytes: int64(min(e.Addr, math.MaxInt64)),
-					AllocatedBytes: allocated, ReservedBytes: reserved, Region: e.Region, Frames: topFrames(e.Frames, 8)})
+					AllocatedBytes: allocated, ReservedBytes: reserved, Region: e.Region, Site: site, PrevSite: prev, Frames: e.Frames,
+					stream: e.Stream, peakReservedBefore: tl.PeakReservedBytes})
 			}
 		default:
 			reserved = ck.add(reserved, segmentDelta(*e), "the reserved bytes")
@@ -560,20 +567,27 @@ func segmentDelta(e trace.Event) int64 {
 	return 0
 }
 
-// allocLabel describes an alloc event for the hover text.
+// allocLabel describes an alloc event for the hover text: its region
+// and the frames of the user's code that allocated it.
 func allocLabel(region string, frames []trace.Frame) string {
 	var b strings.Builder
 	if region != "" {
 		fmt.Fprintf(&b, "region %s\n", region)
 	}
-	for i, f := range frames {
-		if i == 6 {
-			fmt.Fprintf(&b, "  ... %d more frames\n", len(frames)-i)
-			break
-		}
-		fmt.Fprintf(&b, "  %s\n", frameString(f))
-	}
+	writeStackLines(&b, frames, 6)
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// writeStackLines writes up to n frames of the user's code (userFrames),
+// one per line, indented, and how many other frames the stack has.
+func writeStackLines(b *strings.Builder, frames []trace.Frame, n int) {
+	shown := userFrames(frames, n)
+	for _, f := range shown {
+		fmt.Fprintf(b, "  %s\n", frameString(f))
+	}
+	if rest := len(frames) - len(shown); rest > 0 {
+		fmt.Fprintf(b, "  (%d more frames in the stack)\n", rest)
+	}
 }
 
 // explainOOM says why an allocation failed and what to try.
@@ -594,7 +608,7 @@ func explainOOM(o OOM, capacity int64) string {
 	}
 	switch {
 	case o.RequestedBytes <= o.DeviceFreeBytes:
-		b.WriteString(" The device had room: the allocator's own limit stopped it (per_process_memory_fraction), or the device's free memory was not in one piece.")
+		b.WriteString(" The device had room: a limit on this allocator stopped it (torch.cuda.set_per_process_memory_fraction, or vram's per_process_memory_fraction).")
 	case o.RequestedBytes <= avail:
 		fmt.Fprintf(&b, " Free memory was enough in total (%s) but in pieces: the cached blocks could not serve it and could not be merged with the device's free memory. Try expandable_segments:True, max_split_size_mb to keep large blocks whole, or freeing the cache (EmptyCache) before this allocation.",
 			units.Compact(avail))

@@ -138,7 +138,7 @@ func TestCheckCopy(t *testing.T) {
 		checkCase{"shapes differ", CheckCopy(cv(f32, 2, 3), cv(f32, 3, 2)), reject, "shape [3 2] does not match [2 3]"},
 		checkCase{"ranks differ", CheckCopy(cv(f32, 6), cv(f32, 2, 3)), reject, "does not match"},
 		checkCase{"invalid dtype", CheckCopy(cv(f32, 2), badDType(cv(f32, 2), Invalid)), reject, "invalid dtype"},
-		checkCase{"dtype past the last", CheckCopy(badDType(cv(f32, 2), Bool+1), cv(f32, 2)), reject, "invalid dtype"},
+		checkCase{"dtype past the last", CheckCopy(badDType(cv(f32, 2), Int8+1), cv(f32, 2)), reject, "invalid dtype"},
 		checkCase{"strides missing", CheckCopy(cv(f32, 2, 3), shortStrides(cv(f32, 2, 3))), reject, "1 strides for 2 dimensions"},
 	)
 	runChecks(t, cases)
@@ -149,7 +149,7 @@ var unaryOnInts = map[UnaryOp]bool{Neg: true, Abs: true, Sign: true, Square: tru
 	Ceil: true, Round: true, PowScalar: true, IsNaN: true, LogicalNot: true}
 
 // allDTypes lists the valid dtypes and two invalid ones.
-var allDTypes = append([]DType{Invalid, Bool + 1}, DTypes...)
+var allDTypes = append([]DType{Invalid, Int8 + 1}, DTypes...)
 
 // checkDefined compares defined with want for every op below n+2 (two
 // unknown ops) and every dtype of allDTypes.

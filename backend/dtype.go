@@ -15,6 +15,7 @@ const (
 	Int32          // signed 32-bit integer
 	Int64          // signed 64-bit integer
 	Bool           // one byte, 0 or 1
+	Int8           // signed 8-bit integer (quantized weights)
 )
 
 var dtypeNames = [...]string{
@@ -26,14 +27,15 @@ var dtypeNames = [...]string{
 	Int32:    "int32",
 	Int64:    "int64",
 	Bool:     "bool",
+	Int8:     "int8",
 }
 
 var dtypeSizes = [...]int{
-	Float32: 4, Float64: 8, Float16: 2, BFloat16: 2, Int32: 4, Int64: 8, Bool: 1,
+	Float32: 4, Float64: 8, Float16: 2, BFloat16: 2, Int32: 4, Int64: 8, Bool: 1, Int8: 1,
 }
 
 // DTypes lists every valid element type.
-var DTypes = []DType{Float32, Float64, Float16, BFloat16, Int32, Int64, Bool}
+var DTypes = []DType{Float32, Float64, Float16, BFloat16, Int32, Int64, Bool, Int8}
 
 // String returns the PyTorch-style name of d ("float32", "bfloat16", ...).
 func (d DType) String() string {
@@ -52,7 +54,7 @@ func (d DType) Size() int {
 }
 
 // Valid reports whether d is one of the listed element types.
-func (d DType) Valid() bool { return d > Invalid && d <= Bool }
+func (d DType) Valid() bool { return d > Invalid && d <= Int8 }
 
 // IsFloat reports whether d is a floating-point type.
 func (d DType) IsFloat() bool {
@@ -80,11 +82,11 @@ func WidensReduce(op ReduceOp, dst, src DType) bool {
 }
 
 // IsInt reports whether d is an integer type (bool excluded).
-func (d DType) IsInt() bool { return d == Int32 || d == Int64 }
+func (d DType) IsInt() bool { return d == Int32 || d == Int64 || d == Int8 }
 
 // ParseDType returns the element type named s. It accepts the names that
 // String returns plus the PyTorch aliases "float", "double", "half", "int",
-// "long" and "bf16"/"fp16"/"fp32"/"fp64".
+// "long", "char" and "bf16"/"fp16"/"fp32"/"fp64".
 func ParseDType(s string) (DType, error) {
 	switch s {
 	case "float32", "float", "fp32":
@@ -101,8 +103,10 @@ func ParseDType(s string) (DType, error) {
 		return Int64, nil
 	case "bool":
 		return Bool, nil
+	case "int8", "char":
+		return Int8, nil
 	}
-	return Invalid, fmt.Errorf("backend: unknown dtype %q (want one of float32, float64, float16, bfloat16, int32, int64, bool)", s)
+	return Invalid, fmt.Errorf("backend: unknown dtype %q (want one of float32, float64, float16, bfloat16, int32, int64, int8, bool)", s)
 }
 
 // Promote returns the type that a binary operation on a and b computes in,
@@ -117,16 +121,18 @@ func Promote(a, b DType) DType {
 		switch d {
 		case Bool:
 			return 0
-		case Int32:
+		case Int8:
 			return 1
-		case Int64:
+		case Int32:
 			return 2
-		case Float16, BFloat16:
+		case Int64:
 			return 3
-		case Float32:
+		case Float16, BFloat16:
 			return 4
-		case Float64:
+		case Float32:
 			return 5
+		case Float64:
+			return 6
 		}
 		return -1
 	}

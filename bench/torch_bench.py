@@ -502,3 +502,76 @@ if any(want("resnet50_step_" + m[0]) for m in RESNET_MODES):
         del model, opt, x, y
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.allow_tf32 = False
+
+if want("int8"):
+    # Inference of the MLP (4 x Linear 4096 + ReLU) with float32, bfloat16
+    # and int8 weights. Core PyTorch has no weight-only int8 linear on CUDA
+    # (quantize_dynamic runs on the CPU), so the int8 rows use torchao's
+    # int8 weight-only quantization when it is installed, and otherwise an
+    # eager layer that dequantizes its weight (per-channel scales) and
+    # calls F.linear, the way vram's composed path does.
+    width = 4096
+    base = torch.cuda.memory_allocated()
+    layers = []
+    for i in range(4):
+        layers.append(torch.nn.Linear(width, width))
+        if i < 3:
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*layers).to(dev).eval()
+    gib = lambda: (torch.cuda.memory_allocated() - base) / (1 << 30)
+
+    def infer(name, note, dt):
+        for batch in (1024, 16):
+            x = torch.randn(batch, width, device=dev, dtype=dt)
+            with torch.no_grad():
+                emit("int8_mlp_infer_%s_b%d" % (name, batch), time_it(lambda: model(x), reps=20), "ms", note)
+
+    emit("int8_mlp_params_f32", gib(), "GiB", "4 x Linear 4096, float32")
+    infer("f32", "float32 weights and activations", torch.float32)
+    model = model.to(torch.bfloat16)
+    emit("int8_mlp_params_bf16", gib(), "GiB", "bfloat16 weights")
+    infer("bf16", "bfloat16 weights and activations", torch.bfloat16)
+    model = model.to(torch.float32)
+
+    class DequantLinear(torch.nn.Module):
+        def __init__(self, lin):
+            super().__init__()
+            w = lin.weight.detach()
+            scale = w.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / 127
+            self.register_buffer("wq", torch.round(w / scale).clamp(-127, 127).to(torch.int8))
+            self.register_buffer("scale", scale)
+            self.register_buffer("bias", lin.bias.detach().clone())
+
+        def forward(self, x):
+            w = self.wq.to(x.dtype) * self.scale.to(x.dtype)
+            return torch.nn.functional.linear(x, w, self.bias.to(x.dtype))
+
+    how = "eager dequantize + F.linear"
+    try:
+        from torchao.quantization import quantize_
+        try:
+            from torchao.quantization import Int8WeightOnlyConfig as cfg
+            cfg = cfg()
+        except ImportError:
+            from torchao.quantization import int8_weight_only
+            cfg = int8_weight_only()
+        model = model.to(torch.bfloat16)
+        quantize_(model, cfg)
+        how = "torchao int8 weight-only"
+    except Exception:
+        for i, m in enumerate(model):
+            if isinstance(m, torch.nn.Linear):
+                model[i] = DequantLinear(m)
+    torch.cuda.synchronize()
+    emit("int8_mlp_params_int8", gib(), "GiB", "int8 weights (" + how + ")")
+    if how == "eager dequantize + F.linear":
+        infer("int8_f32", "int8 weights, float32 activations (" + how + ")", torch.float32)
+    infer("int8_bf16", "int8 weights, bfloat16 activations (" + how + ")", torch.bfloat16)
+    x = torch.randn(1024, width, device=dev, dtype=torch.bfloat16)
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    with torch.no_grad():
+        model(x)
+    torch.cuda.synchronize()
+    emit("int8_mlp_infer_peak_extra", (torch.cuda.max_memory_allocated() - before) / (1 << 20), "MiB",
+         "peak above parameters and input, int8 bf16 forward at batch 1024 (" + how + ")")

@@ -43,6 +43,15 @@ type Linear struct {
 	Weight *vram.Tensor
 	// Bias is [out], or nil for a layer made by NewLinearNoBias.
 	Bias *vram.Tensor
+	// WeightMask and BiasMask, set by package nn/prune through
+	// [Linear.SetParameterMask], are nil or tensors of zeros and ones of
+	// their parameter's shape: Forward then computes with Weight⊙WeightMask
+	// and Bias⊙BiasMask, so the pruned elements get no gradient.
+	WeightMask, BiasMask *vram.Tensor
+	// Scale is nil for a float layer. Package nn/quant sets it to one
+	// scale per output channel, [out], and makes Weight int8: Forward then
+	// computes with Weight·Scale ([vram.LinearInt8]), for inference.
+	Scale *vram.Tensor
 }
 
 // NewLinear returns a Linear layer from in to out features with weight
@@ -75,13 +84,33 @@ func linearBound(in int) float64 {
 }
 
 // Forward returns x Wᵀ + b for x of shape [..., in], of shape [..., out]
-// ([vram.Linear]).
-func (l *Linear) Forward(x *vram.Tensor) *vram.Tensor { return vram.Linear(x, l.Weight, l.Bias) }
+// ([vram.Linear]; [vram.LinearInt8] for a quantized layer), with the
+// masks of a pruned layer applied.
+func (l *Linear) Forward(x *vram.Tensor) *vram.Tensor { return l.ForwardAct(x, vram.ActNone) }
 
 // ForwardAct returns act(x Wᵀ + b) as one fused op ([vram.LinearAct]):
 // what [Sequential] runs for a Linear followed by a ReLU or GELU.
 func (l *Linear) ForwardAct(x *vram.Tensor, act vram.Activation) *vram.Tensor {
-	return vram.LinearAct(x, l.Weight, l.Bias, act)
+	w, rw := masked(l.Weight, l.WeightMask)
+	if rw {
+		defer w.Release()
+	}
+	b, rb := masked(l.Bias, l.BiasMask)
+	if rb {
+		defer b.Release()
+	}
+	if l.Scale == nil {
+		return vram.LinearAct(x, w, b, act)
+	}
+	y := vram.LinearInt8(x, w, l.Scale, b)
+	if act == vram.ActNone {
+		return y
+	}
+	defer y.Release()
+	if act == vram.ActReLU {
+		return y.Relu()
+	}
+	return y.Gelu()
 }
 
 // ReLU applies max(x, 0) elementwise.

@@ -41,6 +41,7 @@ var stNames = map[vram.DType]string{
 	vram.BFloat16: "BF16",
 	vram.Int32:    "I32",
 	vram.Int64:    "I64",
+	vram.Int8:     "I8",
 	vram.Bool:     "BOOL",
 }
 
@@ -60,6 +61,10 @@ func encodeTensor(t *vram.Tensor) (safetensors.Tensor, error) {
 	case vram.Int32:
 		for i, v := range t.Int32s() {
 			binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
+		}
+	case vram.Int8:
+		for i, v := range t.Int64s() {
+			b[i] = byte(int8(v))
 		}
 	case vram.Bool:
 		for i, v := range t.Bools() {

@@ -379,6 +379,8 @@ func ncclDataType(dt vram.DType) (nccl.DataType, error) {
 		return nccl.Int32, nil
 	case vram.Int64:
 		return nccl.Int64, nil
+	case vram.Int8:
+		return nccl.Int8, nil
 	case vram.Bool:
 		return nccl.Uint8, nil
 	}

@@ -27,7 +27,7 @@ func TestNCCLDataTypes(t *testing.T) {
 		want nccl.DataType
 	}{
 		{vram.Float32, nccl.Float32}, {vram.Float64, nccl.Float64}, {vram.Float16, nccl.Float16},
-		{vram.BFloat16, nccl.BFloat16}, {vram.Int32, nccl.Int32}, {vram.Int64, nccl.Int64}, {vram.Bool, nccl.Uint8},
+		{vram.BFloat16, nccl.BFloat16}, {vram.Int32, nccl.Int32}, {vram.Int64, nccl.Int64}, {vram.Bool, nccl.Uint8}, {vram.Int8, nccl.Int8},
 	}
 	for _, tc := range tests {
 		got, err := ncclDataType(tc.dt)

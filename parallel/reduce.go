@@ -127,9 +127,12 @@ func (a *accumulator) result(ranks int) []byte {
 			if a.op == Avg {
 				v /= int64(ranks)
 			}
-			if a.dt == vram.Int32 {
+			switch a.dt {
+			case vram.Int32:
 				binary.LittleEndian.PutUint32(out[4*k:], uint32(int32(v)))
-			} else {
+			case vram.Int8:
+				out[k] = byte(int8(v))
+			default:
 				binary.LittleEndian.PutUint64(out[8*k:], uint64(v))
 			}
 		}
@@ -164,8 +167,11 @@ func storeFloat(dt vram.DType, b []byte, k int, v float64) {
 }
 
 func loadInt(dt vram.DType, b []byte, k int) int64 {
-	if dt == vram.Int32 {
+	switch dt {
+	case vram.Int32:
 		return int64(int32(binary.LittleEndian.Uint32(b[4*k:])))
+	case vram.Int8:
+		return int64(int8(b[k]))
 	}
 	return int64(binary.LittleEndian.Uint64(b[8*k:]))
 }

@@ -55,6 +55,7 @@ func RunOptions(t *testing.T, dev backend.Device, opt Options) {
 	t.Run("Gather", h.testGather)
 	t.Run("ScatterAdd", h.testScatterAdd)
 	t.Run("FusedSteps", h.testFusedSteps)
+	t.Run("Int8Weights", h.testInt8Weights)
 	t.Run("Arguments", h.testArguments)
 	t.Run("Streams", h.testStreams)
 }
@@ -199,7 +200,7 @@ func filled(n int, v float64) []float64 {
 }
 
 var floatDTypes = []backend.DType{backend.Float32, backend.Float64, backend.Float16, backend.BFloat16}
-var intDTypes = []backend.DType{backend.Int32, backend.Int64}
+var intDTypes = []backend.DType{backend.Int32, backend.Int64, backend.Int8}
 var numDTypes = append(append([]backend.DType{}, floatDTypes...), intDTypes...)
 
 func (h *harness) testMemory(t *testing.T) {

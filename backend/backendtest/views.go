@@ -30,6 +30,8 @@ func Encode(dt backend.DType, values []float64) []byte {
 			binary.LittleEndian.PutUint32(b, uint32(int32(v)))
 		case backend.Int64:
 			binary.LittleEndian.PutUint64(b, uint64(int64(v)))
+		case backend.Int8:
+			b[0] = byte(int8(int64(v)))
 		case backend.Bool:
 			if v != 0 {
 				b[0] = 1
@@ -58,6 +60,8 @@ func Decode(dt backend.DType, raw []byte) []float64 {
 			out[i] = float64(int32(binary.LittleEndian.Uint32(b)))
 		case backend.Int64:
 			out[i] = float64(int64(binary.LittleEndian.Uint64(b)))
+		case backend.Int8:
+			out[i] = float64(int8(b[0]))
 		case backend.Bool:
 			if b[0] != 0 {
 				out[i] = 1
@@ -81,6 +85,8 @@ func Quantize(dt backend.DType, v float64) float64 {
 		return float64(int32(v))
 	case backend.Int64:
 		return float64(int64(v))
+	case backend.Int8:
+		return float64(int8(int64(v)))
 	case backend.Bool:
 		if v != 0 {
 			return 1

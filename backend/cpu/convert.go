@@ -9,7 +9,8 @@ import (
 )
 
 // number is the set of types the kernels compute in. float32 serves
-// float32, float16 and bfloat16 storage; int32 serves bool (0 or 1).
+// float32, float16 and bfloat16 storage; int32 serves int8 and bool (0 or
+// 1).
 type number interface {
 	float32 | float64 | int32 | int64
 }
@@ -45,7 +46,7 @@ func computeKind(dt backend.DType) kind {
 	switch dt {
 	case backend.Float64:
 		return kFloat64
-	case backend.Int32, backend.Bool:
+	case backend.Int32, backend.Int8, backend.Bool:
 		return kInt32
 	case backend.Int64:
 		return kInt64
@@ -59,7 +60,7 @@ func copyKind(dt backend.DType) kind {
 	switch dt {
 	case backend.Float64:
 		return kFloat64
-	case backend.Int32, backend.Int64, backend.Bool:
+	case backend.Int32, backend.Int64, backend.Int8, backend.Bool:
 		return kInt64
 	}
 	return kFloat32
@@ -132,6 +133,12 @@ func load[C number](o *operand, off, stride int, out []C) {
 			} else {
 				out[i] = 0
 			}
+			off += stride
+		}
+	case backend.Int8:
+		s := typed[int8](o.raw)
+		for i := range out {
+			out[i] = C(s[off])
 			off += stride
 		}
 	}
@@ -218,7 +225,23 @@ func store[C number](o *operand, off, stride int, in []C) {
 			}
 			off += stride
 		}
+	case backend.Int8:
+		s := typed[int8](o.raw)
+		for _, v := range in {
+			s[off] = toInt8(v)
+			off += stride
+		}
 	}
+}
+
+// toInt8 converts v to int8 as PyTorch does: a float is truncated toward
+// zero to a 64-bit integer (NaN gives 0) and every integer keeps its low 8
+// bits, so out-of-range values wrap the same way on every backend.
+func toInt8[C number](v C) int8 {
+	if v != v {
+		return 0
+	}
+	return int8(int64(v))
 }
 
 func storeNum[C, S number](s []S, off, stride int, in []C) {

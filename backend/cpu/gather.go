@@ -175,6 +175,9 @@ func (*Device) ScatterAdd(st backend.Stream, dst, index, src backend.View, axis 
 	case backend.BFloat16:
 		dm, sm := typed[uint16](d.raw), typed[uint16](s.raw)
 		return run(func(do, so int) { dm[do] = half.BF16(half.BF16To32(dm[do]) + half.BF16To32(sm[so])) })
+	case backend.Int8:
+		dm, sm := typed[int8](d.raw), typed[int8](s.raw)
+		return run(func(do, so int) { dm[do] += sm[so] })
 	default: // bool: logical or
 		dm, sm := d.raw, s.raw
 		return run(func(do, so int) { dm[do] |= sm[so] })

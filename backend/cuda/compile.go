@@ -40,13 +40,14 @@ const (
 	famReduce                // reduce.cu
 	famScatter               // scatter.cu
 	famOptim                 // optim.cu: fused optimizer steps
+	famQuant                 // quant.cu: int8 weight dequantization
 	numFamilies
 )
 
-var familyFiles = [numFamilies]string{"bytes.cu", "copy.cu", "unary.cu", "binary.cu", "reduce.cu", "scatter.cu", "optim.cu"}
+var familyFiles = [numFamilies]string{"bytes.cu", "copy.cu", "unary.cu", "binary.cu", "reduce.cu", "scatter.cu", "optim.cu", "quant.cu"}
 
 // famMacro is the -D macro that names a module's dtype.
-var famMacro = [numFamilies]string{"", "SD", "VD", "VD", "VD", "VD", "VD"}
+var famMacro = [numFamilies]string{"", "SD", "VD", "VD", "VD", "VD", "VD", "VD"}
 
 func (f family) String() string { return familyFiles[f] }
 

@@ -97,6 +97,8 @@ func kernelNames(k modKey) []string {
 		names = append(names, "scatter_add")
 	case famOptim:
 		names = append(names, k.op+"_step")
+	case famQuant:
+		names = append(names, "dequant_i8")
 	}
 	return names
 }

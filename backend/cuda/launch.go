@@ -415,7 +415,8 @@ func allModules() []modKey {
 		}
 		keys = append(keys, modKey{fam: famScatter, dt: dt})
 		if dt.IsFloat() {
-			keys = append(keys, modKey{fam: famOptim, dt: dt, op: "adam"}, modKey{fam: famOptim, dt: dt, op: "sgd"}, modKey{fam: famOptim, dt: dt, op: "unscale"})
+			keys = append(keys, modKey{fam: famOptim, dt: dt, op: "adam"}, modKey{fam: famOptim, dt: dt, op: "sgd"}, modKey{fam: famOptim, dt: dt, op: "unscale"},
+				modKey{fam: famQuant, dt: dt, op: "dequant"})
 		}
 	}
 	return keys

@@ -15,8 +15,8 @@ var (
 	binaryNames [backend.NumBinaryOps][3][2]string // bin, sca, scf
 	binaryRows  [backend.NumBinaryOps]string       // bin_*_r: row broadcast
 	binaryTiles [backend.NumBinaryOps]string       // bin_*_t: one input transposed
-	copyNames   [backend.Bool + 1][2]string        // by destination dtype
-	copyTiles   [backend.Bool + 1]string           // cp_*_t: from a transposed view
+	copyNames   [backend.Int8 + 1][2]string        // by destination dtype
+	copyTiles   [backend.Int8 + 1]string           // cp_*_t: from a transposed view
 	moveTiles   [9]string                          // move_w*_t, by element size
 	widthNames  = map[string][9][2]string{}        // fill, move, where: by element size
 	gatherNames [9]string
@@ -103,13 +103,16 @@ func fillBits(dt backend.DType, v float64) uint64 {
 			return 1
 		}
 		return 0
-	case backend.Int32, backend.Int64:
+	case backend.Int32, backend.Int64, backend.Int8:
 		if v != v {
 			return 0
 		}
 		i := int64(v)
-		if dt == backend.Int32 {
+		switch dt {
+		case backend.Int32:
 			return uint64(uint32(int32(i)))
+		case backend.Int8:
+			return uint64(uint8(int8(i)))
 		}
 		return uint64(i)
 	case backend.Float32:

@@ -222,3 +222,40 @@ func (d *Device) SGDStep(s backend.Stream, p, g, buf backend.View, cfg backend.S
 		return f.SGDStep(d.hostStream(), r[0], r[1], rb, cfg)
 	}, views...)
 }
+
+var (
+	_ backend.Int8Linear      = (*Device)(nil)
+	_ backend.Int8Dequantizer = (*Device)(nil)
+)
+
+// MatMulInt8Weight runs the CPU's int8-weight product. It implements
+// [backend.Int8Linear].
+func (d *Device) MatMulInt8Weight(s backend.Stream, dst, x, wq, scale, bias backend.View) error {
+	f, ok := d.host.(backend.Int8Linear)
+	if !ok {
+		return fmt.Errorf("sim: matmul_int8_weight: %w", backend.ErrNotImplemented)
+	}
+	vs := []backend.View{dst, x, wq, scale}
+	if bias.DType != backend.Invalid {
+		vs = append(vs, bias)
+	}
+	return d.run("matmul_int8_weight", s, backend.CheckMatMulInt8Weight(dst, x, wq, scale, bias), func(v []backend.View) error {
+		b := backend.View{}
+		if len(v) == 5 {
+			b = v[4]
+		}
+		return f.MatMulInt8Weight(d.hostStream(), v[0], v[1], v[2], v[3], b)
+	}, vs...)
+}
+
+// DequantizeInt8 runs the CPU's dequantization. It implements
+// [backend.Int8Dequantizer].
+func (d *Device) DequantizeInt8(s backend.Stream, dst, wq, scale backend.View) error {
+	f, ok := d.host.(backend.Int8Dequantizer)
+	if !ok {
+		return fmt.Errorf("sim: dequantize_int8: %w", backend.ErrNotImplemented)
+	}
+	return d.run("dequantize_int8", s, backend.CheckDequantizeInt8(dst, wq, scale), func(v []backend.View) error {
+		return f.DequantizeInt8(d.hostStream(), v[0], v[1], v[2])
+	}, dst, wq, scale)
+}

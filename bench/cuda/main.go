@@ -186,6 +186,9 @@ func main() {
 	if want("findbatch") {
 		benchFindBatch()
 	}
+	if want("int8") {
+		benchInt8(reps)
+	}
 	if want("allreduce") {
 		benchAllReduce(reps)
 	}

@@ -6,6 +6,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vramgo/vram/analyze"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 func newAnalyzeCmd() *cobra.Command {
@@ -14,6 +16,8 @@ func newAnalyzeCmd() *cobra.Command {
 		html     string
 		top      int
 		maxInput string
+		limit    string
+		budget   int64
 	)
 	cmd := &cobra.Command{
 		Use:   "analyze FILE",
@@ -22,14 +26,24 @@ func newAnalyzeCmd() *cobra.Command {
 recording), a PyTorch snapshot pickle (torch.cuda.memory._dump_snapshot) or a text
 trace, and reports per device: fragmentation (waste inside blocks from rounding and
 splitting; memory reserved but not allocated; the largest free block), the largest live
-allocations by region and by top stack frame, each out-of-memory event with what was
-asked and what was free (the first --top of them, and how many more there were),
-and the peaks of the history. A text trace is read from the file as a stream, in
+allocations by region and by the frame of your code that allocated them, each
+out-of-memory event with what was asked and what was free (the first --top of them,
+and how many more there were), and the peaks of the history. A text trace is read from the file as a stream, in
 memory that grows with the blocks live at once, not with its length; snapshots are
 read whole, up to --max-input bytes after decompression.
 
+Each out-of-memory event gets a checked fix: the history up to the failed allocation
+is replayed, with that allocation, under the limit the run had (--limit, else the
+snapshot's settings, else inferred from the event and the history, and the report says
+how), first with the recorded settings, which must fail as the run did, then with
+expandable_segments:True, max_split_size_mb, garbage_collection_threshold and
+roundup_power2_divisions values and vram's own policy; the report says which of them
+fits and at what peak, or how much memory is missing. --replay-events bounds the work.
+Stacks are attributed to the innermost frame of the program's own code, skipping C++
+frames, torch, installed packages and the standard library.
+
 --html OUT writes one self-contained page (nothing is fetched when it is opened): the
-memory timeline stacked by region or by top stack frame, with the allocation under the
+memory timeline stacked by region or by the allocating code, with the allocation under the
 cursor on hover, out-of-memory markers, and the segment map.
 
   vram analyze snapshot.pickle
@@ -44,7 +58,21 @@ cursor on hover, out-of-memory markers, and the segment map.
 			if err != nil {
 				return err
 			}
-			rep, err := analyze.File(args[0], analyze.Options{Top: top, Limits: lim})
+			opts := analyze.Options{Top: top, Limits: lim, ReplayEvents: budget}
+			if limit != "" {
+				b, err := units.ParseBytes(limit)
+				if err != nil || b <= 0 {
+					return usagef("analyze: --limit %q: want a positive size such as 40GiB (the memory the run was allowed: set_per_process_memory_fraction times the device's memory)", limit)
+				}
+				opts.Limit = b
+			}
+			if budget < 0 {
+				return usagef("analyze: --replay-events must not be negative")
+			}
+			if budget == 0 {
+				opts.ReplayEvents = -1 // off
+			}
+			rep, err := analyze.File(args[0], opts)
 			if err != nil {
 				return cmdError("analyze", err)
 			}
@@ -64,6 +92,8 @@ cursor on hover, out-of-memory markers, and the segment map.
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	f.StringVar(&html, "html", "", "also write the page to `OUT`")
 	f.IntVar(&top, "top", 10, "how many regions, stacks, allocations and out-of-memory events to list")
+	f.StringVar(&limit, "limit", "", "the memory the run was `allowed` when it ran out (e.g. 40GiB: set_per_process_memory_fraction times the device's memory); default: from the snapshot, or inferred")
+	f.Int64Var(&budget, "replay-events", analyze.DefaultReplayEvents, "bound the out-of-memory fix checks of a device to this many replayed events; 0 turns them off")
 	f.StringVar(&maxInput, "max-input", "1GiB", "refuse snapshots larger than this after decompression (they are read whole); text traces are streamed")
 	return cmd
 }

@@ -56,3 +56,42 @@ func TestAnalyzeBadFiles(t *testing.T) {
 		t.Errorf("no file: exit %d", code)
 	}
 }
+
+// TestAnalyzeFixCheck runs vram analyze on a PyTorch snapshot that ran out
+// of memory under a limit, as a PyTorch user would: with the limit
+// inferred, with --limit, and with the checks off; and refuses bad values.
+func TestAnalyzeFixCheck(t *testing.T) {
+	pickle := filepath.Join("..", "..", "analyze", "testdata", "oom_fraction_fragmented.pickle")
+	tests := []struct {
+		args  []string
+		want  []string
+		avoid []string
+	}{
+		{[]string{"analyze", pickle}, []string{"fix: checked by replaying", "at least 800.00 MiB", "expandable_segments:True this run fits under a limit of 960.00 MiB",
+			"the allocation before it was at forward (proj/model.py:31)"}, []string{"at torch::unwind"}},
+		{[]string{"analyze", "--limit", "1000MiB", pickle}, []string{"with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True this run peaks at 960.00 MiB, under the 1000.00 MiB allowed"}, nil},
+		{[]string{"analyze", "--replay-events", "0", pickle}, []string{"out of memory at event 10"}, []string{"fix:"}},
+	}
+	for _, tc := range tests {
+		code, stdout, stderr := runCLI(t, tc.args...)
+		if code != 0 || stderr != "" {
+			t.Fatalf("%v: exit %d, stderr %q", tc.args, code, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("%v: output lacks %q:\n%s", tc.args, w, stdout)
+			}
+		}
+		for _, w := range tc.avoid {
+			if strings.Contains(stdout, w) {
+				t.Errorf("%v: output says %q:\n%s", tc.args, w, stdout)
+			}
+		}
+	}
+	for _, bad := range [][]string{{"--limit", "0"}, {"--limit", "lots"}, {"--replay-events", "-1"}} {
+		code, _, stderr := runCLI(t, append(append([]string{"analyze"}, bad...), pickle)...)
+		if code != exitUsage || !strings.Contains(stderr, bad[0]) {
+			t.Errorf("%v: exit %d, stderr %q", bad, code, stderr)
+		}
+	}
+}

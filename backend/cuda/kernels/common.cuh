@@ -23,6 +23,7 @@ typedef unsigned long long u64;
 #define DT_I32 5
 #define DT_I64 6
 #define DT_BOOL 7
+#define DT_I8 8
 
 template <int D> struct DT;
 template <> struct DT<DT_F32> { typedef float S; typedef float C; typedef float A; enum { isFloat = 1 }; };
@@ -32,6 +33,7 @@ template <> struct DT<DT_BF16> { typedef unsigned short S; typedef float C; type
 template <> struct DT<DT_I32> { typedef int S; typedef int C; typedef i64 A; enum { isFloat = 0 }; };
 template <> struct DT<DT_I64> { typedef i64 S; typedef i64 C; typedef i64 A; enum { isFloat = 0 }; };
 template <> struct DT<DT_BOOL> { typedef unsigned char S; typedef int C; typedef i64 A; enum { isFloat = 0 }; };
+template <> struct DT<DT_I8> { typedef signed char S; typedef int C; typedef i64 A; enum { isFloat = 0 }; };
 
 // ---- 16-bit floats, without cuda_fp16.h (which NVRTC parses slowly).
 
@@ -97,6 +99,14 @@ template <> struct Store<DT_I32> {
 };
 template <> struct Store<DT_I64> {
 	template <class X> static __device__ __forceinline__ i64 f(X v) { return (i64)v; }
+};
+// int8 as the CPU backend converts: floats truncate to 64 bits (NaN gives
+// 0), then every integer keeps its low 8 bits.
+template <> struct Store<DT_I8> {
+	static __device__ __forceinline__ signed char f(float v) { return v == v ? (signed char)(i64)v : 0; }
+	static __device__ __forceinline__ signed char f(double v) { return v == v ? (signed char)(i64)v : 0; }
+	static __device__ __forceinline__ signed char f(int v) { return (signed char)v; }
+	static __device__ __forceinline__ signed char f(i64 v) { return (signed char)v; }
 };
 template <> struct Store<DT_BOOL> {
 	template <class X> static __device__ __forceinline__ unsigned char f(X v) { return v != 0 ? 1 : 0; } // NaN too

@@ -8,6 +8,7 @@ template <> struct CopyKind<DT_F64> { typedef double T; };
 template <> struct CopyKind<DT_I32> { typedef i64 T; };
 template <> struct CopyKind<DT_I64> { typedef i64 T; };
 template <> struct CopyKind<DT_BOOL> { typedef i64 T; };
+template <> struct CopyKind<DT_I8> { typedef i64 T; };
 
 template <int DD> struct Conv {
 	__device__ __forceinline__ typename DT<DD>::S operator()(typename DT<SD>::S x) const {
@@ -47,4 +48,7 @@ COPY_KERNELS(int64, DT_I64)
 #endif
 #if defined(K_ALL) || defined(K_bool)
 COPY_KERNELS(bool, DT_BOOL)
+#endif
+#if defined(K_ALL) || defined(K_int8)
+COPY_KERNELS(int8, DT_I8)
 #endif

@@ -1,5 +1,6 @@
 // scatter.cu: scatter-add on the module's dtype VD (a -D option), with
-// atomic additions (bool: atomic or). The kernel does nothing once the
+// atomic additions (bool: atomic or; int8 and the 16-bit floats: a
+// compare-and-swap loop). The kernel does nothing once the
 // error words hold an error: the index check that runs before it found an
 // index out of range, and dst is left as it was.
 
@@ -41,6 +42,21 @@ __device__ __forceinline__ void atomic_or8(unsigned char* p, unsigned char v) {
 	atomicOr(w, 1u << shift);
 }
 
+// int8: a compare-and-swap loop on the aligned 32-bit word that holds the
+// byte, the sum wrapping as the CPU backend's does.
+__device__ __forceinline__ void atomic_add_i8(signed char* p, signed char v) {
+	unsigned* w = (unsigned*)((u64)p & ~(u64)3);
+	unsigned shift = ((u64)p & 3) * 8;
+	unsigned old = *w, assumed;
+	do {
+		assumed = old;
+		unsigned char cur = (unsigned char)(assumed >> shift);
+		unsigned char nv = (unsigned char)(cur + (unsigned char)v);
+		unsigned next = (assumed & ~(0xffu << shift)) | ((unsigned)nv << shift);
+		old = atomicCAS(w, assumed, next);
+	} while (assumed != old);
+}
+
 typedef DT<VD>::S S;
 
 __device__ __forceinline__ void add_to(S* p, S v) {
@@ -48,6 +64,8 @@ __device__ __forceinline__ void add_to(S* p, S v) {
 	atomic_add16<VD>(p, v);
 #elif VD == DT_BOOL
 	atomic_or8(p, v);
+#elif VD == DT_I8
+	atomic_add_i8(p, v);
 #else
 	atomic_add(p, v);
 #endif

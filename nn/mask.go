@@ -1,0 +1,99 @@
+package nn
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/vramgo/vram"
+)
+
+// Maskable is implemented by layers whose Forward multiplies a parameter
+// by a mask of zeros and ones when one is set, so that the layer computes
+// with the pruned parameter and the gradient reaches only its kept
+// elements: the layers that package nn/prune prunes. [Linear] implements
+// it for "weight" and "bias".
+type Maskable interface {
+	Module
+	// ParameterMask returns the mask of the layer's own parameter name, or
+	// nil when it has none, and whether the layer can mask that parameter.
+	ParameterMask(name string) (mask *vram.Tensor, ok bool)
+	// SetParameterMask sets the mask of parameter name to mask, a tensor
+	// of the parameter's shape, dtype and device holding zeros and ones,
+	// which the layer then owns (it is listed among the parameters as
+	// name+"_mask", so that To, Save and Release reach it); nil removes
+	// the mask, and the layer releases the one it held. It returns an
+	// error for a parameter the layer cannot mask or a mask that does not
+	// fit.
+	SetParameterMask(name string, mask *vram.Tensor) error
+}
+
+var _ Maskable = (*Linear)(nil)
+
+// ParameterMask returns the mask of "weight" or "bias" (nil when none).
+// It implements [Maskable].
+func (l *Linear) ParameterMask(name string) (*vram.Tensor, bool) {
+	switch name {
+	case "weight":
+		return l.WeightMask, true
+	case "bias":
+		return l.BiasMask, l.Bias != nil
+	}
+	return nil, false
+}
+
+// SetParameterMask sets or removes the mask of "weight" or "bias". It
+// implements [Maskable]; masks of an int8 (quantized) weight are refused.
+func (l *Linear) SetParameterMask(name string, mask *vram.Tensor) error {
+	var p *vram.Tensor
+	var slot **vram.Tensor
+	switch {
+	case name == "weight":
+		p, slot = l.Weight, &l.WeightMask
+	case name == "bias" && l.Bias != nil:
+		p, slot = l.Bias, &l.BiasMask
+	default:
+		return fmt.Errorf("nn: linear: no parameter %q to mask (want weight, or bias when there is one)", name)
+	}
+	if mask != nil {
+		switch {
+		case !p.DType().IsFloat():
+			return fmt.Errorf("nn: linear: %s has dtype %s; only floating-point parameters can be masked (prune before quantizing)", name, p.DType())
+		case mask.DType() != p.DType() || mask.Device() != p.Device() || !slices.Equal(mask.Shape(), p.Shape()):
+			return fmt.Errorf("nn: linear: mask of %s is %v %s on %s, want %v %s on %s",
+				name, mask.Shape(), mask.DType(), mask.Device(), p.Shape(), p.DType(), p.Device())
+		}
+	}
+	old := *slot
+	*slot = mask
+	l.setBuffer(name+"_mask", mask)
+	if old != nil && old != mask {
+		old.Release()
+	}
+	return nil
+}
+
+// setBuffer registers t as the parameter name that takes no gradient
+// (replacing one of that name), or removes that entry for a nil t.
+func (b *Base) setBuffer(name string, t *vram.Tensor) {
+	i := slices.IndexFunc(b.params, func(p NamedParameter) bool { return p.Name == name })
+	switch {
+	case t == nil && i >= 0:
+		b.params = slices.Delete(b.params, i, i+1)
+	case t == nil:
+	case i >= 0:
+		vram.Keep(t)
+		b.params[i].Tensor = t
+	default:
+		b.RegisterParameter(name, t)
+	}
+}
+
+// masked returns p⊙mask (recorded, so that p's gradient is masked) or, for
+// a nil mask, p itself; release reports whether the caller must release
+// the result.
+func masked(p, mask *vram.Tensor) (t *vram.Tensor, release bool) {
+	if p == nil || mask == nil {
+		return p, false
+	}
+	return p.Mul(mask), true
+}

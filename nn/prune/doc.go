@@ -1,0 +1,37 @@
+// Package prune implements magnitude pruning of layer parameters, as
+// torch.nn.utils.prune does: a mask of zeros and ones is attached to a
+// parameter of a layer, the layer's Forward computes with parameter⊙mask
+// (so the pruned elements give nothing and get no gradient, while the
+// parameter tensor that optimizers hold stays the same), and [Remove]
+// makes the pruning permanent: the mask is folded into the parameter and
+// freed.
+//
+//	prune.L1Unstructured(layer, "weight", prune.Fraction(0.5))    // the half of smallest magnitude
+//	prune.LnStructured(layer, "weight", prune.Fraction(0.25), 2, 0) // a quarter of the rows, by L2 norm
+//	prune.GlobalUnstructured(prune.Params(model, "weight"), prune.Fraction(0.8))
+//	... fine-tune ...
+//	prune.RemoveAll(model)
+//
+// Pruning again is iterative, as in PyTorch: the amount counts the
+// elements (or, for structured pruning, the slices) still unpruned, and the
+// new mask is the product of the old one and the new choice. [Sparsity]
+// reports the fraction of zeros of each parameter as the layers compute
+// with it.
+//
+// The layers that can be pruned implement [nn.Maskable]; [nn.Linear] does,
+// for its weight and bias. Masks have their parameter's dtype and device
+// and are listed among the layer's parameters (name + "_mask"), so that
+// To, Save and nn.Release reach them; they take no gradient.
+//
+// # Errors
+//
+// Every function returns an error, changing nothing, for a bad amount (a
+// fraction outside [0, 1] or NaN, a count below 0 or above the number of
+// elements left), a module that is not [nn.Maskable], a parameter it
+// cannot mask, a norm order that is not positive, or a dimension out of
+// range.
+//
+// The choice of elements is made on the host from the parameter's values
+// (ties broken by position, first come first pruned): pruning is a step
+// taken once in a while, not in the training loop.
+package prune

@@ -1,0 +1,399 @@
+package prune
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+)
+
+// Amount is how much to prune: a [Fraction] of what is still unpruned or
+// a [Count] of elements (slices, for structured pruning). The zero value
+// prunes nothing.
+type Amount struct {
+	frac    float64
+	count   int
+	isCount bool
+}
+
+// Fraction returns the amount f of the unpruned elements, f in [0, 1]
+// (PyTorch's float amount); the number pruned is f times their number,
+// rounded to nearest, ties to even, as PyTorch rounds.
+func Fraction(f float64) Amount { return Amount{frac: f} }
+
+// Count returns the amount of n elements (PyTorch's int amount).
+func Count(n int) Amount { return Amount{count: n, isCount: true} }
+
+// String returns "fraction 0.3" or "count 12".
+func (a Amount) String() string {
+	if a.isCount {
+		return fmt.Sprintf("count %d", a.count)
+	}
+	return fmt.Sprintf("fraction %v", a.frac)
+}
+
+// check reports a bad amount before any count is known.
+func (a Amount) check() error {
+	switch {
+	case a.isCount && a.count < 0:
+		return fmt.Errorf("prune: amount %s is negative", a)
+	case !a.isCount && !(a.frac >= 0 && a.frac <= 1):
+		return fmt.Errorf("prune: amount %s is not in [0, 1]", a)
+	}
+	return nil
+}
+
+// of returns the number of units to prune out of left unpruned ones.
+func (a Amount) of(left int) (int, error) {
+	if err := a.check(); err != nil {
+		return 0, err
+	}
+	if a.isCount {
+		if a.count > left {
+			return 0, fmt.Errorf("prune: amount %s exceeds the %d elements left unpruned", a, left)
+		}
+		return a.count, nil
+	}
+	return int(math.RoundToEven(a.frac * float64(left))), nil
+}
+
+// Target names one parameter of a layer, for [GlobalUnstructured].
+type Target struct {
+	Module nn.Module
+	Name   string // the layer's own parameter name: "weight", "bias"
+}
+
+// Params returns a Target for the parameter name of each [nn.Maskable]
+// layer of m and its sub-modules that has one (m included), in the order
+// of [nn.Modules].
+func Params(m nn.Module, name string) []Target {
+	var out []Target
+	for _, sub := range nn.Modules(m) {
+		mk, ok := sub.(nn.Maskable)
+		if !ok {
+			continue
+		}
+		if _, ok := mk.ParameterMask(name); ok && param(sub, name) != nil {
+			out = append(out, Target{Module: sub, Name: name})
+		}
+	}
+	return out
+}
+
+// state is a parameter being pruned: the tensor, its values, its current
+// mask (all ones when there is none) and the layer.
+type state struct {
+	t      Target
+	mk     nn.Maskable
+	p      *vram.Tensor
+	values []float64
+	mask   []float64
+}
+
+// param returns m's own parameter name, or nil.
+func param(m nn.Module, name string) *vram.Tensor {
+	for _, p := range m.NamedParameters() {
+		if p.Name == name {
+			return p.Tensor
+		}
+	}
+	return nil
+}
+
+// load checks t and reads its parameter and mask.
+func load(t Target) (*state, error) {
+	if t.Module == nil {
+		return nil, fmt.Errorf("prune: nil module")
+	}
+	mk, ok := t.Module.(nn.Maskable)
+	if !ok {
+		return nil, fmt.Errorf("prune: %T cannot be pruned: its Forward applies no masks (it does not implement nn.Maskable)", t.Module)
+	}
+	mask, ok := mk.ParameterMask(t.Name)
+	p := param(t.Module, t.Name)
+	if !ok || p == nil || strings.HasSuffix(t.Name, "_mask") {
+		return nil, fmt.Errorf("prune: %T has no parameter %q that it can mask", t.Module, t.Name)
+	}
+	if !p.DType().IsFloat() {
+		return nil, fmt.Errorf("prune: parameter %q has dtype %s; prune floating-point parameters (before quantizing)", t.Name, p.DType())
+	}
+	s := &state{t: t, mk: mk, p: p, values: p.Float64s()}
+	if mask != nil {
+		s.mask = mask.Float64s()
+	} else {
+		s.mask = make([]float64, len(s.values))
+		for i := range s.mask {
+			s.mask[i] = 1
+		}
+	}
+	return s, nil
+}
+
+// commit sets s's mask on its layer.
+func (s *state) commit() error {
+	var m *vram.Tensor
+	err := vram.Catch(func() {
+		vram.Region(nn.ParametersRegion, func() {
+			m = vram.Keep(vram.FromSlice(s.mask, s.p.Shape(), s.p.Device(), s.p.DType()))
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("prune: %s: %w", s.t.Name, err)
+	}
+	if err := s.mk.SetParameterMask(s.t.Name, m); err != nil {
+		m.Release()
+		return fmt.Errorf("prune: %w", err)
+	}
+	return nil
+}
+
+// entry is one candidate for pruning: its score and where it is.
+type entry struct {
+	score float64
+	param int // index into the states
+	index int // element (or slice) index
+}
+
+// pruneSmallest sets the mask of the k entries of smallest score to 0,
+// ties broken by order in es; zero applies it to the states.
+func pruneSmallest(es []entry, k int, zero func(e entry)) {
+	slices.SortStableFunc(es, func(a, b entry) int { return cmp.Compare(a.score, b.score) })
+	for _, e := range es[:k] {
+		zero(e)
+	}
+}
+
+// L1Unstructured prunes the amount of the unpruned elements of m's
+// parameter name that have the smallest absolute values
+// (torch.nn.utils.prune.l1_unstructured).
+func L1Unstructured(m nn.Module, name string, amount Amount) error {
+	return GlobalUnstructured([]Target{{Module: m, Name: name}}, amount)
+}
+
+// GlobalUnstructured prunes the amount of the unpruned elements of all the
+// targets taken together that have the smallest absolute values, so that
+// layers lose different shares of their elements
+// (torch.nn.utils.prune.global_unstructured with L1Unstructured). A
+// parameter listed twice is an error.
+func GlobalUnstructured(targets []Target, amount Amount) error {
+	if err := amount.check(); err != nil {
+		return err
+	}
+	if len(targets) == 0 {
+		return fmt.Errorf("prune: no parameters to prune")
+	}
+	states := make([]*state, len(targets))
+	seen := map[*vram.Tensor]bool{}
+	for i, t := range targets {
+		s, err := load(t)
+		if err != nil {
+			return err
+		}
+		if seen[s.p] {
+			return fmt.Errorf("prune: parameter %q of %T is listed twice", t.Name, t.Module)
+		}
+		seen[s.p] = true
+		states[i] = s
+	}
+	var es []entry
+	for pi, s := range states {
+		for i, v := range s.values {
+			if s.mask[i] != 0 {
+				es = append(es, entry{score: math.Abs(v), param: pi, index: i})
+			}
+		}
+	}
+	k, err := amount.of(len(es))
+	if err != nil {
+		return err
+	}
+	pruneSmallest(es, k, func(e entry) { states[e.param].mask[e.index] = 0 })
+	for _, s := range states {
+		if err := s.commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LnStructured prunes whole slices of m's parameter name along dimension
+// dim (0: the rows of a Linear weight, its output channels; negative
+// counts from the end): the amount of the slices not yet pruned whose
+// L-n norm of the masked values is smallest, for n > 0 (1, 2, or
+// math.Inf(1) for the largest magnitude)
+// (torch.nn.utils.prune.ln_structured). A slice counts as pruned once
+// all its elements are.
+func LnStructured(m nn.Module, name string, amount Amount, n float64, dim int) error {
+	if err := amount.check(); err != nil {
+		return err
+	}
+	if !(n > 0) {
+		return fmt.Errorf("prune: norm order %v must be positive (1, 2, or math.Inf(1))", n)
+	}
+	s, err := load(Target{Module: m, Name: name})
+	if err != nil {
+		return err
+	}
+	shape := s.p.Shape()
+	if dim < 0 {
+		dim += len(shape)
+	}
+	if dim < 0 || dim >= len(shape) {
+		return fmt.Errorf("prune: dimension %d is out of range for parameter %q of shape %v", dim, name, shape)
+	}
+	inner := 1
+	for _, d := range shape[dim+1:] {
+		inner *= d
+	}
+	size := shape[dim]
+	// The slice of each element, its norm (a sum of powers, or the
+	// largest magnitude for n = +Inf) and whether it still has an element.
+	of := func(i int) int { return (i / inner) % size }
+	norms := make([]float64, size)
+	alive := make([]bool, size)
+	for i, v := range s.values {
+		if s.mask[i] == 0 {
+			continue
+		}
+		j := of(i)
+		alive[j] = true
+		if a := math.Abs(v); math.IsInf(n, 1) {
+			norms[j] = math.Max(norms[j], a)
+		} else {
+			norms[j] += math.Pow(a, n)
+		}
+	}
+	var es []entry
+	for j := range size {
+		if alive[j] {
+			es = append(es, entry{score: norms[j], index: j})
+		}
+	}
+	k, err := amount.of(len(es))
+	if err != nil {
+		return err
+	}
+	cut := make([]bool, size)
+	pruneSmallest(es, k, func(e entry) { cut[e.index] = true })
+	for i := range s.mask {
+		if cut[of(i)] {
+			s.mask[i] = 0
+		}
+	}
+	return s.commit()
+}
+
+// IsPruned reports whether m's parameter name has a mask.
+func IsPruned(m nn.Module, name string) bool {
+	mk, ok := m.(nn.Maskable)
+	if !ok {
+		return false
+	}
+	mask, _ := mk.ParameterMask(name)
+	return mask != nil
+}
+
+// Remove makes the pruning of m's parameter name permanent
+// (torch.nn.utils.prune.remove): the parameter is multiplied by its mask in
+// place, so that the pruned elements are zeros in the tensor itself, and
+// the mask is released. It returns an error for a parameter that is not
+// pruned.
+func Remove(m nn.Module, name string) error {
+	mk, ok := m.(nn.Maskable)
+	if !ok {
+		return fmt.Errorf("prune: %T cannot be pruned (it does not implement nn.Maskable)", m)
+	}
+	mask, _ := mk.ParameterMask(name)
+	if mask == nil {
+		return fmt.Errorf("prune: parameter %q of %T is not pruned", name, m)
+	}
+	p := param(m, name)
+	err := vram.Catch(func() { vram.NoGrad(func() { p.MulInPlace(mask) }) })
+	if err != nil {
+		return fmt.Errorf("prune: remove %s: %w", name, err)
+	}
+	return mk.SetParameterMask(name, nil)
+}
+
+// RemoveAll makes every pruning in m and its sub-modules permanent, as
+// [Remove] does, and returns how many parameters it changed.
+func RemoveAll(m nn.Module) (int, error) {
+	n := 0
+	for _, sub := range nn.Modules(m) {
+		if _, ok := sub.(nn.Maskable); !ok {
+			continue
+		}
+		for _, p := range sub.NamedParameters() {
+			if strings.Contains(p.Name, ".") || !IsPruned(sub, p.Name) {
+				continue
+			}
+			if err := Remove(sub, p.Name); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Stat is the sparsity of one parameter: how many of its elements are zero
+// as the layer computes with it (after its mask, if pruned).
+type Stat struct {
+	Name  string // dotted name, as in NamedParameters
+	Zeros int
+	Total int
+}
+
+// Fraction returns Zeros/Total, or 0 for an empty parameter.
+func (s Stat) Fraction() float64 {
+	if s.Total == 0 {
+		return 0
+	}
+	return float64(s.Zeros) / float64(s.Total)
+}
+
+// Sparsity returns the sparsity of each parameter of m (the masks
+// themselves left out), in the order of NamedParameters, and of all of
+// them together, under the name "total". It reads every parameter to the
+// host.
+func Sparsity(m nn.Module) (params []Stat, total Stat) {
+	masks := map[*vram.Tensor]*vram.Tensor{} // parameter -> mask
+	isMask := map[*vram.Tensor]bool{}
+	for _, sub := range nn.Modules(m) {
+		mk, ok := sub.(nn.Maskable)
+		if !ok {
+			continue
+		}
+		for _, p := range sub.NamedParameters() {
+			if mask, _ := mk.ParameterMask(p.Name); mask != nil {
+				masks[p.Tensor] = mask
+				isMask[mask] = true
+			}
+		}
+	}
+	total.Name = "total"
+	for _, p := range m.NamedParameters() {
+		if isMask[p.Tensor] {
+			continue
+		}
+		vals := p.Tensor.Float64s()
+		var mv []float64
+		if mask := masks[p.Tensor]; mask != nil {
+			mv = mask.Float64s()
+		}
+		st := Stat{Name: p.Name, Total: len(vals)}
+		for i, v := range vals {
+			if v == 0 || mv != nil && mv[i] == 0 {
+				st.Zeros++
+			}
+		}
+		params = append(params, st)
+		total.Zeros += st.Zeros
+		total.Total += st.Total
+	}
+	return params, total
+}

@@ -1,0 +1,348 @@
+package prune_test
+
+import (
+	"errors"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+	"github.com/vramgo/vram/nn/prune"
+	"github.com/vramgo/vram/optim"
+)
+
+func TestMain(m *testing.M) {
+	if err := vram.Configure(vram.Config{SimDevices: []int64{64 << 20}}); err != nil {
+		panic(err)
+	}
+	os.Exit(m.Run())
+}
+
+// linear returns a Linear in→out whose weight holds vals (row-major).
+func linear(t *testing.T, in, out int, vals []float32, opts ...vram.Option) *nn.Linear {
+	t.Helper()
+	l := nn.NewLinear(in, out, opts...)
+	src := vram.FromSlice(vals, vram.Shape{out, in}, opts...)
+	defer src.Release()
+	vram.NoGrad(func() { l.Weight.CopyFrom(src) })
+	return l
+}
+
+func maskOf(l *nn.Linear) []float64 {
+	if l.WeightMask == nil {
+		return nil
+	}
+	return l.WeightMask.Float64s()
+}
+
+func TestL1Unstructured(t *testing.T) {
+	vals := []float32{0.1, -5, 0.3, 2, -0.05, 4, -1, 0.2}
+	tests := []struct {
+		name   string
+		amount prune.Amount
+		want   []float64
+	}{
+		{"half", prune.Fraction(0.5), []float64{0, 1, 0, 1, 0, 1, 1, 0}},
+		{"none", prune.Fraction(0), []float64{1, 1, 1, 1, 1, 1, 1, 1}},
+		{"all", prune.Fraction(1), []float64{0, 0, 0, 0, 0, 0, 0, 0}},
+		{"count 3", prune.Count(3), []float64{0, 1, 1, 1, 0, 1, 1, 0}},
+		{"rounds to even", prune.Fraction(0.3125), []float64{0, 1, 1, 1, 0, 1, 1, 1}}, // 2.5 -> 2
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := linear(t, 4, 2, vals)
+			defer nn.Release(l)
+			if err := prune.L1Unstructured(l, "weight", tc.amount); err != nil {
+				t.Fatal(err)
+			}
+			if got := maskOf(l); !slices.Equal(got, tc.want) {
+				t.Errorf("mask %v, want %v", got, tc.want)
+			}
+			if !prune.IsPruned(l, "weight") || prune.IsPruned(l, "bias") {
+				t.Error("IsPruned is wrong")
+			}
+		})
+	}
+}
+
+// TestMaskedForwardAndGrad checks that a pruned layer computes with the
+// masked weight and that the pruned elements get a zero gradient while the
+// parameter tensor stays the same leaf.
+func TestMaskedForwardAndGrad(t *testing.T) {
+	l := linear(t, 4, 2, []float32{0.1, -5, 0.3, 2, -0.05, 4, -1, 0.2})
+	defer nn.Release(l)
+	w := l.Weight
+	if err := prune.L1Unstructured(l, "weight", prune.Fraction(0.5)); err != nil {
+		t.Fatal(err)
+	}
+	if l.Weight != w || !w.RequiresGrad() {
+		t.Fatal("pruning replaced the weight tensor or its requires_grad")
+	}
+	x := vram.FromSlice([]float32{1, 2, 3, 4, -1, 0.5, 2, 1}, vram.Shape{2, 4})
+	defer x.Release()
+	vram.Tidy(func() {
+		y := l.Forward(x)
+		wm := w.Mul(l.WeightMask)
+		want := vram.Linear(x, wm, l.Bias)
+		for i, v := range y.Float64s() {
+			if math.Abs(v-want.Float64s()[i]) > 1e-5 {
+				t.Fatalf("output %d: %v, want %v", i, v, want.Float64s()[i])
+			}
+		}
+		y.Sum().Backward()
+	})
+	g := w.Grad().Float64s()
+	for i, m := range maskOf(l) {
+		if m == 0 && g[i] != 0 {
+			t.Errorf("pruned element %d has gradient %v", i, g[i])
+		}
+		if m == 1 && g[i] == 0 {
+			t.Errorf("kept element %d has no gradient", i)
+		}
+	}
+}
+
+func TestIterative(t *testing.T) {
+	l := linear(t, 4, 2, []float32{8, 7, 6, 5, 4, 3, 2, 1})
+	defer nn.Release(l)
+	for _, want := range [][]float64{
+		{1, 1, 1, 1, 0, 0, 0, 0}, // half of 8
+		{1, 1, 0, 0, 0, 0, 0, 0}, // half of the 4 left
+		{1, 0, 0, 0, 0, 0, 0, 0}, // half of 2
+	} {
+		if err := prune.L1Unstructured(l, "weight", prune.Fraction(0.5)); err != nil {
+			t.Fatal(err)
+		}
+		if got := maskOf(l); !slices.Equal(got, want) {
+			t.Errorf("mask %v, want %v", got, want)
+		}
+	}
+	if err := prune.L1Unstructured(l, "weight", prune.Count(2)); err == nil {
+		t.Error("a count above the elements left was accepted")
+	}
+	if got := maskOf(l); !slices.Equal(got, []float64{1, 0, 0, 0, 0, 0, 0, 0}) {
+		t.Errorf("a refused amount changed the mask to %v", got)
+	}
+	// Structured pruning after unstructured counts only rows left.
+	if err := prune.LnStructured(l, "weight", prune.Fraction(1), 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := maskOf(l); !slices.Equal(got, make([]float64, 8)) {
+		t.Errorf("mask %v, want all pruned", got)
+	}
+}
+
+func TestBadArguments(t *testing.T) {
+	l := linear(t, 2, 2, []float32{1, 2, 3, 4})
+	defer nn.Release(l)
+	ln := nn.NewLayerNorm([]int{2}, 1e-5)
+	defer nn.Release(ln)
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"negative fraction", prune.L1Unstructured(l, "weight", prune.Fraction(-0.1))},
+		{"fraction above 1", prune.L1Unstructured(l, "weight", prune.Fraction(1.5))},
+		{"NaN fraction", prune.L1Unstructured(l, "weight", prune.Fraction(math.NaN()))},
+		{"negative count", prune.L1Unstructured(l, "weight", prune.Count(-1))},
+		{"count too large", prune.L1Unstructured(l, "weight", prune.Count(5))},
+		{"structured count too large", prune.LnStructured(l, "weight", prune.Count(3), 2, 0)},
+		{"no such parameter", prune.L1Unstructured(l, "scale", prune.Fraction(0.5))},
+		{"a mask", prune.L1Unstructured(l, "weight_mask", prune.Fraction(0.5))},
+		{"not maskable", prune.L1Unstructured(ln, "weight", prune.Fraction(0.5))},
+		{"nil module", prune.L1Unstructured(nil, "weight", prune.Fraction(0.5))},
+		{"zero norm order", prune.LnStructured(l, "weight", prune.Fraction(0.5), 0, 0)},
+		{"NaN norm order", prune.LnStructured(l, "weight", prune.Fraction(0.5), math.NaN(), 0)},
+		{"dimension out of range", prune.LnStructured(l, "weight", prune.Fraction(0.5), 2, 2)},
+		{"negative dimension out of range", prune.LnStructured(l, "weight", prune.Fraction(0.5), 2, -3)},
+		{"no targets", prune.GlobalUnstructured(nil, prune.Fraction(0.5))},
+		{"target twice", prune.GlobalUnstructured([]prune.Target{{l, "weight"}, {l, "weight"}}, prune.Fraction(0.5))},
+		{"remove unpruned", prune.Remove(l, "weight")},
+	}
+	for _, tc := range tests {
+		if tc.err == nil {
+			t.Errorf("%s: no error", tc.name)
+		}
+	}
+	if l.WeightMask != nil || len(l.NamedParameters()) != 2 {
+		t.Error("a refused call left a mask")
+	}
+}
+
+func TestLnStructured(t *testing.T) {
+	// Rows (output channels) of L2 norms 5, 1, 10 and 0.71; columns of L1
+	// norms 10.5 and 12.5.
+	vals := []float32{3, 4, 1, 0, 6, 8, 0.5, 0.5}
+	tests := []struct {
+		name   string
+		amount prune.Amount
+		n      float64
+		dim    int
+		want   []float64
+	}{
+		{"rows by L2", prune.Fraction(0.5), 2, 0, []float64{1, 1, 0, 0, 1, 1, 0, 0}},
+		{"rows by max", prune.Count(1), math.Inf(1), 0, []float64{1, 1, 1, 1, 1, 1, 0, 0}},
+		{"columns by L1", prune.Count(1), 1, 1, []float64{0, 1, 0, 1, 0, 1, 0, 1}},
+		{"columns, negative dim", prune.Count(1), 1, -1, []float64{0, 1, 0, 1, 0, 1, 0, 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := linear(t, 2, 4, vals)
+			defer nn.Release(l)
+			if err := prune.LnStructured(l, "weight", tc.amount, tc.n, tc.dim); err != nil {
+				t.Fatal(err)
+			}
+			if got := maskOf(l); !slices.Equal(got, tc.want) {
+				t.Errorf("mask %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGlobalUnstructured(t *testing.T) {
+	a := linear(t, 2, 2, []float32{0.1, 0.2, 0.3, 5})
+	b := linear(t, 2, 2, []float32{4, 3, 2, 0.05})
+	model := nn.NewSequential(a, nn.NewReLU(), b)
+	defer nn.Release(model)
+	targets := prune.Params(model, "weight")
+	if len(targets) != 2 {
+		t.Fatalf("Params found %d targets", len(targets))
+	}
+	if err := prune.GlobalUnstructured(targets, prune.Fraction(0.5)); err != nil {
+		t.Fatal(err)
+	}
+	if got := maskOf(a); !slices.Equal(got, []float64{0, 0, 0, 1}) {
+		t.Errorf("first layer mask %v", got)
+	}
+	if got := maskOf(b); !slices.Equal(got, []float64{1, 1, 1, 0}) {
+		t.Errorf("second layer mask %v", got)
+	}
+	stats, total := prune.Sparsity(model)
+	if total.Zeros != 4 || total.Total != 12 {
+		t.Errorf("total sparsity %+v, want 4 zeros of 12", total)
+	}
+	names := []string{}
+	for _, s := range stats {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, []string{"0.weight", "0.bias", "2.weight", "2.bias"}) {
+		t.Errorf("sparsity lists %v", names)
+	}
+	if stats[0].Fraction() != 0.75 {
+		t.Errorf("0.weight sparsity %v, want 0.75", stats[0].Fraction())
+	}
+}
+
+// TestRemoveFreesMask checks on a sim device that a mask takes memory
+// while the layer is pruned and that Remove gives it back, leaving zeros
+// in the weight and no other copy.
+func TestRemoveFreesMask(t *testing.T) {
+	d := vram.Sim(0)
+	for range 3 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	l := nn.NewLinear(256, 512, d)
+	defer nn.Release(l)
+	base := vram.MemoryAllocated(d)
+	if err := prune.LnStructured(l, "weight", prune.Fraction(0.25), 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := prune.L1Unstructured(l, "bias", prune.Fraction(0.5)); err != nil {
+		t.Fatal(err)
+	}
+	withMask := vram.MemoryAllocated(d) - base
+	if want := l.Weight.Bytes() + l.Bias.Bytes(); withMask != want {
+		t.Errorf("masks take %d bytes, want %d", withMask, want)
+	}
+	vram.NoGrad(func() {
+		vram.Tidy(func() { l.Forward(vram.Ones(vram.Shape{4, 256}, d)) })
+	})
+	if got := vram.MemoryAllocated(d) - base; got != withMask {
+		t.Errorf("a forward pass left %d bytes, want %d", got, withMask)
+	}
+	n, err := prune.RemoveAll(l)
+	if err != nil || n != 2 {
+		t.Fatalf("RemoveAll = %d, %v", n, err)
+	}
+	if got := vram.MemoryAllocated(d) - base; got != 0 {
+		t.Errorf("%d bytes left after Remove, want 0", got)
+	}
+	if l.WeightMask != nil || len(l.NamedParameters()) != 2 {
+		t.Error("the mask is still registered")
+	}
+	stats, _ := prune.Sparsity(l)
+	if stats[0].Zeros != 128*256 || stats[1].Zeros != 256 {
+		t.Errorf("after Remove: %+v", stats)
+	}
+}
+
+// TestPrunedTraining checks that pruned elements stay out of the layer's
+// computation through optimizer steps (AdamW with weight decay), and are
+// zero after Remove; and that the masks move with the model.
+func TestPrunedTraining(t *testing.T) {
+	g := vram.WithGenerator(vram.NewGenerator(3))
+	model := nn.NewSequential(nn.NewLinear(8, 16, g), nn.NewReLU(), nn.NewLinear(16, 2, g))
+	defer nn.Release(model)
+	opt, err := optim.NewAdamW(model.Parameters(), optim.AdamConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := vram.Randn(vram.Shape{32, 8}, g)
+	defer x.Release()
+	step := func() {
+		vram.Tidy(func() {
+			opt.ZeroGrad()
+			model.Forward(x).Square().Mean().Backward()
+			opt.Step()
+		})
+	}
+	step()
+	if err := prune.GlobalUnstructured(prune.Params(model, "weight"), prune.Fraction(0.6)); err != nil {
+		t.Fatal(err)
+	}
+	_, before := prune.Sparsity(model)
+	for range 5 {
+		step()
+	}
+	_, after := prune.Sparsity(model)
+	if after.Zeros < before.Zeros {
+		t.Errorf("training revived pruned weights: %d zeros, then %d", before.Zeros, after.Zeros)
+	}
+	model.To(vram.Sim(0))
+	l := model.At(0).(*nn.Linear)
+	if l.WeightMask.Device() != vram.Sim(0) {
+		t.Errorf("the mask stayed on %s", l.WeightMask.Device())
+	}
+	vram.NoGrad(func() { vram.Tidy(func() { model.Forward(vram.Ones(vram.Shape{1, 8}, vram.Sim(0))) }) })
+	model.To(vram.CPU)
+	if _, err := prune.RemoveAll(model); err != nil {
+		t.Fatal(err)
+	}
+	_, final := prune.Sparsity(model)
+	if final.Zeros < before.Zeros {
+		t.Errorf("after Remove %d zeros, want at least %d", final.Zeros, before.Zeros)
+	}
+}
+
+// TestPruneQuantized checks that an int8 weight is refused.
+func TestPruneQuantized(t *testing.T) {
+	l := nn.NewLinear(4, 4)
+	defer nn.Release(l)
+	wq := vram.Zeros(vram.Shape{4, 4}, vram.Int8)
+	if err := l.SetInt8Weight(wq, vram.Ones(vram.Shape{4})); err != nil {
+		t.Fatal(err)
+	}
+	err := prune.L1Unstructured(l, "weight", prune.Fraction(0.5))
+	if err == nil {
+		t.Fatal("an int8 weight was pruned")
+	}
+	var ve *vram.Error
+	if errors.As(err, &ve) {
+		t.Errorf("got a vram.Error %v; want a plain error", err)
+	}
+}

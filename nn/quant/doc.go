@@ -1,0 +1,34 @@
+// Package quant implements int8 weight-only quantization of linear layers
+// for inference, as PyTorch's dynamic quantization of nn.Linear does for
+// the weights: each [nn.Linear] keeps its int8 weight [out, in] and one
+// float scale per output channel, a quarter of the float32 weight's
+// memory, while activations stay floating-point.
+//
+//	model := train()               // an nn.Module with nn.Linear layers
+//	n, err := quant.Quantize(model) // every Linear, in place
+//	vram.NoGrad(func() { y = model.Forward(x) })
+//
+// [Quantize] and [QuantizeLinear] change the layers in place, so models
+// that hold their layers in fields of their own (the usual way to write a
+// module) are quantized too; the float weights are released. The scales
+// are symmetric, per output channel: scale[n] = max_k |w[n,k]| / 127 and
+// wq[n,k] = round(w[n,k] / scale[n]) in [-127, 127], computed in float32
+// (float64 for float64 weights) with the scale rounded to the weight's
+// dtype first, so that wq·scale is the closest the stored scale allows.
+//
+// Forward runs [vram.LinearInt8]: the CPU multiplies from the int8 values a
+// block of output channels at a time; CUDA expands one layer's weight into
+// a transient buffer of the activations' dtype with one kernel, runs the
+// cuBLASLt product and frees the buffer at once, so no full-size float
+// copy of the weights is kept.
+//
+// # Errors
+//
+// Quantize and QuantizeLinear return errors (a layer already quantized,
+// one with a pruning mask, a weight with NaN or Inf values, a weight shared
+// with a layer that is not quantized with it) and change nothing then.
+// Quantized layers are for inference: the int8 weight cannot require
+// grad, an optimizer refuses it, and a scale or bias that requires grad
+// makes Forward panic with vram.ErrAutograd; gradients still flow through
+// a quantized layer to its input.
+package quant

@@ -1,0 +1,48 @@
+package quant_test
+
+import (
+	"fmt"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+	"github.com/vramgo/vram/nn/quant"
+)
+
+func ExampleQuantize() {
+	g := vram.WithGenerator(vram.NewGenerator(0))
+	model := nn.NewSequential(nn.NewLinear(256, 512, g), nn.NewReLU(), nn.NewLinear(512, 10, g))
+	defer nn.Release(model)
+	bytes := func() (n int64) {
+		for _, p := range model.Parameters() {
+			n += p.Bytes()
+		}
+		return n
+	}
+	fmt.Println("float32 parameters:", bytes())
+	n, err := quant.Quantize(model)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("quantized layers:", n)
+	fmt.Println("int8 parameters:", bytes())
+	for _, p := range model.NamedParameters() {
+		fmt.Println(p.Name, p.Tensor.DType(), p.Tensor.Shape())
+	}
+	vram.NoGrad(func() {
+		vram.Tidy(func() {
+			y := model.Forward(vram.Ones(vram.Shape{4, 256}))
+			fmt.Println("output", y.Shape(), y.DType())
+		})
+	})
+	// Output:
+	// float32 parameters: 546856
+	// quantized layers: 2
+	// int8 parameters: 140368
+	// 0.weight int8 [512, 256]
+	// 0.bias float32 [512]
+	// 0.scale float32 [512]
+	// 2.weight int8 [10, 512]
+	// 2.bias float32 [10]
+	// 2.scale float32 [10]
+	// output [4, 10] float32
+}

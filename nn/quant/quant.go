@@ -1,0 +1,205 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+)
+
+// qmax is the largest magnitude of a symmetric int8 value: -128 is left
+// out so that the range is symmetric, as PyTorch's qint8 weight observers
+// with a symmetric scheme do.
+const qmax = 127
+
+// Weight returns the symmetric per-output-channel int8 quantization of a
+// floating-point weight w [out, in]: wq [out, in] (int8) and scale [out]
+// of w's dtype, with w ≈ wq[n,k]·scale[n]. A row of zeros gets scale 1.
+// It returns an error for a weight that is not a 2-d floating-point
+// tensor or holds NaN or Inf. The caller owns wq and scale; w is not
+// changed.
+func Weight(w *vram.Tensor) (wq, scale *vram.Tensor, err error) {
+	if w == nil {
+		return nil, nil, fmt.Errorf("quant: nil weight")
+	}
+	if w.Released() {
+		return nil, nil, fmt.Errorf("quant: the weight was released")
+	}
+	if !w.DType().IsFloat() || len(w.Shape()) != 2 {
+		return nil, nil, fmt.Errorf("quant: weight is %v %s, want a 2-d floating-point [out, in] tensor", w.Shape(), w.DType())
+	}
+	out, in := w.Shape()[0], w.Shape()[1]
+	ct := vram.Float32
+	if w.DType() == vram.Float64 {
+		ct = vram.Float64
+	}
+	var bad error
+	err = vram.Catch(func() {
+		vram.NoGrad(func() {
+			vram.Tidy(func() {
+				vram.Region(nn.ParametersRegion, func() {
+					if in == 0 || out == 0 {
+						wq = vram.Keep(vram.Zeros(vram.Shape{out, in}, vram.Int8, w.Device()))
+						scale = vram.Keep(vram.Ones(vram.Shape{out}, w.DType(), w.Device()))
+						return
+					}
+					wf := w.Cast(ct)
+					a := wf.Abs()
+					if s := a.Sum().Item(); math.IsNaN(s) || math.IsInf(s, 0) {
+						bad = fmt.Errorf("quant: weight %v holds NaN or Inf values (or values too large to sum)", w.Shape())
+						return
+					}
+					s := a.MaxKeepDim(1).DivScalar(qmax).Cast(w.DType()).Cast(ct) // the stored scale
+					s = s.Add(s.EqScalar(0).Cast(ct))                             // rows of zeros: 1
+					wq = vram.Keep(wf.Div(s).Round().Clamp(-qmax, qmax).Cast(vram.Int8))
+					scale = vram.Keep(s.Reshape(out).Cast(w.DType()))
+				})
+			})
+		})
+	})
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		if wq != nil {
+			wq.Release()
+		}
+		if scale != nil {
+			scale.Release()
+		}
+		return nil, nil, err
+	}
+	return wq, scale, nil
+}
+
+// QuantizeLinear quantizes l in place ([Weight], then
+// [nn.Linear.SetInt8Weight]): its weight becomes int8 with per-channel
+// scales and the float weight is released. It returns an error, changing
+// nothing, for a layer already quantized, one with a pruning mask, or a
+// weight with NaN or Inf values.
+func QuantizeLinear(l *nn.Linear) error {
+	if l == nil {
+		return fmt.Errorf("quant: nil layer")
+	}
+	if err := quantizable(l); err != nil {
+		return fmt.Errorf("quant: %w", err)
+	}
+	wq, scale, err := Weight(l.Weight)
+	if err != nil {
+		return err
+	}
+	if err := l.SetInt8Weight(wq, scale); err != nil {
+		wq.Release()
+		scale.Release()
+		return fmt.Errorf("quant: %w", err)
+	}
+	return nil
+}
+
+// quantizable checks what SetInt8Weight checks before any work is done.
+func quantizable(l *nn.Linear) error {
+	switch {
+	case l.Scale != nil || !l.Weight.DType().IsFloat():
+		return fmt.Errorf("the layer is already quantized (weight %s)", l.Weight.DType())
+	case l.WeightMask != nil || l.BiasMask != nil:
+		return fmt.Errorf("the layer has a pruning mask; make the pruning permanent (prune.Remove) before quantizing")
+	}
+	return nil
+}
+
+// Quantize quantizes, in place, every [nn.Linear] of m and its sub-modules
+// (m itself included), and returns how many. See [QuantizeSelected].
+func Quantize(m nn.Module) (int, error) {
+	return QuantizeSelected(m, func(string, *nn.Linear) bool { return true })
+}
+
+// QuantizeSelected quantizes, in place, each [nn.Linear] of m and its
+// sub-modules (named as by [nn.NamedModules]: "" for m itself, "0",
+// "encoder.fc") for which keep returns true, and returns how many. Layers
+// already quantized are passed over. Every layer is checked and its int8
+// values computed before any layer changes, so that an error (a pruning
+// mask, NaN or Inf values, a weight tensor that another layer or parameter
+// not being quantized also holds) leaves the whole model as it was. Layers
+// that share one weight tensor get one shared int8 weight and scale.
+func QuantizeSelected(m nn.Module, keep func(name string, l *nn.Linear) bool) (int, error) {
+	if m == nil {
+		return 0, fmt.Errorf("quant: nil module")
+	}
+	type job struct {
+		name string
+		l    *nn.Linear
+	}
+	var jobs []job
+	users := map[*vram.Tensor][]string{} // every holder of each parameter tensor
+	for _, nm := range nn.NamedModules(m) {
+		for _, p := range nm.Module.NamedParameters() {
+			if !strings.Contains(p.Name, ".") {
+				users[p.Tensor] = append(users[p.Tensor], join(nm.Name, p.Name))
+			}
+		}
+		l, ok := nm.Module.(*nn.Linear)
+		if !ok || l.Scale != nil || !keep(nm.Name, l) {
+			continue
+		}
+		if err := quantizable(l); err != nil {
+			return 0, fmt.Errorf("quant: %s: %w", label(nm.Name), err)
+		}
+		jobs = append(jobs, job{nm.Name, l})
+	}
+	// A weight tensor held elsewhere than by the layers being quantized
+	// would be left pointing at released memory.
+	mine := map[string]bool{}
+	for _, j := range jobs {
+		mine[join(j.name, "weight")] = true
+	}
+	for _, j := range jobs {
+		for _, u := range users[j.l.Weight] {
+			if !mine[u] {
+				return 0, fmt.Errorf("quant: %s: the weight is also the parameter %q, which is not being quantized; untie them or leave this layer out", label(j.name), u)
+			}
+		}
+	}
+	type result struct{ wq, scale *vram.Tensor }
+	done := map[*vram.Tensor]result{}
+	release := func() {
+		for _, r := range done {
+			r.wq.Release()
+			r.scale.Release()
+		}
+	}
+	for _, j := range jobs {
+		if _, ok := done[j.l.Weight]; ok {
+			continue
+		}
+		wq, scale, err := Weight(j.l.Weight)
+		if err != nil {
+			release()
+			return 0, fmt.Errorf("%w (layer %s)", err, label(j.name))
+		}
+		done[j.l.Weight] = result{wq, scale}
+	}
+	for _, j := range jobs {
+		r := done[j.l.Weight]
+		if err := j.l.SetInt8Weight(r.wq, r.scale); err != nil {
+			// Checked above; a failure here is a bug.
+			panic("quant: internal: " + err.Error())
+		}
+	}
+	return len(jobs), nil
+}
+
+func join(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
+}
+
+func label(name string) string {
+	if name == "" {
+		return "the model"
+	}
+	return "layer " + name
+}
