@@ -869,3 +869,37 @@ func scaledDiff(got, want []float64) float64 {
 	}
 	return worst / scale
 }
+
+// TestReplicate copies ResNet-18 to a sim device with nn.Replicate, as data
+// parallelism does, and checks that the replica's state dict (parameters
+// and buffers) has the same names and shapes on the new device and that
+// its forward runs.
+func TestReplicate(t *testing.T) {
+	m := ResNet18(Config{NumClasses: 10}, vram.WithGenerator(vram.NewGenerator(1)))
+	defer releaseAll(m)
+	r, err := nn.Replicate(m, vram.Sim(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseAll(r)
+	want, got := nn.StateDict(m), nn.StateDict(r)
+	if len(got) != len(want) {
+		t.Fatalf("replica has %d state tensors, the model %d", len(got), len(want))
+	}
+	for name, w := range want {
+		g := got[name]
+		if g == nil || !slices.Equal(g.Shape(), w.Shape()) || g.DType() != w.DType() || g.Device() != vram.Sim(0) {
+			t.Errorf("%s: replica %v, model %v %v", name, g, w.Shape(), w.DType())
+		}
+	}
+	rm := r.(*ResNet)
+	if rm.Layers[1].At(0).(*BasicBlock).Downsample == nil {
+		t.Error("the replica lost layer2.0.downsample")
+	}
+	vram.Tidy(func() {
+		y := r.Forward(vram.Empty(vram.Shape{2, 3, 32, 32}, vram.Sim(0)))
+		if !slices.Equal(y.Shape(), vram.Shape{2, 10}) {
+			t.Errorf("replica output %v", y.Shape())
+		}
+	})
+}
