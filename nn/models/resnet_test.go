@@ -903,3 +903,37 @@ func TestReplicate(t *testing.T) {
 		}
 	})
 }
+
+// TestBFloat16Model converts ResNet-50 to bfloat16 with m.BFloat16(), as
+// model.bfloat16() does in PyTorch: convolutions and the linear layer
+// become bfloat16, batch norm stays float32, and a bfloat16 forward and
+// backward run (on the shape-only sim device).
+func TestBFloat16Model(t *testing.T) {
+	dev := vram.Sim(0)
+	m := ResNet50(Config{}, dev)
+	defer releaseAll(m)
+	m.BFloat16()
+	for name, p := range nn.StateDict(m) {
+		want := vram.BFloat16
+		switch {
+		case strings.HasSuffix(name, "num_batches_tracked"):
+			want = vram.Int64
+		case strings.Contains(name, "bn") || strings.Contains(name, "downsample.1"):
+			want = vram.Float32
+		}
+		if p.DType() != want {
+			t.Errorf("%s is %v, want %v", name, p.DType(), want)
+		}
+	}
+	vram.Tidy(func() {
+		x := vram.Empty(vram.Shape{8, 3, 224, 224}, dev, vram.BFloat16)
+		y := m.Forward(x)
+		if y.DType() != vram.BFloat16 {
+			t.Errorf("output is %v, want bfloat16", y.DType())
+		}
+		y.Sum().Backward()
+	})
+	if g := m.Conv1.Weight.Grad(); g == nil || g.DType() != vram.BFloat16 {
+		t.Errorf("conv1.weight's gradient %v", g)
+	}
+}
