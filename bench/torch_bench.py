@@ -450,6 +450,59 @@ elif want("conv"):
             sys.stdout.write(r.stdout)
             sys.stdout.flush()
 
+RESNET_MODES = [("nchw_f32", torch.contiguous_format, False, True), ("nchw_bf16", torch.contiguous_format, True, True),
+                ("cl_f32", torch.channels_last, False, True), ("cl_bf16", torch.channels_last, True, True),
+                ("nchw_f32_nobench", torch.contiguous_format, False, False), ("cl_bf16_nobench", torch.channels_last, True, False)]
+if any(want("resnet50_step_" + m[0]) for m in RESNET_MODES):
+    # The ResNet-50 training step of issue 14: batch 64 at 224x224, 1000
+    # classes, cross entropy, SGD with momentum 0.9, cudnn.benchmark on and
+    # PyTorch's default TF32 convolutions; NCHW and channels_last, float32
+    # and bf16 autocast; two modes with cudnn.benchmark off for what the
+    # search gains. Each mode builds a fresh model and resets the peak
+    # statistics after emptying the cache, so its peaks are its own.
+    try:
+        import torchvision
+        resnet50, origin = torchvision.models.resnet50, "torchvision " + torchvision.__version__
+    except ImportError:
+        import os
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "nn", "models", "testdata"))
+        from torchvision_resnet import ResNet, Bottleneck
+        resnet50, origin = (lambda: ResNet(Bottleneck, [3, 4, 6, 3])), "a local definition (no torchvision)"
+    torch.backends.cudnn.allow_tf32 = True
+    batch = 64
+    for mode, fmt, bf16, bench in RESNET_MODES:
+        if not want("resnet50_step_" + mode):
+            continue
+        torch.backends.cudnn.benchmark = bench
+        torch.manual_seed(0)
+        model = resnet50().to(dev, memory_format=fmt)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        x = torch.randn(batch, 3, 224, 224, device=dev).to(memory_format=fmt)
+        y = torch.randint(0, 1000, (batch,), device=dev)
+        def step():
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        first = (time.perf_counter() - t0) * 1000
+        ms = time_it(step, reps=10)
+        what = ("bf16 autocast" if bf16 else "float32, TF32 convolutions") + (", channels_last" if fmt is torch.channels_last else ", NCHW")
+        what += ", cudnn.benchmark" if bench else ", cudnn heuristics"
+        emit("resnet50_step_" + mode, ms, "ms", "batch 64, 224x224, SGD momentum, " + what + ", " + origin)
+        emit("resnet50_first_step_" + mode, first, "ms", "the first step, algorithm choice (benchmark search) included")
+        emit("resnet50_peak_allocated_" + mode, torch.cuda.max_memory_allocated() / (1 << 30), "GiB", "max_memory_allocated")
+        emit("resnet50_peak_reserved_" + mode, torch.cuda.max_memory_reserved() / (1 << 30), "GiB", "max_memory_reserved")
+        del model, opt, x, y
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.allow_tf32 = False
+
 if want("int8"):
     # Inference of the MLP (4 x Linear 4096 + ReLU) with float32, bfloat16
     # and int8 weights. Core PyTorch has no weight-only int8 linear on CUDA

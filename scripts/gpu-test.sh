@@ -45,6 +45,7 @@ PKGS=(
 	native/nccl
 	"parallel:NCCL|TestCUDA"
 	amp
+	nn/models
 	monitor
 	"cmd/vram:TestDoctor"
 )

@@ -4,6 +4,8 @@
 //
 //	go build -trimpath -ldflags='-s -w' -o .gpu/vram-bench ./bench/cuda
 //	.gpu/vram-bench [-only name,name] [-quick]
+//
+// -only resnet runs the ResNet-50 training step (bench/cuda/resnet.go) alone.
 package main
 
 import (
@@ -192,6 +194,9 @@ func main() {
 	}
 	if want("conv") {
 		benchConv(d, reps)
+	}
+	if wantResNet() {
+		benchResNet(reps)
 	}
 }
 
