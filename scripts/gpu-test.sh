@@ -45,7 +45,7 @@ PKGS=(
 	"parallel:NCCL|TestCUDA"
 	amp
 	monitor
-	"cmd/vram:TestDoctor"
+	"cmd/vram:TestDoctor|TestReplayDevice"
 )
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -41,6 +41,8 @@ type replayReport struct {
 	Policies map[string]policyResult `json:"policies,omitempty"`
 	// Fit is the answer of --fit.
 	Fit *fitReport `json:"fit,omitempty"`
+	// GPU is the answer of --device.
+	GPU *deviceReport `json:"gpu,omitempty"`
 }
 
 type policyResult struct {
@@ -58,6 +60,7 @@ func newReplayCmd() *cobra.Command {
 		compare     bool
 		asJSON      bool
 		fit         string
+		device      string
 	)
 	cmd := &cobra.Command{
 		Use:   "replay FILE...",
@@ -81,14 +84,28 @@ segments back while it ran (PyTorch does that when cudaMalloc fails under a cap
 or on a full device, and on empty_cache()), it says so and which capacity
 reproduces it.
 
+--device cuda:N replays on the real GPU instead, through a fresh arena of real
+cuMemAlloc/cuMemFree or cuMemCreate/cuMemMap/cuMemSetAccess/cuMemUnmap/cuMemRelease
+calls, each timed, and prints as Markdown tables the driver time measured beside
+what the cost model (DESIGN.md) says the same calls cost, and each call's measured
+cost by size class.
+
   vram replay --compare run.trace.gz
   vram replay --fit 24GB run.trace.gz
+  vram replay --device cuda:0 --compare run.trace.gz
   vram replay --capacity 24GiB --conf expandable_segments:True snapshot.pickle`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fitting, fitOn, rest, err := fitFlag(fit, args)
 			if err != nil {
 				return err
+			}
+			gpu, err := deviceFlag(device)
+			if err != nil {
+				return err
+			}
+			if gpu >= 0 && (fitting || cmd.Flags().Changed("capacity")) {
+				return usagef("--device replays on the GPU's own memory: leave out --fit and --capacity")
 			}
 			args = rest
 			if fitting && cmd.Flags().Changed("capacity") {
@@ -116,7 +133,7 @@ reproduces it.
 			if err := memory.CheckSimCapacity(fitOn, maxCap, "--fit"); err != nil {
 				return usagef("%v", err)
 			}
-			opts := replayOptions{capacity: capBytes, maxCapacity: maxCap, limits: lim, compare: compare, fit: fitting, fitOn: fitOn}
+			opts := replayOptions{capacity: capBytes, maxCapacity: maxCap, limits: lim, compare: compare, fit: fitting, fitOn: fitOn, device: gpu}
 			base, err := memory.ParseConfig(conf)
 			if err != nil {
 				return confFlagError("replay", conf, err)
@@ -127,6 +144,13 @@ reproduces it.
 					flag = "--fit"
 				}
 				return usagef("%s sets policy and expandable_segments itself; leave them out of --conf", flag)
+			}
+			if gpu >= 0 {
+				// Checked after the flags, before any input is read.
+				if opts.deviceName, opts.deviceTotal, err = openReplayDevice(gpu); err != nil {
+					return err
+				}
+				opts.calls = &memory.CallTimes{}
 			}
 			var failed []string
 			for _, path := range args {
@@ -141,12 +165,17 @@ reproduces it.
 						if err := writeJSONLine(cmd.OutOrStdout(), r); err != nil {
 							return err
 						}
+					} else if r.GPU != nil {
+						printDevice(cmd.OutOrStdout(), r.File, r.GPU)
 					} else if r.Fit != nil {
 						printFit(cmd.OutOrStdout(), r.File, r.Fit)
 					} else {
 						printReplay(cmd.OutOrStdout(), r)
 					}
 				}
+			}
+			if opts.calls != nil && !asJSON {
+				printCallTable(cmd.OutOrStdout(), fmt.Sprintf("cuda:%d (%s)", gpu, opts.deviceName), opts.calls)
 			}
 			if len(failed) > 0 {
 				return fmt.Errorf("%d of %d inputs could not be replayed: %s", len(failed), len(args), strings.Join(failed, ", "))
@@ -163,6 +192,7 @@ reproduces it.
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per input")
 	f.StringVar(&fit, "fit", "", "find the smallest device each policy fits on; --fit SIZE also answers whether it fits on SIZE (e.g. 24GB)")
 	f.Lookup("fit").NoOptDefVal = fitAuto
+	f.StringVar(&device, "device", "", "replay on the real GPU cuda:N and measure the driver time, against the cost model")
 	return cmd
 }
 
@@ -174,6 +204,10 @@ type replayOptions struct {
 	compare     bool
 	fit         bool  // --fit
 	fitOn       int64 // --fit SIZE, 0 for a bare --fit
+	device      int   // --device cuda:N, -1 without
+	deviceName  string
+	deviceTotal int64
+	calls       *memory.CallTimes // every call measured with --device
 }
 
 // replayFile replays every history in the file at path. A text trace is
@@ -221,6 +255,15 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 			c = min(defaultReplayCapacity, o.maxCapacity)
 		}
 		r := replayReport{File: path, Device: in.device, CapacityBytes: c}
+		if o.device >= 0 {
+			g, err := replayDevice(in.run, conf, base, o, o.calls)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			r.CapacityBytes, r.GPU = o.deviceTotal, g
+			reports = append(reports, r)
+			continue
+		}
 		if o.fit {
 			f, err := replayFit(in.run, in.history, conf, o)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	cudabackend "github.com/vramgo/vram/backend/cuda"
 	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/memory/trace"
 )
@@ -207,6 +208,64 @@ func TestReplayFitRecordedCap(t *testing.T) {
 		"vram replay --capacity 6140461056 --conf policy:pytorch` reproduces it with 183 segment allocations and 105 frees (recorded: 183 and 105)"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// TestReplayDevice runs vram replay --device cuda:0 on the GPU when there
+// is one (a GPU test: scripts/gpu-test.sh runs it with VRAM_REQUIRE_CUDA=1)
+// and checks the tables; without a GPU it checks the error.
+func TestReplayDevice(t *testing.T) {
+	if n, _ := cudabackend.Probe(); n == 0 {
+		if os.Getenv("VRAM_REQUIRE_CUDA") == "1" {
+			t.Fatal("no GPU, and VRAM_REQUIRE_CUDA=1")
+		}
+		code, _, stderr := runCLI(t, "replay", "--device", "cuda:0", resnetTrace)
+		if code != 1 || !strings.Contains(stderr, "--device cuda:0: no CUDA GPU here") || !strings.Contains(stderr, "without --device") {
+			t.Fatalf("exit %d, want 1 with a clear message: %s", code, stderr)
+		}
+		return
+	}
+	code, stdout, stderr := runCLI(t, "replay", "--device", "cuda:0", "--compare", resnetTrace)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	t.Log("\n" + stdout)
+	for _, want := range []string{"| pytorch | 1.206 |", "| pytorch+expandable |", "| vram |", "driver calls measured on cuda:0",
+		"| cuMemAlloc |", "| cuMemMap |", "| cuMemUnmap |"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	code, stdout, stderr = runCLI(t, "replay", "--device", "cuda:0", "--json", resnetTrace)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var r struct {
+		GPU struct {
+			Policies map[string]struct {
+				MeasuredUS int64 `json:"measured_us"`
+				ModelUS    int64 `json:"model_us"`
+				Calls      []any `json:"calls"`
+			} `json:"policies"`
+		} `json:"gpu"`
+	}
+	decodeOne(t, stdout, &r)
+	d := r.GPU.Policies["default"]
+	if d.MeasuredUS <= 0 || d.ModelUS <= 0 || len(d.Calls) == 0 {
+		t.Errorf("JSON: %s", stdout)
+	}
+}
+
+func TestReplayDeviceFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"replay", "--device", "gpu0", resnetTrace},
+		{"replay", "--device", "cuda:-1", resnetTrace},
+		{"replay", "--device", "cuda:0", "--fit", resnetTrace},
+		{"replay", "--device", "cuda:0", "--capacity", "8GiB", resnetTrace},
+	} {
+		if code, _, stderr := runCLI(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitUsage, stderr)
 		}
 	}
 }
