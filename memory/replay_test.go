@@ -196,16 +196,14 @@ func replayPolicies(t testing.TB, ev []trace.Event) map[string]policyResult {
 // them. TestPolicies fails when a listed trace meets its bound (remove it
 // then) or an unlisted one misses one.
 var policyGaps = map[string]string{
-	// Inference servers whose requests vary in batch size and length:
-	// best fit carves the small tensors of one layer out of the holes the
-	// large attention tensors leave, so each layer needs memory moved
-	// (about 900 maps and 800 unmaps on 300 requests).
-	"synth_bert_infer_varlen.trace.gz":      "driver",
+	// An encoder serving requests of varying batch and length: at the
+	// largest requests each layer's working set needs about 5.7% more
+	// than it allocates (the residual stream is double-buffered beside the
+	// attention and MLP tensors), over the 1/24 of slack, so each layer
+	// maps a few chunks at the top of the segment and unmaps the hole it
+	// left below (1.88x to 2.4x policy:pytorch's driver time, where
+	// PyTorch's expandable segments reserve 1.061x).
 	"synth_bert_infer_varlen_long.trace.gz": "driver",
-	"synth_two_models.trace.gz":             "driver",
-	// KV caches of six requests interleaved: the holes between them hold
-	// no whole chunk to unmap.
-	"synth_gpt_serve_kvcache.trace.gz": "fragmentation",
 }
 
 // testdataTraces returns the names of every text trace in testdata.
