@@ -10,7 +10,12 @@
 // is measured, and [OutOfMemoryError]. [Replay] runs a recorded trace (see
 // package [github.com/vramgo/vram/memory/trace]) through an allocator, and
 // [ReplayHistory] one read as a stream, in memory that follows the blocks
-// live at once rather than the trace's length. A simulated device takes
+// live at once rather than the trace's length. [SmallestCapacity] bisects
+// the smallest device a replay fits on, and [ReadRecorded] says what a
+// history's own segment events show (memory given back mid-run, and the
+// reserve it peaked at). [CallTimes] collects driver calls measured on a
+// real device beside the cost model's figure for them ([ModelledCost]).
+// A simulated device takes
 // memory for every mapping it makes, so a capacity taken from input is
 // checked against [MaxSimCapacity] (4 TiB) with [CheckSimCapacity] first.
 //
