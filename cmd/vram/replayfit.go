@@ -57,6 +57,9 @@ func fitFlag(value string, args []string) (bool, int64, []string, error) {
 		return false, 0, args, nil
 	}
 	if value == fitAuto {
+		if len(args) == 0 {
+			return true, 0, args, nil
+		}
 		if n, err := units.ParseBytes(args[0]); err == nil {
 			if _, statErr := os.Stat(args[0]); statErr != nil {
 				if len(args) == 1 {
