@@ -753,6 +753,9 @@ func (a *Allocator) account(b *Block, sign int64) {
 		if sign > 0 {
 			s.Allocation.inc(k, 1)
 			s.AllocatedBytes.inc(k, b.size)
+			if c := s.AllocatedBytes[StatAll].Current; c > a.peakAlloc {
+				a.peakAlloc = c
+			}
 			s.RequestedBytes.inc(k, b.requested)
 			s.Active.inc(k, 1)
 			s.ActiveBytes.inc(k, b.size)

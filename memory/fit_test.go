@@ -144,3 +144,30 @@ func TestRecordedCapReproduced(t *testing.T) {
 		})
 	}
 }
+
+// TestVRAMPeakResetByEmptyCache checks that policy:vram's slack follows
+// the peak allocation since the last EmptyCache, not since New: after
+// EmptyCache a smaller workload is held to a budget of its own size.
+func TestVRAMPeakResetByEmptyCache(t *testing.T) {
+	a := New(NewSimArena(4<<30), Config{})
+	b, err := a.Alloc(1<<30, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Free(b)
+	if a.peakAlloc != 1<<30 {
+		t.Fatalf("peak allocation %d, want 1 GiB", a.peakAlloc)
+	}
+	a.EmptyCache()
+	if a.peakAlloc != 0 || a.highWater != 0 {
+		t.Fatalf("after EmptyCache: peak %d, high-water mark %d; want 0", a.peakAlloc, a.highWater)
+	}
+	b, err = a.Alloc(100<<20, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.peakAlloc != 100<<20 {
+		t.Fatalf("peak allocation %d after EmptyCache and 100 MiB, want 100 MiB", a.peakAlloc)
+	}
+	a.Free(b)
+}

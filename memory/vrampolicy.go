@@ -221,8 +221,8 @@ func (a *Allocator) growVRAM(p *pool, stream Stream, size int64) (*Block, error)
 	if pl.need > 0 {
 		reserved := a.stats.ReservedBytes[StatAll].Current
 		alloc := satAdd(a.stats.AllocatedBytes[StatAll].Current, size)
-		a.peakAlloc = max(a.peakAlloc, alloc, a.stats.AllocatedBytes[StatAll].Peak)
-		budget := min(max(a.highWater, satAdd(a.peakAlloc, a.peakAlloc/vramSlackDiv)), a.limit)
+		peak := max(a.peakAlloc, alloc)
+		budget := min(max(a.highWater, satAdd(peak, peak/vramSlackDiv)), a.limit)
 		if over := satAdd(reserved, pl.need) - budget; over > 0 {
 			seg := pl.run.seg
 			if a.reclaim(over, seg, pl.at, pl.at+uint64(size)) > 0 {
