@@ -4,6 +4,14 @@ Usage (on a machine with a GPU and PyTorch, transformers and torchvision):
 
     python3 record_traces.py OUTDIR [workload ...]
     python3 record_traces.py "$OUT" bert_infer_varlen gpt_generate_kvcache two_models
+    python3 record_traces.py --cap 1.2GiB "$OUT" bert_infer_varlen
+
+With --cap SIZE (bytes, or a number with KiB, MiB, GiB, MB or GB) each run is
+limited to SIZE with torch.cuda.set_per_process_memory_fraction, as a user
+who shares a GPU would run it: PyTorch then gives segments back mid-run to
+make room (and may run out of memory, which is recorded too). The traces
+are named <workload>_cap<MiB>.trace.gz; `vram replay --fit` on them should
+say that the run freed segments under a cap and which capacity reproduces it.
 
 For each workload this runs the same seeded program twice, in fresh
 processes: once with PyTorch's default caching allocator while recording the
@@ -219,19 +227,39 @@ def run_workload(name):
     torch.cuda.synchronize()
 
 
+def parse_size(text):
+    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "MB": 10**6, "GB": 10**9, "B": 1}
+    for u, m in units.items():
+        if text.endswith(u):
+            return int(float(text[: -len(u)]) * m)
+    return int(text)
+
+
 def child(name, record, path):
     import torch
 
+    cap = int(os.environ.get("RECORD_CAP_BYTES", "0"))
+    if cap:
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total))
     if record:
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
                                                  max_entries=50_000_000)
-    run_workload(name)
+    oom = False
+    try:
+        run_workload(name)
+    except torch.cuda.OutOfMemoryError:
+        oom = cap > 0  # under a cap an OOM is a result to record
+        if not oom:
+            raise
     st = torch.cuda.memory_stats()
     peaks = {
         "reserved": st["reserved_bytes.all.peak"],
         "requested": st["requested_bytes.all.peak"],
         "allocated": st["allocated_bytes.all.peak"],
         "segments": st["segment.all.allocated"],
+        "segment_frees": st["segment.all.freed"],
+        "oom": oom,
     }
     if record:
         snap = torch.cuda.memory._snapshot()
@@ -239,6 +267,9 @@ def child(name, record, path):
         with gzip.open(path, "wt") as f:
             f.write("# action addr size stream (PyTorch %s, %s)\n" % (torch.__version__, torch.cuda.get_device_name()))
             f.write("# workload %s, recorded with record_traces.py; history from process start\n" % name)
+            if cap:
+                f.write("# under set_per_process_memory_fraction: at most %d bytes%s\n" %
+                        (cap, ", ran out of memory" if oom else ""))
             for e in events:
                 f.write("%s %d %d %d\n" % (e["action"], e["addr"], e["size"], e["stream"]))
         peaks["events"] = len(events)
@@ -249,13 +280,22 @@ def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3] == "1", sys.argv[4])
         return
-    out = sys.argv[1]
-    names = sys.argv[2:] or WORKLOADS
+    args = sys.argv[1:]
+    cap = 0
+    if len(args) >= 2 and args[0] == "--cap":
+        cap = parse_size(args[1])
+        args = args[2:]
+    out = args[0]
+    names = args[1:] or WORKLOADS
+    suffix = "_cap%dMiB" % (cap >> 20) if cap else ""
     results = {}
     for name in names:
         res = {}
         for label, conf, record in [("default", "", True), ("expandable", "expandable_segments:True", False)]:
             env = dict(os.environ)
+            env.pop("RECORD_CAP_BYTES", None)
+            if cap:
+                env["RECORD_CAP_BYTES"] = str(cap)
             if conf:
                 env["PYTORCH_CUDA_ALLOC_CONF"] = conf
             else:
@@ -267,10 +307,10 @@ def main():
                 print(p.stderr[-4000:], file=sys.stderr)
                 raise SystemExit("%s %s failed" % (name, label))
             res[label] = json.loads(p.stdout.strip().splitlines()[-1])
-        results[name] = res
+        results[name + suffix] = res
         d, e = res["default"], res["expandable"]
         tmp = os.path.join(out, name + ".trace.tmp.gz")
-        final = os.path.join(out, name + ".trace.gz")
+        final = os.path.join(out, name + suffix + ".trace.gz")
         with gzip.open(tmp, "rt") as src, gzip.open(final, "wt") as dst:
             first = True
             for line in src:
@@ -283,7 +323,7 @@ def main():
                     first = False
         os.remove(tmp)
         print(name, json.dumps(res), flush=True)
-    with open(os.path.join(out, "pytorch_peaks.json"), "w") as f:
+    with open(os.path.join(out, "pytorch_peaks%s.json" % suffix), "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)
 
 
