@@ -134,6 +134,7 @@ type Allocator struct {
 	limit         int64   // the most the allocator may reserve; MaxInt64 without a fraction
 	fraction      float64 // the per-process memory fraction, 0 if none
 	highWater     int64   // highest reserve since New or EmptyCache (policy:vram)
+	peakAlloc     int64   // highest allocated bytes since New or EmptyCache (policy:vram)
 	tick          uint64  // allocation clock, for least-recently-used order
 	pendingEvents []pendingEvent
 	hist          *history
@@ -432,14 +433,17 @@ func roundupPower2Division(size, d int64) int64 {
 // rounded request, or nil (PyTorch's get_free_block).
 func (a *Allocator) findFree(p *pool, stream Stream, size int64) *Block {
 	var b *Block
-	if a.mode != modeExpandable {
+	if a.mode == modeFixed {
 		if b = p.lowerBound(stream, size); b == nil {
 			return nil
 		}
 	} else {
-		// In an expandable segment a free block that unmapped space
-		// follows counts as big as it can grow: among blocks that fit,
-		// walk on while the next one grows less (as PyTorch does).
+		// In a virtual segment a free block that unmapped space follows
+		// counts as big as it can grow: among blocks that fit, walk on
+		// while the next one grows less (as PyTorch does for expandable
+		// segments). Small requests then leave the block at the edge of
+		// the mapped memory to the large ones that would otherwise have
+		// to map more.
 		grows := func(b *Block) int64 {
 			if b.next != nil && b.next.state == stateUnmapped {
 				return b.size + b.next.size
@@ -638,6 +642,7 @@ func (a *Allocator) EmptyCache() {
 	}
 	a.releaseCached()
 	a.highWater = a.stats.ReservedBytes[StatAll].Current
+	a.peakAlloc = a.stats.AllocatedBytes[StatAll].Current
 }
 
 // releaseCached releases every free fixed segment and every mapping inside
@@ -748,6 +753,9 @@ func (a *Allocator) account(b *Block, sign int64) {
 		if sign > 0 {
 			s.Allocation.inc(k, 1)
 			s.AllocatedBytes.inc(k, b.size)
+			if c := s.AllocatedBytes[StatAll].Current; c > a.peakAlloc {
+				a.peakAlloc = c
+			}
 			s.RequestedBytes.inc(k, b.requested)
 			s.Active.inc(k, 1)
 			s.ActiveBytes.inc(k, b.size)

@@ -80,5 +80,5 @@ func ExampleReplay() {
 	}
 	// Output:
 	// policy:pytorch: reserved 1.206x the peak requested
-	// policy:vram: reserved 1.008x the peak requested
+	// policy:vram: reserved 1.018x the peak requested
 }

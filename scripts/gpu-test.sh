@@ -47,7 +47,7 @@ PKGS=(
 	amp
 	nn/models
 	monitor
-	"cmd/vram:TestDoctor"
+	"cmd/vram:TestDoctor|TestReplayDevice"
 )
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

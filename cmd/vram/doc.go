@@ -11,7 +11,7 @@
 //	demo     train a small classifier on generated spirals and report accuracy, time and memory per phase
 //	doctor   find the NVIDIA driver and CUDA libraries, list the GPUs, and run vram's self-test on each GPU, the CPU and a simulated GPU
 //	exporter serve every GPU's memory, utilization and processes as Prometheus metrics
-//	replay   replay allocation traces and snapshots through the caching allocator on a simulated device
+//	replay   replay allocation traces and snapshots through the caching allocator on a simulated device (--fit: the smallest that fits) or the real GPU (--device)
 //	run      start the ranks of a distributed job with torchrun's variables, serving its rendezvous store
 //	smi      show every GPU's memory, utilization, temperature, power and processes, like nvidia-smi
 //	version  print the version of vram and of the Go toolchain that built it
@@ -41,5 +41,7 @@
 //	vram demo --steps 300 --batch 32 --seed 7
 //	vram doctor                       # what CUDA setup this machine has
 //	vram replay --compare run.trace.gz snapshot.pickle
+//	vram replay --fit 24GB run.trace.gz   # would it fit on a 24 GB card, and what is the smallest that does?
+//	vram replay --device cuda:0 --compare run.trace.gz   # real driver time against the cost model
 //	vram run --nproc-per-node 2 go run ./examples/ddp
 package main

@@ -39,6 +39,10 @@ type replayReport struct {
 	Fragmentation float64 `json:"fragmentation,omitempty"`
 	// Policies holds one result per setting with --compare.
 	Policies map[string]policyResult `json:"policies,omitempty"`
+	// Fit is the answer of --fit.
+	Fit *fitReport `json:"fit,omitempty"`
+	// GPU is the answer of --device.
+	GPU *deviceReport `json:"gpu,omitempty"`
 }
 
 type policyResult struct {
@@ -55,6 +59,8 @@ func newReplayCmd() *cobra.Command {
 		conf        string
 		compare     bool
 		asJSON      bool
+		fit         string
+		device      string
 	)
 	cmd := &cobra.Command{
 		Use:   "replay FILE...",
@@ -71,10 +77,40 @@ live at once, not with the trace's length; snapshots are read whole, up to
 --max-input bytes after decompression. A simulated device larger than
 --max-capacity (4TiB: more than any real one) is refused.
 
+--fit finds, for each policy of --compare, the smallest device on which the trace
+runs without an out-of-memory error (bisection to 2 MiB, a few dozen replays at
+most); --fit SIZE also answers whether it fits on SIZE. When the recorded run gave
+segments back while it ran (PyTorch does that when cudaMalloc fails under a cap
+or on a full device, and on empty_cache()), it says so and which capacity
+reproduces it.
+
+--device cuda:N replays on the real GPU instead, through a fresh arena of real
+cuMemAlloc/cuMemFree or cuMemCreate/cuMemMap/cuMemSetAccess/cuMemUnmap/cuMemRelease
+calls, each timed, and prints as Markdown tables the driver time measured beside
+what the cost model (DESIGN.md) says the same calls cost, and each call's measured
+cost by size class.
+
   vram replay --compare run.trace.gz
+  vram replay --fit 24GB run.trace.gz
+  vram replay --device cuda:0 --compare run.trace.gz
   vram replay --capacity 24GiB --conf expandable_segments:True snapshot.pickle`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			fitting, fitOn, rest, err := fitFlag(fit, args)
+			if err != nil {
+				return err
+			}
+			gpu, err := deviceFlag(device)
+			if err != nil {
+				return err
+			}
+			if gpu >= 0 && (fitting || cmd.Flags().Changed("capacity")) {
+				return usagef("--device replays on the GPU's own memory: leave out --fit and --capacity")
+			}
+			args = rest
+			if fitting && cmd.Flags().Changed("capacity") {
+				return usagef("--fit searches the capacity itself: leave out --capacity, or give the size to --fit (--fit 24GB)")
+			}
 			var capBytes int64 // 0: the snapshot's, else the default
 			if cmd.Flags().Changed("capacity") {
 				b, err := units.ParseBytes(capacity)
@@ -94,13 +130,27 @@ live at once, not with the trace's length; snapshots are read whole, up to
 			if err != nil {
 				return err
 			}
-			opts := replayOptions{capacity: capBytes, maxCapacity: maxCap, limits: lim, compare: compare}
+			if err := memory.CheckSimCapacity(fitOn, maxCap, "--fit"); err != nil {
+				return usagef("%v", err)
+			}
+			opts := replayOptions{capacity: capBytes, maxCapacity: maxCap, limits: lim, compare: compare, fit: fitting, fitOn: fitOn, device: gpu}
 			base, err := memory.ParseConfig(conf)
 			if err != nil {
 				return confFlagError("replay", conf, err)
 			}
-			if compare && (strings.Contains(conf, "policy") || strings.Contains(conf, "expandable_segments")) {
-				return usagef("--compare sets policy and expandable_segments itself; leave them out of --conf")
+			if (compare || fitting) && (strings.Contains(conf, "policy") || strings.Contains(conf, "expandable_segments")) {
+				flag := "--compare"
+				if fitting {
+					flag = "--fit"
+				}
+				return usagef("%s sets policy and expandable_segments itself; leave them out of --conf", flag)
+			}
+			if gpu >= 0 {
+				// Checked after the flags, before any input is read.
+				if opts.deviceName, opts.deviceTotal, err = openReplayDevice(gpu); err != nil {
+					return err
+				}
+				opts.calls = &memory.CallTimes{}
 			}
 			var failed []string
 			for _, path := range args {
@@ -115,10 +165,17 @@ live at once, not with the trace's length; snapshots are read whole, up to
 						if err := writeJSONLine(cmd.OutOrStdout(), r); err != nil {
 							return err
 						}
+					} else if r.GPU != nil {
+						printDevice(cmd.OutOrStdout(), r.File, r.GPU)
+					} else if r.Fit != nil {
+						printFit(cmd.OutOrStdout(), r.File, r.Fit)
 					} else {
 						printReplay(cmd.OutOrStdout(), r)
 					}
 				}
+			}
+			if opts.calls != nil && !asJSON {
+				printCallTable(cmd.OutOrStdout(), fmt.Sprintf("cuda:%d (%s)", gpu, opts.deviceName), opts.calls)
 			}
 			if len(failed) > 0 {
 				return fmt.Errorf("%d of %d inputs could not be replayed: %s", len(failed), len(args), strings.Join(failed, ", "))
@@ -133,6 +190,9 @@ live at once, not with the trace's length; snapshots are read whole, up to
 	f.StringVar(&conf, "conf", "", "allocator settings in VRAM_ALLOC_CONF form, e.g. \"expandable_segments:True\"")
 	f.BoolVar(&compare, "compare", false, "replay under policy:pytorch, policy:pytorch with expandable segments, and policy:vram")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per input")
+	f.StringVar(&fit, "fit", "", "find the smallest device each policy fits on; --fit SIZE also answers whether it fits on SIZE (e.g. 24GB)")
+	f.Lookup("fit").NoOptDefVal = fitAuto
+	f.StringVar(&device, "device", "", "replay on the real GPU cuda:N and measure the driver time, against the cost model")
 	return cmd
 }
 
@@ -142,6 +202,12 @@ type replayOptions struct {
 	maxCapacity int64 // --max-capacity
 	limits      trace.Limits
 	compare     bool
+	fit         bool  // --fit
+	fitOn       int64 // --fit SIZE, 0 for a bare --fit
+	device      int   // --device cuda:N, -1 without
+	deviceName  string
+	deviceTotal int64
+	calls       *memory.CallTimes // every call measured with --device
 }
 
 // replayFile replays every history in the file at path. A text trace is
@@ -156,17 +222,19 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		capacity int64
 		source   string // where capacity comes from
 		run      func(memory.Arena, memory.Config) (memory.Result, error)
+		history  trace.History // what the segment events are read from
 	}
 	var inputs []input
 	if h := file.History(); h != nil {
-		inputs = append(inputs, input{run: func(a memory.Arena, c memory.Config) (memory.Result, error) {
+		inputs = append(inputs, input{history: h, run: func(a memory.Arena, c memory.Config) (memory.Result, error) {
 			return memory.ReplayHistory(h, a, c)
 		}})
 	}
 	for _, s := range file.Snapshots {
 		s := s
 		inputs = append(inputs, input{device: s.Device, capacity: s.Capacity,
-			source: fmt.Sprintf("capacity_bytes of device %d's snapshot", s.Device),
+			source:  fmt.Sprintf("capacity_bytes of device %d's snapshot", s.Device),
+			history: trace.Events(s.History),
 			run: func(a memory.Arena, c memory.Config) (memory.Result, error) {
 				return memory.ReplayFrom(s, a, c)
 			}})
@@ -187,6 +255,24 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 			c = min(defaultReplayCapacity, o.maxCapacity)
 		}
 		r := replayReport{File: path, Device: in.device, CapacityBytes: c}
+		if o.device >= 0 {
+			g, err := replayDevice(in.run, conf, base, o, o.calls)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			r.CapacityBytes, r.GPU = o.deviceTotal, g
+			reports = append(reports, r)
+			continue
+		}
+		if o.fit {
+			f, err := replayFit(in.run, in.history, conf, o)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			r.Fit = f
+			reports = append(reports, r)
+			continue
+		}
 		if !o.compare {
 			res, err := in.run(memory.NewSimArena(c), base)
 			if err != nil {

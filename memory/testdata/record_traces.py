@@ -3,6 +3,15 @@
 Usage (on a machine with a GPU and PyTorch, transformers and torchvision):
 
     python3 record_traces.py OUTDIR [workload ...]
+    python3 record_traces.py "$OUT" bert_infer_varlen gpt_generate_kvcache two_models
+    python3 record_traces.py --cap 1.2GiB "$OUT" bert_infer_varlen
+
+With --cap SIZE (bytes, or a number with KiB, MiB, GiB, MB or GB) each run is
+limited to SIZE with torch.cuda.set_per_process_memory_fraction, as a user
+who shares a GPU would run it: PyTorch then gives segments back mid-run to
+make room (and may run out of memory, which is recorded too). The traces
+are named <workload>_cap<MiB>.trace.gz; `vram replay --fit` on them should
+say that the run freed segments under a cap and which capacity reproduces it.
 
 For each workload this runs the same seeded program twice, in fresh
 processes: once with PyTorch's default caching allocator while recording the
@@ -24,6 +33,20 @@ downloaded. Workloads:
   resnet50_infer_varbatch torchvision ResNet-50 inference, fp16, batch 1..96
   bert_train_varlen     BERT-base masked-LM training, AdamW, bf16 autocast,
                         batch 16, dynamic padding to 32..512 tokens
+
+These three need PyTorch alone (no transformers, no torchvision):
+
+  bert_infer_varlen     a BERT-base-sized encoder (torch.nn.TransformerEncoder,
+                        12 layers, d=768, 12 heads, GELU) serving 300
+                        requests, fp16, no_grad, batch 1..64 x length 16..512
+                        drawn per request
+  gpt_generate_kvcache  a GPT-2-small-sized decoder written here (12 layers,
+                        d=768) generating with a KV cache grown by torch.cat
+                        per token, fp16, batch 1..16, prompt 16..512, 16..128
+                        new tokens, 24 requests
+  two_models            both of the above in one process, their requests
+                        interleaved at random (200 encoder requests, 12
+                        generations)
 """
 
 import gzip
@@ -33,7 +56,93 @@ import random
 import subprocess
 import sys
 
-WORKLOADS = ["gpt2_train_varlen", "gpt2_generate_varbatch", "resnet50_infer_varbatch", "bert_train_varlen"]
+WORKLOADS = ["gpt2_train_varlen", "gpt2_generate_varbatch", "resnet50_infer_varbatch", "bert_train_varlen",
+             "bert_infer_varlen", "gpt_generate_kvcache", "two_models"]
+
+
+def make_encoder(torch, dev):
+    """A BERT-base-sized encoder from torch.nn alone, fp16, for inference."""
+    nn = torch.nn
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Embedding(30522, 768)
+            self.pos = nn.Embedding(512, 768)
+            self.norm = nn.LayerNorm(768)
+            layer = nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu", batch_first=True)
+            self.enc = nn.TransformerEncoder(layer, 12, enable_nested_tensor=False)
+            self.pool = nn.Linear(768, 768)
+
+        def forward(self, ids):
+            pos = torch.arange(ids.shape[1], device=ids.device)
+            x = self.norm(self.tok(ids) + self.pos(pos))
+            x = self.enc(x)
+            return torch.tanh(self.pool(x[:, 0]))
+
+    return Encoder().to(dev, torch.float16).eval()
+
+
+def encoder_request(torch, model, dev, b, s):
+    ids = torch.randint(0, 30522, (b, s), device=dev)
+    y = model(ids).float().cpu()
+    del ids, y
+
+
+def make_decoder(torch, dev):
+    """A GPT-2-small-sized decoder with an explicit KV cache, fp16."""
+    nn = torch.nn
+    F = torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(768), nn.LayerNorm(768)
+            self.qkv, self.proj = nn.Linear(768, 3 * 768), nn.Linear(768, 768)
+            self.fc1, self.fc2 = nn.Linear(768, 3072), nn.Linear(3072, 768)
+
+        def forward(self, x, cache):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(768, dim=2)
+            q, k, v = (z.view(b, t, 12, 64).transpose(1, 2) for z in (q, k, v))
+            if cache is not None:
+                k = torch.cat([cache[0], k], dim=2)
+                v = torch.cat([cache[1], v], dim=2)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None)
+            x = x + self.proj(y.transpose(1, 2).reshape(b, t, 768))
+            x = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+            return x, (k, v)
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(50257, 768), nn.Embedding(1024, 768)
+            self.blocks = nn.ModuleList(Block() for _ in range(12))
+            self.ln = nn.LayerNorm(768)
+
+        def forward(self, ids, start, caches):
+            pos = torch.arange(start, start + ids.shape[1], device=ids.device)
+            x = self.tok(ids) + self.pos(pos)
+            new = []
+            for blk, c in zip(self.blocks, caches):
+                x, c = blk(x, c)
+                new.append(c)
+            logits = self.ln(x[:, -1]) @ self.tok.weight.t()
+            return logits, new
+
+    return Decoder().to(dev, torch.float16).eval()
+
+
+def generate(torch, model, dev, b, p, n):
+    ids = torch.randint(0, 50257, (b, p), device=dev)
+    caches = [None] * 12
+    out = ids
+    logits, caches = model(ids, 0, caches)
+    for i in range(n):
+        tok = logits.argmax(-1, keepdim=True)
+        out = torch.cat([out, tok], dim=1)
+        logits, caches = model(tok, p + i, caches)
+    del ids, caches, out, logits
 
 
 def run_workload(name):
@@ -93,24 +202,64 @@ def run_workload(name):
             opt.step()
             opt.zero_grad(set_to_none=True)
             del loss, ids
+    elif name == "bert_infer_varlen":
+        model = make_encoder(torch, dev)
+        with torch.no_grad():
+            for _ in range(300):
+                encoder_request(torch, model, dev, random.randint(1, 64), random.randrange(16, 513, 8))
+    elif name == "gpt_generate_kvcache":
+        model = make_decoder(torch, dev)
+        with torch.no_grad():
+            for _ in range(24):
+                generate(torch, model, dev, random.randint(1, 16), random.randint(16, 512), random.randint(16, 128))
+    elif name == "two_models":
+        enc, dec = make_encoder(torch, dev), make_decoder(torch, dev)
+        jobs = ["enc"] * 200 + ["dec"] * 12
+        random.shuffle(jobs)
+        with torch.no_grad():
+            for j in jobs:
+                if j == "enc":
+                    encoder_request(torch, enc, dev, random.randint(1, 64), random.randrange(16, 513, 8))
+                else:
+                    generate(torch, dec, dev, random.randint(1, 16), random.randint(16, 384), random.randint(16, 96))
     else:
         raise SystemExit("unknown workload " + name)
     torch.cuda.synchronize()
 
 
+def parse_size(text):
+    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "MB": 10**6, "GB": 10**9, "B": 1}
+    for u, m in units.items():
+        if text.endswith(u):
+            return int(float(text[: -len(u)]) * m)
+    return int(text)
+
+
 def child(name, record, path):
     import torch
 
+    cap = int(os.environ.get("RECORD_CAP_BYTES", "0"))
+    if cap:
+        total = torch.cuda.get_device_properties(0).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total))
     if record:
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
                                                  max_entries=50_000_000)
-    run_workload(name)
+    oom = False
+    try:
+        run_workload(name)
+    except torch.cuda.OutOfMemoryError:
+        oom = cap > 0  # under a cap an OOM is a result to record
+        if not oom:
+            raise
     st = torch.cuda.memory_stats()
     peaks = {
         "reserved": st["reserved_bytes.all.peak"],
         "requested": st["requested_bytes.all.peak"],
         "allocated": st["allocated_bytes.all.peak"],
         "segments": st["segment.all.allocated"],
+        "segment_frees": st["segment.all.freed"],
+        "oom": oom,
     }
     if record:
         snap = torch.cuda.memory._snapshot()
@@ -118,6 +267,9 @@ def child(name, record, path):
         with gzip.open(path, "wt") as f:
             f.write("# action addr size stream (PyTorch %s, %s)\n" % (torch.__version__, torch.cuda.get_device_name()))
             f.write("# workload %s, recorded with record_traces.py; history from process start\n" % name)
+            if cap:
+                f.write("# under set_per_process_memory_fraction: at most %d bytes%s\n" %
+                        (cap, ", ran out of memory" if oom else ""))
             for e in events:
                 f.write("%s %d %d %d\n" % (e["action"], e["addr"], e["size"], e["stream"]))
         peaks["events"] = len(events)
@@ -128,13 +280,22 @@ def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3] == "1", sys.argv[4])
         return
-    out = sys.argv[1]
-    names = sys.argv[2:] or WORKLOADS
+    args = sys.argv[1:]
+    cap = 0
+    if len(args) >= 2 and args[0] == "--cap":
+        cap = parse_size(args[1])
+        args = args[2:]
+    out = args[0]
+    names = args[1:] or WORKLOADS
+    suffix = "_cap%dMiB" % (cap >> 20) if cap else ""
     results = {}
     for name in names:
         res = {}
         for label, conf, record in [("default", "", True), ("expandable", "expandable_segments:True", False)]:
             env = dict(os.environ)
+            env.pop("RECORD_CAP_BYTES", None)
+            if cap:
+                env["RECORD_CAP_BYTES"] = str(cap)
             if conf:
                 env["PYTORCH_CUDA_ALLOC_CONF"] = conf
             else:
@@ -146,10 +307,10 @@ def main():
                 print(p.stderr[-4000:], file=sys.stderr)
                 raise SystemExit("%s %s failed" % (name, label))
             res[label] = json.loads(p.stdout.strip().splitlines()[-1])
-        results[name] = res
+        results[name + suffix] = res
         d, e = res["default"], res["expandable"]
         tmp = os.path.join(out, name + ".trace.tmp.gz")
-        final = os.path.join(out, name + ".trace.gz")
+        final = os.path.join(out, name + suffix + ".trace.gz")
         with gzip.open(tmp, "rt") as src, gzip.open(final, "wt") as dst:
             first = True
             for line in src:
@@ -162,7 +323,7 @@ def main():
                     first = False
         os.remove(tmp)
         print(name, json.dumps(res), flush=True)
-    with open(os.path.join(out, "pytorch_peaks.json"), "w") as f:
+    with open(os.path.join(out, "pytorch_peaks%s.json" % suffix), "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)
 
 

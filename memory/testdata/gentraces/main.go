@@ -21,6 +21,16 @@
 //     d=1024, fp16).
 //   - synth_resnet50_infer_varbatch: ResNet-50 inference (fp16, no_grad) with a
 //     batch size drawn from 1..64 for each request.
+//   - synth_bert_infer_varlen and synth_bert_infer_varlen_long: an inference
+//     server running a BERT-base encoder (12 layers, d=768, 12 heads,
+//     eager attention) on requests whose batch size and sequence length
+//     both vary, in fp32 and in fp16.
+//   - synth_gpt_serve_kvcache: a decoder server that keeps up to six
+//     requests in flight and decodes them in turn, one token each, every
+//     one with its own KV cache grown by torch.cat: caches of different
+//     lengths are born and die interleaved.
+//   - synth_two_models: BERT-base and ResNet-50 inference in one process,
+//     requests of either model interleaved at random.
 //
 // Addresses are unique fake device addresses; every free is a
 // free_requested followed by a free_completed, as in a PyTorch trace of a
@@ -103,6 +113,18 @@ func main() {
 	write("synth_resnet50_infer_varbatch.trace.gz",
 		"synthetic (gentraces): ResNet-50 inference, fp16, batch 1..64 per request",
 		resnetInfer)
+	write("synth_bert_infer_varlen.trace.gz",
+		"synthetic (gentraces): BERT-base encoder inference, fp32, batch 1..32 x length 8..512 per request, 300 requests",
+		func(t *tracer) { bertInfer(t, rand.New(rand.NewPCG(7, 8)), fp32, 32, 8, 512, 300) })
+	write("synth_bert_infer_varlen_long.trace.gz",
+		"synthetic (gentraces): BERT-base encoder inference, fp16, batch 1..128 x length 16..384 per request, 900 requests",
+		func(t *tracer) { bertInfer(t, rand.New(rand.NewPCG(9, 10)), bf16, 128, 16, 384, 900) })
+	write("synth_gpt_serve_kvcache.trace.gz",
+		"synthetic (gentraces): decoder server, up to 6 requests at once, each with a KV cache grown by torch.cat per token",
+		gptServe)
+	write("synth_two_models.trace.gz",
+		"synthetic (gentraces): BERT-base (fp16) and ResNet-50 (fp16) inference sharing a GPU, requests interleaved at random",
+		twoModels)
 }
 
 const (
@@ -413,6 +435,16 @@ func gptGenerate(t *tracer) {
 // resnetInfer models 60 requests of ResNet-50 inference at 224x224.
 func resnetInfer(t *tracer) {
 	rng := rand.New(rand.NewPCG(5, 6))
+	request := newResNet50(t)
+	for r := 0; r < 60; r++ {
+		request(int64(1 + rng.IntN(64)))
+	}
+}
+
+// newResNet50 allocates the fp16 weights of ResNet-50 (batch norm folded)
+// and returns a function that runs one no_grad request on a batch of B
+// images of 224x224 and copies the logits to the host.
+func newResNet50(t *tracer) func(B int64) {
 	const fp16 = 2
 	type conv struct{ cin, cout, k, stride int64 }
 	// Weights of the 53 convolutions and the classifier.
@@ -440,8 +472,7 @@ func resnetInfer(t *tracer) {
 		t.alloc(w.cout * fp16) // folded batch norm
 	}
 	t.alloc(2048 * 1000 * fp16)
-	for r := 0; r < 60; r++ {
-		B := int64(1 + rng.IntN(64))
+	return func(B int64) {
 		in := t.alloc(B * 3 * 224 * 224 * fp16)
 		x := t.alloc(B * 64 * 112 * 112 * fp16) // stem conv
 		t.free(in)
@@ -481,5 +512,238 @@ func resnetInfer(t *tracer) {
 		cpu := t.alloc(B * 1000 * 4)
 		t.free(logits)
 		t.free(cpu)
+	}
+}
+
+// bert is a BERT-base encoder held on the device for inference.
+type bert struct {
+	t    *tracer
+	elem int64 // bytes per activation element
+}
+
+const (
+	bertLayers, bertD, bertHeads, bertFF, bertVocab = 12, 768, 12, 3072, 30522
+)
+
+// newBERT allocates the weights of a BERT-base encoder with elem-byte
+// elements.
+func newBERT(t *tracer, elem int64) *bert {
+	t.alloc(bertVocab * bertD * elem) // word embeddings
+	t.alloc(512 * bertD * elem)       // positions
+	t.alloc(2 * bertD * elem)         // token types
+	t.alloc(2 * bertD * elem)         // embedding layer norm
+	for i := 0; i < bertLayers; i++ {
+		t.alloc(3 * bertD * bertD * elem) // in_proj
+		t.alloc(3 * bertD * elem)
+		t.alloc(bertD * bertD * elem) // out_proj
+		t.alloc(bertD * elem)
+		t.alloc(bertD * bertFF * elem) // linear1
+		t.alloc(bertFF * elem)
+		t.alloc(bertFF * bertD * elem) // linear2
+		t.alloc(bertD * elem)
+		t.alloc(4 * bertD * elem) // two layer norms
+	}
+	t.alloc(bertD * bertD * elem) // pooler
+	t.alloc(bertD * elem)
+	return &bert{t: t, elem: elem}
+}
+
+// request runs one no_grad forward pass on a batch of B sequences of S
+// tokens and copies the pooled output to the host.
+func (m *bert) request(B, S int64) {
+	t, e := m.t, m.elem
+	BS := B * S
+	ids := t.alloc(BS * 8)
+	mask := t.alloc(B * S * 1)
+	x := t.alloc(BS * bertD * e) // embeddings
+	pos := t.alloc(BS * bertD * e)
+	y := t.alloc(BS * bertD * e)
+	t.free(pos)
+	t.free(x)
+	x = t.alloc(BS * bertD * e) // layer norm
+	t.free(y)
+	t.free(ids)
+	for i := 0; i < bertLayers; i++ {
+		qkv := t.alloc(BS * 3 * bertD * e)
+		sc := t.alloc(B * bertHeads * S * S * e)
+		maskf := t.alloc(B * bertHeads * S * S * e) // scores + mask
+		t.free(sc)
+		pr := t.alloc(B * bertHeads * S * S * e) // softmax
+		t.free(maskf)
+		ctx := t.alloc(BS * bertD * e)
+		t.free(pr)
+		t.free(qkv)
+		ctxc := t.alloc(BS * bertD * e) // transpose(1, 2).contiguous()
+		t.free(ctx)
+		o := t.alloc(BS * bertD * e)
+		t.free(ctxc)
+		r := t.alloc(BS * bertD * e) // x + attention
+		t.free(o)
+		t.free(x)
+		h := t.alloc(BS * bertD * e) // norm1
+		t.free(r)
+		u := t.alloc(BS * bertFF * e)
+		g := t.alloc(BS * bertFF * e) // gelu
+		t.free(u)
+		f := t.alloc(BS * bertD * e)
+		t.free(g)
+		r2 := t.alloc(BS * bertD * e)
+		t.free(f)
+		x = t.alloc(BS * bertD * e) // norm2
+		t.free(r2)
+		t.free(h)
+	}
+	cls := t.alloc(B * bertD * e)
+	t.free(x)
+	pooled := t.alloc(B * bertD * e)
+	t.free(cls)
+	host := t.alloc(B * bertD * fp32) // .float() before .cpu()
+	t.free(pooled)
+	t.free(host)
+	t.free(mask)
+}
+
+// bertInfer models an inference server answering n requests, each a batch
+// of 1..maxB sequences of minS..maxS tokens (multiples of 8, as tokenizers
+// pad to).
+func bertInfer(t *tracer, rng *rand.Rand, elem int64, maxB, minS, maxS, n int) {
+	m := newBERT(t, elem)
+	for r := 0; r < n; r++ {
+		B := int64(1 + rng.IntN(maxB))
+		S := int64(minS + 8*rng.IntN((maxS-minS)/8+1))
+		m.request(B, S)
+	}
+}
+
+// gptServe models a decoder (6 layers, d=1024, fp16) serving 32 requests,
+// up to six at a time: each step decodes one token of every request in
+// flight, in turn, and each request's KV cache grows by torch.cat.
+func gptServe(t *tracer) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const (
+		L, d, heads, V = 6, 1024, 16, 32000
+		fp16           = 2
+		requests       = 32
+		inFlight       = 6
+	)
+	for i := 0; i < L; i++ {
+		t.alloc(d * fp16 * 4)
+		t.alloc(d * 3 * d * fp16)
+		t.alloc(d * d * fp16)
+		t.alloc(d * 4 * d * fp16)
+		t.alloc(4 * d * d * fp16)
+	}
+	t.alloc(V * d * fp16)
+	type req struct {
+		B, S int64
+		left int
+		k, v []uint64
+		out  uint64
+		n    int64
+	}
+	start := func() *req {
+		r := &req{B: int64(1 + rng.IntN(8)), S: int64(16 + rng.IntN(1009)), left: 16 + rng.IntN(113)}
+		B, P := r.B, r.S
+		ids := t.alloc(B * P * 8)
+		r.k, r.v = make([]uint64, L), make([]uint64, L)
+		x := t.alloc(B * P * d * fp16)
+		for i := 0; i < L; i++ {
+			qkv := t.alloc(B * P * 3 * d * fp16)
+			r.k[i] = t.alloc(B * P * d * fp16)
+			r.v[i] = t.alloc(B * P * d * fp16)
+			ctx := t.alloc(B * P * d * fp16) // fused attention
+			t.free(qkv)
+			o := t.alloc(B * P * d * fp16)
+			t.free(ctx)
+			u := t.alloc(B * P * 4 * d * fp16)
+			g := t.alloc(B * P * 4 * d * fp16)
+			t.free(u)
+			x2 := t.alloc(B * P * d * fp16)
+			t.free(g)
+			t.free(o)
+			t.free(x)
+			x = x2
+		}
+		logits := t.alloc(B * V * 4)
+		t.free(x)
+		r.out = t.alloc(B * 8)
+		r.n = 1
+		t.free(logits)
+		t.free(ids)
+		return r
+	}
+	step := func(r *req) {
+		B := r.B
+		x := t.alloc(B * d * fp16)
+		for i := 0; i < L; i++ {
+			qkv := t.alloc(B * 3 * d * fp16)
+			nk := t.alloc(B * (r.S + 1) * d * fp16)
+			t.free(r.k[i])
+			r.k[i] = nk
+			nv := t.alloc(B * (r.S + 1) * d * fp16)
+			t.free(r.v[i])
+			r.v[i] = nv
+			sc := t.alloc(B * heads * (r.S + 1) * fp16)
+			ctx := t.alloc(B * d * fp16)
+			t.free(sc)
+			t.free(qkv)
+			u := t.alloc(B * 4 * d * fp16)
+			g := t.alloc(B * 4 * d * fp16)
+			t.free(u)
+			x2 := t.alloc(B * d * fp16)
+			t.free(g)
+			t.free(ctx)
+			t.free(x)
+			x = x2
+		}
+		logits := t.alloc(B * V * 4)
+		t.free(x)
+		r.n++
+		nout := t.alloc(B * r.n * 8)
+		t.free(r.out)
+		r.out = nout
+		t.free(logits)
+		r.S++
+		r.left--
+	}
+	finish := func(r *req) {
+		for i := 0; i < L; i++ {
+			t.free(r.k[i])
+			t.free(r.v[i])
+		}
+		t.free(r.out)
+	}
+	var active []*req
+	started := 0
+	for started < requests || len(active) > 0 {
+		for len(active) < inFlight && started < requests && (len(active) == 0 || rng.IntN(4) == 0) {
+			active = append(active, start())
+			started++
+		}
+		kept := active[:0]
+		for _, r := range active {
+			step(r)
+			if r.left == 0 {
+				finish(r)
+			} else {
+				kept = append(kept, r)
+			}
+		}
+		active = kept
+	}
+}
+
+// twoModels models one process serving a BERT-base encoder and ResNet-50,
+// both fp16, 500 requests picked at random between them.
+func twoModels(t *tracer) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	m := newBERT(t, bf16)
+	resnet := newResNet50(t)
+	for r := 0; r < 500; r++ {
+		if rng.IntN(2) == 0 {
+			m.request(int64(1+rng.IntN(64)), int64(16+8*rng.IntN(63)))
+		} else {
+			resnet(int64(1 + rng.IntN(64)))
+		}
 	}
 }

@@ -1,0 +1,297 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/vramgo/vram/memory"
+	"github.com/vramgo/vram/native/cuda"
+)
+
+// ReplayArena is GPU memory for replaying an allocation trace on the real
+// device (vram replay --device): a fresh arena, apart from the device's own
+// allocator, whose every driver call is timed, so that the cost model of
+// DESIGN.md can be checked against the card. Alloc and Free are one
+// cuMemAlloc_v2 and one cuMemFree_v2; on a GPU with virtual memory
+// management, Map is a cuMemCreate, a cuMemMap and a cuMemSetAccess, Unmap a
+// cuMemUnmap and a cuMemRelease, Reserve and Unreserve a
+// cuMemAddressReserve and a cuMemAddressFree. Each is timed alone (wall
+// time around the call, after the thread is pinned and the context made
+// current), into [ReplayArena.Times]. Unlike the device's arena it does not
+// synchronise the context before freeing: a replay queues no work.
+//
+// Use [ReplayArena.Arena] as the allocator's arena, then
+// [ReplayArena.Close] to give back what the replay still holds. It is safe
+// for concurrent use.
+type ReplayArena struct {
+	d       *Device
+	virtual bool
+	gran    int64
+	prop    cuda.MemAllocationProp
+	access  []cuda.MemAccessDesc
+	times   memory.CallTimes
+
+	mu       sync.Mutex
+	allocs   map[uint64]int64
+	maps     map[uint64]replayMapping
+	reserves map[uint64]int64
+	spent    time.Duration // the sum of every timed call
+	closed   bool
+}
+
+type replayMapping struct {
+	size int64
+	h    cuda.MemHandle
+}
+
+// NewReplayArena opens GPU index (see [Open]) and returns a replay arena
+// over its memory.
+func NewReplayArena(index int) (*ReplayArena, error) {
+	d, err := Open(index)
+	if err != nil {
+		return nil, err
+	}
+	r := &ReplayArena{d: d, allocs: map[uint64]int64{}, maps: map[uint64]replayMapping{}, reserves: map[uint64]int64{}}
+	if va, ok := d.arena.(*virtualArena); ok {
+		r.virtual, r.gran, r.prop, r.access = true, va.gran, va.prop, va.access
+	}
+	return r, nil
+}
+
+// Device returns the GPU.
+func (r *ReplayArena) Device() *Device { return r.d }
+
+// Virtual reports whether the GPU has virtual memory management, so that
+// [ReplayArena.Arena] is a [memory.VirtualArena].
+func (r *ReplayArena) Virtual() bool { return r.virtual }
+
+// Times returns the measured calls so far.
+func (r *ReplayArena) Times() *memory.CallTimes { return &r.times }
+
+// Arena returns the arena to give the allocator: a [memory.VirtualArena]
+// when the GPU has virtual memory management, else a plain [memory.Arena].
+// It also implements [memory.DriverTimer] with the measured time, so that
+// the allocator's driver time is the measured one.
+func (r *ReplayArena) Arena() memory.Arena {
+	if r.virtual {
+		return replayVirtual{replayPlain{r}}
+	}
+	return replayPlain{r}
+}
+
+// Close gives back every allocation, mapping and reservation the replay
+// left, without timing it, and reports the first failure. The arena is
+// unusable afterwards; closing twice does nothing.
+func (r *ReplayArena) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	if err := r.d.enter(); err != nil {
+		return err
+	}
+	defer r.d.exit()
+	var errs []error
+	for addr := range r.allocs {
+		errs = append(errs, cuda.MemFree(cuda.DevicePtr(addr)))
+	}
+	for addr, m := range r.maps {
+		errs = append(errs, cuda.MemUnmap(cuda.DevicePtr(addr), uint64(m.size)), cuda.MemRelease(m.h))
+	}
+	for base, size := range r.reserves {
+		errs = append(errs, cuda.MemAddressFree(cuda.DevicePtr(base), uint64(size)))
+	}
+	clear(r.allocs)
+	clear(r.maps)
+	clear(r.reserves)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cuda: cuda:%d: giving back a replay's memory: %w", r.d.index, r.d.check(err))
+	}
+	return nil
+}
+
+// timed runs f, one driver call of size bytes, and records its time.
+// r.mu must be held.
+func (r *ReplayArena) timed(c memory.DriverCall, size int64, f func() error) error {
+	start := time.Now()
+	err := f()
+	d := time.Since(start)
+	r.spent += d
+	if err == nil {
+		r.times.Add(c, size, d)
+	}
+	return err
+}
+
+// use checks that the arena is open and enters the device; the caller
+// calls r.d.exit afterwards. r.mu must be held.
+func (r *ReplayArena) use() error {
+	if r.closed {
+		return fmt.Errorf("cuda: cuda:%d: the replay arena is closed", r.d.index)
+	}
+	return r.d.enter()
+}
+
+// replayPlain is a ReplayArena as a memory.Arena.
+type replayPlain struct{ r *ReplayArena }
+
+// replayVirtual is a ReplayArena as a memory.VirtualArena.
+type replayVirtual struct{ replayPlain }
+
+var (
+	_ memory.Arena        = replayPlain{}
+	_ memory.DriverTimer  = replayPlain{}
+	_ memory.VirtualArena = replayVirtual{}
+)
+
+// Capacity returns the GPU's memory in bytes.
+func (a replayPlain) Capacity() int64 { return a.r.d.total }
+
+// DriverTime returns the measured time of every call so far.
+func (a replayPlain) DriverTime() time.Duration {
+	a.r.mu.Lock()
+	defer a.r.mu.Unlock()
+	return a.r.spent
+}
+
+// Alloc calls cuMemAlloc_v2.
+func (a replayPlain) Alloc(size int64) (uint64, error) {
+	r := a.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.use(); err != nil {
+		return 0, err
+	}
+	defer r.d.exit()
+	var p cuda.DevicePtr
+	err := r.timed(memory.CallAlloc, size, func() (err error) {
+		p, err = cuda.MemAlloc(uint64(size))
+		return err
+	})
+	if err != nil {
+		return 0, arenaFull(r.d.check(err))
+	}
+	r.allocs[uint64(p)] = size
+	return uint64(p), nil
+}
+
+// Free calls cuMemFree_v2.
+func (a replayPlain) Free(addr uint64, size int64) error {
+	r := a.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.allocs[addr]; !ok {
+		return fmt.Errorf("cuda: cuda:%d: replay Free of %#x, which Alloc did not return", r.d.index, addr)
+	}
+	if err := r.use(); err != nil {
+		return err
+	}
+	defer r.d.exit()
+	if err := r.timed(memory.CallFree, size, func() error { return cuda.MemFree(cuda.DevicePtr(addr)) }); err != nil {
+		return r.d.check(err)
+	}
+	delete(r.allocs, addr)
+	return nil
+}
+
+// Granularity returns the mapping granularity (2 MiB on an H200).
+func (a replayVirtual) Granularity() int64 { return a.r.gran }
+
+// Reserve calls cuMemAddressReserve.
+func (a replayVirtual) Reserve(size int64) (uint64, error) {
+	r := a.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.use(); err != nil {
+		return 0, err
+	}
+	defer r.d.exit()
+	var p cuda.DevicePtr
+	err := r.timed(memory.CallReserve, size, func() (err error) {
+		p, err = cuda.MemAddressReserve(uint64(size), uint64(r.gran), 0, 0)
+		return err
+	})
+	if err != nil {
+		return 0, arenaFull(r.d.check(err))
+	}
+	r.reserves[uint64(p)] = size
+	return uint64(p), nil
+}
+
+// Unreserve calls cuMemAddressFree.
+func (a replayVirtual) Unreserve(base uint64, size int64) error {
+	r := a.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.reserves[base]; !ok {
+		return fmt.Errorf("cuda: cuda:%d: replay Unreserve of %#x, which Reserve did not return", r.d.index, base)
+	}
+	if err := r.use(); err != nil {
+		return err
+	}
+	defer r.d.exit()
+	if err := r.timed(memory.CallUnreserve, size, func() error { return cuda.MemAddressFree(cuda.DevicePtr(base), uint64(size)) }); err != nil {
+		return r.d.check(err)
+	}
+	delete(r.reserves, base)
+	return nil
+}
+
+// Map calls cuMemCreate, cuMemMap and cuMemSetAccess, each timed; on
+// failure nothing stays mapped.
+func (a replayVirtual) Map(addr uint64, size int64) error {
+	r := a.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.use(); err != nil {
+		return err
+	}
+	defer r.d.exit()
+	var h cuda.MemHandle
+	err := r.timed(memory.CallCreate, size, func() (err error) {
+		h, err = cuda.MemCreate(uint64(size), &r.prop, 0)
+		return err
+	})
+	if err != nil {
+		return arenaFull(r.d.check(err))
+	}
+	p := cuda.DevicePtr(addr)
+	if err := r.timed(memory.CallMap, size, func() error { return cuda.MemMap(p, uint64(size), 0, h, 0) }); err != nil {
+		cuda.MemRelease(h)
+		return arenaFull(r.d.check(err))
+	}
+	if err := r.timed(memory.CallSetAccess, size, func() error { return cuda.MemSetAccess(p, uint64(size), r.access) }); err != nil {
+		cuda.MemUnmap(p, uint64(size))
+		cuda.MemRelease(h)
+		return arenaFull(r.d.check(err))
+	}
+	r.maps[addr] = replayMapping{size, h}
+	return nil
+}
+
+// Unmap calls cuMemUnmap and cuMemRelease, each timed.
+func (a replayVirtual) Unmap(addr uint64, size int64) error {
+	r := a.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.maps[addr]
+	if !ok || m.size != size {
+		return fmt.Errorf("cuda: cuda:%d: replay Unmap of [%#x, +%d), which is not one earlier mapping", r.d.index, addr, size)
+	}
+	if err := r.use(); err != nil {
+		return err
+	}
+	defer r.d.exit()
+	if err := r.timed(memory.CallUnmap, size, func() error { return cuda.MemUnmap(cuda.DevicePtr(addr), uint64(size)) }); err != nil {
+		return r.d.check(err)
+	}
+	delete(r.maps, addr)
+	if err := r.timed(memory.CallRelease, size, func() error { return cuda.MemRelease(m.h) }); err != nil {
+		return r.d.check(err)
+	}
+	return nil
+}

@@ -1,0 +1,183 @@
+package memory
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vramgo/vram/memory/trace"
+)
+
+// FitResolution is the precision, in bytes, to which [SmallestCapacity]
+// finds a capacity: 2 MiB, the mapping granularity of an H200 and the
+// unit of PyTorch's small segments.
+const FitResolution = 2 << 20
+
+// maxFitReplays bounds the replays of one [SmallestCapacity] search: a
+// bisection to FitResolution between the peak allocated and the peak
+// reserved of any real trace takes at most about 20 (4 TiB in 2 MiB steps
+// is 2^21), and the upper bound may double a few times first.
+const maxFitReplays = 40
+
+// Fit is what [SmallestCapacity] found for one setting.
+type Fit struct {
+	// Capacity is the smallest device capacity, in bytes and a multiple of
+	// FitResolution, on which the replay had no out-of-memory error; 0
+	// when none up to the search's upper bound had none.
+	Capacity int64 `json:"capacity_bytes"`
+	// Result is the replay on Capacity (on the upper bound when Capacity
+	// is 0).
+	Result Result `json:"result"`
+	// Replays counts the replays the search made.
+	Replays int `json:"replays"`
+}
+
+// SmallestCapacity finds the smallest device capacity on which replay,
+// called with a capacity in bytes, runs without an out-of-memory error, by
+// bisection to [FitResolution] bytes. free is a replay on a device large
+// enough that nothing ran out (its NumOOMs must be 0): below its
+// PeakAllocated nothing fits, and on its PeakReserved the replay is the same
+// run, so the search lies between the two; when a capacity of PeakReserved
+// still fails, the bound doubles, up to limit (0: no limit). An allocator
+// does not fail on every smaller capacity once it failed on one (a smaller
+// device releases its cache sooner), so the answer is the bisection's,
+// checked by a replay on it. The search makes at most 40 replays. The
+// error is replay's.
+func SmallestCapacity(replay func(capacity int64) (Result, error), free Result, limit int64) (Fit, error) {
+	if free.NumOOMs != 0 {
+		return Fit{}, errors.New("memory: SmallestCapacity: the reference replay ran out of memory; give one on a larger device")
+	}
+	var fit Fit
+	try := func(c int64) (bool, Result, error) {
+		fit.Replays++
+		r, err := replay(c)
+		return err == nil && r.NumOOMs == 0, r, err
+	}
+	lo := alignDown(free.PeakAllocated, FitResolution) // fails (or is 0)
+	if lo >= free.PeakAllocated {
+		lo -= FitResolution
+	}
+	lo = max(lo, 0)
+	hi := alignUp(max(free.PeakReserved, FitResolution), FitResolution)
+	if limit > 0 && hi > limit {
+		hi = max(alignDown(limit, FitResolution), lo)
+	}
+	ok, best, err := try(hi)
+	if err != nil {
+		return fit, err
+	}
+	for !ok {
+		if fit.Replays >= maxFitReplays || (limit > 0 && hi >= limit) {
+			fit.Result = best
+			return fit, nil
+		}
+		lo = hi
+		hi = satAdd(hi, hi)
+		if limit > 0 {
+			hi = min(hi, alignDown(limit, FitResolution))
+		}
+		if ok, best, err = try(hi); err != nil {
+			return fit, err
+		}
+	}
+	for hi-lo > FitResolution && fit.Replays < maxFitReplays {
+		mid := lo + alignDown((hi-lo)/2, FitResolution)
+		ok, r, err := try(mid)
+		if err != nil {
+			return fit, err
+		}
+		if ok {
+			hi, best = mid, r
+		} else {
+			lo = mid
+		}
+	}
+	fit.Capacity, fit.Result = hi, best
+	return fit, nil
+}
+
+// Recorded is what a history says about the recorded allocator's own
+// decisions: its segment_* and oom events, which a replay skips.
+type Recorded struct {
+	// SegmentAllocs and SegmentFrees count segment_alloc (cudaMalloc) and
+	// segment_free (cudaFree) events.
+	SegmentAllocs int64 `json:"segment_allocs"`
+	SegmentFrees  int64 `json:"segment_frees"`
+	// Maps and Unmaps count segment_map and segment_unmap events
+	// (expandable segments).
+	Maps   int64 `json:"segment_maps"`
+	Unmaps int64 `json:"segment_unmaps"`
+	// MidRunFrees counts segment_free and segment_unmap events followed by
+	// a later alloc: memory given back while the program still ran.
+	MidRunFrees int64 `json:"mid_run_frees"`
+	// RoomBursts counts runs of frees right before a new segment_alloc or
+	// segment_map: what PyTorch does when cudaMalloc fails (a device or a
+	// set_per_process_memory_fraction cap full); OtherBursts counts the
+	// other mid-run runs of frees (empty_cache, garbage_collection_threshold).
+	RoomBursts  int64 `json:"room_bursts"`
+	OtherBursts int64 `json:"other_bursts"`
+	// OOMs counts oom events.
+	OOMs int64 `json:"ooms"`
+	// PeakReserved is the peak of the memory the segment events add up
+	// to, in bytes: what the recorded allocator reserved at most, when the
+	// history starts with the process.
+	PeakReserved int64 `json:"peak_reserved_bytes"`
+	// Expandable reports segment_map events: the run used expandable
+	// segments.
+	Expandable bool `json:"expandable"`
+}
+
+// ReadRecorded reads what h's segment and oom events say; h is read once.
+func ReadRecorded(h trace.History) (Recorded, error) {
+	var r Recorded
+	var cur int64
+	var pending int64 // frees in the current run, not yet known to be mid-run
+	inBurst := false
+	endBurst := func(room bool) {
+		if !inBurst {
+			return
+		}
+		if room {
+			r.RoomBursts++
+		} else {
+			r.OtherBursts++
+		}
+		inBurst = false
+	}
+	err := h.Each(func(e *trace.Event) error {
+		switch e.Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+			if e.Action == trace.ActionSegmentAlloc {
+				r.SegmentAllocs++
+			} else {
+				r.Maps++
+				r.Expandable = true
+			}
+			r.MidRunFrees += pending
+			pending = 0
+			endBurst(true)
+			cur = satAdd(cur, max(e.Size, 0))
+			r.PeakReserved = max(r.PeakReserved, cur)
+		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+			if e.Action == trace.ActionSegmentFree {
+				r.SegmentFrees++
+			} else {
+				r.Unmaps++
+			}
+			pending++
+			inBurst = true
+			cur = max(cur-max(e.Size, 0), 0)
+		case trace.ActionAlloc:
+			r.MidRunFrees += pending
+			pending = 0
+			endBurst(false)
+		case trace.ActionOOM:
+			r.OOMs++
+			endBurst(true)
+		}
+		return nil
+	})
+	if err != nil {
+		return r, fmt.Errorf("memory: reading the recorded segments: %w", err)
+	}
+	return r, nil
+}

@@ -1,0 +1,173 @@
+package memory
+
+import (
+	"testing"
+
+	"github.com/vramgo/vram/memory/trace"
+)
+
+// TestSmallestCapacity checks the bisection on recorded and synthetic
+// traces under each policy: the trace fits on the capacity found, not on
+// FitResolution less, and the capacity lies between the peak allocated
+// and the peak reserved of a replay on a large device.
+func TestSmallestCapacity(t *testing.T) {
+	for _, name := range []string{"resnet50_train.trace.gz", "synth_resnet50_infer_varbatch.trace.gz"} {
+		ev := loadTrace(t, name)
+		for _, conf := range []string{"policy:pytorch", "policy:pytorch,expandable_segments:True", "policy:vram"} {
+			t.Run(name+"/"+conf, func(t *testing.T) {
+				cfg, err := ParseConfig(conf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				run := func(c int64) (Result, error) { return Replay(ev, NewSimArena(c), cfg) }
+				free, err := run(80 << 30)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fit, err := SmallestCapacity(run, free, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("smallest %d (peak allocated %d, reserved %d), %d replays", fit.Capacity, free.PeakAllocated, free.PeakReserved, fit.Replays)
+				if fit.Capacity < free.PeakAllocated || fit.Capacity > alignUp(free.PeakReserved, FitResolution) || fit.Capacity%FitResolution != 0 {
+					t.Fatalf("capacity %d outside [%d, %d] or not a multiple of %d", fit.Capacity, free.PeakAllocated, free.PeakReserved, FitResolution)
+				}
+				if fit.Replays > maxFitReplays {
+					t.Errorf("%d replays, more than %d", fit.Replays, maxFitReplays)
+				}
+				if fit.Result.NumOOMs != 0 {
+					t.Errorf("result on the capacity found has %d OOMs", fit.Result.NumOOMs)
+				}
+				if r, _ := run(fit.Capacity); r.NumOOMs != 0 {
+					t.Errorf("the trace does not fit on the capacity found: %+v", r)
+				}
+				if r, _ := run(fit.Capacity - FitResolution); r.NumOOMs == 0 {
+					t.Errorf("the trace fits on %d, less than the capacity found", fit.Capacity-FitResolution)
+				}
+			})
+		}
+	}
+}
+
+func TestSmallestCapacityLimit(t *testing.T) {
+	ev := []trace.Event{{Action: trace.ActionAlloc, Addr: 1, Size: 100 << 20}}
+	run := func(c int64) (Result, error) { return Replay(ev, NewSimArena(c), Config{Policy: PolicyPyTorch}) }
+	free, _ := run(1 << 30)
+	fit, err := SmallestCapacity(run, free, 50<<20)
+	if err != nil || fit.Capacity != 0 {
+		t.Fatalf("a trace larger than the limit: %+v, %v; want capacity 0", fit, err)
+	}
+	if _, err := SmallestCapacity(run, Result{NumOOMs: 1}, 0); err == nil {
+		t.Fatal("a reference replay with OOMs must be refused")
+	}
+	fit, err = SmallestCapacity(run, free, 0)
+	if err != nil || fit.Capacity != 100<<20 {
+		t.Fatalf("one 100 MiB request: %+v, %v", fit, err)
+	}
+}
+
+func TestReadRecorded(t *testing.T) {
+	const M = 1 << 20
+	e := func(a trace.Action, addr uint64, size int64) trace.Event {
+		return trace.Event{Action: a, Addr: addr, Size: size}
+	}
+	tests := []struct {
+		name string
+		ev   []trace.Event
+		want Recorded
+	}{
+		{"no segment events", []trace.Event{e(trace.ActionAlloc, 1, 10)}, Recorded{}},
+		{"frees at the end only", []trace.Event{
+			e(trace.ActionSegmentAlloc, 1, 20*M), e(trace.ActionAlloc, 1, M), e(trace.ActionSegmentAlloc, 2, 20*M),
+			e(trace.ActionSegmentFree, 1, 20*M), e(trace.ActionSegmentFree, 2, 20*M),
+		}, Recorded{SegmentAllocs: 2, SegmentFrees: 2, PeakReserved: 40 * M}},
+		{"room made for a new segment, then empty_cache", []trace.Event{
+			e(trace.ActionSegmentAlloc, 1, 20*M), e(trace.ActionSegmentAlloc, 2, 20*M), e(trace.ActionAlloc, 1, M),
+			e(trace.ActionSegmentFree, 2, 20*M), e(trace.ActionSegmentAlloc, 3, 30*M), e(trace.ActionAlloc, 3, 30*M),
+			e(trace.ActionSegmentFree, 3, 30*M), e(trace.ActionAlloc, 4, M),
+		}, Recorded{SegmentAllocs: 3, SegmentFrees: 2, MidRunFrees: 2, RoomBursts: 1, OtherBursts: 1, PeakReserved: 50 * M}},
+		{"expandable, an OOM", []trace.Event{
+			e(trace.ActionSegmentMap, 1, 20*M), e(trace.ActionAlloc, 1, M), e(trace.ActionSegmentUnmap, 1, 20*M),
+			e(trace.ActionOOM, 0, 40*M), e(trace.ActionAlloc, 2, M),
+		}, Recorded{Maps: 1, Unmaps: 1, MidRunFrees: 1, RoomBursts: 1, OOMs: 1, PeakReserved: 20 * M, Expandable: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ReadRecorded(trace.Events(tt.ev))
+			if err != nil || got != tt.want {
+				t.Fatalf("ReadRecorded = %+v, %v\nwant %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestRecordedCapReproduced records a run of the ResNet-50 trace under a
+// cap with the PyTorch policy (the allocator's own history, as PyTorch's
+// would be), and checks that ReadRecorded sees the frees that made room and
+// that a replay on the recorded peak reserve reproduces every segment
+// allocation and free.
+func TestRecordedCapReproduced(t *testing.T) {
+	ev := loadTrace(t, "resnet50_train.trace.gz")
+	for _, tt := range []struct {
+		conf string
+		cap  int64
+	}{{"policy:pytorch", 5900 << 20}, {"policy:pytorch,expandable_segments:True", 5650 << 20}} {
+		t.Run(tt.conf, func(t *testing.T) {
+			cfg, _ := ParseConfig(tt.conf)
+			r := newReplayer(NewSimArena(tt.cap), cfg)
+			r.al.SetHistory(true, 1<<20, false)
+			if _, err := r.run(trace.Events(ev), trace.ActionFreeCompleted); err != nil {
+				t.Fatal(err)
+			}
+			recorded := r.al.Snapshot().History
+			rec, err := ReadRecorded(trace.Events(recorded))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%+v", rec)
+			if rec.MidRunFrees == 0 || rec.RoomBursts == 0 || rec.OtherBursts != 0 || rec.Expandable != cfg.ExpandableSegments {
+				t.Fatalf("a capped run should show frees that made room: %+v", rec)
+			}
+			got, err := Replay(recorded, NewSimArena(rec.PeakReserved), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The history leaves out mappings undone when a growth failed
+			// half way (PyTorch's does too), which the counts include.
+			want := r.result()
+			if got.DeviceAllocs != want.DeviceAllocs || got.DeviceFrees != want.DeviceFrees || got.PeakReserved != rec.PeakReserved ||
+				got.DeviceAllocs < rec.SegmentAllocs+rec.Maps || got.DeviceFrees < rec.SegmentFrees+rec.Unmaps {
+				t.Errorf("replay on %d: %d allocs, %d frees, peak %d; recorded run %d, %d, %d (history: %d, %d)", rec.PeakReserved,
+					got.DeviceAllocs, got.DeviceFrees, got.PeakReserved, want.DeviceAllocs, want.DeviceFrees, rec.PeakReserved,
+					rec.SegmentAllocs+rec.Maps, rec.SegmentFrees+rec.Unmaps)
+			}
+		})
+	}
+}
+
+// TestVRAMPeakResetByEmptyCache checks that policy:vram's slack follows
+// the peak allocation since the last EmptyCache, not since New: after
+// EmptyCache a smaller workload is held to a budget of its own size.
+func TestVRAMPeakResetByEmptyCache(t *testing.T) {
+	a := New(NewSimArena(4<<30), Config{})
+	b, err := a.Alloc(1<<30, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Free(b)
+	if a.peakAlloc != 1<<30 {
+		t.Fatalf("peak allocation %d, want 1 GiB", a.peakAlloc)
+	}
+	a.EmptyCache()
+	if a.peakAlloc != 0 || a.highWater != 0 {
+		t.Fatalf("after EmptyCache: peak %d, high-water mark %d; want 0", a.peakAlloc, a.highWater)
+	}
+	b, err = a.Alloc(100<<20, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.peakAlloc != 100<<20 {
+		t.Fatalf("peak allocation %d after EmptyCache and 100 MiB, want 100 MiB", a.peakAlloc)
+	}
+	a.Free(b)
+}
