@@ -518,7 +518,8 @@ if want("int8"):
         if i < 3:
             layers.append(torch.nn.ReLU())
     model = torch.nn.Sequential(*layers).to(dev).eval()
-    gib = lambda: (torch.cuda.memory_allocated() - base) / (1 << 30)
+    # The model's own tensors (weights, biases, scales), as vram counts them.
+    gib = lambda: sum(t.numel() * t.element_size() for t in model.state_dict().values()) / (1 << 30)
 
     def infer(name, note, dt):
         for batch in (1024, 16):

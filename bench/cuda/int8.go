@@ -20,7 +20,6 @@ func benchInt8(reps int) {
 	dev := vram.CUDA(0)
 	d, _ := cb.Open(0)
 	g := vram.NewGenerator(1)
-	base := vram.MemoryAllocated(dev)
 	var mods []nn.Module
 	for i := range 4 {
 		mods = append(mods, nn.NewLinear(width, width, vram.WithGenerator(g), dev))
@@ -30,7 +29,16 @@ func benchInt8(reps int) {
 	}
 	model := nn.NewSequential(mods...)
 	defer nn.Release(model)
-	gib := func() float64 { return float64(vram.MemoryAllocated(dev)-base) / (1 << 30) }
+	// gib counts the model's own tensors (weights, biases, scales), not
+	// what the device allocated since base: the first product also
+	// allocates the cuBLASLt workspace, which is not parameter memory.
+	gib := func() float64 {
+		var n int64
+		for _, t := range nn.StateDict(model) {
+			n += t.Bytes()
+		}
+		return float64(n) / (1 << 30)
+	}
 	infer := func(name, note string, dt vram.DType) {
 		for _, batch := range []int{1024, 16} {
 			x := vram.Randn(vram.Shape{batch, width}, vram.WithGenerator(g), dev, dt)
