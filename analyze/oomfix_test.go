@@ -514,7 +514,11 @@ func checkClaims(t *testing.T, path string, o OOM) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := memory.Replay(events, memory.NewSimArena(o.LimitBytes), cfg)
+		segs, err := recordedSegments(trace.Events(hist))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := memory.Replay(events, replayArena(cfg, o.LimitBytes, segs), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
