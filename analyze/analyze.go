@@ -151,8 +151,11 @@ type Group struct {
 	// "function (file:line)": the innermost frame of the user's own code,
 	// skipping C++ frames (PyTorch's stacks="all" records them), torch,
 	// installed packages and the standard library; the innermost Python
-	// frame when the stack has no frame of the user's code, else the
-	// innermost frame.
+	// frame when the stack has no frame of the user's code; for a stack
+	// of C++ frames alone (what autograd's threads allocate in backward),
+	// the autograd function ("AddmmBackward0 (autograd backward)"), else
+	// the outermost ATen operator ("aten::mm"), else the innermost frame
+	// that is not the allocator's or the thread's machinery.
 	Key   string `json:"key"`
 	Bytes int64  `json:"bytes"` // rounded sizes of its live blocks
 	Count int    `json:"count"` // live blocks
