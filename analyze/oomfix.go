@@ -649,7 +649,7 @@ func (f *fixer) describe(o *OOM, base memory.Config, lo, hi int64, exact bool, n
 		if t.vram {
 			env = "VRAM_ALLOC_CONF"
 		}
-		fmt.Fprintf(&b, "none fits under %s, the least the limit can have been; with %s=%s this run fits under a limit of %s (it peaks at %s), so it fits if the process is allowed that much; give the exact limit with --limit to check.",
+		fmt.Fprintf(&b, "none fits under %s, the least the limit can have been; with %s=%s this run fits under a limit of %s (it peaks at %s), so it fits if the process is allowed that much; give the exact limit with --limit (the fraction given to set_per_process_memory_fraction times the device's memory) to check.",
 			allowed, env, t.Config, units.Bytes(t.MinLimitBytes), units.Bytes(t.PeakReservedBytes))
 	} else {
 		// Nothing fits: how much memory does the most compact setting
