@@ -202,9 +202,11 @@ type OOM struct {
 	Site   string        `json:"site,omitempty"`
 	Frames []trace.Frame `json:"frames,omitempty"`
 	// PrevSite is, when the event's stack holds no frame of Python or of
-	// the user's code (PyTorch records only the allocator's own C++
-	// frames for an OOM), the Site of the last allocation before it:
-	// most likely the same code. Site is then "".
+	// the user's code, the Site of the last allocation before it: most
+	// likely the same code. Site is then what the C++ frames say (the
+	// autograd function of an OOM in the backward pass), or "" when they
+	// are the allocator's own (older versions of PyTorch recorded only
+	// those for an OOM).
 	PrevSite string `json:"prev_site,omitempty"`
 	// Explanation says in words why it failed and what to try.
 	Explanation string `json:"explanation"`

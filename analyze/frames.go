@@ -172,13 +172,21 @@ func pickFrame(frames []trace.Frame) (int, string) {
 // function's says "(autograd backward)" too when the stack runs in
 // autograd's engine.
 func nativeSite(frames []trace.Frame) (int, string) {
+	i, label, _ := nativeSiteFound(frames)
+	return i, label
+}
+
+// nativeSiteFound is nativeSite, and whether the frame it picked says what
+// asked (an autograd function, an operator, a frame other than the
+// allocator's machinery) rather than standing in for nothing better.
+func nativeSiteFound(frames []trace.Frame) (int, string, bool) {
 	op, other := -1, -1
 	opName := ""
 	engine := false
 	for i, f := range frames {
 		name := shortFunction(f.Function)
 		if node, ok := autogradNode(name); ok {
-			return i, node + backwardNote
+			return i, node + backwardNote, true
 		}
 		if o, ok := atenOp(name); ok {
 			op, opName = i, o // the outermost: keep looking
@@ -197,11 +205,30 @@ func nativeSite(frames []trace.Frame) (int, string) {
 	}
 	switch {
 	case op >= 0:
-		return op, "aten::" + opName + note
+		return op, "aten::" + opName + note, true
 	case other >= 0:
-		return other, frameString(frames[other]) + note
+		return other, frameString(frames[other]) + note, true
 	}
-	return 0, frameString(frames[0]) + note
+	return 0, frameString(frames[0]) + note, false
+}
+
+// oomSite is the Site of an OOM event's stack: the user's code, Python,
+// or C++ that says what asked (an OOM in the backward pass, on autograd's
+// thread: "MmBackward0 (autograd backward)"); "" when the stack holds only
+// the allocator's own frames, as older versions of PyTorch recorded them.
+// native reports a site of C++ frames.
+func oomSite(frames []trace.Frame) (site string, native bool) {
+	i, label := pickFrame(frames)
+	if i < 0 {
+		return "", false
+	}
+	if classifyFrame(frames[i]) != frameNative {
+		return label, false
+	}
+	if _, label, ok := nativeSiteFound(frames); ok {
+		return label, true
+	}
+	return "", true
 }
 
 // backwardNote marks the site of memory that autograd's engine allocated.

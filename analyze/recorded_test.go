@@ -127,3 +127,68 @@ func TestRecordedPyTorch(t *testing.T) {
 		})
 	}
 }
+
+// TestBackwardOOMSite checks the site of an OOM in the backward pass,
+// whose stack PyTorch records on autograd's thread with C++ frames alone:
+// the autograd function that asked, with the allocation before it, in
+// the report, the text and the page. The stack is one that PyTorch 2.11
+// recorded for an allocation of the backward pass, given to the OOM of
+// pytorch_oom_train.pickle.gz.
+func TestBackwardOOMSite(t *testing.T) {
+	f, err := trace.Open(filepath.Join("testdata", "pytorch_oom_train.pickle.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Snapshots[0]
+	var backward []trace.Frame
+	for _, e := range s.History {
+		if e.Action == trace.ActionAlloc && strings.HasPrefix(siteString(e.Frames), "AddmmBackward0") {
+			backward = e.Frames
+			break
+		}
+	}
+	if backward == nil {
+		t.Fatal("no allocation of AddmmBackward0 in the history")
+	}
+	oom := -1
+	for i := range s.History {
+		if s.History[i].Action == trace.ActionOOM {
+			s.History[i].Frames = backward
+			oom = i
+		}
+	}
+	r, err := Analyze(f, Options{Limit: 3 << 29})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := r.Devices[0].OOMs[0]
+	prev := ""
+	for j := oom - 1; j >= 0; j-- {
+		if s.History[j].Action == trace.ActionAlloc {
+			prev = siteString(s.History[j].Frames)
+			break
+		}
+	}
+	if o.Site != "AddmmBackward0 (autograd backward)" || prev == "" || o.PrevSite != prev {
+		t.Errorf("site %q, before it %q; want AddmmBackward0 (autograd backward), %q", o.Site, o.PrevSite, prev)
+	}
+	var text, page bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteHTML(&page, r); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", text.String())
+	for _, w := range []string{"    at AddmmBackward0 (autograd backward)\n", "    the allocation before it was at " + prev + "\n"} {
+		if !strings.Contains(text.String(), w) {
+			t.Errorf("the text lacks %q:\n%s", w, text.String())
+		}
+	}
+	if strings.Contains(text.String(), "at torch::autograd") || strings.Contains(text.String(), "only the allocator's") {
+		t.Errorf("the text names a C++ frame or says the stack is the allocator's:\n%s", text.String())
+	}
+	if !strings.Contains(page.String(), "at <code>AddmmBackward0 (autograd backward)</code>") {
+		t.Error("the page does not name the autograd function")
+	}
+}
