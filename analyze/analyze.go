@@ -151,8 +151,11 @@ type Group struct {
 	// "function (file:line)": the innermost frame of the user's own code,
 	// skipping C++ frames (PyTorch's stacks="all" records them), torch,
 	// installed packages and the standard library; the innermost Python
-	// frame when the stack has no frame of the user's code, else the
-	// innermost frame.
+	// frame when the stack has no frame of the user's code; for a stack
+	// of C++ frames alone (what autograd's threads allocate in backward),
+	// the autograd function ("AddmmBackward0 (autograd backward)"), else
+	// the outermost ATen operator ("aten::mm"), else the innermost frame
+	// that is not the allocator's or the thread's machinery.
 	Key   string `json:"key"`
 	Bytes int64  `json:"bytes"` // rounded sizes of its live blocks
 	Count int    `json:"count"` // live blocks
@@ -199,9 +202,11 @@ type OOM struct {
 	Site   string        `json:"site,omitempty"`
 	Frames []trace.Frame `json:"frames,omitempty"`
 	// PrevSite is, when the event's stack holds no frame of Python or of
-	// the user's code (PyTorch records only the allocator's own C++
-	// frames for an OOM), the Site of the last allocation before it:
-	// most likely the same code. Site is then "".
+	// the user's code, the Site of the last allocation before it: most
+	// likely the same code. Site is then what the C++ frames say (the
+	// autograd function of an OOM in the backward pass), or "" when they
+	// are the allocator's own (older versions of PyTorch recorded only
+	// those for an OOM).
 	PrevSite string `json:"prev_site,omitempty"`
 	// Explanation says in words why it failed and what to try.
 	Explanation string `json:"explanation"`

@@ -45,10 +45,16 @@
 // gather_with_cpp() and c10::, at::, std:: functions, and the
 // interpreter's own C functions), nor Python code of torch, of installed
 // packages (site-packages, dist-packages) or of the standard library.
-// When a stack has no such frame, the innermost Python frame stands in,
-// and then the innermost frame. It is shown as "function (dir/file.py:line)".
-// PyTorch records only the allocator's own frames for an OOM event; the
-// report then names the site of the allocation just before it (OOM.PrevSite).
+// When a stack has no such frame, the innermost Python frame stands in.
+// It is shown as "function (dir/file.py:line)". A stack of C++ frames
+// alone is what autograd's threads record for the memory of the backward
+// pass: it is attributed to the autograd function that ran, under the
+// name PyTorch gives a tensor's grad_fn ("AddmmBackward0 (autograd
+// backward)"), else to the outermost ATen operator ("aten::mm"), else to
+// the innermost frame that is neither the allocator's machinery nor the
+// thread's start (pthread, __clone). When PyTorch records only the
+// allocator's own frames for an OOM event (older versions did), the
+// report names the site of the allocation just before it (OOM.PrevSite).
 // The whole stack stays in the JSON report and, one click away, in the
 // HTML page's <details>.
 //
@@ -67,6 +73,15 @@
 // MiB, under the 1000.00 MiB allowed"); when none does, how much memory is
 // missing: beyond the limit for the tensors live at once and the request
 // (no setting can help), or what the most compact setting needs.
+//
+// The simulated device of a replay with fixed segments places each new
+// segment at the address the recorded run's driver gave the next segment
+// of that size, while that range is free in the replay: PyTorch picks the
+// free block of the best size at the lowest address, and the driver hands
+// large segments out at falling addresses, so a device that hands them out
+// at rising ones breaks those ties the other way, splits other segments,
+// and gives back others under a limit; the replay of a real run under its
+// own limit then fails before the run did.
 //
 // The limit is Options.Limit when given (`vram analyze --limit`), else a
 // vram snapshot's per_process_memory_fraction of its capacity (or the

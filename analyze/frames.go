@@ -77,8 +77,7 @@ func classifyFrame(f trace.Frame) frameKind {
 func libraryPython(file string) bool {
 	f := strings.ReplaceAll(file, "\\", "/")
 	if strings.Contains(f, "/site-packages/") || strings.Contains(f, "/dist-packages/") ||
-		strings.Contains(f, "/torch/") || strings.HasPrefix(f, "torch/") ||
-		strings.Contains(f, "/torchinductor_") { // code torch.compile generated
+		torchSource(f) || strings.Contains(f, "/torchinductor_") { // code torch.compile generated
 		return true
 	}
 	// The standard library: .../lib/python3.11/..., .../Lib/... on
@@ -95,67 +94,254 @@ func libraryPython(file string) bool {
 	return false
 }
 
+// torchModules are the subpackages and modules of torch that are not
+// private (those whose names start with "_" all are torch's).
+var torchModules = map[string]bool{
+	"amp": true, "ao": true, "autograd": true, "backends": true, "compiler": true, "contrib": true, "cpu": true,
+	"cuda": true, "distributed": true, "distributions": true, "export": true, "fft": true, "func": true,
+	"functional.py": true, "futures": true, "fx": true, "hub.py": true, "jit": true, "library.py": true,
+	"linalg": true, "masked": true, "mps": true, "mtia": true, "multiprocessing": true, "nested": true, "nn": true,
+	"onnx": true, "optim": true, "overrides.py": true, "package": true, "profiler": true, "quantization": true,
+	"quasirandom.py": true, "random.py": true, "return_types.py": true, "serialization.py": true, "signal": true,
+	"sparse": true, "special": true, "storage.py": true, "testing": true, "types.py": true, "utils": true,
+	"xpu": true, "accelerator": true, "version.py": true,
+}
+
+// torchSource reports whether a file is torch's own Python source outside
+// site-packages (a source checkout, or a build installed elsewhere): a
+// path ".../torch/M..." where M is one of torch's modules. A directory of
+// the user's that happens to be named torch ("/opt/torch/train.py") is
+// not.
+func torchSource(file string) bool {
+	for rest := file; ; {
+		i := strings.Index(rest, "torch/")
+		if i < 0 {
+			return false
+		}
+		if i == 0 || rest[i-1] == '/' {
+			m := rest[i+len("torch/"):]
+			if j := strings.IndexByte(m, '/'); j >= 0 {
+				m = m[:j]
+			}
+			if strings.HasPrefix(m, "_") || torchModules[m] {
+				return true
+			}
+		}
+		rest = rest[i+len("torch/"):]
+	}
+}
+
 // userFrame returns the index of the frame that best names who
 // allocated: the innermost frame of the user's code, else the innermost
-// Python frame, else the innermost C++ frame that is not the allocator's
-// own machinery (the operator or autograd function that asked, for the
-// allocations of autograd's threads, whose stacks have no Python frame),
-// else 0; -1 for an empty stack.
+// Python frame, else, for a stack of C++ frames alone (the allocations of
+// autograd's threads during backward), the frame of nativeSite, else 0;
+// -1 for an empty stack.
 func userFrame(frames []trace.Frame) int {
+	i, _ := pickFrame(frames)
+	return i
+}
+
+// pickFrame is userFrame with the label the site is shown under.
+func pickFrame(frames []trace.Frame) (int, string) {
 	if len(frames) == 0 {
-		return -1
+		return -1, ""
 	}
-	firstPython, firstOp := -1, -1
+	firstPython := -1
 	for i, f := range frames {
 		switch classifyFrame(f) {
 		case frameUser:
-			return i
+			return i, frameString(f)
 		case frameLibrary:
 			if firstPython < 0 {
 				firstPython = i
 			}
-		case frameNative:
-			if firstOp < 0 && !allocatorMachinery(f.Function) {
-				firstOp = i
-			}
 		}
 	}
-	switch {
-	case firstPython >= 0:
-		return firstPython
-	case firstOp >= 0:
-		return firstOp
+	if firstPython >= 0 {
+		return firstPython, frameString(frames[firstPython])
 	}
-	return 0
+	return nativeSite(frames)
 }
 
-// machineryWords name the C++ functions between an operator and the
-// device: the stack unwinder that records the stack, the caching
-// allocator, the factories of empty tensors, the interpreter's and the C
-// library's frames, and unnamed frames.
+// nativeSite picks the frame of a stack of C++ frames that says what
+// asked for the memory, and its label: the autograd function that ran
+// ("AddmmBackward0 (autograd backward)": what PyTorch calls the tensor's
+// grad_fn), else the outermost ATen operator called ("aten::mm"), else
+// the innermost frame that is neither the allocator's machinery nor the
+// thread's start, else the first frame. A label other than an autograd
+// function's says "(autograd backward)" too when the stack runs in
+// autograd's engine.
+func nativeSite(frames []trace.Frame) (int, string) {
+	i, label, _ := nativeSiteFound(frames)
+	return i, label
+}
+
+// nativeSiteFound is nativeSite, and whether the frame it picked says what
+// asked (an autograd function, an operator, a frame other than the
+// allocator's machinery) rather than standing in for nothing better.
+func nativeSiteFound(frames []trace.Frame) (int, string, bool) {
+	op, other := -1, -1
+	opName := ""
+	engine := false
+	for i, f := range frames {
+		name := shortFunction(f.Function)
+		if node, ok := autogradNode(name); ok {
+			return i, node + backwardNote, true
+		}
+		if o, ok := atenOp(name); ok {
+			op, opName = i, o // the outermost: keep looking
+			continue
+		}
+		if strings.HasPrefix(name, "torch::autograd::Engine::") {
+			engine = true
+		}
+		if other < 0 && !allocatorMachinery(name) {
+			other = i
+		}
+	}
+	note := ""
+	if engine {
+		note = backwardNote
+	}
+	switch {
+	case op >= 0:
+		return op, "aten::" + opName + note, true
+	case other >= 0:
+		return other, frameString(frames[other]) + note, true
+	}
+	return 0, frameString(frames[0]) + note, false
+}
+
+// oomSite is the Site of an OOM event's stack: the user's code, Python,
+// or C++ that says what asked (an OOM in the backward pass, on autograd's
+// thread: "MmBackward0 (autograd backward)"); "" when the stack holds only
+// the allocator's own frames, as older versions of PyTorch recorded them.
+// native reports a site of C++ frames.
+func oomSite(frames []trace.Frame) (site string, native bool) {
+	i, label := pickFrame(frames)
+	if i < 0 {
+		return "", false
+	}
+	if classifyFrame(frames[i]) != frameNative {
+		return label, false
+	}
+	if _, label, ok := nativeSiteFound(frames); ok {
+		return label, true
+	}
+	return "", true
+}
+
+// backwardNote marks the site of memory that autograd's engine allocated.
+const backwardNote = " (autograd backward)"
+
+// autogradNode returns the class of an autograd function's apply
+// ("torch::autograd::generated::MmBackward0::apply" is MmBackward0,
+// "torch::autograd::AccumulateGrad::apply" AccumulateGrad).
+func autogradNode(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, "torch::autograd::")
+	if !ok {
+		return "", false
+	}
+	rest, ok = strings.CutSuffix(rest, "::apply")
+	if !ok {
+		return "", false
+	}
+	if i := strings.LastIndex(rest, "::"); i >= 0 {
+		rest = rest[i+2:]
+	}
+	if rest == "" || rest == "Node" || rest == "(anonymous namespace)" {
+		return "", false
+	}
+	return rest, true
+}
+
+// atenOp returns the operator of an ATen dispatcher entry point
+// ("at::_ops::mm::call" is mm).
+func atenOp(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, "at::_ops::")
+	if !ok {
+		return "", false
+	}
+	rest, ok = strings.CutSuffix(rest, "::call")
+	if !ok || rest == "" || strings.Contains(rest, "::") {
+		return "", false
+	}
+	return rest, true
+}
+
+// machineryWords, in the name of a C++ function (without its
+// parameters), mark the frames between an operator and the device: the
+// stack unwinder that records the stack, the caching allocator, the
+// factories of empty tensors and outputs, the tensor iterator that sizes
+// outputs, the interpreter's, the C library's and the threads' frames, and
+// unnamed frames.
 var machineryWords = []string{
-	"unwind", "CapturedTraceback", "gather", "CachingAllocator", "c10::", "empty", "create_out", "allocate",
-	"malloc", "Malloc", "resize", "std::", "_Py", "Py", "__libc", "_start", "??",
+	"unwind", "CapturedTraceback", "gather_with_cpp", "CachingAllocator", "c10::", "empty", "create_out", "allocate",
+	"malloc", "Malloc", "resize", "set_output", "TensorIterator", "std::", "_Py", "Py", "__libc", "_start", "start_thread",
+	"pthread_", "__clone", "clone3", "thread_main", "thread_init", "torch::autograd::Engine::", "??",
 }
 
-// allocatorMachinery reports whether a C++ function is part of how memory
-// is allocated rather than what asked for it.
-func allocatorMachinery(function string) bool {
-	if function == "" || function == "main" || function == "cfunction_call" {
+// allocatorMachinery reports whether a C++ function, named without its
+// parameters (shortFunction), is part of how memory is allocated rather
+// than what asked for it.
+func allocatorMachinery(name string) bool {
+	if name == "" || name == "main" || name == "cfunction_call" {
 		return true
 	}
 	for _, w := range machineryWords {
-		if strings.Contains(function, w) {
+		if strings.Contains(name, w) {
 			return true
 		}
 	}
 	return false
 }
 
-// shortFunction cuts a C++ signature to the function's name:
-// "at::_ops::addmm::call(at::Tensor const&, ...)" is "at::_ops::addmm::call".
-// "(anonymous namespace)" stays.
+// shortFunction cuts a C++ signature to the function's qualified name,
+// without its return type, template arguments and parameters:
+// "at::_ops::addmm::call(at::Tensor const&, ...)" is
+// "at::_ops::addmm::call", "void at::native::gpu_reduce_kernel<float,
+// ...>(at::TensorIterator&, ...)" is "at::native::gpu_reduce_kernel".
+// "(anonymous namespace)" and "operator()" stay. A name it cannot parse
+// (unbalanced brackets) is cut at its first parenthesis only.
 func shortFunction(function string) string {
+	const anon, call = "(anonymous namespace)", "operator()"
+	const anonMark, callMark = "\x00", "\x01"
+	fn := strings.ReplaceAll(strings.ReplaceAll(function, anon, anonMark), call, callMark)
+	var b strings.Builder
+	depth := 0
+scan:
+	for i := 0; i < len(fn); i++ {
+		switch c := fn[i]; {
+		case c == '<' || c == '{' || c == '[':
+			depth++
+		case c == '>' || c == '}' || c == ']':
+			depth--
+			if depth < 0 {
+				break scan
+			}
+		case c == '(' && depth == 0:
+			if b.Len() > 0 {
+				break scan
+			}
+			depth = -1 // a name that starts with a parenthesis
+			break scan
+		case depth == 0:
+			b.WriteByte(c)
+		}
+	}
+	name := strings.TrimSpace(b.String())
+	if depth != 0 || name == "" {
+		return cutAtParen(function)
+	}
+	if i := strings.LastIndexByte(name, ' '); i >= 0 { // the return type
+		name = name[i+1:]
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(name, anonMark, anon), callMark, call)
+}
+
+// cutAtParen cuts a signature at its first parenthesis that does not
+// open "(anonymous namespace)".
+func cutAtParen(function string) string {
 	const anon = "(anonymous namespace)"
 	for i := 0; i < len(function); i++ {
 		if function[i] != '(' {
@@ -176,11 +362,8 @@ func shortFunction(function string) string {
 // siteString names the frame of userFrame as "function (file:line)", ""
 // for an empty stack.
 func siteString(frames []trace.Frame) string {
-	i := userFrame(frames)
-	if i < 0 {
-		return ""
-	}
-	return frameString(frames[i])
+	_, label := pickFrame(frames)
+	return label
 }
 
 // userFrames returns up to n frames of the user's code, from the one

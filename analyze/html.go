@@ -567,6 +567,9 @@ func oomTip(o OOM) string {
 	b.WriteString(o.Explanation)
 	if o.Site != "" {
 		fmt.Fprintf(&b, "\nat %s", o.Site)
+		if o.PrevSite != "" && o.PrevSite != o.Site {
+			fmt.Fprintf(&b, "\nthe allocation before it was at %s", o.PrevSite)
+		}
 	} else if o.PrevSite != "" {
 		fmt.Fprintf(&b, "\nthe stack holds only the allocator's frames; the allocation before it was at %s", o.PrevSite)
 	}

@@ -18,7 +18,8 @@ import (
 // An OOM of a recorded history says what failed, not what would have
 // worked. The check replays the history up to the failed allocation, then
 // that allocation, through vram's allocator on a simulated device as large
-// as the memory the run was allowed: first under policy:pytorch with the
+// as the memory the run was allowed (which places fixed segments where the
+// run's driver placed them: see addrarena.go): first under policy:pytorch with the
 // recorded settings, which must fail as the run did (else the replay does
 // not reproduce it and nothing is concluded), then under each setting to
 // try. A setting fits when every allocation of the replay succeeds; its
@@ -77,6 +78,7 @@ type fixer struct {
 	budget  int64         // events that may still be replayed
 	pytorch bool          // the history is PyTorch's: settings in its terms
 	spent   bool          // a replay was refused for the budget
+	segs    segmentAddrs  // the recorded segments' addresses, which replays follow
 }
 
 // errBudget refuses a replay that would pass the budget.
@@ -143,7 +145,7 @@ func (f *fixer) replayResult(n int, req int64, stream uint64, cfg memory.Config,
 	}
 	f.budget -= cost
 	p := prefix{f: f, n: n, req: trace.Event{Action: trace.ActionAlloc, Addr: requestAddr, Size: req, Stream: stream}}
-	return memory.ReplayHistory(p, memory.NewSimArena(limit), cfg)
+	return memory.ReplayHistory(p, replayArena(cfg, limit, f.segs), cfg)
 }
 
 // cost is what a replay of the first n events under limit takes of the
@@ -401,6 +403,11 @@ func newFixer(d *Device, h trace.History, s *trace.Snapshot, opts Options) (*fix
 		return nil, ""
 	}
 	f := &fixer{h: h, budget: budget, pytorch: !vramSource(d.Source)}
+	segs, err := recordedSegments(h)
+	if err != nil {
+		return nil, "none checked: " + err.Error()
+	}
+	f.segs = segs
 	if d.HistoryTruncated {
 		if s == nil {
 			return nil, "none checked: the history does not start at the allocator's creation and the file holds no snapshot to start a replay from"
@@ -642,7 +649,7 @@ func (f *fixer) describe(o *OOM, base memory.Config, lo, hi int64, exact bool, n
 		if t.vram {
 			env = "VRAM_ALLOC_CONF"
 		}
-		fmt.Fprintf(&b, "none fits under %s, the least the limit can have been; with %s=%s this run fits under a limit of %s (it peaks at %s), so it fits if the process is allowed that much; give the exact limit with --limit to check.",
+		fmt.Fprintf(&b, "none fits under %s, the least the limit can have been; with %s=%s this run fits under a limit of %s (it peaks at %s), so it fits if the process is allowed that much; give the exact limit with --limit (the fraction given to set_per_process_memory_fraction times the device's memory) to check.",
 			allowed, env, t.Config, units.Bytes(t.MinLimitBytes), units.Bytes(t.PeakReservedBytes))
 	} else {
 		// Nothing fits: how much memory does the most compact setting

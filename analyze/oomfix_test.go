@@ -50,10 +50,43 @@ func TestClassifyFrame(t *testing.T) {
 		{trace.Frame{Function: "<module>", File: "<stdin>", Line: 1}, frameUser},
 		{trace.Frame{Function: "forward", File: "<eval_with_key>.3", Line: 5}, frameLibrary},
 		{trace.Frame{Function: "call", File: "/tmp/torchinductor_ada/ab/cabc123.py", Line: 77}, frameLibrary},
+		{trace.Frame{Function: "train_step", File: "/opt/torch/train.py", Line: 70}, frameUser},
+		{trace.Frame{Function: "train_step", File: "/home/ada/torch/experiments/train.py", Line: 70}, frameUser},
+		{trace.Frame{Function: "backward", File: "/src/pytorch/torch/_tensor.py", Line: 626}, frameLibrary},
+		{trace.Frame{Function: "step", File: "/src/pytorch/torch/optim/adamw.py", Line: 9}, frameLibrary},
+		{trace.Frame{Function: "relu", File: "/opt/torch/.venv/lib/python3.12/site-packages/torch/nn/functional.py", Line: 1723}, frameLibrary},
+		{trace.Frame{Function: "gather_with_cpp()", File: "memory_snapshot.cpp"}, frameNative},
+		{trace.Frame{Function: "void at::native::gpu_reduce_kernel<float>(at::TensorIterator&)", File: "tmpxft_00005692_00000000-6_ReduceSumProdKernel.compute_120.cudafe1.cpp"}, frameNative},
 	}
 	for _, tc := range tests {
 		if got := classifyFrame(tc.f); got != tc.want {
 			t.Errorf("classifyFrame(%+v) = %d, want %d", tc.f, got, tc.want)
+		}
+	}
+}
+
+// TestShortFunction checks how C++ signatures are cut to the function's
+// name, as PyTorch 2.11's stacks spell them.
+func TestShortFunction(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"at::_ops::addmm::call(at::Tensor const&, at::Tensor const&)", "at::_ops::addmm::call"},
+		{"torch::unwind::unwind()", "torch::unwind::unwind"},
+		{"at::(anonymous namespace)::(anonymous namespace)::wrapper_CUDA_memory_format_empty(c10::ArrayRef<c10::SymInt>)", "at::(anonymous namespace)::(anonymous namespace)::wrapper_CUDA_memory_format_empty"},
+		{"void at::cuda::blas::gemm_internal_cublas<float, float>(char, char, long)", "at::cuda::blas::gemm_internal_cublas"},
+		{"at::Tensor at::_sum_to<c10::SymInt>(at::Tensor, c10::ArrayRef<c10::SymInt>, bool)", "at::_sum_to"},
+		{"void at::native::gpu_reduce_kernel<float, float, 4, 4, at::native::func_wrapper_t<float, __nv_dl_tag<void (*)(at::TensorIterator&), &at::native::sum_kernel_cuda, 1u> > >(at::TensorIterator&)", "at::native::gpu_reduce_kernel"},
+		{"torch::autograd::Node::operator()(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)", "torch::autograd::Node::operator()"},
+		{"std::error_code::default_error_condition() const", "std::error_code::default_error_condition"},
+		{"at::native::foo(int)::{lambda()#1}::operator()() const", "at::native::foo"},
+		{"pthread_condattr_setpshared", "pthread_condattr_setpshared"},
+		{"(anonymous namespace)::f(int)", "(anonymous namespace)::f"},
+		{"weird<unbalanced(int)", "weird<unbalanced"},
+		{"(x)", "(x)"},
+		{"", ""},
+	}
+	for _, tc := range tests {
+		if got := shortFunction(tc.in); got != tc.want {
+			t.Errorf("shortFunction(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
@@ -76,14 +109,40 @@ func TestUserFrame(t *testing.T) {
 		{"C++, torch, then the user's", []trace.Frame{cpp, cpp, lib, lib2, user, lib2, user2}, 4, "forward (proj/model.py:31)"},
 		{"no user frame: the first Python one", []trace.Frame{cpp, lib, lib2}, 1, "forward (modules/linear.py:125)"},
 		{"only the allocator's C++: the first", []trace.Frame{cpp, {Function: "gather_with_cpp()", File: "??"}}, 0, "torch::unwind::unwind"},
-		{"only C++, from autograd's thread: the operator", []trace.Frame{cpp, {Function: "gather_with_cpp()", File: "??"},
+		{"only C++, from autograd's thread: the autograd function", []trace.Frame{cpp, {Function: "gather_with_cpp()", File: "??"},
 			{Function: "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed char, unsigned long, CUstream_st*)", File: "??"},
 			{Function: "at::detail::empty_cuda(c10::ArrayRef<long>, c10::ScalarType)", File: "/pytorch/aten/src/ATen/cuda/EmptyTensor.cpp", Line: 23},
 			{Function: "at::(anonymous namespace)::create_out(c10::ArrayRef<long>)", File: "??"},
 			{Function: "at::_ops::mm::call(at::Tensor const&, at::Tensor const&)", File: "??"},
 			{Function: "torch::autograd::generated::MmBackward0::apply(std::vector<at::Tensor>&&)", File: "??"},
 			{Function: "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)", File: "??"},
-			{Function: "start_thread", File: "/lib/x86_64-linux-gnu/libc.so.6"}}, 5, "at::_ops::mm::call"},
+			{Function: "start_thread", File: "/lib/x86_64-linux-gnu/libc.so.6"}}, 6, "MmBackward0 (autograd backward)"},
+		{"only C++, gradient accumulation", []trace.Frame{cpp,
+			{Function: "at::_ops::add_Tensor::call(at::Tensor const&, at::Tensor const&, c10::Scalar const&)", File: "??"},
+			{Function: "torch::autograd::AccumulateGrad::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)", File: "??"},
+			{Function: "torch::autograd::Node::operator()(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)", File: ""}}, 2, "AccumulateGrad (autograd backward)"},
+		// As PyTorch 2.11 records the reduction of a broadcast gradient:
+		// the outermost operator, in autograd's engine; the frames of the
+		// thread's start (pthread_condattr_setpshared, __clone) are not
+		// what allocated.
+		{"only C++, in the engine, no autograd function: the outermost operator", []trace.Frame{cpp,
+			{Function: "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long)", File: ""},
+			{Function: "void at::native::gpu_reduce_kernel<float, float, 4, 4, at::native::func_wrapper_t<float, __nv_hdl_wrapper_t<false, true, false, __nv_dl_tag<void (*)(at::TensorIterator&), &at::native::sum_kernel_cuda, 1u>, float (float, float), float, float> > >(at::TensorIterator&, at::native::func_wrapper_t<float> const&, float)", File: "tmpxft_00005692_00000000-6_ReduceSumProdKernel.compute_120.cudafe1.cpp"},
+			{Function: "at::_ops::sum_dim_IntList::redispatch(c10::DispatchKeySet, at::Tensor const&)", File: "??"},
+			{Function: "at::_ops::sum_dim_IntList::call(at::Tensor const&, c10::OptionalArrayRef<long>, bool, std::optional<c10::ScalarType>)", File: "??"},
+			{Function: "at::Tensor at::_sum_to<c10::SymInt>(at::Tensor, c10::ArrayRef<c10::SymInt>, bool)", File: ""},
+			{Function: "torch::autograd::InputMetadata::reduce_grad(at::Tensor&) const", File: "??"},
+			{Function: "torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&, torch::autograd::Node*)", File: "??"},
+			{Function: "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)", File: "??"},
+			{Function: "std::error_code::default_error_condition() const", File: "??"},
+			{Function: "pthread_condattr_setpshared", File: "??"},
+			{Function: "__clone", File: "??"}}, 4, "aten::sum_dim_IntList (autograd backward)"},
+		{"only C++, no operator: the first that is not the allocator's", []trace.Frame{cpp,
+			{Function: "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long)", File: ""},
+			{Function: "at::cuda::setWorkspaceForHandle(cublasContext*, c10::cuda::CUDAStream)", File: ""},
+			{Function: "at::cuda::getCurrentCUDABlasHandle()", File: "??"},
+			{Function: "pthread_condattr_setpshared", File: "??"}}, 2, "at::cuda::setWorkspaceForHandle"},
+		{"only the thread's start", []trace.Frame{{Function: "pthread_condattr_setpshared", File: "??"}, {Function: "__clone", File: "??"}}, 0, "pthread_condattr_setpshared"},
 		{"the user's first", []trace.Frame{user2}, 0, "train_step (proj/train.py:57)"},
 	}
 	for _, tc := range tests {
@@ -514,7 +573,11 @@ func checkClaims(t *testing.T, path string, o OOM) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := memory.Replay(events, memory.NewSimArena(o.LimitBytes), cfg)
+		segs, err := recordedSegments(trace.Events(hist))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := memory.Replay(events, replayArena(cfg, o.LimitBytes, segs), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

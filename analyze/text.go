@@ -78,10 +78,20 @@ func writeDevice(w *bufio.Writer, d *Device) {
 			fmt.Fprintln(w)
 		}
 		var shown []trace.Frame
-		if o.Site != "" {
+		if i := userFrame(o.Frames); o.Site != "" && i >= 0 && classifyFrame(o.Frames[i]) == frameNative {
+			// C++ frames alone: what they say, and the code before.
+			fmt.Fprintf(w, "    at %s\n", printable.String(o.Site))
+			if o.PrevSite != "" && o.PrevSite != o.Site {
+				fmt.Fprintf(w, "    the allocation before it was at %s\n", printable.String(o.PrevSite))
+			}
+			shown = o.Frames[i : i+1]
+		} else if o.Site != "" {
 			shown = userFrames(o.Frames, 4)
 		}
 		for _, fr := range shown {
+			if o.Site != "" && classifyFrame(fr) == frameNative {
+				break
+			}
 			fmt.Fprintf(w, "    at %s\n", printable.String(frameString(fr)))
 		}
 		if rest := len(o.Frames) - len(shown); rest > 0 && len(shown) > 0 {

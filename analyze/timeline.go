@@ -448,9 +448,10 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 		case trace.ActionOOM:
 			d.OOMEvents++
 			if len(d.OOMs) < keepOOMs {
-				site, prev := siteString(e.Frames), ""
-				if i := userFrame(e.Frames); i < 0 || classifyFrame(e.Frames[i]) == frameNative {
-					site, prev = "", siteString(lastAlloc)
+				site, native := oomSite(e.Frames)
+				prev := ""
+				if native || len(e.Frames) == 0 {
+					prev = siteString(lastAlloc)
 				}
 				d.OOMs = append(d.OOMs, OOM{Event: i, TimeUS: e.TimeUS, RequestedBytes: e.Size, DeviceFreeBytes: int64(min(e.Addr, math.MaxInt64)),
 					AllocatedBytes: allocated, ReservedBytes: reserved, Region: e.Region, Site: site, PrevSite: prev, Frames: e.Frames,

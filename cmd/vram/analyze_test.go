@@ -95,3 +95,58 @@ func TestAnalyzeFixCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestAnalyzeRecordedPyTorch runs vram analyze, text and HTML, on
+// snapshots that PyTorch 2.11 recorded on an H200 with the default
+// _record_memory_history() (analyze/testdata/record_snapshots.py's
+// output, copied there), as a PyTorch user would after an OOM under
+// set_per_process_memory_fraction: the OOM at the script's line, the fix
+// in PYTORCH_CUDA_ALLOC_CONF's terms under the limit the run had (given,
+// or inferred within a range), and the backward pass's memory under the
+// autograd functions' names.
+func TestAnalyzeRecordedPyTorch(t *testing.T) {
+	dir := filepath.Join("..", "..", "analyze", "testdata")
+	frag := filepath.Join(dir, "pytorch_oom_fragmented.pickle.gz")
+	train := filepath.Join(dir, "pytorch_oom_train.pickle.gz")
+	tests := []struct {
+		args  []string
+		want  []string
+		avoid []string
+	}{
+		{[]string{"analyze", frag}, []string{"at mib (testdata/record_snapshots.py:59)", "at run (testdata/record_snapshots.py:109)",
+			"at least 1.66 GiB and at most 2.15 GiB", "with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True this run fits under a limit of 1.82 GiB"},
+			[]string{"at torch::", "at c10::", "at gather_with_cpp"}},
+		{[]string{"analyze", "--limit", "2GiB", frag}, []string{"with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True this run peaks at 1.82 GiB, under the 2.00 GiB allowed"}, nil},
+		{[]string{"analyze", "--limit", "1.5GiB", train}, []string{"at train_step (testdata/record_snapshots.py:70)",
+			"with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True this run peaks at 1.48 GiB, under the 1.50 GiB allowed",
+			"AddmmBackward0 (autograd backward)"}, []string{"pthread", "none checked"}},
+	}
+	for _, tc := range tests {
+		page := filepath.Join(t.TempDir(), "page.html")
+		args := append([]string{tc.args[0], "--html", page}, tc.args[1:]...)
+		code, stdout, stderr := runCLI(t, args...)
+		if code != 0 || stderr != "vram analyze: wrote "+page+"\n" {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("%v: output lacks %q:\n%s", tc.args, w, stdout)
+			}
+		}
+		for _, w := range tc.avoid {
+			if strings.Contains(stdout, w) {
+				t.Errorf("%v: output says %q:\n%s", tc.args, w, stdout)
+			}
+		}
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		html := string(b)
+		for _, w := range []string{`<details class="stack">`, "torch::unwind::unwind()", "Fix: checked by replaying", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"} {
+			if !strings.Contains(html, w) {
+				t.Errorf("%v: the page lacks %q", tc.args, w)
+			}
+		}
+	}
+}
