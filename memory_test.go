@@ -190,10 +190,13 @@ func TestTrainingLoopHoldsFlatMemory(t *testing.T) {
 			}
 			last = loss.Item()
 		})
+		// Live bytes may fall below step 2's when the collector finalizes
+		// an earlier test's unreleased tensors during the loop (they share
+		// the CPU's count); they must never rise.
 		switch live := liveOn(CPU); {
-		case step == 1:
+		case step == 1 || step > 1 && live < after2:
 			after2 = live
-		case step > 1 && live != after2:
+		case step > 1 && live > after2:
 			t.Fatalf("step %d: %d bytes live, %d after step 2", step, live, after2)
 		}
 	}
