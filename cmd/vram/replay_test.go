@@ -237,7 +237,8 @@ func TestReplayDevice(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	t.Log("\n" + stdout)
-	want := []string{"| pytorch | 1.206 |", "| pytorch+expandable |", "| vram |", "driver calls measured on cuda:0", unmapTrace}
+	want := []string{"| pytorch | 1.206 |", "| pytorch+expandable |", "| vram |", "driver calls measured on cuda:0", unmapTrace,
+		"all 2 inputs on cuda:0", "| resnet50_train.trace.gz | pytorch | 1.206 |", "| synth_resnet50_infer_varbatch.trace.gz | vram |"}
 	for _, c := range memory.DriverCalls() {
 		want = append(want, "| "+c.String()+" |")
 	}
@@ -335,5 +336,30 @@ func TestPrintCallTable(t *testing.T) {
 	printCallTable(&out, "cuda:0 (test)", &memory.CallTimes{})
 	if out.Len() != 0 {
 		t.Errorf("a table with nothing measured:\n%s", out.String())
+	}
+}
+
+func TestPrintDeviceSummary(t *testing.T) {
+	res := func(maps, unmaps int64) deviceResult {
+		return deviceResult{Result: memory.Result{PeakRequested: 1000, PeakReserved: 1020, DeviceAllocs: maps + 3, DeviceFrees: unmaps + 1,
+			DeviceMaps: maps, DeviceUnmaps: unmaps}, MeasuredUS: 2500, ModelUS: 3000, ModelError: 0.2, SimModelUS: 3100}
+	}
+	pols := map[string]deviceResult{"pytorch": res(0, 0), "pytorch+expandable": res(10, 0), "vram": res(12, 4)}
+	var reports []replayReport
+	for _, f := range []string{"a/x.trace.gz", "b/y.trace.gz"} {
+		reports = append(reports, replayReport{File: f, GPU: &deviceReport{Device: "cuda:0", Name: "H", Policies: pols}})
+	}
+	var out strings.Builder
+	printDeviceSummary(&out, reports)
+	got := out.String()
+	for _, want := range []string{"all 2 inputs on cuda:0 (H)",
+		"| x.trace.gz | pytorch | 1.020 | 3 / 1 | 0 / 0 | 2.5 ms | 3.0 ms | +20.0% | 3.1 ms |",
+		"| y.trace.gz | vram | 1.020 | 3 / 1 | 12 / 4 | 2.5 ms | 3.0 ms | +20.0% | 3.1 ms |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, "\n| "); n != 1+6 {
+		t.Errorf("summary has %d rows, want a header and 6:\n%s", n, got)
 	}
 }

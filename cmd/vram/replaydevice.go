@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -137,14 +138,7 @@ func printDevice(w io.Writer, file string, r *deviceReport) {
 	fmt.Fprintf(w, "%s on %s (%s, %s)\n\n", file, r.Device, r.Name, gib(r.Total))
 	fmt.Fprintln(w, "| policy | peak reserved / requested | allocs / frees | maps / unmaps | measured | model, same calls | model error | model, simulated replay |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
-	names := []string{"default"}
-	if _, ok := r.Policies["default"]; !ok {
-		names = names[:0]
-		for _, p := range comparePolicies {
-			names = append(names, p.name)
-		}
-	}
-	for _, n := range names {
+	for _, n := range deviceNames(r) {
 		d := r.Policies[n]
 		fmt.Fprintf(w, "| %s | %.3f | %d / %d | %d / %d | %s | %s | %+.1f%% | %s |\n", n,
 			ratio(d.Result.PeakReserved, d.Result.PeakRequested), d.Result.DeviceAllocs-d.Result.DeviceMaps,
@@ -152,6 +146,37 @@ func printDevice(w io.Writer, file string, r *deviceReport) {
 			ms(d.MeasuredUS), ms(d.ModelUS), 100*d.ModelError, ms(d.SimModelUS))
 	}
 	fmt.Fprintln(w)
+}
+
+// printDeviceSummary writes one Markdown table of every input replayed with
+// --device, a row per input and setting: the per-trace table of
+// BENCHMARKS.md.
+func printDeviceSummary(w io.Writer, reports []replayReport) {
+	fmt.Fprintf(w, "all %d inputs on %s (%s)\n\n", len(reports), reports[0].GPU.Device, reports[0].GPU.Name)
+	fmt.Fprintln(w, "| trace | policy | peak reserved / requested | allocs / frees | maps / unmaps | measured | model, same calls | model error | model, simulated replay |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, r := range reports {
+		for _, n := range deviceNames(r.GPU) {
+			d := r.GPU.Policies[n]
+			fmt.Fprintf(w, "| %s | %s | %.3f | %d / %d | %d / %d | %s | %s | %+.1f%% | %s |\n", filepath.Base(r.File), n,
+				ratio(d.Result.PeakReserved, d.Result.PeakRequested), d.Result.DeviceAllocs-d.Result.DeviceMaps,
+				d.Result.DeviceFrees-d.Result.DeviceUnmaps, d.Result.DeviceMaps, d.Result.DeviceUnmaps,
+				ms(d.MeasuredUS), ms(d.ModelUS), 100*d.ModelError, ms(d.SimModelUS))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// deviceNames returns the settings of r in the order of --compare.
+func deviceNames(r *deviceReport) []string {
+	if _, ok := r.Policies["default"]; ok {
+		return []string{"default"}
+	}
+	var names []string
+	for _, p := range comparePolicies {
+		names = append(names, p.name)
+	}
+	return names
 }
 
 // printCallTable writes the measured cost of each driver call by size
