@@ -33,6 +33,16 @@ var driverCallNames = [numDriverCalls]string{
 	"cuMemAddressReserve", "cuMemAddressFree",
 }
 
+// DriverCalls returns every kind of [DriverCall], in the order of their
+// values: the rows a table of measured calls has, called or not.
+func DriverCalls() []DriverCall {
+	calls := make([]DriverCall, numDriverCalls)
+	for i := range calls {
+		calls[i] = DriverCall(i)
+	}
+	return calls
+}
+
 // String returns the driver function's name, such as "cuMemMap".
 func (c DriverCall) String() string {
 	if c < numDriverCalls {

@@ -90,12 +90,28 @@ func memInfo(t *testing.T, d *Device) int64 {
 	return m.Free
 }
 
+// TestAllocatorOnRealMemory checks the caching allocator against the
+// driver's free memory (cuMemGetInfo): allocating takes from the card only
+// what the allocator's reserve grew by, Free gives nothing back (the cache
+// keeps the block), and EmptyCache gives back what the allocation mapped.
+// Earlier tests in the process leave blocks live, so EmptyCache at the start
+// cannot empty the cache: a free block that shares a mapping (policy:vram
+// maps up to 1 GiB as one chunk) or a fixed segment with a live block stays,
+// and the allocation may reuse it. The checks therefore compare the drop in
+// free memory with the growth of the reserve, not with the size asked for;
+// memory's TestCacheKeepsFreedMemory runs the same sequence on a simulated
+// device, with such leftovers, under every policy.
 func TestAllocatorOnRealMemory(t *testing.T) {
 	d := gpu(t, 0)
 	a := d.Allocator()
-	a.EmptyCache()
 	const size = 1 << 30
-	before := memInfo(t, d)
+	// The driver's free memory moves a little on its own (page tables,
+	// other processes): allow 64 MiB.
+	const slack = 64 << 20
+	reserved := func() int64 { return a.Stats().ReservedBytes[memory.StatAll].Current }
+	a.EmptyCache()
+	before, r0 := memInfo(t, d), reserved()
+	cached := r0 - a.Stats().AllocatedBytes[memory.StatAll].Current
 	b, err := d.Alloc(size, d.DefaultStream(), "test")
 	if err != nil {
 		t.Fatal(err)
@@ -106,19 +122,34 @@ func TestAllocatorOnRealMemory(t *testing.T) {
 	if err := d.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
-	used := memInfo(t, d)
-	if before-used < size {
-		t.Errorf("free memory went from %d to %d after allocating %d", before, used, size)
+	used, r1 := memInfo(t, d), reserved()
+	t.Logf("policy %v: before: free %d, reserved %d (%d cached that EmptyCache could not give back: free parts of mappings or segments shared with live blocks)",
+		a.Config().Policy, before, r0, cached)
+	t.Logf("allocated %d: free %d (-%d), reserved %d (+%d)", size, used, before-used, r1, r1-r0)
+	if grew, drop := r1-r0, before-used; drop < grew-slack || drop > grew+slack {
+		t.Errorf("free memory dropped by %d after allocating %d, but the reserve grew by %d: the allocator's accounting disagrees with the driver", drop, size, grew)
+	}
+	if r1-r0+cached < size {
+		t.Errorf("the reserve grew by %d with %d cached before: not enough for %d bytes", r1-r0, cached, size)
 	}
 	d.Free(b, d.DefaultStream())
-	if after := memInfo(t, d); before-after < size {
-		t.Errorf("free memory went back to %d after Free (was %d, %d with the buffer): the cache should keep it", after, before, used)
+	after, r2 := memInfo(t, d), reserved()
+	t.Logf("freed: free %d, reserved %d", after, r2)
+	if r2 != r1 {
+		t.Errorf("the reserve went from %d to %d at Free: the cache should keep the block", r1, r2)
+	}
+	if after > used+slack {
+		t.Errorf("free memory went from %d to %d at Free (%d before the allocation): the cache should keep the block", used, after, before)
 	}
 	a.EmptyCache()
-	if after := memInfo(t, d); before-after > 64<<20 {
-		t.Errorf("free memory %d after EmptyCache, %d before the allocation", after, before)
+	emptied, r3 := memInfo(t, d), reserved()
+	t.Logf("EmptyCache: free %d, reserved %d", emptied, r3)
+	if r3 > r0 {
+		t.Errorf("the reserve is %d after EmptyCache, %d before the allocation: EmptyCache kept what it mapped", r3, r0)
 	}
-	t.Logf("policy %v: free %d -> %d (allocated) -> %d (freed + EmptyCache)", a.Config().Policy, before, used, memInfo(t, d))
+	if emptied < before-slack {
+		t.Errorf("free memory %d after EmptyCache, %d before the allocation", emptied, before)
+	}
 }
 
 func TestOutOfMemory(t *testing.T) {

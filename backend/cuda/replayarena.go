@@ -23,8 +23,11 @@ import (
 // synchronise the context before freeing: a replay queues no work.
 //
 // Use [ReplayArena.Arena] as the allocator's arena, then
-// [ReplayArena.Close] to give back what the replay still holds. It is safe
-// for concurrent use.
+// [ReplayArena.Close] to give back what the replay still holds; Close times
+// its calls too, apart ([ReplayArena.CloseTimes]), so that the calls a
+// replay never makes before its end (cuMemFree, cuMemUnmap, cuMemRelease,
+// cuMemAddressFree on a trace that only grows) are measured as well. It is
+// safe for concurrent use.
 type ReplayArena struct {
 	d       *Device
 	virtual bool
@@ -32,6 +35,7 @@ type ReplayArena struct {
 	prop    cuda.MemAllocationProp
 	access  []cuda.MemAccessDesc
 	times   memory.CallTimes
+	closing memory.CallTimes // the calls of Close
 
 	mu       sync.Mutex
 	allocs   map[uint64]int64
@@ -67,8 +71,12 @@ func (r *ReplayArena) Device() *Device { return r.d }
 // [ReplayArena.Arena] is a [memory.VirtualArena].
 func (r *ReplayArena) Virtual() bool { return r.virtual }
 
-// Times returns the measured calls so far.
+// Times returns the measured calls so far, those of Close left out.
 func (r *ReplayArena) Times() *memory.CallTimes { return &r.times }
+
+// CloseTimes returns the measured calls of Close: giving back what the
+// replay held at its end.
+func (r *ReplayArena) CloseTimes() *memory.CallTimes { return &r.closing }
 
 // Arena returns the arena to give the allocator: a [memory.VirtualArena]
 // when the GPU has virtual memory management, else a plain [memory.Arena].
@@ -82,7 +90,8 @@ func (r *ReplayArena) Arena() memory.Arena {
 }
 
 // Close gives back every allocation, mapping and reservation the replay
-// left, without timing it, and reports the first failure. The arena is
+// left, timing each call into [ReplayArena.CloseTimes] (not into Times nor
+// the arena's driver time), and reports every failure. The arena is
 // unusable afterwards; closing twice does nothing.
 func (r *ReplayArena) Close() error {
 	r.mu.Lock()
@@ -96,14 +105,23 @@ func (r *ReplayArena) Close() error {
 	}
 	defer r.d.exit()
 	var errs []error
-	for addr := range r.allocs {
-		errs = append(errs, cuda.MemFree(cuda.DevicePtr(addr)))
+	timed := func(c memory.DriverCall, size int64, f func() error) {
+		start := time.Now()
+		err := f()
+		if err == nil {
+			r.closing.Add(c, size, time.Since(start))
+		}
+		errs = append(errs, err)
+	}
+	for addr, size := range r.allocs {
+		timed(memory.CallFree, size, func() error { return cuda.MemFree(cuda.DevicePtr(addr)) })
 	}
 	for addr, m := range r.maps {
-		errs = append(errs, cuda.MemUnmap(cuda.DevicePtr(addr), uint64(m.size)), cuda.MemRelease(m.h))
+		timed(memory.CallUnmap, m.size, func() error { return cuda.MemUnmap(cuda.DevicePtr(addr), uint64(m.size)) })
+		timed(memory.CallRelease, m.size, func() error { return cuda.MemRelease(m.h) })
 	}
 	for base, size := range r.reserves {
-		errs = append(errs, cuda.MemAddressFree(cuda.DevicePtr(base), uint64(size)))
+		timed(memory.CallUnreserve, size, func() error { return cuda.MemAddressFree(cuda.DevicePtr(base), uint64(size)) })
 	}
 	clear(r.allocs)
 	clear(r.maps)

@@ -83,6 +83,19 @@ func TestReplayArenaGPU(t *testing.T) {
 			if err := ra.Close(); err != nil {
 				t.Fatal(err)
 			}
+			// Close gives back, timed apart, what the replay held at its end.
+			closing := map[string]int64{}
+			for _, row := range ra.CloseTimes().Rows() {
+				closing[row.Call] += row.Count
+			}
+			if held := res.DeviceMaps - res.DeviceUnmaps; closing["cuMemUnmap"] != held || closing["cuMemRelease"] != held ||
+				closing["cuMemFree"] != (res.DeviceAllocs-res.DeviceMaps)-(res.DeviceFrees-res.DeviceUnmaps) ||
+				(res.DeviceMaps > 0) != (closing["cuMemAddressFree"] > 0) {
+				t.Errorf("Close's calls %v do not match what the replay %+v held", closing, res)
+			}
+			if m, _, _ := ra.Times().Total(); m != measured {
+				t.Errorf("Close added to the replay's measured time: %v, was %v", m, measured)
+			}
 			if err := ra.Close(); err != nil {
 				t.Fatalf("second Close: %v", err)
 			}

@@ -153,6 +153,7 @@ cost by size class.
 				opts.calls = &memory.CallTimes{}
 			}
 			var failed []string
+			var onGPU []replayReport // for the summary of --device
 			for _, path := range args {
 				reports, err := replayFile(path, conf, base, opts)
 				if err != nil {
@@ -167,6 +168,7 @@ cost by size class.
 						}
 					} else if r.GPU != nil {
 						printDevice(cmd.OutOrStdout(), r.File, r.GPU)
+						onGPU = append(onGPU, r)
 					} else if r.Fit != nil {
 						printFit(cmd.OutOrStdout(), r.File, r.Fit)
 					} else {
@@ -175,6 +177,9 @@ cost by size class.
 				}
 			}
 			if opts.calls != nil && !asJSON {
+				if len(onGPU) > 1 {
+					printDeviceSummary(cmd.OutOrStdout(), onGPU)
+				}
 				printCallTable(cmd.OutOrStdout(), fmt.Sprintf("cuda:%d (%s)", gpu, opts.deviceName), opts.calls)
 			}
 			if len(failed) > 0 {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	cudabackend "github.com/vramgo/vram/backend/cuda"
 	"github.com/vramgo/vram/memory"
@@ -14,6 +15,9 @@ import (
 )
 
 const resnetTrace = "testdata/resnet50_train.trace.gz"
+
+// unmapTrace is a trace on which policy:vram unmaps memory mid-run.
+const unmapTrace = "../../memory/testdata/synth_resnet50_infer_varbatch.trace.gz"
 
 func TestReplayJSON(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "replay", "--json", resnetTrace)
@@ -226,34 +230,64 @@ func TestReplayDevice(t *testing.T) {
 		}
 		return
 	}
-	code, stdout, stderr := runCLI(t, "replay", "--device", "cuda:0", "--compare", resnetTrace)
+	// The ResNet trace only grows; the varying-batch one makes policy:vram
+	// unmap, so that every call but cuMemAddressFree mid-run is measured.
+	code, stdout, stderr := runCLI(t, "replay", "--device", "cuda:0", "--compare", resnetTrace, unmapTrace)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	t.Log("\n" + stdout)
-	for _, want := range []string{"| pytorch | 1.206 |", "| pytorch+expandable |", "| vram |", "driver calls measured on cuda:0",
-		"| cuMemAlloc |", "| cuMemMap |", "| cuMemUnmap |"} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("output lacks %q", want)
+	want := []string{"| pytorch | 1.206 |", "| pytorch+expandable |", "| vram |", "driver calls measured on cuda:0", unmapTrace,
+		"all 2 inputs on cuda:0", "| resnet50_train.trace.gz | pytorch | 1.206 |", "| synth_resnet50_infer_varbatch.trace.gz | vram |"}
+	for _, c := range memory.DriverCalls() {
+		want = append(want, "| "+c.String()+" |")
+	}
+	for _, w := range want {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("output lacks %q", w)
 		}
 	}
-	code, stdout, stderr = runCLI(t, "replay", "--device", "cuda:0", "--json", resnetTrace)
+	// Every call is made, by the replays or by giving back what they held.
+	if strings.Contains(stdout, "| 0 |") {
+		t.Errorf("a call was not measured:\n%s", stdout)
+	}
+	code, stdout, stderr = runCLI(t, "replay", "--device", "cuda:0", "--json", "--compare", unmapTrace)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	type rows []struct {
+		Call  string `json:"call"`
+		Count int64  `json:"count"`
 	}
 	var r struct {
 		GPU struct {
 			Policies map[string]struct {
-				MeasuredUS int64 `json:"measured_us"`
-				ModelUS    int64 `json:"model_us"`
-				Calls      []any `json:"calls"`
+				Result     memory.Result `json:"result"`
+				MeasuredUS int64         `json:"measured_us"`
+				ModelUS    int64         `json:"model_us"`
+				Calls      rows          `json:"calls"`
+				CloseCalls rows          `json:"close_calls"`
 			} `json:"policies"`
 		} `json:"gpu"`
 	}
 	decodeOne(t, stdout, &r)
-	d := r.GPU.Policies["default"]
-	if d.MeasuredUS <= 0 || d.ModelUS <= 0 || len(d.Calls) == 0 {
-		t.Errorf("JSON: %s", stdout)
+	if len(r.GPU.Policies) != len(comparePolicies) {
+		t.Fatalf("JSON has %d policies, want %d: %s", len(r.GPU.Policies), len(comparePolicies), stdout)
+	}
+	for name, p := range r.GPU.Policies {
+		n := map[string]int64{}
+		for _, c := range p.Calls {
+			n[c.Call] += c.Count
+		}
+		res := p.Result
+		if p.MeasuredUS <= 0 || p.ModelUS <= 0 || len(p.Calls) == 0 || len(p.CloseCalls) == 0 ||
+			n["cuMemAlloc"] != res.DeviceAllocs-res.DeviceMaps || n["cuMemFree"] != res.DeviceFrees-res.DeviceUnmaps ||
+			n["cuMemMap"] != res.DeviceMaps || n["cuMemUnmap"] != res.DeviceUnmaps || n["cuMemRelease"] != res.DeviceUnmaps {
+			t.Errorf("%s: measured calls %v do not match the replay's counts %+v", name, n, res)
+		}
+		if name == "vram" && res.DeviceUnmaps == 0 {
+			t.Errorf("vram: no unmap on %s: the test needs a trace that unmaps", unmapTrace)
+		}
 	}
 }
 
@@ -267,5 +301,65 @@ func TestReplayDeviceFlags(t *testing.T) {
 		if code, _, stderr := runCLI(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitUsage, stderr)
 		}
+	}
+}
+
+// TestPrintCallTable checks the table of measured calls without a GPU:
+// every kind of call has a row, the ones never made with a count of 0 and
+// the model's figure.
+func TestPrintCallTable(t *testing.T) {
+	var ct memory.CallTimes
+	ct.Add(memory.CallMap, 20<<20, 3*time.Microsecond)
+	ct.Add(memory.CallMap, 2<<20, 2*time.Microsecond)
+	ct.Add(memory.CallAlloc, 64<<20, 60*time.Microsecond)
+	var out strings.Builder
+	printCallTable(&out, "cuda:0 (test)", &ct)
+	got := out.String()
+	for _, want := range []string{
+		"| cuMemAlloc | <=128MiB | 1 | 60.0 µs |",
+		"| cuMemMap | <=2MiB | 1 | 2.0 µs |",
+		"| cuMemMap | <=20MiB | 1 | 3.0 µs |",
+		"| cuMemFree | any | 0 | | | | | | by size | not measured |",
+		"| cuMemUnmap | any | 0 | | | | | | 20.0 µs | not measured |",
+		"| cuMemAddressFree | any | 0 | | | | | | not modelled | not measured |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+	for _, c := range memory.DriverCalls() {
+		if !strings.Contains(got, "| "+c.String()+" |") {
+			t.Errorf("table lacks a row for %s:\n%s", c, got)
+		}
+	}
+	out.Reset()
+	printCallTable(&out, "cuda:0 (test)", &memory.CallTimes{})
+	if out.Len() != 0 {
+		t.Errorf("a table with nothing measured:\n%s", out.String())
+	}
+}
+
+func TestPrintDeviceSummary(t *testing.T) {
+	res := func(maps, unmaps int64) deviceResult {
+		return deviceResult{Result: memory.Result{PeakRequested: 1000, PeakReserved: 1020, DeviceAllocs: maps + 3, DeviceFrees: unmaps + 1,
+			DeviceMaps: maps, DeviceUnmaps: unmaps}, MeasuredUS: 2500, ModelUS: 3000, ModelError: 0.2, SimModelUS: 3100}
+	}
+	pols := map[string]deviceResult{"pytorch": res(0, 0), "pytorch+expandable": res(10, 0), "vram": res(12, 4)}
+	var reports []replayReport
+	for _, f := range []string{"a/x.trace.gz", "b/y.trace.gz"} {
+		reports = append(reports, replayReport{File: f, GPU: &deviceReport{Device: "cuda:0", Name: "H", Policies: pols}})
+	}
+	var out strings.Builder
+	printDeviceSummary(&out, reports)
+	got := out.String()
+	for _, want := range []string{"all 2 inputs on cuda:0 (H)",
+		"| x.trace.gz | pytorch | 1.020 | 3 / 1 | 0 / 0 | 2.5 ms | 3.0 ms | +20.0% | 3.1 ms |",
+		"| y.trace.gz | vram | 1.020 | 3 / 1 | 12 / 4 | 2.5 ms | 3.0 ms | +20.0% | 3.1 ms |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, "\n| "); n != 1+6 {
+		t.Errorf("summary has %d rows, want a header and 6:\n%s", n, got)
 	}
 }

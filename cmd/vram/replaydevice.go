@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -68,6 +69,9 @@ type deviceResult struct {
 	SimModelUS int64 `json:"sim_model_us"`
 	// Calls are the measured calls by kind and size class.
 	Calls []memory.CallRow `json:"calls"`
+	// CloseCalls are the calls that gave back what the replay held at its
+	// end, measured apart: in no figure above.
+	CloseCalls []memory.CallRow `json:"close_calls"`
 }
 
 // deviceReport is the answer of --device for one input.
@@ -116,9 +120,10 @@ func replayDevice(run func(memory.Arena, memory.Config) (memory.Result, error), 
 		}
 		measured, model, same := ra.Times().Total()
 		all.Merge(ra.Times())
+		all.Merge(ra.CloseTimes())
 		dr := deviceResult{Config: cfg.String(), Result: res, MeasuredUS: measured.Microseconds(),
 			MeasuredModelledUS: same.Microseconds(), ModelUS: model.Microseconds(), SimModelUS: sim.DriverTimeUS,
-			Calls: ra.Times().Rows()}
+			Calls: ra.Times().Rows(), CloseCalls: ra.CloseTimes().Rows()}
 		if same > 0 {
 			dr.ModelError = float64(model-same) / float64(same)
 		}
@@ -133,14 +138,7 @@ func printDevice(w io.Writer, file string, r *deviceReport) {
 	fmt.Fprintf(w, "%s on %s (%s, %s)\n\n", file, r.Device, r.Name, gib(r.Total))
 	fmt.Fprintln(w, "| policy | peak reserved / requested | allocs / frees | maps / unmaps | measured | model, same calls | model error | model, simulated replay |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
-	names := []string{"default"}
-	if _, ok := r.Policies["default"]; !ok {
-		names = names[:0]
-		for _, p := range comparePolicies {
-			names = append(names, p.name)
-		}
-	}
-	for _, n := range names {
+	for _, n := range deviceNames(r) {
 		d := r.Policies[n]
 		fmt.Fprintf(w, "| %s | %.3f | %d / %d | %d / %d | %s | %s | %+.1f%% | %s |\n", n,
 			ratio(d.Result.PeakReserved, d.Result.PeakRequested), d.Result.DeviceAllocs-d.Result.DeviceMaps,
@@ -150,28 +148,79 @@ func printDevice(w io.Writer, file string, r *deviceReport) {
 	fmt.Fprintln(w)
 }
 
+// printDeviceSummary writes one Markdown table of every input replayed with
+// --device, a row per input and setting: the per-trace table of
+// BENCHMARKS.md.
+func printDeviceSummary(w io.Writer, reports []replayReport) {
+	fmt.Fprintf(w, "all %d inputs on %s (%s)\n\n", len(reports), reports[0].GPU.Device, reports[0].GPU.Name)
+	fmt.Fprintln(w, "| trace | policy | peak reserved / requested | allocs / frees | maps / unmaps | measured | model, same calls | model error | model, simulated replay |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, r := range reports {
+		for _, n := range deviceNames(r.GPU) {
+			d := r.GPU.Policies[n]
+			fmt.Fprintf(w, "| %s | %s | %.3f | %d / %d | %d / %d | %s | %s | %+.1f%% | %s |\n", filepath.Base(r.File), n,
+				ratio(d.Result.PeakReserved, d.Result.PeakRequested), d.Result.DeviceAllocs-d.Result.DeviceMaps,
+				d.Result.DeviceFrees-d.Result.DeviceUnmaps, d.Result.DeviceMaps, d.Result.DeviceUnmaps,
+				ms(d.MeasuredUS), ms(d.ModelUS), 100*d.ModelError, ms(d.SimModelUS))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// deviceNames returns the settings of r in the order of --compare.
+func deviceNames(r *deviceReport) []string {
+	if _, ok := r.Policies["default"]; ok {
+		return []string{"default"}
+	}
+	var names []string
+	for _, p := range comparePolicies {
+		names = append(names, p.name)
+	}
+	return names
+}
+
 // printCallTable writes the measured cost of each driver call by size
 // class, beside the model's, as Markdown: the figures to fit the model's
-// constants (memory/sim.go) to.
+// constants (memory/sim.go) to. Every kind of call has a row, those never
+// made a row with a count of 0, so that a table in BENCHMARKS.md says what
+// was not measured. t holds the calls of the replays and those that gave
+// back what each replay held at its end.
 func printCallTable(w io.Writer, device string, t *memory.CallTimes) {
 	rows := t.Rows()
 	if len(rows) == 0 {
-		return
+		return // nothing was replayed
 	}
-	fmt.Fprintf(w, "driver calls measured on %s (wall time of each call alone)\n\n", device)
+	fmt.Fprintf(w, "driver calls measured on %s (wall time of each call alone; with the calls that gave back what each replay held at its end)\n\n", device)
 	fmt.Fprintln(w, "| call | size | calls | median | p90 | mean | min | max | model per call | model error |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
-	for _, r := range rows {
-		model, errCol := "not modelled", ""
-		if r.Modelled {
-			per := r.ModelTotal / time.Duration(r.Count)
-			model = us(per)
-			if r.Total > 0 {
-				errCol = fmt.Sprintf("%+.0f%%", 100*float64(r.ModelTotal-r.Total)/float64(r.Total))
+	for _, c := range memory.DriverCalls() {
+		made := false
+		for _, r := range rows {
+			if r.Call != c.String() {
+				continue
 			}
+			made = true
+			model, errCol := "not modelled", ""
+			if r.Modelled {
+				per := r.ModelTotal / time.Duration(r.Count)
+				model = us(per)
+				if r.Total > 0 {
+					errCol = fmt.Sprintf("%+.0f%%", 100*float64(r.ModelTotal-r.Total)/float64(r.Total))
+				}
+			}
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", r.Call, r.SizeClass, r.Count,
+				us(r.Median), us(r.P90), us(r.Mean()), us(r.Min), us(r.Max), model, errCol)
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", r.Call, r.SizeClass, r.Count,
-			us(r.Median), us(r.P90), us(r.Mean()), us(r.Min), us(r.Max), model, errCol)
+		if !made {
+			model := "not modelled"
+			if c.Modelled() {
+				model = "by size"
+				if lo, hi := memory.ModelledCost(c, 1), memory.ModelledCost(c, 1<<40); lo == hi {
+					model = us(lo)
+				}
+			}
+			fmt.Fprintf(w, "| %s | any | 0 | | | | | | %s | not measured |\n", c, model)
+		}
 	}
 	fmt.Fprintln(w)
 }

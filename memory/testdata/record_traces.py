@@ -2,9 +2,15 @@
 
 Usage (on a machine with a GPU and PyTorch, transformers and torchvision):
 
-    python3 record_traces.py OUTDIR [workload ...]
+    python3 record_traces.py [--cap SIZE] [--timeout SECONDS] OUTDIR [workload ...]
     python3 record_traces.py "$OUT" bert_infer_varlen gpt_generate_kvcache two_models
     python3 record_traces.py --cap 1.2GiB "$OUT" bert_infer_varlen
+
+OUTDIR is made if missing. Each workload's result is added to
+OUTDIR/pytorch_peaks.json as soon as it is recorded (the entries of
+workloads not recorded this time stay), with the seconds each run took; a
+workload that fails or runs past --timeout (120 s) is reported and the
+others still run.
 
 With --cap SIZE (bytes, or a number with KiB, MiB, GiB, MB or GB) each run is
 limited to SIZE with torch.cuda.set_per_process_memory_fraction, as a user
@@ -49,12 +55,14 @@ These three need PyTorch alone (no transformers, no torchvision):
                         generations)
 """
 
+import argparse
 import gzip
 import json
 import os
 import random
 import subprocess
 import sys
+import time
 
 WORKLOADS = ["gpt2_train_varlen", "gpt2_generate_varbatch", "resnet50_infer_varbatch", "bert_train_varlen",
              "bert_infer_varlen", "gpt_generate_kvcache", "two_models"]
@@ -145,12 +153,11 @@ def generate(torch, model, dev, b, p, n):
     del ids, caches, out, logits
 
 
-def run_workload(name):
+def run_workload(name, dev):
     import torch
 
     torch.manual_seed(0)
     random.seed(0)
-    dev = torch.device("cuda")
     if name == "gpt2_train_varlen":
         from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -224,15 +231,26 @@ def run_workload(name):
                     generate(torch, dec, dev, random.randint(1, 16), random.randint(16, 384), random.randint(16, 96))
     else:
         raise SystemExit("unknown workload " + name)
-    torch.cuda.synchronize()
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def parse_size(text):
-    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "MB": 10**6, "GB": 10**9, "B": 1}
+    """Bytes from "1.2GiB", "800MB" or "1234"; a clear error otherwise."""
+    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "KB": 10**3, "MB": 10**6, "GB": 10**9, "B": 1}
     for u, m in units.items():
         if text.endswith(u):
-            return int(float(text[: -len(u)]) * m)
-    return int(text)
+            try:
+                n = int(float(text[: -len(u)]) * m)
+            except ValueError:
+                break
+            if n > 0:
+                return n
+            break
+    else:
+        if text.isdigit() and int(text) > 0:
+            return int(text)
+    raise argparse.ArgumentTypeError("bad size %r: want bytes, or a number with KiB, MiB, GiB, KB, MB or GB, such as 1.2GiB" % text)
 
 
 def child(name, record, path):
@@ -247,7 +265,9 @@ def child(name, record, path):
                                                  max_entries=50_000_000)
     oom = False
     try:
-        run_workload(name)
+        # RECORD_DEVICE=cpu checks the workloads' code without a GPU (with
+        # the torch.cuda calls stubbed); traces are recorded on cuda.
+        run_workload(name, torch.device(os.environ.get("RECORD_DEVICE", "cuda")))
     except torch.cuda.OutOfMemoryError:
         oom = cap > 0  # under a cap an OOM is a result to record
         if not oom:
@@ -276,55 +296,93 @@ def child(name, record, path):
     print(json.dumps(peaks))
 
 
+def run_child(name, label, conf, record, tmp, cap, timeout):
+    """Runs one workload in a fresh process; returns its peaks, or raises RuntimeError."""
+    env = dict(os.environ)
+    env.pop("RECORD_CAP_BYTES", None)
+    if cap:
+        env["RECORD_CAP_BYTES"] = str(cap)
+    if conf:
+        env["PYTORCH_CUDA_ALLOC_CONF"] = conf
+    else:
+        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    start = time.monotonic()
+    try:
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, "1" if record else "0", tmp],
+                           env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError("%s (%s) ran past %d s; give a larger --timeout" % (name, label, timeout))
+    if p.returncode != 0:
+        print(p.stderr[-4000:], file=sys.stderr)
+        raise RuntimeError("%s (%s) exited with status %d" % (name, label, p.returncode))
+    lines = p.stdout.strip().splitlines()
+    if not lines:
+        raise RuntimeError("%s (%s) printed no result" % (name, label))
+    res = json.loads(lines[-1])
+    res["seconds"] = round(time.monotonic() - start, 1)
+    return res
+
+
+def write_trace(tmp, final, d, e):
+    """Copies the recorded trace to final with PyTorch's peaks in its header."""
+    with gzip.open(tmp, "rt") as src, gzip.open(final, "wt") as dst:
+        first = True
+        for line in src:
+            dst.write(line)
+            if first:
+                dst.write("# PyTorch default: peak reserved %d, peak requested %d (%.4fx), %d segments\n" %
+                          (d["reserved"], d["requested"], d["reserved"] / max(1, d["requested"]), d["segments"]))
+                dst.write("# PyTorch expandable_segments:True: peak reserved %d, peak requested %d (%.4fx)\n" %
+                          (e["reserved"], e["requested"], e["reserved"] / max(1, e["requested"])))
+                first = False
+
+
 def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3] == "1", sys.argv[4])
         return
-    args = sys.argv[1:]
-    cap = 0
-    if len(args) >= 2 and args[0] == "--cap":
-        cap = parse_size(args[1])
-        args = args[2:]
-    out = args[0]
-    names = args[1:] or WORKLOADS
+    ap = argparse.ArgumentParser(description="Record allocation traces of PyTorch workloads on a CUDA GPU.")
+    ap.add_argument("--cap", type=parse_size, default=0,
+                    help="limit each run to SIZE with set_per_process_memory_fraction (e.g. 1.2GiB)")
+    ap.add_argument("--timeout", type=int, default=120,
+                    help="seconds each of a workload's two runs may take (default 120)")
+    ap.add_argument("outdir", help="directory for the traces and pytorch_peaks.json (made if missing)")
+    ap.add_argument("workloads", nargs="*", help="workloads to record (default: all): " + ", ".join(WORKLOADS))
+    args = ap.parse_args()
+    unknown = [n for n in args.workloads if n not in WORKLOADS]
+    if unknown:
+        ap.error("unknown workload %s; known: %s" % (", ".join(unknown), ", ".join(WORKLOADS)))
+    out, cap = args.outdir, args.cap
+    os.makedirs(out, exist_ok=True)
+    names = args.workloads or WORKLOADS
     suffix = "_cap%dMiB" % (cap >> 20) if cap else ""
+    peaks_path = os.path.join(out, "pytorch_peaks%s.json" % suffix)
     results = {}
+    if os.path.exists(peaks_path):  # keep the workloads not recorded this time
+        with open(peaks_path) as f:
+            results = json.load(f)
+    failed = []
     for name in names:
-        res = {}
-        for label, conf, record in [("default", "", True), ("expandable", "expandable_segments:True", False)]:
-            env = dict(os.environ)
-            env.pop("RECORD_CAP_BYTES", None)
-            if cap:
-                env["RECORD_CAP_BYTES"] = str(cap)
-            if conf:
-                env["PYTORCH_CUDA_ALLOC_CONF"] = conf
-            else:
-                env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-            tmp = os.path.join(out, name + ".trace.tmp.gz")
-            p = subprocess.run([sys.executable, __file__, "--child", name, "1" if record else "0", tmp],
-                               env=env, capture_output=True, text=True)
-            if p.returncode != 0:
-                print(p.stderr[-4000:], file=sys.stderr)
-                raise SystemExit("%s %s failed" % (name, label))
-            res[label] = json.loads(p.stdout.strip().splitlines()[-1])
-        results[name + suffix] = res
-        d, e = res["default"], res["expandable"]
-        tmp = os.path.join(out, name + ".trace.tmp.gz")
+        tmp = os.path.join(out, name + suffix + ".trace.tmp.gz")
         final = os.path.join(out, name + suffix + ".trace.gz")
-        with gzip.open(tmp, "rt") as src, gzip.open(final, "wt") as dst:
-            first = True
-            for line in src:
-                dst.write(line)
-                if first:
-                    dst.write("# PyTorch default: peak reserved %d, peak requested %d (%.4fx), %d segments\n" %
-                              (d["reserved"], d["requested"], d["reserved"] / d["requested"], d["segments"]))
-                    dst.write("# PyTorch expandable_segments:True: peak reserved %d, peak requested %d (%.4fx)\n" %
-                              (e["reserved"], e["requested"], e["reserved"] / e["requested"]))
-                    first = False
-        os.remove(tmp)
-        print(name, json.dumps(res), flush=True)
-    with open(os.path.join(out, "pytorch_peaks%s.json" % suffix), "w") as f:
-        json.dump(results, f, indent=1, sort_keys=True)
+        try:
+            res = {}
+            for label, conf, record in [("default", "", True), ("expandable", "expandable_segments:True", False)]:
+                res[label] = run_child(name, label, conf, record, tmp, cap, args.timeout)
+            write_trace(tmp, final, res["default"], res["expandable"])
+        except (RuntimeError, OSError, ValueError) as err:
+            print("record_traces: %s" % err, file=sys.stderr, flush=True)
+            failed.append(name)
+            continue
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        results[name + suffix] = res
+        print(name + suffix, json.dumps(res), flush=True)
+        with open(peaks_path, "w") as f:
+            json.dump(results, f, indent=1, sort_keys=True)
+    if failed:
+        raise SystemExit("record_traces: %d of %d workloads failed: %s" % (len(failed), len(names), ", ".join(failed)))
 
 
 if __name__ == "__main__":
