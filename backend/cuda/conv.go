@@ -547,8 +547,11 @@ func (dev *Device) Conv2DBackwardData(s backend.Stream, dx, dy, w backend.View, 
 	})
 }
 
-// Conv2DBackwardFilter computes dw from dy and x, and db when it is not the
-// zero View, with cuDNN. It implements [backend.Convolver].
+// Conv2DBackwardFilter computes dw from dy and x with cuDNN, and db when it
+// is not the zero View: the sum of dy over N, H and W, by the device's
+// reduction kernel (as PyTorch sums it), since cuDNN's
+// cudnnConvolutionBackwardBias lacks bfloat16 and is deprecated. It
+// implements [backend.Convolver].
 func (dev *Device) Conv2DBackwardFilter(s backend.Stream, dw, db, dy, x backend.View, p backend.Conv2DParams) error {
 	const what = "conv2d backward filter"
 	d, err := dev.dnnBegin(s, what, checkConv(x, dw, dy, p, [3]string{"x", "dw", "dy"}))
@@ -572,28 +575,31 @@ func (dev *Device) Conv2DBackwardFilter(s backend.Stream, dw, db, dy, x backend.
 			return err
 		}
 	}
-	return d.dnnRun(what, func(h cudnn.Handle) error {
+	err = d.dnnRun(what, func(h cudnn.Handle) error {
 		pl, err := d.convPlan(key)
 		if err != nil {
 			return err
-		}
-		var bd cudnn.TensorDesc
-		if hasBias {
-			if bd, err = pl.biasDesc(key); err != nil {
-				return err
-			}
 		}
 		ak, err := d.algorithms(h, pl, key, dirFilter, [3]cuda.DevicePtr{ptrs[0], ptrs[1], ptrs[2]})
 		if err != nil {
 			return err
 		}
-		err = d.runAlgorithms(pl, ak, func(c candidate, ws cuda.DevicePtr) error {
+		return d.runAlgorithms(pl, ak, func(c candidate, ws cuda.DevicePtr) error {
 			return cudnn.ConvolutionBackwardFilter(h, one, pl.xd, ptrs[0], pl.yd, ptrs[2], pl.cd, cudnn.BwdFilterAlgo(c.algo),
 				ws, c.ws, zero, pl.wd, ptrs[1])
 		})
-		if err != nil || !hasBias {
-			return err
-		}
-		return cudnn.ConvolutionBackwardBias(h, one, pl.yd, ptrs[2], zero, bd, ptrs[3])
 	})
+	if err != nil || !hasBias {
+		return err
+	}
+	if err := dev.Reduce(s, backend.Sum, biasGradView(db, key.w[0]), dy, []int{0, 2, 3}); err != nil {
+		return fmt.Errorf("cuda: cuda:%d: %s: bias gradient: %w", d.index, what, err)
+	}
+	return nil
+}
+
+// biasGradView returns the contiguous [o] view db as the [1, o, 1, 1]
+// destination of a sum of dy over N, H and W.
+func biasGradView(db backend.View, o int) backend.View {
+	return backend.View{Buf: db.Buf, DType: db.DType, Shape: []int{1, o, 1, 1}, Strides: []int{o, 1, 1, 1}, Offset: db.Offset}
 }
