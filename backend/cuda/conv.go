@@ -156,19 +156,40 @@ func convTakes(x, w, y backend.View, p backend.Conv2DParams) (key convKey, why s
 	if !ok[0] || !ok[1] || !ok[2] {
 		return key, "an empty view, one beyond 2^31 elements, or one neither contiguous (NCHW) nor channels-last (NHWC)"
 	}
-	// A view packed both ways (a 1x1 filter, one channel) takes the layout
-	// of the input, so that cuDNN sees one format.
-	pref := key.lx.pick()
-	for _, l := range []*layout{&key.lx, &key.lw, &key.ly} {
-		if *l&pref != 0 {
-			*l = pref
-		} else {
-			*l = l.pick()
-		}
-	}
+	key.lx, key.lw, key.ly = pickLayouts(key.lx, key.lw, key.ly)
 	key.dt, key.p = x.DType, p
 	key.tf32 = x.DType == backend.Float32 && cudnnSettings.Load()&dnnNoTF32 == 0
 	return key, ""
+}
+
+// pickLayouts chooses one layout for each of a convolution's views from the
+// layouts each is packed in, so that cuDNN sees one format wherever the
+// memory allows it: a view packed both ways (a 1x1 filter, one channel, a
+// 1x1 image) takes the layout of the others. Only views that share no
+// layout keep their own (then cuDNN computes the mix or declines it).
+func pickLayouts(x, w, y layout) (layout, layout, layout) {
+	if common := x & w & y; common != 0 {
+		l := common.pick()
+		return l, l, l
+	}
+	pref := x.pick()
+	if x == nchw|nhwc {
+		// The input fits any layout: follow the filter's, or the output's.
+		if w != nchw|nhwc {
+			pref = w
+		} else {
+			pref = y.pick()
+		}
+	}
+	out := [3]layout{x, w, y}
+	for i, l := range out {
+		if l&pref != 0 {
+			out[i] = pref
+		} else {
+			out[i] = l.pick()
+		}
+	}
+	return out[0], out[1], out[2]
 }
 
 // vectorTakes reports whether a bias (or its gradient) is what cuDNN takes:
