@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/backend/cuda"
 )
 
 // A "nativetest" device is the CPU with the optional interfaces of
@@ -504,9 +506,10 @@ func compareOn(t *testing.T, d Device, modes []deviceMode, viaBackward bool, tol
 					}
 				}
 				where := fmt.Sprintf("%s on %v (channels-last=%v, cuDNN %v)", m.name, d, cl, CuDNN())
-				within(t, where+": output", got.out[0], want.out[0], gradsAt(bound.out, 0), tol)
+				explain := func() string { return convChoices(d, inputs) }
+				within(t, where+": output", got.out[0], want.out[0], gradsAt(bound.out, 0), tol, explain)
 				for i := range want.grads {
-					within(t, fmt.Sprintf("%s: gradient of input %d", where, i), got.grads[i], want.grads[i], gradsAt(bound.grads, i), tol)
+					within(t, fmt.Sprintf("%s: gradient of input %d", where, i), got.grads[i], want.grads[i], gradsAt(bound.grads, i), tol, explain)
 				}
 			})
 		}
@@ -521,11 +524,40 @@ func gradsAt(vs [][]float64, i int) []float64 {
 	return nil
 }
 
+// convChoicer is a device that lists its cached convolution algorithms
+// (the CUDA backend's).
+type convChoicer interface{ CuDNNConvChoices() []cuda.ConvChoice }
+
+// convChoices lists the convolution algorithms that device d chose for
+// shapes among the inputs', one a line, for a failure message; empty for
+// a device without them.
+func convChoices(d Device, inputs []*Tensor) string {
+	ds, err := deviceFor(d)
+	if err != nil {
+		return ""
+	}
+	cc, ok := ds.bd.(convChoicer)
+	if !ok {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range cc.CuDNNConvChoices() {
+		for _, in := range inputs {
+			if s := [4]int(append(slices.Clone(in.Shape()), 0, 0, 0, 0)[:4]); in.Dim() == 4 && (s == c.X || s == c.W || s == c.Y) {
+				fmt.Fprintf(&b, "\n\tcuDNN: %v", c)
+				break
+			}
+		}
+	}
+	return b.String()
+}
+
 // within checks got against want under tol, with bound the values of the
 // product term (nil for none). A failure reports the element of the
 // largest error relative to its allowance, the largest absolute error,
-// and how many elements are out of bounds.
-func within(t *testing.T, what string, got, want, bound []float64, tol tolerance) {
+// how many elements are out of bounds, and explain's text (the algorithms
+// that ran).
+func within(t *testing.T, what string, got, want, bound []float64, tol tolerance, explain func() string) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
@@ -553,8 +585,8 @@ func within(t *testing.T, what string, got, want, bound []float64, tol tolerance
 		if bound != nil {
 			b = bound[worstAt]
 		}
-		t.Fatalf("%s: %d of %d elements out of bounds; worst element %d = %v, want %v (error %.3g, %.2fx its allowance; |products| %.4g); largest error %.3g",
-			what, bad, len(want), worstAt, got[worstAt], want[worstAt], math.Abs(got[worstAt]-want[worstAt]), worst, b, maxAbs)
+		t.Fatalf("%s: %d of %d elements out of bounds; worst element %d = %v, want %v (error %.3g, %.2fx its allowance; |products| %.4g); largest error %.3g%s",
+			what, bad, len(want), worstAt, got[worstAt], want[worstAt], math.Abs(got[worstAt]-want[worstAt]), worst, b, maxAbs, explain())
 	}
 }
 

@@ -624,3 +624,77 @@ func (dev *Device) Conv2DBackwardFilter(s backend.Stream, dw, db, dy, x backend.
 func biasGradView(db backend.View, o int) backend.View {
 	return backend.View{Buf: db.Buf, DType: db.DType, Shape: []int{1, o, 1, 1}, Strides: []int{o, 1, 1, 1}, Offset: db.Offset}
 }
+
+// ConvChoice is the algorithm a device runs for one convolution direction,
+// as chosen and cached: what a test or a profile prints to say which path
+// computed a result.
+type ConvChoice struct {
+	Direction string // "forward", "backward data" or "backward filter"
+	DType     backend.DType
+	// X, W and Y are the shapes of the input, the filter and the output
+	// (or of their gradients), with their layouts ("NCHW" or "NHWC").
+	X, W, Y       [4]int
+	LX, LW, LY    string
+	Params        backend.Conv2DParams
+	TF32          bool   // TF32 allowed for float32
+	Benchmark     bool   // chosen by a timed search, not the heuristics
+	Deterministic bool   // deterministic algorithms only
+	Algo          int32  // cudnnConvolution*Algo_t; -1 for none (the fallback)
+	Math          string // the math type it runs under
+	Workspace     uint64 // bytes
+}
+
+// String describes the choice on one line.
+func (c ConvChoice) String() string {
+	mode := "heuristic"
+	if c.Benchmark {
+		mode = "benchmark"
+	}
+	if c.Deterministic {
+		mode += ", deterministic"
+	}
+	algo := fmt.Sprintf("algo %d, %s math, %d bytes of workspace", c.Algo, c.Math, c.Workspace)
+	if c.Algo < 0 {
+		algo = "no algorithm (the fallback)"
+	}
+	return fmt.Sprintf("%s %s x %v %s, w %v %s, y %v %s, stride %v padding %v dilation %v groups %d, tf32=%v (%s): %s",
+		c.Direction, c.DType, c.X, c.LX, c.W, c.LW, c.Y, c.LY, c.Params.Stride, c.Params.Padding, c.Params.Dilation, c.Params.Groups,
+		c.TF32, mode, algo)
+}
+
+// mathName names a cuDNN math type.
+func mathName(m cudnn.MathType) string {
+	switch m {
+	case cudnn.DefaultMath:
+		return "default (TF32 for float32)"
+	case cudnn.TensorOpMath:
+		return "tensor op"
+	case cudnn.TensorOpMathAllowConversion:
+		return "tensor op with conversion"
+	case cudnn.FMAMath:
+		return "FMA"
+	}
+	return fmt.Sprintf("math type %d", m)
+}
+
+// CuDNNConvChoices returns the convolution algorithms the device has
+// chosen so far, one per shape, layout, dtype, parameters, direction and
+// mode, in no particular order; empty without cuDNN.
+func (dev *Device) CuDNNConvChoices() []ConvChoice {
+	st := &dev.dnn
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var out []ConvChoice
+	for key, pl := range st.convs {
+		for ak, cands := range pl.algos {
+			c := ConvChoice{Direction: ak.dir.String(), DType: key.dt, X: key.x, W: key.w, Y: key.y,
+				LX: key.lx.String(), LW: key.lw.String(), LY: key.ly.String(), Params: key.p, TF32: key.tf32,
+				Benchmark: ak.bench, Deterministic: ak.det, Algo: -1}
+			if len(cands) > 0 {
+				c.Algo, c.Math, c.Workspace = cands[0].algo, mathName(cands[0].math), cands[0].ws
+			}
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -297,3 +297,22 @@ func TestCheckBN(t *testing.T) {
 		}
 	}
 }
+
+func TestConvChoiceString(t *testing.T) {
+	c := ConvChoice{Direction: "forward", DType: backend.Float32, X: [4]int{2, 4, 6, 6}, W: [4]int{8, 4, 3, 3}, Y: [4]int{2, 8, 6, 6},
+		LX: "NHWC", LW: "NHWC", LY: "NHWC", Params: backend.Conv2DParams{Stride: [2]int{1, 1}, Padding: [2]int{1, 1}, Dilation: [2]int{1, 1}, Groups: 1},
+		TF32: true, Benchmark: true, Algo: 1, Math: mathName(cudnn.DefaultMath), Workspace: 4096}
+	s := c.String()
+	for _, want := range []string{"forward float32", "x [2 4 6 6] NHWC", "w [8 4 3 3] NHWC", "tf32=true", "benchmark", "algo 1", "TF32", "4096 bytes"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("%q lacks %q", s, want)
+		}
+	}
+	c.Algo = -1
+	if s := c.String(); !strings.Contains(s, "fallback") {
+		t.Errorf("no algorithm: %q", s)
+	}
+	if got := (&Device{}).CuDNNConvChoices(); len(got) != 0 {
+		t.Errorf("a device without cuDNN lists %v", got)
+	}
+}
