@@ -3,6 +3,7 @@ package models
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -732,6 +733,87 @@ func TestCUDAMatchesCPU(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCUDAGradsMatchCPU runs one training-mode forward and backward pass
+// of ResNet-50 with the same weights and batch on the CPU and on cuda:0,
+// TF32 off, NCHW and channels-last, and compares the loss and the gradient
+// of every parameter, each scaled by its largest element: a wrong
+// convolution, batch norm or pooling gradient anywhere in the bottlenecks
+// (1x1 convolutions, strided 3x3s, projections) shows here by name.
+func TestCUDAGradsMatchCPU(t *testing.T) {
+	dev := cudaOrSkip(t)
+	prev := vram.CuDNN()
+	vram.SetCuDNN(vram.CuDNNSettings{NoTF32: true})
+	defer vram.SetCuDNN(prev)
+	x, y := fixedBatch(4, 64, 10, vram.ContiguousFormat, vram.CPU)
+	defer x.Release()
+	defer y.Release()
+	step := func(m *ResNet, x, y *vram.Tensor) (float64, []nn.NamedParameter, map[string][]float64) {
+		m.Train()
+		var l float64
+		vram.Tidy(func() {
+			loss := nn.CrossEntropyLoss(m.Forward(x), y)
+			loss.Backward()
+			l = loss.Item()
+		})
+		ps := m.NamedParameters()
+		g := map[string][]float64{}
+		for _, p := range ps {
+			if p.Tensor.Grad() == nil {
+				t.Fatalf("%s has no gradient", p.Name)
+			}
+			g[p.Name] = p.Tensor.Grad().Float64s()
+		}
+		return l, ps, g
+	}
+	cpu := ResNet50(Config{NumClasses: 10}, vram.WithGenerator(vram.NewGenerator(1)))
+	defer releaseAll(cpu)
+	wantLoss, params, want := step(cpu, x, y)
+	for _, f := range []vram.MemoryFormat{vram.ContiguousFormat, vram.ChannelsLast} {
+		t.Run(f.String(), func(t *testing.T) {
+			gpu := ResNet50(Config{NumClasses: 10}, vram.WithGenerator(vram.NewGenerator(1)))
+			defer releaseAll(gpu)
+			gpu.To(dev)
+			if f == vram.ChannelsLast {
+				nn.ToMemoryFormat(gpu, f)
+			}
+			xg, yg := x.To(dev, f), y.To(dev)
+			defer xg.Release()
+			defer yg.Release()
+			gotLoss, _, got := step(gpu, xg, yg)
+			if d := math.Abs(gotLoss - wantLoss); d > 1e-4*(1+math.Abs(wantLoss)) {
+				t.Errorf("loss %v on %v, %v on the CPU", gotLoss, dev, wantLoss)
+			}
+			type diff struct {
+				name string
+				d    float64
+			}
+			var diffs []diff
+			for _, p := range params {
+				w, g := want[p.Name], got[p.Name]
+				scale, worst := 0.0, 0.0
+				for i := range w {
+					scale = max(scale, math.Abs(w[i]))
+					worst = max(worst, math.Abs(g[i]-w[i]))
+					if math.IsNaN(g[i]) {
+						worst = math.Inf(1)
+					}
+				}
+				if scale == 0 {
+					scale = 1
+				}
+				diffs = append(diffs, diff{p.Name, worst / scale})
+			}
+			slices.SortFunc(diffs, func(a, b diff) int { return cmp.Compare(b.d, a.d) })
+			t.Logf("loss %v (CPU %v); largest gradient differences, of each gradient's largest element: %v", gotLoss, wantLoss, diffs[:5])
+			for _, d := range diffs {
+				if d.d > 1e-2 {
+					t.Errorf("%s: gradient differs from the CPU's by %.3g of its largest element (tolerance 1e-2)", d.name, d.d)
+				}
+			}
+		})
 	}
 }
 
