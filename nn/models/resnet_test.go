@@ -572,9 +572,10 @@ func cudaOrSkip(t *testing.T) vram.Device {
 	return vram.CUDA(0)
 }
 
-// fitSteps trains m on one fixed batch for steps SGD steps, under bf16
-// autocast when bf16 is set, and returns the first and last losses.
-func fitSteps(t *testing.T, m *ResNet, x, y *vram.Tensor, steps int, bf16 bool) (first, last float64) {
+// fitSteps trains m on one fixed batch for steps SGD steps (learning rate
+// 0.05, momentum 0.9), under bf16 autocast when bf16 is set, and returns
+// the first and last losses and all of them.
+func fitSteps(t *testing.T, m *ResNet, x, y *vram.Tensor, steps int, bf16 bool) (first, last float64, losses []float64) {
 	t.Helper()
 	opt, err := optim.NewSGD(m.Parameters(), optim.SGDConfig{LR: 0.05, Momentum: 0.9})
 	if err != nil {
@@ -601,9 +602,10 @@ func fitSteps(t *testing.T, m *ResNet, x, y *vram.Tensor, steps int, bf16 bool) 
 				first = l
 			}
 			last = l
+			losses = append(losses, l)
 		})
 	}
-	return first, last
+	return first, last, losses
 }
 
 // fixedBatch returns n random images [n, 3, size, size] in format f and
@@ -633,7 +635,7 @@ func TestTrainCPU(t *testing.T) {
 			x, y := fixedBatch(4, 16, 4, vram.ContiguousFormat, vram.CPU)
 			defer x.Release()
 			defer y.Release()
-			first, last := fitSteps(t, m, x, y, 6, false)
+			first, last, _ := fitSteps(t, m, x, y, 6, false)
 			if !(last < first/2) {
 				t.Errorf("loss %.4f -> %.4f: did not halve in 6 steps", first, last)
 			}
@@ -643,15 +645,25 @@ func TestTrainCPU(t *testing.T) {
 
 // TestCUDATrain trains ResNet-18 and ResNet-50 on cuda:0 in float32 and
 // under bf16 autocast, NCHW and channels-last, fitting one batch: the loss
-// must fall, batch norm must stay float32 and the running statistics must
-// move.
+// must halve in 12 steps, batch norm must stay float32 and the running
+// statistics must move.
+//
+// ResNet-50 starts with its residual blocks as the identity
+// (Config.ZeroInitResidual, torchvision's zero_init_residual=True, the
+// usual way to train deep ResNets at a large learning rate): from
+// torchvision's default start, 12 steps at learning rate 0.05 with
+// momentum 0.9 are unstable for it on the CPU as on the GPU (2.557 ->
+// 2.346 on the CPU, where it falls to 0.001 from the identity start), so
+// they would test the schedule, not the GPU. TestCUDAGradsMatchCPU checks
+// its default start's gradients instead.
 func TestCUDATrain(t *testing.T) {
 	dev := cudaOrSkip(t)
 	for _, name := range []string{"resnet18", "resnet50"} {
 		for _, f := range []vram.MemoryFormat{vram.ContiguousFormat, vram.ChannelsLast} {
 			for _, bf16 := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/%v/bf16=%v", name, f, bf16), func(t *testing.T) {
-					m := constructors[name](Config{NumClasses: 10}, dev, vram.WithGenerator(vram.NewGenerator(1)))
+					cfg := Config{NumClasses: 10, ZeroInitResidual: name == "resnet50"}
+					m := constructors[name](cfg, dev, vram.WithGenerator(vram.NewGenerator(1)))
 					defer releaseAll(m)
 					if f == vram.ChannelsLast {
 						nn.ToMemoryFormat(m, f)
@@ -659,9 +671,9 @@ func TestCUDATrain(t *testing.T) {
 					x, y := fixedBatch(16, 64, 10, f, dev)
 					defer x.Release()
 					defer y.Release()
-					first, last := fitSteps(t, m, x, y, 12, bf16)
-					if !(last < 0.7*first) {
-						t.Errorf("loss %.4f -> %.4f: did not fall by 30%% in 12 steps", first, last)
+					first, last, losses := fitSteps(t, m, x, y, 12, bf16)
+					if !(last < first/2) {
+						t.Errorf("loss %.4f -> %.4f: did not halve in 12 steps (ZeroInitResidual %v; losses %.4g)", first, last, cfg.ZeroInitResidual, losses)
 					}
 					t.Logf("loss %.4f -> %.4f in 12 steps", first, last)
 					if m.BN1.Weight.DType() != vram.Float32 || m.BN1.RunningMean.DType() != vram.Float32 {
