@@ -570,9 +570,10 @@ func (dev *Device) Conv2DBackwardData(s backend.Stream, dx, dy, w backend.View, 
 
 // Conv2DBackwardFilter computes dw from dy and x with cuDNN, and db when it
 // is not the zero View: the sum of dy over N, H and W, by the device's
-// reduction kernel (as PyTorch sums it), since cuDNN's
-// cudnnConvolutionBackwardBias lacks bfloat16 and is deprecated. It
-// implements [backend.Convolver].
+// reduction kernel (as PyTorch sums it, accumulating in float32 for the
+// 16-bit floats), since cuDNN 9's cudnnConvolutionBackwardBias answers
+// CUDNN_STATUS_NOT_SUPPORTED for bfloat16. It implements
+// [backend.Convolver].
 func (dev *Device) Conv2DBackwardFilter(s backend.Stream, dw, db, dy, x backend.View, p backend.Conv2DParams) error {
 	const what = "conv2d backward filter"
 	d, err := dev.dnnBegin(s, what, checkConv(x, dw, dy, p, [3]string{"x", "dw", "dy"}))
