@@ -2,6 +2,7 @@ package vram
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"testing"
@@ -28,23 +29,65 @@ var cudaModes = []deviceMode{
 	{"composed", false, true, true},
 }
 
-// cudaTol allows for TF32 convolutions, which cuDNN may pick for float32
-// as PyTorch's default does.
-const cudaTol = 5e-3
+// cudaTol is the tolerance of pooling and batch norm on cuda:0, whose
+// float32 sums run in another order than the CPU's.
+var cudaTol = tolerance{rel: 5e-3}
+
+// convSettings are the two ways a float32 convolution runs on cuda:0:
+// with TF32 off, natively (cuDNN's FMA algorithms, FFT and Winograd
+// included) and composed, on any float32 inputs; and with cuDNN's default,
+// TF32 on, natively, on inputs and an output gradient already rounded to
+// TF32 (as the tensor cores would round them), so that TF32 algorithms
+// must match the CPU up to the order of their float32 sums. Each bound's
+// product term scales with the sum of |products| of the element: an
+// element of small value that is the sum of large products is judged by
+// the scale of its rounding errors. 1e-5 of it covers the transforms of
+// FFT and Winograd.
+var convSettings = []struct {
+	name  string
+	s     CuDNNSettings
+	modes []deviceMode
+	tol   tolerance
+}{
+	{"notf32", CuDNNSettings{NoTF32: true}, cudaModes, tolerance{rel: 1e-4, prod: 1e-5}},
+	{"tf32", CuDNNSettings{}, cudaModes[:1], tolerance{rel: 1e-4, prod: 1e-5, tf32: true}},
+}
+
+// compareConvOnCUDA runs compareOn on cuda:0 under each of convSettings.
+// tf32Prod, when positive, replaces the product term under TF32: a
+// gradient that the device computes between two convolutions (through a
+// GELU) is not TF32-exact and is rounded again (2^-11 of each product).
+func compareConvOnCUDA(t *testing.T, viaBackward bool, tf32Prod float64, f func(xs []*Tensor) *Tensor, inputs ...*Tensor) {
+	t.Helper()
+	for _, cs := range convSettings {
+		t.Run(cs.name, func(t *testing.T) {
+			prev := CuDNN()
+			SetCuDNN(cs.s)
+			defer SetCuDNN(prev)
+			tol := cs.tol
+			if tol.tf32 && tf32Prod > 0 {
+				tol.prod = tf32Prod
+			}
+			compareOn(t, CUDA(0), cs.modes, viaBackward, tol, f, inputs...)
+		})
+	}
+}
 
 func TestCUDAConvMatchesCPU(t *testing.T) {
 	needCUDA(t)
 	cases := append(slices.Clone(convCases), convCase{"resnet block", []int{4, 64, 14, 14}, []int{64, 64, 3, 3}, Conv2dParams{Padding: [2]int{1, 1}}, true},
 		convCase{"resnet stem", []int{2, 3, 32, 32}, []int{16, 3, 7, 7}, Conv2dParams{Stride: [2]int{2, 2}, Padding: [2]int{3, 3}}, true},
-		convCase{"resnet downsample", []int{2, 32, 8, 8}, []int{64, 32, 1, 1}, Conv2dParams{Stride: [2]int{2, 2}}, true})
+		convCase{"resnet downsample", []int{2, 32, 8, 8}, []int{64, 32, 1, 1}, Conv2dParams{Stride: [2]int{2, 2}}, true},
+		convCase{"bottleneck 1x1", []int{2, 64, 8, 8}, []int{256, 64, 1, 1}, Conv2dParams{}, true},
+		convCase{"bottleneck 3x3 stride 2", []int{2, 32, 9, 9}, []int{32, 32, 3, 3}, Conv2dParams{Stride: [2]int{2, 2}, Padding: [2]int{1, 1}}, true})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			x, w, b := convInputs(tc, false)
 			if b == nil {
-				compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return Conv2d(xs[0], xs[1], nil, tc.p) }, x, w)
+				compareConvOnCUDA(t, false, 0, func(xs []*Tensor) *Tensor { return Conv2d(xs[0], xs[1], nil, tc.p) }, x, w)
 				return
 			}
-			compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return Conv2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
+			compareConvOnCUDA(t, false, 0, func(xs []*Tensor) *Tensor { return Conv2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
 		})
 	}
 }
@@ -55,7 +98,7 @@ func TestCUDAConvActMatchesCPU(t *testing.T) {
 	for _, act := range []Activation{ActReLU, ActGELU} {
 		t.Run(act.String(), func(t *testing.T) {
 			x, w, b := convInputs(tc, false)
-			compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return Conv2dAct(xs[0], xs[1], xs[2], tc.p, act) }, x, w, b)
+			compareConvOnCUDA(t, false, 1e-3, func(xs []*Tensor) *Tensor { return Conv2dAct(xs[0], xs[1], xs[2], tc.p, act) }, x, w, b)
 		})
 	}
 }
@@ -66,10 +109,10 @@ func TestCUDAConvTransposeMatchesCPU(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			x, w, b := convInputs(tc, true)
 			if b == nil {
-				compareOn(t, CUDA(0), cudaModes, true, cudaTol, func(xs []*Tensor) *Tensor { return ConvTranspose2d(xs[0], xs[1], nil, tc.p) }, x, w)
+				compareConvOnCUDA(t, true, 0, func(xs []*Tensor) *Tensor { return ConvTranspose2d(xs[0], xs[1], nil, tc.p) }, x, w)
 				return
 			}
-			compareOn(t, CUDA(0), cudaModes, true, cudaTol, func(xs []*Tensor) *Tensor { return ConvTranspose2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
+			compareConvOnCUDA(t, true, 0, func(xs []*Tensor) *Tensor { return ConvTranspose2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
 		})
 	}
 }
@@ -137,19 +180,19 @@ func TestConvOnSimMatchesCPU(t *testing.T) {
 	t.Run("conv2d", func(t *testing.T) {
 		tc := convCases[6]
 		x, w, b := convInputs(tc, false)
-		compareOn(t, Sim(0), cudaModes, false, 1e-4, func(xs []*Tensor) *Tensor { return Conv2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
+		compareOn(t, Sim(0), cudaModes, false, tolerance{rel: 1e-4}, func(xs []*Tensor) *Tensor { return Conv2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
 	})
 	t.Run("conv_transpose2d", func(t *testing.T) {
 		tc := convTCases[3]
 		x, w, b := convInputs(tc, true)
-		compareOn(t, Sim(0), cudaModes, true, 1e-4, func(xs []*Tensor) *Tensor { return ConvTranspose2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
+		compareOn(t, Sim(0), cudaModes, true, tolerance{rel: 1e-4}, func(xs []*Tensor) *Tensor { return ConvTranspose2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
 	})
 	t.Run("max_pool2d", func(t *testing.T) {
 		pc := poolCases[1]
-		compareOn(t, Sim(0), cudaModes, false, 1e-4, func(xs []*Tensor) *Tensor { return MaxPool2d(xs[0], pc.p) }, rnd(81, pc.x...))
+		compareOn(t, Sim(0), cudaModes, false, tolerance{rel: 1e-4}, func(xs []*Tensor) *Tensor { return MaxPool2d(xs[0], pc.p) }, rnd(81, pc.x...))
 	})
 	t.Run("batch_norm2d", func(t *testing.T) {
-		compareOn(t, Sim(0), cudaModes, false, 1e-4, func(xs []*Tensor) *Tensor {
+		compareOn(t, Sim(0), cudaModes, false, tolerance{rel: 1e-4}, func(xs []*Tensor) *Tensor {
 			return BatchNorm2d(xs[0], xs[1], xs[2], nil, nil, true, 0.1, 1e-5)
 		}, rnd(86, 3, 4, 3, 2), rnd(87, 4), rnd(88, 4))
 	})
@@ -192,5 +235,47 @@ func bf16Block(t *testing.T, d Device) {
 				}
 			})
 		}
+	}
+}
+
+// TestTF32ExplainsCUDAValues: elements that cuDNN's default float32
+// convolutions gave on an H200, where the native path differed from the
+// CPU by more than 5e-3 of their value, are what the CPU computes from
+// inputs rounded to TF32, to float32's accuracy; the exact result differs
+// by far more. It checks the CPU side of convSettings' TF32 mode.
+func TestTF32ExplainsCUDAValues(t *testing.T) {
+	for _, c := range []struct {
+		tc    convCase
+		at    int
+		h200  float64
+		exact float64
+	}{
+		{convCase{"resnet block", []int{4, 64, 14, 14}, []int{64, 64, 3, 3}, Conv2dParams{Padding: [2]int{1, 1}}, true}, 31, 0.7050741910934448, 0.6961575746536255},
+		{convCase{"resnet stem", []int{2, 3, 32, 32}, []int{16, 3, 7, 7}, Conv2dParams{Stride: [2]int{2, 2}, Padding: [2]int{3, 3}}, true}, 235, 0.027386605739593506, 0.0214616060256958},
+		{convCase{"3x3 with bias", []int{4, 32, 10, 10}, []int{32, 32, 3, 3}, Conv2dParams{Padding: [2]int{1, 1}}, false}, 265, 0.27542102336883545, 0.2823490500450134},
+	} {
+		t.Run(c.tc.name, func(t *testing.T) {
+			x, w, b := convInputs(c.tc, false)
+			f := func(x, w *Tensor) float64 {
+				var bv []float64
+				if b != nil {
+					bv = mapValues(b, func(v float64) float64 { return v }).Float64s()
+				}
+				out, _ := refConv2d(x.Float64s(), c.tc.x, w.Float64s(), c.tc.w, bv, c.tc.p)
+				return out[c.at]
+			}
+			ident := func(v float64) float64 { return v }
+			exact := f(mapValues(x, ident), mapValues(w, ident))
+			tf32 := f(mapValues(x, roundTF32), mapValues(w, roundTF32))
+			if math.Abs(exact-c.exact) > 1e-5 {
+				t.Errorf("float32 inputs give %v, the CPU gave %v", exact, c.exact)
+			}
+			if math.Abs(tf32-c.h200) > 2e-5 {
+				t.Errorf("TF32 inputs give %v, the H200 gave %v", tf32, c.h200)
+			}
+			if math.Abs(tf32-exact) < 5e-3*(1+math.Abs(exact)) {
+				t.Errorf("TF32 rounding moves the element by only %.3g", tf32-exact)
+			}
+		})
 	}
 }

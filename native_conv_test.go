@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/backend/cuda"
 )
 
 // A "nativetest" device is the CPU with the optional interfaces of
@@ -400,20 +402,57 @@ var nativeModes = []deviceMode{
 // only when those do.
 func onNativeTest(t *testing.T, viaBackward bool, f func(xs []*Tensor) *Tensor, inputs ...*Tensor) {
 	t.Helper()
-	compareOn(t, nativeTest, nativeModes, viaBackward, 1e-4, f, inputs...)
+	compareOn(t, nativeTest, nativeModes, viaBackward, tolerance{rel: 1e-4}, f, inputs...)
+}
+
+// tolerance is how far a device's result may be from the CPU's: element i
+// within rel·(1+|want_i|) + prod·bound_i, where bound_i is the same
+// element computed from the absolute values of the inputs and of the
+// output gradient (for a convolution, the sum of |x·w| over its products:
+// the scale of the rounding errors of its products). tf32 rounds the
+// inputs and the output gradient to TF32 (10-bit mantissas, to nearest)
+// before the CPU computes what to want, as tensor cores do to their
+// operands, so that only the order of the float32 sums differs.
+type tolerance struct {
+	rel, prod float64
+	tf32      bool
+}
+
+// roundTF32 returns v rounded to the nearest TF32 value (ties to even).
+func roundTF32(v float64) float64 {
+	b := math.Float32bits(float32(v))
+	if e := b >> 23 & 0xff; e == 0xff {
+		return v
+	}
+	b = (b + 0xfff + b>>13&1) &^ 0x1fff
+	return float64(math.Float32frombits(b))
+}
+
+// mapValues returns a float64 tensor on the CPU of t's values in float32,
+// each passed through fn.
+func mapValues(t *Tensor, fn func(float64) float64) *Tensor {
+	vals := t.Cast(Float32).To(CPU).Cast(Float64).Float64s()
+	for i, v := range vals {
+		vals[i] = fn(v)
+	}
+	return FromSlice(vals, t.Shape())
 }
 
 // compareOn runs f(inputs) in float32 on device d in each mode, with
 // row-major and channels-last inputs, and on the CPU's composed path, and
-// compares the outputs and the gradients of every input within tol.
-func compareOn(t *testing.T, d Device, modes []deviceMode, viaBackward bool, tol float64, f func(xs []*Tensor) *Tensor, inputs ...*Tensor) {
+// compares the outputs and the gradients of every input within tol. A
+// failure names the mode, the layout and the largest error with its bound.
+func compareOn(t *testing.T, d Device, modes []deviceMode, viaBackward bool, tol tolerance, f func(xs []*Tensor) *Tensor, inputs ...*Tensor) {
 	t.Helper()
 	type result struct{ out, grads [][]float64 }
-	run := func(d Device, cl bool) result {
+	ident := func(v float64) float64 { return v }
+	// run computes f on d from the inputs and output gradient each passed
+	// through prep.
+	run := func(d Device, cl bool, prep func(float64) float64) result {
 		var r result
 		var ins []*Tensor
 		for _, in := range inputs {
-			x := in.Cast(Float32).To(d)
+			x := mapValues(in, prep).Cast(Float32).To(d)
 			if cl && x.Dim() == 4 {
 				x = x.Contiguous(ChannelsLast)
 			}
@@ -428,18 +467,27 @@ func compareOn(t *testing.T, d Device, modes []deviceMode, viaBackward bool, tol
 			t.Errorf("channels-last inputs gave output strides %v", y.Strides())
 		}
 		r.out = append(r.out, y.Cast(Float64).Float64s())
-		g := Randn(y.Shape(), Float32, WithGenerator(NewGenerator(99))).To(d)
+		g := mapValues(Randn(y.Shape(), Float32, WithGenerator(NewGenerator(99))), prep).Cast(Float32).To(d)
 		y.Backward(Gradient(g))
 		for _, in := range ins {
 			r.grads = append(r.grads, in.Grad().Cast(Float64).Float64s())
 		}
 		return r
 	}
-	want := func() result {
+	onCPU := func(prep func(float64) float64) result {
 		noNativeConv.Store(true)
 		defer noNativeConv.Store(false)
-		return run(CPU, false)
-	}()
+		return run(CPU, false, prep)
+	}
+	prep := ident
+	if tol.tf32 {
+		prep = roundTF32
+	}
+	want := onCPU(prep)
+	var bound result
+	if tol.prod > 0 {
+		bound = onCPU(func(v float64) float64 { return math.Abs(prep(v)) })
+	}
 	for _, m := range modes {
 		for _, cl := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s channels-last=%v", m.name, cl), func(t *testing.T) {
@@ -450,19 +498,95 @@ func compareOn(t *testing.T, d Device, modes []deviceMode, viaBackward bool, tol
 				defer nativeForwardOff.Store(false)
 				defer nativeBackwardOff.Store(false)
 				before := nativeCalls.Load()
-				got := run(d, cl)
+				got := run(d, cl, prep)
 				if d == nativeTest {
 					want := m.native && m.forward && (m.backward || !viaBackward)
 					if ran := nativeCalls.Load() > before; ran != want {
 						t.Errorf("native kernels ran: %v, want %v", ran, want)
 					}
 				}
-				closeTo(t, "output", got.out[0], want.out[0], tol)
+				where := fmt.Sprintf("%s on %v (channels-last=%v, cuDNN %v)", m.name, d, cl, CuDNN())
+				explain := func() string { return convChoices(d, inputs) }
+				within(t, where+": output", got.out[0], want.out[0], gradsAt(bound.out, 0), tol, explain)
 				for i := range want.grads {
-					closeTo(t, fmt.Sprintf("gradient of input %d", i), got.grads[i], want.grads[i], tol)
+					within(t, fmt.Sprintf("%s: gradient of input %d", where, i), got.grads[i], want.grads[i], gradsAt(bound.grads, i), tol, explain)
 				}
 			})
 		}
+	}
+}
+
+// gradsAt returns vs[i], or nil when vs is too short.
+func gradsAt(vs [][]float64, i int) []float64 {
+	if i < len(vs) {
+		return vs[i]
+	}
+	return nil
+}
+
+// convChoicer is a device that lists its cached convolution algorithms
+// (the CUDA backend's).
+type convChoicer interface{ CuDNNConvChoices() []cuda.ConvChoice }
+
+// convChoices lists the convolution algorithms that device d chose for
+// shapes among the inputs', one a line, for a failure message; empty for
+// a device without them.
+func convChoices(d Device, inputs []*Tensor) string {
+	ds, err := deviceFor(d)
+	if err != nil {
+		return ""
+	}
+	cc, ok := ds.bd.(convChoicer)
+	if !ok {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range cc.CuDNNConvChoices() {
+		for _, in := range inputs {
+			if s := [4]int(append(slices.Clone(in.Shape()), 0, 0, 0, 0)[:4]); in.Dim() == 4 && (s == c.X || s == c.W || s == c.Y) {
+				fmt.Fprintf(&b, "\n\tcuDNN: %v", c)
+				break
+			}
+		}
+	}
+	return b.String()
+}
+
+// within checks got against want under tol, with bound the values of the
+// product term (nil for none). A failure reports the element of the
+// largest error relative to its allowance, the largest absolute error,
+// how many elements are out of bounds, and explain's text (the algorithms
+// that ran).
+func within(t *testing.T, what string, got, want, bound []float64, tol tolerance, explain func() string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	worst, worstAt, maxAbs, bad := 0.0, -1, 0.0, 0
+	for i := range want {
+		allow := tol.rel * (1 + math.Abs(want[i]))
+		if bound != nil {
+			allow += tol.prod * bound[i]
+		}
+		e := math.Abs(got[i] - want[i])
+		if math.IsNaN(got[i]) {
+			e = math.Inf(1)
+		}
+		maxAbs = max(maxAbs, e)
+		if e > allow {
+			bad++
+		}
+		if r := e / allow; r > worst || worstAt < 0 {
+			worst, worstAt = r, i
+		}
+	}
+	if bad > 0 {
+		b := 0.0
+		if bound != nil {
+			b = bound[worstAt]
+		}
+		t.Fatalf("%s: %d of %d elements out of bounds; worst element %d = %v, want %v (error %.3g, %.2fx its allowance; |products| %.4g); largest error %.3g%s",
+			what, bad, len(want), worstAt, got[worstAt], want[worstAt], math.Abs(got[worstAt]-want[worstAt]), worst, b, maxAbs, explain())
 	}
 }
 

@@ -156,19 +156,40 @@ func convTakes(x, w, y backend.View, p backend.Conv2DParams) (key convKey, why s
 	if !ok[0] || !ok[1] || !ok[2] {
 		return key, "an empty view, one beyond 2^31 elements, or one neither contiguous (NCHW) nor channels-last (NHWC)"
 	}
-	// A view packed both ways (a 1x1 filter, one channel) takes the layout
-	// of the input, so that cuDNN sees one format.
-	pref := key.lx.pick()
-	for _, l := range []*layout{&key.lx, &key.lw, &key.ly} {
-		if *l&pref != 0 {
-			*l = pref
-		} else {
-			*l = l.pick()
-		}
-	}
+	key.lx, key.lw, key.ly = pickLayouts(key.lx, key.lw, key.ly)
 	key.dt, key.p = x.DType, p
 	key.tf32 = x.DType == backend.Float32 && cudnnSettings.Load()&dnnNoTF32 == 0
 	return key, ""
+}
+
+// pickLayouts chooses one layout for each of a convolution's views from the
+// layouts each is packed in, so that cuDNN sees one format wherever the
+// memory allows it: a view packed both ways (a 1x1 filter, one channel, a
+// 1x1 image) takes the layout of the others. Only views that share no
+// layout keep their own (then cuDNN computes the mix or declines it).
+func pickLayouts(x, w, y layout) (layout, layout, layout) {
+	if common := x & w & y; common != 0 {
+		l := common.pick()
+		return l, l, l
+	}
+	pref := x.pick()
+	if x == nchw|nhwc {
+		// The input fits any layout: follow the filter's, or the output's.
+		if w != nchw|nhwc {
+			pref = w
+		} else {
+			pref = y.pick()
+		}
+	}
+	out := [3]layout{x, w, y}
+	for i, l := range out {
+		if l&pref != 0 {
+			out[i] = pref
+		} else {
+			out[i] = l.pick()
+		}
+	}
+	return out[0], out[1], out[2]
 }
 
 // vectorTakes reports whether a bias (or its gradient) is what cuDNN takes:
@@ -547,8 +568,12 @@ func (dev *Device) Conv2DBackwardData(s backend.Stream, dx, dy, w backend.View, 
 	})
 }
 
-// Conv2DBackwardFilter computes dw from dy and x, and db when it is not the
-// zero View, with cuDNN. It implements [backend.Convolver].
+// Conv2DBackwardFilter computes dw from dy and x with cuDNN, and db when it
+// is not the zero View: the sum of dy over N, H and W, by the device's
+// reduction kernel (as PyTorch sums it, accumulating in float32 for the
+// 16-bit floats), since cuDNN 9's cudnnConvolutionBackwardBias answers
+// CUDNN_STATUS_NOT_SUPPORTED for bfloat16. It implements
+// [backend.Convolver].
 func (dev *Device) Conv2DBackwardFilter(s backend.Stream, dw, db, dy, x backend.View, p backend.Conv2DParams) error {
 	const what = "conv2d backward filter"
 	d, err := dev.dnnBegin(s, what, checkConv(x, dw, dy, p, [3]string{"x", "dw", "dy"}))
@@ -572,28 +597,105 @@ func (dev *Device) Conv2DBackwardFilter(s backend.Stream, dw, db, dy, x backend.
 			return err
 		}
 	}
-	return d.dnnRun(what, func(h cudnn.Handle) error {
+	err = d.dnnRun(what, func(h cudnn.Handle) error {
 		pl, err := d.convPlan(key)
 		if err != nil {
 			return err
-		}
-		var bd cudnn.TensorDesc
-		if hasBias {
-			if bd, err = pl.biasDesc(key); err != nil {
-				return err
-			}
 		}
 		ak, err := d.algorithms(h, pl, key, dirFilter, [3]cuda.DevicePtr{ptrs[0], ptrs[1], ptrs[2]})
 		if err != nil {
 			return err
 		}
-		err = d.runAlgorithms(pl, ak, func(c candidate, ws cuda.DevicePtr) error {
+		return d.runAlgorithms(pl, ak, func(c candidate, ws cuda.DevicePtr) error {
 			return cudnn.ConvolutionBackwardFilter(h, one, pl.xd, ptrs[0], pl.yd, ptrs[2], pl.cd, cudnn.BwdFilterAlgo(c.algo),
 				ws, c.ws, zero, pl.wd, ptrs[1])
 		})
-		if err != nil || !hasBias {
-			return err
-		}
-		return cudnn.ConvolutionBackwardBias(h, one, pl.yd, ptrs[2], zero, bd, ptrs[3])
 	})
+	if err != nil || !hasBias {
+		return err
+	}
+	if err := dev.Reduce(s, backend.Sum, biasGradView(db, key.w[0]), dy, []int{0, 2, 3}); err != nil {
+		return fmt.Errorf("cuda: cuda:%d: %s: bias gradient: %w", d.index, what, err)
+	}
+	return nil
+}
+
+// biasGradView returns the contiguous [o] view db as the [1, o, 1, 1]
+// destination of a sum of dy over N, H and W.
+func biasGradView(db backend.View, o int) backend.View {
+	return backend.View{Buf: db.Buf, DType: db.DType, Shape: []int{1, o, 1, 1}, Strides: []int{o, 1, 1, 1}, Offset: db.Offset}
+}
+
+// ConvChoice is the algorithm a device runs for one convolution direction,
+// as chosen and cached: what a test or a profile prints to say which path
+// computed a result.
+type ConvChoice struct {
+	Direction string // "forward", "backward data" or "backward filter"
+	DType     backend.DType
+	// X, W and Y are the shapes of the input, the filter and the output
+	// (or of their gradients), with their layouts ("NCHW" or "NHWC").
+	X, W, Y       [4]int
+	LX, LW, LY    string
+	Params        backend.Conv2DParams
+	TF32          bool   // TF32 allowed for float32
+	Benchmark     bool   // chosen by a timed search, not the heuristics
+	Deterministic bool   // deterministic algorithms only
+	Algo          int32  // cudnnConvolution*Algo_t; -1 for none (the fallback)
+	Math          string // the math type it runs under
+	Workspace     uint64 // bytes
+}
+
+// String describes the choice on one line.
+func (c ConvChoice) String() string {
+	mode := "heuristic"
+	if c.Benchmark {
+		mode = "benchmark"
+	}
+	if c.Deterministic {
+		mode += ", deterministic"
+	}
+	algo := fmt.Sprintf("algo %d, %s math, %d bytes of workspace", c.Algo, c.Math, c.Workspace)
+	if c.Algo < 0 {
+		algo = "no algorithm (the fallback)"
+	}
+	return fmt.Sprintf("%s %s x %v %s, w %v %s, y %v %s, stride %v padding %v dilation %v groups %d, tf32=%v (%s): %s",
+		c.Direction, c.DType, c.X, c.LX, c.W, c.LW, c.Y, c.LY, c.Params.Stride, c.Params.Padding, c.Params.Dilation, c.Params.Groups,
+		c.TF32, mode, algo)
+}
+
+// mathName names a cuDNN math type.
+func mathName(m cudnn.MathType) string {
+	switch m {
+	case cudnn.DefaultMath:
+		return "default (TF32 for float32)"
+	case cudnn.TensorOpMath:
+		return "tensor op"
+	case cudnn.TensorOpMathAllowConversion:
+		return "tensor op with conversion"
+	case cudnn.FMAMath:
+		return "FMA"
+	}
+	return fmt.Sprintf("math type %d", m)
+}
+
+// CuDNNConvChoices returns the convolution algorithms the device has
+// chosen so far, one per shape, layout, dtype, parameters, direction and
+// mode, in no particular order; empty without cuDNN.
+func (dev *Device) CuDNNConvChoices() []ConvChoice {
+	st := &dev.dnn
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var out []ConvChoice
+	for key, pl := range st.convs {
+		for ak, cands := range pl.algos {
+			c := ConvChoice{Direction: ak.dir.String(), DType: key.dt, X: key.x, W: key.w, Y: key.y,
+				LX: key.lx.String(), LW: key.lw.String(), LY: key.ly.String(), Params: key.p, TF32: key.tf32,
+				Benchmark: ak.bench, Deterministic: ak.det, Algo: -1}
+			if len(cands) > 0 {
+				c.Algo, c.Math, c.Workspace = cands[0].algo, mathName(cands[0].math), cands[0].ws
+			}
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/backend/backendtest"
 	"github.com/vramgo/vram/memory/trace"
+	"github.com/vramgo/vram/native/cudnn"
 )
 
 // The cuDNN tests run each operation on the GPU and compare it with a
@@ -786,4 +787,29 @@ func TestCuDNNSelfTest(t *testing.T) {
 	if c.Status != "pass" {
 		t.Errorf("cuDNN check: %+v", c)
 	}
+}
+
+// TestCuDNNConvChoices: a convolution that ran is listed with the
+// algorithm cuDNN chose for it, in its layout.
+func TestCuDNNConvChoices(t *testing.T) {
+	d := dnnGPU(t, CuDNNSettings{NoTF32: true})
+	r := rand.New(rand.NewPCG(5, 5))
+	xs, ws := [4]int{2, 4, 7, 7}, [4]int{6, 4, 3, 3}
+	p := cp([2]int{1, 1}, [2]int{1, 1}, [2]int{1, 1}, 1)
+	ys := convEach(xs, ws, p, func(int, int, int) {})
+	yv := put(t, d, backend.Float32, ys, nhwc, nanVals(ys[0]*ys[1]*ys[2]*ys[3]))
+	x, w := rounded(r, backend.Float32, 2*4*49), rounded(r, backend.Float32, 6*4*9)
+	if err := d.Conv2D(nil, yv, put(t, d, backend.Float32, xs, nhwc, x), put(t, d, backend.Float32, ws, nhwc, w), backend.View{}, p, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range d.CuDNNConvChoices() {
+		if c.X == xs && c.W == ws && c.Direction == "forward" && !c.TF32 && c.LX == "NHWC" {
+			if c.LW != "NHWC" || c.LY != "NHWC" || c.Algo < 0 || c.Math != mathName(cudnn.FMAMath) {
+				t.Errorf("choice %v: want NHWC views and an FMA algorithm (TF32 off)", c)
+			}
+			t.Logf("%v", c)
+			return
+		}
+	}
+	t.Errorf("the convolution is not among %v", d.CuDNNConvChoices())
 }

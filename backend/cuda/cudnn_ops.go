@@ -71,8 +71,9 @@ func sameShape(name string, g, v backend.View) error {
 	return nil
 }
 
-// dnnViews resolves views for cuDNN: their sizes, layouts (one layout for
-// a view packed both ways, the first view's when it can) and addresses.
+// dnnViews resolves views for cuDNN: their sizes, layouts (one for all
+// when every view is packed in it; else a view packed both ways takes the
+// first view's) and addresses.
 // why says what cuDNN lacks when it cannot take them.
 func (d *queue) dnnViews(what string, vs ...backend.View) (s [][4]int, ls []layout, ptrs []cuda.DevicePtr, why string, err error) {
 	if _, ok := dnnType(vs[0].DType); !ok {
@@ -85,7 +86,15 @@ func (d *queue) dnnViews(what string, vs ...backend.View) (s [][4]int, ls []layo
 			return nil, nil, nil, "an empty view, one beyond 2^31 elements, or one neither contiguous (NCHW) nor channels-last (NHWC)", nil
 		}
 	}
+	// One layout for all when the memory allows it (see pickLayouts).
+	common := nchw | nhwc
+	for _, l := range ls {
+		common &= l
+	}
 	pref := ls[0].pick()
+	if common != 0 {
+		pref = common.pick()
+	}
 	for i := range ls {
 		if ls[i]&pref != 0 {
 			ls[i] = pref

@@ -112,6 +112,13 @@ func TestConvTakes(t *testing.T) {
 	if key, _ := convTakes(x, w, y, p); key.tf32 {
 		t.Error("TF32 kept with NoTF32 set")
 	}
+	// A 1x1 image is packed both ways: with a channels-last 3x3 filter,
+	// every view must be described as NHWC (the filter's layout), not
+	// the input as NCHW beside an NHWC filter.
+	one := nhwcView([4]int{2, 4, 1, 1})
+	if key, why := convTakes(one, nhwcView([4]int{8, 4, 3, 3}), nhwcView([4]int{2, 8, 1, 1}), backend.Conv2DParams{Stride: [2]int{1, 1}, Padding: [2]int{1, 1}, Dilation: [2]int{1, 1}, Groups: 1}); why != "" || key.lx != nhwc || key.lw != nhwc || key.ly != nhwc {
+		t.Errorf("1x1 image, channels-last 3x3 filter: %+v, %q; want every view NHWC", key, why)
+	}
 	empty := nhwcView([4]int{0, 4, 5, 5})
 	f64 := x
 	f64.DType = backend.Float64
@@ -126,6 +133,30 @@ func TestConvTakes(t *testing.T) {
 		vectorTakes(backend.View{Buf: &Buffer{}, DType: backend.Float32, Shape: []int{8}, Strides: []int{2}}, 8, backend.Float32) ||
 		vectorTakes(backend.View{Buf: &Buffer{}, DType: backend.Float16, Shape: []int{8}, Strides: []int{1}}, 8, backend.Float32) {
 		t.Error("vectorTakes")
+	}
+}
+
+func TestPickLayouts(t *testing.T) {
+	both := nchw | nhwc
+	for _, tc := range []struct {
+		in, want [3]layout
+	}{
+		{[3]layout{nchw, nchw, nchw}, [3]layout{nchw, nchw, nchw}},
+		{[3]layout{nhwc, nhwc, nhwc}, [3]layout{nhwc, nhwc, nhwc}},
+		{[3]layout{nhwc, both, nhwc}, [3]layout{nhwc, nhwc, nhwc}}, // 1x1 filter
+		{[3]layout{both, nhwc, both}, [3]layout{nhwc, nhwc, nhwc}}, // 1x1 image, 3x3 filter
+		{[3]layout{both, both, nhwc}, [3]layout{nhwc, nhwc, nhwc}}, // only the output decides
+		{[3]layout{both, nchw, both}, [3]layout{nchw, nchw, nchw}}, // contiguous filter
+		{[3]layout{both, both, both}, [3]layout{nchw, nchw, nchw}}, // all ambiguous: NCHW
+		{[3]layout{nhwc, nchw, nhwc}, [3]layout{nhwc, nchw, nhwc}}, // a real mix stays
+		{[3]layout{both, nchw, nhwc}, [3]layout{nchw, nchw, nhwc}}, // no common layout
+		{[3]layout{nchw, both, nhwc}, [3]layout{nchw, nchw, nhwc}}, // no common layout
+		{[3]layout{nhwc, both, nchw | nhwc}, [3]layout{nhwc, nhwc, nhwc}},
+	} {
+		x, w, y := pickLayouts(tc.in[0], tc.in[1], tc.in[2])
+		if got := [3]layout{x, w, y}; got != tc.want {
+			t.Errorf("pickLayouts(%v) = %v, want %v", tc.in, got, tc.want)
+		}
 	}
 }
 
@@ -264,5 +295,24 @@ func TestCheckBN(t *testing.T) {
 		if err := checkBN(tc.x, tc.same, tc.channel); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+func TestConvChoiceString(t *testing.T) {
+	c := ConvChoice{Direction: "forward", DType: backend.Float32, X: [4]int{2, 4, 6, 6}, W: [4]int{8, 4, 3, 3}, Y: [4]int{2, 8, 6, 6},
+		LX: "NHWC", LW: "NHWC", LY: "NHWC", Params: backend.Conv2DParams{Stride: [2]int{1, 1}, Padding: [2]int{1, 1}, Dilation: [2]int{1, 1}, Groups: 1},
+		TF32: true, Benchmark: true, Algo: 1, Math: mathName(cudnn.DefaultMath), Workspace: 4096}
+	s := c.String()
+	for _, want := range []string{"forward float32", "x [2 4 6 6] NHWC", "w [8 4 3 3] NHWC", "tf32=true", "benchmark", "algo 1", "TF32", "4096 bytes"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("%q lacks %q", s, want)
+		}
+	}
+	c.Algo = -1
+	if s := c.String(); !strings.Contains(s, "fallback") {
+		t.Errorf("no algorithm: %q", s)
+	}
+	if got := (&Device{}).CuDNNConvChoices(); len(got) != 0 {
+		t.Errorf("a device without cuDNN lists %v", got)
 	}
 }
