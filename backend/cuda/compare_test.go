@@ -44,7 +44,9 @@ const (
 
 var lays = []lay{layContig, layTransposed, layStrided, layBcast}
 
-func (l lay) String() string { return [...]string{"contig", "transposed", "strided", "bcast", "channels_last"}[l] }
+func (l lay) String() string {
+	return [...]string{"contig", "transposed", "strided", "bcast", "channels_last"}[l]
+}
 
 // twin holds one operand on both devices.
 type twin struct{ g, c backend.View }
