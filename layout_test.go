@@ -264,9 +264,10 @@ func (d *layoutDevice) SGDStep(s backend.Stream, p, g, buf backend.View, cfg bac
 	return fs.SGDStep(s, p, g, buf, cfg)
 }
 
-// TestChannelsLastBlockKeepsLayout runs a channels-last bottleneck block
-// (1×1, 3×3 and 1×1 convolutions, each with batch norm, ReLUs, a
-// projection shortcut and the residual addition) forward and backward,
+// TestChannelsLastBlockKeepsLayout runs a max pooling, a channels-last
+// bottleneck block (1×1, 3×3 and 1×1 convolutions, each with batch norm,
+// ReLUs, a projection shortcut and the residual addition) and a global
+// average pooling, flattened, forward and backward,
 // then a fused SGD step of every parameter, on a device with native
 // kernels, and checks that no copy changes a layout, that no convolution
 // is composed (no matrix product), that the weights' gradients keep the
@@ -274,7 +275,7 @@ func (d *layoutDevice) SGDStep(s backend.Stream, p, g, buf backend.View, cfg bac
 // a row-major block the same way, which must not copy either, and compares
 // the two blocks' outputs and gradients.
 func TestChannelsLastBlockKeepsLayout(t *testing.T) {
-	const n, c, h, w, mid, out = 2, 8, 6, 6, 4, 16
+	const n, c, h, w, mid, out = 2, 8, 8, 8, 4, 16
 	type result struct{ y, grads [][]float64 }
 	run := func(cl bool) result {
 		var r result
@@ -302,23 +303,22 @@ func TestChannelsLastBlockKeepsLayout(t *testing.T) {
 			layoutMatMuls.Store(0)
 			layoutSGDSteps.Store(0)
 			nativeCalls.Store(0)
-			h1 := bn(Conv2d(x, ws[0], nil, Conv2dParams{})).Relu()
+			xp := MaxPool2d(x, Pool2dParams{Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Padding: [2]int{1, 1}})
+			h1 := bn(Conv2d(xp, ws[0], nil, Conv2dParams{})).Relu()
 			h2 := bn(Conv2d(h1, ws[1], nil, Conv2dParams{Padding: [2]int{1, 1}})).Relu()
 			h3 := bn(Conv2d(h2, ws[2], nil, Conv2dParams{}))
-			sc := bn(Conv2d(x, ws[3], nil, Conv2dParams{}))
-			y := h3.Add(sc).Relu()
-			if cl && y.SuggestMemoryFormat() != ChannelsLast {
-				t.Errorf("the block's output has strides %v, want channels-last", y.strides)
+			sc := bn(Conv2d(xp, ws[3], nil, Conv2dParams{}))
+			yb := h3.Add(sc).Relu()
+			if cl && yb.SuggestMemoryFormat() != ChannelsLast {
+				t.Errorf("the block's output has strides %v, want channels-last", yb.strides)
 			}
+			y := AdaptiveAvgPool2d(yb, 1, 1).Flatten(1, -1)
 			if got := layoutCopies.Load(); got != 0 {
 				t.Errorf("channels_last=%v: the forward pass made %d copies that changed a layout, the first: %v", cl, got, *layoutLog.Load())
 			}
-			// The gradient that reaches the block comes from the next
-			// layer, in the network's layout.
+			// The gradient of the pooled features, as a classifier
+			// gives it.
 			gy := Randn(Shape(y.shape), layoutTest, WithGenerator(gen))
-			if cl {
-				gy = gy.Contiguous(ChannelsLast)
-			}
 			layoutLog.Store(&[]string{})
 			layoutCopies.Store(0)
 			y.Backward(Gradient(gy))
@@ -350,7 +350,9 @@ func TestChannelsLastBlockKeepsLayout(t *testing.T) {
 			if got := layoutMatMuls.Load(); got != 0 {
 				t.Errorf("channels_last=%v: %d matrix products: a convolution was composed", cl, got)
 			}
-			const want = 4*3 + 4*2 // 4 convolutions forward, backward data and filter; 4 batch norms forward and backward
+			// 4 convolutions forward, backward data and filter; 4 batch
+			// norms and 2 poolings forward and backward.
+			const want = 4*3 + 4*2 + 2*2
 			if got := nativeCalls.Load(); got < want {
 				t.Errorf("channels_last=%v: %d native kernels ran, want at least %d", cl, got, want)
 			}
