@@ -133,10 +133,11 @@ func resnetMode(d *cb.Device, dev vram.Device, mode string, channelsLast, bf16, 
 		step()
 	}
 	must(d.Synchronize())
-	ts := make([]float64, n)
+	ts, host := make([]float64, n), make([]float64, n)
 	for i := range ts {
 		t0 := time.Now()
 		step()
+		host[i] = float64(time.Since(t0).Microseconds()) / 1000
 		must(d.Synchronize())
 		ts[i] = float64(time.Since(t0).Microseconds()) / 1000
 	}
@@ -166,6 +167,10 @@ func resnetMode(d *cb.Device, dev vram.Device, mode string, channelsLast, bf16, 
 	}
 	fmt.Fprintf(os.Stderr, "%s: %.1f ms a step, first step %v, cuDNN fallbacks %d in the first step and %d after\n",
 		name, ms, first.Round(time.Millisecond), stats1.Fallbacks-stats0.Fallbacks, stats2.Fallbacks-stats1.Fallbacks)
+	// The time the host takes to queue a step's kernels: a step whose
+	// queueing takes about as long as the step is bound by the host, not
+	// by the GPU.
+	fmt.Fprintf(os.Stderr, "%s: the host queues a step in %.1f ms (median)\n", name, median(host))
 	printFallbacks(name+": first step", fb0, fb1)
 	printFallbacks(name+": later steps", fb1, fb2)
 }
