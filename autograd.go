@@ -193,6 +193,8 @@ func (t *Tensor) IsLeaf() bool {
 
 // Grad returns the gradient accumulated in a leaf tensor by Backward, or nil.
 // The gradient belongs to t: it is released with t or by [Tensor.ZeroGrad].
+// It has t's layout when t is dense (a channels-last weight has a
+// channels-last gradient, as in PyTorch), else it is row-major.
 func (t *Tensor) Grad() *Tensor {
 	notNil("grad", t)
 	t.gradMu.Lock()
