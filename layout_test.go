@@ -372,3 +372,54 @@ func TestChannelsLastBlockKeepsLayout(t *testing.T) {
 		closeTo(t, fmt.Sprintf("gradient %d, channels-last against row-major", i), cl.grads[i], rm.grads[i], 1e-4)
 	}
 }
+
+// TestCUDAChannelsLastLayouts checks on a GPU what the CPU tests above
+// check: elementwise ops and casts of channels-last tensors keep the
+// layout with the CPU's values, a channels-last leaf gets a channels-last
+// gradient, and the fused SGD and Adam steps take channels-last tensors
+// with the CPU's results.
+func TestCUDAChannelsLastLayouts(t *testing.T) {
+	needCUDA(t)
+	shape := Shape{4, 32, 9, 7}
+	type out struct{ y, grad, p, m, v []float64 }
+	run := func(d Device) (o out) {
+		Tidy(func() {
+			gen := NewGenerator(5)
+			x := Randn(shape, CPU, WithGenerator(gen)).To(d).Contiguous(ChannelsLast)
+			c := Randn(Shape{1, 32, 1, 1}, CPU, WithGenerator(gen)).To(d)
+			w := x.Detach().SetRequiresGrad(true)
+			y := w.Mul(c).Relu().Add(w).Cast(BFloat16).Cast(Float32)
+			if y.SuggestMemoryFormat() != ChannelsLast || !y.IsContiguous(ChannelsLast) {
+				t.Errorf("%s: the result has strides %v, want channels-last", d, y.strides)
+			}
+			y.Square().Sum().Backward()
+			g := w.Grad()
+			if !g.IsContiguous(ChannelsLast) || g.SuggestMemoryFormat() != ChannelsLast {
+				t.Errorf("%s: the gradient has strides %v, want channels-last", d, g.strides)
+			}
+			o.y, o.grad = y.Float64s(), g.Float64s()
+			NoGrad(func() {
+				m := ZerosLike(w).Contiguous(ChannelsLast)
+				v := ZerosLike(w).Contiguous(ChannelsLast)
+				for step := 1; step <= 2; step++ {
+					if !FusedSGDStep(w, g, m, 0.1, 0.9, 0, 0.01, false, step == 1) {
+						t.Fatalf("%s: FusedSGDStep declined channels-last tensors", d)
+					}
+					if !FusedAdamStep(w, g, m, v, 0.01, 0.9, 0.999, 1e-8, 0.01, step, true) {
+						t.Fatalf("%s: FusedAdamStep declined channels-last tensors", d)
+					}
+				}
+				o.p, o.m, o.v = w.Float64s(), m.Float64s(), v.Float64s()
+			})
+		})
+		return o
+	}
+	gpu, cpu := run(CUDA(0)), run(CPU)
+	for _, c := range []struct {
+		what      string
+		got, want []float64
+	}{{"result", gpu.y, cpu.y}, {"gradient", gpu.grad, cpu.grad}, {"parameter", gpu.p, cpu.p},
+		{"momentum", gpu.m, cpu.m}, {"second moment", gpu.v, cpu.v}} {
+		closeTo(t, "CUDA against CPU: "+c.what, c.got, c.want, 1e-2)
+	}
+}
