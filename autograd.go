@@ -193,6 +193,8 @@ func (t *Tensor) IsLeaf() bool {
 
 // Grad returns the gradient accumulated in a leaf tensor by Backward, or nil.
 // The gradient belongs to t: it is released with t or by [Tensor.ZeroGrad].
+// It has t's layout when t is dense (a channels-last weight has a
+// channels-last gradient, as in PyTorch), else it is row-major.
 func (t *Tensor) Grad() *Tensor {
 	notNil("grad", t)
 	t.gradMu.Lock()
@@ -491,11 +493,14 @@ func accumulateLeaf(leaf *Tensor, g *Tensor) {
 		}
 	}
 	if leaf.grad == nil {
-		// Own the gradient outright: a fresh contiguous tensor of the
-		// leaf's dtype, not a view of storage that something else may
-		// still write.
-		if g.dtype != leaf.dtype || !g.IsContiguous() || g.ref.st.refs.Load() != 1 {
+		// Own the gradient outright: a fresh tensor of the leaf's dtype
+		// and layout (gradStrides: a channels-last weight gets a
+		// channels-last gradient), not a view of storage that something
+		// else may still write.
+		want := gradStrides(leaf)
+		if g.dtype != leaf.dtype || !denseStrides(g.shape, g.strides) || !sameStrides(g.shape, g.strides, want) || g.ref.st.refs.Load() != 1 {
 			c := newTensor("backward", g.ds(), leaf.dtype, g.shape)
+			c.strides = want
 			check("backward", g.ds().bd.Copy(g.ds().stream(), c.bv(), g.bv()))
 			Keep(c)
 			g.Release()

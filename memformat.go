@@ -253,3 +253,76 @@ func (t *Tensor) ConvertMemoryFormat(f MemoryFormat) {
 		g.ConvertMemoryFormat(f)
 	}
 }
+
+// denseStrides reports whether strides lay the elements of shape out
+// without gaps or overlaps in some order of the dimensions (row-major,
+// channels-last, a permutation of either): the elements then fill
+// NumElements consecutive slots from the first one, and an elementwise
+// pass over those slots visits each element once. Dimensions of size 1
+// may have any stride; an empty shape is dense.
+func denseStrides(shape, strides []int) bool {
+	dims := make([]int, 0, len(shape))
+	for d, n := range shape {
+		switch {
+		case n == 0:
+			return true
+		case n > 1:
+			dims = append(dims, d)
+		}
+	}
+	slices.SortFunc(dims, func(a, b int) int { return strides[a] - strides[b] })
+	want := 1
+	for _, d := range dims {
+		if strides[d] != want {
+			return false
+		}
+		want *= shape[d]
+	}
+	return true
+}
+
+// sameStrides reports whether two layouts of shape have the same stride
+// along every dimension of size above 1, so that they place every element
+// at the same distance from their first.
+func sameStrides(shape, a, b []int) bool {
+	for d, n := range shape {
+		if n > 1 && a[d] != b[d] {
+			return false
+		}
+	}
+	return true
+}
+
+// flatViews returns the backend views of ts as flat 1-D arrays of their
+// elements when every tensor has ts[0]'s shape and strides and that layout
+// is dense ([denseStrides]): an elementwise pass over the flat arrays then
+// pairs the same elements as one over the tensors, whatever their memory
+// format. It returns false otherwise.
+func flatViews(ts ...*Tensor) ([]backend.View, bool) {
+	t0 := ts[0]
+	if !denseStrides(t0.shape, t0.strides) {
+		return nil, false
+	}
+	n := backend.NumElements(t0.shape)
+	vs := make([]backend.View, len(ts))
+	for i, t := range ts {
+		if !slices.Equal(t.shape, t0.shape) || !sameStrides(t.shape, t.strides, t0.strides) {
+			return nil, false
+		}
+		v := t.bv()
+		v.Shape, v.Strides = []int{n}, []int{1}
+		vs[i] = v
+	}
+	return vs, true
+}
+
+// gradStrides returns the strides a leaf's gradient gets: the leaf's own
+// when they are dense ([denseStrides]), as PyTorch keeps a parameter's
+// layout (channels-last weights get channels-last gradients, which the
+// fused optimizer steps take as flat arrays), else row-major.
+func gradStrides(leaf *Tensor) []int {
+	if denseStrides(leaf.shape, leaf.strides) {
+		return slices.Clone(leaf.strides)
+	}
+	return backend.ContiguousStrides(leaf.shape)
+}

@@ -26,9 +26,11 @@ import (
 // but m and v may not unless gradients are disabled.
 //
 // It returns false, doing nothing, when the fused step does not apply: the
-// device has no fused step, a tensor is not contiguous, the
-// dtypes differ or are not floating-point, or the shapes differ; the caller
-// then composes the step from ordinary ops. It panics with a
+// device has no fused step, the tensors do not share one dense layout
+// (row-major, channels-last or any other order without gaps, which the
+// step reads as flat arrays), the dtypes differ or are not floating-point,
+// or the shapes differ; the caller then composes the step from ordinary
+// ops. It panics with a
 // [*DeviceMismatchError] when the tensors are on different devices, with
 // an [*Error] for a released tensor, a step below 1, or m or v requiring
 // grad while gradients are enabled.
@@ -51,12 +53,11 @@ func FusedAdamStep(p, g, m, v *Tensor, lr, beta1, beta2, eps, weightDecay float6
 			return false
 		}
 	}
-	for _, t := range []*Tensor{p, g, m, v} {
-		if !t.IsContiguous() {
-			return false
-		}
+	vs, ok := flatViews(p, g, m, v)
+	if !ok {
+		return false
 	}
-	err := fa.AdamStep(ds.stream(), p.bv(), g.bv(), m.bv(), v.bv(), backend.AdamStepConfig{
+	err := fa.AdamStep(ds.stream(), vs[0], vs[1], vs[2], vs[3], backend.AdamStepConfig{
 		LR: lr, Beta1: beta1, Beta2: beta2, Eps: eps, WeightDecay: weightDecay, Step: step, Decoupled: decoupled,
 	})
 	if errors.Is(err, backend.ErrNotImplemented) {
@@ -81,8 +82,8 @@ func FusedAdamStep(p, g, m, v *Tensor, lr, beta1, beta2, eps, weightDecay float6
 // nil otherwise); g is left unchanged. The arithmetic is float32 (float64
 // for float64 tensors, float32 for float16 and bfloat16) with buf rounded
 // to its dtype when stored. It returns false, doing nothing, when the
-// fused step does not apply (no fused step on the device, a tensor not
-// contiguous, dtypes or shapes that differ); the
+// fused step does not apply (no fused step on the device, tensors that do
+// not share one dense layout, dtypes or shapes that differ); the
 // caller then composes the step. It panics like [FusedAdamStep].
 func FusedSGDStep(p, g, buf *Tensor, lr, momentum, dampening, weightDecay float64, nesterov, first bool) bool {
 	const op = "sgd_step"
@@ -102,15 +103,19 @@ func FusedSGDStep(p, g, buf *Tensor, lr, momentum, dampening, weightDecay float6
 		return false
 	}
 	for _, t := range ts {
-		if t.dtype != p.dtype || !slices.Equal(t.shape, p.shape) || !t.IsContiguous() {
+		if t.dtype != p.dtype || !slices.Equal(t.shape, p.shape) {
 			return false
 		}
 	}
+	vs, ok := flatViews(ts...)
+	if !ok {
+		return false
+	}
 	var bv backend.View
 	if momentum != 0 {
-		bv = buf.bv()
+		bv = vs[2]
 	}
-	err := fs.SGDStep(ds.stream(), p.bv(), g.bv(), bv, backend.SGDStepConfig{
+	err := fs.SGDStep(ds.stream(), vs[0], vs[1], bv, backend.SGDStepConfig{
 		LR: lr, Momentum: momentum, Dampening: dampening, WeightDecay: weightDecay, Nesterov: nesterov, First: first,
 	})
 	if errors.Is(err, backend.ErrNotImplemented) {

@@ -286,9 +286,10 @@ func (d *Dropout2d) Forward(x *vram.Tensor) *vram.Tensor {
 //
 // A channels-last input alone also gives channels-last convolutions (a
 // row-major weight is laid out like the input for each call, a small copy);
-// converting the model as well saves those copies, while the fused
-// optimizer steps, which take row-major tensors, then compose the update of
-// the converted weights from elementwise ops.
+// converting the model as well saves those copies. The gradients of the
+// converted weights are channels-last too, and so is the optimizers' state
+// (package optim), so that the fused optimizer steps still update each
+// weight in one pass.
 func ToMemoryFormat(m Module, f vram.MemoryFormat) {
 	for _, p := range stateTensors(m) {
 		if f == vram.ContiguousFormat || p.Tensor.Dim() == 4 {

@@ -115,8 +115,8 @@ func (a *Adam) Step() {
 			st := &a.state[i]
 			vram.Tidy(func() {
 				if st.m == nil {
-					st.m = vram.Keep(p.NewZeros(p.Shape()))
-					st.v = vram.Keep(p.NewZeros(p.Shape()))
+					st.m = vram.Keep(newState(p, true))
+					st.v = vram.Keep(newState(p, true))
 				} else {
 					follow(p, st.m, st.v)
 				}

@@ -54,14 +54,50 @@ func checkLR(lr float64) {
 }
 
 // follow moves state tensors to p's device when p moved since they were
-// made.
+// made, and lays them out in p's memory format when p changed it (a model
+// converted with nn.ToMemoryFormat after some steps), so that the fused
+// steps keep taking them.
 func follow(p *vram.Tensor, state ...*vram.Tensor) {
 	d := p.Device()
+	f := stateFormat(p)
 	for _, s := range state {
-		if s != nil && s.Device() != d {
+		if s == nil {
+			continue
+		}
+		if s.Device() != d {
 			s.MoveTo(d)
 		}
+		if !s.IsContiguous(f) || f == vram.ChannelsLast && s.SuggestMemoryFormat() != f {
+			s.ConvertMemoryFormat(f)
+		}
 	}
+}
+
+// stateFormat returns the memory format of p's optimizer state: p's
+// format when p is dense in it (channels-last for a channels-last
+// convolution weight), else row-major.
+func stateFormat(p *vram.Tensor) vram.MemoryFormat {
+	if f := p.SuggestMemoryFormat(); p.IsContiguous(f) {
+		return f
+	}
+	return vram.ContiguousFormat
+}
+
+// newState returns a tensor shaped as p, in p's dtype, device and memory
+// format (stateFormat), filled with zeros when zero is set, else
+// uninitialized: an optimizer state that the fused steps take together
+// with p and its gradient as flat arrays.
+func newState(p *vram.Tensor, zero bool) *vram.Tensor {
+	var s *vram.Tensor
+	if zero {
+		s = p.NewZeros(p.Shape())
+	} else {
+		s = p.NewEmpty(p.Shape())
+	}
+	if f := stateFormat(p); f != vram.ContiguousFormat {
+		s.ConvertMemoryFormat(f)
+	}
+	return s
 }
 
 // zeroGrad releases the gradients of params.

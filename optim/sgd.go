@@ -77,7 +77,7 @@ func (s *SGD) Step() {
 				first := false
 				if c.Momentum != 0 {
 					if s.bufs[i] == nil {
-						s.bufs[i] = vram.Keep(p.NewEmpty(p.Shape()))
+						s.bufs[i] = vram.Keep(newState(p, false))
 						first = true
 					} else {
 						follow(p, s.bufs[i])

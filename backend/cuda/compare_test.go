@@ -37,11 +37,16 @@ const (
 	layTransposed
 	layStrided // every other element, after one of padding
 	layBcast   // stride 0 along the first dimension of size > 1
+	// layChannelsLast is a dense 4-D [N, C, H, W] operand with strides
+	// [H·W·C, 1, W·C, C] (NHWC); not in lays, as it needs 4-D shapes.
+	layChannelsLast
 )
 
 var lays = []lay{layContig, layTransposed, layStrided, layBcast}
 
-func (l lay) String() string { return [...]string{"contig", "transposed", "strided", "bcast"}[l] }
+func (l lay) String() string {
+	return [...]string{"contig", "transposed", "strided", "bcast", "channels_last"}[l]
+}
 
 // twin holds one operand on both devices.
 type twin struct{ g, c backend.View }
@@ -75,6 +80,12 @@ func (p *pair) place(dt backend.DType, shape []int, l lay, vals []float64, pad f
 			strides[i] *= 2
 		}
 		off, elems = 1, 2*n+2
+	case layChannelsLast:
+		if nd != 4 {
+			t.Fatalf("channels-last operand of shape %v: want 4-D", shape)
+		}
+		c, h, w := shape[1], shape[2], shape[3]
+		copy(strides, []int{h * w * c, 1, w * c, c})
 	default:
 		copy(strides, backend.ContiguousStrides(shape))
 	}

@@ -230,6 +230,7 @@ func (dev *Device) dnnBegin(s backend.Stream, what string, check error) (*queue,
 // error, which wraps backend.ErrNotImplemented and says why.
 func (d *queue) dnnFallback(what string, why error) error {
 	dnnStats.fallbacks.Add(1)
+	recordFallback(what, why)
 	return fmt.Errorf("cuda: cuda:%d: %s: %w (%w)", d.index, what, why, backend.ErrNotImplemented)
 }
 

@@ -1,8 +1,10 @@
 package cuda
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/native/cuda"
@@ -187,6 +189,57 @@ type ewKernel struct {
 	t string
 }
 
+// coalesce orders the dimensions of an elementwise space by the first
+// operand's (the destination's) strides, largest first, and then merges
+// them (merge). An elementwise op maps each element on its own, so any
+// order of the dimensions gives the same result, provided every operand's
+// strides move with them; ordering them as the destination lies in memory
+// makes neighbouring threads write neighbouring addresses. A space whose
+// operands all share one dense layout, such as channels-last [N, C, H, W]
+// tensors with strides [H·W·C, 1, W·C, C], becomes one dimension of stride
+// 1 and takes the contiguous kernel. Ties (equal destination strides, as
+// along dimensions it broadcasts) are broken by the other operands'
+// strides in turn, and otherwise keep the logical order. A first operand
+// with a zero stride (a scatter's destination, which many elements add
+// into) keeps the logical order, which its kernels are laid out for.
+func coalesce(shape []int, strides [][]int) ([]int, [][]int) {
+	perm := make([]int, 0, len(shape))
+	for dim, n := range shape {
+		if n != 1 {
+			if len(strides) == 0 || strides[0][dim] == 0 {
+				return merge(shape, strides)
+			}
+			perm = append(perm, dim)
+		}
+	}
+	abs := func(x int) int {
+		if x < 0 {
+			return -x
+		}
+		return x
+	}
+	slices.SortStableFunc(perm, func(i, j int) int {
+		for _, st := range strides {
+			if a, b := abs(st[i]), abs(st[j]); a != b {
+				return cmp.Compare(b, a)
+			}
+		}
+		return 0
+	})
+	ps := make([]int, len(perm))
+	pst := make([][]int, len(strides))
+	for k, st := range strides {
+		pst[k] = make([]int, len(perm))
+		for i, dim := range perm {
+			pst[k][i] = st[dim]
+		}
+	}
+	for i, dim := range perm {
+		ps[i] = shape[dim]
+	}
+	return merge(ps, pst)
+}
+
 // ewise launches an elementwise kernel over shape. pre appends the
 // kernel's leading arguments (pointers, scalars) given the operands'
 // addresses; ewise then appends n and either the vector flag (contiguous
@@ -196,7 +249,7 @@ func (d *queue) ewise(k ewKernel, shape []int, ops []ewOp, pre func(a *cuda.Kern
 	for i, o := range ops {
 		strides[i] = o.strides
 	}
-	ms, mst := merge(shape, strides)
+	ms, mst := coalesce(shape, strides)
 	n := int64(1)
 	for _, x := range ms {
 		n *= int64(x)

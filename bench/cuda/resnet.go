@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/vramgo/vram"
@@ -115,12 +116,12 @@ func resnetMode(d *cb.Device, dev vram.Device, mode string, channelsLast, bf16, 
 	}
 	must(d.Synchronize())
 	vram.ResetPeakMemoryStats(dev)
-	stats0 := vram.CuDNNStatistics()
+	stats0, fb0 := vram.CuDNNStatistics(), cb.CuDNNFallbacks()
 	t0 := time.Now()
 	step()
 	must(d.Synchronize())
 	first := time.Since(t0)
-	stats1 := vram.CuDNNStatistics()
+	stats1, fb1 := vram.CuDNNStatistics(), cb.CuDNNFallbacks()
 	// Two more warm-up steps and reps timed ones; a step of seconds
 	// (no fast convolution path) gets one warm-up and three, so that
 	// the four modes stay within a few minutes.
@@ -132,15 +133,16 @@ func resnetMode(d *cb.Device, dev vram.Device, mode string, channelsLast, bf16, 
 		step()
 	}
 	must(d.Synchronize())
-	ts := make([]float64, n)
+	ts, host := make([]float64, n), make([]float64, n)
 	for i := range ts {
 		t0 := time.Now()
 		step()
+		host[i] = float64(time.Since(t0).Microseconds()) / 1000
 		must(d.Synchronize())
 		ts[i] = float64(time.Since(t0).Microseconds()) / 1000
 	}
 	ms := median(ts)
-	stats2 := vram.CuDNNStatistics()
+	stats2, fb2 := vram.CuDNNStatistics(), cb.CuDNNFallbacks()
 	what := "float32, TF32 convolutions"
 	if bf16 {
 		what = "bf16 autocast"
@@ -165,6 +167,28 @@ func resnetMode(d *cb.Device, dev vram.Device, mode string, channelsLast, bf16, 
 	}
 	fmt.Fprintf(os.Stderr, "%s: %.1f ms a step, first step %v, cuDNN fallbacks %d in the first step and %d after\n",
 		name, ms, first.Round(time.Millisecond), stats1.Fallbacks-stats0.Fallbacks, stats2.Fallbacks-stats1.Fallbacks)
+	// The time the host takes to queue a step's kernels: a step whose
+	// queueing takes about as long as the step is bound by the host, not
+	// by the GPU.
+	fmt.Fprintf(os.Stderr, "%s: the host queues a step in %.1f ms (median)\n", name, median(host))
+	printFallbacks(name+": first step", fb0, fb1)
+	printFallbacks(name+": later steps", fb1, fb2)
+}
+
+// printFallbacks writes to stderr, by operation, the cuDNN fallbacks
+// between the counts before and after, with the latest reason: which
+// convolutions, poolings or batch norms went to the composed path.
+func printFallbacks(what string, before, after map[string]cb.Fallback) {
+	ops := make([]string, 0, len(after))
+	for op := range after {
+		ops = append(ops, op)
+	}
+	slices.Sort(ops)
+	for _, op := range ops {
+		if n := after[op].Count - before[op].Count; n > 0 {
+			fmt.Fprintf(os.Stderr, "%s: cuDNN fallbacks of %s: %d (latest: %s)\n", what, op, n, after[op].Last)
+		}
+	}
 }
 
 func gibOf(n int64) float64 { return float64(n) / (1 << 30) }
