@@ -26,6 +26,10 @@ import (
 // the call goes there at once, so that a failure costs one attempt and
 // never a result. CuDNNSettings.NoGraphAPI turns the path off.
 
+// graphFault, when set (by tests), is asked at each named step of the
+// graph path ("build", "execute") and fails it with the error it returns.
+var graphFault func(step string) error
+
 // graphBenchPlans bounds the engine configurations that benchmark mode
 // times for one key.
 const graphBenchPlans = 8
@@ -161,7 +165,12 @@ func (d *queue) graphConv(h cudnn.Handle, key convKey, dir convDir, ptrs [3]cuda
 		graphFailed(fmt.Sprintf("cuda:%d: %s: workspace of %d bytes: %v", d.index, gk, gp.ws, err))
 		return false
 	}
-	err = graphExecute(h, gp.plan, ptrs, ws)
+	if graphFault != nil {
+		err = graphFault("execute")
+	}
+	if err == nil {
+		err = graphExecute(h, gp.plan, ptrs, ws)
+	}
 	d.freeWorkspace(buf)
 	if err != nil {
 		gp.destroy()
@@ -366,7 +375,8 @@ func (b *graphBuilder) engineConfigs(g cudnn.BackendDescriptor, m cudnn.HeurMode
 // allowed reports whether an engine configuration keeps to the switches,
 // as PyTorch filters them: never one that converts its inputs down; no
 // nondeterministic one in deterministic mode; no tensor cores (TF32) for
-// float32 with TF32 off.
+// float32 with TF32 off. Engines that reduce in reduced precision are
+// left out too, so that the graph path is as accurate as the legacy one.
 func (b *graphBuilder) allowed(cfg cudnn.BackendDescriptor, gk graphKey) (bool, error) {
 	eng, err := b.create(cudnn.DescEngine, "engine")
 	if err != nil {
@@ -381,7 +391,7 @@ func (b *graphBuilder) allowed(cfg cudnn.BackendDescriptor, gk graphKey) (bool, 
 	}
 	for _, n := range notes {
 		switch {
-		case n == cudnn.NoteDownConvertInputs,
+		case n == cudnn.NoteDownConvertInputs, n == cudnn.NoteReducedPrecisionReduction,
 			n == cudnn.NoteNonDeterministic && gk.det,
 			n == cudnn.NoteTensorCore && gk.conv.dt == backend.Float32 && !gk.conv.tf32:
 			return false, nil
@@ -430,6 +440,11 @@ type candidatePlan struct {
 // first graphBenchPlans, timed on ptrs (the direction's output is
 // overwritten). The cuDNN lock is held.
 func (d *queue) buildGraphPlan(h cudnn.Handle, gk graphKey, ptrs [3]cuda.DevicePtr) (*graphPlan, error) {
+	if graphFault != nil {
+		if err := graphFault("build"); err != nil {
+			return nil, err
+		}
+	}
 	b := &graphBuilder{}
 	ok := false
 	defer func() {
