@@ -468,6 +468,7 @@ func (d *queue) buildGraphPlan(h cudnn.Handle, gk graphKey, ptrs [3]cuda.DeviceP
 		}
 	}()
 	var reasons []string
+	seen, filtered := 0, 0
 	for _, mode := range []cudnn.HeurMode{cudnn.HeurModeA, cudnn.HeurModeFallback} {
 		cfgs, err := b.engineConfigs(g, mode)
 		if mode == cudnn.HeurModeA && !gk.bench {
@@ -481,9 +482,12 @@ func (d *queue) buildGraphPlan(h cudnn.Handle, gk graphKey, ptrs [3]cuda.DeviceP
 			if len(cands) >= want {
 				break
 			}
+			seen++
 			if fine, err := b.allowed(cfg, gk); err != nil || !fine {
 				if err != nil {
 					reasons = append(reasons, err.Error())
+				} else {
+					filtered++
 				}
 				continue
 			}
@@ -503,9 +507,10 @@ func (d *queue) buildGraphPlan(h cudnn.Handle, gk graphKey, ptrs [3]cuda.DeviceP
 		}
 	}
 	if len(cands) == 0 {
-		why := "no engine configuration allowed by the switches finalized"
+		why := fmt.Sprintf("no execution plan: of %d engine configurations from the heuristics (modes A and fallback), %d left out by their numerical notes under the switches, %d failed",
+			seen, filtered, len(reasons))
 		if len(reasons) > 0 {
-			why += "; first: " + reasons[0]
+			why += "; first failure: " + reasons[0]
 		}
 		return nil, errors.New(why)
 	}
