@@ -73,9 +73,10 @@ type Config struct {
 
 	// CuDNN holds the switches of cuDNN's convolutions, pooling and batch
 	// norm on CUDA devices: off, benchmark mode, deterministic algorithms,
-	// no TF32 (see [CuDNNSettings]). The zero value is PyTorch's default.
-	// [SetCuDNN] changes them at any time. Environment: VRAM_CUDNN, words
-	// separated by commas from off, benchmark, deterministic and notf32
+	// no TF32, the legacy API only (see [CuDNNSettings]). The zero value
+	// is PyTorch's default. [SetCuDNN] changes them at any time.
+	// Environment: VRAM_CUDNN, words separated by commas from off,
+	// benchmark, deterministic, notf32 and nograph
 	// ("benchmark,deterministic").
 	CuDNN CuDNNSettings
 }

@@ -32,6 +32,12 @@ type CuDNNSettings struct {
 	// NoTF32 keeps float32 convolutions off TF32 tensor cores
 	// (torch.backends.cudnn.allow_tf32 = False).
 	NoTF32 bool
+	// NoGraphAPI keeps convolutions on cuDNN's legacy API instead of
+	// trying its graph API first, which PyTorch uses (through
+	// cudnn-frontend) and whose engines are faster for half-precision
+	// channels-last convolutions. A convolution whose graph plan cannot
+	// be built or run takes the legacy API by itself.
+	NoGraphAPI bool
 }
 
 // String lists the switches that are set, e.g. "benchmark,deterministic";
@@ -42,7 +48,7 @@ func (s CuDNNSettings) String() string {
 	for _, f := range []struct {
 		on   bool
 		word string
-	}{{s.Disabled, "off"}, {s.Benchmark, "benchmark"}, {s.Deterministic, "deterministic"}, {s.NoTF32, "notf32"}} {
+	}{{s.Disabled, "off"}, {s.Benchmark, "benchmark"}, {s.Deterministic, "deterministic"}, {s.NoTF32, "notf32"}, {s.NoGraphAPI, "nograph"}} {
 		if f.on {
 			w = append(w, f.word)
 		}
@@ -54,7 +60,7 @@ func (s CuDNNSettings) String() string {
 }
 
 // parseCuDNN reads VRAM_CUDNN: words separated by commas, each one of off,
-// benchmark, deterministic and notf32, or default (none of them).
+// benchmark, deterministic, notf32 and nograph, or default (none of them).
 func parseCuDNN(v string) (CuDNNSettings, error) {
 	var s CuDNNSettings
 	for _, w := range strings.Split(v, ",") {
@@ -68,8 +74,10 @@ func parseCuDNN(v string) (CuDNNSettings, error) {
 			s.Deterministic = true
 		case "notf32":
 			s.NoTF32 = true
+		case "nograph":
+			s.NoGraphAPI = true
 		default:
-			return s, fmt.Errorf("%q is not one of off, benchmark, deterministic, notf32 and default (separate several with commas)", strings.TrimSpace(w))
+			return s, fmt.Errorf("%q is not one of off, benchmark, deterministic, notf32, nograph and default (separate several with commas)", strings.TrimSpace(w))
 		}
 	}
 	return s, nil

@@ -505,6 +505,9 @@ func (dev *Device) Conv2D(s backend.Stream, y, x, w, bias backend.View, p backen
 				return err
 			}
 		}
+		if d.graphConv(h, key, dirForward, [3]cuda.DevicePtr{xp, wp, yp}) {
+			return graphEpilogue(h, d.dnn.relu, pl.yd, yp, bd, bp, hasBias, relu)
+		}
 		ak, err := d.algorithms(h, pl, key, dirForward, [3]cuda.DevicePtr{xp, wp, yp})
 		if err != nil {
 			return err
@@ -557,6 +560,9 @@ func (dev *Device) Conv2DBackwardData(s backend.Stream, dx, dy, w backend.View, 
 		if err != nil {
 			return err
 		}
+		if d.graphConv(h, key, dirData, ptrs) {
+			return nil
+		}
 		ak, err := d.algorithms(h, pl, key, dirData, ptrs)
 		if err != nil {
 			return err
@@ -601,6 +607,9 @@ func (dev *Device) Conv2DBackwardFilter(s backend.Stream, dw, db, dy, x backend.
 		pl, err := d.convPlan(key)
 		if err != nil {
 			return err
+		}
+		if d.graphConv(h, key, dirFilter, [3]cuda.DevicePtr{ptrs[0], ptrs[1], ptrs[2]}) {
+			return nil
 		}
 		ak, err := d.algorithms(h, pl, key, dirFilter, [3]cuda.DevicePtr{ptrs[0], ptrs[1], ptrs[2]})
 		if err != nil {

@@ -61,6 +61,12 @@ type CuDNNSettings struct {
 	// (torch.backends.cudnn.allow_tf32 = False): slower, with float32's
 	// 24-bit mantissas in the products.
 	NoTF32 bool
+	// NoGraphAPI keeps convolutions on cuDNN's legacy API
+	// (cudnnConvolutionForward and the algorithm searches) instead of
+	// trying its graph API first (cudnn_graph.go), which PyTorch uses
+	// and whose engines are faster for half-precision channels-last
+	// convolutions.
+	NoGraphAPI bool
 }
 
 // Setting bits of cudnnSettings.
@@ -69,6 +75,7 @@ const (
 	dnnBenchmark
 	dnnDeterministic
 	dnnNoTF32
+	dnnNoGraph
 )
 
 var cudnnSettings atomic.Uint32
@@ -91,6 +98,9 @@ func SetCuDNN(s CuDNNSettings) {
 	if s.NoTF32 {
 		b |= dnnNoTF32
 	}
+	if s.NoGraphAPI {
+		b |= dnnNoGraph
+	}
 	cudnnSettings.Store(b)
 }
 
@@ -98,7 +108,7 @@ func SetCuDNN(s CuDNNSettings) {
 func CuDNN() CuDNNSettings {
 	b := cudnnSettings.Load()
 	return CuDNNSettings{Disabled: b&dnnDisabled != 0, Benchmark: b&dnnBenchmark != 0,
-		Deterministic: b&dnnDeterministic != 0, NoTF32: b&dnnNoTF32 != 0}
+		Deterministic: b&dnnDeterministic != 0, NoTF32: b&dnnNoTF32 != 0, NoGraphAPI: b&dnnNoGraph != 0}
 }
 
 // CuDNNStats counts the work of choosing convolution algorithms, summed
@@ -180,9 +190,10 @@ type dnnState struct {
 	stream cuda.Stream // the stream the handle was last set to
 	relu   cudnn.ActivationDesc
 
-	convs map[convKey]*convPlan
-	pools map[poolKey]*poolPlan
-	bns   map[bnKey]*bnPlan
+	convs  map[convKey]*convPlan
+	graphs map[graphKey]*graphPlan // graph-API plans, made at first use (cudnn_graph.go)
+	pools  map[poolKey]*poolPlan
+	bns    map[bnKey]*bnPlan
 }
 
 // dnnBegin returns the device seen through s, ready for cuDNN: loaded,

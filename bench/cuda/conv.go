@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/vramgo/vram/backend"
@@ -112,15 +113,24 @@ func benchConv(d *cb.Device, reps int) {
 			}
 			cb.SetCuDNN(cb.CuDNNSettings{Benchmark: bench})
 			bs := newConvBufs(d, cfg.dt, cfg.nhwc, 64)
-			s0 := cb.CuDNNStatistics()
+			s0, g0 := cb.CuDNNStatistics(), cb.CuDNNGraphStatistics()
 			t0 := time.Now()
 			convStep(d, bs)
 			must(d.Synchronize())
 			first := time.Since(t0)
 			s1 := cb.CuDNNStatistics()
 			steady := wallMs(d, reps, func() { convStep(d, bs) })
-			freeConvBufs(d, bs)
 			prefix := "conv_resnet50_" + cfg.name + "_"
+			reportGraph(prefix+mode, g0, s0)
+			// The same steady state on the legacy API alone, for the
+			// comparison (stderr only: PyTorch has no such row).
+			cb.SetCuDNN(cb.CuDNNSettings{Benchmark: bench, NoGraphAPI: true})
+			convStep(d, bs)
+			legacy := wallMs(d, reps, func() { convStep(d, bs) })
+			fmt.Fprintf(os.Stderr, "%sfixed_%s: %.3f ms with cuDNN's graph API first, %.3f ms on the legacy API alone\n",
+				prefix, mode, steady, legacy)
+			cb.SetCuDNN(cb.CuDNNSettings{Benchmark: bench})
+			freeConvBufs(d, bs)
 			emit(prefix+"fixed_"+mode, steady, "ms", "7 ResNet-50 convolutions, batch 64, forward + input and filter gradients, steady state")
 			emit(prefix+"first_step_"+mode, float64(first.Microseconds())/1000, "ms",
 				fmt.Sprintf("the first step: %d searches taking %.1f ms, %d heuristic queries", s1.Searches-s0.Searches,
@@ -143,5 +153,18 @@ func benchConv(d *cb.Device, reps int) {
 			emit(prefix+"varying_"+mode, median(ts), "ms",
 				fmt.Sprintf("a new batch size every step (%d..%d), median of %d steps", base, base-steps+1, steps))
 		}
+	}
+}
+
+// reportGraph prints to stderr how many of the convolutions since g0 and
+// s0 ran through cuDNN's graph API and how many through the legacy API's
+// algorithm choices, with the graph path's fallback reasons.
+func reportGraph(what string, g0 cb.CuDNNGraphStats, s0 cb.CuDNNStats) {
+	g1, s1 := cb.CuDNNGraphStatistics(), cb.CuDNNStatistics()
+	fmt.Fprintf(os.Stderr, "%s: graph API: %d plans built, %d executions, %d fallbacks; legacy API: %d searches, %d heuristic queries (graph plans count in these too)\n",
+		what, g1.Plans-g0.Plans, g1.Executions-g0.Executions, g1.Fallbacks-g0.Fallbacks,
+		s1.Searches-s0.Searches, s1.Heuristics-s0.Heuristics)
+	for _, f := range g1.Failures[len(g0.Failures):] {
+		fmt.Fprintf(os.Stderr, "%s: graph fallback: %s\n", what, f)
 	}
 }

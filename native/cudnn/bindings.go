@@ -98,6 +98,14 @@ var (
 	cudnnBatchNormalizationBackward func(h Handle, mode BatchNormMode, alphaData, betaData, alphaParam, betaParam unsafe.Pointer,
 		xd TensorDesc, x cuda.DevicePtr, dyd TensorDesc, dy cuda.DevicePtr, dxd TensorDesc, dx cuda.DevicePtr,
 		bnd TensorDesc, scale, dScale, dBias cuda.DevicePtr, eps float64, saveMean, saveInvVar cuda.DevicePtr) Status
+
+	cudnnBackendCreateDescriptor  func(t DescriptorType, d *BackendDescriptor) Status
+	cudnnBackendDestroyDescriptor func(d BackendDescriptor) Status
+	cudnnBackendFinalize          func(d BackendDescriptor) Status
+	cudnnBackendSetAttribute      func(d BackendDescriptor, name AttrName, t AttrType, count int64, elems unsafe.Pointer) Status
+	cudnnBackendGetAttribute      func(d BackendDescriptor, name AttrName, t AttrType, requested int64, count *int64,
+		elems unsafe.Pointer) Status
+	cudnnBackendExecute func(h Handle, plan, variantPack BackendDescriptor) Status
 )
 
 var bindings = []load.Binding{
@@ -146,4 +154,10 @@ var bindings = []load.Binding{
 	{Lib: libName, Names: []string{"cudnnBatchNormalizationForwardTraining"}, Fn: &cudnnBatchNormalizationForwardTraining},
 	{Lib: libName, Names: []string{"cudnnBatchNormalizationForwardInference"}, Fn: &cudnnBatchNormalizationForwardInference},
 	{Lib: libName, Names: []string{"cudnnBatchNormalizationBackward"}, Fn: &cudnnBatchNormalizationBackward},
+	{Lib: libName, Names: []string{"cudnnBackendCreateDescriptor"}, Fn: &cudnnBackendCreateDescriptor},
+	{Lib: libName, Names: []string{"cudnnBackendDestroyDescriptor"}, Fn: &cudnnBackendDestroyDescriptor},
+	{Lib: libName, Names: []string{"cudnnBackendFinalize"}, Fn: &cudnnBackendFinalize},
+	{Lib: libName, Names: []string{"cudnnBackendSetAttribute"}, Fn: &cudnnBackendSetAttribute},
+	{Lib: libName, Names: []string{"cudnnBackendGetAttribute"}, Fn: &cudnnBackendGetAttribute},
+	{Lib: libName, Names: []string{"cudnnBackendExecute"}, Fn: &cudnnBackendExecute},
 }

@@ -46,6 +46,9 @@ func TestNotLoaded(t *testing.T) {
 		ActivationForward, CreatePoolingDescriptor, SetPooling2dDescriptor, DestroyPoolingDescriptor,
 		PoolingForward, PoolingBackward, DeriveBNTensorDescriptor, BatchNormalizationForwardTraining,
 		BatchNormalizationForwardInference, BatchNormalizationBackward,
+		BackendCreateDescriptor, BackendDestroyDescriptor, BackendFinalize, BackendSetAttribute, BackendGetAttribute,
+		BackendExecute, SetAttrInt64s, SetAttrDescriptors, SetAttrDataType, SetAttrConvMode, SetAttrHeurMode,
+		SetAttrHandle, SetAttrFloat, SetAttrBool, SetAttrPointers, GetAttrInt64, GetAttrDescriptors, GetAttrNumericalNotes,
 	}, "Load")
 	if got := ErrorString(3000); got != "CUDNN_STATUS_NOT_SUPPORTED" {
 		t.Errorf("ErrorString before Load = %q, want the status's name", got)

@@ -3,8 +3,12 @@
 // descriptor API for 2-D convolutions (forward, backward data, backward
 // filter, bias gradient, fused bias and activation), the algorithm
 // heuristics and timed searches, pooling, activations and batch
-// normalization. The API is deprecated in cuDNN 9 but still shipped by it,
-// and it is what PyTorch's convolutions call.
+// normalization. The API is deprecated in cuDNN 9 but still shipped by it.
+// It also binds cuDNN 9's backend (graph) API (graph.go, with the enums of
+// cudnn_graph.h in graph_enums.go): descriptors made with
+// [BackendCreateDescriptor], set attribute by attribute, finalized, and an
+// execution plan run by [BackendExecute], which is what PyTorch's
+// convolutions call through cudnn-frontend.
 //
 // Bindings only: each function calls the C function its doc comment names
 // and returns an error for a failed cudnnStatus_t. Start with [Load] and
