@@ -634,4 +634,3 @@ func graphEpilogue(h cudnn.Handle, act cudnn.ActivationDesc, yd cudnn.TensorDesc
 	}
 	return nil
 }
-
