@@ -12,26 +12,46 @@ import (
 	"github.com/vramgo/vram/internal/units"
 )
 
-// Driver cost model of [SimArena]: the time one driver call takes, measured
-// on the H200 machines here on 2026-11-30 (DESIGN.md, "Measured on the H200
-// machines").
+// Driver cost model of [SimArena]: the time one driver call takes. The
+// virtual-memory calls and cuMemFree were measured on the H200 machines
+// here on 2026-11-30 (DESIGN.md, "Measured on the H200 machines");
+// cuMemAlloc was measured in a replay on an H200, 2026-12-01, device call 3
+// (`vram replay --device cuda:0` of every trace in testdata, the median of
+// 846 calls by size class).
+//
+// The 2026-11-30 figures for cuMemAlloc (55 µs up to 20 MiB, 620 µs up to
+// 1 GiB, 1.5 µs more per MiB above) came from cycles of cuMemAlloc and
+// cuMemFree of one size, where each allocation follows a free; in a replay
+// under policy:pytorch, which never frees a segment while memory lasts, the
+// same card took 43 to 46 µs up to 128 MiB, 76 µs up to 1 GiB and 126 µs up
+// to 8 GiB. Both are real, in different situations; the model takes the
+// replay's, the situation the allocator is in while it grows. cuMemFree
+// keeps the cycle's figures: a replay frees almost nothing to measure.
 const (
-	// costAllocSmall is cuMemAlloc of up to costTier1 bytes.
-	costAllocSmall = 55 * time.Microsecond
-	// costAllocMedium is cuMemAlloc of up to costTier2 bytes.
-	costAllocMedium = 620 * time.Microsecond
-	// costAllocPerMiB is added to costAllocMedium per MiB above costTier2.
-	costAllocPerMiB = 1500 * time.Nanosecond
-	// costFreeSmall is cuMemFree of up to costTier1 bytes.
+	// costAllocSmall is cuMemAlloc of up to costTier1 bytes: 45 µs
+	// (medians 45.6, 42.6 and 45.8 µs up to 2, 20 and 128 MiB).
+	costAllocSmall = 45 * time.Microsecond
+	// costAllocMedium is cuMemAlloc of more than costTier1 and up to
+	// costTier2 bytes: 76 µs (median 75.6 µs).
+	costAllocMedium = 76 * time.Microsecond
+	// costAllocLarge is cuMemAlloc of more than costTier2 bytes: 126 µs
+	// (median 125.7 µs of 19 calls up to 8 GiB; beyond, unmeasured, the
+	// model keeps it flat).
+	costAllocLarge = 126 * time.Microsecond
+	// costFreeSmall is cuMemFree of up to costFreeTier1 bytes.
 	costFreeSmall = 50 * time.Microsecond
-	// costFreeMedium is cuMemFree of up to costTier2 bytes.
+	// costFreeMedium is cuMemFree of up to costFreeTier2 bytes.
 	costFreeMedium = 350 * time.Microsecond
-	// costFreePerMiB is added to costFreeMedium per MiB above costTier2.
+	// costFreePerMiB is added to costFreeMedium per MiB above costFreeTier2.
 	costFreePerMiB = 330 * time.Nanosecond
-	// costTier1 is where cuMemAlloc and cuMemFree become slower: 20 MiB.
-	costTier1 = 20 << 20
-	// costTier2 is where their cost starts to grow with size: 1 GiB.
+	// costTier1 and costTier2 are where cuMemAlloc becomes slower: 128
+	// MiB and 1 GiB.
+	costTier1 = 128 << 20
 	costTier2 = 1 << 30
+	// costFreeTier1 is where cuMemFree becomes slower: 20 MiB;
+	// costFreeTier2 where its cost starts to grow with size: 1 GiB.
+	costFreeTier1 = 20 << 20
+	costFreeTier2 = 1 << 30
 	// costCreate is one cuMemCreate, whatever its size.
 	costCreate = 13 * time.Microsecond
 	// costMap is one cuMemMap.
@@ -447,20 +467,19 @@ func allocCost(size int64) time.Duration {
 		return costAllocSmall
 	case size <= costTier2:
 		return costAllocMedium
-	default:
-		return costAllocMedium + durationOf(float64(costAllocPerMiB)*float64(size-costTier2)/(1<<20))
 	}
+	return costAllocLarge
 }
 
 // freeCost is the modelled time of one cuMemFree of size bytes.
 func freeCost(size int64) time.Duration {
 	switch {
-	case size <= costTier1:
+	case size <= costFreeTier1:
 		return costFreeSmall
-	case size <= costTier2:
+	case size <= costFreeTier2:
 		return costFreeMedium
 	default:
-		return costFreeMedium + durationOf(float64(costFreePerMiB)*float64(size-costTier2)/(1<<20))
+		return costFreeMedium + durationOf(float64(costFreePerMiB)*float64(size-costFreeTier2)/(1<<20))
 	}
 }
 

@@ -48,8 +48,8 @@ func TestSimArenaAlloc(t *testing.T) {
 	if c.Alloc != 2 || c.Free != 1 || c.Refused != 1 {
 		t.Fatalf("counts %+v", c)
 	}
-	// 620 µs (60 MiB) + 55 µs (10 MiB) + 350 µs (free of 60 MiB).
-	if got := s.DriverTime(); got != (620+55+350)*time.Microsecond {
+	// 45 µs (60 MiB) + 45 µs (10 MiB) + 350 µs (free of 60 MiB).
+	if got := s.DriverTime(); got != (45+45+350)*time.Microsecond {
 		t.Fatalf("driver time %v", got)
 	}
 }
@@ -150,11 +150,14 @@ func TestCostModel(t *testing.T) {
 		size        int64
 		alloc, free time.Duration
 	}{
-		{2 * mib, 55 * time.Microsecond, 50 * time.Microsecond},
-		{20 * mib, 55 * time.Microsecond, 50 * time.Microsecond},
-		{20*mib + 1, 620 * time.Microsecond, 350 * time.Microsecond},
-		{1 << 30, 620 * time.Microsecond, 350 * time.Microsecond},
-		{8 << 30, (620 + 1.5*7*1024) * time.Microsecond, time.Duration((350 + 0.33*7*1024) * 1000)},
+		{2 * mib, 45 * time.Microsecond, 50 * time.Microsecond},
+		{20 * mib, 45 * time.Microsecond, 50 * time.Microsecond},
+		{20*mib + 1, 45 * time.Microsecond, 350 * time.Microsecond},
+		{128 * mib, 45 * time.Microsecond, 350 * time.Microsecond},
+		{128*mib + 1, 76 * time.Microsecond, 350 * time.Microsecond},
+		{1 << 30, 76 * time.Microsecond, 350 * time.Microsecond},
+		{1<<30 + 1, 126 * time.Microsecond, 350 * time.Microsecond},
+		{8 << 30, 126 * time.Microsecond, time.Duration((350 + 0.33*7*1024) * 1000)},
 	}
 	for _, tt := range tests {
 		if got := allocCost(tt.size); got != tt.alloc {
