@@ -201,39 +201,39 @@ func replayPolicies(t testing.TB, ev []trace.Event) map[string]policyResult {
 // Since the cost model's cuMemAlloc follows the card (45 µs up to 128 MiB,
 // 76 µs up to 1 GiB, 126 µs above, measured in a replay on an H200 in
 // device call 3), a segment of policy:pytorch costs about as much as one
-// mapping (45 µs) and less than one unmap and remap (85 µs), and every trace
-// misses the driver-time bound while meeting the fragmentation bounds. The
-// numbers, modelled on a simulated 80 GiB device (peak reserved over peak
-// requested; driver time of policy:vram and policy:pytorch):
+// mapping and less than one unmap and remap, and policy:vram misses the
+// driver-time bound on these traces while meeting the fragmentation
+// bounds on all of them. Mapping each run of chunks with one
+// cuMemSetAccess (RangeMapper) brought gpt2_train_varlen, resnet50_train
+// and synth_bert_infer_varlen under it. The numbers, modelled on a
+// simulated 80 GiB device (peak reserved over peak requested; driver time
+// of policy:vram and policy:pytorch, and their ratio):
 //
-//	trace                           vram ratio  vram      pytorch   x
-//	bert_infer_varlen               1.0496      16.2 ms   1.10 ms   14.8
-//	bert_infer_varlen_cap1228MiB    1.0496      16.2 ms   1.10 ms   14.8
-//	bert_train_varlen               1.0241      22.9 ms   8.47 ms    2.7
-//	gpt2_generate_varbatch          1.0354       5.8 ms   2.03 ms    2.9
-//	gpt2_train_varlen               1.0106      22.3 ms   8.34 ms    2.7
-//	resnet50_infer_varbatch         1.0447      12.7 ms   1.15 ms   11.1
-//	resnet50_train                  1.0176      16.5 ms   5.45 ms    3.0
-//	synth_bert_infer_varlen         1.0388       5.5 ms   2.49 ms    2.2
-//	synth_bert_infer_varlen_long    1.0391      25.0 ms   1.74 ms   14.4
-//	synth_gpt_generate_varbatch     1.0224       3.4 ms   1.35 ms    2.5
-//	synth_gpt_serve_kvcache         1.0405       4.4 ms   2.12 ms    2.1
-//	synth_resnet50_infer_varbatch   1.0381       4.6 ms   0.90 ms    5.1
-//	synth_transformer_train_varlen  1.0375      28.2 ms   6.23 ms    4.5
-//	synth_two_models                1.0280      19.4 ms   1.72 ms   11.3
+//	trace                           vram ratio  vram      pytorch       x
+//	bert_infer_varlen               1.0496      14.6 ms   1.10 ms   13.30
+//	bert_infer_varlen_cap1228MiB    1.0496      14.6 ms   1.10 ms   13.30
+//	bert_train_varlen               1.0241      19.2 ms   8.47 ms    2.27
+//	gpt2_generate_varbatch          1.0354      5.6 ms    2.02 ms    2.78
+//	resnet50_infer_varbatch         1.0447      9.3 ms    1.15 ms    8.09
+//	synth_bert_infer_varlen_long    1.0391      18.2 ms   1.74 ms   10.49
+//	synth_gpt_generate_varbatch     1.0224      2.7 ms    1.35 ms    2.01
+//	synth_gpt_serve_kvcache         1.0405      4.3 ms    2.12 ms    2.04
+//	synth_resnet50_infer_varbatch   1.0381      4.0 ms    0.90 ms    4.40
+//	synth_transformer_train_varlen  1.0375      16.9 ms   6.23 ms    2.72
+//	synth_two_models                1.0280      15.8 ms   1.72 ms    9.19
 //
-// PyTorch's own expandable segments miss the same bound on 4 of the 14
-// (bert_train_varlen 17.1 ms, gpt2_train_varlen 31.0 ms, resnet50_train
-// 13.9 ms, synth_transformer_train_varlen 23.7 ms).
+// The inference traces remap the most: each request larger than the ones
+// before moves memory once the reserve reaches 1/24 above the peak, and
+// the 40 µs of each unmap with the 45 µs of each remap outweigh the 20 to
+// 47 segments policy:pytorch allocates in the whole run. PyTorch's
+// expandable segments stay within 1.8x of policy:pytorch on every trace,
+// at 1.02 to 1.36x fragmentation.
 var policyGaps = map[string]string{
 	"bert_infer_varlen.trace.gz":              "driver",
 	"bert_infer_varlen_cap1228MiB.trace.gz":   "driver",
 	"bert_train_varlen.trace.gz":              "driver",
 	"gpt2_generate_varbatch.trace.gz":         "driver",
-	"gpt2_train_varlen.trace.gz":              "driver",
 	"resnet50_infer_varbatch.trace.gz":        "driver",
-	"resnet50_train.trace.gz":                 "driver",
-	"synth_bert_infer_varlen.trace.gz":        "driver",
 	"synth_bert_infer_varlen_long.trace.gz":   "driver",
 	"synth_gpt_generate_varbatch.trace.gz":    "driver",
 	"synth_gpt_serve_kvcache.trace.gz":        "driver",

@@ -139,12 +139,13 @@ type SimCounts struct {
 // counts of every driver call, and their cost by the DESIGN.md cost model
 // (see [SimArena.DriverTime]). It refuses physical memory beyond its
 // capacity with an error wrapping [ErrArenaFull]. It implements
-// [VirtualArena], [DeviceInfo] and [DriverTimer], and is safe for concurrent
-// use. Misuse (freeing an unknown address, mapping outside a reservation,
+// [VirtualArena], [RangeMapper], [DeviceInfo] and [DriverTimer], and is
+// safe for concurrent use. Misuse (freeing an unknown address, mapping outside a reservation,
 // unmapping part of a mapping) returns an error and changes nothing.
 //
 // Costs: Alloc and Free as cuMemAlloc and cuMemFree; Map as one cuMemCreate,
-// one cuMemMap and one cuMemSetAccess (45 µs); Unmap as one cuMemUnmap and
+// one cuMemMap and one cuMemSetAccess (45 µs); MapRange of n pieces as n
+// cuMemCreate and cuMemMap and one cuMemSetAccess (15n + 30 µs); Unmap as one cuMemUnmap and
 // one cuMemRelease (40 µs); Reserve and Unreserve are free (the model has no
 // figure for them). Refused calls cost nothing.
 type SimArena struct {
@@ -402,12 +403,54 @@ func (s *SimArena) inReservation(addr uint64, size int64) bool {
 
 // Map backs [addr, addr+size) with a new piece of physical memory.
 func (s *SimArena) Map(addr uint64, size int64) error {
+	return s.MapRange(addr, []int64{size})
+}
+
+// MapRange backs adjacent ranges, the first at addr, with one new piece of
+// physical memory each, granting access once for the whole run (see
+// [RangeMapper]): each piece costs a cuMemCreate and a cuMemMap, the run one
+// cuMemSetAccess. It is all or nothing.
+func (s *SimArena) MapRange(addr uint64, sizes []int64) error {
+	if len(sizes) == 0 {
+		return fmt.Errorf("memory: SimArena: MapRange at 0x%x of no ranges", addr)
+	}
 	g := uint64(s.granularity)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var total int64
+	at := addr
+	for _, size := range sizes {
+		if err := s.checkMap(at, size, g); err != nil {
+			return err
+		}
+		if at+uint64(size) < at {
+			return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) passes the end of the address space", at, size)
+		}
+		total = satAdd(total, size)
+		at += uint64(size)
+	}
+	if err := s.take(total, "cuMemCreate"); err != nil {
+		return err
+	}
+	at = addr
+	for _, size := range sizes {
+		s.maps.ReplaceOrInsert(chunk{addr: at, size: size})
+		at += uint64(size)
+	}
+	n := int64(len(sizes))
+	s.counts.Create += n
+	s.counts.Map += n
+	s.counts.SetAccess++
+	s.addCost(time.Duration(n)*(costCreate+costMap) + costSetAccess)
+	return nil
+}
+
+// checkMap returns an error if [addr, addr+size) cannot be mapped: not
+// aligned to g, outside every reservation or overlapping a mapping.
+func (s *SimArena) checkMap(addr uint64, size int64, g uint64) error {
 	if size <= 0 || addr%g != 0 || uint64(size)%g != 0 {
 		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) is not aligned to the granularity %d", addr, size, g)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.inReservation(addr, size) {
 		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) outside any reserved range", addr, size)
 	}
@@ -423,14 +466,6 @@ func (s *SimArena) Map(addr uint64, size int64) error {
 	if found && prev.addr+uint64(prev.size) > addr {
 		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) overlaps the mapping at 0x%x", addr, size, prev.addr)
 	}
-	if err := s.take(size, "cuMemCreate"); err != nil {
-		return err
-	}
-	s.maps.ReplaceOrInsert(chunk{addr: addr, size: size})
-	s.counts.Create++
-	s.counts.Map++
-	s.counts.SetAccess++
-	s.addCost(costCreate + costMap + costSetAccess)
 	return nil
 }
 
