@@ -61,13 +61,14 @@ import (
 //
 // Swept again for the cost model corrected from device call 3 (cuMemAlloc
 // 45 to 126 µs, one cuMemSetAccess per run of chunks), on all 14 traces
-// (the recorded bert_infer_varlen added): single chunks of 52, 128, 256 and
-// 1024 MiB, smallest chunks of 16 and 64 MiB, a largest chunk of a sixth or
-// a third of the range. Only the settings below keep every trace within
-// the fragmentation bounds (larger chunks leave holes with no whole chunk
-// to unmap: 2 to 5 traces above 1.05x or PyTorch's best); no setting meets
-// the driver-time bound on more than 4 traces (replay_test.go's policyGaps
-// has the numbers).
+// (the recorded bert_infer_varlen added): single chunks of 32 to 1024
+// MiB, smallest chunks of 8 to 128 MiB, a largest chunk of a sixth, a third
+// or a twelfth of the range, slack of 1/23 to 1/25. Only the settings below
+// (and a slack of 1/23, no better) keep every trace within the
+// fragmentation bounds: larger chunks leave holes with no whole chunk to
+// unmap (1 to 6 traces above 1.05x or PyTorch's best), smaller ones cost
+// more calls. No setting meets the driver-time bound on more than 4
+// traces, these on 3 (replay_test.go's policyGaps has the numbers).
 const (
 	// vramSlackDiv: the reserve may exceed the peak of the allocated bytes
 	// (the request included) by 1/24 of it before free chunks are unmapped.
