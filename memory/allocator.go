@@ -108,6 +108,7 @@ func isOOM(err error) bool { return err == errLimit || errors.Is(err, ErrArenaFu
 type Allocator struct {
 	arena  Arena
 	varena VirtualArena // non-nil when the mode maps memory
+	ranger RangeMapper  // non-nil when varena maps runs of chunks at once
 	timer  DriverTimer  // non-nil when the arena prices its calls
 	events EventSource  // nil: events complete at once
 	info   DeviceInfo   // nil: unknown
@@ -204,6 +205,7 @@ func New(arena Arena, cfg Config, opts ...Option) *Allocator {
 	}
 	if a.mode != modeFixed {
 		a.varena = va
+		a.ranger, _ = va.(RangeMapper)
 		a.gran = va.Granularity()
 		if a.gran <= 0 || a.gran%kMinBlockSize != 0 {
 			a.cfgErr = fmt.Errorf("memory: arena granularity %d is not a positive multiple of %d", a.gran, kMinBlockSize)
@@ -942,6 +944,35 @@ func (a *Allocator) arenaMap(addr uint64, size int64) error {
 	if err == nil {
 		a.stats.NumDeviceAlloc++
 		a.stats.NumMaps++
+	}
+	return err
+}
+
+// arenaMapRange maps the adjacent chunks cs (at least one) with one
+// MapRange call when the arena has it, else one Map each; on failure
+// nothing stays mapped.
+func (a *Allocator) arenaMapRange(cs []chunk) error {
+	if a.ranger == nil || len(cs) == 1 {
+		for i, c := range cs {
+			if err := a.arenaMap(c.addr, c.size); err != nil {
+				for _, m := range cs[:i] {
+					a.arenaUnmap(m.addr, m.size) // best effort; the error is the map failure
+				}
+				return err
+			}
+		}
+		return nil
+	}
+	sizes := make([]int64, len(cs))
+	for i, c := range cs {
+		sizes[i] = c.size
+	}
+	t := a.now()
+	err := a.ranger.MapRange(cs[0].addr, sizes)
+	a.timed(t)
+	if err == nil {
+		a.stats.NumDeviceAlloc += int64(len(cs))
+		a.stats.NumMaps += int64(len(cs))
 	}
 	return err
 }

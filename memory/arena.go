@@ -62,6 +62,23 @@ type VirtualArena interface {
 	Unmap(addr uint64, size int64) error
 }
 
+// RangeMapper is an optional interface of a [VirtualArena] that maps a run
+// of adjacent chunks with one access grant: a cuMemCreate and a cuMemMap
+// per chunk, then one cuMemSetAccess over the whole run (the driver accepts
+// a range that spans several mappings, as long as all of it is mapped),
+// where len(sizes) calls of Map would grant access once per chunk. The
+// allocator uses it whenever it maps more than one chunk at once; each
+// chunk is still one mapping, unmapped on its own with
+// [VirtualArena.Unmap].
+type RangeMapper interface {
+	// MapRange backs len(sizes) adjacent ranges, the first at addr and
+	// each next one where the one before ends, with one new piece of
+	// physical memory each. It is all or nothing: on failure nothing it
+	// mapped stays mapped, and when the device has too little free
+	// memory the error wraps ErrArenaFull.
+	MapRange(addr uint64, sizes []int64) error
+}
+
 // DeviceInfo is an optional hook for what only the device knows: its
 // memory as the driver reports it. The allocator uses it for the
 // [OutOfMemoryError] message alone. An Arena that implements it is used as

@@ -80,8 +80,9 @@ func ModelledCost(c DriverCall, size int64) time.Duration {
 }
 
 // sizeClasses are the upper bounds of the size classes of [CallTimes], in
-// bytes: the cost model's tiers for cuMemAlloc (20 MiB, 1 GiB) and a few
-// more, so that a fit can see where the cost starts to grow.
+// bytes: the cost model's tiers for cuMemFree (20 MiB, 1 GiB) and
+// cuMemAlloc (128 MiB, 1 GiB) and a few more, so that a fit can see where
+// the cost starts to grow.
 var sizeClasses = []int64{2 << 20, 20 << 20, 128 << 20, 1 << 30, 8 << 30}
 
 // SizeClass returns the label of the size class of size bytes: "<=2MiB",

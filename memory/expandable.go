@@ -19,11 +19,10 @@ package memory
 // unit; a request that no free block fits goes to the lowest unmapped block
 // of its stream that, with the free block before it, spans enough address
 // space; EmptyCache unmaps the whole units inside free blocks. Each unit is
-// one Map call here, so the cost model charges a cuMemSetAccess per unit
-// where PyTorch makes one per range mapped at once: expandable segments'
-// driver time is slightly overestimated (by 30 µs for each unit after the
-// first of a growth). vram's policy (vrampolicy.go) uses the same machinery
-// with other choices.
+// one mapping; the units of one growth are mapped with one
+// [RangeMapper.MapRange] where the arena has it, one cuMemSetAccess for
+// the range as PyTorch does. vram's policy (vrampolicy.go) uses the same
+// machinery with other choices.
 
 import (
 	"github.com/google/btree"
@@ -40,6 +39,10 @@ const (
 	expandableSpanNum = 9
 	expandableSpanDen = 8
 )
+
+// maxRunChunks is the most chunks the allocator maps with one
+// [RangeMapper.MapRange] call (one cuMemSetAccess).
+const maxRunChunks = 64
 
 // chunk is one mapping of a virtual segment: [addr, addr+size).
 type chunk struct {
@@ -119,15 +122,29 @@ func (a *Allocator) mapBlock(u *Block, length int64, split chunker) (*Block, err
 		return nil, err
 	}
 	seg := u.seg
-	var mapped []chunk
+	// Chunks go to the arena in runs of at most maxRunChunks, so that a
+	// request far beyond the device fails at the first run the arena
+	// refuses rather than after listing every chunk it would take.
+	var mapped, run []chunk
 	var mapErr error
-	split(seg, u.addr, u.addr+uint64(length), func(lo uint64, size int64) bool {
-		if mapErr = a.arenaMap(lo, size); mapErr != nil {
+	flush := func() bool {
+		if len(run) == 0 {
+			return true
+		}
+		if mapErr = a.arenaMapRange(run); mapErr != nil {
 			return false
 		}
-		mapped = append(mapped, chunk{lo, size})
+		mapped = append(mapped, run...)
+		run = run[:0]
 		return true
+	}
+	split(seg, u.addr, u.addr+uint64(length), func(lo uint64, size int64) bool {
+		run = append(run, chunk{lo, size})
+		return len(run) < maxRunChunks || flush()
 	})
+	if mapErr == nil {
+		flush()
+	}
 	if mapErr != nil {
 		for _, c := range mapped {
 			a.arenaUnmap(c.addr, c.size) // best effort; the error is the map failure

@@ -12,26 +12,46 @@ import (
 	"github.com/vramgo/vram/internal/units"
 )
 
-// Driver cost model of [SimArena]: the time one driver call takes, measured
-// on the H200 machines here on 2026-11-30 (DESIGN.md, "Measured on the H200
-// machines").
+// Driver cost model of [SimArena]: the time one driver call takes. The
+// virtual-memory calls and cuMemFree were measured on the H200 machines
+// here on 2026-11-30 (DESIGN.md, "Measured on the H200 machines");
+// cuMemAlloc was measured in a replay on an H200, 2026-12-01, device call 3
+// (`vram replay --device cuda:0` of every trace in testdata, the median of
+// 846 calls by size class).
+//
+// The 2026-11-30 figures for cuMemAlloc (55 µs up to 20 MiB, 620 µs up to
+// 1 GiB, 1.5 µs more per MiB above) came from cycles of cuMemAlloc and
+// cuMemFree of one size, where each allocation follows a free; in a replay
+// under policy:pytorch, which never frees a segment while memory lasts, the
+// same card took 43 to 46 µs up to 128 MiB, 76 µs up to 1 GiB and 126 µs up
+// to 8 GiB. Both are real, in different situations; the model takes the
+// replay's, the situation the allocator is in while it grows. cuMemFree
+// keeps the cycle's figures: a replay frees almost nothing to measure.
 const (
-	// costAllocSmall is cuMemAlloc of up to costTier1 bytes.
-	costAllocSmall = 55 * time.Microsecond
-	// costAllocMedium is cuMemAlloc of up to costTier2 bytes.
-	costAllocMedium = 620 * time.Microsecond
-	// costAllocPerMiB is added to costAllocMedium per MiB above costTier2.
-	costAllocPerMiB = 1500 * time.Nanosecond
-	// costFreeSmall is cuMemFree of up to costTier1 bytes.
+	// costAllocSmall is cuMemAlloc of up to costTier1 bytes: 45 µs
+	// (medians 45.6, 42.6 and 45.8 µs up to 2, 20 and 128 MiB).
+	costAllocSmall = 45 * time.Microsecond
+	// costAllocMedium is cuMemAlloc of more than costTier1 and up to
+	// costTier2 bytes: 76 µs (median 75.6 µs).
+	costAllocMedium = 76 * time.Microsecond
+	// costAllocLarge is cuMemAlloc of more than costTier2 bytes: 126 µs
+	// (median 125.7 µs of 19 calls up to 8 GiB; beyond, unmeasured, the
+	// model keeps it flat).
+	costAllocLarge = 126 * time.Microsecond
+	// costFreeSmall is cuMemFree of up to costFreeTier1 bytes.
 	costFreeSmall = 50 * time.Microsecond
-	// costFreeMedium is cuMemFree of up to costTier2 bytes.
+	// costFreeMedium is cuMemFree of up to costFreeTier2 bytes.
 	costFreeMedium = 350 * time.Microsecond
-	// costFreePerMiB is added to costFreeMedium per MiB above costTier2.
+	// costFreePerMiB is added to costFreeMedium per MiB above costFreeTier2.
 	costFreePerMiB = 330 * time.Nanosecond
-	// costTier1 is where cuMemAlloc and cuMemFree become slower: 20 MiB.
-	costTier1 = 20 << 20
-	// costTier2 is where their cost starts to grow with size: 1 GiB.
+	// costTier1 and costTier2 are where cuMemAlloc becomes slower: 128
+	// MiB and 1 GiB.
+	costTier1 = 128 << 20
 	costTier2 = 1 << 30
+	// costFreeTier1 is where cuMemFree becomes slower: 20 MiB;
+	// costFreeTier2 where its cost starts to grow with size: 1 GiB.
+	costFreeTier1 = 20 << 20
+	costFreeTier2 = 1 << 30
 	// costCreate is one cuMemCreate, whatever its size.
 	costCreate = 13 * time.Microsecond
 	// costMap is one cuMemMap.
@@ -119,12 +139,13 @@ type SimCounts struct {
 // counts of every driver call, and their cost by the DESIGN.md cost model
 // (see [SimArena.DriverTime]). It refuses physical memory beyond its
 // capacity with an error wrapping [ErrArenaFull]. It implements
-// [VirtualArena], [DeviceInfo] and [DriverTimer], and is safe for concurrent
-// use. Misuse (freeing an unknown address, mapping outside a reservation,
+// [VirtualArena], [RangeMapper], [DeviceInfo] and [DriverTimer], and is
+// safe for concurrent use. Misuse (freeing an unknown address, mapping outside a reservation,
 // unmapping part of a mapping) returns an error and changes nothing.
 //
 // Costs: Alloc and Free as cuMemAlloc and cuMemFree; Map as one cuMemCreate,
-// one cuMemMap and one cuMemSetAccess (45 µs); Unmap as one cuMemUnmap and
+// one cuMemMap and one cuMemSetAccess (45 µs); MapRange of n pieces as n
+// cuMemCreate and cuMemMap and one cuMemSetAccess (15n + 30 µs); Unmap as one cuMemUnmap and
 // one cuMemRelease (40 µs); Reserve and Unreserve are free (the model has no
 // figure for them). Refused calls cost nothing.
 type SimArena struct {
@@ -382,12 +403,54 @@ func (s *SimArena) inReservation(addr uint64, size int64) bool {
 
 // Map backs [addr, addr+size) with a new piece of physical memory.
 func (s *SimArena) Map(addr uint64, size int64) error {
+	return s.MapRange(addr, []int64{size})
+}
+
+// MapRange backs adjacent ranges, the first at addr, with one new piece of
+// physical memory each, granting access once for the whole run (see
+// [RangeMapper]): each piece costs a cuMemCreate and a cuMemMap, the run one
+// cuMemSetAccess. It is all or nothing.
+func (s *SimArena) MapRange(addr uint64, sizes []int64) error {
+	if len(sizes) == 0 {
+		return fmt.Errorf("memory: SimArena: MapRange at 0x%x of no ranges", addr)
+	}
 	g := uint64(s.granularity)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var total int64
+	at := addr
+	for _, size := range sizes {
+		if err := s.checkMap(at, size, g); err != nil {
+			return err
+		}
+		if at+uint64(size) < at {
+			return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) passes the end of the address space", at, size)
+		}
+		total = satAdd(total, size)
+		at += uint64(size)
+	}
+	if err := s.take(total, "cuMemCreate"); err != nil {
+		return err
+	}
+	at = addr
+	for _, size := range sizes {
+		s.maps.ReplaceOrInsert(chunk{addr: at, size: size})
+		at += uint64(size)
+	}
+	n := int64(len(sizes))
+	s.counts.Create += n
+	s.counts.Map += n
+	s.counts.SetAccess++
+	s.addCost(time.Duration(n)*(costCreate+costMap) + costSetAccess)
+	return nil
+}
+
+// checkMap returns an error if [addr, addr+size) cannot be mapped: not
+// aligned to g, outside every reservation or overlapping a mapping.
+func (s *SimArena) checkMap(addr uint64, size int64, g uint64) error {
 	if size <= 0 || addr%g != 0 || uint64(size)%g != 0 {
 		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) is not aligned to the granularity %d", addr, size, g)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.inReservation(addr, size) {
 		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) outside any reserved range", addr, size)
 	}
@@ -403,14 +466,6 @@ func (s *SimArena) Map(addr uint64, size int64) error {
 	if found && prev.addr+uint64(prev.size) > addr {
 		return fmt.Errorf("memory: SimArena: Map of [0x%x, +%d) overlaps the mapping at 0x%x", addr, size, prev.addr)
 	}
-	if err := s.take(size, "cuMemCreate"); err != nil {
-		return err
-	}
-	s.maps.ReplaceOrInsert(chunk{addr: addr, size: size})
-	s.counts.Create++
-	s.counts.Map++
-	s.counts.SetAccess++
-	s.addCost(costCreate + costMap + costSetAccess)
 	return nil
 }
 
@@ -447,20 +502,19 @@ func allocCost(size int64) time.Duration {
 		return costAllocSmall
 	case size <= costTier2:
 		return costAllocMedium
-	default:
-		return costAllocMedium + durationOf(float64(costAllocPerMiB)*float64(size-costTier2)/(1<<20))
 	}
+	return costAllocLarge
 }
 
 // freeCost is the modelled time of one cuMemFree of size bytes.
 func freeCost(size int64) time.Duration {
 	switch {
-	case size <= costTier1:
+	case size <= costFreeTier1:
 		return costFreeSmall
-	case size <= costTier2:
+	case size <= costFreeTier2:
 		return costFreeMedium
 	default:
-		return costFreeMedium + durationOf(float64(costFreePerMiB)*float64(size-costTier2)/(1<<20))
+		return costFreeMedium + durationOf(float64(costFreePerMiB)*float64(size-costFreeTier2)/(1<<20))
 	}
 }
 

@@ -48,8 +48,8 @@ func TestSimArenaAlloc(t *testing.T) {
 	if c.Alloc != 2 || c.Free != 1 || c.Refused != 1 {
 		t.Fatalf("counts %+v", c)
 	}
-	// 620 µs (60 MiB) + 55 µs (10 MiB) + 350 µs (free of 60 MiB).
-	if got := s.DriverTime(); got != (620+55+350)*time.Microsecond {
+	// 45 µs (60 MiB) + 45 µs (10 MiB) + 350 µs (free of 60 MiB).
+	if got := s.DriverTime(); got != (45+45+350)*time.Microsecond {
 		t.Fatalf("driver time %v", got)
 	}
 }
@@ -150,11 +150,14 @@ func TestCostModel(t *testing.T) {
 		size        int64
 		alloc, free time.Duration
 	}{
-		{2 * mib, 55 * time.Microsecond, 50 * time.Microsecond},
-		{20 * mib, 55 * time.Microsecond, 50 * time.Microsecond},
-		{20*mib + 1, 620 * time.Microsecond, 350 * time.Microsecond},
-		{1 << 30, 620 * time.Microsecond, 350 * time.Microsecond},
-		{8 << 30, (620 + 1.5*7*1024) * time.Microsecond, time.Duration((350 + 0.33*7*1024) * 1000)},
+		{2 * mib, 45 * time.Microsecond, 50 * time.Microsecond},
+		{20 * mib, 45 * time.Microsecond, 50 * time.Microsecond},
+		{20*mib + 1, 45 * time.Microsecond, 350 * time.Microsecond},
+		{128 * mib, 45 * time.Microsecond, 350 * time.Microsecond},
+		{128*mib + 1, 76 * time.Microsecond, 350 * time.Microsecond},
+		{1 << 30, 76 * time.Microsecond, 350 * time.Microsecond},
+		{1<<30 + 1, 126 * time.Microsecond, 350 * time.Microsecond},
+		{8 << 30, 126 * time.Microsecond, time.Duration((350 + 0.33*7*1024) * 1000)},
 	}
 	for _, tt := range tests {
 		if got := allocCost(tt.size); got != tt.alloc {
@@ -163,5 +166,62 @@ func TestCostModel(t *testing.T) {
 		if got := freeCost(tt.size); got != tt.free {
 			t.Errorf("freeCost(%d) = %v, want %v", tt.size, got, tt.free)
 		}
+	}
+}
+
+// TestSimMapRange maps runs of chunks with one access grant: the cost is
+// 15 µs per chunk and 30 µs per run, each chunk is one mapping to unmap,
+// and a run that cannot be mapped whole maps nothing.
+func TestSimMapRange(t *testing.T) {
+	tests := []struct {
+		name    string
+		sizes   []int64
+		ok      bool
+		full    bool // the error wraps ErrArenaFull
+		setAcc  int64
+		costUS  int64
+		mapping int
+	}{
+		{"one chunk", []int64{4 * mib}, true, false, 1, 45, 1},
+		{"three chunks", []int64{2 * mib, 8 * mib, 4 * mib}, true, false, 1, 3*15 + 30, 3},
+		{"none", nil, false, false, 0, 0, 0},
+		{"misaligned second", []int64{2 * mib, 3 * mib}, false, false, 0, 0, 0},
+		{"past the reservation", []int64{2 * mib, 64 * mib}, false, false, 0, 0, 0},
+		{"past the capacity", []int64{32 * mib, 32 * mib}, false, true, 0, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewSimArena(48 * mib)
+			base, err := s.Reserve(64 * mib)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := s.DriverTime()
+			err = s.MapRange(base, tc.sizes)
+			if (err == nil) != tc.ok || errors.Is(err, ErrArenaFull) != tc.full {
+				t.Fatalf("MapRange(%v) = %v, want ok %v, full %v", tc.sizes, err, tc.ok, tc.full)
+			}
+			c := s.Counts()
+			if got := (s.DriverTime() - before).Microseconds(); got != tc.costUS || c.SetAccess != tc.setAcc ||
+				c.Create != int64(tc.mapping) || c.Map != int64(tc.mapping) {
+				t.Errorf("cost %d µs, counts %+v; want %d µs, %d cuMemSetAccess, %d mappings", got, c, tc.costUS, tc.setAcc, tc.mapping)
+			}
+			if !tc.ok {
+				if s.Used() != 0 || s.maps.Len() != 0 {
+					t.Errorf("a failed MapRange left %d bytes in %d mappings", s.Used(), s.maps.Len())
+				}
+				return
+			}
+			at := base
+			for _, size := range tc.sizes {
+				if err := s.Unmap(at, size); err != nil {
+					t.Errorf("Unmap of one chunk of the run: %v", err)
+				}
+				at += uint64(size)
+			}
+			if s.Used() != 0 {
+				t.Errorf("%d bytes left after unmapping every chunk", s.Used())
+			}
+		})
 	}
 }

@@ -54,11 +54,21 @@ import (
 // Tuning of policy:vram, chosen by replaying every trace in testdata (five
 // recorded from PyTorch 2.11 on an H200, seven synthetic) on 2026-12-01:
 // the sweep kept the settings that met the bounds of TestPolicies on the
-// most traces (all but synth_bert_infer_varlen_long's driver time), with
-// the lowest worst-case driver time. The outcome is sensitive to the
-// slack: 1/22 breaks resnet50_infer_varbatch (1.077x) and 1/26
-// gpt2_generate_varbatch (1.098x), where a tighter budget leaves holes
+// most traces, with the lowest worst-case driver time. The outcome is
+// sensitive to the slack: 1/22 breaks resnet50_infer_varbatch (1.077x) and
+// 1/26 gpt2_generate_varbatch (1.098x), where a tighter budget leaves holes
 // without a whole chunk to unmap.
+//
+// Swept again for the cost model corrected from device call 3 (cuMemAlloc
+// 45 to 126 µs, one cuMemSetAccess per run of chunks), on all 14 traces
+// (the recorded bert_infer_varlen added): single chunks of 32 to 1024
+// MiB, smallest chunks of 8 to 128 MiB, a largest chunk of a sixth, a third
+// or a twelfth of the range, slack of 1/23 to 1/25. Only the settings below
+// (and a slack of 1/23, no better) keep every trace within the
+// fragmentation bounds: larger chunks leave holes with no whole chunk to
+// unmap (1 to 6 traces above 1.05x or PyTorch's best), smaller ones cost
+// more calls. No setting meets the driver-time bound on more than 4
+// traces, these on 3 (replay_test.go's policyGaps has the numbers).
 const (
 	// vramSlackDiv: the reserve may exceed the peak of the allocated bytes
 	// (the request included) by 1/24 of it before free chunks are unmapped.

@@ -172,6 +172,58 @@ func (a *virtualArena) Map(addr uint64, size int64) error {
 	return nil
 }
 
+// MapRange backs the adjacent ranges of sizes, the first at addr, with new
+// memory each (cuMemCreate and cuMemMap per range), then grants access to
+// the whole run with one cuMemSetAccess (see [memory.RangeMapper]). On
+// failure nothing stays mapped.
+func (a *virtualArena) MapRange(addr uint64, sizes []int64) error {
+	if len(sizes) == 0 {
+		return fmt.Errorf("cuda: cuda:%d: MapRange at %#x of no ranges", a.d.index, addr)
+	}
+	if err := a.d.enter(); err != nil {
+		return err
+	}
+	defer a.d.exit()
+	type mapped struct {
+		p    cuda.DevicePtr
+		size uint64
+		h    cuda.MemHandle
+	}
+	var done []mapped
+	undo := func() {
+		for _, m := range done {
+			cuda.MemUnmap(m.p, m.size)
+			cuda.MemRelease(m.h)
+		}
+	}
+	at := addr
+	for _, size := range sizes {
+		h, err := cuda.MemCreate(uint64(size), &a.prop, 0)
+		if err != nil {
+			undo()
+			return arenaFull(a.d.check(err))
+		}
+		p := cuda.DevicePtr(at)
+		if err := cuda.MemMap(p, uint64(size), 0, h, 0); err != nil {
+			cuda.MemRelease(h)
+			undo()
+			return arenaFull(a.d.check(err))
+		}
+		done = append(done, mapped{p, uint64(size), h})
+		at += uint64(size)
+	}
+	if err := cuda.MemSetAccess(cuda.DevicePtr(addr), at-addr, a.access); err != nil {
+		undo()
+		return arenaFull(a.d.check(err))
+	}
+	a.mu.Lock()
+	for _, m := range done {
+		a.handles[uint64(m.p)] = m.h
+	}
+	a.mu.Unlock()
+	return nil
+}
+
 // Unmap waits for the device's stream, then calls cuMemUnmap and
 // cuMemRelease.
 func (a *virtualArena) Unmap(addr uint64, size int64) error {

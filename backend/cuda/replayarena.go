@@ -291,6 +291,63 @@ func (a replayVirtual) Map(addr uint64, size int64) error {
 	return nil
 }
 
+// MapRange calls cuMemCreate and cuMemMap for each of the adjacent ranges
+// of sizes, the first at addr, then one cuMemSetAccess for the whole run
+// (see [memory.RangeMapper]), each timed; on failure nothing stays mapped.
+func (a replayVirtual) MapRange(addr uint64, sizes []int64) error {
+	r := a.r
+	if len(sizes) == 0 {
+		return fmt.Errorf("cuda: cuda:%d: replay MapRange at %#x of no ranges", r.d.index, addr)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.use(); err != nil {
+		return err
+	}
+	defer r.d.exit()
+	type mapped struct {
+		p    cuda.DevicePtr
+		size int64
+		h    cuda.MemHandle
+	}
+	var done []mapped
+	undo := func() {
+		for _, m := range done {
+			cuda.MemUnmap(m.p, uint64(m.size))
+			cuda.MemRelease(m.h)
+		}
+	}
+	at := addr
+	for _, size := range sizes {
+		var h cuda.MemHandle
+		err := r.timed(memory.CallCreate, size, func() (err error) {
+			h, err = cuda.MemCreate(uint64(size), &r.prop, 0)
+			return err
+		})
+		if err != nil {
+			undo()
+			return arenaFull(r.d.check(err))
+		}
+		p := cuda.DevicePtr(at)
+		if err := r.timed(memory.CallMap, size, func() error { return cuda.MemMap(p, uint64(size), 0, h, 0) }); err != nil {
+			cuda.MemRelease(h)
+			undo()
+			return arenaFull(r.d.check(err))
+		}
+		done = append(done, mapped{p, size, h})
+		at += uint64(size)
+	}
+	total := int64(at - addr)
+	if err := r.timed(memory.CallSetAccess, total, func() error { return cuda.MemSetAccess(cuda.DevicePtr(addr), uint64(total), r.access) }); err != nil {
+		undo()
+		return arenaFull(r.d.check(err))
+	}
+	for _, m := range done {
+		r.maps[uint64(m.p)] = replayMapping{m.size, m.h}
+	}
+	return nil
+}
+
 // Unmap calls cuMemUnmap and cuMemRelease, each timed.
 func (a replayVirtual) Unmap(addr uint64, size int64) error {
 	r := a.r

@@ -70,7 +70,8 @@ func TestReplayArenaGPU(t *testing.T) {
 				t.Logf("%-20s %-9s n=%-5d median %v p90 %v model %v per call", row.Call, row.SizeClass, row.Count, row.Median, row.P90, row.ModelTotal/max(1, timeN(row.Count)))
 			}
 			if counts["cuMemAlloc"] != res.DeviceAllocs-res.DeviceMaps || counts["cuMemCreate"] != res.DeviceMaps ||
-				counts["cuMemMap"] != res.DeviceMaps || counts["cuMemSetAccess"] != res.DeviceMaps ||
+				counts["cuMemMap"] != res.DeviceMaps || counts["cuMemSetAccess"] > res.DeviceMaps ||
+				(res.DeviceMaps > 0) != (counts["cuMemSetAccess"] > 0) ||
 				counts["cuMemUnmap"] != res.DeviceUnmaps || counts["cuMemRelease"] != res.DeviceUnmaps ||
 				counts["cuMemFree"] != res.DeviceFrees-res.DeviceUnmaps {
 				t.Errorf("measured calls %v do not match the replay's %+v", counts, res)
