@@ -43,7 +43,9 @@ func TestModuleToDType(t *testing.T) {
 					t.Fatalf("parameter %d changed identity", i)
 				}
 				want := tc.want
-				if norm[p] {
+				if norm[p] && want.Size() < 4 {
+					// Normalization layers stay float32 under 16 bits
+					// and follow a conversion to float64.
 					want = vram.Float32
 				}
 				if p.DType() != want {

@@ -243,8 +243,9 @@ func (l *LayerNorm) Forward(x *vram.Tensor) *vram.Tensor {
 // its weight and bias float32.
 func (*LayerNorm) KeepsFloat32() {}
 
-// ToDType converts the weight and bias to float32 whatever dt is (dt must
-// still be a floating-point type): LayerNorm is a [Float32Layer].
+// ToDType converts the weight and bias to float32 when dt is a 16-bit type
+// and to dt otherwise (dt must be a floating-point type): LayerNorm is a
+// [Float32Layer].
 func (l *LayerNorm) ToDType(dt vram.DType) { ConvertDType(l, dt) }
 
 // Half keeps LayerNorm float32 (see [LayerNorm.ToDType]).

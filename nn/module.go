@@ -325,7 +325,8 @@ func (b *Base) BFloat16() { b.ToDType(vram.BFloat16) }
 func (b *Base) Float() { b.ToDType(vram.Float32) }
 
 // Float32Layer is implemented by layers whose parameters, and whose
-// arithmetic, stay float32 when a model is converted to 16 bits
+// arithmetic, stay float32 when a model is converted to 16 bits (converted
+// to float64, they follow the model)
 // ([ConvertDType], Half, BFloat16): normalization layers such as
 // [LayerNorm], whose statistics lose too much in 16 bits. Such a layer casts
 // its input up to float32 and its output back to the input's dtype. A custom
@@ -339,7 +340,9 @@ type Float32Layer interface {
 // ConvertDType converts every floating-point parameter of m and of its
 // sub-modules (and their gradients) to dt in place, keeping the tensors'
 // identity so that optimizers holding them see the change; the parameters
-// of [Float32Layer]s found by [Modules] are converted to float32 instead.
+// of [Float32Layer]s found by [Modules] are converted to float32 instead
+// when dt is a 16-bit type (to float64 they convert like the rest, as
+// PyTorch's model.double() converts its normalization layers).
 // Integer parameters are left alone. It works on any [Module], including
 // those that do not embed [Base]. It panics with an *vram.Error of kind
 // vram.ErrDType, before converting anything, when dt is not a
@@ -364,7 +367,7 @@ func ConvertDType(m Module, dt vram.DType) {
 		for _, p := range m.Parameters() {
 			switch {
 			case !p.DType().IsFloat():
-			case keep[p]:
+			case keep[p] && dt.Size() < 4:
 				p.CastInPlace(vram.Float32)
 			default:
 				p.CastInPlace(dt)

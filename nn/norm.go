@@ -89,8 +89,9 @@ func (l *BatchNorm2d) Forward(x *vram.Tensor) *vram.Tensor {
 // KeepsFloat32 marks BatchNorm2d as a [Float32Layer].
 func (*BatchNorm2d) KeepsFloat32() {}
 
-// ToDType converts the parameters to float32 whatever dt is (dt must still
-// be a floating-point type): BatchNorm2d is a [Float32Layer].
+// ToDType converts the parameters to float32 when dt is a 16-bit type and
+// to dt otherwise (dt must be a floating-point type): BatchNorm2d is a
+// [Float32Layer].
 func (l *BatchNorm2d) ToDType(dt vram.DType) { ConvertDType(l, dt) }
 
 // Half keeps BatchNorm2d float32 (see [BatchNorm2d.ToDType]).

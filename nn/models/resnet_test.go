@@ -3,7 +3,6 @@ package models
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -749,11 +748,18 @@ func TestCUDAMatchesCPU(t *testing.T) {
 }
 
 // TestCUDAGradsMatchCPU runs one training-mode forward and backward pass
-// of ResNet-50 with the same weights and batch on the CPU and on cuda:0,
-// TF32 off, NCHW and channels-last, and compares the loss and the gradient
-// of every parameter, each scaled by its largest element: a wrong
-// convolution, batch norm or pooling gradient anywhere in the bottlenecks
-// (1x1 convolutions, strided 3x3s, projections) shows here by name.
+// of ResNet-50 with the same weights and batch on cuda:0 (TF32 off, NCHW
+// and channels-last) and on the CPU in float32, and measures both against
+// the CPU in float64: a wrong convolution, batch norm or pooling gradient
+// anywhere in the bottlenecks (1x1 convolutions, strided 3x3s,
+// projections) shows here by name.
+//
+// The float64 reference is needed because this gradient is ill-conditioned
+// in float32: at batch 4 and 64×64 the last stage's maps are 2×2, batch
+// norm sees 16 values per channel, and the CPU's own float32 gradients
+// differ from float64 by 2% of their norm for the median tensor and by up
+// to 30% for a few, through ReLUs whose inputs sit near zero. The GPU must
+// be about as close to float64 as the CPU's float32 is.
 func TestCUDAGradsMatchCPU(t *testing.T) {
 	dev := cudaOrSkip(t)
 	prev := vram.CuDNN()
@@ -762,7 +768,7 @@ func TestCUDAGradsMatchCPU(t *testing.T) {
 	x, y := fixedBatch(4, 64, 10, vram.ContiguousFormat, vram.CPU)
 	defer x.Release()
 	defer y.Release()
-	step := func(m *ResNet, x, y *vram.Tensor) (float64, []nn.NamedParameter, map[string][]float64) {
+	step := func(m *ResNet, x, y *vram.Tensor) (float64, []string, map[string][]float64) {
 		m.Train()
 		var l float64
 		vram.Tidy(func() {
@@ -770,19 +776,30 @@ func TestCUDAGradsMatchCPU(t *testing.T) {
 			loss.Backward()
 			l = loss.Item()
 		})
-		ps := m.NamedParameters()
+		var names []string
 		g := map[string][]float64{}
-		for _, p := range ps {
+		for _, p := range m.NamedParameters() {
 			if p.Tensor.Grad() == nil {
 				t.Fatalf("%s has no gradient", p.Name)
 			}
+			names = append(names, p.Name)
 			g[p.Name] = p.Tensor.Grad().Float64s()
 		}
-		return l, ps, g
+		return l, names, g
 	}
+	ref := ResNet50(Config{NumClasses: 10}, vram.WithGenerator(vram.NewGenerator(1)))
+	defer releaseAll(ref)
+	ref.ToDType(vram.Float64)
+	x64 := x.Cast(vram.Float64)
+	defer x64.Release()
+	refLoss, names, want := step(ref, x64, y)
 	cpu := ResNet50(Config{NumClasses: 10}, vram.WithGenerator(vram.NewGenerator(1)))
 	defer releaseAll(cpu)
-	wantLoss, params, want := step(cpu, x, y)
+	_, _, cpuGrads := step(cpu, x, y)
+	cpuErr := map[string]float64{}
+	for _, n := range names {
+		cpuErr[n] = relErr(cpuGrads[n], want[n])
+	}
 	for _, f := range []vram.MemoryFormat{vram.ContiguousFormat, vram.ChannelsLast} {
 		t.Run(f.String(), func(t *testing.T) {
 			gpu := ResNet50(Config{NumClasses: 10}, vram.WithGenerator(vram.NewGenerator(1)))
@@ -795,38 +812,41 @@ func TestCUDAGradsMatchCPU(t *testing.T) {
 			defer xg.Release()
 			defer yg.Release()
 			gotLoss, _, got := step(gpu, xg, yg)
-			if d := math.Abs(gotLoss - wantLoss); d > 1e-4*(1+math.Abs(wantLoss)) {
-				t.Errorf("loss %v on %v, %v on the CPU", gotLoss, dev, wantLoss)
+			if d := math.Abs(gotLoss - refLoss); d > 1e-4*(1+math.Abs(refLoss)) {
+				t.Errorf("loss %v on %v, %v on the CPU in float64", gotLoss, dev, refLoss)
 			}
-			type diff struct {
-				name string
-				d    float64
-			}
-			var diffs []diff
-			for _, p := range params {
-				w, g := want[p.Name], got[p.Name]
-				scale, worst := 0.0, 0.0
-				for i := range w {
-					scale = max(scale, math.Abs(w[i]))
-					worst = max(worst, math.Abs(g[i]-w[i]))
-					if math.IsNaN(g[i]) {
-						worst = math.Inf(1)
-					}
-				}
-				if scale == 0 {
-					scale = 1
-				}
-				diffs = append(diffs, diff{p.Name, worst / scale})
-			}
-			slices.SortFunc(diffs, func(a, b diff) int { return cmp.Compare(b.d, a.d) })
-			t.Logf("loss %v (CPU %v); largest gradient differences, of each gradient's largest element: %v", gotLoss, wantLoss, diffs[:5])
-			for _, d := range diffs {
-				if d.d > 1e-2 {
-					t.Errorf("%s: gradient differs from the CPU's by %.3g of its largest element (tolerance 1e-2)", d.name, d.d)
+			var ratios []float64
+			for _, n := range names {
+				e, c := relErr(got[n], want[n]), cpuErr[n]
+				ratios = append(ratios, e/max(c, 1e-7))
+				// A bug is off by the size of the gradient; float32
+				// rounding stays near the CPU's own distance.
+				if e > 5*c+2e-3 {
+					t.Errorf("%s: gradient is %.3g of its norm away from float64's, the CPU's float32 %.3g", n, e, c)
 				}
 			}
+			slices.Sort(ratios)
+			t.Logf("loss %v (float64 %v); distance from float64 over the CPU float32's: median %.3g, 90th percentile %.3g, largest %.3g",
+				gotLoss, refLoss, ratios[len(ratios)/2], ratios[len(ratios)*9/10], ratios[len(ratios)-1])
 		})
 	}
+}
+
+// relErr returns ‖got − want‖₂ / ‖want‖₂ (the distance itself when want is
+// zero), infinite when got has a NaN.
+func relErr(got, want []float64) float64 {
+	var d, n float64
+	for i := range want {
+		d += (got[i] - want[i]) * (got[i] - want[i])
+		n += want[i] * want[i]
+	}
+	if math.IsNaN(d) {
+		return math.Inf(1)
+	}
+	if n == 0 {
+		return math.Sqrt(d)
+	}
+	return math.Sqrt(d / n)
 }
 
 // torchvisionFile writes a safetensors file holding every entry of
