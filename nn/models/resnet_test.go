@@ -755,11 +755,17 @@ func TestCUDAMatchesCPU(t *testing.T) {
 // projections) shows here by name.
 //
 // The float64 reference is needed because this gradient is ill-conditioned
-// in float32: at batch 4 and 64×64 the last stage's maps are 2×2, batch
-// norm sees 16 values per channel, and the CPU's own float32 gradients
-// differ from float64 by 2% of their norm for the median tensor and by up
-// to 30% for a few, through ReLUs whose inputs sit near zero. The GPU must
-// be about as close to float64 as the CPU's float32 is.
+// in float32: at batch 4 and 64×64 the last stage's maps are 2×2 and batch
+// norm sees 16 values per channel, so float32 rounding moves a gradient by
+// up to a few percent of its norm, through ReLUs whose inputs sit near zero.
+// PyTorch 2.11 shows the same on this model and batch (device call 1 of
+// 2026-12-01, TF32 off): its float32 gradients are 1.5% of their norm from
+// float64 for the median tensor on the CPU (2.3% at most), 1.0% on CUDA
+// (1.8%) and 1.7% channels-last (2.4%), and tensor by tensor its CUDA and
+// CPU distances differ by up to 200x. A wrong gradient is off by about its
+// whole norm; so each gradient must be within 8% of float64's, or within 4x
+// the CPU's own float32 distance where that is larger, and the median ratio
+// to the CPU's distance must stay below 3.
 func TestCUDAGradsMatchCPU(t *testing.T) {
 	dev := cudaOrSkip(t)
 	prev := vram.CuDNN()
@@ -819,13 +825,14 @@ func TestCUDAGradsMatchCPU(t *testing.T) {
 			for _, n := range names {
 				e, c := relErr(got[n], want[n]), cpuErr[n]
 				ratios = append(ratios, e/max(c, 1e-7))
-				// A bug is off by the size of the gradient; float32
-				// rounding stays near the CPU's own distance.
-				if e > 5*c+2e-3 {
+				if e > max(4*c, 0.08) {
 					t.Errorf("%s: gradient is %.3g of its norm away from float64's, the CPU's float32 %.3g", n, e, c)
 				}
 			}
 			slices.Sort(ratios)
+			if m := ratios[len(ratios)/2]; m > 3 {
+				t.Errorf("the median gradient is %.3g times as far from float64's as the CPU's float32", m)
+			}
 			t.Logf("loss %v (float64 %v); distance from float64 over the CPU float32's: median %.3g, 90th percentile %.3g, largest %.3g",
 				gotLoss, refLoss, ratios[len(ratios)/2], ratios[len(ratios)*9/10], ratios[len(ratios)-1])
 		})
