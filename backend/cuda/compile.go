@@ -41,13 +41,14 @@ const (
 	famScatter               // scatter.cu
 	famOptim                 // optim.cu: fused optimizer steps
 	famQuant                 // quant.cu: int8 weight dequantization
+	famNorm                  // norm.cu: channels-last batch normalization
 	numFamilies
 )
 
-var familyFiles = [numFamilies]string{"bytes.cu", "copy.cu", "unary.cu", "binary.cu", "reduce.cu", "scatter.cu", "optim.cu", "quant.cu"}
+var familyFiles = [numFamilies]string{"bytes.cu", "copy.cu", "unary.cu", "binary.cu", "reduce.cu", "scatter.cu", "optim.cu", "quant.cu", "norm.cu"}
 
 // famMacro is the -D macro that names a module's dtype.
-var famMacro = [numFamilies]string{"", "SD", "VD", "VD", "VD", "VD", "VD", "VD"}
+var famMacro = [numFamilies]string{"", "SD", "VD", "VD", "VD", "VD", "VD", "VD", "VD"}
 
 func (f family) String() string { return familyFiles[f] }
 

@@ -99,6 +99,8 @@ func kernelNames(k modKey) []string {
 		names = append(names, k.op+"_step")
 	case famQuant:
 		names = append(names, "dequant_i8")
+	case famNorm:
+		names = append(names, "bn_nhwc_stats", "bn_nhwc_finish", "bn_nhwc_apply", "bn_nhwc_bwd_stats", "bn_nhwc_bwd_finish", "bn_nhwc_bwd_apply")
 	}
 	return names
 }

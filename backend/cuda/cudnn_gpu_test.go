@@ -632,6 +632,9 @@ func bnRef(x, dy, scale, bias []float64, xs [4]int, eps float64) (y, mean, invSt
 	return
 }
 
+// TestCuDNNBatchNorm checks batch norm's training, backward and inference
+// calls against a float64 reference: on cuDNN for NCHW tensors, on
+// kernels/norm.cu for channels-last ones.
 func TestCuDNNBatchNorm(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -645,6 +648,13 @@ func TestCuDNNBatchNorm(t *testing.T) {
 		{"f16", backend.Float16, nchw, [4]int{4, 3, 6, 6}, false},
 		{"f16 nhwc", backend.Float16, nhwc, [4]int{8, 16, 4, 4}, false},
 		{"bf16", backend.BFloat16, nchw, [4]int{4, 4, 5, 5}, true},
+		// Channels-last tensors take vram's own kernels (batchnorm.go):
+		// channels that do not fill a block, many block rows of partial
+		// sums, and a ResNet's last stage.
+		{"bf16 nhwc 40 channels", backend.BFloat16, nhwc, [4]int{4, 40, 6, 6}, false},
+		{"f32 nhwc many rows", backend.Float32, nhwc, [4]int{16, 70, 28, 28}, false},
+		{"bf16 nhwc 2048 channels", backend.BFloat16, nhwc, [4]int{8, 2048, 2, 2}, false},
+		{"f16 nhwc one row a channel block", backend.Float16, nhwc, [4]int{2, 33, 1, 3}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := dnnGPU(t, CuDNNSettings{})

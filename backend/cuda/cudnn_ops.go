@@ -343,18 +343,28 @@ func bnMode(l layout, training bool) cudnn.BatchNormMode {
 // BatchNormTrain normalizes x with the batch's statistics through
 // cudnnBatchNormalizationForwardTraining, which saves the mean and inverse
 // standard deviation and updates the running statistics (with the unbiased
-// variance) in place; runMean and runVar may be the zero View. It
-// implements [backend.BatchNormer].
+// variance) in place; runMean and runVar may be the zero View. Channels-last
+// tensors take the kernels of batchnorm.go instead, with the same results.
+// It implements [backend.BatchNormer].
 func (dev *Device) BatchNormTrain(s backend.Stream, y, x, scale, bias, runMean, runVar, saveMean, saveInvStd backend.View, momentum, eps float64) error {
 	const what = "batch norm"
-	d, err := dev.dnnBegin(s, what, checkBN(x, []named{{"y", y, false}},
+	check := checkBN(x, []named{{"y", y, false}},
 		[]named{{"scale", scale, false}, {"bias", bias, false}, {"runMean", runMean, true}, {"runVar", runVar, true},
-			{"saveMean", saveMean, false}, {"saveInvStd", saveInvStd, false}}))
+			{"saveMean", saveMean, false}, {"saveInvStd", saveInvStd, false}})
+	if check == nil && (runMean.Buf == nil) != (runVar.Buf == nil) {
+		return fmt.Errorf("cuda: %s: runMean and runVar must both be given or both be the zero View", what)
+	}
+	if check == nil && x.Shape[0]*x.Shape[2]*x.Shape[3] >= 2 &&
+		takesNHWC(x, []backend.View{y}, []backend.View{scale, bias, runMean, runVar, saveMean, saveInvStd}) {
+		d, err := dev.begin(s, what, nil)
+		if err != nil {
+			return err
+		}
+		return d.batchNormTrainNHWC(what, y, x, scale, bias, runMean, runVar, saveMean, saveInvStd, momentum, eps)
+	}
+	d, err := dev.dnnBegin(s, what, check)
 	if err != nil {
 		return err
-	}
-	if (runMean.Buf == nil) != (runVar.Buf == nil) {
-		return fmt.Errorf("cuda: %s: runMean and runVar must both be given or both be the zero View", what)
 	}
 	sz, ls, ptrs, why, err := d.dnnViews(what, x, y)
 	if err != nil {
@@ -384,12 +394,20 @@ func (dev *Device) BatchNormTrain(s backend.Stream, y, x, scale, bias, runMean, 
 }
 
 // BatchNormInfer normalizes x with the running statistics through
-// cudnnBatchNormalizationForwardInference. It implements
-// [backend.BatchNormer].
+// cudnnBatchNormalizationForwardInference, or for channels-last tensors
+// the kernels of batchnorm.go. It implements [backend.BatchNormer].
 func (dev *Device) BatchNormInfer(s backend.Stream, y, x, scale, bias, runMean, runVar backend.View, eps float64) error {
 	const what = "batch norm inference"
-	d, err := dev.dnnBegin(s, what, checkBN(x, []named{{"y", y, false}},
-		[]named{{"scale", scale, false}, {"bias", bias, false}, {"runMean", runMean, false}, {"runVar", runVar, false}}))
+	check := checkBN(x, []named{{"y", y, false}},
+		[]named{{"scale", scale, false}, {"bias", bias, false}, {"runMean", runMean, false}, {"runVar", runVar, false}})
+	if check == nil && takesNHWC(x, []backend.View{y}, []backend.View{scale, bias, runMean, runVar}) {
+		d, err := dev.begin(s, what, nil)
+		if err != nil {
+			return err
+		}
+		return d.batchNormInferNHWC(what, y, x, scale, bias, runMean, runVar, eps)
+	}
+	d, err := dev.dnnBegin(s, what, check)
 	if err != nil {
 		return err
 	}
@@ -418,13 +436,22 @@ func (dev *Device) BatchNormInfer(s backend.Stream, y, x, scale, bias, runMean, 
 }
 
 // BatchNormBackward computes dx, dscale and dbias through
-// cudnnBatchNormalizationBackward, from the statistics that BatchNormTrain
-// saved. It implements [backend.BatchNormer].
+// cudnnBatchNormalizationBackward, or for channels-last tensors the kernels
+// of batchnorm.go, from the statistics that BatchNormTrain saved. It
+// implements [backend.BatchNormer].
 func (dev *Device) BatchNormBackward(s backend.Stream, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd backend.View, eps float64) error {
 	const what = "batch norm backward"
-	d, err := dev.dnnBegin(s, what, checkBN(x, []named{{"dx", dx, false}, {"dy", dy, false}},
+	check := checkBN(x, []named{{"dx", dx, false}, {"dy", dy, false}},
 		[]named{{"dscale", dscale, false}, {"dbias", dbias, false}, {"scale", scale, false},
-			{"saveMean", saveMean, false}, {"saveInvStd", saveInvStd, false}}))
+			{"saveMean", saveMean, false}, {"saveInvStd", saveInvStd, false}})
+	if check == nil && takesNHWC(x, []backend.View{dy, dx}, []backend.View{dscale, dbias, scale, saveMean, saveInvStd}) {
+		d, err := dev.begin(s, what, nil)
+		if err != nil {
+			return err
+		}
+		return d.batchNormBackwardNHWC(what, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd)
+	}
+	d, err := dev.dnnBegin(s, what, check)
 	if err != nil {
 		return err
 	}

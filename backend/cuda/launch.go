@@ -471,6 +471,9 @@ func allModules() []modKey {
 			keys = append(keys, modKey{fam: famOptim, dt: dt, op: "adam"}, modKey{fam: famOptim, dt: dt, op: "sgd"}, modKey{fam: famOptim, dt: dt, op: "unscale"},
 				modKey{fam: famQuant, dt: dt, op: "dequant"})
 		}
+		if dt == backend.Float32 || dt == backend.Float16 || dt == backend.BFloat16 {
+			keys = append(keys, modKey{fam: famNorm, dt: dt, op: "bn"})
+		}
 	}
 	return keys
 }

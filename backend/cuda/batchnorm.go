@@ -1,0 +1,224 @@
+package cuda
+
+import (
+	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/native/cuda"
+)
+
+// Batch normalization of channels-last tensors with vram's own kernels
+// (kernels/norm.cu) instead of cuDNN's.
+//
+// cuDNN's legacy batch-norm calls run NHWC data through the kernels they
+// use for NCHW (bn_fw_tr_1C11_singleread and bn_bw_1C11_singleread), which
+// read one channel's values C elements apart: in a channels-last bf16
+// ResNet-50 step on an H200 they took 128 of its 140 ms (Nsight Compute,
+// device call 1 of 2026-12-01), where PyTorch, which uses its own
+// channels-last kernels there, spends about 6.5 ms on batch norm. The
+// kernels here read whole rows of channels, coalesced, and reduce without
+// atomics. Tensors that are NCHW-contiguous keep cuDNN's kernels, which
+// are fast for them.
+
+// Launch geometry of norm.cu.
+const (
+	// normTX and normTY are the block's channels and rows (NB_TX and
+	// NB_TY of kernels/norm.cu).
+	normTX, normTY = 32, 8
+	// normRowsPerThread is the fewest rows a thread of the reducing
+	// kernels walks before more block rows are launched: fewer means more
+	// partial sums to add for little gain.
+	normRowsPerThread = 16
+	// normBlocksPerSM bounds the grid: 8 blocks of 256 threads fill a
+	// Hopper multiprocessor's 2,048 threads.
+	normBlocksPerSM = 8
+)
+
+// NormWorkspaceRegion is the allocator region of the partial sums of the
+// channels-last batch-norm kernels: at most 2·8·SMs·32 floats a call
+// (about 270 KiB on an H200), freed as soon as the call is queued.
+const NormWorkspaceRegion = "batch norm workspace"
+
+// nhwcDense reports whether v is a dense channels-last [N, C, H, W] view
+// (dimensions of size 1 may have any stride).
+func nhwcDense(v backend.View) bool {
+	return v.Buf != nil && layoutOf(v)&nhwc != 0
+}
+
+// takesNHWC reports whether the kernels of norm.cu take a batch norm of x:
+// x and each view of its shape dense channels-last and not also
+// NCHW-contiguous (those keep cuDNN's kernels), float32, float16 or
+// bfloat16, with contiguous float32 per-channel views (zero Views allowed,
+// the caller has checked which may be).
+func takesNHWC(x backend.View, same, channel []backend.View) bool {
+	switch x.DType {
+	case backend.Float32, backend.Float16, backend.BFloat16:
+	default:
+		return false
+	}
+	if !nhwcDense(x) || layoutOf(x)&nchw != 0 {
+		return false
+	}
+	for _, v := range same {
+		if !nhwcDense(v) || v.DType != x.DType {
+			return false
+		}
+	}
+	for _, v := range channel {
+		if v.Buf != nil && (v.DType != backend.Float32 || !v.IsContiguous()) {
+			return false
+		}
+	}
+	return true
+}
+
+// normGrid returns the grid of a reducing or elementwise norm.cu kernel
+// over m rows of c channels.
+func (d *Device) normGrid(m int64, c int) (gx, gy uint32) {
+	gx = uint32((c + normTX - 1) / normTX)
+	rows := (m + normTY*normRowsPerThread - 1) / (normTY * normRowsPerThread)
+	gy = uint32(max(1, min(rows, int64(d.sms*normBlocksPerSM)/int64(gx))))
+	return gx, gy
+}
+
+// normLaunch queues norm.cu's kernel name with a grid of gx × gy blocks of
+// normTX × normTY threads.
+func (d *queue) normLaunch(dt backend.DType, name string, gx, gy uint32, a *cuda.KernelArgs) error {
+	f, err := d.function(modKey{fam: famNorm, dt: dt, op: "bn"}, name)
+	if err != nil {
+		return err
+	}
+	return d.check(cuda.LaunchKernel(f, cuda.Dim3{X: gx, Y: gy, Z: 1}, cuda.Dim3{X: normTX, Y: normTY, Z: 1}, 0, d.stream, a))
+}
+
+// normFinish queues a per-channel kernel of norm.cu, one thread a channel.
+func (d *queue) normFinish(dt backend.DType, name string, c int, a *cuda.KernelArgs) error {
+	f, err := d.function(modKey{fam: famNorm, dt: dt, op: "bn"}, name)
+	if err != nil {
+		return err
+	}
+	blocks := uint32((c + blockThreads - 1) / blockThreads)
+	return d.launch(f, blocks, a)
+}
+
+// ptrsOf resolves the addresses of vs; a zero View is address 0.
+func (d *queue) ptrsOf(what string, vs ...backend.View) ([]cuda.DevicePtr, error) {
+	ptrs := make([]cuda.DevicePtr, len(vs))
+	for i, v := range vs {
+		if v.Buf == nil {
+			continue
+		}
+		p, err := d.ptrOf(what, v)
+		if err != nil {
+			return nil, err
+		}
+		ptrs[i] = p
+	}
+	return ptrs, nil
+}
+
+// normScratch allocates n floats of workspace on the queue's stream.
+func (d *queue) normScratch(n int64) (*Buffer, error) {
+	b, err := d.Alloc(4*n, d.st, NormWorkspaceRegion)
+	if err != nil {
+		return nil, err
+	}
+	return b.(*Buffer), nil
+}
+
+// batchNormTrainNHWC is BatchNormTrain on norm.cu's kernels: partial sums,
+// per-channel statistics (and running statistics), then the normalization.
+func (d *queue) batchNormTrainNHWC(what string, y, x, scale, bias, runMean, runVar, saveMean, saveInvStd backend.View, momentum, eps float64) error {
+	p, err := d.ptrsOf(what, x, y, scale, bias, runMean, runVar, saveMean, saveInvStd)
+	if err != nil {
+		return err
+	}
+	c := x.Shape[1]
+	m := int64(x.Shape[0]) * int64(x.Shape[2]) * int64(x.Shape[3])
+	gx, gy := d.normGrid(m, c)
+	return d.run(func() error {
+		part, err := d.normScratch(2 * int64(gy) * int64(c))
+		if err != nil {
+			return err
+		}
+		defer d.Free(part, d.st)
+		a := d.getArgs()
+		defer d.putArgs(a)
+		a.Ptr(p[0]).Int64(m).Int32(int32(c)).Ptr(part.ptr)
+		if err := d.normLaunch(x.DType, "bn_nhwc_stats", gx, gy, a); err != nil {
+			return err
+		}
+		run := int32(0)
+		if runMean.Buf != nil {
+			run = 1
+		}
+		a.Reset()
+		a.Ptr(p[0]).Ptr(part.ptr).Int32(int32(gy)).Int32(int32(c)).Int64(m).Float64(eps).Float64(momentum).Int32(run)
+		a.Ptr(p[4]).Ptr(p[5]).Ptr(p[6]).Ptr(p[7])
+		if err := d.normFinish(x.DType, "bn_nhwc_finish", c, a); err != nil {
+			return err
+		}
+		a.Reset()
+		a.Ptr(p[0]).Ptr(p[1]).Int64(m).Int32(int32(c)).Ptr(p[6]).Ptr(p[7]).Ptr(p[2]).Ptr(p[3]).Int32(0).Float64(eps)
+		return d.normLaunch(x.DType, "bn_nhwc_apply", gx, d.applyRows(m, gx), a)
+	})
+}
+
+// applyRows returns the block rows of an elementwise norm.cu kernel: as
+// many as fill the device, each thread taking several rows.
+func (d *queue) applyRows(m int64, gx uint32) uint32 {
+	rows := (m + normTY*4 - 1) / (normTY * 4)
+	return uint32(max(1, min(rows, int64(d.sms*normBlocksPerSM)/int64(gx))))
+}
+
+// batchNormInferNHWC is BatchNormInfer on norm.cu's apply kernel, which
+// takes the running variance and eps.
+func (d *queue) batchNormInferNHWC(what string, y, x, scale, bias, runMean, runVar backend.View, eps float64) error {
+	p, err := d.ptrsOf(what, x, y, scale, bias, runMean, runVar)
+	if err != nil {
+		return err
+	}
+	c := x.Shape[1]
+	m := int64(x.Shape[0]) * int64(x.Shape[2]) * int64(x.Shape[3])
+	gx, _ := d.normGrid(m, c)
+	return d.run(func() error {
+		a := d.getArgs()
+		defer d.putArgs(a)
+		a.Ptr(p[0]).Ptr(p[1]).Int64(m).Int32(int32(c)).Ptr(p[4]).Ptr(p[5]).Ptr(p[2]).Ptr(p[3]).Int32(1).Float64(eps)
+		return d.normLaunch(x.DType, "bn_nhwc_apply", gx, d.applyRows(m, gx), a)
+	})
+}
+
+// batchNormBackwardNHWC is BatchNormBackward on norm.cu's kernels: partial
+// sums of dy and dy·(x − mean), dscale, dbias and the input gradient's
+// coefficients, then dx.
+func (d *queue) batchNormBackwardNHWC(what string, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd backend.View) error {
+	p, err := d.ptrsOf(what, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd)
+	if err != nil {
+		return err
+	}
+	c := x.Shape[1]
+	m := int64(x.Shape[0]) * int64(x.Shape[2]) * int64(x.Shape[3])
+	gx, gy := d.normGrid(m, c)
+	return d.run(func() error {
+		// The partial sums, then the two coefficient rows.
+		part, err := d.normScratch(2*int64(gy)*int64(c) + 2*int64(c))
+		if err != nil {
+			return err
+		}
+		defer d.Free(part, d.st)
+		coef := part.ptr + cuda.DevicePtr(4*2*int64(gy)*int64(c))
+		a := d.getArgs()
+		defer d.putArgs(a)
+		a.Ptr(p[3]).Ptr(p[4]).Int64(m).Int32(int32(c)).Ptr(p[6]).Ptr(part.ptr)
+		if err := d.normLaunch(x.DType, "bn_nhwc_bwd_stats", gx, gy, a); err != nil {
+			return err
+		}
+		a.Reset()
+		a.Ptr(part.ptr).Int32(int32(gy)).Int32(int32(c)).Int64(m).Ptr(p[7]).Ptr(p[1]).Ptr(p[2]).Ptr(coef)
+		if err := d.normFinish(x.DType, "bn_nhwc_bwd_finish", c, a); err != nil {
+			return err
+		}
+		a.Reset()
+		a.Ptr(p[3]).Ptr(p[4]).Ptr(p[0]).Int64(m).Int32(int32(c)).Ptr(p[6]).Ptr(p[7]).Ptr(p[5]).Ptr(coef)
+		return d.normLaunch(x.DType, "bn_nhwc_bwd_apply", gx, d.applyRows(m, gx), a)
+	})
+}
