@@ -20,9 +20,10 @@ import (
 
 // Launch geometry of norm.cu.
 const (
-	// normTX and normTY are the block's channels and rows (NB_TX and
-	// NB_TY of kernels/norm.cu).
-	normTX, normTY = 32, 8
+	// normTX and normTY are the block's threads across channels and its
+	// rows (NB_TX and NB_TY of kernels/norm.cu); normFY is the finishing
+	// kernels' threads a channel (NB_FY).
+	normTX, normTY, normFY = 32, 8, 32
 	// normRowsPerThread is the fewest rows a thread of the reducing
 	// kernels walks before more block rows are launched: fewer means more
 	// partial sums to add for little gain.
@@ -33,8 +34,8 @@ const (
 )
 
 // NormWorkspaceRegion is the allocator region of the partial sums of the
-// channels-last batch-norm kernels: at most 2·8·SMs·32 floats a call
-// (about 270 KiB on an H200), freed as soon as the call is queued.
+// channels-last batch-norm kernels: at most 2·8·SMs·64 floats a call
+// (about 540 KiB on an H200), freed as soon as the call is queued.
 const NormWorkspaceRegion = "batch norm workspace"
 
 // nhwcDense reports whether v is a dense channels-last [N, C, H, W] view
@@ -70,10 +71,33 @@ func takesNHWC(x backend.View, same, channel []backend.View) bool {
 	return true
 }
 
+// normWidth returns the channels each thread of norm.cu's row kernels
+// takes: 2 (the kernels named …2, one 4- or 8-byte access) when c is even
+// and every address in ptrs is aligned to two elements of dt, else 1.
+func normWidth(dt backend.DType, c int, ptrs ...cuda.DevicePtr) int {
+	if c%2 != 0 {
+		return 1
+	}
+	for _, p := range ptrs {
+		if p%cuda.DevicePtr(2*dt.Size()) != 0 {
+			return 1
+		}
+	}
+	return 2
+}
+
+// normName returns kernel name for v channels a thread.
+func normName(name string, v int) string {
+	if v == 2 {
+		return name + "2"
+	}
+	return name
+}
+
 // normGrid returns the grid of a reducing or elementwise norm.cu kernel
-// over m rows of c channels.
-func (d *Device) normGrid(m int64, c int) (gx, gy uint32) {
-	gx = uint32((c + normTX - 1) / normTX)
+// over m rows of c channels, v a thread.
+func (d *Device) normGrid(m int64, c, v int) (gx, gy uint32) {
+	gx = uint32((c + normTX*v - 1) / (normTX * v))
 	rows := (m + normTY*normRowsPerThread - 1) / (normTY * normRowsPerThread)
 	gy = uint32(max(1, min(rows, int64(d.sms*normBlocksPerSM)/int64(gx))))
 	return gx, gy
@@ -89,14 +113,15 @@ func (d *queue) normLaunch(dt backend.DType, name string, gx, gy uint32, a *cuda
 	return d.check(cuda.LaunchKernel(f, cuda.Dim3{X: gx, Y: gy, Z: 1}, cuda.Dim3{X: normTX, Y: normTY, Z: 1}, 0, d.stream, a))
 }
 
-// normFinish queues a per-channel kernel of norm.cu, one thread a channel.
+// normFinish queues a finishing kernel of norm.cu: blocks of normTX
+// channels, normFY threads a channel.
 func (d *queue) normFinish(dt backend.DType, name string, c int, a *cuda.KernelArgs) error {
 	f, err := d.function(modKey{fam: famNorm, dt: dt, op: "bn"}, name)
 	if err != nil {
 		return err
 	}
-	blocks := uint32((c + blockThreads - 1) / blockThreads)
-	return d.launch(f, blocks, a)
+	blocks := uint32((c + normTX - 1) / normTX)
+	return d.check(cuda.LaunchKernel(f, cuda.Dim3{X: blocks, Y: 1, Z: 1}, cuda.Dim3{X: normTX, Y: normFY, Z: 1}, 0, d.stream, a))
 }
 
 // ptrsOf resolves the addresses of vs; a zero View is address 0.
@@ -133,7 +158,8 @@ func (d *queue) batchNormTrainNHWC(what string, y, x, scale, bias, runMean, runV
 	}
 	c := x.Shape[1]
 	m := int64(x.Shape[0]) * int64(x.Shape[2]) * int64(x.Shape[3])
-	gx, gy := d.normGrid(m, c)
+	v := normWidth(x.DType, c, p[0], p[1])
+	gx, gy := d.normGrid(m, c, v)
 	return d.run(func() error {
 		part, err := d.normScratch(2 * int64(gy) * int64(c))
 		if err != nil {
@@ -143,7 +169,7 @@ func (d *queue) batchNormTrainNHWC(what string, y, x, scale, bias, runMean, runV
 		a := d.getArgs()
 		defer d.putArgs(a)
 		a.Ptr(p[0]).Int64(m).Int32(int32(c)).Ptr(part.ptr)
-		if err := d.normLaunch(x.DType, "bn_nhwc_stats", gx, gy, a); err != nil {
+		if err := d.normLaunch(x.DType, normName("bn_nhwc_stats", v), gx, gy, a); err != nil {
 			return err
 		}
 		run := int32(0)
@@ -158,7 +184,7 @@ func (d *queue) batchNormTrainNHWC(what string, y, x, scale, bias, runMean, runV
 		}
 		a.Reset()
 		a.Ptr(p[0]).Ptr(p[1]).Int64(m).Int32(int32(c)).Ptr(p[6]).Ptr(p[7]).Ptr(p[2]).Ptr(p[3]).Int32(0).Float64(eps)
-		return d.normLaunch(x.DType, "bn_nhwc_apply", gx, d.applyRows(m, gx), a)
+		return d.normLaunch(x.DType, normName("bn_nhwc_apply", v), gx, d.applyRows(m, gx), a)
 	})
 }
 
@@ -178,12 +204,13 @@ func (d *queue) batchNormInferNHWC(what string, y, x, scale, bias, runMean, runV
 	}
 	c := x.Shape[1]
 	m := int64(x.Shape[0]) * int64(x.Shape[2]) * int64(x.Shape[3])
-	gx, _ := d.normGrid(m, c)
+	v := normWidth(x.DType, c, p[0], p[1])
+	gx, _ := d.normGrid(m, c, v)
 	return d.run(func() error {
 		a := d.getArgs()
 		defer d.putArgs(a)
 		a.Ptr(p[0]).Ptr(p[1]).Int64(m).Int32(int32(c)).Ptr(p[4]).Ptr(p[5]).Ptr(p[2]).Ptr(p[3]).Int32(1).Float64(eps)
-		return d.normLaunch(x.DType, "bn_nhwc_apply", gx, d.applyRows(m, gx), a)
+		return d.normLaunch(x.DType, normName("bn_nhwc_apply", v), gx, d.applyRows(m, gx), a)
 	})
 }
 
@@ -197,7 +224,8 @@ func (d *queue) batchNormBackwardNHWC(what string, dx, dscale, dbias, dy, x, sca
 	}
 	c := x.Shape[1]
 	m := int64(x.Shape[0]) * int64(x.Shape[2]) * int64(x.Shape[3])
-	gx, gy := d.normGrid(m, c)
+	v := normWidth(x.DType, c, p[0], p[3], p[4])
+	gx, gy := d.normGrid(m, c, v)
 	return d.run(func() error {
 		// The partial sums, then the two coefficient rows.
 		part, err := d.normScratch(2*int64(gy)*int64(c) + 2*int64(c))
@@ -209,7 +237,7 @@ func (d *queue) batchNormBackwardNHWC(what string, dx, dscale, dbias, dy, x, sca
 		a := d.getArgs()
 		defer d.putArgs(a)
 		a.Ptr(p[3]).Ptr(p[4]).Int64(m).Int32(int32(c)).Ptr(p[6]).Ptr(part.ptr)
-		if err := d.normLaunch(x.DType, "bn_nhwc_bwd_stats", gx, gy, a); err != nil {
+		if err := d.normLaunch(x.DType, normName("bn_nhwc_bwd_stats", v), gx, gy, a); err != nil {
 			return err
 		}
 		a.Reset()
@@ -219,6 +247,6 @@ func (d *queue) batchNormBackwardNHWC(what string, dx, dscale, dbias, dy, x, sca
 		}
 		a.Reset()
 		a.Ptr(p[3]).Ptr(p[4]).Ptr(p[0]).Int64(m).Int32(int32(c)).Ptr(p[6]).Ptr(p[7]).Ptr(p[5]).Ptr(coef)
-		return d.normLaunch(x.DType, "bn_nhwc_bwd_apply", gx, d.applyRows(m, gx), a)
+		return d.normLaunch(x.DType, normName("bn_nhwc_bwd_apply", v), gx, d.applyRows(m, gx), a)
 	})
 }

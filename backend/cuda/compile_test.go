@@ -100,7 +100,10 @@ func kernelNames(k modKey) []string {
 	case famQuant:
 		names = append(names, "dequant_i8")
 	case famNorm:
-		names = append(names, "bn_nhwc_stats", "bn_nhwc_finish", "bn_nhwc_apply", "bn_nhwc_bwd_stats", "bn_nhwc_bwd_finish", "bn_nhwc_bwd_apply")
+		for _, n := range []string{"bn_nhwc_stats", "bn_nhwc_apply", "bn_nhwc_bwd_stats", "bn_nhwc_bwd_apply"} {
+			names = append(names, n, n+"2")
+		}
+		names = append(names, "bn_nhwc_finish", "bn_nhwc_bwd_finish")
 	}
 	return names
 }

@@ -1,12 +1,15 @@
 // norm.cu: batch normalization of channels-last (NHWC) tensors, whose
 // values of one channel lie C elements apart. The tensor is read as M rows
-// (M = N·H·W) of C channels. Blocks are NB_TX channels wide and NB_TY rows
-// tall: the threads of a warp read NB_TX neighbouring channels of one row,
-// so every load is coalesced, and each thread walks its channel down the
+// (M = N·H·W) of C channels. Blocks are NB_TX threads wide and NB_TY rows
+// tall, and each thread takes V neighbouring channels (V = 2 for the
+// kernels named …2, with one 4- or 8-byte load; V = 1 otherwise): the
+// threads of a warp read NB_TX·V neighbouring channels of one row, so
+// every load is coalesced, and each thread walks its channels down the
 // rows with a stride of gridDim.y·NB_TY. Statistics are reduced in two
 // steps without atomics, so the results do not depend on scheduling: each
 // block row writes its partial sums to a buffer of 2·gridDim.y·C floats,
-// and a finishing kernel adds them per channel in float64.
+// and a finishing kernel adds them per channel in float64, NB_FY threads a
+// channel.
 //
 // Sums of the forward pass are taken about a shift, the channel's value in
 // row 0, so that Σ(x−s)² − (Σ(x−s))²/M loses little to cancellation when
@@ -19,50 +22,123 @@
 
 #define NB_TX 32
 #define NB_TY 8
+#define NB_FY 32
 
 #if defined(K_ALL) || defined(K_bn)
 
+typedef DT<VD>::S S;
+
+// ldv loads V neighbouring values at p (aligned to V elements).
+template <int V> __device__ __forceinline__ void ldv(const S* p, float* v);
+template <> __device__ __forceinline__ void ldv<1>(const S* p, float* v) { v[0] = ldc<VD>(p[0]); }
+template <> __device__ __forceinline__ void ldv<2>(const S* p, float* v) {
+#if VD == DT_F32
+	float2 f = *(const float2*)p;
+	v[0] = f.x;
+	v[1] = f.y;
+#else
+	unsigned u = *(const unsigned*)p;
+	v[0] = ldc<VD>((unsigned short)(u & 0xffffu));
+	v[1] = ldc<VD>((unsigned short)(u >> 16));
+#endif
+}
+
+// stv stores V values at p (aligned to V elements).
+template <int V> __device__ __forceinline__ void stv(S* p, const float* v);
+template <> __device__ __forceinline__ void stv<1>(S* p, const float* v) { p[0] = st<VD>(v[0]); }
+template <> __device__ __forceinline__ void stv<2>(S* p, const float* v) {
+#if VD == DT_F32
+	*(float2*)p = make_float2(v[0], v[1]);
+#else
+	*(unsigned*)p = (unsigned)st<VD>(v[0]) | ((unsigned)st<VD>(v[1]) << 16);
+#endif
+}
+
+// partials reduces a[V], b[V] over the block's rows and writes them for
+// block row blockIdx.y: part[y·C + c] and part[(gy + y)·C + c].
+template <int V>
+__device__ __forceinline__ void partials(float* a, float* b, int c0, int C, float* part) {
+	__shared__ float sa[NB_TY][NB_TX * V + 1], sb[NB_TY][NB_TX * V + 1];
+	const int tx = threadIdx.x, ty = threadIdx.y;
+	for (int j = 0; j < V; j++) {
+		sa[ty][tx * V + j] = a[j];
+		sb[ty][tx * V + j] = b[j];
+	}
+	__syncthreads();
+	if (ty == 0 && c0 < C) {
+		for (int k = 1; k < NB_TY; k++)
+			for (int j = 0; j < V; j++) {
+				a[j] += sa[k][tx * V + j];
+				b[j] += sb[k][tx * V + j];
+			}
+		for (int j = 0; j < V; j++) {
+			part[(i64)blockIdx.y * C + c0 + j] = a[j];
+			part[(i64)(gridDim.y + blockIdx.y) * C + c0 + j] = b[j];
+		}
+	}
+}
+
+// stats: Σ (x − s) and Σ (x − s)² per channel over the block's rows, with
+// s = x[0, c].
+template <int V> __device__ __forceinline__ void stats(const S* x, i64 M, int C, float* part) {
+	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
+	float a[V], b[V], s[V], v[V];
+	for (int j = 0; j < V; j++) a[j] = b[j] = 0;
+	if (c0 < C) {
+		ldv<V>(x + c0, s);
+		for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
+			ldv<V>(x + r * C + c0, v);
+			for (int j = 0; j < V; j++) {
+				const float d = v[j] - s[j];
+				a[j] += d;
+				b[j] = fmaf(d, d, b[j]);
+			}
+		}
+	}
+	partials<V>(a, b, c0, C, part);
+}
+
 // bn_nhwc_stats: part[y·C + c] = Σ (x − s), part[(gy + y)·C + c] = Σ (x − s)²
 // over the rows of block row y, with s = x[0, c].
-extern "C" __global__ void bn_nhwc_stats(const DT<VD>::S* x, i64 M, int C, float* part) {
-	__shared__ float sa[NB_TY][NB_TX + 1], sb[NB_TY][NB_TX + 1];
+extern "C" __global__ void bn_nhwc_stats(const S* x, i64 M, int C, float* part) { stats<1>(x, M, C, part); }
+extern "C" __global__ void bn_nhwc_stats2(const S* x, i64 M, int C, float* part) { stats<2>(x, M, C, part); }
+
+// sumParts adds the gy partial sums of channel c in float64, the NB_FY
+// threads of column threadIdx.x taking every NB_FY-th block row; thread
+// row 0 gets the totals.
+__device__ __forceinline__ void sumParts(const float* part, int gy, int C, int c, double* a, double* b) {
+	__shared__ double fa[NB_FY][NB_TX + 1], fb[NB_FY][NB_TX + 1];
 	const int tx = threadIdx.x, ty = threadIdx.y;
-	const int c = blockIdx.x * NB_TX + tx;
-	float a = 0, b = 0;
-	if (c < C) {
-		const float s = ldc<VD>(x[c]);
-		for (i64 r = (i64)blockIdx.y * NB_TY + ty; r < M; r += (i64)gridDim.y * NB_TY) {
-			float v = ldc<VD>(x[r * C + c]) - s;
-			a += v;
-			b = fmaf(v, v, b);
+	double x = 0, y = 0;
+	if (c < C)
+		for (int k = ty; k < gy; k += NB_FY) {
+			x += part[(i64)k * C + c];
+			y += part[(i64)(gy + k) * C + c];
 		}
-	}
-	sa[ty][tx] = a;
-	sb[ty][tx] = b;
+	fa[ty][tx] = x;
+	fb[ty][tx] = y;
 	__syncthreads();
-	if (ty == 0 && c < C) {
-		for (int k = 1; k < NB_TY; k++) {
-			a += sa[k][tx];
-			b += sb[k][tx];
+	if (ty == 0) {
+		for (int k = 1; k < NB_FY; k++) {
+			x += fa[k][tx];
+			y += fb[k][tx];
 		}
-		part[(i64)blockIdx.y * C + c] = a;
-		part[(i64)(gridDim.y + blockIdx.y) * C + c] = b;
 	}
+	*a = x;
+	*b = y;
 }
 
 // bn_nhwc_finish: the mean and 1/sqrt(var + eps) of each channel from the
 // gy block rows of partial sums; with run != 0, the running statistics
-// move by momentum towards the batch's mean and unbiased variance.
-extern "C" __global__ void bn_nhwc_finish(const DT<VD>::S* x, const float* part, int gy, int C, i64 M, double eps,
+// move by momentum towards the batch's mean and unbiased variance. Blocks
+// of NB_TX × NB_FY threads, NB_TX channels each.
+extern "C" __global__ void bn_nhwc_finish(const S* x, const float* part, int gy, int C, i64 M, double eps,
 					  double momentum, int run, float* runMean, float* runVar, float* saveMean,
 					  float* saveInvStd) {
-	const int c = blockIdx.x * blockDim.x + threadIdx.x;
-	if (c >= C) return;
-	double a = 0, b = 0;
-	for (int y = 0; y < gy; y++) {
-		a += part[(i64)y * C + c];
-		b += part[(i64)(gy + y) * C + c];
-	}
+	const int c = blockIdx.x * NB_TX + threadIdx.x;
+	double a, b;
+	sumParts(part, gy, C, c, &a, &b);
+	if (threadIdx.y != 0 || c >= C) return;
 	const double m1 = a / (double)M;
 	double var = b / (double)M - m1 * m1;
 	if (var < 0) var = 0;
@@ -75,64 +151,78 @@ extern "C" __global__ void bn_nhwc_finish(const DT<VD>::S* x, const float* part,
 	}
 }
 
-// bn_nhwc_apply: y = (x − mean)·k·scale + bias, with k = inv[c], or with
-// k = 1/sqrt(inv[c] + eps) when fromVar != 0 (inference: inv holds the
-// running variance).
-extern "C" __global__ void bn_nhwc_apply(const DT<VD>::S* x, DT<VD>::S* y, i64 M, int C, const float* mean,
-					 const float* inv, const float* scale, const float* bias, int fromVar, double eps) {
-	const int c = blockIdx.x * NB_TX + threadIdx.x;
-	if (c >= C) return;
-	const float k = fromVar ? (float)(1.0 / sqrt((double)inv[c] + eps)) : inv[c];
-	const float g = k * scale[c];
-	const float h = bias[c] - mean[c] * g;
-	for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
-		const i64 i = r * C + c;
-		y[i] = st<VD>(fmaf(ldc<VD>(x[i]), g, h));
+// apply: y = x·g + h per channel, g = k·scale and h = bias − mean·g, with
+// k = inv[c], or k = 1/sqrt(inv[c] + eps) when fromVar != 0 (inference:
+// inv holds the running variance).
+template <int V>
+__device__ __forceinline__ void apply(const S* x, S* y, i64 M, int C, const float* mean, const float* inv,
+				      const float* scale, const float* bias, int fromVar, double eps) {
+	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
+	if (c0 >= C) return;
+	float g[V], h[V], v[V];
+	for (int j = 0; j < V; j++) {
+		const int c = c0 + j;
+		const float k = fromVar ? (float)(1.0 / sqrt((double)inv[c] + eps)) : inv[c];
+		g[j] = k * scale[c];
+		h[j] = bias[c] - mean[c] * g[j];
 	}
+	for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
+		const i64 i = r * C + c0;
+		ldv<V>(x + i, v);
+		for (int j = 0; j < V; j++) v[j] = fmaf(v[j], g[j], h[j]);
+		stv<V>(y + i, v);
+	}
+}
+
+// bn_nhwc_apply: the normalization, see apply.
+extern "C" __global__ void bn_nhwc_apply(const S* x, S* y, i64 M, int C, const float* mean, const float* inv,
+					 const float* scale, const float* bias, int fromVar, double eps) {
+	apply<1>(x, y, M, C, mean, inv, scale, bias, fromVar, eps);
+}
+extern "C" __global__ void bn_nhwc_apply2(const S* x, S* y, i64 M, int C, const float* mean, const float* inv,
+					  const float* scale, const float* bias, int fromVar, double eps) {
+	apply<2>(x, y, M, C, mean, inv, scale, bias, fromVar, eps);
+}
+
+// bwdStats: Σ dy and Σ dy·(x − mean) per channel over the block's rows.
+template <int V>
+__device__ __forceinline__ void bwdStats(const S* dy, const S* x, i64 M, int C, const float* mean, float* part) {
+	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
+	float a[V], b[V], mu[V], g[V], v[V];
+	for (int j = 0; j < V; j++) a[j] = b[j] = 0;
+	if (c0 < C) {
+		for (int j = 0; j < V; j++) mu[j] = mean[c0 + j];
+		for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
+			const i64 i = r * C + c0;
+			ldv<V>(dy + i, g);
+			ldv<V>(x + i, v);
+			for (int j = 0; j < V; j++) {
+				a[j] += g[j];
+				b[j] = fmaf(g[j], v[j] - mu[j], b[j]);
+			}
+		}
+	}
+	partials<V>(a, b, c0, C, part);
 }
 
 // bn_nhwc_bwd_stats: part[y·C + c] = Σ dy, part[(gy + y)·C + c] =
 // Σ dy·(x − mean) over the rows of block row y.
-extern "C" __global__ void bn_nhwc_bwd_stats(const DT<VD>::S* dy, const DT<VD>::S* x, i64 M, int C,
-					     const float* mean, float* part) {
-	__shared__ float sa[NB_TY][NB_TX + 1], sb[NB_TY][NB_TX + 1];
-	const int tx = threadIdx.x, ty = threadIdx.y;
-	const int c = blockIdx.x * NB_TX + tx;
-	float a = 0, b = 0;
-	if (c < C) {
-		const float mu = mean[c];
-		for (i64 r = (i64)blockIdx.y * NB_TY + ty; r < M; r += (i64)gridDim.y * NB_TY) {
-			const i64 i = r * C + c;
-			const float g = ldc<VD>(dy[i]);
-			a += g;
-			b = fmaf(g, ldc<VD>(x[i]) - mu, b);
-		}
-	}
-	sa[ty][tx] = a;
-	sb[ty][tx] = b;
-	__syncthreads();
-	if (ty == 0 && c < C) {
-		for (int k = 1; k < NB_TY; k++) {
-			a += sa[k][tx];
-			b += sb[k][tx];
-		}
-		part[(i64)blockIdx.y * C + c] = a;
-		part[(i64)(gridDim.y + blockIdx.y) * C + c] = b;
-	}
+extern "C" __global__ void bn_nhwc_bwd_stats(const S* dy, const S* x, i64 M, int C, const float* mean, float* part) {
+	bwdStats<1>(dy, x, M, C, mean, part);
+}
+extern "C" __global__ void bn_nhwc_bwd_stats2(const S* dy, const S* x, i64 M, int C, const float* mean, float* part) {
+	bwdStats<2>(dy, x, M, C, mean, part);
 }
 
 // bn_nhwc_bwd_finish: dbias = Σ dy, dscale = Σ dy·(x − mean)·inv, and the
 // two coefficients of the input gradient: coef[c] = Σ dy / M and
-// coef[C + c] = Σ dy·(x − mean) / M · inv².
+// coef[C + c] = Σ dy·(x − mean) / M · inv². Blocks as bn_nhwc_finish's.
 extern "C" __global__ void bn_nhwc_bwd_finish(const float* part, int gy, int C, i64 M, const float* inv,
 					      float* dscale, float* dbias, float* coef) {
-	const int c = blockIdx.x * blockDim.x + threadIdx.x;
-	if (c >= C) return;
-	double a = 0, b = 0;
-	for (int y = 0; y < gy; y++) {
-		a += part[(i64)y * C + c];
-		b += part[(i64)(gy + y) * C + c];
-	}
+	const int c = blockIdx.x * NB_TX + threadIdx.x;
+	double a, b;
+	sumParts(part, gy, C, c, &a, &b);
+	if (threadIdx.y != 0 || c >= C) return;
 	const double k = inv[c];
 	dbias[c] = (float)a;
 	dscale[c] = (float)(b * k);
@@ -140,18 +230,38 @@ extern "C" __global__ void bn_nhwc_bwd_finish(const float* part, int gy, int C, 
 	coef[C + c] = (float)(b / (double)M * k * k);
 }
 
-// bn_nhwc_bwd_apply: dx = scale·inv·(dy − coef[c] − (x − mean)·coef[C + c]).
-// dx may be dy: each element is read and written by one thread.
-extern "C" __global__ void bn_nhwc_bwd_apply(const DT<VD>::S* dy, const DT<VD>::S* x, DT<VD>::S* dx, i64 M, int C,
-					     const float* mean, const float* inv, const float* scale, const float* coef) {
-	const int c = blockIdx.x * NB_TX + threadIdx.x;
-	if (c >= C) return;
-	const float k = scale[c] * inv[c], mu = mean[c], m = coef[c], q = coef[C + c];
-	for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
-		const i64 i = r * C + c;
-		const float g = ldc<VD>(dy[i]);
-		dx[i] = st<VD>(k * (g - m - (ldc<VD>(x[i]) - mu) * q));
+// bwdApply: dx = scale·inv·(dy − coef[c] − (x − mean)·coef[C + c]). dx may
+// be dy: each element is read and written by one thread.
+template <int V>
+__device__ __forceinline__ void bwdApply(const S* dy, const S* x, S* dx, i64 M, int C, const float* mean,
+					 const float* inv, const float* scale, const float* coef) {
+	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
+	if (c0 >= C) return;
+	float k[V], mu[V], m[V], q[V], g[V], v[V];
+	for (int j = 0; j < V; j++) {
+		const int c = c0 + j;
+		k[j] = scale[c] * inv[c];
+		mu[j] = mean[c];
+		m[j] = coef[c];
+		q[j] = coef[C + c];
 	}
+	for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
+		const i64 i = r * C + c0;
+		ldv<V>(dy + i, g);
+		ldv<V>(x + i, v);
+		for (int j = 0; j < V; j++) g[j] = k[j] * (g[j] - m[j] - (v[j] - mu[j]) * q[j]);
+		stv<V>(dx + i, g);
+	}
+}
+
+// bn_nhwc_bwd_apply: the input gradient, see bwdApply.
+extern "C" __global__ void bn_nhwc_bwd_apply(const S* dy, const S* x, S* dx, i64 M, int C, const float* mean,
+					     const float* inv, const float* scale, const float* coef) {
+	bwdApply<1>(dy, x, dx, M, C, mean, inv, scale, coef);
+}
+extern "C" __global__ void bn_nhwc_bwd_apply2(const S* dy, const S* x, S* dx, i64 M, int C, const float* mean,
+					      const float* inv, const float* scale, const float* coef) {
+	bwdApply<2>(dy, x, dx, M, C, mean, inv, scale, coef);
 }
 
 #endif
