@@ -3,6 +3,7 @@ package memory
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/vramgo/vram/memory/trace"
 )
@@ -180,4 +181,64 @@ func ReadRecorded(h trace.History) (Recorded, error) {
 		return r, fmt.Errorf("memory: reading the recorded segments: %w", err)
 	}
 	return r, nil
+}
+
+// failedRequestAddr is the address of the first failed request that
+// [WithFailedRequests] replays; later ones count down from it. No real
+// block has such an address.
+const failedRequestAddr = math.MaxUint64
+
+// WithFailedRequests returns h with the request of each of its oom events
+// replayed: an alloc of the failed Size on the event's stream, at an
+// address no block has, freed right after with the action h frees on. A
+// replay skips oom events (they record what PyTorch's allocator did), so a
+// history that ends in an OOM replays as if the failed request had never
+// been made; the smallest capacity on which the returned history runs is
+// one on which the recorded run would have gone on past its OOM. An oom
+// event without a size adds nothing.
+func WithFailedRequests(h trace.History) (trace.History, error) {
+	freeAction, err := freeActionOf(h)
+	if err != nil {
+		return nil, err
+	}
+	return failedRequests{h: h, free: freeAction}, nil
+}
+
+// SnapshotWithFailedRequests is [WithFailedRequests] of a snapshot's
+// history: a copy of s whose History has the failed requests added, for
+// [ReplayFrom].
+func SnapshotWithFailedRequests(s *trace.Snapshot) *trace.Snapshot {
+	c := *s
+	freeAction, _ := freeActionOf(trace.Events(s.History))
+	c.History = nil
+	failedRequests{h: trace.Events(s.History), free: freeAction}.Each(func(e *trace.Event) error {
+		c.History = append(c.History, *e)
+		return nil
+	})
+	return &c
+}
+
+// failedRequests is the history of [WithFailedRequests].
+type failedRequests struct {
+	h    trace.History
+	free trace.Action
+}
+
+func (f failedRequests) Each(fn func(e *trace.Event) error) error {
+	addr := uint64(failedRequestAddr)
+	return f.h.Each(func(e *trace.Event) error {
+		if err := fn(e); err != nil {
+			return err
+		}
+		if e.Action != trace.ActionOOM || e.Size <= 0 {
+			return nil
+		}
+		req := trace.Event{Action: trace.ActionAlloc, Addr: addr, Size: e.Size, Stream: e.Stream, Region: e.Region}
+		addr--
+		if err := fn(&req); err != nil {
+			return err
+		}
+		req.Action = f.free
+		return fn(&req)
+	})
 }

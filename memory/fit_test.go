@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/vramgo/vram/memory/trace"
@@ -170,4 +171,51 @@ func TestVRAMPeakResetByEmptyCache(t *testing.T) {
 		t.Fatalf("peak allocation %d after EmptyCache and 100 MiB, want 100 MiB", a.peakAlloc)
 	}
 	a.Free(b)
+}
+
+// TestWithFailedRequests checks that the request of an oom event is
+// replayed, alloc then free, on both free actions, and that a history
+// without one replays as before.
+func TestWithFailedRequests(t *testing.T) {
+	base := []trace.Event{
+		{Action: trace.ActionAlloc, Addr: 0x1000, Size: 300 << 20},
+		{Action: trace.ActionOOM, Addr: 100 << 20, Size: 500 << 20},
+		{Action: trace.ActionOOM, Addr: 100 << 20}, // no size: nothing to replay
+	}
+	for _, tc := range []struct {
+		name string
+		free trace.Action
+	}{
+		{"free_completed", trace.ActionFreeCompleted},
+		{"free_requested", trace.ActionFreeRequested},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			events := append(slices.Clone(base), trace.Event{Action: tc.free, Addr: 0x1000, Size: 300 << 20})
+			h, err := WithFailedRequests(trace.Events(events))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []trace.Event
+			h.Each(func(e *trace.Event) error { got = append(got, *e); return nil })
+			if len(got) != len(events)+2 || got[2].Action != trace.ActionAlloc || got[2].Size != 500<<20 || got[3].Action != tc.free || got[3].Addr != got[2].Addr {
+				t.Fatalf("history %+v", got)
+			}
+			cfg := Config{Policy: PolicyPyTorch}
+			without, err := Replay(events, NewSimArena(1<<40), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			with, err := ReplayHistory(h, NewSimArena(1<<40), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if without.PeakRequested != 300<<20 || with.PeakRequested != 800<<20 || with.UnmatchedFrees != 0 {
+				t.Errorf("peak requested %d without the failed request, %d with (unmatched frees %d)", without.PeakRequested, with.PeakRequested, with.UnmatchedFrees)
+			}
+			s := SnapshotWithFailedRequests(&trace.Snapshot{History: events})
+			if len(s.History) != len(got) {
+				t.Errorf("snapshot history has %d events, want %d", len(s.History), len(got))
+			}
+		})
+	}
 }

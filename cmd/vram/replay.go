@@ -79,8 +79,10 @@ live at once, not with the trace's length; snapshots are read whole, up to
 
 --fit finds, for each policy of --compare, the smallest device on which the trace
 runs without an out-of-memory error (bisection to 2 MiB, a few dozen replays at
-most); --fit SIZE also answers whether it fits on SIZE. When the recorded run gave
-segments back while it ran (PyTorch does that when cudaMalloc fails under a cap
+most); --fit SIZE also answers whether it fits on SIZE. A request that failed in
+the recorded run (a snapshot taken at an out-of-memory error) is replayed too, so
+the capacity found is one on which the run would have gone on. When the recorded
+run gave segments back while it ran (PyTorch does that when cudaMalloc fails under a cap
 or on a full device, and on empty_cache()), it says so and which capacity
 reproduces it.
 
@@ -227,21 +229,39 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		capacity int64
 		source   string // where capacity comes from
 		run      func(memory.Arena, memory.Config) (memory.Result, error)
-		history  trace.History // what the segment events are read from
+		// fitRun is run with the requests that failed in the recorded
+		// run replayed (memory.WithFailedRequests), for --fit.
+		fitRun  func(memory.Arena, memory.Config) (memory.Result, error)
+		history trace.History // what the segment events are read from
 	}
 	var inputs []input
 	if h := file.History(); h != nil {
-		inputs = append(inputs, input{history: h, run: func(a memory.Arena, c memory.Config) (memory.Result, error) {
-			return memory.ReplayHistory(h, a, c)
-		}})
+		inputs = append(inputs, input{history: h,
+			run: func(a memory.Arena, c memory.Config) (memory.Result, error) {
+				return memory.ReplayHistory(h, a, c)
+			},
+			fitRun: func(a memory.Arena, c memory.Config) (memory.Result, error) {
+				fh, err := memory.WithFailedRequests(h)
+				if err != nil {
+					return memory.Result{}, err
+				}
+				return memory.ReplayHistory(fh, a, c)
+			}})
 	}
 	for _, s := range file.Snapshots {
 		s := s
+		var withFailed *trace.Snapshot // made at the first --fit replay
 		inputs = append(inputs, input{device: s.Device, capacity: s.Capacity,
 			source:  fmt.Sprintf("capacity_bytes of device %d's snapshot", s.Device),
 			history: trace.Events(s.History),
 			run: func(a memory.Arena, c memory.Config) (memory.Result, error) {
 				return memory.ReplayFrom(s, a, c)
+			},
+			fitRun: func(a memory.Arena, c memory.Config) (memory.Result, error) {
+				if withFailed == nil {
+					withFailed = memory.SnapshotWithFailedRequests(s)
+				}
+				return memory.ReplayFrom(withFailed, a, c)
 			}})
 	}
 	if len(inputs) == 0 {
@@ -270,7 +290,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 			continue
 		}
 		if o.fit {
-			f, err := replayFit(in.run, in.history, conf, o)
+			f, err := replayFit(in.fitRun, in.history, conf, o)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", path, err)
 			}

@@ -368,3 +368,54 @@ func TestPrintDeviceSummary(t *testing.T) {
 		t.Errorf("summary has %d rows, want a header and 6:\n%s", n, got)
 	}
 }
+
+// TestReplayFitFailedRequest runs --fit on PyTorch's own out-of-memory
+// snapshots (analyze/testdata, recorded on an H200 under a 2 GiB
+// set_per_process_memory_fraction cap): the capacities found must serve
+// the request that failed, so that they agree with what vram analyze says
+// of the same OOMs.
+func TestReplayFitFailedRequest(t *testing.T) {
+	const gib = 1 << 30
+	for _, tc := range []struct {
+		file  string
+		check func(pt, ex, vr int64) bool
+		want  string
+	}{
+		// 252 MiB were missing: nothing fits under 2 GiB + 252 MiB.
+		{"pytorch_oom_missing.pickle.gz", func(pt, ex, vr int64) bool { return min(pt, ex, vr) >= 2*gib+250<<20 }, "2.25 GiB"},
+		// Fragmentation: expandable segments fit under the 2 GiB cap,
+		// PyTorch's default does not.
+		{"pytorch_oom_fragmented.pickle.gz", func(pt, ex, vr int64) bool { return pt > 2*gib && ex < 2*gib && vr <= ex }, ""},
+		{"pytorch_oom_train.pickle.gz", func(pt, ex, vr int64) bool { return vr <= ex && ex <= pt }, ""},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			path := filepath.Join("..", "..", "analyze", "testdata", tc.file)
+			code, stdout, stderr := runCLI(t, "replay", "--fit", "--json", path)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var r struct {
+				Fit struct {
+					Policies map[string]struct {
+						Capacity int64 `json:"capacity_bytes"`
+					} `json:"policies"`
+				} `json:"fit"`
+			}
+			decodeOne(t, stdout, &r)
+			p := r.Fit.Policies
+			pt, ex, vr := p["pytorch"].Capacity, p["pytorch+expandable"].Capacity, p["vram"].Capacity
+			if !tc.check(pt, ex, vr) {
+				t.Errorf("smallest capacities %d (policy:pytorch), %d (expandable), %d (policy:vram)", pt, ex, vr)
+			}
+			code, stdout, stderr = runCLI(t, "replay", "--fit", path)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			for _, want := range []string{"also serve the requests that failed", tc.want} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("output lacks %q:\n%s", want, stdout)
+				}
+			}
+		})
+	}
+}

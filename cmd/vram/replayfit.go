@@ -206,7 +206,7 @@ func printFit(w io.Writer, file string, f *fitReport) {
 		}
 	}
 	if r := f.Recorded; r != nil && r.OOMs > 0 {
-		fmt.Fprintf(w, "  the recorded run hit %d out-of-memory errors\n", r.OOMs)
+		fmt.Fprintf(w, "  the recorded run hit %d out-of-memory errors; the capacities above also serve the requests that failed, so the run goes on past them\n", r.OOMs)
 	}
 }
 
