@@ -107,6 +107,10 @@ import (
 //   - One virtual segment per power-of-two size class of large requests
 //     (from 4, 16 or 64 MiB, one or two classes per segment): worse on
 //     every inference trace (up to 22x), fragmentation broken on two.
+//     Requests of at least 32 to 128 MiB in segments of their own, best
+//     fit kept apart too (15 traces): worse still (up to 270x, 3 to 8
+//     fragmentation bounds broken), as neither side can use the other's
+//     free memory without moving it.
 //   - Unmapping every free chunk when over budget and mapping all the room
 //     at the segment's end (compaction): up to 270x.
 //   - Single chunks of 20 to 64 MiB and a largest chunk of a quarter to an
