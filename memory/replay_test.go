@@ -13,7 +13,7 @@ import (
 	"github.com/vramgo/vram/memory/trace"
 )
 
-// traceFiles are the traces in testdata: seven recorded from PyTorch 2.11
+// traceFiles are the traces in testdata: eight recorded from PyTorch 2.11
 // on an H200 (resnet50_train from DESIGN.md, the others by
 // testdata/record_traces.py; bert_infer_varlen_cap1228MiB is
 // bert_infer_varlen run under a 1228 MiB cap) and seven synthetic ones written by
@@ -27,6 +27,7 @@ var traceFiles = []string{
 	"resnet50_infer_varbatch.trace.gz",
 	"bert_infer_varlen.trace.gz",
 	"bert_infer_varlen_cap1228MiB.trace.gz",
+	"two_models.trace.gz",
 	"synth_transformer_train_varlen.trace.gz",
 	"synth_gpt_generate_varbatch.trace.gz",
 	"synth_resnet50_infer_varbatch.trace.gz",
@@ -193,53 +194,60 @@ func replayPolicies(t testing.TB, ev []trace.Event) map[string]policyResult {
 	return out
 }
 
-// policyGaps lists the traces on which policy:vram misses one of the
-// bounds TestPolicies checks, with the bound it misses, kept visible here
-// until the policy meets them. TestPolicies fails when a listed trace meets
-// its bound (remove it then) or an unlisted one misses one.
+// policyGaps lists the traces on which policy:vram misses bounds that
+// TestPolicies checks, with the bounds it misses ("fragmentation",
+// "driver", or both joined by "+"), kept visible here until the policy
+// meets them. TestPolicies fails when a listed trace misses other bounds
+// than those (remove it, or correct the entry, then) or an unlisted one
+// misses any.
 //
 // Since the cost model's cuMemAlloc follows the card (45 µs up to 128 MiB,
 // 76 µs up to 1 GiB, 126 µs above, measured in a replay on an H200 in
 // device call 3), a segment of policy:pytorch costs about as much as one
 // mapping and less than one unmap and remap, and policy:vram misses the
-// driver-time bound on these traces while meeting the fragmentation
-// bounds on all of them. Mapping each run of chunks with one
+// driver-time bound on most traces. Mapping each run of chunks with one
 // cuMemSetAccess (RangeMapper) brought gpt2_train_varlen, resnet50_train
-// and synth_bert_infer_varlen under it. The numbers, modelled on a
-// simulated 80 GiB device (peak reserved over peak requested; driver time
-// of policy:vram and policy:pytorch, and their ratio):
+// and synth_bert_infer_varlen under it; mapping a 20 MiB chunk ahead for
+// requests of up to 4 MiB (step 5 of the policy, as PyTorch's 20 MiB
+// segments for small requests) brought bert_train_varlen,
+// synth_gpt_generate_varbatch and synth_gpt_serve_kvcache. The numbers,
+// modelled on a simulated 80 GiB device (peak reserved over peak
+// requested; driver time of policy:vram and policy:pytorch, and their
+// ratio), for the traces listed:
 //
 //	trace                           vram ratio  vram      pytorch       x
-//	bert_infer_varlen               1.0496      14.6 ms   1.10 ms   13.30
-//	bert_infer_varlen_cap1228MiB    1.0496      14.6 ms   1.10 ms   13.30
-//	bert_train_varlen               1.0241      19.2 ms   8.47 ms    2.27
-//	gpt2_generate_varbatch          1.0354      5.6 ms    2.02 ms    2.78
-//	resnet50_infer_varbatch         1.0447      9.3 ms    1.15 ms    8.09
-//	synth_bert_infer_varlen_long    1.0391      18.2 ms   1.74 ms   10.49
-//	synth_gpt_generate_varbatch     1.0224      2.7 ms    1.35 ms    2.01
-//	synth_gpt_serve_kvcache         1.0405      4.3 ms    2.12 ms    2.04
-//	synth_resnet50_infer_varbatch   1.0381      4.0 ms    0.90 ms    4.40
-//	synth_transformer_train_varlen  1.0375      16.9 ms   6.23 ms    2.72
-//	synth_two_models                1.0280      15.8 ms   1.72 ms    9.19
+//	bert_infer_varlen               1.0496      15.2 ms   1.10 ms   13.86
+//	bert_infer_varlen_cap1228MiB    1.0496      15.2 ms   1.10 ms   13.86
+//	gpt2_generate_varbatch          1.0391      4.4 ms    2.02 ms    2.20
+//	resnet50_infer_varbatch         1.0447      9.3 ms    1.15 ms    8.14
+//	synth_bert_infer_varlen_long    1.0361      20.8 ms   1.74 ms   11.96
+//	synth_resnet50_infer_varbatch   1.0381      4.2 ms    0.90 ms    4.69
+//	synth_transformer_train_varlen  1.0379      16.4 ms   6.23 ms    2.63
+//	synth_two_models                1.0371      16.8 ms   1.72 ms    9.81
+//	two_models                      1.0865      13.8 ms   2.70 ms    5.10
 //
-// The inference traces remap the most: each request larger than the ones
-// before moves memory once the reserve reaches 1/24 above the peak, and
-// the 40 µs of each unmap with the 45 µs of each remap outweigh the 20 to
-// 47 segments policy:pytorch allocates in the whole run. PyTorch's
-// expandable segments stay within 1.8x of policy:pytorch on every trace,
-// at 1.02 to 1.36x fragmentation.
+// The inference traces remap the most, and not from one request to the
+// next: most requests fit in what the largest ones left mapped, but a
+// request near the largest (an attention matrix of 100 to 180 MiB per
+// layer) finds its layer's holes one size off and moves memory in every
+// layer of the model, an unmap of 40 µs and a remap of 45 µs each time,
+// while policy:pytorch allocates 20 to 58 segments in the whole run. On
+// two_models (BERT and ResNet-50 served by one process, recorded with
+// PyTorch) the same requests also find no free chunk whole to unmap: the
+// reserve passes its budget and the fragmentation bound too (1.065 before
+// mapping ahead, 1.087 with it; PyTorch's expandable segments reach
+// 1.232). What was tried and measured on all traces without meeting more
+// bounds is in vrampolicy.go.
 var policyGaps = map[string]string{
 	"bert_infer_varlen.trace.gz":              "driver",
 	"bert_infer_varlen_cap1228MiB.trace.gz":   "driver",
-	"bert_train_varlen.trace.gz":              "driver",
 	"gpt2_generate_varbatch.trace.gz":         "driver",
 	"resnet50_infer_varbatch.trace.gz":        "driver",
 	"synth_bert_infer_varlen_long.trace.gz":   "driver",
-	"synth_gpt_generate_varbatch.trace.gz":    "driver",
-	"synth_gpt_serve_kvcache.trace.gz":        "driver",
 	"synth_resnet50_infer_varbatch.trace.gz":  "driver",
 	"synth_transformer_train_varlen.trace.gz": "driver",
 	"synth_two_models.trace.gz":               "driver",
+	"two_models.trace.gz":                     "fragmentation+driver",
 }
 
 // testdataTraces returns the names of every text trace in testdata.
@@ -294,7 +302,7 @@ func TestPolicies(t *testing.T) {
 			}
 			gap := policyGaps[name]
 			switch {
-			case gap == "" && len(missed) > 0, gap != "" && (len(missed) != 1 || missed[0] != gap):
+			case strings.Join(missed, "+") != gap:
 				t.Errorf("policy:vram misses %v (listed gap %q): reserves %.4fx (at most %.2f and PyTorch's best %.4f), driver time %d µs (at most twice policy:pytorch's %d)",
 					missed, gap, vr.ratio, limit, min(pt.ratio, ex.ratio), vr.driverUS, pt.driverUS)
 			case gap != "":

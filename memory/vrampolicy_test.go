@@ -1,0 +1,96 @@
+package memory
+
+import "testing"
+
+// TestVRAMMapsAhead checks step 5 of policy:vram: a request of at most
+// vramAheadMax bytes that grows a segment maps up to vramAheadChunk in
+// all, the part ahead of the window as a mapping of its own, within 1/24
+// above the peak, and falls back to the window alone when the device has
+// no room for more.
+func TestVRAMMapsAhead(t *testing.T) {
+	const (
+		base = 480 * mib // allocated first: a peak whose slack is 20 MiB
+		gran = SimGranularity
+	)
+	tests := []struct {
+		name   string
+		base   int64 // allocated first (0: nothing)
+		others int64 // held by other processes on the simulated device
+		limit  int64 // the allocator's memory limit (0: the device)
+		size   int64
+		// reserved is the growth of the reserve for the request;
+		// maps the mappings it makes.
+		reserved int64
+		maps     int64
+		// more is how many more requests of size bytes then come from
+		// the memory mapped ahead.
+		more int
+	}{
+		{name: "small request under a large peak", base: base, size: 3 * mib, reserved: vramAheadChunk, maps: 2, more: 3},
+		{name: "largest request that maps ahead", base: base, size: vramAheadMax, reserved: vramAheadChunk, maps: 2, more: 3},
+		{name: "larger request maps only its window", base: base, size: vramAheadMax + 1, reserved: vramAheadMax + gran, maps: 1},
+		{name: "small pool", base: base, size: 4096, reserved: vramAheadChunk, maps: 2, more: 3},
+		// The slack of a 3 MiB peak is 128 KiB: no room ahead.
+		{name: "no slack above the peak", size: 3 * mib, reserved: 4 * mib, maps: 1},
+		// The device has 8 MiB free: the 20 MiB mapping is refused and
+		// the request maps its 4 MiB window alone, without an OOM.
+		{name: "device without room ahead", base: base, others: 1<<30 - base - 8*mib, size: 3 * mib, reserved: 4 * mib, maps: 1},
+		// A limit 8 MiB above the reserve: only 4 MiB ahead.
+		{name: "limit without room ahead", base: base, limit: base + 8*mib, size: 3 * mib, reserved: 8 * mib, maps: 2, more: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, sim := newTestAllocator(t, "", 1<<30)
+			if tc.base > 0 {
+				mustAlloc(t, a, tc.base, 0)
+			}
+			if tc.others > 0 {
+				if err := sim.SetOtherProcesses([]ProcessMemory{{PID: 1, Bytes: tc.others}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.limit > 0 {
+				if err := a.SetMemoryFraction(float64(tc.limit) / (1 << 30)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			refused := sim.Counts().Refused
+			before := a.Stats()
+			b := mustAlloc(t, a, tc.size, 0)
+			s := a.Stats()
+			if got := s.ReservedBytes[StatAll].Current - before.ReservedBytes[StatAll].Current; got != tc.reserved {
+				t.Errorf("the reserve grew by %d bytes, want %d", got, tc.reserved)
+			}
+			if got := s.NumMaps - before.NumMaps; got != tc.maps {
+				t.Errorf("%d mappings, want %d", got, tc.maps)
+			}
+			if s.NumOOMs != 0 || s.NumAllocRetries != 0 {
+				t.Errorf("%d OOMs, %d retries", s.NumOOMs, s.NumAllocRetries)
+			}
+			// Only the device's refusal makes the policy try again.
+			if got, want := sim.Counts().Refused-refused, min(tc.others, 1); got != want {
+				t.Errorf("%d mappings refused, want %d", got, want)
+			}
+			if peak := max(s.AllocatedBytes[StatAll].Peak, 1); tc.maps == 2 && s.ReservedBytes[StatAll].Current > peak+peak/vramSlackDiv {
+				t.Errorf("reserve %d above the peak %d and its slack", s.ReservedBytes[StatAll].Current, peak)
+			}
+			if tc.maps == 2 {
+				// The memory ahead is a mapping of its own, starting
+				// where the window's granules end.
+				at := b.addr + uint64(alignUp(b.size, gran))
+				if c := a.chunkOf(b, at); c.addr != at || c.addr+uint64(c.size) != b.addr+uint64(tc.reserved) {
+					t.Errorf("mapping ahead at 0x%x: got [0x%x, +%d)", at, c.addr, c.size)
+				}
+				// Tensors like it then come from the memory mapped
+				// ahead, with no driver call.
+				for i := 0; i < tc.more; i++ {
+					mustAlloc(t, a, tc.size, 0)
+				}
+				if n := a.Stats().NumMaps - s.NumMaps; n != 0 {
+					t.Errorf("%d more mappings for %d more requests of %d bytes", n, tc.more, tc.size)
+				}
+			}
+			check(t, a, sim)
+		})
+	}
+}
