@@ -89,8 +89,8 @@
 //	two_models                     1.746  2.7 ms    1.232  3.0 ms       1.086 13.8 ms
 //
 // policy:vram reserves at most 1.05 times the peak requested, and less
-// than either PyTorch setting, on every trace but two_models (BERT and
-// ResNet-50 served by one process, recorded), where it reserves 1.086x,
+// than either PyTorch setting, on every trace but two_models (a BERT-sized
+// encoder and a GPT-2-sized decoder served by one process, recorded), where it reserves 1.086x,
 // still below PyTorch's 1.232 with expandable segments. Its driver time is
 // within twice policy:pytorch's on 6 of the 15 traces and up to 13.9 times
 // it on the others: a segment of policy:pytorch costs about as much as one

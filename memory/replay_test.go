@@ -232,8 +232,8 @@ func replayPolicies(t testing.TB, ev []trace.Event) map[string]policyResult {
 // layer) finds its layer's holes one size off and moves memory in every
 // layer of the model, an unmap of 40 µs and a remap of 45 µs each time,
 // while policy:pytorch allocates 20 to 58 segments in the whole run. On
-// two_models (BERT and ResNet-50 served by one process, recorded with
-// PyTorch) the same requests also find no free chunk whole to unmap: the
+// two_models (a BERT-sized encoder and a GPT-2-sized decoder with a KV
+// cache served by one process, recorded with PyTorch) the same requests also find no free chunk whole to unmap: the
 // reserve passes its budget and the fragmentation bound too (1.065 before
 // mapping ahead, 1.087 with it; PyTorch's expandable segments reach
 // 1.232). What was tried and measured on all traces without meeting more
