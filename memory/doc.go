@@ -90,9 +90,10 @@
 //
 // policy:vram reserves at most 1.05 times the peak requested, and less
 // than either PyTorch setting, on every trace but two_models (a BERT-sized
-// encoder and a GPT-2-sized decoder served by one process, recorded), where it reserves 1.086x,
-// still below PyTorch's 1.232 with expandable segments. Its driver time is
-// within twice policy:pytorch's on 6 of the 15 traces and up to 13.9 times
+// encoder and a GPT-2-sized decoder served by one process, recorded),
+// where it reserves 1.086x, still below PyTorch's 1.232 with expandable
+// segments. Its driver time is
+// within twice policy:pytorch's on 6 of the 16 traces and up to 13.9 times
 // it on the others: a segment of policy:pytorch costs about as much as one
 // mapping, and the vram policy unmaps and remaps holes to stay within its
 // slack, on the inference traces in every layer of the requests near the

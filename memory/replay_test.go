@@ -28,6 +28,7 @@ var traceFiles = []string{
 	"bert_infer_varlen.trace.gz",
 	"bert_infer_varlen_cap1228MiB.trace.gz",
 	"two_models.trace.gz",
+	"gpt_generate_kvcache.trace.gz",
 	"synth_transformer_train_varlen.trace.gz",
 	"synth_gpt_generate_varbatch.trace.gz",
 	"synth_resnet50_infer_varbatch.trace.gz",
@@ -219,6 +220,7 @@ func replayPolicies(t testing.TB, ev []trace.Event) map[string]policyResult {
 //	bert_infer_varlen               1.0496      15.2 ms   1.10 ms   13.86
 //	bert_infer_varlen_cap1228MiB    1.0496      15.2 ms   1.10 ms   13.86
 //	gpt2_generate_varbatch          1.0391      4.4 ms    2.02 ms    2.20
+//	gpt_generate_kvcache            1.0421      8.2 ms    2.48 ms    3.31
 //	resnet50_infer_varbatch         1.0447      9.3 ms    1.15 ms    8.14
 //	synth_bert_infer_varlen_long    1.0361      20.8 ms   1.74 ms   11.96
 //	synth_resnet50_infer_varbatch   1.0381      4.2 ms    0.90 ms    4.69
@@ -242,6 +244,7 @@ var policyGaps = map[string]string{
 	"bert_infer_varlen.trace.gz":              "driver",
 	"bert_infer_varlen_cap1228MiB.trace.gz":   "driver",
 	"gpt2_generate_varbatch.trace.gz":         "driver",
+	"gpt_generate_kvcache.trace.gz":           "driver",
 	"resnet50_infer_varbatch.trace.gz":        "driver",
 	"synth_bert_infer_varlen_long.trace.gz":   "driver",
 	"synth_resnet50_infer_varbatch.trace.gz":  "driver",
