@@ -126,10 +126,19 @@ import (
 //     _kvcache) under the bound and bert_infer_varlen to 11x, with exact
 //     sizes only to 12.9x: not worth a new arena interface yet.
 //
+//   - Carving an allocation from the high end of the free block it splits
+//     (always; when unmapped space or the segment's end follows the block;
+//     when an allocated block follows and none precedes it), measured on
+//     all 16 traces: fragmentation broken on 2 to 12, worst 35 to 43x.
+//
 // The traces still outside the driver bound move memory inside a request
-// near the largest, in every layer, as policyGaps explains: meeting it
-// needs a placement that finds a layout for such a request without moving
-// memory per layer, not other constants.
+// near the largest, in every layer, as policyGaps explains. Traced on
+// bert_infer_varlen: a layer's output (40.5 MiB) lands in the hole its
+// attention scores (162 MiB) just left, the next layer's intermediate
+// (121.5 MiB) and scores then go above it, and the working set climbs
+// 40.5 MiB a layer towards the segment's unmapped end, each step a remap
+// under the budget. Meeting the bound needs a placement that finds a layout
+// for such a request without moving memory per layer, not other constants.
 const (
 	// vramSlackDiv: the reserve may exceed the peak of the allocated bytes
 	// (the request included) by 1/24 of it before free chunks are unmapped.
