@@ -96,14 +96,17 @@ import (
 //     5 or 6 (4 MiB and 20 MiB: 6, kept), larger requests or 32 MiB break
 //     a fragmentation bound again. Only while the allocated bytes are at
 //     their peak: fewer traces met.
+//
 //   - Unmapping in step 3 by highest address, by oldest free block, by
 //     largest or smallest free block first: none meets more traces, and
 //     the highest address and smallest block break 1.05x on
 //     resnet50_infer_varbatch or bert_infer_varlen. Unmapping only as many
 //     chunks of a block as the budget needs: three traces pass 1.05x.
+//
 //   - Best fit without the preference for blocks that cannot grow, the
 //     lowest- or the highest-addressed free block that fits: worse on
 //     most traces.
+//
 //   - One virtual segment per power-of-two size class of large requests
 //     (from 4, 16 or 64 MiB, one or two classes per segment): worse on
 //     every inference trace (up to 22x), fragmentation broken on two.
@@ -111,14 +114,17 @@ import (
 //     fit kept apart too (15 traces): worse still (up to 270x, 3 to 8
 //     fragmentation bounds broken), as neither side can use the other's
 //     free memory without moving it.
+//
 //   - Unmapping every free chunk when over budget and mapping all the room
 //     at the segment's end (compaction): up to 270x.
+//
 //   - Single chunks of 20 to 64 MiB and a largest chunk of a quarter to an
 //     eighth of a range, with and without step 5: single chunks of 32 or
 //     40 MiB with a sixth keep every trace within the fragmentation
 //     bounds, two_models included, but meet the driver bound on 1 or 2
 //     traces (worst 14 to 23x); the others break one to three
 //     fragmentation bounds, two_models' among them.
+//
 //   - Reusing unmapped physical handles (cuMemUnmap without cuMemRelease,
 //     then cuMemMap of the kept handle) would save 33 µs per chunk moved
 //     within one placement; counted on the replays, with any pairing of
