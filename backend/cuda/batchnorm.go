@@ -35,7 +35,8 @@ const (
 
 // NormWorkspaceRegion is the allocator region of the partial sums of the
 // channels-last batch-norm kernels: at most 2·8·SMs·64 floats a call
-// (about 540 KiB on an H200), freed as soon as the call is queued.
+// (about 540 KiB on an H200) up to 8·SMs·64 channels, 8 bytes a channel
+// beyond, freed as soon as the call is queued.
 const NormWorkspaceRegion = "batch norm workspace"
 
 // nhwcDense reports whether v is a dense channels-last [N, C, H, W] view
