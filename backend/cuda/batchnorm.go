@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"fmt"
+
 	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/native/cuda"
 )
@@ -151,15 +153,17 @@ func (d *queue) normScratch(n int64) (*Buffer, error) {
 }
 
 // batchNormTrainNHWC is BatchNormTrain on norm.cu's kernels: partial sums,
-// per-channel statistics (and running statistics), then the normalization.
-func (d *queue) batchNormTrainNHWC(what string, y, x, scale, bias, runMean, runVar, saveMean, saveInvStd backend.View, momentum, eps float64) error {
-	p, err := d.ptrsOf(what, x, y, scale, bias, runMean, runVar, saveMean, saveInvStd)
+// per-channel statistics (and running statistics), then the normalization,
+// which adds r (unless it is the zero View) and applies a ReLU when relu
+// is set.
+func (d *queue) batchNormTrainNHWC(what string, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd backend.View, momentum, eps float64, relu bool) error {
+	p, err := d.ptrsOf(what, x, y, scale, bias, runMean, runVar, saveMean, saveInvStd, r)
 	if err != nil {
 		return err
 	}
 	c := x.Shape[1]
 	m := int64(x.Shape[0]) * int64(x.Shape[2]) * int64(x.Shape[3])
-	v := normWidth(x.DType, c, p[0], p[1])
+	v := normWidth(x.DType, c, p[0], p[1], p[8])
 	gx, gy := d.normGrid(m, c, v)
 	return d.run(func() error {
 		part, err := d.normScratch(2 * int64(gy) * int64(c))
@@ -185,6 +189,7 @@ func (d *queue) batchNormTrainNHWC(what string, y, x, scale, bias, runMean, runV
 		}
 		a.Reset()
 		a.Ptr(p[0]).Ptr(p[1]).Int64(m).Int32(int32(c)).Ptr(p[6]).Ptr(p[7]).Ptr(p[2]).Ptr(p[3]).Int32(0).Float64(eps)
+		a.Ptr(p[8]).Int32(flag(relu))
 		return d.normLaunch(x.DType, normName("bn_nhwc_apply", v), gx, d.applyRows(m, gx), a)
 	})
 }
@@ -197,35 +202,38 @@ func (d *queue) applyRows(m int64, gx uint32) uint32 {
 }
 
 // batchNormInferNHWC is BatchNormInfer on norm.cu's apply kernel, which
-// takes the running variance and eps.
-func (d *queue) batchNormInferNHWC(what string, y, x, scale, bias, runMean, runVar backend.View, eps float64) error {
-	p, err := d.ptrsOf(what, x, y, scale, bias, runMean, runVar)
+// takes the running variance and eps, adding r (unless it is the zero
+// View) and applying a ReLU when relu is set.
+func (d *queue) batchNormInferNHWC(what string, y, x, r, scale, bias, runMean, runVar backend.View, eps float64, relu bool) error {
+	p, err := d.ptrsOf(what, x, y, scale, bias, runMean, runVar, r)
 	if err != nil {
 		return err
 	}
 	c := x.Shape[1]
 	m := int64(x.Shape[0]) * int64(x.Shape[2]) * int64(x.Shape[3])
-	v := normWidth(x.DType, c, p[0], p[1])
+	v := normWidth(x.DType, c, p[0], p[1], p[6])
 	gx, _ := d.normGrid(m, c, v)
 	return d.run(func() error {
 		a := d.getArgs()
 		defer d.putArgs(a)
 		a.Ptr(p[0]).Ptr(p[1]).Int64(m).Int32(int32(c)).Ptr(p[4]).Ptr(p[5]).Ptr(p[2]).Ptr(p[3]).Int32(1).Float64(eps)
+		a.Ptr(p[6]).Int32(flag(relu))
 		return d.normLaunch(x.DType, normName("bn_nhwc_apply", v), gx, d.applyRows(m, gx), a)
 	})
 }
 
 // batchNormBackwardNHWC is BatchNormBackward on norm.cu's kernels: partial
 // sums of dy and dy·(x − mean), dscale, dbias and the input gradient's
-// coefficients, then dx.
-func (d *queue) batchNormBackwardNHWC(what string, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd backend.View) error {
-	p, err := d.ptrsOf(what, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd)
+// coefficients, then dx. Unless they are the zero View, out (the forward's
+// ReLU output) masks dy, and dr receives the masked dy.
+func (d *queue) batchNormBackwardNHWC(what string, dx, dr, dscale, dbias, dy, out, x, scale, saveMean, saveInvStd backend.View) error {
+	p, err := d.ptrsOf(what, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd, out, dr)
 	if err != nil {
 		return err
 	}
 	c := x.Shape[1]
 	m := int64(x.Shape[0]) * int64(x.Shape[2]) * int64(x.Shape[3])
-	v := normWidth(x.DType, c, p[0], p[3], p[4])
+	v := normWidth(x.DType, c, p[0], p[3], p[4], p[8], p[9])
 	gx, gy := d.normGrid(m, c, v)
 	return d.run(func() error {
 		// The partial sums, then the two coefficient rows.
@@ -237,7 +245,7 @@ func (d *queue) batchNormBackwardNHWC(what string, dx, dscale, dbias, dy, x, sca
 		coef := part.ptr + cuda.DevicePtr(4*2*int64(gy)*int64(c))
 		a := d.getArgs()
 		defer d.putArgs(a)
-		a.Ptr(p[3]).Ptr(p[4]).Int64(m).Int32(int32(c)).Ptr(p[6]).Ptr(part.ptr)
+		a.Ptr(p[3]).Ptr(p[4]).Int64(m).Int32(int32(c)).Ptr(p[6]).Ptr(part.ptr).Ptr(p[8])
 		if err := d.normLaunch(x.DType, normName("bn_nhwc_bwd_stats", v), gx, gy, a); err != nil {
 			return err
 		}
@@ -248,6 +256,108 @@ func (d *queue) batchNormBackwardNHWC(what string, dx, dscale, dbias, dy, x, sca
 		}
 		a.Reset()
 		a.Ptr(p[3]).Ptr(p[4]).Ptr(p[0]).Int64(m).Int32(int32(c)).Ptr(p[6]).Ptr(p[7]).Ptr(p[5]).Ptr(coef)
+		a.Ptr(p[8]).Ptr(p[9])
 		return d.normLaunch(x.DType, normName("bn_nhwc_bwd_apply", v), gx, d.applyRows(m, gx), a)
 	})
+}
+
+// flag is a kernel's int argument for b.
+func flag(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+var _ backend.FusedBatchNormer = (*Device)(nil)
+
+// nhwcOnly is the error of the fused batch-norm methods for operands that
+// norm.cu's kernels do not take.
+func nhwcOnly(what string, x backend.View) error {
+	return fmt.Errorf("cuda: %s: %s %v (strides %v) is not a dense channels-last tensor of float32, float16 or bfloat16 with float32 per-channel views: %w",
+		what, x.DType, x.Shape, x.Strides, backend.ErrNotImplemented)
+}
+
+// withResidual appends r to views unless it is the zero View.
+func withResidual(views []backend.View, r backend.View) []backend.View {
+	if r.Buf == nil {
+		return views
+	}
+	return append(views, r)
+}
+
+// namedResidual appends r, named name, to views unless it is the zero
+// View.
+func namedResidual(views []named, name string, r backend.View) []named {
+	if r.Buf == nil {
+		return views
+	}
+	return append(views, named{name, r, false})
+}
+
+// BatchNormTrainReLU is BatchNormTrain ending as a residual block does,
+// y = max(0, bn(x) + r), in norm.cu's normalizing pass. It implements
+// [backend.FusedBatchNormer] for channels-last tensors; others get an
+// error wrapping [backend.ErrNotImplemented].
+func (dev *Device) BatchNormTrainReLU(s backend.Stream, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd backend.View, momentum, eps float64) error {
+	const what = "batch norm + relu"
+	same := namedResidual([]named{{"y", y, false}}, "r", r)
+	if err := checkBN(x, same, []named{{"scale", scale, false}, {"bias", bias, false}, {"runMean", runMean, true},
+		{"runVar", runVar, true}, {"saveMean", saveMean, false}, {"saveInvStd", saveInvStd, false}}); err != nil {
+		return fmt.Errorf("cuda: %s: %w", what, err)
+	}
+	if (runMean.Buf == nil) != (runVar.Buf == nil) {
+		return fmt.Errorf("cuda: %s: runMean and runVar must both be given or both be the zero View", what)
+	}
+	if x.Shape[0]*x.Shape[2]*x.Shape[3] < 2 {
+		return fmt.Errorf("cuda: %s: one value per channel, no variance to normalize by: %w", what, backend.ErrNotImplemented)
+	}
+	if !takesNHWC(x, withResidual([]backend.View{y}, r), []backend.View{scale, bias, runMean, runVar, saveMean, saveInvStd}) {
+		return nhwcOnly(what, x)
+	}
+	d, err := dev.begin(s, what, nil)
+	if err != nil {
+		return err
+	}
+	return d.batchNormTrainNHWC(what, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd, momentum, eps, true)
+}
+
+// BatchNormInferReLU is BatchNormInfer with the residual and the ReLU of
+// [Device.BatchNormTrainReLU]. It implements [backend.FusedBatchNormer].
+func (dev *Device) BatchNormInferReLU(s backend.Stream, y, x, r, scale, bias, runMean, runVar backend.View, eps float64) error {
+	const what = "batch norm inference + relu"
+	same := namedResidual([]named{{"y", y, false}}, "r", r)
+	if err := checkBN(x, same, []named{{"scale", scale, false}, {"bias", bias, false}, {"runMean", runMean, false},
+		{"runVar", runVar, false}}); err != nil {
+		return fmt.Errorf("cuda: %s: %w", what, err)
+	}
+	if !takesNHWC(x, withResidual([]backend.View{y}, r), []backend.View{scale, bias, runMean, runVar}) {
+		return nhwcOnly(what, x)
+	}
+	d, err := dev.begin(s, what, nil)
+	if err != nil {
+		return err
+	}
+	return d.batchNormInferNHWC(what, y, x, r, scale, bias, runMean, runVar, eps, true)
+}
+
+// BatchNormBackwardReLU is the backward pass of
+// [Device.BatchNormTrainReLU]: dy masked by the forward's output y, stored
+// in dr unless it is the zero View, and the batch norm's gradients from
+// it, in norm.cu's two passes. It implements [backend.FusedBatchNormer].
+func (dev *Device) BatchNormBackwardReLU(s backend.Stream, dx, dr, dscale, dbias, dy, y, x, scale, saveMean, saveInvStd backend.View, eps float64) error {
+	const what = "batch norm + relu backward"
+	same := namedResidual([]named{{"dx", dx, false}, {"dy", dy, false}, {"y", y, false}}, "dr", dr)
+	if err := checkBN(x, same, []named{{"dscale", dscale, false}, {"dbias", dbias, false}, {"scale", scale, false},
+		{"saveMean", saveMean, false}, {"saveInvStd", saveInvStd, false}}); err != nil {
+		return fmt.Errorf("cuda: %s: %w", what, err)
+	}
+	if !takesNHWC(x, withResidual([]backend.View{dy, dx, y}, dr), []backend.View{dscale, dbias, scale, saveMean, saveInvStd}) {
+		return nhwcOnly(what, x)
+	}
+	d, err := dev.begin(s, what, nil)
+	if err != nil {
+		return err
+	}
+	return d.batchNormBackwardNHWC(what, dx, dr, dscale, dbias, dy, y, x, scale, saveMean, saveInvStd)
 }

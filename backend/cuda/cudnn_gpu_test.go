@@ -823,3 +823,118 @@ func TestCuDNNConvChoices(t *testing.T) {
 	}
 	t.Errorf("the convolution is not among %v", d.CuDNNConvChoices())
 }
+
+// TestFusedBatchNormReLU checks the fused batch norm of a residual block's
+// end, y = max(0, bn(x) + r), and its backward pass (dy masked by y, the
+// residual's gradient, dx, dscale and dbias) against a float64 reference,
+// with and without a residual, in training and inference, and that NCHW
+// tensors are declined with ErrNotImplemented.
+func TestFusedBatchNormReLU(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		dt       backend.DType
+		xs       [4]int
+		residual bool
+	}{
+		{"bf16 residual", backend.BFloat16, [4]int{4, 64, 6, 6}, true},
+		{"f32 no residual", backend.Float32, [4]int{8, 40, 5, 5}, false},
+		{"f16 residual odd channels", backend.Float16, [4]int{3, 33, 4, 5}, true},
+		{"f32 residual many rows", backend.Float32, [4]int{16, 70, 28, 28}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := dnnGPU(t, CuDNNSettings{})
+			r := rand.New(rand.NewPCG(11, 4))
+			n, c := tc.xs[0]*tc.xs[1]*tc.xs[2]*tc.xs[3], tc.xs[1]
+			x, dy, res := rounded(r, tc.dt, n), rounded(r, tc.dt, n), make([]float64, n)
+			for i := range x {
+				x[i] = backendtest.Quantize(tc.dt, 3*x[i]+0.5)
+			}
+			if tc.residual {
+				res = rounded(r, tc.dt, n)
+			}
+			scale, bias := rounded(r, backend.Float32, c), rounded(r, backend.Float32, c)
+			runMean, runVar := rounded(r, backend.Float32, c), make([]float64, c)
+			for i := range runVar {
+				runVar[i] = 0.5 + r.Float64()
+			}
+			const eps, momentum = 1e-5, 0.1
+			bnY, mean, invStd, _, _, _, _ := bnRef(x, dy, scale, bias, tc.xs, eps)
+			want := make([]float64, n)
+			for i := range want {
+				want[i] = max(0, bnY[i]+res[i])
+			}
+			tol := dnnTol(tc.dt)
+			ones := func(v []float64, k float64) []float64 {
+				s := make([]float64, len(v))
+				for i := range s {
+					s[i] = k * (1 + math.Abs(v[i]))
+				}
+				return s
+			}
+			xv := put(t, d, tc.dt, tc.xs, nhwc, x)
+			var rv, drv backend.View
+			if tc.residual {
+				rv = put(t, d, tc.dt, tc.xs, nhwc, res)
+				drv = put(t, d, tc.dt, tc.xs, nhwc, nanVals(n))
+			}
+			yv := put(t, d, tc.dt, tc.xs, nhwc, nanVals(n))
+			sv, bv := vec(t, d, backend.Float32, scale), vec(t, d, backend.Float32, bias)
+			rm, rvar := vec(t, d, backend.Float32, runMean), vec(t, d, backend.Float32, runVar)
+			sm, si := vec(t, d, backend.Float32, nanVals(c)), vec(t, d, backend.Float32, nanVals(c))
+			if err := d.BatchNormTrainReLU(nil, yv, xv, rv, sv, bv, rm, rvar, sm, si, momentum, eps); err != nil {
+				t.Fatalf("BatchNormTrainReLU: %v", err)
+			}
+			y := get(t, d, yv)
+			near(t, "y", y, want, ones(want, 1), 4*tol)
+			near(t, "saveMean", get(t, d, sm), mean, ones(mean, 1), 1e-4)
+			near(t, "saveInvStd", get(t, d, si), invStd, ones(invStd, 1), 1e-3)
+
+			// The reference backward pass masks dy by the device's own
+			// output, as the kernels do.
+			g := make([]float64, n)
+			for i := range g {
+				if y[i] > 0 {
+					g[i] = dy[i]
+				}
+			}
+			_, _, _, _, dx, dscale, dbias := bnRef(x, g, scale, bias, tc.xs, eps)
+			dxv := put(t, d, tc.dt, tc.xs, nhwc, nanVals(n))
+			ds, dbv := vec(t, d, backend.Float32, nanVals(c)), vec(t, d, backend.Float32, nanVals(c))
+			if err := d.BatchNormBackwardReLU(nil, dxv, drv, ds, dbv, put(t, d, tc.dt, tc.xs, nhwc, dy), yv, xv, sv, sm, si, eps); err != nil {
+				t.Fatalf("BatchNormBackwardReLU: %v", err)
+			}
+			near(t, "dx", get(t, d, dxv), dx, ones(dx, 1), 8*tol)
+			m := float64(n / c)
+			near(t, "dscale", get(t, d, ds), dscale, ones(dscale, m), tol)
+			near(t, "dbias", get(t, d, dbv), dbias, ones(dbias, m), tol)
+			if tc.residual {
+				near(t, "dr", get(t, d, drv), g, ones(g, 0), 0)
+			}
+
+			// Inference with the running statistics as they are now.
+			rmNow, rvNow := get(t, d, rm), get(t, d, rvar)
+			yi := put(t, d, tc.dt, tc.xs, nhwc, nanVals(n))
+			if err := d.BatchNormInferReLU(nil, yi, xv, rv, sv, bv, rm, rvar, eps); err != nil {
+				t.Fatalf("BatchNormInferReLU: %v", err)
+			}
+			hw := tc.xs[2] * tc.xs[3]
+			for i := range want {
+				// put lays the NCHW-ordered values out channels-last.
+				ch := i / hw % c
+				want[i] = max(0, scale[ch]*(x[i]-rmNow[ch])/math.Sqrt(rvNow[ch]+eps)+bias[ch]+res[i])
+			}
+			near(t, "inference y", get(t, d, yi), want, ones(want, 1), 4*tol)
+		})
+	}
+	t.Run("nchw declined", func(t *testing.T) {
+		d := dnnGPU(t, CuDNNSettings{})
+		xs := [4]int{2, 4, 3, 3}
+		xv := put(t, d, backend.Float32, xs, nchw, make([]float64, 72))
+		yv := put(t, d, backend.Float32, xs, nchw, make([]float64, 72))
+		ch := func() backend.View { return vec(t, d, backend.Float32, make([]float64, 4)) }
+		err := d.BatchNormTrainReLU(nil, yv, xv, backend.View{}, ch(), ch(), ch(), ch(), ch(), ch(), 0.1, 1e-5)
+		if !errors.Is(err, backend.ErrNotImplemented) {
+			t.Fatalf("NCHW: got %v, want ErrNotImplemented", err)
+		}
+	})
+}

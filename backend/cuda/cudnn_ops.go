@@ -360,7 +360,7 @@ func (dev *Device) BatchNormTrain(s backend.Stream, y, x, scale, bias, runMean, 
 		if err != nil {
 			return err
 		}
-		return d.batchNormTrainNHWC(what, y, x, scale, bias, runMean, runVar, saveMean, saveInvStd, momentum, eps)
+		return d.batchNormTrainNHWC(what, y, x, backend.View{}, scale, bias, runMean, runVar, saveMean, saveInvStd, momentum, eps, false)
 	}
 	d, err := dev.dnnBegin(s, what, check)
 	if err != nil {
@@ -405,7 +405,7 @@ func (dev *Device) BatchNormInfer(s backend.Stream, y, x, scale, bias, runMean, 
 		if err != nil {
 			return err
 		}
-		return d.batchNormInferNHWC(what, y, x, scale, bias, runMean, runVar, eps)
+		return d.batchNormInferNHWC(what, y, x, backend.View{}, scale, bias, runMean, runVar, eps, false)
 	}
 	d, err := dev.dnnBegin(s, what, check)
 	if err != nil {
@@ -449,7 +449,7 @@ func (dev *Device) BatchNormBackward(s backend.Stream, dx, dscale, dbias, dy, x,
 		if err != nil {
 			return err
 		}
-		return d.batchNormBackwardNHWC(what, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd)
+		return d.batchNormBackwardNHWC(what, dx, backend.View{}, dscale, dbias, dy, backend.View{}, x, scale, saveMean, saveInvStd)
 	}
 	d, err := dev.dnnBegin(s, what, check)
 	if err != nil {

@@ -102,3 +102,98 @@ func (dev *Device) SGDStep(s backend.Stream, p, g, buf backend.View, cfg backend
 		return d.launch(f, d.grid(n), a)
 	})
 }
+
+var _ backend.FusedSGDMulti = (*Device)(nil)
+
+// sgdMax is the most parameters one launch of kernels/optim.cu's sgd_multi
+// takes (its SGD_MAX): four kernel parameters each, so that one launch
+// stays within maxKernelArgs.
+const sgdMax = 12
+
+// SGDSteps does the SGD steps of many parameters with one launch of
+// kernels/optim.cu's sgd_multi per dtype and group of up to 12
+// parameters, a block row of the grid per parameter. It implements
+// [backend.FusedSGDMulti].
+func (dev *Device) SGDSteps(s backend.Stream, ps, gs, bufs []backend.View, first []bool, cfg backend.SGDStepConfig) error {
+	const what = "sgd steps"
+	d, err := dev.begin(s, what, backend.CheckSGDSteps(ps, gs, bufs, first, cfg))
+	if err != nil {
+		return err
+	}
+	type param struct {
+		p, g, b cuda.DevicePtr
+		n       int64
+		first   bool
+	}
+	byDType := map[backend.DType][]param{}
+	for i, p := range ps {
+		views := []backend.View{p, gs[i]}
+		if cfg.Momentum != 0 {
+			views = append(views, bufs[i])
+		}
+		ops, err := d.ops(what, views...)
+		if err != nil {
+			return err
+		}
+		n := int64(p.NumElements())
+		if n == 0 {
+			continue
+		}
+		pr := param{p: ops[0].ptr, g: ops[1].ptr, n: n, first: first[i]}
+		if cfg.Momentum != 0 {
+			pr.b = ops[2].ptr
+		}
+		byDType[p.DType] = append(byDType[p.DType], pr)
+	}
+	hasBuf, nesterov := int32(0), int32(0)
+	if cfg.Momentum != 0 {
+		hasBuf = 1
+		if cfg.Nesterov {
+			nesterov = 1
+		}
+	}
+	return d.run(func() error {
+		for _, dt := range backend.DTypes {
+			group := byDType[dt]
+			if len(group) == 0 {
+				continue
+			}
+			f, err := d.function(modKey{fam: famOptim, dt: dt, op: "sgd"}, "sgd_multi")
+			if err != nil {
+				return err
+			}
+			for len(group) > 0 {
+				chunk := group[:min(len(group), sgdMax)]
+				group = group[len(chunk):]
+				var mask uint32
+				var most int64
+				for i, pr := range chunk {
+					if pr.first && hasBuf != 0 {
+						mask |= 1 << i
+					}
+					most = max(most, pr.n)
+				}
+				a := d.getArgs()
+				a.Float64(-cfg.LR).Float64(cfg.Momentum).Float64(1 - cfg.Dampening).Float64(cfg.WeightDecay)
+				a.Int32(hasBuf).Int32(nesterov).Int32(int32(len(chunk))).Uint32(mask)
+				for i := range sgdMax {
+					if i < len(chunk) {
+						a.Ptr(chunk[i].p).Ptr(chunk[i].g).Ptr(chunk[i].b).Int64(chunk[i].n)
+					} else {
+						a.Ptr(0).Ptr(0).Ptr(0).Int64(0)
+					}
+				}
+				// Each parameter's row gets as many blocks as the largest
+				// needs, within the device's share for the launch.
+				gx := max(1, min(d.grid(most), uint32(max(1, d.sms*blocksPerSM/len(chunk)))))
+				err := d.check(cuda.LaunchKernel(f, cuda.Dim3{X: gx, Y: uint32(len(chunk)), Z: 1},
+					cuda.Dim3{X: blockThreads, Y: 1, Z: 1}, 0, d.stream, a))
+				d.putArgs(a)
+				if err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}

@@ -21,7 +21,6 @@ var (
 	cuDeviceGetUuid               func(uuid *UUID, dev Device) Result
 	cuDevicePrimaryCtxRetain      func(ctx *Context, dev Device) Result
 	cuDevicePrimaryCtxRelease     func(dev Device) Result
-	cuCtxSetCurrent               func(ctx Context) Result
 	cuCtxGetCurrent               func(ctx *Context) Result
 	cuCtxSynchronize              func() Result
 	cuDeviceCanAccessPeer         func(can *int32, dev, peer Device) Result
@@ -70,7 +69,7 @@ var (
 var (
 	addrMemcpyHtoDAsync, addrMemcpyDtoHAsync, addrMemcpyDtoDAsync, addrMemcpyPeerAsync uintptr
 	addrMemsetD8Async, addrStreamQuery, addrStreamWaitEvent                            uintptr
-	addrEventRecord, addrEventQuery, addrLaunchKernel                                  uintptr
+	addrEventRecord, addrEventQuery, addrLaunchKernel, addrCtxSetCurrent               uintptr
 
 	sigMemcpyHtoDAsync func(dst DevicePtr, src unsafe.Pointer, n uint64, s Stream) Result
 	sigMemcpyDtoHAsync func(dst unsafe.Pointer, src DevicePtr, n uint64, s Stream) Result
@@ -81,6 +80,7 @@ var (
 	sigStreamWaitEvent func(s Stream, e Event, flags uint32) Result
 	sigEventRecord     func(e Event, s Stream) Result
 	sigEventQuery      func(e Event) Result
+	sigCtxSetCurrent   func(ctx Context) Result
 	sigLaunchKernel    func(f Function, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedMemBytes uint32,
 		s Stream, params, extra unsafe.Pointer) Result
 )
@@ -102,7 +102,7 @@ var bindings = []load.Binding{
 	{Lib: libName, Names: []string{"cuDeviceGetUuid_v2", "cuDeviceGetUuid"}, Fn: &cuDeviceGetUuid},
 	{Lib: libName, Names: []string{"cuDevicePrimaryCtxRetain"}, Fn: &cuDevicePrimaryCtxRetain},
 	{Lib: libName, Names: []string{"cuDevicePrimaryCtxRelease_v2"}, Fn: &cuDevicePrimaryCtxRelease},
-	{Lib: libName, Names: []string{"cuCtxSetCurrent"}, Fn: &cuCtxSetCurrent},
+	{Lib: libName, Names: []string{"cuCtxSetCurrent"}, Fn: &sigCtxSetCurrent, Addr: &addrCtxSetCurrent},
 	{Lib: libName, Names: []string{"cuCtxGetCurrent"}, Fn: &cuCtxGetCurrent},
 	{Lib: libName, Names: []string{"cuCtxSynchronize"}, Fn: &cuCtxSynchronize},
 	{Lib: libName, Names: []string{"cuDeviceCanAccessPeer"}, Fn: &cuDeviceCanAccessPeer},

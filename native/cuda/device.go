@@ -1,6 +1,10 @@
 package cuda
 
-import "runtime"
+import (
+	"runtime"
+
+	"github.com/ebitengine/purego"
+)
 
 // Init initialises the driver; flags must be 0. It calls cuInit. Every
 // other driver call but [DriverGetVersion] fails with [ErrNotInitialized]
@@ -94,10 +98,12 @@ func DevicePrimaryCtxRelease(dev Device) error {
 }
 
 // CtxSetCurrent makes ctx current on the calling OS thread (0 unbinds).
-// It calls cuCtxSetCurrent. The goroutine must hold its thread with
-// runtime.LockOSThread for the setting to mean anything: see [Context.Do].
+// It calls cuCtxSetCurrent through purego.SyscallN: every op of the CUDA
+// backend makes its context current first. The goroutine must hold its
+// thread with runtime.LockOSThread for the setting to mean anything: see
+// [Context.Do].
 func CtxSetCurrent(ctx Context) error {
-	return call("cuCtxSetCurrent", func() Result { return cuCtxSetCurrent(ctx) })
+	return call("cuCtxSetCurrent", func() Result { return result(purego.SyscallN(addrCtxSetCurrent, uintptr(ctx))) })
 }
 
 // CtxGetCurrent returns the context current on the calling OS thread, 0 if

@@ -153,40 +153,64 @@ extern "C" __global__ void bn_nhwc_finish(const S* x, const float* part, int gy,
 
 // apply: y = x·g + h per channel, g = k·scale and h = bias − mean·g, with
 // k = inv[c], or k = 1/sqrt(inv[c] + eps) when fromVar != 0 (inference:
-// inv holds the running variance).
+// inv holds the running variance). When r is not null its element is
+// added (a residual of x's shape), and with relu != 0 the result is
+// max(0, ·): the whole of relu(bn(x) + r) in one pass.
 template <int V>
 __device__ __forceinline__ void apply(const S* x, S* y, i64 M, int C, const float* mean, const float* inv,
-				      const float* scale, const float* bias, int fromVar, double eps) {
+				      const float* scale, const float* bias, int fromVar, double eps, const S* r,
+				      int relu) {
 	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
 	if (c0 >= C) return;
-	float g[V], h[V], v[V];
+	float g[V], h[V], v[V], w[V];
 	for (int j = 0; j < V; j++) {
 		const int c = c0 + j;
 		const float k = fromVar ? (float)(1.0 / sqrt((double)inv[c] + eps)) : inv[c];
 		g[j] = k * scale[c];
 		h[j] = bias[c] - mean[c] * g[j];
 	}
-	for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
-		const i64 i = r * C + c0;
+	for (i64 row = (i64)blockIdx.y * NB_TY + threadIdx.y; row < M; row += (i64)gridDim.y * NB_TY) {
+		const i64 i = row * C + c0;
 		ldv<V>(x + i, v);
 		for (int j = 0; j < V; j++) v[j] = fmaf(v[j], g[j], h[j]);
+		if (r) {
+			ldv<V>(r + i, w);
+			for (int j = 0; j < V; j++) v[j] += w[j];
+		}
+		if (relu)
+			for (int j = 0; j < V; j++) v[j] = fmaxf(v[j], 0.0f);
 		stv<V>(y + i, v);
 	}
 }
 
 // bn_nhwc_apply: the normalization, see apply.
 extern "C" __global__ void bn_nhwc_apply(const S* x, S* y, i64 M, int C, const float* mean, const float* inv,
-					 const float* scale, const float* bias, int fromVar, double eps) {
-	apply<1>(x, y, M, C, mean, inv, scale, bias, fromVar, eps);
+					 const float* scale, const float* bias, int fromVar, double eps, const S* r,
+					 int relu) {
+	apply<1>(x, y, M, C, mean, inv, scale, bias, fromVar, eps, r, relu);
 }
 extern "C" __global__ void bn_nhwc_apply2(const S* x, S* y, i64 M, int C, const float* mean, const float* inv,
-					  const float* scale, const float* bias, int fromVar, double eps) {
-	apply<2>(x, y, M, C, mean, inv, scale, bias, fromVar, eps);
+					  const float* scale, const float* bias, int fromVar, double eps, const S* r,
+					  int relu) {
+	apply<2>(x, y, M, C, mean, inv, scale, bias, fromVar, eps, r, relu);
 }
 
-// bwdStats: Σ dy and Σ dy·(x − mean) per channel over the block's rows.
+// masked zeroes the gradients g[V] where the forward's ReLU output y is
+// not above zero, when y is not null: the ReLU's backward pass, taken by
+// the kernels below as they read dy.
+template <int V> __device__ __forceinline__ void masked(const S* y, i64 i, float* g) {
+	if (!y) return;
+	float o[V];
+	ldv<V>(y + i, o);
+	for (int j = 0; j < V; j++)
+		if (!(o[j] > 0.0f)) g[j] = 0.0f;
+}
+
+// bwdStats: Σ dy and Σ dy·(x − mean) per channel over the block's rows,
+// dy masked by the ReLU output y when y is not null.
 template <int V>
-__device__ __forceinline__ void bwdStats(const S* dy, const S* x, i64 M, int C, const float* mean, float* part) {
+__device__ __forceinline__ void bwdStats(const S* dy, const S* x, i64 M, int C, const float* mean, float* part,
+					 const S* y) {
 	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
 	float a[V], b[V], mu[V], g[V], v[V];
 	for (int j = 0; j < V; j++) a[j] = b[j] = 0;
@@ -195,6 +219,7 @@ __device__ __forceinline__ void bwdStats(const S* dy, const S* x, i64 M, int C, 
 		for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
 			const i64 i = r * C + c0;
 			ldv<V>(dy + i, g);
+			masked<V>(y, i, g);
 			ldv<V>(x + i, v);
 			for (int j = 0; j < V; j++) {
 				a[j] += g[j];
@@ -205,13 +230,16 @@ __device__ __forceinline__ void bwdStats(const S* dy, const S* x, i64 M, int C, 
 	partials<V>(a, b, c0, C, part);
 }
 
-// bn_nhwc_bwd_stats: part[y·C + c] = Σ dy, part[(gy + y)·C + c] =
-// Σ dy·(x − mean) over the rows of block row y.
-extern "C" __global__ void bn_nhwc_bwd_stats(const S* dy, const S* x, i64 M, int C, const float* mean, float* part) {
-	bwdStats<1>(dy, x, M, C, mean, part);
+// bn_nhwc_bwd_stats: part[b·C + c] = Σ dy, part[(gy + b)·C + c] =
+// Σ dy·(x − mean) over the rows of block row b; dy masked by the ReLU
+// output y when y is not null.
+extern "C" __global__ void bn_nhwc_bwd_stats(const S* dy, const S* x, i64 M, int C, const float* mean, float* part,
+					     const S* y) {
+	bwdStats<1>(dy, x, M, C, mean, part, y);
 }
-extern "C" __global__ void bn_nhwc_bwd_stats2(const S* dy, const S* x, i64 M, int C, const float* mean, float* part) {
-	bwdStats<2>(dy, x, M, C, mean, part);
+extern "C" __global__ void bn_nhwc_bwd_stats2(const S* dy, const S* x, i64 M, int C, const float* mean, float* part,
+					      const S* y) {
+	bwdStats<2>(dy, x, M, C, mean, part, y);
 }
 
 // bn_nhwc_bwd_finish: dbias = Σ dy, dscale = Σ dy·(x − mean)·inv, and the
@@ -230,11 +258,13 @@ extern "C" __global__ void bn_nhwc_bwd_finish(const float* part, int gy, int C, 
 	coef[C + c] = (float)(b / (double)M * k * k);
 }
 
-// bwdApply: dx = scale·inv·(dy − coef[c] − (x − mean)·coef[C + c]). dx may
-// be dy: each element is read and written by one thread.
+// bwdApply: dx = scale·inv·(dy − coef[c] − (x − mean)·coef[C + c]), dy
+// masked by the ReLU output y when y is not null, and the masked dy
+// stored in dr (the residual's gradient) when dr is not null. dx may be
+// dy: each element is read and written by one thread.
 template <int V>
 __device__ __forceinline__ void bwdApply(const S* dy, const S* x, S* dx, i64 M, int C, const float* mean,
-					 const float* inv, const float* scale, const float* coef) {
+					 const float* inv, const float* scale, const float* coef, const S* y, S* dr) {
 	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
 	if (c0 >= C) return;
 	float k[V], mu[V], m[V], q[V], g[V], v[V];
@@ -248,6 +278,8 @@ __device__ __forceinline__ void bwdApply(const S* dy, const S* x, S* dx, i64 M, 
 	for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
 		const i64 i = r * C + c0;
 		ldv<V>(dy + i, g);
+		masked<V>(y, i, g);
+		if (dr) stv<V>(dr + i, g);
 		ldv<V>(x + i, v);
 		for (int j = 0; j < V; j++) g[j] = k[j] * (g[j] - m[j] - (v[j] - mu[j]) * q[j]);
 		stv<V>(dx + i, g);
@@ -256,12 +288,14 @@ __device__ __forceinline__ void bwdApply(const S* dy, const S* x, S* dx, i64 M, 
 
 // bn_nhwc_bwd_apply: the input gradient, see bwdApply.
 extern "C" __global__ void bn_nhwc_bwd_apply(const S* dy, const S* x, S* dx, i64 M, int C, const float* mean,
-					     const float* inv, const float* scale, const float* coef) {
-	bwdApply<1>(dy, x, dx, M, C, mean, inv, scale, coef);
+					     const float* inv, const float* scale, const float* coef, const S* y,
+					     S* dr) {
+	bwdApply<1>(dy, x, dx, M, C, mean, inv, scale, coef, y, dr);
 }
 extern "C" __global__ void bn_nhwc_bwd_apply2(const S* dy, const S* x, S* dx, i64 M, int C, const float* mean,
-					      const float* inv, const float* scale, const float* coef) {
-	bwdApply<2>(dy, x, dx, M, C, mean, inv, scale, coef);
+					      const float* inv, const float* scale, const float* coef, const S* y,
+					      S* dr) {
+	bwdApply<2>(dy, x, dx, M, C, mean, inv, scale, coef, y, dr);
 }
 
 #endif

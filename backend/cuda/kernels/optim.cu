@@ -64,11 +64,11 @@ extern "C" __global__ void adam_step(DT<VD>::S* p, const DT<VD>::S* g, DT<VD>::S
 //
 // with damp1 = 1 - dampening and neglr = -lr; buf is rounded to the dtype
 // when stored, and the update reads it back. The scalars arrive as doubles.
-extern "C" __global__ void sgd_step(DT<VD>::S* p, const DT<VD>::S* g, DT<VD>::S* buf, i64 n, double neglrd,
-				    double momd, double damp1d, double wdd, int hasbuf, int first, int nesterov) {
-	typedef DT<VD>::C C;
-	const C neglr = (C)neglrd, mom = (C)momd, damp1 = (C)damp1d, wd = (C)wdd;
-	for (i64 i = GTID; i < n; i += GNTH) {
+template <typename C>
+__device__ __forceinline__ void sgd_elems(DT<VD>::S* p, const DT<VD>::S* g, DT<VD>::S* buf, i64 n, i64 i0, i64 step,
+					  C neglr, C mom, C damp1, C wd, double wdd, int hasbuf, int first,
+					  int nesterov) {
+	for (i64 i = i0; i < n; i += step) {
 		C pi = ldc<VD>(p[i]), d = ldc<VD>(g[i]);
 		if (wdd != 0) d = r_add(d, r_mul(pi, wd));
 		if (hasbuf) {
@@ -81,6 +81,33 @@ extern "C" __global__ void sgd_step(DT<VD>::S* p, const DT<VD>::S* g, DT<VD>::S*
 		p[i] = st<VD>(r_add(pi, r_mul(neglr, d)));
 	}
 }
+
+extern "C" __global__ void sgd_step(DT<VD>::S* p, const DT<VD>::S* g, DT<VD>::S* buf, i64 n, double neglrd,
+				    double momd, double damp1d, double wdd, int hasbuf, int first, int nesterov) {
+	typedef DT<VD>::C C;
+	sgd_elems<C>(p, g, buf, n, GTID, GNTH, (C)neglrd, (C)momd, (C)damp1d, (C)wdd, wdd, hasbuf, first, nesterov);
+}
+
+// sgd_multi: sgd_step for nt <= SGD_MAX parameters in one launch, the
+// parameter of block row blockIdx.y taking the grid's gridDim.x blocks;
+// bit t of first marks parameter t's first step. The addresses and sizes
+// are kernel parameters, so that nothing is copied to the device per step.
+#define SGD_MAX 12
+#define SGD_T(t) DT<VD>::S *p##t, const DT<VD>::S *g##t, DT<VD>::S *b##t, i64 n##t
+extern "C" __global__ void sgd_multi(double neglrd, double momd, double damp1d, double wdd, int hasbuf, int nesterov,
+				     int nt, unsigned first, SGD_T(0), SGD_T(1), SGD_T(2), SGD_T(3), SGD_T(4),
+				     SGD_T(5), SGD_T(6), SGD_T(7), SGD_T(8), SGD_T(9), SGD_T(10), SGD_T(11)) {
+	typedef DT<VD>::C C;
+	const int t = blockIdx.y;
+	if (t >= nt || t >= SGD_MAX) return;
+	DT<VD>::S* const ps[SGD_MAX] = {p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11};
+	const DT<VD>::S* const gs[SGD_MAX] = {g0, g1, g2, g3, g4, g5, g6, g7, g8, g9, g10, g11};
+	DT<VD>::S* const bs[SGD_MAX] = {b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11};
+	const i64 ns[SGD_MAX] = {n0, n1, n2, n3, n4, n5, n6, n7, n8, n9, n10, n11};
+	sgd_elems<C>(ps[t], gs[t], bs[t], ns[t], (i64)blockIdx.x * blockDim.x + threadIdx.x, (i64)gridDim.x * blockDim.x,
+		     (C)neglrd, (C)momd, (C)damp1d, (C)wdd, wdd, hasbuf, (first >> t) & 1, nesterov);
+}
+#undef SGD_T
 #endif
 
 #if defined(K_ALL) || defined(K_unscale)
