@@ -97,6 +97,9 @@ func kernelNames(k modKey) []string {
 		names = append(names, "scatter_add")
 	case famOptim:
 		names = append(names, k.op+"_step")
+		if k.op == "sgd" {
+			names = append(names, "sgd_multi")
+		}
 	case famQuant:
 		names = append(names, "dequant_i8")
 	case famNorm:
