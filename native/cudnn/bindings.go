@@ -99,14 +99,29 @@ var (
 		xd TensorDesc, x cuda.DevicePtr, dyd TensorDesc, dy cuda.DevicePtr, dxd TensorDesc, dx cuda.DevicePtr,
 		bnd TensorDesc, scale, dScale, dBias cuda.DevicePtr, eps float64, saveMean, saveInvVar cuda.DevicePtr) Status
 
-	cudnnBackendCreateDescriptor  func(t DescriptorType, d *BackendDescriptor) Status
-	cudnnBackendDestroyDescriptor func(d BackendDescriptor) Status
-	cudnnBackendFinalize          func(d BackendDescriptor) Status
-	cudnnBackendSetAttribute      func(d BackendDescriptor, name AttrName, t AttrType, count int64, elems unsafe.Pointer) Status
-	cudnnBackendGetAttribute      func(d BackendDescriptor, name AttrName, t AttrType, requested int64, count *int64,
+	cudnnBackendGetAttribute func(d BackendDescriptor, name AttrName, t AttrType, requested int64, count *int64,
 		elems unsafe.Pointer) Status
-	cudnnBackendExecute func(h Handle, plan, variantPack BackendDescriptor) Status
 )
+
+// The backend API's calls made for every convolution (a variant pack is
+// built, executed and destroyed each time) go through purego.SyscallN with
+// these addresses, without the reflection of a registered function. The
+// sig* variables are never assigned: their types document the C
+// signatures for bindings.tsv and its test.
+var (
+	addrBackendCreateDescriptor, addrBackendDestroyDescriptor, addrBackendFinalize uintptr
+	addrBackendSetAttribute, addrBackendExecute                                    uintptr
+
+	sigBackendCreateDescriptor  func(t DescriptorType, d *BackendDescriptor) Status
+	sigBackendDestroyDescriptor func(d BackendDescriptor) Status
+	sigBackendFinalize          func(d BackendDescriptor) Status
+	sigBackendSetAttribute      func(d BackendDescriptor, name AttrName, t AttrType, count int64, elems unsafe.Pointer) Status
+	sigBackendExecute           func(h Handle, plan, variantPack BackendDescriptor) Status
+)
+
+// sysStatus is the cudnnStatus_t of a call through purego.SyscallN: the low
+// 32 bits of its first return value.
+func sysStatus(r1, _, _ uintptr) Status { return Status(int32(r1)) }
 
 var bindings = []load.Binding{
 	{Lib: libName, Names: []string{"cudnnGetVersion"}, Fn: &cudnnGetVersion},
@@ -154,10 +169,10 @@ var bindings = []load.Binding{
 	{Lib: libName, Names: []string{"cudnnBatchNormalizationForwardTraining"}, Fn: &cudnnBatchNormalizationForwardTraining},
 	{Lib: libName, Names: []string{"cudnnBatchNormalizationForwardInference"}, Fn: &cudnnBatchNormalizationForwardInference},
 	{Lib: libName, Names: []string{"cudnnBatchNormalizationBackward"}, Fn: &cudnnBatchNormalizationBackward},
-	{Lib: libName, Names: []string{"cudnnBackendCreateDescriptor"}, Fn: &cudnnBackendCreateDescriptor},
-	{Lib: libName, Names: []string{"cudnnBackendDestroyDescriptor"}, Fn: &cudnnBackendDestroyDescriptor},
-	{Lib: libName, Names: []string{"cudnnBackendFinalize"}, Fn: &cudnnBackendFinalize},
-	{Lib: libName, Names: []string{"cudnnBackendSetAttribute"}, Fn: &cudnnBackendSetAttribute},
+	{Lib: libName, Names: []string{"cudnnBackendCreateDescriptor"}, Fn: &sigBackendCreateDescriptor, Addr: &addrBackendCreateDescriptor},
+	{Lib: libName, Names: []string{"cudnnBackendDestroyDescriptor"}, Fn: &sigBackendDestroyDescriptor, Addr: &addrBackendDestroyDescriptor},
+	{Lib: libName, Names: []string{"cudnnBackendFinalize"}, Fn: &sigBackendFinalize, Addr: &addrBackendFinalize},
+	{Lib: libName, Names: []string{"cudnnBackendSetAttribute"}, Fn: &sigBackendSetAttribute, Addr: &addrBackendSetAttribute},
 	{Lib: libName, Names: []string{"cudnnBackendGetAttribute"}, Fn: &cudnnBackendGetAttribute},
-	{Lib: libName, Names: []string{"cudnnBackendExecute"}, Fn: &cudnnBackendExecute},
+	{Lib: libName, Names: []string{"cudnnBackendExecute"}, Fn: &sigBackendExecute, Addr: &addrBackendExecute},
 }

@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"unsafe"
 
+	"github.com/ebitengine/purego"
+
 	"github.com/vramgo/vram/native/cuda"
 )
 
@@ -29,20 +31,22 @@ type BackendDescriptor uintptr
 // [BackendDestroyDescriptor].
 func BackendCreateDescriptor(t DescriptorType) (BackendDescriptor, error) {
 	var d BackendDescriptor
-	err := call("cudnnBackendCreateDescriptor", func() Status { return cudnnBackendCreateDescriptor(t, &d) })
+	err := call("cudnnBackendCreateDescriptor", func() Status {
+		return sysStatus(purego.SyscallN(addrBackendCreateDescriptor, uintptr(t), uintptr(unsafe.Pointer(&d))))
+	})
 	return d, err
 }
 
 // BackendDestroyDescriptor destroys a backend descriptor. It calls
 // cudnnBackendDestroyDescriptor.
 func BackendDestroyDescriptor(d BackendDescriptor) error {
-	return call("cudnnBackendDestroyDescriptor", func() Status { return cudnnBackendDestroyDescriptor(d) })
+	return call("cudnnBackendDestroyDescriptor", func() Status { return sysStatus(purego.SyscallN(addrBackendDestroyDescriptor, uintptr(d))) })
 }
 
 // BackendFinalize validates a descriptor's attributes and seals it. It
 // calls cudnnBackendFinalize.
 func BackendFinalize(d BackendDescriptor) error {
-	return call("cudnnBackendFinalize", func() Status { return cudnnBackendFinalize(d) })
+	return call("cudnnBackendFinalize", func() Status { return sysStatus(purego.SyscallN(addrBackendFinalize, uintptr(d))) })
 }
 
 // BackendSetAttribute sets attribute name of d to count elements of type
@@ -54,7 +58,7 @@ func BackendSetAttribute(d BackendDescriptor, name AttrName, t AttrType, count i
 		if count < 0 || (count > 0 && elems == nil) {
 			return ErrBadParam.Code
 		}
-		return cudnnBackendSetAttribute(d, name, t, count, elems)
+		return sysStatus(purego.SyscallN(addrBackendSetAttribute, uintptr(d), uintptr(name), uintptr(t), uintptr(count), uintptr(elems)))
 	})
 }
 
@@ -76,7 +80,9 @@ func BackendGetAttribute(d BackendDescriptor, name AttrName, t AttrType, request
 // BackendExecute runs an execution plan on a variant pack, on the
 // handle's stream. It calls cudnnBackendExecute.
 func BackendExecute(h Handle, plan, variantPack BackendDescriptor) error {
-	return call("cudnnBackendExecute", func() Status { return cudnnBackendExecute(h, plan, variantPack) })
+	return call("cudnnBackendExecute", func() Status {
+		return sysStatus(purego.SyscallN(addrBackendExecute, uintptr(h), uintptr(plan), uintptr(variantPack)))
+	})
 }
 
 // setSlice sets attribute name of d to the elements of vals, of attribute
