@@ -5,7 +5,9 @@
 //	go build -trimpath -ldflags='-s -w' -o .gpu/vram-bench ./bench/cuda
 //	.gpu/vram-bench [-only name,name] [-quick]
 //
-// -only resnet runs the ResNet-50 training step (bench/cuda/resnet.go) alone.
+// -only resnet runs the ResNet-50 training step (bench/cuda/resnet.go) alone;
+// -cpuprofile DIR also writes a CPU profile of 50 more steps of each mode
+// (DIR/resnet50_MODE.pprof), for where the host's time goes.
 package main
 
 import (
@@ -42,7 +44,10 @@ type result struct {
 var (
 	only  = flag.String("only", "", "comma-separated benchmark names (prefixes) to run")
 	quick = flag.Bool("quick", false, "fewer repetitions")
-	enc   = json.NewEncoder(os.Stdout)
+	// cpuProfile names a folder for CPU profiles of the host's side of
+	// the timed ResNet-50 steps, one file per mode, sampled at 2 kHz.
+	cpuProfile = flag.String("cpuprofile", "", "folder for CPU profiles of the ResNet-50 steps")
+	enc        = json.NewEncoder(os.Stdout)
 )
 
 func emit(name string, v float64, unit, note string) {
