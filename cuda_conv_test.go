@@ -155,6 +155,24 @@ func TestCUDABatchNormMatchesCPU(t *testing.T) {
 	}
 }
 
+// TestCUDABatchNormReLUMatchesCPU checks BatchNorm2dReLU with a residual
+// on cuda:0 against the CPU: channels-last takes the fused kernels, NCHW
+// the composed ops.
+func TestCUDABatchNormReLUMatchesCPU(t *testing.T) {
+	needCUDA(t)
+	for _, training := range []bool{true, false} {
+		t.Run(fmt.Sprint("training=", training), func(t *testing.T) {
+			compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor {
+				c := xs[0].Size(1)
+				d := xs[0].Device()
+				rm := rnd(84, c).Cast(Float32).To(d)
+				rv := pos(85, c).Cast(Float32).To(d)
+				return BatchNorm2dReLU(xs[0], xs[3], xs[1], xs[2], rm, rv, training, 0.1, 1e-5)
+			}, rnd(86, 8, 16, 5, 6), rnd(87, 16), rnd(88, 16), rnd(89, 8, 16, 5, 6))
+		})
+	}
+}
+
 // TestCUDAConvBFloat16 runs a convolution, batch norm and pooling in
 // bfloat16 under autocast on cuda:0, natively and composed, against the
 // CPU in float32.

@@ -358,7 +358,13 @@ func (d *nativeDevice) BatchNormBackward(s backend.Stream, dx, dscale, dbias, dy
 	if err := sameLayout(dx, dy, x); err != nil {
 		return err
 	}
-	xs, gs := read(x), read(dy)
+	bnBackwardHost(read(dy), dx, dscale, dbias, x, scale, saveMean, saveInvStd)
+	return nil
+}
+
+// bnBackwardHost writes batch norm's gradients from the output gradient gs.
+func bnBackwardHost(gs []float64, dx, dscale, dbias, x, scale, saveMean, saveInvStd backend.View) {
+	xs := read(x)
 	c, hw := x.Shape[1], x.Shape[2]*x.Shape[3]
 	cnt := float64(x.Shape[0] * hw)
 	sc, mean, inv := read(scale), read(saveMean), read(saveInvStd)
@@ -377,6 +383,70 @@ func (d *nativeDevice) BatchNormBackward(s backend.Stream, dx, dscale, dbias, dy
 	write(dx, out)
 	write(dscale, gxh)
 	write(dbias, gsum)
+}
+
+// addRelu sets y = max(0, y + r) (r may be the zero View).
+func addRelu(y, r backend.View) {
+	ys := read(y)
+	var rs []float64
+	if r.Buf != nil {
+		rs = read(r)
+	}
+	for i := range ys {
+		if rs != nil {
+			ys[i] += rs[i]
+		}
+		ys[i] = max(0, ys[i])
+	}
+	write(y, ys)
+}
+
+func (d *nativeDevice) BatchNormTrainReLU(s backend.Stream, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd backend.View, momentum, eps float64) error {
+	if r.Buf != nil {
+		if err := sameLayout(y, x, r); err != nil {
+			return err
+		}
+	}
+	if err := d.BatchNormTrain(s, y, x, scale, bias, runMean, runVar, saveMean, saveInvStd, momentum, eps); err != nil {
+		return err
+	}
+	addRelu(y, r)
+	return nil
+}
+
+func (d *nativeDevice) BatchNormInferReLU(s backend.Stream, y, x, r, scale, bias, runMean, runVar backend.View, eps float64) error {
+	if r.Buf != nil {
+		if err := sameLayout(y, x, r); err != nil {
+			return err
+		}
+	}
+	if err := d.BatchNormInfer(s, y, x, scale, bias, runMean, runVar, eps); err != nil {
+		return err
+	}
+	addRelu(y, r)
+	return nil
+}
+
+func (d *nativeDevice) BatchNormBackwardReLU(s backend.Stream, dx, dr, dscale, dbias, dy, y, x, scale, saveMean, saveInvStd backend.View, eps float64) error {
+	if err := d.begin(s, false, dx, dscale, dbias, dy, y, x, scale, saveMean, saveInvStd); err != nil {
+		return err
+	}
+	if err := sameLayout(dx, dy, y, x); err != nil {
+		return err
+	}
+	gs, ys := read(dy), read(y)
+	for i := range gs {
+		if !(ys[i] > 0) {
+			gs[i] = 0
+		}
+	}
+	if dr.Buf != nil {
+		if err := sameLayout(dr, x); err != nil {
+			return err
+		}
+		write(dr, gs)
+	}
+	bnBackwardHost(gs, dx, dscale, dbias, x, scale, saveMean, saveInvStd)
 	return nil
 }
 
@@ -633,6 +703,34 @@ func TestNativeInterfacesPool(t *testing.T) {
 	t.Run("adaptive global", func(t *testing.T) {
 		onNativeTest(t, false, func(xs []*Tensor) *Tensor { return AdaptiveAvgPool2d(xs[0], 1, 1) }, rnd(83, 2, 3, 4, 5))
 	})
+}
+
+// TestNativeInterfacesBatchNormReLU checks BatchNorm2dReLU, with and
+// without a residual, in training and evaluation, in each way the device
+// serves it (fused forward and backward, fused forward with the composed
+// backward, kernels that decline, composed), against the CPU.
+func TestNativeInterfacesBatchNormReLU(t *testing.T) {
+	for _, training := range []bool{true, false} {
+		for _, residual := range []bool{true, false} {
+			t.Run(fmt.Sprintf("training=%v residual=%v", training, residual), func(t *testing.T) {
+				inputs := []*Tensor{rnd(86, 3, 4, 3, 2), rnd(87, 4), rnd(88, 4)}
+				if residual {
+					inputs = append(inputs, rnd(89, 3, 4, 3, 2))
+				}
+				onNativeTest(t, false, func(xs []*Tensor) *Tensor {
+					c := xs[0].Size(1)
+					d := xs[0].Device()
+					rm := rnd(84, c).Cast(Float32).To(d)
+					rv := pos(85, c).Cast(Float32).To(d)
+					var r *Tensor
+					if residual {
+						r = xs[3]
+					}
+					return BatchNorm2dReLU(xs[0], r, xs[1], xs[2], rm, rv, training, 0.1, 1e-5)
+				}, inputs...)
+			})
+		}
+	}
 }
 
 func TestNativeInterfacesBatchNorm(t *testing.T) {

@@ -28,37 +28,10 @@ import (
 func BatchNorm2d(x, weight, bias, runMean, runVar *Tensor, training bool, momentum, eps float64) *Tensor {
 	const op = "batch_norm2d"
 	defer asOp(op)
-	notNil(op, x)
-	ds, held := sameDevice(op, compact([]*Tensor{x, weight, bias, runMean, runVar})...)
+	ds, held := checkBatchNorm(op, x, nil, weight, bias, runMean, runVar, training, momentum, eps)
 	defer held.unpin()
-	if len(x.shape) != 4 {
-		fail(op, ErrShape, "input must be [N, C, H, W], got shape %v", Shape(x.shape))
-	}
 	n, c := x.shape[0], x.shape[1]
 	count := n * x.shape[2] * x.shape[3]
-	for _, t := range []*Tensor{x, weight, bias, runMean, runVar} {
-		if t == nil {
-			continue
-		}
-		if !t.dtype.IsFloat() {
-			fail(op, ErrDType, "needs floating-point tensors, got %s", t.dtype)
-		}
-		if t != x && (len(t.shape) != 1 || t.shape[0] != c) {
-			fail(op, ErrShape, "per-channel tensors must be [%d] for input %v, got shape %v", c, Shape(x.shape), Shape(t.shape))
-		}
-	}
-	switch {
-	case (runMean == nil) != (runVar == nil):
-		fail(op, ErrArgument, "give both running statistics or neither")
-	case !training && runMean == nil:
-		fail(op, ErrArgument, "evaluation mode normalizes with the running statistics; give runMean and runVar, or use training mode")
-	case training && count <= 1:
-		fail(op, ErrShape, "expected more than 1 value per channel when training, got input %v", Shape(x.shape))
-	case !(momentum >= 0 && momentum <= 1):
-		fail(op, ErrArgument, "momentum %v must be in [0, 1]", momentum)
-	case !(eps > 0):
-		fail(op, ErrArgument, "eps %v must be above 0", eps)
-	}
 	if y := batchNormNative(op, ds, x, weight, bias, runMean, runVar, training, momentum, eps); y != nil {
 		return y
 	}
@@ -102,6 +75,52 @@ func BatchNorm2d(x, weight, bias, runMean, runVar *Tensor, training bool, moment
 	return out
 }
 
+// checkBatchNorm checks the operands of a batch normalization (and of its
+// residual r, when not nil) as BatchNorm2d documents, pins them and
+// returns their device; the caller unpins.
+func checkBatchNorm(op string, x, r, weight, bias, runMean, runVar *Tensor, training bool, momentum, eps float64) (*devState, pins) {
+	notNil(op, x)
+	ds, held := sameDevice(op, compact([]*Tensor{x, r, weight, bias, runMean, runVar})...)
+	ok := false
+	defer func() {
+		if !ok {
+			held.unpin()
+		}
+	}()
+	if len(x.shape) != 4 {
+		fail(op, ErrShape, "input must be [N, C, H, W], got shape %v", Shape(x.shape))
+	}
+	c := x.shape[1]
+	count := x.shape[0] * x.shape[2] * x.shape[3]
+	for _, t := range []*Tensor{x, r, weight, bias, runMean, runVar} {
+		if t == nil {
+			continue
+		}
+		if !t.dtype.IsFloat() {
+			fail(op, ErrDType, "needs floating-point tensors, got %s", t.dtype)
+		}
+		if t != x && t != r && (len(t.shape) != 1 || t.shape[0] != c) {
+			fail(op, ErrShape, "per-channel tensors must be [%d] for input %v, got shape %v", c, Shape(x.shape), Shape(t.shape))
+		}
+	}
+	switch {
+	case r != nil && !slices.Equal(r.shape, x.shape):
+		fail(op, ErrShape, "the residual must have the input's shape %v, got %v", Shape(x.shape), Shape(r.shape))
+	case (runMean == nil) != (runVar == nil):
+		fail(op, ErrArgument, "give both running statistics or neither")
+	case !training && runMean == nil:
+		fail(op, ErrArgument, "evaluation mode normalizes with the running statistics; give runMean and runVar, or use training mode")
+	case training && count <= 1:
+		fail(op, ErrShape, "expected more than 1 value per channel when training, got input %v", Shape(x.shape))
+	case !(momentum >= 0 && momentum <= 1):
+		fail(op, ErrArgument, "momentum %v must be in [0, 1]", momentum)
+	case !(eps > 0):
+		fail(op, ErrArgument, "eps %v must be above 0", eps)
+	}
+	ok = true
+	return ds, held
+}
+
 // updateRunning sets run = (1-momentum)·run + momentum·batch in place.
 func updateRunning(run, batch *Tensor, momentum float64) {
 	b := batch.Cast(run.dtype)
@@ -120,8 +139,6 @@ type nativeBackward func(g *Tensor, sv []*Tensor) (gx, gw, gb *Tensor, ok bool)
 // statistics that normalized it. native, when not nil, is tried first.
 func recordBatchNorm(op string, out, x, xs, weight, bias, mean, rstd *Tensor, training bool, native nativeBackward) {
 	rx, rw, rb := x.requiresGrad, weight != nil && weight.requiresGrad, bias != nil && bias.requiresGrad
-	c := x.shape[1]
-	shape4 := []int{1, c, 1, 1}
 	sv := []*Tensor{xs.share(), mean, rstd}
 	if weight != nil {
 		sv = append(sv, weight.share())
@@ -149,33 +166,43 @@ func recordBatchNorm(op string, out, x, xs, weight, bias, mean, rstd *Tensor, tr
 				return []*Tensor{gx, gw, gb}
 			}
 		}
-		w := opMath(xdt)
-		gw := g.Cast(w)
-		m4, r4 := sv[1].Cast(w).Reshape(shape4...), sv[2].Cast(w).Reshape(shape4...)
-		xhat := sv[0].Cast(w).Sub(m4).Mul(r4)
-		var gx, gwt, gb *Tensor
-		if rb {
-			gb = gw.Sum(0, 2, 3).Cast(bdt)
-		}
-		if rw {
-			gwt = gw.Mul(xhat).Sum(0, 2, 3).Cast(wdt)
-		}
-		if rx {
-			gy := gw
-			if len(sv) > 3 {
-				gy = gw.Mul(sv[3].Cast(w).Reshape(shape4...))
-			}
-			if training {
-				// dx = rstd·(gy - mean(gy) - xhat·mean(gy·xhat))
-				m1 := gy.MeanKeepDim(0, 2, 3)
-				m2 := gy.Mul(xhat).MeanKeepDim(0, 2, 3)
-				gx = gy.Sub(m1).Sub(xhat.Mul(m2)).Mul(r4).Cast(xdt)
-			} else {
-				gx = gy.Mul(r4).Cast(xdt)
-			}
-		}
-		return []*Tensor{gx, gwt, gb}
+		gx, gw, gb := batchNormGrads(g, sv, training, rx, rw, rb, xdt, wdt, bdt)
+		return []*Tensor{gx, gw, gb}
 	})
+}
+
+// batchNormGrads composes the gradients of a batch normalization from the
+// output's gradient g and the saved tensors sv (the input as normalized,
+// the mean, the reciprocal deviation and, when there are four, the
+// weight), those not needed (rx, rw, rb) nil; xdt, wdt and bdt are the
+// dtypes of the input, the weight and the bias.
+func batchNormGrads(g *Tensor, sv []*Tensor, training, rx, rw, rb bool, xdt, wdt, bdt DType) (gx, gwt, gb *Tensor) {
+	shape4 := []int{1, sv[0].shape[1], 1, 1}
+	w := opMath(xdt)
+	gw := g.Cast(w)
+	m4, r4 := sv[1].Cast(w).Reshape(shape4...), sv[2].Cast(w).Reshape(shape4...)
+	xhat := sv[0].Cast(w).Sub(m4).Mul(r4)
+	if rb {
+		gb = gw.Sum(0, 2, 3).Cast(bdt)
+	}
+	if rw {
+		gwt = gw.Mul(xhat).Sum(0, 2, 3).Cast(wdt)
+	}
+	if rx {
+		gy := gw
+		if len(sv) > 3 {
+			gy = gw.Mul(sv[3].Cast(w).Reshape(shape4...))
+		}
+		if training {
+			// dx = rstd·(gy - mean(gy) - xhat·mean(gy·xhat))
+			m1 := gy.MeanKeepDim(0, 2, 3)
+			m2 := gy.Mul(xhat).MeanKeepDim(0, 2, 3)
+			gx = gy.Sub(m1).Sub(xhat.Mul(m2)).Mul(r4).Cast(xdt)
+		} else {
+			gx = gy.Mul(r4).Cast(xdt)
+		}
+	}
+	return gx, gwt, gb
 }
 
 // batchNormNative runs the batch normalization with the device's
@@ -251,4 +278,164 @@ func batchNormNative(op string, ds *devState, x, weight, bias, runMean, runVar *
 	}
 	recordBatchNorm(op, y, x, xc, weight, bias, mean, rstd, training, native)
 	return y
+}
+
+// BatchNorm2dReLU returns relu(BatchNorm2d(x, ...) + residual), the way a
+// ResNet block ends, or relu(BatchNorm2d(x, ...)) when residual is nil.
+// On a device with a fused batch norm ([backend.FusedBatchNormer]) the
+// normalization, the addition and the ReLU are one pass over the data, and the backward
+// pass folds the ReLU's mask into the batch norm's two passes, so neither
+// the normalized tensor nor the sum is ever stored; elsewhere the three
+// ops are composed, with the same results up to rounding. The result has
+// x's dtype and memory format.
+//
+// The operands and their errors are BatchNorm2d's; residual must have x's
+// shape ([ErrShape] otherwise) and be on its device. A residual of another
+// dtype is added as [Tensor.Add] adds, composed.
+func BatchNorm2dReLU(x, residual, weight, bias, runMean, runVar *Tensor, training bool, momentum, eps float64) *Tensor {
+	const op = "batch_norm2d_relu"
+	defer asOp(op)
+	ds, held := checkBatchNorm(op, x, residual, weight, bias, runMean, runVar, training, momentum, eps)
+	defer held.unpin()
+	if y := batchNormReLUNative(op, ds, x, residual, weight, bias, runMean, runVar, training, momentum, eps); y != nil {
+		return y
+	}
+	y := BatchNorm2d(x, weight, bias, runMean, runVar, training, momentum, eps)
+	if residual != nil {
+		s := y.Add(residual)
+		y.Release()
+		y = s
+	}
+	defer y.Release()
+	return y.Relu()
+}
+
+// batchNormReLUNative runs BatchNorm2dReLU with the device's
+// [backend.FusedBatchNormer] and records its backward pass, or returns nil
+// when the device has none, or none for these operands.
+func batchNormReLUNative(op string, ds *devState, x, r, weight, bias, runMean, runVar *Tensor, training bool, momentum, eps float64) *Tensor {
+	fb, ok := ds.bd.(backend.FusedBatchNormer)
+	if !ok || noNativeConv.Load() || !nativeFloat(x.dtype) || weight == nil || bias == nil || runMean == nil {
+		return nil
+	}
+	for _, t := range []*Tensor{weight, bias, runMean, runVar} {
+		if t.dtype != Float32 || !t.IsContiguous() {
+			return nil
+		}
+	}
+	f := x.SuggestMemoryFormat()
+	if r != nil && (r.dtype != x.dtype || r.SuggestMemoryFormat() != f) {
+		return nil
+	}
+	c := x.shape[1]
+	xc := x.inFormat(op, f)
+	defer xc.Release()
+	var rv backend.View
+	if r != nil {
+		rc := r.inFormat(op, f)
+		defer rc.Release()
+		rv = rc.bv()
+	}
+	y := newTensorFormat(op, ds, x.dtype, x.shape, f)
+	s := ds.stream()
+	var mean, rstd *Tensor
+	var err error
+	if training {
+		mean, rstd = newTensor(op, ds, Float32, []int{c}), newTensor(op, ds, Float32, []int{c})
+		err = fb.BatchNormTrainReLU(s, y.bv(), xc.bv(), rv, weight.bv(), bias.bv(), runMean.bv(), runVar.bv(), mean.bv(), rstd.bv(), momentum, eps)
+	} else {
+		err = fb.BatchNormInferReLU(s, y.bv(), xc.bv(), rv, weight.bv(), bias.bv(), runMean.bv(), runVar.bv(), eps)
+	}
+	if err != nil {
+		y.Release()
+		mean.Release()
+		rstd.Release()
+		if notImplemented(err) {
+			return nil
+		}
+		check(op, err)
+	}
+	if !needsGrad(x, r, weight, bias) {
+		mean.Release()
+		rstd.Release()
+		return y
+	}
+	if !training {
+		// The running statistics change with later training steps: the
+		// backward pass uses those that normalized this input.
+		NoGrad(func() {
+			mean = Keep(runMean.Clone())
+			v := runVar.AddScalar(eps)
+			rstd = Keep(v.Rsqrt())
+			v.Release()
+		})
+	}
+	recordBatchNormReLU(op, ds, fb, y, x, xc, r, weight, bias, mean, rstd, training, f, eps)
+	return y
+}
+
+// recordBatchNormReLU records the backward pass of y = relu(bn(x) + r): the
+// fused kernels of fb in training mode, else (or when they decline the
+// gradient's layout) the ReLU's mask and the composed gradients of
+// batchNormGrads. xs is x's data in format f; mean and rstd are given away
+// to the graph.
+func recordBatchNormReLU(op string, ds *devState, fb backend.FusedBatchNormer, y, x, xs, r, weight, bias, mean, rstd *Tensor, training bool, f MemoryFormat, eps float64) {
+	rx, rr := x.requiresGrad, r != nil && r.requiresGrad
+	rw, rb := weight.requiresGrad, bias.requiresGrad
+	sv := []*Tensor{xs.share(), mean, rstd, weight.share(), y.share()}
+	out := sv[4]
+	xdt, wdt, bdt := x.dtype, weight.dtype, bias.dtype
+	c := x.shape[1]
+	record(op, y, []*Tensor{x, r, weight, bias}, sv, func(g *Tensor) []*Tensor {
+		if training && g.dtype == xdt {
+			gc := g.inFormat(op, f)
+			defer gc.Release()
+			gx := newTensorFormat(op, ds, xdt, x.shape, f)
+			var gr *Tensor
+			var grv backend.View
+			if rr {
+				gr = newTensorFormat(op, ds, xdt, x.shape, f)
+				grv = gr.bv()
+			}
+			gw, gb := newTensor(op, ds, Float32, []int{c}), newTensor(op, ds, Float32, []int{c})
+			err := fb.BatchNormBackwardReLU(ds.stream(), gx.bv(), grv, gw.bv(), gb.bv(), gc.bv(), out.bv(), sv[0].bv(), sv[3].bv(), sv[1].bv(), sv[2].bv(), eps)
+			if err == nil {
+				if !rx {
+					gx.Release()
+					gx = nil
+				}
+				if !rw {
+					gw.Release()
+					gw = nil
+				}
+				if !rb {
+					gb.Release()
+					gb = nil
+				}
+				return []*Tensor{gx, gr, gw, gb}
+			}
+			gx.Release()
+			gr.Release()
+			gw.Release()
+			gb.Release()
+			if !notImplemented(err) {
+				check(op, err)
+			}
+		}
+		gm := reluGrad(g, out)
+		gx, gw, gb := batchNormGrads(gm, sv[:4], training, rx, rw, rb, xdt, wdt, bdt)
+		var gr *Tensor
+		if rr {
+			gr = gm
+		}
+		return []*Tensor{gx, gr, gw, gb}
+	})
+}
+
+// reluGrad returns g where y (a ReLU's output) is above 0, else 0.
+func reluGrad(g, y *Tensor) *Tensor {
+	if g.dtype == y.dtype && g.dtype.IsFloat() {
+		return binaryRaw("relu", backend.ReluBackward, g, y)
+	}
+	return Where(y.GtScalar(0), g, g.NewZeros(nil))
 }

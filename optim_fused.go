@@ -124,3 +124,76 @@ func FusedSGDStep(p, g, buf *Tensor, lr, momentum, dampening, weightDecay float6
 	check(op, err)
 	return true
 }
+
+// FusedSGDSteps is [FusedSGDStep] for many parameters at once: ps[i] with
+// gradient gs[i], momentum buffer bufs[i] (bufs may be nil when momentum
+// is 0) and first[i], all on one device. A device with such a step
+// ([backend.FusedSGDMulti]) takes a few launches for a model's hundreds of
+// parameters rather than one each. It returns false, doing
+// nothing, when the device has no such step or the fused step does not
+// apply to one of the parameters (see FusedSGDStep); the caller then
+// steps them one by one. It panics like FusedSGDStep, and with an [*Error]
+// of kind [ErrArgument] when the slices' lengths differ.
+func FusedSGDSteps(ps, gs, bufs []*Tensor, first []bool, lr, momentum, dampening, weightDecay float64, nesterov bool) bool {
+	const op = "sgd_steps"
+	if len(gs) != len(ps) || len(first) != len(ps) || momentum != 0 && len(bufs) != len(ps) {
+		fail(op, ErrArgument, "%d parameters with %d gradients, %d momentum buffers and %d first-step flags", len(ps), len(gs), len(bufs), len(first))
+	}
+	if len(ps) == 0 {
+		return true
+	}
+	all := make([]*Tensor, 0, 3*len(ps))
+	for i := range ps {
+		notNil(op, ps[i], gs[i])
+		all = append(all, ps[i], gs[i])
+		if momentum != 0 {
+			if bufs[i] == nil {
+				fail(op, ErrArgument, "nil *Tensor for the momentum buffer of parameter %d, which momentum %v needs", i, momentum)
+			}
+			bufs[i].inPlaceCheck(op)
+			all = append(all, bufs[i])
+		}
+	}
+	ds, held := sameDevice(op, all...)
+	defer held.unpin()
+	fm, ok := ds.bd.(backend.FusedSGDMulti)
+	if !ok {
+		return false
+	}
+	per := 2
+	if momentum != 0 {
+		per = 3
+	}
+	pv, gv := make([]backend.View, len(ps)), make([]backend.View, len(ps))
+	var bv []backend.View
+	if momentum != 0 {
+		bv = make([]backend.View, len(ps))
+	}
+	for i, p := range ps {
+		ts := all[per*i : per*i+per]
+		if !p.dtype.IsFloat() {
+			return false
+		}
+		for _, t := range ts {
+			if t.dtype != p.dtype || !slices.Equal(t.shape, p.shape) {
+				return false
+			}
+		}
+		vs, ok := flatViews(ts...)
+		if !ok {
+			return false
+		}
+		pv[i], gv[i] = vs[0], vs[1]
+		if momentum != 0 {
+			bv[i] = vs[2]
+		}
+	}
+	err := fm.SGDSteps(ds.stream(), pv, gv, bv, first, backend.SGDStepConfig{
+		LR: lr, Momentum: momentum, Dampening: dampening, WeightDecay: weightDecay, Nesterov: nesterov,
+	})
+	if errors.Is(err, backend.ErrNotImplemented) {
+		return false
+	}
+	check(op, err)
+	return true
+}

@@ -413,6 +413,25 @@ func CheckSGDStep(p, g, buf View, cfg SGDStepConfig) error {
 	return checkStep(p, g)
 }
 
+// CheckSGDSteps checks the arguments of [FusedSGDMulti.SGDSteps]: one
+// gradient, first flag and (with momentum) buffer per parameter, each
+// parameter's views as [CheckSGDStep] checks them.
+func CheckSGDSteps(ps, gs, bufs []View, first []bool, cfg SGDStepConfig) error {
+	if len(gs) != len(ps) || len(first) != len(ps) || cfg.Momentum != 0 && len(bufs) != len(ps) {
+		return fmt.Errorf("%d parameters with %d gradients, %d buffers and %d first-step flags", len(ps), len(gs), len(bufs), len(first))
+	}
+	for i := range ps {
+		var b View
+		if cfg.Momentum != 0 {
+			b = bufs[i]
+		}
+		if err := CheckSGDStep(ps[i], gs[i], b, cfg); err != nil {
+			return fmt.Errorf("parameter %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
 // CheckHostCopy checks a device view v for a copy of nbytes host bytes
 // ([Copier.CopyFromHost], [Copier.CopyToHost], and the device side of
 // other copies): v is well-formed and contiguous, and nbytes is exactly

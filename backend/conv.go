@@ -106,3 +106,24 @@ type BatchNormer interface {
 	// dy, x, scale and the statistics saved by BatchNormTrain.
 	BatchNormBackward(s Stream, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd View, eps float64) error
 }
+
+// FusedBatchNormer is an optional interface of a [Device] whose batch
+// normalization can end as a residual block does, y = max(0, bn(x) + r),
+// in one pass over the data, and take the ReLU's backward pass into its
+// own. The views follow [BatchNormer]'s rules; r (and dr) have x's shape,
+// dtype and layout, and may be the zero View (no residual). A device that
+// does not take some operands (a layout its kernels do not read) returns an
+// error wrapping [ErrNotImplemented] before anything is queued, and the
+// caller composes the op.
+type FusedBatchNormer interface {
+	// BatchNormTrainReLU is BatchNormTrain with y = max(0, scale·(x −
+	// mean)·invStd + bias + r).
+	BatchNormTrainReLU(s Stream, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd View, momentum, eps float64) error
+	// BatchNormInferReLU is BatchNormInfer with the residual and the ReLU.
+	BatchNormInferReLU(s Stream, y, x, r, scale, bias, runMean, runVar View, eps float64) error
+	// BatchNormBackwardReLU computes g = dy where the forward's output y is
+	// above 0 and 0 elsewhere, stores g in dr unless dr is the zero View
+	// (the residual's gradient), and dx, dscale and dbias from g as
+	// BatchNormBackward does (all overwritten).
+	BatchNormBackwardReLU(s Stream, dx, dr, dscale, dbias, dy, y, x, scale, saveMean, saveInvStd View, eps float64) error
+}

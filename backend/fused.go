@@ -84,6 +84,20 @@ type FusedSGD interface {
 	SGDStep(s Stream, p, g, buf View, cfg SGDStepConfig) error
 }
 
+// FusedSGDMulti is an optional interface of a [Device] that does the SGD
+// steps of many parameters in a few launches, as PyTorch's foreach and
+// fused SGD do: a model's hundreds of parameters, most of them small,
+// then cost the host a few launches rather than one each.
+type FusedSGDMulti interface {
+	// SGDSteps does [FusedSGD.SGDStep] with cfg for each parameter ps[i],
+	// its gradient gs[i] and, when cfg.Momentum is not 0, its momentum
+	// buffer bufs[i] (bufs is ignored otherwise); first[i] stands for
+	// cfg.First, which is ignored. The views follow SGDStep's rules, and
+	// no parameter's views overlap another's. Nothing is queued when an
+	// argument is wrong.
+	SGDSteps(s Stream, ps, gs, bufs []View, first []bool, cfg SGDStepConfig) error
+}
+
 // SGDStepConfig holds the hyper-parameters of one [FusedSGD.SGDStep].
 type SGDStepConfig struct {
 	LR          float64 // learning rate

@@ -74,16 +74,38 @@ func NewBatchNorm2d(c int, opts ...vram.Option) *BatchNorm2d {
 // Forward returns the normalized x, of x's shape, dtype and memory format.
 // In training mode it updates the running statistics and counts the batch.
 func (l *BatchNorm2d) Forward(x *vram.Tensor) *vram.Tensor {
-	training := l.Training()
-	momentum := l.Momentum
+	training, momentum := l.mode()
+	y := vram.BatchNorm2d(x, l.Weight, l.Bias, l.RunningMean, l.RunningVar, training, momentum, l.Eps)
+	l.count(training)
+	return y
+}
+
+// ForwardReLU returns relu(l.Forward(x) + residual), or relu(l.Forward(x))
+// when residual is nil, as a ResNet block ends: with
+// [vram.BatchNorm2dReLU], one pass over the data on a device with fused
+// kernels, composed elsewhere.
+func (l *BatchNorm2d) ForwardReLU(x, residual *vram.Tensor) *vram.Tensor {
+	training, momentum := l.mode()
+	y := vram.BatchNorm2dReLU(x, residual, l.Weight, l.Bias, l.RunningMean, l.RunningVar, training, momentum, l.Eps)
+	l.count(training)
+	return y
+}
+
+// mode returns whether l normalizes with the batch's statistics, and the
+// momentum of this batch's update of the running ones.
+func (l *BatchNorm2d) mode() (training bool, momentum float64) {
+	training, momentum = l.Training(), l.Momentum
 	if training && l.CumulativeAverage {
 		momentum = 1 / float64(l.NumBatchesTracked.Int64s()[0]+1)
 	}
-	y := vram.BatchNorm2d(x, l.Weight, l.Bias, l.RunningMean, l.RunningVar, training, momentum, l.Eps)
+	return training, momentum
+}
+
+// count counts a batch in training mode.
+func (l *BatchNorm2d) count(training bool) {
 	if training {
 		vram.NoGrad(func() { l.NumBatchesTracked.AddScalarInPlace(1) })
 	}
-	return y
 }
 
 // KeepsFloat32 marks BatchNorm2d as a [Float32Layer].

@@ -28,8 +28,10 @@ type SGDConfig struct {
 //
 // where the momentum lines apply only when momentum is nonzero. Each
 // parameter's step is one fused pass ([vram.FusedSGDStep]: one kernel
-// launch on CUDA, the same arithmetic on the CPU and sim devices); for
-// non-contiguous tensors it is composed of elementwise ops. float16 and
+// launch on CUDA, the same arithmetic on the CPU and sim devices), and on
+// a device that can, the passes of many parameters share a launch
+// ([vram.FusedSGDSteps]); for non-contiguous tensors it is composed of
+// elementwise ops. float16 and
 // bfloat16 parameters are updated in float32 arithmetic either way.
 type SGD struct {
 	params []*vram.Tensor
@@ -64,32 +66,67 @@ func NewSGD(params []*vram.Tensor, cfg SGDConfig) (*SGD, error) {
 	return &SGD{params: ps, cfg: cfg, bufs: make([]*vram.Tensor, len(ps))}, nil
 }
 
-// Step updates every parameter that has a gradient.
+// Step updates every parameter that has a gradient. The parameters of
+// each device are stepped together where the device can
+// ([vram.FusedSGDSteps]), else one by one.
 func (s *SGD) Step() {
 	c := s.cfg
 	vram.NoGrad(func() {
+		var devs []vram.Device
+		groups := map[vram.Device][]sgdItem{}
 		for i, p := range s.params {
 			g := p.Grad()
 			if g == nil {
 				continue
 			}
-			vram.Tidy(func() {
-				first := false
-				if c.Momentum != 0 {
-					if s.bufs[i] == nil {
-						s.bufs[i] = vram.Keep(newState(p, false))
-						first = true
-					} else {
-						follow(p, s.bufs[i])
+			it := sgdItem{i: i, p: p, g: g}
+			if c.Momentum != 0 {
+				if s.bufs[i] == nil {
+					s.bufs[i] = vram.Keep(newState(p, false))
+					it.first = true
+				} else {
+					follow(p, s.bufs[i])
+				}
+			}
+			d := p.Device()
+			if _, ok := groups[d]; !ok {
+				devs = append(devs, d)
+			}
+			groups[d] = append(groups[d], it)
+		}
+		for _, d := range devs {
+			items := groups[d]
+			ps, gs, first := make([]*vram.Tensor, len(items)), make([]*vram.Tensor, len(items)), make([]bool, len(items))
+			var bufs []*vram.Tensor
+			if c.Momentum != 0 {
+				bufs = make([]*vram.Tensor, len(items))
+			}
+			for k, it := range items {
+				ps[k], gs[k], first[k] = it.p, it.g, it.first
+				if bufs != nil {
+					bufs[k] = s.bufs[it.i]
+				}
+			}
+			if vram.FusedSGDSteps(ps, gs, bufs, first, c.LR, c.Momentum, c.Dampening, c.WeightDecay, c.Nesterov) {
+				continue
+			}
+			for _, it := range items {
+				vram.Tidy(func() {
+					if !vram.FusedSGDStep(it.p, it.g, s.bufs[it.i], c.LR, c.Momentum, c.Dampening, c.WeightDecay, c.Nesterov, it.first) {
+						s.composedStep(it.p, it.g, s.bufs[it.i], it.first)
 					}
-				}
-				if vram.FusedSGDStep(p, g, s.bufs[i], c.LR, c.Momentum, c.Dampening, c.WeightDecay, c.Nesterov, first) {
-					return // one fused kernel did the whole step
-				}
-				s.composedStep(p, g, s.bufs[i], first)
-			})
+				})
+			}
 		}
 	})
+}
+
+// sgdItem is one parameter of a step: its index, the parameter, its
+// gradient, and whether its momentum buffer starts with this step.
+type sgdItem struct {
+	i     int
+	p, g  *vram.Tensor
+	first bool
 }
 
 // composedStep is the step of one parameter composed from elementwise ops,

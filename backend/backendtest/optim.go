@@ -210,6 +210,9 @@ func (h *harness) testFusedSteps(t *testing.T) {
 			}
 		}
 	}
+	if fm, ok := h.dev.(backend.FusedSGDMulti); ok {
+		h.testSGDSteps(t, fm)
+	}
 	// Views the fused steps decline, so that callers compose the step.
 	t.Run("declines", func(t *testing.T) {
 		c := NewView(t, h.dev, backend.Float32, []int{4}, filled(4, 1))
@@ -231,4 +234,66 @@ func (h *harness) testFusedSteps(t *testing.T) {
 			}
 		}
 	})
+}
+
+// testSGDSteps checks [backend.FusedSGDMulti.SGDSteps] against
+// [SGDStepRef] on 29 parameters (more than one launch's worth) of sizes
+// from 1 to 20,011 elements in two dtypes, whose momentum buffers start at
+// different steps, and that a wrong argument list queues nothing.
+func (h *harness) testSGDSteps(t *testing.T, fm backend.FusedSGDMulti) {
+	for _, cfg := range []backend.SGDStepConfig{
+		{LR: 0.05, Momentum: 0.9, Dampening: 0.1, WeightDecay: 0.01},
+		{LR: 0.05, Momentum: 0.9, WeightDecay: 0.02, Nesterov: true},
+		{LR: 0.1},
+	} {
+		t.Run(fmt.Sprintf("sgd steps/momentum=%v nesterov=%v", cfg.Momentum, cfg.Nesterov), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 3))
+			sizes := []int{1, 64, 1000, 20_011, 3, 2048, 7, 512}
+			var states []stepState
+			var dts []backend.DType
+			for i := range 29 {
+				dt := floatDTypes[0]
+				if i%3 == 1 {
+					dt = backend.BFloat16
+				}
+				n := sizes[i%len(sizes)]
+				states = append(states, h.stepState(t, dt, normals(rng, n, 1), normals(rng, n, 1), normals(rng, n, 1)))
+				dts = append(dts, dt)
+			}
+			for step := range 3 {
+				ps, gs, bufs := make([]backend.View, len(states)), make([]backend.View, len(states)), make([]backend.View, len(states))
+				first := make([]bool, len(states))
+				for i, s := range states {
+					ps[i], gs[i], bufs[i] = s.views[0], s.views[1], s.views[2]
+					// Parameter i's buffer starts at step i%2: some
+					// parameters get their first gradient a step late.
+					first[i] = step == i%2
+					c := cfg
+					c.First = first[i]
+					if step >= i%2 {
+						SGDStepRef(dts[i], s.host[0], s.host[1], s.host[2], c)
+					}
+				}
+				// Parameters whose buffer has not started are left out.
+				var ps2, gs2, bufs2 []backend.View
+				var first2 []bool
+				for i := range states {
+					if step >= i%2 {
+						ps2, gs2, bufs2, first2 = append(ps2, ps[i]), append(gs2, gs[i]), append(bufs2, bufs[i]), append(first2, first[i])
+					}
+				}
+				h.ok(t, "SGDSteps", h.call(func() error { return fm.SGDSteps(h.dev.DefaultStream(), ps2, gs2, bufs2, first2, cfg) }))
+			}
+			names := []string{"p", "g"}
+			if cfg.Momentum != 0 {
+				names = append(names, "buf")
+			}
+			for i, s := range states {
+				s.check(t, h, fmt.Sprintf("parameter %d (%s)", i, dts[i]), dts[i], names...)
+			}
+			if err := fm.SGDSteps(h.dev.DefaultStream(), []backend.View{states[0].views[0]}, nil, nil, []bool{true}, cfg); err == nil {
+				t.Error("SGDSteps with a missing gradient: no error")
+			}
+		})
+	}
 }

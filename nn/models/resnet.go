@@ -78,9 +78,8 @@ func NewBasicBlock(in, planes, stride int, opts ...vram.Option) *BasicBlock {
 // Forward returns relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)).
 func (b *BasicBlock) Forward(x *vram.Tensor) *vram.Tensor {
 	h := convBN(b.Conv1, b.BN1, x, true)
-	out := convBN(b.Conv2, b.BN2, h, false)
-	h.Release()
-	return addRelu(out, shortcut(b.Downsample, x))
+	defer h.Release()
+	return convBNAddRelu(b.Conv2, b.BN2, h, shortcut(b.Downsample, x))
 }
 
 func (b *BasicBlock) lastBN() *nn.BatchNorm2d { return b.BN2 }
@@ -137,9 +136,8 @@ func (b *Bottleneck) Forward(x *vram.Tensor) *vram.Tensor {
 	h1 := convBN(b.Conv1, b.BN1, x, true)
 	h2 := convBN(b.Conv2, b.BN2, h1, true)
 	h1.Release()
-	out := convBN(b.Conv3, b.BN3, h2, false)
-	h2.Release()
-	return addRelu(out, shortcut(b.Downsample, x))
+	defer h2.Release()
+	return convBNAddRelu(b.Conv3, b.BN3, h2, shortcut(b.Downsample, x))
 }
 
 func (b *Bottleneck) lastBN() *nn.BatchNorm2d { return b.BN3 }
@@ -336,13 +334,21 @@ func downsample(in, out, stride int, opts []vram.Option) *nn.Sequential {
 // what it no longer needs.
 func convBN(c *nn.Conv2d, bn *nn.BatchNorm2d, x *vram.Tensor, relu bool) *vram.Tensor {
 	y := c.Forward(x)
-	z := bn.Forward(y)
-	y.Release()
-	if !relu {
-		return z
+	defer y.Release()
+	if relu {
+		return bn.ForwardReLU(y, nil)
 	}
-	defer z.Release()
-	return z.Relu()
+	return bn.Forward(y)
+}
+
+// convBNAddRelu returns relu(bn(c(x)) + r) and releases r: the end of a
+// residual block, one fused pass after the convolution where the device
+// has one.
+func convBNAddRelu(c *nn.Conv2d, bn *nn.BatchNorm2d, x, r *vram.Tensor) *vram.Tensor {
+	y := c.Forward(x)
+	defer y.Release()
+	defer r.Release()
+	return bn.ForwardReLU(y, r)
 }
 
 // shortcut returns the block's input mapped by the projection, or a new
@@ -352,15 +358,6 @@ func shortcut(down *nn.Sequential, x *vram.Tensor) *vram.Tensor {
 		return x.To(x.Device())
 	}
 	return down.Forward(x)
-}
-
-// addRelu returns relu(a + b) and releases a and b.
-func addRelu(a, b *vram.Tensor) *vram.Tensor {
-	s := a.Add(b)
-	a.Release()
-	b.Release()
-	defer s.Release()
-	return s.Relu()
 }
 
 // kaimingFanOut fills the convolution weight w [out, in/groups, kh, kw]
