@@ -282,9 +282,8 @@ func batchNormNative(op string, ds *devState, x, weight, bias, runMean, runVar *
 
 // BatchNorm2dReLU returns relu(BatchNorm2d(x, ...) + residual), the way a
 // ResNet block ends, or relu(BatchNorm2d(x, ...)) when residual is nil.
-// On a device with a fused batch norm ([backend.FusedBatchNormer]: the
-// CUDA backend's kernels for channels-last tensors) the normalization,
-// the addition and the ReLU are one pass over the data, and the backward
+// On a device with a fused batch norm ([backend.FusedBatchNormer]) the
+// normalization, the addition and the ReLU are one pass over the data, and the backward
 // pass folds the ReLU's mask into the batch norm's two passes, so neither
 // the normalized tensor nor the sum is ever stored; elsewhere the three
 // ops are composed, with the same results up to rounding. The result has

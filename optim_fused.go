@@ -127,9 +127,9 @@ func FusedSGDStep(p, g, buf *Tensor, lr, momentum, dampening, weightDecay float6
 
 // FusedSGDSteps is [FusedSGDStep] for many parameters at once: ps[i] with
 // gradient gs[i], momentum buffer bufs[i] (bufs may be nil when momentum
-// is 0) and first[i], all on one device. On CUDA it takes one launch per
-// dtype and group of up to 12 parameters rather than one each, so that a
-// model's step costs the host a few launches. It returns false, doing
+// is 0) and first[i], all on one device. A device with such a step
+// ([backend.FusedSGDMulti]) takes a few launches for a model's hundreds of
+// parameters rather than one each. It returns false, doing
 // nothing, when the device has no such step or the fused step does not
 // apply to one of the parameters (see FusedSGDStep); the caller then
 // steps them one by one. It panics like FusedSGDStep, and with an [*Error]

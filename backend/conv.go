@@ -112,7 +112,7 @@ type BatchNormer interface {
 // in one pass over the data, and take the ReLU's backward pass into its
 // own. The views follow [BatchNormer]'s rules; r (and dr) have x's shape,
 // dtype and layout, and may be the zero View (no residual). A device that
-// does not take some operands (cuDNN's NCHW kernels, here) returns an
+// does not take some operands (a layout its kernels do not read) returns an
 // error wrapping [ErrNotImplemented] before anything is queued, and the
 // caller composes the op.
 type FusedBatchNormer interface {

@@ -83,7 +83,7 @@ func (l *BatchNorm2d) Forward(x *vram.Tensor) *vram.Tensor {
 // ForwardReLU returns relu(l.Forward(x) + residual), or relu(l.Forward(x))
 // when residual is nil, as a ResNet block ends: with
 // [vram.BatchNorm2dReLU], one pass over the data on a device with fused
-// kernels (CUDA, channels-last), composed elsewhere.
+// kernels, composed elsewhere.
 func (l *BatchNorm2d) ForwardReLU(x, residual *vram.Tensor) *vram.Tensor {
 	training, momentum := l.mode()
 	y := vram.BatchNorm2dReLU(x, residual, l.Weight, l.Bias, l.RunningMean, l.RunningVar, training, momentum, l.Eps)

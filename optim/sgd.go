@@ -29,7 +29,7 @@ type SGDConfig struct {
 // where the momentum lines apply only when momentum is nonzero. Each
 // parameter's step is one fused pass ([vram.FusedSGDStep]: one kernel
 // launch on CUDA, the same arithmetic on the CPU and sim devices), and on
-// CUDA the passes of up to 12 parameters share one launch
+// a device that can, the passes of many parameters share a launch
 // ([vram.FusedSGDSteps]); for non-contiguous tensors it is composed of
 // elementwise ops. float16 and
 // bfloat16 parameters are updated in float32 arithmetic either way.
@@ -67,8 +67,8 @@ func NewSGD(params []*vram.Tensor, cfg SGDConfig) (*SGD, error) {
 }
 
 // Step updates every parameter that has a gradient. The parameters of
-// each device are stepped together where the device can ([vram.FusedSGDSteps]:
-// on CUDA one launch per group of up to 12 parameters), else one by one.
+// each device are stepped together where the device can
+// ([vram.FusedSGDSteps]), else one by one.
 func (s *SGD) Step() {
 	c := s.cfg
 	vram.NoGrad(func() {
