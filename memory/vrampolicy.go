@@ -41,8 +41,14 @@ package memory
 //     of its own, so step 3 can unmap it while it is free. A run of small
 //     tensors (a model's weights as it loads, a decoder's per-token
 //     tensors) then takes one mapping per few tensors rather than one per
-//     tensor. Should the device or the memory limit refuse the memory
-//     ahead, the request is placed again without it.
+//     tensor. Until the allocator's first free (a model's weights
+//     loading, before any activation is given back), a request of 3 to
+//     4 MiB (vramLoadAheadMin to vramAheadMax) maps its 20 MiB whatever
+//     the slack: the peak grows with every tensor loaded, so what is
+//     mapped ahead is the next tensors' memory, and the slack of a small
+//     peak would otherwise allow a few MiB ahead or none. Should the
+//     device or the memory limit refuse the memory ahead, the request is
+//     placed again without it.
 //
 // On a repeating workload (a training loop) the driver calls die out: a
 // remap that cannot be avoided raises the high-water mark, so the next
@@ -139,6 +145,40 @@ import (
 //     block), measured on all 16 traces: all bounds met on 1 to 5 traces,
 //     fragmentation broken on 2 to 12, worst 21 to 43x.
 //
+// Measured on all 16 traces on 2026-12-01 against the settings above (6
+// within every bound, 15 within the fragmentation bounds, worst 13.9x),
+// the placements first:
+//
+//   - Two-ended placement: requests of at least 1/8 of the peak (or of
+//     32 MiB) from the high end of the highest-addressed free block that
+//     fits, the rest by best fit as before or from the lowest-addressed
+//     block: all bounds met on 3, 2 and 1 traces, fragmentation broken
+//     on 7, 7 and 5 (bert_infer_varlen 1.133, 1.093, 1.060x), worst
+//     17.5, 18.6 and 17.9x.
+//
+//   - Exact-size reuse: a request placed where the last freed block of
+//     its size lay, when that memory is free: 2 traces, fragmentation
+//     broken on 9, bert_infer_varlen 37x (609 maps, 536 unmaps). Keyed
+//     by the size and the two sizes requested before it (a tensor's
+//     role in a repeating layer), with the last 2 or 4 addresses: 3 and
+//     4 traces, bert_infer_varlen 1.083x and 24x.
+//
+// Then the cost of loading: the weights (before the first free) took one
+// mapping per tensor, 2.0 ms of bert_infer_varlen's 15.2 ms, since the
+// slack of a small peak leaves little or no room ahead. Mapping ahead
+// whatever the slack, for every request of up to 4 MiB: 4 traces,
+// fragmentation broken on 8; only for requests that raise the peak: 6
+// (gpt2_generate_varbatch in, synth_gpt_serve_kvcache out at 2.38x,
+// resnet50_infer_varbatch 1.094x, synth_two_models 1.063x); for requests
+// of up to 10 MiB: worse. Only before the first free, and only in the
+// large pool: requests of 1 or 2 to 4 MiB break both ResNet-50
+// inference traces (1.084, 1.082x); of 2.5 or 3 to 4 MiB, 7 traces,
+// every bound met before still met and every trace's driver time lower
+// or the same (kept, step 5); up to 4.5 MiB, gpt_generate_kvcache
+// 1.056x; from 3.5 MiB, gpt2_generate_varbatch stays at 2.20x; 16 or 32
+// MiB ahead instead of 20: 6 or 5 traces. bert_infer_varlen's loading
+// then costs 1.2 ms, its budget 2.2 ms for the whole trace.
+//
 // The traces still outside the driver bound move memory inside a request
 // near the largest, in every layer, as policyGaps explains. Traced on
 // bert_infer_varlen: a layer's output (40.5 MiB) lands in the hole its
@@ -168,6 +208,14 @@ const (
 	// trace passes PyTorch's best fragmentation.
 	vramAheadMax   = 4 << 20
 	vramAheadChunk = kLargeBuffer
+	// vramLoadAheadMin: until the first free, a request of at least 3 MiB
+	// (and at most vramAheadMax) maps ahead whatever the slack. The sweep
+	// of 2026-12-01 chose it: 2.5 or 3 MiB bring gpt2_generate_varbatch
+	// under the driver bound, 3.5 MiB does not, 1 or 2 MiB break the
+	// fragmentation bound of both ResNet-50 inference traces (1.084,
+	// 1.082), where loading maps ahead for the many 1 to 2.25 MiB
+	// convolution weights.
+	vramLoadAheadMin = 3 << 20
 	// vramSpanFactor: each virtual segment reserves twice the device's
 	// capacity of address space (at most maxDefaultSpan), so that
 	// unmapped holes can be left behind while the segment grows.
@@ -360,6 +408,10 @@ func (a *Allocator) aheadFor(pl placement, size int64) int64 {
 	reserved := a.stats.ReservedBytes[StatAll].Current
 	peak := max(a.peakAlloc, satAdd(a.stats.AllocatedBytes[StatAll].Current, size))
 	room := min(satAdd(peak, peak/vramSlackDiv), a.allowed()) - reserved - pl.need
+	if !a.freedOnce && size >= vramLoadAheadMin {
+		// Loading: what is mapped ahead holds the next tensors.
+		room = a.allowed() - reserved - pl.need
+	}
 	return max(alignDown(min(vramAheadChunk-pl.need, room), a.gran), 0)
 }
 

@@ -5,8 +5,9 @@ import "testing"
 // TestVRAMMapsAhead checks step 5 of policy:vram: a request of at most
 // vramAheadMax bytes that grows a segment maps up to vramAheadChunk in
 // all, the part ahead of the window as a mapping of its own, within 1/24
-// above the peak, and falls back to the window alone when the device has
-// no room for more.
+// above the peak (whatever the slack before the first free for requests
+// of at least vramLoadAheadMin bytes), and falls back to the window alone
+// when the device has no room for more.
 func TestVRAMMapsAhead(t *testing.T) {
 	const (
 		base = 480 * mib // allocated first: a peak whose slack is 20 MiB
@@ -16,6 +17,7 @@ func TestVRAMMapsAhead(t *testing.T) {
 		name   string
 		base   int64 // allocated first (0: nothing)
 		others int64 // held by other processes on the simulated device
+		freed  bool  // a block is allocated and freed first: loading is over
 		limit  int64 // the allocator's memory limit (0: the device)
 		size   int64
 		// reserved is the growth of the reserve for the request;
@@ -30,8 +32,15 @@ func TestVRAMMapsAhead(t *testing.T) {
 		{name: "largest request that maps ahead", base: base, size: vramAheadMax, reserved: vramAheadChunk, maps: 2, more: 3},
 		{name: "larger request maps only its window", base: base, size: vramAheadMax + 1, reserved: vramAheadMax + gran, maps: 1},
 		{name: "small pool", base: base, size: 4096, reserved: vramAheadChunk, maps: 2, more: 3},
-		// The slack of a 3 MiB peak is 128 KiB: no room ahead.
-		{name: "no slack above the peak", size: 3 * mib, reserved: 4 * mib, maps: 1},
+		// The slack of a 3 MiB peak is 128 KiB: no room ahead, and the
+		// freed block's 2 MiB are given back to stay within it.
+		{name: "no slack above the peak", freed: true, size: 3 * mib, reserved: 4*mib - 2*mib, maps: 1},
+		// Before the first free, a 3 MiB request maps 20 MiB whatever
+		// the slack; the next five like it come from there.
+		{name: "loading without slack", size: vramLoadAheadMin, reserved: vramAheadChunk, maps: 2, more: 5},
+		{name: "loading, largest request", size: vramAheadMax, reserved: vramAheadChunk, maps: 2, more: 3},
+		// Smaller requests keep to the slack while loading too.
+		{name: "loading, smaller request", size: vramLoadAheadMin - mib/2, reserved: 4 * mib, maps: 1},
 		// The device has 8 MiB free: the 20 MiB mapping is refused and
 		// the request maps its 4 MiB window alone, without an OOM.
 		{name: "device without room ahead", base: base, others: 1<<30 - base - 8*mib, size: 3 * mib, reserved: 4 * mib, maps: 1},
@@ -43,6 +52,9 @@ func TestVRAMMapsAhead(t *testing.T) {
 			a, sim := newTestAllocator(t, "", 1<<30)
 			if tc.base > 0 {
 				mustAlloc(t, a, tc.base, 0)
+			}
+			if tc.freed {
+				a.Free(mustAlloc(t, a, 512, 0))
 			}
 			if tc.others > 0 {
 				if err := sim.SetOtherProcesses([]ProcessMemory{{PID: 1, Bytes: tc.others}}); err != nil {
@@ -71,7 +83,7 @@ func TestVRAMMapsAhead(t *testing.T) {
 			if got, want := sim.Counts().Refused-refused, min(tc.others, 1); got != want {
 				t.Errorf("%d mappings refused, want %d", got, want)
 			}
-			if peak := max(s.AllocatedBytes[StatAll].Peak, 1); tc.maps == 2 && s.ReservedBytes[StatAll].Current > peak+peak/vramSlackDiv {
+			if peak := max(s.AllocatedBytes[StatAll].Peak, 1); tc.maps == 2 && (tc.base > 0 || tc.freed) && s.ReservedBytes[StatAll].Current > peak+peak/vramSlackDiv {
 				t.Errorf("reserve %d above the peak %d and its slack", s.ReservedBytes[StatAll].Current, peak)
 			}
 			if tc.maps == 2 {
