@@ -85,7 +85,7 @@
 //	synth_gpt_serve_kvcache        1.173  2.1 ms    1.075  2.2 ms       1.040  4.0 ms
 //	synth_resnet50_infer_varbatch  2.562  0.9 ms    1.364  1.0 ms       1.038  4.0 ms
 //	synth_transformer_train_varlen 2.039  6.2 ms    1.117 11.1 ms       1.038 16.4 ms
-//	synth_two_models               2.471  1.7 ms    1.052  1.9 ms       1.037 15.9 ms
+//	synth_two_models               2.471  1.7 ms    1.052  1.9 ms       1.035  9.9 ms
 //	two_models                     1.746  2.7 ms    1.232  3.0 ms       1.086 13.2 ms
 //
 // policy:vram reserves at most 1.05 times the peak requested, and less
@@ -93,7 +93,7 @@
 // encoder and a GPT-2-sized decoder served by one process, recorded),
 // where it reserves 1.086x, still below PyTorch's 1.232 with expandable
 // segments. Its driver time is
-// within twice policy:pytorch's on 7 of the 16 traces and up to 13.2 times
+// within twice policy:pytorch's on 8 of the 16 traces and up to 13.2 times
 // it on the others: a segment of policy:pytorch costs about as much as one
 // mapping, and the vram policy unmaps and remaps holes to stay within its
 // slack, on the inference traces in every layer of the requests near the

@@ -27,7 +27,12 @@ package memory
 //     whichever is larger. Above it, first unmap whole chunks inside free
 //     blocks, lowest address first, until the new mapping fits the
 //     budget: a segment's working set drifts towards its unmapped end,
-//     and the holes it leaves behind are the ones it needs least.
+//     and the holes it leaves behind are the ones it needs least. Of a
+//     free block, unmap its lowest chunks until they hold 32 times what
+//     is still over the budget (vramReclaimFactor), not always all of
+//     them: a small request just over the budget (the small pool's 2 MiB,
+//     a few MiB of a large one) would otherwise unmap a free range of
+//     hundreds of MiB that the next requests map again, chunk by chunk.
 //  4. Map the missing granules, in chunks: up to 52 MiB as one chunk,
 //     larger ranges as power-of-two chunks aligned to their size and at
 //     most a sixth of the range (16 MiB to 1 GiB), so that the hole a
@@ -179,6 +184,21 @@ import (
 // MiB ahead instead of 20: 6 or 5 traces. bert_infer_varlen's loading
 // then costs 1.2 ms, its budget 2.2 ms for the whole trace.
 //
+// Then what step 3 unmaps: of the lowest free block it took every chunk,
+// so that on gpt_generate_kvcache a 2 MiB segment of the small pool,
+// just over the budget, unmapped 442 MiB in 34 chunks (1.4 ms) that the
+// next requests mapped again. Unmapping of each free block only its
+// lowest chunks for as many bytes as are over: 7 traces (gpt_generate
+// _kvcache in at 1.67x, gpt2_generate_varbatch out at 2.04x),
+// fragmentation broken on resnet50_infer_varbatch (1.090x) and
+// synth_resnet50_infer_varbatch (1.060x); its highest chunks instead:
+// 7, bert_infer_varlen at 1.063x. For 4 to 16 times what is over: 8,
+// resnet50_infer_varbatch at 1.074x (4 times); 24 to 48 times: 8, every
+// bound met before still met (32 kept, vramReclaimFactor); 64 times: 7.
+// At least 64 MiB rather than a multiple: 8, one fragmentation bound
+// broken; 128 or 256 MiB: 7. Applied also to the block holding the
+// window: no change.
+//
 // The traces still outside the driver bound move memory inside a request
 // near the largest, in every layer, as policyGaps explains. Traced on
 // bert_infer_varlen: a layer's output (40.5 MiB) lands in the hole its
@@ -191,6 +211,13 @@ const (
 	// vramSlackDiv: the reserve may exceed the peak of the allocated bytes
 	// (the request included) by 1/24 of it before free chunks are unmapped.
 	vramSlackDiv = 24
+	// vramReclaimFactor: step 3 unmaps a free block's lowest chunks until
+	// they hold 32 times the bytes still over the budget, or all of them.
+	// The sweep of 2026-12-01 chose it: 24 to 48 bring
+	// gpt_generate_kvcache under the driver bound (2.99 to 1.68x) and keep
+	// every other bound; 4 to 16 break resnet50_infer_varbatch's
+	// fragmentation (1.074x at 4), 64 loses gpt_generate_kvcache again.
+	vramReclaimFactor = 32
 	// vramSingleChunk: a mapping of up to 52 MiB is one chunk (one call).
 	vramSingleChunk = 52 << 20
 	// vramMinChunk and vramMaxChunk bound the largest chunk of a larger
@@ -522,7 +549,7 @@ func (a *Allocator) reclaim(want int64, seg *segment, lo, hi uint64) int64 {
 			break
 		}
 		if b.seg != seg || b.end() <= lo || b.addr >= hi {
-			n, _ := a.unmapFree(b, b.addr, b.end())
+			n, _ := a.unmapFree(b, b.addr, a.chunksFor(b.addr, b.end(), satMul(vramReclaimFactor, want-got)))
 			got += n
 			continue
 		}
@@ -540,4 +567,24 @@ func (a *Allocator) reclaim(want int64, seg *segment, lo, hi uint64) int64 {
 		}
 	}
 	return got
+}
+
+// chunksFor returns where the fewest whole chunks in [lo, hi), counted
+// from lo, hold at least want bytes: the end of the last of them, or hi
+// when all of them together hold less.
+func (a *Allocator) chunksFor(lo, hi uint64, want int64) uint64 {
+	end := hi
+	var got int64
+	a.chunks.AscendGreaterOrEqual(chunk{addr: lo}, func(c chunk) bool {
+		if c.addr+uint64(c.size) > hi {
+			return false
+		}
+		got += c.size
+		if got >= want {
+			end = c.addr + uint64(c.size)
+			return false
+		}
+		return true
+	})
+	return end
 }

@@ -106,3 +106,52 @@ func TestVRAMMapsAhead(t *testing.T) {
 		})
 	}
 }
+
+// TestVRAMReclaimsWhatIsNeeded checks step 3 of policy:vram: a request
+// just over the budget unmaps the lowest chunks of a large free block
+// until they hold vramReclaimFactor times what is over, not the whole
+// block, and a request far over it still unmaps all it needs. The large
+// requests come on another stream, so that the freed block cannot serve
+// them.
+func TestVRAMReclaimsWhatIsNeeded(t *testing.T) {
+	tests := []struct {
+		name   string
+		size   int64 // the request over the budget, in the small or the large pool
+		stream Stream
+		// unmapped is the most the request may give back; kept the
+		// least that stays mapped of the freed 480 MiB.
+		unmapped, kept int64
+	}{
+		{name: "small pool, 2 MiB over", size: 4096, unmapped: vramReclaimFactor*2*mib + 80*mib, kept: 400 * mib},
+		{name: "large pool, 4 MiB over", size: 4 * mib, stream: 1, unmapped: vramReclaimFactor*4*mib + 80*mib, kept: 300 * mib},
+		{name: "large pool, 400 MiB over", size: 400 * mib, stream: 1, unmapped: 480 * mib, kept: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, sim := newTestAllocator(t, "", 1<<30)
+			x := mustAlloc(t, a, 480*mib, 0)
+			mustAlloc(t, a, 20*mib, 0)
+			// A limit at the reserve: any new mapping is over the budget.
+			reserved := a.Stats().ReservedBytes[StatAll].Current
+			if err := a.SetMemoryFraction(float64(reserved) / (1 << 30)); err != nil {
+				t.Fatal(err)
+			}
+			a.Free(x)
+			before := a.Stats()
+			mustAlloc(t, a, tc.size, tc.stream)
+			s := a.Stats()
+			gone := before.ReservedBytes[StatAll].Current + alignUp(tc.size, SimGranularity) - s.ReservedBytes[StatAll].Current
+			if gone > tc.unmapped || gone < alignUp(tc.size, SimGranularity) {
+				t.Errorf("unmapped %d MiB for a request of %d bytes, want %d to %d MiB", gone/mib, tc.size,
+					alignUp(tc.size, SimGranularity)/mib, tc.unmapped/mib)
+			}
+			if kept := 480*mib - gone; kept < tc.kept {
+				t.Errorf("%d MiB of the freed block still mapped, want at least %d", kept/mib, tc.kept/mib)
+			}
+			if s.NumOOMs != 0 || s.NumAllocRetries != 0 {
+				t.Errorf("%d OOMs, %d retries", s.NumOOMs, s.NumAllocRetries)
+			}
+			check(t, a, sim)
+		})
+	}
+}
