@@ -208,8 +208,8 @@ import (
 // output that lives into the next layer) this keeps every layer in 7
 // units, the least possible, with the layer output alternating between
 // the two ends, where carving from the low end drifts one unit a layer
-// and needs a move every third layer; the same on a model of
-// synth_bert_infer_varlen's layer. Replayed, for every request or for
+// until a layer no longer fits, after three; on a model of
+// synth_bert_infer_varlen's layer both keep to the least. Replayed, for every request or for
 // those of at least 16 or 64 MiB: bert_infer_varlen at 4.0, 3.5 and 16x
 // (1.020x reserved at 16 MiB), two_models within 1.05x (1.034), but
 // synth_bert_infer_varlen at 28 to 31x and synth_bert_infer_varlen_long
@@ -218,8 +218,9 @@ import (
 // memory in islands between unmapped holes that step 3 left, each too
 // small for a 256 MiB attention matrix, and each layer maps one again.
 // Counting unmapped space as youngest, counting only allocated
-// neighbours, the rule only for requests that do not raise the peak or
-// that leave a fourth of their block free, and reclaiming by highest
+// neighbours, the rule only for requests that do not raise the peak or,
+// beside unmapped space, only in blocks 2 to 8 times the request, and
+// reclaiming by highest
 // address, largest or smallest block, latest freed, or chunks next to
 // unmapped space first: 0 to 8 traces, none with bert_infer_varlen
 // under 12x and synth_bert_infer_varlen under 13x together. Next to
