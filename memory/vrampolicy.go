@@ -199,32 +199,31 @@ import (
 // broken; 128 or 256 MiB: 7. Applied also to the block holding the
 // window: no change.
 //
-// Then the side of a free block an allocation is carved from, by the age
-// of the neighbours rather than by geometry: next to the older neighbour
-// (a segment's start and its unmapped end counting as oldest), so that
-// the free space stays beside the blocks that die first. On a model of
-// bert_infer_varlen's layer (in units of its 44 MiB hidden state: a 3
-// QKV, two 1 for attention, a 1 output, a 4 intermediate, a 1 layer
-// output that lives into the next layer) this keeps every layer in 7
-// units, the least possible, with the layer output alternating between
-// the two ends, where carving from the low end drifts one unit a layer
-// until a layer no longer fits, after three; on a model of
-// synth_bert_infer_varlen's layer both keep to the least. Replayed, for every request or for
-// those of at least 16 or 64 MiB: bert_infer_varlen at 4.0, 3.5 and 16x
-// (1.020x reserved at 16 MiB), two_models within 1.05x (1.034), but
-// synth_bert_infer_varlen at 28 to 31x and synth_bert_infer_varlen_long
-// at 44 to 47x, fragmentation broken on 5 to 8 traces: all bounds met on
-// 0 to 4. There a request larger than the one before finds the mapped
-// memory in islands between unmapped holes that step 3 left, each too
-// small for a 256 MiB attention matrix, and each layer maps one again.
-// Counting unmapped space as youngest, counting only allocated
-// neighbours, the rule only for requests that do not raise the peak or,
-// beside unmapped space, only in blocks 2 to 8 times the request, and
-// reclaiming by highest
-// address, largest or smallest block, latest freed, or chunks next to
-// unmapped space first: 0 to 8 traces, none with bert_infer_varlen
-// under 12x and synth_bert_infer_varlen under 13x together. Next to
-// the younger neighbour: 6 traces, bert_infer_varlen at 38x.
+// Then the side of a free block an allocation is carved from, by the age of
+// the neighbours rather than by geometry: next to the older neighbour (a
+// segment's start and its unmapped end counting as oldest), so that the
+// free space stays beside the blocks that die first. On a model of
+// bert_infer_varlen's layer (in units of its 44 MiB hidden state: a 3 QKV,
+// two 1 for attention, a 1 output, a 4 intermediate, a 1 layer output that
+// lives into the next layer) this keeps every layer in 7 units, the least
+// possible, with the layer output alternating between the two ends, where
+// carving from the low end drifts one unit a layer until a layer no longer
+// fits, after three; on a model of synth_bert_infer_varlen's layer both
+// keep to the least. Replayed, for every request or for those of at least
+// 16 or 64 MiB: bert_infer_varlen at 4.0, 3.5 and 16x (1.020x reserved at
+// 16 MiB), two_models within 1.05x (1.034), but synth_bert_infer_varlen at
+// 28 to 31x and synth_bert_infer_varlen_long at 44 to 47x, fragmentation
+// broken on 5 to 8 traces: all bounds met on 0 to 4. There a request larger
+// than the one before finds the mapped memory in islands between unmapped
+// holes that step 3 left, each too small for a 256 MiB attention matrix,
+// and each layer maps one again. Counting unmapped space as youngest,
+// counting only allocated neighbours, the rule only for requests that do
+// not raise the peak or, beside unmapped space, only in blocks 2 to 8 times
+// the request, and reclaiming by highest address, largest or smallest
+// block, latest freed, or chunks next to unmapped space first: 0 to 8
+// traces, none with bert_infer_varlen under 12x and synth_bert_infer_varlen
+// under 13x together. Next to the younger neighbour: 6 traces,
+// bert_infer_varlen at 38x.
 //
 // The traces still outside the driver bound move memory inside a request
 // near the largest, in every layer, as policyGaps explains. Traced on
