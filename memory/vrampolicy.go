@@ -228,7 +228,7 @@ import (
 // Step 3 reclaiming only free blocks next to unmapped space (never opening
 // a new hole in the mapped memory), with either carving side: the driver
 // bound met on 8 to 12 traces (bert_infer_varlen 2.1x with the age side),
-// but 1.04 to 1.29x reserved, the fragmentation bound met on 1 to 8: the
+// but up to 1.29x reserved, the fragmentation bound met on 1 to 8: the
 // holes inside the working set are what the driver calls buy back.
 //
 // The traces still outside the driver bound move memory inside a request
