@@ -188,8 +188,8 @@ import (
 // so that on gpt_generate_kvcache a 2 MiB segment of the small pool,
 // just over the budget, unmapped 442 MiB in 34 chunks (1.4 ms) that the
 // next requests mapped again. Unmapping of each free block only its
-// lowest chunks for as many bytes as are over: 7 traces (gpt_generate
-// _kvcache in at 1.67x, gpt2_generate_varbatch out at 2.04x),
+// lowest chunks for as many bytes as are over: 7 traces
+// (gpt_generate_kvcache in at 1.67x, gpt2_generate_varbatch out at 2.04x),
 // fragmentation broken on resnet50_infer_varbatch (1.090x) and
 // synth_resnet50_infer_varbatch (1.060x); its highest chunks instead:
 // 7, bert_infer_varlen at 1.063x. For 4 to 16 times what is over: 8,
