@@ -231,6 +231,18 @@ import (
 // but up to 1.29x reserved, the fragmentation bound met on 1 to 8: the
 // holes inside the working set are what the driver calls buy back.
 //
+// Then the chunks of step 4 for requests that raise the peak (optimizer
+// states, a larger batch's activations): of up to 96 or 128 MiB rather than
+// sixths, 9 traces (synth_transformer_train_varlen in at 2.00x;
+// synth_bert_infer_varlen_long at 2.82x and synth_two_models at 2.84x, from
+// 11.4 and 5.75x), but resnet50_infer_varbatch at 1.120x,
+// synth_resnet50_infer_varbatch at 1.165x and synth_bert_infer_varlen_long
+// at 1.054x reserved: the memory such a chunk leaves when its tensor dies
+// is reused in part, and the whole chunk stays mapped. Up to 64 MiB: 8
+// traces, two more fragmentation bounds broken; 192 MiB or 1 GiB: 8 and 6;
+// a half, a third or a quarter of the request: 4 or 5. Before the first
+// free only: 8, both ResNet-50 inference traces broken (1.064, 1.066x).
+//
 // The traces still outside the driver bound move memory inside a request
 // near the largest, in every layer, as policyGaps explains. Traced on
 // bert_infer_varlen: a layer's output (40.5 MiB) lands in the hole its
