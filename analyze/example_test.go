@@ -73,7 +73,7 @@ func ExampleRecorder() {
 		fmt.Println(err)
 	}
 	// Output:
-	// history events: 32
+	// history events: 30
 	// peak allocated: 36 MiB
 	// has samples: true
 }

@@ -136,6 +136,7 @@ type Allocator struct {
 	fraction      float64 // the per-process memory fraction, 0 if none
 	highWater     int64   // highest reserve since New or EmptyCache (policy:vram)
 	peakAlloc     int64   // highest allocated bytes since New or EmptyCache (policy:vram)
+	freedOnce     bool    // a block has been freed since New (policy:vram's loading ends)
 	tick          uint64  // allocation clock, for least-recently-used order
 	pendingEvents []pendingEvent
 	hist          *history
@@ -561,6 +562,7 @@ func (a *Allocator) freeBlock(b *Block, pcs []uintptr) {
 	b.uses, b.region, b.pcs = nil, "", nil
 	b.requested = 0
 	b.freedAt = a.tick
+	a.freedOnce = true
 	p := a.pools[b.seg.kind]
 	// b takes the tree position of a free neighbour it absorbs, and is
 	// re-keyed in place: usually no tree surgery at all.

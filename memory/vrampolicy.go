@@ -27,7 +27,12 @@ package memory
 //     whichever is larger. Above it, first unmap whole chunks inside free
 //     blocks, lowest address first, until the new mapping fits the
 //     budget: a segment's working set drifts towards its unmapped end,
-//     and the holes it leaves behind are the ones it needs least.
+//     and the holes it leaves behind are the ones it needs least. Of a
+//     free block, unmap its lowest chunks until they hold 32 times what
+//     is still over the budget (vramReclaimFactor), not always all of
+//     them: a small request just over the budget (the small pool's 2 MiB,
+//     a few MiB of a large one) would otherwise unmap a free range of
+//     hundreds of MiB that the next requests map again, chunk by chunk.
 //  4. Map the missing granules, in chunks: up to 52 MiB as one chunk,
 //     larger ranges as power-of-two chunks aligned to their size and at
 //     most a sixth of the range (16 MiB to 1 GiB), so that the hole a
@@ -41,8 +46,14 @@ package memory
 //     of its own, so step 3 can unmap it while it is free. A run of small
 //     tensors (a model's weights as it loads, a decoder's per-token
 //     tensors) then takes one mapping per few tensors rather than one per
-//     tensor. Should the device or the memory limit refuse the memory
-//     ahead, the request is placed again without it.
+//     tensor. Until the allocator's first free (a model's weights
+//     loading, before any activation is given back), a request of 3 to
+//     4 MiB (vramLoadAheadMin to vramAheadMax) maps its 20 MiB whatever
+//     the slack: the peak grows with every tensor loaded, so what is
+//     mapped ahead is the next tensors' memory, and the slack of a small
+//     peak would otherwise allow a few MiB ahead or none. Should the
+//     device or the memory limit refuse the memory ahead, the request is
+//     placed again without it.
 //
 // On a repeating workload (a training loop) the driver calls die out: a
 // remap that cannot be avoided raises the high-water mark, so the next
@@ -139,6 +150,99 @@ import (
 //     block), measured on all 16 traces: all bounds met on 1 to 5 traces,
 //     fragmentation broken on 2 to 12, worst 21 to 43x.
 //
+// Measured on all 16 traces on 2026-12-01 against the settings above (6
+// within every bound, 15 within the fragmentation bounds, worst 13.9x),
+// the placements first:
+//
+//   - Two-ended placement: requests of at least 1/8 of the peak (or of
+//     32 MiB) from the high end of the highest-addressed free block that
+//     fits, the rest by best fit as before or from the lowest-addressed
+//     block: all bounds met on 3, 2 and 1 traces, fragmentation broken
+//     on 7, 7 and 5 (bert_infer_varlen 1.133, 1.093, 1.060x), worst
+//     17.5, 18.6 and 17.9x.
+//
+//   - Exact-size reuse: a request placed where the last freed block of
+//     its size lay, when that memory is free: 2 traces, fragmentation
+//     broken on 9, bert_infer_varlen 37x (609 maps, 536 unmaps). Keyed
+//     by the size and the two sizes requested before it (a tensor's
+//     role in a repeating layer), with the last 2 or 4 addresses: 3 and
+//     4 traces, bert_infer_varlen 1.083x and 24x.
+//
+// Then the cost of loading: the weights (before the first free) took one
+// mapping per tensor, 2.0 ms of bert_infer_varlen's 15.2 ms, since the
+// slack of a small peak leaves little or no room ahead. Mapping ahead
+// whatever the slack, for every request of up to 4 MiB: 4 traces,
+// fragmentation broken on 8; only for requests that raise the peak: 6
+// (gpt2_generate_varbatch in, synth_gpt_serve_kvcache out at 2.38x,
+// resnet50_infer_varbatch 1.094x, synth_two_models 1.063x); for requests
+// of up to 10 MiB: worse. Only before the first free, and only in the
+// large pool: requests of 1 or 2 to 4 MiB break both ResNet-50
+// inference traces (1.084, 1.082x); of 2.5 or 3 to 4 MiB, 7 traces,
+// every bound met before still met and every trace's driver time lower
+// or the same (kept, step 5); up to 4.5 MiB, gpt_generate_kvcache
+// 1.056x; from 3.5 MiB, gpt2_generate_varbatch stays at 2.20x; 16 or 32
+// MiB ahead instead of 20: 6 or 5 traces. bert_infer_varlen's loading
+// then costs 1.2 ms, its budget 2.2 ms for the whole trace.
+//
+// Then what step 3 unmaps: of the lowest free block it took every chunk,
+// so that on gpt_generate_kvcache a 2 MiB segment of the small pool,
+// just over the budget, unmapped 442 MiB in 34 chunks (1.4 ms) that the
+// next requests mapped again. Unmapping of each free block only its
+// lowest chunks for as many bytes as are over: 7 traces
+// (gpt_generate_kvcache in at 1.67x, gpt2_generate_varbatch out at 2.04x),
+// fragmentation broken on resnet50_infer_varbatch (1.090x) and
+// synth_resnet50_infer_varbatch (1.060x); its highest chunks instead:
+// 7, bert_infer_varlen at 1.063x. For 4 to 16 times what is over: 8,
+// resnet50_infer_varbatch at 1.074x (4 times); 24 to 48 times: 8, every
+// bound met before still met (32 kept, vramReclaimFactor); 64 times: 7.
+// At least 64 MiB rather than a multiple: 8, one fragmentation bound
+// broken; 128 or 256 MiB: 7. Applied also to the block holding the
+// window: no change.
+//
+// Then the side of a free block an allocation is carved from, by the age of
+// the neighbours rather than by geometry: next to the older neighbour (a
+// segment's start and its unmapped end counting as oldest), so that the
+// free space stays beside the blocks that die first. On a model of
+// bert_infer_varlen's layer (in units of its 44 MiB hidden state: a 3 QKV,
+// two 1 for attention, a 1 output, a 4 intermediate, a 1 layer output that
+// lives into the next layer) this keeps every layer in 7 units, the least
+// possible, with the layer output alternating between the two ends, where
+// carving from the low end drifts one unit a layer until a layer no longer
+// fits, after three; on a model of synth_bert_infer_varlen's layer both
+// keep to the least. Replayed, for every request or for those of at least
+// 16 or 64 MiB: bert_infer_varlen at 4.0, 3.5 and 16x (1.020x reserved at
+// 16 MiB), two_models within 1.05x (1.034), but synth_bert_infer_varlen at
+// 28 to 31x and synth_bert_infer_varlen_long at 44 to 47x, fragmentation
+// broken on 5 to 8 traces: all bounds met on 0 to 4. There a request larger
+// than the one before finds the mapped memory in islands between unmapped
+// holes that step 3 left, each too small for a 256 MiB attention matrix,
+// and each layer maps one again. Counting unmapped space as youngest,
+// counting only allocated neighbours, the rule only for requests that do
+// not raise the peak or, beside unmapped space, only in blocks 2 to 8 times
+// the request, and reclaiming by highest address, largest or smallest
+// block, latest freed, or chunks next to unmapped space first: 0 to 8
+// traces, none with bert_infer_varlen under 12x and synth_bert_infer_varlen
+// under 13x together. Next to the younger neighbour: 6 traces,
+// bert_infer_varlen at 38x.
+//
+// Step 3 reclaiming only free blocks next to unmapped space (never opening
+// a new hole in the mapped memory), with either carving side: the driver
+// bound met on 8 to 12 traces (bert_infer_varlen 2.1x with the age side),
+// but up to 1.29x reserved, the fragmentation bound met on 1 to 8: the
+// holes inside the working set are what the driver calls buy back.
+//
+// Then the chunks of step 4 for requests that raise the peak (optimizer
+// states, a larger batch's activations): of up to 96 or 128 MiB rather than
+// sixths, 9 traces (synth_transformer_train_varlen in at 2.00x;
+// synth_bert_infer_varlen_long at 2.82x and synth_two_models at 2.84x, from
+// 11.4 and 5.75x), but resnet50_infer_varbatch at 1.120x,
+// synth_resnet50_infer_varbatch at 1.165x and synth_bert_infer_varlen_long
+// at 1.054x reserved: the memory such a chunk leaves when its tensor dies
+// is reused in part, and the whole chunk stays mapped. Up to 64 MiB: 8
+// traces, two more fragmentation bounds broken; 192 MiB or 1 GiB: 8 and 6;
+// a half, a third or a quarter of the request: 4 or 5. Before the first
+// free only: 8, both ResNet-50 inference traces broken (1.064, 1.066x).
+//
 // The traces still outside the driver bound move memory inside a request
 // near the largest, in every layer, as policyGaps explains. Traced on
 // bert_infer_varlen: a layer's output (40.5 MiB) lands in the hole its
@@ -151,6 +255,13 @@ const (
 	// vramSlackDiv: the reserve may exceed the peak of the allocated bytes
 	// (the request included) by 1/24 of it before free chunks are unmapped.
 	vramSlackDiv = 24
+	// vramReclaimFactor: step 3 unmaps a free block's lowest chunks until
+	// they hold 32 times the bytes still over the budget, or all of them.
+	// The sweep of 2026-12-01 chose it: 24 to 48 bring
+	// gpt_generate_kvcache under the driver bound (2.99 to 1.68x) and keep
+	// every other bound; 4 to 16 break resnet50_infer_varbatch's
+	// fragmentation (1.074x at 4), 64 loses gpt_generate_kvcache again.
+	vramReclaimFactor = 32
 	// vramSingleChunk: a mapping of up to 52 MiB is one chunk (one call).
 	vramSingleChunk = 52 << 20
 	// vramMinChunk and vramMaxChunk bound the largest chunk of a larger
@@ -168,6 +279,14 @@ const (
 	// trace passes PyTorch's best fragmentation.
 	vramAheadMax   = 4 << 20
 	vramAheadChunk = kLargeBuffer
+	// vramLoadAheadMin: until the first free, a request of at least 3 MiB
+	// (and at most vramAheadMax) maps ahead whatever the slack. The sweep
+	// of 2026-12-01 chose it: 2.5 or 3 MiB bring gpt2_generate_varbatch
+	// under the driver bound, 3.5 MiB does not, 1 or 2 MiB break the
+	// fragmentation bound of both ResNet-50 inference traces (1.084,
+	// 1.082), where loading maps ahead for the many 1 to 2.25 MiB
+	// convolution weights.
+	vramLoadAheadMin = 3 << 20
 	// vramSpanFactor: each virtual segment reserves twice the device's
 	// capacity of address space (at most maxDefaultSpan), so that
 	// unmapped holes can be left behind while the segment grows.
@@ -360,6 +479,10 @@ func (a *Allocator) aheadFor(pl placement, size int64) int64 {
 	reserved := a.stats.ReservedBytes[StatAll].Current
 	peak := max(a.peakAlloc, satAdd(a.stats.AllocatedBytes[StatAll].Current, size))
 	room := min(satAdd(peak, peak/vramSlackDiv), a.allowed()) - reserved - pl.need
+	if !a.freedOnce && size >= vramLoadAheadMin {
+		// Loading: what is mapped ahead holds the next tensors.
+		room = a.allowed() - reserved - pl.need
+	}
 	return max(alignDown(min(vramAheadChunk-pl.need, room), a.gran), 0)
 }
 
@@ -470,7 +593,7 @@ func (a *Allocator) reclaim(want int64, seg *segment, lo, hi uint64) int64 {
 			break
 		}
 		if b.seg != seg || b.end() <= lo || b.addr >= hi {
-			n, _ := a.unmapFree(b, b.addr, b.end())
+			n, _ := a.unmapFree(b, b.addr, a.chunksFor(b.addr, b.end(), satMul(vramReclaimFactor, want-got)))
 			got += n
 			continue
 		}
@@ -488,4 +611,24 @@ func (a *Allocator) reclaim(want int64, seg *segment, lo, hi uint64) int64 {
 		}
 	}
 	return got
+}
+
+// chunksFor returns where the fewest whole chunks in [lo, hi), counted
+// from lo, hold at least want bytes: the end of the last of them, or hi
+// when all of them together hold less.
+func (a *Allocator) chunksFor(lo, hi uint64, want int64) uint64 {
+	end := hi
+	var got int64
+	a.chunks.AscendGreaterOrEqual(chunk{addr: lo}, func(c chunk) bool {
+		if c.addr+uint64(c.size) > hi {
+			return false
+		}
+		got += c.size
+		if got >= want {
+			end = c.addr + uint64(c.size)
+			return false
+		}
+		return true
+	})
+	return end
 }

@@ -5,8 +5,9 @@ import "testing"
 // TestVRAMMapsAhead checks step 5 of policy:vram: a request of at most
 // vramAheadMax bytes that grows a segment maps up to vramAheadChunk in
 // all, the part ahead of the window as a mapping of its own, within 1/24
-// above the peak, and falls back to the window alone when the device has
-// no room for more.
+// above the peak (whatever the slack before the first free for requests
+// of at least vramLoadAheadMin bytes), and falls back to the window alone
+// when the device has no room for more.
 func TestVRAMMapsAhead(t *testing.T) {
 	const (
 		base = 480 * mib // allocated first: a peak whose slack is 20 MiB
@@ -16,6 +17,7 @@ func TestVRAMMapsAhead(t *testing.T) {
 		name   string
 		base   int64 // allocated first (0: nothing)
 		others int64 // held by other processes on the simulated device
+		freed  bool  // a block is allocated and freed first: loading is over
 		limit  int64 // the allocator's memory limit (0: the device)
 		size   int64
 		// reserved is the growth of the reserve for the request;
@@ -30,8 +32,15 @@ func TestVRAMMapsAhead(t *testing.T) {
 		{name: "largest request that maps ahead", base: base, size: vramAheadMax, reserved: vramAheadChunk, maps: 2, more: 3},
 		{name: "larger request maps only its window", base: base, size: vramAheadMax + 1, reserved: vramAheadMax + gran, maps: 1},
 		{name: "small pool", base: base, size: 4096, reserved: vramAheadChunk, maps: 2, more: 3},
-		// The slack of a 3 MiB peak is 128 KiB: no room ahead.
-		{name: "no slack above the peak", size: 3 * mib, reserved: 4 * mib, maps: 1},
+		// The slack of a 3 MiB peak is 128 KiB: no room ahead, and the
+		// freed block's 2 MiB are given back to stay within it.
+		{name: "no slack above the peak", freed: true, size: 3 * mib, reserved: 4*mib - 2*mib, maps: 1},
+		// Before the first free, a 3 MiB request maps 20 MiB whatever
+		// the slack; the next five like it come from there.
+		{name: "loading without slack", size: vramLoadAheadMin, reserved: vramAheadChunk, maps: 2, more: 5},
+		{name: "loading, largest request", size: vramAheadMax, reserved: vramAheadChunk, maps: 2, more: 3},
+		// Smaller requests keep to the slack while loading too.
+		{name: "loading, smaller request", size: vramLoadAheadMin - mib/2, reserved: 4 * mib, maps: 1},
 		// The device has 8 MiB free: the 20 MiB mapping is refused and
 		// the request maps its 4 MiB window alone, without an OOM.
 		{name: "device without room ahead", base: base, others: 1<<30 - base - 8*mib, size: 3 * mib, reserved: 4 * mib, maps: 1},
@@ -43,6 +52,9 @@ func TestVRAMMapsAhead(t *testing.T) {
 			a, sim := newTestAllocator(t, "", 1<<30)
 			if tc.base > 0 {
 				mustAlloc(t, a, tc.base, 0)
+			}
+			if tc.freed {
+				a.Free(mustAlloc(t, a, 512, 0))
 			}
 			if tc.others > 0 {
 				if err := sim.SetOtherProcesses([]ProcessMemory{{PID: 1, Bytes: tc.others}}); err != nil {
@@ -71,7 +83,7 @@ func TestVRAMMapsAhead(t *testing.T) {
 			if got, want := sim.Counts().Refused-refused, min(tc.others, 1); got != want {
 				t.Errorf("%d mappings refused, want %d", got, want)
 			}
-			if peak := max(s.AllocatedBytes[StatAll].Peak, 1); tc.maps == 2 && s.ReservedBytes[StatAll].Current > peak+peak/vramSlackDiv {
+			if peak := max(s.AllocatedBytes[StatAll].Peak, 1); tc.maps == 2 && (tc.base > 0 || tc.freed) && s.ReservedBytes[StatAll].Current > peak+peak/vramSlackDiv {
 				t.Errorf("reserve %d above the peak %d and its slack", s.ReservedBytes[StatAll].Current, peak)
 			}
 			if tc.maps == 2 {
@@ -89,6 +101,55 @@ func TestVRAMMapsAhead(t *testing.T) {
 				if n := a.Stats().NumMaps - s.NumMaps; n != 0 {
 					t.Errorf("%d more mappings for %d more requests of %d bytes", n, tc.more, tc.size)
 				}
+			}
+			check(t, a, sim)
+		})
+	}
+}
+
+// TestVRAMReclaimsWhatIsNeeded checks step 3 of policy:vram: a request
+// just over the budget unmaps the lowest chunks of a large free block
+// until they hold vramReclaimFactor times what is over, not the whole
+// block, and a request far over it still unmaps all it needs. The large
+// requests come on another stream, so that the freed block cannot serve
+// them.
+func TestVRAMReclaimsWhatIsNeeded(t *testing.T) {
+	tests := []struct {
+		name   string
+		size   int64 // the request over the budget, in the small or the large pool
+		stream Stream
+		// unmapped is the most the request may give back; kept the
+		// least that stays mapped of the freed 480 MiB.
+		unmapped, kept int64
+	}{
+		{name: "small pool, 2 MiB over", size: 4096, unmapped: vramReclaimFactor*2*mib + 80*mib, kept: 400 * mib},
+		{name: "large pool, 4 MiB over", size: 4 * mib, stream: 1, unmapped: vramReclaimFactor*4*mib + 80*mib, kept: 300 * mib},
+		{name: "large pool, 400 MiB over", size: 400 * mib, stream: 1, unmapped: 480 * mib, kept: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, sim := newTestAllocator(t, "", 1<<30)
+			x := mustAlloc(t, a, 480*mib, 0)
+			mustAlloc(t, a, 20*mib, 0)
+			// A limit at the reserve: any new mapping is over the budget.
+			reserved := a.Stats().ReservedBytes[StatAll].Current
+			if err := a.SetMemoryFraction(float64(reserved) / (1 << 30)); err != nil {
+				t.Fatal(err)
+			}
+			a.Free(x)
+			before := a.Stats()
+			mustAlloc(t, a, tc.size, tc.stream)
+			s := a.Stats()
+			gone := before.ReservedBytes[StatAll].Current + alignUp(tc.size, SimGranularity) - s.ReservedBytes[StatAll].Current
+			if gone > tc.unmapped || gone < alignUp(tc.size, SimGranularity) {
+				t.Errorf("unmapped %d MiB for a request of %d bytes, want %d to %d MiB", gone/mib, tc.size,
+					alignUp(tc.size, SimGranularity)/mib, tc.unmapped/mib)
+			}
+			if kept := 480*mib - gone; kept < tc.kept {
+				t.Errorf("%d MiB of the freed block still mapped, want at least %d", kept/mib, tc.kept/mib)
+			}
+			if s.NumOOMs != 0 || s.NumAllocRetries != 0 {
+				t.Errorf("%d OOMs, %d retries", s.NumOOMs, s.NumAllocRetries)
 			}
 			check(t, a, sim)
 		})
