@@ -285,7 +285,17 @@ import (
 // 64: 9, 9 and 8 traces, 16 breaking two more fragmentation bounds
 // (resnet50_infer_varbatch 1.068x, synth_bert_infer_varlen_long 1.054x),
 // 48 no better; carving next to the older neighbour again: 3 traces (5
-// for requests of at least 16 MiB), fragmentation broken on 9 (8).
+// for requests of at least 16 MiB), fragmentation broken on 9 (8). Also
+// with these chunks: vramSingleChunk at 32, 40, 64 or 80 MiB, or a largest
+// chunk of a fourth, eighth or twelfth of the range below the peak's
+// threshold: 9 traces each, no more (fragmentation broken on one more
+// with 32, 64 or 80 MiB, on two with a fourth). What step 5 maps ahead cut
+// into chunks of 2 or 4 MiB (so that its unused end can be unmapped): 5
+// and 6 traces; with mapping ahead while loading from 1 MiB on: 2 and 7.
+// A larger slack (1/20 to 1/23 of the peak) for a request whose size, to
+// the MiB, had already needed mapping 1, 2, 3, 4 or 6 times (a hysteresis
+// per size): 7 to 9 traces, never more (synth_two_models at 2.73x with 2
+// and 1/22, but gpt2_generate_varbatch out at 2.15x).
 //
 // Also measured then, with the earlier chunks: step 3 unmapping first the
 // free blocks of the smallest mapped island (the mapped blocks between
