@@ -37,7 +37,13 @@ package memory
 //     larger ranges as power-of-two chunks aligned to their size and at
 //     most a sixth of the range (16 MiB to 1 GiB), so that the hole a
 //     freed block leaves behind contains whole chunks that step 3 can
-//     unmap, while mapping a large tensor takes a few calls.
+//     unmap, while mapping a large tensor takes a few calls. Once a
+//     sixteenth of the peak of the allocated bytes is more than 52 MiB
+//     (vramPeakChunkDiv), a range is cut instead into chunks of that
+//     sixteenth, at most 128 MiB (vramPeakChunkMax), from its start, the
+//     last one holding the rest: a larger workload maps its tensors in
+//     fewer calls, while a chunk that stays mapped because part of it
+//     was reused holds at most a sixteenth of the peak.
 //  5. A request of at most 4 MiB that maps memory at a segment's
 //     unmapped end maps ahead of it, in the same call, so that the
 //     mapping holds 20 MiB in all, as PyTorch's 20 MiB segments for small
@@ -243,6 +249,66 @@ import (
 // a half, a third or a quarter of the request: 4 or 5. Before the first
 // free only: 8, both ResNet-50 inference traces broken (1.064, 1.066x).
 //
+// Then the size of step 4's chunks bound to the peak rather than to the
+// request, on all 16 traces against the settings above (8 within every
+// bound, 15 within the fragmentation bounds, worst 13.2x): the single
+// chunks of up to 128 MiB for requests that raise the peak (9 traces,
+// three fragmentation bounds broken, as above) break a bound only where
+// the chunk is large beside the peak. Single chunks of up to 128 MiB only
+// for peak-raising requests of at most a fourth, sixth, seventh, eighth,
+// twelfth or sixteenth of the peak: 8 traces each,
+// synth_transformer_train_varlen at 2.13, 2.20, 2.05, 2.07, 2.14 and
+// 2.28x (resnet50_infer_varbatch at 1.156x with a fourth); only before the
+// first unmap, or while the allocated bytes are at their peak: 8,
+// resnet50_infer_varbatch at 1.077 and 1.064x. Chunks of a sixteenth of
+// the peak, at most 128 MiB, cut from the start of each range
+// (vramPeakChunkDiv, vramPeakChunkMax, kept in step 4): for mappings of
+// peak-raising requests, 9 traces (synth_transformer_train_varlen in at
+// 1.97x); for every mapping, 9 traces with every bound met before still
+// met and every trace's driver time lower or the same
+// (synth_transformer_train_varlen 2.63 to 1.84x,
+// synth_bert_infer_varlen_long 11.4 to 6.46x, synth_two_models 5.75 to
+// 5.26x, resnet50_train 1.65 to 1.17x, bert_train_varlen 1.93 to 1.69x).
+// For every mapping, a twelfth, twentieth, 24th or 32nd of the peak: 9
+// traces each (1.90, 1.80, 1.85, 1.97x; two_models 1.077x reserved with
+// a twelfth); an eighth: 9, but fragmentation broken on bert_infer_varlen
+// (1.056x), resnet50_infer_varbatch (1.107x) and
+// synth_bert_infer_varlen_long (1.054x); at most 96 or 160 MiB: 9 (1.92,
+// 1.85x); 192 MiB, 256 MiB or 1 GiB: 7, 8 and 7, bert_train_varlen or
+// synth_transformer_train_varlen above 1.05x. The range cut into equal
+// chunks of at most that size instead (no small last chunk): 7 or 8
+// traces; power-of-two chunks aligned to their size, as below 52 MiB, with
+// that size as the smallest largest chunk: 8 or 9 (2.11x at a sixteenth,
+// 1.99x at a twelfth with two_models at 1.118x). With these chunks, a
+// slack of 1/23 or 1/25: 8 traces (gpt2_generate_varbatch out at 2.06x,
+// or synth_bert_infer_varlen out at 2.65x); vramReclaimFactor 16, 48 or
+// 64: 9, 9 and 8 traces, 16 breaking two more fragmentation bounds
+// (resnet50_infer_varbatch 1.068x, synth_bert_infer_varlen_long 1.054x),
+// 48 no better; carving next to the older neighbour again: 3 traces (5
+// for requests of at least 16 MiB), fragmentation broken on 9 (8). Also
+// with these chunks: vramSingleChunk at 32, 40, 64 or 80 MiB, or a largest
+// chunk of a fourth, eighth or twelfth of the range below the peak's
+// threshold: 9 traces each, no more (fragmentation broken on one more
+// with 32, 64 or 80 MiB, on two with a fourth). What step 5 maps ahead cut
+// into chunks of 2 or 4 MiB (so that its unused end can be unmapped): 5
+// and 6 traces; with mapping ahead while loading from 1 MiB on: 2 and 7.
+// A larger slack (1/20 to 1/23 of the peak) for a request whose size, to
+// the MiB, had already needed mapping 1, 2, 3, 4 or 6 times (a hysteresis
+// per size): 7 to 9 traces, never more (synth_two_models at 2.73x with 2
+// and 1/22, but gpt2_generate_varbatch out at 2.15x).
+//
+// Also measured then, with the earlier chunks: step 3 unmapping first the
+// free blocks of the smallest mapped island (the mapped blocks between
+// two unmapped ones), by all its bytes or by its free bytes: 8 traces,
+// resnet50_infer_varbatch at 1.068x, bert_infer_varlen at 19.9 and 15.1x;
+// with the older-neighbour carving: 0, synth_bert_infer_varlen at 13.7x
+// and synth_bert_infer_varlen_long at 42 to 49x. Best fit counting a free
+// block as big as it could grow also when unmapped space precedes it: 7
+// traces, bert_infer_varlen at 1.097x; with the older-neighbour carving,
+// one. That carving also for the block step 2 maps (the window's start
+// next to the older neighbour too): one trace, 13 fragmentation bounds
+// broken.
+//
 // The traces still outside the driver bound move memory inside a request
 // near the largest, in every layer, as policyGaps explains. Traced on
 // bert_infer_varlen: a layer's output (40.5 MiB) lands in the hole its
@@ -271,6 +337,16 @@ const (
 	// vramChunkDiv: the largest chunk of a mapping is a sixth of it
 	// (within the bounds above).
 	vramChunkDiv = 6
+	// vramPeakChunkDiv and vramPeakChunkMax: once the peak of the
+	// allocated bytes exceeds 16 times vramSingleChunk (832 MiB), every
+	// mapping is cut into chunks of a sixteenth of that peak, at most
+	// 128 MiB. The sweep of 2026-12-01 below chose them: a twelfth to a
+	// thirty-second and 96 to 160 MiB all bring
+	// synth_transformer_train_varlen under the driver bound and keep
+	// every other bound; an eighth, or 192 MiB and more, break the
+	// fragmentation bound of one to four traces.
+	vramPeakChunkDiv = 16
+	vramPeakChunkMax = 128 << 20
 	// vramAheadMax and vramAheadChunk: a request of at most 4 MiB that
 	// maps memory at a segment's unmapped end maps a chunk ahead, so that
 	// the mapping holds 20 MiB in all (PyTorch's kLargeBuffer, the segment
@@ -293,12 +369,26 @@ const (
 	vramSpanFactor = 2
 )
 
-// vramChunker splits a mapping as step 4 of the policy says: one chunk up
-// to vramSingleChunk; beyond, the largest power-of-two numbers of granules
-// that are aligned to their own size (counted from the segment's base) and
-// at most the range's vramChunkDiv-th part, so that any hole longer than
-// twice that contains whole chunks.
-func vramChunker(gran int64) chunker {
+// vramChunker splits a mapping as step 4 of the policy says, for a peak
+// of peak allocated bytes: when the peak's vramPeakChunkDiv-th part (at
+// most vramPeakChunkMax) exceeds vramSingleChunk, chunks of that size from
+// the range's start, the last one holding the rest; otherwise one chunk up
+// to vramSingleChunk and, beyond, the largest power-of-two numbers of
+// granules that are aligned to their own size (counted from the segment's
+// base) and at most the range's vramChunkDiv-th part, so that any hole
+// longer than twice that contains whole chunks.
+func vramChunker(gran, peak int64) chunker {
+	if size := min(alignDown(peak/vramPeakChunkDiv, gran), vramPeakChunkMax); size > vramSingleChunk {
+		return func(seg *segment, lo, hi uint64, emit func(uint64, int64) bool) {
+			for lo < hi {
+				n := min(int64(hi-lo), size)
+				if !emit(lo, n) {
+					return
+				}
+				lo += uint64(n)
+			}
+		}
+	}
 	return func(seg *segment, lo, hi uint64, emit func(uint64, int64) bool) {
 		if int64(hi-lo) <= vramSingleChunk {
 			emit(lo, int64(hi-lo))
@@ -508,7 +598,7 @@ func splitAt(split chunker, cut uint64) chunker {
 // up to ahead bytes past the window's last granule, as chunks of their own
 // (step 5 of the policy).
 func (a *Allocator) materialize(pl placement, size, ahead int64) (*Block, error) {
-	split := vramChunker(a.gran)
+	split := vramChunker(a.gran, a.peakAlloc)
 	lo, hi := pl.at, pl.at+uint64(size)
 	gran := uint64(a.gran)
 	base := pl.run.seg.addr

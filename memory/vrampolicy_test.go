@@ -1,6 +1,9 @@
 package memory
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // TestVRAMMapsAhead checks step 5 of policy:vram: a request of at most
 // vramAheadMax bytes that grows a segment maps up to vramAheadChunk in
@@ -154,4 +157,78 @@ func TestVRAMReclaimsWhatIsNeeded(t *testing.T) {
 			check(t, a, sim)
 		})
 	}
+}
+
+// TestVRAMChunker checks how step 4 of policy:vram cuts a mapping: below a
+// peak of 16 times vramSingleChunk, one chunk up to vramSingleChunk and
+// power-of-two chunks of at most a sixth of the range beyond; above it,
+// chunks of a sixteenth of the peak (at most vramPeakChunkMax) from the
+// range's start, the last one holding the rest.
+func TestVRAMChunker(t *testing.T) {
+	const gran = SimGranularity
+	tests := []struct {
+		name      string
+		peak      int64
+		off, size int64 // the range, from the segment's base
+		want      []int64
+	}{
+		{"small range, no peak", 0, 0, 40 * mib, []int64{40 * mib}},
+		{"large range, no peak", 0, 0, 200 * mib, []int64{32 * mib, 32 * mib, 32 * mib, 32 * mib, 32 * mib, 32 * mib, 8 * mib}},
+		{"unaligned start, no peak", 0, 2 * mib, 60 * mib, []int64{2 * mib, 4 * mib, 8 * mib, 16 * mib, 16 * mib, 8 * mib, 4 * mib, 2 * mib}},
+		{"peak whose sixteenth is one single chunk", 16 * vramSingleChunk, 0, 200 * mib, []int64{32 * mib, 32 * mib, 32 * mib, 32 * mib, 32 * mib, 32 * mib, 8 * mib}},
+		{"1 GiB peak", 1 << 30, 2 * mib, 200 * mib, []int64{64 * mib, 64 * mib, 64 * mib, 8 * mib}},
+		{"sixteenth rounded down to granules", 1<<30 + 31*mib, 0, 130 * mib, []int64{64 * mib, 64 * mib, 2 * mib}},
+		{"large peak, at most vramPeakChunkMax", 4 << 30, 0, 300 * mib, []int64{128 * mib, 128 * mib, 44 * mib}},
+		{"large peak, range within one chunk", 4 << 30, 6 * mib, 100 * mib, []int64{100 * mib}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			seg := &segment{addr: 1 << 40}
+			lo := seg.addr + uint64(tc.off)
+			at := lo
+			var got []int64
+			vramChunker(gran, tc.peak)(seg, lo, lo+uint64(tc.size), func(l uint64, n int64) bool {
+				if l != at {
+					t.Fatalf("chunk at +%d, want +%d", l-lo, at-lo)
+				}
+				at += uint64(n)
+				got = append(got, n)
+				return true
+			})
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("chunks %v MiB, want %v MiB", inMiB(got), inMiB(tc.want))
+			}
+			// A chunker stops when emit says so.
+			n := 0
+			vramChunker(gran, tc.peak)(seg, lo, lo+uint64(tc.size), func(uint64, int64) bool { n++; return false })
+			if n != 1 {
+				t.Errorf("%d chunks emitted after emit returned false, want 1", n)
+			}
+		})
+	}
+}
+
+// TestVRAMChunksFollowThePeak checks that the allocator cuts mappings by
+// the peak of the allocated bytes so far: after a 1 GiB tensor, a 200 MiB
+// one on another stream maps four chunks (three of 64 MiB and the rest).
+func TestVRAMChunksFollowThePeak(t *testing.T) {
+	a, sim := newTestAllocator(t, "", 4<<30)
+	a.Free(mustAlloc(t, a, 1<<30, 0))
+	before := a.Stats().NumMaps
+	b := mustAlloc(t, a, 200*mib, 1)
+	if n := a.Stats().NumMaps - before; n != 4 {
+		t.Errorf("200 MiB after a 1 GiB peak took %d mappings, want 4", n)
+	}
+	if c := a.chunkOf(b, b.addr); c.addr != b.addr || c.size != 64*mib {
+		t.Errorf("first chunk [0x%x, +%d), want [0x%x, +%d)", c.addr, c.size, b.addr, 64*mib)
+	}
+	check(t, a, sim)
+}
+
+func inMiB(sizes []int64) []float64 {
+	out := make([]float64, len(sizes))
+	for i, n := range sizes {
+		out[i] = float64(n) / mib
+	}
+	return out
 }
