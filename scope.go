@@ -193,8 +193,9 @@ func Tidy(fn func()) {
 // that created the tensor.
 func Keep(ts ...*Tensor) *Tensor {
 	for _, t := range ts {
-		if t != nil {
+		if t != nil && t.scope != nil {
 			t.scope = nil
+			t.armBackstop() // no longer held by the scope
 		}
 	}
 	if len(ts) == 0 {

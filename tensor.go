@@ -70,6 +70,9 @@ type Tensor struct {
 	gradHooks    []*gradHook // guarded by gradMu
 
 	scope *scope // the Tidy that releases it, if any
+	// armed is set once the garbage collector's backstop is registered
+	// (armBackstop): for tensors that no Tidy tracks.
+	armed bool
 }
 
 // checkShape returns the element count and the size in bytes of a tensor
@@ -99,6 +102,7 @@ func wrapStorage(st *storage, dt DType, shape []int) *Tensor {
 	g := current()
 	t.inference = g != nil && g.inference > 0
 	trackIn(g, t)
+	t.armBackstop()
 	return t
 }
 
@@ -109,6 +113,7 @@ func (t *Tensor) view(shape, strides []int, offset int) *Tensor {
 	v := &Tensor{dtype: t.dtype, shape: shape, strides: strides, offset: offset, inference: t.inference}
 	attachRef(v, t.ref.st, nil)
 	track(v)
+	v.armBackstop()
 	return v
 }
 
@@ -121,6 +126,7 @@ func (t *Tensor) share() *Tensor {
 	t.ref.st.retain("save")
 	v := &Tensor{dtype: t.dtype, shape: t.shape, strides: t.strides, offset: t.offset, inference: t.inference}
 	attachRef(v, t.ref.st, nil)
+	v.armBackstop()
 	return v
 }
 
