@@ -1,0 +1,67 @@
+package cuda
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestKernelsOnHost compiles norm.cu and optim.cu for the host with g++
+// (testdata/hostemu/shim.h stands in for CUDA) and runs the programs
+// beside the shim, which check the float32 batch-norm kernels against a
+// float64 reference and sgd_multi against sgd_step. It checks the
+// kernels' arithmetic and indexing on a machine without a GPU; it skips
+// when g++ is missing.
+func TestKernelsOnHost(t *testing.T) {
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++")
+	}
+	if testing.Short() {
+		t.Skip("compiles C++: not in -short")
+	}
+	common, err := os.ReadFile("kernels/common.cuh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shim, err := filepath.Abs("testdata/hostemu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ module, main string }{
+		{"kernels/norm.cu", "norm_main.cpp"},
+		{"kernels/optim.cu", "sgd_main.cpp"},
+	} {
+		t.Run(tc.main, func(t *testing.T) {
+			t.Parallel()
+			module, err := os.ReadFile(tc.module)
+			if err != nil {
+				t.Fatal(err)
+			}
+			main, err := os.ReadFile(filepath.Join(shim, tc.main))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			src := filepath.Join(dir, "k.cpp")
+			text := "#include \"shim.h\"\n#define VD DT_F32\n#define K_ALL\n" + string(common) + string(module) + string(main)
+			if err := os.WriteFile(src, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			bin := filepath.Join(dir, "k")
+			if out, err := exec.Command(cxx, "-std=c++20", "-O1", "-w", "-pthread", "-I", shim, src, "-o", bin).CombinedOutput(); err != nil {
+				if strings.Contains(string(out), "barrier") && strings.Contains(string(out), "No such file") {
+					t.Skipf("g++ lacks C++20's <barrier>: %s", out)
+				}
+				t.Fatalf("g++: %v\n%s", err, out)
+			}
+			out, err := exec.Command(bin).CombinedOutput()
+			t.Logf("%s", out)
+			if err != nil || !strings.Contains(string(out), "PASS") {
+				t.Fatalf("%s: %v", tc.main, err)
+			}
+		})
+	}
+}
