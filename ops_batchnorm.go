@@ -205,18 +205,41 @@ func batchNormGrads(g *Tensor, sv []*Tensor, training, rx, rw, rb bool, xdt, wdt
 	return gx, gwt, gb
 }
 
+// nativeBatchNormOperands reports whether a device's native batch norm may
+// take these operands: native kernels on, x of a dtype they take, and
+// weight, bias and both running statistics given as contiguous float32.
+func nativeBatchNormOperands(x, weight, bias, runMean, runVar *Tensor) bool {
+	if noNativeConv.Load() || !nativeFloat(x.dtype) || weight == nil || bias == nil || runMean == nil {
+		return false
+	}
+	for _, t := range []*Tensor{weight, bias, runMean, runVar} {
+		if t.dtype != Float32 || !t.IsContiguous() {
+			return false
+		}
+	}
+	return true
+}
+
+// runningStatistics returns copies of the mean and 1/sqrt(var + eps) that
+// the running statistics hold now, for the backward pass of an evaluation:
+// later training steps change the running statistics themselves.
+func runningStatistics(runMean, runVar *Tensor, eps float64) (mean, rstd *Tensor) {
+	NoGrad(func() {
+		mean = Keep(runMean.Clone())
+		v := runVar.AddScalar(eps)
+		rstd = Keep(v.Rsqrt())
+		v.Release()
+	})
+	return mean, rstd
+}
+
 // batchNormNative runs the batch normalization with the device's
 // [backend.BatchNormer], recording its backward pass, or returns nil when
 // the device has none, or none for these operands.
 func batchNormNative(op string, ds *devState, x, weight, bias, runMean, runVar *Tensor, training bool, momentum, eps float64) *Tensor {
 	bn, ok := ds.bd.(backend.BatchNormer)
-	if !ok || noNativeConv.Load() || !nativeFloat(x.dtype) || weight == nil || bias == nil || runMean == nil {
+	if !ok || !nativeBatchNormOperands(x, weight, bias, runMean, runVar) {
 		return nil
-	}
-	for _, t := range []*Tensor{weight, bias, runMean, runVar} {
-		if t.dtype != Float32 || !t.IsContiguous() {
-			return nil
-		}
 	}
 	c := x.shape[1]
 	f := x.SuggestMemoryFormat()
@@ -269,12 +292,7 @@ func batchNormNative(op string, ds *devState, x, weight, bias, runMean, runVar *
 	} else {
 		// The running statistics change with later training steps: the
 		// backward pass uses those that normalized this input.
-		NoGrad(func() {
-			mean = Keep(runMean.Clone())
-			r := runVar.AddScalar(eps)
-			rstd = Keep(r.Rsqrt())
-			r.Release()
-		})
+		mean, rstd = runningStatistics(runMean, runVar, eps)
 	}
 	recordBatchNorm(op, y, x, xc, weight, bias, mean, rstd, training, native)
 	return y
@@ -315,13 +333,8 @@ func BatchNorm2dReLU(x, residual, weight, bias, runMean, runVar *Tensor, trainin
 // when the device has none, or none for these operands.
 func batchNormReLUNative(op string, ds *devState, x, r, weight, bias, runMean, runVar *Tensor, training bool, momentum, eps float64) *Tensor {
 	fb, ok := ds.bd.(backend.FusedBatchNormer)
-	if !ok || noNativeConv.Load() || !nativeFloat(x.dtype) || weight == nil || bias == nil || runMean == nil {
+	if !ok || !nativeBatchNormOperands(x, weight, bias, runMean, runVar) {
 		return nil
-	}
-	for _, t := range []*Tensor{weight, bias, runMean, runVar} {
-		if t.dtype != Float32 || !t.IsContiguous() {
-			return nil
-		}
 	}
 	f := x.SuggestMemoryFormat()
 	if r != nil && (r.dtype != x.dtype || r.SuggestMemoryFormat() != f) {
@@ -363,12 +376,7 @@ func batchNormReLUNative(op string, ds *devState, x, r, weight, bias, runMean, r
 	if !training {
 		// The running statistics change with later training steps: the
 		// backward pass uses those that normalized this input.
-		NoGrad(func() {
-			mean = Keep(runMean.Clone())
-			v := runVar.AddScalar(eps)
-			rstd = Keep(v.Rsqrt())
-			v.Release()
-		})
+		mean, rstd = runningStatistics(runMean, runVar, eps)
 	}
 	recordBatchNormReLU(op, ds, fb, y, x, xc, r, weight, bias, mean, rstd, training, f, eps)
 	return y
