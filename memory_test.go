@@ -209,11 +209,20 @@ func TestTrainingLoopHoldsFlatMemory(t *testing.T) {
 }
 
 // settleGarbage collects what earlier tests left unreleased and waits for
-// the cleanups to free it.
+// the cleanups to free it: until the CPU's leak count (the process's, which
+// the backstops raise some time after a collection) holds still for three
+// collections, two seconds at most.
 func settleGarbage() {
-	for range 3 {
+	last := Storage(CPU).Leaked
+	deadline := time.Now().Add(2 * time.Second)
+	for same := 0; same < 3 && time.Now().Before(deadline); {
 		runtime.GC()
 		time.Sleep(20 * time.Millisecond)
+		if n := Storage(CPU).Leaked; n != last {
+			last, same = n, 0
+		} else {
+			same++
+		}
 	}
 }
 
