@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,9 +31,10 @@ func TestKernelsOnHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ module, main string }{
-		{"kernels/norm.cu", "norm_main.cpp"},
-		{"kernels/optim.cu", "sgd_main.cpp"},
+	for _, tc := range []struct{ module, main, defines string }{
+		{"kernels/norm.cu", "norm_main.cpp", ""},
+		// Tiles of 256 elements, so that the parameters span several.
+		{"kernels/optim.cu", "sgd_main.cpp", "#define SGD_TILE 256\n"},
 	} {
 		t.Run(tc.main, func(t *testing.T) {
 			t.Parallel()
@@ -46,7 +48,7 @@ func TestKernelsOnHost(t *testing.T) {
 			}
 			dir := t.TempDir()
 			src := filepath.Join(dir, "k.cpp")
-			text := "#include \"shim.h\"\n#define VD DT_F32\n#define K_ALL\n" + string(common) + string(module) + string(main)
+			text := "#include \"shim.h\"\n#define VD DT_F32\n#define K_ALL\n" + tc.defines + string(common) + string(module) + string(main)
 			if err := os.WriteFile(src, []byte(text), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -63,5 +65,17 @@ func TestKernelsOnHost(t *testing.T) {
 				t.Fatalf("%s: %v", tc.main, err)
 			}
 		})
+	}
+}
+
+// TestSGDTileMatchesKernel checks that SGDSteps sizes sgd_multi's grid with
+// the tile the kernel assumes.
+func TestSGDTileMatchesKernel(t *testing.T) {
+	src, err := os.ReadFile("kernels/optim.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("#define SGD_TILE %d\n", sgdTile); !strings.Contains(string(src), want) {
+		t.Fatalf("kernels/optim.cu lacks %q", want)
 	}
 }

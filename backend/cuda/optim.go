@@ -110,9 +110,16 @@ var _ backend.FusedSGDMulti = (*Device)(nil)
 // stays within maxKernelArgs.
 const sgdMax = 12
 
+// sgdTile is the elements of one block of sgd_multi, the kernel's SGD_TILE:
+// 16 for each of blockThreads threads, enough for the loads of a block to be
+// in flight together, few enough that a parameter of 64 elements wastes
+// only one block.
+const sgdTile = 4096
+
 // SGDSteps does the SGD steps of many parameters with one launch of
 // kernels/optim.cu's sgd_multi per dtype and group of up to 12
-// parameters, a block row of the grid per parameter. It implements
+// parameters, each parameter's tiles of sgdTile elements a block of the
+// grid. It implements
 // [backend.FusedSGDMulti].
 func (dev *Device) SGDSteps(s backend.Stream, ps, gs, bufs []backend.View, first []bool, cfg backend.SGDStepConfig) error {
 	const what = "sgd steps"
@@ -166,12 +173,12 @@ func (dev *Device) SGDSteps(s backend.Stream, ps, gs, bufs []backend.View, first
 				chunk := group[:min(len(group), sgdMax)]
 				group = group[len(chunk):]
 				var mask uint32
-				var most int64
+				var blocks int64 // the tiles of the chunk's parameters
 				for i, pr := range chunk {
 					if pr.first && hasBuf != 0 {
 						mask |= 1 << i
 					}
-					most = max(most, pr.n)
+					blocks += (pr.n + sgdTile - 1) / sgdTile
 				}
 				a := d.getArgs()
 				a.Float64(-cfg.LR).Float64(cfg.Momentum).Float64(1 - cfg.Dampening).Float64(cfg.WeightDecay)
@@ -183,10 +190,7 @@ func (dev *Device) SGDSteps(s backend.Stream, ps, gs, bufs []backend.View, first
 						a.Ptr(0).Ptr(0).Ptr(0).Int64(0)
 					}
 				}
-				// Each parameter's row gets as many blocks as the largest
-				// needs, within the device's share for the launch.
-				gx := max(1, min(d.grid(most), uint32(max(1, d.sms*blocksPerSM/len(chunk)))))
-				err := d.check(cuda.LaunchKernel(f, cuda.Dim3{X: gx, Y: uint32(len(chunk)), Z: 1},
+				err := d.check(cuda.LaunchKernel(f, cuda.Dim3{X: uint32(blocks), Y: 1, Z: 1},
 					cuda.Dim3{X: blockThreads, Y: 1, Z: 1}, 0, d.stream, a))
 				d.putArgs(a)
 				if err != nil {

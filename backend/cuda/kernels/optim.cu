@@ -88,24 +88,40 @@ extern "C" __global__ void sgd_step(DT<VD>::S* p, const DT<VD>::S* g, DT<VD>::S*
 	sgd_elems<C>(p, g, buf, n, GTID, GNTH, (C)neglrd, (C)momd, (C)damp1d, (C)wdd, wdd, hasbuf, first, nesterov);
 }
 
-// sgd_multi: sgd_step for nt <= SGD_MAX parameters in one launch, the
-// parameter of block row blockIdx.y taking the grid's gridDim.x blocks;
-// bit t of first marks parameter t's first step. The addresses and sizes
-// are kernel parameters, so that nothing is copied to the device per step.
+// sgd_multi: sgd_step for nt <= SGD_MAX parameters in one launch. Parameter
+// t takes ceil(n_t / SGD_TILE) consecutive blocks of the one-dimensional
+// grid, in order, each block one tile of SGD_TILE elements; the host sizes
+// the grid to the sum. Bit t of first marks parameter t's first step. The
+// addresses and sizes are kernel parameters, so that nothing is copied to
+// the device per step, and each block picks its own by comparisons alone:
+// an array of them indexed by t would live in local memory, stored by every
+// thread.
 #define SGD_MAX 12
+#ifndef SGD_TILE
+#define SGD_TILE 4096
+#endif
 #define SGD_T(t) DT<VD>::S *p##t, const DT<VD>::S *g##t, DT<VD>::S *b##t, i64 n##t
 extern "C" __global__ void sgd_multi(double neglrd, double momd, double damp1d, double wdd, int hasbuf, int nesterov,
 				     int nt, unsigned first, SGD_T(0), SGD_T(1), SGD_T(2), SGD_T(3), SGD_T(4),
 				     SGD_T(5), SGD_T(6), SGD_T(7), SGD_T(8), SGD_T(9), SGD_T(10), SGD_T(11)) {
 	typedef DT<VD>::C C;
-	const int t = blockIdx.y;
-	if (t >= nt || t >= SGD_MAX) return;
-	DT<VD>::S* const ps[SGD_MAX] = {p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11};
-	const DT<VD>::S* const gs[SGD_MAX] = {g0, g1, g2, g3, g4, g5, g6, g7, g8, g9, g10, g11};
-	DT<VD>::S* const bs[SGD_MAX] = {b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11};
-	const i64 ns[SGD_MAX] = {n0, n1, n2, n3, n4, n5, n6, n7, n8, n9, n10, n11};
-	sgd_elems<C>(ps[t], gs[t], bs[t], ns[t], (i64)blockIdx.x * blockDim.x + threadIdx.x, (i64)gridDim.x * blockDim.x,
-		     (C)neglrd, (C)momd, (C)damp1d, (C)wdd, wdd, hasbuf, (first >> t) & 1, nesterov);
+	const i64 blk = blockIdx.x;
+	i64 start = 0; // the first block of parameter t
+#define SGD_PICK(t)                                                                                        \
+	if (t < nt) {                                                                                      \
+		const i64 nb = (n##t + SGD_TILE - 1) / SGD_TILE;                                           \
+		if (blk < start + nb) {                                                            \
+			const i64 off = (blk - start) * SGD_TILE;                                          \
+			sgd_elems<C>(p##t + off, g##t + off, hasbuf ? b##t + off : b##t, (n##t - off < SGD_TILE ? n##t - off : (i64)SGD_TILE), \
+				     (i64)threadIdx.x, (i64)blockDim.x, (C)neglrd, (C)momd, (C)damp1d, (C)wdd, wdd,    \
+				     hasbuf, (first >> t) & 1, nesterov);                                          \
+			return;                                                                            \
+		}                                                                                          \
+		start += nb;                                                                               \
+	}
+	SGD_PICK(0) SGD_PICK(1) SGD_PICK(2) SGD_PICK(3) SGD_PICK(4) SGD_PICK(5)
+	SGD_PICK(6) SGD_PICK(7) SGD_PICK(8) SGD_PICK(9) SGD_PICK(10) SGD_PICK(11)
+#undef SGD_PICK
 }
 #undef SGD_T
 #endif

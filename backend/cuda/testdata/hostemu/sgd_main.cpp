@@ -1,5 +1,5 @@
 // sgd_main.cpp runs optim.cu's float32 sgd_multi on the host (shim.h) for
-// 12 parameters of 1 to 2,048 elements, some on their first step, with and
+// 12 parameters of 1 to 2,048 elements (tiles of 256 elements), some on their first step, with and
 // without Nesterov momentum, and checks it bit for bit against sgd_step on
 // each parameter alone. It prints PASS or FAIL.
 #include <random>
@@ -22,7 +22,9 @@ int main() {
 		// reference: sgd_step per tensor
 		for (int t = 0; t < nt; t++)
 			launch(D3{2, 1, 1}, D3{64, 1, 1}, [&] { sgd_step(p[t].data(), g[t].data(), b[t].data(), ns[t], neglr, mom, damp1, wd, 1, (first >> t) & 1, nesterov); });
-		launch(D3{3, nt, 1}, D3{64, 1, 1}, [&] {
+		unsigned blocks = 0; // SGD_TILE elements a block, as SGDSteps sizes the grid
+		for (int t = 0; t < nt; t++) blocks += (ns[t] + SGD_TILE - 1) / SGD_TILE;
+		launch(D3{blocks, 1, 1}, D3{64, 1, 1}, [&] {
 			auto P = [&](int t) { return p2[t].data(); };
 			auto G = [&](int t) { return g[t].data(); };
 			auto B = [&](int t) { return b2[t].data(); };
