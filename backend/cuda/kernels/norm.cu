@@ -5,11 +5,11 @@
 // kernels named …2, with one 4- or 8-byte load; V = 1 otherwise): the
 // threads of a warp read NB_TX·V neighbouring channels of one row, so
 // every load is coalesced, and each thread walks its channels down the
-// rows with a stride of gridDim.y·NB_TY. Statistics are reduced in two
-// steps without atomics, so the results do not depend on scheduling: each
-// block row writes its partial sums to a buffer of 2·gridDim.y·C floats,
-// and a finishing kernel adds them per channel in float64, NB_FY threads a
-// channel.
+// rows with a stride of gridDim.y·NB_TY, NB_U rows at a time. Statistics
+// are reduced in two steps without atomics, so the results do not depend
+// on scheduling: each block row writes its partial sums to a buffer of
+// 2·gridDim.y·C floats, and a finishing kernel adds them per channel in
+// float64, NB_FY threads a channel.
 //
 // Sums of the forward pass are taken about a shift, the channel's value in
 // row 0, so that Σ(x−s)² − (Σ(x−s))²/M loses little to cancellation when
@@ -23,6 +23,11 @@
 #define NB_TX 32
 #define NB_TY 8
 #define NB_FY 32
+// NB_U is the rows a thread loads before it uses any of them: the loads of
+// NB_U rows are in flight together, which a loop that loads, computes and
+// stores one row at a time does not allow when the compiler must assume
+// that a store may alias the next row's loads.
+#define NB_U 4
 
 #if defined(K_ALL) || defined(K_bn)
 
@@ -82,17 +87,24 @@ __device__ __forceinline__ void partials(float* a, float* b, int c0, int C, floa
 // s = x[0, c].
 template <int V> __device__ __forceinline__ void stats(const S* x, i64 M, int C, float* part) {
 	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
-	float a[V], b[V], s[V], v[V];
+	float a[V], b[V], s[V];
 	for (int j = 0; j < V; j++) a[j] = b[j] = 0;
 	if (c0 < C) {
 		ldv<V>(x + c0, s);
-		for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
-			ldv<V>(x + r * C + c0, v);
-			for (int j = 0; j < V; j++) {
-				const float d = v[j] - s[j];
-				a[j] += d;
-				b[j] = fmaf(d, d, b[j]);
-			}
+		const i64 step = (i64)gridDim.y * NB_TY;
+		for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += NB_U * step) {
+			float v[NB_U][V];
+#pragma unroll
+			for (int u = 0; u < NB_U; u++)
+				if (r + u * step < M) ldv<V>(x + (r + u * step) * C + c0, v[u]);
+#pragma unroll
+			for (int u = 0; u < NB_U; u++)
+				if (r + u * step < M)
+					for (int j = 0; j < V; j++) {
+						const float d = v[u][j] - s[j];
+						a[j] += d;
+						b[j] = fmaf(d, d, b[j]);
+					}
 		}
 	}
 	partials<V>(a, b, c0, C, part);
@@ -111,6 +123,7 @@ __device__ __forceinline__ void sumParts(const float* part, int gy, int C, int c
 	const int tx = threadIdx.x, ty = threadIdx.y;
 	double x = 0, y = 0;
 	if (c < C)
+#pragma unroll 4
 		for (int k = ty; k < gy; k += NB_FY) {
 			x += part[(i64)k * C + c];
 			y += part[(i64)(gy + k) * C + c];
@@ -162,24 +175,35 @@ __device__ __forceinline__ void apply(const S* x, S* y, i64 M, int C, const floa
 				      int relu) {
 	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
 	if (c0 >= C) return;
-	float g[V], h[V], v[V], w[V];
+	float g[V], h[V];
 	for (int j = 0; j < V; j++) {
 		const int c = c0 + j;
 		const float k = fromVar ? (float)(1.0 / sqrt((double)inv[c] + eps)) : inv[c];
 		g[j] = k * scale[c];
 		h[j] = bias[c] - mean[c] * g[j];
 	}
-	for (i64 row = (i64)blockIdx.y * NB_TY + threadIdx.y; row < M; row += (i64)gridDim.y * NB_TY) {
-		const i64 i = row * C + c0;
-		ldv<V>(x + i, v);
-		for (int j = 0; j < V; j++) v[j] = fmaf(v[j], g[j], h[j]);
-		if (r) {
-			ldv<V>(r + i, w);
-			for (int j = 0; j < V; j++) v[j] += w[j];
+	const i64 step = (i64)gridDim.y * NB_TY;
+	for (i64 row = (i64)blockIdx.y * NB_TY + threadIdx.y; row < M; row += NB_U * step) {
+		float v[NB_U][V], w[NB_U][V];
+#pragma unroll
+		for (int u = 0; u < NB_U; u++) {
+			const i64 i = (row + u * step) * C + c0;
+			if (row + u * step < M) {
+				ldv<V>(x + i, v[u]);
+				if (r) ldv<V>(r + i, w[u]);
+			}
 		}
-		if (relu)
-			for (int j = 0; j < V; j++) v[j] = fmaxf(v[j], 0.0f);
-		stv<V>(y + i, v);
+#pragma unroll
+		for (int u = 0; u < NB_U; u++) {
+			const i64 i = (row + u * step) * C + c0;
+			if (row + u * step >= M) continue;
+			for (int j = 0; j < V; j++) v[u][j] = fmaf(v[u][j], g[j], h[j]);
+			if (r)
+				for (int j = 0; j < V; j++) v[u][j] += w[u][j];
+			if (relu)
+				for (int j = 0; j < V; j++) v[u][j] = fmaxf(v[u][j], 0.0f);
+			stv<V>(y + i, v[u]);
+		}
 	}
 }
 
@@ -195,15 +219,27 @@ extern "C" __global__ void bn_nhwc_apply2(const S* x, S* y, i64 M, int C, const 
 	apply<2>(x, y, M, C, mean, inv, scale, bias, fromVar, eps, r, relu);
 }
 
-// masked zeroes the gradients g[V] where the forward's ReLU output y is
-// not above zero, when y is not null: the ReLU's backward pass, taken by
-// the kernels below as they read dy.
-template <int V> __device__ __forceinline__ void masked(const S* y, i64 i, float* g) {
-	if (!y) return;
-	float o[V];
-	ldv<V>(y + i, o);
-	for (int j = 0; j < V; j++)
-		if (!(o[j] > 0.0f)) g[j] = 0.0f;
+// loadRows loads, for the NB_U rows r + u·step below M, V values of dy
+// masked by the ReLU output y (when y is not null) into g[u] and of x into
+// v[u], every load issued before any value is used.
+template <int V>
+__device__ __forceinline__ void loadRows(const S* dy, const S* x, const S* y, i64 r, i64 step, i64 M, int C, int c0,
+					 float (*g)[V], float (*v)[V]) {
+	float o[NB_U][V];
+#pragma unroll
+	for (int u = 0; u < NB_U; u++) {
+		const i64 i = (r + u * step) * C + c0;
+		if (r + u * step < M) {
+			ldv<V>(dy + i, g[u]);
+			if (y) ldv<V>(y + i, o[u]);
+			ldv<V>(x + i, v[u]);
+		}
+	}
+	if (y)
+#pragma unroll
+		for (int u = 0; u < NB_U; u++)
+			for (int j = 0; j < V; j++)
+				if (!(o[u][j] > 0.0f)) g[u][j] = 0.0f;
 }
 
 // bwdStats: Σ dy and Σ dy·(x − mean) per channel over the block's rows,
@@ -212,19 +248,21 @@ template <int V>
 __device__ __forceinline__ void bwdStats(const S* dy, const S* x, i64 M, int C, const float* mean, float* part,
 					 const S* y) {
 	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
-	float a[V], b[V], mu[V], g[V], v[V];
+	float a[V], b[V], mu[V];
 	for (int j = 0; j < V; j++) a[j] = b[j] = 0;
 	if (c0 < C) {
 		for (int j = 0; j < V; j++) mu[j] = mean[c0 + j];
-		for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
-			const i64 i = r * C + c0;
-			ldv<V>(dy + i, g);
-			masked<V>(y, i, g);
-			ldv<V>(x + i, v);
-			for (int j = 0; j < V; j++) {
-				a[j] += g[j];
-				b[j] = fmaf(g[j], v[j] - mu[j], b[j]);
-			}
+		const i64 step = (i64)gridDim.y * NB_TY;
+		for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += NB_U * step) {
+			float g[NB_U][V], v[NB_U][V];
+			loadRows<V>(dy, x, y, r, step, M, C, c0, g, v);
+#pragma unroll
+			for (int u = 0; u < NB_U; u++)
+				if (r + u * step < M)
+					for (int j = 0; j < V; j++) {
+						a[j] += g[u][j];
+						b[j] = fmaf(g[u][j], v[u][j] - mu[j], b[j]);
+					}
 		}
 	}
 	partials<V>(a, b, c0, C, part);
@@ -267,7 +305,7 @@ __device__ __forceinline__ void bwdApply(const S* dy, const S* x, S* dx, i64 M, 
 					 const float* inv, const float* scale, const float* coef, const S* y, S* dr) {
 	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
 	if (c0 >= C) return;
-	float k[V], mu[V], m[V], q[V], g[V], v[V];
+	float k[V], mu[V], m[V], q[V];
 	for (int j = 0; j < V; j++) {
 		const int c = c0 + j;
 		k[j] = scale[c] * inv[c];
@@ -275,14 +313,18 @@ __device__ __forceinline__ void bwdApply(const S* dy, const S* x, S* dx, i64 M, 
 		m[j] = coef[c];
 		q[j] = coef[C + c];
 	}
-	for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
-		const i64 i = r * C + c0;
-		ldv<V>(dy + i, g);
-		masked<V>(y, i, g);
-		if (dr) stv<V>(dr + i, g);
-		ldv<V>(x + i, v);
-		for (int j = 0; j < V; j++) g[j] = k[j] * (g[j] - m[j] - (v[j] - mu[j]) * q[j]);
-		stv<V>(dx + i, g);
+	const i64 step = (i64)gridDim.y * NB_TY;
+	for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += NB_U * step) {
+		float g[NB_U][V], v[NB_U][V];
+		loadRows<V>(dy, x, y, r, step, M, C, c0, g, v);
+#pragma unroll
+		for (int u = 0; u < NB_U; u++) {
+			const i64 i = (r + u * step) * C + c0;
+			if (r + u * step >= M) continue;
+			if (dr) stv<V>(dr + i, g[u]);
+			for (int j = 0; j < V; j++) g[u][j] = k[j] * (g[u][j] - m[j] - (v[u][j] - mu[j]) * q[j]);
+			stv<V>(dx + i, g[u]);
+		}
 	}
 }
 
