@@ -5,11 +5,11 @@
 // kernels named …2, with one 4- or 8-byte load; V = 1 otherwise): the
 // threads of a warp read NB_TX·V neighbouring channels of one row, so
 // every load is coalesced, and each thread walks its channels down the
-// rows with a stride of gridDim.y·NB_TY, NB_U rows at a time. Statistics
-// are reduced in two steps without atomics, so the results do not depend
-// on scheduling: each block row writes its partial sums to a buffer of
-// 2·gridDim.y·C floats, and a finishing kernel adds them per channel in
-// float64, NB_FY threads a channel.
+// rows with a stride of gridDim.y·NB_TY. Statistics are reduced in two
+// steps without atomics, so the results do not depend on scheduling: each
+// block row writes its partial sums to a buffer of 2·gridDim.y·C floats,
+// and a finishing kernel adds them per channel in float64, NB_FY threads a
+// channel.
 //
 // Sums of the forward pass are taken about a shift, the channel's value in
 // row 0, so that Σ(x−s)² − (Σ(x−s))²/M loses little to cancellation when
@@ -17,17 +17,16 @@
 // are float32, as cuDNN takes them; the saved statistics are the mean and
 // 1/sqrt(var + eps), as cuDNN saves them, so either side may run the
 // backward pass of the other's forward.
+//
+// The file also holds the backward pass of channels-last max pooling (op
+// pool), which cuDNN runs through a kernel several times slower than the
+// bytes it moves allow.
 
 #if VD == DT_F32 || VD == DT_F16 || VD == DT_BF16
 
 #define NB_TX 32
 #define NB_TY 8
 #define NB_FY 32
-// NB_U is the rows a thread loads before it uses any of them: the loads of
-// NB_U rows are in flight together, which a loop that loads, computes and
-// stores one row at a time does not allow when the compiler must assume
-// that a store may alias the next row's loads.
-#define NB_U 4
 
 #if defined(K_ALL) || defined(K_bn)
 
@@ -87,24 +86,17 @@ __device__ __forceinline__ void partials(float* a, float* b, int c0, int C, floa
 // s = x[0, c].
 template <int V> __device__ __forceinline__ void stats(const S* x, i64 M, int C, float* part) {
 	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
-	float a[V], b[V], s[V];
+	float a[V], b[V], s[V], v[V];
 	for (int j = 0; j < V; j++) a[j] = b[j] = 0;
 	if (c0 < C) {
 		ldv<V>(x + c0, s);
-		const i64 step = (i64)gridDim.y * NB_TY;
-		for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += NB_U * step) {
-			float v[NB_U][V];
-#pragma unroll
-			for (int u = 0; u < NB_U; u++)
-				if (r + u * step < M) ldv<V>(x + (r + u * step) * C + c0, v[u]);
-#pragma unroll
-			for (int u = 0; u < NB_U; u++)
-				if (r + u * step < M)
-					for (int j = 0; j < V; j++) {
-						const float d = v[u][j] - s[j];
-						a[j] += d;
-						b[j] = fmaf(d, d, b[j]);
-					}
+		for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
+			ldv<V>(x + r * C + c0, v);
+			for (int j = 0; j < V; j++) {
+				const float d = v[j] - s[j];
+				a[j] += d;
+				b[j] = fmaf(d, d, b[j]);
+			}
 		}
 	}
 	partials<V>(a, b, c0, C, part);
@@ -123,7 +115,6 @@ __device__ __forceinline__ void sumParts(const float* part, int gy, int C, int c
 	const int tx = threadIdx.x, ty = threadIdx.y;
 	double x = 0, y = 0;
 	if (c < C)
-#pragma unroll 4
 		for (int k = ty; k < gy; k += NB_FY) {
 			x += part[(i64)k * C + c];
 			y += part[(i64)(gy + k) * C + c];
@@ -175,35 +166,24 @@ __device__ __forceinline__ void apply(const S* x, S* y, i64 M, int C, const floa
 				      int relu) {
 	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
 	if (c0 >= C) return;
-	float g[V], h[V];
+	float g[V], h[V], v[V], w[V];
 	for (int j = 0; j < V; j++) {
 		const int c = c0 + j;
 		const float k = fromVar ? (float)(1.0 / sqrt((double)inv[c] + eps)) : inv[c];
 		g[j] = k * scale[c];
 		h[j] = bias[c] - mean[c] * g[j];
 	}
-	const i64 step = (i64)gridDim.y * NB_TY;
-	for (i64 row = (i64)blockIdx.y * NB_TY + threadIdx.y; row < M; row += NB_U * step) {
-		float v[NB_U][V], w[NB_U][V];
-#pragma unroll
-		for (int u = 0; u < NB_U; u++) {
-			const i64 i = (row + u * step) * C + c0;
-			if (row + u * step < M) {
-				ldv<V>(x + i, v[u]);
-				if (r) ldv<V>(r + i, w[u]);
-			}
+	for (i64 row = (i64)blockIdx.y * NB_TY + threadIdx.y; row < M; row += (i64)gridDim.y * NB_TY) {
+		const i64 i = row * C + c0;
+		ldv<V>(x + i, v);
+		for (int j = 0; j < V; j++) v[j] = fmaf(v[j], g[j], h[j]);
+		if (r) {
+			ldv<V>(r + i, w);
+			for (int j = 0; j < V; j++) v[j] += w[j];
 		}
-#pragma unroll
-		for (int u = 0; u < NB_U; u++) {
-			const i64 i = (row + u * step) * C + c0;
-			if (row + u * step >= M) continue;
-			for (int j = 0; j < V; j++) v[u][j] = fmaf(v[u][j], g[j], h[j]);
-			if (r)
-				for (int j = 0; j < V; j++) v[u][j] += w[u][j];
-			if (relu)
-				for (int j = 0; j < V; j++) v[u][j] = fmaxf(v[u][j], 0.0f);
-			stv<V>(y + i, v[u]);
-		}
+		if (relu)
+			for (int j = 0; j < V; j++) v[j] = fmaxf(v[j], 0.0f);
+		stv<V>(y + i, v);
 	}
 }
 
@@ -219,27 +199,15 @@ extern "C" __global__ void bn_nhwc_apply2(const S* x, S* y, i64 M, int C, const 
 	apply<2>(x, y, M, C, mean, inv, scale, bias, fromVar, eps, r, relu);
 }
 
-// loadRows loads, for the NB_U rows r + u·step below M, V values of dy
-// masked by the ReLU output y (when y is not null) into g[u] and of x into
-// v[u], every load issued before any value is used.
-template <int V>
-__device__ __forceinline__ void loadRows(const S* dy, const S* x, const S* y, i64 r, i64 step, i64 M, int C, int c0,
-					 float (*g)[V], float (*v)[V]) {
-	float o[NB_U][V];
-#pragma unroll
-	for (int u = 0; u < NB_U; u++) {
-		const i64 i = (r + u * step) * C + c0;
-		if (r + u * step < M) {
-			ldv<V>(dy + i, g[u]);
-			if (y) ldv<V>(y + i, o[u]);
-			ldv<V>(x + i, v[u]);
-		}
-	}
-	if (y)
-#pragma unroll
-		for (int u = 0; u < NB_U; u++)
-			for (int j = 0; j < V; j++)
-				if (!(o[u][j] > 0.0f)) g[u][j] = 0.0f;
+// masked zeroes the gradients g[V] where the forward's ReLU output y is
+// not above zero, when y is not null: the ReLU's backward pass, taken by
+// the kernels below as they read dy.
+template <int V> __device__ __forceinline__ void masked(const S* y, i64 i, float* g) {
+	if (!y) return;
+	float o[V];
+	ldv<V>(y + i, o);
+	for (int j = 0; j < V; j++)
+		if (!(o[j] > 0.0f)) g[j] = 0.0f;
 }
 
 // bwdStats: Σ dy and Σ dy·(x − mean) per channel over the block's rows,
@@ -248,21 +216,19 @@ template <int V>
 __device__ __forceinline__ void bwdStats(const S* dy, const S* x, i64 M, int C, const float* mean, float* part,
 					 const S* y) {
 	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
-	float a[V], b[V], mu[V];
+	float a[V], b[V], mu[V], g[V], v[V];
 	for (int j = 0; j < V; j++) a[j] = b[j] = 0;
 	if (c0 < C) {
 		for (int j = 0; j < V; j++) mu[j] = mean[c0 + j];
-		const i64 step = (i64)gridDim.y * NB_TY;
-		for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += NB_U * step) {
-			float g[NB_U][V], v[NB_U][V];
-			loadRows<V>(dy, x, y, r, step, M, C, c0, g, v);
-#pragma unroll
-			for (int u = 0; u < NB_U; u++)
-				if (r + u * step < M)
-					for (int j = 0; j < V; j++) {
-						a[j] += g[u][j];
-						b[j] = fmaf(g[u][j], v[u][j] - mu[j], b[j]);
-					}
+		for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
+			const i64 i = r * C + c0;
+			ldv<V>(dy + i, g);
+			masked<V>(y, i, g);
+			ldv<V>(x + i, v);
+			for (int j = 0; j < V; j++) {
+				a[j] += g[j];
+				b[j] = fmaf(g[j], v[j] - mu[j], b[j]);
+			}
 		}
 	}
 	partials<V>(a, b, c0, C, part);
@@ -305,7 +271,7 @@ __device__ __forceinline__ void bwdApply(const S* dy, const S* x, S* dx, i64 M, 
 					 const float* inv, const float* scale, const float* coef, const S* y, S* dr) {
 	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
 	if (c0 >= C) return;
-	float k[V], mu[V], m[V], q[V];
+	float k[V], mu[V], m[V], q[V], g[V], v[V];
 	for (int j = 0; j < V; j++) {
 		const int c = c0 + j;
 		k[j] = scale[c] * inv[c];
@@ -313,18 +279,14 @@ __device__ __forceinline__ void bwdApply(const S* dy, const S* x, S* dx, i64 M, 
 		m[j] = coef[c];
 		q[j] = coef[C + c];
 	}
-	const i64 step = (i64)gridDim.y * NB_TY;
-	for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += NB_U * step) {
-		float g[NB_U][V], v[NB_U][V];
-		loadRows<V>(dy, x, y, r, step, M, C, c0, g, v);
-#pragma unroll
-		for (int u = 0; u < NB_U; u++) {
-			const i64 i = (r + u * step) * C + c0;
-			if (r + u * step >= M) continue;
-			if (dr) stv<V>(dr + i, g[u]);
-			for (int j = 0; j < V; j++) g[u][j] = k[j] * (g[u][j] - m[j] - (v[u][j] - mu[j]) * q[j]);
-			stv<V>(dx + i, g[u]);
-		}
+	for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
+		const i64 i = r * C + c0;
+		ldv<V>(dy + i, g);
+		masked<V>(y, i, g);
+		if (dr) stv<V>(dr + i, g);
+		ldv<V>(x + i, v);
+		for (int j = 0; j < V; j++) g[j] = k[j] * (g[j] - m[j] - (v[j] - mu[j]) * q[j]);
+		stv<V>(dx + i, g);
 	}
 }
 
@@ -338,6 +300,62 @@ extern "C" __global__ void bn_nhwc_bwd_apply2(const S* dy, const S* x, S* dx, i6
 					      const float* inv, const float* scale, const float* coef, const S* y,
 					      S* dr) {
 	bwdApply<2>(dy, x, dx, M, C, mean, inv, scale, coef, y, dr);
+}
+
+#endif
+
+#if defined(K_ALL) || defined(K_pool)
+
+typedef DT<VD>::S PS;
+
+// ismax reports whether v is the window's maximum m: equal, or both NaN
+// (the forward pass propagates NaN).
+__device__ __forceinline__ bool ismax(float v, float m) { return v == m || (v != v && m != m); }
+
+// maxpool_nhwc_bwd: the gradient of a max pooling of channels-last x
+// [N, H, W, C] (y and dy [N, OH, OW, C]), gathered: each thread takes
+// input elements, one at a time, and adds the gradient of every window
+// that holds it and whose first maximum it is, in the window's row-major
+// order, as PyTorch's max pooling picks its index. A window's maximum is
+// y, and an element is its first one when it equals y and no element
+// before it in the window does. Windows in the order of their output rows,
+// then columns; the sum is rounded once.
+extern "C" __global__ void maxpool_nhwc_bwd(const PS* dy, const PS* x, const PS* y, PS* dx, int N, int H, int W,
+					    int C, int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw) {
+	const i64 total = (i64)N * H * W * C;
+	for (i64 i = GTID; i < total; i += GNTH) {
+		const int c = (int)(i % C);
+		i64 t = i / C;
+		const int w = (int)(t % W);
+		t /= W;
+		const int h = (int)(t % H);
+		const int n = (int)(t / H);
+		const float xv = ldc<VD>(x[i]);
+		// The windows holding row h start at rows oh·sh − ph in
+		// [h − kh + 1, h]; likewise for columns.
+		const int a = h + ph - kh + 1, b = w + pw - kw + 1;
+		const int oh0 = a <= 0 ? 0 : (a + sh - 1) / sh, oh1 = min(OH - 1, (h + ph) / sh);
+		const int ow0 = b <= 0 ? 0 : (b + sw - 1) / sw, ow1 = min(OW - 1, (w + pw) / sw);
+		float g = 0.0f;
+		for (int oh = oh0; oh <= oh1; oh++)
+			for (int ow = ow0; ow <= ow1; ow++) {
+				const i64 yi = (((i64)n * OH + oh) * OW + ow) * C + c;
+				const float m = ldc<VD>(y[yi]);
+				if (!ismax(xv, m)) continue;
+				const int y0 = oh * sh - ph, x0 = ow * sw - pw;
+				bool first = true;
+				for (int iy = max(y0, 0); first && iy <= h; iy++)
+					for (int ix = max(x0, 0); ix < min(x0 + kw, W); ix++) {
+						if (iy == h && ix == w) break;
+						if (ismax(ldc<VD>(x[(((i64)n * H + iy) * W + ix) * C + c]), m)) {
+							first = false;
+							break;
+						}
+					}
+				if (first) g += ldc<VD>(dy[yi]);
+			}
+		dx[i] = st<VD>(g);
+	}
 }
 
 #endif
