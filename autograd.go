@@ -14,6 +14,9 @@ type node struct {
 	op       string
 	inputs   []edge
 	backward func(g *Tensor) []*Tensor // gradients for the inputs, nil where not needed
+	// backwardInto, when set, is backward with a tensor that already holds
+	// part of input 0's gradient (see recordInto), or nil.
+	backwardInto func(g, into *Tensor) []*Tensor
 	saved    []*Tensor
 	refs     atomic.Int64
 	running  sync.RWMutex // held for reading while backward runs; free waits for it
@@ -69,7 +72,7 @@ func (n *node) free() {
 	n.running.Lock()
 	n.mu.Lock()
 	saved := n.saved
-	n.saved, n.backward, n.freed = nil, nil, true
+	n.saved, n.backward, n.backwardInto, n.freed = nil, nil, nil, true
 	n.mu.Unlock()
 	n.running.Unlock()
 	for _, t := range saved {
@@ -122,6 +125,24 @@ func record(op string, out *Tensor, inputs []*Tensor, saved []*Tensor, bw func(g
 	out.ref.node = n
 	out.requiresGrad = true
 	checkGrowth(op, n, inputs)
+}
+
+// recordInto is record for an operation whose backward pass can add input
+// 0's gradient into a tensor that already holds part of it: bw gets that
+// tensor as into (nil when there is none) and returns it as input 0's
+// gradient when it added to it; any other result is added as usual. The
+// engine passes into only when nothing else can see it (ownsStorage), so
+// writing to it changes no other tensor.
+func recordInto(op string, out *Tensor, inputs []*Tensor, saved []*Tensor, bw func(g, into *Tensor) []*Tensor) {
+	record(op, out, inputs, saved, func(g *Tensor) []*Tensor { return bw(g, nil) })
+	out.ref.node.backwardInto = bw
+}
+
+// ownsStorage reports whether t is the only reference to its storage (no
+// view, saved tensor or other handle shares it) and is not part of a
+// graph, so that an in-place update of t is seen by nothing else.
+func ownsStorage(t *Tensor) bool {
+	return t.ref.st.refs.Load() == 1 && t.ref.node == nil && !t.requiresGrad
 }
 
 // The classic leak: a differentiable scalar loss summed across iterations
@@ -410,7 +431,15 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 			}
 			continue
 		}
-		ins := runNode(n, g, retain)
+		// A gradient already gathered for input 0 may take the rest in
+		// place, when n can add to it.
+		var into *Tensor
+		if e := n.inputs; len(e) > 0 && e[0].node != nil && n.backwardInto != nil {
+			if prev := grads[e[0].node]; prev != nil && ownsStorage(prev) {
+				into = prev
+			}
+		}
+		ins := runNode(n, g, into, retain)
 		delete(grads, n)
 		g.Release()
 		for j, e := range n.inputs {
@@ -422,6 +451,8 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 			}
 			gi := ins[j]
 			switch {
+			case j == 0 && into != nil && gi == into:
+				// Added in place: grads[e.node] is already the sum.
 			case e.node != nil:
 				if prev := grads[e.node]; prev != nil {
 					sum := prev.Add(gi)
@@ -445,15 +476,16 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 	}
 }
 
-// runNode runs n's backward closure on g and returns the gradients of its
-// inputs, owned by the caller. The node's saved tensors stay while the
+// runNode runs n's backward closure on g (with into, when it is not nil
+// and n has backwardInto) and returns the gradients of its inputs, owned by
+// the caller (into stays the engine's). The node's saved tensors stay while the
 // closure runs: a concurrent free (the last reference to the graph going,
 // or another Backward through it) waits for it.
-func runNode(n *node, g *Tensor, retain bool) []*Tensor {
+func runNode(n *node, g, into *Tensor, retain bool) []*Tensor {
 	n.running.RLock()
 	defer n.running.RUnlock()
 	n.mu.Lock()
-	bw, freed := n.backward, n.freed || n.ran
+	bw, bwInto, freed := n.backward, n.backwardInto, n.freed || n.ran
 	if !retain {
 		n.ran = true
 	}
@@ -464,7 +496,11 @@ func runNode(n *node, g *Tensor, retain bool) []*Tensor {
 	}
 	var ins []*Tensor
 	Tidy(func() {
-		ins = bw(g)
+		if into != nil && bwInto != nil {
+			ins = bwInto(g, into)
+		} else {
+			ins = bw(g)
+		}
 		for _, in := range ins {
 			if in != nil {
 				Keep(in)

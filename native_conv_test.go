@@ -180,6 +180,24 @@ func (d *nativeDevice) Conv2DBackwardData(s backend.Stream, dx, dy, w backend.Vi
 	return nil
 }
 
+// nativeAccumulations counts the Conv2DBackwardDataAccumulate calls that
+// added in place.
+var nativeAccumulations atomic.Int64
+
+func (d *nativeDevice) Conv2DBackwardDataAccumulate(s backend.Stream, dx, dy, w backend.View, p backend.Conv2DParams) error {
+	before := read(dx)
+	if err := d.Conv2DBackwardData(s, dx, dy, w, p); err != nil {
+		return err
+	}
+	sum := read(dx)
+	for i := range sum {
+		sum[i] += before[i]
+	}
+	write(dx, sum)
+	nativeAccumulations.Add(1)
+	return nil
+}
+
 func (d *nativeDevice) Conv2DBackwardFilter(s backend.Stream, dw, db, dy, x backend.View, p backend.Conv2DParams) error {
 	if err := d.begin(s, false, dw, db, dy, x); err != nil {
 		return err
@@ -688,6 +706,25 @@ func TestNativeInterfacesConv(t *testing.T) {
 			}
 			onNativeTest(t, true, func(xs []*Tensor) *Tensor { return ConvTranspose2d(xs[0], xs[1], xs[2], tc.p) }, x, w, b)
 		})
+	}
+}
+
+// TestConvGradientAccumulates checks the gradient of a tensor that feeds a
+// convolution and another op, as a residual block's input does, when the
+// other op's gradient arrives first: the convolution's backward pass adds
+// its part in place (Conv2DBackwardDataAccumulate), and the result matches
+// the CPU's in every mode.
+func TestConvGradientAccumulates(t *testing.T) {
+	p := Conv2dParams{Padding: [2]int{1, 1}}
+	x, w := rnd(91, 2, 3, 5, 5), rnd(92, 3, 3, 3, 3)
+	before := nativeAccumulations.Load()
+	onNativeTest(t, false, func(xs []*Tensor) *Tensor {
+		h := xs[0].MulScalar(2) // a node, so that its gradient is gathered
+		y := Conv2d(h, xs[1], nil, p)
+		return y.Add(h.MulScalar(3))
+	}, x, w)
+	if nativeAccumulations.Load() == before {
+		t.Error("the convolution's input gradient was never added in place")
 	}
 }
 

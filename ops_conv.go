@@ -592,7 +592,7 @@ func convNative(op string, ds *devState, x, w, bias *Tensor, g convGeom, transpo
 	if relu {
 		sv[2] = y.share()
 	}
-	record(op, y, []*Tensor{x, w, bias}, compact(sv), func(gy *Tensor) []*Tensor {
+	recordInto(op, y, []*Tensor{x, w, bias}, compact(sv), func(gy, into *Tensor) []*Tensor {
 		if relu {
 			gy = binaryRaw(op, backend.ReluBackward, gy, sv[2])
 			defer gy.Release()
@@ -601,7 +601,16 @@ func convNative(op string, ds *devState, x, w, bias *Tensor, g convGeom, transpo
 		defer gc.Release()
 		s := ds.stream()
 		var gx, gw, gb *Tensor
-		if rx {
+		if rx && !transposed && accumulates(cv, into, gy.dtype, xShape, f) {
+			// x's gradient so far (a residual's) takes this one in place.
+			err := cv.(backend.ConvAccumulator).Conv2DBackwardDataAccumulate(s, into.bv(), gc.bv(), sv[1].bv(), bp)
+			if err == nil {
+				gx = into
+			} else if !notImplemented(err) {
+				check(op, err)
+			}
+		}
+		if rx && gx == nil {
 			gx = newTensorFormat(op, ds, gy.dtype, xShape, f)
 			var err error
 			if transposed {
@@ -662,4 +671,14 @@ func convNative(op string, ds *devState, x, w, bias *Tensor, g convGeom, transpo
 		return []*Tensor{gx, gw, gb}
 	})
 	return y
+}
+
+// accumulates reports whether cv can add a convolution's input gradient,
+// of dtype dt and shape in format f, into into: a [backend.ConvAccumulator]
+// and a tensor of that dtype, shape and format, dense.
+func accumulates(cv backend.Convolver, into *Tensor, dt DType, shape []int, f MemoryFormat) bool {
+	if _, ok := cv.(backend.ConvAccumulator); !ok || into == nil || into.dtype != dt || !slices.Equal(into.shape, shape) {
+		return false
+	}
+	return isDense(into.shape, into.strides, f) && (f != ChannelsLast || stridesLikeChannelsLast(into.shape, into.strides))
 }

@@ -56,6 +56,18 @@ type Convolver interface {
 	Conv2DBackwardFilter(s Stream, dw, db, dy, x View, p Conv2DParams) error
 }
 
+// ConvAccumulator is an optional interface of a [Convolver] that adds a
+// convolution's input gradient to dx rather than overwriting it: the sum
+// a tensor's gradient takes when it feeds two operations (a residual
+// block's input: a convolution and the identity, or two convolutions),
+// with no separate addition reading both gradients back.
+type ConvAccumulator interface {
+	// Conv2DBackwardDataAccumulate computes dx += the gradient from dy and
+	// w. An error wrapping [ErrNotImplemented] leaves dx as it was, and
+	// the caller adds.
+	Conv2DBackwardDataAccumulate(s Stream, dx, dy, w View, p Conv2DParams) error
+}
+
 // PoolMode names a pooling reduction.
 type PoolMode uint8
 

@@ -574,6 +574,39 @@ func (dev *Device) Conv2DBackwardData(s backend.Stream, dx, dy, w backend.View, 
 	})
 }
 
+var _ backend.ConvAccumulator = (*Device)(nil)
+
+// Conv2DBackwardDataAccumulate computes dx += the gradient from dy and w,
+// through cuDNN's graph API with the operation's beta at 1 (its plan kept
+// apart from the overwriting one's; under benchmark mode timed on a
+// scratch dx). Where the graph API has no plan for it, it returns an error
+// wrapping [backend.ErrNotImplemented] and dx is unchanged: the legacy
+// path's algorithm search would overwrite dx. It implements
+// [backend.ConvAccumulator].
+func (dev *Device) Conv2DBackwardDataAccumulate(s backend.Stream, dx, dy, w backend.View, p backend.Conv2DParams) error {
+	const what = "conv2d backward data (accumulate)"
+	d, err := dev.dnnBegin(s, what, checkConv(dx, w, dy, p, [3]string{"dx", "w", "dy"}))
+	if err != nil {
+		return err
+	}
+	key, why := convTakes(dx, w, dy, p)
+	if why != "" {
+		return fmt.Errorf("cuda: %s: %s: %w", what, why, backend.ErrNotImplemented)
+	}
+	var ptrs [3]cuda.DevicePtr
+	for i, v := range []backend.View{dx, w, dy} {
+		if ptrs[i], err = d.ptrOf(what, v); err != nil {
+			return err
+		}
+	}
+	return d.dnnRun(what, func(h cudnn.Handle) error {
+		if d.graphConvBeta(h, key, dirData, ptrs, true) {
+			return nil
+		}
+		return fmt.Errorf("cuda: %s: no graph plan adds to dx here: %w", what, backend.ErrNotImplemented)
+	})
+}
+
 // Conv2DBackwardFilter computes dw from dy and x with cuDNN, and db when it
 // is not the zero View: the sum of dy over N, H and W, by the device's
 // reduction kernel (as PyTorch sums it, accumulating in float32 for the

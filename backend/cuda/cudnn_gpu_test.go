@@ -279,6 +279,23 @@ func TestCuDNNConv(t *testing.T) {
 			}
 			near(t, "dx", get(t, d, dxv), dx, dxScale, tol)
 
+			// The same gradient added to values already there.
+			base := rounded(r, tc.dt, len(x))
+			acc, accScale := make([]float64, len(x)), make([]float64, len(x))
+			for i := range acc {
+				acc[i], accScale[i] = base[i]+dx[i], math.Abs(base[i])+dxScale[i]
+			}
+			dxa := put(t, d, tc.dt, tc.x, tc.l, base)
+			switch err := d.Conv2DBackwardDataAccumulate(nil, dxa, dyv, wv, tc.p); {
+			case errors.Is(err, backend.ErrNotImplemented):
+				t.Logf("Conv2DBackwardDataAccumulate declined: %v", err)
+				near(t, "dx left as it was", get(t, d, dxa), base, accScale, 0)
+			case err != nil:
+				t.Fatalf("Conv2DBackwardDataAccumulate: %v", err)
+			default:
+				near(t, "dx accumulated", get(t, d, dxa), acc, accScale, tol)
+			}
+
 			dwv := put(t, d, tc.dt, tc.w, tc.l, nanVals(len(w)))
 			var dbv backend.View
 			if tc.bias {

@@ -50,6 +50,9 @@ type graphKey struct {
 	dir        convDir
 	align      [3]uint8
 	bench, det bool
+	// acc adds the result to its destination (beta 1: dx += for the
+	// backward data pass of Conv2DBackwardDataAccumulate).
+	acc bool
 }
 
 // graphPlan is a finalized execution plan with the descriptors it was
@@ -127,11 +130,17 @@ func (k graphKey) String() string {
 // legacy path. The cuDNN lock is held and the handle is on the queue's
 // stream.
 func (d *queue) graphConv(h cudnn.Handle, key convKey, dir convDir, ptrs [3]cuda.DevicePtr) bool {
+	return d.graphConvBeta(h, key, dir, ptrs, false)
+}
+
+// graphConvBeta is graphConv that, with acc, adds the result to the
+// destination's values (the operation's beta is 1).
+func (d *queue) graphConvBeta(h cudnn.Handle, key convKey, dir convDir, ptrs [3]cuda.DevicePtr, acc bool) bool {
 	s := cudnnSettings.Load()
 	if s&dnnNoGraph != 0 {
 		return false
 	}
-	gk := graphKey{conv: key, dir: dir, bench: s&dnnBenchmark != 0, det: s&dnnDeterministic != 0}
+	gk := graphKey{conv: key, dir: dir, bench: s&dnnBenchmark != 0, det: s&dnnDeterministic != 0, acc: acc}
 	for i, p := range ptrs {
 		gk.align[i] = uint8(min(alignment(p), 16)) // the byte alignment cuDNN is told
 	}
@@ -311,6 +320,10 @@ func (b *graphBuilder) operationGraph(h cudnn.Handle, gk graphKey) (cudnn.Backen
 		return 0, err
 	}
 	o := graphOps[gk.dir]
+	beta := float32(0)
+	if gk.acc {
+		beta = 1
+	}
 	op, err := b.create(o.typ, "operation")
 	if err != nil {
 		return 0, err
@@ -321,7 +334,7 @@ func (b *graphBuilder) operationGraph(h cudnn.Handle, gk graphKey) (cudnn.Backen
 		func() error { return cudnn.SetAttrDescriptors(op, o.y, td[2]) },
 		func() error { return cudnn.SetAttrDescriptors(op, o.conv, cd) },
 		func() error { return cudnn.SetAttrFloat(op, o.alpha, 1) },
-		func() error { return cudnn.SetAttrFloat(op, o.beta, 0) },
+		func() error { return cudnn.SetAttrFloat(op, o.beta, beta) },
 		func() error { return cudnn.BackendFinalize(op) },
 	); err != nil {
 		return 0, err
@@ -519,7 +532,7 @@ func (d *queue) buildGraphPlan(h cudnn.Handle, gk graphKey, ptrs [3]cuda.DeviceP
 	best := 0
 	if gk.bench {
 		if len(cands) > 1 {
-			best, err = d.fastestPlan(h, cands, ptrs)
+			best, err = d.fastestPlanOf(h, gk, cands, ptrs)
 		}
 		dnnStats.searches.Add(1)
 		dnnStats.searchNanos.Add(int64(time.Since(start)))
@@ -531,6 +544,26 @@ func (d *queue) buildGraphPlan(h cudnn.Handle, gk graphKey, ptrs [3]cuda.DeviceP
 	cands = slices.Delete(cands, best, best+1)
 	ok = true
 	return gp, nil
+}
+
+// fastestPlanOf is fastestPlan, timing a plan that adds to its
+// destination (gk.acc) on a scratch destination of the same size, so that
+// the timed runs leave the real one as it was.
+func (d *queue) fastestPlanOf(h cudnn.Handle, gk graphKey, cands []candidatePlan, ptrs [3]cuda.DevicePtr) (int, error) {
+	if !gk.acc {
+		return d.fastestPlan(h, cands, ptrs)
+	}
+	s := gk.conv.x // the destination of the backward data pass, dx
+	if gk.dir != dirData {
+		return 0, fmt.Errorf("an accumulating plan for %s", gk.dir)
+	}
+	b, err := d.Alloc(int64(s[0]*s[1]*s[2]*s[3]*gk.conv.dt.Size()), d.st, CuDNNWorkspaceRegion)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Free(b, d.st)
+	ptrs[0] = b.(*Buffer).ptr
+	return d.fastestPlan(h, cands, ptrs)
 }
 
 // fastestPlan times each candidate once (after a run to warm it up) on
