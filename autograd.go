@@ -17,16 +17,16 @@ type node struct {
 	// backwardInto, when set, is backward with a tensor that already holds
 	// part of input 0's gradient (see recordInto), or nil.
 	backwardInto func(g, into *Tensor) []*Tensor
-	saved    []*Tensor
-	refs     atomic.Int64
-	running  sync.RWMutex // held for reading while backward runs; free waits for it
-	mu       sync.Mutex   // guards freed, backward and saved
-	freed    bool
-	ran      bool // backward ran without RetainGraph
-	accum    int  // length of a chain of scalar accumulations ending here
-	shape    []int
-	dtype    DType
-	device   Device
+	saved        []*Tensor
+	refs         atomic.Int64
+	running      sync.RWMutex // held for reading while backward runs; free waits for it
+	mu           sync.Mutex   // guards freed, backward and saved
+	freed        bool
+	ran          bool // backward ran without RetainGraph
+	accum        int  // length of a chain of scalar accumulations ending here
+	shape        []int
+	dtype        DType
+	device       Device
 }
 
 // edge leads from a node to one of its inputs: another node, or a leaf that
