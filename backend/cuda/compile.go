@@ -41,7 +41,7 @@ const (
 	famScatter               // scatter.cu
 	famOptim                 // optim.cu: fused optimizer steps
 	famQuant                 // quant.cu: int8 weight dequantization
-	famNorm                  // norm.cu: channels-last batch normalization and max pooling's backward pass
+	famNorm                  // norm.cu: channels-last batch normalization
 	numFamilies
 )
 

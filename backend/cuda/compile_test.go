@@ -103,10 +103,6 @@ func kernelNames(k modKey) []string {
 	case famQuant:
 		names = append(names, "dequant_i8")
 	case famNorm:
-		if k.op == "pool" {
-			names = append(names, "maxpool_nhwc_bwd")
-			break
-		}
 		for _, n := range []string{"bn_nhwc_stats", "bn_nhwc_apply", "bn_nhwc_bwd_stats", "bn_nhwc_bwd_apply"} {
 			names = append(names, n, n+"2")
 		}

@@ -189,21 +189,13 @@ func (dev *Device) Pool2D(s backend.Stream, y, x backend.View, p backend.Pool2DP
 	})
 }
 
-// Pool2DBackward computes dx from dy, x and y: max pooling of dense
-// channels-last tensors with kernels/norm.cu's maxpool_nhwc_bwd, the rest
-// with cuDNN. It implements [backend.Pooler].
+// Pool2DBackward computes dx from dy, x and y with cuDNN. It implements
+// [backend.Pooler].
 func (dev *Device) Pool2DBackward(s backend.Stream, dx, dy, x, y backend.View, p backend.Pool2DParams) error {
 	const what = "pool2d backward"
 	check := checkPool(x, y, p)
 	if check == nil {
 		check = errors.Join(sameShape("dx", dx, x), sameShape("dy", dy, y))
-	}
-	if check == nil && p.Mode == backend.MaxPool && maxPoolTakes(dx, dy, x, y) {
-		d, err := dev.begin(s, what, nil)
-		if err != nil {
-			return err
-		}
-		return d.maxPoolBackwardNHWC(what, dx, dy, x, y, p)
 	}
 	d, err := dev.dnnBegin(s, what, check)
 	if err != nil {
@@ -484,49 +476,5 @@ func (dev *Device) BatchNormBackward(s backend.Stream, dx, dscale, dbias, dy, x,
 		}
 		return cudnn.BatchNormalizationBackward(h, key.mode, one, zero, one, zero, pl.d[0], ptrs[0], pl.d[1], ptrs[1],
 			pl.d[2], ptrs[2], pl.bnd, ch[0], ch[1], ch[2], eps, ch[3], ch[4])
-	})
-}
-
-// maxPoolTakes reports whether maxpool_nhwc_bwd takes a max pooling's
-// backward pass: every view a dense channels-last tensor of float32,
-// float16 or bfloat16 (their shapes and dtype already checked alike).
-func maxPoolTakes(vs ...backend.View) bool {
-	switch vs[0].DType {
-	case backend.Float32, backend.Float16, backend.BFloat16:
-	default:
-		return false
-	}
-	for _, v := range vs {
-		if !nhwcDense(v) {
-			return false
-		}
-	}
-	return true
-}
-
-// maxPoolBackwardNHWC queues maxpool_nhwc_bwd: dx of channels-last x from
-// dy, x and the forward's output y, one thread an element of dx.
-func (d *queue) maxPoolBackwardNHWC(what string, dx, dy, x, y backend.View, p backend.Pool2DParams) error {
-	ptr, err := d.ptrsOf(what, dy, x, y, dx)
-	if err != nil {
-		return err
-	}
-	n, c, h, w := x.Shape[0], x.Shape[1], x.Shape[2], x.Shape[3]
-	units := int64(x.NumElements())
-	return d.run(func() error {
-		if units == 0 {
-			return nil
-		}
-		f, err := d.function(modKey{fam: famNorm, dt: x.DType, op: "pool"}, "maxpool_nhwc_bwd")
-		if err != nil {
-			return err
-		}
-		a := d.getArgs()
-		defer d.putArgs(a)
-		a.Ptr(ptr[0]).Ptr(ptr[1]).Ptr(ptr[2]).Ptr(ptr[3])
-		for _, v := range []int{n, h, w, c, y.Shape[2], y.Shape[3], p.Kernel[0], p.Kernel[1], p.Stride[0], p.Stride[1], p.Padding[0], p.Padding[1]} {
-			a.Int32(int32(v))
-		}
-		return d.launch(f, d.grid(units), a)
 	})
 }

@@ -472,7 +472,7 @@ func allModules() []modKey {
 				modKey{fam: famQuant, dt: dt, op: "dequant"})
 		}
 		if dt == backend.Float32 || dt == backend.Float16 || dt == backend.BFloat16 {
-			keys = append(keys, modKey{fam: famNorm, dt: dt, op: "bn"}, modKey{fam: famNorm, dt: dt, op: "pool"})
+			keys = append(keys, modKey{fam: famNorm, dt: dt, op: "bn"})
 		}
 	}
 	return keys

@@ -17,10 +17,6 @@
 // are float32, as cuDNN takes them; the saved statistics are the mean and
 // 1/sqrt(var + eps), as cuDNN saves them, so either side may run the
 // backward pass of the other's forward.
-//
-// The file also holds the backward pass of channels-last max pooling (op
-// pool), which cuDNN runs through a kernel several times slower than the
-// bytes it moves allow.
 
 #if VD == DT_F32 || VD == DT_F16 || VD == DT_BF16
 
@@ -300,75 +296,6 @@ extern "C" __global__ void bn_nhwc_bwd_apply2(const S* dy, const S* x, S* dx, i6
 					      const float* inv, const float* scale, const float* coef, const S* y,
 					      S* dr) {
 	bwdApply<2>(dy, x, dx, M, C, mean, inv, scale, coef, y, dr);
-}
-
-#endif
-
-#if defined(K_ALL) || defined(K_pool)
-
-typedef DT<VD>::S PS;
-
-// ismax reports whether v is the window's maximum m: equal, or both NaN
-// (the forward pass propagates NaN).
-__device__ __forceinline__ bool ismax(float v, float m) { return v == m || (v != v && m != m); }
-
-// maxPoolGrad is dx at element i of a channels-last x, the index type I
-// (32-bit where the tensor allows, since 64-bit division costs several
-// times more) taking the divisions that find its coordinates.
-template <typename I>
-__device__ __forceinline__ void maxPoolGrad(const PS* dy, const PS* x, const PS* y, PS* dx, I i, int H, int W, int C,
-					    int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw) {
-	const int c = (int)(i % (I)C);
-	I t = i / (I)C;
-	const int w = (int)(t % (I)W);
-	t /= (I)W;
-	const int h = (int)(t % (I)H);
-	const i64 n = (i64)(t / (I)H);
-	const float xv = ldc<VD>(x[i]);
-	// The windows holding row h start at rows oh·sh − ph in [h − kh + 1, h];
-	// likewise for columns.
-	const int a = h + ph - kh + 1, b = w + pw - kw + 1;
-	const int oh0 = a <= 0 ? 0 : (a + sh - 1) / sh, oh1 = min(OH - 1, (h + ph) / sh);
-	const int ow0 = b <= 0 ? 0 : (b + sw - 1) / sw, ow1 = min(OW - 1, (w + pw) / sw);
-	float g = 0.0f;
-	for (int oh = oh0; oh <= oh1; oh++)
-		for (int ow = ow0; ow <= ow1; ow++) {
-			const i64 yi = ((n * OH + oh) * OW + ow) * C + c;
-			const float m = ldc<VD>(y[yi]);
-			if (!ismax(xv, m)) continue;
-			const int y0 = oh * sh - ph, x0 = ow * sw - pw;
-			bool first = true;
-			for (int iy = max(y0, 0); first && iy <= h; iy++)
-				for (int ix = max(x0, 0); ix < min(x0 + kw, W); ix++) {
-					if (iy == h && ix == w) break;
-					if (ismax(ldc<VD>(x[((n * H + iy) * W + ix) * C + c]), m)) {
-						first = false;
-						break;
-					}
-				}
-			if (first) g += ldc<VD>(dy[yi]);
-		}
-	dx[i] = st<VD>(g);
-}
-
-// maxpool_nhwc_bwd: the gradient of a max pooling of channels-last x
-// [N, H, W, C] (y and dy [N, OH, OW, C]), gathered: each thread takes
-// input elements, one at a time, and adds the gradient of every window
-// that holds it and whose first maximum it is, in the window's row-major
-// order, as PyTorch's max pooling picks its index. A window's maximum is
-// y, and an element is its first one when it equals y and no element
-// before it in the window does. Windows in the order of their output rows,
-// then columns; the sum is rounded once.
-extern "C" __global__ void maxpool_nhwc_bwd(const PS* dy, const PS* x, const PS* y, PS* dx, int N, int H, int W,
-					    int C, int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw) {
-	const i64 total = (i64)N * H * W * C;
-	if (total + GNTH <= 0xffffffffLL) {
-		for (unsigned i = (unsigned)GTID; i < (unsigned)total; i += (unsigned)GNTH)
-			maxPoolGrad<unsigned>(dy, x, y, dx, i, H, W, C, OH, OW, kh, kw, sh, sw, ph, pw);
-		return;
-	}
-	for (i64 i = GTID; i < total; i += GNTH)
-		maxPoolGrad<i64>(dy, x, y, dx, i, H, W, C, OH, OW, kh, kw, sh, sw, ph, pw);
 }
 
 #endif
