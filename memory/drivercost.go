@@ -57,8 +57,9 @@ func (c DriverCall) Modelled() bool { return c < CallReserve }
 
 // ModelledCost returns the cost model's time for one call c of size bytes
 // (DESIGN.md, "Measured on the H200 machines"): what [SimArena] charges.
-// cuMemAlloc and cuMemFree cost more with size; the virtual-memory calls
-// cost the same at every size; address reservations cost nothing.
+// cuMemAlloc, cuMemFree and cuMemSetAccess cost more with size; the other
+// virtual-memory calls cost the same at every size; address reservations
+// cost nothing.
 func ModelledCost(c DriverCall, size int64) time.Duration {
 	switch c {
 	case CallAlloc:
@@ -70,13 +71,19 @@ func ModelledCost(c DriverCall, size int64) time.Duration {
 	case CallMap:
 		return costMap
 	case CallSetAccess:
-		return costSetAccess
+		return setAccessCost(size)
 	case CallUnmap:
 		return costUnmap
 	case CallRelease:
 		return costRelease
 	}
 	return 0
+}
+
+// setAccessCost is the model's cuMemSetAccess of size bytes: costSetAccess,
+// or costSetAccessPerMiB a MiB where that is more (beyond 120 MiB).
+func setAccessCost(size int64) time.Duration {
+	return max(costSetAccess, time.Duration(size>>20)*costSetAccessPerMiB)
 }
 
 // sizeClasses are the upper bounds of the size classes of [CallTimes], in
