@@ -3,11 +3,13 @@
 // it and bench/torch_bench.py in one call and compare.py prints the ratios.
 //
 //	go build -trimpath -ldflags='-s -w' -o .gpu/vram-bench ./bench/cuda
-//	.gpu/vram-bench [-only name,name] [-quick]
+//	.gpu/vram-bench [-only name,name] [-quick] [-lazy]
 //
 // -only resnet runs the ResNet-50 training step (bench/cuda/resnet.go) alone;
 // -cpuprofile DIR also writes a CPU profile of 50 more steps of each mode
-// (DIR/resnet50_MODE.pprof), for where the host's time goes.
+// (DIR/resnet50_MODE.pprof), for where the host's time goes. -lazy skips
+// compiling every kernel module first: only the modules the benchmarks use
+// compile, at first use (first-step figures then include those compiles).
 package main
 
 import (
@@ -44,6 +46,7 @@ type result struct {
 var (
 	only  = flag.String("only", "", "comma-separated benchmark names (prefixes) to run")
 	quick = flag.Bool("quick", false, "fewer repetitions")
+	lazy  = flag.Bool("lazy", false, "compile kernel modules at first use, not all first")
 	// cpuProfile names a folder for CPU profiles of the host's side of
 	// the timed ResNet-50 steps, one file per mode, sampled at 2 kHz.
 	cpuProfile = flag.String("cpuprofile", "", "folder for CPU profiles of the ResNet-50 steps")
@@ -146,9 +149,11 @@ func main() {
 	flag.Parse()
 	d, err := cb.Open(0)
 	must(err)
-	start := time.Now()
-	must(d.Precompile())
-	fmt.Fprintf(os.Stderr, "%s sm_%d: kernels ready in %v\n", d.Name(), d.ComputeCapability(), time.Since(start))
+	if !*lazy {
+		start := time.Now()
+		must(d.Precompile())
+		fmt.Fprintf(os.Stderr, "%s sm_%d: kernels ready in %v\n", d.Name(), d.ComputeCapability(), time.Since(start))
+	}
 	reps := 20
 	if *quick {
 		reps = 5
