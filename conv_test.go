@@ -476,6 +476,48 @@ func TestPoolGradients(t *testing.T) {
 	})
 }
 
+// TestMaxPoolGradToFirstMaximum checks that a window whose maximum is tied
+// gives its whole gradient to its first maximum in row-major order (and a
+// window with a NaN to its first NaN), as PyTorch's max pooling does: on
+// the CPU's composed path, and on a native forward pass whose backward is
+// composed.
+func TestMaxPoolGradToFirstMaximum(t *testing.T) {
+	nan := math.NaN()
+	// Two windows of 2x2: all ties; a NaN after a tie.
+	x := []float64{
+		1, 1, 2, 2,
+		1, 1, nan, 2,
+	}
+	want := []float64{
+		1, 0, 0, 0,
+		0, 0, 1, 0,
+	}
+	p := Pool2dParams{Kernel: [2]int{2, 2}, Stride: [2]int{2, 2}}
+	for _, tc := range []struct {
+		name     string
+		dev      Device
+		backward bool // the native backward pass runs (nativetest only)
+	}{
+		{"cpu", CPU, false},
+		{"native forward, composed backward", nativeTest, false},
+		{"native", nativeTest, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.dev == nativeTest {
+				nativeBackwardOff.Store(!tc.backward)
+				defer nativeBackwardOff.Store(false)
+			}
+			xt := FromSlice(slices.Clone(x), Shape{1, 1, 2, 4}, Float32).To(tc.dev).SetRequiresGrad(true)
+			y := MaxPool2d(xt, p)
+			y.Sum().Backward()
+			got := xt.Grad().To(CPU).Cast(Float64).Float64s()
+			if !slices.Equal(got, want) {
+				t.Errorf("gradient %v, want %v", got, want)
+			}
+		})
+	}
+}
+
 func TestBatchNormGradients(t *testing.T) {
 	for _, tc := range []struct {
 		name     string

@@ -283,7 +283,7 @@ func (d *nativeDevice) Pool2DBackward(s backend.Stream, dx, dy, x, y backend.Vie
 				}
 				if p.Mode == backend.MaxPool {
 					for _, k := range in {
-						if xs[k] == ys[l] {
+						if xs[k] == ys[l] || math.IsNaN(xs[k]) && math.IsNaN(ys[l]) {
 							gx[k] += gs[l]
 							break
 						}

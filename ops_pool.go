@@ -95,7 +95,11 @@ func MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
 		win.checkSize(op)
 		cols := im2col(x, win, math.Inf(-1))
 		defer cols.Release()
-		m := cols.Max(2)
+		// The window's first maximum, by index, so that its gradient goes
+		// there alone, as PyTorch's max pooling and cuDNN's give it.
+		idx := cols.ArgMax(2, true)
+		defer idx.Release()
+		m := cols.Gather(2, idx)
 		defer m.Release()
 		return inputFormat(op, x, m.Reshape(win.shape(x)...))
 	})
@@ -337,8 +341,9 @@ func poolNative(op string, ds *devState, x *Tensor, win window, bp backend.Pool2
 
 // poolGradComposed returns the gradient of a pooling of x from its output
 // gradient g [N, C, OH, OW], composed (outside recording): the gradient of
-// each window spread over its maxima or its taps, then added back into
-// the image by col2im.
+// each window given to its first maximum (the first NaN, if any, as
+// ArgMax picks it) or spread over its taps, then added back into the
+// image by col2im.
 func poolGradComposed(g, x *Tensor, win window, bp backend.Pool2DParams) *Tensor {
 	n, c := x.shape[0], x.shape[1]
 	kk, l := win.kh*win.kw, win.outH*win.outW
@@ -348,15 +353,13 @@ func poolGradComposed(g, x *Tensor, win window, bp backend.Pool2DParams) *Tensor
 	if bp.Mode == backend.MaxPool {
 		cols := im2col(x, win, math.Inf(-1))
 		defer cols.Release()
-		m := cols.MaxKeepDim(2)
-		defer m.Release()
-		mask := cols.Eq(m).Cast(g.dtype)
-		defer mask.Release()
-		cnt := mask.SumKeepDim(2)
-		defer cnt.Release()
-		share := gl.Div(cnt)
-		defer share.Release()
-		gcols = mask.Mul(share)
+		idx := cols.ArgMax(2, true)
+		defer idx.Release()
+		gc := gl.contiguous("pool_backward")
+		defer gc.Release()
+		gcols = newTensor("pool_backward", cols.ds(), g.dtype, cols.shape)
+		gcols.fill("pool_backward", 0)
+		check("pool_backward", gcols.ds().bd.ScatterAdd(gcols.ds().stream(), gcols.bv(), idx.bv(), gc.bv(), 2))
 	} else {
 		var d *Tensor
 		if !bp.CountIncludePad && bp.Padding != [2]int{} {
