@@ -432,9 +432,9 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 			continue
 		}
 		// A gradient already gathered for input 0 may take the rest in
-		// place, when n can add to it.
+		// place, when n can add to it (runNode decides, under n's lock).
 		var into *Tensor
-		if e := n.inputs; len(e) > 0 && e[0].node != nil && n.backwardInto != nil {
+		if e := n.inputs; len(e) > 0 && e[0].node != nil {
 			if prev := grads[e[0].node]; prev != nil && ownsStorage(prev) {
 				into = prev
 			}
