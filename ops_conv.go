@@ -601,7 +601,7 @@ func convNative(op string, ds *devState, x, w, bias *Tensor, g convGeom, transpo
 		defer gc.Release()
 		s := ds.stream()
 		var gx, gw, gb *Tensor
-		if rx && !transposed && accumulates(cv, into, gy.dtype, xShape, f) {
+		if rx && !transposed && accumulates(cv, ds, into, gy.dtype, xShape, f) {
 			// x's gradient so far (a residual's) takes this one in place.
 			err := cv.(backend.ConvAccumulator).Conv2DBackwardDataAccumulate(s, into.bv(), gc.bv(), sv[1].bv(), bp)
 			if err == nil {
@@ -673,11 +673,12 @@ func convNative(op string, ds *devState, x, w, bias *Tensor, g convGeom, transpo
 	return y
 }
 
-// accumulates reports whether cv can add a convolution's input gradient,
-// of dtype dt and shape in format f, into into: a [backend.ConvAccumulator]
-// and a tensor of that dtype, shape and format, dense.
-func accumulates(cv backend.Convolver, into *Tensor, dt DType, shape []int, f MemoryFormat) bool {
-	if _, ok := cv.(backend.ConvAccumulator); !ok || into == nil || into.dtype != dt || !slices.Equal(into.shape, shape) {
+// accumulates reports whether cv, ds's device, can add a convolution's
+// input gradient, of dtype dt and shape in format f, into into: a
+// [backend.ConvAccumulator] and a tensor on ds of that dtype, shape and
+// format, dense.
+func accumulates(cv backend.Convolver, ds *devState, into *Tensor, dt DType, shape []int, f MemoryFormat) bool {
+	if _, ok := cv.(backend.ConvAccumulator); !ok || into == nil || into.ds() != ds || into.dtype != dt || !slices.Equal(into.shape, shape) {
 		return false
 	}
 	return isDense(into.shape, into.strides, f) && (f != ChannelsLast || stridesLikeChannelsLast(into.shape, into.strides))
