@@ -70,7 +70,9 @@ package memory
 //     and each layer would otherwise grow the segment by a mapping or
 //     more; the next layers' tensors land in what was mapped ahead. Less
 //     than 64 MiB ahead would not save a mapping per tensor on a smaller
-//     workload, and its chunks would come back as holes to unmap.
+//     workload, and its chunks would come back as holes to unmap (the
+//     sweep below measured 32 to 96 MiB). A refusal of the memory ahead
+//     is handled as in step 5.
 //
 // On a repeating workload (a training loop) the driver calls die out: a
 // remap that cannot be avoided raises the high-water mark, so the next
