@@ -60,6 +60,19 @@ package memory
 //     peak would otherwise allow a few MiB ahead or none. Should the
 //     device or the memory limit refuse the memory ahead, the request is
 //     placed again without it.
+//  6. A larger request that raises the peak of the allocated bytes and
+//     maps memory at a segment's unmapped end maps ahead of it, in the
+//     same call, all the room that the slack of step 3 leaves (the
+//     reserve up to that peak plus 1/24 of it), if that is at least 64
+//     MiB (vramClimbAheadMin), as chunks of their own that step 3 can
+//     unmap while they are free. While a training step's forward pass
+//     keeps its activations, the allocated bytes climb with every layer
+//     and each layer would otherwise grow the segment by a mapping or
+//     more; the next layers' tensors land in what was mapped ahead. Less
+//     than 64 MiB ahead would not save a mapping per tensor on a smaller
+//     workload, and its chunks would come back as holes to unmap (the
+//     sweep below measured 32 to 96 MiB). A refusal of the memory ahead
+//     is handled as in step 5.
 //
 // On a repeating workload (a training loop) the driver calls die out: a
 // remap that cannot be avoided raises the high-water mark, so the next
@@ -309,6 +322,45 @@ import (
 // next to the older neighbour too): one trace, 13 fragmentation bounds
 // broken.
 //
+// Then, late on 2026-12-01, for the cost model that charges cuMemSetAccess
+// 250 ns a MiB beyond 120 MiB (synth_transformer_train_varlen back at
+// 2.19x, 13.7 ms against 6.2; traced, 7.1 ms of it in 133 mappings while
+// the weights load and the first forward pass grows the segment a layer at
+// a time, 2 to 120 MiB each, and 6.6 ms in 18 mappings of 162 to 1484 MiB
+// and 60 unmaps when longer sequences come), against the settings above (8
+// traces within every bound). Splitting a run of chunks into runs of at
+// most 120 MiB cannot help: their calls cost what the per-MiB charge does.
+// A largest peak chunk of 96 MiB: 2.28x; of 192 or 256 MiB: 2.30 and 2.08x,
+// fragmentation broken there (1.063, 1.064x) and on bert_train_varlen at
+// 192 (1.0503x). Mapping ahead for requests of more than 4 MiB while
+// loading, up to 20 MiB in all, up to 1 or 2 times the request or a 32nd of
+// the peak: the fragmentation of gpt_generate_kvcache (1.0558 to 1.0585x),
+// resnet50_infer_varbatch (1.0676 to 1.0871x) or
+// synth_bert_infer_varlen_long (1.0514x) broken, the transformer at 2.03 to
+// 2.23x. Mapping ahead for any request of more than 4 MiB that raises the
+// peak a 16th to a 128th of it, within 1/24, 1/32, 1/40, 1/48 or 1/64 above
+// the peak: the training traces up to 43% cheaper, the transformer at 1.80
+// to 2.33x, but the generation traces pay for chunks of a few MiB mapped
+// ahead and unmapped again one by one (gpt2_generate_varbatch 2.21 to
+// 2.60x, synth_gpt_generate_varbatch 1.0385 to 1.0408x against PyTorch's
+// 1.0362), with fragmentation broken on one to four traces. Only when what
+// the slack leaves is at least a minimum (step 6), all of it: 32 MiB breaks
+// synth_gpt_generate_varbatch (1.0408x, 2.08x); 40, 48, 52, 56, 60, 64 and
+// 72 MiB bring the transformer to 1.92, 1.98, 1.97, 1.95, 1.95, 1.95 and
+// 1.99x and keep every other bound (64 kept, vramClimbAheadMin: at 52,
+// bert_train_varlen reserves 1.0483x, 1.0416x from 56 to 72); 80 and 96
+// MiB, 2.02 and 2.05x. A 24th of the peak or more ahead is what the slack
+// leaves; a 32nd with a 32 MiB minimum: 1.84x, but 2.16x with 52 MiB, so
+// not kept. Also for requests that do not raise the peak: resnet50_train
+// 1.0413x, past its 1.02 bound. Within 1/32 or 1/48 of the peak instead of
+// the slack: the transformer at 2.03 and 2.20x. With 64 MiB: 9 traces
+// within every bound; driver time lower on the four training traces, the
+// others unchanged to the microsecond (resnet50_train 6.6 to 4.4 ms,
+// bert_train_varlen 15.3 to 12.7, gpt2_train_varlen 14.1 to 11.5,
+// synth_transformer_train_varlen 13.7 to 12.2); reserve higher on
+// bert_train_varlen (1.025 to 1.042x) and gpt2_train_varlen (1.011 to
+// 1.024x).
+//
 // The traces still outside the driver bound move memory inside a request
 // near the largest, in every layer, as policyGaps explains. Traced on
 // bert_infer_varlen: a layer's output (40.5 MiB) lands in the hole its
@@ -363,6 +415,16 @@ const (
 	// 1.082), where loading maps ahead for the many 1 to 2.25 MiB
 	// convolution weights.
 	vramLoadAheadMin = 3 << 20
+	// vramClimbAheadMin: a request of more than vramAheadMax that raises
+	// the peak of the allocated bytes maps ahead all the room the slack
+	// leaves (step 6), if that is at least 64 MiB. The sweep of
+	// 2026-12-01, late, chose it: 40 to 72 MiB bring
+	// synth_transformer_train_varlen under the driver bound (1.92 to
+	// 1.99x) and keep every other bound; 32 MiB breaks
+	// synth_gpt_generate_varbatch (1.0408x, 2.08x) and costs
+	// synth_bert_infer_varlen 70% more, 80 MiB and more leave
+	// synth_transformer_train_varlen above 2x (2.02 to 2.08x).
+	vramClimbAheadMin = 64 << 20
 	// vramSpanFactor: each virtual segment reserves twice the device's
 	// capacity of address space (at most maxDefaultSpan), so that
 	// unmapped holes can be left behind while the segment grows.
@@ -556,19 +618,31 @@ func (a *Allocator) placeVRAM(p *pool, stream Stream, size int64, ahead bool) (*
 	return b, extra > 0, err
 }
 
-// aheadFor returns how many bytes step 5 of the policy maps past the
-// window of pl for a request of size bytes: up to vramAheadChunk in all
-// when the request is at most vramAheadMax bytes, needs mapping and the
-// reserve stays within the peak of the allocated bytes and its slack; 0
-// otherwise. materialize maps them only where the window ends in the
-// segment's unmapped end.
+// aheadFor returns how many bytes steps 5 and 6 of the policy map past
+// the window of pl for a request of size bytes, 0 when the window needs no
+// mapping. A request of at most vramAheadMax bytes (step 5) gets up to
+// vramAheadChunk in all, as far as the reserve stays within the peak of the
+// allocated bytes and its slack (whatever the slack while loading). A
+// larger one that raises that peak (step 6) gets all the room that the
+// slack leaves, if that is at least vramClimbAheadMin. materialize maps
+// them only where the window ends in the segment's unmapped end.
 func (a *Allocator) aheadFor(pl placement, size int64) int64 {
-	if pl.need == 0 || size > vramAheadMax {
+	if pl.need == 0 {
 		return 0
 	}
 	reserved := a.stats.ReservedBytes[StatAll].Current
-	peak := max(a.peakAlloc, satAdd(a.stats.AllocatedBytes[StatAll].Current, size))
+	alloc := satAdd(a.stats.AllocatedBytes[StatAll].Current, size)
+	peak := max(a.peakAlloc, alloc)
 	room := min(satAdd(peak, peak/vramSlackDiv), a.allowed()) - reserved - pl.need
+	if size > vramAheadMax {
+		if alloc <= a.peakAlloc {
+			return 0
+		}
+		if room = alignDown(room, a.gran); room < vramClimbAheadMin {
+			return 0
+		}
+		return room
+	}
 	if !a.freedOnce && size >= vramLoadAheadMin {
 		// Loading: what is mapped ahead holds the next tensors.
 		room = a.allowed() - reserved - pl.need

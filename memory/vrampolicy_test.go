@@ -33,6 +33,8 @@ func TestVRAMMapsAhead(t *testing.T) {
 	}{
 		{name: "small request under a large peak", base: base, size: 3 * mib, reserved: vramAheadChunk, maps: 2, more: 3},
 		{name: "largest request that maps ahead", base: base, size: vramAheadMax, reserved: vramAheadChunk, maps: 2, more: 3},
+		// Step 6 maps ahead for it only where the slack leaves at
+		// least vramClimbAheadMin, 64 MiB; here it leaves 18.
 		{name: "larger request maps only its window", base: base, size: vramAheadMax + 1, reserved: vramAheadMax + gran, maps: 1},
 		{name: "small pool", base: base, size: 4096, reserved: vramAheadChunk, maps: 2, more: 3},
 		// The slack of a 3 MiB peak is 128 KiB: no room ahead, and the
@@ -104,6 +106,102 @@ func TestVRAMMapsAhead(t *testing.T) {
 				if n := a.Stats().NumMaps - s.NumMaps; n != 0 {
 					t.Errorf("%d more mappings for %d more requests of %d bytes", n, tc.more, tc.size)
 				}
+			}
+			check(t, a, sim)
+		})
+	}
+}
+
+// TestVRAMMapsAheadWhileClimbing checks step 6 of policy:vram: a request
+// of more than vramAheadMax bytes that raises the peak of the allocated
+// bytes and grows a segment maps ahead, as mappings of their own, all the
+// room the slack leaves (a 24th of the new peak) when that is at least
+// vramClimbAheadMin, and the next tensors come from there with no driver
+// call. Less room, a request below the peak, a memory limit or a device
+// without the room leave the window alone mapped, without an OOM.
+func TestVRAMMapsAheadWhileClimbing(t *testing.T) {
+	const (
+		capacity = 4 << 30 // shape-only: a SimArena holds no memory
+		gran     = SimGranularity
+	)
+	tests := []struct {
+		name string
+		// first is allocated and freed first on stream 1 (0: nothing),
+		// so that the request stays below the peak.
+		first  int64
+		others int64 // held by other processes on the simulated device
+		limit  int64 // the allocator's memory limit (0: the device)
+		size   int64
+		ahead  int64 // bytes mapped past the window's granules
+	}{
+		{name: "a 24th of the peak is the minimum", size: 1536 * mib, ahead: 64 * mib},
+		{name: "a 24th of a larger peak", size: 2400 * mib, ahead: 100 * mib},
+		{name: "odd size", size: 2400*mib + 3, ahead: 98 * mib},
+		// 1500 MiB / 24 = 62.5 MiB: less than vramClimbAheadMin.
+		{name: "less room than the minimum", size: 1500 * mib},
+		{name: "request below the peak", first: 1600 * mib, size: 1000 * mib},
+		{name: "limit without room ahead", limit: 1536*mib + 32*mib, size: 1536 * mib},
+		// The device refuses the 1600 MiB mapping: the request maps its
+		// window alone.
+		{name: "device without room ahead", others: capacity - 1536*mib - 32*mib, size: 1536 * mib},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, sim := newTestAllocator(t, "", capacity)
+			if tc.first > 0 {
+				a.Free(mustAlloc(t, a, tc.first, 1))
+			}
+			if tc.others > 0 {
+				if err := sim.SetOtherProcesses([]ProcessMemory{{PID: 1, Bytes: tc.others}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.limit > 0 {
+				if err := a.SetMemoryFraction(float64(tc.limit) / capacity); err != nil {
+					t.Fatal(err)
+				}
+			}
+			refused := sim.Counts().Refused
+			before := a.Stats()
+			b := mustAlloc(t, a, tc.size, 0)
+			s := a.Stats()
+			if s.NumOOMs != 0 || s.NumAllocRetries != 0 {
+				t.Errorf("%d OOMs, %d retries", s.NumOOMs, s.NumAllocRetries)
+			}
+			if got, want := sim.Counts().Refused-refused, min(tc.others, 1); got != want {
+				t.Errorf("%d mappings refused, want %d", got, want)
+			}
+			end := b.addr + uint64(alignUp(b.size, gran))
+			if tc.first == 0 {
+				if got, want := s.ReservedBytes[StatAll].Current-before.ReservedBytes[StatAll].Current, alignUp(tc.size, gran)+tc.ahead; got != want {
+					t.Errorf("the reserve grew by %d MiB, want %d MiB", got/mib, want/mib)
+				}
+			}
+			if peak := s.AllocatedBytes[StatAll].Peak; s.ReservedBytes[StatAll].Current > max(before.ReservedBytes[StatAll].Peak, peak+peak/vramSlackDiv) {
+				t.Errorf("reserve %d above the peak %d and its slack", s.ReservedBytes[StatAll].Current, peak)
+			}
+			next := b.next
+			for next != nil && next.addr < end {
+				next = next.next
+			}
+			if tc.ahead == 0 {
+				if next != nil && next.state != stateUnmapped {
+					t.Errorf("memory mapped past the window: %v block [0x%x, +%d)", next.state, next.addr, next.size)
+				}
+				check(t, a, sim)
+				return
+			}
+			// The memory ahead starts a mapping of its own where the
+			// window's granules end, and the next tensors come from it.
+			if c := a.chunkOf(b, end); c.addr != end {
+				t.Errorf("mapping ahead at 0x%x: got [0x%x, +%d)", end, c.addr, c.size)
+			}
+			maps := s.NumMaps
+			for _, n := range []int64{tc.ahead / 2, tc.ahead - tc.ahead/2} {
+				mustAlloc(t, a, alignDown(n, gran), 0)
+			}
+			if n := a.Stats().NumMaps - maps; n != 0 {
+				t.Errorf("%d more mappings for the tensors after it, in the %d MiB mapped ahead", n, tc.ahead/mib)
 			}
 			check(t, a, sim)
 		})
