@@ -75,8 +75,8 @@
 // (testdata/gentraces):
 //
 //	trace                          pytorch          pytorch+expandable  vram
-//	bert_infer_varlen              1.717  1.1 ms    1.154  1.3 ms       1.050 14.5 ms
-//	bert_infer_varlen_cap1228MiB   1.717  1.1 ms    1.154  1.3 ms       1.050 14.5 ms
+//	bert_infer_varlen              1.717  1.1 ms    1.154  1.3 ms       1.040 12.8 ms
+//	bert_infer_varlen_cap1228MiB   1.717  1.1 ms    1.154  1.3 ms       1.040 12.8 ms
 //	bert_train_varlen              1.505  8.5 ms    1.082 11.0 ms       1.042 12.7 ms
 //	gpt2_generate_varbatch         1.193  2.0 ms    1.124  1.9 ms       1.039  3.6 ms
 //	gpt2_train_varlen              1.651  8.3 ms    1.071 17.1 ms       1.024 11.5 ms
@@ -97,7 +97,7 @@
 // encoder and a GPT-2-sized decoder served by one process, recorded),
 // where it reserves 1.086x, still below PyTorch's 1.232 with expandable
 // segments. Its driver time is within twice policy:pytorch's on 9 of the
-// 16 traces (on the four training traces 0.8 to 1.9 times it) and up to 13.2 times
+// 16 traces (on the four training traces 0.8 to 1.9 times it) and up to 11.7 times
 // it on the others: a segment of policy:pytorch costs about as much as one
 // mapping, and the vram policy unmaps and remaps holes to stay within its
 // slack, on the inference traces in every layer of the requests near the

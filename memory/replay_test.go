@@ -227,14 +227,16 @@ func replayPolicies(t testing.TB, ev []trace.Event) map[string]policyResult {
 // the bound again (2.19x; 2.5x on the card); mapping ahead, for a request
 // of more than 4 MiB that raises the peak, all the room the slack leaves
 // when that is at least 64 MiB (step 6) brought it back (1.95x) and cut
-// the other training traces' driver time by 17 to 33%. The numbers,
-// modelled on a simulated 80 GiB device (peak reserved over peak
+// the other training traces' driver time by 17 to 33%. Taking, among
+// windows that need as much mapped, the lowest address rather than the
+// smallest run (step 2) took bert_infer_varlen from 13.2 to 11.7x. The
+// numbers, modelled on a simulated 80 GiB device (peak reserved over peak
 // requested; driver time of policy:vram and policy:pytorch, and their
 // ratio), for the traces listed:
 //
 //	trace                           vram ratio  vram      pytorch       x
-//	bert_infer_varlen               1.0496      14.5 ms   1.10 ms   13.22
-//	bert_infer_varlen_cap1228MiB    1.0496      14.5 ms   1.10 ms   13.22
+//	bert_infer_varlen               1.0395      12.8 ms   1.10 ms   11.65
+//	bert_infer_varlen_cap1228MiB    1.0395      12.8 ms   1.10 ms   11.65
 //	resnet50_infer_varbatch         1.0447      9.0 ms    1.15 ms    7.88
 //	synth_bert_infer_varlen_long    1.0468      11.2 ms   1.74 ms    6.46
 //	synth_resnet50_infer_varbatch   1.0381      4.0 ms    0.90 ms    4.48

@@ -19,7 +19,9 @@ package memory
 //     blocks of a virtual segment (one per stream and pool kind, as large
 //     as twice the device: address space is cheap), choosing the window
 //     that needs the least memory mapped, then one that leaves one hole
-//     rather than two, then the smaller run. A segment's unmapped tail is
+//     rather than two, then the lowest address, whatever the size of its
+//     run: the working set then stays away from the segment's unmapped
+//     end rather than drifting towards it. A segment's unmapped tail is
 //     one such run, so growing the segment is just the fallback.
 //  3. Before mapping, check the budget: the reserve may grow to its
 //     high-water mark (what the workload has already needed) or to the
@@ -361,6 +363,41 @@ import (
 // bert_train_varlen (1.025 to 1.042x) and gpt2_train_varlen (1.011 to
 // 1.024x).
 //
+// Then, on all 16 traces against the settings above (9 within every bound),
+// what step 2 prefers among windows that need as much mapped: it took the
+// smaller run, then the lower address. The lower address whatever the run
+// (kept, step 2): bert_infer_varlen and its cap copy 13.2 to 11.7x (14.5
+// to 12.8 ms, 218 to 189 maps, 169 to 143 unmaps, 1.0496 to 1.0395x
+// reserved), every other trace unchanged to the microsecond; without the
+// preference for one hole rather than two, the same. The higher address
+// (with or without it): 1 trace, 14 fragmentation bounds broken (up to
+// 1.106x); the larger run: 8, two_models at 1.146x. Needs within 8 or 20
+// MiB counted as equal, then the lower address: 8 traces each,
+// resnet50_infer_varbatch at 1.051 and 1.068x, bert_infer_varlen at 15.5
+// and 9.3x (1.103x reserved at 20 MiB). Windows of a run other than the
+// segment's unmapped end preferred when they need at most 8 MiB more: 8,
+// bert_infer_varlen at 1.066x. Then, for step 3, free blocks freed within
+// the last 1, 4, 16, 32, 64 or 256 allocations unmapped after every older
+// one (deferring the unmap of what the layer just gave back): 9, 7, 7, 7,
+// 7 and 8 traces; from 4 to 64 allocations the inference traces' driver
+// time falls (resnet50_infer_varbatch to 6.4x, synth_resnet50_infer
+// _varbatch to 3.4x, synth_bert_infer_varlen_long to 6.1x,
+// synth_two_models to 4.8x at 16) but gpt2_generate_varbatch passes the
+// driver bound (2.02x) and synth_transformer_train_varlen too (2.04 to
+// 2.15x); at 256, synth_transformer_train_varlen reserves 1.0456x with
+// nothing gained; bert_infer_varlen unchanged with each.
+//
+// Traced on bert_infer_varlen, a layer at a request's longest sequence
+// holds, in units of its 40.5 MiB hidden state, the layer's two inputs
+// (1 each), scores (4), the attention output (1), then the layer output
+// (1, living into the next layer), the intermediate (3) and two more of 1,
+// at most 8 units with the 1 that lives through the request; the slack is
+// a 24th of the peak, 0.6 units. The scores then find four free units
+// together only if the layer before placed its two outputs so that they
+// leave them, which best fit, placing each tensor when it comes, does not
+// look ahead to: each layer maps the scores' missing unit (and unmaps one
+// elsewhere), then its output's.
+//
 // The traces still outside the driver bound move memory inside a request
 // near the largest, in every layer, as policyGaps explains. Traced on
 // bert_infer_varlen: a layer's output (40.5 MiB) lands in the hole its
@@ -479,22 +516,19 @@ type placement struct {
 	run  *Block // the run's first block
 	at   uint64 // the window's first byte
 	need int64  // bytes to map
-	span int64  // bytes of the whole run (for best fit among equals)
 	edge bool   // the window touches an end of the run (leaves one hole, not two)
 }
 
 // better reports whether p is a better placement than q: less memory to
-// map, then one hole rather than two, then the smaller run, then the lower
-// address.
+// map, then one hole rather than two, then the lower address (whatever the
+// size of the run, so that the working set stays away from the segment's
+// unmapped end: step 2 of the policy).
 func (p placement) better(q placement) bool {
 	if p.need != q.need {
 		return p.need < q.need
 	}
 	if p.edge != q.edge {
 		return p.edge
-	}
-	if p.span != q.span {
-		return p.span < q.span
 	}
 	return p.at < q.at
 }
@@ -537,7 +571,7 @@ func (a *Allocator) bestIn(s *Block, size int64) (best placement, ok bool) {
 		if at < lo || at+uint64(size) > hi {
 			return
 		}
-		p := placement{run: s, at: at, span: span, edge: at == lo || at+uint64(size) == hi}
+		p := placement{run: s, at: at, edge: at == lo || at+uint64(size) == hi}
 		p.need = a.needIn(s, at, at+uint64(size))
 		if !ok || p.better(best) {
 			best, ok = p, true
@@ -594,7 +628,7 @@ func (a *Allocator) placeVRAM(p *pool, stream Stream, size int64, ahead bool) (*
 		if err != nil {
 			return nil, false, err
 		}
-		pl = placement{run: seg.first, at: seg.addr, need: alignUp(size, a.gran), span: seg.size, edge: true}
+		pl = placement{run: seg.first, at: seg.addr, need: alignUp(size, a.gran), edge: true}
 	}
 	if pl.need > 0 {
 		reserved := a.stats.ReservedBytes[StatAll].Current
