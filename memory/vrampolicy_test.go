@@ -330,3 +330,75 @@ func inMiB(sizes []int64) []float64 {
 	}
 	return out
 }
+
+// TestVRAMPlacementOrder checks the order in which step 2 of policy:vram
+// ranks windows: less memory to map, then one hole rather than two, then
+// the lower address, whatever the size of the run.
+func TestVRAMPlacementOrder(t *testing.T) {
+	tests := []struct {
+		name string
+		p, q placement
+		want bool // p better than q
+	}{
+		{name: "less to map", p: placement{at: 900, need: 2 * mib}, q: placement{at: 100, need: 4 * mib, edge: true}, want: true},
+		{name: "more to map", p: placement{at: 100, need: 4 * mib, edge: true}, q: placement{at: 900, need: 2 * mib}, want: false},
+		{name: "one hole rather than two", p: placement{at: 900, need: 2 * mib, edge: true}, q: placement{at: 100, need: 2 * mib}, want: true},
+		{name: "two holes rather than one", p: placement{at: 100, need: 2 * mib}, q: placement{at: 900, need: 2 * mib, edge: true}, want: false},
+		{name: "lower address", p: placement{at: 100, need: 2 * mib, edge: true}, q: placement{at: 900, need: 2 * mib, edge: true}, want: true},
+		{name: "higher address", p: placement{at: 900, need: 2 * mib, edge: true}, q: placement{at: 100, need: 2 * mib, edge: true}, want: false},
+		{name: "itself", p: placement{at: 100, need: 2 * mib}, q: placement{at: 100, need: 2 * mib}, want: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.p.better(tc.q); got != tc.want {
+				t.Errorf("%+v better than %+v = %v, want %v", tc.p, tc.q, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestVRAMPlacesInTheLowerHole checks step 2 of policy:vram on an
+// allocator: of two unmapped holes that a request fits in, each needing
+// the request's size mapped, it takes the lower one, even when it is the
+// larger.
+func TestVRAMPlacesInTheLowerHole(t *testing.T) {
+	tests := []struct {
+		name         string
+		lower, upper int64 // sizes of the two holes, lower address first
+		size         int64 // the request
+		inLower      bool  // placed at the lower hole's start
+	}{
+		{name: "lower hole larger", lower: 200 * mib, upper: 100 * mib, size: 64 * mib, inLower: true},
+		{name: "lower hole smaller", lower: 100 * mib, upper: 200 * mib, size: 64 * mib, inLower: true},
+		{name: "only the upper hole fits", lower: 60 * mib, upper: 200 * mib, size: 64 * mib, inLower: false},
+	}
+	const sep = 8 * mib // allocated between the holes: no step 5 or 6
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, sim := newTestAllocator(t, "", 4<<30)
+			lo := mustAlloc(t, a, tc.lower, 0)
+			mustAlloc(t, a, sep, 0)
+			up := mustAlloc(t, a, tc.upper, 0)
+			mustAlloc(t, a, sep, 0)
+			loAddr, upAddr := lo.Addr(), up.Addr()
+			a.Free(lo)
+			a.Free(up)
+			// Over the budget (the reserve at the peak plus 1/24):
+			// step 3 unmaps both freed blocks, and the request goes
+			// to the segment's unmapped end.
+			mustAlloc(t, a, tc.lower+tc.upper, 0)
+			if s := a.Stats(); s.ReservedBytes[StatAll].Current != tc.lower+tc.upper+2*sep {
+				t.Fatalf("reserved %d MiB, want both holes unmapped (%d MiB)", s.ReservedBytes[StatAll].Current/mib, (tc.lower+tc.upper+2*sep)/mib)
+			}
+			b := mustAlloc(t, a, tc.size, 0)
+			want := upAddr
+			if tc.inLower {
+				want = loAddr
+			}
+			if b.Addr() != want {
+				t.Errorf("placed at %#x, want %#x (lower hole %#x, upper %#x)", b.Addr(), want, loAddr, upAddr)
+			}
+			check(t, a, sim)
+		})
+	}
+}
