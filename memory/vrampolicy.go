@@ -386,6 +386,17 @@ import (
 // driver bound (2.02x) and synth_transformer_train_varlen too (2.04 to
 // 2.15x); at 256, synth_transformer_train_varlen reserves 1.0456x with
 // nothing gained; bert_infer_varlen unchanged with each.
+// With the lower address kept: step 1 carving an allocation from the high
+// end of a free block that unmapped space precedes and none follows (so
+// that the rest stays beside the hole), for every request, for those of
+// at least 16 MiB, or in blocks of at least twice the request: 9, 9 and
+// 8 traces, bert_infer_varlen at 36, 36 and 34x (1.053x reserved),
+// resnet50_infer_varbatch at 1.081x or (twice the request) 1.028x and
+// 4.0x, two_models at 9.9 to 10.5x. Step 3 unmapping first the free
+// blocks next to unmapped space (widening a hole rather than opening
+// one), or last: 8 traces each, synth_transformer_train_varlen at 2.15
+// and 2.11x, bert_infer_varlen at 11.8 and 11.7x,
+// synth_resnet50_infer_varbatch at 3.0x with the first.
 //
 // Traced on bert_infer_varlen, a layer at a request's longest sequence
 // holds, in units of its 40.5 MiB hidden state, the layer's two inputs
