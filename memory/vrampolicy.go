@@ -426,23 +426,25 @@ import (
 // (resnet50_infer_varbatch 7.9 to 6.0x, synth_two_models 5.28 to 4.61x,
 // but bert_infer_varlen 15.0x and gpt2_generate_varbatch out at 1.0684x);
 // only for requests of at least 16 MiB, 7 (synth_transformer_train_varlen
-// 2.10x); by size alone, 4, five or six fragmentation bounds broken; by offset,
-// 0 and (from 16 MiB) 4, bert_infer_varlen 48x. Looking ahead in step 1:
-// remembering which requests followed the same two last time, when the
-// largest of the next 1 to 8 is larger than this one and best fit's block
-// is the only free block that holds it and would not after the carve, the
-// request goes to the smallest other free block that holds it. With 1 or 2
-// requests ahead every trace unchanged; with 3 to 8, bert_infer_varlen 11.65
-// to 9.02x (189 to 164 maps, 143 to 108 unmaps) but 1.0395 to 1.0965x
-// reserved, two_models 4.88 to 4.74x (still 1.0865x), synth_bert_infer_varlen
-// 1.55 to 1.96x, 9 traces as before; the same only for requests of at least
-// 16 or 64 MiB. The other block at most 1.1 or 1.5 times the request: the
+// 2.10x); by size alone, 4, five or six fragmentation bounds broken; by
+// offset, 0 and (from 16 MiB) 4, bert_infer_varlen 48x. Looking ahead in
+// step 1, remembering which requests followed the same two last time:
+// when the largest of the next 1 to 8 is larger than this one, and best
+// fit's block is the only free block that holds it and would not after the
+// carve, the request goes to the smallest other free block that holds it.
+// With 1 or 2 requests ahead every trace unchanged; with 3 to 8,
+// bert_infer_varlen 11.65 to 9.02x (189 to 164 maps, 143 to 108 unmaps)
+// but 1.0395 to 1.0965x reserved, two_models 4.88 to 4.74x (still
+// 1.0865x), synth_bert_infer_varlen 1.55 to 1.96x from 4 ahead: 9 traces
+// within every bound, as before; the same only for requests of at least 16
+// or 64 MiB. The other block at most 1.1 or 1.5 times the request: the
 // reserve kept, bert_infer_varlen at 12.7 and 12.5x; at most 2 or 4 times:
-// as without a bound. A block that unmapped space follows counted as big as
-// it could grow: no trace changed. Keyed by the size alone: 8 traces,
-// synth_gpt_serve_kvcache 1.0568x. Where the look-ahead saves remaps, the
-// block it takes leaves holes without a whole chunk to unmap, the same
-// trade as every placement above.
+// as without a bound. A block that unmapped space follows counted as big
+// as it could grow: no trace changed. Keyed by the size alone: 8 traces,
+// synth_gpt_serve_kvcache 1.0568x. The reserve can pass the slack only
+// where step 3 finds no whole chunk to unmap: the remaps the look-ahead
+// saves are paid for in holes left without one, the trade of every
+// placement above.
 //
 // The traces still outside the driver bound move memory inside a request
 // near the largest, in every layer, as policyGaps explains. Traced on
