@@ -441,10 +441,12 @@ import (
 // reserve kept, bert_infer_varlen at 12.7 and 12.5x; at most 2 or 4 times:
 // as without a bound. A block that unmapped space follows counted as big
 // as it could grow: no trace changed. Keyed by the size alone: 8 traces,
-// synth_gpt_serve_kvcache 1.0568x. The reserve can pass the slack only
-// where step 3 finds no whole chunk to unmap: the remaps the look-ahead
-// saves are paid for in holes left without one, the trade of every
-// placement above.
+// synth_gpt_serve_kvcache 1.0568x. The largest other block instead of the
+// smallest: the same. Never a block that unmapped space follows: no trace
+// changed, so the other block was always the one at the edge of the
+// mapped memory, which step 1 keeps for large requests; only while the
+// reserve plus the expected request stays within the slack: no gain
+// (bert_infer_varlen unchanged, synth_bert_infer_varlen 1.0403x).
 //
 // The traces still outside the driver bound move memory inside a request
 // near the largest, in every layer, as policyGaps explains. Traced on
