@@ -96,7 +96,7 @@ func MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
 		cols := im2col(x, win, math.Inf(-1))
 		defer cols.Release()
 		// The window's first maximum, by index, so that its gradient goes
-		// there alone, as PyTorch's max pooling and cuDNN's give it.
+		// there alone, as PyTorch's max pooling gives it.
 		idx := cols.ArgMax(2, true)
 		defer idx.Release()
 		m := cols.Gather(2, idx)
