@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,19 +39,26 @@ func raceDevices(t *testing.T) []Device {
 // any more, so that garbage other tests left behind does not change them
 // during a test.
 func settle(ds ...Device) {
-	for range 50 {
-		before := make([]StorageStats, len(ds))
+	read := func() []StorageStats {
+		st := make([]StorageStats, len(ds))
 		for i, d := range ds {
-			before[i] = Storage(d)
+			st[i] = Storage(d)
 		}
+		return st
+	}
+	// A finalizer can free a tensor that owns another finalizable one,
+	// so one quiet collection is not enough: under -race on two cores
+	// the finalizer goroutine can lag a collection by milliseconds.
+	// Three quiet rounds in a row, within two seconds.
+	last := read()
+	deadline := time.Now().Add(2 * time.Second)
+	for quiet := 0; quiet < 3 && time.Now().Before(deadline); {
 		runtime.GC()
-		time.Sleep(2 * time.Millisecond)
-		same := true
-		for i, d := range ds {
-			same = same && Storage(d) == before[i]
-		}
-		if same {
-			return
+		time.Sleep(5 * time.Millisecond)
+		if now := read(); slices.Equal(now, last) {
+			quiet++
+		} else {
+			last, quiet = now, 0
 		}
 	}
 }
