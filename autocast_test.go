@@ -8,6 +8,7 @@ func TestAutocastCachesWeightCasts(t *testing.T) {
 	defer w.Release()
 	x := Randn(Shape{4, 8}, d)
 	defer x.Release()
+	settle(d)
 	base := MemoryAllocated(d)
 	var cached int
 	var loss *Tensor

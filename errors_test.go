@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/memory"
 )
 
@@ -287,6 +288,7 @@ func simEnvChild(t *testing.T, want string) {
 // TestFailedFactoryLeavesNothing checks that a factory whose options are
 // refused (an integer tensor that requires grad) frees what it allocated.
 func TestFailedFactoryLeavesNothing(t *testing.T) {
+	memtest.Settle(vram.CPU)
 	before := vram.MemoryAllocated(vram.CPU)
 	for _, fn := range []func(){
 		func() { vram.Ones(vram.Shape{1024}, vram.Int64, vram.WithGrad()) },

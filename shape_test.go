@@ -152,6 +152,7 @@ func TestConstructorsRejectBadShapes(t *testing.T) {
 		{"NewRandn", "new_randn", func(s Shape, dt DType, d Device) { base(dt, d).NewRandn(s) }},
 	}
 	for _, d := range devs {
+		settle(d)
 		before := MemoryAllocated(d)
 		for _, c := range append(ctors, floatCtors...) {
 			for _, s := range badShapes {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/nn"
 )
 
@@ -190,7 +191,7 @@ func TestCheckpointBadInput(t *testing.T) {
 }
 
 func TestCheckpointLowersPeak(t *testing.T) {
-	settleGarbage()
+	memtest.Settle()
 	dev := vram.Sim(1)
 	peak := func(ckpt bool) int64 {
 		m := stack(16, 128, 0.1, 5, ckpt, nil, dev)
@@ -295,7 +296,7 @@ func TestCheckpointRetainGraph(t *testing.T) {
 // pre-activation and the GELU gradient (three activations of A bytes, and
 // a small weight gradient), not a fourth for the recomputed output.
 func TestCheckpointReleasesRecomputeOutput(t *testing.T) {
-	settleGarbage()
+	memtest.Settle()
 	dev := vram.Sim(1)
 	const batch, width = 4096, 64
 	const a = batch * width * 4
@@ -340,7 +341,7 @@ func TestCheckpointRecomputeMismatch(t *testing.T) {
 		}
 		return x.Mul(w).Narrow(0, 0, 2)
 	}
-	settleGarbage()
+	memtest.Settle()
 	before := vram.MemoryAllocated(dev)
 	err := vram.Catch(func() {
 		out := vram.Checkpoint(fn, x, w)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
 )
@@ -425,14 +426,14 @@ func TestReleaseFreesBuffers(t *testing.T) {
 	if !d.Available() {
 		t.Skip("no sim:1")
 	}
-	settleGarbage()
+	memtest.Settle()
 	base := vram.Storage(d).LiveBytes
 	m := cnn(d)
 	x := vram.Zeros(vram.Shape{2, 1, 12, 12}, d)
 	m.Forward(x).Release()
 	x.Release()
 	nn.Release(m)
-	settleGarbage()
+	memtest.Settle()
 	if got := vram.Storage(d).LiveBytes - base; got > 0 {
 		t.Fatalf("%d bytes live after nn.Release", got)
 	}

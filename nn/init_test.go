@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/nn"
 )
 
@@ -81,7 +82,7 @@ func TestInit(t *testing.T) {
 }
 
 func TestInitInPlace(t *testing.T) {
-	settleGarbage()
+	memtest.Settle()
 	dev := vram.Sim(1)
 	l := nn.NewLinear(4, 3, dev, vram.Float32)
 	w := l.Weight
@@ -96,7 +97,7 @@ func TestInitInPlace(t *testing.T) {
 		t.Fatalf("%d bytes live after init, %d before", after, before)
 	}
 	nn.Release(l)
-	settleGarbage()
+	memtest.Settle()
 	if n := vram.Storage(dev).Leaked - leaked; n != 0 {
 		t.Fatalf("%d tensors left to the garbage collector", n)
 	}

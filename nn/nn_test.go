@@ -4,12 +4,11 @@ import (
 	"errors"
 	"math"
 	"os"
-	"runtime"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/memory/trace"
 	"github.com/vramgo/vram/nn"
 )
@@ -19,15 +18,6 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Exit(m.Run())
-}
-
-// settleGarbage collects what earlier tests left unreleased and waits for
-// the cleanups to free it, so that memory counts are stable.
-func settleGarbage() {
-	for range 3 {
-		runtime.GC()
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol*(1+math.Abs(b)) }
@@ -457,7 +447,7 @@ func TestSequentialForward(t *testing.T) {
 }
 
 func TestForwardLeavesNoGarbage(t *testing.T) {
-	settleGarbage()
+	memtest.Settle()
 	dev := vram.Sim(1)
 	m := newMLP(dev, vram.WithGenerator(vram.NewGenerator(1)))
 	x := vram.Randn(vram.Shape{8, 3}, dev)
@@ -480,7 +470,7 @@ func TestForwardLeavesNoGarbage(t *testing.T) {
 	}
 	nn.Release(m)
 	x.Release()
-	settleGarbage()
+	memtest.Settle()
 	if n := vram.Storage(dev).Leaked - leaked; n != 0 {
 		t.Fatalf("%d tensors were left to the garbage collector", n)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/nn"
 )
 
@@ -235,6 +236,7 @@ func TestReplicateErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			memtest.Settle(vram.Sim(0))
 			before := vram.MemoryAllocated(vram.Sim(0))
 			r, err := nn.Replicate(tt.m, tt.dev)
 			if err == nil || r != nil || !strings.Contains(err.Error(), tt.want) {

@@ -4,12 +4,11 @@ import (
 	"errors"
 	"math"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/optim"
 )
 
@@ -18,13 +17,6 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Exit(m.Run())
-}
-
-func settleGarbage() {
-	for range 3 {
-		runtime.GC()
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func checkValues(t *testing.T, what string, got, want []float64, tol float64) {
@@ -218,7 +210,7 @@ func TestStepLeavesNoTemporaries(t *testing.T) {
 	}
 	for name, mk := range makers {
 		t.Run(name, func(t *testing.T) {
-			settleGarbage()
+			memtest.Settle()
 			leaked := vram.Storage(vram.CPU).Leaked
 			a := vram.Randn(vram.Shape{16, 8}, vram.WithGrad())
 			b := vram.Randn(vram.Shape{8}, vram.WithGrad())
@@ -255,7 +247,7 @@ func TestStepLeavesNoTemporaries(t *testing.T) {
 			for _, p := range []*vram.Tensor{a, b, c} {
 				p.Release()
 			}
-			settleGarbage()
+			memtest.Settle()
 			if n := vram.Storage(vram.CPU).Leaked - leaked; n != 0 {
 				t.Fatalf("%d tensors left to the garbage collector", n)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/nn"
 )
 
@@ -220,6 +221,7 @@ func TestPipelineErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		x := vram.Ones(vram.Shape{6, 2})
+		memtest.Settle(vram.Sim(2))
 		before := vram.MemoryAllocated(vram.Sim(2))
 		err = vram.Catch(func() { p.ForwardBackward(x, x, nn.MSELoss) })
 		if !errors.Is(err, vram.ErrShape) || !strings.Contains(err.Error(), "stage 1 on sim:1") {

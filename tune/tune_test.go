@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/tune"
 )
 
@@ -87,6 +88,7 @@ func TestFindBatchSize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			vram.EmptyCache(dev)
+			memtest.Settle(dev)
 			base := vram.MemoryAllocated(dev)
 			got, rep, err := tune.FindBatchSize(dev, tt.step, tt.opts)
 			if err != nil {
@@ -145,6 +147,7 @@ func TestFindBatchSizeErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			memtest.Settle(dev)
 			base := vram.MemoryAllocated(dev)
 			got, _, err := tune.FindBatchSize(dev, tt.step, tt.opts)
 			if !errors.Is(err, tt.want) || got != 0 {

@@ -4,12 +4,11 @@ import (
 	"errors"
 	"math"
 	"os"
-	"runtime"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/nn/prune"
 	"github.com/vramgo/vram/optim"
@@ -242,10 +241,7 @@ func TestGlobalUnstructured(t *testing.T) {
 // in the weight and no other copy.
 func TestRemoveFreesMask(t *testing.T) {
 	d := vram.Sim(0)
-	for range 3 {
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-	}
+	memtest.Settle(d)
 	l := nn.NewLinear(256, 512, d)
 	defer nn.Release(l)
 	base := vram.MemoryAllocated(d)

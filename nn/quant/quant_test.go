@@ -3,12 +3,11 @@ package quant_test
 import (
 	"math"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/nn/quant"
 	"github.com/vramgo/vram/optim"
@@ -19,15 +18,6 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Exit(m.Run())
-}
-
-// settle collects what earlier code left unreleased, so that memory
-// counts are stable.
-func settle() {
-	for range 3 {
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // teacherData returns n points in dim dimensions labelled by the argmax of
@@ -121,7 +111,7 @@ func TestQuantizeAccuracy(t *testing.T) {
 // allocator, and that the quantized model still runs there.
 func TestQuantizeMemory(t *testing.T) {
 	d := vram.Sim(0)
-	settle()
+	memtest.Settle()
 	base := vram.MemoryAllocated(d)
 	g := vram.WithGenerator(vram.NewGenerator(5))
 	model := nn.NewSequential(nn.NewLinear(512, 1024, g, d), nn.NewReLU(), nn.NewLinear(1024, 512, g, d))
@@ -136,7 +126,7 @@ func TestQuantizeMemory(t *testing.T) {
 	if _, err := quant.Quantize(model); err != nil {
 		t.Fatal(err)
 	}
-	settle()
+	memtest.Settle()
 	intBytes := vram.MemoryAllocated(d) - base
 	// Weights 4x smaller; biases unchanged; one float32 scale per output.
 	want := floatBytes - weightBytes + weightBytes/4 + (1024+512)*4
