@@ -456,6 +456,25 @@ import (
 // 40.5 MiB a layer towards the segment's unmapped end, each step a remap
 // under the budget. Meeting the bound needs a placement that finds a layout
 // for such a request without moving memory per layer, not other constants.
+//
+// Then, late on 2026-12-01, loading again (on all 16 traces, 9 within every
+// bound): mapping 20 MiB ahead while loading for requests of 3 MiB up to
+// 4.5, 5, 6, 8 or 10 MiB rather than 4 (PyTorch takes a 20 MiB segment for
+// requests under 10 MiB): 8 traces each, gpt_generate_kvcache at 1.0585x
+// (its 4.5 MiB weights), though driver time falls on most
+// (resnet50_infer_varbatch 7.9 to 5.6x, synth_resnet50_infer_varbatch 4.5
+// to 3.3x, synth_bert_infer_varlen 1.55 to 1.11x); 16, 24 or 40 MiB in
+// all: 8, 8 and 6. Unmapping at the first free what loading mapped ahead
+// and left unused (so that no leftover stays): 8 traces with the 4 MiB
+// limit, 7 with 10 MiB, synth_transformer_train_varlen at 1.0527x, whose
+// first free comes early in the first forward pass. Step 1 taking the
+// lowest-addressed free block that fits, step 3 unmapping the
+// highest-addressed chunks first, or both (a stack's discipline): 8
+// traces each, bert_infer_varlen at 19.2, 13.3 and 17.0x. The slack of
+// step 3 raised to a 20th for requests that raise the peak, or the budget
+// counting the request twice: 8 and 5 traces (synth_two_models 3.3 and
+// 1.9x, but gpt2_generate_varbatch 2.12x, or nine fragmentation bounds
+// broken).
 const (
 	// vramSlackDiv: the reserve may exceed the peak of the allocated bytes
 	// (the request included) by 1/24 of it before free chunks are unmapped.
