@@ -281,7 +281,12 @@ func replayPolicies(t testing.TB, ev []trace.Event) map[string]policyResult {
 // synth_two_models 2.6x and two_models 5.5x (at 1.101x reserved). Loading
 // alone costs bert_infer_varlen 1.29 ms (25 mappings of 2 to 46 MiB for
 // 208 MiB of weights) of its 2.2 ms: the bound leaves it about 20
-// mappings for 300 requests.
+// mappings for 300 requests. Nor does knowing every lifetime ahead give a
+// layout that fits the slack: an offline plan of each request's tensors
+// of more than 1 MiB, largest first at the lowest offset free for its
+// lifetime (as arena planners for inference do), needs 1.125 times the
+// request's peak on each of bert_infer_varlen's 124 requests above 100 MiB
+// (9 hidden states where 8 are live at once).
 var policyGaps = map[string]string{
 	"bert_infer_varlen.trace.gz":             "driver",
 	"bert_infer_varlen_cap1228MiB.trace.gz":  "driver",
