@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/vramgo/vram/internal/quiesce"
 )
 
 // The tests below release tensors on one goroutine while seven others run
@@ -35,32 +35,17 @@ func raceDevices(t *testing.T) []Device {
 	return ds
 }
 
-// settle runs the garbage collector until no cleanup changes d's counts
-// any more, so that garbage other tests left behind does not change them
-// during a test.
+// settle waits until no cleanup changes the storage counts of ds any more
+// ([quiesce.Wait]), so that garbage other tests left behind does not change
+// them during a test.
 func settle(ds ...Device) {
-	read := func() []StorageStats {
+	quiesce.Wait(func() []StorageStats {
 		st := make([]StorageStats, len(ds))
 		for i, d := range ds {
 			st[i] = Storage(d)
 		}
 		return st
-	}
-	// A finalizer can free a tensor that owns another finalizable one,
-	// so one quiet collection is not enough: under -race on two cores
-	// the finalizer goroutine can lag a collection by milliseconds.
-	// Three quiet rounds in a row, within two seconds.
-	last := read()
-	deadline := time.Now().Add(2 * time.Second)
-	for quiet := 0; quiet < 3 && time.Now().Before(deadline); {
-		runtime.GC()
-		time.Sleep(5 * time.Millisecond)
-		if now := read(); slices.Equal(now, last) {
-			quiet++
-		} else {
-			last, quiet = now, 0
-		}
-	}
+	})
 }
 
 // counts is what a stress test compares before and after.
