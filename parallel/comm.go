@@ -103,3 +103,61 @@ func (e *RankError) Error() string {
 }
 
 func (e *RankError) Unwrap() error { return e.Err }
+
+// Every Communicator checks its arguments with the functions below before
+// it joins the other ranks, so that a call one backend refuses is refused
+// by the others too, with the same error: code that runs on the in-process
+// or TCP collectives then runs on NCCL. A refused call leaves the
+// communicator working.
+
+// checkTensor returns the error of collective op for its tensor argument t,
+// named role ("" for the one tensor of the call, or "source",
+// "destination"), on a rank whose device is dev: nil (wrapping
+// vram.ErrArgument), released (vram.ErrReleased), on another device
+// (vram.ErrDevice), or, when the collective writes it, not contiguous
+// (vram.ErrArgument): the result arrives as one block of elements.
+func checkTensor(op, role string, t *vram.Tensor, dev vram.Device, written bool) error {
+	what := "tensor"
+	if role != "" {
+		what = role + " tensor"
+	}
+	switch {
+	case t == nil:
+		return fmt.Errorf("parallel: %s: nil %s: %w", op, what, vram.ErrArgument)
+	case t.Released():
+		return fmt.Errorf("parallel: %s: the %s was released: %w", op, what, vram.ErrReleased)
+	case t.Device() != dev:
+		return fmt.Errorf("parallel: %s: the %s is on %s, this rank's device is %s; move it with t.To(%s): %w",
+			op, what, t.Device(), dev, dev, vram.ErrDevice)
+	case written && !t.IsContiguous():
+		return fmt.Errorf("parallel: %s: the %s %v is not contiguous; pass a contiguous copy (t.Contiguous()) and copy the result back: %w",
+			op, what, t.Shape(), vram.ErrArgument)
+	}
+	return nil
+}
+
+// checkRank returns the error of collective op for its rank argument r,
+// named role ("root", "peer"), in a group of size ranks: one out of range
+// wraps vram.ErrArgument.
+func checkRank(op, role string, r, size int) error {
+	if r < 0 || r >= size {
+		return fmt.Errorf("parallel: %s: %s %d is not a rank of a group of %d: %w", op, role, r, size, vram.ErrArgument)
+	}
+	return nil
+}
+
+// checkParts returns the error of collective op (all_gather,
+// reduce_scatter) unless its tensor whole, named wholeRole, has size times
+// the elements of part, named partRole, in the same dtype: another dtype
+// wraps vram.ErrDType, another number of elements vram.ErrShape.
+func checkParts(op, wholeRole string, whole *vram.Tensor, partRole string, part *vram.Tensor, size int) error {
+	switch {
+	case whole.DType() != part.DType():
+		return fmt.Errorf("parallel: %s: the %s tensor is %s, the %s tensor %s: %w",
+			op, wholeRole, whole.DType(), partRole, part.DType(), vram.ErrDType)
+	case whole.NumElements() != size*part.NumElements():
+		return fmt.Errorf("parallel: %s: the %s tensor has %d elements, want %d × %d (the %s tensor's, once per rank): %w",
+			op, wholeRole, whole.NumElements(), size, part.NumElements(), partRole, vram.ErrShape)
+	}
+	return nil
+}

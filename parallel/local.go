@@ -100,17 +100,18 @@ func (c *localComm) Rank() int           { return c.rank }
 func (c *localComm) Size() int           { return len(c.g.devs) }
 func (c *localComm) Device() vram.Device { return c.g.devs[c.rank] }
 
+// begin checks that the communicator is open, before a call of op checks
+// its arguments.
+func (c *localComm) begin(op string) error {
+	if c.closed {
+		return fmt.Errorf("parallel: %s on a closed communicator", op)
+	}
+	return nil
+}
+
 // meet brings s to the next meeting and returns its result. The last rank
 // to arrive checks that every rank called the same op and runs work.
 func (c *localComm) meet(s meetSlot, work func(slots []meetSlot) error) error {
-	if c.closed {
-		return fmt.Errorf("parallel: %s on a closed communicator", s.op)
-	}
-	for _, t := range []*vram.Tensor{s.a, s.b} {
-		if t != nil && t.Device() != c.Device() {
-			return fmt.Errorf("parallel: %s: rank %d's tensor is on %v, the rank's device is %v", s.op, c.rank, t.Device(), c.Device())
-		}
-	}
 	// The rank's queued work first, then the meeting.
 	if err := vram.CurrentStream(c.Device()).Synchronize(); err != nil {
 		return err
@@ -244,23 +245,54 @@ func tensors(slots []meetSlot) []*vram.Tensor {
 	return out
 }
 
-func validOp(op ReduceOp) error {
-	if op > Avg {
-		return fmt.Errorf("parallel: unknown reduction %v", op)
+// args checks the arguments of a call of op: the communicator is open,
+// t (written by the call when written is set) is a tensor of this rank,
+// and red, when not nil, is a reduction of t's dtype.
+func (c *localComm) args(op string, t *vram.Tensor, written bool, red *ReduceOp) error {
+	if err := c.begin(op); err != nil {
+		return err
+	}
+	if err := checkTensor(op, "", t, c.Device(), written); err != nil {
+		return err
+	}
+	if red != nil {
+		if err := checkReduce(t.DType(), *red); err != nil {
+			return fmt.Errorf("parallel: %s: %w", op, err)
+		}
 	}
 	return nil
 }
 
-func (c *localComm) validRoot(op string, root int) error {
-	if root < 0 || root >= c.Size() {
-		return fmt.Errorf("parallel: %s: root %d is not a rank of a group of %d", op, root, c.Size())
+// pairArgs checks the arguments of all_gather and reduce_scatter: whole
+// has Size() times part's elements, and the call writes dst.
+func (c *localComm) pairArgs(op string, dst, src *vram.Tensor, wholeIsDst bool, red *ReduceOp) error {
+	if err := c.begin(op); err != nil {
+		return err
+	}
+	if err := checkTensor(op, "destination", dst, c.Device(), true); err != nil {
+		return err
+	}
+	if err := checkTensor(op, "source", src, c.Device(), false); err != nil {
+		return err
+	}
+	if wholeIsDst {
+		if err := checkParts(op, "destination", dst, "source", src, c.Size()); err != nil {
+			return err
+		}
+	} else if err := checkParts(op, "source", src, "destination", dst, c.Size()); err != nil {
+		return err
+	}
+	if red != nil {
+		if err := checkReduce(src.DType(), *red); err != nil {
+			return fmt.Errorf("parallel: %s: %w", op, err)
+		}
 	}
 	return nil
 }
 
 // AllReduce reduces t over the ranks, in place on each.
 func (c *localComm) AllReduce(t *vram.Tensor, op ReduceOp) error {
-	if err := validOp(op); err != nil {
+	if err := c.args("all_reduce", t, true, &op); err != nil {
 		return err
 	}
 	return c.meet(meetSlot{op: "all_reduce", a: t, red: op}, func(slots []meetSlot) error {
@@ -275,7 +307,10 @@ func (c *localComm) AllReduce(t *vram.Tensor, op ReduceOp) error {
 
 // Broadcast copies root's t to every rank's t.
 func (c *localComm) Broadcast(t *vram.Tensor, root int) error {
-	if err := c.validRoot("broadcast", root); err != nil {
+	if err := c.args("broadcast", t, c.rank != root, nil); err != nil {
+		return err
+	}
+	if err := checkRank("broadcast", "root", root, c.Size()); err != nil {
 		return err
 	}
 	return c.meet(meetSlot{op: "broadcast", a: t, arg: root}, func(slots []meetSlot) error {
@@ -292,10 +327,10 @@ func (c *localComm) Broadcast(t *vram.Tensor, root int) error {
 
 // Reduce reduces t over the ranks into root's t.
 func (c *localComm) Reduce(t *vram.Tensor, op ReduceOp, root int) error {
-	if err := validOp(op); err != nil {
+	if err := c.args("reduce", t, c.rank == root, &op); err != nil {
 		return err
 	}
-	if err := c.validRoot("reduce", root); err != nil {
+	if err := checkRank("reduce", "root", root, c.Size()); err != nil {
 		return err
 	}
 	return c.meet(meetSlot{op: "reduce", a: t, red: op, arg: root}, func(slots []meetSlot) error {
@@ -308,8 +343,8 @@ func (c *localComm) Reduce(t *vram.Tensor, op ReduceOp, root int) error {
 
 // AllGather concatenates the ranks' src into every rank's dst.
 func (c *localComm) AllGather(dst, src *vram.Tensor) error {
-	if dst.NumElements() != c.Size()*src.NumElements() || dst.DType() != src.DType() {
-		return fmt.Errorf("parallel: all_gather: dst has %d %s elements, want %d × %d %s", dst.NumElements(), dst.DType(), c.Size(), src.NumElements(), src.DType())
+	if err := c.pairArgs("all_gather", dst, src, true, nil); err != nil {
+		return err
 	}
 	return c.meet(meetSlot{op: "all_gather", a: src, b: dst}, func(slots []meetSlot) error {
 		dev := slots[0].a.Device()
@@ -329,11 +364,8 @@ func (c *localComm) AllGather(dst, src *vram.Tensor) error {
 
 // ReduceScatter reduces the ranks' src and gives part r to rank r's dst.
 func (c *localComm) ReduceScatter(dst, src *vram.Tensor, op ReduceOp) error {
-	if err := validOp(op); err != nil {
+	if err := c.pairArgs("reduce_scatter", dst, src, false, &op); err != nil {
 		return err
-	}
-	if src.NumElements() != c.Size()*dst.NumElements() || dst.DType() != src.DType() {
-		return fmt.Errorf("parallel: reduce_scatter: src has %d %s elements, want %d × %d %s", src.NumElements(), src.DType(), c.Size(), dst.NumElements(), dst.DType())
 	}
 	return c.meet(meetSlot{op: "reduce_scatter", a: src, b: dst, red: op}, func(slots []meetSlot) error {
 		r := reduceAll(tensors(slots), op, slots[0].a.Device())
@@ -363,7 +395,10 @@ func (g *localGroup) mailbox(from, to int) chan *vram.Tensor {
 
 // Send queues a copy of t for rank peer.
 func (c *localComm) Send(t *vram.Tensor, peer int) error {
-	if err := c.validRoot("send", peer); err != nil {
+	if err := c.args("send", t, false, nil); err != nil {
+		return err
+	}
+	if err := checkRank("send", "peer", peer, c.Size()); err != nil {
 		return err
 	}
 	if err := vram.CurrentStream(c.Device()).Synchronize(); err != nil {
@@ -381,7 +416,10 @@ func (c *localComm) Send(t *vram.Tensor, peer int) error {
 
 // Recv receives into t what rank peer sent.
 func (c *localComm) Recv(t *vram.Tensor, peer int) error {
-	if err := c.validRoot("recv", peer); err != nil {
+	if err := c.args("recv", t, true, nil); err != nil {
+		return err
+	}
+	if err := checkRank("recv", "peer", peer, c.Size()); err != nil {
 		return err
 	}
 	select {
@@ -403,6 +441,9 @@ func (c *localComm) Recv(t *vram.Tensor, peer int) error {
 
 // Barrier returns once every rank has called it.
 func (c *localComm) Barrier() error {
+	if err := c.begin("barrier"); err != nil {
+		return err
+	}
 	return c.meet(meetSlot{op: "barrier"}, func([]meetSlot) error { return nil })
 }
 

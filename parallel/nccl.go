@@ -455,14 +455,9 @@ type rawTensor struct {
 // stream, after checking that t is a contiguous tensor of this rank's
 // device.
 func (c *ncclComm) withRaw(op string, t *vram.Tensor, fn func(r rawTensor) error) error {
-	if t == nil {
-		return fmt.Errorf("parallel: %s on %s: nil tensor", op, c.st.where)
-	}
-	if t.Device() != c.dev {
-		return fmt.Errorf("parallel: %s: rank %d's tensor is on %v, the communicator's device is %v", op, c.rank, t.Device(), c.dev)
-	}
-	if !t.IsContiguous() {
-		return fmt.Errorf("parallel: %s on %s: the tensor (%v) is not contiguous: NCCL reads and writes one block of elements; use a contiguous copy (t.Contiguous()) and copy the result back", op, c.st.where, t.Shape())
+	// NCCL reads, too, one block of elements.
+	if err := checkTensor(op, "", t, c.dev, true); err != nil {
+		return err
 	}
 	var ferr error // fn's error, kept out of vram.Raw's wrapping
 	err := vram.Catch(func() {
@@ -541,10 +536,7 @@ func (c *ncclComm) types(dt vram.DType, op ReduceOp) (nccl.DataType, nccl.RedOp,
 }
 
 func (c *ncclComm) validRank(op, what string, r int) error {
-	if r < 0 || r >= c.size {
-		return fmt.Errorf("parallel: %s: %s %d is not a rank of a group of %d", op, what, r, c.size)
-	}
-	return nil
+	return checkRank(op, what, r, c.size)
 }
 
 // Broadcast replaces t, on every rank, by root's t (ncclBroadcast in
@@ -581,24 +573,24 @@ func (c *ncclComm) Reduce(t *vram.Tensor, op ReduceOp, root int) error {
 	})
 }
 
-// pair checks the two tensors of an all-gather or a reduce-scatter: one
-// dtype, and big holding Size() times small's elements.
-func (c *ncclComm) pair(op string, big, small *vram.Tensor, bigName, smallName string) error {
-	if big == nil || small == nil {
-		return fmt.Errorf("parallel: %s on %s: nil tensor", op, c.st.where)
+// pair checks the two tensors of an all-gather or a reduce-scatter: both
+// contiguous tensors of this rank, of one dtype, whole holding Size()
+// times part's elements.
+func (c *ncclComm) pair(op, wholeRole string, whole *vram.Tensor, partRole string, part *vram.Tensor) error {
+	if err := checkTensor(op, wholeRole, whole, c.dev, true); err != nil {
+		return err
 	}
-	if big.DType() != small.DType() || big.NumElements() != c.size*small.NumElements() {
-		return fmt.Errorf("parallel: %s: %s has %d %s elements, want %d × %d %s (%s's)", op, bigName, big.NumElements(), big.DType(),
-			c.size, small.NumElements(), small.DType(), smallName)
+	if err := checkTensor(op, partRole, part, c.dev, true); err != nil {
+		return err
 	}
-	return nil
+	return checkParts(op, wholeRole, whole, partRole, part, c.size)
 }
 
 // AllGather sets dst, on every rank, to the ranks' src in rank order
 // (ncclAllGather).
 func (c *ncclComm) AllGather(dst, src *vram.Tensor) error {
 	const op = "all_gather"
-	if err := c.pair(op, dst, src, "dst", "src"); err != nil {
+	if err := c.pair(op, "destination", dst, "source", src); err != nil {
 		return err
 	}
 	return c.withRaw(op, dst, func(rd rawTensor) error {
@@ -618,7 +610,7 @@ func (c *ncclComm) AllGather(dst, src *vram.Tensor) error {
 // ranks' src (ncclReduceScatter).
 func (c *ncclComm) ReduceScatter(dst, src *vram.Tensor, op ReduceOp) error {
 	const name = "reduce_scatter"
-	if err := c.pair(name, src, dst, "src", "dst"); err != nil {
+	if err := c.pair(name, "source", src, "destination", dst); err != nil {
 		return err
 	}
 	return c.withRaw(name, dst, func(rd rawTensor) error {

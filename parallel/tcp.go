@@ -807,28 +807,9 @@ func (c *tcpComm) readPayload(op string, p *peer, b []byte, deadline time.Time) 
 	return nil
 }
 
-// tensorArg checks a tensor argument of a collective.
+// tensorArg checks a tensor argument of a collective (see checkTensor).
 func (c *tcpComm) tensorArg(op, name string, t *vram.Tensor, written bool) error {
-	switch {
-	case t == nil:
-		return fmt.Errorf("parallel: %s: nil %s tensor: %w", op, name, vram.ErrArgument)
-	case t.Released():
-		return fmt.Errorf("parallel: %s: the %s tensor was released: %w", op, name, vram.ErrReleased)
-	case t.Device() != c.dev:
-		return fmt.Errorf("parallel: %s: the %s tensor is on %s, this rank's device is %s; move it with t.To(%s): %w",
-			op, name, t.Device(), c.dev, c.dev, vram.ErrDevice)
-	case written && !t.IsContiguous():
-		return fmt.Errorf("parallel: %s: the %s tensor must be contiguous (call Contiguous() first): %w", op, name, vram.ErrArgument)
-	}
-	return nil
-}
-
-// rankArg checks a root or peer argument.
-func (c *tcpComm) rankArg(op, name string, r int) error {
-	if r < 0 || r >= c.size {
-		return fmt.Errorf("parallel: %s: %s %d out of range for %d ranks: %w", op, name, r, c.size, vram.ErrArgument)
-	}
-	return nil
+	return checkTensor(op, name, t, c.dev, written)
 }
 
 // rawBytes reads t's elements, turning vram's panics into errors.
@@ -908,7 +889,7 @@ func (c *tcpComm) Broadcast(t *vram.Tensor, root int) error {
 	if err := c.tensorArg(name, "", t, c.rank != root); err != nil {
 		return err
 	}
-	if err := c.rankArg(name, "root", root); err != nil {
+	if err := checkRank(name, "root", root, c.size); err != nil {
 		return err
 	}
 	if c.size == 1 {
@@ -958,7 +939,7 @@ func (c *tcpComm) Reduce(t *vram.Tensor, op ReduceOp, root int) error {
 	if err := c.tensorArg(name, "", t, c.rank == root); err != nil {
 		return err
 	}
-	if err := c.rankArg(name, "root", root); err != nil {
+	if err := checkRank(name, "root", root, c.size); err != nil {
 		return err
 	}
 	if err := checkReduce(t.DType(), op); err != nil {
@@ -1002,7 +983,7 @@ func (c *tcpComm) AllGather(dst, src *vram.Tensor) error {
 	if err := c.tensorArg(name, "source", src, false); err != nil {
 		return err
 	}
-	if err := c.partsArg(name, dst, src); err != nil {
+	if err := checkParts(name, "destination", dst, "source", src, c.size); err != nil {
 		return err
 	}
 	in, err := rawBytes(name, src)
@@ -1042,7 +1023,7 @@ func (c *tcpComm) ReduceScatter(dst, src *vram.Tensor, op ReduceOp) error {
 	if err := c.tensorArg(name, "source", src, false); err != nil {
 		return err
 	}
-	if err := c.partsArg(name, src, dst); err != nil {
+	if err := checkParts(name, "source", src, "destination", dst, c.size); err != nil {
 		return err
 	}
 	if err := checkReduce(src.DType(), op); err != nil {
@@ -1074,19 +1055,6 @@ func (c *tcpComm) ReduceScatter(dst, src *vram.Tensor, op ReduceOp) error {
 		return err
 	}
 	return setRawBytes(name, dst, out)
-}
-
-// partsArg checks that whole has Size() times part's elements, of one
-// dtype.
-func (c *tcpComm) partsArg(op string, whole, part *vram.Tensor) error {
-	switch {
-	case whole.DType() != part.DType():
-		return fmt.Errorf("parallel: %s: source is %s, destination %s: %w", op, whole.DType(), part.DType(), vram.ErrDType)
-	case whole.NumElements() != c.size*part.NumElements():
-		return fmt.Errorf("parallel: %s: %d elements in the whole for %d in each of %d parts (want %d): %w",
-			op, whole.NumElements(), part.NumElements(), c.size, c.size*part.NumElements(), vram.ErrShape)
-	}
-	return nil
 }
 
 // Barrier returns once every rank has called it.
@@ -1233,7 +1201,7 @@ func (c *tcpComm) Recv(t *vram.Tensor, peer int) error {
 
 // peerArg checks the peer of Send or Recv.
 func (c *tcpComm) peerArg(op string, peer int) error {
-	if err := c.rankArg(op, "peer", peer); err != nil {
+	if err := checkRank(op, "peer", peer, c.size); err != nil {
 		return err
 	}
 	if peer == c.rank {
