@@ -158,9 +158,12 @@ const configKeys = "policy, expandable_segments, max_split_size_mb, roundup_powe
 //
 // In the per-size form of roundup_power2_divisions each key is a power of
 // two in MiB that sets the divisions for sizes in [key, 2*key) MiB, the first
-// key also sets every smaller size, and ">" sets every size above the last
-// key's interval. (PyTorch's parser lets ">" overwrite the last key's own
-// interval as well; vram does not.)
+// key also sets every smaller size, and ">", the last entry if any, sets
+// every size above the last key's interval. Sizes from 32768 MiB up share
+// the last interval, so at most one key may be there, and then no ">".
+// (PyTorch's parser lets ">" overwrite the last key's own interval as well,
+// and later entries overwrite earlier ones; vram refuses entries that would
+// set nothing or be overwritten.)
 func ParseConfig(s string) (Config, error) {
 	var c Config
 	p := configParser{toks: tokenizeConfig(s)}
@@ -285,6 +288,9 @@ func (c *Config) parseDivisions(p *configParser) error {
 			if last < 0 {
 				return &ConfigError{Key: key, Value: k, Reason: "'>' must follow at least one size"}
 			}
+			if last == len(d)-1 {
+				return &ConfigError{Key: key, Value: k, Reason: fmt.Sprintf("'>' would set nothing: the previous size is in the last interval, every size from %d MiB up", 1<<(len(d)-1))}
+			}
 			for i := last + 1; i < len(d); i++ {
 				d[i] = v
 			}
@@ -294,6 +300,9 @@ func (c *Config) parseDivisions(p *configParser) error {
 				return &ConfigError{Key: key, Value: k, Reason: "each size must be a power of two in MiB (1, 2, 4, ...) or '>'"}
 			}
 			idx := min(bits.Len64(mb)-1, len(d)-1)
+			if idx <= last && idx == len(d)-1 {
+				return &ConfigError{Key: key, Value: k, Reason: fmt.Sprintf("every size from %d MiB up is in the last interval, which the previous size already set", 1<<(len(d)-1))}
+			}
 			if idx <= last {
 				return &ConfigError{Key: key, Value: k, Reason: "sizes must increase"}
 			}
@@ -308,6 +317,9 @@ func (c *Config) parseDivisions(p *configParser) error {
 		first = false
 		switch p.next() {
 		case ",":
+			if k == ">" {
+				return &ConfigError{Key: key, Value: k, Reason: "'>' sets every larger size, so it must be the last entry"}
+			}
 		case "]":
 			c.RoundupPower2Divisions = d
 			return nil
