@@ -34,6 +34,20 @@ func allocatorOf(d Device) *memory.Allocator {
 	return nil
 }
 
+// allocatorFor returns d's caching allocator for a call that needs one
+// (what says what for): the error of an unavailable device, naming why it
+// is unavailable, or an error for a device without an allocator.
+func allocatorFor(d Device, what string) (*memory.Allocator, error) {
+	s, err := deviceFor(d)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := s.bd.(cachingDevice); ok {
+		return c.Allocator(), nil
+	}
+	return nil, fmt.Errorf("vram: %s has no caching allocator to %s", d, what)
+}
+
 // MemoryStats returns the allocator statistics of d, in the families of
 // torch.cuda.memory_stats() (see [memory.Stats] and its Map method for
 // PyTorch's key names). It is the zero Stats for a device without a caching
@@ -98,11 +112,12 @@ func MemorySnapshot(d Device) *trace.Snapshot {
 // RecordMemoryHistory turns the event history of d's allocator on or off
 // (torch.cuda.memory._record_memory_history): a ring buffer of the last
 // maxEvents allocations and frees, with Go stack frames when stacks is set.
-// It returns an error for a device without a caching allocator.
+// It returns an error for a device without a caching allocator, and the
+// *Error of kind ErrUnavailable for a device that is not available.
 func RecordMemoryHistory(d Device, enabled bool, maxEvents int, stacks bool) error {
-	a := allocatorOf(d)
-	if a == nil {
-		return fmt.Errorf("vram: %s has no caching allocator to record", d)
+	a, err := allocatorFor(d, "record")
+	if err != nil {
+		return err
 	}
 	a.SetHistory(enabled, maxEvents, stacks)
 	return nil
@@ -110,10 +125,13 @@ func RecordMemoryHistory(d Device, enabled bool, maxEvents int, stacks bool) err
 
 // SetPerProcessMemoryFraction limits d's allocator to fraction (0 to 1] of
 // the device's memory (torch.cuda.set_per_process_memory_fraction).
+// It returns an error for a fraction out of that range (NaN included), for a
+// device without a caching allocator (the CPU), and the *Error of kind
+// ErrUnavailable for a device that is not available.
 func SetPerProcessMemoryFraction(fraction float64, d Device) error {
-	a := allocatorOf(d)
-	if a == nil {
-		return fmt.Errorf("vram: %s has no caching allocator to limit", d)
+	a, err := allocatorFor(d, "limit")
+	if err != nil {
+		return err
 	}
 	return a.SetMemoryFraction(fraction)
 }

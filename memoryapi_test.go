@@ -243,3 +243,32 @@ func TestRegionsInSummary(t *testing.T) {
 		t.Fatalf("summary does not list the region:\n%s", s)
 	}
 }
+
+// TestMemoryControlsNameTheDevice: the memory calls that return an error
+// say that a device is missing rather than that it has no allocator.
+func TestMemoryControlsNameTheDevice(t *testing.T) {
+	missing := Sim(SimDeviceCount() + 3)
+	for _, tt := range []struct {
+		name        string
+		call        func() error
+		unavailable bool
+	}{
+		{"fraction on a missing device", func() error { return SetPerProcessMemoryFraction(0.5, missing) }, true},
+		{"history on a missing device", func() error { return RecordMemoryHistory(missing, true, 10, false) }, true},
+		{"fraction on the CPU", func() error { return SetPerProcessMemoryFraction(0.5, CPU) }, false},
+		{"history on the CPU", func() error { return RecordMemoryHistory(CPU, true, 10, false) }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if errors.Is(err, ErrUnavailable) != tt.unavailable {
+				t.Fatalf("error %v: matches ErrUnavailable %v, want %v", err, !tt.unavailable, tt.unavailable)
+			}
+			if tt.unavailable && strings.Contains(err.Error(), "caching allocator") {
+				t.Fatalf("error %v speaks of an allocator of a device that does not exist", err)
+			}
+		})
+	}
+}
