@@ -127,3 +127,73 @@ func TestCommunicatorsRefuseBadArguments(t *testing.T) {
 		})
 	}
 }
+
+// TestCommunicatorsEndWithAPeer: a rank that closes its communicator or
+// aborts the group ends the other ranks' pending and later calls at once,
+// on every communicator, with a *RankError naming it; what it sent before
+// closing is still received.
+func TestCommunicatorsEndWithAPeer(t *testing.T) {
+	const timeout = 20 * time.Second
+	for _, b := range cpuBackends {
+		for _, tc := range []struct {
+			name  string
+			rank1 func(c Communicator) error
+			rank0 func(c Communicator) error
+			fails bool // whether rank 0's call fails, naming rank 1
+		}{
+			{"closed peer, all-reduce", func(c Communicator) error { return c.Close() },
+				func(c Communicator) error { return c.AllReduce(vram.Ones(vram.Shape{2}, c.Device()), Sum) }, true},
+			{"closed peer, barrier after a while", func(c Communicator) error { return c.Close() },
+				func(c Communicator) error { time.Sleep(50 * time.Millisecond); return c.Barrier() }, true},
+			{"closed peer, recv", func(c Communicator) error { return c.Close() },
+				func(c Communicator) error { return c.Recv(vram.Ones(vram.Shape{2}, c.Device()), 1) }, true},
+			{"aborted recv", func(c Communicator) error {
+				time.Sleep(50 * time.Millisecond)
+				c.Abort(errors.New("stop"))
+				return nil
+			}, func(c Communicator) error { return c.Recv(vram.Ones(vram.Shape{2}, c.Device()), 1) }, true},
+			{"sent, then closed", func(c Communicator) error {
+				if err := c.Send(vram.Full(vram.Shape{2}, 3, c.Device()), 0); err != nil {
+					return err
+				}
+				return c.Close()
+			}, func(c Communicator) error {
+				time.Sleep(50 * time.Millisecond)
+				x := vram.Zeros(vram.Shape{2}, c.Device())
+				defer x.Release()
+				if err := c.Recv(x, 1); err != nil {
+					return err
+				}
+				if got := x.Float64s(); got[0] != 3 || got[1] != 3 {
+					return fmt.Errorf("received %v, want [3 3]", got)
+				}
+				return nil
+			}, false},
+		} {
+			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
+				comms := b.make(t, timeout)
+				defer comms[0].Close()
+				start := time.Now()
+				errs := onRanks(comms, func(r int, c Communicator) error {
+					if r == 1 {
+						return tc.rank1(c)
+					}
+					return tc.rank0(c)
+				})
+				if errs[1] != nil {
+					t.Errorf("rank 1: %v", errs[1])
+				}
+				var re *RankError
+				switch {
+				case !tc.fails && errs[0] != nil:
+					t.Errorf("rank 0: %v", errs[0])
+				case tc.fails && (!errors.As(errs[0], &re) || re.Rank != 1 || !errors.Is(errs[0], ErrAborted)):
+					t.Errorf("rank 0: %v, want a *RankError naming rank 1 that matches ErrAborted", errs[0])
+				}
+				if d := time.Since(start); d > timeout/4 {
+					t.Errorf("took %v", d)
+				}
+			})
+		}
+	}
+}

@@ -54,7 +54,7 @@ func NewLocalGroupOptions(devs []vram.Device, opts LocalOptions) ([]Communicator
 		opts.Timeout = DefaultTimeout
 	}
 	g := &localGroup{devs: slices.Clone(devs), timeout: opts.Timeout, slots: make([]meetSlot, len(devs)),
-		mail: map[[2]int]chan *vram.Tensor{}}
+		done: make(chan struct{}), mail: map[[2]int]chan *vram.Tensor{}}
 	g.cond = sync.NewCond(&g.mu)
 	comms := make([]Communicator, len(devs))
 	for i := range devs {
@@ -73,8 +73,9 @@ type localGroup struct {
 	gen     uint64 // meetings completed
 	arrived int
 	slots   []meetSlot
-	result  error // of the meeting that just completed
-	aborted error // set once, for good
+	result  error         // of the meeting that just completed
+	aborted error         // set once, for good
+	done    chan struct{} // closed when aborted is set
 
 	mailMu sync.Mutex
 	mail   map[[2]int]chan *vram.Tensor // (from, to) -> sent tensors
@@ -107,6 +108,23 @@ func (c *localComm) begin(op string) error {
 		return fmt.Errorf("parallel: %s on a closed communicator", op)
 	}
 	return nil
+}
+
+// fail ends the group with err, for every rank's pending and later calls,
+// unless it has ended already. g.mu must be held.
+func (g *localGroup) fail(err error) {
+	if g.aborted == nil {
+		g.aborted = err
+		close(g.done)
+		g.cond.Broadcast()
+	}
+}
+
+// failure returns the error that ended the group.
+func (g *localGroup) failure() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.aborted
 }
 
 // meet brings s to the next meeting and returns its result. The last rank
@@ -159,8 +177,7 @@ func (c *localComm) meet(s meetSlot, work func(slots []meetSlot) error) error {
 			if len(missing) > 0 {
 				rank = missing[0]
 			}
-			g.aborted = &RankError{Op: s.op, Rank: rank, Err: fmt.Errorf("%w: ranks %v did not arrive within %v", ErrTimeout, missing, g.timeout)}
-			g.cond.Broadcast()
+			g.fail(&RankError{Op: s.op, Rank: rank, Err: fmt.Errorf("%w: ranks %v did not arrive within %v", ErrTimeout, missing, g.timeout)})
 		}
 	})
 	defer timer.Stop()
@@ -406,8 +423,17 @@ func (c *localComm) Send(t *vram.Tensor, peer int) error {
 	}
 	cp := t.Detach().Contiguous()
 	select {
+	case <-c.g.done:
+		cp.Release()
+		return c.g.failure()
+	default:
+	}
+	select {
 	case c.g.mailbox(c.rank, peer) <- cp:
 		return nil
+	case <-c.g.done:
+		cp.Release()
+		return c.g.failure()
 	case <-time.After(c.g.timeout):
 		cp.Release()
 		return &RankError{Op: "send", Rank: peer, Err: fmt.Errorf("%w: rank %d did not receive within %v", ErrTimeout, peer, c.g.timeout)}
@@ -422,21 +448,30 @@ func (c *localComm) Recv(t *vram.Tensor, peer int) error {
 	if err := checkRank("recv", "peer", peer, c.Size()); err != nil {
 		return err
 	}
+	box := c.g.mailbox(peer, c.rank)
+	var got *vram.Tensor
 	select {
-	case got := <-c.g.mailbox(peer, c.rank):
-		defer got.Release()
-		if got.DType() != t.DType() || got.NumElements() != t.NumElements() {
-			return &RankError{Op: "recv", Rank: peer, Err: fmt.Errorf("%w: rank %d sent %d %s elements, rank %d receives %d %s",
-				ErrMismatch, peer, got.NumElements(), got.DType(), c.rank, t.NumElements(), t.DType())}
+	case got = <-box:
+	case <-c.g.done:
+		// What the peer sent before the group ended is still delivered.
+		select {
+		case got = <-box:
+		default:
+			return c.g.failure()
 		}
-		return vram.Catch(func() {
-			flat := got.Reshape(-1)
-			defer flat.Release()
-			store(t, flat)
-		})
 	case <-time.After(c.g.timeout):
 		return &RankError{Op: "recv", Rank: peer, Err: fmt.Errorf("%w: rank %d sent nothing within %v", ErrTimeout, peer, c.g.timeout)}
 	}
+	defer got.Release()
+	if got.DType() != t.DType() || got.NumElements() != t.NumElements() {
+		return &RankError{Op: "recv", Rank: peer, Err: fmt.Errorf("%w: rank %d sent %d %s elements, rank %d receives %d %s",
+			ErrMismatch, peer, got.NumElements(), got.DType(), c.rank, t.NumElements(), t.DType())}
+	}
+	return vram.Catch(func() {
+		flat := got.Reshape(-1)
+		defer flat.Release()
+		store(t, flat)
+	})
 }
 
 // Barrier returns once every rank has called it.
@@ -452,14 +487,20 @@ func (c *localComm) Abort(err error) {
 	g := c.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.aborted == nil {
-		g.aborted = &RankError{Op: "abort", Rank: c.rank, Err: fmt.Errorf("%w by rank %d: %v", ErrAborted, c.rank, err)}
-		g.cond.Broadcast()
-	}
+	g.fail(&RankError{Op: "abort", Rank: c.rank, Err: fmt.Errorf("%w by rank %d: %v", ErrAborted, c.rank, err)})
 }
 
-// Close ends this rank's use of the group.
+// Close ends this rank's use of the group. The other ranks can no longer
+// meet it: their pending and later calls fail at once with a *RankError
+// naming it, wrapping ErrAborted, as with the other communicators.
 func (c *localComm) Close() error {
+	if c.closed {
+		return nil
+	}
 	c.closed = true
+	g := c.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fail(&RankError{Op: "close", Rank: c.rank, Err: fmt.Errorf("%w: rank %d closed its communicator", ErrAborted, c.rank)})
 	return nil
 }
