@@ -565,13 +565,28 @@ func bytesOrUnknown(n int64) string {
 	return units.Bytes(n)
 }
 
-// configString is c.String(), but "policy:vram" rather than "" for the
-// default, so that a message names the setting.
+// configString is c.String() with the policy always named ("policy:vram"
+// rather than "" for the default, and first in any longer string), so that
+// a suggested VRAM_ALLOC_CONF never changes the policy unseen.
 func configString(c Config) string {
-	if s := c.String(); s != "" {
-		return s
+	s := c.String()
+	switch {
+	case s == "":
+		return "policy:vram"
+	case !strings.HasPrefix(s, "policy:"):
+		// Name the default policy too: a user running another one would
+		// not see that the suggestion changes it.
+		return "policy:vram," + s
 	}
-	return "policy:vram"
+	return s
+}
+
+// blocks returns "1 block" or "n blocks".
+func blocks(n int) string {
+	if n == 1 {
+		return "1 block"
+	}
+	return strconv.Itoa(n) + " blocks"
 }
 
 // Error returns the multi-line diagnosis described at [OutOfMemoryError].
@@ -598,10 +613,10 @@ func (e *OutOfMemoryError) Error() string {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			fmt.Fprintf(&b, " %s %s in %d", regionName(r.Region, 80), units.Bytes(r.Bytes), r.Count)
+			fmt.Fprintf(&b, " %s %s in %s", regionName(r.Region, 80), units.Bytes(r.Bytes), blocks(r.Count))
 		}
 		if e.MoreRegions > 0 {
-			fmt.Fprintf(&b, ", %d more regions %s in %d", e.MoreRegions, units.Bytes(e.OtherRegions.Bytes), e.OtherRegions.Count)
+			fmt.Fprintf(&b, ", %d more regions %s in %s", e.MoreRegions, units.Bytes(e.OtherRegions.Bytes), blocks(e.OtherRegions.Count))
 		}
 		b.WriteString("\n")
 	}

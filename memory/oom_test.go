@@ -277,3 +277,26 @@ func TestOutOfMemorySmallestFraction(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigStringNamesThePolicy checks that a suggested VRAM_ALLOC_CONF
+// always names its policy, so that a user of another one sees the change.
+func TestConfigStringNamesThePolicy(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{}, "policy:vram"},
+		{Config{PerProcessMemoryFraction: 0.5}, "policy:vram,per_process_memory_fraction:0.5"},
+		{Config{Policy: PolicyPyTorch}, "policy:pytorch"},
+		{Config{Policy: PolicyPyTorch, ExpandableSegments: true}, "policy:pytorch,expandable_segments:True"},
+	} {
+		got := configString(tc.cfg)
+		if got != tc.want {
+			t.Errorf("configString(%+v) = %q, want %q", tc.cfg, got, tc.want)
+		}
+		back, err := ParseConfig(got)
+		if err != nil || back.Policy != tc.cfg.Policy || back.PerProcessMemoryFraction != tc.cfg.PerProcessMemoryFraction {
+			t.Errorf("%q parses to %+v, %v", got, back, err)
+		}
+	}
+}
