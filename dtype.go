@@ -40,3 +40,50 @@ func (d DType) applyOption(o *options) { o.dtype = d }
 func (d DType) b() backend.DType { return backend.DType(d) }
 
 func promote(a, b DType) DType { return DType(backend.Promote(a.b(), b.b())) }
+
+// category orders the kinds of dtype as PyTorch's type promotion does:
+// bool, then the integers, then the floating-point dtypes.
+func category(d DType) int {
+	switch {
+	case d == Bool:
+		return 0
+	case d.IsFloat():
+		return 2
+	}
+	return 1
+}
+
+// resultType returns the dtype of an elementwise operation on a and b
+// (torch.result_type): the promotion of their dtypes, except that a
+// 0-dimensional tensor combined with a tensor of one or more dimensions
+// counts only when it is of a higher category, as a number would, so that
+// a float16 tensor times a 0-dimensional float32 tensor stays float16 and
+// an int64 tensor plus one of float32 becomes float32.
+func resultType(a, b *Tensor) DType {
+	az, bz := len(a.shape) == 0, len(b.shape) == 0
+	if az == bz {
+		return promote(a.dtype, b.dtype)
+	}
+	dim, zero := a.dtype, b.dtype
+	if az {
+		dim, zero = zero, dim
+	}
+	if category(zero) > category(dim) {
+		return promote(dim, zero)
+	}
+	return dim
+}
+
+// canCast reports whether an in-place operation may write a result of
+// dtype from into a tensor of dtype to, by PyTorch's rule (torch.can_cast):
+// a floating-point result only into a floating-point tensor, an integer one
+// into anything but bool.
+func canCast(from, to DType) bool {
+	switch category(from) {
+	case 2:
+		return category(to) == 2
+	case 1:
+		return to != Bool
+	}
+	return true
+}

@@ -146,7 +146,7 @@ func binaryRaw(op string, k backend.BinaryOp, a, b *Tensor) *Tensor {
 	ds, held := sameDevice(op, a, b)
 	defer held.unpin()
 	shape := broadcastShapes(op, a.shape, b.shape)
-	dt := promote(a.dtype, b.dtype)
+	dt := resultType(a, b)
 	if (k == backend.LogicalAnd || k == backend.LogicalOr) && dt != Bool {
 		ac, bc := castRaw(a, Bool), castRaw(b, Bool)
 		defer ac.Release()
@@ -458,7 +458,8 @@ func (a *Tensor) RDivScalar(s float64) *Tensor {
 	return out
 }
 
-// PowScalar returns a ** p.
+// PowScalar returns a ** p. An integer tensor gives float32 when p is not a
+// whole number, as in PyTorch, and keeps its dtype otherwise.
 func (a *Tensor) PowScalar(p float64) *Tensor {
 	if up, done := autocastUp(a); up != a {
 		defer done()
@@ -511,7 +512,7 @@ func Where(cond, a, b *Tensor) *Tensor {
 		fail("where", ErrDType, "condition must be bool, got %s", cond.dtype)
 	}
 	shape := broadcastShapes("where", cond.shape, a.shape, b.shape)
-	dt := promote(a.dtype, b.dtype)
+	dt := resultType(a, b)
 	ac, bc := castRaw(a, dt), castRaw(b, dt)
 	defer ac.Release()
 	defer bc.Release()
@@ -535,7 +536,12 @@ func Where(cond, a, b *Tensor) *Tensor {
 // In-place operations write into t's storage (PyTorch's add_, mul_, ...).
 // They are not recorded: they panic with [ErrAutograd] on a tensor that
 // requires grad unless called inside [NoGrad] (as optimizers do), and on an
-// inference tensor outside [InferenceMode].
+// inference tensor outside [InferenceMode]. They compute in the dtype the
+// out-of-place operation would give and round the result once into t's
+// dtype; they panic with [ErrDType] when that dtype cannot be written into
+// t's, as PyTorch does: a floating-point result (an integer tensor divided,
+// or added a fraction) into an integer or bool tensor, an integer result
+// into a bool one.
 
 func (t *Tensor) inPlaceCheck(op string) {
 	if t.requiresGrad && GradEnabled() {
@@ -553,10 +559,31 @@ func (t *Tensor) binaryInPlace(op string, k backend.BinaryOp, b *Tensor) *Tensor
 	_, held := sameDevice(op, t, b)
 	defer held.unpin()
 	t.inPlaceCheck(op)
+	dt := resultType(t, b)
+	if k == backend.Div && !dt.IsFloat() {
+		dt = Float32 // true division, as Div
+	}
+	inPlaceCast(op, dt, t.dtype)
+	if dt != t.dtype {
+		// A wider operand: compute in its dtype, then round once into t.
+		expandView(op, b, t.shape) // b broadcasts to t's shape
+		r := binaryRaw(op, k, t, b)
+		defer r.Release()
+		check(op, t.ds().bd.Copy(t.ds().stream(), t.bv(), r.bv()))
+		return t
+	}
 	bc := castRaw(b, t.dtype)
 	defer bc.Release()
 	check(op, t.ds().bd.Binary(t.ds().stream(), k, t.bv(), t.bv(), expandView(op, bc, t.shape)))
 	return t
+}
+
+// inPlaceCast panics with ErrDType when an in-place operation's result of
+// dtype dt cannot be written into its tensor of dtype to.
+func inPlaceCast(op string, dt, to DType) {
+	if !canCast(dt, to) {
+		fail(op, ErrDType, "result type %s cannot be written in place into a tensor of dtype %s; use the out-of-place operation, or Cast first", dt, to)
+	}
 }
 
 // addInPlace adds g without checks or recording.
@@ -594,6 +621,14 @@ func (t *Tensor) scalarInPlace(op string, k backend.BinaryOp, s float64) *Tensor
 	_, held := sameDevice(op, t)
 	defer held.unpin()
 	t.inPlaceCheck(op)
+	dt := t.dtype
+	if !dt.IsFloat() && s != math.Trunc(s) {
+		dt = Float32 // as scalarRaw: int + 0.5 is float
+	}
+	if dt == Bool {
+		dt = Int64 // bool + 1 is int64
+	}
+	inPlaceCast(op, dt, t.dtype)
 	check(op, t.ds().bd.Scalar(t.ds().stream(), k, t.bv(), t.bv(), s, false))
 	return t
 }

@@ -20,9 +20,7 @@ func unary(op string, k backend.UnaryOp, t *Tensor, param float64, saveWhat int,
 	_, held := sameDevice(op, t)
 	defer held.unpin()
 	src := t
-	floatOnly := k != backend.Neg && k != backend.Abs && k != backend.Sign && k != backend.Square &&
-		k != backend.Relu && k != backend.PowScalar && k != backend.LogicalNot && k != backend.IsNaN
-	if floatOnly && !t.dtype.IsFloat() {
+	if !t.dtype.IsFloat() && unaryToFloat(k, param) {
 		src = castRaw(t, Float32)
 		defer src.Release()
 	}
@@ -46,6 +44,21 @@ func unary(op string, k backend.UnaryOp, t *Tensor, param float64, saveWhat int,
 		record(op, out, []*Tensor{t}, sv, func(g *Tensor) []*Tensor { return []*Tensor{grad(x, y, g)} })
 	}
 	return out
+}
+
+// unaryToFloat reports whether k computes in float32 on an integer or bool
+// input, as PyTorch's does: every op but the exact ones (Neg, Abs, Sign,
+// Square, Relu, the roundings, LogicalNot, IsNaN), and PowScalar with an
+// exponent that is not a whole number.
+func unaryToFloat(k backend.UnaryOp, param float64) bool {
+	switch k {
+	case backend.Neg, backend.Abs, backend.Sign, backend.Square, backend.Relu,
+		backend.Floor, backend.Ceil, backend.Round, backend.LogicalNot, backend.IsNaN:
+		return false
+	case backend.PowScalar:
+		return param != math.Trunc(param)
+	}
+	return true
 }
 
 // Neg returns -t.
@@ -199,13 +212,15 @@ func (t *Tensor) Erf() *Tensor {
 	})
 }
 
-// Floor rounds down (no gradient).
+// Floor rounds down (no gradient). An integer tensor is returned unchanged,
+// in its dtype, as PyTorch does.
 func (t *Tensor) Floor() *Tensor { return unary("floor", backend.Floor, t, 0, saveNone, nil) }
 
-// Ceil rounds up (no gradient).
+// Ceil rounds up (no gradient); an integer tensor keeps its values and dtype.
 func (t *Tensor) Ceil() *Tensor { return unary("ceil", backend.Ceil, t, 0, saveNone, nil) }
 
-// Round rounds half to even (no gradient).
+// Round rounds half to even (no gradient); an integer tensor keeps its
+// values and dtype.
 func (t *Tensor) Round() *Tensor { return unary("round", backend.Round, t, 0, saveNone, nil) }
 
 // IsNaN returns a bool tensor that is true where t is NaN.
