@@ -309,11 +309,21 @@ func (a *Tensor) Pow(b *Tensor) *Tensor {
 		ra, rb := a.requiresGrad, b.requiresGrad
 		sv := save(a, b, out)
 		record("pow", out, []*Tensor{a, b}, sv, func(g *Tensor) []*Tensor {
+			// As in PyTorch, a zero exponent passes no gradient to the base
+			// (not 0 * a^-1, NaN at a = 0), and a zero base with an exponent
+			// of at least 0 passes none to the exponent (not 0 * log 0).
+			z := g.NewZeros(nil)
 			return []*Tensor{
 				// b * a^(b-1)
-				gradIf(ra, func() *Tensor { return sumTo(g.Mul(sv[1]).Mul(sv[0].Pow(sv[1].SubScalar(1))), as) }),
+				gradIf(ra, func() *Tensor {
+					d := g.Mul(sv[1]).Mul(sv[0].Pow(sv[1].SubScalar(1)))
+					return sumTo(Where(sv[1].EqScalar(0), z, d), as)
+				}),
 				// out * log(a)
-				gradIf(rb, func() *Tensor { return sumTo(g.Mul(sv[2]).Mul(sv[0].Log()), bs) }),
+				gradIf(rb, func() *Tensor {
+					d := g.Mul(sv[2]).Mul(sv[0].Log())
+					return sumTo(Where(sv[0].EqScalar(0).LogicalAnd(sv[1].GeScalar(0)), z, d), bs)
+				}),
 			}
 		})
 	}

@@ -1,0 +1,64 @@
+package vram_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/vramgo/vram"
+)
+
+// TestPowGradientAtZero pins PyTorch's gradients of a ** b where the plain
+// formulas give 0 * inf: a zero exponent passes no gradient to the base,
+// and a zero base with an exponent of at least 0 none to the exponent.
+func TestPowGradientAtZero(t *testing.T) {
+	inf := math.Inf(1)
+	cases := []struct {
+		name           string
+		a, b           float64
+		wantDA, wantDB float64
+	}{
+		{"0 ** 0", 0, 0, 0, 0},
+		{"0 ** 2", 0, 2, 0, 0},
+		{"0 ** 0.5", 0, 0.5, inf, 0},
+		{"0 ** -1", 0, -1, -inf, -inf},
+		{"2 ** 0", 2, 0, 0, math.Log(2)},
+		{"2 ** 3", 2, 3, 12, 8 * math.Log(2)},
+		{"-2 ** 0", -2, 0, 0, math.NaN()},
+	}
+	same := func(got, want float64) bool {
+		return got == want || math.IsNaN(got) && math.IsNaN(want) || math.Abs(got-want) < 1e-12
+	}
+	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		for _, c := range cases {
+			t.Run(dev.String()+"/"+c.name, func(t *testing.T) {
+				a := vram.FromSlice([]float64{c.a}, vram.Shape{1}, dev, vram.WithGrad())
+				defer a.Release()
+				b := vram.FromSlice([]float64{c.b}, vram.Shape{1}, dev, vram.WithGrad())
+				defer b.Release()
+				vram.Tidy(func() { a.Pow(b).Sum().Backward() })
+				if got := a.Grad().Item(); !same(got, c.wantDA) {
+					t.Errorf("d/da = %v, want %v", got, c.wantDA)
+				}
+				if got := b.Grad().Item(); !same(got, c.wantDB) {
+					t.Errorf("d/db = %v, want %v", got, c.wantDB)
+				}
+			})
+		}
+	}
+	// Broadcast operands: the masks broadcast with the gradient.
+	a := vram.FromSlice([]float64{0, 1, 2}, vram.Shape{3, 1}, vram.WithGrad())
+	defer a.Release()
+	b := vram.FromSlice([]float64{0, 2}, vram.Shape{2}, vram.WithGrad())
+	defer b.Release()
+	vram.Tidy(func() { a.Pow(b).Sum().Backward() })
+	for i, want := range []float64{0, 2, 4} {
+		if got := a.Grad().Float64s()[i]; !same(got, want) {
+			t.Errorf("broadcast d/da[%d] = %v, want %v", i, got, want)
+		}
+	}
+	for i, want := range []float64{math.Log(2), 4 * math.Log(2)} {
+		if got := b.Grad().Float64s()[i]; !same(got, want) {
+			t.Errorf("broadcast d/db[%d] = %v, want %v", i, got, want)
+		}
+	}
+}
