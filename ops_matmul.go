@@ -76,7 +76,8 @@ func batched(op string, t *Tensor, batch []int, nb, r, c int) (backend.View, *Te
 
 // MatMul returns the matrix product of a and b with torch.matmul's rules:
 // 1-D operands are promoted to a row or column and the added dimension
-// removed afterwards; batch dimensions broadcast. It panics with [ErrShape]
+// removed afterwards (two 1-D operands give their dot product, of shape
+// []); batch dimensions broadcast. It panics with [ErrShape]
 // when the inner sizes differ and with [ErrDType] for non-float operands.
 func (a *Tensor) MatMul(b *Tensor) *Tensor {
 	defer asOp("matmul")
@@ -90,6 +91,14 @@ func (a *Tensor) MatMul(b *Tensor) *Tensor {
 	defer held.unpin()
 	if len(a.shape) == 0 || len(b.shape) == 0 {
 		fail("matmul", ErrShape, "both arguments need at least 1 dimension, got shapes %v and %v", Shape(a.shape), Shape(b.shape))
+	}
+	if len(a.shape) == 1 && len(b.shape) == 1 {
+		// A dot product: [1, K] @ [K, 1], both added dimensions removed.
+		a2 := a.Unsqueeze(0)
+		defer a2.Release()
+		r := a2.MatMul(b) // [1]
+		defer r.Release()
+		return r.Squeeze(0)
 	}
 	if len(a.shape) == 1 {
 		a2 := a.Unsqueeze(0)
