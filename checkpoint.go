@@ -89,8 +89,12 @@ func withRNG(r *rngScope, fn func()) {
 // outside the graph. Outside recording (inside NoGrad, or when nothing
 // requires grad) Checkpoint simply returns fn(x).
 //
-// The result is a new tensor the caller owns. It panics with an *Error of
-// kind [ErrArgument] when fn is nil or returns nil.
+// The result is a new tensor the caller owns. fn returns a tensor it
+// computed, or x or one of params as they are (the result is then a new
+// view of it); a tensor fn captured from elsewhere is passed as x or in
+// params instead, since the result would otherwise be that tensor itself.
+// It panics with an *Error of kind [ErrArgument] when fn is nil or returns
+// nil.
 func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tensor {
 	if fn == nil {
 		fail("checkpoint", ErrArgument, "the function to checkpoint is nil")
@@ -103,11 +107,23 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 		}
 	}
 	if !want || !GradEnabled() {
-		return callCheckpointed(fn, x)
+		out := callCheckpointed(fn, x)
+		if slices.Contains(params, out) {
+			return out.identity("checkpoint")
+		}
+		return out
 	}
 	rec := &rngScope{states: map[*Generator][]byte{}}
 	var out *Tensor
 	NoGrad(func() { withRNG(rec, func() { out = callCheckpointed(fn, x) }) })
+	// Under NoGrad a tensor that fn computes neither requires grad nor has
+	// a graph node: one that does was made before (a parameter fn returns
+	// as it is), and gets the same treatment as x, here and in the
+	// recompute.
+	passThrough := out != x && (slices.Contains(params, out) || out.requiresGrad || out.ref.node != nil)
+	if passThrough {
+		out = out.identity("checkpoint")
+	}
 	saved := save(x)
 	inputGrad := x.requiresGrad
 	record("checkpoint", out, []*Tensor{x}, saved, func(g *Tensor) []*Tensor {
@@ -119,7 +135,14 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 		defer in.Release()
 		in.SetRequiresGrad(inputGrad)
 		var y *Tensor
-		EnableGrad(func() { withRNG(rep, func() { y = callCheckpointed(fn, in) }) })
+		EnableGrad(func() {
+			withRNG(rep, func() {
+				y = callCheckpointed(fn, in)
+				if passThrough {
+					y = y.identity("checkpoint")
+				}
+			})
+		})
 		backwardReleasing(y, g)
 		if !inputGrad {
 			return []*Tensor{nil}
@@ -134,14 +157,15 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 }
 
 // callCheckpointed runs fn(x) and returns a result distinct from x, so that
-// a graph node attached to it never lands on the input.
+// a graph node attached to it never lands on the input: for x itself, a
+// view of x through which the gradient passes.
 func callCheckpointed(fn func(*Tensor) *Tensor, x *Tensor) *Tensor {
 	out := fn(x)
 	if out == nil {
 		fail("checkpoint", ErrArgument, "the checkpointed function returned nil; it must return its output tensor")
 	}
 	if out == x {
-		return x.Detach()
+		return x.identity("checkpoint")
 	}
 	return out
 }

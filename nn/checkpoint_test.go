@@ -359,3 +359,62 @@ func TestCheckpointRecomputeMismatch(t *testing.T) {
 		t.Fatalf("Backward with a recompute of another shape: %v, want an ErrShape *vram.Error", err)
 	}
 }
+
+// TestCheckpointReturnsInput pins a checkpointed function that returns its
+// input or a parameter as it is: the gradient still reaches that tensor,
+// which stays a leaf the caller holds (the result is a new view of it).
+func TestCheckpointReturnsInput(t *testing.T) {
+	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		base := vram.MemoryAllocated(dev)
+		x := vram.FromSlice([]float32{1, 2}, vram.Shape{2}, dev, vram.WithGrad())
+		w := vram.FromSlice([]float32{3, 4}, vram.Shape{2}, dev, vram.WithGrad())
+		cases := []struct {
+			name         string
+			fn           func(x *vram.Tensor) *vram.Tensor
+			params       []*vram.Tensor
+			wantX, wantW []float64 // nil: no gradient
+		}{
+			{"input", func(x *vram.Tensor) *vram.Tensor { return x }, nil, []float64{3, 3}, nil},
+			{"parameter", func(*vram.Tensor) *vram.Tensor { return w }, []*vram.Tensor{w}, nil, []float64{3, 3}},
+			{"input and parameter", func(x *vram.Tensor) *vram.Tensor { return x }, []*vram.Tensor{w}, []float64{3, 3}, nil},
+			{"computed", func(x *vram.Tensor) *vram.Tensor { return x.Mul(w) }, []*vram.Tensor{w}, []float64{9, 12}, []float64{3, 6}},
+		}
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s/%s", dev, c.name), func(t *testing.T) {
+				x.ZeroGrad()
+				w.ZeroGrad()
+				vram.Tidy(func() {
+					y := vram.Checkpoint(c.fn, x, c.params...)
+					if y == x || y == w {
+						t.Fatal("the result is the tensor fn returned, not a new one")
+					}
+					y.MulScalar(3).Sum().Backward()
+					y.Release()
+				})
+				for _, p := range []struct {
+					name string
+					t    *vram.Tensor
+					want []float64
+				}{{"x", x, c.wantX}, {"w", w, c.wantW}} {
+					if !p.t.IsLeaf() || p.t.Released() {
+						t.Fatalf("%s: leaf %v, released %v", p.name, p.t.IsLeaf(), p.t.Released())
+					}
+					var got []float64
+					if g := p.t.Grad(); g != nil {
+						got = g.Float64s()
+					}
+					if !slices.Equal(got, p.want) {
+						t.Errorf("%s.Grad() = %v, want %v", p.name, got, p.want)
+					}
+				}
+			})
+		}
+		x.ZeroGrad()
+		w.ZeroGrad()
+		x.Release()
+		w.Release()
+		if got := vram.MemoryAllocated(dev); dev != vram.CPU && got != base {
+			t.Errorf("%s: %d bytes allocated after releasing everything, want %d", dev, got, base)
+		}
+	}
+}
