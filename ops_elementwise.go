@@ -484,7 +484,8 @@ func (a *Tensor) PowScalar(p float64) *Tensor {
 }
 
 // Clamp limits every element to [lo, hi]; use math.Inf for a missing bound.
-// Elements at a bound pass no gradient.
+// Elements outside [lo, hi] pass no gradient; those equal to a bound pass
+// it, as in PyTorch.
 func (a *Tensor) Clamp(lo, hi float64) *Tensor {
 	_, held := sameDevice("clamp", a)
 	defer held.unpin()

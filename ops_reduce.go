@@ -228,13 +228,17 @@ func (t *Tensor) extremum(op string, k backend.ReduceOp, dims []int, keepDim boo
 }
 
 // Max returns the maximum over the listed dimensions (all when none); NaN
-// propagates. It panics with [ErrShape] over an empty dimension.
+// propagates. It panics with [ErrShape] over an empty dimension. It is
+// torch.amax: the gradient is shared equally among elements tied for the
+// maximum. For torch.max(dim)'s rule, where the element ArgMax names takes
+// all of it, gather with ArgMax's index.
 func (t *Tensor) Max(dims ...int) *Tensor { return t.extremum("max", backend.Max, dims, false) }
 
 // MaxKeepDim is Max that keeps the reduced dimensions with size 1.
 func (t *Tensor) MaxKeepDim(dims ...int) *Tensor { return t.extremum("max", backend.Max, dims, true) }
 
-// Min returns the minimum over the listed dimensions (all when none).
+// Min returns the minimum over the listed dimensions (all when none), as
+// Max does (torch.amin: tied elements share the gradient).
 func (t *Tensor) Min(dims ...int) *Tensor { return t.extremum("min", backend.Min, dims, false) }
 
 // MinKeepDim is Min that keeps the reduced dimensions with size 1.
