@@ -547,9 +547,10 @@ func Where(cond, a, b *Tensor) *Tensor {
 // In-place operations write into t's storage (PyTorch's add_, mul_, ...).
 // They are not recorded: they panic with [ErrAutograd] on a tensor that
 // requires grad unless called inside [NoGrad] (as optimizers do), and on an
-// inference tensor outside [InferenceMode]. They compute in the dtype the
-// out-of-place operation would give and round the result once into t's
-// dtype; they panic with [ErrDType] when that dtype cannot be written into
+// inference tensor outside [InferenceMode], and with [ErrArgument] on a
+// tensor whose elements share memory (a view made by Expand). They compute
+// in the dtype the out-of-place operation would give and round the result
+// once into t's dtype; they panic with [ErrDType] when that dtype cannot be written into
 // t's, as PyTorch does: a floating-point result (an integer tensor divided,
 // or added a fraction) into an integer or bool tensor, an integer result
 // into a bool one.
@@ -561,6 +562,12 @@ func (t *Tensor) inPlaceCheck(op string) {
 	if t.inference && !InferenceModeEnabled() {
 		fail(op, ErrAutograd, "in-place update of an inference tensor (made inside vram.InferenceMode) outside it; "+
 			"do it inside InferenceMode, or update a Clone() made outside")
+	}
+	for i, n := range t.shape {
+		if n > 1 && t.strides[i] == 0 {
+			fail(op, ErrArgument, "more than one element of the written tensor (shape %v, strides %v) is one memory location, "+
+				"as after Expand; write into a Clone() or Contiguous() copy", t.shape, t.strides)
+		}
 	}
 }
 

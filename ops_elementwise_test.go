@@ -1,7 +1,9 @@
 package vram_test
 
 import (
+	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -59,6 +61,55 @@ func TestPowGradientAtZero(t *testing.T) {
 	for i, want := range []float64{math.Log(2), 4 * math.Log(2)} {
 		if got := b.Grad().Float64s()[i]; !same(got, want) {
 			t.Errorf("broadcast d/db[%d] = %v, want %v", i, got, want)
+		}
+	}
+}
+
+// TestInPlaceOnSharedElements checks that in-place operations refuse a
+// tensor whose elements share memory (an Expand view), as PyTorch does,
+// and leave its storage as it was, while views whose elements are distinct
+// stay writable.
+func TestInPlaceOnSharedElements(t *testing.T) {
+	ops := []struct {
+		name string
+		fn   func(x *vram.Tensor)
+	}{
+		{"mul_", func(x *vram.Tensor) { x.MulScalarInPlace(2) }},
+		{"add_", func(x *vram.Tensor) { x.AddInPlace(vram.Scalar(1)) }},
+		{"fill_", func(x *vram.Tensor) { x.FillInPlace(3) }},
+		{"copy_", func(x *vram.Tensor) { x.CopyFrom(vram.Scalar(5)) }},
+	}
+	views := []struct {
+		name   string
+		view   func(base *vram.Tensor) *vram.Tensor
+		shared bool
+	}{
+		{"expanded", func(b *vram.Tensor) *vram.Tensor { return b.Expand(4) }, true},
+		{"expanded 2-D", func(b *vram.Tensor) *vram.Tensor { return b.Unsqueeze(0).Expand(3, 4) }, true},
+		{"size-1 expand", func(b *vram.Tensor) *vram.Tensor { return b.Expand(1) }, false},
+		{"contiguous copy", func(b *vram.Tensor) *vram.Tensor { return b.Expand(4).Contiguous() }, false},
+	}
+	for _, v := range views {
+		for _, op := range ops {
+			t.Run(v.name+"/"+op.name, func(t *testing.T) {
+				base := vram.Ones(vram.Shape{1})
+				defer base.Release()
+				x := v.view(base)
+				defer x.Release()
+				err := vram.Catch(func() { vram.Tidy(func() { op.fn(x) }) })
+				if !v.shared {
+					if err != nil {
+						t.Fatalf("refused: %v", err)
+					}
+					return
+				}
+				if !errors.Is(err, vram.ErrArgument) || !strings.Contains(err.Error(), "Clone") {
+					t.Fatalf("error %v, want ErrArgument naming the fix", err)
+				}
+				if got := base.Item(); got != 1 {
+					t.Errorf("the storage changed to %v", got)
+				}
+			})
 		}
 	}
 }
