@@ -113,3 +113,57 @@ func TestInPlaceOnSharedElements(t *testing.T) {
 		}
 	}
 }
+
+// TestCrossEntropyIgnoresPadding checks targets of -100 (PyTorch's default
+// ignore_index): left out of the mean and of the gradient, NaN when every
+// target is ignored; any other negative target is still an index error.
+func TestCrossEntropyIgnoresPadding(t *testing.T) {
+	logits := []float64{1, 2, 3, 0, 0, 0, 3, 2, 1}
+	lse := func(a, b, c float64) float64 { return math.Log(math.Exp(a) + math.Exp(b) + math.Exp(c)) }
+	nll0 := lse(1, 2, 3) - 3 // row 0, class 2
+	nll2 := lse(3, 2, 1) - 3 // row 2, class 0
+	cases := []struct {
+		name    string
+		targets []int64
+		want    float64
+		rowGrad []bool // rows with a gradient
+	}{
+		{"none ignored", []int64{2, 1, 0}, (nll0 + math.Log(3) + nll2) / 3, []bool{true, true, true}},
+		{"middle ignored", []int64{2, -100, 0}, (nll0 + nll2) / 2, []bool{true, false, true}},
+		{"all ignored", []int64{-100, -100, -100}, math.NaN(), []bool{false, false, false}},
+	}
+	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		for _, c := range cases {
+			t.Run(dev.String()+"/"+c.name, func(t *testing.T) {
+				vram.Tidy(func() {
+					x := vram.FromSlice(logits, vram.Shape{3, 3}, dev, vram.WithGrad())
+					loss := vram.CrossEntropy(x, vram.FromSlice(c.targets, vram.Shape{3}, dev))
+					got := loss.Item()
+					if math.IsNaN(c.want) != math.IsNaN(got) || !math.IsNaN(got) && math.Abs(got-c.want) > 1e-12 {
+						t.Fatalf("loss %v, want %v", got, c.want)
+					}
+					if math.IsNaN(got) {
+						return
+					}
+					loss.Backward()
+					g := x.Grad().Float64s()
+					for r, want := range c.rowGrad {
+						var abs float64
+						for _, v := range g[3*r : 3*r+3] {
+							abs += math.Abs(v)
+						}
+						if (abs > 0) != want {
+							t.Errorf("row %d gradient %v, want one: %v", r, g[3*r:3*r+3], want)
+						}
+					}
+				})
+			})
+		}
+	}
+	err := vram.Catch(func() {
+		vram.Tidy(func() { vram.CrossEntropy(vram.Zeros(vram.Shape{1, 3}), vram.FromSlice([]int64{-1}, vram.Shape{1})) })
+	})
+	if !errors.Is(err, vram.ErrIndex) {
+		t.Errorf("target -1: %v, want ErrIndex", err)
+	}
+}

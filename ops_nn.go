@@ -148,10 +148,17 @@ func Embedding(indices, weight *Tensor) *Tensor {
 	return out
 }
 
+// CrossEntropyIgnoreIndex is the target class that CrossEntropy leaves out,
+// PyTorch's default ignore_index: padding positions labelled -100 add
+// nothing to the loss or its gradient.
+const CrossEntropyIgnoreIndex = -100
+
 // CrossEntropy returns the mean negative log-likelihood of integer class
 // targets [N] (int64) under logits [N, C] (torch.nn.functional.cross_entropy
-// with mean reduction). It panics with [ErrShape] on mismatched sizes and
-// with [ErrIndex] for a target outside [0, C).
+// with mean reduction). Targets equal to [CrossEntropyIgnoreIndex] are left
+// out, and the mean is over the others (NaN when there are none, as in
+// PyTorch). It panics with [ErrShape] on mismatched sizes and with
+// [ErrIndex] for any other target outside [0, C).
 func CrossEntropy(logits, targets *Tensor) *Tensor {
 	if up, done := autocastUp(logits); up != logits {
 		defer done()
@@ -169,11 +176,39 @@ func CrossEntropy(logits, targets *Tensor) *Tensor {
 		defer lsm.Release()
 		idx := castRaw(targets, Int64)
 		defer idx.Release()
-		col := idx.Unsqueeze(1)
+		// Ignored targets pick class 0, weighed 0.
+		ignored := idx.EqScalar(CrossEntropyIgnoreIndex)
+		defer ignored.Release()
+		zero := idx.NewZeros(nil)
+		defer zero.Release()
+		safe := Where(ignored, zero, idx)
+		defer safe.Release()
+		col := safe.Unsqueeze(1)
 		defer col.Release()
 		picked := lsm.Gather(1, col)
 		defer picked.Release()
-		m := picked.Mean()
+		kept := ignored.LogicalNot()
+		defer kept.Release()
+		kw := kept.Cast(picked.dtype)
+		defer kw.Release()
+		w := kw.Unsqueeze(1)
+		defer w.Release()
+		pw := picked.Mul(w)
+		defer pw.Release()
+		// The mean over all N rows (accumulated wide, as Mean does for
+		// half dtypes), scaled by N over the rows kept: exactly the mean
+		// when none is ignored, 0·inf = NaN when all are.
+		all := pw.Mean()
+		defer all.Release()
+		kf := kept.Cast(Float32)
+		defer kf.Release()
+		cnt := kf.Sum()
+		defer cnt.Release()
+		scale := cnt.RDivScalar(float64(idx.NumElements()))
+		defer scale.Release()
+		wide := all.Mul(scale)
+		defer wide.Release()
+		m := wide.Cast(all.dtype)
 		defer m.Release()
 		out = m.Neg()
 	}()
