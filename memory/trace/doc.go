@@ -162,8 +162,8 @@
 //	 "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": str, ...},
 //	 "external_annotations": [...]}
 //
-// How it maps: a Snapshot per device that has segments or a non-empty
-// trace (the device of a segment is its "device", default 0; of a trace,
+// How it maps: a Snapshot per device that has segments or a trace with
+// events (the device of a segment is its "device", default 0; of a trace,
 // its index in "device_traces"), sorted by device. Segment: address, size
 // = total_size, stream, pool = segment_type, expandable = is_expandable.
 // Block: address (blocks of PyTorch before 2.1 have none; it is then
@@ -178,11 +178,14 @@
 // Meta (see "# Meta keys"). Capacity is 0: the pickle does not record it.
 // Not kept: allocated_size, active_size and requested_size of segments
 // (they are sums over the blocks), segment_pool_id (the CUDA-graph pool),
-// segment frames, compile_context, external_annotations, and the FX
-// annotations newer PyTorch adds to frames. Required keys: a segment's
-// address, total_size, segment_type and blocks; a block's size and state;
-// an event's action. An unknown action is an error, not skipped: a replay
-// that silently drops events would mislead.
+// segment frames, compile_context, external_annotations, the FX
+// annotations newer PyTorch adds to frames, and the trace entries of
+// action "user_defined" (PyTorch 2.4 and later records one where each
+// torch.profiler.record_function range starts and ends; they allocate
+// nothing), so that a history's events are its allocator's. Required keys:
+// a segment's address, total_size, segment_type and blocks; a block's size
+// and state; an event's action. Any other unknown action is an error, not
+// skipped: a replay that silently drops events would mislead.
 //
 // Why a minimal unpickler of its own rather than
 // github.com/nlpodyssey/gopickle (v0.2.0, the newest served): on corrupt

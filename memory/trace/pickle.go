@@ -31,8 +31,8 @@ const (
 // once, in a single pass.
 //
 // It returns one validated Snapshot per device that has segments or a
-// non-empty trace, in device order; a snapshot with neither gives an empty
-// slice. See the package documentation, "# PyTorch pickles", for how each
+// trace with events other than record_function annotations, in device
+// order; a snapshot with neither gives an empty slice. See the package documentation, "# PyTorch pickles", for how each
 // field is mapped and how Truncated is decided. Errors are [*ParseError]s: a
 // pickle that is not protocol 2 to 5, is corrupt or truncated, holds Python
 // objects other than plain data, or does not have the snapshot's layout;
@@ -187,13 +187,20 @@ func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
 			if err := c.spend(path, len(tl.items), sizeofEvent); err != nil {
 				return nil, err
 			}
-			history := make([]Event, len(tl.items))
+			history := make([]Event, 0, len(tl.items))
 			for j, ev := range tl.items {
-				if err := c.event(path+"["+strconv.Itoa(j)+"]", ev, &history[j]); err != nil {
+				history = append(history, Event{})
+				keep, err := c.event(path+"["+strconv.Itoa(j)+"]", ev, &history[len(history)-1])
+				if err != nil {
 					return nil, err
 				}
+				if !keep {
+					history = history[:len(history)-1]
+				}
 			}
-			snap(dev).History = history
+			if len(history) > 0 {
+				snap(dev).History = history
+			}
 		}
 	}
 	config, meta, err := allocatorSettings(settings)
@@ -309,18 +316,31 @@ func (c *pickleConverter) block(path string, v any, addr uint64, b *Block) error
 	return err
 }
 
-func (c *pickleConverter) event(path string, v any, e *Event) error {
+// actionUserDefined is the action of the trace entries PyTorch (2.4 and
+// later) records where a torch.profiler.record_function range starts and
+// ends while the memory history is on: the range's name is the function
+// of its one frame and "START" or "END" its file. They allocate and free
+// nothing.
+const actionUserDefined = "user_defined"
+
+// event converts one trace entry into e. It reports false, leaving e to
+// be discarded, for an entry that is not part of the allocator's history
+// (actionUserDefined).
+func (c *pickleConverter) event(path string, v any, e *Event) (bool, error) {
 	d, ok := v.(*pyDict)
 	if !ok {
-		return convErr(path, "is a %s, want a dict", pyTypeName(v))
+		return false, convErr(path, "is a %s, want a dict", pyTypeName(v))
 	}
 	name, err := reqString(d, path, "action")
 	if err != nil {
-		return err
+		return false, err
+	}
+	if name == actionUserDefined {
+		return false, nil
 	}
 	a, ok := lookupAction(name)
 	if !ok {
-		return convErr(path, "unknown action %q", name)
+		return false, convErr(path, "unknown action %q", name)
 	}
 	e.Action = a
 	addrKey := "addr"
@@ -329,22 +349,22 @@ func (c *pickleConverter) event(path string, v any, e *Event) error {
 	}
 	if _, ok := d.get(addrKey); ok {
 		if e.Addr, err = reqAddr(d, path, addrKey); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if e.Size, err = optInt(d, path, "size", 0); err != nil {
-		return err
+		return false, err
 	}
 	if e.Size < 0 {
-		return convErr(path, "negative size %d", e.Size)
+		return false, convErr(path, "negative size %d", e.Size)
 	}
 	stream, err := optInt(d, path, "stream", 0)
 	if err != nil {
-		return err
+		return false, err
 	}
 	e.Stream = uint64(stream)
 	if e.TimeUS, err = optInt(d, path, "time_us", 0); err != nil {
-		return err
+		return false, err
 	}
 	if m, ok := d.get("user_metadata"); ok {
 		if s, ok := m.(string); ok {
@@ -352,7 +372,7 @@ func (c *pickleConverter) event(path string, v any, e *Event) error {
 		}
 	}
 	e.Frames, err = c.frameList(path, d)
-	return err
+	return true, err
 }
 
 // frameList converts the optional "frames" list of d. Identical stacks

@@ -125,6 +125,37 @@ func TestReadPickleSegmentsOnly(t *testing.T) {
 	}
 }
 
+// TestReadPickleAnnotations checks that the "user_defined" entries that
+// torch.profiler.record_function ranges add to a trace are left out of the
+// history, and that a trace of nothing else makes no snapshot.
+func TestReadPickleAnnotations(t *testing.T) {
+	annotation := func(p pickleBuilder) pickleBuilder {
+		return p.op(opEmptyDict).op(opMark).str("action").str("user_defined").str("addr").int(0).
+			str("size").int(0).op(opSetItems).op(opAppend)
+	}
+	onlyAnnotations := annotation(annotation(pk().proto(4).op(opEmptyDict).str("device_traces").
+		op(opEmptyList).op(opEmptyList))).op(opAppend).op(opSetItem).stop()
+	tests := []struct {
+		name string
+		in   []byte
+		want []*Snapshot
+	}{
+		{"around events", readFile(t, "annotated_p4.pickle"), expectedPickleSnapshots(t)[:1]},
+		{"nothing else", onlyAnnotations, []*Snapshot{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReadPickle(bytes.NewReader(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %d snapshots %+v\nwant %d %+v", len(got), got, len(tc.want), tc.want)
+			}
+		})
+	}
+}
+
 func TestReadPickleErrors(t *testing.T) {
 	p4 := readFile(t, "snapshot_p4.pickle")
 	tests := []struct {

@@ -197,6 +197,17 @@ def main():
         old.append(s)
     write("segments_only_p2.pickle", pickle.dumps(old, protocol=2))
 
+    # record_function ranges recorded with the history (PyTorch 2.4 and
+    # later): "user_defined" entries around device 0's first alloc and
+    # free, and device 1's trace of nothing else.
+    def annotation(name, edge, t):
+        return {"action": "user_defined", "addr": 0, "size": 0, "stream": 0, "time_us": T0 + t,
+                "frames": [{"filename": edge, "line": 0, "name": name}]}
+    annotated0 = [trace0[0], annotation("forward", "START", 1), trace0[1], annotation("forward", "END", 2)] + trace0[2:]
+    annotated1 = [annotation("eval", "START", 1), annotation("eval", "END", 2)]
+    write("annotated_p4.pickle", pickle.dumps({"segments": [seg_a, seg_b], "device_traces": [annotated0, annotated1],
+                                               "allocator_settings": snapshot["allocator_settings"]}, protocol=4))
+
     for dev, segs, trace, truncated in ((0, [seg_a, seg_b], trace0, False), (1, [seg_d], trace1, True)):
         with open(f"snapshot_expected_device{dev}.json", "w") as f:
             json.dump(expected(dev, segs, trace, truncated), f, indent=1)
