@@ -136,11 +136,15 @@ type Fragmentation struct {
 	// LargestFreeBlockBytes is the largest cached free block: the
 	// largest request the allocator can serve without asking the device.
 	LargestFreeBlockBytes int64 `json:"largest_free_block_bytes"`
-	// SplitFreeBytes is free memory in segments that also hold live
-	// blocks: EmptyCache cannot return it to the device.
+	// SplitFreeBytes is free memory that EmptyCache cannot return to the
+	// device: in segments that also hold live blocks, except the pages
+	// of expandable segments counted in ReleasableBytes.
 	SplitFreeBytes int64 `json:"split_free_bytes"`
-	// ReleasableBytes is free memory in wholly free segments: what
-	// EmptyCache would return to the device.
+	// ReleasableBytes is free memory that EmptyCache would return to the
+	// device: wholly free segments and, in PyTorch's expandable segments
+	// (and vram's under policy:pytorch), the whole pages inside free
+	// blocks (2 MiB in the small pool, 20 MiB in the large one, counted
+	// from the segment's address), which PyTorch unmaps.
 	ReleasableBytes int64 `json:"releasable_bytes"`
 }
 
@@ -333,7 +337,8 @@ func fragmentation(s *trace.Snapshot) Fragmentation {
 	var f Fragmentation
 	for _, seg := range s.Segments {
 		f.ReservedBytes += seg.Size
-		var live, free int64
+		page := expandablePage(s, seg)
+		var live, free, pages int64
 		for _, b := range seg.Blocks {
 			switch b.State {
 			case trace.StateActiveAllocated:
@@ -347,10 +352,14 @@ func fragmentation(s *trace.Snapshot) Fragmentation {
 				f.FreeBlocks++
 				free += b.Size
 				f.LargestFreeBlockBytes = max(f.LargestFreeBlockBytes, b.Size)
+				if page > 0 {
+					pages += wholePages(b.Addr-seg.Addr, b.Size, page)
+				}
 			}
 		}
 		if live > 0 {
-			f.SplitFreeBytes += free
+			f.SplitFreeBytes += free - pages
+			f.ReleasableBytes += pages
 		} else {
 			f.ReleasableBytes += free
 		}
@@ -364,6 +373,44 @@ func fragmentation(s *trace.Snapshot) Fragmentation {
 		f.ExternalFraction = float64(f.ExternalBytes) / float64(f.ReservedBytes)
 	}
 	return f
+}
+
+// expandablePage returns the unit in which EmptyCache unmaps the free
+// memory of seg, an expandable segment of PyTorch's (or of vram's under
+// policy:pytorch, which follows it): the pool's segment size, kSmallBuffer
+// or kLargeBuffer. It returns 0 for other segments, which are released
+// whole, and for vram's own policy, whose mappings the snapshot does not
+// record.
+func expandablePage(s *trace.Snapshot, seg trace.Segment) int64 {
+	if !seg.Expandable || s.Meta[trace.MetaSource] != "pytorch" && s.Meta["vram.policy"] != "pytorch+expandable_segments" {
+		return 0
+	}
+	if seg.Pool == trace.PoolSmall {
+		return 2 << 20
+	}
+	return 20 << 20
+}
+
+// wholePages returns the bytes of the pages of size page, counted from
+// offset 0, that lie wholly inside [off, off+size).
+func wholePages(off uint64, size, page int64) int64 {
+	p := uint64(page)
+	lo := off + (p-off%p)%p            // the first page boundary at or after off
+	hi := (off + uint64(size)) / p * p // the last one at or before the end
+	if hi <= lo {
+		return 0
+	}
+	return int64(hi - lo)
+}
+
+// expandable reports whether any of s's segments is expandable.
+func expandable(s *trace.Snapshot) bool {
+	for _, seg := range s.Segments {
+		if seg.Expandable {
+			return true
+		}
+	}
+	return false
 }
 
 // liveGroups groups a snapshot's allocated blocks by region and by top
@@ -472,12 +519,18 @@ func advice(d *Device) []string {
 	f := d.Fragmentation
 	const gib = 1 << 30
 	if f.ReservedBytes > 0 && f.ExternalFraction > 0.25 && f.ExternalBytes > 256<<20 {
-		if f.SplitFreeBytes > f.ReleasableBytes {
+		switch {
+		case f.SplitFreeBytes <= f.ReleasableBytes:
+		case d.snap != nil && expandable(d.snap):
+			// max_split_size_mb does not apply to expandable segments.
+			out = append(out, fmt.Sprintf("%s (%.0f%%) of the reserved memory is free but split among live blocks, the largest free piece %s, although the segments are already expandable: no allocator setting joins it; freeing the tensors between the pieces earlier does",
+				units.Compact(f.SplitFreeBytes), 100*float64(f.SplitFreeBytes)/float64(f.ReservedBytes), units.Compact(f.LargestFreeBlockBytes)))
+		default:
 			out = append(out, fmt.Sprintf("%s (%.0f%%) of the reserved memory is free but split among live blocks, the largest free piece %s: expandable_segments:True in VRAM_ALLOC_CONF (PYTORCH_CUDA_ALLOC_CONF) lets segments grow instead, and max_split_size_mb keeps large cached blocks from being split",
 				units.Compact(f.SplitFreeBytes), 100*float64(f.SplitFreeBytes)/float64(f.ReservedBytes), units.Compact(f.LargestFreeBlockBytes)))
 		}
 		if f.ReleasableBytes > 256<<20 {
-			out = append(out, fmt.Sprintf("%s sits in wholly free segments: EmptyCache (torch.cuda.empty_cache) would return it to the device for other processes", units.Compact(f.ReleasableBytes)))
+			out = append(out, fmt.Sprintf("%s sits in wholly free segments or free pages of expandable ones: EmptyCache (torch.cuda.empty_cache) would return it to the device for other processes", units.Compact(f.ReleasableBytes)))
 		}
 	}
 	if f.AllocatedBytes > gib/4 && f.InternalFraction > 0.1 {

@@ -311,3 +311,86 @@ func TestOptions(t *testing.T) {
 		t.Errorf("top 3 / 50 points: %d regions, %d largest, %d points, %d categories", len(d.ByRegion), len(d.Largest), len(d.Timeline.Points), len(d.stacked[0].names))
 	}
 }
+
+// TestFragmentationExpandable checks what EmptyCache can return from
+// expandable segments: the whole pages (2 MiB small, 20 MiB large, from
+// the segment's address) inside free blocks, as PyTorch unmaps them; and
+// that the advice does not suggest expandable segments to a run that has
+// them.
+func TestFragmentationExpandable(t *testing.T) {
+	const mib = 1 << 20
+	const base = 0x7f0000000000
+	seg := func(pool string, expandable bool, blocks ...trace.Block) trace.Segment {
+		s := trace.Segment{Addr: base, Pool: pool, Expandable: expandable, Blocks: blocks}
+		addr := uint64(base)
+		for i := range s.Blocks {
+			s.Blocks[i].Addr = addr
+			addr += uint64(s.Blocks[i].Size)
+			s.Size += s.Blocks[i].Size
+		}
+		return s
+	}
+	live := func(size int64) trace.Block {
+		return trace.Block{Size: size, Requested: size, State: trace.StateActiveAllocated}
+	}
+	free := func(size int64) trace.Block { return trace.Block{Size: size, State: trace.StateInactive} }
+	tests := []struct {
+		name              string
+		source, policy    string
+		seg               trace.Segment
+		split, releasable int64
+		advice            string // a piece of the first advice, "" for none
+	}{
+		{"pytorch large, pages inside", "pytorch", "", seg(trace.PoolLarge, true, live(20*mib), free(960*mib), live(20*mib)),
+			0, 960 * mib, "would return it"},
+		{"pytorch large, page shared with live blocks", "pytorch", "", seg(trace.PoolLarge, true, live(10*mib), free(600*mib), live(30*mib)),
+			20 * mib, 580 * mib, "would return it"},
+		{"pytorch large, no whole page", "pytorch", "", seg(trace.PoolLarge, true, live(15*mib), free(19*mib), live(6*mib)),
+			19 * mib, 0, ""},
+		{"pytorch small, 2 MiB pages", "pytorch", "", seg(trace.PoolSmall, true, live(mib), free(5*mib), live(2*mib)),
+			mib, 4 * mib, ""},
+		{"pytorch wholly free", "pytorch", "", seg(trace.PoolLarge, true, free(400*mib)), 0, 400 * mib, "would return it"},
+		{"vram under policy:pytorch", "vram", "pytorch+expandable_segments", seg(trace.PoolLarge, true, live(20*mib), free(960*mib), live(20*mib)),
+			0, 960 * mib, "would return it"},
+		{"vram's policy: mappings unknown", "vram", "vram", seg(trace.PoolLarge, true, live(20*mib), free(960*mib), live(20*mib)),
+			960 * mib, 0, "already expandable"},
+		{"fixed segment", "pytorch", "", seg(trace.PoolLarge, false, live(20*mib), free(960*mib), live(20*mib)),
+			960 * mib, 0, "expandable_segments:True"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &trace.Snapshot{Segments: []trace.Segment{tc.seg}, Truncated: true,
+				Meta: map[string]string{trace.MetaSource: tc.source}}
+			if tc.policy != "" {
+				s.Meta["vram.policy"] = tc.policy
+			}
+			if err := s.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			d, err := analyzeSnapshot(s, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := d.Fragmentation
+			if f.SplitFreeBytes != tc.split || f.ReleasableBytes != tc.releasable {
+				t.Errorf("split free %d, releasable %d; want %d, %d", f.SplitFreeBytes, f.ReleasableBytes, tc.split, tc.releasable)
+			}
+			if f.ExternalBytes != f.PendingFreeBytes+f.SplitFreeBytes+f.ReleasableBytes {
+				t.Errorf("external %d != pending %d + split free %d + releasable %d", f.ExternalBytes, f.PendingFreeBytes, f.SplitFreeBytes, f.ReleasableBytes)
+			}
+			switch {
+			case tc.advice == "" && len(d.Advice) > 0:
+				t.Errorf("advice %q, want none", d.Advice)
+			case tc.advice != "" && (len(d.Advice) == 0 || !strings.Contains(d.Advice[0], tc.advice)):
+				t.Errorf("advice %q, want it to say %q", d.Advice, tc.advice)
+			}
+			if tc.seg.Expandable {
+				for _, a := range d.Advice {
+					if strings.Contains(a, "expandable_segments:True") {
+						t.Errorf("advice %q suggests expandable segments to segments that are expandable", a)
+					}
+				}
+			}
+		})
+	}
+}

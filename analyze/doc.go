@@ -33,7 +33,9 @@
 // internal waste (sizes rounded up, blocks not split). [Fragmentation]
 // gives both, the largest free block (the largest request served without
 // the device), and how much free memory sits in segments that also hold
-// live blocks (EmptyCache cannot return it) against wholly free segments.
+// live blocks (EmptyCache cannot return it) against wholly free segments
+// and the whole pages inside free blocks of expandable segments, which
+// PyTorch unmaps.
 //
 // # Attribution
 //
