@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -159,6 +160,24 @@ func TestReplayFit(t *testing.T) {
 	} {
 		if code, _, stderr := runCLI(t, args...); code != exitUsage {
 			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitUsage, stderr)
+		}
+	}
+}
+
+// TestReplayFitNowhere checks what --fit says when a trace fits on no
+// device it may search: a limit of --max-capacity is named as the cause.
+func TestReplayFitNowhere(t *testing.T) {
+	huge := writeFile(t, "huge.trace", []byte(fmt.Sprintf("alloc 4096 %d 0\n", int64(2)<<40)))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay", "--fit", "--max-capacity", "1GiB", resnetTrace}, "even on 1.00 GiB, the most --max-capacity allows: raise it"},
+		{[]string{"replay", "--fit", huge}, "even on 1.00 TiB; a request larger than any device?"},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		if code != exitFailure || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, exitFailure, tc.want)
 		}
 	}
 }

@@ -97,6 +97,9 @@ func replayFit(run func(memory.Arena, memory.Config) (memory.Result, error), h t
 			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
 		if free.NumOOMs != 0 {
+			if ref < defaultReplayCapacity {
+				return nil, fmt.Errorf("%s: the trace runs out of memory even on %s, the most --max-capacity allows: raise it to search further", p.name, units.Bytes(ref))
+			}
 			return nil, fmt.Errorf("%s: the trace runs out of memory even on %s; a request larger than any device?", p.name, units.Bytes(ref))
 		}
 		fit, err := memory.SmallestCapacity(func(c int64) (memory.Result, error) {
