@@ -394,3 +394,45 @@ func TestFragmentationExpandable(t *testing.T) {
 		})
 	}
 }
+
+// TestTimelineWithoutHistory checks that a snapshot without history has a
+// timeline that starts, peaks and ends at its own state, allocated memory
+// as well as reserved.
+func TestTimelineWithoutHistory(t *testing.T) {
+	const mib = 1 << 20
+	seg := trace.Segment{Addr: 1 << 30, Size: 20 * mib, Pool: trace.PoolLarge, Blocks: []trace.Block{
+		{Addr: 1 << 30, Size: 2 * mib, Requested: 3 * mib / 2, State: trace.StateActiveAllocated},
+		{Addr: 1<<30 + 2*mib, Size: 18 * mib, State: trace.StateInactive},
+	}}
+	tests := []struct {
+		name                string
+		history             []trace.Event
+		allocated, reserved int64
+	}{
+		{"no history", nil, 3 * mib / 2, 20 * mib},
+		{"empty history", []trace.Event{}, 3 * mib / 2, 20 * mib},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &trace.Snapshot{Segments: []trace.Segment{seg}, History: tc.history, Truncated: true}
+			d, err := analyzeSnapshot(s, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tl := d.Timeline
+			for _, v := range []struct {
+				name      string
+				allocated int64
+				reserved  int64
+			}{
+				{"start", tl.StartAllocatedBytes, tl.StartReservedBytes},
+				{"peak", tl.PeakAllocatedBytes, tl.PeakReservedBytes},
+				{"end", tl.EndAllocatedBytes, tl.EndReservedBytes},
+			} {
+				if v.allocated != tc.allocated || v.reserved != tc.reserved {
+					t.Errorf("%s: allocated %d, reserved %d; want %d, %d", v.name, v.allocated, v.reserved, tc.allocated, tc.reserved)
+				}
+			}
+		})
+	}
+}

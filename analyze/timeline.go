@@ -180,7 +180,7 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 
 	// Where the history starts: the blocks held then.
 	var start []trace.Block
-	if s != nil && s.Truncated && len(s.History) > 0 {
+	if s != nil && s.Truncated {
 		if bs, err := trace.StateAt(s, 0); err == nil {
 			start = bs
 		}
