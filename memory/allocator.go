@@ -121,8 +121,9 @@ type Allocator struct {
 	// and segments of this size or more count as oversize in the stats.
 	oversize int64
 	start    time.Time
-	// quickOOM skips the fix check of OutOfMemoryError: set for the
-	// allocators of replays, which would otherwise replay recursively.
+	// quickOOM skips the fix check of OutOfMemoryError, and the capture
+	// of the blocks it needs: set for the allocators of replays, which
+	// would otherwise replay recursively, and which only count the error.
 	quickOOM bool
 
 	mu            sync.Mutex

@@ -142,7 +142,10 @@ type replayOp struct {
 // Unwrap returns the arena's or the limit's error.
 func (e *OutOfMemoryError) Unwrap() error { return e.Err }
 
-// newOOMLocked counts an OOM and captures the state for its error.
+// newOOMLocked counts an OOM and captures the state for its error. With
+// quickOOM it captures only the totals: a replay counts the error and goes
+// on, and walking every held block at each of many failures would make it
+// quadratic.
 func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause error) *OutOfMemoryError {
 	a.stats.NumOOMs++
 	e := &OutOfMemoryError{
@@ -180,6 +183,21 @@ func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause
 			}
 		}
 	}
+	if !a.quickOOM {
+		a.captureLocked(e)
+	}
+	var freeAt uint64
+	if e.Memory.Free >= 0 {
+		freeAt = uint64(e.Memory.Free)
+	}
+	a.record(trace.ActionOOM, freeAt, size, stream, region)
+	return e
+}
+
+// captureLocked records in e what the OOM's explanation and fix check
+// need of the allocator's blocks: the largest free block, the bytes
+// pending free, the operations to replay and the regions holding memory.
+func (a *Allocator) captureLocked(e *OutOfMemoryError) {
 	segs := make([]*segment, 0, len(a.segs))
 	for _, seg := range a.segs {
 		segs = append(segs, seg)
@@ -212,12 +230,6 @@ func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause
 		e.MoreRegions = n - oomRegions
 		e.TopRegions = e.TopRegions[:oomRegions]
 	}
-	var freeAt uint64
-	if e.Memory.Free >= 0 {
-		freeAt = uint64(e.Memory.Free)
-	}
-	a.record(trace.ActionOOM, freeAt, size, stream, region)
-	return e
 }
 
 // replayScript returns the operations the fix check replays: the blocks

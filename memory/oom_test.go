@@ -300,3 +300,32 @@ func TestConfigStringNamesThePolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayOOMCost checks that an out-of-memory error in a replay's
+// allocator costs the same whatever the number of blocks held: a replay on
+// a device too small for its trace meets thousands of them, and capturing
+// the held blocks at each one made it quadratic.
+func TestReplayOOMCost(t *testing.T) {
+	want := map[Policy]float64{} // allocations of a failed request with 10 blocks held
+	for _, held := range []int{10, 1000, 20000} {
+		for _, policy := range []Policy{PolicyPyTorch, PolicyVRAM} {
+			a := New(NewSimArena(64<<20), Config{Policy: policy}, withQuickOOM())
+			for range held {
+				if _, err := a.Alloc(512, 0, "held"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			allocs := testing.AllocsPerRun(20, func() {
+				if _, err := a.Alloc(128<<20, 0, "big"); !isOOM(err) {
+					t.Fatalf("err = %v, want an out-of-memory error", err)
+				}
+			})
+			if _, ok := want[policy]; !ok {
+				want[policy] = allocs
+			}
+			if allocs != want[policy] {
+				t.Errorf("%d blocks held, %s: %v allocations a failed request, want %v as with 10", held, policy, allocs, want[policy])
+			}
+		}
+	}
+}
