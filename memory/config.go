@@ -138,10 +138,14 @@ func (e *ConfigError) Error() string {
 	return s + printable.String(e.Reason)
 }
 
+// maxRegisterThreads is the most threads PyTorch's pinned host memory
+// allocator accepts for pinned_num_register_threads.
+const maxRegisterThreads = 128
+
 // configKeys lists the accepted keys, for error messages.
 const configKeys = "policy, expandable_segments, max_split_size_mb, roundup_power2_divisions, " +
 	"garbage_collection_threshold, per_process_memory_fraction, release_lock_on_cudamalloc, " +
-	"pinned_use_cuda_host_register, backend"
+	"pinned_use_cuda_host_register, pinned_num_register_threads, backend"
 
 // ParseConfig parses a VRAM_ALLOC_CONF string: comma-separated key:value
 // pairs with PyTorch's PYTORCH_CUDA_ALLOC_CONF keys plus policy:pytorch|vram
@@ -154,7 +158,9 @@ const configKeys = "policy, expandable_segments, max_split_size_mb, roundup_powe
 // ("0.6", "5e-1"); signs, hexadecimal, underscores, NaN and Inf are not
 // numbers here. An unknown key, a malformed value or a number out of range
 // is a [*ConfigError]. The key "backend" is accepted with the value "native"
-// only.
+// only. The key "pinned_num_register_threads" (a power of two up to 128),
+// which sizes PyTorch's pinned host memory allocator, is checked and
+// dropped: it does not concern device memory.
 //
 // In the per-size form of roundup_power2_divisions each key is a power of
 // two in MiB that sets the divisions for sizes in [key, 2*key) MiB, the first
@@ -238,6 +244,11 @@ func (c *Config) set(key string, p *configParser) error {
 			return bad("expected a decimal number greater than 0 and at most 1, such as 0.5")
 		}
 		c.PerProcessMemoryFraction = v
+	case "pinned_num_register_threads":
+		v, err := units.ParseCount(key, val, 1, maxRegisterThreads)
+		if err != nil || v&(v-1) != 0 {
+			return bad("expected a power of two up to %d", maxRegisterThreads)
+		}
 	case "backend":
 		if val != "native" {
 			return bad("only the native backend exists in vram (PyTorch's cudaMallocAsync backend has no counterpart)")

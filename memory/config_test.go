@@ -38,6 +38,8 @@ func TestParseConfig(t *testing.T) {
 		{"ignored keys", "release_lock_on_cudamalloc:True,pinned_use_cuda_host_register:True",
 			Config{ReleaseLockOnCUDAMalloc: true, PinnedUseCUDAHostRegister: true}},
 		{"backend native", "backend:native", Config{}},
+		{"host allocator threads", "pinned_num_register_threads:8,expandable_segments:True", Config{ExpandableSegments: true}},
+		{"host allocator threads max", "pinned_num_register_threads:128", Config{}},
 		{"last wins", "max_split_size_mb:100,max_split_size_mb:200", Config{MaxSplitSizeMB: 200}},
 		{"divisions single", "roundup_power2_divisions:4", Config{RoundupPower2Divisions: all(4)}},
 		{"divisions per size", "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
@@ -102,6 +104,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"policy:vram max_split_size_mb:100", "policy", "','"},
 		{":x", "", "expected a key"},
 		{"release_lock_on_cudamalloc:maybe", "release_lock_on_cudamalloc", "True or False"},
+		{"pinned_num_register_threads:3", "pinned_num_register_threads", "power of two"},
+		{"pinned_num_register_threads:256", "pinned_num_register_threads", "up to 128"},
+		{"pinned_num_register_threads:0", "pinned_num_register_threads", "power of two"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
