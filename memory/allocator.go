@@ -467,7 +467,7 @@ func (a *Allocator) findFree(p *pool, stream Stream, size int64) *Block {
 	if ms := a.cfg.maxSplitSize(); ms != math.MaxInt64 {
 		// Do not give an oversize block to a small request, nor a much
 		// larger oversize block to a large one.
-		if size < ms && b.size >= ms || size >= ms && b.size >= size+kLargeBuffer {
+		if size < ms && b.size >= ms || size >= ms && b.size >= size+a.cfg.maxNonSplitRounding() {
 			return nil
 		}
 	}

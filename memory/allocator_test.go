@@ -174,6 +174,32 @@ func TestMaxSplitSize(t *testing.T) {
 	}
 }
 
+// TestMaxNonSplitRounding checks that max_non_split_rounding_mb widens how
+// much larger than a request an unsplit oversize block may be and still
+// serve it (20 MiB by default).
+func TestMaxNonSplitRounding(t *testing.T) {
+	for _, tc := range []struct {
+		conf  string
+		takes bool // a 160 MiB request takes the cached 200 MiB block
+	}{
+		{"policy:pytorch,max_split_size_mb:100", false},
+		{"policy:pytorch,max_split_size_mb:100,max_non_split_rounding_mb:20", false},
+		{"policy:pytorch,max_split_size_mb:100,max_non_split_rounding_mb:40", false}, // 200 >= 160+40
+		{"policy:pytorch,max_split_size_mb:100,max_non_split_rounding_mb:41", true},
+	} {
+		t.Run(tc.conf, func(t *testing.T) {
+			a, sim := newTestAllocator(t, tc.conf, 1<<30)
+			big := mustAlloc(t, a, 200*mib, 0)
+			a.Free(big)
+			b := mustAlloc(t, a, 160*mib, 0)
+			if took := b.Addr() == big.Addr(); took != tc.takes {
+				t.Errorf("160 MiB request took the 200 MiB block: %v, want %v", took, tc.takes)
+			}
+			check(t, a, sim)
+		})
+	}
+}
+
 func TestGarbageCollectionThreshold(t *testing.T) {
 	// Capacity 100 MiB, threshold 0.5: once the reserve passes 50 MiB, a
 	// request that misses the cache first releases the oldest free

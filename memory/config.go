@@ -64,11 +64,19 @@ type Config struct {
 
 	// MaxSplitSizeMB, when not 0, stops the allocator from splitting
 	// blocks of this many MiB or more; such a block only serves requests
-	// within 20 MiB of its size, and never a smaller request (key
+	// within 20 MiB (MaxNonSplitRoundingMB) of its size, and never a
+	// smaller request (key
 	// "max_split_size_mb", more than 20). 0 means no limit. As in
 	// PyTorch, blocks of virtual segments are split all the same; only
 	// the rules on which requests they serve apply.
 	MaxSplitSizeMB int64
+
+	// MaxNonSplitRoundingMB, when not 0, sets how much larger than a
+	// request of MaxSplitSizeMB or more a cached block that is not split
+	// may be and still serve it (key "max_non_split_rounding_mb", at
+	// least 20, PyTorch 2.4 and later). 0 means PyTorch's default, 20 MiB.
+	// It matters only when MaxSplitSizeMB is set.
+	MaxNonSplitRoundingMB int64
 
 	// RoundupPower2Divisions rounds requested sizes up to one of this
 	// many steps between consecutive powers of two (key
@@ -143,7 +151,7 @@ func (e *ConfigError) Error() string {
 const maxRegisterThreads = 128
 
 // configKeys lists the accepted keys, for error messages.
-const configKeys = "policy, expandable_segments, max_split_size_mb, roundup_power2_divisions, " +
+const configKeys = "policy, expandable_segments, max_split_size_mb, max_non_split_rounding_mb, roundup_power2_divisions, " +
 	"garbage_collection_threshold, per_process_memory_fraction, release_lock_on_cudamalloc, " +
 	"pinned_use_cuda_host_register, pinned_num_register_threads, backend"
 
@@ -232,6 +240,12 @@ func (c *Config) set(key string, p *configParser) error {
 			return bad("expected a whole number of MiB above %d (the large segment size) and at most %d", kLargeBuffer>>20, int64(maxSplitSizeMBLimit))
 		}
 		c.MaxSplitSizeMB = v
+	case "max_non_split_rounding_mb":
+		v, err := units.ParseCount(key, val, kLargeBuffer>>20, maxSplitSizeMBLimit)
+		if err != nil {
+			return bad("expected a whole number of MiB of at least %d (the large segment size) and at most %d", kLargeBuffer>>20, int64(maxSplitSizeMBLimit))
+		}
+		c.MaxNonSplitRoundingMB = v
 	case "garbage_collection_threshold":
 		v, err := units.ParseDecimal(key, val)
 		if err != nil || !(v > 0 && v < 1) {
@@ -354,6 +368,9 @@ func (c Config) String() string {
 	}
 	if c.MaxSplitSizeMB != 0 {
 		parts = append(parts, "max_split_size_mb:"+strconv.FormatInt(c.MaxSplitSizeMB, 10))
+	}
+	if c.MaxNonSplitRoundingMB != 0 {
+		parts = append(parts, "max_non_split_rounding_mb:"+strconv.FormatInt(c.MaxNonSplitRoundingMB, 10))
 	}
 	if d := c.divisionsString(); d != "" {
 		parts = append(parts, "roundup_power2_divisions:"+d)
@@ -481,6 +498,15 @@ func (c *Config) maxSplitSize() int64 {
 	return c.MaxSplitSizeMB << 20
 }
 
+// maxNonSplitRounding returns, in bytes, how much larger than a request of
+// maxSplitSize or more an unsplit cached block may be and still serve it.
+func (c *Config) maxNonSplitRounding() int64 {
+	if c.MaxNonSplitRoundingMB == 0 {
+		return kLargeBuffer
+	}
+	return c.MaxNonSplitRoundingMB << 20
+}
+
 // Validate reports whether every field of c is in the range that
 // [ParseConfig] accepts for its key: a Config built in code can hold
 // values that no VRAM_ALLOC_CONF string gives, such as a negative
@@ -498,6 +524,10 @@ func (c Config) Validate() error {
 	if v := c.MaxSplitSizeMB; v != 0 && (v <= kLargeBuffer>>20 || v > maxSplitSizeMBLimit) {
 		return bad("MaxSplitSizeMB", "max_split_size_mb", strconv.FormatInt(v, 10),
 			fmt.Sprintf("expected 0 (no limit) or a whole number of MiB above %d (the large segment size) and at most %d", kLargeBuffer>>20, int64(maxSplitSizeMBLimit)))
+	}
+	if v := c.MaxNonSplitRoundingMB; v != 0 && (v < kLargeBuffer>>20 || v > maxSplitSizeMBLimit) {
+		return bad("MaxNonSplitRoundingMB", "max_non_split_rounding_mb", strconv.FormatInt(v, 10),
+			fmt.Sprintf("expected 0 (PyTorch's default of %d) or a whole number of MiB of at least %d and at most %d", kLargeBuffer>>20, kLargeBuffer>>20, int64(maxSplitSizeMBLimit)))
 	}
 	for i, v := range c.RoundupPower2Divisions {
 		if v < 0 || v > 1<<20 || v&(v-1) != 0 {

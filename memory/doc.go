@@ -33,8 +33,9 @@
 // # Configuration
 //
 // [ParseConfig] reads the VRAM_ALLOC_CONF string: PyTorch's
-// PYTORCH_CUDA_ALLOC_CONF keys max_split_size_mb, roundup_power2_divisions,
-// garbage_collection_threshold and expandable_segments; per_process_memory_fraction,
+// PYTORCH_CUDA_ALLOC_CONF keys max_split_size_mb, max_non_split_rounding_mb,
+// roundup_power2_divisions, garbage_collection_threshold and
+// expandable_segments; per_process_memory_fraction,
 // which PyTorch sets only by a function call ([Allocator.SetMemoryFraction]
 // here too); release_lock_on_cudamalloc, pinned_use_cuda_host_register and
 // pinned_num_register_threads, accepted and ignored (the first concerns
