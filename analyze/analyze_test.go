@@ -436,3 +436,27 @@ func TestTimelineWithoutHistory(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteHTMLFileErrors checks that a page that cannot be written names
+// the file asked for (not a temporary one) and leaves nothing behind.
+func TestWriteHTMLFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	rep := &Report{}
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		{"no name", "", "no file name"},
+		{"missing directory", filepath.Join(dir, "missing", "run.html"), filepath.Join(dir, "missing", "run.html")},
+		{"a directory", dir, dir},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := WriteHTMLFile(tc.path, rep)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), ".html.") {
+				t.Fatalf("error %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}

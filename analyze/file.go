@@ -2,7 +2,10 @@ package analyze
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -10,7 +13,20 @@ import (
 // writeFileAtomic writes a file through write into a temporary file in
 // the same directory and renames it over path, so that readers never see
 // a half-written file.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
+func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
+	if path == "" {
+		return errors.New("no file name to write to")
+	}
+	defer func() {
+		if err != nil {
+			// Name the file asked for, not the temporary one.
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			err = fmt.Errorf("writing %s: %w", path, err)
+		}
+	}()
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err

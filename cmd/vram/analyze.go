@@ -66,6 +66,9 @@ cursor on hover, out-of-memory markers, and the segment map.
 				}
 				opts.Limit = b
 			}
+			if cmd.Flags().Changed("html") && html == "" {
+				return usagef("analyze: --html needs a file name to write the page to")
+			}
 			if budget < 0 {
 				return usagef("analyze: --replay-events must not be negative")
 			}

@@ -38,6 +38,7 @@ func TestNumericFlags(t *testing.T) {
 		{"interval overflow", []string{"watch", "--interval", "9999999999h"}, []string{"--interval"}},
 		{"count negative", []string{"watch", "--count", "-1"}, []string{"--count must not be negative"}},
 		{"top zero", []string{"analyze", "--top", "0", resnetTrace}, []string{"--top must be at least 1"}},
+		{"html without a name", []string{"analyze", "--html", "", resnetTrace}, []string{"--html needs a file name"}},
 		{"top fraction", []string{"analyze", "--top", "1.5", resnetTrace}, []string{"--top"}},
 	}
 	for _, tc := range tests {

@@ -146,6 +146,7 @@ func detect(r io.Reader, f *File) (*bufio.Reader, Kind, error) {
 		f.Gzipped = true
 		br = bufio.NewReaderSize(zr, 64<<10)
 	}
+	skipBOM(br)
 	// 512 bytes decide: enough to skip JSON's leading blanks and to see
 	// that a file is binary.
 	head, err = br.Peek(512)
@@ -177,6 +178,18 @@ func detect(r io.Reader, f *File) (*bufio.Reader, Kind, error) {
 
 // sniff decides the format from the first bytes of the (decompressed)
 // input.
+// utf8BOM is the byte-order mark that some editors write at the start of a
+// UTF-8 text file.
+var utf8BOM = []byte{0xef, 0xbb, 0xbf}
+
+// skipBOM drops a UTF-8 byte-order mark at the start of br: a text trace
+// or JSON snapshot saved by such an editor reads as without it.
+func skipBOM(br *bufio.Reader) {
+	if head, _ := br.Peek(len(utf8BOM)); bytes.Equal(head, utf8BOM) {
+		br.Discard(len(utf8BOM))
+	}
+}
+
 func sniff(head []byte) Kind {
 	if len(head) >= 2 && head[0] == opProto && head[1] >= 2 && head[1] <= 5 {
 		return KindPickle

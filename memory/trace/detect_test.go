@@ -62,6 +62,8 @@ func TestReadDetects(t *testing.T) {
 		{"gzip json", zjs.Bytes(), KindJSON},
 		{"text", []byte("# größe\nalloc 1 2 3\n"), KindText},
 		{"comments only", []byte("# nothing recorded\n"), KindText},
+		{"text with a byte-order mark", []byte("\ufeffalloc 1 2 3\nfree_completed 1 2 3\n"), KindText},
+		{"json with a byte-order mark", append([]byte("\ufeff"), js.Bytes()...), KindJSON},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

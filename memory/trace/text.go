@@ -54,6 +54,7 @@ func NewTextReader(r io.Reader) (*TextReader, error) {
 		}
 		br = bufio.NewReaderSize(zr, 64<<10)
 	}
+	skipBOM(br)
 	t := &TextReader{br: br}
 	headerBytes := 0
 	for {
