@@ -232,16 +232,17 @@ func fromBytes(op string, ds *devState, dt DType, shape []int, raw []byte) *Tens
 }
 
 // writeBytes copies raw, the little-endian elements of t's dtype, into t, a
-// contiguous tensor fresh from newTensor. Functions that compute values on
-// the host allocate t first, so that a size the device cannot hold fails
-// there, before any host buffer of that size is made.
+// contiguous tensor: one fresh from newTensor, or a view (SetRawBytes),
+// whose elements start at its offset into the storage. Functions that
+// compute values on the host allocate t first, so that a size the device
+// cannot hold fails there, before any host buffer of that size is made.
 func (t *Tensor) writeBytes(op string, raw []byte) {
 	if len(raw) == 0 {
 		return
 	}
 	if hb, ok := t.ref.st.buf.(backend.HostBuffer); ok && t.ds().dev.Kind == "cpu" {
 		t.ref.st.settle()
-		copy(hb.Host(), raw)
+		copy(hb.Host()[t.offset*t.dtype.Size():], raw)
 		return
 	}
 	check(op, t.ds().bd.CopyFromHost(t.ds().stream(), t.bv(), raw))

@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/vramgo/vram/backend"
@@ -69,5 +70,38 @@ func TestRandBelowOne(t *testing.T) {
 			t.Errorf("%s: max of rand = %v, want below 1", dt, m)
 		}
 		x.Release()
+	}
+}
+
+// TestSetRawBytesIntoView checks that SetRawBytes on a contiguous view
+// writes the view's own elements, wherever it starts in its base.
+func TestSetRawBytesIntoView(t *testing.T) {
+	tests := []struct {
+		name string
+		view func(b *Tensor) *Tensor
+		want []float32
+	}{
+		{"narrow at the start", func(b *Tensor) *Tensor { return b.Narrow(0, 0, 2) }, []float32{1, 2, 0, 0, 0, 0}},
+		{"narrow in the middle", func(b *Tensor) *Tensor { return b.Narrow(0, 2, 2) }, []float32{0, 0, 1, 2, 0, 0}},
+		{"narrow at the end", func(b *Tensor) *Tensor { return b.Narrow(0, 4, 2) }, []float32{0, 0, 0, 0, 1, 2}},
+		{"select of a row", func(b *Tensor) *Tensor { return b.Reshape(3, 2).Select(0, 1) }, []float32{0, 0, 1, 2, 0, 0}},
+	}
+	src := FromSlice([]float32{1, 2}, nil)
+	defer src.Release()
+	raw := src.RawBytes()
+	for _, d := range []Device{CPU, Sim(0)} {
+		for _, tt := range tests {
+			b := Zeros(Shape{6}, d)
+			v := tt.view(b)
+			v.SetRawBytes(raw)
+			if got := b.Float32s(); !slices.Equal(got, tt.want) {
+				t.Errorf("%v, %s: base holds %v, want %v", d, tt.name, got, tt.want)
+			}
+			if got := v.Float32s(); !slices.Equal(got, []float32{1, 2}) {
+				t.Errorf("%v, %s: view holds %v, want [1 2]", d, tt.name, got)
+			}
+			v.Release()
+			b.Release()
+		}
 	}
 }
