@@ -132,9 +132,17 @@ func decoder(dtype string) (func(b []byte, i int) float64, error) {
 // the same directory and renamed into place, so path holds either the old
 // contents or the complete new ones, never a partial file.
 func Save(m Module, path string) (err error) {
+	if m == nil {
+		return fmt.Errorf("nn: save %s: nil module", path)
+	}
 	tensors := map[string]safetensors.Tensor{}
 	for _, p := range stateTensors(m) {
-		st, err := encodeTensor(p.Tensor)
+		var st safetensors.Tensor
+		var encErr error
+		err := vram.Catch(func() { st, encErr = encodeTensor(p.Tensor) })
+		if err == nil {
+			err = encErr
+		}
 		if err != nil {
 			return fmt.Errorf("nn: save %s: parameter %q: %w", path, p.Name, err)
 		}
@@ -180,7 +188,18 @@ func Save(m Module, path string) (err error) {
 // exactly m's parameter and buffer names with the same shapes (PyTorch's
 // strict loading); otherwise Load returns an error listing the missing and
 // unexpected keys and the shape mismatches, and changes nothing.
+//
+// The values are decoded on the host and written into each tensor in
+// place, so that loading into a model on a full device needs no device
+// memory beyond the model's own, except for a tensor that is not
+// contiguous (a channels-last convolution weight), which takes a temporary
+// of its size. An error from the device (out of memory for that temporary,
+// a released parameter) is returned, not panicked, and may leave the
+// tensors before the failing one loaded.
 func Load(m Module, path string) error {
+	if m == nil {
+		return fmt.Errorf("nn: load %s: nil module", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("nn: load: %w", err)
@@ -198,6 +217,10 @@ func Load(m Module, path string) error {
 		st, ok := tensors[p.Name]
 		if !ok {
 			missing = append(missing, p.Name)
+			continue
+		}
+		if p.Tensor.Released() {
+			problems = append(problems, fmt.Sprintf("%q was released", p.Name))
 			continue
 		}
 		if !slices.Equal(st.Shape, []int(p.Tensor.Shape())) {
@@ -224,35 +247,72 @@ func Load(m Module, path string) error {
 		parts = append(parts, problems...)
 		return fmt.Errorf("nn: load %s: %s", path, strings.Join(parts, "; "))
 	}
+	// Decode every tensor on the host before changing any, so that a
+	// value that cannot be decoded leaves the model as it was.
+	srcs := make([]*vram.Tensor, 0, len(params))
+	defer func() {
+		for _, src := range srcs {
+			src.Release()
+		}
+	}()
 	for _, p := range params {
-		st := tensors[p.Name]
 		var src *vram.Tensor
-		shape := vram.Shape(slices.Clone(st.Shape))
-		if shape == nil {
-			shape = vram.Shape{} // a scalar, not FromSlice's 1-D default
+		var decErr error
+		err := vram.Catch(func() { src, decErr = decodeTensor(tensors[p.Name], p.Tensor.DType()) })
+		if err == nil {
+			err = decErr
 		}
-		opts := []vram.Option{p.Tensor.Device(), p.Tensor.DType()}
-		if st.DType == "I64" && p.Tensor.DType() == vram.Int64 {
-			vals := make([]int64, len(st.Data)/8)
-			for i := range vals {
-				vals[i] = int64(binary.LittleEndian.Uint64(st.Data[8*i:]))
-			}
-			src = vram.FromSlice(vals, shape, opts...)
-		} else {
-			dec, err := decoder(st.DType)
-			if err != nil { // checked above
-				return fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
-			}
-			vals := make([]float64, p.Tensor.NumElements())
-			for i := range vals {
-				vals[i] = dec(st.Data, i)
-			}
-			src = vram.FromSlice(vals, shape, opts...)
+		if err != nil {
+			return fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
 		}
-		vram.NoGrad(func() { p.Tensor.CopyFrom(src) })
-		src.Release()
+		srcs = append(srcs, src)
+	}
+	for i, p := range params {
+		if err := vram.Catch(func() { vram.NoGrad(func() { copyFromHost(p.Tensor, srcs[i]) }) }); err != nil {
+			return fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
+		}
 	}
 	return nil
+}
+
+// decodeTensor returns st's values as a new CPU tensor of dtype dt.
+func decodeTensor(st safetensors.Tensor, dt vram.DType) (*vram.Tensor, error) {
+	shape := vram.Shape(slices.Clone(st.Shape))
+	if shape == nil {
+		shape = vram.Shape{} // a scalar, not FromSlice's 1-D default
+	}
+	if st.DType == "I64" && dt == vram.Int64 {
+		vals := make([]int64, len(st.Data)/8)
+		for i := range vals {
+			vals[i] = int64(binary.LittleEndian.Uint64(st.Data[8*i:]))
+		}
+		return vram.FromSlice(vals, shape, vram.CPU, dt), nil
+	}
+	dec, err := decoder(st.DType)
+	if err != nil {
+		return nil, err
+	}
+	vals := make([]float64, shape.NumElements())
+	for i := range vals {
+		vals[i] = dec(st.Data, i)
+	}
+	return vram.FromSlice(vals, shape, vram.CPU, dt), nil
+}
+
+// copyFromHost copies src, a CPU tensor of dst's shape and dtype, into dst
+// in place. A contiguous dst on another device takes the bytes straight
+// from the host, with no temporary on its device.
+func copyFromHost(dst, src *vram.Tensor) {
+	switch {
+	case dst.Device() == src.Device():
+		dst.CopyFrom(src)
+	case dst.IsContiguous():
+		dst.SetRawBytes(src.RawBytes())
+	default:
+		tmp := src.To(dst.Device())
+		defer tmp.Release()
+		dst.CopyFrom(tmp)
+	}
 }
 
 func quoteAll(names []string) string {

@@ -197,3 +197,102 @@ func TestLoadConvertsDTypes(t *testing.T) {
 type baseModule struct{ *nn.Base }
 
 func (baseModule) Forward(x *vram.Tensor) *vram.Tensor { return x }
+
+// fillDevice allocates d in 1 MiB blocks until it is full, then frees one
+// block, and returns the blocks held.
+func fillDevice(d vram.Device) []*vram.Tensor {
+	vram.EmptyCache(d)
+	var held []*vram.Tensor
+	for {
+		var b *vram.Tensor
+		if vram.Catch(func() { b = vram.Empty(vram.Shape{1 << 18}, d) }) != nil {
+			break
+		}
+		held = append(held, b)
+	}
+	held[len(held)-1].Release()
+	return held[:len(held)-1]
+}
+
+// TestLoadSaveFailures checks that Load and Save report bad modules and
+// device failures as errors, never as panics, and that Load writes a
+// contiguous tensor on a device without a temporary there.
+func TestLoadSaveFailures(t *testing.T) {
+	dir := t.TempDir()
+	dev := vram.Sim(1)
+	linear := filepath.Join(dir, "linear.safetensors")
+	if err := nn.Save(nn.NewLinear(1024, 1024), linear); err != nil {
+		t.Fatal(err)
+	}
+	conv := filepath.Join(dir, "conv.safetensors")
+	if err := nn.Save(nn.NewConv2d(256, 256, 4, nn.ConvOptions{}), conv); err != nil {
+		t.Fatal(err)
+	}
+	released := func() nn.Module {
+		l := nn.NewLinear(1024, 1024)
+		nn.Release(l)
+		return l
+	}
+	tests := []struct {
+		name  string
+		model func() nn.Module
+		path  string
+		save  bool
+		full  bool   // the device has less free memory than one weight
+		want  string // "" for success
+	}{
+		{"load into nil", func() nn.Module { return nil }, linear, false, false, "nil module"},
+		{"save nil", func() nn.Module { return nil }, filepath.Join(dir, "nil"), true, false, "nil module"},
+		{"load into released", released, linear, false, false, `"weight" was released`},
+		{"save released", released, filepath.Join(dir, "released"), true, false, "already released"},
+		{"contiguous on a full device", func() nn.Module { return nn.NewLinear(1024, 1024, dev) }, linear, false, true, ""},
+		{"channels-last on a full device", func() nn.Module {
+			c := nn.NewConv2d(256, 256, 4, nn.ConvOptions{}, dev)
+			nn.ToMemoryFormat(c, vram.ChannelsLast)
+			return c
+		}, conv, false, true, "out of memory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := tt.model()
+			if m != nil {
+				defer nn.Release(m)
+			}
+			if tt.full {
+				held := fillDevice(dev)
+				defer func() {
+					for _, b := range held {
+						b.Release()
+					}
+					vram.EmptyCache(dev)
+				}()
+			}
+			var err error
+			if p := vram.Catch(func() {
+				if tt.save {
+					err = nn.Save(m, tt.path)
+				} else {
+					err = nn.Load(m, tt.path)
+				}
+			}); p != nil {
+				t.Fatalf("panicked: %v", p)
+			}
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("failed: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("error %v, want one mentioning %q", err, tt.want)
+			case tt.want == "":
+				want := filepath.Join(dir, "want.safetensors")
+				if err := nn.Save(m, want); err != nil {
+					t.Fatal(err)
+				}
+				a, _ := os.ReadFile(tt.path)
+				b, _ := os.ReadFile(want)
+				if !bytes.Equal(a, b) {
+					t.Error("the loaded model does not save as the file it was loaded from")
+				}
+			}
+		})
+	}
+}
