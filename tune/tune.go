@@ -6,6 +6,7 @@ package tune
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 
 	"github.com/vramgo/vram"
@@ -111,6 +112,10 @@ func FindBatchSize(dev vram.Device, step func(batch int) error, opts Options) (i
 		return false, err
 	}
 	low, high := 0, 0 // largest fit, smallest failure (0: none yet)
+	limit := opts.MaxBatch
+	if limit == 0 {
+		limit = math.MaxInt // doubling stops there rather than overflowing
+	}
 	b := opts.Init
 	for {
 		if len(rep.Trials) == opts.MaxTrials {
@@ -129,13 +134,14 @@ func FindBatchSize(dev vram.Device, step func(batch int) error, opts Options) (i
 		if opts.Mode == Power && low > 0 && high > 0 {
 			break // grown to a failure, or halved down to a fit
 		}
-		if opts.MaxBatch > 0 && low == opts.MaxBatch {
+		if low == limit {
 			break
 		}
 		if high == 0 {
-			b *= 2
-			if opts.MaxBatch > 0 && b > opts.MaxBatch {
-				b = opts.MaxBatch
+			if b > limit/2 {
+				b = limit
+			} else {
+				b *= 2
 			}
 			continue
 		}
@@ -151,7 +157,10 @@ func FindBatchSize(dev vram.Device, step func(batch int) error, opts Options) (i
 			Err:    last.Err}
 	}
 	rep.Largest = low
-	rep.Batch = max(1, int(float64(low)*opts.Margin))
+	rep.Batch = low
+	if f := float64(low) * opts.Margin; f < float64(low) {
+		rep.Batch = max(1, int(f)) // below low, so within an int
+	}
 	return rep.Batch, rep, nil
 }
 

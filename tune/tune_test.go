@@ -2,6 +2,7 @@ package tune_test
 
 import (
 	"errors"
+	"math"
 	"os"
 	"testing"
 
@@ -155,6 +156,40 @@ func TestFindBatchSizeErrors(t *testing.T) {
 			}
 			if after := vram.MemoryAllocated(dev); after != base {
 				t.Fatalf("%d bytes allocated after the search, want %d", after, base)
+			}
+		})
+	}
+}
+
+// TestFindBatchSizeNeverOverflows checks that a step that always fits
+// grows the batch up to the largest int, never past it into negative or
+// zero batches.
+func TestFindBatchSizeNeverOverflows(t *testing.T) {
+	tests := []struct {
+		name string
+		opts tune.Options
+		want int
+	}{
+		{"from 1", tune.Options{MaxTrials: 100}, math.MaxInt},
+		{"from near the largest int", tune.Options{Init: math.MaxInt/2 + 1, MaxTrials: 10}, math.MaxInt},
+		{"from the largest int", tune.Options{Init: math.MaxInt, MaxTrials: 10}, math.MaxInt},
+		{"power mode", tune.Options{Mode: tune.Power, Init: 3, MaxTrials: 100}, math.MaxInt},
+		{"bounded", tune.Options{Init: 3, MaxBatch: math.MaxInt - 1, MaxTrials: 100}, math.MaxInt - 1},
+		{"margin", tune.Options{Init: math.MaxInt, MaxTrials: 1, Margin: 0.5}, math.MaxInt/2 + 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prev := 0
+			step := func(b int) error {
+				if b <= prev {
+					t.Fatalf("batch %d after %d", b, prev)
+				}
+				prev = b
+				return nil
+			}
+			got, rep, err := tune.FindBatchSize(dev, step, tt.opts)
+			if err != nil || got != tt.want || rep.Batch != tt.want || rep.Exhausted {
+				t.Fatalf("got %d (report %d, largest %d, exhausted %v), %v; want %d", got, rep.Batch, rep.Largest, rep.Exhausted, err, tt.want)
 			}
 		})
 	}
