@@ -159,12 +159,26 @@ type entry struct {
 }
 
 // pruneSmallest sets the mask of the k entries of smallest score to 0,
-// ties broken by order in es; zero applies it to the states.
+// ties broken by order in es; zero applies it to the states. A NaN score
+// counts as larger than any number, as in PyTorch's topk, so that NaN
+// values are pruned last rather than first.
 func pruneSmallest(es []entry, k int, zero func(e entry)) {
-	slices.SortStableFunc(es, func(a, b entry) int { return cmp.Compare(a.score, b.score) })
+	slices.SortStableFunc(es, func(a, b entry) int {
+		if an, bn := math.IsNaN(a.score), math.IsNaN(b.score); an || bn {
+			return cmp.Compare(b2i(an), b2i(bn))
+		}
+		return cmp.Compare(a.score, b.score)
+	})
 	for _, e := range es[:k] {
 		zero(e)
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // L1Unstructured prunes the amount of the unpruned elements of m's

@@ -342,3 +342,43 @@ func TestPruneQuantized(t *testing.T) {
 		t.Errorf("got a vram.Error %v; want a plain error", err)
 	}
 }
+
+// TestNaNPrunedLast checks that NaN values and NaN norms rank above every
+// number, as in PyTorch's topk: the smallest finite values go first.
+func TestNaNPrunedLast(t *testing.T) {
+	nan := float32(math.NaN())
+	tests := []struct {
+		name  string
+		vals  []float32 // a 2x2 weight
+		prune func(l *nn.Linear) error
+		want  []float64
+	}{
+		{"unstructured", []float32{1, nan, 3, 0.1}, func(l *nn.Linear) error {
+			return prune.L1Unstructured(l, "weight", prune.Count(1))
+		}, []float64{1, 1, 1, 0}},
+		{"unstructured, all but the NaN", []float32{1, nan, 3, 0.1}, func(l *nn.Linear) error {
+			return prune.L1Unstructured(l, "weight", prune.Count(3))
+		}, []float64{0, 1, 0, 0}},
+		{"unstructured, everything", []float32{nan, nan, 3, 0.1}, func(l *nn.Linear) error {
+			return prune.L1Unstructured(l, "weight", prune.Fraction(1))
+		}, []float64{0, 0, 0, 0}},
+		{"structured rows", []float32{nan, 0, 3, 4}, func(l *nn.Linear) error {
+			return prune.LnStructured(l, "weight", prune.Count(1), 2, 0)
+		}, []float64{1, 1, 0, 0}},
+		{"structured columns by max", []float32{nan, 5, 3, 4}, func(l *nn.Linear) error {
+			return prune.LnStructured(l, "weight", prune.Count(1), math.Inf(1), 1)
+		}, []float64{1, 0, 1, 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := linear(t, 2, 2, tc.vals)
+			defer nn.Release(l)
+			if err := tc.prune(l); err != nil {
+				t.Fatal(err)
+			}
+			if got := maskOf(l); !slices.Equal(got, tc.want) {
+				t.Errorf("mask %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
