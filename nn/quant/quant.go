@@ -16,7 +16,9 @@ const qmax = 127
 
 // Weight returns the symmetric per-output-channel int8 quantization of a
 // floating-point weight w [out, in]: wq [out, in] (int8) and scale [out]
-// of w's dtype, with w ≈ wq[n,k]·scale[n]. A row of zeros gets scale 1.
+// of w's dtype, with w ≈ wq[n,k]·scale[n]. A row of zeros gets scale 1,
+// and a row whose max|w|/127 rounds to 0 in w's dtype (float16 rows below
+// about 4e-6) the smallest positive value of that dtype.
 // It returns an error for a weight that is not a 2-d floating-point
 // tensor or holds NaN or Inf. The caller owns wq and scale; w is not
 // changed.
@@ -51,8 +53,12 @@ func Weight(w *vram.Tensor) (wq, scale *vram.Tensor, err error) {
 						bad = fmt.Errorf("quant: weight %v holds NaN or Inf values (or values too large to sum)", w.Shape())
 						return
 					}
-					s := a.MaxKeepDim(1).DivScalar(qmax).Cast(w.DType()).Cast(ct) // the stored scale
-					s = s.Add(s.EqScalar(0).Cast(ct))                             // rows of zeros: 1
+					amax := a.MaxKeepDim(1)
+					// The stored scale, at least minScale so that a row of
+					// tiny values does not round to a scale of 0 (and from
+					// there to all zeros); rows of zeros get 1.
+					s := amax.DivScalar(qmax).Cast(w.DType()).Cast(ct).Clamp(minScale(w.DType()), math.Inf(1))
+					s = vram.Where(amax.EqScalar(0), vram.OnesLike(s), s)
 					wq = vram.Keep(wf.Div(s).Round().Clamp(-qmax, qmax).Cast(vram.Int8))
 					scale = vram.Keep(s.Reshape(out).Cast(w.DType()))
 				})
@@ -72,6 +78,20 @@ func Weight(w *vram.Tensor) (wq, scale *vram.Tensor, err error) {
 		return nil, nil, err
 	}
 	return wq, scale, nil
+}
+
+// minScale returns the smallest positive value of dtype dt: the scale of a
+// nonzero row whose max|w|/127 rounds to 0 in dt.
+func minScale(dt vram.DType) float64 {
+	switch dt {
+	case vram.Float16:
+		return 0x1p-24
+	case vram.BFloat16:
+		return 0x1p-133
+	case vram.Float64:
+		return math.SmallestNonzeroFloat64
+	}
+	return math.SmallestNonzeroFloat32
 }
 
 // QuantizeLinear quantizes l in place ([Weight], then

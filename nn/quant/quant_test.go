@@ -447,3 +447,40 @@ func TestReplicate(t *testing.T) {
 		})
 	})
 }
+
+// TestWeightTinyRows checks that a row of values too small for the scale
+// max|w|/127 to be stored in the weight's dtype still quantizes to nonzero
+// values, with the smallest scale the dtype holds, while a row of zeros gets
+// scale 1.
+func TestWeightTinyRows(t *testing.T) {
+	tests := []struct {
+		dt    vram.DType
+		row   []float64
+		scale float64
+		q     []int64
+	}{
+		{vram.Float16, []float64{0x1p-20, -0x1p-21, 0x1p-24}, 0x1p-24, []int64{16, -8, 1}},
+		{vram.Float16, []float64{0x1p-24, 0, 0}, 0x1p-24, []int64{1, 0, 0}},
+		{vram.Float16, []float64{1, -0.5, 0}, 1.0 / 127, []int64{127, -64, 0}},
+		{vram.Float16, []float64{0, 0, 0}, 1, []int64{0, 0, 0}},
+		{vram.Float32, []float64{0x1p-145, 0, 0}, 0x1p-149, []int64{16, 0, 0}},
+		{vram.BFloat16, []float64{0x1p-129, 0, 0}, 0x1p-133, []int64{16, 0, 0}},
+		{vram.Float64, []float64{0x1p-1070, 0, 0}, 0x1p-1074, []int64{16, 0, 0}},
+	}
+	for _, tc := range tests {
+		w := vram.FromSlice(tc.row, vram.Shape{1, len(tc.row)}, tc.dt)
+		wq, scale, err := quant.Weight(w)
+		w.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := scale.Float64s()[0]; math.Abs(got-tc.scale) > 2e-3*tc.scale {
+			t.Errorf("%s %v: scale %g, want %g", tc.dt, tc.row, got, tc.scale)
+		}
+		if got := wq.Int64s(); !equal(got, tc.q) {
+			t.Errorf("%s %v: int8 values %v, want %v", tc.dt, tc.row, got, tc.q)
+		}
+		wq.Release()
+		scale.Release()
+	}
+}
