@@ -1,9 +1,12 @@
 // Package optim provides optimizers that update the parameters of a model
 // from their gradients, in the style of torch.optim: [SGD] (with momentum,
 // dampening, Nesterov momentum and weight decay), [Adam] and [AdamW], each
-// following PyTorch's update rules exactly, and [ClipGradNorm], which
-// PyTorch keeps in torch.nn.utils but which lives here, next to the
-// optimizers that use clipped gradients, so that package nn stays free of
+// following PyTorch's update rules exactly; learning-rate schedules
+// ([Schedule]: [NewStepLR], [NewMultiStepLR], [NewExponentialLR],
+// [NewCosineAnnealingLR], [NewLinearLR] for warm-up, [NewLambdaLR]), as
+// torch.optim.lr_scheduler has them; and [ClipGradNorm], which PyTorch
+// keeps in torch.nn.utils but which lives here, next to the optimizers
+// that use clipped gradients, so that package nn stays free of
 // training-loop concerns.
 //
 // A training step is

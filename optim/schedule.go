@@ -1,0 +1,188 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Schedule sets an optimizer's learning rate from a count of steps, as the
+// schedulers of torch.optim.lr_scheduler do. Its base rate is the
+// optimizer's rate when the Schedule is made; making it already sets the
+// rate for step 0 (LinearLR's warm-up starts below the base at once), and
+// each call of Step counts one more step (an epoch or a batch, as the
+// caller chooses) and sets the rate for it:
+//
+//	sched, err := optim.NewCosineAnnealingLR(opt, epochs, 0)
+//	for range epochs {
+//		... train an epoch: opt.Step() per batch ...
+//		sched.Step()
+//	}
+//
+// The rate is computed in closed form from the step count, so it is the
+// same however often LR is read, and a rate set on the optimizer by other
+// code is overwritten at the next Step. A Schedule is not safe for
+// concurrent use.
+type Schedule struct {
+	opt  Optimizer
+	base float64
+	step int
+	rate func(base float64, step int) float64
+}
+
+// newSchedule makes a Schedule of opt with the rate function rate and sets
+// the rate of step 0.
+func newSchedule(op string, opt Optimizer, rate func(base float64, step int) float64) (*Schedule, error) {
+	if opt == nil {
+		return nil, fmt.Errorf("optim: %s: nil optimizer", op)
+	}
+	s := &Schedule{opt: opt, base: opt.LR(), rate: rate}
+	if lr := rate(s.base, 0); !(lr >= 0) {
+		return nil, fmt.Errorf("optim: %s: the rate of step 0 is %v; it must be finite and not negative", op, lr)
+	}
+	s.apply()
+	return s, nil
+}
+
+// apply sets the optimizer's rate for the current step. A rate that
+// overflows to +Inf (an ExponentialLR with a gamma above 1, run long
+// enough) is held at the largest float64.
+func (s *Schedule) apply() {
+	lr := s.rate(s.base, s.step)
+	if math.IsInf(lr, 1) {
+		lr = math.MaxFloat64
+	}
+	s.opt.SetLR(lr)
+}
+
+// Step counts one step and sets the optimizer's rate for it (PyTorch's
+// scheduler.step()).
+func (s *Schedule) Step() {
+	s.step++
+	s.apply()
+}
+
+// Steps returns how many times Step was called (PyTorch's last_epoch).
+func (s *Schedule) Steps() int { return s.step }
+
+// LR returns the rate the Schedule set last (get_last_lr()).
+func (s *Schedule) LR() float64 { return s.opt.LR() }
+
+// BaseLR returns the optimizer's rate when the Schedule was made.
+func (s *Schedule) BaseLR() float64 { return s.base }
+
+// checkFactor returns an error unless v is finite and not negative.
+func checkFactor(op, name string, v float64) error {
+	if !(v >= 0) || math.IsInf(v, 1) {
+		return fmt.Errorf("optim: %s: %s must be finite and not negative, got %v", op, name, v)
+	}
+	return nil
+}
+
+// NewStepLR returns a Schedule that multiplies the base rate by gamma
+// every stepSize steps (torch.optim.lr_scheduler.StepLR): base ·
+// gamma^⌊step/stepSize⌋. stepSize must be at least 1.
+func NewStepLR(opt Optimizer, stepSize int, gamma float64) (*Schedule, error) {
+	const op = "StepLR"
+	if stepSize < 1 {
+		return nil, fmt.Errorf("optim: %s: step size must be at least 1, got %d", op, stepSize)
+	}
+	if err := checkFactor(op, "gamma", gamma); err != nil {
+		return nil, err
+	}
+	return newSchedule(op, opt, func(base float64, step int) float64 {
+		return base * math.Pow(gamma, float64(step/stepSize))
+	})
+}
+
+// NewMultiStepLR returns a Schedule that multiplies the base rate by gamma
+// at each of the milestones (torch.optim.lr_scheduler.MultiStepLR): base ·
+// gamma^(milestones reached), a milestone m being reached from step m on.
+// Milestones must be positive; they are sorted, and one given twice counts
+// twice, as in PyTorch.
+func NewMultiStepLR(opt Optimizer, milestones []int, gamma float64) (*Schedule, error) {
+	const op = "MultiStepLR"
+	ms := slices.Clone(milestones)
+	slices.Sort(ms)
+	if len(ms) > 0 && ms[0] < 1 {
+		return nil, fmt.Errorf("optim: %s: milestones must be positive, got %d", op, ms[0])
+	}
+	if err := checkFactor(op, "gamma", gamma); err != nil {
+		return nil, err
+	}
+	return newSchedule(op, opt, func(base float64, step int) float64 {
+		reached, _ := slices.BinarySearch(ms, step+1) // milestones <= step
+		return base * math.Pow(gamma, float64(reached))
+	})
+}
+
+// NewExponentialLR returns a Schedule that multiplies the rate by gamma
+// every step (torch.optim.lr_scheduler.ExponentialLR): base · gamma^step.
+func NewExponentialLR(opt Optimizer, gamma float64) (*Schedule, error) {
+	const op = "ExponentialLR"
+	if err := checkFactor(op, "gamma", gamma); err != nil {
+		return nil, err
+	}
+	return newSchedule(op, opt, func(base float64, step int) float64 {
+		return base * math.Pow(gamma, float64(step))
+	})
+}
+
+// NewCosineAnnealingLR returns a Schedule that follows half a cosine from
+// the base rate down to etaMin over tMax steps
+// (torch.optim.lr_scheduler.CosineAnnealingLR, without restarts): etaMin +
+// (base − etaMin)·(1 + cos(π·step/tMax))/2. Past tMax steps the cosine
+// goes on, rising again, as PyTorch's does. tMax must be at least 1.
+func NewCosineAnnealingLR(opt Optimizer, tMax int, etaMin float64) (*Schedule, error) {
+	const op = "CosineAnnealingLR"
+	if tMax < 1 {
+		return nil, fmt.Errorf("optim: %s: T_max must be at least 1, got %d", op, tMax)
+	}
+	if err := checkFactor(op, "eta_min", etaMin); err != nil {
+		return nil, err
+	}
+	return newSchedule(op, opt, func(base float64, step int) float64 {
+		return etaMin + (base-etaMin)*(1+math.Cos(math.Pi*float64(step)/float64(tMax)))/2
+	})
+}
+
+// NewLinearLR returns a Schedule that scales the base rate by a factor
+// going linearly from startFactor to endFactor over totalIters steps and
+// staying there (torch.optim.lr_scheduler.LinearLR, the usual warm-up:
+// PyTorch's defaults are 1/3, 1 and 5). startFactor must be in (0, 1],
+// endFactor in [0, 1] and totalIters at least 1.
+func NewLinearLR(opt Optimizer, startFactor, endFactor float64, totalIters int) (*Schedule, error) {
+	const op = "LinearLR"
+	if !(startFactor > 0 && startFactor <= 1) {
+		return nil, fmt.Errorf("optim: %s: start factor must be greater than 0 and at most 1, got %v", op, startFactor)
+	}
+	if !(endFactor >= 0 && endFactor <= 1) {
+		return nil, fmt.Errorf("optim: %s: end factor must be between 0 and 1, got %v", op, endFactor)
+	}
+	if totalIters < 1 {
+		return nil, fmt.Errorf("optim: %s: total iterations must be at least 1, got %d", op, totalIters)
+	}
+	return newSchedule(op, opt, func(base float64, step int) float64 {
+		t := float64(min(step, totalIters)) / float64(totalIters)
+		return base * (startFactor + (endFactor-startFactor)*t)
+	})
+}
+
+// NewLambdaLR returns a Schedule that sets the rate to base · factor(step)
+// (torch.optim.lr_scheduler.LambdaLR). A factor that returns a negative
+// number, NaN or +Inf is refused: for step 0 the constructor returns an
+// error, and later a Step panics with an *vram.Error of kind
+// vram.ErrArgument, as SetLR does.
+func NewLambdaLR(opt Optimizer, factor func(step int) float64) (*Schedule, error) {
+	const op = "LambdaLR"
+	if factor == nil {
+		return nil, fmt.Errorf("optim: %s: nil factor function", op)
+	}
+	return newSchedule(op, opt, func(base float64, step int) float64 {
+		f := factor(step)
+		if math.IsInf(f, 1) {
+			return math.NaN() // refused by SetLR rather than held at the largest float64
+		}
+		return base * f
+	})
+}
