@@ -1,19 +1,14 @@
 package nn
 
 import (
-	"bufio"
-	"encoding/binary"
 	"fmt"
-	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/vramgo/vram"
-	"github.com/vramgo/vram/internal/half"
 	"github.com/vramgo/vram/internal/safetensors"
+	"github.com/vramgo/vram/internal/tensorfile"
 )
 
 // StateDict returns m's parameters and buffers ([Base.RegisterBuffer]) by
@@ -34,97 +29,6 @@ func stateTensors(m Module) []NamedParameter {
 	return append(m.NamedParameters(), NamedBuffers(m)...)
 }
 
-var stNames = map[vram.DType]string{
-	vram.Float32:  "F32",
-	vram.Float64:  "F64",
-	vram.Float16:  "F16",
-	vram.BFloat16: "BF16",
-	vram.Int32:    "I32",
-	vram.Int64:    "I64",
-	vram.Int8:     "I8",
-	vram.Bool:     "BOOL",
-}
-
-// encodeTensor returns t's elements as safetensors raw bytes of its dtype.
-func encodeTensor(t *vram.Tensor) (safetensors.Tensor, error) {
-	name, ok := stNames[t.DType()]
-	if !ok {
-		return safetensors.Tensor{}, fmt.Errorf("dtype %s cannot be saved", t.DType())
-	}
-	n := t.NumElements()
-	b := make([]byte, n*t.DType().Size())
-	switch t.DType() {
-	case vram.Int64:
-		for i, v := range t.Int64s() {
-			binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
-		}
-	case vram.Int32:
-		for i, v := range t.Int32s() {
-			binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
-		}
-	case vram.Int8:
-		for i, v := range t.Int64s() {
-			b[i] = byte(int8(v))
-		}
-	case vram.Bool:
-		for i, v := range t.Bools() {
-			if v {
-				b[i] = 1
-			}
-		}
-	default:
-		// Float64s is exact for every float dtype, so converting back is
-		// too.
-		for i, v := range t.Float64s() {
-			switch t.DType() {
-			case vram.Float32:
-				binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
-			case vram.Float64:
-				binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
-			case vram.Float16:
-				binary.LittleEndian.PutUint16(b[2*i:], half.F16(float32(v)))
-			case vram.BFloat16:
-				binary.LittleEndian.PutUint16(b[2*i:], half.BF16(float32(v)))
-			}
-		}
-	}
-	return safetensors.Tensor{DType: name, Shape: []int(t.Shape()), Data: b}, nil
-}
-
-// decoder returns a function that reads element i of raw safetensors data
-// of the named dtype as float64, for every dtype but the 8-bit floats.
-func decoder(dtype string) (func(b []byte, i int) float64, error) {
-	switch dtype {
-	case "F32":
-		return func(b []byte, i int) float64 {
-			return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
-		}, nil
-	case "F64":
-		return func(b []byte, i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])) }, nil
-	case "F16":
-		return func(b []byte, i int) float64 { return float64(half.F16To32(binary.LittleEndian.Uint16(b[2*i:]))) }, nil
-	case "BF16":
-		return func(b []byte, i int) float64 { return float64(half.BF16To32(binary.LittleEndian.Uint16(b[2*i:]))) }, nil
-	case "I8":
-		return func(b []byte, i int) float64 { return float64(int8(b[i])) }, nil
-	case "U8", "BOOL":
-		return func(b []byte, i int) float64 { return float64(b[i]) }, nil
-	case "I16":
-		return func(b []byte, i int) float64 { return float64(int16(binary.LittleEndian.Uint16(b[2*i:]))) }, nil
-	case "U16":
-		return func(b []byte, i int) float64 { return float64(binary.LittleEndian.Uint16(b[2*i:])) }, nil
-	case "I32":
-		return func(b []byte, i int) float64 { return float64(int32(binary.LittleEndian.Uint32(b[4*i:]))) }, nil
-	case "U32":
-		return func(b []byte, i int) float64 { return float64(binary.LittleEndian.Uint32(b[4*i:])) }, nil
-	case "I64":
-		return func(b []byte, i int) float64 { return float64(int64(binary.LittleEndian.Uint64(b[8*i:]))) }, nil
-	case "U64":
-		return func(b []byte, i int) float64 { return float64(binary.LittleEndian.Uint64(b[8*i:])) }, nil
-	}
-	return nil, fmt.Errorf("dtype %s is not supported", dtype)
-}
-
 // Save writes m's parameters and buffers to the safetensors file path, under their
 // PyTorch state-dict names and in their own dtypes, with the metadata
 // {"format": "pt"} that Hugging Face tools expect; PyTorch reads it with
@@ -139,7 +43,7 @@ func Save(m Module, path string) (err error) {
 	for _, p := range stateTensors(m) {
 		var st safetensors.Tensor
 		var encErr error
-		err := vram.Catch(func() { st, encErr = encodeTensor(p.Tensor) })
+		err := vram.Catch(func() { st, encErr = tensorfile.Encode(p.Tensor) })
 		if err == nil {
 			err = encErr
 		}
@@ -148,35 +52,8 @@ func Save(m Module, path string) (err error) {
 		}
 		tensors[p.Name] = st
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("nn: save: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	w := bufio.NewWriterSize(f, 1<<20)
-	if err := safetensors.Write(w, tensors, map[string]string{"format": "pt"}); err != nil {
+	if err := tensorfile.Write(path, tensors, map[string]string{"format": "pt"}); err != nil {
 		return fmt.Errorf("nn: save %s: %w", path, err)
-	}
-	if err := w.Flush(); err != nil {
-		return fmt.Errorf("nn: save %s: %w", path, err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		return fmt.Errorf("nn: save: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("nn: save: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("nn: save: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("nn: save: %w", err)
 	}
 	return nil
 }
@@ -200,12 +77,7 @@ func Load(m Module, path string) error {
 	if m == nil {
 		return fmt.Errorf("nn: load %s: nil module", path)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("nn: load: %w", err)
-	}
-	defer f.Close()
-	tensors, _, err := safetensors.Read(bufio.NewReaderSize(f, 1<<20))
+	tensors, _, err := tensorfile.Read(path)
 	if err != nil {
 		return fmt.Errorf("nn: load %s: %w", path, err)
 	}
@@ -226,7 +98,7 @@ func Load(m Module, path string) error {
 		if !slices.Equal(st.Shape, []int(p.Tensor.Shape())) {
 			problems = append(problems, fmt.Sprintf("%q has shape %v in the file and %v in the model", p.Name, vram.Shape(st.Shape), p.Tensor.Shape()))
 		}
-		if _, err := decoder(st.DType); err != nil {
+		if err := tensorfile.Decodable(st.DType); err != nil {
 			problems = append(problems, fmt.Sprintf("%q: %v", p.Name, err))
 		}
 	}
@@ -258,7 +130,7 @@ func Load(m Module, path string) error {
 	for _, p := range params {
 		var src *vram.Tensor
 		var decErr error
-		err := vram.Catch(func() { src, decErr = decodeTensor(tensors[p.Name], p.Tensor.DType()) })
+		err := vram.Catch(func() { src, decErr = tensorfile.Decode(tensors[p.Name], p.Tensor.DType()) })
 		if err == nil {
 			err = decErr
 		}
@@ -268,51 +140,11 @@ func Load(m Module, path string) error {
 		srcs = append(srcs, src)
 	}
 	for i, p := range params {
-		if err := vram.Catch(func() { vram.NoGrad(func() { copyFromHost(p.Tensor, srcs[i]) }) }); err != nil {
+		if err := vram.Catch(func() { vram.NoGrad(func() { tensorfile.CopyInto(p.Tensor, srcs[i]) }) }); err != nil {
 			return fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
 		}
 	}
 	return nil
-}
-
-// decodeTensor returns st's values as a new CPU tensor of dtype dt.
-func decodeTensor(st safetensors.Tensor, dt vram.DType) (*vram.Tensor, error) {
-	shape := vram.Shape(slices.Clone(st.Shape))
-	if shape == nil {
-		shape = vram.Shape{} // a scalar, not FromSlice's 1-D default
-	}
-	if st.DType == "I64" && dt == vram.Int64 {
-		vals := make([]int64, len(st.Data)/8)
-		for i := range vals {
-			vals[i] = int64(binary.LittleEndian.Uint64(st.Data[8*i:]))
-		}
-		return vram.FromSlice(vals, shape, vram.CPU, dt), nil
-	}
-	dec, err := decoder(st.DType)
-	if err != nil {
-		return nil, err
-	}
-	vals := make([]float64, shape.NumElements())
-	for i := range vals {
-		vals[i] = dec(st.Data, i)
-	}
-	return vram.FromSlice(vals, shape, vram.CPU, dt), nil
-}
-
-// copyFromHost copies src, a CPU tensor of dst's shape and dtype, into dst
-// in place. A contiguous dst on another device takes the bytes straight
-// from the host, with no temporary on its device.
-func copyFromHost(dst, src *vram.Tensor) {
-	switch {
-	case dst.Device() == src.Device():
-		dst.CopyFrom(src)
-	case dst.IsContiguous():
-		dst.SetRawBytes(src.RawBytes())
-	default:
-		tmp := src.To(dst.Device())
-		defer tmp.Release()
-		dst.CopyFrom(tmp)
-	}
 }
 
 func quoteAll(names []string) string {

@@ -1,0 +1,203 @@
+// Package tensorfile stores vram tensors in safetensors files: it encodes
+// tensors of every dtype vram has into the format's raw bytes, decodes any
+// dtype the format has into a tensor of a chosen dtype, and writes files
+// atomically. Packages nn (model state) and optim (optimizer state) share
+// it.
+package tensorfile
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/half"
+	"github.com/vramgo/vram/internal/safetensors"
+)
+
+var stNames = map[vram.DType]string{
+	vram.Float32:  "F32",
+	vram.Float64:  "F64",
+	vram.Float16:  "F16",
+	vram.BFloat16: "BF16",
+	vram.Int32:    "I32",
+	vram.Int64:    "I64",
+	vram.Int8:     "I8",
+	vram.Bool:     "BOOL",
+}
+
+// Encode returns t's elements as safetensors raw bytes of its dtype.
+func Encode(t *vram.Tensor) (safetensors.Tensor, error) {
+	name, ok := stNames[t.DType()]
+	if !ok {
+		return safetensors.Tensor{}, fmt.Errorf("dtype %s cannot be saved", t.DType())
+	}
+	n := t.NumElements()
+	b := make([]byte, n*t.DType().Size())
+	switch t.DType() {
+	case vram.Int64:
+		for i, v := range t.Int64s() {
+			binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
+		}
+	case vram.Int32:
+		for i, v := range t.Int32s() {
+			binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
+		}
+	case vram.Int8:
+		for i, v := range t.Int64s() {
+			b[i] = byte(int8(v))
+		}
+	case vram.Bool:
+		for i, v := range t.Bools() {
+			if v {
+				b[i] = 1
+			}
+		}
+	default:
+		// Float64s is exact for every float dtype, so converting back is
+		// too.
+		for i, v := range t.Float64s() {
+			switch t.DType() {
+			case vram.Float32:
+				binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
+			case vram.Float64:
+				binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
+			case vram.Float16:
+				binary.LittleEndian.PutUint16(b[2*i:], half.F16(float32(v)))
+			case vram.BFloat16:
+				binary.LittleEndian.PutUint16(b[2*i:], half.BF16(float32(v)))
+			}
+		}
+	}
+	return safetensors.Tensor{DType: name, Shape: []int(t.Shape()), Data: b}, nil
+}
+
+// Decodable returns an error unless Decode reads the named safetensors
+// dtype (every dtype of the format but the 8-bit floats).
+func Decodable(dtype string) error {
+	_, err := decoder(dtype)
+	return err
+}
+
+// decoder returns a function that reads element i of raw safetensors data
+// of the named dtype as float64, for every dtype but the 8-bit floats.
+func decoder(dtype string) (func(b []byte, i int) float64, error) {
+	switch dtype {
+	case "F32":
+		return func(b []byte, i int) float64 {
+			return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+		}, nil
+	case "F64":
+		return func(b []byte, i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])) }, nil
+	case "F16":
+		return func(b []byte, i int) float64 { return float64(half.F16To32(binary.LittleEndian.Uint16(b[2*i:]))) }, nil
+	case "BF16":
+		return func(b []byte, i int) float64 { return float64(half.BF16To32(binary.LittleEndian.Uint16(b[2*i:]))) }, nil
+	case "I8":
+		return func(b []byte, i int) float64 { return float64(int8(b[i])) }, nil
+	case "U8", "BOOL":
+		return func(b []byte, i int) float64 { return float64(b[i]) }, nil
+	case "I16":
+		return func(b []byte, i int) float64 { return float64(int16(binary.LittleEndian.Uint16(b[2*i:]))) }, nil
+	case "U16":
+		return func(b []byte, i int) float64 { return float64(binary.LittleEndian.Uint16(b[2*i:])) }, nil
+	case "I32":
+		return func(b []byte, i int) float64 { return float64(int32(binary.LittleEndian.Uint32(b[4*i:]))) }, nil
+	case "U32":
+		return func(b []byte, i int) float64 { return float64(binary.LittleEndian.Uint32(b[4*i:])) }, nil
+	case "I64":
+		return func(b []byte, i int) float64 { return float64(int64(binary.LittleEndian.Uint64(b[8*i:]))) }, nil
+	case "U64":
+		return func(b []byte, i int) float64 { return float64(binary.LittleEndian.Uint64(b[8*i:])) }, nil
+	}
+	return nil, fmt.Errorf("dtype %s is not supported", dtype)
+}
+
+// Decode returns st's values as a new CPU tensor of dtype dt.
+func Decode(st safetensors.Tensor, dt vram.DType) (*vram.Tensor, error) {
+	shape := vram.Shape(slices.Clone(st.Shape))
+	if shape == nil {
+		shape = vram.Shape{} // a scalar, not FromSlice's 1-D default
+	}
+	if st.DType == "I64" && dt == vram.Int64 {
+		vals := make([]int64, len(st.Data)/8)
+		for i := range vals {
+			vals[i] = int64(binary.LittleEndian.Uint64(st.Data[8*i:]))
+		}
+		return vram.FromSlice(vals, shape, vram.CPU, dt), nil
+	}
+	dec, err := decoder(st.DType)
+	if err != nil {
+		return nil, err
+	}
+	vals := make([]float64, shape.NumElements())
+	for i := range vals {
+		vals[i] = dec(st.Data, i)
+	}
+	return vram.FromSlice(vals, shape, vram.CPU, dt), nil
+}
+
+// CopyInto copies src, a CPU tensor of dst's shape and dtype, into dst
+// in place. A contiguous dst on another device takes the bytes straight
+// from the host, with no temporary on its device.
+func CopyInto(dst, src *vram.Tensor) {
+	switch {
+	case dst.Device() == src.Device():
+		dst.CopyFrom(src)
+	case dst.IsContiguous():
+		dst.SetRawBytes(src.RawBytes())
+	default:
+		tmp := src.To(dst.Device())
+		defer tmp.Release()
+		dst.CopyFrom(tmp)
+	}
+}
+
+// Write writes tensors and metadata to the safetensors file path through a
+// temporary file in the same directory, renamed into place once complete,
+// so that path holds either its old contents or all of the new ones.
+func Write(path string, tensors map[string]safetensors.Tensor, metadata map[string]string) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err := safetensors.Write(w, tensors, metadata); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Read reads the safetensors file path, checked as [safetensors.Read]
+// checks it.
+func Read(path string) (map[string]safetensors.Tensor, map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	return safetensors.Read(bufio.NewReaderSize(f, 1<<20))
+}
