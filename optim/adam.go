@@ -178,3 +178,37 @@ func (a *Adam) Release() {
 		a.state[i] = adamState{}
 	}
 }
+
+func (a *Adam) kind() string {
+	if a.decoupled {
+		return "AdamW"
+	}
+	return "Adam"
+}
+
+func (a *Adam) parameters() []*vram.Tensor { return a.params }
+func (a *Adam) stateNames() []string       { return []string{"exp_avg", "exp_avg_sq", "step"} }
+
+// stateOf returns parameter i's moments and its step count, the latter as
+// a new 0-dimensional float32 tensor (PyTorch's form) that the caller
+// releases.
+func (a *Adam) stateOf(i int) map[string]*vram.Tensor {
+	st := a.state[i]
+	if st.m == nil {
+		return nil
+	}
+	return map[string]*vram.Tensor{"exp_avg": st.m, "exp_avg_sq": st.v, "step": vram.Scalar(float64(st.step), vram.Float32)}
+}
+
+// setState takes over st's moments and reads, then releases, its step.
+func (a *Adam) setState(i int, st map[string]*vram.Tensor) {
+	a.state[i].m.Release()
+	a.state[i].v.Release()
+	a.state[i] = adamState{}
+	if st == nil {
+		return
+	}
+	step := st["step"]
+	a.state[i] = adamState{step: int(step.Item()), m: vram.Keep(st["exp_avg"]), v: vram.Keep(st["exp_avg_sq"])}
+	step.Release()
+}

@@ -4,7 +4,9 @@
 // following PyTorch's update rules exactly; learning-rate schedules
 // ([Schedule]: [NewStepLR], [NewMultiStepLR], [NewExponentialLR],
 // [NewCosineAnnealingLR], [NewLinearLR] for warm-up, [NewLambdaLR]), as
-// torch.optim.lr_scheduler has them; and [ClipGradNorm], which PyTorch
+// torch.optim.lr_scheduler has them; checkpoints of an optimizer's state
+// ([Save] and [Load], beside nn.Save and nn.Load for the model), so that
+// training resumes exactly where it stopped; and [ClipGradNorm], which PyTorch
 // keeps in torch.nn.utils but which lives here, next to the optimizers
 // that use clipped gradients, so that package nn stays free of
 // training-loop concerns.

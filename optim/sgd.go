@@ -179,3 +179,21 @@ func (s *SGD) Release() {
 		s.bufs[i] = nil
 	}
 }
+
+func (s *SGD) kind() string               { return "SGD" }
+func (s *SGD) parameters() []*vram.Tensor { return s.params }
+func (s *SGD) stateNames() []string       { return []string{"momentum_buffer"} }
+func (s *SGD) stateOf(i int) map[string]*vram.Tensor {
+	if s.bufs[i] == nil {
+		return nil
+	}
+	return map[string]*vram.Tensor{"momentum_buffer": s.bufs[i]}
+}
+
+func (s *SGD) setState(i int, st map[string]*vram.Tensor) {
+	s.bufs[i].Release()
+	s.bufs[i] = nil
+	if b := st["momentum_buffer"]; b != nil {
+		s.bufs[i] = vram.Keep(b)
+	}
+}
