@@ -95,8 +95,8 @@ cursor on hover, out-of-memory markers, and the segment map.
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	f.StringVar(&html, "html", "", "also write the page to `OUT`")
 	f.IntVar(&top, "top", 10, "how many regions, stacks, allocations and out-of-memory events to list")
-	f.StringVar(&limit, "limit", "", "the memory the run was `allowed` when it ran out (e.g. 40GiB: set_per_process_memory_fraction times the device's memory); default: from the snapshot, or inferred")
+	f.StringVar(&limit, "limit", "", "the memory the run was allowed when it ran out, a `SIZE` such as 40GiB (set_per_process_memory_fraction times the device's memory); default: from the snapshot, or inferred")
 	f.Int64Var(&budget, "replay-events", analyze.DefaultReplayEvents, "bound the out-of-memory fix checks of a device to this many replayed events; 0 turns them off")
-	f.StringVar(&maxInput, "max-input", "1GiB", "refuse snapshots larger than this after decompression (they are read whole); text traces are streamed")
+	f.StringVar(&maxInput, "max-input", "1GiB", "refuse snapshots larger than `SIZE` after decompression (they are read whole); text traces are streamed")
 	return cmd
 }

@@ -125,7 +125,7 @@ The same --seed gives the same loss and accuracy on any number of cores.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.device, "device", "auto", `device to train on: "auto" (cuda:0 when CUDA is available, else cpu), cpu, cuda, cuda:N, sim:N`)
+	f.StringVar(&o.device, "device", "auto", "`DEVICE` to train on: \"auto\" (cuda:0 when CUDA is available, else cpu), cpu, cuda, cuda:N, sim:N")
 	f.IntVar(&o.steps, "steps", demoSteps, "optimizer steps (> 0)")
 	f.IntVar(&o.batch, "batch", demoBatch, "examples per step (> 0; more than the training examples trains on all of them, with a note)")
 	f.Uint64Var(&o.seed, "seed", 1, "seed of the data, the initial weights and the batch order")

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // TestNumericFlags checks that numbers on the command line are parsed
@@ -81,4 +84,30 @@ func TestCapacityForms(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFlagPlaceholders checks what --help shows after each flag that takes
+// a value: the word in backquotes in its usage (SIZE, FILE, N), or else
+// pflag's type name. A lower-case word in backquotes would become the
+// placeholder by accident, and a string flag without one would show
+// "string" where the kind of value belongs.
+func TestFlagPlaceholders(t *testing.T) {
+	line := regexp.MustCompile(`^\s+(?:-\w, )?--([\w-]+)(?: (\S+?))?(?:\[=\S*\])?\s{2,}`)
+	typeNames := map[string]bool{"int": true, "int64": true, "uint": true, "duration": true}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, l := range strings.Split(c.LocalFlags().FlagUsages(), "\n") {
+			m := line.FindStringSubmatch(l)
+			if m == nil {
+				continue
+			}
+			if name := m[2]; name != "" && !typeNames[name] && strings.ToLower(name) == name {
+				t.Errorf("%s --%s shows %q as its value: name it in backquotes in upper case, as `SIZE` or `FILE`", c.CommandPath(), m[1], name)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
 }

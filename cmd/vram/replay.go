@@ -191,15 +191,15 @@ cost by size class.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&capacity, "capacity", "", "simulated device memory, e.g. 80GiB (default: the snapshot's, else 1TiB)")
-	f.StringVar(&maxCapacity, "max-capacity", "4TiB", "refuse simulated devices larger than this (from --capacity or a snapshot)")
-	f.StringVar(&maxInput, "max-input", "1GiB", "refuse snapshots larger than this after decompression (they are read whole); text traces are streamed")
-	f.StringVar(&conf, "conf", "", "allocator settings in VRAM_ALLOC_CONF form, e.g. \"expandable_segments:True\"")
+	f.StringVar(&capacity, "capacity", "", "simulated device memory, a `SIZE` such as 80GiB (default: the snapshot's, else 1TiB)")
+	f.StringVar(&maxCapacity, "max-capacity", "4TiB", "refuse simulated devices larger than `SIZE` (from --capacity or a snapshot)")
+	f.StringVar(&maxInput, "max-input", "1GiB", "refuse snapshots larger than `SIZE` after decompression (they are read whole); text traces are streamed")
+	f.StringVar(&conf, "conf", "", "allocator `SETTINGS` in VRAM_ALLOC_CONF form, e.g. \"expandable_segments:True\"")
 	f.BoolVar(&compare, "compare", false, "replay under policy:pytorch, policy:pytorch with expandable segments, and policy:vram")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per input")
-	f.StringVar(&fit, "fit", "", "find the smallest device each policy fits on; --fit SIZE also answers whether it fits on SIZE (e.g. 24GB)")
+	f.StringVar(&fit, "fit", "", "find the smallest device each policy fits on; --fit `SIZE` also answers whether it fits on SIZE (e.g. 24GB)")
 	f.Lookup("fit").NoOptDefVal = fitAuto
-	f.StringVar(&device, "device", "", "replay on the real GPU cuda:N and measure the driver time, against the cost model")
+	f.StringVar(&device, "device", "", "replay on the real GPU `cuda:N` and measure the driver time, against the cost model")
 	return cmd
 }
 
