@@ -7,16 +7,18 @@
 //
 //	scaler, _ := amp.NewGradScaler(amp.GradScalerConfig{})
 //	for batch := range batches {
-//		opt.ZeroGrad()
-//		var loss *vram.Tensor
-//		amp.Autocast(vram.Float16, func() {
-//			loss = nn.MSELoss(model.Forward(batch.X), batch.Y)
+//		vram.Tidy(func() { // releases the step's tensors, the 16-bit weight copies too
+//			opt.ZeroGrad()
+//			var loss *vram.Tensor
+//			amp.Autocast(vram.Float16, func() {
+//				loss = nn.MSELoss(model.Forward(batch.X), batch.Y)
+//			})
+//			scaled := scaler.Scale(loss)
+//			scaled.Backward()
+//			scaler.Unscale(params) // before clipping, if any
+//			scaler.Step(opt, params)
+//			scaler.Update()
 //		})
-//		scaled := scaler.Scale(loss)
-//		scaled.Backward()
-//		scaler.Unscale(params) // before clipping, if any
-//		scaler.Step(opt, params)
-//		scaler.Update()
 //	}
 //
 // Inside Autocast, on the calling goroutine only:

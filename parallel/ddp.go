@@ -69,13 +69,17 @@ type BucketInfo struct {
 // [nn.Module]; NamedParameters are the module's own, without a "module."
 // prefix.
 //
-// A training step:
+// A training step, inside [vram.Tidy] so that its tensors are released:
 //
-//	out := ddp.Forward(x)
-//	loss := nn.MSELoss(out, y)
-//	if err := ddp.Backward(loss); err != nil { ... } // a rank failed, or parameters had no gradient
-//	opt.Step()
-//	ddp.ZeroGrad() // zero the buckets in place (opt.ZeroGrad works too, but costs a copy next step)
+//	vram.Tidy(func() {
+//		out := ddp.Forward(x)
+//		loss := nn.MSELoss(out, y)
+//		if err = ddp.Backward(loss); err != nil { // a rank failed, or parameters had no gradient
+//			return
+//		}
+//		opt.Step()
+//		ddp.ZeroGrad() // zero the buckets in place (opt.ZeroGrad works too, but costs a copy next step)
+//	})
 //
 // Use it from one goroutine. Close it when done.
 type DistributedDataParallel struct {

@@ -37,10 +37,12 @@
 //	opt, err := net.Optimizer(func(ps []*vram.Tensor) (optim.Optimizer, error) {
 //		return optim.NewSGD(ps, optim.SGDConfig{LR: 0.1})
 //	})
-//	loss := net.ForwardLoss(x, y, nn.MSELoss) // or nn.MSELoss(net.Forward(x), y)
-//	loss.Backward()
-//	opt.Step() // sums the replicas' gradients, then steps every replica
-//	opt.ZeroGrad()
+//	vram.Tidy(func() { // releases the step's tensors on every device
+//		loss := net.ForwardLoss(x, y, nn.MSELoss) // or nn.MSELoss(net.Forward(x), y)
+//		loss.Backward()
+//		opt.Step() // sums the replicas' gradients, then steps every replica
+//		opt.ZeroGrad()
+//	})
 //
 // The gradients are summed with a [Communicator] (NCCL for CUDA devices
 // when it can be used, the in-process group otherwise), so the replicas
@@ -74,10 +76,15 @@
 //	ddp, err := parallel.NewDistributedDataParallel(model, comm, parallel.DDPOptions{})
 //	...
 //	for ... {
-//		loss := lossFn(ddp.Forward(x), y)
-//		if err := ddp.Backward(loss); err != nil { ... }
-//		opt.Step()
-//		ddp.ZeroGrad()
+//		vram.Tidy(func() { // releases the step's tensors
+//			loss := lossFn(ddp.Forward(x), y)
+//			if err = ddp.Backward(loss); err != nil {
+//				return
+//			}
+//			opt.Step()
+//			ddp.ZeroGrad()
+//		})
+//		if err != nil { ... }
 //	}
 //
 // The ranks meet through a rendezvous [Store] (torch's TCPStore) at
