@@ -463,7 +463,7 @@ func (e *OutOfMemoryError) noSetting() {
 	var b strings.Builder
 	b.WriteString("no setting makes it fit: it needs ")
 	b.WriteString(atLeast)
-	b.WriteString(units.Bytes(e.NeededBytes))
+	b.WriteString(units.BytesUp(e.NeededBytes))
 	b.WriteString(" more memory")
 	if best.Policy != e.cfg.Policy || best.ExpandableSegments != e.cfg.ExpandableSegments {
 		fmt.Fprintf(&b, " even with VRAM_ALLOC_CONF=%q", configString(best))
@@ -479,10 +479,10 @@ func (e *OutOfMemoryError) noSetting() {
 		b.WriteString("; release tensors")
 	}
 	if e.FitsNow > 0 {
-		fmt.Fprintf(&b, ", or ask for at most %s", units.Bytes(e.FitsNow))
+		fmt.Fprintf(&b, ", or ask for at most %s", units.BytesDown(e.FitsNow))
 	}
 	if room := e.roomElsewhere(); len(room) > 0 {
-		fmt.Fprintf(&b, ", or use %s, which has %s free", printable.String(room[0].Device), units.Bytes(room[0].Free))
+		fmt.Fprintf(&b, ", or use %s, which has %s free", printable.String(room[0].Device), units.BytesDown(room[0].Free))
 	} else {
 		b.WriteString(", or use a larger device")
 	}
@@ -604,21 +604,21 @@ func blocks(n int) string {
 // Error returns the multi-line diagnosis described at [OutOfMemoryError].
 func (e *OutOfMemoryError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "memory: out of memory: tried to allocate %s (%d bytes asked", units.Bytes(e.Rounded), e.Requested)
+	fmt.Fprintf(&b, "memory: out of memory: tried to allocate %s (%d bytes asked", units.BytesUp(e.Rounded), e.Requested)
 	if e.Region != "" {
 		fmt.Fprintf(&b, ", region %q", e.Region)
 	}
 	fmt.Fprintf(&b, ", stream %d)\n", e.Stream)
 	fmt.Fprintf(&b, "  device: %s total", units.Bytes(e.Capacity))
 	if e.Memory.Free >= 0 {
-		fmt.Fprintf(&b, ", %s free", units.Bytes(e.Memory.Free))
+		fmt.Fprintf(&b, ", %s free", units.BytesDown(e.Memory.Free))
 	}
 	if e.Limit < e.Capacity {
-		fmt.Fprintf(&b, "; this process is limited to %s (per_process_memory_fraction)", units.Bytes(e.Limit))
+		fmt.Fprintf(&b, "; this process is limited to %s (per_process_memory_fraction)", units.BytesDown(e.Limit))
 	}
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "  this process: %s reserved, %s allocated, %s reserved but unallocated; largest free block %s\n",
-		units.Bytes(e.Reserved), units.Bytes(e.Allocated), units.Bytes(e.Unallocated), units.Bytes(e.LargestFree))
+		units.Bytes(e.Reserved), units.Bytes(e.Allocated), units.Bytes(e.Unallocated), units.BytesDown(e.LargestFree))
 	if len(e.TopRegions) > 0 {
 		b.WriteString("  live allocations by region:")
 		for i, r := range e.TopRegions {
@@ -640,7 +640,7 @@ func (e *OutOfMemoryError) Error() string {
 				if i > 0 {
 					b.WriteString(",")
 				}
-				fmt.Fprintf(&b, " %s (%s free of %s)", printable.String(p.Device), units.Bytes(p.Free), units.Bytes(p.Total))
+				fmt.Fprintf(&b, " %s (%s free of %s)", printable.String(p.Device), units.BytesDown(p.Free), units.Bytes(p.Total))
 			}
 			b.WriteString("\n")
 		}

@@ -155,6 +155,45 @@ func TestOutOfMemoryNeedsMore(t *testing.T) {
 	}
 }
 
+// TestOutOfMemoryBoundsRounded checks that the diagnosis of a request
+// just above what is free does not print the free memory, or the largest
+// request that fits, as the size of the request: amounts that bound what
+// fits are rounded down, the request and what is missing up.
+func TestOutOfMemoryBoundsRounded(t *testing.T) {
+	tests := []struct {
+		name     string
+		conf     string
+		capacity int64
+		held     int64 // allocated first
+		ask      int64
+		want     []string
+	}{
+		{"2 MiB short of 8 GiB", "", 8 << 30, 1 << 20, 8 << 30,
+			[]string{"tried to allocate 8.00 GiB", "7.99 GiB free", "ask for at most 7.99 GiB"}},
+		{"pytorch policy", "policy:pytorch", 8 << 30, 1 << 20, 8 << 30,
+			[]string{"tried to allocate 8.00 GiB", "7.99 GiB free", "ask for at most 7.99 GiB"}},
+		{"a request of 1 byte more than 1 GiB", "", 1<<30 + 2<<20, 2 << 20, 1<<30 + 1,
+			[]string{"tried to allocate 1.01 GiB", "1.00 GiB free"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, _ := newTestAllocator(t, tc.conf, tc.capacity)
+			mustAllocRegion(t, a, tc.held, "held")
+			_, err := a.Alloc(tc.ask, 0, "")
+			var oom *OutOfMemoryError
+			if !errors.As(err, &oom) {
+				t.Fatalf("Alloc(%d) = %v, want an out-of-memory error", tc.ask, err)
+			}
+			msg := err.Error()
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message lacks %q:\n%s", w, msg)
+				}
+			}
+		})
+	}
+}
+
 func TestOutOfMemoryMaxSplitFix(t *testing.T) {
 	// Without virtual memory the fix must be a setting of fixed segments.
 	arena := plainArena{NewSimArena(512 * mib)}
