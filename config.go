@@ -48,7 +48,10 @@ type Config struct {
 
 	// SimShapeOnly makes the sim devices shape-only: tensors on them take
 	// memory from the allocator but keep no data, so that a model far larger
-	// than the host's memory can be checked for fit. Default false.
+	// than the host's memory can be checked for fit. Their values read on
+	// the host (Item, Float32s, a copy to the CPU, String) are zeros, not an
+	// error, so that a training step runs there unchanged; what it prints
+	// of losses or accuracies means nothing. Default false.
 	// Environment: VRAM_SIM_SHAPE_ONLY=1 (or true, yes, on).
 	SimShapeOnly bool
 

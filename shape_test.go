@@ -199,6 +199,48 @@ func TestShapeOnlyPlanning(t *testing.T) {
 	})
 }
 
+// TestShapeOnlyReadsZeros checks what Config.SimShapeOnly promises: values
+// read on the host from a shape-only device, however they are read, are
+// zeros and not an error, so that a training step runs there unchanged.
+func TestShapeOnlyReadsZeros(t *testing.T) {
+	d := planningDevice(t)
+	tests := []struct {
+		name string
+		read func(x *Tensor) []float64
+	}{
+		{"Item", func(x *Tensor) []float64 { return []float64{x.Sum().Item()} }},
+		{"Float64s", func(x *Tensor) []float64 { return x.Float64s() }},
+		{"To(CPU)", func(x *Tensor) []float64 { return x.To(CPU).Float64s() }},
+		{"Float32s", func(x *Tensor) []float64 {
+			var out []float64
+			for _, v := range x.Float32s() {
+				out = append(out, float64(v))
+			}
+			return out
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				var got []float64
+				if err := Catch(func() { got = tc.read(Full(Shape{2, 3}, 7, d)) }); err != nil {
+					t.Fatalf("reading a shape-only tensor: %v", err)
+				}
+				for i, v := range got {
+					if v != 0 {
+						t.Fatalf("value %d is %v, want 0", i, v)
+					}
+				}
+			})
+		})
+	}
+	Tidy(func() {
+		if err := Catch(func() { _ = Ones(Shape{2}, d).String() }); err != nil {
+			t.Fatalf("String of a shape-only tensor: %v", err)
+		}
+	})
+}
+
 // TestHostBuffersAfterDevice checks that factories computing values on the
 // host ask the device first: a size it cannot hold fails as out of memory
 // before a host buffer of that size is made (which would take the process
