@@ -13,11 +13,11 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range []string{
-		"out := vram.Randn(1024, 1024):            4.00 MiB",
-		"flat := out.Reshape(-1); out.Release():   4.00 MiB",
-		"flat.Release(); loss.Release():           0.00 MiB",
-		"after Tidy (only the kept sum is left):   0.00 MiB",
-		"after step 2 in Tidy:                     0.00 MiB",
+		"out := vram.Randn(vram.Shape{1024, 1024}):  4.00 MiB",
+		"flat := out.Reshape(-1); out.Release():     4.00 MiB",
+		"flat.Release(); loss.Release():             0.00 MiB",
+		"after Tidy (only the kept sum is left):     0.00 MiB",
+		"after step 2 in Tidy:                       0.00 MiB",
 		"leaked to the garbage collector 0",
 	} {
 		if !strings.Contains(out.String(), w) {
