@@ -352,7 +352,7 @@ func limitFor(o *OOM, opts Options, s *trace.Snapshot, base memory.Config, frac 
 		// process could have what it held and what was free.
 		l := max(satAdd(o.ReservedBytes, o.DeviceFreeBytes), o.peakReservedBefore)
 		return l, l, fmt.Sprintf("inferred from the event: this process held %s and the device had %s free, less than the %s the allocator asked for",
-			units.Bytes(o.ReservedBytes), units.Bytes(o.DeviceFreeBytes), units.Bytes(need))
+			units.Bytes(o.ReservedBytes), units.BytesDown(o.DeviceFreeBytes), units.BytesUp(need))
 	}
 	l := max(o.peakReservedBefore, o.ReservedBytes)
 	if l > upper {

@@ -629,6 +629,8 @@ func TestLimitInference(t *testing.T) {
 			2 << 30, 2 << 30, "per_process_memory_fraction 0.25"},
 		{"the device lacked the segment", OOM{RequestedBytes: 500 * mib, ReservedBytes: 800 * mib, DeviceFreeBytes: 300 * mib, peakReservedBefore: 900 * mib}, Options{}, nil, pt, 0,
 			1100 * mib, 1100 * mib, "held 800.00 MiB and the device had 300.00 MiB free, less than the 500.00 MiB"},
+		{"free just below the segment", OOM{RequestedBytes: 2 << 30, ReservedBytes: 800 * mib, DeviceFreeBytes: 2<<30 - 2*mib, peakReservedBefore: 900 * mib}, Options{}, nil, pt, 0,
+			2846 * mib, 2846 * mib, "the device had 1.99 GiB free, less than the 2.00 GiB"},
 		{"a small request needs a 2 MiB segment", OOM{RequestedBytes: 512, ReservedBytes: 800 * mib, DeviceFreeBytes: 1 * mib}, Options{}, nil, pt, 0,
 			801 * mib, 801 * mib, "less than the 2.00 MiB"},
 		{"a mid-size request needs a 20 MiB segment", OOM{RequestedBytes: 3 * mib, ReservedBytes: 800 * mib, DeviceFreeBytes: 10 * mib, peakReservedBefore: 820 * mib}, Options{}, nil, pt, 0,
