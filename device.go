@@ -52,6 +52,21 @@ func (d Device) String() string {
 	return d.Kind + ":" + strconv.Itoa(d.Index)
 }
 
+// goExpr returns the Go expression for d that a user would write:
+// vram.CPU, vram.CUDA(1), vram.Sim(0), or a MustParseDevice call for any
+// other kind.
+func (d Device) goExpr() string {
+	switch {
+	case d.Kind == "cpu" && d.Index == 0:
+		return "vram.CPU"
+	case d.Kind == "cuda":
+		return fmt.Sprintf("vram.CUDA(%d)", d.Index)
+	case d.Kind == "sim":
+		return fmt.Sprintf("vram.Sim(%d)", d.Index)
+	}
+	return fmt.Sprintf("vram.MustParseDevice(%q)", d.String())
+}
+
 // IsCUDA reports whether d is a CUDA device.
 func (d Device) IsCUDA() bool { return d.Kind == "cuda" }
 
@@ -243,7 +258,11 @@ func deviceFor(d Device) (*devState, error) {
 		if d.Kind == "cuda" {
 			hint = "; check with vram.CUDAAvailable() and use vram.CPU when it is false"
 		}
-		e := &Error{Op: "device", Kind: ErrUnavailable, Detail: fmt.Sprintf("%s: there are %d %s devices%s", d, n, d.Kind, hint)}
+		count := fmt.Sprintf("there are %d %s devices", n, d.Kind)
+		if n == 1 {
+			count = fmt.Sprintf("there is 1 %s device", d.Kind)
+		}
+		e := &Error{Op: "device", Kind: ErrUnavailable, Detail: fmt.Sprintf("%s: %s%s", d, count, hint)}
 		if n == 0 {
 			// The backend says why it has none: no driver, or a
 			// configuration with none (Config.SimDevices empty).

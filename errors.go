@@ -66,7 +66,7 @@ type DeviceMismatchError struct {
 
 func (e *DeviceMismatchError) Error() string {
 	return fmt.Sprintf("vram: %s: expected all tensors on the same device, found %s and %s; "+
-		"move one first, for example x.To(vram.MustParseDevice(%q))", e.Op, e.Expected, e.Got, e.Expected.String())
+		"move one first, for example x.To(%s)", e.Op, e.Expected, e.Got, e.Expected.goExpr())
 }
 
 // Is reports whether target is [ErrDevice].

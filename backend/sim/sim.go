@@ -78,7 +78,14 @@ func (o Options) Validate() error {
 	n := len(o.sizes())
 	for _, i := range slices.Sorted(maps.Keys(o.DeviceAlloc)) {
 		if i < 0 || i >= n {
-			return fmt.Errorf("sim: Options.DeviceAlloc[%d]: there is no sim:%d (there are %d devices, sim:0 to sim:%d)", i, i, n, n-1)
+			have := fmt.Sprintf("there are %d devices, sim:0 to sim:%d", n, n-1)
+			switch n {
+			case 0:
+				have = "there are none"
+			case 1:
+				have = "there is 1 device, sim:0"
+			}
+			return fmt.Errorf("sim: Options.DeviceAlloc[%d]: there is no sim:%d (%s)", i, i, have)
 		}
 		if err := o.DeviceAlloc[i].Validate(); err != nil {
 			return fmt.Errorf("sim: Options.DeviceAlloc[%d]: %w", i, err)

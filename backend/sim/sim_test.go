@@ -334,7 +334,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"too many devices", Options{Devices: slices.Repeat([]int64{1 << 20}, MaxDevices+1)}, "Options.Devices lists 65 devices, more than 64 (sim.MaxDevices)"},
 		{"bad allocator", Options{Alloc: memory.Config{MaxSplitSizeMB: 3}}, "sim: Options.Alloc: memory: Config.MaxSplitSizeMB = 3"},
 		{"bad device allocator", Options{DeviceAlloc: map[int]memory.Config{1: {GarbageCollectionThreshold: 2}}}, "sim: Options.DeviceAlloc[1]: memory: Config.GarbageCollectionThreshold = 2"},
-		{"no such device", Options{Devices: []int64{1 << 20}, DeviceAlloc: map[int]memory.Config{1: {}}}, "Options.DeviceAlloc[1]: there is no sim:1 (there are 1 devices"},
+		{"no such device", Options{Devices: []int64{1 << 20}, DeviceAlloc: map[int]memory.Config{1: {}}}, "Options.DeviceAlloc[1]: there is no sim:1 (there is 1 device, sim:0)"},
 		{"negative device", Options{DeviceAlloc: map[int]memory.Config{-1: {}}}, "Options.DeviceAlloc[-1]: there is no sim:-1"},
 		{"device of none", Options{Devices: []int64{}, DeviceAlloc: map[int]memory.Config{0: {}}}, "Options.DeviceAlloc[0]: there is no sim:0"},
 	}

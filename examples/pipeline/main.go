@@ -107,8 +107,12 @@ func pipeline(w io.Writer) error {
 			sched, micro, batch/micro, got, want, maxGradDiff(p, seq))
 		rep := p.Report()
 		for s, sr := range rep.StageReports {
-			fmt.Fprintf(w, "  stage %d on %v held at most %d micro-batches' activations; peak %.2f MiB above its parameters\n",
-				s, sr.Device, sr.MaxHeld, float64(sr.MaxAllocated-base[s])/(1<<20))
+			held := fmt.Sprintf("%d micro-batches'", sr.MaxHeld)
+			if sr.MaxHeld == 1 {
+				held = "1 micro-batch's"
+			}
+			fmt.Fprintf(w, "  stage %d on %v held at most %s activations; peak %.2f MiB above its parameters\n",
+				s, sr.Device, held, float64(sr.MaxAllocated-base[s])/(1<<20))
 		}
 		fmt.Fprint(w, indent(rep.String()))
 		for _, prm := range p.Parameters() {
