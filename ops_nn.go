@@ -148,32 +148,60 @@ func Embedding(indices, weight *Tensor) *Tensor {
 	return out
 }
 
-// CrossEntropyIgnoreIndex is the target class that CrossEntropy leaves out,
-// PyTorch's default ignore_index: padding positions labelled -100 add
-// nothing to the loss or its gradient.
+// CrossEntropyIgnoreIndex is the target class that CrossEntropy and NLLLoss
+// leave out, PyTorch's default ignore_index: padding positions labelled
+// -100 add nothing to the loss or its gradient.
 const CrossEntropyIgnoreIndex = -100
 
 // CrossEntropy returns the mean negative log-likelihood of integer class
 // targets [N] (int64) under logits [N, C] (torch.nn.functional.cross_entropy
-// with mean reduction). Targets equal to [CrossEntropyIgnoreIndex] are left
-// out, and the mean is over the others (NaN when there are none, as in
-// PyTorch). It panics with [ErrShape] on mismatched sizes and with
-// [ErrIndex] for any other target outside [0, C).
+// with mean reduction): NLLLoss of logits.LogSoftmax(1). Targets equal to
+// [CrossEntropyIgnoreIndex] are left out, and the mean is over the others
+// (NaN when there are none, as in PyTorch). It panics with [ErrShape] on
+// mismatched sizes and with [ErrIndex] for any other target outside [0, C).
 func CrossEntropy(logits, targets *Tensor) *Tensor {
 	if up, done := autocastUp(logits); up != logits {
 		defer done()
 		return CrossEntropy(up, targets)
 	}
 	defer asOp("cross_entropy")
-	_, held := sameDevice("cross_entropy", logits, targets)
-	defer held.unpin()
-	if len(logits.shape) != 2 || len(targets.shape) != 1 || logits.shape[0] != targets.shape[0] {
-		fail("cross_entropy", ErrShape, "expects logits [N, C] and targets [N], got %v and %v", Shape(logits.shape), Shape(targets.shape))
+	checkNLLShapes("cross_entropy", logits, targets)
+	lsm := logits.LogSoftmax(1)
+	defer lsm.Release()
+	return nllLoss("cross_entropy", lsm, targets)
+}
+
+// NLLLoss returns the mean negative log-likelihood of integer class
+// targets [N] (int64 or int32) under log-probabilities [N, C]
+// (torch.nn.functional.nll_loss with mean reduction): the mean of
+// -logProbs[i, targets[i]], leaving out targets equal to
+// [CrossEntropyIgnoreIndex] (NaN when all are). It panics with [ErrShape]
+// on mismatched sizes and with [ErrIndex] for any other target outside
+// [0, C).
+func NLLLoss(logProbs, targets *Tensor) *Tensor {
+	if up, done := autocastUp(logProbs); up != logProbs {
+		defer done()
+		return NLLLoss(up, targets)
 	}
+	defer asOp("nll_loss")
+	checkNLLShapes("nll_loss", logProbs, targets)
+	return nllLoss("nll_loss", logProbs, targets)
+}
+
+// checkNLLShapes panics unless scores is [N, C] and targets [N], on one
+// device.
+func checkNLLShapes(op string, scores, targets *Tensor) {
+	_, held := sameDevice(op, scores, targets)
+	defer held.unpin()
+	if len(scores.shape) != 2 || len(targets.shape) != 1 || scores.shape[0] != targets.shape[0] {
+		fail(op, ErrShape, "expects scores [N, C] and targets [N], got %v and %v", Shape(scores.shape), Shape(targets.shape))
+	}
+}
+
+// nllLoss is NLLLoss of checked operands.
+func nllLoss(op string, lsm, targets *Tensor) *Tensor {
 	var out *Tensor
 	func() {
-		lsm := logits.LogSoftmax(1)
-		defer lsm.Release()
 		idx := castRaw(targets, Int64)
 		defer idx.Release()
 		// Ignored targets pick class 0, weighed 0.
