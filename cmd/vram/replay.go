@@ -33,6 +33,10 @@ type replayReport struct {
 	Device        int    `json:"device"`
 	CapacityBytes int64  `json:"capacity_bytes"`
 	Config        string `json:"config,omitempty"`
+	// AsRecorded is, for a PyTorch snapshot replayed under vram's
+	// default, the setting that replays it as PyTorch ran it:
+	// policy:pytorch with the snapshot's PYTORCH_CUDA_ALLOC_CONF.
+	AsRecorded string `json:"as_recorded_conf,omitempty"`
 	// The fields of memory.Result, for a replay under one setting.
 	*memory.Result
 	// Fragmentation is peak reserved over peak requested.
@@ -233,6 +237,8 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		// run replayed (memory.WithFailedRequests), for --fit.
 		fitRun  func(memory.Arena, memory.Config) (memory.Result, error)
 		history trace.History // what the segment events are read from
+		// asRecorded is what replayReport.AsRecorded says of this input.
+		asRecorded string
 	}
 	var inputs []input
 	if h := file.History(); h != nil {
@@ -251,7 +257,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 	for _, s := range file.Snapshots {
 		s := s
 		var withFailed *trace.Snapshot // made at the first --fit replay
-		inputs = append(inputs, input{device: s.Device, capacity: s.Capacity,
+		inputs = append(inputs, input{device: s.Device, capacity: s.Capacity, asRecorded: asRecorded(file.Kind, s.Config),
 			source:  fmt.Sprintf("capacity_bytes of device %d's snapshot", s.Device),
 			history: trace.Events(s.History),
 			run: func(a memory.Arena, c memory.Config) (memory.Result, error) {
@@ -304,6 +310,9 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 				return nil, fmt.Errorf("%s: %w", path, err)
 			}
 			r.Config = base.String()
+			if conf == "" {
+				r.AsRecorded = in.asRecorded
+			}
 			r.Result = &res
 			r.Fragmentation = ratio(res.PeakReserved, res.PeakRequested)
 			reports = append(reports, r)
@@ -330,6 +339,25 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 	return reports, nil
 }
 
+// asRecorded returns the VRAM_ALLOC_CONF setting under which a snapshot of
+// kind k, recorded with the allocator settings recorded, replays as PyTorch
+// ran it, or "" when it is not a PyTorch snapshot or its settings are ones
+// vram does not model.
+func asRecorded(k trace.Kind, recorded string) string {
+	if k != trace.KindPickle {
+		return ""
+	}
+	s := "policy:pytorch"
+	if recorded != "" {
+		s += "," + recorded
+	}
+	c, err := memory.ParseConfig(s)
+	if err != nil {
+		return ""
+	}
+	return c.String()
+}
+
 func ratio(a, b int64) float64 {
 	if b == 0 {
 		return 0
@@ -349,7 +377,7 @@ func printReplay(w io.Writer, r replayReport) {
 	if r.Result != nil {
 		name := r.Config
 		if name == "" {
-			name = "default"
+			name = "policy:vram" // the default, named
 		}
 		cols = append(cols, col{name, *r.Result, r.Fragmentation})
 	}
@@ -379,6 +407,9 @@ func printReplay(w io.Writer, r replayReport) {
 	row("out of memory", func(c col) string { return fmt.Sprint(c.res.NumOOMs) })
 	row("unmatched frees", func(c col) string { return fmt.Sprint(c.res.UnmatchedFrees) })
 	tw.Flush()
+	if r.AsRecorded != "" {
+		fmt.Fprintf(w, "  that is vram's default policy; to replay it as PyTorch ran it: --conf %s (or --compare)\n", r.AsRecorded)
+	}
 }
 
 // writeJSONLine writes v as one line of JSON.

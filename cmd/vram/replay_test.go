@@ -438,3 +438,38 @@ func TestReplayFitFailedRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayNamesPyTorchsSetting checks that a PyTorch snapshot replayed
+// under vram's default says so and gives the setting that replays it as
+// PyTorch ran it, which a replay under --conf or of a trace does not.
+func TestReplayNamesPyTorchsSetting(t *testing.T) {
+	const snap = "testdata/snapshot_p4_expandable.pickle"
+	const hint = "to replay it as PyTorch ran it: --conf policy:pytorch,expandable_segments:True"
+	tests := []struct {
+		name string
+		args []string
+		want bool
+	}{
+		{"pickle", []string{"replay", snap}, true},
+		{"pickle with --conf", []string{"replay", "--conf", "policy:pytorch", snap}, false},
+		{"text trace", []string{"replay", "testdata/resnet50_train.trace.gz"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, stderr := runCLI(t, tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if got := strings.Contains(out, hint); got != tc.want {
+				t.Errorf("hint shown: %v, want %v:\n%s", got, tc.want, out)
+			}
+			if tc.want && !strings.Contains(out, "policy:vram") {
+				t.Errorf("the column does not name vram's policy:\n%s", out)
+			}
+		})
+	}
+	code, out, _ := runCLI(t, "replay", "--json", snap)
+	if code != 0 || !strings.Contains(out, `"as_recorded_conf":"policy:pytorch,expandable_segments:True"`) {
+		t.Errorf("--json: exit %d, %s", code, out)
+	}
+}
