@@ -74,23 +74,47 @@ func Save(m Module, path string) (err error) {
 // a released parameter) is returned, not panicked, and may leave the
 // tensors before the failing one loaded.
 func Load(m Module, path string) error {
+	_, err := load(m, path, true)
+	return err
+}
+
+// LoadResult is what [LoadNonStrict] did not load: PyTorch's
+// missing_keys and unexpected_keys.
+type LoadResult struct {
+	Missing    []string // m's keys that the file lacks, left as they were, in m's order
+	Unexpected []string // the file's keys that m lacks, ignored, sorted
+}
+
+// LoadNonStrict is [Load] that loads the keys the module and the file
+// share and reports the others rather than refusing them (PyTorch's
+// load_state_dict(strict=False)), as when a pretrained backbone is loaded
+// into a model with a new head. As in PyTorch, a shared key whose shapes
+// differ is still an error that changes nothing.
+func LoadNonStrict(m Module, path string) (LoadResult, error) {
+	return load(m, path, false)
+}
+
+// load is Load, strict or not.
+func load(m Module, path string, strict bool) (LoadResult, error) {
+	var res LoadResult
 	if m == nil {
-		return fmt.Errorf("nn: load %s: nil module", path)
+		return res, fmt.Errorf("nn: load %s: nil module", path)
 	}
 	tensors, _, err := tensorfile.Read(path)
 	if err != nil {
-		return fmt.Errorf("nn: load %s: %w", path, err)
+		return res, fmt.Errorf("nn: load %s: %w", path, err)
 	}
-	params := stateTensors(m)
-	var missing, unexpected, problems []string
+	var params []NamedParameter // the ones to load
+	var problems []string
 	have := map[string]bool{}
-	for _, p := range params {
+	for _, p := range stateTensors(m) {
 		have[p.Name] = true
 		st, ok := tensors[p.Name]
 		if !ok {
-			missing = append(missing, p.Name)
+			res.Missing = append(res.Missing, p.Name)
 			continue
 		}
+		params = append(params, p)
 		if p.Tensor.Released() {
 			problems = append(problems, fmt.Sprintf("%q was released", p.Name))
 			continue
@@ -104,20 +128,22 @@ func Load(m Module, path string) error {
 	}
 	for name := range tensors {
 		if !have[name] {
-			unexpected = append(unexpected, name)
+			res.Unexpected = append(res.Unexpected, name)
 		}
 	}
-	if len(missing)+len(unexpected)+len(problems) > 0 {
-		sort.Strings(unexpected)
+	sort.Strings(res.Unexpected)
+	if strict || len(problems) > 0 {
 		var parts []string
-		if len(missing) > 0 {
-			parts = append(parts, "missing keys "+quoteAll(missing))
+		if strict && len(res.Missing) > 0 {
+			parts = append(parts, "missing keys "+quoteAll(res.Missing))
 		}
-		if len(unexpected) > 0 {
-			parts = append(parts, "unexpected keys "+quoteAll(unexpected))
+		if strict && len(res.Unexpected) > 0 {
+			parts = append(parts, "unexpected keys "+quoteAll(res.Unexpected))
 		}
 		parts = append(parts, problems...)
-		return fmt.Errorf("nn: load %s: %s", path, strings.Join(parts, "; "))
+		if len(parts) > 0 {
+			return res, fmt.Errorf("nn: load %s: %s", path, strings.Join(parts, "; "))
+		}
 	}
 	// Decode every tensor on the host before changing any, so that a
 	// value that cannot be decoded leaves the model as it was.
@@ -135,16 +161,16 @@ func Load(m Module, path string) error {
 			err = decErr
 		}
 		if err != nil {
-			return fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
+			return res, fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
 		}
 		srcs = append(srcs, src)
 	}
 	for i, p := range params {
 		if err := vram.Catch(func() { vram.NoGrad(func() { tensorfile.CopyInto(p.Tensor, srcs[i]) }) }); err != nil {
-			return fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
+			return res, fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
 		}
 	}
-	return nil
+	return res, nil
 }
 
 func quoteAll(names []string) string {

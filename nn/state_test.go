@@ -296,3 +296,56 @@ func TestLoadSaveFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadNonStrict checks PyTorch's strict=False: a backbone saved from
+// one model loads into a model with another head, the keys either side
+// lacks are reported, and a shape mismatch still changes nothing.
+func TestLoadNonStrict(t *testing.T) {
+	dir := t.TempDir()
+	g := vram.NewGenerator(1)
+	pretrained := nn.NewSequential(nn.NewLinear(4, 8, vram.WithGenerator(g)), nn.NewReLU(), nn.NewLinear(8, 3, vram.WithGenerator(g)))
+	defer nn.Release(pretrained)
+	path := filepath.Join(dir, "backbone.safetensors")
+	if err := nn.Save(pretrained, path); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name                string
+		model               nn.Module
+		missing, unexpected []string
+		err                 string
+		loaded              bool // the first layer now holds the pretrained weights
+	}{
+		{"same model", nn.NewSequential(nn.NewLinear(4, 8), nn.NewReLU(), nn.NewLinear(8, 3)), nil, nil, "", true},
+		{"no head", nn.NewSequential(nn.NewLinear(4, 8)), nil, []string{"2.bias", "2.weight"}, "", true},
+		{"extra layer", nn.NewSequential(nn.NewLinear(4, 8), nn.NewReLU(), nn.NewLinear(8, 3), nn.NewLinear(3, 2)),
+			[]string{"3.weight", "3.bias"}, nil, "", true},
+		{"another head", nn.NewSequential(nn.NewLinear(4, 8), nn.NewReLU(), nn.NewLinear(8, 10)),
+			nil, nil, `"2.weight" has shape [3, 8] in the file and [10, 8] in the model`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			defer nn.Release(tc.model)
+			first := tc.model.Parameters()[0]
+			before := first.Float64s()
+			res, err := nn.LoadNonStrict(tc.model, path)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one about %s", err, tc.err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(res.Missing, tc.missing) || !slices.Equal(res.Unexpected, tc.unexpected) {
+				t.Errorf("missing %q, unexpected %q; want %q, %q", res.Missing, res.Unexpected, tc.missing, tc.unexpected)
+			}
+			want := before
+			if tc.loaded {
+				want = pretrained.Parameters()[0].Float64s()
+			}
+			if !slices.Equal(first.Float64s(), want) {
+				t.Errorf("first layer loaded: %v, want %v", !tc.loaded, tc.loaded)
+			}
+		})
+	}
+}
