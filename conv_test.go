@@ -587,6 +587,16 @@ func TestConvErrors(t *testing.T) {
 		{"avg pool dilation", ErrArgument, func() { AvgPool2d(x, Pool2dParams{Kernel: [2]int{2, 2}, Dilation: [2]int{2, 2}}) }},
 		{"pool integer input", ErrDType, func() { MaxPool2d(Zeros(Shape{1, 1, 4, 4}, Int32), Pool2dParams{Kernel: [2]int{2, 2}}) }},
 		{"adaptive zero size", ErrArgument, func() { AdaptiveAvgPool2d(x, 0, 1) }},
+		{"max pool empty height", ErrShape, func() {
+			MaxPool2d(Zeros(Shape{1, 2, 0, 4}, Float32), Pool2dParams{Kernel: [2]int{2, 2}, Stride: [2]int{1, 1}, Padding: [2]int{1, 1}})
+		}},
+		{"max pool empty channels", ErrShape, func() { MaxPool2d(Zeros(Shape{1, 0, 4, 4}, Float32), Pool2dParams{Kernel: [2]int{2, 2}}) }},
+		{"avg pool empty width", ErrShape, func() {
+			AvgPool2d(Zeros(Shape{1, 2, 4, 0}, Float32), Pool2dParams{Kernel: [2]int{2, 2}, Stride: [2]int{1, 1}, Padding: [2]int{1, 1}})
+		}},
+		{"adaptive empty height", ErrShape, func() { AdaptiveAvgPool2d(Zeros(Shape{1, 2, 0, 4}, Float32), 3, 3) }},
+		{"adaptive empty channels", ErrShape, func() { AdaptiveAvgPool2d(Zeros(Shape{2, 0, 4, 4}, Float32), 3, 3) }},
+		{"unbatched pool empty width", ErrShape, func() { AdaptiveAvgPool2d(Zeros(Shape{2, 4, 0}, Float32), 1, 1) }},
 		{"adaptive output too large to compose", ErrShape, func() { AdaptiveAvgPool2d(x, 1<<16, 1<<14) }},
 		{"window index too large to compose", ErrShape, func() {
 			// A shape-only-sized problem: the check comes before any

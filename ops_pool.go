@@ -61,10 +61,15 @@ func poolWindow(op string, x *Tensor, p Pool2dParams) window {
 	return win
 }
 
-// poolInput checks that x is a floating-point tensor and returns its device.
+// poolInput checks that x [N, C, H, W] is a floating-point tensor whose
+// channels, height and width are not empty (only the batch may be, as in
+// PyTorch: an empty window has no maximum or mean) and returns its device.
 func poolInput(op string, x *Tensor) *devState {
 	if !x.dtype.IsFloat() {
 		fail(op, ErrDType, "needs a floating-point tensor, got %s", x.dtype)
+	}
+	if x.shape[1] == 0 || x.shape[2] == 0 || x.shape[3] == 0 {
+		fail(op, ErrShape, "input %v has an empty channel, height or width dimension; only the batch may be empty", Shape(x.shape))
 	}
 	return x.ds()
 }
@@ -72,10 +77,11 @@ func poolInput(op string, x *Tensor) *devState {
 // MaxPool2d returns the maximum of each window of x [N, C, H, W] (or
 // [C, H, W]), of shape [N, C, OH, OW] with OH = (H + 2·Padding -
 // Dilation·(KH-1) - 1)/Stride + 1 (torch.nn.functional.max_pool2d). The
-// gradient goes to the maximum of each window (split between ties). A
+// gradient of each window goes to its first maximum, as in PyTorch. A
 // device with native pooling ([backend.Pooler]) runs it; elsewhere it is
 // composed from a Gather of the windows and a reduction. The output keeps
-// x's memory format. A window larger than the padded input panics with
+// x's memory format. A window larger than the padded input, or an input
+// with no channels, rows or columns (the batch may be empty), panics with
 // [ErrShape], a bad parameter with [ErrArgument].
 func MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
 	const op = "max_pool2d"
@@ -137,7 +143,8 @@ func AvgPool2d(x *Tensor, p Pool2dParams) *Tensor {
 // (torch.nn.functional.adaptive_avg_pool2d); [1, 1] is the global average
 // pooling of ResNet's head. When the sizes divide evenly it is
 // [AvgPool2d] and runs on the device's native pooling. The output keeps
-// x's memory format. Sizes below 1 panic with [ErrArgument].
+// x's memory format. Sizes below 1 panic with [ErrArgument], an input with
+// no channels, rows or columns (the batch may be empty) with [ErrShape].
 func AdaptiveAvgPool2d(x *Tensor, outH, outW int) *Tensor {
 	const op = "adaptive_avg_pool2d"
 	defer asOp(op)
