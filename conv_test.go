@@ -945,3 +945,48 @@ func TestElementwiseKeepsChannelsLast(t *testing.T) {
 		return c.Relu().Add(c.Exp()).Mul(xs[1])
 	}, rnd(4, 1, 2, 3, 2), rnd(5, 1, 2, 1, 1))
 }
+
+// TestAvgPoolSixteenBitSumsInFloat32: average pooling of 16-bit inputs
+// sums each window in float32 and rounds the mean once, as PyTorch does,
+// so that a window whose sum passes float16's range (64×64 values of 100)
+// still averages to 100; the result keeps the input's dtype, inside
+// Autocast too (where a plain Sum would give float32).
+func TestAvgPoolSixteenBitSumsInFloat32(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    func(x *Tensor) *Tensor
+	}{
+		{"avg_pool2d", func(x *Tensor) *Tensor { return AvgPool2d(x, Pool2dParams{Kernel: [2]int{64, 64}}) }},
+		{"avg_pool2d exclude pad", func(x *Tensor) *Tensor {
+			return AvgPool2d(x, Pool2dParams{Kernel: [2]int{64, 64}, Padding: [2]int{1, 1}, Stride: [2]int{2, 2}, ExcludePad: true})
+		}},
+		{"adaptive global", func(x *Tensor) *Tensor { return AdaptiveAvgPool2d(x, 1, 1) }},
+		{"adaptive uneven", func(x *Tensor) *Tensor { return AdaptiveAvgPool2d(x, 1, 3) }},
+	} {
+		for _, dt := range []DType{Float16, BFloat16} {
+			for _, autocast := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s %s autocast=%v", tc.name, dt, autocast), func(t *testing.T) {
+					x := Full(Shape{1, 2, 64, 64}, 100, dt).SetRequiresGrad(true)
+					var y *Tensor
+					if autocast {
+						Autocast(dt, func() { y = Keep(tc.f(x)) })
+					} else {
+						y = tc.f(x)
+					}
+					if y.DType() != dt {
+						t.Fatalf("result %s, want %s", y.DType(), dt)
+					}
+					for i, v := range y.Float64s() {
+						if v != 100 {
+							t.Fatalf("element %d is %v, want 100", i, v)
+						}
+					}
+					y.Sum().Backward()
+					if g := x.Grad(); g == nil || g.DType() != dt {
+						t.Fatalf("gradient %v", g)
+					}
+				})
+			}
+		}
+	}
+}

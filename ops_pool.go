@@ -248,22 +248,29 @@ func (a adaptiveWindow) index() ([]int64, []float64) {
 
 // avgComposed returns the sums of the windows that idx (laid out as
 // window.index's) gathers, divided by counts (one per output position) or
-// by the window size when counts is nil, from recorded ops.
+// by the window size when counts is nil, from recorded ops. 16-bit inputs
+// are summed and divided in float32 and the mean rounded once to x's
+// dtype, as PyTorch's kernels do: a window's sum may pass the 16-bit range
+// where its mean does not. The result has x's dtype inside [Autocast] too.
 func avgComposed(op string, x *Tensor, win window, idx []int64, counts []float64) *Tensor {
 	cols := gatherWindows(x, win, idx, 0)
 	defer cols.Release()
-	s := cols.Sum(2) // [N, C, L]
+	cw := cols.Cast(opMath(x.dtype))
+	defer cw.Release()
+	s := cw.Sum(2) // [N, C, L]
 	defer s.Release()
 	var m *Tensor
 	if counts == nil {
 		m = s.MulScalar(1 / float64(win.kh*win.kw))
 	} else {
-		d := reciprocals(counts, x)
+		d := reciprocals(counts, s)
 		defer d.Release()
 		m = s.Mul(d)
 	}
 	defer m.Release()
-	return inputFormat(op, x, m.Reshape(win.shape(x)...))
+	r := m.Cast(x.dtype)
+	defer r.Release()
+	return inputFormat(op, x, r.Reshape(win.shape(x)...))
 }
 
 // reciprocals returns 1/counts as a tensor [L] of x's dtype and device.
