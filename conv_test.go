@@ -990,3 +990,47 @@ func TestAvgPoolSixteenBitSumsInFloat32(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchNormEmptyBatch: training on an empty batch gives an empty
+// result, zero gradients for the weight and bias, and leaves the running
+// statistics as they were, as in PyTorch, rather than failing as if it
+// had one value per channel.
+func TestBatchNormEmptyBatch(t *testing.T) {
+	for _, d := range []Device{CPU, Sim(0)} {
+		if !d.Available() {
+			continue
+		}
+		for _, shape := range []Shape{{0, 3, 4, 4}, {2, 3, 0, 4}} {
+			for _, relu := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%v %v relu=%v", d, shape, relu), func(t *testing.T) {
+					x := Randn(shape, d).SetRequiresGrad(true)
+					w := Ones(Shape{3}, d).SetRequiresGrad(true)
+					b := Zeros(Shape{3}, d).SetRequiresGrad(true)
+					rm := FromSlice([]float32{1, 2, 3}, Shape{3}, d)
+					rv := FromSlice([]float32{4, 5, 6}, Shape{3}, d)
+					var y *Tensor
+					if relu {
+						y = BatchNorm2dReLU(x, nil, w, b, rm, rv, true, 0.1, 1e-5)
+					} else {
+						y = BatchNorm2d(x, w, b, rm, rv, true, 0.1, 1e-5)
+					}
+					if !slices.Equal(y.Shape(), shape) {
+						t.Fatalf("shape %v, want %v", y.Shape(), shape)
+					}
+					if got := rm.Float64s(); !slices.Equal(got, []float64{1, 2, 3}) {
+						t.Fatalf("running mean %v", got)
+					}
+					if got := rv.Float64s(); !slices.Equal(got, []float64{4, 5, 6}) {
+						t.Fatalf("running variance %v", got)
+					}
+					y.Sum().Backward()
+					for i, p := range []*Tensor{w, b} {
+						if g := p.Grad(); g == nil || !slices.Equal(g.Float64s(), []float64{0, 0, 0}) {
+							t.Fatalf("parameter %d: gradient %v", i, g)
+						}
+					}
+				})
+			}
+		}
+	}
+}

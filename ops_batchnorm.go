@@ -22,9 +22,11 @@ import (
 // float32 and rounded once. A device with native batch normalization
 // ([backend.BatchNormer]: cuDNN) runs it when the per-channel tensors are
 // float32; elsewhere it is composed, with the same results up to rounding.
-// Shapes that do not fit, and training on one value per channel, panic
-// with [ErrShape]; evaluation without running statistics, momentum outside
-// [0, 1] or eps not above 0 with [ErrArgument].
+// An empty batch (no values per channel) gives an empty result and leaves
+// the running statistics as they are, as in PyTorch. Shapes that do not
+// fit, and training on one value per channel, panic with [ErrShape];
+// evaluation without running statistics, momentum outside [0, 1] or eps
+// not above 0 with [ErrArgument].
 func BatchNorm2d(x, weight, bias, runMean, runVar *Tensor, training bool, momentum, eps float64) *Tensor {
 	const op = "batch_norm2d"
 	defer asOp(op)
@@ -32,8 +34,10 @@ func BatchNorm2d(x, weight, bias, runMean, runVar *Tensor, training bool, moment
 	defer held.unpin()
 	n, c := x.shape[0], x.shape[1]
 	count := n * x.shape[2] * x.shape[3]
-	if y := batchNormNative(op, ds, x, weight, bias, runMean, runVar, training, momentum, eps); y != nil {
-		return y
+	if count > 0 {
+		if y := batchNormNative(op, ds, x, weight, bias, runMean, runVar, training, momentum, eps); y != nil {
+			return y
+		}
 	}
 	w := opMath(x.dtype)
 	shape4 := []int{1, c, 1, 1}
@@ -46,7 +50,7 @@ func BatchNorm2d(x, weight, bias, runMean, runVar *Tensor, training bool, moment
 				m = xw.MeanKeepDim(0, 2, 3)
 				v := xw.Sub(m).Square().MeanKeepDim(0, 2, 3)
 				r = v.AddScalar(eps).Rsqrt()
-				if runMean != nil {
+				if runMean != nil && count > 0 {
 					updateRunning(runMean, m.Reshape(c), momentum)
 					updateRunning(runVar, v.Reshape(c).MulScalar(float64(count)/float64(count-1)), momentum)
 				}
@@ -110,7 +114,7 @@ func checkBatchNorm(op string, x, r, weight, bias, runMean, runVar *Tensor, trai
 		fail(op, ErrArgument, "give both running statistics or neither")
 	case !training && runMean == nil:
 		fail(op, ErrArgument, "evaluation mode normalizes with the running statistics; give runMean and runVar, or use training mode")
-	case training && count <= 1:
+	case training && count == 1:
 		fail(op, ErrShape, "expected more than 1 value per channel when training, got input %v", Shape(x.shape))
 	case !(momentum >= 0 && momentum <= 1):
 		fail(op, ErrArgument, "momentum %v must be in [0, 1]", momentum)
@@ -315,8 +319,10 @@ func BatchNorm2dReLU(x, residual, weight, bias, runMean, runVar *Tensor, trainin
 	defer asOp(op)
 	ds, held := checkBatchNorm(op, x, residual, weight, bias, runMean, runVar, training, momentum, eps)
 	defer held.unpin()
-	if y := batchNormReLUNative(op, ds, x, residual, weight, bias, runMean, runVar, training, momentum, eps); y != nil {
-		return y
+	if x.shape[0]*x.shape[2]*x.shape[3] > 0 { // an empty batch is composed
+		if y := batchNormReLUNative(op, ds, x, residual, weight, bias, runMean, runVar, training, momentum, eps); y != nil {
+			return y
+		}
 	}
 	y := BatchNorm2d(x, weight, bias, runMean, runVar, training, momentum, eps)
 	if residual != nil {
