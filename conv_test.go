@@ -581,6 +581,17 @@ func TestConvErrors(t *testing.T) {
 			ConvTranspose2d(x, Randn(Shape{4, 2, 1, 1}, Float32), nil, Conv2dParams{Padding: [2]int{3, 3}})
 		}},
 		{"transposed groups", ErrArgument, func() { ConvTranspose2d(x, Randn(Shape{4, 2, 3, 3}, Float32), nil, Conv2dParams{Groups: 3}) }},
+		{"stride overflowing the transposed output", ErrShape, func() {
+			ConvTranspose2d(x, Randn(Shape{4, 2, 3, 3}, Float32), nil, Conv2dParams{Stride: [2]int{1 << 62, 1}})
+		}},
+		{"padding overflowing the transposed output", ErrShape, func() {
+			ConvTranspose2d(x, Randn(Shape{4, 2, 3, 3}, Float32), nil, Conv2dParams{Padding: [2]int{math.MaxInt, 0}})
+		}},
+		{"dilation overflowing the kernel", ErrShape, func() { Conv2d(x, w, nil, Conv2dParams{Dilation: [2]int{math.MaxInt, 1}}) }},
+		{"padding overflowing the input", ErrShape, func() { Conv2d(x, w, nil, Conv2dParams{Padding: [2]int{0, math.MaxInt}}) }},
+		{"pool dilation overflowing the window", ErrShape, func() {
+			MaxPool2d(x, Pool2dParams{Kernel: [2]int{2, 3}, Dilation: [2]int{1, math.MaxInt/2 + 1}})
+		}},
 		{"pool kernel larger than input", ErrShape, func() { MaxPool2d(x, Pool2dParams{Kernel: [2]int{6, 6}}) }},
 		{"pool padding above half the kernel", ErrArgument, func() { MaxPool2d(x, Pool2dParams{Kernel: [2]int{2, 2}, Padding: [2]int{2, 0}}) }},
 		{"pool zero kernel", ErrArgument, func() { AvgPool2d(x, Pool2dParams{}) }},

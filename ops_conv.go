@@ -280,8 +280,9 @@ func unbatched(op string, x *Tensor, f func(x *Tensor) *Tensor) *Tensor {
 // row-major. Inside [Autocast] the convolution runs in the region's 16-bit
 // dtype, as matrix products do. The tensors must be floating-point of one
 // dtype ([ErrDType]) on one device; a weight whose channels do not match
-// x's, or a kernel larger than the padded input, panics with [ErrShape], a
-// bad parameter with [ErrArgument].
+// x's, a kernel larger than the padded input, or parameters whose sizes
+// overflow an int, panics with [ErrShape], a bad parameter with
+// [ErrArgument].
 func Conv2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
 	const op = "conv2d"
 	defer asOp(op)
@@ -317,6 +318,28 @@ func ConvTranspose2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
 	return unbatched(op, x, func(x *Tensor) *Tensor { return conv2d(op, x, weight, bias, p, true, ActNone) })
 }
 
+// maxExtent bounds the padded input, the dilated kernel and a transposed
+// convolution's output along one axis, so that the int arithmetic of the
+// geometry cannot overflow (and wrap to a small, wrong size).
+const maxExtent = 1 << 62
+
+// checkExtent panics with ErrShape, naming op, when the padded input or
+// the dilated kernel along an axis of size in, or (transposed) the output
+// that the stride spreads the input over, reaches maxExtent. The sizes are
+// computed in float64, which cannot overflow.
+func checkExtent(op string, in, kernel, stride, padding, dilation, outputPadding int, transposed bool) {
+	padded := float64(in) + 2*float64(padding)
+	span := float64(dilation)*float64(kernel-1) + 1
+	out := 0.0
+	if transposed {
+		out = float64(in-1)*float64(stride) + span + float64(outputPadding)
+	}
+	if padded >= maxExtent || span >= maxExtent || out >= maxExtent {
+		fail(op, ErrShape, "input size %d with kernel %d, stride %d, padding %d and dilation %d overflows the sizes of a tensor",
+			in, kernel, stride, padding, dilation)
+	}
+}
+
 // convGeom is the checked geometry of a convolution.
 type convGeom struct {
 	p                 Conv2dParams
@@ -336,6 +359,8 @@ func geometry(op string, x, w, bias *Tensor, p Conv2dParams, transposed bool) co
 		fail(op, ErrShape, "weight must be [out_channels, in_channels/groups, kH, kW], got shape %v", Shape(w.shape))
 	}
 	g := convGeom{p: p, n: x.shape[0], c: x.shape[1], h: x.shape[2], w: x.shape[3], kh: w.shape[2], kw: w.shape[3]}
+	checkExtent(op, g.h, g.kh, p.Stride[0], p.Padding[0], p.Dilation[0], p.OutputPadding[0], transposed)
+	checkExtent(op, g.w, g.kw, p.Stride[1], p.Padding[1], p.Dilation[1], p.OutputPadding[1], transposed)
 	G := p.Groups
 	if transposed {
 		if w.shape[0] != g.c {

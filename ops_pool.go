@@ -50,6 +50,8 @@ func (p Pool2dParams) resolve(op string, avg bool) Pool2dParams {
 // poolWindow checks x [N, C, H, W] against p and returns the window.
 func poolWindow(op string, x *Tensor, p Pool2dParams) window {
 	h, w := x.shape[2], x.shape[3]
+	checkExtent(op, h, p.Kernel[0], p.Stride[0], p.Padding[0], p.Dilation[0], 0, false)
+	checkExtent(op, w, p.Kernel[1], p.Stride[1], p.Padding[1], p.Dilation[1], 0, false)
 	oh := backend.ConvOutputSize(h, p.Kernel[0], p.Stride[0], p.Padding[0], p.Dilation[0])
 	ow := backend.ConvOutputSize(w, p.Kernel[1], p.Stride[1], p.Padding[1], p.Dilation[1])
 	if oh < 1 || ow < 1 {
