@@ -3,9 +3,12 @@ package cpu
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/internal/units"
+	"github.com/vramgo/vram/memory"
 )
 
 func init() { backend.Register(&Backend{}) }
@@ -61,6 +64,11 @@ func (b *Buffer) Host() []byte { return b.bytes }
 // rather than a runtime crash.
 const maxAlloc = 1 << 48
 
+// machineMemory is the machine's RAM and swap, read once: no single buffer
+// can be larger, and asking Go for one ends the process with a fatal
+// error that no recover catches.
+var machineMemory = sync.OnceValue(hostMemory)
+
 // Alloc returns a zeroed host buffer of nbytes bytes. The stream is
 // ignored.
 func (*Device) Alloc(nbytes int64, _ backend.Stream, _ string) (backend.Buffer, error) {
@@ -68,7 +76,11 @@ func (*Device) Alloc(nbytes int64, _ backend.Stream, _ string) (backend.Buffer, 
 		return nil, fmt.Errorf("cpu: alloc of a negative size (%d bytes)", nbytes)
 	}
 	if nbytes > maxAlloc {
-		return nil, fmt.Errorf("cpu: alloc of %d bytes is too large", nbytes)
+		return nil, fmt.Errorf("cpu: alloc of %d bytes is too large: %w", nbytes, memory.ErrTooLarge)
+	}
+	if m := machineMemory(); m > 0 && nbytes > m {
+		return nil, fmt.Errorf("cpu: alloc of %s is more than this machine's memory (%s of RAM and swap): %w",
+			units.Bytes(nbytes), units.Bytes(m), memory.ErrTooLarge)
 	}
 	if nbytes == 0 {
 		return &Buffer{bytes: []byte{}}, nil
