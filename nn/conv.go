@@ -222,7 +222,7 @@ func (l *Flatten) Forward(x *vram.Tensor) *vram.Tensor { return x.Flatten(l.Star
 // evaluation mode it passes its input through.
 type Dropout2d struct {
 	Base
-	// P is the probability of zeroing a channel, in [0, 1).
+	// P is the probability of zeroing a channel, in [0, 1].
 	P    float64
 	opts []vram.Option
 }
@@ -230,10 +230,10 @@ type Dropout2d struct {
 // NewDropout2d returns a Dropout2d layer; its masks come from the
 // generator of a [vram.WithGenerator] option in opts, or from vram's
 // default generator. It panics with an *vram.Error of kind
-// vram.ErrArgument unless 0 <= p < 1.
+// vram.ErrArgument unless 0 <= p <= 1 (1 drops everything).
 func NewDropout2d(p float64, opts ...vram.Option) *Dropout2d {
-	if !(p >= 0 && p < 1) {
-		panic(&vram.Error{Op: "dropout2d", Kind: vram.ErrArgument, Detail: fmt.Sprintf("probability must be in [0, 1), got %v", p)})
+	if !(p >= 0 && p <= 1) {
+		panic(&vram.Error{Op: "dropout2d", Kind: vram.ErrArgument, Detail: fmt.Sprintf("probability must be in [0, 1], got %v", p)})
 	}
 	return &Dropout2d{P: p, opts: slices.Clone(opts)}
 }
@@ -249,8 +249,11 @@ func (d *Dropout2d) Forward(x *vram.Tensor) *vram.Tensor {
 	if !d.Training() || d.P == 0 || x.NumElements() == 0 {
 		return identity(x)
 	}
-	if !(d.P >= 0 && d.P < 1) {
-		panic(&vram.Error{Op: "dropout2d", Kind: vram.ErrArgument, Detail: fmt.Sprintf("probability must be in [0, 1), got %v", d.P)})
+	if !(d.P >= 0 && d.P <= 1) {
+		panic(&vram.Error{Op: "dropout2d", Kind: vram.ErrArgument, Detail: fmt.Sprintf("probability must be in [0, 1], got %v", d.P)})
+	}
+	if d.P == 1 {
+		return x.MulScalar(0) // everything dropped, as PyTorch does for p = 1
 	}
 	// One draw per channel, broadcast over the pixels.
 	shape := x.Shape()

@@ -75,7 +75,7 @@ func TestLayerOptionErrors(t *testing.T) {
 		{"batch norm channels", func() { nn.NewBatchNorm2d(0) }},
 		{"pool kernel", func() { nn.NewMaxPool2d(0, 1, 0) }},
 		{"adaptive size", func() { nn.NewAdaptiveAvgPool2d(1, 0) }},
-		{"dropout2d probability", func() { nn.NewDropout2d(1) }},
+		{"dropout2d probability", func() { nn.NewDropout2d(1.5) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := vram.Catch(tc.fn)

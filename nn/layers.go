@@ -154,7 +154,7 @@ func (*Sigmoid) Forward(x *vram.Tensor) *vram.Tensor { return x.Sigmoid() }
 // evaluation mode, where it passes its input through, needs no rescaling.
 type Dropout struct {
 	Base
-	// P is the probability of zeroing an element, in [0, 1).
+	// P is the probability of zeroing an element, in [0, 1].
 	P    float64
 	opts []vram.Option
 }
@@ -163,10 +163,10 @@ type Dropout struct {
 // generator of a [vram.WithGenerator] option in opts, or from vram's
 // default generator; the masks always take the input's device, so other
 // options do not matter. It panics with an *vram.Error of kind
-// vram.ErrArgument unless 0 <= p < 1.
+// vram.ErrArgument unless 0 <= p <= 1 (1 drops everything).
 func NewDropout(p float64, opts ...vram.Option) *Dropout {
-	if !(p >= 0 && p < 1) {
-		panic(&vram.Error{Op: "dropout", Kind: vram.ErrArgument, Detail: fmt.Sprintf("probability must be in [0, 1), got %v", p)})
+	if !(p >= 0 && p <= 1) {
+		panic(&vram.Error{Op: "dropout", Kind: vram.ErrArgument, Detail: fmt.Sprintf("probability must be in [0, 1], got %v", p)})
 	}
 	return &Dropout{P: p, opts: slices.Clone(opts)}
 }
@@ -178,8 +178,11 @@ func (d *Dropout) Forward(x *vram.Tensor) *vram.Tensor {
 	if !d.Training() || d.P == 0 || x.NumElements() == 0 {
 		return identity(x)
 	}
-	if !(d.P >= 0 && d.P < 1) {
-		panic(&vram.Error{Op: "dropout", Kind: vram.ErrArgument, Detail: fmt.Sprintf("probability must be in [0, 1), got %v", d.P)})
+	if !(d.P >= 0 && d.P <= 1) {
+		panic(&vram.Error{Op: "dropout", Kind: vram.ErrArgument, Detail: fmt.Sprintf("probability must be in [0, 1], got %v", d.P)})
+	}
+	if d.P == 1 {
+		return x.MulScalar(0) // everything dropped, as PyTorch does for p = 1
 	}
 	// Draw in at least float32 so that the threshold is exact enough, on
 	// x's device; later options override the caller's.

@@ -266,7 +266,18 @@ func TestDropout(t *testing.T) {
 		t.Fatal("p=0 changed the input")
 	}
 
-	for _, p := range []float64{-0.1, 1, 1.5, math.NaN()} {
+	// p = 1 drops everything, as in PyTorch: zeros, and zero gradients.
+	x1 := vram.FromSlice([]float64{1, -2, 3}, nil, vram.WithGrad())
+	dropped := nn.NewDropout(1).Forward(x1)
+	if !slices.Equal(dropped.Float64s(), []float64{0, 0, 0}) {
+		t.Fatalf("p=1 gave %v", dropped.Float64s())
+	}
+	dropped.Sum().Backward()
+	if !slices.Equal(x1.Grad().Float64s(), []float64{0, 0, 0}) {
+		t.Fatalf("p=1 gradient %v", x1.Grad().Float64s())
+	}
+
+	for _, p := range []float64{-0.1, 1.5, math.NaN()} {
 		err := vram.Catch(func() { nn.NewDropout(p) })
 		var ve *vram.Error
 		if !errors.As(err, &ve) || !errors.Is(err, vram.ErrArgument) {
