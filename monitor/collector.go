@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,7 +12,8 @@ import (
 // and uuid on every GPU metric; name and pci_bus_id on vram_gpu_info;
 // clock (graphics, sm, memory) on vram_gpu_clock_hertz; pid and process on
 // vram_gpu_process_memory_bytes. A value the device does not report is
-// left out rather than exported as -1.
+// left out rather than exported as -1. Bytes of a name that are not UTF-8
+// are exported as U+FFFD.
 var (
 	descUp        = prometheus.NewDesc("vram_monitor_up", "1 if the last read of the GPUs succeeded, 0 if not.", nil, nil)
 	descReadSecs  = prometheus.NewDesc("vram_monitor_read_seconds", "Time the last read of every GPU took.", nil, nil)
@@ -60,7 +62,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	r, err := c.src.Read()
 	took := time.Since(start).Seconds()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labelValues(labels)...)
 	}
 	if err != nil {
 		gauge(descUp, 0)
@@ -105,4 +107,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			known(descProcMem, float64(p.Bytes), 1, id, g.UUID, strconv.Itoa(p.PID), p.Name)
 		}
 	}
+}
+
+// labelValues returns labels with every byte sequence that is not UTF-8
+// replaced by U+FFFD. Process and device names come from the driver as raw
+// bytes (a process may give itself any name), and a label value that is not
+// UTF-8 makes a metric invalid, which would end the collector's scrape at
+// that metric and drop every later one.
+func labelValues(labels []string) []string {
+	out := make([]string, len(labels))
+	for i, l := range labels {
+		out[i] = strings.ToValidUTF8(l, "\uFFFD")
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -220,5 +221,49 @@ func TestServe(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Serve did not return after its context ended")
+	}
+}
+
+// TestCollectorLabelValues checks that names the driver reports as raw
+// bytes become valid label values: a name that is not UTF-8 made the
+// metric invalid and ended the scrape of every GPU and process after it.
+func TestCollectorLabelValues(t *testing.T) {
+	tests := []struct {
+		name, raw, want string
+	}{
+		{"plain", "python3", "python3"},
+		{"quotes, backslash, newline", "a\"b\\c\nd", "a\"b\\c\nd"},
+		{"empty", "", ""},
+		{"not UTF-8", "train\xff\xfe", "train\uFFFD"},
+		{"cut in a rune", "gpu-\xe2\x82", "gpu-\uFFFD"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			procs := []memory.ProcessMemory{{PID: 7, Name: tc.raw, Bytes: 3 << 20}, {PID: 8, Name: "after", Bytes: 1 << 20}}
+			gpu := func(i int) GPU {
+				return GPU{Index: i, Name: tc.raw, UUID: "GPU-" + strconv.Itoa(i), ProcessesVisible: true, Processes: procs,
+					Memory: Memory{TotalBytes: 8 << 20, UsedBytes: 4 << 20, FreeBytes: 4 << 20, ReservedBytes: Unknown}}
+			}
+			src := NewRecorded([]Reading{{GPUs: []GPU{gpu(0), gpu(1)}}})
+			dm := NewDeviceMemoryCollector("cuda:0", 0, func() (memory.DeviceMemory, error) {
+				return memory.DeviceMemory{Total: 8 << 20, Free: 4 << 20, Reserved: Unknown, Others: procs}, nil
+			})
+			mfs := gatherFrom(t, NewCollector(src), dm)
+			for _, gpu := range []string{"0", "1"} {
+				if _, ok := value(mfs, "vram_gpu_info", "gpu", gpu, "name", tc.want); !ok {
+					t.Errorf("GPU %s: no vram_gpu_info with name %q", gpu, tc.want)
+				}
+				for pid, name := range map[string]string{"7": tc.want, "8": "after"} {
+					if v, ok := value(mfs, "vram_gpu_process_memory_bytes", "gpu", gpu, "pid", pid, "process", name); !ok || v == 0 {
+						t.Errorf("GPU %s: process %s %q: %v %v", gpu, pid, name, v, ok)
+					}
+				}
+			}
+			for pid, name := range map[string]string{"7": tc.want, "8": "after"} {
+				if _, ok := value(mfs, "vram_device_memory_other_process_bytes", "pid", pid, "process", name); !ok {
+					t.Errorf("device memory: no process %s %q", pid, name)
+				}
+			}
+		})
 	}
 }

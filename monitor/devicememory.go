@@ -21,7 +21,8 @@ import (
 // _other_processes_bytes and _unattributed_bytes; a part that the device
 // does not report (see [memory.DeviceMemory]) is left out of the scrape,
 // and vram_device_memory_other_process_bytes{pid,process} gives each other
-// process. A failing read is reported as a scrape error of this collector.
+// process (bytes of its name that are not UTF-8 read U+FFFD). A failing
+// read is reported as a scrape error of this collector.
 type DeviceMemoryCollector struct {
 	read                                                   func() (memory.DeviceMemory, error)
 	total, free, reserved, own, others, unattributed, proc *prometheus.Desc
@@ -66,7 +67,7 @@ func (c *DeviceMemoryCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	known := func(d *prometheus.Desc, v int64, labels ...string) {
 		if v >= 0 {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labelValues(labels)...)
 		}
 	}
 	known(c.total, m.Total)
