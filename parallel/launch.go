@@ -297,9 +297,11 @@ func stopAll(procs []*rankProc, timeout time.Duration, exits <-chan exited) {
 	}
 }
 
-// exitError describes how p ended, or returns nil for status 0.
+// exitError describes how p ended, or returns nil for status 0. The
+// status is the process's own: err may also be exec.ErrWaitDelay, when a
+// child of a rank that exited with status 0 kept its output open.
 func exitError(p *rankProc, err error, forwarded string) *LaunchError {
-	if err == nil {
+	if err == nil || p.cmd.ProcessState != nil && p.cmd.ProcessState.Success() {
 		return nil
 	}
 	le := &LaunchError{Rank: p.info.Rank, LocalRank: p.info.LocalRank, ExitCode: 1, Forwarded: forwarded}

@@ -75,6 +75,21 @@ func TestHelperRank(t *testing.T) {
 		case <-time.After(time.Minute):
 			os.Exit(0)
 		}
+	case "background":
+		// Leave a child behind that keeps the rank's output open.
+		prog, args := helperCmd()
+		child := exec.Command(prog, args...)
+		child.Env = append(os.Environ(), helperEnv+"=linger")
+		child.Stdout, child.Stderr = os.Stdout, os.Stderr
+		if err := child.Start(); err != nil {
+			fmt.Println("starting the child:", err)
+			os.Exit(2)
+		}
+		code, _ := strconv.Atoi(os.Getenv("VRAM_TEST_FAIL_CODE"))
+		os.Exit(code)
+	case "linger":
+		time.Sleep(3 * time.Second)
+		os.Exit(0)
 	case "train":
 		os.Exit(helperTrain(l))
 	}
@@ -253,6 +268,32 @@ func TestLaunchFailureStopsOthers(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), "rank 1 (local rank 1) exited with status 3") {
 				t.Errorf("message: %v", err)
+			}
+		})
+	}
+}
+
+// TestLaunchOutputOutlivesRank: a rank whose child keeps its output open
+// after the rank exits ends with the rank's own status, not as a failure
+// of its output.
+func TestLaunchOutputOutlivesRank(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		code int
+	}{
+		{"status 0", 0},
+		{"status 3", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := helperOptions("background", 2, "VRAM_TEST_FAIL_CODE="+strconv.Itoa(tc.code))
+			o.StopTimeout = 200 * time.Millisecond
+			err := Launch(context.Background(), o)
+			var le *LaunchError
+			switch {
+			case tc.code == 0 && err != nil:
+				t.Errorf("Launch: %v, want nil", err)
+			case tc.code != 0 && (!errors.As(err, &le) || le.ExitCode != tc.code):
+				t.Errorf("Launch: %v, want status %d", err, tc.code)
 			}
 		})
 	}
