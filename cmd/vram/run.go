@@ -15,6 +15,12 @@ import (
 	"github.com/vramgo/vram/parallel"
 )
 
+// forwardedSignals are the signals "vram run" passes on to its ranks, as
+// torchrun does. Each would otherwise end the launcher at once and leave
+// the ranks running, in process groups of their own, on their GPUs: SIGHUP
+// when the terminal or SSH session closes, SIGQUIT from Ctrl-\.
+var forwardedSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
 // exitCodeError carries the exit status the command should end with: that
 // of a failed rank for "vram run".
 type exitCodeError struct {
@@ -35,8 +41,9 @@ func newRunCmd() *cobra.Command {
 which parallel.LaunchEnv reads and parallel.InitProcessGroup uses to meet. The launcher
 of node 0 serves the job's rendezvous store at MASTER_ADDR:MASTER_PORT (and tells the
 ranks so with VRAM_AGENT_STORE=1); with one node and no --master-port it picks a free
-port. Each line a rank prints is prefixed with "[rank N] ". SIGINT and SIGTERM are
-passed on to every rank; ranks still running --stop-timeout later are killed. When a
+port. Each line a rank prints is prefixed with "[rank N] ". SIGINT, SIGTERM, SIGHUP
+and SIGQUIT are passed on to every rank; ranks still running --stop-timeout later are
+killed. When a
 rank fails, the others are stopped the same way and run exits with that rank's status
 (128+N for signal N), naming it. The ranks' process ids are printed to standard error
 at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs.
@@ -66,7 +73,7 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
 			o.Env = os.Environ()
 			o.Stdout, o.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			sigs := make(chan os.Signal, 4)
-			signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+			signal.Notify(sigs, forwardedSignals...)
 			defer signal.Stop(sigs)
 			o.Signals = sigs
 			var pids []string
