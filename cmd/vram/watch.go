@@ -116,11 +116,14 @@ func runWatch(ctx context.Context, out io.Writer, src monitor.Source, interval t
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	tty := isTerminal(out)
-	width := watchDefaultWidth
-	if tty {
-		if w, _, err := term.GetSize(int(out.(*os.File).Fd())); err == nil && w > 40 {
-			width = w
+	width, height := watchDefaultWidth, 0 // height 0: no limit
+	termSize := func() {
+		if w, h, err := term.GetSize(int(out.(*os.File).Fd())); err == nil && w > 0 && h > 0 {
+			width, height = w, h
 		}
+	}
+	if tty {
+		termSize()
 		if term.IsTerminal(int(os.Stdin.Fd())) {
 			if old, err := term.MakeRaw(int(os.Stdin.Fd())); err == nil {
 				defer term.Restore(int(os.Stdin.Fd()), old)
@@ -144,18 +147,26 @@ func runWatch(ctx context.Context, out io.Writer, src monitor.Source, interval t
 			r = r.UsedBy(monitor.ProcessTree(pids))
 		}
 		h.add(r)
+		if tty {
+			termSize() // follow the terminal as it is resized
+		}
 		lines := h.render(r, width, interval)
 		if pids != nil && len(r.GPUs) == 0 {
 			lines = append(lines[:1], "", fmt.Sprintf("no GPU holds memory of processes %s or their children", joinInts(pids)))
 		}
 		if tty {
+			// A frame taller than the screen, or a newline after its last
+			// line, would scroll the top of the frame away.
+			lines = fitHeight(lines, width, height)
 			var b strings.Builder
 			b.WriteString(ansiHome)
 			for i, l := range lines {
 				if i == 0 {
 					l = ansiBold + l + ansiReset
+				} else {
+					b.WriteString("\r\n")
 				}
-				b.WriteString(l + ansiEOL + "\r\n")
+				b.WriteString(l + ansiEOL)
 			}
 			b.WriteString(ansiEOS)
 			io.WriteString(out, b.String())
@@ -286,6 +297,20 @@ func clip(s string, width int) string {
 	}
 	r := []rune(s)
 	return string(r[:max(width-1, 0)]) + "…"
+}
+
+// fitHeight returns the lines of a frame that fit in height rows of width
+// columns, the last one saying how many more there are; height 0 means no
+// limit.
+func fitHeight(lines []string, width, height int) []string {
+	if height <= 0 || len(lines) <= height {
+		return lines
+	}
+	if height == 1 {
+		return lines[:1]
+	}
+	more := len(lines) - height + 1
+	return append(lines[:height-1:height-1], clip(fmt.Sprintf("… %d more lines (a taller terminal, or --pids, shows them)", more), width))
 }
 
 // render draws one frame as lines of at most width columns.
