@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -124,6 +126,11 @@ func runWatch(ctx context.Context, out io.Writer, src monitor.Source, interval t
 	}
 	if tty {
 		termSize()
+		// Leave the alternate screen and restore the terminal when asked
+		// to stop, not only on q and Ctrl-C.
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGHUP)
+		defer stop()
 		if term.IsTerminal(int(os.Stdin.Fd())) {
 			if old, err := term.MakeRaw(int(os.Stdin.Fd())); err == nil {
 				defer term.Restore(int(os.Stdin.Fd()), old)

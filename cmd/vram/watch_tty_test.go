@@ -128,3 +128,40 @@ func TestWatchTerminalSize(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchTerminalSignal: SIGTERM and SIGHUP end the view as q does,
+// leaving the alternate screen, rather than ending the process on it.
+func TestWatchTerminalSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			master, tty := openPTY(t, 100, 40)
+			out := readPTY(master)
+			src, err := monitor.OpenRecorded(readingsFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- runWatch(context.Background(), tty, src, 10*time.Millisecond, 0, nil) }()
+			deadline := time.Now().Add(5 * time.Second)
+			for strings.Count(out.String(), ansiHome) < 2 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			syscall.Kill(os.Getpid(), sig)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the view still runs 5 s after the signal")
+			}
+			deadline = time.Now().Add(5 * time.Second)
+			for !strings.HasSuffix(out.String(), ansiLeave) && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if !strings.HasSuffix(out.String(), ansiLeave) {
+				t.Errorf("the view did not leave the alternate screen")
+			}
+		})
+	}
+}
