@@ -43,6 +43,11 @@ monitor.RegisterDeviceMemory.
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(monitor.NewCollector(src))
+			// net.Listen takes a missing port for a random one, which no
+			// scrape configuration could name.
+			if _, port, err := net.SplitHostPort(listen); listen == "" || err == nil && port == "" {
+				return usagef("exporter: --listen %q: no port (host:port, e.g. %s)", listen, defaultExporterAddr)
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				// A malformed address is a bad command line; a port in

@@ -84,8 +84,20 @@ func TestExporter(t *testing.T) {
 }
 
 func TestExporterBadListen(t *testing.T) {
-	code, _, stderr := runCLI(t, "exporter", "--listen", "not an address", "--source", readingsFile)
-	if code != exitUsage || !strings.HasPrefix(stderr, "vram: exporter: --listen not an address: ") {
-		t.Errorf("exit %d, %q", code, stderr)
+	for _, tc := range []struct{ listen, want string }{
+		{"not an address", "vram: exporter: --listen not an address: "},
+		{"", `vram: exporter: --listen "": no port`},
+		{"127.0.0.1:", `vram: exporter: --listen "127.0.0.1:": no port`},
+		{":", `vram: exporter: --listen ":": no port`},
+		{":99999", "vram: exporter: --listen :99999: "},
+	} {
+		// An address that serves ends when ctx does, with status 0.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var out, errOut bytes.Buffer
+		code := run(ctx, []string{"exporter", "--listen", tc.listen, "--source", readingsFile}, &out, &errOut)
+		cancel()
+		if stderr := errOut.String(); code != exitUsage || !strings.HasPrefix(stderr, tc.want) {
+			t.Errorf("--listen %q: exit %d, %q; want %d, %q", tc.listen, code, stderr, exitUsage, tc.want)
+		}
 	}
 }
