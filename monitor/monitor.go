@@ -79,7 +79,9 @@ type GPU struct {
 	// every process holding memory on the device. It is false when NVML
 	// refused the query or when memory is in use that no listed process
 	// accounts for, typically because the processes run in another PID
-	// namespace (a container); ProcessesNote then says why.
+	// namespace (a container); ProcessesNote then says why. Where the
+	// driver does not report the memory of some listed processes, which
+	// may hold it, it stays true and ProcessesNote says so.
 	ProcessesVisible bool `json:"processes_visible"`
 	// ProcessesNote explains an empty or partial process list; "" when
 	// the list is complete.

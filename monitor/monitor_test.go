@@ -126,22 +126,26 @@ func TestJudgeProcesses(t *testing.T) {
 		name    string
 		m       Memory
 		n       int
+		unknown int
 		listed  int64
 		foreign int
 		visible bool
 		note    string
 	}{
-		{"idle card", mem(4<<20, 500<<20), 0, 0, 0, true, ""},
-		{"all listed", mem(20*gib, 500<<20), 2, 20*gib - 1<<20, 0, true, ""},
-		{"container hides everything", mem(20*gib, 500<<20), 0, 0, 0, false, "NVML lists no process, yet 20.0 GiB"},
-		{"some hidden", mem(30*gib, 500<<20), 1, 10 * gib, 0, false, "20.0 GiB of device memory in use is held by processes NVML does not list"},
-		{"foreign pids", mem(10*gib, 500<<20), 1, 10 * gib, 1, true, "outside this PID namespace"},
-		{"no v2: reserve inside used", mem(400<<20, Unknown), 0, 0, 0, true, ""},
-		{"used unknown", Memory{UsedBytes: Unknown}, 0, 0, 0, true, ""},
+		{"idle card", mem(4<<20, 500<<20), 0, 0, 0, 0, true, ""},
+		{"all listed", mem(20*gib, 500<<20), 2, 0, 20*gib - 1<<20, 0, true, ""},
+		{"container hides everything", mem(20*gib, 500<<20), 0, 0, 0, 0, false, "NVML lists no process, yet 20.0 GiB"},
+		{"some hidden", mem(30*gib, 500<<20), 1, 0, 10 * gib, 0, false, "20.0 GiB of device memory in use is held by processes NVML does not list"},
+		{"foreign pids", mem(10*gib, 500<<20), 1, 0, 10 * gib, 1, true, "outside this PID namespace"},
+		{"no v2: reserve inside used", mem(400<<20, Unknown), 0, 0, 0, 0, true, ""},
+		{"used unknown", Memory{UsedBytes: Unknown}, 0, 0, 0, 0, true, ""},
+		{"memory of every process unknown", mem(20*gib, 500<<20), 2, 2, 0, 0, true, "does not report the memory of 2 of the 2 processes, which may hold the 20.0 GiB"},
+		{"memory of one process unknown", mem(30*gib, 500<<20), 2, 1, 10 * gib, 0, true, "does not report the memory of 1 of the 2 processes, which may hold the 20.0 GiB"},
+		{"one unknown, the rest accounted for", mem(10*gib, 500<<20), 2, 1, 10 * gib, 0, true, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			vis, note := judgeProcesses(tc.m, tc.n, tc.listed, tc.foreign)
+			vis, note := judgeProcesses(tc.m, tc.n, tc.unknown, tc.listed, tc.foreign)
 			if vis != tc.visible || !strings.Contains(note, tc.note) || (tc.note == "") != (note == "") {
 				t.Errorf("visible %v, note %q; want %v, %q", vis, note, tc.visible, tc.note)
 			}

@@ -277,12 +277,14 @@ func readProcesses(d nvml.Device, g *GPU) {
 		return
 	}
 	var listed int64
-	foreign := 0
+	foreign, unknown := 0, 0
 	for _, p := range infos[:n] {
 		used := int64(Unknown)
 		if p.UsedGPUMemory != nvml.ValueNotAvailable {
 			used = int64(p.UsedGPUMemory)
 			listed += used
+		} else {
+			unknown++
 		}
 		name, err := nvml.SystemGetProcessName(p.PID)
 		if err != nil {
@@ -294,13 +296,15 @@ func readProcesses(d nvml.Device, g *GPU) {
 		g.Processes = append(g.Processes, memory.ProcessMemory{PID: int(p.PID), Name: name, Bytes: used})
 	}
 	sortProcesses(g.Processes)
-	g.ProcessesVisible, g.ProcessesNote = judgeProcesses(g.Memory, len(g.Processes), listed, foreign)
+	g.ProcessesVisible, g.ProcessesNote = judgeProcesses(g.Memory, len(g.Processes), unknown, listed, foreign)
 }
 
 // judgeProcesses decides whether a process list of n entries holding
-// listed bytes, foreign of them not in this PID namespace, accounts for the
-// device's used memory.
-func judgeProcesses(m Memory, n int, listed int64, foreign int) (bool, string) {
+// listed bytes, unknown of them holding an amount the driver does not
+// report (MIG devices to users other than root, some virtual GPUs) and
+// foreign of them not in this PID namespace, accounts for the device's
+// used memory.
+func judgeProcesses(m Memory, n, unknown int, listed int64, foreign int) (bool, string) {
 	if m.UsedBytes == Unknown {
 		return true, ""
 	}
@@ -314,6 +318,10 @@ func judgeProcesses(m Memory, n int, listed int64, foreign int) (bool, string) {
 	switch {
 	case n == 0 && hidden > hiddenThresholdBytes:
 		return false, fmt.Sprintf("NVML lists no process, yet %s of device memory is in use: the processes are probably in another PID namespace (a container); run on the host, or in a container started with --pid=host, to see them", formatBytes(used))
+	case unknown > 0 && hidden > hiddenThresholdBytes:
+		// The listed processes may well hold it: nothing shows that
+		// any is missing.
+		return true, fmt.Sprintf("the driver does not report the memory of %d of the %d processes, which may hold the %s of device memory in use that the others do not account for", unknown, n, formatBytes(hidden))
 	case hidden > hiddenThresholdBytes:
 		return false, fmt.Sprintf("%s of device memory in use is held by processes NVML does not list (another PID namespace, or another container)", formatBytes(hidden))
 	case foreign > 0:
