@@ -138,6 +138,8 @@ func TestJudgeProcesses(t *testing.T) {
 		{"some hidden", mem(30*gib, 500<<20), 1, 0, 10 * gib, 0, false, "20.0 GiB of device memory in use is held by processes NVML does not list"},
 		{"foreign pids", mem(10*gib, 500<<20), 1, 0, 10 * gib, 1, true, "outside this PID namespace"},
 		{"no v2: reserve inside used", mem(400<<20, Unknown), 0, 0, 0, 0, true, ""},
+		{"no v2: container hides everything", mem(20*gib, Unknown), 0, 0, 0, 0, false, "NVML lists no process, yet 20.0 GiB"},
+		{"no v2: some hidden", mem(30*gib, Unknown), 1, 0, 10 * gib, 0, false, "19.8 GiB of device memory in use is held by processes"},
 		{"used unknown", Memory{UsedBytes: Unknown}, 0, 0, 0, 0, true, ""},
 		{"memory of every process unknown", mem(20*gib, 500<<20), 2, 2, 0, 0, true, "does not report the memory of 2 of the 2 processes, which may hold the 20.0 GiB"},
 		{"memory of one process unknown", mem(30*gib, 500<<20), 2, 1, 10 * gib, 0, true, "does not report the memory of 1 of the 2 processes, which may hold the 20.0 GiB"},

@@ -317,7 +317,7 @@ func judgeProcesses(m Memory, n, unknown int, listed int64, foreign int) (bool, 
 	hidden := used - listed
 	switch {
 	case n == 0 && hidden > hiddenThresholdBytes:
-		return false, fmt.Sprintf("NVML lists no process, yet %s of device memory is in use: the processes are probably in another PID namespace (a container); run on the host, or in a container started with --pid=host, to see them", formatBytes(used))
+		return false, fmt.Sprintf("NVML lists no process, yet %s of device memory is in use: the processes are probably in another PID namespace (a container); run on the host, or in a container started with --pid=host, to see them", formatBytes(m.UsedBytes))
 	case unknown > 0 && hidden > hiddenThresholdBytes:
 		// The listed processes may well hold it: nothing shows that
 		// any is missing.
