@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -43,9 +44,9 @@ of node 0 serves the job's rendezvous store at MASTER_ADDR:MASTER_PORT (and tell
 ranks so with VRAM_AGENT_STORE=1); with one node and no --master-port it picks a free
 port. Each line a rank prints is prefixed with "[rank N] ". SIGINT, SIGTERM, SIGHUP
 and SIGQUIT are passed on to every rank; ranks still running --stop-timeout later are
-killed. When a
-rank fails, the others are stopped the same way and run exits with that rank's status
-(128+N for signal N), naming it. The ranks' process ids are printed to standard error
+killed, and run exits with 128+N for the signal N it got, even when the ranks exit 0
+on it. When a rank fails, the others are stopped the same way and run exits with that
+rank's status (128+N for signal N), naming it. The ranks' process ids are printed to standard error
 at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs.
 
   vram run --nproc-per-node 2 go run ./examples/ddp
@@ -75,7 +76,19 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
 			sigs := make(chan os.Signal, 4)
 			signal.Notify(sigs, forwardedSignals...)
 			defer signal.Stop(sigs)
-			o.Signals = sigs
+			// Relay the signals to Launch, remembering the first: a job
+			// stopped by one ends with 128 + its number, as a shell
+			// reports it, even when every rank exits 0 on it, so that a
+			// script running vram run in a loop stops too.
+			relay := make(chan os.Signal, 4)
+			var first atomic.Value
+			go func() {
+				for sig := range sigs {
+					first.CompareAndSwap(nil, sig)
+					relay <- sig
+				}
+			}()
+			o.Signals = relay
 			var pids []string
 			o.Started = func(rank, _, pid int) {
 				pids = append(pids, strconv.Itoa(pid))
@@ -95,6 +108,9 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
 					msg += "; stopped the other ranks"
 				}
 				return &exitCodeError{code: le.ExitCode, err: errors.New("run: " + msg)}
+			}
+			if sig, ok := first.Load().(syscall.Signal); ok && err == nil {
+				return &exitCodeError{code: 128 + int(sig), err: fmt.Errorf("run: stopped by %v; the ranks exited", sig)}
 			}
 			return cmdError("run", err)
 		},
