@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -46,7 +48,8 @@ port. Each line a rank prints is prefixed with "[rank N] ". SIGINT, SIGTERM, SIG
 and SIGQUIT are passed on to every rank; ranks still running --stop-timeout later are
 killed, and run exits with 128+N for the signal N it got, even when the ranks exit 0
 on it. When a rank fails, the others are stopped the same way and run exits with that
-rank's status (128+N for signal N), naming it. The ranks' process ids are printed to standard error
+rank's status (128+N for signal N), naming it; a PROGRAM that is not found exits 127,
+one that cannot be run 126, as a shell does. The ranks' process ids are printed to standard error
 at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs.
 
   vram run --nproc-per-node 2 go run ./examples/ddp
@@ -108,6 +111,14 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
 					msg += "; stopped the other ranks"
 				}
 				return &exitCodeError{code: le.ExitCode, err: errors.New("run: " + msg)}
+			}
+			// A program that cannot be started ends as a shell reports it:
+			// 127 when it is not found, 126 when it cannot be run.
+			switch {
+			case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
+				return &exitCodeError{code: 127, err: fmt.Errorf("run: %s: program not found (%w)", o.Program, err)}
+			case errors.Is(err, fs.ErrPermission):
+				return &exitCodeError{code: 126, err: fmt.Errorf("run: %s: not executable (%w)", o.Program, err)}
 			}
 			if sig, ok := first.Load().(syscall.Signal); ok && err == nil {
 				return &exitCodeError{code: 128 + int(sig), err: fmt.Errorf("run: stopped by %v; the ranks exited", sig)}
