@@ -18,6 +18,7 @@ type node struct {
 	// part of input 0's gradient (see recordInto), or nil.
 	backwardInto func(g, into *Tensor) []*Tensor
 	saved        []*Tensor
+	versions     []uint64 // the saved tensors' storage versions when saved
 	refs         atomic.Int64
 	running      sync.RWMutex // held for reading while backward runs; free waits for it
 	mu           sync.Mutex   // guards freed, backward and saved
@@ -109,6 +110,14 @@ func save(ts ...*Tensor) []*Tensor {
 // that bw uses and the node releases.
 func record(op string, out *Tensor, inputs []*Tensor, saved []*Tensor, bw func(g *Tensor) []*Tensor) {
 	n := &node{op: op, backward: bw, saved: saved, shape: out.shape, dtype: out.dtype, device: out.Device()}
+	if len(saved) > 0 {
+		n.versions = make([]uint64, len(saved))
+		for i, s := range saved {
+			if s != nil {
+				n.versions[i] = s.ref.st.version.Load()
+			}
+		}
+	}
 	n.inputs = make([]edge, len(inputs))
 	for i, in := range inputs {
 		if in == nil || !in.requiresGrad {
@@ -489,10 +498,26 @@ func runNode(n *node, g, into *Tensor, retain bool) []*Tensor {
 	if !retain {
 		n.ran = true
 	}
+	changed := -1
+	if !freed {
+		for i, s := range n.saved {
+			if s != nil && s.ref.st.version.Load() != n.versions[i] {
+				changed = i
+				break
+			}
+		}
+	}
 	n.mu.Unlock()
 	if freed || bw == nil {
 		fail("backward", ErrAutograd, "trying to backward through the graph a second time (through %s), "+
 			"but its saved tensors were already released; pass vram.RetainGraph() to the first Backward", n.op)
+	}
+	if changed >= 0 {
+		s := n.saved[changed]
+		fail("backward", ErrAutograd, "a %v %s tensor that %s saved for the backward pass was modified by an in-place "+
+			"operation after it was saved (version %d, saved at version %d); its gradient would be wrong. "+
+			"Modify a Clone() instead, or do the in-place update after Backward",
+			Shape(s.shape), s.dtype, n.op, s.ref.st.version.Load(), n.versions[changed])
 	}
 	var ins []*Tensor
 	Tidy(func() {

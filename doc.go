@@ -82,6 +82,12 @@
 // error's Op is the operation the caller called: Select out of range
 // reports "select", not the Narrow it is built on.
 //
+// In-place operations (the ...InPlace methods, CopyFrom, SetRawBytes, an
+// optimizer's step) count their writes per storage, as PyTorch's version
+// counters do: Backward through a graph that saved a tensor which has been
+// written in place since (directly or through a view) panics with
+// [ErrAutograd] rather than compute a wrong gradient.
+//
 // # Memory ownership
 //
 // Go's garbage collector does not see device memory, so vram does not wait

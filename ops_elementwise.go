@@ -569,7 +569,12 @@ func (t *Tensor) inPlaceCheck(op string) {
 				"as after Expand; write into a Clone() or Contiguous() copy", t.shape, t.strides)
 		}
 	}
+	t.wrote() // the write comes next
 }
+
+// wrote counts an in-place write to t's storage, so that a graph that
+// saved the storage before it refuses to use it in a backward pass.
+func (t *Tensor) wrote() { t.ref.st.version.Add(1) }
 
 func (t *Tensor) binaryInPlace(op string, k backend.BinaryOp, b *Tensor) *Tensor {
 	t.live(op)

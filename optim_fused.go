@@ -64,6 +64,7 @@ func FusedAdamStep(p, g, m, v *Tensor, lr, beta1, beta2, eps, weightDecay float6
 		return false
 	}
 	check(op, err)
+	p.wrote()
 	return true
 }
 
@@ -122,6 +123,7 @@ func FusedSGDStep(p, g, buf *Tensor, lr, momentum, dampening, weightDecay float6
 		return false
 	}
 	check(op, err)
+	p.wrote()
 	return true
 }
 
@@ -195,5 +197,8 @@ func FusedSGDSteps(ps, gs, bufs []*Tensor, first []bool, lr, momentum, dampening
 		return false
 	}
 	check(op, err)
+	for _, p := range ps {
+		p.wrote()
+	}
 	return true
 }

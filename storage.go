@@ -18,6 +18,10 @@ type storage struct {
 	buf   backend.Buffer
 	bytes int64
 	refs  atomic.Int64
+	// version counts the in-place writes to the buffer (PyTorch's version
+	// counter, shared by every view), so that a backward pass can tell
+	// that a tensor it saved was changed after it was saved.
+	version atomic.Uint64
 	// stream is the stream the buffer was allocated for, where Free
 	// returns it.
 	stream backend.Stream

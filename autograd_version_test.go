@@ -1,0 +1,98 @@
+package vram_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/optim"
+)
+
+// TestBackwardSeesInPlaceChanges checks PyTorch's version-counter rule: a
+// backward pass that would read a tensor its graph saved, modified in
+// place since, fails with ErrAutograd rather than giving a wrong gradient;
+// a change the graph does not depend on is fine.
+func TestBackwardSeesInPlaceChanges(t *testing.T) {
+	tests := []struct {
+		name    string
+		run     func(a, b *vram.Tensor) (loss *vram.Tensor, change func())
+		refused bool
+	}{
+		{"saved operand changed", func(a, b *vram.Tensor) (*vram.Tensor, func()) {
+			return a.Mul(b).Sum(), func() { b.MulScalarInPlace(2) }
+		}, true},
+		{"a view of the saved operand changed", func(a, b *vram.Tensor) (*vram.Tensor, func()) {
+			return a.Mul(b).Sum(), func() { b.Narrow(0, 1, 1).FillInPlace(0) }
+		}, true},
+		{"saved operand overwritten", func(a, b *vram.Tensor) (*vram.Tensor, func()) {
+			return a.Mul(b).Sum(), func() { b.CopyFrom(vram.OnesLike(b)) }
+		}, true},
+		{"saved output changed", func(a, b *vram.Tensor) (*vram.Tensor, func()) {
+			e := a.Exp() // saves its output
+			var s *vram.Tensor
+			vram.NoGrad(func() { s = e.Detach() })
+			return e.Sum(), func() { s.AddScalarInPlace(1) }
+		}, true},
+		{"operand not saved (Add)", func(a, b *vram.Tensor) (*vram.Tensor, func()) {
+			return a.Add(b).Sum(), func() { b.MulScalarInPlace(2) }
+		}, false},
+		{"a clone changed", func(a, b *vram.Tensor) (*vram.Tensor, func()) {
+			c := b.Clone()
+			return a.Mul(c).Sum(), func() { b.MulScalarInPlace(2) }
+		}, false},
+	}
+	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		for _, tc := range tests {
+			t.Run(dev.String()+"/"+tc.name, func(t *testing.T) {
+				vram.Tidy(func() {
+					a := vram.FromSlice([]float64{1, 2, 3}, nil, dev, vram.WithGrad())
+					b := vram.FromSlice([]float64{10, 20, 30}, nil, dev)
+					loss, change := tc.run(a, b)
+					change()
+					err := vram.Catch(func() { loss.Backward() })
+					if !tc.refused {
+						if err != nil {
+							t.Fatalf("refused: %v", err)
+						}
+						return
+					}
+					if !errors.Is(err, vram.ErrAutograd) || !strings.Contains(err.Error(), "modified by an in-place operation") {
+						t.Fatalf("error %v, want ErrAutograd about an in-place change", err)
+					}
+					if a.Grad() != nil {
+						t.Errorf("a gradient was stored: %v", a.Grad().Float64s())
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestStepBeforeBackwardRefused checks that a parameter updated by an
+// optimizer (fused or composed) after a graph saved it cannot be used by
+// that graph's backward pass, as in PyTorch.
+func TestStepBeforeBackwardRefused(t *testing.T) {
+	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		t.Run(dev.String(), func(t *testing.T) {
+			w := vram.FromSlice([]float64{1, 2}, nil, dev, vram.WithGrad())
+			defer w.Release()
+			x := vram.FromSlice([]float64{3, 4}, nil, dev, vram.WithGrad())
+			defer x.Release()
+			opt, err := optim.NewSGD([]*vram.Tensor{w}, optim.SGDConfig{LR: 0.1, Momentum: 0.9})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer opt.Release()
+			vram.Tidy(func() {
+				loss := w.Mul(x).Sum() // saves w for x's gradient
+				loss.Backward(vram.RetainGraph())
+				opt.Step()
+				err := vram.Catch(func() { loss.Backward() })
+				if !errors.Is(err, vram.ErrAutograd) {
+					t.Errorf("backward after the step: %v, want ErrAutograd", err)
+				}
+			})
+		})
+	}
+}
