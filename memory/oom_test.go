@@ -341,9 +341,11 @@ func TestConfigStringNamesThePolicy(t *testing.T) {
 }
 
 // TestReplayOOMCost checks that an out-of-memory error in a replay's
-// allocator costs the same whatever the number of blocks held: a replay on
-// a device too small for its trace meets thousands of them, and capturing
-// the held blocks at each one made it quadratic.
+// allocator costs about the same whatever the number of blocks held: a
+// replay on a device too small for its trace meets thousands of them, and
+// capturing the held blocks at each one made it quadratic. The counts may
+// differ by a few allocations (the race detector drops sync.Pool items at
+// random, and the ordered maps grow a level), never by the blocks held.
 func TestReplayOOMCost(t *testing.T) {
 	want := map[Policy]float64{} // allocations of a failed request with 10 blocks held
 	for _, held := range []int{10, 1000, 20000} {
@@ -362,8 +364,8 @@ func TestReplayOOMCost(t *testing.T) {
 			if _, ok := want[policy]; !ok {
 				want[policy] = allocs
 			}
-			if allocs != want[policy] {
-				t.Errorf("%d blocks held, %s: %v allocations a failed request, want %v as with 10", held, policy, allocs, want[policy])
+			if allocs > want[policy]+16 {
+				t.Errorf("%d blocks held, %s: %v allocations a failed request, want about %v as with 10", held, policy, allocs, want[policy])
 			}
 		}
 	}
