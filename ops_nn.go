@@ -168,7 +168,7 @@ func CrossEntropy(logits, targets *Tensor) *Tensor {
 	checkNLLShapes("cross_entropy", logits, targets)
 	lsm := logits.LogSoftmax(1)
 	defer lsm.Release()
-	return nllLoss("cross_entropy", lsm, targets)
+	return nllLoss(lsm, targets)
 }
 
 // NLLLoss returns the mean negative log-likelihood of integer class
@@ -185,7 +185,7 @@ func NLLLoss(logProbs, targets *Tensor) *Tensor {
 	}
 	defer asOp("nll_loss")
 	checkNLLShapes("nll_loss", logProbs, targets)
-	return nllLoss("nll_loss", logProbs, targets)
+	return nllLoss(logProbs, targets)
 }
 
 // checkNLLShapes panics unless scores is [N, C] and targets [N], on one
@@ -199,7 +199,7 @@ func checkNLLShapes(op string, scores, targets *Tensor) {
 }
 
 // nllLoss is NLLLoss of checked operands.
-func nllLoss(op string, lsm, targets *Tensor) *Tensor {
+func nllLoss(lsm, targets *Tensor) *Tensor {
 	var out *Tensor
 	func() {
 		idx := castRaw(targets, Int64)
