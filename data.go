@@ -29,8 +29,11 @@ func (t *Tensor) readHost(op string) []byte {
 		defer c.Release()
 	}
 	out := make([]byte, c.Bytes())
-	if c.ds().shapeOnly() {
-		return out // a shape-only device keeps no values: they read as zeros
+	// A shape-only device keeps no values: they read as zeros. An empty
+	// view reads nothing: its offset may lie past the end of its storage
+	// (a Narrow of an empty tensor).
+	if len(out) == 0 || c.ds().shapeOnly() {
+		return out
 	}
 	if hb, ok := c.ref.st.buf.(backend.HostBuffer); ok && c.ds().dev.Kind == "cpu" {
 		c.ref.st.settle()

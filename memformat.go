@@ -69,7 +69,7 @@ func formatStrides(shape []int, f MemoryFormat) []int {
 	if f != ChannelsLast {
 		return backend.ContiguousStrides(shape)
 	}
-	c, h, w := shape[1], shape[2], shape[3]
+	c, h, w := max(shape[1], 1), max(shape[2], 1), max(shape[3], 1) // a size of 0 counts as 1, as in ContiguousStrides
 	return []int{h * w * c, 1, w * c, c}
 }
 
@@ -91,7 +91,7 @@ func isDense(shape, strides []int, f MemoryFormat) bool {
 		if strides[d] != want {
 			return false
 		}
-		want *= shape[d]
+		want *= max(shape[d], 1)
 	}
 	return true
 }

@@ -564,7 +564,7 @@ func (t *Tensor) inPlaceCheck(op string) {
 			"do it inside InferenceMode, or update a Clone() made outside")
 	}
 	for i, n := range t.shape {
-		if n > 1 && t.strides[i] == 0 {
+		if n > 1 && t.strides[i] == 0 && !slices.Contains(t.shape, 0) { // an empty tensor has no element to share
 			fail(op, ErrArgument, "more than one element of the written tensor (shape %v, strides %v) is one memory location, "+
 				"as after Expand; write into a Clone() or Contiguous() copy", t.shape, t.strides)
 		}

@@ -451,3 +451,48 @@ func FuzzCheckShape(f *testing.F) {
 		}
 	})
 }
+
+// TestEmptyTensorStrides pins PyTorch's strides for tensors with a size of
+// 0, which count that size as 1, and that such tensors take in-place
+// writes: with strides of 0 before the empty dimension, Zeros{3, 0}
+// looked expanded and FillInPlace refused it.
+func TestEmptyTensorStrides(t *testing.T) {
+	for _, dev := range []Device{CPU, Sim(0)} {
+		for _, tc := range []struct {
+			shape   Shape
+			format  MemoryFormat
+			strides []int
+		}{
+			{Shape{3, 0}, ContiguousFormat, []int{1, 1}},
+			{Shape{0, 3}, ContiguousFormat, []int{3, 1}},
+			{Shape{5, 0, 7}, ContiguousFormat, []int{7, 7, 1}},
+			{Shape{2, 0, 3, 4}, ChannelsLast, []int{12, 1, 4, 1}},
+			{Shape{2, 3, 0, 4}, ChannelsLast, []int{12, 1, 12, 3}},
+		} {
+			z := Zeros(tc.shape, dev)
+			if tc.format == ChannelsLast {
+				z = z.Contiguous(ChannelsLast)
+			}
+			if got := z.Strides(); !slices.Equal(got, tc.strides) {
+				t.Errorf("%s: %v in %v: strides %v, want %v", dev, tc.shape, tc.format, got, tc.strides)
+			}
+			if tc.format == ContiguousFormat && !z.IsContiguous() {
+				t.Errorf("%s: %v is not contiguous", dev, tc.shape)
+			}
+			if err := Catch(func() {
+				z.FillInPlace(1)
+				z.AddScalarInPlace(1)
+				z.CopyFrom(Zeros(tc.shape, dev))
+				v := z.Narrow(0, z.Size(0), 0) // an offset past the end of the storage
+				if n := len(v.Float32s()); n != 0 {
+					t.Errorf("%s: %v: a narrow of it reads %d values", dev, tc.shape, n)
+				}
+			}); err != nil {
+				t.Errorf("%s: %v: %v", dev, tc.shape, err)
+			}
+		}
+		if got := Zeros(Shape{3, 0}, dev).Reshape(0, 3).Strides(); !slices.Equal(got, []int{3, 1}) {
+			t.Errorf("%s: [3, 0] reshaped to [0, 3]: strides %v, want [3 1]", dev, got)
+		}
+	}
+}

@@ -91,7 +91,8 @@ type View struct {
 func (v View) NumElements() int { return NumElements(v.Shape) }
 
 // IsContiguous reports whether v's elements are laid out densely in
-// row-major order (dimensions of size 1 may have any stride).
+// row-major order (dimensions of size 1 may have any stride), with the
+// strides [ContiguousStrides] gives, which count a size of 0 as 1.
 func (v View) IsContiguous() bool {
 	want := 1
 	for i := len(v.Shape) - 1; i >= 0; i-- {
@@ -101,7 +102,7 @@ func (v View) IsContiguous() bool {
 		if v.Strides[i] != want {
 			return false
 		}
-		want *= v.Shape[i]
+		want *= max(v.Shape[i], 1)
 	}
 	return true
 }

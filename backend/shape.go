@@ -61,13 +61,15 @@ func formatShape(shape []int) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-// ContiguousStrides returns the row-major strides of shape, in elements.
+// ContiguousStrides returns the row-major strides of shape, in elements. A
+// size of 0 counts as 1, as in PyTorch: the strides of [3, 0] are [1, 1],
+// not [0, 1], so that no dimension of an empty tensor reads as expanded.
 func ContiguousStrides(shape []int) []int {
 	s := make([]int, len(shape))
 	acc := 1
 	for i := len(shape) - 1; i >= 0; i-- {
 		s[i] = acc
-		acc *= shape[i]
+		acc *= max(shape[i], 1)
 	}
 	return s
 }
