@@ -93,7 +93,10 @@ func (t *Tensor) reduceAxes(op string, dims []int) []int {
 	}
 	axes := make([]int, 0, len(dims))
 	for _, d := range dims {
-		a := t.axis(op, d)
+		a := t.scalarAxis(op, d)
+		if a < 0 {
+			continue // a 0-dimensional tensor reduces over nothing
+		}
 		if slices.Contains(axes, a) {
 			fail(op, ErrArgument, "dimension %d appears twice in %v", d, dims)
 		}

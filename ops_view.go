@@ -173,10 +173,10 @@ func computeView(shape, strides, newShape []int) []int {
 func (t *Tensor) Flatten(start, end int) *Tensor {
 	defer asOp("flatten")
 	t.live("flatten")
+	s, e := t.scalarAxis("flatten", start), t.scalarAxis("flatten", end)
 	if len(t.shape) == 0 {
 		return t.Reshape(1)
 	}
-	s, e := t.axis("flatten", start), t.axis("flatten", end)
 	if s > e {
 		fail("flatten", ErrArgument, "start dimension %d is after end dimension %d", start, end)
 	}
@@ -216,12 +216,14 @@ func (t *Tensor) Permute(dims ...int) *Tensor {
 func (t *Tensor) Transpose(d0, d1 int) *Tensor {
 	defer asOp("transpose")
 	t.live("transpose")
-	a, b := t.axis("transpose", d0), t.axis("transpose", d1)
+	a, b := t.scalarAxis("transpose", d0), t.scalarAxis("transpose", d1)
 	perm := make([]int, len(t.shape))
 	for i := range perm {
 		perm[i] = i
 	}
-	perm[a], perm[b] = b, a
+	if len(perm) > 0 {
+		perm[a], perm[b] = b, a
+	}
 	return t.Permute(perm...)
 }
 
@@ -376,8 +378,16 @@ func (t *Tensor) Squeeze(dims ...int) *Tensor {
 			drop[i] = d == 1
 		}
 	}
+	seen := make([]bool, len(t.shape))
 	for _, d := range dims {
-		a := t.axis("squeeze", d)
+		a := t.scalarAxis("squeeze", d)
+		if a < 0 {
+			continue // a 0-dimensional tensor has nothing to drop
+		}
+		if seen[a] {
+			fail("squeeze", ErrArgument, "dimension %d appears twice in %v", d, dims)
+		}
+		seen[a] = true
 		drop[a] = t.shape[a] == 1
 	}
 	var ns, st []int

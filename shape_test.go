@@ -496,3 +496,60 @@ func TestEmptyTensorStrides(t *testing.T) {
 		}
 	}
 }
+
+// TestScalarDims pins PyTorch's reading of dimension 0 and -1 of a
+// 0-dimensional tensor as the tensor itself in squeeze, transpose, flatten
+// and the reductions (they panicked with ErrIndex), the ErrIndex of any
+// other dimension there, and the ErrArgument of a dimension that Squeeze
+// is given twice, which PyTorch refuses too.
+func TestScalarDims(t *testing.T) {
+	for _, dev := range []Device{CPU, Sim(0)} {
+		for _, tc := range []struct {
+			name  string
+			fn    func(s *Tensor) *Tensor
+			shape Shape
+			grad  float64
+		}{
+			{"Squeeze(0)", func(s *Tensor) *Tensor { return s.Squeeze(0) }, Shape{}, 1},
+			{"Squeeze(-1)", func(s *Tensor) *Tensor { return s.Squeeze(-1) }, Shape{}, 1},
+			{"Transpose(0, -1)", func(s *Tensor) *Tensor { return s.Transpose(0, -1) }, Shape{}, 1},
+			{"Flatten(-1, 0)", func(s *Tensor) *Tensor { return s.Flatten(-1, 0) }, Shape{1}, 1},
+			{"Sum(0)", func(s *Tensor) *Tensor { return s.Sum(0) }, Shape{}, 1},
+			{"SumKeepDim(-1)", func(s *Tensor) *Tensor { return s.SumKeepDim(-1) }, Shape{}, 1},
+			{"Mean(0)", func(s *Tensor) *Tensor { return s.Mean(0) }, Shape{}, 1},
+			{"Max(-1)", func(s *Tensor) *Tensor { return s.Max(-1) }, Shape{}, 1},
+		} {
+			s := Scalar(2.5, dev, Float64, WithGrad())
+			var out *Tensor
+			if err := Catch(func() { out = tc.fn(s) }); err != nil {
+				t.Errorf("%s: %s of a 0-d tensor: %v", dev, tc.name, err)
+				continue
+			}
+			if !slices.Equal(out.Shape(), tc.shape) || out.Item() != 2.5 {
+				t.Errorf("%s: %s of a 0-d tensor: shape %v value %v, want %v and 2.5", dev, tc.name, out.Shape(), out.Item(), tc.shape)
+			}
+			out.Sum().Backward()
+			if g := s.Grad(); g == nil || g.Item() != tc.grad {
+				t.Errorf("%s: %s of a 0-d tensor: gradient %v, want %v", dev, tc.name, g, tc.grad)
+			}
+		}
+		s := Scalar(1, dev)
+		for _, tc := range []struct {
+			name string
+			fn   func()
+			kind error
+		}{
+			{"Squeeze(1)", func() { s.Squeeze(1) }, ErrIndex},
+			{"Transpose(0, 1)", func() { s.Transpose(0, 1) }, ErrIndex},
+			{"Flatten(5, 9)", func() { s.Flatten(5, 9) }, ErrIndex},
+			{"Sum(-2)", func() { s.Sum(-2) }, ErrIndex},
+			{"Select(0, 0)", func() { s.Select(0, 0) }, ErrIndex},
+			{"Narrow(0, 0, 1)", func() { s.Narrow(0, 0, 1) }, ErrIndex},
+			{"Squeeze(0, -3) of [1, 3, 1]", func() { Zeros(Shape{1, 3, 1}, dev).Squeeze(0, -3) }, ErrArgument},
+		} {
+			if err := Catch(tc.fn); !errors.Is(err, tc.kind) {
+				t.Errorf("%s: %s: got %v, want %v", dev, tc.name, err, tc.kind)
+			}
+		}
+	}
+}

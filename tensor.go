@@ -297,6 +297,20 @@ func (t *Tensor) axis(op string, dim int) int {
 	return d
 }
 
+// scalarAxis is axis for the operations that PyTorch lets take a dimension
+// of a 0-dimensional tensor (squeeze, transpose, flatten, the reductions):
+// there 0 and -1 name the tensor itself, and scalarAxis returns -1 for
+// them; any other dimension panics with ErrIndex.
+func (t *Tensor) scalarAxis(op string, dim int) int {
+	if len(t.shape) == 0 {
+		if dim != 0 && dim != -1 {
+			fail(op, ErrIndex, "dimension %d out of range for a 0-dimensional tensor (expected 0 or -1)", dim)
+		}
+		return -1
+	}
+	return t.axis(op, dim)
+}
+
 // String returns a short description and, for small tensors, the values.
 func (t *Tensor) String() string {
 	if t == nil {
