@@ -6,38 +6,56 @@ import (
 )
 
 // Cat concatenates tensors along dim. They must share a device and agree
-// in every other dimension; dtypes are promoted. It panics with [ErrShape]
-// naming the first shape that does not fit.
+// in every other dimension; dtypes are promoted. As in PyTorch, a 1-D
+// empty tensor (shape [0]) among tensors of more dimensions is skipped. It
+// panics with [ErrShape] naming the first shape that does not fit.
 func Cat(ts []*Tensor, dim int) *Tensor {
 	if len(ts) == 0 {
 		fail("cat", ErrArgument, "expected a non-empty list of tensors")
 	}
 	ds, held := sameDevice("cat", ts...)
 	defer held.unpin()
-	a := ts[0].axis("cat", dim)
-	shape := slices.Clone(ts[0].shape)
+	// The tensor that sets the shape: the first that is not a skipped
+	// empty one.
+	ref := ts[0]
+	for _, t := range ts {
+		if !isLegacyEmpty(t) {
+			ref = t
+			break
+		}
+	}
+	skipped := func(t *Tensor) bool { return isLegacyEmpty(t) && len(ref.shape) != 1 }
+	a := ref.axis("cat", dim)
+	shape := slices.Clone(ref.shape)
 	dt := ts[0].dtype
 	total := 0
 	for i, t := range ts {
+		dt = promote(dt, t.dtype)
+		if skipped(t) {
+			continue
+		}
 		if len(t.shape) != len(shape) {
-			fail("cat", ErrShape, "tensor %d has shape %v, expected %d dimensions like %v", i, Shape(t.shape), len(shape), Shape(ts[0].shape))
+			fail("cat", ErrShape, "tensor %d has shape %v, expected %d dimensions like %v", i, Shape(t.shape), len(shape), Shape(ref.shape))
 		}
 		for d := range shape {
 			if d != a && t.shape[d] != shape[d] {
-				fail("cat", ErrShape, "tensor %d has shape %v, which differs from %v outside dimension %d", i, Shape(t.shape), Shape(ts[0].shape), a)
+				fail("cat", ErrShape, "tensor %d has shape %v, which differs from %v outside dimension %d", i, Shape(t.shape), Shape(ref.shape), a)
 			}
 		}
 		if t.shape[a] > math.MaxInt-total {
 			fail("cat", ErrShape, "the sizes of dimension %d add up to more than an int can count (at tensor %d of shape %v)", a, i, Shape(t.shape))
 		}
 		total += t.shape[a]
-		dt = promote(dt, t.dtype)
 	}
 	shape[a] = total
 	out := newTensor("cat", ds, dt, shape)
 	off := 0
 	sizes := make([]int, len(ts))
 	for i, t := range ts {
+		if skipped(t) {
+			sizes[i] = -1
+			continue
+		}
 		sizes[i] = t.shape[a]
 		dst := out.bv()
 		dst.Shape = slices.Clone(shape)
@@ -55,7 +73,13 @@ func Cat(ts []*Tensor, dim int) *Tensor {
 			gs := make([]*Tensor, len(sizes))
 			o := 0
 			for i, n := range sizes {
-				if need[i] {
+				switch {
+				case n < 0: // skipped: an empty gradient of its shape
+					if need[i] {
+						gs[i] = g.NewZeros(Shape{0})
+					}
+					continue
+				case need[i]:
 					gs[i] = g.Narrow(a, o, n).Contiguous()
 				}
 				o += n
@@ -65,6 +89,10 @@ func Cat(ts []*Tensor, dim int) *Tensor {
 	}
 	return out
 }
+
+// isLegacyEmpty reports whether t has shape [0], which Cat skips among
+// tensors of more dimensions.
+func isLegacyEmpty(t *Tensor) bool { return t != nil && len(t.shape) == 1 && t.shape[0] == 0 }
 
 // Stack joins tensors of equal shape along a new dimension dim.
 func Stack(ts []*Tensor, dim int) *Tensor {

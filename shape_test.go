@@ -553,3 +553,32 @@ func TestScalarDims(t *testing.T) {
 		}
 	}
 }
+
+// TestCatSkipsLegacyEmpty checks PyTorch's rule that Cat skips 1-D empty
+// tensors among tensors of more dimensions, in the value and the gradient,
+// while any other shape that does not fit is still refused.
+func TestCatSkipsLegacyEmpty(t *testing.T) {
+	for _, dev := range []Device{CPU, Sim(0)} {
+		t.Run(dev.String(), func(t *testing.T) {
+			Tidy(func() {
+				x := Arange(0, 6, 1, dev, Float64).Reshape(2, 3)
+				x.SetRequiresGrad(true)
+				e := Zeros(Shape{0}, dev, Float64, WithGrad())
+				y := Cat([]*Tensor{e, x, e, x}, 1)
+				if !slices.Equal(y.Shape(), Shape{2, 6}) || !slices.Equal(y.Float64s(), []float64{0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5}) {
+					t.Fatalf("cat: %v %v", y.Shape(), y.Float64s())
+				}
+				y.Sum().Backward()
+				if !slices.Equal(x.Grad().Float64s(), []float64{2, 2, 2, 2, 2, 2}) || !slices.Equal(e.Grad().Shape(), Shape{0}) {
+					t.Errorf("gradients %v and %v", x.Grad().Float64s(), e.Grad().Shape())
+				}
+				if s := Cat([]*Tensor{e, e}, 0).Shape(); !slices.Equal(s, Shape{0}) {
+					t.Errorf("empty with empty: %v", s)
+				}
+				if err := Catch(func() { Cat([]*Tensor{x, Zeros(Shape{2}, dev, Float64)}, 0) }); !errors.Is(err, ErrShape) {
+					t.Errorf("a 1-D tensor that is not empty: %v", err)
+				}
+			})
+		})
+	}
+}
