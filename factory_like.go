@@ -22,7 +22,7 @@ func resolveLike(op string, t *Tensor, opts []Option) options {
 
 func fullLike(op string, t *Tensor, value float64, opts []Option) *Tensor {
 	o := resolveLike(op, t, opts)
-	out := newTensor(op, mustDevice(op, o.device), o.dtype, t.shape)
+	out := newTensorLike(op, mustDevice(op, o.device), o.dtype, t.shape, t)
 	out.fill(op, value)
 	return finish(out, o)
 }
@@ -46,7 +46,7 @@ func likeOptions(o options) []Option {
 func EmptyLike(t *Tensor, opts ...Option) *Tensor {
 	const op = "empty_like"
 	o := resolveLike(op, t, opts)
-	return finish(newTensor(op, mustDevice(op, o.device), o.dtype, t.shape), o)
+	return finish(newTensorLike(op, mustDevice(op, o.device), o.dtype, t.shape, t), o)
 }
 
 // FullLike returns a tensor of t's shape, dtype and device filled with

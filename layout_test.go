@@ -423,3 +423,30 @@ func TestCUDAChannelsLastLayouts(t *testing.T) {
 		closeTo(t, "CUDA against CPU: "+c.what, c.got, c.want, 1e-2)
 	}
 }
+
+// TestCopiesKeepChannelsLast checks PyTorch's preserve_format: Clone and
+// the ...Like factories of a channels-last tensor are channels-last, while
+// Contiguous() is row-major whatever its input.
+func TestCopiesKeepChannelsLast(t *testing.T) {
+	for _, dev := range []Device{CPU, Sim(0)} {
+		t.Run(dev.String(), func(t *testing.T) {
+			Tidy(func() {
+				x := Arange(0, 2*3*4*5, 1, dev, Float32).Reshape(2, 3, 4, 5).Contiguous(ChannelsLast)
+				for name, y := range map[string]*Tensor{
+					"Clone": x.Clone(), "ZerosLike": ZerosLike(x), "OnesLike": OnesLike(x), "EmptyLike": EmptyLike(x),
+					"FullLike": FullLike(x, 2),
+				} {
+					if !y.IsContiguous(ChannelsLast) || y.SuggestMemoryFormat() != ChannelsLast {
+						t.Errorf("%s: strides %v, want channels-last", name, y.Strides())
+					}
+				}
+				if c := x.Clone(); !slices.Equal(c.Float32s(), x.Float32s()) {
+					t.Errorf("Clone changed the values")
+				}
+				if c := x.Contiguous(); !c.IsContiguous() || !slices.Equal(c.Float32s(), x.Float32s()) {
+					t.Errorf("Contiguous: strides %v", c.Strides())
+				}
+			})
+		})
+	}
+}

@@ -37,7 +37,7 @@ func (t *Tensor) Contiguous(format ...MemoryFormat) *Tensor {
 	if t.IsContiguous() {
 		return t.identity("contiguous")
 	}
-	return t.Clone()
+	return t.copyInto("clone", newTensor("contiguous", t.ds(), t.dtype, t.shape))
 }
 
 // identity returns a new reference to t with the same layout that passes
@@ -50,12 +50,20 @@ func (t *Tensor) identity(op string) *Tensor {
 	return out
 }
 
-// Clone returns a copy of t in new storage; gradients flow back to t.
+// Clone returns a copy of t in new storage; gradients flow back to t. A
+// channels-last t gives a channels-last copy (PyTorch's preserve_format),
+// any other t a row-major one.
 func (t *Tensor) Clone() *Tensor {
 	defer pin("clone", t).unpin()
-	out := t.clone()
+	return t.copyInto("clone", newTensorLike("clone", t.ds(), t.dtype, t.shape, t))
+}
+
+// copyInto copies t's values into out, a new tensor of t's shape and
+// dtype, records the copy when t needs a gradient, and returns out.
+func (t *Tensor) copyInto(op string, out *Tensor) *Tensor {
+	check(op, t.ds().bd.Copy(t.ds().stream(), out.bv(), t.bv()))
 	if needsGrad(t) {
-		record("clone", out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Detach()} })
+		record(op, out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Detach()} })
 	}
 	return out
 }
