@@ -2,6 +2,7 @@ package vram_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,5 +95,44 @@ func TestStepBeforeBackwardRefused(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestRefusedInPlaceKeepsGraph checks that an in-place operation refused
+// with an error (a dtype it cannot write, a shape that does not broadcast)
+// writes nothing and so leaves usable the graphs that saved its tensor.
+func TestRefusedInPlaceKeepsGraph(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(k *vram.Tensor)
+	}{
+		{"div_ of an integer tensor", func(k *vram.Tensor) { k.DivInPlace(vram.FullLike(k, 2, vram.Float64)) }},
+		{"mul_ of an integer tensor by a fraction", func(k *vram.Tensor) { k.MulScalarInPlace(0.5) }},
+		{"add_ of a float into an integer tensor", func(k *vram.Tensor) { k.AddInPlace(vram.OnesLike(k, vram.Float32)) }},
+		{"add_ of a shape that does not broadcast", func(k *vram.Tensor) { k.AddInPlace(vram.Ones(vram.Shape{2}, vram.Int64, k.Device())) }},
+		{"copy_ of a shape that does not broadcast", func(k *vram.Tensor) { k.CopyFrom(vram.Ones(vram.Shape{2}, vram.Int64, k.Device())) }},
+	}
+	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		for _, tc := range tests {
+			t.Run(dev.String()+"/"+tc.name, func(t *testing.T) {
+				vram.Tidy(func() {
+					x := vram.FromSlice([]float64{1, 2, 3}, nil, dev, vram.WithGrad())
+					k := vram.FromSlice([]int64{4, 5, 6}, nil, dev)
+					loss := x.Mul(k).Sum() // saves k
+					if err := vram.Catch(func() { tc.change(k) }); err == nil {
+						t.Fatal("the in-place operation was not refused")
+					}
+					if got := k.Int64s(); !slices.Equal(got, []int64{4, 5, 6}) {
+						t.Fatalf("refused operation wrote %v", got)
+					}
+					if err := vram.Catch(func() { loss.Backward() }); err != nil {
+						t.Fatalf("backward after a refused in-place operation: %v", err)
+					}
+					if got := x.Grad().Float64s(); !slices.Equal(got, []float64{4, 5, 6}) {
+						t.Errorf("gradient %v, want [4 5 6]", got)
+					}
+				})
+			})
+		}
 	}
 }

@@ -569,11 +569,13 @@ func (t *Tensor) inPlaceCheck(op string) {
 				"as after Expand; write into a Clone() or Contiguous() copy", t.shape, t.strides)
 		}
 	}
-	t.wrote() // the write comes next
 }
 
 // wrote counts an in-place write to t's storage, so that a graph that
-// saved the storage before it refuses to use it in a backward pass.
+// saved the storage before it refuses to use it in a backward pass. It is
+// called once the write has been made: an in-place operation refused
+// (a dtype it cannot write, a shape that does not broadcast) changed
+// nothing, as in PyTorch, and leaves the graphs that saved t usable.
 func (t *Tensor) wrote() { t.ref.st.version.Add(1) }
 
 func (t *Tensor) binaryInPlace(op string, k backend.BinaryOp, b *Tensor) *Tensor {
@@ -593,11 +595,13 @@ func (t *Tensor) binaryInPlace(op string, k backend.BinaryOp, b *Tensor) *Tensor
 		r := binaryRaw(op, k, t, b)
 		defer r.Release()
 		check(op, t.ds().bd.Copy(t.ds().stream(), t.bv(), r.bv()))
+		t.wrote()
 		return t
 	}
 	bc := castRaw(b, t.dtype)
 	defer bc.Release()
 	check(op, t.ds().bd.Binary(t.ds().stream(), k, t.bv(), t.bv(), expandView(op, bc, t.shape)))
+	t.wrote()
 	return t
 }
 
@@ -653,6 +657,7 @@ func (t *Tensor) scalarInPlace(op string, k backend.BinaryOp, s float64) *Tensor
 	}
 	inPlaceCast(op, dt, t.dtype)
 	check(op, t.ds().bd.Scalar(t.ds().stream(), k, t.bv(), t.bv(), s, false))
+	t.wrote()
 	return t
 }
 
@@ -668,6 +673,7 @@ func (t *Tensor) FillInPlace(v float64) *Tensor {
 	defer held.unpin()
 	t.inPlaceCheck("fill_")
 	t.fill("fill_", v)
+	t.wrote()
 	return t
 }
 
@@ -681,5 +687,6 @@ func (t *Tensor) CopyFrom(src *Tensor) *Tensor {
 	defer held.unpin()
 	t.inPlaceCheck("copy_")
 	check("copy_", t.ds().bd.Copy(t.ds().stream(), t.bv(), expandView("copy_", src, t.shape)))
+	t.wrote()
 	return t
 }

@@ -65,6 +65,8 @@ func FusedAdamStep(p, g, m, v *Tensor, lr, beta1, beta2, eps, weightDecay float6
 	}
 	check(op, err)
 	p.wrote()
+	m.wrote()
+	v.wrote()
 	return true
 }
 
@@ -124,6 +126,9 @@ func FusedSGDStep(p, g, buf *Tensor, lr, momentum, dampening, weightDecay float6
 	}
 	check(op, err)
 	p.wrote()
+	if momentum != 0 {
+		buf.wrote()
+	}
 	return true
 }
 
@@ -197,8 +202,11 @@ func FusedSGDSteps(ps, gs, bufs []*Tensor, first []bool, lr, momentum, dampening
 		return false
 	}
 	check(op, err)
-	for _, p := range ps {
+	for i, p := range ps {
 		p.wrote()
+		if momentum != 0 {
+			bufs[i].wrote()
+		}
 	}
 	return true
 }

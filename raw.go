@@ -30,6 +30,7 @@ func (t *Tensor) SetRawBytes(b []byte) {
 	}
 	t.inPlaceCheck(op)
 	t.writeBytes(op, b)
+	t.wrote()
 }
 
 // RawTensor is a tensor's memory as its backend sees it, for packages that
