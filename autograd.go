@@ -576,5 +576,6 @@ func accumulateLeaf(leaf *Tensor, g *Tensor) {
 		g = c
 	}
 	leaf.grad.addInPlace("backward", g)
+	leaf.grad.wrote() // as PyTorch's grad += new_grad: a graph that saved the gradient sees the change
 	g.Release()
 }

@@ -35,6 +35,11 @@ func TestBackwardSeesInPlaceChanges(t *testing.T) {
 			vram.NoGrad(func() { s = e.Detach() })
 			return e.Sum(), func() { s.AddScalarInPlace(1) }
 		}, true},
+		{"a saved gradient accumulated into", func(a, b *vram.Tensor) (*vram.Tensor, func()) {
+			c := vram.FromSlice([]float64{1, 2, 3}, nil, b.Device(), vram.WithGrad())
+			c.Sum().Backward()
+			return a.Mul(c.Grad()).Sum(), func() { c.Sum().Backward() } // c.grad += 1
+		}, true},
 		{"operand not saved (Add)", func(a, b *vram.Tensor) (*vram.Tensor, func()) {
 			return a.Add(b).Sum(), func() { b.MulScalarInPlace(2) }
 		}, false},
