@@ -141,3 +141,49 @@ func TestRefusedInPlaceKeepsGraph(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalBatchNormKeepsItsStatistics checks that the backward pass of a
+// batch normalization in evaluation mode uses the running statistics that
+// normalized its input, unaffected by a training step that updates them in
+// place before it runs (as when a model is evaluated and trained within
+// one step).
+func TestEvalBatchNormKeepsItsStatistics(t *testing.T) {
+	tests := []struct {
+		name string
+		bn   func(x, w, b, rm, rv *vram.Tensor, training bool) *vram.Tensor
+	}{
+		{"BatchNorm2d", func(x, w, b, rm, rv *vram.Tensor, training bool) *vram.Tensor {
+			return vram.BatchNorm2d(x, w, b, rm, rv, training, 0.5, 1e-5)
+		}},
+		{"BatchNorm2dReLU", func(x, w, b, rm, rv *vram.Tensor, training bool) *vram.Tensor {
+			return vram.BatchNorm2dReLU(x, nil, w, b, rm, rv, training, 0.5, 1e-5)
+		}},
+	}
+	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		for _, tc := range tests {
+			t.Run(dev.String()+"/"+tc.name, func(t *testing.T) {
+				vram.Tidy(func() {
+					x := vram.FromSlice([]float32{1, -2, 3, 4, 5, -6, 7, 8}, vram.Shape{1, 2, 2, 2}, dev)
+					gradW := func(train bool) []float32 {
+						w := vram.FromSlice([]float32{1.5, 2}, nil, dev, vram.WithGrad())
+						b := vram.FromSlice([]float32{0.5, 1}, nil, dev, vram.WithGrad())
+						rm := vram.FromSlice([]float32{0.5, -1}, nil, dev)
+						rv := vram.FromSlice([]float32{2, 3}, nil, dev)
+						loss := tc.bn(x, w, b, rm, rv, false).Sum()
+						if train {
+							tc.bn(x, w, b, rm, rv, true) // updates rm and rv in place
+						}
+						if err := vram.Catch(func() { loss.Backward() }); err != nil {
+							t.Fatalf("backward: %v", err)
+						}
+						return w.Grad().Float32s()
+					}
+					want := gradW(false)
+					if got := gradW(true); !slices.Equal(got, want) {
+						t.Errorf("weight gradient %v after a training step, want %v", got, want)
+					}
+				})
+			})
+		}
+	}
+}

@@ -55,7 +55,10 @@ func BatchNorm2d(x, weight, bias, runMean, runVar *Tensor, training bool, moment
 					updateRunning(runVar, v.Reshape(c).MulScalar(float64(count)/float64(count-1)), momentum)
 				}
 			} else {
-				m = runMean.Cast(w).Reshape(shape4...)
+				// A copy, as runningStatistics makes: the backward pass
+				// needs the mean that normalized this input, and later
+				// training steps update the running mean in place.
+				m = runMean.Cast(w).Clone().Reshape(shape4...)
 				r = runVar.Cast(w).AddScalar(eps).Rsqrt().Reshape(shape4...)
 			}
 			y := xw.Sub(m).Mul(r)
