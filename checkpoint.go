@@ -77,7 +77,9 @@ func withRNG(r *rngScope, fn func()) {
 // ones fn(x) would give without Checkpoint, for x and for every leaf fn
 // uses (the parameters of a layer), at the cost of a second forward.
 //
-// Random draws inside fn (the masks of dropout) are replayed: the
+// The recompute runs inside an [Autocast] region of the forward's dtype
+// when the forward ran inside one, so that it computes what the forward
+// computed. Random draws inside fn (the masks of dropout) are replayed: the
 // recompute sees the numbers the forward drew, from the default generator
 // and from those of [WithGenerator], and the generators themselves are not
 // rewound. fn must draw on the calling goroutine for that, and must compute
@@ -126,6 +128,9 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 	}
 	saved := save(x)
 	inputGrad := x.requiresGrad
+	// The recompute runs in the forward's Autocast region, if any: the
+	// backward pass runs outside every region.
+	acDT, ac := AutocastDType()
 	record("checkpoint", out, []*Tensor{x}, saved, func(g *Tensor) []*Tensor {
 		rep := &rngScope{replay: true, copies: map[*Generator]*Generator{}}
 		for gen, b := range rec.states {
@@ -135,11 +140,18 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 		defer in.Release()
 		in.SetRequiresGrad(inputGrad)
 		var y *Tensor
+		recompute := func() {
+			y = callCheckpointed(fn, in)
+			if passThrough {
+				y = y.identity("checkpoint")
+			}
+		}
 		EnableGrad(func() {
 			withRNG(rep, func() {
-				y = callCheckpointed(fn, in)
-				if passThrough {
-					y = y.identity("checkpoint")
+				if ac {
+					Autocast(acDT, recompute)
+				} else {
+					recompute()
 				}
 			})
 		})

@@ -418,3 +418,45 @@ func TestCheckpointReturnsInput(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointUnderAutocast checks that a block checkpointed inside an
+// Autocast region is recomputed in that region: its gradients are those of
+// the block without Checkpoint, where the recompute failed on operands of
+// two dtypes (the block's low-precision input, its float32 weights).
+func TestCheckpointUnderAutocast(t *testing.T) {
+	for _, dt := range []vram.DType{vram.BFloat16, vram.Float16} {
+		for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+			t.Run(fmt.Sprint(dt, "/", dev), func(t *testing.T) {
+				grads := func(ckpt bool) [][]float64 {
+					var out [][]float64
+					vram.Tidy(func() {
+						g := vram.NewGenerator(5)
+						first := nn.NewLinear(6, 6, vram.WithGenerator(g), dev)
+						blk := nn.NewSequential(nn.NewLinear(6, 6, vram.WithGenerator(g), dev), nn.NewGELU(),
+							nn.NewConv2d(1, 2, 3, nn.ConvOptions{Padding: 1}, vram.WithGenerator(g), dev))
+						var m nn.Module = blk
+						if ckpt {
+							m = nn.Checkpoint(blk)
+						}
+						x := vram.Randn(vram.Shape{1, 1, 6, 6}, vram.WithGenerator(g), dev)
+						var loss *vram.Tensor
+						vram.Autocast(dt, func() { loss = m.Forward(first.Forward(x)).Float().Sum() })
+						if err := vram.Catch(func() { loss.Backward() }); err != nil {
+							t.Fatalf("backward: %v", err)
+						}
+						for _, p := range append(first.Parameters(), blk.Parameters()...) {
+							out = append(out, p.Grad().Float64s())
+						}
+					})
+					return out
+				}
+				want, got := grads(false), grads(true)
+				for i := range want {
+					if !slices.Equal(got[i], want[i]) {
+						t.Errorf("parameter %d: gradient %v with Checkpoint, want %v", i, got[i], want[i])
+					}
+				}
+			})
+		}
+	}
+}
