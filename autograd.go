@@ -195,7 +195,9 @@ func (t *Tensor) RequiresGrad() bool {
 }
 
 // SetRequiresGrad marks a leaf tensor as requiring grad (or not) and returns
-// t. It panics with [ErrAutograd] on a tensor computed from others (use
+// t. A leaf turned off after operations recorded it (a layer frozen between
+// the forward and the backward pass) gets no gradient from their Backward,
+// as in PyTorch. It panics with [ErrAutograd] on a tensor computed from others (use
 // [Tensor.Detach] first) or on an inference tensor outside [InferenceMode],
 // and with [ErrDType] for non-float tensors.
 func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
@@ -472,8 +474,14 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 				}
 				grads[e.node] = gi
 			case e.leaf != nil:
-				accumulateLeaf(e.leaf, gi)
-				got[e.leaf] = true
+				// A leaf that no longer requires grad (frozen after the
+				// forward pass) takes none, as in PyTorch.
+				if e.leaf.requiresGrad {
+					accumulateLeaf(e.leaf, gi)
+					got[e.leaf] = true
+				} else {
+					gi.Release()
+				}
 				settle(e.leaf)
 			default:
 				gi.Release()

@@ -47,3 +47,36 @@ func TestPostAccumulateGradHook(t *testing.T) {
 		t.Errorf("a hook on a computed tensor: %v, want ErrAutograd", err)
 	}
 }
+
+// TestFrozenLeafGetsNoGradient: a leaf whose requires_grad is turned off
+// after the forward pass recorded it gets no gradient and runs no hook,
+// while the other leaves of the graph get theirs, as in PyTorch.
+func TestFrozenLeafGetsNoGradient(t *testing.T) {
+	tests := []struct {
+		name string
+		loss func(w, b *Tensor) *Tensor
+	}{
+		{"mul", func(w, b *Tensor) *Tensor { return w.Mul(b).Sum() }},
+		{"used twice", func(w, b *Tensor) *Tensor { return w.Mul(w).Add(b).Sum() }},
+		{"across devices", func(w, b *Tensor) *Tensor { return w.To(Sim(0)).Mul(b.To(Sim(0))).Sum() }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				w := FromSlice([]float64{1, 2}, nil, WithGrad())
+				b := FromSlice([]float64{3, 4}, nil, WithGrad())
+				hooks := 0
+				w.RegisterPostAccumulateGradHook(func(*Tensor) { hooks++ })
+				loss := tc.loss(w, b)
+				w.SetRequiresGrad(false)
+				loss.Backward()
+				if w.Grad() != nil || hooks != 0 {
+					t.Errorf("frozen leaf: gradient %v, %d hook calls; want none", w.Grad(), hooks)
+				}
+				if b.Grad() == nil {
+					t.Error("the other leaf got no gradient")
+				}
+			})
+		})
+	}
+}
