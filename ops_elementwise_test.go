@@ -167,3 +167,26 @@ func TestCrossEntropyIgnoresPadding(t *testing.T) {
 		t.Errorf("target -1: %v, want ErrIndex", err)
 	}
 }
+
+// TestPiecewiseConstantGradients checks that Sign and the roundings pass a
+// zero gradient, as PyTorch's do, rather than cutting the graph.
+func TestPiecewiseConstantGradients(t *testing.T) {
+	ops := map[string]func(*vram.Tensor) *vram.Tensor{
+		"sign": (*vram.Tensor).Sign, "floor": (*vram.Tensor).Floor, "ceil": (*vram.Tensor).Ceil, "round": (*vram.Tensor).Round,
+	}
+	for name, op := range ops {
+		t.Run(name, func(t *testing.T) {
+			vram.Tidy(func() {
+				x := vram.FromSlice([]float64{-1.5, 0.25, 2.5}, nil, vram.WithGrad())
+				// x² + op(x): the gradient is 2x alone.
+				x.Square().Add(op(x)).Sum().Backward()
+				if got := x.Grad().Float64s(); got[0] != -3 || got[1] != 0.5 || got[2] != 5 {
+					t.Errorf("gradient %v, want [-3 0.5 5]", got)
+				}
+				if err := vram.Catch(func() { op(x).Sum().Backward() }); err != nil {
+					t.Errorf("backward through %s alone: %v", name, err)
+				}
+			})
+		})
+	}
+}

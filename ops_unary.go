@@ -78,8 +78,13 @@ func (t *Tensor) Abs() *Tensor {
 	return unary("abs", backend.Abs, t, 0, saveX, func(x, _, g *Tensor) *Tensor { return g.Mul(x.Sign()) })
 }
 
-// Sign returns -1, 0 or 1 per element (no gradient).
-func (t *Tensor) Sign() *Tensor { return unary("sign", backend.Sign, t, 0, saveNone, nil) }
+// Sign returns -1, 0 or 1 per element; its gradient is zero.
+func (t *Tensor) Sign() *Tensor { return unary("sign", backend.Sign, t, 0, saveNone, zeroGradient) }
+
+// zeroGradient is the gradient of a piecewise-constant op (Sign and the
+// roundings): zero, as PyTorch gives it, so that a loss through one still
+// backpropagates to the rest of its graph.
+func zeroGradient(_, _, g *Tensor) *Tensor { return g.NewZeros(g.shape) }
 
 // Exp returns e**t.
 func (t *Tensor) Exp() *Tensor {
@@ -212,16 +217,17 @@ func (t *Tensor) Erf() *Tensor {
 	})
 }
 
-// Floor rounds down (no gradient). An integer tensor is returned unchanged,
-// in its dtype, as PyTorch does.
-func (t *Tensor) Floor() *Tensor { return unary("floor", backend.Floor, t, 0, saveNone, nil) }
+// Floor rounds down (a zero gradient). An integer tensor is returned
+// unchanged, in its dtype, as PyTorch does.
+func (t *Tensor) Floor() *Tensor { return unary("floor", backend.Floor, t, 0, saveNone, zeroGradient) }
 
-// Ceil rounds up (no gradient); an integer tensor keeps its values and dtype.
-func (t *Tensor) Ceil() *Tensor { return unary("ceil", backend.Ceil, t, 0, saveNone, nil) }
+// Ceil rounds up (a zero gradient); an integer tensor keeps its values and
+// dtype.
+func (t *Tensor) Ceil() *Tensor { return unary("ceil", backend.Ceil, t, 0, saveNone, zeroGradient) }
 
-// Round rounds half to even (no gradient); an integer tensor keeps its
+// Round rounds half to even (a zero gradient); an integer tensor keeps its
 // values and dtype.
-func (t *Tensor) Round() *Tensor { return unary("round", backend.Round, t, 0, saveNone, nil) }
+func (t *Tensor) Round() *Tensor { return unary("round", backend.Round, t, 0, saveNone, zeroGradient) }
 
 // IsNaN returns a bool tensor that is true where t is NaN.
 func (t *Tensor) IsNaN() *Tensor { return unary("isnan", backend.IsNaN, t, 0, saveNone, nil) }
