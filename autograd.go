@@ -265,7 +265,8 @@ type gradHook struct{ fn func(*Tensor) }
 // soon as t's gradient is complete for that Backward: distributed data
 // parallel starts reducing a bucket of gradients there while the rest of
 // the backward pass still runs. The returned function removes the hook. It
-// panics with [ErrAutograd] on a tensor that is not a leaf.
+// panics with [ErrAutograd] on a tensor that is not a leaf or does not
+// require grad, as PyTorch does.
 func (t *Tensor) RegisterPostAccumulateGradHook(fn func(t *Tensor)) (remove func()) {
 	const op = "register_post_accumulate_grad_hook"
 	t.live(op)
@@ -274,6 +275,9 @@ func (t *Tensor) RegisterPostAccumulateGradHook(fn func(t *Tensor)) (remove func
 	}
 	if t.ref.node != nil {
 		fail(op, ErrAutograd, "hooks run on leaf tensors; t was computed by %s", t.ref.node.op)
+	}
+	if !t.requiresGrad {
+		fail(op, ErrAutograd, "t does not require grad, so no gradient will ever reach the hook; call SetRequiresGrad(true) first")
 	}
 	h := &gradHook{fn: fn}
 	t.gradMu.Lock()

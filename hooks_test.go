@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -45,6 +46,10 @@ func TestPostAccumulateGradHook(t *testing.T) {
 	err := Catch(func() { w.MulScalar(2).RegisterPostAccumulateGradHook(func(*Tensor) {}) })
 	if !errors.Is(err, ErrAutograd) {
 		t.Errorf("a hook on a computed tensor: %v, want ErrAutograd", err)
+	}
+	err = Catch(func() { Zeros(Shape{2}).RegisterPostAccumulateGradHook(func(*Tensor) {}) })
+	if !errors.Is(err, ErrAutograd) || !strings.Contains(err.Error(), "does not require grad") {
+		t.Errorf("a hook on a tensor that does not require grad: %v, want ErrAutograd", err)
 	}
 }
 
