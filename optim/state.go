@@ -2,6 +2,7 @@ package optim
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,7 +46,7 @@ type stateful interface {
 // opt must be one of this package's optimizers.
 func Save(opt Optimizer, path string) error {
 	so, ok := opt.(stateful)
-	if !ok || so == nil {
+	if !ok {
 		return fmt.Errorf("optim: save %s: %T has no state this package can save", path, opt)
 	}
 	ps := so.parameters()
@@ -95,7 +96,7 @@ func Save(opt Optimizer, path string) error {
 // Load changes nothing.
 func Load(opt Optimizer, path string) error {
 	so, ok := opt.(stateful)
-	if !ok || so == nil {
+	if !ok {
 		return fmt.Errorf("optim: load %s: %T has no state this package can load", path, opt)
 	}
 	fail := func(format string, args ...any) error {
@@ -113,7 +114,7 @@ func Load(opt Optimizer, path string) error {
 		return fail("the file is for %s parameters, the optimizer has %d", got, len(ps))
 	}
 	lr, err := strconv.ParseFloat(meta["lr"], 64)
-	if err != nil || !(lr >= 0) || lr > maxFinite {
+	if err != nil || !(lr >= 0) || lr > math.MaxFloat64 {
 		return fail("learning rate %q is not a finite number of at least 0", meta["lr"])
 	}
 	names := so.stateNames()
@@ -220,9 +221,6 @@ func hasKey(tensors map[string]safetensors.Tensor, key string) bool {
 	_, ok := tensors[key]
 	return ok
 }
-
-// maxFinite is the largest float64.
-const maxFinite = 1.7976931348623157e308
 
 // parseStateKey splits "state.<i>.<name>" with 0 <= i < n.
 func parseStateKey(key string, n int) (i int, name string, ok bool) {
