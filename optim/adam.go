@@ -1,7 +1,6 @@
 package optim
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/vramgo/vram"
@@ -36,11 +35,15 @@ type AdamConfig struct {
 // without the fused step, it is composed from elementwise ops. Either way
 // float16 and bfloat16 parameters are updated in float32 arithmetic, their
 // moments kept in their own dtype, as on the GPU.
+//
+// Its parameters may be split into groups with hyper-parameters of their
+// own ([NewAdamGroups], [NewAdamWGroups], [Adam.AddParamGroup]); [NewAdam]
+// and [NewAdamW] make one group.
 type Adam struct {
-	params    []*vram.Tensor
-	cfg       AdamConfig
+	groups[AdamConfig]
+	op        string // "Adam" or "AdamW"
 	decoupled bool
-	state     []adamState
+	state     []adamState // by parameter
 }
 
 type adamState struct {
@@ -52,15 +55,18 @@ type adamState struct {
 // [NewAdamW].
 type AdamW = Adam
 
-var _ Optimizer = (*Adam)(nil)
+var _ GroupedOptimizer = (*Adam)(nil)
 
-// NewAdam returns an Adam optimizer of params, with weight decay added to
-// the gradient (L2 regularisation). It returns an error for an empty or
-// invalid parameter list (nil, released, non-float, non-leaf or repeated
-// tensors), a negative learning rate, epsilon or weight decay, or a beta
-// outside [0, 1).
+// NewAdam returns an Adam optimizer of params, one parameter group with
+// the hyper-parameters cfg, its weight decay added to the gradient (L2
+// regularisation). It returns an error for an empty or invalid parameter
+// list (nil, released, non-float, non-leaf or repeated tensors), a
+// negative learning rate, epsilon or weight decay, or a beta outside
+// [0, 1). The errors match vram.ErrArgument under errors.Is
+// (vram.ErrReleased for a released tensor, vram.ErrDType for a non-float
+// one).
 func NewAdam(params []*vram.Tensor, cfg AdamConfig) (*Adam, error) {
-	return newAdam("Adam", params, cfg, false)
+	return newAdam("Adam", []ParamGroup{{Params: params}}, cfg, false)
 }
 
 // NewAdamW returns an AdamW optimizer of params: Adam with decoupled weight
@@ -68,14 +74,27 @@ func NewAdam(params []*vram.Tensor, cfg AdamConfig) (*Adam, error) {
 // each step instead of adding to the gradient (default weight decay 0.01).
 // Its errors are those of [NewAdam].
 func NewAdamW(params []*vram.Tensor, cfg AdamConfig) (*AdamW, error) {
-	return newAdam("AdamW", params, cfg, true)
+	return newAdam("AdamW", []ParamGroup{{Params: params}}, cfg, true)
 }
 
-func newAdam(op string, params []*vram.Tensor, cfg AdamConfig, decoupled bool) (*Adam, error) {
-	ps, err := checkParams(op, params)
-	if err != nil {
-		return nil, err
-	}
+// NewAdamGroups returns an Adam optimizer of the parameter groups pgs,
+// whose hyper-parameters default to those of defaults, its zero fields
+// meaning PyTorch's defaults as in [NewAdam]
+// (torch.optim.Adam([{'params': ...}, ...], lr=...)). Its errors are
+// those of NewAdam, for defaults and for each group's hyper-parameters,
+// and for an empty group, a parameter in two groups, and an Option Adam
+// has no use for.
+func NewAdamGroups(pgs []ParamGroup, defaults AdamConfig) (*Adam, error) {
+	return newAdam("Adam", pgs, defaults, false)
+}
+
+// NewAdamWGroups is [NewAdamGroups] for AdamW, whose default weight decay
+// is 0.01; a group turns it off with WithWeightDecay(0).
+func NewAdamWGroups(pgs []ParamGroup, defaults AdamConfig) (*AdamW, error) {
+	return newAdam("AdamW", pgs, defaults, true)
+}
+
+func newAdam(op string, pgs []ParamGroup, cfg AdamConfig, decoupled bool) (*Adam, error) {
 	defWD := 0.0
 	if decoupled {
 		defWD = 0.01
@@ -88,45 +107,96 @@ func newAdam(op string, params []*vram.Tensor, cfg AdamConfig, decoupled bool) (
 			*f.v = f.def
 		}
 	}
-	switch {
-	case !(cfg.LR >= 0) || math.IsInf(cfg.LR, 1):
-		return nil, fmt.Errorf("optim: %s: invalid learning rate %v", op, cfg.LR)
-	case !(cfg.Beta1 >= 0 && cfg.Beta1 < 1):
-		return nil, fmt.Errorf("optim: %s: invalid beta1 %v, want a value in [0, 1)", op, cfg.Beta1)
-	case !(cfg.Beta2 >= 0 && cfg.Beta2 < 1):
-		return nil, fmt.Errorf("optim: %s: invalid beta2 %v, want a value in [0, 1)", op, cfg.Beta2)
-	case !(cfg.Eps >= 0) || math.IsInf(cfg.Eps, 1):
-		return nil, fmt.Errorf("optim: %s: invalid epsilon %v", op, cfg.Eps)
-	case !(cfg.WeightDecay >= 0) || math.IsInf(cfg.WeightDecay, 1):
-		return nil, fmt.Errorf("optim: %s: invalid weight decay %v", op, cfg.WeightDecay)
+	a := &Adam{op: op, decoupled: decoupled}
+	gs, err := newGroups(op, pgs, cfg, checkAdam, a.resolve)
+	if err != nil {
+		return nil, err
 	}
-	return &Adam{params: ps, cfg: cfg, decoupled: decoupled, state: make([]adamState, len(ps))}, nil
+	a.groups = *gs
+	a.state = make([]adamState, len(gs.params))
+	return a, nil
+}
+
+// checkAdam returns an error for invalid hyper-parameters.
+func checkAdam(c AdamConfig) error {
+	switch {
+	case !(c.LR >= 0) || math.IsInf(c.LR, 1):
+		return errorf(vram.ErrArgument, "invalid learning rate %v", c.LR)
+	case !(c.Beta1 >= 0 && c.Beta1 < 1):
+		return errorf(vram.ErrArgument, "invalid beta1 %v, want a value in [0, 1)", c.Beta1)
+	case !(c.Beta2 >= 0 && c.Beta2 < 1):
+		return errorf(vram.ErrArgument, "invalid beta2 %v, want a value in [0, 1)", c.Beta2)
+	case !(c.Eps >= 0) || math.IsInf(c.Eps, 1):
+		return errorf(vram.ErrArgument, "invalid epsilon %v", c.Eps)
+	case !(c.WeightDecay >= 0) || math.IsInf(c.WeightDecay, 1):
+		return errorf(vram.ErrArgument, "invalid weight decay %v", c.WeightDecay)
+	}
+	return nil
+}
+
+// resolve returns defaults with opts applied, checked.
+func (a *Adam) resolve(c AdamConfig, opts []Option) (AdamConfig, error) {
+	for _, o := range opts {
+		switch o.key {
+		case "lr":
+			c.LR = o.x
+		case "betas":
+			c.Beta1, c.Beta2 = o.x, o.y
+		case "eps":
+			c.Eps = o.x
+		case "weight_decay":
+			c.WeightDecay = o.x
+		default:
+			return c, errNoOption(a.op, o.key)
+		}
+	}
+	return c, checkAdam(c)
+}
+
+// AddParamGroup adds the parameter group g, its hyper-parameters
+// defaulting to the optimizer's defaults (PyTorch's add_param_group). It
+// returns an error, adding nothing, for an invalid group: those of
+// [NewAdamGroups], and a parameter the optimizer already has.
+func (a *Adam) AddParamGroup(g ParamGroup) error {
+	if err := a.add(a.op, g, a.resolve); err != nil {
+		return err
+	}
+	a.state = append(a.state, make([]adamState, len(a.params)-len(a.state))...)
+	return nil
 }
 
 // Step updates every parameter that has a gradient.
 func (a *Adam) Step() {
-	c := a.cfg
 	vram.NoGrad(func() {
-		for i, p := range a.params {
-			g := p.Grad()
-			if g == nil {
-				continue
+		for k, c := range a.cfgs {
+			for i := a.start[k]; i < a.end(k); i++ {
+				a.stepParam(i, c)
 			}
-			st := &a.state[i]
-			vram.Tidy(func() {
-				if st.m == nil {
-					st.m = vram.Keep(newState(p, true))
-					st.v = vram.Keep(newState(p, true))
-				} else {
-					follow(p, st.m, st.v)
-				}
-				st.step++
-				if vram.FusedAdamStep(p, g, st.m, st.v, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay, st.step, a.decoupled) {
-					return // one fused kernel did the whole step
-				}
-				a.composedStep(p, g, st)
-			})
 		}
+	})
+}
+
+// stepParam steps parameter i with the hyper-parameters c of its group,
+// unless it has no gradient.
+func (a *Adam) stepParam(i int, c AdamConfig) {
+	p := a.params[i]
+	g := p.Grad()
+	if g == nil {
+		return
+	}
+	st := &a.state[i]
+	vram.Tidy(func() {
+		if st.m == nil {
+			st.m = vram.Keep(newState(p, true))
+			st.v = vram.Keep(newState(p, true))
+		} else {
+			follow(p, st.m, st.v)
+		}
+		st.step++
+		if vram.FusedAdamStep(p, g, st.m, st.v, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay, st.step, a.decoupled) {
+			return // one fused kernel did the whole step
+		}
+		a.composedStep(c, p, g, st)
 	})
 }
 
@@ -135,8 +205,7 @@ func (a *Adam) Step() {
 // fused kernels: 16-bit tensors are computed in float32, and p (after
 // decoupled decay), m and v are rounded to their dtype when stored, the
 // update reading them back from there.
-func (a *Adam) composedStep(p, g *vram.Tensor, st *adamState) {
-	c := a.cfg
+func (a *Adam) composedStep(c AdamConfig, p, g *vram.Tensor, st *adamState) {
 	pw, gw := opMath(p), opMath(g)
 	if c.WeightDecay != 0 {
 		if a.decoupled {
@@ -153,21 +222,64 @@ func (a *Adam) composedStep(p, g *vram.Tensor, st *adamState) {
 	storeBack(p, pw.AddScaledInPlace(mw.Div(denom), -c.LR/bc1))
 }
 
-// ZeroGrad releases the gradients of the parameters.
+// ZeroGrad releases the gradients of the parameters of every group.
 func (a *Adam) ZeroGrad() { zeroGrad(a.params) }
 
-// LR returns the learning rate.
-func (a *Adam) LR() float64 { return a.cfg.LR }
+// LR returns the learning rate of the first parameter group.
+func (a *Adam) LR() float64 { return a.cfgs[0].LR }
 
-// SetLR changes the learning rate. It panics with an *vram.Error of kind
-// vram.ErrArgument for a negative, infinite or NaN rate.
+// SetLR sets the learning rate of every parameter group to lr. It panics
+// with an *vram.Error of kind vram.ErrArgument for a negative, infinite
+// or NaN rate.
 func (a *Adam) SetLR(lr float64) {
 	checkLR(lr)
-	a.cfg.LR = lr
+	for k := range a.cfgs {
+		a.cfgs[k].LR = lr
+	}
 }
 
-// Config returns the optimizer's hyper-parameters, with defaults filled in.
-func (a *Adam) Config() AdamConfig { return a.cfg }
+// NumGroups returns the number of parameter groups.
+func (a *Adam) NumGroups() int { return len(a.cfgs) }
+
+// GroupLR returns the learning rate of parameter group i. It panics with
+// an *vram.Error of kind vram.ErrIndex when there is no group i.
+func (a *Adam) GroupLR(i int) float64 {
+	a.checkGroup("group_lr", i)
+	return a.cfgs[i].LR
+}
+
+// SetGroupLR sets the learning rate of parameter group i (PyTorch's
+// param_groups[i]['lr'] = lr). It panics with an *vram.Error of kind
+// vram.ErrIndex when there is no group i, of kind vram.ErrArgument for a
+// negative, infinite or NaN rate.
+func (a *Adam) SetGroupLR(i int, lr float64) {
+	a.checkGroup("set_group_lr", i)
+	checkLR(lr)
+	a.cfgs[i].LR = lr
+}
+
+// Config returns the hyper-parameters of the first parameter group, with
+// defaults filled in.
+func (a *Adam) Config() AdamConfig { return a.cfgs[0] }
+
+// GroupConfig returns the hyper-parameters of parameter group i, as the
+// group uses them: a zero field is a zero, not a default. It panics with
+// an *vram.Error of kind vram.ErrIndex when there is no group i.
+func (a *Adam) GroupConfig(i int) AdamConfig {
+	a.checkGroup("group_config", i)
+	return a.cfgs[i]
+}
+
+// GroupParams returns the parameters of group i. It panics with an
+// *vram.Error of kind vram.ErrIndex when there is no group i.
+func (a *Adam) GroupParams(i int) []*vram.Tensor {
+	a.checkGroup("group_params", i)
+	return a.groupParams(i)
+}
+
+// Defaults returns the hyper-parameters that groups take when their
+// Options do not set them, with PyTorch's defaults filled in.
+func (a *Adam) Defaults() AdamConfig { return a.defaults }
 
 // Release frees the moment estimates and resets the step counts. The
 // optimizer stays usable: its state starts over at the next Step.
@@ -179,12 +291,16 @@ func (a *Adam) Release() {
 	}
 }
 
-func (a *Adam) kind() string {
-	if a.decoupled {
-		return "AdamW"
-	}
-	return "Adam"
+func (a *Adam) kind() string { return a.op }
+
+// hypers returns the hyper-parameters of group i by PyTorch's names.
+func (a *Adam) hypers(i int) map[string]any {
+	c := a.cfgs[i]
+	return map[string]any{"lr": c.LR, "betas": []float64{c.Beta1, c.Beta2}, "eps": c.Eps,
+		"weight_decay": c.WeightDecay, "amsgrad": false, "maximize": false}
 }
+
+func (a *Adam) restoreGroups(opts [][]Option) (func(), error) { return a.restore(opts, a.resolve) }
 
 func (a *Adam) parameters() []*vram.Tensor { return a.params }
 func (a *Adam) stateNames() []string       { return []string{"exp_avg", "exp_avg_sq", "step"} }

@@ -1,10 +1,13 @@
 // Package optim provides optimizers that update the parameters of a model
 // from their gradients, in the style of torch.optim: [SGD] (with momentum,
 // dampening, Nesterov momentum and weight decay), [Adam] and [AdamW], each
-// following PyTorch's update rules exactly; learning-rate schedules
+// following PyTorch's update rules exactly, their parameters in one
+// group or in several with hyper-parameters of their own ([ParamGroup],
+// PyTorch's param_groups); learning-rate schedules
 // ([Schedule]: [NewStepLR], [NewMultiStepLR], [NewExponentialLR],
 // [NewCosineAnnealingLR], [NewLinearLR] for warm-up, [NewLambdaLR]), as
-// torch.optim.lr_scheduler has them; checkpoints of an optimizer's state
+// torch.optim.lr_scheduler has them, each group's rate driven from its
+// own base rate; checkpoints of an optimizer's state
 // ([Save] and [Load], beside nn.Save and nn.Load for the model), so that
 // training resumes exactly where it stopped; and [ClipGradNorm], which PyTorch
 // keeps in torch.nn.utils but which lives here, next to the optimizers
@@ -20,6 +23,18 @@
 //		opt.Step()
 //		opt.ZeroGrad()
 //	})
+//
+// # Parameter groups
+//
+// [NewSGD], [NewAdam] and [NewAdamW] put their parameters in one group.
+// [NewSGDGroups], [NewAdamGroups] and [NewAdamWGroups] take several, each
+// a [ParamGroup] whose Options ([WithLR], [WithWeightDecay], [WithBetas],
+// ...) override the defaults given in the config, as the dicts of
+// torch.optim.SGD([{'params': ...}, {'params': ..., 'lr': ...}], lr=...)
+// do; AddParamGroup adds one later. A parameter may be in one group only;
+// parameters that do not require grad are accepted, as in PyTorch, and
+// skipped while they have no gradient. Errors match vram.ErrArgument (or
+// vram.ErrReleased, vram.ErrDType) under errors.Is.
 //
 // # Memory
 //

@@ -40,3 +40,31 @@ func ExampleClipGradNorm() {
 	fmt.Printf("norm before: %.1f, after: %.3f\n", norm, p.Grad().Float64s())
 	// Output: norm before: 5.0, after: [0.600 0.800]
 }
+
+func ExampleNewAdamWGroups() {
+	// Decay the weights but not the bias, and train the bias ten times
+	// faster: two parameter groups.
+	model := nn.NewLinear(3, 1, vram.Float64, vram.WithGenerator(vram.NewGenerator(0)))
+	opt, err := optim.NewAdamWGroups([]optim.ParamGroup{
+		optim.Group([]*vram.Tensor{model.Weight}),
+		optim.Group([]*vram.Tensor{model.Bias}, optim.WithWeightDecay(0), optim.WithLR(1e-2)),
+	}, optim.AdamConfig{LR: 1e-3, WeightDecay: 0.05})
+	if err != nil {
+		panic(err)
+	}
+	defer opt.Release()
+	sched, err := optim.NewStepLR(opt, 10, 0.5)
+	if err != nil {
+		panic(err)
+	}
+	for range 10 {
+		sched.Step()
+	}
+	for k := range opt.NumGroups() {
+		c := opt.GroupConfig(k)
+		fmt.Printf("group %d: lr %g, weight decay %g\n", k, c.LR, c.WeightDecay)
+	}
+	// Output:
+	// group 0: lr 0.0005, weight decay 0.05
+	// group 1: lr 0.005, weight decay 0
+}

@@ -20,29 +20,18 @@ type Optimizer interface {
 	SetLR(lr float64)
 }
 
-// checkParams validates an optimizer's parameter list and returns a copy.
-func checkParams(op string, params []*vram.Tensor) ([]*vram.Tensor, error) {
-	if len(params) == 0 {
-		return nil, fmt.Errorf("optim: %s: empty parameter list", op)
-	}
-	seen := make(map[*vram.Tensor]int, len(params))
-	for i, p := range params {
-		switch {
-		case p == nil:
-			return nil, fmt.Errorf("optim: %s: parameter %d is nil", op, i)
-		case p.Released():
-			return nil, fmt.Errorf("optim: %s: parameter %d was released", op, i)
-		case !p.DType().IsFloat():
-			return nil, fmt.Errorf("optim: %s: parameter %d has dtype %s; only floating-point tensors can be optimized", op, i, p.DType())
-		case !p.IsLeaf():
-			return nil, fmt.Errorf("optim: %s: parameter %d is not a leaf tensor (it was computed by %s)", op, i, p.GradFn())
-		}
-		if j, dup := seen[p]; dup {
-			return nil, fmt.Errorf("optim: %s: parameters %d and %d are the same tensor", op, j, i)
-		}
-		seen[p] = i
-	}
-	return append([]*vram.Tensor(nil), params...), nil
+// GroupedOptimizer is an Optimizer whose parameters are in groups, each
+// with a learning rate of its own (PyTorch's param_groups). The
+// Optimizer's LR is the first group's rate and SetLR sets every group's;
+// [Schedule] drives each group's rate from the group's own base rate.
+type GroupedOptimizer interface {
+	Optimizer
+	// NumGroups returns the number of parameter groups, at least 1.
+	NumGroups() int
+	// GroupLR returns the learning rate of group i.
+	GroupLR(i int) float64
+	// SetGroupLR sets the learning rate of group i.
+	SetGroupLR(i int, lr float64)
 }
 
 // checkLR panics with an *vram.Error of kind vram.ErrArgument for a negative

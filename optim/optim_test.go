@@ -355,6 +355,16 @@ func TestConstructorErrors(t *testing.T) {
 			if err == nil || !strings.HasPrefix(err.Error(), "optim: ") || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want one containing %q", err, tt.want)
 			}
+			kind := vram.ErrArgument
+			switch tt.want {
+			case "released":
+				kind = vram.ErrReleased
+			case "floating-point":
+				kind = vram.ErrDType
+			}
+			if !errors.Is(err, kind) {
+				t.Fatalf("err = %v, want one of kind %v", err, kind)
+			}
 		})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/vramgo/vram"
 )
 
 // Schedule sets an optimizer's learning rate from a count of steps, as the
@@ -21,60 +23,128 @@ import (
 //
 // The rate is computed in closed form from the step count, so it is the
 // same however often LR is read, and a rate set on the optimizer by other
-// code is overwritten at the next Step. A Schedule is not safe for
-// concurrent use.
+// code is overwritten at the next Step.
+//
+// Of a [GroupedOptimizer] (the optimizers of this package), a Schedule
+// sets the rate of every parameter group from the group's own base rate,
+// its rate when the Schedule was made (PyTorch's base_lrs), so groups
+// keep their ratios: a group at a tenth of the others' rate stays at a
+// tenth. A group added after the Schedule was made takes its rate at the
+// next Step as its base. Of any other Optimizer, it sets the one rate
+// through SetLR. A Schedule is not safe for concurrent use.
 type Schedule struct {
-	opt  Optimizer
-	base float64
-	step int
-	rate func(base float64, step int) float64
+	opt   Optimizer
+	bases []float64 // by group
+	step  int
+	rate  func(base float64, step int) float64
 }
 
 // newSchedule makes a Schedule of opt with the rate function rate and sets
 // the rate of step 0.
 func newSchedule(op string, opt Optimizer, rate func(base float64, step int) float64) (*Schedule, error) {
 	if opt == nil {
-		return nil, fmt.Errorf("optim: %s: nil optimizer", op)
+		return nil, errorf(vram.ErrArgument, "optim: %s: nil optimizer", op)
 	}
-	s := &Schedule{opt: opt, base: opt.LR(), rate: rate}
-	if lr := rate(s.base, 0); !(lr >= 0) {
-		return nil, fmt.Errorf("optim: %s: the rate of step 0 is %v; it must be finite and not negative", op, lr)
+	s := &Schedule{opt: opt, rate: rate}
+	lrs := s.rates()
+	for i, lr := range lrs {
+		if !(lr >= 0) {
+			what := "the rate of step 0"
+			if len(lrs) > 1 {
+				what = fmt.Sprintf("the rate of group %d at step 0", i)
+			}
+			return nil, errorf(vram.ErrArgument, "optim: %s: %s is %v; it must be finite and not negative", op, what, lr)
+		}
 	}
-	s.apply()
+	s.set(lrs)
 	return s, nil
 }
 
-// apply sets the optimizer's rate for the current step. A rate that
-// overflows to +Inf (an ExponentialLR with a gamma above 1, run long
+// rates returns the rate of every group for the current step, taking the
+// rate of a group the Schedule has not seen before as its base. A rate
+// that overflows to +Inf (an ExponentialLR with a gamma above 1, run long
 // enough) is held at the largest float64.
-func (s *Schedule) apply() {
-	lr := s.rate(s.base, s.step)
-	if math.IsInf(lr, 1) {
-		lr = math.MaxFloat64
+func (s *Schedule) rates() []float64 {
+	n := 1
+	g, grouped := s.opt.(GroupedOptimizer)
+	if grouped {
+		n = g.NumGroups()
 	}
-	s.opt.SetLR(lr)
+	for i := len(s.bases); i < n; i++ {
+		if grouped {
+			s.bases = append(s.bases, g.GroupLR(i))
+		} else {
+			s.bases = append(s.bases, s.opt.LR())
+		}
+	}
+	lrs := make([]float64, n)
+	for i := range lrs {
+		lrs[i] = s.rate(s.bases[i], s.step)
+		if math.IsInf(lrs[i], 1) {
+			lrs[i] = math.MaxFloat64
+		}
+	}
+	return lrs
 }
 
-// Step counts one step and sets the optimizer's rate for it (PyTorch's
-// scheduler.step()).
+// set gives the optimizer the rates lrs, after checking them all, so that
+// a bad one changes none.
+func (s *Schedule) set(lrs []float64) {
+	for _, lr := range lrs {
+		checkLR(lr)
+	}
+	g, grouped := s.opt.(GroupedOptimizer)
+	if !grouped {
+		s.opt.SetLR(lrs[0])
+		return
+	}
+	for i, lr := range lrs {
+		g.SetGroupLR(i, lr)
+	}
+}
+
+// Step counts one step and sets the optimizer's rates for it (PyTorch's
+// scheduler.step()). A rate function that gives a negative or NaN rate
+// makes it panic with an *vram.Error of kind vram.ErrArgument, as SetLR
+// does, leaving every rate as it was; the step still counts.
 func (s *Schedule) Step() {
 	s.step++
-	s.apply()
+	s.set(s.rates())
 }
 
 // Steps returns how many times Step was called (PyTorch's last_epoch).
 func (s *Schedule) Steps() int { return s.step }
 
-// LR returns the rate the Schedule set last (get_last_lr()).
+// LR returns the rate the Schedule set last, that of the first group of a
+// GroupedOptimizer.
 func (s *Schedule) LR() float64 { return s.opt.LR() }
 
-// BaseLR returns the optimizer's rate when the Schedule was made.
-func (s *Schedule) BaseLR() float64 { return s.base }
+// LRs returns the rates of the optimizer's groups, one for an Optimizer
+// that is not a GroupedOptimizer (get_last_lr()).
+func (s *Schedule) LRs() []float64 {
+	g, grouped := s.opt.(GroupedOptimizer)
+	if !grouped {
+		return []float64{s.opt.LR()}
+	}
+	lrs := make([]float64, g.NumGroups())
+	for i := range lrs {
+		lrs[i] = g.GroupLR(i)
+	}
+	return lrs
+}
+
+// BaseLR returns the optimizer's rate when the Schedule was made, that of
+// the first group of a GroupedOptimizer.
+func (s *Schedule) BaseLR() float64 { return s.bases[0] }
+
+// BaseLRs returns the base rate of each group the Schedule has seen
+// (PyTorch's base_lrs).
+func (s *Schedule) BaseLRs() []float64 { return slices.Clone(s.bases) }
 
 // checkFactor returns an error unless v is finite and not negative.
 func checkFactor(op, name string, v float64) error {
 	if !(v >= 0) || math.IsInf(v, 1) {
-		return fmt.Errorf("optim: %s: %s must be finite and not negative, got %v", op, name, v)
+		return errorf(vram.ErrArgument, "optim: %s: %s must be finite and not negative, got %v", op, name, v)
 	}
 	return nil
 }
@@ -85,7 +155,7 @@ func checkFactor(op, name string, v float64) error {
 func NewStepLR(opt Optimizer, stepSize int, gamma float64) (*Schedule, error) {
 	const op = "StepLR"
 	if stepSize < 1 {
-		return nil, fmt.Errorf("optim: %s: step size must be at least 1, got %d", op, stepSize)
+		return nil, errorf(vram.ErrArgument, "optim: %s: step size must be at least 1, got %d", op, stepSize)
 	}
 	if err := checkFactor(op, "gamma", gamma); err != nil {
 		return nil, err
@@ -105,7 +175,7 @@ func NewMultiStepLR(opt Optimizer, milestones []int, gamma float64) (*Schedule, 
 	ms := slices.Clone(milestones)
 	slices.Sort(ms)
 	if len(ms) > 0 && ms[0] < 1 {
-		return nil, fmt.Errorf("optim: %s: milestones must be positive, got %d", op, ms[0])
+		return nil, errorf(vram.ErrArgument, "optim: %s: milestones must be positive, got %d", op, ms[0])
 	}
 	if err := checkFactor(op, "gamma", gamma); err != nil {
 		return nil, err
@@ -136,7 +206,7 @@ func NewExponentialLR(opt Optimizer, gamma float64) (*Schedule, error) {
 func NewCosineAnnealingLR(opt Optimizer, tMax int, etaMin float64) (*Schedule, error) {
 	const op = "CosineAnnealingLR"
 	if tMax < 1 {
-		return nil, fmt.Errorf("optim: %s: T_max must be at least 1, got %d", op, tMax)
+		return nil, errorf(vram.ErrArgument, "optim: %s: T_max must be at least 1, got %d", op, tMax)
 	}
 	if err := checkFactor(op, "eta_min", etaMin); err != nil {
 		return nil, err
@@ -154,13 +224,13 @@ func NewCosineAnnealingLR(opt Optimizer, tMax int, etaMin float64) (*Schedule, e
 func NewLinearLR(opt Optimizer, startFactor, endFactor float64, totalIters int) (*Schedule, error) {
 	const op = "LinearLR"
 	if !(startFactor > 0 && startFactor <= 1) {
-		return nil, fmt.Errorf("optim: %s: start factor must be greater than 0 and at most 1, got %v", op, startFactor)
+		return nil, errorf(vram.ErrArgument, "optim: %s: start factor must be greater than 0 and at most 1, got %v", op, startFactor)
 	}
 	if !(endFactor >= 0 && endFactor <= 1) {
-		return nil, fmt.Errorf("optim: %s: end factor must be between 0 and 1, got %v", op, endFactor)
+		return nil, errorf(vram.ErrArgument, "optim: %s: end factor must be between 0 and 1, got %v", op, endFactor)
 	}
 	if totalIters < 1 {
-		return nil, fmt.Errorf("optim: %s: total iterations must be at least 1, got %d", op, totalIters)
+		return nil, errorf(vram.ErrArgument, "optim: %s: total iterations must be at least 1, got %d", op, totalIters)
 	}
 	return newSchedule(op, opt, func(base float64, step int) float64 {
 		t := float64(min(step, totalIters)) / float64(totalIters)
@@ -176,7 +246,7 @@ func NewLinearLR(opt Optimizer, startFactor, endFactor float64, totalIters int) 
 func NewLambdaLR(opt Optimizer, factor func(step int) float64) (*Schedule, error) {
 	const op = "LambdaLR"
 	if factor == nil {
-		return nil, fmt.Errorf("optim: %s: nil factor function", op)
+		return nil, errorf(vram.ErrArgument, "optim: %s: nil factor function", op)
 	}
 	return newSchedule(op, opt, func(base float64, step int) float64 {
 		f := factor(step)

@@ -1,7 +1,6 @@
 package optim
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/vramgo/vram"
@@ -33,92 +32,155 @@ type SGDConfig struct {
 // ([vram.FusedSGDSteps]); for non-contiguous tensors it is composed of
 // elementwise ops. float16 and
 // bfloat16 parameters are updated in float32 arithmetic either way.
+//
+// Its parameters may be split into groups with hyper-parameters of their
+// own ([NewSGDGroups], [SGD.AddParamGroup]); [NewSGD] makes one group.
 type SGD struct {
-	params []*vram.Tensor
-	cfg    SGDConfig
-	bufs   []*vram.Tensor // momentum buffers, nil until first needed
+	groups[SGDConfig]
+	bufs []*vram.Tensor // momentum buffers by parameter, nil until first needed
 }
 
-var _ Optimizer = (*SGD)(nil)
+var _ GroupedOptimizer = (*SGD)(nil)
 
-// NewSGD returns an SGD optimizer of params. It returns an error for an
-// empty or invalid parameter list (nil, released, non-float, non-leaf or
-// repeated tensors), a learning rate that is not positive, a negative
-// momentum, dampening or weight decay, or Nesterov momentum without momentum
-// or with dampening.
+// NewSGD returns an SGD optimizer of params, one parameter group with the
+// hyper-parameters cfg. It returns an error for an empty or invalid
+// parameter list (nil, released, non-float, non-leaf or repeated
+// tensors), a learning rate that is not positive, a negative momentum,
+// dampening or weight decay, or Nesterov momentum without momentum or
+// with dampening. The errors match vram.ErrArgument under errors.Is
+// (vram.ErrReleased for a released tensor, vram.ErrDType for a non-float
+// one).
 func NewSGD(params []*vram.Tensor, cfg SGDConfig) (*SGD, error) {
-	ps, err := checkParams("SGD", params)
+	return NewSGDGroups([]ParamGroup{{Params: params}}, cfg)
+}
+
+// NewSGDGroups returns an SGD optimizer of the parameter groups pgs,
+// whose hyper-parameters default to those of defaults
+// (torch.optim.SGD([{'params': ...}, ...], lr=..., momentum=...)). Its
+// errors are those of [NewSGD], for defaults and for each group's
+// hyper-parameters, and for an empty group, a parameter in two groups,
+// and an Option SGD has no use for; a group's learning rate may be 0.
+func NewSGDGroups(pgs []ParamGroup, defaults SGDConfig) (*SGD, error) {
+	gs, err := newGroups("SGD", pgs, defaults, func(c SGDConfig) error { return checkSGD(c, true) }, resolveSGD)
 	if err != nil {
 		return nil, err
 	}
+	return &SGD{groups: *gs, bufs: make([]*vram.Tensor, len(gs.params))}, nil
+}
+
+// checkSGD returns an error for invalid hyper-parameters; positive asks
+// for a positive learning rate, as NewSGD does, else 0 is allowed.
+func checkSGD(c SGDConfig, positive bool) error {
 	switch {
-	case !(cfg.LR > 0) || math.IsInf(cfg.LR, 1):
-		return nil, fmt.Errorf("optim: SGD: learning rate must be positive and finite, got %v", cfg.LR)
-	case !(cfg.Momentum >= 0):
-		return nil, fmt.Errorf("optim: SGD: invalid momentum %v", cfg.Momentum)
-	case !(cfg.Dampening >= 0):
-		return nil, fmt.Errorf("optim: SGD: invalid dampening %v", cfg.Dampening)
-	case !(cfg.WeightDecay >= 0):
-		return nil, fmt.Errorf("optim: SGD: invalid weight decay %v", cfg.WeightDecay)
-	case cfg.Nesterov && (cfg.Momentum <= 0 || cfg.Dampening != 0):
-		return nil, fmt.Errorf("optim: SGD: Nesterov momentum requires a positive momentum and zero dampening")
+	case positive && !(c.LR > 0) || math.IsInf(c.LR, 1):
+		return errorf(vram.ErrArgument, "learning rate must be positive and finite, got %v", c.LR)
+	case !positive && (!(c.LR >= 0) || math.IsInf(c.LR, 1)):
+		return errorf(vram.ErrArgument, "learning rate must be finite and not negative, got %v", c.LR)
+	case !(c.Momentum >= 0) || math.IsInf(c.Momentum, 1):
+		return errorf(vram.ErrArgument, "invalid momentum %v", c.Momentum)
+	case !(c.Dampening >= 0) || math.IsInf(c.Dampening, 1):
+		return errorf(vram.ErrArgument, "invalid dampening %v", c.Dampening)
+	case !(c.WeightDecay >= 0) || math.IsInf(c.WeightDecay, 1):
+		return errorf(vram.ErrArgument, "invalid weight decay %v", c.WeightDecay)
+	case c.Nesterov && (c.Momentum <= 0 || c.Dampening != 0):
+		return errorf(vram.ErrArgument, "Nesterov momentum requires a positive momentum and zero dampening")
 	}
-	return &SGD{params: ps, cfg: cfg, bufs: make([]*vram.Tensor, len(ps))}, nil
+	return nil
+}
+
+// resolveSGD returns defaults with opts applied, checked.
+func resolveSGD(c SGDConfig, opts []Option) (SGDConfig, error) {
+	for _, o := range opts {
+		switch o.key {
+		case "lr":
+			c.LR = o.x
+		case "momentum":
+			c.Momentum = o.x
+		case "dampening":
+			c.Dampening = o.x
+		case "weight_decay":
+			c.WeightDecay = o.x
+		case "nesterov":
+			c.Nesterov = o.b
+		default:
+			return c, errNoOption("SGD", o.key)
+		}
+	}
+	return c, checkSGD(c, false)
+}
+
+// AddParamGroup adds the parameter group g, its hyper-parameters
+// defaulting to the optimizer's defaults (PyTorch's add_param_group). It
+// returns an error, adding nothing, for an invalid group: those of
+// [NewSGDGroups], and a parameter the optimizer already has.
+func (s *SGD) AddParamGroup(g ParamGroup) error {
+	if err := s.add("SGD", g, resolveSGD); err != nil {
+		return err
+	}
+	s.bufs = append(s.bufs, make([]*vram.Tensor, len(s.params)-len(s.bufs))...)
+	return nil
 }
 
 // Step updates every parameter that has a gradient. The parameters of
 // each device are stepped together where the device can
 // ([vram.FusedSGDSteps]), else one by one.
 func (s *SGD) Step() {
-	c := s.cfg
 	vram.NoGrad(func() {
-		var devs []vram.Device
-		groups := map[vram.Device][]sgdItem{}
-		for i, p := range s.params {
-			g := p.Grad()
-			if g == nil {
-				continue
-			}
-			it := sgdItem{i: i, p: p, g: g}
-			if c.Momentum != 0 {
-				if s.bufs[i] == nil {
-					s.bufs[i] = vram.Keep(newState(p, false))
-					it.first = true
-				} else {
-					follow(p, s.bufs[i])
-				}
-			}
-			d := p.Device()
-			if _, ok := groups[d]; !ok {
-				devs = append(devs, d)
-			}
-			groups[d] = append(groups[d], it)
-		}
-		for _, d := range devs {
-			items := groups[d]
-			ps, gs, first := make([]*vram.Tensor, len(items)), make([]*vram.Tensor, len(items)), make([]bool, len(items))
-			var bufs []*vram.Tensor
-			if c.Momentum != 0 {
-				bufs = make([]*vram.Tensor, len(items))
-			}
-			for k, it := range items {
-				ps[k], gs[k], first[k] = it.p, it.g, it.first
-				if bufs != nil {
-					bufs[k] = s.bufs[it.i]
-				}
-			}
-			if vram.FusedSGDSteps(ps, gs, bufs, first, c.LR, c.Momentum, c.Dampening, c.WeightDecay, c.Nesterov) {
-				continue
-			}
-			for _, it := range items {
-				vram.Tidy(func() {
-					if !vram.FusedSGDStep(it.p, it.g, s.bufs[it.i], c.LR, c.Momentum, c.Dampening, c.WeightDecay, c.Nesterov, it.first) {
-						s.composedStep(it.p, it.g, s.bufs[it.i], it.first)
-					}
-				})
-			}
+		for k, c := range s.cfgs {
+			s.stepGroup(s.start[k], s.end(k), c)
 		}
 	})
+}
+
+// stepGroup steps params[from:to], a group with hyper-parameters c.
+func (s *SGD) stepGroup(from, to int, c SGDConfig) {
+	var devs []vram.Device
+	byDev := map[vram.Device][]sgdItem{}
+	for i := from; i < to; i++ {
+		p := s.params[i]
+		g := p.Grad()
+		if g == nil {
+			continue
+		}
+		it := sgdItem{i: i, p: p, g: g}
+		if c.Momentum != 0 {
+			if s.bufs[i] == nil {
+				s.bufs[i] = vram.Keep(newState(p, false))
+				it.first = true
+			} else {
+				follow(p, s.bufs[i])
+			}
+		}
+		d := p.Device()
+		if _, ok := byDev[d]; !ok {
+			devs = append(devs, d)
+		}
+		byDev[d] = append(byDev[d], it)
+	}
+	for _, d := range devs {
+		items := byDev[d]
+		ps, gs, first := make([]*vram.Tensor, len(items)), make([]*vram.Tensor, len(items)), make([]bool, len(items))
+		var bufs []*vram.Tensor
+		if c.Momentum != 0 {
+			bufs = make([]*vram.Tensor, len(items))
+		}
+		for k, it := range items {
+			ps[k], gs[k], first[k] = it.p, it.g, it.first
+			if bufs != nil {
+				bufs[k] = s.bufs[it.i]
+			}
+		}
+		if vram.FusedSGDSteps(ps, gs, bufs, first, c.LR, c.Momentum, c.Dampening, c.WeightDecay, c.Nesterov) {
+			continue
+		}
+		for _, it := range items {
+			vram.Tidy(func() {
+				if !vram.FusedSGDStep(it.p, it.g, s.bufs[it.i], c.LR, c.Momentum, c.Dampening, c.WeightDecay, c.Nesterov, it.first) {
+					composedSGDStep(c, it.p, it.g, s.bufs[it.i], it.first)
+				}
+			})
+		}
+	}
 }
 
 // sgdItem is one parameter of a step: its index, the parameter, its
@@ -129,12 +191,11 @@ type sgdItem struct {
 	first bool
 }
 
-// composedStep is the step of one parameter composed from elementwise ops,
+// composedSGDStep is the step of one parameter composed from elementwise ops,
 // for tensors the fused step declines (not contiguous). Like the fused
 // kernels it computes 16-bit tensors in float32 and rounds the momentum
 // buffer to its dtype when stored, the update reading it back.
-func (s *SGD) composedStep(p, g, buf *vram.Tensor, first bool) {
-	c := s.cfg
+func composedSGDStep(c SGDConfig, p, g, buf *vram.Tensor, first bool) {
 	pw, d := opMath(p), opMath(g)
 	if c.WeightDecay != 0 {
 		d = d.Add(pw.MulScalar(c.WeightDecay))
@@ -155,21 +216,63 @@ func (s *SGD) composedStep(p, g, buf *vram.Tensor, first bool) {
 	storeBack(p, pw.AddScaledInPlace(d, -c.LR))
 }
 
-// ZeroGrad releases the gradients of the parameters.
+// ZeroGrad releases the gradients of the parameters of every group.
 func (s *SGD) ZeroGrad() { zeroGrad(s.params) }
 
-// LR returns the learning rate.
-func (s *SGD) LR() float64 { return s.cfg.LR }
+// LR returns the learning rate of the first parameter group.
+func (s *SGD) LR() float64 { return s.cfgs[0].LR }
 
-// SetLR changes the learning rate. It panics with an *vram.Error of kind
-// vram.ErrArgument for a negative, infinite or NaN rate.
+// SetLR sets the learning rate of every parameter group to lr. It panics
+// with an *vram.Error of kind vram.ErrArgument for a negative, infinite
+// or NaN rate.
 func (s *SGD) SetLR(lr float64) {
 	checkLR(lr)
-	s.cfg.LR = lr
+	for k := range s.cfgs {
+		s.cfgs[k].LR = lr
+	}
 }
 
-// Config returns the optimizer's hyper-parameters.
-func (s *SGD) Config() SGDConfig { return s.cfg }
+// NumGroups returns the number of parameter groups.
+func (s *SGD) NumGroups() int { return len(s.cfgs) }
+
+// GroupLR returns the learning rate of parameter group i. It panics with
+// an *vram.Error of kind vram.ErrIndex when there is no group i.
+func (s *SGD) GroupLR(i int) float64 {
+	s.checkGroup("group_lr", i)
+	return s.cfgs[i].LR
+}
+
+// SetGroupLR sets the learning rate of parameter group i (PyTorch's
+// param_groups[i]['lr'] = lr). It panics with an *vram.Error of kind
+// vram.ErrIndex when there is no group i, of kind vram.ErrArgument for a
+// negative, infinite or NaN rate.
+func (s *SGD) SetGroupLR(i int, lr float64) {
+	s.checkGroup("set_group_lr", i)
+	checkLR(lr)
+	s.cfgs[i].LR = lr
+}
+
+// Config returns the hyper-parameters of the first parameter group.
+func (s *SGD) Config() SGDConfig { return s.cfgs[0] }
+
+// GroupConfig returns the hyper-parameters of parameter group i. It
+// panics with an *vram.Error of kind vram.ErrIndex when there is no
+// group i.
+func (s *SGD) GroupConfig(i int) SGDConfig {
+	s.checkGroup("group_config", i)
+	return s.cfgs[i]
+}
+
+// GroupParams returns the parameters of group i. It panics with an
+// *vram.Error of kind vram.ErrIndex when there is no group i.
+func (s *SGD) GroupParams(i int) []*vram.Tensor {
+	s.checkGroup("group_params", i)
+	return s.groupParams(i)
+}
+
+// Defaults returns the hyper-parameters that groups take when their
+// Options do not set them.
+func (s *SGD) Defaults() SGDConfig { return s.defaults }
 
 // Release frees the momentum buffers. The optimizer stays usable: the
 // buffers start over at the next Step.
@@ -180,7 +283,17 @@ func (s *SGD) Release() {
 	}
 }
 
-func (s *SGD) kind() string               { return "SGD" }
+func (s *SGD) kind() string { return "SGD" }
+
+// hypers returns the hyper-parameters of group i by PyTorch's names.
+func (s *SGD) hypers(i int) map[string]any {
+	c := s.cfgs[i]
+	return map[string]any{"lr": c.LR, "momentum": c.Momentum, "dampening": c.Dampening,
+		"weight_decay": c.WeightDecay, "nesterov": c.Nesterov, "maximize": false}
+}
+
+func (s *SGD) restoreGroups(opts [][]Option) (func(), error) { return s.restore(opts, resolveSGD) }
+
 func (s *SGD) parameters() []*vram.Tensor { return s.params }
 func (s *SGD) stateNames() []string       { return []string{"momentum_buffer"} }
 func (s *SGD) stateOf(i int) map[string]*vram.Tensor {

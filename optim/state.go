@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -19,16 +20,28 @@ import (
 // SGD, "state.<i>.exp_avg", "state.<i>.exp_avg_sq" and "state.<i>.step"
 // (a 0-dimensional float32, as PyTorch keeps it) for Adam and AdamW, where
 // <i> is the parameter's position in the list the optimizer was made with,
-// and only parameters that have state (that were stepped) appear. Its
-// metadata names the optimizer, the number of parameters and the learning
-// rate ("lr"), which Load restores; the other hyper-parameters are the
-// optimizer's own.
+// and only parameters that have state (that were stepped) appear; the
+// parameters of all groups are numbered in one sequence, group by group,
+// as in PyTorch. Its metadata names the optimizer and the number of
+// parameters, and "param_groups" holds PyTorch's param_groups as JSON:
+// each group's hyper-parameters by PyTorch's names ("lr", "momentum",
+// "betas", ...) and the numbers of its parameters ("params"), which Load
+// restores. "lr" holds the first group's learning rate, for files written
+// before parameter groups, which Load still reads (setting every group's
+// rate to it).
 
 // stateful is an optimizer whose state Save and Load store.
 type stateful interface {
-	Optimizer
+	GroupedOptimizer
 	kind() string
 	parameters() []*vram.Tensor
+	// groupRange returns where group i starts and ends in parameters.
+	groupRange(i int) (start, end int)
+	// hypers returns the hyper-parameters of group i by PyTorch's names.
+	hypers(i int) map[string]any
+	// restoreGroups checks opts[k], the hyper-parameters to give group k,
+	// and returns a function that gives them, or an error.
+	restoreGroups(opts [][]Option) (func(), error)
 	// stateOf returns the state tensors of parameter i by name, nil when
 	// it has none: the optimizer's own, or new ones that a vram.Tidy
 	// around the call releases.
@@ -41,7 +54,8 @@ type stateful interface {
 	setState(i int, st map[string]*vram.Tensor)
 }
 
-// Save writes opt's state and learning rate to the safetensors file path,
+// Save writes opt's state and the hyper-parameters of its parameter groups
+// to the safetensors file path,
 // atomically (path holds either its old contents or all of the new ones).
 // opt must be one of this package's optimizers.
 func Save(opt Optimizer, path string) error {
@@ -74,11 +88,26 @@ func Save(opt Optimizer, path string) error {
 	if saveErr != nil {
 		return saveErr
 	}
+	groups := make([]map[string]any, so.NumGroups())
+	for k := range groups {
+		groups[k] = so.hypers(k)
+		start, end := so.groupRange(k)
+		idx := make([]int, 0, end-start)
+		for i := start; i < end; i++ {
+			idx = append(idx, i)
+		}
+		groups[k]["params"] = idx
+	}
+	pg, err := json.Marshal(groups)
+	if err != nil {
+		return fmt.Errorf("optim: save %s: %w", path, err)
+	}
 	meta := map[string]string{
-		"format":    "pt",
-		"optimizer": so.kind(),
-		"params":    strconv.Itoa(len(ps)),
-		"lr":        strconv.FormatFloat(opt.LR(), 'g', -1, 64),
+		"format":       "pt",
+		"optimizer":    so.kind(),
+		"params":       strconv.Itoa(len(ps)),
+		"lr":           strconv.FormatFloat(opt.LR(), 'g', -1, 64),
+		"param_groups": string(pg),
 	}
 	if err := tensorfile.Write(path, tensors, meta); err != nil {
 		return fmt.Errorf("optim: save %s: %w", path, err)
@@ -86,9 +115,12 @@ func Save(opt Optimizer, path string) error {
 	return nil
 }
 
-// Load reads the state and learning rate that Save wrote to path into
-// opt, which must be an optimizer of the same kind over parameters of the
-// same number and shapes (the model's, loaded or not). Each state tensor
+// Load reads the state and the hyper-parameters of the parameter groups
+// that Save wrote to path into opt, which must be an optimizer of the
+// same kind with groups of the same sizes over parameters of the same
+// shapes (the model's, loaded or not), as PyTorch's load_state_dict
+// requires. Every hyper-parameter of every group is restored, as in
+// PyTorch. Each state tensor
 // is made on its parameter's device, in its dtype and memory format, and
 // replaces what opt had; parameters the file has no state for start
 // afresh at their next Step. On any error (another optimizer, another
@@ -113,9 +145,21 @@ func Load(opt Optimizer, path string) error {
 	if got := meta["params"]; got != strconv.Itoa(len(ps)) {
 		return fail("the file is for %s parameters, the optimizer has %d", got, len(ps))
 	}
-	lr, err := strconv.ParseFloat(meta["lr"], 64)
-	if err != nil || !(lr >= 0) || lr > math.MaxFloat64 {
-		return fail("learning rate %q is not a finite number of at least 0", meta["lr"])
+	var setGroups func()
+	if pg, ok := meta["param_groups"]; ok {
+		opts, err := groupOptions(so, pg)
+		if err != nil {
+			return fail("param_groups: %v", err)
+		}
+		if setGroups, err = so.restoreGroups(opts); err != nil {
+			return fail("param_groups: %v", err)
+		}
+	} else {
+		lr, err := strconv.ParseFloat(meta["lr"], 64)
+		if err != nil || !(lr >= 0) || lr > math.MaxFloat64 {
+			return fail("learning rate %q is not a finite number of at least 0", meta["lr"])
+		}
+		setGroups = func() { opt.SetLR(lr) }
 	}
 	names := so.stateNames()
 	// Check every key, then decode everything on the host, before
@@ -175,8 +219,81 @@ func Load(opt Optimizer, path string) error {
 	for i := range ps {
 		so.setState(i, decoded[i])
 	}
-	opt.SetLR(lr)
+	setGroups()
 	return nil
+}
+
+// groupOptions decodes the param_groups JSON pg, checks that its groups
+// hold the parameters of so's groups, and returns each group's
+// hyper-parameters as Options. Keys this package does not use (PyTorch's
+// "foreach", "fused", "initial_lr" and the like) are ignored; "amsgrad"
+// and "maximize" must be false, as this package has neither.
+func groupOptions(so stateful, pg string) ([][]Option, error) {
+	var groups []map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(pg), &groups); err != nil {
+		return nil, err
+	}
+	if len(groups) != so.NumGroups() {
+		return nil, fmt.Errorf("the file has %d parameter groups, the optimizer %d", len(groups), so.NumGroups())
+	}
+	opts := make([][]Option, len(groups))
+	for k, g := range groups {
+		var idx []int
+		if err := json.Unmarshal(g["params"], &idx); err != nil {
+			return nil, fmt.Errorf("group %d: params: %v", k, err)
+		}
+		start, end := so.groupRange(k)
+		if len(idx) != end-start {
+			return nil, fmt.Errorf("group %d has %d parameters in the file, %d in the optimizer", k, len(idx), end-start)
+		}
+		for j, i := range idx {
+			if i != start+j {
+				return nil, fmt.Errorf("group %d: parameter %d is numbered %d, want %d", k, j, i, start+j)
+			}
+		}
+		if _, ok := g["lr"]; !ok {
+			return nil, fmt.Errorf("group %d has no learning rate", k)
+		}
+		for _, key := range []string{"amsgrad", "maximize"} {
+			if raw, ok := g[key]; ok {
+				var on bool
+				if err := json.Unmarshal(raw, &on); err != nil || on {
+					return nil, fmt.Errorf("group %d: %s is %s; only false is supported", k, key, raw)
+				}
+			}
+		}
+		for _, key := range []string{"lr", "momentum", "dampening", "weight_decay", "eps", "nesterov", "betas"} {
+			raw, ok := g[key]
+			if !ok {
+				continue
+			}
+			var err error
+			var o Option
+			switch key {
+			case "nesterov":
+				var b bool
+				err = json.Unmarshal(raw, &b)
+				o = WithNesterov(b)
+			case "betas":
+				var b []float64
+				if err = json.Unmarshal(raw, &b); err == nil && len(b) != 2 {
+					err = fmt.Errorf("%d values, want 2", len(b))
+				}
+				if err == nil {
+					o = WithBetas(b[0], b[1])
+				}
+			default:
+				var x float64
+				err = json.Unmarshal(raw, &x)
+				o = Option{key: key, x: x}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("group %d: %s: %v", k, key, err)
+			}
+			opts[k] = append(opts[k], o)
+		}
+	}
+	return opts, nil
 }
 
 // decodeState returns the state tensor name of parameter p from st: a

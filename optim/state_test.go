@@ -163,7 +163,13 @@ func TestCheckpointRefusals(t *testing.T) {
 		{"another optimizer", sgd, good, `"Adam", not of SGD`},
 		{"another parameter list", one, good, "for 2 parameters, the optimizer has 1"},
 		{"missing file", adam, filepath.Join(dir, "none"), "no such file"},
-		{"bad rate", adam, edit("lr.st", func(_ map[string]safetensors.Tensor, m map[string]string) { m["lr"] = "NaN" }), "learning rate"},
+		{"bad rate", adam, edit("lr.st", func(_ map[string]safetensors.Tensor, m map[string]string) {
+			m["param_groups"] = strings.Replace(m["param_groups"], `"lr":0.1`, `"lr":-0.1`, 1)
+		}), "invalid learning rate -0.1"},
+		{"bad rate, file without groups", adam, edit("lr0.st", func(_ map[string]safetensors.Tensor, m map[string]string) {
+			delete(m, "param_groups")
+			m["lr"] = "NaN"
+		}), "learning rate"},
 		{"missing step", adam, edit("nostep.st", func(ts map[string]safetensors.Tensor, _ map[string]string) { delete(ts, "state.0.step") }),
 			`missing key "state.0.step"`},
 		{"unexpected key", adam, edit("extra.st", func(ts map[string]safetensors.Tensor, _ map[string]string) {
