@@ -627,13 +627,16 @@ func (dp *DataParallelModule) Optimizer(newOpt func(params []*vram.Tensor) (opti
 }
 
 // ReplicaOptimizer steps the optimizers of every replica of a
-// [DataParallelModule] together; it is an [optim.Optimizer].
+// [DataParallelModule] together; it is an [optim.GroupedOptimizer] with
+// the parameter groups of the replicas' optimizers (one group when they
+// are not grouped), so that an optim.Schedule drives every group of every
+// replica from the group's own base rate.
 type ReplicaOptimizer struct {
 	dp   *DataParallelModule
 	opts []optim.Optimizer
 }
 
-var _ optim.Optimizer = (*ReplicaOptimizer)(nil)
+var _ optim.GroupedOptimizer = (*ReplicaOptimizer)(nil)
 
 // Optimizers returns the replicas' optimizers, replica i's at index i.
 func (o *ReplicaOptimizer) Optimizers() []optim.Optimizer { return slices.Clone(o.opts) }
@@ -672,10 +675,55 @@ func (o *ReplicaOptimizer) Release() {
 // LR returns the learning rate (replica 0's; they are all the same).
 func (o *ReplicaOptimizer) LR() float64 { return o.opts[0].LR() }
 
-// SetLR sets the learning rate of every replica's optimizer.
+// SetLR sets the learning rate of every replica's optimizer (of every
+// parameter group).
 func (o *ReplicaOptimizer) SetLR(lr float64) {
 	for _, opt := range o.opts {
 		opt.SetLR(lr)
+	}
+}
+
+// NumGroups returns the number of parameter groups of the replicas'
+// optimizers (replica 0's; they are all the same), 1 when they are not
+// [optim.GroupedOptimizer]s.
+func (o *ReplicaOptimizer) NumGroups() int {
+	if g, ok := o.opts[0].(optim.GroupedOptimizer); ok {
+		return g.NumGroups()
+	}
+	return 1
+}
+
+// GroupLR returns the learning rate of parameter group i (replica 0's).
+// It panics with an *vram.Error of kind vram.ErrIndex when there is no
+// group i.
+func (o *ReplicaOptimizer) GroupLR(i int) float64 {
+	if g, ok := o.opts[0].(optim.GroupedOptimizer); ok {
+		return g.GroupLR(i)
+	}
+	o.checkGroup("group_lr", i)
+	return o.opts[0].LR()
+}
+
+// SetGroupLR sets the learning rate of parameter group i of every
+// replica's optimizer. It panics with an *vram.Error of kind
+// vram.ErrIndex when there is no group i, and as the optimizers' SetLR
+// does for a bad rate.
+func (o *ReplicaOptimizer) SetGroupLR(i int, lr float64) {
+	o.checkGroup("set_group_lr", i)
+	for _, opt := range o.opts {
+		if g, ok := opt.(optim.GroupedOptimizer); ok {
+			g.SetGroupLR(i, lr)
+		} else {
+			opt.SetLR(lr)
+		}
+	}
+}
+
+// checkGroup panics with an *vram.Error of kind vram.ErrIndex unless the
+// optimizers have a group i.
+func (o *ReplicaOptimizer) checkGroup(op string, i int) {
+	if n := o.NumGroups(); i < 0 || i >= n {
+		panic(&vram.Error{Op: op, Kind: vram.ErrIndex, Detail: fmt.Sprintf("parameter group %d of %d", i, n)})
 	}
 }
 

@@ -393,3 +393,60 @@ func TestDataParallelConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicaOptimizerGroups checks that a Schedule of a ReplicaOptimizer
+// whose replicas have parameter groups drives each group from its own
+// base rate on every replica, rather than setting every group to one
+// rate.
+func TestReplicaOptimizerGroups(t *testing.T) {
+	vram.ManualSeed(3)
+	lin := nn.NewLinear(3, 2)
+	defer nn.Release(lin)
+	dp, err := NewDataParallel(lin, simDevs(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Release()
+	tests := []struct {
+		name  string
+		newOp func(ps []*vram.Tensor) (optim.Optimizer, error)
+		want  [][]float64 // each group's rate after 0 and 1 steps
+	}{
+		{"grouped", func(ps []*vram.Tensor) (optim.Optimizer, error) {
+			return optim.NewSGDGroups([]optim.ParamGroup{optim.Group(ps[:1]), optim.Group(ps[1:], optim.WithLR(0.01))}, optim.SGDConfig{LR: 0.1})
+		}, [][]float64{{0.1, 0.01}, {0.05, 0.005}}},
+		{"one group", dpOptimizers["sgd"], [][]float64{{0.1}, {0.05}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opt, err := dp.Optimizer(tt.newOp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer opt.Release()
+			s, err := optim.NewStepLR(opt, 1, 0.5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for step, want := range tt.want {
+				if step > 0 {
+					s.Step()
+				}
+				for r, ro := range opt.Optimizers() {
+					for k, lr := range want {
+						got := ro.LR()
+						if g, ok := ro.(optim.GroupedOptimizer); ok {
+							got = g.GroupLR(k)
+						}
+						if math.Abs(got-lr) > 1e-15 {
+							t.Fatalf("step %d: replica %d group %d has rate %v, want %v", step, r, k, got, lr)
+						}
+					}
+				}
+			}
+			if err := vram.Catch(func() { opt.SetGroupLR(len(tt.want[0]), 1) }); !errors.Is(err, vram.ErrIndex) {
+				t.Fatalf("SetGroupLR of a missing group: %v", err)
+			}
+		})
+	}
+}
