@@ -17,12 +17,14 @@ type AdamConfig struct {
 	Beta2       float64 // decay rate of the second moment estimate, in [0, 1)
 	Eps         float64 // added to the denominator for stability
 	WeightDecay float64 // L2 penalty (Adam) or decoupled decay (AdamW)
+	Maximize    bool    // maximize the objective: step along the gradient, not against it
 }
 
 // Adam is the Adam optimizer (torch.optim.Adam, without amsgrad). For each
 // parameter p with gradient g, step t (counted per parameter, from 1)
 // computes, exactly as PyTorch does,
 //
+//	g = -g                                       (maximize only)
 //	g = g + weight_decay·p                       (Adam; AdamW instead: p = p·(1 - lr·weight_decay))
 //	m = beta1·m + (1 - beta1)·g
 //	v = beta2·v + (1 - beta2)·g²
@@ -146,6 +148,8 @@ func (a *Adam) resolve(c AdamConfig, opts []Option) (AdamConfig, error) {
 			c.Eps = o.x
 		case "weight_decay":
 			c.WeightDecay = o.x
+		case "maximize":
+			c.Maximize = o.b
 		default:
 			return c, errNoOption(a.op, o.key)
 		}
@@ -193,6 +197,9 @@ func (a *Adam) stepParam(i int, c AdamConfig) {
 			follow(p, st.m, st.v)
 		}
 		st.step++
+		if c.Maximize {
+			g = g.Neg()
+		}
 		if vram.FusedAdamStep(p, g, st.m, st.v, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay, st.step, a.decoupled) {
 			return // one fused kernel did the whole step
 		}
@@ -297,7 +304,7 @@ func (a *Adam) kind() string { return a.op }
 func (a *Adam) hypers(i int) map[string]any {
 	c := a.cfgs[i]
 	return map[string]any{"lr": c.LR, "betas": []float64{c.Beta1, c.Beta2}, "eps": c.Eps,
-		"weight_decay": c.WeightDecay, "amsgrad": false, "maximize": false}
+		"weight_decay": c.WeightDecay, "amsgrad": false, "maximize": c.Maximize}
 }
 
 func (a *Adam) restoreGroups(opts [][]Option) (func(), error) { return a.restore(opts, a.resolve) }

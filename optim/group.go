@@ -62,6 +62,10 @@ func WithWeightDecay(wd float64) Option { return Option{key: "weight_decay", x: 
 // estimates ("betas"), each in [0, 1).
 func WithBetas(beta1, beta2 float64) Option { return Option{key: "betas", x: beta1, y: beta2} }
 
+// WithMaximize makes the group maximize the objective rather than
+// minimize it ("maximize"): its parameters step along their gradients.
+func WithMaximize(on bool) Option { return Option{key: "maximize", b: on} }
+
 // WithEps sets Adam's epsilon ("eps"), added to the denominator.
 func WithEps(eps float64) Option { return Option{key: "eps", x: eps} }
 

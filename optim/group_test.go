@@ -345,7 +345,7 @@ func TestCheckpointGroups(t *testing.T) {
 	ps := mk()
 	saved, err := optim.NewSGDGroups([]optim.ParamGroup{
 		optim.Group(ps[:2], optim.WithWeightDecay(0.5)),
-		optim.Group(ps[2:], optim.WithLR(0.02), optim.WithMomentum(0.8), optim.WithNesterov(true)),
+		optim.Group(ps[2:], optim.WithLR(0.02), optim.WithMomentum(0.8), optim.WithNesterov(true), optim.WithMaximize(true)),
 	}, optim.SGDConfig{LR: 0.1, Momentum: 0.9})
 	if err != nil {
 		t.Fatal(err)

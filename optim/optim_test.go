@@ -442,3 +442,67 @@ func TestClipGradNorm(t *testing.T) {
 		t.Fatalf("negative max norm: %v", err)
 	}
 }
+
+// TestMaximize checks that maximize steps as minimizing with the negated
+// gradient does (PyTorch negates the gradient first), in a group of its
+// own beside a group that minimizes.
+func TestMaximize(t *testing.T) {
+	tests := []struct {
+		name  string
+		make  func(max, min []*vram.Tensor) (releaser, error)
+		plain func(ps []*vram.Tensor) (releaser, error)
+	}{
+		{"SGD", func(max, min []*vram.Tensor) (releaser, error) {
+			return optim.NewSGDGroups([]optim.ParamGroup{optim.Group(max, optim.WithMaximize(true)), optim.Group(min)},
+				optim.SGDConfig{LR: 0.1, Momentum: 0.9, Nesterov: true, WeightDecay: 0.1})
+		}, func(ps []*vram.Tensor) (releaser, error) {
+			return optim.NewSGD(ps, optim.SGDConfig{LR: 0.1, Momentum: 0.9, Nesterov: true, WeightDecay: 0.1})
+		}},
+		{"Adam", func(max, min []*vram.Tensor) (releaser, error) {
+			return optim.NewAdamGroups([]optim.ParamGroup{optim.Group(min), optim.Group(max, optim.WithMaximize(true))},
+				optim.AdamConfig{LR: 0.1, WeightDecay: 0.1})
+		}, func(ps []*vram.Tensor) (releaser, error) {
+			return optim.NewAdam(ps, optim.AdamConfig{LR: 0.1, WeightDecay: 0.1})
+		}},
+		{"AdamW", func(max, min []*vram.Tensor) (releaser, error) {
+			return optim.NewAdamW(append(max, min...), optim.AdamConfig{LR: 0.1, Maximize: true})
+		}, func(ps []*vram.Tensor) (releaser, error) { return optim.NewAdamW(ps, optim.AdamConfig{LR: 0.1}) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			max := vram.FromSlice([]float64{1, -2}, nil, vram.WithGrad())
+			min := vram.FromSlice([]float64{1, -2}, nil, vram.WithGrad())
+			ref := vram.FromSlice([]float64{1, -2}, nil, vram.WithGrad())
+			o, err := tt.make([]*vram.Tensor{max}, []*vram.Tensor{min})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer o.Release()
+			r, err := tt.plain([]*vram.Tensor{ref})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Release()
+			ref2 := vram.FromSlice([]float64{1, -2}, nil, vram.WithGrad())
+			r2, err := tt.plain([]*vram.Tensor{ref2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r2.Release()
+			for _, g := range grads {
+				setGrad(max, g...)
+				setGrad(min, g...)
+				setGrad(ref, -g[0], -g[1])
+				setGrad(ref2, g...)
+				o.Step()
+				r.Step()
+				r2.Step()
+				checkValues(t, "maximized", max.Float64s(), ref.Float64s(), 1e-15)
+				checkValues(t, "the gradient", max.Grad().Float64s(), g, 0) // left as it was
+				if tt.name != "AdamW" {                                     // the group that minimizes
+					checkValues(t, "minimized", min.Float64s(), ref2.Float64s(), 1e-15)
+				}
+			}
+		})
+	}
+}

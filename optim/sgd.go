@@ -13,12 +13,14 @@ type SGDConfig struct {
 	Dampening   float64 // dampening for momentum
 	WeightDecay float64 // L2 penalty added to the gradient
 	Nesterov    bool    // Nesterov momentum; needs Momentum > 0 and Dampening 0
+	Maximize    bool    // maximize the objective: step along the gradient, not against it
 }
 
 // SGD is stochastic gradient descent with optional momentum, dampening,
 // Nesterov momentum and weight decay (torch.optim.SGD). For each parameter
 // p with gradient g, a step computes, exactly as PyTorch does,
 //
+//	g = -g                                 (maximize only)
 //	g = g + weight_decay·p
 //	b = g                                  (first step)
 //	b = momentum·b + (1 - dampening)·g     (later steps)
@@ -102,6 +104,8 @@ func resolveSGD(c SGDConfig, opts []Option) (SGDConfig, error) {
 			c.WeightDecay = o.x
 		case "nesterov":
 			c.Nesterov = o.b
+		case "maximize":
+			c.Maximize = o.b
 		default:
 			return c, errNoOption("SGD", o.key)
 		}
@@ -134,6 +138,12 @@ func (s *SGD) Step() {
 
 // stepGroup steps params[from:to], a group with hyper-parameters c.
 func (s *SGD) stepGroup(from, to int, c SGDConfig) {
+	vram.Tidy(func() { s.stepTidy(from, to, c) })
+}
+
+// stepTidy is stepGroup inside a vram.Tidy, which releases the negated
+// gradients of a group that maximizes.
+func (s *SGD) stepTidy(from, to int, c SGDConfig) {
 	var devs []vram.Device
 	byDev := map[vram.Device][]sgdItem{}
 	for i := from; i < to; i++ {
@@ -141,6 +151,9 @@ func (s *SGD) stepGroup(from, to int, c SGDConfig) {
 		g := p.Grad()
 		if g == nil {
 			continue
+		}
+		if c.Maximize {
+			g = g.Neg()
 		}
 		it := sgdItem{i: i, p: p, g: g}
 		if c.Momentum != 0 {
@@ -289,7 +302,7 @@ func (s *SGD) kind() string { return "SGD" }
 func (s *SGD) hypers(i int) map[string]any {
 	c := s.cfgs[i]
 	return map[string]any{"lr": c.LR, "momentum": c.Momentum, "dampening": c.Dampening,
-		"weight_decay": c.WeightDecay, "nesterov": c.Nesterov, "maximize": false}
+		"weight_decay": c.WeightDecay, "nesterov": c.Nesterov, "maximize": c.Maximize}
 }
 
 func (s *SGD) restoreGroups(opts [][]Option) (func(), error) { return s.restore(opts, resolveSGD) }

@@ -227,7 +227,7 @@ func Load(opt Optimizer, path string) error {
 // hold the parameters of so's groups, and returns each group's
 // hyper-parameters as Options. Keys this package does not use (PyTorch's
 // "foreach", "fused", "initial_lr" and the like) are ignored; "amsgrad"
-// and "maximize" must be false, as this package has neither.
+// must be false, as this package does not have it.
 func groupOptions(so stateful, pg string) ([][]Option, error) {
 	var groups []map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(pg), &groups); err != nil {
@@ -254,15 +254,13 @@ func groupOptions(so stateful, pg string) ([][]Option, error) {
 		if _, ok := g["lr"]; !ok {
 			return nil, fmt.Errorf("group %d has no learning rate", k)
 		}
-		for _, key := range []string{"amsgrad", "maximize"} {
-			if raw, ok := g[key]; ok {
-				var on bool
-				if err := json.Unmarshal(raw, &on); err != nil || on {
-					return nil, fmt.Errorf("group %d: %s is %s; only false is supported", k, key, raw)
-				}
+		if raw, ok := g["amsgrad"]; ok {
+			var on bool
+			if err := json.Unmarshal(raw, &on); err != nil || on {
+				return nil, fmt.Errorf("group %d: amsgrad is %s; only false is supported", k, raw)
 			}
 		}
-		for _, key := range []string{"lr", "momentum", "dampening", "weight_decay", "eps", "nesterov", "betas"} {
+		for _, key := range []string{"lr", "momentum", "dampening", "weight_decay", "eps", "nesterov", "maximize", "betas"} {
 			raw, ok := g[key]
 			if !ok {
 				continue
@@ -270,10 +268,10 @@ func groupOptions(so stateful, pg string) ([][]Option, error) {
 			var err error
 			var o Option
 			switch key {
-			case "nesterov":
+			case "nesterov", "maximize":
 				var b bool
 				err = json.Unmarshal(raw, &b)
-				o = WithNesterov(b)
+				o = Option{key: key, b: b}
 			case "betas":
 				var b []float64
 				if err = json.Unmarshal(raw, &b); err == nil && len(b) != 2 {
