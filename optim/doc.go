@@ -9,10 +9,11 @@
 // torch.optim.lr_scheduler has them, each group's rate driven from its
 // own base rate; checkpoints of an optimizer's state
 // ([Save] and [Load], beside nn.Save and nn.Load for the model), so that
-// training resumes exactly where it stopped; and [ClipGradNorm], which PyTorch
-// keeps in torch.nn.utils but which lives here, next to the optimizers
-// that use clipped gradients, so that package nn stays free of
-// training-loop concerns.
+// training resumes exactly where it stopped; and [ClipGradNorm] (with
+// other norms and a check for non-finite norms in [ClipGradNormWith]) and
+// [ClipGradValue], which PyTorch keeps in torch.nn.utils but which live
+// here, next to the optimizers that use clipped gradients, so that
+// package nn stays free of training-loop concerns.
 //
 // A training step is
 //

@@ -2,6 +2,7 @@ package optim_test
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/nn"
@@ -67,4 +68,21 @@ func ExampleNewAdamWGroups() {
 	// Output:
 	// group 0: lr 0.0005, weight decay 0.05
 	// group 1: lr 0.005, weight decay 0
+}
+
+func ExampleClipGradNormWith() {
+	p := vram.Zeros(vram.Shape{3}, vram.WithGrad())
+	p.SetGrad(vram.FromSlice([]float32{1, -6, 2}, nil))
+	// Clip by the largest absolute value, refusing NaN and infinite norms.
+	norm, err := optim.ClipGradNormWith([]*vram.Tensor{p}, 3, optim.ClipOptions{NormType: math.Inf(1), ErrorIfNonfinite: true})
+	fmt.Printf("norm %.0f, error %v, after: %.3f\n", norm, err, p.Grad().Float64s())
+	// Output: norm 6, error <nil>, after: [0.500 -3.000 1.000]
+}
+
+func ExampleClipGradValue() {
+	p := vram.Zeros(vram.Shape{3}, vram.WithGrad())
+	p.SetGrad(vram.FromSlice([]float32{0.5, -6, 2}, nil))
+	optim.ClipGradValue([]*vram.Tensor{p}, 1)
+	fmt.Println(p.Grad().Float64s())
+	// Output: [0.5 -1 1]
 }

@@ -102,7 +102,8 @@ func zeroGrad(params []*vram.Tensor) {
 // (torch.nn.utils.clip_grad_norm_). When the norm exceeds maxNorm, every
 // gradient is multiplied by maxNorm/(norm+1e-6). Parameters without a
 // gradient are skipped. A NaN or infinite norm is returned as is; the
-// gradients are then scaled by 0 (infinite) or left alone (NaN). It panics
+// gradients are then scaled by 0 (infinite) or left alone (NaN);
+// [ClipGradNormWith] can refuse such a norm instead. It panics
 // with an *vram.Error of kind vram.ErrArgument for a negative or NaN
 // maxNorm.
 //
@@ -112,28 +113,83 @@ func ClipGradNorm(params []*vram.Tensor, maxNorm float64) float64 {
 	if !(maxNorm >= 0) {
 		panic(&vram.Error{Op: "clip_grad_norm", Kind: vram.ErrArgument, Detail: fmt.Sprintf("max norm must be non-negative, got %v", maxNorm)})
 	}
+	norm, _ := ClipGradNormWith(params, maxNorm, ClipOptions{})
+	return norm
+}
+
+// ClipOptions holds the options of [ClipGradNormWith], those of
+// torch.nn.utils.clip_grad_norm_. The zero value is ClipGradNorm's.
+type ClipOptions struct {
+	// NormType is the p of the p-norm, at least 1, or math.Inf(1) for
+	// the largest absolute value; 0 means 2.
+	NormType float64
+	// ErrorIfNonfinite makes a NaN or infinite total norm an error,
+	// the gradients left as they are (error_if_nonfinite=True).
+	ErrorIfNonfinite bool
+}
+
+// ClipGradNormWith is [ClipGradNorm] with the options o: it scales the
+// gradients of params in place so that their combined p-norm is at most
+// maxNorm and returns the norm before clipping. It returns an error of
+// kind vram.ErrArgument, scaling nothing, for a negative or NaN maxNorm,
+// a NormType below 1 or NaN, and, with o.ErrorIfNonfinite, a total norm
+// that is NaN or infinite (the norm is returned too).
+func ClipGradNormWith(params []*vram.Tensor, maxNorm float64, o ClipOptions) (float64, error) {
+	p := o.NormType
+	if p == 0 {
+		p = 2
+	}
+	switch {
+	case !(maxNorm >= 0):
+		return 0, errorf(vram.ErrArgument, "optim: clip grad norm: max norm must be non-negative, got %v", maxNorm)
+	case !(p >= 1):
+		return 0, errorf(vram.ErrArgument, "optim: clip grad norm: norm type must be at least 1 or +Inf, got %v", o.NormType)
+	}
 	var grads []*vram.Tensor
-	for _, p := range params {
-		if p == nil {
+	for _, t := range params {
+		if t == nil {
 			continue
 		}
-		if g := p.Grad(); g != nil {
+		if g := t.Grad(); g != nil {
 			grads = append(grads, g)
 		}
 	}
-	var sq float64
+	var acc float64 // the sum of the p-th powers, or the largest |g| for +Inf
 	vram.NoGrad(func() {
 		for _, g := range grads {
+			if g.NumElements() == 0 {
+				continue
+			}
 			vram.Tidy(func() {
-				x := g
-				if g.DType() == vram.Float16 || g.DType() == vram.BFloat16 {
-					x = g.Cast(vram.Float32) // squares of half values overflow
+				x := opMath(g).Abs() // 16-bit powers overflow
+				switch {
+				case math.IsInf(p, 1):
+					m := x.Max().Item()
+					if m > acc || math.IsNaN(m) {
+						acc = m
+					}
+				case p == 2:
+					acc += x.Square().Sum().Item()
+				case p == 1:
+					acc += x.Sum().Item()
+				default:
+					acc += x.PowScalar(p).Sum().Item()
 				}
-				sq += x.Square().Sum().Item()
 			})
 		}
 	})
-	norm := math.Sqrt(sq)
+	norm := acc
+	switch {
+	case math.IsNaN(acc) || math.IsInf(p, 1):
+	case p == 2:
+		norm = math.Sqrt(acc)
+	case p != 1:
+		norm = math.Pow(acc, 1/p)
+	}
+	if o.ErrorIfNonfinite && (math.IsNaN(norm) || math.IsInf(norm, 0)) {
+		return norm, errorf(vram.ErrArgument, "optim: clip grad norm: the total norm of order %v of the gradients is %v; "+
+			"set ErrorIfNonfinite to false to clip anyway", p, norm)
+	}
 	if norm > maxNorm {
 		coef := maxNorm / (norm + 1e-6)
 		vram.NoGrad(func() {
@@ -142,7 +198,28 @@ func ClipGradNorm(params []*vram.Tensor, maxNorm float64) float64 {
 			}
 		})
 	}
-	return norm
+	return norm, nil
+}
+
+// ClipGradValue clamps every element of the gradients of params to
+// [-clipValue, clipValue] in place (torch.nn.utils.clip_grad_value_).
+// Parameters without a gradient are skipped; NaN elements stay NaN. It
+// panics with an *vram.Error of kind vram.ErrArgument for a negative or
+// NaN clipValue.
+func ClipGradValue(params []*vram.Tensor, clipValue float64) {
+	if !(clipValue >= 0) {
+		panic(&vram.Error{Op: "clip_grad_value", Kind: vram.ErrArgument, Detail: fmt.Sprintf("clip value must be non-negative, got %v", clipValue)})
+	}
+	vram.NoGrad(func() {
+		for _, t := range params {
+			if t == nil {
+				continue
+			}
+			if g := t.Grad(); g != nil {
+				vram.Tidy(func() { g.CopyFrom(g.Clamp(-clipValue, clipValue)) })
+			}
+		}
+	})
 }
 
 // opMath returns t itself, or a float32 copy of a float16 or bfloat16 t:

@@ -506,3 +506,108 @@ func TestMaximize(t *testing.T) {
 		})
 	}
 }
+
+func TestClipGradNormWith(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	tests := []struct {
+		name    string
+		maxNorm float64
+		opts    optim.ClipOptions
+		grads   [][]float64
+		norm    float64
+		coef    float64 // the gradients are scaled by it; NaN: an error, nothing scaled
+		kind    error
+	}{
+		{"L1", 3.5, optim.ClipOptions{NormType: 1}, [][]float64{{3, -4}, {1}}, 8, 3.5 / (8 + 1e-6), nil},
+		{"L2", 2, optim.ClipOptions{}, [][]float64{{3, -4}, {12}}, 13, 2 / (13 + 1e-6), nil},
+		{"L3", 100, optim.ClipOptions{NormType: 3}, [][]float64{{1, -2}, {2}}, math.Cbrt(17), 1, nil},
+		{"Linf", 2, optim.ClipOptions{NormType: inf}, [][]float64{{3, -7}, {5}}, 7, 2 / (7 + 1e-6), nil},
+		{"Linf below", 10, optim.ClipOptions{NormType: inf}, [][]float64{{3, -7}, {5}}, 7, 1, nil},
+		{"NaN refused", 1, optim.ClipOptions{ErrorIfNonfinite: true}, [][]float64{{3, nan}, {1}}, nan, nan, vram.ErrArgument},
+		{"Inf refused", 1, optim.ClipOptions{ErrorIfNonfinite: true}, [][]float64{{3, 1}, {-inf}}, inf, nan, vram.ErrArgument},
+		{"Linf NaN refused", 1, optim.ClipOptions{NormType: inf, ErrorIfNonfinite: true}, [][]float64{{nan, 1}, {2}}, nan, nan, vram.ErrArgument},
+		{"finite with the check", 1, optim.ClipOptions{ErrorIfNonfinite: true}, [][]float64{{3, -4}}, 5, 1 / (5 + 1e-6), nil},
+		{"negative max norm", -1, optim.ClipOptions{}, [][]float64{{3, -4}}, 0, nan, vram.ErrArgument},
+		{"norm type below 1", 1, optim.ClipOptions{NormType: 0.5}, [][]float64{{3, -4}}, 0, nan, vram.ErrArgument},
+		{"NaN norm type", 1, optim.ClipOptions{NormType: nan}, [][]float64{{3, -4}}, 0, nan, vram.ErrArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ps []*vram.Tensor
+			for _, g := range tt.grads {
+				p := vram.Zeros(vram.Shape{len(g)}, vram.Float64, vram.WithGrad())
+				setGrad(p, g...)
+				ps = append(ps, p)
+			}
+			norm, err := optim.ClipGradNormWith(ps, tt.maxNorm, tt.opts)
+			if !errors.Is(err, tt.kind) || (tt.kind == nil) != (err == nil) {
+				t.Fatalf("error %v, want kind %v", err, tt.kind)
+			}
+			if !(math.Abs(norm-tt.norm) < 1e-12 || math.IsNaN(norm) && math.IsNaN(tt.norm) || norm == tt.norm) {
+				t.Fatalf("norm %v, want %v", norm, tt.norm)
+			}
+			for i, p := range ps {
+				want := make([]float64, len(tt.grads[i]))
+				for j, g := range tt.grads[i] {
+					want[j] = g
+					if !math.IsNaN(tt.coef) {
+						want[j] = g * tt.coef
+					}
+				}
+				got := p.Grad().Float64s()
+				for j := range got {
+					if !(math.Abs(got[j]-want[j]) <= 1e-12 || math.IsNaN(got[j]) && math.IsNaN(want[j]) || got[j] == want[j]) {
+						t.Fatalf("gradient %d: %v, want %v", i, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestClipGradValue(t *testing.T) {
+	nan := math.NaN()
+	tests := []struct {
+		name  string
+		clip  float64
+		grads [][]float64 // nil: no gradient
+		want  [][]float64
+	}{
+		{"clamped", 1.5, [][]float64{{3, -4, 0.5}, nil, {-1.5, 1.5}}, [][]float64{{1.5, -1.5, 0.5}, nil, {-1.5, 1.5}}},
+		{"zero", 0, [][]float64{{3, -4}}, [][]float64{{0, 0}}},
+		{"infinite inputs", 2, [][]float64{{math.Inf(1), math.Inf(-1)}}, [][]float64{{2, -2}}},
+		{"NaN stays", 2, [][]float64{{nan, 5}}, [][]float64{{nan, 2}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ps []*vram.Tensor
+			for _, g := range tt.grads {
+				p := vram.Zeros(vram.Shape{max(len(g), 1)}, vram.Float32, vram.WithGrad())
+				if g != nil {
+					setGrad(p, g...)
+				}
+				ps = append(ps, p)
+			}
+			optim.ClipGradValue(append(ps, nil), tt.clip)
+			for i, p := range ps {
+				if tt.want[i] == nil {
+					if p.Grad() != nil {
+						t.Fatal("a gradient appeared")
+					}
+					continue
+				}
+				got := p.Grad().Float64s()
+				for j, w := range tt.want[i] {
+					if got[j] != w && !(math.IsNaN(w) && math.IsNaN(got[j])) {
+						t.Fatalf("gradient %d: %v, want %v", i, got, tt.want[i])
+					}
+				}
+			}
+		})
+	}
+	for _, bad := range []float64{-1, nan} {
+		if err := vram.Catch(func() { optim.ClipGradValue(nil, bad) }); !errors.Is(err, vram.ErrArgument) {
+			t.Errorf("clip value %v: %v", bad, err)
+		}
+	}
+}
