@@ -18,9 +18,10 @@ type AdamConfig struct {
 	Eps         float64 // added to the denominator for stability
 	WeightDecay float64 // L2 penalty (Adam) or decoupled decay (AdamW)
 	Maximize    bool    // maximize the objective: step along the gradient, not against it
+	AMSGrad     bool    // divide by the largest second moment estimate so far (composed, not fused)
 }
 
-// Adam is the Adam optimizer (torch.optim.Adam, without amsgrad). For each
+// Adam is the Adam optimizer (torch.optim.Adam). For each
 // parameter p with gradient g, step t (counted per parameter, from 1)
 // computes, exactly as PyTorch does,
 //
@@ -28,13 +29,15 @@ type AdamConfig struct {
 //	g = g + weight_decay·p                       (Adam; AdamW instead: p = p·(1 - lr·weight_decay))
 //	m = beta1·m + (1 - beta1)·g
 //	v = beta2·v + (1 - beta2)·g²
+//	v = vmax = max(vmax, v)                      (amsgrad only)
 //	p = p - lr/(1 - beta1ᵗ) · m / (sqrt(v)/sqrt(1 - beta2ᵗ) + eps)
 //
-// with m and v starting at zero. AdamW is the same type with decoupled
+// with m, v and vmax starting at zero. AdamW is the same type with decoupled
 // weight decay. Each parameter's step is one fused pass
 // ([vram.FusedAdamStep]: one kernel launch on CUDA, the same arithmetic on
 // the CPU and sim devices); for non-contiguous tensors, or on a device
-// without the fused step, it is composed from elementwise ops. Either way
+// without the fused step, or with amsgrad, it is composed from elementwise
+// ops. Either way
 // float16 and bfloat16 parameters are updated in float32 arithmetic, their
 // moments kept in their own dtype, as on the GPU.
 //
@@ -49,8 +52,8 @@ type Adam struct {
 }
 
 type adamState struct {
-	step int
-	m, v *vram.Tensor
+	step       int
+	m, v, vmax *vram.Tensor // vmax: amsgrad's largest v, nil without amsgrad
 }
 
 // AdamW is Adam with decoupled weight decay (torch.optim.AdamW), as made by
@@ -150,6 +153,8 @@ func (a *Adam) resolve(c AdamConfig, opts []Option) (AdamConfig, error) {
 			c.WeightDecay = o.x
 		case "maximize":
 			c.Maximize = o.b
+		case "amsgrad":
+			c.AMSGrad = o.b
 		default:
 			return c, errNoOption(a.op, o.key)
 		}
@@ -194,13 +199,16 @@ func (a *Adam) stepParam(i int, c AdamConfig) {
 			st.m = vram.Keep(newState(p, true))
 			st.v = vram.Keep(newState(p, true))
 		} else {
-			follow(p, st.m, st.v)
+			follow(p, st.m, st.v, st.vmax)
+		}
+		if c.AMSGrad && st.vmax == nil {
+			st.vmax = vram.Keep(newState(p, true))
 		}
 		st.step++
 		if c.Maximize {
 			g = g.Neg()
 		}
-		if vram.FusedAdamStep(p, g, st.m, st.v, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay, st.step, a.decoupled) {
+		if !c.AMSGrad && vram.FusedAdamStep(p, g, st.m, st.v, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay, st.step, a.decoupled) {
 			return // one fused kernel did the whole step
 		}
 		a.composedStep(c, p, g, st)
@@ -223,6 +231,9 @@ func (a *Adam) composedStep(c AdamConfig, p, g *vram.Tensor, st *adamState) {
 	}
 	mw := storeBack(st.m, opMath(st.m).MulScalarInPlace(c.Beta1).AddScaledInPlace(gw, 1-c.Beta1))
 	vw := storeBack(st.v, opMath(st.v).MulScalarInPlace(c.Beta2).AddScaledInPlace(gw.Square(), 1-c.Beta2))
+	if c.AMSGrad {
+		vw = storeBack(st.vmax, opMath(st.vmax).Maximum(vw))
+	}
 	bc1 := 1 - math.Pow(c.Beta1, float64(st.step))
 	bc2 := 1 - math.Pow(c.Beta2, float64(st.step))
 	denom := vw.Sqrt().DivScalar(math.Sqrt(bc2)).AddScalar(c.Eps)
@@ -292,10 +303,16 @@ func (a *Adam) Defaults() AdamConfig { return a.defaults }
 // optimizer stays usable: its state starts over at the next Step.
 func (a *Adam) Release() {
 	for i := range a.state {
-		a.state[i].m.Release()
-		a.state[i].v.Release()
-		a.state[i] = adamState{}
+		a.state[i].release()
 	}
+}
+
+// release frees the tensors of st and resets it.
+func (st *adamState) release() {
+	st.m.Release()
+	st.v.Release()
+	st.vmax.Release()
+	*st = adamState{}
 }
 
 func (a *Adam) kind() string { return a.op }
@@ -304,13 +321,34 @@ func (a *Adam) kind() string { return a.op }
 func (a *Adam) hypers(i int) map[string]any {
 	c := a.cfgs[i]
 	return map[string]any{"lr": c.LR, "betas": []float64{c.Beta1, c.Beta2}, "eps": c.Eps,
-		"weight_decay": c.WeightDecay, "amsgrad": false, "maximize": c.Maximize}
+		"weight_decay": c.WeightDecay, "amsgrad": c.AMSGrad, "maximize": c.Maximize}
 }
 
 func (a *Adam) restoreGroups(opts [][]Option) (func(), error) { return a.restore(opts, a.resolve) }
 
 func (a *Adam) parameters() []*vram.Tensor { return a.params }
-func (a *Adam) stateNames() []string       { return []string{"exp_avg", "exp_avg_sq", "step"} }
+func (a *Adam) stateNames() []string {
+	return []string{"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"}
+}
+
+// requiredState returns the state a parameter with state must have in a
+// checkpoint: its max_exp_avg_sq too when c has amsgrad.
+func (a *Adam) requiredState(c AdamConfig) []string {
+	if c.AMSGrad {
+		return []string{"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"}
+	}
+	return []string{"exp_avg", "exp_avg_sq", "step"}
+}
+
+// stateNeeded returns the state names parameter i must have in a
+// checkpoint whose group of i has the Options opts (nil for none).
+func (a *Adam) stateNeeded(i int, opts []Option) []string {
+	c, err := a.resolve(a.cfgs[a.groupOf(i)], opts)
+	if err != nil {
+		c = a.cfgs[a.groupOf(i)] // restoreGroups reports the error
+	}
+	return a.requiredState(c)
+}
 
 // stateOf returns parameter i's moments and its step count, the latter as
 // a new 0-dimensional float32 tensor (PyTorch's form) that the caller
@@ -320,18 +358,23 @@ func (a *Adam) stateOf(i int) map[string]*vram.Tensor {
 	if st.m == nil {
 		return nil
 	}
-	return map[string]*vram.Tensor{"exp_avg": st.m, "exp_avg_sq": st.v, "step": vram.Scalar(float64(st.step), vram.Float32)}
+	m := map[string]*vram.Tensor{"exp_avg": st.m, "exp_avg_sq": st.v, "step": vram.Scalar(float64(st.step), vram.Float32)}
+	if st.vmax != nil {
+		m["max_exp_avg_sq"] = st.vmax
+	}
+	return m
 }
 
 // setState takes over st's moments and reads, then releases, its step.
 func (a *Adam) setState(i int, st map[string]*vram.Tensor) {
-	a.state[i].m.Release()
-	a.state[i].v.Release()
-	a.state[i] = adamState{}
+	a.state[i].release()
 	if st == nil {
 		return
 	}
 	step := st["step"]
 	a.state[i] = adamState{step: int(step.Item()), m: vram.Keep(st["exp_avg"]), v: vram.Keep(st["exp_avg_sq"])}
+	if vmax := st["max_exp_avg_sq"]; vmax != nil {
+		a.state[i].vmax = vram.Keep(vmax)
+	}
 	step.Release()
 }

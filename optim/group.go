@@ -66,6 +66,10 @@ func WithBetas(beta1, beta2 float64) Option { return Option{key: "betas", x: bet
 // minimize it ("maximize"): its parameters step along their gradients.
 func WithMaximize(on bool) Option { return Option{key: "maximize", b: on} }
 
+// WithAMSGrad turns Adam's AMSGrad variant on or off ("amsgrad"), which
+// divides by the largest second moment estimate so far.
+func WithAMSGrad(on bool) Option { return Option{key: "amsgrad", b: on} }
+
 // WithEps sets Adam's epsilon ("eps"), added to the denominator.
 func WithEps(eps float64) Option { return Option{key: "eps", x: eps} }
 

@@ -207,6 +207,9 @@ func TestStepLeavesNoTemporaries(t *testing.T) {
 			return optim.NewAdam(ps, optim.AdamConfig{WeightDecay: 0.01})
 		},
 		"adamw": func(ps []*vram.Tensor) (optim.Optimizer, error) { return optim.NewAdamW(ps, optim.AdamConfig{}) },
+		"amsgrad": func(ps []*vram.Tensor) (optim.Optimizer, error) {
+			return optim.NewAdamW(ps, optim.AdamConfig{AMSGrad: true, Maximize: true})
+		},
 	}
 	for name, mk := range makers {
 		t.Run(name, func(t *testing.T) {
@@ -230,11 +233,14 @@ func TestStepLeavesNoTemporaries(t *testing.T) {
 				}
 			}
 			// Release frees the state: two tensors of a and b for momentum
-			// SGD, four for Adam.
+			// SGD, four for Adam, six with amsgrad.
 			opt.(interface{ Release() }).Release()
 			freed := withState - vram.MemoryAllocated(vram.CPU)
 			want := int64(4 * (128 + 8))
-			if name != "sgd" {
+			switch name {
+			case "amsgrad":
+				want *= 3
+			case "adam", "adamw":
 				want *= 2
 			}
 			if freed != want {
@@ -608,6 +614,57 @@ func TestClipGradValue(t *testing.T) {
 	for _, bad := range []float64{-1, nan} {
 		if err := vram.Catch(func() { optim.ClipGradValue(nil, bad) }); !errors.Is(err, vram.ErrArgument) {
 			t.Errorf("clip value %v: %v", bad, err)
+		}
+	}
+}
+
+// TestAMSGrad checks Adam and AdamW with amsgrad against PyTorch's rule
+// worked out in float64, with gradients that shrink so that the largest
+// second moment estimate differs from the current one.
+func TestAMSGrad(t *testing.T) {
+	gs := [][]float64{{1, -2}, {0.01, 0.02}, {0.01, -0.5}, {-0.3, 0.02}}
+	for _, decoupled := range []bool{false, true} {
+		for _, dt := range []vram.DType{vram.Float64, vram.Float32} {
+			name := map[bool]string{false: "Adam", true: "AdamW"}[decoupled] + "/" + dt.String()
+			t.Run(name, func(t *testing.T) {
+				const lr, b1, b2, eps, wd = 0.1, 0.9, 0.999, 1e-8, 0.1
+				p := vram.FromSlice([]float64{1, -2}, nil, dt, vram.WithGrad())
+				cfg := optim.AdamConfig{LR: lr, WeightDecay: wd, AMSGrad: true}
+				newOpt := optim.NewAdam
+				if decoupled {
+					newOpt = optim.NewAdamW
+				}
+				o, err := newOpt([]*vram.Tensor{p}, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer o.Release()
+				want := []float64{1, -2}
+				m, v, vmax := make([]float64, 2), make([]float64, 2), make([]float64, 2)
+				for step, g := range gs {
+					setGrad(p, g...)
+					o.Step()
+					bc1 := 1 - math.Pow(b1, float64(step+1))
+					bc2 := 1 - math.Pow(b2, float64(step+1))
+					for j := range want {
+						gj := g[j]
+						if decoupled {
+							want[j] *= 1 - lr*wd
+						} else {
+							gj += wd * want[j]
+						}
+						m[j] = b1*m[j] + (1-b1)*gj
+						v[j] = b2*v[j] + (1-b2)*gj*gj
+						vmax[j] = math.Max(vmax[j], v[j])
+						want[j] -= lr / bc1 * m[j] / (math.Sqrt(vmax[j])/math.Sqrt(bc2) + eps)
+					}
+					tol := 1e-12
+					if dt == vram.Float32 {
+						tol = 1e-5
+					}
+					checkValues(t, "step", p.Float64s(), want, tol)
+				}
+			})
 		}
 	}
 }

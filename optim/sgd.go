@@ -309,6 +309,10 @@ func (s *SGD) restoreGroups(opts [][]Option) (func(), error) { return s.restore(
 
 func (s *SGD) parameters() []*vram.Tensor { return s.params }
 func (s *SGD) stateNames() []string       { return []string{"momentum_buffer"} }
+
+// stateNeeded returns the state names a parameter with state must have in
+// a checkpoint.
+func (s *SGD) stateNeeded(int, []Option) []string { return s.stateNames() }
 func (s *SGD) stateOf(i int) map[string]*vram.Tensor {
 	if s.bufs[i] == nil {
 		return nil

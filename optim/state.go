@@ -18,7 +18,8 @@ import (
 // and nn.Load for the model). The file is a safetensors file whose keys
 // flatten PyTorch's optimizer state_dict: "state.<i>.momentum_buffer" for
 // SGD, "state.<i>.exp_avg", "state.<i>.exp_avg_sq" and "state.<i>.step"
-// (a 0-dimensional float32, as PyTorch keeps it) for Adam and AdamW, where
+// (a 0-dimensional float32, as PyTorch keeps it) for Adam and AdamW, and
+// "state.<i>.max_exp_avg_sq" with amsgrad, where
 // <i> is the parameter's position in the list the optimizer was made with,
 // and only parameters that have state (that were stepped) appear; the
 // parameters of all groups are numbered in one sequence, group by group,
@@ -46,8 +47,11 @@ type stateful interface {
 	// it has none: the optimizer's own, or new ones that a vram.Tidy
 	// around the call releases.
 	stateOf(i int) map[string]*vram.Tensor
-	// stateNames returns the names of a parameter's state.
+	// stateNames returns the names a parameter's state may have.
 	stateNames() []string
+	// stateNeeded returns the names parameter i's state must have when
+	// it has any, for the Options opts of its group in a checkpoint.
+	stateNeeded(i int, opts []Option) []string
 	// setState gives parameter i the state st (tensors of the names of
 	// stateNames, the parameter's shape, dtype, device and format, or nil
 	// for none), which the optimizer takes over, releasing what it had.
@@ -146,8 +150,9 @@ func Load(opt Optimizer, path string) error {
 		return fail("the file is for %s parameters, the optimizer has %d", got, len(ps))
 	}
 	var setGroups func()
+	var opts [][]Option // by group; nil for a file without param_groups
 	if pg, ok := meta["param_groups"]; ok {
-		opts, err := groupOptions(so, pg)
+		opts, err = groupOptions(so, pg)
 		if err != nil {
 			return fail("param_groups: %v", err)
 		}
@@ -184,8 +189,15 @@ func Load(opt Optimizer, path string) error {
 			problems = append(problems, fmt.Sprintf("%q: %v", key, err))
 		}
 	}
+	needed := func(i int) []string {
+		var o []Option
+		if opts != nil {
+			o = opts[groupIndex(so, i)]
+		}
+		return so.stateNeeded(i, o)
+	}
 	for i := range byParam {
-		for _, name := range names {
+		for _, name := range needed(i) {
 			if key := fmt.Sprintf("state.%d.%s", i, name); !hasKey(tensors, key) {
 				problems = append(problems, fmt.Sprintf("missing key %q", key))
 			}
@@ -208,6 +220,9 @@ func Load(opt Optimizer, path string) error {
 		decoded[i] = st
 		for _, name := range names {
 			key := fmt.Sprintf("state.%d.%s", i, name)
+			if !hasKey(tensors, key) {
+				continue // not needed, as checked above
+			}
 			t, err := decodeState(tensors[key], name, ps[i])
 			if err != nil {
 				release()
@@ -223,11 +238,22 @@ func Load(opt Optimizer, path string) error {
 	return nil
 }
 
+// groupIndex returns the group of parameter i of so.
+func groupIndex(so stateful, i int) int {
+	k := 0
+	for k+1 < so.NumGroups() {
+		if start, _ := so.groupRange(k + 1); start > i {
+			break
+		}
+		k++
+	}
+	return k
+}
+
 // groupOptions decodes the param_groups JSON pg, checks that its groups
 // hold the parameters of so's groups, and returns each group's
 // hyper-parameters as Options. Keys this package does not use (PyTorch's
-// "foreach", "fused", "initial_lr" and the like) are ignored; "amsgrad"
-// must be false, as this package does not have it.
+// "foreach", "fused", "initial_lr" and the like) are ignored.
 func groupOptions(so stateful, pg string) ([][]Option, error) {
 	var groups []map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(pg), &groups); err != nil {
@@ -254,13 +280,7 @@ func groupOptions(so stateful, pg string) ([][]Option, error) {
 		if _, ok := g["lr"]; !ok {
 			return nil, fmt.Errorf("group %d has no learning rate", k)
 		}
-		if raw, ok := g["amsgrad"]; ok {
-			var on bool
-			if err := json.Unmarshal(raw, &on); err != nil || on {
-				return nil, fmt.Errorf("group %d: amsgrad is %s; only false is supported", k, raw)
-			}
-		}
-		for _, key := range []string{"lr", "momentum", "dampening", "weight_decay", "eps", "nesterov", "maximize", "betas"} {
+		for _, key := range []string{"lr", "momentum", "dampening", "weight_decay", "eps", "nesterov", "maximize", "amsgrad", "betas"} {
 			raw, ok := g[key]
 			if !ok {
 				continue
@@ -268,7 +288,7 @@ func groupOptions(so stateful, pg string) ([][]Option, error) {
 			var err error
 			var o Option
 			switch key {
-			case "nesterov", "maximize":
+			case "nesterov", "maximize", "amsgrad":
 				var b bool
 				err = json.Unmarshal(raw, &b)
 				o = Option{key: key, b: b}

@@ -29,6 +29,9 @@ func TestCheckpointResumes(t *testing.T) {
 		{"AdamW", func(ps []*vram.Tensor) (optim.Optimizer, error) {
 			return optim.NewAdamW(ps, optim.AdamConfig{LR: 0.01})
 		}},
+		{"AdamW amsgrad in a group", func(ps []*vram.Tensor) (optim.Optimizer, error) {
+			return optim.NewAdamWGroups([]optim.ParamGroup{optim.Group(ps[:2], optim.WithAMSGrad(true)), optim.Group(ps[2:])}, optim.AdamConfig{LR: 0.01})
+		}},
 	}
 	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
 		for _, mk := range makers {
@@ -178,6 +181,9 @@ func TestCheckpointRefusals(t *testing.T) {
 		{"wrong shape", adam, edit("shape.st", func(ts map[string]safetensors.Tensor, _ map[string]string) {
 			ts["state.1.exp_avg"], ts["state.1.exp_avg_sq"], ts["state.1.step"] = ts["state.0.exp_avg"], ts["state.0.exp_avg_sq"], ts["state.0.step"]
 		}), `"state.1.exp_avg" has shape [3], want [2]`},
+		{"amsgrad without its maximum", adam, edit("ams.st", func(_ map[string]safetensors.Tensor, m map[string]string) {
+			m["param_groups"] = strings.Replace(m["param_groups"], `"amsgrad":false`, `"amsgrad":true`, 1)
+		}), `missing key "state.0.max_exp_avg_sq"`},
 		{"fractional step", adam, edit("step.st", func(ts map[string]safetensors.Tensor, _ map[string]string) {
 			ts["state.0.step"] = safetensors.Tensor{DType: "F64", Shape: nil, Data: []byte{0, 0, 0, 0, 0, 0, 0xf8, 0x3f}} // 1.5
 		}), "not a whole number"},
