@@ -31,7 +31,13 @@ import (
 // keep their ratios: a group at a tenth of the others' rate stays at a
 // tenth. A group added after the Schedule was made takes its rate at the
 // next Step as its base. Of any other Optimizer, it sets the one rate
-// through SetLR. A Schedule is not safe for concurrent use.
+// through SetLR.
+//
+// To resume a run, make the Schedule again after loading the optimizer
+// ([Load]) and give it the [ScheduleState] the stopped run's
+// [Schedule.State] returned ([Schedule.LoadState]): the loaded rates are
+// already scheduled, so they cannot serve as base rates. A Schedule is
+// not safe for concurrent use.
 type Schedule struct {
 	opt   Optimizer
 	bases []float64 // by group
@@ -140,6 +146,57 @@ func (s *Schedule) BaseLR() float64 { return s.bases[0] }
 // BaseLRs returns the base rate of each group the Schedule has seen
 // (PyTorch's base_lrs).
 func (s *Schedule) BaseLRs() []float64 { return slices.Clone(s.bases) }
+
+// ScheduleState is a [Schedule]'s state, for checkpoints (the part of
+// PyTorch's scheduler.state_dict() that is not its settings). It encodes
+// to JSON with PyTorch's field names.
+type ScheduleState struct {
+	Steps   int       `json:"last_epoch"` // how many times Step was called
+	BaseLRs []float64 `json:"base_lrs"`   // the base rate of each group
+}
+
+// State returns the Schedule's state, for a checkpoint beside the
+// optimizer's ([Save]).
+func (s *Schedule) State() ScheduleState {
+	return ScheduleState{Steps: s.step, BaseLRs: s.BaseLRs()}
+}
+
+// LoadState restores a state from [Schedule.State] into a Schedule made
+// again with the same settings, so that a resumed run goes on with the
+// rates of the run that stopped: it takes st's base rates and step count
+// and sets the optimizer's rates for that step. It returns an error of
+// kind vram.ErrArgument, changing nothing, for a negative step count, a
+// base rate that is negative, NaN or infinite, a number of base rates
+// that is not the optimizer's number of groups, or a rate for that step
+// that the optimizer would refuse.
+func (s *Schedule) LoadState(st ScheduleState) error {
+	n := 1
+	if g, ok := s.opt.(GroupedOptimizer); ok {
+		n = g.NumGroups()
+	}
+	switch {
+	case st.Steps < 0:
+		return errorf(vram.ErrArgument, "optim: schedule: load state: step count %d is negative", st.Steps)
+	case len(st.BaseLRs) != n:
+		return errorf(vram.ErrArgument, "optim: schedule: load state: %d base rates for %d parameter groups", len(st.BaseLRs), n)
+	}
+	for i, b := range st.BaseLRs {
+		if err := checkRate(b); err != nil {
+			return fmt.Errorf("optim: schedule: load state: group %d: %w", i, err)
+		}
+	}
+	old := *s
+	s.bases, s.step = slices.Clone(st.BaseLRs), st.Steps
+	lrs := s.rates()
+	for i, lr := range lrs {
+		if !(lr >= 0) {
+			*s = old
+			return errorf(vram.ErrArgument, "optim: schedule: load state: the rate of group %d at step %d is %v", i, st.Steps, lr)
+		}
+	}
+	s.set(lrs)
+	return nil
+}
 
 // checkFactor returns an error unless v is finite and not negative.
 func checkFactor(op, name string, v float64) error {

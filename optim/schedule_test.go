@@ -1,9 +1,11 @@
 package optim_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -145,4 +147,94 @@ func ExampleNewLinearLR() {
 	}
 	fmt.Println()
 	// Output: 0.020 0.040 0.060 0.080 0.100 0.100
+}
+
+// TestScheduleState checks that a Schedule made again after a restart and
+// given the state of the one that stopped goes on with the same rates,
+// although the optimizer's rates it starts from are already scheduled.
+func TestScheduleState(t *testing.T) {
+	tests := []struct {
+		name string
+		make func(optim.Optimizer) (*optim.Schedule, error)
+	}{
+		{"StepLR", func(o optim.Optimizer) (*optim.Schedule, error) { return optim.NewStepLR(o, 2, 0.5) }},
+		{"CosineAnnealingLR", func(o optim.Optimizer) (*optim.Schedule, error) { return optim.NewCosineAnnealingLR(o, 6, 0.001) }},
+		{"LinearLR", func(o optim.Optimizer) (*optim.Schedule, error) { return optim.NewLinearLR(o, 0.25, 1, 5) }},
+	}
+	newOpt := func(t *testing.T) *optim.SGD {
+		ps := []*vram.Tensor{vram.Zeros(vram.Shape{1}, vram.WithGrad()), vram.Zeros(vram.Shape{1}, vram.WithGrad())}
+		o, err := optim.NewSGDGroups([]optim.ParamGroup{optim.Group(ps[:1]), optim.Group(ps[1:], optim.WithLR(0.01))}, optim.SGDConfig{LR: 0.1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o1 := newOpt(t)
+			s1, err := tc.make(o1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				s1.Step()
+			}
+			data, err := json.Marshal(s1.State())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The restarted run: the optimizer's rates come from its
+			// checkpoint, already scheduled.
+			o2 := newOpt(t)
+			for k := range 2 {
+				o2.SetGroupLR(k, o1.GroupLR(k))
+			}
+			s2, err := tc.make(o2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st optim.ScheduleState
+			if err := json.Unmarshal(data, &st); err != nil {
+				t.Fatal(err)
+			}
+			if err := s2.LoadState(st); err != nil {
+				t.Fatal(err)
+			}
+			for step := range 5 {
+				checkValues(t, fmt.Sprintf("rates %d steps after resuming", step), s2.LRs(), s1.LRs(), 0)
+				s1.Step()
+				s2.Step()
+			}
+			if s2.Steps() != s1.Steps() {
+				t.Fatalf("%d steps, want %d", s2.Steps(), s1.Steps())
+			}
+		})
+	}
+	bad := []struct {
+		name string
+		st   optim.ScheduleState
+	}{
+		{"negative steps", optim.ScheduleState{Steps: -1, BaseLRs: []float64{0.1, 0.01}}},
+		{"one base for two groups", optim.ScheduleState{Steps: 1, BaseLRs: []float64{0.1}}},
+		{"NaN base", optim.ScheduleState{Steps: 1, BaseLRs: []float64{0.1, math.NaN()}}},
+		{"infinite base", optim.ScheduleState{Steps: 1, BaseLRs: []float64{math.Inf(1), 0.1}}},
+		{"negative base", optim.ScheduleState{Steps: 1, BaseLRs: []float64{0.1, -0.01}}},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOpt(t)
+			s, err := optim.NewStepLR(o, 1, 0.5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Step()
+			before := s.State()
+			if err := s.LoadState(tc.st); !errors.Is(err, vram.ErrArgument) {
+				t.Fatalf("LoadState: %v", err)
+			}
+			if after := s.State(); after.Steps != before.Steps || !slices.Equal(after.BaseLRs, before.BaseLRs) || o.GroupLR(0) != 0.05 || o.GroupLR(1) != 0.005 {
+				t.Fatalf("the refused state changed the schedule: %+v, rates %v, %v", after, o.GroupLR(0), o.GroupLR(1))
+			}
+		})
+	}
 }
