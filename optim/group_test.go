@@ -402,7 +402,7 @@ func TestCheckpointGroups(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = optim.Load(o, path)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
+			if !errors.Is(err, vram.ErrArgument) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want one about %q", err, tt.want)
 			}
 			for k := range o.NumGroups() {

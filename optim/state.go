@@ -65,7 +65,7 @@ type stateful interface {
 func Save(opt Optimizer, path string) error {
 	so, ok := opt.(stateful)
 	if !ok {
-		return fmt.Errorf("optim: save %s: %T has no state this package can save", path, opt)
+		return errorf(vram.ErrArgument, "optim: save %s: %T has no state this package can save", path, opt)
 	}
 	ps := so.parameters()
 	tensors := map[string]safetensors.Tensor{}
@@ -128,15 +128,15 @@ func Save(opt Optimizer, path string) error {
 // is made on its parameter's device, in its dtype and memory format, and
 // replaces what opt had; parameters the file has no state for start
 // afresh at their next Step. On any error (another optimizer, another
-// parameter list, a missing, unexpected or misshapen tensor, a bad value)
-// Load changes nothing.
+// parameter list, a missing, unexpected or misshapen tensor, a bad value,
+// all matching vram.ErrArgument under errors.Is) Load changes nothing.
 func Load(opt Optimizer, path string) error {
 	so, ok := opt.(stateful)
 	if !ok {
-		return fmt.Errorf("optim: load %s: %T has no state this package can load", path, opt)
+		return errorf(vram.ErrArgument, "optim: load %s: %T has no state this package can load", path, opt)
 	}
 	fail := func(format string, args ...any) error {
-		return fmt.Errorf("optim: load %s: %s", path, fmt.Sprintf(format, args...))
+		return errorf(vram.ErrArgument, "optim: load %s: %s", path, fmt.Sprintf(format, args...))
 	}
 	tensors, meta, err := tensorfile.Read(path)
 	if err != nil {

@@ -1,6 +1,7 @@
 package optim_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -195,6 +196,9 @@ func TestCheckpointRefusals(t *testing.T) {
 			err := optim.Load(tc.opt, tc.path)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one about %q", err, tc.want)
+			}
+			if tc.name != "missing file" && !errors.Is(err, vram.ErrArgument) {
+				t.Errorf("error %v does not match vram.ErrArgument", err)
 			}
 			if tc.opt.LR() != lr || vram.MemoryAllocated(vram.CPU) != before {
 				t.Errorf("the failed load changed the rate (%v to %v) or left memory (%d to %d bytes)",
