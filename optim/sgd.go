@@ -2,13 +2,14 @@ package optim
 
 import (
 	"math"
+	"slices"
 
 	"github.com/vramgo/vram"
 )
 
 // SGDConfig holds the hyper-parameters of [SGD], with PyTorch's meanings.
 type SGDConfig struct {
-	LR          float64 // learning rate; must be > 0
+	LR          float64 // learning rate; must be > 0 unless every group sets its own (NewSGDGroups)
 	Momentum    float64 // momentum factor (0: plain SGD)
 	Dampening   float64 // dampening for momentum
 	WeightDecay float64 // L2 penalty added to the gradient
@@ -58,25 +59,24 @@ func NewSGD(params []*vram.Tensor, cfg SGDConfig) (*SGD, error) {
 
 // NewSGDGroups returns an SGD optimizer of the parameter groups pgs,
 // whose hyper-parameters default to those of defaults
-// (torch.optim.SGD([{'params': ...}, ...], lr=..., momentum=...)). Its
-// errors are those of [NewSGD], for defaults and for each group's
-// hyper-parameters, and for an empty group, a parameter in two groups,
-// and an Option SGD has no use for; a group's learning rate may be 0.
+// (torch.optim.SGD([{'params': ...}, ...], lr=..., momentum=...)). A
+// defaults.LR of 0 means that every group sets its rate with [WithLR]
+// (PyTorch's required lr), which may then be 0. Its errors are those of
+// [NewSGD], for defaults and for each group's hyper-parameters, and for
+// an empty group, a parameter in two groups, and an Option SGD has no use
+// for.
 func NewSGDGroups(pgs []ParamGroup, defaults SGDConfig) (*SGD, error) {
-	gs, err := newGroups("SGD", pgs, defaults, func(c SGDConfig) error { return checkSGD(c, true) }, resolveSGD)
+	gs, err := newGroups("SGD", pgs, defaults, checkSGD, resolveNewSGD)
 	if err != nil {
 		return nil, err
 	}
 	return &SGD{groups: *gs, bufs: make([]*vram.Tensor, len(gs.params))}, nil
 }
 
-// checkSGD returns an error for invalid hyper-parameters; positive asks
-// for a positive learning rate, as NewSGD does, else 0 is allowed.
-func checkSGD(c SGDConfig, positive bool) error {
+// checkSGD returns an error for invalid hyper-parameters.
+func checkSGD(c SGDConfig) error {
 	switch {
-	case positive && !(c.LR > 0) || math.IsInf(c.LR, 1):
-		return errorf(vram.ErrArgument, "learning rate must be positive and finite, got %v", c.LR)
-	case !positive && (!(c.LR >= 0) || math.IsInf(c.LR, 1)):
+	case !(c.LR >= 0) || math.IsInf(c.LR, 1):
 		return errorf(vram.ErrArgument, "learning rate must be finite and not negative, got %v", c.LR)
 	case !(c.Momentum >= 0) || math.IsInf(c.Momentum, 1):
 		return errorf(vram.ErrArgument, "invalid momentum %v", c.Momentum)
@@ -88,6 +88,16 @@ func checkSGD(c SGDConfig, positive bool) error {
 		return errorf(vram.ErrArgument, "Nesterov momentum requires a positive momentum and zero dampening")
 	}
 	return nil
+}
+
+// resolveNewSGD is resolveSGD for a new group, which must have a positive
+// learning rate unless it sets one with WithLR: the defaults' LR 0 means
+// that each group sets its own, as PyTorch's required lr.
+func resolveNewSGD(c SGDConfig, opts []Option) (SGDConfig, error) {
+	if c.LR == 0 && !slices.ContainsFunc(opts, func(o Option) bool { return o.key == "lr" }) {
+		return c, errorf(vram.ErrArgument, "learning rate must be positive and finite, got 0 (set it in SGDConfig, or with WithLR in every group)")
+	}
+	return resolveSGD(c, opts)
 }
 
 // resolveSGD returns defaults with opts applied, checked.
@@ -110,7 +120,7 @@ func resolveSGD(c SGDConfig, opts []Option) (SGDConfig, error) {
 			return c, errNoOption("SGD", o.key)
 		}
 	}
-	return c, checkSGD(c, false)
+	return c, checkSGD(c)
 }
 
 // AddParamGroup adds the parameter group g, its hyper-parameters
@@ -118,7 +128,7 @@ func resolveSGD(c SGDConfig, opts []Option) (SGDConfig, error) {
 // returns an error, adding nothing, for an invalid group: those of
 // [NewSGDGroups], and a parameter the optimizer already has.
 func (s *SGD) AddParamGroup(g ParamGroup) error {
-	if err := s.add("SGD", g, resolveSGD); err != nil {
+	if err := s.add("SGD", g, resolveNewSGD); err != nil {
 		return err
 	}
 	s.bufs = append(s.bufs, make([]*vram.Tensor, len(s.params)-len(s.bufs))...)
