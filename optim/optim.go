@@ -14,9 +14,11 @@ type Optimizer interface {
 	// ZeroGrad clears the gradients of the parameters (PyTorch's zero_grad
 	// with set_to_none=True), releasing them.
 	ZeroGrad()
-	// LR returns the learning rate.
+	// LR returns the learning rate (of the first parameter group of a
+	// GroupedOptimizer).
 	LR() float64
-	// SetLR changes the learning rate, for schedules.
+	// SetLR changes the learning rate (of every parameter group of a
+	// GroupedOptimizer).
 	SetLR(lr float64)
 }
 
