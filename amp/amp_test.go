@@ -519,3 +519,116 @@ func TestGradScalerUnscaleConcurrent(t *testing.T) {
 		}
 	}
 }
+
+func TestGradScalerScalePromotes16BitLoss(t *testing.T) {
+	s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 1 << 15})
+	tests := []struct {
+		dt, want vram.DType
+	}{
+		{vram.Float16, vram.Float32},
+		{vram.BFloat16, vram.Float32},
+		{vram.Float32, vram.Float32},
+		{vram.Float64, vram.Float64},
+	}
+	for _, tt := range tests {
+		for _, d := range devices {
+			// 3·2^15 is past float16's 65504: a float16 scaled loss
+			// would be inf and every step skipped.
+			p := vram.Full(vram.Shape{}, 3, tt.dt, d).SetRequiresGrad(true)
+			scaled := s.Scale(p.MulScalar(1))
+			if scaled.DType() != tt.want || scaled.Item() != 3<<15 {
+				t.Errorf("%v %v: Scale = %v %v, want %v %v", d, tt.dt, scaled.DType(), scaled.Item(), tt.want, 3<<15)
+			}
+			scaled.Backward()
+			if g := p.Grad(); g == nil || g.DType() != tt.dt || g.Item() != 1<<15 {
+				t.Errorf("%v %v: gradient %v, want 2^15 in %v", d, tt.dt, g, tt.dt)
+			}
+			scaled.Release()
+			p.Release()
+		}
+	}
+	if err := vram.Catch(func() { s.Scale(nil) }); !errors.Is(err, vram.ErrArgument) {
+		t.Errorf("Scale(nil): %v, want ErrArgument", err)
+	}
+}
+
+func TestGradScalerScaleStaysInFloat32Range(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     amp.GradScalerConfig
+		updates int
+		want    float64
+	}{
+		{"growth stops below float32 max", amp.GradScalerConfig{InitScale: 1 << 60, GrowthFactor: 1 << 30, GrowthInterval: 1}, 3, 0x1p120},
+		{"growth to exactly float32 max", amp.GradScalerConfig{InitScale: math.MaxFloat32 / 2, GrowthInterval: 1}, 2, math.MaxFloat32},
+		{"huge factor never overflows", amp.GradScalerConfig{InitScale: 1, GrowthFactor: 1e300, GrowthInterval: 1}, 5, 1},
+	}
+	for _, tt := range tests {
+		s, err := amp.NewGradScaler(tt.cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		for range tt.updates {
+			s.Update()
+		}
+		if got := s.CurrentScale(); got != tt.want {
+			t.Errorf("%s: scale %v, want %v", tt.name, got, tt.want)
+		}
+		if err := s.LoadState(s.State()); err != nil {
+			t.Errorf("%s: LoadState(State()): %v", tt.name, err)
+		}
+	}
+	for _, scale := range []float64{math.MaxFloat32 * 2, 1e300} {
+		if _, err := amp.NewGradScaler(amp.GradScalerConfig{InitScale: scale}); !errors.Is(err, vram.ErrArgument) {
+			t.Errorf("InitScale %g: %v, want ErrArgument", scale, err)
+		}
+	}
+}
+
+func TestGradScalerBackoffKeepsLoadableState(t *testing.T) {
+	p, opt := halfParam(t, vram.CPU)
+	defer p.Release()
+	s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 1, BackoffFactor: 1e-300})
+	for range 3 {
+		p.SetGrad(vram.FromSlice([]float32{float32(math.NaN()), 0, 0, 0}, vram.Shape{4}, vram.Float16))
+		if s.Step(opt, []*vram.Tensor{p}) {
+			t.Fatal("Step ran on a NaN gradient")
+		}
+		s.Update()
+	}
+	if !(s.CurrentScale() > 0) {
+		t.Fatalf("scale %v after backing off, want positive", s.CurrentScale())
+	}
+	if err := s.LoadState(s.State()); err != nil {
+		t.Fatalf("LoadState(State()): %v", err)
+	}
+}
+
+func TestGradScalerStepTwiceBeforeUpdate(t *testing.T) {
+	tests := []struct {
+		name string
+		grad float32
+		want float32 // the parameter after the first Step
+	}{
+		{"finite gradients", 1, 0.9},
+		{"inf gradients", float32(math.Inf(1)), 1},
+	}
+	for _, tt := range tests {
+		p, opt := halfParam(t, vram.CPU)
+		s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 1})
+		p.SetGrad(vram.Full(vram.Shape{4}, float64(tt.grad), vram.Float16))
+		s.Step(opt, []*vram.Tensor{p})
+		err := vram.Catch(func() { s.Step(opt, []*vram.Tensor{p}) })
+		if !errors.Is(err, vram.ErrArgument) {
+			t.Errorf("%s: second Step: %v, want ErrArgument", tt.name, err)
+		}
+		if v := p.Float32s()[0]; math.Abs(float64(v-tt.want)) > 1e-3 {
+			t.Errorf("%s: parameter %v, want %v (stepped once)", tt.name, v, tt.want)
+		}
+		s.Update()
+		if err := vram.Catch(func() { s.Step(opt, []*vram.Tensor{p}) }); err != nil {
+			t.Errorf("%s: Step after Update: %v", tt.name, err)
+		}
+		p.Release()
+	}
+}

@@ -48,15 +48,22 @@ type GradScaler struct {
 	// per step
 	unscaled bool
 	foundInf bool
+	stepped  bool
 }
+
+// maxScale is the largest loss scale: PyTorch keeps the scale in a float32
+// tensor, and a scale beyond float32's range would turn every float32 loss
+// into inf, so that every step would be skipped and backing off would
+// never bring the scale back.
+const maxScale = math.MaxFloat32
 
 // ErrUnscaledTwice is returned by [GradScaler.Unscale] when the gradients
 // were already unscaled since the last [GradScaler.Update].
 var ErrUnscaledTwice = errors.New("amp: Unscale was already called since the last Update; call it once per step")
 
 // NewGradScaler returns a scaler with cfg, zero fields taking PyTorch's
-// defaults. It returns an error for a scale that is not positive and
-// finite, a growth factor not above 1, a backoff factor outside (0, 1) or a
+// defaults. It returns an error wrapping vram.ErrArgument for a scale that
+// is not positive and within float32's range, a growth factor not above 1, a backoff factor outside (0, 1) or a
 // negative growth interval.
 func NewGradScaler(cfg GradScalerConfig) (*GradScaler, error) {
 	st := GradScalerState{Scale: cfg.InitScale, GrowthFactor: cfg.GrowthFactor, BackoffFactor: cfg.BackoffFactor, GrowthInterval: cfg.GrowthInterval}
@@ -79,17 +86,20 @@ func NewGradScaler(cfg GradScalerConfig) (*GradScaler, error) {
 }
 
 func (st GradScalerState) check() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("amp: GradScaler: %s: %w", fmt.Sprintf(format, args...), vram.ErrArgument)
+	}
 	switch {
-	case !(st.Scale > 0) || math.IsInf(st.Scale, 1):
-		return fmt.Errorf("amp: GradScaler: scale must be positive and finite, got %v", st.Scale)
+	case !(st.Scale > 0 && st.Scale <= maxScale):
+		return bad("scale must be positive and at most float32's largest value %g, got %v", float64(maxScale), st.Scale)
 	case !(st.GrowthFactor > 1) || math.IsInf(st.GrowthFactor, 1):
-		return fmt.Errorf("amp: GradScaler: growth factor must be finite and above 1, got %v", st.GrowthFactor)
+		return bad("growth factor must be finite and above 1, got %v", st.GrowthFactor)
 	case !(st.BackoffFactor > 0 && st.BackoffFactor < 1):
-		return fmt.Errorf("amp: GradScaler: backoff factor must be in (0, 1), got %v", st.BackoffFactor)
+		return bad("backoff factor must be in (0, 1), got %v", st.BackoffFactor)
 	case st.GrowthInterval < 1:
-		return fmt.Errorf("amp: GradScaler: growth interval must be at least 1, got %d", st.GrowthInterval)
+		return bad("growth interval must be at least 1, got %d", st.GrowthInterval)
 	case st.GrowthTracker < 0 || st.GrowthTracker >= st.GrowthInterval:
-		return fmt.Errorf("amp: GradScaler: growth tracker %d must be in [0, %d)", st.GrowthTracker, st.GrowthInterval)
+		return bad("growth tracker %d must be in [0, %d)", st.GrowthTracker, st.GrowthInterval)
 	}
 	return nil
 }
@@ -98,8 +108,22 @@ func (st GradScalerState) check() error {
 func (s *GradScaler) CurrentScale() float64 { return s.st.Scale }
 
 // Scale returns loss multiplied by the current scale, a new tensor the
-// caller owns; call Backward on it.
-func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor { return loss.MulScalar(s.st.Scale) }
+// caller owns; call Backward on it. A float16 or bfloat16 loss is cast to
+// float32 first, as PyTorch's float32 scale promotes it, so that the
+// scaled loss itself does not overflow (float16 ends at 65504, below the
+// default scale). It panics with an *vram.Error of kind vram.ErrArgument
+// for a nil loss.
+func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor {
+	if loss == nil {
+		panic(&vram.Error{Op: "grad scaler scale", Kind: vram.ErrArgument, Detail: "nil loss"})
+	}
+	if dt := loss.DType(); dt == vram.Float16 || dt == vram.BFloat16 {
+		l := loss.Cast(vram.Float32)
+		defer l.Release()
+		return l.MulScalar(s.st.Scale)
+	}
+	return loss.MulScalar(s.st.Scale)
+}
 
 // Unscale divides the gradient of every parameter in params by the scale,
 // in place, and reports whether any gradient holds inf or NaN (or
@@ -214,13 +238,24 @@ func rawViews(ts []*vram.Tensor, fn func(r vram.RawTensor, vs []backend.View) er
 // step, then runs opt.Step unless a gradient is inf or NaN. It reports
 // whether the optimizer stepped. params are the parameters opt updates. A
 // device that fails while unscaling makes it panic with that error, as a
-// failing op does, the optimizer not stepped.
+// failing op does, the optimizer not stepped. A second Step before
+// [GradScaler.Update] panics with an *vram.Error of kind
+// vram.ErrArgument, stepping nothing, as PyTorch's raises: it would apply
+// the same gradients twice.
 func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
+	if s.stepped {
+		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument,
+			Detail: "Step was already called since the last Update; call Update after each Step"})
+	}
+	if opt == nil {
+		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument, Detail: "nil optimizer"})
+	}
 	if !s.unscaled {
 		if _, err := s.Unscale(params); err != nil {
 			panic(err) // not ErrUnscaledTwice: not unscaled yet
 		}
 	}
+	s.stepped = true
 	if s.foundInf {
 		return false
 	}
@@ -230,33 +265,41 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 
 // Update adapts the scale after a step: times the backoff factor when the
 // step found inf or NaN gradients, times the growth factor after
-// GrowthInterval clean steps in a row. It starts the next step. A step
-// whose gradients were never unscaled counts as clean.
+// GrowthInterval clean steps in a row, unless that would take it past
+// float32's largest value (PyTorch grows only to a finite float32 scale);
+// backing off stops at the smallest positive float64. It starts the next step. A step whose gradients were never unscaled
+// counts as clean.
 func (s *GradScaler) Update() {
 	if s.foundInf {
-		s.st.Scale *= s.st.BackoffFactor
+		// Kept positive, so that LoadState accepts what State returns
+		// even after a long run of overflowing steps.
+		if backed := s.st.Scale * s.st.BackoffFactor; backed > 0 {
+			s.st.Scale = backed
+		}
 		s.st.GrowthTracker = 0
 	} else {
 		s.st.GrowthTracker++
 		if s.st.GrowthTracker == s.st.GrowthInterval {
-			s.st.Scale *= s.st.GrowthFactor
+			if grown := s.st.Scale * s.st.GrowthFactor; grown <= maxScale {
+				s.st.Scale = grown
+			}
 			s.st.GrowthTracker = 0
 		}
 	}
-	s.unscaled, s.foundInf = false, false
+	s.unscaled, s.foundInf, s.stepped = false, false, false
 }
 
 // State returns the scaler's state for a checkpoint.
 func (s *GradScaler) State() GradScalerState { return s.st }
 
-// LoadState restores a state from [GradScaler.State]. It returns an error,
-// changing nothing, for a state NewGradScaler would reject or whose growth
+// LoadState restores a state from [GradScaler.State]. It returns an error
+// wrapping vram.ErrArgument, changing nothing, for a state NewGradScaler would reject or whose growth
 // tracker is outside [0, GrowthInterval).
 func (s *GradScaler) LoadState(st GradScalerState) error {
 	if err := st.check(); err != nil {
 		return err
 	}
 	s.st = st
-	s.unscaled, s.foundInf = false, false
+	s.unscaled, s.foundInf, s.stepped = false, false, false
 	return nil
 }
