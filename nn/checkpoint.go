@@ -29,6 +29,13 @@ func Checkpoint(m Module) *Checkpointed {
 	return &Checkpointed{Module: m}
 }
 
+var _ Wrapper = (*Checkpointed)(nil)
+
+// Unwrap returns the wrapped module. It implements [Wrapper], so that
+// [NamedModules] and [Modules] reach the wrapped layer itself (for
+// pruning, quantization and dtype conversion).
+func (c *Checkpointed) Unwrap() Module { return c.Module }
+
 // Forward returns the wrapped module's output for x, computed without
 // keeping its activations when it records for backward.
 func (c *Checkpointed) Forward(x *vram.Tensor) *vram.Tensor {

@@ -460,3 +460,48 @@ func TestCheckpointUnderAutocast(t *testing.T) {
 		}
 	}
 }
+
+// TestNamedModulesSeesThroughCheckpoint checks that a layer wrapped in
+// Checkpoint is still found by type, under its own name.
+func TestNamedModulesSeesThroughCheckpoint(t *testing.T) {
+	lin := nn.NewLinear(4, 4)
+	norm := nn.NewLayerNorm([]int{4}, 1e-5)
+	inner := nn.NewSequential(nn.NewLinear(4, 4), nn.NewReLU())
+	model := nn.NewSequential(nn.NewLinear(4, 4), nn.Checkpoint(lin), nn.Checkpoint(norm), nn.Checkpoint(inner))
+	defer nn.Release(model)
+	tests := []struct {
+		name string
+		want nn.Module
+	}{
+		{"1", lin},
+		{"2", norm},
+		{"3", inner},
+		{"3.0", inner.At(0)},
+		{"3.1", inner.At(1)},
+	}
+	named := nn.NamedModules(model)
+	for _, tt := range tests {
+		found := slices.ContainsFunc(named, func(nm nn.NamedModule) bool { return nm.Name == tt.name && nm.Module == tt.want })
+		if !found {
+			t.Errorf("NamedModules lacks the wrapped %T under %q", tt.want, tt.name)
+		}
+	}
+	// Listed once each: the wrapper, then what it wraps.
+	var names []string
+	for _, nm := range named {
+		names = append(names, nm.Name)
+	}
+	want := []string{"", "0", "1", "1", "2", "2", "3", "3", "3.0", "3.1"}
+	if !slices.Equal(names, want) {
+		t.Errorf("names %q, want %q", names, want)
+	}
+
+	// A checkpointed normalization layer stays float32 under Half.
+	model.Half()
+	if dt := norm.Weight.DType(); dt != vram.Float32 {
+		t.Errorf("checkpointed LayerNorm weight is %v after Half, want float32", dt)
+	}
+	if dt := lin.Weight.DType(); dt != vram.Float16 {
+		t.Errorf("checkpointed Linear weight is %v after Half, want float16", dt)
+	}
+}

@@ -216,11 +216,23 @@ func (b *Base) NamedChildren() []NamedModule {
 	return out
 }
 
+// Wrapper is implemented by a module that wraps another and changes only
+// how its Forward runs, such as [Checkpointed]: its parameters, children
+// and state-dict names are the wrapped module's.
+type Wrapper interface {
+	Module
+	// Unwrap returns the wrapped module.
+	Unwrap() Module
+}
+
 // NamedModules returns m and all its sub-modules, recursively, m first with
 // the name "" and then each sub-module in registration order before its own
 // sub-modules, under dotted names ("0", "0.fc", "1"), as PyTorch's
-// named_modules() does. A module registered more than once (shared) is
-// listed once, under its first name. A nil m gives nil.
+// named_modules() does. A [Wrapper] is followed by the module it wraps,
+// under the same name (the wrapping changes no parameter name), so that
+// type assertions reach a wrapped layer: a checkpointed [Linear] is still
+// found, pruned and quantized. A module registered more than once (shared)
+// is listed once, under its first name. A nil m gives nil.
 func NamedModules(m Module) []NamedModule {
 	if m == nil {
 		return nil
@@ -238,6 +250,13 @@ func NamedModules(m Module) []NamedModule {
 			seen[m] = true
 		}
 		out = append(out, NamedModule{Name: prefix, Module: m})
+		if w, ok := m.(Wrapper); ok {
+			if inner := w.Unwrap(); inner != nil {
+				// The wrapper's children are the wrapped module's.
+				walk(prefix, inner)
+				return
+			}
+		}
 		for _, c := range m.NamedChildren() {
 			name := c.Name
 			if prefix != "" {

@@ -382,3 +382,44 @@ func TestNaNPrunedLast(t *testing.T) {
 		})
 	}
 }
+
+// TestPruneReachesCheckpointedLayers checks that Params, Sparsity and
+// RemoveAll find a Linear wrapped in nn.Checkpoint.
+func TestPruneReachesCheckpointedLayers(t *testing.T) {
+	g := vram.WithGenerator(vram.NewGenerator(3))
+	plain, wrapped := nn.NewLinear(4, 4, g), nn.NewLinear(4, 4, g)
+	model := nn.NewSequential(plain, nn.NewReLU(), nn.Checkpoint(wrapped))
+	defer nn.Release(model)
+	targets := prune.Params(model, "weight")
+	tests := []struct {
+		name string
+		l    *nn.Linear
+	}{{"plain", plain}, {"checkpointed", wrapped}}
+	if len(targets) != len(tests) {
+		t.Fatalf("Params found %d weights, want %d", len(targets), len(tests))
+	}
+	if err := prune.GlobalUnstructured(targets, prune.Fraction(0.5)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		if !prune.IsPruned(tt.l, "weight") {
+			t.Errorf("%s layer not pruned", tt.name)
+		}
+	}
+	if _, total := prune.Sparsity(model); total.Zeros != 16 {
+		t.Errorf("sparsity %d zeros, want 16", total.Zeros)
+	}
+	x := vram.Randn(vram.Shape{2, 4}, g)
+	defer x.Release()
+	vram.Tidy(func() { model.Forward(x).Sum().Backward() })
+	grad, mask := wrapped.Weight.Grad().Float64s(), wrapped.WeightMask.Float64s()
+	for i := range grad {
+		if mask[i] == 0 && grad[i] != 0 {
+			t.Fatalf("pruned element %d of the checkpointed weight got gradient %v", i, grad[i])
+		}
+	}
+	n, err := prune.RemoveAll(model)
+	if err != nil || n != 2 {
+		t.Fatalf("RemoveAll = %d, %v; want 2", n, err)
+	}
+}

@@ -484,3 +484,38 @@ func TestWeightTinyRows(t *testing.T) {
 		scale.Release()
 	}
 }
+
+// TestQuantizeReachesCheckpointedLayers checks that Quantize finds a
+// Linear wrapped in nn.Checkpoint and that the model still runs.
+func TestQuantizeReachesCheckpointedLayers(t *testing.T) {
+	g := vram.WithGenerator(vram.NewGenerator(3))
+	plain, wrapped := nn.NewLinear(4, 4, g), nn.NewLinear(4, 4, g)
+	model := nn.NewSequential(plain, nn.NewReLU(), nn.Checkpoint(wrapped))
+	defer nn.Release(model)
+	x := vram.Randn(vram.Shape{2, 4}, g)
+	defer x.Release()
+	want := model.Forward(x)
+	defer want.Release()
+	n, err := quant.Quantize(model)
+	if err != nil || n != 2 {
+		t.Fatalf("Quantize = %d, %v; want 2", n, err)
+	}
+	tests := []struct {
+		name string
+		l    *nn.Linear
+	}{{"plain", plain}, {"checkpointed", wrapped}}
+	for _, tt := range tests {
+		if tt.l.Weight.DType() != vram.Int8 || tt.l.Scale == nil {
+			t.Errorf("%s layer not quantized: weight %v", tt.name, tt.l.Weight.DType())
+		}
+	}
+	var got *vram.Tensor
+	vram.NoGrad(func() { got = model.Forward(x) })
+	defer got.Release()
+	w, h := want.Float64s(), got.Float64s()
+	for i := range w {
+		if math.Abs(w[i]-h[i]) > 0.05 {
+			t.Fatalf("quantized output %v, want about %v", h, w)
+		}
+	}
+}
