@@ -12,9 +12,12 @@ import (
 )
 
 // StateDict returns m's parameters and buffers ([Base.RegisterBuffer]) by
-// their dotted names (PyTorch's state_dict keys). The tensors are the
-// module's own, not copies: they belong to the module and must not be
-// released.
+// their dotted names (PyTorch's state_dict keys). A parameter that a
+// pruning mask covers ([Maskable]) is keyed by its name with "_orig"
+// appended, beside its mask's name+"_mask", as PyTorch's
+// torch.nn.utils.prune stores it ("fc.weight_orig", "fc.weight_mask").
+// The tensors are the module's own, not copies: they belong to the module
+// and must not be released.
 func StateDict(m Module) map[string]*vram.Tensor {
 	named := stateTensors(m)
 	out := make(map[string]*vram.Tensor, len(named))
@@ -24,9 +27,46 @@ func StateDict(m Module) map[string]*vram.Tensor {
 	return out
 }
 
-// stateTensors returns m's parameters, then its buffers, by name.
+// stateTensors returns m's parameters, then its buffers, by their
+// state-dict keys (see [StateDict]).
 func stateTensors(m Module) []NamedParameter {
-	return append(m.NamedParameters(), NamedBuffers(m)...)
+	named := append(m.NamedParameters(), NamedBuffers(m)...)
+	masked := maskedNames(m)
+	for i, p := range named {
+		if masked[p.Name] {
+			named[i].Name = p.Name + origSuffix
+		}
+	}
+	return named
+}
+
+// origSuffix ends the state-dict key of a parameter that a pruning mask
+// covers, as in PyTorch.
+const origSuffix = "_orig"
+
+// maskedNames returns the dotted names of m's parameters that a pruning
+// mask covers.
+func maskedNames(m Module) map[string]bool {
+	out := map[string]bool{}
+	for _, nm := range NamedModules(m) {
+		mk, ok := nm.Module.(Maskable)
+		if !ok {
+			continue
+		}
+		for _, p := range nm.Module.NamedParameters() {
+			if strings.Contains(p.Name, ".") {
+				continue
+			}
+			if mask, _ := mk.ParameterMask(p.Name); mask != nil {
+				name := p.Name
+				if nm.Name != "" {
+					name = nm.Name + "." + p.Name
+				}
+				out[name] = true
+			}
+		}
+	}
+	return out
 }
 
 // Save writes m's parameters and buffers to the safetensors file path, under their
@@ -62,9 +102,11 @@ func Save(m Module, path string) (err error) {
 // safetensors.torch.save_file(model.state_dict(), path), into m's
 // parameters and buffers in place: each keeps its identity, device and
 // dtype, and values of another dtype are converted. The file must hold
-// exactly m's parameter and buffer names with the same shapes (PyTorch's
-// strict loading); otherwise Load returns an error listing the missing and
-// unexpected keys and the shape mismatches, and changes nothing.
+// exactly m's state-dict keys ([StateDict]) with the same shapes
+// (PyTorch's strict loading); otherwise Load returns an error listing the
+// missing and unexpected keys and the shape mismatches, and changes
+// nothing. A pruned parameter is read from name+"_orig" or, in files
+// written before that key was used, from name.
 //
 // The values are decoded on the host and written into each tensor in
 // place, so that loading into a model on a full device needs no device
@@ -104,10 +146,18 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("nn: load %s: %w", path, err)
 	}
-	var params []NamedParameter // the ones to load
+	var params []NamedParameter // the ones to load, by their keys in the file
 	var problems []string
 	have := map[string]bool{}
+	masked := maskedNames(m)
 	for _, p := range stateTensors(m) {
+		if old, ok := strings.CutSuffix(p.Name, origSuffix); ok && masked[old] {
+			// A pruned parameter, in a file written before "_orig".
+			_, hasKey := tensors[p.Name]
+			if _, hasOld := tensors[old]; hasOld && !hasKey {
+				p.Name = old
+			}
+		}
 		have[p.Name] = true
 		st, ok := tensors[p.Name]
 		if !ok {

@@ -21,7 +21,12 @@
 // The layers that can be pruned implement [nn.Maskable]; [nn.Linear] does,
 // for its weight and bias. Masks have their parameter's dtype and device
 // and are listed among the layer's parameters (name + "_mask"), so that
-// To, Save and nn.Release reach them; they take no gradient.
+// To, Save and nn.Release reach them; they take no gradient. As in
+// PyTorch, the state dict of a pruned layer ([nn.StateDict], [nn.Save])
+// keys the parameter as name + "_orig" beside its mask, so a model pruned
+// the same way loads it, and so does PyTorch after pruning its model;
+// [nn.Load] also reads the parameter under its plain name, as files
+// written before this naming hold it.
 //
 // # Errors
 //

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
+	"sort"
 	"testing"
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/internal/memtest"
+	"github.com/vramgo/vram/internal/tensorfile"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/nn/prune"
 	"github.com/vramgo/vram/optim"
@@ -421,5 +424,108 @@ func TestPruneReachesCheckpointedLayers(t *testing.T) {
 	n, err := prune.RemoveAll(model)
 	if err != nil || n != 2 {
 		t.Fatalf("RemoveAll = %d, %v; want 2", n, err)
+	}
+}
+
+// TestSavePrunedUsesPyTorchKeys checks that a pruned parameter is saved
+// as name_orig beside name_mask, as PyTorch saves it, and that files with
+// either key load back.
+func TestSavePrunedUsesPyTorchKeys(t *testing.T) {
+	dir := t.TempDir()
+	model := func(seed uint64) *nn.Sequential {
+		g := vram.WithGenerator(vram.NewGenerator(seed))
+		return nn.NewSequential(nn.NewLinear(3, 4, g), nn.NewReLU(), nn.NewLinear(4, 2, g))
+	}
+	src := model(1)
+	defer nn.Release(src)
+	if err := prune.L1Unstructured(src.At(0), "weight", prune.Fraction(0.5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := prune.L1Unstructured(src.At(2), "bias", prune.Count(1)); err != nil {
+		t.Fatal(err)
+	}
+	wantKeys := []string{"0.bias", "0.weight_mask", "0.weight_orig", "2.bias_mask", "2.bias_orig", "2.weight"}
+	var keys []string
+	for k := range nn.StateDict(src) {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if !slices.Equal(keys, wantKeys) {
+		t.Fatalf("StateDict keys %q, want %q", keys, wantKeys)
+	}
+	path := filepath.Join(dir, "pruned.safetensors")
+	if err := nn.Save(src, path); err != nil {
+		t.Fatal(err)
+	}
+	tensors, meta, err := tensorfile.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys = keys[:0]
+	for k := range tensors {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if !slices.Equal(keys, wantKeys) {
+		t.Fatalf("saved keys %q, want %q", keys, wantKeys)
+	}
+	// The same values under the keys vram wrote before: name and name_mask.
+	old := filepath.Join(dir, "old.safetensors")
+	renamed := map[string]string{"0.weight_orig": "0.weight", "2.bias_orig": "2.bias"}
+	for k, v := range renamed {
+		tensors[v] = tensors[k]
+		delete(tensors, k)
+	}
+	if err := tensorfile.Write(old, tensors, meta); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name, path string
+	}{
+		{"name_orig keys", path},
+		{"name keys", old},
+	}
+	for _, tt := range tests {
+		dst := model(2)
+		// The destination is pruned too, differently, as PyTorch needs
+		// before loading a pruned state dict.
+		if err := prune.L1Unstructured(dst.At(0), "weight", prune.Fraction(0.25)); err != nil {
+			t.Fatal(err)
+		}
+		if err := prune.L1Unstructured(dst.At(2), "bias", prune.Count(2)); err != nil {
+			t.Fatal(err)
+		}
+		if err := nn.Load(dst, tt.path); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		for name, want := range nn.StateDict(src) {
+			got := nn.StateDict(dst)[name]
+			if !slices.Equal(got.Float64s(), want.Float64s()) {
+				t.Errorf("%s: %s = %v, want %v", tt.name, name, got.Float64s(), want.Float64s())
+			}
+		}
+		nn.Release(dst)
+	}
+
+	// An unpruned model lacks the pruned keys, as in PyTorch.
+	plain := model(3)
+	defer nn.Release(plain)
+	before := plain.At(0).(*nn.Linear).Weight.Float64s()
+	if err := nn.Load(plain, path); err == nil {
+		t.Fatal("a pruned file loaded strictly into an unpruned model")
+	}
+	res, err := nn.LoadNonStrict(plain, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"0.weight", "2.bias"}; !slices.Equal(res.Missing, want) {
+		t.Errorf("missing %q, want %q", res.Missing, want)
+	}
+	if want := []string{"0.weight_mask", "0.weight_orig", "2.bias_mask", "2.bias_orig"}; !slices.Equal(res.Unexpected, want) {
+		t.Errorf("unexpected %q, want %q", res.Unexpected, want)
+	}
+	if got := plain.At(0).(*nn.Linear).Weight.Float64s(); !slices.Equal(got, before) {
+		t.Errorf("a missing key changed the weight")
 	}
 }
