@@ -14,24 +14,24 @@ import (
 // float weight is released (with its gradient). The parameter list keeps
 // "weight" (now int8) and gains "scale"; the bias stays as it is but stops
 // requiring grad, since a quantized layer is for inference. The layer
-// owns wq and scale. It returns an error, changing nothing, when l is
-// already quantized, has a pruning mask (make it permanent with
-// prune.Remove first), or when wq or scale does not fit.
+// owns wq and scale. It returns an error matching vram.ErrArgument,
+// changing nothing, when l is already quantized, has a pruning mask (make
+// it permanent with prune.Remove first), or when wq or scale does not fit.
 func (l *Linear) SetInt8Weight(wq, scale *vram.Tensor) error {
 	w := l.Weight
 	switch {
 	case wq == nil || scale == nil:
-		return fmt.Errorf("nn: linear: SetInt8Weight: nil tensor")
+		return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: "SetInt8Weight: nil tensor"}
 	case l.Scale != nil || !w.DType().IsFloat():
-		return fmt.Errorf("nn: linear: the layer is already quantized (weight %s)", w.DType())
+		return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("the layer is already quantized (weight %s)", w.DType())}
 	case l.WeightMask != nil || l.BiasMask != nil:
-		return fmt.Errorf("nn: linear: the layer has a pruning mask; make the pruning permanent (prune.Remove) before quantizing")
+		return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: "the layer has a pruning mask; make the pruning permanent (prune.Remove) before quantizing"}
 	case wq.DType() != vram.Int8 || !slices.Equal(wq.Shape(), w.Shape()):
-		return fmt.Errorf("nn: linear: int8 weight is %v %s, want %v int8", wq.Shape(), wq.DType(), w.Shape())
+		return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("int8 weight is %v %s, want %v int8", wq.Shape(), wq.DType(), w.Shape())}
 	case !scale.DType().IsFloat() || !slices.Equal(scale.Shape(), vram.Shape{w.Shape()[0]}):
-		return fmt.Errorf("nn: linear: scale is %v %s, want [%d] floating-point", scale.Shape(), scale.DType(), w.Shape()[0])
+		return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("scale is %v %s, want [%d] floating-point", scale.Shape(), scale.DType(), w.Shape()[0])}
 	case wq.Device() != w.Device() || scale.Device() != w.Device():
-		return fmt.Errorf("nn: linear: int8 weight on %s and scale on %s, want the layer's %s", wq.Device(), scale.Device(), w.Device())
+		return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("int8 weight on %s and scale on %s, want the layer's %s", wq.Device(), scale.Device(), w.Device())}
 	}
 	l.setBuffer("weight", wq)
 	l.Weight = wq

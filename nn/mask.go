@@ -22,8 +22,8 @@ type Maskable interface {
 	// which the layer then owns (it is listed among the parameters as
 	// name+"_mask", so that To, Save and Release reach it); nil removes
 	// the mask, and the layer releases the one it held. It returns an
-	// error for a parameter the layer cannot mask or a mask that does not
-	// fit.
+	// error (matching vram.ErrArgument or vram.ErrDType under errors.Is)
+	// for a parameter the layer cannot mask or a mask that does not fit.
 	SetParameterMask(name string, mask *vram.Tensor) error
 }
 
@@ -52,15 +52,15 @@ func (l *Linear) SetParameterMask(name string, mask *vram.Tensor) error {
 	case name == "bias" && l.Bias != nil:
 		p, slot = l.Bias, &l.BiasMask
 	default:
-		return fmt.Errorf("nn: linear: no parameter %q to mask (want weight, or bias when there is one)", name)
+		return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("no parameter %q to mask (want weight, or bias when there is one)", name)}
 	}
 	if mask != nil {
 		switch {
 		case !p.DType().IsFloat():
-			return fmt.Errorf("nn: linear: %s has dtype %s; only floating-point parameters can be masked (prune before quantizing)", name, p.DType())
+			return &vram.Error{Op: "linear", Kind: vram.ErrDType, Detail: fmt.Sprintf("%s has dtype %s; only floating-point parameters can be masked (prune before quantizing)", name, p.DType())}
 		case mask.DType() != p.DType() || mask.Device() != p.Device() || !slices.Equal(mask.Shape(), p.Shape()):
-			return fmt.Errorf("nn: linear: mask of %s is %v %s on %s, want %v %s on %s",
-				name, mask.Shape(), mask.DType(), mask.Device(), p.Shape(), p.DType(), p.Device())
+			return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("mask of %s is %v %s on %s, want %v %s on %s",
+				name, mask.Shape(), mask.DType(), mask.Device(), p.Shape(), p.DType(), p.Device())}
 		}
 	}
 	old := *slot

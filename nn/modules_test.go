@@ -1,6 +1,7 @@
 package nn_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -122,5 +123,35 @@ func TestSequentialModulesMethod(t *testing.T) {
 	}
 	if names := m.NamedModules(); names[4].Name != "2.0" {
 		t.Errorf("NamedModules()[4] = %q, want 2.0", names[4].Name)
+	}
+}
+
+// TestLinearMaskAndInt8Errors checks that SetParameterMask and
+// SetInt8Weight refuse what does not fit with errors matching vram's
+// sentinels.
+func TestLinearMaskAndInt8Errors(t *testing.T) {
+	l := nn.NewLinear(3, 2)
+	defer nn.Release(l)
+	q := nn.NewLinear(3, 2)
+	defer nn.Release(q)
+	if err := q.SetInt8Weight(vram.Zeros(vram.Shape{2, 3}, vram.Int8), vram.Ones(vram.Shape{2})); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"no such parameter", l.SetParameterMask("gamma", nil), vram.ErrArgument},
+		{"mask of another shape", l.SetParameterMask("weight", vram.Ones(vram.Shape{3, 2})), vram.ErrArgument},
+		{"mask of an int8 weight", q.SetParameterMask("weight", vram.Ones(vram.Shape{2, 3}, vram.Int8)), vram.ErrDType},
+		{"nil int8 weight", l.SetInt8Weight(nil, nil), vram.ErrArgument},
+		{"int8 weight of another shape", l.SetInt8Weight(vram.Zeros(vram.Shape{3, 2}, vram.Int8), vram.Ones(vram.Shape{2})), vram.ErrArgument},
+		{"already quantized", q.SetInt8Weight(vram.Zeros(vram.Shape{2, 3}, vram.Int8), vram.Ones(vram.Shape{2})), vram.ErrArgument},
+	}
+	for _, tt := range tests {
+		if !errors.Is(tt.err, tt.want) {
+			t.Errorf("%s: %v, want an error matching %v", tt.name, tt.err, tt.want)
+		}
 	}
 }

@@ -34,7 +34,9 @@
 // fraction outside [0, 1] or NaN, a count below 0 or above the number of
 // elements left), a module that is not [nn.Maskable], a parameter it
 // cannot mask, a norm order that is not positive, or a dimension out of
-// range.
+// range. The error is an *vram.Error that matches vram.ErrArgument under
+// errors.Is (vram.ErrDType for a parameter that is not floating-point,
+// vram.ErrIndex for a dimension out of range).
 //
 // The choice of elements is made on the host from the parameter's values
 // (ties broken by position, first come first pruned): pruning is a step

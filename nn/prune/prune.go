@@ -40,9 +40,9 @@ func (a Amount) String() string {
 func (a Amount) check() error {
 	switch {
 	case a.isCount && a.count < 0:
-		return fmt.Errorf("prune: amount %s is negative", a)
+		return pruneErr(vram.ErrArgument, "amount %s is negative", a)
 	case !a.isCount && !(a.frac >= 0 && a.frac <= 1):
-		return fmt.Errorf("prune: amount %s is not in [0, 1]", a)
+		return pruneErr(vram.ErrArgument, "amount %s is not in [0, 1]", a)
 	}
 	return nil
 }
@@ -54,11 +54,18 @@ func (a Amount) of(left int) (int, error) {
 	}
 	if a.isCount {
 		if a.count > left {
-			return 0, fmt.Errorf("prune: amount %s exceeds the %d elements left unpruned", a, left)
+			return 0, pruneErr(vram.ErrArgument, "amount %s exceeds the %d elements left unpruned", a, left)
 		}
 		return a.count, nil
 	}
 	return int(math.RoundToEven(a.frac * float64(left))), nil
+}
+
+// pruneErr returns the error of a bad call: an *vram.Error of the given
+// kind (vram.ErrArgument, vram.ErrDType, vram.ErrIndex), so that
+// errors.Is matches it.
+func pruneErr(kind error, format string, args ...any) error {
+	return &vram.Error{Op: "prune", Kind: kind, Detail: fmt.Sprintf(format, args...)}
 }
 
 // Target names one parameter of a layer, for [GlobalUnstructured].
@@ -107,19 +114,19 @@ func param(m nn.Module, name string) *vram.Tensor {
 // load checks t and reads its parameter and mask.
 func load(t Target) (*state, error) {
 	if t.Module == nil {
-		return nil, fmt.Errorf("prune: nil module")
+		return nil, pruneErr(vram.ErrArgument, "nil module")
 	}
 	mk, ok := t.Module.(nn.Maskable)
 	if !ok {
-		return nil, fmt.Errorf("prune: %T cannot be pruned: its Forward applies no masks (it does not implement nn.Maskable)", t.Module)
+		return nil, pruneErr(vram.ErrArgument, "%T cannot be pruned: its Forward applies no masks (it does not implement nn.Maskable)", t.Module)
 	}
 	mask, ok := mk.ParameterMask(t.Name)
 	p := param(t.Module, t.Name)
 	if !ok || p == nil || strings.HasSuffix(t.Name, "_mask") {
-		return nil, fmt.Errorf("prune: %T has no parameter %q that it can mask", t.Module, t.Name)
+		return nil, pruneErr(vram.ErrArgument, "%T has no parameter %q that it can mask", t.Module, t.Name)
 	}
 	if !p.DType().IsFloat() {
-		return nil, fmt.Errorf("prune: parameter %q has dtype %s; prune floating-point parameters (before quantizing)", t.Name, p.DType())
+		return nil, pruneErr(vram.ErrDType, "parameter %q has dtype %s; prune floating-point parameters (before quantizing)", t.Name, p.DType())
 	}
 	s := &state{t: t, mk: mk, p: p, values: p.Float64s()}
 	if mask != nil {
@@ -146,7 +153,7 @@ func (s *state) commit() error {
 	}
 	if err := s.mk.SetParameterMask(s.t.Name, m); err != nil {
 		m.Release()
-		return fmt.Errorf("prune: %w", err)
+		return err
 	}
 	return nil
 }
@@ -198,7 +205,7 @@ func GlobalUnstructured(targets []Target, amount Amount) error {
 		return err
 	}
 	if len(targets) == 0 {
-		return fmt.Errorf("prune: no parameters to prune")
+		return pruneErr(vram.ErrArgument, "no parameters to prune")
 	}
 	states := make([]*state, len(targets))
 	seen := map[*vram.Tensor]bool{}
@@ -208,7 +215,7 @@ func GlobalUnstructured(targets []Target, amount Amount) error {
 			return err
 		}
 		if seen[s.p] {
-			return fmt.Errorf("prune: parameter %q of %T is listed twice", t.Name, t.Module)
+			return pruneErr(vram.ErrArgument, "parameter %q of %T is listed twice", t.Name, t.Module)
 		}
 		seen[s.p] = true
 		states[i] = s
@@ -246,7 +253,7 @@ func LnStructured(m nn.Module, name string, amount Amount, n float64, dim int) e
 		return err
 	}
 	if !(n > 0) {
-		return fmt.Errorf("prune: norm order %v must be positive (1, 2, or math.Inf(1))", n)
+		return pruneErr(vram.ErrArgument, "norm order %v must be positive (1, 2, or math.Inf(1))", n)
 	}
 	s, err := load(Target{Module: m, Name: name})
 	if err != nil {
@@ -257,7 +264,7 @@ func LnStructured(m nn.Module, name string, amount Amount, n float64, dim int) e
 		dim += len(shape)
 	}
 	if dim < 0 || dim >= len(shape) {
-		return fmt.Errorf("prune: dimension %d is out of range for parameter %q of shape %v", dim, name, shape)
+		return pruneErr(vram.ErrIndex, "dimension %d is out of range for parameter %q of shape %v", dim, name, shape)
 	}
 	inner := 1
 	for _, d := range shape[dim+1:] {
@@ -319,11 +326,11 @@ func IsPruned(m nn.Module, name string) bool {
 func Remove(m nn.Module, name string) error {
 	mk, ok := m.(nn.Maskable)
 	if !ok {
-		return fmt.Errorf("prune: %T cannot be pruned (it does not implement nn.Maskable)", m)
+		return pruneErr(vram.ErrArgument, "%T cannot be pruned (it does not implement nn.Maskable)", m)
 	}
 	mask, _ := mk.ParameterMask(name)
 	if mask == nil {
-		return fmt.Errorf("prune: parameter %q of %T is not pruned", name, m)
+		return pruneErr(vram.ErrArgument, "parameter %q of %T is not pruned", name, m)
 	}
 	p := param(m, name)
 	err := vram.Catch(func() { vram.NoGrad(func() { p.MulInPlace(mask) }) })

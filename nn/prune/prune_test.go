@@ -340,9 +340,10 @@ func TestPruneQuantized(t *testing.T) {
 	if err == nil {
 		t.Fatal("an int8 weight was pruned")
 	}
+	// prune's own check, not an int8 op failing inside.
 	var ve *vram.Error
-	if errors.As(err, &ve) {
-		t.Errorf("got a vram.Error %v; want a plain error", err)
+	if !errors.As(err, &ve) || ve.Op != "prune" || !errors.Is(err, vram.ErrDType) {
+		t.Errorf("got %v; want prune's ErrDType error", err)
 	}
 }
 
@@ -527,5 +528,41 @@ func TestSavePrunedUsesPyTorchKeys(t *testing.T) {
 	}
 	if got := plain.At(0).(*nn.Linear).Weight.Float64s(); !slices.Equal(got, before) {
 		t.Errorf("a missing key changed the weight")
+	}
+}
+
+// TestErrorsWrapSentinels checks that each bad call returns an error
+// matching one of vram's sentinel errors and changes nothing.
+func TestErrorsWrapSentinels(t *testing.T) {
+	l := nn.NewLinear(3, 2, vram.WithGenerator(vram.NewGenerator(1)))
+	defer nn.Release(l)
+	before := l.Weight.Float64s()
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"fraction above 1", prune.L1Unstructured(l, "weight", prune.Fraction(1.5)), vram.ErrArgument},
+		{"negative fraction", prune.L1Unstructured(l, "weight", prune.Fraction(-0.1)), vram.ErrArgument},
+		{"NaN fraction", prune.L1Unstructured(l, "weight", prune.Fraction(math.NaN())), vram.ErrArgument},
+		{"negative count", prune.L1Unstructured(l, "weight", prune.Count(-1)), vram.ErrArgument},
+		{"count above size", prune.L1Unstructured(l, "weight", prune.Count(7)), vram.ErrArgument},
+		{"no such parameter", prune.L1Unstructured(l, "gamma", prune.Fraction(0.5)), vram.ErrArgument},
+		{"not maskable", prune.L1Unstructured(nn.NewReLU(), "weight", prune.Fraction(0.5)), vram.ErrArgument},
+		{"nil module", prune.L1Unstructured(nil, "weight", prune.Fraction(0.5)), vram.ErrArgument},
+		{"no targets", prune.GlobalUnstructured(nil, prune.Fraction(0.5)), vram.ErrArgument},
+		{"listed twice", prune.GlobalUnstructured([]prune.Target{{l, "weight"}, {l, "weight"}}, prune.Fraction(0.5)), vram.ErrArgument},
+		{"norm order 0", prune.LnStructured(l, "weight", prune.Fraction(0.5), 0, 0), vram.ErrArgument},
+		{"dimension out of range", prune.LnStructured(l, "weight", prune.Fraction(0.5), 2, 2), vram.ErrIndex},
+		{"remove unpruned", prune.Remove(l, "weight"), vram.ErrArgument},
+		{"remove not maskable", prune.Remove(nn.NewReLU(), "weight"), vram.ErrArgument},
+	}
+	for _, tt := range tests {
+		if !errors.Is(tt.err, tt.want) {
+			t.Errorf("%s: %v, want an error matching %v", tt.name, tt.err, tt.want)
+		}
+	}
+	if l.WeightMask != nil || !slices.Equal(l.Weight.Float64s(), before) {
+		t.Errorf("a refused call changed the layer")
 	}
 }

@@ -26,7 +26,8 @@
 //
 // Quantize and QuantizeLinear return errors (a layer already quantized,
 // one with a pruning mask, a weight with NaN or Inf values, a weight shared
-// with a layer that is not quantized with it) and change nothing then.
+// with a layer that is not quantized with it) and change nothing then;
+// each matches vram.ErrArgument under errors.Is.
 // Quantized layers are for inference: the int8 weight cannot require
 // grad, an optimizer refuses it, and a scale or bias that requires grad
 // makes Forward panic with vram.ErrAutograd; gradients still flow through

@@ -14,23 +14,29 @@ import (
 // with a symmetric scheme do.
 const qmax = 127
 
+// quantErr returns the error of a bad call: an *vram.Error of the given
+// kind (vram.ErrArgument, vram.ErrReleased), so that errors.Is matches it.
+func quantErr(kind error, format string, args ...any) error {
+	return &vram.Error{Op: "quantize", Kind: kind, Detail: fmt.Sprintf(format, args...)}
+}
+
 // Weight returns the symmetric per-output-channel int8 quantization of a
 // floating-point weight w [out, in]: wq [out, in] (int8) and scale [out]
 // of w's dtype, with w ≈ wq[n,k]·scale[n]. A row of zeros gets scale 1,
 // and a row whose max|w|/127 rounds to 0 in w's dtype (float16 rows below
 // about 4e-6) the smallest positive value of that dtype.
-// It returns an error for a weight that is not a 2-d floating-point
-// tensor or holds NaN or Inf. The caller owns wq and scale; w is not
-// changed.
+// It returns an error matching vram.ErrArgument for a weight that is not
+// a 2-d floating-point tensor or holds NaN or Inf (vram.ErrReleased for a
+// released one). The caller owns wq and scale; w is not changed.
 func Weight(w *vram.Tensor) (wq, scale *vram.Tensor, err error) {
 	if w == nil {
-		return nil, nil, fmt.Errorf("quant: nil weight")
+		return nil, nil, quantErr(vram.ErrArgument, "nil weight")
 	}
 	if w.Released() {
-		return nil, nil, fmt.Errorf("quant: the weight was released")
+		return nil, nil, quantErr(vram.ErrReleased, "the weight was released")
 	}
 	if !w.DType().IsFloat() || len(w.Shape()) != 2 {
-		return nil, nil, fmt.Errorf("quant: weight is %v %s, want a 2-d floating-point [out, in] tensor", w.Shape(), w.DType())
+		return nil, nil, quantErr(vram.ErrArgument, "weight is %v %s, want a 2-d floating-point [out, in] tensor", w.Shape(), w.DType())
 	}
 	out, in := w.Shape()[0], w.Shape()[1]
 	ct := vram.Float32
@@ -48,12 +54,14 @@ func Weight(w *vram.Tensor) (wq, scale *vram.Tensor, err error) {
 						return
 					}
 					wf := w.Cast(ct)
-					a := wf.Abs()
-					if s := a.Sum().Item(); math.IsNaN(s) || math.IsInf(s, 0) {
-						bad = fmt.Errorf("quant: weight %v holds NaN or Inf values (or values too large to sum)", w.Shape())
+					// w·0 sums to 0 when every element is finite and to
+					// NaN as soon as one is NaN or Inf; a sum of |w|
+					// would also overflow for large finite weights.
+					if s := wf.MulScalar(0).Sum().Item(); s != 0 {
+						bad = quantErr(vram.ErrArgument, "weight %v holds NaN or Inf values", w.Shape())
 						return
 					}
-					amax := a.MaxKeepDim(1)
+					amax := wf.Abs().MaxKeepDim(1)
 					// The stored scale, at least minScale so that a row of
 					// tiny values does not round to a scale of 0 (and from
 					// there to all zeros); rows of zeros get 1.
@@ -96,15 +104,15 @@ func minScale(dt vram.DType) float64 {
 
 // QuantizeLinear quantizes l in place ([Weight], then
 // [nn.Linear.SetInt8Weight]): its weight becomes int8 with per-channel
-// scales and the float weight is released. It returns an error, changing
-// nothing, for a layer already quantized, one with a pruning mask, or a
-// weight with NaN or Inf values.
+// scales and the float weight is released. It returns an error matching
+// vram.ErrArgument, changing nothing, for a layer already quantized, one
+// with a pruning mask, or a weight with NaN or Inf values.
 func QuantizeLinear(l *nn.Linear) error {
 	if l == nil {
-		return fmt.Errorf("quant: nil layer")
+		return quantErr(vram.ErrArgument, "nil layer")
 	}
-	if err := quantizable(l); err != nil {
-		return fmt.Errorf("quant: %w", err)
+	if err := quantizable(l, ""); err != nil {
+		return err
 	}
 	wq, scale, err := Weight(l.Weight)
 	if err != nil {
@@ -113,18 +121,21 @@ func QuantizeLinear(l *nn.Linear) error {
 	if err := l.SetInt8Weight(wq, scale); err != nil {
 		wq.Release()
 		scale.Release()
-		return fmt.Errorf("quant: %w", err)
+		return err
 	}
 	return nil
 }
 
-// quantizable checks what SetInt8Weight checks before any work is done.
-func quantizable(l *nn.Linear) error {
+// quantizable checks what SetInt8Weight checks before any work is done;
+// where, when not empty, names the layer in the error ("layer 1: ").
+func quantizable(l *nn.Linear, where string) error {
 	switch {
+	case l.Weight == nil || l.Weight.Released():
+		return quantErr(vram.ErrReleased, "%sthe weight is nil or released", where)
 	case l.Scale != nil || !l.Weight.DType().IsFloat():
-		return fmt.Errorf("the layer is already quantized (weight %s)", l.Weight.DType())
+		return quantErr(vram.ErrArgument, "%sthe layer is already quantized (weight %s)", where, l.Weight.DType())
 	case l.WeightMask != nil || l.BiasMask != nil:
-		return fmt.Errorf("the layer has a pruning mask; make the pruning permanent (prune.Remove) before quantizing")
+		return quantErr(vram.ErrArgument, "%sthe layer has a pruning mask; make the pruning permanent (prune.Remove) before quantizing", where)
 	}
 	return nil
 }
@@ -145,7 +156,7 @@ func Quantize(m nn.Module) (int, error) {
 // that share one weight tensor get one shared int8 weight and scale.
 func QuantizeSelected(m nn.Module, keep func(name string, l *nn.Linear) bool) (int, error) {
 	if m == nil {
-		return 0, fmt.Errorf("quant: nil module")
+		return 0, quantErr(vram.ErrArgument, "nil module")
 	}
 	type job struct {
 		name string
@@ -163,8 +174,8 @@ func QuantizeSelected(m nn.Module, keep func(name string, l *nn.Linear) bool) (i
 		if !ok || l.Scale != nil || !keep(nm.Name, l) {
 			continue
 		}
-		if err := quantizable(l); err != nil {
-			return 0, fmt.Errorf("quant: %s: %w", label(nm.Name), err)
+		if err := quantizable(l, label(nm.Name)+": "); err != nil {
+			return 0, err
 		}
 		jobs = append(jobs, job{nm.Name, l})
 	}
@@ -177,7 +188,7 @@ func QuantizeSelected(m nn.Module, keep func(name string, l *nn.Linear) bool) (i
 	for _, j := range jobs {
 		for _, u := range users[j.l.Weight] {
 			if !mine[u] {
-				return 0, fmt.Errorf("quant: %s: the weight is also the parameter %q, which is not being quantized; untie them or leave this layer out", label(j.name), u)
+				return 0, quantErr(vram.ErrArgument, "%s: the weight is also the parameter %q, which is not being quantized; untie them or leave this layer out", label(j.name), u)
 			}
 		}
 	}
@@ -196,7 +207,7 @@ func QuantizeSelected(m nn.Module, keep func(name string, l *nn.Linear) bool) (i
 		wq, scale, err := Weight(j.l.Weight)
 		if err != nil {
 			release()
-			return 0, fmt.Errorf("%w (layer %s)", err, label(j.name))
+			return 0, fmt.Errorf("%w (%s)", err, label(j.name))
 		}
 		done[j.l.Weight] = result{wq, scale}
 	}

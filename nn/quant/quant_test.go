@@ -1,8 +1,10 @@
 package quant_test
 
 import (
+	"errors"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -516,6 +518,64 @@ func TestQuantizeReachesCheckpointedLayers(t *testing.T) {
 	for i := range w {
 		if math.Abs(w[i]-h[i]) > 0.05 {
 			t.Fatalf("quantized output %v, want about %v", h, w)
+		}
+	}
+}
+
+// TestWeightFiniteCheck checks that Weight refuses NaN and Inf with an
+// error matching vram.ErrArgument and quantizes large finite values, whose
+// sum of magnitudes overflows float32.
+func TestWeightFiniteCheck(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	tests := []struct {
+		name   string
+		vals   []float32
+		wantQ  []int64
+		wantOK bool
+	}{
+		{"zeros", []float32{0, 0, 0, 0}, []int64{0, 0, 0, 0}, true},
+		{"constant", []float32{3, 3, -3, -3}, []int64{127, 127, -127, -127}, true},
+		{"near float32 max", []float32{3e38, -3e38, 3e38, 1.5e38}, []int64{127, -127, 127, 64}, true},
+		{"NaN", []float32{1, nan, 2, 3}, nil, false},
+		{"Inf", []float32{1, 2, -inf, 3}, nil, false},
+	}
+	for _, tt := range tests {
+		w := vram.FromSlice(tt.vals, vram.Shape{2, 2})
+		wq, scale, err := quant.Weight(w)
+		switch {
+		case !tt.wantOK:
+			if !errors.Is(err, vram.ErrArgument) {
+				t.Errorf("%s: %v, want an error matching vram.ErrArgument", tt.name, err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		default:
+			if got := wq.Int64s(); !slices.Equal(got, tt.wantQ) {
+				t.Errorf("%s: int8 values %v, want %v", tt.name, got, tt.wantQ)
+			}
+			for _, s := range scale.Float64s() {
+				if !(s > 0) || math.IsInf(s, 0) {
+					t.Errorf("%s: scale %v, want positive and finite", tt.name, s)
+				}
+			}
+			wq.Release()
+			scale.Release()
+		}
+		w.Release()
+	}
+	tests2 := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"nil weight", func() error { _, _, err := quant.Weight(nil); return err }(), vram.ErrArgument},
+		{"1-d weight", func() error { _, _, err := quant.Weight(vram.Zeros(vram.Shape{4})); return err }(), vram.ErrArgument},
+		{"nil layer", quant.QuantizeLinear(nil), vram.ErrArgument},
+		{"nil module", func() error { _, err := quant.Quantize(nil); return err }(), vram.ErrArgument},
+	}
+	for _, tt := range tests2 {
+		if !errors.Is(tt.err, tt.want) {
+			t.Errorf("%s: %v, want an error matching %v", tt.name, tt.err, tt.want)
 		}
 	}
 }
