@@ -1,7 +1,9 @@
 package nn
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"sort"
 	"strings"
@@ -108,6 +110,12 @@ func Save(m Module, path string) (err error) {
 // nothing. A pruned parameter is read from name+"_orig" or, in files
 // written before that key was used, from name.
 //
+// Errors match vram's sentinels under errors.Is: vram.ErrArgument for
+// missing or unexpected keys and for a file that is not valid safetensors,
+// vram.ErrShape for a shape mismatch, vram.ErrDType for a dtype that
+// cannot be read, vram.ErrReleased for a released tensor; a file that
+// cannot be opened gives the *fs.PathError (fs.ErrNotExist, ...).
+//
 // The values are decoded on the host and written into each tensor in
 // place, so that loading into a model on a full device needs no device
 // memory beyond the model's own, except for a tensor that is not
@@ -140,14 +148,24 @@ func LoadNonStrict(m Module, path string) (LoadResult, error) {
 func load(m Module, path string, strict bool) (LoadResult, error) {
 	var res LoadResult
 	if m == nil {
-		return res, fmt.Errorf("nn: load %s: nil module", path)
+		return res, &kindError{msg: fmt.Sprintf("nn: load %s: nil module", path), kinds: []error{vram.ErrArgument}}
 	}
 	tensors, _, err := tensorfile.Read(path)
 	if err != nil {
-		return res, fmt.Errorf("nn: load %s: %w", path, err)
+		kinds := []error{err}
+		if !errors.As(err, new(*fs.PathError)) {
+			kinds = append(kinds, vram.ErrArgument) // the file is not a valid safetensors file
+		}
+		return res, &kindError{msg: fmt.Sprintf("nn: load %s: %v", path, err), kinds: kinds}
 	}
 	var params []NamedParameter // the ones to load, by their keys in the file
 	var problems []string
+	kinds := []error{} // the sentinels the problems match
+	kind := func(k error) {
+		if !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
 	have := map[string]bool{}
 	masked := maskedNames(m)
 	for _, p := range stateTensors(m) {
@@ -167,13 +185,16 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 		params = append(params, p)
 		if p.Tensor.Released() {
 			problems = append(problems, fmt.Sprintf("%q was released", p.Name))
+			kind(vram.ErrReleased)
 			continue
 		}
 		if !slices.Equal(st.Shape, []int(p.Tensor.Shape())) {
 			problems = append(problems, fmt.Sprintf("%q has shape %v in the file and %v in the model", p.Name, vram.Shape(st.Shape), p.Tensor.Shape()))
+			kind(vram.ErrShape)
 		}
 		if err := tensorfile.Decodable(st.DType); err != nil {
 			problems = append(problems, fmt.Sprintf("%q: %v", p.Name, err))
+			kind(vram.ErrDType)
 		}
 	}
 	for name := range tensors {
@@ -186,13 +207,15 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 		var parts []string
 		if strict && len(res.Missing) > 0 {
 			parts = append(parts, "missing keys "+quoteAll(res.Missing))
+			kind(vram.ErrArgument)
 		}
 		if strict && len(res.Unexpected) > 0 {
 			parts = append(parts, "unexpected keys "+quoteAll(res.Unexpected))
+			kind(vram.ErrArgument)
 		}
 		parts = append(parts, problems...)
 		if len(parts) > 0 {
-			return res, fmt.Errorf("nn: load %s: %s", path, strings.Join(parts, "; "))
+			return res, &kindError{msg: fmt.Sprintf("nn: load %s: %s", path, strings.Join(parts, "; ")), kinds: kinds}
 		}
 	}
 	// Decode every tensor on the host before changing any, so that a
@@ -222,6 +245,17 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 	}
 	return res, nil
 }
+
+// kindError is an error of Load with its own message that matches each of
+// kinds (vram's sentinels, an underlying error) under errors.Is and
+// errors.As.
+type kindError struct {
+	msg   string
+	kinds []error
+}
+
+func (e *kindError) Error() string   { return e.msg }
+func (e *kindError) Unwrap() []error { return e.kinds }
 
 func quoteAll(names []string) string {
 	q := make([]string, len(names))

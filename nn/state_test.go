@@ -2,6 +2,8 @@ package nn_test
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -123,27 +125,31 @@ func TestLoadErrors(t *testing.T) {
 		model nn.Module
 		path  string
 		want  []string
+		kind  error // what the error matches under errors.Is
 	}{
-		{"missing file", nn.NewLinear(2, 3), filepath.Join(dir, "nope"), []string{"no such file"}},
+		{"missing file", nn.NewLinear(2, 3), filepath.Join(dir, "nope"), []string{"no such file"}, fs.ErrNotExist},
 		{"missing key", nn.NewSequential(nn.NewLinear(2, 3), nn.NewLinear(3, 1)), good,
-			[]string{`missing keys ["1.weight", "1.bias"]`}},
-		{"unexpected key", nn.NewSequential(nn.NewLinearNoBias(2, 3)), good, []string{`unexpected keys ["0.bias"]`}},
+			[]string{`missing keys ["1.weight", "1.bias"]`}, vram.ErrArgument},
+		{"unexpected key", nn.NewSequential(nn.NewLinearNoBias(2, 3)), good, []string{`unexpected keys ["0.bias"]`}, vram.ErrArgument},
 		{"renamed keys", nn.NewLinear(2, 3), good,
-			[]string{`missing keys ["weight", "bias"]`, `unexpected keys ["0.bias", "0.weight"]`}},
-		{"wrong shape", nn.NewSequential(nn.NewLinear(3, 3)), good, []string{`"0.weight" has shape [3, 2] in the file and [3, 3] in the model`}},
-		{"truncated", nn.NewSequential(nn.NewLinear(2, 3)), write("trunc", raw[:len(raw)-3]), []string{"safetensors: ", "truncated"}},
-		{"garbage", nn.NewSequential(nn.NewLinear(2, 3)), write("garbage", []byte("this is not a safetensors file")), []string{"safetensors: "}},
-		{"empty file", nn.NewSequential(nn.NewLinear(2, 3)), write("empty", nil), []string{"safetensors: "}},
+			[]string{`missing keys ["weight", "bias"]`, `unexpected keys ["0.bias", "0.weight"]`}, vram.ErrArgument},
+		{"wrong shape", nn.NewSequential(nn.NewLinear(3, 3)), good, []string{`"0.weight" has shape [3, 2] in the file and [3, 3] in the model`}, vram.ErrShape},
+		{"truncated", nn.NewSequential(nn.NewLinear(2, 3)), write("trunc", raw[:len(raw)-3]), []string{"safetensors: ", "truncated"}, vram.ErrArgument},
+		{"garbage", nn.NewSequential(nn.NewLinear(2, 3)), write("garbage", []byte("this is not a safetensors file")), []string{"safetensors: "}, vram.ErrArgument},
+		{"empty file", nn.NewSequential(nn.NewLinear(2, 3)), write("empty", nil), []string{"safetensors: "}, vram.ErrArgument},
 		{"unsupported dtype", nn.NewLinearNoBias(1, 1), stFile("f8", map[string]safetensors.Tensor{
-			"weight": {DType: "F8_E4M3", Shape: []int{1, 1}, Data: []byte{0}}}), []string{"F8_E4M3 is not supported"}},
+			"weight": {DType: "F8_E4M3", Shape: []int{1, 1}, Data: []byte{0}}}), []string{"F8_E4M3 is not supported"}, vram.ErrDType},
 		{"scalar vs vector", nn.NewLinearNoBias(1, 1), stFile("scalar", map[string]safetensors.Tensor{"weight": f32()}),
-			[]string{"has shape [] in the file"}},
+			[]string{"has shape [] in the file"}, vram.ErrShape},
+		{"nil module", nil, good, []string{"nil module"}, vram.ErrArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := [][]float64{}
-			for _, p := range tt.model.Parameters() {
-				before = append(before, p.Float64s())
+			if tt.model != nil {
+				for _, p := range tt.model.Parameters() {
+					before = append(before, p.Float64s())
+				}
 			}
 			err := nn.Load(tt.model, tt.path)
 			if err == nil {
@@ -156,6 +162,12 @@ func TestLoadErrors(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not mention %q", err, w)
 				}
+			}
+			if !errors.Is(err, tt.kind) {
+				t.Errorf("error %q does not match %v", err, tt.kind)
+			}
+			if tt.model == nil {
+				return
 			}
 			for i, p := range tt.model.Parameters() {
 				if !slices.Equal(p.Float64s(), before[i]) {
