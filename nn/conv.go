@@ -63,6 +63,11 @@ type Conv2d struct {
 	Bias *vram.Tensor
 	// Params are the convolution's stride, padding, dilation and groups.
 	Params vram.Conv2dParams
+	// WeightMask and BiasMask, set by package nn/prune through
+	// [Conv2d.SetParameterMask], are nil or tensors of zeros and ones of
+	// their parameter's shape: Forward then computes with Weight⊙WeightMask
+	// and Bias⊙BiasMask, so the pruned elements get no gradient.
+	WeightMask, BiasMask *vram.Tensor
 }
 
 // NewConv2d returns a Conv2d layer from in to out channels with a square
@@ -85,16 +90,28 @@ func NewConv2d(in, out, kernel int, o ConvOptions, opts ...vram.Option) *Conv2d 
 	return l
 }
 
-// Forward returns the convolution of x ([vram.Conv2d]).
+// Forward returns the convolution of x ([vram.Conv2d]), with the masks of
+// a pruned layer applied.
 func (l *Conv2d) Forward(x *vram.Tensor) *vram.Tensor {
-	return vram.Conv2d(x, l.Weight, l.Bias, l.Params)
+	return l.ForwardAct(x, vram.ActNone)
 }
 
 // ForwardAct returns act(conv(x) + bias) as one fused op
 // ([vram.Conv2dAct]): what [Sequential] runs for a Conv2d followed by a
 // ReLU or GELU.
 func (l *Conv2d) ForwardAct(x *vram.Tensor, act vram.Activation) *vram.Tensor {
-	return vram.Conv2dAct(x, l.Weight, l.Bias, l.Params, act)
+	w, rw := masked(l.Weight, l.WeightMask)
+	if rw {
+		defer w.Release()
+	}
+	b, rb := masked(l.Bias, l.BiasMask)
+	if rb {
+		defer b.Release()
+	}
+	if act == vram.ActNone {
+		return vram.Conv2d(x, w, b, l.Params)
+	}
+	return vram.Conv2dAct(x, w, b, l.Params, act)
 }
 
 // ConvTranspose2d is a 2-D transposed convolution layer

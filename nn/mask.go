@@ -44,28 +44,56 @@ func (l *Linear) ParameterMask(name string) (*vram.Tensor, bool) {
 // SetParameterMask sets or removes the mask of "weight" or "bias". It
 // implements [Maskable]; masks of an int8 (quantized) weight are refused.
 func (l *Linear) SetParameterMask(name string, mask *vram.Tensor) error {
-	var p *vram.Tensor
-	var slot **vram.Tensor
 	switch {
 	case name == "weight":
-		p, slot = l.Weight, &l.WeightMask
+		return l.setMask("linear", name, l.Weight, &l.WeightMask, mask)
 	case name == "bias" && l.Bias != nil:
-		p, slot = l.Bias, &l.BiasMask
-	default:
-		return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("no parameter %q to mask (want weight, or bias when there is one)", name)}
+		return l.setMask("linear", name, l.Bias, &l.BiasMask, mask)
 	}
+	return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("no parameter %q to mask (want weight, or bias when there is one)", name)}
+}
+
+var _ Maskable = (*Conv2d)(nil)
+
+// ParameterMask returns the mask of "weight" or "bias" (nil when none).
+// It implements [Maskable].
+func (l *Conv2d) ParameterMask(name string) (*vram.Tensor, bool) {
+	switch name {
+	case "weight":
+		return l.WeightMask, true
+	case "bias":
+		return l.BiasMask, l.Bias != nil
+	}
+	return nil, false
+}
+
+// SetParameterMask sets or removes the mask of "weight" or "bias". It
+// implements [Maskable].
+func (l *Conv2d) SetParameterMask(name string, mask *vram.Tensor) error {
+	switch {
+	case name == "weight":
+		return l.setMask("conv2d", name, l.Weight, &l.WeightMask, mask)
+	case name == "bias" && l.Bias != nil:
+		return l.setMask("conv2d", name, l.Bias, &l.BiasMask, mask)
+	}
+	return &vram.Error{Op: "conv2d", Kind: vram.ErrArgument, Detail: fmt.Sprintf("no parameter %q to mask (want weight, or bias when there is one)", name)}
+}
+
+// setMask is SetParameterMask for the parameter name, p, whose mask the
+// layer keeps in *slot; op names the layer in errors.
+func (b *Base) setMask(op, name string, p *vram.Tensor, slot **vram.Tensor, mask *vram.Tensor) error {
 	if mask != nil {
 		switch {
 		case !p.DType().IsFloat():
-			return &vram.Error{Op: "linear", Kind: vram.ErrDType, Detail: fmt.Sprintf("%s has dtype %s; only floating-point parameters can be masked (prune before quantizing)", name, p.DType())}
+			return &vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("%s has dtype %s; only floating-point parameters can be masked (prune before quantizing)", name, p.DType())}
 		case mask.DType() != p.DType() || mask.Device() != p.Device() || !slices.Equal(mask.Shape(), p.Shape()):
-			return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("mask of %s is %v %s on %s, want %v %s on %s",
+			return &vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("mask of %s is %v %s on %s, want %v %s on %s",
 				name, mask.Shape(), mask.DType(), mask.Device(), p.Shape(), p.DType(), p.Device())}
 		}
 	}
 	old := *slot
 	*slot = mask
-	l.setBuffer(name+"_mask", mask)
+	b.setBuffer(name+"_mask", mask)
 	if old != nil && old != mask {
 		old.Release()
 	}

@@ -18,8 +18,9 @@
 // reports the fraction of zeros of each parameter as the layers compute
 // with it.
 //
-// The layers that can be pruned implement [nn.Maskable]; [nn.Linear] does,
-// for its weight and bias. Masks have their parameter's dtype and device
+// The layers that can be pruned implement [nn.Maskable]; [nn.Linear] and
+// [nn.Conv2d] do, for their weight and bias (dimension 0 of a Conv2d
+// weight, for [LnStructured], is its output channels). Masks have their parameter's dtype and device
 // and are listed among the layer's parameters (name + "_mask"), so that
 // To, Save and nn.Release reach them; they take no gradient. As in
 // PyTorch, the state dict of a pruned layer ([nn.StateDict], [nn.Save])

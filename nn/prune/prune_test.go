@@ -566,3 +566,86 @@ func TestErrorsWrapSentinels(t *testing.T) {
 		t.Errorf("a refused call changed the layer")
 	}
 }
+
+// TestPruneConv2d checks that a Conv2d is pruned as a Linear is: its
+// Forward computes with weight⊙mask and bias⊙mask in both memory formats,
+// the pruned elements get no gradient, and Remove folds the mask in.
+func TestPruneConv2d(t *testing.T) {
+	tests := []struct {
+		name   string
+		prune  func(c *nn.Conv2d) error
+		format vram.MemoryFormat
+		zeros  int // pruned weight elements
+	}{
+		{"L1 unstructured", func(c *nn.Conv2d) error { return prune.L1Unstructured(c, "weight", prune.Fraction(0.5)) }, vram.ContiguousFormat, 27},
+		{"output channels by L2 norm", func(c *nn.Conv2d) error { return prune.LnStructured(c, "weight", prune.Count(1), 2, 0) }, vram.ContiguousFormat, 27},
+		{"channels last", func(c *nn.Conv2d) error { return prune.L1Unstructured(c, "weight", prune.Count(10)) }, vram.ChannelsLast, 10},
+		{"bias", func(c *nn.Conv2d) error { return prune.L1Unstructured(c, "bias", prune.Count(1)) }, vram.ContiguousFormat, 0},
+	}
+	for _, tt := range tests {
+		g := vram.WithGenerator(vram.NewGenerator(5))
+		c := nn.NewConv2d(3, 2, 3, nn.ConvOptions{Padding: 1}, g)
+		nn.ToMemoryFormat(c, tt.format)
+		x := vram.Randn(vram.Shape{2, 3, 4, 4}, g).Contiguous(tt.format)
+		if err := tt.prune(c); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		wm, bm := c.WeightMask, c.BiasMask
+		if wm == nil {
+			wm = vram.OnesLike(c.Weight)
+			defer wm.Release()
+		}
+		if bm == nil {
+			bm = vram.OnesLike(c.Bias)
+			defer bm.Release()
+		}
+		if n := countZeros(wm.Float64s()); n != tt.zeros {
+			t.Errorf("%s: %d weight elements pruned, want %d", tt.name, n, tt.zeros)
+		}
+		vram.Tidy(func() {
+			var want *vram.Tensor
+			vram.NoGrad(func() { want = vram.Conv2d(x, c.Weight.Mul(wm), c.Bias.Mul(bm), c.Params) })
+			got := c.Forward(x)
+			if !closeTo(got.Float64s(), want.Float64s(), 1e-5) {
+				t.Errorf("%s: Forward of the pruned layer differs from conv(x, w⊙mask, b⊙mask)", tt.name)
+			}
+			got.Sum().Backward()
+			gw, mw := c.Weight.Grad().Float64s(), wm.Float64s()
+			for i := range gw {
+				if mw[i] == 0 && gw[i] != 0 {
+					t.Fatalf("%s: pruned weight element %d got gradient %v", tt.name, i, gw[i])
+				}
+			}
+		})
+		if err := func() error { _, err := prune.RemoveAll(c); return err }(); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if c.WeightMask != nil || c.BiasMask != nil {
+			t.Errorf("%s: masks left after RemoveAll", tt.name)
+		}
+		x.Release()
+		nn.Release(c)
+	}
+}
+
+func countZeros(v []float64) int {
+	n := 0
+	for _, x := range v {
+		if x == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func closeTo(a, b []float64, tol float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > tol*(1+math.Abs(b[i])) {
+			return false
+		}
+	}
+	return true
+}
