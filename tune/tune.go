@@ -152,9 +152,12 @@ func FindBatchSize(dev vram.Device, step func(batch int) error, opts Options) (i
 	}
 	if low == 0 {
 		last := rep.Trials[len(rep.Trials)-1]
-		return 0, rep, &vram.Error{Op: "find batch size", Kind: vram.ErrOutOfMemory,
-			Detail: fmt.Sprintf("no batch fits on %s: batch %d ran out of memory; make the model or its inputs smaller", dev, last.Batch),
-			Err:    last.Err}
+		detail := fmt.Sprintf("no batch fits on %s: batch %d ran out of memory; make the model or its inputs smaller", dev, last.Batch)
+		if last.Batch > 1 {
+			// The trials ran out before the search reached batch 1.
+			detail = fmt.Sprintf("no batch fit on %s in %d trials: the smallest tried, %d, ran out of memory; allow more trials (MaxTrials) or start lower (Init)", dev, len(rep.Trials), last.Batch)
+		}
+		return 0, rep, &vram.Error{Op: "find batch size", Kind: vram.ErrOutOfMemory, Detail: detail, Err: last.Err}
 	}
 	rep.Largest = low
 	rep.Batch = low

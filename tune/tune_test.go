@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -139,6 +140,7 @@ func TestFindBatchSizeErrors(t *testing.T) {
 		{"negative margin", returning, tune.Options{Margin: -0.1}, vram.ErrArgument},
 		{"unknown mode", returning, tune.Options{Mode: 7}, vram.ErrArgument},
 		{"nothing fits", func(int) error { return returning(1 << 20) }, tune.Options{}, vram.ErrOutOfMemory},
+		{"trials run out before batch 1", func(int) error { return returning(1 << 20) }, tune.Options{Init: 1 << 10, MaxTrials: 2}, vram.ErrOutOfMemory},
 		{"other step error", func(b int) error {
 			if b > 8 {
 				return boom
@@ -150,9 +152,17 @@ func TestFindBatchSizeErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			memtest.Settle(dev)
 			base := vram.MemoryAllocated(dev)
-			got, _, err := tune.FindBatchSize(dev, tt.step, tt.opts)
+			got, rep, err := tune.FindBatchSize(dev, tt.step, tt.opts)
 			if !errors.Is(err, tt.want) || got != 0 {
 				t.Fatalf("got %d, %v; want 0 and an error matching %v", got, err, tt.want)
+			}
+			// An out-of-memory error says which way out applies: the
+			// search reached batch 1, or ran out of trials first.
+			if errors.Is(err, vram.ErrOutOfMemory) {
+				last := rep.Trials[len(rep.Trials)-1].Batch
+				if want := last > 1; strings.Contains(err.Error(), "MaxTrials") != want {
+					t.Errorf("error %q after a last trial of batch %d; want MaxTrials mentioned: %v", err, last, want)
+				}
 			}
 			if after := vram.MemoryAllocated(dev); after != base {
 				t.Fatalf("%d bytes allocated after the search, want %d", after, base)
