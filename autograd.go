@@ -354,11 +354,15 @@ func RetainGraph() BackwardOption {
 // unless a [Gradient] is given. Unless [RetainGraph] is given, the tensors
 // the graph saved are released when Backward returns, and a second Backward
 // over the same graph panics with [ErrAutograd]. Gradients flow across
-// devices through To, CUDA and CPU. Backward records nothing itself.
+// devices through To, CUDA and CPU. Backward records nothing itself. A nil
+// option panics with [ErrArgument], as a nil option of [Tensor.To] does.
 func (t *Tensor) Backward(opts ...BackwardOption) {
 	defer pin("backward", t).unpin()
 	var o backwardOptions
 	for _, opt := range opts {
+		if opt == nil {
+			fail("backward", ErrArgument, "nil BackwardOption")
+		}
 		opt.applyBackward(&o)
 	}
 	if !t.requiresGrad {
