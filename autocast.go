@@ -13,8 +13,11 @@ type autocastState struct {
 // Autocast runs fn with automatic mixed precision on the calling goroutine
 // (torch.autocast): matrix products ([Tensor.MatMul], [Tensor.BMM],
 // [Linear], [LinearAct]) and convolutions ([Conv2d], [ConvTranspose2d])
-// take float32 and float64 operands in dt (Float16 or BFloat16), and
-// produce dt. A leaf operand that requires grad (a
+// take float32 operands in dt (Float16 or BFloat16), and produce dt.
+// Float64 operands are left alone, as PyTorch's autocast leaves them: a
+// product of float64 tensors runs in float64, and one that mixes float64
+// with a float32 operand (cast to dt) panics with [ErrDType] as it would
+// outside the region. A leaf operand that requires grad (a
 // float32 master weight) is cast once per region and the copy reused by
 // every product inside it; gradients flow back to the master in its own
 // dtype. Package amp wraps it; see amp.Autocast for the ops that run in
@@ -54,7 +57,9 @@ func AutocastDType() (DType, bool) {
 
 // autocastLow returns the operands of a product converted to the region's
 // low dtype, and a function that releases the conversions it made (not the
-// cached ones). Outside a region it returns ts unchanged. nil stays nil.
+// cached ones). Only float32 operands are converted; float64 ones, like
+// PyTorch's, are not eligible. Outside a region it returns ts unchanged.
+// nil stays nil.
 func autocastLow(ts ...*Tensor) ([]*Tensor, func()) {
 	g := current()
 	if g == nil || g.autocast == nil {
@@ -65,7 +70,7 @@ func autocastLow(ts ...*Tensor) ([]*Tensor, func()) {
 	var temps []*Tensor
 	for i, t := range ts {
 		out[i] = t
-		if t == nil || (t.dtype != Float32 && t.dtype != Float64) {
+		if t == nil || t.dtype != Float32 {
 			continue
 		}
 		t.live("autocast")

@@ -1,6 +1,9 @@
 package vram
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 func TestAutocastCachesWeightCasts(t *testing.T) {
 	d := Sim(0)
@@ -47,6 +50,68 @@ func TestAutocastCachesWeightCasts(t *testing.T) {
 		})
 		if n := len(current().autocast.cache); n != 0 {
 			t.Errorf("%d cached casts under NoGrad, want 0", n)
+		}
+	})
+}
+
+// TestAutocastLeavesFloat64 follows PyTorch's autocast: only float32
+// operands of a product are cast to the region's dtype; float64 ones are
+// not eligible, so a float64 product stays float64 (with its gradients) and
+// one mixing float64 with float32 fails with ErrDType as outside the region.
+func TestAutocastLeavesFloat64(t *testing.T) {
+	f64 := func(s Shape) *Tensor { return Ones(s, Float64) }
+	f32 := func(s Shape) *Tensor { return Ones(s) }
+	tests := []struct {
+		name string
+		run  func() *Tensor
+		want DType // 0: the call must fail with ErrDType
+	}{
+		{"matmul float64", func() *Tensor { return f64(Shape{2, 3}).MatMul(f64(Shape{3, 2})) }, Float64},
+		{"bmm float64", func() *Tensor { return f64(Shape{2, 2, 3}).BMM(f64(Shape{2, 3, 2})) }, Float64},
+		{"linear float64", func() *Tensor { return Linear(f64(Shape{2, 3}), f64(Shape{4, 3}), f64(Shape{4})) }, Float64},
+		{"linear act float64", func() *Tensor { return LinearAct(f64(Shape{2, 3}), f64(Shape{4, 3}), nil, ActReLU) }, Float64},
+		{"conv2d float64", func() *Tensor {
+			return Conv2d(f64(Shape{1, 2, 4, 4}), f64(Shape{3, 2, 3, 3}), nil, Conv2dParams{})
+		}, Float64},
+		{"conv transpose float64", func() *Tensor {
+			return ConvTranspose2d(f64(Shape{1, 2, 4, 4}), f64(Shape{2, 3, 3, 3}), nil, Conv2dParams{})
+		}, Float64},
+		{"matmul float32", func() *Tensor { return f32(Shape{2, 3}).MatMul(f32(Shape{3, 2})) }, BFloat16},
+		{"matmul float64 by float32", func() *Tensor { return f64(Shape{2, 3}).MatMul(f32(Shape{3, 2})) }, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				var got *Tensor
+				var err error
+				Autocast(BFloat16, func() { err = Catch(func() { got = tc.run() }) })
+				if tc.want == 0 {
+					if !errors.Is(err, ErrDType) {
+						t.Fatalf("got %v, want ErrDType", err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.DType() != tc.want {
+					t.Fatalf("result %s, want %s", got.DType(), tc.want)
+				}
+			})
+		})
+	}
+	// A float64 weight keeps a float64 gradient and is not cached.
+	Tidy(func() {
+		w := Ones(Shape{3, 3}, Float64, WithGrad())
+		x := Ones(Shape{2, 3}, Float64)
+		Autocast(Float16, func() {
+			Linear(x, w, nil).Sum().Backward()
+			if n := len(current().autocast.cache); n != 0 {
+				t.Errorf("%d cached casts of a float64 weight, want 0", n)
+			}
+		})
+		if g := w.Grad(); g == nil || g.DType() != Float64 || g.Float64s()[0] != 2 {
+			t.Errorf("float64 weight gradient %v, want float64 twos", g)
 		}
 	})
 }
