@@ -49,6 +49,16 @@ type RawTensor struct {
 // it queued may still run; the stream orders it before later operations
 // on t). Raw returns fn's error; it panics with [ErrReleased] for a
 // released t.
+//
+// Raw does not count as an in-place write for autograd, as a write through
+// PyTorch's data_ptr() does not: it cannot tell whether fn reads or writes,
+// and reads (a send, the source of a collective) must leave the graphs that
+// saved t usable. A fn that writes t's elements calls
+// [Tensor.IncrementVersion] on t afterwards, as PyTorch's custom kernels
+// call torch.autograd.graph.increment_version, so that a graph that saved
+// t before refuses to backpropagate through the stale values rather than
+// computing a wrong gradient. The collectives of package parallel and
+// amp.GradScaler do so for the tensors they write.
 func Raw(t *Tensor, fn func(r RawTensor) error) error {
 	const op = "raw"
 	defer pin(op, t).unpin()
@@ -60,4 +70,25 @@ func Raw(t *Tensor, fn func(r RawTensor) error) error {
 		return fmt.Errorf("vram: raw access to a tensor on %s: %w", ds.dev, err)
 	}
 	return nil
+}
+
+// Version returns the number of in-place writes made to t's storage
+// (PyTorch's t._version). Views of t and [Tensor.Detach] share the
+// storage, and so the count: a write through any of them is one to t. A
+// graph that saved t for backward refuses to run once the count has
+// moved. It panics with [ErrReleased] for a released t.
+func (t *Tensor) Version() uint64 {
+	defer pin("version", t).unpin()
+	return t.ref.st.version.Load()
+}
+
+// IncrementVersion counts one in-place write to t's storage made where
+// vram cannot see it, through [Raw] (torch.autograd.graph.increment_version):
+// a graph that saved t, or a view of it, for backward then panics with
+// [ErrAutograd] rather than compute a gradient from the overwritten values.
+// vram's own in-place operations count their writes themselves. It panics
+// with [ErrReleased] for a released t.
+func (t *Tensor) IncrementVersion() {
+	defer pin("increment_version", t).unpin()
+	t.wrote()
 }

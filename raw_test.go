@@ -105,3 +105,65 @@ func TestSetRawBytesIntoView(t *testing.T) {
 		}
 	}
 }
+
+// TestRawWritesAndVersions: Raw alone leaves t's version (a read through it
+// must not spoil a graph), IncrementVersion counts a write made through it
+// so that a graph that saved t, or a view of it, refuses to backpropagate,
+// and every view and Detach of t shares the count, as in PyTorch.
+func TestRawWritesAndVersions(t *testing.T) {
+	tests := []struct {
+		name      string
+		write     func(x *Tensor) // x is the tensor the graph saved
+		bumps     bool
+		wantError bool
+	}{
+		{"raw read", func(x *Tensor) {
+			_ = Raw(x, func(r RawTensor) error { return nil })
+		}, false, false},
+		{"raw write counted", func(x *Tensor) {
+			_ = Raw(x, func(r RawTensor) error { return r.Device.Fill(r.Stream, r.View, 7) })
+			x.IncrementVersion()
+		}, true, true},
+		{"write through a detached view", func(x *Tensor) {
+			d := x.Detach()
+			defer d.Release()
+			_ = Raw(d, func(r RawTensor) error { return r.Device.Fill(r.Stream, r.View, 7) })
+			d.IncrementVersion()
+		}, true, true},
+		{"in-place op on a view", func(x *Tensor) {
+			v := x.Reshape(2, 2)
+			defer v.Release()
+			v.FillInPlace(3)
+		}, true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				w := Ones(Shape{4}, Sim(0), WithGrad())
+				x := Arange(0, 4, 1, Sim(0))
+				loss := w.Mul(x).Sum() // saves x
+				before := x.Version()
+				tc.write(x)
+				if got := x.Version(); (got != before) != tc.bumps {
+					t.Fatalf("version %d → %d, want a change: %v", before, got, tc.bumps)
+				}
+				err := Catch(func() { loss.Backward() })
+				if tc.wantError != errors.Is(err, ErrAutograd) {
+					t.Fatalf("Backward: %v, want ErrAutograd: %v", err, tc.wantError)
+				}
+				if !tc.wantError {
+					if g := w.Grad().Float32s(); g[3] != 3 {
+						t.Errorf("gradient %v, want x", g)
+					}
+				}
+			})
+		})
+	}
+	x := Ones(Shape{2})
+	x.Release()
+	for name, f := range map[string]func(){"Version": func() { x.Version() }, "IncrementVersion": x.IncrementVersion} {
+		if err := Catch(f); !errors.Is(err, ErrReleased) {
+			t.Errorf("%s of a released tensor: %v, want ErrReleased", name, err)
+		}
+	}
+}

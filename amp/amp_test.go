@@ -414,10 +414,17 @@ func TestGradScalerUnscaleTable(t *testing.T) {
 				if b.Grad().IsContiguous() {
 					t.Fatalf("%s: the transposed gradient is contiguous", name)
 				}
+				va, vb := a.Grad().Version(), b.Grad().Version()
 				s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 2})
 				found, err := s.Unscale([]*vram.Tensor{a, noGrad, b})
 				if err != nil || found != c.wantFound {
 					t.Errorf("%s: Unscale = %v, %v; want %v", name, found, err, c.wantFound)
+				}
+				// Both paths count their in-place write, as PyTorch's
+				// unscale (an in-place op) does.
+				if a.Grad().Version() != va+1 || b.Grad().Version() != vb+1 {
+					t.Errorf("%s: gradient versions %d→%d (fused) and %d→%d (composed), want one write each",
+						name, va, a.Grad().Version(), vb, b.Grad().Version())
 				}
 				check := func(what string, g *vram.Tensor, want []float32) {
 					got := g.Contiguous().Float32s()

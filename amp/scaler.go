@@ -198,6 +198,13 @@ func unscaleOn(d vram.Device, grads []*vram.Tensor, inv float64) (bool, error) {
 			rest = append(rest, fused...)
 		} else if err != nil {
 			return false, fmt.Errorf("amp: GradScaler.Unscale on %s: %w", d, err)
+		} else {
+			// The kernel wrote them through vram.Raw, which autograd does
+			// not see: count the writes, as the composed path's in-place
+			// multiplication does.
+			for _, g := range fused {
+				g.IncrementVersion()
+			}
 		}
 	}
 	// The composed path: the sum of g·0 is 0 when every element of g is

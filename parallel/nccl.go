@@ -451,6 +451,18 @@ type rawTensor struct {
 	s   backend.Stream
 }
 
+// withRawWrite is withRaw for a tensor the collective writes: once fn has
+// queued the work, the write is counted in t's version (vram.Raw does not,
+// since it cannot tell a read from a write), as the CPU collectives'
+// in-place copies count theirs, so that a graph that saved t refuses to
+// backpropagate through values the collective replaced.
+func (c *ncclComm) withRawWrite(op string, t *vram.Tensor, fn func(r rawTensor) error) error {
+	if err := c.withRaw(op, t, fn); err != nil {
+		return err
+	}
+	return vram.Catch(t.IncrementVersion)
+}
+
 // withRaw calls fn with t's device address, element count and current
 // stream, after checking that t is a contiguous tensor of this rank's
 // device.
@@ -514,7 +526,7 @@ func (c *ncclComm) AllReduce(t *vram.Tensor, op ReduceOp) error {
 }
 
 func (c *ncclComm) allReduce(name string, t *vram.Tensor, op ReduceOp) error {
-	return c.withRaw(name, t, func(r rawTensor) error {
+	return c.withRawWrite(name, t, func(r rawTensor) error {
 		dt, rop, err := c.types(t.DType(), op)
 		if err != nil || r.n == 0 {
 			return err
@@ -545,7 +557,11 @@ func (c *ncclComm) Broadcast(t *vram.Tensor, root int) error {
 	if err := c.validRank("broadcast", "root", root); err != nil {
 		return err
 	}
-	return c.withRaw("broadcast", t, func(r rawTensor) error {
+	raw := c.withRaw // the root's t is read, the others' written
+	if c.rank != root {
+		raw = c.withRawWrite
+	}
+	return raw("broadcast", t, func(r rawTensor) error {
 		dt, err := ncclDataType(t.DType())
 		if err != nil || r.n == 0 {
 			return err
@@ -562,7 +578,11 @@ func (c *ncclComm) Reduce(t *vram.Tensor, op ReduceOp, root int) error {
 	if err := c.validRank("reduce", "root", root); err != nil {
 		return err
 	}
-	return c.withRaw("reduce", t, func(r rawTensor) error {
+	raw := c.withRaw // only the root's t is written
+	if c.rank == root {
+		raw = c.withRawWrite
+	}
+	return raw("reduce", t, func(r rawTensor) error {
 		dt, rop, err := c.types(t.DType(), op)
 		if err != nil || r.n == 0 {
 			return err
@@ -593,7 +613,7 @@ func (c *ncclComm) AllGather(dst, src *vram.Tensor) error {
 	if err := c.pair(op, "destination", dst, "source", src); err != nil {
 		return err
 	}
-	return c.withRaw(op, dst, func(rd rawTensor) error {
+	return c.withRawWrite(op, dst, func(rd rawTensor) error {
 		return c.withRaw(op, src, func(rs rawTensor) error {
 			dt, err := ncclDataType(src.DType())
 			if err != nil || rs.n == 0 {
@@ -613,7 +633,7 @@ func (c *ncclComm) ReduceScatter(dst, src *vram.Tensor, op ReduceOp) error {
 	if err := c.pair(name, "source", src, "destination", dst); err != nil {
 		return err
 	}
-	return c.withRaw(name, dst, func(rd rawTensor) error {
+	return c.withRawWrite(name, dst, func(rd rawTensor) error {
 		return c.withRaw(name, src, func(rs rawTensor) error {
 			dt, rop, err := c.types(src.DType(), op)
 			if err != nil || rd.n == 0 {
@@ -645,7 +665,11 @@ func (c *ncclComm) p2p(op string, t *vram.Tensor, peer int,
 	if peer == c.rank && currentGroup() == nil {
 		return fmt.Errorf("parallel: %s: rank %d to itself: NCCL runs a send to self only with its receive, in one group; issue both inside parallel.NCCLGroupCalls", op, c.rank)
 	}
-	return c.withRaw(op, t, func(r rawTensor) error {
+	raw := c.withRaw
+	if op == "recv" {
+		raw = c.withRawWrite
+	}
+	return raw(op, t, func(r rawTensor) error {
 		dt, err := ncclDataType(t.DType())
 		if err != nil || r.n == 0 {
 			return err
