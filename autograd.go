@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"weak"
 )
 
 // node is one recorded operation of the autograd graph (PyTorch's grad_fn).
@@ -21,13 +22,21 @@ type node struct {
 	versions     []uint64 // the saved tensors' storage versions when saved
 	refs         atomic.Int64
 	running      sync.RWMutex // held for reading while backward runs; free waits for it
-	mu           sync.Mutex   // guards freed, backward and saved
+	mu           sync.Mutex   // guards freed, backward, saved, hooks and retain
 	freed        bool
-	ran          bool // backward ran without RetainGraph
-	accum        int  // length of a chain of scalar accumulations ending here
-	shape        []int
-	dtype        DType
-	device       Device
+	// hooks are the [Tensor.RegisterHook] hooks of the tensor n produced:
+	// they live with the node, as PyTorch's live with the grad_fn, so
+	// that they run even after that tensor was released.
+	hooks []*tensorHook
+	// retain is the tensor n produced, once [Tensor.RetainGrad] was called
+	// on it. It is weak: the graph must not keep the tensor, whose own
+	// reference keeps the graph, from the garbage collector's backstop.
+	retain weak.Pointer[Tensor]
+	ran    bool // backward ran without RetainGraph
+	accum  int  // length of a chain of scalar accumulations ending here
+	shape  []int
+	dtype  DType
+	device Device
 }
 
 // edge leads from a node to one of its inputs: another node, or a leaf that
@@ -74,6 +83,7 @@ func (n *node) free() {
 	n.mu.Lock()
 	saved := n.saved
 	n.saved, n.backward, n.backwardInto, n.freed = nil, nil, nil, true
+	n.hooks = nil
 	n.mu.Unlock()
 	n.running.Unlock()
 	for _, t := range saved {
@@ -223,7 +233,10 @@ func (t *Tensor) IsLeaf() bool {
 	return t.ref.node == nil
 }
 
-// Grad returns the gradient accumulated in a leaf tensor by Backward, or nil.
+// Grad returns the gradient accumulated in t by Backward, or nil. Backward
+// stores gradients in leaf tensors that require grad, and in a tensor
+// computed by an operation only after [Tensor.RetainGrad]; for any other
+// tensor Grad is nil (where PyTorch warns and gives None).
 // The gradient belongs to t: it is released with t or by [Tensor.ZeroGrad].
 // It has t's layout when t is dense (a channels-last weight has a
 // channels-last gradient, as in PyTorch), else it is row-major.
@@ -253,6 +266,151 @@ func (t *Tensor) SetGrad(g *Tensor) {
 	if old != nil && old != g {
 		old.Release()
 	}
+}
+
+// RetainGrad makes Backward store the gradient with respect to t, a tensor
+// computed by an operation, in t.Grad() (torch.Tensor.retain_grad), where
+// otherwise only leaves get one. Like a leaf's, the gradient accumulates
+// across Backward calls until [Tensor.ZeroGrad], and is released with t. It
+// is the gradient after t's [Tensor.RegisterHook] hooks, whenever they were
+// registered. On a leaf that requires grad it does nothing (a leaf keeps
+// its gradient anyway). It panics with [ErrAutograd] on a tensor that does
+// not require grad, which no gradient reaches.
+func (t *Tensor) RetainGrad() {
+	const op = "retain_grad"
+	defer pin(op, t).unpin()
+	if !t.requiresGrad {
+		fail(op, ErrAutograd, "t does not require grad, so no gradient will reach it")
+	}
+	n := t.ref.node
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	n.retain = weak.Make(t)
+	n.mu.Unlock()
+}
+
+// RetainsGrad reports whether t is a tensor computed by an operation on
+// which [Tensor.RetainGrad] was called (torch.Tensor.retains_grad); it is
+// false for leaves.
+func (t *Tensor) RetainsGrad() bool {
+	notNil("retains_grad", t)
+	n := t.ref.node
+	if n == nil {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.retain.Value() == t
+}
+
+// tensorHook is one hook of RegisterHook.
+type tensorHook struct{ fn func(*Tensor) *Tensor }
+
+// RegisterHook registers fn to run each time Backward has computed the
+// gradient with respect to t (torch.Tensor.register_hook). fn gets the
+// complete gradient (the sum over every use of t) and returns nil to let
+// it pass, or a tensor of t's shape and device that replaces it for
+// everything upstream: the operations that computed t, the leaves they
+// read and, for a leaf t, t.Grad() itself. A float result of another
+// dtype is cast to t's. Hooks run in registration order, each getting the
+// previous one's result, on the goroutine running Backward, before the
+// gradient is stored by [Tensor.RetainGrad] (for a leaf, before it is
+// added to t.Grad() and before the hooks of
+// [Tensor.RegisterPostAccumulateGradHook]).
+//
+// The gradient fn gets belongs to Backward and is released after fn
+// returns: Clone it to keep it. Tensors fn computes are released after it
+// returns too (as inside [Tidy]), the one it returns included once Backward
+// is done with it. The hooks of a tensor computed by an operation stay with
+// the graph, as PyTorch's stay with the grad_fn: they run even after t was
+// released, until the graph goes. The returned function removes the hook.
+// It panics with [ErrAutograd] on a tensor that does not require grad, and
+// with [ErrArgument] for a nil fn; a hook whose result has another shape or
+// device makes Backward panic with [ErrShape] or [ErrDevice].
+func (t *Tensor) RegisterHook(fn func(grad *Tensor) *Tensor) (remove func()) {
+	const op = "register_hook"
+	defer pin(op, t).unpin()
+	if fn == nil {
+		fail(op, ErrArgument, "nil hook")
+	}
+	if !t.requiresGrad {
+		fail(op, ErrAutograd, "t does not require grad, so no gradient will ever reach the hook; call SetRequiresGrad(true) first")
+	}
+	h := &tensorHook{fn: fn}
+	if n := t.ref.node; n != nil {
+		n.mu.Lock()
+		n.hooks = append(n.hooks, h)
+		n.mu.Unlock()
+		return func() {
+			n.mu.Lock()
+			n.hooks = slices.DeleteFunc(n.hooks, func(x *tensorHook) bool { return x == h })
+			n.mu.Unlock()
+		}
+	}
+	t.gradMu.Lock()
+	t.preHooks = append(t.preHooks, h)
+	t.gradMu.Unlock()
+	return func() {
+		t.gradMu.Lock()
+		t.preHooks = slices.DeleteFunc(t.preHooks, func(x *tensorHook) bool { return x == h })
+		t.gradMu.Unlock()
+	}
+}
+
+// leafHooks returns a copy of leaf's RegisterHook hooks.
+func leafHooks(leaf *Tensor) []*tensorHook {
+	leaf.gradMu.Lock()
+	defer leaf.gradMu.Unlock()
+	return slices.Clone(leaf.preHooks)
+}
+
+// runTensorHooks passes g, a gradient of the given shape, dtype and device
+// owned by the engine, through hooks in order, and returns the gradient to
+// use instead, owned by the engine; g is released when a hook replaced it
+// (and stays the caller's, to release, when a hook panics).
+func runTensorHooks(hooks []*tensorHook, g *Tensor, shape []int, dt DType, dev Device) *Tensor {
+	const op = "register_hook"
+	orig, done := g, false
+	defer func() {
+		if !done && g != orig {
+			g.Release() // a replacement, when a later hook panicked
+		}
+	}()
+	for _, h := range hooks {
+		var repl *Tensor
+		Tidy(func() {
+			r := h.fn(g)
+			if r == nil || r == g {
+				return
+			}
+			defer pin(op, r).unpin()
+			switch {
+			case !slices.Equal(r.shape, shape):
+				fail(op, ErrShape, "a hook returned a gradient of shape %v for a tensor of shape %v", Shape(r.shape), Shape(shape))
+			case r.Device() != dev:
+				panic(&DeviceMismatchError{Op: op, Expected: dev, Got: r.Device()})
+			case !r.dtype.IsFloat():
+				fail(op, ErrDType, "a hook returned a %s gradient for a %s tensor", r.dtype, dt)
+			case r.dtype != dt:
+				repl = Keep(r.Cast(dt))
+			default:
+				repl = r.share() // r may be the hook's to keep, or a Tidy's to release
+			}
+		})
+		if repl != nil {
+			if g != orig {
+				g.Release()
+			}
+			g = repl
+		}
+	}
+	done = true
+	if g != orig {
+		orig.Release()
+	}
+	return g
 }
 
 // gradHook is one hook of RegisterPostAccumulateGradHook.
@@ -392,6 +550,18 @@ func backward(t *Tensor, o backwardOptions) {
 		}
 		Keep(seed)
 		if t.ref.node == nil {
+			if hooks := leafHooks(t); len(hooks) > 0 {
+				func() {
+					ok := false
+					defer func() {
+						if !ok {
+							seed.Release() // a hook panicked
+						}
+					}()
+					seed = runTensorHooks(hooks, seed, t.shape, t.dtype, t.Device())
+					ok = true
+				}()
+			}
 			accumulateLeaf(t, seed)
 			runGradHooks(t)
 			return
@@ -416,26 +586,54 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 		order = append(order, n)
 	}
 	visit(root)
-	// pending counts, per leaf with hooks, the gradients still to come in
-	// this walk, so that its hooks run once its gradient is complete.
+	// pending counts, per leaf, the gradients still to come in this walk,
+	// so that its hooks run once its gradient is complete.
 	pending := map[*Tensor]int{}
+	// hooked holds the RegisterHook hooks of the leaves that have some,
+	// as the walk starts: such a leaf's gradient is gathered in held and
+	// goes through them once complete, as PyTorch's engine sums a leaf's
+	// gradient before its AccumulateGrad runs the hooks.
+	hooked := map[*Tensor][]*tensorHook{}
 	for _, n := range order {
 		for _, e := range n.inputs {
 			if e.leaf != nil {
+				if _, seen := pending[e.leaf]; !seen {
+					if hs := leafHooks(e.leaf); len(hs) > 0 {
+						hooked[e.leaf] = hs
+					}
+				}
 				pending[e.leaf]++
 			}
 		}
 	}
 	grads := map[*node]*Tensor{root: seed}
+	held := map[*Tensor]*Tensor{}
 	// The gradients not yet passed on are released however the walk ends.
 	defer func() {
 		for _, r := range grads {
 			r.Release()
 		}
+		for _, r := range held {
+			r.Release()
+		}
 	}()
 	got := map[*Tensor]bool{} // leaves that received a gradient in this walk
 	settle := func(leaf *Tensor) {
-		if pending[leaf]--; pending[leaf] == 0 && got[leaf] {
+		if pending[leaf]--; pending[leaf] != 0 {
+			return
+		}
+		if g := held[leaf]; g != nil {
+			if g.dtype != leaf.dtype {
+				c := Keep(castRaw(g, leaf.dtype))
+				g.Release()
+				g, held[leaf] = c, c
+			}
+			g = runTensorHooks(hooked[leaf], g, leaf.shape, leaf.dtype, leaf.Device())
+			delete(held, leaf)
+			accumulateLeaf(leaf, g)
+			got[leaf] = true
+		}
+		if got[leaf] {
 			runGradHooks(leaf)
 		}
 	}
@@ -449,6 +647,22 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 				}
 			}
 			continue
+		}
+		// The gradient with respect to n's tensor is complete: its hooks
+		// may replace it, and RetainGrad keeps a copy.
+		n.mu.Lock()
+		var hooks []*tensorHook
+		var keep *Tensor
+		if !n.freed && !n.ran {
+			hooks, keep = slices.Clone(n.hooks), n.retain.Value()
+		}
+		n.mu.Unlock()
+		if len(hooks) > 0 {
+			g = runTensorHooks(hooks, g, n.shape, n.dtype, n.device)
+			grads[n] = g
+		}
+		if keep != nil {
+			accumulateLeaf(keep, g.share()) // a copy: g goes on to n
 		}
 		// A gradient already gathered for input 0 may take the rest in
 		// place, when n can add to it (runNode decides, under n's lock).
@@ -484,11 +698,20 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 			case e.leaf != nil:
 				// A leaf that no longer requires grad (frozen after the
 				// forward pass) takes none, as in PyTorch.
-				if e.leaf.requiresGrad {
+				switch {
+				case !e.leaf.requiresGrad:
+					gi.Release()
+				case hooked[e.leaf] != nil:
+					if prev := held[e.leaf]; prev != nil {
+						sum := Keep(prev.Add(gi))
+						prev.Release()
+						gi.Release()
+						gi = sum
+					}
+					held[e.leaf] = gi
+				default:
 					accumulateLeaf(e.leaf, gi)
 					got[e.leaf] = true
-				} else {
-					gi.Release()
 				}
 				settle(e.leaf)
 			default:

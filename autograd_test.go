@@ -2,6 +2,10 @@ package vram
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -33,5 +37,357 @@ func TestBackwardBadOptions(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestRetainGrad follows torch.Tensor.retain_grad: a computed tensor that
+// called it gets the gradient with respect to it (summed over its uses,
+// accumulated across Backward calls, after its hooks), others get none.
+func TestRetainGrad(t *testing.T) {
+	tests := []struct {
+		name string
+		// run builds a graph from w = [1, 2], marks tensors, runs Backward
+		// and returns the tensor whose gradient is checked.
+		run  func(w *Tensor) *Tensor
+		want []float64 // nil: no gradient
+	}{
+		{"used twice", func(w *Tensor) *Tensor {
+			h := w.MulScalar(3)
+			h.RetainGrad()
+			h.Mul(h).Sum().Add(h.Sum()).Backward() // d/dh = 2h + 1
+			return h
+		}, []float64{7, 13}},
+		{"the root", func(w *Tensor) *Tensor {
+			loss := w.Sum()
+			loss.RetainGrad()
+			loss.Backward()
+			return loss
+		}, []float64{1}},
+		{"accumulates across calls", func(w *Tensor) *Tensor {
+			h := w.MulScalar(2)
+			h.RetainGrad()
+			loss := h.Sum()
+			loss.Backward(RetainGraph())
+			loss.Backward()
+			return h
+		}, []float64{2, 2}},
+		{"a view", func(w *Tensor) *Tensor {
+			v := w.MulScalar(1).Reshape(2, 1)
+			v.RetainGrad()
+			v.MulScalar(5).Sum().Backward()
+			return v
+		}, []float64{5, 5}},
+		{"after its hook", func(w *Tensor) *Tensor {
+			h := w.MulScalar(1)
+			h.RetainGrad() // before the hook: still sees its result
+			h.RegisterHook(func(g *Tensor) *Tensor { return g.MulScalar(10) })
+			h.Sum().Backward()
+			return h
+		}, []float64{10, 10}},
+		{"not retained", func(w *Tensor) *Tensor {
+			h := w.MulScalar(3)
+			h.Sum().Backward()
+			return h
+		}, nil},
+		{"a leaf", func(w *Tensor) *Tensor {
+			w.RetainGrad()
+			if w.RetainsGrad() {
+				t.Error("RetainsGrad of a leaf is true")
+			}
+			w.MulScalar(4).Sum().Backward()
+			return w
+		}, []float64{4, 4}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				w := FromSlice([]float64{1, 2}, nil, WithGrad())
+				got := tc.run(w).Grad()
+				switch {
+				case tc.want == nil && got != nil:
+					t.Errorf("gradient %v, want none", got.Float64s())
+				case tc.want != nil && got == nil:
+					t.Errorf("no gradient, want %v", tc.want)
+				case tc.want != nil && !slices.Equal(got.Float64s(), tc.want):
+					t.Errorf("gradient %v, want %v", got.Float64s(), tc.want)
+				}
+			})
+		})
+	}
+	err := Catch(func() { Ones(Shape{2}).RetainGrad() })
+	if !errors.Is(err, ErrAutograd) {
+		t.Errorf("RetainGrad of a tensor that does not require grad: %v, want ErrAutograd", err)
+	}
+}
+
+// TestRetainGradMemory: a retained gradient is the tensor's, released with
+// it, and a retaining tensor released before Backward takes none.
+func TestRetainGradMemory(t *testing.T) {
+	d := Sim(0)
+	w := Ones(Shape{64}, d, WithGrad())
+	defer w.Release()
+	settle(d)
+	base := MemoryAllocated(d)
+	h := w.MulScalar(2)
+	h.RetainGrad()
+	gone := w.MulScalar(3)
+	gone.RetainGrad()
+	var loss *Tensor
+	Tidy(func() { loss = Keep(h.Add(gone).Sum()) })
+	gone.Release()
+	loss.Backward()
+	if h.Grad() == nil || !h.RetainsGrad() {
+		t.Fatal("no retained gradient")
+	}
+	if gone.Grad() != nil {
+		t.Error("a released tensor got a retained gradient")
+	}
+	loss.Release()
+	h.Release()
+	w.ZeroGrad()
+	if got := MemoryAllocated(d); got != base {
+		t.Errorf("%d bytes allocated after releasing everything, want %d", got, base)
+	}
+}
+
+// TestRegisterHook follows torch.Tensor.register_hook: a hook sees the
+// complete gradient with respect to its tensor and may replace it for
+// everything upstream.
+func TestRegisterHook(t *testing.T) {
+	times := func(k float64, calls *int) func(*Tensor) *Tensor {
+		return func(g *Tensor) *Tensor { *calls++; return g.MulScalar(k) }
+	}
+	tests := []struct {
+		name      string
+		run       func(w *Tensor, calls *int) // w = [1, 2]
+		wantGrad  []float64
+		wantCalls int
+	}{
+		{"computed tensor, replaced", func(w *Tensor, calls *int) {
+			h := w.MulScalar(3)
+			h.RegisterHook(times(10, calls))
+			h.Mul(h).Sum().Backward() // d/dh = 2h = [6 12]
+		}, []float64{180, 360}, 1},
+		{"passes through on nil", func(w *Tensor, calls *int) {
+			h := w.MulScalar(3)
+			h.RegisterHook(func(g *Tensor) *Tensor { *calls++; return nil })
+			h.Sum().Backward()
+		}, []float64{3, 3}, 1},
+		{"hooks chain in order", func(w *Tensor, calls *int) {
+			h := w.MulScalar(1)
+			h.RegisterHook(func(g *Tensor) *Tensor { *calls++; return g.AddScalar(1) })
+			h.RegisterHook(times(10, calls))
+			h.Sum().Backward() // (1+1)*10
+		}, []float64{20, 20}, 2},
+		{"leaf used twice: once, with the sum", func(w *Tensor, calls *int) {
+			w.RegisterHook(func(g *Tensor) *Tensor {
+				*calls++
+				if got := g.Float64s(); !slices.Equal(got, []float64{3, 5}) {
+					t.Errorf("leaf hook saw %v, want the sum [3 5]", got)
+				}
+				return g.MulScalar(2)
+			})
+			post := 0
+			w.RegisterPostAccumulateGradHook(func(w *Tensor) {
+				post++
+				if got := w.Grad().Float64s(); !slices.Equal(got, []float64{6, 10}) {
+					t.Errorf("post-accumulate hook saw %v, want the replaced [6 10]", got)
+				}
+			})
+			w.Mul(w).Sum().Add(w.Sum()).Backward()
+			if post != 1 {
+				t.Errorf("post-accumulate hook ran %d times, want 1", post)
+			}
+		}, []float64{6, 10}, 1},
+		{"leaf as the root", func(w *Tensor, calls *int) {
+			w.RegisterHook(times(-1, calls))
+			w.Backward(Gradient(FromSlice([]float64{1, 2}, nil)))
+		}, []float64{-1, -2}, 1},
+		{"removed", func(w *Tensor, calls *int) {
+			h := w.MulScalar(1)
+			remove := h.RegisterHook(times(10, calls))
+			remove()
+			w.RegisterHook(times(10, calls))()
+			h.Sum().Backward()
+		}, []float64{1, 1}, 0},
+		{"tensor released before backward", func(w *Tensor, calls *int) {
+			h := w.MulScalar(2)
+			h.RegisterHook(times(10, calls))
+			loss := h.Sum()
+			h.Release()
+			loss.Backward()
+		}, []float64{20, 20}, 1},
+		{"float32 result for a float64 tensor", func(w *Tensor, calls *int) {
+			h := w.MulScalar(1)
+			h.RegisterHook(func(g *Tensor) *Tensor { *calls++; return Full(Shape{2}, 7, Float32) })
+			h.Sum().Backward()
+		}, []float64{7, 7}, 1},
+		{"returns a tensor the caller keeps", func(w *Tensor, calls *int) {
+			mine := FromSlice([]float64{4, 5}, nil)
+			h := w.MulScalar(1)
+			h.RegisterHook(func(*Tensor) *Tensor { *calls++; return mine })
+			h.Sum().Backward()
+			if mine.Released() || !slices.Equal(mine.Float64s(), []float64{4, 5}) {
+				t.Error("the hook's returned tensor was released or changed")
+			}
+		}, []float64{4, 5}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				w := FromSlice([]float64{1, 2}, nil, WithGrad())
+				calls := 0
+				tc.run(w, &calls)
+				if calls != tc.wantCalls {
+					t.Errorf("%d hook calls, want %d", calls, tc.wantCalls)
+				}
+				if g := w.Grad(); g == nil || !slices.Equal(g.Float64s(), tc.wantGrad) {
+					t.Errorf("w's gradient %v, want %v", g, tc.wantGrad)
+				}
+			})
+		})
+	}
+}
+
+// TestRegisterHookFailures: a hook that cannot be registered, or whose
+// result cannot be used, fails with a vram error, a hook that panics lets
+// the panic through, and in every case Backward leaves no memory behind.
+func TestRegisterHookFailures(t *testing.T) {
+	d := Sim(0)
+	errBoom := errors.New("boom")
+	tests := []struct {
+		name string
+		hook func(g *Tensor) *Tensor
+		leaf bool // on the leaf rather than on a computed tensor
+		want error
+	}{
+		{"wrong shape", func(g *Tensor) *Tensor { return Ones(Shape{3}, d) }, false, ErrShape},
+		{"wrong shape on a leaf", func(g *Tensor) *Tensor { return Ones(Shape{3}, d) }, true, ErrShape},
+		{"wrong device", func(g *Tensor) *Tensor { return Ones(Shape{2}) }, false, ErrDevice},
+		{"not float", func(g *Tensor) *Tensor { return Ones(Shape{2}, Int32, d) }, false, ErrDType},
+		{"panics after a replacement", func(g *Tensor) *Tensor { panic(errBoom) }, false, errBoom},
+		{"panics on a leaf", func(g *Tensor) *Tensor { panic(errBoom) }, true, errBoom},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := Ones(Shape{2}, d, WithGrad())
+			defer w.Release()
+			settle(d)
+			base := MemoryAllocated(d)
+			h := w.MulScalar(2)
+			h.RegisterHook(func(g *Tensor) *Tensor { return g.MulScalar(2) }) // runs first
+			target := h
+			if tc.leaf {
+				target = w
+			}
+			remove := target.RegisterHook(tc.hook)
+			var loss *Tensor
+			Tidy(func() { loss = Keep(h.Mul(h).Sum()) })
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						err, _ = r.(error)
+					}
+				}()
+				err = Catch(func() { loss.Backward(RetainGraph()) })
+			}()
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			remove()
+			w.ZeroGrad()
+			loss.Backward() // the graph is still whole
+			if g := w.Grad().Float32s(); g[0] != 16 {
+				t.Errorf("gradient after the failure %v, want 16s", g)
+			}
+			w.ZeroGrad()
+			loss.Release()
+			h.Release()
+			if got := MemoryAllocated(d); got != base {
+				t.Errorf("%d bytes allocated after releasing everything, want %d", got, base)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		call func()
+		want error
+	}{
+		{"nil hook", func() { Ones(Shape{2}, WithGrad()).RegisterHook(nil) }, ErrArgument},
+		{"no grad", func() { Ones(Shape{2}).RegisterHook(func(g *Tensor) *Tensor { return nil }) }, ErrAutograd},
+	} {
+		if err := Catch(tc.call); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestConcurrentBackwardWithHooks runs Backward on several goroutines at
+// once, over graphs of their own that share a parameter and over one
+// shared graph, with hooks registered and removed meanwhile (run it with
+// -race): every gradient is the sum of all the passes.
+func TestConcurrentBackwardWithHooks(t *testing.T) {
+	const workers, steps = 4, 20
+	w := FromSlice([]float64{1, 2}, nil, WithGrad())
+	defer w.Release()
+	var leafCalls atomic.Int64
+	w.RegisterHook(func(g *Tensor) *Tensor { leafCalls.Add(1); return nil })
+	shared := w.MulScalar(2)
+	defer shared.Release()
+	shared.RetainGrad()
+	var sharedCalls atomic.Int64
+	shared.RegisterHook(func(g *Tensor) *Tensor { sharedCalls.Add(1); return g.MulScalar(2) })
+	sharedLoss := shared.Sum()
+	defer sharedLoss.Release()
+	var wg sync.WaitGroup
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() { // hooks come and go while the passes run
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				w.RegisterHook(func(*Tensor) *Tensor { return nil })()
+				shared.RegisterHook(func(*Tensor) *Tensor { return nil })()
+			}
+		}
+	}()
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range steps {
+				Tidy(func() {
+					h := w.MulScalar(3) // a graph of its own
+					h.RetainGrad()
+					h.Sum().Backward()
+					if g := h.Grad().Float64s(); g[0] != 1 || g[1] != 1 {
+						errs <- fmt.Errorf("own graph's retained gradient %v, want ones", g)
+					}
+					sharedLoss.Backward(RetainGraph())
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-stopped
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	const passes = workers * steps
+	// Each own graph adds 3, each shared pass 2·2 (its hook doubles).
+	if g := w.Grad().Float64s(); g[0] != 7*passes || g[1] != 7*passes {
+		t.Errorf("w's gradient %v, want %d each", g, 7*passes)
+	}
+	if g := shared.Grad().Float64s(); g[0] != 2*passes {
+		t.Errorf("shared's retained gradient %v, want %d each", g, 2*passes)
+	}
+	if leafCalls.Load() != 2*passes || sharedCalls.Load() != passes {
+		t.Errorf("hook calls: leaf %d, shared %d; want %d and %d", leafCalls.Load(), sharedCalls.Load(), 2*passes, passes)
 	}
 }

@@ -86,7 +86,16 @@
 // optimizer's step) count their writes per storage, as PyTorch's version
 // counters do: Backward through a graph that saved a tensor which has been
 // written in place since (directly or through a view) panics with
-// [ErrAutograd] rather than compute a wrong gradient.
+// [ErrAutograd] rather than compute a wrong gradient. [Tensor.Detach] shares
+// the count, as in PyTorch. A write made through [Raw] is not seen (as one
+// through PyTorch's data_ptr() is not); its author counts it with
+// [Tensor.IncrementVersion].
+//
+// Hooks follow PyTorch's: [Tensor.RegisterHook] sees, and may replace, the
+// gradient with respect to a tensor before it goes further;
+// [Tensor.RetainGrad] keeps that gradient in a computed tensor's Grad, as
+// leaves keep theirs; [Tensor.RegisterPostAccumulateGradHook] runs once a
+// leaf's gradient is complete.
 //
 // # Memory ownership
 //

@@ -283,3 +283,23 @@ func ExampleTensor_PinMemory() {
 	fmt.Println(pinned.IsPinned(), onDev.Sum().Item())
 	// Output: true 9
 }
+
+func ExampleTensor_RegisterHook() {
+	w := vram.FromSlice([]float64{1, 2}, nil, vram.WithGrad())
+	h := w.MulScalar(3)
+	// Clip the gradient reaching h, and through it w, to [-1, 1].
+	h.RegisterHook(func(g *vram.Tensor) *vram.Tensor { return g.Clamp(-1, 1) })
+	h.RetainGrad()
+	h.Mul(h).Sum().Backward() // d/dh = 2h = [6 12]
+	fmt.Println(h.Grad().Float64s(), w.Grad().Float64s())
+	// Output: [1 1] [3 3]
+}
+
+func ExampleTensor_RetainGrad() {
+	x := vram.FromSlice([]float64{1, 2}, nil, vram.WithGrad())
+	y := x.Mul(x) // not a leaf: no gradient of its own unless retained
+	y.RetainGrad()
+	y.MulScalar(5).Sum().Backward()
+	fmt.Println(y.Grad().Float64s(), x.Grad().Float64s())
+	// Output: [5 5] [10 20]
+}

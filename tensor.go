@@ -67,7 +67,8 @@ type Tensor struct {
 	inference    bool // allocated inside InferenceMode, or a view of such a tensor
 	gradMu       sync.Mutex
 	grad         *Tensor
-	gradHooks    []*gradHook // guarded by gradMu
+	gradHooks    []*gradHook   // guarded by gradMu
+	preHooks     []*tensorHook // a leaf's RegisterHook hooks, guarded by gradMu
 
 	scope *scope // the Tidy that releases it, if any
 	// armed is set once the garbage collector's backstop is registered
