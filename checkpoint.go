@@ -91,6 +91,11 @@ func withRNG(r *rngScope, fn func()) {
 // outside the graph. Outside recording (inside NoGrad, or when nothing
 // requires grad) Checkpoint simply returns fn(x).
 //
+// The tensors fn computes during the forward, other than its result, are
+// released when it returns, as inside a [Tidy] (fn may [Keep] one to use it
+// later): without that, the activations a checkpoint exists to drop would
+// stay until the caller's Tidy ends.
+//
 // The result is a new tensor the caller owns. fn returns a tensor it
 // computed, or x or one of params as they are (the result is then a new
 // view of it); a tensor fn captured from elsewhere is passed as x or in
@@ -117,7 +122,7 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 	}
 	rec := &rngScope{states: map[*Generator][]byte{}}
 	var out *Tensor
-	NoGrad(func() { withRNG(rec, func() { out = callCheckpointed(fn, x) }) })
+	NoGrad(func() { withRNG(rec, func() { out = callReleasing(fn, x) }) })
 	// Under NoGrad a tensor that fn computes neither requires grad nor has
 	// a graph node: one that does was made before (a parameter fn returns
 	// as it is), and gets the same treatment as x, here and in the
@@ -165,6 +170,27 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 		in.gradMu.Unlock()
 		return []*Tensor{gx}
 	})
+	return out
+}
+
+// callReleasing is callCheckpointed inside a [Tidy]: the tensors fn
+// computes and does not return (the activations inside a block, which a
+// checkpoint exists not to keep) are released as soon as fn returns,
+// rather than at the end of the caller's Tidy, or by the garbage collector.
+// The result, when fn computed it, goes to the caller's Tidy, if any.
+func callReleasing(fn func(*Tensor) *Tensor, x *Tensor) *Tensor {
+	var out *Tensor
+	mine := false
+	Tidy(func() {
+		out = callCheckpointed(fn, x)
+		g := current()
+		if mine = out.scope != nil && out.scope == g.scopes[len(g.scopes)-1]; mine {
+			Keep(out)
+		}
+	})
+	if mine {
+		track(out) // by the caller's Tidy, which Keep took it from
+	}
 	return out
 }
 
