@@ -7,7 +7,14 @@ type autocastState struct {
 	// requires grad (a weight), made once per region and recorded as a
 	// cast so that gradients reach the float32 master. It is released
 	// when the region ends.
-	cache map[*Tensor]*Tensor
+	cache map[*Tensor]cachedCast
+}
+
+// cachedCast is a weight's low-precision copy and the weight's storage
+// version when it was made: a copy older than the weight is made again.
+type cachedCast struct {
+	t       *Tensor
+	version uint64
 }
 
 // Autocast runs fn with automatic mixed precision on the calling goroutine
@@ -25,21 +32,21 @@ type autocastState struct {
 // dtype winning. It panics with [ErrDType] unless dt is Float16 or
 // BFloat16.
 //
-// The cached copies reflect the weights when first used in the region:
-// change weights (an optimizer step) outside the region, as PyTorch
-// requires.
+// A weight changed in place inside the region (an optimizer step, which
+// PyTorch asks to make outside) is cast again at its next use: a cached
+// copy is never older than its weight.
 func Autocast(dt DType, fn func()) {
 	if dt != Float16 && dt != BFloat16 {
 		fail("autocast", ErrDType, "autocast runs products in float16 or bfloat16, got %v", dt)
 	}
 	id, g := enter()
 	prev := g.autocast
-	st := &autocastState{dt: dt, cache: map[*Tensor]*Tensor{}}
+	st := &autocastState{dt: dt, cache: map[*Tensor]cachedCast{}}
 	g.autocast = st
 	defer func() {
 		g.autocast = prev
 		for _, c := range st.cache {
-			c.Release()
+			c.t.Release()
 		}
 		leave(id, g)
 	}()
@@ -75,12 +82,16 @@ func autocastLow(ts ...*Tensor) ([]*Tensor, func()) {
 		}
 		t.live("autocast")
 		if t.ref.node == nil && t.requiresGrad && !g.gradOff && g.inference == 0 {
+			v := t.ref.st.version.Load()
 			c, ok := st.cache[t]
-			if !ok {
-				c = Keep(t.Cast(st.dt))
+			if !ok || c.version != v {
+				if ok {
+					c.t.Release() // graphs that use the old copy keep their own reference
+				}
+				c = cachedCast{t: Keep(t.Cast(st.dt)), version: v}
 				st.cache[t] = c
 			}
-			out[i] = c
+			out[i] = c.t
 			continue
 		}
 		c := t.Cast(st.dt)

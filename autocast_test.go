@@ -115,3 +115,55 @@ func TestAutocastLeavesFloat64(t *testing.T) {
 		}
 	})
 }
+
+// TestAutocastRecastsUpdatedWeights: a weight written in place inside a
+// region is cast again at its next use, however the write was made, rather
+// than served from a stale copy; the replaced copy is freed with the region.
+func TestAutocastRecastsUpdatedWeights(t *testing.T) {
+	d := Sim(0)
+	tests := []struct {
+		name   string
+		update func(w *Tensor)
+	}{
+		{"in-place op", func(w *Tensor) { NoGrad(func() { w.MulScalarInPlace(2) }) }},
+		{"copy", func(w *Tensor) {
+			NoGrad(func() {
+				two := Full(Shape{2, 2}, 2, d)
+				w.CopyFrom(two)
+				two.Release()
+			})
+		}},
+		{"raw write", func(w *Tensor) {
+			_ = Raw(w, func(r RawTensor) error { return r.Device.Fill(r.Stream, r.View, 2) })
+			w.IncrementVersion()
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := Ones(Shape{2, 2}, d, WithGrad())
+			defer w.Release()
+			x := Ones(Shape{2, 2}, d)
+			defer x.Release()
+			settle(d)
+			base := MemoryAllocated(d)
+			Autocast(BFloat16, func() {
+				Tidy(func() {
+					before := x.MatMul(w)
+					tc.update(w)
+					after := x.MatMul(w)
+					if got := after.Float32s(); got[0] != 4 {
+						t.Errorf("product after the update %v, want 4s (a stale cast gives 2s)", got)
+					}
+					before.Add(after).Sum().Backward()
+				})
+			})
+			if g := w.Grad().Float32s(); g[0] != 4 {
+				t.Errorf("weight gradient %v, want 4s", g)
+			}
+			w.ZeroGrad()
+			if got := MemoryAllocated(d); got != base {
+				t.Errorf("%d bytes allocated after the region, want %d", got, base)
+			}
+		})
+	}
+}
