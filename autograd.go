@@ -248,13 +248,24 @@ func (t *Tensor) Grad() *Tensor {
 }
 
 // SetGrad replaces t's gradient (taking ownership of g) and releases the
-// old one. A nil g clears it.
+// old one. A nil g clears it. A g of another shape, device or dtype than t
+// panics with [ErrShape], [ErrDevice] or [ErrDType], and changes nothing.
 func (t *Tensor) SetGrad(g *Tensor) {
 	notNil("set_grad", t)
 	if g != nil {
 		g.live("set_grad")
-		if !slices.Equal(g.shape, t.shape) || g.Device() != t.Device() || g.dtype != t.dtype {
-			fail("set_grad", ErrShape, "gradient %v %s on %s does not match tensor %v %s on %s",
+		kind := ErrShape
+		switch {
+		case !slices.Equal(g.shape, t.shape):
+		case g.Device() != t.Device():
+			kind = ErrDevice
+		case g.dtype != t.dtype:
+			kind = ErrDType
+		default:
+			kind = nil
+		}
+		if kind != nil {
+			fail("set_grad", kind, "gradient %v %s on %s does not match tensor %v %s on %s",
 				Shape(g.shape), g.dtype, g.Device(), Shape(t.shape), t.dtype, t.Device())
 		}
 		Keep(g)
@@ -325,7 +336,9 @@ type tensorHook struct{ fn func(*Tensor) *Tensor }
 // returns too (as inside [Tidy]), the one it returns included once Backward
 // is done with it. The hooks of a tensor computed by an operation stay with
 // the graph, as PyTorch's stay with the grad_fn: they run even after t was
-// released, until the graph goes. The returned function removes the hook.
+// released, until the graph goes; such a hook should not capture t itself,
+// which would keep an unreleased t (and its graph) from the garbage
+// collector's backstop. The returned function removes the hook.
 // It panics with [ErrAutograd] on a tensor that does not require grad, and
 // with [ErrArgument] for a nil fn; a hook whose result has another shape or
 // device makes Backward panic with [ErrShape] or [ErrDevice].

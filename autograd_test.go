@@ -391,3 +391,32 @@ func TestConcurrentBackwardWithHooks(t *testing.T) {
 		t.Errorf("hook calls: leaf %d, shared %d; want %d and %d", leafCalls.Load(), sharedCalls.Load(), 2*passes, passes)
 	}
 }
+
+// TestSetGradMismatch: a gradient that does not fit its tensor fails with
+// the kind of the mismatch and leaves the gradient that was there.
+func TestSetGradMismatch(t *testing.T) {
+	tests := []struct {
+		name string
+		g    func() *Tensor
+		want error
+	}{
+		{"shape", func() *Tensor { return Zeros(Shape{3}) }, ErrShape},
+		{"device", func() *Tensor { return Zeros(Shape{2}, Sim(0)) }, ErrDevice},
+		{"dtype", func() *Tensor { return Zeros(Shape{2}, Float64) }, ErrDType},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				w := Ones(Shape{2}, WithGrad())
+				w.SetGrad(Full(Shape{2}, 5))
+				err := Catch(func() { w.SetGrad(tc.g()) })
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("got %v, want %v", err, tc.want)
+				}
+				if g := w.Grad(); g == nil || g.Float32s()[0] != 5 {
+					t.Errorf("gradient after the refusal %v, want the old fives", g)
+				}
+			})
+		})
+	}
+}
