@@ -420,3 +420,34 @@ func TestSetGradMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestDeepGraph backpropagates through a chain of many operations whose
+// intermediate tensors were all released, and frees the whole chain when
+// the last tensor goes, with no recursion limit in the way.
+func TestDeepGraph(t *testing.T) {
+	depth := 10000
+	if testing.Short() {
+		depth = 3000
+	}
+	d := Sim(0)
+	w := Ones(Shape{1}, d, WithGrad())
+	defer w.Release()
+	settle(d)
+	base := MemoryAllocated(d)
+	y := w.MulScalar(1)
+	for range depth - 1 {
+		next := y.MulScalar(1)
+		y.Release()
+		y = next
+	}
+	y.Backward(RetainGraph())
+	y.Backward()
+	if g := w.Grad().Float32s(); g[0] != 2 {
+		t.Errorf("gradient through %d operations %v, want 2", depth, g)
+	}
+	w.ZeroGrad()
+	y.Release()
+	if got := MemoryAllocated(d); got != base {
+		t.Errorf("%d bytes allocated after releasing the chain, want %d", got, base)
+	}
+}
