@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -138,6 +139,10 @@ type exited struct {
 // LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
 // MASTER_PORT, and VRAM_AGENT_STORE=1, since node 0's launcher serves the
 // store for the whole job.
+//
+// On Linux a rank dies with the launcher (the kernel sends it SIGKILL when
+// the launcher's process ends, even by SIGKILL); processes the rank
+// started itself, such as the program "go run" builds, are not reached.
 func Launch(ctx context.Context, o LaunchOptions) error {
 	nodes := max(o.NNodes, 1)
 	switch {
@@ -197,16 +202,15 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 		p := &rankProc{info: info, cmd: exec.Command(program, o.Args...)}
 		p.cmd.Dir = o.Dir
 		p.cmd.Env = append(append(slices.Clone(base), info.Environ()...), fmt.Sprintf("GROUP_WORLD_SIZE=%d", nodes))
-		ownProcessGroup(p.cmd)
+		setRankAttrs(p.cmd)
 		// Children of the rank that keep its output open do not hold up
 		// the launcher for long after the rank exits.
 		p.cmd.WaitDelay = stopTimeout
-		if err := p.start(stdout, stderr); err != nil {
+		if err := p.startLocked(stdout, stderr, exits); err != nil {
 			stopAll(procs, stopTimeout, exits)
 			return fmt.Errorf("parallel: launch: starting rank %d: %w", info.Rank, err)
 		}
 		procs = append(procs, p)
-		go func() { exits <- exited{p, p.cmd.Wait()} }()
 	}
 	if o.Started != nil {
 		for _, p := range procs {
@@ -270,13 +274,32 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 	return nil
 }
 
-// start starts p with its output going to the line writers.
-func (p *rankProc) start(stdout, stderr *lineWriter) error {
+// startLocked starts p with its output going to the line writers, and
+// sends its exit on exits once it ends. It returns the error of starting.
+//
+// The rank is started and waited for by one goroutine locked to its OS
+// thread: Linux kills the rank when the thread that started it exits
+// (dieWithLauncher), and the thread of an unlocked goroutine may later run
+// another goroutine that locks it and returns without unlocking, which
+// ends the thread. The thread is only given back once the rank has been
+// waited for.
+func (p *rankProc) startLocked(stdout, stderr *lineWriter, exits chan<- exited) error {
 	prefix := fmt.Sprintf("[rank %d] ", p.info.Rank)
 	p.stdout = &rankWriter{lw: stdout, prefix: prefix}
 	p.stderr = &rankWriter{lw: stderr, prefix: prefix}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	return p.cmd.Start()
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread() // only after Wait: see above
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exits <- exited{p, p.cmd.Wait()}
+	}()
+	return <-started
 }
 
 // stopAll stops the ranks already started, when a later one cannot start.

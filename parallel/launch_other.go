@@ -10,7 +10,7 @@ import (
 // termSignal asks a rank to stop; without Unix signals it is a kill.
 var termSignal = os.Kill
 
-func ownProcessGroup(*exec.Cmd) {}
+func setRankAttrs(*exec.Cmd) {}
 
 func signalGroup(cmd *exec.Cmd, sig os.Signal) {
 	if cmd.Process != nil {

@@ -12,11 +12,13 @@ import (
 // termSignal asks a rank to stop.
 var termSignal os.Signal = syscall.SIGTERM
 
-// ownProcessGroup starts cmd in a process group of its own, so that
-// signals reach the rank's own children too ("go run" starts one) and a
-// terminal's Ctrl-C reaches the ranks only through the launcher.
-func ownProcessGroup(cmd *exec.Cmd) {
+// setRankAttrs starts cmd in a process group of its own, so that signals
+// reach the rank's own children too ("go run" starts one) and a terminal's
+// Ctrl-C reaches the ranks only through the launcher; on Linux it also has
+// the kernel kill the rank when the launcher dies (see dieWithLauncher).
+func setRankAttrs(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithLauncher(cmd.SysProcAttr)
 }
 
 // signalGroup sends sig to cmd's process group.

@@ -49,7 +49,10 @@ and SIGQUIT are passed on to every rank; ranks still running --stop-timeout late
 killed, and run exits with 128+N for the signal N it got, even when the ranks exit 0
 on it. When a rank fails, the others are stopped the same way and run exits with that
 rank's status (128+N for signal N), naming it; a PROGRAM that is not found exits 127,
-one that cannot be run 126, as a shell does. The ranks' process ids are printed to standard error
+one that cannot be run 126, as a shell does. On Linux, when vram run itself is killed
+(SIGKILL, the out-of-memory killer), the kernel kills each rank with it; processes a rank
+started itself (the program that "go run" builds) are not reached, so run a built
+binary where that matters. The ranks' process ids are printed to standard error
 at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs.
 
   vram run --nproc-per-node 2 go run ./examples/ddp
