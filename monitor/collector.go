@@ -13,9 +13,14 @@ import (
 // clock (graphics, sm, memory) on vram_gpu_clock_hertz; pid and process on
 // vram_gpu_process_memory_bytes. A value the device does not report is
 // left out rather than exported as -1. Bytes of a name that are not UTF-8
-// are exported as U+FFFD.
+// are exported as U+FFFD; a process without a name as [UnknownProcess].
+//
+// vram_monitor_up says whether the source could be read at all;
+// vram_gpu_up, per GPU, whether every query of that GPU succeeded (0 when
+// one failed, [GPU.Errors], whose values are then left out).
 var (
-	descUp        = prometheus.NewDesc("vram_monitor_up", "1 if the last read of the GPUs succeeded, 0 if not.", nil, nil)
+	descUp        = prometheus.NewDesc("vram_monitor_up", "1 if the last read of the GPUs succeeded, 0 if not (then no GPU metric is exported).", nil, nil)
+	descGPUUp     = prometheus.NewDesc("vram_gpu_up", "1 if every query of the GPU succeeded in the last read, 0 if one failed (its values are left out; vram smi shows the errors).", []string{"gpu", "uuid"}, nil)
 	descReadSecs  = prometheus.NewDesc("vram_monitor_read_seconds", "Time the last read of every GPU took.", nil, nil)
 	descDriver    = prometheus.NewDesc("vram_driver_info", "The NVIDIA driver: always 1, with its versions as labels.", []string{"driver_version", "cuda_version"}, nil)
 	gpuLabels     = []string{"gpu", "uuid"}
@@ -32,7 +37,7 @@ var (
 	descClock     = prometheus.NewDesc("vram_gpu_clock_hertz", "Current clock of a clock domain.", []string{"gpu", "uuid", "clock"}, nil)
 	descVisible   = prometheus.NewDesc("vram_gpu_processes_visible", "1 if the process list accounts for the device's used memory, 0 if processes are hidden (another PID namespace, no permission).", gpuLabels, nil)
 	descProcMem   = prometheus.NewDesc("vram_gpu_process_memory_bytes", "Device memory a process holds.", []string{"gpu", "uuid", "pid", "process"}, nil)
-	collectorDesc = []*prometheus.Desc{descUp, descReadSecs, descDriver, descInfo, descMemTotal, descMemUsed, descMemFree,
+	collectorDesc = []*prometheus.Desc{descUp, descGPUUp, descReadSecs, descDriver, descInfo, descMemTotal, descMemUsed, descMemFree,
 		descMemRes, descUtil, descMemBW, descTemp, descPower, descPowerLim, descClock, descVisible, descProcMem}
 )
 
@@ -81,6 +86,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, g := range r.GPUs {
 		id := strconv.Itoa(g.Index)
 		gauge(descInfo, 1, id, g.UUID, g.Name, g.PCIBusID)
+		up := 1.0
+		if len(g.Errors) > 0 {
+			up = 0
+		}
+		gauge(descGPUUp, up, id, g.UUID)
 		known(descMemTotal, float64(g.Memory.TotalBytes), 1, id, g.UUID)
 		known(descMemUsed, float64(g.Memory.UsedBytes), 1, id, g.UUID)
 		known(descMemFree, float64(g.Memory.FreeBytes), 1, id, g.UUID)
@@ -104,7 +114,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				continue
 			}
 			seen[p.PID] = true
-			known(descProcMem, float64(p.Bytes), 1, id, g.UUID, strconv.Itoa(p.PID), p.Name)
+			known(descProcMem, float64(p.Bytes), 1, id, g.UUID, strconv.Itoa(p.PID), ProcessName(p))
 		}
 	}
 }

@@ -233,7 +233,7 @@ func TestCollectorLabelValues(t *testing.T) {
 	}{
 		{"plain", "python3", "python3"},
 		{"quotes, backslash, newline", "a\"b\\c\nd", "a\"b\\c\nd"},
-		{"empty", "", ""},
+		{"empty", "", UnknownProcess},
 		{"not UTF-8", "train\xff\xfe", "train\uFFFD"},
 		{"cut in a rune", "gpu-\xe2\x82", "gpu-\uFFFD"},
 	}
@@ -250,8 +250,12 @@ func TestCollectorLabelValues(t *testing.T) {
 			})
 			mfs := gatherFrom(t, NewCollector(src), dm)
 			for _, gpu := range []string{"0", "1"} {
-				if _, ok := value(mfs, "vram_gpu_info", "gpu", gpu, "name", tc.want); !ok {
-					t.Errorf("GPU %s: no vram_gpu_info with name %q", gpu, tc.want)
+				wantGPU := tc.want
+				if tc.raw == "" {
+					wantGPU = "" // a GPU without a name keeps its empty label
+				}
+				if _, ok := value(mfs, "vram_gpu_info", "gpu", gpu, "name", wantGPU); !ok {
+					t.Errorf("GPU %s: no vram_gpu_info with name %q", gpu, wantGPU)
 				}
 				for pid, name := range map[string]string{"7": tc.want, "8": "after"} {
 					if v, ok := value(mfs, "vram_gpu_process_memory_bytes", "gpu", gpu, "pid", pid, "process", name); !ok || v == 0 {
@@ -262,6 +266,42 @@ func TestCollectorLabelValues(t *testing.T) {
 			for pid, name := range map[string]string{"7": tc.want, "8": "after"} {
 				if _, ok := value(mfs, "vram_device_memory_other_process_bytes", "pid", pid, "process", name); !ok {
 					t.Errorf("device memory: no process %s %q", pid, name)
+				}
+			}
+		})
+	}
+}
+
+// TestCollectorGPUUp checks that a GPU whose queries fail is visible as
+// such: vram_monitor_up stays 1 as long as the source can be read, and
+// vram_gpu_up is 0 for that GPU alone.
+func TestCollectorGPUUp(t *testing.T) {
+	ok := GPU{Index: 0, UUID: "GPU-0", Memory: Memory{TotalBytes: 8 << 20, UsedBytes: 1 << 20, FreeBytes: 7 << 20, ReservedBytes: Unknown}}
+	tests := []struct {
+		name   string
+		errors [][]string // per GPU
+		want   []float64  // vram_gpu_up per GPU
+	}{
+		{"all well", [][]string{nil, nil}, []float64{1, 1}},
+		{"second fails", [][]string{nil, {"temperature: NVML_ERROR_GPU_IS_LOST"}}, []float64{1, 0}},
+		{"both fail", [][]string{{"memory: NVML_ERROR_UNKNOWN"}, {"power: NVML_ERROR_TIMEOUT", "clocks: NVML_ERROR_TIMEOUT"}}, []float64{0, 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var gpus []GPU
+			for i, errs := range tc.errors {
+				g := ok
+				g.Index, g.UUID, g.Errors = i, "GPU-"+strconv.Itoa(i), errs
+				gpus = append(gpus, g)
+			}
+			mfs := gatherFrom(t, NewCollector(NewRecorded([]Reading{{GPUs: gpus}})))
+			if v, ok := value(mfs, "vram_monitor_up"); !ok || v != 1 {
+				t.Errorf("vram_monitor_up = %v (found %v), want 1", v, ok)
+			}
+			for i, want := range tc.want {
+				id := strconv.Itoa(i)
+				if v, ok := value(mfs, "vram_gpu_up", "gpu", id, "uuid", "GPU-"+id); !ok || v != want {
+					t.Errorf("vram_gpu_up{gpu=%s} = %v (found %v), want %v", id, v, ok, want)
 				}
 			}
 		})

@@ -21,7 +21,8 @@ import (
 // _other_processes_bytes and _unattributed_bytes; a part that the device
 // does not report (see [memory.DeviceMemory]) is left out of the scrape,
 // and vram_device_memory_other_process_bytes{pid,process} gives each other
-// process (bytes of its name that are not UTF-8 read U+FFFD). A failing
+// process (bytes of its name that are not UTF-8 read U+FFFD; a process
+// without a name is [UnknownProcess]). A failing
 // read is reported as a scrape error of this collector.
 type DeviceMemoryCollector struct {
 	read                                                   func() (memory.DeviceMemory, error)
@@ -80,7 +81,7 @@ func (c *DeviceMemoryCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range m.Others {
 		if !seen[p.PID] { // a constant metric may appear once per label set
 			seen[p.PID] = true
-			known(c.proc, p.Bytes, strconv.Itoa(p.PID), p.Name)
+			known(c.proc, p.Bytes, strconv.Itoa(p.PID), ProcessName(p))
 		}
 	}
 }

@@ -162,10 +162,7 @@ func writeSmi(w io.Writer, r monitor.Reading) error {
 	var notes []string
 	for _, g := range r.GPUs {
 		for _, p := range g.Processes {
-			name := p.Name
-			if name == "" {
-				name = "?"
-			}
+			name := monitor.ProcessName(p)
 			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", g.Index, p.PID, name, gibOrUnknown(p.Bytes))
 		}
 		switch {

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/monitor"
 	"github.com/vramgo/vram/native/load"
 )
@@ -128,5 +132,49 @@ func TestSparkline(t *testing.T) {
 	}
 	if got := clip("abcdef", 4); got != "abc…" {
 		t.Errorf("clip: %q", got)
+	}
+}
+
+// writeReadings writes readings as a recording in a temporary file and
+// returns its path.
+func writeReadings(t *testing.T, rs ...monitor.Reading) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "readings.json")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := monitor.WriteRecording(f, rs); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestUnknownProcessName checks that smi and watch name a process whose
+// name the driver cannot read the same way the exporter's process label
+// does.
+func TestUnknownProcessName(t *testing.T) {
+	g := monitor.GPU{Index: 0, Name: "NVIDIA H200", UUID: "GPU-0", ProcessesVisible: true,
+		Memory:    monitor.Memory{TotalBytes: 8 << 30, UsedBytes: 3 << 30, FreeBytes: 5 << 30, ReservedBytes: monitor.Unknown},
+		Processes: []memory.ProcessMemory{{PID: 4242, Bytes: 2 << 30}, {PID: 77, Name: "python3", Bytes: 1 << 30}}}
+	src := writeReadings(t, monitor.Reading{GPUs: []monitor.GPU{g}})
+	tests := []struct {
+		args []string
+		want *regexp.Regexp
+	}{
+		{[]string{"smi"}, regexp.MustCompile(`(?m)^0\s+4242\s+unknown\s`)},
+		{[]string{"watch", "--count", "1"}, regexp.MustCompile(`(?m)^\s+GPU 0\s+4242\s+unknown\s`)},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append(tc.args, "--source", src)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if !tc.want.MatchString(stdout) {
+				t.Errorf("output does not match %s:\n%s", tc.want, stdout)
+			}
+		})
 	}
 }

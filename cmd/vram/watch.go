@@ -357,10 +357,7 @@ func (h *watchHistory) render(r monitor.Reading, width int, interval time.Durati
 	for _, g := range r.GPUs {
 		k := gpuKey(g)
 		for _, p := range g.Processes {
-			name := p.Name
-			if name == "" {
-				name = "?"
-			}
+			name := monitor.ProcessName(p)
 			pk := k + "/" + strconv.Itoa(p.PID)
 			add(fmt.Sprintf("   GPU %d  %-8d %-16s %10s  %s", g.Index, p.PID, clip(name, 16), gibOrUnknown(p.Bytes),
 				sparkline(h.procs[pk], max(spark-40, watchMinSpark))))
