@@ -463,8 +463,8 @@ func TestHostileNamesAreEscaped(t *testing.T) {
 func TestSmiAndWatchAgreeOnUsed(t *testing.T) {
 	_, smi, _ := runCLI(t, "smi", "--source", readingsFile)
 	_, watch, _ := runCLI(t, "watch", "--source", readingsFile, "--count", "1", "--interval", "10ms")
-	smiUsed := regexp.MustCompile(`(?m)^(\d+)\s+NVIDIA H200\s+(\S+ GiB / \S+ GiB) \((\d+)%\)`).FindAllStringSubmatch(smi, -1)
-	watchUsed := regexp.MustCompile(`(?m)^GPU (\d+)  NVIDIA H200  (\S+ GiB / \S+ GiB)  `).FindAllStringSubmatch(watch, -1)
+	smiUsed := regexp.MustCompile(`(?m)^(\d+)\s+NVIDIA H200\s+(\S+ MiB / \S+ MiB) \((\d+)%\)`).FindAllStringSubmatch(smi, -1)
+	watchUsed := regexp.MustCompile(`(?m)^GPU (\d+)  NVIDIA H200  (\S+ MiB / \S+ MiB)  `).FindAllStringSubmatch(watch, -1)
 	watchPct := regexp.MustCompile(`(?m)^   memory .* +(\d+)%$`).FindAllStringSubmatch(watch, -1)
 	if len(smiUsed) != 2 || len(watchUsed) != 2 || len(watchPct) != 2 {
 		t.Fatalf("smi %q, watch %q %q:\n%s\n%s", smiUsed, watchUsed, watchPct, smi, watch)

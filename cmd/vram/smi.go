@@ -57,14 +57,15 @@ func newSmiCmd() *cobra.Command {
 		Use:   "smi",
 		Short: "Show every GPU's memory, utilization, temperature, power and processes, like nvidia-smi",
 		Long: `Smi reads every GPU through NVML (libnvidia-ml.so.1, installed with the driver) and
-prints a table of memory (used, total, the driver's reserve), utilization (the share
+prints a table of memory (used, total, the driver's reserve, in MiB as nvidia-smi shows
+them), utilization (the share
 of time kernels ran, and the share of time device memory was read or written: neither
 is the share of memory in use), temperature, power and clocks, then the processes
 holding memory on each GPU. Where NVML cannot see the processes (inside a container
 with its own PID namespace, say) it says so instead of showing an empty list.
 
   vram smi
-  vram smi --json          # the monitor.Reading struct as JSON
+  vram smi --json          # the monitor.Reading struct as JSON, memory in bytes
   vram smi -L              # one line per GPU with its UUID, like nvidia-smi -L
   vram smi --source r.json # readings recorded earlier (vram smi --json output)`,
 		Args: cobra.NoArgs,
@@ -146,9 +147,9 @@ func writeSmi(w io.Writer, r monitor.Reading) error {
 		m := g.Memory
 		mem := "?"
 		if used := m.Used(); used != monitor.Unknown {
-			mem = fmt.Sprintf("%s / %s (%.0f%%)", gib(used), gib(m.TotalBytes), 100*m.UsedFraction())
+			mem = fmt.Sprintf("%s / %s (%.0f%%)", mib(used), mib(m.TotalBytes), 100*m.UsedFraction())
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Index, g.Name, mem, gibOrUnknown(m.ReservedBytes),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Index, g.Name, mem, mib(m.ReservedBytes),
 			percent(g.Utilization.ComputePercent), percent(g.Utilization.MemoryBandwidthPercent),
 			unit(g.TemperatureC, "°C"), power(g.Power), clock(g.Clocks))
 	}
@@ -163,7 +164,7 @@ func writeSmi(w io.Writer, r monitor.Reading) error {
 	for _, g := range r.GPUs {
 		for _, p := range g.Processes {
 			name := monitor.ProcessName(p)
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", g.Index, p.PID, name, gibOrUnknown(p.Bytes))
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", g.Index, p.PID, name, mib(p.Bytes))
 		}
 		switch {
 		case !g.ProcessesVisible:
@@ -186,19 +187,19 @@ func writeSmi(w io.Writer, r monitor.Reading) error {
 	return nil
 }
 
-// gib prints bytes as GiB with one decimal, the unit nvidia-smi users read.
+// gib prints bytes as GiB with one decimal.
 func gib(n int64) string {
 	return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 }
 
-func gibOrUnknown(n int64) string {
-	switch {
-	case n == monitor.Unknown:
+// mib prints bytes as whole MiB, rounded down, the unit nvidia-smi shows
+// device memory in, so that the numbers of both tools can be compared; a
+// negative (unknown) value reads "?". --json gives exact bytes.
+func mib(n int64) string {
+	if n < 0 {
 		return "?"
-	case n < 1<<30:
-		return fmt.Sprintf("%d MiB", n>>20)
 	}
-	return gib(n)
+	return fmt.Sprintf("%d MiB", n>>20)
 }
 
 func percent(v int) string { return unit(v, "%") }

@@ -49,8 +49,8 @@ func TestSmi(t *testing.T) {
 	}
 	for _, want := range []string{
 		"driver 580.95.05", "CUDA 13.0",
-		"GPU  NAME         MEMORY USED / TOTAL", "0    NVIDIA H200  0.0 GiB / 140.4 GiB (0%)", "571 MiB",
-		"1    NVIDIA H200  17.6 GiB / 140.4 GiB (13%)", "45%", "51°C", "390 / 700 W", "1980 / 1980 MHz",
+		"GPU  NAME         MEMORY USED / TOTAL", "0    NVIDIA H200  0 MiB / 143771 MiB (0%)", "571 MiB",
+		"1    NVIDIA H200  18000 MiB / 143771 MiB (13%)", "45%", "51°C", "390 / 700 W", "1980 / 1980 MHz",
 		"PROCESSES", "GPU 0: no process is using it", "GPU 1: processes not visible: NVML lists no process, yet 17.6 GiB",
 	} {
 		if !strings.Contains(stdout, want) {
@@ -98,7 +98,7 @@ func TestWatchFrames(t *testing.T) {
 		t.Fatalf("%d frames, want 5:\n%s", len(frames), stdout)
 	}
 	last := frames[4]
-	for _, want := range []string{"GPU 0  NVIDIA H200  59.6 GiB / 140.4 GiB  kernels ran 99%", "   memory  ", "   kernels ", "▁", "█",
+	for _, want := range []string{"GPU 0  NVIDIA H200  61000 MiB / 143771 MiB  kernels ran 99%", "   memory  ", "   kernels ", "▁", "█",
 		"GPU 0  41234    python3", "GPU 1  processes not visible"} {
 		if !strings.Contains(last, want) {
 			t.Errorf("last frame lacks %q:\n%s", want, last)
@@ -176,5 +176,61 @@ func TestUnknownProcessName(t *testing.T) {
 				t.Errorf("output does not match %s:\n%s", tc.want, stdout)
 			}
 		})
+	}
+}
+
+// TestMemoryInMiB checks that smi and watch show every amount of device
+// memory in whole MiB, as nvidia-smi does, whatever its size: used and
+// total, the driver's reserve and each process's memory, and that --json
+// keeps exact bytes.
+func TestMemoryInMiB(t *testing.T) {
+	const mb = 1 << 20
+	g := monitor.GPU{Index: 0, Name: "NVIDIA H200", UUID: "GPU-0", ProcessesVisible: true,
+		Memory: monitor.Memory{TotalBytes: 150754820096, UsedBytes: 2*mb*1024 + 512*mb + 123, FreeBytes: 150754820096 - (2*mb*1024 + 512*mb + 123), ReservedBytes: 598736896},
+		Processes: []memory.ProcessMemory{
+			{PID: 1, Name: "big", Bytes: 2*mb*1024 + 3*mb + 5},
+			{PID: 2, Name: "small", Bytes: 300 * mb},
+			{PID: 3, Name: "tiny", Bytes: 1000},
+			{PID: 4, Name: "unaccounted", Bytes: monitor.Unknown},
+		}}
+	src := writeReadings(t, monitor.Reading{GPUs: []monitor.GPU{g}})
+	tests := []struct {
+		args []string
+		want []*regexp.Regexp
+	}{
+		{[]string{"smi"}, []*regexp.Regexp{
+			regexp.MustCompile(`2560 MiB / 143771 MiB \(2%\)\s+571 MiB\s`),
+			regexp.MustCompile(`(?m)^0\s+1\s+big\s+2051 MiB$`),
+			regexp.MustCompile(`(?m)^0\s+2\s+small\s+300 MiB$`),
+			regexp.MustCompile(`(?m)^0\s+3\s+tiny\s+0 MiB$`),
+			regexp.MustCompile(`(?m)^0\s+4\s+unaccounted\s+\?$`),
+		}},
+		{[]string{"watch", "--count", "1"}, []*regexp.Regexp{
+			regexp.MustCompile(`GPU 0  NVIDIA H200  2560 MiB / 143771 MiB  `),
+			regexp.MustCompile(`(?m)^\s+GPU 0\s+1\s+big\s+2051 MiB\s`),
+			regexp.MustCompile(`(?m)^\s+GPU 0\s+2\s+small\s+300 MiB\s`),
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append(tc.args, "--source", src)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			for _, re := range tc.want {
+				if !re.MatchString(stdout) {
+					t.Errorf("output does not match %s:\n%s", re, stdout)
+				}
+			}
+			if strings.Contains(stdout, "GiB") {
+				t.Errorf("GiB in the output:\n%s", stdout)
+			}
+		})
+	}
+	code, stdout, _ := runCLI(t, "smi", "--json", "--source", src)
+	var r monitor.Reading
+	decodeOne(t, stdout, &r)
+	if code != 0 || r.GPUs[0].Memory.UsedBytes != g.Memory.UsedBytes || r.GPUs[0].Processes[0].Bytes != g.Processes[0].Bytes {
+		t.Errorf("--json: exit %d, %+v", code, r.GPUs[0])
 	}
 }

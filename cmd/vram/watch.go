@@ -343,7 +343,7 @@ func (h *watchHistory) render(r monitor.Reading, width int, interval time.Durati
 		m := g.Memory
 		mem := "memory ?"
 		if used := m.Used(); used != monitor.Unknown {
-			mem = fmt.Sprintf("%s / %s", gib(used), gib(m.TotalBytes))
+			mem = fmt.Sprintf("%s / %s", mib(used), mib(m.TotalBytes))
 		}
 		add("")
 		add(fmt.Sprintf("GPU %d  %s  %s  kernels ran %s  memory busy %s  %s  %s", g.Index, g.Name, mem,
@@ -359,7 +359,7 @@ func (h *watchHistory) render(r monitor.Reading, width int, interval time.Durati
 		for _, p := range g.Processes {
 			name := monitor.ProcessName(p)
 			pk := k + "/" + strconv.Itoa(p.PID)
-			add(fmt.Sprintf("   GPU %d  %-8d %-16s %10s  %s", g.Index, p.PID, clip(name, 16), gibOrUnknown(p.Bytes),
+			add(fmt.Sprintf("   GPU %d  %-8d %-16s %10s  %s", g.Index, p.PID, clip(name, 16), mib(p.Bytes),
 				sparkline(h.procs[pk], max(spark-40, watchMinSpark))))
 		}
 		switch {
