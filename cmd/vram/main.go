@@ -136,6 +136,23 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// errWriter passes writes on to w until one fails, then drops the rest and
+// keeps the first error, so that a command printing many lines checks once
+// at the end that its output (a full disk, a closed pipe) was written.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
+
 // isTerminal reports whether w is a terminal, for progress output.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)

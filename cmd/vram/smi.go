@@ -81,16 +81,17 @@ with its own PID namespace, say) it says so instead of showing an empty list.
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(out, r) // JSON escapes control characters itself
+				return cmdError("smi", writeJSON(out, r)) // JSON escapes control characters itself
 			}
 			r = printableReading(r)
 			if list {
+				ew := &errWriter{w: out}
 				for _, g := range r.GPUs {
-					fmt.Fprintf(out, "GPU %d: %s (UUID: %s)\n", g.Index, g.Name, g.UUID)
+					fmt.Fprintf(ew, "GPU %d: %s (UUID: %s)\n", g.Index, g.Name, g.UUID)
 				}
-				return nil
+				return cmdError("smi", ew.err)
 			}
-			return writeSmi(out, r)
+			return cmdError("smi", writeSmi(out, r))
 		},
 	}
 	f := cmd.Flags()
@@ -128,8 +129,10 @@ func printableReading(r monitor.Reading) monitor.Reading {
 }
 
 // writeSmi prints a reading as the smi table and process list; its
-// strings must have been made printable (printableReading).
-func writeSmi(w io.Writer, r monitor.Reading) error {
+// strings must have been made printable (printableReading). It returns the
+// first error writing to w.
+func writeSmi(out io.Writer, r monitor.Reading) error {
+	w := &errWriter{w: out}
 	var head []string
 	if r.DriverVersion != "" {
 		head = append(head, "driver "+r.DriverVersion)
@@ -184,7 +187,7 @@ func writeSmi(w io.Writer, r monitor.Reading) error {
 			fmt.Fprintf(w, "GPU %d: query failed: %s\n", g.Index, e)
 		}
 	}
-	return nil
+	return w.err
 }
 
 // gib prints bytes as GiB with one decimal.

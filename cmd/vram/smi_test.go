@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/monitor"
@@ -232,5 +236,37 @@ func TestMemoryInMiB(t *testing.T) {
 	decodeOne(t, stdout, &r)
 	if code != 0 || r.GPUs[0].Memory.UsedBytes != g.Memory.UsedBytes || r.GPUs[0].Processes[0].Bytes != g.Processes[0].Bytes {
 		t.Errorf("--json: exit %d, %+v", code, r.GPUs[0])
+	}
+}
+
+// failingWriter fails every write, as a full disk does.
+type failingWriter struct{}
+
+var errDiskFull = errors.New("no space left on device")
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errDiskFull }
+
+// TestMonitorOutputErrors checks that smi and watch report output they
+// could not write instead of exiting 0 (smi) or drawing frames into the
+// void for ever (watch without --count).
+func TestMonitorOutputErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"smi"}, {"smi", "-L"}, {"smi", "--json"},
+		{"watch", "--count", "3", "--interval", "10ms"},
+		{"watch", "--interval", "10ms"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var errOut bytes.Buffer
+			code := run(ctx, append(args, "--source", readingsFile), failingWriter{}, &errOut)
+			if ctx.Err() != nil {
+				t.Fatal("still running 5 s after its first write failed")
+			}
+			want := "vram: " + args[0] + ": " + errDiskFull.Error() + "\n"
+			if code != exitFailure || errOut.String() != want {
+				t.Errorf("exit %d, stderr %q; want exit %d, %q", code, errOut.String(), exitFailure, want)
+			}
+		})
 	}
 }

@@ -176,12 +176,19 @@ func runWatch(ctx context.Context, out io.Writer, src monitor.Source, interval t
 				b.WriteString(l + ansiEOL)
 			}
 			b.WriteString(ansiEOS)
-			io.WriteString(out, b.String())
-		} else {
-			if frame > 1 {
-				io.WriteString(out, "\n")
+			if _, err := io.WriteString(out, b.String()); err != nil {
+				return cmdError("watch", err)
 			}
-			io.WriteString(out, strings.Join(lines, "\n")+"\n")
+		} else {
+			frameText := strings.Join(lines, "\n") + "\n"
+			if frame > 1 {
+				frameText = "\n" + frameText
+			}
+			// Output that cannot be written (a full disk) ends the
+			// command rather than being dropped frame after frame.
+			if _, err := io.WriteString(out, frameText); err != nil {
+				return cmdError("watch", err)
+			}
 		}
 		if count > 0 && frame >= count {
 			return nil
