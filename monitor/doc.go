@@ -70,7 +70,9 @@
 //
 // Every call returns an error instead of panicking. Without a driver the
 // error wraps [ErrNoDriver] (and the loader's or NVML's own error); with a
-// driver and no GPU, [ErrNoGPU].
+// driver and no GPU, [ErrNoGPU]. A file of readings that is not one, or
+// holds values no device reports, is refused with an error wrapping
+// [ErrInvalidRecording].
 //
 // # Concurrency
 //

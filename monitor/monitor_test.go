@@ -100,6 +100,64 @@ func TestReadRecordingForms(t *testing.T) {
 			if err == nil || tc.err != "" && !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("error %v, want one containing %q", err, tc.err)
 			}
+			if !errors.Is(err, ErrInvalidRecording) || rs != nil {
+				t.Errorf("error %v does not match ErrInvalidRecording, or readings %v returned with it", err, rs)
+			}
+		})
+	}
+}
+
+// TestReadRecordingRejectsImpossibleValues checks that a recording holding
+// values no device reports is refused with a clear error, rather than
+// played back into tables with "-1 MiB", "-5%" or a Prometheus scrape
+// that drops a GPU exported twice under one index.
+func TestReadRecordingRejectsImpossibleValues(t *testing.T) {
+	good := func() GPU {
+		return GPU{Index: 0, Name: "NVIDIA H200", UUID: "GPU-0", ProcessesVisible: true,
+			Memory:       Memory{TotalBytes: 8 << 30, UsedBytes: 2 << 30, FreeBytes: 6 << 30, ReservedBytes: Unknown},
+			Utilization:  Utilization{ComputePercent: 100, MemoryBandwidthPercent: Unknown},
+			TemperatureC: 40, Power: Power{DrawW: 70, LimitW: Unknown},
+			Clocks:    Clocks{GraphicsMHz: Unknown, SMMHz: 1980, MemoryMHz: 0, MaxSMMHz: 1980},
+			Processes: []memory.ProcessMemory{{PID: 1, Bytes: Unknown}, {PID: 2, Name: "python3", Bytes: 1 << 30}}}
+	}
+	second := func(g GPU) GPU { g.Index, g.UUID = 1, "GPU-1"; return g }
+	tests := []struct {
+		name   string
+		change func(gs []GPU) []GPU
+		err    string // "" when the reading is valid
+	}{
+		{"valid", func(gs []GPU) []GPU { return gs }, ""},
+		{"valid, no UUIDs", func(gs []GPU) []GPU { gs[0].UUID, gs[1].UUID = "", ""; return gs }, ""},
+		{"duplicate index", func(gs []GPU) []GPU { gs[1].Index = 0; return gs }, "two GPUs with index 0"},
+		{"duplicate UUID", func(gs []GPU) []GPU { gs[1].UUID = "GPU-0"; return gs }, `two GPUs with UUID "GPU-0"`},
+		{"negative index", func(gs []GPU) []GPU { gs[0].Index = -1; return gs }, "negative index"},
+		{"reserve below unknown", func(gs []GPU) []GPU { gs[1].Memory.ReservedBytes = -7; return gs }, "GPU 1: negative memory"},
+		{"used over total", func(gs []GPU) []GPU { gs[0].Memory.UsedBytes = 9 << 30; return gs }, "more memory used"},
+		{"negative utilization", func(gs []GPU) []GPU { gs[0].Utilization.ComputePercent = -5; return gs }, "utilization -5%"},
+		{"utilization over 100", func(gs []GPU) []GPU { gs[0].Utilization.MemoryBandwidthPercent = 900; return gs }, "900%"},
+		{"temperature below unknown", func(gs []GPU) []GPU { gs[0].TemperatureC = -40; return gs }, "temperature -40"},
+		{"negative power", func(gs []GPU) []GPU { gs[0].Power.DrawW = -3; return gs }, "negative power"},
+		{"negative clock", func(gs []GPU) []GPU { gs[0].Clocks.SMMHz = -2; return gs }, "negative clock"},
+		{"process id 0", func(gs []GPU) []GPU { gs[0].Processes[0].PID = 0; return gs }, "process id 0"},
+		{"process memory below unknown", func(gs []GPU) []GPU { gs[0].Processes[1].Bytes = -9; return gs }, "negative memory -9"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			gs := tc.change([]GPU{good(), second(good())})
+			var b bytes.Buffer
+			if err := WriteRecording(&b, []Reading{{GPUs: gs}}); err != nil {
+				t.Fatal(err)
+			}
+			rs, err := ReadRecording(&b)
+			if tc.err == "" {
+				if err != nil || len(rs) != 1 {
+					t.Fatalf("valid reading refused: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidRecording) || !strings.Contains(err.Error(), tc.err) || rs != nil {
+				t.Errorf("got %d readings, error %v; want none and an ErrInvalidRecording containing %q", len(rs), err, tc.err)
+			}
 		})
 	}
 }

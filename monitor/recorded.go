@@ -110,10 +110,23 @@ func WriteRecording(w io.Writer, readings []Reading) error {
 	return enc.Encode(recording{Format: RecordingFormat, Version: RecordingVersion, Readings: readings})
 }
 
+// ErrInvalidRecording is wrapped by the errors of [ReadRecording] and
+// [OpenRecorded] for input that is not a recording of readings, or whose
+// readings cannot be from a machine; test with errors.Is.
+var ErrInvalidRecording = errors.New("invalid recording")
+
+// invalid returns an error wrapping ErrInvalidRecording.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRecording}, args...)...)
+}
+
 // ReadRecording reads readings written by [WriteRecording]. It also
 // accepts a single [Reading] (what "vram smi --json" prints) and a JSON
-// array of readings. A file of another format or version, or whose
-// readings have no GPUs key, is an error.
+// array of readings. A file of another format or version, whose readings
+// have no GPUs key, or whose readings cannot be from a machine (two GPUs
+// with one index or UUID, a negative amount other than [Unknown], a
+// percentage over 100, a process id below 1) is an error wrapping
+// [ErrInvalidRecording]; nothing is returned then.
 func ReadRecording(r io.Reader) ([]Reading, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -121,14 +134,14 @@ func ReadRecording(r io.Reader) ([]Reading, error) {
 	}
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
-		return nil, errors.New("empty input: not a recording of readings")
+		return nil, invalid("empty input: not a recording of readings")
 	}
 	if data[0] == '[' {
 		var rs []Reading
 		if err := strictUnmarshal(data, &rs); err != nil {
-			return nil, fmt.Errorf("not a list of readings: %w", err)
+			return nil, invalid("not a list of readings: %w", err)
 		}
-		return rs, checkReadings(rs)
+		return checkReadings(rs)
 	}
 	var probe struct {
 		Format  *string          `json:"format"`
@@ -136,29 +149,29 @@ func ReadRecording(r io.Reader) ([]Reading, error) {
 		GPUs    *json.RawMessage `json:"gpus"`
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, fmt.Errorf("not JSON readings: %w", err)
+		return nil, invalid("not JSON readings: %w", err)
 	}
 	switch {
 	case probe.Format != nil:
 		if *probe.Format != RecordingFormat {
-			return nil, fmt.Errorf("format %q, want %q", *probe.Format, RecordingFormat)
+			return nil, invalid("format %q, want %q", *probe.Format, RecordingFormat)
 		}
 		if probe.Version != RecordingVersion {
-			return nil, fmt.Errorf("version %d of %s; this vram reads version %d", probe.Version, RecordingFormat, RecordingVersion)
+			return nil, invalid("version %d of %s; this vram reads version %d", probe.Version, RecordingFormat, RecordingVersion)
 		}
 		var rec recording
 		if err := strictUnmarshal(data, &rec); err != nil {
-			return nil, err
+			return nil, invalid("%w", err)
 		}
-		return rec.Readings, checkReadings(rec.Readings)
+		return checkReadings(rec.Readings)
 	case probe.GPUs != nil:
 		var rd Reading
 		if err := strictUnmarshal(data, &rd); err != nil {
-			return nil, err
+			return nil, invalid("%w", err)
 		}
-		return []Reading{rd}, checkReadings([]Reading{rd})
+		return checkReadings([]Reading{rd})
 	}
-	return nil, errors.New(`not a recording of readings: no "format" or "gpus" key`)
+	return nil, invalid(`not a recording of readings: no "format" or "gpus" key`)
 }
 
 // strictUnmarshal decodes data into v, rejecting anything after the value.
@@ -173,14 +186,58 @@ func strictUnmarshal(data []byte, v any) error {
 	return nil
 }
 
-// checkReadings rejects readings that cannot be from a machine.
-func checkReadings(rs []Reading) error {
+// checkReadings returns rs, or an error for the first value that cannot be
+// from a machine: NVML reports unsigned numbers, which vram's readings keep
+// as they are or as Unknown, so anything below Unknown is made up, and
+// the collector and the commands cannot show it truthfully.
+func checkReadings(rs []Reading) ([]Reading, error) {
 	for i, r := range rs {
+		indices, uuids := map[int]bool{}, map[string]bool{}
 		for j, g := range r.GPUs {
-			if g.Memory.TotalBytes < Unknown || g.Memory.UsedBytes < Unknown || g.Memory.FreeBytes < Unknown {
-				return fmt.Errorf("reading %d, GPU %d: negative memory", i, j)
+			if err := checkGPU(g); err != nil {
+				return nil, invalid("reading %d, GPU %d: %w", i, j, err)
 			}
+			if indices[g.Index] {
+				return nil, invalid("reading %d: two GPUs with index %d", i, g.Index)
+			}
+			indices[g.Index] = true
+			if g.UUID != "" && uuids[g.UUID] {
+				return nil, invalid("reading %d: two GPUs with UUID %q", i, g.UUID)
+			}
+			uuids[g.UUID] = true
+		}
+	}
+	return rs, nil
+}
+
+// checkGPU returns an error for the first value of g that no device reports.
+func checkGPU(g GPU) error {
+	m := g.Memory
+	switch {
+	case g.Index < 0:
+		return fmt.Errorf("negative index %d", g.Index)
+	case m.TotalBytes < Unknown || m.UsedBytes < Unknown || m.FreeBytes < Unknown || m.ReservedBytes < Unknown:
+		return errors.New("negative memory")
+	case m.TotalBytes >= 0 && (m.UsedBytes > m.TotalBytes || m.FreeBytes > m.TotalBytes || m.ReservedBytes > m.TotalBytes):
+		return fmt.Errorf("more memory used, free or reserved than the total of %d bytes", m.TotalBytes)
+	case !percentOK(g.Utilization.ComputePercent) || !percentOK(g.Utilization.MemoryBandwidthPercent):
+		return fmt.Errorf("utilization %d%%, %d%% not from 0 to 100", g.Utilization.ComputePercent, g.Utilization.MemoryBandwidthPercent)
+	case g.TemperatureC < Unknown:
+		return fmt.Errorf("temperature %d °C", g.TemperatureC)
+	case g.Power.DrawW < 0 && g.Power.DrawW != Unknown || g.Power.LimitW < 0 && g.Power.LimitW != Unknown:
+		return fmt.Errorf("negative power %g W, limit %g W", g.Power.DrawW, g.Power.LimitW)
+	case min(g.Clocks.GraphicsMHz, g.Clocks.SMMHz, g.Clocks.MemoryMHz, g.Clocks.MaxSMMHz) < Unknown:
+		return errors.New("negative clock")
+	}
+	for _, p := range g.Processes {
+		switch {
+		case p.PID < 1:
+			return fmt.Errorf("process id %d", p.PID)
+		case p.Bytes < Unknown:
+			return fmt.Errorf("process %d: negative memory %d", p.PID, p.Bytes)
 		}
 	}
 	return nil
 }
+
+func percentOK(v int) bool { return v == Unknown || v >= 0 && v <= 100 }
