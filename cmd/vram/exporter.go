@@ -23,10 +23,10 @@ func newExporterCmd() *cobra.Command {
 		Long: `Exporter serves the GPUs' memory, utilization, temperature, power, clocks and
 per-process memory at /metrics in Prometheus's text format, reading NVML on every
 scrape. Metric names start with vram_gpu_ (vram_gpu_memory_used_bytes{gpu,uuid},
-vram_gpu_utilization_ratio, vram_gpu_process_memory_bytes{gpu,uuid,pid,process}, ...);
-vram_monitor_up is 0 when a read failed, vram_gpu_up{gpu,uuid} 0 when a query of that GPU
-failed (vram smi shows which); a process whose name cannot be read is process="unknown",
-as in vram smi. Programs using vram export their allocator's
+vram_gpu_utilization_ratio, vram_gpu_process_memory_bytes{gpu,uuid,pid,process}, ...).
+vram_monitor_up is 0 when a read failed, vram_gpu_up{gpu,uuid} 0 when a query of that
+GPU failed (vram smi shows which); a process whose name cannot be read is
+process="unknown", as in vram smi. Programs using vram export their allocator's
 statistics and device memory themselves with monitor.RegisterAllocator and
 monitor.RegisterDeviceMemory.
 

@@ -40,6 +40,8 @@ func TestNumericFlags(t *testing.T) {
 		{"interval no unit", []string{"watch", "--interval", "100"}, []string{"--interval"}},
 		{"interval overflow", []string{"watch", "--interval", "9999999999h"}, []string{"--interval"}},
 		{"count negative", []string{"watch", "--count", "-1"}, []string{"--count must not be negative"}},
+		{"smi json and list", []string{"smi", "--json", "-L", "--source", readingsFile}, []string{"--json", "--list"}},
+		{"smi json and list, no GPU", []string{"smi", "--list", "--json"}, []string{"--json", "--list"}},
 		{"top zero", []string{"analyze", "--top", "0", resnetTrace}, []string{"--top must be at least 1"}},
 		{"html without a name", []string{"analyze", "--html", "", resnetTrace}, []string{"--html needs a file name"}},
 		{"top fraction", []string{"analyze", "--top", "1.5", resnetTrace}, []string{"--top"}},

@@ -70,6 +70,9 @@ with its own PID namespace, say) it says so instead of showing an empty list.
   vram smi --source r.json # readings recorded earlier (vram smi --json output)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if asJSON && list {
+				return usagef("smi: --json and --list (-L) print different things: give one")
+			}
 			src, err := openSource("smi", source)
 			if err != nil {
 				return err
