@@ -72,10 +72,12 @@ type Options struct {
 	// and a negative value means no limit.
 	Limit int
 	// MaxLoad: a GPU qualifies only if its compute utilization, as a
-	// fraction 0 to 1, is below MaxLoad; 0 means 0.5.
+	// fraction 0 to 1, is below MaxLoad; 0 means 0.5, and NaN or a
+	// negative value admits no GPU.
 	MaxLoad float64
 	// MaxMemory: a GPU qualifies only if the fraction of its memory in
-	// use ([Memory.UsedFraction]) is below MaxMemory; 0 means 0.5.
+	// use ([Memory.UsedFraction]) is below MaxMemory; 0 means 0.5, and
+	// NaN or a negative value admits no GPU.
 	MaxMemory float64
 	// MinFreeBytes: a GPU qualifies only if at least this many bytes are
 	// free; 0 means no minimum.
@@ -111,18 +113,20 @@ func Available(gpus []GPU, opts Options) []int {
 		if opts.MinFreeBytes > 0 && g.Memory.FreeBytes < opts.MinFreeBytes {
 			continue
 		}
+		// GPUtil's tests are load < maxLoad and memoryUtil < maxMemory:
+		// a NaN limit admits no GPU.
 		if load := g.Utilization.ComputePercent; load == Unknown {
 			if !opts.IncludeUnknown {
 				continue
 			}
-		} else if float64(load)/100 >= maxLoad {
+		} else if !(float64(load)/100 < maxLoad) {
 			continue
 		}
-		if g.Memory.TotalBytes <= 0 || g.Memory.FreeBytes == Unknown {
+		if g.Memory.Used() == Unknown {
 			if !opts.IncludeUnknown {
 				continue
 			}
-		} else if g.Memory.UsedFraction() >= maxMem {
+		} else if !(g.Memory.UsedFraction() < maxMem) {
 			continue
 		}
 		ok = append(ok, g)
@@ -142,8 +146,8 @@ func Available(gpus []GPU, opts Options) []int {
 		slices.SortStableFunc(ok, func(a, b GPU) int { return cmpFloat(load(a), load(b), a.Index, b.Index) })
 	case OrderMemory:
 		frac := func(g GPU) float64 {
-			if g.Memory.TotalBytes <= 0 || g.Memory.FreeBytes == Unknown {
-				return 2
+			if g.Memory.Used() == Unknown {
+				return 2 // after every known share
 			}
 			return g.Memory.UsedFraction()
 		}

@@ -3,6 +3,7 @@ package monitor
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -246,6 +247,12 @@ func TestAvailable(t *testing.T) {
 		{"exclude id", Options{Limit: -1, ExcludeIDs: []int{0}}, []int{3}},
 		{"exclude uuid", Options{Limit: -1, ExcludeUUIDs: []string{"GPU-d"}}, []int{0}},
 		{"none", Options{MinFreeBytes: 99 << 30}, []int{}},
+		// GPUtil's test is load < maxLoad: NaN admits no GPU, as a
+		// negative limit does, rather than every GPU.
+		{"max load NaN", Options{Limit: -1, MaxLoad: math.NaN()}, []int{}},
+		{"max memory NaN", Options{Limit: -1, MaxMemory: math.NaN()}, []int{}},
+		{"max load negative", Options{Limit: -1, MaxLoad: -1}, []int{}},
+		{"max load +Inf", Options{Limit: -1, MaxLoad: math.Inf(1)}, []int{0, 1, 3}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -258,6 +265,26 @@ func TestAvailable(t *testing.T) {
 	got := Available(gpus, Options{Order: OrderRandom, Limit: -1})
 	if len(got) != 2 || got[0]+got[1] != 3 {
 		t.Errorf("random: %v", got)
+	}
+
+	// The memory in use is known from UsedBytes even where the driver
+	// does not report the free memory: such a GPU is judged on it, not
+	// taken for one whose memory is unknown.
+	noFree := fakeGPUs([3]int{10, 0, 90}, [3]int{10, 0, 20})
+	noFree[0].Memory.FreeBytes, noFree[1].Memory.FreeBytes = Unknown, Unknown
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want []int
+	}{
+		{"first", Options{Limit: -1}, []int{0}},
+		{"by memory", Options{Limit: -1, Order: OrderMemory, MaxMemory: 0.9}, []int{0, 1}},
+	} {
+		t.Run("free unknown/"+tc.name, func(t *testing.T) {
+			if got := Available(noFree, tc.opts); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("%v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 
