@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -305,5 +306,61 @@ func TestCollectorGPUUp(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestServeConcurrentScrapes scrapes one server from several goroutines at
+// once, as several Prometheus servers do; it runs under -race in CI. Every
+// scrape must be whole: each GPU's up metric and no scrape error.
+func TestServeConcurrentScrapes(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(recorded(t, "h200x2.json")))
+	if err := RegisterDeviceMemory(reg, "sim:0", 0, func() (memory.DeviceMemory, error) {
+		return memory.DeviceMemory{Total: 8 << 20, Free: 4 << 20, Reserved: 1 << 20, Others: []memory.ProcessMemory{{PID: 3, Bytes: 1 << 20}}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, reg) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	client := &http.Client{Timeout: 5 * time.Second}
+	errs := make(chan error, 8*10)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				resp, err := client.Get("http://" + ln.Addr().String() + "/metrics")
+				if err != nil {
+					errs <- err
+					return
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				switch {
+				case err != nil:
+					errs <- err
+				case resp.StatusCode != http.StatusOK:
+					errs <- errors.New(resp.Status)
+				case !strings.Contains(string(body), `vram_gpu_up{gpu="0"`) || !strings.Contains(string(body), `vram_gpu_up{gpu="1"`) ||
+					!strings.Contains(string(body), `process="unknown"`):
+					errs <- errors.New("incomplete scrape:\n" + string(body))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
