@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/vramgo/vram/memory"
@@ -362,5 +363,31 @@ func TestServeConcurrentScrapes(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestMetricsLint checks every metric the package exports against
+// Prometheus's naming and help conventions (promlint: units as base-unit
+// suffixes, _total only on counters, help texts present, ...).
+func TestMetricsLint(t *testing.T) {
+	a := memory.New(memory.NewSimArena(256<<20), memory.Config{})
+	dm := NewDeviceMemoryCollector("sim:0", 0, func() (memory.DeviceMemory, error) {
+		return memory.DeviceMemory{Total: 8 << 20, Free: 4 << 20, Reserved: 1 << 20, Others: []memory.ProcessMemory{{PID: 3, Bytes: 1 << 20}}}, nil
+	}, LocalRank(0))
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewCollector(recorded(t, "h200x2.json")), NewAllocatorCollector("sim:0", 0, a.Stats, LocalRank(0)), dm)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mfs) < 40 {
+		t.Fatalf("only %d metric families gathered", len(mfs))
+	}
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
 }
