@@ -187,9 +187,23 @@ func Handler(g prometheus.Gatherer) http.Handler {
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
+// Time limits of [Serve]'s server, so that clients that connect and then
+// send or read nothing (or do so very slowly) cannot hold its connections,
+// and file descriptors, for ever. A scrape takes milliseconds; scrape
+// intervals are seconds to minutes, and a client keeping its connection
+// open between scrapes redials once IdleTimeout closed it.
+var (
+	serveReadHeaderTimeout = 10 * time.Second
+	serveReadTimeout       = time.Minute
+	serveWriteTimeout      = time.Minute
+	serveIdleTimeout       = 2 * time.Minute
+)
+
 // Serve serves g's metrics at /metrics (and a short page at /) on the
 // listener ln until ctx is done, then shuts the server down and returns
-// nil; it returns the server's error if it stops for another reason.
+// nil; it returns the server's error if it stops for another reason. A
+// connection idle for 2 minutes, or a request not read or answered within
+// a minute, is closed.
 // Programs call it in a goroutine:
 //
 //	ln, err := net.Listen("tcp", ":9400")
@@ -206,7 +220,8 @@ func Serve(ctx context.Context, ln net.Listener, g prometheus.Gatherer) error {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, `<!doctype html><title>vram exporter</title><p><a href="/metrics">/metrics</a></p>`)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: serveReadHeaderTimeout, ReadTimeout: serveReadTimeout,
+		WriteTimeout: serveWriteTimeout, IdleTimeout: serveIdleTimeout}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

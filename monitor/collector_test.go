@@ -391,3 +391,53 @@ func TestMetricsLint(t *testing.T) {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
 }
+
+// TestServeClosesIdleConnections checks that Serve closes connections that
+// send nothing or stay idle after a scrape: without limits a client could
+// hold any number of them, each a file descriptor of the exporter.
+func TestServeClosesIdleConnections(t *testing.T) {
+	old := []time.Duration{serveReadHeaderTimeout, serveReadTimeout, serveWriteTimeout, serveIdleTimeout}
+	serveReadHeaderTimeout, serveReadTimeout, serveWriteTimeout, serveIdleTimeout = 200*time.Millisecond, 200*time.Millisecond, time.Second, 200*time.Millisecond
+	t.Cleanup(func() {
+		serveReadHeaderTimeout, serveReadTimeout, serveWriteTimeout, serveIdleTimeout = old[0], old[1], old[2], old[3]
+	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(recorded(t, "h200x2.json")))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, reg) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	tests := []struct {
+		name    string
+		request string // sent on connecting
+	}{
+		{"silent", ""},
+		{"half a request line", "GET /metr"},
+		{"idle after a scrape", "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"},
+		{"body never sent", "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, tc.request); err != nil {
+				t.Fatal(err)
+			}
+			c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			_, err = io.Copy(io.Discard, c) // until the server closes it
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Error("the connection is still open 3 s later")
+			}
+		})
+	}
+}
