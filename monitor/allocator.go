@@ -181,10 +181,40 @@ func RegisterAllocator(reg prometheus.Registerer, device string, rank int, stats
 }
 
 // Handler returns an http.Handler that serves g's metrics in the
-// Prometheus text format, as promhttp.HandlerFor does, with errors of
-// single collectors reported in the output instead of failing the scrape.
+// Prometheus text format, as promhttp.HandlerFor does. A collector that
+// fails (a [DeviceMemoryCollector] whose read fails, say) does not fail
+// the scrape: the other metrics are served. So that the failure is still
+// seen, when g is also a prometheus.Registerer (a *prometheus.Registry
+// is) the handler registers with it the counter
+// promhttp_metric_handler_errors_total{cause}, which counts scrapes that
+// met an error ("gathering") from the next scrape on, the convention of
+// Prometheus's own handler. Several handlers of one registry share it.
 func Handler(g prometheus.Gatherer) http.Handler {
-	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	opts := promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}
+	if reg, ok := g.(prometheus.Registerer); ok && canCountErrors(reg) {
+		opts.Registry = reg
+	}
+	return promhttp.HandlerFor(g, opts)
+}
+
+// canCountErrors registers with reg the error counter that promhttp
+// registers when given a registry, and reports whether promhttp can use
+// it: promhttp panics when the registration fails or the metric of that
+// name is some other collector.
+func canCountErrors(reg prometheus.Registerer) bool {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "promhttp_metric_handler_errors_total",
+		Help: "Total number of internal errors encountered by the promhttp metric handler.",
+	}, []string{"cause"})
+	c.WithLabelValues("gathering") // exported as 0 before the first error
+	c.WithLabelValues("encoding")
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		_, ok := are.ExistingCollector.(*prometheus.CounterVec)
+		return ok
+	}
+	return err == nil
 }
 
 // Time limits of [Serve]'s server, so that clients that connect and then

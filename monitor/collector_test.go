@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -439,5 +440,74 @@ func TestServeClosesIdleConnections(t *testing.T) {
 				t.Error("the connection is still open 3 s later")
 			}
 		})
+	}
+}
+
+// scrape gets h's /metrics and returns the body.
+func scrape(t *testing.T, h http.Handler) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+// TestHandlerCountsCollectorErrors checks that a collector failing on a
+// scrape, whose other metrics are still served, is visible in the
+// scrapes: without the error counter nothing told the failure from a
+// metric that does not exist.
+func TestHandlerCountsCollectorErrors(t *testing.T) {
+	fail := errors.New("device lost")
+	var failing bool
+	var mu sync.Mutex
+	read := func() (memory.DeviceMemory, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing {
+			return memory.DeviceMemory{}, fail
+		}
+		return memory.DeviceMemory{Total: 8 << 20, Free: 4 << 20, Reserved: Unknown}, nil
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(recorded(t, "h200x2.json")))
+	if err := RegisterDeviceMemory(reg, "cuda:0", 0, read); err != nil {
+		t.Fatal(err)
+	}
+	h := Handler(reg)
+	Handler(reg) // a second handler of the registry shares the counter
+	const counter = `promhttp_metric_handler_errors_total{cause="gathering"}`
+	steps := []struct {
+		name    string
+		failing bool
+		want    string // in the scrape
+	}{
+		{"well", false, counter + " 0"},
+		{"read fails", true, counter + " 0"}, // counted after this scrape
+		{"after the failure", true, counter + " 1"},
+		{"well again", false, counter + " 2"},
+		{"stays", false, counter + " 2"},
+	}
+	for _, st := range steps {
+		mu.Lock()
+		failing = st.failing
+		mu.Unlock()
+		body := scrape(t, h)
+		if !strings.Contains(body, st.want) || !strings.Contains(body, "vram_monitor_up 1") {
+			t.Errorf("%s: scrape lacks %q or the GPU metrics:\n%s", st.name, st.want, body)
+		}
+	}
+
+	// A gatherer that cannot register, and a registry whose metric of
+	// that name is another collector, are served without the counter.
+	other := prometheus.NewRegistry()
+	other.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "promhttp_metric_handler_errors_total", Help: "x"}))
+	for name, g := range map[string]prometheus.Gatherer{
+		"gatherers":     prometheus.Gatherers{reg},
+		"name taken":    other,
+		"gatherer func": prometheus.GathererFunc(reg.Gather),
+	} {
+		t.Run(name, func(t *testing.T) { scrape(t, Handler(g)) })
 	}
 }

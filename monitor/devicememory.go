@@ -23,7 +23,8 @@ import (
 // and vram_device_memory_other_process_bytes{pid,process} gives each other
 // process (bytes of its name that are not UTF-8 read U+FFFD; a process
 // without a name is [UnknownProcess]). A failing
-// read is reported as a scrape error of this collector.
+// read is reported as a scrape error of this collector, which [Handler]
+// and [Serve] count in promhttp_metric_handler_errors_total.
 type DeviceMemoryCollector struct {
 	read                                                   func() (memory.DeviceMemory, error)
 	total, free, reserved, own, others, unattributed, proc *prometheus.Desc

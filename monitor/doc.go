@@ -66,6 +66,10 @@
 //	ln, _ := net.Listen("tcp", ":9400")
 //	go monitor.Serve(ctx, ln, reg)
 //
+// A collector that fails does not fail the scrape; [Serve] and [Handler]
+// count such scrapes in promhttp_metric_handler_errors_total{cause}, and
+// vram_gpu_up says which GPU's queries failed.
+//
 // # Errors
 //
 // Every call returns an error instead of panicking. Without a driver the
