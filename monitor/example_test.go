@@ -56,3 +56,37 @@ func ExampleRegisterAllocator() {
 	defer cancel()
 	go monitor.Serve(ctx, ln, reg) // metrics at http://ADDR/metrics until cancel
 }
+
+// Export GPUs to Prometheus. vram_monitor_up says whether the GPUs could
+// be read; vram_gpu_up, per GPU, whether all of its queries succeeded.
+// Here GPU 1's temperature query failed, as it does on a GPU fallen off
+// the bus.
+func ExampleNewCollector() {
+	gpu := func(i int, errs ...string) monitor.GPU {
+		return monitor.GPU{Index: i, UUID: fmt.Sprint("GPU-", i), Errors: errs,
+			Memory: monitor.Memory{TotalBytes: 80 << 30, UsedBytes: 1 << 30, FreeBytes: 79 << 30, ReservedBytes: monitor.Unknown}}
+	}
+	src := monitor.NewRecorded([]monitor.Reading{{GPUs: []monitor.GPU{gpu(0), gpu(1, "temperature: NVML_ERROR_GPU_IS_LOST")}}})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(monitor.NewCollector(src))
+	mfs, err := reg.Gather()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, mf := range mfs {
+		if name := mf.GetName(); name == "vram_monitor_up" || name == "vram_gpu_up" {
+			for _, m := range mf.GetMetric() {
+				labels := ""
+				for _, l := range m.GetLabel() {
+					labels += fmt.Sprintf(" %s=%q", l.GetName(), l.GetValue())
+				}
+				fmt.Printf("%s%s %g\n", name, labels, m.GetGauge().GetValue())
+			}
+		}
+	}
+	// Output:
+	// vram_gpu_up gpu="0" uuid="GPU-0" 1
+	// vram_gpu_up gpu="1" uuid="GPU-1" 0
+	// vram_monitor_up 1
+}
