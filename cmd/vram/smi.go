@@ -58,11 +58,11 @@ func newSmiCmd() *cobra.Command {
 		Short: "Show every GPU's memory, utilization, temperature, power and processes, like nvidia-smi",
 		Long: `Smi reads every GPU through NVML (libnvidia-ml.so.1, installed with the driver) and
 prints a table of memory (used, total, the driver's reserve, in MiB as nvidia-smi shows
-them), utilization (the share
-of time kernels ran, and the share of time device memory was read or written: neither
-is the share of memory in use), temperature, power and clocks, then the processes
-holding memory on each GPU. Where NVML cannot see the processes (inside a container
-with its own PID namespace, say) it says so instead of showing an empty list.
+them), utilization (the share of time kernels ran, and the share of time device memory
+was read or written: neither is the share of memory in use), temperature, power and
+clocks, then the processes holding memory on each GPU ("unknown" for a process whose
+name cannot be read). Where NVML cannot see the processes (inside a container with its
+own PID namespace, say) it says so instead of showing an empty list.
 
   vram smi
   vram smi --json          # the monitor.Reading struct as JSON, memory in bytes
