@@ -113,6 +113,10 @@ func TestWatchFrames(t *testing.T) {
 			t.Errorf("line of %d columns, wider than %d: %q", n, watchDefaultWidth, line)
 		}
 	}
+	// q is read only from a terminal: output that is not one says so.
+	if !strings.Contains(frames[0], "every 10ms  Ctrl-C quits") || strings.Contains(stdout, "q quits") {
+		t.Errorf("the header does not say that Ctrl-C quits:\n%s", frames[0])
+	}
 	if code, _, _ := runCLI(t, "watch", "--interval", "1ms", "--source", readingsFile); code != exitUsage {
 		t.Errorf("--interval 1ms: exit %d, want %d", code, exitUsage)
 	}

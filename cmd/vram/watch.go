@@ -56,8 +56,8 @@ func newWatchCmd() *cobra.Command {
 		Long: `Watch redraws, every interval, each GPU's memory in use and the share of time kernels
 ran, with their history as sparklines, and the memory each process holds. It draws with
 plain ANSI sequences on the alternate screen, so it works in any terminal and inside tmux
-or screen; q or Ctrl-C quits. When the output is not a terminal, it prints one frame per
-interval without control sequences.
+or screen; q or Ctrl-C quits (Ctrl-C only, when the input is not a terminal). When the
+output is not a terminal, it prints one frame per interval without control sequences.
 
 With --pids it shows only the GPUs that those processes, or processes started by them,
 hold memory on (and GPUs whose processes it cannot see): give it the pids that
@@ -124,6 +124,7 @@ func runWatch(ctx context.Context, out io.Writer, src monitor.Source, interval t
 			width, height = w, h
 		}
 	}
+	quit := "Ctrl-C quits" // q works only where the keys are read
 	if tty {
 		termSize()
 		// Leave the alternate screen and restore the terminal when asked
@@ -135,6 +136,7 @@ func runWatch(ctx context.Context, out io.Writer, src monitor.Source, interval t
 			if old, err := term.MakeRaw(int(os.Stdin.Fd())); err == nil {
 				defer term.Restore(int(os.Stdin.Fd()), old)
 				go readQuitKeys(os.Stdin, cancel)
+				quit = "q quits"
 			}
 		}
 		io.WriteString(out, ansiEnter)
@@ -157,7 +159,7 @@ func runWatch(ctx context.Context, out io.Writer, src monitor.Source, interval t
 		if tty {
 			termSize() // follow the terminal as it is resized
 		}
-		lines := h.render(r, width, interval)
+		lines := h.render(r, width, interval, quit)
 		if pids != nil && len(r.GPUs) == 0 {
 			lines = append(lines[:1], "", fmt.Sprintf("no GPU holds memory of processes %s or their children", joinInts(pids)))
 		}
@@ -327,8 +329,9 @@ func fitHeight(lines []string, width, height int) []string {
 	return append(lines[:height-1:height-1], clip(fmt.Sprintf("… %d more lines (a taller terminal, or --pids, shows them)", more), width))
 }
 
-// render draws one frame as lines of at most width columns.
-func (h *watchHistory) render(r monitor.Reading, width int, interval time.Duration) []string {
+// render draws one frame as lines of at most width columns; quit says in
+// the header how to stop.
+func (h *watchHistory) render(r monitor.Reading, width int, interval time.Duration, quit string) []string {
 	spark := max(width-watchLabelWidth-watchValueWidth-2, watchMinSpark)
 	var lines []string
 	add := func(s string) { lines = append(lines, clip(s, width)) }
@@ -339,7 +342,7 @@ func (h *watchHistory) render(r monitor.Reading, width int, interval time.Durati
 	if r.CUDAVersion != "" {
 		head += "  CUDA " + r.CUDAVersion
 	}
-	head += fmt.Sprintf("  every %s  q quits", interval)
+	head += fmt.Sprintf("  every %s  %s", interval, quit)
 	stamp := r.Time.Local().Format(time.TimeOnly)
 	if pad := width - utf8.RuneCountInString(head) - len(stamp); pad > 0 {
 		head += strings.Repeat(" ", pad) + stamp
