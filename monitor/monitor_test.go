@@ -3,6 +3,7 @@ package monitor
 import (
 	"bytes"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -387,5 +388,57 @@ func TestMemoryUsed(t *testing.T) {
 		if got, frac := tc.m.Used(), tc.m.UsedFraction(); got != tc.want || frac != tc.frac {
 			t.Errorf("%s: Used %d, UsedFraction %v; want %d, %v", tc.name, got, frac, tc.want, tc.frac)
 		}
+	}
+}
+
+// endless is an endless input of one byte, as /dev/zero is; it counts the
+// bytes read.
+type endless struct {
+	b byte
+	n int64
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = e.b
+	}
+	e.n += int64(len(p))
+	return len(p), nil
+}
+
+// TestReadRecordingBoundsItsInput checks that input that is not JSON is
+// refused at once, and input that does not end is refused at the size
+// limit: reading everything first made "vram smi --source /dev/zero" eat
+// memory until the machine ran out.
+func TestReadRecordingBoundsItsInput(t *testing.T) {
+	old := maxRecordingBytes
+	maxRecordingBytes = 1 << 20
+	t.Cleanup(func() { maxRecordingBytes = old })
+	tests := []struct {
+		name     string
+		in       io.Reader
+		err      string
+		maxBytes int64 // the most it may read
+	}{
+		{"zeros", &endless{b: 0}, `starts with '\x00'`, 64 << 10},
+		{"binary", strings.NewReader("\x7fELF\x02\x01"), `starts with '\x7f'`, 64 << 10},
+		{"endless list", io.MultiReader(strings.NewReader("["), &endless{b: ' '}), "larger than 1048576 bytes", 2 << 20},
+		{"endless blanks", &endless{b: '\n'}, "larger than 1048576 bytes", 2 << 20},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rs, err := ReadRecording(tc.in)
+			if !errors.Is(err, ErrInvalidRecording) || !strings.Contains(err.Error(), tc.err) || rs != nil {
+				t.Errorf("got %d readings, error %v; want an ErrInvalidRecording containing %q", len(rs), err, tc.err)
+			}
+			var n int64
+			switch in := tc.in.(type) {
+			case *endless:
+				n = in.n
+			}
+			if n > tc.maxBytes {
+				t.Errorf("read %d bytes, want at most %d", n, tc.maxBytes)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -110,6 +111,11 @@ func WriteRecording(w io.Writer, readings []Reading) error {
 	return enc.Encode(recording{Format: RecordingFormat, Version: RecordingVersion, Readings: readings})
 }
 
+// maxRecordingBytes is the largest recording ReadRecording reads: a day of
+// readings of 8 GPUs once a second is about 400 MiB. It bounds the memory
+// an endless input (a device file, a pipe) can take.
+var maxRecordingBytes int64 = 1 << 30
+
 // ErrInvalidRecording is wrapped by the errors of [ReadRecording] and
 // [OpenRecorded] for input that is not a recording of readings, or whose
 // readings cannot be from a machine; test with errors.Is.
@@ -126,16 +132,40 @@ func invalid(format string, args ...any) error {
 // have no GPUs key, or whose readings cannot be from a machine (two GPUs
 // with one index or UUID, a negative amount other than [Unknown], a
 // percentage over 100, a process id below 1) is an error wrapping
-// [ErrInvalidRecording]; nothing is returned then.
+// [ErrInvalidRecording]; nothing is returned then. Input larger than 1 GiB
+// is refused.
 func ReadRecording(r io.Reader) ([]Reading, error) {
-	data, err := io.ReadAll(r)
+	// Look at the first byte before reading everything: input that is
+	// not JSON (a binary file, /dev/zero) is refused at once.
+	lr := &io.LimitedReader{R: r, N: maxRecordingBytes + 1}
+	br := bufio.NewReader(lr)
+	for {
+		b, err := br.Peek(1)
+		if err == io.EOF && lr.N == 0 {
+			return nil, invalid("larger than %d bytes", maxRecordingBytes)
+		}
+		if err == io.EOF {
+			return nil, invalid("empty input: not a recording of readings")
+		}
+		if err != nil {
+			return nil, err
+		}
+		if c := b[0]; c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			br.ReadByte()
+			continue
+		} else if c != '{' && c != '[' {
+			return nil, invalid("not JSON readings: it starts with %q", c)
+		}
+		break
+	}
+	data, err := io.ReadAll(br)
 	if err != nil {
 		return nil, err
 	}
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 {
-		return nil, invalid("empty input: not a recording of readings")
+	if lr.N == 0 {
+		return nil, invalid("larger than %d bytes", maxRecordingBytes)
 	}
+	data = bytes.TrimSpace(data)
 	if data[0] == '[' {
 		var rs []Reading
 		if err := strictUnmarshal(data, &rs); err != nil {
