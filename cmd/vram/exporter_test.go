@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -99,5 +100,27 @@ func TestExporterBadListen(t *testing.T) {
 		if stderr := errOut.String(); code != exitUsage || !strings.HasPrefix(stderr, tc.want) {
 			t.Errorf("--listen %q: exit %d, %q; want %d, %q", tc.listen, code, stderr, exitUsage, tc.want)
 		}
+	}
+}
+
+// TestExporterBusyPort starts the exporter on a port another server holds:
+// it must fail at once, exit 1 (not a usage error: the command line is
+// fine) and say the address is in use, rather than serve nothing.
+func TestExporterBusyPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"exporter", "--listen", ln.Addr().String(), "--source", readingsFile}, &out, &errOut)
+	if ctx.Err() != nil {
+		t.Fatal("the exporter ran on a busy port")
+	}
+	want := "vram: exporter: --listen " + ln.Addr().String() + ": "
+	if code != exitFailure || !strings.HasPrefix(errOut.String(), want) || !strings.Contains(errOut.String(), "address already in use") {
+		t.Errorf("exit %d, %q; want %d, %q ... address already in use", code, errOut.String(), exitFailure, want)
 	}
 }
