@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rivo/uniseg"
 
 	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/monitor"
@@ -270,6 +273,39 @@ func TestMonitorOutputErrors(t *testing.T) {
 			want := "vram: " + args[0] + ": " + errDiskFull.Error() + "\n"
 			if code != exitFailure || errOut.String() != want {
 				t.Errorf("exit %d, stderr %q; want exit %d, %q", code, errOut.String(), exitFailure, want)
+			}
+		})
+	}
+}
+
+// TestWatchWideCharacters renders frames whose GPU and process names hold
+// characters a terminal draws two columns wide (CJK, emoji): every line
+// must still fit the width in columns, not in characters, or the terminal
+// wraps it and the frame scrolls; the memory column stays aligned.
+func TestWatchWideCharacters(t *testing.T) {
+	g := monitor.GPU{Index: 0, Name: "显卡显卡显卡显卡显卡显卡显卡显卡显卡显卡显卡显卡", UUID: "GPU-0", ProcessesVisible: true,
+		Memory: monitor.Memory{TotalBytes: 8 << 30, UsedBytes: 3 << 30, FreeBytes: 5 << 30, ReservedBytes: monitor.Unknown},
+		Processes: []memory.ProcessMemory{
+			{PID: 10, Name: "训练脚本训练脚本训练脚本训练脚本", Bytes: 1 << 30},
+			{PID: 11, Name: "🔥🔥🔥🔥🔥🔥🔥🔥🔥🔥🔥🔥", Bytes: 1 << 30},
+			{PID: 12, Name: "python3", Bytes: 1 << 30},
+		}}
+	r := monitor.Reading{GPUs: []monitor.GPU{g}}
+	for _, width := range []int{40, 60, 100} {
+		t.Run(strconv.Itoa(width), func(t *testing.T) {
+			h := newWatchHistory(10)
+			h.add(r)
+			var memCols []int
+			for _, l := range h.render(r, width, time.Second, "q quits") {
+				if w := uniseg.StringWidth(l); w > width {
+					t.Errorf("a line %d columns wide on %d: %q", w, width, l)
+				}
+				if i := strings.Index(l, "1024 MiB"); i >= 0 {
+					memCols = append(memCols, uniseg.StringWidth(l[:i]))
+				}
+			}
+			if width >= 60 && (len(memCols) != 3 || memCols[0] != memCols[1] || memCols[1] != memCols[2]) {
+				t.Errorf("process memory at columns %v, want three equal", memCols)
 			}
 		})
 	}

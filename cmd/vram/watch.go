@@ -10,8 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
+	"github.com/rivo/uniseg"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -306,13 +306,29 @@ func sparkline(s []float64, width int) string {
 	return b.String()
 }
 
-// clip cuts s to width columns (runes), marking the cut.
+// clip cuts s to width terminal columns, marking the cut. Columns are
+// counted as a terminal draws them: CJK characters and most emoji take
+// two, combining marks none.
 func clip(s string, width int) string {
-	if utf8.RuneCountInString(s) <= width {
+	if uniseg.StringWidth(s) <= width {
 		return s
 	}
-	r := []rune(s)
-	return string(r[:max(width-1, 0)]) + "…"
+	var b strings.Builder
+	used := 0
+	g := uniseg.NewGraphemes(s)
+	for g.Next() {
+		if used+g.Width() > width-1 {
+			break
+		}
+		b.WriteString(g.Str())
+		used += g.Width()
+	}
+	return b.String() + "…"
+}
+
+// padRight pads s with blanks to width terminal columns.
+func padRight(s string, width int) string {
+	return s + strings.Repeat(" ", max(width-uniseg.StringWidth(s), 0))
 }
 
 // fitHeight returns the lines of a frame that fit in height rows of width
@@ -344,7 +360,7 @@ func (h *watchHistory) render(r monitor.Reading, width int, interval time.Durati
 	}
 	head += fmt.Sprintf("  every %s  %s", interval, quit)
 	stamp := r.Time.Local().Format(time.TimeOnly)
-	if pad := width - utf8.RuneCountInString(head) - len(stamp); pad > 0 {
+	if pad := width - uniseg.StringWidth(head) - len(stamp); pad > 0 {
 		head += strings.Repeat(" ", pad) + stamp
 	}
 	add(head)
@@ -369,7 +385,7 @@ func (h *watchHistory) render(r monitor.Reading, width int, interval time.Durati
 		for _, p := range g.Processes {
 			name := monitor.ProcessName(p)
 			pk := k + "/" + strconv.Itoa(p.PID)
-			add(fmt.Sprintf("   GPU %d  %-8d %-16s %10s  %s", g.Index, p.PID, clip(name, 16), mib(p.Bytes),
+			add(fmt.Sprintf("   GPU %d  %-8d %s %10s  %s", g.Index, p.PID, padRight(clip(name, 16), 16), mib(p.Bytes),
 				sparkline(h.procs[pk], max(spark-40, watchMinSpark))))
 		}
 		switch {
