@@ -99,7 +99,7 @@ func TestExitCodes(t *testing.T) {
 
 		{[]string{"exporter", "extra"}, exitUsage, "exporter: unknown command"},
 		{[]string{"exporter", "--listen", "bad::addr", "--source", readingsFile}, exitUsage, "exporter: --listen bad::addr:"},
-		{[]string{"exporter", "--listen", "127.0.0.1:99999", "--source", readingsFile}, exitUsage, "exporter: --listen 127.0.0.1:99999:"},
+		{[]string{"exporter", "--listen", "127.0.0.1:99999", "--source", readingsFile}, exitUsage, `exporter: --listen "127.0.0.1:99999": port "99999" is not a number`},
 		{[]string{"exporter", "--listen", busy, "--source", readingsFile}, exitFailure, "exporter: --listen " + busy + ":"},
 		{[]string{"exporter", "--source", missing}, exitFailure, "exporter: monitor: "},
 		{[]string{"exporter"}, exitFailure, "exporter: no NVIDIA driver found"},

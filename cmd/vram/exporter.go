@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -47,8 +48,14 @@ monitor.RegisterDeviceMemory.
 			reg.MustRegister(monitor.NewCollector(src))
 			// net.Listen takes a missing port for a random one, which no
 			// scrape configuration could name.
-			if _, port, err := net.SplitHostPort(listen); listen == "" || err == nil && port == "" {
+			_, port, err := net.SplitHostPort(listen)
+			if listen == "" || err == nil && port == "" {
 				return usagef("exporter: --listen %q: no port (host:port, e.g. %s)", listen, defaultExporterAddr)
+			}
+			// A service name ("http") would be looked up, and a mistyped
+			// one would read as a failure of the network.
+			if _, perr := strconv.ParseUint(port, 10, 16); err == nil && perr != nil {
+				return usagef("exporter: --listen %q: port %q is not a number from 0 to 65535", listen, port)
 			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {

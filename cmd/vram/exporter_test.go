@@ -90,7 +90,10 @@ func TestExporterBadListen(t *testing.T) {
 		{"", `vram: exporter: --listen "": no port`},
 		{"127.0.0.1:", `vram: exporter: --listen "127.0.0.1:": no port`},
 		{":", `vram: exporter: --listen ":": no port`},
-		{":99999", "vram: exporter: --listen :99999: "},
+		{":99999", `vram: exporter: --listen ":99999": port "99999" is not a number from 0 to 65535`},
+		{"[::1]:abc", `vram: exporter: --listen "[::1]:abc": port "abc" is not a number from 0 to 65535`},
+		{"localhost:http", `vram: exporter: --listen "localhost:http": port "http" is not a number`},
+		{"127.0.0.1:-1", `vram: exporter: --listen "127.0.0.1:-1": port "-1" is not a number`},
 	} {
 		// An address that serves ends when ctx does, with status 0.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
