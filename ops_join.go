@@ -25,6 +25,11 @@ func Cat(ts []*Tensor, dim int) *Tensor {
 		}
 	}
 	skipped := func(t *Tensor) bool { return isLegacyEmpty(t) && len(ref.shape) != 1 }
+	for i, t := range ts {
+		if len(t.shape) == 0 {
+			fail("cat", ErrShape, "tensor %d is 0-dimensional and cannot be concatenated; use Stack, or Unsqueeze(0) it first", i)
+		}
+	}
 	a := ref.axis("cat", dim)
 	shape := slices.Clone(ref.shape)
 	dt := ts[0].dtype

@@ -9,7 +9,9 @@ import (
 // Softmax returns exp(t) normalised to sum to 1 along dim, computed stably.
 // float16 and bfloat16 inputs are computed in float32 (the maximum, the
 // exponentials and their sum) and the result rounded once; so is the
-// gradient.
+// gradient. As in PyTorch, a 0-dimensional t takes dim 0 or -1 (the result
+// is 1), an empty t gives an empty result, and a t that is not
+// floating-point panics with [ErrDType].
 func (t *Tensor) Softmax(dim int) *Tensor {
 	if up, done := autocastUp(t); up != t {
 		defer done()
@@ -17,15 +19,19 @@ func (t *Tensor) Softmax(dim int) *Tensor {
 	}
 	defer asOp("softmax")
 	defer pin("softmax", t).unpin()
-	a := t.axis("softmax", dim)
+	axes := t.softmaxAxes("softmax", dim)
 	dt := t.dtype
 	var out *Tensor
 	NoGrad(func() {
 		Tidy(func() {
+			if t.NumElements() == 0 {
+				out = Keep(newTensor("softmax", t.ds(), dt, t.shape))
+				return
+			}
 			x := toOpMath(t)
-			m := reduceRaw("softmax", backend.Max, x, []int{a})
+			m := reduceRaw("softmax", backend.Max, x, axes)
 			e := x.Sub(m).Exp()
-			out = Keep(fromOpMath(e.Div(e.SumKeepDim(a)), dt))
+			out = Keep(fromOpMath(e.Div(e.SumKeepDim(axes...)), dt))
 		})
 	})
 	track(out) // by the caller's Tidy, which Keep took it from
@@ -34,10 +40,27 @@ func (t *Tensor) Softmax(dim int) *Tensor {
 		record("softmax", out, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
 			y, gw := toOpMath(sv[0]), toOpMath(g)
 			// dx = y * (g - sum(g*y))
-			return []*Tensor{y.Mul(gw.Sub(gw.Mul(y).SumKeepDim(a))).Cast(dt)}
+			return []*Tensor{y.Mul(gw.Sub(gw.Mul(y).SumKeepDim(axes...))).Cast(dt)}
 		})
 	}
 	return out
+}
+
+// softmaxAxes returns the axis that the softmax family normalises over, as
+// a list for the reductions: none for a 0-dimensional t, whose dimension 0
+// (or -1) is the tensor itself, as PyTorch takes it. It panics with
+// ErrIndex for a dimension out of range and with ErrDType for a tensor that
+// is not floating-point (PyTorch's softmax is not defined for integers or
+// bool either; Cast first).
+func (t *Tensor) softmaxAxes(op string, dim int) []int {
+	a := t.scalarAxis(op, dim)
+	if !t.dtype.IsFloat() {
+		fail(op, ErrDType, "%s needs a floating-point tensor, got %s; Cast it first", op, t.dtype)
+	}
+	if a < 0 {
+		return nil
+	}
+	return []int{a}
 }
 
 // LogSoftmax returns log(Softmax(t, dim)), computed stably, in float32 for
@@ -49,15 +72,19 @@ func (t *Tensor) LogSoftmax(dim int) *Tensor {
 	}
 	defer asOp("log_softmax")
 	defer pin("log_softmax", t).unpin()
-	a := t.axis("log_softmax", dim)
+	axes := t.softmaxAxes("log_softmax", dim)
 	dt := t.dtype
 	var out *Tensor
 	NoGrad(func() {
 		Tidy(func() {
+			if t.NumElements() == 0 {
+				out = Keep(newTensor("log_softmax", t.ds(), dt, t.shape))
+				return
+			}
 			x := toOpMath(t)
-			m := reduceRaw("log_softmax", backend.Max, x, []int{a})
+			m := reduceRaw("log_softmax", backend.Max, x, axes)
 			sh := x.Sub(m)
-			out = Keep(fromOpMath(sh.Sub(sh.Exp().SumKeepDim(a).Log()), dt))
+			out = Keep(fromOpMath(sh.Sub(sh.Exp().SumKeepDim(axes...).Log()), dt))
 		})
 	})
 	track(out)
@@ -66,7 +93,7 @@ func (t *Tensor) LogSoftmax(dim int) *Tensor {
 		record("log_softmax", out, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
 			gw := toOpMath(g)
 			// dx = g - exp(y) * sum(g)
-			return []*Tensor{gw.Sub(toOpMath(sv[0]).Exp().Mul(gw.SumKeepDim(a))).Cast(dt)}
+			return []*Tensor{gw.Sub(toOpMath(sv[0]).Exp().Mul(gw.SumKeepDim(axes...))).Cast(dt)}
 		})
 	}
 	return out
@@ -75,16 +102,28 @@ func (t *Tensor) LogSoftmax(dim int) *Tensor {
 // Gather picks values along dim: out[i][j] = t[index[i][j]][j] for dim 0
 // (torch.gather). index is int64 with t's number of dimensions; its sizes
 // may be smaller than t's except along dim. It panics with [ErrIndex] when
-// an index is out of range.
+// an index is out of range. A 0-dimensional t takes dim 0 or -1 and a
+// 0-dimensional index, which must be 0, as in PyTorch.
 func (t *Tensor) Gather(dim int, index *Tensor) *Tensor {
 	ds, held := sameDevice("gather", t, index)
 	defer held.unpin()
-	a := t.axis("gather", dim)
+	a := t.scalarAxis("gather", dim)
 	if index.dtype != Int64 {
 		fail("gather", ErrDType, "index must be int64, got %s", index.dtype)
 	}
 	if len(index.shape) != len(t.shape) {
 		fail("gather", ErrShape, "index %v and input %v must have the same number of dimensions", Shape(index.shape), Shape(t.shape))
+	}
+	if a < 0 {
+		// A 0-dimensional t: gather from it as from its one-element
+		// vector, through views that record the way back.
+		defer asOp("gather")
+		tv, iv := t.Reshape(1), index.Reshape(1)
+		defer tv.Release()
+		defer iv.Release()
+		r := tv.Gather(0, iv)
+		defer r.Release()
+		return r.Reshape()
 	}
 	for i := range t.shape {
 		if i != a && index.shape[i] > t.shape[i] {

@@ -248,18 +248,28 @@ func (t *Tensor) Min(dims ...int) *Tensor { return t.extremum("min", backend.Min
 func (t *Tensor) MinKeepDim(dims ...int) *Tensor { return t.extremum("min", backend.Min, dims, true) }
 
 // ArgMax returns the int64 index of the largest element along dim (the
-// first on ties; NaN counts as largest).
+// first on ties; NaN counts as largest). A 0-dimensional t takes dim 0 or
+// -1 and gives a 0-dimensional 0, as in PyTorch.
 func (t *Tensor) ArgMax(dim int, keepDim bool) *Tensor {
-	t.live("argmax")
-	a := t.axis("argmax", dim)
-	return finishReduce(reduceRaw("argmax", backend.ArgMax, t, []int{a}), []int{a}, keepDim)
+	return t.argExtremum("argmax", backend.ArgMax, dim, keepDim)
 }
 
-// ArgMin returns the int64 index of the smallest element along dim.
+// ArgMin returns the int64 index of the smallest element along dim (the
+// first on ties; NaN counts as smallest), as ArgMax does.
 func (t *Tensor) ArgMin(dim int, keepDim bool) *Tensor {
-	t.live("argmin")
-	a := t.axis("argmin", dim)
-	return finishReduce(reduceRaw("argmin", backend.ArgMin, t, []int{a}), []int{a}, keepDim)
+	return t.argExtremum("argmin", backend.ArgMin, dim, keepDim)
+}
+
+func (t *Tensor) argExtremum(op string, k backend.ReduceOp, dim int, keepDim bool) *Tensor {
+	defer pin(op, t).unpin()
+	a := t.scalarAxis(op, dim)
+	if a < 0 {
+		// The one element of a 0-dimensional tensor is at index 0.
+		out := newTensor(op, t.ds(), Int64, nil)
+		out.fill(op, 0)
+		return out
+	}
+	return finishReduce(reduceRaw(op, k, t, []int{a}), []int{a}, keepDim)
 }
 
 // Var returns the variance over dims (all when empty) with the given

@@ -508,16 +508,27 @@ func TestScalarDims(t *testing.T) {
 			name  string
 			fn    func(s *Tensor) *Tensor
 			shape Shape
-			grad  float64
+			value float64
+			grad  float64 // NaN: the result takes no gradient
 		}{
-			{"Squeeze(0)", func(s *Tensor) *Tensor { return s.Squeeze(0) }, Shape{}, 1},
-			{"Squeeze(-1)", func(s *Tensor) *Tensor { return s.Squeeze(-1) }, Shape{}, 1},
-			{"Transpose(0, -1)", func(s *Tensor) *Tensor { return s.Transpose(0, -1) }, Shape{}, 1},
-			{"Flatten(-1, 0)", func(s *Tensor) *Tensor { return s.Flatten(-1, 0) }, Shape{1}, 1},
-			{"Sum(0)", func(s *Tensor) *Tensor { return s.Sum(0) }, Shape{}, 1},
-			{"SumKeepDim(-1)", func(s *Tensor) *Tensor { return s.SumKeepDim(-1) }, Shape{}, 1},
-			{"Mean(0)", func(s *Tensor) *Tensor { return s.Mean(0) }, Shape{}, 1},
-			{"Max(-1)", func(s *Tensor) *Tensor { return s.Max(-1) }, Shape{}, 1},
+			{"Squeeze(0)", func(s *Tensor) *Tensor { return s.Squeeze(0) }, Shape{}, 2.5, 1},
+			{"Squeeze(-1)", func(s *Tensor) *Tensor { return s.Squeeze(-1) }, Shape{}, 2.5, 1},
+			{"Transpose(0, -1)", func(s *Tensor) *Tensor { return s.Transpose(0, -1) }, Shape{}, 2.5, 1},
+			{"Flatten(-1, 0)", func(s *Tensor) *Tensor { return s.Flatten(-1, 0) }, Shape{1}, 2.5, 1},
+			{"Sum(0)", func(s *Tensor) *Tensor { return s.Sum(0) }, Shape{}, 2.5, 1},
+			{"SumKeepDim(-1)", func(s *Tensor) *Tensor { return s.SumKeepDim(-1) }, Shape{}, 2.5, 1},
+			{"Mean(0)", func(s *Tensor) *Tensor { return s.Mean(0) }, Shape{}, 2.5, 1},
+			{"Max(-1)", func(s *Tensor) *Tensor { return s.Max(-1) }, Shape{}, 2.5, 1},
+			{"Softmax(0)", func(s *Tensor) *Tensor { return s.Softmax(0) }, Shape{}, 1, 0},
+			{"Softmax(-1)", func(s *Tensor) *Tensor { return s.Softmax(-1) }, Shape{}, 1, 0},
+			{"LogSoftmax(0)", func(s *Tensor) *Tensor { return s.LogSoftmax(0) }, Shape{}, 0, 0},
+			{"LogSoftmax(-1)", func(s *Tensor) *Tensor { return s.LogSoftmax(-1) }, Shape{}, 0, 0},
+			{"ArgMax(0, false)", func(s *Tensor) *Tensor { return s.ArgMax(0, false) }, Shape{}, 0, math.NaN()},
+			{"ArgMax(-1, true)", func(s *Tensor) *Tensor { return s.ArgMax(-1, true) }, Shape{}, 0, math.NaN()},
+			{"ArgMin(0, true)", func(s *Tensor) *Tensor { return s.ArgMin(0, true) }, Shape{}, 0, math.NaN()},
+			{"ArgMin(-1, false)", func(s *Tensor) *Tensor { return s.ArgMin(-1, false) }, Shape{}, 0, math.NaN()},
+			{"Gather(0, 0-d)", func(s *Tensor) *Tensor { return s.Gather(0, Scalar(0, dev, Int64)) }, Shape{}, 2.5, 1},
+			{"Gather(-1, 0-d)", func(s *Tensor) *Tensor { return s.Gather(-1, Scalar(0, dev, Int64)) }, Shape{}, 2.5, 1},
 		} {
 			s := Scalar(2.5, dev, Float64, WithGrad())
 			var out *Tensor
@@ -525,8 +536,11 @@ func TestScalarDims(t *testing.T) {
 				t.Errorf("%s: %s of a 0-d tensor: %v", dev, tc.name, err)
 				continue
 			}
-			if !slices.Equal(out.Shape(), tc.shape) || out.Item() != 2.5 {
-				t.Errorf("%s: %s of a 0-d tensor: shape %v value %v, want %v and 2.5", dev, tc.name, out.Shape(), out.Item(), tc.shape)
+			if !slices.Equal(out.Shape(), tc.shape) || out.Item() != tc.value {
+				t.Errorf("%s: %s of a 0-d tensor: shape %v value %v, want %v and %v", dev, tc.name, out.Shape(), out.Item(), tc.shape, tc.value)
+			}
+			if math.IsNaN(tc.grad) {
+				continue
 			}
 			out.Sum().Backward()
 			if g := s.Grad(); g == nil || g.Item() != tc.grad {
@@ -545,6 +559,14 @@ func TestScalarDims(t *testing.T) {
 			{"Sum(-2)", func() { s.Sum(-2) }, ErrIndex},
 			{"Select(0, 0)", func() { s.Select(0, 0) }, ErrIndex},
 			{"Narrow(0, 0, 1)", func() { s.Narrow(0, 0, 1) }, ErrIndex},
+			{"Softmax(1)", func() { s.Softmax(1) }, ErrIndex},
+			{"LogSoftmax(-2)", func() { s.LogSoftmax(-2) }, ErrIndex},
+			{"ArgMax(1)", func() { s.ArgMax(1, false) }, ErrIndex},
+			{"ArgMin(-2)", func() { s.ArgMin(-2, true) }, ErrIndex},
+			{"Gather(1)", func() { s.Gather(1, Scalar(0, dev, Int64)) }, ErrIndex},
+			{"Gather index 1", func() { s.Gather(0, Scalar(1, dev, Int64)) }, ErrIndex},
+			{"Gather 1-d index", func() { s.Gather(0, Zeros(Shape{1}, dev, Int64)) }, ErrShape},
+			{"Cat", func() { Cat([]*Tensor{s, s}, 0) }, ErrShape},
 			{"Squeeze(0, -3) of [1, 3, 1]", func() { Zeros(Shape{1, 3, 1}, dev).Squeeze(0, -3) }, ErrArgument},
 		} {
 			if err := Catch(tc.fn); !errors.Is(err, tc.kind) {
