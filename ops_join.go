@@ -44,11 +44,11 @@ func Cat(ts []*Tensor, dim int) *Tensor {
 		}
 		for d := range shape {
 			if d != a && t.shape[d] != shape[d] {
-				fail("cat", ErrShape, "tensor %d has shape %v, which differs from %v outside dimension %d", i, Shape(t.shape), Shape(ref.shape), a)
+				fail("cat", ErrShape, "tensor %d has shape %v, which differs from %v outside dimension %d", i, Shape(t.shape), Shape(ref.shape), dim)
 			}
 		}
 		if t.shape[a] > math.MaxInt-total {
-			fail("cat", ErrShape, "the sizes of dimension %d add up to more than an int can count (at tensor %d of shape %v)", a, i, Shape(t.shape))
+			fail("cat", ErrShape, "the sizes of dimension %d add up to more than an int can count (at tensor %d of shape %v)", dim, i, Shape(t.shape))
 		}
 		total += t.shape[a]
 	}

@@ -271,11 +271,12 @@ func (t *Tensor) MT() *Tensor {
 func (t *Tensor) Narrow(dim, start, length int) *Tensor {
 	defer pin("narrow", t).unpin()
 	a := t.axis("narrow", dim)
+	given := start
 	if start < 0 {
 		start += t.shape[a]
 	}
 	if start < 0 || start > t.shape[a] || length < 0 || length > t.shape[a]-start {
-		fail("narrow", ErrIndex, "start %d and length %d out of bounds for dimension %d of size %d", start, length, dim, t.shape[a])
+		fail("narrow", ErrIndex, "start %d and length %d out of bounds for dimension %d of size %d", given, length, dim, t.shape[a])
 	}
 	ns := slices.Clone(t.shape)
 	ns[a] = length

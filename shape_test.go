@@ -604,3 +604,29 @@ func TestCatSkipsLegacyEmpty(t *testing.T) {
 		})
 	}
 }
+
+// TestErrorsNameTheArguments checks that an error names the arguments as
+// the caller wrote them (a negative start or dimension stays negative),
+// not the values an operation resolved them to.
+func TestErrorsNameTheArguments(t *testing.T) {
+	v := Arange(0, 4, 1)
+	m := Zeros(Shape{2, 3})
+	for _, tc := range []struct {
+		name string
+		fn   func()
+		want string
+	}{
+		{"Narrow negative start", func() { v.Narrow(0, -5, 1) }, "start -5 and length 1"},
+		{"Narrow negative start, negative dim", func() { v.Narrow(-1, -5, 2) }, "start -5 and length 2 out of bounds for dimension -1"},
+		{"Narrow length", func() { v.Narrow(0, -2, 3) }, "start -2 and length 3"},
+		{"Select", func() { v.Select(-1, -5) }, "index -5 out of range for dimension -1"},
+		{"Cat negative dim", func() { Cat([]*Tensor{m, Zeros(Shape{3, 3})}, -1) }, "outside dimension -1"},
+		{"Sum", func() { m.Sum(-3) }, "dimension -3"},
+		{"Unsqueeze", func() { m.Unsqueeze(-4) }, "dimension -4"},
+	} {
+		err := Catch(tc.fn)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
