@@ -5,8 +5,12 @@ package vram
 // graph), and options given after t override them as they do for the other
 // factories: vram.ZerosLike(x, vram.Float64) keeps x's shape and device and
 // changes the dtype; vram.OnesLike(x, vram.CPU) keeps the dtype. The result
-// is contiguous whatever t's strides, and requires grad only with
-// [WithGrad].
+// requires grad only with [WithGrad]. EmptyLike, FullLike, ZerosLike and
+// OnesLike lay the result out as [Tensor.Clone] does (PyTorch's
+// preserve_format: t's own strides when t is dense in some order of its
+// dimensions); RandLike and RandnLike give a row-major result, so that a
+// seeded generator gives the same values in the same places whatever t's
+// layout.
 
 // resolveLike is resolve with t's dtype and device as the defaults.
 func resolveLike(op string, t *Tensor, opts []Option) options {
@@ -22,7 +26,7 @@ func resolveLike(op string, t *Tensor, opts []Option) options {
 
 func fullLike(op string, t *Tensor, value float64, opts []Option) *Tensor {
 	o := resolveLike(op, t, opts)
-	out := newTensorLike(op, mustDevice(op, o.device), o.dtype, t.shape, t)
+	out := newTensorPreserving(op, mustDevice(op, o.device), o.dtype, t)
 	out.fill(op, value)
 	return finish(out, o)
 }
@@ -46,7 +50,7 @@ func likeOptions(o options) []Option {
 func EmptyLike(t *Tensor, opts ...Option) *Tensor {
 	const op = "empty_like"
 	o := resolveLike(op, t, opts)
-	return finish(newTensorLike(op, mustDevice(op, o.device), o.dtype, t.shape, t), o)
+	return finish(newTensorPreserving(op, mustDevice(op, o.device), o.dtype, t), o)
 }
 
 // FullLike returns a tensor of t's shape, dtype and device filled with

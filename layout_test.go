@@ -450,3 +450,93 @@ func TestCopiesKeepChannelsLast(t *testing.T) {
 		})
 	}
 }
+
+// TestClonePreservesLayout checks PyTorch's preserve_format for Clone and
+// the ...Like factories: a dense input of any order of dimensions keeps its
+// strides, one with gaps or repeats becomes dense, channels-last when its
+// strides are ordered so; values and gradients are unchanged.
+func TestClonePreservesLayout(t *testing.T) {
+	for _, dev := range []Device{CPU, Sim(0)} {
+		base := func(shape ...int) *Tensor {
+			return Arange(0, float64(backend.NumElements(shape)), 1, dev, Float64).Reshape(shape...)
+		}
+		for _, tc := range []struct {
+			name    string
+			x       func() *Tensor
+			strides []int
+		}{
+			{"row-major", func() *Tensor { return base(2, 3) }, []int{3, 1}},
+			{"transposed", func() *Tensor { return base(2, 3).T() }, []int{1, 3}},
+			{"permuted 3-D", func() *Tensor { return base(2, 3, 4).Permute(2, 0, 1) }, []int{1, 12, 4}},
+			{"channels-last", func() *Tensor { return base(2, 3, 4, 5).Contiguous(ChannelsLast) }, []int{60, 1, 15, 3}},
+			{"transposed, size-1 dimension", func() *Tensor { return base(1, 2, 3).Transpose(1, 2) }, []int{6, 1, 3}},
+			{"narrowed (gaps)", func() *Tensor { return base(4, 3).Narrow(1, 0, 2) }, []int{2, 1}},
+			{"narrowed transposed (gaps)", func() *Tensor { return base(4, 3).T().Narrow(0, 0, 2) }, []int{4, 1}},
+			{"narrowed channels-last", func() *Tensor { return base(2, 3, 4, 5).Contiguous(ChannelsLast).Narrow(3, 1, 3) }, []int{36, 1, 9, 3}},
+			{"expanded", func() *Tensor { return base(1, 3).Expand(2, 3) }, []int{3, 1}},
+			{"empty transposed (row-major)", func() *Tensor { return base(0, 3).T() }, []int{1, 1}},
+		} {
+			Tidy(func() {
+				x := tc.x().Detach().SetRequiresGrad(true)
+				c := x.Clone()
+				if !slices.Equal(c.Strides(), tc.strides) || !slices.Equal(c.Float64s(), x.Float64s()) {
+					t.Errorf("%s: Clone of %s (strides %v): strides %v, want %v; values %v, want %v",
+						dev, tc.name, x.Strides(), c.Strides(), tc.strides, c.Float64s(), x.Float64s())
+				}
+				c.MulScalar(2).Sum().Backward()
+				if g := x.Grad(); g == nil || !slices.Equal(g.Float64s(), slices.Repeat([]float64{2}, x.NumElements())) {
+					t.Errorf("%s: Clone of %s: gradient %v", dev, tc.name, g)
+				}
+				for name, y := range map[string]*Tensor{
+					"EmptyLike": EmptyLike(x), "ZerosLike": ZerosLike(x, Float32), "OnesLike": OnesLike(x, Int64),
+					"FullLike": FullLike(x, 2, Float16),
+				} {
+					if !slices.Equal(y.Strides(), tc.strides) {
+						t.Errorf("%s: %s of %s: strides %v, want %v", dev, name, tc.name, y.Strides(), tc.strides)
+					}
+				}
+				if y := OnesLike(x); y.NumElements() > 0 && y.Sum().Item() != float64(x.NumElements()) {
+					t.Errorf("%s: OnesLike of %s sums to %v", dev, tc.name, y.Sum().Item())
+				}
+			})
+		}
+	}
+}
+
+// TestCatKeepsChannelsLast checks PyTorch's rule for Cat's layout: the
+// result is channels-last when every input is, along any dimension, and
+// row-major when any is not; the values are those of a row-major Cat.
+func TestCatKeepsChannelsLast(t *testing.T) {
+	for _, dev := range []Device{CPU, Sim(0)} {
+		Tidy(func() {
+			a := Arange(0, 2*3*4*5, 1, dev).Reshape(2, 3, 4, 5)
+			b := Arange(100, 100+2*3*4*5, 1, dev).Reshape(2, 3, 4, 5)
+			acl, bcl := a.Contiguous(ChannelsLast), b.Contiguous(ChannelsLast)
+			for _, tc := range []struct {
+				name   string
+				x, y   *Tensor
+				format MemoryFormat
+			}{
+				{"both channels-last", acl, bcl, ChannelsLast},
+				{"first channels-last", acl, b, ContiguousFormat},
+				{"second channels-last", a, bcl, ContiguousFormat},
+				{"both row-major", a, b, ContiguousFormat},
+			} {
+				for dim := -4; dim < 4; dim++ {
+					c := Cat([]*Tensor{tc.x, tc.y}, dim)
+					want := Cat([]*Tensor{a, b}, dim)
+					if c.SuggestMemoryFormat() != tc.format || !c.IsContiguous(tc.format) {
+						t.Errorf("%s: Cat of %s along %d: strides %v, want %v", dev, tc.name, dim, c.Strides(), tc.format)
+					}
+					if !slices.Equal(c.Float32s(), want.Float32s()) {
+						t.Errorf("%s: Cat of %s along %d changed the values", dev, tc.name, dim)
+					}
+				}
+			}
+			// A skipped empty input does not count.
+			if c := Cat([]*Tensor{acl, Zeros(Shape{0}, dev), bcl}, 1); c.SuggestMemoryFormat() != ChannelsLast {
+				t.Errorf("%s: Cat with a skipped empty tensor: strides %v, want channels-last", dev, c.Strides())
+			}
+		})
+	}
+}

@@ -7,8 +7,10 @@ import (
 
 // Cat concatenates tensors along dim. They must share a device and agree
 // in every other dimension; dtypes are promoted. As in PyTorch, a 1-D
-// empty tensor (shape [0]) among tensors of more dimensions is skipped. It
-// panics with [ErrShape] naming the first shape that does not fit.
+// empty tensor (shape [0]) among tensors of more dimensions is skipped,
+// and the result is channels-last when every other input is
+// ([Tensor.SuggestMemoryFormat]), row-major otherwise. It panics with
+// [ErrShape] naming the first shape that does not fit.
 func Cat(ts []*Tensor, dim int) *Tensor {
 	if len(ts) == 0 {
 		fail("cat", ErrArgument, "expected a non-empty list of tensors")
@@ -53,7 +55,7 @@ func Cat(ts []*Tensor, dim int) *Tensor {
 		total += t.shape[a]
 	}
 	shape[a] = total
-	out := newTensor("cat", ds, dt, shape)
+	out := newTensorFormat("cat", ds, dt, shape, catFormat(ts, skipped))
 	off := 0
 	sizes := make([]int, len(ts))
 	for i, t := range ts {
@@ -93,6 +95,18 @@ func Cat(ts []*Tensor, dim int) *Tensor {
 		})
 	}
 	return out
+}
+
+// catFormat returns the memory format of Cat's result: channels-last when
+// every tensor it joins (those not skipped) has strides ordered
+// channels-last, as PyTorch's cat keeps it, else row-major.
+func catFormat(ts []*Tensor, skipped func(*Tensor) bool) MemoryFormat {
+	for _, t := range ts {
+		if !skipped(t) && !stridesLikeChannelsLast(t.shape, t.strides) {
+			return ContiguousFormat
+		}
+	}
+	return ChannelsLast
 }
 
 // isLegacyEmpty reports whether t has shape [0], which Cat skips among

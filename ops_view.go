@@ -50,12 +50,32 @@ func (t *Tensor) identity(op string) *Tensor {
 	return out
 }
 
-// Clone returns a copy of t in new storage; gradients flow back to t. A
-// channels-last t gives a channels-last copy (PyTorch's preserve_format),
-// any other t a row-major one.
+// Clone returns a copy of t in new storage; gradients flow back to t. The
+// copy keeps t's layout as PyTorch's preserve_format does: a t whose
+// elements are dense in some order of its dimensions (row-major,
+// channels-last, a transpose or permutation of either) gives a copy with
+// t's own strides; any other t (a slice with gaps, an expanded view) gives
+// a dense copy, channels-last when t's strides are ordered channels-last
+// and row-major otherwise.
 func (t *Tensor) Clone() *Tensor {
 	defer pin("clone", t).unpin()
-	return t.copyInto("clone", newTensorLike("clone", t.ds(), t.dtype, t.shape, t))
+	return t.copyInto("clone", newTensorPreserving("clone", t.ds(), t.dtype, t))
+}
+
+// newTensorPreserving allocates a tensor of t's shape on ds in the layout
+// of PyTorch's preserve_format (see Clone).
+func newTensorPreserving(op string, ds *devState, dt DType, t *Tensor) *Tensor {
+	switch {
+	case backend.NumElements(t.shape) > 0 && denseStrides(t.shape, t.strides):
+		// Dense in some order: its elements fill NumElements slots
+		// from the first, so its strides fit new storage of that size.
+		out := newTensor(op, ds, dt, t.shape)
+		out.strides = slices.Clone(t.strides)
+		return out
+	case stridesLikeChannelsLast(t.shape, t.strides):
+		return newTensorFormat(op, ds, dt, t.shape, ChannelsLast)
+	}
+	return newTensor(op, ds, dt, t.shape)
 }
 
 // copyInto copies t's values into out, a new tensor of t's shape and
