@@ -1,6 +1,10 @@
 package vram
 
-import "github.com/vramgo/vram/backend"
+import (
+	"math"
+
+	"github.com/vramgo/vram/backend"
+)
 
 // DType is the element type of a tensor. DType values are also [Option]s
 // for the factory functions: vram.Zeros(vram.Shape{2, 3}, vram.Float64).
@@ -87,3 +91,45 @@ func canCast(from, to DType) bool {
 	}
 	return true
 }
+
+// checkValue panics with an [*Error] of kind ErrArgument, naming op, when v
+// cannot be stored in dt without overflow, as PyTorch's fill and full
+// refuse it ("value cannot be converted to type ... without overflow")
+// rather than let it wrap: for an integer dtype a NaN, an infinity or a
+// value outside its range once truncated toward zero; for a float dtype a
+// finite value beyond its largest (an infinity and NaN are floats too).
+// Every value is a bool: true unless 0.
+func checkValue(op string, v float64, dt DType) {
+	var lo, hi float64 // the range of values, or of truncated values for an integer dt
+	switch dt {
+	case Bool, Float64:
+		return
+	case Float32:
+		lo, hi = -math.MaxFloat32, math.MaxFloat32
+	case Float16:
+		lo, hi = -65504, 65504
+	case BFloat16:
+		lo, hi = -bfloat16Max, bfloat16Max
+	case Int8:
+		lo, hi = math.MinInt8, math.MaxInt8
+	case Int32:
+		lo, hi = math.MinInt32, math.MaxInt32
+	case Int64:
+		// 2^63 itself is not an int64, and float64 has no value between
+		// it and the largest int64 below it that it represents.
+		lo, hi = math.MinInt64, math.Nextafter(-math.MinInt64, 0)
+	default:
+		return
+	}
+	if dt.IsFloat() {
+		if math.IsNaN(v) || math.IsInf(v, 0) || (v >= lo && v <= hi) {
+			return
+		}
+	} else if w := math.Trunc(v); w >= lo && w <= hi {
+		return
+	}
+	fail(op, ErrArgument, "value %v cannot be converted to %s without overflow", v, dt)
+}
+
+// bfloat16Max is the largest finite bfloat16, (2 - 2^-7) · 2^127.
+const bfloat16Max = 0x1.fep127

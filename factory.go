@@ -65,10 +65,14 @@ func Empty(shape Shape, opts ...Option) *Tensor {
 	return finish(newTensor("empty", mustDevice("empty", o.device), o.dtype, shape), o)
 }
 
-// Full returns a tensor filled with value.
+// Full returns a tensor filled with value. It panics with [ErrArgument]
+// when value overflows the dtype (300 as int8, NaN as an integer, 1e6 as
+// float16), as PyTorch's full does, rather than store a wrapped value;
+// an integer dtype takes value truncated toward zero.
 func Full(shape Shape, value float64, opts ...Option) *Tensor {
 	defer asOp("full")
 	o := resolve(Float32, opts)
+	checkValue("full", value, o.dtype)
 	t := newTensor("full", mustDevice("full", o.device), o.dtype, shape)
 	t.fill("full", value)
 	return finish(t, o)
@@ -94,7 +98,8 @@ func Scalar(v float64, opts ...Option) *Tensor {
 
 // Arange returns the values start, start+step, ... below end (above end for
 // a negative step), as float32 unless a dtype option is given. It panics
-// with [ErrArgument] if step is zero or start, end or step is not finite,
+// with [ErrArgument] if step is zero or start, end or step is not finite
+// or a value overflows the dtype,
 // and with [ErrShape] if the range has more elements than an int counts.
 func Arange(start, end, step float64, opts ...Option) *Tensor {
 	defer asOp("arange")
@@ -111,6 +116,11 @@ func Arange(start, end, step float64, opts ...Option) *Tensor {
 	} else if c > 0 {
 		n = int(c)
 	}
+	if n > 0 {
+		// The values run from start to the last one, monotonically.
+		checkValue("arange", start, o.dtype)
+		checkValue("arange", start+float64(n-1)*step, o.dtype)
+	}
 	t := newTensor("arange", mustDevice("arange", o.device), o.dtype, []int{n})
 	raw := make([]byte, n*o.dtype.Size())
 	for i := 0; i < n; i++ {
@@ -123,8 +133,10 @@ func Arange(start, end, step float64, opts ...Option) *Tensor {
 // FromSlice returns a tensor holding a copy of data with the given shape
 // (a 1-D tensor when shape is empty). The dtype follows the element type
 // (float32, float64, int32, int64 for int and int64, bool) unless a dtype
-// option converts it. It panics with [ErrShape] if the shape does not hold
-// len(data) elements.
+// option converts it (toward zero, for a float slice made integers). It
+// panics with [ErrShape] if the shape does not hold len(data) elements and
+// with [ErrArgument] if a value overflows the integer dtype it is converted
+// to, as in [Full].
 func FromSlice[T Element](data []T, shape Shape, opts ...Option) *Tensor {
 	defer asOp("from slice")
 	o := resolve(elementDType[T](), opts)
@@ -133,6 +145,11 @@ func FromSlice[T Element](data []T, shape Shape, opts ...Option) *Tensor {
 	}
 	if n, _ := checkShape("from slice", shape, o.dtype); n != len(data) {
 		fail("from slice", ErrShape, "shape %v holds %d elements, but the slice has %d", shape, n, len(data))
+	}
+	if !o.dtype.IsFloat() && o.dtype != elementDType[T]() {
+		for _, v := range data {
+			checkValue("from slice", toFloat(v), o.dtype)
+		}
 	}
 	return finish(fromBytes("from slice", mustDevice("from slice", o.device), o.dtype, shape, encode(data, o.dtype)), o)
 }
@@ -269,13 +286,15 @@ func (t *Tensor) NewOnes(shape Shape, opts ...Option) *Tensor {
 }
 
 // NewFull returns a tensor of the given shape filled with value, with t's
-// dtype and device (new_full).
+// dtype and device (new_full). A value that overflows the dtype panics as
+// in [Full].
 func (t *Tensor) NewFull(shape Shape, value float64, opts ...Option) *Tensor {
 	return t.newFull("new_full", shape, value, opts)
 }
 
 func (t *Tensor) newFull(op string, shape Shape, value float64, opts []Option) *Tensor {
 	o := resolveLike(op, t, opts)
+	checkValue(op, value, o.dtype)
 	shape = scalarIfNil(shape)
 	out := newTensor(op, mustDevice(op, o.device), o.dtype, shape)
 	out.fill(op, value)

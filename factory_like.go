@@ -26,6 +26,7 @@ func resolveLike(op string, t *Tensor, opts []Option) options {
 
 func fullLike(op string, t *Tensor, value float64, opts []Option) *Tensor {
 	o := resolveLike(op, t, opts)
+	checkValue(op, value, o.dtype)
 	out := newTensorPreserving(op, mustDevice(op, o.device), o.dtype, t)
 	out.fill(op, value)
 	return finish(out, o)
@@ -54,7 +55,8 @@ func EmptyLike(t *Tensor, opts ...Option) *Tensor {
 }
 
 // FullLike returns a tensor of t's shape, dtype and device filled with
-// value (torch.full_like). Options override the dtype and device.
+// value (torch.full_like). Options override the dtype and device. A value
+// that overflows the dtype panics as in [Full].
 func FullLike(t *Tensor, value float64, opts ...Option) *Tensor {
 	return fullLike("full_like", t, value, opts)
 }

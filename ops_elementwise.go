@@ -667,11 +667,14 @@ func (t *Tensor) AddScalarInPlace(s float64) *Tensor { return t.scalarInPlace("a
 // MulScalarInPlace multiplies every element of t by s and returns t.
 func (t *Tensor) MulScalarInPlace(s float64) *Tensor { return t.scalarInPlace("mul_", backend.Mul, s) }
 
-// FillInPlace sets every element of t to v and returns t.
+// FillInPlace sets every element of t to v and returns t. A v that
+// overflows t's dtype panics with [ErrArgument], as in [Full], and leaves
+// t unchanged.
 func (t *Tensor) FillInPlace(v float64) *Tensor {
 	_, held := sameDevice("fill_", t)
 	defer held.unpin()
 	t.inPlaceCheck("fill_")
+	checkValue("fill_", v, t.dtype)
 	t.fill("fill_", v)
 	t.wrote()
 	return t

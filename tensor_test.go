@@ -236,3 +236,63 @@ func TestHalfPrecision(t *testing.T) {
 		}
 	}
 }
+
+// TestValuesThatOverflowTheDType checks that the factories and fills refuse
+// a value their dtype cannot hold, as PyTorch's full and fill_ do, rather
+// than store a wrapped one, and accept every value it can hold (an integer
+// dtype truncates toward zero; floats take infinities and NaN).
+func TestValuesThatOverflowTheDType(t *testing.T) {
+	for _, tc := range []struct {
+		v  float64
+		dt DType
+		ok bool
+	}{
+		{300, Int8, false},
+		{-129, Int8, false},
+		{127.9, Int8, true},
+		{-128.9, Int8, true},
+		{math.NaN(), Int32, false},
+		{math.Inf(1), Int64, false},
+		{1 << 31, Int32, false},
+		{-(1 << 31), Int32, true},
+		{1 << 63, Int64, false},
+		{-(1 << 63), Int64, true},
+		{1e6, Float16, false},
+		{-65504, Float16, true},
+		{math.Inf(-1), Float16, true},
+		{math.NaN(), BFloat16, true},
+		{1e39, BFloat16, false},
+		{1e300, Float32, false},
+		{1e300, Float64, true},
+		{math.NaN(), Bool, true},
+		{-7, Bool, true},
+	} {
+		for name, fn := range map[string]func() *Tensor{
+			"Full":      func() *Tensor { return Full(Shape{2}, tc.v, tc.dt) },
+			"Scalar":    func() *Tensor { return Scalar(tc.v, tc.dt) },
+			"NewFull":   func() *Tensor { return Zeros(Shape{1}, tc.dt).NewFull(Shape{2}, tc.v) },
+			"FullLike":  func() *Tensor { return FullLike(Zeros(Shape{2}), tc.v, tc.dt) },
+			"Arange":    func() *Tensor { return Arange(tc.v, tc.v+1, 1, tc.dt) },
+			"FromSlice": func() *Tensor { return FromSlice([]float64{0, tc.v}, nil, tc.dt) },
+		} {
+			if name == "Arange" && (math.IsNaN(tc.v) || math.IsInf(tc.v, 0) || tc.v+1 == tc.v) {
+				continue // refused for not being finite, or empty
+			}
+			if name == "FromSlice" && tc.dt.IsFloat() {
+				continue // floats convert as Cast does
+			}
+			err := Catch(func() { fn() })
+			if tc.ok && err != nil || !tc.ok && !errors.Is(err, ErrArgument) {
+				t.Errorf("%s(%v, %s): %v, want ok=%v", name, tc.v, tc.dt, err, tc.ok)
+			}
+		}
+		x := Full(Shape{3}, 1, tc.dt)
+		err := Catch(func() { x.FillInPlace(tc.v) })
+		if tc.ok && err != nil || !tc.ok && (!errors.Is(err, ErrArgument) || x.Float64s()[0] != 1) {
+			t.Errorf("FillInPlace(%v) of %s: %v, values %v; want ok=%v and the values kept", tc.v, tc.dt, err, x.Float64s(), tc.ok)
+		}
+	}
+	if err := Catch(func() { Arange(120, 130, 1, Int8) }); !errors.Is(err, ErrArgument) {
+		t.Errorf("Arange(120, 130) as int8: %v, want %v", err, ErrArgument)
+	}
+}
