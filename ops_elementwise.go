@@ -146,6 +146,7 @@ func binaryRaw(op string, k backend.BinaryOp, a, b *Tensor) *Tensor {
 	ds, held := sameDevice(op, a, b)
 	defer held.unpin()
 	shape := broadcastShapes(op, a.shape, b.shape)
+	refuseBool(op, k, a, b)
 	dt := resultType(a, b)
 	if (k == backend.LogicalAnd || k == backend.LogicalOr) && dt != Bool {
 		ac, bc := castRaw(a, Bool), castRaw(b, Bool)
@@ -180,6 +181,7 @@ func castRaw(t *Tensor, dt DType) *Tensor {
 func scalarRaw(op string, k backend.BinaryOp, a *Tensor, s float64, reversed bool) *Tensor {
 	_, held := sameDevice(op, a)
 	defer held.unpin()
+	refuseBool(op, k, a)
 	dt := a.dtype
 	if !dt.IsFloat() && (s != math.Trunc(s) || k == backend.Div && !k.IsComparison()) {
 		dt = Float32 // int / 2 and int + 0.5 are float, as in PyTorch
@@ -227,7 +229,9 @@ func gradIf(need bool, f func() *Tensor) *Tensor {
 	return f()
 }
 
-// Sub returns a - b (broadcasting; see [Tensor.Add]).
+// Sub returns a - b (broadcasting; see [Tensor.Add]). It panics with
+// [ErrDType] when a or b is a bool tensor, as PyTorch's does: use
+// LogicalNot to invert a mask.
 func (a *Tensor) Sub(b *Tensor) *Tensor {
 	defer hostScalars("sub", &a, &b)()
 	defer pin("sub", a, b).unpin()
@@ -418,10 +422,33 @@ func (a *Tensor) AddScalar(s float64) *Tensor {
 	return out
 }
 
-// SubScalar returns a - s.
+// SubScalar returns a - s. Like every subtraction it panics with
+// [ErrDType] for a bool a, as PyTorch's does: use LogicalNot to invert a
+// mask.
 func (a *Tensor) SubScalar(s float64) *Tensor {
 	defer asOp("sub")
+	a.live("sub")
+	refuseBool("sub", backend.Sub, a)
 	return a.AddScalar(-s)
+}
+
+// refuseBool panics with ErrDType, as PyTorch does, for a subtraction
+// where one of ts is a bool tensor and for a power where all are; other
+// arithmetic promotes bool (true is 1).
+func refuseBool(op string, k backend.BinaryOp, ts ...*Tensor) {
+	bools := 0
+	for _, t := range ts {
+		if t.dtype == Bool {
+			bools++
+		}
+	}
+	switch {
+	case k == backend.Sub && bools > 0:
+		fail(op, ErrDType, "subtraction with a bool tensor is not supported; "+
+			"use LogicalNot to invert a mask, Ne for the exclusive or of two, or Cast to a number type first")
+	case k == backend.Pow && bools == len(ts):
+		fail(op, ErrDType, "a power of bool tensors is not supported; Cast to a number type first")
+	}
 }
 
 // RSubScalar returns s - a.
@@ -469,11 +496,26 @@ func (a *Tensor) RDivScalar(s float64) *Tensor {
 }
 
 // PowScalar returns a ** p. An integer tensor gives float32 when p is not a
-// whole number, as in PyTorch, and keeps its dtype otherwise.
+// whole number, as in PyTorch, and keeps its dtype otherwise; a bool tensor
+// counts as int64. An integer or bool tensor with a negative whole p panics
+// with [ErrArgument], as PyTorch's does (the result would be 0 for every
+// element but 1 and -1).
 func (a *Tensor) PowScalar(p float64) *Tensor {
 	if up, done := autocastUp(a); up != a {
 		defer done()
 		return up.PowScalar(p)
+	}
+	a.live("pow")
+	if !a.dtype.IsFloat() && p == math.Trunc(p) {
+		if p < 0 {
+			fail("pow", ErrArgument, "integers to negative integer powers are not allowed (%s tensor to the power %v); Cast to a float type first", a.dtype, p)
+		}
+		if a.dtype == Bool {
+			defer asOp("pow")
+			i := a.Cast(Int64)
+			defer i.Release()
+			return i.PowScalar(p)
+		}
 	}
 	return unary("pow", backend.PowScalar, a, p, saveX, func(x, _, g *Tensor) *Tensor {
 		if p == 0 {
@@ -584,6 +626,7 @@ func (t *Tensor) binaryInPlace(op string, k backend.BinaryOp, b *Tensor) *Tensor
 	_, held := sameDevice(op, t, b)
 	defer held.unpin()
 	t.inPlaceCheck(op)
+	refuseBool(op, k, t, b)
 	dt := resultType(t, b)
 	if k == backend.Div && !dt.IsFloat() {
 		dt = Float32 // true division, as Div

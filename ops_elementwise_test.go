@@ -3,6 +3,7 @@ package vram_test
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -188,5 +189,61 @@ func TestPiecewiseConstantGradients(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestBoolAndIntegerArithmetic checks the ops PyTorch refuses on bool and
+// integer tensors (a subtraction or negation of bool, a power of bools, an
+// integer to a negative whole power) and the promotions it makes (a bool
+// to a whole power is int64): refused with the dtype or argument error,
+// never with a backend's "not implemented" nor a wrong value.
+func TestBoolAndIntegerArithmetic(t *testing.T) {
+	mask := func() *vram.Tensor { return vram.FromSlice([]bool{true, false}, nil) }
+	ints := func() *vram.Tensor { return vram.FromSlice([]int64{2, -3}, nil) }
+	for _, tc := range []struct {
+		name string
+		fn   func() *vram.Tensor
+		kind error
+	}{
+		{"bool Neg", func() *vram.Tensor { return mask().Neg() }, vram.ErrDType},
+		{"bool - bool", func() *vram.Tensor { return mask().Sub(mask()) }, vram.ErrDType},
+		{"bool - int", func() *vram.Tensor { return mask().Sub(ints()) }, vram.ErrDType},
+		{"int - bool", func() *vram.Tensor { return ints().Sub(mask()) }, vram.ErrDType},
+		{"float - 0-d bool", func() *vram.Tensor { return vram.Ones(vram.Shape{2}).Sub(vram.Scalar(1, vram.Bool)) }, vram.ErrDType},
+		{"bool SubScalar", func() *vram.Tensor { return mask().SubScalar(1) }, vram.ErrDType},
+		{"bool RSubScalar", func() *vram.Tensor { return mask().RSubScalar(1) }, vram.ErrDType},
+		{"int SubInPlace bool", func() *vram.Tensor { return ints().SubInPlace(mask()) }, vram.ErrDType},
+		{"bool ** bool", func() *vram.Tensor { return mask().Pow(mask()) }, vram.ErrDType},
+		{"int PowScalar(-1)", func() *vram.Tensor { return ints().PowScalar(-1) }, vram.ErrArgument},
+		{"int32 PowScalar(-2)", func() *vram.Tensor { return ints().Cast(vram.Int32).PowScalar(-2) }, vram.ErrArgument},
+		{"bool PowScalar(-1)", func() *vram.Tensor { return mask().PowScalar(-1) }, vram.ErrArgument},
+	} {
+		if err := vram.Catch(func() { tc.fn() }); !errors.Is(err, tc.kind) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.kind)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		fn   func() *vram.Tensor
+		dt   vram.DType
+		want []float64
+	}{
+		{"bool PowScalar(2)", func() *vram.Tensor { return mask().PowScalar(2) }, vram.Int64, []float64{1, 0}},
+		{"bool PowScalar(0.5)", func() *vram.Tensor { return mask().PowScalar(0.5) }, vram.Float32, []float64{1, 0}},
+		{"bool ** int", func() *vram.Tensor { return mask().Pow(ints()) }, vram.Int64, []float64{1, 0}},
+		{"int ** bool", func() *vram.Tensor { return ints().Pow(mask()) }, vram.Int64, []float64{2, 1}},
+		{"int PowScalar(-0.5)", func() *vram.Tensor { return vram.FromSlice([]int64{4}, nil).PowScalar(-0.5) }, vram.Float32, []float64{0.5}},
+		{"bool + bool", func() *vram.Tensor { return mask().Add(mask()) }, vram.Bool, []float64{1, 0}},
+		{"bool AddScalar(-1)", func() *vram.Tensor { return mask().AddScalar(-1) }, vram.Int64, []float64{0, -1}},
+		{"int Neg", func() *vram.Tensor { return ints().Neg() }, vram.Int64, []float64{-2, 3}},
+	} {
+		var got *vram.Tensor
+		if err := vram.Catch(func() { got = tc.fn() }); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if got.DType() != tc.dt || !slices.Equal(got.Float64s(), tc.want) {
+			t.Errorf("%s: %v %s, want %v %s", tc.name, got.Float64s(), got.DType(), tc.want, tc.dt)
+		}
 	}
 }

@@ -61,8 +61,13 @@ func unaryToFloat(k backend.UnaryOp, param float64) bool {
 	return true
 }
 
-// Neg returns -t.
+// Neg returns -t. It panics with [ErrDType] for a bool tensor, as PyTorch's
+// does: use LogicalNot to invert a mask.
 func (t *Tensor) Neg() *Tensor {
+	t.live("neg")
+	if t.dtype == Bool {
+		fail("neg", ErrDType, "negation of a bool tensor is not supported; use LogicalNot to invert a mask")
+	}
 	return unary("neg", backend.Neg, t, 0, saveNone, func(_, _, g *Tensor) *Tensor { return g.unaryRaw(backend.Neg) })
 }
 
