@@ -643,9 +643,53 @@ func (t *Tensor) binaryInPlace(op string, k backend.BinaryOp, b *Tensor) *Tensor
 	}
 	bc := castRaw(b, t.dtype)
 	defer bc.Release()
-	check(op, t.ds().bd.Binary(t.ds().stream(), k, t.bv(), t.bv(), expandView(op, bc, t.shape)))
+	src := expandView(op, bc, t.shape)
+	if partialOverlap(t.SharesStorage(bc), t.bv(), src) {
+		// b reads memory that t writes, elsewhere than where t writes
+		// it: read b's values before the write.
+		c := bc.clone()
+		defer c.Release()
+		src = expandView(op, c, t.shape)
+	}
+	check(op, t.ds().bd.Binary(t.ds().stream(), k, t.bv(), t.bv(), src))
 	t.wrote()
 	return t
+}
+
+// partialOverlap reports whether a kernel writing dst while it reads src
+// (of dst's shape, as broadcast) could read an element it has already
+// written: the two share storage (shared) and their memory spans meet,
+// though they are not the same elements in the same places. Kernels need the source
+// read first then (backend.Kernels promises nothing for a partial
+// overlap), which a copy of it gives. Disjoint views of one storage that
+// interleave (every other row each) count as overlapping, which costs a
+// copy and is never wrong.
+func partialOverlap(shared bool, dst, src backend.View) bool {
+	if !shared {
+		return false
+	}
+	same := dst.Offset == src.Offset
+	dlo, dhi := dst.Offset, dst.Offset
+	slo, shi := src.Offset, src.Offset
+	for i, n := range dst.Shape {
+		if n == 0 {
+			return false // nothing is written
+		}
+		if n > 1 && dst.Strides[i] != src.Strides[i] {
+			same = false
+		}
+		for _, r := range []struct {
+			lo, hi *int
+			stride int
+		}{{&dlo, &dhi, dst.Strides[i]}, {&slo, &shi, src.Strides[i]}} {
+			if r.stride >= 0 {
+				*r.hi += (n - 1) * r.stride
+			} else {
+				*r.lo += (n - 1) * r.stride
+			}
+		}
+	}
+	return !same && dlo <= shi && slo <= dhi
 }
 
 // inPlaceCast panics with ErrDType when an in-place operation's result of
@@ -724,7 +768,9 @@ func (t *Tensor) FillInPlace(v float64) *Tensor {
 }
 
 // CopyFrom copies src (broadcast to t's shape, converted to t's dtype) into
-// t and returns t (copy_). Both must be on the same device (use To first
+// t and returns t (copy_). A src that shares memory with t (a shifted view
+// of the same tensor) is read whole before t is written, so the result is
+// src's values as they were; PyTorch refuses such a partial overlap. Both must be on the same device (use To first
 // otherwise), except that a 0-dimensional CPU src is read as a scalar.
 func (t *Tensor) CopyFrom(src *Tensor) *Tensor {
 	t.live("copy_")
@@ -732,7 +778,15 @@ func (t *Tensor) CopyFrom(src *Tensor) *Tensor {
 	_, held := sameDevice("copy_", t, src)
 	defer held.unpin()
 	t.inPlaceCheck("copy_")
-	check("copy_", t.ds().bd.Copy(t.ds().stream(), t.bv(), expandView("copy_", src, t.shape)))
+	from := expandView("copy_", src, t.shape)
+	if partialOverlap(t.SharesStorage(src), t.bv(), from) {
+		// src shares memory with t elsewhere than element for element:
+		// read it all before t is written.
+		c := src.clone()
+		defer c.Release()
+		from = expandView("copy_", c, t.shape)
+	}
+	check("copy_", t.ds().bd.Copy(t.ds().stream(), t.bv(), from))
 	t.wrote()
 	return t
 }

@@ -115,6 +115,60 @@ func TestInPlaceOnSharedElements(t *testing.T) {
 	}
 }
 
+// TestInPlaceFromOverlappingViews checks in-place operations whose operand
+// is another view of the tensor written (a shifted slice, its transpose, a
+// row broadcast over it): the result is the out-of-place one, computed
+// from the operand's values before the write, on every device, and an
+// operand that is exactly the tensor written is still written in place.
+func TestInPlaceFromOverlappingViews(t *testing.T) {
+	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		for _, tc := range []struct {
+			name string
+			// dst and src of base, a 4×4 matrix 0..15
+			dst, src func(base *vram.Tensor) *vram.Tensor
+		}{
+			{"shift right", func(b *vram.Tensor) *vram.Tensor { return b.Reshape(16).Narrow(0, 1, 15) },
+				func(b *vram.Tensor) *vram.Tensor { return b.Reshape(16).Narrow(0, 0, 15) }},
+			{"shift left", func(b *vram.Tensor) *vram.Tensor { return b.Reshape(16).Narrow(0, 0, 15) },
+				func(b *vram.Tensor) *vram.Tensor { return b.Reshape(16).Narrow(0, 1, 15) }},
+			{"transpose", func(b *vram.Tensor) *vram.Tensor { return b }, (*vram.Tensor).T},
+			{"row broadcast", func(b *vram.Tensor) *vram.Tensor { return b },
+				func(b *vram.Tensor) *vram.Tensor { return b.Narrow(0, 2, 1) }},
+			{"column broadcast", func(b *vram.Tensor) *vram.Tensor { return b },
+				func(b *vram.Tensor) *vram.Tensor { return b.Narrow(1, 1, 1) }},
+			{"itself", func(b *vram.Tensor) *vram.Tensor { return b }, func(b *vram.Tensor) *vram.Tensor { return b }},
+			{"disjoint halves", func(b *vram.Tensor) *vram.Tensor { return b.Narrow(0, 0, 2) },
+				func(b *vram.Tensor) *vram.Tensor { return b.Narrow(0, 2, 2) }},
+		} {
+			for _, op := range []struct {
+				name string
+				fn   func(dst, src *vram.Tensor)
+				want func(dst, src *vram.Tensor) *vram.Tensor
+			}{
+				{"copy_", func(d, s *vram.Tensor) { d.CopyFrom(s) }, func(d, s *vram.Tensor) *vram.Tensor { return s.Expand(d.Shape()...) }},
+				{"add_", func(d, s *vram.Tensor) { d.AddInPlace(s) }, (*vram.Tensor).Add},
+				{"mul_", func(d, s *vram.Tensor) { d.MulInPlace(s) }, (*vram.Tensor).Mul},
+				{"sub_", func(d, s *vram.Tensor) { d.SubInPlace(s) }, (*vram.Tensor).Sub},
+				{"add_ scaled", func(d, s *vram.Tensor) { d.AddScaledInPlace(s, 2) }, func(d, s *vram.Tensor) *vram.Tensor { return d.Add(s.MulScalar(2)) }},
+			} {
+				vram.Tidy(func() {
+					base := vram.Arange(0, 16, 1, dev, vram.Float64).Reshape(4, 4)
+					ref := base.Clone()
+					want := op.want(tc.dst(ref), tc.src(ref)).Float64s()
+					dst := tc.dst(base)
+					if err := vram.Catch(func() { op.fn(dst, tc.src(base)) }); err != nil {
+						t.Errorf("%s: %s from %s: %v", dev, op.name, tc.name, err)
+						return
+					}
+					if got := dst.Float64s(); !slices.Equal(got, want) {
+						t.Errorf("%s: %s from %s:\n got %v\nwant %v", dev, op.name, tc.name, got, want)
+					}
+				})
+			}
+		}
+	}
+}
+
 // TestCrossEntropyIgnoresPadding checks targets of -100 (PyTorch's default
 // ignore_index): left out of the mean and of the gradient, NaN when every
 // target is ignored; any other negative target is still an index error.
