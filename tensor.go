@@ -1,8 +1,10 @@
 package vram
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -325,11 +327,7 @@ func (t *Tensor) String() string {
 	b.WriteString("Tensor(")
 	if n := t.NumElements(); n <= 32 {
 		raw := t.readHost("string")
-		vals := make([]float64, n)
-		for i := range vals {
-			vals[i] = load(t.dtype, raw, i)
-		}
-		b.WriteString(formatValues(vals, t.shape, t.dtype))
+		b.WriteString(formatValues(func(i int) string { return formatElement(t.dtype, raw, i) }, t.shape))
 		b.WriteString(", ")
 	}
 	fmt.Fprintf(&b, "shape=%v, dtype=%s, device=%s", Shape(t.shape), t.dtype, t.Device())
@@ -340,19 +338,28 @@ func (t *Tensor) String() string {
 	return b.String()
 }
 
-func formatValues(vals []float64, shape []int, dt DType) string {
+// formatElement formats element i of raw bytes b of dtype dt: int64
+// exactly, though a float64 cannot hold every int64.
+func formatElement(dt DType, b []byte, i int) string {
+	switch {
+	case dt == Int64:
+		return strconv.FormatInt(int64(binary.LittleEndian.Uint64(b[8*i:])), 10)
+	case dt == Bool:
+		return strconv.FormatBool(load(dt, b, i) != 0)
+	case dt.IsFloat():
+		return fmt.Sprintf("%.4g", load(dt, b, i))
+	}
+	return fmt.Sprintf("%d", int64(load(dt, b, i)))
+}
+
+// formatValues nests the row-major elements of shape in brackets, elem
+// formatting each.
+func formatValues(elem func(i int) string, shape []int) string {
 	var b strings.Builder
 	var rec func(dim, off int) int
 	rec = func(dim, off int) int {
 		if dim == len(shape) {
-			switch {
-			case dt == Bool:
-				fmt.Fprint(&b, vals[off] != 0)
-			case dt.IsFloat():
-				fmt.Fprintf(&b, "%.4g", vals[off])
-			default:
-				fmt.Fprintf(&b, "%d", int64(vals[off]))
-			}
+			b.WriteString(elem(off))
 			return off + 1
 		}
 		b.WriteString("[")

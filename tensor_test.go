@@ -296,3 +296,23 @@ func TestValuesThatOverflowTheDType(t *testing.T) {
 		t.Errorf("Arange(120, 130) as int8: %v, want %v", err, ErrArgument)
 	}
 }
+
+// TestStringShowsValues checks the values String prints, int64 ones beyond
+// 2^53 exactly (a float64 would round them).
+func TestStringShowsValues(t *testing.T) {
+	for _, tc := range []struct {
+		x    *Tensor
+		want string
+	}{
+		{FromSlice([]int64{1<<53 + 1, math.MinInt64, math.MaxInt64}, nil), "Tensor([9007199254740993, -9223372036854775808, 9223372036854775807], shape=[3], dtype=int64, device=cpu)"},
+		{FromSlice([]int32{-7, 3}, Shape{2, 1}), "Tensor([[-7], [3]], shape=[2, 1], dtype=int32, device=cpu)"},
+		{FromSlice([]bool{true, false}, nil), "Tensor([true, false], shape=[2], dtype=bool, device=cpu)"},
+		{FromSlice([]float32{1.5, float32(math.Inf(-1))}, nil).Half(), "Tensor([1.5, -Inf], shape=[2], dtype=float16, device=cpu)"},
+		{Scalar(2.5, Float64), "Tensor(2.5, shape=[], dtype=float64, device=cpu)"},
+		{FromSlice([]int64{1, 2, 3, 4}, Shape{2, 2}).T(), "Tensor([[1, 3], [2, 4]], shape=[2, 2], dtype=int64, device=cpu)"},
+	} {
+		if got := tc.x.String(); got != tc.want {
+			t.Errorf("String() = %s, want %s", got, tc.want)
+		}
+	}
+}
