@@ -54,9 +54,7 @@ func (t *Tensor) Softmax(dim int) *Tensor {
 // bool either; Cast first).
 func (t *Tensor) softmaxAxes(op string, dim int) []int {
 	a := t.scalarAxis(op, dim)
-	if !t.dtype.IsFloat() {
-		fail(op, ErrDType, "%s needs a floating-point tensor, got %s; Cast it first", op, t.dtype)
-	}
+	floatOnly(op, t)
 	if a < 0 {
 		return nil
 	}

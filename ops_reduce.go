@@ -186,9 +186,7 @@ func (t *Tensor) SumKeepDim(dims ...int) *Tensor { return t.sum("sum", dims, tru
 func (t *Tensor) mean(dims []int, keepDim bool) *Tensor {
 	defer asOp("mean")
 	t.live("mean")
-	if !t.dtype.IsFloat() {
-		fail("mean", ErrDType, "mean needs a floating-point tensor, got %s; Cast it first", t.dtype)
-	}
+	floatOnly("mean", t)
 	axes := t.reduceAxes("mean", dims)
 	r := meanRaw("mean", t, axes)
 	if needsGrad(t) {
@@ -199,6 +197,13 @@ func (t *Tensor) mean(dims []int, keepDim bool) *Tensor {
 		})
 	}
 	return finishReduce(r, axes, keepDim)
+}
+
+// floatOnly panics with ErrDType, naming op, unless t is floating-point.
+func floatOnly(op string, t *Tensor) {
+	if !t.dtype.IsFloat() {
+		fail(op, ErrDType, "%s needs a floating-point tensor, got %s; Cast it first", op, t.dtype)
+	}
 }
 
 // Mean returns the mean over the listed dimensions (all when none). It
@@ -275,10 +280,12 @@ func (t *Tensor) argExtremum(op string, k backend.ReduceOp, dim int, keepDim boo
 // Var returns the variance over dims (all when empty) with the given
 // correction (1 for the unbiased estimate, PyTorch's default; 0 for the
 // population variance). float16 and bfloat16 tensors are computed in
-// float32 and the result rounded once.
+// float32 and the result rounded once. It panics with [ErrDType] for
+// integer and bool tensors, as Mean does.
 func (t *Tensor) Var(dims []int, correction int, keepDim bool) *Tensor {
 	defer asOp("var")
 	t.live("var")
+	floatOnly("var", t)
 	if opMath(t.dtype) != t.dtype {
 		return t.inOpMath(func(x *Tensor) *Tensor { return x.Var(dims, correction, keepDim) })
 	}
@@ -308,6 +315,7 @@ func (t *Tensor) Var(dims []int, correction int, keepDim bool) *Tensor {
 func (t *Tensor) Std(dims []int, correction int, keepDim bool) *Tensor {
 	defer asOp("std")
 	t.live("std")
+	floatOnly("std", t)
 	if opMath(t.dtype) != t.dtype {
 		return t.inOpMath(func(x *Tensor) *Tensor { return x.Std(dims, correction, keepDim) })
 	}

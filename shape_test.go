@@ -607,7 +607,8 @@ func TestCatSkipsLegacyEmpty(t *testing.T) {
 
 // TestErrorsNameTheArguments checks that an error names the arguments as
 // the caller wrote them (a negative start or dimension stays negative),
-// not the values an operation resolved them to.
+// not the values an operation resolved them to, and the operation called,
+// not one it is built from.
 func TestErrorsNameTheArguments(t *testing.T) {
 	v := Arange(0, 4, 1)
 	m := Zeros(Shape{2, 3})
@@ -623,6 +624,8 @@ func TestErrorsNameTheArguments(t *testing.T) {
 		{"Cat negative dim", func() { Cat([]*Tensor{m, Zeros(Shape{3, 3})}, -1) }, "outside dimension -1"},
 		{"Sum", func() { m.Sum(-3) }, "dimension -3"},
 		{"Unsqueeze", func() { m.Unsqueeze(-4) }, "dimension -4"},
+		{"Var of int64", func() { m.Long().Var(nil, 1, false) }, "var: var needs a floating-point tensor, got int64"},
+		{"Std of bool", func() { m.Cast(Bool).Std([]int{0}, 0, true) }, "std: std needs a floating-point tensor, got bool"},
 	} {
 		err := Catch(tc.fn)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
