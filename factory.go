@@ -251,9 +251,19 @@ func Rand(shape Shape, opts ...Option) *Tensor { return random("rand", shape, fa
 // Randn returns standard normal random values.
 func Randn(shape Shape, opts ...Option) *Tensor { return random("randn", shape, true, opts) }
 
-// Uniform returns random values uniform in [lo, hi).
+// Uniform returns random values uniform in [lo, hi). It panics with
+// [ErrArgument] unless lo and hi are finite, lo <= hi, and the width hi-lo
+// and both bounds fit the dtype, as PyTorch's uniform_ requires.
 func Uniform(shape Shape, lo, hi float64, opts ...Option) *Tensor {
 	defer asOp("uniform")
+	if math.IsNaN(lo) || math.IsNaN(hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) || lo > hi {
+		fail("uniform", ErrArgument, "expects finite bounds lo <= hi, got lo=%v and hi=%v", lo, hi)
+	}
+	if o := resolve(Float32, opts); o.dtype.IsFloat() {
+		for _, v := range []float64{lo, hi, hi - lo} {
+			checkValue("uniform", v, o.dtype)
+		}
+	}
 	u := Rand(shape, opts...)
 	defer u.Release()
 	var out *Tensor

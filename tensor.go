@@ -81,10 +81,14 @@ type Tensor struct {
 // checkShape returns the element count and the size in bytes of a tensor
 // of shape and dt. It panics with ErrShape, naming op, when no tensor can
 // have that shape: a negative size, or a count or size that overflows (see
-// backend.CheckShape). Every shape a tensor takes passes through it or
-// through backend.CheckShape: new storage (newTensor), the shapes given to
-// FromSlice, and views that can grow (Reshape, View, Expand).
+// backend.CheckShape); and with ErrDType when dt is no dtype at all. Every
+// shape a tensor takes passes through it or through backend.CheckShape:
+// new storage (newTensor), the shapes given to FromSlice, and views that
+// can grow (Reshape, View, Expand).
 func checkShape(op string, shape []int, dt DType) (int, int64) {
+	if !dt.b().Valid() {
+		fail(op, ErrDType, "invalid dtype %v; use one of vram's DType constants, such as vram.Float32", dt)
+	}
 	n, nbytes, err := backend.CheckShape(shape, dt.Size())
 	if err != nil {
 		fail(op, ErrShape, "%v; no tensor can have it", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -314,5 +315,38 @@ func TestStringShowsValues(t *testing.T) {
 		if got := tc.x.String(); got != tc.want {
 			t.Errorf("String() = %s, want %s", got, tc.want)
 		}
+	}
+}
+
+// TestFactoriesRejectBadArguments checks the arguments PyTorch's factories
+// refuse: a dtype that is none of vram's, and uniform bounds that are not
+// finite, are reversed, or do not fit the dtype.
+func TestFactoriesRejectBadArguments(t *testing.T) {
+	bad := DType(99)
+	for _, tc := range []struct {
+		name string
+		fn   func()
+		kind error
+	}{
+		{"Ones of an invalid dtype", func() { Ones(Shape{2}, bad) }, ErrDType},
+		{"Empty of an invalid dtype", func() { Empty(Shape{2}, bad) }, ErrDType},
+		{"FromSlice to an invalid dtype", func() { FromSlice([]float32{1}, nil, bad) }, ErrDType},
+		{"ZerosLike to an invalid dtype", func() { ZerosLike(Ones(Shape{2}), bad) }, ErrDType},
+		{"NewZeros of an invalid dtype", func() { Ones(Shape{2}).NewZeros(Shape{2}, bad) }, ErrDType},
+		{"Uniform with lo > hi", func() { Uniform(Shape{3}, 5, 1) }, ErrArgument},
+		{"Uniform with a NaN bound", func() { Uniform(Shape{3}, math.NaN(), 1) }, ErrArgument},
+		{"Uniform with an infinite bound", func() { Uniform(Shape{3}, 0, math.Inf(1)) }, ErrArgument},
+		{"Uniform wider than float16", func() { Uniform(Shape{3}, -4e4, 4e4, Float16) }, ErrArgument},
+	} {
+		if err := Catch(tc.fn); !errors.Is(err, tc.kind) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.kind)
+		}
+	}
+	u := Uniform(Shape{1000}, -2, 3, Float64)
+	if lo, hi := u.Min().Item(), u.Max().Item(); lo < -2 || hi >= 3 {
+		t.Errorf("Uniform(-2, 3) ranges over [%v, %v]", lo, hi)
+	}
+	if v := Uniform(Shape{4}, 1.5, 1.5).Float64s(); !slices.Equal(v, []float64{1.5, 1.5, 1.5, 1.5}) {
+		t.Errorf("Uniform(1.5, 1.5) = %v, want all 1.5", v)
 	}
 }
