@@ -3,6 +3,7 @@ package vram_test
 import (
 	"math"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -326,5 +327,51 @@ func TestCUDAHalfOptimizersMatchSim(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestCUDAEdgeCasesMatchCPU runs on a GPU the edge cases the CPU tests pin
+// (dims of 0-d tensors, empty softmax, Cat of channels-last inputs, Clone
+// of a transposed matrix, in-place ops from overlapping views) and checks
+// values and layouts against the CPU.
+func TestCUDAEdgeCasesMatchCPU(t *testing.T) {
+	requireCUDA(t, 1)
+	cases := []struct {
+		name string
+		fn   func(d vram.Device) *vram.Tensor
+	}{
+		{"Softmax of 0-d", func(d vram.Device) *vram.Tensor { return vram.Scalar(2.5, d).Softmax(0) }},
+		{"LogSoftmax of 0-d", func(d vram.Device) *vram.Tensor { return vram.Scalar(2.5, d).LogSoftmax(-1) }},
+		{"ArgMax of 0-d", func(d vram.Device) *vram.Tensor { return vram.Scalar(2.5, d).ArgMax(0, true).Float() }},
+		{"Gather of 0-d", func(d vram.Device) *vram.Tensor {
+			return vram.Scalar(2.5, d).Gather(0, vram.Scalar(0, d, vram.Int64))
+		}},
+		{"Softmax of empty", func(d vram.Device) *vram.Tensor { return vram.Ones(vram.Shape{0, 3}, d).Softmax(0) }},
+		{"Cat of channels-last", func(d vram.Device) *vram.Tensor {
+			x := vram.Arange(0, 120, 1, d).Reshape(2, 3, 4, 5).Contiguous(vram.ChannelsLast)
+			return vram.Cat([]*vram.Tensor{x, x.MulScalar(2)}, 1)
+		}},
+		{"Clone of a transpose", func(d vram.Device) *vram.Tensor { return vram.Arange(0, 12, 1, d).Reshape(3, 4).T().Clone() }},
+		{"add_ from a shifted view", func(d vram.Device) *vram.Tensor {
+			a := vram.Arange(0, 64, 1, d)
+			a.Narrow(0, 1, 63).AddInPlace(a.Narrow(0, 0, 63))
+			return a
+		}},
+		{"copy_ from a transpose", func(d vram.Device) *vram.Tensor {
+			m := vram.Arange(0, 64, 1, d).Reshape(8, 8)
+			m.CopyFrom(m.T())
+			return m
+		}},
+	}
+	for _, tc := range cases {
+		var got, want *vram.Tensor
+		if err := vram.Catch(func() { got, want = tc.fn(vram.CUDA(0)), tc.fn(vram.CPU) }); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if !slices.Equal(got.Shape(), want.Shape()) || !slices.Equal(got.Strides(), want.Strides()) {
+			t.Errorf("%s: shape %v strides %v on the GPU, %v %v on the CPU", tc.name, got.Shape(), got.Strides(), want.Shape(), want.Strides())
+		}
+		closeSlices(t, tc.name, got.CPU().Float32s(), want.Float32s(), 1e-6, 1e-6)
 	}
 }
