@@ -102,34 +102,56 @@ func refConvTranspose2d(x []float64, xs []int, w []float64, ws []int, bias []flo
 	return out, []int{n, o, oh, ow}
 }
 
-// refPool computes max or average pooling directly.
+// refPool computes max or average pooling directly, as PyTorch's CPU
+// kernels do: a window's maximum is NaN when it holds one, and the
+// divisor of average pooling counts the taps inside the padded input (or
+// the input alone with ExcludePad), unless DivisorOverride replaces it.
 func refPool(x []float64, xs []int, p Pool2dParams, avg bool) ([]float64, []int) {
 	p = p.resolve("ref", avg)
 	n, c, h, w := xs[0], xs[1], xs[2], xs[3]
-	oh := (h+2*p.Padding[0]-p.Dilation[0]*(p.Kernel[0]-1)-1)/p.Stride[0] + 1
-	ow := (w+2*p.Padding[1]-p.Dilation[1]*(p.Kernel[1]-1)-1)/p.Stride[1] + 1
+	size := func(in, k, s, pad, d int) int {
+		span := in + 2*pad - d*(k-1) - 1
+		if !p.CeilMode {
+			return int(math.Floor(float64(span)/float64(s))) + 1
+		}
+		o := int(math.Ceil(float64(span)/float64(s))) + 1
+		if (o-1)*s >= in+pad {
+			o--
+		}
+		return o
+	}
+	oh := size(h, p.Kernel[0], p.Stride[0], p.Padding[0], p.Dilation[0])
+	ow := size(w, p.Kernel[1], p.Stride[1], p.Padding[1], p.Dilation[1])
 	out := make([]float64, n*c*oh*ow)
 	for nc := range n * c {
 		for y := range oh {
 			for xx := range ow {
-				best, sum, cnt := math.Inf(-1), 0.0, 0
+				best, sum, cnt, padded := math.Inf(-1), 0.0, 0, 0
 				for i := range p.Kernel[0] {
 					iy := y*p.Stride[0] - p.Padding[0] + i*p.Dilation[0]
 					for j := range p.Kernel[1] {
 						ix := xx*p.Stride[1] - p.Padding[1] + j*p.Dilation[1]
+						if iy < h+p.Padding[0] && ix < w+p.Padding[1] {
+							padded++
+						}
 						if iy < 0 || iy >= h || ix < 0 || ix >= w {
 							continue
 						}
 						v := x[(nc*h+iy)*w+ix]
-						best = math.Max(best, v)
+						if v > best || math.IsNaN(v) {
+							best = v
+						}
 						sum += v
 						cnt++
 					}
 				}
 				r := best
 				if avg {
-					div := p.Kernel[0] * p.Kernel[1]
-					if p.ExcludePad {
+					div := padded
+					switch {
+					case p.DivisorOverride != 0:
+						div = p.DivisorOverride
+					case p.ExcludePad:
 						div = cnt
 					}
 					r = sum / float64(div)
@@ -476,45 +498,81 @@ func TestPoolGradients(t *testing.T) {
 	})
 }
 
-// TestMaxPoolGradToFirstMaximum checks that a window whose maximum is tied
-// gives its whole gradient to its first maximum in row-major order (and a
-// window with a NaN to its first NaN), as PyTorch's max pooling does: on
-// the CPU's composed path, and on a native forward pass whose backward is
-// composed.
+// TestMaxPoolGradToFirstMaximum checks which element of a window max
+// pooling takes, and so gives the gradient to, as PyTorch's kernels pick
+// it (keep a value above the maximum so far, or NaN): the first maximum
+// of a tie in row-major order, the last NaN of a window with several, and
+// the first element inside the input of a window of -Inf whose padding is
+// -Inf too. It runs on the CPU's composed path, and on a native forward
+// pass with the composed and the native backward pass; the positions of
+// MaxPool2dWithIndices must agree.
 func TestMaxPoolGradToFirstMaximum(t *testing.T) {
-	nan := math.NaN()
-	// Two windows of 2x2: all ties; a NaN after a tie.
-	x := []float64{
-		1, 1, 2, 2,
-		1, 1, nan, 2,
-	}
-	want := []float64{
-		1, 0, 0, 0,
-		0, 0, 1, 0,
-	}
-	p := Pool2dParams{Kernel: [2]int{2, 2}, Stride: [2]int{2, 2}}
-	for _, tc := range []struct {
-		name     string
-		dev      Device
-		backward bool // the native backward pass runs (nativetest only)
+	nan, inf := math.NaN(), math.Inf(-1)
+	k2 := Pool2dParams{Kernel: [2]int{2, 2}}
+	cases := []struct {
+		name    string
+		x       []float64 // [1, 1, 2, 4]
+		p       Pool2dParams
+		want    []float64
+		indices []int64
 	}{
-		{"cpu", CPU, false},
-		{"native forward, composed backward", nativeTest, false},
-		{"native", nativeTest, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.dev == nativeTest {
-				nativeBackwardOff.Store(!tc.backward)
-				defer nativeBackwardOff.Store(false)
-			}
-			xt := FromSlice(slices.Clone(x), Shape{1, 1, 2, 4}, Float32).To(tc.dev).SetRequiresGrad(true)
-			y := MaxPool2d(xt, p)
-			y.Sum().Backward()
-			got := xt.Grad().To(CPU).Cast(Float64).Float64s()
-			if !slices.Equal(got, want) {
-				t.Errorf("gradient %v, want %v", got, want)
-			}
-		})
+		{"ties", []float64{
+			1, 1, 2, 2,
+			1, 1, 0, 2,
+		}, k2, []float64{
+			1, 0, 1, 0,
+			0, 0, 0, 0,
+		}, []int64{0, 2}},
+		{"one NaN after a tie", []float64{
+			1, 1, 2, 2,
+			1, 1, nan, 2,
+		}, k2, []float64{
+			1, 0, 0, 0,
+			0, 0, 1, 0,
+		}, []int64{0, 6}},
+		{"last of two NaNs", []float64{
+			nan, 1, 5, nan,
+			nan, 1, nan, 2,
+		}, k2, []float64{
+			0, 0, 0, 0,
+			1, 0, 1, 0,
+		}, []int64{4, 6}},
+		{"-Inf window with padding", []float64{
+			inf, inf, 1, 2,
+			inf, inf, 3, 4,
+		}, Pool2dParams{Kernel: [2]int{2, 2}, Stride: [2]int{2, 2}, Padding: [2]int{1, 1}}, []float64{
+			1, 0, 1, 1,
+			1, 0, 1, 1,
+		}, []int64{0, 2, 3, 4, 6, 7}},
+	}
+	for _, tc := range cases {
+		for _, dev := range []struct {
+			name     string
+			dev      Device
+			backward bool // the native backward pass runs (nativetest only)
+		}{
+			{"cpu", CPU, false},
+			{"native forward, composed backward", nativeTest, false},
+			{"native", nativeTest, true},
+		} {
+			t.Run(tc.name+"/"+dev.name, func(t *testing.T) {
+				if dev.dev == nativeTest {
+					nativeBackwardOff.Store(!dev.backward)
+					defer nativeBackwardOff.Store(false)
+				}
+				xt := FromSlice(slices.Clone(tc.x), Shape{1, 1, 2, 4}, Float32).To(dev.dev).SetRequiresGrad(true)
+				y := MaxPool2d(xt, tc.p)
+				y.Sum().Backward()
+				got := xt.Grad().To(CPU).Cast(Float64).Float64s()
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("gradient %v, want %v", got, tc.want)
+				}
+				_, idx := MaxPool2dWithIndices(xt, tc.p)
+				if got := idx.To(CPU).Int64s(); !slices.Equal(got, tc.indices) {
+					t.Errorf("indices %v, want %v", got, tc.indices)
+				}
+			})
+		}
 	}
 }
 

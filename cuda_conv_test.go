@@ -127,6 +127,28 @@ func TestCUDAPoolMatchesCPU(t *testing.T) {
 			compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return AvgPool2d(xs[0], tc.p) }, rnd(82, tc.x...))
 		})
 	}
+	// Ceil mode, divisor overrides and indices: native where cuDNN
+	// computes the same windows, composed on the GPU elsewhere.
+	for _, tc := range poolOptionCases {
+		if tc.max {
+			t.Run("max "+tc.name, func(t *testing.T) {
+				compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return MaxPool2d(xs[0], tc.p) }, rnd(84, tc.x...))
+			})
+			t.Run("max with indices "+tc.name, func(t *testing.T) {
+				x := rnd(85, tc.x...)
+				_, want := MaxPool2dWithIndices(x, tc.p)
+				_, got := MaxPool2dWithIndices(x.Cast(Float32).To(CUDA(0)), tc.p)
+				if !slices.Equal(got.To(CPU).Int64s(), want.Int64s()) {
+					t.Errorf("indices %v, want %v", got.To(CPU).Int64s(), want.Int64s())
+				}
+			})
+		}
+		if tc.avg {
+			t.Run("avg "+tc.name, func(t *testing.T) {
+				compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return AvgPool2d(xs[0], tc.p) }, rnd(86, tc.x...))
+			})
+		}
+	}
 	for _, out := range [][2]int{{1, 1}, {3, 2}} {
 		t.Run(fmt.Sprint("adaptive ", out), func(t *testing.T) {
 			compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return AdaptiveAvgPool2d(xs[0], out[0], out[1]) }, rnd(83, 2, 3, 7, 5))

@@ -282,11 +282,16 @@ func (d *nativeDevice) Pool2DBackward(s backend.Stream, dx, dy, x, y backend.Vie
 					}
 				}
 				if p.Mode == backend.MaxPool {
+					// The last NaN, else the first maximum, as PyTorch's
+					// kernels pick.
+					at := -1
 					for _, k := range in {
-						if xs[k] == ys[l] || math.IsNaN(xs[k]) && math.IsNaN(ys[l]) {
-							gx[k] += gs[l]
-							break
+						if math.IsNaN(ys[l]) && math.IsNaN(xs[k]) || !math.IsNaN(ys[l]) && at < 0 && xs[k] == ys[l] {
+							at = k
 						}
+					}
+					if at >= 0 {
+						gx[at] += gs[l]
 					}
 					continue
 				}

@@ -18,6 +18,16 @@ type Pool2dParams struct {
 	// the window inside the input rather than by the whole window
 	// (PyTorch's count_include_pad=False; the zero value is its default).
 	ExcludePad bool
+	// CeilMode rounds the output size up rather than down (PyTorch's
+	// ceil_mode=True): a last window that starts inside the input or its
+	// left padding is kept even though it runs past the padded input; its
+	// taps out there count for nothing, not even in the divisor of
+	// average pooling.
+	CeilMode bool
+	// DivisorOverride, when positive, divides the sum of every window of
+	// average pooling by itself rather than by the window's size
+	// (PyTorch's divisor_override); 0 means none.
+	DivisorOverride int
 }
 
 // resolve fills in the defaults of p and checks it, panicking with
@@ -44,7 +54,38 @@ func (p Pool2dParams) resolve(op string, avg bool) Pool2dParams {
 			fail(op, ErrArgument, "padding %v must be between 0 and half the kernel size %v", p.Padding, p.Kernel)
 		}
 	}
+	switch {
+	case p.DivisorOverride < 0:
+		fail(op, ErrArgument, "divisor override %d must be positive (0 for none)", p.DivisorOverride)
+	case !avg && p.DivisorOverride != 0:
+		fail(op, ErrArgument, "max pooling has no divisor, got divisor override %d", p.DivisorOverride)
+	}
 	return p
+}
+
+// poolOutputSize returns the number of windows along an axis of size in,
+// as PyTorch's pooling_output_shape counts them: rounded down, or up in
+// ceil mode, where a last window starting past the input and its left
+// padding is dropped. It may be below 1; the caller checks.
+func poolOutputSize(in, kernel, stride, padding, dilation int, ceil bool) int {
+	span := in + 2*padding - dilation*(kernel-1) - 1
+	if ceil {
+		span += stride - 1
+	}
+	out := floorDiv(span, stride) + 1
+	if ceil && (out-1)*stride >= in+padding {
+		out--
+	}
+	return out
+}
+
+// floorDiv returns a/b rounded towards minus infinity, for b > 0.
+func floorDiv(a, b int) int {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
 }
 
 // poolWindow checks x [N, C, H, W] against p and returns the window.
@@ -52,8 +93,8 @@ func poolWindow(op string, x *Tensor, p Pool2dParams) window {
 	h, w := x.shape[2], x.shape[3]
 	checkExtent(op, h, p.Kernel[0], p.Stride[0], p.Padding[0], p.Dilation[0], 0, false)
 	checkExtent(op, w, p.Kernel[1], p.Stride[1], p.Padding[1], p.Dilation[1], 0, false)
-	oh := backend.ConvOutputSize(h, p.Kernel[0], p.Stride[0], p.Padding[0], p.Dilation[0])
-	ow := backend.ConvOutputSize(w, p.Kernel[1], p.Stride[1], p.Padding[1], p.Dilation[1])
+	oh := poolOutputSize(h, p.Kernel[0], p.Stride[0], p.Padding[0], p.Dilation[0], p.CeilMode)
+	ow := poolOutputSize(w, p.Kernel[1], p.Stride[1], p.Padding[1], p.Dilation[1], p.CeilMode)
 	if oh < 1 || ow < 1 {
 		fail(op, ErrShape, "window %v (dilation %v) is larger than the padded input %dx%d (input %v, padding %v)",
 			p.Kernel, p.Dilation, h+2*p.Padding[0], w+2*p.Padding[1], Shape(x.shape), p.Padding)
@@ -78,45 +119,80 @@ func poolInput(op string, x *Tensor) *devState {
 
 // MaxPool2d returns the maximum of each window of x [N, C, H, W] (or
 // [C, H, W]), of shape [N, C, OH, OW] with OH = (H + 2·Padding -
-// Dilation·(KH-1) - 1)/Stride + 1 (torch.nn.functional.max_pool2d). The
-// gradient of each window goes to its first maximum, as in PyTorch. A
-// device with native pooling ([backend.Pooler]) runs it; elsewhere it is
-// composed from a Gather of the windows and a reduction. The output keeps
-// x's memory format. A window larger than the padded input, or an input
-// with no channels, rows or columns (the batch may be empty), panics with
-// [ErrShape], a bad parameter with [ErrArgument].
+// Dilation·(KH-1) - 1)/Stride + 1, rounded up in ceil mode
+// (torch.nn.functional.max_pool2d). As in PyTorch, a window holding a NaN
+// has the maximum NaN and gives its gradient to its last NaN; any other
+// window gives it to its first maximum. A device with native pooling
+// ([backend.Pooler]) runs it; elsewhere it is composed from a Gather of
+// the windows and a reduction. The output keeps x's memory format. A
+// window larger than the padded input, or an input with no channels, rows
+// or columns (the batch may be empty), panics with [ErrShape], a bad
+// parameter with [ErrArgument].
 func MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
 	const op = "max_pool2d"
 	defer asOp(op)
 	notNil(op, x)
 	return unbatched(op, x, func(x *Tensor) *Tensor {
-		defer pin(op, x).unpin()
-		ds := poolInput(op, x)
-		p = p.resolve(op, false)
-		win := poolWindow(op, x, p)
-		if p.Dilation == [2]int{1, 1} {
-			bp := backend.Pool2DParams{Mode: backend.MaxPool, Kernel: p.Kernel, Stride: p.Stride, Padding: p.Padding}
-			if y := poolNative(op, ds, x, win, bp); y != nil {
-				return y
-			}
-		}
-		win.checkSize(op)
-		cols := im2col(x, win, math.Inf(-1))
-		defer cols.Release()
-		// The window's first maximum, by index, so that its gradient goes
-		// there alone, as PyTorch's max pooling gives it.
-		idx := cols.ArgMax(2, true)
-		defer idx.Release()
-		m := cols.Gather(2, idx)
-		defer m.Release()
-		return inputFormat(op, x, m.Reshape(win.shape(x)...))
+		y, _ := maxPool2d(op, x, p, false)
+		return y
 	})
+}
+
+// MaxPool2dWithIndices returns [MaxPool2d] of x and, for each output
+// element, the int64 position h·W + w in its input plane of the element
+// it took (torch.nn.functional.max_pool2d with return_indices=True), of
+// the output's shape. The maximum is always composed from a Gather of the
+// windows, native pooling having no indices. Errors are MaxPool2d's.
+func MaxPool2dWithIndices(x *Tensor, p Pool2dParams) (y, indices *Tensor) {
+	const op = "max_pool2d_with_indices"
+	defer asOp(op)
+	notNil(op, x)
+	y = unbatched(op, x, func(x *Tensor) *Tensor {
+		var yb *Tensor
+		yb, indices = maxPool2d(op, x, p, true)
+		return yb
+	})
+	if x.Dim() == 3 {
+		ib := indices
+		defer ib.Release()
+		indices = ib.Squeeze(0)
+	}
+	return y, indices
+}
+
+// maxPool2d is MaxPool2d of x [N, C, H, W], with the positions of the
+// maxima when withIndices is set (else nil).
+func maxPool2d(op string, x *Tensor, p Pool2dParams, withIndices bool) (y, indices *Tensor) {
+	defer pin(op, x).unpin()
+	ds := poolInput(op, x)
+	p = p.resolve(op, false)
+	win := poolWindow(op, x, p)
+	if !withIndices && p.Dilation == [2]int{1, 1} && win.floorSized(p) {
+		bp := backend.Pool2DParams{Mode: backend.MaxPool, Kernel: p.Kernel, Stride: p.Stride, Padding: p.Padding}
+		if y := poolNative(op, ds, x, win, bp); y != nil {
+			return y, nil
+		}
+	}
+	win.checkSize(op)
+	cols := im2col(x, win, math.Inf(-1))
+	defer cols.Release()
+	taps := maxTaps(cols, win)
+	defer taps.Release()
+	m := cols.Gather(2, taps)
+	defer m.Release()
+	y = inputFormat(op, x, m.Reshape(win.shape(x)...))
+	if withIndices {
+		indices = win.positions(taps)
+	}
+	return y, indices
 }
 
 // AvgPool2d returns the mean of each window of x [N, C, H, W] (or
 // [C, H, W]), of the size [MaxPool2d] gives (torch.nn.functional.avg_pool2d),
-// the padding counting as zeros unless ExcludePad is set. Devices, formats
-// and errors are as for MaxPool2d; average pooling has no dilation.
+// as PyTorch divides: by DivisorOverride when it is set, else by the
+// window's taps inside the padded input (the padding counting as zeros),
+// or inside the input alone with ExcludePad. Devices, formats and errors
+// are as for MaxPool2d; average pooling has no dilation.
 func AvgPool2d(x *Tensor, p Pool2dParams) *Tensor {
 	const op = "avg_pool2d"
 	defer asOp(op)
@@ -126,17 +202,91 @@ func AvgPool2d(x *Tensor, p Pool2dParams) *Tensor {
 		ds := poolInput(op, x)
 		p = p.resolve(op, true)
 		win := poolWindow(op, x, p)
-		bp := backend.Pool2DParams{Mode: backend.AvgPool, Kernel: p.Kernel, Stride: p.Stride, Padding: p.Padding, CountIncludePad: !p.ExcludePad}
-		if y := poolNative(op, ds, x, win, bp); y != nil {
-			return y
+		if p.DivisorOverride == 0 && win.floorSized(p) {
+			bp := backend.Pool2DParams{Mode: backend.AvgPool, Kernel: p.Kernel, Stride: p.Stride, Padding: p.Padding, CountIncludePad: !p.ExcludePad}
+			if y := poolNative(op, ds, x, win, bp); y != nil {
+				return y
+			}
 		}
 		win.checkSize(op)
-		var counts []float64
-		if p.ExcludePad && p.Padding != [2]int{} {
-			counts = win.counts()
+		if p.DivisorOverride != 0 {
+			return avgComposed(op, x, win, win.index(), nil, float64(p.DivisorOverride))
 		}
-		return avgComposed(op, x, win, win.index(), counts)
+		return avgComposed(op, x, win, win.index(), win.divisors(!p.ExcludePad), 0)
 	})
+}
+
+// floorSized reports whether w, made from p, has the output size of
+// rounding down, which native pooling gives: ceil mode adds no window.
+func (w window) floorSized(p Pool2dParams) bool {
+	return w.outH == poolOutputSize(w.inH, w.kh, w.sh, w.ph, w.dh, false) &&
+		w.outW == poolOutputSize(w.inW, w.kw, w.sw, w.pw, w.dw, false)
+}
+
+// maxTaps returns, for the windows cols [N, C, KK, L] of w (padded with
+// -Inf), the int64 tap [N, C, 1, L] of each window that PyTorch's max
+// pooling takes: its last NaN when it has one (PyTorch's kernels keep a
+// value when it is above the maximum so far or NaN), else its first
+// maximum inside the input, which is the window's first tap inside the
+// input when every one is -Inf. It is computed without recording.
+func maxTaps(cols *Tensor, w window) *Tensor {
+	kk, l := w.kh*w.kw, w.outH*w.outW
+	var taps *Tensor
+	NoGrad(func() {
+		Tidy(func() {
+			first := cols.ArgMax(2, true)
+			// Tap k+1 where there is a NaN, 0 elsewhere: the largest
+			// marks the last NaN.
+			ramp := Arange(1, float64(kk)+1, 1, Float32, cols.Device()).Reshape(1, 1, kk, 1)
+			nanAt := cols.IsNaN().Cast(Float32).Mul(ramp)
+			lastNaN := nanAt.ArgMax(2, true)
+			hasNaN := nanAt.MaxKeepDim(2).GtScalar(0)
+			allNegInf := cols.Gather(2, first).EqScalar(math.Inf(-1))
+			inside := FromSlice(w.firstInside(), Shape{1, 1, 1, l}, cols.Device())
+			taps = Keep(Where(hasNaN, lastNaN, Where(allNegInf, inside, first)))
+		})
+	})
+	return taps
+}
+
+// firstInsideKey keys window.firstInside in indexCache.
+type firstInsideKey struct{ w window }
+
+// firstInside returns, for each output position of w, its first tap (in
+// row-major order) that reads the input, or 0 when none does. The slice
+// is cached and must not be modified.
+func (w window) firstInside() []int64 {
+	if v, ok := indexCache.get(firstInsideKey{w}); ok {
+		return v.([]int64)
+	}
+	idx := w.index()
+	L := w.outH * w.outW
+	hw := int64(w.inH * w.inW)
+	f := make([]int64, L)
+	for l := range L {
+		for k := range w.kh * w.kw {
+			if idx[k*L+l] != hw {
+				f[l] = int64(k)
+				break
+			}
+		}
+	}
+	return indexCache.put(firstInsideKey{w}, f, 8*int64(len(f))).([]int64)
+}
+
+// positions returns the flat input positions h·inW + w, as int64 [N, C,
+// OH, OW], of the taps [N, C, 1, L] of w (from maxTaps).
+func (w window) positions(taps *Tensor) *Tensor {
+	var out *Tensor
+	NoGrad(func() {
+		Tidy(func() {
+			n, c := taps.shape[0], taps.shape[1]
+			kk, l := w.kh*w.kw, w.outH*w.outW
+			idx := w.indexTensor(taps.ds()).Reshape(1, 1, kk, l).Expand(n, c, kk, l)
+			out = Keep(idx.Gather(2, taps).Reshape(w.shape(taps)...))
+		})
+	})
+	return out
 }
 
 // AdaptiveAvgPool2d returns the mean of x [N, C, H, W] (or [C, H, W]) over
@@ -165,34 +315,52 @@ func AdaptiveAvgPool2d(x *Tensor, outH, outW int) *Tensor {
 		win := window{inH: h, inW: w, outH: outH, outW: outW, kh: aw.maxK(h, outH), kw: aw.maxK(w, outW)}
 		win.checkSize(op)
 		idx, counts := aw.index()
-		return avgComposed(op, x, win, idx, counts)
+		return avgComposed(op, x, win, idx, counts, 0)
 	})
 }
 
 // shape returns the output shape [N, C, outH, outW] of w over x.
 func (w window) shape(x *Tensor) []int { return []int{x.shape[0], x.shape[1], w.outH, w.outW} }
 
-// countKey keys window.counts in indexCache.
-type countKey struct{ w window }
+// divisorKey keys window.divisors in indexCache.
+type divisorKey struct {
+	w          window
+	includePad bool
+}
 
-// counts returns, for each output position, how many of the window's taps
-// fall inside the input.
-func (w window) counts() []float64 {
-	if v, ok := indexCache.get(countKey{w}); ok {
+// divisors returns the divisor of each output position of average pooling
+// over w, as PyTorch's kernels count it: the window's taps inside the
+// padded input (includePad) or inside the input alone, the taps past the
+// padded input (of ceil mode) never counting. It returns nil when every
+// divisor is the window's size. The slice is cached and must not be
+// modified.
+func (w window) divisors(includePad bool) []float64 {
+	key := divisorKey{w, includePad}
+	if v, ok := indexCache.get(key); ok {
 		return v.([]float64)
 	}
-	idx := w.index()
-	L := w.outH * w.outW
-	hw := int64(w.inH * w.inW)
-	c := make([]float64, L)
-	for k := range w.kh * w.kw {
-		for l := range L {
-			if idx[k*L+l] != hw {
-				c[l]++
-			}
+	count := func(o, s, p, k, in int) int {
+		lo, hi := o*s-p, min(o*s-p+k, in+p)
+		if !includePad {
+			lo, hi = max(lo, 0), min(hi, in)
+		}
+		return hi - lo
+	}
+	full := w.kh * w.kw
+	uniform := true
+	c := make([]float64, w.outH*w.outW)
+	for oy := range w.outH {
+		ch := count(oy, w.sh, w.ph, w.kh, w.inH)
+		for ox := range w.outW {
+			n := ch * count(ox, w.sw, w.pw, w.kw, w.inW)
+			uniform = uniform && n == full
+			c[oy*w.outW+ox] = float64(n)
 		}
 	}
-	return indexCache.put(countKey{w}, c, 8*int64(len(c))).([]float64)
+	if uniform {
+		c = nil
+	}
+	return indexCache.put(key, c, 8*int64(len(c))+8).([]float64)
 }
 
 // adaptiveWindow is the geometry of adaptive average pooling, whose
@@ -249,12 +417,13 @@ func (a adaptiveWindow) index() ([]int64, []float64) {
 }
 
 // avgComposed returns the sums of the windows that idx (laid out as
-// window.index's) gathers, divided by counts (one per output position) or
-// by the window size when counts is nil, from recorded ops. 16-bit inputs
+// window.index's) gathers, divided by divisor when it is not 0, else by
+// counts (one per output position), else, when counts is nil, by the
+// window size, from recorded ops. 16-bit inputs
 // are summed and divided in float32 and the mean rounded once to x's
 // dtype, as PyTorch's kernels do: a window's sum may pass the 16-bit range
 // where its mean does not. The result has x's dtype inside [Autocast] too.
-func avgComposed(op string, x *Tensor, win window, idx []int64, counts []float64) *Tensor {
+func avgComposed(op string, x *Tensor, win window, idx []int64, counts []float64, divisor float64) *Tensor {
 	cols := gatherWindows(x, win, idx, 0)
 	defer cols.Release()
 	cw := cols.Cast(opMath(x.dtype))
@@ -262,9 +431,12 @@ func avgComposed(op string, x *Tensor, win window, idx []int64, counts []float64
 	s := cw.Sum(2) // [N, C, L]
 	defer s.Release()
 	var m *Tensor
-	if counts == nil {
+	switch {
+	case divisor != 0:
+		m = s.MulScalar(1 / divisor)
+	case counts == nil:
 		m = s.MulScalar(1 / float64(win.kh*win.kw))
-	} else {
+	default:
 		d := reciprocals(counts, s)
 		defer d.Release()
 		m = s.Mul(d)
@@ -357,9 +529,8 @@ func poolNative(op string, ds *devState, x *Tensor, win window, bp backend.Pool2
 
 // poolGradComposed returns the gradient of a pooling of x from its output
 // gradient g [N, C, OH, OW], composed (outside recording): the gradient of
-// each window given to its first maximum (the first NaN, if any, as
-// ArgMax picks it) or spread over its taps, then added back into the
-// image by col2im.
+// each window given to the element max pooling took (see maxTaps) or
+// spread over its taps, then added back into the image by col2im.
 func poolGradComposed(g, x *Tensor, win window, bp backend.Pool2DParams) *Tensor {
 	n, c := x.shape[0], x.shape[1]
 	kk, l := win.kh*win.kw, win.outH*win.outW
@@ -369,7 +540,7 @@ func poolGradComposed(g, x *Tensor, win window, bp backend.Pool2DParams) *Tensor
 	if bp.Mode == backend.MaxPool {
 		cols := im2col(x, win, math.Inf(-1))
 		defer cols.Release()
-		idx := cols.ArgMax(2, true)
+		idx := maxTaps(cols, win)
 		defer idx.Release()
 		gc := gl.contiguous("pool_backward")
 		defer gc.Release()
@@ -378,8 +549,8 @@ func poolGradComposed(g, x *Tensor, win window, bp backend.Pool2DParams) *Tensor
 		check("pool_backward", gcols.ds().bd.ScatterAdd(gcols.ds().stream(), gcols.bv(), idx.bv(), gc.bv(), 2))
 	} else {
 		var d *Tensor
-		if !bp.CountIncludePad && bp.Padding != [2]int{} {
-			r := reciprocals(win.counts(), x)
+		if counts := win.divisors(bp.CountIncludePad); counts != nil {
+			r := reciprocals(counts, x)
 			defer r.Release()
 			d = gl.Mul(r)
 		} else {
