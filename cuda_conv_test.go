@@ -80,6 +80,10 @@ func TestCUDAConvMatchesCPU(t *testing.T) {
 		convCase{"resnet downsample", []int{2, 32, 8, 8}, []int{64, 32, 1, 1}, Conv2dParams{Stride: [2]int{2, 2}}, true},
 		convCase{"bottleneck 1x1", []int{2, 64, 8, 8}, []int{256, 64, 1, 1}, Conv2dParams{}, true},
 		convCase{"bottleneck 3x3 stride 2", []int{2, 32, 9, 9}, []int{32, 32, 3, 3}, Conv2dParams{Stride: [2]int{2, 2}, Padding: [2]int{1, 1}}, true})
+	for _, tc := range sameCases {
+		tc.name = "same " + tc.name
+		cases = append(cases, tc)
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			x, w, b := convInputs(tc, false)

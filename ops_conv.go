@@ -22,6 +22,13 @@ type Conv2dParams struct {
 	// than the stride or the dilation: it picks among the output sizes
 	// that a strided convolution maps onto the same input size.
 	OutputPadding [2]int
+	// Same pads the input so that the output of [Conv2d] has its size
+	// (PyTorch's padding="same"; padding="valid" is the zero Padding): a
+	// total of Dilation·(K-1) zeros along each axis, half of it on each
+	// side and the odd one at the bottom or right, as PyTorch pads. It
+	// needs stride 1 and no Padding, and does not apply to
+	// [ConvTranspose2d].
+	Same bool
 }
 
 // resolve fills in the defaults of p and checks it, panicking with
@@ -49,6 +56,12 @@ func (p Conv2dParams) resolve(op string, transposed bool) Conv2dParams {
 		fail(op, ErrArgument, "groups %d must be positive", p.Groups)
 	case !transposed && p.OutputPadding != [2]int{}:
 		fail(op, ErrArgument, "output padding %v applies to ConvTranspose2d only", p.OutputPadding)
+	case p.Same && transposed:
+		fail(op, ErrArgument, "padding \"same\" applies to Conv2d only")
+	case p.Same && p.Stride != [2]int{1, 1}:
+		fail(op, ErrArgument, "padding \"same\" needs stride 1, got stride %v", p.Stride)
+	case p.Same && p.Padding != [2]int{}:
+		fail(op, ErrArgument, "padding \"same\" computes the padding itself; got padding %v too", p.Padding)
 	}
 	for i := range 2 {
 		if o := p.OutputPadding[i]; o < 0 || o >= p.Stride[i] && o >= p.Dilation[i] {
@@ -268,8 +281,8 @@ func unbatched(op string, x *Tensor, f func(x *Tensor) *Tensor) *Tensor {
 // deep-learning library) of x [N, C, H, W] with weight [O, C/Groups, KH,
 // KW], plus bias [O] when it is not nil, of shape [N, O, OH, OW] with OH =
 // (H + 2·Padding - Dilation·(KH-1) - 1)/Stride + 1 and OW likewise
-// (torch.nn.functional.conv2d). x may also be [C, H, W], giving
-// [O, OH, OW].
+// (torch.nn.functional.conv2d), or OH = H and OW = W with p.Same. x may
+// also be [C, H, W], giving [O, OH, OW].
 //
 // A device with native convolutions ([backend.Convolver]: cuDNN on CUDA)
 // runs them, forward and backward; elsewhere, or for what the device has
@@ -422,6 +435,14 @@ func conv2d(op string, x, w, bias *Tensor, p Conv2dParams, transposed bool, act 
 	defer held.unpin()
 	fusedFloat(op, x, w, bias)
 	p = p.resolve(op, transposed)
+	if p.Same {
+		var xp *Tensor
+		xp, p = samePadding(op, x, w, p)
+		if xp != x {
+			defer xp.Release()
+			x = xp
+		}
+	}
 	geo := geometry(op, x, w, bias, p, transposed)
 	f := convFormat(x, w)
 	if y := convNative(op, ds, x, w, bias, geo, transposed, act == ActReLU); y != nil {
@@ -449,6 +470,40 @@ func conv2d(op string, x, w, bias *Tensor, p Conv2dParams, transposed bool, act 
 		return y.toFormat(op, f)
 	}
 	return y
+}
+
+// samePadding returns the input and parameters of the convolution of x
+// [N, C, H, W] with w that p.Same asks for: p with half of each axis's
+// total padding Dilation·(K-1) on both sides, and x itself, or, when a
+// total is odd, x with a row or column of zeros more at the bottom or
+// right (recorded, in x's memory format) for the caller to release.
+func samePadding(op string, x, w *Tensor, p Conv2dParams) (*Tensor, Conv2dParams) {
+	if len(w.shape) != 4 {
+		fail(op, ErrShape, "weight must be [out_channels, in_channels/groups, kH, kW], got shape %v", Shape(w.shape))
+	}
+	p.Same = false
+	xp := x
+	for i := range 2 {
+		total := p.Dilation[i] * (w.shape[2+i] - 1)
+		p.Padding[i] = total / 2
+		if total%2 == 0 {
+			continue
+		}
+		shape := slices.Clone(xp.shape)
+		shape[2+i] = 1
+		z := Zeros(shape, xp.dtype, xp.Device())
+		cat := Cat([]*Tensor{xp, z}, 2+i)
+		z.Release()
+		if xp != x {
+			xp.Release()
+		}
+		xp = cat
+	}
+	if xp != x && x.SuggestMemoryFormat() == ChannelsLast {
+		defer xp.Release()
+		return xp.toFormat(op, ChannelsLast), p
+	}
+	return xp, p
 }
 
 // unary returns the recorded act(t) (not ActNone).
