@@ -20,44 +20,81 @@ type ConvOptions struct {
 	// output (ConvTranspose2d only), smaller than Stride or Dilation.
 	OutputPadding int
 	NoBias        bool // no bias parameter (bias=False)
+
+	// KernelHW, StrideHW, PaddingHW, DilationHW and OutputPaddingHW are
+	// per-axis values, height first, as PyTorch's tuple arguments
+	// (kernel_size=(3, 5)) give them: a pair that is not all zero takes
+	// the place of the kernel argument or of the int field of its name.
+	KernelHW, StrideHW, PaddingHW, DilationHW, OutputPaddingHW [2]int
+	// PaddingSame pads the input so that the output keeps its size
+	// (padding="same"; see [vram.Conv2dParams].Same): Conv2d only, with
+	// stride 1 and no Padding.
+	PaddingSame bool
+	// PaddingMode is PyTorch's padding_mode: "" or "zeros", the only one
+	// supported; "reflect", "replicate" and "circular" panic.
+	PaddingMode string
 }
 
-// params returns o as vram's parameters, checked, for op with the given
-// channels.
-func (o ConvOptions) params(op string, in, out, kernel int, transposed bool) vram.Conv2dParams {
+// pair returns hw when it is not all zero, else v on both axes.
+func pair(v int, hw [2]int) [2]int {
+	if hw != [2]int{} {
+		return hw
+	}
+	return [2]int{v, v}
+}
+
+// params returns o as vram's parameters and the kernel size, checked, for
+// op with the given channels.
+func (o ConvOptions) params(op string, in, out, kernel int, transposed bool) (vram.Conv2dParams, [2]int) {
+	bad := func(format string, args ...any) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf(format, args...)})
+	}
+	k := pair(kernel, o.KernelHW)
+	stride, padding, dilation, outPad := pair(o.Stride, o.StrideHW), pair(o.Padding, o.PaddingHW), pair(o.Dilation, o.DilationHW), pair(o.OutputPadding, o.OutputPaddingHW)
 	groups := max(o.Groups, 1)
+	neg := func(v [2]int) bool { return v[0] < 0 || v[1] < 0 }
 	switch {
 	case in < 1 || out < 1:
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("channels must be positive, got in=%d, out=%d", in, out)})
-	case kernel < 1:
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("kernel size must be positive, got %d", kernel)})
-	case o.Stride < 0 || o.Dilation < 0 || o.Padding < 0 || o.Groups < 0 || o.OutputPadding < 0:
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("negative option in %+v", o)})
+		bad("channels must be positive, got in=%d, out=%d", in, out)
+	case k[0] < 1 || k[1] < 1:
+		bad("kernel size must be positive, got %v", k)
+	case neg(stride) || neg(dilation) || neg(padding) || o.Groups < 0 || neg(outPad):
+		bad("negative option in %+v", o)
 	case in%groups != 0 || out%groups != 0:
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
-			Detail: fmt.Sprintf("groups %d must divide both in_channels %d and out_channels %d", groups, in, out)})
-	case !transposed && o.OutputPadding != 0:
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "OutputPadding applies to ConvTranspose2d only"})
+		bad("groups %d must divide both in_channels %d and out_channels %d", groups, in, out)
+	case !transposed && outPad != [2]int{}:
+		bad("OutputPadding applies to ConvTranspose2d only")
+	case o.PaddingMode != "" && o.PaddingMode != "zeros":
+		bad("padding mode %q is not supported; only \"zeros\" is", o.PaddingMode)
+	case o.PaddingSame && transposed:
+		bad("padding \"same\" applies to Conv2d only")
+	case o.PaddingSame && padding != [2]int{}:
+		bad("padding \"same\" computes the padding itself; got padding %v too", padding)
 	}
 	p := vram.Conv2dParams{
-		Stride:        [2]int{max(o.Stride, 1), max(o.Stride, 1)},
-		Padding:       [2]int{o.Padding, o.Padding},
-		Dilation:      [2]int{max(o.Dilation, 1), max(o.Dilation, 1)},
+		Stride:        [2]int{max(stride[0], 1), max(stride[1], 1)},
+		Padding:       padding,
+		Dilation:      [2]int{max(dilation[0], 1), max(dilation[1], 1)},
 		Groups:        groups,
-		OutputPadding: [2]int{o.OutputPadding, o.OutputPadding},
+		OutputPadding: outPad,
+		Same:          o.PaddingSame,
 	}
-	if transposed && o.OutputPadding >= p.Stride[0] && o.OutputPadding >= p.Dilation[0] {
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
-			Detail: fmt.Sprintf("output padding %d must be smaller than the stride %d or the dilation %d", o.OutputPadding, p.Stride[0], p.Dilation[0])})
+	if o.PaddingSame && p.Stride != [2]int{1, 1} {
+		bad("padding \"same\" needs stride 1, got stride %v", p.Stride)
 	}
-	return p
+	for i := range 2 {
+		if transposed && outPad[i] >= p.Stride[i] && outPad[i] >= p.Dilation[i] {
+			bad("output padding %v must be smaller than the stride %v or the dilation %v", outPad, p.Stride, p.Dilation)
+		}
+	}
+	return p, k
 }
 
 // Conv2d is a 2-D convolution layer (torch.nn.Conv2d) over inputs
 // [N, C, H, W] (or [C, H, W]); see [vram.Conv2d].
 type Conv2d struct {
 	Base
-	// Weight is [out, in/groups, kernel, kernel].
+	// Weight is [out, in/groups, kH, kW].
 	Weight *vram.Tensor
 	// Bias is [out], or nil with ConvOptions.NoBias.
 	Bias *vram.Tensor
@@ -71,17 +108,17 @@ type Conv2d struct {
 }
 
 // NewConv2d returns a Conv2d layer from in to out channels with a square
-// kernel, initialised as PyTorch does: the weight by Kaiming-uniform with
-// a = sqrt(5) and the bias uniform in ±1/sqrt(fan_in), which both come to
-// bound 1/sqrt(in/groups·kernel²). opts (device, dtype, generator) go to
-// vram's factory functions. Bad sizes or options panic with an
-// *vram.Error of kind vram.ErrArgument.
+// kernel (or o.KernelHW), initialised as PyTorch does: the weight by
+// Kaiming-uniform with a = sqrt(5) and the bias uniform in
+// ±1/sqrt(fan_in), which both come to bound 1/sqrt(in/groups·kH·kW). opts
+// (device, dtype, generator) go to vram's factory functions. Bad sizes or
+// options panic with an *vram.Error of kind vram.ErrArgument.
 func NewConv2d(in, out, kernel int, o ConvOptions, opts ...vram.Option) *Conv2d {
 	const op = "conv2d"
-	p := o.params(op, in, out, kernel, false)
+	p, k := o.params(op, in, out, kernel, false)
 	l := &Conv2d{Params: p}
-	bound := 1 / math.Sqrt(float64(in/p.Groups*kernel*kernel))
-	l.Weight = uniformParam(vram.Shape{out, in / p.Groups, kernel, kernel}, bound, opts)
+	bound := 1 / math.Sqrt(float64(in/p.Groups*k[0]*k[1]))
+	l.Weight = uniformParam(vram.Shape{out, in / p.Groups, k[0], k[1]}, bound, opts)
 	l.RegisterParameter("weight", l.Weight)
 	if !o.NoBias {
 		l.Bias = uniformParam(vram.Shape{out}, bound, opts)
@@ -118,7 +155,7 @@ func (l *Conv2d) ForwardAct(x *vram.Tensor, act vram.Activation) *vram.Tensor {
 // (torch.nn.ConvTranspose2d); see [vram.ConvTranspose2d].
 type ConvTranspose2d struct {
 	Base
-	// Weight is [in, out/groups, kernel, kernel].
+	// Weight is [in, out/groups, kH, kW].
 	Weight *vram.Tensor
 	// Bias is [out], or nil with ConvOptions.NoBias.
 	Bias *vram.Tensor
@@ -128,15 +165,15 @@ type ConvTranspose2d struct {
 }
 
 // NewConvTranspose2d returns a ConvTranspose2d layer from in to out
-// channels with a square kernel, initialised as PyTorch does (bound
-// 1/sqrt(out/groups·kernel²), the fan-in PyTorch computes from the weight's
-// second dimension). opts and errors are as for [NewConv2d].
+// channels with a square kernel (or o.KernelHW), initialised as PyTorch
+// does (bound 1/sqrt(out/groups·kH·kW), the fan-in PyTorch computes from
+// the weight's second dimension). opts and errors are as for [NewConv2d].
 func NewConvTranspose2d(in, out, kernel int, o ConvOptions, opts ...vram.Option) *ConvTranspose2d {
 	const op = "conv_transpose2d"
-	p := o.params(op, in, out, kernel, true)
+	p, k := o.params(op, in, out, kernel, true)
 	l := &ConvTranspose2d{Params: p}
-	bound := 1 / math.Sqrt(float64(out/p.Groups*kernel*kernel))
-	l.Weight = uniformParam(vram.Shape{in, out / p.Groups, kernel, kernel}, bound, opts)
+	bound := 1 / math.Sqrt(float64(out/p.Groups*k[0]*k[1]))
+	l.Weight = uniformParam(vram.Shape{in, out / p.Groups, k[0], k[1]}, bound, opts)
 	l.RegisterParameter("weight", l.Weight)
 	if !o.NoBias {
 		l.Bias = uniformParam(vram.Shape{out}, bound, opts)
@@ -171,13 +208,22 @@ type MaxPool2d struct {
 
 // NewMaxPool2d returns a MaxPool2d layer with a square window of kernel,
 // moved by stride (0 means kernel, PyTorch's default) over the input
-// padded with -Inf by padding on each side (at most kernel/2).
+// padded with -Inf by padding on each side (at most kernel/2). PyTorch's
+// other arguments are fields of Params, set before the first Forward:
+// CeilMode (ceil_mode), Dilation, and per-axis pairs for tuple arguments.
 func NewMaxPool2d(kernel, stride, padding int) *MaxPool2d {
 	return &MaxPool2d{Params: poolParams("max_pool2d", kernel, stride, padding)}
 }
 
 // Forward returns the pooled x.
 func (l *MaxPool2d) Forward(x *vram.Tensor) *vram.Tensor { return vram.MaxPool2d(x, l.Params) }
+
+// ForwardWithIndices returns the pooled x and the position of each
+// maximum in its input plane, as a MaxPool2d made with
+// return_indices=True does ([vram.MaxPool2dWithIndices]).
+func (l *MaxPool2d) ForwardWithIndices(x *vram.Tensor) (y, indices *vram.Tensor) {
+	return vram.MaxPool2dWithIndices(x, l.Params)
+}
 
 // AvgPool2d takes the mean of each window (torch.nn.AvgPool2d); see
 // [vram.AvgPool2d].
@@ -188,7 +234,9 @@ type AvgPool2d struct {
 
 // NewAvgPool2d returns an AvgPool2d layer with a square window, as
 // [NewMaxPool2d]; the padding counts as zeros in the mean
-// (count_include_pad=True) unless Params.ExcludePad is set.
+// (count_include_pad=True) unless Params.ExcludePad is set. PyTorch's
+// ceil_mode and divisor_override are Params.CeilMode and
+// Params.DivisorOverride.
 func NewAvgPool2d(kernel, stride, padding int) *AvgPool2d {
 	return &AvgPool2d{Params: poolParams("avg_pool2d", kernel, stride, padding)}
 }

@@ -34,6 +34,14 @@ func TestConvLayerShapesAndInit(t *testing.T) {
 			vram.Shape{1, 4, 7, 7}, vram.Shape{1, 8, 7, 7}},
 		{"transposed", nn.NewConvTranspose2d(4, 2, 3, nn.ConvOptions{Stride: 2, Padding: 1, OutputPadding: 1}, g), vram.Shape{4, 2, 3, 3}, true, 1 / math.Sqrt(18),
 			vram.Shape{1, 4, 5, 5}, vram.Shape{1, 2, 10, 10}},
+		{"conv per-axis", nn.NewConv2d(2, 4, 0, nn.ConvOptions{KernelHW: [2]int{1, 3}, StrideHW: [2]int{2, 1}, PaddingHW: [2]int{0, 1}, DilationHW: [2]int{1, 2}}, g),
+			vram.Shape{4, 2, 1, 3}, true, 1 / math.Sqrt(6), vram.Shape{1, 2, 5, 6}, vram.Shape{1, 4, 3, 4}},
+		{"conv same even kernel", nn.NewConv2d(2, 3, 2, nn.ConvOptions{PaddingSame: true, PaddingMode: "zeros"}, g), vram.Shape{3, 2, 2, 2}, true, 1 / math.Sqrt(8),
+			vram.Shape{2, 2, 5, 4}, vram.Shape{2, 3, 5, 4}},
+		{"conv same per-axis kernel", nn.NewConv2d(2, 3, 0, nn.ConvOptions{KernelHW: [2]int{3, 4}, PaddingSame: true}, g), vram.Shape{3, 2, 3, 4}, true, 1 / math.Sqrt(24),
+			vram.Shape{1, 2, 5, 7}, vram.Shape{1, 3, 5, 7}},
+		{"transposed per-axis", nn.NewConvTranspose2d(2, 4, 3, nn.ConvOptions{KernelHW: [2]int{2, 3}, StrideHW: [2]int{2, 1}, OutputPaddingHW: [2]int{1, 0}}, g),
+			vram.Shape{2, 4, 2, 3}, true, 1 / math.Sqrt(24), vram.Shape{1, 2, 3, 3}, vram.Shape{1, 4, 7, 5}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,6 +80,16 @@ func TestLayerOptionErrors(t *testing.T) {
 		{"negative stride", func() { nn.NewConv2d(3, 6, 3, nn.ConvOptions{Stride: -1}) }},
 		{"output padding on a convolution", func() { nn.NewConv2d(3, 6, 3, nn.ConvOptions{OutputPadding: 1}) }},
 		{"output padding too large", func() { nn.NewConvTranspose2d(3, 6, 3, nn.ConvOptions{Stride: 2, OutputPadding: 2}) }},
+		{"output padding too large on one axis", func() {
+			nn.NewConvTranspose2d(3, 6, 3, nn.ConvOptions{StrideHW: [2]int{2, 1}, OutputPaddingHW: [2]int{1, 1}})
+		}},
+		{"zero kernel on one axis", func() { nn.NewConv2d(3, 6, 0, nn.ConvOptions{KernelHW: [2]int{3, 0}}) }},
+		{"negative per-axis padding", func() { nn.NewConv2d(3, 6, 3, nn.ConvOptions{PaddingHW: [2]int{1, -1}}) }},
+		{"reflect padding", func() { nn.NewConv2d(3, 6, 3, nn.ConvOptions{PaddingMode: "reflect"}) }},
+		{"circular padding", func() { nn.NewConvTranspose2d(3, 6, 3, nn.ConvOptions{PaddingMode: "circular"}) }},
+		{"same strided", func() { nn.NewConv2d(3, 6, 3, nn.ConvOptions{PaddingSame: true, StrideHW: [2]int{1, 2}}) }},
+		{"same with padding", func() { nn.NewConv2d(3, 6, 3, nn.ConvOptions{PaddingSame: true, Padding: 1}) }},
+		{"same transposed", func() { nn.NewConvTranspose2d(3, 6, 3, nn.ConvOptions{PaddingSame: true}) }},
 		{"batch norm channels", func() { nn.NewBatchNorm2d(0) }},
 		{"pool kernel", func() { nn.NewMaxPool2d(0, 1, 0) }},
 		{"adaptive size", func() { nn.NewAdaptiveAvgPool2d(1, 0) }},
@@ -382,19 +400,29 @@ func TestDropout2dZeroesWholeChannels(t *testing.T) {
 
 func TestPoolAndFlattenLayers(t *testing.T) {
 	x := vram.Randn(vram.Shape{2, 3, 8, 8})
+	ceilMax := nn.NewMaxPool2d(3, 2, 0)
+	ceilMax.Params.CeilMode = true
+	ceilAvg := nn.NewAvgPool2d(3, 2, 1)
+	ceilAvg.Params.CeilMode, ceilAvg.Params.DivisorOverride = true, 2
 	for _, tc := range []struct {
 		name string
 		m    nn.Module
 		want vram.Shape
 	}{
 		{"max pool", nn.NewMaxPool2d(3, 2, 1), vram.Shape{2, 3, 4, 4}},
+		{"max pool ceil mode", ceilMax, vram.Shape{2, 3, 4, 4}},
 		{"avg pool", nn.NewAvgPool2d(2, 0, 0), vram.Shape{2, 3, 4, 4}},
+		{"avg pool ceil mode and divisor", ceilAvg, vram.Shape{2, 3, 5, 5}},
 		{"adaptive", nn.NewAdaptiveAvgPool2d(3, 5), vram.Shape{2, 3, 3, 5}},
 		{"flatten", nn.NewFlatten(), vram.Shape{2, 192}},
 	} {
 		if got := tc.m.Forward(x).Shape(); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: shape %v, want %v", tc.name, got, tc.want)
 		}
+	}
+	y, idx := ceilMax.ForwardWithIndices(x)
+	if want := vram.MaxPool2d(x, ceilMax.Params); !slices.Equal(y.Float64s(), want.Float64s()) || !slices.Equal(idx.Shape(), want.Shape()) || idx.DType() != vram.Int64 {
+		t.Errorf("ForwardWithIndices gave %v and indices %s %v", y.Shape(), idx.DType(), idx.Shape())
 	}
 }
 
