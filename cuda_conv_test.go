@@ -179,6 +179,13 @@ func TestCUDABatchNormMatchesCPU(t *testing.T) {
 			}
 		})
 	}
+	// affine=False and track_running_stats=False (nn.BatchNormOptions):
+	// no weight, bias or running statistics, composed.
+	t.Run("no affine, no running statistics", func(t *testing.T) {
+		compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor {
+			return BatchNorm2d(xs[0], nil, nil, nil, nil, true, 0.1, 1e-5)
+		}, rnd(86, 8, 16, 5, 6))
+	})
 }
 
 // TestCUDABatchNormReLUMatchesCPU checks BatchNorm2dReLU with a residual

@@ -210,7 +210,8 @@ type LayerNorm struct {
 	Base
 	NormalizedShape []int
 	Eps             float64
-	// Weight (ones at first) and Bias (zeros) have NormalizedShape.
+	// Weight (ones at first) and Bias (zeros) have NormalizedShape, or
+	// are both nil for a layer made by NewLayerNormNoAffine.
 	Weight, Bias *vram.Tensor
 }
 
@@ -227,6 +228,16 @@ func NewLayerNorm(shape []int, eps float64, opts ...vram.Option) *LayerNorm {
 	l.RegisterParameter("weight", l.Weight)
 	l.RegisterParameter("bias", l.Bias)
 	return l
+}
+
+// NewLayerNormNoAffine returns a LayerNorm over the trailing dimensions
+// shape without weight and bias (elementwise_affine=False): it only
+// normalises. It panics as [NewLayerNorm] does.
+func NewLayerNormNoAffine(shape []int, eps float64) *LayerNorm {
+	if len(shape) == 0 {
+		panic(&vram.Error{Op: "layer_norm", Kind: vram.ErrArgument, Detail: "normalized shape is empty"})
+	}
+	return &LayerNorm{NormalizedShape: slices.Clone(shape), Eps: eps}
 }
 
 // Forward returns the normalised x, of x's shape and dtype. The statistics

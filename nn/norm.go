@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/vramgo/vram"
@@ -11,20 +12,24 @@ import (
 // batch and the pixels (torch.nn.BatchNorm2d); see [vram.BatchNorm2d]. In
 // training mode it normalizes with the batch's statistics and updates the
 // running ones; in evaluation mode ([Base.Eval]) it normalizes with the
-// running statistics.
+// running statistics, or, for a layer without them
+// (BatchNormOptions.NoRunningStats), with the batch's again.
 //
 // It is a [Float32Layer]: Half and BFloat16 leave its parameters and
 // buffers float32, and a 16-bit input (from a converted model or under
 // autocast) is normalized in float32 and returned in its own dtype.
 type BatchNorm2d struct {
 	Base
-	// Weight (ones at first) and Bias (zeros) are [C].
+	// Weight (ones at first) and Bias (zeros) are [C], or both nil for a
+	// layer made with BatchNormOptions.NoAffine.
 	Weight, Bias *vram.Tensor
 	// RunningMean (zeros) and RunningVar (ones) are the [C] float32
-	// buffers "running_mean" and "running_var".
+	// buffers "running_mean" and "running_var", or both nil for a layer
+	// made with BatchNormOptions.NoRunningStats.
 	RunningMean, RunningVar *vram.Tensor
 	// NumBatchesTracked counts the training batches seen: the int64
-	// scalar buffer "num_batches_tracked" of PyTorch's state dicts.
+	// scalar buffer "num_batches_tracked" of PyTorch's state dicts (nil
+	// without running statistics).
 	NumBatchesTracked *vram.Tensor
 	// Momentum weighs each batch in the running statistics (0.1).
 	Momentum float64
@@ -36,6 +41,26 @@ type BatchNorm2d struct {
 	Eps float64
 }
 
+// BatchNormOptions are the settings of [NewBatchNorm2dOptions]. The zero
+// value is PyTorch's default: eps 1e-5, momentum 0.1, with an affine map
+// and running statistics.
+type BatchNormOptions struct {
+	// Eps is added to the variance; 0 means 1e-5. It must not be negative.
+	Eps float64
+	// Momentum weighs each batch in the running statistics, in [0, 1]; 0
+	// means 0.1 (set the layer's Momentum field to 0 for running
+	// statistics that never change).
+	Momentum float64
+	// CumulativeAverage averages every batch alike (momentum=None).
+	CumulativeAverage bool
+	// NoAffine leaves out the weight and the bias (affine=False).
+	NoAffine bool
+	// NoRunningStats leaves out the running statistics
+	// (track_running_stats=False): the layer normalizes with the batch's
+	// statistics in evaluation mode too.
+	NoRunningStats bool
+}
+
 // NewBatchNorm2d returns a BatchNorm2d over c channels with PyTorch's
 // defaults: momentum 0.1, eps 1e-5, weight ones, bias zeros, running mean
 // zeros and running variance ones. opts (device, dtype) go to vram's
@@ -43,31 +68,56 @@ type BatchNorm2d struct {
 // the layer stays float32. It panics with an *vram.Error of kind
 // vram.ErrArgument unless c is positive.
 func NewBatchNorm2d(c int, opts ...vram.Option) *BatchNorm2d {
-	if c < 1 {
-		panic(&vram.Error{Op: "batch_norm2d", Kind: vram.ErrArgument, Detail: fmt.Sprintf("channels must be positive, got %d", c)})
+	return NewBatchNorm2dOptions(c, BatchNormOptions{}, opts...)
+}
+
+// NewBatchNorm2dOptions returns a BatchNorm2d over c channels with the
+// settings o, as [NewBatchNorm2d] does. It panics with an *vram.Error of
+// kind vram.ErrArgument unless c is positive, Eps is not negative and
+// Momentum is in [0, 1].
+func NewBatchNorm2dOptions(c int, o BatchNormOptions, opts ...vram.Option) *BatchNorm2d {
+	const op = "batch_norm2d"
+	switch {
+	case c < 1:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("channels must be positive, got %d", c)})
+	case !(o.Eps >= 0) || math.IsInf(o.Eps, 1):
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("eps %v must be finite and not negative", o.Eps)})
+	case !(o.Momentum >= 0 && o.Momentum <= 1):
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("momentum %v must be in [0, 1]", o.Momentum)})
 	}
-	l := &BatchNorm2d{Momentum: 0.1, Eps: 1e-5}
-	l.Weight = fullParam(vram.Shape{c}, 1, opts)
-	l.Bias = fullParam(vram.Shape{c}, 0, opts)
-	l.RegisterParameter("weight", l.Weight)
-	l.RegisterParameter("bias", l.Bias)
+	l := &BatchNorm2d{Momentum: o.Momentum, Eps: o.Eps, CumulativeAverage: o.CumulativeAverage}
+	if l.Momentum == 0 {
+		l.Momentum = 0.1
+	}
+	if l.Eps == 0 {
+		l.Eps = 1e-5
+	}
+	// The layer's float dtype: float64 when asked for, else float32.
+	dt := vram.Float32
 	vram.Region(ParametersRegion, func() {
-		dt := l.Weight.DType()
-		if dt != vram.Float64 {
-			dt = vram.Float32
+		probe := vram.Empty(vram.Shape{0}, opts...)
+		if probe.DType() == vram.Float64 {
+			dt = vram.Float64
 		}
-		bopts := append(slices.Clone(opts), dt)
-		l.RunningMean = vram.Zeros(vram.Shape{c}, bopts...)
-		l.RunningVar = vram.Ones(vram.Shape{c}, bopts...)
-		l.NumBatchesTracked = vram.Zeros(vram.Shape{}, append(slices.Clone(opts), vram.Int64)...)
+		probe.Release()
 	})
-	if dt := l.Weight.DType(); dt != vram.Float32 && dt != vram.Float64 {
-		l.Weight.CastInPlace(vram.Float32)
-		l.Bias.CastInPlace(vram.Float32)
+	popts := append(slices.Clone(opts), dt)
+	if !o.NoAffine {
+		l.Weight = fullParam(vram.Shape{c}, 1, popts)
+		l.Bias = fullParam(vram.Shape{c}, 0, popts)
+		l.RegisterParameter("weight", l.Weight)
+		l.RegisterParameter("bias", l.Bias)
 	}
-	l.RegisterBuffer("running_mean", l.RunningMean)
-	l.RegisterBuffer("running_var", l.RunningVar)
-	l.RegisterBuffer("num_batches_tracked", l.NumBatchesTracked)
+	if !o.NoRunningStats {
+		vram.Region(ParametersRegion, func() {
+			l.RunningMean = vram.Keep(vram.Zeros(vram.Shape{c}, popts...))
+			l.RunningVar = vram.Keep(vram.Ones(vram.Shape{c}, popts...))
+			l.NumBatchesTracked = vram.Keep(vram.Zeros(vram.Shape{}, append(slices.Clone(opts), vram.Int64)...))
+		})
+		l.RegisterBuffer("running_mean", l.RunningMean)
+		l.RegisterBuffer("running_var", l.RunningVar)
+		l.RegisterBuffer("num_batches_tracked", l.NumBatchesTracked)
+	}
 	return l
 }
 
@@ -91,11 +141,12 @@ func (l *BatchNorm2d) ForwardReLU(x, residual *vram.Tensor) *vram.Tensor {
 	return y
 }
 
-// mode returns whether l normalizes with the batch's statistics, and the
+// mode returns whether l normalizes with the batch's statistics, as it
+// does in training mode and always without running statistics, and the
 // momentum of this batch's update of the running ones.
 func (l *BatchNorm2d) mode() (training bool, momentum float64) {
-	training, momentum = l.Training(), l.Momentum
-	if training && l.CumulativeAverage {
+	training, momentum = l.Training() || l.RunningMean == nil, l.Momentum
+	if training && l.CumulativeAverage && l.NumBatchesTracked != nil {
 		momentum = 1 / float64(l.NumBatchesTracked.Int64s()[0]+1)
 	}
 	return training, momentum
@@ -103,7 +154,7 @@ func (l *BatchNorm2d) mode() (training bool, momentum float64) {
 
 // count counts a batch in training mode.
 func (l *BatchNorm2d) count(training bool) {
-	if training {
+	if training && l.NumBatchesTracked != nil {
 		vram.NoGrad(func() { l.NumBatchesTracked.AddScalarInPlace(1) })
 	}
 }
