@@ -34,3 +34,30 @@ func ExampleMaxPool2d() {
 	// [5 7 13 15]
 	// [7.5]
 }
+
+// Padding "same" keeps the image size whatever the kernel: a 2×2 kernel
+// pads one zero at the bottom and right, as PyTorch does.
+func ExampleConv2dParams_same() {
+	x := vram.Arange(0, 9, 1).Reshape(1, 1, 3, 3)
+	w := vram.Ones(vram.Shape{1, 1, 2, 2})
+	y := vram.Conv2d(x, w, nil, vram.Conv2dParams{Same: true})
+	fmt.Println(y.Shape(), y.Float32s())
+	// Output:
+	// [1, 1, 3, 3] [8 12 7 20 24 13 13 15 8]
+}
+
+// In ceil mode a last window that runs past the input is kept; the
+// indices say where each maximum came from (PyTorch's return_indices).
+func ExampleMaxPool2dWithIndices() {
+	x := vram.FromSlice([]float32{
+		1, 5, 2, 0, 9,
+		3, 4, 8, 1, 2,
+		7, 0, 6, 3, 1,
+	}, vram.Shape{1, 1, 3, 5})
+	y, idx := vram.MaxPool2dWithIndices(x, vram.Pool2dParams{Kernel: [2]int{2, 2}, CeilMode: true})
+	fmt.Println(y.Shape(), y.Float32s())
+	fmt.Println(idx.Int64s())
+	// Output:
+	// [1, 1, 2, 3] [5 8 9 7 6 1]
+	// [1 7 4 10 12 14]
+}

@@ -87,3 +87,28 @@ func ExampleModules() {
 	// "1" *nn.GELU
 	// "2" *nn.Linear
 }
+
+// GroupNorm normalizes groups of channels of each sample: the first
+// sample's two groups, channels 0-1 (0 to 3) and 2-3 (4 to 7), each come
+// to the same values.
+func ExampleGroupNorm() {
+	gn := nn.NewGroupNorm(2, 4, 1e-5)
+	x := vram.Arange(0, 16, 1).Reshape(2, 4, 2)
+	y := gn.Forward(x)
+	vram.NoGrad(func() {
+		fmt.Printf("%.3f\n", y.Select(0, 0).Float32s())
+	})
+	// Output:
+	// [-1.342 -0.447 0.447 1.342 -1.342 -0.447 0.447 1.342]
+}
+
+// A batch norm without running statistics normalizes with the batch's
+// in evaluation mode too (track_running_stats=False).
+func ExampleNewBatchNorm2dOptions() {
+	bn := nn.NewBatchNorm2dOptions(1, nn.BatchNormOptions{NoAffine: true, NoRunningStats: true})
+	bn.Eval()
+	x := vram.FromSlice([]float32{1, 3}, vram.Shape{2, 1, 1, 1})
+	fmt.Printf("%.3f %d\n", bn.Forward(x).Float32s(), len(nn.StateDict(bn)))
+	// Output:
+	// [-1.000 1.000] 0
+}

@@ -175,3 +175,116 @@ func (l *BatchNorm2d) BFloat16() { l.ToDType(vram.BFloat16) }
 
 // Float converts BatchNorm2d's parameters to float32.
 func (l *BatchNorm2d) Float() { l.ToDType(vram.Float32) }
+
+// GroupNorm normalizes its input [N, C, *] over groups of C/NumGroups
+// channels: each group of each sample over its channels and every
+// remaining dimension, to zero mean and unit variance (population
+// variance plus Eps), then scales and shifts each channel by Weight and
+// Bias (torch.nn.GroupNorm). Unlike [BatchNorm2d] it keeps no statistics
+// and does the same in training and evaluation mode. One group is a
+// LayerNorm over [C, *] with per-channel parameters; C groups are an
+// instance norm.
+//
+// It is a [Float32Layer]: a 16-bit input is normalized in float32 and
+// returned in its own dtype.
+type GroupNorm struct {
+	Base
+	NumGroups, NumChannels int
+	// Eps is added to the variance (PyTorch uses 1e-5).
+	Eps float64
+	// Weight (ones at first) and Bias (zeros) are [C], or both nil for a
+	// layer made by NewGroupNormNoAffine.
+	Weight, Bias *vram.Tensor
+}
+
+// NewGroupNorm returns a GroupNorm of channels channels in groups groups,
+// with eps added to the variance, weight ones and bias zeros. opts go to
+// vram's factory functions. It panics with an *vram.Error of kind
+// vram.ErrArgument unless groups and channels are positive and groups
+// divides channels.
+func NewGroupNorm(groups, channels int, eps float64, opts ...vram.Option) *GroupNorm {
+	l := NewGroupNormNoAffine(groups, channels, eps)
+	l.Weight = fullParam(vram.Shape{channels}, 1, opts)
+	l.Bias = fullParam(vram.Shape{channels}, 0, opts)
+	l.RegisterParameter("weight", l.Weight)
+	l.RegisterParameter("bias", l.Bias)
+	return l
+}
+
+// NewGroupNormNoAffine returns a GroupNorm without weight and bias
+// (affine=False): it only normalizes. It panics as [NewGroupNorm] does.
+func NewGroupNormNoAffine(groups, channels int, eps float64) *GroupNorm {
+	if groups < 1 || channels < 1 || channels%groups != 0 {
+		panic(&vram.Error{Op: "group_norm", Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("groups %d must be positive and divide the %d channels", groups, channels)})
+	}
+	return &GroupNorm{NumGroups: groups, NumChannels: channels, Eps: eps}
+}
+
+// Forward returns the normalized x [N, C, *], of x's shape and dtype. It
+// panics with an *vram.Error of kind vram.ErrShape unless x has at least
+// two dimensions and NumChannels channels.
+func (l *GroupNorm) Forward(x *vram.Tensor) *vram.Tensor {
+	const op = "group_norm"
+	notNil(op, x)
+	shape := x.Shape()
+	if len(shape) < 2 || shape[1] != l.NumChannels {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape,
+			Detail: fmt.Sprintf("input must be [N, %d, *], got shape %v", l.NumChannels, shape)})
+	}
+	n, g := shape[0], l.NumGroups
+	per := 1
+	for _, d := range shape[1:] {
+		per *= d
+	}
+	per /= g
+	// 16-bit inputs are normalized in float32 and rounded once at the end.
+	xw := x
+	if dt := x.DType(); dt == vram.Float16 || dt == vram.BFloat16 {
+		xw = x.Cast(vram.Float32)
+		defer xw.Release()
+	}
+	// One group of one sample is a row: a LayerNorm over the rows.
+	xg := xw.Reshape(n, g, per)
+	defer xg.Release()
+	yg := vram.LayerNorm(xg, []int{per}, nil, nil, l.Eps)
+	defer yg.Release()
+	y := yg.Reshape(shape...)
+	if l.Weight != nil {
+		defer y.Release()
+		bshape := make(vram.Shape, len(shape))
+		for i := range bshape {
+			bshape[i] = 1
+		}
+		bshape[1] = l.NumChannels
+		w := l.Weight.Reshape(bshape...)
+		defer w.Release()
+		b := l.Bias.Reshape(bshape...)
+		defer b.Release()
+		yw := y.Mul(w)
+		defer yw.Release()
+		y = yw.Add(b)
+	}
+	if y.DType() == x.DType() {
+		return y
+	}
+	defer y.Release()
+	return y.Cast(x.DType())
+}
+
+// KeepsFloat32 marks GroupNorm as a [Float32Layer].
+func (*GroupNorm) KeepsFloat32() {}
+
+// ToDType converts the weight and bias to float32 when dt is a 16-bit type
+// and to dt otherwise (dt must be a floating-point type): GroupNorm is a
+// [Float32Layer].
+func (l *GroupNorm) ToDType(dt vram.DType) { ConvertDType(l, dt) }
+
+// Half keeps GroupNorm float32 (see [GroupNorm.ToDType]).
+func (l *GroupNorm) Half() { l.ToDType(vram.Float16) }
+
+// BFloat16 keeps GroupNorm float32 (see [GroupNorm.ToDType]).
+func (l *GroupNorm) BFloat16() { l.ToDType(vram.BFloat16) }
+
+// Float converts GroupNorm's parameters to float32.
+func (l *GroupNorm) Float() { l.ToDType(vram.Float32) }

@@ -158,3 +158,147 @@ func TestLayerNormNoAffine(t *testing.T) {
 		t.Errorf("empty shape: %v", err)
 	}
 }
+
+// refGroupNorm computes group normalization of x [N, C, S] directly, in
+// float64.
+func refGroupNorm(x []float64, n, c, s, groups int, w, b []float64, eps float64) []float64 {
+	out := make([]float64, len(x))
+	per := c / groups * s
+	for i := range n * groups {
+		seg := x[i*per : (i+1)*per]
+		mean, v := 0.0, 0.0
+		for _, e := range seg {
+			mean += e
+		}
+		mean /= float64(per)
+		for _, e := range seg {
+			v += (e - mean) * (e - mean)
+		}
+		v /= float64(per)
+		for j, e := range seg {
+			ch := (i%groups)*(c/groups) + j/s
+			y := (e - mean) / math.Sqrt(v+eps)
+			if w != nil {
+				y = y*w[ch] + b[ch]
+			}
+			out[i*per+j] = y
+		}
+	}
+	return out
+}
+
+// TestGroupNorm checks GroupNorm against the direct computation for one
+// group, several, and one per channel, with and without the affine map,
+// on inputs of 2 to 4 dimensions, and its gradients against finite
+// differences.
+func TestGroupNorm(t *testing.T) {
+	g := vram.WithGenerator(vram.NewGenerator(6))
+	for _, tc := range []struct {
+		name           string
+		groups, chans  int
+		shape          vram.Shape
+		affine         bool
+		dt, wantOutput vram.DType
+	}{
+		{"one group", 1, 4, vram.Shape{2, 4, 3, 2}, true, vram.Float64, vram.Float64},
+		{"two groups", 2, 4, vram.Shape{3, 4, 5}, true, vram.Float64, vram.Float64},
+		{"instance norm", 3, 3, vram.Shape{2, 3, 2, 2}, false, vram.Float64, vram.Float64},
+		{"2-D input", 2, 6, vram.Shape{4, 6}, true, vram.Float64, vram.Float64},
+		{"half input", 2, 4, vram.Shape{2, 4, 3, 3}, true, vram.Float16, vram.Float16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l *nn.GroupNorm
+			if tc.affine {
+				l = nn.NewGroupNorm(tc.groups, tc.chans, 1e-5, vram.Float64)
+				vram.NoGrad(func() {
+					l.Weight.CopyFrom(vram.Randn(vram.Shape{tc.chans}, vram.Float64, g))
+					l.Bias.CopyFrom(vram.Randn(vram.Shape{tc.chans}, vram.Float64, g))
+				})
+				if tc.dt == vram.Float16 {
+					l.Half()
+					if l.Weight.DType() != vram.Float32 {
+						t.Fatalf("Half made the weight %s", l.Weight.DType())
+					}
+				}
+			} else {
+				l = nn.NewGroupNormNoAffine(tc.groups, tc.chans, 1e-5)
+			}
+			x := vram.Randn(tc.shape, vram.Float64, g).MulScalar(2).AddScalar(1).Cast(tc.dt)
+			y := l.Forward(x)
+			if y.DType() != tc.wantOutput || !slices.Equal(y.Shape(), tc.shape) {
+				t.Fatalf("output %s %v, want %s %v", y.DType(), y.Shape(), tc.wantOutput, tc.shape)
+			}
+			s := x.NumElements() / (tc.shape[0] * tc.chans)
+			var w, b []float64
+			if tc.affine {
+				w, b = l.Weight.Float64s(), l.Bias.Float64s()
+			}
+			want := refGroupNorm(x.Float64s(), tc.shape[0], tc.chans, s, tc.groups, w, b, 1e-5)
+			tol := 1e-9
+			if tc.dt == vram.Float16 {
+				tol = 2e-3
+			}
+			closeAll(t, "output", y.Float64s(), want, tol)
+			if tc.dt != vram.Float64 {
+				return
+			}
+			params := []*vram.Tensor{x.Detach()}
+			if tc.affine {
+				params = append(params, l.Weight, l.Bias)
+			}
+			finiteDifferences(t, func() *vram.Tensor { return l.Forward(params[0]) }, params...)
+		})
+	}
+	for _, bad := range []func(){
+		func() { nn.NewGroupNorm(3, 4, 1e-5) },
+		func() { nn.NewGroupNorm(0, 4, 1e-5) },
+		func() { nn.NewGroupNormNoAffine(2, 0, 1e-5) },
+	} {
+		if err := vram.Catch(bad); !errors.Is(err, vram.ErrArgument) {
+			t.Errorf("bad sizes: %v", err)
+		}
+	}
+	if err := vram.Catch(func() { nn.NewGroupNorm(2, 4, 1e-5).Forward(vram.Randn(vram.Shape{2, 6, 3})) }); !errors.Is(err, vram.ErrShape) {
+		t.Errorf("wrong channels: %v", err)
+	}
+}
+
+// finiteDifferences compares the gradients of sum(f()·r), for a fixed
+// random r, with respect to the float64 tensors ts with central finite
+// differences.
+func finiteDifferences(t *testing.T, f func() *vram.Tensor, ts ...*vram.Tensor) {
+	t.Helper()
+	for _, p := range ts {
+		p.SetRequiresGrad(true)
+		p.ZeroGrad()
+	}
+	out := f()
+	r := vram.Randn(out.Shape(), vram.Float64, vram.WithGenerator(vram.NewGenerator(8)))
+	out.Mul(r).Sum().Backward()
+	loss := func() float64 {
+		var v float64
+		vram.NoGrad(func() { v = f().Mul(r).Sum().Item() })
+		return v
+	}
+	const eps = 1e-6
+	for k, p := range ts {
+		got := p.Grad().Float64s()
+		vals := p.Float64s()
+		for i := range vals {
+			set := func(v float64) {
+				c := slices.Clone(vals)
+				c[i] = v
+				vram.NoGrad(func() { p.CopyFrom(vram.FromSlice(c, p.Shape())) })
+			}
+			set(vals[i] + eps)
+			up := loss()
+			set(vals[i] - eps)
+			down := loss()
+			set(vals[i])
+			want := (up - down) / (2 * eps)
+			if math.Abs(got[i]-want) > 1e-5+1e-4*math.Abs(want) {
+				t.Errorf("tensor %d element %d: gradient %v, finite difference %v", k, i, got[i], want)
+			}
+		}
+	}
+}
