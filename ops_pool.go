@@ -234,14 +234,14 @@ func maxTaps(cols *Tensor, w window) *Tensor {
 	var taps *Tensor
 	NoGrad(func() {
 		Tidy(func() {
+			// ArgMax takes the first maximum, NaN counting as the largest.
 			first := cols.ArgMax(2, true)
+			m := cols.Gather(2, first)
+			hasNaN, allNegInf := m.IsNaN(), m.EqScalar(math.Inf(-1))
 			// Tap k+1 where there is a NaN, 0 elsewhere: the largest
 			// marks the last NaN.
 			ramp := Arange(1, float64(kk)+1, 1, Float32, cols.Device()).Reshape(1, 1, kk, 1)
-			nanAt := cols.IsNaN().Cast(Float32).Mul(ramp)
-			lastNaN := nanAt.ArgMax(2, true)
-			hasNaN := nanAt.MaxKeepDim(2).GtScalar(0)
-			allNegInf := cols.Gather(2, first).EqScalar(math.Inf(-1))
+			lastNaN := Where(cols.IsNaN(), ramp, Scalar(0, Float32)).ArgMax(2, true)
 			inside := FromSlice(w.firstInside(), Shape{1, 1, 1, l}, cols.Device())
 			taps = Keep(Where(hasNaN, lastNaN, Where(allNegInf, inside, first)))
 		})
