@@ -1,8 +1,9 @@
 // Package nn provides neural-network building blocks on top of package vram,
 // in the style of torch.nn: a [Module] interface, layers ([Linear],
-// [LayerNorm], [Embedding], [Dropout], activations, and for convolutional
-// networks [Conv2d], [ConvTranspose2d], [BatchNorm2d], [GroupNorm], [MaxPool2d],
-// [AvgPool2d], [AdaptiveAvgPool2d], [Flatten], [Dropout2d]), containers
+// [LayerNorm], [BatchNorm1d], [GroupNorm], [Embedding], [Dropout],
+// activations, and for convolutional networks [Conv2d], [ConvTranspose2d],
+// [BatchNorm2d], [MaxPool2d], [AvgPool2d], [AdaptiveAvgPool2d], [Flatten],
+// [Dropout2d]), containers
 // ([Sequential]), loss functions, parameter initialisation ([KaimingUniform],
 // [XavierNormal], ...) and saving and loading of parameters in the
 // safetensors format ([Save], [Load]) under PyTorch's state-dict names.

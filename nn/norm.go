@@ -76,7 +76,14 @@ func NewBatchNorm2d(c int, opts ...vram.Option) *BatchNorm2d {
 // kind vram.ErrArgument unless c is positive, Eps is not negative and
 // Momentum is in [0, 1].
 func NewBatchNorm2dOptions(c int, o BatchNormOptions, opts ...vram.Option) *BatchNorm2d {
-	const op = "batch_norm2d"
+	l := &BatchNorm2d{}
+	l.init("batch_norm2d", c, o, opts)
+	return l
+}
+
+// init checks the settings and makes l's parameters and buffers, as
+// NewBatchNorm2dOptions documents.
+func (l *BatchNorm2d) init(op string, c int, o BatchNormOptions, opts []vram.Option) {
 	switch {
 	case c < 1:
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("channels must be positive, got %d", c)})
@@ -85,7 +92,7 @@ func NewBatchNorm2dOptions(c int, o BatchNormOptions, opts ...vram.Option) *Batc
 	case !(o.Momentum >= 0 && o.Momentum <= 1):
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("momentum %v must be in [0, 1]", o.Momentum)})
 	}
-	l := &BatchNorm2d{Momentum: o.Momentum, Eps: o.Eps, CumulativeAverage: o.CumulativeAverage}
+	l.Momentum, l.Eps, l.CumulativeAverage = o.Momentum, o.Eps, o.CumulativeAverage
 	if l.Momentum == 0 {
 		l.Momentum = 0.1
 	}
@@ -118,7 +125,6 @@ func NewBatchNorm2dOptions(c int, o BatchNormOptions, opts ...vram.Option) *Batc
 		l.RegisterBuffer("running_var", l.RunningVar)
 		l.RegisterBuffer("num_batches_tracked", l.NumBatchesTracked)
 	}
-	return l
 }
 
 // Forward returns the normalized x, of x's shape, dtype and memory format.
@@ -175,6 +181,70 @@ func (l *BatchNorm2d) BFloat16() { l.ToDType(vram.BFloat16) }
 
 // Float converts BatchNorm2d's parameters to float32.
 func (l *BatchNorm2d) Float() { l.ToDType(vram.Float32) }
+
+// BatchNorm1d normalizes each channel of its input [N, C] or [N, C, L]
+// over the batch and the length (torch.nn.BatchNorm1d): a [BatchNorm2d]
+// of the input seen as [N, C, L, 1], with its fields, modes, options and
+// state-dict names.
+type BatchNorm1d struct {
+	BatchNorm2d
+}
+
+// NewBatchNorm1d returns a BatchNorm1d over c channels with PyTorch's
+// defaults, as [NewBatchNorm2d] does.
+func NewBatchNorm1d(c int, opts ...vram.Option) *BatchNorm1d {
+	return NewBatchNorm1dOptions(c, BatchNormOptions{}, opts...)
+}
+
+// NewBatchNorm1dOptions returns a BatchNorm1d over c channels with the
+// settings o, as [NewBatchNorm2dOptions] does.
+func NewBatchNorm1dOptions(c int, o BatchNormOptions, opts ...vram.Option) *BatchNorm1d {
+	l := &BatchNorm1d{}
+	l.init("batch_norm1d", c, o, opts)
+	return l
+}
+
+// Forward returns the normalized x [N, C] or [N, C, L], of x's shape and
+// dtype. In training mode it updates the running statistics and counts
+// the batch. Other shapes panic with an *vram.Error of kind
+// vram.ErrShape.
+func (l *BatchNorm1d) Forward(x *vram.Tensor) *vram.Tensor {
+	x4 := l.as4D(x)
+	defer x4.Release()
+	y := l.BatchNorm2d.Forward(x4)
+	defer y.Release()
+	return y.Reshape(x.Shape()...)
+}
+
+// ForwardReLU returns relu(l.Forward(x) + residual), or relu(l.Forward(x))
+// when residual is nil, as [BatchNorm2d.ForwardReLU] does; residual has
+// x's shape.
+func (l *BatchNorm1d) ForwardReLU(x, residual *vram.Tensor) *vram.Tensor {
+	x4 := l.as4D(x)
+	defer x4.Release()
+	var r4 *vram.Tensor
+	if residual != nil {
+		r4 = residual.Reshape(x4.Shape()...)
+		defer r4.Release()
+	}
+	y := l.BatchNorm2d.ForwardReLU(x4, r4)
+	defer y.Release()
+	return y.Reshape(x.Shape()...)
+}
+
+// as4D returns x [N, C] or [N, C, L] as [N, C, L, 1].
+func (l *BatchNorm1d) as4D(x *vram.Tensor) *vram.Tensor {
+	const op = "batch_norm1d"
+	notNil(op, x)
+	s := x.Shape()
+	switch len(s) {
+	case 2:
+		return x.Reshape(s[0], s[1], 1, 1)
+	case 3:
+		return x.Reshape(s[0], s[1], s[2], 1)
+	}
+	panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("input must be [N, C] or [N, C, L], got shape %v", s)})
+}
 
 // GroupNorm normalizes its input [N, C, *] over groups of C/NumGroups
 // channels: each group of each sample over its channels and every

@@ -302,3 +302,45 @@ func finiteDifferences(t *testing.T, f func() *vram.Tensor, ts ...*vram.Tensor) 
 		}
 	}
 }
+
+// TestBatchNorm1d checks BatchNorm1d on [N, C] and [N, C, L] inputs
+// against BatchNorm2d on the input seen as [N, C, L, 1]: the outputs, the
+// running statistics, the state-dict names and evaluation mode.
+func TestBatchNorm1d(t *testing.T) {
+	g := vram.WithGenerator(vram.NewGenerator(9))
+	for _, shape := range []vram.Shape{{6, 3}, {4, 3, 5}} {
+		t.Run(shape.String(), func(t *testing.T) {
+			bn1, bn2 := nn.NewBatchNorm1d(3), nn.NewBatchNorm2d(3)
+			if got, want := len(nn.StateDict(bn1)), len(nn.StateDict(bn2)); got != want || nn.StateDict(bn1)["num_batches_tracked"] == nil {
+				t.Fatalf("state dict %v", nn.StateDict(bn1))
+			}
+			x := vram.Randn(shape, g).MulScalar(2).AddScalar(1)
+			x4 := x.Reshape(shape[0], shape[1], x.NumElements()/(shape[0]*shape[1]), 1)
+			for _, eval := range []bool{false, true} {
+				if eval {
+					bn1.Eval()
+					bn2.Eval()
+				}
+				xg := x.Detach().SetRequiresGrad(true)
+				y1 := bn1.Forward(xg)
+				y2 := bn2.Forward(x4)
+				if !slices.Equal(y1.Shape(), shape) {
+					t.Fatalf("shape %v, want %v", y1.Shape(), shape)
+				}
+				closeAll(t, "output", y1.Float64s(), y2.Float64s(), 1e-6)
+				closeAll(t, "running mean", bn1.RunningMean.Float64s(), bn2.RunningMean.Float64s(), 1e-6)
+				r := bn1.ForwardReLU(xg, x)
+				closeAll(t, "relu with residual", r.Float64s(), bn2.ForwardReLU(x4, x4).Float64s(), 1e-5)
+				r.Sum().Backward()
+				if xg.Grad() == nil {
+					t.Fatal("no input gradient")
+				}
+			}
+		})
+	}
+	for _, bad := range []vram.Shape{{6}, {2, 3, 4, 5}} {
+		if err := vram.Catch(func() { nn.NewBatchNorm1d(3).Forward(vram.Randn(bad)) }); !errors.Is(err, vram.ErrShape) {
+			t.Errorf("input %v: %v", bad, err)
+		}
+	}
+}
