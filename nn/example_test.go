@@ -112,3 +112,17 @@ func ExampleNewBatchNorm2dOptions() {
 	// Output:
 	// [-1.000 1.000] 0
 }
+
+// PyTorch's tuple arguments, nn.Conv2d(3, 8, kernel_size=(1, 5),
+// padding=(0, 2)), are ConvOptions' per-axis pairs; padding="same" is
+// PaddingSame.
+func ExampleNewConv2d() {
+	conv := nn.NewConv2d(3, 8, 0, nn.ConvOptions{KernelHW: [2]int{1, 5}, PaddingHW: [2]int{0, 2}})
+	same := nn.NewConv2d(3, 8, 4, nn.ConvOptions{PaddingSame: true})
+	x := vram.Randn(vram.Shape{2, 3, 6, 7})
+	fmt.Println(conv.Weight.Shape(), conv.Forward(x).Shape())
+	fmt.Println(same.Weight.Shape(), same.Forward(x).Shape())
+	// Output:
+	// [8, 3, 1, 5] [2, 8, 6, 7]
+	// [8, 3, 4, 4] [2, 8, 6, 7]
+}
