@@ -154,6 +154,17 @@ func TestCUDAPoolMatchesCPU(t *testing.T) {
 		}
 	}
 	for _, out := range [][2]int{{1, 1}, {3, 2}} {
+		t.Run(fmt.Sprint("adaptive max ", out), func(t *testing.T) {
+			compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return AdaptiveMaxPool2d(xs[0], out[0], out[1]) }, rnd(87, 2, 3, 7, 5))
+			x := rnd(88, 2, 3, 7, 5)
+			_, want := AdaptiveMaxPool2dWithIndices(x, out[0], out[1])
+			_, got := AdaptiveMaxPool2dWithIndices(x.Cast(Float32).To(CUDA(0)), out[0], out[1])
+			if !slices.Equal(got.To(CPU).Int64s(), want.Int64s()) {
+				t.Errorf("indices %v, want %v", got.To(CPU).Int64s(), want.Int64s())
+			}
+		})
+	}
+	for _, out := range [][2]int{{1, 1}, {3, 2}} {
 		t.Run(fmt.Sprint("adaptive ", out), func(t *testing.T) {
 			compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return AdaptiveAvgPool2d(xs[0], out[0], out[1]) }, rnd(83, 2, 3, 7, 5))
 		})

@@ -176,13 +176,13 @@ func maxPool2d(op string, x *Tensor, p Pool2dParams, withIndices bool) (y, indic
 	win.checkSize(op)
 	cols := im2col(x, win, math.Inf(-1))
 	defer cols.Release()
-	taps := maxTaps(cols, win)
+	taps := maxTaps(cols, win, win.firstInside())
 	defer taps.Release()
 	m := cols.Gather(2, taps)
 	defer m.Release()
 	y = inputFormat(op, x, m.Reshape(win.shape(x)...))
 	if withIndices {
-		indices = win.positions(taps)
+		indices = win.positions(taps, win.index())
 	}
 	return y, indices
 }
@@ -228,8 +228,10 @@ func (w window) floorSized(p Pool2dParams) bool {
 // pooling takes: its last NaN when it has one (PyTorch's kernels keep a
 // value when it is above the maximum so far or NaN), else its first
 // maximum inside the input, which is the window's first tap inside the
-// input when every one is -Inf. It is computed without recording.
-func maxTaps(cols *Tensor, w window) *Tensor {
+// input when every one is -Inf (inside gives that tap for each output
+// position; nil when it is always the first). It is computed without
+// recording.
+func maxTaps(cols *Tensor, w window, inside []int64) *Tensor {
 	kk, l := w.kh*w.kw, w.outH*w.outW
 	var taps *Tensor
 	NoGrad(func() {
@@ -242,8 +244,11 @@ func maxTaps(cols *Tensor, w window) *Tensor {
 			// marks the last NaN.
 			ramp := Arange(1, float64(kk)+1, 1, Float32, cols.Device()).Reshape(1, 1, kk, 1)
 			lastNaN := Where(cols.IsNaN(), ramp, Scalar(0, Float32)).ArgMax(2, true)
-			inside := FromSlice(w.firstInside(), Shape{1, 1, 1, l}, cols.Device())
-			taps = Keep(Where(hasNaN, lastNaN, Where(allNegInf, inside, first)))
+			if inside != nil {
+				it := FromSlice(inside, Shape{1, 1, 1, l}, cols.Device())
+				first = Where(allNegInf, it, first)
+			}
+			taps = Keep(Where(hasNaN, lastNaN, first))
 		})
 	})
 	return taps
@@ -275,14 +280,15 @@ func (w window) firstInside() []int64 {
 }
 
 // positions returns the flat input positions h·inW + w, as int64 [N, C,
-// OH, OW], of the taps [N, C, 1, L] of w (from maxTaps).
-func (w window) positions(taps *Tensor) *Tensor {
+// OH, OW], of the taps [N, C, 1, L] of w (from maxTaps) that the gather
+// index idx (laid out as window.index's) reads.
+func (w window) positions(taps *Tensor, idx []int64) *Tensor {
 	var out *Tensor
 	NoGrad(func() {
 		Tidy(func() {
 			n, c := taps.shape[0], taps.shape[1]
 			kk, l := w.kh*w.kw, w.outH*w.outW
-			idx := w.indexTensor(taps.ds()).Reshape(1, 1, kk, l).Expand(n, c, kk, l)
+			idx := FromSlice(idx, Shape{1, 1, kk, l}, taps.Device()).Expand(n, c, kk, l)
 			out = Keep(idx.Gather(2, taps).Reshape(w.shape(taps)...))
 		})
 	})
@@ -317,6 +323,60 @@ func AdaptiveAvgPool2d(x *Tensor, outH, outW int) *Tensor {
 		idx, counts := aw.index()
 		return avgComposed(op, x, win, idx, counts, 0)
 	})
+}
+
+// AdaptiveMaxPool2d returns the maximum of x [N, C, H, W] (or [C, H, W])
+// over the outH×outW windows of [AdaptiveAvgPool2d]
+// (torch.nn.functional.adaptive_max_pool2d). A window's NaN and ties are
+// as for [MaxPool2d]. It is composed from a Gather of the windows on every
+// device. Errors are AdaptiveAvgPool2d's.
+func AdaptiveMaxPool2d(x *Tensor, outH, outW int) *Tensor {
+	const op = "adaptive_max_pool2d"
+	defer asOp(op)
+	y, idx := adaptiveMaxPool2d(op, x, outH, outW)
+	idx.Release()
+	return y
+}
+
+// AdaptiveMaxPool2dWithIndices returns [AdaptiveMaxPool2d] of x and, for
+// each output element, the int64 position h·W + w in its input plane of
+// the element it took (return_indices=True), of the output's shape.
+func AdaptiveMaxPool2dWithIndices(x *Tensor, outH, outW int) (y, indices *Tensor) {
+	const op = "adaptive_max_pool2d_with_indices"
+	defer asOp(op)
+	return adaptiveMaxPool2d(op, x, outH, outW)
+}
+
+func adaptiveMaxPool2d(op string, x *Tensor, outH, outW int) (y, indices *Tensor) {
+	notNil(op, x)
+	if outH < 1 || outW < 1 {
+		fail(op, ErrArgument, "output size %dx%d must be positive", outH, outW)
+	}
+	y = unbatched(op, x, func(x *Tensor) *Tensor {
+		defer pin(op, x).unpin()
+		poolInput(op, x)
+		h, w := x.shape[2], x.shape[3]
+		aw := adaptiveWindow{inH: h, inW: w, outH: outH, outW: outW}
+		win := window{inH: h, inW: w, outH: outH, outW: outW, kh: aw.maxK(h, outH), kw: aw.maxK(w, outW)}
+		win.checkSize(op)
+		idx, _ := aw.index()
+		cols := gatherWindows(x, win, idx, math.Inf(-1))
+		defer cols.Release()
+		// Tap 0 of every adaptive window reads the input, and is the
+		// first of a window of -Inf.
+		taps := maxTaps(cols, win, nil)
+		defer taps.Release()
+		m := cols.Gather(2, taps)
+		defer m.Release()
+		indices = win.positions(taps, idx)
+		return inputFormat(op, x, m.Reshape(win.shape(x)...))
+	})
+	if x.Dim() == 3 {
+		ib := indices
+		defer ib.Release()
+		indices = ib.Squeeze(0)
+	}
+	return y, indices
 }
 
 // shape returns the output shape [N, C, outH, outW] of w over x.
@@ -540,7 +600,7 @@ func poolGradComposed(g, x *Tensor, win window, bp backend.Pool2DParams) *Tensor
 	if bp.Mode == backend.MaxPool {
 		cols := im2col(x, win, math.Inf(-1))
 		defer cols.Release()
-		idx := maxTaps(cols, win)
+		idx := maxTaps(cols, win, win.firstInside())
 		defer idx.Release()
 		gc := gl.contiguous("pool_backward")
 		defer gc.Release()

@@ -3,6 +3,7 @@ package vram
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 )
@@ -134,5 +135,102 @@ func TestPoolOptionErrors(t *testing.T) {
 				t.Errorf("error %v, want %v", err, tc.kind)
 			}
 		})
+	}
+}
+
+// refAdaptiveMax computes adaptive max pooling directly, with the values'
+// positions, as PyTorch's CPU kernel does (the last NaN of a window, else
+// its first maximum).
+func refAdaptiveMax(x []float64, xs []int, oh, ow int) ([]float64, []int64) {
+	n, c, h, w := xs[0], xs[1], xs[2], xs[3]
+	out, pos := make([]float64, n*c*oh*ow), make([]int64, n*c*oh*ow)
+	for nc := range n * c {
+		for i := range oh {
+			y0, y1 := i*h/oh, ((i+1)*h+oh-1)/oh
+			for j := range ow {
+				x0, x1 := j*w/ow, ((j+1)*w+ow-1)/ow
+				best, at := math.Inf(-1), y0*w+x0
+				for yy := y0; yy < y1; yy++ {
+					for xx := x0; xx < x1; xx++ {
+						if v := x[nc*h*w+yy*w+xx]; v > best || math.IsNaN(v) {
+							best, at = v, yy*w+xx
+						}
+					}
+				}
+				out[(nc*oh+i)*ow+j], pos[(nc*oh+i)*ow+j] = best, int64(at)
+			}
+		}
+	}
+	return out, pos
+}
+
+func TestAdaptiveMaxPool2d(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(-1)
+	for _, tc := range []struct {
+		name   string
+		x      []int
+		oh, ow int
+		values []float64 // the input, when not random
+	}{
+		{"divides", []int{2, 3, 6, 4}, 3, 2, nil},
+		{"uneven", []int{1, 2, 7, 5}, 3, 2, nil},
+		{"upsamples", []int{1, 1, 2, 3}, 3, 4, nil},
+		{"global", []int{2, 2, 3, 3}, 1, 1, nil},
+		{"NaN and -Inf", []int{1, 1, 2, 4}, 1, 2, []float64{nan, 1, inf, inf, 2, nan, inf, inf}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := rnd(40, tc.x...)
+			if tc.values != nil {
+				x = FromSlice(tc.values, Shape(tc.x))
+			}
+			want, wantPos := refAdaptiveMax(x.Float64s(), tc.x, tc.oh, tc.ow)
+			y, idx := AdaptiveMaxPool2dWithIndices(x, tc.oh, tc.ow)
+			if !slices.Equal(y.Shape(), Shape{tc.x[0], tc.x[1], tc.oh, tc.ow}) || !slices.Equal(idx.Shape(), y.Shape()) {
+				t.Fatalf("shapes %v and %v", y.Shape(), idx.Shape())
+			}
+			got := y.Float64s()
+			for i := range got {
+				if got[i] != want[i] && !(math.IsNaN(got[i]) && math.IsNaN(want[i])) {
+					t.Fatalf("output %v, want %v", got, want)
+				}
+			}
+			if !slices.Equal(idx.Int64s(), wantPos) {
+				t.Errorf("indices %v, want %v", idx.Int64s(), wantPos)
+			}
+			if tc.values != nil {
+				xg := x.Detach().SetRequiresGrad(true)
+				AdaptiveMaxPool2d(xg, tc.oh, tc.ow).Sum().Backward()
+				g := make([]float64, len(tc.values))
+				for _, p := range wantPos {
+					g[p]++
+				}
+				if !slices.Equal(xg.Grad().Float64s(), g) {
+					t.Errorf("gradient %v, want %v", xg.Grad().Float64s(), g)
+				}
+				return
+			}
+			closeTo(t, "channels-last", AdaptiveMaxPool2d(x.Contiguous(ChannelsLast), tc.oh, tc.ow).Float64s(), want, 0)
+			gradCheck(t, func(xs []*Tensor) *Tensor { return AdaptiveMaxPool2d(xs[0], tc.oh, tc.ow) }, rnd(41, tc.x...))
+			compareOn(t, nativeTest, nativeModes[2:], false, tolerance{rel: 1e-4}, func(xs []*Tensor) *Tensor {
+				return AdaptiveMaxPool2d(xs[0], tc.oh, tc.ow)
+			}, rnd(42, tc.x...))
+		})
+	}
+	t.Run("unbatched", func(t *testing.T) {
+		x := rnd(43, 2, 5, 4)
+		y, idx := AdaptiveMaxPool2dWithIndices(x, 2, 3)
+		_, ib := AdaptiveMaxPool2dWithIndices(x.Unsqueeze(0), 2, 3)
+		if !slices.Equal(y.Shape(), Shape{2, 2, 3}) || !slices.Equal(idx.Int64s(), ib.Int64s()) {
+			t.Errorf("unbatched %v %v, batched indices %v", y.Shape(), idx.Int64s(), ib.Int64s())
+		}
+	})
+	for _, bad := range []func(){
+		func() { AdaptiveMaxPool2d(rnd(44, 1, 1, 3, 3), 0, 1) },
+		func() { AdaptiveMaxPool2d(rnd(44, 3, 3), 1, 1) },
+		func() { AdaptiveMaxPool2d(FromSlice([]int64{1, 2, 3, 4}, Shape{1, 1, 2, 2}), 1, 1) },
+	} {
+		if err := Catch(bad); err == nil {
+			t.Error("bad input: no error")
+		}
 	}
 }

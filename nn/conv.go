@@ -266,6 +266,36 @@ func (l *AdaptiveAvgPool2d) Forward(x *vram.Tensor) *vram.Tensor {
 	return vram.AdaptiveAvgPool2d(x, l.OutH, l.OutW)
 }
 
+// AdaptiveMaxPool2d takes the maximum of its input over a fixed
+// OutH×OutW grid of windows (torch.nn.AdaptiveMaxPool2d); see
+// [vram.AdaptiveMaxPool2d].
+type AdaptiveMaxPool2d struct {
+	Base
+	OutH, OutW int
+}
+
+// NewAdaptiveMaxPool2d returns an AdaptiveMaxPool2d layer with output
+// size outH×outW. Sizes below 1 panic with an *vram.Error of kind
+// vram.ErrArgument.
+func NewAdaptiveMaxPool2d(outH, outW int) *AdaptiveMaxPool2d {
+	if outH < 1 || outW < 1 {
+		panic(&vram.Error{Op: "adaptive_max_pool2d", Kind: vram.ErrArgument, Detail: fmt.Sprintf("output size %dx%d must be positive", outH, outW)})
+	}
+	return &AdaptiveMaxPool2d{OutH: outH, OutW: outW}
+}
+
+// Forward returns the pooled x.
+func (l *AdaptiveMaxPool2d) Forward(x *vram.Tensor) *vram.Tensor {
+	return vram.AdaptiveMaxPool2d(x, l.OutH, l.OutW)
+}
+
+// ForwardWithIndices returns the pooled x and the position of each
+// maximum in its input plane (return_indices=True;
+// [vram.AdaptiveMaxPool2dWithIndices]).
+func (l *AdaptiveMaxPool2d) ForwardWithIndices(x *vram.Tensor) (y, indices *vram.Tensor) {
+	return vram.AdaptiveMaxPool2dWithIndices(x, l.OutH, l.OutW)
+}
+
 // Flatten merges dimensions StartDim to EndDim into one (torch.nn.Flatten):
 // by default every dimension but the batch's, turning [N, C, H, W] into
 // [N, C·H·W] for a linear layer.

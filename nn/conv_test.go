@@ -93,6 +93,7 @@ func TestLayerOptionErrors(t *testing.T) {
 		{"batch norm channels", func() { nn.NewBatchNorm2d(0) }},
 		{"pool kernel", func() { nn.NewMaxPool2d(0, 1, 0) }},
 		{"adaptive size", func() { nn.NewAdaptiveAvgPool2d(1, 0) }},
+		{"adaptive max size", func() { nn.NewAdaptiveMaxPool2d(0, 1) }},
 		{"dropout2d probability", func() { nn.NewDropout2d(1.5) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -414,11 +415,16 @@ func TestPoolAndFlattenLayers(t *testing.T) {
 		{"avg pool", nn.NewAvgPool2d(2, 0, 0), vram.Shape{2, 3, 4, 4}},
 		{"avg pool ceil mode and divisor", ceilAvg, vram.Shape{2, 3, 5, 5}},
 		{"adaptive", nn.NewAdaptiveAvgPool2d(3, 5), vram.Shape{2, 3, 3, 5}},
+		{"adaptive max", nn.NewAdaptiveMaxPool2d(3, 5), vram.Shape{2, 3, 3, 5}},
 		{"flatten", nn.NewFlatten(), vram.Shape{2, 192}},
 	} {
 		if got := tc.m.Forward(x).Shape(); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: shape %v, want %v", tc.name, got, tc.want)
 		}
+	}
+	am := nn.NewAdaptiveMaxPool2d(3, 2)
+	if y, idx := am.ForwardWithIndices(x); !slices.Equal(y.Float64s(), am.Forward(x).Float64s()) || idx.DType() != vram.Int64 || !slices.Equal(idx.Shape(), y.Shape()) {
+		t.Errorf("adaptive max ForwardWithIndices gave %v and indices %s %v", y.Shape(), idx.DType(), idx.Shape())
 	}
 	y, idx := ceilMax.ForwardWithIndices(x)
 	if want := vram.MaxPool2d(x, ceilMax.Params); !slices.Equal(y.Float64s(), want.Float64s()) || !slices.Equal(idx.Shape(), want.Shape()) || idx.DType() != vram.Int64 {

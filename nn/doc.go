@@ -2,8 +2,8 @@
 // in the style of torch.nn: a [Module] interface, layers ([Linear],
 // [LayerNorm], [BatchNorm1d], [GroupNorm], [Embedding], [Dropout],
 // activations, and for convolutional networks [Conv2d], [ConvTranspose2d],
-// [BatchNorm2d], [MaxPool2d], [AvgPool2d], [AdaptiveAvgPool2d], [Flatten],
-// [Dropout2d]), containers
+// [BatchNorm2d], [MaxPool2d], [AvgPool2d], [AdaptiveAvgPool2d],
+// [AdaptiveMaxPool2d], [Flatten], [Dropout2d]), containers
 // ([Sequential]), loss functions, parameter initialisation ([KaimingUniform],
 // [XavierNormal], ...) and saving and loading of parameters in the
 // safetensors format ([Save], [Load]) under PyTorch's state-dict names.
