@@ -187,6 +187,35 @@ func (l *ConvTranspose2d) Forward(x *vram.Tensor) *vram.Tensor {
 	return vram.ConvTranspose2d(x, l.Weight, l.Bias, l.Params)
 }
 
+// ForwardSize returns the transposed convolution of x with an output of
+// height h and width w, as PyTorch's forward(input, output_size) gives it:
+// a stride above 1 maps several output sizes onto one input size, and the
+// output padding (in place of Params.OutputPadding) picks among them, as a
+// decoder matches the size of its encoder's feature map. A size outside
+// the reachable ones panics with an *vram.Error of kind vram.ErrShape.
+func (l *ConvTranspose2d) ForwardSize(x *vram.Tensor, h, w int) *vram.Tensor {
+	const op = "conv_transpose2d"
+	notNil(op, x)
+	s, ws := x.Shape(), l.Weight.Shape()
+	if len(s) < 3 {
+		return l.Forward(x) // vram.ConvTranspose2d names the bad shape
+	}
+	p := l.Params
+	in := [2]int{s[len(s)-2], s[len(s)-1]}
+	want := [2]int{h, w}
+	for i := range 2 {
+		stride, dilation := max(p.Stride[i], 1), max(p.Dilation[i], 1)
+		least := (in[i]-1)*stride - 2*p.Padding[i] + dilation*(ws[2+i]-1) + 1
+		most := least + stride - 1
+		if want[i] < least || want[i] > most {
+			panic(&vram.Error{Op: op, Kind: vram.ErrShape,
+				Detail: fmt.Sprintf("requested output size %v is not reachable from input %v: axis %d takes %d to %d", want, s, i, least, most)})
+		}
+		p.OutputPadding[i] = want[i] - least
+	}
+	return vram.ConvTranspose2d(x, l.Weight, l.Bias, p)
+}
+
 // poolParams checks and returns square pooling parameters.
 func poolParams(op string, kernel, stride, padding int) vram.Pool2dParams {
 	if kernel < 1 || stride < 0 || padding < 0 {

@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"runtime"
@@ -493,5 +494,46 @@ func TestSequentialFusesConvAct(t *testing.T) {
 		conv.Weight.ZeroGrad()
 		want.Sum().Backward()
 		checkValues(t, "fused weight gradient", g, conv.Weight.Grad().Float64s(), 1e-12)
+	}
+}
+
+// TestConvTranspose2dForwardSize checks output_size: each reachable size
+// gives the transposed convolution with the output padding that reaches
+// it, and other sizes panic with ErrShape.
+func TestConvTranspose2dForwardSize(t *testing.T) {
+	g := vram.WithGenerator(vram.NewGenerator(4))
+	l := nn.NewConvTranspose2d(3, 2, 3, nn.ConvOptions{StrideHW: [2]int{2, 3}, Padding: 1}, g)
+	x := vram.Randn(vram.Shape{2, 3, 4, 5}, g)
+	// Heights 7 to 8 (stride 2), widths 13 to 15 (stride 3).
+	for _, tc := range []struct {
+		h, w int
+		ok   bool
+	}{
+		{7, 13, true}, {8, 13, true}, {7, 15, true}, {8, 14, true},
+		{6, 13, false}, {9, 13, false}, {7, 12, false}, {7, 16, false},
+	} {
+		t.Run(fmt.Sprintf("%dx%d", tc.h, tc.w), func(t *testing.T) {
+			var y *vram.Tensor
+			err := vram.Catch(func() { y = l.ForwardSize(x, tc.h, tc.w) })
+			if !tc.ok {
+				if !errors.Is(err, vram.ErrShape) {
+					t.Fatalf("error %v, want %v", err, vram.ErrShape)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := l.Params
+			p.OutputPadding = [2]int{tc.h - 7, tc.w - 13}
+			want := vram.ConvTranspose2d(x, l.Weight, l.Bias, p)
+			if !slices.Equal(y.Shape(), vram.Shape{2, 2, tc.h, tc.w}) || !slices.Equal(y.Float64s(), want.Float64s()) {
+				t.Errorf("shape %v, want [2, 2, %d, %d], or values differ", y.Shape(), tc.h, tc.w)
+			}
+			yu := l.ForwardSize(x.Select(0, 0), tc.h, tc.w)
+			if !slices.Equal(yu.Shape(), vram.Shape{2, tc.h, tc.w}) {
+				t.Errorf("unbatched shape %v", yu.Shape())
+			}
+		})
 	}
 }
