@@ -848,6 +848,19 @@ func convConcurrently(t *testing.T) {
 						}
 						MaxPool2d(x, Pool2dParams{Kernel: [2]int{2, 2}, Stride: [2]int{1, 1}})
 						AdaptiveAvgPool2d(x, 3, 2)
+						// The cached tap and divisor tables of ceil mode.
+						ceil := Pool2dParams{Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Padding: [2]int{1, 1}, CeilMode: true}
+						mp, _ := MaxPool2dWithIndices(x, ceil)
+						ap := AvgPool2d(x, ceil)
+						wantMax, _ := refPool(x.Float64s(), []int{1, 2, size, size + 1}, ceil, false)
+						wantAvg, _ := refPool(x.Float64s(), []int{1, 2, size, size + 1}, ceil, true)
+						avg := ap.Float64s()
+						for k, v := range mp.Float64s() {
+							if v != wantMax[k] || math.Abs(avg[k]-wantAvg[k]) > 1e-5 {
+								panic(fmt.Sprintf("size %d: ceil-mode pooling element %d differs", size, k))
+							}
+						}
+						AdaptiveMaxPool2d(x, 3, 2)
 					})
 					x.Release()
 					w.Release()
