@@ -292,6 +292,7 @@ func (w window) positions(taps *Tensor, idx []int64) *Tensor {
 			out = Keep(idx.Gather(2, taps).Reshape(w.shape(taps)...))
 		})
 	})
+	track(out) // by the caller's Tidy, which Keep took it from
 	return out
 }
 

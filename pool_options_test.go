@@ -234,3 +234,27 @@ func TestAdaptiveMaxPool2d(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolIndicesInsideTidy checks that the indices of the pooling ops,
+// like their values, are released by the caller's Tidy.
+func TestPoolIndicesInsideTidy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    func(x *Tensor) (y, idx *Tensor)
+	}{
+		{"max", func(x *Tensor) (*Tensor, *Tensor) { return MaxPool2dWithIndices(x, Pool2dParams{Kernel: [2]int{2, 2}}) }},
+		{"max unbatched", func(x *Tensor) (*Tensor, *Tensor) {
+			return MaxPool2dWithIndices(x.Select(0, 0), Pool2dParams{Kernel: [2]int{2, 2}})
+		}},
+		{"adaptive max", func(x *Tensor) (*Tensor, *Tensor) { return AdaptiveMaxPool2dWithIndices(x, 3, 2) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := rnd(45, 2, 2, 4, 4)
+			var y, idx *Tensor
+			Tidy(func() { y, idx = tc.f(x) })
+			if !y.Released() || !idx.Released() {
+				t.Errorf("after the Tidy: values released %v, indices released %v", y.Released(), idx.Released())
+			}
+		})
+	}
+}
