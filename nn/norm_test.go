@@ -3,10 +3,12 @@ package nn_test
 import (
 	"errors"
 	"math"
+	"runtime"
 	"slices"
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/nn"
 )
 
@@ -343,4 +345,42 @@ func TestBatchNorm1d(t *testing.T) {
 			t.Errorf("input %v: %v", bad, err)
 		}
 	}
+}
+
+// TestOptionLayersFreeTheirTemporaries runs the layers and options of
+// padding "same", ceil-mode pooling, GroupNorm, BatchNorm1d and adaptive
+// max pooling forward and backward on a simulated device, and checks that
+// nothing but what the caller holds stays allocated.
+func TestOptionLayersFreeTheirTemporaries(t *testing.T) {
+	d := vram.Sim(1)
+	if !d.Available() {
+		t.Skip("no sim:1")
+	}
+	memtest.Settle()
+	base := vram.Storage(d).LiveBytes
+	pool := nn.NewMaxPool2d(3, 2, 1)
+	pool.Params.CeilMode = true
+	avg := nn.NewAvgPool2d(2, 2, 1)
+	avg.Params.CeilMode, avg.Params.DivisorOverride = true, 3
+	m := nn.NewSequential(
+		nn.NewConv2d(2, 4, 2, nn.ConvOptions{PaddingSame: true}, d),
+		nn.NewGroupNorm(2, 4, 1e-5, d),
+		pool, avg,
+		nn.NewAdaptiveMaxPool2d(2, 2),
+		nn.NewFlatten(),
+		nn.NewBatchNorm1d(16, d),
+	)
+	x := vram.Randn(vram.Shape{3, 2, 9, 8}, d)
+	vram.Tidy(func() {
+		m.Forward(x).Sum().Backward()
+		_, idx := pool.ForwardWithIndices(x.Narrow(1, 0, 1))
+		_ = idx
+	})
+	x.Release()
+	nn.Release(m)
+	memtest.Settle()
+	if got := vram.Storage(d).LiveBytes - base; got > 0 {
+		t.Fatalf("%d bytes live after the step and nn.Release", got)
+	}
+	runtime.KeepAlive(m)
 }
