@@ -25,7 +25,11 @@ import (
 // replicas' gradients with a collective and then steps every replica with
 // the same update, so no forward copies the parameters again. Replica 0 is
 // the module itself, on the first device, so after training it holds the
-// trained parameters.
+// trained parameters. Buffers (BatchNorm's running statistics) are the
+// module's: every forward copies them to the other replicas first, as
+// PyTorch's replication at each forward does, so the module's statistics
+// come from the first device's share of each batch and an evaluation
+// treats every row alike.
 //
 // A DataParallelModule is an [nn.Module]: its parameters are replica 0's,
 // named "module."+name like PyTorch's DataParallel. It is used by one
@@ -299,6 +303,7 @@ func (dp *DataParallelModule) Forward(x *vram.Tensor) *vram.Tensor {
 	const op = "data parallel forward"
 	dp.live(op)
 	dim, sizes := dp.shares(op, x)
+	dp.syncBuffers(op)
 	offs := offsets(sizes)
 	outs := make([]*vram.Tensor, len(dp.devs))
 	dp.onReplicas(op, sizes, dp.rep.forward, func(r int) {
@@ -341,6 +346,42 @@ func (dp *DataParallelModule) Forward(x *vram.Tensor) *vram.Tensor {
 	return vram.Cat(moved, resolveDim(op, dp.dim, moved[0].Dim()))
 }
 
+// syncBuffers copies the module's buffers (replica 0's, such as
+// BatchNorm's running statistics) to every other replica, as PyTorch's
+// DataParallel does by replicating the module at each forward: every row
+// of an evaluation then sees the module's statistics, whichever replica
+// computes it, and the module's buffers are those of one device's share of
+// each training batch, as in PyTorch. It panics with an [*vram.Error] of
+// kind vram.ErrShape when a replica's buffers no longer match the
+// module's.
+func (dp *DataParallelModule) syncBuffers(op string) {
+	src := nn.NamedBuffers(dp.replicas[0])
+	if len(src) == 0 {
+		return
+	}
+	vram.NoGrad(func() {
+		for r, rep := range dp.replicas[1:] {
+			dst := nn.NamedBuffers(rep)
+			if len(dst) != len(src) {
+				panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("%s has %d buffers, the module %d", dp.label(r+1), len(dst), len(src))})
+			}
+			for i, b := range src {
+				d := dst[i].Tensor
+				if d == b.Tensor {
+					continue // shared with the module
+				}
+				if !slices.Equal(d.Shape(), b.Tensor.Shape()) || d.DType() != b.Tensor.DType() {
+					panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("%s's buffer %s is %v %v, the module's %v %v",
+						dp.label(r+1), dst[i].Name, d.Shape(), d.DType(), b.Tensor.Shape(), b.Tensor.DType())})
+				}
+				v := b.Tensor.To(d.Device())
+				d.CopyFrom(v)
+				v.Release()
+			}
+		}
+	})
+}
+
 func offsets(sizes []int) []int {
 	out := make([]int, len(sizes))
 	for i := 1; i < len(sizes); i++ {
@@ -372,6 +413,7 @@ func (dp *DataParallelModule) ForwardLoss(x, y *vram.Tensor, lossFn func(output,
 	if y.Size(ydim) != x.Size(dim) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("inputs %v and targets %v differ in the batch dimension %d", x.Shape(), y.Shape(), dim)})
 	}
+	dp.syncBuffers(op)
 	total := float64(x.Size(dim))
 	offs := offsets(sizes)
 	parts := make([]*vram.Tensor, len(dp.devs))

@@ -450,3 +450,66 @@ func TestReplicaOptimizerGroups(t *testing.T) {
 		})
 	}
 }
+
+// TestDataParallelBuffers checks that the replicas use the module's
+// buffers (BatchNorm's running statistics), as PyTorch's DataParallel
+// does by replicating the module at each forward: the module's statistics
+// are those of the first device's share of each training batch, and an
+// evaluation gives every row the output the module alone gives it,
+// whichever replica computes the row.
+func TestDataParallelBuffers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		loss bool // train through ForwardLoss rather than Forward
+		devs []vram.Device
+	}{
+		{name: "forward, 2 sim devices", devs: []vram.Device{vram.Sim(0), vram.Sim(1)}},
+		{name: "forward loss, sim and CPU", loss: true, devs: []vram.Device{vram.Sim(0), vram.CPU}},
+		{name: "forward, 3 devices", devs: []vram.Device{vram.Sim(0), vram.Sim(1), vram.Sim(2)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vram.Tidy(func() {
+				bn := nn.NewBatchNorm2d(3, vram.Sim(0))
+				defer nn.Release(bn)
+				ref := nn.NewBatchNorm2d(3) // trained on the first device's share alone
+				defer nn.Release(ref)
+				dp, err := NewDataParallel(bn, tc.devs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer dp.Release()
+				const batch = 7
+				first := splitSizes(batch, len(tc.devs))[0]
+				x := vram.Randn(vram.Shape{batch, 3, 2, 2}, vram.WithGenerator(vram.NewGenerator(3)))
+				for step := range 3 {
+					in := x.AddScalar(float64(2 * step)) // every batch moves the statistics
+					if tc.loss {
+						dp.ForwardLoss(in, in, nn.MSELoss).Backward()
+					} else {
+						dp.Forward(in)
+					}
+					ref.Forward(in.Narrow(0, 0, first))
+				}
+				dp.Eval()
+				ref.Eval()
+				got := dp.Forward(x).To(vram.CPU).Float64s()
+				want := ref.Forward(x).Float64s()
+				for i := range want {
+					if !nearF32(got[i], want[i]) {
+						t.Fatalf("evaluation output %d is %v, the module alone gives %v", i, got[i], want[i])
+					}
+				}
+				for r, rep := range dp.Replicas() {
+					for i, b := range nn.NamedBuffers(rep) {
+						w := nn.NamedBuffers(ref)[i].Tensor.Float64s()
+						for j, v := range b.Tensor.Float64s() {
+							if !nearF32(v, w[j]) {
+								t.Fatalf("replica %d's %s is %v, want %v", r, b.Name, b.Tensor.Float64s(), w)
+							}
+						}
+					}
+				}
+			})
+		})
+	}
+}
