@@ -4,7 +4,9 @@ package parallel
 // as torch.nn.parallel.DistributedDataParallel does:
 //
 //   - At construction every rank checks that the others built the same
-//     parameters (names, shapes, dtypes) and takes rank 0's values.
+//     parameters and buffers (names, shapes, dtypes) and takes rank 0's
+//     values. Each forward with gradients on, outside NoSync, takes rank
+//     0's buffers again (PyTorch's broadcast_buffers).
 //   - The gradients live in flat buckets of about BucketCapBytes each,
 //     filled in reverse parameter order (the order backward produces
 //     them), and each parameter's gradient is a view of its bucket: there
@@ -52,6 +54,13 @@ type DDPOptions struct {
 	// the loss, instead of failing (PyTorch's find_unused_parameters).
 	// It needs Backward to be called through the DDP.
 	FindUnusedParameters bool
+	// KeepLocalBuffers makes every rank keep its own buffers (BatchNorm's
+	// running statistics) from one forward to the next (PyTorch's
+	// broadcast_buffers=False). By default each Forward with gradients
+	// on, outside NoSync, first gives every rank rank 0's buffers, as
+	// PyTorch's DDP does. Either way the buffers are taken from rank 0
+	// once, at construction.
+	KeepLocalBuffers bool
 }
 
 // BucketInfo describes one gradient bucket, for logs and tests.
@@ -88,6 +97,7 @@ type DistributedDataParallel struct {
 	dev     vram.Device
 	opts    DDPOptions
 	all     []nn.NamedParameter // every parameter, frozen ones too
+	bufs    []nn.NamedParameter // the module's buffers
 	slots   []*slot             // the parameters that require grad, in order
 	buckets []*bucket
 	stream  *vram.Stream // the communication stream
@@ -138,10 +148,10 @@ type reduced struct {
 // comm's device, for training on every rank of comm. It runs collectives,
 // so every rank calls it: they check that their models agree and take
 // rank 0's parameter values (frozen parameters too; only those that
-// require grad are reduced). It returns an error for a nil
+// require grad are reduced) and buffers. It returns an error for a nil
 // module or communicator, a model without trainable parameters, a
-// parameter on another device, models that differ between ranks, or a
-// failed collective.
+// parameter or buffer on another device, models that differ between
+// ranks, or a failed collective.
 func NewDistributedDataParallel(m nn.Module, comm Communicator, opts DDPOptions) (*DistributedDataParallel, error) {
 	const op = "parallel: DDP"
 	switch {
@@ -175,6 +185,16 @@ func NewDistributedDataParallel(m nn.Module, comm Communicator, opts DDPOptions)
 	if len(d.slots) == 0 {
 		return nil, fmt.Errorf("%s: the module has no parameters that require grad: %w", op, vram.ErrArgument)
 	}
+	for _, b := range nn.NamedBuffers(m) {
+		switch t := b.Tensor; {
+		case t == nil || t.Released():
+			return nil, fmt.Errorf("%s: buffer %s is nil or released: %w", op, b.Name, vram.ErrArgument)
+		case t.Device() != d.dev:
+			return nil, fmt.Errorf("%s: buffer %s is on %s, rank %d's device is %s; move the model with m.To(%s) first: %w",
+				op, b.Name, t.Device(), comm.Rank(), d.dev, d.dev, vram.ErrDevice)
+		}
+		d.bufs = append(d.bufs, b)
+	}
 	if err := d.checkSameModel(); err != nil {
 		return nil, err
 	}
@@ -182,6 +202,10 @@ func NewDistributedDataParallel(m nn.Module, comm Communicator, opts DDPOptions)
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if err := d.broadcastParams(); err != nil {
+		d.releaseBuckets()
+		return nil, err
+	}
+	if err := d.broadcastBuffers(); err != nil {
 		d.releaseBuckets()
 		return nil, err
 	}
@@ -201,14 +225,17 @@ func NewDistributedDataParallel(m nn.Module, comm Communicator, opts DDPOptions)
 	return d, nil
 }
 
-// checkSameModel compares a digest of the parameters (names, shapes and
-// dtypes) between the ranks.
+// checkSameModel compares a digest of the parameters and buffers (names,
+// shapes and dtypes) between the ranks.
 func (d *DistributedDataParallel) checkSameModel() error {
 	h := fnv.New64a()
 	var elems int64
 	for _, p := range d.all {
 		fmt.Fprintf(h, "%s %v %s %v;", p.Name, p.Tensor.Shape(), p.Tensor.DType(), p.Tensor.RequiresGrad())
 		elems += int64(p.Tensor.NumElements())
+	}
+	for _, b := range d.bufs {
+		fmt.Fprintf(h, "buffer %s %v %s;", b.Name, b.Tensor.Shape(), b.Tensor.DType())
 	}
 	mine := []int64{int64(len(d.all)), elems, int64(h.Sum64())}
 	n := d.comm.Size()
@@ -229,7 +256,7 @@ func (d *DistributedDataParallel) checkSameModel() error {
 	for r := range n {
 		o := all[3*r : 3*r+3]
 		if !slices.Equal(o, all[:3]) {
-			return fmt.Errorf("parallel: DDP: rank %d's model differs from rank 0's (%d parameters of %d elements, against %d of %d, or other names, shapes or dtypes); every rank must build the same model: %w",
+			return fmt.Errorf("parallel: DDP: rank %d's model differs from rank 0's (%d parameters of %d elements, against %d of %d, or other names, shapes or dtypes of parameters or buffers); every rank must build the same model: %w",
 				r, o[0], o[1], all[0], all[1], ErrMismatch)
 		}
 	}
@@ -325,6 +352,40 @@ func (d *DistributedDataParallel) broadcastParams() error {
 	}
 	if err != nil {
 		return fmt.Errorf("parallel: DDP: broadcasting rank 0's parameters: %w", err)
+	}
+	return nil
+}
+
+// broadcastBuffers gives every rank rank 0's buffers, one broadcast per
+// buffer (through a contiguous copy for one that is not contiguous).
+func (d *DistributedDataParallel) broadcastBuffers() error {
+	if d.comm.Size() == 1 || len(d.bufs) == 0 {
+		return nil
+	}
+	var cerr error
+	err := vram.Catch(func() {
+		vram.NoGrad(func() {
+			for _, b := range d.bufs {
+				if b.Tensor.IsContiguous() {
+					cerr = d.comm.Broadcast(b.Tensor, 0)
+				} else {
+					c := b.Tensor.Contiguous()
+					if cerr = d.comm.Broadcast(c, 0); cerr == nil {
+						b.Tensor.CopyFrom(c)
+					}
+					c.Release()
+				}
+				if cerr != nil {
+					return
+				}
+			}
+		})
+	})
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("parallel: DDP: broadcasting rank 0's buffers: %w", err)
 	}
 	return nil
 }
@@ -589,13 +650,18 @@ func (d *DistributedDataParallel) abandonLocked() {
 	d.active, d.next = false, 0
 }
 
-// Forward runs the wrapped module's Forward. It panics with an
-// [*vram.Error] when the last step went wrong and no Backward reported it:
-// its reduction failed (kind ErrBackend, wrapping the [*RankError]), or
-// parameters received no gradient (kind ErrAutograd).
+// Forward runs the wrapped module's Forward. With gradients on, outside
+// NoSync, it first gives every rank rank 0's buffers (unless
+// DDPOptions.KeepLocalBuffers is set): a collective, so every rank calls
+// Forward as often. It panics with an [*vram.Error] when the last step
+// went wrong and no Backward reported it: its reduction failed (kind
+// ErrBackend, wrapping the [*RankError]), or parameters received no
+// gradient (kind ErrAutograd); or when the broadcast of the buffers
+// failed (kind ErrBackend; the communicator is aborted).
 func (d *DistributedDataParallel) Forward(x *vram.Tensor) *vram.Tensor {
 	d.mu.Lock()
 	err := d.pendingLocked()
+	sync := err == nil && d.noSync == 0 && !d.opts.KeepLocalBuffers && vram.GradEnabled()
 	d.mu.Unlock()
 	if err != nil {
 		kind := vram.ErrBackend
@@ -603,6 +669,12 @@ func (d *DistributedDataParallel) Forward(x *vram.Tensor) *vram.Tensor {
 			kind = vram.ErrAutograd
 		}
 		panic(&vram.Error{Op: "ddp forward", Kind: kind, Detail: "the last step failed", Err: err})
+	}
+	if sync {
+		if err := d.broadcastBuffers(); err != nil {
+			d.comm.Abort(err)
+			panic(&vram.Error{Op: "ddp forward", Kind: vram.ErrBackend, Detail: fmt.Sprintf("rank %d", d.comm.Rank()), Err: err})
+		}
 	}
 	return d.module.Forward(x)
 }

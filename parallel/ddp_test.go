@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -509,5 +510,123 @@ func TestDDPRankFails(t *testing.T) {
 	}
 	if el := time.Since(start); el > 10*time.Second {
 		t.Errorf("took %v", el)
+	}
+}
+
+// bnNet is a BatchNorm2d and a Linear head: a model with buffers.
+type bnNet struct {
+	nn.Base
+	bn   *nn.BatchNorm2d
+	head *nn.Linear
+}
+
+func newBNNet(seed uint64, dev vram.Device) *bnNet {
+	m := &bnNet{bn: nn.NewBatchNorm2d(2, dev), head: nn.NewLinear(8, 1, dev, vram.WithGenerator(vram.NewGenerator(seed)))}
+	m.RegisterModule("bn", m.bn)
+	m.RegisterModule("head", m.head)
+	return m
+}
+
+func (m *bnNet) Forward(x *vram.Tensor) *vram.Tensor {
+	return m.head.Forward(m.bn.Forward(x).Reshape(x.Size(0), -1))
+}
+
+// TestDDPBuffers checks PyTorch's handling of buffers: rank 0's are taken
+// at construction, and, unless KeepLocalBuffers is set, at every forward
+// with gradients on outside NoSync, so that each rank's running
+// statistics after a step are rank 0's before it updated with the rank's
+// own share of the batch.
+func TestDDPBuffers(t *testing.T) {
+	const ranks, steps = 2, 3
+	for _, tc := range []struct {
+		name  string
+		keep  bool // KeepLocalBuffers
+		local bool // the in-process collectives rather than TCP
+	}{
+		{name: "TCP, broadcast at each forward"},
+		{name: "in process, broadcast at each forward", local: true},
+		{name: "TCP, local buffers", keep: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			devs := []vram.Device{vram.Sim(0), vram.Sim(1)}
+			var comms []Communicator
+			if tc.local {
+				var err error
+				if comms, err = NewLocalGroupOptions(devs, LocalOptions{Timeout: 5 * time.Second}); err != nil {
+					t.Fatal(err)
+				}
+				defer func() {
+					for _, c := range comms {
+						c.Close()
+					}
+				}()
+			} else {
+				comms = tcpGroup(t, ranks, 5*time.Second, devs...)
+			}
+			data := func(r, step int) *vram.Tensor { // rank r's share at step
+				g := vram.NewGenerator(uint64(10*step + r))
+				return vram.Randn(vram.Shape{3, 2, 2, 2}, vram.WithGenerator(g)).AddScalar(float64(r + step))
+			}
+			// stats[step][r] is rank r's running mean and variance after
+			// step; stats[0] is after construction.
+			stats := make([][ranks][]float64, steps+1)
+			errs := onRanks(comms, func(r int, c Communicator) error {
+				m := newBNNet(uint64(r+1), c.Device())
+				defer nn.Release(m)
+				if r == 1 {
+					vram.NoGrad(func() { m.bn.RunningMean.FillInPlace(7) }) // must be replaced by rank 0's
+				}
+				ddp, err := NewDistributedDataParallel(m, c, DDPOptions{KeepLocalBuffers: tc.keep})
+				if err != nil {
+					return err
+				}
+				defer ddp.Close()
+				record := func(step int) {
+					stats[step][r] = append(m.bn.RunningMean.Float64s(), m.bn.RunningVar.Float64s()...)
+				}
+				record(0)
+				for step := 1; step <= steps; step++ {
+					var berr error
+					vram.Tidy(func() {
+						berr = ddp.Backward(ddp.Forward(data(r, step).To(c.Device())).Sum())
+						ddp.ZeroGrad()
+					})
+					if berr != nil {
+						return berr
+					}
+					record(step)
+				}
+				return nil
+			})
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			if !slices.Equal(stats[0][1], stats[0][0]) {
+				t.Fatalf("after construction rank 1's statistics are %v, rank 0's %v", stats[0][1], stats[0][0])
+			}
+			for step := 1; step <= steps; step++ {
+				for r := range ranks {
+					from := stats[step-1][0] // rank 0's
+					if tc.keep {
+						from = stats[step-1][r]
+					}
+					ref := nn.NewBatchNorm2d(2)
+					vram.NoGrad(func() {
+						ref.RunningMean.CopyFrom(vram.FromSlice(from[:2], vram.Shape{2}, vram.Float32))
+						ref.RunningVar.CopyFrom(vram.FromSlice(from[2:], vram.Shape{2}, vram.Float32))
+					})
+					ref.Forward(data(r, step))
+					want := append(ref.RunningMean.Float64s(), ref.RunningVar.Float64s()...)
+					nn.Release(ref)
+					for i := range want {
+						if !nearF32(stats[step][r][i], want[i]) {
+							t.Fatalf("step %d: rank %d's statistics are %v, want %v", step, r, stats[step][r], want)
+						}
+					}
+				}
+			}
+		})
 	}
 }
