@@ -128,7 +128,8 @@ func (g *localGroup) failure() error {
 }
 
 // meet brings s to the next meeting and returns its result. The last rank
-// to arrive checks that every rank called the same op and runs work.
+// to arrive checks that every rank called the same op and runs work; a
+// mismatch or a failure of work ends the group.
 func (c *localComm) meet(s meetSlot, work func(slots []meetSlot) error) error {
 	// The rank's queued work first, then the meeting.
 	if err := vram.CurrentStream(c.Device()).Synchronize(); err != nil {
@@ -155,6 +156,12 @@ func (c *localComm) meet(s meetSlot, work func(slots []meetSlot) error) error {
 					err = e
 				}
 			}
+		}
+		if err != nil {
+			// Ranks that disagree, or a collective that failed half way,
+			// leave the group out of step: end it, as the other
+			// communicators do, rather than let later calls pair up wrongly.
+			g.fail(err)
 		}
 		g.result = err
 		clear(g.slots)

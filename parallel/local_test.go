@@ -147,19 +147,62 @@ func TestLocalCollectives(t *testing.T) {
 }
 
 func TestLocalMismatchAndTimeout(t *testing.T) {
+	// Ranks that disagree all fail with ErrMismatch, and the group ends:
+	// a later call returns the same error rather than pair up with calls
+	// of another step.
+	for _, tc := range []struct {
+		name string
+		call func(c Communicator) error
+	}{
+		{"sizes", func(c Communicator) error {
+			return c.AllReduce(vram.Ones(vram.Shape{2 + c.Rank()}, c.Device()), Sum)
+		}},
+		{"dtypes", func(c Communicator) error {
+			dt := []vram.DType{vram.Float32, vram.Int64}[c.Rank()]
+			return c.AllReduce(vram.Ones(vram.Shape{2}, dt, c.Device()), Sum)
+		}},
+		{"reductions", func(c Communicator) error {
+			return c.AllReduce(vram.Ones(vram.Shape{2}, c.Device()), []ReduceOp{Sum, Max}[c.Rank()])
+		}},
+		{"roots", func(c Communicator) error {
+			return c.Broadcast(vram.Ones(vram.Shape{2}, c.Device()), c.Rank())
+		}},
+		{"collectives", func(c Communicator) error {
+			if c.Rank() == 0 {
+				return c.Barrier()
+			}
+			return c.AllReduce(vram.Ones(vram.Shape{2}, c.Device()), Sum)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			comms, err := NewLocalGroupOptions(simDevs(2), LocalOptions{Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs := eachRank(comms, func(c Communicator) error {
+				var err error
+				vram.Tidy(func() { err = tc.call(c) })
+				return err
+			})
+			for r, err := range errs {
+				if !errors.Is(err, ErrMismatch) {
+					t.Errorf("rank %d: %v, want ErrMismatch", r, err)
+				}
+			}
+			start := time.Now()
+			for r, err := range eachRank(comms, func(c Communicator) error { return c.Barrier() }) {
+				if !errors.Is(err, ErrMismatch) {
+					t.Errorf("rank %d: a call after the mismatch: %v, want ErrMismatch", r, err)
+				}
+			}
+			if el := time.Since(start); el > time.Second {
+				t.Errorf("a call after the mismatch took %v", el)
+			}
+		})
+	}
 	comms, err := NewLocalGroupOptions(simDevs(2), LocalOptions{Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
-	}
-	errs := eachRank(comms, func(c Communicator) error {
-		x := vram.Ones(vram.Shape{2 + c.Rank()}, c.Device())
-		defer x.Release()
-		return c.AllReduce(x, Sum)
-	})
-	for r, err := range errs {
-		if !errors.Is(err, ErrMismatch) {
-			t.Errorf("rank %d: %v, want ErrMismatch", r, err)
-		}
 	}
 	// Rank 1 never arrives: rank 0 fails in time, naming it.
 	start := time.Now()
