@@ -220,11 +220,16 @@ func (r *pipeRun) recv(ch chan *vram.Tensor) *vram.Tensor {
 	}
 }
 
-// guard runs stage s's body, recording its failure and stopping the
-// others.
+// guard runs stage s's body, recording its failure (a panic, or the end
+// of the goroutine before body returned) and stopping the others.
 func (r *pipeRun) guard(s int, body func()) {
+	finished := false
 	defer func() {
-		if e := recover(); e != nil {
+		e := recover()
+		if e == nil && !finished {
+			e = errGoexit
+		}
+		if e != nil {
 			if e != errStageStopped {
 				r.fails[s], r.stack[s] = e, debug.Stack()
 				r.failOnce.Do(func() { r.first = s })
@@ -233,6 +238,7 @@ func (r *pipeRun) guard(s int, body func()) {
 		}
 	}()
 	body()
+	finished = true
 }
 
 // run runs stage(s) on a goroutine per stage and re-raises the first

@@ -28,7 +28,9 @@ type worker struct {
 // that the time it took is the device's time. It returns each worker's
 // duration. A panic in a worker is re-raised on the caller's goroutine
 // once all have finished, the lowest-numbered first, naming the worker
-// with label(i) (see rethrow).
+// with label(i) (see rethrow); so is a worker whose goroutine ended before
+// fn returned (runtime.Goexit, which testing's FailNow calls), as
+// [errGoexit], rather than leave its share of the work undone unnoticed.
 func onDevices(op string, label func(i int) string, ws []worker) []time.Duration {
 	grad, inference := vram.GradEnabled(), vram.InferenceModeEnabled()
 	streams := make([]*vram.Stream, len(ws))
@@ -43,9 +45,12 @@ func onDevices(op string, label func(i int) string, ws []worker) []time.Duration
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			finished := false
 			defer func() {
 				if p := recover(); p != nil {
 					panics[i], stacks[i] = p, debug.Stack()
+				} else if !finished {
+					panics[i] = errGoexit
 				}
 			}()
 			start := time.Now()
@@ -57,6 +62,7 @@ func onDevices(op string, label func(i int) string, ws []worker) []time.Duration
 			}
 			withSettings(grad, inference, streams[i], body)
 			took[i] = time.Since(start)
+			finished = true
 		}()
 	}
 	wg.Wait()
@@ -67,6 +73,11 @@ func onDevices(op string, label func(i int) string, ws []worker) []time.Duration
 	}
 	return took
 }
+
+// errGoexit is the failure of a worker whose goroutine ended before its
+// work returned, without a panic: a misuse, of kind vram.ErrArgument.
+var errGoexit = &vram.Error{Op: "worker", Kind: vram.ErrArgument,
+	Detail: "the goroutine exited before its work returned (runtime.Goexit, which testing's FailNow and SkipNow call, cannot end a goroutine of this package's workers; panic instead)"}
 
 // withSettings runs fn with the given gradient and inference modes and
 // current stream on the calling goroutine.

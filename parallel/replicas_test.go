@@ -1,0 +1,95 @@
+package parallel
+
+import (
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+)
+
+// exiter doubles its input, except on device on, where it ends its
+// goroutine with runtime.Goexit (as t.FailNow in a module under test does).
+type exiter struct {
+	nn.Base
+	on vram.Device
+}
+
+func (m *exiter) Forward(x *vram.Tensor) *vram.Tensor {
+	if x.Device() == m.on {
+		runtime.Goexit()
+	}
+	return x.MulScalar(2)
+}
+
+// TestWorkerGoexit checks that a worker goroutine that ends without
+// returning or panicking fails the call with an error naming it, rather
+// than losing its share of the batch (DataParallel) or leaving the other
+// stages waiting for ever (Pipeline).
+func TestWorkerGoexit(t *testing.T) {
+	mse := nn.MSELoss
+	stages := func() []Stage {
+		return []Stage{{&exiter{on: vram.Sim(1)}, vram.Sim(0)}, {&exiter{on: vram.Sim(1)}, vram.Sim(1)}, {&exiter{on: vram.Sim(1)}, vram.Sim(2)}}
+	}
+	for _, tc := range []struct {
+		name string
+		who  string
+		call func(x *vram.Tensor)
+	}{
+		{"data parallel forward", "replica 1 on sim:1", func(x *vram.Tensor) {
+			dp, err := NewDataParallel(&exiter{on: vram.Sim(1)}, simDevs(2))
+			if err != nil {
+				panic(err)
+			}
+			defer dp.Release()
+			dp.Forward(x)
+		}},
+		{"data parallel forward loss", "replica 1 on sim:1", func(x *vram.Tensor) {
+			dp, err := NewDataParallel(&exiter{on: vram.Sim(1)}, simDevs(2))
+			if err != nil {
+				panic(err)
+			}
+			defer dp.Release()
+			dp.ForwardLoss(x, x, mse)
+		}},
+		{"pipeline forward", "stage 1 on sim:1", func(x *vram.Tensor) {
+			p, err := NewPipeline(stages(), MicroBatches(2))
+			if err != nil {
+				panic(err)
+			}
+			p.Forward(x)
+		}},
+		{"pipeline GPipe", "stage 1 on sim:1", func(x *vram.Tensor) {
+			p, err := NewPipeline(stages(), MicroBatches(2))
+			if err != nil {
+				panic(err)
+			}
+			p.ForwardBackward(x, x, mse)
+		}},
+		{"pipeline 1F1B", "stage 1 on sim:1", func(x *vram.Tensor) {
+			p, err := NewPipeline(stages(), MicroBatches(2), WithSchedule(OneFOneB))
+			if err != nil {
+				panic(err)
+			}
+			p.ForwardBackward(x, x, mse)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				done <- vram.Catch(func() { vram.Tidy(func() { tc.call(vram.Ones(vram.Shape{4, 2})) }) })
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, vram.ErrArgument) || !strings.Contains(err.Error(), tc.who) || !strings.Contains(err.Error(), "Goexit") {
+					t.Fatalf("got %v, want an ErrArgument naming %s and runtime.Goexit", err, tc.who)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("still waiting after 5s")
+			}
+		})
+	}
+}
