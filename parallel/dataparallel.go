@@ -44,6 +44,9 @@ type DataParallelModule struct {
 	dim      int
 	bucket   int64
 	closed   bool
+	// summed is set once SyncGradients has summed the gradients of the
+	// current step, and cleared by the next forward, backward or ZeroGrad.
+	summed bool
 
 	rep dpTimes
 }
@@ -304,6 +307,7 @@ func (dp *DataParallelModule) Forward(x *vram.Tensor) *vram.Tensor {
 	dp.live(op)
 	dim, sizes := dp.shares(op, x)
 	dp.syncBuffers(op)
+	dp.summed = false
 	offs := offsets(sizes)
 	outs := make([]*vram.Tensor, len(dp.devs))
 	dp.onReplicas(op, sizes, dp.rep.forward, func(r int) {
@@ -414,6 +418,7 @@ func (dp *DataParallelModule) ForwardLoss(x, y *vram.Tensor, lossFn func(output,
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("inputs %v and targets %v differ in the batch dimension %d", x.Shape(), y.Shape(), dim)})
 	}
 	dp.syncBuffers(op)
+	dp.summed = false
 	total := float64(x.Size(dim))
 	offs := offsets(sizes)
 	parts := make([]*vram.Tensor, len(dp.devs))
@@ -474,6 +479,7 @@ func (l *Loss) Backward() {
 			sizes[r] = 1
 		}
 	}
+	l.dp.summed = false
 	l.dp.onReplicas(op, sizes, l.dp.rep.backward, func(r int) { l.parts[r].Backward() })
 	l.dp.rep.backwards++
 }
@@ -493,13 +499,20 @@ func (l *Loss) Release() {
 // gradient of the whole batch. A parameter with a gradient on some
 // replicas gets zeros on the others first; one with a gradient on none is
 // left alone. The wrapper optimizer's Step calls it; call it yourself
-// before stepping optimizers of your own on each replica. A failed
-// collective aborts the group, so that no replica waits for ever, and is
-// returned.
+// before reading the gradients (until then replica 0's, the module's, are
+// only its share) or stepping optimizers of your own on each replica.
+// The gradients are summed once per step: a call after the sum, before
+// the next Forward, ForwardLoss, Loss.Backward or the wrapper optimizer's
+// ZeroGrad, does nothing (so SyncGradients, then the wrapper's Step, sums
+// once). Call it after the step's last backward. A failed collective
+// aborts the group, so that no replica waits for ever, and is returned.
 func (dp *DataParallelModule) SyncGradients() error {
 	const op = "data parallel gradients"
 	if dp.closed {
 		return errors.New("parallel: data parallel: SyncGradients after Release")
+	}
+	if dp.summed {
+		return nil
 	}
 	n := len(dp.params[0])
 	var idx []int // parameters with a gradient somewhere
@@ -522,6 +535,7 @@ func (dp *DataParallelModule) SyncGradients() error {
 		}
 	}
 	if len(idx) == 0 {
+		dp.summed = true
 		return nil
 	}
 	buckets := dp.buckets(idx)
@@ -546,7 +560,35 @@ func (dp *DataParallelModule) SyncGradients() error {
 	if err != nil {
 		return err
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	dp.summed = true
+	return nil
+}
+
+// ClipGradNorm sums the replicas' gradients (SyncGradients) and scales
+// every replica's in place so that their combined L2 norm is at most
+// maxNorm, as [optim.ClipGradNorm] does on one device, and returns the
+// norm before clipping. It is the DataParallel spelling of PyTorch's
+// clip_grad_norm_(model.parameters(), maxNorm), between the backward and
+// the optimizer's Step: optim.ClipGradNorm on the module's parameters
+// alone would clip replica 0's share of the gradient before the sum, and
+// leave the other replicas unclipped. It returns SyncGradients' error, or
+// one of kind vram.ErrArgument for a negative or NaN maxNorm.
+func (dp *DataParallelModule) ClipGradNorm(maxNorm float64) (float64, error) {
+	const op = "data parallel clip gradients"
+	if !(maxNorm >= 0) {
+		return 0, &vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("max norm must be non-negative, got %v", maxNorm)}
+	}
+	if err := dp.SyncGradients(); err != nil {
+		return 0, err
+	}
+	norms := make([]float64, len(dp.devs))
+	err := vram.Catch(func() {
+		dp.onReplicas(op, nil, dp.rep.reduce, func(r int) { norms[r] = optim.ClipGradNorm(dp.params[r], maxNorm) })
+	})
+	return norms[0], err
 }
 
 // buckets groups the parameters idx (indices into the parameter lists),
@@ -683,9 +725,10 @@ var _ optim.GroupedOptimizer = (*ReplicaOptimizer)(nil)
 // Optimizers returns the replicas' optimizers, replica i's at index i.
 func (o *ReplicaOptimizer) Optimizers() []optim.Optimizer { return slices.Clone(o.opts) }
 
-// Step sums the replicas' gradients and steps every replica's optimizer,
-// each on its own goroutine. A failed collective panics with an
-// [*vram.Error] of kind vram.ErrBackend that wraps it.
+// Step sums the replicas' gradients (unless SyncGradients or
+// ClipGradNorm has summed them since the last backward) and steps every
+// replica's optimizer, each on its own goroutine. A failed collective
+// panics with an [*vram.Error] of kind vram.ErrBackend that wraps it.
 func (o *ReplicaOptimizer) Step() {
 	const op = "data parallel step"
 	o.dp.live(op)
@@ -698,6 +741,7 @@ func (o *ReplicaOptimizer) Step() {
 
 // ZeroGrad clears the gradients of every replica.
 func (o *ReplicaOptimizer) ZeroGrad() {
+	o.dp.summed = false
 	for _, opt := range o.opts {
 		opt.ZeroGrad()
 	}

@@ -80,15 +80,21 @@ func TestDataParallelMatchesOneDevice(t *testing.T) {
 		mode  string // "gather", "loss" or "scalar" (the loss returned by the module)
 		opt   string
 		dim   int
+		sync  bool    // call SyncGradients before the optimizer's Step
+		clip  float64 // clip the gradients' norm to this (not 0)
 	}{
-		{"gather even sgd", simDevs(2), 8, "gather", "sgd", 0},
-		{"gather uneven adam", []vram.Device{vram.Sim(0), vram.CPU, vram.Sim(1)}, 10, "gather", "adam", 0},
-		{"loss uneven sgd", simDevs(3), 10, "loss", "sgd", 0},
-		{"loss even adam", []vram.Device{vram.CPU, vram.Sim(0)}, 6, "loss", "adam", 0},
-		{"fewer rows than devices", simDevs(3), 2, "loss", "sgd", 0},
-		{"gather along dim 1", simDevs(2), 5, "gather", "sgd", 1},
-		{"loss along dim 1", simDevs(3), 7, "loss", "adam", 1},
-		{"one device", simDevs(1), 4, "loss", "sgd", 0},
+		{"gather even sgd", simDevs(2), 8, "gather", "sgd", 0, false, 0},
+		{"gather uneven adam", []vram.Device{vram.Sim(0), vram.CPU, vram.Sim(1)}, 10, "gather", "adam", 0, false, 0},
+		{"loss uneven sgd", simDevs(3), 10, "loss", "sgd", 0, false, 0},
+		{"loss even adam", []vram.Device{vram.CPU, vram.Sim(0)}, 6, "loss", "adam", 0, false, 0},
+		{"fewer rows than devices", simDevs(3), 2, "loss", "sgd", 0, false, 0},
+		{"gather along dim 1", simDevs(2), 5, "gather", "sgd", 1, false, 0},
+		{"loss along dim 1", simDevs(3), 7, "loss", "adam", 1, false, 0},
+		{"one device", simDevs(1), 4, "loss", "sgd", 0, false, 0},
+		{"SyncGradients before Step", simDevs(2), 6, "gather", "sgd", 0, true, 0},
+		{"SyncGradients before Step, loss", simDevs(3), 7, "loss", "adam", 0, true, 0},
+		{"clipped gradients", simDevs(2), 6, "gather", "sgd", 0, false, 0.05},
+		{"clipped gradients after SyncGradients", []vram.Device{vram.Sim(0), vram.CPU, vram.Sim(1)}, 8, "loss", "sgd", 0, true, 0.05},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,6 +127,10 @@ func TestDataParallelMatchesOneDevice(t *testing.T) {
 					x, y := vram.Randn(shape), vram.Randn(tshape)
 					refLoss := nn.MSELoss(ref.Forward(x), y)
 					refLoss.Backward()
+					refNorm := 0.0
+					if tt.clip > 0 {
+						refNorm = optim.ClipGradNorm(ref.Parameters(), tt.clip)
+					}
 					refOpt.Step()
 					refOpt.ZeroGrad()
 
@@ -138,6 +148,17 @@ func TestDataParallelMatchesOneDevice(t *testing.T) {
 						loss := dp.ForwardLoss(x, y, nn.MSELoss)
 						loss.Backward()
 						got = loss.Item()
+					}
+					if tt.sync {
+						if err := dp.SyncGradients(); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if tt.clip > 0 {
+						norm, err := dp.ClipGradNorm(tt.clip)
+						if err != nil || !nearF32(norm, refNorm) {
+							t.Fatalf("step %d: ClipGradNorm: %v, %v; one device's norm %v", step, norm, err, refNorm)
+						}
 					}
 					opt.Step()
 					opt.ZeroGrad()

@@ -40,7 +40,8 @@
 //	vram.Tidy(func() { // releases the step's tensors on every device
 //		loss := net.ForwardLoss(x, y, nn.MSELoss) // or nn.MSELoss(net.Forward(x), y)
 //		loss.Backward()
-//		opt.Step() // sums the replicas' gradients, then steps every replica
+//		net.ClipGradNorm(1) // optional: clip_grad_norm_, over the summed gradients
+//		opt.Step() // sums the replicas' gradients (once), then steps every replica
 //		opt.ZeroGrad()
 //	})
 //
