@@ -542,8 +542,10 @@ func describeBucket(b *bucket) string {
 // FindUnusedParameters is set, when their gradients are reduced as zeros);
 // after such an error the communicator is aborted, since the other ranks
 // wait in a reduction this rank cannot join. A panic of loss.Backward is
-// returned as its error. Inside [DistributedDataParallel.NoSync] it only
-// accumulates the gradients.
+// returned as its error (wrapped, and, outside NoSync, it aborts the
+// communicator too, so that the other ranks' Backward fails at once with
+// a [*RankError] naming this rank rather than at the timeout). Inside
+// [DistributedDataParallel.NoSync] it only accumulates the gradients.
 func (d *DistributedDataParallel) Backward(loss *vram.Tensor, opts ...vram.BackwardOption) error {
 	d.mu.Lock()
 	if err := d.pendingLocked(); err != nil {
@@ -558,6 +560,14 @@ func (d *DistributedDataParallel) Backward(loss *vram.Tensor, opts ...vram.Backw
 	if berr != nil {
 		if d.active {
 			d.abandonLocked()
+		}
+		if d.noSync == 0 {
+			// The other ranks reduce this step's gradients and would
+			// wait for this rank's until the timeout: end it for them now.
+			err := fmt.Errorf("parallel: DDP: rank %d: backward failed: %w", d.comm.Rank(), berr)
+			d.comm.Abort(err)
+			d.err = nil
+			return err
 		}
 		return berr
 	}

@@ -630,3 +630,63 @@ func TestDDPBuffers(t *testing.T) {
 		})
 	}
 }
+
+// TestDDPBackwardPanics checks that a rank whose backward fails (here a
+// gradient of the wrong shape) ends the others' step at once, with a
+// *RankError naming it, instead of leaving them in the reduction until the
+// timeout; inside NoSync, where nobody reduces, the communicator goes on.
+func TestDDPBackwardPanics(t *testing.T) {
+	const timeout = 20 * time.Second
+	for _, b := range cpuBackends {
+		for _, noSync := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, NoSync %v", b.name, noSync), func(t *testing.T) {
+				comms := b.make(t, timeout)
+				start := time.Now()
+				errs := onRanks(comms, func(r int, c Communicator) error {
+					m := testMLP(1, c.Device())
+					defer nn.Release(m)
+					ddp, err := NewDistributedDataParallel(m, c, DDPOptions{})
+					if err != nil {
+						return err
+					}
+					defer ddp.Close()
+					var berr error
+					vram.Tidy(func() {
+						loss := ddp.Forward(vram.Ones(vram.Shape{2, ddpIn}, c.Device())).Sum()
+						var opts []vram.BackwardOption
+						if r == 1 {
+							opts = append(opts, vram.Gradient(vram.Ones(vram.Shape{3}, c.Device())))
+						}
+						if noSync {
+							ddp.NoSync(func() { berr = ddp.Backward(loss, opts...) })
+						} else {
+							berr = ddp.Backward(loss, opts...)
+						}
+					})
+					if noSync && r == 0 && berr == nil {
+						berr = c.Barrier() // the communicator still works
+					}
+					if noSync && r == 1 {
+						if err := c.Barrier(); err != nil {
+							return err
+						}
+					}
+					return berr
+				})
+				if el := time.Since(start); el > timeout/4 {
+					t.Errorf("took %v", el)
+				}
+				if !errors.Is(errs[1], vram.ErrShape) {
+					t.Errorf("rank 1: %v, want its backward's ErrShape", errs[1])
+				}
+				if noSync {
+					if errs[0] != nil {
+						t.Errorf("rank 0: %v", errs[0])
+					}
+					return
+				}
+				rankErr(t, 0, errs[0], 1, ErrAborted)
+			})
+		}
+	}
+}
