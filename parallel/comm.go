@@ -146,6 +146,20 @@ func checkRank(op, role string, r, size int) error {
 	return nil
 }
 
+// checkPeer returns the error of op (send, recv) for its peer argument on
+// rank self of a group of size ranks: one out of range, or self, wraps
+// vram.ErrArgument (a rank's message to itself would wait for a receive
+// the same goroutine cannot make).
+func checkPeer(op string, peer, self, size int) error {
+	if err := checkRank(op, "peer", peer, size); err != nil {
+		return err
+	}
+	if peer == self {
+		return fmt.Errorf("parallel: %s: rank %d cannot %s to itself: %w", op, peer, op, vram.ErrArgument)
+	}
+	return nil
+}
+
 // checkParts returns the error of collective op (all_gather,
 // reduce_scatter) unless its tensor whole, named wholeRole, has size times
 // the elements of part, named partRole, in the same dtype: another dtype

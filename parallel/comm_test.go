@@ -83,6 +83,8 @@ func TestCommunicatorsRefuseBadArguments(t *testing.T) {
 				{"recv nil", func() error { return c.Recv(nil, 1) }, vram.ErrArgument},
 				{"recv not contiguous", func() error { return c.Recv(x.T(), 1) }, vram.ErrArgument},
 				{"recv from no rank", func() error { return c.Recv(x, -1) }, vram.ErrArgument},
+				{"send to itself", func() error { return c.Send(x, 0) }, vram.ErrArgument},
+				{"recv from itself", func() error { return c.Recv(x, 0) }, vram.ErrArgument},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					start := time.Now()

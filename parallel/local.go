@@ -422,7 +422,7 @@ func (c *localComm) Send(t *vram.Tensor, peer int) error {
 	if err := c.args("send", t, false, nil); err != nil {
 		return err
 	}
-	if err := checkRank("send", "peer", peer, c.Size()); err != nil {
+	if err := checkPeer("send", peer, c.rank, c.Size()); err != nil {
 		return err
 	}
 	if err := vram.CurrentStream(c.Device()).Synchronize(); err != nil {
@@ -452,7 +452,7 @@ func (c *localComm) Recv(t *vram.Tensor, peer int) error {
 	if err := c.args("recv", t, true, nil); err != nil {
 		return err
 	}
-	if err := checkRank("recv", "peer", peer, c.Size()); err != nil {
+	if err := checkPeer("recv", peer, c.rank, c.Size()); err != nil {
 		return err
 	}
 	box := c.g.mailbox(peer, c.rank)

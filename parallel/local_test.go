@@ -114,6 +114,9 @@ func TestLocalCollectives(t *testing.T) {
 				x := vram.Full(vram.Shape{2}, value(c.Rank()), c.Device())
 				defer x.Release()
 				out := vram.Zeros(vram.Shape{2}, c.Device())
+				if n == 1 { // no ring: a rank cannot send to itself
+					return out.CopyFrom(x), nil
+				}
 				if err := c.Send(x, (c.Rank()+1)%n); err != nil {
 					return out, err
 				}

@@ -1201,11 +1201,5 @@ func (c *tcpComm) Recv(t *vram.Tensor, peer int) error {
 
 // peerArg checks the peer of Send or Recv.
 func (c *tcpComm) peerArg(op string, peer int) error {
-	if err := checkRank(op, "peer", peer, c.size); err != nil {
-		return err
-	}
-	if peer == c.rank {
-		return fmt.Errorf("parallel: %s: rank %d cannot %s to itself: %w", op, peer, op, vram.ErrArgument)
-	}
-	return nil
+	return checkPeer(op, peer, c.rank, c.size)
 }
