@@ -356,25 +356,42 @@ func (d *DistributedDataParallel) broadcastParams() error {
 	return nil
 }
 
-// broadcastBuffers gives every rank rank 0's buffers, one broadcast per
-// buffer (through a contiguous copy for one that is not contiguous).
+// broadcastBuffers gives every rank rank 0's buffers: one broadcast per
+// dtype, of the buffers of that dtype concatenated, as PyTorch coalesces
+// them.
 func (d *DistributedDataParallel) broadcastBuffers() error {
 	if d.comm.Size() == 1 || len(d.bufs) == 0 {
 		return nil
 	}
+	var groups [][]*vram.Tensor // the buffers of each dtype, in order
+	for _, b := range d.bufs {
+		k := slices.IndexFunc(groups, func(g []*vram.Tensor) bool { return g[0].DType() == b.Tensor.DType() })
+		if k < 0 {
+			groups = append(groups, nil)
+			k = len(groups) - 1
+		}
+		groups[k] = append(groups[k], b.Tensor)
+	}
 	var cerr error
 	err := vram.Catch(func() {
 		vram.NoGrad(func() {
-			for _, b := range d.bufs {
-				if b.Tensor.IsContiguous() {
-					cerr = d.comm.Broadcast(b.Tensor, 0)
-				} else {
-					c := b.Tensor.Contiguous()
-					if cerr = d.comm.Broadcast(c, 0); cerr == nil {
-						b.Tensor.CopyFrom(c)
+			for _, g := range groups {
+				vram.Tidy(func() {
+					flats := make([]*vram.Tensor, len(g))
+					for i, t := range g {
+						flats[i] = t.Reshape(-1)
 					}
-					c.Release()
-				}
+					all := vram.Cat(flats, 0)
+					if cerr = d.comm.Broadcast(all, 0); cerr != nil || d.comm.Rank() == 0 {
+						return
+					}
+					off := 0
+					for _, t := range g {
+						n := t.NumElements()
+						t.CopyFrom(all.Narrow(0, off, n).Reshape(t.Shape()...))
+						off += n
+					}
+				})
 				if cerr != nil {
 					return
 				}

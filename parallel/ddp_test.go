@@ -531,11 +531,22 @@ func (m *bnNet) Forward(x *vram.Tensor) *vram.Tensor {
 	return m.head.Forward(m.bn.Forward(x).Reshape(x.Size(0), -1))
 }
 
+// broadcastCounter passes collectives on and counts the broadcasts.
+type broadcastCounter struct {
+	Communicator
+	n int
+}
+
+func (c *broadcastCounter) Broadcast(t *vram.Tensor, root int) error {
+	c.n++
+	return c.Communicator.Broadcast(t, root)
+}
+
 // TestDDPBuffers checks PyTorch's handling of buffers: rank 0's are taken
 // at construction, and, unless KeepLocalBuffers is set, at every forward
 // with gradients on outside NoSync, so that each rank's running
 // statistics after a step are rank 0's before it updated with the rank's
-// own share of the batch.
+// own share of the batch. The buffers of one dtype go in one broadcast.
 func TestDDPBuffers(t *testing.T) {
 	const ranks, steps = 2, 3
 	for _, tc := range []struct {
@@ -570,7 +581,10 @@ func TestDDPBuffers(t *testing.T) {
 			// stats[step][r] is rank r's running mean and variance after
 			// step; stats[0] is after construction.
 			stats := make([][ranks][]float64, steps+1)
+			counted := make([]*broadcastCounter, ranks)
 			errs := onRanks(comms, func(r int, c Communicator) error {
+				counted[r] = &broadcastCounter{Communicator: c}
+				c = counted[r]
 				m := newBNNet(uint64(r+1), c.Device())
 				defer nn.Release(m)
 				if r == 1 {
@@ -601,6 +615,17 @@ func TestDDPBuffers(t *testing.T) {
 			for r, err := range errs {
 				if err != nil {
 					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			// Construction: the parameters' bucket, then the float32 and
+			// int64 buffers; each forward, the buffers again.
+			wantN := 3
+			if !tc.keep {
+				wantN += 2 * steps
+			}
+			for r, c := range counted {
+				if c.n != wantN {
+					t.Errorf("rank %d made %d broadcasts, want %d", r, c.n, wantN)
 				}
 			}
 			if !slices.Equal(stats[0][1], stats[0][0]) {
