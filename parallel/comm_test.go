@@ -199,3 +199,52 @@ func TestCommunicatorsEndWithAPeer(t *testing.T) {
 		}
 	}
 }
+
+// TestCommunicatorsRecvMismatch: a Recv that does not match what the peer
+// sent fails with ErrMismatch naming the peer, and ends the communicator
+// on both ranks, on every communicator.
+func TestCommunicatorsRecvMismatch(t *testing.T) {
+	const timeout = 5 * time.Second
+	for _, b := range cpuBackends {
+		for _, tc := range []struct {
+			name string
+			recv func(dev vram.Device) *vram.Tensor
+		}{
+			{"size", func(dev vram.Device) *vram.Tensor { return vram.Zeros(vram.Shape{2}, dev) }},
+			{"dtype", func(dev vram.Device) *vram.Tensor { return vram.Zeros(vram.Shape{3}, vram.Float64, dev) }},
+		} {
+			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
+				comms := b.make(t, timeout)
+				defer func() {
+					for _, c := range comms {
+						c.Close()
+					}
+				}()
+				start := time.Now()
+				var recvErr error
+				errs := onRanks(comms, func(r int, c Communicator) error {
+					if r == 1 {
+						if err := c.Send(vram.Ones(vram.Shape{3}, c.Device()), 0); err != nil {
+							return err
+						}
+					} else {
+						recvErr = c.Recv(tc.recv(c.Device()), 1)
+					}
+					return c.Barrier()
+				})
+				var re *RankError
+				if !errors.As(recvErr, &re) || re.Rank != 1 || !errors.Is(recvErr, ErrMismatch) {
+					t.Errorf("rank 0's Recv: %v, want a *RankError naming rank 1 that matches ErrMismatch", recvErr)
+				}
+				for r, err := range errs {
+					if !errors.Is(err, ErrMismatch) {
+						t.Errorf("rank %d's Barrier after the mismatch: %v, want ErrMismatch", r, err)
+					}
+				}
+				if d := time.Since(start); d > timeout/2 {
+					t.Errorf("took %v", d)
+				}
+			})
+		}
+	}
+}

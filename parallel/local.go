@@ -471,8 +471,12 @@ func (c *localComm) Recv(t *vram.Tensor, peer int) error {
 	}
 	defer got.Release()
 	if got.DType() != t.DType() || got.NumElements() != t.NumElements() {
-		return &RankError{Op: "recv", Rank: peer, Err: fmt.Errorf("%w: rank %d sent %d %s elements, rank %d receives %d %s",
+		err := &RankError{Op: "recv", Rank: peer, Err: fmt.Errorf("%w: rank %d sent %d %s elements, rank %d receives %d %s",
 			ErrMismatch, peer, got.NumElements(), got.DType(), c.rank, t.NumElements(), t.DType())}
+		c.g.mu.Lock()
+		c.g.fail(err) // the ranks are out of step, as after a collective's mismatch
+		c.g.mu.Unlock()
+		return err
 	}
 	return vram.Catch(func() {
 		flat := got.Reshape(-1)
