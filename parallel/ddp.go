@@ -52,7 +52,10 @@ type DDPOptions struct {
 	// FindUnusedParameters makes [DistributedDataParallel.Backward]
 	// reduce, as zeros, the gradients of parameters that took no part in
 	// the loss, instead of failing (PyTorch's find_unused_parameters).
-	// It needs Backward to be called through the DDP.
+	// As in PyTorch, a parameter that no rank used since the last
+	// reduction keeps the gradient it had (none stays none, so that the
+	// optimizer skips it); finding those costs one small all-reduce per
+	// step. It needs Backward to be called through the DDP.
 	FindUnusedParameters bool
 	// KeepLocalBuffers makes every rank keep its own buffers (BatchNorm's
 	// running statistics) from one forward to the next (PyTorch's
@@ -127,6 +130,8 @@ type slot struct {
 	offset int          // in elements
 	view   *vram.Tensor // the gradient view set as the parameter's grad; nil until first attached
 	ready  bool         // the gradient is complete in this round
+	used   bool         // a backward since the last reduction reached the parameter
+	had    bool         // unused in this round, it had a gradient before
 }
 
 // bucket is a flat tensor holding the gradients of some parameters.
@@ -435,6 +440,7 @@ func (d *DistributedDataParallel) gradReady(s *slot) {
 		return
 	}
 	vram.NoGrad(func() { attach(s) })
+	s.used = true
 	if d.noSync > 0 {
 		return
 	}
@@ -588,8 +594,15 @@ func (d *DistributedDataParallel) Backward(loss *vram.Tensor, opts ...vram.Backw
 		}
 		return berr
 	}
-	if d.noSync > 0 || d.rounds > rounds {
-		return d.takeErrLocked() // accumulated only, or every bucket was reduced during backward
+	if d.noSync > 0 {
+		return d.takeErrLocked() // accumulated only
+	}
+	if d.rounds > rounds {
+		// Every bucket was reduced during backward.
+		if err := d.takeErrLocked(); err != nil {
+			return err
+		}
+		return d.syncUnusedLocked()
 	}
 	// Some parameters, or all, received no gradient.
 	if !d.active {
@@ -619,6 +632,7 @@ func (d *DistributedDataParallel) Backward(loss *vram.Tensor, opts ...vram.Backw
 	vram.NoGrad(func() {
 		for _, s := range d.slots {
 			if !s.ready {
+				s.had = s.param.Grad() != nil
 				attach(s)
 				s.ready = true
 				s.b.pending--
@@ -626,7 +640,54 @@ func (d *DistributedDataParallel) Backward(loss *vram.Tensor, opts ...vram.Backw
 		}
 	})
 	d.launchLocked()
-	return d.takeErrLocked()
+	if err := d.takeErrLocked(); err != nil {
+		return err
+	}
+	return d.syncUnusedLocked()
+}
+
+// syncUnusedLocked ends a round of reductions under FindUnusedParameters
+// as PyTorch's does: the ranks all-reduce which parameters a backward
+// since the last reduction reached, and a parameter reached on no rank
+// keeps the gradient it had before (none stays none, so that the
+// optimizer skips it, rather than decaying it or moving it by its
+// momentum with a zero gradient). A failed all-reduce aborts the
+// communicator. Without FindUnusedParameters it does nothing. d.mu is
+// held; the round is finished.
+func (d *DistributedDataParallel) syncUnusedLocked() error {
+	if !d.opts.FindUnusedParameters {
+		return nil
+	}
+	used := make([]int32, len(d.slots))
+	for i, s := range d.slots {
+		if s.used {
+			used[i] = 1
+		}
+		s.used = false
+	}
+	var cerr error
+	err := vram.Catch(func() {
+		t := vram.FromSlice(used, vram.Shape{len(used)}, vram.Int32, d.dev)
+		defer t.Release()
+		if cerr = d.comm.AllReduce(t, Max); cerr == nil {
+			used = t.Int32s()
+		}
+	})
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		err = fmt.Errorf("parallel: DDP: rank %d: finding the parameters no rank used: %w", d.comm.Rank(), err)
+		d.comm.Abort(err)
+		return err
+	}
+	for i, s := range d.slots {
+		if used[i] == 0 && !s.had {
+			s.param.SetGrad(nil) // releases the bucket view; attach makes a new one
+		}
+		s.had = false
+	}
+	return nil
 }
 
 // takeErrLocked returns and clears the error of the last round. d.mu is

@@ -404,6 +404,68 @@ func TestDDPUnusedParameters(t *testing.T) {
 			t.Errorf("the ranks disagree: %v", err)
 		}
 	})
+	// A parameter that no rank uses keeps no gradient, as in PyTorch, so
+	// that the optimizer skips it: weight decay and momentum leave it as
+	// it was.
+	for _, optZero := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unused on every rank, optimizer's ZeroGrad %v", optZero), func(t *testing.T) {
+			for _, b := range cpuBackends {
+				comms := b.make(t, 5*time.Second)
+				errs := onRanks(comms, func(r int, c Communicator) error {
+					m := newTwoHeads(1, c.Device()) // head b is never used
+					defer nn.Release(m)
+					before := params(m)
+					ddp, err := NewDistributedDataParallel(m, c, DDPOptions{FindUnusedParameters: true})
+					if err != nil {
+						return err
+					}
+					defer ddp.Close()
+					opt, _ := optim.NewSGD(ddp.Parameters(), optim.SGDConfig{LR: ddpLR, Momentum: 0.9, WeightDecay: 0.1})
+					for step := range 3 {
+						var berr error
+						vram.Tidy(func() {
+							x := vram.Full(vram.Shape{2, ddpIn}, float64(r+step+1), c.Device())
+							if berr = ddp.Backward(ddp.Forward(x).Sum()); berr != nil {
+								return
+							}
+							for _, p := range []*vram.Tensor{m.b.Weight, m.b.Bias} {
+								if p.Grad() != nil {
+									berr = fmt.Errorf("step %d: head b, used by no rank, has a gradient", step)
+									return
+								}
+							}
+							if m.a.Weight.Grad() == nil {
+								berr = fmt.Errorf("step %d: head a has no gradient", step)
+								return
+							}
+							opt.Step()
+							if optZero {
+								opt.ZeroGrad()
+							} else {
+								ddp.ZeroGrad()
+							}
+						})
+						if berr != nil {
+							return berr
+						}
+					}
+					after := params(m)
+					if !slices.Equal(after[2], before[2]) || !slices.Equal(after[3], before[3]) {
+						return fmt.Errorf("head b, used by no rank, changed: %v to %v", before[2:], after[2:])
+					}
+					return nil
+				})
+				for r, err := range errs {
+					if err != nil {
+						t.Errorf("%s: rank %d: %v", b.name, r, err)
+					}
+				}
+				for _, c := range comms {
+					c.Close()
+				}
+			}
+		})
+	}
 	t.Run("a backward outside the DDP is caught at the next forward", func(t *testing.T) {
 		comms := tcpGroup(t, 1, 5*time.Second)
 		m := newTwoHeads(1, vram.CPU)
