@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/native/nccl"
+	"github.com/vramgo/vram/nn"
 )
 
 // The tests in this file need a GPU and libnccl.so.2: they skip without
@@ -315,5 +317,41 @@ func TestNCCLInitTimeoutGPU(t *testing.T) {
 		t.Error("two ranks on one GPU were accepted")
 	} else {
 		t.Logf("rank 1 on the same GPU: %v", err)
+	}
+}
+
+// TestNCCLDDPUnusedGPU runs a DDP with FindUnusedParameters on a real
+// communicator: the all-reduce that finds the parameters no rank used
+// runs on NCCL, and leaves the unused head without a gradient.
+func TestNCCLDDPUnusedGPU(t *testing.T) {
+	dev := requireNCCL(t)
+	comms, err := NewNCCLGroup([]vram.Device{dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms[0].Close()
+	m := newTwoHeads(1, dev) // head b is never used
+	defer nn.Release(m)
+	ddp, err := NewDistributedDataParallel(m, comms[0], DDPOptions{FindUnusedParameters: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ddp.Close()
+	for step := range 2 {
+		var berr error
+		vram.Tidy(func() {
+			if berr = ddp.Backward(ddp.Forward(vram.Ones(vram.Shape{2, ddpIn}, dev)).Sum()); berr != nil {
+				return
+			}
+			if m.b.Weight.Grad() != nil || m.b.Bias.Grad() != nil {
+				berr = fmt.Errorf("step %d: head b, used by no rank, has a gradient", step)
+			} else if g := m.a.Bias.Grad(); g == nil || g.Float64s()[0] != 2 {
+				berr = fmt.Errorf("step %d: head a's bias gradient is %v, want 2s", step, g)
+			}
+			ddp.ZeroGrad()
+		})
+		if berr != nil {
+			t.Fatal(berr)
+		}
 	}
 }
