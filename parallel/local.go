@@ -498,7 +498,10 @@ func (c *localComm) Abort(err error) {
 	g := c.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.fail(&RankError{Op: "abort", Rank: c.rank, Err: fmt.Errorf("%w by rank %d: %v", ErrAborted, c.rank, err)})
+	if err == nil {
+		err = errors.New("aborted")
+	}
+	g.fail(&RankError{Op: "abort", Rank: c.rank, Err: fmt.Errorf("%w by rank %d: %w", ErrAborted, c.rank, err)})
 }
 
 // Close ends this rank's use of the group. The other ranks can no longer

@@ -233,9 +233,10 @@ func TestLocalAbort(t *testing.T) {
 		done <- comms[0].AllReduce(x, Sum)
 	}()
 	time.Sleep(20 * time.Millisecond)
-	comms[1].Abort(errors.New("out of memory"))
-	if err := <-done; !errors.Is(err, ErrAborted) {
-		t.Errorf("a waiting rank after Abort: %v, want ErrAborted", err)
+	cause := errors.New("out of memory")
+	comms[1].Abort(cause)
+	if err := <-done; !errors.Is(err, ErrAborted) || !errors.Is(err, cause) {
+		t.Errorf("a waiting rank after Abort: %v, want an error wrapping ErrAborted and the cause", err)
 	}
 }
 
