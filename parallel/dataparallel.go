@@ -504,8 +504,9 @@ func (l *Loss) Release() {
 // The gradients are summed once per step: a call after the sum, before
 // the next Forward, ForwardLoss, Loss.Backward or the wrapper optimizer's
 // ZeroGrad, does nothing (so SyncGradients, then the wrapper's Step, sums
-// once). Call it after the step's last backward. A failed collective
-// aborts the group, so that no replica waits for ever, and is returned.
+// once). Call it after the step's last backward. A failed collective, or
+// a replica's part that panics, aborts the group, so that no replica
+// waits for ever, and is returned.
 func (dp *DataParallelModule) SyncGradients() error {
 	const op = "data parallel gradients"
 	if dp.closed {
@@ -542,6 +543,7 @@ func (dp *DataParallelModule) SyncGradients() error {
 	errs := make([]error, len(dp.devs))
 	err := vram.Catch(func() {
 		dp.onReplicas(op, nil, dp.rep.reduce, func(r int) {
+			defer dp.abortOnPanic(r)
 			for _, i := range missing[r] {
 				p := dp.params[r][i]
 				var z *vram.Tensor
@@ -550,7 +552,7 @@ func (dp *DataParallelModule) SyncGradients() error {
 			}
 			for _, b := range buckets {
 				if err := reduceBucket(dp.comms[r], dp.params[r], b); err != nil {
-					errs[r] = err
+					errs[r] = fmt.Errorf("parallel: %s: %s: %w", op, dp.label(r), err)
 					dp.comms[r].Abort(err)
 					return
 				}
@@ -589,6 +591,17 @@ func (dp *DataParallelModule) ClipGradNorm(maxNorm float64) (float64, error) {
 		dp.onReplicas(op, nil, dp.rep.reduce, func(r int) { norms[r] = optim.ClipGradNorm(dp.params[r], maxNorm) })
 	})
 	return norms[0], err
+}
+
+// abortOnPanic, deferred by replica r's part of a collective step, aborts
+// the communicators when that part panics, so that the other replicas,
+// waiting for r in a collective, fail at once rather than at the timeout;
+// the panic goes on.
+func (dp *DataParallelModule) abortOnPanic(r int) {
+	if p := recover(); p != nil {
+		dp.comms[r].Abort(fmt.Errorf("%s panicked: %v", dp.label(r), p))
+		panic(p)
+	}
 }
 
 // buckets groups the parameters idx (indices into the parameter lists),
@@ -656,6 +669,7 @@ func (dp *DataParallelModule) SyncParameters() error {
 	errs := make([]error, len(dp.devs))
 	err := vram.Catch(func() {
 		dp.onReplicas(op, nil, dp.rep.reduce, func(r int) {
+			defer dp.abortOnPanic(r)
 			for _, p := range dp.params[r] {
 				var err error
 				vram.NoGrad(func() {
@@ -670,7 +684,7 @@ func (dp *DataParallelModule) SyncParameters() error {
 					}
 				})
 				if err != nil {
-					errs[r] = err
+					errs[r] = fmt.Errorf("parallel: %s: %s: %w", op, dp.label(r), err)
 					dp.comms[r].Abort(err)
 					return
 				}

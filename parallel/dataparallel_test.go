@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/nn"
@@ -531,6 +532,56 @@ func TestDataParallelBuffers(t *testing.T) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// TestDataParallelReplicaFailsInCollective: a replica whose part of
+// SyncGradients or SyncParameters fails before it reaches the collective
+// (here on a tensor released behind the module's back) makes the call
+// fail at once, not after the communicators' timeout, and names it.
+func TestDataParallelReplicaFailsInCollective(t *testing.T) {
+	const timeout = 10 * time.Second
+	for _, tc := range []struct {
+		name  string
+		spoil func(dp *DataParallelModule)
+		call  func(dp *DataParallelModule) error
+	}{
+		{"SyncGradients, a released gradient", func(dp *DataParallelModule) {
+			dp.Replicas()[1].Parameters()[0].Grad().Release()
+		}, (*DataParallelModule).SyncGradients},
+		{"SyncParameters, a released parameter", func(dp *DataParallelModule) {
+			dp.Replicas()[1].Parameters()[1].Release()
+		}, (*DataParallelModule).SyncParameters},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			comms, err := NewLocalGroupOptions(simDevs(2), LocalOptions{Timeout: timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := newUserNet(3, 4, 2)
+			defer nn.Release(m)
+			dp, err := NewDataParallel(m, simDevs(2), WithCommunicators(comms))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dp.Release()
+			vram.Tidy(func() {
+				x, y := vram.Randn(vram.Shape{4, 3}), vram.Randn(vram.Shape{4, 2})
+				dp.ForwardLoss(x, y, nn.MSELoss).Backward()
+			})
+			tc.spoil(dp)
+			start := time.Now()
+			var callErr error
+			if perr := vram.Catch(func() { callErr = tc.call(dp) }); perr != nil {
+				callErr = perr
+			}
+			if el := time.Since(start); el > timeout/4 {
+				t.Errorf("took %v", el)
+			}
+			if !errors.Is(callErr, vram.ErrReleased) || !strings.Contains(callErr.Error(), "replica 1") {
+				t.Errorf("got %v, want an ErrReleased naming replica 1", callErr)
+			}
 		})
 	}
 }
