@@ -156,8 +156,19 @@ type reduced struct {
 // require grad are reduced) and buffers. It returns an error for a nil
 // module or communicator, a model without trainable parameters, a
 // parameter or buffer on another device, models that differ between
-// ranks, or a failed collective.
+// ranks, or a failed collective; since the other ranks wait for this one
+// in the collectives of construction, any such error aborts comm (when
+// it is not nil), so that theirs fails at once, naming this rank.
 func NewDistributedDataParallel(m nn.Module, comm Communicator, opts DDPOptions) (*DistributedDataParallel, error) {
+	d, err := newDDP(m, comm, opts)
+	if err != nil && comm != nil {
+		comm.Abort(err)
+	}
+	return d, err
+}
+
+// newDDP is NewDistributedDataParallel but for the abort on error.
+func newDDP(m nn.Module, comm Communicator, opts DDPOptions) (*DistributedDataParallel, error) {
 	const op = "parallel: DDP"
 	switch {
 	case m == nil:
@@ -245,16 +256,19 @@ func (d *DistributedDataParallel) checkSameModel() error {
 	mine := []int64{int64(len(d.all)), elems, int64(h.Sum64())}
 	n := d.comm.Size()
 	var all []int64
+	var cerr error // the collective's error: returned, not panicked, since vram.Catch passes only vram's on
 	err := vram.Catch(func() {
 		src := vram.FromSlice(mine, vram.Shape{3}, vram.Int64, d.dev)
 		defer src.Release()
 		dst := vram.Zeros(vram.Shape{n * 3}, vram.Int64, d.dev)
 		defer dst.Release()
-		if err := d.comm.AllGather(dst, src); err != nil {
-			panic(err)
+		if cerr = d.comm.AllGather(dst, src); cerr == nil {
+			all = dst.Int64s()
 		}
-		all = dst.Int64s()
 	})
+	if err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return fmt.Errorf("parallel: DDP: comparing the models of the ranks: %w", err)
 	}

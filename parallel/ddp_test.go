@@ -485,7 +485,7 @@ func TestDDPUnusedParameters(t *testing.T) {
 }
 
 func TestDDPRejects(t *testing.T) {
-	comms := tcpGroup(t, 1, 5*time.Second)
+	comm := func() Communicator { return tcpGroup(t, 1, 5*time.Second)[0] }
 	frozen := nn.NewLinear(2, 2)
 	frozen.Weight.SetRequiresGrad(false)
 	frozen.Bias.SetRequiresGrad(false)
@@ -496,10 +496,16 @@ func TestDDPRejects(t *testing.T) {
 		kind error
 		want string
 	}{
-		{"nil module", nil, comms[0], vram.ErrArgument, "nil module"},
+		{"nil module", nil, comm(), vram.ErrArgument, "nil module"},
 		{"nil communicator", nn.NewLinear(2, 2), nil, vram.ErrArgument, "nil communicator"},
-		{"no trainable parameters", frozen, comms[0], vram.ErrArgument, "no parameters that require grad"},
-		{"wrong device", nn.NewLinear(2, 2, vram.Sim(0)), comms[0], vram.ErrDevice, "parameter weight is on sim:0"},
+		{"no trainable parameters", frozen, comm(), vram.ErrArgument, "no parameters that require grad"},
+		{"wrong device", nn.NewLinear(2, 2, vram.Sim(0)), comm(), vram.ErrDevice, "parameter weight is on sim:0"},
+		{"buffer on another device", func() nn.Module {
+			m := newBNNet(1, vram.CPU)
+			m.bn.RunningVar = vram.Ones(vram.Shape{2}, vram.Sim(0))
+			m.bn.RegisterBuffer("moved", m.bn.RunningVar)
+			return m
+		}(), comm(), vram.ErrDevice, "buffer bn.moved is on sim:0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := NewDistributedDataParallel(tc.m, tc.c, DDPOptions{})
@@ -527,8 +533,38 @@ func TestDDPRejects(t *testing.T) {
 			}
 		}
 	})
+	// The other ranks wait for a rank that refuses in construction's
+	// collectives: its refusal ends their wait at once.
+	t.Run("one rank refuses", func(t *testing.T) {
+		const timeout = 20 * time.Second
+		for _, b := range cpuBackends {
+			comms := b.make(t, timeout)
+			start := time.Now()
+			errs := onRanks(comms, func(r int, c Communicator) error {
+				dev := c.Device()
+				if r == 1 {
+					dev = vram.Sim(3) // not the rank's device
+				}
+				d, err := NewDistributedDataParallel(nn.NewLinear(2, 2, dev), c, DDPOptions{})
+				if err == nil {
+					d.Close()
+				}
+				return err
+			})
+			if !errors.Is(errs[1], vram.ErrDevice) {
+				t.Errorf("%s: rank 1: %v, want ErrDevice", b.name, errs[1])
+			}
+			rankErr(t, 0, errs[0], 1, ErrAborted)
+			if el := time.Since(start); el > timeout/4 {
+				t.Errorf("%s: took %v", b.name, el)
+			}
+			for _, c := range comms {
+				c.Close()
+			}
+		}
+	})
 	t.Run("stays on its device", func(t *testing.T) {
-		d, err := NewDistributedDataParallel(nn.NewLinear(2, 2), comms[0], DDPOptions{})
+		d, err := NewDistributedDataParallel(nn.NewLinear(2, 2), comm(), DDPOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
