@@ -285,7 +285,7 @@ func (r *pipeRun) timed(s int, backward bool, fn func()) {
 	begin := time.Since(r.start)
 	vram.Tidy(fn)
 	if err := vram.CurrentStream(r.p.stages[s].Device).Synchronize(); err != nil {
-		panic(err)
+		panic(&vram.Error{Op: "pipeline", Kind: vram.ErrBackend, Detail: "waiting for " + r.p.stages[s].Device.String(), Err: err})
 	}
 	r.times[s] = append(r.times[s], opTime{backward: backward, start: begin, end: time.Since(r.start)})
 }
