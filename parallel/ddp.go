@@ -581,8 +581,10 @@ func describeBucket(b *bucket) string {
 // wait in a reduction this rank cannot join. A panic of loss.Backward is
 // returned as its error (wrapped, and, outside NoSync, it aborts the
 // communicator too, so that the other ranks' Backward fails at once with
-// a [*RankError] naming this rank rather than at the timeout). Inside
-// [DistributedDataParallel.NoSync] it only accumulates the gradients.
+// a [*RankError] naming this rank rather than at the timeout); a panic
+// with a value that is not one of vram's errors aborts the same way and
+// then goes on. Inside [DistributedDataParallel.NoSync] it only
+// accumulates the gradients.
 func (d *DistributedDataParallel) Backward(loss *vram.Tensor, opts ...vram.BackwardOption) error {
 	d.mu.Lock()
 	if err := d.pendingLocked(); err != nil {
@@ -591,7 +593,17 @@ func (d *DistributedDataParallel) Backward(loss *vram.Tensor, opts ...vram.Backw
 	}
 	rounds := d.rounds
 	d.mu.Unlock()
-	berr := vram.Catch(func() { loss.Backward(opts...) })
+	var berr error
+	var panicked any // a panic that is not vram's, raised again below
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				panicked = p
+				berr = fmt.Errorf("backward panicked: %v", p)
+			}
+		}()
+		berr = vram.Catch(func() { loss.Backward(opts...) })
+	}()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if berr != nil {
@@ -604,7 +616,10 @@ func (d *DistributedDataParallel) Backward(loss *vram.Tensor, opts ...vram.Backw
 			err := fmt.Errorf("parallel: DDP: rank %d: backward failed: %w", d.comm.Rank(), berr)
 			d.comm.Abort(err)
 			d.err = nil
-			return err
+			berr = err
+		}
+		if panicked != nil {
+			panic(panicked)
 		}
 		return berr
 	}

@@ -754,15 +754,24 @@ func TestDDPBuffers(t *testing.T) {
 	}
 }
 
-// TestDDPBackwardPanics checks that a rank whose backward fails (here a
-// gradient of the wrong shape) ends the others' step at once, with a
-// *RankError naming it, instead of leaving them in the reduction until the
-// timeout; inside NoSync, where nobody reduces, the communicator goes on.
+// TestDDPBackwardPanics checks that a rank whose backward fails (a
+// gradient of the wrong shape, or a hook that panics with a value of its
+// own) ends the others' step at once, with a *RankError naming it,
+// instead of leaving them in the reduction until the timeout; inside
+// NoSync, where nobody reduces, the communicator goes on.
 func TestDDPBackwardPanics(t *testing.T) {
 	const timeout = 20 * time.Second
 	for _, b := range cpuBackends {
-		for _, noSync := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s, NoSync %v", b.name, noSync), func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			noSync bool
+			hook   bool // rank 1 panics in a hook rather than with a bad gradient
+		}{
+			{name: "bad gradient"},
+			{name: "bad gradient in NoSync", noSync: true},
+			{name: "a hook panics", hook: true},
+		} {
+			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
 				comms := b.make(t, timeout)
 				start := time.Now()
 				errs := onRanks(comms, func(r int, c Communicator) error {
@@ -773,24 +782,30 @@ func TestDDPBackwardPanics(t *testing.T) {
 						return err
 					}
 					defer ddp.Close()
-					var berr error
-					vram.Tidy(func() {
-						loss := ddp.Forward(vram.Ones(vram.Shape{2, ddpIn}, c.Device())).Sum()
-						var opts []vram.BackwardOption
-						if r == 1 {
-							opts = append(opts, vram.Gradient(vram.Ones(vram.Shape{3}, c.Device())))
-						}
-						if noSync {
-							ddp.NoSync(func() { berr = ddp.Backward(loss, opts...) })
-						} else {
-							berr = ddp.Backward(loss, opts...)
-						}
-					})
-					if noSync && r == 0 && berr == nil {
-						berr = c.Barrier() // the communicator still works
+					var opts []vram.BackwardOption
+					if r == 1 && tc.hook {
+						m.Parameters()[0].RegisterPostAccumulateGradHook(func(*vram.Tensor) { panic("hook fails") })
+					} else if r == 1 {
+						opts = append(opts, vram.Gradient(vram.Ones(vram.Shape{3}, c.Device())))
 					}
-					if noSync && r == 1 {
-						if err := c.Barrier(); err != nil {
+					var berr error
+					panicked := func() (p any) {
+						defer func() { p = recover() }()
+						vram.Tidy(func() {
+							loss := ddp.Forward(vram.Ones(vram.Shape{2, ddpIn}, c.Device())).Sum()
+							if tc.noSync {
+								ddp.NoSync(func() { berr = ddp.Backward(loss, opts...) })
+							} else {
+								berr = ddp.Backward(loss, opts...)
+							}
+						})
+						return nil
+					}()
+					if panicked != nil {
+						return fmt.Errorf("panicked: %v", panicked)
+					}
+					if tc.noSync && (r == 1 || berr == nil) {
+						if err := c.Barrier(); err != nil { // the communicator still works
 							return err
 						}
 					}
@@ -799,10 +814,13 @@ func TestDDPBackwardPanics(t *testing.T) {
 				if el := time.Since(start); el > timeout/4 {
 					t.Errorf("took %v", el)
 				}
-				if !errors.Is(errs[1], vram.ErrShape) {
+				switch {
+				case tc.hook && (errs[1] == nil || !strings.Contains(errs[1].Error(), "panicked: hook fails")):
+					t.Errorf("rank 1: %v, want its hook's panic", errs[1])
+				case !tc.hook && !errors.Is(errs[1], vram.ErrShape):
 					t.Errorf("rank 1: %v, want its backward's ErrShape", errs[1])
 				}
-				if noSync {
+				if tc.noSync {
 					if errs[0] != nil {
 						t.Errorf("rank 0: %v", errs[0])
 					}
