@@ -840,6 +840,18 @@ func (dp *DataParallelModule) NamedParameters() []nn.NamedParameter {
 // Parameters returns the module's parameters (replica 0's).
 func (dp *DataParallelModule) Parameters() []*vram.Tensor { return dp.replicas[0].Parameters() }
 
+// NamedBuffers returns the module's buffers (replica 0's), named "module."
+// + their names like the parameters, so that [nn.StateDict] and [nn.Save]
+// of the DataParallelModule keep them (BatchNorm's running statistics),
+// as PyTorch's state_dict of a DataParallel does.
+func (dp *DataParallelModule) NamedBuffers() []nn.NamedParameter {
+	named := nn.NamedBuffers(dp.replicas[0])
+	for i := range named {
+		named[i].Name = "module." + named[i].Name
+	}
+	return named
+}
+
 // NamedChildren returns the module, named "module".
 func (dp *DataParallelModule) NamedChildren() []nn.NamedModule {
 	return []nn.NamedModule{{Name: "module", Module: dp.replicas[0]}}

@@ -881,6 +881,13 @@ func (d *DistributedDataParallel) NamedParameters() []nn.NamedParameter {
 // Parameters returns the wrapped module's parameters.
 func (d *DistributedDataParallel) Parameters() []*vram.Tensor { return d.module.Parameters() }
 
+// NamedBuffers returns the wrapped module's buffers, under its own names,
+// so that [nn.StateDict] and [nn.Save] of the DDP keep them (BatchNorm's
+// running statistics).
+func (d *DistributedDataParallel) NamedBuffers() []nn.NamedParameter {
+	return nn.NamedBuffers(d.module)
+}
+
 // NamedChildren returns the wrapped module's children.
 func (d *DistributedDataParallel) NamedChildren() []nn.NamedModule { return d.module.NamedChildren() }
 

@@ -553,6 +553,23 @@ func (p *Pipeline) NamedParameters() []nn.NamedParameter {
 	return out
 }
 
+// NamedBuffers returns the stages' buffers, stage i's named "i." + their
+// names as the parameters are, so that [nn.StateDict] and [nn.Save] of the
+// Pipeline keep them (BatchNorm's running statistics).
+func (p *Pipeline) NamedBuffers() []nn.NamedParameter {
+	var out []nn.NamedParameter
+	seen := map[*vram.Tensor]bool{}
+	for i, s := range p.stages {
+		for _, b := range nn.NamedBuffers(s.Module) {
+			if !seen[b.Tensor] {
+				seen[b.Tensor] = true
+				out = append(out, nn.NamedParameter{Name: fmt.Sprintf("%d.%s", i, b.Name), Tensor: b.Tensor})
+			}
+		}
+	}
+	return out
+}
+
 // Parameters returns the tensors of NamedParameters.
 func (p *Pipeline) Parameters() []*vram.Tensor {
 	var out []*vram.Tensor

@@ -93,3 +93,68 @@ func TestWorkerGoexit(t *testing.T) {
 		})
 	}
 }
+
+// TestWrappersKeepBuffers checks that the state of DataParallel,
+// DistributedDataParallel and Pipeline includes the module's buffers
+// (BatchNorm's running statistics), under the names of their parameters'
+// scheme, and that saving a wrapper and loading the file into another
+// restores them, as a PyTorch state_dict of the wrapper does.
+func TestWrappersKeepBuffers(t *testing.T) {
+	comm := func() Communicator { return tcpGroup(t, 1, 5*time.Second)[0] }
+	for _, tc := range []struct {
+		name   string
+		prefix string // of the module's names in the wrapper's state
+		wrap   func(m *bnNet) (nn.Module, func())
+	}{
+		{"data parallel", "module.", func(m *bnNet) (nn.Module, func()) {
+			dp, err := NewDataParallel(m, simDevs(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return dp, func() { dp.Release() }
+		}},
+		{"distributed data parallel", "", func(m *bnNet) (nn.Module, func()) {
+			m.To(vram.CPU)
+			ddp, err := NewDistributedDataParallel(m, comm(), DDPOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ddp, func() { ddp.Close() }
+		}},
+		{"pipeline", "0.", func(m *bnNet) (nn.Module, func()) {
+			p, err := NewPipeline([]Stage{{m, vram.Sim(0)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p, func() {}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := newBNNet(1, vram.Sim(0))
+			defer nn.Release(src)
+			vram.NoGrad(func() { src.bn.RunningMean.FillInPlace(3) })
+			w, done := tc.wrap(src)
+			defer done()
+			state := nn.StateDict(w)
+			for _, b := range nn.NamedBuffers(src) {
+				if got := state[tc.prefix+b.Name]; got != b.Tensor {
+					t.Errorf("state[%q] is %v, want the module's buffer", tc.prefix+b.Name, got)
+				}
+			}
+			path := t.TempDir() + "/w.safetensors"
+			if err := nn.Save(w, path); err != nil {
+				t.Fatal(err)
+			}
+			dst := newBNNet(2, vram.Sim(0))
+			defer nn.Release(dst)
+			w2, done2 := tc.wrap(dst)
+			defer done2()
+			if err := nn.Load(w2, path); err != nil {
+				t.Fatal(err)
+			}
+			if got := dst.bn.RunningMean.Float64s(); got[0] != 3 || got[1] != 3 {
+				t.Errorf("loaded running mean %v, want [3 3]", got)
+			}
+		})
+	}
+}
