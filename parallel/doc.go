@@ -15,7 +15,8 @@
 //     ([NewNCCLRank], through [InitProcessGroup]). This is the path for
 //     GPUs.
 //   - In process ([NewLocalGroup] on CPU or sim devices): goroutines of one
-//     process, through vram's own copies between devices.
+//     process, through vram's own copies between devices; reductions give
+//     the TCP collectives' bits.
 //   - TCP ([NewTCPRank]), for CPU and sim tensors in several processes:
 //     every pair of ranks connected once, each collective through rank 0.
 //

@@ -14,7 +14,9 @@ import (
 // each rank's tensors on its own device (CPU or sim; CUDA devices use NCCL
 // when it is there, and these otherwise). A collective is a meeting: each
 // rank leaves its tensor and waits; the last to arrive does the work for
-// all, with vram's copies between devices, and wakes the others. Before it
+// all, with vram's copies between devices (reductions through the host,
+// with the TCP collectives' accumulator, so that both give the same bits),
+// and wakes the others. Before it
 // arrives, a rank waits for its current stream, so the work of every
 // rank's streams before the collective is done; the meeting's work runs on
 // the default streams and is finished before anyone leaves. Collectives are
@@ -222,34 +224,22 @@ func check(slots []meetSlot) error {
 	return nil
 }
 
-// reduceAll returns, on device dev, the reduction of the ts, flattened.
-func reduceAll(ts []*vram.Tensor, op ReduceOp, dev vram.Device) *vram.Tensor {
-	acc := ts[0].Reshape(-1).To(dev)
+// reduceRaw returns the reduction of the ts' elements as raw bytes, with
+// the TCP collectives' accumulator: in rank order, floating-point elements
+// in float64 rounded once, integers in int64. The in-process and TCP
+// collectives thus give the same bits, and a float16 sum or an int8
+// average does not overflow on the way.
+func reduceRaw(ts []*vram.Tensor, op ReduceOp) []byte {
+	acc := newAccumulator(ts[0].DType(), op, ts[0].RawBytes())
 	for _, t := range ts[1:] {
-		x := t.Reshape(-1).To(dev)
-		var next *vram.Tensor
-		switch op {
-		case Sum, Avg:
-			next = acc.Add(x)
-		case Prod:
-			next = acc.Mul(x)
-		case Max:
-			next = acc.Maximum(x)
-		case Min:
-			next = acc.Minimum(x)
-		default:
-			panic(fmt.Errorf("parallel: unknown reduction %v", op))
-		}
-		acc.Release()
-		x.Release()
-		acc = next
+		acc.add(t.RawBytes())
 	}
-	if op == Avg {
-		avg := acc.DivScalar(float64(len(ts)))
-		acc.Release()
-		acc = avg
-	}
-	return acc
+	return acc.result(len(ts))
+}
+
+// setRaw writes b into the contiguous t, in place.
+func setRaw(t *vram.Tensor, b []byte) {
+	vram.NoGrad(func() { t.SetRawBytes(b) })
 }
 
 // store copies the flat src into t, on t's device, in place.
@@ -320,10 +310,9 @@ func (c *localComm) AllReduce(t *vram.Tensor, op ReduceOp) error {
 		return err
 	}
 	return c.meet(meetSlot{op: "all_reduce", a: t, red: op}, func(slots []meetSlot) error {
-		r := reduceAll(tensors(slots), op, slots[0].a.Device())
-		defer r.Release()
+		r := reduceRaw(tensors(slots), op)
 		for _, s := range slots {
-			store(s.a, r)
+			setRaw(s.a, r)
 		}
 		return nil
 	})
@@ -358,9 +347,7 @@ func (c *localComm) Reduce(t *vram.Tensor, op ReduceOp, root int) error {
 		return err
 	}
 	return c.meet(meetSlot{op: "reduce", a: t, red: op, arg: root}, func(slots []meetSlot) error {
-		r := reduceAll(tensors(slots), op, slots[root].a.Device())
-		defer r.Release()
-		store(slots[root].a, r)
+		setRaw(slots[root].a, reduceRaw(tensors(slots), op))
 		return nil
 	})
 }
@@ -392,13 +379,10 @@ func (c *localComm) ReduceScatter(dst, src *vram.Tensor, op ReduceOp) error {
 		return err
 	}
 	return c.meet(meetSlot{op: "reduce_scatter", a: src, b: dst, red: op}, func(slots []meetSlot) error {
-		r := reduceAll(tensors(slots), op, slots[0].a.Device())
-		defer r.Release()
-		n := slots[0].b.NumElements()
+		r := reduceRaw(tensors(slots), op)
+		n := int(slots[0].b.Bytes())
 		for i, s := range slots {
-			part := r.Narrow(0, i*n, n)
-			store(s.b, part)
-			part.Release()
+			setRaw(s.b, r[i*n:(i+1)*n])
 		}
 		return nil
 	})

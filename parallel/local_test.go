@@ -260,3 +260,65 @@ func TestLocalGroupErrors(t *testing.T) {
 		t.Error("broadcast from a rank that does not exist")
 	}
 }
+
+// TestLocalReducesAsTCP checks that the in-process reductions give the
+// TCP collectives' bits: in float64 rounded once, in int64, in rank
+// order, so that sums that leave the dtype's range half way, or that
+// rounding at each step would lose, come out right on both.
+func TestLocalReducesAsTCP(t *testing.T) {
+	const tiny32, tiny16 = 1.0 / (1 << 24), 1.0 / (1 << 8)
+	for _, tc := range []struct {
+		name string
+		dt   vram.DType
+		op   ReduceOp
+		vals [3]float64 // rank r's element
+		want float64
+	}{
+		{"float16 sum out of range half way", vram.Float16, Sum, [3]float64{60000, 60000, -60000}, 60000},
+		{"float16 average", vram.Float16, Avg, [3]float64{60000, 60000, 60000}, 60000},
+		{"int8 average", vram.Int8, Avg, [3]float64{127, 127, 127}, 127},
+		{"int8 sum wraps", vram.Int8, Sum, [3]float64{100, 100, 0}, -56},
+		{"float32 sum rounded once", vram.Float32, Sum, [3]float64{1, tiny32, tiny32}, 1 + 2*tiny32},
+		{"bfloat16 sum rounded once", vram.BFloat16, Sum, [3]float64{1, tiny16, tiny16}, 1 + 2*tiny16},
+		{"int32 average truncates", vram.Int32, Avg, [3]float64{-4, 0, 0}, -1},
+	} {
+		for _, b := range []struct {
+			name  string
+			comms func(t *testing.T) []Communicator
+		}{
+			{"in-process", func(t *testing.T) []Communicator {
+				comms, err := NewLocalGroup(simDevs(3))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return comms
+			}},
+			{"tcp", func(t *testing.T) []Communicator { return tcpGroup(t, 3, 5*time.Second) }},
+		} {
+			t.Run(tc.name+"/"+b.name, func(t *testing.T) {
+				comms := b.comms(t)
+				got := make([][]float64, 3)
+				noErrors(t, eachRank(comms, func(c Communicator) error {
+					var err error
+					vram.Tidy(func() {
+						x := vram.Full(vram.Shape{2}, tc.vals[c.Rank()], vram.Float64, c.Device()).Cast(tc.dt)
+						scatter := vram.Full(vram.Shape{6}, tc.vals[c.Rank()], vram.Float64, c.Device()).Cast(tc.dt)
+						part := vram.Zeros(vram.Shape{2}, tc.dt, c.Device())
+						if err = c.AllReduce(x, tc.op); err == nil {
+							err = c.ReduceScatter(part, scatter, tc.op)
+						}
+						got[c.Rank()] = append(x.Float64s(), part.Float64s()...)
+					})
+					return err
+				}))
+				for r, g := range got {
+					for _, v := range g {
+						if v != tc.want {
+							t.Fatalf("rank %d: %v, want %v", r, g, tc.want)
+						}
+					}
+				}
+			})
+		}
+	}
+}
