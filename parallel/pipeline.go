@@ -280,9 +280,16 @@ func handOff(t *vram.Tensor, d vram.Device) *vram.Tensor {
 }
 
 // timed runs fn as one step of stage s and records its time, the step
-// ending when the stage's device has finished it.
+// ending when the stage's device has finished it. Inside the caller's
+// autocast region (which the stage's goroutine inherits) each step gets
+// a region of its own, so that no cast of a weight is shared by the
+// graphs of two micro-batches, each with its own backward.
 func (r *pipeRun) timed(s int, backward bool, fn func()) {
 	begin := time.Since(r.start)
+	if dt, ok := vram.AutocastDType(); ok {
+		step := fn
+		fn = func() { vram.Autocast(dt, step) }
+	}
 	vram.Tidy(fn)
 	if err := vram.CurrentStream(r.p.stages[s].Device).Synchronize(); err != nil {
 		panic(&vram.Error{Op: "pipeline", Kind: vram.ErrBackend, Detail: "waiting for " + r.p.stages[s].Device.String(), Err: err})

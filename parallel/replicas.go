@@ -22,8 +22,9 @@ type worker struct {
 
 // onDevices runs every worker's fn on a goroutine of its own and waits for
 // all of them. Each goroutine gets the caller's gradient mode, inference
-// mode and current stream of its device (goroutine-scoped settings are not
-// inherited otherwise), runs fn inside a vram.Tidy (fn keeps what it hands
+// mode, autocast dtype (as PyTorch's DataParallel carries autocast into
+// its threads) and current stream of its device (goroutine-scoped
+// settings are not inherited otherwise), runs fn inside a vram.Tidy (fn keeps what it hands
 // back with vram.Keep), then waits for its device's current stream, so
 // that the time it took is the device's time. It returns each worker's
 // duration. A panic in a worker is re-raised on the caller's goroutine
@@ -33,6 +34,7 @@ type worker struct {
 // [errGoexit], rather than leave its share of the work undone unnoticed.
 func onDevices(op string, label func(i int) string, ws []worker) []time.Duration {
 	grad, inference := vram.GradEnabled(), vram.InferenceModeEnabled()
+	cast, casting := vram.AutocastDType()
 	streams := make([]*vram.Stream, len(ws))
 	for i, w := range ws {
 		streams[i] = vram.CurrentStream(w.dev)
@@ -60,7 +62,11 @@ func onDevices(op string, label func(i int) string, ws []worker) []time.Duration
 					panic(&vram.Error{Op: op, Kind: vram.ErrBackend, Detail: "waiting for " + w.dev.String(), Err: err})
 				}
 			}
-			withSettings(grad, inference, streams[i], body)
+			if casting {
+				withSettings(grad, inference, streams[i], func() { vram.Autocast(cast, body) })
+			} else {
+				withSettings(grad, inference, streams[i], body)
+			}
 			took[i] = time.Since(start)
 			finished = true
 		}()

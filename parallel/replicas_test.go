@@ -2,8 +2,10 @@ package parallel
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,6 +156,107 @@ func TestWrappersKeepBuffers(t *testing.T) {
 			}
 			if got := dst.bn.RunningMean.Float64s(); got[0] != 3 || got[1] != 3 {
 				t.Errorf("loaded running mean %v, want [3 3]", got)
+			}
+		})
+	}
+}
+
+// castRecorder is a Linear that records the autocast dtype of each call.
+type castRecorder struct {
+	nn.Base
+	lin  *nn.Linear
+	mu   sync.Mutex
+	seen []string
+}
+
+func newCastRecorder() *castRecorder {
+	m := &castRecorder{lin: nn.NewLinear(2, 2)}
+	m.RegisterModule("lin", m.lin)
+	return m
+}
+
+func (m *castRecorder) Forward(x *vram.Tensor) *vram.Tensor {
+	dt, ok := vram.AutocastDType()
+	m.mu.Lock()
+	m.seen = append(m.seen, fmt.Sprint(dt, ok))
+	m.mu.Unlock()
+	return m.lin.Forward(x)
+}
+
+// TestWorkersAutocast checks that the goroutines of DataParallel and
+// Pipeline run in the caller's autocast region, as PyTorch's DataParallel
+// carries autocast into its threads: every replica and stage computes in
+// float16 under amp.Autocast(vram.Float16, ...).
+func TestWorkersAutocast(t *testing.T) {
+	mse := func(out, y *vram.Tensor) *vram.Tensor { return nn.MSELoss(out.Cast(vram.Float32), y) }
+	for _, tc := range []struct {
+		name string
+		run  func(mods []*castRecorder, x *vram.Tensor)
+	}{
+		{"data parallel forward", func(mods []*castRecorder, x *vram.Tensor) {
+			dp, err := NewDataParallel(mods[0], simDevs(2))
+			if err != nil {
+				panic(err)
+			}
+			defer dp.Release()
+			if out := dp.Forward(x); out.DType() != vram.Float16 {
+				panic(&vram.Error{Op: "test", Kind: vram.ErrDType, Detail: fmt.Sprintf("output %v", out.DType())})
+			}
+			for _, r := range dp.Replicas()[1:] { // the replica records into its own copy
+				mods[0].seen = append(mods[0].seen, r.(*castRecorder).seen...)
+			}
+		}},
+		{"data parallel forward loss", func(mods []*castRecorder, x *vram.Tensor) {
+			dp, err := NewDataParallel(mods[0], simDevs(2))
+			if err != nil {
+				panic(err)
+			}
+			defer dp.Release()
+			dp.ForwardLoss(x, x, mse).Backward()
+			for _, r := range dp.Replicas()[1:] {
+				mods[0].seen = append(mods[0].seen, r.(*castRecorder).seen...)
+			}
+		}},
+		{"pipeline forward", func(mods []*castRecorder, x *vram.Tensor) {
+			p, err := NewPipeline([]Stage{{mods[0], vram.Sim(0)}, {mods[1], vram.Sim(1)}}, MicroBatches(2))
+			if err != nil {
+				panic(err)
+			}
+			if out := p.Forward(x); out.DType() != vram.Float16 {
+				panic(&vram.Error{Op: "test", Kind: vram.ErrDType, Detail: fmt.Sprintf("output %v", out.DType())})
+			}
+		}},
+		{"pipeline forward backward", func(mods []*castRecorder, x *vram.Tensor) {
+			p, err := NewPipeline([]Stage{{mods[0], vram.Sim(0)}, {mods[1], vram.Sim(1)}}, MicroBatches(2), WithSchedule(OneFOneB))
+			if err != nil {
+				panic(err)
+			}
+			p.ForwardBackward(x, x, mse)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mods := []*castRecorder{newCastRecorder(), newCastRecorder()}
+			defer nn.Release(mods[0])
+			defer nn.Release(mods[1])
+			err := vram.Catch(func() {
+				vram.Tidy(func() {
+					vram.Autocast(vram.Float16, func() { tc.run(mods, vram.Ones(vram.Shape{4, 2})) })
+				})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seen []string
+			for _, m := range mods {
+				seen = append(seen, m.seen...)
+			}
+			if len(seen) < 2 {
+				t.Fatalf("forwards seen: %v", seen)
+			}
+			for _, s := range seen {
+				if s != "float16 true" {
+					t.Fatalf("autocast in the workers' forwards: %v, want float16 in all", seen)
+				}
 			}
 		})
 	}
