@@ -736,6 +736,21 @@ type ReplicaOptimizer struct {
 
 var _ optim.GroupedOptimizer = (*ReplicaOptimizer)(nil)
 
+// Parameters returns the parameters of every replica, replica 0's first:
+// those the optimizer updates. Give these, not the module's, to code that
+// works on the gradients before Step across the replicas, such as
+// amp.GradScaler's Unscale and Step (which then unscale and check every
+// replica's share of the gradients):
+//
+//	scaler.Step(opt, opt.Parameters())
+func (o *ReplicaOptimizer) Parameters() []*vram.Tensor {
+	var out []*vram.Tensor
+	for _, ps := range o.dp.params {
+		out = append(out, ps...)
+	}
+	return out
+}
+
 // Optimizers returns the replicas' optimizers, replica i's at index i.
 func (o *ReplicaOptimizer) Optimizers() []optim.Optimizer { return slices.Clone(o.opts) }
 

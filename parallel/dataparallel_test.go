@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/amp"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
 )
@@ -583,5 +584,59 @@ func TestDataParallelReplicaFailsInCollective(t *testing.T) {
 				t.Errorf("got %v, want an ErrReleased naming replica 1", callErr)
 			}
 		})
+	}
+}
+
+// TestDataParallelGradScaler trains with an amp.GradScaler given the
+// wrapper optimizer's Parameters, every replica's: the scaled gradients
+// of every replica are unscaled before the sum, so training matches one
+// device with the same scaler, and a step whose gradients overflow on one
+// replica only is skipped by all.
+func TestDataParallelGradScaler(t *testing.T) {
+	vram.ManualSeed(5)
+	ref := newUserNet(4, 8, 3)
+	defer nn.Release(ref)
+	initial, err := nn.Replicate(ref, vram.CPU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nn.Release(initial)
+	dp, err := NewDataParallel(initial, simDevs(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dp.Release()
+	refOpt, _ := optim.NewSGD(ref.Parameters(), optim.SGDConfig{LR: 0.1})
+	opt, err := dp.Optimizer(func(ps []*vram.Tensor) (optim.Optimizer, error) {
+		return optim.NewSGD(ps, optim.SGDConfig{LR: 0.1})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refScaler, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 1024})
+	scaler, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 1024})
+	for step := range 4 {
+		vram.Tidy(func() {
+			x, y := vram.Randn(vram.Shape{7, 4}), vram.Randn(vram.Shape{7, 3})
+			if step == 2 { // an overflow in the last replica's rows only
+				x = vram.Cat([]*vram.Tensor{x.Narrow(0, 0, 6), vram.Full(vram.Shape{1, 4}, math.Inf(1))}, 0)
+			}
+			refScaler.Scale(nn.MSELoss(ref.Forward(x), y)).Backward()
+			refStepped := refScaler.Step(refOpt, ref.Parameters())
+			refScaler.Update()
+			refOpt.ZeroGrad()
+
+			out := dp.Forward(x)
+			scaler.Scale(nn.MSELoss(out, y.To(out.Device()))).Backward()
+			stepped := scaler.Step(opt, opt.Parameters())
+			scaler.Update()
+			opt.ZeroGrad()
+			if stepped != refStepped || (step == 2) == stepped {
+				t.Fatalf("step %d: stepped %v, one device %v", step, stepped, refStepped)
+			}
+		})
+	}
+	for r, rep := range dp.Replicas() {
+		sameParams(t, fmt.Sprintf("replica %d", r), rep, ref)
 	}
 }

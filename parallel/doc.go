@@ -49,7 +49,12 @@
 // The gradients are summed with a [Communicator] (NCCL for CUDA devices
 // when it can be used, the in-process group otherwise), so the replicas
 // take the same step and stay identical: no forward copies the parameters
-// again. Report gives each device's memory and time per phase.
+// again. Until Step, each replica's gradients are its share of the
+// batch's: code that works on the gradients in between takes every
+// replica's parameters (opt.Parameters(), for instance
+// scaler.Step(opt, opt.Parameters()) with an amp.GradScaler) or the
+// module's own methods (net.ClipGradNorm). Report gives each device's
+// memory and time per phase.
 //
 // # Model and pipeline parallelism
 //
