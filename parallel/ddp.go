@@ -628,10 +628,7 @@ func (d *DistributedDataParallel) Backward(loss *vram.Tensor, opts ...vram.Backw
 	}
 	if d.rounds > rounds {
 		// Every bucket was reduced during backward.
-		if err := d.takeErrLocked(); err != nil {
-			return err
-		}
-		return d.syncUnusedLocked()
+		return d.endRoundLocked()
 	}
 	// Some parameters, or all, received no gradient.
 	if !d.active {
@@ -669,10 +666,18 @@ func (d *DistributedDataParallel) Backward(loss *vram.Tensor, opts ...vram.Backw
 		}
 	})
 	d.launchLocked()
-	if err := d.takeErrLocked(); err != nil {
-		return err
+	return d.endRoundLocked()
+}
+
+// endRoundLocked returns the error of the round that just finished, after
+// the search for unused parameters, which every rank joins even when its
+// round went wrong, so that the others do not wait for it. d.mu is held.
+func (d *DistributedDataParallel) endRoundLocked() error {
+	err := d.takeErrLocked()
+	if uerr := d.syncUnusedLocked(); err == nil {
+		err = uerr
 	}
-	return d.syncUnusedLocked()
+	return err
 }
 
 // syncUnusedLocked ends a round of reductions under FindUnusedParameters
