@@ -2,6 +2,7 @@ package memory
 
 import (
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,10 +27,13 @@ type histEvent struct {
 	pcs []uintptr
 }
 
-// history is the ring buffer of recorded events.
+// history is the ring buffer of recorded events. The ring grows with the
+// events up to max, so that a bound far beyond what a run records (as
+// PyTorch's default of sys.maxsize) costs only the events recorded.
 type history struct {
 	ring    []histEvent
-	next    int  // where the next event goes
+	max     int  // the most events kept
+	next    int  // where the next event goes once the ring is full
 	n       int  // events stored
 	stacks  bool // capture Go stacks
 	dropped bool // events were overwritten or the history started late
@@ -38,9 +42,10 @@ type history struct {
 // SetHistory turns the recording of allocator events on or off. Enabled, the
 // allocator keeps the last maxEvents events (allocations, frees, segment
 // allocations, frees, maps and unmaps, OOMs; [DefaultHistoryEvents] when
-// maxEvents <= 0) for [Allocator.Snapshot], each with the caller's Go stack
-// when stacks is true (frames inside vram's own packages left out, so the
-// stack starts in the caller's code). Turning it on again starts a new,
+// maxEvents <= 0; the buffer grows with the events, so a bound as large as
+// math.MaxInt costs only what is recorded) for [Allocator.Snapshot], each
+// with the caller's Go stack when stacks is true (frames inside vram's own
+// packages left out, so the stack starts in the caller's code). Turning it on again starts a new,
 // empty history; off, it discards the history. An event costs about 50 ns
 // to record, a stack about a microsecond more; off, recording costs
 // nothing. A free whose block waited for another stream's events records
@@ -56,7 +61,8 @@ func (a *Allocator) SetHistory(enabled bool, maxEvents int, stacks bool) {
 		maxEvents = DefaultHistoryEvents
 	}
 	a.hist = &history{
-		ring:    make([]histEvent, maxEvents),
+		ring:    make([]histEvent, 0, min(maxEvents, historyChunk)),
+		max:     maxEvents,
 		stacks:  stacks,
 		dropped: a.tick != 0 || len(a.segs) != 0,
 	}
@@ -73,8 +79,20 @@ func (h *history) callers() []uintptr {
 	return append([]uintptr(nil), buf[:n]...)
 }
 
+// historyChunk is how many events the ring holds at first; it grows from
+// there as events come, by doubling, up to the history's maximum.
+const historyChunk = 1024
+
 // add stores one event, overwriting the oldest when full.
 func (h *history) add(e histEvent) {
+	if n := len(h.ring); n < h.max {
+		if n == cap(h.ring) {
+			h.ring = slices.Grow(h.ring, min(n, h.max-n))
+		}
+		h.ring = append(h.ring, e)
+		h.n++
+		return
+	}
 	h.ring[h.next] = e
 	h.next++
 	if h.next == len(h.ring) {
