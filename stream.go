@@ -175,14 +175,14 @@ func (s *Stream) Query() bool {
 func (s *Stream) WaitEvent(e *Event) {
 	const op = "stream wait event"
 	s.check(op)
-	be := e.backendEvent(op)
-	if be == nil {
+	r := e.recorded(op)
+	if r == nil {
 		return
 	}
-	if e.ds.dev.Kind != s.ds.dev.Kind {
-		fail(op, ErrDevice, "%s cannot wait on an event of %s", s, e.ds.dev)
+	if r.ds.dev.Kind != s.ds.dev.Kind {
+		fail(op, ErrDevice, "%s cannot wait on an event of %s", s, r.ds.dev)
 	}
-	check(op, s.bs.WaitEvent(be))
+	check(op, s.bs.WaitEvent(r.be))
 }
 
 // WaitStream makes the work queued on s from now on wait until the work
@@ -224,9 +224,15 @@ func (s *Stream) Release() {
 // It is safe for concurrent use.
 type Event struct {
 	timing   bool
-	ds       *devState // set by the first Record
-	be       atomic.Pointer[backend.Event]
+	rec      atomic.Pointer[recorded] // set by the first Record
 	released atomic.Bool
+}
+
+// recorded is the backend event of an [Event] and its device, set together
+// by the first Record so that a goroutine that sees one sees the other.
+type recorded struct {
+	be backend.Event
+	ds *devState
 }
 
 // NewEvent returns an event, to be recorded on a stream.
@@ -246,13 +252,11 @@ func (e *Event) check(op string) {
 	}
 }
 
-// backendEvent returns e's backend event, or nil before its first Record.
-func (e *Event) backendEvent(op string) backend.Event {
+// recorded returns e's backend event and device, or nil before its first
+// Record.
+func (e *Event) recorded(op string) *recorded {
 	e.check(op)
-	if p := e.be.Load(); p != nil {
-		return *p
-	}
-	return nil
+	return e.rec.Load()
 }
 
 // Record captures the work queued on s so far; recording again moves the
@@ -262,45 +266,43 @@ func (e *Event) Record(s *Stream) {
 	const op = "event record"
 	e.check(op)
 	s.check(op)
-	be := e.backendEvent(op)
-	if be == nil {
+	r := e.recorded(op)
+	if r == nil {
 		nb, err := s.ds.bd.NewEvent(e.timing)
 		if err != nil {
 			panic(&Error{Op: op, Kind: ErrBackend, Detail: s.ds.dev.String(), Err: err})
 		}
-		if !e.be.CompareAndSwap(nil, &nb) {
-			nb.Destroy()
-		} else {
-			e.ds = s.ds
+		if !e.rec.CompareAndSwap(nil, &recorded{be: nb, ds: s.ds}) {
+			nb.Destroy() // another goroutine recorded it first
 		}
-		be = *e.be.Load()
+		r = e.rec.Load()
 	}
-	if e.ds != s.ds {
-		fail(op, ErrDevice, "the event belongs to %s; it cannot be recorded on %s", e.ds.dev, s)
+	if r.ds != s.ds {
+		fail(op, ErrDevice, "the event belongs to %s; it cannot be recorded on %s", r.ds.dev, s)
 	}
-	check(op, be.Record(s.bs))
+	check(op, r.be.Record(s.bs))
 }
 
 // Query reports whether the work before the event has finished, without
 // waiting. An event never recorded has.
 func (e *Event) Query() bool {
-	be := e.backendEvent("event query")
-	if be == nil {
+	r := e.recorded("event query")
+	if r == nil {
 		return true
 	}
-	done, err := be.Query()
+	done, err := r.be.Query()
 	check("event query", err)
 	return done
 }
 
 // Synchronize waits until the work before the event has finished.
 func (e *Event) Synchronize() error {
-	be := e.backendEvent("event synchronize")
-	if be == nil {
+	r := e.recorded("event synchronize")
+	if r == nil {
 		return nil
 	}
-	if err := be.Synchronize(); err != nil {
-		return &Error{Op: "event synchronize", Kind: ErrBackend, Detail: e.ds.dev.String(), Err: err}
+	if err := r.be.Synchronize(); err != nil {
+		return &Error{Op: "event synchronize", Kind: ErrBackend, Detail: r.ds.dev.String(), Err: err}
 	}
 	return nil
 }
@@ -316,18 +318,18 @@ func (e *Event) Wait(s *Stream) { s.WaitEvent(e) }
 // [*Error] of kind [ErrArgument].
 func (e *Event) ElapsedTime(end *Event) (time.Duration, error) {
 	const op = "event elapsed time"
-	start, stop := e.backendEvent(op), end.backendEvent(op)
+	start, stop := e.recorded(op), end.recorded(op)
 	switch {
 	case !e.timing || !end.timing:
 		return 0, &Error{Op: op, Kind: ErrArgument, Detail: "both events must be timing events (vram.NewTimingEvent)"}
 	case start == nil || stop == nil:
 		return 0, &Error{Op: op, Kind: ErrArgument, Detail: "both events must be recorded first"}
-	case e.ds != end.ds:
-		return 0, &Error{Op: op, Kind: ErrDevice, Detail: fmt.Sprintf("events of %s and %s", e.ds.dev, end.ds.dev)}
+	case start.ds != stop.ds:
+		return 0, &Error{Op: op, Kind: ErrDevice, Detail: fmt.Sprintf("events of %s and %s", start.ds.dev, stop.ds.dev)}
 	}
-	d, err := stop.Elapsed(start)
+	d, err := stop.be.Elapsed(start.be)
 	if err != nil {
-		return 0, &Error{Op: op, Kind: ErrArgument, Detail: e.ds.dev.String(), Err: err}
+		return 0, &Error{Op: op, Kind: ErrArgument, Detail: start.ds.dev.String(), Err: err}
 	}
 	return d, nil
 }
@@ -338,8 +340,8 @@ func (e *Event) Release() {
 	if e == nil || e.released.Swap(true) {
 		return
 	}
-	if p := e.be.Load(); p != nil {
-		(*p).Destroy()
+	if r := e.rec.Load(); r != nil {
+		r.be.Destroy()
 	}
 }
 

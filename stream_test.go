@@ -305,3 +305,59 @@ func TestStreamsConcurrentTraining(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestEventFirstRecordRaces records a fresh event from several goroutines
+// at once, on streams of one device, while others query it, wait on it and
+// time it; run it with -race. Whichever Record comes first fixes the
+// event's device, and every other call sees that device: none fails with
+// ErrDevice, none reads a device not yet set.
+func TestEventFirstRecordRaces(t *testing.T) {
+	d := Sim(0)
+	streams := []*Stream{DefaultStream(d), mustNewStream(t, d), mustNewStream(t, d)}
+	for _, tt := range []struct {
+		name   string
+		timing bool
+	}{{"plain", false}, {"timing", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 50 {
+				e := &Event{timing: tt.timing}
+				var wg sync.WaitGroup
+				errs := make(chan error, 4*len(streams))
+				for i, s := range streams {
+					wg.Add(3)
+					go func() {
+						defer wg.Done()
+						errs <- Catch(func() { e.Record(s) })
+					}()
+					go func() {
+						defer wg.Done()
+						errs <- Catch(func() { e.Query(); s.WaitEvent(e) })
+					}()
+					go func() {
+						defer wg.Done()
+						errs <- Catch(func() {
+							if err := e.Synchronize(); err != nil {
+								panic(err)
+							}
+							if i == 0 && tt.timing {
+								// Not recorded yet, or recorded: either
+								// error is an argument error.
+								if _, err := e.ElapsedTime(e); err != nil && !errors.Is(err, ErrArgument) {
+									panic(err)
+								}
+							}
+						})
+					}()
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				e.Release()
+			}
+		})
+	}
+}
