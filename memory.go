@@ -34,18 +34,19 @@ func allocatorOf(d Device) *memory.Allocator {
 	return nil
 }
 
-// allocatorFor returns d's caching allocator for a call that needs one
-// (what says what for): the error of an unavailable device, naming why it
-// is unavailable, or an error for a device without an allocator.
-func allocatorFor(d Device, what string) (*memory.Allocator, error) {
+// allocatorFor returns d's caching allocator for the call op that needs
+// one (what says what for): the [ErrUnavailable] error of an unavailable
+// device, naming why it is unavailable, or an [ErrArgument] error for a
+// device without an allocator.
+func allocatorFor(op string, d Device, what string) (*memory.Allocator, error) {
 	s, err := deviceFor(d)
 	if err != nil {
-		return nil, err
+		return nil, opError(op, err)
 	}
 	if c, ok := s.bd.(cachingDevice); ok {
 		return c.Allocator(), nil
 	}
-	return nil, fmt.Errorf("vram: %s has no caching allocator to %s", d, what)
+	return nil, &Error{Op: op, Kind: ErrArgument, Detail: fmt.Sprintf("%s has no caching allocator to %s", d, what)}
 }
 
 // MemoryStats returns the allocator statistics of d, in the families of
@@ -112,10 +113,11 @@ func MemorySnapshot(d Device) *trace.Snapshot {
 // RecordMemoryHistory turns the event history of d's allocator on or off
 // (torch.cuda.memory._record_memory_history): a ring buffer of the last
 // maxEvents allocations and frees, with Go stack frames when stacks is set.
-// It returns an error for a device without a caching allocator, and the
-// *Error of kind ErrUnavailable for a device that is not available.
+// It returns an [*Error] of kind [ErrArgument] for a device without a
+// caching allocator (the CPU), and of kind [ErrUnavailable] for a device
+// that is not available.
 func RecordMemoryHistory(d Device, enabled bool, maxEvents int, stacks bool) error {
-	a, err := allocatorFor(d, "record")
+	a, err := allocatorFor("record_memory_history", d, "record")
 	if err != nil {
 		return err
 	}
@@ -125,15 +127,20 @@ func RecordMemoryHistory(d Device, enabled bool, maxEvents int, stacks bool) err
 
 // SetPerProcessMemoryFraction limits d's allocator to fraction (0 to 1] of
 // the device's memory (torch.cuda.set_per_process_memory_fraction).
-// It returns an error for a fraction out of that range (NaN included), for a
-// device without a caching allocator (the CPU), and the *Error of kind
-// ErrUnavailable for a device that is not available.
+// It returns an [*Error] of kind [ErrArgument] for a fraction out of that
+// range (NaN included) and for a device without a caching allocator (the
+// CPU), and of kind [ErrUnavailable] for a device that is not available;
+// the limit is then unchanged.
 func SetPerProcessMemoryFraction(fraction float64, d Device) error {
-	a, err := allocatorFor(d, "limit")
+	const op = "set_per_process_memory_fraction"
+	a, err := allocatorFor(op, d, "limit")
 	if err != nil {
 		return err
 	}
-	return a.SetMemoryFraction(fraction)
+	if err := a.SetMemoryFraction(fraction); err != nil {
+		return &Error{Op: op, Kind: ErrArgument, Detail: d.String(), Err: err}
+	}
+	return nil
 }
 
 // Region runs fn with allocations made by the calling goroutine labelled

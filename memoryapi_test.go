@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -270,5 +271,50 @@ func TestMemoryControlsNameTheDevice(t *testing.T) {
 				t.Fatalf("error %v speaks of an allocator of a device that does not exist", err)
 			}
 		})
+	}
+}
+
+// TestMemoryControlErrorKinds: the memory calls that return an error return
+// a vram *Error whose kind says what was wrong, and a refused fraction
+// leaves the limit as it was.
+func TestMemoryControlErrorKinds(t *testing.T) {
+	missing := Sim(SimDeviceCount() + 3)
+	for _, tt := range []struct {
+		name string
+		call func() error
+		kind error // nil: no error
+	}{
+		{"fraction 1", func() error { return SetPerProcessMemoryFraction(1, tight) }, nil},
+		{"fraction 0", func() error { return SetPerProcessMemoryFraction(0, tight) }, ErrArgument},
+		{"fraction -0.5", func() error { return SetPerProcessMemoryFraction(-0.5, tight) }, ErrArgument},
+		{"fraction 1.5", func() error { return SetPerProcessMemoryFraction(1.5, tight) }, ErrArgument},
+		{"fraction NaN", func() error { return SetPerProcessMemoryFraction(math.NaN(), tight) }, ErrArgument},
+		{"fraction +Inf", func() error { return SetPerProcessMemoryFraction(math.Inf(1), tight) }, ErrArgument},
+		{"fraction on the CPU", func() error { return SetPerProcessMemoryFraction(0.5, CPU) }, ErrArgument},
+		{"fraction on a missing device", func() error { return SetPerProcessMemoryFraction(0.5, missing) }, ErrUnavailable},
+		{"history on the CPU", func() error { return RecordMemoryHistory(CPU, true, 10, false) }, ErrArgument},
+		{"history on a missing device", func() error { return RecordMemoryHistory(missing, true, 10, false) }, ErrUnavailable},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			if tt.kind == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var ve *Error
+			if !errors.As(err, &ve) || !errors.Is(err, tt.kind) {
+				t.Fatalf("error %v (%T), want a *vram.Error of kind %v", err, err, tt.kind)
+			}
+			if ve.Op == "device" || ve.Op == "" {
+				t.Errorf("error %v does not name the call", err)
+			}
+		})
+	}
+	// The refusals left the limit at 1: 200 MiB of the 256 fit.
+	defer EmptyCache(tight)
+	if err := Catch(func() { Empty(Shape{50 << 20}, Float32, tight).Release() }); err != nil {
+		t.Fatalf("after the refused fractions: %v", err)
 	}
 }
