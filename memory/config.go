@@ -299,8 +299,11 @@ func (c *Config) parseDivisions(p *configParser) error {
 	first, last := true, -1
 	for {
 		k := p.next()
-		if k == "]" && !first {
-			break
+		switch {
+		case k == "]" && first:
+			return &ConfigError{Key: key, Reason: "empty list; expected [size_mb:divisions,...]"}
+		case k == "]":
+			return &ConfigError{Key: key, Reason: "',' before ']': remove it, or add a size_mb:divisions entry after it"}
 		}
 		if p.next() != ":" {
 			return &ConfigError{Key: key, Value: k, Reason: "expected [size_mb:divisions,...,>:divisions]"}
@@ -352,7 +355,6 @@ func (c *Config) parseDivisions(p *configParser) error {
 			return &ConfigError{Key: key, Reason: "expected ',' or ']' in the list of sizes"}
 		}
 	}
-	return &ConfigError{Key: key, Reason: "empty list; expected [size_mb:divisions,...]"}
 }
 
 // String returns c in VRAM_ALLOC_CONF syntax, listing only settings that
