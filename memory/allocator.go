@@ -365,6 +365,12 @@ func (a *Allocator) getMemory(p *pool, stream Stream, size int64) (*Block, error
 
 // grow gets new memory for a request by the allocator's mode.
 func (a *Allocator) grow(p *pool, stream Stream, size int64) (*Block, error) {
+	if size > a.allowed() {
+		// No memory the allocator may hold can serve it: fail before
+		// asking the arena, which in the virtual modes would first
+		// reserve an address range as large as the request.
+		return nil, a.beyondAllowed(size)
+	}
 	switch a.mode {
 	case modeExpandable:
 		return a.growExpandable(p, stream, size)
@@ -847,6 +853,16 @@ func (a *Allocator) addReserved(k poolKind, delta int64) {
 	if r := a.stats.ReservedBytes[StatAll].Current; r > a.highWater {
 		a.highWater = r
 	}
+}
+
+// beyondAllowed returns the error of a rounded request of size bytes
+// larger than a.allowed(): errLimit when the limit binds, else one wrapping
+// ErrArenaFull.
+func (a *Allocator) beyondAllowed(size int64) error {
+	if c := a.arena.Capacity(); size > c {
+		return fmt.Errorf("memory: a block of %d bytes is larger than the device's %d: %w", size, c, ErrArenaFull)
+	}
+	return errLimit
 }
 
 // checkLimit fails with errLimit if reserving extra more bytes would pass

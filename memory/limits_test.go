@@ -264,3 +264,57 @@ func TestSetMemoryFractionHugeCapacity(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestsBeyondTheDeviceReserveNothing: a request larger than the
+// device, or than the per-process limit, fails as out of memory without
+// reserving address space for it, whatever the policy. Reserving such a
+// range first (as large as the request, up to 4 EiB) used up the 64-bit
+// address space of a SimArena within a few requests once other ranges
+// were reserved after it, and on a GPU it asks the driver for a range it
+// cannot give.
+func TestRequestsBeyondTheDeviceReserveNothing(t *testing.T) {
+	const capacity = 256 * mib
+	for _, conf := range []string{"", "policy:pytorch", "policy:pytorch,expandable_segments:True", "per_process_memory_fraction:0.5"} {
+		for _, tt := range []struct {
+			name  string
+			size  int64
+			cause error
+		}{
+			{"MaxAllocSize", MaxAllocSize, ErrArenaFull},
+			{"a byte over the device", capacity + 1, ErrArenaFull},
+			{"twice the device", 2 * capacity, ErrArenaFull},
+		} {
+			t.Run(conf+"/"+tt.name, func(t *testing.T) {
+				a, sim := newTestAllocator(t, conf, capacity, withQuickOOM())
+				// A live block of another stream, reserved after each
+				// failure, so that the failed ranges cannot be handed
+				// back as the latest ones.
+				var held []*Block
+				for i := range 8 {
+					_, err := a.Alloc(tt.size, 0, "")
+					var oom *OutOfMemoryError
+					if !errors.As(err, &oom) || !errors.Is(err, tt.cause) {
+						t.Fatalf("request %d: %v, want an out-of-memory error caused by %v", i, err, tt.cause)
+					}
+					held = append(held, mustAlloc(t, a, 4*mib, Stream(1+i)))
+				}
+				if n := sim.Counts().Reserve; n > int64(len(held)) {
+					t.Errorf("%d address ranges reserved for %d blocks of 4 MiB", n, len(held))
+				}
+				for _, b := range held {
+					a.Free(b)
+				}
+				a.EmptyCache()
+				check(t, a, sim)
+			})
+		}
+	}
+	// Over the per-process limit but within the device: the limit's error.
+	a, sim := newTestAllocator(t, "per_process_memory_fraction:0.25", capacity, withQuickOOM())
+	if _, err := a.Alloc(capacity/2, 0, ""); !errors.Is(err, errLimit) {
+		t.Fatalf("half the device under a limit of a quarter: %v", err)
+	}
+	if n := sim.Counts().Reserve; n != 0 {
+		t.Errorf("%d address ranges reserved for a request over the limit", n)
+	}
+}
