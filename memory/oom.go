@@ -498,7 +498,17 @@ func (e *OutOfMemoryError) largestFit() int64 {
 	if e.Requested >= 16*e.gran {
 		unit = e.gran
 	}
-	lo, hi := int64(0), e.Requested/unit // in units: lo fits (or is 0), hi does not
+	// In units: lo fits (or is 0), hi does not. hi rounds the failed
+	// request up: rounded down it may well fit (225 MiB fails where
+	// 224 MiB is free, and 224 MiB is what fits).
+	lo, hi := int64(0), (e.Requested+unit-1)/unit
+	if hi > 1 {
+		// Often all but the last unit fits: one replay says so.
+		if ok, _ := e.replay(e.cfg, e.usable, (hi-1)*unit); ok {
+			return (hi - 1) * unit
+		}
+		hi--
+	}
 	for i := 0; i < 14 && hi-lo > 1; i++ {
 		mid := lo + (hi-lo)/2
 		if ok, _ := e.replay(e.cfg, e.usable, mid*unit); ok {

@@ -287,3 +287,44 @@ func TestOutOfMemoryRegions(t *testing.T) {
 		t.Fatalf("regions sum to %d, want %d:\n%v", sum, total, err)
 	}
 }
+
+// TestOutOfMemoryFitsNowIsTheLargest: the request the message says fits is
+// the largest that does, to the unit of the search (the granularity for
+// large requests, 512 bytes for small ones), not one unit less when the
+// failed request is not a multiple of that unit.
+func TestOutOfMemoryFitsNowIsTheLargest(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		conf     string
+		capacity int64
+		held     []int64
+		request  int64
+		want     int64
+	}{
+		{"policy:vram, 224 MiB free, 225 MiB asked", "", 256 * mib, []int64{16 * mib, 16 * mib}, 225 * mib, 224 * mib},
+		{"policy:pytorch, 224 MiB free, 225 MiB asked", "policy:pytorch", 256 * mib, []int64{16 * mib, 16 * mib}, 225 * mib, 224 * mib},
+		{"48 MiB free, a byte more asked", "", 64 * mib, []int64{16 * mib}, 48*mib + 1, 48 * mib},
+		{"in 512-byte units: 8 MiB free, 100 bytes more asked", "", 24 * mib, []int64{16 * mib}, 8*mib + 100, 8 * mib},
+		{"a multiple of the unit", "", 256 * mib, []int64{16 * mib, 16 * mib}, 226 * mib, 224 * mib},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, _ := newTestAllocator(t, tt.conf, tt.capacity)
+			for _, n := range tt.held {
+				mustAlloc(t, a, n, 0)
+			}
+			_, err := a.Alloc(tt.request, 0, "")
+			var oom *OutOfMemoryError
+			if !errors.As(err, &oom) {
+				t.Fatalf("Alloc(%d): %v, want an out-of-memory error", tt.request, err)
+			}
+			if oom.FitsNow != tt.want {
+				t.Fatalf("FitsNow = %d, want %d:\n%v", oom.FitsNow, tt.want, err)
+			}
+			b, err := a.Alloc(oom.FitsNow, 0, "")
+			if err != nil {
+				t.Fatalf("allocating FitsNow: %v", err)
+			}
+			a.Free(b)
+		})
+	}
+}
