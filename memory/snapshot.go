@@ -15,6 +15,11 @@ import (
 func (a *Allocator) Snapshot() *trace.Snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.snapshotLocked()
+}
+
+// snapshotLocked is Snapshot with the lock held.
+func (a *Allocator) snapshotLocked() *trace.Snapshot {
 	s := &trace.Snapshot{
 		Device:   a.device,
 		Capacity: a.arena.Capacity(),
