@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/vramgo/vram/memory"
@@ -316,5 +317,51 @@ func TestMemoryControlErrorKinds(t *testing.T) {
 	defer EmptyCache(tight)
 	if err := Catch(func() { Empty(Shape{50 << 20}, Float32, tight).Release() }); err != nil {
 		t.Fatalf("after the refused fractions: %v", err)
+	}
+}
+
+// TestStoragePeakCoversLive: the peak of Storage never stays below its
+// live bytes, for tensors in pinned host memory too, and when peaks are
+// reset while other goroutines allocate (run it with -race).
+func TestStoragePeakCoversLive(t *testing.T) {
+	src := Ones(Shape{1024}, CPU)
+	defer src.Release()
+	for _, tt := range []struct {
+		name string
+		d    Device
+		make func() *Tensor
+	}{
+		{"pinned host memory", CPU, func() *Tensor { return src.PinMemory(Sim(0)) }},
+		{"cpu tensors", CPU, func() *Tensor { return Ones(Shape{1024}, CPU) }},
+		{"sim tensors", quiet, func() *Tensor { return Ones(Shape{1024}, quiet) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var held []*Tensor
+			for g := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 50 {
+						if g == 0 && i%5 == 0 {
+							ResetPeakMemoryStats(tt.d)
+						}
+						x := tt.make()
+						mu.Lock()
+						held = append(held, x)
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			s := Storage(tt.d)
+			for _, x := range held {
+				x.Release()
+			}
+			if s.PeakBytes < s.LiveBytes {
+				t.Fatalf("peak %d bytes below the %d live", s.PeakBytes, s.LiveBytes)
+			}
+		})
 	}
 }

@@ -30,6 +30,9 @@ func ResetPeakMemoryStats(d Device) {
 	if s, ok := devices.Load(d); ok {
 		st := s.(*devState)
 		st.peak.Store(st.live.Load())
+		// Storage allocated since the Load above raised the peak before
+		// the Store may have lowered it again.
+		st.raisePeak(st.live.Load())
 	}
 }
 

@@ -48,15 +48,25 @@ func newStorage(op string, ds *devState, nbytes int64) *storage {
 	}
 	s := &storage{ds: ds, buf: buf, bytes: nbytes, stream: stream}
 	s.refs.Store(1)
-	live := ds.live.Add(nbytes)
+	ds.counted(nbytes)
+	return s
+}
+
+// counted counts a new storage of nbytes on ds: one more allocation, and
+// nbytes more of live storage, with the peak raised to match.
+func (ds *devState) counted(nbytes int64) {
 	ds.allocs.Add(1)
+	ds.raisePeak(ds.live.Add(nbytes))
+}
+
+// raisePeak makes ds's peak at least live.
+func (ds *devState) raisePeak(live int64) {
 	for {
 		p := ds.peak.Load()
 		if live <= p || ds.peak.CompareAndSwap(p, live) {
-			break
+			return
 		}
 	}
-	return s
 }
 
 // retain adds a reference to s for a new view or graph reference of a

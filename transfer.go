@@ -206,8 +206,7 @@ func newPinnedTensor(op string, by *devState, ac backend.AsyncCopier, dt DType, 
 	cpu := mustDevice(op, CPU)
 	st := &storage{ds: cpu, buf: buf, bytes: nbytes, stream: cpu.defStreamB, pinnedBy: ac}
 	st.refs.Store(1)
-	cpu.live.Add(nbytes)
-	cpu.allocs.Add(1)
+	cpu.counted(nbytes)
 	return wrapStorage(st, dt, shape)
 }
 
