@@ -171,26 +171,54 @@ func currentRegion() string {
 // reclaim is the allocators' last resort before an out-of-memory error: Go's
 // garbage collector does not see device memory, so tensors that were
 // dropped without Release may still hold it. It runs the collector and waits
-// (bounded) for the cleanups that free their storage. The allocator calls it
-// without holding its lock.
+// (at most reclaimWait) for the cleanups that free their storage. The
+// allocator calls it without holding its lock.
+//
+// The wait ends as soon as nothing more is coming: a sentinel object made
+// unreachable before the collection has its cleanup queued by the same
+// cycle as the dropped tensors', so once it has run, every cleanup that can
+// free memory has been started, and the wait ends when the count of frees
+// has then stayed still for reclaimQuiet. An out-of-memory error with
+// nothing to reclaim (every tensor released, as a batch-size search
+// provokes them) so costs a collection and a few milliseconds, not the
+// whole bound.
 func reclaim(ds *devState) {
-	before := ds.frees.Load()
+	ran := make(chan struct{})
+	func() {
+		// Large enough and with a pointer, so that it is not one of the
+		// tiny allocations whose cleanups may never run.
+		s := &struct {
+			p *byte
+			_ [24]byte
+		}{}
+		runtime.AddCleanup(s, func(ch chan struct{}) { close(ch) }, ran)
+	}()
 	runtime.GC()
-	deadline := time.Now().Add(200 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		runtime.Gosched()
-		time.Sleep(2 * time.Millisecond)
-		if ds.frees.Load() == before {
-			continue
-		}
-		// Cleanups are running: wait until they stop.
-		n := ds.frees.Load()
-		time.Sleep(5 * time.Millisecond)
-		if ds.frees.Load() == n {
+	timer := time.NewTimer(reclaimWait)
+	defer timer.Stop()
+	select {
+	case <-ran:
+	case <-timer.C:
+		return
+	}
+	deadline := time.Now().Add(reclaimWait)
+	for n := ds.frees.Load(); time.Now().Before(deadline); {
+		time.Sleep(reclaimQuiet)
+		m := ds.frees.Load()
+		if m == n {
 			return
 		}
+		n = m
 	}
 }
+
+// reclaimWait bounds each of reclaim's two waits (for the sentinel's
+// cleanup, then for the cleanups to stop freeing); reclaimQuiet is how long
+// the count of frees must stay still for the cleanups to count as done.
+const (
+	reclaimWait  = 200 * time.Millisecond
+	reclaimQuiet = 3 * time.Millisecond
+)
 
 // DeviceMemory returns d's memory as its driver reports it, split the way
 // a person debugging an out-of-memory error needs it: what d's caching

@@ -3,9 +3,11 @@ package vram
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vramgo/vram/memory"
 )
@@ -363,5 +365,26 @@ func TestStoragePeakCoversLive(t *testing.T) {
 				t.Fatalf("peak %d bytes below the %d live", s.PeakBytes, s.LiveBytes)
 			}
 		})
+	}
+}
+
+// An out-of-memory error with nothing for the collector to reclaim (every
+// tensor released, as a batch-size search provokes them) comes without
+// waiting out reclaim's whole bound: the median of a few takes less.
+func TestOutOfMemoryWithNothingToReclaimIsPrompt(t *testing.T) {
+	held := Empty(Shape{50 << 20}, tight) // 200 MiB of the 256
+	defer func() { held.Release(); EmptyCache(tight) }()
+	var took []time.Duration
+	for range 5 {
+		start := time.Now()
+		err := Catch(func() { Empty(Shape{25 << 20}, tight) }) // 100 MiB more
+		took = append(took, time.Since(start))
+		if !errors.Is(err, ErrOutOfMemory) {
+			t.Fatalf("100 MiB with 56 MiB free: %v", err)
+		}
+	}
+	slices.Sort(took)
+	if took[2] >= reclaimWait {
+		t.Errorf("out-of-memory errors took %v, the median not under reclaim's bound of %v", took, reclaimWait)
 	}
 }
