@@ -171,6 +171,13 @@ func NewGenerator(seed uint64) *Generator {
 
 var defaultGen = NewGenerator(0)
 
+// DefaultGenerator returns the generator that random factories use when no
+// [WithGenerator] option is given (torch.default_generator), which
+// [ManualSeed] reseeds. Packages that draw random numbers of their own, such
+// as a data loader's shuffling, take it as their default so that one
+// ManualSeed fixes a whole program.
+func DefaultGenerator() *Generator { return defaultGen }
+
 // ManualSeed reseeds the default generator (torch.manual_seed).
 func ManualSeed(seed uint64) {
 	g := NewGenerator(seed)

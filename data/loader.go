@@ -1,0 +1,465 @@
+package data
+
+import (
+	"fmt"
+	"iter"
+	"runtime/debug"
+	"sync"
+
+	"github.com/vramgo/vram"
+)
+
+// DefaultPrefetch is the number of batches each worker prepares ahead when
+// Options.Prefetch is zero, PyTorch's default prefetch_factor.
+const DefaultPrefetch = 2
+
+// Options configures a [Loader]. Its zero value reads the dataset in order,
+// on the calling goroutine, keeps the last short batch and leaves batches
+// where the collate function makes them; each field says what zero means.
+type Options struct {
+	// Shuffle reads the dataset in a new random order every epoch, drawn
+	// from Generator (PyTorch's shuffle=True). It cannot be combined with
+	// Sampler.
+	Shuffle bool
+	// Generator draws the orders of Shuffle; nil means
+	// [vram.DefaultGenerator], which [vram.ManualSeed] seeds. Epochs of a
+	// loader made with a generator of the same seed come in the same
+	// orders.
+	Generator *vram.Generator
+	// DropLast drops the last batch of an epoch when it is shorter than the
+	// batch size.
+	DropLast bool
+	// Sampler, when not nil, chooses the indices of each epoch instead of
+	// the sequential or shuffled order.
+	Sampler Sampler
+	// NumWorkers is the number of goroutines that prepare batches ahead of
+	// the loop (PyTorch's num_workers); zero prepares each batch on the
+	// calling goroutine when the loop asks for it. Batches come in the
+	// same order, with the same contents, whatever the number of workers.
+	NumWorkers int
+	// Prefetch is the number of batches each worker prepares ahead
+	// (PyTorch's prefetch_factor); zero means [DefaultPrefetch]. It needs
+	// NumWorkers > 0.
+	Prefetch int
+	// Collate turns the samples of a batch into tensors; nil means
+	// [Collate].
+	Collate CollateFunc
+	// Device is where batches land; the zero Device leaves them where the
+	// collate function makes them (by default: tensors on their samples'
+	// device, numbers on the CPU).
+	Device vram.Device
+	// PinMemory assembles batches in page-locked host memory
+	// (PyTorch's pin_memory=True): pinned for Device and copied to it
+	// without blocking ([vram.NonBlocking]) when Device is a GPU, else
+	// pinned for the current CUDA device and left on the CPU, ready for
+	// To(dev, vram.NonBlocking). [NewLoader] returns an error when the
+	// device cannot pin memory.
+	PinMemory bool
+}
+
+// Loader reads a [Dataset] in batches (torch.utils.data.DataLoader). Each
+// call of [Loader.All] is one epoch. A Loader may run several epochs at
+// once from different goroutines; its dataset's Get must then be safe for
+// concurrent use, as it must be with workers.
+type Loader struct {
+	ds        Dataset
+	n         int
+	batchSize int
+	opts      Options
+	sampler   Sampler
+	collate   CollateFunc
+	pinFor    vram.Device
+}
+
+// NewLoader returns a loader of ds in batches of batchSize samples. It
+// returns an error that matches [vram.ErrArgument] for a nil or empty
+// dataset, a batch size below 1, a negative NumWorkers or Prefetch,
+// Prefetch without workers and Shuffle with a Sampler, and
+// [vram.ErrUnavailable] when PinMemory is asked for where no device can pin
+// memory.
+func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
+	bad := func(format string, args ...any) (*Loader, error) {
+		return nil, fmt.Errorf("data: NewLoader: "+format+": %w", append(args, vram.ErrArgument)...)
+	}
+	switch {
+	case ds == nil:
+		return bad("nil dataset")
+	case ds.Len() <= 0:
+		return bad("the dataset is empty (Len %d); there is nothing to load", ds.Len())
+	case batchSize < 1:
+		return bad("batch size %d; it must be at least 1", batchSize)
+	case opts.NumWorkers < 0:
+		return bad("NumWorkers %d; it must be 0 (load on the calling goroutine) or more", opts.NumWorkers)
+	case opts.Prefetch < 0:
+		return bad("Prefetch %d; it must be 0 (the default, %d) or more", opts.Prefetch, DefaultPrefetch)
+	case opts.Prefetch > 0 && opts.NumWorkers == 0:
+		return bad("Prefetch %d needs NumWorkers > 0", opts.Prefetch)
+	case opts.Shuffle && opts.Sampler != nil:
+		return bad("Shuffle and Sampler exclude each other; shuffle in the sampler")
+	}
+	l := &Loader{ds: ds, n: ds.Len(), batchSize: batchSize, opts: opts, sampler: opts.Sampler, collate: opts.Collate}
+	if l.opts.NumWorkers > 0 && l.opts.Prefetch == 0 {
+		l.opts.Prefetch = DefaultPrefetch
+	}
+	if l.sampler == nil {
+		if opts.Shuffle {
+			l.sampler = RandomSampler{N: l.n, Generator: opts.Generator}
+		} else {
+			l.sampler = SequentialSampler{N: l.n}
+		}
+	}
+	if l.collate == nil {
+		l.collate = Collate
+	}
+	if opts.PinMemory {
+		l.pinFor = vram.CUDA()
+		if d := opts.Device; d != (vram.Device{}) && d != vram.CPU {
+			l.pinFor = d
+		}
+		err := vram.Catch(func() {
+			t := vram.Zeros(vram.Shape{1})
+			defer t.Release()
+			t.PinMemory(l.pinFor).Release()
+		})
+		if err != nil {
+			return nil, fmt.Errorf("data: NewLoader: PinMemory: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// Dataset returns the dataset the loader reads.
+func (l *Loader) Dataset() Dataset { return l.ds }
+
+// BatchSize returns the number of samples of a full batch.
+func (l *Loader) BatchSize() int { return l.batchSize }
+
+// Len returns the number of batches of an epoch (len of a PyTorch
+// DataLoader), or -1 when the sampler does not say how many indices it
+// yields.
+func (l *Loader) Len() int {
+	s, ok := l.sampler.(interface{ Len() int })
+	if !ok {
+		return -1
+	}
+	n := s.Len()
+	if l.opts.DropLast {
+		return n / l.batchSize
+	}
+	return (n + l.batchSize - 1) / l.batchSize
+}
+
+// Batch is one batch of a [Loader]: a tensor per field of the samples, and
+// the dataset indices of its samples in order.
+//
+// The loader owns the tensors: it releases them when the loop body that
+// received the batch returns, so that batches the body does not keep cost
+// no memory, with or without [vram.Tidy]. Views and graphs made from them in
+// the body keep what they need alive as usual; to keep the tensors
+// themselves past the body, call [Batch.Keep].
+type Batch struct {
+	Tensors []*vram.Tensor
+	Indices []int
+	kept    bool
+}
+
+// Keep hands the batch's tensors to the caller, who then releases them;
+// the loader no longer does. It returns them, and exempts them from every
+// enclosing [vram.Tidy] as [vram.Keep] does.
+func (b *Batch) Keep() []*vram.Tensor {
+	b.kept = true
+	vram.Keep(b.Tensors...)
+	return b.Tensors
+}
+
+// Release releases the batch's tensors (even kept ones). It is idempotent.
+func (b *Batch) Release() {
+	for _, t := range b.Tensors {
+		t.Release()
+	}
+}
+
+// done releases b after the loop body, unless it was kept.
+func (b *Batch) done() {
+	if b != nil && !b.kept {
+		b.Release()
+	}
+}
+
+// PanicError is the error of a panic in a dataset's Get, a collate function
+// or a sampler, recovered on the goroutine that called it and returned by
+// the loop. It unwraps to the panic value when that is an error (a
+// [*vram.Error], say).
+type PanicError struct {
+	Value any    // what the code panicked with
+	Stack []byte // the stack of the panicking goroutine
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// Unwrap returns the panic value when it is an error, else nil.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// All returns an iterator over one epoch of batches, for
+//
+//	for batch, err := range loader.All() {
+//		if err != nil {
+//			return err
+//		}
+//		x, y := batch.Tensors[0], batch.Tensors[1]
+//		...
+//	}
+//
+// Each call starts a new epoch: with Shuffle, a new order. An error (a
+// failing or panicking Get, collate function or sampler, an index out of
+// range) comes at the position of its batch, with a nil batch, and ends the
+// epoch. Leaving the loop early, with break or return or a panic, stops the
+// workers before the loop's statement completes; batches prepared ahead are
+// released, and no goroutine outlives the loop. The iterator may be ranged
+// over more than once, each time a new epoch.
+//
+// Each batch is prepared inside [vram.NoGrad] and [vram.Tidy] on a worker's
+// goroutine (or the loop's, without workers), so that tensors the dataset
+// makes for a sample are released once the batch is assembled, and no
+// graph is recorded. Settings scoped to the loop's goroutine, such as
+// [vram.WithStream] or autocast, do not reach workers.
+func (l *Loader) All() iter.Seq2[*Batch, error] {
+	return func(yield func(*Batch, error) bool) {
+		if l.opts.NumWorkers == 0 {
+			l.serial(yield)
+			return
+		}
+		l.parallel(yield)
+	}
+}
+
+// job is the k-th batch of an epoch: its indices, or the error that the
+// sampler gave in its place.
+type job struct {
+	k   int
+	idx []int
+	err error
+}
+
+// jobs yields the batches of one epoch's indices, in order, and a final
+// job with an error if the sampler panics or yields an index out of range.
+func (l *Loader) jobs() iter.Seq[job] {
+	return func(yield func(job) bool) {
+		k := 0
+		idx := make([]int, 0, l.batchSize)
+		var stopped bool
+		err := func() (err error) {
+			defer func() {
+				if r := recover(); r != nil && !stopped {
+					err = fmt.Errorf("data: sampler: %w", &PanicError{Value: r, Stack: debug.Stack()})
+				} else if r != nil {
+					panic(r) // from the consumer of this iterator: not ours
+				}
+			}()
+			for i := range l.sampler.All() {
+				if i < 0 || i >= l.n {
+					return fmt.Errorf("data: the sampler yielded index %d for a dataset of %d: %w", i, l.n, vram.ErrIndex)
+				}
+				idx = append(idx, i)
+				if len(idx) == l.batchSize {
+					stopped = true
+					ok := yield(job{k: k, idx: idx})
+					stopped = false
+					if !ok {
+						idx = nil // the consumer stopped: yield nothing more
+						return nil
+					}
+					k++
+					idx = make([]int, 0, l.batchSize)
+				}
+			}
+			return nil
+		}()
+		switch {
+		case idx == nil:
+		case err != nil:
+			yield(job{k: k, err: err})
+		case len(idx) > 0 && !l.opts.DropLast:
+			yield(job{k: k, idx: idx})
+		}
+	}
+}
+
+// fetch prepares the batch of j, turning panics into errors.
+func (l *Loader) fetch(j job) (b *Batch, err error) {
+	if j.err != nil {
+		return nil, j.err
+	}
+	where := "collate"
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, fmt.Errorf("data: batch %d: %s: %w", j.k, where, &PanicError{Value: r, Stack: debug.Stack()})
+		}
+	}()
+	var ts []*vram.Tensor
+	vram.NoGrad(func() {
+		vram.Tidy(func() {
+			samples := make([]Sample, len(j.idx))
+			for n, i := range j.idx {
+				where = fmt.Sprintf("sample %d", i)
+				s, gerr := l.ds.Get(i)
+				if gerr != nil {
+					err = fmt.Errorf("data: batch %d: sample %d: %w", j.k, i, gerr)
+					return
+				}
+				samples[n] = s
+			}
+			where = "collate"
+			out, cerr := l.collate(samples, l.collateDevice())
+			if cerr != nil {
+				for _, t := range out {
+					t.Release()
+				}
+				err = fmt.Errorf("data: batch %d: %w", j.k, cerr)
+				return
+			}
+			if l.opts.PinMemory {
+				where = "pin memory"
+				out = l.pin(out)
+			}
+			vram.Keep(out...)
+			ts = out
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Batch{Tensors: ts, Indices: j.idx}, nil
+}
+
+// collateDevice is where the collate function puts batches: the CPU when
+// they are pinned next, else Options.Device.
+func (l *Loader) collateDevice() vram.Device {
+	if l.opts.PinMemory {
+		return vram.CPU
+	}
+	return l.opts.Device
+}
+
+// pin returns ts in pinned host memory, moved to Options.Device without
+// blocking when that is not the CPU; it releases ts.
+func (l *Loader) pin(ts []*vram.Tensor) []*vram.Tensor {
+	out := make([]*vram.Tensor, len(ts))
+	for i, t := range ts {
+		p := t.CPU().PinMemory(l.pinFor)
+		if d := l.opts.Device; d != (vram.Device{}) && d != vram.CPU {
+			q := p.To(d, vram.NonBlocking)
+			p.Release()
+			p = q
+		}
+		out[i] = p
+		t.Release()
+	}
+	return out
+}
+
+// serial runs an epoch on the calling goroutine.
+func (l *Loader) serial(yield func(*Batch, error) bool) {
+	for j := range l.jobs() {
+		b, err := l.fetch(j)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		ok := func() bool {
+			defer b.done()
+			return yield(b, nil)
+		}()
+		if !ok {
+			return
+		}
+	}
+}
+
+// result is a prepared batch, or the error in its place.
+type result struct {
+	b   *Batch
+	err error
+}
+
+// parallel runs an epoch with NumWorkers goroutines. Batch k goes to
+// worker k mod NumWorkers, whose results come out in order through a
+// channel of Prefetch-1 places (plus the one the worker holds while it
+// waits to send), so the loop reads batch k from that worker's channel and
+// the order is the serial one.
+func (l *Loader) parallel(yield func(*Batch, error) bool) {
+	w := l.opts.NumWorkers
+	done := make(chan struct{})
+	ins := make([]chan job, w)
+	outs := make([]chan result, w)
+	for i := range w {
+		ins[i] = make(chan job)
+		outs[i] = make(chan result, l.opts.Prefetch-1)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1 + w)
+	go func() { // the producer: reads the sampler, hands out jobs
+		defer wg.Done()
+		defer func() {
+			for _, in := range ins {
+				close(in)
+			}
+		}()
+		for j := range l.jobs() {
+			select {
+			case ins[j.k%w] <- j:
+			case <-done:
+				return
+			}
+		}
+	}()
+	for i := range w {
+		go func() {
+			defer wg.Done()
+			defer close(outs[i])
+			for j := range ins[i] {
+				b, err := l.fetch(j)
+				select {
+				case outs[i] <- result{b, err}:
+				case <-done:
+					b.done()
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	defer func() {
+		// Stop the producer and the workers, wait for them, and release
+		// what they prepared that the loop did not take.
+		close(done)
+		wg.Wait()
+		for _, out := range outs {
+			for r := range out {
+				r.b.done()
+			}
+		}
+	}()
+	for k := 0; ; k++ {
+		r, ok := <-outs[k%w]
+		if !ok {
+			return
+		}
+		if r.err != nil {
+			yield(nil, r.err)
+			return
+		}
+		ok = func() bool {
+			defer r.b.done()
+			return yield(r.b, nil)
+		}()
+		if !ok {
+			return
+		}
+	}
+}
