@@ -3,8 +3,9 @@
 // square, a ring; random sizes, positions, phases and noise), then reports
 // its accuracy on images it has not seen, the training time and the memory
 // it took. Two convolution + batch norm + ReLU + max pool stages and one
-// linear layer, SGD with momentum: the shape of every image classifier. It
-// runs on cuda:0 when there is one, else on the CPU, where it takes seconds.
+// linear layer, SGD with momentum, shuffled batches from a data.Loader: the
+// shape of every image classifier. It runs on cuda:0 when there is one,
+// else on the CPU, where it takes seconds.
 //
 //	go run ./examples/cnn
 package main
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/data"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
 )
@@ -79,34 +81,19 @@ func image(px []float32, c int, r *rand.Rand) {
 	}
 }
 
-// dataset holds n generated images, row after row, and their labels, the
-// classes in turn, in host memory, as a data loader would read them.
-type dataset struct {
-	px     []float32 // n·size·size values
-	labels []int64
-}
-
-func generate(n int, seed uint64) dataset {
+// generate returns n generated images [n, 1, size, size] on the CPU and
+// their labels [n], the classes in turn, as a dataset on disk would give
+// them.
+func generate(n int, seed uint64) (x, y *vram.Tensor) {
 	r := rand.New(rand.NewPCG(seed, 14))
-	d := dataset{px: make([]float32, n*size*size), labels: make([]int64, n)}
+	px := make([]float32, n*size*size)
+	labels := make([]int64, n)
 	for i := range n {
 		c := i % classes
-		d.labels[i] = int64(c)
-		image(d.px[i*size*size:(i+1)*size*size], c, r)
+		labels[i] = int64(c)
+		image(px[i*size*size:(i+1)*size*size], c, r)
 	}
-	return d
-}
-
-// batch returns the images idx as a tensor [len(idx), 1, size, size] on
-// dev and their labels [len(idx)].
-func (d dataset) batch(idx []int, dev vram.Device) (x, y *vram.Tensor) {
-	px := make([]float32, 0, len(idx)*size*size)
-	labels := make([]int64, len(idx))
-	for j, i := range idx {
-		px = append(px, d.px[i*size*size:(i+1)*size*size]...)
-		labels[j] = d.labels[i]
-	}
-	return vram.FromSlice(px, vram.Shape{len(idx), 1, size, size}, dev), vram.FromSlice(labels, vram.Shape{len(idx)}, dev)
+	return vram.FromSlice(px, vram.Shape{n, 1, size, size}), vram.FromSlice(labels, vram.Shape{n})
 }
 
 // model returns the network: [N, 1, 28, 28] → 8 × 14 × 14 → 16 × 7 × 7 →
@@ -133,7 +120,23 @@ func run(w io.Writer, dev vram.Device) error {
 }
 
 func train(w io.Writer, dev vram.Device) {
-	trainSet, testSet := generate(trainN, 1), generate(testN, 2)
+	trainX, trainY := generate(trainN, 1)
+	testX, testY := generate(testN, 2)
+	for _, t := range []*vram.Tensor{trainX, trainY, testX, testY} {
+		defer t.Release()
+	}
+	trainSet, err := data.NewTensorDataset(trainX, trainY)
+	if err != nil {
+		panic(err)
+	}
+	// A new order every epoch, batches copied to dev, the next ones
+	// prepared by a worker goroutine while the network trains.
+	loader, err := data.NewLoader(trainSet, batch, data.Options{
+		Shuffle: true, Generator: vram.NewGenerator(4), DropLast: true, NumWorkers: 1, Device: dev,
+	})
+	if err != nil {
+		panic(err)
+	}
 	net := model(dev, vram.NewGenerator(3))
 	defer nn.Release(net)
 	opt, err := optim.NewSGD(net.Parameters(), optim.SGDConfig{LR: 0.05, Momentum: 0.9})
@@ -145,15 +148,15 @@ func train(w io.Writer, dev vram.Device) {
 
 	vram.ResetPeakMemoryStats(dev)
 	start := time.Now()
-	order := rand.New(rand.NewPCG(4, 14))
 	for epoch := range epochs {
-		perm := order.Perm(trainN)
 		var sum float64
 		steps := 0
-		for i := 0; i+batch <= trainN; i += batch {
+		for b, err := range loader.All() {
+			if err != nil {
+				panic(err)
+			}
 			vram.Tidy(func() {
-				x, y := trainSet.batch(perm[i:i+batch], dev)
-				loss := nn.CrossEntropyLoss(net.Forward(x), y)
+				loss := nn.CrossEntropyLoss(net.Forward(b.Tensors[0]), b.Tensors[1])
 				loss.Backward()
 				opt.Step()
 				opt.ZeroGrad()
@@ -170,13 +173,8 @@ func train(w io.Writer, dev vram.Device) {
 	correct := 0
 	vram.NoGrad(func() {
 		vram.Tidy(func() {
-			all := make([]int, testN)
-			for i := range all {
-				all[i] = i
-			}
-			x, _ := testSet.batch(all, dev)
-			pred := net.Forward(x).ArgMax(1, false).Int64s()
-			for i, want := range testSet.labels {
+			pred := net.Forward(testX.To(dev)).ArgMax(1, false).Int64s()
+			for i, want := range testY.Int64s() {
 				if pred[i] == want {
 					correct++
 				}
