@@ -127,6 +127,8 @@ func TestNewLoaderErrors(t *testing.T) {
 		{"prefetch without workers", ds, 2, data.Options{Prefetch: 2}, vram.ErrArgument},
 		{"shuffle and sampler", ds, 2, data.Options{Shuffle: true, Sampler: data.SequentialSampler{N: 10}}, vram.ErrArgument},
 		{"pin memory for the CPU", ds, 2, data.Options{PinMemory: true, Device: vram.CUDA(7)}, vram.ErrUnavailable},
+		{"no such device", ds, 2, data.Options{Device: vram.Sim(9)}, vram.ErrUnavailable},
+		{"no such kind", ds, 2, data.Options{Device: vram.Device{Kind: "tpu"}, NumWorkers: 2}, vram.ErrUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := data.NewLoader(tc.ds, tc.batch, tc.opts)
@@ -406,6 +408,12 @@ func TestLoaderFailures(t *testing.T) {
 		}
 		return data.Collate(s, d)
 	}
+	gone := vram.Zeros(vram.Shape{8, 3}, dev)
+	released, err := data.NewTensorDataset(gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Release()
 	for _, tc := range []struct {
 		name    string
 		ds      data.Dataset
@@ -419,6 +427,7 @@ func TestLoaderFailures(t *testing.T) {
 		{"sampler panic", faulty{n: 20, bad: -1, dev: dev}, data.Options{Sampler: panicky}, 2, nil},
 		{"collate error", faulty{n: 20, bad: -1, dev: dev}, data.Options{Collate: badCollate}, 2, vram.ErrDType},
 		{"tensor dataset index", nil, data.Options{Sampler: outOfRange}, 2, vram.ErrIndex},
+		{"released tensor", released, data.Options{}, 0, vram.ErrReleased},
 	} {
 		for _, workers := range []int{0, 1, 3} {
 			t.Run(fmt.Sprintf("%s/%d workers", tc.name, workers), func(t *testing.T) {

@@ -17,9 +17,13 @@ type Sample []any
 // indexed from 0. Get returns element i, or an error for an element that
 // cannot be read. Tensors in the sample that Get makes (views such as
 // Select, new tensors) belong to the loader, which releases them once the
-// batch is assembled; tensors the dataset holds itself are left alone. A
-// [Loader] with workers calls Get from several goroutines at once, so Get
-// must be safe for concurrent use.
+// batch is assembled (Get runs inside [vram.Tidy]); tensors the dataset
+// made before are left alone, and a tensor Get makes and caches for later
+// calls must be passed to [vram.Keep]. A [Loader] with workers calls Get
+// from several goroutines at once, so Get must be safe for concurrent use;
+// a Get that draws random numbers (augmentation) should draw them from a
+// generator of its own per index, vram.NewGenerator(seed + uint64(i)), so
+// that its samples do not depend on which worker runs first.
 type Dataset interface {
 	Len() int
 	Get(i int) (Sample, error)

@@ -75,8 +75,8 @@ type Loader struct {
 // returns an error that matches [vram.ErrArgument] for a nil or empty
 // dataset, a batch size below 1, a negative NumWorkers or Prefetch,
 // Prefetch without workers and Shuffle with a Sampler, and
-// [vram.ErrUnavailable] when PinMemory is asked for where no device can pin
-// memory.
+// [vram.ErrUnavailable] for a Device that cannot be used or PinMemory where
+// no device can pin memory.
 func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
 	bad := func(format string, args ...any) (*Loader, error) {
 		return nil, fmt.Errorf("data: NewLoader: "+format+": %w", append(args, vram.ErrArgument)...)
@@ -96,6 +96,11 @@ func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
 		return bad("Prefetch %d needs NumWorkers > 0", opts.Prefetch)
 	case opts.Shuffle && opts.Sampler != nil:
 		return bad("Shuffle and Sampler exclude each other; shuffle in the sampler")
+	}
+	if opts.Device != (vram.Device{}) {
+		if err := opts.Device.Check(); err != nil {
+			return nil, fmt.Errorf("data: NewLoader: Device: %w", err)
+		}
 	}
 	l := &Loader{ds: ds, n: ds.Len(), batchSize: batchSize, opts: opts, sampler: opts.Sampler, collate: opts.Collate}
 	if l.opts.NumWorkers > 0 && l.opts.Prefetch == 0 {
