@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -154,6 +155,7 @@ func TestLoaderOrder(t *testing.T) {
 			{"exact", 5, data.Options{DropLast: true}, [][]int{{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}}, 2},
 			{"larger than the dataset", 16, data.Options{}, [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}, 1},
 			{"larger, drop last", 16, data.Options{DropLast: true}, nil, 0},
+			{"the largest int", math.MaxInt, data.Options{NumWorkers: 2}, [][]int{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}, 1},
 			{"one worker", 3, data.Options{NumWorkers: 1}, [][]int{{0, 1, 2}, {3, 4, 5}, {6, 7, 8}, {9}}, 4},
 			{"three workers, prefetch 1", 2, data.Options{NumWorkers: 3, Prefetch: 1}, [][]int{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}}, 5},
 			{"more workers than batches", 4, data.Options{NumWorkers: 8}, [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}}, 3},

@@ -148,10 +148,11 @@ func (l *Loader) Len() int {
 		return -1
 	}
 	n := s.Len()
-	if l.opts.DropLast {
-		return n / l.batchSize
+	batches := n / l.batchSize // no n+batchSize-1: it overflows for the largest sizes
+	if n%l.batchSize != 0 && !l.opts.DropLast {
+		batches++
 	}
-	return (n + l.batchSize - 1) / l.batchSize
+	return batches
 }
 
 // Batch is one batch of a [Loader]: a tensor per field of the samples, and
@@ -254,7 +255,10 @@ type job struct {
 func (l *Loader) jobs() iter.Seq[job] {
 	return func(yield func(job) bool) {
 		k := 0
-		idx := make([]int, 0, l.batchSize)
+		// Room for a batch, but no more than the dataset: a batch size
+		// may be far larger than any memory.
+		room := min(l.batchSize, l.n)
+		idx := make([]int, 0, room)
 		var stopped bool
 		err := func() (err error) {
 			defer func() {
@@ -278,7 +282,7 @@ func (l *Loader) jobs() iter.Seq[job] {
 						return nil
 					}
 					k++
-					idx = make([]int, 0, l.batchSize)
+					idx = make([]int, 0, room)
 				}
 			}
 			return nil
