@@ -252,49 +252,54 @@ type job struct {
 
 // jobs yields the batches of one epoch's indices, in order, and a final
 // job with an error if the sampler panics or yields an index out of range.
+// The sampler runs as a pulled iterator, so that only its own panics are
+// recovered here, never those of the code that consumes the jobs.
 func (l *Loader) jobs() iter.Seq[job] {
 	return func(yield func(job) bool) {
+		next, stop := iter.Pull(l.sampler.All())
+		defer stop()
 		k := 0
 		// Room for a batch, but no more than the dataset: a batch size
 		// may be far larger than any memory.
 		room := min(l.batchSize, l.n)
 		idx := make([]int, 0, room)
-		var stopped bool
-		err := func() (err error) {
-			defer func() {
-				if r := recover(); r != nil && !stopped {
-					err = fmt.Errorf("data: sampler: %w", &PanicError{Value: r, Stack: debug.Stack()})
-				} else if r != nil {
-					panic(r) // from the consumer of this iterator: not ours
-				}
-			}()
-			for i := range l.sampler.All() {
-				if i < 0 || i >= l.n {
-					return fmt.Errorf("data: the sampler yielded index %d for a dataset of %d: %w", i, l.n, vram.ErrIndex)
-				}
-				idx = append(idx, i)
-				if len(idx) == l.batchSize {
-					stopped = true
-					ok := yield(job{k: k, idx: idx})
-					stopped = false
-					if !ok {
-						idx = nil // the consumer stopped: yield nothing more
-						return nil
-					}
-					k++
-					idx = make([]int, 0, room)
-				}
+		for {
+			i, ok, err := l.pull(next)
+			if err != nil {
+				yield(job{k: k, err: err})
+				return
 			}
-			return nil
-		}()
-		switch {
-		case idx == nil:
-		case err != nil:
-			yield(job{k: k, err: err})
-		case len(idx) > 0 && !l.opts.DropLast:
+			if !ok {
+				break
+			}
+			idx = append(idx, i)
+			if len(idx) == l.batchSize {
+				if !yield(job{k: k, idx: idx}) {
+					return
+				}
+				k++
+				idx = make([]int, 0, room)
+			}
+		}
+		if len(idx) > 0 && !l.opts.DropLast {
 			yield(job{k: k, idx: idx})
 		}
 	}
+}
+
+// pull returns the sampler's next index, or an error for an index out of
+// range or a panic of the sampler.
+func (l *Loader) pull(next func() (int, bool)) (i int, ok bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			i, ok, err = 0, false, fmt.Errorf("data: sampler: %w", &PanicError{Value: r, Stack: debug.Stack()})
+		}
+	}()
+	i, ok = next()
+	if ok && (i < 0 || i >= l.n) {
+		return 0, false, fmt.Errorf("data: the sampler yielded index %d for a dataset of %d: %w", i, l.n, vram.ErrIndex)
+	}
+	return i, ok, nil
 }
 
 // fetch prepares the batch of j, turning panics into errors.
