@@ -3,6 +3,7 @@ package data
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/vramgo/vram"
 )
@@ -123,6 +124,55 @@ func (s *Subset) Get(i int) (Sample, error) {
 		return nil, fmt.Errorf("data: index %d is out of range for a subset of %d: %w", i, len(s.Indices), vram.ErrIndex)
 	}
 	return s.Dataset.Get(s.Indices[i])
+}
+
+// ConcatDataset is datasets one after another
+// (torch.utils.data.ConcatDataset): its elements are the first dataset's,
+// then the second's, and so on. It reads the datasets' lengths when it is
+// made.
+type ConcatDataset struct {
+	datasets []Dataset
+	ends     []int // ends[k]: the number of elements in datasets[:k+1]
+}
+
+// NewConcatDataset returns the concatenation of datasets. It returns an
+// error that matches [vram.ErrArgument] for no datasets, a nil one, one of
+// negative length, or lengths whose sum overflows an int.
+func NewConcatDataset(datasets ...Dataset) (*ConcatDataset, error) {
+	if len(datasets) == 0 {
+		return nil, fmt.Errorf("data: NewConcatDataset needs at least one dataset: %w", vram.ErrArgument)
+	}
+	ends := make([]int, len(datasets))
+	total := 0
+	for k, d := range datasets {
+		if d == nil {
+			return nil, fmt.Errorf("data: NewConcatDataset: dataset %d is nil: %w", k, vram.ErrArgument)
+		}
+		n := d.Len()
+		if n < 0 || n > math.MaxInt-total {
+			return nil, fmt.Errorf("data: NewConcatDataset: dataset %d has length %d after %d elements: %w", k, n, total, vram.ErrArgument)
+		}
+		total += n
+		ends[k] = total
+	}
+	return &ConcatDataset{datasets: append([]Dataset(nil), datasets...), ends: ends}, nil
+}
+
+// Len returns the sum of the datasets' lengths.
+func (c *ConcatDataset) Len() int { return c.ends[len(c.ends)-1] }
+
+// Get returns element i of the concatenation. It returns an error that
+// matches [vram.ErrIndex] when i is outside [0, Len()).
+func (c *ConcatDataset) Get(i int) (Sample, error) {
+	if i < 0 || i >= c.Len() {
+		return nil, fmt.Errorf("data: index %d is out of range for a concatenation of %d: %w", i, c.Len(), vram.ErrIndex)
+	}
+	k, _ := slices.BinarySearch(c.ends, i+1) // the first dataset that ends after i
+	start := 0
+	if k > 0 {
+		start = c.ends[k-1]
+	}
+	return c.datasets[k].Get(i - start)
 }
 
 // RandomSplit splits ds into non-overlapping subsets of the given lengths,

@@ -1,7 +1,7 @@
 // Package data loads datasets in batches for training, as
 // torch.utils.data does: a [Dataset] (Len and Get), [TensorDataset] over
-// tensors that share their first dimension, [Subset], [RandomSplit] and
-// [RandomSplitFractions], and a [Loader] that batches a dataset, shuffles
+// tensors that share their first dimension, [Subset], [ConcatDataset],
+// [RandomSplit] and [RandomSplitFractions], and a [Loader] that batches a dataset, shuffles
 // it every epoch from a seeded generator, prepares batches ahead on worker
 // goroutines and puts them on a device:
 //
@@ -26,7 +26,8 @@
 // A [Sample] is one element: its fields in order, tensors or numbers;
 // [Collate] (or an [Options].Collate of the caller's) joins the samples of
 // a batch into one tensor per field. A [Sampler] chooses the order of the
-// indices ([SequentialSampler], [RandomSampler], [SamplerFunc]).
+// indices ([SequentialSampler], [RandomSampler] with or without
+// replacement, [SubsetRandomSampler], [SamplerFunc]).
 //
 // # Memory ownership
 //

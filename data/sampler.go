@@ -39,25 +39,78 @@ func (s SequentialSampler) All() iter.Seq[int] {
 // Len returns N.
 func (s SequentialSampler) Len() int { return s.N }
 
-// RandomSampler yields a new random permutation of 0, ..., N-1 every epoch
-// (torch.utils.data.RandomSampler without replacement), drawn from
-// Generator when the epoch starts, or from [vram.DefaultGenerator] when
-// Generator is nil: the same seed gives the same sequence of epochs.
+// RandomSampler yields random indices of 0, ..., N-1 every epoch
+// (torch.utils.data.RandomSampler), drawn from Generator when the epoch
+// starts, or from [vram.DefaultGenerator] when Generator is nil: the same
+// seed gives the same sequence of epochs. Without Replacement an epoch is
+// a permutation of all N indices, or of NumSamples of them (whole
+// permutations one after another when NumSamples exceeds N); with it, each
+// of the NumSamples indices is drawn independently. NumSamples 0 means N.
 type RandomSampler struct {
-	N         int
+	N           int
+	Generator   *vram.Generator
+	Replacement bool
+	NumSamples  int
+}
+
+// All draws the epoch's indices and yields them. It yields nothing when N
+// or NumSamples is negative, or N is 0.
+func (s RandomSampler) All() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		total := s.Len()
+		if s.N <= 0 || total <= 0 {
+			return
+		}
+		g := s.Generator
+		if g == nil {
+			g = vram.DefaultGenerator()
+		}
+		if s.Replacement {
+			for range total {
+				if !yield(min(int(g.Float64()*float64(s.N)), s.N-1)) {
+					return
+				}
+			}
+			return
+		}
+		for total > 0 {
+			for _, i := range permutation(s.N, g)[:min(s.N, total)] {
+				if !yield(i) {
+					return
+				}
+			}
+			total -= s.N
+		}
+	}
+}
+
+// Len returns the number of indices an epoch yields: NumSamples, or N
+// when NumSamples is 0.
+func (s RandomSampler) Len() int {
+	if s.NumSamples != 0 {
+		return s.NumSamples
+	}
+	return s.N
+}
+
+// SubsetRandomSampler yields Indices in a new random order every epoch
+// (torch.utils.data.SubsetRandomSampler), drawn from Generator, or from
+// [vram.DefaultGenerator] when Generator is nil.
+type SubsetRandomSampler struct {
+	Indices   []int
 	Generator *vram.Generator
 }
 
-// All draws a permutation and yields it.
-func (s RandomSampler) All() iter.Seq[int] {
+// All draws a permutation of Indices and yields it.
+func (s SubsetRandomSampler) All() iter.Seq[int] {
 	return func(yield func(int) bool) {
-		for _, i := range permutation(s.N, s.Generator) {
-			if !yield(i) {
+		for _, k := range permutation(len(s.Indices), s.Generator) {
+			if !yield(s.Indices[k]) {
 				return
 			}
 		}
 	}
 }
 
-// Len returns N.
-func (s RandomSampler) Len() int { return s.N }
+// Len returns the number of indices.
+func (s SubsetRandomSampler) Len() int { return len(s.Indices) }
