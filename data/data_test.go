@@ -666,3 +666,53 @@ func TestConcurrentEpochs(t *testing.T) {
 	wg.Wait()
 	settled(t, before)
 }
+
+// TestTensorDatasetLayouts: batches of strided, channels-last and 16-bit
+// tensors hold the rows of their samples.
+func TestTensorDatasetLayouts(t *testing.T) {
+	mk := func() *vram.Tensor { return vram.Arange(0, 5*2*3*2, 1).Reshape(5, 2, 3, 2) }
+	for _, tc := range []struct {
+		name string
+		x    func() *vram.Tensor
+	}{
+		{"contiguous", mk},
+		{"transposed", func() *vram.Tensor { return vram.Arange(0, 15, 1).Reshape(3, 5).T() }},
+		{"channels last", func() *vram.Tensor { return mk().Contiguous(vram.ChannelsLast) }},
+		{"bfloat16", func() *vram.Tensor { return mk().Cast(vram.BFloat16) }},
+		{"int8", func() *vram.Tensor { return mk().Cast(vram.Int8) }},
+		{"narrowed", func() *vram.Tensor { return vram.Arange(0, 40, 1).Reshape(8, 5).Narrow(1, 1, 3).Narrow(0, 2, 5) }},
+	} {
+		for _, workers := range []int{0, 2} {
+			t.Run(fmt.Sprintf("%s/%d workers", tc.name, workers), func(t *testing.T) {
+				var x *vram.Tensor
+				vram.Tidy(func() { x = vram.Keep(tc.x()) })
+				defer x.Release()
+				ds, err := data.NewTensorDataset(x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, err := data.NewLoader(ds, 2, data.Options{Shuffle: true, Generator: vram.NewGenerator(3), NumWorkers: workers})
+				if err != nil {
+					t.Fatal(err)
+				}
+				all := x.Float64s()
+				row := len(all) / x.Size(0)
+				for b, err := range l.All() {
+					if err != nil {
+						t.Fatal(err)
+					}
+					got := b.Tensors[0]
+					if got.DType() != x.DType() || !slices.Equal(got.Shape()[1:], x.Shape()[1:]) {
+						t.Fatalf("batch %v %v of samples %v %v", got.DType(), got.Shape(), x.DType(), x.Shape())
+					}
+					vals := got.Float64s()
+					for n, i := range b.Indices {
+						if !slices.Equal(vals[n*row:(n+1)*row], all[i*row:(i+1)*row]) {
+							t.Errorf("sample %d: %v, want %v", i, vals[n*row:(n+1)*row], all[i*row:(i+1)*row])
+						}
+					}
+				}
+			})
+		}
+	}
+}
