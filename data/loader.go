@@ -13,6 +13,10 @@ import (
 // Options.Prefetch is zero, PyTorch's default prefetch_factor.
 const DefaultPrefetch = 2
 
+// MaxPrefetch bounds Options.Prefetch: batches prepared ahead beyond it would
+// not fit in any memory.
+const MaxPrefetch = 1 << 16
+
 // Options configures a [Loader]. Its zero value reads the dataset in order,
 // on the calling goroutine, keeps the last short batch and leaves batches
 // where the collate function makes them; each field says what zero means.
@@ -73,8 +77,8 @@ type Loader struct {
 
 // NewLoader returns a loader of ds in batches of batchSize samples. It
 // returns an error that matches [vram.ErrArgument] for a nil or empty
-// dataset, a batch size below 1, a negative NumWorkers or Prefetch,
-// Prefetch without workers and Shuffle with a Sampler, and
+// dataset, a batch size below 1, a negative NumWorkers or Prefetch, one
+// above [MaxPrefetch], Prefetch without workers and Shuffle with a Sampler, and
 // [vram.ErrUnavailable] for a Device that cannot be used or PinMemory where
 // no device can pin memory.
 func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
@@ -92,6 +96,8 @@ func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
 		return bad("NumWorkers %d; it must be 0 (load on the calling goroutine) or more", opts.NumWorkers)
 	case opts.Prefetch < 0:
 		return bad("Prefetch %d; it must be 0 (the default, %d) or more", opts.Prefetch, DefaultPrefetch)
+	case opts.Prefetch > MaxPrefetch:
+		return bad("Prefetch %d; it must be at most MaxPrefetch (%d)", opts.Prefetch, MaxPrefetch)
 	case opts.Prefetch > 0 && opts.NumWorkers == 0:
 		return bad("Prefetch %d needs NumWorkers > 0", opts.Prefetch)
 	case opts.Shuffle && opts.Sampler != nil:
@@ -409,9 +415,14 @@ func (l *Loader) parallel(yield func(*Batch, error) bool) {
 	done := make(chan struct{})
 	ins := make([]chan job, w)
 	outs := make([]chan result, w)
+	// A worker never has more batches ahead than it has in an epoch.
+	room := l.opts.Prefetch - 1
+	if n := l.Len(); n >= 0 {
+		room = min(room, n/w+1)
+	}
 	for i := range w {
 		ins[i] = make(chan job)
-		outs[i] = make(chan result, l.opts.Prefetch-1)
+		outs[i] = make(chan result, room)
 	}
 	var wg sync.WaitGroup
 	wg.Add(1 + w)
