@@ -718,3 +718,35 @@ func TestTensorDatasetLayouts(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkersBounded: a loader starts no more workers than an epoch has
+// batches, however many NumWorkers asks for.
+func TestWorkersBounded(t *testing.T) {
+	ds := rowsDataset(t, 10, vram.CPU)
+	for _, tc := range []struct {
+		workers, batch, want int
+	}{
+		{64, 4, 3},
+		{2, 4, 2},
+		{1 << 20, 1, 10},
+	} {
+		t.Run(fmt.Sprint(tc.workers, tc.batch), func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			l, err := data.NewLoader(ds, tc.batch, data.Options{NumWorkers: tc.workers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			most := 0
+			for _, err := range l.All() {
+				if err != nil {
+					t.Fatal(err)
+				}
+				most = max(most, runtime.NumGoroutine()-before)
+			}
+			if most > tc.want+2 { // the workers, the producer and its pulled sampler
+				t.Errorf("%d goroutines during the epoch, want at most %d", most, tc.want+2)
+			}
+			settled(t, before)
+		})
+	}
+}

@@ -405,13 +405,17 @@ type result struct {
 	err error
 }
 
-// parallel runs an epoch with NumWorkers goroutines. Batch k goes to
-// worker k mod NumWorkers, whose results come out in order through a
+// parallel runs an epoch with NumWorkers goroutines, or one for each
+// batch when an epoch has fewer. Batch k goes to worker k mod their
+// number, whose results come out in order through a
 // channel of Prefetch-1 places (plus the one the worker holds while it
 // waits to send), so the loop reads batch k from that worker's channel and
 // the order is the serial one.
 func (l *Loader) parallel(yield func(*Batch, error) bool) {
 	w := l.opts.NumWorkers
+	if n := l.Len(); n >= 0 {
+		w = max(min(w, n), 1) // no worker without a batch to prepare
+	}
 	done := make(chan struct{})
 	ins := make([]chan job, w)
 	outs := make([]chan result, w)
