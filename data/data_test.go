@@ -623,6 +623,7 @@ func TestPinMemory(t *testing.T) {
 				}
 				t.Skip("no CUDA device to pin host memory for")
 			}
+			host, dev := vram.MemoryAllocated(vram.CPU), vram.MemoryAllocated(tc.dev)
 			l, err := data.NewLoader(ds, 4, opts)
 			if err != nil {
 				t.Fatal(err)
@@ -630,6 +631,9 @@ func TestPinMemory(t *testing.T) {
 			got := epoch(t, l)
 			if len(got) != 2 {
 				t.Errorf("batches %v", got)
+			}
+			if h, d := vram.MemoryAllocated(vram.CPU), vram.MemoryAllocated(tc.dev); h != host || d != dev {
+				t.Errorf("after the epoch cpu holds %d bytes (%d before), %v %d (%d before)", h, host, tc.dev, d, dev)
 			}
 		})
 	}

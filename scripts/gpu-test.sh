@@ -48,6 +48,7 @@ PKGS=(
 	nn/models
 	monitor
 	"cmd/vram:TestDoctor|TestReplayDevice"
+	"data:TestCUDA"
 )
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
