@@ -13,6 +13,98 @@ import (
 // reduction). It is [vram.MSELoss].
 func MSELoss(pred, target *vram.Tensor) *vram.Tensor { return vram.MSELoss(pred, target) }
 
+// MSELossWith returns the squared differences between pred and target,
+// which broadcast against each other, combined as r says
+// (torch.nn.functional.mse_loss with reduction): their mean, as [MSELoss]
+// gives, their sum, or each of them, of the broadcast shape. The result
+// has the inputs' promoted dtype; 16-bit inputs are computed in float32
+// and the result rounded once. It panics with an *vram.Error of kind
+// vram.ErrArgument for an unknown r.
+func MSELossWith(pred, target *vram.Tensor, r Reduction) *vram.Tensor {
+	const op = "mse_loss"
+	r.check(op)
+	if r == ReductionMean {
+		return vram.MSELoss(pred, target)
+	}
+	notNil(op, pred)
+	notNil(op, target)
+	var ts temps
+	defer ts.release()
+	d := ts.add(ts.operand(pred).Sub(ts.operand(target)))
+	l := d.Square()
+	dt := promoteFloat(pred.DType(), target.DType())
+	if l.DType() == dt {
+		return reduce(l, r)
+	}
+	return ts.add(reduce(l, r)).Cast(dt)
+}
+
+// promoteFloat returns the dtype of an elementwise op of two
+// floating-point dtypes a and b (and of two equal dtypes).
+func promoteFloat(a, b vram.DType) vram.DType {
+	switch {
+	case a == b:
+		return a
+	case a == vram.Float64 || b == vram.Float64:
+		return vram.Float64
+	default:
+		return vram.Float32
+	}
+}
+
+// Reduction says how a loss combines the losses of its elements:
+// PyTorch's reduction argument. The zero value is PyTorch's default,
+// ReductionMean.
+type Reduction int
+
+const (
+	// ReductionMean averages the elements' losses ('mean'); the losses
+	// of classes with weights ([CrossEntropyLossWith], [NLLLossWith])
+	// divide by the sum of the weights of the targets counted.
+	ReductionMean Reduction = iota
+	// ReductionSum adds the elements' losses up ('sum').
+	ReductionSum
+	// ReductionNone returns each element's loss ('none'), of the
+	// elementwise shape: the input's for the regression and binary
+	// losses, the targets' for the class losses.
+	ReductionNone
+)
+
+// String returns PyTorch's name of r: "mean", "sum" or "none".
+func (r Reduction) String() string {
+	switch r {
+	case ReductionMean:
+		return "mean"
+	case ReductionSum:
+		return "sum"
+	case ReductionNone:
+		return "none"
+	}
+	return fmt.Sprintf("Reduction(%d)", int(r))
+}
+
+// check panics with an *vram.Error of kind vram.ErrArgument unless r is
+// one of the three reductions.
+func (r Reduction) check(op string) {
+	if r < ReductionMean || r > ReductionNone {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("unknown reduction %d; use ReductionMean, ReductionSum or ReductionNone", int(r))})
+	}
+}
+
+// reduce returns the elementwise losses l combined as r says: their mean
+// or their sum, releasing l, or l itself.
+func reduce(l *vram.Tensor, r Reduction) *vram.Tensor {
+	switch r {
+	case ReductionSum:
+		defer l.Release()
+		return l.Sum()
+	case ReductionNone:
+		return l
+	}
+	defer l.Release()
+	return l.Mean()
+}
+
 // CrossEntropyLoss returns the mean negative log-likelihood of the int64
 // class indices targets [N] under logits [N, C]
 // (torch.nn.functional.cross_entropy with mean reduction). It is
@@ -59,10 +151,22 @@ func (ts *temps) operand(x *vram.Tensor) *vram.Tensor {
 // which broadcast against each other (torch.nn.functional.l1_loss with
 // mean reduction). Half-precision inputs are computed in float32.
 func L1Loss(pred, target *vram.Tensor) *vram.Tensor {
+	return L1LossWith(pred, target, ReductionMean)
+}
+
+// L1LossWith returns the absolute differences between pred and target
+// combined as r says (torch.nn.functional.l1_loss with reduction): their
+// mean, as [L1Loss] gives, their sum, or each of them, of the broadcast
+// shape. It panics with an *vram.Error of kind vram.ErrArgument for an
+// unknown r.
+func L1LossWith(pred, target *vram.Tensor, r Reduction) *vram.Tensor {
+	r.check("l1_loss")
+	notNil("l1_loss", pred)
+	notNil("l1_loss", target)
 	var ts temps
 	defer ts.release()
 	d := ts.add(ts.operand(pred).Sub(ts.operand(target)))
-	return ts.add(d.Abs()).Mean()
+	return reduce(d.Abs(), r)
 }
 
 // SmoothL1Loss returns the mean over elements of 0.5·d²/beta where |d| <
@@ -71,17 +175,28 @@ func L1Loss(pred, target *vram.Tensor) *vram.Tensor {
 // default beta is 1). beta 0 gives L1Loss. It panics with an *vram.Error
 // of kind vram.ErrArgument for a negative, infinite or NaN beta.
 func SmoothL1Loss(pred, target *vram.Tensor, beta float64) *vram.Tensor {
+	return SmoothL1LossWith(pred, target, beta, ReductionMean)
+}
+
+// SmoothL1LossWith returns the elements' losses of [SmoothL1Loss]
+// combined as r says (torch.nn.functional.smooth_l1_loss with reduction):
+// their mean, their sum, or each of them, of the broadcast shape. It
+// panics as SmoothL1Loss does, and for an unknown r.
+func SmoothL1LossWith(pred, target *vram.Tensor, beta float64, r Reduction) *vram.Tensor {
 	checkLossParam("smooth_l1_loss", "beta", beta)
+	r.check("smooth_l1_loss")
 	if beta == 0 {
-		return L1Loss(pred, target)
+		return L1LossWith(pred, target, r)
 	}
+	notNil("smooth_l1_loss", pred)
+	notNil("smooth_l1_loss", target)
 	var ts temps
 	defer ts.release()
 	d := ts.add(ts.operand(pred).Sub(ts.operand(target)))
 	a := ts.add(d.Abs())
 	quad := ts.add(ts.add(d.Square()).MulScalar(0.5 / beta))
 	lin := ts.add(a.SubScalar(0.5 * beta))
-	return ts.add(vram.Where(ts.add(a.LtScalar(beta)), quad, lin)).Mean()
+	return reduce(vram.Where(ts.add(a.LtScalar(beta)), quad, lin), r)
 }
 
 // HuberLoss returns the mean over elements of 0.5·d² where |d| <= delta
@@ -91,17 +206,28 @@ func SmoothL1Loss(pred, target *vram.Tensor, beta float64) *vram.Tensor {
 // an *vram.Error of kind vram.ErrArgument unless delta is positive and
 // finite.
 func HuberLoss(pred, target *vram.Tensor, delta float64) *vram.Tensor {
+	return HuberLossWith(pred, target, delta, ReductionMean)
+}
+
+// HuberLossWith returns the elements' losses of [HuberLoss] combined as r
+// says (torch.nn.functional.huber_loss with reduction): their mean, their
+// sum, or each of them, of the broadcast shape. It panics as HuberLoss
+// does, and for an unknown r.
+func HuberLossWith(pred, target *vram.Tensor, delta float64, r Reduction) *vram.Tensor {
 	checkLossParam("huber_loss", "delta", delta)
 	if delta == 0 {
 		panic(&vram.Error{Op: "huber_loss", Kind: vram.ErrArgument, Detail: "delta must be positive, got 0"})
 	}
+	r.check("huber_loss")
+	notNil("huber_loss", pred)
+	notNil("huber_loss", target)
 	var ts temps
 	defer ts.release()
 	d := ts.add(ts.operand(pred).Sub(ts.operand(target)))
 	a := ts.add(d.Abs())
 	quad := ts.add(ts.add(d.Square()).MulScalar(0.5))
 	lin := ts.add(ts.add(a.SubScalar(0.5 * delta)).MulScalar(delta))
-	return ts.add(vram.Where(ts.add(a.LeScalar(delta)), quad, lin)).Mean()
+	return reduce(vram.Where(ts.add(a.LeScalar(delta)), quad, lin), r)
 }
 
 // BCEWithLogitsLoss returns the mean binary cross entropy between
@@ -112,7 +238,45 @@ func HuberLoss(pred, target *vram.Tensor, delta float64) *vram.Tensor {
 // infinity, and the gradient is sigmoid(x) − y everywhere, 0 included.
 // Half-precision inputs are computed in float32.
 func BCEWithLogitsLoss(logits, target *vram.Tensor) *vram.Tensor {
-	checkSameShape("binary_cross_entropy_with_logits", logits, target)
+	return BCEWithLogitsLossWith(logits, target, BCEOptions{})
+}
+
+// BCEOptions are the settings of [BCEWithLogitsLossWith] and
+// [BCELossWith]. The zero value is PyTorch's default: no weights, the
+// mean.
+type BCEOptions struct {
+	// Weight, if not nil, multiplies each element's loss (weight); it
+	// must broadcast to the input's shape. The mean stays the plain
+	// average of the weighted losses, as in PyTorch.
+	Weight *vram.Tensor
+	// PosWeight, if not nil, multiplies the positive term y·log σ(x) of
+	// each element's loss (pos_weight of
+	// binary_cross_entropy_with_logits; BCELossWith refuses it); it must
+	// broadcast to the input's shape, as a [C] tensor does for inputs
+	// [..., C] with C classes. Values above 1 raise recall.
+	PosWeight *vram.Tensor
+	// Reduction combines the elements' losses.
+	Reduction Reduction
+}
+
+// BCEWithLogitsLossWith returns the binary cross entropy of
+// [BCEWithLogitsLoss] with the settings o
+// (torch.nn.functional.binary_cross_entropy_with_logits with weight,
+// pos_weight and reduction): element i's loss is
+//
+//	w·((1 − y)·x + (1 + (p − 1)·y)·log(1 + e^−x))
+//
+// computed stably, with w the weight and p the positive weight (1 where
+// nil). ReductionNone gives the input's shape. It panics with an
+// *vram.Error of kind vram.ErrShape when target's shape is not the
+// input's or a weight does not broadcast to it, and of kind
+// vram.ErrArgument for an unknown reduction.
+func BCEWithLogitsLossWith(logits, target *vram.Tensor, o BCEOptions) *vram.Tensor {
+	const op = "binary_cross_entropy_with_logits"
+	checkSameShape(op, logits, target)
+	o.Reduction.check(op)
+	checkBroadcastsTo(op, "weight", o.Weight, logits.Shape())
+	checkBroadcastsTo(op, "pos_weight", o.PosWeight, logits.Shape())
 	var ts temps
 	defer ts.release()
 	x, y := ts.operand(logits), ts.operand(target)
@@ -120,9 +284,19 @@ func BCEWithLogitsLoss(logits, target *vram.Tensor) *vram.Tensor {
 	m := ts.add(nx.Clamp(0, math.Inf(1)))
 	e1 := ts.add(ts.add(m.Neg()).Exp())
 	e2 := ts.add(ts.add(nx.Sub(m)).Exp())
-	s := ts.add(ts.add(e1.Add(e2)).Log())
-	l := ts.add(ts.add(ts.add(x.Mul(ts.add(y.RSubScalar(1)))).Add(m)).Add(s))
-	return l.Mean()
+	// sp = log(1 + e^−x), stably
+	sp := ts.add(ts.add(ts.add(e1.Add(e2)).Log()).Add(m))
+	if o.PosWeight != nil {
+		pw := ts.operand(o.PosWeight)
+		lw := ts.add(ts.add(ts.add(pw.SubScalar(1)).Mul(y)).AddScalar(1))
+		sp = ts.add(lw.Mul(sp))
+	}
+	l := ts.add(x.Mul(ts.add(y.RSubScalar(1)))).Add(sp)
+	if o.Weight != nil {
+		ts.add(l)
+		l = l.Mul(ts.operand(o.Weight))
+	}
+	return reduce(l, o.Reduction)
 }
 
 // BCELoss returns the mean binary cross entropy −(y·log p + (1 − y)·
@@ -133,14 +307,52 @@ func BCEWithLogitsLoss(logits, target *vram.Tensor) *vram.Tensor {
 // denominator p·(1 − p) by 1e-12, its gradient there is not finite. Prefer
 // BCEWithLogitsLoss on logits: it is exact where sigmoid rounds to 0 or 1.
 func BCELoss(probs, target *vram.Tensor) *vram.Tensor {
-	checkSameShape("binary_cross_entropy", probs, target)
+	return BCELossWith(probs, target, BCEOptions{})
+}
+
+// BCELossWith returns the binary cross entropy of [BCELoss] with the
+// settings o (torch.nn.functional.binary_cross_entropy with weight and
+// reduction): each element's loss multiplied by the weight, then
+// combined. ReductionNone gives the input's shape. It panics with an
+// *vram.Error of kind vram.ErrShape when target's shape is not the
+// input's or the weight does not broadcast to it, and of kind
+// vram.ErrArgument for a PosWeight (take BCEWithLogitsLossWith) or an
+// unknown reduction.
+func BCELossWith(probs, target *vram.Tensor, o BCEOptions) *vram.Tensor {
+	const op = "binary_cross_entropy"
+	checkSameShape(op, probs, target)
+	o.Reduction.check(op)
+	if o.PosWeight != nil {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "pos_weight needs logits: use BCEWithLogitsLossWith"})
+	}
+	checkBroadcastsTo(op, "weight", o.Weight, probs.Shape())
 	var ts temps
 	defer ts.release()
 	p, y := ts.operand(probs), ts.operand(target)
 	logP := ts.add(ts.add(p.Log()).Clamp(-100, math.Inf(1)))
 	log1mP := ts.add(ts.add(ts.add(p.RSubScalar(1)).Log()).Clamp(-100, math.Inf(1)))
 	l := ts.add(ts.add(y.Mul(logP)).Add(ts.add(ts.add(y.RSubScalar(1)).Mul(log1mP))))
-	return ts.add(l.Mean()).Neg()
+	if o.Weight != nil {
+		l = ts.add(l.Mul(ts.operand(o.Weight)))
+	}
+	return reduce(l.Neg(), o.Reduction)
+}
+
+// checkBroadcastsTo panics with an *vram.Error of kind vram.ErrShape
+// unless w is nil or broadcasts to shape (without growing it).
+func checkBroadcastsTo(op, name string, w *vram.Tensor, shape vram.Shape) {
+	if w == nil {
+		return
+	}
+	ws := w.Shape()
+	ok := len(ws) <= len(shape)
+	for i := 1; ok && i <= len(ws); i++ {
+		d := ws[len(ws)-i]
+		ok = d == 1 || d == shape[len(shape)-i]
+	}
+	if !ok {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("%s shape %v does not broadcast to input shape %v", name, ws, shape)})
+	}
 }
 
 // checkLossParam panics with an *vram.Error of kind vram.ErrArgument

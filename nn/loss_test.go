@@ -118,3 +118,165 @@ func TestNLLLossIsCrossEntropyOfLogSoftmax(t *testing.T) {
 		}
 	})
 }
+
+// TestLossReductions checks each elementwise loss under each reduction
+// and with BCE's weight and pos_weight against PyTorch's formulas in
+// float64, the shape of ReductionNone (the broadcast shape), and the
+// gradients of the logits, the targets' probabilities and the weights
+// against central differences.
+func TestLossReductions(t *testing.T) {
+	pred := []float64{0.5, -1.2, 2.0, 0.1, 3.0, -0.3}
+	target := []float64{0.4, 0.3, -1.0, 0.15, 0.0, -0.35}
+	row := []float64{0.4, 0.3, -1.0} // broadcast to [2, 3]
+	logits := []float64{0.5, -1.2, 20.0, -30.0, 0.0, 3.0}
+	probs := []float64{0.2, 0.9, 0.6, 0.3, 0.5, 0.75}
+	labels := []float64{1, 0, 1, 0, 0.5, 0.25}
+	w := []float64{0.5, 2, 1.5} // [3], broadcast over rows
+	pw := []float64{3, 0.5, 2}
+	softplus := func(x float64) float64 { return math.Max(x, 0) + math.Log1p(math.Exp(-math.Abs(x))) }
+	each := map[string]func(x, y float64, i int) float64{
+		"mse": func(x, y float64, _ int) float64 { return (x - y) * (x - y) },
+		"l1":  func(x, y float64, _ int) float64 { return math.Abs(x - y) },
+		"smooth l1 0.5": func(x, y float64, _ int) float64 {
+			if d := math.Abs(x - y); d < 0.5 {
+				return 0.5 * d * d / 0.5
+			} else {
+				return d - 0.25
+			}
+		},
+		"huber 0.5": func(x, y float64, _ int) float64 {
+			if d := math.Abs(x - y); d <= 0.5 {
+				return 0.5 * d * d
+			} else {
+				return 0.5 * (d - 0.25)
+			}
+		},
+		"bce logits": func(x, y float64, _ int) float64 { return (1-y)*x + softplus(-x) },
+		"bce logits weights": func(x, y float64, i int) float64 {
+			return w[i%3] * ((1-y)*x + (1+(pw[i%3]-1)*y)*softplus(-x))
+		},
+		"bce weight": func(p, y float64, i int) float64 { return -w[i%3] * (y*math.Log(p) + (1-y)*math.Log(1-p)) },
+	}
+	type lossFn func(x, y, w, pw *vram.Tensor, r nn.Reduction) *vram.Tensor
+	tests := []struct {
+		name    string
+		loss    lossFn
+		in, tgt []float64
+		tshape  vram.Shape
+	}{
+		{"mse", func(x, y, _, _ *vram.Tensor, r nn.Reduction) *vram.Tensor { return nn.MSELossWith(x, y, r) }, pred, target, vram.Shape{2, 3}},
+		{"mse", func(x, y, _, _ *vram.Tensor, r nn.Reduction) *vram.Tensor { return nn.MSELossWith(x, y, r) }, pred, row, vram.Shape{3}},
+		{"l1", func(x, y, _, _ *vram.Tensor, r nn.Reduction) *vram.Tensor { return nn.L1LossWith(x, y, r) }, pred, target, vram.Shape{2, 3}},
+		{"l1", func(x, y, _, _ *vram.Tensor, r nn.Reduction) *vram.Tensor { return nn.L1LossWith(x, y, r) }, pred, row, vram.Shape{3}},
+		{"smooth l1 0.5", func(x, y, _, _ *vram.Tensor, r nn.Reduction) *vram.Tensor { return nn.SmoothL1LossWith(x, y, 0.5, r) }, pred, target, vram.Shape{2, 3}},
+		{"huber 0.5", func(x, y, _, _ *vram.Tensor, r nn.Reduction) *vram.Tensor { return nn.HuberLossWith(x, y, 0.5, r) }, pred, target, vram.Shape{2, 3}},
+		{"bce logits", func(x, y, _, _ *vram.Tensor, r nn.Reduction) *vram.Tensor {
+			return nn.BCEWithLogitsLossWith(x, y, nn.BCEOptions{Reduction: r})
+		}, logits, labels, vram.Shape{2, 3}},
+		{"bce logits weights", func(x, y, w, pw *vram.Tensor, r nn.Reduction) *vram.Tensor {
+			return nn.BCEWithLogitsLossWith(x, y, nn.BCEOptions{Weight: w, PosWeight: pw, Reduction: r})
+		}, logits, labels, vram.Shape{2, 3}},
+		{"bce weight", func(x, y, w, _ *vram.Tensor, r nn.Reduction) *vram.Tensor {
+			return nn.BCELossWith(x, y, nn.BCEOptions{Weight: w, Reduction: r})
+		}, probs, labels, vram.Shape{2, 3}},
+	}
+	for _, tc := range tests {
+		for _, r := range []nn.Reduction{nn.ReductionMean, nn.ReductionSum, nn.ReductionNone} {
+			t.Run(tc.name+"/"+tc.tshape.String()+"/"+r.String(), func(t *testing.T) {
+				before := vram.MemoryAllocated(vram.CPU)
+				vram.Tidy(func() {
+					per := make([]float64, len(tc.in))
+					sum := 0.0
+					for i, x := range tc.in {
+						per[i] = each[tc.name](x, tc.tgt[i%len(tc.tgt)], i)
+						sum += per[i]
+					}
+					want := map[nn.Reduction][]float64{nn.ReductionMean: {sum / 6}, nn.ReductionSum: {sum}, nn.ReductionNone: per}[r]
+					x := vram.FromSlice(tc.in, vram.Shape{2, 3}, vram.WithGrad())
+					y := vram.FromSlice(tc.tgt, tc.tshape)
+					wt := vram.FromSlice(w, vram.Shape{3}, vram.WithGrad())
+					pwt := vram.FromSlice(pw, vram.Shape{3}, vram.WithGrad())
+					l := tc.loss(x, y, wt, pwt, r)
+					if r == nn.ReductionNone && !slicesEqual(l.Shape(), vram.Shape{2, 3}) {
+						t.Fatalf("shape %v, want [2 3]", l.Shape())
+					}
+					checkValues(t, "loss", l.Float64s(), want, 1e-12)
+					total := func(x, wt, pwt *vram.Tensor) float64 {
+						s := 0.0
+						for _, v := range tc.loss(x, y, wt, pwt, r).Float64s() {
+							s += v
+						}
+						return s
+					}
+					l.Sum().Backward()
+					const h = 1e-6
+					for _, p := range []struct {
+						name string
+						v    []float64
+						t    *vram.Tensor
+					}{{"x", tc.in, x}, {"weight", w, wt}, {"pos_weight", pw, pwt}} {
+						g := p.t.Grad()
+						if g == nil {
+							continue // not an input of this loss
+						}
+						gs := g.Float64s()
+						for i := range p.v {
+							at := func(d float64) float64 {
+								v := append([]float64(nil), p.v...)
+								v[i] += d
+								xs, ws, ps := x, wt, pwt
+								switch p.name {
+								case "x":
+									xs = vram.FromSlice(v, vram.Shape{2, 3})
+								case "weight":
+									ws = vram.FromSlice(v, vram.Shape{3})
+								default:
+									ps = vram.FromSlice(v, vram.Shape{3})
+								}
+								return total(xs, ws, ps)
+							}
+							if fd := (at(h) - at(-h)) / (2 * h); math.Abs(fd-gs[i]) > 1e-6*(1+math.Abs(fd)) {
+								t.Errorf("d/d%s[%d] = %v, finite difference %v", p.name, i, gs[i], fd)
+							}
+						}
+					}
+				})
+				// Only growth is a leak: other tests' tensors may be freed meanwhile.
+				if after := vram.MemoryAllocated(vram.CPU); after > before {
+					t.Errorf("%d bytes allocated after the loss, %d before", after, before)
+				}
+			})
+		}
+	}
+}
+
+// TestLossReductionArguments checks the refusals of the options.
+func TestLossReductionArguments(t *testing.T) {
+	vram.Tidy(func() {
+		a := vram.Zeros(vram.Shape{2, 3})
+		tests := []struct {
+			name string
+			fn   func()
+			kind error
+		}{
+			{"mse unknown reduction", func() { nn.MSELossWith(a, a, -1) }, vram.ErrArgument},
+			{"l1 unknown reduction", func() { nn.L1LossWith(a, a, 3) }, vram.ErrArgument},
+			{"huber unknown reduction", func() { nn.HuberLossWith(a, a, 1, 3) }, vram.ErrArgument},
+			{"smooth l1 unknown reduction", func() { nn.SmoothL1LossWith(a, a, 0, 3) }, vram.ErrArgument},
+			{"bce unknown reduction", func() { nn.BCELossWith(a, a, nn.BCEOptions{Reduction: 3}) }, vram.ErrArgument},
+			{"bce pos weight", func() { nn.BCELossWith(a, a, nn.BCEOptions{PosWeight: vram.Ones(vram.Shape{3})}) }, vram.ErrArgument},
+			{"bce weight shape", func() { nn.BCELossWith(a, a, nn.BCEOptions{Weight: vram.Ones(vram.Shape{2})}) }, vram.ErrShape},
+			{"bce weight grows", func() { nn.BCELossWith(a, a, nn.BCEOptions{Weight: vram.Ones(vram.Shape{4, 2, 3})}) }, vram.ErrShape},
+			{"bce logits pos weight shape", func() { nn.BCEWithLogitsLossWith(a, a, nn.BCEOptions{PosWeight: vram.Ones(vram.Shape{2})}) }, vram.ErrShape},
+			{"mse nil", func() { nn.MSELossWith(a, nil, nn.ReductionSum) }, vram.ErrArgument},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				err := vram.Catch(func() { vram.Tidy(tc.fn) })
+				if !errors.Is(err, tc.kind) {
+					t.Fatalf("error %v, want %v", err, tc.kind)
+				}
+			})
+		}
+	})
+}
