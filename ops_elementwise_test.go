@@ -223,6 +223,44 @@ func TestCrossEntropyIgnoresPadding(t *testing.T) {
 	}
 }
 
+// TestClassLossTargetDTypes checks that CrossEntropy and NLLLoss take
+// int64 and int32 class targets and refuse others, which would be
+// truncated to classes (PyTorch refuses them too).
+func TestClassLossTargetDTypes(t *testing.T) {
+	losses := map[string]struct {
+		fn   func(x, y *vram.Tensor) *vram.Tensor
+		want float64 // of zero scores
+	}{"cross_entropy": {vram.CrossEntropy, math.Log(3)}, "nll_loss": {vram.NLLLoss, 0}}
+	tests := []struct {
+		dt   vram.DType
+		kind error // nil: accepted
+	}{
+		{vram.Int64, nil},
+		{vram.Int32, nil},
+		{vram.Float32, vram.ErrDType},
+		{vram.Float64, vram.ErrDType},
+		{vram.Bool, vram.ErrDType},
+	}
+	for name, loss := range losses {
+		for _, tc := range tests {
+			t.Run(name+"/"+tc.dt.String(), func(t *testing.T) {
+				err := vram.Catch(func() {
+					vram.Tidy(func() {
+						x := vram.Zeros(vram.Shape{2, 3})
+						y := vram.FromSlice([]float64{0.7, 1}, vram.Shape{2}).Cast(tc.dt)
+						if got := loss.fn(x, y).Item(); !(math.Abs(got-loss.want) < 1e-6) {
+							t.Errorf("loss %v, want %v", got, loss.want)
+						}
+					})
+				})
+				if !errors.Is(err, tc.kind) || (err == nil) != (tc.kind == nil) {
+					t.Fatalf("error %v, want %v", err, tc.kind)
+				}
+			})
+		}
+	}
+}
+
 // TestPiecewiseConstantGradients checks that Sign and the roundings pass a
 // zero gradient, as PyTorch's do, rather than cutting the graph.
 func TestPiecewiseConstantGradients(t *testing.T) {

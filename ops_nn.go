@@ -191,11 +191,12 @@ func Embedding(indices, weight *Tensor) *Tensor {
 const CrossEntropyIgnoreIndex = -100
 
 // CrossEntropy returns the mean negative log-likelihood of integer class
-// targets [N] (int64) under logits [N, C] (torch.nn.functional.cross_entropy
+// targets [N] (int64 or int32) under logits [N, C] (torch.nn.functional.cross_entropy
 // with mean reduction): NLLLoss of logits.LogSoftmax(1). Targets equal to
 // [CrossEntropyIgnoreIndex] are left out, and the mean is over the others
 // (NaN when there are none, as in PyTorch). It panics with [ErrShape] on
-// mismatched sizes and with [ErrIndex] for any other target outside [0, C).
+// mismatched sizes, with [ErrDType] for targets that are not integers and
+// with [ErrIndex] for any other target outside [0, C).
 func CrossEntropy(logits, targets *Tensor) *Tensor {
 	if up, done := autocastUp(logits); up != logits {
 		defer done()
@@ -213,8 +214,8 @@ func CrossEntropy(logits, targets *Tensor) *Tensor {
 // (torch.nn.functional.nll_loss with mean reduction): the mean of
 // -logProbs[i, targets[i]], leaving out targets equal to
 // [CrossEntropyIgnoreIndex] (NaN when all are). It panics with [ErrShape]
-// on mismatched sizes and with [ErrIndex] for any other target outside
-// [0, C).
+// on mismatched sizes, with [ErrDType] for targets that are not integers
+// and with [ErrIndex] for any other target outside [0, C).
 func NLLLoss(logProbs, targets *Tensor) *Tensor {
 	if up, done := autocastUp(logProbs); up != logProbs {
 		defer done()
@@ -225,13 +226,17 @@ func NLLLoss(logProbs, targets *Tensor) *Tensor {
 	return nllLoss(logProbs, targets)
 }
 
-// checkNLLShapes panics unless scores is [N, C] and targets [N], on one
-// device.
+// checkNLLShapes panics unless scores is [N, C] and targets [N] of int64
+// or int32, on one device: a floating-point target would otherwise be
+// truncated to a class silently.
 func checkNLLShapes(op string, scores, targets *Tensor) {
 	_, held := sameDevice(op, scores, targets)
 	defer held.unpin()
 	if len(scores.shape) != 2 || len(targets.shape) != 1 || scores.shape[0] != targets.shape[0] {
 		fail(op, ErrShape, "expects scores [N, C] and targets [N], got %v and %v", Shape(scores.shape), Shape(targets.shape))
+	}
+	if targets.dtype != Int64 && targets.dtype != Int32 {
+		fail(op, ErrDType, "class targets must be int64 or int32, got %s (class probabilities: nn.CrossEntropyLossWith)", targets.dtype)
 	}
 }
 
