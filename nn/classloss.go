@@ -247,10 +247,19 @@ func asOp(op string) {
 	if r == nil {
 		return
 	}
-	if e, ok := r.(*vram.Error); ok && e.Op != op {
-		c := *e
-		c.Op = op
-		r = &c
+	switch e := r.(type) {
+	case *vram.Error:
+		if e.Op != op {
+			c := *e
+			c.Op = op
+			r = &c
+		}
+	case *vram.DeviceMismatchError:
+		if e.Op != op {
+			c := *e
+			c.Op = op
+			r = &c
+		}
 	}
 	panic(r)
 }

@@ -3,6 +3,7 @@ package nn_test
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -327,12 +328,18 @@ func TestClassLossArguments(t *testing.T) {
 			{"probabilities shape", func() { nn.CrossEntropyLossWith(x, vram.Zeros(vram.Shape{3, 3}), nn.CrossEntropyOptions{}) }, vram.ErrShape},
 			{"probabilities ignore index", func() { nn.CrossEntropyLossWith(x, p, nn.CrossEntropyOptions{IgnoreIndex: intp(0)}) }, vram.ErrArgument},
 			{"nil targets", func() { nn.CrossEntropyLossWith(x, nil, nn.CrossEntropyOptions{}) }, vram.ErrArgument},
+			{"weight on another device", func() {
+				nn.CrossEntropyLossWith(x.To(vram.Sim(0)), y.To(vram.Sim(0)), nn.CrossEntropyOptions{Weight: vram.Ones(vram.Shape{4})})
+			}, vram.ErrDevice},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
 				err := vram.Catch(func() { vram.Tidy(tc.fn) })
 				if !errors.Is(err, tc.kind) {
 					t.Fatalf("error %v, want %v", err, tc.kind)
+				}
+				if msg := err.Error(); !strings.Contains(msg, "cross_entropy") && !strings.Contains(msg, "nll_loss") {
+					t.Errorf("error %q does not name the loss", msg)
 				}
 			})
 		}
