@@ -277,26 +277,81 @@ type Embedding struct {
 	Base
 	// Weight is [num, dim].
 	Weight *vram.Tensor
+	// PaddingIdx, if not nil, is the row in [0, num) that Forward gives
+	// no gradient (padding_idx): the vector of padding positions, zeros
+	// unless changed, stays as it is during training.
+	PaddingIdx *int
+}
+
+// EmbeddingOptions are the settings of [NewEmbeddingOptions]. The zero
+// value is PyTorch's default.
+type EmbeddingOptions struct {
+	// PaddingIdx, if not nil, is the row initialised to zeros that gets
+	// no gradient (padding_idx); a negative value counts from the end,
+	// -1 being the last row.
+	PaddingIdx *int
 }
 
 // NewEmbedding returns an Embedding of num vectors of size dim, initialised
 // from the standard normal distribution like PyTorch's. opts go to vram's
 // factory functions.
 func NewEmbedding(num, dim int, opts ...vram.Option) *Embedding {
+	return NewEmbeddingOptions(num, dim, EmbeddingOptions{}, opts...)
+}
+
+// NewEmbeddingOptions returns an Embedding as [NewEmbedding] does, with the
+// settings o. It panics with an *vram.Error of kind vram.ErrArgument for a
+// negative size or a padding index outside [-num, num).
+func NewEmbeddingOptions(num, dim int, o EmbeddingOptions, opts ...vram.Option) *Embedding {
 	if num < 0 || dim < 0 {
 		panic(&vram.Error{Op: "embedding", Kind: vram.ErrArgument, Detail: fmt.Sprintf("negative size: num=%d, dim=%d", num, dim)})
 	}
 	e := &Embedding{}
+	if o.PaddingIdx != nil {
+		p := *o.PaddingIdx
+		if p < -num || p >= num {
+			panic(&vram.Error{Op: "embedding", Kind: vram.ErrArgument, Detail: fmt.Sprintf("padding index %d must be in [-%d, %d)", p, num, num)})
+		}
+		if p < 0 {
+			p += num
+		}
+		e.PaddingIdx = &p
+	}
 	vram.Region(ParametersRegion, func() {
-		e.Weight = vram.Keep(vram.Randn(vram.Shape{num, dim}, append(slices.Clone(opts), vram.WithGrad())...))
+		e.Weight = vram.Keep(vram.Randn(vram.Shape{num, dim}, opts...))
+		if e.PaddingIdx != nil {
+			vram.NoGrad(func() {
+				row := e.Weight.Select(0, *e.PaddingIdx)
+				defer row.Release()
+				row.FillInPlace(0)
+			})
+		}
+		e.Weight.SetRequiresGrad(true)
 	})
 	e.RegisterParameter("weight", e.Weight)
 	return e
 }
 
 // Forward looks up the rows of Weight for x, a tensor of int64 (or int32)
-// indices of any shape, returning x's shape + [dim].
-func (e *Embedding) Forward(x *vram.Tensor) *vram.Tensor { return vram.Embedding(x, e.Weight) }
+// indices of any shape, returning x's shape + [dim]. Positions of
+// PaddingIdx get its row and pass no gradient to it.
+func (e *Embedding) Forward(x *vram.Tensor) *vram.Tensor {
+	y := vram.Embedding(x, e.Weight)
+	if e.PaddingIdx == nil || !y.RequiresGrad() {
+		return y
+	}
+	defer y.Release()
+	var pad, frozen *vram.Tensor
+	vram.NoGrad(func() {
+		p := x.EqScalar(float64(*e.PaddingIdx))
+		defer p.Release()
+		pad = p.Unsqueeze(-1)
+	})
+	defer pad.Release()
+	frozen = y.Detach()
+	defer frozen.Release()
+	return vram.Where(pad, frozen, y)
+}
 
 // Sequential runs modules one after another, each on the previous one's
 // output (torch.nn.Sequential). Its children are named "0", "1", ..., so
