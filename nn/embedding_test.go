@@ -93,3 +93,32 @@ func TestEmbeddingPaddingIdxArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestLayerNormNoBias checks bias=False: a weight and no bias, in the
+// state dict too, and the output and gradients of the layer with a bias of
+// zeros.
+func TestLayerNormNoBias(t *testing.T) {
+	vram.Tidy(func() {
+		nb := nn.NewLayerNormNoBias([]int{3}, 1e-5, vram.Float64)
+		full := nn.NewLayerNorm([]int{3}, 1e-5, vram.Float64)
+		if nb.Bias != nil || nb.Weight == nil {
+			t.Fatalf("weight %v bias %v, want a weight and no bias", nb.Weight, nb.Bias)
+		}
+		params := nb.NamedParameters()
+		if len(params) != 1 || params[0].Name != "weight" {
+			t.Fatalf("parameters %v, want weight alone", params)
+		}
+		xs := []float64{1, 2, 4, -1, 0, 3}
+		var outs [2][]float64
+		var grads [2][]float64
+		for i, l := range []*nn.LayerNorm{nb, full} {
+			x := vram.FromSlice(xs, vram.Shape{2, 3}, vram.WithGrad())
+			y := l.Forward(x)
+			outs[i] = y.Float64s()
+			y.Mul(vram.FromSlice([]float64{1, -2, 3, 0.5, 1, -1}, vram.Shape{2, 3})).Sum().Backward()
+			grads[i] = append(x.Grad().Float64s(), l.Weight.Grad().Float64s()...)
+		}
+		checkValues(t, "output", outs[0], outs[1], 0)
+		checkValues(t, "gradients", grads[0], grads[1], 0)
+	})
+}

@@ -211,7 +211,8 @@ type LayerNorm struct {
 	NormalizedShape []int
 	Eps             float64
 	// Weight (ones at first) and Bias (zeros) have NormalizedShape, or
-	// are both nil for a layer made by NewLayerNormNoAffine.
+	// are both nil for a layer made by NewLayerNormNoAffine; Bias alone
+	// is nil for one made by NewLayerNormNoBias.
 	Weight, Bias *vram.Tensor
 }
 
@@ -227,6 +228,19 @@ func NewLayerNorm(shape []int, eps float64, opts ...vram.Option) *LayerNorm {
 	l.Bias = fullParam(shape, 0, opts)
 	l.RegisterParameter("weight", l.Weight)
 	l.RegisterParameter("bias", l.Bias)
+	return l
+}
+
+// NewLayerNormNoBias returns a LayerNorm over the trailing dimensions
+// shape with weight ones and no bias (bias=False): Bias is nil and the
+// state dict holds "weight" alone. It panics as [NewLayerNorm] does.
+func NewLayerNormNoBias(shape []int, eps float64, opts ...vram.Option) *LayerNorm {
+	if len(shape) == 0 {
+		panic(&vram.Error{Op: "layer_norm", Kind: vram.ErrArgument, Detail: "normalized shape is empty"})
+	}
+	l := &LayerNorm{NormalizedShape: slices.Clone(shape), Eps: eps}
+	l.Weight = fullParam(shape, 1, opts)
+	l.RegisterParameter("weight", l.Weight)
 	return l
 }
 
