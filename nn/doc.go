@@ -4,7 +4,10 @@
 // activations, and for convolutional networks [Conv2d], [ConvTranspose2d],
 // [BatchNorm2d], [MaxPool2d], [AvgPool2d], [AdaptiveAvgPool2d],
 // [AdaptiveMaxPool2d], [Flatten], [Dropout2d]), containers
-// ([Sequential]), loss functions, parameter initialisation ([KaimingUniform],
+// ([Sequential]), loss functions ([CrossEntropyLoss], [MSELoss], ..., and
+// their forms with PyTorch's options, such as [CrossEntropyLossWith] with
+// class weights, an ignore index, label smoothing and a [Reduction]),
+// parameter initialisation ([KaimingUniform],
 // [XavierNormal], ...) and saving and loading of parameters in the
 // safetensors format ([Save], [Load]) under PyTorch's state-dict names.
 //

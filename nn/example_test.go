@@ -126,3 +126,35 @@ func ExampleNewConv2d() {
 	// [8, 3, 1, 5] [2, 8, 6, 7]
 	// [8, 3, 4, 4] [2, 8, 6, 7]
 }
+
+// Class weights, an ignored padding class and label smoothing, as
+// torch.nn.functional.cross_entropy takes them; ReductionNone keeps one
+// loss per target.
+func ExampleCrossEntropyLossWith() {
+	vram.Tidy(func() {
+		logits := vram.FromSlice([]float64{2, 0, 0, 0, 2, 0, 0, 0, 2}, vram.Shape{3, 3})
+		targets := vram.FromSlice([]int64{0, 1, -100}, vram.Shape{3})
+		o := nn.CrossEntropyOptions{
+			Weight:         vram.FromSlice([]float64{1, 3, 1}, vram.Shape{3}),
+			LabelSmoothing: 0.1,
+		}
+		fmt.Printf("mean %.4f\n", nn.CrossEntropyLossWith(logits, targets, o).Item())
+		o.Reduction = nn.ReductionNone
+		fmt.Printf("each %.4f\n", nn.CrossEntropyLossWith(logits, targets, o).Float64s())
+	})
+	// Output:
+	// mean 0.3356
+	// each [0.5222 0.8200 0.0000]
+}
+
+// Probabilities as targets, and a pos_weight for a rare positive label.
+func ExampleBCEWithLogitsLossWith() {
+	vram.Tidy(func() {
+		logits := vram.FromSlice([]float64{0, 0}, vram.Shape{1, 2})
+		labels := vram.FromSlice([]float64{1, 0}, vram.Shape{1, 2})
+		o := nn.BCEOptions{PosWeight: vram.FromSlice([]float64{3, 3}, vram.Shape{2}), Reduction: nn.ReductionNone}
+		fmt.Printf("%.4f\n", nn.BCEWithLogitsLossWith(logits, labels, o).Float64s()) // 3·log 2 and log 2
+	})
+	// Output:
+	// [2.0794 0.6931]
+}
