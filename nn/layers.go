@@ -218,15 +218,13 @@ type LayerNorm struct {
 
 // NewLayerNorm returns a LayerNorm over the trailing dimensions shape, with
 // eps added to the variance (PyTorch uses 1e-5), weight ones and bias
-// zeros. opts go to vram's factory functions.
+// zeros. opts go to vram's factory functions. It panics with an
+// *vram.Error of kind vram.ErrArgument for an empty shape or one with a
+// negative size, and for an eps that is negative, infinite or NaN (which
+// would make every output NaN).
 func NewLayerNorm(shape []int, eps float64, opts ...vram.Option) *LayerNorm {
-	if len(shape) == 0 {
-		panic(&vram.Error{Op: "layer_norm", Kind: vram.ErrArgument, Detail: "normalized shape is empty"})
-	}
-	l := &LayerNorm{NormalizedShape: slices.Clone(shape), Eps: eps}
-	l.Weight = fullParam(shape, 1, opts)
+	l := NewLayerNormNoBias(shape, eps, opts...)
 	l.Bias = fullParam(shape, 0, opts)
-	l.RegisterParameter("weight", l.Weight)
 	l.RegisterParameter("bias", l.Bias)
 	return l
 }
@@ -235,10 +233,7 @@ func NewLayerNorm(shape []int, eps float64, opts ...vram.Option) *LayerNorm {
 // shape with weight ones and no bias (bias=False): Bias is nil and the
 // state dict holds "weight" alone. It panics as [NewLayerNorm] does.
 func NewLayerNormNoBias(shape []int, eps float64, opts ...vram.Option) *LayerNorm {
-	if len(shape) == 0 {
-		panic(&vram.Error{Op: "layer_norm", Kind: vram.ErrArgument, Detail: "normalized shape is empty"})
-	}
-	l := &LayerNorm{NormalizedShape: slices.Clone(shape), Eps: eps}
+	l := NewLayerNormNoAffine(shape, eps)
 	l.Weight = fullParam(shape, 1, opts)
 	l.RegisterParameter("weight", l.Weight)
 	return l
@@ -248,10 +243,24 @@ func NewLayerNormNoBias(shape []int, eps float64, opts ...vram.Option) *LayerNor
 // shape without weight and bias (elementwise_affine=False): it only
 // normalises. It panics as [NewLayerNorm] does.
 func NewLayerNormNoAffine(shape []int, eps float64) *LayerNorm {
+	const op = "layer_norm"
 	if len(shape) == 0 {
-		panic(&vram.Error{Op: "layer_norm", Kind: vram.ErrArgument, Detail: "normalized shape is empty"})
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "normalized shape is empty"})
 	}
+	if slices.ContainsFunc(shape, func(d int) bool { return d < 0 }) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("normalized shape %v has a negative size", shape)})
+	}
+	checkEps(op, eps)
 	return &LayerNorm{NormalizedShape: slices.Clone(shape), Eps: eps}
+}
+
+// checkEps panics with an *vram.Error of kind vram.ErrArgument unless the
+// variance epsilon eps of a normalization layer is finite and not
+// negative.
+func checkEps(op string, eps float64) {
+	if !(eps >= 0) || math.IsInf(eps, 1) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("eps %v must be finite and not negative", eps)})
+	}
 }
 
 // Forward returns the normalised x, of x's shape and dtype. The statistics

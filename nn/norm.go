@@ -271,7 +271,7 @@ type GroupNorm struct {
 // with eps added to the variance, weight ones and bias zeros. opts go to
 // vram's factory functions. It panics with an *vram.Error of kind
 // vram.ErrArgument unless groups and channels are positive and groups
-// divides channels.
+// divides channels, and for an eps that is negative, infinite or NaN.
 func NewGroupNorm(groups, channels int, eps float64, opts ...vram.Option) *GroupNorm {
 	l := NewGroupNormNoAffine(groups, channels, eps)
 	l.Weight = fullParam(vram.Shape{channels}, 1, opts)
@@ -288,6 +288,7 @@ func NewGroupNormNoAffine(groups, channels int, eps float64) *GroupNorm {
 		panic(&vram.Error{Op: "group_norm", Kind: vram.ErrArgument,
 			Detail: fmt.Sprintf("groups %d must be positive and divide the %d channels", groups, channels)})
 	}
+	checkEps("group_norm", eps)
 	return &GroupNorm{NumGroups: groups, NumChannels: channels, Eps: eps}
 }
 

@@ -384,3 +384,31 @@ func TestOptionLayersFreeTheirTemporaries(t *testing.T) {
 	}
 	runtime.KeepAlive(m)
 }
+
+// TestNormConstructorArguments checks that the LayerNorm and GroupNorm
+// constructors refuse an eps that would make every output NaN and a
+// negative normalized size, and accept eps 0.
+func TestNormConstructorArguments(t *testing.T) {
+	tests := []struct {
+		name string
+		fn   func()
+		kind error // nil: accepted
+	}{
+		{"layer norm negative eps", func() { nn.NewLayerNorm([]int{3}, -1e-5) }, vram.ErrArgument},
+		{"layer norm NaN eps", func() { nn.NewLayerNormNoBias([]int{3}, math.NaN()) }, vram.ErrArgument},
+		{"layer norm infinite eps", func() { nn.NewLayerNormNoAffine([]int{3}, math.Inf(1)) }, vram.ErrArgument},
+		{"layer norm negative size", func() { nn.NewLayerNormNoAffine([]int{2, -3}, 1e-5) }, vram.ErrArgument},
+		{"layer norm eps 0", func() { nn.NewLayerNorm([]int{3}, 0) }, nil},
+		{"group norm negative eps", func() { nn.NewGroupNorm(1, 2, -1) }, vram.ErrArgument},
+		{"group norm NaN eps", func() { nn.NewGroupNormNoAffine(1, 2, math.NaN()) }, vram.ErrArgument},
+		{"group norm eps 0", func() { nn.NewGroupNorm(1, 2, 0) }, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := vram.Catch(func() { vram.Tidy(tc.fn) })
+			if (err == nil) != (tc.kind == nil) || !errors.Is(err, tc.kind) {
+				t.Fatalf("error %v, want %v", err, tc.kind)
+			}
+		})
+	}
+}
