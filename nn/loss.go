@@ -130,6 +130,12 @@ func (ts *temps) add(x *vram.Tensor) *vram.Tensor {
 	return x
 }
 
+// keep takes x out of ts, so that release leaves it alone, and returns it.
+func (ts *temps) keep(x *vram.Tensor) *vram.Tensor {
+	*ts = slices.DeleteFunc(*ts, func(t *vram.Tensor) bool { return t == x })
+	return x
+}
+
 // release releases every tensor recorded.
 func (ts temps) release() {
 	for _, x := range ts {
@@ -303,9 +309,9 @@ func BCEWithLogitsLossWith(logits, target *vram.Tensor, o BCEOptions) *vram.Tens
 // log(1 − p)) between probabilities p and targets y in [0, 1] of the same
 // shape (torch.nn.functional.binary_cross_entropy with mean reduction).
 // As in PyTorch, each log is clamped at −100, so that p of exactly 0 or 1
-// gives a finite loss; unlike PyTorch's, whose backward pass bounds the
-// denominator p·(1 − p) by 1e-12, its gradient there is not finite. Prefer
-// BCEWithLogitsLoss on logits: it is exact where sigmoid rounds to 0 or 1.
+// gives a finite loss, and the gradient is PyTorch's, (p − y)/max(p·(1 −
+// p), 1e-12), finite there too. Prefer BCEWithLogitsLoss on logits: it is
+// exact where sigmoid rounds to 0 or 1.
 func BCELoss(probs, target *vram.Tensor) *vram.Tensor {
 	return BCELossWith(probs, target, BCEOptions{})
 }
@@ -329,13 +335,35 @@ func BCELossWith(probs, target *vram.Tensor, o BCEOptions) *vram.Tensor {
 	var ts temps
 	defer ts.release()
 	p, y := ts.operand(probs), ts.operand(target)
-	logP := ts.add(ts.add(p.Log()).Clamp(-100, math.Inf(1)))
-	log1mP := ts.add(ts.add(ts.add(p.RSubScalar(1)).Log()).Clamp(-100, math.Inf(1)))
-	l := ts.add(ts.add(y.Mul(logP)).Add(ts.add(ts.add(y.RSubScalar(1)).Mul(log1mP))))
+	// The value, and PyTorch's gradients: (p − y)/max(p·(1 − p), 1e-12)
+	// for p, log(1 − p) − log p (both clamped) for y. Differentiating the
+	// clamped logs instead gives 0·∞ = NaN where p is 0 or 1.
+	var l, gp, gy *vram.Tensor
+	vram.NoGrad(func() {
+		logP := ts.add(ts.add(p.Log()).Clamp(-100, math.Inf(1)))
+		log1mP := ts.add(ts.add(ts.add(p.RSubScalar(1)).Log()).Clamp(-100, math.Inf(1)))
+		l = ts.add(ts.add(ts.add(y.Mul(logP)).Add(ts.add(ts.add(y.RSubScalar(1)).Mul(log1mP)))).Neg())
+		if p.RequiresGrad() {
+			den := ts.add(ts.add(ts.add(p.RSubScalar(1)).Mul(p)).Clamp(1e-12, math.Inf(1)))
+			gp = ts.add(ts.add(p.Sub(y)).Div(den))
+		}
+		if y.RequiresGrad() {
+			gy = ts.add(log1mP.Sub(logP))
+		}
+	})
+	// l + x·g − (x·g without a graph) has l's value and gradient g in x.
+	for _, d := range []struct{ x, g *vram.Tensor }{{p, gp}, {y, gy}} {
+		if d.g == nil {
+			continue
+		}
+		var c *vram.Tensor
+		vram.NoGrad(func() { c = ts.add(d.x.Mul(d.g)) })
+		l = ts.add(ts.add(l.Add(ts.add(d.x.Mul(d.g)))).Sub(c))
+	}
 	if o.Weight != nil {
 		l = ts.add(l.Mul(ts.operand(o.Weight)))
 	}
-	return reduce(l.Neg(), o.Reduction)
+	return reduce(ts.keep(l), o.Reduction)
 }
 
 // checkBroadcastsTo panics with an *vram.Error of kind vram.ErrShape

@@ -280,3 +280,54 @@ func TestLossReductionArguments(t *testing.T) {
 		}
 	})
 }
+
+// TestBCELossGradientAtZeroAndOne checks BCELoss's gradients against
+// PyTorch's, (p − y)/max(p·(1 − p), 1e-12) for p and log(1 − p) − log p
+// (logs clamped at −100) for y: finite where p is exactly 0 or 1, as
+// saturated sigmoids give, where differentiating the clamped logs gives
+// NaN.
+func TestBCELossGradientAtZeroAndOne(t *testing.T) {
+	p := []float64{0, 1, 0, 1, 0.3, 0.9}
+	y := []float64{0, 1, 1, 0, 0.5, 0.2}
+	w := []float64{2, 1, 0.5, 1, 3, 1}
+	clampLog := func(v float64) float64 { return math.Max(math.Log(v), -100) }
+	for _, r := range []nn.Reduction{nn.ReductionSum, nn.ReductionMean, nn.ReductionNone} {
+		for _, weighted := range []bool{false, true} {
+			t.Run(r.String()+map[bool]string{false: "", true: " weighted"}[weighted], func(t *testing.T) {
+				vram.Tidy(func() {
+					pt := vram.FromSlice(p, vram.Shape{2, 3}, vram.WithGrad())
+					yt := vram.FromSlice(y, vram.Shape{2, 3}, vram.WithGrad())
+					o := nn.BCEOptions{Reduction: r}
+					if weighted {
+						o.Weight = vram.FromSlice(w, vram.Shape{2, 3})
+					}
+					l := nn.BCELossWith(pt, yt, o)
+					scale := 1.0
+					if r == nn.ReductionMean {
+						scale = 1.0 / 6
+					}
+					var wantL, wantP, wantY []float64
+					sum := 0.0
+					for i := range p {
+						wi := 1.0
+						if weighted {
+							wi = w[i]
+						}
+						li := -wi * (y[i]*clampLog(p[i]) + (1-y[i])*clampLog(1-p[i]))
+						sum += li
+						wantL = append(wantL, li)
+						wantP = append(wantP, scale*wi*(p[i]-y[i])/math.Max(p[i]*(1-p[i]), 1e-12))
+						wantY = append(wantY, scale*wi*(clampLog(1-p[i])-clampLog(p[i])))
+					}
+					if r != nn.ReductionNone {
+						wantL = []float64{sum * scale}
+					}
+					checkValues(t, "loss", l.Float64s(), wantL, 1e-12)
+					l.Sum().Backward()
+					checkValues(t, "d/dp", pt.Grad().Float64s(), wantP, 1e-12)
+					checkValues(t, "d/dy", yt.Grad().Float64s(), wantY, 1e-12)
+				})
+			})
+		}
+	}
+}
