@@ -191,10 +191,11 @@ func Embedding(indices, weight *Tensor) *Tensor {
 const CrossEntropyIgnoreIndex = -100
 
 // CrossEntropy returns the mean negative log-likelihood of integer class
-// targets [N] (int64 or int32) under logits [N, C] (torch.nn.functional.cross_entropy
-// with mean reduction): NLLLoss of logits.LogSoftmax(1). Targets equal to
-// [CrossEntropyIgnoreIndex] are left out, and the mean is over the others
-// (NaN when there are none, as in PyTorch). It panics with [ErrShape] on
+// targets [N] (int64 or int32) under logits [N, C]
+// (torch.nn.functional.cross_entropy with mean reduction): NLLLoss of
+// logits.LogSoftmax(1). Targets equal to [CrossEntropyIgnoreIndex] are
+// left out, and the mean is over the others (NaN when there are none,
+// with zero gradients, as in PyTorch). It panics with [ErrShape] on
 // mismatched sizes, with [ErrDType] for targets that are not integers and
 // with [ErrIndex] for any other target outside [0, C).
 func CrossEntropy(logits, targets *Tensor) *Tensor {
@@ -213,9 +214,10 @@ func CrossEntropy(logits, targets *Tensor) *Tensor {
 // targets [N] (int64 or int32) under log-probabilities [N, C]
 // (torch.nn.functional.nll_loss with mean reduction): the mean of
 // -logProbs[i, targets[i]], leaving out targets equal to
-// [CrossEntropyIgnoreIndex] (NaN when all are). It panics with [ErrShape]
-// on mismatched sizes, with [ErrDType] for targets that are not integers
-// and with [ErrIndex] for any other target outside [0, C).
+// [CrossEntropyIgnoreIndex] (NaN when all are, with zero gradients). It
+// panics with [ErrShape] on mismatched sizes, with [ErrDType] for targets
+// that are not integers and with [ErrIndex] for any other target outside
+// [0, C).
 func NLLLoss(logProbs, targets *Tensor) *Tensor {
 	if up, done := autocastUp(logProbs); up != logProbs {
 		defer done()
@@ -267,16 +269,28 @@ func nllLoss(lsm, targets *Tensor) *Tensor {
 		defer pw.Release()
 		// The mean over all N rows (accumulated wide, as Mean does for
 		// half dtypes), scaled by N over the rows kept: exactly the mean
-		// when none is ignored, 0·inf = NaN when all are.
+		// when none is ignored. When all are, the value is NaN (0/0, as
+		// PyTorch's) and the gradient zeros, as PyTorch's: the scale is
+		// then 1 and NaN is added as a constant.
 		all := pw.Mean()
 		defer all.Release()
 		kf := kept.Cast(Float32)
 		defer kf.Release()
 		cnt := kf.Sum()
 		defer cnt.Release()
-		scale := cnt.RDivScalar(float64(idx.NumElements()))
+		none := cnt.EqScalar(0)
+		defer none.Release()
+		n := cnt.NewFull(nil, float64(idx.NumElements()))
+		defer n.Release()
+		kc := Where(none, n, cnt)
+		defer kc.Release()
+		scale := kc.RDivScalar(float64(idx.NumElements()))
 		defer scale.Release()
-		wide := all.Mul(scale)
+		nan := cnt.RDivScalar(0) // 0/0 = NaN, or 0
+		defer nan.Release()
+		scaled := all.Mul(scale)
+		defer scaled.Release()
+		wide := scaled.Add(nan)
 		defer wide.Release()
 		m := wide.Cast(all.dtype)
 		defer m.Release()

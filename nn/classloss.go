@@ -60,8 +60,8 @@ func ignoreIndex(p *int) int {
 //     a scalar for [C]): target t of class y has the loss
 //     −w[y]·((1 − ε)·log p[y] + ε/C·Σc log p[c]·w[c]/w[y]), 0 for an
 //     ignored one, and the mean divides the sum by the total weight w[y]
-//     of the targets not ignored (NaN when there are none), as PyTorch's
-//     does; or
+//     of the targets not ignored (NaN when there are none, with zero
+//     gradients), as PyTorch's does; or
 //   - floating-point class probabilities of logits' shape: the loss of
 //     each row is −Σc w[c]·q[c]·log p[c] with q = (1 − ε)·target + ε/C,
 //     and the mean divides the sum by the number of rows, weights or not.
@@ -193,7 +193,14 @@ func classLoss(ts *temps, lsm, idx *vram.Tensor, shape vram.Shape, w *vram.Tenso
 	case ReductionSum:
 		return l.Sum()
 	}
-	return ts.add(l.Sum()).Div(ts.add(wy.Sum()))
+	// The sum over the total weight, NaN when every target is ignored
+	// (0/0, PyTorch's value) with a gradient of zeros there, as PyTorch
+	// gives: the division is by 1 then, and NaN is added as a constant.
+	cnt := ts.add(kept.Sum())
+	none := ts.add(cnt.EqScalar(0))
+	den := ts.add(vram.Where(none, ts.add(cnt.NewOnes(nil)), ts.add(wy.Sum())))
+	nan := ts.add(cnt.RDivScalar(0)) // 0/0 = NaN, or 0
+	return ts.add(ts.add(l.Sum()).Div(den)).Add(nan)
 }
 
 // softCrossEntropy is CrossEntropyLossWith of class probabilities.

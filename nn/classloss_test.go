@@ -162,6 +162,11 @@ func TestCrossEntropyOptions(t *testing.T) {
 		{name: "nll ignore 2 none", logits: logits2, shape: []int{3, 4}, targets: []int64{1, 2, 3}, ignore: intp(2), nll: true, r: nn.ReductionNone},
 		{name: "nll extra dims sum", logits: logits3, shape: []int{2, 3, 2}, targets: []int64{0, 2, 1, 1}, nll: true, r: nn.ReductionSum},
 		{name: "all ignored mean is NaN", logits: logits2, shape: []int{3, 4}, targets: []int64{-100, -100, -100}, weight: w4, allIgnor: true},
+		{name: "all ignored smoothing", logits: logits2, shape: []int{3, 4}, targets: []int64{-100, -100, -100}, eps: 0.1, allIgnor: true},
+		{name: "all ignored extra dims", logits: logits3, shape: []int{2, 3, 2}, targets: []int64{1, 1, 1, 1}, ignore: intp(1), allIgnor: true},
+		{name: "all ignored nll weight", logits: logits2, shape: []int{3, 4}, targets: []int64{-100, -100, -100}, weight: w4, nll: true, allIgnor: true},
+		{name: "all ignored nll default", logits: logits2, shape: []int{3, 4}, targets: []int64{-100, -100, -100}, nll: true, allIgnor: true},
+		{name: "all ignored default", logits: logits2, shape: []int{3, 4}, targets: []int64{-100, -100, -100}, allIgnor: true},
 	}
 	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
 		for _, tc := range tests {
@@ -208,9 +213,12 @@ func TestCrossEntropyOptions(t *testing.T) {
 					l := loss(x)
 					got := l.Float64s()
 					if tc.allIgnor {
+						// PyTorch's value is NaN (0/0) and its gradient zeros.
 						if len(got) != 1 || !math.IsNaN(got[0]) {
 							t.Fatalf("loss %v, want NaN", got)
 						}
+						l.Backward()
+						checkValues(t, "gradient", x.Grad().Float64s(), make([]float64, len(tc.logits)), 0)
 						return
 					}
 					if tc.r == nn.ReductionNone {
