@@ -33,6 +33,8 @@ type Error struct {
 	Err    error  // an underlying error, if any
 }
 
+// Error formats the error as "vram: OP: DETAIL: ERR", leaving out the
+// parts that are empty.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("vram: ")
@@ -59,11 +61,12 @@ func (e *Error) Unwrap() []error {
 // DeviceMismatchError is the panic value of an operation whose tensors live
 // on different devices. It matches [ErrDevice] under errors.Is.
 type DeviceMismatchError struct {
-	Op       string
+	Op       string // the operation the caller called, such as "add"
 	Expected Device // the device of the first tensor
 	Got      Device // the device of the tensor that differs
 }
 
+// Error names the operation, both devices and the fix.
 func (e *DeviceMismatchError) Error() string {
 	return fmt.Sprintf("vram: %s: expected all tensors on the same device, found %s and %s; "+
 		"move one first, for example x.To(%s)", e.Op, e.Expected, e.Got, e.Expected.goExpr())

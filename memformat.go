@@ -25,6 +25,7 @@ const (
 	ChannelsLast
 )
 
+// String returns PyTorch's name of the format, such as "channels_last".
 func (f MemoryFormat) String() string {
 	switch f {
 	case ContiguousFormat:

@@ -20,6 +20,7 @@ const (
 	ActGELU                   // the exact GELU x·Φ(x), as [Tensor.Gelu]
 )
 
+// String returns the activation's name, such as "relu".
 func (a Activation) String() string {
 	switch a {
 	case ActNone:

@@ -28,6 +28,7 @@ func (s Shape) NumElements() int {
 	return n
 }
 
+// String formats the shape as PyTorch prints a size, such as "[2, 3]".
 func (s Shape) String() string {
 	parts := make([]string, len(s))
 	for i, d := range s {

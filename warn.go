@@ -15,6 +15,8 @@ type Warning struct {
 	Location string // file:line of the user code that caused it, if known
 }
 
+// String formats the warning as "vram: warning: LOCATION: MESSAGE", without
+// the location when it has none.
 func (w Warning) String() string {
 	if w.Location == "" {
 		return "vram: warning: " + w.Message

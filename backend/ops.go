@@ -45,6 +45,7 @@ var unaryNames = [...]string{"neg", "abs", "sign", "exp", "log", "log1p", "expm1
 	"reciprocal", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "gelu_grad", "silu", "erf",
 	"floor", "ceil", "round", "pow_scalar", "leaky_relu", "isnan", "logical_not"}
 
+// String returns the operation's name, such as "exp".
 func (op UnaryOp) String() string {
 	if op < numUnary {
 		return unaryNames[op]
@@ -86,6 +87,7 @@ const NumBinaryOps = int(numBinary)
 var binaryNames = [...]string{"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le",
 	"gt", "ge", "logical_and", "logical_or", "relu_backward", "gelu_backward", "add_relu", "add_gelu"}
 
+// String returns the operation's name, such as "add".
 func (op BinaryOp) String() string {
 	if op < numBinary {
 		return binaryNames[op]
@@ -115,6 +117,7 @@ const (
 
 var reduceNames = [...]string{"sum", "prod", "max", "min", "argmax", "argmin"}
 
+// String returns the reduction's name, such as "sum".
 func (op ReduceOp) String() string {
 	if op < numReduce {
 		return reduceNames[op]

@@ -21,6 +21,7 @@ const (
 
 var reduceNames = [...]string{"sum", "prod", "max", "min", "avg"}
 
+// String returns the reduction's name, such as "sum".
 func (op ReduceOp) String() string {
 	if int(op) < len(reduceNames) {
 		return reduceNames[op]
@@ -95,6 +96,7 @@ type RankError struct {
 	Err  error  // what happened (wraps ErrAborted, ErrTimeout...)
 }
 
+// Error names the rank, when known, and what happened to it.
 func (e *RankError) Error() string {
 	if e.Rank < 0 {
 		return fmt.Sprintf("parallel: %s: %v", e.Op, e.Err)
@@ -102,6 +104,7 @@ func (e *RankError) Error() string {
 	return fmt.Sprintf("parallel: %s: rank %d: %v", e.Op, e.Rank, e.Err)
 }
 
+// Unwrap returns the underlying error, for errors.Is and errors.As.
 func (e *RankError) Unwrap() error { return e.Err }
 
 // Every Communicator checks its arguments with the functions below before

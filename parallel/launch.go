@@ -98,6 +98,7 @@ type LaunchError struct {
 	Forwarded string
 }
 
+// Error names the rank and how it ended.
 func (e *LaunchError) Error() string {
 	what := fmt.Sprintf("exited with status %d", e.ExitCode)
 	if e.Signal != "" {

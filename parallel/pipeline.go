@@ -29,6 +29,7 @@ const (
 	OneFOneB
 )
 
+// String returns the schedule's name, such as "1F1B".
 func (s Schedule) String() string {
 	switch s {
 	case GPipe:

@@ -97,6 +97,8 @@ type StoreTimeoutError struct {
 	After      time.Duration // how long the operation waited
 }
 
+// Error names the store, the operation and the keys that did not arrive
+// in time.
 func (e *StoreTimeoutError) Error() string {
 	if e.NumMissing == 0 {
 		return fmt.Sprintf("parallel: store %s: %s: no answer within %v", e.Addr, e.Op, e.After)

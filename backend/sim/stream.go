@@ -77,6 +77,8 @@ type HazardError struct {
 	UseStream   int   // stream whose queued work still used it
 }
 
+// Error describes the buffer, the stream it was allocated for and the stream
+// whose queued work still used it.
 func (e *HazardError) Error() string {
 	return fmt.Sprintf("sim:%d: a buffer of %d bytes allocated for stream %d was freed while work queued on stream %d still used it; "+
 		"call RecordStream for that stream before releasing the tensor, or synchronize first (on a GPU its memory could be reused under the running work)",
