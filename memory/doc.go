@@ -68,8 +68,8 @@
 // segments, with no other difference.
 //
 // Peak reserved over peak requested bytes, and driver time by the cost
-// model of SimArena (sim.go: DESIGN.md's figures, cuMemAlloc and
-// cuMemSetAccess corrected from replays on an H200), replaying each trace
+// model of SimArena ([ModelledCost]: driver calls measured on an H200,
+// cuMemAlloc and cuMemSetAccess corrected from replays there), replaying each trace
 // in testdata on a simulated 80 GiB device (2026-12-01; TestPolicyTable
 // prints it). Eight were recorded
 // from PyTorch 2.11 on an H200 (testdata/record_traces.py; the PyTorch

@@ -8,7 +8,7 @@ import (
 )
 
 // DriverCall is one kind of CUDA driver call an arena makes, as the cost
-// model of DESIGN.md prices it and as [CallTimes] measures it.
+// model of [ModelledCost] prices it and as [CallTimes] measures it.
 type DriverCall uint8
 
 // The driver calls of an arena: [Arena.Alloc] and Free are one cuMemAlloc
@@ -56,7 +56,7 @@ func (c DriverCall) String() string {
 func (c DriverCall) Modelled() bool { return c < CallReserve }
 
 // ModelledCost returns the cost model's time for one call c of size bytes
-// (DESIGN.md, "Measured on the H200 machines"): what [SimArena] charges.
+// (figures measured on H200 machines, in sim.go): what [SimArena] charges.
 // cuMemAlloc, cuMemFree and cuMemSetAccess cost more with size; the other
 // virtual-memory calls cost the same at every size; address reservations
 // cost nothing.

@@ -143,8 +143,8 @@ type SimCounts struct {
 
 // SimArena is a simulated device of a fixed capacity: a fake address space
 // with exact accounting of physical memory, reserved ranges and mappings,
-// counts of every driver call, and their cost by the DESIGN.md cost model
-// (see [SimArena.DriverTime]). It refuses physical memory beyond its
+// counts of every driver call, and their cost by the cost model of
+// [ModelledCost] (see [SimArena.DriverTime]). It refuses physical memory beyond its
 // capacity with an error wrapping [ErrArenaFull]. It implements
 // [VirtualArena], [RangeMapper], [DeviceInfo] and [DriverTimer], and is
 // safe for concurrent use. Misuse (freeing an unknown address, mapping outside a reservation,

@@ -93,7 +93,7 @@ reproduces it.
 --device cuda:N replays on the real GPU instead, through a fresh arena of real
 cuMemAlloc/cuMemFree or cuMemCreate/cuMemMap/cuMemSetAccess/cuMemUnmap/cuMemRelease
 calls, each timed, and prints as Markdown tables the driver time measured beside
-what the cost model (DESIGN.md) says the same calls cost, and each call's measured
+what vram's cost model (memory.ModelledCost) says the same calls cost, and each call's measured
 cost by size class.
 
   vram replay --compare run.trace.gz
