@@ -27,7 +27,7 @@ func run(w io.Writer) error {
 }
 
 func describe(w io.Writer, what string, t *vram.Tensor) {
-	fmt.Fprintf(w, "%-38s shape %-7v %-8s on %s\n", what, t.Shape(), t.DType(), t.Device())
+	fmt.Fprintf(w, "%-51s shape %-7v %-8s on %s\n", what, t.Shape(), t.DType(), t.Device())
 }
 
 func newTensors(w io.Writer) {
@@ -38,7 +38,7 @@ func newTensors(w io.Writer) {
 	// ones = torch.ones((2,), dtype=torch.float64).cuda(0)
 	ones := vram.Ones(vram.Shape{2}, vram.Float64, dev)
 	defer ones.Release()
-	describe(w, "ones := vram.Ones(Shape{2}, Float64, dev)", ones)
+	describe(w, "ones := vram.Ones(vram.Shape{2}, vram.Float64, dev)", ones)
 
 	// Each New... call takes a vram.Shape, like the factories, and inherits
 	// float64 and the device from ones.
