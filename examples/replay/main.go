@@ -16,8 +16,23 @@ import (
 	"github.com/vramgo/vram/memory/trace"
 )
 
+// defaultTraces are where the recorded trace lies, seen from the repository
+// root ("go run ./examples/replay") and from this directory ("go run .").
+var defaultTraces = []string{"examples/replay/testdata/resnet50_train.trace.gz", "testdata/resnet50_train.trace.gz"}
+
+// defaultTrace returns the first of paths that exists, else the first one, so
+// that the error names the path the documentation gives.
+func defaultTrace(paths []string) string {
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return paths[0]
+}
+
 func main() {
-	path := "examples/replay/testdata/resnet50_train.trace.gz"
+	path := defaultTrace(defaultTraces)
 	if len(os.Args) > 1 {
 		path = os.Args[1]
 	}

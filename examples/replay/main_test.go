@@ -20,3 +20,24 @@ func TestReplay(t *testing.T) {
 		t.Errorf("a missing file: %v", err)
 	}
 }
+
+// TestDefaultTrace checks that the trace is found both from the repository
+// root and from this directory, where go test runs.
+func TestDefaultTrace(t *testing.T) {
+	tests := []struct {
+		name  string
+		paths []string
+		want  string
+	}{
+		{"from the repository root, here missing", defaultTraces, "testdata/resnet50_train.trace.gz"},
+		{"the first that exists", []string{"testdata/resnet50_train.trace.gz", "main.go"}, "testdata/resnet50_train.trace.gz"},
+		{"none exists: the documented one", []string{"no/such.trace", "nor/this.trace"}, "no/such.trace"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := defaultTrace(tt.paths); got != tt.want {
+				t.Errorf("defaultTrace(%q) = %q, want %q", tt.paths, got, tt.want)
+			}
+		})
+	}
+}
