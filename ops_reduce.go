@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"math"
 	"slices"
 
 	"github.com/vramgo/vram/backend"
@@ -334,4 +335,151 @@ func (t *Tensor) inOpMath(f func(x *Tensor) *Tensor) *Tensor {
 	y := f(x)
 	defer y.Release()
 	return y.Cast(t.dtype)
+}
+
+func (t *Tensor) prod(dims []int, keepDim bool) *Tensor {
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return up.prod(dims, keepDim)
+	}
+	defer pin("prod", t).unpin()
+	axes := t.reduceAxes("prod", dims)
+	r := reduceRaw("prod", backend.Prod, t, axes)
+	if needsGrad(t) {
+		sv := save(t)
+		record("prod", r, []*Tensor{t}, sv, func(g *Tensor) []*Tensor { return []*Tensor{prodGrad(sv[0], g, axes)} })
+	}
+	return finishReduce(r, axes, keepDim)
+}
+
+// prodGrad returns the gradient of the product of x over axes for the
+// keepdim-shaped incoming gradient g, exact when x holds zeros: with none,
+// each element gets the product over the others as prod/x; with one zero
+// in a slice, only that zero gets the product of the others; with two or
+// more, every element of the slice gets 0. It runs inside backward's Tidy.
+func prodGrad(x, g *Tensor, axes []int) *Tensor {
+	xw, gw := toOpMath(x), toOpMath(g)
+	zero := xw.EqScalar(0)
+	count := zero.Cast(xw.dtype).SumKeepDim(axes...)
+	nonZero := Where(zero, xw.NewOnes(nil), xw)
+	p := nonZero.ProdKeepDim(axes...)
+	none := p.Div(nonZero)
+	one := Where(zero.LogicalAnd(count.EqScalar(1)), p, xw.NewZeros(nil))
+	return Where(count.EqScalar(0), none, one).Mul(gw).Cast(x.dtype)
+}
+
+// Prod returns the product over the listed dimensions (all when none),
+// which are removed from the shape (torch.prod). Integer and bool tensors
+// multiply to int64; the product over an empty dimension is 1. The
+// gradient is exact where the input holds zeros: an element gets the
+// product of the others in its slice.
+func (t *Tensor) Prod(dims ...int) *Tensor { return t.prod(dims, false) }
+
+// ProdKeepDim is Prod that keeps the reduced dimensions with size 1.
+func (t *Tensor) ProdKeepDim(dims ...int) *Tensor { return t.prod(dims, true) }
+
+// ArgMaxAll returns the int64 index of the largest element of t flattened
+// in row-major order, as a 0-dimensional tensor (torch.argmax with no
+// dim): the first on ties, NaN counting as largest. It panics with
+// [ErrShape] when t has no elements.
+func (t *Tensor) ArgMaxAll() *Tensor { return t.argExtremumAll("argmax", backend.ArgMax) }
+
+// ArgMinAll is ArgMaxAll for the smallest element (NaN counting as
+// smallest, as in ArgMin).
+func (t *Tensor) ArgMinAll() *Tensor { return t.argExtremumAll("argmin", backend.ArgMin) }
+
+func (t *Tensor) argExtremumAll(op string, k backend.ReduceOp) *Tensor {
+	defer asOp(op)
+	defer pin(op, t).unpin()
+	flat := t.Detach().Reshape(-1)
+	defer flat.Release()
+	return flat.argExtremum(op, k, 0, false)
+}
+
+// Norm returns the p-norm of t over dims (all when empty), as
+// torch.linalg.vector_norm: p = 2 is the Euclidean norm, 1 the sum of
+// absolute values, math.Inf(1) the largest absolute value, math.Inf(-1) the
+// smallest, 0 the number of nonzero elements, and any other p
+// (sum |x|^p)^(1/p). float16 and bfloat16 tensors are computed in float32
+// and the result rounded once. The gradient is PyTorch's: 0 where the norm
+// is 0 (rather than NaN), and for the infinity norms split evenly among the
+// elements tied for the extremum. It panics with [ErrDType] for integer
+// and bool tensors, with [ErrArgument] for a NaN p, and with [ErrShape] for
+// an infinity norm over an empty dimension.
+func (t *Tensor) Norm(p float64, dims []int, keepDim bool) *Tensor {
+	defer asOp("norm")
+	t.live("norm")
+	floatOnly("norm", t)
+	if math.IsNaN(p) {
+		fail("norm", ErrArgument, "the order p must be a number, got NaN")
+	}
+	if opMath(t.dtype) != t.dtype {
+		return t.inOpMath(func(x *Tensor) *Tensor { return x.Norm(p, dims, keepDim) })
+	}
+	defer pin("norm", t).unpin()
+	axes := t.reduceAxes("norm", dims)
+	n := normRaw(t, p, axes)
+	if needsGrad(t) {
+		sv := save(t, n)
+		record("norm", n, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
+			return []*Tensor{normGrad(sv[0], sv[1], g, p, axes)}
+		})
+	}
+	return finishReduce(n, axes, keepDim)
+}
+
+// normRaw returns the p-norm of the float tensor t over axes,
+// keepdim-shaped, without recording.
+func normRaw(t *Tensor, p float64, axes []int) *Tensor {
+	x := t.Detach()
+	defer x.Release()
+	if p == 0 {
+		nz := x.EqScalar(0).LogicalNot()
+		defer nz.Release()
+		c := nz.Cast(t.dtype)
+		defer c.Release()
+		return c.SumKeepDim(axes...)
+	}
+	if p == 2 {
+		sq := x.Square()
+		defer sq.Release()
+		s := sq.SumKeepDim(axes...)
+		defer s.Release()
+		return s.Sqrt()
+	}
+	a := x.Abs()
+	defer a.Release()
+	switch {
+	case math.IsInf(p, 1):
+		return reduceRaw("norm", backend.Max, a, axes)
+	case math.IsInf(p, -1):
+		return reduceRaw("norm", backend.Min, a, axes)
+	case p == 1:
+		return a.SumKeepDim(axes...)
+	}
+	ap := a.PowScalar(p)
+	defer ap.Release()
+	s := ap.SumKeepDim(axes...)
+	defer s.Release()
+	return s.PowScalar(1 / p)
+}
+
+// normGrad returns the gradient of the p-norm n (keepdim-shaped) of x over
+// axes for the incoming gradient g. It runs inside backward's Tidy.
+func normGrad(x, n, g *Tensor, p float64, axes []int) *Tensor {
+	z := x.NewZeros(nil)
+	switch {
+	case p == 0:
+		return x.NewZeros(x.shape)
+	case p == 1:
+		return x.Sign().Mul(g)
+	case p == 2:
+		return Where(n.EqScalar(0), z, x.Div(n)).Mul(g)
+	case math.IsInf(p, 0):
+		mask := x.Abs().Eq(n).Cast(x.dtype)
+		count := mask.SumKeepDim(axes...)
+		return x.Sign().Mul(mask).Mul(g.Div(count))
+	}
+	scaled := x.Sign().Mul(Where(x.EqScalar(0), z, x.Abs().PowScalar(p-1)))
+	return scaled.Mul(Where(n.EqScalar(0), z, g.Div(n.PowScalar(p-1))))
 }
