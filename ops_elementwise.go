@@ -553,6 +553,88 @@ func (a *Tensor) Clamp(lo, hi float64) *Tensor {
 	return out
 }
 
+// ClampTensor limits every element of a to [lo, hi] elementwise, as
+// torch.clamp with tensor bounds: max(a, lo) and then min(·, hi), all three
+// broadcast together and promoted to a common dtype; a nil bound is
+// missing, and where lo > hi the result is hi. NaN in a propagates. The
+// gradient goes to a where lo <= a <= hi, to lo where a < lo <= hi, and to
+// hi where a > hi or lo > hi, as in PyTorch. Bounds may be 0-dimensional
+// CPU tensors (see [Tensor.Add]). It panics with [ErrArgument] when both
+// bounds are nil and with [ErrShape] when the shapes do not broadcast.
+func (a *Tensor) ClampTensor(lo, hi *Tensor) *Tensor {
+	const op = "clamp"
+	defer asOp(op)
+	if lo == nil && hi == nil {
+		fail(op, ErrArgument, "at least one of the bounds lo and hi must not be nil")
+	}
+	defer hostScalars(op, &a, &lo, &hi)()
+	ops := []*Tensor{a}
+	for _, b := range []*Tensor{lo, hi} {
+		if b != nil {
+			ops = append(ops, b)
+		}
+	}
+	_, held := sameDevice(op, ops...)
+	defer held.unpin()
+	out := a.view(a.shape, a.strides, a.offset)
+	if lo != nil {
+		m := binaryRaw(op, backend.Maximum, out, lo)
+		out.Release()
+		out = m
+	}
+	if hi != nil {
+		m := binaryRaw(op, backend.Minimum, out, hi)
+		out.Release()
+		out = m
+	}
+	if needsGrad(ops...) {
+		req := make([]bool, len(ops))
+		shapes := make([][]int, len(ops))
+		for i, t := range ops {
+			req[i], shapes[i] = t.requiresGrad, slices.Clone(t.shape)
+		}
+		sv := save(ops...)
+		hasLo, hasHi := lo != nil, hi != nil
+		record(op, out, ops, sv, func(g *Tensor) []*Tensor {
+			x := sv[0]
+			var l, h *Tensor
+			i := 1
+			if hasLo {
+				l, i = sv[i], i+1
+			}
+			if hasHi {
+				h = sv[i]
+			}
+			z := g.NewZeros(nil)
+			in := x.Eq(x) // true but for NaN
+			if l != nil {
+				in = in.LogicalAnd(x.Ge(l))
+			}
+			if h != nil {
+				in = in.LogicalAnd(x.Le(h))
+			}
+			grads := []*Tensor{gradIf(req[0], func() *Tensor { return sumTo(Where(in, g, z), shapes[0]) })}
+			if l != nil {
+				toLo := x.Lt(l)
+				if h != nil {
+					toLo = toLo.LogicalAnd(l.Le(h))
+				}
+				grads = append(grads, gradIf(req[1], func() *Tensor { return sumTo(Where(toLo, g, z), shapes[1]) }))
+			}
+			if h != nil {
+				toHi := x.Gt(h)
+				if l != nil {
+					toHi = toHi.LogicalOr(l.Gt(h))
+				}
+				k := len(grads)
+				grads = append(grads, gradIf(req[k], func() *Tensor { return sumTo(Where(toHi, g, z), shapes[k]) }))
+			}
+			return grads
+		})
+	}
+	return out
+}
+
 // Where returns a where cond is true and b elsewhere, broadcasting all three
 // (torch.where). cond must be bool; a and b are promoted to a common dtype.
 // All three are on one device, except 0-dimensional CPU tensors, which are
