@@ -535,3 +535,20 @@ func TestChecksAllocateNothing(t *testing.T) {
 		t.Errorf("the checks of accepted arguments allocate %v times, want 0", n)
 	}
 }
+
+func TestCheckArgSort(t *testing.T) {
+	var cases []checkCase
+	for _, dt := range DTypes {
+		cases = append(cases, checkCase{"argsort " + dt.String(), CheckArgSort(cv(i64, 2, 5), cv(dt, 2, 5), 1), accept, ""})
+	}
+	cases = append(cases,
+		checkCase{"argsort along axis 0", CheckArgSort(cv(i64, 3, 2), cv(f32, 3, 2), 0), accept, ""},
+		checkCase{"argsort of nothing", CheckArgSort(cv(i64, 0, 3), cv(f32, 0, 3), 1), accept, ""},
+		checkCase{"argsort indices int32", CheckArgSort(cv(i32, 2), cv(f32, 2), 0), reject, "indices have dtype int32, want int64"},
+		checkCase{"argsort shapes differ", CheckArgSort(cv(i64, 3), cv(f32, 2), 0), reject, "shape"},
+		checkCase{"argsort negative axis", CheckArgSort(cv(i64, 2), cv(f32, 2), -1), reject, "axis -1 out of range"},
+		checkCase{"argsort of a scalar", CheckArgSort(cv(i64), cv(f32), 0), reject, "axis 0 out of range"},
+		checkCase{"argsort strides missing", CheckArgSort(cv(i64, 2), shortStrides(cv(f32, 2)), 0), reject, "strides"},
+	)
+	runChecks(t, cases)
+}

@@ -259,3 +259,16 @@ func (d *Device) DequantizeInt8(s backend.Stream, dst, wq, scale backend.View) e
 		return f.DequantizeInt8(d.hostStream(), v[0], v[1], v[2])
 	}, dst, wq, scale)
 }
+
+var _ backend.Sorter = (*Device)(nil)
+
+// ArgSort runs the CPU's sort. It implements [backend.Sorter].
+func (d *Device) ArgSort(s backend.Stream, indices, src backend.View, axis int, descending bool) error {
+	f, ok := d.host.(backend.Sorter)
+	if !ok {
+		return fmt.Errorf("sim: argsort: %w", backend.ErrNotImplemented)
+	}
+	return d.run("argsort", s, backend.CheckArgSort(indices, src, axis), func(v []backend.View) error {
+		return f.ArgSort(d.hostStream(), v[0], v[1], axis, descending)
+	}, indices, src)
+}
