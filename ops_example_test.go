@@ -1,0 +1,88 @@
+package vram_test
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vramgo/vram"
+)
+
+func ExampleTensor_Prod() {
+	x := vram.FromSlice([]float64{2, 0, 4}, vram.Shape{3}, vram.WithGrad())
+	p := x.Prod()
+	p.Backward()
+	// With one zero, only the zero gets a gradient: the product of the others.
+	fmt.Println(p.Item(), x.Grad().Float64s())
+	// Output: 0 [0 8 0]
+}
+
+func ExampleTensor_Norm() {
+	x := vram.FromSlice([]float64{3, -4, 0, 0}, vram.Shape{2, 2})
+	fmt.Println(x.Norm(2, nil, false).Item())
+	fmt.Println(x.Norm(1, []int{1}, false).Float64s())
+	fmt.Println(x.Norm(math.Inf(1), []int{-1}, true).Float64s())
+	// Output:
+	// 5
+	// [7 0]
+	// [4 0]
+}
+
+func ExampleTensor_CumSum() {
+	x := vram.FromSlice([]int32{1, 2, 3, 4}, vram.Shape{4})
+	s := x.CumSum(0)
+	fmt.Println(s.DType(), s.Int64s())
+	fmt.Println(vram.FromSlice([]float64{1, 2, 3, 4}, vram.Shape{4}).CumProd(0).Float64s())
+	// Output:
+	// int64 [1 3 6 10]
+	// [1 2 6 24]
+}
+
+func ExampleTensor_IndexSelect() {
+	x := vram.FromSlice([]float64{1, 2, 3, 4, 5, 6}, vram.Shape{3, 2})
+	rows := x.IndexSelect(0, vram.FromSlice([]int64{2, 0}, vram.Shape{2}))
+	fmt.Println(rows.Shape(), rows.Float64s())
+	// Output: [2, 2] [5 6 1 2]
+}
+
+func ExampleTensor_ScatterValue() {
+	// One-hot rows from class labels.
+	labels := vram.FromSlice([]int64{2, 0, 1}, vram.Shape{3, 1})
+	oneHot := vram.Zeros(vram.Shape{3, 4}).ScatterValue(1, labels, 1)
+	fmt.Println(oneHot.Float64s())
+	// Output: [0 0 1 0 1 0 0 0 0 1 0 0]
+}
+
+func ExampleTensor_ScatterAdd() {
+	// Sums per group: group[i] names the bucket of value[i].
+	group := vram.FromSlice([]int64{0, 1, 0, 2, 1}, vram.Shape{5})
+	value := vram.FromSlice([]float64{1, 2, 3, 4, 5}, vram.Shape{5})
+	fmt.Println(vram.Zeros(vram.Shape{3}, vram.Float64).ScatterAdd(0, group, value).Float64s())
+	// Output: [4 7 4]
+}
+
+func ExampleTensor_Sort() {
+	x := vram.FromSlice([]float64{3, math.NaN(), 1, 3}, vram.Shape{4})
+	v, i := x.Sort(0, false)
+	fmt.Println(v.Float64s(), i.Int64s())
+	// Output: [1 3 3 NaN] [2 0 3 1]
+}
+
+func ExampleTensor_TopK() {
+	logits := vram.FromSlice([]float64{0.1, 2.5, -1, 0.7, 2.5}, vram.Shape{5})
+	v, i := logits.TopK(3, -1, true)
+	fmt.Println(v.Float64s(), i.Int64s())
+	// Output: [2.5 2.5 0.7] [1 4 3]
+}
+
+func ExampleTensor_ArgMaxAll() {
+	x := vram.FromSlice([]float64{1, 7, 3, 9, 2, 9}, vram.Shape{2, 3})
+	fmt.Println(x.ArgMaxAll().Item(), x.ArgMinAll().Item())
+	// Output: 3 0
+}
+
+func ExampleTensor_ClampTensor() {
+	x := vram.FromSlice([]float64{-5, 0.5, 5, 2}, vram.Shape{2, 2})
+	lo := vram.FromSlice([]float64{-1, 1}, vram.Shape{2}) // per column
+	fmt.Println(x.ClampTensor(lo, vram.Scalar(3, vram.Float64)).Float64s())
+	// Output: [-1 1 3 2]
+}
