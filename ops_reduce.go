@@ -408,6 +408,10 @@ func (t *Tensor) argExtremumAll(op string, k backend.ReduceOp) *Tensor {
 // an infinity norm over an empty dimension.
 func (t *Tensor) Norm(p float64, dims []int, keepDim bool) *Tensor {
 	defer asOp("norm")
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return up.Norm(p, dims, keepDim)
+	}
 	t.live("norm")
 	floatOnly("norm", t)
 	if math.IsNaN(p) {

@@ -21,6 +21,10 @@ func (t *Tensor) CumProd(dim int) *Tensor { return t.scan("cumprod", backend.Mul
 // differentiated by the engine.
 func (t *Tensor) scan(op string, k backend.BinaryOp, dim int) *Tensor {
 	defer asOp(op)
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return up.scan(op, k, dim)
+	}
 	defer pin(op, t).unpin()
 	a := t.scalarAxis(op, dim)
 	dt := t.dtype

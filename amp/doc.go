@@ -29,8 +29,8 @@
 //     region and the copy reused; float64 operands are left alone, as in
 //     PyTorch (a float64 product stays float64);
 //   - in float32 (PyTorch's "fp32" list): Softmax, LogSoftmax, Exp, Log, Pow,
-//     PowScalar, Sum, LayerNorm, MSELoss and CrossEntropy, with 16-bit
-//     inputs cast up and float32 results;
+//     PowScalar, Sum, Prod, CumSum, CumProd, Norm, LayerNorm, MSELoss and
+//     CrossEntropy, with 16-bit inputs cast up and float32 results;
 //   - every other op runs in the dtype of its inputs, promoting mixed
 //     operands as outside (Mean, like PyTorch's, is not on the float32
 //     list: it accumulates in float32 and returns its input's dtype;
