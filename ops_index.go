@@ -135,8 +135,9 @@ func (t *Tensor) ScatterAdd(dim int, index, src *Tensor) *Tensor {
 // out[index[i][j]][j] = src[i][j], with ScatterAdd's rules for index and
 // src. A position named twice in one scatter is an error of kind
 // [ErrIndex] here, where PyTorch leaves the result undefined; use
-// ScatterAdd to combine such values. Positions that receive a value pass
-// no gradient to t.
+// ScatterAdd to combine such values. That check reads one number back
+// from the device, so Scatter waits for the work queued before it.
+// Positions that receive a value pass no gradient to t.
 func (t *Tensor) Scatter(dim int, index, src *Tensor) *Tensor {
 	return t.scatter("scatter", dim, index, src, false)
 }

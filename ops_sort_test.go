@@ -136,3 +136,49 @@ func TestTopK(t *testing.T) {
 	gradCheck(t, func(xs []*Tensor) *Tensor { v, _ := xs[0].TopK(2, 1, true); return v }, rnd(63, 3, 4))
 	gradCheck(t, func(xs []*Tensor) *Tensor { v, _ := xs[0].TopK(1, 0, false); return v }, rnd(64, 3, 4))
 }
+
+// TestSortLarge sorts enough elements for the CPU kernel to split the
+// lines between goroutines, along both axes, against a reference sort of
+// each line; under -race it also checks the split.
+func TestSortLarge(t *testing.T) {
+	const rows, cols = 200, 250
+	x := Randn(Shape{rows, cols}, Float64, WithGenerator(NewGenerator(71)))
+	// Coarse values, so that there are ties to keep in order.
+	x = x.MulScalar(4).Round()
+	vals := x.Float64s()
+	for _, dev := range []Device{CPU, Sim(0)} {
+		for _, dim := range []int{0, 1} {
+			idx := x.To(dev).ArgSort(dim, dim == 1).Int64s()
+			n, lines, step, stride := cols, rows, cols, 1
+			if dim == 0 {
+				n, lines, step, stride = rows, cols, 1, cols
+			}
+			for l := 0; l < lines; l++ {
+				want := make([]int64, n)
+				for j := range want {
+					want[j] = int64(j)
+				}
+				at := func(j int64) float64 { return vals[l*step+int(j)*stride] }
+				slices.SortStableFunc(want, func(a, b int64) int {
+					if dim == 1 {
+						a, b = b, a
+					}
+					switch {
+					case at(a) < at(b):
+						return -1
+					case at(a) > at(b):
+						return 1
+					}
+					return 0
+				})
+				got := make([]int64, n)
+				for j := range got {
+					got[j] = idx[l*step+j*stride]
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s dim %d line %d: got %v, want %v", dev, dim, l, got[:8], want[:8])
+				}
+			}
+		}
+	}
+}
