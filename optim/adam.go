@@ -243,39 +243,6 @@ func (a *Adam) composedStep(c AdamConfig, p, g *vram.Tensor, st *adamState) {
 // ZeroGrad releases the gradients of the parameters of every group.
 func (a *Adam) ZeroGrad() { zeroGrad(a.params) }
 
-// LR returns the learning rate of the first parameter group.
-func (a *Adam) LR() float64 { return a.cfgs[0].LR }
-
-// SetLR sets the learning rate of every parameter group to lr. It panics
-// with an *vram.Error of kind vram.ErrArgument for a negative, infinite
-// or NaN rate.
-func (a *Adam) SetLR(lr float64) {
-	checkLR(lr)
-	for k := range a.cfgs {
-		a.cfgs[k].LR = lr
-	}
-}
-
-// NumGroups returns the number of parameter groups.
-func (a *Adam) NumGroups() int { return len(a.cfgs) }
-
-// GroupLR returns the learning rate of parameter group i. It panics with
-// an *vram.Error of kind vram.ErrIndex when there is no group i.
-func (a *Adam) GroupLR(i int) float64 {
-	a.checkGroup("group_lr", i)
-	return a.cfgs[i].LR
-}
-
-// SetGroupLR sets the learning rate of parameter group i (PyTorch's
-// param_groups[i]['lr'] = lr). It panics with an *vram.Error of kind
-// vram.ErrIndex when there is no group i, of kind vram.ErrArgument for a
-// negative, infinite or NaN rate.
-func (a *Adam) SetGroupLR(i int, lr float64) {
-	a.checkGroup("set_group_lr", i)
-	checkLR(lr)
-	a.cfgs[i].LR = lr
-}
-
 // Config returns the hyper-parameters of the first parameter group, with
 // defaults filled in.
 func (a *Adam) Config() AdamConfig { return a.cfgs[0] }
@@ -286,13 +253,6 @@ func (a *Adam) Config() AdamConfig { return a.cfgs[0] }
 func (a *Adam) GroupConfig(i int) AdamConfig {
 	a.checkGroup("group_config", i)
 	return a.cfgs[i]
-}
-
-// GroupParams returns the parameters of group i. It panics with an
-// *vram.Error of kind vram.ErrIndex when there is no group i.
-func (a *Adam) GroupParams(i int) []*vram.Tensor {
-	a.checkGroup("group_params", i)
-	return a.groupParams(i)
 }
 
 // Defaults returns the hyper-parameters that groups take when their

@@ -78,11 +78,64 @@ func WithEps(eps float64) Option { return Option{key: "eps", x: eps} }
 // numbering of PyTorch's state_dict, which checkpoints use), and where
 // each group starts in it. C is the optimizer's config type, a group's
 // full set of hyper-parameters.
-type groups[C any] struct {
+type groups[C config[C]] struct {
 	params   []*vram.Tensor
 	start    []int // group i holds params[start[i]:end(i)]
 	cfgs     []C
 	defaults C
+}
+
+// config is what groups needs of an optimizer's config type: its
+// learning rate, read and replaced.
+type config[C any] interface {
+	lr() float64
+	withLR(lr float64) C
+}
+
+func (c SGDConfig) lr() float64                 { return c.LR }
+func (c SGDConfig) withLR(lr float64) SGDConfig { c.LR = lr; return c }
+
+func (c AdamConfig) lr() float64                  { return c.LR }
+func (c AdamConfig) withLR(lr float64) AdamConfig { c.LR = lr; return c }
+
+// LR returns the learning rate of the first parameter group.
+func (gs *groups[C]) LR() float64 { return gs.cfgs[0].lr() }
+
+// SetLR sets the learning rate of every parameter group to lr. It panics
+// with an *vram.Error of kind vram.ErrArgument for a negative, infinite
+// or NaN rate.
+func (gs *groups[C]) SetLR(lr float64) {
+	checkLR(lr)
+	for k := range gs.cfgs {
+		gs.cfgs[k] = gs.cfgs[k].withLR(lr)
+	}
+}
+
+// NumGroups returns the number of parameter groups.
+func (gs *groups[C]) NumGroups() int { return len(gs.cfgs) }
+
+// GroupLR returns the learning rate of parameter group i. It panics with
+// an *vram.Error of kind vram.ErrIndex when there is no group i.
+func (gs *groups[C]) GroupLR(i int) float64 {
+	gs.checkGroup("group_lr", i)
+	return gs.cfgs[i].lr()
+}
+
+// SetGroupLR sets the learning rate of parameter group i (PyTorch's
+// param_groups[i]['lr'] = lr). It panics with an *vram.Error of kind
+// vram.ErrIndex when there is no group i, of kind vram.ErrArgument for a
+// negative, infinite or NaN rate.
+func (gs *groups[C]) SetGroupLR(i int, lr float64) {
+	gs.checkGroup("set_group_lr", i)
+	checkLR(lr)
+	gs.cfgs[i] = gs.cfgs[i].withLR(lr)
+}
+
+// GroupParams returns the parameters of group i. It panics with an
+// *vram.Error of kind vram.ErrIndex when there is no group i.
+func (gs *groups[C]) GroupParams(i int) []*vram.Tensor {
+	gs.checkGroup("group_params", i)
+	return gs.groupParams(i)
 }
 
 // end returns the end of group i in params.
@@ -191,7 +244,7 @@ func (gs *groups[C]) restore(opts [][]Option, resolve func(C, []Option) (C, erro
 
 // newGroups validates groups and defaults (with check) and returns them
 // resolved.
-func newGroups[C any](op string, pgs []ParamGroup, defaults C, check func(C) error, resolve func(C, []Option) (C, error)) (*groups[C], error) {
+func newGroups[C config[C]](op string, pgs []ParamGroup, defaults C, check func(C) error, resolve func(C, []Option) (C, error)) (*groups[C], error) {
 	if len(pgs) == 0 {
 		return nil, errorf(vram.ErrArgument, "optim: %s: empty parameter list", op)
 	}

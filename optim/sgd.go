@@ -242,39 +242,6 @@ func composedSGDStep(c SGDConfig, p, g, buf *vram.Tensor, first bool) {
 // ZeroGrad releases the gradients of the parameters of every group.
 func (s *SGD) ZeroGrad() { zeroGrad(s.params) }
 
-// LR returns the learning rate of the first parameter group.
-func (s *SGD) LR() float64 { return s.cfgs[0].LR }
-
-// SetLR sets the learning rate of every parameter group to lr. It panics
-// with an *vram.Error of kind vram.ErrArgument for a negative, infinite
-// or NaN rate.
-func (s *SGD) SetLR(lr float64) {
-	checkLR(lr)
-	for k := range s.cfgs {
-		s.cfgs[k].LR = lr
-	}
-}
-
-// NumGroups returns the number of parameter groups.
-func (s *SGD) NumGroups() int { return len(s.cfgs) }
-
-// GroupLR returns the learning rate of parameter group i. It panics with
-// an *vram.Error of kind vram.ErrIndex when there is no group i.
-func (s *SGD) GroupLR(i int) float64 {
-	s.checkGroup("group_lr", i)
-	return s.cfgs[i].LR
-}
-
-// SetGroupLR sets the learning rate of parameter group i (PyTorch's
-// param_groups[i]['lr'] = lr). It panics with an *vram.Error of kind
-// vram.ErrIndex when there is no group i, of kind vram.ErrArgument for a
-// negative, infinite or NaN rate.
-func (s *SGD) SetGroupLR(i int, lr float64) {
-	s.checkGroup("set_group_lr", i)
-	checkLR(lr)
-	s.cfgs[i].LR = lr
-}
-
 // Config returns the hyper-parameters of the first parameter group.
 func (s *SGD) Config() SGDConfig { return s.cfgs[0] }
 
@@ -284,13 +251,6 @@ func (s *SGD) Config() SGDConfig { return s.cfgs[0] }
 func (s *SGD) GroupConfig(i int) SGDConfig {
 	s.checkGroup("group_config", i)
 	return s.cfgs[i]
-}
-
-// GroupParams returns the parameters of group i. It panics with an
-// *vram.Error of kind vram.ErrIndex when there is no group i.
-func (s *SGD) GroupParams(i int) []*vram.Tensor {
-	s.checkGroup("group_params", i)
-	return s.groupParams(i)
 }
 
 // Defaults returns the hyper-parameters that groups take when their
