@@ -32,13 +32,7 @@ var _ Maskable = (*Linear)(nil)
 // ParameterMask returns the mask of "weight" or "bias" (nil when none).
 // It implements [Maskable].
 func (l *Linear) ParameterMask(name string) (*vram.Tensor, bool) {
-	switch name {
-	case "weight":
-		return l.WeightMask, true
-	case "bias":
-		return l.BiasMask, l.Bias != nil
-	}
-	return nil, false
+	return weightBiasMask(name, l.WeightMask, l.BiasMask, l.Bias != nil)
 }
 
 // SetParameterMask sets or removes the mask of "weight" or "bias". It
@@ -50,7 +44,7 @@ func (l *Linear) SetParameterMask(name string, mask *vram.Tensor) error {
 	case name == "bias" && l.Bias != nil:
 		return l.setMask("linear", name, l.Bias, &l.BiasMask, mask)
 	}
-	return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("no parameter %q to mask (want weight, or bias when there is one)", name)}
+	return noMaskError("linear", name)
 }
 
 var _ Maskable = (*Conv2d)(nil)
@@ -58,13 +52,25 @@ var _ Maskable = (*Conv2d)(nil)
 // ParameterMask returns the mask of "weight" or "bias" (nil when none).
 // It implements [Maskable].
 func (l *Conv2d) ParameterMask(name string) (*vram.Tensor, bool) {
+	return weightBiasMask(name, l.WeightMask, l.BiasMask, l.Bias != nil)
+}
+
+// weightBiasMask is ParameterMask of a layer whose parameters are a weight
+// and, when hasBias, a bias.
+func weightBiasMask(name string, weightMask, biasMask *vram.Tensor, hasBias bool) (*vram.Tensor, bool) {
 	switch name {
 	case "weight":
-		return l.WeightMask, true
+		return weightMask, true
 	case "bias":
-		return l.BiasMask, l.Bias != nil
+		return biasMask, hasBias
 	}
 	return nil, false
+}
+
+// noMaskError is SetParameterMask's error for a name that is not one of
+// the op's maskable parameters.
+func noMaskError(op, name string) error {
+	return &vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("no parameter %q to mask (want weight, or bias when there is one)", name)}
 }
 
 // SetParameterMask sets or removes the mask of "weight" or "bias". It
@@ -76,7 +82,7 @@ func (l *Conv2d) SetParameterMask(name string, mask *vram.Tensor) error {
 	case name == "bias" && l.Bias != nil:
 		return l.setMask("conv2d", name, l.Bias, &l.BiasMask, mask)
 	}
-	return &vram.Error{Op: "conv2d", Kind: vram.ErrArgument, Detail: fmt.Sprintf("no parameter %q to mask (want weight, or bias when there is one)", name)}
+	return noMaskError("conv2d", name)
 }
 
 // setMask is SetParameterMask for the parameter name, p, whose mask the
