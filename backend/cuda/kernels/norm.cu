@@ -102,21 +102,36 @@ __device__ __forceinline__ bool lastOfColumn(unsigned* count) {
 
 // columnSums adds, in the column's last block, the gridDim.y partial sums
 // of the thread's channels c0 … c0+V−1 in float64: thread row ty takes
-// every NB_TY-th block row, then thread row 0 adds the rows' sums in
-// order, so it alone gets the totals. The order never changes, nor does
-// the result.
+// every NB_TY-th block row, in four running sums that keep four loads in
+// flight (a column can have a thousand block rows), then thread row 0
+// adds the rows' sums in order, so it alone gets the totals. The order
+// never changes, nor does the result.
 template <int V>
 __device__ __forceinline__ void columnSums(const float* part, int c0, int C, double* a, double* b) {
 	__shared__ double fa[NB_TY][NB_TX * V + 1], fb[NB_TY][NB_TX * V + 1];
 	const int tx = threadIdx.x, ty = threadIdx.y, gy = gridDim.y;
-	for (int j = 0; j < V; j++) a[j] = b[j] = 0;
-	if (c0 < C)
-		for (int k = ty; k < gy; k += NB_TY)
+	double pa[4][V], pb[4][V];
+	for (int u = 0; u < 4; u++)
+		for (int j = 0; j < V; j++) pa[u][j] = pb[u][j] = 0;
+	if (c0 < C) {
+		int k = ty;
+		for (; k + 3 * NB_TY < gy; k += 4 * NB_TY) {
+#pragma unroll
+			for (int u = 0; u < 4; u++)
+				for (int j = 0; j < V; j++) {
+					pa[u][j] += __ldcg(part + (i64)(k + u * NB_TY) * C + c0 + j);
+					pb[u][j] += __ldcg(part + (i64)(gy + k + u * NB_TY) * C + c0 + j);
+				}
+		}
+		for (; k < gy; k += NB_TY)
 			for (int j = 0; j < V; j++) {
-				a[j] += __ldcg(part + (i64)k * C + c0 + j);
-				b[j] += __ldcg(part + (i64)(gy + k) * C + c0 + j);
+				pa[0][j] += __ldcg(part + (i64)k * C + c0 + j);
+				pb[0][j] += __ldcg(part + (i64)(gy + k) * C + c0 + j);
 			}
+	}
 	for (int j = 0; j < V; j++) {
+		a[j] = (pa[0][j] + pa[1][j]) + (pa[2][j] + pa[3][j]);
+		b[j] = (pb[0][j] + pb[1][j]) + (pb[2][j] + pb[3][j]);
 		fa[ty][tx * V + j] = a[j];
 		fb[ty][tx * V + j] = b[j];
 	}
