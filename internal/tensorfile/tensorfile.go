@@ -30,50 +30,15 @@ var stNames = map[vram.DType]string{
 	vram.Bool:     "BOOL",
 }
 
-// Encode returns t's elements as safetensors raw bytes of its dtype.
+// Encode returns t's elements as safetensors raw bytes of its dtype. The
+// bytes are t's own, row-major and little-endian as the format stores
+// them, so that every value, NaN payloads included, is saved bit for bit.
 func Encode(t *vram.Tensor) (safetensors.Tensor, error) {
 	name, ok := stNames[t.DType()]
 	if !ok {
 		return safetensors.Tensor{}, fmt.Errorf("dtype %s cannot be saved", t.DType())
 	}
-	n := t.NumElements()
-	b := make([]byte, n*t.DType().Size())
-	switch t.DType() {
-	case vram.Int64:
-		for i, v := range t.Int64s() {
-			binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
-		}
-	case vram.Int32:
-		for i, v := range t.Int32s() {
-			binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
-		}
-	case vram.Int8:
-		for i, v := range t.Int64s() {
-			b[i] = byte(int8(v))
-		}
-	case vram.Bool:
-		for i, v := range t.Bools() {
-			if v {
-				b[i] = 1
-			}
-		}
-	default:
-		// Float64s is exact for every float dtype, so converting back is
-		// too.
-		for i, v := range t.Float64s() {
-			switch t.DType() {
-			case vram.Float32:
-				binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
-			case vram.Float64:
-				binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
-			case vram.Float16:
-				binary.LittleEndian.PutUint16(b[2*i:], half.F16(float32(v)))
-			case vram.BFloat16:
-				binary.LittleEndian.PutUint16(b[2*i:], half.BF16(float32(v)))
-			}
-		}
-	}
-	return safetensors.Tensor{DType: name, Shape: []int(t.Shape()), Data: b}, nil
+	return safetensors.Tensor{DType: name, Shape: []int(t.Shape()), Data: t.RawBytes()}, nil
 }
 
 // Decodable returns an error unless Decode reads the named safetensors
@@ -117,18 +82,29 @@ func decoder(dtype string) (func(b []byte, i int) float64, error) {
 	return nil, fmt.Errorf("dtype %s is not supported", dtype)
 }
 
-// Decode returns st's values as a new CPU tensor of dtype dt.
+// Decode returns st's values as a new CPU tensor of dtype dt. When st
+// holds dt's own safetensors dtype its bytes are taken as they are, so
+// that every value, NaN payloads included, loads bit for bit (a BOOL byte
+// other than 0 reads as true); other dtypes are converted through
+// float64, and a value out of dt's range is an error.
 func Decode(st safetensors.Tensor, dt vram.DType) (*vram.Tensor, error) {
 	shape := vram.Shape(slices.Clone(st.Shape))
 	if shape == nil {
 		shape = vram.Shape{} // a scalar, not FromSlice's 1-D default
 	}
-	if st.DType == "I64" && dt == vram.Int64 {
-		vals := make([]int64, len(st.Data)/8)
-		for i := range vals {
-			vals[i] = int64(binary.LittleEndian.Uint64(st.Data[8*i:]))
+	if name, ok := stNames[dt]; ok && name == st.DType {
+		data := st.Data
+		if dt == vram.Bool {
+			data = make([]byte, len(st.Data))
+			for i, b := range st.Data {
+				if b != 0 {
+					data[i] = 1
+				}
+			}
 		}
-		return vram.FromSlice(vals, shape, vram.CPU, dt), nil
+		t := vram.Empty(shape, vram.CPU, dt)
+		t.SetRawBytes(data)
+		return t, nil
 	}
 	dec, err := decoder(st.DType)
 	if err != nil {
