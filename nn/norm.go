@@ -127,6 +127,15 @@ func (l *BatchNorm2d) init(op string, c int, o BatchNormOptions, opts []vram.Opt
 	}
 }
 
+// optionalState names the buffer that [Load] lets a file lack, as
+// PyTorch's batch norm does for files older than the buffer.
+func (l *BatchNorm2d) optionalState() []string {
+	if l.NumBatchesTracked == nil {
+		return nil
+	}
+	return []string{"num_batches_tracked"}
+}
+
 // Forward returns the normalized x, of x's shape, dtype and memory format.
 // In training mode it updates the running statistics and counts the batch.
 func (l *BatchNorm2d) Forward(x *vram.Tensor) *vram.Tensor {

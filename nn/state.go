@@ -107,7 +107,9 @@ func Save(m Module, path string) (err error) {
 // exactly m's state-dict keys ([StateDict]) with the same shapes
 // (PyTorch's strict loading); otherwise Load returns an error listing the
 // missing and unexpected keys and the shape mismatches, and changes
-// nothing. A pruned parameter is read from name+"_orig" or, in files
+// nothing. As in PyTorch, a file may lack the "num_batches_tracked" of a
+// [BatchNorm2d] or [BatchNorm1d] (checkpoints written before PyTorch 0.4.1
+// have none), which then keeps its value. A pruned parameter is read from name+"_orig" or, in files
 // written before that key was used, from name.
 //
 // Errors match vram's sentinels under errors.Is: vram.ErrArgument for
@@ -168,6 +170,7 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 	}
 	have := map[string]bool{}
 	masked := maskedNames(m)
+	optional := optionalKeys(m)
 	for _, p := range stateTensors(m) {
 		if old, ok := strings.CutSuffix(p.Name, origSuffix); ok && masked[old] {
 			// A pruned parameter, in a file written before "_orig".
@@ -179,7 +182,9 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 		have[p.Name] = true
 		st, ok := tensors[p.Name]
 		if !ok {
-			res.Missing = append(res.Missing, p.Name)
+			if !optional[p.Name] {
+				res.Missing = append(res.Missing, p.Name)
+			}
 			continue
 		}
 		params = append(params, p)
@@ -244,6 +249,33 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// optionalStater is a module with buffers that a file may lack: loading
+// such a file keeps their values, as PyTorch's _load_from_state_dict of
+// the module fills them in.
+type optionalStater interface {
+	// optionalState returns the names of those buffers, relative to the
+	// module.
+	optionalState() []string
+}
+
+// optionalKeys returns the state-dict keys of m that a file may lack.
+func optionalKeys(m Module) map[string]bool {
+	out := map[string]bool{}
+	for _, nm := range NamedModules(m) {
+		o, ok := nm.Module.(optionalStater)
+		if !ok {
+			continue
+		}
+		for _, name := range o.optionalState() {
+			if nm.Name != "" {
+				name = nm.Name + "." + name
+			}
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // kindError is an error of Load with its own message that matches each of
