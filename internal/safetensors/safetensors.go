@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"sort"
 	"strconv"
 	"unicode/utf8"
@@ -222,14 +221,6 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	b.Write(enc)
 }
 
-// entry is one tensor's header record, with pointers to detect missing
-// fields.
-type entry struct {
-	DType       *string  `json:"dtype"`
-	Shape       *[]int   `json:"shape"`
-	DataOffsets *[]int64 `json:"data_offsets"`
-}
-
 // located is a validated header record.
 type located struct {
 	name       string
@@ -246,7 +237,9 @@ type located struct {
 //
 // Read returns an error, prefixed "safetensors: ", for a truncated file, a
 // header larger than [MaxHeaderSize], a header that is not a JSON object of
-// the expected form (including duplicate names and unknown fields), an
+// the expected form (including duplicate names, a member of a tensor's
+// record or of the metadata given twice, and unknown fields, member names
+// being case-sensitive), an
 // unknown dtype, a negative dimension, offsets that do not match the size
 // implied by dtype and shape, and tensors whose data overlap, leave gaps or
 // fall outside the data section.
@@ -396,50 +389,114 @@ func parseHeader(hdr []byte) ([]located, map[string]string, error) {
 	return entries, metadata, nil
 }
 
-func parseMetadata(raw json.RawMessage) (map[string]string, error) {
-	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		return nil, errorf("%s must be an object of strings, got null", metadataKey)
+// fields returns the members of the JSON object raw in order. It fails
+// for anything but an object and for a key that appears twice, which
+// encoding/json would let the last occurrence win.
+func fields(raw json.RawMessage) (keys []string, vals []json.RawMessage, err error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, nil, err
 	}
-	var m map[string]string
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, nil, errors.New("not a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, err
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, nil, fmt.Errorf("unexpected %v", tok)
+		}
+		if seen[key] {
+			return nil, nil, fmt.Errorf("duplicate key %q", key)
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, nil, err
+		}
+		keys, vals = append(keys, key), append(vals, v)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, nil, err
+	}
+	return keys, vals, nil
+}
+
+// parseMetadata decodes the metadata object: string values under distinct
+// keys.
+func parseMetadata(raw json.RawMessage) (map[string]string, error) {
+	keys, vals, err := fields(raw)
+	if err != nil {
 		return nil, errorf("%s must be an object of strings: %v", metadataKey, err)
+	}
+	m := make(map[string]string, len(keys))
+	for i, k := range keys {
+		var v *string
+		if err := json.Unmarshal(vals[i], &v); err != nil || v == nil {
+			return nil, errorf("%s must be an object of strings: %q is %s", metadataKey, k, vals[i])
+		}
+		m[k] = *v
 	}
 	return m, nil
 }
 
+// parseEntry decodes and checks the header record of tensor name: an
+// object with exactly the members "dtype", "shape" and "data_offsets",
+// spelled so (encoding/json would match them in any case) and each once.
 func parseEntry(name string, raw json.RawMessage) (located, error) {
 	if err := checkName(name); err != nil {
 		return located{}, err
 	}
-	var e entry
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil {
+	keys, vals, err := fields(raw)
+	if err != nil {
 		return located{}, errorf("tensor %q: bad header entry: %v", name, err)
 	}
+	var dtype *string
+	var shape *[]int
+	var offs *[]int64
+	for i, k := range keys {
+		var dst any
+		switch k {
+		case "dtype":
+			dst = &dtype
+		case "shape":
+			dst = &shape
+		case "data_offsets":
+			dst = &offs
+		default:
+			return located{}, errorf("tensor %q: bad header entry: unknown field %q", name, k)
+		}
+		if err := json.Unmarshal(vals[i], dst); err != nil {
+			return located{}, errorf("tensor %q: bad header entry: %s: %v", name, k, err)
+		}
+	}
 	switch {
-	case e.DType == nil:
+	case dtype == nil:
 		return located{}, errorf("tensor %q: missing dtype", name)
-	case e.Shape == nil || *e.Shape == nil:
+	case shape == nil || *shape == nil:
 		return located{}, errorf("tensor %q: missing shape", name)
-	case e.DataOffsets == nil:
+	case offs == nil || *offs == nil:
 		return located{}, errorf("tensor %q: missing data_offsets", name)
 	}
-	offs := *e.DataOffsets
-	if len(offs) != 2 {
-		return located{}, errorf("tensor %q: data_offsets must hold 2 numbers, got %d", name, len(offs))
+	if len(*offs) != 2 {
+		return located{}, errorf("tensor %q: data_offsets must hold 2 numbers, got %d", name, len(*offs))
 	}
-	begin, end := offs[0], offs[1]
+	begin, end := (*offs)[0], (*offs)[1]
 	if begin < 0 || end < begin {
 		return located{}, errorf("tensor %q: invalid data_offsets [%d, %d]", name, begin, end)
 	}
-	size, err := byteSize(name, *e.DType, *e.Shape)
+	size, err := byteSize(name, *dtype, *shape)
 	if err != nil {
 		return located{}, err
 	}
 	if end-begin != size {
 		return located{}, errorf("tensor %q: data_offsets [%d, %d] span %d bytes, but %s %v needs %d",
-			name, begin, end, end-begin, *e.DType, *e.Shape, size)
+			name, begin, end, end-begin, *dtype, *shape, size)
 	}
-	return located{name: name, dtype: *e.DType, shape: slices.Clone(*e.Shape), begin: begin, end: end}, nil
+	return located{name: name, dtype: *dtype, shape: *shape, begin: begin, end: end}, nil
 }

@@ -201,6 +201,17 @@ func TestReadErrors(t *testing.T) {
 		{"metadata not strings", file(`{"__metadata__":{"a":1}}`, nil), "object of strings"},
 		{"metadata null", file(`{"__metadata__":null}`, nil), "object of strings"},
 		{"metadata array", file(`{"__metadata__":["a"]}`, nil), "object of strings"},
+		// encoding/json lets the last of a repeated member win and matches
+		// member names in any case; the format's reference reader refuses
+		// both, and so must Read, or two readers see different tensors.
+		{"repeated dtype", file(`{"a":{"dtype":"F32","dtype":"I32","shape":[1],"data_offsets":[0,4]}}`, f32bytes(1)), `duplicate key "dtype"`},
+		{"repeated shape", file(`{"a":{"dtype":"F32","shape":[2],"shape":[1],"data_offsets":[0,4]}}`, f32bytes(1)), `duplicate key "shape"`},
+		{"repeated offsets", file(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8],"data_offsets":[0,4]}}`, f32bytes(1)), `duplicate key "data_offsets"`},
+		{"dtype in capitals", file(`{"a":{"DType":"F32","shape":[1],"data_offsets":[0,4]}}`, f32bytes(1)), `unknown field "DType"`},
+		{"offsets in capitals", file(`{"a":{"dtype":"F32","shape":[1],"DATA_OFFSETS":[0,4]}}`, f32bytes(1)), `unknown field "DATA_OFFSETS"`},
+		{"null offsets", file(`{"a":{"dtype":"F32","shape":[1],"data_offsets":null}}`, f32bytes(1)), "missing data_offsets"},
+		{"repeated metadata key", file(`{"__metadata__":{"k":"v","k":"w"}}`, nil), `duplicate key "k"`},
+		{"metadata null value", file(`{"__metadata__":{"k":null}}`, nil), "object of strings"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
