@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/internal/half"
@@ -82,11 +83,65 @@ func decoder(dtype string) (func(b []byte, i int) float64, error) {
 	return nil, fmt.Errorf("dtype %s is not supported", dtype)
 }
 
+// intRange returns the range of the integer dtype dt, and false for a
+// dtype that is not an integer one.
+func intRange(dt vram.DType) (lo, hi int64, ok bool) {
+	switch dt {
+	case vram.Int8:
+		return math.MinInt8, math.MaxInt8, true
+	case vram.Int32:
+		return math.MinInt32, math.MaxInt32, true
+	case vram.Int64:
+		return math.MinInt64, math.MaxInt64, true
+	}
+	return 0, 0, false
+}
+
+// intDecoder returns a function that reads element i of raw safetensors
+// data of the named integer or BOOL dtype as int64, false for a U64 value
+// above the largest int64, or nil for a dtype that is not an integer one.
+func intDecoder(dtype string) func(b []byte, i int) (int64, bool) {
+	switch dtype {
+	case "I8":
+		return func(b []byte, i int) (int64, bool) { return int64(int8(b[i])), true }
+	case "U8":
+		return func(b []byte, i int) (int64, bool) { return int64(b[i]), true }
+	case "BOOL":
+		return func(b []byte, i int) (int64, bool) { return int64(min(b[i], 1)), true }
+	case "I16":
+		return func(b []byte, i int) (int64, bool) { return int64(int16(binary.LittleEndian.Uint16(b[2*i:]))), true }
+	case "U16":
+		return func(b []byte, i int) (int64, bool) { return int64(binary.LittleEndian.Uint16(b[2*i:])), true }
+	case "I32":
+		return func(b []byte, i int) (int64, bool) { return int64(int32(binary.LittleEndian.Uint32(b[4*i:]))), true }
+	case "U32":
+		return func(b []byte, i int) (int64, bool) { return int64(binary.LittleEndian.Uint32(b[4*i:])), true }
+	case "I64":
+		return func(b []byte, i int) (int64, bool) { return int64(binary.LittleEndian.Uint64(b[8*i:])), true }
+	case "U64":
+		return func(b []byte, i int) (int64, bool) {
+			v := binary.LittleEndian.Uint64(b[8*i:])
+			return int64(v), v <= math.MaxInt64
+		}
+	}
+	return nil
+}
+
+// intString formats element i of st, of an integer dtype, for an error.
+func intString(st safetensors.Tensor, i int) string {
+	if st.DType == "U64" {
+		return strconv.FormatUint(binary.LittleEndian.Uint64(st.Data[8*i:]), 10)
+	}
+	v, _ := intDecoder(st.DType)(st.Data, i)
+	return strconv.FormatInt(v, 10)
+}
+
 // Decode returns st's values as a new CPU tensor of dtype dt. When st
 // holds dt's own safetensors dtype its bytes are taken as they are, so
 // that every value, NaN payloads included, loads bit for bit (a BOOL byte
-// other than 0 reads as true); other dtypes are converted through
-// float64, and a value out of dt's range is an error.
+// other than 0 reads as true). Integers convert to an integer dt exactly;
+// other conversions go through float64, floats truncating toward zero
+// into integers. A value out of dt's range is an error.
 func Decode(st safetensors.Tensor, dt vram.DType) (*vram.Tensor, error) {
 	shape := vram.Shape(slices.Clone(st.Shape))
 	if shape == nil {
@@ -105,6 +160,22 @@ func Decode(st safetensors.Tensor, dt vram.DType) (*vram.Tensor, error) {
 		t := vram.Empty(shape, vram.CPU, dt)
 		t.SetRawBytes(data)
 		return t, nil
+	}
+	if lo, hi, ok := intRange(dt); ok {
+		if dec := intDecoder(st.DType); dec != nil {
+			// Integers to integers convert exactly, not through float64,
+			// which holds only 53 bits.
+			vals := make([]int64, shape.NumElements())
+			for i := range vals {
+				v, ok := dec(st.Data, i)
+				if !ok || v < lo || v > hi {
+					return nil, &vram.Error{Op: "decode", Kind: vram.ErrArgument,
+						Detail: fmt.Sprintf("value %s of element %d of %s does not fit in %s", intString(st, i), i, st.DType, dt)}
+				}
+				vals[i] = v
+			}
+			return vram.FromSlice(vals, shape, vram.CPU, dt), nil
+		}
 	}
 	dec, err := decoder(st.DType)
 	if err != nil {

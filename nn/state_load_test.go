@@ -117,3 +117,62 @@ func TestLoadWithoutNumBatchesTracked(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadConvertsIntegers loads integer and float tensors of the file
+// into buffers of other dtypes: integers convert exactly (not through
+// float64's 53 bits), floats truncate toward zero, and a value that does
+// not fit is an error matching vram.ErrArgument that changes nothing.
+func TestLoadConvertsIntegers(t *testing.T) {
+	u64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	tests := []struct {
+		name string
+		st   safetensors.Tensor
+		dt   vram.DType
+		want int64 // the value loaded, when err is false
+		err  bool
+	}{
+		{"U64 above 2^53 into int64", safetensors.Tensor{DType: "U64", Data: u64(1<<53 + 1)}, vram.Int64, 1<<53 + 1, false},
+		{"U64 above int64", safetensors.Tensor{DType: "U64", Data: u64(1 << 63)}, vram.Int64, 0, true},
+		{"I64 into int32", safetensors.Tensor{DType: "I64", Data: u64(1<<31 - 1)}, vram.Int32, 1<<31 - 1, false},
+		{"I64 above int32", safetensors.Tensor{DType: "I64", Data: u64(1 << 31)}, vram.Int32, 0, true},
+		{"I64 below int32", safetensors.Tensor{DType: "I64", Data: u64(^uint64(1<<31 + 1) + 1)}, vram.Int32, 0, true},
+		{"I32 -1 into int64", safetensors.Tensor{DType: "I32", Data: []byte{0xff, 0xff, 0xff, 0xff}}, vram.Int64, -1, false},
+		{"U8 into int8", safetensors.Tensor{DType: "U8", Data: []byte{200}}, vram.Int8, 0, true},
+		{"BOOL 2 into int64", safetensors.Tensor{DType: "BOOL", Data: []byte{2}}, vram.Int64, 1, false},
+		{"F32 -1.75 into int64", safetensors.Tensor{DType: "F32", Data: binary.LittleEndian.AppendUint32(nil, math.Float32bits(-1.75))}, vram.Int64, -1, false},
+		{"F32 NaN into int64", safetensors.Tensor{DType: "F32", Data: binary.LittleEndian.AppendUint32(nil, 0x7fc00000)}, vram.Int64, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.st.Shape = []int{}
+			var buf bytes.Buffer
+			if err := safetensors.Write(&buf, map[string]safetensors.Tensor{"a": tt.st, "b": tt.st}, nil); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "x.safetensors")
+			if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			m := &stateBag{}
+			a := vram.Full(vram.Shape{}, 5, tt.dt)
+			m.RegisterBuffer("a", a)
+			m.RegisterBuffer("b", vram.Full(vram.Shape{}, 5, tt.dt))
+			err := nn.Load(m, path)
+			if tt.err {
+				if !errors.Is(err, vram.ErrArgument) {
+					t.Fatalf("Load = %v, want an error matching vram.ErrArgument", err)
+				}
+				if got := a.Int64s()[0]; got != 5 {
+					t.Errorf("a failed Load changed a to %d", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := a.Int64s()[0]; got != tt.want {
+				t.Errorf("loaded %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
