@@ -135,7 +135,7 @@ func TestLoadConvertsIntegers(t *testing.T) {
 		{"U64 above int64", safetensors.Tensor{DType: "U64", Data: u64(1 << 63)}, vram.Int64, 0, true},
 		{"I64 into int32", safetensors.Tensor{DType: "I64", Data: u64(1<<31 - 1)}, vram.Int32, 1<<31 - 1, false},
 		{"I64 above int32", safetensors.Tensor{DType: "I64", Data: u64(1 << 31)}, vram.Int32, 0, true},
-		{"I64 below int32", safetensors.Tensor{DType: "I64", Data: u64(^uint64(1<<31 + 1) + 1)}, vram.Int32, 0, true},
+		{"I64 below int32", safetensors.Tensor{DType: "I64", Data: u64(^uint64(1<<31+1) + 1)}, vram.Int32, 0, true},
 		{"I32 -1 into int64", safetensors.Tensor{DType: "I32", Data: []byte{0xff, 0xff, 0xff, 0xff}}, vram.Int64, -1, false},
 		{"U8 into int8", safetensors.Tensor{DType: "U8", Data: []byte{200}}, vram.Int8, 0, true},
 		{"BOOL 2 into int64", safetensors.Tensor{DType: "BOOL", Data: []byte{2}}, vram.Int64, 1, false},
