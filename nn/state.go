@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -109,7 +110,9 @@ func Save(m Module, path string) (err error) {
 // missing and unexpected keys and the shape mismatches, and changes
 // nothing. As in PyTorch, a file may lack the "num_batches_tracked" of a
 // [BatchNorm2d] or [BatchNorm1d] (checkpoints written before PyTorch 0.4.1
-// have none), which then keeps its value. A pruned parameter is read from name+"_orig" or, in files
+// have none), which then keeps its value. A tensor that layers share
+// (tied weights), listed once by [StateDict], may be under any of its
+// names in the file, or under several, as PyTorch's state_dict lists it. A pruned parameter is read from name+"_orig" or, in files
 // written before that key was used, from name.
 //
 // Errors match vram's sentinels under errors.Is: vram.ErrArgument for
@@ -171,12 +174,24 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 	have := map[string]bool{}
 	masked := maskedNames(m)
 	optional := optionalKeys(m)
-	for _, p := range stateTensors(m) {
+	state := stateTensors(m)
+	aliases := aliasKeys(m, state)
+	for _, p := range state {
 		if old, ok := strings.CutSuffix(p.Name, origSuffix); ok && masked[old] {
 			// A pruned parameter, in a file written before "_orig".
 			_, hasKey := tensors[p.Name]
 			if _, hasOld := tensors[old]; hasOld && !hasKey {
 				p.Name = old
+			}
+		}
+		if _, ok := tensors[p.Name]; !ok {
+			// A shared tensor, in a file that keeps it under another of
+			// its names (safetensors.torch.save_model keeps one).
+			for _, a := range aliases[p.Tensor] {
+				if _, ok := tensors[a]; ok {
+					p.Name = a
+					break
+				}
 			}
 		}
 		have[p.Name] = true
@@ -200,6 +215,26 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 		if err := tensorfile.Decodable(st.DType); err != nil {
 			problems = append(problems, fmt.Sprintf("%q: %v", p.Name, err))
 			kind(vram.ErrDType)
+		}
+	}
+	// The other names of a shared tensor are expected too, as in
+	// PyTorch's state_dict, which lists it under each; the tensor is
+	// loaded from one of them, and the others must fit it.
+	for _, p := range state {
+		for _, a := range aliases[p.Tensor] {
+			st, ok := tensors[a]
+			if !ok || have[a] {
+				continue
+			}
+			have[a] = true
+			if !slices.Equal(st.Shape, []int(p.Tensor.Shape())) {
+				problems = append(problems, fmt.Sprintf("%q has shape %v in the file and %v in the model", a, vram.Shape(st.Shape), p.Tensor.Shape()))
+				kind(vram.ErrShape)
+			}
+			if err := tensorfile.Decodable(st.DType); err != nil {
+				problems = append(problems, fmt.Sprintf("%q: %v", a, err))
+				kind(vram.ErrDType)
+			}
 		}
 	}
 	for name := range tensors {
@@ -249,6 +284,53 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// aliasKeys returns, for each tensor of state (m's state tensors) that m
+// holds under more than one name (weights shared between layers), its
+// other state-dict keys, sorted: those that [StateDict], which lists a
+// tensor once, leaves out and PyTorch's state_dict lists.
+func aliasKeys(m Module, state []NamedParameter) map[*vram.Tensor][]string {
+	primary := map[*vram.Tensor]string{}
+	for _, p := range state {
+		primary[p.Tensor] = p.Name
+	}
+	out := map[*vram.Tensor][]string{}
+	var path []Module // the modules being walked, against cycles
+	var walk func(prefix string, m Module)
+	walk = func(prefix string, m Module) {
+		if reflect.TypeOf(m).Comparable() {
+			if slices.Contains(path, m) {
+				return
+			}
+			path = append(path, m)
+			defer func() { path = path[:len(path)-1] }()
+		}
+		if w, ok := m.(Wrapper); ok {
+			if inner := w.Unwrap(); inner != nil {
+				walk(prefix, inner)
+				return
+			}
+		}
+		own := append(m.NamedParameters(), NamedBuffers(m)...)
+		for _, p := range own {
+			if strings.Contains(p.Name, ".") {
+				continue // a sub-module's, reached below
+			}
+			key := prefix + p.Name
+			if name, ok := primary[p.Tensor]; ok && name != key && name != key+origSuffix && !slices.Contains(out[p.Tensor], key) {
+				out[p.Tensor] = append(out[p.Tensor], key)
+			}
+		}
+		for _, c := range m.NamedChildren() {
+			walk(prefix+c.Name+".", c.Module)
+		}
+	}
+	walk("", m)
+	for _, keys := range out {
+		sort.Strings(keys)
+	}
+	return out
 }
 
 // optionalStater is a module with buffers that a file may lack: loading

@@ -176,3 +176,80 @@ func TestLoadConvertsIntegers(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadSharedWeights loads a model whose two layers share a weight from
+// files that name it as PyTorch's state_dict does (under both names) and
+// as safetensors.torch.save_model does (under one of them).
+func TestLoadSharedWeights(t *testing.T) {
+	f32 := func(shape []int, vals ...float32) safetensors.Tensor {
+		var b []byte
+		for _, v := range vals {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		}
+		return safetensors.Tensor{DType: "F32", Shape: shape, Data: b}
+	}
+	w := f32([]int{1, 2}, 3, 4)
+	bias := f32([]int{1}, 5)
+	tests := []struct {
+		name       string
+		file       map[string]safetensors.Tensor
+		strict     bool
+		want       error    // nil, or the kind of Load's error
+		unexpected []string // of LoadNonStrict
+	}{
+		{"both names", map[string]safetensors.Tensor{"enc.weight": w, "enc.bias": bias, "dec.weight": w}, true, nil, nil},
+		{"first name only", map[string]safetensors.Tensor{"enc.weight": w, "enc.bias": bias}, true, nil, nil},
+		{"other name only", map[string]safetensors.Tensor{"dec.weight": w, "enc.bias": bias}, true, nil, nil},
+		{"other name misshapen", map[string]safetensors.Tensor{"enc.weight": w, "enc.bias": bias, "dec.weight": f32([]int{2}, 3, 4)}, true, vram.ErrShape, nil},
+		{"non-strict", map[string]safetensors.Tensor{"dec.weight": w, "enc.bias": bias, "extra": bias}, false, nil, []string{"extra"}},
+		{"neither name", map[string]safetensors.Tensor{"enc.bias": bias}, true, vram.ErrArgument, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			enc := nn.NewLinear(2, 1)
+			dec := &stateBag{}
+			dec.RegisterParameter("weight", enc.Weight)
+			root := &stateBag{}
+			root.RegisterModule("enc", enc)
+			root.RegisterModule("dec", dec)
+			before := enc.Weight.Float64s()
+
+			var buf bytes.Buffer
+			if err := safetensors.Write(&buf, tt.file, nil); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "tied.safetensors")
+			if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if tt.strict {
+				err = nn.Load(root, path)
+			} else {
+				var res nn.LoadResult
+				res, err = nn.LoadNonStrict(root, path)
+				if len(res.Missing) != 0 || !slices.Equal(res.Unexpected, tt.unexpected) {
+					t.Errorf("missing %q, unexpected %q; want none and %q", res.Missing, res.Unexpected, tt.unexpected)
+				}
+			}
+			if tt.want != nil {
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("Load = %v, want an error matching %v", err, tt.want)
+				}
+				if got := enc.Weight.Float64s(); !slices.Equal(got, before) {
+					t.Errorf("a failed Load changed the weight to %v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := enc.Weight.Float64s(); !slices.Equal(got, []float64{3, 4}) {
+				t.Errorf("weight %v, want [3 4]", got)
+			}
+			if got := enc.Bias.Float64s(); !slices.Equal(got, []float64{5}) {
+				t.Errorf("bias %v, want [5]", got)
+			}
+		})
+	}
+}
