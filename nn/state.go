@@ -1,9 +1,7 @@
 package nn
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"reflect"
 	"slices"
 	"sort"
@@ -157,11 +155,8 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 	}
 	tensors, _, err := tensorfile.Read(path)
 	if err != nil {
-		kinds := []error{err}
-		if !errors.As(err, new(*fs.PathError)) {
-			kinds = append(kinds, vram.ErrArgument) // the file is not a valid safetensors file
-		}
-		return res, &kindError{msg: fmt.Sprintf("nn: load %s: %v", path, err), kinds: kinds}
+		// err matches vram.ErrArgument unless the file could not be opened.
+		return res, &kindError{msg: fmt.Sprintf("nn: load %s: %v", path, err), kinds: []error{err}}
 	}
 	var params []NamedParameter // the ones to load, by their keys in the file
 	var problems []string

@@ -127,9 +127,11 @@ func Save(opt Optimizer, path string) error {
 // PyTorch. Each state tensor
 // is made on its parameter's device, in its dtype and memory format, and
 // replaces what opt had; parameters the file has no state for start
-// afresh at their next Step. On any error (another optimizer, another
-// parameter list, a missing, unexpected or misshapen tensor, a bad value,
-// all matching vram.ErrArgument under errors.Is) Load changes nothing.
+// afresh at their next Step. On any error Load changes nothing. A file
+// that cannot be opened gives the *fs.PathError; every other error (a
+// file that is not valid safetensors, another optimizer, another
+// parameter list, a missing, unexpected or misshapen tensor, a bad value)
+// matches vram.ErrArgument under errors.Is.
 func Load(opt Optimizer, path string) error {
 	so, ok := opt.(stateful)
 	if !ok {

@@ -158,12 +158,27 @@ func TestCheckpointRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer one.Release()
+	write := func(name string, data []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	raw, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		opt  optim.Optimizer
 		path string
 		want string
 	}{
+		{"truncated file", adam, write("trunc.st", raw[:len(raw)-2]), "safetensors: "},
+		{"truncated header", adam, write("trunchdr.st", raw[:20]), "truncated"},
+		{"not safetensors", adam, write("junk.st", []byte("not a checkpoint at all")), "safetensors: "},
+		{"empty file", adam, write("empty.st", nil), "truncated"},
 		{"another optimizer", sgd, good, `"Adam", not of SGD`},
 		{"another parameter list", one, good, "for 2 parameters, the optimizer has 1"},
 		{"missing file", adam, filepath.Join(dir, "none"), "no such file"},

@@ -239,12 +239,25 @@ func Write(path string, tensors map[string]safetensors.Tensor, metadata map[stri
 }
 
 // Read reads the safetensors file path, checked as [safetensors.Read]
-// checks it.
+// checks it. An error opening the file is the *fs.PathError; an error
+// reading it or in its contents (a file that is not valid safetensors)
+// also matches vram.ErrArgument under errors.Is.
 func Read(path string) (map[string]safetensors.Tensor, map[string]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	return safetensors.Read(bufio.NewReaderSize(f, 1<<20))
+	tensors, meta, err := safetensors.Read(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return nil, nil, badFile{err}
+	}
+	return tensors, meta, nil
 }
+
+// badFile is an error of a file that is not valid safetensors: err,
+// matching vram.ErrArgument too.
+type badFile struct{ err error }
+
+func (e badFile) Error() string   { return e.err.Error() }
+func (e badFile) Unwrap() []error { return []error{e.err, vram.ErrArgument} }
