@@ -8,8 +8,11 @@ package tensorfile
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -206,9 +209,11 @@ func CopyInto(dst, src *vram.Tensor) {
 
 // Write writes tensors and metadata to the safetensors file path through a
 // temporary file in the same directory, renamed into place once complete,
-// so that path holds either its old contents or all of the new ones.
+// so that path holds either its old contents or all of the new ones. The
+// file keeps the permissions of the one it replaces; a new file gets those
+// of any new file (0666 less the process's umask), as os.Create gives.
 func Write(path string, tensors map[string]safetensors.Tensor, metadata map[string]string) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	f, err := createTemp(path)
 	if err != nil {
 		return err
 	}
@@ -226,8 +231,10 @@ func Write(path string, tensors map[string]safetensors.Tensor, metadata map[stri
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if err := f.Chmod(0o644); err != nil {
-		return err
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+		if err := f.Chmod(fi.Mode().Perm()); err != nil {
+			return err
+		}
 	}
 	if err := f.Sync(); err != nil {
 		return err
@@ -236,6 +243,23 @@ func Write(path string, tensors map[string]safetensors.Tensor, metadata map[stri
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// createTemp creates a new, empty file beside path, named after it, with
+// the permissions os.Create gives (unlike os.CreateTemp's 0600, which a
+// rename would leave on the final file).
+func createTemp(path string) (*os.File, error) {
+	dir, base := filepath.Split(path)
+	var err error
+	for range 100 {
+		name := filepath.Join(dir, "."+base+".tmp"+strconv.FormatUint(rand.Uint64(), 36))
+		var f *os.File
+		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
+	return nil, err
 }
 
 // Read reads the safetensors file path, checked as [safetensors.Read]

@@ -2,6 +2,10 @@ package tensorfile
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -44,5 +48,70 @@ func TestDecodeKeepsBytes(t *testing.T) {
 				t.Errorf("Encode gives % x, want % x", enc.Data, tt.st.Data)
 			}
 		})
+	}
+}
+
+// TestWritePermissions checks that Write gives a new file the permissions
+// os.Create would (the umask's choice, not a fixed 0644 that would show a
+// private model to every user) and keeps those of a file it replaces.
+func TestWritePermissions(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no Unix permissions")
+	}
+	dir := t.TempDir()
+	ref := filepath.Join(dir, "ref")
+	f, err := os.OpenFile(ref, os.O_CREATE|os.O_WRONLY, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	fi, err := os.Stat(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asCreated := fi.Mode().Perm()
+	tests := []struct {
+		name string
+		old  os.FileMode // the permissions of the file replaced; 0 for none
+		want os.FileMode
+	}{
+		{"new file", 0, asCreated},
+		{"private file", 0o600, 0o600},
+		{"group-readable file", 0o640, 0o640},
+		{"read-only file", 0o444, 0o444},
+	}
+	tensors := map[string]safetensors.Tensor{"x": {DType: "U8", Shape: []int{1}, Data: []byte{1}}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "-")+".safetensors")
+			if tt.old != 0 {
+				if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(path, tt.old); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := Write(path, tensors, nil); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode().Perm(); got != tt.want {
+				t.Errorf("permissions %v, want %v", got, tt.want)
+			}
+			if _, _, err := Read(path); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	// The reference file and one per test: no temporary file is left.
+	if entries, _ := os.ReadDir(dir); len(entries) != len(tests)+1 {
+		for _, e := range entries {
+			t.Log(e.Name())
+		}
+		t.Errorf("directory holds %d files, want %d", len(entries), len(tests)+1)
 	}
 }
