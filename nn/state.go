@@ -366,10 +366,20 @@ type kindError struct {
 func (e *kindError) Error() string   { return e.msg }
 func (e *kindError) Unwrap() []error { return e.kinds }
 
+// maxNamesShown is the number of keys an error message of Load lists
+// before it counts the rest, so that a file of a million unexpected keys
+// gives a message to read, not megabytes; [LoadResult] has them all.
+const maxNamesShown = 20
+
+// quoteAll formats names as a list of quoted strings, up to maxNamesShown
+// of them.
 func quoteAll(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = fmt.Sprintf("%q", n)
+	q := make([]string, 0, min(len(names), maxNamesShown)+1)
+	for _, n := range names[:min(len(names), maxNamesShown)] {
+		q = append(q, fmt.Sprintf("%q", n))
+	}
+	if len(names) > maxNamesShown {
+		q = append(q, fmt.Sprintf("and %d more", len(names)-maxNamesShown))
 	}
 	return "[" + strings.Join(q, ", ") + "]"
 }

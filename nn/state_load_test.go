@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -249,6 +251,50 @@ func TestLoadSharedWeights(t *testing.T) {
 			}
 			if got := enc.Bias.Float64s(); !slices.Equal(got, []float64{5}) {
 				t.Errorf("bias %v, want [5]", got)
+			}
+		})
+	}
+}
+
+// TestLoadErrorListsFewKeys loads files with many keys the model lacks:
+// the error names a few and counts the rest, while LoadNonStrict reports
+// them all.
+func TestLoadErrorListsFewKeys(t *testing.T) {
+	tests := []struct {
+		name  string
+		extra int
+		want  string // in the error
+	}{
+		{"one", 1, `unexpected keys ["x0000"]`},
+		{"twenty", 20, `"x0019"]`},
+		{"twenty-one", 21, `"x0019", and 1 more]`},
+		{"thousands", 5000, `"x0019", and 4980 more]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := nn.NewLinear(1, 1)
+			tensors := map[string]safetensors.Tensor{}
+			for k, v := range nn.StateDict(m) {
+				tensors[k] = safetensors.Tensor{DType: "F32", Shape: []int(v.Shape()), Data: v.RawBytes()}
+			}
+			for i := range tt.extra {
+				tensors[fmt.Sprintf("x%04d", i)] = safetensors.Tensor{DType: "U8", Shape: []int{0}}
+			}
+			var buf bytes.Buffer
+			if err := safetensors.Write(&buf, tensors, nil); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "many.safetensors")
+			if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := nn.Load(m, path)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || len(err.Error()) > 1000 {
+				t.Errorf("Load = %.2000v, want an error of at most 1000 bytes containing %q", err, tt.want)
+			}
+			res, err := nn.LoadNonStrict(m, path)
+			if err != nil || len(res.Unexpected) != tt.extra {
+				t.Errorf("LoadNonStrict = %d unexpected keys, %v; want %d", len(res.Unexpected), err, tt.extra)
 			}
 		})
 	}

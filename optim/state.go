@@ -207,6 +207,11 @@ func Load(opt Optimizer, path string) error {
 	}
 	if len(problems) > 0 {
 		slices.Sort(problems)
+		// A file of a million unexpected keys gives a message to read.
+		const maxShown = 20
+		if n := len(problems); n > maxShown {
+			problems = append(problems[:maxShown], fmt.Sprintf("and %d more problems", n-maxShown))
+		}
 		return fail("%s", strings.Join(problems, "; "))
 	}
 	decoded := map[int]map[string]*vram.Tensor{}
