@@ -89,7 +89,10 @@
 // [ErrAutograd] rather than compute a wrong gradient. [Tensor.Detach] shares
 // the count, as in PyTorch. A write made through [Raw] is not seen (as one
 // through PyTorch's data_ptr() is not); its author counts it with
-// [Tensor.IncrementVersion].
+// [Tensor.IncrementVersion]. In-place operations are not recorded, so one
+// whose operand requires grad (t.AddInPlace(w), t.CopyFrom(w)) panics
+// with [ErrAutograd] outside [NoGrad] rather than drop w's gradient; write
+// t = t.Add(w), or pass w.Detach().
 //
 // Hooks follow PyTorch's: [Tensor.RegisterHook] sees, and may replace, the
 // gradient with respect to a tensor before it goes further;

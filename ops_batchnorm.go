@@ -129,8 +129,11 @@ func checkBatchNorm(op string, x, r, weight, bias, runMean, runVar *Tensor, trai
 }
 
 // updateRunning sets run = (1-momentum)·run + momentum·batch in place.
+// The statistics are buffers: no gradient flows into them.
 func updateRunning(run, batch *Tensor, momentum float64) {
-	b := batch.Cast(run.dtype)
+	d := batch.Detach()
+	defer d.Release()
+	b := d.Cast(run.dtype)
 	defer b.Release()
 	run.MulScalarInPlace(1-momentum).AddScaledInPlace(b, momentum)
 }

@@ -672,16 +672,25 @@ func Where(cond, a, b *Tensor) *Tensor {
 // They are not recorded: they panic with [ErrAutograd] on a tensor that
 // requires grad unless called inside [NoGrad] (as optimizers do), and on an
 // inference tensor outside [InferenceMode], and with [ErrArgument] on a
-// tensor whose elements share memory (a view made by Expand). They compute
+// tensor whose elements share memory (a view made by Expand). An operand
+// that requires grad (t.AddInPlace(w), t.CopyFrom(w)) panics with
+// [ErrAutograd] outside NoGrad too: PyTorch would record the write and
+// pass a gradient to w, and without a record w's gradient would silently
+// miss that use; use the out-of-place operation (t = t.Add(w)), or pass
+// w.Detach() when no gradient should flow. They compute
 // in the dtype the out-of-place operation would give and round the result
 // once into t's dtype; they panic with [ErrDType] when that dtype cannot be written into
 // t's, as PyTorch does: a floating-point result (an integer tensor divided,
 // or added a fraction) into an integer or bool tensor, an integer result
 // into a bool one.
 
-func (t *Tensor) inPlaceCheck(op string) {
+func (t *Tensor) inPlaceCheck(op string, operands ...*Tensor) {
 	if t.requiresGrad && GradEnabled() {
 		fail(op, ErrAutograd, "a tensor that requires grad is being used in an in-place operation; wrap it in vram.NoGrad")
+	}
+	if needsGrad(operands...) {
+		fail(op, ErrAutograd, "an operand requires grad, but in-place operations are not recorded, so its gradient would miss this use; "+
+			"use the out-of-place operation (t = t.Add(w)), pass w.Detach(), or wrap the update in vram.NoGrad")
 	}
 	if t.inference && !InferenceModeEnabled() {
 		fail(op, ErrAutograd, "in-place update of an inference tensor (made inside vram.InferenceMode) outside it; "+
@@ -707,7 +716,7 @@ func (t *Tensor) binaryInPlace(op string, k backend.BinaryOp, b *Tensor) *Tensor
 	defer hostScalarsOnto(op, t.ds(), &b)()
 	_, held := sameDevice(op, t, b)
 	defer held.unpin()
-	t.inPlaceCheck(op)
+	t.inPlaceCheck(op, b)
 	refuseBool(op, k, t, b)
 	dt := resultType(t, b)
 	if k == backend.Div && !dt.IsFloat() {
@@ -807,7 +816,7 @@ func (t *Tensor) AddScaledInPlace(b *Tensor, alpha float64) *Tensor {
 	defer hostScalarsOnto("add_", t.ds(), &b)()
 	_, held := sameDevice("add_", t, b)
 	defer held.unpin()
-	t.inPlaceCheck("add_")
+	t.inPlaceCheck("add_", b)
 	s := scalarRaw("add_", backend.Mul, b, alpha, false)
 	defer s.Release()
 	return t.binaryInPlace("add_", backend.Add, s)
@@ -859,7 +868,7 @@ func (t *Tensor) CopyFrom(src *Tensor) *Tensor {
 	defer hostScalarsOnto("copy_", t.ds(), &src)()
 	_, held := sameDevice("copy_", t, src)
 	defer held.unpin()
-	t.inPlaceCheck("copy_")
+	t.inPlaceCheck("copy_", src)
 	from := expandView("copy_", src, t.shape)
 	if partialOverlap(t.SharesStorage(src), t.bv(), from) {
 		// src shares memory with t elsewhere than element for element:

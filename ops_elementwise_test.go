@@ -338,3 +338,57 @@ func TestBoolAndIntegerArithmetic(t *testing.T) {
 		}
 	}
 }
+
+// TestInPlaceRefusesOperandsThatNeedGrad checks that an in-place operation
+// whose operand requires grad is refused outside NoGrad, since it is not
+// recorded and the operand's gradient would silently miss the use, and
+// that the tensor written is left unchanged. Inside NoGrad, and with a
+// detached operand, the write goes through.
+func TestInPlaceRefusesOperandsThatNeedGrad(t *testing.T) {
+	ops := []struct {
+		name string
+		fn   func(x, w *vram.Tensor)
+		want []float32 // x = [1, 2] after the write, w = [3, 4]
+	}{
+		{"add_", func(x, w *vram.Tensor) { x.AddInPlace(w) }, []float32{4, 6}},
+		{"sub_", func(x, w *vram.Tensor) { x.SubInPlace(w) }, []float32{-2, -2}},
+		{"mul_", func(x, w *vram.Tensor) { x.MulInPlace(w) }, []float32{3, 8}},
+		{"div_", func(x, w *vram.Tensor) { x.DivInPlace(w) }, []float32{1.0 / 3, 0.5}},
+		{"add_ alpha", func(x, w *vram.Tensor) { x.AddScaledInPlace(w, 2) }, []float32{7, 10}},
+		{"copy_", func(x, w *vram.Tensor) { x.CopyFrom(w) }, []float32{3, 4}},
+		{"copy_ of a view", func(x, w *vram.Tensor) { x.CopyFrom(w.Narrow(0, 1, 1)) }, []float32{4, 4}},
+		{"add_ into a view", func(x, w *vram.Tensor) { x.Narrow(0, 0, 1).AddInPlace(w.Sum()) }, []float32{8, 2}},
+	}
+	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		for _, op := range ops {
+			t.Run(dev.String()+"/"+op.name, func(t *testing.T) {
+				vram.Tidy(func() {
+					x := vram.FromSlice([]float32{1, 2}, vram.Shape{2}, dev)
+					w := vram.FromSlice([]float32{3, 4}, vram.Shape{2}, dev, vram.WithGrad())
+					err := vram.Catch(func() { op.fn(x, w) })
+					if !errors.Is(err, vram.ErrAutograd) || !strings.Contains(err.Error(), "Detach") {
+						t.Fatalf("error %v, want ErrAutograd naming the fix", err)
+					}
+					if got := x.Float32s(); !slices.Equal(got, []float32{1, 2}) {
+						t.Errorf("refused write changed the tensor to %v", got)
+					}
+					for _, how := range []struct {
+						name string
+						run  func()
+					}{
+						{"NoGrad", func() { vram.NoGrad(func() { op.fn(x, w) }) }},
+						{"Detach", func() { op.fn(x, w.Detach()) }},
+					} {
+						x.CopyFrom(vram.FromSlice([]float32{1, 2}, vram.Shape{2}, dev))
+						if err := vram.Catch(how.run); err != nil {
+							t.Fatalf("%s: %v", how.name, err)
+						}
+						if got := x.Float32s(); !slices.EqualFunc(got, op.want, func(a, b float32) bool { return math.Abs(float64(a-b)) < 1e-6 }) {
+							t.Errorf("%s: got %v, want %v", how.name, got, op.want)
+						}
+					}
+				})
+			})
+		}
+	}
+}
