@@ -86,3 +86,32 @@ func ExampleTensor_ClampTensor() {
 	fmt.Println(x.ClampTensor(lo, vram.Scalar(3, vram.Float64)).Float64s())
 	// Output: [-1 1 3 2]
 }
+
+func ExampleTensor_Chunk() {
+	x := vram.Arange(0, 5, 1)
+	for _, c := range x.Chunk(3, 0) { // views of x: release them when done
+		fmt.Println(c.Float32s())
+		c.Release()
+	}
+	// Output:
+	// [0 1]
+	// [2 3]
+	// [4]
+}
+
+func ExampleTensor_Repeat() {
+	x := vram.FromSlice([]float32{1, 2}, vram.Shape{2})
+	r := x.Repeat(2, 2)
+	fmt.Println(r.Shape(), r.Float32s())
+	fmt.Println(x.Tile(3).Float32s())
+	// Output:
+	// [2, 4] [1 2 1 2 1 2 1 2]
+	// [1 2 1 2 1 2]
+}
+
+func ExampleTensor_MaskedFill() {
+	scores := vram.FromSlice([]float32{0.5, 2, -1, 3}, vram.Shape{2, 2})
+	causal := vram.FromSlice([]bool{false, true, false, false}, vram.Shape{2, 2})
+	fmt.Println(scores.MaskedFill(causal, math.Inf(-1)).Float32s())
+	// Output: [0.5 -Inf -1 3]
+}

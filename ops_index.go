@@ -225,3 +225,25 @@ func (t *Tensor) scatter(op string, dim int, index, src *Tensor, add bool) *Tens
 	}
 	return out
 }
+
+// MaskedFill returns a copy of t with value where mask is true
+// (torch.Tensor.masked_fill). mask is bool and broadcasts to t's shape,
+// which the result keeps, as does its dtype; gradients flow to t where
+// mask is false. It panics with [ErrDType] for a mask that is not bool,
+// with [ErrShape] for one that does not broadcast to t's shape, and with
+// [ErrArgument] for a value that overflows t's dtype, as in [Full].
+func (t *Tensor) MaskedFill(mask *Tensor, value float64) *Tensor {
+	const op = "masked_fill"
+	defer asOp(op)
+	notNil(op, t, mask)
+	defer pin(op, t, mask).unpin()
+	if mask.dtype != Bool {
+		fail(op, ErrDType, "mask must be bool, got %s", mask.dtype)
+	}
+	expandView(op, mask, t.shape) // the mask must not grow t
+	checkValue(op, value, t.dtype)
+	s := newTensor(op, t.ds(), t.dtype, nil)
+	defer s.Release()
+	s.fill(op, value)
+	return Where(mask, s, t)
+}

@@ -3,6 +3,8 @@ package vram
 import (
 	"math"
 	"slices"
+
+	"github.com/vramgo/vram/backend"
 )
 
 // Cat concatenates tensors along dim. They must share a device and agree
@@ -135,4 +137,63 @@ func Stack(ts []*Tensor, dim int) *Tensor {
 		us[i] = t.Unsqueeze(dim)
 	}
 	return Cat(us, dim)
+}
+
+// Repeat returns t repeated reps[i] times along each dimension i, in new
+// storage (torch.Tensor.repeat): a [2, 3] t with reps (2, 1, 2) gives
+// shape [2, 2, 6]. reps must have at least t's number of dimensions;
+// extra leading ones add dimensions. Gradients flow back, summed over
+// the copies. It panics with [ErrArgument] for fewer reps than
+// dimensions or a negative rep, and with [ErrShape] for a result too
+// large for any tensor.
+func (t *Tensor) Repeat(reps ...int) *Tensor {
+	const op = "repeat"
+	defer asOp(op)
+	defer pin(op, t).unpin()
+	if len(reps) < len(t.shape) {
+		fail(op, ErrArgument, "%d repeats for a tensor of %d dimensions (shape %v): give at least one per dimension",
+			len(reps), len(t.shape), Shape(t.shape))
+	}
+	for _, r := range reps {
+		if r < 0 {
+			fail(op, ErrArgument, "repeats %v must be at least 0", reps)
+		}
+	}
+	lead := len(reps) - len(t.shape)
+	padded := append(slices.Repeat([]int{1}, lead), t.shape...)
+	// View t as [1, p0, 1, p1, ...], expand that to [r0, p0, r1, p1, ...]
+	// and merge each pair, which copies.
+	pairs := make([]int, 0, 2*len(reps))
+	grown := make([]int, 0, 2*len(reps))
+	shape := make([]int, len(reps))
+	for i, r := range reps {
+		pairs = append(pairs, 1, padded[i])
+		grown = append(grown, r, padded[i])
+		shape[i] = r * padded[i]
+	}
+	if _, _, err := backend.CheckShape(grown, t.dtype.Size()); err != nil {
+		fail(op, ErrShape, "repeating shape %v by %v gives a tensor too large for any device: %v", Shape(t.shape), reps, err)
+	}
+	v := t.Reshape(pairs...)
+	defer v.Release()
+	e := v.Expand(grown...)
+	defer e.Release()
+	// Always new storage, as in PyTorch, even where a view could show
+	// the result (nothing to repeat, or one element repeated).
+	c := e.copyInto(op, newTensor(op, t.ds(), t.dtype, grown))
+	defer c.Release()
+	return c.Reshape(shape...)
+}
+
+// Tile is Repeat that also takes fewer reps than dimensions, as
+// torch.tile: missing leading reps count as 1, so a [2, 3] t with reps
+// (2) gives shape [2, 6].
+func (t *Tensor) Tile(reps ...int) *Tensor {
+	const op = "tile"
+	defer asOp(op)
+	t.live(op)
+	if n := len(t.shape) - len(reps); n > 0 {
+		reps = append(slices.Repeat([]int{1}, n), reps...)
+	}
+	return t.Repeat(reps...)
 }

@@ -213,6 +213,24 @@ func (t *Tensor) Flatten(start, end int) *Tensor {
 	return t.Reshape(ns...)
 }
 
+// Unflatten returns a view of t with dimension dim (negative counts from
+// the end) split into dimensions of the given sizes, whose product must
+// be t.Size(dim); one size may be -1 and is inferred (torch.unflatten).
+// It panics with [ErrIndex] for a dim out of range, with [ErrArgument]
+// for no sizes and with [ErrShape] for sizes that do not fit.
+func (t *Tensor) Unflatten(dim int, sizes ...int) *Tensor {
+	const op = "unflatten"
+	defer asOp(op)
+	defer pin(op, t).unpin()
+	a := t.axis(op, dim)
+	if len(sizes) == 0 {
+		fail(op, ErrArgument, "sizes must name at least one dimension")
+	}
+	ns := inferShape(op, sizes, t.shape[a], t.shape[a:a+1], t.dtype)
+	shape := append(append(slices.Clone(t.shape[:a]), ns...), t.shape[a+1:]...)
+	return t.View(shape...)
+}
+
 // Permute returns a view with the dimensions reordered: dimension i of the
 // result is dimension dims[i] of t. It panics with [ErrArgument] unless dims
 // is a permutation.
