@@ -420,6 +420,17 @@ var raceOps = []func(d Device, a, w *Tensor){
 	func(d Device, a, w *Tensor) { MSELoss(a, a.Detach().MulScalar(0.5)).Backward() },
 	func(d Device, a, w *Tensor) { a.Permute(1, 0).Contiguous().View(-1).Expand(2, -1).Sum().Backward() },
 	func(d Device, a, w *Tensor) {
+		ps := append(a.Chunk(3, -1), a.Split(3, 0)...)
+		ps = append(ps, a.T().Unbind(0)...)
+		ps = append(ps, a.SplitSizes([]int{1, 0, a.Size(0) - 1}, 0)...)
+		for i, p := range ps {
+			ps[i] = p.Reshape(-1)
+		}
+		r := a.Unflatten(0, 1, -1).Repeat(2, 1, 1).Tile(2)
+		r = r.MaskedFill(r.GtScalar(1), 0)
+		Cat(ps, 0).Sum().Add(r.Sum()).Backward()
+	},
+	func(d Device, a, w *Tensor) {
 		a.Sqrt().Rsqrt().Sin().Cos().Tanh().Sigmoid().Silu().Erf().Sum().Backward()
 	},
 	func(d Device, a, w *Tensor) {
