@@ -540,3 +540,52 @@ func TestCatKeepsChannelsLast(t *testing.T) {
 		})
 	}
 }
+
+// TestIsContiguousFollowsPyTorch pins IsContiguous in both formats for
+// views as torch.Tensor.is_contiguous answers: a tensor without elements is
+// contiguous (row-major) whatever its strides, while the channels-last
+// test looks at the strides alone; dimensions of size 1 never count.
+func TestIsContiguousFollowsPyTorch(t *testing.T) {
+	cases := []struct {
+		name        string
+		view        func(dev Device) *Tensor
+		rowMajor    bool
+		channelLast bool
+	}{
+		{"empty transposed", func(d Device) *Tensor { return Zeros(Shape{0, 3}, d).T() }, true, false},
+		{"empty permuted 4-D", func(d Device) *Tensor { return Zeros(Shape{2, 0, 3, 4}, d).Permute(0, 2, 3, 1) }, true, false},
+		{"empty slice of a transpose", func(d Device) *Tensor { return Zeros(Shape{4, 3}, d).T().Narrow(1, 2, 0) }, true, false},
+		{"empty expanded", func(d Device) *Tensor { return Zeros(Shape{1, 3}, d).Expand(0, 3) }, true, false},
+		{"transposed row", func(d Device) *Tensor { return Zeros(Shape{1, 3}, d).T() }, true, false},
+		{"transposed", func(d Device) *Tensor { return Zeros(Shape{2, 3}, d).T() }, false, false},
+		{"expanded", func(d Device) *Tensor { return Zeros(Shape{1}, d).Expand(3) }, false, false},
+		{"N, C, 1, 1", func(d Device) *Tensor { return Zeros(Shape{2, 3, 1, 1}, d) }, true, true},
+		{"channels-last", func(d Device) *Tensor { return Zeros(Shape{2, 3, 4, 5}, d).Contiguous(ChannelsLast) }, false, true},
+		{"channels-last, one sample", func(d Device) *Tensor {
+			return Zeros(Shape{2, 3, 4, 5}, d).Contiguous(ChannelsLast).Narrow(0, 1, 1)
+		}, false, true},
+		{"channels-last, some channels", func(d Device) *Tensor {
+			return Zeros(Shape{2, 3, 4, 5}, d).Contiguous(ChannelsLast).Narrow(1, 0, 2)
+		}, false, false},
+	}
+	for _, dev := range []Device{CPU, Sim(0)} {
+		for _, c := range cases {
+			t.Run(dev.String()+"/"+c.name, func(t *testing.T) {
+				Tidy(func() {
+					v := c.view(dev)
+					if got := v.IsContiguous(); got != c.rowMajor {
+						t.Errorf("IsContiguous() of %v strides %v = %v, want %v", v.Shape(), v.Strides(), got, c.rowMajor)
+					}
+					if len(v.shape) == 4 {
+						if got := v.IsContiguous(ChannelsLast); got != c.channelLast {
+							t.Errorf("IsContiguous(ChannelsLast) of %v strides %v = %v, want %v", v.Shape(), v.Strides(), got, c.channelLast)
+						}
+					}
+					if got := v.Contiguous(); !got.IsContiguous() || got.NumElements() != v.NumElements() {
+						t.Errorf("Contiguous() gives %v strides %v", got.Shape(), got.Strides())
+					}
+				})
+			})
+		}
+	}
+}

@@ -76,10 +76,12 @@ func formatStrides(shape []int, f MemoryFormat) []int {
 
 // isDense reports whether strides describe the elements of shape densely
 // in format f. Dimensions of size 1 may have any stride, as in
-// [backend.View.IsContiguous].
+// [backend.View.IsContiguous], and a tensor without elements is
+// row-major contiguous whatever its strides, as PyTorch's is_contiguous
+// says (its channels-last test has no such rule, nor has this one).
 func isDense(shape, strides []int, f MemoryFormat) bool {
 	if f != ChannelsLast {
-		return backend.View{Shape: shape, Strides: strides}.IsContiguous()
+		return backend.NumElements(shape) == 0 || backend.View{Shape: shape, Strides: strides}.IsContiguous()
 	}
 	if len(shape) != 4 {
 		return false

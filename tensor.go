@@ -279,7 +279,8 @@ func (t *Tensor) Bytes() int64 {
 // IsContiguous reports whether t's elements are dense in row-major order,
 // or in the given [MemoryFormat] (t.IsContiguous(vram.ChannelsLast)), as
 // PyTorch's is_contiguous(memory_format=...). Dimensions of size 1 may have
-// any stride, so a tensor can be contiguous in both formats.
+// any stride, so a tensor can be contiguous in both formats, and a tensor
+// without elements is contiguous in row-major order whatever its strides.
 func (t *Tensor) IsContiguous(format ...MemoryFormat) bool {
 	notNil("is_contiguous", t)
 	return isDense(t.shape, t.strides, formatArg("is_contiguous", format))
