@@ -228,22 +228,34 @@ func (t *Tensor) scatter(op string, dim int, index, src *Tensor, add bool) *Tens
 
 // MaskedFill returns a copy of t with value where mask is true
 // (torch.Tensor.masked_fill). mask is bool and broadcasts to t's shape,
-// which the result keeps, as does its dtype; gradients flow to t where
-// mask is false. It panics with [ErrDType] for a mask that is not bool,
-// with [ErrShape] for one that does not broadcast to t's shape, and with
-// [ErrArgument] for a value that overflows t's dtype, as in [Full].
+// which the result keeps, as it keeps t's dtype and layout; gradients flow
+// to t where mask is false. mask is on t's device, or is a 0-dimensional
+// CPU tensor, read as a scalar. It panics with [ErrDType] for a mask that
+// is not bool, with [ErrShape] for one that does not broadcast to t's
+// shape, and with [ErrArgument] for a value that overflows t's dtype, as
+// in [Full].
 func (t *Tensor) MaskedFill(mask *Tensor, value float64) *Tensor {
 	const op = "masked_fill"
-	defer asOp(op)
 	notNil(op, t, mask)
-	defer pin(op, t, mask).unpin()
+	t.live(op)
+	defer hostScalarsOnto(op, t.ds(), &mask)()
+	ds, held := sameDevice(op, t, mask)
+	defer held.unpin()
 	if mask.dtype != Bool {
 		fail(op, ErrDType, "mask must be bool, got %s", mask.dtype)
 	}
-	expandView(op, mask, t.shape) // the mask must not grow t
+	mv := expandView(op, mask, t.shape) // the mask must not grow t
 	checkValue(op, value, t.dtype)
-	s := newTensor(op, t.ds(), t.dtype, nil)
+	s := newTensor(op, ds, t.dtype, nil)
 	defer s.Release()
 	s.fill(op, value)
-	return Where(mask, s, t)
+	out := newTensorLike(op, ds, t.dtype, t.shape, t)
+	check(op, ds.bd.Where(ds.stream(), out.bv(), mv, expandView(op, s, t.shape), t.bv()))
+	if needsGrad(t) {
+		sv := save(mask)
+		record(op, out, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
+			return []*Tensor{Where(sv[0], g.NewZeros(nil), g)}
+		})
+	}
+	return out
 }

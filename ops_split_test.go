@@ -190,3 +190,26 @@ func TestSplitAndRepeatGradients(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { gradCheck(t, tc.f, tc.x) })
 	}
 }
+
+// TestMaskedFillGraphAndDevices checks MaskedFill's graph node and that a
+// mask on another device is refused unless it is a 0-d CPU tensor.
+func TestMaskedFillGraphAndDevices(t *testing.T) {
+	Tidy(func() {
+		x := Ones(Shape{2, 2}, Sim(0), WithGrad())
+		y := x.MaskedFill(FromSlice([]bool{true, false}, Shape{2}, Sim(0)), 0)
+		if got := y.GradFn(); got != "masked_fill" {
+			t.Errorf("GradFn() = %q, want masked_fill", got)
+		}
+		y.Sum().Backward()
+		if got := x.Grad().Float32s(); !slices.Equal(got, []float32{0, 1, 0, 1}) {
+			t.Errorf("gradient %v, want [0 1 0 1]", got)
+		}
+		err := Catch(func() { x.MaskedFill(FromSlice([]bool{true, false}, Shape{2}), 0) })
+		if !errors.Is(err, ErrDevice) {
+			t.Errorf("a CPU mask of shape [2] for a sim:0 tensor: %v, want ErrDevice", err)
+		}
+		if got := x.MaskedFill(Full(nil, 1, Bool), 3).Float32s(); !slices.Equal(got, []float32{3, 3, 3, 3}) {
+			t.Errorf("0-d CPU mask: %v", got)
+		}
+	})
+}
