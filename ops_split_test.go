@@ -213,3 +213,45 @@ func TestMaskedFillGraphAndDevices(t *testing.T) {
 		}
 	})
 }
+
+// TestMovedim pins Movedim's shapes and values against torch.movedim and
+// its errors.
+func TestMovedim(t *testing.T) {
+	cases := []struct {
+		src, dst int
+		shape    Shape
+		first    []float32 // the first four values of the contiguous result
+	}{
+		{0, 2, Shape{3, 4, 2}, []float32{0, 12, 1, 13}},
+		{-1, 0, Shape{4, 2, 3}, []float32{0, 4, 8, 12}},
+		{1, 1, Shape{2, 3, 4}, []float32{0, 1, 2, 3}},
+		{2, -2, Shape{2, 4, 3}, []float32{0, 4, 8, 1}},
+	}
+	for _, dev := range []Device{CPU, Sim(0)} {
+		for _, c := range cases {
+			Tidy(func() {
+				x := Arange(0, 24, 1, dev).Reshape(2, 3, 4)
+				m := x.Movedim(c.src, c.dst)
+				if !slices.Equal(m.Shape(), c.shape) || !m.SharesStorage(x) {
+					t.Errorf("%s: Movedim(%d, %d): shape %v (a view: %v), want %v", dev, c.src, c.dst, m.Shape(), m.SharesStorage(x), c.shape)
+				}
+				if got := m.Contiguous().Float32s()[:4]; !slices.Equal(got, c.first) {
+					t.Errorf("%s: Movedim(%d, %d): values start %v, want %v", dev, c.src, c.dst, got, c.first)
+				}
+			})
+		}
+		Tidy(func() {
+			if got := Scalar(2, dev).Movedim(0, -1); got.Dim() != 0 || got.Item() != 2 {
+				t.Errorf("%s: Movedim of a 0-d tensor: %v", dev, got)
+			}
+			for _, bad := range [][2]int{{3, 0}, {0, -4}, {math.MinInt, 0}} {
+				err := Catch(func() { Zeros(Shape{2, 3, 4}, dev).Movedim(bad[0], bad[1]) })
+				var ve *Error
+				if !errors.As(err, &ve) || !errors.Is(err, ErrIndex) || ve.Op != "movedim" {
+					t.Errorf("%s: Movedim(%d, %d): %v, want ErrIndex from movedim", dev, bad[0], bad[1], err)
+				}
+			}
+		})
+	}
+	gradCheck(t, func(xs []*Tensor) *Tensor { return xs[0].Movedim(0, -1).Reshape(-1).Narrow(0, 1, 4) }, rnd(1, 2, 3))
+}

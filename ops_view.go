@@ -273,6 +273,28 @@ func (t *Tensor) Transpose(d0, d1 int) *Tensor {
 	return t.Permute(perm...)
 }
 
+// Movedim returns a view with dimension source moved to position
+// destination and the others kept in their order (torch.movedim with
+// ints); negative values count from the end. It panics with [ErrIndex]
+// for a dimension out of range.
+func (t *Tensor) Movedim(source, destination int) *Tensor {
+	const op = "movedim"
+	defer asOp(op)
+	t.live(op)
+	s, d := t.scalarAxis(op, source), t.scalarAxis(op, destination)
+	if s < 0 {
+		return t.identity(op) // a 0-dimensional t
+	}
+	perm := make([]int, 0, len(t.shape))
+	for i := range t.shape {
+		if i != s {
+			perm = append(perm, i)
+		}
+	}
+	perm = slices.Insert(perm, d, s)
+	return t.Permute(perm...)
+}
+
 // T returns the transpose of a tensor of at most 2 dimensions.
 func (t *Tensor) T() *Tensor {
 	defer asOp("t")
