@@ -299,7 +299,8 @@ func (a *Allocator) Alloc(size int64, stream Stream, region string) (*Block, err
 		return nil, a.cfgErr
 	}
 	a.mu.Lock()
-	b, err := a.allocLocked(size, stream, region)
+	var retried bool // num_alloc_retries counts this call once
+	b, err := a.allocLocked(size, stream, region, &retried)
 	if err == nil || !isOOM(err) {
 		a.mu.Unlock()
 		return b, err
@@ -309,7 +310,7 @@ func (a *Allocator) Alloc(size int64, stream Stream, region string) (*Block, err
 		a.mu.Unlock()
 		hook()
 		a.mu.Lock()
-		b, err = a.allocLocked(size, stream, region)
+		b, err = a.allocLocked(size, stream, region, &retried)
 		if err == nil || !isOOM(err) {
 			a.mu.Unlock()
 			return b, err
@@ -325,8 +326,10 @@ func (a *Allocator) Alloc(size int64, stream Stream, region string) (*Block, err
 	return nil, oom
 }
 
-// allocLocked runs steps 1 to 5 of the ladder.
-func (a *Allocator) allocLocked(size int64, stream Stream, region string) (*Block, error) {
+// allocLocked runs steps 1 to 5 of the ladder. *retried tells whether an
+// earlier pass of the same Alloc call already counted a retry (step 5),
+// which the call counts once however many passes reach it.
+func (a *Allocator) allocLocked(size int64, stream Stream, region string, retried *bool) (*Block, error) {
 	rounded := a.roundSize(size)
 	p := a.pools[poolFor(rounded)]
 	a.tick++
@@ -336,7 +339,7 @@ func (a *Allocator) allocLocked(size int64, stream Stream, region string) (*Bloc
 	b := a.findFree(p, stream, rounded)
 	if b == nil {
 		var err error
-		if b, err = a.getMemory(p, stream, rounded); err != nil {
+		if b, err = a.getMemory(p, stream, rounded, retried); err != nil {
 			return nil, err
 		}
 	}
@@ -344,8 +347,10 @@ func (a *Allocator) allocLocked(size int64, stream Stream, region string) (*Bloc
 }
 
 // getMemory runs steps 2 to 5 of the ladder: it returns a free block of at
-// least size bytes, in pool p.
-func (a *Allocator) getMemory(p *pool, stream Stream, size int64) (*Block, error) {
+// least size bytes, in pool p. It counts the retry of step 5 in
+// num_alloc_retries unless *retried says that the Alloc call it serves
+// already did, and sets *retried.
+func (a *Allocator) getMemory(p *pool, stream Stream, size int64, retried *bool) (*Block, error) {
 	if a.cfg.GarbageCollectionThreshold > 0 {
 		a.garbageCollect()
 	}
@@ -359,7 +364,10 @@ func (a *Allocator) getMemory(p *pool, stream Stream, size int64) (*Block, error
 		}
 	}
 	a.releaseCached()
-	a.stats.NumAllocRetries++
+	if !*retried {
+		a.stats.NumAllocRetries++
+		*retried = true
+	}
 	return a.grow(p, stream, size)
 }
 

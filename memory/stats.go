@@ -144,7 +144,8 @@ type Stats struct {
 	OversizeSegments Stat
 
 	// NumAllocRetries counts allocations that freed the whole cache and
-	// retried after the device refused memory.
+	// retried after the device refused memory: once per Alloc call, also
+	// when the OnOOM hook made the call climb the ladder a second time.
 	NumAllocRetries int64
 	// NumOOMs counts allocations that failed with an OutOfMemoryError.
 	NumOOMs int64

@@ -323,3 +323,45 @@ func TestSummaryRegions(t *testing.T) {
 		t.Errorf("the regions beyond the list are not summed:\n%s", s)
 	}
 }
+
+// TestNumAllocRetriesOncePerCall: an allocation that releases the cache,
+// runs the OnOOM hook and climbs the ladder again is one retry in
+// num_alloc_retries (as PyTorch counts it, once per allocation), whether it
+// then succeeds or fails; num_ooms counts the failures.
+func TestNumAllocRetriesOncePerCall(t *testing.T) {
+	for _, conf := range []string{"policy:pytorch", "policy:pytorch,expandable_segments:True", "policy:vram", "policy:pytorch,max_split_size_mb:40"} {
+		for _, tc := range []struct {
+			name     string
+			freeHeld bool // the hook frees the block that holds the memory
+			wantOOMs int64
+		}{
+			{"hook frees nothing", false, 1},
+			{"hook frees the holder", true, 0},
+		} {
+			t.Run(conf+"/"+tc.name, func(t *testing.T) {
+				a, sim := newTestAllocator(t, conf, 100*mib, withQuickOOM())
+				held := mustAlloc(t, a, 60*mib, 0)
+				a.OnOOM(func() {
+					if tc.freeHeld && held != nil {
+						a.Free(held)
+						held = nil
+					}
+				})
+				b, err := a.Alloc(60*mib, 0, "")
+				if (err == nil) != tc.freeHeld {
+					t.Fatalf("Alloc: %v", err)
+				}
+				s := a.Stats()
+				if s.NumAllocRetries != 1 || s.NumOOMs != tc.wantOOMs {
+					t.Errorf("num_alloc_retries %d, num_ooms %d; want 1 and %d", s.NumAllocRetries, s.NumOOMs, tc.wantOOMs)
+				}
+				for _, x := range []*Block{b, held} {
+					if x != nil {
+						a.Free(x)
+					}
+				}
+				check(t, a, sim)
+			})
+		}
+	}
+}
