@@ -104,13 +104,15 @@ type Config struct {
 
 	// ReleaseLockOnCUDAMalloc is accepted for compatibility with
 	// PYTORCH_CUDA_ALLOC_CONF and ignored (key
-	// "release_lock_on_cudamalloc"): vram's allocator holds its lock
+	// "release_lock_on_cudamalloc", or PyTorch's ROCm spelling
+	// "release_lock_on_hipmalloc"): vram's allocator holds its lock
 	// across arena calls.
 	ReleaseLockOnCUDAMalloc bool
 
 	// PinnedUseCUDAHostRegister is accepted for compatibility and ignored
-	// (key "pinned_use_cuda_host_register"): it concerns PyTorch's pinned
-	// host memory allocator, which this package does not implement.
+	// (key "pinned_use_cuda_host_register", or PyTorch's ROCm spelling
+	// "pinned_use_hip_host_register"): it concerns PyTorch's pinned host
+	// memory allocator, which this package does not implement.
 	PinnedUseCUDAHostRegister bool
 }
 
@@ -150,10 +152,17 @@ func (e *ConfigError) Error() string {
 // allocator accepts for pinned_num_register_threads.
 const maxRegisterThreads = 128
 
+// maxPinnedReserveMB is the largest pinned_reserve_segment_size_mb
+// accepted: the most MiB whose byte count fits an int64 (PyTorch takes
+// any size_t above 0).
+const maxPinnedReserveMB = math.MaxInt64 >> 20
+
 // configKeys lists the accepted keys, for error messages.
 const configKeys = "policy, expandable_segments, max_split_size_mb, max_non_split_rounding_mb, roundup_power2_divisions, " +
 	"garbage_collection_threshold, per_process_memory_fraction, release_lock_on_cudamalloc, " +
-	"pinned_use_cuda_host_register, pinned_num_register_threads, backend"
+	"pinned_use_cuda_host_register, pinned_num_register_threads, pinned_reserve_segment_size_mb, " +
+	"pinned_use_background_threads, graph_capture_record_stream_reuse, backend " +
+	"(and PyTorch's ROCm spellings release_lock_on_hipmalloc, pinned_use_hip_host_register)"
 
 // ParseConfig parses a VRAM_ALLOC_CONF string: comma-separated key:value
 // pairs with PyTorch's PYTORCH_CUDA_ALLOC_CONF keys plus policy:pytorch|vram
@@ -166,9 +175,14 @@ const configKeys = "policy, expandable_segments, max_split_size_mb, max_non_spli
 // ("0.6", "5e-1"); signs, hexadecimal, underscores, NaN and Inf are not
 // numbers here. An unknown key, a malformed value or a number out of range
 // is a [*ConfigError]. The key "backend" is accepted with the value "native"
-// only. The key "pinned_num_register_threads" (a power of two up to 128),
-// which sizes PyTorch's pinned host memory allocator, is checked and
-// dropped: it does not concern device memory.
+// only. Keys of PyTorch's pinned host memory allocator and of CUDA graph
+// capture, which vram does not have, are checked as PyTorch checks them
+// and dropped, so that a PYTORCH_CUDA_ALLOC_CONF string that PyTorch
+// accepts is accepted here too: pinned_num_register_threads (a power of
+// two up to 128), pinned_reserve_segment_size_mb (a whole number above 0),
+// pinned_use_background_threads and graph_capture_record_stream_reuse
+// (True or False). PyTorch's ROCm spellings release_lock_on_hipmalloc and
+// pinned_use_hip_host_register set the same fields as their CUDA names.
 //
 // In the per-size form of roundup_power2_divisions each key is a power of
 // two in MiB that sets the divisions for sizes in [key, 2*key) MiB, the first
@@ -221,7 +235,9 @@ func (c *Config) set(key string, p *configParser) error {
 		default:
 			return bad("unknown policy; allowed: pytorch, vram")
 		}
-	case "expandable_segments", "release_lock_on_cudamalloc", "pinned_use_cuda_host_register":
+	case "expandable_segments", "release_lock_on_cudamalloc", "release_lock_on_hipmalloc",
+		"pinned_use_cuda_host_register", "pinned_use_hip_host_register",
+		"pinned_use_background_threads", "graph_capture_record_stream_reuse":
 		v, ok := parseConfigBool(val)
 		if !ok {
 			return bad("expected True or False")
@@ -229,9 +245,9 @@ func (c *Config) set(key string, p *configParser) error {
 		switch key {
 		case "expandable_segments":
 			c.ExpandableSegments = v
-		case "release_lock_on_cudamalloc":
+		case "release_lock_on_cudamalloc", "release_lock_on_hipmalloc":
 			c.ReleaseLockOnCUDAMalloc = v
-		default:
+		case "pinned_use_cuda_host_register", "pinned_use_hip_host_register":
 			c.PinnedUseCUDAHostRegister = v
 		}
 	case "max_split_size_mb":
@@ -262,6 +278,10 @@ func (c *Config) set(key string, p *configParser) error {
 		v, err := units.ParseCount(key, val, 1, maxRegisterThreads)
 		if err != nil || v&(v-1) != 0 {
 			return bad("expected a power of two up to %d", maxRegisterThreads)
+		}
+	case "pinned_reserve_segment_size_mb":
+		if _, err := units.ParseCount(key, val, 1, maxPinnedReserveMB); err != nil {
+			return bad("expected a whole number of MiB above 0 and at most %d", int64(maxPinnedReserveMB))
 		}
 	case "backend":
 		if val != "native" {

@@ -42,6 +42,18 @@ func TestParseConfig(t *testing.T) {
 		{"backend native", "backend:native", Config{}},
 		{"host allocator threads", "pinned_num_register_threads:8,expandable_segments:True", Config{ExpandableSegments: true}},
 		{"host allocator threads max", "pinned_num_register_threads:128", Config{}},
+		{"host allocator reserve", "pinned_reserve_segment_size_mb:64,expandable_segments:True", Config{ExpandableSegments: true}},
+		{"host allocator background threads", "pinned_use_background_threads:True", Config{}},
+		{"graph capture reuse", "graph_capture_record_stream_reuse:False,max_split_size_mb:64", Config{MaxSplitSizeMB: 64}},
+		{"rocm spellings", "release_lock_on_hipmalloc:True,pinned_use_hip_host_register:True",
+			Config{ReleaseLockOnCUDAMalloc: true, PinnedUseCUDAHostRegister: true}},
+		{"every pytorch key", "backend:native,max_split_size_mb:512,max_non_split_rounding_mb:64,garbage_collection_threshold:0.6," +
+			"roundup_power2_divisions:[64:8,256:4,1024:4,>:1],expandable_segments:True,pinned_use_background_threads:True," +
+			"release_lock_on_cudamalloc:False,pinned_use_cuda_host_register:True,pinned_num_register_threads:8," +
+			"pinned_reserve_segment_size_mb:128,graph_capture_record_stream_reuse:True",
+			Config{MaxSplitSizeMB: 512, MaxNonSplitRoundingMB: 64, GarbageCollectionThreshold: 0.6,
+				RoundupPower2Divisions: divs(8, 8, 8, 8, 8, 8, 8, 0, 4, 0, 4, 1, 1, 1, 1, 1), ExpandableSegments: true,
+				PinnedUseCUDAHostRegister: true}},
 		{"last wins", "max_split_size_mb:100,max_split_size_mb:200", Config{MaxSplitSizeMB: 200}},
 		{"divisions single", "roundup_power2_divisions:4", Config{RoundupPower2Divisions: all(4)}},
 		{"divisions per size", "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
@@ -118,6 +130,13 @@ func TestParseConfigErrors(t *testing.T) {
 		{"pinned_num_register_threads:3", "pinned_num_register_threads", "power of two"},
 		{"pinned_num_register_threads:256", "pinned_num_register_threads", "up to 128"},
 		{"pinned_num_register_threads:0", "pinned_num_register_threads", "power of two"},
+		{"pinned_reserve_segment_size_mb:0", "pinned_reserve_segment_size_mb", "above 0"},
+		{"pinned_reserve_segment_size_mb:-1", "pinned_reserve_segment_size_mb", "above 0"},
+		{"pinned_reserve_segment_size_mb:99999999999999999999", "pinned_reserve_segment_size_mb", "at most"},
+		{"pinned_use_background_threads:2", "pinned_use_background_threads", "True or False"},
+		{"graph_capture_record_stream_reuse:", "graph_capture_record_stream_reuse", "missing value"},
+		{"release_lock_on_hipmalloc:yes", "release_lock_on_hipmalloc", "True or False"},
+		{"pinned_use_hip_host_register:on", "pinned_use_hip_host_register", "True or False"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

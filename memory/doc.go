@@ -37,10 +37,13 @@
 // roundup_power2_divisions, garbage_collection_threshold and
 // expandable_segments; per_process_memory_fraction,
 // which PyTorch sets only by a function call ([Allocator.SetMemoryFraction]
-// here too); release_lock_on_cudamalloc, pinned_use_cuda_host_register and
-// pinned_num_register_threads, accepted and ignored (the first concerns
-// PyTorch's locking around cudaMalloc, the others its pinned host
-// allocator); backend:native; and
+// here too); release_lock_on_cudamalloc, pinned_use_cuda_host_register,
+// pinned_num_register_threads, pinned_reserve_segment_size_mb,
+// pinned_use_background_threads and graph_capture_record_stream_reuse,
+// checked and ignored (the first concerns PyTorch's locking around
+// cudaMalloc, the last its CUDA graph capture, the others its pinned host
+// allocator), with the ROCm spellings release_lock_on_hipmalloc and
+// pinned_use_hip_host_register; backend:native; and
 // vram's policy:pytorch|vram. An unknown key, a malformed value or a number
 // out of range is a [*ConfigError] naming the key and what is allowed. The
 // defaults are PyTorch's (512-byte rounding, a small pool of 2 MiB segments
