@@ -242,8 +242,21 @@ func (a *Allocator) setLimit() {
 // device's capacity without one.
 func (a *Allocator) allowed() int64 { return min(a.limit, a.arena.Capacity()) }
 
-// Config returns the settings the allocator was created with.
-func (a *Allocator) Config() Config { return a.cfg }
+// Config returns the settings in force: those the allocator was created
+// with, PerProcessMemoryFraction as [Allocator.SetMemoryFraction] last set
+// it.
+func (a *Allocator) Config() Config {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.configLocked()
+}
+
+// configLocked is Config with the lock held.
+func (a *Allocator) configLocked() Config {
+	c := a.cfg
+	c.PerProcessMemoryFraction = a.fraction
+	return c
+}
 
 // Capacity returns the arena's capacity in bytes.
 func (a *Allocator) Capacity() int64 { return a.arena.Capacity() }

@@ -261,6 +261,50 @@ func TestMemoryFraction(t *testing.T) {
 	}
 }
 
+// TestConfigInForceHasTheFraction: after SetMemoryFraction, Config and the
+// Config string of a Snapshot (which replays take as the settings the run
+// had) carry the new fraction, not the one the allocator was created with;
+// a refused fraction changes neither.
+func TestConfigInForceHasTheFraction(t *testing.T) {
+	tests := []struct {
+		name string
+		conf string
+		set  []float64 // SetMemoryFraction calls, in order; refused ones are ignored
+		want float64
+	}{
+		{"none set", "policy:pytorch", nil, 0},
+		{"from the string", "per_process_memory_fraction:0.75", nil, 0.75},
+		{"set once", "policy:pytorch", []float64{0.5}, 0.5},
+		{"set over the string", "per_process_memory_fraction:0.75,expandable_segments:True", []float64{0.25}, 0.25},
+		{"set to 1", "per_process_memory_fraction:0.5", []float64{1}, 1},
+		{"refused after a set", "policy:vram", []float64{0.5, 2, -1, 0}, 0.5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, _ := newTestAllocator(t, tt.conf, 100*mib)
+			for _, f := range tt.set {
+				_ = a.SetMemoryFraction(f)
+			}
+			if got := a.Config().PerProcessMemoryFraction; got != tt.want {
+				t.Errorf("Config().PerProcessMemoryFraction = %v, want %v", got, tt.want)
+			}
+			snap := a.Snapshot().Config
+			cfg, err := ParseConfig(snap)
+			if err != nil {
+				t.Fatalf("ParseConfig(Snapshot().Config = %q): %v", snap, err)
+			}
+			if cfg.PerProcessMemoryFraction != tt.want {
+				t.Errorf("Snapshot().Config = %q, want per_process_memory_fraction %v", snap, tt.want)
+			}
+			base, _ := ParseConfig(tt.conf)
+			base.PerProcessMemoryFraction = tt.want
+			if cfg != base {
+				t.Errorf("Snapshot().Config = %q, want %q", snap, base.String())
+			}
+		})
+	}
+}
+
 func TestExpandableSegments(t *testing.T) {
 	a, sim := newTestAllocator(t, "policy:pytorch,expandable_segments:True", 1<<30)
 	x := mustAlloc(t, a, 30*mib, 0) // maps two 20 MiB units

@@ -159,14 +159,13 @@ func (a *Allocator) newOOMLocked(size int64, stream Stream, region string, cause
 		Allocated:  a.stats.AllocatedBytes[StatAll].Current,
 		LiveBlocks: int(a.stats.Allocation[StatAll].Current),
 		Err:        cause,
-		cfg:        a.cfg,
+		cfg:        a.configLocked(), // with the fraction SetMemoryFraction set
 		gran:       SimGranularity,
 	}
 	if va, ok := a.arena.(VirtualArena); ok {
 		e.virtual = true
 		e.gran = va.Granularity()
 	}
-	e.cfg.PerProcessMemoryFraction = a.fraction // SetMemoryFraction may have changed it
 	e.Unallocated = e.Reserved - e.Allocated
 	e.usable, e.room = e.Limit, e.Capacity
 	e.Memory = DeviceMemory{Total: e.Capacity, Free: -1, ThisProcess: -1, Reserved: e.Reserved}

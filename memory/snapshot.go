@@ -23,7 +23,7 @@ func (a *Allocator) snapshotLocked() *trace.Snapshot {
 	s := &trace.Snapshot{
 		Device:   a.device,
 		Capacity: a.arena.Capacity(),
-		Config:   a.cfg.String(),
+		Config:   a.configLocked().String(),
 		Meta:     map[string]string{trace.MetaSource: "vram", "vram.policy": a.effectivePolicy()},
 	}
 	var sym symbolizer
