@@ -491,7 +491,8 @@ func (e *OutOfMemoryError) noSetting() {
 // largestFit returns the largest request that the replay fits under the
 // current settings in the memory this process may use, as a multiple of
 // the granularity for requests of 16 granules or more (of 512 bytes for
-// smaller ones), to within 1/16384 of the failed request; 0 if none fits.
+// smaller ones), to within 1/16384 of the failed request or of that
+// memory, whichever is less; 0 if none fits.
 func (e *OutOfMemoryError) largestFit() int64 {
 	unit := int64(kMinBlockSize)
 	if e.Requested >= 16*e.gran {
@@ -499,8 +500,11 @@ func (e *OutOfMemoryError) largestFit() int64 {
 	}
 	// In units: lo fits (or is 0), hi does not. hi rounds the failed
 	// request up: rounded down it may well fit (225 MiB fails where
-	// 224 MiB is free, and 224 MiB is what fits).
-	lo, hi := int64(0), (e.Requested+unit-1)/unit
+	// 224 MiB is free, and 224 MiB is what fits). Nothing above what
+	// this process may use fits, so a request far beyond it (4 TiB asked
+	// of a 256 MiB device) is searched below that, not below the request,
+	// where 14 halvings would end far from the answer or at 0.
+	lo, hi := int64(0), min((e.Requested+unit-1)/unit, e.usable/unit+1)
 	if hi > 1 {
 		// Often all but the last unit fits: one replay says so.
 		if ok, _ := e.replay(e.cfg, e.usable, (hi-1)*unit); ok {

@@ -306,6 +306,13 @@ func TestOutOfMemoryFitsNowIsTheLargest(t *testing.T) {
 		{"48 MiB free, a byte more asked", "", 64 * mib, []int64{16 * mib}, 48*mib + 1, 48 * mib},
 		{"in 512-byte units: 8 MiB free, 100 bytes more asked", "", 24 * mib, []int64{16 * mib}, 8*mib + 100, 8 * mib},
 		{"a multiple of the unit", "", 256 * mib, []int64{16 * mib, 16 * mib}, 226 * mib, 224 * mib},
+		// Requests far beyond the device: the search runs below what this
+		// process may use, not below the request, so it stays exact.
+		{"policy:vram, 4 TiB asked of 256 MiB", "", 256 * mib, nil, 4 << 40, 256 * mib},
+		{"policy:pytorch, 1.2 GiB asked of 256 MiB", "policy:pytorch", 256 * mib, nil, 1200 * mib, 256 * mib},
+		{"expandable, 1 PiB asked, 32 MiB held (in 40 MiB mapped)", "policy:pytorch,expandable_segments:True", 256 * mib, []int64{32 * mib}, 1 << 50, 208 * mib},
+		{"policy:vram, 64 GiB asked, a quarter of 256 MiB allowed", "per_process_memory_fraction:0.25", 256 * mib, []int64{16 * mib}, 64 << 30, 48 * mib},
+		{"in 512-byte units: a small segment held, the request beyond the rest", "", 8 * mib, []int64{mib}, 30*mib + 512, 6 * mib},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a, _ := newTestAllocator(t, tt.conf, tt.capacity)
@@ -325,6 +332,15 @@ func TestOutOfMemoryFitsNowIsTheLargest(t *testing.T) {
 				t.Fatalf("allocating FitsNow: %v", err)
 			}
 			a.Free(b)
+			unit := int64(kMinBlockSize)
+			if tt.request >= 16*SimGranularity {
+				unit = SimGranularity
+			}
+			a.EmptyCache()
+			if b, err := a.Alloc(oom.FitsNow+unit, 0, ""); err == nil {
+				t.Errorf("FitsNow + %d bytes fits too: FitsNow is not the largest", unit)
+				a.Free(b)
+			}
 		})
 	}
 }
