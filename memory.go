@@ -76,8 +76,13 @@ func MaxMemoryReserved(d Device) int64 {
 }
 
 // MemorySummary returns a table of d's allocator statistics, like
-// torch.cuda.memory_summary().
+// torch.cuda.memory_summary(). For a device without a caching allocator it
+// is one line with vram's count of live storage; for a device that is not
+// available, one line that says why.
 func MemorySummary(d Device) string {
+	if _, err := deviceFor(d); err != nil {
+		return fmt.Sprintf("%s is not available: %v\n", d, opError("memory_summary", err))
+	}
 	if a := allocatorOf(d); a != nil {
 		sum := a.Summary()
 		if m, err := DeviceMemory(d); err == nil {
@@ -227,20 +232,23 @@ const (
 // free (torch.cuda.mem_get_info and torch.cuda.list_gpu_processes
 // together). Parts that the driver's process list cannot attribute (as
 // inside some containers) are [memory.DeviceMemory.Unattributed]; unknown
-// values are -1. It returns an error for a device whose driver reports no
-// memory information (the CPU).
+// values are -1. It returns an [*Error] of kind [ErrArgument] for a device
+// whose driver reports no memory information (the CPU), of kind
+// [ErrUnavailable] for a device that is not available, and of kind
+// [ErrBackend] wrapping the driver's error when the query fails.
 func DeviceMemory(d Device) (memory.DeviceMemory, error) {
+	const op = "device_memory"
 	s, err := deviceFor(d)
 	if err != nil {
-		return memory.DeviceMemory{}, err
+		return memory.DeviceMemory{}, opError(op, err)
 	}
 	mi, ok := s.bd.(memory.DeviceInfo)
 	if !ok {
-		return memory.DeviceMemory{}, fmt.Errorf("vram: %s reports no device memory information", d)
+		return memory.DeviceMemory{}, &Error{Op: op, Kind: ErrArgument, Detail: fmt.Sprintf("%s reports no device memory information", d)}
 	}
 	m, err := mi.MemoryInfo()
 	if err != nil {
-		return memory.DeviceMemory{}, fmt.Errorf("vram: memory information of %s: %w", d, err)
+		return memory.DeviceMemory{}, &Error{Op: op, Kind: ErrBackend, Detail: "memory information of " + d.String(), Err: err}
 	}
 	m.Device = d.String()
 	m.Reserved = MemoryReserved(d)

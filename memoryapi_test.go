@@ -297,6 +297,9 @@ func TestMemoryControlErrorKinds(t *testing.T) {
 		{"fraction on a missing device", func() error { return SetPerProcessMemoryFraction(0.5, missing) }, ErrUnavailable},
 		{"history on the CPU", func() error { return RecordMemoryHistory(CPU, true, 10, false) }, ErrArgument},
 		{"history on a missing device", func() error { return RecordMemoryHistory(missing, true, 10, false) }, ErrUnavailable},
+		{"device memory of a sim device", func() error { _, err := DeviceMemory(tight); return err }, nil},
+		{"device memory of the CPU", func() error { _, err := DeviceMemory(CPU); return err }, ErrArgument},
+		{"device memory of a missing device", func() error { _, err := DeviceMemory(missing); return err }, ErrUnavailable},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.call()
@@ -319,6 +322,37 @@ func TestMemoryControlErrorKinds(t *testing.T) {
 	defer EmptyCache(tight)
 	if err := Catch(func() { Empty(Shape{50 << 20}, Float32, tight).Release() }); err != nil {
 		t.Fatalf("after the refused fractions: %v", err)
+	}
+}
+
+// TestMemorySummaryNamesTheDevicesState: the summary of a device that is
+// not available says so and why, rather than that it has no caching
+// allocator; the CPU's says it has none.
+func TestMemorySummaryNamesTheDevicesState(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		d    Device
+		want []string
+		not  []string
+	}{
+		{"missing sim device", Sim(SimDeviceCount() + 3), []string{"is not available", "sim devices"}, []string{"caching allocator"}},
+		{"negative index", Sim(-1), []string{"is not available"}, []string{"caching allocator"}},
+		{"cpu", CPU, []string{"has no caching allocator"}, []string{"not available"}},
+		{"sim device", tight, []string{"Allocated memory"}, []string{"not available", "has no caching allocator"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := MemorySummary(tt.d)
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("MemorySummary(%v) = %q, want it to say %q", tt.d, got, w)
+				}
+			}
+			for _, w := range tt.not {
+				if strings.Contains(got, w) {
+					t.Errorf("MemorySummary(%v) = %q, should not say %q", tt.d, got, w)
+				}
+			}
+		})
 	}
 }
 
