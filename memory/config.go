@@ -168,11 +168,13 @@ const configKeys = "policy, expandable_segments, max_split_size_mb, max_non_spli
 // pairs with PyTorch's PYTORCH_CUDA_ALLOC_CONF keys plus policy:pytorch|vram
 // and per_process_memory_fraction, for example
 // "policy:pytorch,expandable_segments:True,max_split_size_mb:512" or
-// "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]". Blanks around tokens
-// are ignored; "" is the zero Config. A key given twice takes its last
-// value. Numbers are decimal: whole numbers (max_split_size_mb, divisions)
-// are digits only, fractions are digits with an optional point and exponent
-// ("0.6", "5e-1"); signs, hexadecimal, underscores, NaN and Inf are not
+// "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]". Blanks (ASCII white
+// space: space, tab, newline, vertical tab, form feed, carriage return)
+// around tokens are ignored, while one inside a key or value is an error
+// (PyTorch's parser drops it, turning "51 2" into 512); "" is the zero
+// Config. A key given twice takes its last value. Numbers are decimal:
+// whole numbers (max_split_size_mb, divisions) are digits only, fractions
+// are digits with an optional point and exponent ("0.6", "5e-1"); signs, hexadecimal, underscores, NaN and Inf are not
 // numbers here. An unknown key, a malformed value or a number out of range
 // is a [*ConfigError]. The key "backend" is accepted with the value "native"
 // only. Keys of PyTorch's pinned host memory allocator and of CUDA graph
@@ -467,7 +469,8 @@ func isConfigWord(tok string) bool {
 }
 
 // tokenizeConfig splits s into words and the punctuation : , [ ], dropping
-// blanks. A word keeps inner characters as written.
+// blanks (the ASCII white space of C's isspace). A word keeps inner
+// characters as written; a blank inside one ends it.
 func tokenizeConfig(s string) []string {
 	var toks []string
 	word := -1
@@ -482,7 +485,7 @@ func tokenizeConfig(s string) []string {
 		case ':', ',', '[', ']':
 			flush(i)
 			toks = append(toks, string(c))
-		case ' ', '\t', '\n', '\r':
+		case ' ', '\t', '\n', '\v', '\f', '\r': // C's isspace, as PyTorch's tokenizer
 			flush(i)
 		default:
 			if word < 0 {
