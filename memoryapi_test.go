@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -420,5 +421,115 @@ func TestOutOfMemoryWithNothingToReclaimIsPrompt(t *testing.T) {
 	slices.Sort(took)
 	if took[2] >= reclaimWait {
 		t.Errorf("out-of-memory errors took %v, the median not under reclaim's bound of %v", took, reclaimWait)
+	}
+}
+
+// TestMemoryCallsRaceAllocations drives every memory call of the package
+// (stats, peaks, summary, snapshot, history, limit, cache) from goroutines
+// of their own while others allocate and release tensors in regions; run
+// it with -race. Every reading must be consistent (nothing negative, peaks
+// at least the current values, reserved at least allocated), and once
+// everything is released and the cache emptied, allocated and reserved
+// are back to zero.
+func TestMemoryCallsRaceAllocations(t *testing.T) {
+	d := tight
+	EmptyCache(d)
+	defer func() {
+		_ = RecordMemoryHistory(d, false, 0, false)
+		_ = SetPerProcessMemoryFraction(1, d)
+		EmptyCache(d)
+	}()
+	var (
+		mu       sync.Mutex
+		firstErr string
+	)
+	report := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == "" {
+			firstErr = fmt.Sprintf(format, args...)
+		}
+	}
+	consistent := func(s memory.Stats) {
+		for name, f := range map[string]memory.StatArray{
+			"allocated_bytes": s.AllocatedBytes, "reserved_bytes": s.ReservedBytes, "active_bytes": s.ActiveBytes,
+			"requested_bytes": s.RequestedBytes, "inactive_split_bytes": s.InactiveSplitBytes,
+			"allocation": s.Allocation, "segment": s.Segment, "active": s.Active, "inactive_split": s.InactiveSplit,
+		} {
+			for i, st := range f {
+				if st.Current < 0 || st.Peak < st.Current {
+					report("%s[%d] = %+v", name, i, st)
+				}
+			}
+		}
+		if r, a := s.ReservedBytes[memory.StatAll].Current, s.AllocatedBytes[memory.StatAll].Current; r < a {
+			report("reserved %d < allocated %d", r, a)
+		}
+	}
+	steps := 100
+	if testing.Short() {
+		steps = 24
+	}
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	for _, call := range []func(){
+		func() { consistent(MemoryStats(d)) },
+		func() {
+			if a, m := MemoryAllocated(d), MaxMemoryAllocated(d); a < 0 || m < 0 {
+				report("allocated %d, max %d", a, m)
+			}
+		},
+		func() { _ = MemorySnapshot(d) },
+		func() { _ = MemorySummary(d) },
+		func() { ResetPeakMemoryStats(d) },
+		func() { ResetAccumulatedMemoryStats(d) },
+		func() { EmptyCache(d) },
+		func() { _ = RecordMemoryHistory(d, true, 64, true) },
+		func() { _ = SetPerProcessMemoryFraction(0.9, d) },
+	} {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					call()
+					// Leave the workers most of the two cores CI has.
+					time.Sleep(200 * time.Microsecond)
+				}
+			}
+		}()
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range steps {
+				// Mostly the small pool; every eighth in the large one.
+				n := 1 + (i*7919+g*104729)%(1<<14)
+				if i%8 == g {
+					n += 1 << 19
+				}
+				Region(fmt.Sprint("worker ", g), func() {
+					x := Zeros(Shape{n}, d)
+					y := x.AddScalar(1)
+					x.Release()
+					y.Release()
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	bg.Wait()
+	if firstErr != "" {
+		t.Fatal(firstErr)
+	}
+	EmptyCache(d)
+	if a, r := MemoryAllocated(d), MemoryReserved(d); a != 0 || r != 0 {
+		t.Fatalf("after releasing everything and EmptyCache: allocated %d, reserved %d; want 0 and 0", a, r)
 	}
 }
