@@ -18,12 +18,14 @@ const DefaultMaxBytes = 1 << 30
 // Memory spent reading a pickle, per byte of (decompressed) pickle: past
 // pickleFloorBytes, reading fails once the values decoded so far, and then
 // the snapshots converted from them, take more than pickleExpansion bytes
-// per byte of input by the reader's count. PyTorch-like pickles take 10.4
-// bytes per byte when every call stack is distinct (4.9 to decode, 5.5 to
-// convert) and 5.5 when 300 stacks repeat (syntheticPickle of
-// bench_test.go, 200,000 entries, 2026-12-01); a pickle of nothing but
-// one-byte EMPTY_LIST opcodes would take about 70, so that a small gzip file
-// of them could otherwise expand into tens of gigabytes.
+// per byte of input by the reader's count. PyTorch-like pickles take about
+// 10.7 bytes per byte when every call stack is distinct (5.2 to decode, 5.5
+// to convert) and 5.8 when 300 stacks repeat (syntheticPickle of
+// bench_test.go, 200,000 entries, 2026-12-05, counting the arrays that
+// growing slices leave behind); a pickle of nothing but one-byte
+// EMPTY_LIST opcodes would take about 70, and one of one-byte NONE opcodes,
+// each a slot of a stack that grows by copying, about 80, so that a small
+// gzip file of them could otherwise expand into tens of gigabytes.
 const (
 	pickleExpansion  = 16
 	pickleFloorBytes = 64 << 20

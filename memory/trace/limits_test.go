@@ -163,6 +163,12 @@ func TestPickleExpansion(t *testing.T) {
 	marks := func(n int) []byte { // n open MARKs
 		return append(append([]byte{opProto, 4}, bytes.Repeat([]byte{opMark}, n)...), opNone, opStop)
 	}
+	// repeat returns a pickle of head, then body n times, then tail.
+	repeat := func(head string, body string, n int, tail string) []byte {
+		b := append([]byte{opProto, 4}, head...)
+		b = append(b, bytes.Repeat([]byte(body), n)...)
+		return append(append(b, tail...), opStop)
+	}
 	tests := []struct {
 		name string
 		in   []byte
@@ -171,6 +177,18 @@ func TestPickleExpansion(t *testing.T) {
 		{"empty lists", lists(2_000_000), ""},
 		{"deep nesting", nested(300_000), "segments[0]: is a list, want a dict"},
 		{"open marks", marks(1_000_000), "STOP with an empty stack or an open MARK"},
+		// Values that cost nothing but their slot, and one-at-a-time
+		// appends: the slices that hold them grow by copying, and every
+		// copy counts until the collector frees the old one.
+		{"Nones on the stack", repeat("", "N", 8_000_000, ""), ""},
+		{"small ints on the stack", repeat("", "K\x01", 4_000_000, ""), ""},
+		{"DUP", repeat("N", "2", 8_000_000, ""), ""},
+		{"memo GET", repeat("]q\x00", "h\x00", 4_000_000, ""), ""},
+		{"empty tuples", repeat("", ")", 8_000_000, ""), ""},
+		{"APPEND one by one", repeat("]", "Na", 4_000_000, ""), ""},
+		{"SETITEM one by one", repeat("}", "NNs", 3_000_000, ""), ""},
+		{"APPENDS of one", repeat("]", "(Ne", 3_000_000, ""), ""},
+		{"SETITEMS of one", repeat("}", "(NNu", 2_000_000, ""), ""},
 		{"huge BINBYTES8", append(pk().proto(4).op(opBinBytes8).u64(1<<63), "short"...), "input ends early"},
 		{"huge LONG4", binaryAppend(pk().proto(4).op(opLong4), 0x7fffffff), "input ends early"},
 		{"huge BINUNICODE", binaryAppend(pk().proto(4).op(opBinUnicode), 0xffffffff), "input ends early"},

@@ -34,7 +34,12 @@ import (
 // and counts the memory of the values it builds: past pickleFloorBytes it
 // fails once they take more than pickleExpansion bytes per byte of input,
 // so memory stays linear in the input size with a small constant, whatever
-// the input.
+// the input. A slice grown by append (the stack, the MARKs, a list's items,
+// a dict's keys and values) counts each backing array it moves to in full,
+// as the heap holds the old one too until the collector frees it: values
+// that cost nothing but their slot (None, small ints, DUP, memo GET) and
+// one-at-a-time APPEND or SETITEM would otherwise take several times what
+// is counted.
 
 // pyList is a Python list (or set, whose order does not matter here).
 type pyList struct {
@@ -90,14 +95,29 @@ func (d *pyDict) get(k string) (any, bool) {
 	return nil, false
 }
 
-// setItems adds alternating keys and values; it may keep kv.
-func (d *pyDict) setItems(kv []any) {
+// setItems adds alternating keys and values; it may keep kv. It returns
+// the bytes of a new backing array, 0 when it kept kv or had room.
+func (d *pyDict) setItems(kv []any) int64 {
+	var grown int64
 	if d.kv == nil {
 		d.kv = kv
 	} else {
+		c := cap(d.kv)
 		d.kv = append(d.kv, kv...)
+		grown = grownBytes(c, cap(d.kv), sizeofAny)
 	}
 	d.index = nil // rebuilt on the next get
+	return grown
+}
+
+// grownBytes returns the bytes of the backing array that append moved a
+// slice to, from capacity before to after of elements of size bytes: 0
+// when it did not move.
+func grownBytes(before, after int, size int64) int64 {
+	if after == before {
+		return 0
+	}
+	return int64(after) * size
 }
 
 // Pickle opcodes (Python's Lib/pickle.py names).
@@ -179,9 +199,9 @@ var unsupportedOps = map[byte]string{
 // unpickler decodes one pickle from a buffered reader.
 type unpickler struct {
 	// used is the memory of the values built so far, in bytes, as the
-	// decoder counts it (the heap sizes of its allocations, approximately).
-	used      int64
-	stackHigh int // highest stack length so far
+	// decoder counts it (the heap sizes of its allocations, approximately,
+	// with every backing array a slice has outgrown).
+	used int64
 
 	r       *bufio.Reader
 	off     int64 // bytes consumed
@@ -269,8 +289,9 @@ func (u *unpickler) run() (any, error) {
 			}
 			return u.stack[len(u.stack)-1], nil
 		case opMark:
+			c := cap(u.marks)
 			u.marks = append(u.marks, len(u.stack))
-			u.used += 8
+			u.used += grownBytes(c, cap(u.marks), 8)
 		case opPop:
 			if len(u.stack) > 0 && (len(u.marks) == 0 || u.marks[len(u.marks)-1] < len(u.stack)) {
 				u.stack = u.stack[:len(u.stack)-1]
@@ -424,8 +445,9 @@ func (u *unpickler) run() (any, error) {
 			if !ok {
 				return nil, u.errorf("APPEND to a %s, not a list", pyTypeName(u.stack[len(u.stack)-1]))
 			}
+			c := cap(l.items)
 			l.items = append(l.items, v)
-			u.used += sizeofAny
+			u.used += grownBytes(c, cap(l.items), sizeofAny)
 		case opAppends, opAddItems:
 			items, err := u.popMark()
 			if err != nil {
@@ -441,8 +463,9 @@ func (u *unpickler) run() (any, error) {
 			if l.items == nil {
 				l.items = items
 			} else {
+				c := cap(l.items)
 				l.items = append(l.items, items...)
-				u.used += sizeofAny * int64(len(items))
+				u.used += grownBytes(c, cap(l.items), sizeofAny)
 			}
 		case opSetItem:
 			if len(u.stack)-u.floor() < 3 {
@@ -452,9 +475,10 @@ func (u *unpickler) run() (any, error) {
 			if !ok {
 				return nil, u.errorf("SETITEM on a %s, not a dict", pyTypeName(u.stack[len(u.stack)-3]))
 			}
+			c := cap(d.kv)
 			d.kv = append(d.kv, u.stack[len(u.stack)-2], u.stack[len(u.stack)-1])
 			d.index = nil
-			u.used += 2 * sizeofAny
+			u.used += grownBytes(c, cap(d.kv), sizeofAny)
 			clear(u.stack[len(u.stack)-2:])
 			u.stack = u.stack[:len(u.stack)-2]
 		case opSetItems:
@@ -472,10 +496,7 @@ func (u *unpickler) run() (any, error) {
 			if !ok {
 				return nil, u.errorf("SETITEMS on a %s, not a dict", pyTypeName(u.stack[len(u.stack)-1]))
 			}
-			if d.kv != nil {
-				u.used += sizeofAny * int64(len(items))
-			}
-			d.setItems(items)
+			u.used += d.setItems(items)
 		case opBinGet, opLongBinGet:
 			idx, err := u.memoIndex(op == opBinGet)
 			if err != nil {
@@ -518,11 +539,9 @@ func (u *unpickler) run() (any, error) {
 }
 
 func (u *unpickler) push(v any) {
+	c := cap(u.stack)
 	u.stack = append(u.stack, v)
-	if len(u.stack) > u.stackHigh {
-		u.stackHigh = len(u.stack)
-		u.used += sizeofAny
-	}
+	u.used += grownBytes(c, cap(u.stack), sizeofAny)
 }
 
 // pushInt pushes an integer, counting the memory of its box: Go stores
