@@ -59,7 +59,7 @@ cursor on hover, out-of-memory markers, and the segment map.
 				return err
 			}
 			opts := analyze.Options{Top: top, Limits: lim, ReplayEvents: budget}
-			if limit != "" {
+			if limit != "" || cmd.Flags().Changed("limit") {
 				b, err := units.ParseBytes(limit)
 				if err != nil || b <= 0 {
 					return usagef("analyze: --limit %q: want a positive size such as 40GiB (the memory the run was allowed: set_per_process_memory_fraction times the device's memory)", limit)

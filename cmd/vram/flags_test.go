@@ -45,6 +45,13 @@ func TestNumericFlags(t *testing.T) {
 		{"top zero", []string{"analyze", "--top", "0", resnetTrace}, []string{"--top must be at least 1"}},
 		{"html without a name", []string{"analyze", "--html", "", resnetTrace}, []string{"--html needs a file name"}},
 		{"top fraction", []string{"analyze", "--top", "1.5", resnetTrace}, []string{"--top"}},
+		// An explicitly empty value (an unset shell variable, as in
+		// --device "$GPU") is a mistake, never the default.
+		{"device empty", []string{"replay", "--device", "", resnetTrace}, []string{"--device", `""`, "cuda:N"}},
+		{"device blank", []string{"replay", "--device= ", resnetTrace}, []string{"--device", "cuda:N"}},
+		{"fit empty", []string{"replay", "--fit=", resnetTrace}, []string{"--fit", "empty size"}},
+		{"limit empty", []string{"analyze", "--limit", "", resnetTrace}, []string{"--limit", `""`, "40GiB"}},
+		{"limit blank", []string{"analyze", "--limit= ", resnetTrace}, []string{"--limit", "40GiB"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

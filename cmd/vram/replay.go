@@ -102,11 +102,11 @@ cost by size class.
   vram replay --capacity 24GiB --conf expandable_segments:True snapshot.pickle`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fitting, fitOn, rest, err := fitFlag(fit, args)
+			fitting, fitOn, rest, err := fitFlag(fit, cmd.Flags().Changed("fit"), args)
 			if err != nil {
 				return err
 			}
-			gpu, err := deviceFlag(device)
+			gpu, err := deviceFlag(device, cmd.Flags().Changed("device"))
 			if err != nil {
 				return err
 			}

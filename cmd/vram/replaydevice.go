@@ -13,9 +13,10 @@ import (
 )
 
 // deviceFlag parses --device: "cuda:N" or "cuda" (GPU 0); -1 when not
-// given.
-func deviceFlag(value string) (int, error) {
-	if value == "" {
+// given (set false). An empty value given explicitly is an error, not the
+// simulated device.
+func deviceFlag(value string, set bool) (int, error) {
+	if value == "" && !set {
 		return -1, nil
 	}
 	if value == "cuda" {

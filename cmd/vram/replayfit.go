@@ -48,12 +48,13 @@ type reproduceReport struct {
 	OOMs          int64  `json:"ooms"`
 }
 
-// fitFlag interprets --fit: "" (not given), fitAuto, or a capacity. A bare
+// fitFlag interprets --fit: not given (set false), fitAuto, or a capacity;
+// an empty value given explicitly is a bad capacity. A bare
 // --fit followed by a size and a file ("--fit 24GB run.trace.gz") takes the
 // size from the arguments, when no file of that name exists. It returns
 // the capacity (0 for fitAuto) and the remaining arguments.
-func fitFlag(value string, args []string) (bool, int64, []string, error) {
-	if value == "" {
+func fitFlag(value string, set bool, args []string) (bool, int64, []string, error) {
+	if value == "" && !set {
 		return false, 0, args, nil
 	}
 	if value == fitAuto {
