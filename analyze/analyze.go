@@ -495,10 +495,16 @@ func stackKey(frames []trace.Frame) string {
 
 // frameString formats a frame as "function (file:line)", with the file's
 // last two path elements and, for C++, the function's name without its
-// parameters.
+// parameters; a missing name reads "??", and a missing file or line is
+// left out.
 func frameString(f trace.Frame) string {
 	if classifyFrame(f) == frameNative {
 		f.Function = shortFunction(f.Function)
+	}
+	if f.Function == "" {
+		// A frame recorded without its name (a stripped binary, a
+		// hand-made snapshot) reads as PyTorch's symbolizer writes it.
+		f.Function = "??"
 	}
 	file := f.File
 	if parts := strings.Split(file, "/"); len(parts) > 2 {

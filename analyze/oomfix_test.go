@@ -805,3 +805,31 @@ func TestFixCheckConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestFrameStringMissingParts labels frames that lack a name, a file or a
+// line: never an empty label or one that starts with a blank.
+func TestFrameStringMissingParts(t *testing.T) {
+	tests := []struct {
+		name  string
+		frame trace.Frame
+		want  string
+	}{
+		{"all", trace.Frame{Function: "step", File: "proj/train.py", Line: 7}, "step (proj/train.py:7)"},
+		{"no line", trace.Frame{Function: "step", File: "train.py"}, "step (train.py)"},
+		{"no file", trace.Frame{Function: "step", Line: 7}, "step"},
+		{"no name", trace.Frame{File: "train.py", Line: 7}, "?? (train.py:7)"},
+		{"no name, no line", trace.Frame{File: "train.py"}, "?? (train.py)"},
+		{"nothing", trace.Frame{}, "??"},
+		{"unknown file, no name", trace.Frame{File: "??"}, "??"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := frameString(tc.frame); got != tc.want {
+				t.Errorf("frameString(%+v) = %q, want %q", tc.frame, got, tc.want)
+			}
+			if got := siteString([]trace.Frame{tc.frame}); got != tc.want {
+				t.Errorf("siteString = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
