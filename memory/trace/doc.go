@@ -170,7 +170,10 @@
 // computed from the segment's address and the sizes of the blocks before
 // it, as PyTorch itself does), size, requested = requested_size, state
 // ("active_awaiting_free", the spelling of PyTorch's typing stubs, reads as
-// "active_pending_free"), frames. Event: action, addr (for an oom entry,
+// "active_pending_free"), frames, region = the user_metadata of the alloc
+// event in the history that produced the block (the last alloc at its
+// address that no free_completed follows), if any: PyTorch records it on
+// trace entries only. Event: action, addr (for an oom entry,
 // which has "device_free" instead, Addr holds device_free), size, stream,
 // time_us, frames, region = user_metadata when it is a str. Frame: function
 // = name, file = filename, line. Config is allocator_settings'

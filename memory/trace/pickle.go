@@ -221,6 +221,7 @@ func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
 			s.Meta[k] = v
 		}
 		sort.SliceStable(s.Segments, func(i, j int) bool { return s.Segments[i].Addr < s.Segments[j].Addr })
+		labelBlocks(s)
 		s.Truncated = !StartsEmpty(s.History, s.Segments)
 		if err := s.Validate(); err != nil {
 			return nil, &ParseError{Kind: KindPickle, Offset: -1, Msg: fmt.Sprintf("device %d", d), Err: err}
@@ -228,6 +229,38 @@ func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// labelBlocks gives each held block of s without a region the region of
+// the alloc event that produced it, when the history holds that event:
+// PyTorch records user_metadata on trace entries only, never on a
+// snapshot's blocks. The event is the last alloc at the block's address
+// that no free_completed follows.
+func labelBlocks(s *Snapshot) {
+	var regions map[uint64]string
+	for i := range s.History {
+		e := &s.History[i]
+		switch {
+		case e.Action == ActionAlloc && e.Region != "":
+			if regions == nil {
+				regions = make(map[uint64]string)
+			}
+			regions[e.Addr] = e.Region
+		case e.Action == ActionAlloc || e.Action == ActionFreeCompleted:
+			delete(regions, e.Addr)
+		}
+	}
+	if len(regions) == 0 {
+		return
+	}
+	for i := range s.Segments {
+		for j := range s.Segments[i].Blocks {
+			b := &s.Segments[i].Blocks[j]
+			if b.Region == "" && b.State != StateInactive {
+				b.Region = regions[b.Addr]
+			}
+		}
+	}
 }
 
 // segment converts one segment dict; it returns the segment's device.

@@ -118,6 +118,7 @@ func TestReadPickleSegmentsOnly(t *testing.T) {
 		want.Segments[i].Expandable = false
 		for j := range want.Segments[i].Blocks {
 			want.Segments[i].Blocks[j].Frames = nil
+			want.Segments[i].Blocks[j].Region = "" // no history to take it from
 		}
 	}
 	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
@@ -372,5 +373,63 @@ func TestPyDictLarge(t *testing.T) {
 	}
 	if _, ok := d.get("missing"); ok {
 		t.Error("get(missing) found something")
+	}
+}
+
+// TestReadPickleBlockRegions checks that a held block takes the
+// user_metadata of the alloc that produced it, which PyTorch records on the
+// trace entry only.
+func TestReadPickleBlockRegions(t *testing.T) {
+	const a = 139638008184832
+	alloc := func(addr uint64, region string) Event {
+		return Event{Action: ActionAlloc, Addr: addr, Size: 512, Region: region}
+	}
+	freeReq := func(addr uint64) Event { return Event{Action: ActionFreeRequested, Addr: addr, Size: 512} }
+	freeDone := func(addr uint64) Event { return Event{Action: ActionFreeCompleted, Addr: addr, Size: 512} }
+	tests := []struct {
+		name    string
+		history []Event
+		states  [2]string // of the blocks at a and a+512
+		want    [2]string // their regions
+	}{
+		{"held", []Event{alloc(a, "conv1"), alloc(a+512, "fc")},
+			[2]string{StateActiveAllocated, StateActiveAllocated}, [2]string{"conv1", "fc"}},
+		{"pending free keeps it", []Event{alloc(a, "conv1"), freeReq(a)},
+			[2]string{StateActivePendingFree, StateInactive}, [2]string{"conv1", ""}},
+		{"freed, then allocated with another", []Event{alloc(a, "conv1"), freeReq(a), freeDone(a), alloc(a, "fc")},
+			[2]string{StateActiveAllocated, StateInactive}, [2]string{"fc", ""}},
+		{"freed, then allocated without", []Event{alloc(a, "conv1"), freeReq(a), freeDone(a), alloc(a, "")},
+			[2]string{StateActiveAllocated, StateInactive}, [2]string{"", ""}},
+		{"freed: the free block has none", []Event{alloc(a, "conv1"), alloc(a+512, "fc"), freeReq(a + 512), freeDone(a + 512)},
+			[2]string{StateActiveAllocated, StateInactive}, [2]string{"conv1", ""}},
+		{"allocated before the history", []Event{alloc(a+512, "fc")},
+			[2]string{StateActiveAllocated, StateActiveAllocated}, [2]string{"", "fc"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Snapshot{Segments: []Segment{{Addr: a, Size: 2 << 20, Pool: PoolSmall, Blocks: []Block{
+				{Addr: a, Size: 512, State: tc.states[0]},
+				{Addr: a + 512, Size: 512, State: tc.states[1]},
+				{Addr: a + 1024, Size: 2<<20 - 1024, State: StateInactive},
+			}}}, History: tc.history}
+			for i := range s.Segments[0].Blocks[:2] {
+				if b := &s.Segments[0].Blocks[i]; b.State != StateInactive {
+					b.Requested = 512
+				}
+			}
+			got, err := ReadPickle(bytes.NewReader(picklePy(4, torchSnapshot(s))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			blocks := got[0].Segments[0].Blocks
+			for i, want := range tc.want {
+				if blocks[i].Region != want {
+					t.Errorf("block %d (%s): region %q, want %q", i, blocks[i].State, blocks[i].Region, want)
+				}
+			}
+			if r := blocks[2].Region; r != "" {
+				t.Errorf("free block: region %q", r)
+			}
+		})
 	}
 }

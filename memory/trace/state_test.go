@@ -116,7 +116,7 @@ func TestStateAt(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Block{
-		{Addr: A, Size: 37888, Requested: 37632, State: StateActiveAllocated, Frames: s.Segments[0].Blocks[0].Frames},
+		{Addr: A, Size: 37888, Requested: 37632, State: StateActiveAllocated, Region: "conv1", Frames: s.Segments[0].Blocks[0].Frames},
 		{Addr: A + 37888, Size: 512, Requested: 256, State: StateActiveAllocated, Frames: s.Segments[0].Blocks[1].Frames},
 		{Addr: A + 38400, Size: 1000, Requested: 1000, State: StateActiveAllocated, Frames: s.History[3].Frames},
 	}
