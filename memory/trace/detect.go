@@ -73,7 +73,8 @@ func openWith(path string, read func(io.Reader) (*File, error)) (*File, error) {
 // Read reads a whole history or snapshot from r and detects its format
 // from its first bytes, never from name:
 //   - gzip magic (1f 8b): decompress, then detect the format inside;
-//   - 0x80 followed by 2 to 5: a PyTorch pickle, read with [ReadPickle];
+//   - 0x80 followed by 2 to 5: a PyTorch pickle, read with [ReadPickle]
+//     (followed by another protocol number: an error naming it);
 //   - '{' after optional whitespace: a vram JSON snapshot ([ReadJSON]);
 //   - '[' after optional whitespace: JSON that is not a snapshot, an error;
 //   - otherwise, UTF-8 text without NUL bytes: a text trace ([ReadTextAll]).
@@ -147,9 +148,7 @@ func detect(r io.Reader, f *File) (*bufio.Reader, Kind, error) {
 		br = bufio.NewReaderSize(zr, 64<<10)
 	}
 	skipBOM(br)
-	// 512 bytes decide: enough to skip JSON's leading blanks and to see
-	// that a file is binary.
-	head, err = br.Peek(512)
+	head, err = br.Peek(sniffBytes)
 	if err != nil && err != io.EOF {
 		msg := "reading the start of the input"
 		if f.Gzipped {
@@ -165,6 +164,10 @@ func detect(r io.Reader, f *File) (*bufio.Reader, Kind, error) {
 	if kind != KindUnknown {
 		return br, kind, nil
 	}
+	if len(head) >= 2 && head[0] == opProto && head[1] < maxPickleProto {
+		return nil, KindPickle, &ParseError{Kind: KindPickle, Offset: 1,
+			Msg: fmt.Sprintf("a Python pickle of protocol %d; vram reads protocols 2 to 5 (torch.cuda.memory._dump_snapshot writes 4, or 5 from Python 3.14)", head[1])}
+	}
 	switch {
 	case len(head) == 0 && f.Gzipped:
 		return nil, kind, &ParseError{Offset: -1, Msg: "empty input inside the gzip stream"}
@@ -176,8 +179,16 @@ func detect(r io.Reader, f *File) (*bufio.Reader, Kind, error) {
 	return nil, kind, &ParseError{Offset: 0, Msg: fmt.Sprintf("unrecognised format (not gzip, a PyTorch pickle, a vram JSON snapshot or a text trace; starts with % x)", head[:min(len(head), 8)])}
 }
 
+// sniffBytes is how much of the start of the input decides its format:
+// enough to skip JSON's leading blanks and to see that a file is binary.
+const sniffBytes = 512
+
+// maxPickleProto bounds the byte after a PROTO opcode that reads as a
+// protocol number, for the error naming a protocol this reader lacks.
+const maxPickleProto = 16
+
 // sniff decides the format from the first bytes of the (decompressed)
-// input.
+// input, sniffBytes of them unless the input is shorter.
 // utf8BOM is the byte-order mark that some editors write at the start of a
 // UTF-8 text file.
 var utf8BOM = []byte{0xef, 0xbb, 0xbf}
@@ -201,10 +212,18 @@ func sniff(head []byte) Kind {
 	if len(head) == 0 || bytes.IndexByte(head, 0) >= 0 {
 		return KindUnknown
 	}
-	// A multi-byte character may be cut at the end of head: allow that.
+	// A multi-byte character may be cut at the end of a full head: leave
+	// out its first bytes, and nothing else.
 	valid := head
-	for i := 0; i < utf8.UTFMax && len(valid) > 0 && !utf8.Valid(valid); i++ {
-		valid = valid[:len(valid)-1]
+	if len(head) == sniffBytes {
+		for i := 1; i < utf8.UTFMax && i <= len(head); i++ {
+			if utf8.RuneStart(head[len(head)-i]) {
+				if !utf8.FullRune(head[len(head)-i:]) {
+					valid = head[:len(head)-i]
+				}
+				break
+			}
+		}
 	}
 	if !utf8.Valid(valid) {
 		return KindUnknown

@@ -62,6 +62,8 @@ func TestReadDetects(t *testing.T) {
 		{"gzip json", zjs.Bytes(), KindJSON},
 		{"text", []byte("# größe\nalloc 1 2 3\n"), KindText},
 		{"comments only", []byte("# nothing recorded\n"), KindText},
+		// The 512th byte starts a two-byte character.
+		{"text cut inside a character", []byte("# " + strings.Repeat("ä", 254) + "xä\nalloc 1 2 3\n"), KindText},
 		{"text with a byte-order mark", []byte("\ufeffalloc 1 2 3\nfree_completed 1 2 3\n"), KindText},
 		{"json with a byte-order mark", append([]byte("\ufeff"), js.Bytes()...), KindJSON},
 	}
@@ -101,6 +103,13 @@ func TestReadErrorsNameFile(t *testing.T) {
 		{"json", []byte(`{"format": "x"}`), `trace: json: offset 14: not a vram memory snapshot: format "x", want "vram-memory-snapshot"`},
 		{"pickle", []byte{0x80, 4, 0xff}, "trace: pickle: offset 2: pickle: unknown opcode 0xff (not a pickle, or a corrupt one)"},
 		{"pickle protocol 1", []byte("}q\x00."), "trace: pickle protocol 1: offset 0: unrecognised format"},
+		// Short inputs whose every byte is invalid UTF-8 are not text.
+		{"pickle protocol 6", []byte("\x80\x06}."), "trace: pickle protocol 6: offset 1: a Python pickle of protocol 6; vram reads protocols 2 to 5"},
+		{"pickle protocol 1 header", []byte{0x80, 1, '}', '.'}, "trace: pickle protocol 1 header: offset 1: a Python pickle of protocol 1; vram reads protocols 2 to 5"},
+		{"pickle protocol only", []byte{0x80}, "trace: pickle protocol only: offset 0: unrecognised format"},
+		{"invalid bytes", []byte{0xff, 0xfe, 0xfd}, "trace: invalid bytes: offset 0: unrecognised format"},
+		{"continuation bytes", []byte{0x80, 0x80, 0x80, 0x80}, "trace: continuation bytes: offset 0: unrecognised format"},
+		{"text, then an invalid byte", []byte("alloc 1 2 3\n\xff"), "trace: text, then an invalid byte: offset 0: unrecognised format"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
