@@ -254,7 +254,7 @@ func Analyze(f *trace.File, opts Options) (*Report, error) {
 	case trace.KindText:
 		d, err := analyzeEvents(f.History(), nil, opts)
 		if err != nil {
-			return nil, fmt.Errorf("analyze: %s: %w", f.Name, err)
+			return nil, fmt.Errorf("analyze: %w", trace.InFile(f.Name, err))
 		}
 		r.Devices = append(r.Devices, d)
 	case trace.KindJSON, trace.KindPickle:

@@ -475,3 +475,48 @@ func TestSmiAndWatchAgreeOnUsed(t *testing.T) {
 		}
 	}
 }
+
+// TestReadErrorsNameFileOnce checks that an input that fails while it is
+// read (a text trace is read as it is replayed or analyzed) names the file
+// once, whatever the command.
+func TestReadErrorsNameFileOnce(t *testing.T) {
+	whole, err := os.ReadFile(resnetTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	truncated := filepath.Join(dir, "cut.trace.gz")
+	if err := os.WriteFile(truncated, whole[:len(whole)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.trace")
+	if err := os.WriteFile(bad, []byte("alloc 4096 512 0\nalloc x 1 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args []string
+		path string
+		want string
+	}{
+		{[]string{"analyze", truncated}, truncated, "truncated gzip stream"},
+		{[]string{"replay", truncated}, truncated, "truncated gzip stream"},
+		{[]string{"replay", "--compare", truncated}, truncated, "truncated gzip stream"},
+		{[]string{"replay", "--fit", truncated}, truncated, "truncated gzip stream"},
+		{[]string{"analyze", bad}, bad, "line 2"},
+		{[]string{"replay", bad}, bad, "line 2"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, stderr := runCLI(t, tc.args...)
+			if code == 0 {
+				t.Fatal("exit 0")
+			}
+			if n := strings.Count(stderr, tc.path); n != 1 && !(tc.args[0] == "replay" && n == 2 && strings.Contains(stderr, "inputs could not be replayed: "+tc.path)) {
+				t.Errorf("stderr names %s %d times:\n%s", tc.path, n, stderr)
+			}
+			if !strings.Contains(stderr, tc.want) {
+				t.Errorf("stderr %q does not say %q", stderr, tc.want)
+			}
+		})
+	}
+}

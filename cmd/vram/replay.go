@@ -279,7 +279,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		if c == 0 {
 			c = in.capacity
 			if err := memory.CheckSimCapacity(c, o.maxCapacity, in.source); err != nil {
-				return nil, fmt.Errorf("%s: %w", path, err)
+				return nil, trace.InFile(path, err)
 			}
 		}
 		if c == 0 {
@@ -289,7 +289,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		if o.device >= 0 {
 			g, err := replayDevice(in.run, conf, base, o, o.calls)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", path, err)
+				return nil, trace.InFile(path, err)
 			}
 			r.CapacityBytes, r.GPU = o.deviceTotal, g
 			reports = append(reports, r)
@@ -298,7 +298,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		if o.fit {
 			f, err := replayFit(in.fitRun, in.history, conf, o)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", path, err)
+				return nil, trace.InFile(path, err)
 			}
 			r.Fit = f
 			reports = append(reports, r)
@@ -307,7 +307,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		if !o.compare {
 			res, err := in.run(memory.NewSimArena(c), base)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", path, err)
+				return nil, trace.InFile(path, err)
 			}
 			r.Config = base.String()
 			if conf == "" {
@@ -330,7 +330,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 			}
 			res, err := in.run(memory.NewSimArena(c), cfg)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %s: %w", path, p.name, err)
+				return nil, trace.InFile(path, fmt.Errorf("%s: %w", p.name, err))
 			}
 			r.Policies[p.name] = policyResult{Result: res, Config: cfg.String(), Fragmentation: ratio(res.PeakReserved, res.PeakRequested)}
 		}

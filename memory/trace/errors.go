@@ -94,3 +94,27 @@ type contextError struct {
 
 func (e *contextError) Error() string { return e.ctx + ": " + errDetail(e.err) }
 func (e *contextError) Unwrap() error { return e.err }
+
+// InFile returns err prefixed with the file name, as "NAME: ERR", unless
+// err already names that file (a [*ParseError] of it, however wrapped), so
+// that a caller that reports what went wrong with a file names it once.
+// It returns nil for a nil err.
+func InFile(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *ParseError
+	if errors.As(err, &pe) && pe.File == name {
+		return err
+	}
+	return &fileError{name: name, err: err}
+}
+
+// fileError is an error prefixed with the file it concerns.
+type fileError struct {
+	name string
+	err  error
+}
+
+func (e *fileError) Error() string { return e.name + ": " + e.err.Error() }
+func (e *fileError) Unwrap() error { return e.err }

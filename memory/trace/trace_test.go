@@ -2,6 +2,7 @@ package trace
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -108,5 +109,39 @@ func TestSums(t *testing.T) {
 	}
 	if got, want := s.Requested(), int64(100+20<<20); got != want {
 		t.Errorf("Requested() = %d, want %d", got, want)
+	}
+}
+
+func TestInFile(t *testing.T) {
+	parse := &ParseError{File: "run.trace", Line: 3, Offset: -1, Msg: "unknown action"}
+	other := &ParseError{File: "other.trace", Line: 3, Offset: -1, Msg: "unknown action"}
+	plain := errors.New("disk on fire")
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"nil", nil, ""},
+		{"names it", parse, "trace: run.trace: line 3: unknown action"},
+		{"names it, wrapped", fmt.Errorf("pytorch: %w", parse), "pytorch: trace: run.trace: line 3: unknown action"},
+		{"names another", other, "run.trace: trace: other.trace: line 3: unknown action"},
+		{"names none", plain, "run.trace: disk on fire"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := InFile("run.trace", tc.err)
+			if tc.err == nil {
+				if got != nil {
+					t.Fatalf("InFile(nil) = %v", got)
+				}
+				return
+			}
+			if got.Error() != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+			if !errors.Is(got, tc.err) {
+				t.Errorf("%v does not wrap %v", got, tc.err)
+			}
+		})
 	}
 }
