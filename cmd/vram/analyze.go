@@ -7,6 +7,7 @@ import (
 
 	"github.com/vramgo/vram/analyze"
 
+	"github.com/vramgo/vram/internal/printable"
 	"github.com/vramgo/vram/internal/units"
 )
 
@@ -83,7 +84,7 @@ cursor on hover, out-of-memory markers, and the segment map.
 				if err := analyze.WriteHTMLFile(html, rep); err != nil {
 					return cmdError("analyze", err)
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "vram analyze: wrote %s\n", html)
+				fmt.Fprintf(cmd.ErrOrStderr(), "vram analyze: wrote %s\n", printable.String(html))
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), rep)

@@ -520,3 +520,42 @@ func TestReadErrorsNameFileOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestFileNamesPrintable runs the commands on a file whose name holds a
+// newline, an escape sequence and a bidirectional override: every line they
+// print shows the name with those characters escaped, never raw.
+func TestFileNamesPrintable(t *testing.T) {
+	dir := t.TempDir()
+	const odd = "we\nird\x1b[31m\u202e"
+	good := filepath.Join(dir, odd+".trace")
+	if err := os.WriteFile(good, []byte("alloc 4096 100 0\nfree_completed 4096 100 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, odd+"bad.trace")
+	if err := os.WriteFile(bad, []byte("alloc 4096 100 0\nalloc x 1 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := [][]string{
+		{"replay", good},
+		{"replay", "--compare", good},
+		{"replay", "--fit", good},
+		{"replay", bad},
+		{"replay", "--json", bad},
+		{"analyze", good},
+		{"analyze", bad},
+		{"analyze", "--html", filepath.Join(dir, odd+".html"), good},
+	}
+	for _, args := range tests {
+		t.Run(strings.Join(args[:len(args)-1], " "), func(t *testing.T) {
+			_, stdout, stderr := runCLI(t, args...)
+			for _, out := range []string{stdout, stderr} {
+				if strings.ContainsAny(out, "\x1b\u202e") || strings.Contains(out, "we\nird") {
+					t.Errorf("output holds the raw name:\n%q", out)
+				}
+			}
+			if !strings.Contains(stdout+stderr, `ird\x1b[31m`) {
+				t.Errorf("output does not show the name escaped:\n%q\n%q", stdout, stderr)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/memory/trace"
 
+	"github.com/vramgo/vram/internal/printable"
 	"github.com/vramgo/vram/internal/units"
 )
 
@@ -163,7 +164,7 @@ cost by size class.
 			for _, path := range args {
 				reports, err := replayFile(path, conf, base, opts)
 				if err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "vram replay: %s\n", oneLine(err))
+					fmt.Fprintf(cmd.ErrOrStderr(), "vram replay: %s\n", printable.Text(oneLine(err))) // it can quote the file name
 					failed = append(failed, path)
 					continue
 				}
@@ -367,7 +368,7 @@ func ratio(a, b int64) float64 {
 
 // printReplay writes one report as a table, one column per setting.
 func printReplay(w io.Writer, r replayReport) {
-	fmt.Fprintf(w, "%s (device %d, capacity %s)\n", r.File, r.Device, units.Bytes(r.CapacityBytes))
+	fmt.Fprintf(w, "%s (device %d, capacity %s)\n", printable.String(r.File), r.Device, units.Bytes(r.CapacityBytes))
 	type col struct {
 		name string
 		res  memory.Result

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	cudabackend "github.com/vramgo/vram/backend/cuda"
+	"github.com/vramgo/vram/internal/printable"
 	"github.com/vramgo/vram/memory"
 )
 
@@ -136,7 +137,7 @@ func replayDevice(run func(memory.Arena, memory.Config) (memory.Result, error), 
 // printDevice writes the per-trace table of --device, as Markdown to paste
 // into BENCHMARKS.md.
 func printDevice(w io.Writer, file string, r *deviceReport) {
-	fmt.Fprintf(w, "%s on %s (%s, %s)\n\n", file, r.Device, r.Name, gib(r.Total))
+	fmt.Fprintf(w, "%s on %s (%s, %s)\n\n", printable.String(file), r.Device, r.Name, gib(r.Total))
 	fmt.Fprintln(w, "| policy | peak reserved / requested | allocs / frees | maps / unmaps | measured | model, same calls | model error | model, simulated replay |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, n := range deviceNames(r) {
@@ -159,7 +160,7 @@ func printDeviceSummary(w io.Writer, reports []replayReport) {
 	for _, r := range reports {
 		for _, n := range deviceNames(r.GPU) {
 			d := r.GPU.Policies[n]
-			fmt.Fprintf(w, "| %s | %s | %.3f | %d / %d | %d / %d | %s | %s | %+.1f%% | %s |\n", filepath.Base(r.File), n,
+			fmt.Fprintf(w, "| %s | %s | %.3f | %d / %d | %d / %d | %s | %s | %+.1f%% | %s |\n", printable.String(filepath.Base(r.File)), n,
 				ratio(d.Result.PeakReserved, d.Result.PeakRequested), d.Result.DeviceAllocs-d.Result.DeviceMaps,
 				d.Result.DeviceFrees-d.Result.DeviceUnmaps, d.Result.DeviceMaps, d.Result.DeviceUnmaps,
 				ms(d.MeasuredUS), ms(d.ModelUS), 100*d.ModelError, ms(d.SimModelUS))

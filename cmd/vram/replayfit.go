@@ -10,6 +10,7 @@ import (
 	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/memory/trace"
 
+	"github.com/vramgo/vram/internal/printable"
 	"github.com/vramgo/vram/internal/units"
 )
 
@@ -153,7 +154,7 @@ func replayFit(run func(memory.Arena, memory.Config) (memory.Result, error), h t
 
 // printFit writes the answer of --fit for one input.
 func printFit(w io.Writer, file string, f *fitReport) {
-	fmt.Fprintf(w, "%s\n", file)
+	fmt.Fprintf(w, "%s\n", printable.String(file))
 	if f.On > 0 {
 		var parts []string
 		for _, p := range comparePolicies {
