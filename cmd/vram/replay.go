@@ -174,10 +174,10 @@ cost by size class.
 							return err
 						}
 					} else if r.GPU != nil {
-						printDevice(cmd.OutOrStdout(), r.File, r.GPU)
+						printDevice(cmd.OutOrStdout(), r.File, r.Device, r.GPU)
 						onGPU = append(onGPU, r)
 					} else if r.Fit != nil {
-						printFit(cmd.OutOrStdout(), r.File, r.Fit)
+						printFit(cmd.OutOrStdout(), r.File, r.Device, r.Fit)
 					} else {
 						printReplay(cmd.OutOrStdout(), r)
 					}

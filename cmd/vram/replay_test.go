@@ -473,3 +473,27 @@ func TestReplayNamesPyTorchsSetting(t *testing.T) {
 		t.Errorf("--json: exit %d, %s", code, out)
 	}
 }
+
+// TestReplayNamesDevice checks that every report of a snapshot of several
+// devices says which device it is about.
+func TestReplayNamesDevice(t *testing.T) {
+	const two = "testdata/snapshot_p4_expandable.pickle" // devices 0 and 1
+	for _, args := range [][]string{
+		{"replay", two},
+		{"replay", "--compare", two},
+		{"replay", "--fit", two},
+		{"replay", "--fit", "1GiB", two},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			for _, d := range []string{"0", "1"} {
+				if !strings.Contains(stdout, two+" (device "+d) {
+					t.Errorf("no report headed %q:\n%s", two+" (device "+d, stdout)
+				}
+			}
+		})
+	}
+}

@@ -134,10 +134,10 @@ func replayDevice(run func(memory.Arena, memory.Config) (memory.Result, error), 
 	return rep, nil
 }
 
-// printDevice writes the per-trace table of --device, as Markdown to paste
-// into BENCHMARKS.md.
-func printDevice(w io.Writer, file string, r *deviceReport) {
-	fmt.Fprintf(w, "%s on %s (%s, %s)\n\n", printable.String(file), r.Device, r.Name, gib(r.Total))
+// printDevice writes the per-trace table of --device for one device of
+// file, as Markdown to paste into BENCHMARKS.md.
+func printDevice(w io.Writer, file string, device int, r *deviceReport) {
+	fmt.Fprintf(w, "%s (device %d) on %s (%s, %s)\n\n", printable.String(file), device, r.Device, r.Name, gib(r.Total))
 	fmt.Fprintln(w, "| policy | peak reserved / requested | allocs / frees | maps / unmaps | measured | model, same calls | model error | model, simulated replay |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, n := range deviceNames(r) {

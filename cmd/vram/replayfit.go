@@ -152,9 +152,9 @@ func replayFit(run func(memory.Arena, memory.Config) (memory.Result, error), h t
 	return rep, nil
 }
 
-// printFit writes the answer of --fit for one input.
-func printFit(w io.Writer, file string, f *fitReport) {
-	fmt.Fprintf(w, "%s\n", printable.String(file))
+// printFit writes the answer of --fit for one input: one device of file.
+func printFit(w io.Writer, file string, device int, f *fitReport) {
+	fmt.Fprintf(w, "%s (device %d)\n", printable.String(file), device)
 	if f.On > 0 {
 		var parts []string
 		for _, p := range comparePolicies {
