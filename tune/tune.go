@@ -78,8 +78,11 @@ type Report struct {
 // the last batch that fit and the first that did not, and returns the
 // largest batch that fit, scaled by the margin, with a report of every
 // trial. A step runs out of memory when it returns an error, or panics
-// with one, that matches vram.ErrOutOfMemory; any other error ends the
-// search and is returned.
+// with one, that matches vram.ErrOutOfMemory; any other error, returned
+// or panicked with, ends the search and is returned. A runtime error (a
+// nil dereference, an index out of range) or a panic whose value is not
+// an error is a bug in the step: it goes on, after the step's tensors are
+// released.
 //
 // Each step runs inside vram.Tidy, so the tensors it creates and does not
 // Keep are released even when it panics; after each step the search frees
@@ -89,18 +92,19 @@ type Report struct {
 // what it keeps (a model's gradients: zero them) before returning.
 //
 // It returns an *vram.Error of kind vram.ErrArgument for a nil step or bad
-// options, and of kind vram.ErrOutOfMemory when not even batch 1 fits.
+// options, of kind vram.ErrUnavailable (from [vram.Device.Check]) for a
+// device that cannot be used, and of kind vram.ErrOutOfMemory when not
+// even batch 1 fits.
 func FindBatchSize(dev vram.Device, step func(batch int) error, opts Options) (int, Report, error) {
 	var rep Report
 	if err := check(step, &opts); err != nil {
 		return 0, rep, err
 	}
+	if err := dev.Check(); err != nil {
+		return 0, rep, err
+	}
 	trial := func(b int) (bool, error) {
-		var stepErr error
-		err := vram.Catch(func() { vram.Tidy(func() { stepErr = step(b) }) })
-		if err == nil {
-			err = stepErr
-		}
+		err := run(step, b)
 		clean(dev)
 		rep.Trials = append(rep.Trials, Trial{Batch: b, Fit: err == nil, Err: err})
 		switch {
@@ -165,6 +169,25 @@ func FindBatchSize(dev vram.Device, step func(batch int) error, opts Options) (i
 		rep.Batch = max(1, int(f)) // below low, so within an int
 	}
 	return rep.Batch, rep, nil
+}
+
+// run runs step(b) inside vram.Tidy and returns the error it returned or
+// panicked with: a panic whose value is an error (a vram error, or any
+// other, wrapping vram.ErrOutOfMemory or not) is returned as if step had
+// returned it, while a runtime error or a panic with a value that is not
+// an error goes on, once the step's tensors are released.
+func run(step func(int) error, b int) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(error)
+			if _, bug := r.(runtime.Error); !ok || bug {
+				panic(r)
+			}
+			err = e
+		}
+	}()
+	vram.Tidy(func() { err = step(b) })
+	return err
 }
 
 func check(step func(int) error, o *Options) error {

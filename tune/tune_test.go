@@ -2,6 +2,7 @@ package tune_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -200,6 +201,87 @@ func TestFindBatchSizeNeverOverflows(t *testing.T) {
 			got, rep, err := tune.FindBatchSize(dev, step, tt.opts)
 			if err != nil || got != tt.want || rep.Batch != tt.want || rep.Exhausted {
 				t.Fatalf("got %d (report %d, largest %d, exhausted %v), %v; want %d", got, rep.Batch, rep.Largest, rep.Exhausted, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestFindBatchSizeStepPanics checks that a step panicking with an error
+// counts as returning it, whatever the error's type: one wrapping
+// vram.ErrOutOfMemory is a batch that does not fit, another ends the
+// search and is returned; a runtime error or a non-error panic goes on.
+func TestFindBatchSizeStepPanics(t *testing.T) {
+	oom := vram.Catch(func() { vram.Zeros(vram.Shape{1 << 30}, dev) })
+	if !errors.Is(oom, vram.ErrOutOfMemory) {
+		t.Fatalf("no out-of-memory error to test with: %v", oom)
+	}
+	boom := errors.New("data loader failed")
+	above := func(limit int, v any) func(int) error {
+		return func(b int) error {
+			if b > limit {
+				panic(v)
+			}
+			return nil
+		}
+	}
+	tests := []struct {
+		name      string
+		step      func(int) error
+		want      int
+		wantErr   error
+		wantPanic bool
+	}{
+		{"vram out-of-memory error", above(10, oom), 10, nil, false},
+		{"wrapped out-of-memory error", above(10, fmt.Errorf("forward: %w", oom)), 10, nil, false},
+		{"other error", above(10, boom), 0, boom, false},
+		{"wrapped vram shape error", above(3, fmt.Errorf("step: %w", vram.Catch(func() { vram.Ones(vram.Shape{2}).Add(vram.Ones(vram.Shape{3})) }))), 0, vram.ErrShape, false},
+		{"string", above(3, "bad"), 0, nil, true},
+		{"runtime error", func(b int) error {
+			var s []int
+			if b > 3 {
+				_ = s[b]
+			}
+			return nil
+		}, 0, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			memtest.Settle(dev)
+			base := vram.MemoryAllocated(dev)
+			var got int
+			var err error
+			panicked := func() (p bool) {
+				defer func() { p = recover() != nil }()
+				got, _, err = tune.FindBatchSize(dev, func(b int) error {
+					vram.Zeros(vram.Shape{b}, dev) // released by the search
+					return tt.step(b)
+				}, tune.Options{})
+				return false
+			}()
+			if panicked != tt.wantPanic {
+				t.Fatalf("panicked %v, want %v", panicked, tt.wantPanic)
+			}
+			if !tt.wantPanic && (got != tt.want || !errors.Is(err, tt.wantErr) || (err == nil) != (tt.wantErr == nil)) {
+				t.Fatalf("got %d, %v; want %d, %v", got, err, tt.want, tt.wantErr)
+			}
+			memtest.Settle(dev)
+			if after := vram.MemoryAllocated(dev); after != base {
+				t.Fatalf("%d bytes allocated after the search, want %d", after, base)
+			}
+		})
+	}
+}
+
+// TestFindBatchSizeUnavailableDevice checks that a search on a device that
+// cannot be used fails at once, running no step, rather than reporting
+// batches that a step on another device found.
+func TestFindBatchSizeUnavailableDevice(t *testing.T) {
+	for _, d := range []vram.Device{vram.Sim(7), {Kind: "tpu"}, {}} {
+		t.Run(d.String(), func(t *testing.T) {
+			ran := false
+			got, rep, err := tune.FindBatchSize(d, func(int) error { ran = true; return nil }, tune.Options{MaxTrials: 3})
+			if !errors.Is(err, vram.ErrUnavailable) || got != 0 || ran || len(rep.Trials) != 0 {
+				t.Fatalf("got %d, %d trials, step ran %v, %v; want 0, none, an error matching vram.ErrUnavailable", got, len(rep.Trials), ran, err)
 			}
 		})
 	}
