@@ -116,7 +116,9 @@ func Save(m Module, path string) (err error) {
 // Errors match vram's sentinels under errors.Is: vram.ErrArgument for
 // missing or unexpected keys and for a file that is not valid safetensors,
 // vram.ErrShape for a shape mismatch, vram.ErrDType for a dtype that
-// cannot be read, vram.ErrReleased for a released tensor; a file that
+// cannot be read or for int8 values (quantized weights, package nn/quant)
+// in the file where the model has floating-point ones or the other way
+// round, vram.ErrReleased for a released tensor; a file that
 // cannot be opened gives the *fs.PathError (fs.ErrNotExist, ...).
 //
 // The values are decoded on the host and written into each tensor in
@@ -210,6 +212,9 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 		if err := tensorfile.Decodable(st.DType); err != nil {
 			problems = append(problems, fmt.Sprintf("%q: %v", p.Name, err))
 			kind(vram.ErrDType)
+		} else if msg := quantMismatch(p.Name, st.DType, p.Tensor.DType()); msg != "" {
+			problems = append(problems, msg)
+			kind(vram.ErrDType)
 		}
 	}
 	// The other names of a shared tensor are expected too, as in
@@ -228,6 +233,9 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 			}
 			if err := tensorfile.Decodable(st.DType); err != nil {
 				problems = append(problems, fmt.Sprintf("%q: %v", a, err))
+				kind(vram.ErrDType)
+			} else if msg := quantMismatch(a, st.DType, p.Tensor.DType()); msg != "" {
+				problems = append(problems, msg)
 				kind(vram.ErrDType)
 			}
 		}
@@ -279,6 +287,23 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// quantMismatch describes the loading of the file's tensor name, of
+// safetensors dtype file, into a model tensor of dtype model when one of
+// the two holds int8 quantized values and the other floating-point ones
+// (a quantized checkpoint and a float model, or the other way round):
+// converting would turn the int8 codes into weights a hundred times too
+// large, or truncate float weights to zeros. It returns "" otherwise.
+func quantMismatch(name, file string, model vram.DType) string {
+	fileFloat := strings.HasPrefix(file, "F") || file == "BF16"
+	switch {
+	case file == "I8" && model.IsFloat():
+		return fmt.Sprintf("%q holds int8 quantized values in the file and is %s in the model; quantize the model (package nn/quant) before loading a quantized file", name, model)
+	case model == vram.Int8 && fileFloat:
+		return fmt.Sprintf("%q is %s in the file and holds int8 quantized values in the model; load a float file before quantizing the model", name, file)
+	}
+	return ""
 }
 
 // aliasKeys returns, for each tensor of state (m's state tensors) that m

@@ -22,6 +22,12 @@
 // cuBLASLt product and frees the buffer at once, so no full-size float
 // copy of the weights is kept.
 //
+// [nn.Save] writes a quantized layer's int8 "weight" and its "scale";
+// [nn.Load] reads such a file into a model quantized the same way (build
+// the float model, quantize it, then load). Loading a quantized file into
+// a float model, or a float file into a quantized one, returns an error
+// matching vram.ErrDType and changes nothing, strict or not.
+//
 // # Errors
 //
 // Quantize and QuantizeLinear return errors (a layer already quantized,

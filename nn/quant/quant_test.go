@@ -579,3 +579,64 @@ func TestWeightFiniteCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadRefusesQuantizedIntoFloat checks that a file and a model that
+// disagree on which weights are quantized do not load, strict or not, and
+// leave the model as it was: a float weight read into an int8 one became
+// zeros, and int8 codes read into a float weight became weights about a
+// hundred times too large, with LoadNonStrict reporting only a missing or
+// unexpected "scale".
+func TestLoadRefusesQuantizedIntoFloat(t *testing.T) {
+	dir := t.TempDir()
+	g := vram.WithGenerator(vram.NewGenerator(5))
+	src := nn.NewLinear(3, 2, g)
+	defer nn.Release(src)
+	floatPath := dir + "/float.safetensors"
+	if err := nn.Save(src, floatPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := quant.QuantizeLinear(src); err != nil {
+		t.Fatal(err)
+	}
+	quantPath := dir + "/quant.safetensors"
+	if err := nn.Save(src, quantPath); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		path      string
+		quantized bool // whether the model loaded into is quantized
+		strict    bool
+	}{
+		{"quantized file into float model", quantPath, false, true},
+		{"quantized file into float model, non-strict", quantPath, false, false},
+		{"float file into quantized model", floatPath, true, true},
+		{"float file into quantized model, non-strict", floatPath, true, false},
+	}
+	for _, tt := range tests {
+		for _, d := range []vram.Device{vram.CPU, vram.Sim(0)} {
+			t.Run(tt.name+"/"+d.String(), func(t *testing.T) {
+				m := nn.NewLinear(3, 2, vram.WithGenerator(vram.NewGenerator(6)), d)
+				defer nn.Release(m)
+				if tt.quantized {
+					if err := quant.QuantizeLinear(m); err != nil {
+						t.Fatal(err)
+					}
+				}
+				before := m.Weight.Float64s()
+				var err error
+				if tt.strict {
+					err = nn.Load(m, tt.path)
+				} else {
+					_, err = nn.LoadNonStrict(m, tt.path)
+				}
+				if !errors.Is(err, vram.ErrDType) || !strings.Contains(err.Error(), `"weight"`) {
+					t.Fatalf("load: %v; want an error matching vram.ErrDType naming \"weight\"", err)
+				}
+				if after := m.Weight.Float64s(); !slices.Equal(after, before) {
+					t.Fatalf("the weight changed from %v to %v", before, after)
+				}
+			})
+		}
+	}
+}
