@@ -22,6 +22,18 @@
 // cuBLASLt product and frees the buffer at once, so no full-size float
 // copy of the weights is kept.
 //
+// # Affine quantization of tensors
+//
+// [PerTensor] and [PerChannel] quantize any floating-point tensor to int8
+// with a scale and a zero point, as torch.quantize_per_tensor and
+// torch.quantize_per_channel do with torch.qint8 (round half to even,
+// then clamp to [QMin, QMax]); [DequantizePerTensor] and
+// [DequantizePerChannel] map the values back to float32, and [Params]
+// chooses a scale and zero point for a range of values, symmetric or
+// affine, as PyTorch's MinMaxObserver does. vram has no quantized tensor
+// type: the int8 values, the scales and the zero points are kept by the
+// caller.
+//
 // [nn.Save] writes a quantized layer's int8 "weight" and its "scale";
 // [nn.Load] reads such a file into a model quantized the same way (build
 // the float model, quantize it, then load). Loading a quantized file into

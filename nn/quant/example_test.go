@@ -46,3 +46,30 @@ func ExampleQuantize() {
 	// 2.scale float32 [10]
 	// output [4, 10] float32
 }
+
+func ExamplePerTensor() {
+	x := vram.FromSlice([]float32{-1, -0.5, 0, 0.25, 2}, vram.Shape{5})
+	defer x.Release()
+	// The scale and zero point of MinMaxObserver for torch.qint8.
+	scale, zp, err := quant.Params(-1, 2, false)
+	if err != nil {
+		panic(err)
+	}
+	q, err := quant.PerTensor(x, scale, zp)
+	if err != nil {
+		panic(err)
+	}
+	defer q.Release()
+	back, err := quant.DequantizePerTensor(q, scale, zp)
+	if err != nil {
+		panic(err)
+	}
+	defer back.Release()
+	fmt.Printf("scale %.6f, zero point %d\n", scale, zp)
+	fmt.Println(q.Float64s())
+	fmt.Printf("%.4f\n", back.Float64s())
+	// Output:
+	// scale 0.011765, zero point -43
+	// [-128 -85 -43 -22 127]
+	// [-1.0000 -0.4941 0.0000 0.2471 2.0000]
+}
