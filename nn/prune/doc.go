@@ -9,6 +9,7 @@
 //	prune.L1Unstructured(layer, "weight", prune.Fraction(0.5))    // the half of smallest magnitude
 //	prune.LnStructured(layer, "weight", prune.Fraction(0.25), 2, 0) // a quarter of the rows, by L2 norm
 //	prune.GlobalUnstructured(prune.Params(model, "weight"), prune.Fraction(0.8))
+//	prune.RandomUnstructured(layer, "bias", prune.Count(2), vram.NewGenerator(1)) // two at random
 //	... fine-tune ...
 //	prune.RemoveAll(model)
 //
@@ -40,6 +41,9 @@
 // vram.ErrIndex for a dimension out of range).
 //
 // The choice of elements is made on the host from the parameter's values
-// (ties broken by position, first come first pruned): pruning is a step
-// taken once in a while, not in the training loop.
+// (ties broken by position, first come first pruned), or, for
+// [RandomUnstructured] and [RandomStructured], from uniform draws of the
+// [vram.Generator] given (vram.DefaultGenerator when nil; a call that
+// fails draws nothing): pruning is a step taken once in a while, not in
+// the training loop.
 package prune

@@ -38,3 +38,22 @@ func Example() {
 	// total: 0.829
 	// removed 2 <nil> 4 parameters
 }
+
+func ExampleRandomStructured() {
+	layer := nn.NewLinear(6, 4)
+	defer nn.Release(layer)
+	// Half of the output channels (rows of the weight), chosen at random.
+	if err := prune.RandomStructured(layer, "weight", prune.Fraction(0.5), 0, vram.NewGenerator(3)); err != nil {
+		panic(err)
+	}
+	mask := layer.WeightMask.Float64s()
+	kept := 0
+	for r := range 4 {
+		if mask[r*6] == 1 {
+			kept++
+		}
+	}
+	fmt.Println("rows kept:", kept)
+	// Output:
+	// rows kept: 2
+}

@@ -255,6 +255,42 @@ func LnStructured(m nn.Module, name string, amount Amount, n float64, dim int) e
 	if !(n > 0) {
 		return pruneErr(vram.ErrArgument, "norm order %v must be positive (1, 2, or math.Inf(1))", n)
 	}
+	return structured(m, name, amount, dim, func(s *state, slice func(i int) int, alive []bool) []float64 {
+		norms := make([]float64, len(alive))
+		for i, v := range s.values {
+			if s.mask[i] == 0 {
+				continue
+			}
+			j := slice(i)
+			if a := math.Abs(v); math.IsInf(n, 1) {
+				norms[j] = math.Max(norms[j], a)
+			} else {
+				norms[j] += math.Pow(a, n)
+			}
+		}
+		return norms
+	})
+}
+
+// RandomStructured prunes the amount of the slices of m's parameter name
+// along dimension dim that are not yet pruned, chosen at random with g
+// (vram.DefaultGenerator when nil)
+// (torch.nn.utils.prune.random_structured). Dimensions and amounts are
+// as for [LnStructured].
+func RandomStructured(m nn.Module, name string, amount Amount, dim int, g *vram.Generator) error {
+	if err := amount.check(); err != nil {
+		return err
+	}
+	return structured(m, name, amount, dim, func(_ *state, _ func(int) int, alive []bool) []float64 {
+		return draws(g, len(alive))
+	})
+}
+
+// structured prunes the amount of the live slices of m's parameter name
+// along dim that have the smallest scores, which scores gives for every
+// slice (those of slices already pruned are not read) once the amount is
+// known to be valid.
+func structured(m nn.Module, name string, amount Amount, dim int, scores func(s *state, slice func(i int) int, alive []bool) []float64) error {
 	s, err := load(Target{Module: m, Name: name})
 	if err != nil {
 		return err
@@ -271,32 +307,27 @@ func LnStructured(m nn.Module, name string, amount Amount, n float64, dim int) e
 		inner *= d
 	}
 	size := shape[dim]
-	// The slice of each element, its norm (a sum of powers, or the
-	// largest magnitude for n = +Inf) and whether it still has an element.
+	// The slice of each element and whether it still has an element.
 	of := func(i int) int { return (i / inner) % size }
-	norms := make([]float64, size)
 	alive := make([]bool, size)
-	for i, v := range s.values {
-		if s.mask[i] == 0 {
-			continue
-		}
-		j := of(i)
-		alive[j] = true
-		if a := math.Abs(v); math.IsInf(n, 1) {
-			norms[j] = math.Max(norms[j], a)
-		} else {
-			norms[j] += math.Pow(a, n)
+	for i := range s.values {
+		if s.mask[i] != 0 {
+			alive[of(i)] = true
 		}
 	}
 	var es []entry
 	for j := range size {
 		if alive[j] {
-			es = append(es, entry{score: norms[j], index: j})
+			es = append(es, entry{index: j})
 		}
 	}
 	k, err := amount.of(len(es))
 	if err != nil {
 		return err
+	}
+	score := scores(s, of, alive)
+	for i := range es {
+		es[i].score = score[es[i].index]
 	}
 	cut := make([]bool, size)
 	pruneSmallest(es, k, func(e entry) { cut[e.index] = true })
@@ -306,6 +337,47 @@ func LnStructured(m nn.Module, name string, amount Amount, n float64, dim int) e
 		}
 	}
 	return s.commit()
+}
+
+// RandomUnstructured prunes the amount of the unpruned elements of m's
+// parameter name, chosen at random with g (vram.DefaultGenerator when
+// nil) (torch.nn.utils.prune.random_unstructured).
+func RandomUnstructured(m nn.Module, name string, amount Amount, g *vram.Generator) error {
+	if err := amount.check(); err != nil {
+		return err
+	}
+	s, err := load(Target{Module: m, Name: name})
+	if err != nil {
+		return err
+	}
+	var es []entry
+	for i := range s.values {
+		if s.mask[i] != 0 {
+			es = append(es, entry{index: i})
+		}
+	}
+	k, err := amount.of(len(es))
+	if err != nil {
+		return err
+	}
+	for i, r := range draws(g, len(es)) {
+		es[i].score = r
+	}
+	pruneSmallest(es, k, func(e entry) { s.mask[e.index] = 0 })
+	return s.commit()
+}
+
+// draws returns n uniform values in [0, 1) from g, or from
+// vram.DefaultGenerator when g is nil.
+func draws(g *vram.Generator, n int) []float64 {
+	if g == nil {
+		g = vram.DefaultGenerator()
+	}
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = g.Float64()
+	}
+	return out
 }
 
 // IsPruned reports whether m's parameter name has a mask.

@@ -649,3 +649,178 @@ func closeTo(a, b []float64, tol float64) bool {
 	}
 	return true
 }
+
+// zerosOf counts the zeros of mask, and the rows (dim 0) and columns
+// (dim 1) of a [rows, cols] mask that are all zeros.
+func zerosOf(mask []float64, rows, cols int) (zeros, zeroRows, zeroCols int) {
+	for r := range rows {
+		all := true
+		for c := range cols {
+			if mask[r*cols+c] == 0 {
+				zeros++
+			} else {
+				all = false
+			}
+		}
+		if all {
+			zeroRows++
+		}
+	}
+	for c := range cols {
+		all := true
+		for r := range rows {
+			all = all && mask[r*cols+c] == 0
+		}
+		if all {
+			zeroCols++
+		}
+	}
+	return zeros, zeroRows, zeroCols
+}
+
+// TestRandomPruning checks random_unstructured and random_structured:
+// each step prunes the amount of what is left, whole slices for the
+// structured one, composes with the mask before it, draws from the
+// generator given (so that one seed gives one mask), and a bad amount
+// changes nothing, not even the generator's state.
+func TestRandomPruning(t *testing.T) {
+	const rows, cols = 4, 5
+	type step struct {
+		structured bool
+		dim        int
+		amount     prune.Amount
+		// after the step: zeros, all-zero rows, all-zero columns; -1 for
+		// a count not checked.
+		zeros, zeroRows, zeroCols int
+		err                       bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"unstructured half, then half of the rest", []step{
+			{false, 0, prune.Fraction(0.5), 10, -1, -1, false},
+			{false, 0, prune.Fraction(0.5), 15, -1, -1, false},
+			{false, 0, prune.Count(5), 20, 4, 5, false},
+		}},
+		{"unstructured nothing, everything", []step{
+			{false, 0, prune.Count(0), 0, 0, 0, false},
+			{false, 0, prune.Fraction(0), 0, 0, 0, false},
+			{false, 0, prune.Fraction(1), 20, 4, 5, false},
+			{false, 0, prune.Fraction(1), 20, 4, 5, false},
+		}},
+		{"unstructured bad amounts", []step{
+			{false, 0, prune.Count(21), 0, 0, 0, true},
+			{false, 0, prune.Fraction(1.5), 0, 0, 0, true},
+			{false, 0, prune.Count(-1), 0, 0, 0, true},
+			{false, 0, prune.Fraction(math.NaN()), 0, 0, 0, true},
+			{false, 0, prune.Count(3), 3, -1, -1, false},
+			{false, 0, prune.Count(18), 0, 0, 0, true},
+		}},
+		{"rows", []step{
+			{true, 0, prune.Fraction(0.5), 10, 2, 0, false},
+			{true, 0, prune.Count(1), 15, 3, 0, false},
+			{true, 0, prune.Count(2), 0, 0, 0, true},
+			{true, 0, prune.Count(1), 20, 4, 5, false},
+		}},
+		{"columns, negative dim", []step{
+			{true, -1, prune.Count(2), 8, 0, 2, false},
+			{true, 1, prune.Fraction(1.0 / 3), 12, 0, 3, false},
+		}},
+		{"structured bad dimension", []step{
+			{true, 2, prune.Count(1), 0, 0, 0, true},
+			{true, -3, prune.Count(1), 0, 0, 0, true},
+		}},
+	}
+	for _, tt := range tests {
+		for _, d := range []vram.Device{vram.CPU, vram.Sim(0)} {
+			t.Run(tt.name+"/"+d.String(), func(t *testing.T) {
+				masks := make([][]float64, 2)
+				for run := range masks {
+					vals := make([]float32, rows*cols)
+					for i := range vals {
+						vals[i] = float32(i + 1)
+					}
+					l := linear(t, cols, rows, vals, d)
+					defer nn.Release(l)
+					g := vram.NewGenerator(7)
+					for i, s := range tt.steps {
+						before := maskOf(l)
+						var err error
+						if s.structured {
+							err = prune.RandomStructured(l, "weight", s.amount, s.dim, g)
+						} else {
+							err = prune.RandomUnstructured(l, "weight", s.amount, g)
+						}
+						if s.err {
+							if !errors.Is(err, vram.ErrArgument) && !errors.Is(err, vram.ErrIndex) {
+								t.Fatalf("step %d (%v): %v, want an error", i, s.amount, err)
+							}
+							if after := maskOf(l); !slices.Equal(after, before) {
+								t.Fatalf("step %d: a failed call changed the mask from %v to %v", i, before, after)
+							}
+							continue
+						}
+						if err != nil {
+							t.Fatalf("step %d (%v): %v", i, s.amount, err)
+						}
+						m := maskOf(l)
+						for j := range before {
+							if before[j] == 0 && m[j] != 0 {
+								t.Fatalf("step %d: element %d was pruned and is not any more", i, j)
+							}
+						}
+						z, zr, zc := zerosOf(m, rows, cols)
+						if z != s.zeros || s.zeroRows >= 0 && zr != s.zeroRows || s.zeroCols >= 0 && zc != s.zeroCols {
+							t.Fatalf("step %d (%v): %d zeros, %d zero rows, %d zero columns in %v; want %d, %d, %d", i, s.amount, z, zr, zc, m, s.zeros, s.zeroRows, s.zeroCols)
+						}
+					}
+					masks[run] = maskOf(l)
+				}
+				if !slices.Equal(masks[0], masks[1]) {
+					t.Fatalf("one seed gave two masks: %v and %v", masks[0], masks[1])
+				}
+			})
+		}
+	}
+}
+
+// TestRandomPruningDraws checks that the mask depends on the generator
+// (another seed gives another mask), that a nil generator draws from
+// vram.DefaultGenerator, and that a failing call draws nothing.
+func TestRandomPruningDraws(t *testing.T) {
+	mask := func(prep func(), g *vram.Generator) []float64 {
+		l := linear(t, 8, 8, make([]float32, 64))
+		defer nn.Release(l)
+		prep()
+		if err := prune.RandomUnstructured(l, "weight", prune.Fraction(0.5), g); err != nil {
+			t.Fatal(err)
+		}
+		return maskOf(l)
+	}
+	none := func() {}
+	a := mask(none, vram.NewGenerator(1))
+	if b := mask(none, vram.NewGenerator(2)); slices.Equal(a, b) {
+		t.Errorf("seeds 1 and 2 gave the same mask %v", a)
+	}
+	vram.ManualSeed(1)
+	d1 := mask(none, nil)
+	vram.ManualSeed(1)
+	if d2 := mask(none, nil); !slices.Equal(d1, d2) {
+		t.Errorf("nil generator after ManualSeed(1): %v, then %v", d1, d2)
+	}
+	g := vram.NewGenerator(1)
+	failing := func() {
+		l := linear(t, 2, 2, make([]float32, 4))
+		defer nn.Release(l)
+		if err := prune.RandomUnstructured(l, "weight", prune.Count(5), g); err == nil {
+			t.Error("a count of 5 of 4 elements pruned")
+		}
+		if err := prune.RandomStructured(l, "weight", prune.Count(3), 0, g); err == nil {
+			t.Error("a count of 3 of 2 rows pruned")
+		}
+	}
+	if b := mask(failing, g); !slices.Equal(a, b) {
+		t.Errorf("failing calls drew from the generator: mask %v, want %v", b, a)
+	}
+}
