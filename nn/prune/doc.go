@@ -38,7 +38,8 @@
 // cannot mask, a norm order that is not positive, or a dimension out of
 // range. The error is an *vram.Error that matches vram.ErrArgument under
 // errors.Is (vram.ErrDType for a parameter that is not floating-point,
-// vram.ErrIndex for a dimension out of range).
+// vram.ErrIndex for a dimension out of range, vram.ErrReleased for a
+// parameter or mask that was released).
 //
 // The choice of elements is made on the host from the parameter's values
 // (ties broken by position, first come first pruned), or, for

@@ -125,6 +125,9 @@ func load(t Target) (*state, error) {
 	if !ok || p == nil || strings.HasSuffix(t.Name, "_mask") {
 		return nil, pruneErr(vram.ErrArgument, "%T has no parameter %q that it can mask", t.Module, t.Name)
 	}
+	if p.Released() || mask != nil && mask.Released() {
+		return nil, pruneErr(vram.ErrReleased, "parameter %q of %T or its mask was released", t.Name, t.Module)
+	}
 	if !p.DType().IsFloat() {
 		return nil, pruneErr(vram.ErrDType, "parameter %q has dtype %s; prune floating-point parameters (before quantizing)", t.Name, p.DType())
 	}
@@ -451,9 +454,14 @@ func (s Stat) Fraction() float64 {
 
 // Sparsity returns the sparsity of each parameter of m (the masks
 // themselves left out), in the order of NamedParameters, and of all of
-// them together, under the name "total". It reads every parameter to the
-// host.
+// them together, under the name "total" (no parameters for a nil m). It
+// reads every parameter to the host, and panics with a *vram.Error of kind
+// vram.ErrReleased when one of them or a mask was released.
 func Sparsity(m nn.Module) (params []Stat, total Stat) {
+	total.Name = "total"
+	if m == nil {
+		return nil, total
+	}
 	masks := map[*vram.Tensor]*vram.Tensor{} // parameter -> mask
 	isMask := map[*vram.Tensor]bool{}
 	for _, sub := range nn.Modules(m) {
@@ -468,7 +476,6 @@ func Sparsity(m nn.Module) (params []Stat, total Stat) {
 			}
 		}
 	}
-	total.Name = "total"
 	for _, p := range m.NamedParameters() {
 		if isMask[p.Tensor] {
 			continue

@@ -824,3 +824,66 @@ func TestRandomPruningDraws(t *testing.T) {
 		t.Errorf("failing calls drew from the generator: mask %v, want %v", b, a)
 	}
 }
+
+// TestReleasedParameter checks that every function given a parameter or
+// mask that was released returns an error matching vram.ErrReleased
+// rather than panicking, and that Sparsity of a nil module is empty.
+func TestReleasedParameter(t *testing.T) {
+	type layerFunc func() *nn.Linear
+	releasedWeight := func() *nn.Linear {
+		l := nn.NewLinear(3, 2)
+		l.Weight.Release()
+		return l
+	}
+	releasedMask := func() *nn.Linear {
+		l := nn.NewLinear(3, 2)
+		if err := prune.L1Unstructured(l, "weight", prune.Count(1)); err != nil {
+			t.Fatal(err)
+		}
+		l.WeightMask.Release()
+		return l
+	}
+	calls := []struct {
+		name string
+		call func(l *nn.Linear) error
+	}{
+		{"L1Unstructured", func(l *nn.Linear) error { return prune.L1Unstructured(l, "weight", prune.Count(1)) }},
+		{"GlobalUnstructured", func(l *nn.Linear) error {
+			return prune.GlobalUnstructured([]prune.Target{{Module: l, Name: "weight"}}, prune.Count(1))
+		}},
+		{"LnStructured", func(l *nn.Linear) error { return prune.LnStructured(l, "weight", prune.Count(1), 2, 0) }},
+		{"RandomUnstructured", func(l *nn.Linear) error { return prune.RandomUnstructured(l, "weight", prune.Count(1), nil) }},
+		{"RandomStructured", func(l *nn.Linear) error { return prune.RandomStructured(l, "weight", prune.Count(1), 0, nil) }},
+	}
+	for _, c := range calls {
+		for _, lf := range []struct {
+			name string
+			make layerFunc
+		}{{"released weight", releasedWeight}, {"released mask", releasedMask}} {
+			t.Run(c.name+"/"+lf.name, func(t *testing.T) {
+				l := lf.make()
+				defer nn.Release(l)
+				var err error
+				if perr := vram.Catch(func() { err = c.call(l) }); perr != nil {
+					t.Fatalf("panicked: %v", perr)
+				}
+				if !errors.Is(err, vram.ErrReleased) {
+					t.Fatalf("got %v, want an error matching vram.ErrReleased", err)
+				}
+			})
+		}
+	}
+	t.Run("Remove/released mask", func(t *testing.T) {
+		l := releasedMask()
+		defer nn.Release(l)
+		if err := prune.Remove(l, "weight"); !errors.Is(err, vram.ErrReleased) {
+			t.Fatalf("got %v, want an error matching vram.ErrReleased", err)
+		}
+	})
+	t.Run("Sparsity/nil", func(t *testing.T) {
+		params, total := prune.Sparsity(nil)
+		if params != nil || total != (prune.Stat{Name: "total"}) {
+			t.Fatalf("got %v, %v; want nothing", params, total)
+		}
+	})
+}
