@@ -106,7 +106,8 @@ func minScale(dt vram.DType) float64 {
 // [nn.Linear.SetInt8Weight]): its weight becomes int8 with per-channel
 // scales and the float weight is released. It returns an error matching
 // vram.ErrArgument, changing nothing, for a layer already quantized, one
-// with a pruning mask, or a weight with NaN or Inf values.
+// with a pruning mask, or a weight with NaN or Inf values (and one matching
+// vram.ErrReleased for a released weight or bias).
 func QuantizeLinear(l *nn.Linear) error {
 	if l == nil {
 		return quantErr(vram.ErrArgument, "nil layer")
@@ -132,6 +133,8 @@ func quantizable(l *nn.Linear, where string) error {
 	switch {
 	case l.Weight == nil || l.Weight.Released():
 		return quantErr(vram.ErrReleased, "%sthe weight is nil or released", where)
+	case l.Bias != nil && l.Bias.Released():
+		return quantErr(vram.ErrReleased, "%sthe bias was released", where)
 	case l.Scale != nil || !l.Weight.DType().IsFloat():
 		return quantErr(vram.ErrArgument, "%sthe layer is already quantized (weight %s)", where, l.Weight.DType())
 	case l.WeightMask != nil || l.BiasMask != nil:

@@ -640,3 +640,50 @@ func TestLoadRefusesQuantizedIntoFloat(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantizeReleasedBias checks that a layer whose bias (or weight) was
+// released is refused with an error matching vram.ErrReleased before
+// anything changes: the layer used to get its int8 weight and then panic
+// on the bias, keeping both weights.
+func TestQuantizeReleasedBias(t *testing.T) {
+	tests := []struct {
+		name     string
+		release  func(l *nn.Linear)
+		quantize func(l *nn.Linear) error
+	}{
+		{"QuantizeLinear, bias", func(l *nn.Linear) { l.Bias.Release() }, quant.QuantizeLinear},
+		{"Quantize, bias", func(l *nn.Linear) { l.Bias.Release() }, func(l *nn.Linear) error {
+			_, err := quant.Quantize(nn.NewSequential(l))
+			return err
+		}},
+		{"SetInt8Weight, bias", func(l *nn.Linear) { l.Bias.Release() }, func(l *nn.Linear) error {
+			return l.SetInt8Weight(vram.Zeros(vram.Shape{2, 3}, vram.Int8), vram.Ones(vram.Shape{2}))
+		}},
+		{"SetInt8Weight, weight", func(l *nn.Linear) { l.Weight.Release() }, func(l *nn.Linear) error {
+			return l.SetInt8Weight(vram.Zeros(vram.Shape{2, 3}, vram.Int8), vram.Ones(vram.Shape{2}))
+		}},
+		{"SetInt8Weight, released scale", func(*nn.Linear) {}, func(l *nn.Linear) error {
+			s := vram.Ones(vram.Shape{2})
+			s.Release()
+			return l.SetInt8Weight(vram.Zeros(vram.Shape{2, 3}, vram.Int8), s)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := nn.NewLinear(3, 2)
+			defer nn.Release(l)
+			tt.release(l)
+			w := l.Weight
+			var err error
+			if perr := vram.Catch(func() { err = tt.quantize(l) }); perr != nil {
+				t.Fatalf("panicked: %v", perr)
+			}
+			if !errors.Is(err, vram.ErrReleased) {
+				t.Fatalf("got %v, want an error matching vram.ErrReleased", err)
+			}
+			if l.Weight != w || l.Scale != nil {
+				t.Fatalf("the layer changed: weight %v, scale %v", l.Weight, l.Scale)
+			}
+		})
+	}
+}
