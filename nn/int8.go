@@ -17,15 +17,17 @@ import (
 // owns wq and scale. It returns an error matching vram.ErrArgument,
 // changing nothing, when l is already quantized, has a pruning mask (make
 // it permanent with prune.Remove first), or when wq or scale does not fit;
-// one matching vram.ErrReleased when the layer's weight or bias, wq or
-// scale was released.
+// one matching vram.ErrReleased when the layer's bias, wq or scale was
+// released.
 func (l *Linear) SetInt8Weight(wq, scale *vram.Tensor) error {
 	w := l.Weight
 	switch {
 	case wq == nil || scale == nil:
 		return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: "SetInt8Weight: nil tensor"}
-	case w == nil || w.Released() || l.Bias != nil && l.Bias.Released() || wq.Released() || scale.Released():
-		return &vram.Error{Op: "linear", Kind: vram.ErrReleased, Detail: "SetInt8Weight: the layer's weight or bias, or the int8 weight or scale given, is nil or released"}
+	case l.Bias != nil && l.Bias.Released() || wq.Released() || scale.Released():
+		// The float weight may be released already: layers sharing it
+		// are quantized one after the other, and the first releases it.
+		return &vram.Error{Op: "linear", Kind: vram.ErrReleased, Detail: "SetInt8Weight: the layer's bias, or the int8 weight or scale given, was released"}
 	case l.Scale != nil || !w.DType().IsFloat():
 		return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("the layer is already quantized (weight %s)", w.DType())}
 	case l.WeightMask != nil || l.BiasMask != nil:
