@@ -47,6 +47,10 @@ type DataParallelModule struct {
 	// summed is set once SyncGradients has summed the gradients of the
 	// current step, and cleared by the next forward, backward or ZeroGrad.
 	summed bool
+	// copies is set once SyncGradients has summed the gradients, so that
+	// the replicas other than the module hold copies of the module's; it
+	// is cleared by the wrapper optimizer's ZeroGrad, and by unshare.
+	copies bool
 
 	rep dpTimes
 }
@@ -307,7 +311,7 @@ func (dp *DataParallelModule) Forward(x *vram.Tensor) *vram.Tensor {
 	dp.live(op)
 	dim, sizes := dp.shares(op, x)
 	dp.syncBuffers(op)
-	dp.summed = false
+	dp.unshare()
 	offs := offsets(sizes)
 	outs := make([]*vram.Tensor, len(dp.devs))
 	dp.onReplicas(op, sizes, dp.rep.forward, func(r int) {
@@ -386,6 +390,30 @@ func (dp *DataParallelModule) syncBuffers(op string) {
 	})
 }
 
+// unshare starts the gradients of a new backward: once SyncGradients has
+// summed them, every replica holds the sum, and a backward that adds to
+// them without a ZeroGrad in between (gradient accumulation across
+// steps, or a SyncGradients before the last backward) would count the
+// sum once per replica at the next SyncGradients. As in PyTorch, where
+// the replicas are made afresh at each forward and only the module keeps
+// gradients, the module (replica 0) keeps the sum and the other replicas
+// drop their copies, so that the next sum adds the new gradients to it
+// once.
+func (dp *DataParallelModule) unshare() {
+	dp.summed = false
+	if !dp.copies {
+		return
+	}
+	for _, ps := range dp.params[1:] {
+		for i, p := range ps {
+			if p != dp.params[0][i] {
+				p.SetGrad(nil)
+			}
+		}
+	}
+	dp.copies = false
+}
+
 func offsets(sizes []int) []int {
 	out := make([]int, len(sizes))
 	for i := 1; i < len(sizes); i++ {
@@ -418,7 +446,7 @@ func (dp *DataParallelModule) ForwardLoss(x, y *vram.Tensor, lossFn func(output,
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("inputs %v and targets %v differ in the batch dimension %d", x.Shape(), y.Shape(), dim)})
 	}
 	dp.syncBuffers(op)
-	dp.summed = false
+	dp.unshare()
 	total := float64(x.Size(dim))
 	offs := offsets(sizes)
 	parts := make([]*vram.Tensor, len(dp.devs))
@@ -479,7 +507,7 @@ func (l *Loss) Backward() {
 			sizes[r] = 1
 		}
 	}
-	l.dp.summed = false
+	l.dp.unshare()
 	l.dp.onReplicas(op, sizes, l.dp.rep.backward, func(r int) { l.parts[r].Backward() })
 	l.dp.rep.backwards++
 }
@@ -504,7 +532,11 @@ func (l *Loss) Release() {
 // The gradients are summed once per step: a call after the sum, before
 // the next Forward, ForwardLoss, Loss.Backward or the wrapper optimizer's
 // ZeroGrad, does nothing (so SyncGradients, then the wrapper's Step, sums
-// once). Call it after the step's last backward. A failed collective, or
+// once). Gradients that go on building up after a sum (another backward
+// before ZeroGrad, or a step without ZeroGrad, as PyTorch allows) add to
+// it as on one device: the next Forward, ForwardLoss or Loss.Backward
+// leaves the sum on the module alone and drops the other replicas'
+// copies, so that the next sum counts it once. A failed collective, or
 // a replica's part that panics, aborts the group, so that no replica
 // waits for ever, and is returned.
 func (dp *DataParallelModule) SyncGradients() error {
@@ -566,6 +598,7 @@ func (dp *DataParallelModule) SyncGradients() error {
 		return err
 	}
 	dp.summed = true
+	dp.copies = len(dp.devs) > 1
 	return nil
 }
 
@@ -771,6 +804,7 @@ func (o *ReplicaOptimizer) Step() {
 // ZeroGrad clears the gradients of every replica.
 func (o *ReplicaOptimizer) ZeroGrad() {
 	o.dp.summed = false
+	o.dp.copies = false
 	for _, opt := range o.opts {
 		opt.ZeroGrad()
 	}

@@ -640,3 +640,89 @@ func TestDataParallelGradScaler(t *testing.T) {
 		sameParams(t, fmt.Sprintf("replica %d", r), rep, ref)
 	}
 }
+
+// TestDataParallelAccumulatesAcrossSums: gradients that build up over a
+// sum (a step without ZeroGrad, as PyTorch allows, or SyncGradients before
+// the last backward) equal those of one device: the sum already on the
+// replicas is counted once, not once per replica.
+func TestDataParallelAccumulatesAcrossSums(t *testing.T) {
+	type act int
+	const (
+		backward act = iota // a forward and backward of the batch
+		step                // the optimizer's Step
+		sync                // SyncGradients
+		clip                // ClipGradNorm (a large bound: it sums only)
+	)
+	tests := []struct {
+		name string
+		loss bool // ForwardLoss rather than Forward
+		acts []act
+	}{
+		{"two steps without ZeroGrad", false, []act{backward, step, backward, step}},
+		{"two steps without ZeroGrad, loss", true, []act{backward, step, backward, step}},
+		{"SyncGradients between backwards", false, []act{backward, sync, backward, step}},
+		{"ClipGradNorm between backwards, loss", true, []act{backward, clip, backward, backward, step}},
+		{"two backwards, one step", false, []act{backward, backward, step}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vram.Tidy(func() {
+				vram.ManualSeed(7)
+				ref := newUserNet(4, 8, 3)
+				defer nn.Release(ref)
+				initial, err := nn.Replicate(ref, vram.CPU)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer nn.Release(initial)
+				dp, err := NewDataParallel(initial, simDevs(3))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer dp.Release()
+				newSGD := func(ps []*vram.Tensor) (optim.Optimizer, error) {
+					return optim.NewSGD(ps, optim.SGDConfig{LR: 0.1})
+				}
+				refOpt, _ := newSGD(ref.Parameters())
+				opt, err := dp.Optimizer(newSGD)
+				if err != nil {
+					t.Fatal(err)
+				}
+				x, y := vram.Randn(vram.Shape{7, 4}), vram.Randn(vram.Shape{7, 3})
+				for _, a := range tt.acts {
+					switch a {
+					case backward:
+						nn.MSELoss(ref.Forward(x), y).Backward()
+						if tt.loss {
+							dp.ForwardLoss(x, y, nn.MSELoss).Backward()
+						} else {
+							nn.MSELoss(dp.Forward(x), y.To(vram.Sim(0))).Backward()
+						}
+					case step:
+						refOpt.Step()
+						opt.Step()
+					case sync:
+						if err := dp.SyncGradients(); err != nil {
+							t.Fatal(err)
+						}
+					case clip:
+						if _, err := dp.ClipGradNorm(1e9); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				for r, rep := range dp.Replicas() {
+					sameParams(t, fmt.Sprintf("replica %d", r), rep, ref)
+					for i, p := range rep.Parameters() {
+						g, w := p.Grad().Float64s(), ref.Parameters()[i].Grad().Float64s()
+						for j := range w {
+							if !nearF32(g[j], w[j]) {
+								t.Fatalf("replica %d: gradient %d element %d is %v, one device has %v", r, i, j, g[j], w[j])
+							}
+						}
+					}
+				}
+			})
+		})
+	}
+}
