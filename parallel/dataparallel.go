@@ -265,7 +265,7 @@ func (dp *DataParallelModule) shares(op string, x *vram.Tensor) (int, []int) {
 	if n == 0 {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("the batch (dimension %d of %v) is empty", dim, x.Shape())})
 	}
-	return dim, splitSizes(n, len(dp.devs))
+	return dim, chunkSizes(n, len(dp.devs))
 }
 
 // label names replica r for errors.
@@ -292,10 +292,13 @@ func (dp *DataParallelModule) onReplicas(op string, sizes []int, acc []time.Dura
 	}
 }
 
-// Forward splits x along the batch dimension into one part per device (as
-// even as possible: 10 rows on 3 devices are 4, 3 and 3; a device gets
-// nothing when there are fewer rows than devices), runs each replica on
-// its part on its own goroutine, and returns the outputs concatenated on
+// Forward splits x along the batch dimension into one part per device as
+// PyTorch's DataParallel does, with torch.chunk: parts of ceil(n/devices)
+// rows, the last one smaller, so that a module whose output depends on
+// the other rows of its part (BatchNorm in training) sees PyTorch's parts
+// (10 rows on 3 devices are 4, 4 and 2; 6 rows on 4 devices are 2, 2, 2
+// and nothing: a device left without rows runs nothing). It runs each
+// replica on its part on its own goroutine, and returns the outputs concatenated on
 // the output device, in order. x may be on any device. Gradients flow back
 // through the gather to each replica's parameters (and to x); the
 // optimizer then sums them. Outputs with no dimensions (a loss computed

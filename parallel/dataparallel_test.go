@@ -502,7 +502,7 @@ func TestDataParallelBuffers(t *testing.T) {
 				}
 				defer dp.Release()
 				const batch = 7
-				first := splitSizes(batch, len(tc.devs))[0]
+				first := chunkSizes(batch, len(tc.devs))[0]
 				x := vram.Randn(vram.Shape{batch, 3, 2, 2}, vram.WithGenerator(vram.NewGenerator(3)))
 				for step := range 3 {
 					in := x.AddScalar(float64(2 * step)) // every batch moves the statistics
@@ -722,6 +722,83 @@ func TestDataParallelAccumulatesAcrossSums(t *testing.T) {
 						}
 					}
 				}
+			})
+		})
+	}
+}
+
+// centered is a module whose output depends on the other rows of its
+// input, as BatchNorm's in training does: each row less the mean of the
+// rows it came with, times a weight.
+type centered struct {
+	nn.Base
+	w *vram.Tensor
+}
+
+func newCentered(dev vram.Device) *centered {
+	m := &centered{w: vram.Full(vram.Shape{3}, 2, dev).SetRequiresGrad(true)}
+	m.RegisterParameter("w", m.w)
+	return m
+}
+
+func (m *centered) Forward(x *vram.Tensor) *vram.Tensor {
+	mean := x.Mean(0)
+	defer mean.Release()
+	d := x.Sub(mean)
+	defer d.Release()
+	return d.Mul(m.w)
+}
+
+// TestDataParallelScattersAsChunk: the batch is split as PyTorch's
+// DataParallel splits it, with torch.chunk (parts of ceil(n/devices) rows,
+// devices left over get none), which a module that looks at the other
+// rows of its part shows; devices without rows run nothing and the
+// outputs come back in order.
+func TestDataParallelScattersAsChunk(t *testing.T) {
+	tests := []struct {
+		rows, devs int
+		parts      []int // rows per device
+	}{
+		{10, 3, []int{4, 4, 2}},
+		{6, 4, []int{2, 2, 2, 0}},
+		{5, 4, []int{2, 2, 1, 0}},
+		{1, 3, []int{1, 0, 0}},
+		{3, 3, []int{1, 1, 1}},
+		{7, 2, []int{4, 3}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%d rows on %d devices", tt.rows, tt.devs), func(t *testing.T) {
+			vram.Tidy(func() {
+				m := newCentered(vram.Sim(0))
+				defer nn.Release(m)
+				dp, err := NewDataParallel(m, simDevs(tt.devs))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer dp.Release()
+				x := vram.Randn(vram.Shape{tt.rows, 3})
+				var want []float64
+				ref := newCentered(vram.CPU)
+				defer nn.Release(ref)
+				for _, part := range x.Chunk(tt.devs, 0) {
+					want = append(want, ref.Forward(part).Float64s()...)
+				}
+				got := dp.Forward(x).Float64s()
+				if len(got) != len(want) {
+					t.Fatalf("%d outputs, want %d", len(got), len(want))
+				}
+				for i := range want {
+					if !nearF32(got[i], want[i]) {
+						t.Fatalf("output %d is %v, PyTorch's parts give %v", i, got[i], want[i])
+					}
+				}
+				loss := dp.ForwardLoss(x, vram.Zeros(vram.Shape{tt.rows, 3}), nn.MSELoss)
+				for r, p := range loss.Parts() {
+					if (p != nil) != (tt.parts[r] > 0) {
+						t.Fatalf("replica %d with %d rows has loss part %v", r, tt.parts[r], p)
+					}
+				}
+				loss.Backward()
 			})
 		})
 	}

@@ -133,6 +133,19 @@ func splitSizes(n, parts int) []int {
 	return out
 }
 
+// chunkSizes returns n split into parts as torch.chunk splits it, and so
+// PyTorch's DataParallel scatters a batch: parts of ceil(n/parts), the
+// last one smaller, and 0 for the parts left over (10 into 3: 4, 4, 2; 6
+// into 4: 2, 2, 2, 0).
+func chunkSizes(n, parts int) []int {
+	size := (n + parts - 1) / parts
+	out := make([]int, parts)
+	for i := range out {
+		out[i] = max(0, min(size, n-i*size))
+	}
+	return out
+}
+
 // chunk returns rows [off, off+n) of x along dim on device d: a copy when
 // d is another device, else a view. Gradients flow back to x.
 func chunk(x *vram.Tensor, dim, off, n int, d vram.Device) *vram.Tensor {
