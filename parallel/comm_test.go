@@ -248,3 +248,48 @@ func TestCommunicatorsRecvMismatch(t *testing.T) {
 		}
 	}
 }
+
+// TestCommunicatorsRecvTimeoutEndsGroup: a Recv that times out ends the
+// communicator, as a collective's timeout does, on every communicator: a
+// message sent late is not taken by the next Recv, which would leave
+// every later message one behind.
+func TestCommunicatorsRecvTimeoutEndsGroup(t *testing.T) {
+	const timeout = 60 * time.Millisecond
+	for _, b := range cpuBackends {
+		for _, tc := range []struct {
+			name string
+			next func(c Communicator) error // rank 1's call after its Recv timed out
+		}{
+			{"then recv", func(c Communicator) error { return c.Recv(vram.Zeros(vram.Shape{2}, c.Device()), 0) }},
+			{"then barrier", func(c Communicator) error { return c.Barrier() }},
+		} {
+			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
+				comms := b.make(t, timeout)
+				defer func() {
+					for _, c := range comms {
+						c.Close()
+					}
+				}()
+				var first error
+				errs := onRanks(comms, func(r int, c Communicator) error {
+					if r == 0 {
+						time.Sleep(3 * timeout) // sends after rank 1 gave up
+						return c.Send(vram.Ones(vram.Shape{2}, c.Device()), 1)
+					}
+					first = c.Recv(vram.Zeros(vram.Shape{2}, c.Device()), 0)
+					time.Sleep(4 * timeout) // the late message has arrived, if it could
+					return tc.next(c)
+				})
+				var re *RankError
+				if !errors.As(first, &re) || re.Rank != 0 || !errors.Is(first, ErrTimeout) {
+					t.Errorf("rank 1's Recv: %v, want a *RankError naming rank 0 that matches ErrTimeout", first)
+				}
+				for r, err := range errs {
+					if !errors.Is(err, ErrTimeout) {
+						t.Errorf("rank %d's call after the timeout: %v, want ErrTimeout", r, err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -122,6 +122,18 @@ func (g *localGroup) fail(err error) {
 	}
 }
 
+// failWith ends the group with err, unless it has ended already, and
+// returns the error that ended it: a send or receive that timed out or
+// did not match leaves the ranks out of step (a message sent late would
+// be taken by the next receive), so, as after a collective's failure,
+// every later call fails too.
+func (g *localGroup) failWith(err error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fail(err)
+	return g.aborted
+}
+
 // failure returns the error that ended the group.
 func (g *localGroup) failure() error {
 	g.mu.Lock()
@@ -427,7 +439,7 @@ func (c *localComm) Send(t *vram.Tensor, peer int) error {
 		return c.g.failure()
 	case <-time.After(c.g.timeout):
 		cp.Release()
-		return &RankError{Op: "send", Rank: peer, Err: fmt.Errorf("%w: rank %d did not receive within %v", ErrTimeout, peer, c.g.timeout)}
+		return c.g.failWith(&RankError{Op: "send", Rank: peer, Err: fmt.Errorf("%w: rank %d did not receive within %v", ErrTimeout, peer, c.g.timeout)})
 	}
 }
 
@@ -451,16 +463,13 @@ func (c *localComm) Recv(t *vram.Tensor, peer int) error {
 			return c.g.failure()
 		}
 	case <-time.After(c.g.timeout):
-		return &RankError{Op: "recv", Rank: peer, Err: fmt.Errorf("%w: rank %d sent nothing within %v", ErrTimeout, peer, c.g.timeout)}
+		return c.g.failWith(&RankError{Op: "recv", Rank: peer, Err: fmt.Errorf("%w: rank %d sent nothing within %v", ErrTimeout, peer, c.g.timeout)})
 	}
 	defer got.Release()
 	if got.DType() != t.DType() || got.NumElements() != t.NumElements() {
 		err := &RankError{Op: "recv", Rank: peer, Err: fmt.Errorf("%w: rank %d sent %d %s elements, rank %d receives %d %s",
 			ErrMismatch, peer, got.NumElements(), got.DType(), c.rank, t.NumElements(), t.DType())}
-		c.g.mu.Lock()
-		c.g.fail(err) // the ranks are out of step, as after a collective's mismatch
-		c.g.mu.Unlock()
-		return err
+		return c.g.failWith(err) // the ranks are out of step, as after a collective's mismatch
 	}
 	return vram.Catch(func() {
 		flat := got.Reshape(-1)
