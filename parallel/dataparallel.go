@@ -135,7 +135,7 @@ func DataParallel(m nn.Module, deviceIDs []int, opts ...DataParallelOption) (*Da
 			deviceIDs = append(deviceIDs, i)
 		}
 		if len(deviceIDs) == 0 {
-			return nil, errors.New("parallel: data parallel: no CUDA device; give the devices with NewDataParallel (sim devices or the CPU run without a GPU)")
+			return nil, fmt.Errorf("parallel: data parallel: no CUDA device; give the devices with NewDataParallel (sim devices or the CPU run without a GPU): %w", vram.ErrUnavailable)
 		}
 	}
 	devs := make([]vram.Device, len(deviceIDs))
@@ -155,7 +155,7 @@ func DataParallel(m nn.Module, deviceIDs []int, opts ...DataParallelOption) (*Da
 // checkpoint into m).
 func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOption) (*DataParallelModule, error) {
 	if m == nil {
-		return nil, errors.New("parallel: data parallel: nil module")
+		return nil, fmt.Errorf("parallel: data parallel: nil module: %w", vram.ErrArgument)
 	}
 	if err := distinctDevices("data parallel", devices); err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOpt
 	cfg := dpConfig{bucket: dpBucketBytes}
 	for _, o := range opts {
 		if o == nil {
-			return nil, errors.New("parallel: data parallel: nil option")
+			return nil, fmt.Errorf("parallel: data parallel: nil option: %w", vram.ErrArgument)
 		}
 		o(&cfg)
 	}
@@ -174,7 +174,7 @@ func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOpt
 		return nil, fmt.Errorf("parallel: data parallel: output device %v: %w", cfg.out, err)
 	}
 	if cfg.bucket < 0 {
-		return nil, fmt.Errorf("parallel: data parallel: negative gradient bucket size %d", cfg.bucket)
+		return nil, fmt.Errorf("parallel: data parallel: negative gradient bucket size %d: %w", cfg.bucket, vram.ErrArgument)
 	}
 	if cfg.comms != nil {
 		if err := checkReplicaComms(cfg.comms, devices); err != nil {
@@ -215,16 +215,16 @@ func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOpt
 
 func checkReplicaComms(comms []Communicator, devs []vram.Device) error {
 	if len(comms) != len(devs) {
-		return fmt.Errorf("parallel: data parallel: %d communicators for %d devices", len(comms), len(devs))
+		return fmt.Errorf("parallel: data parallel: %d communicators for %d devices: %w", len(comms), len(devs), vram.ErrArgument)
 	}
 	for i, c := range comms {
 		switch {
 		case c == nil:
-			return fmt.Errorf("parallel: data parallel: communicator %d is nil", i)
+			return fmt.Errorf("parallel: data parallel: communicator %d is nil: %w", i, vram.ErrArgument)
 		case c.Rank() != i || c.Size() != len(devs):
-			return fmt.Errorf("parallel: data parallel: communicator %d is rank %d of %d, want rank %d of %d", i, c.Rank(), c.Size(), i, len(devs))
+			return fmt.Errorf("parallel: data parallel: communicator %d is rank %d of %d, want rank %d of %d: %w", i, c.Rank(), c.Size(), i, len(devs), vram.ErrArgument)
 		case c.Device() != devs[i]:
-			return fmt.Errorf("parallel: data parallel: communicator %d is on %v, device %d is %v", i, c.Device(), i, devs[i])
+			return fmt.Errorf("parallel: data parallel: communicator %d is on %v, device %d is %v: %w", i, c.Device(), i, devs[i], vram.ErrDevice)
 		}
 	}
 	return nil
@@ -545,7 +545,7 @@ func (l *Loss) Release() {
 func (dp *DataParallelModule) SyncGradients() error {
 	const op = "data parallel gradients"
 	if dp.closed {
-		return errors.New("parallel: data parallel: SyncGradients after Release")
+		return fmt.Errorf("parallel: data parallel: SyncGradients after Release: %w", vram.ErrReleased)
 	}
 	if dp.summed {
 		return nil
@@ -700,7 +700,7 @@ func reduceBucket(c Communicator, params []*vram.Tensor, b []int) error {
 func (dp *DataParallelModule) SyncParameters() error {
 	const op = "data parallel parameters"
 	if dp.closed {
-		return errors.New("parallel: data parallel: SyncParameters after Release")
+		return fmt.Errorf("parallel: data parallel: SyncParameters after Release: %w", vram.ErrReleased)
 	}
 	errs := make([]error, len(dp.devs))
 	err := vram.Catch(func() {
@@ -744,13 +744,13 @@ func (dp *DataParallelModule) SyncParameters() error {
 //	})
 func (dp *DataParallelModule) Optimizer(newOpt func(params []*vram.Tensor) (optim.Optimizer, error)) (*ReplicaOptimizer, error) {
 	if newOpt == nil {
-		return nil, errors.New("parallel: data parallel optimizer: nil constructor")
+		return nil, fmt.Errorf("parallel: data parallel optimizer: nil constructor: %w", vram.ErrArgument)
 	}
 	o := &ReplicaOptimizer{dp: dp}
 	for r, ps := range dp.params {
 		opt, err := newOpt(ps)
 		if err == nil && opt == nil {
-			err = errors.New("the constructor returned a nil optimizer")
+			err = fmt.Errorf("the constructor returned a nil optimizer: %w", vram.ErrArgument)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("parallel: data parallel optimizer for %s: %w", dp.label(r), err)

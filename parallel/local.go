@@ -39,18 +39,18 @@ func NewLocalGroup(devs []vram.Device) ([]Communicator, error) {
 // NewLocalGroupOptions is NewLocalGroup with options.
 func NewLocalGroupOptions(devs []vram.Device, opts LocalOptions) ([]Communicator, error) {
 	if len(devs) == 0 {
-		return nil, errors.New("parallel: a group needs at least one device")
+		return nil, fmt.Errorf("parallel: a group needs at least one device: %w", vram.ErrArgument)
 	}
 	for i, d := range devs {
-		if !d.Available() {
-			return nil, fmt.Errorf("parallel: device %d of the group, %v, is not available", i, d)
+		if err := d.Check(); err != nil {
+			return nil, fmt.Errorf("parallel: device %d of the group, %v, is not available: %w", i, d, err)
 		}
 		if j := slices.Index(devs[:i], d); j >= 0 {
-			return nil, fmt.Errorf("parallel: %v is both rank %d and rank %d of the group; give each rank its own device", d, j, i)
+			return nil, fmt.Errorf("parallel: %v is both rank %d and rank %d of the group; give each rank its own device: %w", d, j, i, vram.ErrArgument)
 		}
 	}
 	if opts.Timeout < 0 {
-		return nil, fmt.Errorf("parallel: negative timeout %v", opts.Timeout)
+		return nil, fmt.Errorf("parallel: negative timeout %v: %w", opts.Timeout, vram.ErrArgument)
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
@@ -107,7 +107,7 @@ func (c *localComm) Device() vram.Device { return c.g.devs[c.rank] }
 // its arguments.
 func (c *localComm) begin(op string) error {
 	if c.closed {
-		return fmt.Errorf("parallel: %s on a closed communicator", op)
+		return &RankError{Op: op, Rank: c.rank, Err: fmt.Errorf("%w: the communicator is closed", ErrAborted)}
 	}
 	return nil
 }

@@ -48,7 +48,7 @@ type NCCLOptions struct {
 func (o NCCLOptions) timeout() (time.Duration, error) {
 	switch {
 	case o.Timeout < 0:
-		return 0, fmt.Errorf("parallel: negative NCCL timeout %v", o.Timeout)
+		return 0, fmt.Errorf("parallel: negative NCCL timeout %v: %w", o.Timeout, vram.ErrArgument)
 	case o.Timeout == 0:
 		return DefaultNCCLTimeout, nil
 	}
@@ -110,14 +110,14 @@ func NewNCCLGroup(devs []vram.Device) ([]Communicator, error) {
 // NewNCCLGroupOptions is [NewNCCLGroup] with options.
 func NewNCCLGroupOptions(devs []vram.Device, opts NCCLOptions) ([]Communicator, error) {
 	if len(devs) == 0 {
-		return nil, errors.New("parallel: an NCCL group needs at least one device")
+		return nil, fmt.Errorf("parallel: an NCCL group needs at least one device: %w", vram.ErrArgument)
 	}
 	for i, d := range devs {
 		if !d.IsCUDA() {
-			return nil, fmt.Errorf("parallel: device %d of the NCCL group, %v, is not a CUDA device: NCCL reduces CUDA tensors (use NewLocalGroup for CPU and sim devices)", i, d)
+			return nil, fmt.Errorf("parallel: device %d of the NCCL group, %v, is not a CUDA device: NCCL reduces CUDA tensors (use NewLocalGroup for CPU and sim devices): %w", i, d, vram.ErrDevice)
 		}
 		if j := slices.Index(devs[:i], d); j >= 0 {
-			return nil, fmt.Errorf("parallel: %v is both rank %d and rank %d of the NCCL group; give each rank its own GPU", d, j, i)
+			return nil, fmt.Errorf("parallel: %v is both rank %d and rank %d of the NCCL group; give each rank its own GPU: %w", d, j, i, vram.ErrArgument)
 		}
 	}
 	timeout, err := opts.timeout()
@@ -173,13 +173,13 @@ func NewNCCLRank(rank, size int, dev vram.Device, id [128]byte) (Communicator, e
 // NewNCCLRankOptions is [NewNCCLRank] with options.
 func NewNCCLRankOptions(rank, size int, dev vram.Device, id [128]byte, opts NCCLOptions) (Communicator, error) {
 	if size < 1 || rank < 0 || rank >= size {
-		return nil, fmt.Errorf("parallel: NCCL rank %d of a group of %d: want 0 <= rank < size", rank, size)
+		return nil, fmt.Errorf("parallel: NCCL rank %d of a group of %d: want 0 <= rank < size: %w", rank, size, vram.ErrArgument)
 	}
 	if !dev.IsCUDA() {
-		return nil, fmt.Errorf("parallel: NCCL rank %d on %v: not a CUDA device: NCCL reduces CUDA tensors (CPU and sim tensors use the TCP collectives)", rank, dev)
+		return nil, fmt.Errorf("parallel: NCCL rank %d on %v: not a CUDA device: NCCL reduces CUDA tensors (CPU and sim tensors use the TCP collectives): %w", rank, dev, vram.ErrDevice)
 	}
 	if id == ([128]byte{}) {
-		return nil, fmt.Errorf("parallel: NCCL rank %d: the id is all zeros; make it on rank 0 with NewNCCLID and share it", rank)
+		return nil, fmt.Errorf("parallel: NCCL rank %d: the id is all zeros; make it on rank 0 with NewNCCLID and share it: %w", rank, vram.ErrArgument)
 	}
 	timeout, err := opts.timeout()
 	if err != nil {

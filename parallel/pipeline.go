@@ -93,24 +93,24 @@ type Pipeline struct {
 // or an unknown schedule.
 func NewPipeline(stages []Stage, opts ...PipelineOption) (*Pipeline, error) {
 	if len(stages) == 0 {
-		return nil, errors.New("parallel: pipeline: no stages")
+		return nil, fmt.Errorf("parallel: pipeline: no stages: %w", vram.ErrArgument)
 	}
 	cfg := pipeConfig{micro: 4 * len(stages)}
 	for _, o := range opts {
 		if o == nil {
-			return nil, errors.New("parallel: pipeline: nil option")
+			return nil, fmt.Errorf("parallel: pipeline: nil option: %w", vram.ErrArgument)
 		}
 		o(&cfg)
 	}
 	if cfg.micro < 1 {
-		return nil, fmt.Errorf("parallel: pipeline: %d micro-batches; give at least 1", cfg.micro)
+		return nil, fmt.Errorf("parallel: pipeline: %d micro-batches; give at least 1: %w", cfg.micro, vram.ErrArgument)
 	}
 	if cfg.sched > OneFOneB {
-		return nil, fmt.Errorf("parallel: pipeline: unknown schedule %v", cfg.sched)
+		return nil, fmt.Errorf("parallel: pipeline: unknown schedule %v: %w", cfg.sched, vram.ErrArgument)
 	}
 	for i, s := range stages {
 		if s.Module == nil {
-			return nil, fmt.Errorf("parallel: pipeline: stage %d has no module", i)
+			return nil, fmt.Errorf("parallel: pipeline: stage %d has no module: %w", i, vram.ErrArgument)
 		}
 		if err := s.Device.Check(); err != nil {
 			return nil, fmt.Errorf("parallel: pipeline: stage %d: %w", i, err)

@@ -185,14 +185,14 @@ func resolveDim(op string, dim, dims int) int {
 // available, distinct devices.
 func distinctDevices(op string, devs []vram.Device) error {
 	if len(devs) == 0 {
-		return fmt.Errorf("parallel: %s: no devices given", op)
+		return fmt.Errorf("parallel: %s: no devices given: %w", op, vram.ErrArgument)
 	}
 	for i, d := range devs {
 		if err := d.Check(); err != nil {
 			return fmt.Errorf("parallel: %s: device %d, %v: %w", op, i, d, err)
 		}
 		if j := slices.Index(devs[:i], d); j >= 0 {
-			return fmt.Errorf("parallel: %s: %v is given twice (devices %d and %d); give each replica its own device", op, d, j, i)
+			return fmt.Errorf("parallel: %s: %v is given twice (devices %d and %d); give each replica its own device: %w", op, d, j, i, vram.ErrArgument)
 		}
 	}
 	return nil

@@ -261,3 +261,101 @@ func TestWorkersAutocast(t *testing.T) {
 		})
 	}
 }
+
+// TestBadArgumentsWrapSentinels: the constructors and calls of data
+// parallelism, pipelines and groups return errors that errors.Is matches
+// with vram's sentinels (and ErrAborted for a closed communicator), as
+// the DDP's and the TCP communicator's do.
+func TestBadArgumentsWrapSentinels(t *testing.T) {
+	lin := func() nn.Module { return nn.NewLinear(2, 2) }
+	released := func() *DataParallelModule {
+		dp, err := NewDataParallel(lin(), simDevs(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dp.Release()
+		return dp
+	}
+	closedComm := func() Communicator {
+		comms, err := NewLocalGroup(simDevs(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		comms[0].Close()
+		return comms[0]
+	}
+	comms2 := func() []Communicator {
+		comms, err := NewLocalGroup(simDevs(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return comms
+	}
+	dpErr := func(m nn.Module, devs []vram.Device, opts ...DataParallelOption) func() error {
+		return func() error {
+			dp, err := NewDataParallel(m, devs, opts...)
+			if err == nil {
+				dp.Release()
+			}
+			return err
+		}
+	}
+	pipeErr := func(stages []Stage, opts ...PipelineOption) func() error {
+		return func() error { _, err := NewPipeline(stages, opts...); return err }
+	}
+	groupErr := func(devs []vram.Device, opts LocalOptions) func() error {
+		return func() error { _, err := NewLocalGroupOptions(devs, opts); return err }
+	}
+	tests := []struct {
+		name string
+		err  func() error
+		want error
+	}{
+		{"data parallel, nil module", dpErr(nil, simDevs(2)), vram.ErrArgument},
+		{"data parallel, no devices", dpErr(lin(), nil), vram.ErrArgument},
+		{"data parallel, a device twice", dpErr(lin(), []vram.Device{vram.Sim(0), vram.Sim(0)}), vram.ErrArgument},
+		{"data parallel, unavailable device", dpErr(lin(), []vram.Device{vram.Sim(0), vram.Sim(9)}), vram.ErrUnavailable},
+		{"data parallel, nil option", dpErr(lin(), simDevs(2), nil), vram.ErrArgument},
+		{"data parallel, negative bucket", dpErr(lin(), simDevs(2), GradientBucketBytes(-1)), vram.ErrArgument},
+		{"data parallel, too few communicators", dpErr(lin(), simDevs(2), WithCommunicators(comms2()[:1])), vram.ErrArgument},
+		{"data parallel, communicators on other devices", dpErr(lin(), []vram.Device{vram.Sim(2), vram.Sim(3)}, WithCommunicators(comms2())), vram.ErrDevice},
+		{"data parallel, nil optimizer constructor", func() error {
+			dp, err := NewDataParallel(lin(), simDevs(2))
+			if err != nil {
+				return err
+			}
+			defer dp.Release()
+			_, err = dp.Optimizer(nil)
+			return err
+		}, vram.ErrArgument},
+		{"data parallel, SyncGradients after Release", func() error { return released().SyncGradients() }, vram.ErrReleased},
+		{"data parallel, SyncParameters after Release", func() error { return released().SyncParameters() }, vram.ErrReleased},
+		{"pipeline, no stages", pipeErr(nil), vram.ErrArgument},
+		{"pipeline, nil option", pipeErr([]Stage{{lin(), vram.Sim(0)}}, nil), vram.ErrArgument},
+		{"pipeline, no micro-batches", pipeErr([]Stage{{lin(), vram.Sim(0)}}, MicroBatches(0)), vram.ErrArgument},
+		{"pipeline, unknown schedule", pipeErr([]Stage{{lin(), vram.Sim(0)}}, WithSchedule(9)), vram.ErrArgument},
+		{"pipeline, stage without module", pipeErr([]Stage{{nil, vram.Sim(0)}}), vram.ErrArgument},
+		{"local group, no devices", groupErr(nil, LocalOptions{}), vram.ErrArgument},
+		{"local group, a device twice", groupErr([]vram.Device{vram.Sim(1), vram.Sim(1)}, LocalOptions{}), vram.ErrArgument},
+		{"local group, unavailable device", groupErr([]vram.Device{vram.Sim(9)}, LocalOptions{}), vram.ErrUnavailable},
+		{"local group, negative timeout", groupErr(simDevs(1), LocalOptions{Timeout: -1}), vram.ErrArgument},
+		{"local group, closed communicator", func() error { return closedComm().Barrier() }, ErrAborted},
+		{"NCCL group, no devices", func() error { _, err := NewNCCLGroup(nil); return err }, vram.ErrArgument},
+		{"NCCL group, a sim device", func() error { _, err := NewNCCLGroup(simDevs(1)); return err }, vram.ErrDevice},
+		{"NCCL rank out of range", func() error { _, err := NewNCCLRank(2, 2, vram.CUDA(0), [128]byte{1}); return err }, vram.ErrArgument},
+		{"NCCL rank on the CPU", func() error { _, err := NewNCCLRank(0, 1, vram.CPU, [128]byte{1}); return err }, vram.ErrDevice},
+		{"NCCL rank, zero id", func() error { _, err := NewNCCLRank(0, 1, vram.CUDA(0), [128]byte{}); return err }, vram.ErrArgument},
+		{"NCCL negative timeout", func() error {
+			_, err := NewNCCLRankOptions(0, 1, vram.CUDA(0), [128]byte{1}, NCCLOptions{Timeout: -1})
+			return err
+		}, vram.ErrArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.err()
+			if !errors.Is(err, tt.want) {
+				t.Errorf("error %v, want one matching %v", err, tt.want)
+			}
+		})
+	}
+}
