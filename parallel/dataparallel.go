@@ -152,7 +152,8 @@ func DataParallel(m nn.Module, deviceIDs []int, opts ...DataParallelOption) (*Da
 // are made with [nn.Replicate]. The module's parameters must not be
 // replaced afterwards (their values may change: call SyncParameters after
 // changing them outside the optimizer, for instance after loading a
-// checkpoint into m).
+// checkpoint into m; so may their requires-grad flags, which every
+// forward gives to the replicas).
 func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOption) (*DataParallelModule, error) {
 	if m == nil {
 		return nil, fmt.Errorf("parallel: data parallel: nil module: %w", vram.ErrArgument)
@@ -314,6 +315,7 @@ func (dp *DataParallelModule) Forward(x *vram.Tensor) *vram.Tensor {
 	dp.live(op)
 	dim, sizes := dp.shares(op, x)
 	dp.syncBuffers(op)
+	dp.syncRequiresGrad()
 	dp.unshare()
 	offs := offsets(sizes)
 	outs := make([]*vram.Tensor, len(dp.devs))
@@ -393,6 +395,21 @@ func (dp *DataParallelModule) syncBuffers(op string) {
 	})
 }
 
+// syncRequiresGrad gives every replica's parameters the module's
+// requires-grad flags, as PyTorch's replication at each forward does: a
+// layer frozen (or unfrozen) on the module after NewDataParallel is then
+// frozen on every replica, rather than trained through the others'
+// gradients (or summed from the module's share alone).
+func (dp *DataParallelModule) syncRequiresGrad() {
+	for _, ps := range dp.params[1:] {
+		for i, p := range ps {
+			if want := dp.params[0][i].RequiresGrad(); p.RequiresGrad() != want {
+				p.SetRequiresGrad(want)
+			}
+		}
+	}
+}
+
 // unshare starts the gradients of a new backward: once SyncGradients has
 // summed them, every replica holds the sum, and a backward that adds to
 // them without a ZeroGrad in between (gradient accumulation across
@@ -449,6 +466,7 @@ func (dp *DataParallelModule) ForwardLoss(x, y *vram.Tensor, lossFn func(output,
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("inputs %v and targets %v differ in the batch dimension %d", x.Shape(), y.Shape(), dim)})
 	}
 	dp.syncBuffers(op)
+	dp.syncRequiresGrad()
 	dp.unshare()
 	total := float64(x.Size(dim))
 	offs := offsets(sizes)

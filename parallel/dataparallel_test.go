@@ -803,3 +803,65 @@ func TestDataParallelScattersAsChunk(t *testing.T) {
 		})
 	}
 }
+
+// TestDataParallelFreezeAfterWrapping: a layer of the module frozen or
+// unfrozen after NewDataParallel trains (or not) as on one device: the
+// replicas follow the module's requires-grad flags at each forward.
+func TestDataParallelFreezeAfterWrapping(t *testing.T) {
+	tests := []struct {
+		name   string
+		frozen bool // whether the head's weight ends frozen
+		loss   bool // ForwardLoss rather than Forward
+	}{
+		{"frozen after wrapping", true, false},
+		{"frozen after wrapping, loss", true, true},
+		{"unfrozen after wrapping", false, false},
+		{"unfrozen after wrapping, loss", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vram.Tidy(func() {
+				vram.ManualSeed(7)
+				ref := newUserNet(4, 8, 3)
+				defer nn.Release(ref)
+				ref.head.Weight.SetRequiresGrad(tt.frozen) // the opposite of the end state
+				initial, err := nn.Replicate(ref, vram.CPU)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer nn.Release(initial)
+				dp, err := NewDataParallel(initial, simDevs(3))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer dp.Release()
+				ref.head.Weight.SetRequiresGrad(!tt.frozen)
+				dp.Module().(*userNet).head.Weight.SetRequiresGrad(!tt.frozen)
+				newSGD := func(ps []*vram.Tensor) (optim.Optimizer, error) {
+					return optim.NewSGD(ps, optim.SGDConfig{LR: 0.1})
+				}
+				refOpt, _ := newSGD(ref.Parameters())
+				opt, err := dp.Optimizer(newSGD)
+				if err != nil {
+					t.Fatal(err)
+				}
+				x, y := vram.Randn(vram.Shape{7, 4}), vram.Randn(vram.Shape{7, 3})
+				for range 2 {
+					nn.MSELoss(ref.Forward(x), y).Backward()
+					refOpt.Step()
+					refOpt.ZeroGrad()
+					if tt.loss {
+						dp.ForwardLoss(x, y, nn.MSELoss).Backward()
+					} else {
+						nn.MSELoss(dp.Forward(x), y.To(vram.Sim(0))).Backward()
+					}
+					opt.Step()
+					opt.ZeroGrad()
+				}
+				for r, rep := range dp.Replicas() {
+					sameParams(t, fmt.Sprintf("replica %d", r), rep, ref)
+				}
+			})
+		})
+	}
+}
