@@ -100,6 +100,7 @@ type DistributedDataParallel struct {
 	dev     vram.Device
 	opts    DDPOptions
 	all     []nn.NamedParameter // every parameter, frozen ones too
+	frozen  []nn.NamedParameter // the parameters that did not require grad when the DDP was made
 	bufs    []nn.NamedParameter // the module's buffers
 	slots   []*slot             // the parameters that require grad, in order
 	buckets []*bucket
@@ -196,6 +197,8 @@ func newDDP(m nn.Module, comm Communicator, opts DDPOptions) (*DistributedDataPa
 		d.all = append(d.all, p)
 		if t.RequiresGrad() {
 			d.slots = append(d.slots, &slot{name: p.Name, param: t})
+		} else {
+			d.frozen = append(d.frozen, p)
 		}
 	}
 	if len(d.slots) == 0 {
@@ -574,7 +577,9 @@ func describeBucket(b *bucket) string {
 // Backward runs loss.Backward(opts...) and waits for the gradients to be
 // averaged over the ranks, on the compute stream: once it returns, the
 // optimizer can step. It returns the error of a failed collective (a
-// [*RankError] naming a rank that died, did not arrive or aborted), or an
+// [*RankError] naming a rank that died, did not arrive or aborted), an
+// error of kind vram.ErrArgument naming parameters that were frozen when
+// the DDP was made and require grad now (they have no bucket), or an
 // error naming the parameters that received no gradient (unless
 // FindUnusedParameters is set, when their gradients are reduced as zeros);
 // after such an error the communicator is aborted, since the other ranks
@@ -589,6 +594,11 @@ func (d *DistributedDataParallel) Backward(loss *vram.Tensor, opts ...vram.Backw
 	d.mu.Lock()
 	if err := d.pendingLocked(); err != nil {
 		d.mu.Unlock()
+		return err
+	}
+	if err := d.unfrozen(); err != nil {
+		d.mu.Unlock()
+		d.comm.Abort(err)
 		return err
 	}
 	rounds := d.rounds
@@ -667,6 +677,27 @@ func (d *DistributedDataParallel) Backward(loss *vram.Tensor, opts ...vram.Backw
 	})
 	d.launchLocked()
 	return d.endRoundLocked()
+}
+
+// unfrozen returns an error of kind vram.ErrArgument naming the
+// parameters that were frozen when the DDP was made and require grad now:
+// their gradients have no bucket and would never be averaged, so the
+// ranks' replicas would drift apart without a word (PyTorch's DDP has the
+// same limit, silently). Parameters frozen since are caught by Backward
+// as parameters without a gradient.
+func (d *DistributedDataParallel) unfrozen() error {
+	var names []string
+	for _, p := range d.frozen {
+		if p.Tensor.RequiresGrad() {
+			names = append(names, p.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return fmt.Errorf("parallel: DDP: rank %d: parameters frozen when the DDP was made now require grad: %s; "+
+		"their gradients would not be averaged over the ranks: unfreeze them before wrapping the module, or wrap it again: %w",
+		d.comm.Rank(), strings.Join(names, ", "), vram.ErrArgument)
 }
 
 // endRoundLocked returns the error of the round that just finished, after

@@ -831,3 +831,58 @@ func TestDDPBackwardPanics(t *testing.T) {
 		}
 	}
 }
+
+// TestDDPUnfrozenAfterWrapping: a parameter frozen when the DDP was made
+// and unfrozen since has no bucket, so its gradient would never be
+// averaged; Backward says so, on every communicator, and a rank that
+// alone unfroze it ends the others' step at once.
+func TestDDPUnfrozenAfterWrapping(t *testing.T) {
+	const timeout = 20 * time.Second
+	for _, b := range cpuBackends {
+		for _, tc := range []struct {
+			name     string
+			unfreeze func(r int) bool
+		}{
+			{"every rank", func(int) bool { return true }},
+			{"rank 1 alone", func(r int) bool { return r == 1 }},
+		} {
+			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
+				comms := b.make(t, timeout)
+				defer func() {
+					for _, c := range comms {
+						c.Close()
+					}
+				}()
+				start := time.Now()
+				errs := onRanks(comms, func(r int, c Communicator) error {
+					m := nn.NewLinear(3, 2, c.Device())
+					defer nn.Release(m)
+					m.Bias.SetRequiresGrad(false)
+					d, err := NewDistributedDataParallel(m, c, DDPOptions{})
+					if err != nil {
+						return err
+					}
+					defer d.Close()
+					if tc.unfreeze(r) {
+						m.Bias.SetRequiresGrad(true)
+					}
+					vram.Tidy(func() { err = d.Backward(d.Forward(vram.Ones(vram.Shape{2, 3}, c.Device())).Sum()) })
+					return err
+				})
+				for r, err := range errs {
+					switch {
+					case tc.unfreeze(r):
+						if !errors.Is(err, vram.ErrArgument) || !strings.Contains(err.Error(), "now require grad: bias") {
+							t.Errorf("rank %d: %v, want ErrArgument naming bias", r, err)
+						}
+					default:
+						rankErr(t, r, err, 1, ErrAborted)
+					}
+				}
+				if el := time.Since(start); el > timeout/4 {
+					t.Errorf("took %v", el)
+				}
+			})
+		}
+	}
+}
