@@ -29,7 +29,10 @@ import (
 // module's: every forward copies them to the other replicas first, as
 // PyTorch's replication at each forward does, so the module's statistics
 // come from the first device's share of each batch and an evaluation
-// treats every row alike.
+// treats every row alike. So are the modes of its sub-modules and the
+// requires-grad flags of its parameters: every forward gives them to the
+// other replicas, so that freezing a layer, or putting a BatchNorm in
+// evaluation mode, on the module alone acts on every replica.
 //
 // A DataParallelModule is an [nn.Module]: its parameters are replica 0's,
 // named "module."+name like PyTorch's DataParallel. It is used by one
@@ -315,6 +318,7 @@ func (dp *DataParallelModule) Forward(x *vram.Tensor) *vram.Tensor {
 	dp.live(op)
 	dim, sizes := dp.shares(op, x)
 	dp.syncBuffers(op)
+	dp.syncModes()
 	dp.syncRequiresGrad()
 	dp.unshare()
 	offs := offsets(sizes)
@@ -395,6 +399,34 @@ func (dp *DataParallelModule) syncBuffers(op string) {
 	})
 }
 
+// syncModes gives every replica's sub-modules the training or evaluation
+// mode of the module's, as PyTorch's replication at each forward does: a
+// part of the module put in evaluation mode on its own (model.bn.Eval(),
+// to keep a fine-tuned network's BatchNorm statistics), or the module
+// itself rather than the DataParallelModule, runs in that mode on every
+// replica, not on the first device's share alone. The modules are matched
+// in the order of nn.NamedModules, parents before their children, so
+// that a parent's Train or Eval, which reaches its children, is mended
+// by theirs.
+func (dp *DataParallelModule) syncModes() {
+	src := nn.NamedModules(dp.replicas[0])
+	for _, rep := range dp.replicas[1:] {
+		dst := nn.NamedModules(rep)
+		if len(dst) != len(src) {
+			continue // not the module's structure: nothing to match
+		}
+		for i, m := range src {
+			switch d := dst[i].Module; {
+			case d.Training() == m.Module.Training():
+			case m.Module.Training():
+				d.Train()
+			default:
+				d.Eval()
+			}
+		}
+	}
+}
+
 // syncRequiresGrad gives every replica's parameters the module's
 // requires-grad flags, as PyTorch's replication at each forward does: a
 // layer frozen (or unfrozen) on the module after NewDataParallel is then
@@ -466,6 +498,7 @@ func (dp *DataParallelModule) ForwardLoss(x, y *vram.Tensor, lossFn func(output,
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("inputs %v and targets %v differ in the batch dimension %d", x.Shape(), y.Shape(), dim)})
 	}
 	dp.syncBuffers(op)
+	dp.syncModes()
 	dp.syncRequiresGrad()
 	dp.unshare()
 	total := float64(x.Size(dim))

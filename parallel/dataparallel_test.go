@@ -865,3 +865,82 @@ func TestDataParallelFreezeAfterWrapping(t *testing.T) {
 		})
 	}
 }
+
+// modeNet has a BatchNorm between two layers: its output depends on the
+// BatchNorm's mode.
+type modeNet struct {
+	nn.Base
+	in  *nn.Linear
+	bn  *nn.BatchNorm1d
+	out *nn.Sequential
+}
+
+func newModeNet() *modeNet {
+	m := &modeNet{in: nn.NewLinear(4, 5), bn: nn.NewBatchNorm1d(5), out: nn.NewSequential(nn.NewTanh(), nn.NewLinear(5, 2))}
+	m.RegisterModule("in", m.in)
+	m.RegisterModule("bn", m.bn)
+	m.RegisterModule("out", m.out)
+	return m
+}
+
+func (m *modeNet) Forward(x *vram.Tensor) *vram.Tensor {
+	h := m.in.Forward(x)
+	defer h.Release()
+	n := m.bn.Forward(h)
+	defer n.Release()
+	return m.out.Forward(n)
+}
+
+// TestDataParallelFollowsModuleModes: sub-modules of the module put in
+// evaluation (or training) mode on their own, or the module itself rather
+// than the wrapper, run in that mode on every replica, as in PyTorch.
+func TestDataParallelFollowsModuleModes(t *testing.T) {
+	tests := []struct {
+		name      string
+		evalFirst bool // the wrapper's Eval first, on every replica
+		set       func(m *modeNet)
+	}{
+		{"BatchNorm alone in evaluation", false, func(m *modeNet) { m.bn.Eval() }},
+		{"the module in evaluation", false, func(m *modeNet) { m.Eval() }},
+		{"BatchNorm alone in training after the wrapper's Eval", true, func(m *modeNet) { m.bn.Train() }},
+		{"the module in training after the wrapper's Eval", true, func(m *modeNet) { m.Train() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vram.Tidy(func() {
+				vram.ManualSeed(3)
+				ref := newModeNet()
+				defer nn.Release(ref)
+				x := vram.Randn(vram.Shape{6, 4})
+				ref.Forward(x) // running statistics that differ from a batch's
+				initial, err := nn.Replicate(ref, vram.CPU)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer nn.Release(initial)
+				dp, err := NewDataParallel(initial, simDevs(3))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer dp.Release()
+				if tt.evalFirst {
+					ref.Eval()
+					dp.Eval()
+				}
+				tt.set(ref)
+				tt.set(dp.Module().(*modeNet))
+				x = x.MulScalar(3)
+				got := dp.Forward(x).Float64s()
+				var want []float64 // each replica's part alone, as a BatchNorm in training sees it
+				for _, part := range x.Chunk(3, 0) {
+					want = append(want, ref.Forward(part).Float64s()...)
+				}
+				for i := range want {
+					if !nearF32(got[i], want[i]) {
+						t.Fatalf("output %d is %v, one device gives %v", i, got[i], want[i])
+					}
+				}
+			})
+		})
+	}
+}
