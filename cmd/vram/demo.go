@@ -285,7 +285,7 @@ func train(ctx context.Context, o demoOptions, dev vram.Device, bar *progressbar
 	ph := &res.Phases
 	for step := 1; step <= o.steps; step++ {
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("demo interrupted at step %d of %d: %w", step, o.steps, err)
+			return nil, fmt.Errorf("demo: interrupted at step %d of %d: %w", step, o.steps, err)
 		}
 		opt.SetLR(demoLR * 0.5 * (1 + math.Cos(math.Pi*float64(step-1)/float64(o.steps))))
 		var loss float64

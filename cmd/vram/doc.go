@@ -19,11 +19,12 @@
 //
 // Run "vram <command> --help" for a command's flags. Commands that report
 // results take --json and then print one JSON object on standard output (one
-// per input for replay); progress and diagnostics go to standard error. A bad
-// command line (an unknown command, flag or help topic, a bad flag value, a
-// wrong number of arguments) prints a one-line message naming the command
-// and exits with status 2; other failures exit with status 1, except that
-// run exits with the status of the rank that failed.
+// per input for replay); progress and diagnostics go to standard error.
+// Errors go to standard error as one line, "vram: COMMAND: ..." (an
+// out-of-memory diagnosis as the paragraph it is). A bad command line (an
+// unknown command, flag or help topic, a bad flag value, a wrong number of
+// arguments) exits with status 2; other failures exit with status 1, except
+// that run exits with the status of the rank that failed.
 //
 // The command configures vram from the environment once, at start, with
 // vram.ConfigFromLookup (the variables of vram.ConfigFromEnv), applying the

@@ -83,18 +83,20 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"analyze"}, exitUsage, "analyze: accepts 1 arg(s), received 0 (usage: vram analyze FILE [flags]"},
 		{[]string{"analyze", "a", "b"}, exitUsage, "analyze: accepts 1 arg(s), received 2"},
 		{[]string{"analyze", "--top", "0", notes}, exitUsage, "analyze: --top must be at least 1"},
-		{[]string{"analyze", "--bogus", notes}, exitUsage, "unknown flag: --bogus (see 'vram analyze --help')"},
+		{[]string{"analyze", "--bogus", notes}, exitUsage, "analyze: unknown flag: --bogus (see 'vram analyze --help')"},
+		{[]string{"analyze", "--max-input", "0", notes}, exitUsage, `analyze: --max-input "0": want a positive size`},
 		{[]string{"analyze", missing}, exitFailure, "analyze: "},
 		{[]string{"analyze", notes}, exitFailure, "analyze: "},
 
 		{[]string{"demo", "extra"}, exitUsage, `demo: unknown command "extra" for "vram demo" (usage: vram demo [flags]`},
 		{[]string{"demo", "--steps", "0"}, exitUsage, "demo: --steps must be positive, got 0"},
-		{[]string{"demo", "--batch", "x"}, exitUsage, `invalid argument "x" for "--batch"`},
+		{[]string{"demo", "--batch", "x"}, exitUsage, `demo: invalid argument "x" for "--batch"`},
+		{[]string{"demo", "--seed", "-1"}, exitUsage, `demo: invalid argument "-1" for "--seed"`},
 		{[]string{"demo", "--device", "tpu"}, exitUsage, `demo: --device: bad device "tpu"`},
 		{[]string{"demo", "--device", "sim:99"}, exitUsage, "demo: --device sim:99: device not available"},
 
 		{[]string{"doctor", "extra"}, exitUsage, "doctor: unknown command"},
-		{[]string{"doctor", "--bogus"}, exitUsage, "unknown flag: --bogus"},
+		{[]string{"doctor", "--bogus"}, exitUsage, "doctor: unknown flag: --bogus"},
 		{[]string{"doctor"}, exitFailure, "doctor: no NVIDIA driver found"},
 
 		{[]string{"exporter", "extra"}, exitUsage, "exporter: unknown command"},
@@ -106,14 +108,20 @@ func TestExitCodes(t *testing.T) {
 
 		{[]string{"replay"}, exitUsage, "replay: requires at least 1 arg(s), only received 0 (usage: vram replay FILE... [flags]"},
 		{[]string{"replay", "--conf", "bogus", notes}, exitUsage, `replay: --conf "bogus": bogus: expected ':'`},
-		{[]string{"replay", "--capacity", "lots", notes}, exitUsage, "--capacity"},
+		{[]string{"replay", "--capacity", "lots", notes}, exitUsage, "replay: --capacity: bad size"},
+		{[]string{"replay", "--max-input", "0", notes}, exitUsage, `replay: --max-input "0": want a positive size`},
+		{[]string{"replay", "--max-capacity", "0", notes}, exitUsage, `replay: --max-capacity "0": want a positive size`},
+		{[]string{"replay", "--fit=lots", notes}, exitUsage, "replay: --fit: "},
+		{[]string{"replay", "--compare", "--conf", "policy:vram", notes}, exitUsage, "replay: --compare sets policy"},
+		{[]string{"replay", "--device", "sim:0", notes}, exitUsage, `replay: --device "sim:0": want cuda:N`},
+		{[]string{"replay", "--device", "cuda:0", notes}, exitFailure, "replay: --device cuda:0: no CUDA GPU here"},
 
 		{[]string{"smi", "extra"}, exitUsage, "smi: unknown command"},
 		{[]string{"smi", "--source", missing}, exitFailure, "smi: monitor: "},
 		{[]string{"smi"}, exitFailure, "smi: no NVIDIA driver found"},
 
 		{[]string{"version", "extra"}, exitUsage, "version: unknown command"},
-		{[]string{"version", "--bogus"}, exitUsage, "unknown flag: --bogus (see 'vram version --help')"},
+		{[]string{"version", "--bogus"}, exitUsage, "version: unknown flag: --bogus (see 'vram version --help')"},
 
 		{[]string{"watch", "extra"}, exitUsage, "watch: unknown command"},
 		{[]string{"watch", "--interval", "1ms"}, exitUsage, "watch: --interval must be at least 10ms"},
@@ -138,10 +146,17 @@ func TestExitCodes(t *testing.T) {
 			if tc.args[0] != "replay" && !(tc.args[0] == "doctor" && tc.code == exitFailure) && stdout != "" {
 				t.Errorf("stdout not empty:\n%s", stdout)
 			}
-			if tc.args[0] == "replay" && tc.code == exitFailure {
+			if tc.args[0] == "replay" && tc.code == exitFailure && strings.Count(stderr, "\n") > 1 {
 				return // one line per input, then the summary
 			}
 			checkErrorLine(t, stderr, tc.want)
+			// Every error of a subcommand names it first, its flags'
+			// and the packages' it calls included.
+			if name := tc.args[0]; !strings.HasPrefix(name, "-") && name != "dmeo" {
+				if !strings.HasPrefix(stderr, "vram: "+name+": ") {
+					t.Errorf("stderr %q does not start with %q", stderr, "vram: "+name+": ")
+				}
+			}
 		})
 	}
 }

@@ -39,8 +39,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(stderr, "vram: %s\n", printable.Text(oneLine(err))) // messages can quote names from files
+	if cmd, err := root.ExecuteContextC(ctx); err != nil {
+		msg := withCommand(root, cmd, oneLine(err))
+		fmt.Fprintf(stderr, "vram: %s\n", printable.Text(msg)) // messages can quote names from files
 		var ue *usageError
 		if errors.As(err, &ue) || isCobraUsageError(err) {
 			return exitUsage
@@ -127,6 +128,21 @@ func oneLine(err error) string {
 	}
 	msg = strings.Join(strings.Fields(msg), " ")
 	return strings.TrimPrefix(msg, "vram: ")
+}
+
+// withCommand prefixes msg, the error of cmd, with the command's name (its
+// path below root: "replay", "completion bash") unless it starts with it,
+// so that every error of a subcommand names it, those of its flags and of
+// the packages it calls included.
+func withCommand(root, cmd *cobra.Command, msg string) string {
+	if cmd == nil || cmd == root {
+		return msg
+	}
+	name := strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
+	if strings.HasPrefix(msg, name+": ") {
+		return msg
+	}
+	return name + ": " + msg
 }
 
 // writeJSON writes v as one indented JSON object followed by a newline.
