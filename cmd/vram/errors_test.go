@@ -100,7 +100,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"doctor"}, exitFailure, "doctor: no NVIDIA driver found"},
 
 		{[]string{"exporter", "extra"}, exitUsage, "exporter: unknown command"},
-		{[]string{"exporter", "--listen", "bad::addr", "--source", readingsFile}, exitUsage, "exporter: --listen bad::addr:"},
+		{[]string{"exporter", "--listen", "bad::addr", "--source", readingsFile}, exitUsage, `exporter: --listen "bad::addr": address bad::addr: too many colons`},
 		{[]string{"exporter", "--listen", "127.0.0.1:99999", "--source", readingsFile}, exitUsage, `exporter: --listen "127.0.0.1:99999": port "99999" is not a number`},
 		{[]string{"exporter", "--listen", busy, "--source", readingsFile}, exitFailure, "exporter: --listen " + busy + ":"},
 		{[]string{"exporter", "--source", missing}, exitFailure, "exporter: monitor: "},

@@ -35,6 +35,11 @@ monitor.RegisterDeviceMemory.
   vram exporter --listen 127.0.0.1:9400 --source readings.json   # recorded readings, no GPU needed`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// The command line is checked before the GPUs are read, so
+			// that a mistyped address is a usage error on any machine.
+			if err := checkListen(listen); err != nil {
+				return err
+			}
 			src, err := openSource("exporter", source)
 			if err != nil {
 				return err
@@ -46,21 +51,11 @@ monitor.RegisterDeviceMemory.
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(monitor.NewCollector(src))
-			// net.Listen takes a missing port for a random one, which no
-			// scrape configuration could name.
-			_, port, err := net.SplitHostPort(listen)
-			if listen == "" || err == nil && port == "" {
-				return usagef("exporter: --listen %q: no port (host:port, e.g. %s)", listen, defaultExporterAddr)
-			}
-			// A service name ("http") would be looked up, and a mistyped
-			// one would read as a failure of the network.
-			if _, perr := strconv.ParseUint(port, 10, 16); err == nil && perr != nil {
-				return usagef("exporter: --listen %q: port %q is not a number from 0 to 65535", listen, port)
-			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
-				// A malformed address is a bad command line; a port in
-				// use or not permitted is a failure.
+				// A malformed address is a bad command line (checkListen
+				// lets none through); a port in use or not permitted is
+				// a failure.
 				var ae *net.AddrError
 				if errors.As(err, &ae) {
 					return usagef("exporter: --listen %s: %v", listen, err)
@@ -78,4 +73,24 @@ monitor.RegisterDeviceMemory.
 	f.StringVar(&listen, "listen", defaultExporterAddr, "serve on `ADDR` (host:port)")
 	f.StringVar(&source, "source", "", "serve recorded readings from `FILE` instead of the GPUs")
 	return cmd
+}
+
+// checkListen checks the syntax of the exporter's --listen address: host:port
+// with a port number. It returns a usage error naming the flag.
+func checkListen(listen string) error {
+	_, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return usagef("exporter: --listen %q: %v (host:port, e.g. %s)", listen, err, defaultExporterAddr)
+	}
+	// net.Listen takes a missing port for a random one, which no scrape
+	// configuration could name.
+	if port == "" {
+		return usagef("exporter: --listen %q: no port (host:port, e.g. %s)", listen, defaultExporterAddr)
+	}
+	// A service name ("http") would be looked up, and a mistyped one would
+	// read as a failure of the network.
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return usagef("exporter: --listen %q: port %q is not a number from 0 to 65535", listen, port)
+	}
+	return nil
 }

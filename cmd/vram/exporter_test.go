@@ -85,9 +85,11 @@ func TestExporter(t *testing.T) {
 }
 
 func TestExporterBadListen(t *testing.T) {
+	withMonitor(t, noNVML)
 	for _, tc := range []struct{ listen, want string }{
-		{"not an address", "vram: exporter: --listen not an address: "},
-		{"", `vram: exporter: --listen "": no port`},
+		{"not an address", `vram: exporter: --listen "not an address": address not an address: missing port in address`},
+		{"bad::addr", `vram: exporter: --listen "bad::addr": address bad::addr: too many colons in address`},
+		{"", `vram: exporter: --listen "": missing port in address`},
 		{"127.0.0.1:", `vram: exporter: --listen "127.0.0.1:": no port`},
 		{":", `vram: exporter: --listen ":": no port`},
 		{":99999", `vram: exporter: --listen ":99999": port "99999" is not a number from 0 to 65535`},
@@ -95,13 +97,17 @@ func TestExporterBadListen(t *testing.T) {
 		{"localhost:http", `vram: exporter: --listen "localhost:http": port "http" is not a number`},
 		{"127.0.0.1:-1", `vram: exporter: --listen "127.0.0.1:-1": port "-1" is not a number`},
 	} {
-		// An address that serves ends when ctx does, with status 0.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		var out, errOut bytes.Buffer
-		code := run(ctx, []string{"exporter", "--listen", tc.listen, "--source", readingsFile}, &out, &errOut)
-		cancel()
-		if stderr := errOut.String(); code != exitUsage || !strings.HasPrefix(stderr, tc.want) {
-			t.Errorf("--listen %q: exit %d, %q; want %d, %q", tc.listen, code, stderr, exitUsage, tc.want)
+		// With recorded readings and without a driver, the address is
+		// checked first: a usage error on any machine.
+		for _, source := range []string{readingsFile, ""} {
+			// An address that serves ends when ctx does, with status 0.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			var out, errOut bytes.Buffer
+			code := run(ctx, []string{"exporter", "--listen", tc.listen, "--source", source}, &out, &errOut)
+			cancel()
+			if stderr := errOut.String(); code != exitUsage || !strings.HasPrefix(stderr, tc.want) {
+				t.Errorf("--listen %q --source %q: exit %d, %q; want %d, %q", tc.listen, source, code, stderr, exitUsage, tc.want)
+			}
 		}
 	}
 }
