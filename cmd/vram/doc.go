@@ -31,7 +31,8 @@
 // valid settings. Only demo, which allocates on devices, fails on an
 // invalid device setting (VRAM_ALLOC_CONF, VRAM_SIM_DEVICES,
 // VRAM_SIM_SHAPE_ONLY, VRAM_CUDNN); doctor reports each as a check, explained by the
-// same parse. Names that come
+// same parse. An invalid VRAM_DEBUG_LEAKS, which configures no device, is a
+// warning on standard error, as it is to the library. Names that come
 // from drivers or files (GPU and process names, regions, stack frames) are
 // printed with control characters escaped.
 //

@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/backend/sim"
+	"github.com/vramgo/vram/internal/printable"
 	"github.com/vramgo/vram/internal/units"
 )
 
@@ -20,13 +22,37 @@ var lookupEnv = os.LookupEnv
 // command line, before any command runs. The settings of the valid
 // variables apply even when one is invalid, so that a command that does not
 // allocate (smi) still searches the libraries of VRAM_CUDA_LIBS; the
-// commands that allocate (demo) refuse an invalid one themselves (see
-// checkEnvironment), and doctor reports it. Configure fails only when the
+// commands that allocate (demo) refuse an invalid device setting themselves
+// (see checkEnvironment), and doctor reports it. An invalid setting of the
+// process (processSettings) is a warning on stderr, as it is to vram when
+// it reads the environment itself. Configure fails only when the
 // configuration was fixed by an earlier command line of the same process
 // (tests) with other settings; the first one's stay.
-func configure() {
+func configure(stderr io.Writer) {
 	cfg, _ := vram.ConfigFromLookup(lookupEnv)
 	_ = vram.Configure(cfg)
+	for _, name := range processSettings {
+		if _, err := readVariable(name); err != nil {
+			fmt.Fprintf(stderr, "vram: warning: %s; the setting stays at its default\n", printable.Text(err.Error()))
+		}
+	}
+}
+
+// processSettings are the variables that configure the process rather
+// than a device (leak debugging): no command refuses an invalid one, and
+// configure warns of it.
+var processSettings = []string{vram.EnvDebugLeaks}
+
+// readVariable reads the variable name alone with vram.ConfigFromLookup,
+// the parse vram itself uses: its setting, or its error.
+func readVariable(name string) (vram.Config, error) {
+	v, ok := lookupEnv(name)
+	return vram.ConfigFromLookup(func(n string) (string, bool) {
+		if n != name {
+			return "", false
+		}
+		return v, ok
+	})
 }
 
 // envSetting is one environment variable that configures vram's devices,
@@ -52,12 +78,7 @@ func readEnvironment() []envSetting {
 	for _, name := range deviceSettings {
 		v, ok := lookupEnv(name)
 		s := envSetting{Name: name, Value: v, Set: ok}
-		cfg, err := vram.ConfigFromLookup(func(n string) (string, bool) {
-			if n != name {
-				return "", false
-			}
-			return v, ok
-		})
+		cfg, err := readVariable(name)
 		if err != nil {
 			s.Err = err // it names the variable
 		} else {

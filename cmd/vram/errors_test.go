@@ -574,3 +574,30 @@ func TestFileNamesPrintable(t *testing.T) {
 		})
 	}
 }
+
+// TestProcessSettingWarns sets VRAM_DEBUG_LEAKS, which configures no
+// device: an invalid value is one warning line on stderr, and the command
+// runs; a valid one says nothing.
+func TestProcessSettingWarns(t *testing.T) {
+	for _, tc := range []struct{ value, want string }{
+		{"perhaps", `vram: warning: VRAM_DEBUG_LEAKS="perhaps": not a boolean (want 1, true, yes or on`},
+		{"2", `vram: warning: VRAM_DEBUG_LEAKS="2": not a boolean`},
+		{"1", ""},
+		{"off", ""},
+		{"", ""},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			useEnv(t, map[string]string{"VRAM_DEBUG_LEAKS": tc.value})
+			code, stdout, stderr := runCLI(t, "version")
+			if code != 0 || !strings.HasPrefix(stdout, "vram ") {
+				t.Errorf("exit %d, stdout %q; want 0 and the version", code, stdout)
+			}
+			switch {
+			case tc.want == "" && stderr != "":
+				t.Errorf("stderr %q, want nothing", stderr)
+			case tc.want != "" && (!strings.HasPrefix(stderr, tc.want) || strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "the setting stays at its default\n")):
+				t.Errorf("stderr %q, want one line starting %q and ending with the default", stderr, tc.want)
+			}
+		})
+	}
+}

@@ -34,7 +34,7 @@ func main() {
 // and returns the exit status. Errors are printed to stderr as one line,
 // out-of-memory diagnoses as the paragraph they are.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	configure()
+	configure(stderr)
 	root := newRootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)
