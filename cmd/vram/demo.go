@@ -142,9 +142,9 @@ func chooseDevice(flag string) (vram.Device, string, error) {
 		}
 		return vram.CPU, "no CUDA device found", nil
 	}
-	d, err := vram.ParseDevice(flag)
+	d, err := parseDeviceFlag(flag)
 	if err != nil {
-		return vram.Device{}, "", usagef("demo: --device: %s", strings.TrimPrefix(err.Error(), "vram: "))
+		return vram.Device{}, "", err
 	}
 	if err := d.Check(); err != nil {
 		// The backend's own reason when it gives one (no driver, a bad
@@ -160,6 +160,16 @@ func chooseDevice(flag string) (vram.Device, string, error) {
 		return vram.Device{}, "", usagef("demo: --device %s: device not available: %s (available here: %s)", d, why, strings.Join(availableDevices(), ", "))
 	}
 	return d, "--device " + flag, nil
+}
+
+// parseDeviceFlag parses a --device other than "auto"; a malformed one is
+// a usage error.
+func parseDeviceFlag(flag string) (vram.Device, error) {
+	d, err := vram.ParseDevice(flag)
+	if err != nil {
+		return vram.Device{}, usagef("demo: --device: %s", strings.TrimPrefix(err.Error(), "vram: "))
+	}
+	return d, nil
 }
 
 // availableDevices lists the devices this program can use: those that
@@ -197,6 +207,13 @@ func runDemo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) error
 	}
 	if o.batch <= 0 {
 		return usagef("demo: --batch must be positive, got %d", o.batch)
+	}
+	// A malformed --device is a bad command line whatever the environment;
+	// whether the device is there depends on the settings checked next.
+	if strings.TrimSpace(o.device) != "auto" {
+		if _, err := parseDeviceFlag(o.device); err != nil {
+			return err
+		}
 	}
 	// The demo allocates on a device: its settings must be valid.
 	if err := checkEnvironment(); err != nil {

@@ -267,6 +267,13 @@ func TestBadEnvironmentStopsOnlyCommandsThatAllocate(t *testing.T) {
 			}
 			checkErrorLine(t, stderr, "demo: ")
 			checkErrorLine(t, stderr, env.want)
+			// The command line is checked first: a malformed flag is a
+			// usage error whatever the environment.
+			for _, args := range [][]string{{"demo", "--steps", "0"}, {"demo", "--device", "tpu:0"}, {"demo", "--device", "sim:-1"}} {
+				if code, _, stderr := runCLI(t, args...); code != exitUsage || !strings.Contains(stderr, "demo: --") {
+					t.Errorf("%v: exit %d, stderr %q; want %d and the flag's error", args, code, stderr, exitUsage)
+				}
+			}
 
 			code, stdout, _ = runCLI(t, "doctor", "--json")
 			var rep doctorReport
