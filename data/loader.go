@@ -207,6 +207,7 @@ type PanicError struct {
 	Stack []byte // the stack of the panicking goroutine
 }
 
+// Error returns "panic: " and the panic value.
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
 // Unwrap returns the panic value when it is an error, else nil.

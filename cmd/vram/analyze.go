@@ -22,7 +22,7 @@ func newAnalyzeCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "analyze FILE",
-		Short: "Explain a memory snapshot: fragmentation, largest allocations, OOMs; --html draws it",
+		Short: "Explain a memory snapshot or trace: fragmentation, largest allocations, OOMs; --html draws it",
 		Long: `Analyze reads a vram JSON snapshot (vram.MemorySnapshot, or an analyze.Recorder's
 recording), a PyTorch snapshot pickle (torch.cuda.memory._dump_snapshot) or a text
 trace, and reports per device: fragmentation (waste inside blocks from rounding and

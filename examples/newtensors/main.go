@@ -1,4 +1,5 @@
-// Newtensors shows the New... methods, which create a tensor with the
+// Newtensors shows the tensor methods NewOnes, NewZeros, NewFull, NewEmpty,
+// NewTensor and NewRandn, which create a tensor with the
 // dtype and device of the tensor they are called on (PyTorch's new_ones,
 // new_zeros, new_full, new_empty, new_tensor), and the ...Like factories,
 // which also take its shape (zeros_like, ones_like, full_like, ...), so code
