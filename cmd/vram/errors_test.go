@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net"
@@ -604,6 +605,30 @@ func TestProcessSettingWarns(t *testing.T) {
 				t.Errorf("stderr %q, want nothing", stderr)
 			case tc.want != "" && (!strings.HasPrefix(stderr, tc.want) || strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "the setting stays at its default\n")):
 				t.Errorf("stderr %q, want one line starting %q and ending with the default", stderr, tc.want)
+			}
+		})
+	}
+}
+
+// TestReportOutputErrors runs every command that reports on a failing
+// standard output: each must exit 1 and say so, never 0 with its report
+// lost.
+func TestReportOutputErrors(t *testing.T) {
+	noDriver(t)
+	for _, args := range [][]string{
+		{"version"}, {"version", "--json"},
+		{"analyze", snapshotFile}, {"analyze", "--json", snapshotFile},
+		{"replay", resnetTrace}, {"replay", "--json", resnetTrace},
+		{"replay", "--compare", resnetTrace}, {"replay", "--fit", resnetTrace},
+		{"replay", "--fit=24GB", resnetTrace}, {"replay", snapshotFile, resnetTrace},
+		{"demo", "--device", "cpu", "--steps", "1"}, {"demo", "--device", "cpu", "--steps", "1", "--json"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var errOut bytes.Buffer
+			code := run(context.Background(), args, failingWriter{}, &errOut)
+			want := "vram: " + args[0] + ": " + errDiskFull.Error() + "\n"
+			if code != exitFailure || errOut.String() != want {
+				t.Errorf("exit %d, stderr %q; want exit %d, %q", code, errOut.String(), exitFailure, want)
 			}
 		})
 	}

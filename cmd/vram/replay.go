@@ -159,9 +159,15 @@ cost by size class.
 				}
 				opts.calls = &memory.CallTimes{}
 			}
+			// A report that cannot be written (a full disk, a closed
+			// pipe) fails the command and stops it.
+			out := &errWriter{w: cmd.OutOrStdout()}
 			var failed []string
 			var onGPU []replayReport // for the summary of --device
 			for _, path := range args {
+				if out.err != nil {
+					break // the reports would be lost
+				}
 				reports, err := replayFile(path, conf, base, opts)
 				if err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "vram replay: %s\n", printable.Text(oneLine(err))) // it can quote the file name
@@ -170,24 +176,25 @@ cost by size class.
 				}
 				for _, r := range reports {
 					if asJSON {
-						if err := writeJSONLine(cmd.OutOrStdout(), r); err != nil {
-							return err
-						}
+						_ = writeJSONLine(out, r) // out keeps the error
 					} else if r.GPU != nil {
-						printDevice(cmd.OutOrStdout(), r.File, r.Device, r.GPU)
+						printDevice(out, r.File, r.Device, r.GPU)
 						onGPU = append(onGPU, r)
 					} else if r.Fit != nil {
-						printFit(cmd.OutOrStdout(), r.File, r.Device, r.Fit)
+						printFit(out, r.File, r.Device, r.Fit)
 					} else {
-						printReplay(cmd.OutOrStdout(), r)
+						printReplay(out, r)
 					}
 				}
 			}
 			if opts.calls != nil && !asJSON {
 				if len(onGPU) > 1 {
-					printDeviceSummary(cmd.OutOrStdout(), onGPU)
+					printDeviceSummary(out, onGPU)
 				}
-				printCallTable(cmd.OutOrStdout(), fmt.Sprintf("cuda:%d (%s)", gpu, opts.deviceName), opts.calls)
+				printCallTable(out, fmt.Sprintf("cuda:%d (%s)", gpu, opts.deviceName), opts.calls)
+			}
+			if out.err != nil {
+				return out.err
 			}
 			if len(failed) > 0 {
 				return fmt.Errorf("%d of %d inputs could not be replayed: %s", len(failed), len(args), strings.Join(failed, ", "))
