@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -622,11 +623,21 @@ func TestReportOutputErrors(t *testing.T) {
 		{"replay", "--compare", resnetTrace}, {"replay", "--fit", resnetTrace},
 		{"replay", "--fit=24GB", resnetTrace}, {"replay", snapshotFile, resnetTrace},
 		{"demo", "--device", "cpu", "--steps", "1"}, {"demo", "--device", "cpu", "--steps", "1", "--json"},
+		// Help is output too.
+		{}, {"--help"}, {"-h"}, {"help"}, {"help", "demo"}, {"demo", "--help"}, {"replay", "-h"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			var errOut bytes.Buffer
 			code := run(context.Background(), args, failingWriter{}, &errOut)
-			want := "vram: " + args[0] + ": " + errDiskFull.Error() + "\n"
+			var want string
+			switch {
+			case len(args) == 0 || strings.HasPrefix(args[0], "-") || args[0] == "help":
+				want = "vram: help: " + errDiskFull.Error() + "\n"
+			case slices.Contains(args, "--help") || slices.Contains(args, "-h"):
+				want = "vram: " + args[0] + ": help: " + errDiskFull.Error() + "\n"
+			default:
+				want = "vram: " + args[0] + ": " + errDiskFull.Error() + "\n"
+			}
 			if code != exitFailure || errOut.String() != want {
 				t.Errorf("exit %d, stderr %q; want exit %d, %q", code, errOut.String(), exitFailure, want)
 			}

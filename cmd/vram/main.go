@@ -39,7 +39,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	if cmd, err := root.ExecuteContextC(ctx); err != nil {
+	helpErr := checkHelpWrites(root)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil && *helpErr != nil {
+		err = *helpErr // help that could not be written
+	}
+	if err != nil {
 		msg := withCommand(root, cmd, oneLine(err))
 		fmt.Fprintf(stderr, "vram: %s\n", printable.Text(msg)) // messages can quote names from files
 		var ue *usageError
@@ -53,6 +58,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return 0
+}
+
+// checkHelpWrites makes the help of root and of every command below it
+// (--help, "vram help", vram alone) keep the first error writing it, in the
+// error returned: cobra ignores it, so help sent to a full disk or a closed
+// pipe exited with status 0.
+func checkHelpWrites(root *cobra.Command) *error {
+	var helpErr error
+	help := root.HelpFunc()
+	root.SetHelpFunc(func(c *cobra.Command, args []string) {
+		out := c.OutOrStdout()
+		ew := &errWriter{w: out}
+		c.SetOut(ew)
+		help(c, args)
+		c.SetOut(out)
+		if ew.err != nil && helpErr == nil {
+			helpErr = fmt.Errorf("help: %w", ew.err)
+		}
+	})
+	return &helpErr
 }
 
 // newRootCmd builds the vram command and its subcommands. Each subcommand
