@@ -63,6 +63,8 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
+			case !cmd.Flags().Changed("nproc-per-node"):
+				return usagef("run: --nproc-per-node N is required: the ranks to start on this node, 1 to %d", parallel.MaxProcPerNode)
 			case o.NProcPerNode < 1 || o.NProcPerNode > parallel.MaxProcPerNode:
 				return usagef("run: --nproc-per-node %d out of range: want 1 to %d (the ranks to start on this node)", o.NProcPerNode, parallel.MaxProcPerNode)
 			case o.NNodes < 1 || o.NNodes > parallel.MaxNodes:
@@ -116,11 +118,12 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
 				return &exitCodeError{code: le.ExitCode, err: errors.New("run: " + msg)}
 			}
 			// A program that cannot be started ends as a shell reports it:
-			// 127 when it is not found, 126 when it cannot be run.
+			// 127 when it is not found, 126 when it cannot be run (no
+			// permission, a directory, not a format the system runs).
 			switch {
 			case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
 				return &exitCodeError{code: 127, err: fmt.Errorf("run: %s: program not found (%w)", o.Program, err)}
-			case errors.Is(err, fs.ErrPermission):
+			case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOEXEC):
 				return &exitCodeError{code: 126, err: fmt.Errorf("run: %s: not executable (%w)", o.Program, err)}
 			}
 			if sig, ok := first.Load().(syscall.Signal); ok && err == nil {

@@ -1,12 +1,20 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
 func TestRunVariablesAndExitCodes(t *testing.T) {
+	// An executable file the system cannot run: neither a binary of its
+	// format nor a script.
+	garbage := filepath.Join(t.TempDir(), "garbage")
+	if err := os.WriteFile(garbage, []byte{0x7f, 'E', 'L', 'F', 0, 1, 2, 3}, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name   string
 		args   []string
@@ -45,13 +53,16 @@ func TestRunVariablesAndExitCodes(t *testing.T) {
 			stdout: []string{"[rank 4] 4 6 2 1\n", "[rank 5] 5 6 2 1\n"},
 		},
 		{"no program", []string{"run", "--nproc-per-node", "2"}, exitUsage, nil, "requires at least 1 arg"},
-		{"no nproc", []string{"run", "true"}, exitUsage, nil, "--nproc-per-node 0 out of range: want 1 to 1024"},
+		{"no nproc", []string{"run", "true"}, exitUsage, nil, "run: --nproc-per-node N is required: the ranks to start on this node, 1 to 1024"},
+		{"zero nproc", []string{"run", "--nproc-per-node", "0", "true"}, exitUsage, nil, "--nproc-per-node 0 out of range: want 1 to 1024"},
 		{"bad node rank", []string{"run", "--nproc-per-node", "1", "--nnodes", "2", "--node-rank", "2", "true"}, exitUsage, nil, "--node-rank 2 out of range for --nnodes 2"},
 		{"bad port", []string{"run", "--nproc-per-node", "1", "--master-port", "70000", "true"}, exitUsage, nil, "--master-port 70000"},
 		{"huge nproc", []string{"run", "--nproc-per-node", "100000000", "true"}, exitUsage, nil, "--nproc-per-node 100000000 out of range"},
 		{"missing program", []string{"run", "--nproc-per-node", "1", "vram-no-such-program"}, 127, nil, "vram-no-such-program: program not found"},
 		{"missing path", []string{"run", "--nproc-per-node", "2", "/nonexistent/vram-prog"}, 127, nil, "/nonexistent/vram-prog: program not found"},
 		{"not executable", []string{"run", "--nproc-per-node", "1", "./run_test.go"}, 126, nil, "./run_test.go: not executable"},
+		{"directory", []string{"run", "--nproc-per-node", "1", "./testdata"}, 126, nil, "./testdata: not executable"},
+		{"not a program", []string{"run", "--nproc-per-node", "1", garbage}, 126, nil, garbage + ": not executable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
