@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/rivo/uniseg"
 	"github.com/spf13/cobra"
@@ -62,6 +63,7 @@ output is not a terminal, it prints one frame per interval without control seque
 With --pids it shows only the GPUs that those processes, or processes started by them,
 hold memory on (and GPUs whose processes it cannot see): give it the pids that
 "vram run" prints at start, or the pid of vram run itself, to watch every GPU of a job.
+The list is separated by commas or white space; an empty one is an error.
 
   vram watch
   vram watch --interval 250ms
@@ -75,7 +77,7 @@ hold memory on (and GPUs whose processes it cannot see): give it the pids that
 			if count < 0 {
 				return usagef("watch: --count must not be negative")
 			}
-			pids, err := parsePIDs(pidList)
+			pids, err := parsePIDs(pidList, cmd.Flags().Changed("pids"))
 			if err != nil {
 				return err
 			}
@@ -96,18 +98,19 @@ hold memory on (and GPUs whose processes it cannot see): give it the pids that
 }
 
 // parsePIDs parses the --pids list: process ids separated by commas or
-// spaces.
-func parsePIDs(list string) ([]int, error) {
+// white space (pgrep's lines). A list that was given holds at least one:
+// an empty one, from a pgrep that found no job, would show every GPU.
+func parsePIDs(list string, given bool) ([]int, error) {
 	var pids []int
-	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' }) {
+	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n <= 0 {
 			return nil, usagef("watch: --pids: %q is not a process id", f)
 		}
 		pids = append(pids, n)
 	}
-	if list != "" && len(pids) == 0 {
-		return nil, usagef("watch: --pids: no process id in %q", list)
+	if given && len(pids) == 0 {
+		return nil, usagef("watch: --pids: no process id in %q (is the job running?)", list)
 	}
 	return pids, nil
 }
