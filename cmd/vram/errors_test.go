@@ -120,6 +120,9 @@ func TestExitCodes(t *testing.T) {
 
 		{[]string{"smi", "extra"}, exitUsage, "smi: unknown command"},
 		{[]string{"smi", "--source", missing}, exitFailure, "smi: monitor: "},
+		{[]string{"smi", "--source", ""}, exitUsage, "smi: --source needs a FILE of recorded readings"},
+		{[]string{"watch", "--source", "", "--count", "1"}, exitUsage, "watch: --source needs a FILE of recorded readings"},
+		{[]string{"exporter", "--source", ""}, exitUsage, "exporter: --source needs a FILE of recorded readings"},
 		{[]string{"smi"}, exitFailure, "smi: no NVIDIA driver found"},
 
 		{[]string{"version", "extra"}, exitUsage, "version: unknown command"},

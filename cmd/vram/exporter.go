@@ -40,7 +40,7 @@ monitor.RegisterDeviceMemory.
 			if err := checkListen(listen); err != nil {
 				return err
 			}
-			src, err := openSource("exporter", source)
+			src, err := openSource("exporter", source, cmd.Flags().Changed("source"))
 			if err != nil {
 				return err
 			}

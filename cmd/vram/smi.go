@@ -20,9 +20,14 @@ import (
 var openMonitor = func() (monitor.Source, error) { return monitor.OpenNVML() }
 
 // openSource returns the recorded readings in file, or the machine's GPUs
-// when file is "". cmd names the command in errors: without a driver the
-// error is one line saying so.
-func openSource(cmd, file string) (monitor.Source, error) {
+// when --source was not given (given is false). cmd names the command in
+// errors: without a driver the error is one line saying so. An empty
+// --source (an unset variable in a script) is a usage error rather than
+// the GPUs.
+func openSource(cmd, file string, given bool) (monitor.Source, error) {
+	if given && file == "" {
+		return nil, usagef("%s: --source needs a FILE of recorded readings (leave it out to read the GPUs)", cmd)
+	}
 	if file != "" {
 		src, err := monitor.OpenRecorded(file)
 		if err != nil {
@@ -73,7 +78,7 @@ own PID namespace, say) it says so instead of showing an empty list.
 			if asJSON && list {
 				return usagef("smi: --json and --list (-L) print different things: give one")
 			}
-			src, err := openSource("smi", source)
+			src, err := openSource("smi", source, cmd.Flags().Changed("source"))
 			if err != nil {
 				return err
 			}

@@ -81,7 +81,7 @@ The list is separated by commas or white space; an empty one is an error.
 			if err != nil {
 				return err
 			}
-			src, err := openSource("watch", source)
+			src, err := openSource("watch", source, cmd.Flags().Changed("source"))
 			if err != nil {
 				return err
 			}
