@@ -197,22 +197,40 @@ func (t *Tensor) Gelu() *Tensor {
 // GeluTanh returns GELU with the tanh approximation.
 func (t *Tensor) GeluTanh() *Tensor {
 	return unary("gelu_tanh", backend.GeluTanh, t, 0, saveX, func(x, _, g *Tensor) *Tensor {
-		// u = c*(x + 0.044715 x^3); d/dx = 0.5(1+tanh u) + 0.5 x (1-tanh^2 u) c (1 + 3*0.044715 x^2)
-		c := math.Sqrt(2 / math.Pi)
-		u := x.Add(x.PowScalar(3).MulScalar(0.044715)).MulScalar(c)
-		th := u.Tanh()
-		a := th.AddScalar(1).MulScalar(0.5)
-		b := x.MulScalar(0.5).Mul(th.Square().RSubScalar(1)).Mul(x.Square().MulScalar(3 * 0.044715 * c).AddScalar(c))
-		return g.Mul(a.Add(b))
+		return wideGrad(x, g, func(x, g *Tensor) *Tensor {
+			// u = c*(x + 0.044715 x^3); d/dx = 0.5(1+tanh u) + 0.5 x (1-tanh^2 u) c (1 + 3*0.044715 x^2)
+			c := math.Sqrt(2 / math.Pi)
+			u := x.Add(x.PowScalar(3).MulScalar(0.044715)).MulScalar(c)
+			th := u.Tanh()
+			a := th.AddScalar(1).MulScalar(0.5)
+			b := x.MulScalar(0.5).Mul(th.Square().RSubScalar(1)).Mul(x.Square().MulScalar(3 * 0.044715 * c).AddScalar(c))
+			return g.Mul(a.Add(b))
+		})
 	})
 }
 
 // Silu returns t * sigmoid(t).
 func (t *Tensor) Silu() *Tensor {
 	return unary("silu", backend.Silu, t, 0, saveX, func(x, _, g *Tensor) *Tensor {
-		s := x.Sigmoid()
-		return g.Mul(s.Mul(x.Mul(s.RSubScalar(1)).AddScalar(1)))
+		return wideGrad(x, g, func(x, g *Tensor) *Tensor {
+			s := x.Sigmoid()
+			return g.Mul(s.Mul(x.Mul(s.RSubScalar(1)).AddScalar(1)))
+		})
 	})
+}
+
+// wideGrad returns grad(x, g), computed in float32 when x is float16 or
+// bfloat16 and rounded once to g's dtype, as PyTorch's backward kernels
+// for these activations compute in float32: a formula of several 16-bit
+// ops rounds at each step, enough to lose every digit where its terms
+// cancel (a bfloat16 GELU's gradient near x = -3) and to overflow
+// where the float16 input cubed does (|x| > 40 gives 0·Inf = NaN). It
+// runs inside the backward pass's Tidy, which releases the temporaries.
+func wideGrad(x, g *Tensor, grad func(x, g *Tensor) *Tensor) *Tensor {
+	if x.dtype != Float16 && x.dtype != BFloat16 {
+		return grad(x, g)
+	}
+	return grad(x.Cast(Float32), g.Cast(Float32)).Cast(g.dtype)
 }
 
 // Erf returns the error function of t.
