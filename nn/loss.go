@@ -351,14 +351,17 @@ func BCELossWith(probs, target *vram.Tensor, o BCEOptions) *vram.Tensor {
 			gy = ts.add(log1mP.Sub(logP))
 		}
 	})
-	// l + x·g − (x·g without a graph) has l's value and gradient g in x.
+	// l + (x·g − x·g without a graph) has l's value and gradient g in x.
+	// The two products are the same numbers, so their difference is
+	// exactly 0: adding x·g to l first would round l to the precision of
+	// x·g, which is up to 1e12 where p is 0 or 1, losing all of it.
 	for _, d := range []struct{ x, g *vram.Tensor }{{p, gp}, {y, gy}} {
 		if d.g == nil {
 			continue
 		}
 		var c *vram.Tensor
 		vram.NoGrad(func() { c = ts.add(d.x.Mul(d.g)) })
-		l = ts.add(ts.add(l.Add(ts.add(d.x.Mul(d.g)))).Sub(c))
+		l = ts.add(l.Add(ts.add(ts.add(d.x.Mul(d.g)).Sub(c))))
 	}
 	if o.Weight != nil {
 		l = ts.add(l.Mul(ts.operand(o.Weight)))

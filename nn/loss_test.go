@@ -331,3 +331,40 @@ func TestBCELossGradientAtZeroAndOne(t *testing.T) {
 		}
 	}
 }
+
+// BCELoss keeps its value where its gradient is huge: at p of 1 with a
+// target of 0 (a saturated sigmoid) the loss is PyTorch's clamped 100, and
+// near 1 it is −log(1 − p) to the precision of the dtype, in every
+// floating-point dtype and on every device.
+func TestBCELossValueNearSaturation(t *testing.T) {
+	tests := []struct {
+		name string
+		p, y float64
+	}{
+		{"p=1 y=0", 1, 0},
+		{"p=0 y=1", 0, 1},
+		{"p=0.999 y=0", 0.999, 0},
+		{"p=0.999 y=0.25", 0.999, 0.25},
+		{"p=1e-3 y=1", 1e-3, 1},
+		{"p=0.5 y=0.5", 0.5, 0.5},
+	}
+	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		for _, dt := range []vram.DType{vram.Float64, vram.Float32, vram.Float16, vram.BFloat16} {
+			for _, tc := range tests {
+				t.Run(dev.String()+" "+dt.String()+" "+tc.name, func(t *testing.T) {
+					vram.Tidy(func() {
+						p := vram.FromSlice([]float64{tc.p}, vram.Shape{1}, dt, dev, vram.WithGrad())
+						y := vram.FromSlice([]float64{tc.y}, vram.Shape{1}, dt, dev)
+						pv, yv := p.Float64s()[0], y.Float64s()[0]
+						clampLog := func(v float64) float64 { return math.Max(math.Log(v), -100) }
+						want := -(yv*clampLog(pv) + (1-yv)*clampLog(1-pv))
+						l := nn.BCELossWith(p, y, nn.BCEOptions{Reduction: nn.ReductionSum})
+						if got := l.Item(); !near(got, want, 1e-5) {
+							t.Errorf("loss = %v, want %v", got, want)
+						}
+					})
+				})
+			}
+		}
+	}
+}
