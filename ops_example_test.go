@@ -115,3 +115,19 @@ func ExampleTensor_MaskedFill() {
 	fmt.Println(scores.MaskedFill(causal, math.Inf(-1)).Float32s())
 	// Output: [0.5 -Inf -1 3]
 }
+
+func ExampleTensor_Hardtanh() {
+	x := vram.FromSlice([]float64{-2, -1, 0.5, 1, 2}, vram.Shape{5}, vram.WithGrad())
+	y := x.Hardtanh(-1, 1)
+	y.Sum().Backward()
+	// As PyTorch's, the gradient is 0 at the bounds themselves.
+	fmt.Println(y.Float64s(), x.Grad().Float64s())
+	// Output: [-1 -1 0.5 1 1] [0 0 1 0 0]
+}
+
+func ExampleTensor_Softplus() {
+	x := vram.FromSlice([]float64{0, 30}, vram.Shape{2})
+	// beta 1, threshold 20 (PyTorch's defaults): x itself above 20.
+	fmt.Printf("%.4f\n", x.Softplus(1, 20).Float64s())
+	// Output: [0.6931 30.0000]
+}

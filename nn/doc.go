@@ -1,7 +1,9 @@
 // Package nn provides neural-network building blocks on top of package vram,
 // in the style of torch.nn: a [Module] interface, layers ([Linear],
 // [LayerNorm], [BatchNorm1d], [GroupNorm], [Embedding], [Dropout],
-// activations, and for convolutional networks [Conv2d], [ConvTranspose2d],
+// activations ([ReLU], [LeakyReLU], [ELU], [GELU], [SiLU], [Mish],
+// [Softplus], [Hardtanh], [Hardswish], [Sigmoid], [Tanh], [Softmax],
+// [LogSoftmax]), and for convolutional networks [Conv2d], [ConvTranspose2d],
 // [BatchNorm2d], [MaxPool2d], [AvgPool2d], [AdaptiveAvgPool2d],
 // [AdaptiveMaxPool2d], [Flatten], [Dropout2d]), containers
 // ([Sequential]), loss functions ([CrossEntropyLoss], [MSELoss], ..., and

@@ -122,14 +122,28 @@ func NewReLU() *ReLU { return &ReLU{} }
 // Forward returns x.Relu().
 func (*ReLU) Forward(x *vram.Tensor) *vram.Tensor { return x.Relu() }
 
-// GELU applies the exact Gaussian error linear unit x·Φ(x) elementwise.
-type GELU struct{ Base }
+// GELU applies the exact Gaussian error linear unit x·Φ(x) elementwise,
+// or its tanh approximation when Tanh is set (torch.nn.GELU with
+// approximate="tanh").
+type GELU struct {
+	Base
+	// Tanh selects the tanh approximation.
+	Tanh bool
+}
 
 // NewGELU returns a GELU module.
 func NewGELU() *GELU { return &GELU{} }
 
-// Forward returns x.Gelu().
-func (*GELU) Forward(x *vram.Tensor) *vram.Tensor { return x.Gelu() }
+// NewGELUTanh returns a GELU module with the tanh approximation.
+func NewGELUTanh() *GELU { return &GELU{Tanh: true} }
+
+// Forward returns x.Gelu(), or x.GeluTanh() when Tanh is set.
+func (l *GELU) Forward(x *vram.Tensor) *vram.Tensor {
+	if l.Tanh {
+		return x.GeluTanh()
+	}
+	return x.Gelu()
+}
 
 // Tanh applies tanh elementwise.
 type Tanh struct{ Base }
@@ -421,7 +435,7 @@ type actFuser interface {
 }
 
 // Forward runs the modules in order. A [Linear] or [Conv2d] directly
-// followed by a [ReLU] or [GELU] runs as one fused op ([vram.LinearAct],
+// followed by a [ReLU] or an exact [GELU] runs as one fused op ([vram.LinearAct],
 // [vram.Conv2dAct]): the same result, fewer kernels and no intermediate
 // tensor. Intermediate results are
 // released as soon as the next module has consumed them; the autograd graph
@@ -437,8 +451,10 @@ func (s *Sequential) Forward(x *vram.Tensor) *vram.Tensor {
 				next = l.ForwardAct(cur, vram.ActReLU)
 				i++
 			case *GELU:
-				next = l.ForwardAct(cur, vram.ActGELU)
-				i++
+				if !s.mods[i+1].(*GELU).Tanh {
+					next = l.ForwardAct(cur, vram.ActGELU)
+					i++
+				}
 			}
 		}
 		if next == nil {
