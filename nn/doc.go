@@ -6,7 +6,8 @@
 // [LogSoftmax]), and for convolutional networks [Conv2d], [ConvTranspose2d],
 // [BatchNorm2d], [MaxPool2d], [AvgPool2d], [AdaptiveAvgPool2d],
 // [AdaptiveMaxPool2d], [Flatten], [Dropout2d]), containers
-// ([Sequential]), loss functions ([CrossEntropyLoss], [MSELoss], ..., and
+// ([Sequential]), loss functions ([CrossEntropyLoss], [MSELoss],
+// [KLDivLoss], [CosineEmbeddingLoss], ..., and
 // their forms with PyTorch's options, such as [CrossEntropyLossWith] with
 // class weights, an ignore index, label smoothing and a [Reduction]),
 // parameter initialisation ([KaimingUniform],

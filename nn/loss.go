@@ -68,9 +68,14 @@ const (
 	// elementwise shape: the input's for the regression and binary
 	// losses, the targets' for the class losses.
 	ReductionNone
+	// ReductionBatchMean divides the sum of the elements' losses by the
+	// size of the input's first dimension ('batchmean'), the mathematically
+	// correct KL divergence per sample; only [KLDivLoss] takes it.
+	ReductionBatchMean
 )
 
-// String returns PyTorch's name of r: "mean", "sum" or "none".
+// String returns PyTorch's name of r: "mean", "sum", "none" or
+// "batchmean".
 func (r Reduction) String() string {
 	switch r {
 	case ReductionMean:
@@ -79,12 +84,14 @@ func (r Reduction) String() string {
 		return "sum"
 	case ReductionNone:
 		return "none"
+	case ReductionBatchMean:
+		return "batchmean"
 	}
 	return fmt.Sprintf("Reduction(%d)", int(r))
 }
 
 // check panics with an *vram.Error of kind vram.ErrArgument unless r is
-// one of the three reductions.
+// one of the three reductions that every loss takes.
 func (r Reduction) check(op string) {
 	if r < ReductionMean || r > ReductionNone {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("unknown reduction %d; use ReductionMean, ReductionSum or ReductionNone", int(r))})
