@@ -329,8 +329,9 @@ func BCELoss(probs, target *vram.Tensor) *vram.Tensor {
 // combined. ReductionNone gives the input's shape. It panics with an
 // *vram.Error of kind vram.ErrShape when target's shape is not the
 // input's or the weight does not broadcast to it, and of kind
-// vram.ErrArgument for a PosWeight (take BCEWithLogitsLossWith) or an
-// unknown reduction.
+// vram.ErrArgument for a PosWeight (take BCEWithLogitsLossWith), an
+// unknown reduction or an input element outside [0, 1] or NaN, as
+// PyTorch's does.
 func BCELossWith(probs, target *vram.Tensor, o BCEOptions) *vram.Tensor {
 	const op = "binary_cross_entropy"
 	checkSameShape(op, probs, target)
@@ -339,6 +340,7 @@ func BCELossWith(probs, target *vram.Tensor, o BCEOptions) *vram.Tensor {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "pos_weight needs logits: use BCEWithLogitsLossWith"})
 	}
 	checkBroadcastsTo(op, "weight", o.Weight, probs.Shape())
+	checkProbabilities(op, probs)
 	var ts temps
 	defer ts.release()
 	p, y := ts.operand(probs), ts.operand(target)
@@ -374,6 +376,27 @@ func BCELossWith(probs, target *vram.Tensor, o BCEOptions) *vram.Tensor {
 		l = ts.add(l.Mul(ts.operand(o.Weight)))
 	}
 	return reduce(ts.keep(l), o.Reduction)
+}
+
+// checkProbabilities panics with an *vram.Error of kind vram.ErrArgument
+// unless every element of p is in [0, 1] (NaN is not), as PyTorch's
+// binary_cross_entropy checks: outside, the clamped logs would give a
+// finite but meaningless loss, or NaN. It reads two values back from p's
+// device.
+func checkProbabilities(op string, p *vram.Tensor) {
+	if p.NumElements() == 0 {
+		return
+	}
+	var lo, hi float64
+	vram.NoGrad(func() {
+		mn, mx := p.Min(), p.Max()
+		defer mn.Release()
+		defer mx.Release()
+		lo, hi = mn.Item(), mx.Item()
+	})
+	if !(lo >= 0 && hi <= 1) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("all elements of input must be probabilities in [0, 1], got values from %v to %v", lo, hi)})
+	}
 }
 
 // checkBroadcastsTo panics with an *vram.Error of kind vram.ErrShape

@@ -368,3 +368,38 @@ func TestBCELossValueNearSaturation(t *testing.T) {
 		}
 	}
 }
+
+// BCELoss refuses inputs that are not probabilities, as PyTorch's does
+// ("all elements of input should be between 0 and 1"): values outside [0,
+// 1] gave a meaningless finite loss or NaN.
+func TestBCELossRefusesNonProbabilities(t *testing.T) {
+	tests := []struct {
+		name string
+		p    []float64
+		ok   bool
+	}{
+		{"in range", []float64{0, 0.5, 1}, true},
+		{"empty", nil, true},
+		{"above 1", []float64{0.5, 1.5, 0.2}, false},
+		{"below 0", []float64{-0.01, 0.5, 0.2}, false},
+		{"NaN", []float64{0.5, math.NaN(), 0.2}, false},
+	}
+	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		for _, tc := range tests {
+			t.Run(dev.String()+" "+tc.name, func(t *testing.T) {
+				vram.Tidy(func() {
+					p := vram.FromSlice(tc.p, vram.Shape{len(tc.p)}, dev, vram.Float32)
+					y := vram.ZerosLike(p)
+					var err error
+					func() {
+						defer func() { err, _ = recover().(error) }()
+						nn.BCELoss(p, y)
+					}()
+					if tc.ok != (err == nil) || !tc.ok && !errors.Is(err, vram.ErrArgument) {
+						t.Fatalf("got %v, want ok=%v or vram.ErrArgument", err, tc.ok)
+					}
+				})
+			})
+		}
+	}
+}
