@@ -330,8 +330,9 @@ func BCELoss(probs, target *vram.Tensor) *vram.Tensor {
 // *vram.Error of kind vram.ErrShape when target's shape is not the
 // input's or the weight does not broadcast to it, and of kind
 // vram.ErrArgument for a PosWeight (take BCEWithLogitsLossWith), an
-// unknown reduction or an input element outside [0, 1] or NaN, as
-// PyTorch's does.
+// unknown reduction or, for a CPU input, an element outside [0, 1] or
+// NaN, as PyTorch's does (inputs on other devices are not checked, which
+// would wait for the device on every call).
 func BCELossWith(probs, target *vram.Tensor, o BCEOptions) *vram.Tensor {
 	const op = "binary_cross_entropy"
 	checkSameShape(op, probs, target)
@@ -380,11 +381,13 @@ func BCELossWith(probs, target *vram.Tensor, o BCEOptions) *vram.Tensor {
 
 // checkProbabilities panics with an *vram.Error of kind vram.ErrArgument
 // unless every element of p is in [0, 1] (NaN is not), as PyTorch's
-// binary_cross_entropy checks: outside, the clamped logs would give a
-// finite but meaningless loss, or NaN. It reads two values back from p's
-// device.
+// binary_cross_entropy checks on the CPU: outside, the clamped logs would
+// give a finite but meaningless loss, or NaN. Only CPU tensors are
+// checked: on a GPU the check would read two values back and so wait for
+// the device on every loss, where PyTorch's CUDA kernel asserts without
+// waiting.
 func checkProbabilities(op string, p *vram.Tensor) {
-	if p.NumElements() == 0 {
+	if p.NumElements() == 0 || p.Device() != vram.CPU {
 		return
 	}
 	var lo, hi float64
