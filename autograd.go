@@ -332,7 +332,8 @@ type tensorHook struct{ fn func(*Tensor) *Tensor }
 // [Tensor.RegisterPostAccumulateGradHook]).
 //
 // The gradient fn gets belongs to Backward and is released after fn
-// returns: Clone it to keep it. Tensors fn computes are released after it
+// returns: Clone it to keep it. A hook that releases it and returns nil
+// makes Backward panic with [ErrReleased]. Tensors fn computes are released after it
 // returns too (as inside [Tidy]), the one it returns included once Backward
 // is done with it. The hooks of a tensor computed by an operation stay with
 // the graph, as PyTorch's stay with the grad_fn: they run even after t was
@@ -412,6 +413,10 @@ func runTensorHooks(hooks []*tensorHook, g *Tensor, shape []int, dt DType, dev D
 				repl = r.share() // r may be the hook's to keep, or a Tidy's to release
 			}
 		})
+		if repl == nil && g.ref.isReleased() {
+			fail(op, ErrReleased, "a hook released the %v %s gradient it was given, which belongs to Backward; "+
+				"return a new tensor to replace it, or Clone it to keep a copy", Shape(shape), dt)
+		}
 		if repl != nil {
 			if g != orig {
 				g.Release()
@@ -508,7 +513,10 @@ func (f backwardFunc) applyBackward(o *backwardOptions) { f(o) }
 
 // Gradient seeds Backward with g, the gradient of some scalar with respect
 // to the tensor (needed when the tensor has more than one element). g must
-// have the tensor's shape and device; Backward does not take ownership.
+// have the tensor's shape and device and a floating-point dtype (one other
+// than the tensor's is converted to it, as in PyTorch); Backward panics
+// with [ErrShape], [ErrDevice] or [ErrDType] otherwise, before anything
+// runs. Backward does not take ownership of g.
 func Gradient(g *Tensor) BackwardOption {
 	return backwardFunc(func(o *backwardOptions) { o.grad = g })
 }
@@ -553,6 +561,10 @@ func backward(t *Tensor, o backwardOptions) {
 			}
 			if o.grad.Device() != t.Device() {
 				panic(&DeviceMismatchError{Op: "backward", Expected: t.Device(), Got: o.grad.Device()})
+			}
+			if !o.grad.dtype.IsFloat() {
+				fail("backward", ErrDType, "gradient of dtype %s for a %s tensor; a gradient must be floating-point "+
+					"(one of another float dtype is converted to %s)", o.grad.dtype, t.dtype, t.dtype)
 			}
 			seed = o.grad.Cast(t.dtype)
 		} else {

@@ -21,6 +21,8 @@ func TestBackwardBadOptions(t *testing.T) {
 		{"nil after a good one", func() []BackwardOption { return []BackwardOption{RetainGraph(), nil} }, ErrArgument},
 		{"gradient of another shape", func() []BackwardOption { return []BackwardOption{Gradient(Ones(Shape{2}))} }, ErrShape},
 		{"gradient on another device", func() []BackwardOption { return []BackwardOption{Gradient(Ones(Shape{}, Sim(0)))} }, ErrDevice},
+		{"integer gradient", func() []BackwardOption { return []BackwardOption{Gradient(Ones(Shape{}, Int64))} }, ErrDType},
+		{"bool gradient", func() []BackwardOption { return []BackwardOption{Gradient(Ones(Shape{}, Bool))} }, ErrDType},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -267,6 +269,9 @@ func TestRegisterHookFailures(t *testing.T) {
 		{"not float", func(g *Tensor) *Tensor { return Ones(Shape{2}, Int32, d) }, false, ErrDType},
 		{"panics after a replacement", func(g *Tensor) *Tensor { panic(errBoom) }, false, errBoom},
 		{"panics on a leaf", func(g *Tensor) *Tensor { panic(errBoom) }, true, errBoom},
+		{"releases its gradient", func(g *Tensor) *Tensor { g.Release(); return nil }, false, ErrReleased},
+		{"releases its gradient on a leaf", func(g *Tensor) *Tensor { g.Release(); return nil }, true, ErrReleased},
+		{"returns its released gradient", func(g *Tensor) *Tensor { g.Release(); return g }, false, ErrReleased},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
