@@ -208,11 +208,18 @@ func (t *Tensor) RequiresGrad() bool {
 // t. A leaf turned off after operations recorded it (a layer frozen between
 // the forward and the backward pass) gets no gradient from their Backward,
 // as in PyTorch. It panics with [ErrAutograd] on a tensor computed from others (use
-// [Tensor.Detach] first) or on an inference tensor outside [InferenceMode],
+// [Tensor.Detach] first), also for on == true, which PyTorch takes as a
+// no-op but which most often marks the mistake of computing a parameter
+// (w := Randn(shape, WithGrad()).MulScalar(0.1)) that then gets no
+// gradient, and on an inference tensor outside [InferenceMode],
 // and with [ErrDType] for non-float tensors.
 func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
 	t.live("requires_grad")
 	if t.ref.node != nil {
+		if on {
+			fail("requires_grad", ErrAutograd, "t was computed by %s, so it already requires grad but is not a leaf and gets no Grad(); "+
+				"call RetainGrad() for its gradient, or Detach().SetRequiresGrad(true) for a new leaf", t.ref.node.op)
+		}
 		fail("requires_grad", ErrAutograd, "can only change requires_grad of leaf tensors; call Detach() first")
 	}
 	if on && !t.dtype.IsFloat() {
@@ -240,10 +247,15 @@ func (t *Tensor) IsLeaf() bool {
 // The gradient belongs to t: it is released with t or by [Tensor.ZeroGrad].
 // It has t's layout when t is dense (a channels-last weight has a
 // channels-last gradient, as in PyTorch), else it is row-major.
+// Releasing the gradient itself (t.Grad().Release()) is the same as
+// [Tensor.ZeroGrad]: Grad is nil afterwards, until Backward stores a new one.
 func (t *Tensor) Grad() *Tensor {
 	notNil("grad", t)
 	t.gradMu.Lock()
 	defer t.gradMu.Unlock()
+	if t.grad != nil && t.grad.ref.isReleased() {
+		t.grad = nil
+	}
 	return t.grad
 }
 

@@ -456,3 +456,46 @@ func TestDeepGraph(t *testing.T) {
 		t.Errorf("%d bytes allocated after releasing the chain, want %d", got, base)
 	}
 }
+
+// TestClearedGradient: every way of dropping a leaf's gradient (ZeroGrad,
+// SetGrad(nil), releasing the gradient itself, also from a post-accumulate
+// hook) leaves Grad nil rather than a released tensor, and the next
+// Backward stores a fresh gradient rather than adding to the old one.
+func TestClearedGradient(t *testing.T) {
+	for _, d := range []Device{CPU, Sim(0)} {
+		tests := []struct {
+			name  string
+			clear func(w *Tensor)
+			hook  bool // clear from a post-accumulate hook instead
+		}{
+			{"zero grad", func(w *Tensor) { w.ZeroGrad() }, false},
+			{"set grad nil", func(w *Tensor) { w.SetGrad(nil) }, false},
+			{"release the gradient", func(w *Tensor) { w.Grad().Release() }, false},
+			{"release in a hook", func(w *Tensor) { w.Grad().Release() }, true},
+		}
+		for _, tc := range tests {
+			t.Run(d.String()+"/"+tc.name, func(t *testing.T) {
+				Tidy(func() {
+					w := FromSlice([]float64{1, 2}, nil, d, WithGrad())
+					if tc.hook {
+						w.RegisterPostAccumulateGradHook(tc.clear)
+					}
+					w.Mul(w).Sum().Backward()
+					if !tc.hook {
+						tc.clear(w)
+					}
+					if g := w.Grad(); g != nil {
+						t.Fatalf("Grad after clearing it is %v, want nil", g)
+					}
+					if tc.hook {
+						return
+					}
+					w.Mul(w).Sum().Backward()
+					if g := w.Grad().Float64s(); g[0] != 2 || g[1] != 4 {
+						t.Errorf("gradient after clearing and one Backward %v, want [2 4]", g)
+					}
+				})
+			})
+		}
+	}
+}
