@@ -812,7 +812,8 @@ func runNode(n *node, g, into *Tensor, retain bool) []*Tensor {
 }
 
 // accumulateLeaf adds g (owned by the caller, given away here) to leaf's
-// gradient. A leaf released meanwhile (on another goroutine) takes none:
+// gradient, on the leaf's device even when the leaf moved since the
+// forward pass. A leaf released meanwhile (on another goroutine) takes none:
 // g is released instead. A gradient that was released behind the leaf's
 // back is replaced.
 func accumulateLeaf(leaf *Tensor, g *Tensor) {
@@ -821,6 +822,13 @@ func accumulateLeaf(leaf *Tensor, g *Tensor) {
 	if leaf.ref.isReleased() {
 		g.Release()
 		return
+	}
+	if g.Device() != leaf.Device() {
+		// The leaf was moved (MoveTo, as Module.To does) after the
+		// forward pass recorded it: its gradient goes where it is now.
+		c := Keep(copyAcross(g, leaf.ds(), false))
+		g.Release()
+		g = c
 	}
 	if leaf.grad != nil {
 		if r := leaf.grad.ref; r.hold() {

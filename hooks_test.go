@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -80,6 +81,53 @@ func TestFrozenLeafGetsNoGradient(t *testing.T) {
 				}
 				if b.Grad() == nil {
 					t.Error("the other leaf got no gradient")
+				}
+			})
+		})
+	}
+}
+
+// TestGradientFollowsMovedLeaf: a leaf moved or converted in place between
+// the forward and the backward pass (as Module.To and Module.Half do) gets
+// its gradient on its new device, in its new dtype and layout, whether it
+// had a gradient before or not, with or without a hook.
+func TestGradientFollowsMovedLeaf(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(w *Tensor)
+		dev    Device
+		dt     DType
+		before bool // w has a gradient before the change
+		hooked bool
+	}{
+		{"to sim:1", func(w *Tensor) { w.MoveTo(Sim(1)) }, Sim(1), Float32, false, false},
+		{"to sim:1 with a gradient", func(w *Tensor) { w.MoveTo(Sim(1)) }, Sim(1), Float32, true, false},
+		{"to sim:1 with a hook", func(w *Tensor) { w.MoveTo(Sim(1)) }, Sim(1), Float32, false, true},
+		{"to cpu", func(w *Tensor) { w.MoveTo(CPU) }, CPU, Float32, false, false},
+		{"to cpu with a gradient", func(w *Tensor) { w.MoveTo(CPU) }, CPU, Float32, true, false},
+		{"to float64", func(w *Tensor) { w.CastInPlace(Float64) }, Sim(0), Float64, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				w := FromSlice([]float32{1, 2}, nil, Sim(0), WithGrad())
+				want := []float64{2, 4}
+				if tc.before {
+					w.Mul(w).Sum().Backward()
+					want = []float64{4, 8}
+				}
+				if tc.hooked {
+					w.RegisterHook(func(g *Tensor) *Tensor { return nil })
+				}
+				loss := w.Mul(w).Sum()
+				tc.change(w)
+				loss.Backward()
+				g := w.Grad()
+				if g.Device() != tc.dev || g.DType() != tc.dt {
+					t.Fatalf("gradient on %s as %s, want %s as %s", g.Device(), g.DType(), tc.dev, tc.dt)
+				}
+				if got := g.Float64s(); !slices.Equal(got, want) {
+					t.Errorf("gradient %v, want %v", got, want)
 				}
 			})
 		})
