@@ -261,7 +261,11 @@ func (t *Tensor) Grad() *Tensor {
 
 // SetGrad replaces t's gradient (taking ownership of g) and releases the
 // old one. A nil g clears it. A g of another shape, device or dtype than t
-// panics with [ErrShape], [ErrDevice] or [ErrDType], and changes nothing.
+// panics with [ErrShape], [ErrDevice] or [ErrDType], and t itself or a g
+// whose elements share memory (made by Expand), which Backward could not
+// add to in place, with [ErrArgument]; either changes nothing. Backward
+// adds to g in place, so a g that is a view of another tensor (as
+// w.Detach() is of w) changes that tensor too, as in PyTorch.
 func (t *Tensor) SetGrad(g *Tensor) {
 	notNil("set_grad", t)
 	if g != nil {
@@ -279,6 +283,13 @@ func (t *Tensor) SetGrad(g *Tensor) {
 		if kind != nil {
 			fail("set_grad", kind, "gradient %v %s on %s does not match tensor %v %s on %s",
 				Shape(g.shape), g.dtype, g.Device(), Shape(t.shape), t.dtype, t.Device())
+		}
+		if g == t {
+			fail("set_grad", ErrArgument, "a tensor cannot be its own gradient; pass a Clone() of it")
+		}
+		if sharedElements(g.shape, g.strides) {
+			fail("set_grad", ErrArgument, "more than one element of the gradient (shape %v, strides %v) is one memory location, "+
+				"as after Expand, so Backward could not add to it; pass a Contiguous() copy", Shape(g.shape), g.strides)
 		}
 		Keep(g)
 	}

@@ -397,24 +397,27 @@ func TestConcurrentBackwardWithHooks(t *testing.T) {
 	}
 }
 
-// TestSetGradMismatch: a gradient that does not fit its tensor fails with
-// the kind of the mismatch and leaves the gradient that was there.
+// TestSetGradMismatch: a gradient that does not fit its tensor (or that
+// Backward could not add to in place) fails with the kind of the mismatch
+// and leaves the gradient that was there.
 func TestSetGradMismatch(t *testing.T) {
 	tests := []struct {
 		name string
-		g    func() *Tensor
+		g    func(w *Tensor) *Tensor
 		want error
 	}{
-		{"shape", func() *Tensor { return Zeros(Shape{3}) }, ErrShape},
-		{"device", func() *Tensor { return Zeros(Shape{2}, Sim(0)) }, ErrDevice},
-		{"dtype", func() *Tensor { return Zeros(Shape{2}, Float64) }, ErrDType},
+		{"shape", func(*Tensor) *Tensor { return Zeros(Shape{3}) }, ErrShape},
+		{"device", func(*Tensor) *Tensor { return Zeros(Shape{2}, Sim(0)) }, ErrDevice},
+		{"dtype", func(*Tensor) *Tensor { return Zeros(Shape{2}, Float64) }, ErrDType},
+		{"expanded", func(*Tensor) *Tensor { return Zeros(Shape{1}).Expand(2) }, ErrArgument},
+		{"itself", func(w *Tensor) *Tensor { return w }, ErrArgument},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			Tidy(func() {
 				w := Ones(Shape{2}, WithGrad())
 				w.SetGrad(Full(Shape{2}, 5))
-				err := Catch(func() { w.SetGrad(tc.g()) })
+				err := Catch(func() { w.SetGrad(tc.g(w)) })
 				if !errors.Is(err, tc.want) {
 					t.Fatalf("got %v, want %v", err, tc.want)
 				}

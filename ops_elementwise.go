@@ -696,12 +696,25 @@ func (t *Tensor) inPlaceCheck(op string, operands ...*Tensor) {
 		fail(op, ErrAutograd, "in-place update of an inference tensor (made inside vram.InferenceMode) outside it; "+
 			"do it inside InferenceMode, or update a Clone() made outside")
 	}
-	for i, n := range t.shape {
-		if n > 1 && t.strides[i] == 0 && !slices.Contains(t.shape, 0) { // an empty tensor has no element to share
-			fail(op, ErrArgument, "more than one element of the written tensor (shape %v, strides %v) is one memory location, "+
-				"as after Expand; write into a Clone() or Contiguous() copy", t.shape, t.strides)
+	if sharedElements(t.shape, t.strides) {
+		fail(op, ErrArgument, "more than one element of the written tensor (shape %v, strides %v) is one memory location, "+
+			"as after Expand; write into a Clone() or Contiguous() copy", t.shape, t.strides)
+	}
+}
+
+// sharedElements reports whether a layout puts more than one element at
+// one memory location, as Expand does (a stride of 0 along a dimension of
+// size above 1); an empty tensor has no element to share.
+func sharedElements(shape, strides []int) bool {
+	if slices.Contains(shape, 0) {
+		return false
+	}
+	for i, n := range shape {
+		if n > 1 && strides[i] == 0 {
+			return true
 		}
 	}
+	return false
 }
 
 // wrote counts an in-place write to t's storage, so that a graph that
