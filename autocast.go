@@ -81,7 +81,7 @@ func autocastLow(ts ...*Tensor) ([]*Tensor, func()) {
 			continue
 		}
 		t.live("autocast")
-		if t.ref.node == nil && t.requiresGrad && !g.gradOff && g.inference == 0 {
+		if t.ref.node == nil && t.requiresGrad.Load() && !g.gradOff && g.inference == 0 {
 			v := t.ref.st.version.Load()
 			c, ok := st.cache[t]
 			if !ok || c.version != v {

@@ -95,7 +95,7 @@ func (n *node) free() {
 func needsGrad(ts ...*Tensor) bool {
 	any := false
 	for _, t := range ts {
-		if t != nil && t.requiresGrad {
+		if t != nil && t.requiresGrad.Load() {
 			any = true
 			break
 		}
@@ -130,7 +130,7 @@ func record(op string, out *Tensor, inputs []*Tensor, saved []*Tensor, bw func(g
 	}
 	n.inputs = make([]edge, len(inputs))
 	for i, in := range inputs {
-		if in == nil || !in.requiresGrad {
+		if in == nil || !in.requiresGrad.Load() {
 			continue
 		}
 		if in.ref.node != nil {
@@ -142,7 +142,7 @@ func record(op string, out *Tensor, inputs []*Tensor, saved []*Tensor, bw func(g
 	}
 	n.refs.Store(1)
 	out.ref.node = n
-	out.requiresGrad = true
+	out.requiresGrad.Store(true)
 	checkGrowth(op, n, inputs)
 }
 
@@ -161,7 +161,7 @@ func recordInto(op string, out *Tensor, inputs []*Tensor, saved []*Tensor, bw fu
 // view, saved tensor or other handle shares it) and is not part of a
 // graph, so that an in-place update of t is seen by nothing else.
 func ownsStorage(t *Tensor) bool {
-	return t.ref.st.refs.Load() == 1 && t.ref.node == nil && !t.requiresGrad
+	return t.ref.st.refs.Load() == 1 && t.ref.node == nil && !t.requiresGrad.Load()
 }
 
 // The classic leak: a differentiable scalar loss summed across iterations
@@ -201,13 +201,15 @@ func backendNum(shape []int) int {
 // RequiresGrad reports whether operations on t are recorded for autograd.
 func (t *Tensor) RequiresGrad() bool {
 	notNil("requires_grad", t)
-	return t.requiresGrad
+	return t.requiresGrad.Load()
 }
 
 // SetRequiresGrad marks a leaf tensor as requiring grad (or not) and returns
 // t. A leaf turned off after operations recorded it (a layer frozen between
 // the forward and the backward pass) gets no gradient from their Backward,
-// as in PyTorch. It panics with [ErrAutograd] on a tensor computed from others (use
+// as in PyTorch; it is safe to call while other goroutines run forward and
+// backward passes through t, each of which sees the flag as it was at the
+// moment it read it. It panics with [ErrAutograd] on a tensor computed from others (use
 // [Tensor.Detach] first), also for on == true, which PyTorch takes as a
 // no-op but which most often marks the mistake of computing a parameter
 // (w := Randn(shape, WithGrad()).MulScalar(0.1)) that then gets no
@@ -229,7 +231,7 @@ func (t *Tensor) SetRequiresGrad(on bool) *Tensor {
 		fail("requires_grad", ErrAutograd, "an inference tensor (made inside vram.InferenceMode) cannot require grad outside it; "+
 			"use Clone() of it outside InferenceMode")
 	}
-	t.requiresGrad = on
+	t.requiresGrad.Store(on)
 	return t
 }
 
@@ -313,7 +315,7 @@ func (t *Tensor) SetGrad(g *Tensor) {
 func (t *Tensor) RetainGrad() {
 	const op = "retain_grad"
 	defer pin(op, t).unpin()
-	if !t.requiresGrad {
+	if !t.requiresGrad.Load() {
 		fail(op, ErrAutograd, "t does not require grad, so no gradient will reach it")
 	}
 	n := t.ref.node
@@ -372,7 +374,7 @@ func (t *Tensor) RegisterHook(fn func(grad *Tensor) *Tensor) (remove func()) {
 	if fn == nil {
 		fail(op, ErrArgument, "nil hook")
 	}
-	if !t.requiresGrad {
+	if !t.requiresGrad.Load() {
 		fail(op, ErrAutograd, "t does not require grad, so no gradient will ever reach the hook; call SetRequiresGrad(true) first")
 	}
 	h := &tensorHook{fn: fn}
@@ -475,7 +477,7 @@ func (t *Tensor) RegisterPostAccumulateGradHook(fn func(t *Tensor)) (remove func
 	if t.ref.node != nil {
 		fail(op, ErrAutograd, "hooks run on leaf tensors; t was computed by %s", t.ref.node.op)
 	}
-	if !t.requiresGrad {
+	if !t.requiresGrad.Load() {
 		fail(op, ErrAutograd, "t does not require grad, so no gradient will ever reach the hook; call SetRequiresGrad(true) first")
 	}
 	h := &gradHook{fn: fn}
@@ -567,7 +569,7 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 		}
 		opt.applyBackward(&o)
 	}
-	if !t.requiresGrad {
+	if !t.requiresGrad.Load() {
 		fail("backward", ErrAutograd, "tensor does not require grad and has no grad_fn; "+
 			"did you create the parameters with WithGrad() or SetRequiresGrad(true), or compute it inside NoGrad?")
 	}
@@ -747,7 +749,7 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 				// A leaf that no longer requires grad (frozen after the
 				// forward pass) takes none, as in PyTorch.
 				switch {
-				case !e.leaf.requiresGrad:
+				case !e.leaf.requiresGrad.Load():
 					gi.Release()
 				case hooked[e.leaf] != nil:
 					if prev := held[e.leaf]; prev != nil {

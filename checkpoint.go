@@ -107,9 +107,9 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 		fail("checkpoint", ErrArgument, "the function to checkpoint is nil")
 	}
 	x.live("checkpoint")
-	want := x.requiresGrad
+	want := x.requiresGrad.Load()
 	for _, p := range params {
-		if p != nil && p.requiresGrad {
+		if p != nil && p.requiresGrad.Load() {
 			want = true
 		}
 	}
@@ -127,12 +127,12 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 	// a graph node: one that does was made before (a parameter fn returns
 	// as it is), and gets the same treatment as x, here and in the
 	// recompute.
-	passThrough := out != x && (slices.Contains(params, out) || out.requiresGrad || out.ref.node != nil)
+	passThrough := out != x && (slices.Contains(params, out) || out.requiresGrad.Load() || out.ref.node != nil)
 	if passThrough {
 		out = out.identity("checkpoint")
 	}
 	saved := save(x)
-	inputGrad := x.requiresGrad
+	inputGrad := x.requiresGrad.Load()
 	// The recompute runs in the forward's Autocast region, if any: the
 	// backward pass runs outside every region.
 	acDT, ac := AutocastDType()
@@ -215,8 +215,8 @@ func callCheckpointed(fn func(*Tensor) *Tensor, x *Tensor) *Tensor {
 // released whether or not it requires grad.
 func backwardReleasing(y, g *Tensor) {
 	n := y.ref.node
-	if !y.requiresGrad || n == nil {
-		if y.requiresGrad {
+	if !y.requiresGrad.Load() || n == nil {
+		if y.requiresGrad.Load() {
 			y.Backward(Gradient(g)) // a leaf: accumulates g
 		}
 		y.Release()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -130,6 +131,50 @@ func TestGradientFollowsMovedLeaf(t *testing.T) {
 					t.Errorf("gradient %v, want %v", got, want)
 				}
 			})
+		})
+	}
+}
+
+// TestFreezeRacesBackward freezes and unfreezes leaves on one goroutine
+// while others run forward and backward passes through them (run it with
+// -race): the flag is safe to change concurrently, and each leaf's
+// gradient is a whole number of passes' contributions.
+func TestFreezeRacesBackward(t *testing.T) {
+	for _, d := range []Device{CPU, Sim(0)} {
+		t.Run(d.String(), func(t *testing.T) {
+			const workers, steps = 3, 40
+			a := FromSlice([]float64{1, 2}, nil, d, WithGrad())
+			b := FromSlice([]float64{3, 4}, nil, d, WithGrad())
+			defer a.Release()
+			defer b.Release()
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range steps * workers {
+					b.SetRequiresGrad(i%2 == 1)
+					_ = b.RequiresGrad()
+				}
+				b.SetRequiresGrad(true)
+			}()
+			for range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range steps {
+						Tidy(func() { a.Mul(b).Sum().Backward() }) // da = b, db = a
+					}
+				}()
+			}
+			wg.Wait()
+			if g := a.Grad().Float64s(); g[0] != 3*workers*steps || g[1] != 4*workers*steps {
+				t.Errorf("a's gradient %v, want [%d %d]", g, 3*workers*steps, 4*workers*steps)
+			}
+			if g := b.Grad(); g != nil {
+				if v := g.Float64s(); v[1] != 2*v[0] || v[0] != float64(int(v[0])) {
+					t.Errorf("b's gradient %v is not a whole number of passes' [1 2]", v)
+				}
+			}
 		})
 	}
 }

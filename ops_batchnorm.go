@@ -148,7 +148,7 @@ type nativeBackward func(g *Tensor, sv []*Tensor) (gx, gw, gb *Tensor, ok bool)
 // layout), and mean and rstd ([C], given away to the graph) the
 // statistics that normalized it. native, when not nil, is tried first.
 func recordBatchNorm(op string, out, x, xs, weight, bias, mean, rstd *Tensor, training bool, native nativeBackward) {
-	rx, rw, rb := x.requiresGrad, weight != nil && weight.requiresGrad, bias != nil && bias.requiresGrad
+	rx, rw, rb := x.requiresGrad.Load(), weight != nil && weight.requiresGrad.Load(), bias != nil && bias.requiresGrad.Load()
 	sv := []*Tensor{xs.share(), mean, rstd}
 	if weight != nil {
 		sv = append(sv, weight.share())
@@ -400,8 +400,8 @@ func batchNormReLUNative(op string, ds *devState, x, r, weight, bias, runMean, r
 // batchNormGrads. xs is x's data in format f; mean and rstd are given away
 // to the graph.
 func recordBatchNormReLU(op string, ds *devState, fb backend.FusedBatchNormer, y, x, xs, r, weight, bias, mean, rstd *Tensor, training bool, f MemoryFormat, eps float64) {
-	rx, rr := x.requiresGrad, r != nil && r.requiresGrad
-	rw, rb := weight.requiresGrad, bias.requiresGrad
+	rx, rr := x.requiresGrad.Load(), r != nil && r.requiresGrad.Load()
+	rw, rb := weight.requiresGrad.Load(), bias.requiresGrad.Load()
 	sv := []*Tensor{xs.share(), mean, rstd, weight.share(), y.share()}
 	out := sv[4]
 	xdt, wdt, bdt := x.dtype, weight.dtype, bias.dtype

@@ -660,7 +660,7 @@ func convNative(op string, ds *devState, x, w, bias *Tensor, g convGeom, transpo
 	if !needsGrad(x, w, bias) {
 		return y
 	}
-	rx, rw, rb := x.requiresGrad, w.requiresGrad, bias != nil && bias.requiresGrad
+	rx, rw, rb := x.requiresGrad.Load(), w.requiresGrad.Load(), bias != nil && bias.requiresGrad.Load()
 	xShape, wShape := slices.Clone(x.shape), slices.Clone(w.shape)
 	sv := []*Tensor{nil, nil, nil}
 	if rw {

@@ -214,7 +214,7 @@ func (a *Tensor) Add(b *Tensor) *Tensor {
 	out := binaryRaw("add", backend.Add, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
-		ra, rb := a.requiresGrad, b.requiresGrad
+		ra, rb := a.requiresGrad.Load(), b.requiresGrad.Load()
 		record("add", out, []*Tensor{a, b}, nil, func(g *Tensor) []*Tensor {
 			return []*Tensor{gradIf(ra, func() *Tensor { return sumTo(g, as) }), gradIf(rb, func() *Tensor { return sumTo(g, bs) })}
 		})
@@ -238,7 +238,7 @@ func (a *Tensor) Sub(b *Tensor) *Tensor {
 	out := binaryRaw("sub", backend.Sub, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
-		ra, rb := a.requiresGrad, b.requiresGrad
+		ra, rb := a.requiresGrad.Load(), b.requiresGrad.Load()
 		record("sub", out, []*Tensor{a, b}, nil, func(g *Tensor) []*Tensor {
 			return []*Tensor{gradIf(ra, func() *Tensor { return sumTo(g, as) }), gradIf(rb, func() *Tensor {
 				n := g.Neg()
@@ -257,7 +257,7 @@ func (a *Tensor) Mul(b *Tensor) *Tensor {
 	out := binaryRaw("mul", backend.Mul, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
-		ra, rb := a.requiresGrad, b.requiresGrad
+		ra, rb := a.requiresGrad.Load(), b.requiresGrad.Load()
 		sv := save(a, b)
 		record("mul", out, []*Tensor{a, b}, sv, func(g *Tensor) []*Tensor {
 			return []*Tensor{
@@ -282,7 +282,7 @@ func (a *Tensor) Div(b *Tensor) *Tensor {
 	out := binaryRaw("div", backend.Div, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
-		ra, rb := a.requiresGrad, b.requiresGrad
+		ra, rb := a.requiresGrad.Load(), b.requiresGrad.Load()
 		sv := save(b, out)
 		record("div", out, []*Tensor{a, b}, sv, func(g *Tensor) []*Tensor {
 			return []*Tensor{
@@ -310,7 +310,7 @@ func (a *Tensor) Pow(b *Tensor) *Tensor {
 	out := binaryRaw("pow", backend.Pow, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
-		ra, rb := a.requiresGrad, b.requiresGrad
+		ra, rb := a.requiresGrad.Load(), b.requiresGrad.Load()
 		sv := save(a, b, out)
 		record("pow", out, []*Tensor{a, b}, sv, func(g *Tensor) []*Tensor {
 			// As in PyTorch, a zero exponent passes no gradient to the base
@@ -346,7 +346,7 @@ func minmax(op string, k backend.BinaryOp, a, b *Tensor) *Tensor {
 	out := binaryRaw(op, k, a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
-		ra, rb := a.requiresGrad, b.requiresGrad
+		ra, rb := a.requiresGrad.Load(), b.requiresGrad.Load()
 		sv := save(a, b)
 		cmp := backend.Gt
 		if k == backend.Minimum {
@@ -591,7 +591,7 @@ func (a *Tensor) ClampTensor(lo, hi *Tensor) *Tensor {
 		req := make([]bool, len(ops))
 		shapes := make([][]int, len(ops))
 		for i, t := range ops {
-			req[i], shapes[i] = t.requiresGrad, slices.Clone(t.shape)
+			req[i], shapes[i] = t.requiresGrad.Load(), slices.Clone(t.shape)
 		}
 		sv := save(ops...)
 		hasLo, hasHi := lo != nil, hi != nil
@@ -655,7 +655,7 @@ func Where(cond, a, b *Tensor) *Tensor {
 	check("where", ds.bd.Where(ds.stream(), out.bv(), expandView("where", cond, shape), expandView("where", ac, shape), expandView("where", bc, shape)))
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
-		ra, rb := a.requiresGrad, b.requiresGrad
+		ra, rb := a.requiresGrad.Load(), b.requiresGrad.Load()
 		sv := save(cond)
 		record("where", out, []*Tensor{nil, a, b}, sv, func(g *Tensor) []*Tensor {
 			z := g.NewZeros(nil)
@@ -685,7 +685,7 @@ func Where(cond, a, b *Tensor) *Tensor {
 // into a bool one.
 
 func (t *Tensor) inPlaceCheck(op string, operands ...*Tensor) {
-	if t.requiresGrad && GradEnabled() {
+	if t.requiresGrad.Load() && GradEnabled() {
 		fail(op, ErrAutograd, "a tensor that requires grad is being used in an in-place operation; wrap it in vram.NoGrad")
 	}
 	if needsGrad(operands...) {

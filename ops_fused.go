@@ -98,7 +98,7 @@ func BiasAct(x, bias *Tensor, act Activation) *Tensor {
 		return out
 	}
 	xs, bs := slices.Clone(x.shape), slices.Clone(bias.shape)
-	rx, rb := x.requiresGrad, bias.requiresGrad
+	rx, rb := x.requiresGrad.Load(), bias.requiresGrad.Load()
 	var sv []*Tensor
 	switch act {
 	case ActReLU:
@@ -213,7 +213,7 @@ func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 		}
 		return out
 	}
-	rx, rw, rb := x.requiresGrad, weight.requiresGrad, bias != nil && bias.requiresGrad
+	rx, rw, rb := x.requiresGrad.Load(), weight.requiresGrad.Load(), bias != nil && bias.requiresGrad.Load()
 	xShape := slices.Clone(x.shape)
 	// Saved: the input (for the weight gradient), the weight (for the input
 	// gradient) and what the activation's gradient needs.

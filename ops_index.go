@@ -201,7 +201,7 @@ func (t *Tensor) scatter(op string, dim int, index, src *Tensor, add bool) *Tens
 		}()
 	}
 	if needsGrad(t, src) {
-		rt, rs := t.requiresGrad, src.requiresGrad
+		rt, rs := t.requiresGrad.Load(), src.requiresGrad.Load()
 		ss := slices.Clone(src.shape)
 		sv := save(index)
 		if hit != nil {

@@ -76,7 +76,7 @@ func Cat(ts []*Tensor, dim int) *Tensor {
 	if needsGrad(ts...) {
 		need := make([]bool, len(ts))
 		for i, t := range ts {
-			need[i] = t.requiresGrad
+			need[i] = t.requiresGrad.Load()
 		}
 		record("cat", out, ts, nil, func(g *Tensor) []*Tensor {
 			gs := make([]*Tensor, len(sizes))

@@ -117,7 +117,7 @@ func (a *Tensor) MatMul(b *Tensor) *Tensor {
 	out := matmulRaw("matmul", a, b)
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
-		ra, rb := a.requiresGrad, b.requiresGrad
+		ra, rb := a.requiresGrad.Load(), b.requiresGrad.Load()
 		sv := save(a, b)
 		record("matmul", out, []*Tensor{a, b}, sv, func(g *Tensor) []*Tensor {
 			return []*Tensor{

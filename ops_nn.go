@@ -346,7 +346,7 @@ func MSELoss(pred, target *Tensor) *Tensor {
 		dw.Release()
 	}
 	ps, ts := slices.Clone(pred.shape), slices.Clone(target.shape)
-	rp, rt := pred.requiresGrad, target.requiresGrad
+	rp, rt := pred.requiresGrad.Load(), target.requiresGrad.Load()
 	n := float64(d.NumElements())
 	sv := []*Tensor{Keep(d)} // the graph's, whatever Tidy d was made in
 	record(op, out, []*Tensor{pred, target}, sv, func(g *Tensor) []*Tensor {
@@ -432,7 +432,7 @@ func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float
 		rstd.Release()
 		return out
 	}
-	rx, rw, rb := t.requiresGrad, weight != nil && weight.requiresGrad, bias != nil && bias.requiresGrad
+	rx, rw, rb := t.requiresGrad.Load(), weight != nil && weight.requiresGrad.Load(), bias != nil && bias.requiresGrad.Load()
 	tdt, wdt, bdt := t.dtype, dt, dt
 	if rw {
 		wdt = weight.dtype

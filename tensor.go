@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vramgo/vram/backend"
 )
@@ -66,7 +67,7 @@ type Tensor struct {
 	strides []int
 	offset  int
 
-	requiresGrad bool
+	requiresGrad atomic.Bool
 	inference    bool // allocated inside InferenceMode, or a view of such a tensor
 	gradMu       sync.Mutex
 	grad         *Tensor
@@ -337,7 +338,7 @@ func (t *Tensor) String() string {
 		b.WriteString(", ")
 	}
 	fmt.Fprintf(&b, "shape=%v, dtype=%s, device=%s", Shape(t.shape), t.dtype, t.Device())
-	if t.requiresGrad {
+	if t.requiresGrad.Load() {
 		b.WriteString(", requires_grad")
 	}
 	b.WriteString(")")
