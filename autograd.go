@@ -737,6 +737,16 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 			case j == 0 && into != nil && gi == into:
 				// Added in place: grads[e.node] is already the sum.
 			case e.node != nil:
+				if gi.dtype != e.node.dtype {
+					// An operation on mixed dtypes (a float16 tensor times a
+					// float32 one) computes its inputs' gradients in the
+					// wider dtype; as in PyTorch, a gradient goes on in the
+					// dtype of the tensor it is for, so that hooks and
+					// RetainGrad see that dtype and it takes no more memory.
+					c := Keep(castRaw(gi, e.node.dtype))
+					gi.Release()
+					gi = c
+				}
 				if prev := grads[e.node]; prev != nil {
 					sum := prev.Add(gi)
 					Keep(sum)

@@ -3,6 +3,7 @@ package vram
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -499,6 +500,56 @@ func TestClearedGradient(t *testing.T) {
 					}
 				})
 			})
+		}
+	}
+}
+
+// TestMixedDTypeGradientsKeepTheirTensorsDType: an operation on tensors of
+// two float dtypes computes in the wider one; the gradient with respect to
+// the narrower input goes on in that input's dtype, as in PyTorch, so its
+// hooks and RetainGrad see the tensor's own dtype, and the values match.
+func TestMixedDTypeGradientsKeepTheirTensorsDType(t *testing.T) {
+	ops := []struct {
+		name string
+		f    func(h, b *Tensor) *Tensor
+		dh   func(b float64) float64 // d f / d h, elementwise
+	}{
+		{"mul", func(h, b *Tensor) *Tensor { return h.Mul(b) }, func(b float64) float64 { return b }},
+		{"div", func(h, b *Tensor) *Tensor { return h.Div(b) }, func(b float64) float64 { return 1 / b }},
+		{"add", func(h, b *Tensor) *Tensor { return h.Add(b) }, func(float64) float64 { return 1 }},
+		{"sub", func(h, b *Tensor) *Tensor { return b.Sub(h) }, func(float64) float64 { return -1 }},
+		{"where", func(h, b *Tensor) *Tensor { return Where(b.GtScalar(3.5), h, b) }, func(b float64) float64 {
+			if b > 3.5 {
+				return 1
+			}
+			return 0
+		}},
+	}
+	for _, d := range []Device{CPU, Sim(0)} {
+		for _, dt := range []DType{Float16, BFloat16} {
+			for _, op := range ops {
+				t.Run(fmt.Sprintf("%s/%s/%s", d, dt, op.name), func(t *testing.T) {
+					Tidy(func() {
+						bv := []float64{3, 4}
+						a := FromSlice([]float64{1, 2}, nil, d, dt, WithGrad())
+						b := FromSlice(bv, nil, d, Float32)
+						h := a.MulScalar(2)
+						h.RetainGrad()
+						var seen DType
+						h.RegisterHook(func(g *Tensor) *Tensor { seen = g.DType(); return nil })
+						op.f(h, b).Sum().Add(h.Sum().Cast(Float32)).Backward()
+						if seen != dt {
+							t.Errorf("the hook got a %s gradient for a %s tensor", seen, dt)
+						}
+						got := h.Grad().Float64s()
+						for i, b := range bv {
+							if want := op.dh(b) + 1; math.Abs(got[i]-want) > 1e-2*(1+math.Abs(want)) {
+								t.Errorf("gradient %v, element %d want %v", got, i, want)
+							}
+						}
+					})
+				})
+			}
 		}
 	}
 }
