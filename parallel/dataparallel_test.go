@@ -548,8 +548,10 @@ func TestDataParallelReplicaFailsInCollective(t *testing.T) {
 		spoil func(dp *DataParallelModule)
 		call  func(dp *DataParallelModule) error
 	}{
-		{"SyncGradients, a released gradient", func(dp *DataParallelModule) {
-			dp.Replicas()[1].Parameters()[0].Grad().Release()
+		{"SyncGradients, a released parameter", func(dp *DataParallelModule) {
+			// Releasing only the gradient clears it, as ZeroGrad does: the
+			// replica then takes part with zeros.
+			dp.Replicas()[1].Parameters()[0].Release()
 		}, (*DataParallelModule).SyncGradients},
 		{"SyncParameters, a released parameter", func(dp *DataParallelModule) {
 			dp.Replicas()[1].Parameters()[1].Release()
