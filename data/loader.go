@@ -78,7 +78,8 @@ type Loader struct {
 // NewLoader returns a loader of ds in batches of batchSize samples. It
 // returns an error that matches [vram.ErrArgument] for a nil or empty
 // dataset, a batch size below 1, a negative NumWorkers or Prefetch, one
-// above [MaxPrefetch], Prefetch without workers and Shuffle with a Sampler, and
+// above [MaxPrefetch], Prefetch without workers, Shuffle with a Sampler and
+// a Sampler whose Len is negative, and
 // [vram.ErrUnavailable] for a Device that cannot be used or PinMemory where
 // no device can pin memory.
 func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
@@ -102,6 +103,9 @@ func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
 		return bad("Prefetch %d needs NumWorkers > 0", opts.Prefetch)
 	case opts.Shuffle && opts.Sampler != nil:
 		return bad("Shuffle and Sampler exclude each other; shuffle in the sampler")
+	}
+	if s, ok := opts.Sampler.(interface{ Len() int }); ok && s.Len() < 0 {
+		return bad("the sampler's Len is %d; a sampler yields 0 indices or more", s.Len())
 	}
 	if opts.Device != (vram.Device{}) {
 		if err := opts.Device.Check(); err != nil {
@@ -154,6 +158,9 @@ func (l *Loader) Len() int {
 		return -1
 	}
 	n := s.Len()
+	if n < 0 {
+		return -1 // a sampler whose Len has turned negative since NewLoader
+	}
 	batches := n / l.batchSize // no n+batchSize-1: it overflows for the largest sizes
 	if n%l.batchSize != 0 && !l.opts.DropLast {
 		batches++

@@ -46,6 +46,11 @@ func (s SequentialSampler) Len() int { return s.N }
 // a permutation of all N indices, or of NumSamples of them (whole
 // permutations one after another when NumSamples exceeds N); with it, each
 // of the NumSamples indices is drawn independently. NumSamples 0 means N.
+// An epoch that draws as it goes (with Replacement, or NumSamples above N)
+// takes one seed from Generator when it starts and draws the rest from a
+// generator of its own, as PyTorch's does without a generator, so that its
+// indices are the same whatever else draws from Generator during the
+// epoch and whatever the number of a loader's workers.
 type RandomSampler struct {
 	N           int
 	Generator   *vram.Generator
@@ -64,6 +69,13 @@ func (s RandomSampler) All() iter.Seq[int] {
 		g := s.Generator
 		if g == nil {
 			g = vram.DefaultGenerator()
+		}
+		if s.Replacement || total > s.N {
+			// The epoch draws as it yields. Draw from a generator of its
+			// own, seeded now, so that its indices do not depend on what
+			// else draws from g meanwhile (a loop body's dropout, another
+			// epoch) nor on when a loader's workers pull them.
+			g = vram.NewGenerator(uint64(g.Float64() * (1 << 53)))
 		}
 		if s.Replacement {
 			for range total {
@@ -85,9 +97,17 @@ func (s RandomSampler) All() iter.Seq[int] {
 }
 
 // Len returns the number of indices an epoch yields: NumSamples, or N
-// when NumSamples is 0.
+// when NumSamples is 0, and 0 when N is 0. It is negative when N or
+// NumSamples is, which [NewLoader] rejects.
 func (s RandomSampler) Len() int {
-	if s.NumSamples != 0 {
+	switch {
+	case s.N < 0:
+		return s.N
+	case s.NumSamples < 0:
+		return s.NumSamples
+	case s.N == 0:
+		return 0
+	case s.NumSamples != 0:
 		return s.NumSamples
 	}
 	return s.N

@@ -31,6 +31,8 @@ func TestSamplers(t *testing.T) {
 		{"random, replacement", data.RandomSampler{N: 3, NumSamples: 50, Replacement: true, Generator: vram.NewGenerator(1)}, 3, 50, nil},
 		{"subset random", data.SubsetRandomSampler{Indices: []int{7, 2, 9}, Generator: vram.NewGenerator(1)}, 10, 3, []int{0, 0, 1, 0, 0, 0, 0, 1, 0, 1}},
 		{"empty", data.RandomSampler{N: 0}, 1, 0, []int{0}},
+		{"empty, samples asked", data.RandomSampler{N: 0, NumSamples: 5}, 1, 0, []int{0}},
+		{"empty, replacement", data.RandomSampler{N: 0, NumSamples: 5, Replacement: true}, 1, 0, []int{0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := slices.Collect(tc.sampler.All())
@@ -46,7 +48,7 @@ func TestSamplers(t *testing.T) {
 			if tc.each != nil && !slices.Equal(c, tc.each) {
 				t.Errorf("counts %v, want %v (%v)", c, tc.each, got)
 			}
-			if r, ok := tc.sampler.(data.RandomSampler); ok && !r.Replacement && r.NumSamples > r.N {
+			if r, ok := tc.sampler.(data.RandomSampler); ok && !r.Replacement && r.N > 0 && r.NumSamples > r.N {
 				// Whole permutations first: every index r.NumSamples/r.N times at least.
 				for i, k := range c {
 					if k < r.NumSamples/r.N {
@@ -89,5 +91,63 @@ func TestConcatDataset(t *testing.T) {
 		if _, err := data.NewConcatDataset(ds...); !errors.Is(err, vram.ErrArgument) {
 			t.Errorf("%s: %v, want ErrArgument", name, err)
 		}
+	}
+}
+
+// TestRandomSamplerDrawsOwnStream checks that an epoch of a RandomSampler
+// that draws as it yields gives the same indices whatever else draws from
+// its generator meanwhile, and so the same batches with and without a
+// loader's workers.
+func TestRandomSamplerDrawsOwnStream(t *testing.T) {
+	ds := rowsDataset(t, 40, vram.CPU)
+	for _, tc := range []struct {
+		name    string
+		sampler func(g *vram.Generator) data.RandomSampler
+	}{
+		{"replacement", func(g *vram.Generator) data.RandomSampler {
+			return data.RandomSampler{N: 40, Replacement: true, Generator: g}
+		}},
+		{"replacement, default generator", func(*vram.Generator) data.RandomSampler {
+			return data.RandomSampler{N: 40, NumSamples: 60, Replacement: true}
+		}},
+		{"more than N", func(g *vram.Generator) data.RandomSampler {
+			return data.RandomSampler{N: 7, NumSamples: 40, Generator: g}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := func(workers int, body bool) [][]int {
+				vram.ManualSeed(7)
+				g := vram.NewGenerator(7)
+				s := tc.sampler(g)
+				other := s.Generator
+				if other == nil {
+					other = vram.DefaultGenerator()
+				}
+				l, err := data.NewLoader(ds, 2, data.Options{Sampler: s, NumWorkers: workers})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got [][]int
+				for b, err := range l.All() {
+					if err != nil {
+						t.Fatal(err)
+					}
+					if body {
+						other.Float64() // a draw in the loop body, as dropout makes
+					}
+					got = append(got, slices.Clone(b.Indices))
+				}
+				return got
+			}
+			want := run(0, false)
+			for _, c := range []struct {
+				workers int
+				body    bool
+			}{{0, true}, {1, true}, {3, true}, {3, false}} {
+				if got := run(c.workers, c.body); !slices.EqualFunc(got, want, slices.Equal) {
+					t.Errorf("%d workers, draws in the body %v:\n%v\nwant\n%v", c.workers, c.body, got, want)
+				}
+			}
+		})
 	}
 }
