@@ -11,7 +11,9 @@ import (
 // are, the CPU for numbers). It runs inside [vram.Tidy] and [vram.NoGrad]
 // on the goroutine that prepares the batch: tensors it makes and does not
 // return are released for it. A CollateFunc may panic with a vram error or
-// return an error; either ends the iteration with that error.
+// return an error; either ends the iteration with that error, and so does
+// a nil or released tensor among its results (an error that matches
+// [vram.ErrArgument]).
 type CollateFunc func(samples []Sample, dev vram.Device) ([]*vram.Tensor, error)
 
 // Collate is the default [CollateFunc] (torch.utils.data.default_collate):

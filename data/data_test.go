@@ -416,6 +416,21 @@ func TestLoaderFailures(t *testing.T) {
 		}
 		return data.Collate(s, d)
 	}
+	nilField := func(s []data.Sample, d vram.Device) ([]*vram.Tensor, error) {
+		out, err := data.Collate(s, d)
+		if err == nil && s[0][1].(int) >= 4 {
+			out[1].Release()
+			out[1] = nil
+		}
+		return out, err
+	}
+	releasedField := func(s []data.Sample, d vram.Device) ([]*vram.Tensor, error) {
+		out, err := data.Collate(s, d)
+		if err == nil && s[0][1].(int) >= 4 {
+			out[0].Release()
+		}
+		return out, err
+	}
 	gone := vram.Zeros(vram.Shape{8, 3}, dev)
 	released, err := data.NewTensorDataset(gone)
 	if err != nil {
@@ -434,6 +449,8 @@ func TestLoaderFailures(t *testing.T) {
 		{"out of range", faulty{n: 20, bad: -1, dev: dev}, data.Options{Sampler: outOfRange}, 2, vram.ErrIndex},
 		{"sampler panic", faulty{n: 20, bad: -1, dev: dev}, data.Options{Sampler: panicky}, 2, nil},
 		{"collate error", faulty{n: 20, bad: -1, dev: dev}, data.Options{Collate: badCollate}, 2, vram.ErrDType},
+		{"collate nil tensor", faulty{n: 20, bad: -1, dev: dev}, data.Options{Collate: nilField}, 2, vram.ErrArgument},
+		{"collate released tensor", faulty{n: 20, bad: -1, dev: dev}, data.Options{Collate: releasedField}, 2, vram.ErrArgument},
 		{"tensor dataset index", nil, data.Options{Sampler: outOfRange}, 2, vram.ErrIndex},
 		{"released tensor", released, data.Options{}, 0, vram.ErrReleased},
 	} {

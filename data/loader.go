@@ -349,6 +349,17 @@ func (l *Loader) fetch(j job) (b *Batch, err error) {
 				err = fmt.Errorf("data: batch %d: %w", j.k, cerr)
 				return
 			}
+			for f, t := range out {
+				if t == nil || t.Released() {
+					for _, t := range out {
+						if t != nil {
+							t.Release()
+						}
+					}
+					err = fmt.Errorf("data: batch %d: the collate function returned a nil or released tensor for field %d: %w", j.k, f, vram.ErrArgument)
+					return
+				}
+			}
 			if l.opts.PinMemory {
 				where = "pin memory"
 				out = l.pin(out)
