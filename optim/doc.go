@@ -5,7 +5,8 @@
 // group or in several with hyper-parameters of their own ([ParamGroup],
 // PyTorch's param_groups); learning-rate schedules
 // ([Schedule]: [NewStepLR], [NewMultiStepLR], [NewExponentialLR],
-// [NewCosineAnnealingLR], [NewLinearLR] for warm-up, [NewLambdaLR]), as
+// [NewCosineAnnealingLR], [NewLinearLR] for warm-up, [NewLambdaLR],
+// [NewOneCycleLR]), as
 // torch.optim.lr_scheduler has them, each group's rate driven from its
 // own base rate; checkpoints of an optimizer's state
 // ([Save] and [Load], beside nn.Save and nn.Load for the model), so that

@@ -43,6 +43,8 @@ type Schedule struct {
 	bases []float64 // by group
 	step  int
 	rate  func(base float64, step int) float64
+	op    string // the schedule's name, for errors
+	limit int    // the most steps the schedule has rates for; 0: no limit
 }
 
 // newSchedule makes a Schedule of opt with the rate function rate and sets
@@ -51,7 +53,7 @@ func newSchedule(op string, opt Optimizer, rate func(base float64, step int) flo
 	if opt == nil {
 		return nil, errorf(vram.ErrArgument, "optim: %s: nil optimizer", op)
 	}
-	s := &Schedule{opt: opt, rate: rate}
+	s := &Schedule{opt: opt, rate: rate, op: op}
 	lrs := s.rates()
 	for i, lr := range lrs {
 		if !(lr >= 0) {
@@ -113,7 +115,15 @@ func (s *Schedule) set(lrs []float64) {
 // scheduler.step()). A rate function that gives a negative or NaN rate
 // makes it panic with an *vram.Error of kind vram.ErrArgument, as SetLR
 // does, leaving every rate as it was; the step still counts.
+//
+// Of a schedule with a fixed number of steps ([NewOneCycleLR]), a Step
+// beyond that number panics with an *vram.Error of kind vram.ErrArgument,
+// as PyTorch raises, counting nothing and changing no rate.
 func (s *Schedule) Step() {
+	if s.limit > 0 && s.step >= s.limit {
+		panic(&vram.Error{Op: "schedule_step", Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("%s: tried to step %d times; the schedule has %d steps in all", s.op, s.step+1, s.limit)})
+	}
 	s.step++
 	s.set(s.rates())
 }
@@ -177,6 +187,8 @@ func (s *Schedule) LoadState(st ScheduleState) error {
 	switch {
 	case st.Steps < 0:
 		return errorf(vram.ErrArgument, "optim: schedule: load state: step count %d is negative", st.Steps)
+	case s.limit > 0 && st.Steps > s.limit:
+		return errorf(vram.ErrArgument, "optim: schedule: load state: step count %d is past the %d steps of %s", st.Steps, s.limit, s.op)
 	case len(st.BaseLRs) != n:
 		return errorf(vram.ErrArgument, "optim: schedule: load state: %d base rates for %d parameter groups", len(st.BaseLRs), n)
 	}
@@ -312,4 +324,107 @@ func NewLambdaLR(opt Optimizer, factor func(step int) float64) (*Schedule, error
 		}
 		return base * f
 	})
+}
+
+// OneCycleOptions holds the settings of [NewOneCycleLR] besides the peak
+// rate and the number of steps, with PyTorch's names. The zero value
+// means PyTorch's defaults.
+type OneCycleOptions struct {
+	// PctStart is the fraction of the steps spent raising the rate, in
+	// (0, 1]; 0 means 0.3.
+	PctStart float64
+	// Linear anneals along straight lines instead of cosines
+	// (anneal_strategy='linear').
+	Linear bool
+	// DivFactor sets the starting rate, maxLR/DivFactor; 0 means 25.
+	DivFactor float64
+	// FinalDivFactor sets the final rate, maxLR/DivFactor/FinalDivFactor;
+	// 0 means 1e4.
+	FinalDivFactor float64
+	// ThreePhase brings the rate back down to the starting rate before
+	// annealing it to the final one (three_phase=True).
+	ThreePhase bool
+}
+
+// NewOneCycleLR returns a Schedule of the 1cycle policy
+// (torch.optim.lr_scheduler.OneCycleLR): over totalSteps steps the rate
+// of every group rises from maxLR/DivFactor to maxLR, then falls to
+// maxLR/DivFactor/FinalDivFactor, along cosines (or lines), with
+// PyTorch's phase boundaries, so that its rate at each step is the one
+// PyTorch computes. The schedule is meant to be stepped after every
+// batch, totalSteps times in all (once after each of totalSteps
+// optimizer steps, the last rate going unused); one Step more panics
+// with an *vram.Error of kind vram.ErrArgument, as PyTorch raises. Its base rates (BaseLRs) are the starting rates.
+//
+// The last rate, after the totalSteps-th Step, is PyTorch's too: the
+// cosine a little past its end; with Linear, where PyTorch's line would
+// go below the final rate (to a negative one for a short phase), it
+// stays at the final rate.
+//
+// Unlike PyTorch's, it does not cycle the momentum (cycle_momentum=False):
+// a Schedule sets rates only. totalSteps must be at least 1, maxLR
+// finite and positive, and o's settings as documented; otherwise it
+// returns an error of kind vram.ErrArgument, changing no rate.
+func NewOneCycleLR(opt Optimizer, maxLR float64, totalSteps int, o OneCycleOptions) (*Schedule, error) {
+	const op = "OneCycleLR"
+	if o.PctStart == 0 {
+		o.PctStart = 0.3
+	}
+	if o.DivFactor == 0 {
+		o.DivFactor = 25
+	}
+	if o.FinalDivFactor == 0 {
+		o.FinalDivFactor = 1e4
+	}
+	switch {
+	case totalSteps < 1:
+		return nil, errorf(vram.ErrArgument, "optim: %s: total steps must be at least 1, got %d", op, totalSteps)
+	case !(maxLR > 0) || math.IsInf(maxLR, 1):
+		return nil, errorf(vram.ErrArgument, "optim: %s: max rate must be finite and positive, got %v", op, maxLR)
+	case !(o.PctStart > 0 && o.PctStart <= 1):
+		return nil, errorf(vram.ErrArgument, "optim: %s: pct_start must be in (0, 1], got %v", op, o.PctStart)
+	case !(o.DivFactor > 0) || math.IsInf(o.DivFactor, 1):
+		return nil, errorf(vram.ErrArgument, "optim: %s: div factor must be finite and positive, got %v", op, o.DivFactor)
+	case !(o.FinalDivFactor > 0) || math.IsInf(o.FinalDivFactor, 1):
+		return nil, errorf(vram.ErrArgument, "optim: %s: final div factor must be finite and positive, got %v", op, o.FinalDivFactor)
+	}
+	initial := maxLR / o.DivFactor
+	final := initial / o.FinalDivFactor
+	type phase struct{ end, from, to float64 }
+	total := float64(totalSteps)
+	phases := []phase{{o.PctStart*total - 1, initial, maxLR}, {total - 1, maxLR, final}}
+	if o.ThreePhase {
+		phases = []phase{{o.PctStart*total - 1, initial, maxLR}, {2*o.PctStart*total - 2, maxLR, initial}, {total - 1, initial, final}}
+	}
+	anneal := func(from, to, pct float64) float64 {
+		if o.Linear {
+			// The last rate, one step past the cycle, where PyTorch's
+			// line goes on below the final rate (to a negative one, when
+			// the phase is short), stays at the final rate.
+			return (to-from)*min(pct, 1) + from
+		}
+		return to + (from-to)/2*(1+math.Cos(math.Pi*pct))
+	}
+	s, err := newSchedule(op, opt, func(_ float64, step int) float64 {
+		start := 0.0
+		for i, ph := range phases {
+			if float64(step) <= ph.end || i == len(phases)-1 {
+				pct := 0.0 // a phase of no length (where PyTorch divides by zero) starts at its start
+				if ph.end != start {
+					pct = (float64(step) - start) / (ph.end - start)
+				}
+				return anneal(ph.from, ph.to, pct)
+			}
+			start = ph.end
+		}
+		panic("unreachable")
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.limit = totalSteps
+	for i := range s.bases {
+		s.bases[i] = initial
+	}
+	return s, nil
 }
