@@ -78,6 +78,10 @@ func (t *Tensor) Softplus(beta, threshold float64) *Tensor {
 	if beta == 0 || math.IsInf(beta, 0) || math.IsNaN(beta) || math.IsNaN(threshold) {
 		fail(op, ErrArgument, "beta must be finite and not 0 and threshold not NaN, got beta %v, threshold %v", beta, threshold)
 	}
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return up.Softplus(beta, threshold)
+	}
 	return composite(op, t, func(x *Tensor, ts *temps) *Tensor {
 		bx := ts.add(x.MulScalar(beta))
 		sp := ts.add(ts.add(softplusRaw(bx, ts)).DivScalar(beta))

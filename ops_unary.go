@@ -111,11 +111,19 @@ func (t *Tensor) Log() *Tensor {
 
 // Log1p returns log(1 + t), accurate for small t.
 func (t *Tensor) Log1p() *Tensor {
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return up.Log1p()
+	}
 	return unary("log1p", backend.Log1p, t, 0, saveX, func(x, _, g *Tensor) *Tensor { return g.Div(x.AddScalar(1)) })
 }
 
 // Expm1 returns e**t - 1, accurate for small t.
 func (t *Tensor) Expm1() *Tensor {
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return up.Expm1()
+	}
 	return unary("expm1", backend.Expm1, t, 0, saveY, func(_, y, g *Tensor) *Tensor { return g.Mul(y.AddScalar(1)) })
 }
 
@@ -126,6 +134,10 @@ func (t *Tensor) Sqrt() *Tensor {
 
 // Rsqrt returns 1/sqrt(t).
 func (t *Tensor) Rsqrt() *Tensor {
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return up.Rsqrt()
+	}
 	return unary("rsqrt", backend.Rsqrt, t, 0, saveY, func(_, y, g *Tensor) *Tensor {
 		return g.Mul(y.PowScalar(3)).MulScalar(-0.5)
 	})
@@ -138,6 +150,10 @@ func (t *Tensor) Square() *Tensor {
 
 // Reciprocal returns 1/t.
 func (t *Tensor) Reciprocal() *Tensor {
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return up.Reciprocal()
+	}
 	return unary("reciprocal", backend.Reciprocal, t, 0, saveY, func(_, y, g *Tensor) *Tensor {
 		return g.Mul(y.Square()).Neg()
 	})

@@ -58,6 +58,13 @@ func TestAutocastOpDTypes(t *testing.T) {
 				{"norm", func() *vram.Tensor { return h.Norm(2, nil, false) }, vram.Float32},
 				{"mean accumulates in float32 but keeps its dtype", func() *vram.Tensor { return h.Mean(0) }, low},
 				{"mse_loss", func() *vram.Tensor { return vram.MSELoss(h, h) }, vram.Float32},
+				{"log1p", func() *vram.Tensor { return h.Abs().Log1p() }, vram.Float32},
+				{"expm1", func() *vram.Tensor { return h.Expm1() }, vram.Float32},
+				{"rsqrt", func() *vram.Tensor { return h.Abs().Rsqrt() }, vram.Float32},
+				{"reciprocal", func() *vram.Tensor { return h.Reciprocal() }, vram.Float32},
+				{"softplus", func() *vram.Tensor { return h.Softplus(1, 20) }, vram.Float32},
+				{"cosine_similarity", func() *vram.Tensor { return nn.CosineSimilarity(h, h, 1, 1e-8) }, vram.Float32},
+				{"l1_loss", func() *vram.Tensor { return nn.L1Loss(h, h) }, vram.Float32},
 				{"layer_norm", func() *vram.Tensor { return vram.LayerNorm(h, []int{3}, nil, nil, 1e-5) }, vram.Float32},
 				{"other ops keep their dtype", func() *vram.Tensor { return h.Relu() }, low},
 			}

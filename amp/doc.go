@@ -28,9 +28,11 @@
 //     cast down; a weight (a leaf that requires grad) is cast once per
 //     region and the copy reused; float64 operands are left alone, as in
 //     PyTorch (a float64 product stays float64);
-//   - in float32 (PyTorch's "fp32" list): Softmax, LogSoftmax, Exp, Log, Pow,
-//     PowScalar, Sum, Prod, CumSum, CumProd, Norm, LayerNorm, MSELoss and
-//     CrossEntropy, with 16-bit inputs cast up and float32 results;
+//   - in float32 (PyTorch's "fp32" list): Softmax, LogSoftmax, Exp, Log,
+//     Log1p, Expm1, Rsqrt, Reciprocal, Softplus, Pow, PowScalar, Sum, Prod,
+//     CumSum, CumProd, Norm, LayerNorm, MSELoss, CrossEntropy and nn's
+//     CosineSimilarity and losses, with 16-bit inputs cast up and float32
+//     results;
 //   - every other op runs in the dtype of its inputs, promoting mixed
 //     operands as outside (Mean, like PyTorch's, is not on the float32
 //     list: it accumulates in float32 and returns its input's dtype;
