@@ -650,3 +650,74 @@ func TestGradScalerStepTwiceBeforeUpdate(t *testing.T) {
 		p.Release()
 	}
 }
+
+func TestGradScalerSeveralOptimizers(t *testing.T) {
+	inf := float32(math.Inf(1))
+	tests := []struct {
+		name          string
+		gradA, gradB  float32
+		unscaleFirst  bool // Unscale each optimizer's parameters before its Step
+		wantA, wantB  bool // stepped
+		wantScaleMult float64
+	}{
+		{"both finite", 1, 1, false, true, true, 1},
+		{"A overflows", inf, 1, false, false, true, 0.5},
+		{"B overflows", 1, inf, true, true, false, 0.5},
+		{"both overflow", inf, inf, true, false, false, 0.5},
+		{"both finite, unscaled first", 2, 4, true, true, true, 1},
+	}
+	for _, d := range devices {
+		for _, tt := range tests {
+			pa, optA := halfParam(t, d)
+			pb, optB := halfParam(t, d)
+			s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 4})
+			pa.SetGrad(vram.Full(vram.Shape{4}, 4*float64(tt.gradA), vram.Float16, d))
+			pb.SetGrad(vram.Full(vram.Shape{4}, 4*float64(tt.gradB), vram.Float16, d))
+			if tt.unscaleFirst {
+				for _, p := range []*vram.Tensor{pa, pb} {
+					if _, err := s.Unscale([]*vram.Tensor{p}); err != nil {
+						t.Fatalf("%v %s: Unscale: %v", d, tt.name, err)
+					}
+				}
+				if _, err := s.Unscale([]*vram.Tensor{pa}); !errors.Is(err, amp.ErrUnscaledTwice) {
+					t.Errorf("%v %s: second Unscale of A: %v, want ErrUnscaledTwice", d, tt.name, err)
+				}
+			}
+			gotA := vram.Catch(func() {
+				if s.Step(optA, []*vram.Tensor{pa}) != tt.wantA {
+					t.Errorf("%v %s: Step(A) stepped = %v, want %v", d, tt.name, !tt.wantA, tt.wantA)
+				}
+			})
+			gotB := vram.Catch(func() {
+				if s.Step(optB, []*vram.Tensor{pb}) != tt.wantB {
+					t.Errorf("%v %s: Step(B) stepped = %v, want %v", d, tt.name, !tt.wantB, tt.wantB)
+				}
+			})
+			if gotA != nil || gotB != nil {
+				t.Fatalf("%v %s: Step: %v, %v", d, tt.name, gotA, gotB)
+			}
+			for _, c := range []struct {
+				p       *vram.Tensor
+				g       float32
+				stepped bool
+			}{{pa, tt.gradA, tt.wantA}, {pb, tt.gradB, tt.wantB}} {
+				want := float32(1)
+				if c.stepped {
+					want = 1 - 0.1*c.g
+				}
+				if v := c.p.Float32s()[0]; math.Abs(float64(v-want)) > 1e-3 {
+					t.Errorf("%v %s: parameter %v, want %v", d, tt.name, v, want)
+				}
+			}
+			if err := vram.Catch(func() { s.Step(optA, []*vram.Tensor{pa}) }); !errors.Is(err, vram.ErrArgument) {
+				t.Errorf("%v %s: second Step(A): %v, want ErrArgument", d, tt.name, err)
+			}
+			s.Update()
+			if got, want := s.CurrentScale(), 4*tt.wantScaleMult; got != want {
+				t.Errorf("%v %s: scale %v after Update, want %v", d, tt.name, got, want)
+			}
+			pa.Release()
+			pb.Release()
+		}
+	}
+}

@@ -41,14 +41,18 @@ type GradScalerState struct {
 // optimizer step, skips the step when any gradient is inf or NaN, and
 // adapts the scale (torch.amp.GradScaler). Per step: [GradScaler.Scale],
 // Backward, optionally [GradScaler.Unscale] (before gradient clipping),
-// [GradScaler.Step], [GradScaler.Update]. A GradScaler is not safe for
-// concurrent use.
+// [GradScaler.Step], [GradScaler.Update]. One scaler serves several
+// optimizers, as PyTorch's does: Unscale and Step once per optimizer and
+// step, then one Update; an optimizer whose own gradients hold inf or NaN
+// skips its step while the others step, and Update backs off when any of
+// them did. A GradScaler is not safe for concurrent use.
 type GradScaler struct {
 	st GradScalerState
-	// per step
-	unscaled bool
+	// per step: the verdict of the Unscale that unscaled each parameter,
+	// the optimizers that stepped, and whether any gradient was inf or NaN
+	unscaled map[*vram.Tensor]bool
+	stepped  map[optim.Optimizer]bool
 	foundInf bool
-	stepped  bool
 }
 
 // maxScale is the largest loss scale: PyTorch keeps the scale in a float32
@@ -57,8 +61,8 @@ type GradScaler struct {
 // never bring the scale back.
 const maxScale = math.MaxFloat32
 
-// ErrUnscaledTwice is returned by [GradScaler.Unscale] when the gradients
-// were already unscaled since the last [GradScaler.Update].
+// ErrUnscaledTwice is returned by [GradScaler.Unscale] when one of the
+// parameters was already unscaled since the last [GradScaler.Update].
 var ErrUnscaledTwice = errors.New("amp: Unscale was already called since the last Update; call it once per step")
 
 // NewGradScaler returns a scaler with cfg, zero fields taking PyTorch's
@@ -82,7 +86,9 @@ func NewGradScaler(cfg GradScalerConfig) (*GradScaler, error) {
 	if err := st.check(); err != nil {
 		return nil, err
 	}
-	return &GradScaler{st: st}, nil
+	s := &GradScaler{st: st}
+	s.reset()
+	return s, nil
 }
 
 func (st GradScalerState) check() error {
@@ -133,12 +139,15 @@ func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor {
 // checked by one fused kernel ([backend.FusedUnscale]: one CUDA launch for
 // up to 28 gradients of a dtype, the verdict left on the device), the
 // others by composed elementwise and sum ops; the host then reads one flag
-// per device, its only synchronisation. It returns ErrUnscaledTwice when
-// called again before Update, changing nothing, and the device's error
-// when a kernel fails.
+// per device, its only synchronisation. With several optimizers, call it
+// once per optimizer with that optimizer's parameters. It returns
+// ErrUnscaledTwice when one of params was already unscaled before Update,
+// changing nothing, and the device's error when a kernel fails.
 func (s *GradScaler) Unscale(params []*vram.Tensor) (foundInf bool, err error) {
-	if s.unscaled {
-		return s.foundInf, ErrUnscaledTwice
+	for _, p := range params {
+		if _, ok := s.unscaled[p]; ok {
+			return s.foundInf, ErrUnscaledTwice
+		}
 	}
 	inv := 1 / s.st.Scale
 	bad := false
@@ -168,9 +177,11 @@ func (s *GradScaler) Unscale(params []*vram.Tensor) (foundInf bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	s.unscaled = true
-	s.foundInf = bad
-	return s.foundInf, nil
+	for _, p := range params {
+		s.unscaled[p] = bad
+	}
+	s.foundInf = s.foundInf || bad
+	return bad, nil
 }
 
 // unscaleOn unscales grads, all on device d, by inv and reports whether
@@ -242,29 +253,38 @@ func rawViews(ts []*vram.Tensor, fn func(r vram.RawTensor, vs []backend.View) er
 }
 
 // Step unscales the gradients of params unless Unscale already did this
-// step, then runs opt.Step unless a gradient is inf or NaN. It reports
-// whether the optimizer stepped. params are the parameters opt updates. A
+// step, then runs opt.Step unless one of their gradients is inf or NaN. It
+// reports whether the optimizer stepped. params are the parameters opt
+// updates; with several optimizers, each has its own Step. A
 // device that fails while unscaling makes it panic with that error, as a
 // failing op does, the optimizer not stepped. A second Step before
-// [GradScaler.Update] panics with an *vram.Error of kind
-// vram.ErrArgument, stepping nothing, as PyTorch's raises: it would apply
-// the same gradients twice.
+// [GradScaler.Update] for the same optimizer panics with an *vram.Error of
+// kind vram.ErrArgument, stepping nothing, as PyTorch's raises: it would
+// apply the same gradients twice.
 func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
-	if s.stepped {
+	if s.stepped[opt] {
 		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument,
 			Detail: "Step was already called since the last Update; call Update after each Step"})
 	}
 	if opt == nil {
 		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument, Detail: "nil optimizer"})
 	}
-	if !s.unscaled {
-		if _, err := s.Unscale(params); err != nil {
+	var todo []*vram.Tensor
+	for _, p := range params {
+		if _, ok := s.unscaled[p]; !ok {
+			todo = append(todo, p)
+		}
+	}
+	if len(todo) > 0 {
+		if _, err := s.Unscale(todo); err != nil {
 			panic(err) // not ErrUnscaledTwice: not unscaled yet
 		}
 	}
-	s.stepped = true
-	if s.foundInf {
-		return false
+	s.stepped[opt] = true
+	for _, p := range params {
+		if s.unscaled[p] {
+			return false
+		}
 	}
 	opt.Step()
 	return true
@@ -293,7 +313,14 @@ func (s *GradScaler) Update() {
 			s.st.GrowthTracker = 0
 		}
 	}
-	s.unscaled, s.foundInf, s.stepped = false, false, false
+	s.reset()
+}
+
+// reset starts a step.
+func (s *GradScaler) reset() {
+	s.unscaled = map[*vram.Tensor]bool{}
+	s.stepped = map[optim.Optimizer]bool{}
+	s.foundInf = false
 }
 
 // State returns the scaler's state for a checkpoint.
@@ -307,6 +334,6 @@ func (s *GradScaler) LoadState(st GradScalerState) error {
 		return err
 	}
 	s.st = st
-	s.unscaled, s.foundInf, s.stepped = false, false, false
+	s.reset()
 	return nil
 }
