@@ -721,3 +721,43 @@ func TestGradScalerSeveralOptimizers(t *testing.T) {
 		}
 	}
 }
+
+func TestGradScalerDisabled(t *testing.T) {
+	tests := []struct {
+		name string
+		grad float64
+		want float32 // the parameter after Step
+	}{
+		{"finite gradient", 2, 0.8},
+		{"inf gradient steps anyway", math.Inf(1), float32(math.Inf(-1))},
+	}
+	for _, tt := range tests {
+		p, opt := halfParam(t, vram.CPU)
+		s, err := amp.NewGradScaler(amp.GradScalerConfig{Disabled: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loss := vram.Full(vram.Shape{}, 3, vram.Float16)
+		scaled := s.Scale(loss)
+		if scaled.DType() != vram.Float16 || scaled.Float32s()[0] != 3 {
+			t.Errorf("%s: Scale = %v %v, want the loss unchanged", tt.name, scaled.DType(), scaled.Float32s())
+		}
+		p.SetGrad(vram.Full(vram.Shape{4}, tt.grad, vram.Float16))
+		if found, err := s.Unscale([]*vram.Tensor{p}); found || err != nil {
+			t.Errorf("%s: Unscale = %v, %v", tt.name, found, err)
+		}
+		if !s.Step(opt, []*vram.Tensor{p}) {
+			t.Errorf("%s: disabled Step skipped", tt.name)
+		}
+		if v := p.Float32s()[0]; math.Abs(float64(v-tt.want)) > 1e-3 && v != tt.want {
+			t.Errorf("%s: parameter %v, want %v", tt.name, v, tt.want)
+		}
+		s.Update()
+		if s.CurrentScale() != 1 {
+			t.Errorf("%s: CurrentScale %v, want 1", tt.name, s.CurrentScale())
+		}
+		for _, x := range []*vram.Tensor{p, loss, scaled} {
+			x.Release()
+		}
+	}
+}

@@ -41,5 +41,8 @@
 //
 // Backward runs outside the region's rules: gradients come back in the
 // dtypes the forward pass used, and reach float32 weights as float32.
-// bfloat16 has float32's range, so it needs no GradScaler.
+// bfloat16 has float32's range, so it needs no GradScaler; a scaler made
+// with GradScalerConfig.Disabled passes everything through, so that one
+// loop serves both. One scaler serves several optimizers: Step each, then
+// Update once.
 package amp

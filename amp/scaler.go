@@ -24,6 +24,11 @@ type GradScalerConfig struct {
 	// GrowthInterval is the number of clean steps before growing (default
 	// 2000).
 	GrowthInterval int
+	// Disabled makes the scaler a pass-through (PyTorch's enabled=False),
+	// so that one training loop serves float32 and mixed precision: Scale
+	// multiplies by 1, Unscale and Update do nothing, Step always steps
+	// and CurrentScale is 1.
+	Disabled bool
 }
 
 // GradScalerState is a [GradScaler]'s state, for checkpoints (PyTorch's
@@ -47,7 +52,8 @@ type GradScalerState struct {
 // skips its step while the others step, and Update backs off when any of
 // them did. A GradScaler is not safe for concurrent use.
 type GradScaler struct {
-	st GradScalerState
+	st       GradScalerState
+	disabled bool
 	// per step: the verdict of the Unscale that unscaled each parameter,
 	// the optimizers that stepped, and whether any gradient was inf or NaN
 	unscaled map[*vram.Tensor]bool
@@ -86,7 +92,7 @@ func NewGradScaler(cfg GradScalerConfig) (*GradScaler, error) {
 	if err := st.check(); err != nil {
 		return nil, err
 	}
-	s := &GradScaler{st: st}
+	s := &GradScaler{st: st, disabled: cfg.Disabled}
 	s.reset()
 	return s, nil
 }
@@ -111,7 +117,13 @@ func (st GradScalerState) check() error {
 }
 
 // CurrentScale returns the loss scale (PyTorch's get_scale()).
-func (s *GradScaler) CurrentScale() float64 { return s.st.Scale }
+// It is 1 for a disabled scaler.
+func (s *GradScaler) CurrentScale() float64 {
+	if s.disabled {
+		return 1
+	}
+	return s.st.Scale
+}
 
 // Scale returns loss multiplied by the current scale, a new tensor the
 // caller owns; call Backward on it. A float16 or bfloat16 loss is cast to
@@ -122,6 +134,9 @@ func (s *GradScaler) CurrentScale() float64 { return s.st.Scale }
 func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor {
 	if loss == nil {
 		panic(&vram.Error{Op: "grad scaler scale", Kind: vram.ErrArgument, Detail: "nil loss"})
+	}
+	if s.disabled {
+		return loss.MulScalar(1)
 	}
 	if dt := loss.DType(); dt == vram.Float16 || dt == vram.BFloat16 {
 		l := loss.Cast(vram.Float32)
@@ -144,6 +159,9 @@ func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor {
 // ErrUnscaledTwice when one of params was already unscaled before Update,
 // changing nothing, and the device's error when a kernel fails.
 func (s *GradScaler) Unscale(params []*vram.Tensor) (foundInf bool, err error) {
+	if s.disabled {
+		return false, nil
+	}
 	for _, p := range params {
 		if _, ok := s.unscaled[p]; ok {
 			return s.foundInf, ErrUnscaledTwice
@@ -269,6 +287,10 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 	if opt == nil {
 		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument, Detail: "nil optimizer"})
 	}
+	if s.disabled {
+		opt.Step()
+		return true
+	}
 	var todo []*vram.Tensor
 	for _, p := range params {
 		if _, ok := s.unscaled[p]; !ok {
@@ -297,6 +319,9 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 // backing off stops at the smallest positive float64. It starts the next step. A step whose gradients were never unscaled
 // counts as clean.
 func (s *GradScaler) Update() {
+	if s.disabled {
+		return
+	}
 	if s.foundInf {
 		// Kept positive, so that LoadState accepts what State returns
 		// even after a long run of overflowing steps.
