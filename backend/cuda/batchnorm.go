@@ -23,28 +23,22 @@ import (
 // Launch geometry of norm.cu.
 const (
 	// normTX and normTY are the block's threads across channels and its
-	// rows (NB_TX and NB_TY of kernels/norm.cu).
-	normTX, normTY = 32, 8
+	// rows (NB_TX and NB_TY of kernels/norm.cu); normFY is the finishing
+	// kernels' threads a channel (NB_FY).
+	normTX, normTY, normFY = 32, 8, 32
 	// normRowsPerThread is the fewest rows a thread of the reducing
 	// kernels walks before more block rows are launched: fewer means more
-	// partial sums for the last block of a column to add.
+	// partial sums to add for little gain.
 	normRowsPerThread = 16
 	// normBlocksPerSM bounds the grid: 8 blocks of 256 threads fill a
 	// Hopper multiprocessor's 2,048 threads.
 	normBlocksPerSM = 8
-	// normMinCounters is the fewest column counters a stream keeps: 4
-	// bytes each, one for every column of blocks (32 or 64 channels), so
-	// 1,024 serve up to 32,768 channels before the stream needs more.
-	normMinCounters = 1024
 )
 
 // NormWorkspaceRegion is the allocator region of the partial sums of the
 // channels-last batch-norm kernels: at most 2·8·SMs·64 floats a call
 // (about 540 KiB on an H200) up to 8·SMs·64 channels, 8 bytes a channel
-// beyond, freed as soon as the call is queued; and of each stream's column
-// counters (normMinCounters of 4 bytes, more for wider tensors), made at
-// the stream's first channels-last batch norm and kept until the stream
-// is destroyed.
+// beyond, freed as soon as the call is queued.
 const NormWorkspaceRegion = "batch norm workspace"
 
 // nhwcDense reports whether v is a dense channels-last [N, C, H, W] view
@@ -122,33 +116,15 @@ func (d *queue) normLaunch(dt backend.DType, name string, gx, gy uint32, a *cuda
 	return d.check(cuda.LaunchKernel(f, cuda.Dim3{X: gx, Y: gy, Z: 1}, cuda.Dim3{X: normTX, Y: normTY, Z: 1}, 0, d.stream, a))
 }
 
-// normCounters returns the stream's column counters of norm.cu's reducing
-// kernels, at least n of them, zero between kernels (the last block of a
-// column puts its counter back). A stream's kernels run one at a time, so
-// they share one set; growing it queues a zeroing of the new set on the
-// stream and frees the old one there, after the kernels that use it.
-func (d *queue) normCounters(n int) (cuda.DevicePtr, error) {
-	st := d.st
-	st.normMu.Lock()
-	defer st.normMu.Unlock()
-	if st.normCount != nil && st.normCountN >= n {
-		return st.normCount.ptr, nil
-	}
-	n = max(n, normMinCounters, 2*st.normCountN)
-	b, err := d.Alloc(4*int64(n), st, NormWorkspaceRegion)
+// normFinish queues a finishing kernel of norm.cu: blocks of normTX
+// channels, normFY threads a channel.
+func (d *queue) normFinish(dt backend.DType, name string, c int, a *cuda.KernelArgs) error {
+	f, err := d.function(modKey{fam: famNorm, dt: dt, op: "bn"}, name)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	buf := b.(*Buffer)
-	if err := d.check(cuda.MemsetD8Async(buf.ptr, 0, uint64(4*n), d.stream)); err != nil {
-		d.Free(buf, st)
-		return 0, err
-	}
-	if st.normCount != nil {
-		d.Free(st.normCount, st)
-	}
-	st.normCount, st.normCountN = buf, n
-	return buf.ptr, nil
+	blocks := uint32((c + normTX - 1) / normTX)
+	return d.check(cuda.LaunchKernel(f, cuda.Dim3{X: blocks, Y: 1, Z: 1}, cuda.Dim3{X: normTX, Y: normFY, Z: 1}, 0, d.stream, a))
 }
 
 // ptrsOf resolves the addresses of vs; a zero View is address 0.
@@ -176,9 +152,8 @@ func (d *queue) normScratch(n int64) (*Buffer, error) {
 	return b.(*Buffer), nil
 }
 
-// batchNormTrainNHWC is BatchNormTrain on norm.cu's kernels: partial sums
-// and, in the last block of each column, the per-channel statistics (and
-// running statistics), then the normalization,
+// batchNormTrainNHWC is BatchNormTrain on norm.cu's kernels: partial sums,
+// per-channel statistics (and running statistics), then the normalization,
 // which adds r (unless it is the zero View) and applies a ReLU when relu
 // is set.
 func (d *queue) batchNormTrainNHWC(what string, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd backend.View, momentum, eps float64, relu bool) error {
@@ -196,19 +171,20 @@ func (d *queue) batchNormTrainNHWC(what string, y, x, r, scale, bias, runMean, r
 			return err
 		}
 		defer d.Free(part, d.st)
-		count, err := d.normCounters(int(gx))
-		if err != nil {
+		a := d.getArgs()
+		defer d.putArgs(a)
+		a.Ptr(p[0]).Int64(m).Int32(int32(c)).Ptr(part.ptr)
+		if err := d.normLaunch(x.DType, normName("bn_nhwc_stats", v), gx, gy, a); err != nil {
 			return err
 		}
 		run := int32(0)
 		if runMean.Buf != nil {
 			run = 1
 		}
-		a := d.getArgs()
-		defer d.putArgs(a)
-		a.Ptr(p[0]).Int64(m).Int32(int32(c)).Ptr(part.ptr).Ptr(count).Float64(eps).Float64(momentum).Int32(run)
+		a.Reset()
+		a.Ptr(p[0]).Ptr(part.ptr).Int32(int32(gy)).Int32(int32(c)).Int64(m).Float64(eps).Float64(momentum).Int32(run)
 		a.Ptr(p[4]).Ptr(p[5]).Ptr(p[6]).Ptr(p[7])
-		if err := d.normLaunch(x.DType, normName("bn_nhwc_stats", v), gx, gy, a); err != nil {
+		if err := d.normFinish(x.DType, "bn_nhwc_finish", c, a); err != nil {
 			return err
 		}
 		a.Reset()
@@ -247,8 +223,8 @@ func (d *queue) batchNormInferNHWC(what string, y, x, r, scale, bias, runMean, r
 }
 
 // batchNormBackwardNHWC is BatchNormBackward on norm.cu's kernels: partial
-// sums of dy and dy·(x − mean) and, in the last block of each column,
-// dscale, dbias and the input gradient's coefficients, then dx. Unless they are the zero View, out (the forward's
+// sums of dy and dy·(x − mean), dscale, dbias and the input gradient's
+// coefficients, then dx. Unless they are the zero View, out (the forward's
 // ReLU output) masks dy, and dr receives the masked dy.
 func (d *queue) batchNormBackwardNHWC(what string, dx, dr, dscale, dbias, dy, out, x, scale, saveMean, saveInvStd backend.View) error {
 	p, err := d.ptrsOf(what, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd, out, dr)
@@ -267,15 +243,15 @@ func (d *queue) batchNormBackwardNHWC(what string, dx, dr, dscale, dbias, dy, ou
 		}
 		defer d.Free(part, d.st)
 		coef := part.ptr + cuda.DevicePtr(4*2*int64(gy)*int64(c))
-		count, err := d.normCounters(int(gx))
-		if err != nil {
-			return err
-		}
 		a := d.getArgs()
 		defer d.putArgs(a)
 		a.Ptr(p[3]).Ptr(p[4]).Int64(m).Int32(int32(c)).Ptr(p[6]).Ptr(part.ptr).Ptr(p[8])
-		a.Ptr(count).Ptr(p[7]).Ptr(p[1]).Ptr(p[2]).Ptr(coef)
 		if err := d.normLaunch(x.DType, normName("bn_nhwc_bwd_stats", v), gx, gy, a); err != nil {
+			return err
+		}
+		a.Reset()
+		a.Ptr(part.ptr).Int32(int32(gy)).Int32(int32(c)).Int64(m).Ptr(p[7]).Ptr(p[1]).Ptr(p[2]).Ptr(coef)
+		if err := d.normFinish(x.DType, "bn_nhwc_bwd_finish", c, a); err != nil {
 			return err
 		}
 		a.Reset()

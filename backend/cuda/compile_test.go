@@ -106,6 +106,7 @@ func kernelNames(k modKey) []string {
 		for _, n := range []string{"bn_nhwc_stats", "bn_nhwc_apply", "bn_nhwc_bwd_stats", "bn_nhwc_bwd_apply"} {
 			names = append(names, n, n+"2")
 		}
+		names = append(names, "bn_nhwc_finish", "bn_nhwc_bwd_finish")
 	}
 	return names
 }

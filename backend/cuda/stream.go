@@ -36,12 +36,6 @@ type Stream struct {
 	ws     *Buffer // cuBLASLt workspace of a non-default stream
 	wsErr  error
 
-	// normMu guards the column counters of norm.cu's reducing kernels
-	// (see [queue.normCounters]).
-	normMu     sync.Mutex
-	normCount  *Buffer
-	normCountN int
-
 	destroyed atomic.Bool
 
 	q queue // the device seen through this stream, made once
@@ -192,12 +186,6 @@ func (s *Stream) Destroy() error {
 		// work is done: the workspace was allocated on this stream.
 		d.Free(s.ws, s)
 	}
-	s.normMu.Lock()
-	if s.normCount != nil {
-		d.Free(s.normCount, s)
-		s.normCount, s.normCountN = nil, 0
-	}
-	s.normMu.Unlock()
 	if err := d.enter(); err != nil {
 		return err
 	}

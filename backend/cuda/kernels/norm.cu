@@ -6,14 +6,10 @@
 // threads of a warp read NB_TX·V neighbouring channels of one row, so
 // every load is coalesced, and each thread walks its channels down the
 // rows with a stride of gridDim.y·NB_TY. Statistics are reduced in two
-// steps, so the results do not depend on scheduling: each block row
-// writes its partial sums to a buffer of 2·gridDim.y·C floats, and the
-// last block of each column of blocks to finish (found with one counter a
-// column, the only atomic) adds the column's partial sums per channel in
-// float64, always in the same order, and finishes the statistics. The
-// counters are the stream's own (4 bytes a column, zero between kernels:
-// the last block puts its column's back to zero), so one launch does what
-// took a reducing and a finishing kernel.
+// steps without atomics, so the results do not depend on scheduling: each
+// block row writes its partial sums to a buffer of 2·gridDim.y·C floats,
+// and a finishing kernel adds them per channel in float64, NB_FY threads a
+// channel.
 //
 // Sums of the forward pass are taken about a shift, the channel's value in
 // row 0, so that Σ(x−s)² − (Σ(x−s))²/M loses little to cancellation when
@@ -26,6 +22,7 @@
 
 #define NB_TX 32
 #define NB_TY 8
+#define NB_FY 32
 
 #if defined(K_ALL) || defined(K_bn)
 
@@ -81,80 +78,12 @@ __device__ __forceinline__ void partials(float* a, float* b, int c0, int C, floa
 	}
 }
 
-// lastOfColumn reports to every thread of the block whether it is the
-// last block of its column (blockIdx.x) to have written its partial sums,
-// with count[blockIdx.x] counting them; the last block puts the counter
-// back to zero for the stream's next kernel. The partial sums the other
-// blocks wrote are visible to the last one: each block fences its writes
-// before it counts itself.
-__device__ __forceinline__ bool lastOfColumn(unsigned* count) {
-	__shared__ int last;
-	__threadfence();
-	__syncthreads();
-	if (threadIdx.x == 0 && threadIdx.y == 0) {
-		last = atomicAdd(&count[blockIdx.x], 1u) == gridDim.y - 1;
-		if (last) count[blockIdx.x] = 0;
-	}
-	__syncthreads();
-	if (last) __threadfence();
-	return last;
-}
-
-// columnSums adds, in the column's last block, the gridDim.y partial sums
-// of the thread's channels c0 … c0+V−1 in float64: thread row ty takes
-// every NB_TY-th block row, in four running sums that keep four loads in
-// flight (a column can have a thousand block rows), then thread row 0
-// adds the rows' sums in order, so it alone gets the totals. The order
-// never changes, nor does the result.
-template <int V>
-__device__ __forceinline__ void columnSums(const float* part, int c0, int C, double* a, double* b) {
-	__shared__ double fa[NB_TY][NB_TX * V + 1], fb[NB_TY][NB_TX * V + 1];
-	const int tx = threadIdx.x, ty = threadIdx.y, gy = gridDim.y;
-	double pa[4][V], pb[4][V];
-	for (int u = 0; u < 4; u++)
-		for (int j = 0; j < V; j++) pa[u][j] = pb[u][j] = 0;
-	if (c0 < C) {
-		int k = ty;
-		for (; k + 3 * NB_TY < gy; k += 4 * NB_TY) {
-#pragma unroll
-			for (int u = 0; u < 4; u++)
-				for (int j = 0; j < V; j++) {
-					pa[u][j] += __ldcg(part + (i64)(k + u * NB_TY) * C + c0 + j);
-					pb[u][j] += __ldcg(part + (i64)(gy + k + u * NB_TY) * C + c0 + j);
-				}
-		}
-		for (; k < gy; k += NB_TY)
-			for (int j = 0; j < V; j++) {
-				pa[0][j] += __ldcg(part + (i64)k * C + c0 + j);
-				pb[0][j] += __ldcg(part + (i64)(gy + k) * C + c0 + j);
-			}
-	}
-	for (int j = 0; j < V; j++) {
-		a[j] = (pa[0][j] + pa[1][j]) + (pa[2][j] + pa[3][j]);
-		b[j] = (pb[0][j] + pb[1][j]) + (pb[2][j] + pb[3][j]);
-		fa[ty][tx * V + j] = a[j];
-		fb[ty][tx * V + j] = b[j];
-	}
-	__syncthreads();
-	if (ty == 0)
-		for (int k = 1; k < NB_TY; k++)
-			for (int j = 0; j < V; j++) {
-				a[j] += fa[k][tx * V + j];
-				b[j] += fb[k][tx * V + j];
-			}
-}
-
 // stats: Σ (x − s) and Σ (x − s)² per channel over the block's rows, with
-// s = x[0, c], then, in the column's last block, the mean and 1/sqrt(var +
-// eps) of each channel; with run != 0, the running statistics move by
-// momentum towards the batch's mean and unbiased variance.
-template <int V>
-__device__ __forceinline__ void stats(const S* x, i64 M, int C, float* part, unsigned* count, double eps,
-				      double momentum, int run, float* runMean, float* runVar, float* saveMean,
-				      float* saveInvStd) {
+// s = x[0, c].
+template <int V> __device__ __forceinline__ void stats(const S* x, i64 M, int C, float* part) {
 	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
 	float a[V], b[V], s[V], v[V];
-	for (int j = 0; j < V; j++) a[j] = b[j] = s[j] = 0;
+	for (int j = 0; j < V; j++) a[j] = b[j] = 0;
 	if (c0 < C) {
 		ldv<V>(x + c0, s);
 		for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
@@ -167,37 +96,59 @@ __device__ __forceinline__ void stats(const S* x, i64 M, int C, float* part, uns
 		}
 	}
 	partials<V>(a, b, c0, C, part);
-	if (!lastOfColumn(count)) return;
-	double sa[V], sb[V];
-	columnSums<V>(part, c0, C, sa, sb);
-	if (threadIdx.y != 0 || c0 >= C) return;
-	for (int j = 0; j < V; j++) {
-		const int c = c0 + j;
-		const double m1 = sa[j] / (double)M;
-		double var = sb[j] / (double)M - m1 * m1;
-		if (var < 0) var = 0;
-		const double mean = (double)s[j] + m1;
-		saveMean[c] = (float)mean;
-		saveInvStd[c] = (float)(1.0 / sqrt(var + eps));
-		if (run) {
-			runMean[c] = (float)((1 - momentum) * (double)runMean[c] + momentum * mean);
-			runVar[c] = (float)((1 - momentum) * (double)runVar[c] + momentum * var * (double)M / (double)(M - 1));
-		}
-	}
 }
 
-// bn_nhwc_stats: the batch's statistics, see stats. part holds
-// 2·gridDim.y·C floats: Σ (x − s) of block row y at part[y·C + c],
-// Σ (x − s)² at part[(gridDim.y + y)·C + c]; count holds gridDim.x zeros.
-extern "C" __global__ void bn_nhwc_stats(const S* x, i64 M, int C, float* part, unsigned* count, double eps,
-					 double momentum, int run, float* runMean, float* runVar, float* saveMean,
-					 float* saveInvStd) {
-	stats<1>(x, M, C, part, count, eps, momentum, run, runMean, runVar, saveMean, saveInvStd);
+// bn_nhwc_stats: part[y·C + c] = Σ (x − s), part[(gy + y)·C + c] = Σ (x − s)²
+// over the rows of block row y, with s = x[0, c].
+extern "C" __global__ void bn_nhwc_stats(const S* x, i64 M, int C, float* part) { stats<1>(x, M, C, part); }
+extern "C" __global__ void bn_nhwc_stats2(const S* x, i64 M, int C, float* part) { stats<2>(x, M, C, part); }
+
+// sumParts adds the gy partial sums of channel c in float64, the NB_FY
+// threads of column threadIdx.x taking every NB_FY-th block row; thread
+// row 0 gets the totals.
+__device__ __forceinline__ void sumParts(const float* part, int gy, int C, int c, double* a, double* b) {
+	__shared__ double fa[NB_FY][NB_TX + 1], fb[NB_FY][NB_TX + 1];
+	const int tx = threadIdx.x, ty = threadIdx.y;
+	double x = 0, y = 0;
+	if (c < C)
+		for (int k = ty; k < gy; k += NB_FY) {
+			x += part[(i64)k * C + c];
+			y += part[(i64)(gy + k) * C + c];
+		}
+	fa[ty][tx] = x;
+	fb[ty][tx] = y;
+	__syncthreads();
+	if (ty == 0) {
+		for (int k = 1; k < NB_FY; k++) {
+			x += fa[k][tx];
+			y += fb[k][tx];
+		}
+	}
+	*a = x;
+	*b = y;
 }
-extern "C" __global__ void bn_nhwc_stats2(const S* x, i64 M, int C, float* part, unsigned* count, double eps,
+
+// bn_nhwc_finish: the mean and 1/sqrt(var + eps) of each channel from the
+// gy block rows of partial sums; with run != 0, the running statistics
+// move by momentum towards the batch's mean and unbiased variance. Blocks
+// of NB_TX × NB_FY threads, NB_TX channels each.
+extern "C" __global__ void bn_nhwc_finish(const S* x, const float* part, int gy, int C, i64 M, double eps,
 					  double momentum, int run, float* runMean, float* runVar, float* saveMean,
 					  float* saveInvStd) {
-	stats<2>(x, M, C, part, count, eps, momentum, run, runMean, runVar, saveMean, saveInvStd);
+	const int c = blockIdx.x * NB_TX + threadIdx.x;
+	double a, b;
+	sumParts(part, gy, C, c, &a, &b);
+	if (threadIdx.y != 0 || c >= C) return;
+	const double m1 = a / (double)M;
+	double var = b / (double)M - m1 * m1;
+	if (var < 0) var = 0;
+	const double mean = (double)ldc<VD>(x[c]) + m1;
+	saveMean[c] = (float)mean;
+	saveInvStd[c] = (float)(1.0 / sqrt(var + eps));
+	if (run) {
+		runMean[c] = (float)((1 - momentum) * (double)runMean[c] + momentum * mean);
+		runVar[c] = (float)((1 - momentum) * (double)runVar[c] + momentum * var * (double)M / (double)(M - 1));
+	}
 }
 
 // apply: y = x·g + h per channel, g = k·scale and h = bias − mean·g, with
@@ -256,14 +207,10 @@ template <int V> __device__ __forceinline__ void masked(const S* y, i64 i, float
 }
 
 // bwdStats: Σ dy and Σ dy·(x − mean) per channel over the block's rows,
-// dy masked by the ReLU output y when y is not null; then, in the column's
-// last block, dbias = Σ dy, dscale = Σ dy·(x − mean)·inv, and the two
-// coefficients of the input gradient: coef[c] = Σ dy / M and coef[C + c] =
-// Σ dy·(x − mean) / M · inv².
+// dy masked by the ReLU output y when y is not null.
 template <int V>
 __device__ __forceinline__ void bwdStats(const S* dy, const S* x, i64 M, int C, const float* mean, float* part,
-					 const S* y, unsigned* count, const float* inv, float* dscale, float* dbias,
-					 float* coef) {
+					 const S* y) {
 	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
 	float a[V], b[V], mu[V], g[V], v[V];
 	for (int j = 0; j < V; j++) a[j] = b[j] = 0;
@@ -281,32 +228,34 @@ __device__ __forceinline__ void bwdStats(const S* dy, const S* x, i64 M, int C, 
 		}
 	}
 	partials<V>(a, b, c0, C, part);
-	if (!lastOfColumn(count)) return;
-	double sa[V], sb[V];
-	columnSums<V>(part, c0, C, sa, sb);
-	if (threadIdx.y != 0 || c0 >= C) return;
-	for (int j = 0; j < V; j++) {
-		const int c = c0 + j;
-		const double k = inv[c];
-		dbias[c] = (float)sa[j];
-		dscale[c] = (float)(sb[j] * k);
-		coef[c] = (float)(sa[j] / (double)M);
-		coef[C + c] = (float)(sb[j] / (double)M * k * k);
-	}
 }
 
-// bn_nhwc_bwd_stats: the gradients of scale and bias and the input
-// gradient's coefficients, see bwdStats; part and count as
-// bn_nhwc_stats's.
+// bn_nhwc_bwd_stats: part[b·C + c] = Σ dy, part[(gy + b)·C + c] =
+// Σ dy·(x − mean) over the rows of block row b; dy masked by the ReLU
+// output y when y is not null.
 extern "C" __global__ void bn_nhwc_bwd_stats(const S* dy, const S* x, i64 M, int C, const float* mean, float* part,
-					     const S* y, unsigned* count, const float* inv, float* dscale,
-					     float* dbias, float* coef) {
-	bwdStats<1>(dy, x, M, C, mean, part, y, count, inv, dscale, dbias, coef);
+					     const S* y) {
+	bwdStats<1>(dy, x, M, C, mean, part, y);
 }
-extern "C" __global__ void bn_nhwc_bwd_stats2(const S* dy, const S* x, i64 M, int C, const float* mean,
-					      float* part, const S* y, unsigned* count, const float* inv,
+extern "C" __global__ void bn_nhwc_bwd_stats2(const S* dy, const S* x, i64 M, int C, const float* mean, float* part,
+					      const S* y) {
+	bwdStats<2>(dy, x, M, C, mean, part, y);
+}
+
+// bn_nhwc_bwd_finish: dbias = Σ dy, dscale = Σ dy·(x − mean)·inv, and the
+// two coefficients of the input gradient: coef[c] = Σ dy / M and
+// coef[C + c] = Σ dy·(x − mean) / M · inv². Blocks as bn_nhwc_finish's.
+extern "C" __global__ void bn_nhwc_bwd_finish(const float* part, int gy, int C, i64 M, const float* inv,
 					      float* dscale, float* dbias, float* coef) {
-	bwdStats<2>(dy, x, M, C, mean, part, y, count, inv, dscale, dbias, coef);
+	const int c = blockIdx.x * NB_TX + threadIdx.x;
+	double a, b;
+	sumParts(part, gy, C, c, &a, &b);
+	if (threadIdx.y != 0 || c >= C) return;
+	const double k = inv[c];
+	dbias[c] = (float)a;
+	dscale[c] = (float)(b * k);
+	coef[c] = (float)(a / (double)M);
+	coef[C + c] = (float)(b / (double)M * k * k);
 }
 
 // bwdApply: dx = scale·inv·(dy − coef[c] − (x − mean)·coef[C + c]), dy

@@ -44,9 +44,6 @@ static inline float __double2float_rz(double d) { return (float)d; }
 static inline float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long c, unsigned long long v) { unsigned long long o = *p; if (o == c) *p = v; return o; }
 static inline long long atomicCAS(long long* p, long long c, long long v) { long long o = *p; if (o == c) *p = v; return o; }
-static inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned o = *p; *p = o + v; return o; }
-static inline void __threadfence() {}
-template <typename T> static inline T __ldcg(const T* p) { return *p; }
 struct float2 { float x, y; };
 static inline float2 make_float2(float x, float y) { return float2{x, y}; }
 
