@@ -29,6 +29,17 @@
 // indices ([SequentialSampler], [RandomSampler] with or without
 // replacement, [SubsetRandomSampler], [SamplerFunc]).
 //
+// # Streams
+//
+// An [IterableDataset] is a stream with no length (records read from a
+// file, say), and [NewIterableLoader] batches it with the same options,
+// less Shuffle and Sampler. The loader reads the stream once per epoch and
+// its workers share it: one goroutine reads, the workers collate, so no
+// sample comes twice. A [ShardedDataset] splits the stream instead: each
+// worker reads the shard that its [WorkerInfo] names (PyTorch's
+// get_worker_info) and batches it, the batches coming from the workers in
+// turn.
+//
 // # Memory ownership
 //
 // The loader owns each [Batch]: it releases its tensors when the loop body
@@ -42,9 +53,9 @@
 //
 // Constructors return errors that match vram's sentinels ([vram.ErrArgument],
 // [vram.ErrShape], [vram.ErrIndex], [vram.ErrDType], [vram.ErrUnavailable]).
-// During iteration, an error or a panic of a dataset's Get, a collate
-// function or a sampler (a [*PanicError]) is returned by the loop at the
-// position of its batch, and ends the epoch.
+// During iteration, an error or a panic of a dataset's Get, a stream, a
+// collate function or a sampler (a [*PanicError]) is returned by the loop
+// at the position of its batch, and ends the epoch.
 //
 // # Concurrency
 //

@@ -1,7 +1,10 @@
 package data_test
 
 import (
+	"bufio"
 	"fmt"
+	"iter"
+	"strings"
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/data"
@@ -62,4 +65,82 @@ func ExampleRandomSplit() {
 	fmt.Println(train.Len(), val.Len())
 	// Output:
 	// 80 20
+}
+
+// ExampleNewIterableLoader batches a stream of records read from a text
+// source, one "x,label" line each, with two workers sharing the stream.
+func ExampleNewIterableLoader() {
+	const records = "0.5,1\n1.5,0\n2.5,1\n3.5,0\n4.5,1\n"
+	lines := data.StreamFunc(func() iter.Seq2[data.Sample, error] {
+		return func(yield func(data.Sample, error) bool) {
+			sc := bufio.NewScanner(strings.NewReader(records)) // an os.File in practice
+			for sc.Scan() {
+				var x float32
+				var label int64
+				if _, err := fmt.Sscanf(sc.Text(), "%g,%d", &x, &label); err != nil {
+					yield(nil, fmt.Errorf("record %q: %w", sc.Text(), err))
+					return
+				}
+				if !yield(data.Sample{[]float32{x, 2 * x}, label}, nil) {
+					return
+				}
+			}
+			if err := sc.Err(); err != nil {
+				yield(nil, err)
+			}
+		}
+	})
+	loader, err := data.NewIterableLoader(lines, 2, data.Options{NumWorkers: 2})
+	if err != nil {
+		panic(err)
+	}
+	for batch, err := range loader.All() {
+		if err != nil {
+			panic(err)
+		}
+		x, y := batch.Tensors[0], batch.Tensors[1]
+		fmt.Println(x.Shape(), x.Float32s(), y.Int64s())
+	}
+	// Output:
+	// [2, 2] [0.5 1 1.5 3] [1 0]
+	// [2, 2] [2.5 5 3.5 7] [1 0]
+	// [1, 2] [4.5 9] [1]
+}
+
+// evenOdd is a stream of the numbers 0 to 9 that a loader's workers split:
+// worker k of n reads the numbers equal to k modulo n.
+type evenOdd struct{}
+
+func (evenOdd) All() iter.Seq2[data.Sample, error] {
+	return evenOdd{}.Shard(data.WorkerInfo{ID: 0, NumWorkers: 1})
+}
+
+func (evenOdd) Shard(w data.WorkerInfo) iter.Seq2[data.Sample, error] {
+	return func(yield func(data.Sample, error) bool) {
+		for i := w.ID; i < 10; i += w.NumWorkers {
+			if !yield(data.Sample{i}, nil) {
+				return
+			}
+		}
+	}
+}
+
+// ExampleShardedDataset splits a stream between two workers, each of which
+// reads and batches its own shard.
+func ExampleShardedDataset() {
+	loader, err := data.NewIterableLoader(evenOdd{}, 3, data.Options{NumWorkers: 2})
+	if err != nil {
+		panic(err)
+	}
+	for batch, err := range loader.All() {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(batch.Tensors[0].Int64s())
+	}
+	// Output:
+	// [0 2 4]
+	// [1 3 5]
+	// [6 8]
+	// [7 9]
 }

@@ -67,6 +67,7 @@ type Options struct {
 // concurrent use, as it must be with workers.
 type Loader struct {
 	ds        Dataset
+	stream    IterableDataset // instead of ds, for [NewIterableLoader]
 	n         int
 	batchSize int
 	opts      Options
@@ -91,6 +92,35 @@ func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
 		return bad("nil dataset")
 	case ds.Len() <= 0:
 		return bad("the dataset is empty (Len %d); there is nothing to load", ds.Len())
+	case opts.Shuffle && opts.Sampler != nil:
+		return bad("Shuffle and Sampler exclude each other; shuffle in the sampler")
+	}
+	if s, ok := opts.Sampler.(interface{ Len() int }); ok && s.Len() < 0 {
+		return bad("the sampler's Len is %d; a sampler yields 0 indices or more", s.Len())
+	}
+	l := &Loader{ds: ds, n: ds.Len(), batchSize: batchSize, opts: opts, sampler: opts.Sampler}
+	if err := l.setup("NewLoader"); err != nil {
+		return nil, err
+	}
+	if l.sampler == nil {
+		if opts.Shuffle {
+			l.sampler = RandomSampler{N: l.n, Generator: opts.Generator}
+		} else {
+			l.sampler = SequentialSampler{N: l.n}
+		}
+	}
+	return l, nil
+}
+
+// setup checks the options that every loader takes, fills in their
+// defaults, and checks that the device can be used; name is the
+// constructor, for the errors.
+func (l *Loader) setup(name string) error {
+	opts, batchSize := l.opts, l.batchSize
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("data: %s: "+format+": %w", append([]any{name}, append(args, vram.ErrArgument)...)...)
+	}
+	switch {
 	case batchSize < 1:
 		return bad("batch size %d; it must be at least 1", batchSize)
 	case opts.NumWorkers < 0:
@@ -101,27 +131,15 @@ func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
 		return bad("Prefetch %d; it must be at most MaxPrefetch (%d)", opts.Prefetch, MaxPrefetch)
 	case opts.Prefetch > 0 && opts.NumWorkers == 0:
 		return bad("Prefetch %d needs NumWorkers > 0", opts.Prefetch)
-	case opts.Shuffle && opts.Sampler != nil:
-		return bad("Shuffle and Sampler exclude each other; shuffle in the sampler")
-	}
-	if s, ok := opts.Sampler.(interface{ Len() int }); ok && s.Len() < 0 {
-		return bad("the sampler's Len is %d; a sampler yields 0 indices or more", s.Len())
 	}
 	if opts.Device != (vram.Device{}) {
 		if err := opts.Device.Check(); err != nil {
-			return nil, fmt.Errorf("data: NewLoader: Device: %w", err)
+			return fmt.Errorf("data: %s: Device: %w", name, err)
 		}
 	}
-	l := &Loader{ds: ds, n: ds.Len(), batchSize: batchSize, opts: opts, sampler: opts.Sampler, collate: opts.Collate}
+	l.collate = opts.Collate
 	if l.opts.NumWorkers > 0 && l.opts.Prefetch == 0 {
 		l.opts.Prefetch = DefaultPrefetch
-	}
-	if l.sampler == nil {
-		if opts.Shuffle {
-			l.sampler = RandomSampler{N: l.n, Generator: opts.Generator}
-		} else {
-			l.sampler = SequentialSampler{N: l.n}
-		}
 	}
 	if l.collate == nil {
 		l.collate = Collate
@@ -137,13 +155,14 @@ func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
 			t.PinMemory(l.pinFor).Release()
 		})
 		if err != nil {
-			return nil, fmt.Errorf("data: NewLoader: PinMemory: %w", err)
+			return fmt.Errorf("data: %s: PinMemory: %w", name, err)
 		}
 	}
-	return l, nil
+	return nil
 }
 
-// Dataset returns the dataset the loader reads.
+// Dataset returns the dataset the loader reads, or nil for a loader of an
+// [IterableDataset].
 func (l *Loader) Dataset() Dataset { return l.ds }
 
 // BatchSize returns the number of samples of a full batch.
@@ -151,7 +170,7 @@ func (l *Loader) BatchSize() int { return l.batchSize }
 
 // Len returns the number of batches of an epoch (len of a PyTorch
 // DataLoader), or -1 when the sampler does not say how many indices it
-// yields.
+// yields and for an [IterableDataset], whose length is unknown.
 func (l *Loader) Len() int {
 	s, ok := l.sampler.(interface{ Len() int })
 	if !ok {
@@ -248,27 +267,37 @@ func (e *PanicError) Unwrap() error {
 // [vram.WithStream] or autocast, do not reach workers.
 func (l *Loader) All() iter.Seq2[*Batch, error] {
 	return func(yield func(*Batch, error) bool) {
-		if l.opts.NumWorkers == 0 {
+		switch sd, ok := l.stream.(ShardedDataset); {
+		case l.opts.NumWorkers == 0:
 			l.serial(yield)
-			return
+		case ok:
+			l.sharded(sd, yield)
+		default:
+			l.parallel(yield)
 		}
-		l.parallel(yield)
 	}
 }
 
-// job is the k-th batch of an epoch: its indices, or the error that the
-// sampler gave in its place.
+// job is the k-th batch of an epoch: its indices, or for a stream its
+// samples, or the error that the sampler or the stream gave in its place.
 type job struct {
-	k   int
-	idx []int
-	err error
+	k       int
+	idx     []int
+	samples []Sample // read from a stream, owned by the job
+	err     error
 }
+
+// drop releases the samples of a job that is never fetched.
+func (j job) drop() { releaseSamplesExcept(j.samples, nil) }
 
 // jobs yields the batches of one epoch's indices, in order, and a final
 // job with an error if the sampler panics or yields an index out of range.
 // The sampler runs as a pulled iterator, so that only its own panics are
 // recovered here, never those of the code that consumes the jobs.
 func (l *Loader) jobs() iter.Seq[job] {
+	if l.stream != nil {
+		return l.streamJobs(l.stream.All())
+	}
 	return func(yield func(job) bool) {
 		next, stop := iter.Pull(l.sampler.All())
 		defer stop()
@@ -328,9 +357,16 @@ func (l *Loader) fetch(j job) (b *Batch, err error) {
 		}
 	}()
 	var ts []*vram.Tensor
+	// A stream's samples are the job's: release their tensors once the
+	// batch is made (or failed), except those the collate function
+	// returned as they are.
+	defer func() { releaseSamplesExcept(j.samples, ts) }()
 	vram.NoGrad(func() {
 		vram.Tidy(func() {
-			samples := make([]Sample, len(j.idx))
+			samples := j.samples
+			if samples == nil {
+				samples = make([]Sample, len(j.idx))
+			}
 			for n, i := range j.idx {
 				where = fmt.Sprintf("sample %d", i)
 				s, gerr := l.ds.Get(i)
@@ -460,6 +496,7 @@ func (l *Loader) parallel(yield func(*Batch, error) bool) {
 			select {
 			case ins[j.k%w] <- j:
 			case <-done:
+				j.drop()
 				return
 			}
 		}
