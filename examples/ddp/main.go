@@ -43,6 +43,11 @@ func main() {
 	flag.IntVar(&o.metricsPort, "metrics-port", 0, "serve each rank's allocator metrics at this port plus LOCAL_RANK (0: none)")
 	flag.StringVar(&o.backend, "backend", "auto", "collectives: auto, nccl or tcp")
 	flag.Parse()
+	if err := o.check(flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "ddp:", err)
+		flag.Usage()
+		os.Exit(2)
+	}
 	l, err := parallel.LaunchEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ddp:", err)
@@ -59,6 +64,22 @@ type options struct {
 	accumulate  int
 	metricsPort int
 	backend     string
+}
+
+// check returns an error for options that cannot train, or for
+// arguments left after the flags (the example takes none).
+func (o options) check(args []string) error {
+	switch {
+	case len(args) > 0:
+		return fmt.Errorf("unexpected argument %q: the example takes only flags", args[0])
+	case o.steps < 1:
+		return fmt.Errorf("--steps %d: train at least 1 step", o.steps)
+	case o.accumulate < 1:
+		return fmt.Errorf("--accumulate %d: a step has at least 1 micro-batch", o.accumulate)
+	case o.metricsPort < 0 || o.metricsPort > 65535:
+		return fmt.Errorf("--metrics-port %d: want a TCP port, 1 to 65535, or 0 for none", o.metricsPort)
+	}
+	return nil
 }
 
 const (

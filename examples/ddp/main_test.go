@@ -47,6 +47,32 @@ func singleProcess(t *testing.T, steps int) float64 {
 	return checksums(t, b.String(), 1)[0]
 }
 
+func TestOptionsCheck(t *testing.T) {
+	good := options{steps: 30, accumulate: 1, backend: "auto"}
+	for _, tc := range []struct {
+		name string
+		o    options
+		args []string
+		want string // in the error; "" for none
+	}{
+		{"defaults", good, nil, ""},
+		{"metrics port", options{steps: 1, accumulate: 2, metricsPort: 9500}, nil, ""},
+		{"no steps", options{steps: 0, accumulate: 1}, nil, "--steps 0"},
+		{"negative steps", options{steps: -3, accumulate: 1}, nil, "--steps -3"},
+		{"no micro-batches", options{steps: 5, accumulate: 0}, nil, "--accumulate 0"},
+		{"negative port", options{steps: 5, accumulate: 1, metricsPort: -1}, nil, "--metrics-port -1"},
+		{"port too large", options{steps: 5, accumulate: 1, metricsPort: 70000}, nil, "--metrics-port 70000"},
+		{"an argument", good, []string{"extra"}, `unexpected argument "extra"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.o.check(tc.args)
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("check: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestSingleProcess(t *testing.T) {
 	var b strings.Builder
 	if err := run(&b, parallel.LaunchInfo{}, options{steps: 20, accumulate: 1, backend: "tcp"}); err != nil {

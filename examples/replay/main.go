@@ -8,6 +8,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,14 +33,32 @@ func defaultTrace(paths []string) string {
 }
 
 func main() {
-	path := defaultTrace(defaultTraces)
-	if len(os.Args) > 1 {
-		path = os.Args[1]
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: replay [TRACE]\n\nReplays an allocation trace (default %s) under three allocator settings.\n", defaultTraces[0])
+	}
+	flag.Parse()
+	path, err := tracePath(flag.Args(), defaultTraces)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "replay:", err)
+		flag.Usage()
+		os.Exit(2)
 	}
 	if err := run(os.Stdout, path); err != nil {
 		fmt.Fprintln(os.Stderr, "replay:", err)
 		os.Exit(1)
 	}
+}
+
+// tracePath returns the trace that args name, or the default one (see
+// defaultTrace) when they name none; more than one is an error.
+func tracePath(args, defaults []string) (string, error) {
+	switch len(args) {
+	case 0:
+		return defaultTrace(defaults), nil
+	case 1:
+		return args[0], nil
+	}
+	return "", fmt.Errorf("%d traces %q: give at most one", len(args), args)
 }
 
 func run(w io.Writer, path string) error {

@@ -41,3 +41,24 @@ func TestDefaultTrace(t *testing.T) {
 		})
 	}
 }
+
+func TestTracePath(t *testing.T) {
+	defaults := []string{"no/such.trace", "testdata/resnet50_train.trace.gz"}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    string
+		wantErr bool
+	}{
+		{"none: the default", nil, "testdata/resnet50_train.trace.gz", false},
+		{"one", []string{"my.trace"}, "my.trace", false},
+		{"two", []string{"a.trace", "b.trace"}, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tracePath(tc.args, defaults)
+			if got != tc.want || (err != nil) != tc.wantErr {
+				t.Errorf("tracePath(%q) = %q, %v; want %q, error %v", tc.args, got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
