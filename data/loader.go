@@ -61,7 +61,8 @@ type Options struct {
 	PinMemory bool
 }
 
-// Loader reads a [Dataset] in batches (torch.utils.data.DataLoader). Each
+// Loader reads a [Dataset], or an [IterableDataset] (see
+// [NewIterableLoader]), in batches (torch.utils.data.DataLoader). Each
 // call of [Loader.All] is one epoch. A Loader may run several epochs at
 // once from different goroutines; its dataset's Get must then be safe for
 // concurrent use, as it must be with workers.
@@ -188,7 +189,8 @@ func (l *Loader) Len() int {
 }
 
 // Batch is one batch of a [Loader]: a tensor per field of the samples, and
-// the dataset indices of its samples in order.
+// the dataset indices of its samples in order (nil for a stream, whose
+// samples have none).
 //
 // The loader owns the tensors: it releases them when the loop body that
 // received the batch returns, so that batches the body does not keep cost

@@ -407,8 +407,12 @@ func TestNewIterableLoaderErrors(t *testing.T) {
 
 // TestIterableLoaderDevice: batches of a stream land on Options.Device.
 func TestIterableLoaderDevice(t *testing.T) {
-	for _, workers := range []int{0, 2} {
-		l, err := data.NewIterableLoader(shardedStream{newRowStream(7, vram.CPU)}, 3, data.Options{Device: vram.Sim(1), NumWorkers: workers})
+	for _, tc := range []struct {
+		workers int
+		pin     bool
+	}{{0, false}, {2, false}, {0, true}, {2, true}} {
+		workers := tc.workers
+		l, err := data.NewIterableLoader(shardedStream{newRowStream(7, vram.CPU)}, 3, data.Options{Device: vram.Sim(1), NumWorkers: workers, PinMemory: tc.pin})
 		if err != nil {
 			t.Fatal(err)
 		}
