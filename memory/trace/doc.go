@@ -173,7 +173,12 @@
 // "active_pending_free"), frames, region = the user_metadata of the alloc
 // event in the history that produced the block (the last alloc at its
 // address that no free_completed follows), if any: PyTorch records it on
-// trace entries only. Event: action, addr (for an oom entry,
+// trace entries only. Blocks of PyTorch before 2.1 have no frames but a
+// "history" list, newest first, of {"addr", "real_size", "frames"}: a held
+// block takes its frames, and its requested size when it has no
+// requested_size (PyTorch 1.13), from the newest entry at its own address;
+// a held block with neither has requested = size, as PyTorch's viewer
+// assumes, rather than 0. Event: action, addr (for an oom entry,
 // which has "device_free" instead, Addr holds device_free), size, stream,
 // time_us, frames, region = user_metadata when it is a str. Frame: function
 // = name, file = filename, line. Config is allocator_settings'

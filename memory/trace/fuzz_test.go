@@ -550,6 +550,15 @@ func (w *pickleW) put(key any) {
 	w.n++
 }
 
+// get references memo entry i.
+func (w *pickleW) get(i int) {
+	if i < 256 {
+		w.b = append(w.b, opBinGet, byte(i))
+	} else {
+		w.b = binary.LittleEndian.AppendUint32(append(w.b, opLongBinGet), uint32(i))
+	}
+}
+
 func (w *pickleW) value(v any) {
 	switch x := v.(type) {
 	case nil:
@@ -581,7 +590,7 @@ func (w *pickleW) value(v any) {
 		w.b = append(w.b, opTuple)
 	case *pyListW:
 		if i, ok := w.memo[x]; ok {
-			w.b = append(w.b, opBinGet, byte(i))
+			w.get(i)
 			return
 		}
 		w.b = append(w.b, opEmptyList)
@@ -595,7 +604,7 @@ func (w *pickleW) value(v any) {
 		}
 	case *pyDictW:
 		if i, ok := w.memo[x]; ok {
-			w.b = append(w.b, opBinGet, byte(i))
+			w.get(i)
 			return
 		}
 		w.b = append(w.b, opEmptyDict)

@@ -336,17 +336,73 @@ func (c *pickleConverter) block(path string, v any, addr uint64, b *Block) error
 	if b.Size, err = reqSize(d, path, "size"); err != nil {
 		return err
 	}
-	if b.Requested, err = optInt(d, path, "requested_size", 0); err != nil {
-		return err
-	}
 	if b.State, err = reqString(d, path, "state"); err != nil {
 		return err
 	}
 	if b.State == "active_awaiting_free" { // the spelling of PyTorch's typing stubs
 		b.State = StateActivePendingFree
 	}
+	last, err := lastHistory(path, d, b)
+	if err != nil {
+		return err
+	}
+	if _, ok := d.get("requested_size"); ok {
+		if b.Requested, err = optInt(d, path, "requested_size", 0); err != nil {
+			return err
+		}
+	} else if b.State != StateInactive {
+		// Unknown: the size of the latest allocation if the block's
+		// history records it, else the block's size, as PyTorch's own
+		// viewer assumes; never 0, which would read as all waste.
+		b.Requested = b.Size
+		if last != nil {
+			if n, err := optInt(last, path+".history[0]", "real_size", b.Size); err != nil {
+				return err
+			} else if n >= 0 && n <= b.Size {
+				b.Requested = n
+			}
+		}
+	}
+	if _, ok := d.get("frames"); !ok && last != nil {
+		b.Frames, err = c.frameList(path+".history[0]", last)
+		return err
+	}
 	b.Frames, err = c.frameList(path, d)
 	return err
+}
+
+// lastHistory returns the entry of a block's "history" that records its
+// current allocation, or nil. PyTorch before 2.1 gives blocks no "frames"
+// and no "address" but a "history" list, newest first, of {"addr",
+// "real_size", "frames"} dicts: the allocations the block held, merged
+// blocks' included. Only a held block's newest entry at the block's own
+// address is its allocation.
+func lastHistory(path string, d *pyDict, b *Block) (*pyDict, error) {
+	v, ok := d.get("history")
+	if !ok || v == nil || b.State == StateInactive {
+		return nil, nil
+	}
+	l, ok := v.(*pyList)
+	if !ok {
+		return nil, convErr(path+".history", "is a %s, want a list", pyTypeName(v))
+	}
+	if len(l.items) == 0 {
+		return nil, nil
+	}
+	h, ok := l.items[0].(*pyDict)
+	if !ok {
+		return nil, convErr(path+".history[0]", "is a %s, want a dict", pyTypeName(l.items[0]))
+	}
+	if _, ok := h.get("addr"); ok {
+		addr, err := reqAddr(h, path+".history[0]", "addr")
+		if err != nil {
+			return nil, err
+		}
+		if addr != b.Addr {
+			return nil, nil
+		}
+	}
+	return h, nil
 }
 
 // actionUserDefined is the action of the trace entries PyTorch (2.4 and

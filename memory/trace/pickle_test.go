@@ -433,3 +433,72 @@ func TestReadPickleBlockRegions(t *testing.T) {
 		})
 	}
 }
+
+// TestReadPickleBlockHistory checks the blocks of PyTorch before 2.1,
+// which carry their stacks and requested sizes only in a "history" list,
+// newest first: the stack and size of a held block come from its newest
+// entry at its own address, and a missing requested size is never 0.
+func TestReadPickleBlockHistory(t *testing.T) {
+	const a = 139638008184832
+	frames1 := []Frame{{Function: "forward", File: "train.py", Line: 42}, {Function: "<module>", File: "train.py", Line: 7}}
+	frames2 := append([]Frame{{Function: "c10::cuda::CUDACachingAllocator::malloc", File: "??"}}, frames1...)
+	fixture, err := ReadPickle(bytes.NewReader(readFile(t, "snapshot_v20_p4.pickle")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fixture) != 1 || len(fixture[0].Segments) != 1 || fixture[0].Truncated {
+		t.Fatalf("got %d snapshots, want one with one segment and a complete history", len(fixture))
+	}
+	if got, want := fixture[0].Requested(), int64(37632+1000+300); got != want {
+		t.Errorf("Requested() = %d, want %d", got, want)
+	}
+	blocks := fixture[0].Segments[0].Blocks
+
+	// In-memory variants of one held block.
+	frame := &pyDictW{{"filename", "x.py"}, {"line", 5}, {"name", "f"}}
+	one := func(b *pyDictW) []Block {
+		t.Helper()
+		seg := &pyDictW{{"address", int64(a)}, {"total_size", 4096}, {"segment_type", "small"}, {"blocks", &pyListW{b}}}
+		snaps, err := ReadPickle(bytes.NewReader(picklePy(4, &pyListW{seg})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snaps[0].Segments[0].Blocks
+	}
+	hist := func(addr int64, real int) [2]any {
+		return [2]any{"history", &pyListW{&pyDictW{{"addr", addr}, {"real_size", real}, {"frames", &pyListW{frame}}}}}
+	}
+	xframes := []Frame{{Function: "f", File: "x.py", Line: 5}}
+	tests := []struct {
+		name          string
+		got           Block
+		wantRequested int64
+		wantFrames    []Frame
+	}{
+		{"2.0 allocated", blocks[0], 37632, frames1},
+		{"2.0 merged: newest entry", blocks[1], 1000, frames2},
+		{"1.13 no requested_size", blocks[2], 300, frames1},
+		{"2.0 inactive keeps no stack", blocks[3], 0, nil},
+		{"no requested_size, no history", one(&pyDictW{{"size", 4096}, {"state", "active_allocated"}})[0], 4096, nil},
+		{"history of another address", one(&pyDictW{{"size", 4096}, {"state", "active_allocated"}, hist(a+512, 10)})[0], 4096, nil},
+		{"real_size beyond the block", one(&pyDictW{{"size", 4096}, {"state", "active_allocated"}, hist(a, 5000)})[0], 4096, xframes},
+		{"frames win over history", one(&pyDictW{{"size", 4096}, {"requested_size", 7}, {"state", "active_allocated"},
+			{"frames", &pyListW{}}, hist(a, 10)})[0], 7, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.got.Requested != tc.wantRequested {
+				t.Errorf("Requested = %d, want %d", tc.got.Requested, tc.wantRequested)
+			}
+			if !reflect.DeepEqual(tc.got.Frames, tc.wantFrames) {
+				t.Errorf("Frames = %+v, want %+v", tc.got.Frames, tc.wantFrames)
+			}
+		})
+	}
+
+	bad := &pyDictW{{"address", int64(a)}, {"total_size", 4096}, {"segment_type", "small"}, {"blocks", &pyListW{
+		&pyDictW{{"size", 4096}, {"state", "active_allocated"}, {"history", 3}}}}}
+	if _, err := ReadPickle(bytes.NewReader(picklePy(4, &pyListW{bad}))); err == nil || !strings.Contains(err.Error(), `segments[0].blocks[0].history: is a int, want a list`) {
+		t.Errorf("history of an int: err = %v", err)
+	}
+}

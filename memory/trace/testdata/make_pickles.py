@@ -197,6 +197,32 @@ def main():
         old.append(s)
     write("segments_only_p2.pickle", pickle.dumps(old, protocol=2))
 
+    # torch.cuda.memory._snapshot() of PyTorch 2.0 (and 1.13): blocks with
+    # no "address" nor "frames", but a "history" of the allocations they
+    # held, newest first, with their stacks; trace entries without
+    # time_us, compile_context or user_metadata; no allocator_settings.
+    # The second block's older entry is of a block merged into it; the
+    # third block (PyTorch 1.13) has no requested_size; the free block
+    # keeps the history of what it held.
+    f_old = [{"filename": "old.py", "line": 3, "name": "before"}]
+    v20_blocks = [
+        {"size": 37888, "requested_size": 37632, "state": "active_allocated",
+         "history": [{"addr": A, "real_size": 37632, "frames": frames1}]},
+        {"size": 1024, "requested_size": 1000, "state": "active_allocated",
+         "history": [{"addr": A + 37888, "real_size": 1000, "frames": frames2},
+                     {"addr": A + 38400, "real_size": 8, "frames": f_old}]},
+        {"size": 512, "state": "active_allocated",
+         "history": [{"addr": A + 38912, "real_size": 300, "frames": frames1}]},
+        {"size": 2 * MiB - 39424, "requested_size": 0, "state": "inactive",
+         "history": [{"addr": A + 39424, "real_size": 64, "frames": f_old}]},
+    ]
+    v20_seg = {"device": 0, "address": A, "total_size": 2 * MiB, "allocated_size": 39424,
+               "active_size": 39424, "requested_size": 38932, "stream": 0, "segment_type": "small",
+               "blocks": v20_blocks}
+    v20_trace = [{"action": "segment_alloc", "addr": A, "size": 2 * MiB, "stream": 0, "frames": frames2},
+                 {"action": "alloc", "addr": A, "size": 37632, "stream": 0, "frames": frames1}]
+    write("snapshot_v20_p4.pickle", pickle.dumps({"segments": [v20_seg], "device_traces": [v20_trace]}, protocol=4))
+
     # record_function ranges recorded with the history (PyTorch 2.4 and
     # later): "user_defined" entries around device 0's first alloc and
     # free, and device 1's trace of nothing else.
