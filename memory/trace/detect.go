@@ -75,6 +75,8 @@ func openWith(path string, read func(io.Reader) (*File, error)) (*File, error) {
 //   - gzip magic (1f 8b): decompress, then detect the format inside;
 //   - 0x80 followed by 2 to 5: a PyTorch pickle, read with [ReadPickle]
 //     (followed by another protocol number: an error naming it);
+//   - zip magic (50 4b 03 04): a snapshot saved with torch.save, read
+//     with [ReadPickle];
 //   - '{' after optional whitespace: a vram JSON snapshot ([ReadJSON]);
 //   - '[' after optional whitespace: JSON that is not a snapshot, an error;
 //   - otherwise, UTF-8 text without NUL bytes: a text trace ([ReadTextAll]).
@@ -103,7 +105,7 @@ func readBody(br *bufio.Reader, f *File, lim Limits) error {
 	var err error
 	switch f.Kind {
 	case KindPickle:
-		f.Snapshots, err = readPickle(br)
+		f.Snapshots, err = readPickle(br, lim)
 	case KindJSON:
 		var s *Snapshot
 		if s, err = readJSON(br); err == nil {
@@ -202,7 +204,7 @@ func skipBOM(br *bufio.Reader) {
 }
 
 func sniff(head []byte) Kind {
-	if len(head) >= 2 && head[0] == opProto && head[1] >= 2 && head[1] <= 5 {
+	if len(head) >= 2 && head[0] == opProto && head[1] >= 2 && head[1] <= 5 || bytes.HasPrefix(head, zipMagic) {
 		return KindPickle
 	}
 	t := bytes.TrimLeft(head, " \t\r\n")

@@ -141,7 +141,9 @@
 // [ReadPickle] reads what torch.cuda.memory._dump_snapshot(path) writes:
 // the pickle (protocol 2 to 5; Python's default is 4, or 5 from Python 3.14)
 // of the dict torch.cuda.memory._snapshot() returns. It also accepts the
-// pickle of torch.cuda.memory_snapshot(), a bare list of segments. The
+// pickle of torch.cuda.memory_snapshot(), a bare list of segments, and
+// either saved with torch.save: a zip archive (recognised by its magic
+// bytes 50 4b 03 04) whose NAME/data.pkl record is that pickle. The
 // layout read, from PyTorch's torch/csrc/cuda/Module.cpp and
 // torch/cuda/memory.py (2.1 to 2.11):
 //

@@ -1,13 +1,16 @@
 package trace
 
 import (
+	"archive/zip"
 	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,7 +30,8 @@ const (
 // ReadPickle reads a PyTorch memory snapshot pickle, as written by
 // torch.cuda.memory._dump_snapshot or by pickle.dump of the value
 // torch.cuda.memory._snapshot() returns (or of torch.cuda.memory_snapshot(),
-// a bare list of segments). The input may be gzip-compressed. It is read
+// a bare list of segments), or either saved with torch.save (a zip
+// archive, held whole). The input may be gzip-compressed. It is read
 // once, in a single pass.
 //
 // It returns one validated Snapshot per device that has segments or a
@@ -48,11 +52,63 @@ func ReadPickle(r io.Reader) ([]*Snapshot, error) {
 		}
 		br = bufio.NewReaderSize(zr, 64<<10)
 	}
-	return readPickle(bufio.NewReaderSize(limited(br, Limits{}), 64<<10))
+	return readPickle(bufio.NewReaderSize(limited(br, Limits{}), 64<<10), Limits{})
 }
 
-// readPickle is ReadPickle of decompressed input, limited by the caller.
-func readPickle(br *bufio.Reader) ([]*Snapshot, error) {
+// readPickle is ReadPickle of decompressed input, limited by the caller
+// to lim; a zip archive is read as torch.save writes it.
+func readPickle(br *bufio.Reader, lim Limits) ([]*Snapshot, error) {
+	if b, _ := br.Peek(len(zipMagic)); bytes.Equal(b, zipMagic) {
+		return readTorchSave(br, lim)
+	}
+	return readPlainPickle(br)
+}
+
+// zipMagic starts a zip archive (its first local file header), as
+// torch.save writes one.
+var zipMagic = []byte("PK\x03\x04")
+
+// readTorchSave reads a snapshot saved with torch.save(snapshot, path): a
+// zip archive whose record NAME/data.pkl is the pickle of the snapshot
+// (protocol 2; the snapshot holds no tensors, so no storages). The
+// archive is held whole, within lim, and so is the record once
+// decompressed.
+func readTorchSave(br *bufio.Reader, lim Limits) ([]*Snapshot, error) {
+	data, err := io.ReadAll(br)
+	if err != nil {
+		return nil, &ParseError{Kind: KindPickle, Offset: -1, Msg: "reading a zip archive (torch.save)", Err: err}
+	}
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, &ParseError{Kind: KindPickle, Offset: -1, Msg: "a zip archive that cannot be read (a torch.save file cut short?)", Err: err}
+	}
+	for _, f := range zr.File {
+		dir, base := path.Split(f.Name)
+		if base != "data.pkl" || strings.Count(dir, "/") > 1 {
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			return nil, &ParseError{Kind: KindPickle, Offset: -1, Msg: "zip archive (torch.save): " + f.Name, Err: err}
+		}
+		defer rc.Close()
+		snaps, err := readPlainPickle(bufio.NewReaderSize(limited(rc, lim), 64<<10))
+		var pe *ParseError
+		if errors.As(err, &pe) {
+			c := *pe
+			c.Msg = "in " + f.Name + " of the zip archive (torch.save): " + c.Msg
+			if pe.Msg == "" {
+				c.Msg = strings.TrimSuffix(c.Msg, ": ")
+			}
+			return nil, &c
+		}
+		return snaps, err
+	}
+	return nil, &ParseError{Kind: KindPickle, Offset: -1, Msg: "a zip archive without a data.pkl record: not a snapshot saved with torch.save (save it with torch.cuda.memory._dump_snapshot(path))"}
+}
+
+// readPlainPickle is readPickle of a pickle.
+func readPlainPickle(br *bufio.Reader) ([]*Snapshot, error) {
 	if b, _ := br.Peek(2); len(b) < 2 || b[0] != opProto || b[1] < 2 || b[1] > 5 {
 		return nil, &ParseError{Kind: KindPickle, Offset: 0, Msg: "not a pickle of protocol 2 to 5 (it must start with 0x80 and the protocol number)"}
 	}
@@ -134,10 +190,15 @@ func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
 		traceList, okT = v.get("device_traces")
 		settings, _ = v.get("allocator_settings")
 		if !okS && !okT {
+			if isMemoryStats(v) {
+				return nil, convErr("", `the pickled dict has no "segments" or "device_traces" key: it holds the counters of torch.cuda.memory_stats(), not a snapshot (record with torch.cuda.memory._record_memory_history(), then save with torch.cuda.memory._dump_snapshot(path))`)
+			}
 			return nil, convErr("", `the pickled dict has no "segments" or "device_traces" key`)
 		}
 	case *pyList:
 		segList = v // torch.cuda.memory_snapshot(): segments only
+	case pyBigInt:
+		return nil, convErr("", "the pickle holds a large int, as torch.save files of the format before PyTorch 1.6 (_use_new_zipfile_serialization=False) start; save the snapshot with torch.cuda.memory._dump_snapshot(path) or a plain torch.save(snapshot, path)")
 	default:
 		return nil, convErr("", "the pickle holds a %s, want a dict with \"segments\" (or a list of segments)", pyTypeName(root))
 	}
@@ -229,6 +290,17 @@ func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// isMemoryStats reports whether d looks like torch.cuda.memory_stats():
+// keys such as "allocated_bytes.all.current" and "num_ooms".
+func isMemoryStats(d *pyDict) bool {
+	for i := 0; i < len(d.kv); i += 2 {
+		if k, ok := d.kv[i].(string); ok && (strings.HasPrefix(k, "allocated_bytes.") || strings.HasPrefix(k, "reserved_bytes.") || k == "num_ooms" || k == "num_alloc_retries") {
+			return true
+		}
+	}
+	return false
 }
 
 // labelBlocks gives each held block of s without a region the region of

@@ -1,8 +1,10 @@
 package trace
 
 import (
+	"archive/zip"
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -500,5 +502,67 @@ func TestReadPickleBlockHistory(t *testing.T) {
 		&pyDictW{{"size", 4096}, {"state", "active_allocated"}, {"history", 3}}}}}
 	if _, err := ReadPickle(bytes.NewReader(picklePy(4, &pyListW{bad}))); err == nil || !strings.Contains(err.Error(), `segments[0].blocks[0].history: is a int, want a list`) {
 		t.Errorf("history of an int: err = %v", err)
+	}
+}
+
+// TestReadPickleSavedOtherwise checks snapshots saved with torch.save
+// rather than _dump_snapshot, and the errors for what users pickle by
+// mistake: each names what the file holds and what to save instead.
+func TestReadPickleSavedOtherwise(t *testing.T) {
+	torchSave := readFile(t, "snapshot_torchsave.pt")
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(torchSave)
+	zw.Close()
+	zipOf := func(name string, data []byte) []byte {
+		var b bytes.Buffer
+		w := zip.NewWriter(&b)
+		f, _ := w.Create(name)
+		f.Write(data)
+		w.Close()
+		return b.Bytes()
+	}
+	legacy := append(pk().proto(2).op(opLong1, 10, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19).stop(), picklePy(2, &pyDictW{{"segments", &pyListW{}}})...)
+	statsDict := picklePy(4, &pyDictW{{"active.all.current", 3}, {"allocated_bytes.all.current", 1024}, {"num_ooms", 0}})
+	tests := []struct {
+		name    string
+		in      []byte
+		want    []*Snapshot // when wantErr is ""
+		wantErr string
+	}{
+		{"torch.save", torchSave, expectedPickleSnapshots(t), ""},
+		{"torch.save, gzip", gz.Bytes(), expectedPickleSnapshots(t), ""},
+		{"torch.save, deflated", zipOf("archive/data.pkl", readFile(t, "snapshot_p2.pickle")), expectedPickleSnapshots(t), ""},
+		{"zip without data.pkl", zipOf("archive/x.txt", []byte("x")), nil, "a zip archive without a data.pkl record"},
+		{"data.pkl too deep", zipOf("a/b/data.pkl", readFile(t, "snapshot_p2.pickle")), nil, "a zip archive without a data.pkl record"},
+		{"corrupt data.pkl", zipOf("archive/data.pkl", readFile(t, "corrupt.pickle")), nil, "offset 11: in archive/data.pkl of the zip archive (torch.save): pickle: unknown opcode 0xff"},
+		{"zip cut short", torchSave[:len(torchSave)/2], nil, "a zip archive that cannot be read"},
+		{"legacy torch.save", legacy, nil, "the pickle holds a large int, as torch.save files of the format before PyTorch 1.6"},
+		{"memory_stats()", readFile(t, "memory_stats.pickle"), nil, "unsupported opcode STACK_GLOBAL (the Python class or function collections.OrderedDict): only plain data (dicts, lists, tuples, numbers, strings) can be read (torch.cuda.memory_stats() returns"},
+		{"memory_stats() protocol 2", pk().proto(2).op('c').op([]byte("collections\nOrderedDict\n")...).op(opEmptyTuple).stop(), nil, "unsupported opcode GLOBAL (the Python class or function collections.OrderedDict)"},
+		{"dict(memory_stats())", statsDict, nil, `no "segments" or "device_traces" key: it holds the counters of torch.cuda.memory_stats()`},
+		{"other object", readFile(t, "object.pickle"), nil, "(the Python class or function collections.OrderedDict)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReadPickle(bytes.NewReader(tc.in))
+			if tc.wantErr != "" {
+				var pe *ParseError
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.As(err, &pe) {
+					t.Fatalf("err = %v, want a *ParseError containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %d snapshots, want %d equal to the fixture's", len(got), len(tc.want))
+			}
+			f, err := Read(bytes.NewReader(tc.in), "snap.pt")
+			if err != nil || f.Kind != KindPickle || !reflect.DeepEqual(f.Snapshots, tc.want) {
+				t.Errorf("Read: kind %v, err %v", f.Kind, err)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -531,11 +532,73 @@ func (u *unpickler) run() (any, error) {
 			}
 		default:
 			if what, ok := unsupportedOps[op]; ok {
-				return nil, u.errorf("unsupported opcode %s: only plain data (dicts, lists, tuples, numbers, strings) can be read", what)
+				class := u.className(op)
+				if class != "" {
+					what = strings.Replace(what, "(a Python class or function)", "(the Python class or function "+class+")", 1)
+				}
+				return nil, u.errorf("unsupported opcode %s: only plain data (dicts, lists, tuples, numbers, strings) can be read%s", what, classHint(class))
 			}
 			return nil, u.errorf("unknown opcode 0x%02x (not a pickle, or a corrupt one)", op)
 		}
 	}
+}
+
+// className returns "collections.OrderedDict" for a GLOBAL or
+// STACK_GLOBAL opcode just read that names that class, "" otherwise or
+// when the name cannot be read.
+func (u *unpickler) className(op byte) string {
+	var module, name string
+	switch op {
+	case 0x93: // STACK_GLOBAL: the module and the name are on the stack
+		if n := len(u.stack); n >= 2 {
+			module, _ = u.stack[n-2].(string)
+			name, _ = u.stack[n-1].(string)
+		}
+	case 'c': // GLOBAL: "module\nname\n" follows
+		b, _ := u.r.Peek(maxClassName)
+		if i := bytes.IndexByte(b, '\n'); i > 0 {
+			module = string(b[:i])
+			if j := bytes.IndexByte(b[i+1:], '\n'); j > 0 {
+				name = string(b[i+1 : i+1+j])
+			}
+		}
+	}
+	if module == "" || name == "" || !utf8.ValidString(module+name) {
+		return ""
+	}
+	return printableClass(module + "." + name)
+}
+
+// maxClassName bounds the bytes read for the class a GLOBAL names.
+const maxClassName = 256
+
+// printableClass cuts a class name to maxClassName bytes and replaces
+// control characters, so that an error message stays one short line.
+func printableClass(s string) string {
+	if len(s) > maxClassName {
+		s = s[:maxClassName]
+		for len(s) > 0 && !utf8.ValidString(s) {
+			s = s[:len(s)-1]
+		}
+	}
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// classHint says what a pickle holding class probably is, and what to save
+// instead, for the classes users pickle by mistake.
+func classHint(class string) string {
+	switch class {
+	case "collections.OrderedDict":
+		return " (torch.cuda.memory_stats() returns an OrderedDict of counters, not a snapshot: save one with torch.cuda.memory._dump_snapshot(path))"
+	case "torch._utils._rebuild_tensor_v2", "torch.storage._load_from_bytes":
+		return " (a tensor: save the snapshot with torch.cuda.memory._dump_snapshot(path))"
+	}
+	return ""
 }
 
 func (u *unpickler) push(v any) {

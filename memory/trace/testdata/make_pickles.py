@@ -14,6 +14,7 @@ import collections
 import gzip
 import json
 import pickle
+import zipfile
 
 MiB = 1 << 20
 A = 139638008184832  # small segment, device 0
@@ -222,6 +223,16 @@ def main():
     v20_trace = [{"action": "segment_alloc", "addr": A, "size": 2 * MiB, "stream": 0, "frames": frames2},
                  {"action": "alloc", "addr": A, "size": 37632, "stream": 0, "frames": frames1}]
     write("snapshot_v20_p4.pickle", pickle.dumps({"segments": [v20_seg], "device_traces": [v20_trace]}, protocol=4))
+
+    # torch.save(snapshot, "snapshot_torchsave.pt"): a zip archive, records
+    # stored, the snapshot pickled with protocol 2 in NAME/data.pkl.
+    with zipfile.ZipFile("snapshot_torchsave.pt", "w", compression=zipfile.ZIP_STORED) as z:
+        for name, data in (("data.pkl", pickle.dumps(snapshot, protocol=2)), ("byteorder", b"little"),
+                           (".data/version", b"3\n"), ("version", b"3\n")):
+            z.writestr(zipfile.ZipInfo("snapshot_torchsave/" + name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+    # pickle.dump(torch.cuda.memory_stats(), f): counters, not a snapshot.
+    stats = collections.OrderedDict([("active.all.current", 3), ("allocated_bytes.all.current", 1024), ("num_ooms", 0)])
+    write("memory_stats.pickle", pickle.dumps(stats, protocol=4))
 
     # record_function ranges recorded with the history (PyTorch 2.4 and
     # later): "user_defined" entries around device 0's first alloc and
