@@ -45,7 +45,7 @@ type Option struct {
 // negative. A group whose rate is 0 is not updated.
 func WithLR(lr float64) Option { return Option{key: "lr", x: lr} }
 
-// WithMomentum sets SGD's momentum factor ("momentum").
+// WithMomentum sets the momentum factor of SGD and RMSprop ("momentum").
 func WithMomentum(m float64) Option { return Option{key: "momentum", x: m} }
 
 // WithDampening sets SGD's dampening ("dampening").
@@ -55,7 +55,7 @@ func WithDampening(d float64) Option { return Option{key: "dampening", x: d} }
 func WithNesterov(on bool) Option { return Option{key: "nesterov", b: on} }
 
 // WithWeightDecay sets the weight decay ("weight_decay"): the L2 penalty
-// of SGD and Adam, the decoupled decay of AdamW.
+// of SGD, Adam, RMSprop and Adagrad, the decoupled decay of AdamW.
 func WithWeightDecay(wd float64) Option { return Option{key: "weight_decay", x: wd} }
 
 // WithBetas sets Adam's decay rates of the first and second moment
@@ -70,8 +70,25 @@ func WithMaximize(on bool) Option { return Option{key: "maximize", b: on} }
 // divides by the largest second moment estimate so far.
 func WithAMSGrad(on bool) Option { return Option{key: "amsgrad", b: on} }
 
-// WithEps sets Adam's epsilon ("eps"), added to the denominator.
+// WithEps sets the epsilon of Adam, RMSprop and Adagrad ("eps"), added
+// to the denominator.
 func WithEps(eps float64) Option { return Option{key: "eps", x: eps} }
+
+// WithAlpha sets RMSprop's smoothing constant ("alpha"), at least 0.
+func WithAlpha(alpha float64) Option { return Option{key: "alpha", x: alpha} }
+
+// WithCentered turns RMSprop's centered variant on or off ("centered"),
+// which divides by an estimate of the gradient's variance.
+func WithCentered(on bool) Option { return Option{key: "centered", b: on} }
+
+// WithLRDecay sets Adagrad's learning-rate decay ("lr_decay").
+func WithLRDecay(d float64) Option { return Option{key: "lr_decay", x: d} }
+
+// WithInitialAccumulatorValue sets the starting value of Adagrad's sums
+// of squared gradients ("initial_accumulator_value").
+func WithInitialAccumulatorValue(v float64) Option {
+	return Option{key: "initial_accumulator_value", x: v}
+}
 
 // groups is what SGD and Adam share about their parameter groups: the
 // parameters of all groups in one list, in the order of the groups (the

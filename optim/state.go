@@ -19,7 +19,10 @@ import (
 // flatten PyTorch's optimizer state_dict: "state.<i>.momentum_buffer" for
 // SGD, "state.<i>.exp_avg", "state.<i>.exp_avg_sq" and "state.<i>.step"
 // (a 0-dimensional float32, as PyTorch keeps it) for Adam and AdamW, and
-// "state.<i>.max_exp_avg_sq" with amsgrad, where
+// "state.<i>.max_exp_avg_sq" with amsgrad; "state.<i>.square_avg",
+// "state.<i>.grad_avg" (centered), "state.<i>.momentum_buffer" (with
+// momentum) and "state.<i>.step" for RMSprop; "state.<i>.sum" and
+// "state.<i>.step" for Adagrad; where
 // <i> is the parameter's position in the list the optimizer was made with,
 // and only parameters that have state (that were stepped) appear; the
 // parameters of all groups are numbered in one sequence, group by group,
@@ -287,7 +290,8 @@ func groupOptions(so stateful, pg string) ([][]Option, error) {
 		if _, ok := g["lr"]; !ok {
 			return nil, fmt.Errorf("group %d has no learning rate", k)
 		}
-		for _, key := range []string{"lr", "momentum", "dampening", "weight_decay", "eps", "nesterov", "maximize", "amsgrad", "betas"} {
+		for _, key := range []string{"lr", "momentum", "dampening", "weight_decay", "eps", "nesterov", "maximize", "amsgrad", "betas",
+			"alpha", "centered", "lr_decay", "initial_accumulator_value"} {
 			raw, ok := g[key]
 			if !ok {
 				continue
@@ -295,7 +299,7 @@ func groupOptions(so stateful, pg string) ([][]Option, error) {
 			var err error
 			var o Option
 			switch key {
-			case "nesterov", "maximize", "amsgrad":
+			case "nesterov", "maximize", "amsgrad", "centered":
 				var b bool
 				err = json.Unmarshal(raw, &b)
 				o = Option{key: key, b: b}
