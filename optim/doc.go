@@ -1,12 +1,14 @@
 // Package optim provides optimizers that update the parameters of a model
 // from their gradients, in the style of torch.optim: [SGD] (with momentum,
-// dampening, Nesterov momentum and weight decay), [Adam] and [AdamW], each
-// following PyTorch's update rules exactly, their parameters in one
+// dampening, Nesterov momentum and weight decay), [Adam], [AdamW],
+// [RMSprop] and [Adagrad], each following PyTorch's update rules exactly, their parameters in one
 // group or in several with hyper-parameters of their own ([ParamGroup],
 // PyTorch's param_groups); learning-rate schedules
 // ([Schedule]: [NewStepLR], [NewMultiStepLR], [NewExponentialLR],
-// [NewCosineAnnealingLR], [NewLinearLR] for warm-up, [NewLambdaLR],
-// [NewOneCycleLR]), as
+// [NewCosineAnnealingLR], [NewLinearLR] for warm-up, [NewConstantLR],
+// [NewPolynomialLR], [NewLambdaLR], [NewOneCycleLR], one after the other
+// with [NewSequentialLR] or together with [NewChainedScheduler]) and
+// [ReduceLROnPlateau], which follows a metric, as
 // torch.optim.lr_scheduler has them, each group's rate driven from its
 // own base rate; checkpoints of an optimizer's state
 // ([Save] and [Load], beside nn.Save and nn.Load for the model), so that
@@ -28,8 +30,10 @@
 //
 // # Parameter groups
 //
-// [NewSGD], [NewAdam] and [NewAdamW] put their parameters in one group.
-// [NewSGDGroups], [NewAdamGroups] and [NewAdamWGroups] take several, each
+// [NewSGD], [NewAdam], [NewAdamW], [NewRMSprop] and [NewAdagrad] put
+// their parameters in one group. [NewSGDGroups], [NewAdamGroups],
+// [NewAdamWGroups], [NewRMSpropGroups] and [NewAdagradGroups] take
+// several, each
 // a [ParamGroup] whose Options ([WithLR], [WithWeightDecay], [WithBetas],
 // ...) override the defaults given in the config, as the dicts of
 // torch.optim.SGD([{'params': ...}, {'params': ..., 'lr': ...}], lr=...)

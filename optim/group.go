@@ -100,6 +100,24 @@ type groups[C config[C]] struct {
 	start    []int // group i holds params[start[i]:end(i)]
 	cfgs     []C
 	defaults C
+	initial  []float64 // by group: the rate when the first Schedule was made (initial_lr); NaN: none yet
+}
+
+// initialLR returns the rate group i had when the first [Schedule] of the
+// optimizer was made (PyTorch's initial_lr), and whether one was.
+func (gs *groups[C]) initialLR(i int) (float64, bool) {
+	if i < len(gs.initial) && !math.IsNaN(gs.initial[i]) {
+		return gs.initial[i], true
+	}
+	return 0, false
+}
+
+// setInitialLR records lr as the initial rate of group i.
+func (gs *groups[C]) setInitialLR(i int, lr float64) {
+	for len(gs.initial) <= i {
+		gs.initial = append(gs.initial, math.NaN())
+	}
+	gs.initial[i] = lr
 }
 
 // config is what groups needs of an optimizer's config type: its

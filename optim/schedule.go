@@ -10,7 +10,10 @@ import (
 
 // Schedule sets an optimizer's learning rate from a count of steps, as the
 // schedulers of torch.optim.lr_scheduler do. Its base rate is the
-// optimizer's rate when the Schedule is made; making it already sets the
+// optimizer's rate when the first Schedule of the optimizer was made
+// (PyTorch's initial_lr: a cosine schedule made after a warm-up schedule
+// starts from the rate the warm-up leads to, not from the warm-up's first
+// rate); making it already sets the
 // rate for step 0 (LinearLR's warm-up starts below the base at once), and
 // each call of Step counts one more step (an epoch or a batch, as the
 // caller chooses) and sets the rate for it:
@@ -43,6 +46,12 @@ type Schedule struct {
 	bases []float64 // by group
 	step  int
 	rate  func(base float64, step int) float64
+	// chain is PyTorch's get_lr, the rate of step from the rate lr of the
+	// step before (of step 0: the rate before the Schedule was made), so
+	// that a ChainedScheduler composes schedules as PyTorch does; nil for
+	// a schedule whose get_lr ignores lr (LambdaLR, OneCycleLR), rate
+	// serving instead.
+	chain func(lr, base float64, step int) float64
 	op    string // the schedule's name, for errors
 	limit int    // the most steps the schedule has rates for; 0: no limit
 }
@@ -78,10 +87,19 @@ func (s *Schedule) rates() []float64 {
 	if grouped {
 		n = g.NumGroups()
 	}
+	ir, hasInitial := s.opt.(initialRated)
 	for i := len(s.bases); i < n; i++ {
-		if grouped {
+		switch {
+		case hasInitial:
+			b, ok := ir.initialLR(i)
+			if !ok {
+				b = g.GroupLR(i)
+				ir.setInitialLR(i, b)
+			}
+			s.bases = append(s.bases, b)
+		case grouped:
 			s.bases = append(s.bases, g.GroupLR(i))
-		} else {
+		default:
 			s.bases = append(s.bases, s.opt.LR())
 		}
 	}
@@ -93,6 +111,15 @@ func (s *Schedule) rates() []float64 {
 		}
 	}
 	return lrs
+}
+
+// initialRated is an optimizer that keeps the rate of each group from
+// when its first Schedule was made (PyTorch's initial_lr), which later
+// Schedules take as their base rates: the optimizers of this package.
+type initialRated interface {
+	GroupedOptimizer
+	initialLR(i int) (float64, bool)
+	setInitialLR(i int, lr float64)
 }
 
 // set gives the optimizer the rates lrs, after checking them all, so that
@@ -207,6 +234,11 @@ func (s *Schedule) LoadState(st ScheduleState) error {
 		}
 	}
 	s.set(lrs)
+	if ir, ok := s.opt.(initialRated); ok {
+		for i, b := range st.BaseLRs {
+			ir.setInitialLR(i, b)
+		}
+	}
 	return nil
 }
 
@@ -229,8 +261,13 @@ func NewStepLR(opt Optimizer, stepSize int, gamma float64) (*Schedule, error) {
 	if err := checkFactor(op, "gamma", gamma); err != nil {
 		return nil, err
 	}
-	return newSchedule(op, opt, func(base float64, step int) float64 {
+	return chained(newSchedule(op, opt, func(base float64, step int) float64 {
 		return base * math.Pow(gamma, float64(step/stepSize))
+	}))(func(lr, _ float64, step int) float64 {
+		if step == 0 || step%stepSize != 0 {
+			return lr
+		}
+		return lr * gamma
 	})
 }
 
@@ -249,9 +286,13 @@ func NewMultiStepLR(opt Optimizer, milestones []int, gamma float64) (*Schedule, 
 	if err := checkFactor(op, "gamma", gamma); err != nil {
 		return nil, err
 	}
-	return newSchedule(op, opt, func(base float64, step int) float64 {
+	return chained(newSchedule(op, opt, func(base float64, step int) float64 {
 		reached, _ := slices.BinarySearch(ms, step+1) // milestones <= step
 		return base * math.Pow(gamma, float64(reached))
+	}))(func(lr, _ float64, step int) float64 {
+		from, _ := slices.BinarySearch(ms, step)
+		to, _ := slices.BinarySearch(ms, step+1)
+		return lr * math.Pow(gamma, float64(to-from)) // gamma once for each time step is a milestone
 	})
 }
 
@@ -262,8 +303,13 @@ func NewExponentialLR(opt Optimizer, gamma float64) (*Schedule, error) {
 	if err := checkFactor(op, "gamma", gamma); err != nil {
 		return nil, err
 	}
-	return newSchedule(op, opt, func(base float64, step int) float64 {
+	return chained(newSchedule(op, opt, func(base float64, step int) float64 {
 		return base * math.Pow(gamma, float64(step))
+	}))(func(lr, _ float64, step int) float64 {
+		if step == 0 {
+			return lr
+		}
+		return lr * gamma
 	})
 }
 
@@ -280,8 +326,17 @@ func NewCosineAnnealingLR(opt Optimizer, tMax int, etaMin float64) (*Schedule, e
 	if err := checkFactor(op, "eta_min", etaMin); err != nil {
 		return nil, err
 	}
-	return newSchedule(op, opt, func(base float64, step int) float64 {
+	return chained(newSchedule(op, opt, func(base float64, step int) float64 {
 		return etaMin + (base-etaMin)*(1+math.Cos(math.Pi*float64(step)/float64(tMax)))/2
+	}))(func(lr, base float64, step int) float64 {
+		t := float64(tMax)
+		switch {
+		case step == 0:
+			return lr
+		case (step-1-tMax)%(2*tMax) == 0:
+			return lr + (base-etaMin)*(1-math.Cos(math.Pi/t))/2
+		}
+		return (1+math.Cos(math.Pi*float64(step)/t))/(1+math.Cos(math.Pi*float64(step-1)/t))*(lr-etaMin) + etaMin
 	})
 }
 
@@ -301,9 +356,18 @@ func NewLinearLR(opt Optimizer, startFactor, endFactor float64, totalIters int) 
 	if totalIters < 1 {
 		return nil, errorf(vram.ErrArgument, "optim: %s: total iterations must be at least 1, got %d", op, totalIters)
 	}
-	return newSchedule(op, opt, func(base float64, step int) float64 {
+	return chained(newSchedule(op, opt, func(base float64, step int) float64 {
 		t := float64(min(step, totalIters)) / float64(totalIters)
 		return base * (startFactor + (endFactor-startFactor)*t)
+	}))(func(lr, _ float64, step int) float64 {
+		switch {
+		case step == 0:
+			return lr * startFactor
+		case step > totalIters:
+			return lr
+		}
+		d := endFactor - startFactor
+		return lr * (1 + d/(float64(totalIters)*startFactor+float64(step-1)*d))
 	})
 }
 

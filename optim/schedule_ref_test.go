@@ -71,9 +71,47 @@ func TestSchedulesMatchRecursiveRules(t *testing.T) {
 			return optim.NewLambdaLR(o, func(e int) float64 { return math.Pow(0.95, float64(e)) })
 		}, func(b float64) float64 { return b },
 			func(_, base float64, e int) float64 { return base * math.Pow(0.95, float64(e)) }},
+		{"ConstantLR(0.3, 6)", func(o optim.Optimizer) (*optim.Schedule, error) { return optim.NewConstantLR(o, 0.3, 6) },
+			func(b float64) float64 { return b * 0.3 },
+			func(lr, _ float64, e int) float64 {
+				if e != 6 {
+					return lr
+				}
+				return lr * (1 / 0.3)
+			}},
+		{"PolynomialLR(9, 1.7)", func(o optim.Optimizer) (*optim.Schedule, error) { return optim.NewPolynomialLR(o, 9, 1.7) },
+			func(b float64) float64 { return b },
+			func(lr, _ float64, e int) float64 {
+				const total, power = 9.0, 1.7
+				if float64(e) > total {
+					return lr
+				}
+				return lr * math.Pow((1-float64(e)/total)/(1-float64(e-1)/total), power)
+			}},
+	}
+	// Each schedule runs alone (its closed form) and as the one part of a
+	// ChainedScheduler (its chainable rule, step after step).
+	var cases []struct {
+		name  string
+		make  func(optim.Optimizer) (*optim.Schedule, error)
+		first func(base float64) float64
+		rule  recursive
+	}
+	for _, tc := range tests {
+		cases = append(cases, tc)
+		mk := tc.make
+		tc.name = "chained " + tc.name
+		tc.make = func(o optim.Optimizer) (*optim.Schedule, error) {
+			s, err := mk(o)
+			if err != nil {
+				return nil, err
+			}
+			return optim.NewChainedScheduler([]*optim.Schedule{s})
+		}
+		cases = append(cases, tc)
 	}
 	bases := []float64{0.1, 0.003}
-	for _, tc := range tests {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ps := []*vram.Tensor{vram.Zeros(vram.Shape{1}, vram.WithGrad()), vram.Zeros(vram.Shape{1}, vram.WithGrad())}
 			defer ps[0].Release()
