@@ -10,10 +10,11 @@ import (
 
 // Schedule sets an optimizer's learning rate from a count of steps, as the
 // schedulers of torch.optim.lr_scheduler do. Its base rate is the
-// optimizer's rate when the first Schedule of the optimizer was made
-// (PyTorch's initial_lr: a cosine schedule made after a warm-up schedule
-// starts from the rate the warm-up leads to, not from the warm-up's first
-// rate); making it already sets the
+// optimizer's rate when the Schedule is made, or, of this package's
+// optimizers, when the optimizer's first Schedule was made (PyTorch's
+// initial_lr, which [Save] and [Load] keep: a cosine schedule made after a
+// warm-up schedule starts from the rate the warm-up leads to, not from
+// the warm-up's first rate); making it already sets the
 // rate for step 0 (LinearLR's warm-up starts below the base at once), and
 // each call of Step counts one more step (an epoch or a batch, as the
 // caller chooses) and sets the rate for it:

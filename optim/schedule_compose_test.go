@@ -437,3 +437,46 @@ func TestReduceLROnPlateauRefusesBadConfig(t *testing.T) {
 		t.Errorf("nil optimizer: got %v", err)
 	}
 }
+
+// TestSaveLoadKeepsInitialRate checks that a Schedule made after Load of
+// an optimizer whose rates were scheduled takes the rates from before
+// the schedule as its base, as PyTorch's initial_lr in param_groups
+// gives.
+func TestSaveLoadKeepsInitialRate(t *testing.T) {
+	path := t.TempDir() + "/opt.safetensors"
+	bases := []float64{0.1, 0.004}
+	o := twoGroups(t, bases)
+	s, err := optim.NewStepLR(o, 1, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Step()
+	s.Step()
+	if err := optim.Save(o, path); err != nil {
+		t.Fatal(err)
+	}
+	o2 := twoGroups(t, []float64{1, 1})
+	if err := optim.Load(o2, path); err != nil {
+		t.Fatal(err)
+	}
+	checkValues(t, "loaded rates", groupLRs(o2), []float64{0.025, 0.001}, 1e-15)
+	s2, err := optim.NewStepLR(o2, 1, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkValues(t, "base rates after load", s2.BaseLRs(), bases, 0)
+
+	// A file without initial_lr (an optimizer never scheduled) clears it.
+	o3 := twoGroups(t, []float64{0.3, 0.3})
+	if err := optim.Save(o3, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := optim.Load(o2, path); err != nil {
+		t.Fatal(err)
+	}
+	s3, err := optim.NewStepLR(o2, 1, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkValues(t, "base rates after second load", s3.BaseLRs(), []float64{0.3, 0.3}, 0)
+}

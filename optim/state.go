@@ -30,7 +30,8 @@ import (
 // parameters, and "param_groups" holds PyTorch's param_groups as JSON:
 // each group's hyper-parameters by PyTorch's names ("lr", "momentum",
 // "betas", ...) and the numbers of its parameters ("params"), which Load
-// restores. "lr" holds the first group's learning rate, for files written
+// restores, with "initial_lr", the rate a group had before its first
+// Schedule, when it has one. "lr" holds the first group's learning rate, for files written
 // before parameter groups, which Load still reads (setting every group's
 // rate to it).
 
@@ -104,6 +105,11 @@ func Save(opt Optimizer, path string) error {
 			idx = append(idx, i)
 		}
 		groups[k]["params"] = idx
+		if ir, ok := so.(initialRated); ok {
+			if lr, ok := ir.initialLR(k); ok {
+				groups[k]["initial_lr"] = lr
+			}
+		}
 	}
 	pg, err := json.Marshal(groups)
 	if err != nil {
@@ -155,9 +161,10 @@ func Load(opt Optimizer, path string) error {
 		return fail("the file is for %s parameters, the optimizer has %d", got, len(ps))
 	}
 	var setGroups func()
-	var opts [][]Option // by group; nil for a file without param_groups
+	var opts [][]Option   // by group; nil for a file without param_groups
+	var initial []float64 // by group, NaN where the file has none
 	if pg, ok := meta["param_groups"]; ok {
-		opts, err = groupOptions(so, pg)
+		opts, initial, err = groupOptions(so, pg)
 		if err != nil {
 			return fail("param_groups: %v", err)
 		}
@@ -245,6 +252,11 @@ func Load(opt Optimizer, path string) error {
 		so.setState(i, decoded[i])
 	}
 	setGroups()
+	if ir, ok := so.(initialRated); ok {
+		for k, lr := range initial { // NaN: none, as the file has none
+			ir.setInitialLR(k, lr)
+		}
+	}
 	return nil
 }
 
@@ -262,33 +274,46 @@ func groupIndex(so stateful, i int) int {
 
 // groupOptions decodes the param_groups JSON pg, checks that its groups
 // hold the parameters of so's groups, and returns each group's
-// hyper-parameters as Options. Keys this package does not use (PyTorch's
-// "foreach", "fused", "initial_lr" and the like) are ignored.
-func groupOptions(so stateful, pg string) ([][]Option, error) {
+// hyper-parameters as Options, and each group's "initial_lr" (the rate
+// before its first Schedule; NaN where there is none). Keys this package
+// does not use (PyTorch's "foreach", "fused" and the like) are ignored.
+func groupOptions(so stateful, pg string) ([][]Option, []float64, error) {
 	var groups []map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(pg), &groups); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(groups) != so.NumGroups() {
-		return nil, fmt.Errorf("the file has %d parameter groups, the optimizer %d", len(groups), so.NumGroups())
+		return nil, nil, fmt.Errorf("the file has %d parameter groups, the optimizer %d", len(groups), so.NumGroups())
 	}
 	opts := make([][]Option, len(groups))
+	initial := make([]float64, len(groups))
+	for k, g := range groups {
+		initial[k] = math.NaN()
+		if raw, ok := g["initial_lr"]; ok {
+			if err := json.Unmarshal(raw, &initial[k]); err != nil {
+				return nil, nil, fmt.Errorf("group %d: initial_lr: %v", k, err)
+			}
+			if err := checkRate(initial[k]); err != nil {
+				return nil, nil, fmt.Errorf("group %d: initial_lr: %v", k, err)
+			}
+		}
+	}
 	for k, g := range groups {
 		var idx []int
 		if err := json.Unmarshal(g["params"], &idx); err != nil {
-			return nil, fmt.Errorf("group %d: params: %v", k, err)
+			return nil, nil, fmt.Errorf("group %d: params: %v", k, err)
 		}
 		start, end := so.groupRange(k)
 		if len(idx) != end-start {
-			return nil, fmt.Errorf("group %d has %d parameters in the file, %d in the optimizer", k, len(idx), end-start)
+			return nil, nil, fmt.Errorf("group %d has %d parameters in the file, %d in the optimizer", k, len(idx), end-start)
 		}
 		for j, i := range idx {
 			if i != start+j {
-				return nil, fmt.Errorf("group %d: parameter %d is numbered %d, want %d", k, j, i, start+j)
+				return nil, nil, fmt.Errorf("group %d: parameter %d is numbered %d, want %d", k, j, i, start+j)
 			}
 		}
 		if _, ok := g["lr"]; !ok {
-			return nil, fmt.Errorf("group %d has no learning rate", k)
+			return nil, nil, fmt.Errorf("group %d has no learning rate", k)
 		}
 		for _, key := range []string{"lr", "momentum", "dampening", "weight_decay", "eps", "nesterov", "maximize", "amsgrad", "betas",
 			"alpha", "centered", "lr_decay", "initial_accumulator_value"} {
@@ -317,12 +342,12 @@ func groupOptions(so stateful, pg string) ([][]Option, error) {
 				o = Option{key: key, x: x}
 			}
 			if err != nil {
-				return nil, fmt.Errorf("group %d: %s: %v", k, key, err)
+				return nil, nil, fmt.Errorf("group %d: %s: %v", k, key, err)
 			}
 			opts[k] = append(opts[k], o)
 		}
 	}
-	return opts, nil
+	return opts, initial, nil
 }
 
 // decodeState returns the state tensor name of parameter p from st: a
