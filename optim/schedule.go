@@ -488,8 +488,12 @@ func NewOneCycleLR(opt Optimizer, maxLR float64, totalSteps int, o OneCycleOptio
 		return nil, err
 	}
 	s.limit = totalSteps
+	ir, hasInitial := opt.(initialRated)
 	for i := range s.bases {
 		s.bases[i] = initial
+		if hasInitial {
+			ir.setInitialLR(i, initial) // PyTorch's OneCycleLR writes initial_lr
+		}
 	}
 	return s, nil
 }

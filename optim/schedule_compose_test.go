@@ -480,3 +480,18 @@ func TestSaveLoadKeepsInitialRate(t *testing.T) {
 	}
 	checkValues(t, "base rates after second load", s3.BaseLRs(), []float64{0.3, 0.3}, 0)
 }
+
+// TestOneCycleSetsInitialRate checks that a Schedule made after a
+// OneCycleLR takes maxLR/DivFactor as its base, as PyTorch's OneCycleLR
+// writes that rate into initial_lr.
+func TestOneCycleSetsInitialRate(t *testing.T) {
+	o := twoGroups(t, []float64{0.1, 0.004})
+	if _, err := optim.NewOneCycleLR(o, 1, 10, optim.OneCycleOptions{DivFactor: 20}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := optim.NewExponentialLR(o, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkValues(t, "base rates", s.BaseLRs(), []float64{0.05, 0.05}, 0)
+}
