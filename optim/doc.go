@@ -1,22 +1,22 @@
 // Package optim provides optimizers that update the parameters of a model
 // from their gradients, in the style of torch.optim: [SGD] (with momentum,
 // dampening, Nesterov momentum and weight decay), [Adam], [AdamW],
-// [RMSprop] and [Adagrad], each following PyTorch's update rules exactly, their parameters in one
-// group or in several with hyper-parameters of their own ([ParamGroup],
-// PyTorch's param_groups); learning-rate schedules
+// [RMSprop] and [Adagrad], each following PyTorch's update rules exactly,
+// their parameters in one group or in several with hyper-parameters of
+// their own ([ParamGroup], PyTorch's param_groups); learning-rate schedules
 // ([Schedule]: [NewStepLR], [NewMultiStepLR], [NewExponentialLR],
 // [NewCosineAnnealingLR], [NewLinearLR] for warm-up, [NewConstantLR],
-// [NewPolynomialLR], [NewLambdaLR], [NewOneCycleLR], one after the other
-// with [NewSequentialLR] or together with [NewChainedScheduler]) and
-// [ReduceLROnPlateau], which follows a metric, as
-// torch.optim.lr_scheduler has them, each group's rate driven from its
-// own base rate; checkpoints of an optimizer's state
-// ([Save] and [Load], beside nn.Save and nn.Load for the model), so that
-// training resumes exactly where it stopped; and [ClipGradNorm] (with
-// other norms and a check for non-finite norms in [ClipGradNormWith]) and
-// [ClipGradValue], which PyTorch keeps in torch.nn.utils but which live
-// here, next to the optimizers that use clipped gradients, so that
-// package nn stays free of training-loop concerns.
+// [NewPolynomialLR], [NewLambdaLR], [NewOneCycleLR], [NewCyclicLR], one
+// after the other with [NewSequentialLR] or together with
+// [NewChainedScheduler]) and [ReduceLROnPlateau], which follows a metric,
+// as torch.optim.lr_scheduler has them, each group's rate driven from its
+// own base rate; checkpoints of an optimizer's state ([Save] and [Load],
+// beside nn.Save and nn.Load for the model), so that training resumes
+// exactly where it stopped; and [ClipGradNorm] (with other norms and a
+// check for non-finite norms in [ClipGradNormWith]) and [ClipGradValue],
+// which PyTorch keeps in torch.nn.utils but which live here, next to the
+// optimizers that use clipped gradients, so that package nn stays free of
+// training-loop concerns.
 //
 // A training step is
 //

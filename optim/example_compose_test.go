@@ -129,3 +129,24 @@ func ExampleAdagrad() {
 	fmt.Printf("p = %.4f, q = %.4f\n", p.Item(), q.Item())
 	// Output: p = 0.1464, q = 0.6009
 }
+
+func ExampleNewCyclicLR() {
+	// Triangular cycles between 0.1 and 1: two steps up, two down.
+	p := vram.Zeros(vram.Shape{1}, vram.WithGrad())
+	defer p.Release()
+	opt, err := optim.NewSGD([]*vram.Tensor{p}, optim.SGDConfig{LR: 0.5})
+	if err != nil {
+		panic(err)
+	}
+	sched, err := optim.NewCyclicLR(opt, 0.1, 1, optim.CyclicOptions{StepSizeUp: 2})
+	if err != nil {
+		panic(err)
+	}
+	for range 6 {
+		fmt.Printf("%.2f ", opt.LR())
+		// ... a training step: opt.Step() ...
+		sched.Step()
+	}
+	fmt.Println()
+	// Output: 0.10 0.55 1.00 0.55 0.10 0.55
+}
