@@ -125,7 +125,7 @@ func NewCyclicLR(opt Optimizer, baseLR, maxLR float64, o CyclicOptions) (*Schedu
 	} else {
 		opt.SetLR(baseLR)
 	}
-	s, err := newSchedule(op, opt, rate)
+	s, err := newSchedule(op, opt, rate, nil)
 	if err != nil {
 		return nil, err
 	}

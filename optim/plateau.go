@@ -53,9 +53,9 @@ func DefaultPlateauConfig() PlateauConfig {
 // minimum, and Cooldown steps follow in which none counts as one without
 // improvement. Its decisions and rates are PyTorch's at every step.
 //
-// Unlike a [Schedule], it changes the rates the optimizer has, so it may
-// follow a warm-up Schedule that has ended. It is not safe for concurrent
-// use.
+// It changes the rates the optimizer has, whatever set them, so it may
+// be stepped beside a [Schedule] (a warm-up), which goes on from the
+// reduced rates, as in PyTorch. It is not safe for concurrent use.
 type ReduceLROnPlateau struct {
 	opt  Optimizer
 	cfg  PlateauConfig
@@ -255,7 +255,7 @@ func (r *ReduceLROnPlateau) reduce() bool {
 }
 
 // LRs returns the rates of the optimizer's groups (get_last_lr()).
-func (r *ReduceLROnPlateau) LRs() []float64 { return (&Schedule{opt: r.opt}).LRs() }
+func (r *ReduceLROnPlateau) LRs() []float64 { return groupRates(r.opt) }
 
 // Best returns the best metric so far: +Inf (mode min) or -Inf (max)
 // before the first Step.

@@ -26,8 +26,15 @@ import (
 //	}
 //
 // The rate is computed in closed form from the step count, so it is the
-// same however often LR is read, and a rate set on the optimizer by other
-// code is overwritten at the next Step.
+// same however often LR is read. A rate changed since the Schedule set it
+// (by another Schedule of the same optimizer, a [ReduceLROnPlateau] or
+// SetLR) goes on from where it is at the next Step, by PyTorch's
+// chainable rule (its get_lr), as PyTorch's step does: two schedules
+// stepped one after the other compose, a LinearLR warm-up that has ended
+// leaves the rates alone, and ExponentialLR multiplies whatever rate it
+// finds. LambdaLR, OneCycleLR, CyclicLR and the composed schedules
+// (SequentialLR, ChainedScheduler), whose rules ignore the rate they
+// find, set their own.
 //
 // Of a [GroupedOptimizer] (the optimizers of this package), a Schedule
 // sets the rate of every parameter group from the group's own base rate,
@@ -53,18 +60,28 @@ type Schedule struct {
 	// a schedule whose get_lr ignores lr (LambdaLR, OneCycleLR), rate
 	// serving instead.
 	chain func(lr, base float64, step int) float64
-	op    string // the schedule's name, for errors
-	limit int    // the most steps the schedule has rates for; 0: no limit
+	op    string    // the schedule's name, for errors
+	limit int       // the most steps the schedule has rates for; 0: no limit
+	last  []float64 // by group: the rates the Schedule set last
 }
 
-// newSchedule makes a Schedule of opt with the rate function rate and sets
-// the rate of step 0.
-func newSchedule(op string, opt Optimizer, rate func(base float64, step int) float64) (*Schedule, error) {
+// newSchedule makes a Schedule of opt with the rate function rate and
+// the chainable rule chain (nil for none) and sets the rate of step 0:
+// with a chain, the rule of step 0 applied to the optimizer's rates, as
+// PyTorch's constructors do (so that a Schedule made after another
+// starts from the rates the other set).
+func newSchedule(op string, opt Optimizer, rate func(base float64, step int) float64, chain func(lr, base float64, step int) float64) (*Schedule, error) {
 	if opt == nil {
 		return nil, errorf(vram.ErrArgument, "optim: %s: nil optimizer", op)
 	}
-	s := &Schedule{opt: opt, rate: rate, op: op}
+	s := &Schedule{opt: opt, rate: rate, op: op, chain: chain}
 	lrs := s.rates()
+	if chain != nil {
+		cur := s.current()
+		for i := range lrs {
+			lrs[i] = finite(chain(cur[i], s.bases[i], 0))
+		}
+	}
 	for i, lr := range lrs {
 		if !(lr >= 0) {
 			what := "the rate of step 0"
@@ -76,6 +93,31 @@ func newSchedule(op string, opt Optimizer, rate func(base float64, step int) flo
 	}
 	s.set(lrs)
 	return s, nil
+}
+
+// current returns the optimizer's rates by group.
+func (s *Schedule) current() []float64 { return groupRates(s.opt) }
+
+// groupRates returns opt's rates by group, one for an Optimizer that is
+// not a GroupedOptimizer.
+func groupRates(opt Optimizer) []float64 {
+	g, grouped := opt.(GroupedOptimizer)
+	if !grouped {
+		return []float64{opt.LR()}
+	}
+	lrs := make([]float64, g.NumGroups())
+	for i := range lrs {
+		lrs[i] = g.GroupLR(i)
+	}
+	return lrs
+}
+
+// finite returns lr, or the largest float64 for +Inf.
+func finite(lr float64) float64 {
+	if math.IsInf(lr, 1) {
+		return math.MaxFloat64
+	}
+	return lr
 }
 
 // rates returns the rate of every group for the current step, taking the
@@ -106,10 +148,7 @@ func (s *Schedule) rates() []float64 {
 	}
 	lrs := make([]float64, n)
 	for i := range lrs {
-		lrs[i] = s.rate(s.bases[i], s.step)
-		if math.IsInf(lrs[i], 1) {
-			lrs[i] = math.MaxFloat64
-		}
+		lrs[i] = finite(s.rate(s.bases[i], s.step))
 	}
 	return lrs
 }
@@ -124,11 +163,12 @@ type initialRated interface {
 }
 
 // set gives the optimizer the rates lrs, after checking them all, so that
-// a bad one changes none.
+// a bad one changes none, and records them as the last set.
 func (s *Schedule) set(lrs []float64) {
 	for _, lr := range lrs {
 		checkLR(lr)
 	}
+	s.last = slices.Clone(lrs)
 	g, grouped := s.opt.(GroupedOptimizer)
 	if !grouped {
 		s.opt.SetLR(lrs[0])
@@ -153,7 +193,18 @@ func (s *Schedule) Step() {
 			Detail: fmt.Sprintf("%s: tried to step %d times; the schedule has %d steps in all", s.op, s.step+1, s.limit)})
 	}
 	s.step++
-	s.set(s.rates())
+	lrs := s.rates()
+	if s.chain != nil {
+		// A rate changed since the Schedule set it (by another Schedule,
+		// a ReduceLROnPlateau, SetLR) goes on from where it is, by the
+		// chainable rule, as PyTorch's step does.
+		for i, cur := range s.current() {
+			if i < len(s.last) && i < len(lrs) && cur != s.last[i] {
+				lrs[i] = finite(s.chain(cur, s.bases[i], s.step))
+			}
+		}
+	}
+	s.set(lrs)
 }
 
 // Steps returns how many times Step was called (PyTorch's last_epoch).
@@ -161,19 +212,16 @@ func (s *Schedule) Steps() int { return s.step }
 
 // LR returns the rate the Schedule set last, that of the first group of a
 // GroupedOptimizer.
-func (s *Schedule) LR() float64 { return s.opt.LR() }
+func (s *Schedule) LR() float64 { return s.LRs()[0] }
 
-// LRs returns the rates of the optimizer's groups, one for an Optimizer
-// that is not a GroupedOptimizer (get_last_lr()).
+// LRs returns the rates the Schedule set last, one for each of the
+// optimizer's groups, one for an Optimizer that is not a GroupedOptimizer
+// (get_last_lr()): when other code (another Schedule) changed the rates
+// since, they are not the optimizer's rates. A group added since is given
+// its rate.
 func (s *Schedule) LRs() []float64 {
-	g, grouped := s.opt.(GroupedOptimizer)
-	if !grouped {
-		return []float64{s.opt.LR()}
-	}
-	lrs := make([]float64, g.NumGroups())
-	for i := range lrs {
-		lrs[i] = g.GroupLR(i)
-	}
+	lrs := s.current()
+	copy(lrs, s.last)
 	return lrs
 }
 
@@ -262,9 +310,9 @@ func NewStepLR(opt Optimizer, stepSize int, gamma float64) (*Schedule, error) {
 	if err := checkFactor(op, "gamma", gamma); err != nil {
 		return nil, err
 	}
-	return chained(newSchedule(op, opt, func(base float64, step int) float64 {
+	return newSchedule(op, opt, func(base float64, step int) float64 {
 		return base * math.Pow(gamma, float64(step/stepSize))
-	}))(func(lr, _ float64, step int) float64 {
+	}, func(lr, _ float64, step int) float64 {
 		if step == 0 || step%stepSize != 0 {
 			return lr
 		}
@@ -287,10 +335,10 @@ func NewMultiStepLR(opt Optimizer, milestones []int, gamma float64) (*Schedule, 
 	if err := checkFactor(op, "gamma", gamma); err != nil {
 		return nil, err
 	}
-	return chained(newSchedule(op, opt, func(base float64, step int) float64 {
+	return newSchedule(op, opt, func(base float64, step int) float64 {
 		reached, _ := slices.BinarySearch(ms, step+1) // milestones <= step
 		return base * math.Pow(gamma, float64(reached))
-	}))(func(lr, _ float64, step int) float64 {
+	}, func(lr, _ float64, step int) float64 {
 		from, _ := slices.BinarySearch(ms, step)
 		to, _ := slices.BinarySearch(ms, step+1)
 		return lr * math.Pow(gamma, float64(to-from)) // gamma once for each time step is a milestone
@@ -304,9 +352,9 @@ func NewExponentialLR(opt Optimizer, gamma float64) (*Schedule, error) {
 	if err := checkFactor(op, "gamma", gamma); err != nil {
 		return nil, err
 	}
-	return chained(newSchedule(op, opt, func(base float64, step int) float64 {
+	return newSchedule(op, opt, func(base float64, step int) float64 {
 		return base * math.Pow(gamma, float64(step))
-	}))(func(lr, _ float64, step int) float64 {
+	}, func(lr, _ float64, step int) float64 {
 		if step == 0 {
 			return lr
 		}
@@ -327,9 +375,9 @@ func NewCosineAnnealingLR(opt Optimizer, tMax int, etaMin float64) (*Schedule, e
 	if err := checkFactor(op, "eta_min", etaMin); err != nil {
 		return nil, err
 	}
-	return chained(newSchedule(op, opt, func(base float64, step int) float64 {
+	return newSchedule(op, opt, func(base float64, step int) float64 {
 		return etaMin + (base-etaMin)*(1+math.Cos(math.Pi*float64(step)/float64(tMax)))/2
-	}))(func(lr, base float64, step int) float64 {
+	}, func(lr, base float64, step int) float64 {
 		t := float64(tMax)
 		switch {
 		case step == 0:
@@ -357,10 +405,10 @@ func NewLinearLR(opt Optimizer, startFactor, endFactor float64, totalIters int) 
 	if totalIters < 1 {
 		return nil, errorf(vram.ErrArgument, "optim: %s: total iterations must be at least 1, got %d", op, totalIters)
 	}
-	return chained(newSchedule(op, opt, func(base float64, step int) float64 {
+	return newSchedule(op, opt, func(base float64, step int) float64 {
 		t := float64(min(step, totalIters)) / float64(totalIters)
 		return base * (startFactor + (endFactor-startFactor)*t)
-	}))(func(lr, _ float64, step int) float64 {
+	}, func(lr, _ float64, step int) float64 {
 		switch {
 		case step == 0:
 			return lr * startFactor
@@ -388,7 +436,7 @@ func NewLambdaLR(opt Optimizer, factor func(step int) float64) (*Schedule, error
 			return math.NaN() // refused by SetLR rather than held at the largest float64
 		}
 		return base * f
-	})
+	}, nil)
 }
 
 // OneCycleOptions holds the settings of [NewOneCycleLR] besides the peak
@@ -483,7 +531,7 @@ func NewOneCycleLR(opt Optimizer, maxLR float64, totalSteps int, o OneCycleOptio
 			start = ph.end
 		}
 		panic("unreachable")
-	})
+	}, nil)
 	if err != nil {
 		return nil, err
 	}

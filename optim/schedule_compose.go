@@ -7,19 +7,6 @@ import (
 	"github.com/vramgo/vram"
 )
 
-// chained returns a function that gives s the chainable rule chain (see
-// Schedule.chain) and returns s and err; for the constructors, as in
-// chained(newSchedule(...))(rule).
-func chained(s *Schedule, err error) func(chain func(lr, base float64, step int) float64) (*Schedule, error) {
-	return func(chain func(lr, base float64, step int) float64) (*Schedule, error) {
-		if err != nil {
-			return nil, err
-		}
-		s.chain = chain
-		return s, nil
-	}
-}
-
 // NewConstantLR returns a Schedule that multiplies the base rate by
 // factor for the first totalIters steps and leaves it alone from then on
 // (torch.optim.lr_scheduler.ConstantLR; PyTorch's defaults are 1/3 and
@@ -32,12 +19,12 @@ func NewConstantLR(opt Optimizer, factor float64, totalIters int) (*Schedule, er
 	if totalIters < 1 {
 		return nil, errorf(vram.ErrArgument, "optim: %s: total iterations must be at least 1, got %d", op, totalIters)
 	}
-	return chained(newSchedule(op, opt, func(base float64, step int) float64 {
+	return newSchedule(op, opt, func(base float64, step int) float64 {
 		if step < totalIters {
 			return base * factor
 		}
 		return base
-	}))(func(lr, base float64, step int) float64 {
+	}, func(lr, base float64, step int) float64 {
 		switch {
 		case step == 0:
 			return lr * factor
@@ -64,9 +51,9 @@ func NewPolynomialLR(opt Optimizer, totalIters int, power float64) (*Schedule, e
 		return nil, err
 	}
 	n := float64(totalIters)
-	return chained(newSchedule(op, opt, func(base float64, step int) float64 {
+	return newSchedule(op, opt, func(base float64, step int) float64 {
 		return base * math.Pow(1-float64(min(step, totalIters))/n, power)
-	}))(func(lr, _ float64, step int) float64 {
+	}, func(lr, _ float64, step int) float64 {
 		if step == 0 || step > totalIters {
 			return lr
 		}
@@ -142,7 +129,7 @@ func NewSequentialLR(opt Optimizer, parts []*Schedule, milestones []int) (*Sched
 			from = ms[k-1]
 		}
 		return ps[k].rate(base, step-from)
-	})
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +198,7 @@ func NewChainedScheduler(parts []*Schedule) (*Schedule, error) {
 		}
 		last[base] = m
 		return m.lr
-	})
+	}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -154,7 +154,72 @@ func TestLaterScheduleTakesInitialRate(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkValues(t, "cosine base rates", cos.BaseLRs(), bases, 0)
-	checkValues(t, "cosine rates", cos.LRs(), bases, 0)
+	// Its rule of step 0 leaves the warm-up's rates, as PyTorch's does.
+	checkValues(t, "cosine rates", cos.LRs(), []float64{0.01, 0.0004}, 1e-15)
+}
+
+// TestSchedulesSteppedTogether checks the rates when two schedules of one
+// optimizer, or a schedule and other code, change the rates, against
+// PyTorch's recursive rules.
+func TestSchedulesSteppedTogether(t *testing.T) {
+	bases := []float64{0.1, 0.004}
+	lin := func(e int) float64 { return 0.1 + 0.9*float64(min(e, 5))/5 }
+
+	t.Run("warm-up and exponential decay", func(t *testing.T) {
+		o := twoGroups(t, bases)
+		warm, err1 := optim.NewLinearLR(o, 0.1, 1, 5)
+		decay, err2 := optim.NewExponentialLR(o, 0.9)
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatal(err)
+		}
+		for e := 0; e <= 12; e++ {
+			if e > 0 {
+				warm.Step()
+				decay.Step()
+			}
+			f := lin(e) * math.Pow(0.9, float64(e))
+			checkValues(t, fmt.Sprintf("rates at step %d", e), groupLRs(o), []float64{bases[0] * f, bases[1] * f}, 1e-12)
+			checkValues(t, fmt.Sprintf("decay's last rates at step %d", e), decay.LRs(), groupLRs(o), 0)
+			if e > 0 { // what the warm-up set, before the decay of the step
+				g := lin(e) * math.Pow(0.9, float64(e-1))
+				checkValues(t, fmt.Sprintf("warm-up's last rates at step %d", e), warm.LRs(), []float64{bases[0] * g, bases[1] * g}, 1e-12)
+			}
+		}
+	})
+
+	t.Run("warm-up then plateau", func(t *testing.T) {
+		o := twoGroups(t, bases)
+		warm, err := optim.NewLinearLR(o, 0.5, 1, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := optim.DefaultPlateauConfig()
+		cfg.Patience = 0
+		plateau, err := optim.NewReduceLROnPlateau(o, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, loss := range []float64{3, 2, 1, 1, 1} {
+			warm.Step()
+			plateau.Step(loss)
+		}
+		// Reduced twice (the fourth and fifth losses) from the warm-up's end.
+		checkValues(t, "rates", groupLRs(o), []float64{bases[0] * 0.01, bases[1] * 0.01}, 1e-12)
+	})
+
+	t.Run("SetLR during StepLR", func(t *testing.T) {
+		o := twoGroups(t, bases)
+		s, err := optim.NewStepLR(o, 2, 0.5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			s.Step()
+		}
+		o.SetGroupLR(0, 0.06)
+		s.Step() // step 4 halves what it finds
+		checkValues(t, "rates", groupLRs(o), []float64{0.03, bases[1] * 0.25}, 1e-15)
+	})
 }
 
 func TestComposedSchedulesRefuseBadInput(t *testing.T) {
