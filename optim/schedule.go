@@ -12,12 +12,13 @@ import (
 // schedulers of torch.optim.lr_scheduler do. Its base rate is the
 // optimizer's rate when the Schedule is made, or, of this package's
 // optimizers, when the optimizer's first Schedule was made (PyTorch's
-// initial_lr, which [Save] and [Load] keep: a cosine schedule made after a
-// warm-up schedule starts from the rate the warm-up leads to, not from
-// the warm-up's first rate); making it already sets the
-// rate for step 0 (LinearLR's warm-up starts below the base at once), and
-// each call of Step counts one more step (an epoch or a batch, as the
-// caller chooses) and sets the rate for it:
+// initial_lr, which [Save] and [Load] keep), so that a cosine schedule
+// made after a warm-up schedule decays from the rate the warm-up leads to.
+// Making it already sets the rate for step 0 (LinearLR's warm-up starts
+// below the base at once; a schedule whose rule leaves the rate alone at
+// step 0 keeps the rate another Schedule set), and each call of Step
+// counts one more step (an epoch or a batch, as the caller chooses) and
+// sets the rate for it:
 //
 //	sched, err := optim.NewCosineAnnealingLR(opt, epochs, 0)
 //	for range epochs {
@@ -37,8 +38,8 @@ import (
 // find, set their own.
 //
 // Of a [GroupedOptimizer] (the optimizers of this package), a Schedule
-// sets the rate of every parameter group from the group's own base rate,
-// its rate when the Schedule was made (PyTorch's base_lrs), so groups
+// sets the rate of every parameter group from the group's own base rate
+// (PyTorch's base_lrs), so groups
 // keep their ratios: a group at a tenth of the others' rate stays at a
 // tenth. A group added after the Schedule was made takes its rate at the
 // next Step as its base. Of any other Optimizer, it sets the one rate
