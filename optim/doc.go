@@ -6,8 +6,8 @@
 // their own ([ParamGroup], PyTorch's param_groups); learning-rate schedules
 // ([Schedule]: [NewStepLR], [NewMultiStepLR], [NewExponentialLR],
 // [NewCosineAnnealingLR], [NewLinearLR] for warm-up, [NewConstantLR],
-// [NewPolynomialLR], [NewLambdaLR], [NewOneCycleLR], [NewCyclicLR], one
-// after the other with [NewSequentialLR] or together with
+// [NewPolynomialLR], [NewLambdaLR], [NewMultiplicativeLR], [NewOneCycleLR],
+// [NewCyclicLR], one after the other with [NewSequentialLR] or together with
 // [NewChainedScheduler]) and [ReduceLROnPlateau], which follows a metric,
 // as torch.optim.lr_scheduler has them, each group's rate driven from its
 // own base rate; checkpoints of an optimizer's state ([Save] and [Load],

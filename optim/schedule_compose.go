@@ -61,6 +61,52 @@ func NewPolynomialLR(opt Optimizer, totalIters int, power float64) (*Schedule, e
 	})
 }
 
+// NewMultiplicativeLR returns a Schedule that multiplies the rate by
+// factor(step) at each Step (torch.optim.lr_scheduler.MultiplicativeLR):
+// base·factor(1)·factor(2)···factor(step). A factor that makes a rate
+// negative, NaN or infinite makes Step panic with an *vram.Error of kind
+// vram.ErrArgument, as SetLR does. factor should depend on the step only:
+// it may be called more than once for a step (for every step up to the
+// one restored, when a state is loaded).
+func NewMultiplicativeLR(opt Optimizer, factor func(step int) float64) (*Schedule, error) {
+	const op = "MultiplicativeLR"
+	if factor == nil {
+		return nil, errorf(vram.ErrArgument, "optim: %s: nil factor function", op)
+	}
+	// The product of the factors of steps 1 to step, kept for the last
+	// step, so that stepping calls factor once.
+	type memo struct {
+		step int
+		prod float64
+	}
+	var last *memo
+	f := func(step int) float64 {
+		x := factor(step)
+		if math.IsInf(x, 0) {
+			return math.NaN() // refused by SetLR rather than held at the largest float64
+		}
+		return x
+	}
+	return newSchedule(op, opt, func(base float64, step int) float64 {
+		switch {
+		case last != nil && last.step == step:
+		case last != nil && last.step == step-1:
+			last = &memo{step, last.prod * f(step)}
+		default:
+			last = &memo{0, 1}
+			for e := 1; e <= step; e++ {
+				last = &memo{e, last.prod * f(e)}
+			}
+		}
+		return base * last.prod
+	}, func(lr, _ float64, step int) float64 {
+		if step == 0 {
+			return lr
+		}
+		return lr * f(step)
+	})
+}
+
 // checkParts returns an error unless the schedules parts, at least one,
 // are of one optimizer (of opt, when it is not nil), none of them stepped
 // yet, and returns their optimizer.

@@ -75,6 +75,19 @@ func TestComposedSchedules(t *testing.T) {
 			}
 			return base * math.Pow(0.5, float64((s-2)/4))
 		}},
+		{"SequentialLR multiplicative twice", func(t *testing.T, o optim.Optimizer) (*optim.Schedule, error) {
+			a, err1 := optim.NewMultiplicativeLR(o, func(int) float64 { return 0.5 })
+			b, err2 := optim.NewMultiplicativeLR(o, func(int) float64 { return 0.8 })
+			if err := errors.Join(err1, err2); err != nil {
+				t.Fatal(err)
+			}
+			return optim.NewSequentialLR(o, []*optim.Schedule{a, b}, []int{4})
+		}, func(base float64, s int) float64 {
+			if s < 4 {
+				return base * math.Pow(0.5, float64(s))
+			}
+			return base * math.Pow(0.8, float64(s-4))
+		}},
 		{"ChainedScheduler constant and exponential", func(t *testing.T, o optim.Optimizer) (*optim.Schedule, error) {
 			a, err1 := optim.NewConstantLR(o, 0.1, 3)
 			b, err2 := optim.NewExponentialLR(o, 0.9)
@@ -270,6 +283,7 @@ func TestComposedSchedulesRefuseBadInput(t *testing.T) {
 		{"constant zero iterations", func() (*optim.Schedule, error) { return optim.NewConstantLR(o, 0.5, 0) }},
 		{"polynomial zero iterations", func() (*optim.Schedule, error) { return optim.NewPolynomialLR(o, 0, 1) }},
 		{"polynomial negative power", func() (*optim.Schedule, error) { return optim.NewPolynomialLR(o, 5, -1) }},
+		{"multiplicative nil factor", func() (*optim.Schedule, error) { return optim.NewMultiplicativeLR(o, nil) }},
 		{"polynomial nil optimizer", func() (*optim.Schedule, error) { return optim.NewPolynomialLR(nil, 5, 1) }},
 	}
 	for _, tc := range tests {

@@ -14,6 +14,15 @@ import (
 // e (last_epoch, from 1) from the rate of step e−1 and the base rate.
 type recursive func(lr, base float64, e int) float64
 
+// multFactor is the factor of the MultiplicativeLR of
+// TestSchedulesMatchRecursiveRules.
+func multFactor(e int) float64 {
+	if e%2 == 1 {
+		return 0.9
+	}
+	return 1.05
+}
+
 // TestSchedulesMatchRecursiveRules runs each schedule for 30 steps on two
 // parameter groups (base rates 0.1 and 0.003) and compares every rate with
 // the one PyTorch's recursive get_lr would give, applied step by step.
@@ -79,6 +88,10 @@ func TestSchedulesMatchRecursiveRules(t *testing.T) {
 				}
 				return lr * (1 / 0.3)
 			}},
+		{"MultiplicativeLR(0.9 odd, 1.05 even)", func(o optim.Optimizer) (*optim.Schedule, error) {
+			return optim.NewMultiplicativeLR(o, multFactor)
+		}, func(b float64) float64 { return b },
+			func(lr, _ float64, e int) float64 { return lr * multFactor(e) }},
 		{"PolynomialLR(9, 1.7)", func(o optim.Optimizer) (*optim.Schedule, error) { return optim.NewPolynomialLR(o, 9, 1.7) },
 			func(b float64) float64 { return b },
 			func(lr, _ float64, e int) float64 {
