@@ -64,6 +64,10 @@ type Schedule struct {
 	op    string    // the schedule's name, for errors
 	limit int       // the most steps the schedule has rates for; 0: no limit
 	last  []float64 // by group: the rates the Schedule set last
+	// chaining is by group: whether its rate has left the closed form
+	// (changed by other code, or by the rule of step 0 applied to a rate
+	// another Schedule set), so that Step applies the chainable rule.
+	chaining []bool
 }
 
 // newSchedule makes a Schedule of opt with the rate function rate and
@@ -79,8 +83,11 @@ func newSchedule(op string, opt Optimizer, rate func(base float64, step int) flo
 	lrs := s.rates()
 	if chain != nil {
 		cur := s.current()
-		for i := range lrs {
-			lrs[i] = finite(chain(cur[i], s.bases[i], 0))
+		s.chaining = make([]bool, len(lrs))
+		for i, closed := range lrs {
+			if lr := finite(chain(cur[i], s.bases[i], 0)); !near(lr, closed) {
+				lrs[i], s.chaining[i] = lr, true
+			}
 		}
 	}
 	for i, lr := range lrs {
@@ -112,6 +119,11 @@ func groupRates(opt Optimizer) []float64 {
 	}
 	return lrs
 }
+
+// near reports whether the rate a is b but for rounding: a rule that
+// gives the rate of the closed form so nearly leaves the closed form in
+// charge.
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-12*math.Abs(b) }
 
 // finite returns lr, or the largest float64 for +Inf.
 func finite(lr float64) float64 {
@@ -198,12 +210,23 @@ func (s *Schedule) Step() {
 	if s.chain != nil {
 		// A rate changed since the Schedule set it (by another Schedule,
 		// a ReduceLROnPlateau, SetLR) goes on from where it is, by the
-		// chainable rule, as PyTorch's step does.
+		// chainable rule, as PyTorch's step does, and keeps doing so.
+		chaining := slices.Clone(s.chaining)
 		for i, cur := range s.current() {
-			if i < len(s.last) && i < len(lrs) && cur != s.last[i] {
+			if i >= len(lrs) || i >= len(s.last) {
+				break
+			}
+			if i < len(chaining) && chaining[i] || cur != s.last[i] {
 				lrs[i] = finite(s.chain(cur, s.bases[i], s.step))
+				for len(chaining) <= i {
+					chaining = append(chaining, false)
+				}
+				chaining[i] = true
 			}
 		}
+		s.set(lrs)
+		s.chaining = chaining
+		return
 	}
 	s.set(lrs)
 }
@@ -240,22 +263,30 @@ func (s *Schedule) BaseLRs() []float64 { return slices.Clone(s.bases) }
 type ScheduleState struct {
 	Steps   int       `json:"last_epoch"` // how many times Step was called
 	BaseLRs []float64 `json:"base_lrs"`   // the base rate of each group
+	// LastLRs are the rates the Schedule set last (get_last_lr()), which
+	// differ from those of its closed form when other code changed the
+	// rates (schedules stepped together); nil in states saved before they
+	// were kept, the closed form serving then.
+	LastLRs []float64 `json:"_last_lr,omitempty"`
 }
 
 // State returns the Schedule's state, for a checkpoint beside the
 // optimizer's ([Save]).
 func (s *Schedule) State() ScheduleState {
-	return ScheduleState{Steps: s.step, BaseLRs: s.BaseLRs()}
+	return ScheduleState{Steps: s.step, BaseLRs: s.BaseLRs(), LastLRs: s.LRs()}
 }
 
 // LoadState restores a state from [Schedule.State] into a Schedule made
 // again with the same settings, so that a resumed run goes on with the
 // rates of the run that stopped: it takes st's base rates and step count
-// and sets the optimizer's rates for that step. It returns an error of
-// kind vram.ErrArgument, changing nothing, for a negative step count, a
-// base rate that is negative, NaN or infinite, a number of base rates
-// that is not the optimizer's number of groups, or a rate for that step
-// that the optimizer would refuse.
+// and sets the optimizer's rates to st's last rates (those of the closed
+// form for that step, when st has none). Of schedules of one optimizer
+// stepped together, load the states in the order they are stepped, so
+// that the last sets the rates the run stopped with. It returns an error
+// of kind vram.ErrArgument, changing nothing, for a negative step count,
+// a base or last rate that is negative, NaN or infinite, a number of
+// base or last rates that is not the optimizer's number of groups, or a
+// rate for that step that the optimizer would refuse.
 func (s *Schedule) LoadState(st ScheduleState) error {
 	n := 1
 	if g, ok := s.opt.(GroupedOptimizer); ok {
@@ -268,10 +299,17 @@ func (s *Schedule) LoadState(st ScheduleState) error {
 		return errorf(vram.ErrArgument, "optim: schedule: load state: step count %d is past the %d steps of %s", st.Steps, s.limit, s.op)
 	case len(st.BaseLRs) != n:
 		return errorf(vram.ErrArgument, "optim: schedule: load state: %d base rates for %d parameter groups", len(st.BaseLRs), n)
+	case st.LastLRs != nil && len(st.LastLRs) != n:
+		return errorf(vram.ErrArgument, "optim: schedule: load state: %d last rates for %d parameter groups", len(st.LastLRs), n)
 	}
 	for i, b := range st.BaseLRs {
 		if err := checkRate(b); err != nil {
 			return fmt.Errorf("optim: schedule: load state: group %d: %w", i, err)
+		}
+	}
+	for i, b := range st.LastLRs {
+		if err := checkRate(b); err != nil {
+			return fmt.Errorf("optim: schedule: load state: last rate of group %d: %w", i, err)
 		}
 	}
 	old := *s
@@ -281,6 +319,15 @@ func (s *Schedule) LoadState(st ScheduleState) error {
 		if !(lr >= 0) {
 			*s = old
 			return errorf(vram.ErrArgument, "optim: schedule: load state: the rate of group %d at step %d is %v", i, st.Steps, lr)
+		}
+	}
+	s.chaining = nil
+	if st.LastLRs != nil && s.chain != nil {
+		s.chaining = make([]bool, n)
+		for i, closed := range lrs {
+			if lr := st.LastLRs[i]; !near(lr, closed) {
+				lrs[i], s.chaining[i] = lr, true
+			}
 		}
 	}
 	s.set(lrs)

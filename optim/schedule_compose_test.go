@@ -200,6 +200,54 @@ func TestSchedulesSteppedTogether(t *testing.T) {
 		}
 	})
 
+	t.Run("ramp to half, exponential decay, resumed", func(t *testing.T) {
+		// After the ramp ends neither schedule's closed form gives the
+		// rate: the decay must keep applying its rule to the rate it finds.
+		ramp := func(e int) float64 { return 1 - 0.5*float64(min(e, 3))/3 }
+		mk := func(o optim.Optimizer) (*optim.Schedule, *optim.Schedule) {
+			a, err1 := optim.NewLinearLR(o, 1, 0.5, 3)
+			b, err2 := optim.NewExponentialLR(o, 0.9)
+			if err := errors.Join(err1, err2); err != nil {
+				t.Fatal(err)
+			}
+			return a, b
+		}
+		o := twoGroups(t, bases)
+		a, b := mk(o)
+		for e := 1; e <= 6; e++ {
+			a.Step()
+			b.Step()
+			f := ramp(e) * math.Pow(0.9, float64(e))
+			checkValues(t, fmt.Sprintf("rates at step %d", e), groupLRs(o), []float64{bases[0] * f, bases[1] * f}, 1e-12)
+		}
+		// Resume from the states (through JSON) and the optimizer's rates.
+		var sts [2]optim.ScheduleState
+		for k, s := range []*optim.Schedule{a, b} {
+			data, err := json.Marshal(s.State())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, &sts[k]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o2 := twoGroups(t, groupLRs(o))
+		a2, b2 := mk(o2)
+		if err := errors.Join(a2.LoadState(sts[0]), b2.LoadState(sts[1])); err != nil {
+			t.Fatal(err)
+		}
+		checkValues(t, "resumed rates", groupLRs(o2), groupLRs(o), 0)
+		for e := 7; e <= 9; e++ {
+			a.Step()
+			b.Step()
+			a2.Step()
+			b2.Step()
+			f := ramp(e) * math.Pow(0.9, float64(e))
+			checkValues(t, fmt.Sprintf("rates at step %d", e), groupLRs(o), []float64{bases[0] * f, bases[1] * f}, 1e-12)
+			checkValues(t, fmt.Sprintf("resumed rates at step %d", e), groupLRs(o2), groupLRs(o), 1e-15)
+		}
+	})
+
 	t.Run("warm-up then plateau", func(t *testing.T) {
 		o := twoGroups(t, bases)
 		warm, err := optim.NewLinearLR(o, 0.5, 1, 2)
