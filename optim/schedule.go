@@ -33,9 +33,9 @@ import (
 // chainable rule (its get_lr), as PyTorch's step does: two schedules
 // stepped one after the other compose, a LinearLR warm-up that has ended
 // leaves the rates alone, and ExponentialLR multiplies whatever rate it
-// finds. LambdaLR, OneCycleLR, CyclicLR and the composed schedules
-// (SequentialLR, ChainedScheduler), whose rules ignore the rate they
-// find, set their own.
+// finds. LambdaLR, OneCycleLR and CyclicLR, whose rules ignore the rate
+// they find, set their own; SequentialLR and ChainedScheduler follow the
+// rules of their parts.
 //
 // Of a [GroupedOptimizer] (the optimizers of this package), a Schedule
 // sets the rate of every parameter group from the group's own base rate
@@ -57,9 +57,9 @@ type Schedule struct {
 	rate  func(base float64, step int) float64
 	// chain is PyTorch's get_lr, the rate of step from the rate lr of the
 	// step before (of step 0: the rate before the Schedule was made), so
-	// that a ChainedScheduler composes schedules as PyTorch does; nil for
-	// a schedule whose get_lr ignores lr (LambdaLR, OneCycleLR), rate
-	// serving instead.
+	// that schedules compose as PyTorch's do; nil for a schedule whose
+	// get_lr ignores lr (LambdaLR, OneCycleLR, CyclicLR), rate serving
+	// instead.
 	chain func(lr, base float64, step int) float64
 	op    string    // the schedule's name, for errors
 	limit int       // the most steps the schedule has rates for; 0: no limit

@@ -168,14 +168,27 @@ func NewSequentialLR(opt Optimizer, parts []*Schedule, milestones []int) (*Sched
 			limit += ms[len(ms)-1]
 		}
 	}
-	s, err := newSchedule(op, opt, func(base float64, step int) float64 {
+	// part returns the part that runs at step and the step it starts at.
+	part := func(step int) (*Schedule, int) {
 		k, _ := slices.BinarySearch(ms, step+1) // milestones <= step
-		from := 0
-		if k > 0 {
-			from = ms[k-1]
+		if k == 0 {
+			return ps[0], 0
 		}
-		return ps[k].rate(base, step-from)
-	}, nil)
+		return ps[k], ms[k-1]
+	}
+	s, err := newSchedule(op, opt, func(base float64, step int) float64 {
+		p, from := part(step)
+		return p.rate(base, step-from)
+	}, func(lr, base float64, step int) float64 {
+		// PyTorch starts the first part from the base rates, and each
+		// later one at its milestone from its closed form (step(0)); in
+		// between, the part's own step goes on from the rate it finds.
+		p, from := part(step)
+		if step == from || p.chain == nil {
+			return p.rate(base, step-from)
+		}
+		return p.chain(lr, base, step-from)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +257,12 @@ func NewChainedScheduler(parts []*Schedule) (*Schedule, error) {
 		}
 		last[base] = m
 		return m.lr
-	}, nil)
+	}, func(lr, base float64, step int) float64 {
+		if step == 0 { // the parts' rules of step 0 ran when they were made
+			return apply(base, base, 0)
+		}
+		return apply(lr, base, step)
+	})
 	if err != nil {
 		return nil, err
 	}

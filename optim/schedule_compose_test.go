@@ -268,6 +268,40 @@ func TestSchedulesSteppedTogether(t *testing.T) {
 		checkValues(t, "rates", groupLRs(o), []float64{bases[0] * 0.01, bases[1] * 0.01}, 1e-12)
 	})
 
+	t.Run("SetLR during composed schedules", func(t *testing.T) {
+		o := twoGroups(t, bases)
+		c, err1 := optim.NewConstantLR(o, 0.5, 2)
+		x, err2 := optim.NewExponentialLR(o, 0.9)
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatal(err)
+		}
+		seq, err := optim.NewSequentialLR(o, []*optim.Schedule{c, x}, []int{2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 4 {
+			seq.Step()
+		}
+		o.SetGroupLR(0, 0.2)
+		seq.Step()
+		checkValues(t, "SequentialLR rates", groupLRs(o), []float64{0.2 * 0.9, bases[1] * math.Pow(0.9, 3)}, 1e-12)
+
+		o2 := twoGroups(t, bases)
+		x2, err := optim.NewExponentialLR(o2, 0.9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := optim.NewChainedScheduler([]*optim.Schedule{x2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch.Step()
+		o2.SetGroupLR(1, 0.5)
+		ch.Step()
+		ch.Step()
+		checkValues(t, "ChainedScheduler rates", groupLRs(o2), []float64{bases[0] * 0.729, 0.5 * 0.81}, 1e-12)
+	})
+
 	t.Run("SetLR during StepLR", func(t *testing.T) {
 		o := twoGroups(t, bases)
 		s, err := optim.NewStepLR(o, 2, 0.5)
