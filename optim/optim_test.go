@@ -210,6 +210,12 @@ func TestStepLeavesNoTemporaries(t *testing.T) {
 		"amsgrad": func(ps []*vram.Tensor) (optim.Optimizer, error) {
 			return optim.NewAdamW(ps, optim.AdamConfig{AMSGrad: true, Maximize: true})
 		},
+		"rmsprop": func(ps []*vram.Tensor) (optim.Optimizer, error) {
+			return optim.NewRMSprop(ps, optim.RMSpropConfig{Momentum: 0.9, Centered: true, WeightDecay: 0.01, Maximize: true})
+		},
+		"adagrad": func(ps []*vram.Tensor) (optim.Optimizer, error) {
+			return optim.NewAdagrad(ps, optim.AdagradConfig{LRDecay: 0.1, WeightDecay: 0.01})
+		},
 	}
 	for name, mk := range makers {
 		t.Run(name, func(t *testing.T) {
@@ -233,12 +239,13 @@ func TestStepLeavesNoTemporaries(t *testing.T) {
 				}
 			}
 			// Release frees the state: two tensors of a and b for momentum
-			// SGD, four for Adam, six with amsgrad.
+			// SGD and Adagrad, four for Adam, six with amsgrad and for
+			// centered RMSprop with momentum.
 			opt.(interface{ Release() }).Release()
 			freed := withState - vram.MemoryAllocated(vram.CPU)
 			want := int64(4 * (128 + 8))
 			switch name {
-			case "amsgrad":
+			case "amsgrad", "rmsprop":
 				want *= 3
 			case "adam", "adamw":
 				want *= 2
