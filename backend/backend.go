@@ -50,7 +50,8 @@ type Memory interface {
 	// accounting ignore it. A failure to find memory is returned as an
 	// error that the caller can inspect with errors.As (the memory
 	// package's OutOfMemoryError for devices with a caching allocator).
-	// Alloc(0) returns a valid empty buffer.
+	// Alloc(0) returns a valid empty buffer that takes no device memory
+	// (a caching allocator counts it nowhere, as PyTorch's does not).
 	Alloc(nbytes int64, s Stream, region string) (Buffer, error)
 	// Free returns b, allocated for stream s, to the device. The memory may
 	// be reused by work queued on s after the call, and by work on other

@@ -289,9 +289,14 @@ func (a *Allocator) OnOOM(f func()) {
 }
 
 // Alloc returns a block of at least size bytes for use on stream, labelled
-// with region for stats, snapshots and OOM messages ("" for none). A size
-// of 0 gets a minimal block. The caller owns the block until it passes it
-// to [Allocator.Free].
+// with region for stats, snapshots and OOM messages ("" for none). The
+// caller owns the block until it passes it to [Allocator.Free].
+//
+// A size of 0 takes no memory, as in PyTorch, whose allocator hands a
+// zero-byte request a null pointer: the block has size 0 and address 0, it
+// is in no segment, no statistic, snapshot or history counts it, and it
+// never fails for lack of memory. Free and RecordStream accept it and do
+// nothing else with it.
 //
 // When the device has no room even after the allocator released its cache
 // and ran the OnOOM hook, the error is an [*OutOfMemoryError]; the failure
@@ -310,6 +315,9 @@ func (a *Allocator) Alloc(size int64, stream Stream, region string) (*Block, err
 	}
 	if a.cfgErr != nil {
 		return nil, a.cfgErr
+	}
+	if size == 0 {
+		return &Block{stream: stream, state: stateAllocated, region: region}, nil
 	}
 	a.mu.Lock()
 	var retried bool // num_alloc_retries counts this call once
@@ -551,6 +559,11 @@ func (a *Allocator) carve(b *Block, size, requested int64, region string) *Block
 func (a *Allocator) Free(b *Block) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if b != nil && b.seg == nil && b.state == stateAllocated {
+		// A zero-byte block (see Alloc): nothing to return.
+		b.state = stateDead
+		return
+	}
 	if b == nil || b.state != stateAllocated || b.seg == nil || b.seg.owner != a {
 		panic("memory: Free of a block that is not allocated by this allocator (double free?)")
 	}
@@ -626,6 +639,9 @@ func (a *Allocator) freeBlock(b *Block, pcs []uintptr) {
 func (a *Allocator) RecordStream(b *Block, s Stream) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if b != nil && b.seg == nil && b.state == stateAllocated {
+		return // a zero-byte block: no memory to keep from reuse
+	}
 	if b == nil || b.state != stateAllocated || b.seg == nil || b.seg.owner != a {
 		panic("memory: RecordStream on a block that is not allocated by this allocator")
 	}

@@ -71,7 +71,7 @@ type Block struct {
 	hc, tc chunkRef
 }
 
-// Addr returns the block's device address.
+// Addr returns the block's device address, 0 for a zero-byte block.
 func (b *Block) Addr() uint64 { return b.addr }
 
 // Size returns the block's size in bytes after the allocator's rounding: at

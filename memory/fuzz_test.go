@@ -213,6 +213,7 @@ func (r *opRunner) step(op, arg, arg2 byte) {
 func (r *opRunner) alloc(size int64, stream Stream) {
 	idle := r.a.Stats().Active[StatAll].Current == 0
 	before := r.a.Stats().AllocatedBytes[StatAll].Current
+	held := r.a.Stats().Allocation[StatAll].Current
 	b, err := r.a.Alloc(size, stream, "fuzz")
 	if err == nil {
 		if b.Size() < size || b.Requested() != size || b.Stream() != stream || b.Size()%kMinBlockSize != 0 {
@@ -234,9 +235,9 @@ func (r *opRunner) alloc(size int64, stream Stream) {
 	if oom.Requested != size && size <= math.MaxInt64/2 {
 		r.t.Fatalf("OutOfMemoryError.Requested = %d, want %d", oom.Requested, size)
 	}
-	if oom.Allocated != before || oom.LiveBlocks != len(r.live) || r.a.Stats().AllocatedBytes[StatAll].Current != before {
+	if oom.Allocated != before || int64(oom.LiveBlocks) != held || r.a.Stats().AllocatedBytes[StatAll].Current != before {
 		r.t.Fatalf("failed Alloc(%d): error says %d bytes in %d blocks allocated, stats %d, before %d in %d", size,
-			oom.Allocated, oom.LiveBlocks, r.a.Stats().AllocatedBytes[StatAll].Current, before, len(r.live))
+			oom.Allocated, oom.LiveBlocks, r.a.Stats().AllocatedBytes[StatAll].Current, before, held)
 	}
 	if oom.Error() == "" {
 		r.t.Fatal("OutOfMemoryError with an empty message")
@@ -273,15 +274,23 @@ func (r *opRunner) alloc(size int64, stream Stream) {
 func (r *opRunner) check() {
 	check(r.t, r.a, r.sim)
 	s := r.a.Stats()
-	var allocated, requested int64
+	var allocated, requested, counted int64
 	spans := make([][2]uint64, 0, len(r.live))
 	for _, l := range r.live {
+		if l.size == 0 {
+			// Zero-byte blocks take no memory and count in no statistic.
+			if l.b.Size() != 0 || l.b.Addr() != 0 {
+				r.t.Fatalf("zero-byte block of %d bytes at 0x%x", l.b.Size(), l.b.Addr())
+			}
+			continue
+		}
+		counted++
 		allocated += l.b.Size()
 		requested += l.size
 		spans = append(spans, [2]uint64{l.b.Addr(), l.b.Addr() + uint64(l.b.Size())})
 	}
-	if n := s.Allocation[StatAll].Current; n != int64(len(r.live)) {
-		r.t.Fatalf("%d allocations counted, %d blocks held", n, len(r.live))
+	if n := s.Allocation[StatAll].Current; n != counted {
+		r.t.Fatalf("%d allocations counted, %d blocks held", n, counted)
 	}
 	if s.AllocatedBytes[StatAll].Current != allocated || s.RequestedBytes[StatAll].Current != requested {
 		r.t.Fatalf("stats say %d bytes allocated (%d requested), the held blocks %d (%d)",

@@ -394,3 +394,54 @@ func optionsChild(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroByteBufferTakesNoMemory checks that a zero-byte buffer takes
+// nothing from the caching allocator, that kernels and copies on empty
+// views of it work (a sum over no elements is 0) without touching its
+// address, and that a view with elements on it is refused.
+func TestZeroByteBufferTakesNoMemory(t *testing.T) {
+	d := gpu(t, 0)
+	s := d.DefaultStream()
+	before := d.Allocator().Stats()
+	empty, err := d.Alloc(0, s, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := d.Allocator().Stats(); after.AllocatedBytes != before.AllocatedBytes || after.Allocation != before.Allocation {
+		t.Fatalf("Alloc(0) changed the allocator's stats: allocated %v -> %v", before.AllocatedBytes, after.AllocatedBytes)
+	}
+	out, err := d.Alloc(12, s, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(out, s)
+	src := backend.View{Buf: empty, DType: backend.Float32, Shape: []int{3, 0}, Strides: []int{0, 1}}
+	dst := backend.View{Buf: out, DType: backend.Float32, Shape: []int{3, 1}, Strides: []int{1, 1}}
+	if err := d.Fill(s, src, 7); err != nil {
+		t.Fatalf("Fill of an empty view: %v", err)
+	}
+	if err := d.Fill(s, dst, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Reduce(s, backend.Sum, dst, src, []int{1}); err != nil {
+		t.Fatalf("sum over an empty axis: %v", err)
+	}
+	if err := d.CopyFromHost(s, backend.View{Buf: empty, DType: backend.Float32, Shape: []int{0}, Strides: []int{1}}, nil); err != nil {
+		t.Fatalf("copy of no bytes: %v", err)
+	}
+	host := make([]byte, 12)
+	if err := d.CopyToHost(s, host, backend.View{Buf: out, DType: backend.Float32, Shape: []int{3}, Strides: []int{1}}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(host, make([]byte, 12)) {
+		t.Fatalf("sum over an empty axis = % x, want zeros", host)
+	}
+	bad := backend.View{Buf: empty, DType: backend.Float32, Shape: []int{1}, Strides: []int{1}}
+	if err := d.Fill(s, bad, 1); err == nil {
+		t.Fatal("Fill of a 1-element view of a zero-byte buffer succeeded")
+	}
+	if err := d.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	d.Free(empty, s)
+}

@@ -40,6 +40,11 @@ func (d *Device) ptrOf(what string, v backend.View) (cuda.DevicePtr, error) {
 	if b.dev != d {
 		return 0, fmt.Errorf("cuda: %s: buffer of cuda:%d used on cuda:%d", what, b.dev.index, d.index)
 	}
+	if b.ptr == 0 && v.NumElements() != 0 {
+		// A zero-byte buffer has no memory (address 0): only views with no
+		// elements may use it, and no kernel may get its address.
+		return 0, fmt.Errorf("cuda: %s: view of %d elements on a zero-byte buffer", what, v.NumElements())
+	}
 	return b.ptr + cuda.DevicePtr(v.Offset*v.DType.Size()), nil
 }
 
