@@ -130,8 +130,12 @@ func RecordMemoryHistory(d Device, enabled bool, maxEvents int, stacks bool) err
 	return nil
 }
 
-// SetPerProcessMemoryFraction limits d's allocator to fraction (0 to 1] of
-// the device's memory (torch.cuda.set_per_process_memory_fraction).
+// SetPerProcessMemoryFraction limits d's allocator to fraction (0 to 1) of
+// the device's memory (torch.cuda.set_per_process_memory_fraction). As in
+// PyTorch, a fraction of 0 lets the allocator reserve nothing more: only
+// memory it has cached and tensors with no elements can still be had, and
+// any other allocation fails with [ErrOutOfMemory]. Memory already reserved
+// is kept under any limit.
 // It returns an [*Error] of kind [ErrArgument] for a fraction out of that
 // range (NaN included) and for a device without a caching allocator (the
 // CPU), and of kind [ErrUnavailable] for a device that is not available;

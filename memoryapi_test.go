@@ -289,7 +289,7 @@ func TestMemoryControlErrorKinds(t *testing.T) {
 		kind error // nil: no error
 	}{
 		{"fraction 1", func() error { return SetPerProcessMemoryFraction(1, tight) }, nil},
-		{"fraction 0", func() error { return SetPerProcessMemoryFraction(0, tight) }, ErrArgument},
+		{"fraction -0.01", func() error { return SetPerProcessMemoryFraction(-0.01, tight) }, ErrArgument},
 		{"fraction -0.5", func() error { return SetPerProcessMemoryFraction(-0.5, tight) }, ErrArgument},
 		{"fraction 1.5", func() error { return SetPerProcessMemoryFraction(1.5, tight) }, ErrArgument},
 		{"fraction NaN", func() error { return SetPerProcessMemoryFraction(math.NaN(), tight) }, ErrArgument},

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"errors"
 	"slices"
 	"testing"
 )
@@ -105,5 +106,49 @@ func TestZeroElementTensorsTakeNoMemory(t *testing.T) {
 	}
 	if got := Storage(d).LiveBytes; got != live {
 		t.Fatalf("live storage %d bytes, was %d", got, live)
+	}
+}
+
+// TestPerProcessMemoryFractionZero checks PyTorch's fraction 0: nothing more
+// may be reserved, so a new tensor fails with ErrOutOfMemory, while one
+// served from the cache and one with no elements are still made.
+func TestPerProcessMemoryFractionZero(t *testing.T) {
+	d := tight
+	defer func() {
+		if err := SetPerProcessMemoryFraction(1, d); err != nil {
+			t.Fatal(err)
+		}
+		EmptyCache(d)
+	}()
+	EmptyCache(d)
+	Zeros(Shape{1024}, d).Release() // cached: 4 KiB in a 2 MiB segment
+	if err := SetPerProcessMemoryFraction(0, d); err != nil {
+		t.Fatalf("SetPerProcessMemoryFraction(0): %v", err)
+	}
+	reserved := MemoryReserved(d)
+	for _, tt := range []struct {
+		name  string
+		shape Shape
+		err   error
+	}{
+		{"from the cache", Shape{1024}, nil},
+		{"no elements", Shape{0, 1024}, nil},
+		{"new memory", Shape{4 << 20}, ErrOutOfMemory},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var x *Tensor
+			err := Catch(func() { x = Ones(tt.shape, d) })
+			if !errors.Is(err, tt.err) || (tt.err == nil) != (err == nil) {
+				t.Fatalf("Ones(%v) under fraction 0: %v, want %v", tt.shape, err, tt.err)
+			}
+			if x != nil {
+				x.Release()
+			}
+			// A failure may release the cache (as PyTorch's does before
+			// giving up), but nothing is ever added to the reserve.
+			if got := MemoryReserved(d); got > reserved {
+				t.Fatalf("reserved %d bytes, was %d", got, reserved)
+			}
+		})
 	}
 }

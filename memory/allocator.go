@@ -134,7 +134,8 @@ type Allocator struct {
 	chunkGen      uint64               // changes with every change of chunks; never 0
 	stats         Stats
 	limit         int64   // the most the allocator may reserve; MaxInt64 without a fraction
-	fraction      float64 // the per-process memory fraction, 0 if none
+	fraction      float64 // the per-process memory fraction, 0 if none or set to 0
+	limited       bool    // a fraction is in force (SetMemoryFraction(0) included)
 	highWater     int64   // highest reserve since New or EmptyCache (policy:vram)
 	peakAlloc     int64   // highest allocated bytes since New or EmptyCache (policy:vram)
 	freedOnce     bool    // a block has been freed since New (policy:vram's loading ends)
@@ -214,6 +215,7 @@ func New(arena Arena, cfg Config, opts ...Option) *Allocator {
 		}
 	}
 	a.fraction = cfg.PerProcessMemoryFraction
+	a.limited = a.fraction > 0
 	a.setLimit()
 	a.oversize = cfg.maxSplitSize()
 	a.stats.MaxSplitSize = -1
@@ -225,7 +227,7 @@ func New(arena Arena, cfg Config, opts ...Option) *Allocator {
 
 // setLimit derives the reserve limit from the capacity and the fraction.
 func (a *Allocator) setLimit() {
-	if a.fraction > 0 {
+	if a.limited {
 		// The product rounds to 2^63 for capacities near MaxInt64, which
 		// int64 cannot hold.
 		if l := float64(a.arena.Capacity()) * a.fraction; l < math.MaxInt64 {
@@ -244,7 +246,8 @@ func (a *Allocator) allowed() int64 { return min(a.limit, a.arena.Capacity()) }
 
 // Config returns the settings in force: those the allocator was created
 // with, PerProcessMemoryFraction as [Allocator.SetMemoryFraction] last set
-// it.
+// it. A fraction set to 0 reads as 0 here, as no fraction does (the zero
+// Config has no limit); [Allocator.Limit] tells the two apart.
 func (a *Allocator) Config() Config {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -261,18 +264,33 @@ func (a *Allocator) configLocked() Config {
 // Capacity returns the arena's capacity in bytes.
 func (a *Allocator) Capacity() int64 { return a.arena.Capacity() }
 
+// Limit returns the most memory, in bytes, that the allocator may reserve:
+// the per-process memory fraction of the capacity, or the capacity without
+// a fraction. It is 0 after SetMemoryFraction(0).
+func (a *Allocator) Limit() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.allowed()
+}
+
 // SetMemoryFraction limits the memory the allocator reserves to fraction of
 // the device's capacity, as torch.cuda.set_per_process_memory_fraction
 // does; it overrides per_process_memory_fraction. Memory already reserved
 // is kept; later requests that would pass the limit fail after the
-// allocator has released its cache. fraction must be in (0, 1].
+// allocator has released its cache. fraction must be in [0, 1]; as in
+// PyTorch, 0 lets the allocator reserve nothing more, so that only blocks
+// it has cached and zero-byte requests can still be served (the Config
+// string of a Snapshot cannot say so: per_process_memory_fraction takes
+// values above 0). Out of range (NaN included), it returns an error and the
+// limit stays as it was.
 func (a *Allocator) SetMemoryFraction(fraction float64) error {
-	if !(fraction > 0 && fraction <= 1) {
-		return fmt.Errorf("memory: SetMemoryFraction(%v): the fraction must be greater than 0 and at most 1", fraction)
+	if !(fraction >= 0 && fraction <= 1) {
+		return fmt.Errorf("memory: SetMemoryFraction(%v): the fraction must be from 0 to 1", fraction)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.fraction = fraction
+	a.limited = true
 	a.setLimit()
 	return nil
 }

@@ -3,6 +3,7 @@ package memory
 import (
 	"bytes"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -254,8 +255,8 @@ func TestMemoryFraction(t *testing.T) {
 			a.Free(x)
 			a.Free(y)
 			check(t, a, sim)
-			if err := a.SetMemoryFraction(0); err == nil {
-				t.Fatal("SetMemoryFraction(0) accepted")
+			if err := a.SetMemoryFraction(-0.25); err == nil {
+				t.Fatal("SetMemoryFraction(-0.25) accepted")
 			}
 		})
 	}
@@ -277,7 +278,7 @@ func TestConfigInForceHasTheFraction(t *testing.T) {
 		{"set once", "policy:pytorch", []float64{0.5}, 0.5},
 		{"set over the string", "per_process_memory_fraction:0.75,expandable_segments:True", []float64{0.25}, 0.25},
 		{"set to 1", "per_process_memory_fraction:0.5", []float64{1}, 1},
-		{"refused after a set", "policy:vram", []float64{0.5, 2, -1, 0}, 0.5},
+		{"refused after a set", "policy:vram", []float64{0.5, 2, -1, math.NaN()}, 0.5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -258,10 +258,13 @@ func TestSetMemoryFractionHugeCapacity(t *testing.T) {
 		t.Fatalf("limit %d, want MaxInt64", a.limit)
 	}
 	a.Free(mustAlloc(t, a, mib, 0))
-	for _, f := range []float64{0, -0.5, 1.5, math.NaN(), math.Inf(1), math.Inf(-1)} {
+	for _, f := range []float64{-0.5, 1.5, math.NaN(), math.Inf(1), math.Inf(-1)} {
 		if err := a.SetMemoryFraction(f); err == nil {
 			t.Errorf("SetMemoryFraction(%v) accepted", f)
 		}
+	}
+	if err := a.SetMemoryFraction(0); err != nil || a.Limit() != 0 {
+		t.Errorf("SetMemoryFraction(0) = %v, limit %d; want nil, 0", err, a.Limit())
 	}
 }
 

@@ -178,7 +178,7 @@ func TestConcurrentSnapshotsAddUp(t *testing.T) {
 						case r < 94:
 							f := []float64{0.3, 0.5, 0.8, 1, 0, -1, 2, math.NaN(), math.Inf(1)}[rng.IntN(9)]
 							err := a.SetMemoryFraction(f)
-							if valid := f > 0 && f <= 1; valid != (err == nil) {
+							if valid := f >= 0 && f <= 1; valid != (err == nil) {
 								errs <- fmt.Errorf("SetMemoryFraction(%v) = %v", f, err)
 								return
 							}

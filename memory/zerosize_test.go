@@ -1,6 +1,9 @@
 package memory
 
 import (
+	"errors"
+	"fmt"
+	"math"
 	"testing"
 )
 
@@ -68,6 +71,56 @@ func TestZeroByteAllocTakesNothing(t *testing.T) {
 					check(t, a, nil)
 				}()
 				a.Free(zs[0])
+			})
+		}
+	}
+}
+
+// TestMemoryFractionZero checks SetMemoryFraction at and around 0: as
+// torch.cuda.set_per_process_memory_fraction(0.0), 0 lets the allocator
+// reserve nothing more, while cached blocks and zero-byte requests are
+// still served; values outside [0, 1] are refused and keep the limit.
+func TestMemoryFractionZero(t *testing.T) {
+	tests := []struct {
+		fraction  float64
+		ok        bool
+		wantLimit int64
+	}{
+		{0, true, 0},
+		{0.5, true, 32 * mib},
+		{1, true, 64 * mib},
+		{-0.25, false, 64 * mib},
+		{1.5, false, 64 * mib},
+		{math.NaN(), false, 64 * mib},
+		{math.Inf(-1), false, 64 * mib},
+	}
+	for _, conf := range []string{"policy:pytorch", "policy:pytorch,expandable_segments:True", ""} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s/%v", conf, tt.fraction), func(t *testing.T) {
+				a, sim := newTestAllocator(t, conf, 64*mib)
+				cached := mustAlloc(t, a, 4096, 0)
+				a.Free(cached)
+				err := a.SetMemoryFraction(tt.fraction)
+				if (err == nil) != tt.ok {
+					t.Fatalf("SetMemoryFraction(%v) = %v, want ok %v", tt.fraction, err, tt.ok)
+				}
+				if got := a.Limit(); got != tt.wantLimit {
+					t.Fatalf("Limit() = %d, want %d", got, tt.wantLimit)
+				}
+				// The cached block and a zero-byte request need no new
+				// memory: they are served under any limit.
+				b := mustAlloc(t, a, 4096, 0)
+				z := mustAlloc(t, a, 0, 0)
+				_, err = a.Alloc(8*mib, 0, "")
+				var oom *OutOfMemoryError
+				if fits := 8*mib+2*mib <= tt.wantLimit; fits != (err == nil) {
+					t.Fatalf("Alloc(8 MiB) under a limit of %d: %v", tt.wantLimit, err)
+				} else if !fits && (!errors.As(err, &oom) || oom.Limit != tt.wantLimit) {
+					t.Fatalf("Alloc(8 MiB) under a limit of %d: %v, want an OutOfMemoryError naming the limit", tt.wantLimit, err)
+				}
+				a.Free(b)
+				a.Free(z)
+				check(t, a, sim)
 			})
 		}
 	}
