@@ -178,7 +178,8 @@ func (d *Device) Free(bb backend.Buffer, s backend.Stream) {
 	}
 	// Work still queued on a stream keeps the data; freeing it while
 	// another stream uses it, unrecorded, is the hazard a GPU would not
-	// report.
+	// report. A zero-byte buffer has no memory that could be reused under
+	// that work, so it is no hazard.
 	qmu.Lock()
 	pending := false
 	for u, pos := range b.uses {
@@ -186,7 +187,7 @@ func (d *Device) Free(bb backend.Buffer, s backend.Stream) {
 			continue
 		}
 		pending = true
-		if u != b.stream && !slices.Contains(b.recorded, u) && d.st.hazard == nil {
+		if b.bytes != 0 && u != b.stream && !slices.Contains(b.recorded, u) && d.st.hazard == nil {
 			d.st.hazard = &HazardError{Device: d.index, Bytes: b.bytes, AllocStream: int(b.stream.id), UseStream: int(u.id)}
 		}
 	}

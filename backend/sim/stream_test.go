@@ -173,6 +173,28 @@ func TestWaitAcrossDevices(t *testing.T) {
 	}
 }
 
+// TestFreeZeroByteBufferIsNoHazard: a zero-byte buffer has no memory that
+// another stream's queued work could see reused, so freeing it without
+// RecordStream is not reported, whatever the work queued on it.
+func TestFreeZeroByteBufferIsNoHazard(t *testing.T) {
+	for _, shape := range [][]int{{0}, {3, 0}, {0, 0, 2}} {
+		d := streamDevice(t, 0)
+		s := mustStream(t, d)
+		buf, err := d.Alloc(0, d.DefaultStream(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := backend.View{Buf: buf, DType: backend.Float32, Shape: shape, Strides: backend.ContiguousStrides(shape)}
+		if err := d.Fill(s, v, 1); err != nil {
+			t.Fatal(err)
+		}
+		d.Free(buf, d.DefaultStream())
+		if err := d.Synchronize(); err != nil {
+			t.Fatalf("shape %v: freeing a zero-byte buffer used on another stream: %v", shape, err)
+		}
+	}
+}
+
 // TestFreeWithoutRecordStream: freeing a buffer that another stream's
 // queued work still uses is reported; with RecordStream it is not, and the
 // allocator keeps the memory until that stream has run.
