@@ -49,7 +49,7 @@
 // defaults are PyTorch's (512-byte rounding, a small pool of 2 MiB segments
 // for requests up to 1 MiB, 20 MiB segments below 10 MiB, larger requests
 // rounded to 2 MiB, best fit, split and coalesce, per-stream pools), except
-// the policy.
+// the policy. As in PyTorch, a zero-byte request takes no memory at all.
 //
 // # Policies
 //
