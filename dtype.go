@@ -131,5 +131,24 @@ func checkValue(op string, v float64, dt DType) {
 	fail(op, ErrArgument, "value %v cannot be converted to %s without overflow", v, dt)
 }
 
+// integral reports whether v is a finite whole number, one that an
+// operation of an integer tensor takes as an integer rather than promoting
+// the tensor to a floating-point dtype.
+func integral(v float64) bool { return v == math.Trunc(v) && !math.IsInf(v, 0) }
+
+// inRange reports whether the whole number v is a value of the integer or
+// bool dtype dt.
+func inRange(v float64, dt DType) bool {
+	switch dt {
+	case Bool:
+		return v == 0 || v == 1
+	case Int8:
+		return v >= math.MinInt8 && v <= math.MaxInt8
+	case Int32:
+		return v >= math.MinInt32 && v <= math.MaxInt32
+	}
+	return v >= math.MinInt64 && v < -math.MinInt64
+}
+
 // bfloat16Max is the largest finite bfloat16, (2 - 2^-7) · 2^127.
 const bfloat16Max = 0x1.fep127

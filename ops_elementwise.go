@@ -183,11 +183,27 @@ func scalarRaw(op string, k backend.BinaryOp, a *Tensor, s float64, reversed boo
 	defer held.unpin()
 	refuseBool(op, k, a)
 	dt := a.dtype
-	if !dt.IsFloat() && (s != math.Trunc(s) || k == backend.Div && !k.IsComparison()) {
-		dt = Float32 // int / 2 and int + 0.5 are float, as in PyTorch
+	if !dt.IsFloat() && (!integral(s) || k == backend.Div) && !k.IsComparison() {
+		dt = Float32 // int / 2, int + 0.5 and int + Inf are float, as in PyTorch
 	}
 	if dt == Bool && !k.IsComparison() && k != backend.LogicalAnd && k != backend.LogicalOr {
 		dt = Int64
+	}
+	if !dt.IsFloat() && k != backend.LogicalAnd && k != backend.LogicalOr && integral(s) && !inRange(s, dt) {
+		// An integral s that dt cannot hold would wrap inside the kernel.
+		switch {
+		case k.IsComparison():
+			// Every element compares with s as with an infinity of
+			// its sign, which the kernels compare exactly.
+			s = math.Copysign(math.Inf(1), s)
+		case k == backend.Maximum && s < 0, k == backend.Minimum && s > 0:
+			// s lies beyond every element: the result is a itself.
+			v := castRaw(a, dt)
+			defer v.Release()
+			return v.clone()
+		default:
+			checkValue(op, s, dt)
+		}
 	}
 	src := a
 	if dt != a.dtype {
@@ -412,7 +428,12 @@ func (a *Tensor) GeScalar(s float64) *Tensor { return scalarRaw("ge", backend.Ge
 // LeScalar returns a <= s elementwise.
 func (a *Tensor) LeScalar(s float64) *Tensor { return scalarRaw("le", backend.Le, a, s, false) }
 
-// AddScalar returns a + s.
+// AddScalar returns a + s. With an integer or bool a, as in all the
+// Scalar methods, a whole s keeps a's integer dtype (bool becomes int64)
+// and a fraction, an infinity or NaN gives float32; a whole s that the
+// integer dtype cannot hold panics with [ErrArgument] rather than wrap,
+// except in comparisons, which answer for s itself, and in a bound of
+// [Tensor.Clamp] beyond every value, which changes nothing.
 func (a *Tensor) AddScalar(s float64) *Tensor {
 	defer pin("add", a).unpin()
 	out := scalarRaw("add", backend.Add, a, s, false)
@@ -840,13 +861,16 @@ func (t *Tensor) scalarInPlace(op string, k backend.BinaryOp, s float64) *Tensor
 	defer held.unpin()
 	t.inPlaceCheck(op)
 	dt := t.dtype
-	if !dt.IsFloat() && s != math.Trunc(s) {
+	if !dt.IsFloat() && !integral(s) {
 		dt = Float32 // as scalarRaw: int + 0.5 is float
 	}
 	if dt == Bool {
 		dt = Int64 // bool + 1 is int64
 	}
 	inPlaceCast(op, dt, t.dtype)
+	if !dt.IsFloat() {
+		checkValue(op, s, dt) // an s that dt cannot hold would wrap
+	}
 	check(op, t.ds().bd.Scalar(t.ds().stream(), k, t.bv(), t.bv(), s, false))
 	t.wrote()
 	return t

@@ -392,3 +392,87 @@ func TestInPlaceRefusesOperandsThatNeedGrad(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegerScalarsOutOfRange pins the ops of an integer or bool tensor
+// with a scalar its dtype cannot hold: a comparison answers as with the
+// number itself rather than with a wrapped one, a maximum or minimum that
+// the bound cannot change returns the tensor, an infinity promotes to
+// float as a fraction does, and other arithmetic refuses the value with
+// ErrArgument (it would wrap) and leaves an in-place operand unchanged.
+func TestIntegerScalarsOutOfRange(t *testing.T) {
+	inf := math.Inf(1)
+	type op = func(x *vram.Tensor) *vram.Tensor
+	ok := []struct {
+		name string
+		dt   vram.DType
+		op   op
+		want []float64
+		wdt  vram.DType
+	}{
+		{"int32 == 2^32", vram.Int32, func(x *vram.Tensor) *vram.Tensor { return x.EqScalar(1 << 32) }, []float64{0, 0, 0}, vram.Bool},
+		{"int32 < 2^32", vram.Int32, func(x *vram.Tensor) *vram.Tensor { return x.LtScalar(1 << 32) }, []float64{1, 1, 1}, vram.Bool},
+		{"int32 >= -2^32", vram.Int32, func(x *vram.Tensor) *vram.Tensor { return x.GeScalar(-1 << 32) }, []float64{1, 1, 1}, vram.Bool},
+		{"int8 > 256", vram.Int8, func(x *vram.Tensor) *vram.Tensor { return x.GtScalar(256) }, []float64{0, 0, 0}, vram.Bool},
+		{"int8 <= -256", vram.Int8, func(x *vram.Tensor) *vram.Tensor { return x.LeScalar(-256) }, []float64{0, 0, 0}, vram.Bool},
+		{"int64 < 2^63", vram.Int64, func(x *vram.Tensor) *vram.Tensor { return x.LtScalar(1 << 63) }, []float64{1, 1, 1}, vram.Bool},
+		{"bool == 2", vram.Bool, func(x *vram.Tensor) *vram.Tensor { return x.EqScalar(2) }, []float64{0, 0, 0}, vram.Bool},
+		{"int32 clamp to 2^40", vram.Int32, func(x *vram.Tensor) *vram.Tensor { return x.Clamp(-1<<40, 1<<40) }, []float64{-1, 0, 1}, vram.Int32},
+		{"int64 clamp to 1e19", vram.Int64, func(x *vram.Tensor) *vram.Tensor { return x.Clamp(0, 1e19) }, []float64{0, 0, 1}, vram.Int64},
+		{"int64 + inf", vram.Int64, func(x *vram.Tensor) *vram.Tensor { return x.AddScalar(inf) }, []float64{inf, inf, inf}, vram.Float32},
+		{"int32 * -inf", vram.Int32, func(x *vram.Tensor) *vram.Tensor { return x.MulScalar(-inf) }, []float64{inf, math.NaN(), -inf}, vram.Float32},
+		{"int32 < 0.5", vram.Int32, func(x *vram.Tensor) *vram.Tensor { return x.LtScalar(0.5) }, []float64{1, 1, 0}, vram.Bool},
+		{"int32 + 2^31-1 wraps as int32", vram.Int32, func(x *vram.Tensor) *vram.Tensor { return x.AddScalar(math.MaxInt32) }, []float64{math.MaxInt32 - 1, math.MaxInt32, math.MinInt32}, vram.Int32},
+	}
+	refused := []struct {
+		name string
+		dt   vram.DType
+		op   op
+	}{
+		{"int64 + 1e19", vram.Int64, func(x *vram.Tensor) *vram.Tensor { return x.AddScalar(1e19) }},
+		{"int32 * 1e10", vram.Int32, func(x *vram.Tensor) *vram.Tensor { return x.MulScalar(1e10) }},
+		{"int8 - 1000", vram.Int8, func(x *vram.Tensor) *vram.Tensor { return x.SubScalar(1000) }},
+		{"1e19 - int64", vram.Int64, func(x *vram.Tensor) *vram.Tensor { return x.RSubScalar(1e19) }},
+		{"int32 clamp from 2^40", vram.Int32, func(x *vram.Tensor) *vram.Tensor { return x.Clamp(1<<40, inf) }},
+		{"int64 add_ 1e19", vram.Int64, func(x *vram.Tensor) *vram.Tensor { return x.AddScalarInPlace(1e19) }},
+		{"int32 mul_ 2^32", vram.Int32, func(x *vram.Tensor) *vram.Tensor { return x.MulScalarInPlace(1 << 32) }},
+		{"int64 add_ inf", vram.Int64, func(x *vram.Tensor) *vram.Tensor { return x.AddScalarInPlace(inf) }},
+	}
+	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		in := func(dt vram.DType) *vram.Tensor {
+			if dt == vram.Bool {
+				return vram.FromSlice([]bool{false, true, true}, vram.Shape{3}, dev)
+			}
+			return vram.FromSlice([]int64{-1, 0, 1}, vram.Shape{3}, dev).Cast(dt)
+		}
+		for _, c := range ok {
+			t.Run(dev.String()+"/"+c.name, func(t *testing.T) {
+				var got *vram.Tensor
+				if err := vram.Catch(func() { got = c.op(in(c.dt)) }); err != nil {
+					t.Fatal(err)
+				}
+				if got.DType() != c.wdt {
+					t.Errorf("dtype %s, want %s", got.DType(), c.wdt)
+				}
+				g := got.Cast(vram.Float64).Float64s()
+				for i := range g {
+					if g[i] != c.want[i] && !(math.IsNaN(g[i]) && math.IsNaN(c.want[i])) {
+						t.Fatalf("got %v, want %v", g, c.want)
+					}
+				}
+			})
+		}
+		for _, c := range refused {
+			t.Run(dev.String()+"/"+c.name, func(t *testing.T) {
+				x := in(c.dt)
+				before := x.Cast(vram.Float64).Float64s()
+				err := vram.Catch(func() { c.op(x) })
+				if !errors.Is(err, vram.ErrArgument) && !errors.Is(err, vram.ErrDType) {
+					t.Fatalf("err = %v, want ErrArgument or ErrDType", err)
+				}
+				if after := x.Cast(vram.Float64).Float64s(); !slices.Equal(after, before) {
+					t.Errorf("operand changed to %v from %v", after, before)
+				}
+			})
+		}
+	}
+}
