@@ -3,6 +3,7 @@ package vram
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -354,7 +355,13 @@ func formatElement(dt DType, b []byte, i int) string {
 	case dt == Bool:
 		return strconv.FormatBool(load(dt, b, i) != 0)
 	case dt.IsFloat():
-		return fmt.Sprintf("%.4g", load(dt, b, i))
+		v := load(dt, b, i)
+		if v == math.Trunc(v) && math.Abs(v) < 1e8 {
+			// A whole number prints in full, as PyTorch prints one
+			// below 1e8: 12345, not 1.234e+04.
+			return strconv.FormatFloat(v, 'f', -1, 64)
+		}
+		return fmt.Sprintf("%.4g", v)
 	}
 	return fmt.Sprintf("%d", int64(load(dt, b, i)))
 }

@@ -311,6 +311,10 @@ func TestStringShowsValues(t *testing.T) {
 		{FromSlice([]float32{1.5, float32(math.Inf(-1))}, nil).Half(), "Tensor([1.5, -Inf], shape=[2], dtype=float16, device=cpu)"},
 		{Scalar(2.5, Float64), "Tensor(2.5, shape=[], dtype=float64, device=cpu)"},
 		{FromSlice([]int64{1, 2, 3, 4}, Shape{2, 2}).T(), "Tensor([[1, 3], [2, 4]], shape=[2, 2], dtype=int64, device=cpu)"},
+		// Whole floats below 1e8 print in full; others keep 4 digits.
+		{FromSlice([]float32{12345, 33554432, -65504, 1e8, 1234.5}, nil), "Tensor([12345, 33554432, -65504, 1e+08, 1234], shape=[5], dtype=float32, device=cpu)"},
+		{FromSlice([]float64{99999999, math.Copysign(0, -1)}, nil).Half(), "Tensor([+Inf, -0], shape=[2], dtype=float16, device=cpu)"},
+		{FromSlice([]float64{2049, 2050}, nil).BFloat16(), "Tensor([2048, 2048], shape=[2], dtype=bfloat16, device=cpu)"},
 	} {
 		if got := tc.x.String(); got != tc.want {
 			t.Errorf("String() = %s, want %s", got, tc.want)
