@@ -1,0 +1,136 @@
+package vram
+
+import "slices"
+
+// Flip returns a copy of t with the order of its entries reversed along
+// each of dims (torch.flip); negative dims count from the end. The result
+// is new storage, as in PyTorch, and the gradient flows back reversed. It
+// panics with [ErrIndex] for a dimension out of range and with
+// [ErrArgument] for a dimension named twice.
+func (t *Tensor) Flip(dims ...int) *Tensor {
+	const op = "flip"
+	defer asOp(op)
+	t.live(op)
+	axes := t.distinctAxes(op, dims)
+	out := t.Clone()
+	for _, a := range axes {
+		n := t.shape[a]
+		pos := make([]int64, n)
+		for i := range pos {
+			pos[i] = int64(n - 1 - i)
+		}
+		out = out.releasing(func(x *Tensor) *Tensor { return x.selectPositions(a, pos) })
+	}
+	return out
+}
+
+// Roll returns a copy of t with its entries shifted along dims by shifts,
+// wrapping around at the end (torch.roll): the entry at position i moves
+// to (i + shift) mod size. shifts and dims pair up and must have the same
+// length; with no dims, t is rolled as if flattened, and shifts must hold
+// one shift. It panics with [ErrArgument] when the lengths do not match
+// and with [ErrIndex] for a dimension out of range.
+func (t *Tensor) Roll(shifts, dims []int) *Tensor {
+	const op = "roll"
+	defer asOp(op)
+	t.live(op)
+	if len(dims) == 0 {
+		if len(shifts) != 1 {
+			fail(op, ErrArgument, "without dims, roll takes one shift, got %v", shifts)
+		}
+		flat := t.Reshape(-1)
+		defer flat.Release()
+		r := flat.Roll(shifts, []int{0})
+		defer r.Release()
+		return r.Reshape(t.shape...)
+	}
+	if len(shifts) != len(dims) {
+		fail(op, ErrArgument, "shifts %v and dims %v must have the same length", shifts, dims)
+	}
+	axes := make([]int, len(dims))
+	for j, d := range dims {
+		axes[j] = t.axis(op, d)
+	}
+	out := t.Clone()
+	for j, a := range axes {
+		n := t.shape[a]
+		if n == 0 {
+			continue
+		}
+		s := shifts[j] % n
+		if s == 0 {
+			continue
+		}
+		pos := make([]int64, n)
+		for i := range pos {
+			pos[i] = int64(((i-s)%n + n) % n)
+		}
+		out = out.releasing(func(x *Tensor) *Tensor { return x.selectPositions(a, pos) })
+	}
+	return out
+}
+
+// Tril returns a copy of t with the entries above the diagonal-th diagonal
+// of its last two dimensions set to zero (torch.tril): entry (i, j) is kept
+// where j - i <= diagonal. diagonal 0 is the main diagonal, a positive one
+// lies above it and a negative one below. Leading dimensions are a batch.
+// The gradient is passed where entries are kept. It panics with [ErrShape]
+// for a tensor of fewer than 2 dimensions.
+func (t *Tensor) Tril(diagonal int) *Tensor { return t.triangle("tril", diagonal, true) }
+
+// Triu returns a copy of t with the entries below the diagonal-th diagonal
+// of its last two dimensions set to zero (torch.triu): entry (i, j) is kept
+// where j - i >= diagonal. See [Tensor.Tril].
+func (t *Tensor) Triu(diagonal int) *Tensor { return t.triangle("triu", diagonal, false) }
+
+func (t *Tensor) triangle(op string, diagonal int, lower bool) *Tensor {
+	defer asOp(op)
+	t.live(op)
+	nd := len(t.shape)
+	if nd < 2 {
+		fail(op, ErrShape, "%s needs a tensor of at least 2 dimensions, got shape %v", op, Shape(t.shape))
+	}
+	rows, cols := t.shape[nd-2], t.shape[nd-1]
+	keep := make([]bool, rows*cols)
+	for i := range rows {
+		for j := range cols {
+			if lower {
+				keep[i*cols+j] = j-i <= diagonal
+			} else {
+				keep[i*cols+j] = j-i >= diagonal
+			}
+		}
+	}
+	mask := FromSlice(keep, Shape{rows, cols}, t.Device())
+	defer mask.Release()
+	zero := Scalar(0, t.dtype)
+	defer zero.Release()
+	return Where(mask, t, zero)
+}
+
+// distinctAxes resolves dims to axes of t, refusing a repeated one.
+func (t *Tensor) distinctAxes(op string, dims []int) []int {
+	axes := make([]int, 0, len(dims))
+	for _, d := range dims {
+		a := t.axis(op, d)
+		if slices.Contains(axes, a) {
+			fail(op, ErrArgument, "dimension %d appears twice in %v", d, dims)
+		}
+		axes = append(axes, a)
+	}
+	return axes
+}
+
+// selectPositions returns t's entries at pos along axis a, recording the
+// gradient as IndexSelect does.
+func (t *Tensor) selectPositions(a int, pos []int64) *Tensor {
+	idx := FromSlice(pos, Shape{len(pos)}, t.Device())
+	defer idx.Release()
+	return t.IndexSelect(a, idx)
+}
+
+// releasing returns f(t) and releases t.
+func (t *Tensor) releasing(f func(*Tensor) *Tensor) *Tensor {
+	defer t.Release()
+	return f(t)
+}
