@@ -420,6 +420,7 @@ func TestIntegerScalarsOutOfRange(t *testing.T) {
 		{"int64 clamp to 1e19", vram.Int64, func(x *vram.Tensor) *vram.Tensor { return x.Clamp(0, 1e19) }, []float64{0, 0, 1}, vram.Int64},
 		{"int64 + inf", vram.Int64, func(x *vram.Tensor) *vram.Tensor { return x.AddScalar(inf) }, []float64{inf, inf, inf}, vram.Float32},
 		{"int32 * -inf", vram.Int32, func(x *vram.Tensor) *vram.Tensor { return x.MulScalar(-inf) }, []float64{inf, math.NaN(), -inf}, vram.Float32},
+		{"bool < 0.5", vram.Bool, func(x *vram.Tensor) *vram.Tensor { return x.LtScalar(0.5) }, []float64{1, 0, 0}, vram.Bool},
 		{"int32 < 0.5", vram.Int32, func(x *vram.Tensor) *vram.Tensor { return x.LtScalar(0.5) }, []float64{1, 1, 0}, vram.Bool},
 		{"int32 + 2^31-1 wraps as int32", vram.Int32, func(x *vram.Tensor) *vram.Tensor { return x.AddScalar(math.MaxInt32) }, []float64{math.MaxInt32 - 1, math.MaxInt32, math.MinInt32}, vram.Int32},
 	}
@@ -438,6 +439,12 @@ func TestIntegerScalarsOutOfRange(t *testing.T) {
 		{"int64 add_ inf", vram.Int64, func(x *vram.Tensor) *vram.Tensor { return x.AddScalarInPlace(inf) }},
 	}
 	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		// A comparison with a fraction is exact even where float32, the
+		// dtype int + 0.5 has, would round the integer onto it.
+		big := vram.FromSlice([]int32{1<<24 + 1}, vram.Shape{1}, dev)
+		if got := big.GtScalar(1<<24 + 0.5).Bools(); !got[0] {
+			t.Errorf("%s: 2^24+1 > 2^24+0.5 is %v", dev, got)
+		}
 		in := func(dt vram.DType) *vram.Tensor {
 			if dt == vram.Bool {
 				return vram.FromSlice([]bool{false, true, true}, vram.Shape{3}, dev)
