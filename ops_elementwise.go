@@ -432,8 +432,9 @@ func (a *Tensor) LeScalar(s float64) *Tensor { return scalarRaw("le", backend.Le
 // Scalar methods, a whole s keeps a's integer dtype (bool becomes int64)
 // and a fraction, an infinity or NaN gives float32; a whole s that the
 // integer dtype cannot hold panics with [ErrArgument] rather than wrap,
-// except in comparisons, which answer for s itself, and in a bound of
-// [Tensor.Clamp] beyond every value, which changes nothing.
+// except in a bound of [Tensor.Clamp] beyond every value, which changes
+// nothing. Comparisons (EqScalar, LtScalar, ...) answer exactly for s
+// itself, whatever its size or fraction.
 func (a *Tensor) AddScalar(s float64) *Tensor {
 	defer pin("add", a).unpin()
 	out := scalarRaw("add", backend.Add, a, s, false)
