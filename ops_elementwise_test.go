@@ -445,6 +445,15 @@ func TestIntegerScalarsOutOfRange(t *testing.T) {
 		if got := big.GtScalar(1<<24 + 0.5).Bools(); !got[0] {
 			t.Errorf("%s: 2^24+1 > 2^24+0.5 is %v", dev, got)
 		}
+		// So is one of int64 with a whole number above 2^62, where
+		// float64 would round the elements.
+		huge := vram.FromSlice([]int64{1<<62 + 1025, 1<<62 + 1024}, vram.Shape{2}, dev)
+		if got := huge.EqScalar(1<<62 + 1024).Bools(); got[0] || !got[1] {
+			t.Errorf("%s: [2^62+1025, 2^62+1024] == 2^62+1024 is %v", dev, got)
+		}
+		if got := huge.SubScalar(1<<62 + 1024).Int64s(); got[0] != 1 || got[1] != 0 {
+			t.Errorf("%s: [2^62+1025, 2^62+1024] - (2^62+1024) is %v", dev, got)
+		}
 		in := func(dt vram.DType) *vram.Tensor {
 			if dt == vram.Bool {
 				return vram.FromSlice([]bool{false, true, true}, vram.Shape{3}, dev)

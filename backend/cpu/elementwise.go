@@ -507,9 +507,10 @@ func (*Device) Scalar(st backend.Stream, op backend.BinaryOp, dst, a backend.Vie
 	}
 	x := ops[1]
 	k := computeKind(x.dt)
-	if !x.dt.IsFloat() && (s != math.Trunc(s) || math.Abs(s) > 1<<62) {
-		// A fractional (or huge, or NaN) scalar with integer elements:
-		// compute in float64 and convert the result to dst's dtype.
+	if !x.dt.IsFloat() && (s != math.Trunc(s) || !(s >= math.MinInt64 && s < -math.MinInt64)) {
+		// A fractional (or NaN) scalar, or one beyond int64, with integer
+		// elements: compute in float64 and convert the result to dst's
+		// dtype. Any other is an int64 exactly.
 		k = kFloat64
 	}
 	c := &operand{dt: x.dt, shape: x.shape, strides: make([]int, len(x.shape)), konst: true, value: s}

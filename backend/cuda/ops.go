@@ -237,7 +237,7 @@ func (dev *Device) Scalar(s backend.Stream, op backend.BinaryOp, dst, a backend.
 	}
 	kind := 1 // sca: in the compute type
 	if !a.DType.IsFloat() {
-		if c != math.Trunc(c) || math.Abs(c) > 1<<62 {
+		if c != math.Trunc(c) || !(c >= math.MinInt64 && c < -math.MinInt64) {
 			kind = 2 // scf: in float64
 		} else if op == backend.Div && c == 0 && !reversed {
 			return fmt.Errorf("cuda: %s: integer division by zero", what)
