@@ -20,7 +20,9 @@ type cachedCast struct {
 // Autocast runs fn with automatic mixed precision on the calling goroutine
 // (torch.autocast): matrix products ([Tensor.MatMul], [Tensor.BMM],
 // [Linear], [LinearAct]) and convolutions ([Conv2d], [ConvTranspose2d])
-// take float32 operands in dt (Float16 or BFloat16), and produce dt.
+// take their float32, float16 and bfloat16 operands in dt (Float16 or
+// BFloat16) and produce dt: a float16 activation meeting a product in a
+// bfloat16 region is cast to bfloat16, as PyTorch casts it.
 // Float64 operands are left alone, as PyTorch's autocast leaves them: a
 // product of float64 tensors runs in float64, and one that mixes float64
 // with a float32 operand (cast to dt) panics with [ErrDType] as it would
@@ -64,9 +66,11 @@ func AutocastDType() (DType, bool) {
 
 // autocastLow returns the operands of a product converted to the region's
 // low dtype, and a function that releases the conversions it made (not the
-// cached ones). Only float32 operands are converted; float64 ones, like
-// PyTorch's, are not eligible. Outside a region it returns ts unchanged.
-// nil stays nil.
+// cached ones). As in PyTorch, every float32, float16 and bfloat16 operand
+// not already in the low dtype is converted (a float16 activation in a
+// bfloat16 region becomes bfloat16); float64 and non-float ones are not
+// eligible. Only float32 weights are cached. Outside a region it returns
+// ts unchanged. nil stays nil.
 func autocastLow(ts ...*Tensor) ([]*Tensor, func()) {
 	g := current()
 	if g == nil || g.autocast == nil {
@@ -77,11 +81,11 @@ func autocastLow(ts ...*Tensor) ([]*Tensor, func()) {
 	var temps []*Tensor
 	for i, t := range ts {
 		out[i] = t
-		if t == nil || t.dtype != Float32 {
+		if t == nil || t.dtype == st.dt || (t.dtype != Float32 && t.dtype != Float16 && t.dtype != BFloat16) {
 			continue
 		}
 		t.live("autocast")
-		if t.ref.node == nil && t.requiresGrad.Load() && !g.gradOff && g.inference == 0 {
+		if t.dtype == Float32 && t.ref.node == nil && t.requiresGrad.Load() && !g.gradOff && g.inference == 0 {
 			v := t.ref.st.version.Load()
 			c, ok := st.cache[t]
 			if !ok || c.version != v {

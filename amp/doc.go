@@ -25,7 +25,7 @@
 //
 //   - in the low dtype (PyTorch's "lower_precision_fp" list): MatMul, BMM,
 //     Linear, LinearAct, Conv2d and ConvTranspose2d, with float32 operands
-//     cast down; a weight (a leaf that requires grad) is cast once per
+//     and those of the other 16-bit dtype cast to the region's; a weight (a leaf that requires grad) is cast once per
 //     region and the copy reused; float64 operands are left alone, as in
 //     PyTorch (a float64 product stays float64);
 //   - in float32 (PyTorch's "fp32" list): Softmax, LogSoftmax, Exp, Log,

@@ -1,0 +1,62 @@
+package amp_test
+
+import (
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/amp"
+)
+
+// TestAutocastCastsOther16BitOperands follows PyTorch's autocast, which
+// casts every float32, float16 and bfloat16 operand of a product to the
+// region's dtype: a float16 activation meets a bfloat16 region's matmul as
+// bfloat16, and its gradient comes back float16.
+func TestAutocastCastsOther16BitOperands(t *testing.T) {
+	for _, d := range devices {
+		for _, low := range []vram.DType{vram.Float16, vram.BFloat16} {
+			other := vram.Float16
+			if low == vram.Float16 {
+				other = vram.BFloat16
+			}
+			tests := []struct {
+				name   string
+				xs, ws vram.Shape
+				f      func(x, w *vram.Tensor) *vram.Tensor
+			}{
+				{"matmul", vram.Shape{4, 3}, vram.Shape{2, 3}, func(x, w *vram.Tensor) *vram.Tensor { return x.MatMul(w.MT()) }},
+				{"bmm", vram.Shape{1, 4, 3}, vram.Shape{1, 3, 2}, func(x, w *vram.Tensor) *vram.Tensor { return x.BMM(w) }},
+				{"linear", vram.Shape{4, 3}, vram.Shape{2, 3}, func(x, w *vram.Tensor) *vram.Tensor { return vram.Linear(x, w, nil) }},
+				{"linear relu", vram.Shape{4, 3}, vram.Shape{2, 3}, func(x, w *vram.Tensor) *vram.Tensor { return vram.LinearAct(x, w, nil, vram.ActReLU) }},
+				{"conv2d", vram.Shape{1, 3, 2, 2}, vram.Shape{2, 3, 1, 1}, func(x, w *vram.Tensor) *vram.Tensor { return vram.Conv2d(x, w, nil, vram.Conv2dParams{}) }},
+				{"conv_transpose2d", vram.Shape{1, 3, 2, 2}, vram.Shape{3, 2, 1, 1}, func(x, w *vram.Tensor) *vram.Tensor { return vram.ConvTranspose2d(x, w, nil, vram.Conv2dParams{}) }},
+			}
+			for _, tc := range tests {
+				vram.Tidy(func() {
+					x := vram.Randn(tc.xs, other, d).SetRequiresGrad(true)
+					w := vram.Randn(tc.ws, d).SetRequiresGrad(true)
+					var got vram.DType
+					err := vram.Catch(func() {
+						amp.Autocast(low, func() {
+							y := tc.f(x, w)
+							got = y.DType()
+							y.Sum().Backward()
+						})
+					})
+					if err != nil {
+						t.Errorf("%v %v %s of %v and float32: %v", d, low, tc.name, other, err)
+						return
+					}
+					if got != low {
+						t.Errorf("%v %v %s of %v and float32: dtype %v, want %v", d, low, tc.name, other, got, low)
+					}
+					if g := x.Grad(); g == nil || g.DType() != other {
+						t.Errorf("%v %v %s: input gradient %v, want %v", d, low, tc.name, g, other)
+					}
+					if g := w.Grad(); g == nil || g.DType() != vram.Float32 {
+						t.Errorf("%v %v %s: weight gradient %v, want float32", d, low, tc.name, g)
+					}
+				})
+			}
+		}
+	}
+}
