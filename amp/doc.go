@@ -25,14 +25,15 @@
 //
 //   - in the low dtype (PyTorch's "lower_precision_fp" list): MatMul, BMM,
 //     Linear, LinearAct, Conv2d and ConvTranspose2d, with float32 operands
-//     and those of the other 16-bit dtype cast to the region's; a weight (a leaf that requires grad) is cast once per
-//     region and the copy reused; float64 operands are left alone, as in
-//     PyTorch (a float64 product stays float64);
+//     and those of the other 16-bit dtype cast to the region's; a weight (a
+//     leaf that requires grad) is cast once per region and the copy
+//     reused; float64 operands are left alone, as in PyTorch (a float64
+//     product stays float64);
 //   - in float32 (PyTorch's "fp32" list): Softmax, LogSoftmax, Exp, Log,
 //     Log1p, Expm1, Rsqrt, Reciprocal, Softplus, Pow, PowScalar, Sum, Prod,
 //     CumSum, CumProd, Norm, LayerNorm, MSELoss, CrossEntropy and nn's
-//     CosineSimilarity and losses, with 16-bit inputs cast up and float32
-//     results;
+//     LayerNorm, GroupNorm, CosineSimilarity and losses, with 16-bit inputs
+//     cast up and float32 results;
 //   - every other op runs in the dtype of its inputs, promoting mixed
 //     operands as outside (Mean, like PyTorch's, is not on the float32
 //     list: it accumulates in float32 and returns its input's dtype;

@@ -5,6 +5,7 @@ import (
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/amp"
+	"github.com/vramgo/vram/nn"
 )
 
 // TestAutocastCastsOther16BitOperands follows PyTorch's autocast, which
@@ -54,6 +55,63 @@ func TestAutocastCastsOther16BitOperands(t *testing.T) {
 					}
 					if g := w.Grad(); g == nil || g.DType() != vram.Float32 {
 						t.Errorf("%v %v %s: weight gradient %v, want float32", d, low, tc.name, g)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestAutocastNNFloat32Ops checks the layers and losses of nn that
+// PyTorch's autocast runs in float32 (layer_norm, group_norm, mse_loss,
+// cosine_similarity): inside a region a 16-bit input gives a float32
+// result, outside it keeps its dtype, and gradients reach the input in its
+// own dtype and the parameters in float32.
+func TestAutocastNNFloat32Ops(t *testing.T) {
+	ln := nn.NewLayerNorm([]int{4}, 1e-5)
+	gn := nn.NewGroupNorm(2, 4, 1e-5)
+	gnNoAffine := nn.NewGroupNormNoAffine(2, 4, 1e-5)
+	params := []*vram.Tensor{ln.Weight, ln.Bias, gn.Weight, gn.Bias}
+	tests := []struct {
+		name string
+		f    func(x *vram.Tensor) *vram.Tensor
+	}{
+		{"LayerNorm", ln.Forward},
+		{"GroupNorm", gn.Forward},
+		{"GroupNorm without affine", gnNoAffine.Forward},
+		{"MSELossWith sum", func(x *vram.Tensor) *vram.Tensor { return nn.MSELossWith(x, x.Detach(), nn.ReductionSum) }},
+		{"MSELossWith none", func(x *vram.Tensor) *vram.Tensor { return nn.MSELossWith(x, x.Detach(), nn.ReductionNone) }},
+		{"CosineSimilarity", func(x *vram.Tensor) *vram.Tensor { return nn.CosineSimilarity(x, x.Detach(), 1, 1e-8) }},
+	}
+	for _, low := range []vram.DType{vram.Float16, vram.BFloat16} {
+		for _, tc := range tests {
+			for _, region := range []bool{true, false} {
+				vram.Tidy(func() {
+					for _, p := range params {
+						p.SetGrad(nil)
+					}
+					x := vram.Randn(vram.Shape{2, 4, 4}, low).SetRequiresGrad(true)
+					var y *vram.Tensor
+					if region {
+						amp.Autocast(low, func() { y = tc.f(x) })
+					} else {
+						y = tc.f(x)
+					}
+					want := low
+					if region {
+						want = vram.Float32
+					}
+					if y.DType() != want {
+						t.Errorf("%v %s (in a region: %v): dtype %v, want %v", low, tc.name, region, y.DType(), want)
+					}
+					y.Sum().Backward()
+					if g := x.Grad(); g == nil || g.DType() != low {
+						t.Errorf("%v %s (in a region: %v): input gradient %v, want %v", low, tc.name, region, g, low)
+					}
+					for _, p := range params {
+						if g := p.Grad(); g != nil && g.DType() != vram.Float32 {
+							t.Errorf("%v %s: parameter gradient in %v, want float32", low, tc.name, g.DType())
+						}
 					}
 				})
 			}

@@ -75,10 +75,7 @@ func CosineSimilarity(x1, x2 *vram.Tensor, dim int, eps float64) *vram.Tensor {
 	c := ts.add(ts.add(unit(a).Mul(unit(b))).Sum(dim))
 	// Inside Autocast it stays float32, as PyTorch's autocast runs
 	// cosine_similarity in float32.
-	if _, ac := vram.AutocastDType(); ac {
-		return ts.keep(c)
-	}
-	if dt := promoteFloat(x1.DType(), x2.DType()); c.DType() != dt {
+	if dt := autocastFloat32(promoteFloat(x1.DType(), x2.DType())); c.DType() != dt {
 		return c.Cast(dt)
 	}
 	return ts.keep(c)

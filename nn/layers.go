@@ -280,10 +280,11 @@ func checkEps(op string, eps float64) {
 // Forward returns the normalised x, of x's shape and dtype. The statistics
 // are computed in float32 or wider whatever x's dtype; when x is 16-bit and
 // the parameters are float32 (a model converted with Half or BFloat16), the
-// result is cast back to x's dtype.
+// result is cast back to x's dtype. Inside an Autocast region a 16-bit x
+// gives float32, as PyTorch's autocast runs layer_norm in float32.
 func (l *LayerNorm) Forward(x *vram.Tensor) *vram.Tensor {
 	y := vram.LayerNorm(x, l.NormalizedShape, l.Weight, l.Bias, l.Eps)
-	if y.DType() == x.DType() || !x.DType().IsFloat() {
+	if y.DType() == x.DType() || !x.DType().IsFloat() || y.DType() == autocastFloat32(x.DType()) {
 		return y
 	}
 	defer y.Release()

@@ -17,8 +17,9 @@ func MSELoss(pred, target *vram.Tensor) *vram.Tensor { return vram.MSELoss(pred,
 // which broadcast against each other, combined as r says
 // (torch.nn.functional.mse_loss with reduction): their mean, as [MSELoss]
 // gives, their sum, or each of them, of the broadcast shape. The result
-// has the inputs' promoted dtype; 16-bit inputs are computed in float32
-// and the result rounded once. It panics with an *vram.Error of kind
+// has the inputs' promoted dtype (float32 inside an Autocast region, as
+// in PyTorch); 16-bit inputs are computed in float32 and the result
+// rounded once. It panics with an *vram.Error of kind
 // vram.ErrArgument for an unknown r.
 func MSELossWith(pred, target *vram.Tensor, r Reduction) *vram.Tensor {
 	const op = "mse_loss"
@@ -32,7 +33,7 @@ func MSELossWith(pred, target *vram.Tensor, r Reduction) *vram.Tensor {
 	defer ts.release()
 	d := ts.add(ts.operand(pred).Sub(ts.operand(target)))
 	l := d.Square()
-	dt := promoteFloat(pred.DType(), target.DType())
+	dt := autocastFloat32(promoteFloat(pred.DType(), target.DType()))
 	if l.DType() == dt {
 		return reduce(l, r)
 	}
@@ -50,6 +51,16 @@ func promoteFloat(a, b vram.DType) vram.DType {
 	default:
 		return vram.Float32
 	}
+}
+
+// autocastFloat32 returns dt, or float32 for a 16-bit dt inside an
+// Autocast region: PyTorch's autocast runs the norms, losses and
+// similarities of its float32 list in float32 and returns float32.
+func autocastFloat32(dt vram.DType) vram.DType {
+	if _, ac := vram.AutocastDType(); ac && (dt == vram.Float16 || dt == vram.BFloat16) {
+		return vram.Float32
+	}
+	return dt
 }
 
 // Reduction says how a loss combines the losses of its elements:

@@ -265,7 +265,7 @@ func (l *BatchNorm1d) as4D(x *vram.Tensor) *vram.Tensor {
 // instance norm.
 //
 // It is a [Float32Layer]: a 16-bit input is normalized in float32 and
-// returned in its own dtype.
+// returned in its own dtype, or in float32 inside an Autocast region.
 type GroupNorm struct {
 	Base
 	NumGroups, NumChannels int
@@ -301,8 +301,9 @@ func NewGroupNormNoAffine(groups, channels int, eps float64) *GroupNorm {
 	return &GroupNorm{NumGroups: groups, NumChannels: channels, Eps: eps}
 }
 
-// Forward returns the normalized x [N, C, *], of x's shape and dtype. It
-// panics with an *vram.Error of kind vram.ErrShape unless x has at least
+// Forward returns the normalized x [N, C, *], of x's shape and dtype
+// (float32 for a 16-bit x inside an Autocast region, as PyTorch's autocast
+// runs group_norm in float32). It panics with an *vram.Error of kind vram.ErrShape unless x has at least
 // two dimensions and NumChannels channels.
 func (l *GroupNorm) Forward(x *vram.Tensor) *vram.Tensor {
 	const op = "group_norm"
@@ -345,11 +346,12 @@ func (l *GroupNorm) Forward(x *vram.Tensor) *vram.Tensor {
 		defer yw.Release()
 		y = yw.Add(b)
 	}
-	if y.DType() == x.DType() {
+	dt := autocastFloat32(x.DType())
+	if y.DType() == dt {
 		return y
 	}
 	defer y.Release()
-	return y.Cast(x.DType())
+	return y.Cast(dt)
 }
 
 // KeepsFloat32 marks GroupNorm as a [Float32Layer].
