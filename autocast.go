@@ -31,8 +31,10 @@ type cachedCast struct {
 // every product inside it; gradients flow back to the master in its own
 // dtype. Package amp wraps it; see amp.Autocast for the ops that run in
 // float32. Other goroutines are not affected. Regions nest, the innermost
-// dtype winning. It panics with [ErrDType] unless dt is Float16 or
-// BFloat16.
+// dtype winning; a region inside one of the same dtype shares its weight
+// copies, and [NoAutocast] suspends the region for a block (PyTorch's
+// torch.autocast with enabled=False). It panics with [ErrDType] unless dt
+// is Float16 or BFloat16.
 //
 // A weight changed in place inside the region (an optimizer step, which
 // PyTorch asks to make outside) is cast again at its next use: a cached
@@ -43,6 +45,13 @@ func Autocast(dt DType, fn func()) {
 	}
 	id, g := enter()
 	prev := g.autocast
+	if prev != nil && prev.dt == dt {
+		// Nothing changes: the outer region's weight copies serve this one
+		// (PyTorch keeps one cache until the outermost region ends).
+		defer leave(id, g)
+		fn()
+		return
+	}
 	st := &autocastState{dt: dt, cache: map[*Tensor]cachedCast{}}
 	g.autocast = st
 	defer func() {
@@ -50,6 +59,25 @@ func Autocast(dt DType, fn func()) {
 		for _, c := range st.cache {
 			c.t.Release()
 		}
+		leave(id, g)
+	}()
+	fn()
+}
+
+// NoAutocast runs fn with the calling goroutine's [Autocast] region
+// suspended, as torch.autocast(device_type, enabled=False) nested in an
+// enabled region: inside, every op runs in its inputs' own dtypes, so a
+// block that needs float32 (or float64) precision casts its inputs
+// explicitly; when fn returns or panics the region's policy resumes.
+// [AutocastDType] reports false inside, and an Autocast call inside fn
+// starts a region of its own. Outside any region it just runs fn. Like
+// Autocast it affects only the calling goroutine.
+func NoAutocast(fn func()) {
+	id, g := enter()
+	prev := g.autocast
+	g.autocast = nil
+	defer func() {
+		g.autocast = prev
 		leave(id, g)
 	}()
 	fn()

@@ -167,3 +167,38 @@ func TestAutocastRecastsUpdatedWeights(t *testing.T) {
 		})
 	}
 }
+
+// TestAutocastNestedRegionsShareCasts: a region inside one of the same
+// dtype reuses the outer region's weight copies, as PyTorch keeps one cache
+// until the outermost region ends; one of another dtype, or one opened
+// inside NoAutocast, makes and frees its own.
+func TestAutocastNestedRegionsShareCasts(t *testing.T) {
+	d := Sim(0)
+	w := Randn(Shape{8, 8}, d).SetRequiresGrad(true)
+	defer w.Release()
+	x := Randn(Shape{4, 8}, d)
+	defer x.Release()
+	use := func() { Linear(x, w, nil).Release() }
+	tests := []struct {
+		name       string
+		inner      func(fn func())
+		outerAfter int // cached casts in the outer region after the inner
+	}{
+		{"same dtype", func(fn func()) { Autocast(Float16, fn) }, 1},
+		{"other dtype", func(fn func()) { Autocast(BFloat16, fn) }, 0},
+		{"inside NoAutocast", func(fn func()) { NoAutocast(func() { Autocast(Float16, fn) }) }, 0},
+	}
+	for _, tc := range tests {
+		settle(d)
+		base := MemoryAllocated(d)
+		Autocast(Float16, func() {
+			tc.inner(use)
+			if n := len(current().autocast.cache); n != tc.outerAfter {
+				t.Errorf("%s: %d cached casts in the outer region after the inner one, want %d", tc.name, n, tc.outerAfter)
+			}
+		})
+		if got := MemoryAllocated(d); got != base {
+			t.Errorf("%s: %d bytes allocated after the regions, want %d", tc.name, got, base)
+		}
+	}
+}

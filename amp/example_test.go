@@ -52,3 +52,26 @@ func Example() {
 	// loss fell: true
 	// scale: 65536
 }
+
+// A block that needs full precision inside an autocast region: NoAutocast
+// suspends the region, the block casts its inputs itself, and the region
+// resumes afterwards.
+func ExampleNoAutocast() {
+	x := vram.Randn(vram.Shape{4, 4})
+	defer x.Release()
+	amp.Autocast(vram.BFloat16, func() {
+		a := x.MatMul(x)
+		defer a.Release()
+		var b *vram.Tensor
+		amp.NoAutocast(func() {
+			f := a.Float()
+			defer f.Release()
+			b = f.MatMul(f)
+		})
+		defer b.Release()
+		c := b.MatMul(b)
+		defer c.Release()
+		fmt.Println(a.DType(), b.DType(), c.DType())
+	})
+	// Output: bfloat16 float32 bfloat16
+}

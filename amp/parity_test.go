@@ -1,6 +1,8 @@
 package amp_test
 
 import (
+	"sync"
+
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -116,5 +118,125 @@ func TestAutocastNNFloat32Ops(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestNoAutocast follows torch.autocast(enabled=False) nested in an
+// enabled region: inside, ops run in their inputs' dtypes (the block casts
+// explicitly), Enabled reports false, a region opened inside applies, and
+// the outer policy resumes afterwards, also after a panic.
+func TestNoAutocast(t *testing.T) {
+	x := vram.Randn(vram.Shape{4, 4})
+	defer x.Release()
+	h := x.Half()
+	defer h.Release()
+	type step struct {
+		name string
+		f    func() *vram.Tensor
+		want vram.DType
+	}
+	matmul := func() *vram.Tensor { return x.MatMul(x) }
+	tests := []struct {
+		name   string
+		region bool // inside Autocast(Float16)
+		inner  func(check func(step))
+		after  vram.DType // MatMul's dtype after NoAutocast returns
+	}{
+		{"float32 product", true, func(check func(step)) {
+			check(step{"matmul", matmul, vram.Float32})
+			check(step{"linear", func() *vram.Tensor { return vram.Linear(x, x, nil) }, vram.Float32})
+		}, vram.Float16},
+		{"16-bit input stays 16-bit", true, func(check func(step)) {
+			check(step{"softmax", func() *vram.Tensor { return h.Softmax(1) }, vram.Float16})
+			check(step{"sum", func() *vram.Tensor { return h.Sum() }, vram.Float16})
+		}, vram.Float16},
+		{"explicit cast", true, func(check func(step)) {
+			check(step{"float matmul", func() *vram.Tensor {
+				f := h.Float()
+				defer f.Release()
+				return f.MatMul(f)
+			}, vram.Float32})
+		}, vram.Float16},
+		{"region inside", true, func(check func(step)) {
+			amp.Autocast(vram.BFloat16, func() { check(step{"matmul", matmul, vram.BFloat16}) })
+			check(step{"matmul after", matmul, vram.Float32})
+		}, vram.Float16},
+		{"outside any region", false, func(check func(step)) {
+			check(step{"matmul", matmul, vram.Float32})
+		}, vram.Float32},
+	}
+	for _, tc := range tests {
+		body := func() {
+			amp.NoAutocast(func() {
+				if dt, ok := amp.Enabled(); ok {
+					t.Errorf("%s: Enabled() = %v inside NoAutocast", tc.name, dt)
+				}
+				tc.inner(func(s step) {
+					r := s.f()
+					if r.DType() != s.want {
+						t.Errorf("%s: %s gave %v, want %v", tc.name, s.name, r.DType(), s.want)
+					}
+					r.Release()
+				})
+			})
+			r := matmul()
+			if r.DType() != tc.after {
+				t.Errorf("%s: matmul after NoAutocast gave %v, want %v", tc.name, r.DType(), tc.after)
+			}
+			r.Release()
+			// A panic inside NoAutocast restores the region too.
+			if err := vram.Catch(func() { amp.NoAutocast(func() { panic(&vram.Error{Op: "test", Kind: vram.ErrArgument}) }) }); err == nil {
+				t.Errorf("%s: the panic inside NoAutocast was lost", tc.name)
+			}
+			if dt, ok := amp.Enabled(); ok != tc.region || (ok && dt != vram.Float16) {
+				t.Errorf("%s: Enabled() = %v, %v after a panic in NoAutocast", tc.name, dt, ok)
+			}
+		}
+		if tc.region {
+			amp.Autocast(vram.Float16, body)
+		} else {
+			body()
+		}
+	}
+}
+
+// TestNoAutocastConcurrent runs regions, suspended blocks and nested
+// regions on many goroutines at once: each sees only its own policy.
+func TestNoAutocastConcurrent(t *testing.T) {
+	x := vram.Randn(vram.Shape{4, 4}, vram.Sim(0))
+	defer x.Release()
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	want := func(where string, dt vram.DType) {
+		r := x.MatMul(x)
+		if r.DType() != dt {
+			select {
+			case errs <- where + ": got " + r.DType().String() + ", want " + dt.String():
+			default:
+			}
+		}
+		r.Release()
+	}
+	for i := range 8 {
+		low := []vram.DType{vram.Float16, vram.BFloat16}[i%2]
+		wg.Go(func() {
+			for range 20 {
+				amp.Autocast(low, func() {
+					want("region", low)
+					amp.NoAutocast(func() {
+						want("suspended", vram.Float32)
+						amp.Autocast(vram.BFloat16, func() { want("nested", vram.BFloat16) })
+						want("suspended again", vram.Float32)
+					})
+					want("resumed", low)
+				})
+				want("outside", vram.Float32)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
