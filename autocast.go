@@ -151,6 +151,38 @@ func autocastUp(t *Tensor) (*Tensor, func()) {
 	return c, c.Release
 }
 
+// autocastPromote returns a and b in float32, with a function that
+// releases the conversions, when an Autocast region is active and they are
+// floating-point operands of different dtypes among float32, float16 and
+// bfloat16: the rule of PyTorch's promote list for ops that otherwise need
+// equal dtypes. Otherwise it returns a nil function.
+func autocastPromote(a, b *Tensor) (*Tensor, *Tensor, func()) {
+	eligible := func(t *Tensor) bool {
+		return t != nil && (t.dtype == Float32 || t.dtype == Float16 || t.dtype == BFloat16)
+	}
+	if !eligible(a) || !eligible(b) || a.dtype == b.dtype {
+		return a, b, nil
+	}
+	if g := current(); g == nil || g.autocast == nil {
+		return a, b, nil
+	}
+	var temps []*Tensor
+	up := func(t *Tensor) *Tensor {
+		if t.dtype == Float32 {
+			return t
+		}
+		c := t.Cast(Float32)
+		temps = append(temps, c)
+		return c
+	}
+	a, b = up(a), up(b)
+	return a, b, func() {
+		for _, c := range temps {
+			c.Release()
+		}
+	}
+}
+
 // withoutAutocast runs fn with the goroutine's Autocast region suspended:
 // the backward pass computes gradients in the dtypes of the forward pass,
 // as PyTorch's autograd engine does outside autocast.

@@ -125,8 +125,14 @@ func srcGrad(g, index *Tensor, srcShape []int, a int) *Tensor {
 // panics with [ErrIndex] for a position outside [0, t.Size(dim)), with
 // [ErrDType] when index is not int64 or src's dtype is not t's, and with
 // [ErrShape] for sizes that break these rules. 0-dimensional operands take
-// dim 0 or -1.
+// dim 0 or -1. Inside an [Autocast] region, which puts scatter_add on
+// PyTorch's promote list, a float32, float16 or bfloat16 t and src of
+// different dtypes are both taken in float32, and so is the result.
 func (t *Tensor) ScatterAdd(dim int, index, src *Tensor) *Tensor {
+	if a, b, done := autocastPromote(t, src); done != nil {
+		defer done()
+		return a.scatter("scatter_add", dim, index, b, true)
+	}
 	return t.scatter("scatter_add", dim, index, src, true)
 }
 

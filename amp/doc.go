@@ -34,6 +34,9 @@
 //     CumSum, CumProd, Norm, LayerNorm, MSELoss, CrossEntropy and nn's
 //     LayerNorm, GroupNorm, CosineSimilarity and losses, with 16-bit inputs
 //     cast up and float32 results;
+//   - promoted to float32 (PyTorch's "promote" list): ScatterAdd, whose
+//     operands must otherwise share a dtype; Cat and Stack promote mixed
+//     inputs inside and outside a region;
 //   - every other op runs in the dtype of its inputs, promoting mixed
 //     operands as outside (Mean, like PyTorch's, is not on the float32
 //     list: it accumulates in float32 and returns its input's dtype;

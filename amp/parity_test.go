@@ -1,6 +1,7 @@
 package amp_test
 
 import (
+	"errors"
 	"sync"
 
 	"testing"
@@ -238,5 +239,74 @@ func TestNoAutocastConcurrent(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+}
+
+// TestAutocastPromotesScatterAdd follows PyTorch's promote list, which
+// holds scatter_add: inside a region, operands of different float dtypes
+// are taken in float32 (outside, different dtypes are an error), and
+// gradients come back in each operand's dtype.
+func TestAutocastPromotesScatterAdd(t *testing.T) {
+	tests := []struct {
+		self, src vram.DType
+		want      vram.DType // 0: ErrDType
+	}{
+		{vram.Float32, vram.Float16, vram.Float32},
+		{vram.Float16, vram.Float32, vram.Float32},
+		{vram.BFloat16, vram.Float32, vram.Float32},
+		{vram.Float16, vram.BFloat16, vram.Float32},
+		{vram.Float16, vram.Float16, vram.Float16},
+		{vram.Float64, vram.Float16, 0},
+		{vram.Int64, vram.Float32, 0},
+	}
+	for _, d := range devices {
+		for _, tc := range tests {
+			for _, region := range []bool{true, false} {
+				vram.Tidy(func() {
+					self := vram.Ones(vram.Shape{2, 3}, tc.self, d)
+					src := vram.Ones(vram.Shape{2, 3}, tc.src, d)
+					if tc.self.IsFloat() {
+						self.SetRequiresGrad(true)
+					}
+					src.SetRequiresGrad(true)
+					idx := vram.Zeros(vram.Shape{2, 3}, vram.Int64, d)
+					var out *vram.Tensor
+					err := vram.Catch(func() {
+						run := func() { out = self.ScatterAdd(0, idx, src) }
+						if region {
+							amp.Autocast(vram.Float16, run)
+						} else {
+							run()
+						}
+					})
+					want := tc.want
+					if !region && tc.self != tc.src {
+						want = 0
+					}
+					if want == 0 {
+						if !errors.Is(err, vram.ErrDType) {
+							t.Errorf("%v %v scatter_add %v (in a region: %v): error %v, want ErrDType", d, tc.self, tc.src, region, err)
+						}
+						return
+					}
+					if err != nil {
+						t.Errorf("%v %v scatter_add %v (in a region: %v): %v", d, tc.self, tc.src, region, err)
+						return
+					}
+					if out.DType() != want {
+						t.Errorf("%v %v scatter_add %v (in a region: %v): dtype %v, want %v", d, tc.self, tc.src, region, out.DType(), want)
+					}
+					if got := out.Sum().Item(); got != 12 {
+						t.Errorf("%v %v scatter_add %v: sum %v, want 12", d, tc.self, tc.src, got)
+					}
+					out.Sum().Backward()
+					for _, p := range []*vram.Tensor{self, src} {
+						if g := p.Grad(); g == nil || g.DType() != p.DType() {
+							t.Errorf("%v %v scatter_add %v: gradient %v for a %v operand", d, tc.self, tc.src, g, p.DType())
+						}
+					}
+				})
+			}
+		}
 	}
 }
