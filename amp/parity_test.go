@@ -2,6 +2,9 @@ package amp_test
 
 import (
 	"errors"
+	"github.com/vramgo/vram/optim"
+	"math"
+	"strings"
 	"sync"
 
 	"testing"
@@ -308,5 +311,107 @@ func TestAutocastPromotesScatterAdd(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestGradScalerMisuse: misuse of Unscale and Step fails with errors of
+// kind vram.ErrArgument and changes no gradient and no parameter.
+func TestGradScalerMisuse(t *testing.T) {
+	tests := []struct {
+		name    string
+		run     func(s *amp.GradScaler, opt optim.Optimizer, p, q *vram.Tensor) error
+		twice   bool   // the error is also ErrUnscaledTwice
+		mention string // the message names this
+		grad    float32
+	}{
+		{"Unscale twice", func(s *amp.GradScaler, _ optim.Optimizer, p, q *vram.Tensor) error {
+			if _, err := s.Unscale([]*vram.Tensor{p, q}); err != nil {
+				return nil
+			}
+			_, err := s.Unscale([]*vram.Tensor{p})
+			return err
+		}, true, "once per step", 2},
+		{"Unscale after Step", func(s *amp.GradScaler, opt optim.Optimizer, p, q *vram.Tensor) error {
+			s.Step(opt, []*vram.Tensor{p, q})
+			_, err := s.Unscale([]*vram.Tensor{p})
+			return err
+		}, true, "unscaled by Step", 2},
+		{"Unscale of a nil parameter", func(s *amp.GradScaler, _ optim.Optimizer, p, _ *vram.Tensor) error {
+			_, err := s.Unscale([]*vram.Tensor{p, nil})
+			return err
+		}, false, "parameter 1 is nil", 8},
+		{"Step without parameters", func(s *amp.GradScaler, opt optim.Optimizer, _, _ *vram.Tensor) error {
+			return vram.Catch(func() { s.Step(opt, nil) })
+		}, false, "no parameters", 8},
+		{"Step with a nil parameter", func(s *amp.GradScaler, opt optim.Optimizer, p, _ *vram.Tensor) error {
+			return vram.Catch(func() { s.Step(opt, []*vram.Tensor{p, nil}) })
+		}, false, "parameter 1 is nil", 8},
+	}
+	for _, tc := range tests {
+		vram.Tidy(func() {
+			s, err := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := vram.Ones(vram.Shape{2}).SetRequiresGrad(true)
+			q := vram.Ones(vram.Shape{2}).SetRequiresGrad(true) // no gradient
+			p.SetGrad(vram.Full(vram.Shape{2}, 8))
+			opt, err := optim.NewSGD([]*vram.Tensor{p, q}, optim.SGDConfig{LR: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := p.Float32s()
+			if tc.name == "Unscale after Step" {
+				before = []float32{-1, -1} // 1 - 8/4
+			}
+			err = tc.run(s, opt, p, q)
+			if !errors.Is(err, vram.ErrArgument) || errors.Is(err, amp.ErrUnscaledTwice) != tc.twice {
+				t.Errorf("%s: error %v, want ErrArgument (ErrUnscaledTwice: %v)", tc.name, err, tc.twice)
+			} else if !strings.Contains(err.Error(), tc.mention) {
+				t.Errorf("%s: error %q does not say %q", tc.name, err, tc.mention)
+			}
+			if g := p.Grad().Float32s(); g[0] != tc.grad || g[1] != tc.grad {
+				t.Errorf("%s: gradient %v, want %v", tc.name, g, tc.grad)
+			}
+			if got := p.Float32s(); got[0] != before[0] || got[1] != before[1] {
+				t.Errorf("%s: parameter %v, want %v", tc.name, got, before)
+			}
+			if q.Grad() != nil {
+				t.Errorf("%s: a parameter without gradient got one", tc.name)
+			}
+		})
+	}
+}
+
+// TestGradScalerClipAfterUnscale: gradients unscaled by Unscale and then
+// clipped reach the optimizer as clipped, not unscaled a second time, and
+// parameters without a gradient are skipped.
+func TestGradScalerClipAfterUnscale(t *testing.T) {
+	s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 4})
+	p := vram.Ones(vram.Shape{2}).SetRequiresGrad(true)
+	q := vram.Ones(vram.Shape{2}).SetRequiresGrad(true)
+	defer p.Release()
+	defer q.Release()
+	p.SetGrad(vram.Full(vram.Shape{2}, 12)) // unscaled: [3, 3], norm 3√2
+	opt, _ := optim.NewSGD([]*vram.Tensor{p, q}, optim.SGDConfig{LR: 1})
+	params := []*vram.Tensor{p, q}
+	if inf, err := s.Unscale(params); inf || err != nil {
+		t.Fatalf("Unscale: %v, %v", inf, err)
+	}
+	if norm := optim.ClipGradNorm(params, 1); math.Abs(norm-3*math.Sqrt2) > 1e-5 {
+		t.Errorf("norm %v before clipping, want %v", norm, 3*math.Sqrt2)
+	}
+	if !s.Step(opt, params) {
+		t.Fatal("Step skipped clean gradients")
+	}
+	s.Update()
+	want := 1 - 1/math.Sqrt2
+	for i, v := range p.Float32s() {
+		if math.Abs(float64(v)-want) > 1e-5 {
+			t.Errorf("p[%d] = %v, want %v", i, v, want)
+		}
+	}
+	if got := q.Float32s(); got[0] != 1 || got[1] != 1 {
+		t.Errorf("a parameter without gradient moved: %v", got)
 	}
 }

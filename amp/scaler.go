@@ -56,9 +56,15 @@ type GradScaler struct {
 	disabled bool
 	// per step: the verdict of the Unscale that unscaled each parameter,
 	// the optimizers that stepped, and whether any gradient was inf or NaN
-	unscaled map[*vram.Tensor]bool
+	unscaled map[*vram.Tensor]unscaled
 	stepped  map[optim.Optimizer]bool
 	foundInf bool
+}
+
+// unscaled is the record of one parameter's unscaling in a step.
+type unscaled struct {
+	foundInf bool // the verdict of the call that unscaled it
+	byStep   bool // Step unscaled it
 }
 
 // maxScale is the largest loss scale: PyTorch keeps the scale in a float32
@@ -68,8 +74,9 @@ type GradScaler struct {
 const maxScale = math.MaxFloat32
 
 // ErrUnscaledTwice is returned by [GradScaler.Unscale] when one of the
-// parameters was already unscaled since the last [GradScaler.Update].
-var ErrUnscaledTwice = errors.New("amp: Unscale was already called since the last Update; call it once per step")
+// parameters was already unscaled since the last [GradScaler.Update], by
+// Unscale or by [GradScaler.Step]. It wraps vram.ErrArgument.
+var ErrUnscaledTwice = fmt.Errorf("amp: Unscale was already called since the last Update; call it once per step: %w", vram.ErrArgument)
 
 // NewGradScaler returns a scaler with cfg, zero fields taking PyTorch's
 // defaults. It returns an error wrapping vram.ErrArgument for a scale that
@@ -156,14 +163,22 @@ func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor {
 // others by composed elementwise and sum ops; the host then reads one flag
 // per device, its only synchronisation. With several optimizers, call it
 // once per optimizer with that optimizer's parameters. It returns
-// ErrUnscaledTwice when one of params was already unscaled before Update,
-// changing nothing, and the device's error when a kernel fails.
+// ErrUnscaledTwice when one of params was already unscaled before Update
+// (also by Step, as PyTorch refuses unscale_ after step), an error
+// wrapping vram.ErrArgument for a nil parameter, both changing nothing,
+// and the device's error when a kernel fails.
 func (s *GradScaler) Unscale(params []*vram.Tensor) (foundInf bool, err error) {
 	if s.disabled {
 		return false, nil
 	}
-	for _, p := range params {
-		if _, ok := s.unscaled[p]; ok {
+	for i, p := range params {
+		if p == nil {
+			return false, fmt.Errorf("amp: GradScaler.Unscale: parameter %d is nil: %w", i, vram.ErrArgument)
+		}
+		if u, ok := s.unscaled[p]; ok {
+			if u.byStep {
+				return s.foundInf, fmt.Errorf("%w (parameter %d was unscaled by Step; Unscale goes before Step)", ErrUnscaledTwice, i)
+			}
 			return s.foundInf, ErrUnscaledTwice
 		}
 	}
@@ -196,7 +211,7 @@ func (s *GradScaler) Unscale(params []*vram.Tensor) (foundInf bool, err error) {
 		return false, err
 	}
 	for _, p := range params {
-		s.unscaled[p] = bad
+		s.unscaled[p] = unscaled{foundInf: bad}
 	}
 	s.foundInf = s.foundInf || bad
 	return bad, nil
@@ -278,7 +293,8 @@ func rawViews(ts []*vram.Tensor, fn func(r vram.RawTensor, vs []backend.View) er
 // failing op does, the optimizer not stepped. A second Step before
 // [GradScaler.Update] for the same optimizer panics with an *vram.Error of
 // kind vram.ErrArgument, stepping nothing, as PyTorch's raises: it would
-// apply the same gradients twice.
+// apply the same gradients twice. So do a nil optimizer, empty params (the
+// optimizer would step with gradients still scaled) and a nil parameter.
 func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 	if s.stepped[opt] {
 		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument,
@@ -286,6 +302,15 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 	}
 	if opt == nil {
 		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument, Detail: "nil optimizer"})
+	}
+	if len(params) == 0 {
+		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument,
+			Detail: "no parameters: pass the ones the optimizer updates, so that their gradients are unscaled and checked"})
+	}
+	for i, p := range params {
+		if p == nil {
+			panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument, Detail: fmt.Sprintf("parameter %d is nil", i)})
+		}
 	}
 	if s.disabled {
 		opt.Step()
@@ -301,10 +326,15 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 		if _, err := s.Unscale(todo); err != nil {
 			panic(err) // not ErrUnscaledTwice: not unscaled yet
 		}
+		for _, p := range todo {
+			u := s.unscaled[p]
+			u.byStep = true
+			s.unscaled[p] = u
+		}
 	}
 	s.stepped[opt] = true
 	for _, p := range params {
-		if s.unscaled[p] {
+		if s.unscaled[p].foundInf {
 			return false
 		}
 	}
@@ -343,7 +373,7 @@ func (s *GradScaler) Update() {
 
 // reset starts a step.
 func (s *GradScaler) reset() {
-	s.unscaled = map[*vram.Tensor]bool{}
+	s.unscaled = map[*vram.Tensor]unscaled{}
 	s.stepped = map[optim.Optimizer]bool{}
 	s.foundInf = false
 }
