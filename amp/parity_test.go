@@ -415,3 +415,58 @@ func TestGradScalerClipAfterUnscale(t *testing.T) {
 		t.Errorf("a parameter without gradient moved: %v", got)
 	}
 }
+
+// TestGradScalerUpdateTo follows PyTorch's update(new_scale): the scale is
+// set whatever the step found, the growth count is kept, the next step
+// starts; a bad scale is refused, changing nothing.
+func TestGradScalerUpdateTo(t *testing.T) {
+	tests := []struct {
+		name     string
+		scale    float64
+		foundInf bool
+		ok       bool
+	}{
+		{"clean step", 1024, false, true},
+		{"step with inf", 3, true, true},
+		{"float32 max", math.MaxFloat32, false, true},
+		{"zero", 0, false, false},
+		{"negative", -2, false, false},
+		{"NaN", math.NaN(), false, false},
+		{"past float32", math.MaxFloat32 * 2, false, false},
+	}
+	for _, tc := range tests {
+		s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 8, GrowthInterval: 4})
+		s.Update() // one clean step: growth tracker 1
+		p := vram.Ones(vram.Shape{2}).SetRequiresGrad(true)
+		g := 1.0
+		if tc.foundInf {
+			g = math.Inf(1)
+		}
+		p.SetGrad(vram.Full(vram.Shape{2}, g))
+		if _, err := s.Unscale([]*vram.Tensor{p}); err != nil {
+			t.Fatal(err)
+		}
+		before := s.State()
+		err := s.UpdateTo(tc.scale)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, vram.ErrArgument)) {
+			t.Errorf("%s: UpdateTo(%v) = %v", tc.name, tc.scale, err)
+		}
+		want := before
+		if tc.ok {
+			want.Scale = tc.scale
+		}
+		if s.State() != want {
+			t.Errorf("%s: state %+v, want %+v", tc.name, s.State(), want)
+		}
+		// A new step starts only after a successful UpdateTo.
+		_, err = s.Unscale([]*vram.Tensor{p})
+		if tc.ok != (err == nil) {
+			t.Errorf("%s: Unscale after UpdateTo: %v", tc.name, err)
+		}
+		p.Release()
+	}
+	off, _ := amp.NewGradScaler(amp.GradScalerConfig{Disabled: true})
+	if err := off.UpdateTo(-1); err != nil || off.CurrentScale() != 1 {
+		t.Errorf("disabled UpdateTo: %v, scale %v", err, off.CurrentScale())
+	}
+}

@@ -371,6 +371,24 @@ func (s *GradScaler) Update() {
 	s.reset()
 }
 
+// UpdateTo ends a step as [GradScaler.Update] does, but sets the scale to
+// scale instead of adapting it (PyTorch's update(new_scale)): whether the
+// step found inf or NaN gradients does not matter, and the count of clean
+// steps toward growth is left as it was. It returns an error wrapping
+// vram.ErrArgument, changing nothing, unless scale is positive and within
+// float32's range. A disabled scaler ignores it.
+func (s *GradScaler) UpdateTo(scale float64) error {
+	if s.disabled {
+		return nil
+	}
+	if !(scale > 0 && scale <= maxScale) {
+		return fmt.Errorf("amp: GradScaler.UpdateTo: scale must be positive and at most float32's largest value %g, got %v: %w", float64(maxScale), scale, vram.ErrArgument)
+	}
+	s.st.Scale = scale
+	s.reset()
+	return nil
+}
+
 // reset starts a step.
 func (s *GradScaler) reset() {
 	s.unscaled = map[*vram.Tensor]unscaled{}
