@@ -10,10 +10,13 @@ type autocastState struct {
 	cache map[*Tensor]cachedCast
 }
 
-// cachedCast is a weight's low-precision copy and the weight's storage
-// version when it was made: a copy older than the weight is made again.
+// cachedCast is a weight's low-precision copy with the weight's storage
+// and its version when it was made: a copy older than the weight, or of a
+// storage the weight no longer has (moved by MoveTo, converted by
+// CastInPlace), is made again.
 type cachedCast struct {
 	t       *Tensor
+	st      *storage
 	version uint64
 }
 
@@ -37,8 +40,9 @@ type cachedCast struct {
 // is Float16 or BFloat16.
 //
 // A weight changed in place inside the region (an optimizer step, which
-// PyTorch asks to make outside) is cast again at its next use: a cached
-// copy is never older than its weight.
+// PyTorch asks to make outside, or a [Tensor.MoveTo] or
+// [Tensor.CastInPlace]) is cast again at its next use: a cached copy is
+// never older than its weight.
 func Autocast(dt DType, fn func()) {
 	if dt != Float16 && dt != BFloat16 {
 		fail("autocast", ErrDType, "autocast runs products in float16 or bfloat16, got %v", dt)
@@ -114,13 +118,13 @@ func autocastLow(ts ...*Tensor) ([]*Tensor, func()) {
 		}
 		t.live("autocast")
 		if t.dtype == Float32 && t.ref.node == nil && t.requiresGrad.Load() && !g.gradOff && g.inference == 0 {
-			v := t.ref.st.version.Load()
+			s, v := t.ref.st, t.ref.st.version.Load()
 			c, ok := st.cache[t]
-			if !ok || c.version != v {
+			if !ok || c.st != s || c.version != v {
 				if ok {
 					c.t.Release() // graphs that use the old copy keep their own reference
 				}
-				c = cachedCast{t: Keep(t.Cast(st.dt)), version: v}
+				c = cachedCast{t: Keep(t.Cast(st.dt)), st: s, version: v}
 				st.cache[t] = c
 			}
 			out[i] = c.t

@@ -202,3 +202,56 @@ func TestAutocastNestedRegionsShareCasts(t *testing.T) {
 		}
 	}
 }
+
+// TestAutocastRecastsReplacedWeights: a weight given a new storage inside
+// the region (moved with MoveTo, converted with CastInPlace) is not served
+// the copy of its old storage, whose version may even match.
+func TestAutocastRecastsReplacedWeights(t *testing.T) {
+	tests := []struct {
+		name   string
+		update func(w, x *Tensor) (*Tensor, Device, DType) // the new x, w's device and dtype
+	}{
+		{"moved", func(w, x *Tensor) (*Tensor, Device, DType) {
+			w.MoveTo(Sim(0))
+			return x.To(Sim(0)), Sim(0), Float32
+		}},
+		{"cast in place and scaled", func(w, x *Tensor) (*Tensor, Device, DType) {
+			NoGrad(func() {
+				w.CastInPlace(BFloat16)
+				w.MulScalarInPlace(2)
+			})
+			return x.Clone(), CPU, BFloat16
+		}},
+	}
+	for _, tc := range tests {
+		w := Ones(Shape{2, 2}, WithGrad())
+		x := Ones(Shape{2, 2})
+		var err error
+		Autocast(Float16, func() {
+			err = Catch(func() {
+				Tidy(func() {
+					x.MatMul(w).Sum().Backward()
+					w.ZeroGrad()
+					x2, dev, dt := tc.update(w, x)
+					want := float32(2)
+					if tc.name != "moved" {
+						want = 4
+					}
+					y := x2.MatMul(w)
+					if y.Device() != dev || y.Float32s()[0] != want {
+						t.Errorf("%s: product on %v = %v, want %v on %v", tc.name, y.Device(), y.Float32s(), want, dev)
+					}
+					y.Sum().Backward()
+					if g := w.Grad(); g == nil || g.Device() != dev || g.DType() != dt {
+						t.Errorf("%s: weight gradient %v, want %v on %v", tc.name, g, dt, dev)
+					}
+				})
+			})
+		})
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		w.Release()
+		x.Release()
+	}
+}
