@@ -43,6 +43,10 @@
 //     BatchNorm2d normalizes a 16-bit input with float32 statistics and
 //     parameters and returns the input's dtype, as cuDNN's does).
 //
+// [NoAutocast] suspends the region for a block that needs full precision
+// (torch.autocast with enabled=False): inside it ops run in their inputs'
+// dtypes, so the block casts its 16-bit inputs itself.
+//
 // Backward runs outside the region's rules: gradients come back in the
 // dtypes the forward pass used, and reach float32 weights as float32.
 // bfloat16 has float32's range, so it needs no GradScaler; a scaler made
