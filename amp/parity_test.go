@@ -470,3 +470,48 @@ func TestGradScalerUpdateTo(t *testing.T) {
 		t.Errorf("disabled UpdateTo: %v, scale %v", err, off.CurrentScale())
 	}
 }
+
+// TestGradScalerTiedParameters: a parameter listed twice (a weight tied
+// between two modules whose parameter lists are joined) is unscaled once,
+// by Unscale and by Step, through the fused kernel and the composed ops.
+func TestGradScalerTiedParameters(t *testing.T) {
+	tests := []struct {
+		name    string
+		strided bool // a non-contiguous gradient takes the composed path
+		unscale bool // Unscale before Step
+	}{
+		{"Unscale, contiguous", false, true},
+		{"Unscale, strided", true, true},
+		{"Step, contiguous", false, false},
+		{"Step, strided", true, false},
+	}
+	for _, d := range devices {
+		for _, tc := range tests {
+			vram.Tidy(func() {
+				s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 4})
+				p := vram.Ones(vram.Shape{2, 2}, d).SetRequiresGrad(true)
+				g := vram.Full(vram.Shape{2, 2}, 8, d)
+				if tc.strided {
+					g = g.MT()
+				}
+				p.SetGrad(g)
+				opt, _ := optim.NewSGD([]*vram.Tensor{p}, optim.SGDConfig{LR: 1})
+				params := []*vram.Tensor{p, p}
+				if tc.unscale {
+					if _, err := s.Unscale(params); err != nil {
+						t.Fatal(err)
+					}
+					if got := p.Grad().Float32s(); got[0] != 2 {
+						t.Errorf("%v %s: unscaled gradient %v, want 2s", d, tc.name, got)
+					}
+				}
+				if !s.Step(opt, params) {
+					t.Fatalf("%v %s: Step skipped", d, tc.name)
+				}
+				if got := p.Float32s(); got[0] != -1 {
+					t.Errorf("%v %s: parameter %v after the step, want 1 - 8/4 = -1s", d, tc.name, got)
+				}
+			})
+		}
+	}
+}

@@ -155,7 +155,8 @@ func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor {
 
 // Unscale divides the gradient of every parameter in params by the scale,
 // in place, and reports whether any gradient holds inf or NaN (or
-// overflows when unscaled); parameters without a gradient are skipped.
+// overflows when unscaled); parameters without a gradient are skipped, and
+// a parameter listed twice (a weight tied between modules) is unscaled once.
 // Call it before clipping gradients; Step then does not unscale again.
 // Per device, the contiguous floating-point gradients are unscaled and
 // checked by one fused kernel ([backend.FusedUnscale]: one CUDA launch for
@@ -188,11 +189,13 @@ func (s *GradScaler) Unscale(params []*vram.Tensor) (foundInf bool, err error) {
 		vram.Tidy(func() {
 			var devs []vram.Device
 			byDev := map[vram.Device][]*vram.Tensor{}
+			seen := map[*vram.Tensor]bool{} // a gradient listed twice (a tied weight) is unscaled once
 			for _, p := range params {
 				g := p.Grad()
-				if g == nil {
+				if g == nil || seen[g] {
 					continue
 				}
+				seen[g] = true
 				if _, ok := byDev[g.Device()]; !ok {
 					devs = append(devs, g.Device())
 				}
