@@ -4,9 +4,11 @@ package vram
 type autocastState struct {
 	dt DType
 	// cache holds the low-precision copy of each float32 leaf that
-	// requires grad (a weight), made once per region and recorded as a
-	// cast so that gradients reach the float32 master. It is released
-	// when the region ends.
+	// requires grad (a weight), made once per region without a graph.
+	// Each use gets a view of it recorded as a cast of its own, so that
+	// gradients reach the float32 master and graphs that share the copy
+	// (micro-batches accumulating gradients, each with its own Backward)
+	// share no node. It is released when the region ends.
 	cache map[*Tensor]cachedCast
 }
 
@@ -97,8 +99,8 @@ func AutocastDType() (DType, bool) {
 }
 
 // autocastLow returns the operands of a product converted to the region's
-// low dtype, and a function that releases the conversions it made (not the
-// cached ones). As in PyTorch, every float32, float16 and bfloat16 operand
+// low dtype, and a function that releases the conversions it made and the
+// views of cached ones (not the cached copies). As in PyTorch, every float32, float16 and bfloat16 operand
 // not already in the low dtype is converted (a float16 activation in a
 // bfloat16 region becomes bfloat16); float64 and non-float ones are not
 // eligible. Only float32 weights are cached. Outside a region it returns
@@ -124,10 +126,16 @@ func autocastLow(ts ...*Tensor) ([]*Tensor, func()) {
 				if ok {
 					c.t.Release() // graphs that use the old copy keep their own reference
 				}
-				c = cachedCast{t: Keep(t.Cast(st.dt)), st: s, version: v}
+				var low *Tensor
+				NoGrad(func() { low = t.Cast(st.dt) })
+				c = cachedCast{t: Keep(low), st: s, version: v}
 				st.cache[t] = c
 			}
-			out[i] = c.t
+			u := c.t.view(c.t.shape, c.t.strides, c.t.offset)
+			src := t.dtype
+			record("cast", u, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Cast(src)} })
+			temps = append(temps, u)
+			out[i] = u
 			continue
 		}
 		c := t.Cast(st.dt)

@@ -255,3 +255,38 @@ func TestAutocastRecastsReplacedWeights(t *testing.T) {
 		x.Release()
 	}
 }
+
+// TestAutocastCachedWeightInSeveralBackwards: graphs that share a weight's
+// cached copy, each with its own Backward inside the region (gradient
+// accumulation over micro-batches, as PyTorch allows), all reach the
+// weight, in nested regions of one dtype too.
+func TestAutocastCachedWeightInSeveralBackwards(t *testing.T) {
+	tests := []struct {
+		name   string
+		region func(fn func())
+	}{
+		{"one region", func(fn func()) { Autocast(Float16, fn) }},
+		{"nested regions", func(fn func()) { Autocast(Float16, func() { Autocast(Float16, fn) }) }},
+		{"bfloat16", func(fn func()) { Autocast(BFloat16, fn) }},
+	}
+	for _, tc := range tests {
+		for _, d := range []Device{CPU, Sim(0)} {
+			w := Ones(Shape{2, 2}, d, WithGrad())
+			x := Ones(Shape{3, 2}, d)
+			err := Catch(func() {
+				tc.region(func() {
+					for range 3 {
+						Tidy(func() { Linear(x, w, nil).Sum().Backward() })
+					}
+				})
+			})
+			if err != nil {
+				t.Errorf("%s on %v: %v", tc.name, d, err)
+			} else if g := w.Grad(); g == nil || g.DType() != Float32 || g.Float32s()[0] != 9 {
+				t.Errorf("%s on %v: weight gradient %v, want float32 9s", tc.name, d, g)
+			}
+			w.Release()
+			x.Release()
+		}
+	}
+}

@@ -282,9 +282,10 @@ func handOff(t *vram.Tensor, d vram.Device) *vram.Tensor {
 
 // timed runs fn as one step of stage s and records its time, the step
 // ending when the stage's device has finished it. Inside the caller's
-// autocast region (which the stage's goroutine inherits) each step gets
-// a region of its own, so that no cast of a weight is shared by the
-// graphs of two micro-batches, each with its own backward.
+// autocast region (which the stage's goroutine inherits) each step runs
+// in a region of that dtype; the micro-batches' graphs share the stage's
+// cast of each weight, each use recorded on its own, so that each
+// micro-batch's backward reaches the weight.
 func (r *pipeRun) timed(s int, backward bool, fn func()) {
 	begin := time.Since(r.start)
 	if dt, ok := vram.AutocastDType(); ok {
