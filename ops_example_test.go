@@ -131,3 +131,22 @@ func ExampleTensor_Softplus() {
 	fmt.Printf("%.4f\n", x.Softplus(1, 20).Float64s())
 	// Output: [0.6931 30.0000]
 }
+
+func ExampleScaledDotProductAttention() {
+	// Queries that score every key alike spread their attention evenly
+	// over the keys the causal mask lets them see: query i averages
+	// values 0..i.
+	q := vram.Zeros(vram.Shape{3, 2})
+	k := vram.Randn(vram.Shape{3, 2})
+	v := vram.FromSlice([]float32{1, 2, 3}, vram.Shape{3, 1})
+	out := vram.ScaledDotProductAttention(q, k, v, vram.AttentionOptions{Causal: true})
+	fmt.Println(out.Shape(), out.Float64s())
+
+	// A bool mask says which keys each query may use (true = attend).
+	mask := vram.FromSlice([]bool{false, true, true}, vram.Shape{3})
+	out = vram.ScaledDotProductAttention(q, k, v, vram.AttentionOptions{Mask: mask})
+	fmt.Println(out.Float64s())
+	// Output:
+	// [3, 1] [1 1.5 2]
+	// [2.5 2.5 2.5]
+}

@@ -1,0 +1,187 @@
+package vram
+
+import (
+	"math"
+	"slices"
+)
+
+// AttentionOptions are the optional arguments of
+// [ScaledDotProductAttention]. The zero value is PyTorch's default: no
+// mask, no dropout, not causal, scale 1/sqrt(E).
+type AttentionOptions struct {
+	// Mask is nil or PyTorch's attn_mask, broadcast to the scores
+	// [..., L, S]: either bool, true where a query may attend to a key
+	// (the mask only selects, it never grows the batch), or
+	// floating-point, added to the scores (-Inf excludes a key).
+	Mask *Tensor
+	// DropoutP is the probability of dropping each attention weight
+	// (dropout_p), in [0, 1]; the weights kept are scaled by 1/(1-P). As
+	// in PyTorch's functional form it applies whenever it is not zero:
+	// pass 0 in evaluation.
+	DropoutP float64
+	// Causal applies a lower-triangular mask aligned to the upper left
+	// (is_causal): query i attends to keys 0..i. It cannot be combined
+	// with Mask.
+	Causal bool
+	// Scale multiplies q·kᵀ; 0 means 1/sqrt(E), PyTorch's default.
+	Scale float64
+	// Generator draws the dropout masks; nil means vram's default
+	// generator.
+	Generator *Generator
+}
+
+// ScaledDotProductAttention returns softmax(q·kᵀ·scale + mask)·v, with
+// dropout on the weights, as torch.nn.functional.scaled_dot_product_attention
+// does: q is [..., L, E], k [..., S, E] and v [..., S, Ev], their batch
+// dimensions broadcast, and the result is [..., L, Ev]. It is composed
+// from matrix products, a masked fill and a softmax, so it runs and
+// differentiates on every device and inside [Autocast].
+//
+// A query whose keys are all masked gets a row of zero weights, and so a
+// zero output, as PyTorch's math implementation gives it, rather than NaN.
+//
+// It panics with [ErrShape] for operands of fewer than 2 dimensions, for
+// sizes that do not match (k's E, v's S, batch dimensions that do not
+// broadcast) and for a mask that does not broadcast to the scores; with
+// [ErrDType] for operands that are not floating-point of one dtype or a
+// mask that is neither bool nor floating-point; with [ErrArgument] for a
+// DropoutP outside [0, 1], a Scale that is not finite, or both Mask and
+// Causal (as PyTorch refuses them); and with [ErrDevice] for operands on
+// different devices.
+func ScaledDotProductAttention(q, k, v *Tensor, o AttentionOptions) *Tensor {
+	out, _ := attention(q, k, v, o, false)
+	return out
+}
+
+// ScaledDotProductAttentionWeights is [ScaledDotProductAttention] that
+// also returns the attention weights [..., L, S] that multiplied v (after
+// dropout), as PyTorch's MultiheadAttention returns them with need_weights.
+// The caller owns and releases both.
+func ScaledDotProductAttentionWeights(q, k, v *Tensor, o AttentionOptions) (out, weights *Tensor) {
+	return attention(q, k, v, o, true)
+}
+
+// attention computes scaled dot-product attention, and returns the
+// weights too when want is set.
+func attention(q, k, v *Tensor, o AttentionOptions, want bool) (out, weights *Tensor) {
+	const op = "scaled_dot_product_attention"
+	defer asOp(op)
+	notNil(op, q, k, v)
+	ts := []*Tensor{q, k, v}
+	if o.Mask != nil {
+		ts = append(ts, o.Mask)
+	}
+	_, held := sameDevice(op, ts...)
+	defer held.unpin()
+	for _, t := range ts {
+		t.live(op)
+	}
+	if len(q.shape) < 2 || len(k.shape) < 2 || len(v.shape) < 2 {
+		fail(op, ErrShape, "query, key and value need at least 2 dimensions ([..., L, E], [..., S, E], [..., S, Ev]), got shapes %v, %v and %v",
+			Shape(q.shape), Shape(k.shape), Shape(v.shape))
+	}
+	if !q.dtype.IsFloat() || k.dtype != q.dtype || v.dtype != q.dtype {
+		fail(op, ErrDType, "query, key and value must be floating-point of one dtype, got %s, %s and %s", q.dtype, k.dtype, v.dtype)
+	}
+	nq, nk, nv := len(q.shape), len(k.shape), len(v.shape)
+	e, l, s := q.shape[nq-1], q.shape[nq-2], k.shape[nk-2]
+	switch {
+	case k.shape[nk-1] != e:
+		fail(op, ErrShape, "key's last dimension %d must equal query's %d (shapes %v and %v)", k.shape[nk-1], e, Shape(q.shape), Shape(k.shape))
+	case v.shape[nv-2] != s:
+		fail(op, ErrShape, "value's sequence length %d must equal key's %d (shapes %v and %v)", v.shape[nv-2], s, Shape(k.shape), Shape(v.shape))
+	}
+	batch := broadcastShapes(op, q.shape[:nq-2], k.shape[:nk-2], v.shape[:nv-2])
+	scores := append(slices.Clone(batch), l, s)
+	if m := o.Mask; m != nil {
+		if m.dtype != Bool && !m.dtype.IsFloat() {
+			fail(op, ErrDType, "mask must be bool or floating-point, got %s", m.dtype)
+		}
+		if o.Causal {
+			fail(op, ErrArgument, "a mask and Causal cannot both be given; fold the causal mask into Mask")
+		}
+		if b := broadcastShapes(op, m.shape, scores); !slices.Equal(b, scores) {
+			fail(op, ErrShape, "mask of shape %v does not broadcast to the attention scores %v", Shape(m.shape), Shape(scores))
+		}
+	}
+	if !(o.DropoutP >= 0 && o.DropoutP <= 1) {
+		fail(op, ErrArgument, "dropout probability must be in [0, 1], got %v", o.DropoutP)
+	}
+	if math.IsNaN(o.Scale) || math.IsInf(o.Scale, 0) {
+		fail(op, ErrArgument, "scale must be finite, got %v", o.Scale)
+	}
+	scale := o.Scale
+	if scale == 0 {
+		scale = 1 / math.Sqrt(float64(max(e, 1)))
+	}
+	Tidy(func() {
+		// Scaling q rather than the scores keeps 16-bit products in range
+		// and costs L·E multiplications rather than L·S.
+		a := q.MulScalar(scale).MatMul(k.MT())
+		masked := o.Causal || o.Mask != nil
+		switch {
+		case o.Causal:
+			var future *Tensor
+			NoGrad(func() {
+				rows := Arange(0, float64(l), 1, Int64, q.Device()).Unsqueeze(1)
+				cols := Arange(0, float64(s), 1, Int64, q.Device())
+				future = cols.Gt(rows)
+			})
+			a = a.MaskedFill(future, math.Inf(-1))
+		case o.Mask != nil && o.Mask.dtype == Bool:
+			a = a.MaskedFill(o.Mask.LogicalNot(), math.Inf(-1))
+		case o.Mask != nil:
+			a = a.Add(o.Mask.Cast(a.dtype))
+		}
+		var dead *Tensor
+		if masked && s > 0 && a.NumElements() > 0 {
+			// Rows with every key excluded: softmax would give NaN.
+			// Their scores become 0 before it and their weights 0 after
+			// it, so that neither the values nor the gradients see NaN.
+			NoGrad(func() { dead = a.MaxKeepDim(-1).EqScalar(math.Inf(-1)) })
+			a = a.MaskedFill(dead, 0)
+		}
+		p := a.Softmax(-1)
+		if dead != nil {
+			p = p.MaskedFill(dead, 0)
+		}
+		if o.DropoutP > 0 {
+			p = attentionDropout(p, o.DropoutP, o.Generator)
+		}
+		out = Keep(p.MatMul(v))
+		if want {
+			weights = Keep(p)
+		}
+	})
+	track(out) // by the caller's Tidy, which Keep took it from
+	if weights != nil {
+		track(weights)
+	}
+	return out, weights
+}
+
+// attentionDropout returns p with each element zeroed with probability
+// prob and the others scaled by 1/(1-prob), the masks drawn from g.
+func attentionDropout(p *Tensor, prob float64, g *Generator) *Tensor {
+	if prob == 1 {
+		return p.MulScalar(0)
+	}
+	dt := Float32
+	if p.dtype == Float64 {
+		dt = Float64
+	}
+	var mask *Tensor
+	NoGrad(func() {
+		mask = Rand(p.shape, p.Device(), dt, WithGenerator(g)).GeScalar(prob).Cast(p.dtype)
+		mask.MulScalarInPlace(1 / (1 - prob))
+	})
+	return p.Mul(mask)
+}
+
+// GeneratorOf returns the generator that a [WithGenerator] option among
+// opts names (the last one wins), or nil when there is none, which means
+// vram's default generator. Layers that draw random values after they are
+// made (dropout) use it to honour the options they were made with.
+func GeneratorOf(opts ...Option) *Generator {
+	return resolve(Float32, opts).gen
+}
