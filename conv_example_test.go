@@ -61,3 +61,13 @@ func ExampleMaxPool2dWithIndices() {
 	// [1, 1, 2, 3] [5 8 9 7 6 1]
 	// [1 7 4 10 12 14]
 }
+
+func ExampleConv1d() {
+	// A moving sum of width 2 over a sequence of one channel, padded with
+	// "same" (the odd zero goes on the right, as PyTorch pads).
+	x := vram.FromSlice([]float32{1, 2, 3, 4}, vram.Shape{1, 1, 4}) // [N, C, L]
+	w := vram.Ones(vram.Shape{1, 1, 2})                             // [O, C, K]
+	y := vram.Conv1d(x, w, nil, vram.Conv1dParams{Same: true})
+	fmt.Println(y.Shape(), y.Float64s())
+	// Output: [1, 1, 4] [3 5 7 4]
+}

@@ -763,3 +763,85 @@ func accumulates(cv backend.Convolver, ds *devState, into *Tensor, dt DType, sha
 	}
 	return isDense(into.shape, into.strides, f) && (f != ChannelsLast || stridesLikeChannelsLast(into.shape, into.strides))
 }
+
+// Conv1dParams describes a 1-D convolution ([Conv1d]). The zero value is
+// PyTorch's default: stride 1, no padding, dilation 1, one group.
+type Conv1dParams struct {
+	Stride   int // 0 means 1
+	Padding  int // zeros added on each side of the input
+	Dilation int // spacing of the kernel's taps; 0 means 1
+	Groups   int // 0 means 1; divides the input and output channels
+	// Same pads the input so that the output keeps its length (PyTorch's
+	// padding="same"; padding="valid" is the zero Padding), as
+	// [Conv2dParams].Same does along one axis: it needs stride 1 and no
+	// Padding.
+	Same bool
+}
+
+// conv2d returns p as the parameters of the 2-D convolution over [N, C,
+// 1, L] that computes it.
+func (p Conv1dParams) conv2d() Conv2dParams {
+	return Conv2dParams{
+		Stride:   [2]int{1, p.Stride},
+		Padding:  [2]int{0, p.Padding},
+		Dilation: [2]int{1, p.Dilation},
+		Groups:   p.Groups,
+		Same:     p.Same,
+	}
+}
+
+// Conv1d returns the 1-D convolution (cross-correlation) of x [N, C, L]
+// with weight [O, C/Groups, K], plus bias [O] when it is not nil, of shape
+// [N, O, OL] with OL = (L + 2·Padding - Dilation·(K-1) - 1)/Stride + 1
+// (torch.nn.functional.conv1d), or OL = L with p.Same. x may also be
+// [C, L], giving [O, OL]. It runs as [Conv2d] over a height of one, with
+// that function's devices, autocast and errors: a weight that is not 3-D
+// or whose channels do not match x's, or a kernel longer than the padded
+// input, panics with [ErrShape], a bad parameter with [ErrArgument].
+func Conv1d(x, weight, bias *Tensor, p Conv1dParams) *Tensor {
+	const op = "conv1d"
+	defer asOp(op)
+	notNil(op, x, weight)
+	x.live(op)
+	weight.live(op)
+	if len(x.shape) != 2 && len(x.shape) != 3 {
+		fail(op, ErrShape, "input must be [N, C, L] or [C, L], got shape %v", Shape(x.shape))
+	}
+	if len(weight.shape) != 3 {
+		fail(op, ErrShape, "weight must be [out_channels, in_channels/groups, kernel], got shape %v", Shape(weight.shape))
+	}
+	p.check(op, x.shape, weight.shape)
+	x4 := x.Unsqueeze(-2)
+	defer x4.Release()
+	w4 := weight.Unsqueeze(-2)
+	defer w4.Release()
+	y := Conv2d(x4, w4, bias, p.conv2d())
+	defer y.Release()
+	return y.Squeeze(-2)
+}
+
+// check panics, naming op, with ErrArgument for a negative or
+// contradictory parameter of p and with ErrShape for a weight of shape
+// ws [O, C/Groups, K] that does not fit an input of shape xs [N, C, L] or
+// [C, L], so that a 1-D convolution's errors speak of its own shapes
+// rather than of the 2-D convolution that computes it.
+func (p Conv1dParams) check(op string, xs, ws []int) {
+	switch {
+	case p.Stride < 0 || p.Dilation < 0 || p.Padding < 0 || p.Groups < 0:
+		fail(op, ErrArgument, "stride %d, dilation %d, padding %d and groups %d must not be negative", p.Stride, p.Dilation, p.Padding, p.Groups)
+	case p.Same && p.Stride > 1:
+		fail(op, ErrArgument, "padding \"same\" needs stride 1, got stride %d", p.Stride)
+	case p.Same && p.Padding != 0:
+		fail(op, ErrArgument, "padding \"same\" computes the padding itself; got padding %d too", p.Padding)
+	}
+	groups, dilation := max(p.Groups, 1), max(p.Dilation, 1)
+	c, l := xs[len(xs)-2], xs[len(xs)-1]
+	switch {
+	case ws[0]%groups != 0 || ws[1]*groups != c:
+		fail(op, ErrShape, "weight %v with groups %d expects input with %d channels and out_channels divisible by the groups, got input %v",
+			Shape(ws), groups, ws[1]*groups, Shape(xs))
+	case !p.Same && float64(dilation)*float64(ws[2]-1)+1 > float64(l)+2*float64(p.Padding):
+		fail(op, ErrShape, "kernel %d (dilation %d) is longer than the padded input %d (input %v, padding %d)",
+			ws[2], dilation, l+2*p.Padding, Shape(xs), p.Padding)
+	}
+}
