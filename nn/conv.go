@@ -8,9 +8,10 @@ import (
 	"github.com/vramgo/vram"
 )
 
-// ConvOptions are the settings of [NewConv2d] and [NewConvTranspose2d]
-// besides the channels and the kernel size. The zero value is PyTorch's
-// default: stride 1, no padding, dilation 1, one group, with a bias.
+// ConvOptions are the settings of [NewConv2d], [NewConvTranspose2d] and
+// [NewConv1d] besides the channels and the kernel size. The zero value is
+// PyTorch's default: stride 1, no padding, dilation 1, one group, with a
+// bias.
 type ConvOptions struct {
 	Stride   int // 0 means 1
 	Padding  int // zeros added on each side
@@ -149,6 +150,50 @@ func (l *Conv2d) ForwardAct(x *vram.Tensor, act vram.Activation) *vram.Tensor {
 		return vram.Conv2d(x, w, b, l.Params)
 	}
 	return vram.Conv2dAct(x, w, b, l.Params, act)
+}
+
+// Conv1d is a 1-D convolution layer (torch.nn.Conv1d) over inputs
+// [N, C, L] (or [C, L]); see [vram.Conv1d].
+type Conv1d struct {
+	Base
+	// Weight is [out, in/groups, kernel].
+	Weight *vram.Tensor
+	// Bias is [out], or nil with ConvOptions.NoBias.
+	Bias *vram.Tensor
+	// Params are the convolution's stride, padding, dilation and groups.
+	Params vram.Conv1dParams
+}
+
+// NewConv1d returns a Conv1d layer from in to out channels with a kernel
+// of the given length, initialised as PyTorch does (weight and bias
+// uniform in ±1/sqrt(in/groups·kernel)). Of o, the int fields, NoBias,
+// PaddingSame and PaddingMode apply; the per-axis pairs and OutputPadding,
+// which are 2-D settings, must be zero. opts (device, dtype, generator) go
+// to vram's factory functions. Bad sizes or options panic with an
+// *vram.Error of kind vram.ErrArgument.
+func NewConv1d(in, out, kernel int, o ConvOptions, opts ...vram.Option) *Conv1d {
+	const op = "conv1d"
+	var zero [2]int
+	if o.KernelHW != zero || o.StrideHW != zero || o.PaddingHW != zero || o.DilationHW != zero ||
+		o.OutputPadding != 0 || o.OutputPaddingHW != zero {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: "per-axis pairs (KernelHW, StrideHW, ...) and OutputPadding are 2-D settings; Conv1d takes Stride, Padding, Dilation and Groups"})
+	}
+	p, _ := o.params(op, in, out, kernel, false)
+	l := &Conv1d{Params: vram.Conv1dParams{Stride: p.Stride[1], Padding: p.Padding[1], Dilation: p.Dilation[1], Groups: p.Groups, Same: p.Same}}
+	bound := 1 / math.Sqrt(float64(in/p.Groups*kernel))
+	l.Weight = uniformParam(vram.Shape{out, in / p.Groups, kernel}, bound, opts)
+	l.RegisterParameter("weight", l.Weight)
+	if !o.NoBias {
+		l.Bias = uniformParam(vram.Shape{out}, bound, opts)
+		l.RegisterParameter("bias", l.Bias)
+	}
+	return l
+}
+
+// Forward returns the convolution of x ([vram.Conv1d]).
+func (l *Conv1d) Forward(x *vram.Tensor) *vram.Tensor {
+	return vram.Conv1d(x, l.Weight, l.Bias, l.Params)
 }
 
 // ConvTranspose2d is a 2-D transposed convolution layer

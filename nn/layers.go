@@ -471,3 +471,18 @@ func (s *Sequential) Forward(x *vram.Tensor) *vram.Tensor {
 	}
 	return cur
 }
+
+// Identity passes its input through (torch.nn.Identity): a placeholder
+// where a model expects a layer, such as a classifier head removed for
+// feature extraction.
+type Identity struct{ Base }
+
+// NewIdentity returns an Identity module.
+func NewIdentity() *Identity { return &Identity{} }
+
+// Forward returns a new reference to x, which the caller releases like
+// any other result; x itself stays the caller's.
+func (*Identity) Forward(x *vram.Tensor) *vram.Tensor {
+	notNil("identity", x)
+	return identity(x)
+}
