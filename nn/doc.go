@@ -5,7 +5,10 @@
 // [Softplus], [Hardtanh], [Hardswish], [Sigmoid], [Tanh], [Softmax],
 // [LogSoftmax]), and for convolutional networks [Conv2d], [ConvTranspose2d],
 // [BatchNorm2d], [MaxPool2d], [AvgPool2d], [AdaptiveAvgPool2d],
-// [AdaptiveMaxPool2d], [Flatten], [Dropout2d]), containers
+// [AdaptiveMaxPool2d], [Flatten], [Dropout2d], for sequence models
+// [MultiheadAttention] (PyTorch's state-dict names, masks and weights;
+// built on [vram.ScaledDotProductAttention]) and [Conv1d], and [Identity]
+// as a placeholder), containers
 // ([Sequential]), loss functions ([CrossEntropyLoss], [MSELoss],
 // [KLDivLoss], [CosineEmbeddingLoss], ..., and
 // their forms with PyTorch's options, such as [CrossEntropyLossWith] with
@@ -45,6 +48,23 @@
 // Simple functions become modules through [Func]. [Replicate] copies such
 // a module, unexported fields and all, to another device (data parallelism
 // makes one replica per device with it).
+//
+// # Sequence models
+//
+// [MultiheadAttention] is torch.nn.MultiheadAttention: its parameters carry
+// PyTorch's names and shapes, so a state dict saved by PyTorch loads with
+// [Load]. Forward is self-attention without masks; [MultiheadAttention.ForwardQKV]
+// takes separate queries, keys and values, a key padding mask and an
+// attention mask (bool masks are true where attention is NOT allowed, as
+// in PyTorch, unlike [vram.ScaledDotProductAttention]'s), and returns the
+// attention weights too:
+//
+//	mha := nn.NewMultiheadAttention(512, 8, nn.MultiheadAttentionOptions{BatchFirst: true})
+//	out, weights := mha.ForwardQKV(x, x, x, nn.MultiheadForwardOptions{KeyPaddingMask: pad, Causal: true})
+//
+// [Conv1d] convolves sequences [N, C, L]; [Identity] stands in for a layer
+// removed from a model. The examples of MultiheadAttention, NewConv1d and
+// Identity show each at work.
 //
 // # Memory
 //

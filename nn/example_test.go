@@ -158,3 +158,48 @@ func ExampleBCEWithLogitsLossWith() {
 	// Output:
 	// [2.0794 0.6931]
 }
+
+func ExampleMultiheadAttention() {
+	g := vram.WithGenerator(vram.NewGenerator(0))
+	mha := nn.NewMultiheadAttention(8, 2, nn.MultiheadAttentionOptions{BatchFirst: true}, g)
+	for _, p := range mha.NamedParameters() {
+		fmt.Println(p.Name, p.Tensor.Shape()) // PyTorch's state-dict names
+	}
+
+	// Two sequences of 3 tokens; the second one's last token is padding.
+	x := vram.Randn(vram.Shape{2, 3, 8}, g)
+	pad := vram.FromSlice([]bool{false, false, false, false, false, true}, vram.Shape{2, 3})
+	out, weights := mha.ForwardQKV(x, x, x, nn.MultiheadForwardOptions{KeyPaddingMask: pad, Causal: true})
+	fmt.Println(out.Shape(), weights.Shape())
+	// Causal: the first token sees only itself, the second the first two.
+	w := weights.Float64s()
+	fmt.Printf("%.0f %.0f %.0f\n", w[0], w[1], w[2])
+	fmt.Printf("%.0f\n", w[9+3]+w[9+4]) // second sequence, second token
+	fmt.Printf("%.0f\n", w[9+8])        // its third token never sees the padding
+	// Output:
+	// in_proj_weight [24, 8]
+	// in_proj_bias [24]
+	// out_proj.weight [8, 8]
+	// out_proj.bias [8]
+	// [2, 3, 8] [2, 3, 3]
+	// 1 0 0
+	// 1
+	// 0
+}
+
+func ExampleNewConv1d() {
+	// A convolution over sequences: [N, C, L] in, [N, O, L] out with
+	// padding "same".
+	conv := nn.NewConv1d(4, 6, 3, nn.ConvOptions{PaddingSame: true}, vram.WithGenerator(vram.NewGenerator(0)))
+	x := vram.Randn(vram.Shape{2, 4, 10})
+	fmt.Println(conv.Weight.Shape(), conv.Forward(x).Shape())
+	// Output: [6, 4, 3] [2, 6, 10]
+}
+
+func ExampleIdentity() {
+	// Identity replaces a layer, here a classifier head, without changing
+	// the model's structure or its other parameters' names.
+	model := nn.NewSequential(nn.NewLinear(4, 2), nn.NewIdentity())
+	fmt.Println(model.Forward(vram.Ones(vram.Shape{3, 4})).Shape(), len(model.Parameters()))
+	// Output: [3, 2] 2
+}
