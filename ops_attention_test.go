@@ -230,3 +230,32 @@ func TestScaledDotProductAttentionDropout(t *testing.T) {
 		}
 	}
 }
+
+// TestScaledDotProductAttentionShapeOnly plans attention with its
+// backward pass on a device that keeps no data, as a user asking whether
+// a transformer fits would.
+func TestScaledDotProductAttentionShapeOnly(t *testing.T) {
+	d := planningDevice(t)
+	tests := []struct {
+		name string
+		opts func() AttentionOptions
+	}{
+		{"causal with dropout", func() AttentionOptions { return AttentionOptions{Causal: true, DropoutP: 0.1} }},
+		{"bool mask", func() AttentionOptions { return AttentionOptions{Mask: Ones(Shape{128, 256}, Bool, d)} }},
+		{"float mask", func() AttentionOptions { return AttentionOptions{Mask: Zeros(Shape{2, 1, 1, 256}, d)} }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				q := Randn(Shape{2, 4, 128, 64}, d, WithGrad())
+				k := Randn(Shape{2, 4, 256, 64}, d, WithGrad())
+				v := Randn(Shape{2, 4, 256, 32}, d)
+				o := ScaledDotProductAttention(q, k, v, tc.opts())
+				o.Sum().Backward()
+				if !slices.Equal(o.Shape(), Shape{2, 4, 128, 32}) || !slices.Equal(k.Grad().Shape(), k.Shape()) {
+					t.Fatalf("output %v, key gradient %v", o.Shape(), k.Grad().Shape())
+				}
+			})
+		})
+	}
+}

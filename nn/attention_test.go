@@ -5,9 +5,11 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/nn"
 )
 
@@ -376,4 +378,71 @@ func TestMultiheadAttentionSaveLoad(t *testing.T) {
 	}
 	x := vram.Randn(vram.Shape{3, 2, 4}, vram.WithGenerator(vram.NewGenerator(3)))
 	checkValues(t, "loaded", b.Forward(x).Float64s(), a.Forward(x).Float64s(), 0)
+}
+
+func TestMultiheadAttentionReleasesEverything(t *testing.T) {
+	dev := vram.Sim(1)
+	m := nn.NewMultiheadAttention(8, 2, nn.MultiheadAttentionOptions{Dropout: 0.1}, dev, vram.WithGenerator(vram.NewGenerator(1)))
+	defer nn.Release(m)
+	x := vram.Randn(vram.Shape{5, 2, 8}, dev)
+	defer x.Release()
+	pad := vram.FromSlice([]bool{false, false, true, false, false, false, false, false, true, true}, vram.Shape{2, 5}, dev)
+	defer pad.Release()
+	fo := nn.MultiheadForwardOptions{KeyPaddingMask: pad, AttnMask: vram.Zeros(vram.Shape{5, 5}, dev), Causal: true}
+	defer fo.AttnMask.Release()
+	for _, grad := range []bool{false, true} {
+		memtest.Settle(dev)
+		base := vram.MemoryAllocated(dev)
+		run := func() {
+			out, w := m.ForwardQKV(x, x, x, fo)
+			if grad {
+				s := out.Sum()
+				s.Backward()
+				s.Release()
+			}
+			out.Release()
+			w.Release()
+		}
+		if grad {
+			run()
+		} else {
+			vram.NoGrad(run)
+		}
+		for _, p := range m.Parameters() {
+			p.ZeroGrad()
+		}
+		if got := vram.MemoryAllocated(dev); got != base {
+			t.Errorf("grad=%v: %d bytes allocated after the step, want %d", grad, got, base)
+		}
+	}
+}
+
+func TestMultiheadAttentionConcurrentForward(t *testing.T) {
+	m := nn.NewMultiheadAttention(8, 2, nn.MultiheadAttentionOptions{BatchFirst: true, Dropout: 0.2},
+		vram.WithGenerator(vram.NewGenerator(1)))
+	x := vram.Randn(vram.Shape{2, 4, 8}, vram.WithGenerator(vram.NewGenerator(2)))
+	m.Eval()
+	want := m.Forward(x).Float64s()
+	m.Train() // dropout draws from the shared generator concurrently
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = vram.Catch(func() {
+				out := m.Forward(x)
+				out.Sum().Backward()
+				out.Release()
+			})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Eval()
+	checkValues(t, "evaluation output", m.Forward(x).Float64s(), want, 0)
 }
