@@ -28,6 +28,11 @@ type AttentionOptions struct {
 	// Generator draws the dropout masks; nil means vram's default
 	// generator.
 	Generator *Generator
+	// EnableGQA allows grouped-query attention (enable_gqa): k and v may
+	// have fewer heads (dimension -3) than q, a number that divides q's,
+	// and each of their heads serves q's heads in consecutive groups, as
+	// repeat_interleave gives them.
+	EnableGQA bool
 }
 
 // ScaledDotProductAttention returns softmax(q·kᵀ·scale + mask)·v, with
@@ -91,7 +96,21 @@ func attention(q, k, v *Tensor, o AttentionOptions, want bool) (out, weights *Te
 	case v.shape[nv-2] != s:
 		fail(op, ErrShape, "value's sequence length %d must equal key's %d (shapes %v and %v)", v.shape[nv-2], s, Shape(k.shape), Shape(v.shape))
 	}
-	batch := broadcastShapes(op, q.shape[:nq-2], k.shape[:nk-2], v.shape[:nv-2])
+	groups := 1
+	if o.EnableGQA && nq >= 3 && nk >= 3 && nv >= 3 {
+		hq, hk, hv := q.shape[nq-3], k.shape[nk-3], v.shape[nv-3]
+		if hk != hv || hk == 0 || hq%hk != 0 {
+			fail(op, ErrShape, "grouped-query attention needs key and value with one number of heads that divides the query's, got %d, %d and %d heads (shapes %v, %v, %v)",
+				hq, hk, hv, Shape(q.shape), Shape(k.shape), Shape(v.shape))
+		}
+		groups = hq / hk
+	}
+	kb, vb := slices.Clone(k.shape[:nk-2]), slices.Clone(v.shape[:nv-2])
+	if groups > 1 {
+		kb[len(kb)-1] *= groups
+		vb[len(vb)-1] *= groups
+	}
+	batch := broadcastShapes(op, q.shape[:nq-2], kb, vb)
 	scores := append(slices.Clone(batch), l, s)
 	if m := o.Mask; m != nil {
 		if m.dtype != Bool && !m.dtype.IsFloat() {
@@ -115,10 +134,15 @@ func attention(q, k, v *Tensor, o AttentionOptions, want bool) (out, weights *Te
 		scale = 1 / math.Sqrt(float64(max(e, 1)))
 	}
 	Tidy(func() {
+		if groups > 1 {
+			k, v = repeatHeads(k, groups), repeatHeads(v, groups)
+		}
 		// Scaling q rather than the scores keeps 16-bit products in range
 		// and costs L·E multiplications rather than L·S.
 		a := q.MulScalar(scale).MatMul(k.MT())
-		masked := o.Causal || o.Mask != nil
+		// Only a mask can exclude every key of a query: the causal mask
+		// leaves query i keys 0..i.
+		masked := o.Mask != nil
 		switch {
 		case o.Causal:
 			var future *Tensor
@@ -158,6 +182,16 @@ func attention(q, k, v *Tensor, o AttentionOptions, want bool) (out, weights *Te
 		track(weights)
 	}
 	return out, weights
+}
+
+// repeatHeads returns t [..., H, S, E] with each head repeated n times
+// in a row, [..., H·n, S, E] (repeat_interleave along dimension -3).
+func repeatHeads(t *Tensor, n int) *Tensor {
+	s := t.shape
+	d := len(s)
+	wide := append(slices.Clone(s[:d-2]), n, s[d-2], s[d-1])
+	grown := append(slices.Clone(s[:d-3]), s[d-3]*n, s[d-2], s[d-1])
+	return t.Unsqueeze(-3).Expand(wide...).Reshape(grown...)
 }
 
 // attentionDropout returns p with each element zeroed with probability

@@ -259,3 +259,34 @@ func TestScaledDotProductAttentionShapeOnly(t *testing.T) {
 		})
 	}
 }
+
+func TestScaledDotProductAttentionGQA(t *testing.T) {
+	// Four query heads over two key/value heads: heads 0 and 1 use kv
+	// head 0, heads 2 and 3 kv head 1.
+	q, k, v := rnd(1, 2, 4, 3, 5), rnd(2, 2, 2, 6, 5), rnd(3, 2, 2, 6, 2)
+	idx := FromSlice([]int64{0, 0, 1, 1}, Shape{4})
+	for _, o := range []AttentionOptions{{EnableGQA: true}, {EnableGQA: true, Causal: true}} {
+		got := ScaledDotProductAttention(q, k, v, o)
+		o.EnableGQA = false
+		want := ScaledDotProductAttention(q, k.IndexSelect(1, idx), v.IndexSelect(1, idx), o)
+		if !slices.Equal(got.Shape(), want.Shape()) || !slices.Equal(got.Float64s(), want.Float64s()) {
+			t.Fatalf("causal=%v: got %v, want %v", o.Causal, got, want)
+		}
+	}
+	gradCheck(t, func(xs []*Tensor) *Tensor {
+		return ScaledDotProductAttention(xs[0], xs[1], xs[2], AttentionOptions{EnableGQA: true})
+	}, rnd(1, 4, 2, 3), rnd(2, 2, 3, 3), rnd(3, 2, 3, 2))
+	for _, tc := range []struct {
+		name    string
+		q, k, v *Tensor
+	}{
+		{"not dividing", rnd(1, 3, 2, 3), rnd(2, 2, 3, 3), rnd(3, 2, 3, 2)},
+		{"key and value heads differ", rnd(1, 4, 2, 3), rnd(2, 2, 3, 3), rnd(3, 1, 3, 2)},
+		{"without EnableGQA", rnd(1, 4, 2, 3), rnd(2, 2, 3, 3), rnd(3, 2, 3, 2)},
+	} {
+		o := AttentionOptions{EnableGQA: tc.name != "without EnableGQA"}
+		if err := Catch(func() { ScaledDotProductAttention(tc.q, tc.k, tc.v, o) }); !errors.Is(err, ErrShape) {
+			t.Errorf("%s: got %v, want ErrShape", tc.name, err)
+		}
+	}
+}
