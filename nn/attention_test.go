@@ -446,3 +446,39 @@ func TestMultiheadAttentionConcurrentForward(t *testing.T) {
 	m.Eval()
 	checkValues(t, "evaluation output", m.Forward(x).Float64s(), want, 0)
 }
+
+func TestMultiheadAttentionReplicate(t *testing.T) {
+	if !vram.Sim(0).Available() {
+		t.Skip("sim:0 not available")
+	}
+	m := nn.NewMultiheadAttention(4, 2, nn.MultiheadAttentionOptions{BatchFirst: true}, vram.WithGenerator(vram.NewGenerator(1)))
+	r, err := nn.Replicate(m, vram.Sim(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nn.Release(r)
+	rm := r.(*nn.MultiheadAttention)
+	if rm.OutProj.Weight.Device() != vram.Sim(0) || rm.InProjWeight.Device() != vram.Sim(0) {
+		t.Fatalf("replica's weights on %v and %v", rm.OutProj.Weight.Device(), rm.InProjWeight.Device())
+	}
+	x := vram.Randn(vram.Shape{2, 3, 4}, vram.WithGenerator(vram.NewGenerator(2)))
+	want := m.Forward(x).Float64s()
+	got := r.Forward(x.To(vram.Sim(0))).To(vram.CPU).Float64s()
+	checkValues(t, "replica output", got, want, 1e-6)
+}
+
+// TestMultiheadAttentionCheckpoint recomputes a layer with dropout in the
+// backward pass: the recomputation must draw the same dropout masks.
+func TestMultiheadAttentionCheckpoint(t *testing.T) {
+	grads := func(ckpt bool) []float64 {
+		m := nn.NewMultiheadAttention(4, 2, nn.MultiheadAttentionOptions{Dropout: 0.3}, vram.Float64, vram.WithGenerator(vram.NewGenerator(1)))
+		var mod nn.Module = m
+		if ckpt {
+			mod = nn.Checkpoint(m)
+		}
+		x := vram.Randn(vram.Shape{3, 2, 4}, vram.Float64, vram.WithGenerator(vram.NewGenerator(2)))
+		mod.Forward(x).Sum().Backward()
+		return m.InProjWeight.Grad().Float64s()
+	}
+	checkValues(t, "in_proj_weight gradient", grads(true), grads(false), 0)
+}
