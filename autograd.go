@@ -524,12 +524,15 @@ func (t *Tensor) Detach() *Tensor {
 	return t.view(t.shape, t.strides, t.offset)
 }
 
-// BackwardOption changes how [Tensor.Backward] runs.
+// BackwardOption changes how [Tensor.Backward] or [Grad] runs.
 type BackwardOption interface{ applyBackward(*backwardOptions) }
 
 type backwardOptions struct {
-	grad   *Tensor
-	retain bool
+	grad        *Tensor
+	retain      bool
+	gradOutputs []*Tensor // GradOutputs, for Grad
+	hasOutputs  bool
+	allowUnused bool // AllowUnused, for Grad
 }
 
 type backwardFunc func(*backwardOptions)
@@ -569,11 +572,14 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 		}
 		opt.applyBackward(&o)
 	}
+	if o.hasOutputs || o.allowUnused {
+		fail("backward", ErrArgument, "GradOutputs and AllowUnused are options of vram.Grad; Backward takes vram.Gradient(g)")
+	}
 	if !t.requiresGrad.Load() {
 		fail("backward", ErrAutograd, "tensor does not require grad and has no grad_fn; "+
 			"did you create the parameters with WithGrad() or SetRequiresGrad(true), or compute it inside NoGrad?")
 	}
-	Region("backward", func() { withoutAutocast(func() { NoGrad(func() { backward(t, o) }) }) })
+	Region("backward", func() { withoutAutocast(func() { NoGrad(func() { walkMode(false, func() { backward(t, o) }) }) }) })
 }
 
 func backward(t *Tensor, o backwardOptions) {
@@ -620,9 +626,79 @@ func backward(t *Tensor, o backwardOptions) {
 	}
 }
 
-// runBackward walks the graph from root in reverse topological order.
+// runBackward walks the graph from root in reverse topological order,
+// accumulating into the leaves.
 func runBackward(root *node, seed *Tensor, retain bool) {
-	// Order nodes so that each runs after every node that feeds it a gradient.
+	runGraph([]*node{root}, []*Tensor{seed}, retain, nil)
+}
+
+// capture is what [Grad] asks of a walk of the graph: the gradients with
+// respect to some leaves and some computed tensors (by their nodes), in
+// place of accumulating into any leaf. Only the nodes on a path to one of
+// them run.
+type capture struct {
+	leaves map[*Tensor][]int   // leaf input -> its positions in out
+	nodes  map[*node][]int     // computed input's node -> its positions in out
+	out    []*Tensor           // the gradients found, owned by the walk's caller
+	seeds  map[*Tensor]*Tensor // seeds of outputs that are leaves, owned by the walk
+	exec   map[*node]bool      // nodes whose backward must run
+	// others makes the walk accumulate into the leaves it does not
+	// capture, as Backward does (a Checkpoint recompute inside Backward).
+	others bool
+}
+
+// plan marks the nodes of order (inputs before consumers) whose backward
+// must run: those with an input edge to a captured leaf or node, or to a
+// node that must run.
+func (c *capture) plan(order []*node) {
+	c.exec = map[*node]bool{}
+	for _, n := range order {
+		for _, e := range n.inputs {
+			if e.leaf != nil && c.wants(e.leaf) ||
+				e.node != nil && (c.nodes[e.node] != nil || c.exec[e.node]) {
+				c.exec[n] = true
+				break
+			}
+		}
+	}
+}
+
+// wants reports whether the walk passes a gradient to leaf.
+func (c *capture) wants(leaf *Tensor) bool {
+	return c == nil || c.others || c.leaves[leaf] != nil
+}
+
+// captures reports whether the walk returns leaf's gradient.
+func (c *capture) captures(leaf *Tensor) bool { return c != nil && c.leaves[leaf] != nil }
+
+// needs reports whether the walk needs the gradient with respect to n.
+func (c *capture) needs(n *node) bool { return c == nil || c.exec[n] || c.nodes[n] != nil }
+
+// keep stores g, a gradient for the inputs at positions idx of the given
+// dtype and device, as the walk's result: each position gets a dense
+// tensor of its own that shares memory with nothing else. g stays the
+// caller's.
+func (c *capture) keep(idx []int, g *Tensor, dt DType, dev Device) {
+	for _, i := range idx {
+		r := g
+		if r.Device() != dev {
+			r = copyAcross(r, mustDevice("grad", dev), false)
+		}
+		if r.dtype != dt {
+			r = castRaw(r, dt)
+		}
+		if r == g {
+			r = newTensor("grad", g.ds(), dt, g.shape)
+			check("grad", g.ds().bd.Copy(g.ds().stream(), r.bv(), g.bv()))
+		}
+		c.out[i] = Keep(r)
+	}
+}
+
+// topoOrder returns the nodes reachable from roots, each after every node
+// that it consumes the output of (inputs first), so that walking it
+// backwards runs each node after every node that feeds it a gradient.
+func topoOrder(roots []*node) []*node {
 	var order []*node
 	visited := map[*node]bool{}
 	var visit func(n *node)
@@ -635,7 +711,23 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 		}
 		order = append(order, n)
 	}
-	visit(root)
+	for _, r := range roots {
+		if !visited[r] {
+			visit(r)
+		}
+	}
+	return order
+}
+
+// runGraph walks the graph from roots (seeded with seeds, which it takes)
+// in reverse topological order. With c nil it accumulates into the leaves
+// (Backward); else it runs only the nodes c needs and stores the gradients
+// c asks for in c.out, accumulating into nothing.
+func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
+	order := topoOrder(roots)
+	if c != nil {
+		c.plan(order)
+	}
 	// pending counts, per leaf, the gradients still to come in this walk,
 	// so that its hooks run once its gradient is complete.
 	pending := map[*Tensor]int{}
@@ -645,8 +737,11 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 	// gradient before its AccumulateGrad runs the hooks.
 	hooked := map[*Tensor][]*tensorHook{}
 	for _, n := range order {
+		if c != nil && !c.exec[n] {
+			continue
+		}
 		for _, e := range n.inputs {
-			if e.leaf != nil {
+			if e.leaf != nil && c.wants(e.leaf) {
 				if _, seen := pending[e.leaf]; !seen {
 					if hs := leafHooks(e.leaf); len(hs) > 0 {
 						hooked[e.leaf] = hs
@@ -656,8 +751,17 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 			}
 		}
 	}
-	grads := map[*node]*Tensor{root: seed}
+	grads := map[*node]*Tensor{}
 	held := map[*Tensor]*Tensor{}
+	for i, r := range roots {
+		if prev := grads[r]; prev != nil {
+			sum := Keep(prev.Add(seeds[i]))
+			prev.Release()
+			seeds[i].Release()
+			seeds[i] = sum
+		}
+		grads[r] = seeds[i]
+	}
 	// The gradients not yet passed on are released however the walk ends.
 	defer func() {
 		for _, r := range grads {
@@ -669,6 +773,9 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 	}()
 	got := map[*Tensor]bool{} // leaves that received a gradient in this walk
 	settle := func(leaf *Tensor) {
+		if _, ok := pending[leaf]; !ok {
+			return
+		}
 		if pending[leaf]--; pending[leaf] != 0 {
 			return
 		}
@@ -680,6 +787,11 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 			}
 			g = runTensorHooks(hooked[leaf], g, leaf.shape, leaf.dtype, leaf.Device())
 			delete(held, leaf)
+			if c.captures(leaf) {
+				c.keep(c.leaves[leaf], g, leaf.dtype, leaf.Device())
+				g.Release()
+				return
+			}
 			accumulateLeaf(leaf, g)
 			got[leaf] = true
 		}
@@ -687,9 +799,41 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 			runGradHooks(leaf)
 		}
 	}
+	if c != nil {
+		// Outputs of Grad that are leaves: their seeds join what the
+		// walk gathers for them.
+		for leaf, s := range c.seeds {
+			delete(c.seeds, leaf)
+			if c.leaves[leaf] == nil {
+				s.Release()
+				continue
+			}
+			if _, seen := pending[leaf]; !seen {
+				if hs := leafHooks(leaf); len(hs) > 0 {
+					hooked[leaf] = hs
+				}
+			}
+			if prev := held[leaf]; prev != nil {
+				sum := Keep(prev.Add(s))
+				prev.Release()
+				s.Release()
+				s = sum
+			}
+			held[leaf] = s
+			pending[leaf]++
+			settle(leaf)
+		}
+	}
 	for i := len(order) - 1; i >= 0; i-- {
 		n := order[i]
 		g := grads[n]
+		if !c.needs(n) {
+			if g != nil {
+				delete(grads, n)
+				g.Release()
+			}
+			continue
+		}
 		if g == nil {
 			for _, e := range n.inputs {
 				if e.leaf != nil {
@@ -711,7 +855,17 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 			g = runTensorHooks(hooks, g, n.shape, n.dtype, n.device)
 			grads[n] = g
 		}
-		if keep != nil {
+		if c != nil {
+			// Grad: the gradient is returned, and stored in no tensor.
+			if idx := c.nodes[n]; idx != nil {
+				c.keep(idx, g, n.dtype, n.device)
+			}
+			if !c.exec[n] {
+				delete(grads, n)
+				g.Release()
+				continue
+			}
+		} else if keep != nil {
 			accumulateLeaf(keep, g.share()) // a copy: g goes on to n
 		}
 		// A gradient already gathered for input 0 may take the rest in
@@ -759,9 +913,10 @@ func runBackward(root *node, seed *Tensor, retain bool) {
 				// A leaf that no longer requires grad (frozen after the
 				// forward pass) takes none, as in PyTorch.
 				switch {
-				case !e.leaf.requiresGrad.Load():
+				case !c.wants(e.leaf),
+					!c.captures(e.leaf) && !e.leaf.requiresGrad.Load():
 					gi.Release()
-				case hooked[e.leaf] != nil:
+				case c.captures(e.leaf) || hooked[e.leaf] != nil:
 					if prev := held[e.leaf]; prev != nil {
 						sum := Keep(prev.Add(gi))
 						prev.Release()

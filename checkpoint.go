@@ -86,8 +86,10 @@ func withRNG(r *rngScope, fn func()) {
 // the same function both times (no other state that changes in between).
 //
 // params lists the leaves requiring grad that fn uses besides x: the result
-// requires grad when x or one of them does. Without them, fn(x) on an x that
-// does not require grad (the first layer's input) would give a result
+// requires grad when x or one of them does, and to [Grad] the checkpoint is
+// an operation of x and params (a leaf fn uses that is not listed gets its
+// gradient from Backward, but none from Grad). Without them, fn(x) on an x
+// that does not require grad (the first layer's input) would give a result
 // outside the graph. Outside recording (inside NoGrad, or when nothing
 // requires grad) Checkpoint simply returns fn(x).
 //
@@ -133,10 +135,20 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 	}
 	saved := save(x)
 	inputGrad := x.requiresGrad.Load()
+	// The node's inputs are x and the params that require grad, each
+	// once: the recompute captures their gradients, and the engine
+	// accumulates them (Backward) or returns them (Grad) as any node's.
+	inputs := []*Tensor{x}
+	for _, p := range params {
+		if p != nil && p.requiresGrad.Load() && !slices.Contains(inputs[1:], p) {
+			inputs = append(inputs, p)
+		}
+	}
+	leaves := inputs[1:]
 	// The recompute runs in the forward's Autocast region, if any: the
 	// backward pass runs outside every region.
 	acDT, ac := AutocastDType()
-	record("checkpoint", out, []*Tensor{x}, saved, func(g *Tensor) []*Tensor {
+	record("checkpoint", out, inputs, saved, func(g *Tensor) []*Tensor {
 		rep := &rngScope{replay: true, copies: map[*Generator]*Generator{}}
 		for gen, b := range rec.states {
 			rep.copies[gen] = generatorAt(b)
@@ -160,15 +172,18 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 				}
 			})
 		})
-		backwardReleasing(y, g)
-		if !inputGrad {
-			return []*Tensor{nil}
+		c := &capture{leaves: map[*Tensor][]int{}, nodes: map[*node][]int{}, out: make([]*Tensor, len(inputs))}
+		if inputGrad {
+			c.leaves[in] = []int{0}
 		}
-		in.gradMu.Lock()
-		gx := in.grad
-		in.grad = nil
-		in.gradMu.Unlock()
-		return []*Tensor{gx}
+		for i, p := range leaves {
+			c.leaves[p] = append(c.leaves[p], i+1)
+		}
+		// Inside Backward, the leaves fn uses that are not in params get
+		// their gradients too; inside Grad, nothing is stored.
+		c.others = !insideGrad()
+		backwardReleasing(y, g, c)
+		return c.out
 	})
 	return out
 }
@@ -213,10 +228,10 @@ func callCheckpointed(fn func(*Tensor) *Tensor, x *Tensor) *Tensor {
 // values, so y's memory (as large as the block's output) is free for the
 // gradients the pass allocates; what the graph saved of y stays saved. y is
 // released whether or not it requires grad.
-func backwardReleasing(y, g *Tensor) {
+func backwardReleasing(y, g *Tensor, c *capture) {
 	n := y.ref.node
 	if !y.requiresGrad.Load() || n == nil {
-		if y.requiresGrad.Load() {
+		if y.requiresGrad.Load() && c.others {
 			y.Backward(Gradient(g)) // a leaf: accumulates g
 		}
 		y.Release()
@@ -231,5 +246,5 @@ func backwardReleasing(y, g *Tensor) {
 	defer n.decref()
 	seed := Keep(g.Cast(y.dtype))
 	y.Release()
-	Region("backward", func() { withoutAutocast(func() { NoGrad(func() { runBackward(n, seed, false) }) }) })
+	Region("backward", func() { withoutAutocast(func() { NoGrad(func() { runGraph([]*node{n}, []*Tensor{seed}, false, c) }) }) })
 }

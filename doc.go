@@ -100,6 +100,11 @@
 // leaves keep theirs; [Tensor.RegisterPostAccumulateGradHook] runs once a
 // leaf's gradient is complete.
 //
+// [Grad] is torch.autograd.grad: it returns the gradients of some outputs
+// with respect to some inputs (leaves or computed tensors), runs only the
+// part of the graph between them and stores nothing in any Grad. It is
+// first-order only (no create_graph).
+//
 // # Memory ownership
 //
 // Go's garbage collector does not see device memory, so vram does not wait

@@ -303,3 +303,14 @@ func ExampleTensor_RetainGrad() {
 	fmt.Println(y.Grad().Float64s(), x.Grad().Float64s())
 	// Output: [5 5] [10 20]
 }
+
+// Grad returns gradients without storing them in the leaves
+// (torch.autograd.grad).
+func ExampleGrad() {
+	x := vram.FromSlice([]float64{1, 2, 3}, nil, vram.WithGrad())
+	h := x.Mul(x) // x²
+	y := h.Sum()
+	g := vram.Grad([]*vram.Tensor{y}, []*vram.Tensor{x, h})
+	fmt.Println(g[0].Float64s(), g[1].Float64s(), x.Grad() == nil)
+	// Output: [2 4 6] [1 1 1] true
+}

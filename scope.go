@@ -27,6 +27,7 @@ type gstate struct {
 	streams   []*Stream      // WithStream streams, innermost last
 	autocast  *autocastState // innermost Autocast region, or nil
 	rng       []*rngScope    // Checkpoint forwards and recomputes, innermost last
+	inGrad    bool           // walking the graph for Grad: a Checkpoint recompute stores in no leaf
 }
 
 type scope struct {
@@ -85,6 +86,25 @@ func gradMode(off bool, fn func()) {
 		leave(id, g)
 	}()
 	fn()
+}
+
+// walkMode runs fn with inGrad set as given (Grad's walk, or Backward's),
+// restoring the previous setting when fn returns or panics.
+func walkMode(inGrad bool, fn func()) {
+	id, g := enter()
+	prev := g.inGrad
+	g.inGrad = inGrad
+	defer func() {
+		g.inGrad = prev
+		leave(id, g)
+	}()
+	fn()
+}
+
+// insideGrad reports whether this goroutine walks a graph for Grad.
+func insideGrad() bool {
+	g := current()
+	return g != nil && g.inGrad
 }
 
 // NoGrad runs fn with gradient recording off on the calling goroutine
