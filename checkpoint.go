@@ -248,3 +248,165 @@ func backwardReleasing(y, g *Tensor, c *capture) {
 	y.Release()
 	Region("backward", func() { withoutAutocast(func() { NoGrad(func() { runGraph([]*node{n}, []*Tensor{seed}, false, c) }) }) })
 }
+
+// CheckpointMulti is [Checkpoint] for a function of several tensors with
+// several results (torch.utils.checkpoint.checkpoint of a function taking
+// and returning tuples): the forward runs fn(xs) under [NoGrad] and saves
+// only xs, and Backward runs fn again on xs with recording on, replaying
+// its random draws, to get the gradients with respect to every x that
+// requires grad, the params and, from Backward, every other leaf fn uses.
+// The results are gathered into one block of memory, of which the tensors
+// returned are views (one copy of the results, so that the recompute runs
+// once for all of them): they must share one dtype and device, and fn must
+// return as many tensors, of the same shapes, both times. xs may hold
+// tensors that do not require grad (masks, indices); they are saved too.
+//
+// The results are new tensors the caller owns, in fn's order. Outside
+// recording (inside NoGrad, or when nothing requires grad)
+// CheckpointMulti simply returns fn(xs). It panics with [ErrArgument] when
+// fn is nil, xs is empty or holds nil, or fn returns no tensor or a nil
+// one, and with [ErrDType] or [ErrDevice] for results of different dtypes
+// or devices.
+func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*Tensor) []*Tensor {
+	const op = "checkpoint"
+	if fn == nil {
+		fail(op, ErrArgument, "the function to checkpoint is nil")
+	}
+	if len(xs) == 0 {
+		fail(op, ErrArgument, "no input tensors; pass the tensors fn reads as xs")
+	}
+	defer pin(op, xs...).unpin()
+	want := false
+	for _, t := range slices.Concat(xs, params) {
+		if t != nil && t.requiresGrad.Load() {
+			want = true
+		}
+	}
+	call := func(in []*Tensor) []*Tensor {
+		outs := fn(slices.Clone(in))
+		if len(outs) == 0 {
+			fail(op, ErrArgument, "the checkpointed function returned no tensor")
+		}
+		for i, o := range outs {
+			if o == nil {
+				fail(op, ErrArgument, "the checkpointed function returned nil as result %d", i)
+			}
+		}
+		return outs
+	}
+	if !want || !GradEnabled() {
+		outs := call(xs)
+		for i, o := range outs {
+			if slices.Contains(xs, o) || slices.Contains(params, o) || slices.Index(outs, o) < i {
+				outs[i] = o.identity(op)
+			}
+		}
+		return outs
+	}
+	rec := &rngScope{states: map[*Generator][]byte{}}
+	var packed *Tensor
+	var shapes [][]int
+	NoGrad(func() {
+		withRNG(rec, func() {
+			Tidy(func() {
+				outs := call(xs)
+				shapes = make([][]int, len(outs))
+				for i, o := range outs {
+					shapes[i] = slices.Clone(o.Shape())
+				}
+				packed = Keep(packOutputs(outs))
+			})
+		})
+	})
+	track(packed)
+	saved := save(xs...)
+	inputGrad := make([]bool, len(xs))
+	inputs := []*Tensor{}
+	for i, x := range xs {
+		if inputGrad[i] = x.requiresGrad.Load(); inputGrad[i] {
+			inputs = append(inputs, x)
+		}
+	}
+	nx := len(inputs)
+	for _, p := range params {
+		if p != nil && p.requiresGrad.Load() && !slices.Contains(inputs[nx:], p) {
+			inputs = append(inputs, p)
+		}
+	}
+	acDT, ac := AutocastDType()
+	record(op, packed, inputs, saved, func(g *Tensor) []*Tensor {
+		rep := &rngScope{replay: true, copies: map[*Generator]*Generator{}}
+		for gen, b := range rec.states {
+			rep.copies[gen] = generatorAt(b)
+		}
+		c := &capture{leaves: map[*Tensor][]int{}, nodes: map[*node][]int{}, out: make([]*Tensor, len(inputs))}
+		ins := make([]*Tensor, len(saved))
+		k := 0
+		for i, s := range saved {
+			ins[i] = s.Detach()
+			defer ins[i].Release()
+			if inputGrad[i] {
+				ins[i].SetRequiresGrad(true)
+				c.leaves[ins[i]] = []int{k}
+				k++
+			}
+		}
+		for i, p := range inputs[nx:] {
+			c.leaves[p] = append(c.leaves[p], nx+i)
+		}
+		var y *Tensor
+		recompute := func() {
+			outs := call(ins)
+			if len(outs) != len(shapes) {
+				fail(op, ErrShape, "the recompute returned %d tensors where the forward returned %d; "+
+					"the checkpointed function must compute the same function both times", len(outs), len(shapes))
+			}
+			for i, o := range outs {
+				if !slices.Equal(o.Shape(), shapes[i]) {
+					fail(op, ErrShape, "the recompute gave result %d of shape %v where the forward gave %v; "+
+						"the checkpointed function must compute the same function both times", i, o.Shape(), Shape(shapes[i]))
+				}
+			}
+			y = packOutputs(outs)
+		}
+		EnableGrad(func() {
+			withRNG(rep, func() {
+				if ac {
+					Autocast(acDT, recompute)
+				} else {
+					recompute()
+				}
+			})
+		})
+		c.others = !insideGrad()
+		backwardReleasing(y, g, c)
+		return c.out
+	})
+	outs := make([]*Tensor, len(shapes))
+	off := 0
+	for i, s := range shapes {
+		n := backendNum(s)
+		outs[i] = packed.Narrow(0, off, n).Reshape(s...)
+		off += n
+	}
+	// The views keep the storage and the graph: the packed handle goes.
+	packed.Release()
+	return outs
+}
+
+// packOutputs returns the tensors of outs flattened and concatenated into
+// one 1-D tensor, recorded when recording is on.
+func packOutputs(outs []*Tensor) *Tensor {
+	const op = "checkpoint"
+	flat := make([]*Tensor, len(outs))
+	for i, o := range outs {
+		if o.DType() != outs[0].DType() {
+			fail(op, ErrDType, "the checkpointed function returned %s and %s tensors; results must share one dtype", outs[0].DType(), o.DType())
+		}
+		if o.Device() != outs[0].Device() {
+			panic(&DeviceMismatchError{Op: op, Expected: outs[0].Device(), Got: o.Device()})
+		}
+		flat[i] = o.Reshape(-1)
+	}
+	return Cat(flat, 0)
+}

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"errors"
 	"slices"
 	"testing"
 )
@@ -72,4 +73,136 @@ func TestCheckpointReleasesForwardActivations(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckpointMulti compares CheckpointMulti with the plain computation:
+// results, and gradients from Backward and from Grad, for a function of
+// two inputs (one without grad) with three results, a dropout draw inside,
+// on the CPU and a simulated device.
+func TestCheckpointMulti(t *testing.T) {
+	fn := func(w *Tensor) func(xs []*Tensor) []*Tensor {
+		return func(xs []*Tensor) []*Tensor {
+			a, mask := xs[0], xs[1]
+			h := a.MatMul(w).Tanh()
+			d := h.Mul(Rand(h.Shape(), h.Device()).GtScalar(0.5).Cast(h.DType())) // a dropout mask
+			return []*Tensor{d.Mul(mask), h.Sum(), a}
+		}
+	}
+	tests := []struct {
+		name string
+		dev  Device
+		grad bool // Grad, else Backward
+		use  []int
+	}{
+		{"cpu, all results", CPU, false, []int{0, 1, 2}},
+		{"cpu, one result", CPU, false, []int{1}},
+		{"sim, all results", Sim(0), false, []int{0, 1, 2}},
+		{"cpu, Grad", CPU, true, []int{0, 1, 2}},
+		{"sim, Grad of two", Sim(0), true, []int{0, 2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			run := func(ck bool) (outs [][]float64, grads [][]float64) {
+				Tidy(func() {
+					w := FromSlice([]float64{0.5, -0.2, 0.3, 0.8, -0.6, 0.1}, Shape{3, 2}, tc.dev, WithGrad())
+					a := FromSlice([]float64{1, -2, 0.5, 0.3, 0.7, -1}, Shape{2, 3}, tc.dev, WithGrad())
+					mask := FromSlice([]float64{1, 0, 1, 1}, Shape{2, 2}, tc.dev)
+					ManualSeed(42)
+					var ys []*Tensor
+					if ck {
+						ys = CheckpointMulti(fn(w), []*Tensor{a, mask}, w)
+					} else {
+						ys = fn(w)([]*Tensor{a, mask})
+					}
+					loss := Scalar(0, tc.dev, Float64)
+					for _, i := range tc.use {
+						loss = loss.Add(ys[i].Mul(ys[i]).Sum())
+					}
+					for _, y := range ys {
+						outs = append(outs, y.Float64s())
+					}
+					if tc.grad {
+						for _, g := range Grad([]*Tensor{loss}, []*Tensor{a, w}) {
+							grads = append(grads, g.Float64s())
+						}
+						if a.Grad() != nil || w.Grad() != nil {
+							t.Errorf("checkpoint=%v: Grad stored a gradient", ck)
+						}
+						return
+					}
+					loss.Backward()
+					grads = [][]float64{a.Grad().Float64s(), w.Grad().Float64s()}
+				})
+				return outs, grads
+			}
+			po, pg := run(false)
+			co, cg := run(true)
+			for i := range po {
+				closeTo(t, "result", co[i], po[i], 0)
+			}
+			for i := range pg {
+				closeTo(t, "gradient", cg[i], pg[i], 1e-12)
+			}
+		})
+	}
+}
+
+// TestCheckpointMultiRefusals: bad functions and inputs fail with the
+// right kind.
+func TestCheckpointMultiRefusals(t *testing.T) {
+	x := FromSlice([]float64{1, 2}, nil, WithGrad())
+	defer x.Release()
+	tests := []struct {
+		name string
+		fn   func(xs []*Tensor) []*Tensor
+		xs   []*Tensor
+		kind error
+	}{
+		{"nil function", nil, []*Tensor{x}, ErrArgument},
+		{"no inputs", func(xs []*Tensor) []*Tensor { return []*Tensor{x.MulScalar(2)} }, nil, ErrArgument},
+		{"nil input", func(xs []*Tensor) []*Tensor { return xs }, []*Tensor{nil}, ErrArgument},
+		{"no results", func(xs []*Tensor) []*Tensor { return nil }, []*Tensor{x}, ErrArgument},
+		{"a nil result", func(xs []*Tensor) []*Tensor { return []*Tensor{xs[0].Exp(), nil} }, []*Tensor{x}, ErrArgument},
+		{"mixed dtypes", func(xs []*Tensor) []*Tensor { return []*Tensor{xs[0].Exp(), xs[0].Float()} }, []*Tensor{x}, ErrDType},
+		{"mixed devices", func(xs []*Tensor) []*Tensor { return []*Tensor{xs[0].Exp(), xs[0].To(Sim(0))} }, []*Tensor{x}, ErrDevice},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				err := Catch(func() { CheckpointMulti(tc.fn, tc.xs) })
+				if !errors.Is(err, tc.kind) {
+					t.Fatalf("got %v, want %v", err, tc.kind)
+				}
+			})
+		})
+	}
+}
+
+// TestCheckpointMultiKeepsNoActivations: after CheckpointMulti returns,
+// only the results (one packed block) and what Backward needs stay
+// allocated, not the intermediates fn computed, and Backward frees the
+// recompute's.
+func TestCheckpointMultiKeepsNoActivations(t *testing.T) {
+	dev := Sim(1)
+	Tidy(func() {
+		w := Randn(Shape{32, 32}, dev).SetRequiresGrad(true)
+		x := Randn(Shape{64, 32}, dev)
+		fn := func(xs []*Tensor) []*Tensor {
+			h := xs[0]
+			for range 6 {
+				h = h.MatMul(w).Tanh()
+			}
+			return []*Tensor{h, h.Sum()}
+		}
+		act := int64(64 * 32 * 4)
+		before := MemoryAllocated(dev)
+		ys := CheckpointMulti(fn, []*Tensor{x}, w)
+		if grew := MemoryAllocated(dev) - before; grew > 2*act {
+			t.Fatalf("checkpoint kept %d bytes, one activation is %d", grew, act)
+		}
+		ys[0].Sum().Add(ys[1]).Backward()
+		if w.Grad() == nil {
+			t.Fatal("no gradient")
+		}
+	})
 }

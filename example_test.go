@@ -314,3 +314,17 @@ func ExampleGrad() {
 	fmt.Println(g[0].Float64s(), g[1].Float64s(), x.Grad() == nil)
 	// Output: [2 4 6] [1 1 1] true
 }
+
+// CheckpointMulti checkpoints a function of several tensors with several
+// results.
+func ExampleCheckpointMulti() {
+	w := vram.FromSlice([]float64{2}, nil, vram.WithGrad())
+	a := vram.FromSlice([]float64{1, 2}, nil)
+	b := vram.FromSlice([]float64{3, 4}, nil)
+	ys := vram.CheckpointMulti(func(xs []*vram.Tensor) []*vram.Tensor {
+		return []*vram.Tensor{xs[0].Mul(w), xs[1].Mul(w).Sum()}
+	}, []*vram.Tensor{a, b}, w)
+	ys[0].Sum().Add(ys[1]).Backward() // d/dw = sum(a) + sum(b)
+	fmt.Println(ys[0].Float64s(), ys[1].Item(), w.Grad().Float64s())
+	// Output: [2 4] 14 [10]
+}
