@@ -645,6 +645,10 @@ type capture struct {
 	// others makes the walk accumulate into the leaves it does not
 	// capture, as Backward does (a Checkpoint recompute inside Backward).
 	others bool
+	// outer leaves the RegisterHook hooks of the captured leaves to the
+	// walk that gets the gradients next (a Checkpoint's, whose node passes
+	// them on), so that they run once, on the whole gradient.
+	outer bool
 }
 
 // plan marks the nodes of order (inputs before consumers) whose backward
@@ -742,7 +746,7 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 		}
 		for _, e := range n.inputs {
 			if e.leaf != nil && c.wants(e.leaf) {
-				if _, seen := pending[e.leaf]; !seen {
+				if _, seen := pending[e.leaf]; !seen && !(c.captures(e.leaf) && c.outer) {
 					if hs := leafHooks(e.leaf); len(hs) > 0 {
 						hooked[e.leaf] = hs
 					}

@@ -181,7 +181,7 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 		}
 		// Inside Backward, the leaves fn uses that are not in params get
 		// their gradients too; inside Grad, nothing is stored.
-		c.others = !insideGrad()
+		c.others, c.outer = !insideGrad(), true
 		backwardReleasing(y, g, c)
 		return c.out
 	})
@@ -378,7 +378,7 @@ func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*T
 				}
 			})
 		})
-		c.others = !insideGrad()
+		c.others, c.outer = !insideGrad(), true
 		backwardReleasing(y, g, c)
 		return c.out
 	})

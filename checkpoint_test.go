@@ -206,3 +206,54 @@ func TestCheckpointMultiKeepsNoActivations(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckpointParamHooksRunOnce: a parameter used inside and outside a
+// checkpoint gets its RegisterHook hooks once, on its whole gradient, and
+// (from Backward) its post-accumulate hooks once, as without checkpoint.
+func TestCheckpointParamHooksRunOnce(t *testing.T) {
+	tests := []struct {
+		name  string
+		multi bool
+		grad  bool
+	}{
+		{"Checkpoint, Backward", false, false},
+		{"Checkpoint, Grad", false, true},
+		{"CheckpointMulti, Backward", true, false},
+		{"CheckpointMulti, Grad", true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				x := FromSlice([]float64{1, 2}, nil, WithGrad())
+				p := FromSlice([]float64{3}, nil, WithGrad())
+				var seen []float64
+				post := 0
+				p.RegisterHook(func(g *Tensor) *Tensor { seen = append(seen, g.Item()); return nil })
+				p.RegisterPostAccumulateGradHook(func(*Tensor) { post++ })
+				fn := func(x *Tensor) *Tensor { return x.Mul(p).Add(x.Mul(p)) } // 2xp
+				var y *Tensor
+				if tc.multi {
+					y = CheckpointMulti(func(xs []*Tensor) []*Tensor { return []*Tensor{fn(xs[0])} }, []*Tensor{x}, p)[0]
+				} else {
+					y = Checkpoint(fn, x, p)
+				}
+				loss := y.Sum().Add(p.Sum()) // d/dp = 2 sum(x) + 1 = 7
+				wantPost := 1
+				if tc.grad {
+					g := Grad([]*Tensor{loss}, []*Tensor{p})
+					closeTo(t, "dp", g[0].Float64s(), []float64{7}, 0)
+					wantPost = 0
+				} else {
+					loss.Backward()
+					closeTo(t, "p.Grad()", p.Grad().Float64s(), []float64{7}, 0)
+				}
+				if len(seen) != 1 || seen[0] != 7 {
+					t.Errorf("RegisterHook saw %v, want [7]", seen)
+				}
+				if post != wantPost {
+					t.Errorf("post-accumulate hook ran %d times, want %d", post, wantPost)
+				}
+			})
+		})
+	}
+}
