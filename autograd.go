@@ -774,7 +774,19 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 		for _, r := range held {
 			r.Release()
 		}
+		if c != nil {
+			for _, r := range c.seeds {
+				r.Release()
+			}
+		}
 	}()
+	// A node that a Backward without RetainGraph went through is refused
+	// before anything runs, so that no leaf gets part of a gradient.
+	for _, n := range order {
+		if c.needs(n) {
+			checkNotRun("backward", n)
+		}
+	}
 	got := map[*Tensor]bool{} // leaves that received a gradient in this walk
 	settle := func(leaf *Tensor) {
 		if _, ok := pending[leaf]; !ok {
@@ -940,6 +952,18 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 		if !retain {
 			n.free()
 		}
+	}
+}
+
+// checkNotRun panics with ErrAutograd when n's backward cannot run again:
+// a walk without RetainGraph went through it, or its graph was released.
+func checkNotRun(op string, n *node) {
+	n.mu.Lock()
+	gone := n.freed || n.ran || n.backward == nil
+	n.mu.Unlock()
+	if gone {
+		fail(op, ErrAutograd, "trying to backward through the graph a second time (through %s), "+
+			"but its saved tensors were already released; pass vram.RetainGraph() to the first Backward or Grad", n.op)
 	}
 }
 

@@ -136,13 +136,7 @@ func Grad(outputs, inputs []*Tensor, opts ...BackwardOption) []*Tensor {
 		if !c.exec[n] {
 			continue
 		}
-		n.mu.Lock()
-		gone := n.freed || n.ran || n.backward == nil
-		n.mu.Unlock()
-		if gone {
-			fail(op, ErrAutograd, "trying to backward through the graph a second time (through %s), "+
-				"but its saved tensors were already released; pass vram.RetainGraph() to the first Backward or Grad", n.op)
-		}
+		checkNotRun(op, n)
 		for _, e := range n.inputs {
 			if e.leaf != nil {
 				reached[e.leaf] = true

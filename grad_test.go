@@ -350,3 +350,46 @@ func TestConcurrentGrad(t *testing.T) {
 		t.Errorf("a.Grad()[2] = %g, want %g", got, want)
 	}
 }
+
+// TestSecondBackwardLosesNothing: a Backward or Grad through a node that an
+// earlier Backward freed fails with ErrAutograd before anything runs, so
+// that no other leaf is left holding part of a gradient.
+func TestSecondBackwardLosesNothing(t *testing.T) {
+	tests := []struct {
+		name string
+		loss func(m, c *Tensor) *Tensor
+		grad bool
+	}{
+		{"freed branch first", func(m, c *Tensor) *Tensor { return m.Sum().Add(c.Exp().Sum()) }, false},
+		{"freed branch last", func(m, c *Tensor) *Tensor { return c.Exp().Sum().Add(m.Sum()) }, false},
+		{"Grad", func(m, c *Tensor) *Tensor { return m.Sum().Add(c.Exp().Sum()) }, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				a := FromSlice([]float64{1, 2}, nil, WithGrad())
+				c := FromSlice([]float64{1, 2}, nil, WithGrad())
+				m := a.Mul(a)
+				m.Sum().Backward() // frees m's node
+				a.ZeroGrad()
+				l := tc.loss(m, c)
+				err := Catch(func() {
+					if tc.grad {
+						Grad([]*Tensor{l}, []*Tensor{a, c})
+					} else {
+						l.Backward()
+					}
+				})
+				if !errors.Is(err, ErrAutograd) {
+					t.Fatalf("got %v, want ErrAutograd", err)
+				}
+				if c.Grad() != nil || a.Grad() != nil {
+					t.Errorf("refused Backward left gradients: c %v, a %v", c.Grad(), a.Grad())
+				}
+				// The part of the graph that was not freed still works.
+				g := Grad([]*Tensor{c.Exp().Sum()}, []*Tensor{c})
+				closeTo(t, "dc", g[0].Float64s(), []float64{math.E, math.Exp(2)}, 1e-12)
+			})
+		})
+	}
+}
