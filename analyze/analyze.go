@@ -232,8 +232,9 @@ type OOM struct {
 	// spells it; "" when none does.
 	FixConfig string `json:"fix_config,omitempty"`
 	// MissingBytes is, when nothing fits, how much more memory than
-	// LimitBytes the run needs: for the tensors live at once, or with
-	// the most compact setting tried.
+	// LimitMaxBytes the run needs: the least limit (to
+	// memory.FitResolution) under which a replay with the recorded
+	// settings or one tried serves the request, less LimitMaxBytes.
 	MissingBytes int64 `json:"missing_bytes,omitempty"`
 	// Trials are the settings replayed, in the order tried.
 	Trials []FixTrial `json:"fix_trials,omitempty"`

@@ -73,8 +73,11 @@
 // setting that fits and its peak, in the run's own terms ("with
 // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True this run peaks at 960.00
 // MiB, under the 1000.00 MiB allowed"); when none does, how much memory is
-// missing: beyond the limit for the tensors live at once and the request
-// (no setting can help), or what the most compact setting needs.
+// missing: the least limit, to 2 MiB, under which the recorded settings or
+// one of those tried (vram's policy aside for PyTorch's runs) serve the
+// request, less the limit. That is at least what the tensors live at once
+// and the request take beyond the limit, and more where new segments are
+// larger than the requests they serve.
 //
 // The simulated device of a replay with fixed segments places each new
 // segment at the address the recorded run's driver gave the next segment

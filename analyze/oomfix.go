@@ -497,12 +497,17 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 	need := satAdd(o.AllocatedBytes, o.RequestedBytes) // what must be live at once
 	missing := func() {
 		o.MissingBytes = need - hi
+		var least string
+		if l, name, ok := f.leastLimit(o, base, need); ok {
+			o.MissingBytes = l - hi
+			least = fmt.Sprintf("; the least limit under which the run gets past this point is %s, with %s", units.Bytes(l), name)
+		}
 		if lo == hi {
-			o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, %s more than the %s allowed (%s). Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
-				units.Bytes(need), units.Bytes(o.MissingBytes), units.Bytes(hi), how)
+			o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, more than the %s allowed (%s)%s: %s more memory is missing. Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
+				units.Bytes(need), units.Bytes(hi), how, least, units.Bytes(o.MissingBytes))
 		} else {
-			o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, more than the limit can have been, which was less than %s (%s). Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
-				units.Bytes(need), units.Bytes(satAdd(hi, 1)), how)
+			o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, more than the limit can have been, which was less than %s (%s)%s. Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
+				units.Bytes(need), units.Bytes(satAdd(hi, 1)), how, least)
 		}
 	}
 	if need > hi {
@@ -652,23 +657,13 @@ func (f *fixer) describe(o *OOM, base memory.Config, lo, hi int64, exact bool, n
 		fmt.Fprintf(&b, "none fits under %s, the least the limit can have been; with %s=%s this run fits under a limit of %s (it peaks at %s), so it fits if the process is allowed that much; give the exact limit with --limit (the fraction given to set_per_process_memory_fraction times the device's memory) to check.",
 			allowed, env, t.Config, units.Bytes(t.MinLimitBytes), units.Bytes(t.PeakReservedBytes))
 	} else {
-		// Nothing fits: how much memory does the most compact setting
-		// need? For PyTorch, expandable segments (what its users can
-		// set); for vram, its own policy.
-		compact := fixOption{cfg: base, name: f.confName(base)}
-		for _, op := range tries {
-			if f.pytorch && op.cfg.ExpandableSegments && op.cfg.Policy == memory.PolicyPyTorch {
-				compact = op
-				break
-			}
-		}
+		// Nothing fits: the least limit under which some setting a user
+		// of the run's allocator can set gets past this point.
 		fmt.Fprintf(&b, "no setting tried fits (%d tried)", len(o.Trials))
-		top := min(satAdd(satAdd(hi, hi), satAdd(need, 64<<20)), maxFixLimit)
-		r, err := f.minFit(o.Event, o.RequestedBytes, o.stream, compact.cfg, hi, top, 9)
-		if err == nil && r.fitsHi && r.limit > hi {
-			o.MissingBytes = r.limit - hi
-			fmt.Fprintf(&b, ". The tensors live at this point and this request take %s, within the %s allowed, but not laid out in it: with %s=%s the run needs a limit of %s, %s more. Allow this process that much more memory (set_per_process_memory_fraction), or release tensors before this point.",
-				units.Bytes(need), units.Bytes(hi), f.envName(), compact.name, units.Bytes(r.limit), units.Bytes(o.MissingBytes))
+		if l, name, ok := f.leastLimit(o, base, max(need, satAdd(hi, 1))); ok && l > hi {
+			o.MissingBytes = l - hi
+			fmt.Fprintf(&b, ". The tensors live at this point and this request take %s, within the %s allowed, but not laid out in it: with %s the run needs a limit of %s, %s more. Allow this process that much more memory (set_per_process_memory_fraction), or release tensors before this point.",
+				units.Bytes(need), units.Bytes(hi), name, units.Bytes(l), units.Bytes(o.MissingBytes))
 		} else {
 			b.WriteString(".")
 		}
@@ -781,6 +776,59 @@ func (f *fixer) minFit(n int, req int64, stream uint64, cfg memory.Config, lo, h
 		}
 	}
 	return r, nil
+}
+
+// leastLimit finds, to [memory.FitResolution], the least limit of at
+// least floor under which a replay of the history up to o and its request
+// succeeds, with the recorded settings or any setting of the run's
+// allocator the check tries (vram's policy only for vram's own runs), and
+// names the setting as "VAR=value". ok is false when no replay found one
+// within the budget.
+func (f *fixer) leastLimit(o *OOM, base memory.Config, floor int64) (limit int64, name string, ok bool) {
+	cands := []fixOption{{cfg: base, name: f.confName(base)}}
+	for _, op := range f.options(base) {
+		if !op.vram {
+			cands = append(cands, op)
+		}
+	}
+	for _, c := range cands {
+		replay := func(l int64) (memory.Result, error) {
+			return f.replayResult(o.Event, o.RequestedBytes, o.stream, c.cfg, l)
+		}
+		top := min(alignUp(satAdd(satAdd(floor, floor), 64<<20)), maxFixLimit)
+		free, err := replay(top)
+		if err == nil && free.NumOOMs != 0 && top < maxFixLimit {
+			free, err = replay(maxFixLimit)
+		}
+		if err != nil || free.NumOOMs != 0 {
+			continue
+		}
+		// Below floor nothing fits: start the search there.
+		free.PeakAllocated = max(free.PeakAllocated, floor)
+		fit, err := memory.SmallestCapacity(replay, free, maxFixLimit)
+		if err != nil || fit.Capacity == 0 {
+			continue
+		}
+		if !ok || fit.Capacity < limit {
+			limit, ok = fit.Capacity, true
+			name = "the recorded settings"
+			if c.name != "" && c.name != f.confName(base) {
+				name = f.envName() + "=" + c.name
+			} else if c.name != "" {
+				name = "the recorded " + f.envName() + "=" + c.name
+			}
+		}
+	}
+	return limit, name, ok
+}
+
+// alignUp rounds n up to a multiple of [memory.FitResolution].
+func alignUp(n int64) int64 {
+	const r = memory.FitResolution
+	if n > math.MaxInt64-r {
+		return math.MaxInt64 &^ (r - 1)
+	}
+	return (n + r - 1) / r * r
 }
 
 // baseName names the recorded settings for the text.

@@ -352,6 +352,15 @@ func missingTrace(k int64, deviceFree int64) string {
 		a1, 400*k*mib, a1, 400*k*mib, a2, 300*k*mib, a2, 300*k*mib, deviceFree, 500*k*mib)
 }
 
+// segmentRoundingTrace holds live bytes in one segment and asks for req
+// more, with deviceFree free: PyTorch's allocator asks the device for a
+// 20 MiB segment for a request under 10 MiB, so the tensors fitting in a
+// limit does not make the run fit.
+func segmentRoundingTrace(live, deviceFree, req int64) string {
+	a := uint64(1 << 40)
+	return fmt.Sprintf("segment_alloc %d %d 0\nalloc %d %d 0\noom %d %d 0\n", a, live, a, live, deviceFree, req)
+}
+
 // pinnedSmallTrace fills n small segments of 2 MiB with two 1 MiB blocks
 // each, frees one of each pair, and asks for 600 MiB: the free halves are
 // in pages that live blocks pin, so no setting can use them.
@@ -409,16 +418,21 @@ func TestFixCheck(t *testing.T) {
 			avoid:  []string{"expandable_segments:True fits"},
 			config: "max_split_size_mb:128", limit: 955 * mib}},
 		{name: "small blocks pinning every page: no layout fits", text: pinnedSmallTrace(500, 100<<30), opts: Options{Limit: 1200 * mib}, want: want{
-			fix:     []string{"no setting tried fits", "take 1.07 GiB, within the 1.17 GiB allowed", "with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True the run needs a limit of 1.56 GiB, 400.00 MiB more"},
+			fix:     []string{"no setting tried fits", "take 1.07 GiB, within the 1.17 GiB allowed", "with the recorded settings the run needs a limit of 1.56 GiB, 400.00 MiB more"},
 			missing: 400 * mib, limit: 1200 * mib}},
 		{name: "fragmented under a limit below the live tensors", file: "oom_fraction_fragmented.pickle", opts: Options{Limit: 900 * mib}, want: want{
-			fix:     []string{"no setting can fit it: the tensors live at this point and this request take 950.00 MiB, 50.00 MiB more than the 900.00 MiB allowed"},
+			fix:     []string{"no setting can fit it: the tensors live at this point and this request take 950.00 MiB, more than the 900.00 MiB allowed", "is 950.00 MiB, with PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128: 50.00 MiB more memory is missing"},
 			missing: 50 * mib, limit: 900 * mib}},
 		{name: "memory missing, device-limited", file: "oom_device_missing.pickle", want: want{
-			fix:     []string{"no setting can fit it: the tensors live at this point and this request take 1.17 GiB, 300.00 MiB more than the 900.00 MiB allowed"},
+			fix:     []string{"no setting can fit it: the tensors live at this point and this request take 1.17 GiB, more than the 900.00 MiB allowed", "300.00 MiB more memory is missing"},
 			missing: 300 * mib, limit: 900 * mib, limitFrom: "inferred from the event"}},
 		{name: "memory missing under a given limit", file: "oom_device_missing.pickle", opts: Options{Limit: 1 << 30}, want: want{
-			fix: []string{"1.17 GiB, 176.00 MiB more than the 1.00 GiB allowed"}, missing: 176 * mib, limit: 1 << 30}},
+			fix: []string{"1.17 GiB, more than the 1.00 GiB allowed", "176.00 MiB more memory is missing"}, missing: 176 * mib, limit: 1 << 30}},
+		{name: "a new segment larger than the request: missing is what the least fitting limit lacks", text: segmentRoundingTrace(90*mib, 5*mib, 6*mib), want: want{
+			fix:     []string{"take 96.00 MiB, more than the 95.00 MiB allowed", "least limit under which the run gets past this point is 100.00 MiB, with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: 5.00 MiB more memory is missing"},
+			missing: 5 * mib, limit: 95 * mib, limitFrom: "inferred from the event"}},
+		{name: "a new segment larger than the request, limit given", text: segmentRoundingTrace(90*mib, 100<<30, 6*mib), opts: Options{Limit: 92 * mib}, want: want{
+			fix: []string{"more than the 92.00 MiB allowed", "8.00 MiB more memory is missing"}, missing: 8 * mib, limit: 92 * mib}},
 		{name: "text trace, fraction, scaled up, limit given", text: fragmentedTrace(4, 100<<30), opts: Options{Limit: 4000 * mib}, want: want{
 			fix: []string{"expandable_segments:True this run peaks at"}, config: "expandable_segments:True", limit: 4000 * mib}},
 		{name: "text trace, memory missing under an inferred range", text: missingTrace(2, 100<<30), want: want{
@@ -506,6 +520,7 @@ func TestFixCheck(t *testing.T) {
 				t.Errorf("the limit was %d, outside the inferred %d..%d", m.AllowedBytes, o.LimitBytes, o.LimitMaxBytes)
 			}
 			checkClaims(t, path, o)
+			checkMissing(t, path, o)
 			var page bytes.Buffer
 			if err := WriteHTML(&page, r); err != nil {
 				t.Fatal(err)
@@ -594,6 +609,58 @@ func checkClaims(t *testing.T, path string, o OOM) {
 		if res.NumOOMs != 0 || res.PeakReserved > o.LimitBytes || res.PeakReserved != tr.PeakReservedBytes {
 			t.Errorf("%s: claimed to fit with peak %d under %d; replayed alone: %d OOMs, peak %d", tr.Config, tr.PeakReservedBytes, o.LimitBytes, res.NumOOMs, res.PeakReserved)
 		}
+	}
+}
+
+// checkMissing replays the history of the file at path up to the OOM o,
+// then its request, under the limit plus what o says is missing: some
+// setting of the run's allocator must fit there, and none a resolution
+// step below.
+func checkMissing(t *testing.T, path string, o OOM) {
+	t.Helper()
+	if o.MissingBytes <= 0 || o.LimitBytes != o.LimitMaxBytes {
+		return
+	}
+	f, err := trace.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Kind != trace.KindText && f.Snapshots[0].Truncated {
+		return
+	}
+	hist := f.Events
+	if f.Kind != trace.KindText {
+		hist = f.Snapshots[0].History
+	}
+	events := append(append([]trace.Event(nil), hist[:o.Event]...), trace.Event{Action: trace.ActionAlloc, Addr: requestAddr, Size: o.RequestedBytes, Stream: o.stream})
+	segs, err := recordedSegments(trace.Events(hist))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fits := func(limit int64) []string {
+		var out []string
+		for _, conf := range []string{"", "expandable_segments:True", "max_split_size_mb:128", "max_split_size_mb:256", "max_split_size_mb:512",
+			"garbage_collection_threshold:0.8", "roundup_power2_divisions:4"} {
+			cfg, err := memory.ParseConfig(strings.TrimSuffix("policy:pytorch,"+conf, ","))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := memory.Replay(events, replayArena(cfg, limit, segs), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.NumOOMs == 0 {
+				out = append(out, conf)
+			}
+		}
+		return out
+	}
+	least := o.LimitMaxBytes + o.MissingBytes
+	if len(fits(least)) == 0 {
+		t.Errorf("nothing fits under the limit plus the %d bytes said missing", o.MissingBytes)
+	}
+	if f := fits(least - memory.FitResolution); len(f) > 0 {
+		t.Errorf("%q fit under %d bytes, less than the limit plus the %d bytes said missing", f, least-memory.FitResolution, o.MissingBytes)
 	}
 }
 

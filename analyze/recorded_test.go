@@ -39,7 +39,7 @@ func TestRecordedPyTorch(t *testing.T) {
 			config: "expandable_segments:True"},
 		{file: "pytorch_oom_missing.pickle.gz", oomSite: "mib " + recordedScript + "59)",
 			text: []string{"at run " + recordedScript + "113)"},
-			fix:  []string{"no setting can fit it: the tensors live at this point and this request take 2.25 GiB, 252.00 MiB more than the 2.00 GiB allowed"},
+			fix:  []string{"no setting can fit it: the tensors live at this point and this request take 2.25 GiB, more than the 2.00 GiB allowed", "252.00 MiB more memory is missing"},
 			// 1200 and 600 MiB live and 500 MiB asked, under 2048 MiB
 			missing: 252 * mib},
 		{file: "pytorch_oom_train.pickle.gz", oomSite: "train_step " + recordedScript + "70)",
