@@ -41,6 +41,10 @@ type Result struct {
 	// UnmatchedFrees counts frees of addresses with no live allocation in
 	// the replay.
 	UnmatchedFrees int64 `json:"unmatched_frees"`
+	// RecordedOOMs counts the oom events of the history: requests that
+	// failed in the recorded run, which have no alloc event and so are not
+	// replayed (see [WithFailedRequests]).
+	RecordedOOMs int64 `json:"recorded_ooms,omitempty"`
 }
 
 // Replay runs the allocation history events through a new [Allocator] with
@@ -179,6 +183,8 @@ func (r *replayer) run(h trace.History, freeAction trace.Action) (Result, error)
 		switch e.Action {
 		case trace.ActionAlloc:
 			return r.alloc(e.Addr, e.Size, e.Stream, e.Region)
+		case trace.ActionOOM:
+			r.res.RecordedOOMs++
 		case freeAction:
 			if b, ok := r.live[e.Addr]; ok {
 				r.al.Free(b)

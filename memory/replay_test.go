@@ -81,6 +81,7 @@ func TestReplayBasics(t *testing.T) {
 		{Action: trace.ActionFreeCompleted, Addr: 999, Size: 5}, // never allocated
 		{Action: trace.ActionAlloc, Addr: 400, Size: 1 << 40},   // does not fit
 		{Action: trace.ActionFreeCompleted, Addr: 400},          // its free is ignored
+		{Action: trace.ActionOOM, Addr: 1 << 20, Size: 1 << 30}, // the recorded run's failure: counted, not replayed
 		{Action: trace.ActionSnapshot},
 	}
 	r, err := Replay(ev, NewSimArena(1<<30), Config{Policy: PolicyPyTorch})
@@ -88,7 +89,7 @@ func TestReplayBasics(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Result{
-		Events:         10,
+		Events:         11,
 		PeakRequested:  1000 + 3<<20 + 10,
 		PeakAllocated:  1024 + 3<<20 + 512,
 		PeakReserved:   kSmallBuffer + kLargeBuffer,
@@ -99,6 +100,7 @@ func TestReplayBasics(t *testing.T) {
 		// The OOM released the cache once before failing.
 		NumAllocRetries: 1,
 		DeviceFrees:     0,
+		RecordedOOMs:    1,
 	}
 	if r != want {
 		t.Fatalf("Replay = %+v\nwant     %+v", r, want)
@@ -106,7 +108,7 @@ func TestReplayBasics(t *testing.T) {
 	b, _ := json.Marshal(r)
 	for _, key := range []string{"events", "peak_requested_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
 		"device_allocs", "device_frees", "device_maps", "device_unmaps", "driver_time_us", "num_alloc_retries",
-		"num_ooms", "unmatched_frees"} {
+		"num_ooms", "unmatched_frees", "recorded_ooms"} {
 		if !strings.Contains(string(b), `"`+key+`":`) {
 			t.Errorf("JSON %s lacks %q", b, key)
 		}

@@ -415,6 +415,10 @@ func printReplay(w io.Writer, r replayReport) {
 	row("out of memory", func(c col) string { return fmt.Sprint(c.res.NumOOMs) })
 	row("unmatched frees", func(c col) string { return fmt.Sprint(c.res.UnmatchedFrees) })
 	tw.Flush()
+	if len(cols) > 0 && cols[0].res.RecordedOOMs > 0 {
+		n := cols[0].res.RecordedOOMs
+		fmt.Fprintf(w, "  the recorded run hit %d out-of-memory errors: their requests failed and are not replayed here, so the peaks above stop short of them; --fit replays them too\n", n)
+	}
 	if r.AsRecorded != "" {
 		fmt.Fprintf(w, "  that is vram's default policy; to replay it as PyTorch ran it: --conf %s (or --compare)\n", r.AsRecorded)
 	}

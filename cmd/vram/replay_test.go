@@ -497,3 +497,36 @@ func TestReplayNamesDevice(t *testing.T) {
 		})
 	}
 }
+
+// TestReplaySaysFailedRequestsSkipped checks that a replay of a run that
+// ran out of memory says its failed requests are not replayed, so that its
+// peaks are not read as what the run needed, and that one without does not.
+func TestReplaySaysFailedRequestsSkipped(t *testing.T) {
+	const note = "the recorded run hit 1 out-of-memory errors: their requests failed and are not replayed here"
+	oom := filepath.Join("..", "..", "analyze", "testdata", "oom_device_fragmented.pickle")
+	tests := []struct {
+		name string
+		args []string
+		want bool
+	}{
+		{"plain", []string{"replay", oom}, true},
+		{"under a capacity", []string{"replay", "--capacity", "1000MiB", "--conf", "policy:pytorch", oom}, true},
+		{"compare", []string{"replay", "--compare", oom}, true},
+		{"no OOM", []string{"replay", "testdata/resnet50_train.trace.gz"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, stderr := runCLI(t, tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if got := strings.Contains(out, note); got != tc.want {
+				t.Errorf("note shown: %v, want %v:\n%s", got, tc.want, out)
+			}
+		})
+	}
+	code, out, _ := runCLI(t, "replay", "--json", oom)
+	if code != 0 || !strings.Contains(out, `"recorded_ooms":1`) {
+		t.Errorf("--json: exit %d, %s", code, out)
+	}
+}
