@@ -9,6 +9,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/rivo/uniseg"
+
+	"github.com/vramgo/vram/internal/printable"
 )
 
 var (
@@ -224,7 +228,10 @@ func ShowUtilization(w io.Writer) error {
 
 // WriteUtilization writes the table of [ShowUtilization] for gpus; with
 // all, GPUtil's long form: name, UUID, temperature, both utilizations and
-// memory in MiB.
+// memory in MiB. MEM is [Memory.UsedFraction], "?" where [Memory.Used] is
+// unknown. Control characters in names and UUIDs are written as escapes
+// (\x1b), and columns are aligned as a terminal draws them (a CJK
+// character takes two columns).
 func WriteUtilization(w io.Writer, gpus []GPU, all bool) error {
 	type col struct {
 		name  string
@@ -250,7 +257,7 @@ func WriteUtilization(w io.Writer, gpus []GPU, all bool) error {
 	}
 	for _, g := range gpus {
 		memPct := Unknown
-		if g.Memory.TotalBytes > 0 && g.Memory.FreeBytes != Unknown {
+		if g.Memory.Used() != Unknown {
 			memPct = int(g.Memory.UsedFraction()*100 + 0.5)
 		}
 		row := []string{fmt.Sprint(g.Index), pct(g.Utilization.ComputePercent), pct(memPct)}
@@ -259,7 +266,7 @@ func WriteUtilization(w io.Writer, gpus []GPU, all bool) error {
 			if g.TemperatureC != Unknown {
 				temp = fmt.Sprintf("%dC", g.TemperatureC)
 			}
-			row = []string{fmt.Sprint(g.Index), g.Name, g.UUID, temp, pct(g.Utilization.ComputePercent), pct(memPct),
+			row = []string{fmt.Sprint(g.Index), printable.String(g.Name), printable.String(g.UUID), temp, pct(g.Utilization.ComputePercent), pct(memPct),
 				mib(g.Memory.TotalBytes), mib(g.Memory.Used()), mib(g.Memory.FreeBytes)}
 		}
 		for i := range cols {
@@ -268,22 +275,25 @@ func WriteUtilization(w io.Writer, gpus []GPU, all bool) error {
 	}
 	var header, sep strings.Builder
 	lines := make([]strings.Builder, len(gpus))
+	// fmt pads to a number of runes; a terminal draws some runes two
+	// columns wide and others none, so pad by the columns drawn.
+	pad := func(s string, width int) string { return strings.Repeat(" ", max(width-uniseg.StringWidth(s), 0)) }
 	for _, c := range cols {
-		width := len(c.name)
+		width := uniseg.StringWidth(c.name)
 		for _, s := range c.cells {
-			width = max(width, len(s))
+			width = max(width, uniseg.StringWidth(s))
 		}
-		fmt.Fprintf(&header, "| %-*s ", width, c.name)
+		fmt.Fprintf(&header, "| %s%s ", c.name, pad(c.name, width))
 		for i, s := range c.cells {
 			if c.left {
-				fmt.Fprintf(&lines[i], "| %-*s ", width, s)
+				fmt.Fprintf(&lines[i], "| %s%s ", s, pad(s, width))
 			} else {
-				fmt.Fprintf(&lines[i], "| %*s ", width, s)
+				fmt.Fprintf(&lines[i], "| %s%s ", pad(s, width), s)
 			}
 		}
 	}
 	header.WriteString("|")
-	sep.WriteString(strings.Repeat("-", header.Len()))
+	sep.WriteString(strings.Repeat("-", uniseg.StringWidth(header.String())))
 	bw := bufio.NewWriter(w)
 	fmt.Fprintln(bw, header.String())
 	fmt.Fprintln(bw, sep.String())

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rivo/uniseg"
+
 	"github.com/vramgo/vram/memory"
 )
 
@@ -440,5 +442,77 @@ func TestReadRecordingBoundsItsInput(t *testing.T) {
 				t.Errorf("read %d bytes, want at most %d", n, tc.maxBytes)
 			}
 		})
+	}
+}
+
+// TestWriteUtilizationCells checks the cells of GPUtil's table for values
+// that are partly unknown and names that are not plain ASCII.
+func TestWriteUtilizationCells(t *testing.T) {
+	mem := func(used, free int64) Memory {
+		return Memory{TotalBytes: 100 << 30, UsedBytes: used, FreeBytes: free, ReservedBytes: Unknown}
+	}
+	tests := []struct {
+		name string
+		gpu  GPU
+		all  bool
+		want []string // substrings of the GPU's row
+		not  []string
+	}{
+		{"free unknown, used known", GPU{Memory: mem(10<<30, Unknown), Utilization: Utilization{ComputePercent: 5}}, false,
+			[]string{"|  5% | 10% |"}, []string{"?"}},
+		{"used unknown, free known", GPU{Memory: mem(Unknown, 75<<30), Utilization: Utilization{ComputePercent: 5}}, false,
+			[]string{"| 25% |"}, nil},
+		{"both unknown", GPU{Memory: mem(Unknown, Unknown), Utilization: Utilization{ComputePercent: Unknown}}, false,
+			[]string{"|   ? |   ? |"}, nil},
+		{"escape in name", GPU{Name: "GPU\x1b[2J", UUID: "GPU-\r1", Memory: mem(0, 100<<30)}, true,
+			[]string{`GPU\x1b[2J`, `GPU-\r1`}, []string{"\x1b", "\r"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := WriteUtilization(&b, []GPU{tc.gpu}, tc.all); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+			row := lines[len(lines)-1]
+			for _, w := range tc.want {
+				if !strings.Contains(row, w) {
+					t.Errorf("row %q lacks %q", row, w)
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(b.String(), w) {
+					t.Errorf("table holds %q:\n%s", w, b.String())
+				}
+			}
+		})
+	}
+}
+
+// TestWriteUtilizationAlignsWideNames checks that the long table's columns
+// line up as a terminal draws them, with names of letters that take more
+// than one byte, or two columns.
+func TestWriteUtilizationAlignsWideNames(t *testing.T) {
+	gpus := []GPU{
+		{Index: 0, Name: "Ünïcødé", UUID: "GPU-a", Memory: Memory{TotalBytes: 1 << 30, UsedBytes: 0, FreeBytes: 1 << 30}},
+		{Index: 1, Name: "显卡", UUID: "GPU-b", Memory: Memory{TotalBytes: 1 << 30, UsedBytes: 0, FreeBytes: 1 << 30}},
+		{Index: 2, Name: "plain", UUID: "GPU-c", Memory: Memory{TotalBytes: 1 << 30, UsedBytes: 0, FreeBytes: 1 << 30}},
+	}
+	var b bytes.Buffer
+	if err := WriteUtilization(&b, gpus, true); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	for _, l := range lines {
+		if uniseg.StringWidth(l) != uniseg.StringWidth(lines[0]) {
+			t.Fatalf("ragged table:\n%s", b.String())
+		}
+	}
+	// The second column ends at the same place on every row.
+	col := func(l string) int { return uniseg.StringWidth(l[:strings.Index(l[2:], "|")+2]) }
+	for _, l := range lines[2:] {
+		if col(l) != col(lines[0]) {
+			t.Errorf("name column of %q ends at %d, header's at %d", l, col(l), col(lines[0]))
+		}
 	}
 }
