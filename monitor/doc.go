@@ -10,6 +10,10 @@
 //	ids, err := monitor.GetAvailable(monitor.Options{Order: monitor.OrderMemory, Limit: 2})
 //	id, err := monitor.GetFirstAvailable(monitor.Options{MaxMemory: 0.2})
 //
+// [FirstAvailable] waits and retries as getFirstAvailable's attempts and
+// interval do; an Order that is not one of the Order constants is an error
+// wrapping [ErrInvalidOptions].
+//
 // For control, open a [Source] and read it: [OpenNVML] for the machine's
 // GPUs, [NewRecorded] or [OpenRecorded] to play back readings recorded
 // earlier (tests, demos, a machine without a GPU). A [Reading] holds one

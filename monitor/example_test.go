@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -89,4 +90,20 @@ func ExampleNewCollector() {
 	// vram_gpu_up gpu="0" uuid="GPU-0" 1
 	// vram_gpu_up gpu="1" uuid="GPU-1" 0
 	// vram_monitor_up 1
+}
+
+// Wait for a GPU to become free, as GPUtil.getFirstAvailable does with
+// attempts and interval: here on readings recorded on two H200s, of which
+// GPU 0 is idle.
+func ExampleFirstAvailable() {
+	src, err := monitor.OpenRecorded("testdata/h200x2.json") // monitor.Default() for the machine's GPUs
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer src.Close()
+	id, err := monitor.FirstAvailable(context.Background(), src, monitor.Options{MaxMemory: 0.1}, 3, time.Second)
+	fmt.Println(id, err)
+	// Output:
+	// 0 <nil>
 }

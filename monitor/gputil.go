@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/rivo/uniseg"
 
@@ -94,13 +96,32 @@ type Options struct {
 	ExcludeUUIDs []string
 }
 
+// ErrInvalidOptions is wrapped by the errors of [GetAvailable] and
+// [GetFirstAvailable] for [Options] they cannot follow; test with
+// errors.Is.
+var ErrInvalidOptions = errors.New("monitor: invalid options")
+
+// Check returns an error wrapping [ErrInvalidOptions] when o.Order is not
+// one of the Order constants (or ""): a misspelt order ("Memory",
+// "mem") would otherwise sort by index without a word. Limits are not
+// checked: a NaN or negative one is GPUtil's way of admitting no GPU.
+func (o Options) Check() error {
+	switch o.Order {
+	case "", OrderFirst, OrderLast, OrderRandom, OrderLoad, OrderMemory:
+		return nil
+	}
+	return fmt.Errorf("%w: order %q is none of %q, %q, %q, %q, %q", ErrInvalidOptions, o.Order,
+		OrderFirst, OrderLast, OrderRandom, OrderLoad, OrderMemory)
+}
+
 // ErrNoneAvailable is returned by [GetFirstAvailable] when no GPU
 // qualifies.
 var ErrNoneAvailable = errors.New("monitor: no GPU is available under the given limits")
 
 // Available returns the indices of the gpus that qualify under opts, in
 // opts.Order, at most opts.Limit of them. It is GPUtil's getAvailable on
-// readings the caller already has.
+// readings the caller already has. An Order that [Options.Check] refuses
+// sorts as OrderFirst here; check opts first to tell.
 func Available(gpus []GPU, opts Options) []int {
 	maxLoad, maxMem := opts.MaxLoad, opts.MaxMemory
 	if maxLoad == 0 {
@@ -185,8 +206,12 @@ func cmpFloat(a, b float64, ia, ib int) int {
 
 // GetAvailable reads every GPU and returns the indices of those that
 // qualify under opts (see [Available]), as GPUtil.getAvailable does. The
-// result is empty, not an error, when none qualifies.
+// result is empty, not an error, when none qualifies. Options that
+// [Options.Check] refuses are an error, before any GPU is read.
 func GetAvailable(opts Options) ([]int, error) {
+	if err := opts.Check(); err != nil {
+		return nil, err
+	}
 	gpus, err := GetGPUs()
 	if err != nil {
 		return nil, err
@@ -196,8 +221,8 @@ func GetAvailable(opts Options) ([]int, error) {
 
 // GetFirstAvailable returns the index of the first GPU that qualifies
 // under opts (opts.Limit is ignored), or an error wrapping
-// [ErrNoneAvailable]. Unlike GPUtil's getFirstAvailable it does not wait
-// and retry: call it again later.
+// [ErrNoneAvailable]. It reads the GPUs once; [FirstAvailable] waits and
+// retries as GPUtil's getFirstAvailable does with attempts and interval.
 func GetFirstAvailable(opts Options) (int, error) {
 	opts.Limit = 1
 	ids, err := GetAvailable(opts)
@@ -208,6 +233,56 @@ func GetFirstAvailable(opts Options) (int, error) {
 		return -1, ErrNoneAvailable
 	}
 	return ids[0], nil
+}
+
+// FirstAvailable reads src up to attempts times, interval apart, and
+// returns the index of the first GPU that qualifies under opts
+// (opts.Limit is ignored) in the first reading where one does: GPUtil's
+// getFirstAvailable with its attempts and interval. attempts below 1 mean
+// one. When no reading has such a GPU the error wraps [ErrNoneAvailable];
+// when ctx ends first, it is ctx's error; a read that fails ends the wait
+// with the source's error, and options that [Options.Check] refuses are
+// an error before src is read.
+//
+//	src, err := monitor.Default()
+//	...
+//	id, err := monitor.FirstAvailable(ctx, src, monitor.Options{MaxMemory: 0.1}, 10, time.Minute)
+func FirstAvailable(ctx context.Context, src Source, opts Options, attempts int, interval time.Duration) (int, error) {
+	if err := opts.Check(); err != nil {
+		return -1, err
+	}
+	opts.Limit = 1
+	attempts = max(attempts, 1)
+	var timer *time.Timer
+	for i := 1; ; i++ {
+		if err := ctx.Err(); err != nil {
+			return -1, err
+		}
+		r, err := src.Read()
+		if err != nil {
+			return -1, err
+		}
+		if ids := Available(r.GPUs, opts); len(ids) > 0 {
+			return ids[0], nil
+		}
+		if i >= attempts {
+			if attempts == 1 {
+				return -1, ErrNoneAvailable
+			}
+			return -1, fmt.Errorf("%w (%d attempts, %s apart)", ErrNoneAvailable, attempts, interval)
+		}
+		if timer == nil {
+			timer = time.NewTimer(interval)
+			defer timer.Stop()
+		} else {
+			timer.Reset(interval)
+		}
+		select {
+		case <-ctx.Done():
+			return -1, ctx.Err()
+		case <-timer.C:
+		}
+	}
 }
 
 // ShowUtilization reads every GPU and writes GPUtil's table of compute
