@@ -516,3 +516,66 @@ func TestWriteUtilizationAlignsWideNames(t *testing.T) {
 		}
 	}
 }
+
+// TestReadRecordingKeys checks that a value a recording leaves out is
+// read as Unknown, not as a made-up 0, and that a key no reading has (a
+// misspelt one) is refused rather than dropped.
+func TestReadRecordingKeys(t *testing.T) {
+	unknownMem := Memory{TotalBytes: Unknown, UsedBytes: Unknown, FreeBytes: Unknown, ReservedBytes: Unknown}
+	tests := []struct {
+		name  string
+		in    string
+		check func(g GPU) bool
+		err   string
+	}{
+		{"no numbers", `{"gpus": [{"index": 0, "name": "X"}]}`, func(g GPU) bool {
+			return g.Memory == unknownMem && g.Utilization == Utilization{Unknown, Unknown} && g.TemperatureC == Unknown &&
+				g.Power == Power{Unknown, Unknown} && g.Clocks == Clocks{Unknown, Unknown, Unknown, Unknown}
+		}, ""},
+		{"part of memory", `{"gpus": [{"memory": {"total_bytes": 100, "used_bytes": 10}}]}`, func(g GPU) bool {
+			return g.Memory == Memory{TotalBytes: 100, UsedBytes: 10, FreeBytes: Unknown, ReservedBytes: Unknown}
+		}, ""},
+		{"zeros kept", `{"gpus": [{"temperature_c": 0, "utilization": {"compute_percent": 0}}]}`, func(g GPU) bool {
+			return g.TemperatureC == 0 && g.Utilization == Utilization{0, Unknown}
+		}, ""},
+		{"process memory left out", `{"gpus": [{"processes": [{"pid": 7, "name": "a"}, {"pid": 8, "used_bytes": 0}]}]}`, func(g GPU) bool {
+			return len(g.Processes) == 2 && g.Processes[0] == memory.ProcessMemory{PID: 7, Name: "a", Bytes: Unknown} && g.Processes[1].Bytes == 0
+		}, ""},
+		{"misspelt process key", `{"gpus": [{"processes": [{"pid": 7, "bytes": 5}]}]}`, nil, `unknown field "bytes"`},
+		{"misspelt GPU key", `{"gpus": [{"temperature": 50}]}`, nil, `unknown field "temperature"`},
+		{"misspelt memory key", `{"gpus": [{"memory": {"total": 5}}]}`, nil, `unknown field "total"`},
+		{"misspelt reading key", `{"gpus": [], "driver": "580"}`, nil, `unknown field "driver"`},
+		{"misspelt key in a recording", `{"format": "vram-monitor-recording", "version": 1, "readings": [{"gpus": [{"tmp": 1}]}]}`, nil, `unknown field "tmp"`},
+		{"misspelt key in a list", `[{"gpus": [{"tmp": 1}]}]`, nil, `unknown field "tmp"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rs, err := ReadRecording(strings.NewReader(tc.in))
+			if tc.err != "" {
+				if !errors.Is(err, ErrInvalidRecording) || !strings.Contains(err.Error(), tc.err) || rs != nil {
+					t.Errorf("%v, %v; want an error containing %q", rs, err, tc.err)
+				}
+				return
+			}
+			if err != nil || len(rs) != 1 || len(rs[0].GPUs) != 1 || !tc.check(rs[0].GPUs[0]) {
+				t.Errorf("%+v, %v", rs, err)
+			}
+		})
+	}
+
+	// What WriteRecording writes reads back unchanged.
+	src := recorded(t, "h200x2.json")
+	var want []Reading
+	for range 3 {
+		r, _ := src.Read()
+		want = append(want, r)
+	}
+	var b bytes.Buffer
+	if err := WriteRecording(&b, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadRecording(&b)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip: %v\n%+v\nwant\n%+v", err, got, want)
+	}
+}

@@ -132,8 +132,10 @@ func invalid(format string, args ...any) error {
 // have no GPUs key, or whose readings cannot be from a machine (two GPUs
 // with one index or UUID, a negative amount other than [Unknown], a
 // percentage over 100, a process id below 1) is an error wrapping
-// [ErrInvalidRecording]; nothing is returned then. Input larger than 1 GiB
-// is refused.
+// [ErrInvalidRecording]; nothing is returned then, and so is a key that
+// no reading has (a misspelt one would lose its value). A number a reading
+// leaves out, a process's used_bytes included, is [Unknown]. Input larger
+// than 1 GiB is refused.
 func ReadRecording(r io.Reader) ([]Reading, error) {
 	// Look at the first byte before reading everything: input that is
 	// not JSON (a binary file, /dev/zero) is refused at once.
@@ -167,11 +169,11 @@ func ReadRecording(r io.Reader) ([]Reading, error) {
 	}
 	data = bytes.TrimSpace(data)
 	if data[0] == '[' {
-		var rs []Reading
+		var rs []readingJSON
 		if err := strictUnmarshal(data, &rs); err != nil {
 			return nil, invalid("not a list of readings: %w", err)
 		}
-		return checkReadings(rs)
+		return checkReadings(fromJSON(rs))
 	}
 	var probe struct {
 		Format  *string          `json:"format"`
@@ -189,30 +191,105 @@ func ReadRecording(r io.Reader) ([]Reading, error) {
 		if probe.Version != RecordingVersion {
 			return nil, invalid("version %d of %s; this vram reads version %d", probe.Version, RecordingFormat, RecordingVersion)
 		}
-		var rec recording
+		var rec struct {
+			Format   string        `json:"format"`
+			Version  int           `json:"version"`
+			Readings []readingJSON `json:"readings"`
+		}
 		if err := strictUnmarshal(data, &rec); err != nil {
 			return nil, invalid("%w", err)
 		}
-		return checkReadings(rec.Readings)
+		return checkReadings(fromJSON(rec.Readings))
 	case probe.GPUs != nil:
-		var rd Reading
+		var rd readingJSON
 		if err := strictUnmarshal(data, &rd); err != nil {
 			return nil, invalid("%w", err)
 		}
-		return checkReadings([]Reading{rd})
+		return checkReadings(fromJSON([]readingJSON{rd}))
 	}
 	return nil, invalid(`not a recording of readings: no "format" or "gpus" key`)
 }
 
-// strictUnmarshal decodes data into v, rejecting anything after the value.
+// strictUnmarshal decodes data into v, rejecting keys that v has no field
+// for and anything after the value. A misspelt key ("bytes" for
+// "used_bytes") would otherwise be dropped, and its value read as 0.
 func strictUnmarshal(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
 	if dec.More() {
 		return errors.New("data after the JSON value")
 	}
+	return nil
+}
+
+// readingJSON decodes a [Reading] of a recording: its GPUs through
+// gpuJSON.
+type readingJSON struct {
+	Reading
+	GPUs []gpuJSON `json:"gpus"`
+}
+
+// fromJSON returns the readings rs decoded.
+func fromJSON(rs []readingJSON) []Reading {
+	out := make([]Reading, len(rs))
+	for i, r := range rs {
+		out[i] = r.Reading
+		out[i].GPUs = make([]GPU, len(r.GPUs))
+		for j, g := range r.GPUs {
+			out[i].GPUs[j] = GPU(g)
+		}
+	}
+	return out
+}
+
+// gpuJSON decodes a [GPU] of a recording. A number that the recording
+// leaves out is [Unknown], as the driver not reporting it would make it,
+// rather than a made-up 0 (0 MiB used, 0 °C), and so is a process's
+// memory; a key that GPU has no field for is an error.
+type gpuJSON GPU
+
+// UnmarshalJSON decodes b onto a GPU whose numbers are all Unknown.
+func (g *gpuJSON) UnmarshalJSON(b []byte) error {
+	type plain GPU // GPU's fields without this method
+	p := plain{
+		Memory:       Memory{TotalBytes: Unknown, UsedBytes: Unknown, FreeBytes: Unknown, ReservedBytes: Unknown},
+		Utilization:  Utilization{ComputePercent: Unknown, MemoryBandwidthPercent: Unknown},
+		TemperatureC: Unknown,
+		Power:        Power{DrawW: Unknown, LimitW: Unknown},
+		Clocks:       Clocks{GraphicsMHz: Unknown, SMMHz: Unknown, MemoryMHz: Unknown, MaxSMMHz: Unknown},
+	}
+	v := struct {
+		*plain
+		Processes []processJSON `json:"processes"`
+	}{plain: &p}
+	if err := strictUnmarshal(b, &v); err != nil {
+		return err
+	}
+	if v.Processes != nil {
+		p.Processes = make([]memory.ProcessMemory, len(v.Processes))
+		for i, pr := range v.Processes {
+			p.Processes[i] = memory.ProcessMemory(pr)
+		}
+	}
+	*g = gpuJSON(p)
+	return nil
+}
+
+// processJSON decodes a process of a recording: memory it leaves out is
+// Unknown.
+type processJSON memory.ProcessMemory
+
+// UnmarshalJSON decodes b onto a process whose memory is Unknown.
+func (p *processJSON) UnmarshalJSON(b []byte) error {
+	type plain memory.ProcessMemory
+	v := plain{Bytes: Unknown}
+	if err := strictUnmarshal(b, &v); err != nil {
+		return err
+	}
+	*p = processJSON(v)
 	return nil
 }
 
