@@ -227,11 +227,17 @@ var (
 	serveReadTimeout       = time.Minute
 	serveWriteTimeout      = time.Minute
 	serveIdleTimeout       = 2 * time.Minute
+	// serveShutdownTimeout is how long Serve waits, once its context
+	// ended, for scrapes in progress before it closes their connections.
+	serveShutdownTimeout = 5 * time.Second
 )
 
 // Serve serves g's metrics at /metrics (and a short page at /) on the
 // listener ln until ctx is done, then shuts the server down and returns
-// nil; it returns the server's error if it stops for another reason. A
+// nil; it returns the server's error if it stops for another reason.
+// Scrapes in progress when ctx ends get 5 seconds to finish; then their
+// connections are closed (a collector whose read hangs cannot hold the
+// server open) and Serve returns an error saying so. A
 // connection idle for 2 minutes, or a request not read or answered within
 // a minute, is closed.
 // Programs call it in a goroutine:
@@ -258,10 +264,15 @@ func Serve(ctx context.Context, ln net.Listener, g prometheus.Gatherer) error {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), serveShutdownTimeout)
 		defer cancel()
 		err := srv.Shutdown(sctx)
 		<-done
-		return err
+		if err != nil {
+			// Shutdown leaves the connections it waited for open.
+			srv.Close()
+			return fmt.Errorf("monitor: scrapes still running %s after the server was asked to stop; closed their connections: %w", serveShutdownTimeout, err)
+		}
+		return nil
 	}
 }

@@ -511,3 +511,79 @@ func TestHandlerCountsCollectorErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) { scrape(t, Handler(g)) })
 	}
 }
+
+// blockingSource is a source whose Read waits until release is closed.
+type blockingSource struct {
+	started chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (s *blockingSource) Read() (Reading, error) {
+	s.once.Do(func() { close(s.started) })
+	<-s.release
+	return Reading{GPUs: []GPU{}}, nil
+}
+
+func (s *blockingSource) Close() error { return nil }
+
+// TestServeShutdownWithHangingScrape checks that a scrape whose source
+// never answers cannot hold Serve, or the scraper's connection, open once
+// the context ended.
+func TestServeShutdownWithHangingScrape(t *testing.T) {
+	old := serveShutdownTimeout
+	serveShutdownTimeout = 50 * time.Millisecond
+	t.Cleanup(func() { serveShutdownTimeout = old })
+	tests := []struct {
+		name string
+		hang bool
+	}{
+		{"idle", false},
+		{"scrape hangs", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &blockingSource{started: make(chan struct{}), release: make(chan struct{})}
+			defer close(src.release)
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(NewCollector(src))
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- Serve(ctx, ln, reg) }()
+			scraped := make(chan error, 1)
+			if tc.hang {
+				go func() {
+					resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + ln.Addr().String() + "/metrics")
+					if err == nil {
+						resp.Body.Close()
+					}
+					scraped <- err
+				}()
+				<-src.started
+			}
+			cancel()
+			select {
+			case err := <-done:
+				if tc.hang == (err == nil) {
+					t.Errorf("Serve: %v", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("Serve did not return")
+			}
+			if tc.hang {
+				select {
+				case err := <-scraped:
+					if err == nil {
+						t.Error("the hanging scrape got an answer")
+					}
+				case <-time.After(2 * time.Second):
+					t.Error("the hanging scrape's connection was left open")
+				}
+			}
+		})
+	}
+}
