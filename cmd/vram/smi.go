@@ -152,6 +152,11 @@ func writeSmi(out io.Writer, r monitor.Reading) error {
 		head = append(head, r.Time.Local().Format(time.DateTime))
 	}
 	fmt.Fprintf(w, "vram smi   %s\n\n", strings.Join(head, "   "))
+	if len(r.GPUs) == 0 {
+		// nvidia-smi's "No devices were found" rather than empty tables.
+		fmt.Fprintln(w, noGPUs)
+		return w.err
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "GPU\tNAME\tMEMORY USED / TOTAL\tDRIVER RESERVE\tKERNELS RAN\tMEMORY BUSY\tTEMP\tPOWER / LIMIT\tSM CLOCK")
 	for _, g := range r.GPUs {
@@ -197,6 +202,9 @@ func writeSmi(out io.Writer, r monitor.Reading) error {
 	}
 	return w.err
 }
+
+// noGPUs is what smi and watch show for a reading without GPUs.
+const noGPUs = "no GPU in this reading"
 
 // gib prints bytes as GiB with one decimal.
 func gib(n int64) string {

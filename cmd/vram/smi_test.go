@@ -310,3 +310,39 @@ func TestWatchWideCharacters(t *testing.T) {
 		})
 	}
 }
+
+// TestMonitorCommandsWithoutGPUs checks that a reading of no GPU says so
+// rather than print empty tables.
+func TestMonitorCommandsWithoutGPUs(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "none.json")
+	if err := os.WriteFile(file, []byte(`{"time": "2026-11-30T17:00:00Z", "gpus": []}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args []string
+		want []string
+		not  []string
+	}{
+		{[]string{"smi", "--source", file}, []string{"vram smi", noGPUs}, []string{"PROCESSES", "GPU  NAME"}},
+		{[]string{"watch", "--count", "2", "--interval", "10ms", "--source", file}, []string{"0 GPU(s)", noGPUs}, []string{"PROCESSES"}},
+		{[]string{"smi", "-L", "--source", file}, nil, []string{"GPU"}},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tc.args...)
+			if code != 0 || stderr != "" {
+				t.Fatalf("exit %d, stderr %q", code, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("output lacks %q:\n%s", w, stdout)
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(stdout, w) {
+					t.Errorf("output holds %q:\n%s", w, stdout)
+				}
+			}
+		})
+	}
+}

@@ -367,6 +367,9 @@ func (h *watchHistory) render(r monitor.Reading, width int, interval time.Durati
 		head += strings.Repeat(" ", pad) + stamp
 	}
 	add(head)
+	if len(r.GPUs) == 0 {
+		return append(lines, "", noGPUs)
+	}
 	for _, g := range r.GPUs {
 		k := gpuKey(g)
 		m := g.Memory
