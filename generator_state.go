@@ -1,0 +1,80 @@
+package vram
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+)
+
+// generatorMagic starts every generator state that [Generator.State]
+// returns; the byte after it is the version of the layout that follows.
+const generatorMagic = "vram.gen"
+
+// generatorStateVersion is the version of the state layout State writes:
+// the magic, this byte, then the state of the generator's PCG source as
+// math/rand/v2's PCG.MarshalBinary encodes it.
+const generatorStateVersion = 1
+
+// State returns the generator's state, a value [Generator.SetState] takes
+// to make this or another generator draw the same numbers from then on
+// (torch.Generator.get_state). It is a few dozen bytes, versioned, and
+// the same on every platform, so it can go into a checkpoint file. Taking
+// it draws nothing.
+func (g *Generator) State() []byte {
+	b := []byte(generatorMagic)
+	b = append(b, generatorStateVersion)
+	return append(b, g.state()...)
+}
+
+// SetState puts the generator in the state st that [Generator.State]
+// returned, so that its next draws are those that followed State
+// (torch.Generator.set_state). It returns an error wrapping
+// [ErrArgument], leaving the generator as it was, for a state that State
+// did not return (empty, truncated, of another version or corrupted).
+func (g *Generator) SetState(st []byte) error {
+	src, err := decodeGeneratorState(st)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.src, g.rng = src, rand.New(src)
+	g.mu.Unlock()
+	return nil
+}
+
+// decodeGeneratorState returns the source that the state st holds.
+func decodeGeneratorState(st []byte) (*rand.PCG, error) {
+	bad := func(format string, args ...any) error {
+		return &Error{Op: "generator set state", Kind: ErrArgument, Detail: fmt.Sprintf(format, args...)}
+	}
+	rest, ok := bytes.CutPrefix(st, []byte(generatorMagic))
+	switch {
+	case len(st) == 0:
+		return nil, bad("empty state; pass what Generator.State returned")
+	case !ok:
+		return nil, bad("%d bytes that are not a generator state (they do not start with %q)", len(st), generatorMagic)
+	case len(rest) == 0:
+		return nil, bad("the state is truncated after its header")
+	case rest[0] != generatorStateVersion:
+		return nil, bad("state version %d; this vram reads version %d", rest[0], generatorStateVersion)
+	}
+	src := rand.NewPCG(0, 0)
+	if err := src.UnmarshalBinary(rest[1:]); err != nil {
+		return nil, &Error{Op: "generator set state", Kind: ErrArgument,
+			Detail: fmt.Sprintf("the state's %d bytes of source state are truncated or corrupted", len(rest)-1), Err: err}
+	}
+	return src, nil
+}
+
+// RNGState returns the state of the default generator (torch.get_rng_state),
+// for a checkpoint: [SetRNGState] with it makes the default generator, and
+// so every draw that uses it (random factories without [WithGenerator],
+// dropout, a data loader's shuffling without a generator of its own),
+// continue as it would have.
+func RNGState() []byte { return defaultGen.State() }
+
+// SetRNGState restores the default generator to the state st that
+// [RNGState] (or the default generator's [Generator.State]) returned
+// (torch.set_rng_state). It returns an error wrapping [ErrArgument],
+// changing nothing, for a state that is not one.
+func SetRNGState(st []byte) error { return defaultGen.SetState(st) }
