@@ -267,15 +267,42 @@ func (e *PanicError) Unwrap() error {
 // makes for a sample are released once the batch is assembled, and no
 // graph is recorded. Settings scoped to the loop's goroutine, such as
 // [vram.WithStream] or autocast, do not reach workers.
-func (l *Loader) All() iter.Seq2[*Batch, error] {
+func (l *Loader) All() iter.Seq2[*Batch, error] { return l.AllFrom(0) }
+
+// AllFrom returns an iterator over one epoch of batches, as [Loader.All]
+// does, that starts at batch start of the epoch: the batches before it are
+// skipped, so that a run stopped within an epoch resumes where it stopped
+// (PyTorch's StatefulDataLoader). The epoch's order is drawn as All draws
+// it, so the skipped batches are those the stopped run read only when
+// the sampler's generator is in the state it had when that epoch began:
+// give the loader a generator of its own (Options.Generator), keep its
+// [vram.Generator.State] from before each epoch, and restore it with
+// [vram.Generator.SetState] before resuming. The indices of skipped
+// batches are drawn but their samples are not read; of a stream, the
+// samples of skipped batches are read and released, and of a
+// [ShardedDataset], whose order of batches depends on its workers, the
+// skipped batches are also made. A start past the end yields nothing; a
+// negative one yields an error matching [vram.ErrArgument].
+func (l *Loader) AllFrom(start int) iter.Seq2[*Batch, error] {
 	return func(yield func(*Batch, error) bool) {
+		if start < 0 {
+			yield(nil, fmt.Errorf("data: Loader.AllFrom: start batch %d; it must be 0 or more: %w", start, vram.ErrArgument))
+			return
+		}
 		switch sd, ok := l.stream.(ShardedDataset); {
 		case l.opts.NumWorkers == 0:
-			l.serial(yield)
+			l.serial(start, yield)
 		case ok:
-			l.sharded(sd, yield)
+			k := 0
+			l.sharded(sd, func(b *Batch, err error) bool {
+				if err == nil && k < start {
+					k++
+					return true // released by sharded when this returns
+				}
+				return yield(b, err)
+			})
 		default:
-			l.parallel(yield)
+			l.parallel(start, yield)
 		}
 	}
 }
@@ -292,13 +319,14 @@ type job struct {
 // drop releases the samples of a job that is never fetched.
 func (j job) drop() { releaseSamplesExcept(j.samples, nil) }
 
-// jobs yields the batches of one epoch's indices, in order, and a final
-// job with an error if the sampler panics or yields an index out of range.
-// The sampler runs as a pulled iterator, so that only its own panics are
-// recovered here, never those of the code that consumes the jobs.
-func (l *Loader) jobs() iter.Seq[job] {
+// jobs yields the batches of one epoch's indices from batch skip on, in
+// order, and a final job with an error if the sampler panics or yields an
+// index out of range. The sampler runs as a pulled iterator, so that only
+// its own panics are recovered here, never those of the code that
+// consumes the jobs.
+func (l *Loader) jobs(skip int) iter.Seq[job] {
 	if l.stream != nil {
-		return l.streamJobs(l.stream.All())
+		return l.streamJobs(l.stream.All(), skip)
 	}
 	return func(yield func(job) bool) {
 		next, stop := iter.Pull(l.sampler.All())
@@ -319,6 +347,11 @@ func (l *Loader) jobs() iter.Seq[job] {
 			}
 			idx = append(idx, i)
 			if len(idx) == l.batchSize {
+				if k < skip {
+					k++
+					idx = idx[:0]
+					continue
+				}
 				if !yield(job{k: k, idx: idx}) {
 					return
 				}
@@ -326,7 +359,7 @@ func (l *Loader) jobs() iter.Seq[job] {
 				idx = make([]int, 0, room)
 			}
 		}
-		if len(idx) > 0 && !l.opts.DropLast {
+		if len(idx) > 0 && !l.opts.DropLast && k >= skip {
 			yield(job{k: k, idx: idx})
 		}
 	}
@@ -439,8 +472,8 @@ func (l *Loader) pin(ts []*vram.Tensor) []*vram.Tensor {
 }
 
 // serial runs an epoch on the calling goroutine.
-func (l *Loader) serial(yield func(*Batch, error) bool) {
-	for j := range l.jobs() {
+func (l *Loader) serial(skip int, yield func(*Batch, error) bool) {
+	for j := range l.jobs(skip) {
 		b, err := l.fetch(j)
 		if err != nil {
 			yield(nil, err)
@@ -468,10 +501,10 @@ type result struct {
 // channel of Prefetch-1 places (plus the one the worker holds while it
 // waits to send), so the loop reads batch k from that worker's channel and
 // the order is the serial one.
-func (l *Loader) parallel(yield func(*Batch, error) bool) {
+func (l *Loader) parallel(skip int, yield func(*Batch, error) bool) {
 	w := l.opts.NumWorkers
 	if n := l.Len(); n >= 0 {
-		w = max(min(w, n), 1) // no worker without a batch to prepare
+		w = max(min(w, n-min(skip, n)), 1) // no worker without a batch to prepare
 	}
 	done := make(chan struct{})
 	ins := make([]chan job, w)
@@ -494,9 +527,9 @@ func (l *Loader) parallel(yield func(*Batch, error) bool) {
 				close(in)
 			}
 		}()
-		for j := range l.jobs() {
+		for j := range l.jobs(skip) {
 			select {
-			case ins[j.k%w] <- j:
+			case ins[(j.k-skip)%w] <- j:
 			case <-done:
 				j.drop()
 				return

@@ -101,7 +101,7 @@ func (l *Loader) Stream() IterableDataset { return l.stream }
 // job with an error if the stream yields one or panics. The samples of the
 // jobs are theirs; those of an unfinished batch are released when the
 // stream fails or the consumer stops.
-func (l *Loader) streamJobs(seq iter.Seq2[Sample, error]) iter.Seq[job] {
+func (l *Loader) streamJobs(seq iter.Seq2[Sample, error], skip int) iter.Seq[job] {
 	return func(yield func(job) bool) {
 		next, stop := iter.Pull2(seq)
 		defer stop()
@@ -125,13 +125,18 @@ func (l *Loader) streamJobs(seq iter.Seq2[Sample, error]) iter.Seq[job] {
 			if len(batch) == l.batchSize {
 				b := batch
 				batch = nil
+				if k < skip {
+					job{samples: b}.drop()
+					k++
+					continue
+				}
 				if !yield(job{k: k, samples: b}) {
 					return
 				}
 				k++
 			}
 		}
-		if len(batch) > 0 && !l.opts.DropLast {
+		if len(batch) > 0 && !l.opts.DropLast && k >= skip {
 			b := batch
 			batch = nil
 			yield(job{k: k, samples: b})
@@ -169,7 +174,7 @@ func (l *Loader) sharded(ds ShardedDataset, yield func(*Batch, error) bool) {
 		go func() {
 			defer wg.Done()
 			defer close(outs[i])
-			for j := range l.streamJobs(ds.Shard(WorkerInfo{ID: i, NumWorkers: w})) {
+			for j := range l.streamJobs(ds.Shard(WorkerInfo{ID: i, NumWorkers: w}), 0) {
 				b, err := l.fetch(j)
 				if err != nil {
 					err = fmt.Errorf("data: worker %d: %w", i, err)
