@@ -328,3 +328,19 @@ func ExampleCheckpointMulti() {
 	fmt.Println(ys[0].Float64s(), ys[1].Item(), w.Grad().Float64s())
 	// Output: [2 4] 14 [10]
 }
+
+// A generator's state, kept in a checkpoint, makes a resumed run draw the
+// numbers the stopped run would have drawn next.
+func ExampleGenerator_State() {
+	g := vram.NewGenerator(1)
+	g.Float64()
+	st := g.State() // save with the checkpoint
+
+	next := g.Float64()
+	resumed := vram.NewGenerator(99) // a new process
+	if err := resumed.SetState(st); err != nil {
+		panic(err)
+	}
+	fmt.Println(resumed.Float64() == next)
+	// Output: true
+}

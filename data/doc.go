@@ -29,6 +29,15 @@
 // indices ([SequentialSampler], [RandomSampler] with or without
 // replacement, [SubsetRandomSampler], [SamplerFunc]).
 //
+// # Resuming
+//
+// An epoch's order depends only on the state of the loader's generator
+// when the epoch begins. To resume a run that stopped within an epoch,
+// keep that state ([vram.Generator.State]) and the number of batches done
+// in the checkpoint, restore the state ([vram.Generator.SetState]) and go
+// on with [Loader.AllFrom], which skips the batches done without reading
+// their samples.
+//
 // # Streams
 //
 // An [IterableDataset] is a stream with no length (records read from a

@@ -144,3 +144,36 @@ func ExampleShardedDataset() {
 	// [6 8]
 	// [7 9]
 }
+
+// ExampleLoader_AllFrom resumes an epoch after its first batch: the
+// loader's generator gets back the state it had when the epoch began, so
+// the epoch's order is the same.
+func ExampleLoader_AllFrom() {
+	y := vram.Arange(0, 6, 1, vram.Int64)
+	defer y.Release()
+	ds, err := data.NewTensorDataset(y)
+	if err != nil {
+		panic(err)
+	}
+	gen := vram.NewGenerator(1)
+	loader, err := data.NewLoader(ds, 2, data.Options{Shuffle: true, Generator: gen})
+	if err != nil {
+		panic(err)
+	}
+	epochStart := gen.State() // saved in the checkpoint with the batch count
+	for batch := range loader.All() {
+		fmt.Println("before:", batch.Tensors[0].Int64s())
+	}
+	if err := gen.SetState(epochStart); err != nil { // after a restart
+		panic(err)
+	}
+	for batch := range loader.AllFrom(1) {
+		fmt.Println("resumed:", batch.Tensors[0].Int64s())
+	}
+	// Output:
+	// before: [1 3]
+	// before: [4 5]
+	// before: [2 0]
+	// resumed: [4 5]
+	// resumed: [2 0]
+}
