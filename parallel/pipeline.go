@@ -312,13 +312,24 @@ func (r *pipeRun) timed(s int, backward bool, fn func()) {
 // accumulated in the stages' parameters are those of the whole batch
 // through the whole model on one device. Call the optimizer next.
 //
+// As in the unsplit model, a stage whose output nothing later depends on
+// (a later stage detached it, or it is not floating-point, such as
+// indices for an embedding) gets no gradient, and its parameters none:
+// their Grad stays nil.
+//
 // A stage that panics stops the others; the panic is re-raised here as an
-// [*vram.Error] that names the stage (vram.Catch returns it). Report
-// describes the run afterwards.
+// [*vram.Error] that names the stage (vram.Catch returns it). Called with
+// gradients off (inside NoGrad or InferenceMode) it panics with an
+// [*vram.Error] of kind vram.ErrAutograd. Report describes the run
+// afterwards.
 func (p *Pipeline) ForwardBackward(x, y *vram.Tensor, lossFn func(output, target *vram.Tensor) *vram.Tensor) float64 {
 	const op = "pipeline forward backward"
 	if y == nil || lossFn == nil {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "nil targets or loss function"})
+	}
+	if !vram.GradEnabled() {
+		panic(&vram.Error{Op: op, Kind: vram.ErrAutograd, Detail: "gradients are off on this goroutine (NoGrad or InferenceMode), " +
+			"so the backward passes would compute nothing; call Forward for inference"})
 	}
 	r := p.newRun(op, x)
 	resolveDim(op, 0, y.Dim())
@@ -348,10 +359,16 @@ func (p *Pipeline) ForwardBackward(x, y *vram.Tensor, lossFn func(output, target
 					in := ins[j]
 					if s == 0 {
 						in = chunk(x, 0, r.offs[j], r.sizes[j], dev)
-					} else {
-						in.SetRequiresGrad(true)
+					} else if in.DType().IsFloat() {
+						in.SetRequiresGrad(true) // others (indices) take no gradient
 					}
 					out := p.stages[s].Module.Forward(in)
+					if out == in {
+						// A stage that returns its input: a handle of its
+						// own, so that releasing the output keeps the
+						// input and its gradient.
+						out = in.To(in.Device())
+					}
 					if s < n-1 {
 						outs[j] = vram.Keep(out)
 						r.acts[s] <- handOff(out, p.stages[s+1].Device)
@@ -379,8 +396,12 @@ func (p *Pipeline) ForwardBackward(x, y *vram.Tensor, lossFn func(output, target
 						outs[j].Backward()
 					}
 				} else {
-					defer g.Release()
-					if outs[j].RequiresGrad() {
+					defer g.Release() // nil-safe
+					// No gradient came back when nothing after this
+					// stage depends on its output (a stage detached it,
+					// or it is not floating-point): its parameters get
+					// none either, as in the unsplit model.
+					if g != nil && outs[j].RequiresGrad() {
 						outs[j].Backward(vram.Gradient(g))
 					}
 				}
@@ -388,12 +409,9 @@ func (p *Pipeline) ForwardBackward(x, y *vram.Tensor, lossFn func(output, target
 				outs[j] = nil
 				if s > 0 {
 					in := ins[j]
-					g := in.Grad()
-					var back *vram.Tensor
-					if g != nil {
+					var back *vram.Tensor // nil: no gradient
+					if g := in.Grad(); g != nil {
 						back = handOff(g, p.stages[s-1].Device)
-					} else {
-						vram.NoGrad(func() { back = vram.Keep(vram.Zeros(in.Shape(), in.DType(), p.stages[s-1].Device)) })
 					}
 					r.grads[s-1] <- back
 					in.Release()

@@ -253,3 +253,126 @@ func TestPipelineErrors(t *testing.T) {
 		nn.Release(first)
 	}
 }
+
+// stageFunc is a stage without parameters that applies f.
+type stageFunc struct {
+	nn.Base
+	f func(*vram.Tensor) *vram.Tensor
+}
+
+func (m *stageFunc) Forward(x *vram.Tensor) *vram.Tensor { return m.f(x) }
+
+// TestPipelineUnusualStages checks ForwardBackward against Forward and
+// Backward of its result (the unsplit graph) for stages that return their
+// input, change the dtype, hand on indices or detach their input: the same
+// loss and gradients, nil where the unsplit model has none, and nothing
+// left on the devices.
+func TestPipelineUnusualStages(t *testing.T) {
+	fn := func(f func(*vram.Tensor) *vram.Tensor) nn.Module { return &stageFunc{f: f} }
+	tests := []struct {
+		name string
+		mods func() []nn.Module
+	}{
+		{"stage returns its input", func() []nn.Module {
+			return []nn.Module{nn.NewLinear(4, 3), fn(func(x *vram.Tensor) *vram.Tensor { return x }), nn.NewLinear(3, 3)}
+		}},
+		{"float64 between stages", func() []nn.Module {
+			return []nn.Module{nn.NewLinear(4, 3), fn(func(x *vram.Tensor) *vram.Tensor { return x.Cast(vram.Float64) }),
+				fn(func(x *vram.Tensor) *vram.Tensor { return x.Cast(vram.Float32) }), nn.NewLinear(3, 3)}
+		}},
+		{"indices between stages", func() []nn.Module {
+			return []nn.Module{nn.NewLinear(4, 4), fn(func(x *vram.Tensor) *vram.Tensor { return x.MulScalar(3).Cast(vram.Int64) }),
+				fn(func(x *vram.Tensor) *vram.Tensor { return x.Cast(vram.Float32) }), nn.NewLinear(4, 3)}
+		}},
+		{"a stage detaches", func() []nn.Module {
+			return []nn.Module{nn.NewLinear(4, 4), fn(func(x *vram.Tensor) *vram.Tensor { return x.Detach() }), nn.NewLinear(4, 3)}
+		}},
+	}
+	devs := simDevs(2)
+	for _, tt := range tests {
+		for _, sched := range []Schedule{GPipe, OneFOneB} {
+			t.Run(fmt.Sprintf("%s %v", tt.name, sched), func(t *testing.T) {
+				vram.ManualSeed(2)
+				var stages []Stage
+				for i, m := range tt.mods() {
+					stages = append(stages, Stage{Module: m, Device: devs[i%2]})
+				}
+				p, err := NewPipeline(stages, MicroBatches(3), WithSchedule(sched))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer nn.Release(p)
+				x, y := vram.Randn(vram.Shape{7, 4}), vram.Randn(vram.Shape{7, 3})
+				defer x.Release()
+				defer y.Release()
+				memtest.Settle(devs...)
+				before := []int64{vram.MemoryAllocated(devs[0]), vram.MemoryAllocated(devs[1])}
+
+				var got, want float64
+				if err := vram.Catch(func() { got = p.ForwardBackward(x, y, nn.MSELoss) }); err != nil {
+					t.Fatal(err)
+				}
+				grads := map[string][]float64{}
+				for _, np := range p.NamedParameters() {
+					if g := np.Tensor.Grad(); g != nil {
+						grads[np.Name] = g.Float64s()
+					}
+					np.Tensor.SetGrad(nil)
+				}
+				vram.Tidy(func() {
+					out := p.Forward(x)
+					l := nn.MSELoss(out, y.To(out.Device()))
+					l.Backward()
+					want = l.Item()
+				})
+				if !nearF32(got, want) {
+					t.Fatalf("loss %v, unsplit %v", got, want)
+				}
+				for _, np := range p.NamedParameters() {
+					g, w := grads[np.Name], np.Tensor.Grad()
+					if (g == nil) != (w == nil) {
+						t.Fatalf("%s: gradient %v, unsplit %v", np.Name, g, w)
+					}
+					if w == nil {
+						continue
+					}
+					for i, wv := range w.Float64s() {
+						if !nearF32(g[i], wv) {
+							t.Fatalf("%s element %d: gradient %v, unsplit %v", np.Name, i, g[i], wv)
+						}
+					}
+					np.Tensor.SetGrad(nil)
+				}
+				memtest.Settle(devs...)
+				for i, d := range devs {
+					if a := vram.MemoryAllocated(d); a != before[i] {
+						t.Errorf("%v: %d bytes left", d, a-before[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestPipelineForwardBackwardWithoutGrad(t *testing.T) {
+	p, err := NewPipeline([]Stage{{nn.NewLinear(2, 2), vram.Sim(0)}, {nn.NewLinear(2, 2), vram.Sim(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nn.Release(p)
+	x := vram.Ones(vram.Shape{4, 2})
+	defer x.Release()
+	for _, tt := range []struct {
+		name string
+		wrap func(func())
+	}{
+		{"NoGrad", vram.NoGrad},
+		{"InferenceMode", vram.InferenceMode},
+	} {
+		var err error
+		tt.wrap(func() { err = vram.Catch(func() { p.ForwardBackward(x, x, nn.MSELoss) }) })
+		if !errors.Is(err, vram.ErrAutograd) {
+			t.Errorf("%s: %v, want an error of kind ErrAutograd", tt.name, err)
+		}
+	}
+}
