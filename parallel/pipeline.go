@@ -89,8 +89,9 @@ type Pipeline struct {
 // NewPipeline returns a pipeline of stages, in order: each stage's output
 // is the next one's input. Every stage's module is moved to its device
 // (which may be shared by several stages). It returns an error for no
-// stages, a nil module, an unavailable device, fewer than one micro-batch
-// or an unknown schedule.
+// stages, a nil module, an unavailable device, parameters or buffers
+// shared by stages on different devices, fewer than one micro-batch or
+// an unknown schedule.
 func NewPipeline(stages []Stage, opts ...PipelineOption) (*Pipeline, error) {
 	if len(stages) == 0 {
 		return nil, fmt.Errorf("parallel: pipeline: no stages: %w", vram.ErrArgument)
@@ -116,12 +117,42 @@ func NewPipeline(stages []Stage, opts ...PipelineOption) (*Pipeline, error) {
 			return nil, fmt.Errorf("parallel: pipeline: stage %d: %w", i, err)
 		}
 	}
+	if err := sharedAcrossDevices(stages); err != nil {
+		return nil, err
+	}
 	for i, s := range stages {
 		if err := vram.Catch(func() { s.Module.To(s.Device) }); err != nil {
 			return nil, fmt.Errorf("parallel: pipeline: moving stage %d to %v: %w", i, s.Device, err)
 		}
 	}
 	return &Pipeline{stages: slices.Clone(stages), micro: cfg.micro, sched: cfg.sched}, nil
+}
+
+// sharedAcrossDevices returns an error of kind vram.ErrArgument when a
+// parameter or buffer belongs to stages on different devices: moving one
+// stage would take it from the other, which would then fail at its first
+// micro-batch. Stages on one device may share them (tied weights).
+func sharedAcrossDevices(stages []Stage) error {
+	type owner struct {
+		stage int
+		name  string
+	}
+	seen := map[*vram.Tensor]owner{}
+	for i, s := range stages {
+		for _, np := range slices.Concat(s.Module.NamedParameters(), nn.NamedBuffers(s.Module)) {
+			o, ok := seen[np.Tensor]
+			if !ok {
+				seen[np.Tensor] = owner{i, np.Name}
+				continue
+			}
+			if d := stages[o.stage].Device; d != s.Device {
+				return fmt.Errorf("parallel: pipeline: %s of stage %d on %v is %s of stage %d on %v; "+
+					"a tensor lives on one device, so stages that share parameters or buffers must share a device: %w",
+					np.Name, i, s.Device, o.name, o.stage, d, vram.ErrArgument)
+			}
+		}
+	}
+	return nil
 }
 
 // Stages returns the stages.

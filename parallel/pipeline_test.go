@@ -200,6 +200,8 @@ func TestPipelineErrors(t *testing.T) {
 		{"missing device", []Stage{{Module: lin, Device: vram.Sim(40)}}, nil, "sim:40"},
 		{"no micro-batches", []Stage{{Module: lin, Device: vram.CPU}}, []PipelineOption{MicroBatches(0)}, "micro-batches"},
 		{"unknown schedule", []Stage{{Module: lin, Device: vram.CPU}}, []PipelineOption{WithSchedule(7)}, "schedule"},
+		{"parameters shared across devices", []Stage{{Module: lin, Device: vram.Sim(0)},
+			{Module: nn.NewSequential(nn.NewTanh(), lin), Device: vram.Sim(1)}}, nil, "must share a device"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := NewPipeline(tt.stages, tt.opts...)
@@ -374,5 +376,53 @@ func TestPipelineForwardBackwardWithoutGrad(t *testing.T) {
 		if !errors.Is(err, vram.ErrAutograd) {
 			t.Errorf("%s: %v, want an error of kind ErrAutograd", tt.name, err)
 		}
+	}
+}
+
+// TestPipelineTiedStages runs stages on one device that share a layer
+// (tied weights): their goroutines accumulate into the same gradients,
+// which must equal the unsplit model's, the input's gradient too. Run
+// with -race.
+func TestPipelineTiedStages(t *testing.T) {
+	for _, sched := range []Schedule{GPipe, OneFOneB} {
+		t.Run(sched.String(), func(t *testing.T) {
+			vram.ManualSeed(4)
+			shared := nn.NewLinear(3, 3)
+			p, err := NewPipeline([]Stage{{shared, vram.Sim(0)}, {nn.NewTanh(), vram.Sim(1)}, {shared, vram.Sim(0)}},
+				MicroBatches(4), WithSchedule(sched))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nn.Release(p)
+			x := vram.Randn(vram.Shape{8, 3}, vram.Sim(0), vram.WithGrad())
+			defer x.Release()
+			y := vram.Randn(vram.Shape{8, 3})
+			defer y.Release()
+			got := p.ForwardBackward(x, y, nn.MSELoss)
+			tensors := []*vram.Tensor{shared.Weight, shared.Bias, x}
+			grads := make([][]float64, len(tensors))
+			for i, tn := range tensors {
+				grads[i] = tn.Grad().Float64s()
+				tn.SetGrad(nil)
+			}
+			var want float64
+			vram.Tidy(func() {
+				h := shared.Forward(x).To(vram.Sim(1)).Tanh().To(vram.Sim(0))
+				l := nn.MSELoss(shared.Forward(h), y.To(vram.Sim(0)))
+				l.Backward()
+				want = l.Item()
+			})
+			if !nearF32(got, want) {
+				t.Fatalf("loss %v, unsplit %v", got, want)
+			}
+			for i, tn := range tensors {
+				for j, w := range tn.Grad().Float64s() {
+					if !nearF32(grads[i][j], w) {
+						t.Fatalf("tensor %d element %d: gradient %v, unsplit %v", i, j, grads[i][j], w)
+					}
+				}
+				tn.SetGrad(nil)
+			}
+		})
 	}
 }
