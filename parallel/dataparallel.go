@@ -310,8 +310,10 @@ func (dp *DataParallelModule) onReplicas(op string, sizes []int, acc []time.Dura
 // stacked into a vector, one element per replica, as PyTorch does.
 //
 // The module's Forward runs on several goroutines at once, one per
-// replica, each with the caller's gradient mode and current streams. A
-// panic in a replica is re-raised here as an [*vram.Error] that names the
+// replica, each with the caller's gradient mode and current streams. It
+// may return its input or one of its parameters or buffers as they are
+// (the gather takes a new handle of it); a replica whose Forward returns
+// nil fails with an error of kind vram.ErrArgument. A panic in a replica is re-raised here as an [*vram.Error] that names the
 // replica and wraps the original (vram.Catch returns it).
 func (dp *DataParallelModule) Forward(x *vram.Tensor) *vram.Tensor {
 	const op = "data parallel forward"
@@ -326,7 +328,8 @@ func (dp *DataParallelModule) Forward(x *vram.Tensor) *vram.Tensor {
 	dp.onReplicas(op, sizes, dp.rep.forward, func(r int) {
 		in := chunk(x, dim, offs[r], sizes[r], dp.devs[r])
 		defer in.Release()
-		outs[r] = vram.Keep(dp.replicas[r].Forward(in))
+		m := dp.replicas[r]
+		outs[r] = vram.Keep(moduleOutput(op, m.Forward(in), in, m))
 	})
 	dp.rep.forwards++
 	start := time.Now()
@@ -509,7 +512,8 @@ func (dp *DataParallelModule) ForwardLoss(x, y *vram.Tensor, lossFn func(output,
 		defer in.Release()
 		tgt := chunk(y, ydim, offs[r], sizes[r], dp.devs[r])
 		defer tgt.Release()
-		out := dp.replicas[r].Forward(in)
+		m := dp.replicas[r]
+		out := moduleOutput(op, m.Forward(in), in, m)
 		defer out.Release()
 		l := lossFn(out, tgt)
 		defer l.Release()

@@ -41,6 +41,10 @@ func (s Schedule) String() string {
 }
 
 // Stage is one part of a [Pipeline]: a module and the device it runs on.
+// The module's Forward returns a tensor it computed, or its input or one
+// of its parameters or buffers as they are (the pipeline then hands on a
+// new handle, so that the module keeps its tensor); one that returns nil
+// fails the pass with an error of kind vram.ErrArgument.
 type Stage struct {
 	Module nn.Module
 	Device vram.Device
@@ -393,13 +397,8 @@ func (p *Pipeline) ForwardBackward(x, y *vram.Tensor, lossFn func(output, target
 					} else if in.DType().IsFloat() {
 						in.SetRequiresGrad(true) // others (indices) take no gradient
 					}
-					out := p.stages[s].Module.Forward(in)
-					if out == in {
-						// A stage that returns its input: a handle of its
-						// own, so that releasing the output keeps the
-						// input and its gradient.
-						out = in.To(in.Device())
-					}
+					m := p.stages[s].Module
+					out := moduleOutput(op, m.Forward(in), in, m)
 					if s < n-1 {
 						outs[j] = vram.Keep(out)
 						r.acts[s] <- handOff(out, p.stages[s+1].Device)
@@ -483,7 +482,8 @@ func (p *Pipeline) Forward(x *vram.Tensor) *vram.Tensor {
 					in = chunk(x, 0, r.offs[j], r.sizes[j], dev)
 				}
 				defer in.Release()
-				out := p.stages[s].Module.Forward(in)
+				m := p.stages[s].Module
+				out := moduleOutput(op, m.Forward(in), in, m)
 				defer out.Release()
 				if s < n-1 {
 					r.acts[s] <- vram.Keep(out.To(p.stages[s+1].Device))

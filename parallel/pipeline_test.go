@@ -426,3 +426,110 @@ func TestPipelineTiedStages(t *testing.T) {
 		})
 	}
 }
+
+// heldOutput is a module whose Forward returns a tensor it does not
+// compute: one of its parameters, its buffer, its input, or nil.
+type heldOutput struct {
+	nn.Base
+	w, buf *vram.Tensor
+	give   string
+}
+
+func newHeldOutput(give string) *heldOutput {
+	m := &heldOutput{give: give}
+	m.w = vram.Keep(vram.Full(vram.Shape{2, 3}, 2, vram.WithGrad()))
+	m.buf = vram.Keep(vram.Full(vram.Shape{2, 3}, 3))
+	m.RegisterParameter("w", m.w)
+	m.RegisterBuffer("buf", m.buf)
+	return m
+}
+
+func (m *heldOutput) Forward(x *vram.Tensor) *vram.Tensor {
+	switch m.give {
+	case "parameter":
+		return m.w
+	case "buffer":
+		return m.buf
+	case "input":
+		return x
+	}
+	return nil
+}
+
+// TestModuleOutputNotReleased runs modules that return their parameter,
+// buffer or input as they are through Pipeline and DataParallel, which
+// release each stage's or replica's output once handed on: the module
+// keeps its tensors (and their values), and a module that returns nil is
+// an error rather than a part of the batch left out.
+func TestModuleOutputNotReleased(t *testing.T) {
+	runs := []struct {
+		name string
+		run  func(m nn.Module, x, y *vram.Tensor)
+	}{
+		{"pipeline forward", func(m nn.Module, x, _ *vram.Tensor) {
+			p, err := NewPipeline([]Stage{{nn.NewLinear(3, 3), vram.Sim(0)}, {m, vram.Sim(1)}}, MicroBatches(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			vram.Tidy(func() { p.Forward(x) })
+		}},
+		{"pipeline forward backward", func(m nn.Module, x, y *vram.Tensor) {
+			p, err := NewPipeline([]Stage{{nn.NewLinear(3, 3), vram.Sim(0)}, {m, vram.Sim(1)}, {nn.NewLinear(3, 3), vram.Sim(0)}}, MicroBatches(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.ForwardBackward(x, y, nn.MSELoss)
+		}},
+		{"data parallel forward", func(m nn.Module, x, _ *vram.Tensor) {
+			dp, err := NewDataParallel(m, simDevs(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			vram.Tidy(func() { dp.Forward(x) })
+		}},
+		{"data parallel forward loss", func(m nn.Module, x, y *vram.Tensor) {
+			dp, err := NewDataParallel(m, simDevs(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			vram.Tidy(func() { dp.ForwardLoss(x, y, nn.MSELoss) })
+		}},
+	}
+	for _, r := range runs {
+		for _, give := range []string{"parameter", "buffer", "input", "nil"} {
+			t.Run(r.name+" "+give, func(t *testing.T) {
+				m := newHeldOutput(give)
+				defer nn.Release(m)
+				rows := 2
+				if strings.HasPrefix(r.name, "data parallel") {
+					rows = 4 // 2 on each replica
+				}
+				x, y := vram.Ones(vram.Shape{rows, 3}), vram.Zeros(vram.Shape{rows, 3})
+				defer x.Release()
+				defer y.Release()
+				err := vram.Catch(func() { r.run(m, x, y) })
+				if give == "nil" {
+					if !errors.Is(err, vram.ErrArgument) || !strings.Contains(err.Error(), "returned nil") {
+						t.Fatalf("a module that returns nil: %v", err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, tt := range []struct {
+					what string
+					t    *vram.Tensor
+					want float64
+				}{{"parameter", m.w, 2}, {"buffer", m.buf, 3}, {"input", x, 1}} {
+					if tt.t.Released() {
+						t.Fatalf("the %s was released", tt.what)
+					}
+					if v := tt.t.To(vram.CPU).Float64s(); v[0] != tt.want {
+						t.Fatalf("the %s holds %v, want %v", tt.what, v, tt.want)
+					}
+				}
+			})
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
 )
 
 // Helpers shared by DataParallel and Pipeline: running work on a goroutine
@@ -152,6 +153,22 @@ func chunk(x *vram.Tensor, dim, off, n int, d vram.Device) *vram.Tensor {
 	v := x.Narrow(dim, off, n)
 	defer v.Release()
 	return v.To(d)
+}
+
+// moduleOutput returns out, the output of m.Forward(in), as a tensor the
+// caller may release: out itself when m computed it, a new handle of it
+// (through which gradients flow) when it is in or one of m's parameters
+// or buffers, which releasing out would otherwise release. It panics with
+// an [*vram.Error] of kind vram.ErrArgument when out is nil.
+func moduleOutput(op string, out, in *vram.Tensor, m nn.Module) *vram.Tensor {
+	if out == nil {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "the module's Forward returned nil; it must return its output tensor"})
+	}
+	owned := func(np nn.NamedParameter) bool { return np.Tensor == out }
+	if out == in || slices.ContainsFunc(m.NamedParameters(), owned) || slices.ContainsFunc(nn.NamedBuffers(m), owned) {
+		return out.To(out.Device())
+	}
+	return out
 }
 
 // adopt returns a new reference to t, made on the calling goroutine so that
