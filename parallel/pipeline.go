@@ -472,6 +472,7 @@ func (p *Pipeline) Forward(x *vram.Tensor) *vram.Tensor {
 	outs := make([]*vram.Tensor, m)
 	r.run(op, func(s int) {
 		dev := p.stages[s].Device
+		held := 0
 		for j := range m {
 			var in *vram.Tensor
 			if s > 0 {
@@ -491,6 +492,12 @@ func (p *Pipeline) Forward(x *vram.Tensor) *vram.Tensor {
 					outs[j] = vram.Keep(out.To(dev))
 				}
 			})
+			if vram.GradEnabled() {
+				held++ // the graph keeps the activations until the caller's Backward
+			} else {
+				held = 1
+			}
+			r.held[s] = max(r.held[s], held)
 		}
 	})
 	p.last = r.report(n)
@@ -535,7 +542,9 @@ type StageReport struct {
 	Forward, Backward time.Duration // busy time
 	Idle              time.Duration
 	// MaxHeld is the most micro-batches whose activations the stage held
-	// at once: all of them under GPipe, at most S-s under 1F1B.
+	// at once: all of them under GPipe, at most S-s under 1F1B. After
+	// Forward it is all of them with gradients on (the graph keeps them
+	// until the caller's Backward) and one with gradients off.
 	MaxHeld int
 	// Allocated and MaxAllocated are the device's live and peak bytes
 	// (vram.MemoryAllocated, vram.MaxMemoryAllocated) after the pass.

@@ -122,6 +122,24 @@ func TestPipelineMatchesSequential(t *testing.T) {
 					nn.MSELoss(wantOut, y).Backward()
 				})
 				compareGrads(t, p, ref)
+				// Forward's graph keeps every micro-batch until Backward;
+				// without gradients a stage holds one at a time.
+				for _, grad := range []bool{true, false} {
+					run := func(f func()) { f() }
+					if !grad {
+						run = vram.NoGrad
+					}
+					run(func() { vram.Tidy(func() { p.Forward(x) }) })
+					want := m
+					if !grad {
+						want = 1
+					}
+					for i, sr := range p.Report().StageReports {
+						if sr.MaxHeld != want {
+							t.Fatalf("forward with gradients %v: stage %d held %d micro-batches, want %d", grad, i, sr.MaxHeld, want)
+						}
+					}
+				}
 			})
 		}
 	}
