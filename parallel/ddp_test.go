@@ -886,3 +886,147 @@ func TestDDPUnfrozenAfterWrapping(t *testing.T) {
 		}
 	}
 }
+
+// mixedNet has a float64 layer, a float32 layer and a float32 parameter
+// that only some micro-batches use.
+type mixedNet struct {
+	nn.Base
+	a, b  *nn.Linear
+	extra *vram.Tensor
+}
+
+func newMixedNet(dev vram.Device, seed uint64) *mixedNet {
+	g := vram.NewGenerator(seed)
+	m := &mixedNet{a: nn.NewLinear(3, 4, dev, vram.Float64, vram.WithGenerator(g)), b: nn.NewLinear(4, 2, dev, vram.WithGenerator(g))}
+	m.extra = vram.Keep(vram.Randn(vram.Shape{2}, dev, vram.WithGenerator(g), vram.WithGrad()))
+	m.RegisterModule("a", m.a)
+	m.RegisterModule("b", m.b)
+	m.RegisterParameter("extra", m.extra)
+	return m
+}
+
+func (m *mixedNet) forward(x *vram.Tensor, extra bool) *vram.Tensor {
+	o := m.b.Forward(m.a.Forward(x.Cast(vram.Float64)).Tanh().Cast(vram.Float32))
+	if extra {
+		o = o.Add(m.extra)
+	}
+	return o
+}
+
+func (m *mixedNet) Forward(x *vram.Tensor) *vram.Tensor { return m.forward(x, false) }
+
+// TestDDPNoSyncMixedDTypes accumulates micro-batches of uneven sizes under
+// NoSync on ranks of the in-process group, with parameters of two dtypes
+// (in buckets of one dtype each) and a parameter that only one rank uses,
+// in a NoSync step: after the synchronising backward every rank's
+// gradients are the mean over the ranks of its local sums, as PyTorch's
+// DDP gives.
+func TestDDPNoSyncMixedDTypes(t *testing.T) {
+	type micro struct {
+		lo, n int
+		extra bool
+	}
+	plan := [][]micro{ // per rank; all but the last under NoSync
+		{{0, 2, true}, {2, 3, false}, {5, 1, false}},
+		{{6, 4, false}, {10, 2, false}, {12, 1, false}},
+	}
+	g := vram.NewGenerator(9)
+	x := vram.Randn(vram.Shape{13, 3}, vram.WithGenerator(g))
+	defer x.Release()
+	y := vram.Randn(vram.Shape{13, 2}, vram.WithGenerator(g))
+	defer y.Release()
+	var want [][]float64
+	for r := range plan {
+		m := newMixedNet(vram.CPU, 1)
+		for _, mb := range plan[r] {
+			vram.Tidy(func() {
+				nn.MSELoss(m.forward(x.Narrow(0, mb.lo, mb.n), mb.extra), y.Narrow(0, mb.lo, mb.n)).Backward()
+			})
+		}
+		for i, p := range m.Parameters() {
+			v := make([]float64, p.NumElements())
+			if p.Grad() != nil {
+				v = p.Grad().Float64s()
+			}
+			if r == 0 {
+				want = append(want, v)
+				continue
+			}
+			for j := range v {
+				want[i][j] += v[j]
+			}
+		}
+		nn.Release(m)
+	}
+	for _, w := range want {
+		for j := range w {
+			w[j] /= float64(len(plan))
+		}
+	}
+	for _, bucketCap := range []int64{0, 16} {
+		t.Run(fmt.Sprintf("buckets of %d bytes", bucketCap), func(t *testing.T) {
+			comms, err := NewLocalGroup(simDevs(len(plan)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				for _, c := range comms {
+					c.Close()
+				}
+			}()
+			got := make([][][]float64, len(plan))
+			errs := eachRank(comms, func(c Communicator) error {
+				r, dev := c.Rank(), c.Device()
+				m := newMixedNet(dev, uint64(r+1)) // the broadcast gives rank 0's values
+				defer nn.Release(m)
+				ddp, err := NewDistributedDataParallel(m, c, DDPOptions{FindUnusedParameters: true, BucketCapBytes: bucketCap})
+				if err != nil {
+					return err
+				}
+				defer ddp.Close()
+				for _, b := range ddp.Buckets() {
+					if b.DType != vram.Float32 && b.DType != vram.Float64 {
+						return fmt.Errorf("bucket of %v", b.DType)
+					}
+				}
+				step := func(mb micro) (err error) {
+					vram.Tidy(func() {
+						in, tgt := x.Narrow(0, mb.lo, mb.n).To(dev), y.Narrow(0, mb.lo, mb.n).To(dev)
+						err = ddp.Backward(nn.MSELoss(m.forward(in, mb.extra), tgt))
+					})
+					return err
+				}
+				var serr error
+				last := len(plan[r]) - 1
+				ddp.NoSync(func() {
+					for _, mb := range plan[r][:last] {
+						if serr == nil {
+							serr = step(mb)
+						}
+					}
+				})
+				if serr == nil {
+					serr = step(plan[r][last])
+				}
+				if serr != nil {
+					return serr
+				}
+				for _, p := range m.Parameters() {
+					if p.Grad() == nil {
+						return fmt.Errorf("a parameter of %v has no gradient", p.DType())
+					}
+					got[r] = append(got[r], p.Grad().Float64s())
+				}
+				return nil
+			})
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+				if err := closeTo(got[r], want); err != nil {
+					t.Errorf("rank %d: %v", r, err)
+				}
+			}
+		})
+	}
+}
