@@ -810,11 +810,16 @@ func (d *DistributedDataParallel) abandonLocked() {
 // went wrong and no Backward reported it: its reduction failed (kind
 // ErrBackend, wrapping the [*RankError]), or parameters received no
 // gradient (kind ErrAutograd); or when the broadcast of the buffers
-// failed (kind ErrBackend; the communicator is aborted).
+// failed (kind ErrBackend; the communicator is aborted). A panic of the
+// module's Forward with gradients on, outside NoSync, aborts the
+// communicator, as one of Backward does, so that the other ranks'
+// Backward fails at once with a [*RankError] naming this rank rather than
+// at the timeout, and then goes on.
 func (d *DistributedDataParallel) Forward(x *vram.Tensor) *vram.Tensor {
 	d.mu.Lock()
 	err := d.pendingLocked()
-	sync := err == nil && d.noSync == 0 && !d.opts.KeepLocalBuffers && vram.GradEnabled()
+	reduces := err == nil && d.noSync == 0 && vram.GradEnabled() // a reduction of this step's gradients follows
+	sync := reduces && !d.opts.KeepLocalBuffers
 	d.mu.Unlock()
 	if err != nil {
 		kind := vram.ErrBackend
@@ -829,7 +834,29 @@ func (d *DistributedDataParallel) Forward(x *vram.Tensor) *vram.Tensor {
 			panic(&vram.Error{Op: "ddp forward", Kind: vram.ErrBackend, Detail: fmt.Sprintf("rank %d", d.comm.Rank()), Err: err})
 		}
 	}
-	return d.module.Forward(x)
+	if !reduces {
+		return d.module.Forward(x)
+	}
+	// The other ranks will wait in the reduction of this step's gradients
+	// for this rank's: if its forward fails, end the wait for them now.
+	ok := false
+	defer func() {
+		if ok {
+			return
+		}
+		p := recover()
+		what := fmt.Sprint(p)
+		if p == nil {
+			what = "its goroutine exited (runtime.Goexit)"
+		}
+		d.comm.Abort(fmt.Errorf("parallel: DDP: rank %d: forward failed: %s", d.comm.Rank(), what))
+		if p != nil {
+			panic(p)
+		}
+	}()
+	out := d.module.Forward(x)
+	ok = true
+	return out
 }
 
 // NoSync runs fn with the reduction of gradients off: backward passes in

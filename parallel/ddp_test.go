@@ -1030,3 +1030,82 @@ func TestDDPNoSyncMixedDTypes(t *testing.T) {
 		})
 	}
 }
+
+// TestDDPForwardPanics makes rank 1's forward fail (an input of the wrong
+// width). With gradients on outside NoSync, rank 0 waits in the reduction
+// of the step's gradients, so rank 1 aborts the communicator and rank 0's
+// Backward fails at once, naming rank 1; inside NoGrad or NoSync nothing
+// waits for rank 1, which may go on: the communicator still works.
+func TestDDPForwardPanics(t *testing.T) {
+	const timeout = 20 * time.Second
+	for _, tc := range []struct {
+		name  string
+		wrap  func(ddp *DistributedDataParallel, fn func())
+		abort bool
+	}{
+		{"training step", func(_ *DistributedDataParallel, fn func()) { fn() }, true},
+		{"NoGrad", func(_ *DistributedDataParallel, fn func()) { vram.NoGrad(fn) }, false},
+		{"NoSync", func(ddp *DistributedDataParallel, fn func()) { ddp.NoSync(fn) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			comms, err := NewLocalGroupOptions(simDevs(2), LocalOptions{Timeout: timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				for _, c := range comms {
+					c.Close()
+				}
+			}()
+			start := time.Now()
+			errs := eachRank(comms, func(c Communicator) error {
+				dev := c.Device()
+				m := testMLP(1, dev)
+				defer nn.Release(m)
+				ddp, err := NewDistributedDataParallel(m, c, DDPOptions{})
+				if err != nil {
+					return err
+				}
+				defer ddp.Close()
+				width := ddpIn
+				if c.Rank() == 1 {
+					width++ // the first layer takes ddpIn features
+				}
+				var berr error
+				ferr := vram.Catch(func() {
+					tc.wrap(ddp, func() {
+						vram.Tidy(func() {
+							out := ddp.Forward(vram.Ones(vram.Shape{2, width}, dev))
+							if vram.GradEnabled() {
+								berr = ddp.Backward(out.Sum())
+							}
+						})
+					})
+				})
+				if c.Rank() == 1 {
+					if !errors.Is(ferr, vram.ErrShape) {
+						return fmt.Errorf("forward: %v, want the shape error", ferr)
+					}
+				} else if ferr != nil || berr != nil {
+					return errors.Join(ferr, berr)
+				}
+				return c.Barrier()
+			})
+			if tc.abort {
+				rankErr(t, 0, errs[0], 1, ErrAborted)
+				if !errors.Is(errs[1], ErrAborted) {
+					t.Errorf("rank 1: %v, want its communicator aborted", errs[1])
+				}
+			} else {
+				for r, err := range errs {
+					if err != nil {
+						t.Errorf("rank %d: %v", r, err)
+					}
+				}
+			}
+			if el := time.Since(start); el > timeout/2 {
+				t.Errorf("took %v", el)
+			}
+		})
+	}
+}
