@@ -432,6 +432,11 @@ func (p *Pipeline) ForwardBackward(x, y *vram.Tensor, lossFn func(output, target
 					// or it is not floating-point): its parameters get
 					// none either, as in the unsplit model.
 					if g != nil && outs[j].RequiresGrad() {
+						if d := outs[j].Device(); g.Device() != d {
+							// The stage left its output on another device
+							// than its own; the gradient goes there.
+							vram.NoGrad(func() { g = g.To(d) }) // released by timed's Tidy
+						}
 						outs[j].Backward(vram.Gradient(g))
 					}
 				}

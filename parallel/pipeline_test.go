@@ -304,6 +304,12 @@ func TestPipelineUnusualStages(t *testing.T) {
 			return []nn.Module{nn.NewLinear(4, 4), fn(func(x *vram.Tensor) *vram.Tensor { return x.MulScalar(3).Cast(vram.Int64) }),
 				fn(func(x *vram.Tensor) *vram.Tensor { return x.Cast(vram.Float32) }), nn.NewLinear(4, 3)}
 		}},
+		{"a stage leaves its output on the CPU", func() []nn.Module {
+			lin := nn.NewLinear(4, 3)
+			first := &stageFunc{f: func(x *vram.Tensor) *vram.Tensor { return lin.Forward(x).To(vram.CPU) }}
+			first.RegisterModule("lin", lin)
+			return []nn.Module{first, nn.NewLinear(3, 3)}
+		}},
 		{"a stage detaches", func() []nn.Module {
 			return []nn.Module{nn.NewLinear(4, 4), fn(func(x *vram.Tensor) *vram.Tensor { return x.Detach() }), nn.NewLinear(4, 3)}
 		}},
