@@ -7,8 +7,9 @@
 // [BatchNorm2d], [MaxPool2d], [AvgPool2d], [AdaptiveAvgPool2d],
 // [AdaptiveMaxPool2d], [Flatten], [Dropout2d], for sequence models
 // [MultiheadAttention] (PyTorch's state-dict names, masks and weights;
-// built on [vram.ScaledDotProductAttention]) and [Conv1d], and [Identity]
-// as a placeholder), containers
+// built on [vram.ScaledDotProductAttention]), the recurrent layers [RNN],
+// [LSTM] and [GRU] and their cells [RNNCell], [LSTMCell] and [GRUCell], and
+// [Conv1d], and [Identity] as a placeholder), containers
 // ([Sequential]), loss functions ([CrossEntropyLoss], [MSELoss],
 // [KLDivLoss], [CosineEmbeddingLoss], ..., and
 // their forms with PyTorch's options, such as [CrossEntropyLossWith] with
@@ -61,6 +62,22 @@
 //
 //	mha := nn.NewMultiheadAttention(512, 8, nn.MultiheadAttentionOptions{BatchFirst: true})
 //	out, weights := mha.ForwardQKV(x, x, x, nn.MultiheadForwardOptions{KeyPaddingMask: pad, Causal: true})
+//
+// [RNN], [LSTM] and [GRU] are torch.nn.RNN, LSTM and GRU, composed from
+// vram's ops so that every device runs them: NumLayers stacked layers,
+// optionally bidirectional, with dropout between layers in training mode,
+// over [L, N, H_in] inputs ([N, L, H_in] with BatchFirst, [L, H_in]
+// unbatched). Their parameters have PyTorch's names (weight_ih_l0,
+// weight_hh_l0, bias_ih_l0, bias_hh_l0, ..._reverse), shapes, gate order
+// and initialisation, so PyTorch's weights load. Forward returns the
+// output; ForwardState also takes initial states (nil for zeros) and
+// returns the final ones:
+//
+//	lstm := nn.NewLSTM(128, 256, nn.RecurrentOptions{NumLayers: 2, BatchFirst: true})
+//	out, hn, cn := lstm.ForwardState(x, nil, nil) // [N, L, 256], [2, N, 256], [2, N, 256]
+//
+// The cells ([RNNCell], [LSTMCell], [GRUCell]) compute one time step.
+// proj_size and packed sequences are not supported; pad the sequences.
 //
 // [Conv1d] convolves sequences [N, C, L]; [Identity] stands in for a layer
 // removed from a model. The examples of MultiheadAttention, NewConv1d and

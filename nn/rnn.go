@@ -1,0 +1,502 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/vramgo/vram"
+)
+
+// RecurrentOptions are the settings of [NewRNN], [NewLSTM] and [NewGRU]
+// besides the sizes. The zero value is PyTorch's default: one layer,
+// with biases, sequence-first inputs, no dropout, one direction, tanh.
+type RecurrentOptions struct {
+	// NumLayers is the number of stacked layers (num_layers); 0 means 1.
+	NumLayers int
+	// NoBias leaves out the biases (bias=False).
+	NoBias bool
+	// BatchFirst takes and returns [N, L, H] rather than [L, N, H]
+	// (batch_first=True). The hidden states keep their [layers, N, H]
+	// layout either way, as in PyTorch.
+	BatchFirst bool
+	// Dropout is the probability of dropping an element of each layer's
+	// output but the last, in training mode, in [0, 1] (dropout).
+	Dropout float64
+	// Bidirectional runs each layer over the sequence in both directions
+	// and joins the two outputs (bidirectional=True).
+	Bidirectional bool
+	// Nonlinearity is "tanh" (also "") or "relu", for [RNN] only
+	// (nonlinearity); the others panic when it is set.
+	Nonlinearity string
+}
+
+// CellOptions are the settings of [NewRNNCell], [NewLSTMCell] and
+// [NewGRUCell]. The zero value is PyTorch's default: with biases, tanh.
+type CellOptions struct {
+	// NoBias leaves out bias_ih and bias_hh (bias=False).
+	NoBias bool
+	// Nonlinearity is "tanh" (also "") or "relu", for [RNNCell] only.
+	Nonlinearity string
+}
+
+// RecurrentWeights are the parameters of one layer of a recurrent
+// network in one direction, with PyTorch's shapes for G gates of hidden
+// size H (G is 1 for [RNN], 4 for [LSTM] in the order input, forget,
+// cell, output, 3 for [GRU] in the order reset, update, new).
+type RecurrentWeights struct {
+	// WeightIH is [G·H, input size of the layer] (weight_ih_lK).
+	WeightIH *vram.Tensor
+	// WeightHH is [G·H, H] (weight_hh_lK).
+	WeightHH *vram.Tensor
+	// BiasIH and BiasHH are [G·H] (bias_ih_lK, bias_hh_lK), or nil
+	// without biases.
+	BiasIH, BiasHH *vram.Tensor
+}
+
+// cellKind is the recurrence a layer or cell computes.
+type cellKind int
+
+const (
+	kindTanh cellKind = iota // h' = tanh(W_ih x + b_ih + W_hh h + b_hh)
+	kindReLU                 // h' = relu(W_ih x + b_ih + W_hh h + b_hh)
+	kindLSTM
+	kindGRU
+)
+
+// gates returns the number of gates G stacked in the weights.
+func (k cellKind) gates() int {
+	switch k {
+	case kindLSTM:
+		return 4
+	case kindGRU:
+		return 3
+	}
+	return 1
+}
+
+// rnnKind returns the kind of an RNN for the nonlinearity s, panicking
+// with an ErrArgument for an unknown one.
+func rnnKind(op, s string) cellKind {
+	switch s {
+	case "", "tanh":
+		return kindTanh
+	case "relu":
+		return kindReLU
+	}
+	panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("unknown nonlinearity %q; use \"tanh\" or \"relu\"", s)})
+}
+
+// recurrent is what RNN, LSTM and GRU share: the settings, the
+// parameters and the forward pass.
+type recurrent struct {
+	kind                             cellKind
+	inputSize, hiddenSize, numLayers int
+	batchFirst, bidirectional        bool
+	dropout                          float64
+	weights                          []RecurrentWeights
+	dropOpts                         []vram.Option // for the dropout masks
+}
+
+// newRecurrent checks the settings and makes and registers the
+// parameters on b, in PyTorch's order and with its names and
+// initialisation, uniform in [-1/sqrt(hidden), 1/sqrt(hidden)).
+func newRecurrent(op string, b *Base, kind cellKind, in, hidden int, o RecurrentOptions, opts []vram.Option) recurrent {
+	layers := o.NumLayers
+	if layers == 0 {
+		layers = 1
+	}
+	switch {
+	case in < 1 || hidden < 1 || layers < 1:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("sizes must be positive, got input_size %d, hidden_size %d, num_layers %d", in, hidden, o.NumLayers)})
+	case !(o.Dropout >= 0 && o.Dropout <= 1):
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("dropout probability must be in [0, 1], got %v", o.Dropout)})
+	case kind != kindTanh && kind != kindReLU && o.Nonlinearity != "":
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("nonlinearity %q applies to RNN only", o.Nonlinearity)})
+	}
+	r := recurrent{kind: kind, inputSize: in, hiddenSize: hidden, numLayers: layers,
+		batchFirst: o.BatchFirst, bidirectional: o.Bidirectional, dropout: o.Dropout,
+		dropOpts: slices.Clone(opts)}
+	bound := 1 / math.Sqrt(float64(hidden))
+	g := kind.gates() * hidden
+	for l := range layers {
+		for d := range r.dirs() {
+			layerIn := in
+			if l > 0 {
+				layerIn = hidden * r.dirs()
+			}
+			suffix := fmt.Sprintf("_l%d", l)
+			if d == 1 {
+				suffix += "_reverse"
+			}
+			w := RecurrentWeights{
+				WeightIH: uniformParam(vram.Shape{g, layerIn}, bound, opts),
+				WeightHH: uniformParam(vram.Shape{g, hidden}, bound, opts),
+			}
+			b.RegisterParameter("weight_ih"+suffix, w.WeightIH)
+			b.RegisterParameter("weight_hh"+suffix, w.WeightHH)
+			if !o.NoBias {
+				w.BiasIH = uniformParam(vram.Shape{g}, bound, opts)
+				w.BiasHH = uniformParam(vram.Shape{g}, bound, opts)
+				b.RegisterParameter("bias_ih"+suffix, w.BiasIH)
+				b.RegisterParameter("bias_hh"+suffix, w.BiasHH)
+			}
+			r.weights = append(r.weights, w)
+		}
+	}
+	return r
+}
+
+// dirs returns the number of directions, 1 or 2.
+func (r *recurrent) dirs() int {
+	if r.bidirectional {
+		return 2
+	}
+	return 1
+}
+
+// forward runs the network over x with initial states h0 and, for an
+// LSTM, c0 (each nil for zeros), and returns the output and the final
+// states (cn nil but for an LSTM). training enables dropout.
+func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (out, hn, cn *vram.Tensor) {
+	notNil(op, x)
+	var temps []*vram.Tensor
+	tmp := func(t *vram.Tensor) *vram.Tensor {
+		temps = append(temps, t)
+		return t
+	}
+	defer func() {
+		for _, t := range temps {
+			t.Release()
+		}
+	}()
+	bad := func(format string, args ...any) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf(format, args...)})
+	}
+	if r.numLayers < 1 || len(r.weights) != r.numLayers*r.dirs() {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("%d sets of weights for %d layers in %d directions", len(r.weights), r.numLayers, r.dirs())})
+	}
+	batched := x.Dim() == 3
+	if x.Dim() != 2 && !batched {
+		bad("input must be 3-D (batched) or 2-D (unbatched), got shape %v", x.Shape())
+	}
+	if x.Size(-1) != r.inputSize {
+		bad("input must have %d features (input_size), got shape %v", r.inputSize, x.Shape())
+	}
+	// xs is [L, N, input] from here on.
+	xs := x
+	switch {
+	case !batched:
+		xs = tmp(x.Unsqueeze(1))
+	case r.batchFirst:
+		xs = tmp(x.Transpose(0, 1))
+	}
+	seq, n, hs, ld := xs.Size(0), xs.Size(1), r.hiddenSize, r.numLayers*r.dirs()
+	if seq == 0 {
+		bad("input has a sequence length of 0, got shape %v", x.Shape())
+	}
+	// states checks h0 or c0 and returns it as [layers·dirs, N, H], or
+	// zeros of x's dtype and device when it is nil.
+	states := func(name string, s *vram.Tensor) *vram.Tensor {
+		if s == nil {
+			return tmp(vram.Zeros(vram.Shape{ld, n, hs}, x.Device(), x.DType()))
+		}
+		want := vram.Shape{ld, n, hs}
+		if !batched {
+			want = vram.Shape{ld, hs}
+		}
+		if !slices.Equal(s.Shape(), want) {
+			bad("%s must be %v for input %v (num_layers·directions, batch, hidden_size), got %v", name, want, x.Shape(), s.Shape())
+		}
+		if !batched {
+			return tmp(s.Unsqueeze(1))
+		}
+		return s
+	}
+	hAll := states("h0", h0)
+	var cAll *vram.Tensor
+	if r.kind == kindLSTM {
+		cAll = states("c0", c0)
+	}
+	finalH := make([]*vram.Tensor, 0, ld)
+	finalC := make([]*vram.Tensor, 0, ld)
+	layerIn := xs
+	for l := range r.numLayers {
+		if l > 0 && training && r.dropout > 0 {
+			drop := &Dropout{P: r.dropout, opts: r.dropOpts}
+			layerIn = tmp(drop.Forward(layerIn))
+		}
+		outs := make([]*vram.Tensor, 0, 2)
+		for d := range r.dirs() {
+			w := r.weights[l*r.dirs()+d]
+			gi := tmp(vram.Linear(layerIn, w.WeightIH, w.BiasIH)) // [L, N, G·H]
+			h := tmp(hAll.Select(0, l*r.dirs()+d))
+			var c *vram.Tensor
+			if cAll != nil {
+				c = tmp(cAll.Select(0, l*r.dirs()+d))
+			}
+			hsAt := make([]*vram.Tensor, seq)
+			for s := range seq {
+				t := s
+				if d == 1 {
+					t = seq - 1 - s
+				}
+				h, c = cellStep(r.kind, tmp(gi.Select(0, t)), h, c, w.WeightHH, w.BiasHH, hs, tmp)
+				tmp(h)
+				if c != nil {
+					tmp(c)
+				}
+				hsAt[t] = h
+			}
+			finalH = append(finalH, h)
+			if c != nil {
+				finalC = append(finalC, c)
+			}
+			outs = append(outs, tmp(vram.Stack(hsAt, 0)))
+		}
+		if len(outs) == 1 {
+			layerIn = outs[0]
+		} else {
+			layerIn = tmp(vram.Cat(outs, 2))
+		}
+	}
+	out = layerIn.Contiguous()
+	hn = vram.Stack(finalH, 0)
+	if r.kind == kindLSTM {
+		cn = vram.Stack(finalC, 0)
+	}
+	switch {
+	case !batched:
+		tmp(out)
+		out = out.Squeeze(1)
+		tmp(hn)
+		hn = hn.Squeeze(1)
+		if cn != nil {
+			tmp(cn)
+			cn = cn.Squeeze(1)
+		}
+	case r.batchFirst:
+		tmp(out)
+		out = out.Transpose(0, 1)
+	}
+	return out, hn, cn
+}
+
+// cellStep computes one time step of a cell of the given kind from gi =
+// x W_ihᵀ + b_ih, [N, G·H], the hidden state h and, for an LSTM, the cell
+// state c, both [N, H]. It returns the new states, which the caller owns;
+// intermediate results go to tmp.
+func cellStep(kind cellKind, gi, h, c, whh, bhh *vram.Tensor, hs int, tmp func(*vram.Tensor) *vram.Tensor) (hn, cn *vram.Tensor) {
+	gh := tmp(vram.Linear(h, whh, bhh))
+	switch kind {
+	case kindTanh:
+		return tmp(gi.Add(gh)).Tanh(), nil
+	case kindReLU:
+		return tmp(gi.Add(gh)).Relu(), nil
+	case kindLSTM:
+		gates := tmp(gi.Add(gh))
+		part := func(k int) *vram.Tensor { return tmp(gates.Narrow(1, k*hs, hs)) }
+		i := tmp(part(0).Sigmoid())
+		f := tmp(part(1).Sigmoid())
+		g := tmp(part(2).Tanh())
+		o := tmp(part(3).Sigmoid())
+		cn = tmp(f.Mul(c)).Add(tmp(i.Mul(g)))
+		return o.Mul(tmp(cn.Tanh())), cn
+	}
+	// GRU: r and z from both inputs, n = tanh(W_in x + b_in + r·(W_hn h +
+	// b_hn)), h' = (1-z)·n + z·h = n + z·(h-n).
+	ix := func(k int) *vram.Tensor { return tmp(gi.Narrow(1, k*hs, hs)) }
+	hx := func(k int) *vram.Tensor { return tmp(gh.Narrow(1, k*hs, hs)) }
+	r := tmp(tmp(ix(0).Add(hx(0))).Sigmoid())
+	z := tmp(tmp(ix(1).Add(hx(1))).Sigmoid())
+	n := tmp(tmp(ix(2).Add(tmp(r.Mul(hx(2))))).Tanh())
+	return n.Add(tmp(z.Mul(tmp(h.Sub(n))))), nil
+}
+
+// RNN is torch.nn.RNN: a stack of NumLayers Elman layers, each computing
+// h_t = tanh(x_t W_ihᵀ + b_ih + h_{t-1} W_hhᵀ + b_hh) (or relu) over the
+// sequence, in one or both directions. Its parameters carry PyTorch's
+// names and shapes (weight_ih_l0 [H, input], weight_hh_l0 [H, H],
+// bias_ih_l0, bias_hh_l0 [H], ..., with a "_reverse" suffix for the
+// backward direction), so PyTorch's weights load with [Load].
+//
+// Inputs are [L, N, input] (sequence first, PyTorch's default), [N, L,
+// input] with BatchFirst, or [L, input] unbatched. Projections (proj_size)
+// and packed sequences are not supported: pad the sequences instead.
+type RNN struct {
+	Base
+	// InputSize, HiddenSize and NumLayers are the layer's sizes.
+	InputSize, HiddenSize, NumLayers int
+	// Nonlinearity is "tanh" or "relu".
+	Nonlinearity string
+	// BatchFirst says whether inputs and outputs are [N, L, H].
+	BatchFirst bool
+	// Bidirectional says whether each layer runs in both directions.
+	Bidirectional bool
+	// Dropout is the probability of dropping an element between layers
+	// in training mode.
+	Dropout float64
+	// Weights holds the parameters of layer l in direction d at index
+	// l·D+d, D being 2 for a bidirectional network and 1 otherwise.
+	Weights  []RecurrentWeights
+	dropOpts []vram.Option
+}
+
+// NewRNN returns an RNN from inputSize to hiddenSize features with the
+// settings o, its parameters uniform in [-1/sqrt(hiddenSize),
+// 1/sqrt(hiddenSize)) as in PyTorch. opts (device, dtype, generator) go
+// to vram's factory functions; a [vram.WithGenerator] generator also
+// draws the dropout masks. It panics with an *vram.Error of kind
+// vram.ErrArgument for sizes that are not positive, a dropout probability
+// outside [0, 1] or an unknown nonlinearity.
+func NewRNN(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) *RNN {
+	const op = "rnn"
+	m := &RNN{}
+	r := newRecurrent(op, &m.Base, rnnKind(op, o.Nonlinearity), inputSize, hiddenSize, o, opts)
+	m.InputSize, m.HiddenSize, m.NumLayers, m.dropOpts = inputSize, hiddenSize, r.numLayers, r.dropOpts
+	m.Nonlinearity = "tanh"
+	if r.kind == kindReLU {
+		m.Nonlinearity = "relu"
+	}
+	m.BatchFirst, m.Bidirectional, m.Dropout, m.Weights = o.BatchFirst, o.Bidirectional, o.Dropout, r.weights
+	return m
+}
+
+// Forward returns the output of the last layer for every time step, [L,
+// N, D·H] ([N, L, D·H] with BatchFirst, [L, D·H] unbatched), starting
+// from zero hidden states; see [RNN.ForwardState].
+func (m *RNN) Forward(x *vram.Tensor) *vram.Tensor {
+	out, hn := m.ForwardState(x, nil)
+	hn.Release()
+	return out
+}
+
+// ForwardState returns the output as Forward does and the final hidden
+// state of every layer and direction, hn [NumLayers·D, N, H] ([NumLayers·D,
+// H] unbatched), starting from h0 of hn's shape, or zeros when h0 is nil.
+// The caller owns and releases both. Dropout applies in training mode
+// only.
+//
+// It panics with an *vram.Error of kind vram.ErrShape for an input that is
+// not 2-D or 3-D, has other than InputSize features or no time steps, or
+// an h0 of the wrong shape.
+func (m *RNN) ForwardState(x, h0 *vram.Tensor) (out, hn *vram.Tensor) {
+	r := recurrent{rnnKind("rnn", m.Nonlinearity), m.InputSize, m.HiddenSize, m.NumLayers, m.BatchFirst, m.Bidirectional, m.Dropout, m.Weights, m.dropOpts}
+	out, hn, _ = r.forward("rnn", m.Training(), x, h0, nil)
+	return out, hn
+}
+
+// LSTM is torch.nn.LSTM: a stack of NumLayers long short-term memory
+// layers, each computing over the sequence, in one or both directions,
+//
+//	i, f, g, o = σ, σ, tanh, σ of the four parts of x_t W_ihᵀ + b_ih + h_{t-1} W_hhᵀ + b_hh
+//	c_t = f·c_{t-1} + i·g
+//	h_t = o·tanh(c_t)
+//
+// Its parameters carry PyTorch's names, shapes and gate order
+// (weight_ih_l0 [4H, input], weight_hh_l0 [4H, H], bias_ih_l0,
+// bias_hh_l0 [4H], ..., "_reverse" for the backward direction), so
+// PyTorch's weights load with [Load]. Inputs are laid out as [RNN]'s;
+// projections (proj_size) and packed sequences are not supported.
+type LSTM struct {
+	Base
+	// InputSize, HiddenSize and NumLayers are the layer's sizes.
+	InputSize, HiddenSize, NumLayers int
+	// BatchFirst says whether inputs and outputs are [N, L, H].
+	BatchFirst bool
+	// Bidirectional says whether each layer runs in both directions.
+	Bidirectional bool
+	// Dropout is the probability of dropping an element between layers
+	// in training mode.
+	Dropout float64
+	// Weights holds the parameters of layer l in direction d at index
+	// l·D+d, D being 2 for a bidirectional network and 1 otherwise.
+	Weights  []RecurrentWeights
+	dropOpts []vram.Option
+}
+
+// NewLSTM returns an LSTM as [NewRNN] returns an RNN. It also panics when
+// o.Nonlinearity is set.
+func NewLSTM(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) *LSTM {
+	m := &LSTM{}
+	r := newRecurrent("lstm", &m.Base, kindLSTM, inputSize, hiddenSize, o, opts)
+	m.InputSize, m.HiddenSize, m.NumLayers, m.dropOpts = inputSize, hiddenSize, r.numLayers, r.dropOpts
+	m.BatchFirst, m.Bidirectional, m.Dropout, m.Weights = o.BatchFirst, o.Bidirectional, o.Dropout, r.weights
+	return m
+}
+
+// Forward returns the output of the last layer for every time step as
+// [RNN.Forward] does, starting from zero states.
+func (m *LSTM) Forward(x *vram.Tensor) *vram.Tensor {
+	out, hn, cn := m.ForwardState(x, nil, nil)
+	hn.Release()
+	cn.Release()
+	return out
+}
+
+// ForwardState returns the output, the final hidden states hn and the
+// final cell states cn, both [NumLayers·D, N, H] ([NumLayers·D, H]
+// unbatched), starting from h0 and c0 of that shape; a nil h0 or c0 means
+// zeros. The caller owns and releases all three. Its panics are
+// [RNN.ForwardState]'s.
+func (m *LSTM) ForwardState(x, h0, c0 *vram.Tensor) (out, hn, cn *vram.Tensor) {
+	r := recurrent{kindLSTM, m.InputSize, m.HiddenSize, m.NumLayers, m.BatchFirst, m.Bidirectional, m.Dropout, m.Weights, m.dropOpts}
+	return r.forward("lstm", m.Training(), x, h0, c0)
+}
+
+// GRU is torch.nn.GRU: a stack of NumLayers gated recurrent units, each
+// computing over the sequence, in one or both directions,
+//
+//	r = σ(W_ir x_t + b_ir + W_hr h_{t-1} + b_hr)
+//	z = σ(W_iz x_t + b_iz + W_hz h_{t-1} + b_hz)
+//	n = tanh(W_in x_t + b_in + r·(W_hn h_{t-1} + b_hn))
+//	h_t = (1-z)·n + z·h_{t-1}
+//
+// Its parameters carry PyTorch's names, shapes and gate order (r, z, n in
+// weight_ih_l0 [3H, input], weight_hh_l0 [3H, H], bias_ih_l0, bias_hh_l0
+// [3H], ...), so PyTorch's weights load with [Load]. Inputs are laid out
+// as [RNN]'s; packed sequences are not supported.
+type GRU struct {
+	Base
+	// InputSize, HiddenSize and NumLayers are the layer's sizes.
+	InputSize, HiddenSize, NumLayers int
+	// BatchFirst says whether inputs and outputs are [N, L, H].
+	BatchFirst bool
+	// Bidirectional says whether each layer runs in both directions.
+	Bidirectional bool
+	// Dropout is the probability of dropping an element between layers
+	// in training mode.
+	Dropout float64
+	// Weights holds the parameters of layer l in direction d at index
+	// l·D+d, D being 2 for a bidirectional network and 1 otherwise.
+	Weights  []RecurrentWeights
+	dropOpts []vram.Option
+}
+
+// NewGRU returns a GRU as [NewRNN] returns an RNN. It also panics when
+// o.Nonlinearity is set.
+func NewGRU(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) *GRU {
+	m := &GRU{}
+	r := newRecurrent("gru", &m.Base, kindGRU, inputSize, hiddenSize, o, opts)
+	m.InputSize, m.HiddenSize, m.NumLayers, m.dropOpts = inputSize, hiddenSize, r.numLayers, r.dropOpts
+	m.BatchFirst, m.Bidirectional, m.Dropout, m.Weights = o.BatchFirst, o.Bidirectional, o.Dropout, r.weights
+	return m
+}
+
+// Forward returns the output of the last layer for every time step as
+// [RNN.Forward] does, starting from zero hidden states.
+func (m *GRU) Forward(x *vram.Tensor) *vram.Tensor {
+	out, hn := m.ForwardState(x, nil)
+	hn.Release()
+	return out
+}
+
+// ForwardState returns the output and the final hidden states as
+// [RNN.ForwardState] does, with the same panics.
+func (m *GRU) ForwardState(x, h0 *vram.Tensor) (out, hn *vram.Tensor) {
+	r := recurrent{kindGRU, m.InputSize, m.HiddenSize, m.NumLayers, m.BatchFirst, m.Bidirectional, m.Dropout, m.Weights, m.dropOpts}
+	out, hn, _ = r.forward("gru", m.Training(), x, h0, nil)
+	return out, hn
+}
