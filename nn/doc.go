@@ -1,6 +1,7 @@
 // Package nn provides neural-network building blocks on top of package vram,
 // in the style of torch.nn: a [Module] interface, layers ([Linear],
-// [LayerNorm], [BatchNorm1d], [GroupNorm], [Embedding], [Dropout],
+// [LayerNorm], [BatchNorm1d], [GroupNorm], [Embedding] and
+// [NewEmbeddingFromPretrained], [Dropout],
 // activations ([ReLU], [LeakyReLU], [ELU], [GELU], [SiLU], [Mish],
 // [Softplus], [Hardtanh], [Hardswish], [Sigmoid], [Tanh], [Softmax],
 // [LogSoftmax]), and for convolutional networks [Conv2d], [ConvTranspose2d],

@@ -203,3 +203,19 @@ func ExampleIdentity() {
 	fmt.Println(model.Forward(vram.Ones(vram.Shape{3, 4})).Shape(), len(model.Parameters()))
 	// Output: [3, 2] 2
 }
+
+func ExampleNewEmbeddingFromPretrained() {
+	table := vram.FromSlice([]float32{3, 4, 0.6, 0.8, 0, 0}, vram.Shape{3, 2})
+	defer table.Release()
+	// A frozen table whose rows are looked up with a norm of at most 1.
+	e := nn.NewEmbeddingFromPretrained(table, true, nn.EmbeddingOptions{MaxNorm: 1, PaddingIdx: new(2)})
+	defer nn.Release(e)
+	vram.Tidy(func() {
+		y := e.Forward(vram.FromSlice([]int64{0, 1, 2}, vram.Shape{3}))
+		fmt.Printf("%.3f\n", y.Float64s())
+		fmt.Println(e.Weight.RequiresGrad())
+	})
+	// Output:
+	// [0.600 0.800 0.600 0.800 0.000 0.000]
+	// false
+}

@@ -319,6 +319,14 @@ type Embedding struct {
 	// no gradient (padding_idx): the vector of padding positions, zeros
 	// unless changed, stays as it is during training.
 	PaddingIdx *int
+	// MaxNorm, if positive, is the largest NormType-norm a row may have
+	// when Forward looks it up (max_norm); see [EmbeddingOptions].
+	MaxNorm float64
+	// NormType is the p of the norm MaxNorm bounds (norm_type); 0 means 2.
+	NormType float64
+	// ScaleGradByFreq divides the gradient of each row by the number of
+	// times the row occurs in Forward's input (scale_grad_by_freq).
+	ScaleGradByFreq bool
 }
 
 // EmbeddingOptions are the settings of [NewEmbeddingOptions]. The zero
@@ -328,6 +336,21 @@ type EmbeddingOptions struct {
 	// no gradient (padding_idx); a negative value counts from the end,
 	// -1 being the last row.
 	PaddingIdx *int
+	// MaxNorm, if positive, bounds the norm of the rows Forward looks up
+	// (max_norm): before the lookup, each row of the input whose
+	// NormType-norm exceeds MaxNorm is scaled in place, without a
+	// gradient, to norm MaxNorm (by MaxNorm/(norm+1e-7), as PyTorch does).
+	// This changes Weight, so a graph built from Weight earlier must not
+	// be differentiated afterwards, and Forward must not run concurrently
+	// with other uses of the layer. It costs one pass over the whole table
+	// per Forward. 0 means no bound (max_norm=None).
+	MaxNorm float64
+	// NormType is the p of the norm for MaxNorm (norm_type), any p that
+	// [vram.Tensor.Norm] takes; 0 means PyTorch's default, 2.
+	NormType float64
+	// ScaleGradByFreq divides each row's gradient by the number of times
+	// the row occurs in the mini-batch (scale_grad_by_freq).
+	ScaleGradByFreq bool
 }
 
 // NewEmbedding returns an Embedding of num vectors of size dim, initialised
@@ -344,17 +367,7 @@ func NewEmbeddingOptions(num, dim int, o EmbeddingOptions, opts ...vram.Option) 
 	if num < 0 || dim < 0 {
 		panic(&vram.Error{Op: "embedding", Kind: vram.ErrArgument, Detail: fmt.Sprintf("negative size: num=%d, dim=%d", num, dim)})
 	}
-	e := &Embedding{}
-	if o.PaddingIdx != nil {
-		p := *o.PaddingIdx
-		if p < -num || p >= num {
-			panic(&vram.Error{Op: "embedding", Kind: vram.ErrArgument, Detail: fmt.Sprintf("padding index %d must be in [-%d, %d)", p, num, num)})
-		}
-		if p < 0 {
-			p += num
-		}
-		e.PaddingIdx = &p
-	}
+	e := newEmbedding(num, o)
 	vram.Region(ParametersRegion, func() {
 		e.Weight = vram.Keep(vram.Randn(vram.Shape{num, dim}, opts...))
 		if e.PaddingIdx != nil {
@@ -370,10 +383,145 @@ func NewEmbeddingOptions(num, dim int, o EmbeddingOptions, opts ...vram.Option) 
 	return e
 }
 
+// newEmbedding checks the options of an Embedding of num rows and
+// returns one without weights.
+func newEmbedding(num int, o EmbeddingOptions) *Embedding {
+	const op = "embedding"
+	switch {
+	case !(o.MaxNorm >= 0) || math.IsInf(o.MaxNorm, 1):
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("max norm must be positive and finite, or 0 for none; got %v", o.MaxNorm)})
+	case math.IsNaN(o.NormType):
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "norm type is NaN"})
+	}
+	e := &Embedding{MaxNorm: o.MaxNorm, NormType: o.NormType, ScaleGradByFreq: o.ScaleGradByFreq}
+	if o.PaddingIdx != nil {
+		p := *o.PaddingIdx
+		if p < -num || p >= num {
+			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("padding index %d must be in [-%d, %d)", p, num, num)})
+		}
+		if p < 0 {
+			p += num
+		}
+		e.PaddingIdx = &p
+	}
+	return e
+}
+
+// NewEmbeddingFromPretrained returns an Embedding whose table is a copy
+// of weights [num, dim] (Embedding.from_pretrained), on weights' device
+// and in its dtype, with the settings o; the caller keeps ownership of
+// weights. With freeze, the table gets no gradient (freeze=True, PyTorch's
+// default); it stays a parameter either way. As in PyTorch, the
+// PaddingIdx row is left as weights has it. It panics with an
+// *vram.Error of kind vram.ErrArgument for a nil weights or bad options,
+// of kind vram.ErrShape unless weights is 2-D, and of kind vram.ErrDType
+// unless it is floating-point.
+func NewEmbeddingFromPretrained(weights *vram.Tensor, freeze bool, o EmbeddingOptions) *Embedding {
+	const op = "embedding_from_pretrained"
+	notNil(op, weights)
+	if weights.Dim() != 2 {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("weights must be 2-D [num_embeddings, dim], got %v", weights.Shape())})
+	}
+	if !weights.DType().IsFloat() {
+		panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("weights must be floating-point, got %s", weights.DType())})
+	}
+	e := newEmbedding(weights.Size(0), o)
+	vram.Region(ParametersRegion, func() {
+		vram.NoGrad(func() { e.Weight = vram.Keep(weights.Clone()) })
+	})
+	e.Weight.SetRequiresGrad(!freeze)
+	e.RegisterParameter("weight", e.Weight)
+	return e
+}
+
 // Forward looks up the rows of Weight for x, a tensor of int64 (or int32)
 // indices of any shape, returning x's shape + [dim]. Positions of
-// PaddingIdx get its row and pass no gradient to it.
+// PaddingIdx get its row and pass no gradient to it. With MaxNorm, the
+// rows looked up are first renormalised in place; with ScaleGradByFreq,
+// each row's gradient is divided by its count in x.
 func (e *Embedding) Forward(x *vram.Tensor) *vram.Tensor {
+	notNil("embedding", x)
+	if e.MaxNorm > 0 {
+		e.renorm(x)
+	}
+	y := e.lookup(x)
+	if !e.ScaleGradByFreq || !y.RequiresGrad() {
+		return y
+	}
+	defer y.Release()
+	return scaleGradByFreq(x, y, e.Weight.Size(0))
+}
+
+// renorm scales the rows of Weight that x names and whose norm exceeds
+// MaxNorm down to MaxNorm, in place and without a gradient, as PyTorch's
+// embedding_renorm_.
+func (e *Embedding) renorm(x *vram.Tensor) {
+	if x.DType() != vram.Int64 && x.DType() != vram.Int32 {
+		return // vram.Embedding reports the dtype
+	}
+	p := e.NormType
+	if p == 0 {
+		p = 2
+	}
+	vram.NoGrad(func() {
+		vram.Tidy(func() {
+			w := e.Weight
+			used := rowCounts(x, w.Size(0), w.DType()).GtScalar(0).Unsqueeze(1)
+			norms := w.Norm(p, []int{1}, true)
+			scale := vram.Where(used.LogicalAnd(norms.GtScalar(e.MaxNorm)), norms.AddScalar(1e-7).RDivScalar(e.MaxNorm), vram.OnesLike(norms))
+			w.MulInPlace(scale)
+		})
+	})
+}
+
+// rowCounts returns how many times each of num rows occurs in the indices
+// x, as a [num] tensor of dtype dt on x's device. It panics with the
+// error of kind vram.ErrIndex for an index outside [0, num).
+func rowCounts(x *vram.Tensor, num int, dt vram.DType) *vram.Tensor {
+	idx := x.Long()
+	defer idx.Release()
+	flat := idx.Reshape(-1)
+	defer flat.Release()
+	ones := vram.Ones(vram.Shape{flat.Size(0)}, dt, x.Device())
+	defer ones.Release()
+	zeros := vram.Zeros(vram.Shape{num}, dt, x.Device())
+	defer zeros.Release()
+	return zeros.ScatterAdd(0, flat, ones)
+}
+
+// scaleGradByFreq returns y, looked up for x from a table of num rows,
+// with the same values but the gradient of each position divided by the
+// number of times its index occurs in x.
+func scaleGradByFreq(x, y *vram.Tensor, num int) *vram.Tensor {
+	var inv *vram.Tensor
+	vram.NoGrad(func() {
+		vram.Tidy(func() {
+			idx := x.Long().Reshape(-1)
+			freq := rowCounts(x, num, y.DType()).IndexSelect(0, idx)
+			inv = vram.Keep(freq.RDivScalar(1).Reshape(append(x.Shape(), 1)...))
+		})
+	})
+	defer inv.Release()
+	// out = y + (s - s), s = y·inv: y's values exactly, and y's gradient
+	// times inv. s - s is NaN where y is not finite, and 0 there too.
+	s := y.Mul(inv)
+	defer s.Release()
+	sd := s.Detach()
+	defer sd.Release()
+	delta := s.Sub(sd)
+	defer delta.Release()
+	bad := delta.IsNaN()
+	defer bad.Release()
+	zeroed := delta.MaskedFill(bad, 0)
+	defer zeroed.Release()
+	yd := y.Detach()
+	defer yd.Release()
+	return yd.Add(zeroed)
+}
+
+// lookup returns the rows of Weight for x, those of PaddingIdx passing no
+// gradient.
+func (e *Embedding) lookup(x *vram.Tensor) *vram.Tensor {
 	y := vram.Embedding(x, e.Weight)
 	if e.PaddingIdx == nil || !y.RequiresGrad() {
 		return y
