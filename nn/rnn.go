@@ -210,6 +210,9 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 		if !slices.Equal(s.Shape(), want) {
 			bad("%s must be %v for input %v (num_layers·directions, batch, hidden_size), got %v", name, want, x.Shape(), s.Shape())
 		}
+		if s.DType() != x.DType() {
+			panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("%s is %s but the input is %s; Cast one of them", name, s.DType(), x.DType())})
+		}
 		if !batched {
 			return tmp(s.Unsqueeze(1))
 		}
@@ -381,7 +384,8 @@ func (m *RNN) Forward(x *vram.Tensor) *vram.Tensor {
 //
 // It panics with an *vram.Error of kind vram.ErrShape for an input that is
 // not 2-D or 3-D, has other than InputSize features or no time steps, or
-// an h0 of the wrong shape.
+// an h0 of the wrong shape, and of kind vram.ErrDType for an h0 of
+// another dtype than x.
 func (m *RNN) ForwardState(x, h0 *vram.Tensor) (out, hn *vram.Tensor) {
 	r := recurrent{rnnKind("rnn", m.Nonlinearity), m.InputSize, m.HiddenSize, m.NumLayers, m.BatchFirst, m.Bidirectional, m.Dropout, m.Weights, m.dropOpts}
 	out, hn, _ = r.forward("rnn", m.Training(), x, h0, nil)
@@ -440,8 +444,12 @@ func (m *LSTM) Forward(x *vram.Tensor) *vram.Tensor {
 // final cell states cn, both [NumLayers·D, N, H] ([NumLayers·D, H]
 // unbatched), starting from h0 and c0 of that shape; a nil h0 or c0 means
 // zeros. The caller owns and releases all three. Its panics are
-// [RNN.ForwardState]'s.
+// [RNN.ForwardState]'s, and one of kind vram.ErrArgument when only one of
+// h0 and c0 is nil.
 func (m *LSTM) ForwardState(x, h0, c0 *vram.Tensor) (out, hn, cn *vram.Tensor) {
+	if (h0 == nil) != (c0 == nil) {
+		panic(&vram.Error{Op: "lstm", Kind: vram.ErrArgument, Detail: "give both h0 and c0, or neither for zeros"})
+	}
 	r := recurrent{kindLSTM, m.InputSize, m.HiddenSize, m.NumLayers, m.BatchFirst, m.Bidirectional, m.Dropout, m.Weights, m.dropOpts}
 	return r.forward("lstm", m.Training(), x, h0, c0)
 }

@@ -71,6 +71,9 @@ func cellForward(op string, kind cellKind, w RecurrentWeights, in, hidden int, x
 		if !slices.Equal(s.Shape(), want) {
 			bad("%s must be %v for input %v, got %v", name, want, x.Shape(), s.Shape())
 		}
+		if s.DType() != x.DType() {
+			panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("%s is %s but the input is %s; Cast one of them", name, s.DType(), x.DType())})
+		}
 		if !batched {
 			return tmp(s.Unsqueeze(0))
 		}
@@ -132,7 +135,8 @@ func (m *RNNCell) Forward(x *vram.Tensor) *vram.Tensor { return m.ForwardState(x
 // ForwardState returns the next hidden state, [N, H] for x [N, input] or
 // [H] for x [input], from h of that shape (nil for zeros). The caller
 // owns the result. It panics with an *vram.Error of kind vram.ErrShape for
-// an x or h of the wrong shape.
+// an x or h of the wrong shape, and of kind vram.ErrDType for an h of
+// another dtype than x.
 func (m *RNNCell) ForwardState(x, h *vram.Tensor) *vram.Tensor {
 	hn, _ := cellForward("rnn_cell", rnnKind("rnn_cell", m.Nonlinearity),
 		RecurrentWeights{m.WeightIH, m.WeightHH, m.BiasIH, m.BiasHH}, m.InputSize, m.HiddenSize, x, h, nil)
