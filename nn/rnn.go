@@ -240,19 +240,33 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 			if cAll != nil {
 				c = tmp(cAll.Select(0, l*r.dirs()+d))
 			}
+			// A step's intermediate results are released after it, and
+			// a cell state after the next step, so that without autograd
+			// the memory a layer holds does not grow with the number of
+			// steps beyond its output.
+			var stepTemps []*vram.Tensor
+			stmp := func(t *vram.Tensor) *vram.Tensor {
+				stepTemps = append(stepTemps, t)
+				return t
+			}
 			hsAt := make([]*vram.Tensor, seq)
 			for s := range seq {
 				t := s
 				if d == 1 {
 					t = seq - 1 - s
 				}
-				h, c = cellStep(r.kind, tmp(gi.Select(0, t)), h, c, w.WeightHH, w.BiasHH, hs, tmp)
+				h, c = cellStep(r.kind, stmp(gi.Select(0, t)), h, c, w.WeightHH, w.BiasHH, hs, stmp)
+				for _, st := range stepTemps {
+					st.Release()
+				}
+				stepTemps = stepTemps[:0]
 				tmp(h)
 				if c != nil {
-					tmp(c)
+					stmp(c)
 				}
 				hsAt[t] = h
 			}
+			temps = append(temps, stepTemps...)
 			finalH = append(finalH, h)
 			if c != nil {
 				finalC = append(finalC, c)

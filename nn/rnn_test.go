@@ -697,3 +697,31 @@ func TestRecurrentReplicate(t *testing.T) {
 		})
 	}
 }
+
+// TestRecurrentInferenceMemory checks that without autograd a step's
+// intermediate results are freed before the next step: the peak stays
+// within a few times the output's size rather than growing with the
+// intermediate results of every step.
+func TestRecurrentInferenceMemory(t *testing.T) {
+	dev := vram.Sim(1)
+	const steps, n, hs = 32, 4, 64
+	for _, kind := range []string{"tanh", "lstm", "gru"} {
+		t.Run(kind, func(t *testing.T) {
+			net := newRecNet(kind, 8, hs, nn.RecurrentOptions{}, dev, vram.WithGenerator(vram.NewGenerator(1)))
+			defer nn.Release(net.mod)
+			x := vram.Randn(vram.Shape{steps, n, 8}, dev)
+			defer x.Release()
+			memtest.Settle(dev)
+			base := vram.MemoryAllocated(dev)
+			vram.ResetPeakMemoryStats(dev)
+			vram.NoGrad(func() { net.mod.Forward(x).Release() })
+			// gi is G outputs' worth, the steps' states and their stack
+			// two more; allow two more for the rest.
+			limit := int64((gatesOf(kind) + 4) * steps * n * hs * 4)
+			peak := vram.MaxMemoryAllocated(dev) - base
+			if peak > limit {
+				t.Errorf("peak %d bytes above the start, want at most %d", peak, limit)
+			}
+		})
+	}
+}
