@@ -197,11 +197,18 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 	if seq == 0 {
 		bad("input has a sequence length of 0, got shape %v", x.Shape())
 	}
+	// Inside an autocast region, where the products come out in its
+	// dtype, the states are taken in that dtype too, as in PyTorch, so
+	// that the whole recurrence runs in it.
+	stateDType, cast := x.DType(), false
+	if dt, ok := vram.AutocastDType(); ok && x.DType() == vram.Float32 {
+		stateDType, cast = dt, true
+	}
 	// states checks h0 or c0 and returns it as [layers·dirs, N, H], or
 	// zeros of x's dtype and device when it is nil.
 	states := func(name string, s *vram.Tensor) *vram.Tensor {
 		if s == nil {
-			return tmp(vram.Zeros(vram.Shape{ld, n, hs}, x.Device(), x.DType()))
+			return tmp(vram.Zeros(vram.Shape{ld, n, hs}, x.Device(), stateDType))
 		}
 		want := vram.Shape{ld, n, hs}
 		if !batched {
@@ -212,6 +219,9 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 		}
 		if s.DType() != x.DType() {
 			panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("%s is %s but the input is %s; Cast one of them", name, s.DType(), x.DType())})
+		}
+		if cast && s.DType() != stateDType {
+			s = tmp(s.Cast(stateDType))
 		}
 		if !batched {
 			return tmp(s.Unsqueeze(1))

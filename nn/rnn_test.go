@@ -725,3 +725,51 @@ func TestRecurrentInferenceMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestRecurrentAutocast checks that inside an autocast region the whole
+// recurrence, states included, runs in its dtype, as PyTorch's does,
+// close to the float32 result, with float32 gradients.
+func TestRecurrentAutocast(t *testing.T) {
+	for _, kind := range []string{"tanh", "lstm", "gru"} {
+		t.Run(kind, func(t *testing.T) {
+			net := newRecNet(kind, 3, 4, nn.RecurrentOptions{NumLayers: 2}, vram.WithGenerator(vram.NewGenerator(1)))
+			x := vram.Randn(vram.Shape{5, 2, 3}, vram.WithGenerator(vram.NewGenerator(2)))
+			h0 := vram.Randn(vram.Shape{2, 2, 4}, vram.WithGenerator(vram.NewGenerator(3)))
+			var c0 *vram.Tensor
+			if kind == "lstm" {
+				c0 = vram.Randn(vram.Shape{2, 2, 4}, vram.WithGenerator(vram.NewGenerator(4)))
+			}
+			want, wantH, _ := net.run(x, h0, c0)
+			vram.Autocast(vram.BFloat16, func() {
+				out, hn, cn := net.run(x, h0, c0)
+				for _, r := range []*vram.Tensor{out, hn, cn} {
+					if r != nil && r.DType() != vram.BFloat16 {
+						t.Fatalf("result of dtype %s, want bfloat16", r.DType())
+					}
+				}
+				checkValues(t, "output", out.Float64s(), want.Float64s(), 0.05)
+				checkValues(t, "h_n", hn.Float64s(), wantH.Float64s(), 0.05)
+				out.Float().Sum().Backward()
+			})
+			for _, p := range net.mod.NamedParameters() {
+				if g := p.Tensor.Grad(); g == nil || g.DType() != vram.Float32 {
+					t.Fatalf("%s: gradient %v, want float32", p.Name, g)
+				}
+			}
+		})
+	}
+	t.Run("cells", func(t *testing.T) {
+		x := vram.Randn(vram.Shape{2, 3}, vram.WithGenerator(vram.NewGenerator(2)))
+		h := vram.Zeros(vram.Shape{2, 4})
+		lc := nn.NewLSTMCell(3, 4, nn.CellOptions{})
+		gc := nn.NewGRUCell(3, 4, nn.CellOptions{})
+		vram.Autocast(vram.BFloat16, func() {
+			hn, cn := lc.ForwardState(x, h, h)
+			for _, r := range []*vram.Tensor{hn, cn, gc.Forward(x), gc.ForwardState(x, h)} {
+				if r.DType() != vram.BFloat16 {
+					t.Fatalf("result of dtype %s, want bfloat16", r.DType())
+				}
+			}
+		})
+	})
+}

@@ -60,9 +60,15 @@ func cellForward(op string, kind cellKind, w RecurrentWeights, in, hidden int, x
 		xs = tmp(x.Unsqueeze(0))
 	}
 	n := xs.Size(0)
+	// Inside an autocast region the states are taken in its dtype, as in
+	// the layers.
+	stateDType, cast := x.DType(), false
+	if dt, ok := vram.AutocastDType(); ok && x.DType() == vram.Float32 {
+		stateDType, cast = dt, true
+	}
 	state := func(name string, s *vram.Tensor) *vram.Tensor {
 		if s == nil {
-			return tmp(vram.Zeros(vram.Shape{n, hidden}, x.Device(), x.DType()))
+			return tmp(vram.Zeros(vram.Shape{n, hidden}, x.Device(), stateDType))
 		}
 		want := vram.Shape{n, hidden}
 		if !batched {
@@ -73,6 +79,9 @@ func cellForward(op string, kind cellKind, w RecurrentWeights, in, hidden int, x
 		}
 		if s.DType() != x.DType() {
 			panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("%s is %s but the input is %s; Cast one of them", name, s.DType(), x.DType())})
+		}
+		if cast && s.DType() != stateDType {
+			s = tmp(s.Cast(stateDType))
 		}
 		if !batched {
 			return tmp(s.Unsqueeze(0))
