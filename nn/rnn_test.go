@@ -520,6 +520,16 @@ func TestRecurrentErrors(t *testing.T) {
 		{"cell wrong input size", func() { gc.Forward(x(2, 4)) }, vram.ErrShape},
 		{"cell wrong h", func() { gc.ForwardState(x(2, 3), x(3, 4)) }, vram.ErrShape},
 		{"cell unbatched h for batched x", func() { rc.ForwardState(x(2, 3), x(4)) }, vram.ErrShape},
+		{"layers changed after construction", func() {
+			g := nn.NewGRU(3, 4, nn.RecurrentOptions{})
+			g.NumLayers = 2
+			g.Forward(x(5, 2, 3))
+		}, vram.ErrArgument},
+		{"nonlinearity changed after construction", func() {
+			r := nn.NewRNN(3, 4, nn.RecurrentOptions{})
+			r.Nonlinearity = "gelu"
+			r.Forward(x(5, 2, 3))
+		}, vram.ErrArgument},
 		{"lstm h0 without c0", func() { lstm.ForwardState(x(5, 2, 3), x(2, 2, 4), nil) }, vram.ErrArgument},
 		{"lstm c0 without h0", func() { lstm.ForwardState(x(5, 2, 3), nil, x(2, 2, 4)) }, vram.ErrArgument},
 		{"h0 of another dtype", func() { rnn.ForwardState(x(5, 2, 3), vram.Zeros(vram.Shape{1, 2, 4}, vram.Float64)) }, vram.ErrDType},
