@@ -507,10 +507,7 @@ func frameString(f trace.Frame) string {
 		// hand-made snapshot) reads as PyTorch's symbolizer writes it.
 		f.Function = "??"
 	}
-	file := f.File
-	if parts := strings.Split(file, "/"); len(parts) > 2 {
-		file = strings.Join(parts[len(parts)-2:], "/")
-	}
+	file := lastTwo(f.File)
 	switch {
 	case file == "" || file == "??":
 		return f.Function
@@ -518,6 +515,23 @@ func frameString(f trace.Frame) string {
 		return fmt.Sprintf("%s (%s:%d)", f.Function, file, f.Line)
 	}
 	return fmt.Sprintf("%s (%s)", f.Function, file)
+}
+
+// lastTwo returns the last two elements of a path, separated by '/' or,
+// in a Windows path, by '\\'.
+func lastTwo(file string) string {
+	sep := "/"
+	if windowsPath(file) {
+		sep = `/\`
+	}
+	i := strings.LastIndexAny(file, sep)
+	if i <= 0 {
+		return file
+	}
+	if j := strings.LastIndexAny(file[:i], sep); j >= 0 {
+		return file[j+1:]
+	}
+	return file
 }
 
 // advice suggests settings from a device's numbers.

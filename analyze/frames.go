@@ -38,7 +38,7 @@ var nativeSuffixes = []string{".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", 
 func classifyFrame(f trace.Frame) frameKind {
 	file := f.File
 	switch {
-	case strings.HasSuffix(file, ".py"):
+	case strings.HasSuffix(file, ".py") || windowsPath(file) && strings.HasSuffix(strings.ToLower(file), ".py"):
 		if libraryPython(file) {
 			return frameLibrary
 		}
@@ -51,7 +51,7 @@ func classifyFrame(f trace.Frame) frameKind {
 		return frameUser // typed at the prompt, or a notebook's cell
 	case strings.HasPrefix(file, "<"): // "<frozen runpy>", "<string>", FX's "<eval_with_key>.3": generated or the interpreter's
 		return frameLibrary
-	case strings.Contains(file, ".so"): // libtorch_cuda.so, libc.so.6
+	case binaryFile(file): // libtorch_cuda.so, libc.so.6, /usr/bin/python3.12
 		return frameNative
 	}
 	for _, s := range nativeSuffixes {
@@ -71,6 +71,40 @@ func classifyFrame(f trace.Frame) frameKind {
 	return frameUser
 }
 
+// binaryFile reports whether a frame's file is a compiled binary rather
+// than source: a shared library (libc.so.6, libtorch_cuda.so, a macOS
+// .dylib, a Windows .dll or .pyd) or the interpreter's executable
+// (/usr/bin/python3.12, python.exe), as a symbolizer names the object a
+// C frame runs in when it has no debug information.
+func binaryFile(file string) bool {
+	base := file[strings.LastIndexAny(file, `/\`)+1:]
+	if i := strings.Index(base, ".so"); i > 0 && (i+3 == len(base) || base[i+3] == '.') {
+		return true
+	}
+	for _, s := range []string{".dylib", ".dll", ".pyd", ".exe"} {
+		if len(base) > len(s) && strings.EqualFold(base[len(base)-len(s):], s) {
+			return true
+		}
+	}
+	// python, python3, python3.12, python3.12d, pypy3.10.
+	for _, p := range []string{"python", "pypy"} {
+		if rest, ok := strings.CutPrefix(base, p); ok && strings.Trim(rest, "0123456789.dmu") == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// windowsPath reports whether file is a Windows path: it starts with a
+// drive letter ("C:\\", "C:/") or holds a backslash.
+func windowsPath(file string) bool {
+	if len(file) >= 3 && file[1] == ':' && (file[2] == '\\' || file[2] == '/') &&
+		('a' <= file[0] && file[0] <= 'z' || 'A' <= file[0] && file[0] <= 'Z') {
+		return true
+	}
+	return strings.Contains(file, "\\")
+}
+
 // libraryPython reports whether a Python source file belongs to torch, to
 // an installed package or to the standard library rather than to the
 // program.
@@ -80,18 +114,25 @@ func libraryPython(file string) bool {
 		torchSource(f) || strings.Contains(f, "/torchinductor_") { // code torch.compile generated
 		return true
 	}
-	// The standard library: .../lib/python3.11/..., .../Lib/... on
-	// Windows, and the zipped library (python311.zip).
-	if i := strings.Index(f, "/lib/python"); i >= 0 {
-		rest := f[i+len("/lib/python"):]
-		if rest != "" && rest[0] >= '0' && rest[0] <= '9' {
-			return true
+	// The standard library: .../lib/python3.11/... (.../lib64/python3.11/...
+	// on Fedora and openSUSE), ...\Lib\... on Windows, and the zipped
+	// library (python311.zip).
+	for _, dir := range []string{"/lib/python", "/lib64/python"} {
+		for rest := f; ; {
+			i := strings.Index(rest, dir)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(dir):]
+			if rest != "" && rest[0] >= '0' && rest[0] <= '9' {
+				return true
+			}
 		}
 	}
-	if strings.Contains(f, "/Lib/") || strings.Contains(f, ".zip/") {
+	if windowsPath(file) && strings.Contains(strings.ToLower(f), "/lib/") { // Anaconda's is "lib"
 		return true
 	}
-	return false
+	return strings.Contains(f, ".zip/")
 }
 
 // torchModules are the subpackages and modules of torch that are not

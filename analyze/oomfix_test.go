@@ -900,3 +900,69 @@ func TestFrameStringMissingParts(t *testing.T) {
 		})
 	}
 }
+
+// TestClassifyFramePathShapes checks the attribution over the places
+// Python and its packages are installed, on Linux, macOS and Windows, and
+// over the binaries a symbolizer names for C frames without debug
+// information: the user's code only where the program lives.
+func TestClassifyFramePathShapes(t *testing.T) {
+	tests := []struct {
+		file  string
+		want  frameKind
+		label string // frameString of a frame "f" at line 3
+	}{
+		{"/home/u/.venv/lib/python3.11/site-packages/torch/nn/modules/linear.py", frameLibrary, "f (modules/linear.py:3)"},
+		{"/opt/conda/envs/x/lib/python3.10/site-packages/transformers/x.py", frameLibrary, "f (transformers/x.py:3)"},
+		{"/opt/conda/lib/python3.10/runpy.py", frameLibrary, "f (python3.10/runpy.py:3)"},
+		{"/home/u/.local/lib/python3.11/site-packages/accelerate/a.py", frameLibrary, "f (accelerate/a.py:3)"},
+		{"/usr/lib64/python3.11/runpy.py", frameLibrary, "f (python3.11/runpy.py:3)"},
+		{"/usr/lib64/python3.11/threading.py", frameLibrary, "f (python3.11/threading.py:3)"},
+		{"/home/u/.pyenv/versions/3.11.4/lib/python3.11/runpy.py", frameLibrary, "f (python3.11/runpy.py:3)"},
+		{"/Library/Frameworks/Python.framework/Versions/3.11/lib/python3.11/runpy.py", frameLibrary, "f (python3.11/runpy.py:3)"},
+		{"/usr/lib/python311.zip/runpy.py", frameLibrary, "f (python311.zip/runpy.py:3)"},
+		{`C:\Users\u\venv\Lib\site-packages\torch\nn\modules\module.py`, frameLibrary, `f (modules\module.py:3)`},
+		{`C:\Python311\Lib\runpy.py`, frameLibrary, `f (Lib\runpy.py:3)`},
+		{`C:\ProgramData\Anaconda3\lib\runpy.py`, frameLibrary, `f (lib\runpy.py:3)`},
+		{`C:\Python311\python311.zip\runpy.py`, frameLibrary, `f (python311.zip\runpy.py:3)`},
+		{`C:\Users\u\proj\train.py`, frameUser, `f (proj\train.py:3)`},
+		{`C:\Users\u\proj\TRAIN.PY`, frameUser, `f (proj\TRAIN.PY:3)`},
+		{`C:\Users\u\AppData\Local\Temp\ipykernel_1234\567.py`, frameUser, `f (ipykernel_1234\567.py:3)`},
+		{"/tmp/ipykernel_77/12345.py", frameUser, "f (ipykernel_77/12345.py:3)"},
+		{"/home/u/proj/Lib/model.py", frameUser, "f (Lib/model.py:3)"},
+		{"/home/u/lib/python/model.py", frameUser, "f (python/model.py:3)"},
+		{"/home/u/app.pyz/__main__.py", frameUser, "f (app.pyz/__main__.py:3)"},
+		{"/home/u/proj/torch/model.py", frameUser, "f (torch/model.py:3)"},
+		{"/home/u/my.solver/run", frameUser, "f (my.solver/run:3)"},
+		{"<stdin>", frameUser, "f (<stdin>:3)"},
+		{"<ipython-input-3-abc>", frameUser, "f (<ipython-input-3-abc>:3)"},
+		{"<frozen runpy>", frameLibrary, "f (<frozen runpy>:3)"},
+		{"<string>", frameLibrary, "f (<string>:3)"},
+		{"/usr/bin/python3.12", frameNative, "f (bin/python3.12:3)"},
+		{"/opt/conda/bin/python", frameNative, "f (bin/python:3)"},
+		{"/usr/lib/x86_64-linux-gnu/libpython3.12.so.1.0", frameNative, "f (x86_64-linux-gnu/libpython3.12.so.1.0:3)"},
+		{"/usr/lib/libSystem.B.dylib", frameNative, "f (lib/libSystem.B.dylib:3)"},
+		{`C:\Python311\python311.dll`, frameNative, `f (Python311\python311.dll:3)`},
+		{`C:\Python311\DLLs\_ctypes.pyd`, frameNative, `f (DLLs\_ctypes.pyd:3)`},
+	}
+	for _, tc := range tests {
+		fr := trace.Frame{Function: "f", File: tc.file, Line: 3}
+		if got := classifyFrame(fr); got != tc.want {
+			t.Errorf("classifyFrame(%q) = %d, want %d", tc.file, got, tc.want)
+		}
+		if got := frameString(fr); got != tc.label {
+			t.Errorf("frameString(%q) = %q, want %q", tc.file, got, tc.label)
+		}
+	}
+	// An interpreter's frame in a binary without debug information sits
+	// between torch's frames and the user's: the user's still wins.
+	stack := []trace.Frame{
+		{Function: "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed char)", File: ""},
+		{Function: "forward", File: "/usr/lib64/python3.11/site-packages/torch/nn/modules/linear.py", Line: 125},
+		{Function: "_PyEval_EvalFrameDefault", File: "/usr/bin/python3.11"},
+		{Function: "_run_code", File: "/usr/lib64/python3.11/runpy.py", Line: 88},
+		{Function: "forward", File: `C:\Users\u\proj\model.py`, Line: 31},
+	}
+	if got, want := siteString(stack), `forward (proj\model.py:31)`; got != want {
+		t.Errorf("siteString = %q, want %q", got, want)
+	}
+}
