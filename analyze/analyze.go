@@ -482,7 +482,7 @@ func regionKey(r string) string {
 	if r == "" {
 		return noRegion
 	}
-	return r
+	return clipText(r, maxFrameText)
 }
 
 // stackKey names the frame that best says who allocated (userFrame), or
@@ -497,7 +497,7 @@ func stackKey(frames []trace.Frame) string {
 // frameString formats a frame as "function (file:line)", with the file's
 // last two path elements and, for C++, the function's name without its
 // parameters; a missing name reads "??", and a missing file or line is
-// left out.
+// left out. Names and files longer than maxFrameText are cut.
 func frameString(f trace.Frame) string {
 	if classifyFrame(f) == frameNative {
 		f.Function = shortFunction(f.Function)
@@ -507,7 +507,8 @@ func frameString(f trace.Frame) string {
 		// hand-made snapshot) reads as PyTorch's symbolizer writes it.
 		f.Function = "??"
 	}
-	file := lastTwo(f.File)
+	f.Function = clipText(f.Function, maxFrameText)
+	file := clipText(lastTwo(f.File), maxFrameText)
 	switch {
 	case file == "" || file == "??":
 		return f.Function

@@ -215,3 +215,99 @@ func TestExplainHugeOOM(t *testing.T) {
 		t.Errorf("OOMs %+v", o)
 	}
 }
+
+// hostileSnapshot is a snapshot of one segment of nBlocks blocks and a
+// history of nEvents events, their stacks nFrames deep, the names of
+// their files and functions long and full of what HTML, JavaScript and
+// attributes must escape.
+func hostileSnapshot(nEvents, nBlocks, nFrames, nameLen int) *trace.Snapshot {
+	bad := []string{`/home/"q'uote/a.py`, "/x/</script><script>alert(1)</script>.py", "/x/<!--c.py", "/x/\u2028line\u2029.py", "/x/&amp;.py"}
+	long := strings.Repeat("x", nameLen)
+	stack := func(i int) []trace.Frame {
+		fs := make([]trace.Frame, nFrames)
+		for j := range fs {
+			fs[j] = trace.Frame{Function: "fn</script>" + long, File: bad[(i+j)%len(bad)], Line: j + 1}
+		}
+		return fs
+	}
+	s := &trace.Snapshot{Capacity: 1 << 40}
+	seg := trace.Segment{Addr: 1 << 20, Size: int64(nBlocks) * 512, Pool: trace.PoolLarge}
+	for i := 0; i < nBlocks; i++ {
+		state := trace.StateActiveAllocated
+		if i%7 == 3 {
+			state = trace.StateInactive
+		}
+		seg.Blocks = append(seg.Blocks, trace.Block{Addr: seg.Addr + uint64(i)*512, Size: 512, Requested: 500, State: state,
+			Region: bad[i%len(bad)] + long, Frames: stack(i)})
+	}
+	s.Segments = []trace.Segment{seg}
+	s.History = append(s.History, trace.Event{Action: trace.ActionSegmentAlloc, Addr: seg.Addr, Size: seg.Size})
+	for i := 0; i < nEvents; i++ {
+		e := trace.Event{Action: trace.ActionAlloc, Addr: seg.Addr + uint64(i%nBlocks)*512, Size: 512, Frames: stack(i), Region: bad[i%len(bad)]}
+		if (i/nBlocks)%2 == 1 {
+			e.Action = trace.ActionFreeCompleted
+		}
+		s.History = append(s.History, e)
+	}
+	return s
+}
+
+// TestHTMLBounded writes the page of files with many blocks, deep stacks
+// and long names: it stays within a bound whatever the file holds, still
+// parses, escapes every name and says what it leaves out; a file of few
+// blocks keeps one rect per block.
+func TestHTMLBounded(t *testing.T) {
+	tests := []struct {
+		name                            string
+		events, blocks, frames, nameLen int
+		maxBytes                        int
+		wantRects                       int // 0: at most maxBlockRects+1 segment's worth
+		wantMore                        string
+	}{
+		{"few blocks", 60, 30, 3, 10, 200 << 10, 30, ""},
+		{"1e5 events, 2e4 blocks in one segment", 100000, 20000, 4, 10, 8 << 20, 0, "blocks too small to draw one by one"},
+		{"deep stacks", 200, 10, 2000, 10, 8 << 20, 10, "1500 more frames: --json lists them all"},
+		{"long names", 200, 50, 4, 16 << 10, 2 << 20, 50, "more bytes)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := hostileSnapshot(tc.events, tc.blocks, tc.frames, tc.nameLen)
+			r, err := Analyze(&trace.File{Name: `a</script>"b.pickle`, Kind: trace.KindPickle, Snapshots: []*trace.Snapshot{s}}, Options{ReplayEvents: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if err := WriteHTML(&buf, r); err != nil {
+				t.Fatal(err)
+			}
+			page := buf.String()
+			if buf.Len() > tc.maxBytes {
+				t.Errorf("the page has %d bytes, want at most %d", buf.Len(), tc.maxBytes)
+			}
+			for bad, want := range map[string]int{"</script>": 2, "<script": 2, "<!--": 0, "\u2028": -1} {
+				if n := strings.Count(page, bad); want >= 0 && n != want {
+					t.Errorf("%q occurs %d times in the page, want %d", bad, n, want)
+				}
+			}
+			nodes := parseHTML(t, buf.Bytes())
+			rects := 0
+			for _, n := range nodes {
+				if n.name == "rect" && strings.Contains(n.attrs["class"], "blk") {
+					rects++
+				}
+				if n.name == "script" && n.attrs["id"] == "vram-data" && strings.ContainsAny(n.text, "\u2028\u2029") {
+					t.Error("the page's data holds a raw U+2028 or U+2029")
+				}
+			}
+			switch {
+			case tc.wantRects > 0 && rects != tc.wantRects:
+				t.Errorf("%d block rects, want %d", rects, tc.wantRects)
+			case tc.wantRects == 0 && (rects > maxBlockRects+maxSegments || rects == 0):
+				t.Errorf("%d block rects, want between 1 and %d", rects, maxBlockRects+maxSegments)
+			}
+			if tc.wantMore != "" && !strings.Contains(page, tc.wantMore) {
+				t.Errorf("the page does not say %q", tc.wantMore)
+			}
+		})
+	}
+}

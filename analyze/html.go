@@ -9,6 +9,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/vramgo/vram/memory/trace"
 
@@ -31,15 +32,19 @@ var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
 	"pct":   func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
 	"frame": frameString,
 	"framefull": func(f trace.Frame) string {
+		fn, file := clipText(f.Function, maxFrameText), clipText(f.File, maxFrameText)
 		if f.File == "" || f.File == "??" {
-			return f.Function
+			return fn
 		}
 		if f.Line > 0 {
-			return fmt.Sprintf("%s (%s:%d)", f.Function, f.File, f.Line)
+			return fmt.Sprintf("%s (%s:%d)", fn, file, f.Line)
 		}
-		return fmt.Sprintf("%s (%s)", f.Function, f.File)
+		return fmt.Sprintf("%s (%s)", fn, file)
 	},
-	"hex": func(a uint64) string { return fmt.Sprintf("0x%x", a) },
+	"headframes": func(fs []trace.Frame) []trace.Frame { return fs[:min(len(fs), maxStackFrames)] },
+	"moreframes": func(fs []trace.Frame) int { return max(len(fs)-maxStackFrames, 0) },
+	"clip":       func(s string) string { return clipText(s, maxFrameText) },
+	"hex":        func(a uint64) string { return fmt.Sprintf("0x%x", a) },
 }).Parse(pageTemplate))
 
 // palette colours the categories of a stacked timeline and of the segment
@@ -69,6 +74,16 @@ const (
 	segLabelW   = 190
 	segMinW     = 140
 	maxSegments = 400
+	// maxBlockRects bounds the blocks the segment map draws one by one:
+	// past it, blocks narrower than a cell of the row are drawn merged,
+	// a rect for each run of them, so the map holds at most about
+	// maxBlockRects+maxSegments rects whatever the file holds.
+	maxBlockRects = 5000
+	// maxStackFrames bounds the frames a page lists of one stack; a
+	// longer stack says how many more --json gives.
+	maxStackFrames = 500
+	// maxFrameText bounds the characters of a frame's text on the page.
+	maxFrameText = 400
 )
 
 // WriteHTML writes r as one self-contained HTML page: for each device the
@@ -77,6 +92,12 @@ const (
 // segment map (each segment a bar, its blocks coloured by state and
 // category), and the tables of the text report. The page loads nothing:
 // its style, script and data are inline, its charts inline SVG.
+//
+// The page's size is bounded whatever the file holds: past 5000 blocks the
+// segment map draws runs of blocks too narrow to see as one rect each, a
+// stack lists at most 500 frames (and how many more there are), and a
+// name or file longer than 400 bytes is cut; with the default Options a
+// page stays within a few MiB.
 func WriteHTML(w io.Writer, r *Report) error {
 	v := pageView{File: r.File, Format: r.Format, CSS: template.CSS(pageCSS + categoryCSS()), JS: template.JS(pageJS)}
 	data := map[string]any{}
@@ -96,6 +117,19 @@ func WriteHTML(w io.Writer, r *Report) error {
 // WriteHTMLFile writes the page of [WriteHTML] to path, replacing it.
 func WriteHTMLFile(path string, r *Report) error {
 	return writeFileAtomic(path, func(w io.Writer) error { return WriteHTML(w, r) })
+}
+
+// clipText cuts s to at most n bytes, at a rune boundary, marking the cut
+// with an ellipsis and the bytes left out.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", s[:i], len(s)-i)
 }
 
 // categoryCSS colours category k of mode m: .mode{m} .k{m}-{k}.
@@ -480,14 +514,29 @@ func segmentMap(d *Device) segmapView {
 		return maxCategories // drawn as "other"
 	}
 	avail := float64(chartW - segLabelW - marginR)
+	width := func(seg trace.Segment) float64 {
+		return math.Max(avail*float64(seg.Size)/float64(maxSize), segMinW)
+	}
+	// cell is the width under which blocks are merged: 0 (none merged)
+	// when every block fits the budget.
+	var blocks int
+	var rowsW float64
+	for _, seg := range segs {
+		blocks += len(seg.Blocks)
+		rowsW += width(seg)
+	}
+	cell := 0.0
+	if blocks > maxBlockRects {
+		cell = 2 * rowsW / maxBlockRects
+	}
 	y := 0.0
 	for _, seg := range segs {
-		w := math.Max(avail*float64(seg.Size)/float64(maxSize), segMinW)
+		w := width(seg)
 		row := segRow{Y: y, W: round1(w),
 			Label: fmt.Sprintf("%s %s%s", units.Compact(seg.Size), seg.Pool, map[bool]string{true: " exp", false: ""}[seg.Expandable]),
 			Tip:   fmt.Sprintf("segment at 0x%x\n%s, %s pool, stream %d%s", seg.Addr, units.Compact(seg.Size), seg.Pool, seg.Stream, map[bool]string{true: ", expandable", false: ""}[seg.Expandable])}
 		scale := w / float64(seg.Size)
-		for _, b := range seg.Blocks {
+		draw := func(b trace.Block) blockView {
 			bv := blockView{X: round1(float64(b.Addr-seg.Addr) * scale), W: math.Max(float64(b.Size)*scale, 0.6)}
 			bv.W = math.Round(bv.W*100) / 100
 			switch b.State {
@@ -501,8 +550,36 @@ func segmentMap(d *Device) segmapView {
 				bv.Class = "blk f"
 				bv.Tip = fmt.Sprintf("free (cached)\n%s at 0x%x", units.Compact(b.Size), b.Addr)
 			}
-			row.Blocks = append(row.Blocks, bv)
+			return bv
 		}
+		var run []trace.Block // narrow blocks not drawn yet
+		flush := func() {
+			switch len(run) {
+			case 0:
+				return
+			case 1:
+				row.Blocks = append(row.Blocks, draw(run[0]))
+			default:
+				row.Blocks = append(row.Blocks, mergedBlocks(run, seg.Addr, scale, draw))
+			}
+			run = run[:0]
+		}
+		for _, b := range seg.Blocks {
+			if cell == 0 {
+				row.Blocks = append(row.Blocks, draw(b))
+				continue
+			}
+			if float64(b.Size)*scale >= cell {
+				flush()
+				row.Blocks = append(row.Blocks, draw(b))
+				continue
+			}
+			run = append(run, b)
+			if float64(b.Addr+uint64(b.Size)-run[0].Addr)*scale >= cell {
+				flush()
+			}
+		}
+		flush()
 		v.Rows = append(v.Rows, row)
 		y += segRowH + segRowGap
 	}
@@ -510,11 +587,41 @@ func segmentMap(d *Device) segmapView {
 	return v
 }
 
+// mergedBlocks draws a run of adjacent blocks too narrow to draw one by
+// one as a single rect, coloured as the largest of them, its hover text
+// counting the run's blocks and bytes by state and describing the
+// largest.
+func mergedBlocks(run []trace.Block, segAddr uint64, scale float64, draw func(trace.Block) blockView) blockView {
+	var largest trace.Block
+	var n, bytes [3]int64 // allocated, pending free, free
+	for _, b := range run {
+		i := 2
+		switch b.State {
+		case trace.StateActiveAllocated:
+			i = 0
+		case trace.StateActivePendingFree:
+			i = 1
+		}
+		n[i]++
+		bytes[i] += b.Size
+		if b.Size > largest.Size || largest.Size == 0 {
+			largest = b
+		}
+	}
+	bv := draw(largest)
+	last := run[len(run)-1]
+	bv.X = round1(float64(run[0].Addr-segAddr) * scale)
+	bv.W = math.Round(math.Max(float64(last.Addr+uint64(last.Size)-run[0].Addr)*scale, 0.6)*100) / 100
+	bv.Tip = fmt.Sprintf("%d blocks too small to draw one by one, from 0x%x: %d allocated (%s), %d freed waiting for a stream (%s), %d free (%s); the largest:\n%s",
+		len(run), run[0].Addr, n[0], units.Compact(bytes[0]), n[1], units.Compact(bytes[1]), n[2], units.Compact(bytes[2]), bv.Tip)
+	return bv
+}
+
 func blockTip(state string, b trace.Block) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%s\n%s at 0x%x (asked %s)", state, units.Compact(b.Size), b.Addr, units.Compact(b.Requested))
 	if b.Region != "" {
-		fmt.Fprintf(&sb, "\nregion %s", b.Region)
+		fmt.Fprintf(&sb, "\nregion %s", clipText(b.Region, maxFrameText))
 	}
 	sb.WriteString("\n")
 	writeStackLines(&sb, b.Frames, 6)

@@ -573,7 +573,7 @@ func segmentDelta(e trace.Event) int64 {
 func allocLabel(region string, frames []trace.Frame) string {
 	var b strings.Builder
 	if region != "" {
-		fmt.Fprintf(&b, "region %s\n", region)
+		fmt.Fprintf(&b, "region %s\n", clipText(region, maxFrameText))
 	}
 	writeStackLines(&b, frames, 6)
 	return strings.TrimSuffix(b.String(), "\n")
@@ -584,7 +584,7 @@ func allocLabel(region string, frames []trace.Frame) string {
 func writeStackLines(b *strings.Builder, frames []trace.Frame, n int) {
 	shown := userFrames(frames, n)
 	for _, f := range shown {
-		fmt.Fprintf(b, "  %s\n", frameString(f))
+		fmt.Fprintf(b, "  %s\n", clipText(frameString(f), maxFrameText))
 	}
 	if rest := len(frames) - len(shown); rest > 0 {
 		fmt.Fprintf(b, "  (%d more frames in the stack)\n", rest)
