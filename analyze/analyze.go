@@ -91,6 +91,11 @@ type Device struct {
 	// [Group]), largest first, at most Options.Top each.
 	ByRegion []Group `json:"by_region"`
 	ByStack  []Group `json:"by_stack"`
+	// ByRegionRest and ByStackRest sum the groups left out of ByRegion
+	// and ByStack by Options.Top, so that the groups listed and the rest
+	// add up to the live allocations.
+	ByRegionRest Rest `json:"by_region_rest"`
+	ByStackRest  Rest `json:"by_stack_rest"`
 	// Largest are the largest live allocations, at most Options.Top.
 	Largest []Allocation `json:"largest"`
 	// OOMs explains the first Options.Top out-of-memory events of the
@@ -168,6 +173,13 @@ type Group struct {
 	// Frames is the whole stack of its largest block, innermost first,
 	// for a group by stack; nil for a group by region.
 	Frames []trace.Frame `json:"frames,omitempty"`
+}
+
+// Rest sums the groups that a list leaves out.
+type Rest struct {
+	Groups int   `json:"groups"` // groups left out
+	Bytes  int64 `json:"bytes"`  // their live bytes, at rounded sizes
+	Count  int   `json:"count"`  // their live blocks
 }
 
 // Allocation is one live block.
@@ -302,7 +314,7 @@ func analyzeSnapshot(s *trace.Snapshot, opts Options) (*Device, error) {
 		d.Blocks += len(seg.Blocks)
 	}
 	d.Fragmentation = fragmentation(s)
-	d.ByRegion, d.ByStack, d.Largest = liveGroups(s, opts.top())
+	d.ByRegion, d.ByRegionRest, d.ByStack, d.ByStackRest, d.Largest = liveGroups(s, opts.top())
 	d.Samples = samplesFromMeta(s.Meta)
 	d.Advice = advice(d)
 	return d, nil
@@ -415,8 +427,9 @@ func expandable(s *trace.Snapshot) bool {
 }
 
 // liveGroups groups a snapshot's allocated blocks by region and by top
-// frame and lists the largest.
-func liveGroups(s *trace.Snapshot, top int) (byRegion, byStack []Group, largest []Allocation) {
+// frame, keeping the top largest groups of each and summing the rest, and
+// lists the largest allocations.
+func liveGroups(s *trace.Snapshot, top int) (byRegion []Group, regionRest Rest, byStack []Group, stackRest Rest, largest []Allocation) {
 	regions := map[string]*Group{}
 	stacks := map[string]*Group{}
 	add := func(m map[string]*Group, key string, b trace.Block, frames []trace.Frame) {
@@ -452,10 +465,14 @@ func liveGroups(s *trace.Snapshot, top int) (byRegion, byStack []Group, largest 
 	if len(largest) > top {
 		largest = largest[:top]
 	}
-	return sortGroups(regions, top), sortGroups(stacks, top), largest
+	byRegion, regionRest = sortGroups(regions, top)
+	byStack, stackRest = sortGroups(stacks, top)
+	return byRegion, regionRest, byStack, stackRest, largest
 }
 
-func sortGroups(m map[string]*Group, top int) []Group {
+// sortGroups returns the top largest groups of m, largest first (ties by
+// key), and the sum of the others.
+func sortGroups(m map[string]*Group, top int) ([]Group, Rest) {
 	gs := make([]Group, 0, len(m))
 	for _, g := range m {
 		gs = append(gs, *g)
@@ -466,10 +483,16 @@ func sortGroups(m map[string]*Group, top int) []Group {
 		}
 		return gs[i].Key < gs[j].Key
 	})
+	var rest Rest
 	if len(gs) > top {
+		for _, g := range gs[top:] {
+			rest.Groups++
+			rest.Bytes += g.Bytes
+			rest.Count += g.Count
+		}
 		gs = gs[:top]
 	}
-	return gs
+	return gs, rest
 }
 
 // Keys of allocations without a label.

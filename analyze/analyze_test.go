@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -458,5 +459,59 @@ func TestWriteHTMLFileErrors(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
 		t.Errorf("left behind: %v", left)
+	}
+}
+
+// TestGroupsAddUp checks that the groups listed by region and by
+// allocating code, with the rest that Options.Top leaves out, add up to
+// the live allocations, and that the text report says what was left out.
+func TestGroupsAddUp(t *testing.T) {
+	tests := []struct {
+		file string
+		top  int
+	}{
+		{"sim_train.json", 1},
+		{"sim_train.json", 2},
+		{"sim_train.json", 1000},
+		{"pytorch_train_default.pickle.gz", 1},
+		{"pytorch_train_default.pickle.gz", 3},
+		{"pytorch_oom_train.pickle.gz", 2},
+		{"snapshot_p4.pickle", 1},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%s/top%d", tc.file, tc.top), func(t *testing.T) {
+			r, err := File(filepath.Join("testdata", tc.file), Options{Top: tc.top})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range r.Devices {
+				if !d.HasState {
+					continue
+				}
+				for _, l := range []struct {
+					name string
+					gs   []Group
+					rest Rest
+				}{{"region", d.ByRegion, d.ByRegionRest}, {"stack", d.ByStack, d.ByStackRest}} {
+					sum := l.rest.Bytes
+					for _, g := range l.gs {
+						sum += g.Bytes
+					}
+					if sum != d.Fragmentation.AllocatedBytes {
+						t.Errorf("device %d by %s: groups and rest sum to %d, allocated is %d", d.Device, l.name, sum, d.Fragmentation.AllocatedBytes)
+					}
+					if len(l.gs) > tc.top || (l.rest.Groups > 0 && len(l.gs) != tc.top) {
+						t.Errorf("device %d by %s: %d listed, rest %+v, top %d", d.Device, l.name, len(l.gs), l.rest, tc.top)
+					}
+				}
+				var buf bytes.Buffer
+				if err := r.WriteText(&buf); err != nil {
+					t.Fatal(err)
+				}
+				if more := d.ByStackRest.Groups; more > 0 && !strings.Contains(buf.String(), fmt.Sprintf("%d more (--top", more)) {
+					t.Errorf("the text report does not say %d groups were left out:\n%s", more, buf.String())
+				}
+			}
+		})
 	}
 }

@@ -106,19 +106,22 @@ func writeDevice(w *bufio.Writer, d *Device) {
 	if !d.HasState {
 		return
 	}
-	groups := func(title string, gs []Group) {
+	groups := func(title string, gs []Group, rest Rest) {
 		if len(gs) == 0 {
 			return
 		}
 		fmt.Fprintf(w, "  live memory by %s:\n", title)
 		tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', tabwriter.AlignRight)
 		for _, g := range gs {
-			fmt.Fprintf(tw, "    %s\t%d blocks\t\t%s\n", units.Compact(g.Bytes), g.Count, printable.String(g.Key))
+			fmt.Fprintf(tw, "    %s\t%s\t%d blocks\t\t%s\n", units.Compact(g.Bytes), share(g.Bytes, d.Fragmentation.AllocatedBytes), g.Count, printable.String(g.Key))
+		}
+		if rest.Groups > 0 {
+			fmt.Fprintf(tw, "    %s\t%s\t%d blocks\t\t%d more (--top, Options.Top, lists more)\n", units.Compact(rest.Bytes), share(rest.Bytes, d.Fragmentation.AllocatedBytes), rest.Count, rest.Groups)
 		}
 		tw.Flush()
 	}
-	groups("region", d.ByRegion)
-	groups("allocating code", d.ByStack)
+	groups("region", d.ByRegion, d.ByRegionRest)
+	groups("allocating code", d.ByStack, d.ByStackRest)
 	if len(d.Largest) > 0 {
 		fmt.Fprintln(w, "  largest live allocations:")
 		for _, a := range d.Largest {
@@ -133,4 +136,12 @@ func writeDevice(w *bufio.Writer, d *Device) {
 			fmt.Fprintf(w, "    %10s  0x%x%s%s\n", units.Compact(a.SizeBytes), a.Address, region, where)
 		}
 	}
+}
+
+// share formats part as a percentage of whole ("" when whole is 0).
+func share(part, whole int64) string {
+	if whole <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
 }
