@@ -371,3 +371,78 @@ func (t *Tensor) NewRandn(shape Shape, opts ...Option) *Tensor {
 	o := resolveLike(op, t, opts)
 	return random(op, scalarIfNil(shape), true, likeOptions(o))
 }
+
+// Linspace returns steps values evenly spaced from start to end, both
+// included (torch.linspace), as float32 unless a dtype option is given. As
+// in PyTorch, the first half of the values are counted up from start and
+// the rest down from end, so both ends are exact; an integer dtype gets
+// start + i·step truncated toward zero. One step gives start, zero steps
+// an empty tensor. It panics with [ErrArgument] for negative steps, a
+// bound that is NaN, or a value the dtype cannot hold.
+func Linspace(start, end float64, steps int, opts ...Option) *Tensor {
+	defer asOp("linspace")
+	vals := linspace("linspace", start, end, steps, opts)
+	return fromValues("linspace", vals, opts)
+}
+
+// Logspace returns steps values base**v for v evenly spaced from start to
+// end (torch.logspace), as float32 unless a dtype option is given; the
+// powers are computed in float64 and rounded once. It panics as
+// [Linspace] does.
+func Logspace(start, end float64, steps int, base float64, opts ...Option) *Tensor {
+	defer asOp("logspace")
+	vals := linspace("logspace", start, end, steps, []Option{Float64})
+	for i, v := range vals {
+		vals[i] = math.Pow(base, v)
+	}
+	return fromValues("logspace", vals, opts)
+}
+
+// linspace returns Linspace's values in float64, as the dtype of opts
+// computes them.
+func linspace(op string, start, end float64, steps int, opts []Option) []float64 {
+	if steps < 0 {
+		fail(op, ErrArgument, "number of steps must be nonnegative, got %d", steps)
+	}
+	if math.IsNaN(start) || math.IsNaN(end) {
+		fail(op, ErrArgument, "start and end must be numbers, got %v and %v", start, end)
+	}
+	o := resolve(Float32, opts)
+	vals := make([]float64, steps)
+	if steps == 0 {
+		return vals
+	}
+	vals[0] = start
+	if steps == 1 {
+		return vals
+	}
+	step := (end - start) / float64(steps-1)
+	half := steps / 2
+	for i := range vals {
+		switch {
+		case !o.dtype.IsFloat():
+			vals[i] = math.Trunc(start + step*float64(i))
+		case i < half:
+			vals[i] = start + step*float64(i)
+		default:
+			vals[i] = end - step*float64(steps-1-i)
+		}
+	}
+	return vals
+}
+
+// fromValues returns a 1-dimensional tensor of vals in the dtype and on the
+// device of opts (float32 by default).
+func fromValues(op string, vals []float64, opts []Option) *Tensor {
+	o := resolve(Float32, opts)
+	for _, v := range vals {
+		checkValue(op, v, o.dtype)
+	}
+	t := newTensor(op, mustDevice(op, o.device), o.dtype, []int{len(vals)})
+	raw := make([]byte, len(vals)*o.dtype.Size())
+	for i, v := range vals {
+		store(o.dtype, raw, i, v)
+	}
+	t.writeBytes(op, raw)
+	return finish(t, o)
+}
