@@ -272,3 +272,16 @@ func (d *Device) ArgSort(s backend.Stream, indices, src backend.View, axis int, 
 		return f.ArgSort(d.hostStream(), v[0], v[1], axis, descending)
 	}, indices, src)
 }
+
+// Fmod runs the CPU kernel (see [backend.Modder]).
+func (d *Device) Fmod(s backend.Stream, dst, a, b backend.View) error {
+	m, ok := d.host.(backend.Modder)
+	if !ok {
+		return fmt.Errorf("sim:%d: fmod: %w", d.index, backend.ErrNotImplemented)
+	}
+	return d.run("fmod", s, backend.CheckBinary(backend.Sub, dst, a, b), func(v []backend.View) error {
+		return m.Fmod(d.hostStream(), v[0], v[1], v[2])
+	}, dst, a, b)
+}
+
+var _ backend.Modder = (*Device)(nil)
