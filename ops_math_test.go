@@ -132,6 +132,19 @@ func TestAtan2(t *testing.T) {
 		}
 	}
 	gradCheck(t, func(v []*Tensor) *Tensor { return v[0].Atan2(v[1]) }, rnd(33, 2, 3), rnd(34, 3))
+	// Autocast: the fp32 list gives float32, the promote list promotes
+	// mixed operands and leaves a single 16-bit dtype alone.
+	Autocast(BFloat16, func() {
+		h := Ones(Shape{2}, Float16)
+		for name, y := range map[string]*Tensor{"log10": h.Log10(), "asin": h.Asin(), "cosh": h.Cosh(), "atan2 mixed": h.Atan2(Ones(Shape{2}))} {
+			if y.DType() != Float32 {
+				t.Errorf("autocast %s: got %s, want float32", name, y.DType())
+			}
+		}
+		if y := h.Atan2(h); y.DType() != Float16 {
+			t.Errorf("autocast atan2 float16: got %s", y.DType())
+		}
+	})
 }
 
 // TestLogsumexp checks Logsumexp against a float64 reference, its

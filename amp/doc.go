@@ -30,12 +30,15 @@
 //     reused; float64 operands are left alone, as in PyTorch (a float64
 //     product stays float64);
 //   - in float32 (PyTorch's "fp32" list): Softmax, LogSoftmax, Exp, Log,
-//     Log1p, Expm1, Rsqrt, Reciprocal, Softplus, Pow, PowScalar, Sum, Prod,
-//     CumSum, CumProd, Norm, LayerNorm, MSELoss, CrossEntropy and nn's
+//     Log1p, Expm1, Log10, Log2, Sinh, Cosh, Tan, Asin, Acos, Rsqrt,
+//     Reciprocal, Softplus, Pow, PowScalar, Sum, Prod, Logsumexp, CumSum,
+//     CumProd, Norm, Cdist, LayerNorm, MSELoss, CrossEntropy and nn's
 //     LayerNorm, GroupNorm, CosineSimilarity and losses, with 16-bit inputs
 //     cast up and float32 results;
-//   - promoted to float32 (PyTorch's "promote" list): ScatterAdd, whose
-//     operands must otherwise share a dtype; Cat and Stack promote mixed
+//   - promoted to float32 (PyTorch's "promote" list): ScatterAdd, IndexAdd
+//     and Dot, whose operands must otherwise share a dtype, and Addcmul,
+//     Addcdiv, Atan2 and Cross with mixed 16-bit and float32 operands;
+//     Cat and Stack promote mixed
 //     inputs inside and outside a region;
 //   - every other op runs in the dtype of its inputs, promoting mixed
 //     operands as outside (Mean, like PyTorch's, is not on the float32
