@@ -265,7 +265,9 @@ func (t *Tensor) Grad() *Tensor {
 // old one. A nil g clears it. A g of another shape, device or dtype than t
 // panics with [ErrShape], [ErrDevice] or [ErrDType], and t itself or a g
 // whose elements share memory (made by Expand), which Backward could not
-// add to in place, with [ErrArgument]; either changes nothing. Backward
+// add to in place, with [ErrArgument]; either changes nothing. A released
+// t takes no gradient: SetGrad panics with [ErrReleased] and g stays the
+// caller's (a nil g, as [Tensor.ZeroGrad] passes, does nothing). Backward
 // adds to g in place, so a g that is a view of another tensor (as
 // w.Detach() is of w) changes that tensor too, as in PyTorch.
 func (t *Tensor) SetGrad(g *Tensor) {
@@ -293,9 +295,17 @@ func (t *Tensor) SetGrad(g *Tensor) {
 			fail("set_grad", ErrArgument, "more than one element of the gradient (shape %v, strides %v) is one memory location, "+
 				"as after Expand, so Backward could not add to it; pass a Contiguous() copy", Shape(g.shape), g.strides)
 		}
-		Keep(g)
 	}
 	t.gradMu.Lock()
+	if g != nil && t.ref.isReleased() {
+		// A released tensor's gradient would never be released: Release
+		// has run already. g stays the caller's, in its Tidy if any.
+		t.gradMu.Unlock()
+		failReleased("set_grad", t)
+	}
+	if g != nil {
+		Keep(g)
+	}
 	old := t.grad
 	t.grad = g
 	t.gradMu.Unlock()
