@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -82,4 +83,40 @@ func TestSetGradRacesRelease(t *testing.T) {
 			checkBalanced(t, d, base, false)
 		})
 	}
+}
+
+func TestLeakReportAfterInPlaceChanges(t *testing.T) {
+	// A tensor changed in place and then forgotten is reported as what it
+	// is when the garbage collector finds it.
+	d := needSim(t, 2)
+	tests := []struct {
+		name   string
+		change func(x *Tensor)
+		want   string
+	}{
+		{"cast to float16", func(x *Tensor) { x.CastInPlace(Float16) }, "a tensor [8] float16 on " + d.String()},
+		{"cast to bfloat16", func(x *Tensor) { x.CastInPlace(BFloat16) }, "a tensor [8] bfloat16 on " + d.String()},
+		{"moved", func(x *Tensor) { x.MoveTo(CPU) }, "a tensor [8] float64 on cpu"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := collectWarnings(t, func() { forgetChanged(d, tc.change) }, tc.want)
+			found := false
+			for _, w := range ws {
+				found = found || strings.HasPrefix(w.Message, tc.want)
+			}
+			if !found {
+				t.Errorf("no report begins with %q; got %d: %v", tc.want, len(ws), ws)
+			}
+		})
+	}
+}
+
+// forgetChanged makes a float64 tensor on d, changes it and drops it
+// without releasing it.
+//
+//go:noinline
+func forgetChanged(d Device, change func(*Tensor)) {
+	x := Ones(Shape{8}, d, Float64)
+	change(x)
 }

@@ -291,6 +291,14 @@ func (t *Tensor) CastInPlace(dt DType) {
 	t.shape, converted.shape = converted.shape, t.shape
 	t.strides, converted.strides = converted.strides, t.strides
 	t.offset, converted.offset = converted.offset, t.offset
+	if s := t.ref.site; s != nil {
+		// A leak report of t names the dtype t has now. The site may
+		// also be the old storage's origin, which its views still name:
+		// change a copy.
+		c := *s
+		c.dtype = dt
+		t.ref.site = &c
+	}
 	converted.Release()
 	if g := t.Grad(); g != nil {
 		g.CastInPlace(dt)
