@@ -45,6 +45,14 @@ func ExampleTensor_NewOnes() {
 	// Output: [3, 4] float16 true
 }
 
+func ExampleTensor_NewTensor() {
+	x := vram.Ones(vram.Shape{2}, vram.Float64)
+	row := x.NewTensor([]int{1, 2, 3}, nil) // x's dtype and device
+	scale := x.NewTensor(0.5, nil)          // one number: a 0-d tensor
+	fmt.Println(row, scale.Shape(), scale.Item())
+	// Output: Tensor([1, 2, 3], shape=[3], dtype=float64, device=cpu) [] 0.5
+}
+
 func ExampleCatch() {
 	a := vram.Ones(vram.Shape{2, 3})
 	b := vram.Ones(vram.Shape{4, 3})

@@ -338,15 +338,29 @@ func scalarIfNil(shape Shape) Shape {
 // NewTensor returns a tensor holding data ([]float32, []float64, []int32,
 // []int64, []int or []bool) converted to t's dtype, on t's device
 // (new_tensor), with the given shape like [FromSlice]: a nil shape makes it
-// 1-D. Options override the dtype and device. It panics with [ErrArgument]
-// for other data types and with [ErrShape] when the shape does not hold
-// len(data) elements.
+// 1-D. A single number (float32, float64, int32, int64, int or bool) makes
+// a 0-dimensional tensor, as x.new_tensor(3.0) does, or one of a shape
+// with one element. Options override the dtype and device. It panics with
+// [ErrArgument] for other data types and with [ErrShape] when the shape
+// does not hold len(data) elements.
 func (t *Tensor) NewTensor(data any, shape Shape, opts ...Option) *Tensor {
 	const op = "new_tensor"
 	defer asOp(op)
 	o := resolveLike(op, t, opts)
 	opts = likeOptions(o)
 	switch d := data.(type) {
+	case float32:
+		return newScalarTensor(d, shape, opts)
+	case float64:
+		return newScalarTensor(d, shape, opts)
+	case int32:
+		return newScalarTensor(d, shape, opts)
+	case int64:
+		return newScalarTensor(d, shape, opts)
+	case int:
+		return newScalarTensor(d, shape, opts)
+	case bool:
+		return newScalarTensor(d, shape, opts)
 	case []float32:
 		return FromSlice(d, shape, opts...)
 	case []float64:
@@ -361,6 +375,12 @@ func (t *Tensor) NewTensor(data any, shape Shape, opts ...Option) *Tensor {
 		return FromSlice(d, shape, opts...)
 	}
 	panic(&Error{Op: "new_tensor", Kind: ErrArgument, Detail: fmt.Sprintf("unsupported data type %T", data)})
+}
+
+// newScalarTensor is NewTensor of one number v: a 0-dimensional tensor
+// for a nil shape.
+func newScalarTensor[T Element](v T, shape Shape, opts []Option) *Tensor {
+	return FromSlice([]T{v}, scalarIfNil(shape), opts...)
 }
 
 // NewRandn returns standard normal values of the given shape with t's

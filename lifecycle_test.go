@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -119,4 +120,56 @@ func TestLeakReportAfterInPlaceChanges(t *testing.T) {
 func forgetChanged(d Device, change func(*Tensor)) {
 	x := Ones(Shape{8}, d, Float64)
 	change(x)
+}
+
+func TestNewTensorOfANumber(t *testing.T) {
+	d := quiet
+	x := Ones(Shape{2}, d, Float64)
+	defer x.Release()
+	tests := []struct {
+		name    string
+		data    any
+		shape   Shape
+		opts    []Option
+		want    float64
+		dtype   DType
+		wantDim Shape
+		wantErr error
+	}{
+		{name: "float64", data: 2.5, want: 2.5, dtype: Float64, wantDim: Shape{}},
+		{name: "float32", data: float32(-1.5), want: -1.5, dtype: Float64, wantDim: Shape{}},
+		{name: "int", data: 7, want: 7, dtype: Float64, wantDim: Shape{}},
+		{name: "int64", data: int64(-3), want: -3, dtype: Float64, wantDim: Shape{}},
+		{name: "int32", data: int32(4), want: 4, dtype: Float64, wantDim: Shape{}},
+		{name: "bool", data: true, want: 1, dtype: Float64, wantDim: Shape{}},
+		{name: "dtype option", data: 3, opts: []Option{Int32}, want: 3, dtype: Int32, wantDim: Shape{}},
+		{name: "one-element shape", data: 5.0, shape: Shape{1, 1}, want: 5, dtype: Float64, wantDim: Shape{1, 1}},
+		{name: "shape of two", data: 5.0, shape: Shape{2}, wantErr: ErrShape},
+		{name: "overflowing int8", data: 300, opts: []Option{Int8}, wantErr: ErrArgument},
+		{name: "unsupported type", data: uint8(1), wantErr: ErrArgument},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			settle(d)
+			base := countsOf(d)
+			var n *Tensor
+			err := Catch(func() { n = x.NewTensor(tc.data, tc.shape, tc.opts...) })
+			if tc.wantErr != nil {
+				var ve *Error
+				if !errors.Is(err, tc.wantErr) || !errors.As(err, &ve) || ve.Op != "new_tensor" {
+					t.Fatalf("NewTensor(%v): %v, want %v from new_tensor", tc.data, err, tc.wantErr)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("NewTensor(%v): %v", tc.data, err)
+				}
+				if got := n.Item(); got != tc.want || n.DType() != tc.dtype || n.Device() != d || !slices.Equal(n.Shape(), tc.wantDim) {
+					t.Errorf("NewTensor(%v) = %v %v %v shape %v, want %v %v %v shape %v",
+						tc.data, got, n.DType(), n.Device(), n.Shape(), tc.want, tc.dtype, d, tc.wantDim)
+				}
+				n.Release()
+			}
+			checkBalanced(t, d, base, false)
+		})
+	}
 }
