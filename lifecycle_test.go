@@ -173,3 +173,45 @@ func TestNewTensorOfANumber(t *testing.T) {
 		})
 	}
 }
+
+func TestOpsLeaveNothingToTheCollector(t *testing.T) {
+	// Each op releases its own temporaries and, when it fails, its
+	// result: nothing is left for the garbage collector to count as leaked.
+	d := quiet
+	tests := []struct {
+		name    string
+		op      func(x, index *Tensor) *Tensor // index is out of range when wantErr is set
+		wantErr error
+	}{
+		{"ScatterValue", func(x, good *Tensor) *Tensor { return x.ScatterValue(0, good, 2) }, nil},
+		{"ArgMaxAll", func(x, _ *Tensor) *Tensor { return x.ArgMaxAll() }, nil},
+		{"ArgMinAll", func(x, _ *Tensor) *Tensor { return x.ArgMinAll() }, nil},
+		{"Scatter with a bad index", func(x, bad *Tensor) *Tensor { return x.Scatter(0, bad, x) }, ErrIndex},
+		{"ScatterAdd with a bad index", func(x, bad *Tensor) *Tensor { return x.ScatterAdd(0, bad, x) }, ErrIndex},
+		{"ScatterValue with a bad index", func(x, bad *Tensor) *Tensor { return x.ScatterValue(0, bad, 1) }, ErrIndex},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			settle(d)
+			base := countsOf(d)
+			x := FromSlice([]float32{0, 1, 2, 3, 4, 5}, Shape{2, 3}, d)
+			first := int64(1)
+			if tc.wantErr != nil {
+				first = 9
+			}
+			bad := FromSlice([]int64{first, 0, 1}, Shape{1, 3}, d)
+			var out *Tensor
+			err := Catch(func() { out = tc.op(x, bad) })
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Fatalf("error %v, want %v", err, tc.wantErr)
+			}
+			if out != nil {
+				out.Release()
+			}
+			x.Release()
+			bad.Release()
+			settle(d)
+			checkBalanced(t, d, base, false)
+		})
+	}
+}

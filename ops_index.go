@@ -156,8 +156,10 @@ func (t *Tensor) ScatterValue(dim int, index *Tensor, value float64) *Tensor {
 	defer asOp(op)
 	_, held := sameDevice(op, t, index)
 	defer held.unpin()
-	src := t.Detach().NewFull(index.shape, value)
+	checkValue(op, value, t.dtype)
+	src := newTensor(op, t.ds(), t.dtype, index.shape)
 	defer src.Release()
+	src.fill(op, value)
 	return t.scatter(op, dim, index, src, false)
 }
 
@@ -174,6 +176,12 @@ func (t *Tensor) scatter(op string, dim int, index, src *Tensor, add bool) *Tens
 	}
 	a := checkScatter(op, t, dim, index, src)
 	out := newTensor(op, ds, t.dtype, t.shape)
+	done := false
+	defer func() {
+		if !done {
+			out.Release() // a bad index: nothing is left behind
+		}
+	}()
 	check(op, ds.bd.Copy(ds.stream(), out.bv(), t.bv()))
 	var hit *Tensor // where a value was written, for Scatter
 	if add {
@@ -191,7 +199,6 @@ func (t *Tensor) scatter(op string, dim int, index, src *Tensor, add bool) *Tens
 				top := reduceRaw(op, backend.Max, count, t.reduceAxes(op, nil))
 				defer top.Release()
 				if top.Item() > 1 {
-					out.Release()
 					fail(op, ErrIndex, "index names one position more than once; the result would be undefined (use ScatterAdd to add such values)")
 				}
 			}
@@ -229,6 +236,7 @@ func (t *Tensor) scatter(op string, dim int, index, src *Tensor, add bool) *Tens
 	if hit != nil {
 		hit.Release()
 	}
+	done = true
 	return out
 }
 

@@ -391,7 +391,9 @@ func (t *Tensor) ArgMinAll() *Tensor { return t.argExtremumAll("argmin", backend
 func (t *Tensor) argExtremumAll(op string, k backend.ReduceOp) *Tensor {
 	defer asOp(op)
 	defer pin(op, t).unpin()
-	flat := t.Detach().Reshape(-1)
+	d := t.Detach()
+	defer d.Release()
+	flat := d.Reshape(-1)
 	defer flat.Release()
 	return flat.argExtremum(op, k, 0, false)
 }

@@ -424,7 +424,9 @@ func (c *localComm) Send(t *vram.Tensor, peer int) error {
 	if err := vram.CurrentStream(c.Device()).Synchronize(); err != nil {
 		return err
 	}
-	cp := t.Detach().Contiguous()
+	dt := t.Detach()
+	cp := dt.Contiguous()
+	dt.Release()
 	select {
 	case <-c.g.done:
 		cp.Release()
