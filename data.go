@@ -217,7 +217,9 @@ func (t *Tensor) Bools() []bool {
 // Item returns the value of a one-element tensor as a float64 (Python's
 // .item()): a plain number that holds no graph and no device memory, the
 // right way to accumulate a running loss. It panics with [ErrShape] if t has
-// more than one element. It synchronizes with the device.
+// more than one element. It synchronizes with the device. An int64 beyond
+// ±2^53 is rounded to the nearest float64, where PyTorch's item() gives a
+// Python int: read such values with [Tensor.Int64s].
 func (t *Tensor) Item() float64 {
 	t.live("item")
 	if t.NumElements() != 1 {
