@@ -51,3 +51,19 @@ func (l *Linear) SetInt8Weight(wq, scale *vram.Tensor) error {
 	}
 	return nil
 }
+
+// setBuffer registers t as the parameter name that takes no gradient
+// (replacing one of that name), or removes that entry for a nil t.
+func (b *Base) setBuffer(name string, t *vram.Tensor) {
+	i := slices.IndexFunc(b.params, func(p NamedParameter) bool { return p.Name == name })
+	switch {
+	case t == nil && i >= 0:
+		b.params = slices.Delete(b.params, i, i+1)
+	case t == nil:
+	case i >= 0:
+		vram.Keep(t)
+		b.params[i].Tensor = t
+	default:
+		b.RegisterParameter(name, t)
+	}
+}

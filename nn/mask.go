@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/vramgo/vram"
 )
@@ -19,9 +20,11 @@ type Maskable interface {
 	ParameterMask(name string) (mask *vram.Tensor, ok bool)
 	// SetParameterMask sets the mask of parameter name to mask, a tensor
 	// of the parameter's shape, dtype and device holding zeros and ones,
-	// which the layer then owns (it is listed among the parameters as
-	// name+"_mask", so that To, Save and Release reach it); nil removes
-	// the mask, and the layer releases the one it held. It returns an
+	// which the layer then owns (it is registered as the buffer
+	// name+"_mask", as in PyTorch, so that To, ConvertDType, Save, Load,
+	// Release and Replicate reach it while optimizers and parameter
+	// counts never see it); nil removes the mask, and the layer releases
+	// the one it held. It returns an
 	// error (matching vram.ErrArgument or vram.ErrDType under errors.Is)
 	// for a parameter the layer cannot mask or a mask that does not fit.
 	SetParameterMask(name string, mask *vram.Tensor) error
@@ -99,26 +102,68 @@ func (b *Base) setMask(op, name string, p *vram.Tensor, slot **vram.Tensor, mask
 	}
 	old := *slot
 	*slot = mask
-	b.setBuffer(name+"_mask", mask)
+	b.setMaskBuffer(name, mask)
 	if old != nil && old != mask {
 		old.Release()
 	}
 	return nil
 }
 
-// setBuffer registers t as the parameter name that takes no gradient
-// (replacing one of that name), or removes that entry for a nil t.
-func (b *Base) setBuffer(name string, t *vram.Tensor) {
-	i := slices.IndexFunc(b.params, func(p NamedParameter) bool { return p.Name == name })
+// setMaskBuffer registers mask as the buffer name+"_mask" that masks the
+// parameter name (replacing the one there), or removes that buffer for a
+// nil mask.
+func (b *Base) setMaskBuffer(name string, mask *vram.Tensor) {
+	key := name + maskSuffix
+	i := slices.IndexFunc(b.buffers, func(p NamedParameter) bool { return p.Name == key })
 	switch {
-	case t == nil && i >= 0:
-		b.params = slices.Delete(b.params, i, i+1)
-	case t == nil:
+	case mask == nil && i >= 0:
+		b.buffers = slices.Delete(b.buffers, i, i+1)
+		b.masked = slices.DeleteFunc(b.masked, func(n string) bool { return n == name })
+	case mask == nil:
 	case i >= 0:
-		vram.Keep(t)
-		b.params[i].Tensor = t
+		vram.Keep(mask)
+		b.buffers[i].Tensor = mask
 	default:
-		b.RegisterParameter(name, t)
+		b.RegisterBuffer(key, mask)
+		b.masked = append(b.masked, name)
+	}
+}
+
+// maskSuffix ends the buffer name of a pruning mask, as in PyTorch.
+const maskSuffix = "_mask"
+
+// castOwnMasks casts the masks of b's own parameters to their parameter's
+// dtype, after the parameters were converted.
+func (b *Base) castOwnMasks() {
+	for _, name := range b.masked {
+		pi := slices.IndexFunc(b.params, func(p NamedParameter) bool { return p.Name == name })
+		mi := slices.IndexFunc(b.buffers, func(p NamedParameter) bool { return p.Name == name+maskSuffix })
+		if pi < 0 || mi < 0 {
+			continue
+		}
+		if p, m := b.params[pi].Tensor, b.buffers[mi].Tensor; m.DType() != p.DType() {
+			m.CastInPlace(p.DType())
+		}
+	}
+}
+
+// castMasks casts the mask of every parameter of m's [Maskable] layers to
+// the parameter's dtype, so that masks follow their parameters through
+// [ConvertDType] as PyTorch's floating-point buffers follow model.half().
+func castMasks(m Module) {
+	for _, sub := range Modules(m) {
+		mk, ok := sub.(Maskable)
+		if !ok {
+			continue
+		}
+		for _, p := range sub.NamedParameters() {
+			if strings.Contains(p.Name, ".") || !p.Tensor.DType().IsFloat() {
+				continue
+			}
+			if mask, _ := mk.ParameterMask(p.Name); mask != nil && !mask.Released() && mask.DType() != p.Tensor.DType() {
+				mask.CastInPlace(p.Tensor.DType())
+			}
+		}
 	}
 }
 

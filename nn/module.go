@@ -67,6 +67,7 @@ type NamedModule struct {
 type Base struct {
 	params   []NamedParameter
 	buffers  []NamedParameter
+	masked   []string // the parameters whose pruning masks are buffers
 	children []namedModule
 	eval     bool // the zero value is training mode, like PyTorch
 }
@@ -326,6 +327,7 @@ func (b *Base) ToDType(dt vram.DType) {
 				p.Tensor.CastInPlace(dt)
 			}
 		}
+		b.castOwnMasks()
 	})
 	for _, c := range b.children {
 		ConvertDType(c.mod, dt)
@@ -392,6 +394,7 @@ func ConvertDType(m Module, dt vram.DType) {
 				p.CastInPlace(dt)
 			}
 		}
+		castMasks(m)
 	})
 }
 

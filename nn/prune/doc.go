@@ -22,8 +22,10 @@
 // The layers that can be pruned implement [nn.Maskable]; [nn.Linear] and
 // [nn.Conv2d] do, for their weight and bias (dimension 0 of a Conv2d
 // weight, for [LnStructured], is its output channels). Masks have their parameter's dtype and device
-// and are listed among the layer's parameters (name + "_mask"), so that
-// To, Save and nn.Release reach them; they take no gradient. As in
+// and are the layer's buffers (name + "_mask"), as PyTorch's weight_mask
+// is: To, nn.ConvertDType, Save, Load, nn.Release and nn.Replicate reach
+// them, while NamedParameters, Parameters and so the optimizers made
+// after pruning never see them; they take no gradient. As in
 // PyTorch, the state dict of a pruned layer ([nn.StateDict], [nn.Save])
 // keys the parameter as name + "_orig" beside its mask, so a model pruned
 // the same way loads it, and so does PyTorch after pruning its model;

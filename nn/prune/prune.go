@@ -452,9 +452,9 @@ func (s Stat) Fraction() float64 {
 	return float64(s.Zeros) / float64(s.Total)
 }
 
-// Sparsity returns the sparsity of each parameter of m (the masks
-// themselves left out), in the order of NamedParameters, and of all of
-// them together, under the name "total" (no parameters for a nil m). It
+// Sparsity returns the sparsity of each parameter of m, in the order of
+// NamedParameters, and of all of them together, under the name "total"
+// (no parameters for a nil m). It
 // reads every parameter to the host, and panics with a *vram.Error of kind
 // vram.ErrReleased when one of them or a mask was released.
 func Sparsity(m nn.Module) (params []Stat, total Stat) {
@@ -463,7 +463,6 @@ func Sparsity(m nn.Module) (params []Stat, total Stat) {
 		return nil, total
 	}
 	masks := map[*vram.Tensor]*vram.Tensor{} // parameter -> mask
-	isMask := map[*vram.Tensor]bool{}
 	for _, sub := range nn.Modules(m) {
 		mk, ok := sub.(nn.Maskable)
 		if !ok {
@@ -472,14 +471,10 @@ func Sparsity(m nn.Module) (params []Stat, total Stat) {
 		for _, p := range sub.NamedParameters() {
 			if mask, _ := mk.ParameterMask(p.Name); mask != nil {
 				masks[p.Tensor] = mask
-				isMask[mask] = true
 			}
 		}
 	}
 	for _, p := range m.NamedParameters() {
-		if isMask[p.Tensor] {
-			continue
-		}
 		vals := p.Tensor.Float64s()
 		var mv []float64
 		if mask := masks[p.Tensor]; mask != nil {
