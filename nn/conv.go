@@ -193,7 +193,9 @@ func NewConv1d(in, out, kernel int, o ConvOptions, opts ...vram.Option) *Conv1d 
 
 // Forward returns the convolution of x ([vram.Conv1d]).
 func (l *Conv1d) Forward(x *vram.Tensor) *vram.Tensor {
-	return vram.Conv1d(x, l.Weight, l.Bias, l.Params)
+	w, b, done := l.maskedParams(l.Weight, l.Bias)
+	defer done()
+	return vram.Conv1d(x, w, b, l.Params)
 }
 
 // ConvTranspose2d is a 2-D transposed convolution layer
@@ -229,7 +231,9 @@ func NewConvTranspose2d(in, out, kernel int, o ConvOptions, opts ...vram.Option)
 
 // Forward returns the transposed convolution of x ([vram.ConvTranspose2d]).
 func (l *ConvTranspose2d) Forward(x *vram.Tensor) *vram.Tensor {
-	return vram.ConvTranspose2d(x, l.Weight, l.Bias, l.Params)
+	w, b, done := l.maskedParams(l.Weight, l.Bias)
+	defer done()
+	return vram.ConvTranspose2d(x, w, b, l.Params)
 }
 
 // ForwardSize returns the transposed convolution of x with an output of
@@ -258,7 +262,9 @@ func (l *ConvTranspose2d) ForwardSize(x *vram.Tensor, h, w int) *vram.Tensor {
 		}
 		p.OutputPadding[i] = want[i] - least
 	}
-	return vram.ConvTranspose2d(x, l.Weight, l.Bias, p)
+	mw, mb, done := l.maskedParams(l.Weight, l.Bias)
+	defer done()
+	return vram.ConvTranspose2d(x, mw, mb, p)
 }
 
 // poolParams checks and returns square pooling parameters.

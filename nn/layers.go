@@ -283,7 +283,9 @@ func checkEps(op string, eps float64) {
 // result is cast back to x's dtype. Inside an Autocast region a 16-bit x
 // gives float32, as PyTorch's autocast runs layer_norm in float32.
 func (l *LayerNorm) Forward(x *vram.Tensor) *vram.Tensor {
-	y := vram.LayerNorm(x, l.NormalizedShape, l.Weight, l.Bias, l.Eps)
+	w, b, done := l.maskedParams(l.Weight, l.Bias)
+	defer done()
+	y := vram.LayerNorm(x, l.NormalizedShape, w, b, l.Eps)
 	if y.DType() == x.DType() || !x.DType().IsFloat() || y.DType() == autocastFloat32(x.DType()) {
 		return y
 	}
@@ -522,7 +524,9 @@ func scaleGradByFreq(x, y *vram.Tensor, num int) *vram.Tensor {
 // lookup returns the rows of Weight for x, those of PaddingIdx passing no
 // gradient.
 func (e *Embedding) lookup(x *vram.Tensor) *vram.Tensor {
-	y := vram.Embedding(x, e.Weight)
+	w, _, done := e.maskedParams(e.Weight, nil)
+	defer done()
+	y := vram.Embedding(x, w)
 	if e.PaddingIdx == nil || !y.RequiresGrad() {
 		return y
 	}

@@ -11,8 +11,10 @@ import (
 // Maskable is implemented by layers whose Forward multiplies a parameter
 // by a mask of zeros and ones when one is set, so that the layer computes
 // with the pruned parameter and the gradient reaches only its kept
-// elements: the layers that package nn/prune prunes. [Linear] implements
-// it for "weight" and "bias".
+// elements: the layers that package nn/prune prunes. [Linear], [Conv1d],
+// [Conv2d], [ConvTranspose2d], [LayerNorm], [GroupNorm], [BatchNorm2d]
+// and [BatchNorm1d] implement it for "weight" and "bias" (those of the
+// normalization layers when they have them), [Embedding] for "weight".
 type Maskable interface {
 	Module
 	// ParameterMask returns the mask of the layer's own parameter name, or
@@ -70,6 +72,92 @@ func weightBiasMask(name string, weightMask, biasMask *vram.Tensor, hasBias bool
 	return nil, false
 }
 
+// The layers below keep their masks among their buffers only.
+var (
+	_ Maskable = (*Conv1d)(nil)
+	_ Maskable = (*ConvTranspose2d)(nil)
+	_ Maskable = (*Embedding)(nil)
+	_ Maskable = (*LayerNorm)(nil)
+	_ Maskable = (*GroupNorm)(nil)
+	_ Maskable = (*BatchNorm2d)(nil)
+	_ Maskable = (*BatchNorm1d)(nil)
+)
+
+// ParameterMask returns the mask of "weight" or "bias" (nil when none).
+// It implements [Maskable].
+func (l *Conv1d) ParameterMask(name string) (*vram.Tensor, bool) {
+	return l.weightBiasMaskOf(name, l.Weight, l.Bias)
+}
+
+// SetParameterMask sets or removes the mask of "weight" or "bias". It
+// implements [Maskable].
+func (l *Conv1d) SetParameterMask(name string, mask *vram.Tensor) error {
+	return l.setWeightBiasMask("conv1d", name, l.Weight, l.Bias, mask)
+}
+
+// ParameterMask returns the mask of "weight" or "bias" (nil when none).
+// It implements [Maskable].
+func (l *ConvTranspose2d) ParameterMask(name string) (*vram.Tensor, bool) {
+	return l.weightBiasMaskOf(name, l.Weight, l.Bias)
+}
+
+// SetParameterMask sets or removes the mask of "weight" or "bias". It
+// implements [Maskable]; dimension 0 of the weight is the input channels.
+func (l *ConvTranspose2d) SetParameterMask(name string, mask *vram.Tensor) error {
+	return l.setWeightBiasMask("conv_transpose2d", name, l.Weight, l.Bias, mask)
+}
+
+// ParameterMask returns the mask of "weight" (nil when none). It
+// implements [Maskable].
+func (e *Embedding) ParameterMask(name string) (*vram.Tensor, bool) {
+	return e.weightBiasMaskOf(name, e.Weight, nil)
+}
+
+// SetParameterMask sets or removes the mask of "weight": the rows looked
+// up are those of Weight⊙mask. It implements [Maskable].
+func (e *Embedding) SetParameterMask(name string, mask *vram.Tensor) error {
+	return e.setWeightBiasMask("embedding", name, e.Weight, nil, mask)
+}
+
+// ParameterMask returns the mask of "weight" or "bias" (nil when none;
+// the layer has them unless made without elementwise affine). It
+// implements [Maskable].
+func (l *LayerNorm) ParameterMask(name string) (*vram.Tensor, bool) {
+	return l.weightBiasMaskOf(name, l.Weight, l.Bias)
+}
+
+// SetParameterMask sets or removes the mask of "weight" or "bias". It
+// implements [Maskable].
+func (l *LayerNorm) SetParameterMask(name string, mask *vram.Tensor) error {
+	return l.setWeightBiasMask("layer_norm", name, l.Weight, l.Bias, mask)
+}
+
+// ParameterMask returns the mask of "weight" or "bias" (nil when none;
+// the layer has them unless made without affine). It implements
+// [Maskable].
+func (l *GroupNorm) ParameterMask(name string) (*vram.Tensor, bool) {
+	return l.weightBiasMaskOf(name, l.Weight, l.Bias)
+}
+
+// SetParameterMask sets or removes the mask of "weight" or "bias". It
+// implements [Maskable].
+func (l *GroupNorm) SetParameterMask(name string, mask *vram.Tensor) error {
+	return l.setWeightBiasMask("group_norm", name, l.Weight, l.Bias, mask)
+}
+
+// ParameterMask returns the mask of "weight" or "bias" (nil when none;
+// the layer has them unless made without affine). It implements
+// [Maskable], for [BatchNorm1d] too.
+func (l *BatchNorm2d) ParameterMask(name string) (*vram.Tensor, bool) {
+	return l.weightBiasMaskOf(name, l.Weight, l.Bias)
+}
+
+// SetParameterMask sets or removes the mask of "weight" or "bias". It
+// implements [Maskable], for [BatchNorm1d] too.
+func (l *BatchNorm2d) SetParameterMask(name string, mask *vram.Tensor) error {
+	return l.setWeightBiasMask("batch_norm", name, l.Weight, l.Bias, mask)
+}
+
 // noMaskError is SetParameterMask's error for a name that is not one of
 // the op's maskable parameters.
 func noMaskError(op, name string) error {
@@ -89,7 +177,8 @@ func (l *Conv2d) SetParameterMask(name string, mask *vram.Tensor) error {
 }
 
 // setMask is SetParameterMask for the parameter name, p, whose mask the
-// layer keeps in *slot; op names the layer in errors.
+// layer keeps in *slot as well as among its buffers (only there for a nil
+// slot); op names the layer in errors.
 func (b *Base) setMask(op, name string, p *vram.Tensor, slot **vram.Tensor, mask *vram.Tensor) error {
 	if mask != nil {
 		switch {
@@ -100,8 +189,11 @@ func (b *Base) setMask(op, name string, p *vram.Tensor, slot **vram.Tensor, mask
 				name, mask.Shape(), mask.DType(), mask.Device(), p.Shape(), p.DType(), p.Device())}
 		}
 	}
-	old := *slot
-	*slot = mask
+	old := b.maskOf(name)
+	if slot != nil {
+		old = *slot
+		*slot = mask
+	}
 	b.setMaskBuffer(name, mask)
 	if old != nil && old != mask {
 		old.Release()
@@ -126,6 +218,60 @@ func (b *Base) setMaskBuffer(name string, mask *vram.Tensor) {
 	default:
 		b.RegisterBuffer(key, mask)
 		b.masked = append(b.masked, name)
+	}
+}
+
+// maskOf returns the mask of b's own parameter name, or nil when it has
+// none.
+func (b *Base) maskOf(name string) *vram.Tensor {
+	if !slices.Contains(b.masked, name) {
+		return nil
+	}
+	for _, p := range b.buffers {
+		if p.Name == name+maskSuffix {
+			return p.Tensor
+		}
+	}
+	return nil
+}
+
+// weightBiasMaskOf is ParameterMask of a layer whose maskable parameters
+// are weight and bias (either may be nil: then it cannot be masked), with
+// their masks kept among its buffers only.
+func (b *Base) weightBiasMaskOf(name string, weight, bias *vram.Tensor) (*vram.Tensor, bool) {
+	switch {
+	case name == "weight" && weight != nil, name == "bias" && bias != nil:
+		return b.maskOf(name), true
+	}
+	return nil, false
+}
+
+// setWeightBiasMask is SetParameterMask of a layer whose maskable
+// parameters are weight and bias (either may be nil); op names the layer
+// in errors.
+func (b *Base) setWeightBiasMask(op, name string, weight, bias, mask *vram.Tensor) error {
+	switch {
+	case name == "weight" && weight != nil:
+		return b.setMask(op, name, weight, nil, mask)
+	case name == "bias" && bias != nil:
+		return b.setMask(op, name, bias, nil, mask)
+	}
+	return noMaskError(op, name)
+}
+
+// maskedParams returns weight and bias with the masks of b's parameters
+// "weight" and "bias" applied ([masked]), and a function that releases
+// what that made.
+func (b *Base) maskedParams(weight, bias *vram.Tensor) (w, bb *vram.Tensor, done func()) {
+	w, rw := masked(weight, b.maskOf("weight"))
+	bb, rb := masked(bias, b.maskOf("bias"))
+	return w, bb, func() {
+		if rw {
+			w.Release()
+		}
+		if rb {
+			bb.Release()
+		}
 	}
 }
 

@@ -140,7 +140,9 @@ func (l *BatchNorm2d) optionalState() []string {
 // In training mode it updates the running statistics and counts the batch.
 func (l *BatchNorm2d) Forward(x *vram.Tensor) *vram.Tensor {
 	training, momentum := l.mode()
-	y := vram.BatchNorm2d(x, l.Weight, l.Bias, l.RunningMean, l.RunningVar, training, momentum, l.Eps)
+	w, b, done := l.maskedParams(l.Weight, l.Bias)
+	defer done()
+	y := vram.BatchNorm2d(x, w, b, l.RunningMean, l.RunningVar, training, momentum, l.Eps)
 	l.count(training)
 	return y
 }
@@ -151,7 +153,9 @@ func (l *BatchNorm2d) Forward(x *vram.Tensor) *vram.Tensor {
 // kernels, composed elsewhere.
 func (l *BatchNorm2d) ForwardReLU(x, residual *vram.Tensor) *vram.Tensor {
 	training, momentum := l.mode()
-	y := vram.BatchNorm2dReLU(x, residual, l.Weight, l.Bias, l.RunningMean, l.RunningVar, training, momentum, l.Eps)
+	w, b, done := l.maskedParams(l.Weight, l.Bias)
+	defer done()
+	y := vram.BatchNorm2dReLU(x, residual, w, b, l.RunningMean, l.RunningVar, training, momentum, l.Eps)
 	l.count(training)
 	return y
 }
@@ -338,9 +342,11 @@ func (l *GroupNorm) Forward(x *vram.Tensor) *vram.Tensor {
 			bshape[i] = 1
 		}
 		bshape[1] = l.NumChannels
-		w := l.Weight.Reshape(bshape...)
+		mw, mb, done := l.maskedParams(l.Weight, l.Bias)
+		defer done()
+		w := mw.Reshape(bshape...)
 		defer w.Release()
-		b := l.Bias.Reshape(bshape...)
+		b := mb.Reshape(bshape...)
 		defer b.Release()
 		yw := y.Mul(w)
 		defer yw.Release()

@@ -19,9 +19,21 @@
 // reports the fraction of zeros of each parameter as the layers compute
 // with it.
 //
-// The layers that can be pruned implement [nn.Maskable]; [nn.Linear] and
-// [nn.Conv2d] do, for their weight and bias (dimension 0 of a Conv2d
-// weight, for [LnStructured], is its output channels). Masks have their parameter's dtype and device
+// [Identity] attaches a mask of ones, [CustomFromMask] a mask of the
+// caller's, [Target].Importance ranks the elements of [GlobalUnstructured]
+// by scores of the caller's (PyTorch's importance_scores), and [AnyPruned]
+// tells whether any parameter of a model is pruned.
+//
+// The layers that can be pruned implement [nn.Maskable]: [nn.Linear],
+// [nn.Conv1d], [nn.Conv2d], [nn.ConvTranspose2d] and the normalization
+// layers ([nn.LayerNorm], [nn.GroupNorm], [nn.BatchNorm2d],
+// [nn.BatchNorm1d]) for their weight and bias, [nn.Embedding] for its
+// weight, and so [nn.MultiheadAttention]'s OutProj (dimension 0 of a
+// Conv2d weight, for [LnStructured], is its output channels; of a
+// ConvTranspose2d weight, its input channels). Layers whose Forward does
+// not apply masks, such as MultiheadAttention's in_proj_weight and the
+// recurrent layers' weights, are refused with an error naming the layer.
+// Masks have their parameter's dtype and device
 // and are the layer's buffers (name + "_mask"), as PyTorch's weight_mask
 // is: To, nn.ConvertDType, Save, Load, nn.Release and nn.Replicate reach
 // them, while NamedParameters, Parameters and so the optimizers made

@@ -72,6 +72,11 @@ func pruneErr(kind error, format string, args ...any) error {
 type Target struct {
 	Module nn.Module
 	Name   string // the layer's own parameter name: "weight", "bias"
+	// Importance, when not nil, holds the scores that rank the
+	// parameter's elements in place of their absolute values (PyTorch's
+	// importance_scores): a floating-point tensor of the parameter's
+	// shape, on any device; the elements of smallest score are pruned.
+	Importance *vram.Tensor
 }
 
 // Params returns a Target for the parameter name of each [nn.Maskable]
@@ -199,10 +204,12 @@ func L1Unstructured(m nn.Module, name string, amount Amount) error {
 }
 
 // GlobalUnstructured prunes the amount of the unpruned elements of all the
-// targets taken together that have the smallest absolute values, so that
-// layers lose different shares of their elements
+// targets taken together that have the smallest absolute values (or
+// smallest [Target].Importance scores, where given), so that layers lose
+// different shares of their elements
 // (torch.nn.utils.prune.global_unstructured with L1Unstructured). A
-// parameter listed twice is an error.
+// parameter listed twice is an error, and so is an importance tensor that
+// is not floating-point (vram.ErrDType), of another shape, or released.
 func GlobalUnstructured(targets []Target, amount Amount) error {
 	if err := amount.check(); err != nil {
 		return err
@@ -223,11 +230,19 @@ func GlobalUnstructured(targets []Target, amount Amount) error {
 		seen[s.p] = true
 		states[i] = s
 	}
+	scores := make([][]float64, len(states))
+	for i, s := range states {
+		sc, err := importance(s)
+		if err != nil {
+			return err
+		}
+		scores[i] = sc
+	}
 	var es []entry
 	for pi, s := range states {
-		for i, v := range s.values {
+		for i := range s.values {
 			if s.mask[i] != 0 {
-				es = append(es, entry{score: math.Abs(v), param: pi, index: i})
+				es = append(es, entry{score: scores[pi][i], param: pi, index: i})
 			}
 		}
 	}
@@ -242,6 +257,71 @@ func GlobalUnstructured(targets []Target, amount Amount) error {
 		}
 	}
 	return nil
+}
+
+// importance returns the score of each element of s's parameter: its
+// Importance values, or the absolute values of the parameter.
+func importance(s *state) ([]float64, error) {
+	imp := s.t.Importance
+	if imp == nil {
+		out := make([]float64, len(s.values))
+		for i, v := range s.values {
+			out[i] = math.Abs(v)
+		}
+		return out, nil
+	}
+	switch {
+	case imp.Released():
+		return nil, pruneErr(vram.ErrReleased, "importance scores of %q of %T were released", s.t.Name, s.t.Module)
+	case !imp.DType().IsFloat():
+		return nil, pruneErr(vram.ErrDType, "importance scores of %q have dtype %s, want floating-point", s.t.Name, imp.DType())
+	case !slices.Equal(imp.Shape(), s.p.Shape()):
+		return nil, pruneErr(vram.ErrArgument, "importance scores of %q have shape %v, want the parameter's %v", s.t.Name, imp.Shape(), s.p.Shape())
+	}
+	return imp.Float64s(), nil
+}
+
+// Identity prunes nothing but attaches a mask of ones to m's parameter
+// name, or leaves the mask it has (torch.nn.utils.prune.identity), so
+// that the layer saves and loads as a pruned one.
+func Identity(m nn.Module, name string) error {
+	s, err := load(Target{Module: m, Name: name})
+	if err != nil {
+		return err
+	}
+	return s.commit()
+}
+
+// CustomFromMask prunes the elements of m's parameter name where mask is
+// zero (torch.nn.utils.prune.custom_from_mask): mask has the parameter's
+// shape, any dtype (bool too) and any device, and holds only zeros and
+// ones; the new mask is the product of the old one and mask. A mask of
+// another shape, with other values or released is an error
+// (vram.ErrArgument, vram.ErrReleased), changing nothing.
+func CustomFromMask(m nn.Module, name string, mask *vram.Tensor) error {
+	if mask == nil {
+		return pruneErr(vram.ErrArgument, "nil mask")
+	}
+	s, err := load(Target{Module: m, Name: name})
+	if err != nil {
+		return err
+	}
+	switch {
+	case mask.Released():
+		return pruneErr(vram.ErrReleased, "the mask for %q was released", name)
+	case !slices.Equal(mask.Shape(), s.p.Shape()):
+		return pruneErr(vram.ErrArgument, "mask has shape %v, want the shape %v of parameter %q", mask.Shape(), s.p.Shape(), name)
+	}
+	vals := mask.Float64s()
+	for i, v := range vals {
+		if v != 0 && v != 1 {
+			return pruneErr(vram.ErrArgument, "mask for %q holds %v at element %d; want only zeros and ones", name, v, i)
+		}
+	}
+	for i, v := range vals {
+		s.mask[i] *= v
+	}
+	return s.commit()
 }
 
 // LnStructured prunes whole slices of m's parameter name along dimension
@@ -391,6 +471,19 @@ func IsPruned(m nn.Module, name string) bool {
 	}
 	mask, _ := mk.ParameterMask(name)
 	return mask != nil
+}
+
+// AnyPruned reports whether a parameter of m or of one of its sub-modules
+// has a mask (torch.nn.utils.prune.is_pruned, which takes a module).
+func AnyPruned(m nn.Module) bool {
+	for _, sub := range nn.Modules(m) {
+		for _, p := range sub.NamedParameters() {
+			if !strings.Contains(p.Name, ".") && IsPruned(sub, p.Name) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Remove makes the pruning of m's parameter name permanent

@@ -141,7 +141,7 @@ func TestIterative(t *testing.T) {
 func TestBadArguments(t *testing.T) {
 	l := linear(t, 2, 2, []float32{1, 2, 3, 4})
 	defer nn.Release(l)
-	ln := nn.NewLayerNorm([]int{2}, 1e-5)
+	ln := nn.NewMultiheadAttention(2, 1, nn.MultiheadAttentionOptions{})
 	defer nn.Release(ln)
 	tests := []struct {
 		name string
@@ -155,14 +155,14 @@ func TestBadArguments(t *testing.T) {
 		{"structured count too large", prune.LnStructured(l, "weight", prune.Count(3), 2, 0)},
 		{"no such parameter", prune.L1Unstructured(l, "scale", prune.Fraction(0.5))},
 		{"a mask", prune.L1Unstructured(l, "weight_mask", prune.Fraction(0.5))},
-		{"not maskable", prune.L1Unstructured(ln, "weight", prune.Fraction(0.5))},
+		{"not maskable", prune.L1Unstructured(ln, "in_proj_weight", prune.Fraction(0.5))},
 		{"nil module", prune.L1Unstructured(nil, "weight", prune.Fraction(0.5))},
 		{"zero norm order", prune.LnStructured(l, "weight", prune.Fraction(0.5), 0, 0)},
 		{"NaN norm order", prune.LnStructured(l, "weight", prune.Fraction(0.5), math.NaN(), 0)},
 		{"dimension out of range", prune.LnStructured(l, "weight", prune.Fraction(0.5), 2, 2)},
 		{"negative dimension out of range", prune.LnStructured(l, "weight", prune.Fraction(0.5), 2, -3)},
 		{"no targets", prune.GlobalUnstructured(nil, prune.Fraction(0.5))},
-		{"target twice", prune.GlobalUnstructured([]prune.Target{{l, "weight"}, {l, "weight"}}, prune.Fraction(0.5))},
+		{"target twice", prune.GlobalUnstructured([]prune.Target{{Module: l, Name: "weight"}, {Module: l, Name: "weight"}}, prune.Fraction(0.5))},
 		{"remove unpruned", prune.Remove(l, "weight")},
 	}
 	for _, tc := range tests {
@@ -551,7 +551,7 @@ func TestErrorsWrapSentinels(t *testing.T) {
 		{"not maskable", prune.L1Unstructured(nn.NewReLU(), "weight", prune.Fraction(0.5)), vram.ErrArgument},
 		{"nil module", prune.L1Unstructured(nil, "weight", prune.Fraction(0.5)), vram.ErrArgument},
 		{"no targets", prune.GlobalUnstructured(nil, prune.Fraction(0.5)), vram.ErrArgument},
-		{"listed twice", prune.GlobalUnstructured([]prune.Target{{l, "weight"}, {l, "weight"}}, prune.Fraction(0.5)), vram.ErrArgument},
+		{"listed twice", prune.GlobalUnstructured([]prune.Target{{Module: l, Name: "weight"}, {Module: l, Name: "weight"}}, prune.Fraction(0.5)), vram.ErrArgument},
 		{"norm order 0", prune.LnStructured(l, "weight", prune.Fraction(0.5), 0, 0), vram.ErrArgument},
 		{"dimension out of range", prune.LnStructured(l, "weight", prune.Fraction(0.5), 2, 2), vram.ErrIndex},
 		{"remove unpruned", prune.Remove(l, "weight"), vram.ErrArgument},
