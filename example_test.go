@@ -352,3 +352,35 @@ func ExampleGenerator_State() {
 	fmt.Println(resumed.Float64() == next)
 	// Output: true
 }
+
+func ExampleManualSeed_perDevice() {
+	// Each device draws from a generator of its own, so what one device
+	// draws does not depend on what others draw in between.
+	vram.ManualSeed(42)
+	a := vram.Rand(vram.Shape{3}, vram.Sim(0))
+	vram.ManualSeed(42)
+	vram.Rand(vram.Shape{100}, vram.Sim(1)).Release() // another device's draws
+	b := vram.Rand(vram.Shape{3}, vram.Sim(0))
+	fmt.Println(slices.Equal(a.Float32s(), b.Float32s()))
+
+	// A checkpoint saves each device's state beside the CPU's.
+	st, err := vram.RNGStateDevice(vram.Sim(0))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c := vram.Rand(vram.Shape{3}, vram.Sim(0))
+	if err := vram.SetRNGStateDevice(vram.Sim(0), st); err != nil {
+		fmt.Println(err)
+		return
+	}
+	d := vram.Rand(vram.Shape{3}, vram.Sim(0))
+	fmt.Println(slices.Equal(c.Float32s(), d.Float32s()))
+	for _, t := range []*vram.Tensor{a, b, c, d} {
+		t.Release()
+	}
+	vram.ManualSeed(0)
+	// Output:
+	// true
+	// true
+}

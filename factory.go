@@ -155,35 +155,67 @@ func FromSlice[T Element](data []T, shape Shape, opts ...Option) *Tensor {
 }
 
 // Generator is a seeded source of random numbers. Values depend only on the
-// seed and the order of calls, never on the device or the number of cores.
-// A Generator is safe for concurrent use.
+// seed and the order of calls, never on the number of cores; a generator
+// made by [NewGenerator] draws the same numbers whatever device the tensors
+// it fills are on. A Generator is safe for concurrent use.
 type Generator struct {
-	mu  sync.Mutex
-	src *rand.PCG
-	rng *rand.Rand
+	mu     sync.Mutex
+	src    *rand.PCG
+	rng    *rand.Rand
+	seed   uint64 // the seed it was made or last seeded with
+	stream uint64 // the second word of the PCG seed, which sets devices apart
 }
+
+// cpuStream is the second word of the PCG seed of [NewGenerator] and of
+// the CPU's default generator.
+const cpuStream = 0x9e3779b97f4a7c15
 
 // NewGenerator returns a generator seeded with seed.
-func NewGenerator(seed uint64) *Generator {
-	src := rand.NewPCG(seed, 0x9e3779b97f4a7c15)
-	return &Generator{src: src, rng: rand.New(src)}
+func NewGenerator(seed uint64) *Generator { return newGeneratorOn(seed, cpuStream) }
+
+// newGeneratorOn returns a generator seeded with seed whose PCG source
+// starts from the words seed and stream.
+func newGeneratorOn(seed, stream uint64) *Generator {
+	src := rand.NewPCG(seed, stream)
+	return &Generator{src: src, rng: rand.New(src), seed: seed, stream: stream}
 }
 
+// defaultGen is the CPU's default generator.
 var defaultGen = NewGenerator(0)
 
-// DefaultGenerator returns the generator that random factories use when no
-// [WithGenerator] option is given (torch.default_generator), which
-// [ManualSeed] reseeds. Packages that draw random numbers of their own, such
-// as a data loader's shuffling, take it as their default so that one
-// ManualSeed fixes a whole program.
+// DefaultGenerator returns the CPU's default generator
+// (torch.default_generator): random factories draw from it for CPU tensors
+// when no [WithGenerator] option is given, and [ManualSeed] reseeds it.
+// Packages that draw random numbers of their own, such as a data loader's
+// shuffling, take it as their default so that one ManualSeed fixes a whole
+// program. Tensors on other devices draw from their device's own default
+// generator ([DeviceGenerator]).
 func DefaultGenerator() *Generator { return defaultGen }
 
-// ManualSeed reseeds the default generator (torch.manual_seed).
+// ManualSeed seeds the default generator of every device
+// (torch.manual_seed): the CPU's with seed, as [NewGenerator] does, and
+// each other device's, including devices first used later, as
+// [ManualSeedAll] does.
 func ManualSeed(seed uint64) {
-	g := NewGenerator(seed)
-	defaultGen.mu.Lock()
-	defaultGen.src, defaultGen.rng = g.src, g.rng
-	defaultGen.mu.Unlock()
+	defaultGen.ManualSeed(seed)
+	ManualSeedAll(seed)
+}
+
+// ManualSeed reseeds g with seed (torch.Generator.manual_seed): it then
+// draws what it drew when first made or seeded with seed.
+func (g *Generator) ManualSeed(seed uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.src = rand.NewPCG(seed, g.stream)
+	g.rng, g.seed = rand.New(g.src), seed
+}
+
+// InitialSeed returns the seed g was made or last seeded with
+// (torch.Generator.initial_seed); [Generator.SetState] does not change it.
+func (g *Generator) InitialSeed() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.seed
 }
 
 // Float64 returns a uniform value in [0, 1).
@@ -222,7 +254,7 @@ func random(op string, shape Shape, normal bool, opts []Option) *Tensor {
 	}
 	g := o.gen
 	if g == nil {
-		g = defaultGen
+		g = deviceGen(ds.dev)
 	}
 	g = g.forDraw()
 	vals := g.fill(t.NumElements(), normal)

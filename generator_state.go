@@ -66,15 +66,16 @@ func decodeGeneratorState(st []byte) (*rand.PCG, error) {
 	return src, nil
 }
 
-// RNGState returns the state of the default generator (torch.get_rng_state),
-// for a checkpoint: [SetRNGState] with it makes the default generator, and
-// so every draw that uses it (random factories without [WithGenerator],
-// dropout, a data loader's shuffling without a generator of its own),
-// continue as it would have.
+// RNGState returns the state of the CPU's default generator
+// (torch.get_rng_state), for a checkpoint: [SetRNGState] with it makes
+// that generator, and so every draw that uses it (random factories for CPU
+// tensors without [WithGenerator], dropout on the CPU, a data loader's
+// shuffling without a generator of its own), continue as it would have.
+// Other devices' generators have states of their own ([RNGStateDevice]).
 func RNGState() []byte { return defaultGen.State() }
 
-// SetRNGState restores the default generator to the state st that
-// [RNGState] (or the default generator's [Generator.State]) returned
+// SetRNGState restores the CPU's default generator to the state st that
+// [RNGState] (or a generator's [Generator.State]) returned
 // (torch.set_rng_state). It returns an error wrapping [ErrArgument],
 // changing nothing, for a state that is not one.
 func SetRNGState(st []byte) error { return defaultGen.SetState(st) }

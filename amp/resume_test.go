@@ -33,7 +33,9 @@ type trainer struct {
 	epochStart []byte
 	batch      int
 	epochLoss  float64
-	rngEnd     []byte // the default generator's state after train
+	rngEnd     []byte // the CPU's default generator's state after train
+	devRNGEnd  []byte // the device's default generator's state after train
+	dev        vram.Device
 }
 
 // resumeCase is one optimizer and schedule of the resume test.
@@ -50,6 +52,7 @@ type extraState struct {
 	Plateau *optim.PlateauState  `json:"plateau,omitempty"`
 	Scaler  amp.GradScalerState  `json:"scaler"`
 	RNG     []byte               `json:"rng_state"`
+	DevRNG  []byte               `json:"device_rng_state"` // the device's own generator (dropout there)
 	Loader  []byte               `json:"loader_rng_state"` // from the start of the epoch
 	Batch   int                  `json:"batch"`            // batches done of the epoch
 	Loss    float64              `json:"epoch_loss"`
@@ -64,7 +67,7 @@ func newTrainer(t *testing.T, dev vram.Device, c resumeCase, ds data.Dataset, se
 	vram.ManualSeed(seed)
 	model := nn.NewSequential(nn.NewLinear(4, 8), nn.NewReLU(), nn.NewDropout(0.25), nn.NewLinear(8, 1))
 	model.To(dev)
-	tr := &trainer{model: model, gen: vram.NewGenerator(seed + 1)}
+	tr := &trainer{model: model, gen: vram.NewGenerator(seed + 1), dev: dev}
 	var err error
 	if tr.opt, err = c.opt(model.Parameters()); err != nil {
 		t.Fatal(err)
@@ -139,6 +142,7 @@ func (tr *trainer) train(t *testing.T, steps int) {
 		}
 	}
 	tr.rngEnd = vram.RNGState()
+	tr.devRNGEnd = mustRNGStateDevice(t, tr.dev)
 }
 
 // save writes a checkpoint to dir, as a user would.
@@ -150,7 +154,7 @@ func (tr *trainer) save(t *testing.T, dir string) {
 	if err := optim.Save(tr.opt, filepath.Join(dir, "optim.safetensors")); err != nil {
 		t.Fatal(err)
 	}
-	ex := extraState{Scaler: tr.scaler.State(), RNG: vram.RNGState(), Loader: tr.gen.State(), Steps: tr.steps}
+	ex := extraState{Scaler: tr.scaler.State(), RNG: vram.RNGState(), DevRNG: mustRNGStateDevice(t, tr.dev), Loader: tr.gen.State(), Steps: tr.steps}
 	if tr.batch > 0 {
 		ex.Loader, ex.Batch, ex.Loss = tr.epochStart, tr.batch, tr.epochLoss
 	}
@@ -202,6 +206,9 @@ func (tr *trainer) load(t *testing.T, c resumeCase, dir string) {
 		t.Fatal(err)
 	}
 	if err := vram.SetRNGState(ex.RNG); err != nil {
+		t.Fatal(err)
+	}
+	if err := vram.SetRNGStateDevice(tr.dev, ex.DevRNG); err != nil {
 		t.Fatal(err)
 	}
 	if err := tr.gen.SetState(ex.Loader); err != nil {
@@ -352,7 +359,20 @@ func compareRuns(t *testing.T, a, b *trainer) {
 	if !bytes.Equal(a.rngEnd, b.rngEnd) {
 		t.Errorf("the default generator's states differ")
 	}
+	if !bytes.Equal(a.devRNGEnd, b.devRNGEnd) {
+		t.Errorf("the %s default generator's states differ", a.dev)
+	}
 	if !bytes.Equal(a.gen.State(), b.gen.State()) {
 		t.Errorf("the loaders' generators differ")
 	}
+}
+
+// mustRNGStateDevice returns the state of dev's default generator.
+func mustRNGStateDevice(t *testing.T, dev vram.Device) []byte {
+	t.Helper()
+	st, err := vram.RNGStateDevice(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
