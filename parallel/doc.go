@@ -56,6 +56,12 @@
 // module's own methods (net.ClipGradNorm). Report gives each device's
 // memory and time per phase.
 //
+// Random draws in the replicas (dropout) come from each device's own
+// default generator (see vram.DeviceGenerator), so after vram.ManualSeed a
+// run repeats bit for bit although the replicas draw at once; replicas
+// given one explicit generator (vram.WithGenerator) share it and draw in
+// whatever order their goroutines run.
+//
 // # Model and pipeline parallelism
 //
 // A module whose sub-modules live on different devices needs nothing from
