@@ -375,3 +375,47 @@ func TestCUDAEdgeCasesMatchCPU(t *testing.T) {
 		closeSlices(t, tc.name, got.CPU().Float32s(), want.Float32s(), 1e-6, 1e-6)
 	}
 }
+
+// TestCUDACopyFromAcrossDevices: copy_ into a GPU tensor from the CPU or
+// another GPU, and out of one, converting dtypes and broadcasting.
+func TestCUDACopyFromAcrossDevices(t *testing.T) {
+	requireCUDA(t, 1)
+	type pair struct {
+		name     string
+		dst, src vram.Device
+	}
+	cases := []pair{{"cpu to cuda:0", vram.CUDA(0), vram.CPU}, {"cuda:0 to cpu", vram.CPU, vram.CUDA(0)}}
+	if vram.DeviceCount() >= 2 {
+		cases = append(cases, pair{"cuda:1 to cuda:0", vram.CUDA(0), vram.CUDA(1)})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dst := vram.Zeros(vram.Shape{2, 3}, c.dst)
+			defer dst.Release()
+			src := vram.FromSlice([]float64{1.5, -2, 3}, nil, c.src)
+			defer src.Release()
+			dst.CopyFrom(src)
+			if got, want := dst.Float32s(), []float32{1.5, -2, 3, 1.5, -2, 3}; !slices.Equal(got, want) {
+				t.Errorf("dst holds %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestCUDADeviceGenerator: draws on a GPU come from its own generator,
+// which ManualSeed seeds: they repeat after the seed whatever the CPU
+// draws in between.
+func TestCUDADeviceGenerator(t *testing.T) {
+	requireCUDA(t, 1)
+	defer vram.ManualSeed(0)
+	vram.ManualSeed(3)
+	a := vram.Rand(vram.Shape{8}, vram.CUDA(0))
+	defer a.Release()
+	vram.ManualSeed(3)
+	vram.Rand(vram.Shape{5}).Release()
+	b := vram.Rand(vram.Shape{8}, vram.CUDA(0))
+	defer b.Release()
+	if !slices.Equal(a.Float32s(), b.Float32s()) {
+		t.Errorf("after ManualSeed(3) cuda:0 drew %v, then %v", a.Float32s(), b.Float32s())
+	}
+}

@@ -138,7 +138,6 @@ func TestDeviceMismatch(t *testing.T) {
 		"matmul": func() { a.MatMul(b) },
 		"where":  func() { Where(a.GtScalar(0), a, b) },
 		"cat":    func() { Cat([]*Tensor{a, b}, 0) },
-		"copy_":  func() { a.CopyFrom(b) },
 	}
 	for name, op := range ops {
 		t.Run(name, func(t *testing.T) {

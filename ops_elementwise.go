@@ -877,6 +877,23 @@ func (t *Tensor) scalarInPlace(op string, k backend.BinaryOp, s float64) *Tensor
 	return t
 }
 
+// copyOnto replaces *src, on another device than t, by its copy on t's
+// device for CopyFrom, and returns a function that releases the copy
+// (defer it). It checks first what CopyFrom would refuse, so that a
+// refused copy moves nothing.
+func copyOnto(t *Tensor, src **Tensor) func() {
+	s := *src
+	s.live("copy_")
+	t.inPlaceCheck("copy_", s)
+	if !broadcastsTo(s.shape, t.shape) {
+		fail("copy_", ErrShape, "cannot broadcast shape %v to %v", Shape(s.shape), Shape(t.shape))
+	}
+	var moved *Tensor
+	NoGrad(func() { moved = s.To(t.Device()) })
+	*src = moved
+	return moved.Release
+}
+
 // AddScalarInPlace adds s to every element of t and returns t.
 func (t *Tensor) AddScalarInPlace(s float64) *Tensor { return t.scalarInPlace("add_", backend.Add, s) }
 
@@ -897,13 +914,21 @@ func (t *Tensor) FillInPlace(v float64) *Tensor {
 }
 
 // CopyFrom copies src (broadcast to t's shape, converted to t's dtype) into
-// t and returns t (copy_). A src that shares memory with t (a shifted view
-// of the same tensor) is read whole before t is written, so the result is
-// src's values as they were; PyTorch refuses such a partial overlap. Both must be on the same device (use To first
-// otherwise), except that a 0-dimensional CPU src is read as a scalar.
+// t and returns t (copy_). src may be on another device: it is moved to
+// t's device first, through the same transfer as [Tensor.To], and the copy
+// lands in t as if it had been there. A src that shares memory with t (a
+// shifted view of the same tensor) is read whole before t is written, so
+// the result is src's values as they were; PyTorch refuses such a partial
+// overlap. CopyFrom is not recorded for autograd: it panics with
+// [ErrAutograd] when t or src requires grad outside [NoGrad], and with
+// [ErrShape] when src does not broadcast to t's shape, in both cases
+// before moving anything and leaving t as it was.
 func (t *Tensor) CopyFrom(src *Tensor) *Tensor {
 	t.live("copy_")
 	defer hostScalarsOnto("copy_", t.ds(), &src)()
+	if src != nil && src.ds() != t.ds() {
+		defer copyOnto(t, &src)()
+	}
 	_, held := sameDevice("copy_", t, src)
 	defer held.unpin()
 	t.inPlaceCheck("copy_", src)

@@ -535,6 +535,21 @@ func expandView(op string, t *Tensor, shape []int) backend.View {
 	return v
 }
 
+// broadcastsTo reports whether a tensor of shape from expands to shape
+// to, as [expandView] would make it.
+func broadcastsTo(from, to []int) bool {
+	lead := len(to) - len(from)
+	if lead < 0 {
+		return false
+	}
+	for i, d := range from {
+		if d != to[lead+i] && d != 1 {
+			return false
+		}
+	}
+	return true
+}
+
 // broadcastShapes returns the shape that tensors of the given shapes
 // broadcast to, or panics with ErrShape naming them.
 func broadcastShapes(op string, shapes ...[]int) []int {
