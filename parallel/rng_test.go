@@ -70,3 +70,44 @@ func TestDataParallelDropoutRepeats(t *testing.T) {
 		})
 	}
 }
+
+// TestPipelineDropoutRepeats: pipeline stages on two devices draw their
+// dropout masks at once, each from its device's generator, so a seeded
+// run repeats bit for bit under either schedule (run with -race).
+func TestPipelineDropoutRepeats(t *testing.T) {
+	defer vram.ManualSeed(0)
+	for _, sched := range []Schedule{GPipe, OneFOneB} {
+		t.Run(sched.String(), func(t *testing.T) {
+			run := func() (got []uint64) {
+				vram.ManualSeed(13)
+				stages := []Stage{
+					{Module: nn.NewSequential(nn.NewLinear(4, 8), nn.NewDropout(0.5)), Device: vram.Sim(0)},
+					{Module: nn.NewSequential(nn.NewDropout(0.5), nn.NewLinear(8, 3)), Device: vram.Sim(1)},
+				}
+				p, err := NewPipeline(stages, MicroBatches(4), WithSchedule(sched))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer nn.Release(p)
+				for range 2 {
+					vram.Tidy(func() {
+						x, y := vram.Randn(vram.Shape{8, 4}), vram.Randn(vram.Shape{8, 3})
+						got = append(got, math.Float64bits(p.ForwardBackward(x, y, nn.MSELoss)))
+						for _, q := range p.Parameters() {
+							for _, v := range q.Grad().Float32s() {
+								got = append(got, uint64(math.Float32bits(v)))
+							}
+						}
+					})
+				}
+				return got
+			}
+			want := run()
+			for i := range 3 {
+				if got := run(); !slices.Equal(got, want) {
+					t.Fatalf("run %d: the losses or gradients differ from the first run's", i+2)
+				}
+			}
+		})
+	}
+}
