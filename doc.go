@@ -17,7 +17,9 @@
 // Factories ([Zeros], [Ones], [Full], [Empty], [Arange], [Rand], [Randn],
 // [FromSlice]) take a [Shape] and [Option]s: a [Device], a [DType],
 // [WithGrad], [WithGenerator]. Without a device option they use
-// [DefaultDevice]. Methods named New... ([Tensor.NewZeros], ...) take a
+// [DefaultDevice]; without a generator, random factories draw from the
+// default generator of the tensor's device ([DeviceGenerator]), one per
+// device as in PyTorch, all seeded by [ManualSeed]. Methods named New... ([Tensor.NewZeros], ...) take a
 // Shape too and default to the receiver's dtype and device; the ...Like
 // factories ([ZerosLike], [OnesLike], [FullLike], [EmptyLike], [RandLike],
 // [RandnLike]) also take its shape. [Tensor.To], [Tensor.CUDA] and
@@ -25,7 +27,7 @@
 // Operations on tensors of two different devices panic with a
 // [*DeviceMismatchError] that names both and the fix, except that the
 // elementwise operations read a 0-dimensional CPU tensor as a scalar on any
-// device, as PyTorch does. [Tensor.GetDevice] is PyTorch's get_device: -1
+// device, as PyTorch does, and [Tensor.CopyFrom] copies from any device. [Tensor.GetDevice] is PyTorch's get_device: -1
 // on the CPU.
 //
 // # Configuration
