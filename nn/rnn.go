@@ -90,12 +90,28 @@ func rnnKind(op, s string) cellKind {
 // recurrent is what RNN, LSTM and GRU share: the settings, the
 // parameters and the forward pass.
 type recurrent struct {
-	kind                             cellKind
-	inputSize, hiddenSize, numLayers int
-	batchFirst, bidirectional        bool
-	dropout                          float64
-	weights                          []RecurrentWeights
-	dropOpts                         []vram.Option // for the dropout masks
+	kind cellKind
+	RecurrentLayer
+}
+
+// RecurrentLayer holds what [RNN], [LSTM] and [GRU] share: their sizes,
+// settings and parameters, as PyTorch's RNNBase does. Forward checks the
+// settings again, so fields changed after construction are refused there
+// rather than misread.
+type RecurrentLayer struct {
+	// InputSize, HiddenSize and NumLayers are the layer's sizes.
+	InputSize, HiddenSize, NumLayers int
+	// BatchFirst says whether inputs and outputs are [N, L, H].
+	BatchFirst bool
+	// Bidirectional says whether each layer runs in both directions.
+	Bidirectional bool
+	// Dropout is the probability of dropping an element between layers
+	// in training mode.
+	Dropout float64
+	// Weights holds the parameters of layer l in direction d at index
+	// l·D+d, D being 2 for a bidirectional network and 1 otherwise.
+	Weights  []RecurrentWeights
+	dropOpts []vram.Option // for the dropout masks
 }
 
 // newRecurrent checks the settings and makes and registers the
@@ -115,9 +131,9 @@ func newRecurrent(op string, b *Base, kind cellKind, in, hidden int, o Recurrent
 	case kind != kindTanh && kind != kindReLU && o.Nonlinearity != "":
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("nonlinearity %q applies to RNN only", o.Nonlinearity)})
 	}
-	r := recurrent{kind: kind, inputSize: in, hiddenSize: hidden, numLayers: layers,
-		batchFirst: o.BatchFirst, bidirectional: o.Bidirectional, dropout: o.Dropout,
-		dropOpts: slices.Clone(opts)}
+	r := recurrent{kind, RecurrentLayer{InputSize: in, HiddenSize: hidden, NumLayers: layers,
+		BatchFirst: o.BatchFirst, Bidirectional: o.Bidirectional, Dropout: o.Dropout,
+		dropOpts: slices.Clone(opts)}}
 	bound := 1 / math.Sqrt(float64(hidden))
 	g := kind.gates() * hidden
 	for l := range layers {
@@ -142,7 +158,7 @@ func newRecurrent(op string, b *Base, kind cellKind, in, hidden int, o Recurrent
 				b.RegisterParameter("bias_ih"+suffix, w.BiasIH)
 				b.RegisterParameter("bias_hh"+suffix, w.BiasHH)
 			}
-			r.weights = append(r.weights, w)
+			r.Weights = append(r.Weights, w)
 		}
 	}
 	return r
@@ -150,7 +166,7 @@ func newRecurrent(op string, b *Base, kind cellKind, in, hidden int, o Recurrent
 
 // dirs returns the number of directions, 1 or 2.
 func (r *recurrent) dirs() int {
-	if r.bidirectional {
+	if r.Bidirectional {
 		return 2
 	}
 	return 1
@@ -174,26 +190,26 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 	bad := func(format string, args ...any) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf(format, args...)})
 	}
-	if r.numLayers < 1 || len(r.weights) != r.numLayers*r.dirs() {
+	if r.NumLayers < 1 || len(r.Weights) != r.NumLayers*r.dirs() {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
-			Detail: fmt.Sprintf("%d sets of weights for %d layers in %d directions", len(r.weights), r.numLayers, r.dirs())})
+			Detail: fmt.Sprintf("%d sets of weights for %d layers in %d directions", len(r.Weights), r.NumLayers, r.dirs())})
 	}
 	batched := x.Dim() == 3
 	if x.Dim() != 2 && !batched {
 		bad("input must be 3-D (batched) or 2-D (unbatched), got shape %v", x.Shape())
 	}
-	if x.Size(-1) != r.inputSize {
-		bad("input must have %d features (input_size), got shape %v", r.inputSize, x.Shape())
+	if x.Size(-1) != r.InputSize {
+		bad("input must have %d features (input_size), got shape %v", r.InputSize, x.Shape())
 	}
 	// xs is [L, N, input] from here on.
 	xs := x
 	switch {
 	case !batched:
 		xs = tmp(x.Unsqueeze(1))
-	case r.batchFirst:
+	case r.BatchFirst:
 		xs = tmp(x.Transpose(0, 1))
 	}
-	seq, n, hs, ld := xs.Size(0), xs.Size(1), r.hiddenSize, r.numLayers*r.dirs()
+	seq, n, hs, ld := xs.Size(0), xs.Size(1), r.HiddenSize, r.NumLayers*r.dirs()
 	if seq == 0 {
 		bad("input has a sequence length of 0, got shape %v", x.Shape())
 	}
@@ -236,14 +252,14 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 	finalH := make([]*vram.Tensor, 0, ld)
 	finalC := make([]*vram.Tensor, 0, ld)
 	layerIn := xs
-	for l := range r.numLayers {
-		if l > 0 && training && r.dropout > 0 {
-			drop := &Dropout{P: r.dropout, opts: r.dropOpts}
+	for l := range r.NumLayers {
+		if l > 0 && training && r.Dropout > 0 {
+			drop := &Dropout{P: r.Dropout, opts: r.dropOpts}
 			layerIn = tmp(drop.Forward(layerIn))
 		}
 		outs := make([]*vram.Tensor, 0, 2)
 		for d := range r.dirs() {
-			w := r.weights[l*r.dirs()+d]
+			w := r.Weights[l*r.dirs()+d]
 			gi := tmp(vram.Linear(layerIn, w.WeightIH, w.BiasIH)) // [L, N, G·H]
 			h := tmp(hAll.Select(0, l*r.dirs()+d))
 			var c *vram.Tensor
@@ -304,7 +320,7 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 			tmp(cn)
 			cn = cn.Squeeze(1)
 		}
-	case r.batchFirst:
+	case r.BatchFirst:
 		tmp(out)
 		out = out.Transpose(0, 1)
 	}
@@ -354,21 +370,9 @@ func cellStep(kind cellKind, gi, h, c, whh, bhh *vram.Tensor, hs int, tmp func(*
 // and packed sequences are not supported: pad the sequences instead.
 type RNN struct {
 	Base
-	// InputSize, HiddenSize and NumLayers are the layer's sizes.
-	InputSize, HiddenSize, NumLayers int
+	RecurrentLayer
 	// Nonlinearity is "tanh" or "relu".
 	Nonlinearity string
-	// BatchFirst says whether inputs and outputs are [N, L, H].
-	BatchFirst bool
-	// Bidirectional says whether each layer runs in both directions.
-	Bidirectional bool
-	// Dropout is the probability of dropping an element between layers
-	// in training mode.
-	Dropout float64
-	// Weights holds the parameters of layer l in direction d at index
-	// l·D+d, D being 2 for a bidirectional network and 1 otherwise.
-	Weights  []RecurrentWeights
-	dropOpts []vram.Option
 }
 
 // NewRNN returns an RNN from inputSize to hiddenSize features with the
@@ -382,12 +386,11 @@ func NewRNN(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) 
 	const op = "rnn"
 	m := &RNN{}
 	r := newRecurrent(op, &m.Base, rnnKind(op, o.Nonlinearity), inputSize, hiddenSize, o, opts)
-	m.InputSize, m.HiddenSize, m.NumLayers, m.dropOpts = inputSize, hiddenSize, r.numLayers, r.dropOpts
+	m.RecurrentLayer = r.RecurrentLayer
 	m.Nonlinearity = "tanh"
 	if r.kind == kindReLU {
 		m.Nonlinearity = "relu"
 	}
-	m.BatchFirst, m.Bidirectional, m.Dropout, m.Weights = o.BatchFirst, o.Bidirectional, o.Dropout, r.weights
 	return m
 }
 
@@ -411,7 +414,7 @@ func (m *RNN) Forward(x *vram.Tensor) *vram.Tensor {
 // an h0 of the wrong shape, and of kind vram.ErrDType for an h0 of
 // another dtype than x.
 func (m *RNN) ForwardState(x, h0 *vram.Tensor) (out, hn *vram.Tensor) {
-	r := recurrent{rnnKind("rnn", m.Nonlinearity), m.InputSize, m.HiddenSize, m.NumLayers, m.BatchFirst, m.Bidirectional, m.Dropout, m.Weights, m.dropOpts}
+	r := recurrent{rnnKind("rnn", m.Nonlinearity), m.RecurrentLayer}
 	out, hn, _ = r.forward("rnn", m.Training(), x, h0, nil)
 	return out, hn
 }
@@ -430,19 +433,7 @@ func (m *RNN) ForwardState(x, h0 *vram.Tensor) (out, hn *vram.Tensor) {
 // projections (proj_size) and packed sequences are not supported.
 type LSTM struct {
 	Base
-	// InputSize, HiddenSize and NumLayers are the layer's sizes.
-	InputSize, HiddenSize, NumLayers int
-	// BatchFirst says whether inputs and outputs are [N, L, H].
-	BatchFirst bool
-	// Bidirectional says whether each layer runs in both directions.
-	Bidirectional bool
-	// Dropout is the probability of dropping an element between layers
-	// in training mode.
-	Dropout float64
-	// Weights holds the parameters of layer l in direction d at index
-	// l·D+d, D being 2 for a bidirectional network and 1 otherwise.
-	Weights  []RecurrentWeights
-	dropOpts []vram.Option
+	RecurrentLayer
 }
 
 // NewLSTM returns an LSTM as [NewRNN] returns an RNN. It also panics when
@@ -450,8 +441,7 @@ type LSTM struct {
 func NewLSTM(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) *LSTM {
 	m := &LSTM{}
 	r := newRecurrent("lstm", &m.Base, kindLSTM, inputSize, hiddenSize, o, opts)
-	m.InputSize, m.HiddenSize, m.NumLayers, m.dropOpts = inputSize, hiddenSize, r.numLayers, r.dropOpts
-	m.BatchFirst, m.Bidirectional, m.Dropout, m.Weights = o.BatchFirst, o.Bidirectional, o.Dropout, r.weights
+	m.RecurrentLayer = r.RecurrentLayer
 	return m
 }
 
@@ -474,7 +464,7 @@ func (m *LSTM) ForwardState(x, h0, c0 *vram.Tensor) (out, hn, cn *vram.Tensor) {
 	if (h0 == nil) != (c0 == nil) {
 		panic(&vram.Error{Op: "lstm", Kind: vram.ErrArgument, Detail: "give both h0 and c0, or neither for zeros"})
 	}
-	r := recurrent{kindLSTM, m.InputSize, m.HiddenSize, m.NumLayers, m.BatchFirst, m.Bidirectional, m.Dropout, m.Weights, m.dropOpts}
+	r := recurrent{kindLSTM, m.RecurrentLayer}
 	return r.forward("lstm", m.Training(), x, h0, c0)
 }
 
@@ -492,19 +482,7 @@ func (m *LSTM) ForwardState(x, h0, c0 *vram.Tensor) (out, hn, cn *vram.Tensor) {
 // as [RNN]'s; packed sequences are not supported.
 type GRU struct {
 	Base
-	// InputSize, HiddenSize and NumLayers are the layer's sizes.
-	InputSize, HiddenSize, NumLayers int
-	// BatchFirst says whether inputs and outputs are [N, L, H].
-	BatchFirst bool
-	// Bidirectional says whether each layer runs in both directions.
-	Bidirectional bool
-	// Dropout is the probability of dropping an element between layers
-	// in training mode.
-	Dropout float64
-	// Weights holds the parameters of layer l in direction d at index
-	// l·D+d, D being 2 for a bidirectional network and 1 otherwise.
-	Weights  []RecurrentWeights
-	dropOpts []vram.Option
+	RecurrentLayer
 }
 
 // NewGRU returns a GRU as [NewRNN] returns an RNN. It also panics when
@@ -512,8 +490,7 @@ type GRU struct {
 func NewGRU(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) *GRU {
 	m := &GRU{}
 	r := newRecurrent("gru", &m.Base, kindGRU, inputSize, hiddenSize, o, opts)
-	m.InputSize, m.HiddenSize, m.NumLayers, m.dropOpts = inputSize, hiddenSize, r.numLayers, r.dropOpts
-	m.BatchFirst, m.Bidirectional, m.Dropout, m.Weights = o.BatchFirst, o.Bidirectional, o.Dropout, r.weights
+	m.RecurrentLayer = r.RecurrentLayer
 	return m
 }
 
@@ -528,7 +505,7 @@ func (m *GRU) Forward(x *vram.Tensor) *vram.Tensor {
 // ForwardState returns the output and the final hidden states as
 // [RNN.ForwardState] does, with the same panics.
 func (m *GRU) ForwardState(x, h0 *vram.Tensor) (out, hn *vram.Tensor) {
-	r := recurrent{kindGRU, m.InputSize, m.HiddenSize, m.NumLayers, m.BatchFirst, m.Bidirectional, m.Dropout, m.Weights, m.dropOpts}
+	r := recurrent{kindGRU, m.RecurrentLayer}
 	out, hn, _ = r.forward("gru", m.Training(), x, h0, nil)
 	return out, hn
 }
