@@ -11,14 +11,23 @@ import (
 // calls it with the values it computes): Weight becomes wq, int8 of the
 // weight's shape [out, in], Scale becomes scale, [out] floating-point, so
 // that Forward computes with wq[n,k]·scale[n] ([vram.LinearInt8]), and the
-// float weight is released (with its gradient). The parameter list keeps
-// "weight" (now int8) and gains "scale"; the bias stays as it is but stops
-// requiring grad, since a quantized layer is for inference. The layer
-// owns wq and scale. It returns an error matching vram.ErrArgument,
-// changing nothing, when l is already quantized, has a pruning mask (make
-// it permanent with prune.Remove first), or when wq or scale does not fit;
-// one matching vram.ErrReleased when the layer's bias, wq or scale was
-// released.
+// float weight is released (with its gradient).
+//
+// A quantized layer has no parameters, as PyTorch's dynamically quantized
+// Linear has none: "weight" (now int8), "bias" and the new "scale" are
+// buffers ([NamedBuffers]), so that Parameters, parameter counts and the
+// optimizers built over them leave them out, while To, [Release],
+// [Replicate], [StateDict], [Save] and [Load] still reach them under the
+// same state-dict keys ("weight", "bias", "scale"). The bias stops
+// requiring grad and loses its gradient, since a quantized layer is for
+// inference; Half, BFloat16 and [ConvertDType] leave the scale and the
+// bias as they are (Forward casts them to the input's dtype). The layer
+// owns wq and scale.
+//
+// It returns an error matching vram.ErrArgument, changing nothing, when l
+// is already quantized, has a pruning mask (make it permanent with
+// prune.Remove first), or when wq or scale does not fit; one matching
+// vram.ErrReleased when the layer's bias, wq or scale was released.
 func (l *Linear) SetInt8Weight(wq, scale *vram.Tensor) error {
 	w := l.Weight
 	switch {
@@ -39,31 +48,27 @@ func (l *Linear) SetInt8Weight(wq, scale *vram.Tensor) error {
 	case wq.Device() != w.Device() || scale.Device() != w.Device():
 		return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("int8 weight on %s and scale on %s, want the layer's %s", wq.Device(), scale.Device(), w.Device())}
 	}
-	l.setBuffer("weight", wq)
+	l.unregisterParameter("weight")
+	l.unregisterParameter("bias")
 	l.Weight = wq
-	l.setBuffer("scale", scale)
-	l.Scale = scale
-	if l.Bias != nil && l.Bias.RequiresGrad() {
-		l.Bias.SetRequiresGrad(false)
+	l.RegisterBuffer("weight", wq)
+	if l.Bias != nil {
+		if l.Bias.RequiresGrad() {
+			l.Bias.SetRequiresGrad(false)
+		}
+		l.Bias.ZeroGrad()
+		l.RegisterBuffer("bias", l.Bias)
 	}
+	l.Scale = scale
+	l.RegisterBuffer("scale", scale)
 	if w != wq {
 		w.Release()
 	}
 	return nil
 }
 
-// setBuffer registers t as the parameter name that takes no gradient
-// (replacing one of that name), or removes that entry for a nil t.
-func (b *Base) setBuffer(name string, t *vram.Tensor) {
-	i := slices.IndexFunc(b.params, func(p NamedParameter) bool { return p.Name == name })
-	switch {
-	case t == nil && i >= 0:
-		b.params = slices.Delete(b.params, i, i+1)
-	case t == nil:
-	case i >= 0:
-		vram.Keep(t)
-		b.params[i].Tensor = t
-	default:
-		b.RegisterParameter(name, t)
-	}
+// unregisterParameter removes the parameter name from b's own parameters,
+// if it is there; the tensor is not released.
+func (b *Base) unregisterParameter(name string) {
+	b.params = slices.DeleteFunc(b.params, func(p NamedParameter) bool { return p.Name == name })
 }

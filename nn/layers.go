@@ -50,7 +50,9 @@ type Linear struct {
 	WeightMask, BiasMask *vram.Tensor
 	// Scale is nil for a float layer. Package nn/quant sets it to one
 	// scale per output channel, [out], and makes Weight int8: Forward then
-	// computes with Weight·Scale ([vram.LinearInt8]), for inference.
+	// computes with Weight·Scale ([vram.LinearInt8]), for inference, and
+	// Weight, Bias and Scale are buffers, not parameters
+	// ([Linear.SetInt8Weight]).
 	Scale *vram.Tensor
 }
 

@@ -41,7 +41,7 @@ type Replicator interface {
 //     replica's [Base.NamedChildren] and a struct's own fields (such as
 //     Sequential's list) name the same sub-modules;
 //   - a [vram.Device] value equal to the device that all of m's parameters
-//     share is replaced by d, so that a module that makes tensors on its own
+//     and buffers share is replaced by d, so that a module that makes tensors on its own
 //     device in Forward keeps doing so;
 //   - values that cannot hold tensors or modules (numbers, strings,
 //     generators, functions such as [Func], channels, writers) are copied as
@@ -52,8 +52,8 @@ type Replicator interface {
 // keeps the originals, and such a module should implement Replicator.
 //
 // Replicate returns an error for a nil module, an unavailable device, a
-// released tensor in m, or a replica whose parameters do not match m's
-// (names or shapes); nothing is left allocated on d then. m is only read,
+// released tensor in m, or a replica whose parameters or buffers do not
+// match m's (names or shapes); nothing is left allocated on d then. m is only read,
 // and must not change while Replicate runs. The replica's tensors are kept
 // from enclosing [vram.Tidy] calls; release them with [Release].
 func Replicate(m Module, d vram.Device) (Module, error) {
@@ -95,12 +95,13 @@ func Replicate(m Module, d vram.Device) (Module, error) {
 	return out, nil
 }
 
-// commonDevice returns the device of every tensor of m's parameters, and
-// whether there is exactly one.
+// commonDevice returns the device of every tensor of m's parameters and
+// buffers (a quantized model has buffers only), and whether there is
+// exactly one.
 func commonDevice(m Module) (vram.Device, bool) {
 	var dev vram.Device
 	found := false
-	for _, p := range m.Parameters() {
+	for _, p := range stateTensorsOf(m) {
 		switch {
 		case p == nil || p.Released():
 			continue
@@ -113,24 +114,42 @@ func commonDevice(m Module) (vram.Device, bool) {
 	return dev, found
 }
 
-// checkReplica returns an error unless rep has m's parameters, by name,
-// shape and dtype, all on d, and none of them m's own.
+// stateTensorsOf returns the tensors of m's parameters, then of its
+// buffers.
+func stateTensorsOf(m Module) []*vram.Tensor {
+	out := m.Parameters()
+	for _, b := range NamedBuffers(m) {
+		out = append(out, b.Tensor)
+	}
+	return out
+}
+
+// checkReplica returns an error unless rep has m's parameters and buffers,
+// by name, shape and dtype, all on d, and none of them m's own.
 func checkReplica(m, rep Module, d vram.Device) error {
-	want, got := m.NamedParameters(), rep.NamedParameters()
+	if err := checkReplicaTensors("parameter", m.NamedParameters(), rep.NamedParameters(), m, d); err != nil {
+		return err
+	}
+	return checkReplicaTensors("buffer", NamedBuffers(m), NamedBuffers(rep), m, d)
+}
+
+// checkReplicaTensors is checkReplica for one kind of tensor ("parameter"
+// or "buffer"): want are m's, got the replica's.
+func checkReplicaTensors(kind string, want, got []NamedParameter, m Module, d vram.Device) error {
 	if len(want) != len(got) {
-		return fmt.Errorf("the replica has %d parameters and the module %d; implement nn.Replicator for %T", len(got), len(want), m)
+		return fmt.Errorf("the replica has %d %ss and the module %d; implement nn.Replicator for %T", len(got), kind, len(want), m)
 	}
 	for i, w := range want {
 		g := got[i]
 		switch {
 		case g.Name != w.Name:
-			return fmt.Errorf("replica parameter %d is %q, the module's is %q", i, g.Name, w.Name)
+			return fmt.Errorf("replica %s %d is %q, the module's is %q", kind, i, g.Name, w.Name)
 		case g.Tensor == w.Tensor:
-			return fmt.Errorf("parameter %q is shared with the module, not copied; implement nn.Replicator for the module that holds it", w.Name)
+			return fmt.Errorf("%s %q is shared with the module, not copied; implement nn.Replicator for the module that holds it", kind, w.Name)
 		case !slices.Equal(g.Tensor.Shape(), w.Tensor.Shape()) || g.Tensor.DType() != w.Tensor.DType():
-			return fmt.Errorf("replica parameter %q is %s %v, the module's is %s %v", w.Name, g.Tensor.DType(), g.Tensor.Shape(), w.Tensor.DType(), w.Tensor.Shape())
+			return fmt.Errorf("replica %s %q is %s %v, the module's is %s %v", kind, w.Name, g.Tensor.DType(), g.Tensor.Shape(), w.Tensor.DType(), w.Tensor.Shape())
 		case g.Tensor.Device() != d:
-			return fmt.Errorf("replica parameter %q is on %v, not %v", w.Name, g.Tensor.Device(), d)
+			return fmt.Errorf("replica %s %q is on %v, not %v", kind, w.Name, g.Tensor.Device(), d)
 		}
 	}
 	return nil
@@ -139,7 +158,7 @@ func checkReplica(m, rep Module, d vram.Device) error {
 // replicator is the state of one Replicate call.
 type replicator struct {
 	dev     vram.Device
-	src     vram.Device // the device all of the module's parameters share
+	src     vram.Device // the device all of the module's parameters and buffers share
 	srcOK   bool        // whether there is one
 	tensors map[*vram.Tensor]*vram.Tensor
 	ptrs    map[ptrKey]reflect.Value

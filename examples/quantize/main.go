@@ -1,6 +1,6 @@
 // Quantize trains a small classifier on the CPU, moves it to a simulated
 // GPU and quantizes its Linear layers to int8 weights with per-channel
-// scales (package nn/quant), then prints the parameter memory the
+// scales (package nn/quant), then prints the model memory the
 // allocator counts before and after, and the test accuracy and inference
 // time of both: the weights take a quarter of their float32 bytes and the
 // accuracy barely moves.
@@ -110,9 +110,11 @@ func demo(w io.Writer) {
 	fmt.Fprintf(w, "quantized %d Linear layers to int8 weights with per-channel scales\n", n)
 	fmt.Fprintf(w, "weights: float32 %d bytes, int8 %d bytes (%.2fx smaller)\n",
 		floatWeights, intWeights, float64(floatWeights)/float64(intWeights))
-	fmt.Fprintf(w, "all parameters on %s (biases and scales too), as its allocator counts: float32 %d bytes, int8 %d bytes\n",
+	fmt.Fprintf(w, "the whole model on %s (biases and scales too), as its allocator counts: float32 %d bytes, int8 %d bytes\n",
 		dev, floatBytes, intBytes)
-	for _, p := range model.NamedParameters() {
+	// The quantized layers have no parameters left: their state is buffers.
+	fmt.Fprintf(w, "parameters: %d; buffers:\n", len(model.Parameters()))
+	for _, p := range nn.NamedBuffers(model) {
 		fmt.Fprintf(w, "  %-9s %-8s %v\n", p.Name, p.Tensor.DType(), p.Tensor.Shape())
 	}
 	fmt.Fprintf(w, "test accuracy: float32 %.2f%%, int8 %.2f%% (change %+.2f points)\n",

@@ -116,6 +116,16 @@ func param(m nn.Module, name string) *vram.Tensor {
 	return nil
 }
 
+// ownBuffer returns m's own buffer name, or nil.
+func ownBuffer(m nn.Module, name string) *vram.Tensor {
+	for _, b := range nn.NamedBuffers(m) {
+		if b.Name == name {
+			return b.Tensor
+		}
+	}
+	return nil
+}
+
 // load checks t and reads its parameter and mask.
 func load(t Target) (*state, error) {
 	if t.Module == nil {
@@ -127,6 +137,10 @@ func load(t Target) (*state, error) {
 	}
 	mask, ok := mk.ParameterMask(t.Name)
 	p := param(t.Module, t.Name)
+	if b := ownBuffer(t.Module, t.Name); p == nil && b != nil && !b.DType().IsFloat() {
+		// A quantized layer's int8 weight is a buffer, not a parameter.
+		return nil, pruneErr(vram.ErrDType, "%q of %T is a %s buffer (a quantized weight); prune floating-point parameters (before quantizing)", t.Name, t.Module, b.DType())
+	}
 	if !ok || p == nil || strings.HasSuffix(t.Name, "_mask") {
 		return nil, pruneErr(vram.ErrArgument, "%T has no parameter %q that it can mask", t.Module, t.Name)
 	}

@@ -34,6 +34,18 @@
 // type: the int8 values, the scales and the zero points are kept by the
 // caller.
 //
+// # Parameters and buffers
+//
+// A quantized layer has no parameters, as PyTorch's dynamically quantized
+// Linear has none: its int8 "weight", its "scale" and its "bias" are
+// buffers ([nn.NamedBuffers]). Parameters and parameter counts leave them
+// out, so an optimizer built over a partly quantized model gets the float
+// layers only (over a fully quantized one it reports an empty parameter
+// list), while To, nn.Release and nn.Replicate still reach them and the
+// state-dict keys stay "weight", "bias" and "scale". Half, BFloat16 and
+// nn.ConvertDType leave them as they are; Forward casts the scale and the
+// bias to the input's dtype.
+//
 // [nn.Save] writes a quantized layer's int8 "weight" and its "scale";
 // [nn.Load] reads such a file into a model quantized the same way (build
 // the float model, quantize it, then load). Loading a quantized file into
@@ -43,11 +55,11 @@
 // # Errors
 //
 // Quantize and QuantizeLinear return errors (a layer already quantized,
-// one with a pruning mask, a weight with NaN or Inf values, a weight shared
-// with a layer that is not quantized with it) and change nothing then;
-// each matches vram.ErrArgument under errors.Is.
+// one with a pruning mask, a weight with NaN or Inf values, a weight or
+// bias shared with a layer that is not quantized with it) and change
+// nothing then; each matches vram.ErrArgument under errors.Is.
 // Quantized layers are for inference: the int8 weight cannot require
-// grad, an optimizer refuses it, and a scale or bias that requires grad
-// makes Forward panic with vram.ErrAutograd; gradients still flow through
-// a quantized layer to its input.
+// grad, an optimizer handed it refuses it with vram.ErrDType, and a scale
+// or bias that requires grad makes Forward panic with vram.ErrAutograd;
+// gradients still flow through a quantized layer to its input.
 package quant

@@ -13,19 +13,22 @@ func ExampleQuantize() {
 	model := nn.NewSequential(nn.NewLinear(256, 512, g), nn.NewReLU(), nn.NewLinear(512, 10, g))
 	defer nn.Release(model)
 	bytes := func() (n int64) {
-		for _, p := range model.Parameters() {
-			n += p.Bytes()
+		for _, t := range nn.StateDict(model) {
+			n += t.Bytes()
 		}
 		return n
 	}
-	fmt.Println("float32 parameters:", bytes())
+	fmt.Println("float32 model bytes:", bytes())
 	n, err := quant.Quantize(model)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("quantized layers:", n)
-	fmt.Println("int8 parameters:", bytes())
-	for _, p := range model.NamedParameters() {
+	fmt.Println("int8 model bytes:", bytes())
+	// As in PyTorch, a quantized layer has no parameters: its int8
+	// weight, scale and bias are buffers, saved and moved with the model.
+	fmt.Println("parameters:", len(model.Parameters()))
+	for _, p := range nn.NamedBuffers(model) {
 		fmt.Println(p.Name, p.Tensor.DType(), p.Tensor.Shape())
 	}
 	vram.NoGrad(func() {
@@ -35,9 +38,10 @@ func ExampleQuantize() {
 		})
 	})
 	// Output:
-	// float32 parameters: 546856
+	// float32 model bytes: 546856
 	// quantized layers: 2
-	// int8 parameters: 140368
+	// int8 model bytes: 140368
+	// parameters: 0
 	// 0.weight int8 [512, 256]
 	// 0.bias float32 [512]
 	// 0.scale float32 [512]

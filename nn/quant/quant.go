@@ -107,7 +107,9 @@ func minScale(dt vram.DType) float64 {
 // scales and the float weight is released. It returns an error matching
 // vram.ErrArgument, changing nothing, for a layer already quantized, one
 // with a pruning mask, or a weight with NaN or Inf values (and one matching
-// vram.ErrReleased for a released weight or bias).
+// vram.ErrReleased for a released weight or bias). It sees l alone: for
+// a weight or bias that other layers share, quantize the model with
+// [Quantize] or [QuantizeSelected], which check the sharing.
 func QuantizeLinear(l *nn.Linear) error {
 	if l == nil {
 		return quantErr(vram.ErrArgument, "nil layer")
@@ -154,9 +156,10 @@ func Quantize(m nn.Module) (int, error) {
 // "encoder.fc") for which keep returns true, and returns how many. Layers
 // already quantized are passed over. Every layer is checked and its int8
 // values computed before any layer changes, so that an error (a pruning
-// mask, NaN or Inf values, a weight tensor that another layer or parameter
-// not being quantized also holds) leaves the whole model as it was. Layers
-// that share one weight tensor get one shared int8 weight and scale.
+// mask, NaN or Inf values, a weight or bias tensor that another layer or
+// parameter not being quantized also holds) leaves the whole model as it
+// was. Layers that share one weight tensor get one shared int8 weight and
+// scale.
 func QuantizeSelected(m nn.Module, keep func(name string, l *nn.Linear) bool) (int, error) {
 	if m == nil {
 		return 0, quantErr(vram.ErrArgument, "nil module")
@@ -183,15 +186,25 @@ func QuantizeSelected(m nn.Module, keep func(name string, l *nn.Linear) bool) (i
 		jobs = append(jobs, job{nm.Name, l})
 	}
 	// A weight tensor held elsewhere than by the layers being quantized
-	// would be left pointing at released memory.
+	// would be left pointing at released memory, and a bias held
+	// elsewhere would silently stop being trained there.
 	mine := map[string]bool{}
 	for _, j := range jobs {
 		mine[join(j.name, "weight")] = true
+		mine[join(j.name, "bias")] = true
 	}
 	for _, j := range jobs {
-		for _, u := range users[j.l.Weight] {
-			if !mine[u] {
-				return 0, quantErr(vram.ErrArgument, "%s: the weight is also the parameter %q, which is not being quantized; untie them or leave this layer out", label(j.name), u)
+		for _, p := range []struct {
+			what string
+			t    *vram.Tensor
+		}{{"weight", j.l.Weight}, {"bias", j.l.Bias}} {
+			if p.t == nil {
+				continue
+			}
+			for _, u := range users[p.t] {
+				if !mine[u] {
+					return 0, quantErr(vram.ErrArgument, "%s: the %s is also the parameter %q, which is not being quantized; untie them or leave this layer out", label(j.name), p.what, u)
+				}
 			}
 		}
 	}

@@ -99,9 +99,14 @@ func TestQuantizeAccuracy(t *testing.T) {
 	if rel := math.Sqrt(num / den); rel > 0.02 {
 		t.Errorf("relative RMS change of the logits %.4f", rel)
 	}
-	// Training it is refused clearly.
-	if _, err := optim.NewAdamW(model.Parameters(), optim.AdamConfig{LR: 1e-3}); err == nil || !strings.Contains(err.Error(), "int8") {
-		t.Errorf("optimizer over the quantized model: %v, want an error naming int8", err)
+	// A quantized model has no parameters left to train, and an int8
+	// weight handed to an optimizer is refused clearly.
+	if _, err := optim.NewAdamW(model.Parameters(), optim.AdamConfig{LR: 1e-3}); !errors.Is(err, vram.ErrArgument) {
+		t.Errorf("optimizer over the quantized model: %v, want an empty parameter list", err)
+	}
+	w8 := []*vram.Tensor{model.At(0).(*nn.Linear).Weight}
+	if _, err := optim.NewAdamW(w8, optim.AdamConfig{LR: 1e-3}); !errors.Is(err, vram.ErrDType) || !strings.Contains(err.Error(), "int8") {
+		t.Errorf("optimizer over an int8 weight: %v, want an error matching vram.ErrDType naming int8", err)
 	}
 	if err := vram.Catch(func() { model.At(0).(*nn.Linear).Weight.SetRequiresGrad(true) }); err == nil {
 		t.Error("an int8 weight accepted requires_grad")
@@ -136,7 +141,7 @@ func TestQuantizeMemory(t *testing.T) {
 		t.Errorf("parameters take %d bytes after quantization, want about %d (float32: %d)", intBytes, want, floatBytes)
 	}
 	var w8 int64
-	for _, p := range model.NamedParameters() {
+	for _, p := range nn.NamedBuffers(model) {
 		if strings.HasSuffix(p.Name, "weight") {
 			if p.Tensor.DType() != vram.Int8 {
 				t.Errorf("%s is %s, want int8", p.Name, p.Tensor.DType())
@@ -189,12 +194,15 @@ func TestQuantizeCustomModule(t *testing.T) {
 	if m.fc1.Weight.DType() != vram.Int8 || m.fc1.Scale == nil {
 		t.Fatal("fc1 was not quantized in place")
 	}
+	if n := len(m.Parameters()); n != 0 {
+		t.Errorf("%d parameters after quantizing, want none", n)
+	}
 	names := []string{}
-	for _, p := range m.NamedParameters() {
+	for _, p := range nn.NamedBuffers(m) {
 		names = append(names, p.Name)
 	}
 	if got := strings.Join(names, " "); got != "fc1.weight fc1.bias fc1.scale fc2.weight fc2.bias fc2.scale" {
-		t.Errorf("parameters %s", got)
+		t.Errorf("buffers %s", got)
 	}
 	vram.Tidy(func() {
 		xg := x.Clone().SetRequiresGrad(true)
@@ -398,7 +406,10 @@ func TestSaveLoad(t *testing.T) {
 	if err := nn.Load(b, path); err != nil {
 		t.Fatal(err)
 	}
-	pa, pb := a.NamedParameters(), b.NamedParameters()
+	pa, pb := nn.NamedBuffers(a), nn.NamedBuffers(b)
+	if len(pa) != 6 || len(pb) != 6 {
+		t.Fatalf("%d and %d buffers, want 6", len(pa), len(pb))
+	}
 	for i := range pa {
 		if pb[i].Tensor.DType() != pa[i].Tensor.DType() {
 			t.Errorf("%s: dtype %s, want %s", pa[i].Name, pb[i].Tensor.DType(), pa[i].Tensor.DType())
