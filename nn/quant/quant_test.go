@@ -48,7 +48,7 @@ func accuracy(model nn.Module, x, y *vram.Tensor) float64 {
 func trainClassifier(t testing.TB) (model *nn.Sequential, xt, yt *vram.Tensor) {
 	g := vram.WithGenerator(vram.NewGenerator(1))
 	model = nn.NewSequential(nn.NewLinear(16, 64, g), nn.NewReLU(), nn.NewLinear(64, 64, g), nn.NewReLU(), nn.NewLinear(64, 4, g))
-	x, y := teacherData(2048, 16, 4, 2)
+	x, y := teacherData(1024, 16, 4, 2)
 	defer x.Release()
 	defer y.Release()
 	opt, err := optim.NewAdamW(model.Parameters(), optim.AdamConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 1e-4})
@@ -96,7 +96,9 @@ func TestQuantizeAccuracy(t *testing.T) {
 		num += (got[i] - ref[i]) * (got[i] - ref[i])
 		den += ref[i] * ref[i]
 	}
-	if rel := math.Sqrt(num / den); rel > 0.02 {
+	rel := math.Sqrt(num / den)
+	t.Logf("relative RMS change of the logits %.4f", rel)
+	if rel > 0.02 {
 		t.Errorf("relative RMS change of the logits %.4f", rel)
 	}
 	// A quantized model has no parameters left to train, and an int8
