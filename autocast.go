@@ -24,10 +24,10 @@ type cachedCast struct {
 
 // Autocast runs fn with automatic mixed precision on the calling goroutine
 // (torch.autocast): matrix products ([Tensor.MatMul], [Tensor.BMM],
-// [Linear], [LinearAct]) and convolutions ([Conv2d], [ConvTranspose2d])
-// take their float32, float16 and bfloat16 operands in dt (Float16 or
-// BFloat16) and produce dt: a float16 activation meeting a product in a
-// bfloat16 region is cast to bfloat16, as PyTorch casts it.
+// [Linear], [LinearAct]) and convolutions ([Conv1d], [Conv2d],
+// [ConvTranspose2d]) take their float32, float16 and bfloat16 operands in
+// dt (Float16 or BFloat16) and produce dt: a float16 activation meeting a
+// product in a bfloat16 region is cast to bfloat16, as PyTorch casts it.
 // Float64 operands are left alone, as PyTorch's autocast leaves them: a
 // product of float64 tensors runs in float64, and one that mixes float64
 // with a float32 operand (cast to dt) panics with [ErrDType] as it would

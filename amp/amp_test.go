@@ -37,6 +37,14 @@ func TestAutocastOpDTypes(t *testing.T) {
 			w := vram.Randn(vram.Shape{2, 3}, d).SetRequiresGrad(true)
 			b := vram.Randn(vram.Shape{2, 3, 3}, d)
 			h := vram.Randn(vram.Shape{4, 3}, low, d)
+			seq := vram.Randn(vram.Shape{2, 5, 4}, d)
+			img := vram.Randn(vram.Shape{1, 2, 4, 4}, d)
+			k1 := vram.Randn(vram.Shape{3, 5, 3}, d).SetRequiresGrad(true)
+			k2 := vram.Randn(vram.Shape{2, 2, 3, 3}, d).SetRequiresGrad(true)
+			classes := vram.FromSlice([]int64{0, 1, 2, 0}, vram.Shape{4}, d)
+			mha := nn.NewMultiheadAttention(4, 2, nn.MultiheadAttentionOptions{BatchFirst: true}, d)
+			gru := nn.NewGRU(4, 3, nn.RecurrentOptions{BatchFirst: true}, d)
+			gn := nn.NewGroupNorm(1, 3, 1e-5, d)
 			tests := []struct {
 				name string
 				f    func() *vram.Tensor
@@ -66,6 +74,26 @@ func TestAutocastOpDTypes(t *testing.T) {
 				{"cosine_similarity", func() *vram.Tensor { return nn.CosineSimilarity(h, h, 1, 1e-8) }, vram.Float32},
 				{"l1_loss", func() *vram.Tensor { return nn.L1Loss(h, h) }, vram.Float32},
 				{"layer_norm", func() *vram.Tensor { return vram.LayerNorm(h, []int{3}, nil, nil, 1e-5) }, vram.Float32},
+				{"conv1d", func() *vram.Tensor { return vram.Conv1d(seq, k1, nil, vram.Conv1dParams{}) }, low},
+				{"conv2d", func() *vram.Tensor { return vram.Conv2d(img, k2, nil, vram.Conv2dParams{}) }, low},
+				{"conv_transpose2d", func() *vram.Tensor { return vram.ConvTranspose2d(img, k2, nil, vram.Conv2dParams{}) }, low},
+				{"scaled_dot_product_attention", func() *vram.Tensor {
+					return vram.ScaledDotProductAttention(seq, seq, seq, vram.AttentionOptions{})
+				}, low},
+				{"multihead_attention", func() *vram.Tensor { return mha.Forward(seq) }, low},
+				{"gru", func() *vram.Tensor { return gru.Forward(seq) }, low},
+				{"log10", func() *vram.Tensor { return h.Abs().Log10() }, vram.Float32},
+				{"log2", func() *vram.Tensor { return h.Abs().Log2() }, vram.Float32},
+				{"sinh", func() *vram.Tensor { return h.Sinh() }, vram.Float32},
+				{"cosh", func() *vram.Tensor { return h.Cosh() }, vram.Float32},
+				{"tan", func() *vram.Tensor { return h.Tan() }, vram.Float32},
+				{"asin", func() *vram.Tensor { return h.Sigmoid().Asin() }, vram.Float32},
+				{"acos", func() *vram.Tensor { return h.Sigmoid().Acos() }, vram.Float32},
+				{"logsumexp", func() *vram.Tensor { return h.Logsumexp([]int{1}, false) }, vram.Float32},
+				{"cdist", func() *vram.Tensor { return vram.Cdist(h, h, 2) }, vram.Float32},
+				{"cross_entropy", func() *vram.Tensor { return vram.CrossEntropy(h, classes) }, vram.Float32},
+				{"group_norm", func() *vram.Tensor { return gn.Forward(h) }, vram.Float32},
+				{"other ops keep their dtype: atan", func() *vram.Tensor { return h.Atan() }, low},
 				{"other ops keep their dtype", func() *vram.Tensor { return h.Relu() }, low},
 			}
 			for _, tc := range tests {
@@ -88,8 +116,11 @@ func TestAutocastOpDTypes(t *testing.T) {
 				}
 				r.Release()
 			}
-			for _, x := range []*vram.Tensor{x, w, b, h} {
+			for _, x := range []*vram.Tensor{x, w, b, h, seq, img, k1, k2, classes} {
 				x.Release()
+			}
+			for _, m := range []nn.Module{mha, gru, gn} {
+				nn.Release(m)
 			}
 		}
 	}

@@ -24,8 +24,10 @@
 // Inside Autocast, on the calling goroutine only:
 //
 //   - in the low dtype (PyTorch's "lower_precision_fp" list): MatMul, BMM,
-//     Linear, LinearAct, Conv2d and ConvTranspose2d, with float32 operands
-//     and those of the other 16-bit dtype cast to the region's; a weight (a
+//     Linear, LinearAct, Conv1d, Conv2d and ConvTranspose2d (and so
+//     ScaledDotProductAttention, nn's MultiheadAttention and its recurrent
+//     layers, which are built on them), with float32 operands and those
+//     of the other 16-bit dtype cast to the region's; a weight (a
 //     leaf that requires grad) is cast once per region and the copy
 //     reused; float64 operands are left alone, as in PyTorch (a float64
 //     product stays float64);
