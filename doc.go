@@ -30,6 +30,23 @@
 // device, as PyTorch does, and [Tensor.CopyFrom] copies from any device. [Tensor.GetDevice] is PyTorch's get_device: -1
 // on the CPU.
 //
+// # Operations
+//
+// Operations are methods of [Tensor] (or functions, for those of several
+// tensors) named after their torch counterparts (torch.logsumexp is
+// [Tensor.Logsumexp], torch.nn.functional.conv1d [Conv1d]): elementwise math ([Tensor.Exp], [Tensor.Log10],
+// [Tensor.Sinh], [Tensor.Atan], [Tensor.Atan2], [Tensor.Fmod],
+// [Tensor.Remainder], [Tensor.FloorDivide], [Tensor.Addcmul],
+// [Tensor.Addcdiv], ...), reductions ([Tensor.Sum], [Tensor.Logsumexp],
+// [Tensor.Norm], ...), products ([Tensor.MatMul], [Tensor.Dot],
+// [Tensor.Cross], [Cdist]), indexing ([Tensor.Gather], [Tensor.Take],
+// [Tensor.MaskedSelect], [Tensor.IndexAdd], [Tensor.Diagonal], ...),
+// rearranging ([Tensor.Flip], [Tensor.Roll], [Tensor.Tril],
+// [Tensor.Triu], [Tensor.Permute], ...), factories ([Linspace],
+// [Logspace]) and layers ([Conv1d], [Conv2d],
+// [ScaledDotProductAttention], ...). The ...Scalar forms take a number
+// for the second operand ([Tensor.AddScalar], [Tensor.RemainderScalar]).
+//
 // # Configuration
 //
 // A [Config] value holds every setting of vram: the caching allocator's (for

@@ -54,21 +54,21 @@ func (t *Tensor) viaFloat64(op string, fp32 bool, f func(x *Tensor) *Tensor) *Te
 	})
 }
 
-// Log10 returns the base-10 logarithm of t. Integer and bool tensors give
-// float32, as in PyTorch; the result is computed in float64 and rounded
-// once, so exact powers of ten give exact results in float32. Under
-// [Autocast] a 16-bit input gives float32.
+// Log10 returns the base-10 logarithm of t (torch.log10). Integer and
+// bool tensors give float32, as in PyTorch; the result is computed in
+// float64 and rounded once, so exact powers of ten give exact results in
+// float32. Under [Autocast] a 16-bit input gives float32.
 func (t *Tensor) Log10() *Tensor {
 	return t.viaFloat64("log10", true, func(x *Tensor) *Tensor { return x.Log().DivScalar(math.Ln10) })
 }
 
-// Log2 returns the base-2 logarithm of t, with the dtype rules of
+// Log2 returns the base-2 logarithm of t (torch.log2), with the dtype rules of
 // [Tensor.Log10].
 func (t *Tensor) Log2() *Tensor {
 	return t.viaFloat64("log2", true, func(x *Tensor) *Tensor { return x.Log().DivScalar(math.Ln2) })
 }
 
-// Sinh returns the hyperbolic sine of t, with the dtype rules of
+// Sinh returns the hyperbolic sine of t (torch.sinh), with the dtype rules of
 // [Tensor.Log10]; it keeps full relative precision near zero.
 func (t *Tensor) Sinh() *Tensor {
 	return t.viaFloat64("sinh", true, func(x *Tensor) *Tensor {
@@ -76,7 +76,7 @@ func (t *Tensor) Sinh() *Tensor {
 	})
 }
 
-// Cosh returns the hyperbolic cosine of t, with the dtype rules of
+// Cosh returns the hyperbolic cosine of t (torch.cosh), with the dtype rules of
 // [Tensor.Log10].
 func (t *Tensor) Cosh() *Tensor {
 	return t.viaFloat64("cosh", true, func(x *Tensor) *Tensor {
@@ -84,7 +84,8 @@ func (t *Tensor) Cosh() *Tensor {
 	})
 }
 
-// Tan returns the tangent of t, with the dtype rules of [Tensor.Log10].
+// Tan returns the tangent of t (torch.tan), with the dtype rules of
+// [Tensor.Log10].
 func (t *Tensor) Tan() *Tensor {
 	return t.viaFloat64("tan", true, func(x *Tensor) *Tensor { return x.Sin().Div(x.Cos()) })
 }
@@ -161,14 +162,14 @@ func (t *Tensor) inverseTrig(op string, value func(x *Tensor) *Tensor, deriv fun
 	return out
 }
 
-// Atan returns the arctangent of t, in (-π/2, π/2). Integer and bool
+// Atan returns the arctangent of t (torch.atan), in (-π/2, π/2). Integer and bool
 // tensors give float32; the result is computed in float64 and rounded
 // once.
 func (t *Tensor) Atan() *Tensor {
 	return t.inverseTrig("atan", atanRaw, func(x, g *Tensor) *Tensor { return g.Div(x.Square().AddScalar(1)) })
 }
 
-// Asin returns the arcsine of t, in [-π/2, π/2], and NaN outside [-1, 1],
+// Asin returns the arcsine of t (torch.asin), in [-π/2, π/2], and NaN outside [-1, 1],
 // with the dtype rules of [Tensor.Log10].
 func (t *Tensor) Asin() *Tensor {
 	return t.inverseTrig("asin", func(x *Tensor) *Tensor {
@@ -176,7 +177,7 @@ func (t *Tensor) Asin() *Tensor {
 	}, func(x, g *Tensor) *Tensor { return g.Div(x.RSubScalar(1).Mul(x.AddScalar(1)).Sqrt()) })
 }
 
-// Acos returns the arccosine of t, in [0, π], and NaN outside [-1, 1],
+// Acos returns the arccosine of t (torch.acos), in [0, π], and NaN outside [-1, 1],
 // with the dtype rules of [Tensor.Log10].
 func (t *Tensor) Acos() *Tensor {
 	return t.inverseTrig("acos", func(x *Tensor) *Tensor {
@@ -232,8 +233,8 @@ func (a *Tensor) Atan2(b *Tensor) *Tensor {
 	return out
 }
 
-// Logsumexp returns log(sum(exp(t))) over dims (all of them when dims is
-// empty), computed stably: each slice is shifted by its maximum first, so
+// Logsumexp returns log(sum(exp(t))) over dims (torch.logsumexp; all of
+// them when dims is empty), computed stably: each slice is shifted by its maximum first, so
 // large values do not overflow, and a slice of -Inf only gives -Inf
 // (not NaN); +Inf gives +Inf and NaN propagates. Integer and bool tensors
 // give float32; 16-bit floats are computed in float32 and rounded once, and
