@@ -166,9 +166,12 @@ func (m *MultiheadAttention) Forward(x *vram.Tensor) *vram.Tensor {
 //
 // It panics with an *vram.Error of kind vram.ErrShape for inputs or masks
 // of the wrong rank or sizes, and of kind vram.ErrDType for masks that
-// are neither bool nor floating-point.
+// are neither bool nor floating-point and for inputs that are not
+// floating-point or, outside [vram.Autocast], not of the parameters'
+// dtype.
 func (m *MultiheadAttention) ForwardQKV(query, key, value *vram.Tensor, o MultiheadForwardOptions) (out, weights *vram.Tensor) {
 	const op = "multihead_attention"
+	defer asOp(op) // the projections' and attention's errors name the layer
 	notNil(op, query)
 	notNil(op, key)
 	notNil(op, value)

@@ -125,7 +125,7 @@ func newRecurrent(op string, b *Base, kind cellKind, in, hidden int, o Recurrent
 	switch {
 	case in < 1 || hidden < 1 || layers < 1:
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
-			Detail: fmt.Sprintf("sizes must be positive, got input_size %d, hidden_size %d, num_layers %d", in, hidden, o.NumLayers)})
+			Detail: fmt.Sprintf("sizes must be positive, got input_size %d, hidden_size %d, num_layers %d", in, hidden, layers)})
 	case !(o.Dropout >= 0 && o.Dropout <= 1):
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("dropout probability must be in [0, 1], got %v", o.Dropout)})
 	case kind != kindTanh && kind != kindReLU && o.Nonlinearity != "":
@@ -176,6 +176,7 @@ func (r *recurrent) dirs() int {
 // LSTM, c0 (each nil for zeros), and returns the output and the final
 // states (cn nil but for an LSTM). training enables dropout.
 func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (out, hn, cn *vram.Tensor) {
+	defer asOp(op) // the products' errors name the layer
 	notNil(op, x)
 	var temps []*vram.Tensor
 	tmp := func(t *vram.Tensor) *vram.Tensor {
@@ -412,7 +413,9 @@ func (m *RNN) Forward(x *vram.Tensor) *vram.Tensor {
 // It panics with an *vram.Error of kind vram.ErrShape for an input that is
 // not 2-D or 3-D, has other than InputSize features or no time steps, or
 // an h0 of the wrong shape, and of kind vram.ErrDType for an h0 of
-// another dtype than x.
+// another dtype than x and for an x that is not floating-point or, outside
+// [vram.Autocast], not of the parameters' dtype. Every error names the
+// layer ("rnn", "lstm", "gru").
 func (m *RNN) ForwardState(x, h0 *vram.Tensor) (out, hn *vram.Tensor) {
 	r := recurrent{rnnKind("rnn", m.Nonlinearity), m.RecurrentLayer}
 	out, hn, _ = r.forward("rnn", m.Training(), x, h0, nil)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -542,6 +543,49 @@ func TestRecurrentErrors(t *testing.T) {
 			err := vram.Catch(tc.fn)
 			if !errors.Is(err, tc.kind) {
 				t.Fatalf("got %v, want an error of kind %v", err, tc.kind)
+			}
+		})
+	}
+}
+
+// TestSequenceLayerErrorsNameTheLayer checks that an input the layers'
+// products refuse (integers, another float dtype than the parameters) is
+// an error of the layer the caller called, and that a size error reports
+// the number of layers in effect.
+func TestSequenceLayerErrorsNameTheLayer(t *testing.T) {
+	ints := vram.Zeros(vram.Shape{5, 2, 3}, vram.Int64)
+	f64 := vram.Zeros(vram.Shape{5, 2, 3}, vram.Float64)
+	mhaIn := vram.Zeros(vram.Shape{3, 2, 4}, vram.Float64)
+	defer func() {
+		for _, x := range []*vram.Tensor{ints, f64, mhaIn} {
+			x.Release()
+		}
+	}()
+	tests := []struct {
+		name   string
+		fn     func()
+		kind   error
+		op     string
+		detail string // a part of the message, when not empty
+	}{
+		{"rnn of integers", func() { nn.NewRNN(3, 4, nn.RecurrentOptions{}).Forward(ints) }, vram.ErrDType, "rnn", ""},
+		{"lstm of float64", func() { nn.NewLSTM(3, 4, nn.RecurrentOptions{}).Forward(f64) }, vram.ErrDType, "lstm", ""},
+		{"gru of float64", func() { nn.NewGRU(3, 4, nn.RecurrentOptions{}).ForwardState(f64, nil) }, vram.ErrDType, "gru", ""},
+		{"rnn cell of integers", func() { nn.NewRNNCell(3, 4, nn.CellOptions{}).Forward(ints.Select(0, 0)) }, vram.ErrDType, "rnn_cell", ""},
+		{"lstm cell of float64", func() { nn.NewLSTMCell(3, 4, nn.CellOptions{}).Forward(f64.Select(0, 0)) }, vram.ErrDType, "lstm_cell", ""},
+		{"gru cell of integers", func() { nn.NewGRUCell(3, 4, nn.CellOptions{}).Forward(ints.Select(0, 0)) }, vram.ErrDType, "gru_cell", ""},
+		{"attention of float64", func() { nn.NewMultiheadAttention(4, 2, nn.MultiheadAttentionOptions{}).Forward(mhaIn) }, vram.ErrDType, "multihead_attention", ""},
+		{"default layers reported", func() { nn.NewGRU(3, 0, nn.RecurrentOptions{}) }, vram.ErrArgument, "gru", "num_layers 1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := vram.Catch(tc.fn)
+			var ve *vram.Error
+			if !errors.Is(err, tc.kind) || !errors.As(err, &ve) || ve.Op != tc.op {
+				t.Fatalf("got %v, want an error of kind %v from %q", err, tc.kind, tc.op)
+			}
+			if !strings.Contains(ve.Detail, tc.detail) {
+				t.Fatalf("got %q, want it to say %q", ve.Detail, tc.detail)
 			}
 		})
 	}

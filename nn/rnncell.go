@@ -37,6 +37,7 @@ func cellParams(op string, b *Base, kind cellKind, in, hidden int, noBias bool, 
 // for an LSTM, c ([N, H] or [H]; nil for zeros), and returns the new
 // states, which the caller owns.
 func cellForward(op string, kind cellKind, w RecurrentWeights, in, hidden int, x, h, c *vram.Tensor) (hn, cn *vram.Tensor) {
+	defer asOp(op) // the products' errors name the cell
 	notNil(op, x)
 	var temps []*vram.Tensor
 	tmp := func(t *vram.Tensor) *vram.Tensor {
@@ -145,7 +146,8 @@ func (m *RNNCell) Forward(x *vram.Tensor) *vram.Tensor { return m.ForwardState(x
 // [H] for x [input], from h of that shape (nil for zeros). The caller
 // owns the result. It panics with an *vram.Error of kind vram.ErrShape for
 // an x or h of the wrong shape, and of kind vram.ErrDType for an h of
-// another dtype than x.
+// another dtype than x and for an x that is not floating-point or, outside
+// [vram.Autocast], not of the parameters' dtype.
 func (m *RNNCell) ForwardState(x, h *vram.Tensor) *vram.Tensor {
 	hn, _ := cellForward("rnn_cell", rnnKind("rnn_cell", m.Nonlinearity),
 		RecurrentWeights{m.WeightIH, m.WeightHH, m.BiasIH, m.BiasHH}, m.InputSize, m.HiddenSize, x, h, nil)
