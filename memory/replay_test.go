@@ -206,7 +206,7 @@ func replayPolicies(t testing.TB, ev []trace.Event) map[string]policyResult {
 //
 // Since the cost model's cuMemAlloc follows the card (45 µs up to 128 MiB,
 // 76 µs up to 1 GiB, 126 µs above, measured in a replay on an H200 in
-// device call 3), a segment of policy:pytorch costs about as much as one
+// run 3), a segment of policy:pytorch costs about as much as one
 // mapping and less than one unmap and remap, and policy:vram misses the
 // driver-time bound on most traces. Mapping each run of chunks with one
 // cuMemSetAccess (RangeMapper) brought gpt2_train_varlen, resnet50_train

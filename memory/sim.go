@@ -15,7 +15,7 @@ import (
 // Driver cost model of [SimArena]: the time one driver call takes. The
 // virtual-memory calls and cuMemFree were measured on the H200 machines
 // here on 2026-11-30 (DESIGN.md, "Measured on the H200 machines");
-// cuMemAlloc was measured in a replay on an H200, 2026-12-01, device call 3
+// cuMemAlloc was measured in a replay on an H200, 2026-12-01, run 3
 // (`vram replay --device cuda:0` of every trace in testdata, the median of
 // 846 calls by size class).
 //

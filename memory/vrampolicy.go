@@ -101,7 +101,7 @@ import (
 // 1/26 gpt2_generate_varbatch (1.098x), where a tighter budget leaves holes
 // without a whole chunk to unmap.
 //
-// Swept again for the cost model corrected from device call 3 (cuMemAlloc
+// Swept again for the cost model corrected from run 3 (cuMemAlloc
 // 45 to 126 µs, one cuMemSetAccess per run of chunks), on all 14 traces
 // (the recorded bert_infer_varlen added): single chunks of 32 to 1024
 // MiB, smallest chunks of 8 to 128 MiB, a largest chunk of a sixth, a third

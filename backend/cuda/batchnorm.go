@@ -14,7 +14,7 @@ import (
 // use for NCHW (bn_fw_tr_1C11_singleread and bn_bw_1C11_singleread), which
 // read one channel's values C elements apart: in a channels-last bf16
 // ResNet-50 step on an H200 they took 128 of its 140 ms (Nsight Compute,
-// device call 1 of 2026-12-01), where PyTorch, which uses its own
+// run 1 of 2026-12-01), where PyTorch, which uses its own
 // channels-last kernels there, spends about 6.5 ms on batch norm. The
 // kernels here read whole rows of channels, coalesced, and reduce without
 // atomics. Tensors that are NCHW-contiguous keep cuDNN's kernels, which

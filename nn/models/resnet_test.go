@@ -758,7 +758,7 @@ func TestCUDAMatchesCPU(t *testing.T) {
 // in float32: at batch 4 and 64×64 the last stage's maps are 2×2 and batch
 // norm sees 16 values per channel, so float32 rounding moves a gradient by
 // up to a few percent of its norm, through ReLUs whose inputs sit near zero.
-// PyTorch 2.11 shows the same on this model and batch (device call 1 of
+// PyTorch 2.11 shows the same on this model and batch (run 1 of
 // 2026-12-01, TF32 off): its float32 gradients are 1.5% of their norm from
 // float64 for the median tensor on the CPU (2.3% at most), 1.0% on CUDA
 // (1.8%) and 1.7% channels-last (2.4%), and tensor by tensor its CUDA and
