@@ -52,11 +52,14 @@ func (ts *temps) add(x *Tensor) *Tensor {
 	return x
 }
 
-// release releases every tensor recorded.
-func (ts temps) release() {
-	for _, x := range ts {
+// release releases every tensor recorded. Its receiver is a pointer so
+// that "defer ts.release()" releases what was recorded after the defer
+// statement, not the (empty) slice it saw.
+func (ts *temps) release() {
+	for _, x := range *ts {
 		x.Release()
 	}
+	*ts = nil
 }
 
 // softplusRaw returns log(1 + e^x) computed stably, max(x, 0) + log1p(e^−|x|).
