@@ -30,14 +30,18 @@ func (a *Tensor) Remainder(b *Tensor) *Tensor { return modOp("remainder", a, b, 
 // integer for a whole s and becomes float32 otherwise, as in PyTorch.
 func (a *Tensor) FmodScalar(s float64) *Tensor {
 	defer asOp("fmod")
-	return a.Fmod(modScalar(a, s))
+	b := modScalar(a, s)
+	defer b.Release()
+	return a.Fmod(b)
 }
 
 // RemainderScalar returns [Tensor.Remainder] of a and s (x % s in
 // Python), with the dtype rules of [Tensor.FmodScalar].
 func (a *Tensor) RemainderScalar(s float64) *Tensor {
 	defer asOp("remainder")
-	return a.Remainder(modScalar(a, s))
+	b := modScalar(a, s)
+	defer b.Release()
+	return a.Remainder(b)
 }
 
 // FloorDivide returns a / b rounded down, elementwise (torch.floor_divide,
@@ -80,11 +84,13 @@ func (a *Tensor) FloorDivide(b *Tensor) *Tensor {
 // dtype rules of [Tensor.FmodScalar].
 func (a *Tensor) FloorDivideScalar(s float64) *Tensor {
 	defer asOp("floor_divide")
-	return a.FloorDivide(modScalar(a, s))
+	b := modScalar(a, s)
+	defer b.Release()
+	return a.FloorDivide(b)
 }
 
 // modScalar returns s as a 0-dimensional tensor on the CPU that promotes
-// with a as a Python number does.
+// with a as a Python number does; the caller releases it.
 func modScalar(a *Tensor, s float64) *Tensor {
 	a.live("remainder")
 	if !a.dtype.IsFloat() && s == math.Trunc(s) && !math.IsInf(s, 0) {
