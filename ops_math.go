@@ -10,12 +10,12 @@ import (
 // that they run on every device too.
 
 // composed returns fn's result, made inside a [Tidy] that releases its
-// intermediates; a vram error raised inside names op. fn must return a new
+// intermediates, and left in the caller's own Tidy ([tidyOut]); a vram
+// error raised inside names op. fn must return a new
 // tensor, never one of its inputs.
 func composed(op string, fn func() *Tensor) (out *Tensor) {
 	defer asOp(op)
-	Tidy(func() { out = Keep(fn()) })
-	return out
+	return tidyOut(fn)
 }
 
 // deviceOf panics as sameDevice does unless ts are on one device, which it

@@ -224,6 +224,18 @@ func Keep(ts ...*Tensor) *Tensor {
 	return ts[0]
 }
 
+// tidyOut runs fn inside a Tidy and returns its result, which leaves that
+// Tidy but, unlike a [Keep]'s, stays in the caller's own Tidy, if any: an
+// op that tidies its temporaries this way returns a tensor that the
+// caller's Tidy releases as it would any other result.
+func tidyOut(fn func() *Tensor) (out *Tensor) {
+	Tidy(func() { out = Keep(fn()) })
+	if out != nil && !out.ref.isReleased() {
+		track(out)
+	}
+	return out
+}
+
 // track registers a new tensor with the innermost Tidy of this goroutine.
 func track(t *Tensor) { trackIn(current(), t) }
 
