@@ -154,11 +154,14 @@ func (ts *temps) keep(x *vram.Tensor) *vram.Tensor {
 	return x
 }
 
-// release releases every tensor recorded.
-func (ts temps) release() {
-	for _, x := range ts {
+// release releases every tensor recorded. Its receiver is a pointer so
+// that "defer ts.release()" releases what was recorded after the defer
+// statement, not the (empty) slice it saw.
+func (ts *temps) release() {
+	for _, x := range *ts {
 		x.Release()
 	}
+	*ts = nil
 }
 
 // operand returns x in the dtype a loss computes in, recorded in ts:

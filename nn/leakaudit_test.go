@@ -1,0 +1,130 @@
+package nn_test
+
+import (
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
+	"github.com/vramgo/vram/nn"
+)
+
+// TestLayersAndLossesReleaseWhatTheyMake runs each layer and loss forward
+// and backward, with the caller releasing only what it receives, and
+// checks that the library released everything it made on the way: no
+// storage stays live, none is left for the garbage collector, and the
+// allocator's count of a simulated device returns to where it was.
+func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
+	type env struct {
+		d    vram.Device
+		made []*vram.Tensor
+	}
+	in := func(e *env, shape ...int) *vram.Tensor {
+		x := vram.Randn(vram.Shape(shape), e.d, vram.WithGrad())
+		e.made = append(e.made, x)
+		return x
+	}
+	prob := func(e *env, shape ...int) *vram.Tensor {
+		x := vram.Uniform(vram.Shape(shape), 0.1, 0.9, e.d, vram.WithGrad())
+		e.made = append(e.made, x)
+		return x
+	}
+	ints := func(e *env, data ...int64) *vram.Tensor {
+		x := vram.FromSlice(data, vram.Shape{len(data)}, e.d)
+		e.made = append(e.made, x)
+		return x
+	}
+	layer := func(mk func() nn.Module, shape ...int) func(e *env) (nn.Module, []*vram.Tensor) {
+		return func(e *env) (nn.Module, []*vram.Tensor) {
+			m := mk()
+			m.To(e.d)
+			return m, []*vram.Tensor{m.Forward(in(e, shape...))}
+		}
+	}
+	loss := func(f func(e *env) *vram.Tensor) func(e *env) (nn.Module, []*vram.Tensor) {
+		return func(e *env) (nn.Module, []*vram.Tensor) { return nil, []*vram.Tensor{f(e)} }
+	}
+	tests := []struct {
+		name string
+		run  func(e *env) (nn.Module, []*vram.Tensor)
+	}{
+		{"Linear", layer(func() nn.Module { return nn.NewLinear(3, 4) }, 2, 3)},
+		{"Conv1d", layer(func() nn.Module { return nn.NewConv1d(2, 3, 3, nn.ConvOptions{Padding: 1}) }, 1, 2, 5)},
+		{"Conv2d", layer(func() nn.Module { return nn.NewConv2d(2, 3, 3, nn.ConvOptions{Padding: 1}) }, 1, 2, 4, 4)},
+		{"ConvTranspose2d", layer(func() nn.Module { return nn.NewConvTranspose2d(2, 3, 3, nn.ConvOptions{Stride: 2}) }, 1, 2, 3, 3)},
+		{"BatchNorm1d", layer(func() nn.Module { return nn.NewBatchNorm1d(3) }, 4, 3)},
+		{"BatchNorm2d", layer(func() nn.Module { return nn.NewBatchNorm2d(2) }, 2, 2, 3, 3)},
+		{"GroupNorm", layer(func() nn.Module { return nn.NewGroupNorm(2, 4, 1e-5) }, 2, 4, 3)},
+		{"LayerNorm", layer(func() nn.Module { return nn.NewLayerNorm([]int{3}, 1e-5) }, 2, 3)},
+		{"Embedding", func(e *env) (nn.Module, []*vram.Tensor) {
+			m := nn.NewEmbedding(5, 3)
+			m.To(e.d)
+			return m, []*vram.Tensor{m.Forward(ints(e, 0, 4, 2))}
+		}},
+		{"Dropout", layer(func() nn.Module { return nn.NewDropout(0.5) }, 2, 3)},
+		{"Dropout2d", layer(func() nn.Module { return nn.NewDropout2d(0.5) }, 1, 2, 3, 3)},
+		{"activations", layer(func() nn.Module {
+			return nn.NewSequential(nn.NewReLU(), nn.NewGELU(), nn.NewSiLU(), nn.NewMish(), nn.NewELU(1),
+				nn.NewHardswish(), nn.NewReLU6(), nn.NewSoftplus(1, 20), nn.NewLeakyReLU(0.1), nn.NewTanh(), nn.NewSigmoid(),
+				nn.NewSoftmax(1), nn.NewLogSoftmax(1))
+		}, 2, 3)},
+		{"pools", layer(func() nn.Module {
+			return nn.NewSequential(nn.NewMaxPool2d(2, 1, 0), nn.NewAvgPool2d(2, 1, 0), nn.NewAdaptiveAvgPool2d(1, 1),
+				nn.NewFlatten())
+		}, 1, 2, 4, 4)},
+		{"RNN", layer(func() nn.Module { return nn.NewRNN(3, 4, nn.RecurrentOptions{NumLayers: 2}) }, 5, 2, 3)},
+		{"LSTM", layer(func() nn.Module { return nn.NewLSTM(3, 4, nn.RecurrentOptions{NumLayers: 2}) }, 5, 2, 3)},
+		{"GRU", layer(func() nn.Module { return nn.NewGRU(3, 4, nn.RecurrentOptions{}) }, 5, 2, 3)},
+		{"RNNCell", layer(func() nn.Module { return nn.NewRNNCell(3, 4, nn.CellOptions{}) }, 2, 3)},
+		{"LSTMCell", layer(func() nn.Module { return nn.NewLSTMCell(3, 4, nn.CellOptions{}) }, 2, 3)},
+		{"GRUCell", layer(func() nn.Module { return nn.NewGRUCell(3, 4, nn.CellOptions{}) }, 2, 3)},
+		{"MultiheadAttention", layer(func() nn.Module { return nn.NewMultiheadAttention(4, 2, nn.MultiheadAttentionOptions{Dropout: 0.2}) }, 3, 2, 4)},
+		{"MSELoss", loss(func(e *env) *vram.Tensor { return nn.MSELoss(in(e, 2, 3), in(e, 2, 3)) })},
+		{"L1Loss", loss(func(e *env) *vram.Tensor { return nn.L1Loss(in(e, 2, 3), in(e, 2, 3)) })},
+		{"HuberLoss", loss(func(e *env) *vram.Tensor { return nn.HuberLoss(in(e, 2, 3), in(e, 2, 3), 0.5) })},
+		{"SmoothL1Loss", loss(func(e *env) *vram.Tensor { return nn.SmoothL1Loss(in(e, 2, 3), in(e, 2, 3), 0.5) })},
+		{"BCELoss", loss(func(e *env) *vram.Tensor { return nn.BCELoss(prob(e, 2, 3), prob(e, 2, 3)) })},
+		{"BCEWithLogitsLoss", loss(func(e *env) *vram.Tensor { return nn.BCEWithLogitsLoss(in(e, 2, 3), prob(e, 2, 3)) })},
+		{"CrossEntropyLoss", loss(func(e *env) *vram.Tensor { return nn.CrossEntropyLoss(in(e, 2, 3), ints(e, 0, 2)) })},
+		{"CrossEntropyLoss smoothed", loss(func(e *env) *vram.Tensor {
+			return nn.CrossEntropyLossWith(in(e, 2, 3), ints(e, 0, 2), nn.CrossEntropyOptions{LabelSmoothing: 0.1})
+		})},
+		{"NLLLoss", loss(func(e *env) *vram.Tensor { return nn.NLLLoss(in(e, 2, 3), ints(e, 0, 2)) })},
+		{"KLDivLoss", loss(func(e *env) *vram.Tensor {
+			return nn.KLDivLoss(in(e, 2, 3), prob(e, 2, 3), false, nn.ReductionSum)
+		})},
+		{"CosineEmbeddingLoss", loss(func(e *env) *vram.Tensor {
+			y := vram.FromSlice([]float32{1, -1}, vram.Shape{2}, e.d)
+			e.made = append(e.made, y)
+			return nn.CosineEmbeddingLoss(in(e, 2, 3), in(e, 2, 3), y, 0.1, nn.ReductionMean)
+		})},
+		{"CosineSimilarity", loss(func(e *env) *vram.Tensor { return nn.CosineSimilarity(in(e, 2, 3), in(e, 2, 3), 1, 1e-8) })},
+	}
+	for _, d := range []vram.Device{vram.CPU, vram.Sim(1)} {
+		memtest.Settle(d)
+		for _, tc := range tests {
+			t.Run(d.String()+"/"+tc.name, func(t *testing.T) {
+				e := &env{d: d}
+				before, allocated := vram.Storage(d), vram.MemoryAllocated(d)
+				m, outs := tc.run(e)
+				s := outs[0].Sum()
+				s.Backward()
+				s.Release()
+				for _, o := range outs {
+					o.Release()
+				}
+				for _, x := range e.made {
+					x.Release()
+				}
+				if m != nil {
+					nn.Release(m)
+				}
+				after := vram.Storage(d)
+				if after.LiveBytes != before.LiveBytes || after.Allocs-before.Allocs != after.Frees-before.Frees ||
+					after.Leaked != before.Leaked || vram.MemoryAllocated(d) != allocated {
+					t.Errorf("%s: %d storages made, %d freed, %d left to the collector; %d bytes live, %d before",
+						d, after.Allocs-before.Allocs, after.Frees-before.Frees, after.Leaked-before.Leaked, after.LiveBytes, before.LiveBytes)
+				}
+			})
+		}
+	}
+}
