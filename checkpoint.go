@@ -386,7 +386,9 @@ func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*T
 	off := 0
 	for i, s := range shapes {
 		n := backendNum(s)
-		outs[i] = packed.Narrow(0, off, n).Reshape(s...)
+		part := packed.Narrow(0, off, n)
+		outs[i] = part.Reshape(s...)
+		part.Release()
 		off += n
 	}
 	// The views keep the storage and the graph: the packed handle goes.

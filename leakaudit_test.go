@@ -250,6 +250,39 @@ var leakCases = []struct {
 		})
 		return nil
 	}},
+	{"Checkpoint", func(e *leakEnv) []*Tensor {
+		w := e.randn(3, 3)
+		return one(Checkpoint(func(x *Tensor) *Tensor {
+			h := x.MatMul(w)
+			defer h.Release()
+			return h.Tanh()
+		}, e.randn(2, 3), w))
+	}},
+	{"CheckpointMulti", func(e *leakEnv) []*Tensor {
+		w := e.randn(3)
+		return CheckpointMulti(func(xs []*Tensor) []*Tensor {
+			return []*Tensor{xs[0].Mul(w), xs[1].Sin()}
+		}, []*Tensor{e.randn(2, 3), e.randn(3)}, w)
+	}},
+	{"Grad", func(e *leakEnv) []*Tensor {
+		x := e.randn(2, 3)
+		if !x.RequiresGrad() {
+			return nil
+		}
+		y := x.Tanh()
+		defer y.Release()
+		s := y.Sum()
+		defer s.Release()
+		return Grad([]*Tensor{s}, []*Tensor{x})
+	}},
+	{"Autocast", func(e *leakEnv) []*Tensor {
+		var outs []*Tensor
+		Autocast(BFloat16, func() {
+			x, w := e.randn(2, 3), e.randn(4, 3)
+			outs = []*Tensor{Linear(x, w, nil), x.MatMul(e.keep(w.T())), x.Softmax(1), x.Atan2(e.keep(w.Narrow(0, 0, 2))), x.Exp(), x.Softplus(1, 20)}
+		})
+		return outs
+	}},
 	{"Item and slices", func(e *leakEnv) []*Tensor {
 		x := e.randn(2, 3)
 		_ = e.keep(x.Narrow(0, 0, 1)).Float32s()
