@@ -78,6 +78,31 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 		{"LSTMCell", layer(func() nn.Module { return nn.NewLSTMCell(3, 4, nn.CellOptions{}) }, 2, 3)},
 		{"GRUCell", layer(func() nn.Module { return nn.NewGRUCell(3, 4, nn.CellOptions{}) }, 2, 3)},
 		{"MultiheadAttention", layer(func() nn.Module { return nn.NewMultiheadAttention(4, 2, nn.MultiheadAttentionOptions{Dropout: 0.2}) }, 3, 2, 4)},
+		{"Checkpointed", layer(func() nn.Module {
+			return nn.Checkpoint(nn.NewSequential(nn.NewLinear(3, 4), nn.NewMish(), nn.NewDropout(0.3), nn.NewLinear(4, 2)))
+		}, 2, 3)},
+		{"Checkpointed LSTM", layer(func() nn.Module { return nn.Checkpoint(nn.NewLSTM(3, 4, nn.RecurrentOptions{})) }, 4, 2, 3)},
+		{"MultiheadAttention masked with weights", func(e *env) (nn.Module, []*vram.Tensor) {
+			m := nn.NewMultiheadAttention(4, 2, nn.MultiheadAttentionOptions{BatchFirst: true})
+			m.To(e.d)
+			pad := vram.FromSlice([]bool{false, true, false, false}, vram.Shape{2, 2}, e.d)
+			e.made = append(e.made, pad)
+			out, w := m.ForwardQKV(in(e, 2, 3, 4), in(e, 2, 2, 4), in(e, 2, 2, 4),
+				nn.MultiheadForwardOptions{KeyPaddingMask: pad, Causal: true})
+			return m, []*vram.Tensor{out, w}
+		}},
+		{"LSTM with state", func(e *env) (nn.Module, []*vram.Tensor) {
+			m := nn.NewLSTM(3, 4, nn.RecurrentOptions{NumLayers: 2, Bidirectional: true, BatchFirst: true})
+			m.To(e.d)
+			out, h, c := m.ForwardState(in(e, 2, 5, 3), in(e, 4, 2, 4), in(e, 4, 2, 4))
+			return m, []*vram.Tensor{out, h, c}
+		}},
+		{"Embedding max norm, scaled by frequency", func(e *env) (nn.Module, []*vram.Tensor) {
+			pad := 0
+			m := nn.NewEmbeddingOptions(5, 3, nn.EmbeddingOptions{PaddingIdx: &pad, MaxNorm: 0.5, ScaleGradByFreq: true})
+			m.To(e.d)
+			return m, []*vram.Tensor{m.Forward(ints(e, 0, 4, 4, 2))}
+		}},
 		{"MSELoss", loss(func(e *env) *vram.Tensor { return nn.MSELoss(in(e, 2, 3), in(e, 2, 3)) })},
 		{"L1Loss", loss(func(e *env) *vram.Tensor { return nn.L1Loss(in(e, 2, 3), in(e, 2, 3)) })},
 		{"HuberLoss", loss(func(e *env) *vram.Tensor { return nn.HuberLoss(in(e, 2, 3), in(e, 2, 3), 0.5) })},
