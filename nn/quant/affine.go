@@ -62,9 +62,10 @@ func PerTensor(x *vram.Tensor, scale float64, zeroPoint int) (*vram.Tensor, erro
 	if err := checkZeroPoint(zeroPoint); err != nil {
 		return nil, err
 	}
-	return quantize(x, ct, func(xf *vram.Tensor) *vram.Tensor {
-		return xf.DivScalar(roundTo(scale, ct)).Round().AddScalar(float64(zeroPoint))
-	})
+	return quantize(x, ct,
+		func(t *vram.Tensor) *vram.Tensor { return t.DivScalar(roundTo(scale, ct)) },
+		(*vram.Tensor).Round,
+		func(t *vram.Tensor) *vram.Tensor { return t.AddScalar(float64(zeroPoint)) })
 }
 
 // PerChannel quantizes the floating-point tensor x to int8 with one scale
@@ -91,9 +92,10 @@ func PerChannel(x, scales, zeroPoints *vram.Tensor, axis int) (*vram.Tensor, err
 	}
 	defer sb.Release()
 	defer zb.Release()
-	return quantize(x, ct, func(xf *vram.Tensor) *vram.Tensor {
-		return xf.Div(sb).Round().Add(zb)
-	})
+	return quantize(x, ct,
+		func(t *vram.Tensor) *vram.Tensor { return t.Div(sb) },
+		(*vram.Tensor).Round,
+		func(t *vram.Tensor) *vram.Tensor { return t.Add(zb) })
 }
 
 // DequantizePerTensor returns (q - zeroPoint)·scale as a new float32
@@ -111,9 +113,9 @@ func DequantizePerTensor(q *vram.Tensor, scale float64, zeroPoint int) (*vram.Te
 	if err := checkZeroPoint(zeroPoint); err != nil {
 		return nil, err
 	}
-	return dequantize(func() *vram.Tensor {
-		return q.Cast(vram.Float64).SubScalar(float64(zeroPoint)).MulScalar(scale)
-	})
+	return dequantize(q,
+		func(t *vram.Tensor) *vram.Tensor { return t.SubScalar(float64(zeroPoint)) },
+		func(t *vram.Tensor) *vram.Tensor { return t.MulScalar(scale) })
 }
 
 // DequantizePerChannel returns (q - zeroPoints)·scales along axis as a
@@ -131,9 +133,9 @@ func DequantizePerChannel(q, scales, zeroPoints *vram.Tensor, axis int) (*vram.T
 	}
 	defer sb.Release()
 	defer zb.Release()
-	return dequantize(func() *vram.Tensor {
-		return q.Cast(vram.Float64).Sub(zb).Mul(sb)
-	})
+	return dequantize(q,
+		func(t *vram.Tensor) *vram.Tensor { return t.Sub(zb) },
+		func(t *vram.Tensor) *vram.Tensor { return t.Mul(sb) })
 }
 
 // checkInput checks a tensor to quantize.
@@ -247,20 +249,26 @@ func channelParams(x, scales, zeroPoints *vram.Tensor, axis int, ct vram.DType) 
 	return sb, zb, nil
 }
 
-// quantize checks x for NaN and returns f(x in dtype ct), clamped to the
-// int8 range, as a new int8 tensor.
-func quantize(x *vram.Tensor, ct vram.DType, f func(xf *vram.Tensor) *vram.Tensor) (q *vram.Tensor, err error) {
+// quantize checks x for NaN and returns the steps applied in turn to x in
+// dtype ct, clamped to the int8 range, as a new int8 tensor.
+func quantize(x *vram.Tensor, ct vram.DType, steps ...func(*vram.Tensor) *vram.Tensor) (q *vram.Tensor, err error) {
 	var bad error
 	err = vram.Catch(func() {
 		vram.NoGrad(func() {
-			vram.Tidy(func() {
-				xf := x.Cast(ct)
-				if x.Shape().NumElements() > 0 && xf.IsNaN().Cast(vram.Int64).Sum().Item() != 0 {
+			xf := x.Cast(ct)
+			defer xf.Release()
+			if x.Shape().NumElements() > 0 {
+				nans := chain(xf, (*vram.Tensor).IsNaN, func(t *vram.Tensor) *vram.Tensor { return t.Cast(vram.Int64) },
+					func(t *vram.Tensor) *vram.Tensor { return t.Sum() })
+				defer nans.Release()
+				if nans.Item() != 0 {
 					bad = quantErr(vram.ErrArgument, "tensor %v holds NaN values, which have no int8 value", x.Shape())
 					return
 				}
-				q = vram.Keep(f(xf).Clamp(QMin, QMax).Cast(vram.Int8))
-			})
+			}
+			q = chain(xf, append(steps,
+				func(t *vram.Tensor) *vram.Tensor { return t.Clamp(QMin, QMax) },
+				func(t *vram.Tensor) *vram.Tensor { return t.Cast(vram.Int8) })...)
 		})
 	})
 	if err == nil {
@@ -275,15 +283,40 @@ func quantize(x *vram.Tensor, ct vram.DType, f func(xf *vram.Tensor) *vram.Tenso
 	return q, nil
 }
 
-// dequantize returns f's float64 result as a new float32 tensor.
-func dequantize(f func() *vram.Tensor) (out *vram.Tensor, err error) {
+// dequantize returns the steps applied in turn to q in float64, as a new
+// float32 tensor.
+func dequantize(q *vram.Tensor, steps ...func(*vram.Tensor) *vram.Tensor) (out *vram.Tensor, err error) {
 	err = vram.Catch(func() {
 		vram.NoGrad(func() {
-			vram.Tidy(func() { out = vram.Keep(f().Cast(vram.Float32)) })
+			out = chain(q, append([]func(*vram.Tensor) *vram.Tensor{func(t *vram.Tensor) *vram.Tensor { return t.Cast(vram.Float64) }},
+				append(steps, func(t *vram.Tensor) *vram.Tensor { return t.Cast(vram.Float32) })...)...)
 		})
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// chain applies steps in turn to x and returns the last result, releasing
+// every intermediate one (also when a step panics) but not x. Unlike a
+// vram.Tidy with vram.Keep, it leaves the result in the caller's own
+// Tidy, if any.
+func chain(x *vram.Tensor, steps ...func(*vram.Tensor) *vram.Tensor) *vram.Tensor {
+	cur := x
+	defer func() {
+		if cur != x {
+			cur.Release() // reached only by a panic: the result is returned below
+		}
+	}()
+	for _, step := range steps {
+		next := step(cur)
+		if cur != x {
+			cur.Release()
+		}
+		cur = next
+	}
+	out := cur
+	cur = x
+	return out
 }
