@@ -175,16 +175,9 @@ func (m *MultiheadAttention) ForwardQKV(query, key, value *vram.Tensor, o Multih
 	notNil(op, query)
 	notNil(op, key)
 	notNil(op, value)
-	var temps []*vram.Tensor
-	tmp := func(t *vram.Tensor) *vram.Tensor {
-		temps = append(temps, t)
-		return t
-	}
-	defer func() {
-		for _, t := range temps {
-			t.Release()
-		}
-	}()
+	var ts temps
+	defer ts.release()
+	tmp := ts.add
 	bad := func(kind error, format string, args ...any) {
 		panic(&vram.Error{Op: op, Kind: kind, Detail: fmt.Sprintf(format, args...)})
 	}

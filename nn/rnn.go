@@ -178,16 +178,9 @@ func (r *recurrent) dirs() int {
 func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (out, hn, cn *vram.Tensor) {
 	defer asOp(op) // the products' errors name the layer
 	notNil(op, x)
-	var temps []*vram.Tensor
-	tmp := func(t *vram.Tensor) *vram.Tensor {
-		temps = append(temps, t)
-		return t
-	}
-	defer func() {
-		for _, t := range temps {
-			t.Release()
-		}
-	}()
+	var ts temps
+	defer ts.release()
+	tmp := ts.add
 	bad := func(format string, args ...any) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -293,7 +286,7 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 				}
 				hsAt[t] = h
 			}
-			temps = append(temps, stepTemps...)
+			ts = append(ts, stepTemps...)
 			finalH = append(finalH, h)
 			if c != nil {
 				finalC = append(finalC, c)

@@ -39,16 +39,9 @@ func cellParams(op string, b *Base, kind cellKind, in, hidden int, noBias bool, 
 func cellForward(op string, kind cellKind, w RecurrentWeights, in, hidden int, x, h, c *vram.Tensor) (hn, cn *vram.Tensor) {
 	defer asOp(op) // the products' errors name the cell
 	notNil(op, x)
-	var temps []*vram.Tensor
-	tmp := func(t *vram.Tensor) *vram.Tensor {
-		temps = append(temps, t)
-		return t
-	}
-	defer func() {
-		for _, t := range temps {
-			t.Release()
-		}
-	}()
+	var ts temps
+	defer ts.release()
+	tmp := ts.add
 	bad := func(format string, args ...any) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf(format, args...)})
 	}
