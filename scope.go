@@ -207,7 +207,8 @@ func Tidy(fn func()) {
 }
 
 // Keep exempts tensors from every enclosing [Tidy], so they outlive it;
-// the caller then owns them and should Release them when done. Keep returns
+// the caller then owns them and should Release them when done. To hand a
+// result to the caller's own Tidy instead, use [TidyResult]. Keep returns
 // its first argument, for out = vram.Keep(model.Forward(x)). Keeping a
 // tensor created outside any Tidy does nothing. Call Keep on the goroutine
 // that created the tensor.
@@ -224,10 +225,24 @@ func Keep(ts ...*Tensor) *Tensor {
 	return ts[0]
 }
 
-// tidyOut runs fn inside a Tidy and returns its result, which leaves that
-// Tidy but, unlike a [Keep]'s, stays in the caller's own Tidy, if any: an
-// op that tidies its temporaries this way returns a tensor that the
-// caller's Tidy releases as it would any other result.
+// TidyResult runs fn as [Tidy] does, releasing every tensor fn creates but
+// the one it returns. That result leaves fn's Tidy but, unlike a [Keep]'s,
+// stays in the caller's own Tidy, if any, which releases it as it would
+// any other tensor made there. A function that makes temporaries returns
+// its result this way, so that callers inside a Tidy need not release it:
+//
+//	func attention(q, k, v *vram.Tensor) *vram.Tensor {
+//		return vram.TidyResult(func() *vram.Tensor {
+//			w := q.MatMul(k.Transpose(-2, -1)).Softmax(-1) // released on return
+//			return w.MatMul(v)
+//		})
+//	}
+//
+// Outside any Tidy the caller owns the result and releases it. A nil
+// result is returned as nil.
+func TidyResult(fn func() *Tensor) *Tensor { return tidyOut(fn) }
+
+// tidyOut is [TidyResult], for the package's own ops.
 func tidyOut(fn func() *Tensor) (out *Tensor) {
 	Tidy(func() { out = Keep(fn()) })
 	if out != nil && !out.ref.isReleased() {
