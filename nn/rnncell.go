@@ -109,9 +109,9 @@ type RNNCell struct {
 	InputSize, HiddenSize int
 	// Nonlinearity is "tanh" or "relu".
 	Nonlinearity string
-	// WeightIH, WeightHH, BiasIH and BiasHH are the parameters (the
-	// biases nil with NoBias).
-	WeightIH, WeightHH, BiasIH, BiasHH *vram.Tensor
+	// RecurrentWeights holds the parameters WeightIH, WeightHH, BiasIH
+	// and BiasHH (the biases nil with NoBias).
+	RecurrentWeights
 }
 
 // NewRNNCell returns an RNNCell from inputSize to hiddenSize features,
@@ -127,8 +127,7 @@ func NewRNNCell(inputSize, hiddenSize int, o CellOptions, opts ...vram.Option) *
 	if kind == kindReLU {
 		m.Nonlinearity = "relu"
 	}
-	w := cellParams(op, &m.Base, kind, inputSize, hiddenSize, o.NoBias, opts)
-	m.WeightIH, m.WeightHH, m.BiasIH, m.BiasHH = w.WeightIH, w.WeightHH, w.BiasIH, w.BiasHH
+	m.RecurrentWeights = cellParams(op, &m.Base, kind, inputSize, hiddenSize, o.NoBias, opts)
 	return m
 }
 
@@ -143,7 +142,7 @@ func (m *RNNCell) Forward(x *vram.Tensor) *vram.Tensor { return m.ForwardState(x
 // [vram.Autocast], not of the parameters' dtype.
 func (m *RNNCell) ForwardState(x, h *vram.Tensor) *vram.Tensor {
 	hn, _ := cellForward("rnn_cell", rnnKind("rnn_cell", m.Nonlinearity),
-		RecurrentWeights{m.WeightIH, m.WeightHH, m.BiasIH, m.BiasHH}, m.InputSize, m.HiddenSize, x, h, nil)
+		m.RecurrentWeights, m.InputSize, m.HiddenSize, x, h, nil)
 	return hn
 }
 
@@ -154,9 +153,9 @@ type LSTMCell struct {
 	Base
 	// InputSize and HiddenSize are the cell's sizes.
 	InputSize, HiddenSize int
-	// WeightIH, WeightHH, BiasIH and BiasHH are the parameters (the
-	// biases nil with NoBias).
-	WeightIH, WeightHH, BiasIH, BiasHH *vram.Tensor
+	// RecurrentWeights holds the parameters WeightIH, WeightHH, BiasIH
+	// and BiasHH (the biases nil with NoBias).
+	RecurrentWeights
 }
 
 // NewLSTMCell returns an LSTMCell as [NewRNNCell] returns an RNNCell; it
@@ -167,8 +166,7 @@ func NewLSTMCell(inputSize, hiddenSize int, o CellOptions, opts ...vram.Option) 
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("nonlinearity %q applies to RNNCell only", o.Nonlinearity)})
 	}
 	m := &LSTMCell{InputSize: inputSize, HiddenSize: hiddenSize}
-	w := cellParams(op, &m.Base, kindLSTM, inputSize, hiddenSize, o.NoBias, opts)
-	m.WeightIH, m.WeightHH, m.BiasIH, m.BiasHH = w.WeightIH, w.WeightHH, w.BiasIH, w.BiasHH
+	m.RecurrentWeights = cellParams(op, &m.Base, kindLSTM, inputSize, hiddenSize, o.NoBias, opts)
 	return m
 }
 
@@ -190,7 +188,7 @@ func (m *LSTMCell) ForwardState(x, h, c *vram.Tensor) (hn, cn *vram.Tensor) {
 	if (h == nil) != (c == nil) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "give both h and c, or neither for zeros"})
 	}
-	return cellForward(op, kindLSTM, RecurrentWeights{m.WeightIH, m.WeightHH, m.BiasIH, m.BiasHH}, m.InputSize, m.HiddenSize, x, h, c)
+	return cellForward(op, kindLSTM, m.RecurrentWeights, m.InputSize, m.HiddenSize, x, h, c)
 }
 
 // GRUCell is torch.nn.GRUCell: one step of a [GRU], with PyTorch's
@@ -200,9 +198,9 @@ type GRUCell struct {
 	Base
 	// InputSize and HiddenSize are the cell's sizes.
 	InputSize, HiddenSize int
-	// WeightIH, WeightHH, BiasIH and BiasHH are the parameters (the
-	// biases nil with NoBias).
-	WeightIH, WeightHH, BiasIH, BiasHH *vram.Tensor
+	// RecurrentWeights holds the parameters WeightIH, WeightHH, BiasIH
+	// and BiasHH (the biases nil with NoBias).
+	RecurrentWeights
 }
 
 // NewGRUCell returns a GRUCell as [NewRNNCell] returns an RNNCell; it
@@ -213,8 +211,7 @@ func NewGRUCell(inputSize, hiddenSize int, o CellOptions, opts ...vram.Option) *
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("nonlinearity %q applies to RNNCell only", o.Nonlinearity)})
 	}
 	m := &GRUCell{InputSize: inputSize, HiddenSize: hiddenSize}
-	w := cellParams(op, &m.Base, kindGRU, inputSize, hiddenSize, o.NoBias, opts)
-	m.WeightIH, m.WeightHH, m.BiasIH, m.BiasHH = w.WeightIH, w.WeightHH, w.BiasIH, w.BiasHH
+	m.RecurrentWeights = cellParams(op, &m.Base, kindGRU, inputSize, hiddenSize, o.NoBias, opts)
 	return m
 }
 
@@ -224,6 +221,6 @@ func (m *GRUCell) Forward(x *vram.Tensor) *vram.Tensor { return m.ForwardState(x
 // ForwardState returns the next hidden state as [RNNCell.ForwardState]
 // does, with the same panics.
 func (m *GRUCell) ForwardState(x, h *vram.Tensor) *vram.Tensor {
-	hn, _ := cellForward("gru_cell", kindGRU, RecurrentWeights{m.WeightIH, m.WeightHH, m.BiasIH, m.BiasHH}, m.InputSize, m.HiddenSize, x, h, nil)
+	hn, _ := cellForward("gru_cell", kindGRU, m.RecurrentWeights, m.InputSize, m.HiddenSize, x, h, nil)
 	return hn
 }
