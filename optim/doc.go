@@ -13,7 +13,8 @@
 // own base rate; checkpoints of an optimizer's state ([Save] and [Load],
 // beside nn.Save and nn.Load for the model), so that training resumes
 // exactly where it stopped; and [ClipGradNorm] (with other norms and a
-// check for non-finite norms in [ClipGradNormWith]) and [ClipGradValue],
+// check for non-finite norms in [ClipGradNormWith], and its two halves
+// [GetTotalNorm] and [ClipGradsWithNorm]) and [ClipGradValue],
 // which PyTorch keeps in torch.nn.utils but which live here, next to the
 // optimizers that use clipped gradients, so that package nn stays free of
 // training-loop concerns.

@@ -101,16 +101,19 @@ func zeroGrad(params []*vram.Tensor) {
 // ClipGradNorm scales the gradients of params in place so that their
 // combined L2 norm (the norm of all gradient elements taken together) is at
 // most maxNorm, and returns that norm as it was before clipping
-// (torch.nn.utils.clip_grad_norm_). When the norm exceeds maxNorm, every
-// gradient is multiplied by maxNorm/(norm+1e-6). Parameters without a
-// gradient are skipped. A NaN or infinite norm is returned as is; the
-// gradients are then scaled by 0 (infinite) or left alone (NaN);
-// [ClipGradNormWith] can refuse such a norm instead. It panics
-// with an *vram.Error of kind vram.ErrArgument for a negative or NaN
-// maxNorm.
+// (torch.nn.utils.clip_grad_norm_). As in PyTorch, every gradient is
+// multiplied by maxNorm/(norm+1e-6) whenever that factor is below 1, so a
+// norm equal to maxNorm is scaled by a hair. Parameters without a gradient
+// are skipped, and gradients may live on different devices. A non-finite
+// norm is returned as is and scales the gradients as PyTorch's does: an
+// infinite norm by 0 (infinite elements become NaN), a NaN norm by NaN, so
+// that every gradient becomes NaN; [ClipGradNormWith] can refuse such a
+// norm instead. It panics with an *vram.Error of kind vram.ErrArgument for
+// a negative or NaN maxNorm.
 //
 // PyTorch has this function in torch.nn.utils; it lives in package optim
 // because it belongs to the optimisation step, between Backward and Step.
+// [GetTotalNorm] and [ClipGradsWithNorm] are its two halves.
 func ClipGradNorm(params []*vram.Tensor, maxNorm float64) float64 {
 	if !(maxNorm >= 0) {
 		panic(&vram.Error{Op: "clip_grad_norm", Kind: vram.ErrArgument, Detail: fmt.Sprintf("max norm must be non-negative, got %v", maxNorm)})
@@ -119,11 +122,11 @@ func ClipGradNorm(params []*vram.Tensor, maxNorm float64) float64 {
 	return norm
 }
 
-// ClipOptions holds the options of [ClipGradNormWith], those of
-// torch.nn.utils.clip_grad_norm_. The zero value is ClipGradNorm's.
+// ClipOptions holds the options of [ClipGradNormWith] and [GetTotalNorm],
+// those of torch.nn.utils.clip_grad_norm_. The zero value is ClipGradNorm's.
 type ClipOptions struct {
-	// NormType is the p of the p-norm, at least 1, or math.Inf(1) for
-	// the largest absolute value; 0 means 2.
+	// NormType is the p of the p-norm, any positive number, or
+	// math.Inf(1) for the largest absolute value; 0 means 2.
 	NormType float64
 	// ErrorIfNonfinite makes a NaN or infinite total norm an error,
 	// the gradients left as they are (error_if_nonfinite=True).
@@ -134,42 +137,61 @@ type ClipOptions struct {
 // gradients of params in place so that their combined p-norm is at most
 // maxNorm and returns the norm before clipping. It returns an error of
 // kind vram.ErrArgument, scaling nothing, for a negative or NaN maxNorm,
-// a NormType below 1 or NaN, and, with o.ErrorIfNonfinite, a total norm
-// that is NaN or infinite (the norm is returned too).
+// a NormType that is negative or NaN, and, with o.ErrorIfNonfinite, a total
+// norm that is NaN or infinite (the norm is returned too).
 func ClipGradNormWith(params []*vram.Tensor, maxNorm float64, o ClipOptions) (float64, error) {
-	p := o.NormType
-	if p == 0 {
-		p = 2
-	}
-	switch {
-	case !(maxNorm >= 0):
+	if !(maxNorm >= 0) {
 		return 0, errorf(vram.ErrArgument, "optim: clip grad norm: max norm must be non-negative, got %v", maxNorm)
-	case !(p >= 1):
-		return 0, errorf(vram.ErrArgument, "optim: clip grad norm: norm type must be at least 1 or +Inf, got %v", o.NormType)
 	}
-	var grads []*vram.Tensor
+	norm, err := GetTotalNorm(grads(params), o)
+	if err != nil {
+		return norm, err
+	}
+	return norm, ClipGradsWithNorm(params, maxNorm, norm)
+}
+
+// grads returns the gradients of params, skipping nil parameters and
+// those without a gradient.
+func grads(params []*vram.Tensor) []*vram.Tensor {
+	var out []*vram.Tensor
 	for _, t := range params {
 		if t == nil {
 			continue
 		}
 		if g := t.Grad(); g != nil {
-			grads = append(grads, g)
+			out = append(out, g)
 		}
+	}
+	return out
+}
+
+// GetTotalNorm returns the p-norm of all elements of tensors taken together
+// (torch.nn.utils.get_total_norm, PyTorch 2.6), p being o.NormType: the
+// p-norm of the tensors' own p-norms. Pass the gradients themselves, not
+// the parameters. Nil tensors are skipped, the tensors may live on
+// different devices, and no tensors give 0. 16-bit tensors are summed in
+// float32. It returns an error of kind vram.ErrArgument for a NormType that
+// is negative or NaN and, with o.ErrorIfNonfinite, for a NaN or infinite
+// norm (which is returned too).
+func GetTotalNorm(tensors []*vram.Tensor, o ClipOptions) (float64, error) {
+	p := o.NormType
+	if p == 0 {
+		p = 2
+	}
+	if !(p > 0) {
+		return 0, errorf(vram.ErrArgument, "optim: total norm: norm type must be positive or +Inf, got %v", o.NormType)
 	}
 	var acc float64 // the sum of the p-th powers, or the largest |g| for +Inf
 	vram.NoGrad(func() {
-		for _, g := range grads {
-			if g.NumElements() == 0 {
+		for _, g := range tensors {
+			if g == nil || g.NumElements() == 0 {
 				continue
 			}
 			vram.Tidy(func() {
 				x := opMath(g).Abs() // 16-bit powers overflow
 				switch {
 				case math.IsInf(p, 1):
-					m := x.Max().Item()
-					if m > acc || math.IsNaN(m) {
-						acc = m
-					}
+					acc = max(acc, x.Max().Item()) // NaN wins
 				case p == 2:
 					acc += x.Square().Sum().Item()
 				case p == 1:
@@ -189,18 +211,36 @@ func ClipGradNormWith(params []*vram.Tensor, maxNorm float64, o ClipOptions) (fl
 		norm = math.Pow(acc, 1/p)
 	}
 	if o.ErrorIfNonfinite && (math.IsNaN(norm) || math.IsInf(norm, 0)) {
-		return norm, errorf(vram.ErrArgument, "optim: clip grad norm: the total norm of order %v of the gradients is %v; "+
+		return norm, errorf(vram.ErrArgument, "optim: total norm: the total norm of order %v of the gradients is %v; "+
 			"set ErrorIfNonfinite to false to clip anyway", p, norm)
 	}
-	if norm > maxNorm {
-		coef := maxNorm / (norm + 1e-6)
-		vram.NoGrad(func() {
-			for _, g := range grads {
-				g.MulScalarInPlace(coef)
-			}
-		})
-	}
 	return norm, nil
+}
+
+// ClipGradsWithNorm scales the gradients of params in place by
+// maxNorm/(totalNorm+1e-6) when that factor is below 1 or NaN
+// (torch.nn.utils.clip_grads_with_norm_, PyTorch 2.6): the second half of
+// [ClipGradNorm], with a total norm from [GetTotalNorm], perhaps taken over
+// more tensors than params. Parameters without a gradient are skipped. It
+// returns an error of kind vram.ErrArgument, scaling nothing, for a
+// negative or NaN maxNorm or a negative totalNorm.
+func ClipGradsWithNorm(params []*vram.Tensor, maxNorm, totalNorm float64) error {
+	switch {
+	case !(maxNorm >= 0):
+		return errorf(vram.ErrArgument, "optim: clip grads with norm: max norm must be non-negative, got %v", maxNorm)
+	case totalNorm < 0:
+		return errorf(vram.ErrArgument, "optim: clip grads with norm: total norm must be non-negative, got %v", totalNorm)
+	}
+	coef := maxNorm / (totalNorm + 1e-6)
+	if coef >= 1 {
+		return nil
+	}
+	vram.NoGrad(func() {
+		for _, g := range grads(params) {
+			g.MulScalarInPlace(coef)
+		}
+	})
+	return nil
 }
 
 // ClipGradValue clamps every element of the gradients of params to

@@ -413,7 +413,15 @@ func TestClipGradNorm(t *testing.T) {
 		want    [][]float64
 	}{
 		{"below the limit", 10, [][]float64{{3, 4}}, 5, [][]float64{{3, 4}}},
-		{"at the limit", 5, [][]float64{{3, 4}}, 5, [][]float64{{3, 4}}},
+		// PyTorch scales whenever maxNorm/(norm+1e-6) < 1, so a norm
+		// equal to the limit is scaled by a hair.
+		{"at the limit", 5, [][]float64{{3, 4}}, 5, [][]float64{{3 * 5 / (5 + 1e-6), 4 * 5 / (5 + 1e-6)}}},
+		{"just below the limit", 5 + 1e-6, [][]float64{{3, 4}}, 5, [][]float64{{3, 4}}},
+		{"zero max norm", 0, [][]float64{{3, 4}}, 5, [][]float64{{0, 0}}},
+		{"no gradients", 1, [][]float64{nil, nil}, 0, [][]float64{nil, nil}},
+		// A NaN norm scales by NaN, as PyTorch's clip_coef does.
+		{"NaN norm", 1, [][]float64{{3, math.NaN()}, {1}}, math.NaN(), [][]float64{{math.NaN(), math.NaN()}, {math.NaN()}}},
+		{"infinite norm", 1, [][]float64{{3, math.Inf(-1)}}, math.Inf(1), [][]float64{{0, math.NaN()}}},
 		{"clipped", 1, [][]float64{{3, 4}}, 5, [][]float64{{3 / (5 + 1e-6), 4 / (5 + 1e-6)}}},
 		{"several tensors", 6.5, [][]float64{{2, 4}, {4, 5, 6}, nil}, 9.848857801796104,
 			[][]float64{{2 * 6.5 / (9.848857801796104 + 1e-6), 4 * 6.5 / (9.848857801796104 + 1e-6)},
@@ -431,7 +439,7 @@ func TestClipGradNorm(t *testing.T) {
 				setGrad(p, g...)
 				ps = append(ps, p)
 			}
-			if norm := optim.ClipGradNorm(ps, tt.maxNorm); math.Abs(norm-tt.norm) > 1e-12 {
+			if norm := optim.ClipGradNorm(ps, tt.maxNorm); !sameFloat(norm, tt.norm, 1e-12) {
 				t.Fatalf("norm %v, want %v", norm, tt.norm)
 			}
 			for i, p := range ps {
@@ -441,7 +449,11 @@ func TestClipGradNorm(t *testing.T) {
 					}
 					continue
 				}
-				checkValues(t, "grad", p.Grad().Float64s(), tt.want[i], 1e-12)
+				for j, g := range p.Grad().Float64s() {
+					if !sameFloat(g, tt.want[i][j], 1e-12) {
+						t.Fatalf("grad %d: %v, want %v", i, p.Grad().Float64s(), tt.want[i])
+					}
+				}
 			}
 		})
 	}
@@ -528,7 +540,7 @@ func TestClipGradNormWith(t *testing.T) {
 		opts    optim.ClipOptions
 		grads   [][]float64
 		norm    float64
-		coef    float64 // the gradients are scaled by it; NaN: an error, nothing scaled
+		coef    float64 // the gradients are scaled by it; NaN with an error: nothing scaled
 		kind    error
 	}{
 		{"L1", 3.5, optim.ClipOptions{NormType: 1}, [][]float64{{3, -4}, {1}}, 8, 3.5 / (8 + 1e-6), nil},
@@ -541,7 +553,10 @@ func TestClipGradNormWith(t *testing.T) {
 		{"Linf NaN refused", 1, optim.ClipOptions{NormType: inf, ErrorIfNonfinite: true}, [][]float64{{nan, 1}, {2}}, nan, nan, vram.ErrArgument},
 		{"finite with the check", 1, optim.ClipOptions{ErrorIfNonfinite: true}, [][]float64{{3, -4}}, 5, 1 / (5 + 1e-6), nil},
 		{"negative max norm", -1, optim.ClipOptions{}, [][]float64{{3, -4}}, 0, nan, vram.ErrArgument},
-		{"norm type below 1", 1, optim.ClipOptions{NormType: 0.5}, [][]float64{{3, -4}}, 0, nan, vram.ErrArgument},
+		{"L0.5", 1, optim.ClipOptions{NormType: 0.5}, [][]float64{{1, -4}}, 9, 1 / (9 + 1e-6), nil},
+		{"negative norm type", 1, optim.ClipOptions{NormType: -1}, [][]float64{{3, -4}}, 0, nan, vram.ErrArgument},
+		{"-Inf norm type", 1, optim.ClipOptions{NormType: -inf}, [][]float64{{3, -4}}, 0, nan, vram.ErrArgument},
+		{"Linf NaN clipped", 1, optim.ClipOptions{NormType: inf}, [][]float64{{2}, {nan, 1}, {3}}, nan, nan, nil},
 		{"NaN norm type", 1, optim.ClipOptions{NormType: nan}, [][]float64{{3, -4}}, 0, nan, vram.ErrArgument},
 	}
 	for _, tt := range tests {
@@ -563,7 +578,7 @@ func TestClipGradNormWith(t *testing.T) {
 				want := make([]float64, len(tt.grads[i]))
 				for j, g := range tt.grads[i] {
 					want[j] = g
-					if !math.IsNaN(tt.coef) {
+					if tt.kind == nil {
 						want[j] = g * tt.coef
 					}
 				}
@@ -576,6 +591,72 @@ func TestClipGradNormWith(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sameFloat reports whether got is want within tol, NaN matching NaN and
+// infinities matching themselves.
+func sameFloat(got, want, tol float64) bool {
+	return math.Abs(got-want) <= tol || got == want || math.IsNaN(got) && math.IsNaN(want)
+}
+
+// TestGetTotalNorm checks torch.nn.utils.get_total_norm and
+// clip_grads_with_norm_, the two halves of clip_grad_norm_, over tensors
+// on the CPU and on simulated devices.
+func TestGetTotalNorm(t *testing.T) {
+	inf := math.Inf(1)
+	sim0, sim1 := vram.MustParseDevice("sim:0"), vram.MustParseDevice("sim:1")
+	tests := []struct {
+		name string
+		opts optim.ClipOptions
+		vals [][]float64
+		devs []vram.Device
+		norm float64
+		kind error
+	}{
+		{"L2 across devices", optim.ClipOptions{}, [][]float64{{3}, {4}, {12}}, []vram.Device{vram.CPU, sim0, sim1}, 13, nil},
+		{"L1 across devices", optim.ClipOptions{NormType: 1}, [][]float64{{3, -1}, {-4}}, []vram.Device{sim0, vram.CPU}, 8, nil},
+		{"Linf", optim.ClipOptions{NormType: inf}, [][]float64{{3, -9}, {4}}, []vram.Device{sim1, sim0}, 9, nil},
+		{"L4", optim.ClipOptions{NormType: 4}, [][]float64{{1, 1}, {-1, 1}}, []vram.Device{vram.CPU, vram.CPU}, math.Sqrt(2), nil},
+		{"none", optim.ClipOptions{}, nil, nil, 0, nil},
+		{"infinite refused", optim.ClipOptions{ErrorIfNonfinite: true}, [][]float64{{inf}}, []vram.Device{sim0}, inf, vram.ErrArgument},
+		{"NaN norm type", optim.ClipOptions{NormType: math.NaN()}, [][]float64{{1}}, []vram.Device{vram.CPU}, 0, vram.ErrArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := []*vram.Tensor{nil} // nil tensors are skipped
+			for i, v := range tt.vals {
+				ts = append(ts, vram.FromSlice(v, nil, vram.Float64, tt.devs[i]))
+			}
+			norm, err := optim.GetTotalNorm(ts, tt.opts)
+			if !errors.Is(err, tt.kind) || (tt.kind == nil) != (err == nil) {
+				t.Fatalf("error %v, want kind %v", err, tt.kind)
+			}
+			if !sameFloat(norm, tt.norm, 1e-12) {
+				t.Fatalf("norm %v, want %v", norm, tt.norm)
+			}
+		})
+	}
+
+	// The norm taken over two models' gradients clips each model's.
+	a := vram.Zeros(vram.Shape{2}, vram.Float64, vram.WithGrad())
+	b := vram.Zeros(vram.Shape{1}, vram.Float64, sim0, vram.WithGrad())
+	setGrad(a, 3, 4)
+	b.SetGrad(vram.FromSlice([]float64{12}, nil, vram.Float64, sim0))
+	norm, err := optim.GetTotalNorm([]*vram.Tensor{a.Grad(), b.Grad()}, optim.ClipOptions{})
+	if err != nil || norm != 13 {
+		t.Fatalf("norm %v, %v", norm, err)
+	}
+	if err := optim.ClipGradsWithNorm([]*vram.Tensor{a}, 1, norm); err != nil {
+		t.Fatal(err)
+	}
+	checkValues(t, "clipped", a.Grad().Float64s(), []float64{3 / (13 + 1e-6), 4 / (13 + 1e-6)}, 1e-15)
+	checkValues(t, "not passed", b.Grad().Float64s(), []float64{12}, 0)
+	for _, bad := range [][2]float64{{-1, 1}, {math.NaN(), 1}, {1, -1}} {
+		if err := optim.ClipGradsWithNorm([]*vram.Tensor{b}, bad[0], bad[1]); !errors.Is(err, vram.ErrArgument) {
+			t.Fatalf("max %v, total %v: %v", bad[0], bad[1], err)
+		}
+	}
+	checkValues(t, "refused", b.Grad().Float64s(), []float64{12}, 0)
 }
 
 func TestClipGradValue(t *testing.T) {
