@@ -15,8 +15,9 @@
 // [KLDivLoss], [CosineEmbeddingLoss], ..., and
 // their forms with PyTorch's options, such as [CrossEntropyLossWith] with
 // class weights, an ignore index, label smoothing and a [Reduction]),
-// parameter initialisation ([KaimingUniform],
-// [XavierNormal], ...) and saving and loading of parameters in the
+// parameter initialisation as torch.nn.init ([CalculateGain], [Uniform],
+// [Normal], [TruncNormal], [Constant], [Eye], [Dirac], [XavierUniform],
+// [KaimingNormalWith], [Orthogonal], [Sparse], ...) and saving and loading of parameters in the
 // safetensors format ([Save], [Load]) under PyTorch's state-dict names.
 //
 // # Writing a layer
