@@ -52,6 +52,18 @@
 // a module, unexported fields and all, to another device (data parallelism
 // makes one replica per device with it).
 //
+// # Whole models
+//
+// The functions of torch.nn.utils and Module's own helpers take any
+// [Module]: [Apply] calls a function on every sub-module, children before
+// parents (PyTorch's model.apply, the usual way to initialise a model),
+// [SetRequiresGrad] freezes or unfreezes it, [ZeroGrad] releases its
+// gradients (zero_grad with set_to_none, PyTorch's default),
+// [NumParameters] counts its parameters, and [ParametersToVector] and
+// [VectorToParameters] flatten its parameters into one vector and back.
+// Gradient clipping (clip_grad_norm_, clip_grad_value_) lives in package
+// optim, beside the optimizers.
+//
 // # Sequence models
 //
 // [MultiheadAttention] is torch.nn.MultiheadAttention: its parameters carry
