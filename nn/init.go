@@ -74,33 +74,40 @@ func leakyReLUGain(a float64) float64 { return math.Sqrt(2 / (1 + a*a)) }
 // KaimingUniform fills t (at least 2-D, [out, in, ...]) with values uniform
 // in [-bound, bound) where bound = gain·sqrt(3/fan_in) and gain =
 // sqrt(2/(1+a²)), a being the negative slope of the leaky ReLU that follows
-// (0 for ReLU): torch.nn.init.kaiming_uniform_ with mode fan_in. It panics
-// with an *vram.Error of kind vram.ErrShape for a tensor of fewer than 2
-// dimensions.
+// (0 for ReLU): torch.nn.init.kaiming_uniform_ with mode fan_in
+// ([KaimingUniformWith] takes the other options). It panics with an
+// *vram.Error of kind vram.ErrShape for a tensor of fewer than 2
+// dimensions, of kind vram.ErrArgument for an a that is not finite, and of
+// kind vram.ErrDType for a tensor that is not floating-point.
 func KaimingUniform(t *vram.Tensor, a float64, g *vram.Generator) {
-	fanIn, _ := fans("kaiming_uniform", t)
-	if fanIn == 0 {
-		return
-	}
-	fill("kaiming_uniform", t, leakyReLUGain(a)*math.Sqrt(3/float64(fanIn)), false, g)
+	KaimingUniformWith(t, KaimingOptions{A: a}, g)
 }
 
 // KaimingNormal fills t with normal values of standard deviation
 // gain/sqrt(fan_in), gain = sqrt(2/(1+a²)): torch.nn.init.kaiming_normal_
-// with mode fan_in. It panics like [KaimingUniform].
+// with mode fan_in ([KaimingNormalWith] takes the other options). It panics
+// like [KaimingUniform].
 func KaimingNormal(t *vram.Tensor, a float64, g *vram.Generator) {
-	fanIn, _ := fans("kaiming_normal", t)
-	if fanIn == 0 {
-		return
+	KaimingNormalWith(t, KaimingOptions{A: a}, g)
+}
+
+// checkGain panics with an *vram.Error of kind vram.ErrArgument unless
+// gain is finite and non-negative, as PyTorch's uniform_ and normal_
+// refuse the bounds and deviations a negative gain gives.
+func checkGain(op string, gain float64) {
+	if !(gain >= 0) || math.IsInf(gain, 1) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("gain must be finite and non-negative, got %v", gain)})
 	}
-	fill("kaiming_normal", t, leakyReLUGain(a)/math.Sqrt(float64(fanIn)), true, g)
 }
 
 // XavierUniform fills t with values uniform in [-bound, bound) where bound =
 // gain·sqrt(6/(fan_in+fan_out)) (torch.nn.init.xavier_uniform_; Glorot
-// initialisation). It panics like [KaimingUniform].
+// initialisation; [CalculateGain] gives the gain for a nonlinearity). It
+// panics like [KaimingUniform], and with an *vram.Error of kind
+// vram.ErrArgument for a gain that is negative or not finite.
 func XavierUniform(t *vram.Tensor, gain float64, g *vram.Generator) {
 	fanIn, fanOut := fans("xavier_uniform", t)
+	checkGain("xavier_uniform", gain)
 	if fanIn+fanOut == 0 {
 		return
 	}
@@ -109,9 +116,10 @@ func XavierUniform(t *vram.Tensor, gain float64, g *vram.Generator) {
 
 // XavierNormal fills t with normal values of standard deviation
 // gain·sqrt(2/(fan_in+fan_out)) (torch.nn.init.xavier_normal_). It panics
-// like [KaimingUniform].
+// like [XavierUniform].
 func XavierNormal(t *vram.Tensor, gain float64, g *vram.Generator) {
 	fanIn, fanOut := fans("xavier_normal", t)
+	checkGain("xavier_normal", gain)
 	if fanIn+fanOut == 0 {
 		return
 	}
@@ -193,9 +201,8 @@ type KaimingOptions struct {
 	Nonlinearity string
 }
 
-// kaimingStd returns gain/sqrt(fan) of o for t, the fan being 0 for a
-// tensor with no elements.
-func kaimingStd(op string, t *vram.Tensor, o KaimingOptions) (std float64, fan int) {
+// kaimingGain returns the gain and the fan of o for t.
+func kaimingGain(op string, t *vram.Tensor, o KaimingOptions) (gain float64, fan int) {
 	fanIn, fanOut := fans(op, t)
 	fan = fanIn
 	switch o.Mode {
@@ -209,16 +216,10 @@ func kaimingStd(op string, t *vram.Tensor, o KaimingOptions) (std float64, fan i
 	if nl == "" {
 		nl = "leaky_relu"
 	}
-	var gain float64
 	if nl == "leaky_relu" {
-		gain = CalculateGain(nl, o.A)
-	} else {
-		gain = CalculateGain(nl)
+		return CalculateGain(nl, o.A), fan
 	}
-	if fan == 0 {
-		return 0, 0
-	}
-	return gain / math.Sqrt(float64(fan)), fan
+	return CalculateGain(nl), fan
 }
 
 // KaimingUniformWith fills t (at least 2-D) with values uniform in
@@ -230,11 +231,11 @@ func kaimingStd(op string, t *vram.Tensor, o KaimingOptions) (std float64, fan i
 // dimensions, of kind vram.ErrArgument for a bad mode or nonlinearity, and
 // of kind vram.ErrDType for a tensor that is not floating-point.
 func KaimingUniformWith(t *vram.Tensor, o KaimingOptions, g *vram.Generator) {
-	std, fan := kaimingStd("kaiming_uniform", t, o)
+	gain, fan := kaimingGain("kaiming_uniform", t, o)
 	if fan == 0 {
 		return
 	}
-	fill("kaiming_uniform", t, math.Sqrt(3)*std, false, g)
+	fill("kaiming_uniform", t, gain*math.Sqrt(3/float64(fan)), false, g)
 }
 
 // KaimingNormalWith fills t (at least 2-D) with normal values of mean 0
@@ -242,11 +243,11 @@ func KaimingUniformWith(t *vram.Tensor, o KaimingOptions, g *vram.Generator) {
 // (torch.nn.init.kaiming_normal_ with all its options). It panics like
 // [KaimingUniformWith].
 func KaimingNormalWith(t *vram.Tensor, o KaimingOptions, g *vram.Generator) {
-	std, fan := kaimingStd("kaiming_normal", t, o)
+	gain, fan := kaimingGain("kaiming_normal", t, o)
 	if fan == 0 {
 		return
 	}
-	fill("kaiming_normal", t, std, true, g)
+	fill("kaiming_normal", t, gain/math.Sqrt(float64(fan)), true, g)
 }
 
 // checkFloat panics with an *vram.Error of kind vram.ErrDType unless t is

@@ -378,6 +378,13 @@ func TestInitRefuses(t *testing.T) {
 		{"kaiming bad mode", vram.Shape{3, 1}, vram.Float32, func(p *vram.Tensor) { nn.KaimingNormalWith(p, nn.KaimingOptions{Mode: 7}, nil) }, vram.ErrArgument},
 		{"kaiming bad nonlinearity", vram.Shape{3, 1}, vram.Float32,
 			func(p *vram.Tensor) { nn.KaimingUniformWith(p, nn.KaimingOptions{Nonlinearity: "gelu"}, nil) }, vram.ErrArgument},
+		// These used to fill the tensor with NaN or with values of the
+		// wrong sign without a word.
+		{"kaiming NaN a", vram.Shape{3, 2}, vram.Float32, func(p *vram.Tensor) { nn.KaimingUniform(p, math.NaN(), nil) }, vram.ErrArgument},
+		{"kaiming normal infinite a", vram.Shape{3, 2}, vram.Float32, func(p *vram.Tensor) { nn.KaimingNormal(p, math.Inf(1), nil) }, vram.ErrArgument},
+		{"xavier NaN gain", vram.Shape{3, 2}, vram.Float32, func(p *vram.Tensor) { nn.XavierUniform(p, math.NaN(), nil) }, vram.ErrArgument},
+		{"xavier negative gain", vram.Shape{3, 2}, vram.Float32, func(p *vram.Tensor) { nn.XavierNormal(p, -1, nil) }, vram.ErrArgument},
+		{"xavier infinite gain", vram.Shape{3, 2}, vram.Float64, func(p *vram.Tensor) { nn.XavierUniform(p, math.Inf(1), nil) }, vram.ErrArgument},
 		{"kaiming 1-D", vram.Shape{3}, vram.Float32, func(p *vram.Tensor) { nn.KaimingUniformWith(p, nn.KaimingOptions{}, nil) }, vram.ErrShape},
 	}
 	for _, tt := range tests {
