@@ -172,7 +172,8 @@ func grads(params []*vram.Tensor) []*vram.Tensor {
 // different devices, and no tensors give 0. 16-bit tensors are summed in
 // float32. It returns an error of kind vram.ErrArgument for a NormType that
 // is negative or NaN and, with o.ErrorIfNonfinite, for a NaN or infinite
-// norm (which is returned too).
+// norm (which is returned too), and of kind vram.ErrDType for a tensor that
+// is not floating-point, as torch.linalg.vector_norm refuses it.
 func GetTotalNorm(tensors []*vram.Tensor, o ClipOptions) (float64, error) {
 	p := o.NormType
 	if p == 0 {
@@ -180,6 +181,11 @@ func GetTotalNorm(tensors []*vram.Tensor, o ClipOptions) (float64, error) {
 	}
 	if !(p > 0) {
 		return 0, errorf(vram.ErrArgument, "optim: total norm: norm type must be positive or +Inf, got %v", o.NormType)
+	}
+	for i, g := range tensors {
+		if g != nil && !g.DType().IsFloat() {
+			return 0, errorf(vram.ErrDType, "optim: total norm: tensor %d is %s; norms are taken of floating-point tensors", i, g.DType())
+		}
 	}
 	var acc float64 // the sum of the p-th powers, or the largest |g| for +Inf
 	vram.NoGrad(func() {

@@ -609,17 +609,18 @@ func TestGetTotalNorm(t *testing.T) {
 		name string
 		opts optim.ClipOptions
 		vals [][]float64
-		devs []vram.Device
+		devs []vram.Option // the device, or a dtype other than float64
 		norm float64
 		kind error
 	}{
-		{"L2 across devices", optim.ClipOptions{}, [][]float64{{3}, {4}, {12}}, []vram.Device{vram.CPU, sim0, sim1}, 13, nil},
-		{"L1 across devices", optim.ClipOptions{NormType: 1}, [][]float64{{3, -1}, {-4}}, []vram.Device{sim0, vram.CPU}, 8, nil},
-		{"Linf", optim.ClipOptions{NormType: inf}, [][]float64{{3, -9}, {4}}, []vram.Device{sim1, sim0}, 9, nil},
-		{"L4", optim.ClipOptions{NormType: 4}, [][]float64{{1, 1}, {-1, 1}}, []vram.Device{vram.CPU, vram.CPU}, math.Sqrt(2), nil},
+		{"L2 across devices", optim.ClipOptions{}, [][]float64{{3}, {4}, {12}}, []vram.Option{vram.CPU, sim0, sim1}, 13, nil},
+		{"L1 across devices", optim.ClipOptions{NormType: 1}, [][]float64{{3, -1}, {-4}}, []vram.Option{sim0, vram.CPU}, 8, nil},
+		{"Linf", optim.ClipOptions{NormType: inf}, [][]float64{{3, -9}, {4}}, []vram.Option{sim1, sim0}, 9, nil},
+		{"L4", optim.ClipOptions{NormType: 4}, [][]float64{{1, 1}, {-1, 1}}, []vram.Option{vram.CPU, vram.CPU}, math.Sqrt(2), nil},
 		{"none", optim.ClipOptions{}, nil, nil, 0, nil},
-		{"infinite refused", optim.ClipOptions{ErrorIfNonfinite: true}, [][]float64{{inf}}, []vram.Device{sim0}, inf, vram.ErrArgument},
-		{"NaN norm type", optim.ClipOptions{NormType: math.NaN()}, [][]float64{{1}}, []vram.Device{vram.CPU}, 0, vram.ErrArgument},
+		{"infinite refused", optim.ClipOptions{ErrorIfNonfinite: true}, [][]float64{{inf}}, []vram.Option{sim0}, inf, vram.ErrArgument},
+		{"NaN norm type", optim.ClipOptions{NormType: math.NaN()}, [][]float64{{1}}, []vram.Option{vram.CPU}, 0, vram.ErrArgument},
+		{"integers", optim.ClipOptions{}, [][]float64{{1}, {70000}}, []vram.Option{vram.CPU, vram.Int32}, 0, vram.ErrDType},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
