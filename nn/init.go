@@ -128,7 +128,7 @@ func XavierNormal(t *vram.Tensor, gain float64, g *vram.Generator) {
 
 // CalculateGain returns the gain PyTorch recommends for scaling initial
 // weights before the given nonlinearity (torch.nn.init.calculate_gain): 1
-// for "linear", "identity", the convolutions ("conv1d", "conv2d",
+// for "linear", the convolutions ("conv1d", "conv2d",
 // "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 // and "sigmoid"; 5/3 for "tanh"; sqrt(2) for "relu"; sqrt(2/(1+slope²))
 // for "leaky_relu", slope being param (0.01 when param is left out); 3/4
@@ -141,7 +141,7 @@ func CalculateGain(nonlinearity string, param ...float64) float64 {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("takes at most one param, got %d", len(param))})
 	}
 	switch nonlinearity {
-	case "linear", "identity", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "sigmoid":
+	case "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "sigmoid":
 		return 1
 	case "tanh":
 		return 5.0 / 3
@@ -159,7 +159,7 @@ func CalculateGain(nonlinearity string, param ...float64) float64 {
 		}
 		return leakyReLUGain(slope)
 	}
-	panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("unsupported nonlinearity %q; use linear, identity, conv1d, conv2d, conv3d, "+
+	panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("unsupported nonlinearity %q; use linear, conv1d, conv2d, conv3d, "+
 		"conv_transpose1d, conv_transpose2d, conv_transpose3d, sigmoid, tanh, relu, leaky_relu or selu", nonlinearity)})
 }
 
