@@ -3,6 +3,7 @@ package vram_test
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -33,9 +34,27 @@ func TestCUDAComposedMathOps(t *testing.T) {
 		for _, o := range ops {
 			closeSlices(t, o.name, o.f(g).CPU().Float32s(), o.f(x).Float32s(), 1e-6, 1e-7)
 		}
-		i := vram.FromSlice([]int64{7, -7, 7, -7}, vram.Shape{4}, vram.CUDA(0))
-		if got := i.RemainderScalar(-2).Int64s(); got[0] != -1 || got[1] != -1 || got[2] != 1 || got[3] != 1 {
-			t.Errorf("int64 remainder on the GPU: %v", got)
+		// Python's 7 % -2 and -7 % -2 are both -1; 7 % 2 and -7 % 2 both 1;
+		// C's fmod takes the dividend's sign instead.
+		ic := vram.FromSlice([]int64{7, -7, 7, -7}, vram.Shape{4})
+		dc := vram.FromSlice([]int64{-2, -2, 2, 2}, vram.Shape{4})
+		i, d := ic.CUDA(0), dc.CUDA(0)
+		ints := []struct {
+			name string
+			got  []int64
+			want []int64
+		}{
+			{"remainder by -2", i.RemainderScalar(-2).Int64s(), []int64{-1, -1, -1, -1}},
+			{"remainder by 2", i.RemainderScalar(2).Int64s(), []int64{1, 1, 1, 1}},
+			{"remainder by a tensor", i.Remainder(d).Int64s(), []int64{-1, -1, 1, 1}},
+			{"fmod by a tensor", i.Fmod(d).Int64s(), []int64{1, -1, 1, -1}},
+			{"floor_divide by a tensor", i.FloorDivide(d).Int64s(), []int64{-4, 3, 3, -4}},
+			{"cpu remainder by a tensor", ic.Remainder(dc).Int64s(), []int64{-1, -1, 1, 1}},
+		}
+		for _, c := range ints {
+			if !slices.Equal(c.got, c.want) {
+				t.Errorf("int64 %s on the GPU: %v, want %v", c.name, c.got, c.want)
+			}
 		}
 		err := vram.Catch(func() { g.RemainderScalar(2) })
 		if !errors.Is(err, backend.ErrNotImplemented) && err != nil {
