@@ -67,6 +67,11 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 				nn.NewHardswish(), nn.NewReLU6(), nn.NewSoftplus(1, 20), nn.NewLeakyReLU(0.1), nn.NewTanh(), nn.NewSigmoid(),
 				nn.NewSoftmax(1), nn.NewLogSoftmax(1))
 		}, 2, 3)},
+		{"more activations", layer(func() nn.Module {
+			return nn.NewSequential(nn.NewSoftsign(), nn.NewTanhshrink(), nn.NewHardshrink(0.1), nn.NewSoftshrink(0.1),
+				nn.NewThreshold(0.1, -1), nn.NewLogSigmoid(), nn.NewHardsigmoid(), nn.NewCELU(0.5), nn.NewSELU(),
+				nn.NewPReLU(3, 0.25), nn.NewRReLU(0.1, 0.3), nn.NewSoftmin(1), nn.NewGLU(0))
+		}, 2, 3)},
 		{"pools", layer(func() nn.Module {
 			return nn.NewSequential(nn.NewMaxPool2d(2, 1, 0), nn.NewAvgPool2d(2, 1, 0), nn.NewAdaptiveAvgPool2d(1, 1),
 				nn.NewFlatten())
