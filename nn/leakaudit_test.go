@@ -28,6 +28,13 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 		e.made = append(e.made, x)
 		return x
 	}
+	labels := func(e *env, shape ...int) *vram.Tensor {
+		x := vram.Randn(vram.Shape(shape), e.d)
+		defer x.Release()
+		y := x.Sign()
+		e.made = append(e.made, y)
+		return y
+	}
 	ints := func(e *env, data ...int64) *vram.Tensor {
 		x := vram.FromSlice(data, vram.Shape{len(data)}, e.d)
 		e.made = append(e.made, x)
@@ -126,6 +133,28 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 			y := vram.FromSlice([]float32{1, -1}, vram.Shape{2}, e.d)
 			e.made = append(e.made, y)
 			return nn.CosineEmbeddingLoss(in(e, 2, 3), in(e, 2, 3), y, 0.1, nn.ReductionMean)
+		})},
+		{"MarginRankingLoss", loss(func(e *env) *vram.Tensor {
+			return nn.MarginRankingLoss(in(e, 2, 3), in(e, 2, 3), labels(e, 2, 3), 0.1, nn.ReductionMean)
+		})},
+		{"HingeEmbeddingLoss", loss(func(e *env) *vram.Tensor {
+			return nn.HingeEmbeddingLoss(in(e, 2, 3), labels(e, 2, 3), 1, nn.ReductionSum)
+		})},
+		{"SoftMarginLoss", loss(func(e *env) *vram.Tensor { return nn.SoftMarginLoss(in(e, 2, 3), in(e, 2, 3), nn.ReductionMean) })},
+		{"MultiLabelSoftMarginLoss", loss(func(e *env) *vram.Tensor {
+			return nn.MultiLabelSoftMarginLoss(in(e, 2, 3), prob(e, 2, 3), prob(e, 3), nn.ReductionMean)
+		})},
+		{"MultiMarginLoss", loss(func(e *env) *vram.Tensor {
+			return nn.MultiMarginLoss(in(e, 2, 3), ints(e, 0, 2), 2, 1, prob(e, 3), nn.ReductionMean)
+		})},
+		{"TripletMarginLoss", loss(func(e *env) *vram.Tensor {
+			return nn.TripletMarginLoss(in(e, 2, 3), in(e, 2, 3), in(e, 2, 3), 1, 2, 1e-6, true, nn.ReductionMean)
+		})},
+		{"PoissonNLLLoss", loss(func(e *env) *vram.Tensor {
+			return nn.PoissonNLLLoss(in(e, 2, 3), prob(e, 2, 3), true, true, 1e-8, nn.ReductionMean)
+		})},
+		{"GaussianNLLLoss", loss(func(e *env) *vram.Tensor {
+			return nn.GaussianNLLLoss(in(e, 2, 3), in(e, 2, 3), prob(e, 2, 1), true, 1e-6, nn.ReductionMean)
 		})},
 		{"CosineSimilarity", loss(func(e *env) *vram.Tensor { return nn.CosineSimilarity(in(e, 2, 3), in(e, 2, 3), 1, 1e-8) })},
 	}

@@ -1,0 +1,321 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/vramgo/vram"
+)
+
+// This file holds the margin, ranking and likelihood losses of torch.nn,
+// composed from vram's ops so that every device runs them. Each takes a
+// [Reduction] and computes 16-bit inputs in float32, rounding the result
+// to their dtype once.
+
+// checkMargin panics with an *vram.Error of kind vram.ErrArgument unless
+// margin is finite.
+func checkMargin(op string, margin float64) {
+	checkFinite(op, "margin", margin)
+}
+
+// result returns the elementwise losses l, taken out of ts, combined as
+// r says, in dt: the dtype of the inputs, which 16-bit inputs were widened
+// from (float32 inside an Autocast region, as PyTorch's autocast runs its
+// losses).
+func (ts *temps) result(l *vram.Tensor, r Reduction, dt vram.DType) *vram.Tensor {
+	out := reduce(ts.keep(l), r)
+	if dt = autocastFloat32(dt); out.DType() == dt {
+		return out
+	}
+	defer out.Release()
+	return out.Cast(dt)
+}
+
+// relu returns max(x, 0) recorded in ts.
+func (ts *temps) relu(x *vram.Tensor) *vram.Tensor { return ts.add(x.Clamp(0, math.Inf(1))) }
+
+// MarginRankingLoss returns the loss of ranking x1 above x2 where y is 1
+// and below it where y is −1 (torch.nn.functional.margin_ranking_loss):
+// max(0, −y·(x1 − x2) + margin) for each element, the three broadcast
+// together, combined as r says. It panics with an *vram.Error of kind
+// vram.ErrArgument for a nil tensor, a margin that is not finite or an
+// unknown r, and as vram's ops do for shapes that do not broadcast.
+func MarginRankingLoss(x1, x2, y *vram.Tensor, margin float64, r Reduction) *vram.Tensor {
+	const op = "margin_ranking_loss"
+	notNil(op, x1)
+	notNil(op, x2)
+	notNil(op, y)
+	r.check(op)
+	checkMargin(op, margin)
+	var ts temps
+	defer ts.release()
+	d := ts.add(ts.operand(x1).Sub(ts.operand(x2)))
+	l := ts.relu(ts.add(ts.add(ts.add(ts.operand(y).Neg()).Mul(d)).AddScalar(margin)))
+	return ts.result(l, r, promoteFloat(x1.DType(), x2.DType()))
+}
+
+// HingeEmbeddingLoss returns the loss of distances x labelled y 1 for
+// similar pairs and −1 for dissimilar ones
+// (torch.nn.functional.hinge_embedding_loss): x where y is 1 and
+// max(0, margin − x) where y is −1 (PyTorch's default margin is 1), x and
+// y broadcast together, combined as r says. Like PyTorch's, an element
+// labelled neither takes both terms. It panics with an *vram.Error of
+// kind vram.ErrArgument for a nil tensor, a margin that is not finite or
+// an unknown r.
+func HingeEmbeddingLoss(x, y *vram.Tensor, margin float64, r Reduction) *vram.Tensor {
+	const op = "hinge_embedding_loss"
+	notNil(op, x)
+	notNil(op, y)
+	r.check(op)
+	checkMargin(op, margin)
+	var ts temps
+	defer ts.release()
+	a := ts.operand(x)
+	var notPos, notNeg *vram.Tensor
+	vram.NoGrad(func() {
+		notPos = ts.add(ts.add(y.EqScalar(1)).LogicalNot())
+		notNeg = ts.add(ts.add(y.EqScalar(-1)).LogicalNot())
+	})
+	zero := ts.add(a.NewZeros(nil))
+	hinge := ts.relu(ts.add(a.RSubScalar(margin)))
+	l := ts.add(ts.add(vram.Where(notPos, hinge, zero)).Add(ts.add(vram.Where(notNeg, a, zero))))
+	return ts.result(l, r, x.DType())
+}
+
+// SoftMarginLoss returns the two-class logistic loss log(1 + e^(−y·x)) of
+// scores x and labels y of 1 or −1 (torch.nn.functional.soft_margin_loss),
+// x and y broadcast together, combined as r says. It panics with an
+// *vram.Error of kind vram.ErrArgument for a nil tensor or an unknown r.
+func SoftMarginLoss(x, y *vram.Tensor, r Reduction) *vram.Tensor {
+	const op = "soft_margin_loss"
+	notNil(op, x)
+	notNil(op, y)
+	r.check(op)
+	var ts temps
+	defer ts.release()
+	z := ts.add(ts.add(ts.operand(y).Neg()).Mul(ts.operand(x)))
+	return ts.result(ts.add(z.Softplus(1, 20)), r, x.DType())
+}
+
+// logSigmoid returns log(sigmoid(x)), recorded in ts.
+func (ts *temps) logSigmoid(x *vram.Tensor) *vram.Tensor {
+	return ts.add(ts.add(ts.add(x.Neg()).Softplus(1, 20)).Neg())
+}
+
+// MultiLabelSoftMarginLoss returns the multi-label one-versus-all loss of
+// scores x [N, C] (or [C]) and targets y of x's shape holding 1 for the
+// labels present and 0 for the others
+// (torch.nn.functional.multilabel_soft_margin_loss): for each sample, the
+// mean over classes of −w·(y·log σ(x) + (1 − y)·log σ(−x)), combined over
+// samples as r says (ReductionNone gives [N], or a scalar for [C]).
+// weight, which may be nil, weighs the classes and broadcasts to [C]. It
+// panics with an *vram.Error of kind vram.ErrArgument for a nil x or y
+// or an unknown r, and of kind vram.ErrShape unless x has 1 or 2
+// dimensions, y its shape and weight broadcasts to [C].
+func MultiLabelSoftMarginLoss(x, y, weight *vram.Tensor, r Reduction) *vram.Tensor {
+	const op = "multilabel_soft_margin_loss"
+	notNil(op, x)
+	notNil(op, y)
+	r.check(op)
+	checkSameShape(op, x, y)
+	if d := x.Dim(); d < 1 || d > 2 {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects input [N, C] or [C], got %v", x.Shape())})
+	}
+	checkBroadcastsTo(op, "weight", weight, x.Shape()[x.Dim()-1:])
+	var ts temps
+	defer ts.release()
+	a, t := ts.operand(x), ts.operand(y)
+	pos := ts.add(t.Mul(ts.logSigmoid(a)))
+	neg := ts.add(ts.add(t.RSubScalar(1)).Mul(ts.logSigmoid(ts.add(a.Neg()))))
+	l := ts.add(ts.add(pos.Add(neg)).Neg())
+	if weight != nil {
+		l = ts.add(l.Mul(ts.operand(weight)))
+	}
+	return ts.result(ts.add(l.Mean(-1)), r, x.DType())
+}
+
+// MultiMarginLoss returns the multi-class hinge loss of scores x [N, C]
+// (or [C]) for the int64 class indices y [N] (or a scalar)
+// (torch.nn.functional.multi_margin_loss): for each sample,
+// Σ_{i≠y} w[y]·max(0, margin − x[y] + x[i])^p / C, combined over samples
+// as r says. p is 1 or 2 and margin PyTorch's default 1; weight, which may
+// be nil, holds a weight for each class [C]. It panics with an
+// *vram.Error of kind vram.ErrArgument for a nil x or y, a p other than 1
+// or 2, a margin that is not finite or an unknown r, of kind
+// vram.ErrShape for inconsistent shapes, and of kind vram.ErrIndex for a
+// class index out of range.
+func MultiMarginLoss(x, y *vram.Tensor, p int, margin float64, weight *vram.Tensor, r Reduction) *vram.Tensor {
+	const op = "multi_margin_loss"
+	notNil(op, x)
+	notNil(op, y)
+	r.check(op)
+	checkMargin(op, margin)
+	if p != 1 && p != 2 {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("only p == 1 and p == 2 are supported, got %d", p)})
+	}
+	xs := x.Shape()
+	if d := len(xs); d < 1 || d > 2 || xs[d-1] == 0 || !slices.Equal(y.Shape(), xs[:d-1]) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects input [N, C] or [C] with C > 0 and target [N] or a scalar, got %v and %v", xs, y.Shape())})
+	}
+	c := xs[len(xs)-1]
+	if weight != nil && (weight.Dim() != 1 || weight.Size(0) != c) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects weight [%d], got %v", c, weight.Shape())})
+	}
+	var ts temps
+	defer ts.release()
+	a := ts.operand(x)
+	idx := ts.add(y.Unsqueeze(-1))
+	xy := ts.add(a.Gather(-1, idx))
+	h := ts.relu(ts.add(ts.add(a.Sub(xy)).AddScalar(margin)))
+	if p == 2 {
+		h = ts.add(h.Square())
+	}
+	var other *vram.Tensor
+	vram.NoGrad(func() {
+		oneHot := ts.add(ts.add(a.NewZeros(xs)).ScatterValue(-1, idx, 1))
+		other = ts.add(oneHot.RSubScalar(1))
+	})
+	h = ts.add(h.Mul(other))
+	if weight != nil {
+		w := ts.add(ts.operand(weight).Gather(0, ts.add(idx.Reshape(-1))))
+		h = ts.add(h.Mul(ts.add(w.Reshape(idx.Shape()...))))
+	}
+	l := ts.add(ts.add(h.Sum(-1)).DivScalar(float64(c)))
+	return ts.result(l, r, x.DType())
+}
+
+// TripletMarginLoss returns the triplet loss of anchors, positives and
+// negatives ([N, D], or [D] for one triplet)
+// (torch.nn.functional.triplet_margin_loss):
+// max(d(a, p) − d(a, n) + margin, 0) with d(u, v) = ‖u − v + eps‖_pNorm
+// along the last dimension (PyTorch's pairwise_distance; its defaults are
+// margin 1, pNorm 2 and eps 1e-6). With swap, d(a, n) is replaced by
+// d(p, n) where that is smaller. The losses are combined as r says. It
+// panics with an *vram.Error of kind vram.ErrArgument for a nil tensor, a
+// margin that is not finite, a pNorm that is not positive and finite, a
+// negative eps or an unknown r, and of kind vram.ErrShape unless the three
+// share one shape of 1 or 2 dimensions.
+func TripletMarginLoss(anchor, positive, negative *vram.Tensor, margin, pNorm, eps float64, swap bool, r Reduction) *vram.Tensor {
+	const op = "triplet_margin_loss"
+	notNil(op, anchor)
+	notNil(op, positive)
+	notNil(op, negative)
+	r.check(op)
+	checkMargin(op, margin)
+	if !(pNorm > 0) || math.IsInf(pNorm, 1) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("p must be positive and finite, got %v", pNorm)})
+	}
+	checkLossParam(op, "eps", eps)
+	s := anchor.Shape()
+	if d := len(s); d < 1 || d > 2 || !slices.Equal(s, positive.Shape()) || !slices.Equal(s, negative.Shape()) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects anchor, positive and negative of one shape [N, D] or [D], got %v, %v and %v", s, positive.Shape(), negative.Shape())})
+	}
+	var ts temps
+	defer ts.release()
+	a, pos, neg := ts.operand(anchor), ts.operand(positive), ts.operand(negative)
+	dist := func(u, v *vram.Tensor) *vram.Tensor {
+		return ts.add(ts.add(ts.add(u.Sub(v)).AddScalar(eps)).Norm(pNorm, []int{-1}, false))
+	}
+	dap, dan := dist(a, pos), dist(a, neg)
+	if swap {
+		dan = ts.add(dan.Minimum(dist(pos, neg)))
+	}
+	l := ts.relu(ts.add(ts.add(dap.Sub(dan)).AddScalar(margin)))
+	return ts.result(l, r, promoteFloat(anchor.DType(), promoteFloat(positive.DType(), negative.DType())))
+}
+
+// PoissonNLLLoss returns the negative log-likelihood of target under a
+// Poisson distribution with rate input (torch.nn.functional.poisson_nll_loss):
+// e^input − target·input with logInput (input is the log of the rate,
+// PyTorch's default) and input − target·log(input + eps) without. full
+// adds Stirling's approximation of log(target!),
+// target·log(target) − target + ½·log(2π·target), where target > 1.
+// input and target broadcast together; the losses are combined as r says
+// (PyTorch's default eps is 1e-8). It panics with an *vram.Error of kind
+// vram.ErrArgument for a nil tensor, a negative or infinite eps or an
+// unknown r.
+func PoissonNLLLoss(input, target *vram.Tensor, logInput, full bool, eps float64, r Reduction) *vram.Tensor {
+	const op = "poisson_nll_loss"
+	notNil(op, input)
+	notNil(op, target)
+	r.check(op)
+	checkLossParam(op, "eps", eps)
+	var ts temps
+	defer ts.release()
+	x, t := ts.operand(input), ts.operand(target)
+	var l *vram.Tensor
+	if logInput {
+		l = ts.add(ts.add(x.Exp()).Sub(ts.add(t.Mul(x))))
+	} else {
+		l = ts.add(x.Sub(ts.add(t.Mul(ts.add(ts.add(x.AddScalar(eps)).Log())))))
+	}
+	if full {
+		// Where target <= 1 the term is 0; the logs there are taken of 1
+		// rather than of 0 or a negative number, so no NaN reaches the
+		// gradient.
+		var big *vram.Tensor
+		vram.NoGrad(func() { big = ts.add(t.GtScalar(1)) })
+		safe := ts.add(vram.Where(big, t, ts.add(t.NewOnes(nil))))
+		st := ts.add(ts.add(safe.Mul(ts.add(safe.Log()))).Sub(safe))
+		st = ts.add(st.Add(ts.add(ts.add(ts.add(safe.MulScalar(2 * math.Pi)).Log()).MulScalar(0.5))))
+		l = ts.add(l.Add(ts.add(vram.Where(big, st, ts.add(st.NewZeros(nil))))))
+	}
+	return ts.result(l, r, promoteFloat(input.DType(), target.DType()))
+}
+
+// GaussianNLLLoss returns the negative log-likelihood of target under
+// normal distributions with means input and variances variance
+// (torch.nn.functional.gaussian_nll_loss): ½·(log v + (input − target)²/v)
+// with v = max(variance, eps), plus ½·log(2π) with full (PyTorch's
+// default eps is 1e-6). As PyTorch's, the clamp passes the gradient to
+// variance unchanged. variance has input's shape, or input's shape with
+// its last dimension 1 or without it (one variance shared by the last
+// dimension); input and target broadcast together. The losses are
+// combined as r says. It panics with an *vram.Error of kind
+// vram.ErrArgument for a nil tensor, a negative or infinite eps, a
+// negative variance or an unknown r, and of kind vram.ErrShape for a
+// variance of another shape.
+func GaussianNLLLoss(input, target, variance *vram.Tensor, full bool, eps float64, r Reduction) *vram.Tensor {
+	const op = "gaussian_nll_loss"
+	notNil(op, input)
+	notNil(op, target)
+	notNil(op, variance)
+	r.check(op)
+	checkLossParam(op, "eps", eps)
+	var ts temps
+	defer ts.release()
+	is, vs := input.Shape(), variance.Shape()
+	v := ts.operand(variance)
+	switch {
+	case slices.Equal(is, vs):
+	case len(is) > 0 && slices.Equal(is[:len(is)-1], vs):
+		v = ts.add(v.Unsqueeze(-1))
+	case len(is) > 0 && len(vs) == len(is) && slices.Equal(is[:len(is)-1], vs[:len(vs)-1]) && vs[len(vs)-1] == 1:
+	default:
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("variance of shape %v does not fit input of shape %v", vs, is)})
+	}
+	if variance.NumElements() > 0 {
+		var lo float64
+		vram.NoGrad(func() {
+			m := variance.Min()
+			defer m.Release()
+			lo = m.Item()
+		})
+		if lo < 0 {
+			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("variance has a negative entry, %v", lo)})
+		}
+	}
+	// v + (max(v, eps) − v) without a graph for the difference: the
+	// value is clamped and the gradient goes to variance unchanged.
+	var lift *vram.Tensor
+	vram.NoGrad(func() { lift = ts.add(ts.add(v.Clamp(eps, math.Inf(1))).Sub(v)) })
+	v = ts.add(v.Add(lift))
+	d := ts.add(ts.operand(input).Sub(ts.operand(target)))
+	l := ts.add(ts.add(v.Log()).Add(ts.add(ts.add(d.Square()).Div(v))))
+	l = ts.add(l.MulScalar(0.5))
+	if full {
+		l = ts.add(l.AddScalar(0.5 * math.Log(2*math.Pi)))
+	}
+	return ts.result(l, r, promoteFloat(input.DType(), target.DType()))
+}

@@ -1,0 +1,315 @@
+package nn_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+)
+
+// lossCase is one of the margin and likelihood losses on fixed data: run
+// computes it from tensors made of data with reduction r, and want gives
+// its elementwise losses, worked out here from PyTorch's formulas.
+type lossCase struct {
+	name   string
+	data   [][]float64
+	shapes []vram.Shape
+	ints   []int64 // class indices, passed last, when the loss takes them
+	run    func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor
+	want   func(d [][]float64) []float64
+}
+
+func relu(v float64) float64 { return math.Max(v, 0) }
+
+func logSig(v float64) float64 { return math.Min(v, 0) - math.Log1p(math.Exp(-math.Abs(v))) }
+
+var (
+	lossX  = []float64{0.5, -1.2, 2, 0.1, -0.3, 1.5}
+	lossX2 = []float64{-0.4, 0.7, 1.9, 0.6, -2, 0.2}
+	lossY  = []float64{1, -1, 1, -1, -1, 1}
+	lossP  = []float64{0.9, 0, 1, 0, 1, 0}
+	lossT  = []float64{0, 1, 3, 0.5, 2, 7}
+	lossV  = []float64{0.5, 0.05, 2, 0.3, 1, 4}
+	lossX3 = []float64{1.1, 0.3, -0.9, 0.4, 2.2, -1.3}
+)
+
+func lossCases() []lossCase {
+	s23 := vram.Shape{2, 3}
+	return []lossCase{
+		{"margin ranking", [][]float64{lossX, lossX2, lossY}, []vram.Shape{s23, s23, s23}, nil,
+			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor {
+				return nn.MarginRankingLoss(in[0], in[1], in[2], 0.3, r)
+			},
+			func(d [][]float64) []float64 {
+				out := make([]float64, 6)
+				for i := range out {
+					out[i] = relu(-d[2][i]*(d[0][i]-d[1][i]) + 0.3)
+				}
+				return out
+			}},
+		{"hinge embedding", [][]float64{lossX, {1, -1, 1, -1, 0, -1}}, []vram.Shape{s23, s23}, nil,
+			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor { return nn.HingeEmbeddingLoss(in[0], in[1], 1, r) },
+			func(d [][]float64) []float64 {
+				out := make([]float64, 6)
+				for i := range out {
+					if d[1][i] != 1 {
+						out[i] += relu(1 - d[0][i])
+					}
+					if d[1][i] != -1 {
+						out[i] += d[0][i]
+					}
+				}
+				return out
+			}},
+		{"soft margin", [][]float64{lossX, lossY}, []vram.Shape{s23, s23}, nil,
+			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor { return nn.SoftMarginLoss(in[0], in[1], r) },
+			func(d [][]float64) []float64 {
+				out := make([]float64, 6)
+				for i := range out {
+					out[i] = math.Log1p(math.Exp(-d[1][i] * d[0][i]))
+				}
+				return out
+			}},
+		{"multilabel soft margin", [][]float64{lossX, lossP, {0.5, 2, 1}}, []vram.Shape{s23, s23, {3}}, nil,
+			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor {
+				return nn.MultiLabelSoftMarginLoss(in[0], in[1], in[2], r)
+			},
+			func(d [][]float64) []float64 {
+				out := make([]float64, 2)
+				for n := range 2 {
+					for c := range 3 {
+						i := n*3 + c
+						out[n] -= d[2][c] * (d[1][i]*logSig(d[0][i]) + (1-d[1][i])*logSig(-d[0][i])) / 3
+					}
+				}
+				return out
+			}},
+		{"multi margin p1", [][]float64{lossX}, []vram.Shape{s23}, []int64{2, 0},
+			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor { return nn.MultiMarginLoss(in[0], in[1], 1, 1, nil, r) },
+			func(d [][]float64) []float64 { return refMultiMargin(d[0], []int64{2, 0}, 1, 1, nil) }},
+		{"multi margin p2 weighted", [][]float64{lossX, {0.5, 2, 3}}, []vram.Shape{s23, {3}}, []int64{1, 2},
+			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor {
+				return nn.MultiMarginLoss(in[0], in[2], 2, 0.7, in[1], r)
+			},
+			func(d [][]float64) []float64 { return refMultiMargin(d[0], []int64{1, 2}, 2, 0.7, d[1]) }},
+		{"triplet margin", [][]float64{lossX, lossX2, lossX3}, []vram.Shape{s23, s23, s23}, nil,
+			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor {
+				return nn.TripletMarginLoss(in[0], in[1], in[2], 1, 2, 1e-6, false, r)
+			},
+			func(d [][]float64) []float64 { return refTriplet(d, 1, 2, 1e-6, false) }},
+		{"triplet margin swap p1", [][]float64{lossX, lossX2, lossX3}, []vram.Shape{s23, s23, s23}, nil,
+			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor {
+				return nn.TripletMarginLoss(in[0], in[1], in[2], 2, 1, 1e-6, true, r)
+			},
+			func(d [][]float64) []float64 { return refTriplet(d, 2, 1, 1e-6, true) }},
+		{"poisson log input full", [][]float64{lossX, lossT}, []vram.Shape{s23, s23}, nil,
+			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor {
+				return nn.PoissonNLLLoss(in[0], in[1], true, true, 1e-8, r)
+			},
+			func(d [][]float64) []float64 {
+				out := make([]float64, 6)
+				for i, x := range d[0] {
+					t := d[1][i]
+					out[i] = math.Exp(x) - t*x
+					if t > 1 {
+						out[i] += t*math.Log(t) - t + 0.5*math.Log(2*math.Pi*t)
+					}
+				}
+				return out
+			}},
+		{"poisson rate", [][]float64{{0.5, 1.2, 2, 0.1, 0.3, 1.5}, lossT}, []vram.Shape{s23, s23}, nil,
+			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor {
+				return nn.PoissonNLLLoss(in[0], in[1], false, false, 1e-8, r)
+			},
+			func(d [][]float64) []float64 {
+				out := make([]float64, 6)
+				for i, x := range d[0] {
+					out[i] = x - d[1][i]*math.Log(x+1e-8)
+				}
+				return out
+			}},
+		{"gaussian", [][]float64{lossX, lossX2, lossV}, []vram.Shape{s23, s23, s23}, nil,
+			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor {
+				return nn.GaussianNLLLoss(in[0], in[1], in[2], false, 1e-6, r)
+			},
+			func(d [][]float64) []float64 { return refGaussian(d[0], d[1], d[2], 1, false) }},
+		{"gaussian full, one variance per row", [][]float64{lossX, lossX2, {0.5, 2}}, []vram.Shape{s23, s23, {2, 1}}, nil,
+			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor {
+				return nn.GaussianNLLLoss(in[0], in[1], in[2], true, 1e-6, r)
+			},
+			func(d [][]float64) []float64 { return refGaussian(d[0], d[1], d[2], 3, true) }},
+		{"gaussian, variance without last dimension", [][]float64{lossX, lossX2, {0.5, 2}}, []vram.Shape{s23, s23, {2}}, nil,
+			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor {
+				return nn.GaussianNLLLoss(in[0], in[1], in[2], false, 1e-6, r)
+			},
+			func(d [][]float64) []float64 { return refGaussian(d[0], d[1], d[2], 3, false) }},
+	}
+}
+
+func refMultiMargin(x []float64, y []int64, p int, margin float64, w []float64) []float64 {
+	out := make([]float64, len(y))
+	for n, t := range y {
+		row := x[n*3 : n*3+3]
+		for i := range row {
+			if int64(i) == t {
+				continue
+			}
+			h := math.Pow(relu(margin-row[t]+row[i]), float64(p))
+			if w != nil {
+				h *= w[t]
+			}
+			out[n] += h / 3
+		}
+	}
+	return out
+}
+
+func refTriplet(d [][]float64, margin, p, eps float64, swap bool) []float64 {
+	dist := func(u, v []float64) float64 {
+		var s float64
+		for i := range u {
+			s += math.Pow(math.Abs(u[i]-v[i]+eps), p)
+		}
+		return math.Pow(s, 1/p)
+	}
+	out := make([]float64, 2)
+	for n := range out {
+		a, pos, neg := d[0][n*3:n*3+3], d[1][n*3:n*3+3], d[2][n*3:n*3+3]
+		dan := dist(a, neg)
+		if swap {
+			dan = math.Min(dan, dist(pos, neg))
+		}
+		out[n] = relu(dist(a, pos) - dan + margin)
+	}
+	return out
+}
+
+// refGaussian takes one variance for every per elements of x.
+func refGaussian(x, t, v []float64, per int, full bool) []float64 {
+	out := make([]float64, len(x))
+	for i := range x {
+		vi := math.Max(v[i/per], 1e-6)
+		out[i] = 0.5 * (math.Log(vi) + (x[i]-t[i])*(x[i]-t[i])/vi)
+		if full {
+			out[i] += 0.5 * math.Log(2*math.Pi)
+		}
+	}
+	return out
+}
+
+// The margin, ranking and likelihood losses give PyTorch's values with
+// every reduction on the CPU and a simulated device, and their gradients
+// match finite differences.
+func TestMarginAndLikelihoodLosses(t *testing.T) {
+	for _, tc := range lossCases() {
+		per := tc.want(tc.data)
+		var sum float64
+		for _, v := range per {
+			sum += v
+		}
+		for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+			t.Run(dev.String()+" "+tc.name, func(t *testing.T) {
+				vram.Tidy(func() {
+					var in []*vram.Tensor
+					for i, d := range tc.data {
+						in = append(in, vram.FromSlice(d, tc.shapes[i], dev))
+					}
+					if tc.ints != nil {
+						in = append(in, vram.FromSlice(tc.ints, vram.Shape{len(tc.ints)}, dev))
+					}
+					none := tc.run(in, nn.ReductionNone)
+					if none.Device() != dev || none.NumElements() != len(per) {
+						t.Fatalf("none: %v on %v, want %d elements", none.Shape(), none.Device(), len(per))
+					}
+					checkValues(t, "none", none.Float64s(), per, 1e-12)
+					checkValues(t, "sum", []float64{tc.run(in, nn.ReductionSum).Item()}, []float64{sum}, 1e-12)
+					checkValues(t, "mean", []float64{tc.run(in, nn.ReductionMean).Item()}, []float64{sum / float64(len(per))}, 1e-12)
+					if dev != vram.CPU {
+						return
+					}
+					// The floating-point inputs other than labels: the
+					// first of every loss, and the second and third
+					// where they are values rather than labels.
+					grads := in[:1]
+					switch tc.name {
+					case "margin ranking":
+						grads = in[:2]
+					case "triplet margin", "triplet margin swap p1", "gaussian", "gaussian full, one variance per row",
+						"gaussian, variance without last dimension":
+						grads = in[:3]
+					case "multi margin p2 weighted":
+						grads = in[:2]
+					}
+					finiteDifferences(t, func() *vram.Tensor { return tc.run(in, nn.ReductionNone) }, grads...)
+				})
+			})
+		}
+	}
+}
+
+// GaussianNLLLoss clamps small variances to eps in value but passes the
+// gradient to them unchanged, as PyTorch's in-place clamp under no_grad
+// does, and float16 inputs give float16 losses computed in float32.
+func TestGaussianNLLLossClampAndHalf(t *testing.T) {
+	x := vram.FromSlice([]float64{1}, vram.Shape{1})
+	tgt := vram.FromSlice([]float64{0}, vram.Shape{1})
+	v := vram.FromSlice([]float64{1e-9}, vram.Shape{1}, vram.WithGrad())
+	l := nn.GaussianNLLLoss(x, tgt, v, false, 1e-3, nn.ReductionSum)
+	want := 0.5 * (math.Log(1e-3) + 1/1e-3)
+	checkValues(t, "clamped", []float64{l.Item()}, []float64{want}, 1e-12)
+	l.Backward()
+	// d/dv of ½(log v + d²/v) at the clamped value 1e-3.
+	checkValues(t, "gradient", v.Grad().Float64s(), []float64{0.5 * (1/1e-3 - 1/1e-6)}, 1e-9)
+
+	h := nn.MarginRankingLoss(vram.FromSlice(lossX, vram.Shape{6}, vram.Float16), vram.FromSlice(lossX2, vram.Shape{6}, vram.Float16),
+		vram.FromSlice(lossY, vram.Shape{6}, vram.Float16), 0, nn.ReductionNone)
+	if h.DType() != vram.Float16 {
+		t.Fatalf("float16 inputs gave %v", h.DType())
+	}
+	checkValues(t, "float16", h.Float64s(), []float64{0, 0, 0, 0, 1.7, 0}, 2e-3)
+}
+
+// Bad arguments and shapes give errors of vram's kinds.
+func TestMarginAndLikelihoodLossErrors(t *testing.T) {
+	x := vram.Randn(vram.Shape{2, 3})
+	y := vram.FromSlice([]int64{0, 2}, vram.Shape{2})
+	tests := []struct {
+		name string
+		fn   func()
+		kind error
+	}{
+		{"ranking nil", func() { nn.MarginRankingLoss(x, nil, x, 0, nn.ReductionMean) }, vram.ErrArgument},
+		{"ranking NaN margin", func() { nn.MarginRankingLoss(x, x, x, math.NaN(), nn.ReductionMean) }, vram.ErrArgument},
+		{"hinge reduction", func() { nn.HingeEmbeddingLoss(x, x, 1, nn.ReductionBatchMean) }, vram.ErrArgument},
+		{"soft margin shapes", func() { nn.SoftMarginLoss(x, vram.Randn(vram.Shape{4}), nn.ReductionMean) }, vram.ErrShape},
+		{"multilabel shapes", func() { nn.MultiLabelSoftMarginLoss(x, vram.Randn(vram.Shape{2, 2}), nil, nn.ReductionMean) }, vram.ErrShape},
+		{"multilabel weight", func() { nn.MultiLabelSoftMarginLoss(x, x, vram.Randn(vram.Shape{2}), nn.ReductionMean) }, vram.ErrShape},
+		{"multilabel 3-d", func() {
+			z := vram.Randn(vram.Shape{1, 2, 3})
+			nn.MultiLabelSoftMarginLoss(z, z, nil, nn.ReductionMean)
+		}, vram.ErrShape},
+		{"multi margin p", func() { nn.MultiMarginLoss(x, y, 3, 1, nil, nn.ReductionMean) }, vram.ErrArgument},
+		{"multi margin target shape", func() { nn.MultiMarginLoss(x, y.Reshape(2, 1), 1, 1, nil, nn.ReductionMean) }, vram.ErrShape},
+		{"multi margin target range", func() {
+			nn.MultiMarginLoss(x, vram.FromSlice([]int64{0, 3}, vram.Shape{2}), 1, 1, nil, nn.ReductionMean)
+		}, vram.ErrIndex},
+		{"multi margin weight", func() { nn.MultiMarginLoss(x, y, 1, 1, vram.Randn(vram.Shape{2}), nn.ReductionMean) }, vram.ErrShape},
+		{"triplet shapes", func() { nn.TripletMarginLoss(x, x, vram.Randn(vram.Shape{2, 4}), 1, 2, 1e-6, false, nn.ReductionMean) }, vram.ErrShape},
+		{"triplet p", func() { nn.TripletMarginLoss(x, x, x, 1, 0, 1e-6, false, nn.ReductionMean) }, vram.ErrArgument},
+		{"poisson eps", func() { nn.PoissonNLLLoss(x, x, true, false, -1, nn.ReductionMean) }, vram.ErrArgument},
+		{"gaussian negative variance", func() {
+			nn.GaussianNLLLoss(x, x, vram.FromSlice([]float32{1, -0.5}, vram.Shape{2, 1}), false, 1e-6, nn.ReductionMean)
+		}, vram.ErrArgument},
+		{"gaussian variance shape", func() { nn.GaussianNLLLoss(x, x, vram.Ones(vram.Shape{3}), false, 1e-6, nn.ReductionMean) }, vram.ErrShape},
+		{"gaussian variance shape 2", func() { nn.GaussianNLLLoss(x, x, vram.Ones(vram.Shape{2, 2}), false, 1e-6, nn.ReductionMean) }, vram.ErrShape},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := vram.Catch(tc.fn); !errors.Is(err, tc.kind) {
+				t.Fatalf("got %v, want %v", err, tc.kind)
+			}
+		})
+	}
+}
