@@ -87,7 +87,9 @@ func lossCases() []lossCase {
 				return out
 			}},
 		{"multi margin p1", [][]float64{lossX}, []vram.Shape{s23}, []int64{2, 0},
-			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor { return nn.MultiMarginLoss(in[0], in[1], 1, 1, nil, r) },
+			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor {
+				return nn.MultiMarginLoss(in[0], in[1], 1, 1, nil, r)
+			},
 			func(d [][]float64) []float64 { return refMultiMargin(d[0], []int64{2, 0}, 1, 1, nil) }},
 		{"multi margin p2 weighted", [][]float64{lossX, {0.5, 2, 3}}, []vram.Shape{s23, {3}}, []int64{1, 2},
 			func(in []*vram.Tensor, r nn.Reduction) *vram.Tensor {
