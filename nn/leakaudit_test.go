@@ -83,6 +83,14 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 			return nn.NewSequential(nn.NewMaxPool2d(2, 1, 0), nn.NewAvgPool2d(2, 1, 0), nn.NewAdaptiveAvgPool2d(1, 1),
 				nn.NewFlatten())
 		}, 1, 2, 4, 4)},
+		{"1-d pools", layer(func() nn.Module {
+			return nn.NewSequential(nn.NewMaxPool1d(2, 1, 0), nn.NewAvgPool1d(2, 1, 1), nn.NewAdaptiveAvgPool1d(3),
+				nn.NewAdaptiveMaxPool1d(2), nn.NewFlatten(), nn.NewUnflatten(1, 2, 2))
+		}, 1, 2, 8)},
+		{"MaxPool1d with indices", func(e *env) (nn.Module, []*vram.Tensor) {
+			y, idx := nn.NewMaxPool1d(2, 0, 0).ForwardWithIndices(in(e, 2, 6))
+			return nil, []*vram.Tensor{y, idx}
+		}},
 		{"RNN", layer(func() nn.Module { return nn.NewRNN(3, 4, nn.RecurrentOptions{NumLayers: 2}) }, 5, 2, 3)},
 		{"LSTM", layer(func() nn.Module { return nn.NewLSTM(3, 4, nn.RecurrentOptions{NumLayers: 2}) }, 5, 2, 3)},
 		{"GRU", layer(func() nn.Module { return nn.NewGRU(3, 4, nn.RecurrentOptions{}) }, 5, 2, 3)},
