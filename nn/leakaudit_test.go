@@ -60,6 +60,15 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 		{"ConvTranspose2d", layer(func() nn.Module { return nn.NewConvTranspose2d(2, 3, 3, nn.ConvOptions{Stride: 2}) }, 1, 2, 3, 3)},
 		{"BatchNorm1d", layer(func() nn.Module { return nn.NewBatchNorm1d(3) }, 4, 3)},
 		{"BatchNorm2d", layer(func() nn.Module { return nn.NewBatchNorm2d(2) }, 2, 2, 3, 3)},
+		{"InstanceNorm1d", layer(func() nn.Module {
+			return nn.NewInstanceNorm1d(3, nn.InstanceNormOptions{Affine: true, TrackRunningStats: true})
+		}, 2, 3, 4)},
+		{"InstanceNorm2d eval", layer(func() nn.Module {
+			m := nn.NewInstanceNorm2d(2, nn.InstanceNormOptions{Affine: true, TrackRunningStats: true})
+			m.Eval()
+			return m
+		}, 2, 2, 3, 3)},
+		{"InstanceNorm2d unbatched", layer(func() nn.Module { return nn.NewInstanceNorm2d(2, nn.InstanceNormOptions{}) }, 2, 3, 3)},
 		{"GroupNorm", layer(func() nn.Module { return nn.NewGroupNorm(2, 4, 1e-5) }, 2, 4, 3)},
 		{"LayerNorm", layer(func() nn.Module { return nn.NewLayerNorm([]int{3}, 1e-5) }, 2, 3)},
 		{"Embedding", func(e *env) (nn.Module, []*vram.Tensor) {

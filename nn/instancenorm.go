@@ -1,0 +1,235 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/vramgo/vram"
+)
+
+// InstanceNorm normalizes each channel of each sample over its spatial
+// dimensions (torch.nn.InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
+// made by [NewInstanceNorm1d], [NewInstanceNorm2d] and
+// [NewInstanceNorm3d]), then applies a per-channel affine map if it has
+// one. With running statistics it updates them in training mode from the
+// batch's per-instance statistics (the variance unbiased, as PyTorch's)
+// and normalizes with them in evaluation mode; without, it normalizes
+// with the instance's statistics in both modes.
+//
+// It is a [Float32Layer]: a 16-bit input is normalized in float32 and
+// returned in its own dtype, or in float32 inside an Autocast region.
+type InstanceNorm struct {
+	Base
+	// NumFeatures is the number of channels C.
+	NumFeatures int
+	// Spatial is the number of spatial dimensions: 1, 2 or 3.
+	Spatial int
+	// Weight (ones at first) and Bias (zeros) are [C], or both nil
+	// without InstanceNormOptions.Affine.
+	Weight, Bias *vram.Tensor
+	// RunningMean (zeros), RunningVar (ones) and NumBatchesTracked are the
+	// buffers "running_mean", "running_var" and "num_batches_tracked", or
+	// nil without InstanceNormOptions.TrackRunningStats.
+	RunningMean, RunningVar, NumBatchesTracked *vram.Tensor
+	// Momentum weighs each batch in the running statistics (0.1).
+	Momentum float64
+	// Eps is added to the variance (1e-5).
+	Eps float64
+}
+
+// InstanceNormOptions are the settings of the InstanceNorm constructors.
+// The zero value is PyTorch's default: eps 1e-5, momentum 0.1, no affine
+// map and no running statistics.
+type InstanceNormOptions struct {
+	// Eps is added to the variance; 0 means 1e-5. It must not be negative.
+	Eps float64
+	// Momentum weighs each batch in the running statistics, in [0, 1]; 0
+	// means 0.1.
+	Momentum float64
+	// Affine adds a weight and a bias per channel (affine=True).
+	Affine bool
+	// TrackRunningStats keeps running statistics, used in evaluation
+	// mode (track_running_stats=True).
+	TrackRunningStats bool
+}
+
+// NewInstanceNorm1d returns an InstanceNorm of inputs [N, C, L] or [C, L]
+// with c channels (torch.nn.InstanceNorm1d). opts (device, dtype) go to
+// vram's factory functions; a dtype other than float64 gives float32
+// tensors, as the layer stays float32. It panics with an *vram.Error of
+// kind vram.ErrArgument unless c is positive, Eps is finite and not
+// negative and Momentum is in [0, 1].
+func NewInstanceNorm1d(c int, o InstanceNormOptions, opts ...vram.Option) *InstanceNorm {
+	return newInstanceNorm(1, c, o, opts)
+}
+
+// NewInstanceNorm2d returns an InstanceNorm of inputs [N, C, H, W] or
+// [C, H, W] (torch.nn.InstanceNorm2d), as [NewInstanceNorm1d] does.
+func NewInstanceNorm2d(c int, o InstanceNormOptions, opts ...vram.Option) *InstanceNorm {
+	return newInstanceNorm(2, c, o, opts)
+}
+
+// NewInstanceNorm3d returns an InstanceNorm of inputs [N, C, D, H, W] or
+// [C, D, H, W] (torch.nn.InstanceNorm3d), as [NewInstanceNorm1d] does.
+func NewInstanceNorm3d(c int, o InstanceNormOptions, opts ...vram.Option) *InstanceNorm {
+	return newInstanceNorm(3, c, o, opts)
+}
+
+func newInstanceNorm(spatial, c int, o InstanceNormOptions, opts []vram.Option) *InstanceNorm {
+	l := &InstanceNorm{NumFeatures: c, Spatial: spatial, Momentum: o.Momentum, Eps: o.Eps}
+	op := l.op()
+	switch {
+	case c < 1:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("channels must be positive, got %d", c)})
+	case !(o.Eps >= 0) || math.IsInf(o.Eps, 1):
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("eps %v must be finite and not negative", o.Eps)})
+	case !(o.Momentum >= 0 && o.Momentum <= 1):
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("momentum %v must be in [0, 1]", o.Momentum)})
+	}
+	if l.Momentum == 0 {
+		l.Momentum = 0.1
+	}
+	if l.Eps == 0 {
+		l.Eps = 1e-5
+	}
+	dt := vram.Float32
+	vram.Region(ParametersRegion, func() {
+		probe := vram.Empty(vram.Shape{0}, opts...)
+		if probe.DType() == vram.Float64 {
+			dt = vram.Float64
+		}
+		probe.Release()
+	})
+	popts := append(slices.Clone(opts), dt)
+	if o.Affine {
+		l.Weight = fullParam(vram.Shape{c}, 1, popts)
+		l.Bias = fullParam(vram.Shape{c}, 0, popts)
+		l.RegisterParameter("weight", l.Weight)
+		l.RegisterParameter("bias", l.Bias)
+	}
+	if o.TrackRunningStats {
+		vram.Region(ParametersRegion, func() {
+			l.RunningMean = vram.Keep(vram.Zeros(vram.Shape{c}, popts...))
+			l.RunningVar = vram.Keep(vram.Ones(vram.Shape{c}, popts...))
+			l.NumBatchesTracked = vram.Keep(vram.Zeros(vram.Shape{}, append(slices.Clone(opts), vram.Int64)...))
+		})
+		l.RegisterBuffer("running_mean", l.RunningMean)
+		l.RegisterBuffer("running_var", l.RunningVar)
+		l.RegisterBuffer("num_batches_tracked", l.NumBatchesTracked)
+	}
+	return l
+}
+
+// op returns PyTorch's name of l's function.
+func (l *InstanceNorm) op() string { return fmt.Sprintf("instance_norm%dd", l.Spatial) }
+
+// optionalState names the buffer that [Load] lets a file lack, as for
+// batch norm.
+func (l *InstanceNorm) optionalState() []string {
+	if l.NumBatchesTracked == nil {
+		return nil
+	}
+	return []string{"num_batches_tracked"}
+}
+
+// Forward returns the normalized x, of x's shape and dtype. In training
+// mode a layer with running statistics updates them. It panics with an
+// *vram.Error of kind vram.ErrShape unless x has Spatial + 1 or
+// Spatial + 2 dimensions, and, for a layer with an affine map or running
+// statistics, NumFeatures channels, and when it normalizes with the
+// instance's statistics unless there is more than one spatial element,
+// as PyTorch requires.
+func (l *InstanceNorm) Forward(x *vram.Tensor) *vram.Tensor {
+	op := l.op()
+	notNil(op, x)
+	if d := x.Dim(); d == l.Spatial+1 {
+		u := x.Unsqueeze(0)
+		defer u.Release()
+		y := l.Forward(u)
+		defer y.Release()
+		return y.Squeeze(0)
+	} else if d != l.Spatial+2 {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects %d-D or %d-D input, got shape %v", l.Spatial+1, l.Spatial+2, x.Shape())})
+	}
+	shape := x.Shape()
+	n, c := shape[0], shape[1]
+	if (l.Weight != nil || l.RunningMean != nil) && c != l.NumFeatures {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects %d channels, got input of shape %v", l.NumFeatures, shape)})
+	}
+	per := 1
+	for _, s := range shape[2:] {
+		per *= s
+	}
+	var ts temps
+	defer ts.release()
+	xw := x
+	if dt := x.DType(); dt == vram.Float16 || dt == vram.BFloat16 {
+		xw = ts.add(x.Cast(vram.Float32))
+	}
+	rows := ts.add(xw.Reshape(n*c, per))
+	bshape := slices.Repeat([]int{1}, len(shape))
+	bshape[1] = c
+	var y *vram.Tensor
+	if l.RunningMean != nil && !l.Training() {
+		rm := ts.add(ts.add(l.RunningMean.Cast(xw.DType())).Reshape(bshape...))
+		rv := ts.add(ts.add(l.RunningVar.Cast(xw.DType())).Reshape(bshape...))
+		inv := ts.add(ts.add(rv.AddScalar(l.Eps)).Rsqrt())
+		y = ts.add(ts.add(xw.Sub(rm)).Mul(inv))
+	} else {
+		if per < 2 {
+			panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects more than 1 spatial element to normalize with the instance's statistics, got input of shape %v", shape)})
+		}
+		if l.RunningMean != nil {
+			l.track(rows, n, c)
+		}
+		y = ts.add(ts.add(vram.LayerNorm(rows, []int{per}, nil, nil, l.Eps)).Reshape(shape...))
+	}
+	if l.Weight != nil {
+		mw, mb, done := l.maskedParams(l.Weight, l.Bias)
+		defer done()
+		w := ts.add(mw.Reshape(bshape...))
+		b := ts.add(mb.Reshape(bshape...))
+		y = ts.add(ts.add(y.Mul(w)).Add(b))
+	}
+	if dt := autocastFloat32(x.DType()); y.DType() != dt {
+		return y.Cast(dt)
+	}
+	return ts.keep(y)
+}
+
+// track updates the running statistics from rows [N·C, per]: the mean
+// over the batch of each instance's mean and unbiased variance.
+func (l *InstanceNorm) track(rows *vram.Tensor, n, c int) {
+	vram.NoGrad(func() {
+		var ts temps
+		defer ts.release()
+		mean := ts.add(ts.add(ts.add(rows.Mean(1)).Reshape(n, c)).Mean(0))
+		vr := ts.add(ts.add(ts.add(rows.Var([]int{1}, 1, false)).Reshape(n, c)).Mean(0))
+		m := l.Momentum
+		upd := func(run, batch *vram.Tensor) {
+			b := ts.add(batch.Cast(run.DType()))
+			run.MulScalarInPlace(1 - m)
+			run.AddScaledInPlace(b, m)
+		}
+		upd(l.RunningMean, mean)
+		upd(l.RunningVar, vr)
+		l.NumBatchesTracked.AddScalarInPlace(1)
+	})
+}
+
+// KeepsFloat32 marks InstanceNorm as a [Float32Layer].
+func (*InstanceNorm) KeepsFloat32() {}
+
+// ToDType converts the layer's parameters to dt, or to float32 for a
+// 16-bit dt, as [ConvertDType] does.
+func (l *InstanceNorm) ToDType(dt vram.DType) { ConvertDType(l, dt) }
+
+// Half keeps the layer float32; see [InstanceNorm.ToDType].
+func (l *InstanceNorm) Half() { l.ToDType(vram.Float16) }
+
+// BFloat16 keeps the layer float32; see [InstanceNorm.ToDType].
+func (l *InstanceNorm) BFloat16() { l.ToDType(vram.BFloat16) }
+
+// Float converts the layer to float32.
+func (l *InstanceNorm) Float() { l.ToDType(vram.Float32) }
