@@ -55,6 +55,11 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 		run  func(e *env) (nn.Module, []*vram.Tensor)
 	}{
 		{"Linear", layer(func() nn.Module { return nn.NewLinear(3, 4) }, 2, 3)},
+		{"Bilinear", func(e *env) (nn.Module, []*vram.Tensor) {
+			m := nn.NewBilinear(3, 2, 4)
+			m.To(e.d)
+			return m, []*vram.Tensor{m.ForwardPair(in(e, 2, 3), in(e, 2, 2))}
+		}},
 		{"Conv1d", layer(func() nn.Module { return nn.NewConv1d(2, 3, 3, nn.ConvOptions{Padding: 1}) }, 1, 2, 5)},
 		{"Conv2d", layer(func() nn.Module { return nn.NewConv2d(2, 3, 3, nn.ConvOptions{Padding: 1}) }, 1, 2, 4, 4)},
 		{"ConvTranspose2d", layer(func() nn.Module { return nn.NewConvTranspose2d(2, 3, 3, nn.ConvOptions{Stride: 2}) }, 1, 2, 3, 3)},
