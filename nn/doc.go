@@ -2,17 +2,26 @@
 // in the style of torch.nn: a [Module] interface, layers ([Linear],
 // [LayerNorm], [BatchNorm1d], [GroupNorm], [Embedding] and
 // [NewEmbeddingFromPretrained], [Dropout],
-// activations ([ReLU], [LeakyReLU], [ELU], [GELU], [SiLU], [Mish],
-// [Softplus], [Hardtanh], [Hardswish], [Sigmoid], [Tanh], [Softmax],
-// [LogSoftmax]), and for convolutional networks [Conv2d], [ConvTranspose2d],
-// [BatchNorm2d], [MaxPool2d], [AvgPool2d], [AdaptiveAvgPool2d],
-// [AdaptiveMaxPool2d], [Flatten], [Dropout2d], for sequence models
+// [Bilinear], activations ([ReLU], [LeakyReLU], [PReLU], [RReLU], [ELU],
+// [CELU], [SELU], [GELU], [GLU], [SiLU], [Mish], [Softplus], [Hardtanh],
+// [Hardswish], [Hardsigmoid], [Sigmoid], [LogSigmoid], [Tanh],
+// [Softsign], [Tanhshrink], [Hardshrink], [Softshrink], [Threshold],
+// [Softmax], [Softmin], [LogSoftmax]), and for convolutional networks
+// [Conv2d], [ConvTranspose2d], [BatchNorm2d], [InstanceNorm] (made by
+// [NewInstanceNorm1d], [NewInstanceNorm2d], [NewInstanceNorm3d]),
+// [MaxPool2d], [AvgPool2d], [AdaptiveAvgPool2d], [AdaptiveMaxPool2d],
+// their 1-D forms [MaxPool1d], [AvgPool1d], [AdaptiveAvgPool1d] and
+// [AdaptiveMaxPool1d], [Flatten], [Unflatten], [Dropout2d], for sequence models
 // [MultiheadAttention] (PyTorch's state-dict names, masks and weights;
 // built on [vram.ScaledDotProductAttention]), the recurrent layers [RNN],
 // [LSTM] and [GRU] and their cells [RNNCell], [LSTMCell] and [GRUCell], and
 // [Conv1d], and [Identity] as a placeholder), containers
-// ([Sequential]), loss functions ([CrossEntropyLoss], [MSELoss],
-// [KLDivLoss], [CosineEmbeddingLoss], ..., and
+// ([Sequential], which also holds a list of modules under PyTorch's names
+// "0", "1", ... as a ModuleList does), loss functions ([CrossEntropyLoss],
+// [MSELoss], [KLDivLoss], [CosineEmbeddingLoss], the margin losses
+// [MarginRankingLoss], [HingeEmbeddingLoss], [SoftMarginLoss],
+// [MultiLabelSoftMarginLoss], [MultiMarginLoss], [TripletMarginLoss], the
+// likelihoods [PoissonNLLLoss] and [GaussianNLLLoss], ..., and
 // their forms with PyTorch's options, such as [CrossEntropyLossWith] with
 // class weights, an ignore index, label smoothing and a [Reduction]),
 // parameter initialisation as torch.nn.init ([CalculateGain], [Uniform],
