@@ -9,6 +9,7 @@
 // [Softmax], [Softmin], [LogSoftmax]), and for convolutional networks
 // [Conv2d], [ConvTranspose2d], [BatchNorm2d], [InstanceNorm] (made by
 // [NewInstanceNorm1d], [NewInstanceNorm2d], [NewInstanceNorm3d]),
+// [LocalResponseNorm],
 // [MaxPool2d], [AvgPool2d], [AdaptiveAvgPool2d], [AdaptiveMaxPool2d],
 // their 1-D forms [MaxPool1d], [AvgPool1d], [AdaptiveAvgPool1d] and
 // [AdaptiveMaxPool1d], [Flatten], [Unflatten], [Dropout2d], for sequence models

@@ -74,6 +74,7 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 			return m
 		}, 2, 2, 3, 3)},
 		{"InstanceNorm2d unbatched", layer(func() nn.Module { return nn.NewInstanceNorm2d(2, nn.InstanceNormOptions{}) }, 2, 3, 3)},
+		{"LocalResponseNorm", layer(func() nn.Module { return nn.NewLocalResponseNorm(2, 1e-4, 0.75, 1) }, 2, 3, 2)},
 		{"GroupNorm", layer(func() nn.Module { return nn.NewGroupNorm(2, 4, 1e-5) }, 2, 4, 3)},
 		{"LayerNorm", layer(func() nn.Module { return nn.NewLayerNorm([]int{3}, 1e-5) }, 2, 3)},
 		{"Embedding", func(e *env) (nn.Module, []*vram.Tensor) {
