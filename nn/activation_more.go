@@ -115,8 +115,8 @@ func (l *Softshrink) Forward(x *vram.Tensor) *vram.Tensor {
 	return d.Mul(m)
 }
 
-// Threshold passes the elements greater than Threshold and replaces the
-// others by Value (torch.nn.Threshold).
+// Threshold replaces the elements not greater than Threshold by Value and
+// passes the others, NaN included (torch.nn.Threshold).
 type Threshold struct {
 	Base
 	// Threshold is the value an element must exceed to pass; Value
@@ -133,15 +133,16 @@ func NewThreshold(threshold, value float64) *Threshold {
 	return &Threshold{Threshold: threshold, Value: value}
 }
 
-// Forward returns x where x > Threshold and Value elsewhere; the gradient
-// is 1 where x passes and 0 elsewhere.
+// Forward returns Value where x <= Threshold and x elsewhere; the
+// gradient is 0 where x is replaced and 1 elsewhere.
 func (l *Threshold) Forward(x *vram.Tensor) *vram.Tensor {
 	notNil("threshold", x)
 	var ts temps
 	defer ts.release()
-	var pass *vram.Tensor
-	vram.NoGrad(func() { pass = ts.add(x.GtScalar(l.Threshold)) })
-	return vram.Where(pass, x, ts.add(x.NewFull(nil, l.Value)))
+	// Replaced where x <= Threshold, so that NaN passes, as in PyTorch.
+	var below *vram.Tensor
+	vram.NoGrad(func() { below = ts.add(x.LeScalar(l.Threshold)) })
+	return vram.Where(below, ts.add(x.NewFull(nil, l.Value)), x)
 }
 
 // LogSigmoid applies log(sigmoid(x)) = −softplus(−x) elementwise, stably

@@ -223,3 +223,18 @@ func TestMoreActivationErrors(t *testing.T) {
 		})
 	}
 }
+
+// NaN passes through every elementwise activation, as in PyTorch, whose
+// threshold keeps x unless x <= threshold.
+func TestMoreActivationsPropagateNaN(t *testing.T) {
+	eval := nn.NewRReLU(0.1, 0.3)
+	eval.Eval()
+	for _, m := range []nn.Module{nn.NewSoftsign(), nn.NewTanhshrink(), nn.NewHardshrink(0.5), nn.NewSoftshrink(0.5),
+		nn.NewThreshold(0.1, 20), nn.NewLogSigmoid(), nn.NewHardsigmoid(), nn.NewCELU(1), nn.NewSELU(),
+		nn.NewPReLU(1, 0.25), nn.NewRReLU(0.1, 0.3), eval} {
+		x := vram.FromSlice([]float32{float32(math.NaN()), 1}, vram.Shape{2})
+		if got := m.Forward(x).Float64s(); !math.IsNaN(got[0]) {
+			t.Errorf("%T: NaN gave %v", m, got[0])
+		}
+	}
+}
