@@ -11,7 +11,8 @@ import (
 // This file holds the margin, ranking and likelihood losses of torch.nn,
 // composed from vram's ops so that every device runs them. Each takes a
 // [Reduction] and computes 16-bit inputs in float32, rounding the result
-// to their dtype once.
+// to their dtype once; the errors of the operations they are built from
+// name the loss.
 
 // checkMargin panics with an *vram.Error of kind vram.ErrArgument unless
 // margin is finite.
@@ -43,6 +44,7 @@ func (ts *temps) relu(x *vram.Tensor) *vram.Tensor { return ts.add(x.Clamp(0, ma
 // unknown r, and as vram's ops do for shapes that do not broadcast.
 func MarginRankingLoss(x1, x2, y *vram.Tensor, margin float64, r Reduction) *vram.Tensor {
 	const op = "margin_ranking_loss"
+	defer asOp(op)
 	notNil(op, x1)
 	notNil(op, x2)
 	notNil(op, y)
@@ -65,6 +67,7 @@ func MarginRankingLoss(x1, x2, y *vram.Tensor, margin float64, r Reduction) *vra
 // an unknown r.
 func HingeEmbeddingLoss(x, y *vram.Tensor, margin float64, r Reduction) *vram.Tensor {
 	const op = "hinge_embedding_loss"
+	defer asOp(op)
 	notNil(op, x)
 	notNil(op, y)
 	r.check(op)
@@ -89,6 +92,7 @@ func HingeEmbeddingLoss(x, y *vram.Tensor, margin float64, r Reduction) *vram.Te
 // *vram.Error of kind vram.ErrArgument for a nil tensor or an unknown r.
 func SoftMarginLoss(x, y *vram.Tensor, r Reduction) *vram.Tensor {
 	const op = "soft_margin_loss"
+	defer asOp(op)
 	notNil(op, x)
 	notNil(op, y)
 	r.check(op)
@@ -115,6 +119,7 @@ func (ts *temps) logSigmoid(x *vram.Tensor) *vram.Tensor {
 // dimensions, y its shape and weight broadcasts to [C].
 func MultiLabelSoftMarginLoss(x, y, weight *vram.Tensor, r Reduction) *vram.Tensor {
 	const op = "multilabel_soft_margin_loss"
+	defer asOp(op)
 	notNil(op, x)
 	notNil(op, y)
 	r.check(op)
@@ -143,10 +148,12 @@ func MultiLabelSoftMarginLoss(x, y, weight *vram.Tensor, r Reduction) *vram.Tens
 // be nil, holds a weight for each class [C]. It panics with an
 // *vram.Error of kind vram.ErrArgument for a nil x or y, a p other than 1
 // or 2, a margin that is not finite or an unknown r, of kind
-// vram.ErrShape for inconsistent shapes, and of kind vram.ErrIndex for a
-// class index out of range.
+// vram.ErrShape for inconsistent shapes, of kind vram.ErrDType for a y
+// that is not int64, and of kind vram.ErrIndex for a class index out of
+// range.
 func MultiMarginLoss(x, y *vram.Tensor, p int, margin float64, weight *vram.Tensor, r Reduction) *vram.Tensor {
 	const op = "multi_margin_loss"
+	defer asOp(op)
 	notNil(op, x)
 	notNil(op, y)
 	r.check(op)
@@ -157,6 +164,9 @@ func MultiMarginLoss(x, y *vram.Tensor, p int, margin float64, weight *vram.Tens
 	xs := x.Shape()
 	if d := len(xs); d < 1 || d > 2 || xs[d-1] == 0 || !slices.Equal(y.Shape(), xs[:d-1]) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects input [N, C] or [C] with C > 0 and target [N] or a scalar, got %v and %v", xs, y.Shape())})
+	}
+	if y.DType() != vram.Int64 {
+		panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("target must hold int64 class indices, got %v", y.DType())})
 	}
 	c := xs[len(xs)-1]
 	if weight != nil && (weight.Dim() != 1 || weight.Size(0) != c) {
@@ -198,6 +208,7 @@ func MultiMarginLoss(x, y *vram.Tensor, p int, margin float64, weight *vram.Tens
 // share one shape of 1 or 2 dimensions.
 func TripletMarginLoss(anchor, positive, negative *vram.Tensor, margin, pNorm, eps float64, swap bool, r Reduction) *vram.Tensor {
 	const op = "triplet_margin_loss"
+	defer asOp(op)
 	notNil(op, anchor)
 	notNil(op, positive)
 	notNil(op, negative)
@@ -237,6 +248,7 @@ func TripletMarginLoss(anchor, positive, negative *vram.Tensor, margin, pNorm, e
 // unknown r.
 func PoissonNLLLoss(input, target *vram.Tensor, logInput, full bool, eps float64, r Reduction) *vram.Tensor {
 	const op = "poisson_nll_loss"
+	defer asOp(op)
 	notNil(op, input)
 	notNil(op, target)
 	r.check(op)
@@ -278,6 +290,7 @@ func PoissonNLLLoss(input, target *vram.Tensor, logInput, full bool, eps float64
 // variance of another shape.
 func GaussianNLLLoss(input, target, variance *vram.Tensor, full bool, eps float64, r Reduction) *vram.Tensor {
 	const op = "gaussian_nll_loss"
+	defer asOp(op)
 	notNil(op, input)
 	notNil(op, target)
 	notNil(op, variance)

@@ -3,6 +3,7 @@ package nn_test
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -311,6 +312,35 @@ func TestMarginAndLikelihoodLossErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := vram.Catch(tc.fn); !errors.Is(err, tc.kind) {
 				t.Fatalf("got %v, want %v", err, tc.kind)
+			}
+		})
+	}
+}
+
+// The errors of the operations a loss is built from name the loss.
+func TestMarginLossErrorsNameTheLoss(t *testing.T) {
+	x := vram.Randn(vram.Shape{2, 3})
+	tests := []struct {
+		name, op string
+		fn       func()
+		kind     error
+	}{
+		{"class out of range", "multi_margin_loss", func() {
+			nn.MultiMarginLoss(x, vram.FromSlice([]int64{-1, 0}, vram.Shape{2}), 1, 1, nil, nn.ReductionMean)
+		}, vram.ErrIndex},
+		{"int32 classes", "multi_margin_loss", func() {
+			nn.MultiMarginLoss(x, vram.Zeros(vram.Shape{2}, vram.Int32), 1, 1, nil, nn.ReductionMean)
+		}, vram.ErrDType},
+		{"devices", "gaussian_nll_loss", func() {
+			nn.GaussianNLLLoss(x, x.To(vram.Sim(0)), vram.Ones(vram.Shape{2, 3}), false, 1e-6, nn.ReductionMean)
+		}, vram.ErrDevice},
+		{"shapes", "soft_margin_loss", func() { nn.SoftMarginLoss(x, vram.Randn(vram.Shape{4}), nn.ReductionMean) }, vram.ErrShape},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := vram.Catch(tc.fn)
+			if !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.op) {
+				t.Fatalf("got %v, want %v naming %s", err, tc.kind, tc.op)
 			}
 		})
 	}

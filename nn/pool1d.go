@@ -1,7 +1,6 @@
 package nn
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -20,17 +19,7 @@ func pool1d(op string, x *vram.Tensor, f func(x *vram.Tensor) *vram.Tensor) *vra
 	if d := x.Dim(); d != 2 && d != 3 {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects input [N, C, L] or [C, L], got %v", x.Shape())})
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			var e *vram.Error
-			if err, ok := r.(error); ok && errors.As(err, &e) {
-				c := *e
-				c.Op = op
-				panic(&c)
-			}
-			panic(r)
-		}
-	}()
+	defer asOp(op)
 	x4 := x.Unsqueeze(-2)
 	defer x4.Release()
 	y := f(x4)
