@@ -41,7 +41,8 @@ func (ts *temps) relu(x *vram.Tensor) *vram.Tensor { return ts.add(x.Clamp(0, ma
 // max(0, −y·(x1 − x2) + margin) for each element, the three broadcast
 // together, combined as r says. It panics with an *vram.Error of kind
 // vram.ErrArgument for a nil tensor, a margin that is not finite or an
-// unknown r, and as vram's ops do for shapes that do not broadcast.
+// unknown r, and of kind vram.ErrShape unless the three have one number
+// of dimensions, as PyTorch requires, and broadcast together.
 func MarginRankingLoss(x1, x2, y *vram.Tensor, margin float64, r Reduction) *vram.Tensor {
 	const op = "margin_ranking_loss"
 	defer asOp(op)
@@ -50,6 +51,9 @@ func MarginRankingLoss(x1, x2, y *vram.Tensor, margin float64, r Reduction) *vra
 	notNil(op, y)
 	r.check(op)
 	checkMargin(op, margin)
+	if x1.Dim() != x2.Dim() || x1.Dim() != y.Dim() {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects x1, x2 and y with one number of dimensions, got %v, %v and %v", x1.Shape(), x2.Shape(), y.Shape())})
+	}
 	var ts temps
 	defer ts.release()
 	d := ts.add(ts.operand(x1).Sub(ts.operand(x2)))
@@ -141,7 +145,7 @@ func MultiLabelSoftMarginLoss(x, y, weight *vram.Tensor, r Reduction) *vram.Tens
 }
 
 // MultiMarginLoss returns the multi-class hinge loss of scores x [N, C]
-// (or [C]) for the int64 class indices y [N] (or a scalar)
+// (or [C]) for the int64 class indices y [N] (or a scalar or [1])
 // (torch.nn.functional.multi_margin_loss): for each sample,
 // Σ_{i≠y} w[y]·max(0, margin − x[y] + x[i])^p / C, combined over samples
 // as r says. p is 1 or 2 and margin PyTorch's default 1; weight, which may
@@ -162,8 +166,11 @@ func MultiMarginLoss(x, y *vram.Tensor, p int, margin float64, weight *vram.Tens
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("only p == 1 and p == 2 are supported, got %d", p)})
 	}
 	xs := x.Shape()
-	if d := len(xs); d < 1 || d > 2 || xs[d-1] == 0 || !slices.Equal(y.Shape(), xs[:d-1]) {
-		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects input [N, C] or [C] with C > 0 and target [N] or a scalar, got %v and %v", xs, y.Shape())})
+	// One sample [C] may come with its class as a scalar or as [1], as
+	// in PyTorch; the losses of the latter are [1].
+	one := len(xs) == 1 && slices.Equal(y.Shape(), vram.Shape{1})
+	if d := len(xs); d < 1 || d > 2 || xs[d-1] == 0 || !(one || slices.Equal(y.Shape(), xs[:d-1])) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects input [N, C] or [C] with C > 0 and target [N] or a scalar ([1] for [C]), got %v and %v", xs, y.Shape())})
 	}
 	if y.DType() != vram.Int64 {
 		panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("target must hold int64 class indices, got %v", y.DType())})
@@ -175,6 +182,9 @@ func MultiMarginLoss(x, y *vram.Tensor, p int, margin float64, weight *vram.Tens
 	var ts temps
 	defer ts.release()
 	a := ts.operand(x)
+	if one {
+		y = ts.add(y.Reshape())
+	}
 	idx := ts.add(y.Unsqueeze(-1))
 	xy := ts.add(a.Gather(-1, idx))
 	h := ts.relu(ts.add(ts.add(a.Sub(xy)).AddScalar(margin)))
@@ -192,6 +202,9 @@ func MultiMarginLoss(x, y *vram.Tensor, p int, margin float64, weight *vram.Tens
 		h = ts.add(h.Mul(ts.add(w.Reshape(idx.Shape()...))))
 	}
 	l := ts.add(ts.add(h.Sum(-1)).DivScalar(float64(c)))
+	if one {
+		l = ts.add(l.Reshape(1))
+	}
 	return ts.result(l, r, x.DType())
 }
 

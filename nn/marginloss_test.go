@@ -284,6 +284,10 @@ func TestMarginAndLikelihoodLossErrors(t *testing.T) {
 		kind error
 	}{
 		{"ranking nil", func() { nn.MarginRankingLoss(x, nil, x, 0, nn.ReductionMean) }, vram.ErrArgument},
+		{"ranking dimensions", func() { nn.MarginRankingLoss(x, x, vram.Ones(vram.Shape{3}), 0, nn.ReductionMean) }, vram.ErrShape},
+		{"multi margin [C] with [2] targets", func() {
+			nn.MultiMarginLoss(vram.Randn(vram.Shape{3}), y, 1, 1, nil, nn.ReductionMean)
+		}, vram.ErrShape},
 		{"ranking NaN margin", func() { nn.MarginRankingLoss(x, x, x, math.NaN(), nn.ReductionMean) }, vram.ErrArgument},
 		{"hinge reduction", func() { nn.HingeEmbeddingLoss(x, x, 1, nn.ReductionBatchMean) }, vram.ErrArgument},
 		{"soft margin shapes", func() { nn.SoftMarginLoss(x, vram.Randn(vram.Shape{4}), nn.ReductionMean) }, vram.ErrShape},
@@ -343,5 +347,26 @@ func TestMarginLossErrorsNameTheLoss(t *testing.T) {
 				t.Fatalf("got %v, want %v naming %s", err, tc.kind, tc.op)
 			}
 		})
+	}
+}
+
+// MultiMarginLoss takes one sample [C] with its class as a scalar, giving
+// a scalar loss, or as [1], giving [1], as PyTorch does.
+func TestMultiMarginLossOneSample(t *testing.T) {
+	x := vram.FromSlice([]float64{0.5, -1.2, 2}, vram.Shape{3})
+	want := refMultiMargin([]float64{0.5, -1.2, 2}, []int64{0}, 1, 1, nil)
+	for _, tc := range []struct {
+		y     *vram.Tensor
+		shape vram.Shape
+	}{
+		{vram.FromSlice([]int64{0}, vram.Shape{}), vram.Shape{}},
+		{vram.FromSlice([]int64{0}, vram.Shape{1}), vram.Shape{1}},
+	} {
+		l := nn.MultiMarginLoss(x, tc.y, 1, 1, nil, nn.ReductionNone)
+		if l.Dim() != len(tc.shape) {
+			t.Fatalf("target %v: loss shape %v, want %v", tc.y.Shape(), l.Shape(), tc.shape)
+		}
+		checkValues(t, "one sample", l.Float64s(), want, 1e-12)
+		checkValues(t, "one sample mean", []float64{nn.MultiMarginLoss(x, tc.y, 1, 1, nil, nn.ReductionMean).Item()}, want, 1e-12)
 	}
 }
