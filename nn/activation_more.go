@@ -12,14 +12,6 @@ import (
 // that every device runs them: their values and gradients, kinks
 // included, are PyTorch's.
 
-// checkFinite panics with an *vram.Error of kind vram.ErrArgument unless
-// v is finite.
-func checkFinite(op, name string, v float64) {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("%s must be finite, got %v", name, v)})
-	}
-}
-
 // mask returns x's elements for which keep is true as a tensor of x's
 // dtype holding 1 where it is and 0 elsewhere, made without a graph.
 func mask(x *vram.Tensor, keep func(*vram.Tensor) *vram.Tensor) *vram.Tensor {

@@ -264,7 +264,11 @@ func checkFloat(op string, t *vram.Tensor) {
 func checkFinite(op string, names string, vals ...float64) {
 	for _, v := range vals {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("%s must be finite, got %v", names, vals)})
+			var got any = vals
+			if len(vals) == 1 {
+				got = v
+			}
+			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("%s must be finite, got %v", names, got)})
 		}
 	}
 }
