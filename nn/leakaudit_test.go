@@ -126,6 +126,31 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 				nn.MultiheadForwardOptions{KeyPaddingMask: pad, Causal: true})
 			return m, []*vram.Tensor{out, w}
 		}},
+		{"TransformerEncoderLayer", layer(func() nn.Module {
+			return nn.NewTransformerEncoderLayer(4, 2, nn.TransformerOptions{DimFeedforward: 6, Activation: "gelu"})
+		}, 3, 2, 4)},
+		{"TransformerEncoder pre-norm", layer(func() nn.Module {
+			return nn.NewTransformerEncoder(nn.NewTransformerEncoderLayer(4, 2, nn.TransformerOptions{DimFeedforward: 6, NormFirst: true}), 2,
+				nn.NewLayerNorm([]int{4}, 1e-5))
+		}, 3, 2, 4)},
+		{"Checkpointed TransformerEncoderLayer", layer(func() nn.Module {
+			return nn.Checkpoint(nn.NewTransformerEncoderLayer(4, 2, nn.TransformerOptions{DimFeedforward: 6, BatchFirst: true}))
+		}, 2, 3, 4)},
+		{"Transformer masked", func(e *env) (nn.Module, []*vram.Tensor) {
+			m := nn.NewTransformer(4, 2, 2, 2, nn.TransformerOptions{DimFeedforward: 6, BatchFirst: true})
+			m.To(e.d)
+			pad := vram.FromSlice([]bool{false, true, false, false, false, true}, vram.Shape{2, 3}, e.d)
+			mask := nn.GenerateSquareSubsequentMask(2, e.d)
+			e.made = append(e.made, pad, mask)
+			out := m.ForwardSrcTgt(in(e, 2, 3, 4), in(e, 2, 2, 4), nn.TransformerMasks{SrcKeyPaddingMask: pad,
+				MemoryKeyPaddingMask: pad, TgtMask: mask, TgtCausal: true})
+			return m, []*vram.Tensor{out}
+		}},
+		{"TransformerDecoderLayer unbatched", func(e *env) (nn.Module, []*vram.Tensor) {
+			m := nn.NewTransformerDecoderLayer(4, 2, nn.TransformerOptions{DimFeedforward: 6, NoBias: true})
+			m.To(e.d)
+			return m, []*vram.Tensor{m.ForwardMemory(in(e, 2, 4), in(e, 3, 4), nn.DecoderMasks{TgtCausal: true, MemoryCausal: true})}
+		}},
 		{"LSTM with state", func(e *env) (nn.Module, []*vram.Tensor) {
 			m := nn.NewLSTM(3, 4, nn.RecurrentOptions{NumLayers: 2, Bidirectional: true, BatchFirst: true})
 			m.To(e.d)

@@ -126,8 +126,19 @@ func feedForward(x *vram.Tensor, linear1, linear2 *Linear, act vram.Activation, 
 }
 
 // attend returns dropout(attn(q, kv, kv)) with the masks of mo, the
-// attention block shared by both layer kinds.
-func attend(attn *MultiheadAttention, q, kv *vram.Tensor, mo MultiheadForwardOptions, dropout *Dropout) *vram.Tensor {
+// attention block shared by both layer kinds; its errors say which block
+// (what) failed, since a decoder layer has two with masks of their own.
+func attend(what string, attn *MultiheadAttention, q, kv *vram.Tensor, mo MultiheadForwardOptions, dropout *Dropout) *vram.Tensor {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(*vram.Error); ok {
+				c := *e
+				c.Detail = what + ": " + c.Detail
+				r = &c
+			}
+			panic(r)
+		}
+	}()
 	mo.NoWeights = true
 	a, _ := attn.ForwardQKV(q, kv, kv, mo)
 	defer a.Release()
@@ -248,7 +259,7 @@ func (l *TransformerEncoderLayer) ForwardMasked(src *vram.Tensor, m EncoderMasks
 	defer ts.release()
 	mo := MultiheadForwardOptions{AttnMask: m.Mask, KeyPaddingMask: m.KeyPaddingMask, Causal: m.Causal}
 	x := ts.add(residual(&ts, src, l.NormFirst, l.Norm1, func(x *vram.Tensor) *vram.Tensor {
-		return attend(l.SelfAttn, x, x, mo, l.Dropout1)
+		return attend("self-attention (src masks)", l.SelfAttn, x, x, mo, l.Dropout1)
 	}))
 	return residual(&ts, x, l.NormFirst, l.Norm2, func(x *vram.Tensor) *vram.Tensor {
 		return feedForward(x, l.Linear1, l.Linear2, l.act, l.Dropout, l.Dropout2)
@@ -362,10 +373,10 @@ func (l *TransformerDecoderLayer) ForwardMemory(tgt, memory *vram.Tensor, m Deco
 	var ts temps
 	defer ts.release()
 	x := ts.add(residual(&ts, tgt, l.NormFirst, l.Norm1, func(x *vram.Tensor) *vram.Tensor {
-		return attend(l.SelfAttn, x, x, MultiheadForwardOptions{AttnMask: m.TgtMask, KeyPaddingMask: m.TgtKeyPaddingMask, Causal: m.TgtCausal}, l.Dropout1)
+		return attend("self-attention (tgt masks)", l.SelfAttn, x, x, MultiheadForwardOptions{AttnMask: m.TgtMask, KeyPaddingMask: m.TgtKeyPaddingMask, Causal: m.TgtCausal}, l.Dropout1)
 	}))
 	x = ts.add(residual(&ts, x, l.NormFirst, l.Norm2, func(x *vram.Tensor) *vram.Tensor {
-		return attend(l.MultiheadAttn, x, memory, MultiheadForwardOptions{AttnMask: m.MemoryMask, KeyPaddingMask: m.MemoryKeyPaddingMask, Causal: m.MemoryCausal}, l.Dropout2)
+		return attend("attention to the memory (memory masks)", l.MultiheadAttn, x, memory, MultiheadForwardOptions{AttnMask: m.MemoryMask, KeyPaddingMask: m.MemoryKeyPaddingMask, Causal: m.MemoryCausal}, l.Dropout2)
 	}))
 	return residual(&ts, x, l.NormFirst, l.Norm3, func(x *vram.Tensor) *vram.Tensor {
 		return feedForward(x, l.Linear1, l.Linear2, l.act, l.Dropout, l.Dropout3)
@@ -471,9 +482,15 @@ func (e *TransformerEncoder) ForwardMasked(src *vram.Tensor, m EncoderMasks) *vr
 }
 
 // runStack runs layer(0, x), layer(1, ...), ..., n of them, then norm (nil
-// for none), releasing each intermediate result.
-func runStack(x *vram.Tensor, n int, norm Module, layer func(i int, x *vram.Tensor) *vram.Tensor) *vram.Tensor {
+// for none), releasing each intermediate result, also when a layer
+// panics.
+func runStack(x *vram.Tensor, n int, norm Module, layer func(i int, x *vram.Tensor) *vram.Tensor) (out *vram.Tensor) {
 	cur := x
+	defer func() {
+		if out == nil && cur != x {
+			cur.Release() // a layer panicked
+		}
+	}()
 	step := func(next *vram.Tensor) {
 		if cur != x {
 			cur.Release()

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
 )
@@ -560,5 +561,55 @@ func TestTransformerConcurrentForward(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkValues(t, "concurrent output", outs[i], want, 0)
+	}
+}
+
+// TestTransformerErrorsReleaseEverything checks that a forward that fails
+// part-way (a bad mask of the decoder's second block, a final norm that
+// panics after the layers ran) leaves nothing allocated.
+func TestTransformerErrorsReleaseEverything(t *testing.T) {
+	dev := vram.Sim(1)
+	failing := nn.Func(func(*vram.Tensor) *vram.Tensor {
+		panic(&vram.Error{Op: "norm", Kind: vram.ErrArgument, Detail: "failed on purpose"})
+	})
+	enc := nn.NewTransformerEncoder(nn.NewTransformerEncoderLayer(4, 2, nn.TransformerOptions{DimFeedforward: 6}, dev), 2, failing)
+	defer nn.Release(enc)
+	m := nn.NewTransformer(4, 2, 2, 2, nn.TransformerOptions{DimFeedforward: 6}, dev)
+	defer nn.Release(m)
+	x := vram.Randn(vram.Shape{3, 2, 4}, dev)
+	defer x.Release()
+	badMemoryMask := vram.Zeros(vram.Shape{3, 4}, dev)
+	defer badMemoryMask.Release()
+	badPadding := vram.Zeros(vram.Shape{2, 4}, vram.Bool, dev)
+	defer badPadding.Release()
+	tests := []struct {
+		name    string
+		fn      func()
+		message string
+	}{
+		{"final norm", func() { enc.Forward(x) }, "failed on purpose"},
+		{"memory mask", func() { m.ForwardSrcTgt(x, x, nn.TransformerMasks{MemoryMask: badMemoryMask}) }, "attention to the memory (memory masks)"},
+		{"tgt padding", func() { m.ForwardSrcTgt(x, x, nn.TransformerMasks{TgtKeyPaddingMask: badPadding}) }, "self-attention (tgt masks)"},
+	}
+	for _, grad := range []bool{false, true} {
+		for _, tc := range tests {
+			memtest.Settle(dev)
+			base := vram.MemoryAllocated(dev)
+			var err error
+			run := func() { err = vram.Catch(tc.fn) }
+			if grad {
+				x.SetRequiresGrad(true)
+				run()
+				x.SetRequiresGrad(false)
+			} else {
+				vram.NoGrad(run)
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.message) {
+				t.Errorf("%s: error %v, want one saying %q", tc.name, err, tc.message)
+			}
+			if got := vram.MemoryAllocated(dev); got != base {
+				t.Errorf("%s (grad %v): %d bytes allocated after the error, want %d", tc.name, grad, got, base)
+			}
+		}
 	}
 }
