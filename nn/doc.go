@@ -14,9 +14,12 @@
 // their 1-D forms [MaxPool1d], [AvgPool1d], [AdaptiveAvgPool1d] and
 // [AdaptiveMaxPool1d], [Flatten], [Unflatten], [Dropout2d], for sequence models
 // [MultiheadAttention] (PyTorch's state-dict names, masks and weights;
-// built on [vram.ScaledDotProductAttention]), the recurrent layers [RNN],
-// [LSTM] and [GRU] and their cells [RNNCell], [LSTMCell] and [GRUCell], and
-// [Conv1d], and [Identity] as a placeholder), containers
+// built on [vram.ScaledDotProductAttention]), the transformer layers
+// [TransformerEncoderLayer], [TransformerDecoderLayer], their stacks
+// [TransformerEncoder] and [TransformerDecoder], and [Transformer], the
+// recurrent layers [RNN], [LSTM] and [GRU] and their cells [RNNCell],
+// [LSTMCell] and [GRUCell], and [Conv1d], and [Identity] as a
+// placeholder), containers
 // ([Sequential], which also holds a list of modules under PyTorch's names
 // "0", "1", ... as a ModuleList does), loss functions ([CrossEntropyLoss],
 // [MSELoss], [KLDivLoss], [CosineEmbeddingLoss], the margin losses
@@ -86,6 +89,34 @@
 //
 //	mha := nn.NewMultiheadAttention(512, 8, nn.MultiheadAttentionOptions{BatchFirst: true})
 //	out, weights := mha.ForwardQKV(x, x, x, nn.MultiheadForwardOptions{KeyPaddingMask: pad, Causal: true})
+//
+// [TransformerEncoderLayer] and [TransformerDecoderLayer] are
+// torch.nn.TransformerEncoderLayer and TransformerDecoderLayer, with
+// PyTorch's options and defaults in [TransformerOptions] (dim_feedforward
+// 2048, dropout 0.1, relu or gelu, layer_norm_eps, batch_first,
+// norm_first, bias) and its state-dict names ("self_attn.in_proj_weight",
+// "linear1.weight", "norm1.bias", ...). [NewTransformerEncoder] and
+// [NewTransformerDecoder] stack a layer and copies of it that share no
+// parameter ("layers.0.", "layers.1.", ..., and "norm." for an optional
+// final norm); unlike PyTorch they take the layer given over as the first
+// layer rather than leave an unused copy allocated. [NewTransformer] is
+// torch.nn.Transformer, with final LayerNorms and Xavier-initialised
+// matrices ("encoder.layers.0.", "decoder.norm.", ...), so a PyTorch
+// model's safetensors load with [Load]. Masks go in [EncoderMasks],
+// [DecoderMasks] and [TransformerMasks]: attention masks and key padding
+// masks, bool (true = excluded) or float (added), as PyTorch takes them,
+// and is_causal, which here needs no mask beside it;
+// [GenerateSquareSubsequentMask] makes PyTorch's float causal mask:
+//
+//	model := nn.NewTransformer(512, 8, 6, 6, nn.TransformerOptions{BatchFirst: true})
+//	out := model.ForwardSrcTgt(src, tgt, nn.TransformerMasks{SrcKeyPaddingMask: pad, MemoryKeyPaddingMask: pad, TgtCausal: true})
+//
+// A decoder needs two inputs, so its Forward (and the Transformer's)
+// panics; call ForwardMemory (ForwardSrcTgt). The encoder layer's Forward
+// takes no mask, so [Checkpoint] wraps it (or a whole encoder) as any
+// layer; with masks, call [vram.Checkpoint] on a closure of ForwardMasked.
+// The nested-tensor fast path of PyTorch's evaluation mode is not
+// modelled: padded positions get their computed outputs, not zeros.
 //
 // [RNN], [LSTM] and [GRU] are torch.nn.RNN, LSTM and GRU, composed from
 // vram's ops so that every device runs them: NumLayers stacked layers,

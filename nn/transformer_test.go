@@ -562,6 +562,26 @@ func TestTransformerConcurrentForward(t *testing.T) {
 		}
 		checkValues(t, "concurrent output", outs[i], want, 0)
 	}
+	m.Train() // dropout draws from the shared generator concurrently
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = vram.Catch(func() {
+				out := m.ForwardSrcTgt(src, tgt, mk)
+				s := out.Sum()
+				s.Backward()
+				s.Release()
+				out.Release()
+			})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestTransformerErrorsReleaseEverything checks that a forward that fails
