@@ -633,3 +633,53 @@ func TestTransformerErrorsReleaseEverything(t *testing.T) {
 		}
 	}
 }
+
+// TestTransformerInferenceMemory checks that a deeper encoder needs no
+// more memory beyond its parameters than a shallow one when nothing is
+// recorded: each layer's output is released once the next has read it.
+func TestTransformerInferenceMemory(t *testing.T) {
+	dev := vram.Sim(1)
+	peak := func(layers int) int64 {
+		e := nn.NewTransformerEncoder(nn.NewTransformerEncoderLayer(16, 2, nn.TransformerOptions{DimFeedforward: 64}, dev), layers, nil)
+		defer nn.Release(e)
+		x := vram.Randn(vram.Shape{32, 4, 16}, dev)
+		defer x.Release()
+		memtest.Settle(dev)
+		base := vram.MemoryAllocated(dev)
+		vram.ResetPeakMemoryStats(dev)
+		vram.NoGrad(func() { e.ForwardMasked(x, nn.EncoderMasks{Causal: true}).Release() })
+		if got := vram.MemoryAllocated(dev); got != base {
+			t.Errorf("%d layers: %d bytes allocated after the forward, want %d", layers, got, base)
+		}
+		return vram.MaxMemoryAllocated(dev) - base
+	}
+	// From the second layer on, one layer's input is a layer's output:
+	// the peak must not grow with depth after that.
+	if two, five := peak(2), peak(5); five > two {
+		t.Errorf("peak above the parameters: %d bytes with 5 layers, %d with 2", five, two)
+	}
+}
+
+// TestTransformerCheckpointWithMasks checkpoints a masked encoder with
+// dropout through a closure, as the package documentation suggests: the
+// gradients must be those of the plain forward.
+func TestTransformerCheckpointWithMasks(t *testing.T) {
+	mk := nn.EncoderMasks{KeyPaddingMask: vram.FromSlice([]bool{false, false, true, false, false, false}, vram.Shape{2, 3}), Causal: true}
+	grads := func(ckpt bool) []float64 {
+		e := nn.NewTransformerEncoder(nn.NewTransformerEncoderLayer(4, 2, nn.TransformerOptions{DimFeedforward: 6, Dropout: 0.2}, vram.Float64,
+			vram.WithGenerator(vram.NewGenerator(1))), 2, nil)
+		x := vram.Randn(vram.Shape{3, 2, 4}, vram.Float64, vram.WithGenerator(vram.NewGenerator(2)), vram.WithGrad())
+		if ckpt {
+			fn := func(x *vram.Tensor) *vram.Tensor { return e.ForwardMasked(x, mk) }
+			vram.Checkpoint(fn, x, e.Parameters()...).Sum().Backward()
+		} else {
+			e.ForwardMasked(x, mk).Sum().Backward()
+		}
+		out := x.Grad().Float64s()
+		for _, p := range e.Parameters() {
+			out = append(out, p.Grad().Float64s()...)
+		}
+		return out
+	}
+	checkValues(t, "gradients", grads(true), grads(false), 1e-12)
+}
