@@ -593,10 +593,15 @@ type actFuser interface {
 // followed by a [ReLU] or an exact [GELU] runs as one fused op ([vram.LinearAct],
 // [vram.Conv2dAct]): the same result, fewer kernels and no intermediate
 // tensor. Intermediate results are
-// released as soon as the next module has consumed them; the autograd graph
-// keeps what backward needs.
-func (s *Sequential) Forward(x *vram.Tensor) *vram.Tensor {
+// released as soon as the next module has consumed them, and when a
+// module panics; the autograd graph keeps what backward needs.
+func (s *Sequential) Forward(x *vram.Tensor) (out *vram.Tensor) {
 	cur := x
+	defer func() {
+		if out == nil && cur != x && cur != nil {
+			cur.Release() // a module panicked
+		}
+	}()
 	for i := 0; i < len(s.mods); i++ {
 		m := s.mods[i]
 		var next *vram.Tensor

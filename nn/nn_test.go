@@ -664,3 +664,42 @@ func TestParametersRegion(t *testing.T) {
 		t.Fatalf("%d blocks, %d bytes labelled %q; want 3 blocks of at least %d bytes", labelled, bytes, nn.ParametersRegion, (64*32+32+100*16)*4)
 	}
 }
+
+// TestSequentialReleasesOnPanic checks that a module that panics leaves
+// no intermediate result of the modules before it allocated.
+func TestSequentialReleasesOnPanic(t *testing.T) {
+	dev := vram.Sim(1)
+	failing := nn.Func(func(*vram.Tensor) *vram.Tensor {
+		panic(&vram.Error{Op: "failing", Kind: vram.ErrArgument, Detail: "failed on purpose"})
+	})
+	x := vram.Randn(vram.Shape{3, 4}, dev)
+	defer x.Release()
+	tests := []struct {
+		name string
+		mods func() []nn.Module
+	}{
+		{"first", func() []nn.Module { return []nn.Module{failing, nn.NewLinear(4, 4, dev)} }},
+		{"after a fused linear", func() []nn.Module { return []nn.Module{nn.NewLinear(4, 4, dev), nn.NewReLU(), failing} }},
+		{"after two layers", func() []nn.Module {
+			return []nn.Module{nn.NewLinear(4, 4, dev), nn.NewTanh(), nn.NewIdentity(), failing}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := nn.NewSequential(tc.mods()...)
+			defer nn.Release(s)
+			for _, grad := range []bool{false, true} {
+				memtest.Settle(dev)
+				base := vram.MemoryAllocated(dev)
+				x.SetRequiresGrad(grad)
+				if err := vram.Catch(func() { s.Forward(x) }); !errors.Is(err, vram.ErrArgument) {
+					t.Fatalf("error %v, want the module's", err)
+				}
+				if got := vram.MemoryAllocated(dev); got != base {
+					t.Errorf("grad %v: %d bytes allocated after the panic, want %d", grad, got, base)
+				}
+			}
+			x.SetRequiresGrad(false)
+		})
+	}
+}

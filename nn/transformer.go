@@ -487,7 +487,7 @@ func (e *TransformerEncoder) ForwardMasked(src *vram.Tensor, m EncoderMasks) *vr
 func runStack(x *vram.Tensor, n int, norm Module, layer func(i int, x *vram.Tensor) *vram.Tensor) (out *vram.Tensor) {
 	cur := x
 	defer func() {
-		if out == nil && cur != x {
+		if out == nil && cur != x && cur != nil {
 			cur.Release() // a layer panicked
 		}
 	}()
