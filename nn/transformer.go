@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 
 	"github.com/vramgo/vram"
 )
@@ -389,9 +390,12 @@ func (l *TransformerDecoderLayer) ForwardMemory(tgt, memory *vram.Tensor, m Deco
 // the copies made.
 func cloneLayers[L Module](op string, layer L, n int) []L {
 	out := []L{layer}
+	if n == 1 {
+		return out
+	}
 	dev, ok := commonDevice(layer)
 	if !ok {
-		panic(&vram.Error{Op: op, Kind: vram.ErrDevice, Detail: "the layer's parameters must all be on one device to be cloned"})
+		panic(&vram.Error{Op: op, Kind: vram.ErrDevice, Detail: "the layer's parameters must be live and all on one device to be cloned"})
 	}
 	for len(out) < n {
 		c, err := Replicate(layer, dev)
@@ -424,6 +428,18 @@ func stack[L Module](b *Base, layers []L, norm Module) {
 	}
 }
 
+// noModule returns nil for a nil m and for a nil pointer in m (a
+// "var norm *LayerNorm" passed as a Module), and m otherwise.
+func noModule(m Module) Module {
+	if m == nil {
+		return nil
+	}
+	if v := reflect.ValueOf(m); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	return m
+}
+
 // checkStack panics with an *vram.Error of kind vram.ErrArgument for a nil
 // layer or a number of layers that is not positive.
 func checkStack(op string, isNil bool, n int) {
@@ -447,8 +463,8 @@ type TransformerEncoder struct {
 }
 
 // NewTransformerEncoder returns a TransformerEncoder of numLayers copies
-// of layer followed by norm (nil for none; PyTorch's nn.Transformer uses a
-// [LayerNorm]). Unlike PyTorch, which deep-copies layer numLayers times
+// of layer followed by norm (nil, or a nil pointer, for none; PyTorch's
+// nn.Transformer uses a [LayerNorm]). Unlike PyTorch, which deep-copies layer numLayers times
 // and leaves it to the caller, the encoder takes layer over as its first
 // layer and deep-copies it numLayers-1 times ([Replicate]), so that no
 // unused copy holds memory; every layer has its own parameters, equal at
@@ -459,6 +475,7 @@ type TransformerEncoder struct {
 func NewTransformerEncoder(layer *TransformerEncoderLayer, numLayers int, norm Module) *TransformerEncoder {
 	const op = "transformer_encoder"
 	checkStack(op, layer == nil, numLayers)
+	norm = noModule(norm)
 	e := &TransformerEncoder{Layers: cloneLayers(op, layer, numLayers), Norm: norm}
 	stack(&e.Base, e.Layers, norm)
 	return e
@@ -527,6 +544,7 @@ type TransformerDecoder struct {
 func NewTransformerDecoder(layer *TransformerDecoderLayer, numLayers int, norm Module) *TransformerDecoder {
 	const op = "transformer_decoder"
 	checkStack(op, layer == nil, numLayers)
+	norm = noModule(norm)
 	d := &TransformerDecoder{Layers: cloneLayers(op, layer, numLayers), Norm: norm}
 	stack(&d.Base, d.Layers, norm)
 	return d

@@ -683,3 +683,47 @@ func TestTransformerCheckpointWithMasks(t *testing.T) {
 	}
 	checkValues(t, "gradients", grads(true), grads(false), 1e-12)
 }
+
+// TestTransformerNilNorm checks that a nil *LayerNorm passed as the final
+// norm means none, rather than a module that crashes in Forward.
+func TestTransformerNilNorm(t *testing.T) {
+	var norm *nn.LayerNorm
+	e := nn.NewTransformerEncoder(nn.NewTransformerEncoderLayer(4, 2, nn.TransformerOptions{DimFeedforward: 6}), 1, norm)
+	defer nn.Release(e)
+	d := nn.NewTransformerDecoder(nn.NewTransformerDecoderLayer(4, 2, nn.TransformerOptions{DimFeedforward: 6}), 1, norm)
+	defer nn.Release(d)
+	x := vram.Randn(vram.Shape{3, 2, 4})
+	if err := vram.Catch(func() { d.ForwardMemory(x, e.Forward(x), nn.DecoderMasks{}) }); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []nn.Module{e, d} {
+		if names := paramNames(m); slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "norm") }) {
+			t.Errorf("%T has a norm: %v", m, names)
+		}
+	}
+}
+
+func TestTransformerReplicate(t *testing.T) {
+	if !vram.Sim(0).Available() {
+		t.Skip("sim:0 not available")
+	}
+	m := nn.NewTransformer(4, 2, 2, 1, nn.TransformerOptions{DimFeedforward: 6, BatchFirst: true}, vram.WithGenerator(vram.NewGenerator(1)))
+	m.Eval()
+	r, err := nn.Replicate(m, vram.Sim(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nn.Release(r)
+	rm := r.(*nn.Transformer)
+	if got := rm.Encoder.Layers[1].Linear1.Weight.Device(); got != vram.Sim(0) {
+		t.Fatalf("replica's second encoder layer on %v", got)
+	}
+	if !slices.Equal(paramNames(r), paramNames(m)) {
+		t.Fatalf("replica's names differ")
+	}
+	src := vram.Randn(vram.Shape{2, 3, 4}, vram.WithGenerator(vram.NewGenerator(2)))
+	tgt := vram.Randn(vram.Shape{2, 2, 4}, vram.WithGenerator(vram.NewGenerator(3)))
+	want := m.ForwardSrcTgt(src, tgt, nn.TransformerMasks{TgtCausal: true}).Float64s()
+	got := rm.ForwardSrcTgt(src.To(vram.Sim(0)), tgt.To(vram.Sim(0)), nn.TransformerMasks{TgtCausal: true}).To(vram.CPU).Float64s()
+	checkValues(t, "replica output", got, want, 1e-6)
+}
