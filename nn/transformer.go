@@ -46,7 +46,6 @@ type TransformerOptions struct {
 type transformerConfig struct {
 	dff        int
 	dropout    float64
-	act        vram.Activation
 	activation string
 	eps        float64
 	TransformerOptions
@@ -73,12 +72,11 @@ func (o TransformerOptions) config(op string, dModel, nhead int) transformerConf
 	if c.eps == 0 {
 		c.eps = 1e-5
 	}
-	switch o.Activation {
-	case "", "relu":
-		c.act, c.activation = vram.ActReLU, "relu"
-	case "gelu":
-		c.act, c.activation = vram.ActGELU, "gelu"
-	default:
+	c.activation = o.Activation
+	if c.activation == "" {
+		c.activation = "relu"
+	}
+	if _, ok := activation(c.activation); !ok {
 		bad("activation should be relu or gelu, not %q", o.Activation)
 	}
 	switch {
@@ -91,6 +89,36 @@ func (o TransformerOptions) config(op string, dModel, nhead int) transformerConf
 	}
 	checkEps(op, c.eps)
 	return c
+}
+
+// activation returns the fused activation named by PyTorch's activation
+// string name ("" is relu), and whether there is one.
+func activation(name string) (vram.Activation, bool) {
+	switch name {
+	case "", "relu":
+		return vram.ActReLU, true
+	case "gelu":
+		return vram.ActGELU, true
+	}
+	return vram.ActNone, false
+}
+
+// layerConfig returns a layer's activation, and panics with an
+// *vram.Error of kind vram.ErrArgument when the layer's fields were
+// changed after construction into something it cannot run: an unknown
+// activation, or a BatchFirst that its attention does not follow.
+func layerConfig(op, name string, batchFirst bool, attns ...*MultiheadAttention) vram.Activation {
+	act, ok := activation(name)
+	if !ok {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("activation should be relu or gelu, not %q", name)})
+	}
+	for _, a := range attns {
+		if a.BatchFirst != batchFirst {
+			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf(
+				"the layer's BatchFirst is %v but its attention's is %v; set both, or make a new layer", batchFirst, a.BatchFirst)})
+		}
+	}
+	return act
 }
 
 // layerNorm returns the LayerNorm over d features of c (without bias with
@@ -172,8 +200,9 @@ type TransformerEncoderLayer struct {
 	DModel, NHead int
 	// Activation is "relu" or "gelu".
 	Activation string
-	// BatchFirst says whether inputs and outputs are [N, S, E]; NormFirst
-	// whether the LayerNorms come before their blocks.
+	// BatchFirst says whether inputs and outputs are [N, S, E] (the
+	// attention's BatchFirst must say the same); NormFirst whether the
+	// LayerNorms come before their blocks.
 	BatchFirst, NormFirst bool
 	// SelfAttn is the self-attention (self_attn).
 	SelfAttn *MultiheadAttention
@@ -186,7 +215,6 @@ type TransformerEncoderLayer struct {
 	// Dropout acts inside the feed-forward block, Dropout1 after the
 	// attention, Dropout2 after the feed-forward block.
 	Dropout, Dropout1, Dropout2 *Dropout
-	act                         vram.Activation
 }
 
 // NewTransformerEncoderLayer returns a TransformerEncoderLayer of dModel
@@ -201,7 +229,7 @@ type TransformerEncoderLayer struct {
 func NewTransformerEncoderLayer(dModel, nhead int, o TransformerOptions, opts ...vram.Option) *TransformerEncoderLayer {
 	c := o.config("transformer_encoder_layer", dModel, nhead)
 	l := &TransformerEncoderLayer{DModel: dModel, NHead: nhead, Activation: c.activation, BatchFirst: o.BatchFirst,
-		NormFirst: o.NormFirst, act: c.act}
+		NormFirst: o.NormFirst}
 	l.SelfAttn = c.attention(dModel, nhead, opts)
 	l.Linear1 = c.linear(dModel, c.dff, opts)
 	l.Dropout = NewDropout(c.dropout, opts...)
@@ -256,6 +284,7 @@ func (l *TransformerEncoderLayer) ForwardMasked(src *vram.Tensor, m EncoderMasks
 	const op = "transformer_encoder_layer"
 	defer asOp(op)
 	notNil(op, src)
+	act := layerConfig(op, l.Activation, l.BatchFirst, l.SelfAttn)
 	var ts temps
 	defer ts.release()
 	mo := MultiheadForwardOptions{AttnMask: m.Mask, KeyPaddingMask: m.KeyPaddingMask, Causal: m.Causal}
@@ -263,7 +292,7 @@ func (l *TransformerEncoderLayer) ForwardMasked(src *vram.Tensor, m EncoderMasks
 		return attend("self-attention (src masks)", l.SelfAttn, x, x, mo, l.Dropout1)
 	}))
 	return residual(&ts, x, l.NormFirst, l.Norm2, func(x *vram.Tensor) *vram.Tensor {
-		return feedForward(x, l.Linear1, l.Linear2, l.act, l.Dropout, l.Dropout2)
+		return feedForward(x, l.Linear1, l.Linear2, act, l.Dropout, l.Dropout2)
 	})
 }
 
@@ -284,8 +313,9 @@ type TransformerDecoderLayer struct {
 	DModel, NHead int
 	// Activation is "relu" or "gelu".
 	Activation string
-	// BatchFirst says whether inputs and outputs are [N, T, E]; NormFirst
-	// whether the LayerNorms come before their blocks.
+	// BatchFirst says whether inputs and outputs are [N, T, E] (the
+	// attentions' BatchFirst must say the same); NormFirst whether the
+	// LayerNorms come before their blocks.
 	BatchFirst, NormFirst bool
 	// SelfAttn is the target's self-attention (self_attn), MultiheadAttn
 	// the attention to the memory (multihead_attn).
@@ -299,7 +329,6 @@ type TransformerDecoderLayer struct {
 	// Dropout acts inside the feed-forward block, Dropout1, Dropout2 and
 	// Dropout3 after the three blocks.
 	Dropout, Dropout1, Dropout2, Dropout3 *Dropout
-	act                                   vram.Activation
 }
 
 // NewTransformerDecoderLayer returns a TransformerDecoderLayer of dModel
@@ -308,7 +337,7 @@ type TransformerDecoderLayer struct {
 func NewTransformerDecoderLayer(dModel, nhead int, o TransformerOptions, opts ...vram.Option) *TransformerDecoderLayer {
 	c := o.config("transformer_decoder_layer", dModel, nhead)
 	l := &TransformerDecoderLayer{DModel: dModel, NHead: nhead, Activation: c.activation, BatchFirst: o.BatchFirst,
-		NormFirst: o.NormFirst, act: c.act}
+		NormFirst: o.NormFirst}
 	l.SelfAttn = c.attention(dModel, nhead, opts)
 	l.MultiheadAttn = c.attention(dModel, nhead, opts)
 	l.Linear1 = c.linear(dModel, c.dff, opts)
@@ -371,6 +400,7 @@ func (l *TransformerDecoderLayer) ForwardMemory(tgt, memory *vram.Tensor, m Deco
 	defer asOp(op)
 	notNil(op, tgt)
 	notNil(op, memory)
+	act := layerConfig(op, l.Activation, l.BatchFirst, l.SelfAttn, l.MultiheadAttn)
 	var ts temps
 	defer ts.release()
 	x := ts.add(residual(&ts, tgt, l.NormFirst, l.Norm1, func(x *vram.Tensor) *vram.Tensor {
@@ -380,7 +410,7 @@ func (l *TransformerDecoderLayer) ForwardMemory(tgt, memory *vram.Tensor, m Deco
 		return attend("attention to the memory (memory masks)", l.MultiheadAttn, x, memory, MultiheadForwardOptions{AttnMask: m.MemoryMask, KeyPaddingMask: m.MemoryKeyPaddingMask, Causal: m.MemoryCausal}, l.Dropout2)
 	}))
 	return residual(&ts, x, l.NormFirst, l.Norm3, func(x *vram.Tensor) *vram.Tensor {
-		return feedForward(x, l.Linear1, l.Linear2, l.act, l.Dropout, l.Dropout3)
+		return feedForward(x, l.Linear1, l.Linear2, act, l.Dropout, l.Dropout3)
 	})
 }
 

@@ -727,3 +727,37 @@ func TestTransformerReplicate(t *testing.T) {
 	got := rm.ForwardSrcTgt(src.To(vram.Sim(0)), tgt.To(vram.Sim(0)), nn.TransformerMasks{TgtCausal: true}).To(vram.CPU).Float64s()
 	checkValues(t, "replica output", got, want, 1e-6)
 }
+
+// TestTransformerFieldsChanged checks that a layer follows its exported
+// Activation field when it is changed after construction, and refuses a
+// BatchFirst its attention does not follow rather than misread the input.
+func TestTransformerFieldsChanged(t *testing.T) {
+	o := nn.TransformerOptions{DimFeedforward: 6}
+	relu := nn.NewTransformerEncoderLayer(4, 2, o, vram.WithGenerator(vram.NewGenerator(1)))
+	o.Activation = "gelu"
+	gelu := nn.NewTransformerEncoderLayer(4, 2, o, vram.WithGenerator(vram.NewGenerator(1)))
+	relu.Eval()
+	gelu.Eval()
+	x := vram.Randn(vram.Shape{3, 2, 4}, vram.WithGenerator(vram.NewGenerator(2)))
+	want := gelu.Forward(x).Float64s()
+	relu.Activation = "gelu"
+	checkValues(t, "output after Activation changed to gelu", relu.Forward(x).Float64s(), want, 0)
+
+	dec := nn.NewTransformerDecoderLayer(4, 2, nn.TransformerOptions{DimFeedforward: 6})
+	tests := []struct {
+		name   string
+		change func()
+		run    func()
+	}{
+		{"unknown activation", func() { relu.Activation = "tanh" }, func() { relu.Forward(x) }},
+		{"encoder BatchFirst", func() { relu.Activation, relu.BatchFirst = "relu", true }, func() { relu.Forward(x) }},
+		{"decoder BatchFirst", func() { dec.BatchFirst = true; dec.SelfAttn.BatchFirst = true },
+			func() { dec.ForwardMemory(x, x, nn.DecoderMasks{}) }},
+	}
+	for _, tc := range tests {
+		tc.change()
+		if err := vram.Catch(tc.run); !errors.Is(err, vram.ErrArgument) {
+			t.Errorf("%s: error %v, want vram.ErrArgument", tc.name, err)
+		}
+	}
+}
