@@ -518,20 +518,32 @@ func TestTransformerAutocast(t *testing.T) {
 }
 
 // TestTransformerCheckpoint recomputes encoder layers with dropout in the
-// backward pass: the gradients must be those of the plain forward.
+// backward pass, in float64 and under bf16 autocast: the gradients must be
+// those of the plain forward.
 func TestTransformerCheckpoint(t *testing.T) {
-	grads := func(ckpt bool) []float64 {
-		e := nn.NewTransformerEncoder(nn.NewTransformerEncoderLayer(4, 2, nn.TransformerOptions{DimFeedforward: 6, Dropout: 0.3}, vram.Float64,
-			vram.WithGenerator(vram.NewGenerator(1))), 2, nil)
-		var mod nn.Module = e
-		if ckpt {
-			mod = nn.Checkpoint(e)
+	for _, autocast := range []bool{false, true} {
+		grads := func(ckpt bool) []float64 {
+			dt := vram.Float64
+			if autocast {
+				dt = vram.Float32
+			}
+			e := nn.NewTransformerEncoder(nn.NewTransformerEncoderLayer(4, 2, nn.TransformerOptions{DimFeedforward: 6, Dropout: 0.3}, dt,
+				vram.WithGenerator(vram.NewGenerator(1))), 2, nil)
+			var mod nn.Module = e
+			if ckpt {
+				mod = nn.Checkpoint(e)
+			}
+			x := vram.Randn(vram.Shape{3, 2, 4}, dt, vram.WithGenerator(vram.NewGenerator(2)))
+			run := func() { mod.Forward(x).Float().Sum().Backward() }
+			if autocast {
+				vram.Autocast(vram.BFloat16, run)
+			} else {
+				run()
+			}
+			return slices.Concat(e.Layers[0].SelfAttn.InProjWeight.Grad().Float64s(), e.Layers[1].Linear1.Weight.Grad().Float64s())
 		}
-		x := vram.Randn(vram.Shape{3, 2, 4}, vram.Float64, vram.WithGenerator(vram.NewGenerator(2)))
-		mod.Forward(x).Sum().Backward()
-		return slices.Concat(e.Layers[0].SelfAttn.InProjWeight.Grad().Float64s(), e.Layers[1].Linear1.Weight.Grad().Float64s())
+		checkValues(t, "gradients", grads(true), grads(false), 1e-12)
 	}
-	checkValues(t, "gradients", grads(true), grads(false), 1e-12)
 }
 
 func TestTransformerConcurrentForward(t *testing.T) {
