@@ -175,8 +175,11 @@ func attend(what string, attn *MultiheadAttention, q, kv *vram.Tensor, mo Multih
 }
 
 // residual returns x + block(x) (pre-norm: x + block(norm(x))) or
-// norm(x + block(x)) (post-norm); ts collects the intermediates.
-func residual(ts *temps, x *vram.Tensor, normFirst bool, norm *LayerNorm, block func(*vram.Tensor) *vram.Tensor) *vram.Tensor {
+// norm(x + block(x)) (post-norm), releasing its intermediates before it
+// returns, so that a layer holds no more than one block's at a time.
+func residual(x *vram.Tensor, normFirst bool, norm *LayerNorm, block func(*vram.Tensor) *vram.Tensor) *vram.Tensor {
+	var ts temps
+	defer ts.release()
 	if normFirst {
 		return x.Add(ts.add(block(ts.add(norm.Forward(x)))))
 	}
@@ -288,10 +291,10 @@ func (l *TransformerEncoderLayer) ForwardMasked(src *vram.Tensor, m EncoderMasks
 	var ts temps
 	defer ts.release()
 	mo := MultiheadForwardOptions{AttnMask: m.Mask, KeyPaddingMask: m.KeyPaddingMask, Causal: m.Causal}
-	x := ts.add(residual(&ts, src, l.NormFirst, l.Norm1, func(x *vram.Tensor) *vram.Tensor {
+	x := ts.add(residual(src, l.NormFirst, l.Norm1, func(x *vram.Tensor) *vram.Tensor {
 		return attend("self-attention (src masks)", l.SelfAttn, x, x, mo, l.Dropout1)
 	}))
-	return residual(&ts, x, l.NormFirst, l.Norm2, func(x *vram.Tensor) *vram.Tensor {
+	return residual(x, l.NormFirst, l.Norm2, func(x *vram.Tensor) *vram.Tensor {
 		return feedForward(x, l.Linear1, l.Linear2, act, l.Dropout, l.Dropout2)
 	})
 }
@@ -403,13 +406,13 @@ func (l *TransformerDecoderLayer) ForwardMemory(tgt, memory *vram.Tensor, m Deco
 	act := layerConfig(op, l.Activation, l.BatchFirst, l.SelfAttn, l.MultiheadAttn)
 	var ts temps
 	defer ts.release()
-	x := ts.add(residual(&ts, tgt, l.NormFirst, l.Norm1, func(x *vram.Tensor) *vram.Tensor {
+	x := ts.add(residual(tgt, l.NormFirst, l.Norm1, func(x *vram.Tensor) *vram.Tensor {
 		return attend("self-attention (tgt masks)", l.SelfAttn, x, x, MultiheadForwardOptions{AttnMask: m.TgtMask, KeyPaddingMask: m.TgtKeyPaddingMask, Causal: m.TgtCausal}, l.Dropout1)
 	}))
-	x = ts.add(residual(&ts, x, l.NormFirst, l.Norm2, func(x *vram.Tensor) *vram.Tensor {
+	x = ts.add(residual(x, l.NormFirst, l.Norm2, func(x *vram.Tensor) *vram.Tensor {
 		return attend("attention to the memory (memory masks)", l.MultiheadAttn, x, memory, MultiheadForwardOptions{AttnMask: m.MemoryMask, KeyPaddingMask: m.MemoryKeyPaddingMask, Causal: m.MemoryCausal}, l.Dropout2)
 	}))
-	return residual(&ts, x, l.NormFirst, l.Norm3, func(x *vram.Tensor) *vram.Tensor {
+	return residual(x, l.NormFirst, l.Norm3, func(x *vram.Tensor) *vram.Tensor {
 		return feedForward(x, l.Linear1, l.Linear2, act, l.Dropout, l.Dropout3)
 	})
 }
