@@ -65,3 +65,58 @@ func TestCUDAComposedMathOps(t *testing.T) {
 		}
 	})
 }
+
+// TestCUDALogicOps checks that the logical reductions, the value tests and
+// the small math ops built from other ops give the CPU's results on a GPU.
+func TestCUDALogicOps(t *testing.T) {
+	requireCUDA(t, 1)
+	vram.Tidy(func() {
+		inf, nan := math.Inf(1), math.NaN()
+		x := vram.FromSlice([]float32{-2.5, 0, float32(nan), 0.75, float32(inf), float32(-inf)}, vram.Shape{2, 3})
+		g := x.CUDA(0)
+		w := vram.FromSlice([]float32{0.1, 0.5, 0.9}, vram.Shape{3})
+		ops := []struct {
+			name string
+			f    func(v, w *vram.Tensor) *vram.Tensor
+		}{
+			{"any", func(v, _ *vram.Tensor) *vram.Tensor { return v.Any(1) }},
+			{"all", func(v, _ *vram.Tensor) *vram.Tensor { return v.AllKeepDim(0) }},
+			{"count_nonzero", func(v, _ *vram.Tensor) *vram.Tensor { return v.CountNonzero() }},
+			{"isclose", func(v, _ *vram.Tensor) *vram.Tensor { return v.IsClose(v.AddScalar(1e-6), 1e-5, 1e-8, true) }},
+			{"isinf", func(v, _ *vram.Tensor) *vram.Tensor { return v.IsInf() }},
+			{"isposinf", func(v, _ *vram.Tensor) *vram.Tensor { return v.IsPosInf() }},
+			{"isneginf", func(v, _ *vram.Tensor) *vram.Tensor { return v.IsNegInf() }},
+			{"isfinite", func(v, _ *vram.Tensor) *vram.Tensor { return v.IsFinite() }},
+			{"nan_to_num", func(v, _ *vram.Tensor) *vram.Tensor { return v.NanToNum(0, inf, -inf) }},
+			{"trunc", func(v, _ *vram.Tensor) *vram.Tensor { return v.Trunc() }},
+			{"frac", func(v, _ *vram.Tensor) *vram.Tensor { return v.Frac() }},
+			{"clamp_min", func(v, _ *vram.Tensor) *vram.Tensor { return v.ClampMin(0) }},
+			{"lerp", func(v, w *vram.Tensor) *vram.Tensor { return v.NanToNum(0, 10, -10).Lerp(v.NanToNum(1, 1, 1), w) }},
+			{"lerp scalar", func(v, _ *vram.Tensor) *vram.Tensor { return v.LerpScalar(v.AddScalar(1), 0.75) }},
+			{"outer", func(v, w *vram.Tensor) *vram.Tensor { return w.Outer(w) }},
+			{"nonzero", func(v, _ *vram.Tensor) *vram.Tensor { return v.Nonzero() }},
+			{"one_hot", func(v, _ *vram.Tensor) *vram.Tensor { return v.NanToNum(0, 3, 0).Abs().Long().OneHot(-1) }},
+		}
+		for _, o := range ops {
+			got, want := o.f(g, w.CUDA(0)), o.f(x, w)
+			if got.Device() != vram.CUDA(0) || got.DType() != want.DType() {
+				t.Errorf("%s: got %s on %s, want %s", o.name, got.DType(), got.Device(), want.DType())
+				continue
+			}
+			gs, ws := got.CPU().Float64s(), want.Float64s()
+			if len(gs) != len(ws) {
+				t.Errorf("%s: got %v, want %v", o.name, gs, ws)
+				continue
+			}
+			for i := range ws {
+				if gs[i] != ws[i] && !(math.IsNaN(gs[i]) && math.IsNaN(ws[i])) && math.Abs(gs[i]-ws[i]) > 1e-6*math.Abs(ws[i]) {
+					t.Errorf("%s: got %v, want %v", o.name, gs, ws)
+					break
+				}
+			}
+		}
+		if g.Equal(g) != x.Equal(x) || !g.AllClose(g, 0, 0, true) {
+			t.Errorf("equal or allclose on the GPU differs from the CPU")
+		}
+	})
+}

@@ -112,6 +112,18 @@ var leakCases = []struct {
 			x.Hardswish(), x.Hardtanh(-1, 1), x.Softplus(1, 20), x.Softmax(1), x.LogSoftmax(1)}
 	}},
 	{"BiasAct", func(e *leakEnv) []*Tensor { return one(BiasAct(e.randn(2, 3), e.randn(3), ActGELU)) }},
+	{"logic", func(e *leakEnv) []*Tensor {
+		x, y := e.randn(2, 3), e.randn(3)
+		_, _ = x.Equal(y), x.AllClose(y, IsCloseRTol, IsCloseATol, true)
+		return []*Tensor{x.Any(), x.All(1), x.AnyKeepDim(0), x.AllKeepDim(1), x.CountNonzero(1), x.IsClose(y, 0.1, 0.1, true),
+			x.IsInf(), x.IsPosInf(), x.IsNegInf(), x.IsFinite(), x.Nonzero(), x.Argwhere()}
+	}},
+	{"small math", func(e *leakEnv) []*Tensor {
+		x := e.randn(2, 3)
+		return []*Tensor{x.Trunc(), x.Frac(), x.NanToNum(0, 1, -1), x.ClampMin(0), x.ClampMax(0.5),
+			x.Lerp(e.randn(3), e.pos(2, 1)), x.LerpScalar(e.randn(2, 3), 0.7), e.randn(2).Outer(e.randn(3)),
+			e.ints([]int64{2, 0, 1}, 3).OneHot(-1)}
+	}},
 	// reductions
 	{"reductions", func(e *leakEnv) []*Tensor {
 		x := e.randn(2, 3)
