@@ -372,10 +372,10 @@ func (a *Tensor) Outer(b *Tensor) *Tensor {
 	const op = "outer"
 	notNil(op, a, b)
 	defer pin(op, a, b).unpin()
-	deviceOf(op, a, b)
 	if len(a.shape) != 1 || len(b.shape) != 1 {
 		fail(op, ErrShape, "expected two 1-dimensional tensors, got shapes %v and %v", Shape(a.shape), Shape(b.shape))
 	}
+	deviceOf(op, a, b)
 	return composed(op, func() *Tensor { return a.Unsqueeze(1).Mul(b.Unsqueeze(0)) })
 }
 
@@ -386,7 +386,8 @@ func (a *Tensor) Outer(b *Tensor) *Tensor {
 // checked on the host (a synchronization on a GPU). It panics with
 // [ErrDType] for another dtype, with [ErrIndex] for a negative index or one
 // not below numClasses, and with [ErrArgument] for a numClasses below -1 or
-// of -1 with an empty t (nothing to infer it from).
+// of -1 with an empty t (nothing to infer it from) or with the largest int64
+// (one more does not fit).
 func (t *Tensor) OneHot(numClasses int) *Tensor {
 	const op = "one_hot"
 	notNil(op, t)
@@ -407,6 +408,9 @@ func (t *Tensor) OneHot(numClasses int) *Tensor {
 				fail(op, ErrIndex, "class values must be nonnegative, got %d", lo)
 			}
 			if numClasses == -1 {
+				if hi >= math.MaxInt {
+					fail(op, ErrArgument, "cannot infer the number of classes from the class value %d; give numClasses", hi)
+				}
 				numClasses = int(hi) + 1
 			} else if hi >= int64(numClasses) {
 				fail(op, ErrIndex, "class values must be smaller than numClasses %d, got %d", numClasses, hi)

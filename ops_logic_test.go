@@ -126,6 +126,8 @@ func TestLogicErrors(t *testing.T) {
 		{"one_hot too large", func() { FromSlice([]int64{1, 3}, nil).OneHot(3) }, ErrIndex, "one_hot"},
 		{"one_hot zero classes", func() { i.OneHot(0) }, ErrIndex, "one_hot"},
 		{"one_hot numClasses -2", func() { i.OneHot(-2) }, ErrArgument, "one_hot"},
+		{"one_hot inferred count overflows", func() { FromSlice([]int64{0, math.MaxInt64}, nil).OneHot(-1) }, ErrArgument, "one_hot"},
+		{"outer host scalar", func() { Ones(Shape{2}, Sim(0)).Outer(Scalar(1)) }, ErrShape, "outer"},
 		{"one_hot infer empty", func() { Zeros(Shape{0}, Int64).OneHot(-1) }, ErrArgument, "one_hot"},
 		{"isinf released", func() { r := Zeros(Shape{2}); r.Release(); r.IsInf() }, ErrReleased, "isinf"},
 		{"nonzero released", func() { r := Zeros(Shape{2}); r.Release(); r.Nonzero() }, ErrReleased, "nonzero"},
