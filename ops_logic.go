@@ -462,14 +462,16 @@ func (t *Tensor) Argwhere() *Tensor {
 }
 
 // ClampMin limits every element to at least lo (torch.clamp_min,
-// torch.clamp(min=lo)), as [Tensor.Clamp] does.
+// torch.clamp(min=lo)), as [Tensor.Clamp] does; for a tensor bound use
+// [Tensor.ClampTensor] with a nil hi.
 func (a *Tensor) ClampMin(lo float64) *Tensor {
 	defer asOp("clamp_min")
 	return a.Clamp(lo, math.Inf(1))
 }
 
 // ClampMax limits every element to at most hi (torch.clamp_max,
-// torch.clamp(max=hi)), as [Tensor.Clamp] does.
+// torch.clamp(max=hi)), as [Tensor.Clamp] does; for a tensor bound use
+// [Tensor.ClampTensor] with a nil lo.
 func (a *Tensor) ClampMax(hi float64) *Tensor {
 	defer asOp("clamp_max")
 	return a.Clamp(math.Inf(-1), hi)
