@@ -95,6 +95,8 @@ func TestCUDALogicOps(t *testing.T) {
 			{"lerp scalar", func(v, _ *vram.Tensor) *vram.Tensor { return v.LerpScalar(v.AddScalar(1), 0.75) }},
 			{"outer", func(v, w *vram.Tensor) *vram.Tensor { return w.Outer(w) }},
 			{"nonzero", func(v, _ *vram.Tensor) *vram.Tensor { return v.Nonzero() }},
+			{"nonzero tuple", func(v, _ *vram.Tensor) *vram.Tensor { return v.NonzeroTuple()[1] }},
+			{"logical_xor", func(v, w *vram.Tensor) *vram.Tensor { return v.LogicalXor(w.SubScalar(0.5)) }},
 			{"one_hot", func(v, _ *vram.Tensor) *vram.Tensor { return v.NanToNum(0, 3, 0).Abs().Long().OneHot(-1) }},
 		}
 		for _, o := range ops {

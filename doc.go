@@ -40,7 +40,7 @@
 // [Tensor.Addcdiv], [Tensor.Lerp], [Tensor.Trunc], [Tensor.Frac],
 // [Tensor.NanToNum], [Tensor.ClampMin], ...), tests of values
 // ([Tensor.IsInf], [Tensor.IsFinite], [Tensor.IsClose], [Tensor.AllClose],
-// [Tensor.Equal]), reductions ([Tensor.Sum], [Tensor.Logsumexp],
+// [Tensor.Equal], [Tensor.LogicalXor]), reductions ([Tensor.Sum], [Tensor.Logsumexp],
 // [Tensor.Norm], [Tensor.Any], [Tensor.All], [Tensor.CountNonzero], ...),
 // products ([Tensor.MatMul], [Tensor.Dot], [Tensor.Outer], [Tensor.Cross],
 // [Cdist]), indexing ([Tensor.Gather], [Tensor.Take],

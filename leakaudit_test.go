@@ -115,8 +115,8 @@ var leakCases = []struct {
 	{"logic", func(e *leakEnv) []*Tensor {
 		x, y := e.randn(2, 3), e.randn(3)
 		_, _ = x.Equal(y), x.AllClose(y, IsCloseRTol, IsCloseATol, true)
-		return []*Tensor{x.Any(), x.All(1), x.AnyKeepDim(0), x.AllKeepDim(1), x.CountNonzero(1), x.IsClose(y, 0.1, 0.1, true),
-			x.IsInf(), x.IsPosInf(), x.IsNegInf(), x.IsFinite(), x.Nonzero(), x.Argwhere()}
+		return append([]*Tensor{x.Any(), x.All(1), x.AnyKeepDim(0), x.AllKeepDim(1), x.CountNonzero(1), x.IsClose(y, 0.1, 0.1, true),
+			x.IsInf(), x.IsPosInf(), x.IsNegInf(), x.IsFinite(), x.Nonzero(), x.Argwhere(), x.LogicalXor(y)}, x.NonzeroTuple()...)
 	}},
 	{"small math", func(e *leakEnv) []*Tensor {
 		x := e.randn(2, 3)

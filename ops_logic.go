@@ -21,6 +21,21 @@ const (
 // included), as PyTorch's truth value of an element.
 func nonzeroMask(t *Tensor) *Tensor { return t.LogicalNot().LogicalNot() }
 
+// LogicalXor returns a bool tensor that is true where exactly one of a and
+// b is nonzero (torch.logical_xor); they broadcast and may have any dtypes,
+// NaN counting as nonzero. A 0-dimensional CPU operand is read as a scalar
+// on any device (see [Tensor.Add]). It panics with [ErrShape] when the
+// shapes do not broadcast.
+func (a *Tensor) LogicalXor(b *Tensor) *Tensor {
+	const op = "logical_xor"
+	notNil(op, a, b)
+	defer hostScalars(op, &a, &b)()
+	defer pin(op, a, b).unpin()
+	deviceOf(op, a, b)
+	broadcastShapes(op, a.shape, b.shape)
+	return composed(op, func() *Tensor { return nonzeroMask(a).Ne(nonzeroMask(b)) })
+}
+
 // Any returns a bool tensor that is true where some element over dims (all
 // of them when none) is nonzero, the reduced dimensions removed
 // (torch.any). It takes any dtype; NaN counts as nonzero, and an empty
@@ -453,6 +468,32 @@ func (t *Tensor) Nonzero() *Tensor {
 		}
 		return FromSlice(idx, Shape{n, nd}, t.Device())
 	})
+}
+
+// NonzeroTuple returns the indices of t's nonzero elements as one int64
+// vector per dimension, the columns of [Tensor.Nonzero]
+// (torch.nonzero(as_tuple=True)). A 0-dimensional t is taken as a vector of one element, as in
+// PyTorch. It synchronizes with the device as Nonzero does.
+func (t *Tensor) NonzeroTuple() []*Tensor {
+	const op = "nonzero"
+	notNil(op, t)
+	defer pin(op, t).unpin()
+	var cols []*Tensor
+	Tidy(func() {
+		x := t
+		if len(t.shape) == 0 {
+			x = t.Reshape(1)
+		}
+		idx := x.Nonzero()
+		cols = make([]*Tensor, len(x.shape))
+		for d := range cols {
+			cols[d] = Keep(idx.Select(1, d).Contiguous())
+		}
+	})
+	for _, c := range cols {
+		track(c) // into the caller's own Tidy, as tidyOut does
+	}
+	return cols
 }
 
 // Argwhere is [Tensor.Nonzero] (torch.argwhere).

@@ -490,3 +490,60 @@ func TestClampMinMax(t *testing.T) {
 		t.Errorf("gradients: %v", g)
 	}
 }
+
+// TestLogicalXorNonzeroTuple checks LogicalXor over dtypes, NaN and
+// broadcasting, and NonzeroTuple against Nonzero's columns.
+func TestLogicalXorNonzeroTuple(t *testing.T) {
+	for _, dev := range logicDevices {
+		xor := []struct {
+			name  string
+			a, b  *Tensor
+			shape Shape
+			want  []bool
+		}{
+			{"bool", FromSlice([]bool{true, true, false, false}, nil, dev), FromSlice([]bool{true, false, true, false}, nil, dev),
+				Shape{4}, []bool{false, true, true, false}},
+			{"mixed dtypes", FromSlice([]float64{math.NaN(), 0, 2}, nil, dev), FromSlice([]int64{0, 0, -1}, nil, dev),
+				Shape{3}, []bool{true, false, false}},
+			{"broadcast", FromSlice([]int32{0, 5}, Shape{2, 1}, dev), FromSlice([]bool{true, false}, nil, dev),
+				Shape{2, 2}, []bool{true, false, false, true}},
+			{"host scalar", FromSlice([]float32{0, 1}, nil, dev), Scalar(1), Shape{2}, []bool{true, false}},
+			{"empty", Zeros(Shape{0}, dev), Zeros(Shape{1}, dev), Shape{0}, []bool{}},
+		}
+		for _, c := range xor {
+			got := c.a.LogicalXor(c.b)
+			if got.DType() != Bool || got.Device() != dev || !slices.Equal(got.Shape(), c.shape) || !slices.Equal(got.Bools(), c.want) {
+				t.Errorf("%s logical_xor %s: got %s %v %v, want %v %v", dev, c.name, got.DType(), got.Shape(), got.Bools(), c.shape, c.want)
+			}
+		}
+		tuple := []struct {
+			name string
+			x    *Tensor
+			want [][]int64
+		}{
+			{"matrix", FromSlice([]float32{0, 1, 2, 0, 0, 3}, Shape{2, 3}, dev), [][]int64{{0, 0, 1}, {1, 2, 2}}},
+			{"vector", FromSlice([]bool{false, true}, nil, dev), [][]int64{{1}}},
+			{"none", Zeros(Shape{2, 2}, dev), [][]int64{{}, {}}},
+			{"0-d", Scalar(3, dev), [][]int64{{0}}},
+			{"0-d zero", Scalar(0, dev), [][]int64{{}}},
+		}
+		for _, c := range tuple {
+			got := c.x.NonzeroTuple()
+			if len(got) != len(c.want) {
+				t.Errorf("%s nonzero tuple %s: %d tensors, want %d", dev, c.name, len(got), len(c.want))
+				continue
+			}
+			for d, g := range got {
+				if g.DType() != Int64 || g.Device() != dev || !slices.Equal(g.Shape(), Shape{len(c.want[d])}) || !slices.Equal(g.Int64s(), c.want[d]) {
+					t.Errorf("%s nonzero tuple %s dim %d: got %s %v %v, want %v", dev, c.name, d, g.DType(), g.Shape(), g.Int64s(), c.want[d])
+				}
+			}
+		}
+	}
+	if err := Catch(func() { Zeros(Shape{2}).LogicalXor(Zeros(Shape{3})) }); !errors.Is(err, ErrShape) {
+		t.Errorf("logical_xor shapes: %v", err)
+	}
+	if err := Catch(func() { Zeros(Shape{2}).LogicalXor(Zeros(Shape{2}, Sim(0))) }); !errors.Is(err, ErrDevice) {
+		t.Errorf("logical_xor devices: %v", err)
+	}
+}
