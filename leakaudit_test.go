@@ -226,6 +226,20 @@ var leakCases = []struct {
 	{"Flip", func(e *leakEnv) []*Tensor { return one(e.randn(2, 3).Flip(0, 1)) }},
 	{"Roll", func(e *leakEnv) []*Tensor { return one(e.randn(2, 3).Roll([]int{1, -1}, []int{0, 1})) }},
 	{"Roll flat", func(e *leakEnv) []*Tensor { return one(e.randn(2, 3).Roll([]int{2}, nil)) }},
+	{"Pad constant", func(e *leakEnv) []*Tensor { return one(Pad(e.randn(2, 3), []int{1, -1, 0, 2}, PadConstant, 1)) }},
+	{"Pad circular", func(e *leakEnv) []*Tensor { return one(Pad(e.randn(1, 2, 3), []int{1, 2}, PadCircular, 0)) }},
+	{"Interpolate nearest", func(e *leakEnv) []*Tensor {
+		return one(Interpolate(e.randn(1, 2, 3), InterpolateOptions{Size: []int{5}}))
+	}},
+	{"Interpolate bilinear", func(e *leakEnv) []*Tensor {
+		return one(Interpolate(e.randn(1, 1, 2, 3), InterpolateOptions{ScaleFactor: []float64{2}, Mode: InterpBilinear}))
+	}},
+	{"PixelShuffle", func(e *leakEnv) []*Tensor { return one(PixelShuffle(e.randn(1, 4, 2, 2), 2)) }},
+	{"Unfold", func(e *leakEnv) []*Tensor { return one(Unfold(e.randn(1, 2, 3, 3), [2]int{2, 2}, FoldParams{})) }},
+	{"Fold", func(e *leakEnv) []*Tensor {
+		return one(Fold(e.randn(1, 4, 4), [2]int{3, 3}, [2]int{2, 2}, FoldParams{}))
+	}},
+	{"Tensor.Unfold", func(e *leakEnv) []*Tensor { return one(e.randn(2, 5).Unfold(1, 2, 1)) }},
 	{"Tril", func(e *leakEnv) []*Tensor { return one(e.randn(3, 3).Tril(0)) }},
 	{"Triu", func(e *leakEnv) []*Tensor { return one(e.randn(3, 3).Triu(1)) }},
 	{"Repeat", func(e *leakEnv) []*Tensor { return one(e.randn(2, 3).Repeat(2, 1)) }},

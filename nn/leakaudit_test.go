@@ -84,6 +84,16 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 		}},
 		{"Dropout", layer(func() nn.Module { return nn.NewDropout(0.5) }, 2, 3)},
 		{"Dropout2d", layer(func() nn.Module { return nn.NewDropout2d(0.5) }, 1, 2, 3, 3)},
+		{"ReflectionPad2d", layer(func() nn.Module { return nn.NewReflectionPad2d(1) }, 1, 2, 3, 3)},
+		{"ZeroPad2d", layer(func() nn.Module { return nn.NewZeroPad2d(1, 0, -1, 2) }, 1, 2, 3, 3)},
+		{"UpsamplingBilinear2d", layer(func() nn.Module { return nn.NewUpsamplingBilinear2d(nil, []float64{1.5}) }, 1, 2, 3, 3)},
+		{"Upsample bicubic", layer(func() nn.Module {
+			return nn.NewUpsample(vram.InterpolateOptions{Size: []int{4, 5}, Mode: vram.InterpBicubic})
+		}, 1, 2, 3, 3)},
+		{"PixelShuffle", layer(func() nn.Module { return nn.NewPixelShuffle(2) }, 1, 4, 2, 2)},
+		{"PixelUnshuffle", layer(func() nn.Module { return nn.NewPixelUnshuffle(2) }, 1, 1, 2, 2)},
+		{"Unfold", layer(func() nn.Module { return nn.NewUnfold([2]int{2, 2}, vram.FoldParams{Padding: [2]int{1, 1}}) }, 1, 2, 3, 3)},
+		{"Fold", layer(func() nn.Module { return nn.NewFold([2]int{3, 3}, [2]int{2, 2}, vram.FoldParams{}) }, 1, 8, 4)},
 		{"activations", layer(func() nn.Module {
 			return nn.NewSequential(nn.NewReLU(), nn.NewGELU(), nn.NewSiLU(), nn.NewMish(), nn.NewELU(1),
 				nn.NewHardswish(), nn.NewReLU6(), nn.NewSoftplus(1, 20), nn.NewLeakyReLU(0.1), nn.NewTanh(), nn.NewSigmoid(),
