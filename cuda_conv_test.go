@@ -341,3 +341,62 @@ func TestTF32ExplainsCUDAValues(t *testing.T) {
 		})
 	}
 }
+
+// resizeCases are the padding, resizing and patch ops that the GPU and sim
+// tests compare with the CPU, forward and backward.
+var resizeCases = []struct {
+	name string
+	x    []int
+	f    func(x *Tensor) *Tensor
+}{
+	{"pad constant", []int{2, 3, 5, 4}, func(x *Tensor) *Tensor { return Pad(x, []int{1, 2, -1, 3}, PadConstant, 0.5) }},
+	{"pad reflect", []int{2, 3, 5, 4}, func(x *Tensor) *Tensor { return Pad(x, []int{3, 1, 2, 4}, PadReflect, 0) }},
+	{"pad replicate", []int{2, 3, 5, 4}, func(x *Tensor) *Tensor { return Pad(x, []int{2, 2, 0, 3}, PadReplicate, 0) }},
+	{"pad circular", []int{2, 3, 5, 4}, func(x *Tensor) *Tensor { return Pad(x, []int{4, 1, 5, 2}, PadCircular, 0) }},
+	{"nearest", []int{2, 3, 5, 4}, func(x *Tensor) *Tensor { return Interpolate(x, InterpolateOptions{Size: []int{7, 9}}) }},
+	{"nearest-exact", []int{2, 3, 5, 4}, func(x *Tensor) *Tensor {
+		return Interpolate(x, InterpolateOptions{ScaleFactor: []float64{0.7, 1.6}, Mode: InterpNearestExact})
+	}},
+	{"bilinear", []int{2, 3, 5, 4}, func(x *Tensor) *Tensor {
+		return Interpolate(x, InterpolateOptions{ScaleFactor: []float64{2.5}, Mode: InterpBilinear})
+	}},
+	{"bilinear align corners", []int{2, 3, 5, 4}, func(x *Tensor) *Tensor {
+		return Interpolate(x, InterpolateOptions{Size: []int{3, 8}, Mode: InterpBilinear, AlignCorners: true})
+	}},
+	{"bicubic", []int{2, 3, 5, 4}, func(x *Tensor) *Tensor {
+		return Interpolate(x, InterpolateOptions{Size: []int{8, 6}, Mode: InterpBicubic})
+	}},
+	{"linear", []int{2, 3, 9}, func(x *Tensor) *Tensor { return Interpolate(x, InterpolateOptions{Size: []int{4}, Mode: InterpLinear}) }},
+	{"pixel shuffle", []int{2, 8, 3, 4}, func(x *Tensor) *Tensor { return PixelShuffle(x, 2) }},
+	{"pixel unshuffle", []int{2, 2, 4, 6}, func(x *Tensor) *Tensor { return PixelUnshuffle(x, 2) }},
+	{"unfold", []int{2, 3, 5, 4}, func(x *Tensor) *Tensor {
+		return Unfold(x, [2]int{3, 2}, FoldParams{Dilation: [2]int{1, 2}, Padding: [2]int{1, 1}, Stride: [2]int{2, 1}})
+	}},
+	{"fold", []int{2, 6, 4}, func(x *Tensor) *Tensor { return Fold(x, [2]int{4, 5}, [2]int{3, 2}, FoldParams{Stride: [2]int{1, 2}}) }},
+	{"tensor unfold", []int{2, 3, 5, 4}, func(x *Tensor) *Tensor { return x.Unfold(2, 3, 1) }},
+}
+
+// TestCUDAResizeMatchesCPU runs the padding, resizing and patch ops on
+// cuda:0, which compose them from its gathers and scatters, and compares
+// their outputs and gradients with the CPU's.
+func TestCUDAResizeMatchesCPU(t *testing.T) {
+	needCUDA(t)
+	for i, tc := range resizeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			compareOn(t, CUDA(0), cudaModes, false, cudaTol, func(xs []*Tensor) *Tensor { return tc.f(xs[0]) }, rnd(uint64(90+i), tc.x...))
+		})
+	}
+}
+
+// TestResizeOnSimMatchesCPU runs the comparisons of
+// TestCUDAResizeMatchesCPU on a simulated GPU.
+func TestResizeOnSimMatchesCPU(t *testing.T) {
+	if !Sim(0).Available() {
+		t.Skip("no sim device")
+	}
+	for i, tc := range resizeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			compareOn(t, Sim(0), cudaModes, false, tolerance{rel: 1e-5}, func(xs []*Tensor) *Tensor { return tc.f(xs[0]) }, rnd(uint64(90+i), tc.x...))
+		})
+	}
+}

@@ -96,7 +96,8 @@ type InterpolateOptions struct {
 // ScaleFactor are given, for a size or factor that is not positive, an
 // unknown mode or AlignCorners with a nearest mode; with [ErrShape] for an
 // input of the wrong rank, a Size or ScaleFactor whose length is neither
-// one nor the number of spatial dimensions, or an empty input or output;
+// one nor the number of spatial dimensions, an empty input or output, or
+// an output of more than 2^29 entries along a dimension;
 // with [ErrDType] for an integer input to an interpolating mode.
 func Interpolate(x *Tensor, o InterpolateOptions) *Tensor {
 	const op = "interpolate"
@@ -159,6 +160,9 @@ func Interpolate(x *Tensor, o InterpolateOptions) *Tensor {
 	for i := range out {
 		if in[i] < 1 || out[i] < 1 {
 			fail(op, ErrShape, "input and output sizes should be greater than 0, got input %v and output %v", in, out)
+		}
+		if out[i] > maxIndexEntries {
+			fail(op, ErrShape, "output size %v has more than the %d entries along a dimension that the host index of the composed path allows", out, maxIndexEntries)
 		}
 	}
 	return composed(op, func() *Tensor {

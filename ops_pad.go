@@ -56,8 +56,9 @@ func (m PadMode) String() string {
 // It panics with [ErrArgument] for an odd number of sizes, more pairs than
 // t has dimensions, a bad mode or a value with a mode other than
 // constant, with [ErrShape] for a tensor of the wrong rank for its mode
-// or sizes the mode cannot take, or that leave a dimension with a
-// negative size (or, except for constant padding, an empty one).
+// or sizes the mode cannot take, that leave a dimension with a negative
+// size (or, except for constant padding, an empty one) or with more than
+// 2^29 entries.
 func Pad(t *Tensor, pads []int, mode PadMode, value float64) *Tensor {
 	const op = "pad"
 	notNil(op, t)
@@ -86,6 +87,10 @@ func Pad(t *Tensor, pads []int, mode PadMode, value float64) *Tensor {
 	for j := range k {
 		a := nd - 1 - j
 		n, lo, hi := t.shape[a], pads[2*j], pads[2*j+1]
+		if f := float64(n) + float64(lo) + float64(hi); f > maxIndexEntries {
+			fail(op, ErrShape, "padding (%d, %d) at dimension %d of input %v gives %.0f entries, more than the %d the host index of the padding allows",
+				lo, hi, a, Shape(t.shape), f, maxIndexEntries)
+		}
 		out := n + lo + hi
 		switch mode {
 		case PadConstant:

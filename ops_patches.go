@@ -6,7 +6,7 @@ import "slices"
 // (torch.nn.functional.pixel_shuffle): the r² channels of each group become
 // an r×r block of pixels, channel c·r²+i·r+j going to row h·r+i and column
 // w·r+j. Any number of leading dimensions is a batch. The result is new
-// storage; gradients flow back. It panics with [ErrArgument] for a factor r
+// storage, channels-last when x is; gradients flow back. It panics with [ErrArgument] for a factor r
 // below 1 and with [ErrShape] for fewer than 3 dimensions or channels that
 // r² does not divide.
 func PixelShuffle(x *Tensor, r int) *Tensor {
@@ -29,7 +29,7 @@ func PixelShuffle(x *Tensor, r int) *Tensor {
 		b := len(batch)
 		y := x.Reshape(append(slices.Clone(batch), c, r, r, h, w)...)
 		y = y.Permute(append(seq(b), b, b+3, b+1, b+4, b+2)...)
-		return y.Reshape(append(slices.Clone(batch), c, h*r, w*r)...)
+		return keepFormat(x, y.Reshape(append(slices.Clone(batch), c, h*r, w*r)...))
 	})
 }
 
@@ -57,7 +57,7 @@ func PixelUnshuffle(x *Tensor, r int) *Tensor {
 		b := len(batch)
 		y := x.Reshape(append(slices.Clone(batch), c, h, r, w, r)...)
 		y = y.Permute(append(seq(b), b, b+2, b+4, b+1, b+3)...)
-		return y.Reshape(append(slices.Clone(batch), c*r*r, h, w)...)
+		return keepFormat(x, y.Reshape(append(slices.Clone(batch), c*r*r, h, w)...))
 	})
 }
 
@@ -232,13 +232,13 @@ func (t *Tensor) Unfold(dim, size, step int) *Tensor {
 	out := t.view(ns, st, t.offset)
 	if needsGrad(t) {
 		full := slices.Clone(t.shape)
-		pos := make([]int64, 0, nw*size)
-		for w := range nw {
-			for k := range size {
-				pos = append(pos, int64(w*step+k))
-			}
-		}
 		record(op, out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor {
+			pos := make([]int64, 0, nw*size)
+			for w := range nw {
+				for k := range size {
+					pos = append(pos, int64(w*step+k))
+				}
+			}
 			return []*Tensor{unfoldGrad(g, full, a, pos)}
 		})
 	}

@@ -183,6 +183,10 @@ func TestResizeOpsErrors(t *testing.T) {
 		{"pad constant negative size", func(x3, _ *vram.Tensor) { vram.Pad(x3, []int{-2, -2}, vram.PadConstant, 0) }, vram.ErrShape},
 		{"pad reflect 1d input", func(x3, _ *vram.Tensor) { vram.Pad(x3.Reshape(3), []int{1, 1}, vram.PadReflect, 0) }, vram.ErrShape},
 		{"pad reflect 4 dims", func(_, x4 *vram.Tensor) { vram.Pad(x4, make([]int, 8), vram.PadReflect, 0) }, vram.ErrShape},
+		{"pad huge", func(x3, _ *vram.Tensor) { vram.Pad(x3, []int{1 << 40, 0}, vram.PadConstant, 0) }, vram.ErrShape},
+		{"pad overflow", func(x3, _ *vram.Tensor) { vram.Pad(x3, []int{math.MaxInt, math.MaxInt}, vram.PadConstant, 0) }, vram.ErrShape},
+		{"interp huge", func(x3, _ *vram.Tensor) { vram.Interpolate(x3, vram.InterpolateOptions{Size: []int{1 << 40}}) }, vram.ErrShape},
+		{"interp huge factor", func(x3, _ *vram.Tensor) { vram.Interpolate(x3, vram.InterpolateOptions{ScaleFactor: []float64{1e300}}) }, vram.ErrShape},
 		{"interp none", func(x3, _ *vram.Tensor) { vram.Interpolate(x3, vram.InterpolateOptions{}) }, vram.ErrArgument},
 		{"interp both", func(x3, _ *vram.Tensor) {
 			vram.Interpolate(x3, vram.InterpolateOptions{Size: []int{4}, ScaleFactor: []float64{2}})
@@ -261,8 +265,9 @@ func TestTensorUnfoldShares(t *testing.T) {
 	})
 }
 
-// TestResizeKeepsChannelsLast checks that Pad and Interpolate keep a
-// channels-last input's layout, as PyTorch does, with the same values.
+// TestResizeKeepsChannelsLast checks that Pad, Interpolate, PixelShuffle
+// and PixelUnshuffle keep a channels-last input's layout, as PyTorch does,
+// with the same values.
 func TestResizeKeepsChannelsLast(t *testing.T) {
 	ops := []struct {
 		name string
@@ -276,11 +281,13 @@ func TestResizeKeepsChannelsLast(t *testing.T) {
 		{"bilinear", func(x *vram.Tensor) *vram.Tensor {
 			return vram.Interpolate(x, vram.InterpolateOptions{ScaleFactor: []float64{2}, Mode: vram.InterpBilinear})
 		}},
+		{"pixel shuffle", func(x *vram.Tensor) *vram.Tensor { return vram.PixelShuffle(x, 2) }},
+		{"pixel unshuffle", func(x *vram.Tensor) *vram.Tensor { return vram.PixelUnshuffle(x, 2) }},
 	}
 	for _, o := range ops {
 		t.Run(o.name, func(t *testing.T) {
 			vram.Tidy(func() {
-				x := vram.Arange(0, 12, 1, vram.Float32).Reshape(1, 3, 2, 2)
+				x := vram.Arange(0, 128, 1, vram.Float32).Reshape(1, 8, 4, 4)
 				want := o.f(x).Float64s()
 				y := o.f(x.Contiguous(vram.ChannelsLast))
 				if f := y.SuggestMemoryFormat(); f != vram.ChannelsLast {
