@@ -47,7 +47,9 @@
 // [Tensor.MaskedSelect], [Tensor.Nonzero], [Tensor.OneHot],
 // [Tensor.IndexAdd], [Tensor.Diagonal], ...),
 // rearranging ([Tensor.Flip], [Tensor.Roll], [Tensor.Tril],
-// [Tensor.Triu], [Tensor.Permute], ...), factories ([Linspace],
+// [Tensor.Triu], [Tensor.Permute], ...), padding and resizing ([Pad],
+// [Interpolate], [PixelShuffle], [PixelUnshuffle], [Unfold], [Fold],
+// [Tensor.Unfold]), factories ([Linspace],
 // [Logspace]) and layers ([Conv1d], [Conv2d],
 // [ScaledDotProductAttention], ...). The ...Scalar forms take a number
 // for the second operand ([Tensor.AddScalar], [Tensor.RemainderScalar]).

@@ -150,3 +150,46 @@ func ExampleScaledDotProductAttention() {
 	// [3, 1] [1 1.5 2]
 	// [2.5 2.5 2.5]
 }
+
+func ExamplePad() {
+	x := vram.FromSlice([]float32{1, 2, 3}, vram.Shape{1, 3})
+	fmt.Println(vram.Pad(x, []int{2, 1}, vram.PadConstant, 0).Float32s())
+	fmt.Println(vram.Pad(x, []int{2, 1}, vram.PadReflect, 0).Float32s())
+	fmt.Println(vram.Pad(x, []int{2, 1}, vram.PadReplicate, 0).Float32s())
+	fmt.Println(vram.Pad(x, []int{2, 1}, vram.PadCircular, 0).Float32s())
+	// Output:
+	// [0 0 1 2 3 0]
+	// [3 2 1 2 3 2]
+	// [1 1 1 2 3 3]
+	// [2 3 1 2 3 1]
+}
+
+func ExampleInterpolate() {
+	x := vram.FromSlice([]float32{0, 10, 20}, vram.Shape{1, 1, 3})
+	near := vram.Interpolate(x, vram.InterpolateOptions{Size: []int{5}})
+	lin := vram.Interpolate(x, vram.InterpolateOptions{Size: []int{5}, Mode: vram.InterpLinear, AlignCorners: true})
+	fmt.Println(near.Float32s())
+	fmt.Println(lin.Float32s())
+	// Output:
+	// [0 0 10 10 20]
+	// [0 5 10 15 20]
+}
+
+func ExampleUnfold() {
+	// The 2x2 blocks of a 3x3 image, one a column, and back: Fold adds
+	// the blocks up, so each pixel counts the blocks that cover it.
+	x := vram.Ones(vram.Shape{1, 1, 3, 3})
+	cols := vram.Unfold(x, [2]int{2, 2}, vram.FoldParams{})
+	fmt.Println(cols.Shape())
+	fmt.Println(vram.Fold(cols, [2]int{3, 3}, [2]int{2, 2}, vram.FoldParams{}).Float32s())
+	// Output:
+	// [1, 4, 4]
+	// [1 2 1 2 4 2 1 2 1]
+}
+
+func ExampleTensor_Unfold() {
+	x := vram.Arange(0, 7, 1, vram.Float32)
+	fmt.Println(x.Unfold(0, 3, 2).Float32s())
+	// Output:
+	// [0 1 2 2 3 4 4 5 6]
+}

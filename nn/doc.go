@@ -12,7 +12,11 @@
 // [LocalResponseNorm],
 // [MaxPool2d], [AvgPool2d], [AdaptiveAvgPool2d], [AdaptiveMaxPool2d],
 // their 1-D forms [MaxPool1d], [AvgPool1d], [AdaptiveAvgPool1d] and
-// [AdaptiveMaxPool1d], [Flatten], [Unflatten], [Dropout2d], for sequence models
+// [AdaptiveMaxPool1d], [Flatten], [Unflatten], [Dropout2d], the padding layers ([Pad]
+// from [NewZeroPad2d], [NewConstantPad2d], [NewReflectionPad2d],
+// [NewReplicationPad2d] and their 1-d forms), [Upsample] (with
+// [NewUpsamplingNearest2d] and [NewUpsamplingBilinear2d]), [PixelShuffle],
+// [PixelUnshuffle], [Unfold] and [Fold], for sequence models
 // [MultiheadAttention] (PyTorch's state-dict names, masks and weights;
 // built on [vram.ScaledDotProductAttention]), the transformer layers
 // [TransformerEncoderLayer], [TransformerDecoderLayer], their stacks
