@@ -30,6 +30,10 @@ const (
 	// InterpTrilinear interpolates linearly along the last three
 	// dimensions of a 5-D input [N, C, D, H, W].
 	InterpTrilinear
+	// InterpArea averages the input over the windows of adaptive average
+	// pooling ([AdaptiveAvgPool2d] and its 1-D and 3-D forms), whatever
+	// the scale factor: PyTorch's "area".
+	InterpArea
 )
 
 // String returns PyTorch's name of the mode.
@@ -47,6 +51,8 @@ func (m InterpolateMode) String() string {
 		return "bicubic"
 	case InterpTrilinear:
 		return "trilinear"
+	case InterpArea:
+		return "area"
 	}
 	return fmt.Sprintf("InterpolateMode(%d)", int(m))
 }
@@ -87,14 +93,14 @@ type InterpolateOptions struct {
 // first two of a 3-D [N, C, L], 4-D [N, C, H, W] or 5-D [N, C, D, H, W]
 // input, as torch.nn.functional.interpolate does, with PyTorch's output
 // sizes and source positions. The nearest modes take any dtype and any of
-// the three ranks, the others floating-point inputs of the rank their mode
-// names. The result is new storage, channels-last when x is; it is computed one spatial dimension at
+// the three ranks, [InterpArea] floating-point inputs of any of them, the
+// others floating-point inputs of the rank their mode names. The result is new storage, channels-last when x is; it is computed one spatial dimension at
 // a time from IndexSelect and products with the weights, so it runs and
 // differentiates on every device.
 //
 // It panics with [ErrArgument] when both or neither of Size and
 // ScaleFactor are given, for a size or factor that is not positive, an
-// unknown mode or AlignCorners with a nearest mode; with [ErrShape] for an
+// unknown mode or AlignCorners with a nearest mode or area; with [ErrShape] for an
 // input of the wrong rank, a Size or ScaleFactor whose length is neither
 // one nor the number of spatial dimensions, an empty input or output, or
 // an output of more than 2^29 entries along a dimension;
@@ -105,7 +111,7 @@ func Interpolate(x *Tensor, o InterpolateOptions) *Tensor {
 	defer pin(op, x).unpin()
 	nd := len(x.shape)
 	m := o.Mode
-	if m < InterpNearest || m > InterpTrilinear {
+	if m < InterpNearest || m > InterpArea {
 		fail(op, ErrArgument, "unknown interpolation mode %v", m)
 	}
 	if nd < 3 || nd > 5 {
@@ -115,7 +121,7 @@ func Interpolate(x *Tensor, o InterpolateOptions) *Tensor {
 		fail(op, ErrShape, "got %dD input, but %s mode needs %dD input", nd, m, r)
 	}
 	nearest := m == InterpNearest || m == InterpNearestExact
-	if nearest && o.AlignCorners {
+	if (nearest || m == InterpArea) && o.AlignCorners {
 		fail(op, ErrArgument, "align_corners can only be set with the interpolating modes linear, bilinear, bicubic and trilinear, not %s", m)
 	}
 	if !nearest && !x.dtype.IsFloat() {
@@ -164,6 +170,9 @@ func Interpolate(x *Tensor, o InterpolateOptions) *Tensor {
 		if out[i] > maxIndexEntries {
 			fail(op, ErrShape, "output size %v has more than the %d entries along a dimension that the host index of the composed path allows", out, maxIndexEntries)
 		}
+	}
+	if m == InterpArea {
+		return composed(op, func() *Tensor { return areaResize(x, out) })
 	}
 	return composed(op, func() *Tensor {
 		y := x
@@ -303,4 +312,22 @@ func interpTaps(x *Tensor, a, n, out, k int, tap func(d int, taps []int64, w []f
 		}
 	}
 	return y
+}
+
+// areaResize returns the adaptive average pooling of x [N, C, *in] to the
+// spatial size out, of one, two or three dimensions, from
+// [AdaptiveAvgPool2d]: the mean over a box is the mean over its depth of
+// the means over its rows and columns.
+func areaResize(x *Tensor, out []int) *Tensor {
+	n, c := x.shape[0], x.shape[1]
+	switch len(out) {
+	case 1:
+		return AdaptiveAvgPool2d(x.Unsqueeze(2), 1, out[0]).Squeeze(2)
+	case 2:
+		return AdaptiveAvgPool2d(x, out[0], out[1])
+	}
+	d, h, w := x.shape[2], x.shape[3], x.shape[4]
+	hw := AdaptiveAvgPool2d(x.Reshape(n, c*d, h, w), out[1], out[2])
+	y := AdaptiveAvgPool2d(hw.Reshape(n, c, d, out[1]*out[2]), out[0], out[1]*out[2])
+	return y.Reshape(n, c, out[0], out[1], out[2])
 }

@@ -31,6 +31,9 @@ func TestResizeGradients(t *testing.T) {
 		{"trilinear", one(func(x *Tensor) *Tensor {
 			return Interpolate(x, InterpolateOptions{Size: []int{3, 2, 3}, Mode: InterpTrilinear})
 		}), []int{1, 1, 2, 2, 2}},
+		{"area 3d", one(func(x *Tensor) *Tensor {
+			return Interpolate(x, InterpolateOptions{Size: []int{2, 2, 1}, Mode: InterpArea})
+		}), []int{1, 1, 3, 3, 2}},
 		{"pixel shuffle", one(func(x *Tensor) *Tensor { return PixelShuffle(x, 2) }), []int{2, 4, 1, 2}},
 		{"pixel unshuffle", one(func(x *Tensor) *Tensor { return PixelUnshuffle(x, 2) }), []int{1, 2, 2, 4}},
 		{"unfold", one(func(x *Tensor) *Tensor {

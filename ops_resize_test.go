@@ -100,6 +100,17 @@ func TestResizeOps(t *testing.T) {
 			x := vram.FromSlice([]float64{0, 1, 4, 9}, vram.Shape{1, 1, 1, 4}, d)
 			return vram.Interpolate(x, vram.InterpolateOptions{Size: []int{1, 2}, Mode: vram.InterpBicubic})
 		}, vram.Shape{1, 1, 1, 2}, []float64{0.21875, 6.78125}},
+		{"area", func(d vram.Device) *vram.Tensor {
+			return vram.Interpolate(vec(d, 0, 1, 2, 3, 4), vram.InterpolateOptions{Size: []int{2}, Mode: vram.InterpArea})
+		}, vram.Shape{1, 1, 2}, []float64{1, 3}},
+		{"area 2d", func(d vram.Device) *vram.Tensor {
+			return vram.Interpolate(ar(d, 1, 1, 2, 4), vram.InterpolateOptions{ScaleFactor: []float64{0.5}, Mode: vram.InterpArea})
+		}, vram.Shape{1, 1, 1, 2}, []float64{2.5, 4.5}},
+		// Windows of depth: rows 0-1 and 1-2 of 3; each slice of depth is
+		// 4 entries, averaged to one.
+		{"area 3d", func(d vram.Device) *vram.Tensor {
+			return vram.Interpolate(ar(d, 1, 1, 3, 2, 2), vram.InterpolateOptions{Size: []int{2, 1, 1}, Mode: vram.InterpArea})
+		}, vram.Shape{1, 1, 2, 1, 1}, []float64{3.5, 7.5}},
 		{"trilinear same size", func(d vram.Device) *vram.Tensor {
 			return vram.Interpolate(ar(d, 1, 1, 1, 2, 2), vram.InterpolateOptions{Size: []int{1, 2, 2}, Mode: vram.InterpTrilinear})
 		}, vram.Shape{1, 1, 1, 2, 2}, []float64{0, 1, 2, 3}},
@@ -197,6 +208,9 @@ func TestResizeOpsErrors(t *testing.T) {
 		}, vram.ErrShape},
 		{"interp align nearest", func(x3, _ *vram.Tensor) {
 			vram.Interpolate(x3, vram.InterpolateOptions{Size: []int{4}, AlignCorners: true})
+		}, vram.ErrArgument},
+		{"interp align area", func(x3, _ *vram.Tensor) {
+			vram.Interpolate(x3, vram.InterpolateOptions{Size: []int{2}, Mode: vram.InterpArea, AlignCorners: true})
 		}, vram.ErrArgument},
 		{"interp size length", func(_, x4 *vram.Tensor) { vram.Interpolate(x4, vram.InterpolateOptions{Size: []int{4, 4, 4}}) }, vram.ErrShape},
 		{"interp zero size", func(x3, _ *vram.Tensor) { vram.Interpolate(x3, vram.InterpolateOptions{Size: []int{0}}) }, vram.ErrShape},
