@@ -366,7 +366,9 @@ var resizeCases = []struct {
 	{"bicubic", []int{2, 3, 5, 4}, func(x *Tensor) *Tensor {
 		return Interpolate(x, InterpolateOptions{Size: []int{8, 6}, Mode: InterpBicubic})
 	}},
-	{"area", []int{2, 3, 7, 5}, func(x *Tensor) *Tensor { return Interpolate(x, InterpolateOptions{Size: []int{3, 2}, Mode: InterpArea}) }},
+	{"area", []int{2, 3, 7, 5}, func(x *Tensor) *Tensor {
+		return Interpolate(x, InterpolateOptions{Size: []int{3, 2}, Mode: InterpArea})
+	}},
 	{"linear", []int{2, 3, 9}, func(x *Tensor) *Tensor { return Interpolate(x, InterpolateOptions{Size: []int{4}, Mode: InterpLinear}) }},
 	{"pixel shuffle", []int{2, 8, 3, 4}, func(x *Tensor) *Tensor { return PixelShuffle(x, 2) }},
 	{"pixel unshuffle", []int{2, 2, 4, 6}, func(x *Tensor) *Tensor { return PixelUnshuffle(x, 2) }},

@@ -14,7 +14,7 @@
 // their 1-D forms [MaxPool1d], [AvgPool1d], [AdaptiveAvgPool1d] and
 // [AdaptiveMaxPool1d], [Flatten], [Unflatten], [Dropout2d], the padding layers ([Pad]
 // from [NewZeroPad2d], [NewConstantPad2d], [NewReflectionPad2d],
-// [NewReplicationPad2d] and their 1-d forms), [Upsample] (with
+// [NewReplicationPad2d], [NewCircularPad2d] and their 1-d and 3-d forms), [Upsample] (with
 // [NewUpsamplingNearest2d] and [NewUpsamplingBilinear2d]), [PixelShuffle],
 // [PixelUnshuffle], [Unfold] and [Fold], for sequence models
 // [MultiheadAttention] (PyTorch's state-dict names, masks and weights;

@@ -88,6 +88,64 @@ func NewReplicationPad2d(p ...int) *Pad {
 	return &Pad{Padding: padding("replication_pad2d", 2, p), Mode: vram.PadReplicate}
 }
 
+// NewZeroPad1d returns a layer padding the last dimension with zeros
+// (torch.nn.ZeroPad1d): one size for both sides or two. It panics with
+// [vram.ErrArgument] for another count.
+func NewZeroPad1d(p ...int) *Pad { return NewConstantPad1d(0, p...) }
+
+// NewZeroPad3d returns a layer padding the last three dimensions with
+// zeros (torch.nn.ZeroPad3d): one size for every side or six, (left,
+// right, top, bottom, front, back). It panics with [vram.ErrArgument] for
+// another count.
+func NewZeroPad3d(p ...int) *Pad { return NewConstantPad3d(0, p...) }
+
+// NewConstantPad3d returns a layer padding the last three dimensions with
+// value (torch.nn.ConstantPad3d): one size for every side or six. It
+// panics with [vram.ErrArgument] for another count.
+func NewConstantPad3d(value float64, p ...int) *Pad {
+	return &Pad{Padding: padding("constant_pad3d", 3, p), Mode: vram.PadConstant, Value: value}
+}
+
+// NewReflectionPad3d returns a layer mirroring the last three dimensions
+// of a [N, C, D, H, W] or [C, D, H, W] input (torch.nn.ReflectionPad3d):
+// one size for every side or six. It panics with [vram.ErrArgument] for
+// another count.
+func NewReflectionPad3d(p ...int) *Pad {
+	return &Pad{Padding: padding("reflection_pad3d", 3, p), Mode: vram.PadReflect}
+}
+
+// NewReplicationPad3d returns a layer repeating the edge entries of the
+// last three dimensions of a [N, C, D, H, W] or [C, D, H, W] input
+// (torch.nn.ReplicationPad3d): one size for every side or six. It panics
+// with [vram.ErrArgument] for another count.
+func NewReplicationPad3d(p ...int) *Pad {
+	return &Pad{Padding: padding("replication_pad3d", 3, p), Mode: vram.PadReplicate}
+}
+
+// NewCircularPad1d returns a layer padding the last dimension of a
+// [N, C, W] or [C, W] input by wrapping around (torch.nn.CircularPad1d):
+// one size for both sides or two. It panics with [vram.ErrArgument] for
+// another count.
+func NewCircularPad1d(p ...int) *Pad {
+	return &Pad{Padding: padding("circular_pad1d", 1, p), Mode: vram.PadCircular}
+}
+
+// NewCircularPad2d returns a layer padding the last two dimensions of a
+// [N, C, H, W] or [C, H, W] input by wrapping around
+// (torch.nn.CircularPad2d): one size for every side or four. It panics
+// with [vram.ErrArgument] for another count.
+func NewCircularPad2d(p ...int) *Pad {
+	return &Pad{Padding: padding("circular_pad2d", 2, p), Mode: vram.PadCircular}
+}
+
+// NewCircularPad3d returns a layer padding the last three dimensions of a
+// [N, C, D, H, W] or [C, D, H, W] input by wrapping around
+// (torch.nn.CircularPad3d): one size for every side or six. It panics with
+// [vram.ErrArgument] for another count.
+func NewCircularPad3d(p ...int) *Pad {
+	return &Pad{Padding: padding("circular_pad3d", 3, p), Mode: vram.PadCircular}
+}
+
 // Forward returns vram.Pad(x, Padding, Mode, Value).
 func (l *Pad) Forward(x *vram.Tensor) *vram.Tensor { return vram.Pad(x, l.Padding, l.Mode, l.Value) }
 

@@ -37,6 +37,16 @@ func TestResizeLayers(t *testing.T) {
 		{"replication pad 1d", nn.NewReplicationPad1d(0, 2), func(d vram.Device) *vram.Tensor { return img(d).Reshape(1, 4) },
 			vram.Shape{1, 6}, []float64{0, 1, 2, 3, 3, 3}},
 		{"replication pad 2d", nn.NewReplicationPad2d(1, 0, 0, 1), img, vram.Shape{1, 1, 3, 3}, []float64{0, 0, 1, 2, 2, 3, 2, 2, 3}},
+		{"zero pad 1d", nn.NewZeroPad1d(1), func(d vram.Device) *vram.Tensor { return img(d).Reshape(1, 4) },
+			vram.Shape{1, 6}, []float64{0, 0, 1, 2, 3, 0}},
+		{"zero pad 3d", nn.NewZeroPad3d(0, 0, 0, 0, 1, 0), img, vram.Shape{1, 2, 2, 2}, []float64{0, 0, 0, 0, 0, 1, 2, 3}},
+		{"constant pad 3d", nn.NewConstantPad3d(4, 0, 1, 0, 0, 0, 0), img, vram.Shape{1, 1, 2, 3}, []float64{0, 1, 4, 2, 3, 4}},
+		{"reflection pad 3d", nn.NewReflectionPad3d(1, 0, 0, 0, 0, 0), img, vram.Shape{1, 1, 2, 3}, []float64{1, 0, 1, 3, 2, 3}},
+		{"replication pad 3d", nn.NewReplicationPad3d(0, 0, 0, 1, 0, 0), img, vram.Shape{1, 1, 3, 2}, []float64{0, 1, 2, 3, 2, 3}},
+		{"circular pad 1d", nn.NewCircularPad1d(1, 2), func(d vram.Device) *vram.Tensor { return img(d).Reshape(1, 4) },
+			vram.Shape{1, 7}, []float64{3, 0, 1, 2, 3, 0, 1}},
+		{"circular pad 2d", nn.NewCircularPad2d(1, 0, 0, 1), img, vram.Shape{1, 1, 3, 3}, []float64{1, 0, 1, 3, 2, 3, 1, 0, 1}},
+		{"circular pad 3d", nn.NewCircularPad3d(0, 0, 0, 0, 0, 1), img, vram.Shape{1, 2, 2, 2}, []float64{0, 1, 2, 3, 0, 1, 2, 3}},
 		{"upsample nearest", nn.NewUpsamplingNearest2d(nil, []float64{2}), img, vram.Shape{1, 1, 4, 4},
 			[]float64{0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3}},
 		// UpsamplingBilinear2d aligns corners: rows and columns at 0, 1/2, 1.
@@ -88,6 +98,7 @@ func TestPadLayerSizes(t *testing.T) {
 		{"constant pad 1d four", func() { nn.NewConstantPad1d(0, 1, 2, 3, 4) }},
 		{"reflection pad 2d two", func() { nn.NewReflectionPad2d(1, 2) }},
 		{"replication pad 1d three", func() { nn.NewReplicationPad1d(1, 2, 3) }},
+		{"circular pad 3d four", func() { nn.NewCircularPad3d(1, 2, 3, 4) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
