@@ -99,12 +99,14 @@ type InterpolateOptions struct {
 // differentiates on every device.
 //
 // It panics with [ErrArgument] when both or neither of Size and
-// ScaleFactor are given, for a size or factor that is not positive, an
-// unknown mode or AlignCorners with a nearest mode or area; with [ErrShape] for an
-// input of the wrong rank, a Size or ScaleFactor whose length is neither
-// one nor the number of spatial dimensions, an empty input or output, or
-// an output of more than 2^29 entries along a dimension;
-// with [ErrDType] for an integer input to an interpolating mode.
+// ScaleFactor are given, for RecomputeScaleFactor with a Size, a scale
+// factor that is not positive and finite, an unknown mode, or AlignCorners
+// with a nearest mode or area; with [ErrShape] for an input of the wrong
+// rank, a Size or ScaleFactor whose length is neither one nor the number
+// of spatial dimensions, an empty input or output (a size below 1, or a
+// factor that leaves none), or an output of more than 2^29 entries along a
+// dimension; with [ErrDType] for an integer input to a mode other than the
+// nearest ones.
 func Interpolate(x *Tensor, o InterpolateOptions) *Tensor {
 	const op = "interpolate"
 	notNil(op, x)
@@ -134,6 +136,8 @@ func Interpolate(x *Tensor, o InterpolateOptions) *Tensor {
 	switch {
 	case o.Size != nil && o.ScaleFactor != nil:
 		fail(op, ErrArgument, "only one of Size and ScaleFactor should be set, got %v and %v", o.Size, o.ScaleFactor)
+	case o.Size != nil && o.RecomputeScaleFactor:
+		fail(op, ErrArgument, "RecomputeScaleFactor is not meaningful with an explicit Size %v", o.Size)
 	case o.Size != nil:
 		if len(o.Size) != 1 && len(o.Size) != sp {
 			fail(op, ErrShape, "input and output must have the same number of spatial dimensions, got input %v with spatial size %v and output size %v",

@@ -209,6 +209,9 @@ func TestResizeOpsErrors(t *testing.T) {
 		{"interp align nearest", func(x3, _ *vram.Tensor) {
 			vram.Interpolate(x3, vram.InterpolateOptions{Size: []int{4}, AlignCorners: true})
 		}, vram.ErrArgument},
+		{"interp recompute with size", func(x3, _ *vram.Tensor) {
+			vram.Interpolate(x3, vram.InterpolateOptions{Size: []int{4}, RecomputeScaleFactor: true})
+		}, vram.ErrArgument},
 		{"interp align area", func(x3, _ *vram.Tensor) {
 			vram.Interpolate(x3, vram.InterpolateOptions{Size: []int{2}, Mode: vram.InterpArea, AlignCorners: true})
 		}, vram.ErrArgument},
