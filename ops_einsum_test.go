@@ -1,0 +1,287 @@
+package vram
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// refEinsum evaluates an explicit equation without "..." by visiting
+// every assignment of its letters; sizes of 1 broadcast.
+func refEinsum(eq string, shapes [][]int, data [][]float64) ([]int, []float64) {
+	eq = strings.ReplaceAll(eq, " ", "")
+	lhs, out, _ := strings.Cut(eq, "->")
+	terms := strings.Split(lhs, ",")
+	size := map[byte]int{}
+	var letters []byte
+	for k, term := range terms {
+		for i := range len(term) {
+			c := term[i]
+			if _, ok := size[c]; !ok {
+				letters = append(letters, c)
+			}
+			size[c] = max(size[c], shapes[k][i])
+		}
+	}
+	oshape := make([]int, len(out))
+	n := 1
+	for i := range len(out) {
+		oshape[i] = size[out[i]]
+		n *= oshape[i]
+	}
+	res := make([]float64, n)
+	val := map[byte]int{}
+	var visit func(li int)
+	visit = func(li int) {
+		if li == len(letters) {
+			p := 1.0
+			for k, term := range terms {
+				off := 0
+				for i := range len(term) {
+					v := val[term[i]]
+					if shapes[k][i] == 1 {
+						v = 0
+					}
+					off = off*shapes[k][i] + v
+				}
+				p *= data[k][off]
+			}
+			off := 0
+			for i := range len(out) {
+				off = off*oshape[i] + val[out[i]]
+			}
+			res[off] += p
+			return
+		}
+		for v := range size[letters[li]] {
+			val[letters[li]] = v
+			visit(li + 1)
+		}
+	}
+	visit(0)
+	return oshape, res
+}
+
+// TestEinsum compares Einsum with the reference on equations covering
+// matrix products, batches, outer products, traces, diagonals, sums,
+// broadcasting and scalars, on the CPU and a sim device.
+func TestEinsum(t *testing.T) {
+	cases := []struct {
+		eq     string
+		shapes [][]int
+		ref    string // the explicit equation the reference evaluates
+	}{
+		{"ij,jk->ik", [][]int{{2, 3}, {3, 4}}, ""},
+		{"ij,jk", [][]int{{2, 3}, {3, 4}}, "ij,jk->ik"},
+		{"bij,bjk->bik", [][]int{{2, 2, 3}, {2, 3, 4}}, ""},
+		{"i,j->ij", [][]int{{3}, {4}}, ""},
+		{"i,i->", [][]int{{5}, {5}}, ""},
+		{"ii->", [][]int{{3, 3}}, ""},
+		{"ii->i", [][]int{{3, 3}}, ""},
+		{"ii", [][]int{{3, 3}}, "ii->"},
+		{"iji->j", [][]int{{2, 3, 2}}, ""},
+		{"ij->ji", [][]int{{2, 3}}, ""},
+		{"ba", [][]int{{2, 3}}, "ba->ab"},
+		{"ij->", [][]int{{2, 3}}, ""},
+		{"ij->j", [][]int{{2, 3}}, ""},
+		{"ij, jk ,kl->il", [][]int{{2, 3}, {3, 4}, {4, 2}}, "ij,jk,kl->il"},
+		{"ik,jk->ijk", [][]int{{2, 3}, {4, 3}}, ""},
+		{"bn,anm,bm->ba", [][]int{{2, 3}, {4, 3, 5}, {2, 5}}, ""},
+		{"ij,ij->ij", [][]int{{1, 3}, {2, 3}}, ""},
+		{"Ab,bA->", [][]int{{2, 3}, {3, 2}}, ""},
+		{"aB", [][]int{{2, 3}}, "aB->Ba"},
+		{"i,->i", [][]int{{3}, {}}, ""},
+		{"ij,jk->ik", [][]int{{2, 0}, {0, 4}}, ""},
+	}
+	for _, d := range orderDevices {
+		for _, tc := range cases {
+			t.Run(d.String()+"/"+tc.eq, func(t *testing.T) {
+				ops := make([]*Tensor, len(tc.shapes))
+				data := make([][]float64, len(tc.shapes))
+				for k, s := range tc.shapes {
+					n := 1
+					for _, v := range s {
+						n *= v
+					}
+					data[k] = make([]float64, n)
+					for i := range data[k] {
+						data[k][i] = float64((i*7+k*3)%11) - 5
+					}
+					ops[k] = FromSlice(data[k], s, d)
+					defer ops[k].Release()
+				}
+				ref := tc.ref
+				if ref == "" {
+					ref = tc.eq
+				}
+				wshape, want := refEinsum(ref, tc.shapes, data)
+				got := Einsum(tc.eq, ops...)
+				defer got.Release()
+				if !slices.Equal(got.Shape(), wshape) || !sameFloats(got.Float64s(), want, 1e-9) {
+					t.Errorf("got %v %v, want %v %v", got.Shape(), got.Float64s(), wshape, want)
+				}
+			})
+		}
+	}
+}
+
+// TestEinsumEllipsis checks "..." broadcasting against the equivalent
+// lettered equations.
+func TestEinsumEllipsis(t *testing.T) {
+	a := Randn(Shape{2, 3, 4, 5}, Float64)
+	defer a.Release()
+	b := Randn(Shape{3, 5, 6}, Float64)
+	defer b.Release()
+	c := Randn(Shape{4, 4}, Float64)
+	defer c.Release()
+	cases := []struct {
+		name     string
+		got, ref func() *Tensor
+	}{
+		{"batched matmul", func() *Tensor { return Einsum("...ij,...jk->...ik", a, b) }, func() *Tensor { return Einsum("xyij,yjk->xyik", a, b) }},
+		{"implicit leads", func() *Tensor { return Einsum("...ij,...jk", a, b) }, func() *Tensor { return Einsum("xyij,yjk->xyik", a, b) }},
+		{"middle", func() *Tensor { return Einsum("a...b->ba...", a) }, func() *Tensor { return Einsum("axyb->baxy", a) }},
+		{"dropped sums", func() *Tensor { return Einsum("...ij->ij", a) }, func() *Tensor { return Einsum("xyij->ij", a) }},
+		{"trace of batch", func() *Tensor { return Einsum("...ii->...", c) }, func() *Tensor { return Einsum("ii->", c) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g, r := tc.got(), tc.ref()
+			defer g.Release()
+			defer r.Release()
+			if !slices.Equal(g.Shape(), r.Shape()) || !sameFloats(g.Float64s(), r.Float64s(), 1e-9) {
+				t.Errorf("got %v, want %v", g.Shape(), r.Shape())
+			}
+		})
+	}
+}
+
+// TestEinsumGradientAndDTypes checks gradients through diagonals and
+// products, and integer operands.
+func TestEinsumGradientAndDTypes(t *testing.T) {
+	x := FromSlice([]float64{1, 2, 3, 4}, Shape{2, 2}, WithGrad())
+	defer x.Release()
+	v := FromSlice([]float64{5, 6}, Shape{2}, WithGrad())
+	defer v.Release()
+	y := Einsum("ii,i->", x, v) // 1*5 + 4*6
+	defer y.Release()
+	if y.Item() != 29 {
+		t.Errorf("got %v, want 29", y.Item())
+	}
+	y.Backward()
+	if g := x.Grad().Float64s(); !slices.Equal(g, []float64{5, 0, 0, 6}) {
+		t.Errorf("x grad %v", g)
+	}
+	if g := v.Grad().Float64s(); !slices.Equal(g, []float64{1, 4}) {
+		t.Errorf("v grad %v", g)
+	}
+	a := FromSlice([]int64{1, 2, 3, 4}, Shape{2, 2})
+	defer a.Release()
+	p := Einsum("ij,jk->ik", a, a)
+	defer p.Release()
+	if p.DType() != Int64 || !slices.Equal(p.Int64s(), []int64{7, 10, 15, 22}) {
+		t.Errorf("int64 got %v", p)
+	}
+	h := FromSlice([]float32{1, 2}, Shape{2}, Float16)
+	defer h.Release()
+	hh := Einsum("i,i", h, h)
+	defer hh.Release()
+	if hh.DType() != Float16 || hh.Item() != 5 {
+		t.Errorf("float16 got %v", hh)
+	}
+}
+
+// TestEinsumErrors checks that each malformed equation panics with a
+// message naming its problem.
+func TestEinsumErrors(t *testing.T) {
+	m := Ones(Shape{2, 3})
+	defer m.Release()
+	n := Ones(Shape{4, 3})
+	defer n.Release()
+	s := Ones(Shape{3, 3})
+	defer s.Release()
+	i32 := Ones(Shape{3, 2}, Int32)
+	defer i32.Release()
+	cases := []struct {
+		eq   string
+		ops  []*Tensor
+		kind error
+		says string
+	}{
+		{"ij,jk->ik", []*Tensor{m}, ErrArgument, "names 2 operands, got 1"},
+		{"ij->ik", []*Tensor{m}, ErrArgument, "does not appear"},
+		{"ij->ii", []*Tensor{m}, ErrArgument, "more than once"},
+		{"i1->i", []*Tensor{m}, ErrArgument, "invalid character"},
+		{"i.j->i", []*Tensor{m}, ErrArgument, "not part of"},
+		{"...i...->i", []*Tensor{m}, ErrArgument, "more than once"},
+		{"ij->i->j", []*Tensor{m}, ErrArgument, "more than one"},
+		{"ijk->i", []*Tensor{m}, ErrShape, "name 3 dimensions, but the tensor has 2"},
+		{"ij,jk->ik", []*Tensor{m, n}, ErrShape, "size 4"},
+		{"ii->i", []*Tensor{m}, ErrShape, "size 3 in operand 0 but 2"},
+		{"ij,jk->ik", []*Tensor{s, i32}, ErrDType, "one dtype"},
+		{"", nil, ErrArgument, "at least one operand"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.eq, func(t *testing.T) {
+			err := Catch(func() { Tidy(func() { Einsum(tc.eq, tc.ops...) }) })
+			if !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), "einsum") {
+				t.Errorf("got %v, want %v saying %q", err, tc.kind, tc.says)
+			}
+		})
+	}
+}
+
+// TestMeshgrid checks both indexings, gradients and errors.
+func TestMeshgrid(t *testing.T) {
+	x := FromSlice([]float64{1, 2, 3}, Shape{3}, WithGrad())
+	defer x.Release()
+	y := FromSlice([]float64{10, 20}, Shape{2})
+	defer y.Release()
+	for _, tc := range []struct {
+		indexing string
+		shape    Shape
+		gx, gy   []float64
+	}{
+		{"ij", Shape{3, 2}, []float64{1, 1, 2, 2, 3, 3}, []float64{10, 20, 10, 20, 10, 20}},
+		{"", Shape{3, 2}, []float64{1, 1, 2, 2, 3, 3}, []float64{10, 20, 10, 20, 10, 20}},
+		{"xy", Shape{2, 3}, []float64{1, 2, 3, 1, 2, 3}, []float64{10, 10, 10, 20, 20, 20}},
+	} {
+		t.Run(tc.indexing, func(t *testing.T) {
+			g := Meshgrid(tc.indexing, x, y)
+			defer g[0].Release()
+			defer g[1].Release()
+			if !slices.Equal(g[0].Shape(), tc.shape) || !slices.Equal(g[1].Shape(), tc.shape) ||
+				!slices.Equal(g[0].Float64s(), tc.gx) || !slices.Equal(g[1].Float64s(), tc.gy) {
+				t.Errorf("got %v %v", g[0], g[1])
+			}
+		})
+	}
+	g := Meshgrid("ij", x, y)
+	s := g[0].Sum()
+	s.Backward()
+	s.Release()
+	g[0].Release()
+	g[1].Release()
+	if gr := x.Grad().Float64s(); !slices.Equal(gr, []float64{2, 2, 2}) {
+		t.Errorf("grad %v", gr)
+	}
+	m := Ones(Shape{2, 2})
+	defer m.Release()
+	for _, tc := range []struct {
+		name string
+		fn   func()
+		kind error
+	}{
+		{"indexing", func() { Meshgrid("ji", x) }, ErrArgument},
+		{"none", func() { Meshgrid("ij") }, ErrArgument},
+		{"2-D", func() { Meshgrid("ij", x, m) }, ErrShape},
+		{"nil", func() { Meshgrid("ij", x, nil) }, ErrArgument},
+	} {
+		if err := Catch(func() { Tidy(func() { tc.fn() }) }); !errors.Is(err, tc.kind) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.kind)
+		}
+	}
+	_ = math.Pi
+}
