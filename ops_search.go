@@ -1,0 +1,346 @@
+package vram
+
+import (
+	"math"
+	"slices"
+)
+
+// Searching, counting and bins: the answers are positions and counts
+// whose size depends on the values, so these ops read their inputs on the
+// host and place the result on the input's device. None records a
+// gradient (PyTorch defines none for them).
+
+// SearchSortedOptions are the optional arguments of [SearchSorted]; the
+// zero value searches from the left, through sorted as it is, for int64
+// positions.
+type SearchSortedOptions struct {
+	// Right returns the last position a value could be inserted at,
+	// after equal elements, rather than the first.
+	Right bool
+	// Side is "left" or "right", PyTorch's other spelling of Right; ""
+	// leaves Right to decide. "left" with Right set is an error.
+	Side string
+	// Sorter, when not nil, holds the int64 positions that sort the
+	// sequence along its last dimension (as [Tensor.ArgSort] gives), for
+	// a sequence that is not sorted itself.
+	Sorter *Tensor
+	// OutInt32 returns int32 positions instead of int64.
+	OutInt32 bool
+}
+
+// SearchSorted returns, for each element of values, the position in the
+// innermost dimension of sorted where it would be inserted to keep that
+// dimension sorted (torch.searchsorted). sorted is 1-D, searched by every
+// value, or has the same leading dimensions as values, each innermost row
+// searched by the values of the matching row. The result has values'
+// shape. NaN counts as greater than every number. It panics with
+// [ErrShape] when the leading dimensions differ, [ErrArgument] for
+// contradicting Right and Side or a Sorter out of range, and [ErrDType]
+// for a Sorter that is not int64.
+func SearchSorted(sorted, values *Tensor, opts SearchSortedOptions) *Tensor {
+	const op = "searchsorted"
+	defer asOp(op)
+	ins := []*Tensor{sorted, values}
+	if opts.Sorter != nil {
+		ins = append(ins, opts.Sorter)
+	}
+	_, held := sameDevice(op, ins...)
+	defer held.unpin()
+	right := opts.Right
+	switch opts.Side {
+	case "":
+	case "left":
+		if right {
+			fail(op, ErrArgument, "side \"left\" contradicts right = true")
+		}
+	case "right":
+		right = true
+	default:
+		fail(op, ErrArgument, "side must be \"left\" or \"right\", got %q", opts.Side)
+	}
+	if len(sorted.shape) == 0 {
+		fail(op, ErrShape, "the sorted sequence must have at least 1 dimension, got a 0-dimensional tensor")
+	}
+	if len(sorted.shape) > 1 && (len(values.shape) != len(sorted.shape) ||
+		!slices.Equal(sorted.shape[:len(sorted.shape)-1], values.shape[:len(values.shape)-1])) {
+		fail(op, ErrShape, "the sorted sequence %v and values %v must match in all but the last dimension, or the sequence be 1-D",
+			Shape(sorted.shape), Shape(values.shape))
+	}
+	if opts.Sorter != nil {
+		if opts.Sorter.dtype != Int64 {
+			fail(op, ErrDType, "sorter must be int64, got %s", opts.Sorter.dtype)
+		}
+		if !slices.Equal(opts.Sorter.shape, sorted.shape) {
+			fail(op, ErrShape, "sorter %v must have the sorted sequence's shape %v", Shape(opts.Sorter.shape), Shape(sorted.shape))
+		}
+	}
+	s := readRows(op, sorted, len(sorted.shape)-1)
+	flat := values.Reshape(-1)
+	defer flat.Release()
+	v := readRows(op, flat, 0)
+	var order []int64
+	if opts.Sorter != nil {
+		order = opts.Sorter.Int64s()
+		for _, p := range order {
+			if p < 0 || p >= int64(s.n) {
+				fail(op, ErrArgument, "sorter holds %d, out of range for a sequence of %d", p, s.n)
+			}
+		}
+	}
+	perRow := 1 // values per row of sorted
+	if len(sorted.shape) > 1 {
+		perRow = values.shape[len(values.shape)-1]
+	}
+	out := make([]int64, values.NumElements())
+	for i := range out {
+		row := 0
+		if len(sorted.shape) > 1 {
+			row = i / max(perRow, 1)
+		}
+		out[i] = int64(searchRow(s, row, order, v, i, right))
+	}
+	dt := Int64
+	if opts.OutInt32 {
+		dt = Int32
+	}
+	return FromSlice(out, append(Shape{}, values.shape...), values.Device(), dt)
+}
+
+// searchRow returns where value vi of v goes in row r of s, following
+// sorter positions order when not nil, with PyTorch's comparisons.
+func searchRow(s *hostRows, r int, order []int64, v *hostRows, vi int, right bool) int {
+	lo, hi := 0, s.n
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		x := r*s.n + mid
+		if order != nil {
+			x = r*s.n + int(order[x])
+		}
+		c := compareAcross(s, x, v, vi) // sign of s[x] - v[vi]
+		var past bool
+		if right {
+			past = !(c > 0) // !(mid > val)
+		} else {
+			past = !(c >= 0) // !(mid >= val)
+		}
+		if past {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// compareAcross compares element x of a with element y of b: -1, 0 or 1
+// as a's is less, equal or greater, and -2 when either is NaN (so that
+// neither > nor >= holds, as with NaN in PyTorch's comparisons).
+func compareAcross(a *hostRows, x int, b *hostRows, y int) int {
+	if a.i != nil && b.i != nil {
+		return cmpOrdered(a.i[x], b.i[y])
+	}
+	av, bv := a.value(x), b.value(y)
+	if math.IsNaN(av) || math.IsNaN(bv) {
+		return -2
+	}
+	return cmpOrdered(av, bv)
+}
+
+// value returns element x as a float64.
+func (h *hostRows) value(x int) float64 {
+	if h.i != nil {
+		return float64(h.i[x])
+	}
+	return h.f[x]
+}
+
+func cmpOrdered[T int64 | float64](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Bucketize returns, for each element of t, the index of the bucket of
+// the 1-D sorted boundaries it falls in (torch.bucketize): the i with
+// boundaries[i-1] < x <= boundaries[i], or with right
+// boundaries[i-1] <= x < boundaries[i]; 0 below the first and
+// len(boundaries) above the last. The result is int64 of t's shape. It
+// panics with [ErrShape] for boundaries that are not 1-D.
+func (t *Tensor) Bucketize(boundaries *Tensor, right bool) *Tensor {
+	const op = "bucketize"
+	defer asOp(op)
+	defer pin(op, t, boundaries).unpin()
+	if len(boundaries.shape) != 1 {
+		fail(op, ErrShape, "boundaries must be 1-D, got shape %v", Shape(boundaries.shape))
+	}
+	return SearchSorted(boundaries, t, SearchSortedOptions{Right: right})
+}
+
+// Bincount counts the occurrences of each value of the 1-D non-negative
+// integer tensor t (torch.bincount): element i of the result is the number
+// of elements equal to i, or with weights (a tensor of t's shape, nil for
+// none) their sum of weights. The result has max(t)+1 elements, at least
+// minlength; it is int64 without weights, float32 for float32 weights and
+// float64 for others. It panics with [ErrArgument] for a negative value or
+// minlength, [ErrDType] for a float t and [ErrShape] for a t that is not
+// 1-D or weights of another shape.
+func (t *Tensor) Bincount(weights *Tensor, minlength int) *Tensor {
+	const op = "bincount"
+	defer asOp(op)
+	ins := []*Tensor{t}
+	if weights != nil {
+		ins = append(ins, weights)
+	}
+	_, held := sameDevice(op, ins...)
+	defer held.unpin()
+	if t.dtype.IsFloat() || t.dtype == Bool {
+		fail(op, ErrDType, "input must be an integer tensor, got %s", t.dtype)
+	}
+	if len(t.shape) != 1 {
+		fail(op, ErrShape, "input must be 1-D, got shape %v", Shape(t.shape))
+	}
+	if minlength < 0 {
+		fail(op, ErrArgument, "minlength must be non-negative, got %d", minlength)
+	}
+	if weights != nil && !slices.Equal(weights.shape, t.shape) {
+		fail(op, ErrShape, "weights %v must have the input's shape %v", Shape(weights.shape), Shape(t.shape))
+	}
+	xs := t.Int64s()
+	n := int64(minlength)
+	for _, x := range xs {
+		if x < 0 {
+			fail(op, ErrArgument, "input holds the negative value %d; bincount counts non-negative integers", x)
+		}
+		n = max(n, x+1)
+	}
+	if weights == nil {
+		counts := make([]int64, n)
+		for _, x := range xs {
+			counts[x]++
+		}
+		return FromSlice(counts, Shape{int(n)}, t.Device())
+	}
+	ws := weights.Float64s()
+	sums := make([]float64, n)
+	for i, x := range xs {
+		sums[x] += ws[i]
+	}
+	dt := Float64
+	if weights.dtype == Float32 {
+		dt = Float32
+	}
+	return FromSlice(sums, Shape{int(n)}, t.Device(), dt)
+}
+
+// Histc returns the histogram of t's elements in bins equal-width bins
+// over [min, max] (torch.histc), of t's dtype; elements outside the range
+// and NaN are not counted, and max itself counts in the last bin. With min
+// and max both 0 the range is that of the data; an empty range widens by
+// 1 on either side. It panics with [ErrArgument] for bins < 1, min > max
+// or a range that is not finite, and [ErrDType] for a t that is not float.
+func (t *Tensor) Histc(bins int, min, max float64) *Tensor {
+	const op = "histc"
+	defer asOp(op)
+	defer pin(op, t).unpin()
+	floatOnly(op, t)
+	if bins < 1 {
+		fail(op, ErrArgument, "bins must be positive, got %d", bins)
+	}
+	if min > max {
+		fail(op, ErrArgument, "max must be larger than min, got min %v and max %v", min, max)
+	}
+	xs := t.Float64s()
+	if min == 0 && max == 0 && len(xs) > 0 {
+		min, max = math.Inf(1), math.Inf(-1)
+		for _, x := range xs {
+			if math.IsNaN(x) {
+				min, max = x, x
+				break
+			}
+			min, max = math.Min(min, x), math.Max(max, x)
+		}
+	}
+	if min == max {
+		min, max = min-1, max+1
+	}
+	if math.IsInf(min, 0) || math.IsInf(max, 0) || math.IsNaN(min) || math.IsNaN(max) {
+		fail(op, ErrArgument, "range of [%v, %v] is not finite", min, max)
+	}
+	h := make([]float64, bins)
+	for _, x := range xs {
+		if !(x >= min && x <= max) {
+			continue
+		}
+		b := int((x - min) / (max - min) * float64(bins))
+		if b >= bins {
+			b = bins - 1
+		}
+		h[b]++
+	}
+	return FromSlice(h, Shape{bins}, t.Device(), t.dtype)
+}
+
+// Unique returns the distinct elements of t, flattened and sorted
+// ascending (torch.unique with dim=None; PyTorch sorts whatever sorted
+// says, and so does Unique). With returnInverse, inverse has t's shape
+// and holds each element's int64 position in values; with returnCounts,
+// counts holds how often each value occurs; each is nil when not asked
+// for. NaN equals nothing, so every NaN is a value of its own, after the
+// numbers.
+func (t *Tensor) Unique(sorted, returnInverse, returnCounts bool) (values, inverse, counts *Tensor) {
+	const op = "unique"
+	defer asOp(op)
+	defer pin(op, t).unpin()
+	_ = sorted
+	flat := t.Reshape(-1)
+	defer flat.Release()
+	h := readRows(op, flat, 0)
+	order := h.sortedRow(0)
+	return uniqueRuns(op, t, flat, h, order, returnInverse, returnCounts)
+}
+
+// UniqueConsecutive collapses each run of equal consecutive elements of t,
+// flattened, to one (torch.unique_consecutive with dim=None), returning
+// the values and, when asked for, the inverse and counts as [Tensor.Unique]
+// does. NaN equals nothing.
+func (t *Tensor) UniqueConsecutive(returnInverse, returnCounts bool) (values, inverse, counts *Tensor) {
+	const op = "unique_consecutive"
+	defer asOp(op)
+	defer pin(op, t).unpin()
+	flat := t.Reshape(-1)
+	defer flat.Release()
+	h := readRows(op, flat, 0)
+	return uniqueRuns(op, t, flat, h, seq(h.n), returnInverse, returnCounts)
+}
+
+// uniqueRuns keeps the first element of each run of equal elements of h
+// in order, taking the values from flat with IndexSelect.
+func uniqueRuns(op string, t, flat *Tensor, h *hostRows, order []int, returnInverse, returnCounts bool) (values, inverse, counts *Tensor) {
+	var first []int64
+	var cnt []int64
+	inv := make([]int64, h.n)
+	for i, p := range order {
+		if i == 0 || !h.equal(order[i-1], p) {
+			first = append(first, int64(p))
+			cnt = append(cnt, 0)
+		}
+		cnt[len(cnt)-1]++
+		inv[p] = int64(len(first) - 1)
+	}
+	idx := FromSlice(first, Shape{len(first)}, t.Device())
+	defer idx.Release()
+	d := flat.Detach()
+	defer d.Release()
+	values = d.IndexSelect(0, idx)
+	if returnInverse {
+		inverse = FromSlice(inv, append(Shape{}, t.shape...), t.Device())
+	}
+	if returnCounts {
+		counts = FromSlice(cnt, Shape{len(cnt)}, t.Device())
+	}
+	return values, inverse, counts
+}
