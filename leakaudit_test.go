@@ -222,6 +222,41 @@ var leakCases = []struct {
 	}},
 	{"ScatterValue", func(e *leakEnv) []*Tensor { return one(e.randn(2, 3).ScatterValue(1, e.ints([]int64{2, 0}, 2, 1), 3)) }},
 	{"Diagonal", func(e *leakEnv) []*Tensor { return one(e.randn(3, 4).Diagonal(1, 0, 1)) }},
+	// einsum, order statistics, searching and bins
+	{"Einsum", func(e *leakEnv) []*Tensor { return one(Einsum("bij,bjk->bik", e.randn(2, 2, 3), e.randn(2, 3, 4))) }},
+	{"Einsum diagonal and ellipsis", func(e *leakEnv) []*Tensor { return one(Einsum("...ii,...i->...", e.randn(2, 3, 3), e.randn(3))) }},
+	{"Einsum int", func(e *leakEnv) []*Tensor {
+		return one(Einsum("ij,jk", e.ints([]int64{1, 2, 3, 4}, 2, 2), e.ints([]int64{1, 2}, 2, 1)))
+	}},
+	{"Meshgrid", func(e *leakEnv) []*Tensor { return Meshgrid("xy", e.randn(2), e.randn(3)) }},
+	{"Median", func(e *leakEnv) []*Tensor { return one(e.randn(2, 3).Median()) }},
+	{"MedianDim", func(e *leakEnv) []*Tensor { return two(e.randn(2, 3).MedianDim(1, false)) }},
+	{"NanMedianDim", func(e *leakEnv) []*Tensor { return two(e.randn(2, 3).NanMedianDim(0, true)) }},
+	{"Kthvalue", func(e *leakEnv) []*Tensor { return two(e.randn(2, 3).Kthvalue(2, 1, false)) }},
+	{"Quantile", func(e *leakEnv) []*Tensor {
+		return one(e.randn(2, 3).Quantile(e.keep(FromSlice([]float32{0.2, 0.9}, nil, e.d)), 1, true, QuantileMidpoint))
+	}},
+	{"NanQuantileAll", func(e *leakEnv) []*Tensor {
+		return one(e.randn(2, 3).NanQuantileAll(e.keep(Scalar(0.3, Float32, e.d)), ""))
+	}},
+	{"Cummax", func(e *leakEnv) []*Tensor { return two(e.randn(2, 3).Cummax(1)) }},
+	{"Cummin", func(e *leakEnv) []*Tensor { return two(e.randn(2, 3).Cummin(0)) }},
+	{"Logcumsumexp", func(e *leakEnv) []*Tensor { return one(e.randn(2, 5).Logcumsumexp(1)) }},
+	{"SearchSorted", func(e *leakEnv) []*Tensor {
+		s := e.ints([]int64{3, 1, 2}, 3)
+		return one(SearchSorted(s, e.ints([]int64{2, 0}, 2), SearchSortedOptions{Sorter: e.keep(s.ArgSort(0, false))}))
+	}},
+	{"Bucketize", func(e *leakEnv) []*Tensor { return one(e.randn(2, 3).Bucketize(e.keep(Arange(-1, 2, 1, e.d)), true)) }},
+	{"Bincount", func(e *leakEnv) []*Tensor { return one(e.ints([]int64{0, 2, 2}, 3).Bincount(e.randn(3), 4)) }},
+	{"Histc", func(e *leakEnv) []*Tensor { return one(e.randn(2, 3).Histc(4, 0, 0)) }},
+	{"Unique", func(e *leakEnv) []*Tensor {
+		v, i, c := e.ints([]int64{2, 1, 2}, 3).Unique(true, true, true)
+		return []*Tensor{v, i, c}
+	}},
+	{"UniqueConsecutive", func(e *leakEnv) []*Tensor {
+		v, i, c := e.ints([]int64{2, 2, 1}, 3).UniqueConsecutive(true, true)
+		return []*Tensor{v, i, c}
+	}},
 	// rearranging
 	{"Flip", func(e *leakEnv) []*Tensor { return one(e.randn(2, 3).Flip(0, 1)) }},
 	{"Roll", func(e *leakEnv) []*Tensor { return one(e.randn(2, 3).Roll([]int{1, -1}, []int{0, 1})) }},

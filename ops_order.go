@@ -308,8 +308,9 @@ func (t *Tensor) quantile(op string, q *Tensor, dim *int, keepDim bool, interpol
 	if x.shape[a] == 0 {
 		fail(op, ErrShape, "cannot compute %s over an empty dimension (shape %v)", op, Shape(t.shape))
 	}
-	sorted, _ := x.Sort(a, false)
+	sorted, order := x.Sort(a, false)
 	defer sorted.Release()
+	order.Release()
 	h := readRows(op, x, a)
 	nq := len(qs)
 	lo := make([]int64, h.outer*nq)
@@ -344,8 +345,9 @@ func (t *Tensor) quantile(op string, q *Tensor, dim *int, keepDim bool, interpol
 			}
 		}
 	}
-	vlo, _ := gatherRows(op, sorted, a, h, lo, nq, true)
+	vlo, ilo := gatherRows(op, sorted, a, h, lo, nq, true)
 	defer vlo.Release()
+	ilo.Release()
 	vhi, ihi := gatherRows(op, sorted, a, h, hi, nq, true)
 	defer vhi.Release()
 	ihi.Release()
