@@ -122,3 +122,42 @@ func TestCUDALogicOps(t *testing.T) {
 		}
 	})
 }
+
+// TestCUDAEinsumOrderSearch checks that Einsum, the order statistics and
+// the search and bin ops give the CPU's results on a GPU, and that the
+// gradient of an Einsum reaches a GPU operand.
+func TestCUDAEinsumOrderSearch(t *testing.T) {
+	requireCUDA(t, 1)
+	vram.Tidy(func() {
+		x := vram.FromSlice([]float32{3, -1, 2, 2, 0.5, 7, -4, 1, 6, 0, 2, 5}, vram.Shape{3, 4})
+		g := x.CUDA(0)
+		q := vram.FromSlice([]float32{0.1, 0.5, 0.75}, vram.Shape{3})
+		ops := []struct {
+			name string
+			f    func(v, q *vram.Tensor) *vram.Tensor
+		}{
+			{"einsum matmul", func(v, _ *vram.Tensor) *vram.Tensor { return vram.Einsum("ij,kj->ik", v, v) }},
+			{"einsum trace batch", func(v, _ *vram.Tensor) *vram.Tensor {
+				return vram.Einsum("...ii->...", v.Narrow(1, 0, 3).Unsqueeze(0))
+			}},
+			{"median", func(v, _ *vram.Tensor) *vram.Tensor { m, _ := v.MedianDim(1, false); return m }},
+			{"median index", func(v, _ *vram.Tensor) *vram.Tensor { _, i := v.MedianDim(0, true); return i.Float() }},
+			{"kthvalue", func(v, _ *vram.Tensor) *vram.Tensor { k, _ := v.Kthvalue(3, 1, false); return k }},
+			{"quantile", func(v, q *vram.Tensor) *vram.Tensor { return v.Quantile(q, 1, false, vram.QuantileLinear) }},
+			{"cummax", func(v, _ *vram.Tensor) *vram.Tensor { c, _ := v.Cummax(1); return c }},
+			{"logcumsumexp", func(v, _ *vram.Tensor) *vram.Tensor { return v.Logcumsumexp(1) }},
+			{"searchsorted", func(v, _ *vram.Tensor) *vram.Tensor {
+				s, _ := v.Sort(1, false)
+				return vram.SearchSorted(s, v, vram.SearchSortedOptions{Right: true}).Float()
+			}},
+			{"histc", func(v, _ *vram.Tensor) *vram.Tensor { return v.Histc(5, 0, 0) }},
+			{"unique", func(v, _ *vram.Tensor) *vram.Tensor { u, _, _ := v.Unique(true, false, false); return u }},
+		}
+		for _, o := range ops {
+			closeSlices(t, o.name, o.f(g, q.CUDA(0)).CPU().Float32s(), o.f(x, q).Float32s(), 1e-5, 1e-6)
+		}
+		w := vram.FromSlice([]float32{1, 2, 3, 4}, vram.Shape{2, 2}, vram.CUDA(0), vram.WithGrad())
+		vram.Einsum("ij,ij->", w, w).Backward()
+		closeSlices(t, "einsum grad", w.Grad().CPU().Float32s(), []float32{2, 4, 6, 8}, 1e-6, 0)
+	})
+}

@@ -36,15 +36,6 @@ func readRows(op string, t *Tensor, a int) *hostRows {
 	return h
 }
 
-// seq returns 0, 1, ..., n-1.
-func seq(n int) []int {
-	s := make([]int, n)
-	for i := range s {
-		s[i] = i
-	}
-	return s
-}
-
 // nan reports whether element x is NaN.
 func (h *hostRows) nan(x int) bool { return h.i == nil && math.IsNaN(h.f[x]) }
 
