@@ -43,14 +43,18 @@
 // [Tensor.Equal], [Tensor.LogicalXor]), reductions ([Tensor.Sum], [Tensor.Logsumexp],
 // [Tensor.Norm], [Tensor.Any], [Tensor.All], [Tensor.CountNonzero], ...),
 // products ([Tensor.MatMul], [Tensor.Dot], [Tensor.Outer], [Tensor.Cross],
-// [Cdist]), indexing ([Tensor.Gather], [Tensor.Take],
+// [Cdist], [Einsum]), order statistics ([Tensor.Sort],
+// [Tensor.Median], [Tensor.Kthvalue], [Tensor.Quantile], [Tensor.Cummax],
+// ...), searching and bins ([SearchSorted], [Tensor.Bucketize],
+// [Tensor.Bincount], [Tensor.Histc], [Tensor.Unique], ...), indexing
+// ([Tensor.Gather], [Tensor.Take],
 // [Tensor.MaskedSelect], [Tensor.Nonzero], [Tensor.OneHot],
 // [Tensor.IndexAdd], [Tensor.Diagonal], ...),
 // rearranging ([Tensor.Flip], [Tensor.Roll], [Tensor.Tril],
 // [Tensor.Triu], [Tensor.Permute], ...), padding and resizing ([Pad],
 // [Interpolate], [PixelShuffle], [PixelUnshuffle], [Unfold], [Fold],
 // [Tensor.Unfold]), factories ([Linspace],
-// [Logspace]) and layers ([Conv1d], [Conv2d],
+// [Logspace], [Meshgrid]) and layers ([Conv1d], [Conv2d],
 // [ScaledDotProductAttention], ...). The ...Scalar forms take a number
 // for the second operand ([Tensor.AddScalar], [Tensor.RemainderScalar]).
 //
