@@ -87,7 +87,7 @@ func parseEinsum(op, eq string, operands []*Tensor) einsumSpec {
 	}
 	terms := strings.Split(lhs, ",")
 	if len(terms) != len(operands) {
-		fail(op, ErrArgument, "equation %q names %d operands, got %d tensors", eq, len(terms), len(operands))
+		fail(op, ErrArgument, "equation %q names %d operand(s), got %d tensor(s)", eq, len(terms), len(operands))
 	}
 	var spec einsumSpec
 	nell := 0 // dimensions "..." covers, the most over the operands
