@@ -453,13 +453,20 @@ func (t *Tensor) Logcumsumexp(dim int) *Tensor {
 }
 
 // logAddExp returns log(exp(a)+exp(b)) elementwise, exact where both are
-// -Inf or one is +Inf.
+// -Inf or one is +Inf. There its gradient is the limit of the finite case
+// (equal infinite terms share it), never NaN.
 func logAddExp(a, b *Tensor) *Tensor {
 	m := a.Maximum(b)
 	defer m.Release()
 	mn := a.Minimum(b)
 	defer mn.Release()
-	d := mn.Sub(m) // <= 0, NaN where both are the same infinity
+	inf := m.Abs()
+	defer inf.Release()
+	isInf := inf.EqScalar(math.Inf(1))
+	defer isInf.Release()
+	diff := mn.Sub(m) // <= 0, NaN where both are the same infinity
+	defer diff.Release()
+	d := diff.MaskedFill(isInf, 0)
 	defer d.Release()
 	e := d.Exp()
 	defer e.Release()
@@ -467,9 +474,5 @@ func logAddExp(a, b *Tensor) *Tensor {
 	defer l.Release()
 	s := m.Add(l)
 	defer s.Release()
-	inf := m.Abs()
-	defer inf.Release()
-	isInf := inf.EqScalar(math.Inf(1))
-	defer isInf.Release()
 	return Where(isInf, m, s)
 }

@@ -253,6 +253,20 @@ func TestLogcumsumexp(t *testing.T) {
 			t.Errorf("grad %v, want %v", g, want)
 		}
 	})
+	t.Run("gradient at -Inf", func(t *testing.T) {
+		x := FromSlice([]float64{math.Inf(-1), math.Inf(-1), 0}, Shape{3}, WithGrad())
+		defer x.Release()
+		y := x.Logcumsumexp(0)
+		defer y.Release()
+		s := y.Sum()
+		defer s.Release()
+		s.Backward()
+		// The limit of x = [-M, -M, 0] as M grows: y0 = x0 gives x0 1,
+		// y1 = x0 + log 2 splits 1 evenly, y2 = 0 gives x2 1.
+		if g := x.Grad().Float64s(); !sameFloats(g, []float64{1.5, 0.5, 1}, 0) {
+			t.Errorf("grad %v, want [1.5 0.5 1]", g)
+		}
+	})
 	t.Run("float16", func(t *testing.T) {
 		x := FromSlice([]float32{0, 0}, Shape{2}, Float16)
 		defer x.Release()
