@@ -187,26 +187,55 @@ func GetTotalNorm(tensors []*vram.Tensor, o ClipOptions) (float64, error) {
 			return 0, errorf(vram.ErrDType, "optim: total norm: tensor %d is %s; norms are taken of floating-point tensors", i, g.DType())
 		}
 	}
-	var acc float64 // the sum of the p-th powers, or the largest |g| for +Inf
+	// Each tensor's share (the sum of its p-th powers, or its largest |g|
+	// for +Inf) stays on its device; the shares of a device are stacked
+	// and reduced there, so the host waits once a device, not once a
+	// tensor, and adds the devices' results in float64.
+	var acc float64
+	inf := math.IsInf(p, 1)
 	vram.NoGrad(func() {
-		for _, g := range tensors {
-			if g == nil || g.NumElements() == 0 {
-				continue
-			}
-			vram.Tidy(func() {
-				x := opMath(g).Abs() // 16-bit powers overflow
-				switch {
-				case math.IsInf(p, 1):
-					acc = max(acc, x.Max().Item()) // NaN wins
-				case p == 2:
-					acc += x.Square().Sum().Item()
-				case p == 1:
-					acc += x.Sum().Item()
-				default:
-					acc += x.PowScalar(p).Sum().Item()
+		vram.Tidy(func() {
+			var devices []vram.Device
+			shares := map[vram.Device][]*vram.Tensor{}
+			wide := map[vram.Device]bool{} // a float64 tensor: reduce in float64
+			for _, g := range tensors {
+				if g == nil || g.NumElements() == 0 {
+					continue
 				}
-			})
-		}
+				x := opMath(g).Abs() // 16-bit powers overflow
+				var r *vram.Tensor
+				switch {
+				case inf:
+					r = x.Max() // NaN wins
+				case p == 2:
+					r = x.Square().Sum()
+				case p == 1:
+					r = x.Sum()
+				default:
+					r = x.PowScalar(p).Sum()
+				}
+				d := g.Device()
+				if _, ok := shares[d]; !ok {
+					devices = append(devices, d)
+				}
+				shares[d] = append(shares[d], r)
+				wide[d] = wide[d] || r.DType() == vram.Float64
+			}
+			for _, d := range devices {
+				rs := shares[d]
+				if wide[d] {
+					for i, r := range rs {
+						rs[i] = r.Cast(vram.Float64)
+					}
+				}
+				s := vram.Stack(rs, 0)
+				if inf {
+					acc = max(acc, s.Max().Item())
+				} else {
+					acc += s.Sum().Item()
+				}
+			}
+		})
 	})
 	norm := acc
 	switch {
