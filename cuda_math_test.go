@@ -8,6 +8,7 @@ import (
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/optim"
 )
 
 // TestCUDAComposedMathOps checks that the composed math ops give the CPU's
@@ -159,5 +160,40 @@ func TestCUDAEinsumOrderSearch(t *testing.T) {
 		w := vram.FromSlice([]float32{1, 2, 3, 4}, vram.Shape{2, 2}, vram.CUDA(0), vram.WithGrad())
 		vram.Einsum("ij,ij->", w, w).Backward()
 		closeSlices(t, "einsum grad", w.Grad().CPU().Float32s(), []float32{2, 4, 6, 8}, 1e-6, 0)
+	})
+}
+
+// TestCUDATotalNorm checks optim.GetTotalNorm of gradients on a GPU, of
+// three dtypes and with a NaN, against the same gradients on the CPU.
+func TestCUDATotalNorm(t *testing.T) {
+	requireCUDA(t, 1)
+	vram.Tidy(func() {
+		g := vram.NewGenerator(3)
+		host := []*vram.Tensor{
+			vram.Randn(vram.Shape{64, 33}, vram.Float32, vram.WithGenerator(g)),
+			vram.Randn(vram.Shape{7}, vram.Float64, vram.WithGenerator(g)),
+			vram.Randn(vram.Shape{5, 5}, vram.Float32, vram.WithGenerator(g)).Cast(vram.BFloat16),
+			nil,
+		}
+		dev := make([]*vram.Tensor, len(host))
+		for i, h := range host {
+			if h != nil {
+				dev[i] = h.CUDA(0)
+			}
+		}
+		for _, p := range []float64{2, 1, 3, math.Inf(1)} {
+			want, err := optim.GetTotalNorm(host, optim.ClipOptions{NormType: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := optim.GetTotalNorm(dev, optim.ClipOptions{NormType: p})
+			if err != nil || math.Abs(got-want) > 1e-5*want {
+				t.Errorf("p=%v: total norm on the GPU %v (%v), on the CPU %v", p, got, err, want)
+			}
+		}
+		nan := vram.FromSlice([]float32{1, float32(math.NaN())}, vram.Shape{2}, vram.CUDA(0))
+		if got, _ := optim.GetTotalNorm(append(dev, nan), optim.ClipOptions{}); !math.IsNaN(got) {
+			t.Errorf("a NaN gradient on the GPU: total norm %v, want NaN", got)
+		}
 	})
 }
