@@ -434,22 +434,7 @@ func (t *Tensor) Logcumsumexp(dim int) *Tensor {
 	if a < 0 {
 		return x
 	}
-	n := t.shape[a]
-	for s := 1; s < n; s *= 2 {
-		func() {
-			head := x.Narrow(a, 0, s)
-			defer head.Release()
-			prev := x.Narrow(a, 0, n-s)
-			defer prev.Release()
-			cur := x.Narrow(a, s, n-s)
-			defer cur.Release()
-			both := logAddExp(cur, prev)
-			defer both.Release()
-			defer x.Release()
-			x = Cat([]*Tensor{head, both}, a)
-		}()
-	}
-	return x
+	return hillisSteele(x, a, logAddExp)
 }
 
 // logAddExp returns log(exp(a)+exp(b)) elementwise, exact where both are

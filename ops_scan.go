@@ -43,7 +43,17 @@ func (t *Tensor) scan(op string, k backend.BinaryOp, dim int) *Tensor {
 	if a < 0 {
 		return x
 	}
-	n := t.shape[a]
+	if k == backend.Mul {
+		return hillisSteele(x, a, (*Tensor).Mul)
+	}
+	return hillisSteele(x, a, (*Tensor).Add)
+}
+
+// hillisSteele returns the inclusive scan of x along axis a under combine
+// (combine(later, earlier) of two slices of x), releasing x: pass s
+// combines each element with the one s before it, for s = 1, 2, 4, ...
+func hillisSteele(x *Tensor, a int, combine func(cur, prev *Tensor) *Tensor) *Tensor {
+	n := x.shape[a]
 	for s := 1; s < n; s *= 2 {
 		func() {
 			head := x.Narrow(a, 0, s)
@@ -52,12 +62,7 @@ func (t *Tensor) scan(op string, k backend.BinaryOp, dim int) *Tensor {
 			defer prev.Release()
 			cur := x.Narrow(a, s, n-s)
 			defer cur.Release()
-			var both *Tensor
-			if k == backend.Mul {
-				both = cur.Mul(prev)
-			} else {
-				both = cur.Add(prev)
-			}
+			both := combine(cur, prev)
 			defer both.Release()
 			defer x.Release()
 			x = Cat([]*Tensor{head, both}, a)

@@ -93,14 +93,7 @@ func newInstanceNorm(spatial, c int, o InstanceNormOptions, opts []vram.Option) 
 	if l.Eps == 0 {
 		l.Eps = 1e-5
 	}
-	dt := vram.Float32
-	vram.Region(ParametersRegion, func() {
-		probe := vram.Empty(vram.Shape{0}, opts...)
-		if probe.DType() == vram.Float64 {
-			dt = vram.Float64
-		}
-		probe.Release()
-	})
+	dt := normDType(opts)
 	popts := append(slices.Clone(opts), dt)
 	if o.Affine {
 		l.Weight = fullParam(vram.Shape{c}, 1, popts)

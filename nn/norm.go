@@ -99,15 +99,7 @@ func (l *BatchNorm2d) init(op string, c int, o BatchNormOptions, opts []vram.Opt
 	if l.Eps == 0 {
 		l.Eps = 1e-5
 	}
-	// The layer's float dtype: float64 when asked for, else float32.
-	dt := vram.Float32
-	vram.Region(ParametersRegion, func() {
-		probe := vram.Empty(vram.Shape{0}, opts...)
-		if probe.DType() == vram.Float64 {
-			dt = vram.Float64
-		}
-		probe.Release()
-	})
+	dt := normDType(opts)
 	popts := append(slices.Clone(opts), dt)
 	if !o.NoAffine {
 		l.Weight = fullParam(vram.Shape{c}, 1, popts)
@@ -376,3 +368,18 @@ func (l *GroupNorm) BFloat16() { l.ToDType(vram.BFloat16) }
 
 // Float converts GroupNorm's parameters to float32.
 func (l *GroupNorm) Float() { l.ToDType(vram.Float32) }
+
+// normDType returns the float dtype of a normalization layer made with
+// opts: float64 when they ask for it, else float32 (the layers keep
+// float32 statistics under 16-bit types, as PyTorch's do).
+func normDType(opts []vram.Option) vram.DType {
+	dt := vram.Float32
+	vram.Region(ParametersRegion, func() {
+		probe := vram.Empty(vram.Shape{0}, opts...)
+		if probe.DType() == vram.Float64 {
+			dt = vram.Float64
+		}
+		probe.Release()
+	})
+	return dt
+}
