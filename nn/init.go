@@ -49,21 +49,12 @@ func fill(op string, t *vram.Tensor, scale float64, normal bool, g *vram.Generat
 	if t.NumElements() == 0 {
 		return
 	}
-	dt := vram.Float32
-	if t.DType() == vram.Float64 {
-		dt = vram.Float64
-	}
-	vram.NoGrad(func() {
-		var r *vram.Tensor
+	drawInto(t, normal, g, func(r *vram.Tensor) {
 		if normal {
-			r = vram.Randn(t.Shape(), t.Device(), dt, vram.WithGenerator(g))
 			r.MulScalarInPlace(scale)
 		} else {
-			r = vram.Rand(t.Shape(), t.Device(), dt, vram.WithGenerator(g))
 			r.MulScalarInPlace(2 * scale).AddScalarInPlace(-scale)
 		}
-		defer r.Release()
-		t.CopyFrom(r)
 	})
 }
 
