@@ -1,0 +1,993 @@
+package vram
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// This file holds torch.linalg's operations. The decompositions (LU,
+// Cholesky, QR, symmetric eigenvalues, SVD) run on the host in float64:
+// the matrices are copied from the tensor's device, factored, and the
+// results rounded once to the tensor's dtype and copied back, which
+// synchronizes with the device's stream, as some of PyTorch's MAGMA and
+// cuSOLVER paths do. Trace, VectorNorm, MatrixNorm's elementwise orders,
+// Outer, Kron, Diag and DiagEmbed are composed of device ops and stay on
+// the device.
+
+// matrices is a batch of matrices read to the host in float64.
+type matrices struct {
+	batch []int     // the leading (batch) dimensions
+	m, n  int       // the rows and columns of each matrix
+	data  []float64 // count()*m*n values, row-major
+}
+
+func (h matrices) count() int { return backendNum(h.batch) }
+
+// at returns matrix i of the batch, sharing h's storage.
+func (h matrices) at(i int) []float64 { return h.data[i*h.m*h.n : (i+1)*h.m*h.n] }
+
+// readMatrices checks that a is a float32 or float64 tensor of at least
+// two dimensions (square ones when square is set) and returns its values
+// on the host. The caller pins a.
+func readMatrices(op string, a *Tensor, square bool) matrices {
+	if len(a.shape) < 2 {
+		fail(op, ErrShape, "the input must have at least 2 dimensions, got shape %v", Shape(a.shape))
+	}
+	if a.dtype != Float32 && a.dtype != Float64 {
+		fail(op, ErrDType, "expected a float32 or float64 tensor, got %s; Cast it first", a.dtype)
+	}
+	r := len(a.shape)
+	h := matrices{batch: slices.Clone(a.shape[:r-2]), m: a.shape[r-2], n: a.shape[r-1]}
+	if square && h.m != h.n {
+		fail(op, ErrShape, "A must be batches of square matrices, but they are %d by %d matrices", h.m, h.n)
+	}
+	raw := a.readHost(op)
+	h.data = make([]float64, a.NumElements())
+	for i := range h.data {
+		h.data[i] = load(a.dtype, raw, i)
+	}
+	return h
+}
+
+// requireFinite panics with ErrArgument when h holds a NaN or an infinity,
+// on which the iterative decompositions cannot converge.
+func requireFinite(op string, h matrices) {
+	for _, v := range h.data {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			fail(op, ErrArgument, "the algorithm failed to converge because the input matrix contained non-finite values")
+		}
+	}
+}
+
+// fromHost returns a new tensor of dtype dt and the given shape on ds
+// holding vals, rounded once to dt.
+func fromHost(op string, ds *devState, dt DType, shape []int, vals []float64) *Tensor {
+	return fromBytes(op, ds, dt, shape, encode(vals, dt))
+}
+
+// noGrad panics with ErrAutograd when a takes part in autograd: op has no
+// gradient here, and a result that silently dropped it would train wrong.
+func noGrad(op string, a *Tensor) {
+	if needsGrad(a) {
+		fail(op, ErrAutograd, "no gradient is implemented for this op; call it on a.Detach() or inside NoGrad")
+	}
+}
+
+// luFactor factors the n×n row-major a in place as P·A = L·U with partial
+// pivoting (L unit lower, U upper, both stored in a). It returns the row
+// swapped into each position, the sign of P, and the 1-based index of the
+// first exactly-zero pivot (0 when there is none), as LAPACK's getrf does.
+func luFactor(a []float64, n int) (piv []int, sign float64, zero int) {
+	piv = make([]int, n)
+	sign = 1
+	for k := range n {
+		p := k
+		for i := k + 1; i < n; i++ {
+			if math.Abs(a[i*n+k]) > math.Abs(a[p*n+k]) {
+				p = i
+			}
+		}
+		piv[k] = p
+		if p != k {
+			sign = -sign
+			for j := range n {
+				a[k*n+j], a[p*n+j] = a[p*n+j], a[k*n+j]
+			}
+		}
+		d := a[k*n+k]
+		if d == 0 {
+			if zero == 0 {
+				zero = k + 1
+			}
+			continue
+		}
+		for i := k + 1; i < n; i++ {
+			f := a[i*n+k] / d
+			a[i*n+k] = f
+			if f == 0 {
+				continue
+			}
+			for j := k + 1; j < n; j++ {
+				a[i*n+j] -= f * a[k*n+j]
+			}
+		}
+	}
+	return piv, sign, zero
+}
+
+// luSolve overwrites the n×k row-major b with A⁻¹·b, for the factors of a
+// nonsingular A from luFactor.
+func luSolve(lu []float64, piv []int, n int, b []float64, k int) {
+	for i, p := range piv {
+		if p != i {
+			for j := range k {
+				b[i*k+j], b[p*k+j] = b[p*k+j], b[i*k+j]
+			}
+		}
+	}
+	for i := range n {
+		for r := range i {
+			f := lu[i*n+r]
+			for j := range k {
+				b[i*k+j] -= f * b[r*k+j]
+			}
+		}
+	}
+	for i := n - 1; i >= 0; i-- {
+		for r := i + 1; r < n; r++ {
+			f := lu[i*n+r]
+			for j := range k {
+				b[i*k+j] -= f * b[r*k+j]
+			}
+		}
+		d := lu[i*n+i]
+		for j := range k {
+			b[i*k+j] /= d
+		}
+	}
+}
+
+// singular panics with the error of a singular input to op, naming the
+// batch element and the zero pivot as torch.linalg does.
+func singular(op string, h matrices, i, zero int) {
+	where := ""
+	if len(h.batch) > 0 {
+		where = " of batch element " + strconv.Itoa(i)
+	}
+	fail(op, ErrArgument, "the diagonal element %d%s is zero; the input matrix is singular", zero, where)
+}
+
+// Det returns the determinant of each square matrix of a (…, n, n), a
+// tensor of shape (…) (torch.linalg.det). A singular matrix gives 0, and a
+// 0×0 one 1. It runs on the host in float64 (see the file's comment) and
+// is differentiable, singular matrices included. It panics with [ErrShape]
+// for non-square or fewer than two dimensions and with [ErrDType] for
+// dtypes other than float32 and float64.
+func Det(a *Tensor) *Tensor {
+	const op = "linalg.det"
+	notNil(op, a)
+	defer pin(op, a).unpin()
+	h := readMatrices(op, a, true)
+	out := make([]float64, h.count())
+	n := h.n
+	for i := range out {
+		lu := slices.Clone(h.at(i))
+		_, d, _ := luFactor(lu, n)
+		for k := range n {
+			d *= lu[k*n+k]
+		}
+		out[i] = d
+	}
+	y := fromHost(op, a.ds(), a.dtype, h.batch, out)
+	if needsGrad(a) {
+		sv := save(a)
+		record(op, y, []*Tensor{a}, sv, func(g *Tensor) []*Tensor {
+			c := cofactors(op, sv[0])
+			return []*Tensor{c.Mul(g.Unsqueeze(-1).Unsqueeze(-1))}
+		})
+	}
+	return y
+}
+
+// cofactors returns the matrix of cofactors of each square matrix of a,
+// the gradient of its determinant: det(A)·A⁻ᵀ when A is invertible, and
+// det(U)·det(V)·U·diag(∏_{j≠i} s_j)·Vᵀ from A = U·diag(s)·Vᵀ otherwise.
+func cofactors(op string, a *Tensor) *Tensor {
+	defer pin(op, a).unpin()
+	h := readMatrices(op, a, true)
+	n := h.n
+	out := make([]float64, len(h.data))
+	for i := range h.count() {
+		src, dst := h.at(i), out[i*n*n:(i+1)*n*n]
+		lu := slices.Clone(src)
+		piv, d, zero := luFactor(lu, n)
+		if zero == 0 {
+			for k := range n {
+				d *= lu[k*n+k]
+			}
+			// det·A⁻ᵀ: solve Aᵀ·X = det·I through A's factors.
+			inv := identity(n)
+			luSolve(lu, piv, n, inv, n)
+			for r := range n {
+				for c := range n {
+					dst[r*n+c] = d * inv[c*n+r]
+				}
+			}
+			continue
+		}
+		var svd mat.SVD
+		if !svd.Factorize(mat.NewDense(n, n, slices.Clone(src)), mat.SVDFull) {
+			fail(op, ErrArgument, "the SVD of a singular matrix for the determinant's gradient did not converge")
+		}
+		var u, v mat.Dense
+		svd.UTo(&u)
+		svd.VTo(&v)
+		s := svd.Values(nil)
+		w := make([]float64, n)
+		for k := range n {
+			w[k] = 1
+			for j := range n {
+				if j != k {
+					w[k] *= s[j]
+				}
+			}
+		}
+		sg := mat.Det(&u) * mat.Det(&v)
+		for r := range n {
+			for c := range n {
+				var acc float64
+				for k := range n {
+					acc += u.At(r, k) * w[k] * v.At(c, k)
+				}
+				dst[r*n+c] = sg * acc
+			}
+		}
+	}
+	return fromHost(op, a.ds(), a.dtype, a.shape, out)
+}
+
+func identity(n int) []float64 {
+	e := make([]float64, n*n)
+	for i := range n {
+		e[i*n+i] = 1
+	}
+	return e
+}
+
+// Slogdet returns the sign and the natural logarithm of the absolute value
+// of the determinant of each square matrix of a (torch.linalg.slogdet),
+// two tensors of shape (…); a singular matrix gives sign 0 and logabsdet
+// -Inf. It runs on the host in float64 and has no gradient: it panics with
+// [ErrAutograd] when a requires one. Other panics are as for [Det].
+func Slogdet(a *Tensor) (sign, logAbsDet *Tensor) {
+	const op = "linalg.slogdet"
+	notNil(op, a)
+	defer pin(op, a).unpin()
+	noGrad(op, a)
+	h := readMatrices(op, a, true)
+	sg, la := make([]float64, h.count()), make([]float64, h.count())
+	n := h.n
+	for i := range sg {
+		lu := slices.Clone(h.at(i))
+		_, s, zero := luFactor(lu, n)
+		if zero != 0 {
+			sg[i], la[i] = 0, math.Inf(-1)
+			continue
+		}
+		var l float64
+		for k := range n {
+			d := lu[k*n+k]
+			if d < 0 {
+				s = -s
+			}
+			l += math.Log(math.Abs(d))
+		}
+		sg[i], la[i] = s, l
+	}
+	return fromHost(op, a.ds(), a.dtype, h.batch, sg), fromHost(op, a.ds(), a.dtype, h.batch, la)
+}
+
+// Inv returns the inverse of each square matrix of a (torch.linalg.inv).
+// It runs on the host in float64 and is differentiable. It panics with
+// [ErrArgument] for a singular matrix (an exactly zero pivot, as LAPACK
+// finds), with [ErrShape] for non-square or fewer than two dimensions and
+// with [ErrDType] for dtypes other than float32 and float64.
+func Inv(a *Tensor) *Tensor {
+	const op = "linalg.inv"
+	notNil(op, a)
+	defer pin(op, a).unpin()
+	h := readMatrices(op, a, true)
+	n := h.n
+	out := make([]float64, len(h.data))
+	for i := range h.count() {
+		lu := slices.Clone(h.at(i))
+		piv, _, zero := luFactor(lu, n)
+		if zero != 0 {
+			singular(op, h, i, zero)
+		}
+		inv := identity(n)
+		luSolve(lu, piv, n, inv, n)
+		copy(out[i*n*n:], inv)
+	}
+	y := fromHost(op, a.ds(), a.dtype, a.shape, out)
+	if needsGrad(a) {
+		sv := save(y)
+		record(op, y, []*Tensor{a}, sv, func(g *Tensor) []*Tensor {
+			yt := sv[0].MT()
+			return []*Tensor{yt.MatMul(g).MatMul(yt).Neg()}
+		})
+	}
+	return y
+}
+
+// Solve returns the solution X of A·X = B, or of X·A = B when left is
+// false (torch.linalg.solve). a is (…, n, n); b is (…, n, k), or a batch of
+// vectors (…, n) when it is 1-D or has one dimension fewer than a and a's
+// leading sizes; the batch dimensions broadcast. It runs on the host in
+// float64 and is differentiable in both operands. It panics with
+// [ErrArgument] for a singular A, with [ErrShape] for shapes that do not
+// fit, and with [ErrDType] for dtypes other than float32 and float64 or
+// operands of different dtypes.
+func Solve(a, b *Tensor, left bool) *Tensor {
+	const op = "linalg.solve"
+	notNil(op, a, b)
+	defer pin(op, a, b).unpin()
+	defer asOp(op)
+	deviceOf(op, a, b)
+	if a.dtype != b.dtype {
+		fail(op, ErrDType, "A is %s but B is %s; Cast one of them", a.dtype, b.dtype)
+	}
+	if len(a.shape) < 2 || len(b.shape) < 1 {
+		fail(op, ErrShape, "expected A (…, n, n) and B (…, n, k) or (…, n), got %v and %v", Shape(a.shape), Shape(b.shape))
+	}
+	ra := len(a.shape)
+	vector := len(b.shape) == 1 || len(b.shape) == ra-1 && slices.Equal(b.shape, a.shape[:ra-1])
+	return composed(op, func() *Tensor {
+		if !left {
+			a = a.MT()
+			if !vector {
+				b = b.MT()
+			}
+		}
+		if vector {
+			b = b.Unsqueeze(-1)
+		}
+		if b.shape[len(b.shape)-2] != a.shape[ra-1] {
+			fail(op, ErrShape, "incompatible shapes of A %v and B %v", Shape(a.shape), Shape(b.shape))
+		}
+		batch := broadcastShapes(op, a.shape[:ra-2], b.shape[:len(b.shape)-2])
+		a = a.Expand(append(slices.Clone(batch), a.shape[ra-2:]...)...)
+		b = b.Expand(append(slices.Clone(batch), b.shape[len(b.shape)-2:]...)...)
+		x := solveRaw(op, a, b)
+		if vector {
+			return x.Squeeze(-1)
+		}
+		if !left {
+			return x.MT()
+		}
+		return x
+	})
+}
+
+// solveRaw solves A·X = B for a (…, n, n) and b (…, n, k) of the same
+// batch shape, recording the gradient.
+func solveRaw(op string, a, b *Tensor) *Tensor {
+	h := readMatrices(op, a, true)
+	rb := readMatrices(op, b, false)
+	n, k := h.n, rb.n
+	out := slices.Clone(rb.data)
+	for i := range h.count() {
+		lu := slices.Clone(h.at(i))
+		piv, _, zero := luFactor(lu, n)
+		if zero != 0 {
+			singular(op, h, i, zero)
+		}
+		luSolve(lu, piv, n, out[i*n*k:(i+1)*n*k], k)
+	}
+	x := fromHost(op, a.ds(), a.dtype, b.shape, out)
+	if needsGrad(a, b) {
+		sv := save(a, x)
+		ra, rb := a.requiresGrad.Load(), b.requiresGrad.Load()
+		record(op, x, []*Tensor{a, b}, sv, func(g *Tensor) []*Tensor {
+			gb := solveRaw(op, sv[0].MT(), g)
+			return []*Tensor{
+				gradIf(ra, func() *Tensor { return gb.MatMul(sv[1].MT()).Neg() }),
+				gradIf(rb, func() *Tensor { return gb }),
+			}
+		})
+	}
+	return x
+}
+
+// Cholesky returns the Cholesky factor of each symmetric positive-definite
+// matrix of a (torch.linalg.cholesky): L lower triangular with A = L·Lᵀ,
+// or, when upper is set, U = Lᵀ with A = Uᵀ·U. Only the lower triangle of
+// a is read. It runs on the host in float64 and is differentiable. It
+// panics with [ErrArgument] when a matrix is not positive-definite, naming
+// the order of the leading minor that is not, with [ErrShape] for
+// non-square or fewer than two dimensions and with [ErrDType] for dtypes
+// other than float32 and float64.
+func Cholesky(a *Tensor, upper bool) *Tensor {
+	const op = "linalg.cholesky"
+	notNil(op, a)
+	defer pin(op, a).unpin()
+	if upper {
+		return composed(op, func() *Tensor { return Cholesky(a, false).MT().Contiguous() })
+	}
+	h := readMatrices(op, a, true)
+	n := h.n
+	out := make([]float64, len(h.data))
+	for i := range h.count() {
+		src, l := h.at(i), out[i*n*n:(i+1)*n*n]
+		for j := range n {
+			d := src[j*n+j]
+			for k := range j {
+				d -= l[j*n+k] * l[j*n+k]
+			}
+			if !(d > 0) {
+				where := ""
+				if len(h.batch) > 0 {
+					where = " of batch element " + strconv.Itoa(i)
+				}
+				fail(op, ErrArgument, "the factorization could not be completed because the input is not positive-definite (the leading minor of order %d%s is not positive-definite)", j+1, where)
+			}
+			d = math.Sqrt(d)
+			l[j*n+j] = d
+			for r := j + 1; r < n; r++ {
+				s := src[r*n+j]
+				for k := range j {
+					s -= l[r*n+k] * l[j*n+k]
+				}
+				l[r*n+j] = s / d
+			}
+		}
+	}
+	y := fromHost(op, a.ds(), a.dtype, a.shape, out)
+	if needsGrad(a) {
+		sv := save(y)
+		record(op, y, []*Tensor{a}, sv, func(g *Tensor) []*Tensor {
+			// gA = L⁻ᵀ·Φ(Lᵀ·tril(gL))·L⁻¹, symmetrized, where Φ keeps
+			// the lower triangle and halves the diagonal.
+			l := sv[0]
+			p := l.MT().MatMul(g.Tril(0)).Tril(0)
+			p = p.Sub(p.Triu(0).MulScalar(0.5))
+			li := Inv(l)
+			ga := li.MT().MatMul(p).MatMul(li)
+			return []*Tensor{ga.Add(ga.MT()).MulScalar(0.5)}
+		})
+	}
+	return y
+}
+
+// QR returns the QR decomposition of each matrix of a (…, m, n)
+// (torch.linalg.qr) with Householder reflections, as LAPACK's geqrf: R's
+// diagonal may be negative. With k = min(m, n), mode "reduced" gives Q
+// (…, m, k) and R (…, k, n), "complete" Q (…, m, m) and R (…, m, n), and
+// "r" only R (…, k, n), with q an empty tensor. It runs on the host in
+// float64 and has no gradient: it panics with [ErrAutograd] when a requires
+// one. It panics with [ErrArgument] for another mode, with [ErrShape] for
+// fewer than two dimensions and with [ErrDType] for dtypes other than
+// float32 and float64.
+func QR(a *Tensor, mode string) (q, r *Tensor) {
+	const op = "linalg.qr"
+	notNil(op, a)
+	defer pin(op, a).unpin()
+	if mode != "reduced" && mode != "complete" && mode != "r" {
+		fail(op, ErrArgument, "mode must be \"reduced\", \"complete\" or \"r\", got %q", mode)
+	}
+	noGrad(op, a)
+	h := readMatrices(op, a, false)
+	m, n := h.m, h.n
+	k := min(m, n)
+	qc, rr := k, k // Q's columns, R's rows
+	if mode == "complete" {
+		qc, rr = m, m
+	}
+	qv := make([]float64, h.count()*m*qc)
+	rv := make([]float64, h.count()*rr*n)
+	for i := range h.count() {
+		if m == 0 || n == 0 {
+			for j := range min(m, qc) {
+				qv[i*m*qc+j*qc+j] = 1
+			}
+			continue
+		}
+		var f mat.QR
+		f.Factorize(mat.NewDense(m, n, slices.Clone(h.at(i))))
+		var qm, rm mat.Dense
+		f.QTo(&qm)
+		f.RTo(&rm)
+		for r := range m {
+			for c := range qc {
+				qv[i*m*qc+r*qc+c] = qm.At(r, c)
+			}
+		}
+		for r := range rr {
+			for c := range n {
+				if c >= r {
+					rv[i*rr*n+r*n+c] = rm.At(r, c)
+				}
+			}
+		}
+	}
+	rs := append(slices.Clone(h.batch), rr, n)
+	r = fromHost(op, a.ds(), a.dtype, rs, rv)
+	if mode == "r" {
+		return newTensor(op, a.ds(), a.dtype, []int{0}), r
+	}
+	return fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), m, qc), qv), r
+}
+
+// Eigh returns the eigenvalues, in ascending order, and the orthonormal
+// eigenvectors (the columns of v) of each symmetric matrix of a
+// (torch.linalg.eigh), so that A = V·diag(w)·Vᵀ. uplo "L" reads the lower
+// triangle of a, "U" the upper one. Each eigenvector's sign is arbitrary,
+// as in LAPACK. It runs on the host in float64 and has no gradient: it
+// panics with [ErrAutograd] when a requires one. It panics with
+// [ErrArgument] for another uplo or non-finite values, with [ErrShape] for
+// non-square or fewer than two dimensions and with [ErrDType] for dtypes
+// other than float32 and float64.
+func Eigh(a *Tensor, uplo string) (w, v *Tensor) {
+	const op = "linalg.eigh"
+	notNil(op, a)
+	defer pin(op, a).unpin()
+	if uplo != "L" && uplo != "U" {
+		fail(op, ErrArgument, "uplo must be \"L\" or \"U\", got %q", uplo)
+	}
+	noGrad(op, a)
+	h := readMatrices(op, a, true)
+	n := h.n
+	wv := make([]float64, h.count()*n)
+	vv := make([]float64, len(h.data))
+	for i := range h.count() {
+		src := h.at(i)
+		if n == 0 {
+			continue
+		}
+		sym := mat.NewSymDense(n, nil)
+		for r := range n {
+			for c := r; c < n; c++ {
+				x := src[c*n+r] // lower
+				if uplo == "U" {
+					x = src[r*n+c]
+				}
+				sym.SetSym(r, c, x)
+			}
+		}
+		for _, x := range sym.RawSymmetric().Data {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				fail(op, ErrArgument, "the algorithm failed to converge because the input matrix contained non-finite values")
+			}
+		}
+		var e mat.EigenSym
+		if !e.Factorize(sym, true) {
+			fail(op, ErrArgument, "the algorithm failed to converge")
+		}
+		vals := e.Values(nil)
+		var vecs mat.Dense
+		e.VectorsTo(&vecs)
+		order := make([]int, n)
+		for j := range order {
+			order[j] = j
+		}
+		sort.SliceStable(order, func(x, y int) bool { return vals[order[x]] < vals[order[y]] })
+		for j, o := range order {
+			wv[i*n+j] = vals[o]
+			for r := range n {
+				vv[i*n*n+r*n+j] = vecs.At(r, o)
+			}
+		}
+	}
+	return fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), n), wv), fromHost(op, a.ds(), a.dtype, a.shape, vv)
+}
+
+// svdHost returns the singular values (descending) of every matrix of h
+// and, when vectors is set, U and Vᵀ: full (m×m and n×n) when full is set,
+// else thin (m×k and k×n, k = min(m, n)).
+func svdHost(op string, h matrices, vectors, full bool) (u, s, vt []float64, uc, vr int) {
+	requireFinite(op, h)
+	m, n := h.m, h.n
+	k := min(m, n)
+	uc, vr = k, k
+	if full {
+		uc, vr = m, n
+	}
+	s = make([]float64, h.count()*k)
+	if vectors {
+		u = make([]float64, h.count()*m*uc)
+		vt = make([]float64, h.count()*vr*n)
+	}
+	kind := mat.SVDNone
+	if vectors {
+		kind = mat.SVDThin
+		if full {
+			kind = mat.SVDFull
+		}
+	}
+	for i := range h.count() {
+		if k == 0 {
+			if vectors {
+				for j := range min(m, uc) {
+					u[i*m*uc+j*uc+j] = 1
+				}
+				for j := range min(vr, n) {
+					vt[i*vr*n+j*n+j] = 1
+				}
+			}
+			continue
+		}
+		var f mat.SVD
+		if !f.Factorize(mat.NewDense(m, n, slices.Clone(h.at(i))), kind) {
+			fail(op, ErrArgument, "the algorithm failed to converge")
+		}
+		f.Values(s[i*k : (i+1)*k])
+		if !vectors {
+			continue
+		}
+		var um, vm mat.Dense
+		f.UTo(&um)
+		f.VTo(&vm)
+		for r := range m {
+			for c := range uc {
+				u[i*m*uc+r*uc+c] = um.At(r, c)
+			}
+		}
+		for r := range vr {
+			for c := range n {
+				vt[i*vr*n+r*n+c] = vm.At(c, r)
+			}
+		}
+	}
+	return u, s, vt, uc, vr
+}
+
+// SVD returns the singular value decomposition A = U·diag(S)·Vh of each
+// matrix of a (…, m, n) (torch.linalg.svd): S (…, k) descending, k =
+// min(m, n); U (…, m, m) and Vh (…, n, n) when fullMatrices is set, else
+// U (…, m, k) and Vh (…, k, n). Singular vectors are unique only up to
+// sign (and, for repeated singular values, rotation). It runs on the host
+// in float64 and has no gradient: it panics with [ErrAutograd] when a
+// requires one. It panics with [ErrArgument] for non-finite values, with
+// [ErrShape] for fewer than two dimensions and with [ErrDType] for dtypes
+// other than float32 and float64.
+func SVD(a *Tensor, fullMatrices bool) (u, s, vh *Tensor) {
+	const op = "linalg.svd"
+	notNil(op, a)
+	defer pin(op, a).unpin()
+	noGrad(op, a)
+	h := readMatrices(op, a, false)
+	uv, sv, vv, uc, vr := svdHost(op, h, true, fullMatrices)
+	ds, dt, b := a.ds(), a.dtype, h.batch
+	return fromHost(op, ds, dt, append(slices.Clone(b), h.m, uc), uv),
+		fromHost(op, ds, dt, append(slices.Clone(b), min(h.m, h.n)), sv),
+		fromHost(op, ds, dt, append(slices.Clone(b), vr, h.n), vv)
+}
+
+// Svdvals returns the singular values of each matrix of a (…, m, n), a
+// (…, min(m, n)) tensor in descending order (torch.linalg.svdvals). It runs
+// on the host in float64; its panics are those of [SVD].
+func Svdvals(a *Tensor) *Tensor {
+	const op = "linalg.svdvals"
+	notNil(op, a)
+	defer pin(op, a).unpin()
+	noGrad(op, a)
+	h := readMatrices(op, a, false)
+	_, sv, _, _, _ := svdHost(op, h, false, false)
+	return fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), min(h.m, h.n)), sv)
+}
+
+// defaultRtol returns torch.linalg's default relative tolerance for
+// singular values of an m×n matrix of dtype dt: eps(dt)·max(m, n).
+func defaultRtol(dt DType, m, n int) float64 {
+	eps := 0x1p-52
+	if dt == Float32 {
+		eps = 0x1p-23
+	}
+	return eps * float64(max(m, n))
+}
+
+// Pinv returns the Moore–Penrose pseudo-inverse (…, n, m) of each matrix of
+// a (…, m, n) (torch.linalg.pinv), from its SVD: singular values at or
+// below eps·max(m, n) times the largest are taken as zero. It runs on the
+// host in float64; its panics are those of [SVD].
+func Pinv(a *Tensor) *Tensor {
+	const op = "linalg.pinv"
+	notNil(op, a)
+	defer pin(op, a).unpin()
+	noGrad(op, a)
+	h := readMatrices(op, a, false)
+	u, s, vt, _, _ := svdHost(op, h, true, false)
+	m, n := h.m, h.n
+	k := min(m, n)
+	rtol := defaultRtol(a.dtype, m, n)
+	out := make([]float64, h.count()*n*m)
+	for i := range h.count() {
+		si := s[i*k : (i+1)*k]
+		ui, vi := u[i*m*k:(i+1)*m*k], vt[i*k*n:(i+1)*k*n]
+		o := out[i*n*m : (i+1)*n*m]
+		for j := range k {
+			if !(si[j] > rtol*si[0]) {
+				break
+			}
+			inv := 1 / si[j]
+			for r := range n {
+				f := vi[j*n+r] * inv
+				for c := range m {
+					o[r*m+c] += f * ui[c*k+j]
+				}
+			}
+		}
+	}
+	return fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), n, m), out)
+}
+
+// MatrixRank returns the rank of each matrix of a (…, m, n), an int64
+// tensor of shape (…) (torch.linalg.matrix_rank): the number of singular
+// values above eps·max(m, n) times the largest. It runs on the host in
+// float64; its panics are those of [SVD].
+func MatrixRank(a *Tensor) *Tensor {
+	const op = "linalg.matrix_rank"
+	notNil(op, a)
+	defer pin(op, a).unpin()
+	noGrad(op, a)
+	h := readMatrices(op, a, false)
+	_, s, _, _, _ := svdHost(op, h, false, false)
+	k := min(h.m, h.n)
+	rtol := defaultRtol(a.dtype, h.m, h.n)
+	out := make([]float64, h.count())
+	for i := range out {
+		si := s[i*k : (i+1)*k]
+		for _, v := range si {
+			if v > rtol*si[0] {
+				out[i]++
+			}
+		}
+	}
+	return fromHost(op, a.ds(), Int64, h.batch, out)
+}
+
+// MatrixNorm returns a matrix norm of each matrix of a (…, m, n) over its
+// last two dimensions (torch.linalg.matrix_norm). ord is "fro" (Frobenius),
+// "nuc" (the sum of the singular values), "inf" and "-inf" (the largest and
+// smallest absolute row sum), "1" and "-1" (the same for columns), and "2"
+// and "-2" (the largest and smallest singular value). "fro", "inf", "-inf",
+// "1" and "-1" run on the device and are differentiable; "nuc", "2" and
+// "-2" run on the host and panic with [ErrAutograd] when a requires a
+// gradient. It panics with [ErrArgument] for another ord, with [ErrShape]
+// for fewer than two dimensions (and, for all orders but "fro" and "nuc",
+// an empty matrix) and with [ErrDType] for non-float dtypes.
+func MatrixNorm(a *Tensor, ord string, keepDim bool) *Tensor {
+	const op = "linalg.matrix_norm"
+	notNil(op, a)
+	defer pin(op, a).unpin()
+	if len(a.shape) < 2 {
+		fail(op, ErrShape, "the input must have at least 2 dimensions, got shape %v", Shape(a.shape))
+	}
+	floatOnly(op, a)
+	r := len(a.shape)
+	if a.NumElements() == 0 && ord != "fro" && ord != "nuc" {
+		fail(op, ErrShape, "the norm %q of an empty matrix %v is not defined", ord, Shape(a.shape))
+	}
+	keep := func(t *Tensor) *Tensor {
+		if keepDim {
+			return t.Unsqueeze(-1).Unsqueeze(-1)
+		}
+		return t
+	}
+	return composed(op, func() *Tensor {
+		switch ord {
+		case "fro":
+			return a.Norm(2, []int{r - 2, r - 1}, keepDim)
+		case "inf":
+			return keep(a.Abs().Sum(-1).Max(-1))
+		case "-inf":
+			return keep(a.Abs().Sum(-1).Min(-1))
+		case "1":
+			return keep(a.Abs().Sum(-2).Max(-1))
+		case "-1":
+			return keep(a.Abs().Sum(-2).Min(-1))
+		case "nuc":
+			return keep(Svdvals(a).Sum(-1))
+		case "2":
+			return keep(Svdvals(a).Max(-1))
+		case "-2":
+			return keep(Svdvals(a).Min(-1))
+		}
+		fail(op, ErrArgument, "ord must be one of \"fro\", \"nuc\", \"inf\", \"-inf\", \"1\", \"-1\", \"2\" or \"-2\", got %q", ord)
+		return nil
+	})
+}
+
+// VectorNorm returns the ord-norm of x over dims (all when empty), as
+// torch.linalg.vector_norm; it is [Tensor.Norm] under torch.linalg's name,
+// runs on the device and is differentiable. For PyTorch's dtype argument,
+// Cast x first. Its panics are those of [Tensor.Norm].
+func VectorNorm(x *Tensor, ord float64, dims []int, keepDim bool) *Tensor {
+	notNil("linalg.vector_norm", x)
+	defer asOp("linalg.vector_norm")
+	return x.Norm(ord, dims, keepDim)
+}
+
+// MatrixPower returns a raised to the integer power k for each square
+// matrix of a (torch.linalg.matrix_power): the identity for k = 0, repeated
+// products on the device for k > 0, and powers of [Inv](a) for k < 0. It is
+// differentiable. It panics as [Inv] does for a singular matrix with a
+// negative k, with [ErrShape] for non-square or fewer than two dimensions
+// and with [ErrDType] for dtypes other than float32 and float64.
+func MatrixPower(a *Tensor, k int) *Tensor {
+	const op = "linalg.matrix_power"
+	notNil(op, a)
+	defer pin(op, a).unpin()
+	if len(a.shape) < 2 || a.shape[len(a.shape)-1] != a.shape[len(a.shape)-2] {
+		fail(op, ErrShape, "A must be batches of square matrices, got shape %v", Shape(a.shape))
+	}
+	if a.dtype != Float32 && a.dtype != Float64 {
+		fail(op, ErrDType, "expected a float32 or float64 tensor, got %s; Cast it first", a.dtype)
+	}
+	return composed(op, func() *Tensor {
+		n := a.shape[len(a.shape)-1]
+		if k == 0 {
+			eye := fromHost(op, a.ds(), a.dtype, []int{n, n}, identity(n))
+			return eye.Expand(a.shape...).Contiguous()
+		}
+		base := a
+		if k < 0 {
+			base = Inv(a)
+			k = -k
+		}
+		var acc *Tensor
+		for ; k > 0; k >>= 1 {
+			if k&1 == 1 {
+				if acc == nil {
+					acc = base
+				} else {
+					acc = acc.MatMul(base)
+				}
+			}
+			if k > 1 {
+				base = base.MatMul(base)
+			}
+		}
+		if acc == a {
+			return a.Clone()
+		}
+		return acc
+	})
+}
+
+// Trace returns the sum of the main diagonal of the 2-D tensor a, a 0-D
+// tensor (torch.trace). It runs on the device and is differentiable. It
+// panics with [ErrShape] unless a has two dimensions.
+func Trace(a *Tensor) *Tensor {
+	const op = "trace"
+	notNil(op, a)
+	defer pin(op, a).unpin()
+	if len(a.shape) != 2 {
+		fail(op, ErrShape, "expected a matrix, got shape %v", Shape(a.shape))
+	}
+	return composed(op, func() *Tensor { return a.Diagonal(0, 0, 1).Sum() })
+}
+
+// Outer returns the outer product of the 1-D tensors a (n) and b (m), an
+// (n, m) tensor (torch.outer); the dtypes promote. It runs on the device
+// and is differentiable. It panics with [ErrShape] unless both are 1-D.
+func Outer(a, b *Tensor) *Tensor {
+	const op = "outer"
+	notNil(op, a, b)
+	defer pin(op, a, b).unpin()
+	if len(a.shape) != 1 || len(b.shape) != 1 {
+		fail(op, ErrShape, "expected two vectors, got shapes %v and %v", Shape(a.shape), Shape(b.shape))
+	}
+	return composed(op, func() *Tensor { return a.Unsqueeze(1).Mul(b.Unsqueeze(0)) })
+}
+
+// Kron returns the Kronecker product of a and b (torch.kron): the one with
+// fewer dimensions gets leading dimensions of size 1, and the result has
+// size a_i·b_i in each dimension i, with element (i·b_i + j) equal to
+// a[i]·b[j]. It runs on the device and is differentiable; the dtypes
+// promote.
+func Kron(a, b *Tensor) *Tensor {
+	const op = "kron"
+	notNil(op, a, b)
+	defer pin(op, a, b).unpin()
+	deviceOf(op, a, b)
+	return composed(op, func() *Tensor {
+		r := max(len(a.shape), len(b.shape))
+		as, bs := padShape(a.shape, r), padShape(b.shape, r)
+		ai, bi := make([]int, 0, 2*r), make([]int, 0, 2*r)
+		out := make([]int, r)
+		for i := range r {
+			ai = append(ai, as[i], 1)
+			bi = append(bi, 1, bs[i])
+			out[i] = as[i] * bs[i]
+		}
+		return a.Reshape(ai...).Mul(b.Reshape(bi...)).Reshape(out...)
+	})
+}
+
+// padShape returns shape with leading 1s up to r dimensions.
+func padShape(shape []int, r int) []int {
+	out := make([]int, r-len(shape), r)
+	for i := range out {
+		out[i] = 1
+	}
+	return append(out, shape...)
+}
+
+// DiagEmbed returns the (…, n+|offset|, n+|offset|) tensor whose diagonal
+// at offset (above the main one when positive, as in [Tensor.Diagonal])
+// in its last two dimensions holds the last dimension of a (…, n), zeros
+// elsewhere (torch.diag_embed with dim1 = -2, dim2 = -1). It runs on the
+// device and is differentiable. It panics with [ErrShape] for a 0-D a.
+func DiagEmbed(a *Tensor, offset int) *Tensor {
+	const op = "diag_embed"
+	notNil(op, a)
+	defer pin(op, a).unpin()
+	if len(a.shape) == 0 {
+		fail(op, ErrShape, "the input must have at least 1 dimension, got a scalar")
+	}
+	return composed(op, func() *Tensor {
+		n := a.shape[len(a.shape)-1]
+		s := n + abs(offset)
+		full := append(slices.Clone(a.shape[:len(a.shape)-1]), s, s)
+		z := a.NewZeros(full, a.dtype)
+		// a on the diagonal of an n×n block, framed by zeros to shift it
+		// to the offset.
+		eye := fromHost(op, a.ds(), a.dtype, []int{n, n}, identity(n))
+		d := a.Unsqueeze(-1).Mul(eye) // (…, n, n), a on the main diagonal
+		r0, c0 := 0, 0
+		if offset > 0 {
+			c0 = offset
+		} else {
+			r0 = -offset
+		}
+		parts := []*Tensor{}
+		if r0 > 0 {
+			parts = append(parts, z.Narrow(-2, 0, r0).Narrow(-1, 0, n))
+		}
+		parts = append(parts, d)
+		if s-r0-n > 0 {
+			parts = append(parts, z.Narrow(-2, 0, s-r0-n).Narrow(-1, 0, n))
+		}
+		col := Cat(parts, -2) // (…, s, n)
+		cols := []*Tensor{}
+		if c0 > 0 {
+			cols = append(cols, z.Narrow(-1, 0, c0))
+		}
+		cols = append(cols, col)
+		if s-c0-n > 0 {
+			cols = append(cols, z.Narrow(-1, 0, s-c0-n))
+		}
+		return Cat(cols, -1)
+	})
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// Diag returns, for a 1-D a, the square matrix with a on its diagonal at
+// offset (as [DiagEmbed]), and for a 2-D a, a copy of its diagonal at
+// offset (torch.diag). It runs on the device and is differentiable. It
+// panics with [ErrShape] for other ranks.
+func Diag(a *Tensor, offset int) *Tensor {
+	const op = "diag"
+	notNil(op, a)
+	defer pin(op, a).unpin()
+	switch len(a.shape) {
+	case 1:
+		defer asOp(op)
+		return DiagEmbed(a, offset)
+	case 2:
+		return composed(op, func() *Tensor { return a.Diagonal(offset, 0, 1).Contiguous() })
+	}
+	fail(op, ErrShape, "expected a 1-D or 2-D tensor, got shape %v", Shape(a.shape))
+	return nil
+}
