@@ -496,21 +496,11 @@ func QR(a *Tensor, mode string) (q, r *Tensor) {
 			}
 			continue
 		}
-		var f mat.QR
-		f.Factorize(mat.NewDense(m, n, slices.Clone(h.at(i))))
-		var qm, rm mat.Dense
-		f.QTo(&qm)
-		f.RTo(&rm)
-		for r := range m {
-			for c := range qc {
-				qv[i*m*qc+r*qc+c] = qm.At(r, c)
-			}
-		}
-		for r := range rr {
-			for c := range n {
-				if c >= r {
-					rv[i*rr*n+r*n+c] = rm.At(r, c)
-				}
+		qi, ri := householderQR(slices.Clone(h.at(i)), m, n, qc)
+		copy(qv[i*m*qc:], qi)
+		for r := range min(rr, m) {
+			for c := r; c < n; c++ {
+				rv[i*rr*n+r*n+c] = ri[r*n+c]
 			}
 		}
 	}
@@ -520,6 +510,64 @@ func QR(a *Tensor, mode string) (q, r *Tensor) {
 		return newTensor(op, a.ds(), a.dtype, []int{0}), r
 	}
 	return fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), m, qc), qv), r
+}
+
+// householderQR factors the m×n row-major a (overwritten) with
+// Householder reflections as LAPACK's geqrf and orgqr do: each reflection
+// maps its column onto -sign(a_jj)·‖column‖·e_j (none when the column below
+// the diagonal is already zero). It returns the first qc columns of Q
+// (m×qc, row-major) and a, which then holds R in its upper triangle.
+func householderQR(a []float64, m, n, qc int) (q, r []float64) {
+	k := min(m, n)
+	vs := make([][]float64, k)
+	taus := make([]float64, k)
+	for j := range k {
+		alpha := a[j*n+j]
+		var xn float64
+		for i := j + 1; i < m; i++ {
+			xn = math.Hypot(xn, a[i*n+j])
+		}
+		v := make([]float64, m-j)
+		v[0] = 1
+		vs[j] = v
+		if xn == 0 {
+			continue // tau = 0: H is the identity
+		}
+		beta := -math.Copysign(math.Hypot(alpha, xn), alpha)
+		taus[j] = (beta - alpha) / beta
+		for i := j + 1; i < m; i++ {
+			v[i-j] = a[i*n+j] / (alpha - beta)
+			a[i*n+j] = 0
+		}
+		a[j*n+j] = beta
+		applyReflection(a, n, j, j+1, n, v, taus[j])
+	}
+	q = make([]float64, m*qc)
+	for i := range min(m, qc) {
+		q[i*qc+i] = 1
+	}
+	for j := k - 1; j >= 0; j-- {
+		applyReflection(q, qc, j, 0, qc, vs[j], taus[j])
+	}
+	return q, a
+}
+
+// applyReflection applies I - tau·v·vᵀ to rows r0.. of columns c0..c1 of
+// the row-major matrix a with stride ld.
+func applyReflection(a []float64, ld, r0, c0, c1 int, v []float64, tau float64) {
+	if tau == 0 {
+		return
+	}
+	for c := c0; c < c1; c++ {
+		var d float64
+		for i, vi := range v {
+			d += vi * a[(r0+i)*ld+c]
+		}
+		d *= tau
+		for i, vi := range v {
+			a[(r0+i)*ld+c] -= d * vi
+		}
+	}
 }
 
 // Eigh returns the eigenvalues, in ascending order, and the orthonormal

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"testing"
@@ -191,5 +192,288 @@ func TestLinalgExact(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// eyeLike returns a float64 n×n identity on dev.
+func eyeLike(n int, dev Device) *Tensor {
+	return DiagEmbed(Ones(Shape{n}, Float64, dev), 0)
+}
+
+// TestLinalgDecompositions checks QR, Eigh and SVD by reconstruction,
+// orthonormality and triangularity on random batched matrices of several
+// shapes, in every mode.
+func TestLinalgDecompositions(t *testing.T) {
+	shapes := []Shape{{3, 2}, {2, 3}, {4, 4}, {2, 3, 5}, {2, 5, 3}, {1, 1}, {3, 0}, {0, 3}, {0, 2, 2}}
+	for _, dev := range linalgDevices {
+		for _, sh := range shapes {
+			t.Run(dev.String()+"/"+sh.String(), func(t *testing.T) {
+				Tidy(func() {
+					a := rnd(3, sh...).To(dev)
+					r := len(sh)
+					m, n := sh[r-2], sh[r-1]
+					k := min(m, n)
+					orth := func(name string, q *Tensor) { // columns orthonormal
+						c := q.Shape()[len(q.Shape())-1]
+						g := q.MT().MatMul(q)
+						if !withinAbs(g.Float64s(), eyeLike(c, dev).Expand(g.Shape()...).Float64s(), 1e-12) {
+							t.Errorf("%s: columns not orthonormal: %v", name, g.Float64s())
+						}
+					}
+					for _, mode := range []string{"reduced", "complete", "r"} {
+						q, rr := QR(a, mode)
+						rows := k
+						if mode == "complete" {
+							rows = m
+						}
+						if got := rr.Shape(); got[r-2] != rows || got[r-1] != n {
+							t.Errorf("qr %s: R shape %v", mode, got)
+						}
+						if !withinAbs(rr.Float64s(), rr.Triu(0).Float64s(), 0) {
+							t.Errorf("qr %s: R not upper triangular", mode)
+						}
+						if mode == "r" {
+							if q.NumElements() != 0 {
+								t.Errorf("qr r: Q has %d elements", q.NumElements())
+							}
+							continue
+						}
+						orth("qr "+mode, q)
+						if !withinAbs(q.MatMul(rr).Float64s(), a.Float64s(), 1e-12) {
+							t.Errorf("qr %s: QR != A", mode)
+						}
+					}
+					for _, full := range []bool{false, true} {
+						u, s, vh := SVD(a, full)
+						uc, vr := k, k
+						if full {
+							uc, vr = m, n
+						}
+						if got := u.Shape(); got[r-2] != m || got[r-1] != uc {
+							t.Errorf("svd full=%v: U shape %v", full, got)
+						}
+						if got := vh.Shape(); got[r-2] != vr || got[r-1] != n {
+							t.Errorf("svd full=%v: Vh shape %v", full, got)
+						}
+						orth("svd U", u)
+						orth("svd V", vh.MT())
+						us := u.Narrow(-1, 0, k).Mul(s.Unsqueeze(-2))
+						if !withinAbs(us.MatMul(vh.Narrow(-2, 0, k)).Float64s(), a.Float64s(), 1e-12) {
+							t.Errorf("svd full=%v: U S Vh != A", full)
+						}
+						sv := s.Float64s()
+						if !withinAbs(Svdvals(a).Float64s(), sv, 1e-12) {
+							t.Errorf("svdvals differ from svd's S")
+						}
+						for i := 1; i < len(sv); i++ {
+							if i%k != 0 && sv[i] > sv[i-1] {
+								t.Errorf("singular values not descending: %v", sv)
+							}
+						}
+					}
+					if m != n {
+						return
+					}
+					sym := a.Add(a.MT())
+					w, v := Eigh(sym, "L")
+					orth("eigh V", v)
+					if !withinAbs(v.Mul(w.Unsqueeze(-2)).MatMul(v.MT()).Float64s(), sym.Float64s(), 1e-12) {
+						t.Errorf("eigh: V diag(w) Vt != A")
+					}
+					wv := w.Float64s()
+					for i := 1; i < len(wv); i++ {
+						if i%n != 0 && wv[i] < wv[i-1] {
+							t.Errorf("eigenvalues not ascending: %v", wv)
+						}
+					}
+					p := Pinv(a)
+					if !withinAbs(a.MatMul(p).MatMul(a).Float64s(), a.Float64s(), 1e-11) {
+						t.Errorf("pinv: A A+ A != A")
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestLinalgErrors checks that bad input panics with a vram error of the
+// right kind naming the op, and leaves the input unchanged.
+func TestLinalgErrors(t *testing.T) {
+	sq := func() *Tensor { return FromSlice([]float64{1, 2, 3, 4}, Shape{2, 2}) }
+	sing := func() *Tensor { return FromSlice([]float64{1, 2, 2, 4, 1, 0, 0, 1}, Shape{2, 2, 2}) }
+	wide := func() *Tensor { return FromSlice([]float64{1, 2, 3, 4, 5, 6}, Shape{2, 3}) }
+	grad := func() *Tensor { return sq().SetRequiresGrad(true) }
+	nan := func() *Tensor { return FromSlice([]float64{1, math.NaN(), math.NaN(), 4}, Shape{2, 2}) }
+	tests := []struct {
+		name string
+		in   func() *Tensor
+		f    func(a *Tensor)
+		kind error
+		op   string
+	}{
+		{"det wide", wide, func(a *Tensor) { Det(a) }, ErrShape, "linalg.det"},
+		{"det vector", func() *Tensor { return FromSlice([]float64{1, 2}, nil) }, func(a *Tensor) { Det(a) }, ErrShape, "linalg.det"},
+		{"det int", func() *Tensor { return FromSlice([]int64{1, 2, 3, 4}, Shape{2, 2}) }, func(a *Tensor) { Det(a) }, ErrDType, "linalg.det"},
+		{"inv half", func() *Tensor { return sq().Half() }, func(a *Tensor) { Inv(a) }, ErrDType, "linalg.inv"},
+		{"inv singular", sing, func(a *Tensor) { Inv(a) }, ErrArgument, "linalg.inv"},
+		{"inv wide", wide, func(a *Tensor) { Inv(a) }, ErrShape, "linalg.inv"},
+		{"solve singular", sing, func(a *Tensor) { Solve(a, FromSlice([]float64{1, 1}, nil), true) }, ErrArgument, "linalg.solve"},
+		{"solve size", sq, func(a *Tensor) { Solve(a, FromSlice([]float64{1, 1, 1}, nil), true) }, ErrShape, "linalg.solve"},
+		{"solve batch", sing, func(a *Tensor) { Solve(a, Ones(Shape{3, 2, 1}, Float64), true) }, ErrShape, "linalg.solve"},
+		{"solve dtype", sq, func(a *Tensor) { Solve(a, FromSlice([]float32{1, 1}, nil), true) }, ErrDType, "linalg.solve"},
+		{"solve device", sq, func(a *Tensor) { Solve(a, FromSlice([]float64{1, 1}, nil, Sim(0)), true) }, ErrDevice, "linalg.solve"},
+		{"solve wide", wide, func(a *Tensor) { Solve(a, FromSlice([]float64{1, 1}, nil), true) }, ErrShape, "linalg.solve"},
+		{"cholesky not pd", sq, func(a *Tensor) { Cholesky(a, false) }, ErrArgument, "linalg.cholesky"},
+		{"cholesky upper not pd", sq, func(a *Tensor) { Cholesky(a, true) }, ErrArgument, "linalg.cholesky"},
+		{"cholesky nan", nan, func(a *Tensor) { Cholesky(a, false) }, ErrArgument, "linalg.cholesky"},
+		{"qr mode", sq, func(a *Tensor) { QR(a, "full") }, ErrArgument, "linalg.qr"},
+		{"qr grad", grad, func(a *Tensor) { QR(a, "reduced") }, ErrAutograd, "linalg.qr"},
+		{"eigh uplo", sq, func(a *Tensor) { Eigh(a, "l") }, ErrArgument, "linalg.eigh"},
+		{"eigh nan", nan, func(a *Tensor) { Eigh(a, "L") }, ErrArgument, "linalg.eigh"},
+		{"eigh wide", wide, func(a *Tensor) { Eigh(a, "L") }, ErrShape, "linalg.eigh"},
+		{"svd nan", nan, func(a *Tensor) { SVD(a, false) }, ErrArgument, "linalg.svd"},
+		{"svd grad", grad, func(a *Tensor) { SVD(a, false) }, ErrAutograd, "linalg.svd"},
+		{"svdvals inf", func() *Tensor { return FromSlice([]float64{math.Inf(1), 0, 0, 1}, Shape{2, 2}) }, func(a *Tensor) { Svdvals(a) }, ErrArgument, "linalg.svdvals"},
+		{"slogdet grad", grad, func(a *Tensor) { Slogdet(a) }, ErrAutograd, "linalg.slogdet"},
+		{"pinv nan", nan, func(a *Tensor) { Pinv(a) }, ErrArgument, "linalg.pinv"},
+		{"matrix rank int", func() *Tensor { return FromSlice([]int32{1, 2, 3, 4}, Shape{2, 2}) }, func(a *Tensor) { MatrixRank(a) }, ErrDType, "linalg.matrix_rank"},
+		{"matrix norm ord", sq, func(a *Tensor) { MatrixNorm(a, "3", false) }, ErrArgument, "linalg.matrix_norm"},
+		{"matrix norm vector", func() *Tensor { return FromSlice([]float64{1, 2}, nil) }, func(a *Tensor) { MatrixNorm(a, "fro", false) }, ErrShape, "linalg.matrix_norm"},
+		{"matrix norm empty", func() *Tensor { return Zeros(Shape{0, 2}, Float64) }, func(a *Tensor) { MatrixNorm(a, "inf", false) }, ErrShape, "linalg.matrix_norm"},
+		{"matrix norm nuc grad", grad, func(a *Tensor) { MatrixNorm(a, "nuc", false) }, ErrAutograd, "linalg.matrix_norm"},
+		{"matrix norm int", func() *Tensor { return FromSlice([]int64{1, 2, 3, 4}, Shape{2, 2}) }, func(a *Tensor) { MatrixNorm(a, "fro", false) }, ErrDType, "linalg.matrix_norm"},
+		{"vector norm nan ord", sq, func(a *Tensor) { VectorNorm(a, math.NaN(), nil, false) }, ErrArgument, "linalg.vector_norm"},
+		{"matrix power wide", wide, func(a *Tensor) { MatrixPower(a, 2) }, ErrShape, "linalg.matrix_power"},
+		{"matrix power singular", sing, func(a *Tensor) { MatrixPower(a, -1) }, ErrArgument, "linalg.matrix_power"},
+		{"trace batch", sing, func(a *Tensor) { Trace(a) }, ErrShape, "trace"},
+		{"outer matrix", sq, func(a *Tensor) { Outer(a, a) }, ErrShape, "outer"},
+		{"kron device", sq, func(a *Tensor) { Kron(a, a.To(Sim(0))) }, ErrDevice, "kron"},
+		{"diag 3-D", sing, func(a *Tensor) { Diag(a, 0) }, ErrShape, "diag"},
+		{"diag embed scalar", func() *Tensor { return Scalar(1, Float64) }, func(a *Tensor) { DiagEmbed(a, 0) }, ErrShape, "diag_embed"},
+		{"nil", func() *Tensor { return nil }, func(a *Tensor) { Det(a) }, ErrArgument, "linalg.det"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := tc.in()
+			var before []float64
+			if a != nil {
+				before = a.Float64s()
+			}
+			err := Catch(func() { tc.f(a) })
+			var ve *Error
+			if !errors.Is(err, tc.kind) {
+				t.Fatalf("got %v, want an error of kind %v", err, tc.kind)
+			}
+			if errors.As(err, &ve) && ve.Op != tc.op {
+				t.Errorf("error names op %q, want %q: %v", ve.Op, tc.op, err)
+			}
+			if a != nil && !withinAbs(a.Float64s(), before, 0) && !math.IsNaN(before[1]) {
+				t.Errorf("input changed: %v, was %v", a.Float64s(), before)
+			}
+		})
+	}
+}
+
+// TestLinalgGradients checks the gradients of the differentiable linalg
+// ops against central finite differences.
+func TestLinalgGradients(t *testing.T) {
+	one := func(f func(x *Tensor) *Tensor) func([]*Tensor) *Tensor {
+		return func(xs []*Tensor) *Tensor { return f(xs[0]) }
+	}
+	two := func(f func(a, b *Tensor) *Tensor) func([]*Tensor) *Tensor {
+		return func(xs []*Tensor) *Tensor { return f(xs[0], xs[1]) }
+	}
+	// spd maps any square x to the positive-definite x·xᵀ + I.
+	spd := func(x *Tensor) *Tensor {
+		n := x.Shape()[len(x.Shape())-1]
+		return x.MatMul(x.MT()).Add(eyeLike(n, x.Device()))
+	}
+	tests := []struct {
+		name   string
+		f      func([]*Tensor) *Tensor
+		inputs func() []*Tensor
+	}{
+		{"det", one(Det), func() []*Tensor { return []*Tensor{rnd(1, 3, 3)} }},
+		{"det batch", one(Det), func() []*Tensor { return []*Tensor{rnd(2, 2, 3, 3)} }},
+		{"det singular", one(Det), func() []*Tensor { return []*Tensor{FromSlice([]float64{1, 2, 3, 2, 4, 6, 0, 1, 5}, Shape{3, 3})} }},
+		{"det rank 1", one(Det), func() []*Tensor { return []*Tensor{FromSlice([]float64{1, 2, 3, 2, 4, 6, 3, 6, 9}, Shape{3, 3})} }},
+		{"inv", one(Inv), func() []*Tensor { return []*Tensor{rnd(3, 2, 3, 3)} }},
+		{"solve", two(func(a, b *Tensor) *Tensor { return Solve(a, b, true) }), func() []*Tensor { return []*Tensor{rnd(4, 3, 3), rnd(5, 3, 2)} }},
+		{"solve vector broadcast", two(func(a, b *Tensor) *Tensor { return Solve(a, b, true) }), func() []*Tensor { return []*Tensor{rnd(4, 2, 3, 3), rnd(5, 3)} }},
+		{"solve right", two(func(a, b *Tensor) *Tensor { return Solve(a, b, false) }), func() []*Tensor { return []*Tensor{rnd(6, 3, 3), rnd(7, 2, 3)} }},
+		{"cholesky", one(func(x *Tensor) *Tensor { return Cholesky(spd(x), false) }), func() []*Tensor { return []*Tensor{rnd(8, 2, 3, 3)} }},
+		{"cholesky upper", one(func(x *Tensor) *Tensor { return Cholesky(spd(x), true) }), func() []*Tensor { return []*Tensor{rnd(9, 3, 3)} }},
+		{"trace", one(Trace), func() []*Tensor { return []*Tensor{rnd(10, 3, 4)} }},
+		{"vector norm", one(func(x *Tensor) *Tensor { return VectorNorm(x, 3, []int{1}, false) }), func() []*Tensor { return []*Tensor{rnd(11, 2, 3)} }},
+		{"matrix norm fro", one(func(x *Tensor) *Tensor { return MatrixNorm(x, "fro", false) }), func() []*Tensor { return []*Tensor{rnd(12, 2, 3, 2)} }},
+		{"matrix norm inf", one(func(x *Tensor) *Tensor { return MatrixNorm(x, "inf", true) }), func() []*Tensor { return []*Tensor{rnd(13, 3, 2)} }},
+		{"matrix power 3", one(func(x *Tensor) *Tensor { return MatrixPower(x, 3) }), func() []*Tensor { return []*Tensor{rnd(14, 3, 3)} }},
+		{"matrix power -2", one(func(x *Tensor) *Tensor { return MatrixPower(x, -2) }), func() []*Tensor { return []*Tensor{rnd(15, 3, 3)} }},
+		{"outer", two(Outer), func() []*Tensor { return []*Tensor{rnd(16, 3), rnd(17, 2)} }},
+		{"kron", two(Kron), func() []*Tensor { return []*Tensor{rnd(18, 2, 3), rnd(19, 2, 2)} }},
+		{"diag embed", one(func(x *Tensor) *Tensor { return DiagEmbed(x, -1) }), func() []*Tensor { return []*Tensor{rnd(20, 2, 3)} }},
+		{"diag", one(func(x *Tensor) *Tensor { return Diag(x, 1) }), func() []*Tensor { return []*Tensor{rnd(21, 3, 3)} }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() { gradCheck(t, tc.f, tc.inputs()...) })
+		})
+	}
+}
+
+// TestLinalgReleases checks that the linalg ops leave no temporaries
+// behind on a device: after the results are released, forward, backward
+// and failed calls alike, the allocated memory is back where it was.
+func TestLinalgReleases(t *testing.T) {
+	dev := Sim(1)
+	calls := []struct {
+		name string
+		f    func(a, b *Tensor)
+	}{
+		{"forward", func(a, b *Tensor) {
+			Det(a)
+			Slogdet(a)
+			Inv(a)
+			Solve(a, b, false)
+			Cholesky(a.MatMul(a.MT()), true)
+			QR(a, "complete")
+			Eigh(a, "U")
+			SVD(a, true)
+			Pinv(a)
+			MatrixRank(a)
+			MatrixNorm(a, "nuc", true)
+			MatrixPower(a, -3)
+			Kron(a, b)
+			DiagEmbed(b, 2)
+		}},
+		{"backward", func(a, b *Tensor) {
+			a.SetRequiresGrad(true)
+			b.SetRequiresGrad(true)
+			l := Det(a).Sum().Add(Solve(a, b, true).Sum()).Add(Inv(a).Sum()).Add(Cholesky(a.MatMul(a.MT()), false).Sum())
+			l.Add(MatrixPower(a, -2).Sum()).Backward()
+		}},
+		{"errors", func(a, b *Tensor) {
+			s := a.MulScalar(0)
+			Catch(func() { Inv(s) })
+			Catch(func() { Solve(s, b, true) })
+			Catch(func() { Cholesky(s, false) })
+			Catch(func() { MatrixPower(s, -1) })
+			Catch(func() { MatrixNorm(a, "x", false) })
+		}},
+	}
+	for _, c := range calls {
+		t.Run(c.name, func(t *testing.T) {
+			a := rnd(1, 2, 3, 3).To(dev)
+			b := rnd(2, 3).To(dev)
+			before := MemoryAllocated(dev)
+			Tidy(func() { c.f(a, b) })
+			a.ZeroGrad()
+			b.ZeroGrad()
+			if after := MemoryAllocated(dev); after != before {
+				t.Errorf("allocated %d bytes, was %d", after, before)
+			}
+			a.Release()
+			b.Release()
+		})
 	}
 }
