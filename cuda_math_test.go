@@ -197,3 +197,47 @@ func TestCUDATotalNorm(t *testing.T) {
 		}
 	})
 }
+
+// TestCUDALinalg checks that the linalg ops give the CPU's results on a
+// GPU and leave them there: the decompositions through the host, the
+// composed ones on the device, and gradients of Det, Inv and Solve.
+func TestCUDALinalg(t *testing.T) {
+	requireCUDA(t, 1)
+	vram.Tidy(func() {
+		x := vram.FromSlice([]float32{4, 1, 2, 1, 3, 0, 2, 0, 5, 1, 2, 3, -1, 0, 2, 1, 1, 4}, vram.Shape{2, 3, 3})
+		b := vram.FromSlice([]float32{1, 2, 3}, vram.Shape{3})
+		g, gb := x.CUDA(0), b.CUDA(0)
+		ops := []struct {
+			name string
+			f    func(a, b *vram.Tensor) *vram.Tensor
+		}{
+			{"det", func(a, _ *vram.Tensor) *vram.Tensor { return vram.Det(a) }},
+			{"inv", func(a, _ *vram.Tensor) *vram.Tensor { return vram.Inv(a) }},
+			{"solve", func(a, b *vram.Tensor) *vram.Tensor { return vram.Solve(a, b, true) }},
+			{"cholesky", func(a, _ *vram.Tensor) *vram.Tensor { return vram.Cholesky(a.MatMul(a.MT()), false) }},
+			{"qr r", func(a, _ *vram.Tensor) *vram.Tensor { _, r := vram.QR(a, "reduced"); return r }},
+			{"eigh values", func(a, _ *vram.Tensor) *vram.Tensor { w, _ := vram.Eigh(a, "L"); return w }},
+			{"svdvals", func(a, _ *vram.Tensor) *vram.Tensor { return vram.Svdvals(a) }},
+			{"pinv", func(a, _ *vram.Tensor) *vram.Tensor { return vram.Pinv(a) }},
+			{"matrix norm nuc", func(a, _ *vram.Tensor) *vram.Tensor { return vram.MatrixNorm(a, "nuc", false) }},
+			{"matrix norm inf", func(a, _ *vram.Tensor) *vram.Tensor { return vram.MatrixNorm(a, "inf", false) }},
+			{"matrix power", func(a, _ *vram.Tensor) *vram.Tensor { return vram.MatrixPower(a, -2) }},
+			{"kron", func(a, b *vram.Tensor) *vram.Tensor { return vram.Kron(a, b) }},
+			{"diag embed", func(_, b *vram.Tensor) *vram.Tensor { return vram.DiagEmbed(b, 1) }},
+			{"trace", func(a, _ *vram.Tensor) *vram.Tensor { return vram.Trace(a.Select(0, 1)) }},
+		}
+		for _, o := range ops {
+			got := o.f(g, gb)
+			if got.Device() != vram.CUDA(0) {
+				t.Errorf("%s: result on %s", o.name, got.Device())
+			}
+			closeSlices(t, o.name, got.CPU().Float32s(), o.f(x, b).Float32s(), 1e-5, 1e-5)
+		}
+		grads := func(a, b *vram.Tensor) []float32 {
+			a, b = a.Detach().SetRequiresGrad(true), b.Detach().SetRequiresGrad(true)
+			vram.Det(a).Sum().Add(vram.Inv(a).Sum()).Add(vram.Solve(a, b, true).Sum()).Backward()
+			return append(a.Grad().CPU().Float32s(), b.Grad().CPU().Float32s()...)
+		}
+		closeSlices(t, "gradients", grads(g, gb), grads(x, b), 1e-4, 1e-4)
+	})
+}

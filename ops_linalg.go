@@ -261,13 +261,13 @@ func identity(n int) []float64 {
 // Slogdet returns the sign and the natural logarithm of the absolute value
 // of the determinant of each square matrix of a (torch.linalg.slogdet),
 // two tensors of shape (…); a singular matrix gives sign 0 and logabsdet
-// -Inf. It runs on the host in float64 and has no gradient: it panics with
-// [ErrAutograd] when a requires one. Other panics are as for [Det].
+// -Inf. It runs on the host in float64. logAbsDet is differentiable, with
+// gradient A⁻ᵀ, which panics as [Inv] does when backward reaches a singular
+// matrix; sign has none. Other panics are as for [Det].
 func Slogdet(a *Tensor) (sign, logAbsDet *Tensor) {
 	const op = "linalg.slogdet"
 	notNil(op, a)
 	defer pin(op, a).unpin()
-	noGrad(op, a)
 	h := readMatrices(op, a, true)
 	sg, la := make([]float64, h.count()), make([]float64, h.count())
 	n := h.n
@@ -288,7 +288,15 @@ func Slogdet(a *Tensor) (sign, logAbsDet *Tensor) {
 		}
 		sg[i], la[i] = s, l
 	}
-	return fromHost(op, a.ds(), a.dtype, h.batch, sg), fromHost(op, a.ds(), a.dtype, h.batch, la)
+	sign, logAbsDet = fromHost(op, a.ds(), a.dtype, h.batch, sg), fromHost(op, a.ds(), a.dtype, h.batch, la)
+	if needsGrad(a) {
+		sv := save(a)
+		record(op, logAbsDet, []*Tensor{a}, sv, func(g *Tensor) []*Tensor {
+			defer asOp(op)
+			return []*Tensor{Inv(sv[0]).MT().Mul(g.Unsqueeze(-1).Unsqueeze(-1))}
+		})
+	}
+	return sign, logAbsDet
 }
 
 // Inv returns the inverse of each square matrix of a (torch.linalg.inv).
