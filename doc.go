@@ -58,6 +58,24 @@
 // [ScaledDotProductAttention], ...). The ...Scalar forms take a number
 // for the second operand ([Tensor.AddScalar], [Tensor.RemainderScalar]).
 //
+// # Linear algebra
+//
+// torch.linalg's functions take the same names, batched over leading
+// dimensions, on float32 and float64: [Det], [Slogdet], [Inv], [Solve],
+// [Cholesky], [QR], [Eigh], [SVD], [Svdvals], [Pinv], [MatrixRank],
+// [MatrixNorm], [VectorNorm] and [MatrixPower], with [Trace], [Outer],
+// [Kron], [Diag] and [DiagEmbed] beside them. The decompositions run on
+// the host in float64: the matrices are copied from the device, factored,
+// rounded once to the tensor's dtype and copied back, which synchronizes
+// with the device, as some of PyTorch's MAGMA and cuSOLVER paths do.
+// Trace, VectorNorm, Kron, Diag, DiagEmbed, MatrixPower with k >= 0 and
+// the elementwise orders of MatrixNorm are composed of device ops and stay
+// on the device. Det, Slogdet, Inv, Solve, Cholesky and the composed ops
+// are differentiable; QR, Eigh, SVD and the ops built on them panic with
+// [ErrAutograd] rather than silently drop a gradient. A singular matrix
+// (for Inv and Solve) or one that is not positive-definite (for Cholesky)
+// panics with [ErrArgument], as torch.linalg raises.
+//
 // # Configuration
 //
 // A [Config] value holds every setting of vram: the caching allocator's (for

@@ -333,9 +333,10 @@ func Inv(a *Tensor) *Tensor {
 }
 
 // Solve returns the solution X of A·X = B, or of X·A = B when left is
-// false (torch.linalg.solve). a is (…, n, n); b is (…, n, k), or a batch of
-// vectors (…, n) when it is 1-D or has one dimension fewer than a and a's
-// leading sizes; the batch dimensions broadcast. It runs on the host in
+// false (torch.linalg.solve). a is (…, n, n); b is (…, n, k) ((…, k, n)
+// when left is false), or, when left is set, a batch of vectors (…, n)
+// when it is 1-D or has one dimension fewer than a and a's leading sizes;
+// the batch dimensions broadcast. It runs on the host in
 // float64 and is differentiable in both operands. It panics with
 // [ErrArgument] for a singular A, with [ErrShape] for shapes that do not
 // fit, and with [ErrDType] for dtypes other than float32 and float64 or
@@ -354,12 +355,12 @@ func Solve(a, b *Tensor, left bool) *Tensor {
 	}
 	ra := len(a.shape)
 	vector := len(b.shape) == 1 || len(b.shape) == ra-1 && slices.Equal(b.shape, a.shape[:ra-1])
+	if vector && !left {
+		fail(op, ErrShape, "a batch of vectors B %v is not supported with left=false; pass it as rows, B.Unsqueeze(-2)", Shape(b.shape))
+	}
 	return composed(op, func() *Tensor {
 		if !left {
-			a = a.MT()
-			if !vector {
-				b = b.MT()
-			}
+			a, b = a.MT(), b.MT()
 		}
 		if vector {
 			b = b.Unsqueeze(-1)
@@ -657,12 +658,12 @@ func svdHost(op string, h matrices, vectors, full bool) (u, s, vt []float64, uc,
 		u = make([]float64, h.count()*m*uc)
 		vt = make([]float64, h.count()*vr*n)
 	}
-	kind := mat.SVDNone
-	if vectors {
-		kind = mat.SVDThin
-		if full {
-			kind = mat.SVDFull
-		}
+	// Values alone come from the thin factorization too: LAPACK's
+	// value-only path rounds differently, and Svdvals should agree with
+	// SVD's S exactly, as PyTorch's do.
+	kind := mat.SVDThin
+	if full {
+		kind = mat.SVDFull
 	}
 	for i := range h.count() {
 		if k == 0 {

@@ -322,6 +322,7 @@ func TestLinalgErrors(t *testing.T) {
 		{"solve batch", sing, func(a *Tensor) { Solve(a, Ones(Shape{3, 2, 1}, Float64), true) }, ErrShape, "linalg.solve"},
 		{"solve dtype", sq, func(a *Tensor) { Solve(a, FromSlice([]float32{1, 1}, nil), true) }, ErrDType, "linalg.solve"},
 		{"solve device", sq, func(a *Tensor) { Solve(a, FromSlice([]float64{1, 1}, nil, Sim(0)), true) }, ErrDevice, "linalg.solve"},
+		{"solve right vector", sq, func(a *Tensor) { Solve(a, FromSlice([]float64{1, 1}, nil), false) }, ErrShape, "linalg.solve"},
 		{"solve wide", wide, func(a *Tensor) { Solve(a, FromSlice([]float64{1, 1}, nil), true) }, ErrShape, "linalg.solve"},
 		{"cholesky not pd", sq, func(a *Tensor) { Cholesky(a, false) }, ErrArgument, "linalg.cholesky"},
 		{"cholesky upper not pd", sq, func(a *Tensor) { Cholesky(a, true) }, ErrArgument, "linalg.cholesky"},
@@ -436,7 +437,7 @@ func TestLinalgReleases(t *testing.T) {
 			Det(a)
 			Slogdet(a)
 			Inv(a)
-			Solve(a, b, false)
+			Solve(a, b.Unsqueeze(0), false)
 			Cholesky(a.MatMul(a.MT()), true)
 			QR(a, "complete")
 			Eigh(a, "U")
