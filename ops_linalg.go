@@ -583,9 +583,9 @@ func applyReflection(a []float64, ld, r0, c0, c1 int, v []float64, tau float64) 
 // eigenvectors (the columns of v) of each symmetric matrix of a
 // (torch.linalg.eigh), so that A = V·diag(w)·Vᵀ. uplo "L" reads the lower
 // triangle of a, "U" the upper one. Each eigenvector's sign is arbitrary,
-// as in LAPACK. It runs on the host in float64 and has no gradient: it
-// panics with [ErrAutograd] when a requires one. It panics with
-// [ErrArgument] for another uplo or non-finite values, with [ErrShape] for
+// as in LAPACK. It runs on the host in float64 and is differentiable with
+// PyTorch's gradient (infinite for repeated eigenvalues when v is used).
+// It panics with [ErrArgument] for another uplo or non-finite values, with [ErrShape] for
 // non-square or fewer than two dimensions and with [ErrDType] for dtypes
 // other than float32 and float64.
 func Eigh(a *Tensor, uplo string) (w, v *Tensor) {
@@ -595,7 +595,6 @@ func Eigh(a *Tensor, uplo string) (w, v *Tensor) {
 	if uplo != "L" && uplo != "U" {
 		fail(op, ErrArgument, "uplo must be \"L\" or \"U\", got %q", uplo)
 	}
-	noGrad(op, a)
 	h := readMatrices(op, a, true)
 	n := h.n
 	wv := make([]float64, h.count()*n)
@@ -639,7 +638,35 @@ func Eigh(a *Tensor, uplo string) (w, v *Tensor) {
 			}
 		}
 	}
-	return fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), n), wv), fromHost(op, a.ds(), a.dtype, a.shape, vv)
+	w, v = fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), n), wv), fromHost(op, a.ds(), a.dtype, a.shape, vv)
+	if needsGrad(a) {
+		recordEigh(op, a, w, v)
+	}
+	return w, v
+}
+
+// recordEigh records the gradients of Eigh's outputs, PyTorch's: w's is
+// V·diag(g)·Vᵀ, and v's V·(skew(Vᵀ·g) / E)·Vᵀ with E_ij = w_j - w_i off
+// the diagonal (so repeated eigenvalues give infinities, as in PyTorch)
+// and skew(X) = (X - Xᵀ)/2. Both are symmetric, the gradient of a function
+// of the symmetric matrix, whichever triangle uplo read.
+func recordEigh(op string, a, w, v *Tensor) {
+	sw := save(v)
+	record(op, w, []*Tensor{a}, sw, func(g *Tensor) []*Tensor {
+		vv := sw[0]
+		return []*Tensor{vv.Mul(g.Unsqueeze(-2)).MatMul(vv.MT())}
+	})
+	sv := save(w, v)
+	record(op, v, []*Tensor{a}, sv, func(g *Tensor) []*Tensor {
+		ww, vv := sv[0], sv[1]
+		x := vv.MT().MatMul(g)
+		x = x.Sub(x.MT()).MulScalar(0.5)
+		e := ww.Unsqueeze(-2).Sub(ww.Unsqueeze(-1)) // w_j - w_i
+		n := ww.Shape()[len(ww.Shape())-1]
+		eye := fromHost(op, ww.ds(), ww.dtype, []int{n, n}, identity(n))
+		off := Where(eye.GtScalar(0), x.NewZeros(nil), x.Div(e.Add(eye)))
+		return []*Tensor{vv.MatMul(off).MatMul(vv.MT())}
+	})
 }
 
 // svdHost returns the singular values (descending) of every matrix of h
