@@ -62,7 +62,7 @@
 //
 // torch.linalg's functions take the same names, batched over leading
 // dimensions, on float32 and float64: [Det], [Slogdet], [Inv], [Solve],
-// [Cholesky], [QR], [Eigh], [SVD], [Svdvals], [Pinv], [MatrixRank],
+// [Cholesky], [QR], [Eigh], [SVD], [Svdvals], [Pinv], [Lstsq], [MatrixRank],
 // [MatrixNorm], [VectorNorm] and [MatrixPower], with [Trace], [Outer],
 // [Kron], [Diag] and [DiagEmbed] beside them. The decompositions run on
 // the host in float64: the matrices are copied from the device, factored,

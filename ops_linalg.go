@@ -899,7 +899,8 @@ func VectorNorm(x *Tensor, ord float64, dims []int, keepDim bool) *Tensor {
 // MatrixPower returns a raised to the integer power k for each square
 // matrix of a (torch.linalg.matrix_power): the identity for k = 0, repeated
 // products on the device for k > 0, and powers of [Inv](a) for k < 0. It is
-// differentiable. It panics as [Inv] does for a singular matrix with a
+// differentiable. Its products are [Tensor.MatMul]'s, so under [Autocast]
+// they run in the autocast dtype. It panics as [Inv] does for a singular matrix with a
 // negative k, with [ErrShape] for non-square or fewer than two dimensions
 // and with [ErrDType] for dtypes other than float32 and float64.
 func MatrixPower(a *Tensor, k int) *Tensor {
@@ -1074,4 +1075,51 @@ func Diag(a *Tensor, offset int) *Tensor {
 	}
 	fail(op, ErrShape, "expected a 1-D or 2-D tensor, got shape %v", Shape(a.shape))
 	return nil
+}
+
+// Lstsq returns the least-squares solution X of A·X ≈ B, the one of least
+// norm when A is rank-deficient (the solution tensor of
+// torch.linalg.lstsq; singular values at or below eps·max(m, n) times the
+// largest count as zero, as the default gelsy driver's rcond). a is
+// (…, m, n); b is (…, m, k), or a batch of vectors (…, m) when it is 1-D or
+// has one dimension fewer than a and a's leading sizes; the batch dimensions broadcast, and X is
+// (…, n, k) or (…, n). It runs on the host in float64 and has no gradient:
+// it panics with [ErrAutograd] when an operand requires one. It panics with
+// [ErrShape] for shapes that do not fit and with [ErrDType] for dtypes
+// other than float32 and float64 or operands of different dtypes. Under
+// [Autocast] it still computes in a's dtype.
+func Lstsq(a, b *Tensor) *Tensor {
+	const op = "linalg.lstsq"
+	notNil(op, a, b)
+	defer pin(op, a, b).unpin()
+	deviceOf(op, a, b)
+	if a.dtype != b.dtype {
+		fail(op, ErrDType, "A is %s but B is %s; Cast one of them", a.dtype, b.dtype)
+	}
+	if len(a.shape) < 2 || len(b.shape) < 1 {
+		fail(op, ErrShape, "expected A (…, m, n) and B (…, m, k) or (…, m), got %v and %v", Shape(a.shape), Shape(b.shape))
+	}
+	noGrad(op, b)
+	ra := len(a.shape)
+	vector := len(b.shape) == 1 || len(b.shape) == ra-1 && slices.Equal(b.shape, a.shape[:ra-1])
+	rows := b.shape[len(b.shape)-1]
+	if !vector {
+		rows = b.shape[len(b.shape)-2]
+	}
+	if rows != a.shape[ra-2] {
+		fail(op, ErrShape, "A %v has %d rows but B %v has %d", Shape(a.shape), a.shape[ra-2], Shape(b.shape), rows)
+	}
+	return composed(op, func() (x *Tensor) {
+		// One solver in a's dtype, as PyTorch's: Autocast does not lower
+		// the product with the pseudo-inverse.
+		withoutAutocast(func() {
+			p := Pinv(a)
+			if vector {
+				x = p.MatMul(b.Unsqueeze(-1)).Squeeze(-1)
+				return
+			}
+			x = p.MatMul(b)
+		})
+		return x
+	})
 }

@@ -112,6 +112,15 @@ func TestLinalgExact(t *testing.T) {
 			return Pinv(FromSlice([]float64{2, 0, 0, 0, 4, 0}, Shape{2, 3}, d, dt))
 		},
 			[]float64{0.5, 0, 0, 0.25, 0, 0}, Shape{3, 2}},
+		{"lstsq vector", func(d Device, dt DType) *Tensor {
+			return Lstsq(FromSlice([]float64{1, 0, 0, 1, 1, 1}, Shape{3, 2}, d, dt), FromSlice([]float64{1, 2, 4}, nil, d, dt))
+		}, []float64{4. / 3, 7. / 3}, Shape{2}},
+		{"lstsq rank deficient", func(d Device, dt DType) *Tensor {
+			return Lstsq(FromSlice([]float64{1, 1, 1, 1}, Shape{2, 2}, d, dt), FromSlice([]float64{2, 4}, Shape{2, 1}, d, dt))
+		}, []float64{1.5, 1.5}, Shape{2, 1}},
+		{"lstsq exact batch", func(d Device, dt DType) *Tensor {
+			return Lstsq(FromSlice(a3, Shape{1, 3, 3}, d, dt), FromSlice([]float64{1, 2, 3}, Shape{1, 3}, d, dt))
+		}, []float64{27, -22, 6}, Shape{1, 3}},
 		{"matrix rank", func(d Device, dt DType) *Tensor {
 			return MatrixRank(FromSlice([]float64{1, 2, 2, 4, 1, 0, 0, 1, 0, 0, 0, 0}, Shape{3, 2, 2}, d, dt)).Cast(Float64)
 		}, []float64{1, 2, 0}, Shape{3}},
@@ -339,6 +348,9 @@ func TestLinalgErrors(t *testing.T) {
 			func(a *Tensor) { _, l := Slogdet(a); l.Backward() }, ErrArgument, "linalg.slogdet"},
 		{"pinv nan", nan, func(a *Tensor) { Pinv(a) }, ErrArgument, "linalg.pinv"},
 		{"matrix rank int", func() *Tensor { return FromSlice([]int32{1, 2, 3, 4}, Shape{2, 2}) }, func(a *Tensor) { MatrixRank(a) }, ErrDType, "linalg.matrix_rank"},
+		{"lstsq rows", wide, func(a *Tensor) { Lstsq(a, FromSlice([]float64{1, 1, 1}, nil)) }, ErrShape, "linalg.lstsq"},
+		{"lstsq grad", grad, func(a *Tensor) { Lstsq(a, FromSlice([]float64{1, 1}, nil)) }, ErrAutograd, "linalg.lstsq"},
+		{"lstsq dtype", sq, func(a *Tensor) { Lstsq(a, FromSlice([]float32{1, 1}, nil)) }, ErrDType, "linalg.lstsq"},
 		{"matrix norm ord", sq, func(a *Tensor) { MatrixNorm(a, "3", false) }, ErrArgument, "linalg.matrix_norm"},
 		{"matrix norm vector", func() *Tensor { return FromSlice([]float64{1, 2}, nil) }, func(a *Tensor) { MatrixNorm(a, "fro", false) }, ErrShape, "linalg.matrix_norm"},
 		{"matrix norm empty", func() *Tensor { return Zeros(Shape{0, 2}, Float64) }, func(a *Tensor) { MatrixNorm(a, "inf", false) }, ErrShape, "linalg.matrix_norm"},
@@ -480,6 +492,33 @@ func TestLinalgReleases(t *testing.T) {
 			}
 			a.Release()
 			b.Release()
+		})
+	}
+}
+
+// TestLinalgAutocast checks the dtypes of the linalg results under
+// Autocast: the host solvers keep the input's dtype, Lstsq included, and
+// MatrixPower's products follow MatMul into the autocast dtype.
+func TestLinalgAutocast(t *testing.T) {
+	a := FromSlice([]float32{1, 1, 0, 1}, Shape{2, 2})
+	tests := []struct {
+		name string
+		f    func() *Tensor
+		want DType
+	}{
+		{"lstsq", func() *Tensor { return Lstsq(a, a) }, Float32},
+		{"solve", func() *Tensor { return Solve(a, a, true) }, Float32},
+		{"inv", func() *Tensor { return Inv(a) }, Float32},
+		{"det", func() *Tensor { return Det(a) }, Float32},
+		{"matrix power", func() *Tensor { return MatrixPower(a, 3) }, Float16},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Autocast(Float16, func() {
+				if got := tc.f().DType(); got != tc.want {
+					t.Errorf("got %s, want %s", got, tc.want)
+				}
+			})
 		})
 	}
 }
