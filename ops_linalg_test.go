@@ -522,3 +522,32 @@ func TestLinalgAutocast(t *testing.T) {
 		})
 	}
 }
+
+// TestLinalgConcurrent runs the host solvers on one shared input from
+// several goroutines (under -race in CI): they share nothing but the
+// input, which they only read.
+func TestLinalgConcurrent(t *testing.T) {
+	a := rnd(5, 4, 4).To(Sim(0))
+	defer a.Release()
+	inv := Inv(a)
+	defer inv.Release()
+	want := inv.Float64s()
+	done := make(chan []float64)
+	for range 4 {
+		go func() {
+			var got []float64
+			Tidy(func() {
+				Det(a)
+				SVD(a, true)
+				Eigh(a, "L")
+				got = Inv(a).Float64s()
+			})
+			done <- got
+		}()
+	}
+	for range 4 {
+		if got := <-done; !withinAbs(got, want, 0) {
+			t.Errorf("concurrent inverse %v, want %v", got, want)
+		}
+	}
+}
