@@ -70,9 +70,10 @@
 // with the device, as some of PyTorch's MAGMA and cuSOLVER paths do.
 // Trace, VectorNorm, Kron, Diag, DiagEmbed, MatrixPower with k >= 0 and
 // the elementwise orders of MatrixNorm are composed of device ops and stay
-// on the device. Det, Slogdet, Inv, Solve, Cholesky, Eigh and the composed
-// ops are differentiable; QR, SVD and the ops built on SVD panic with
-// [ErrAutograd] rather than silently drop a gradient. A singular matrix
+// on the device. Det, Slogdet, Inv, Solve, Cholesky, Eigh, Svdvals,
+// MatrixNorm and the composed ops are differentiable; QR, SVD, Pinv,
+// Lstsq and MatrixRank panic with [ErrAutograd] rather than silently drop
+// a gradient. A singular matrix
 // (for Inv and Solve) or one that is not positive-definite (for Cholesky)
 // panics with [ErrArgument], as torch.linalg raises.
 //

@@ -753,15 +753,29 @@ func SVD(a *Tensor, fullMatrices bool) (u, s, vh *Tensor) {
 
 // Svdvals returns the singular values of each matrix of a (…, m, n), a
 // (…, min(m, n)) tensor in descending order (torch.linalg.svdvals). It runs
-// on the host in float64; its panics are those of [SVD].
+// on the host in float64 and is differentiable, with gradient
+// U·diag(g)·Vh (so [MatrixNorm]'s "nuc", "2" and "-2" are too); its
+// panics are those of [SVD] but for [ErrAutograd].
 func Svdvals(a *Tensor) *Tensor {
 	const op = "linalg.svdvals"
 	notNil(op, a)
 	defer pin(op, a).unpin()
-	noGrad(op, a)
 	h := readMatrices(op, a, false)
-	_, sv, _, _, _ := svdHost(op, h, false, false)
-	return fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), min(h.m, h.n)), sv)
+	grad := needsGrad(a)
+	uv, sv, vv, _, _ := svdHost(op, h, grad, false)
+	k := min(h.m, h.n)
+	s := fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), k), sv)
+	if grad {
+		u := fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), h.m, k), uv)
+		vh := fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), k, h.n), vv)
+		sd := save(u, vh)
+		u.Release()
+		vh.Release()
+		record(op, s, []*Tensor{a}, sd, func(g *Tensor) []*Tensor {
+			return []*Tensor{sd[0].Mul(g.Unsqueeze(-2)).MatMul(sd[1])}
+		})
+	}
+	return s
 }
 
 // defaultRtol returns torch.linalg's default relative tolerance for
@@ -839,9 +853,8 @@ func MatrixRank(a *Tensor) *Tensor {
 // "nuc" (the sum of the singular values), "inf" and "-inf" (the largest and
 // smallest absolute row sum), "1" and "-1" (the same for columns), and "2"
 // and "-2" (the largest and smallest singular value). "fro", "inf", "-inf",
-// "1" and "-1" run on the device and are differentiable; "nuc", "2" and
-// "-2" run on the host and panic with [ErrAutograd] when a requires a
-// gradient. It panics with [ErrArgument] for another ord, with [ErrShape]
+// "1" and "-1" run on the device; "nuc", "2" and "-2" take the singular
+// values on the host ([Svdvals]). All are differentiable. It panics with [ErrArgument] for another ord, with [ErrShape]
 // for fewer than two dimensions (and, for all orders but "fro" and "nuc",
 // an empty matrix) and with [ErrDType] for non-float dtypes.
 func MatrixNorm(a *Tensor, ord string, keepDim bool) *Tensor {
