@@ -22,10 +22,25 @@ import (
 type matrices struct {
 	batch []int     // the leading (batch) dimensions
 	m, n  int       // the rows and columns of each matrix
-	data  []float64 // count()*m*n values, row-major
+	data  []float64 // count()*m*n values, row-major; nil when valueless
+	// valueless is set for a shape-only device, which keeps no values:
+	// the ops then compute nothing, and fail only for shapes and dtypes,
+	// so that a step planned there runs as on a real device.
+	valueless bool
 }
 
+// count returns the number of matrices.
 func (h matrices) count() int { return backendNum(h.batch) }
+
+// loops returns the number of matrices to compute: count, or none when
+// the device keeps no values. The result buffers the ops size by count
+// are then never written, and fromHost does not read them.
+func (h matrices) loops() int {
+	if h.valueless {
+		return 0
+	}
+	return h.count()
+}
 
 // at returns matrix i of the batch, sharing h's storage.
 func (h matrices) at(i int) []float64 { return h.data[i*h.m*h.n : (i+1)*h.m*h.n] }
@@ -44,6 +59,10 @@ func readMatrices(op string, a *Tensor, square bool) matrices {
 	h := matrices{batch: slices.Clone(a.shape[:r-2]), m: a.shape[r-2], n: a.shape[r-1]}
 	if square && h.m != h.n {
 		fail(op, ErrShape, "A must be batches of square matrices, but they are %d by %d matrices", h.m, h.n)
+	}
+	if a.ds().shapeOnly() {
+		h.valueless = true
+		return h
 	}
 	raw := a.readHost(op)
 	h.data = make([]float64, a.NumElements())
@@ -64,8 +83,12 @@ func requireFinite(op string, h matrices) {
 }
 
 // fromHost returns a new tensor of dtype dt and the given shape on ds
-// holding vals, rounded once to dt.
+// holding vals, rounded once to dt (an uninitialised one on a shape-only
+// device, without reading vals).
 func fromHost(op string, ds *devState, dt DType, shape []int, vals []float64) *Tensor {
+	if ds.shapeOnly() {
+		return newTensor(op, ds, dt, shape)
+	}
 	return fromBytes(op, ds, dt, shape, encode(vals, dt))
 }
 
@@ -174,7 +197,7 @@ func Det(a *Tensor) *Tensor {
 	h := readMatrices(op, a, true)
 	out := make([]float64, h.count())
 	n := h.n
-	for i := range out {
+	for i := range h.loops() {
 		lu := slices.Clone(h.at(i))
 		_, d, _ := luFactor(lu, n)
 		for k := range n {
@@ -201,7 +224,7 @@ func cofactors(op string, a *Tensor) *Tensor {
 	h := readMatrices(op, a, true)
 	n := h.n
 	out := make([]float64, len(h.data))
-	for i := range h.count() {
+	for i := range h.loops() {
 		src, dst := h.at(i), out[i*n*n:(i+1)*n*n]
 		lu := slices.Clone(src)
 		piv, d, zero := luFactor(lu, n)
@@ -271,7 +294,7 @@ func Slogdet(a *Tensor) (sign, logAbsDet *Tensor) {
 	h := readMatrices(op, a, true)
 	sg, la := make([]float64, h.count()), make([]float64, h.count())
 	n := h.n
-	for i := range sg {
+	for i := range h.loops() {
 		lu := slices.Clone(h.at(i))
 		_, s, zero := luFactor(lu, n)
 		if zero != 0 {
@@ -311,7 +334,7 @@ func Inv(a *Tensor) *Tensor {
 	h := readMatrices(op, a, true)
 	n := h.n
 	out := make([]float64, len(h.data))
-	for i := range h.count() {
+	for i := range h.loops() {
 		lu := slices.Clone(h.at(i))
 		piv, _, zero := luFactor(lu, n)
 		if zero != 0 {
@@ -389,7 +412,7 @@ func solveRaw(op string, a, b *Tensor) *Tensor {
 	rb := readMatrices(op, b, false)
 	n, k := h.n, rb.n
 	out := slices.Clone(rb.data)
-	for i := range h.count() {
+	for i := range h.loops() {
 		lu := slices.Clone(h.at(i))
 		piv, _, zero := luFactor(lu, n)
 		if zero != 0 {
@@ -430,7 +453,7 @@ func Cholesky(a *Tensor, upper bool) *Tensor {
 	h := readMatrices(op, a, true)
 	n := h.n
 	out := make([]float64, len(h.data))
-	for i := range h.count() {
+	for i := range h.loops() {
 		src, l := h.at(i), out[i*n*n:(i+1)*n*n]
 		for j := range n {
 			d := src[j*n+j]
@@ -498,7 +521,7 @@ func QR(a *Tensor, mode string) (q, r *Tensor) {
 	}
 	qv := make([]float64, h.count()*m*qc)
 	rv := make([]float64, h.count()*rr*n)
-	for i := range h.count() {
+	for i := range h.loops() {
 		if m == 0 || n == 0 {
 			for j := range min(m, qc) {
 				qv[i*m*qc+j*qc+j] = 1
@@ -599,7 +622,7 @@ func Eigh(a *Tensor, uplo string) (w, v *Tensor) {
 	n := h.n
 	wv := make([]float64, h.count()*n)
 	vv := make([]float64, len(h.data))
-	for i := range h.count() {
+	for i := range h.loops() {
 		src := h.at(i)
 		if n == 0 {
 			continue
@@ -692,7 +715,7 @@ func svdHost(op string, h matrices, vectors, full bool) (u, s, vt []float64, uc,
 	if full {
 		kind = mat.SVDFull
 	}
-	for i := range h.count() {
+	for i := range h.loops() {
 		if k == 0 {
 			if vectors {
 				for j := range min(m, uc) {
@@ -803,7 +826,7 @@ func Pinv(a *Tensor) *Tensor {
 	k := min(m, n)
 	rtol := defaultRtol(a.dtype, m, n)
 	out := make([]float64, h.count()*n*m)
-	for i := range h.count() {
+	for i := range h.loops() {
 		si := s[i*k : (i+1)*k]
 		ui, vi := u[i*m*k:(i+1)*m*k], vt[i*k*n:(i+1)*k*n]
 		o := out[i*n*m : (i+1)*n*m]
@@ -837,7 +860,7 @@ func MatrixRank(a *Tensor) *Tensor {
 	k := min(h.m, h.n)
 	rtol := defaultRtol(a.dtype, h.m, h.n)
 	out := make([]float64, h.count())
-	for i := range out {
+	for i := range h.loops() {
 		si := s[i*k : (i+1)*k]
 		for _, v := range si {
 			if v > rtol*si[0] {

@@ -558,3 +558,50 @@ func TestLinalgConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestLinalgShapeOnly checks that on a shape-only device, which keeps no
+// values (they read as zeros), the linalg ops give results of the right
+// shapes instead of failing as for a singular or indefinite matrix, so a
+// step planned there runs as on a real one; shape errors still happen.
+func TestLinalgShapeOnly(t *testing.T) {
+	d := planningDevice(t)
+	tests := []struct {
+		name string
+		f    func(a *Tensor) *Tensor
+		want Shape
+	}{
+		{"det", Det, Shape{2}},
+		{"inv", Inv, Shape{2, 3, 3}},
+		{"solve", func(a *Tensor) *Tensor { return Solve(a, a.Select(-1, 0), true) }, Shape{2, 3}},
+		{"cholesky", func(a *Tensor) *Tensor { return Cholesky(a, true) }, Shape{2, 3, 3}},
+		{"qr", func(a *Tensor) *Tensor { q, _ := QR(a, "complete"); return q }, Shape{2, 3, 3}},
+		{"eigh", func(a *Tensor) *Tensor { w, _ := Eigh(a, "L"); return w }, Shape{2, 3}},
+		{"svd", func(a *Tensor) *Tensor { _, _, vh := SVD(a, true); return vh }, Shape{2, 3, 3}},
+		{"pinv", Pinv, Shape{2, 3, 3}},
+		{"lstsq", func(a *Tensor) *Tensor { return Lstsq(a, a) }, Shape{2, 3, 3}},
+		{"matrix rank", MatrixRank, Shape{2}},
+		{"matrix norm nuc", func(a *Tensor) *Tensor { return MatrixNorm(a, "nuc", false) }, Shape{2}},
+		{"matrix power", func(a *Tensor) *Tensor { return MatrixPower(a, -2) }, Shape{2, 3, 3}},
+		{"det backward", func(a *Tensor) *Tensor {
+			x := a.Detach().SetRequiresGrad(true)
+			Det(x).Sum().Backward()
+			return x.Grad()
+		}, Shape{2, 3, 3}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				var got *Tensor
+				if err := Catch(func() { got = tc.f(Zeros(Shape{2, 3, 3}, Float64, d)) }); err != nil {
+					t.Fatalf("on a shape-only device: %v", err)
+				}
+				if !slices.Equal(got.Shape(), tc.want) || got.Device() != d {
+					t.Errorf("got %v on %s, want %v on %s", got.Shape(), got.Device(), tc.want, d)
+				}
+			})
+		})
+	}
+	if err := Catch(func() { Inv(Zeros(Shape{2, 3}, Float64, d)) }); !errors.Is(err, ErrShape) {
+		t.Errorf("a non-square matrix on a shape-only device gave %v, want ErrShape", err)
+	}
+}
