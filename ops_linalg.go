@@ -956,20 +956,21 @@ func MatrixPower(a *Tensor, k int) *Tensor {
 			return eye.Expand(a.shape...).Contiguous()
 		}
 		base := a
+		e := uint(k) // |k|, math.MinInt included
 		if k < 0 {
 			base = Inv(a)
-			k = -k
+			e = uint(-(k + 1)) + 1
 		}
 		var acc *Tensor
-		for ; k > 0; k >>= 1 {
-			if k&1 == 1 {
+		for ; e > 0; e >>= 1 {
+			if e&1 == 1 {
 				if acc == nil {
 					acc = base
 				} else {
 					acc = acc.MatMul(base)
 				}
 			}
-			if k > 1 {
+			if e > 1 {
 				base = base.MatMul(base)
 			}
 		}

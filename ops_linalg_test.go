@@ -149,6 +149,14 @@ func TestLinalgExact(t *testing.T) {
 			return MatrixPower(FromSlice([]float64{7, 1, 0, 1, 2, 2, 2, 2}, Shape{2, 2, 2}, d, dt), 0)
 		},
 			[]float64{1, 0, 0, 1, 1, 0, 0, 1}, Shape{2, 2, 2}},
+		{"matrix power min int", func(d Device, dt DType) *Tensor {
+			return MatrixPower(FromSlice([]float64{-1, 0, 0, 1}, Shape{2, 2}, d, dt), math.MinInt)
+		},
+			[]float64{1, 0, 0, 1}, Shape{2, 2}},
+		{"matrix power max int", func(d Device, dt DType) *Tensor {
+			return MatrixPower(FromSlice([]float64{-1, 0, 0, 1}, Shape{2, 2}, d, dt), math.MaxInt)
+		},
+			[]float64{-1, 0, 0, 1}, Shape{2, 2}},
 		{"matrix power 1", func(d Device, dt DType) *Tensor {
 			return MatrixPower(FromSlice([]float64{7, 1, 0, 1}, Shape{2, 2}, d, dt), 1)
 		}, []float64{7, 1, 0, 1}, Shape{2, 2}},
