@@ -1044,7 +1044,8 @@ func padShape(shape []int, r int) []int {
 // at offset (above the main one when positive, as in [Tensor.Diagonal])
 // in its last two dimensions holds the last dimension of a (…, n), zeros
 // elsewhere (torch.diag_embed with dim1 = -2, dim2 = -1). It runs on the
-// device and is differentiable. It panics with [ErrShape] for a 0-D a.
+// device and is differentiable. It panics with [ErrShape] for a 0-D a or
+// an offset whose matrix side would overflow an int.
 func DiagEmbed(a *Tensor, offset int) *Tensor {
 	const op = "diag_embed"
 	notNil(op, a)
@@ -1052,8 +1053,11 @@ func DiagEmbed(a *Tensor, offset int) *Tensor {
 	if len(a.shape) == 0 {
 		fail(op, ErrShape, "the input must have at least 1 dimension, got a scalar")
 	}
+	n := a.shape[len(a.shape)-1]
+	if offset > math.MaxInt-n || offset < -(math.MaxInt-n) {
+		fail(op, ErrShape, "offset %d leaves no room for %d diagonal elements in an int-sized matrix", offset, n)
+	}
 	return composed(op, func() *Tensor {
-		n := a.shape[len(a.shape)-1]
 		s := n + abs(offset)
 		full := append(slices.Clone(a.shape[:len(a.shape)-1]), s, s)
 		z := a.NewZeros(full, a.dtype)

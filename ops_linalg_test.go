@@ -372,6 +372,8 @@ func TestLinalgErrors(t *testing.T) {
 		{"kron device", sq, func(a *Tensor) { Kron(a, a.To(Sim(0))) }, ErrDevice, "kron"},
 		{"diag 3-D", sing, func(a *Tensor) { Diag(a, 0) }, ErrShape, "diag"},
 		{"diag embed scalar", func() *Tensor { return Scalar(1, Float64) }, func(a *Tensor) { DiagEmbed(a, 0) }, ErrShape, "diag_embed"},
+		{"diag embed max offset", func() *Tensor { return Ones(Shape{2}, Float64) }, func(a *Tensor) { DiagEmbed(a, math.MaxInt) }, ErrShape, "diag_embed"},
+		{"diag min offset", func() *Tensor { return Ones(Shape{2}, Float64) }, func(a *Tensor) { Diag(a, math.MinInt) }, ErrShape, "diag"},
 		{"nil", func() *Tensor { return nil }, func(a *Tensor) { Det(a) }, ErrArgument, "linalg.det"},
 	}
 	for _, tc := range tests {
