@@ -1,7 +1,9 @@
 // Package optim provides optimizers that update the parameters of a model
 // from their gradients, in the style of torch.optim: [SGD] (with momentum,
 // dampening, Nesterov momentum and weight decay), [Adam], [AdamW],
-// [RMSprop] and [Adagrad], each following PyTorch's update rules exactly,
+// [RMSprop], [Adagrad], [Adamax], [NAdam], [RAdam], [Adadelta] and [ASGD]
+// (with its running average of the parameters, [ASGD.Average]), each
+// following PyTorch's update rules exactly,
 // their parameters in one group or in several with hyper-parameters of
 // their own ([ParamGroup], PyTorch's param_groups); learning-rate schedules
 // ([Schedule]: [NewStepLR], [NewMultiStepLR], [NewExponentialLR],
@@ -31,10 +33,11 @@
 //
 // # Parameter groups
 //
-// [NewSGD], [NewAdam], [NewAdamW], [NewRMSprop] and [NewAdagrad] put
+// [NewSGD], [NewAdam], [NewAdamW], [NewRMSprop], [NewAdagrad],
+// [NewAdamax], [NewNAdam], [NewRAdam], [NewAdadelta] and [NewASGD] put
 // their parameters in one group. [NewSGDGroups], [NewAdamGroups],
-// [NewAdamWGroups], [NewRMSpropGroups] and [NewAdagradGroups] take
-// several, each
+// [NewAdamWGroups], [NewRMSpropGroups], [NewAdagradGroups] and the other
+// optimizers' ...Groups constructors take several, each
 // a [ParamGroup] whose Options ([WithLR], [WithWeightDecay], [WithBetas],
 // ...) override the defaults given in the config, as the dicts of
 // torch.optim.SGD([{'params': ...}, {'params': ..., 'lr': ...}], lr=...)

@@ -55,10 +55,11 @@ func WithDampening(d float64) Option { return Option{key: "dampening", x: d} }
 func WithNesterov(on bool) Option { return Option{key: "nesterov", b: on} }
 
 // WithWeightDecay sets the weight decay ("weight_decay"): the L2 penalty
-// of SGD, Adam, RMSprop and Adagrad, the decoupled decay of AdamW.
+// of SGD, Adam, RMSprop, Adagrad, Adamax, Adadelta and ASGD, the decoupled
+// decay of AdamW, either of NAdam and RAdam ([WithDecoupledWeightDecay]).
 func WithWeightDecay(wd float64) Option { return Option{key: "weight_decay", x: wd} }
 
-// WithBetas sets Adam's decay rates of the first and second moment
+// WithBetas sets the decay rates of Adam, Adamax, NAdam and RAdam of the first and second moment
 // estimates ("betas"), each in [0, 1).
 func WithBetas(beta1, beta2 float64) Option { return Option{key: "betas", x: beta1, y: beta2} }
 
@@ -70,11 +71,12 @@ func WithMaximize(on bool) Option { return Option{key: "maximize", b: on} }
 // divides by the largest second moment estimate so far.
 func WithAMSGrad(on bool) Option { return Option{key: "amsgrad", b: on} }
 
-// WithEps sets the epsilon of Adam, RMSprop and Adagrad ("eps"), added
-// to the denominator.
+// WithEps sets the epsilon of Adam, RMSprop, Adagrad, Adamax, NAdam,
+// RAdam and Adadelta ("eps"), added to the denominator.
 func WithEps(eps float64) Option { return Option{key: "eps", x: eps} }
 
-// WithAlpha sets RMSprop's smoothing constant ("alpha"), at least 0.
+// WithAlpha sets RMSprop's smoothing constant, or the power of ASGD's
+// rate decay ("alpha"), at least 0.
 func WithAlpha(alpha float64) Option { return Option{key: "alpha", x: alpha} }
 
 // WithCentered turns RMSprop's centered variant on or off ("centered"),
@@ -83,6 +85,27 @@ func WithCentered(on bool) Option { return Option{key: "centered", b: on} }
 
 // WithLRDecay sets Adagrad's learning-rate decay ("lr_decay").
 func WithLRDecay(d float64) Option { return Option{key: "lr_decay", x: d} }
+
+// WithMomentumDecay sets NAdam's momentum decay ("momentum_decay"), at
+// least 0.
+func WithMomentumDecay(d float64) Option { return Option{key: "momentum_decay", x: d} }
+
+// WithDecoupledWeightDecay makes the weight decay of NAdam and RAdam
+// decoupled, as AdamW's ("decoupled_weight_decay"): the parameters shrink
+// by the factor 1 - lr·weight_decay instead of the decay being added to
+// the gradient.
+func WithDecoupledWeightDecay(on bool) Option { return Option{key: "decoupled_weight_decay", b: on} }
+
+// WithRho sets Adadelta's decay rate of its running averages ("rho"), in
+// [0, 1].
+func WithRho(rho float64) Option { return Option{key: "rho", x: rho} }
+
+// WithLambd sets ASGD's decay term ("lambd"), at least 0.
+func WithLambd(lambd float64) Option { return Option{key: "lambd", x: lambd} }
+
+// WithT0 sets the step from which ASGD averages the parameters ("t0"), at
+// least 0.
+func WithT0(t0 float64) Option { return Option{key: "t0", x: t0} }
 
 // WithInitialAccumulatorValue sets the starting value of Adagrad's sums
 // of squared gradients ("initial_accumulator_value").

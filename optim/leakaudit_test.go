@@ -40,6 +40,21 @@ func TestStepsReleaseWhatTheyMake(t *testing.T) {
 		{"Adagrad", func(ps []*vram.Tensor) releaser {
 			return must(optim.NewAdagrad(ps, optim.AdagradConfig{LRDecay: 0.1, WeightDecay: 0.1}))
 		}},
+		{"Adamax", func(ps []*vram.Tensor) releaser {
+			return must(optim.NewAdamax(ps, optim.AdamaxConfig{WeightDecay: 0.1}))
+		}},
+		{"NAdam", func(ps []*vram.Tensor) releaser {
+			return must(optim.NewNAdam(ps, optim.NAdamConfig{WeightDecay: 0.1, DecoupledWeightDecay: true}))
+		}},
+		{"RAdam", func(ps []*vram.Tensor) releaser {
+			return must(optim.NewRAdam(ps, optim.RAdamConfig{Beta2: 0.5, WeightDecay: 0.1, Maximize: true}))
+		}},
+		{"Adadelta", func(ps []*vram.Tensor) releaser {
+			return must(optim.NewAdadelta(ps, optim.AdadeltaConfig{WeightDecay: 0.1}))
+		}},
+		{"ASGD", func(ps []*vram.Tensor) releaser {
+			return must(optim.NewASGD(ps, optim.ASGDConfig{T0: 1, WeightDecay: 0.1}))
+		}},
 	}
 	for _, d := range []vram.Device{vram.CPU, vram.Sim(1)} {
 		memtest.Settle(d)

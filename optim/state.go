@@ -22,7 +22,11 @@ import (
 // "state.<i>.max_exp_avg_sq" with amsgrad; "state.<i>.square_avg",
 // "state.<i>.grad_avg" (centered), "state.<i>.momentum_buffer" (with
 // momentum) and "state.<i>.step" for RMSprop; "state.<i>.sum" and
-// "state.<i>.step" for Adagrad; where
+// "state.<i>.step" for Adagrad; "exp_avg" and "exp_inf" for Adamax,
+// "exp_avg", "exp_avg_sq" and "mu_product" for NAdam, "exp_avg" and
+// "exp_avg_sq" for RAdam, "square_avg" and "acc_delta" for Adadelta,
+// "ax", "eta" and "mu" for ASGD, each with "step" (mu_product, eta and
+// mu are 0-dimensional float32, as in PyTorch); where
 // <i> is the parameter's position in the list the optimizer was made with,
 // and only parameters that have state (that were stepped) appear; the
 // parameters of all groups are numbered in one sequence, group by group,
@@ -191,7 +195,7 @@ func Load(opt Optimizer, path string) error {
 		}
 		byParam[i] = true
 		want := []int(ps[i].Shape())
-		if name == "step" {
+		if name == "step" || isScalarState(so, name) {
 			want = nil
 		}
 		if !slices.Equal(st.Shape, want) {
@@ -240,7 +244,7 @@ func Load(opt Optimizer, path string) error {
 			if !hasKey(tensors, key) {
 				continue // not needed, as checked above
 			}
-			t, err := decodeState(tensors[key], name, ps[i])
+			t, err := decodeState(tensors[key], name, isScalarState(so, name), ps[i])
 			if err != nil {
 				release()
 				return fail("%q: %v", key, err)
@@ -316,7 +320,8 @@ func groupOptions(so stateful, pg string) ([][]Option, []float64, error) {
 			return nil, nil, fmt.Errorf("group %d has no learning rate", k)
 		}
 		for _, key := range []string{"lr", "momentum", "dampening", "weight_decay", "eps", "nesterov", "maximize", "amsgrad", "betas",
-			"alpha", "centered", "lr_decay", "initial_accumulator_value"} {
+			"alpha", "centered", "lr_decay", "initial_accumulator_value", "momentum_decay", "decoupled_weight_decay",
+			"rho", "lambd", "t0"} {
 			raw, ok := g[key]
 			if !ok {
 				continue
@@ -324,7 +329,7 @@ func groupOptions(so stateful, pg string) ([][]Option, []float64, error) {
 			var err error
 			var o Option
 			switch key {
-			case "nesterov", "maximize", "amsgrad", "centered":
+			case "nesterov", "maximize", "amsgrad", "centered", "decoupled_weight_decay":
 				var b bool
 				err = json.Unmarshal(raw, &b)
 				o = Option{key: key, b: b}
@@ -350,12 +355,27 @@ func groupOptions(so stateful, pg string) ([][]Option, []float64, error) {
 	return opts, initial, nil
 }
 
+// scalarStater is an optimizer with 0-dimensional state other than
+// "step" (NAdam's mu_product, ASGD's eta and mu).
+type scalarStater interface {
+	scalarState(name string) bool
+}
+
+// isScalarState reports whether name is a 0-dimensional state of so other
+// than "step".
+func isScalarState(so stateful, name string) bool {
+	ss, ok := so.(scalarStater)
+	return ok && ss.scalarState(name)
+}
+
 // decodeState returns the state tensor name of parameter p from st: a
 // tensor of p's shape, dtype, device and memory format, or for "step" a
-// 0-dimensional float64 CPU tensor holding a whole number of steps.
-func decodeState(st safetensors.Tensor, name string, p *vram.Tensor) (t *vram.Tensor, err error) {
+// 0-dimensional float64 CPU tensor holding a whole number of steps, or
+// for another scalar state a 0-dimensional float64 CPU tensor holding a
+// finite number.
+func decodeState(st safetensors.Tensor, name string, scalar bool, p *vram.Tensor) (t *vram.Tensor, err error) {
 	dt := p.DType()
-	if name == "step" {
+	if name == "step" || scalar {
 		dt = vram.Float64
 	}
 	var decErr error
@@ -368,6 +388,15 @@ func decodeState(st safetensors.Tensor, name string, p *vram.Tensor) (t *vram.Te
 			if v := host.Item(); !(v >= 0 && v <= 1<<53 && v == float64(int64(v))) {
 				host.Release()
 				decErr = fmt.Errorf("step %v is not a whole number of steps", v)
+				return
+			}
+			t = host
+			return
+		}
+		if scalar {
+			if v := host.Item(); math.IsNaN(v) || math.IsInf(v, 0) {
+				host.Release()
+				decErr = fmt.Errorf("%s %v is not a finite number", name, v)
 				return
 			}
 			t = host
