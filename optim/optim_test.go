@@ -25,7 +25,7 @@ func checkValues(t *testing.T, what string, got, want []float64, tol float64) {
 		t.Fatalf("%s: got %v, want %v", what, got, want)
 	}
 	for i := range got {
-		if math.Abs(got[i]-want[i]) > tol*(1+math.Abs(want[i])) {
+		if bothNaN := math.IsNaN(got[i]) && math.IsNaN(want[i]); !bothNaN && !(math.Abs(got[i]-want[i]) <= tol*(1+math.Abs(want[i]))) {
 			t.Fatalf("%s: got %v, want %v (element %d)", what, got, want, i)
 		}
 	}
