@@ -9,7 +9,8 @@
 // ([Schedule]: [NewStepLR], [NewMultiStepLR], [NewExponentialLR],
 // [NewCosineAnnealingLR], [NewLinearLR] for warm-up, [NewConstantLR],
 // [NewPolynomialLR], [NewLambdaLR], [NewMultiplicativeLR], [NewOneCycleLR],
-// [NewCyclicLR], one after the other with [NewSequentialLR] or together with
+// [NewCyclicLR], [NewSWALR] for stochastic weight averaging, one after
+// the other with [NewSequentialLR] or together with
 // [NewChainedScheduler]) and [ReduceLROnPlateau], which follows a metric,
 // as torch.optim.lr_scheduler has them, each group's rate driven from its
 // own base rate; checkpoints of an optimizer's state ([Save] and [Load],

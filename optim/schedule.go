@@ -54,13 +54,14 @@ type Schedule struct {
 	opt   Optimizer
 	bases []float64 // by group
 	step  int
-	rate  func(base float64, step int) float64
-	// chain is PyTorch's get_lr, the rate of step from the rate lr of the
-	// step before (of step 0: the rate before the Schedule was made), so
-	// that schedules compose as PyTorch's do; nil for a schedule whose
-	// get_lr ignores lr (LambdaLR, OneCycleLR, CyclicLR), rate serving
-	// instead.
-	chain func(lr, base float64, step int) float64
+	// rate is the closed form: the rate of group g at step from its base.
+	rate func(g int, base float64, step int) float64
+	// chain is PyTorch's get_lr, the rate of group g at step from the
+	// rate lr of the step before (of step 0: the rate before the
+	// Schedule was made), so that schedules compose as PyTorch's do; nil
+	// for a schedule whose get_lr ignores lr (LambdaLR, OneCycleLR,
+	// CyclicLR), rate serving instead.
+	chain func(g int, lr, base float64, step int) float64
 	op    string    // the schedule's name, for errors
 	limit int       // the most steps the schedule has rates for; 0: no limit
 	last  []float64 // by group: the rates the Schedule set last
@@ -76,6 +77,16 @@ type Schedule struct {
 // PyTorch's constructors do (so that a Schedule made after another
 // starts from the rates the other set).
 func newSchedule(op string, opt Optimizer, rate func(base float64, step int) float64, chain func(lr, base float64, step int) float64) (*Schedule, error) {
+	var gchain func(int, float64, float64, int) float64
+	if chain != nil {
+		gchain = func(_ int, lr, base float64, step int) float64 { return chain(lr, base, step) }
+	}
+	return newGroupSchedule(op, opt, func(_ int, base float64, step int) float64 { return rate(base, step) }, gchain)
+}
+
+// newGroupSchedule is newSchedule for rules that differ by group, given
+// the group's number.
+func newGroupSchedule(op string, opt Optimizer, rate func(g int, base float64, step int) float64, chain func(g int, lr, base float64, step int) float64) (*Schedule, error) {
 	if opt == nil {
 		return nil, errorf(vram.ErrArgument, "optim: %s: nil optimizer", op)
 	}
@@ -85,7 +96,7 @@ func newSchedule(op string, opt Optimizer, rate func(base float64, step int) flo
 		cur := s.current()
 		s.chaining = make([]bool, len(lrs))
 		for i, closed := range lrs {
-			if lr := finite(chain(cur[i], s.bases[i], 0)); !near(lr, closed) {
+			if lr := finite(chain(i, cur[i], s.bases[i], 0)); !near(lr, closed) {
 				lrs[i], s.chaining[i] = lr, true
 			}
 		}
@@ -161,7 +172,7 @@ func (s *Schedule) rates() []float64 {
 	}
 	lrs := make([]float64, n)
 	for i := range lrs {
-		lrs[i] = finite(s.rate(s.bases[i], s.step))
+		lrs[i] = finite(s.rate(i, s.bases[i], s.step))
 	}
 	return lrs
 }
@@ -217,7 +228,7 @@ func (s *Schedule) Step() {
 				break
 			}
 			if i < len(chaining) && chaining[i] || cur != s.last[i] {
-				lrs[i] = finite(s.chain(cur, s.bases[i], s.step))
+				lrs[i] = finite(s.chain(i, cur, s.bases[i], s.step))
 				for len(chaining) <= i {
 					chaining = append(chaining, false)
 				}

@@ -176,18 +176,18 @@ func NewSequentialLR(opt Optimizer, parts []*Schedule, milestones []int) (*Sched
 		}
 		return ps[k], ms[k-1]
 	}
-	s, err := newSchedule(op, opt, func(base float64, step int) float64 {
+	s, err := newGroupSchedule(op, opt, func(g int, base float64, step int) float64 {
 		p, from := part(step)
-		return p.rate(base, step-from)
-	}, func(lr, base float64, step int) float64 {
+		return p.rate(g, base, step-from)
+	}, func(g int, lr, base float64, step int) float64 {
 		// PyTorch starts the first part from the base rates, and each
 		// later one at its milestone from its closed form (step(0)); in
 		// between, the part's own step goes on from the rate it finds.
 		p, from := part(step)
 		if step == from || p.chain == nil {
-			return p.rate(base, step-from)
+			return p.rate(g, base, step-from)
 		}
-		return p.chain(lr, base, step-from)
+		return p.chain(g, lr, base, step-from)
 	})
 	if err != nil {
 		return nil, err
@@ -224,44 +224,48 @@ func NewChainedScheduler(parts []*Schedule) (*Schedule, error) {
 		}
 	}
 	// apply applies the rules of step e of every part to lr.
-	apply := func(lr, base float64, e int) float64 {
+	apply := func(g int, lr, base float64, e int) float64 {
 		for _, p := range ps {
 			if p.chain != nil {
-				lr = p.chain(lr, base, e)
+				lr = p.chain(g, lr, base, e)
 			} else {
-				lr = p.rate(base, e)
+				lr = p.rate(g, base, e)
 			}
 		}
 		return lr
 	}
 	// The rate of a step depends on the rates before it; last keeps the
-	// last one computed for each base, so that stepping costs one
-	// application, and loading a state replays the steps.
+	// last one computed for each group and base, so that stepping costs
+	// one application, and loading a state replays the steps.
+	type key struct {
+		g    int
+		base float64
+	}
 	type memo struct {
 		step int
 		lr   float64
 	}
-	last := map[float64]memo{}
-	s, err := newSchedule(op, opt, func(base float64, step int) float64 {
-		m, ok := last[base]
+	last := map[key]memo{}
+	s, err := newGroupSchedule(op, opt, func(g int, base float64, step int) float64 {
+		m, ok := last[key{g, base}]
 		switch {
 		case ok && m.step == step:
 			return m.lr
 		case ok && m.step == step-1:
-			m = memo{step, apply(m.lr, base, step)}
+			m = memo{step, apply(g, m.lr, base, step)}
 		default:
-			m = memo{0, apply(base, base, 0)}
+			m = memo{0, apply(g, base, base, 0)}
 			for e := 1; e <= step; e++ {
-				m = memo{e, apply(m.lr, base, e)}
+				m = memo{e, apply(g, m.lr, base, e)}
 			}
 		}
-		last[base] = m
+		last[key{g, base}] = m
 		return m.lr
-	}, func(lr, base float64, step int) float64 {
+	}, func(g int, lr, base float64, step int) float64 {
 		if step == 0 { // the parts' rules of step 0 ran when they were made
-			return apply(base, base, 0)
+			return apply(g, base, base, 0)
 		}
-		return apply(lr, base, step)
+		return apply(g, lr, base, step)
 	})
 	if err != nil {
 		return nil, err
