@@ -20,7 +20,10 @@
 // [GetTotalNorm] and [ClipGradsWithNorm]) and [ClipGradValue],
 // which PyTorch keeps in torch.nn.utils but which live here, next to the
 // optimizers that use clipped gradients, so that package nn stays free of
-// training-loop concerns.
+// training-loop concerns. Stochastic weight averaging and exponential
+// moving averages of a model's weights (torch.optim.swa_utils'
+// AveragedModel and update_bn) are in package optim/swa, beside
+// [NewSWALR] here.
 //
 // A training step is
 //
