@@ -2,8 +2,9 @@
 // from their gradients, in the style of torch.optim: [SGD] (with momentum,
 // dampening, Nesterov momentum and weight decay), [Adam], [AdamW],
 // [RMSprop], [Adagrad], [Adamax], [NAdam], [RAdam], [Adadelta] and [ASGD]
-// (with its running average of the parameters, [ASGD.Average]), each
-// following PyTorch's update rules exactly,
+// (with its running average of the parameters, [ASGD.Average]), and
+// [LBFGS] (whose Step takes a closure, with PyTorch's strong-Wolfe line
+// search), each following PyTorch's update rules exactly,
 // their parameters in one group or in several with hyper-parameters of
 // their own ([ParamGroup], PyTorch's param_groups); learning-rate schedules
 // ([Schedule]: [NewStepLR], [NewMultiStepLR], [NewExponentialLR],
