@@ -1,14 +1,17 @@
 package optim_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/amp"
+	"github.com/vramgo/vram/internal/safetensors"
 	"github.com/vramgo/vram/optim"
 )
 
@@ -481,5 +484,83 @@ func TestGradScalerStepsMoreOptimizers(t *testing.T) {
 			sc.Update()
 			checkValues(t, "after step", p.Float64s(), ref.Float64s(), 1e-6)
 		})
+	}
+}
+
+// TestNewOptimizersCheckpointGroupsAndScalars checks that Load restores
+// the groups' new hyper-parameters, and refuses a scalar state that is
+// missing, misshapen or not finite, changing nothing.
+func TestNewOptimizersCheckpointGroupsAndScalars(t *testing.T) {
+	dir := t.TempDir()
+	p := vram.FromSlice(refInit, nil, vram.Float64, vram.WithGrad())
+	q := vram.FromSlice(refInit, nil, vram.Float64, vram.WithGrad())
+	groups := func(opts ...optim.Option) []optim.ParamGroup {
+		return []optim.ParamGroup{optim.Group([]*vram.Tensor{p}), optim.Group([]*vram.Tensor{q}, opts...)}
+	}
+	o, err := optim.NewNAdamGroups(groups(optim.WithDecoupledWeightDecay(true), optim.WithMomentumDecay(0), optim.WithWeightDecay(0.1)), optim.NAdamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Release()
+	for s := 1; s <= 3; s++ {
+		p.SetGrad(vram.FromSlice(refGrad(p.Float64s(), s), nil, vram.Float64))
+		q.SetGrad(vram.FromSlice(refGrad(q.Float64s(), s), nil, vram.Float64))
+		o.Step()
+	}
+	good := filepath.Join(dir, "nadam.safetensors")
+	if err := optim.Save(o, good); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := optim.NewNAdamGroups(groups(), optim.NAdamConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Release()
+	if err := optim.Load(fresh, good); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fresh.GroupConfig(1), o.GroupConfig(1); got != want {
+		t.Errorf("group 1 loaded as %+v, want %+v", got, want)
+	}
+
+	edit := func(name string, change func(map[string]safetensors.Tensor)) string {
+		ts, md := readCheckpoint(t, good)
+		change(ts)
+		path := filepath.Join(dir, name)
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := safetensors.Write(f, ts, md); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	nan := make([]byte, 4)
+	binary.LittleEndian.PutUint32(nan, math.Float32bits(float32(math.NaN())))
+	tests := []struct {
+		name, path string
+	}{
+		{"missing mu_product", edit("missing.st", func(ts map[string]safetensors.Tensor) { delete(ts, "state.1.mu_product") })},
+		{"NaN mu_product", edit("nan.st", func(ts map[string]safetensors.Tensor) {
+			ts["state.0.mu_product"] = safetensors.Tensor{DType: "F32", Shape: []int{}, Data: nan}
+		})},
+		{"mu_product of the parameter's shape", edit("shape.st", func(ts map[string]safetensors.Tensor) {
+			ts["state.0.mu_product"] = ts["state.0.exp_avg"]
+		})},
+	}
+	for _, tc := range tests {
+		target, err := optim.NewNAdamGroups(groups(), optim.NAdamConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := optim.Load(target, tc.path); !errors.Is(err, vram.ErrArgument) {
+			t.Errorf("%s: got %v, want vram.ErrArgument", tc.name, err)
+		}
+		if target.GroupConfig(1).DecoupledWeightDecay {
+			t.Errorf("%s: the refused file changed the groups", tc.name)
+		}
+		target.Release()
 	}
 }
