@@ -167,3 +167,31 @@ func TestSWALRRefusesBadSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestSWALRAfterCosine checks that an SWALR made after another schedule
+// anneals from the rate that schedule left, as PyTorch's does.
+func TestSWALRAfterCosine(t *testing.T) {
+	p := vram.Zeros(vram.Shape{2}, vram.WithGrad())
+	opt, err := optim.NewSGD([]*vram.Tensor{p}, optim.SGDConfig{LR: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cos, err := optim.NewCosineAnnealingLR(opt, 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		cos.Step()
+	}
+	want := refSWALR([]float64{opt.LR()}, []float64{0.01}, 3, false, 5)
+	s, err := optim.NewSWALR(opt, []float64{0.01}, 3, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i <= 5; i++ {
+		if i > 0 {
+			s.Step()
+		}
+		checkValues(t, fmt.Sprintf("rate at step %d", i), []float64{opt.LR()}, want[i], 1e-12)
+	}
+}
