@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -151,15 +152,54 @@ func LoadNonStrict(m Module, path string) (LoadResult, error) {
 
 // load is Load, strict or not.
 func load(m Module, path string, strict bool) (LoadResult, error) {
-	var res LoadResult
 	if m == nil {
-		return res, &kindError{msg: fmt.Sprintf("nn: load %s: nil module", path), kinds: []error{vram.ErrArgument}}
+		return LoadResult{}, &kindError{msg: fmt.Sprintf("nn: load %s: nil module", path), kinds: []error{vram.ErrArgument}}
 	}
 	tensors, _, err := tensorfile.Read(path)
 	if err != nil {
 		// err matches vram.ErrArgument unless the file could not be opened.
-		return res, &kindError{msg: fmt.Sprintf("nn: load %s: %v", path, err), kinds: []error{err}}
+		return LoadResult{}, &kindError{msg: fmt.Sprintf("nn: load %s: %v", path, err), kinds: []error{err}}
 	}
+	return loadTensors(m, path, tensors, strict)
+}
+
+// LoadStateDict copies state, tensors by their state-dict keys, into m's
+// parameters and buffers in place, as PyTorch's
+// module.load_state_dict(state_dict, strict) does: with the checks, the
+// dtype conversions and the results of [Load] (strict) or [LoadNonStrict]
+// (not strict), and the same errors, a key of state taking the place of a
+// tensor of the file. The tensors of state may live on any device and are
+// neither changed nor released: they stay the caller's. A released tensor
+// in state is an error matching vram.ErrReleased that changes nothing.
+// Package nn/torchload reads state dicts from torch.save files.
+func LoadStateDict(m Module, state map[string]*vram.Tensor, strict bool) (LoadResult, error) {
+	const src = "state dict"
+	if m == nil {
+		return LoadResult{}, &kindError{msg: "nn: load " + src + ": nil module", kinds: []error{vram.ErrArgument}}
+	}
+	tensors := make(map[string]safetensors.Tensor, len(state))
+	for _, name := range slices.Sorted(maps.Keys(state)) {
+		t := state[name]
+		if t == nil || t.Released() {
+			return LoadResult{}, &kindError{msg: fmt.Sprintf("nn: load %s: %q is nil or released", src, name), kinds: []error{vram.ErrReleased}}
+		}
+		var st safetensors.Tensor
+		var encErr error
+		if err := vram.Catch(func() { st, encErr = tensorfile.Encode(t) }); err != nil {
+			return LoadResult{}, fmt.Errorf("nn: load %s: %q: %w", src, name, err)
+		}
+		if encErr != nil {
+			return LoadResult{}, &kindError{msg: fmt.Sprintf("nn: load %s: %q: %v", src, name, encErr), kinds: []error{vram.ErrDType}}
+		}
+		tensors[name] = st
+	}
+	return loadTensors(m, src, tensors, strict)
+}
+
+// loadTensors is load from tensors already read from src (a path, for
+// messages).
+func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, strict bool) (LoadResult, error) {
+	var res LoadResult
 	var params []NamedParameter // the ones to load, by their keys in the file
 	var problems []string
 	kinds := []error{} // the sentinels the problems match
