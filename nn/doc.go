@@ -35,7 +35,9 @@
 // parameter initialisation as torch.nn.init ([CalculateGain], [Uniform],
 // [Normal], [TruncNormal], [Constant], [Eye], [Dirac], [XavierUniform],
 // [KaimingNormalWith], [Orthogonal], [Sparse], ...) and saving and loading of parameters in the
-// safetensors format ([Save], [Load]) under PyTorch's state-dict names.
+// safetensors format ([Save], [Load]) under PyTorch's state-dict names,
+// and [LoadStateDict] of tensors in memory (package nn/torchload reads
+// them from torch.save files).
 //
 // # Writing a layer
 //

@@ -1,0 +1,599 @@
+package torchload
+
+import (
+	"archive/zip"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+)
+
+// Options select the state dict inside a checkpoint and bound what is
+// read. The zero value suits a state dict saved with torch.save, alone or
+// in a dict such as {"model": ..., "optimizer": ..., "epoch": 3}, and any
+// file of a trusted source's size.
+type Options struct {
+	// Key is the path of the state dict inside a nested checkpoint: dict
+	// keys joined by dots ("model", "state_dict", "model.ema"); a part
+	// that is an integer also matches an int key. Empty: the whole file
+	// when it is a dict of tensors, else the first of the keys of
+	// [DefaultKeys] whose value is one.
+	Key string
+	// StripPrefix is removed from the start of every key that has it, as
+	// torch.nn.modules.utils.consume_prefix_in_state_dict_if_present does.
+	// Empty: "module." when every key starts with it (a model saved
+	// inside DistributedDataParallel or DataParallel), else nothing.
+	StripPrefix string
+	// MaxBytes bounds the bytes of storage read and of tensors built, in
+	// total. Zero: four times the file's size plus 64 MiB, which any file
+	// torch.save wrote stays below (views of a storage take no more than
+	// it, but for tensors saved more than once under several keys).
+	MaxBytes int64
+	// MaxPickleBytes bounds the size of the archive's data.pkl, which is
+	// decoded in memory. Zero: [DefaultMaxPickleBytes].
+	MaxPickleBytes int64
+}
+
+// DefaultMaxPickleBytes is the default bound on the size of data.pkl:
+// 256 MiB. The pickle of a state dict holds names and shapes, not the
+// tensors' values: a model of a thousand tensors has one of a few hundred
+// KiB.
+const DefaultMaxPickleBytes = 256 << 20
+
+// DefaultKeys are the keys under which common training scripts keep the
+// state dict in a checkpoint, tried in this order when [Options.Key] is
+// empty and the file is not a state dict itself.
+var DefaultKeys = []string{"state_dict", "model_state_dict", "model", "module", "net", "network"}
+
+// maxRatio is the largest ratio of the uncompressed to the compressed size
+// of a deflated entry: deflate cannot compress further than about 1032 to
+// one, so a larger claim is a lie.
+const maxRatio = 1032
+
+// defaultSlackBytes is the part of the default MaxBytes that does not
+// scale with the file: 64 MiB.
+const defaultSlackBytes = 64 << 20
+
+// Entry is one tensor of a state dict.
+type Entry struct {
+	Key string // the state-dict key, after [Options.StripPrefix]
+	// Tensor is a new contiguous CPU tensor with the saved values; it
+	// belongs to the caller, who releases it. Tensors of int16 and uint8,
+	// which vram has not, are widened to int32.
+	Tensor *vram.Tensor
+	DType  string // the dtype in the file, as torch names it ("float32", "uint8")
+}
+
+// StateDict is a state dict read from a file, in the file's order.
+type StateDict []Entry
+
+// Map returns the tensors of s by their keys, as [nn.LoadStateDict]
+// takes them. The tensors are s's own.
+func (s StateDict) Map() map[string]*vram.Tensor {
+	m := make(map[string]*vram.Tensor, len(s))
+	for _, e := range s {
+		m[e.Key] = e.Tensor
+	}
+	return m
+}
+
+// Keys returns the keys of s in the file's order.
+func (s StateDict) Keys() []string {
+	keys := make([]string, len(s))
+	for i, e := range s {
+		keys[i] = e.Key
+	}
+	return keys
+}
+
+// Release releases every tensor of s.
+func (s StateDict) Release() {
+	for _, e := range s {
+		e.Tensor.Release()
+	}
+}
+
+// ReadStateDictFile is [ReadStateDict] of the file path. An error opening
+// the file is the *fs.PathError.
+func ReadStateDictFile(path string, opts Options) (StateDict, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	sd, err := ReadStateDict(f, fi.Size(), opts)
+	if err != nil {
+		return nil, prefixed(err, path)
+	}
+	return sd, nil
+}
+
+// ReadStateDict reads the state dict of the torch.save archive r of size
+// bytes: the tensors of the dict that opts selects, as new CPU tensors in
+// the file's order, each with the values of its view of a storage (offset
+// and strides honoured, so a transposed weight saved as it is reads as
+// its transpose). Dtypes float32, float64, float16, bfloat16, int64,
+// int32, int16, int8, uint8 and bool are read.
+//
+// The file is untrusted input: its pickle is decoded without running
+// anything, and a Python global outside torchload's allowlist is a
+// *[GlobalError]. Every other problem (not a zip archive, the legacy
+// format of PyTorch before 1.6, a TorchScript archive, a truncated or
+// corrupt file, a view beyond its storage, a size above the bounds of
+// opts) is an error matching vram.ErrArgument, an unsupported dtype one
+// matching vram.ErrDType. On error no tensor is left allocated.
+func ReadStateDict(r io.ReaderAt, size int64, opts Options) (sd StateDict, err error) {
+	if size < 0 {
+		return nil, formatErr("negative file size %d", size)
+	}
+	if err := sniff(r, size); err != nil {
+		return nil, err
+	}
+	zr, err := zip.NewReader(r, size)
+	if err != nil {
+		return nil, &formatError{msg: "not a torch.save zip archive", kind: vram.ErrArgument, err: err}
+	}
+	a, err := openArchive(zr, size, opts)
+	if err != nil {
+		return nil, err
+	}
+	pkl, err := a.readEntry(a.pkl, a.maxPickle, "data.pkl")
+	if err != nil {
+		return nil, err
+	}
+	root, err := unpickle(pkl)
+	if err != nil {
+		return nil, err
+	}
+	d, err := selectDict(root, opts.Key)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			sd.Release()
+			sd = nil
+		}
+	}()
+	keys := make([]string, len(d.keys))
+	for i, k := range d.keys {
+		s, ok := k.(string)
+		if !ok {
+			return nil, formatErr("the state dict has a key of type %s, not str", typeName(k))
+		}
+		keys[i] = s
+	}
+	keys, err = stripPrefix(keys, opts.StripPrefix)
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range d.vals {
+		t, ok := v.(*tensorRef)
+		if !ok {
+			return nil, formatErr("%q is a %s, not a tensor", keys[i], typeName(v))
+		}
+		e, err := a.tensor(t)
+		if err != nil {
+			return sd, prefixed(err, strconv.Quote(keys[i]))
+		}
+		e.Key = keys[i]
+		sd = append(sd, e)
+	}
+	return sd, nil
+}
+
+// LoadPyTorch loads the state dict of the torch.save file path (a .pt,
+// .pth or pytorch_model.bin file, found in it as [Options]' zero value
+// finds it) into m, as [nn.LoadStateDict] does: strictly (every key of m
+// and no other) or not, converting dtypes, with PyTorch's missing and
+// unexpected keys in the result. Errors are those of [ReadStateDict] and
+// [nn.LoadStateDict].
+func LoadPyTorch(m nn.Module, path string, strict bool) (nn.LoadResult, error) {
+	return LoadPyTorchOptions(m, path, strict, Options{})
+}
+
+// LoadPyTorchOptions is [LoadPyTorch] with options that select the state
+// dict and bound the reading.
+func LoadPyTorchOptions(m nn.Module, path string, strict bool, opts Options) (nn.LoadResult, error) {
+	sd, err := ReadStateDictFile(path, opts)
+	if err != nil {
+		return nn.LoadResult{}, err
+	}
+	defer sd.Release()
+	res, err := nn.LoadStateDict(m, sd.Map(), strict)
+	if err != nil {
+		return res, fmt.Errorf("torchload: %s: %w", path, err)
+	}
+	return res, nil
+}
+
+// sniff recognises files that are not zip archives, for a clear error.
+func sniff(r io.ReaderAt, size int64) error {
+	head := make([]byte, min(size, 512))
+	if _, err := r.ReadAt(head, 0); err != nil && err != io.EOF {
+		return &formatError{msg: "reading the file", kind: vram.ErrArgument, err: err}
+	}
+	switch {
+	case len(head) >= 4 && string(head[:4]) == "PK\x03\x04":
+		return nil
+	case len(head) >= 2 && head[0] == opProto:
+		return formatErr("the legacy torch.save format (PyTorch before 1.6, or _use_new_zipfile_serialization=False) is not read: " +
+			"load it with torch.load and save it again with a current PyTorch")
+	case len(head) >= 262 && string(head[257:262]) == "ustar":
+		return formatErr("the tar format of torch.save (PyTorch before 0.4) is not read: load it with torch.load and save it again with a current PyTorch")
+	case len(head) >= 9 && head[8] == '{':
+		return formatErr("not a torch.save archive (a safetensors file? read it with nn.Load)")
+	}
+	return formatErr("not a torch.save archive (no zip header)")
+}
+
+// archive is an opened torch.save archive.
+type archive struct {
+	pkl       *zip.File
+	storages  map[string]*zip.File // data/<key> by key
+	size      int64                // the file's size
+	bigEndian bool
+	maxPickle int64
+	budget    int64                // bytes still allowed by MaxBytes
+	cache     map[*storage][]byte  // storages read
+	files     map[*zip.File]string // names for messages
+}
+
+// openArchive finds data.pkl, the storages and the byte order in zr.
+func openArchive(zr *zip.Reader, size int64, opts Options) (*archive, error) {
+	a := &archive{storages: map[string]*zip.File{}, size: size, cache: map[*storage][]byte{}, files: map[*zip.File]string{}}
+	a.maxPickle = opts.MaxPickleBytes
+	if a.maxPickle <= 0 {
+		a.maxPickle = DefaultMaxPickleBytes
+	}
+	a.budget = opts.MaxBytes
+	if a.budget <= 0 {
+		a.budget = defaultSlackBytes
+		if size < (math.MaxInt64-defaultSlackBytes)/4 {
+			a.budget += 4 * size
+		}
+	}
+	// The archive's records sit in one top-level folder, whose name
+	// torch.save chose ("archive", or the file's stem in older versions).
+	var prefix string
+	for _, f := range zr.File {
+		if dir, ok := strings.CutSuffix(f.Name, "/data.pkl"); ok && dir != "" && !strings.Contains(dir, "/") {
+			if prefix != "" {
+				return nil, formatErr("two data.pkl records (%s/ and %s/)", printable(prefix), printable(dir))
+			}
+			prefix = dir
+			a.pkl = f
+		}
+	}
+	if a.pkl == nil {
+		return nil, formatErr("a zip archive without a data.pkl record: not written by torch.save")
+	}
+	var byteorder *zip.File
+	for _, f := range zr.File {
+		rest, ok := strings.CutPrefix(f.Name, prefix+"/")
+		if !ok {
+			continue
+		}
+		a.files[f] = rest
+		switch {
+		case rest == "constants.pkl" || strings.HasPrefix(rest, "code/"):
+			return nil, formatErr("a TorchScript archive (torch.jit.save) is not read: " +
+				"load it with torch.jit.load and save its state_dict() with torch.save")
+		case rest == "byteorder":
+			byteorder = f
+		case strings.HasPrefix(rest, "data/"):
+			key := rest[len("data/"):]
+			if _, dup := a.storages[key]; dup {
+				return nil, formatErr("two records of storage %q", printable(key))
+			}
+			a.storages[key] = f
+		}
+	}
+	if byteorder != nil {
+		b, err := a.readEntry(byteorder, 16, "byteorder")
+		if err != nil {
+			return nil, err
+		}
+		switch string(b) {
+		case "little":
+		case "big":
+			a.bigEndian = true
+		default:
+			return nil, formatErr("byteorder %q", printable(string(b)))
+		}
+	}
+	return a, nil
+}
+
+// readEntry reads the whole of f, of at most max bytes, checking its
+// declared sizes against the file before allocating.
+func (a *archive) readEntry(f *zip.File, max int64, what string) ([]byte, error) {
+	n := f.UncompressedSize64
+	switch {
+	case n > uint64(max):
+		return nil, formatErr("%s has %d bytes, above the limit of %d", what, n, max)
+	case f.Method == zip.Store && n > uint64(a.size):
+		return nil, formatErr("%s claims %d bytes in a file of %d (truncated file?)", what, n, a.size)
+	case f.Method != zip.Store && (f.CompressedSize64 > uint64(a.size) || n/maxRatio > f.CompressedSize64):
+		return nil, formatErr("%s claims %d bytes from %d compressed ones (a zip bomb?)", what, n, f.CompressedSize64)
+	}
+	rc, err := f.Open()
+	if err != nil {
+		return nil, &formatError{msg: "reading " + what, kind: vram.ErrArgument, err: err}
+	}
+	defer rc.Close()
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(rc, buf); err != nil {
+		return nil, &formatError{msg: "reading " + what + " (truncated file?)", kind: vram.ErrArgument, err: err}
+	}
+	// Reading on to the end checks the entry's CRC and that it has no
+	// more bytes than it claims.
+	if m, err := rc.Read(make([]byte, 1)); m != 0 || (err != nil && err != io.EOF) {
+		if err == nil {
+			err = errors.New("more data than its header says")
+		}
+		return nil, &formatError{msg: "reading " + what, kind: vram.ErrArgument, err: err}
+	}
+	return buf, nil
+}
+
+// spend takes n bytes from the budget of MaxBytes.
+func (a *archive) spend(n int64, what string) error {
+	if n > a.budget {
+		return formatErr("%s needs %d bytes, beyond what the file's size allows (Options.MaxBytes; %d left)", what, n, a.budget)
+	}
+	a.budget -= n
+	return nil
+}
+
+// storageBytes returns the bytes of st, read once, in little-endian order.
+func (a *archive) storageBytes(st *storage) ([]byte, error) {
+	if b, ok := a.cache[st]; ok {
+		return b, nil
+	}
+	f, ok := a.storages[st.key]
+	if !ok {
+		return nil, formatErr("storage %q has no data/%s record (truncated file?)", printable(st.key), printable(st.key))
+	}
+	want := st.numel * st.dtype.size
+	if f.UncompressedSize64 != uint64(want) {
+		return nil, formatErr("storage %q declares %d %s elements (%d bytes) and its record has %d bytes",
+			printable(st.key), st.numel, st.dtype.name, want, f.UncompressedSize64)
+	}
+	if err := a.spend(want, "storage "+strconv.Quote(st.key)); err != nil {
+		return nil, err
+	}
+	b, err := a.readEntry(f, want, "data/"+printable(st.key))
+	if err != nil {
+		return nil, err
+	}
+	if a.bigEndian && st.dtype.size > 1 {
+		swapBytes(b, int(st.dtype.size))
+	}
+	a.cache[st] = b
+	return b, nil
+}
+
+// swapBytes reverses the bytes of each element of size bytes in b.
+func swapBytes(b []byte, size int) {
+	for i := 0; i+size <= len(b); i += size {
+		slices.Reverse(b[i : i+size])
+	}
+}
+
+// tensor builds the tensor t refers to.
+func (a *archive) tensor(t *tensorRef) (Entry, error) {
+	dt, ok := vramDType(t.dtype)
+	if !ok {
+		return Entry{}, &formatError{msg: "dtype " + t.dtype.name + " is not read", kind: vram.ErrDType}
+	}
+	numel := int64(1)
+	for _, s := range t.size {
+		numel *= s // checkView bounded the product
+	}
+	if err := a.spend(numel*t.dtype.size, "a tensor of size "+fmt.Sprint(t.size)); err != nil {
+		return Entry{}, err
+	}
+	shape := make(vram.Shape, len(t.size))
+	for i, s := range t.size {
+		shape[i] = int(s)
+	}
+	var raw []byte
+	if numel > 0 {
+		src, err := a.storageBytes(t.st)
+		if err != nil {
+			return Entry{}, err
+		}
+		raw = gather(src, t, numel)
+	}
+	return Entry{Tensor: newTensor(raw, shape, t.dtype, dt), DType: t.dtype.name}, nil
+}
+
+// gather copies the elements of the view t of src, row-major, into a new
+// slice. checkView made sure every element lies in src.
+func gather(src []byte, t *tensorRef, numel int64) []byte {
+	es := t.dtype.size
+	out := make([]byte, 0, numel*es)
+	nd := len(t.size)
+	// The innermost dimensions that are contiguous are copied at once.
+	inner, run := nd, int64(1)
+	for inner > 0 && (t.size[inner-1] == 1 || t.stride[inner-1] == run) {
+		run *= t.size[inner-1]
+		inner--
+	}
+	idx := make([]int64, inner)
+	for {
+		off := t.offset
+		for i := range inner {
+			off += idx[i] * t.stride[i]
+		}
+		out = append(out, src[off*es:(off+run)*es]...)
+		i := inner - 1
+		for ; i >= 0; i-- {
+			idx[i]++
+			if idx[i] < t.size[i] {
+				break
+			}
+			idx[i] = 0
+		}
+		if i < 0 {
+			return out
+		}
+	}
+}
+
+// vramDType returns the vram dtype that holds values of et.
+func vramDType(et elemType) (vram.DType, bool) {
+	switch et {
+	case tFloat32:
+		return vram.Float32, true
+	case tFloat64:
+		return vram.Float64, true
+	case tFloat16:
+		return vram.Float16, true
+	case tBFloat16:
+		return vram.BFloat16, true
+	case tInt64:
+		return vram.Int64, true
+	case tInt32, tInt16, tUint8:
+		return vram.Int32, true
+	case tInt8:
+		return vram.Int8, true
+	case tBool:
+		return vram.Bool, true
+	}
+	return 0, false
+}
+
+// newTensor makes a CPU tensor of dtype dt from raw little-endian
+// elements of et.
+func newTensor(raw []byte, shape vram.Shape, et elemType, dt vram.DType) *vram.Tensor {
+	switch et {
+	case tInt16, tUint8:
+		vals := make([]int32, len(raw)/int(et.size))
+		for i := range vals {
+			if et == tInt16 {
+				vals[i] = int32(int16(binary.LittleEndian.Uint16(raw[2*i:])))
+			} else {
+				vals[i] = int32(raw[i])
+			}
+		}
+		return vram.FromSlice(vals, shape, vram.CPU, dt)
+	case tBool:
+		for i, b := range raw {
+			raw[i] = min(b, 1)
+		}
+	}
+	t := vram.Empty(shape, vram.CPU, dt)
+	if len(raw) > 0 {
+		t.SetRawBytes(raw)
+	}
+	return t
+}
+
+// selectDict finds the state dict in root, the decoded pickle.
+func selectDict(root any, key string) (*dict, error) {
+	if key != "" {
+		v := root
+		for part := range strings.SplitSeq(key, ".") {
+			d, ok := v.(*dict)
+			if !ok {
+				return nil, formatErr("Options.Key %q: %q is looked up in a %s, not a dict", key, part, typeName(v))
+			}
+			next, ok := d.get(part)
+			if !ok {
+				if n, err := strconv.ParseInt(part, 10, 64); err == nil {
+					next, ok = d.get(n)
+				}
+			}
+			if !ok {
+				return nil, formatErr("Options.Key %q: no key %q among %s", key, part, keyList(d))
+			}
+			v = next
+		}
+		d, ok := v.(*dict)
+		if !ok {
+			return nil, formatErr("Options.Key %q selects a %s, not a dict", key, typeName(v))
+		}
+		return d, nil
+	}
+	d, ok := root.(*dict)
+	if !ok {
+		return nil, formatErr("the file holds a %s, not a dict of tensors", typeName(root))
+	}
+	if isStateDict(d) {
+		return d, nil
+	}
+	for _, k := range DefaultKeys {
+		if v, ok := d.get(k); ok {
+			if sd, ok := v.(*dict); ok && isStateDict(sd) {
+				return sd, nil
+			}
+		}
+	}
+	return nil, formatErr("the file holds a dict with keys %s and no state dict under the usual keys %v: choose one with Options.Key", keyList(d), DefaultKeys)
+}
+
+// isStateDict reports whether every value of d is a tensor (true for an
+// empty dict, the state dict of a module without parameters).
+func isStateDict(d *dict) bool {
+	for _, v := range d.vals {
+		if _, ok := v.(*tensorRef); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// keyList formats the first keys of d for a message.
+func keyList(d *dict) string {
+	parts := make([]string, 0, 11)
+	for i, k := range d.keys {
+		if i == 10 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(d.keys)-10))
+			break
+		}
+		parts = append(parts, repr(k))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// stripPrefix removes prefix from the keys that have it, or "module."
+// from every key when prefix is empty and every key has it. Two keys that
+// become one are an error.
+func stripPrefix(keys []string, prefix string) ([]string, error) {
+	if prefix == "" {
+		const ddp = "module."
+		if len(keys) == 0 {
+			return keys, nil
+		}
+		for _, k := range keys {
+			if !strings.HasPrefix(k, ddp) {
+				return keys, nil
+			}
+		}
+		prefix = ddp
+	}
+	out := make([]string, len(keys))
+	seen := make(map[string]bool, len(keys))
+	for i, k := range keys {
+		out[i] = strings.TrimPrefix(k, prefix)
+		if seen[out[i]] {
+			return nil, formatErr("two keys become %q once %q is removed", out[i], prefix)
+		}
+		seen[out[i]] = true
+	}
+	return out, nil
+}
