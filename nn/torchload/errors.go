@@ -3,6 +3,7 @@ package torchload
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/vramgo/vram"
 )
@@ -23,9 +24,13 @@ func (e *GlobalError) Error() string {
 	if e.File != "" {
 		file = e.File + ": "
 	}
+	hint := "save model.state_dict() rather than the model"
+	if e.Module == "torch" || strings.HasPrefix(e.Module, "torch.") {
+		hint = "a kind of tensor or object that torchload does not read (quantized, sparse, nested tensors, a module, ...)"
+	}
 	return fmt.Sprintf("torchload: %sdata.pkl offset %d: the pickle names %s.%s, which is not allowed: "+
-		"only state dicts (tensors in dicts, lists and tuples of plain values) are read; "+
-		"save model.state_dict() rather than the model", file, e.Offset, e.Module, e.Name)
+		"only state dicts (tensors in dicts, lists and tuples of plain values) are read; %s",
+		file, e.Offset, e.Module, e.Name, hint)
 }
 
 // Is reports whether target is vram.ErrArgument.

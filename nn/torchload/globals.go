@@ -375,20 +375,29 @@ func checkView(t *tensorRef) error {
 }
 
 // repr formats a small decoded value for a message.
-func repr(v any) string {
+func repr(v any) string { return reprDepth(v, 0) }
+
+// maxReprDepth bounds the nesting of tuples that repr formats: a pickle
+// can nest tuples a million deep in a few megabytes.
+const maxReprDepth = 3
+
+func reprDepth(v any, depth int) string {
 	switch v := v.(type) {
 	case string:
 		return "'" + printable(v) + "'"
 	case int64, float64, bool:
 		return strings.TrimSpace(fmtAny(v))
 	case tuple:
+		if depth >= maxReprDepth {
+			return "(...)"
+		}
 		parts := make([]string, 0, min(len(v), 8))
 		for i, x := range v {
 			if i == 8 {
 				parts = append(parts, "...")
 				break
 			}
-			parts = append(parts, repr(x))
+			parts = append(parts, reprDepth(x, depth+1))
 		}
 		return "(" + strings.Join(parts, ", ") + ")"
 	}

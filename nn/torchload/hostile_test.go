@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"slices"
 	"strings"
 	"testing"
 
@@ -161,5 +162,37 @@ func TestMemoBounded(t *testing.T) {
 	_, err := read(t, withPickle(t, b.Bytes()), Options{})
 	if !errors.Is(err, vram.ErrArgument) || !strings.Contains(err.Error(), "holds a None") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestDeepTupleMessage builds a persistent id nested a million tuples
+// deep: the error message must not recurse through it (with five million
+// levels, formatting it in full overflowed the stack).
+func TestDeepTupleMessage(t *testing.T) {
+	const depth = 1 << 20
+	p := make([]byte, 0, depth+8)
+	p = append(p, opProto, 2, opNone)
+	for range depth {
+		p = append(p, opTuple1)
+	}
+	p = append(p, opBinPersID, opStop)
+	_, err := read(t, withPickle(t, p), Options{})
+	if !errors.Is(err, vram.ErrArgument) || !strings.Contains(err.Error(), "persistent id ((((...)))") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// TestBigEndianUntyped reads a big-endian file whose tensor views an
+// untyped storage: its bytes swap per element of the tensor's dtype.
+func TestBigEndianUntyped(t *testing.T) {
+	root := odict{{"w", tens{key: "0", class: "UntypedStorage", numel: 8, size: []int64{2}, stride: []int64{1}, v3: "float32"}}}
+	file := zipOf(t, []record{
+		{name: "a/data.pkl", data: pickle(root)},
+		{name: "a/byteorder", data: []byte("big")},
+		{name: "a/data/0", data: []byte{0x3f, 0xc0, 0, 0, 0xc0, 0, 0, 0}},
+	})
+	sd := mustRead(t, file, Options{})
+	if got := sd[0].Tensor.Float64s(); !slices.Equal(got, []float64{1.5, -2}) {
+		t.Errorf("got %v, want [1.5 -2]", got)
 	}
 }

@@ -246,14 +246,13 @@ type archive struct {
 	size      int64                // the file's size
 	bigEndian bool
 	maxPickle int64
-	budget    int64                // bytes still allowed by MaxBytes
-	cache     map[*storage][]byte  // storages read
-	files     map[*zip.File]string // names for messages
+	budget    int64               // bytes still allowed by MaxBytes
+	cache     map[*storage][]byte // storages read
 }
 
 // openArchive finds data.pkl, the storages and the byte order in zr.
 func openArchive(zr *zip.Reader, size int64, opts Options) (*archive, error) {
-	a := &archive{storages: map[string]*zip.File{}, size: size, cache: map[*storage][]byte{}, files: map[*zip.File]string{}}
+	a := &archive{storages: map[string]*zip.File{}, size: size, cache: map[*storage][]byte{}}
 	a.maxPickle = opts.MaxPickleBytes
 	if a.maxPickle <= 0 {
 		a.maxPickle = DefaultMaxPickleBytes
@@ -286,7 +285,6 @@ func openArchive(zr *zip.Reader, size int64, opts Options) (*archive, error) {
 		if !ok {
 			continue
 		}
-		a.files[f] = rest
 		switch {
 		case rest == "constants.pkl" || strings.HasPrefix(rest, "code/"):
 			return nil, formatErr("a TorchScript archive (torch.jit.save) is not read: " +
@@ -358,7 +356,8 @@ func (a *archive) spend(n int64, what string) error {
 	return nil
 }
 
-// storageBytes returns the bytes of st, read once, in little-endian order.
+// storageBytes returns the bytes of st, read once, in the file's byte
+// order.
 func (a *archive) storageBytes(st *storage) ([]byte, error) {
 	if b, ok := a.cache[st]; ok {
 		return b, nil
@@ -378,9 +377,6 @@ func (a *archive) storageBytes(st *storage) ([]byte, error) {
 	b, err := a.readEntry(f, want, "data/"+printable(st.key))
 	if err != nil {
 		return nil, err
-	}
-	if a.bigEndian && st.dtype.size > 1 {
-		swapBytes(b, int(st.dtype.size))
 	}
 	a.cache[st] = b
 	return b, nil
@@ -417,6 +413,11 @@ func (a *archive) tensor(t *tensorRef) (Entry, error) {
 			return Entry{}, err
 		}
 		raw = gather(src, t, numel)
+		if a.bigEndian && t.dtype.size > 1 {
+			// Per element of the tensor's dtype: an untyped storage
+			// (_rebuild_tensor_v3) has no element size of its own.
+			swapBytes(raw, int(t.dtype.size))
+		}
 	}
 	return Entry{Tensor: newTensor(raw, shape, t.dtype, dt), DType: t.dtype.name}, nil
 }
