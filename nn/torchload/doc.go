@@ -36,8 +36,9 @@
 // is a dict of tensors, else the first key of [DefaultKeys] ("state_dict",
 // "model", ...) that holds one; [Options.Key] names another ("model.ema").
 // The "module." prefix that DistributedDataParallel and DataParallel add
-// to every key is removed when every key has it, or a prefix of one's
-// choice with [Options.StripPrefix].
+// to every key, and the "_orig_mod." of a model compiled with
+// torch.compile, are removed when every key has them, or a prefix of
+// one's choice with [Options.StripPrefix].
 //
 // # Security
 //
@@ -46,8 +47,9 @@
 // pickle protocols 2 to 5 that data needs and accepts only the globals
 // that state dicts use (collections.OrderedDict, the tensor and parameter
 // rebuilders of torch._utils, the storage classes and dtypes of package
-// torch, torch.Size and the builtins set, frozenset, dict, list and
-// tuple), each turned into a Go value; any other global, such as os.system
+// torch, torch.Size, torch.device, _codecs.encode (protocol 2's bytes)
+// and the builtins set, frozenset, dict, list and tuple), each turned
+// into a Go value; any other global, such as os.system
 // or a model's own class, is a [*GlobalError] that names it. The pickle's
 // size ([Options.MaxPickleBytes]), its memo, its nesting, every view's
 // bounds against its storage's declared size, each record's size against

@@ -97,6 +97,8 @@ const (
 	gRebuildFromType = "torch._tensor._rebuild_from_type_v2"
 	gTensor          = "torch.Tensor"
 	gParameter       = "torch.nn.parameter.Parameter"
+	gDevice          = "torch.device"
+	gEncode          = "_codecs.encode"
 )
 
 // allowed lists the functions and classes a state dict's pickle may name.
@@ -104,7 +106,7 @@ var allowed = map[string]bool{
 	gOrderedDict: true, gRebuildV2: true, gRebuildV3: true, gRebuildParam: true,
 	gRebuildParamSt: true, gTorchSize: true, gSet: true, gFrozenSet: true,
 	gDict: true, gList: true, gTuple: true, gRebuildFromType: true,
-	gTensor: true, gParameter: true,
+	gTensor: true, gParameter: true, gDevice: true, gEncode: true,
 }
 
 // global resolves module.name against the allowlist. Python 2 names that
@@ -186,6 +188,41 @@ func (d *decoder) call(fn, args any) (any, error) {
 			return tuple(items), nil
 		}
 		return &list{items: items}, nil
+	case gDevice:
+		// torch.device("cuda", 0) or torch.device("cuda:0"): its name.
+		if len(a) == 0 || len(a) > 2 {
+			return nil, d.errorf("%s with %d arguments", g, len(a))
+		}
+		name, ok := a[0].(string)
+		if !ok {
+			return nil, d.errorf("%s of a %s", g, typeName(a[0]))
+		}
+		if len(a) == 2 {
+			i, ok := a[1].(int64)
+			if !ok {
+				return nil, d.errorf("%s with an index of type %s", g, typeName(a[1]))
+			}
+			name += ":" + fmtAny(i)
+		}
+		return name, nil
+	case gEncode:
+		// Protocol 2 pickles a bytes object b as
+		// _codecs.encode(b.decode("latin1"), "latin1").
+		if len(a) != 2 || a[1] != "latin1" {
+			return nil, d.errorf("%s with arguments other than (str, 'latin1')", g)
+		}
+		s, ok := a[0].(string)
+		if !ok {
+			return nil, d.errorf("%s of a %s", g, typeName(a[0]))
+		}
+		b := make([]byte, 0, len(s))
+		for _, r := range s {
+			if r > 0xff {
+				return nil, d.errorf("%s of a character above U+00FF", g)
+			}
+			b = append(b, byte(r))
+		}
+		return b, nil
 	case gRebuildV2, gRebuildV3:
 		return d.rebuildTensor(g, a)
 	case gRebuildParam, gRebuildParamSt:

@@ -22,15 +22,18 @@ import (
 // file of a trusted source's size.
 type Options struct {
 	// Key is the path of the state dict inside a nested checkpoint: dict
-	// keys joined by dots ("model", "state_dict", "model.ema"); a part
-	// that is an integer also matches an int key. Empty: the whole file
+	// keys joined by dots ("model", "state_dict", "model.ema", where a key
+	// holding the dots itself matches first); a part that is an integer
+	// also matches an int key. Empty: the whole file
 	// when it is a dict of tensors, else the first of the keys of
 	// [DefaultKeys] whose value is one.
 	Key string
 	// StripPrefix is removed from the start of every key that has it, as
 	// torch.nn.modules.utils.consume_prefix_in_state_dict_if_present does.
 	// Empty: "module." when every key starts with it (a model saved
-	// inside DistributedDataParallel or DataParallel), else nothing.
+	// inside DistributedDataParallel or DataParallel) and "_orig_mod."
+	// when every key starts with it (a model compiled with
+	// torch.compile), both if need be, else nothing.
 	StripPrefix string
 	// MaxBytes bounds the bytes of storage read and of tensors built, in
 	// total. Zero: four times the file's size plus 64 MiB, which any file
@@ -508,12 +511,19 @@ func newTensor(raw []byte, shape vram.Shape, et elemType, dt vram.DType) *vram.T
 func selectDict(root any, key string) (*dict, error) {
 	if key != "" {
 		v := root
-		for part := range strings.SplitSeq(key, ".") {
+		for rest := key; rest != ""; {
 			d, ok := v.(*dict)
 			if !ok {
-				return nil, formatErr("Options.Key %q: %q is looked up in a %s, not a dict", key, part, typeName(v))
+				return nil, formatErr("Options.Key %q: %q is looked up in a %s, not a dict", key, rest, typeName(v))
 			}
-			next, ok := d.get(part)
+			// A key that holds dots itself ("model.ema") matches first.
+			next, ok := d.get(rest)
+			part := rest
+			rest = ""
+			if !ok {
+				part, rest, _ = strings.Cut(part, ".")
+				next, ok = d.get(part)
+			}
 			if !ok {
 				if n, err := strconv.ParseInt(part, 10, 64); err == nil {
 					next, ok = d.get(n)
@@ -571,30 +581,59 @@ func keyList(d *dict) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-// stripPrefix removes prefix from the keys that have it, or "module."
-// from every key when prefix is empty and every key has it. Two keys that
-// become one are an error.
+// autoPrefixes are the prefixes removed when [Options.StripPrefix] is
+// empty and every key has one: "module." of DistributedDataParallel and
+// DataParallel, and "_orig_mod." of a model compiled with torch.compile.
+var autoPrefixes = []string{"module.", "_orig_mod."}
+
+// stripPrefix removes prefix from the keys that have it or, when prefix is
+// empty, each of autoPrefixes that every key has, as often as every key
+// has one ("module._orig_mod."). Two keys that become one are an error.
 func stripPrefix(keys []string, prefix string) ([]string, error) {
-	if prefix == "" {
-		const ddp = "module."
-		if len(keys) == 0 {
-			return keys, nil
+	if prefix != "" {
+		out := make([]string, len(keys))
+		for i, k := range keys {
+			out[i] = strings.TrimPrefix(k, prefix)
 		}
-		for _, k := range keys {
-			if !strings.HasPrefix(k, ddp) {
-				return keys, nil
+		return out, checkUnique(out, prefix)
+	}
+	if len(keys) == 0 {
+		return keys, nil
+	}
+	out := slices.Clone(keys)
+	for {
+		found := ""
+		for _, p := range autoPrefixes {
+			all := true
+			for _, k := range out {
+				if !strings.HasPrefix(k, p) {
+					all = false
+					break
+				}
+			}
+			if all {
+				found = p
+				break
 			}
 		}
-		prefix = ddp
-	}
-	out := make([]string, len(keys))
-	seen := make(map[string]bool, len(keys))
-	for i, k := range keys {
-		out[i] = strings.TrimPrefix(k, prefix)
-		if seen[out[i]] {
-			return nil, formatErr("two keys become %q once %q is removed", out[i], prefix)
+		if found == "" {
+			return out, nil
 		}
-		seen[out[i]] = true
+		for i := range out {
+			out[i] = out[i][len(found):]
+		}
 	}
-	return out, nil
+}
+
+// checkUnique returns an error if two of keys are equal once prefix is
+// removed.
+func checkUnique(keys []string, prefix string) error {
+	seen := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		if seen[k] {
+			return formatErr("two keys become %q once %q is removed", k, prefix)
+		}
+		seen[k] = true
+	}
+	return nil
 }

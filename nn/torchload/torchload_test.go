@@ -175,6 +175,12 @@ func TestSelectNested(t *testing.T) {
 		{"explicit key", pdict{{"ema", pdict{{"net", plain}}}, {"model", sdict}}, Options{Key: "ema.net"}, []string{"fc.weight", "fc.bias"}},
 		{"int key", pdict{{"optimizer", optim}}, Options{Key: "optimizer.state.0"}, []string{"step", "exp_avg"}},
 		{"empty", odict{}, Options{}, []string{}},
+		{"compiled", odict{{"_orig_mod.fc.weight", f32("0", 2)}}, Options{}, []string{"fc.weight"}},
+		{"ddp of compiled", odict{{"module._orig_mod.fc.weight", f32("0", 2)}, {"module._orig_mod.fc.bias", f32("1", 1)}}, Options{}, []string{"fc.weight", "fc.bias"}},
+		{"dotted key", pdict{{"model.ema", plain}, {"model", sdict}}, Options{Key: "model.ema"}, []string{"fc.weight", "fc.bias"}},
+		{"device, bytes and a set beside", pdict{{"model", plain}, {"device", call{"torch", "device", tup{"cuda", 0}}},
+			{"blob", call{"_codecs", "encode", tup{"\u00ff\u0000", "latin1"}}}, {"tags", call{"__builtin__", "set", tup{[]any{"a"}}}}},
+			Options{}, []string{"fc.weight", "fc.bias"}},
 		{"mixed prefix kept", odict{{"module.a", f32("0", 2)}, {"b", f32("1", 1)}}, Options{}, []string{"module.a", "b"}},
 	}
 	for _, tt := range tests {
@@ -229,5 +235,36 @@ func TestReadStateDictFile(t *testing.T) {
 	}
 	if _, err := ReadStateDictFile(filepath.Join(dir, "none.pt"), Options{}); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestCalls decodes the calls of the allowlist that build plain values.
+func TestCalls(t *testing.T) {
+	tests := []struct {
+		name string
+		v    call
+		want any
+	}{
+		{"device with index", call{"torch", "device", tup{"cuda", 1}}, "cuda:1"},
+		{"device by name", call{"torch", "device", tup{"cpu"}}, "cpu"},
+		{"bytes", call{"_codecs", "encode", tup{"\u00ff\u0000a", "latin1"}}, []byte{0xff, 0, 'a'}},
+		{"torch.Size", call{"torch", "Size", tup{tup{2, 3}}}, tuple{int64(2), int64(3)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := unpickle(pickle(tt.v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if repr(got) != repr(tt.want) || typeName(got) != typeName(tt.want) {
+				t.Errorf("got %#v, want %#v", got, tt.want)
+			}
+			if b, ok := tt.want.([]byte); ok && !bytes.Equal(got.([]byte), b) {
+				t.Errorf("got %v, want %v", got, b)
+			}
+		})
+	}
+	if _, err := unpickle(pickle(call{"_codecs", "encode", tup{"\u0100", "latin1"}})); !errors.Is(err, vram.ErrArgument) {
+		t.Errorf("a character above U+00FF: %v", err)
 	}
 }

@@ -73,6 +73,11 @@ type (
 		k any
 		v any
 	}
+	// call is module.name(args...), pickled with REDUCE.
+	call struct {
+		module, name string
+		args         tup
+	}
 	// tens is a tensor of storage key of class class ("FloatStorage"),
 	// of numel elements.
 	tens struct {
@@ -130,6 +135,10 @@ func (w *pw) value(v any) {
 		w.items(v)
 	case tens:
 		w.tensor(v)
+	case call:
+		w.global(v.module, v.name)
+		w.value(v.args)
+		w.op(opReduce).put()
 	default:
 		panic(fmt.Sprintf("test writer: %T", v))
 	}
