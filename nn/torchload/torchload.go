@@ -24,7 +24,7 @@ type Options struct {
 	// Key is the path of the state dict inside a nested checkpoint: dict
 	// keys joined by dots ("model", "state_dict", "model.ema", where a key
 	// holding the dots itself matches first); a part that is an integer
-	// also matches an int key. Empty: the whole file
+	// also matches an int key, or indexes a list or tuple. Empty: the whole file
 	// when it is a dict of tensors, else the first of the keys of
 	// [DefaultKeys] whose value is one.
 	Key string
@@ -182,12 +182,22 @@ func ReadStateDict(r io.ReaderAt, size int64, opts Options) (sd StateDict, err e
 	if err != nil {
 		return nil, err
 	}
+	// A storage is dropped once the last tensor that views it is built,
+	// so that memory holds the tensors and at most a few storages, not
+	// every storage beside every tensor.
 	for i, v := range d.vals {
 		t, ok := v.(*tensorRef)
 		if !ok {
 			return nil, formatErr("%q is a %s, not a tensor", keys[i], typeName(v))
 		}
+		a.users[t.st]++
+	}
+	for i, v := range d.vals {
+		t := v.(*tensorRef)
 		e, err := a.tensor(t)
+		if a.users[t.st]--; a.users[t.st] == 0 {
+			delete(a.cache, t.st)
+		}
 		if err != nil {
 			return sd, prefixed(err, strconv.Quote(keys[i]))
 		}
@@ -250,12 +260,13 @@ type archive struct {
 	bigEndian bool
 	maxPickle int64
 	budget    int64               // bytes still allowed by MaxBytes
-	cache     map[*storage][]byte // storages read
+	cache     map[*storage][]byte // storages read and still needed
+	users     map[*storage]int    // tensors still to build from each storage
 }
 
 // openArchive finds data.pkl, the storages and the byte order in zr.
 func openArchive(zr *zip.Reader, size int64, opts Options) (*archive, error) {
-	a := &archive{storages: map[string]*zip.File{}, size: size, cache: map[*storage][]byte{}}
+	a := &archive{storages: map[string]*zip.File{}, size: size, cache: map[*storage][]byte{}, users: map[*storage]int{}}
 	a.maxPickle = opts.MaxPickleBytes
 	if a.maxPickle <= 0 {
 		a.maxPickle = DefaultMaxPickleBytes
@@ -512,6 +523,19 @@ func selectDict(root any, key string) (*dict, error) {
 	if key != "" {
 		v := root
 		for rest := key; rest != ""; {
+			if l, ok := v.(*list); ok {
+				v = tuple(l.items)
+			}
+			if t, ok := v.(tuple); ok {
+				// A list or tuple of checkpoints: an index.
+				part, after, _ := strings.Cut(rest, ".")
+				i, err := strconv.Atoi(part)
+				if err != nil || i < 0 || i >= len(t) {
+					return nil, formatErr("Options.Key %q: %q is not an index of a sequence of %d values", key, part, len(t))
+				}
+				v, rest = t[i], after
+				continue
+			}
 			d, ok := v.(*dict)
 			if !ok {
 				return nil, formatErr("Options.Key %q: %q is looked up in a %s, not a dict", key, rest, typeName(v))

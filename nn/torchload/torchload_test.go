@@ -181,6 +181,7 @@ func TestSelectNested(t *testing.T) {
 		{"device, bytes and a set beside", pdict{{"model", plain}, {"device", call{"torch", "device", tup{"cuda", 0}}},
 			{"blob", call{"_codecs", "encode", tup{"\u00ff\u0000", "latin1"}}}, {"tags", call{"__builtin__", "set", tup{[]any{"a"}}}}},
 			Options{}, []string{"fc.weight", "fc.bias"}},
+		{"list index", pdict{{"models", []any{sdict, plain}}}, Options{Key: "models.1"}, []string{"fc.weight", "fc.bias"}},
 		{"mixed prefix kept", odict{{"module.a", f32("0", 2)}, {"b", f32("1", 1)}}, Options{}, []string{"module.a", "b"}},
 	}
 	for _, tt := range tests {
@@ -203,6 +204,7 @@ func TestSelectErrors(t *testing.T) {
 	}{
 		{"no state dict", pdict{{"epoch", 3}, {"weights_of_g", odict{{"a", f32("0", 2)}}}}, Options{}, "choose one with Options.Key"},
 		{"missing key", pdict{{"model", odict{}}}, Options{Key: "ema"}, `no key "ema" among ['model']`},
+		{"index out of range", pdict{{"models", []any{odict{}}}}, Options{Key: "models.1"}, "not an index"},
 		{"key into a non-dict", pdict{{"epoch", 3}}, Options{Key: "epoch.x"}, "not a dict"},
 		{"non-tensor value", pdict{{"model", odict{{"a", f32("0", 2)}, {"n", 3}}}}, Options{Key: "model"}, `"n" is a int, not a tensor`},
 		{"int key", pdict{{int64(1), f32("0", 2)}}, Options{}, "key of type int"},
