@@ -375,16 +375,20 @@ func checkView(t *tensorRef) error {
 	if t.offset > maxElems {
 		return fmt.Errorf("storage offset %d too large", t.offset)
 	}
-	n := int64(1)
+	// nz is the product of the sizes but zeros: a tensor of no elements
+	// must still have a shape whose other sizes multiply within bounds,
+	// as vram counts its elements so.
+	n, nz := int64(1), int64(1)
 	last := t.offset // the offset of t's last element, in elements
 	for i, s := range t.size {
 		if s == 0 {
 			n = 0
 			continue
 		}
-		if n != 0 && s > maxElems/n {
+		if s > maxElems/nz {
 			return fmt.Errorf("size %v too large", t.size)
 		}
+		nz *= s
 		if n != 0 {
 			n *= s
 		}

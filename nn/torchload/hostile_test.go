@@ -91,6 +91,7 @@ func TestHostileFiles(t *testing.T) {
 		{name: "huge numel", file: archiveOf(t, odict{{"w", tens{key: "0", class: "FloatStorage", numel: 1 << 60, size: []int64{1}, stride: []int64{1}}}}, nil), kind: vram.ErrArgument, msg: "elements"},
 		{name: "size product overflows", file: archiveOf(t, odict{{"w", tens{key: "0", class: "FloatStorage", numel: 2, size: []int64{1 << 40, 1 << 40}, stride: []int64{0, 0}}}}, nil), kind: vram.ErrArgument, msg: "too large"},
 		{name: "expanded beyond MaxBytes", file: archiveOf(t, odict{{"w", tens{key: "0", class: "FloatStorage", numel: 2, size: []int64{1 << 20, 1 << 20}, stride: []int64{0, 0}}}}, map[string][]byte{"0": le([]float32{1, 2})}), kind: vram.ErrArgument, msg: "Options.MaxBytes"},
+		{name: "no elements, huge sizes", file: archiveOf(t, odict{{"w", tens{key: "0", class: "FloatStorage", numel: 0, size: []int64{1 << 40, 0, 1 << 40}, stride: []int64{0, 0, 0}}}}, nil), kind: vram.ErrArgument, msg: "too large"},
 		{name: "too many dims", file: archiveOf(t, odict{{"w", tens{key: "0", class: "FloatStorage", numel: 2, size: make([]int64, 65), stride: make([]int64, 65)}}}, nil), kind: vram.ErrArgument, msg: "65 dimensions"},
 		{name: "storage declared twice", file: archiveOf(t, odict{{"a", f32("0", 2)}, {"b", f32("0", 1)}}, nil), kind: vram.ErrArgument, msg: "declared as"},
 		{name: "storage key with a slash", file: archiveOf(t, odict{{"w", f32("../x", 1)}}, nil), kind: vram.ErrArgument, msg: "storage key"},

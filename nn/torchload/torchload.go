@@ -433,7 +433,11 @@ func (a *archive) tensor(t *tensorRef) (Entry, error) {
 			swapBytes(raw, int(t.dtype.size))
 		}
 	}
-	return Entry{Tensor: newTensor(raw, shape, t.dtype, dt), DType: t.dtype.name}, nil
+	var x *vram.Tensor
+	if err := vram.Catch(func() { x = newTensor(raw, shape, t.dtype, dt) }); err != nil {
+		return Entry{}, &formatError{msg: "a tensor of size " + fmt.Sprint(t.size), kind: vram.ErrArgument, err: err}
+	}
+	return Entry{Tensor: x, DType: t.dtype.name}, nil
 }
 
 // gather copies the elements of the view t of src, row-major, into a new
