@@ -51,10 +51,13 @@ type Options struct {
 // KiB.
 const DefaultMaxPickleBytes = 256 << 20
 
-// DefaultKeys are the keys under which common training scripts keep the
-// state dict in a checkpoint, tried in this order when [Options.Key] is
-// empty and the file is not a state dict itself.
-var DefaultKeys = []string{"state_dict", "model_state_dict", "model", "module", "net", "network"}
+// DefaultKeys returns the keys under which common training scripts keep
+// the state dict in a checkpoint, tried in this order when [Options.Key]
+// is empty and the file is not a state dict itself: "state_dict",
+// "model_state_dict", "model", "module", "net", "network".
+func DefaultKeys() []string { return slices.Clone(defaultKeys) }
+
+var defaultKeys = []string{"state_dict", "model_state_dict", "model", "module", "net", "network"}
 
 // maxRatio is the largest ratio of the uncompressed to the compressed size
 // of a deflated entry: deflate cannot compress further than about 1032 to
@@ -575,14 +578,14 @@ func selectDict(root any, key string) (*dict, error) {
 	if isStateDict(d) {
 		return d, nil
 	}
-	for _, k := range DefaultKeys {
+	for _, k := range defaultKeys {
 		if v, ok := d.get(k); ok {
 			if sd, ok := v.(*dict); ok && isStateDict(sd) {
 				return sd, nil
 			}
 		}
 	}
-	return nil, formatErr("the file holds a dict with keys %s and no state dict under the usual keys %v: choose one with Options.Key", keyList(d), DefaultKeys)
+	return nil, formatErr("the file holds a dict with keys %s and no state dict under the usual keys %v: choose one with Options.Key", keyList(d), defaultKeys)
 }
 
 // isStateDict reports whether every value of d is a tensor (true for an
