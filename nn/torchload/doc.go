@@ -25,9 +25,12 @@
 // (views, tied weights) and tensors that are not contiguous (a transposed
 // weight saved as it is) are read with their own values, each into a new
 // contiguous tensor. Values of int16 and uint8, dtypes that vram has not,
-// are widened to int32. The legacy formats of PyTorch before 1.6 and
-// TorchScript archives (torch.jit.save) are refused with an error that
-// says how to convert them.
+// are widened to int32. The legacy format (PyTorch before 1.6, or
+// _use_new_zipfile_serialization=False: a row of pickles followed by the
+// storages) is read too when written with pickle protocol 2, torch.save's
+// default. The tar format of PyTorch before 0.4 and TorchScript archives
+// (torch.jit.save) are refused with an error that says how to convert
+// them.
 //
 // # Nested checkpoints
 //

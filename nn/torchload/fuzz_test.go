@@ -79,6 +79,7 @@ func fuzzSeeds(t testing.TB) []fuzztest.Seed {
 		{Name: "os-system", Args: []any{withPickle(t, raw(globalOp("os", "system"), []byte("X\x02\x00\x00\x00ls\x85R")))}},
 		{Name: "expanded", Args: []any{archiveOf(t, odict{{"w", tens{key: "1", class: "LongStorage", numel: 1, size: []int64{1 << 20, 1 << 20}, stride: []int64{0, 0}}}}, store)}},
 		{Name: "cut", Args: []any{full[:len(full)/2]}},
+		{Name: "legacy", Args: []any{legacyOf(nested, store, map[string]int{"0": 4, "1": 8})}},
 	}
 }
 

@@ -325,6 +325,14 @@ func (d *decoder) ints(g global, what string, v any) ([]int64, error) {
 // The same key always gives the same storage.
 func (d *decoder) persistent(pid any) (*storage, error) {
 	t, ok := pid.(tuple)
+	if d.legacy && ok && len(t) == 6 {
+		// The legacy format adds view metadata, None but for the
+		// storage views of PyTorch before 0.4.
+		if t[5] != nil {
+			return nil, d.errorf("a storage view (PyTorch before 0.4) is not read")
+		}
+		t = t[:5]
+	}
 	if !ok || len(t) != 5 {
 		return nil, d.errorf("persistent id %s, not ('storage', type, key, location, numel)", repr(pid))
 	}

@@ -109,7 +109,21 @@ func TestHostileFiles(t *testing.T) {
 		{name: "unknown opcode", file: withPickle(t, raw([]byte{0xff})), kind: vram.ErrArgument, msg: "unknown opcode 0xff"},
 		{name: "truncated file", file: ok[:len(ok)/2], kind: vram.ErrArgument, msg: "zip"},
 		{name: "empty file", file: nil, kind: vram.ErrArgument, msg: "no zip header"},
-		{name: "legacy format", file: []byte("\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02M\xe9\x03."), kind: vram.ErrArgument, msg: "legacy torch.save format"},
+		{name: "legacy format", file: []byte("\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02M\xe9\x03."), kind: vram.ErrArgument, msg: "ends early"},
+		{name: "legacy without magic", file: []byte("\x80\x02K\x01."), kind: vram.ErrArgument, msg: "magic number"},
+		{name: "legacy storage cut", file: func() []byte {
+			f := legacyOf(odict{{"w", f32("0", 2)}}, map[string][]byte{"0": le([]float32{1, 2})}, map[string]int{"0": 4})
+			return f[:len(f)-1]
+		}(), kind: vram.ErrArgument, msg: "beyond the end"},
+		{name: "legacy numel mismatch", file: legacyOf(odict{{"w", tens{key: "0", class: "FloatStorage", numel: 3, size: []int64{2}, stride: []int64{1}}}},
+			map[string][]byte{"0": le([]float32{1, 2})}, map[string]int{"0": 4}), kind: vram.ErrArgument, msg: "holds 2 elements, the pickle says 3"},
+		{name: "legacy storage view", file: func() []byte {
+			f := legacyOf(odict{{"w", f32("0", 2)}}, map[string][]byte{"0": le([]float32{1, 2})}, map[string]int{"0": 4})
+			i := bytes.Index(f, []byte("cpu"))
+			j := bytes.IndexByte(f[i:], opNone)
+			f[i+j] = opNewTrue
+			return f
+		}(), kind: vram.ErrArgument, msg: "storage view"},
 		{name: "legacy tar", file: append(make([]byte, 257), []byte("ustar\x0000")...), kind: vram.ErrArgument, msg: "tar format"},
 		{name: "safetensors", file: append([]byte{2, 0, 0, 0, 0, 0, 0, 0}, []byte("{}")...), kind: vram.ErrArgument, msg: "nn.Load"},
 		{name: "zip without data.pkl", file: zipOf(t, []record{{name: "x/y", data: []byte("z")}}), kind: vram.ErrArgument, msg: "without a data.pkl"},

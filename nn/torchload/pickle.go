@@ -181,13 +181,24 @@ type decoder struct {
 	marks    []int
 	memo     map[uint32]any
 	storages map[string]*storage
+	legacy   bool // persistent ids of the legacy format, with view metadata
 }
 
 // unpickle decodes the pickle data, resolving persistent ids through
 // storages (the keys of the archive's data/ entries).
 func unpickle(data []byte) (any, error) {
-	d := &decoder{data: data, memo: map[uint32]any{}, storages: map[string]*storage{}}
-	return d.run()
+	v, _, err := unpickleAt(data, 0, map[string]*storage{}, false)
+	return v, err
+}
+
+// unpickleAt decodes the pickle at data[pos:], one of several in a row,
+// with persistent ids resolved through storages (shared by the pickles of
+// a file): those of the legacy format when legacy is set. It returns the
+// value and the offset just past the pickle's STOP.
+func unpickleAt(data []byte, pos int, storages map[string]*storage, legacy bool) (any, int, error) {
+	d := &decoder{data: data, pos: pos, memo: map[uint32]any{}, storages: storages, legacy: legacy}
+	v, err := d.run()
+	return v, d.pos, err
 }
 
 // errorf returns an error at the offset of the current opcode, matching

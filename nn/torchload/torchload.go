@@ -133,10 +133,12 @@ func ReadStateDictFile(path string, opts Options) (StateDict, error) {
 // its transpose). Dtypes float32, float64, float16, bfloat16, int64,
 // int32, int16, int8, uint8 and bool are read.
 //
+// Files of the legacy format (PyTorch before 1.6) are read too.
+//
 // The file is untrusted input: its pickle is decoded without running
 // anything, and a Python global outside torchload's allowlist is a
-// *[GlobalError]. Every other problem (not a zip archive, the legacy
-// format of PyTorch before 1.6, a TorchScript archive, a truncated or
+// *[GlobalError]. Every other problem (not a torch.save file, the tar
+// format of PyTorch before 0.4, a TorchScript archive, a truncated or
 // corrupt file, a view beyond its storage, a size above the bounds of
 // opts) is an error matching vram.ErrArgument, an unsupported dtype one
 // matching vram.ErrDType. On error no tensor is left allocated.
@@ -144,24 +146,31 @@ func ReadStateDict(r io.ReaderAt, size int64, opts Options) (sd StateDict, err e
 	if size < 0 {
 		return nil, formatErr("negative file size %d", size)
 	}
-	if err := sniff(r, size); err != nil {
-		return nil, err
-	}
-	zr, err := zip.NewReader(r, size)
-	if err != nil {
-		return nil, &formatError{msg: "not a torch.save zip archive", kind: vram.ErrArgument, err: err}
-	}
-	a, err := openArchive(zr, size, opts)
+	legacy, err := sniff(r, size)
 	if err != nil {
 		return nil, err
 	}
-	pkl, err := a.readEntry(a.pkl, a.maxPickle, "data.pkl")
-	if err != nil {
-		return nil, err
-	}
-	root, err := unpickle(pkl)
-	if err != nil {
-		return nil, err
+	var a *archive
+	var root any
+	if legacy {
+		if a, root, err = readLegacy(r, size, opts); err != nil {
+			return nil, err
+		}
+	} else {
+		zr, err := zip.NewReader(r, size)
+		if err != nil {
+			return nil, &formatError{msg: "not a torch.save zip archive", kind: vram.ErrArgument, err: err}
+		}
+		if a, err = openArchive(zr, size, opts); err != nil {
+			return nil, err
+		}
+		pkl, err := a.readEntry(a.pkl, a.maxPickle, "data.pkl")
+		if err != nil {
+			return nil, err
+		}
+		if root, err = unpickle(pkl); err != nil {
+			return nil, err
+		}
 	}
 	d, err := selectDict(root, opts.Key)
 	if err != nil {
@@ -235,24 +244,24 @@ func LoadPyTorchOptions(m nn.Module, path string, strict bool, opts Options) (nn
 	return res, nil
 }
 
-// sniff recognises files that are not zip archives, for a clear error.
-func sniff(r io.ReaderAt, size int64) error {
+// sniff tells a zip archive (false) from a file of the legacy format
+// (true), and recognises other files for a clear error.
+func sniff(r io.ReaderAt, size int64) (bool, error) {
 	head := make([]byte, min(size, 512))
 	if _, err := r.ReadAt(head, 0); err != nil && err != io.EOF {
-		return &formatError{msg: "reading the file", kind: vram.ErrArgument, err: err}
+		return false, &formatError{msg: "reading the file", kind: vram.ErrArgument, err: err}
 	}
 	switch {
 	case len(head) >= 4 && string(head[:4]) == "PK\x03\x04":
-		return nil
+		return false, nil
 	case len(head) >= 2 && head[0] == opProto:
-		return formatErr("the legacy torch.save format (PyTorch before 1.6, or _use_new_zipfile_serialization=False) is not read: " +
-			"load it with torch.load and save it again with a current PyTorch")
+		return true, nil
 	case len(head) >= 262 && string(head[257:262]) == "ustar":
-		return formatErr("the tar format of torch.save (PyTorch before 0.4) is not read: load it with torch.load and save it again with a current PyTorch")
+		return false, formatErr("the tar format of torch.save (PyTorch before 0.4) is not read: load it with torch.load and save it again with a current PyTorch")
 	case len(head) >= 9 && head[8] == '{':
-		return formatErr("not a torch.save archive (a safetensors file? read it with nn.Load)")
+		return false, formatErr("not a torch.save archive (a safetensors file? read it with nn.Load)")
 	}
-	return formatErr("not a torch.save archive (no zip header)")
+	return false, formatErr("not a torch.save archive (no zip header)")
 }
 
 // archive is an opened torch.save archive.
@@ -265,11 +274,15 @@ type archive struct {
 	budget    int64               // bytes still allowed by MaxBytes
 	cache     map[*storage][]byte // storages read and still needed
 	users     map[*storage]int    // tensors still to build from each storage
+	// The storages of a legacy file: where they lie in r.
+	r     io.ReaderAt
+	spans map[string]span
 }
 
-// openArchive finds data.pkl, the storages and the byte order in zr.
-func openArchive(zr *zip.Reader, size int64, opts Options) (*archive, error) {
-	a := &archive{storages: map[string]*zip.File{}, size: size, cache: map[*storage][]byte{}, users: map[*storage]int{}}
+// newArchive returns an archive of a file of size bytes with the bounds
+// of opts.
+func newArchive(size int64, opts Options) *archive {
+	a := &archive{size: size, cache: map[*storage][]byte{}, users: map[*storage]int{}}
 	a.maxPickle = opts.MaxPickleBytes
 	if a.maxPickle <= 0 {
 		a.maxPickle = DefaultMaxPickleBytes
@@ -281,6 +294,13 @@ func openArchive(zr *zip.Reader, size int64, opts Options) (*archive, error) {
 			a.budget += 4 * size
 		}
 	}
+	return a
+}
+
+// openArchive finds data.pkl, the storages and the byte order in zr.
+func openArchive(zr *zip.Reader, size int64, opts Options) (*archive, error) {
+	a := newArchive(size, opts)
+	a.storages = map[string]*zip.File{}
 	// The archive's records sit in one top-level folder, whose name
 	// torch.save chose ("archive", or the file's stem in older versions).
 	var prefix string
@@ -378,6 +398,9 @@ func (a *archive) spend(n int64, what string) error {
 func (a *archive) storageBytes(st *storage) ([]byte, error) {
 	if b, ok := a.cache[st]; ok {
 		return b, nil
+	}
+	if a.spans != nil {
+		return a.legacyBytes(st)
 	}
 	f, ok := a.storages[st.key]
 	if !ok {

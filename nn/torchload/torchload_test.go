@@ -270,3 +270,36 @@ func TestCalls(t *testing.T) {
 		t.Errorf("a character above U+00FF: %v", err)
 	}
 }
+
+// TestReadLegacy reads files of the legacy format (PyTorch before 1.6, or
+// _use_new_zipfile_serialization=False): views, dtypes and nesting as in
+// the zip format.
+func TestReadLegacy(t *testing.T) {
+	store := map[string][]byte{"a": le(seq(6)), "b": le([]int64{7, -8})}
+	size := map[string]int{"a": 4, "b": 8}
+	tests := []struct {
+		name string
+		root any
+		want map[string][]float64
+	}{
+		{"state dict", odict{{"w", tens{key: "a", class: "FloatStorage", numel: 6, size: []int64{3, 2}, stride: []int64{1, 3}}},
+			{"n", tens{key: "b", class: "LongStorage", numel: 2, offset: 1, size: []int64{}, stride: []int64{}}}},
+			map[string][]float64{"w": {0, 3, 1, 4, 2, 5}, "n": {-8}}},
+		{"nested ddp", pdict{{"epoch", 1}, {"state_dict", odict{{"module.w", tens{key: "a", class: "FloatStorage", numel: 6, offset: 2, size: []int64{2}, stride: []int64{2}, param: true}},
+			{"module.n", tens{key: "b", class: "LongStorage", numel: 2, size: []int64{2}, stride: []int64{1}}}}}},
+			map[string][]float64{"w": {2, 4}, "n": {7, -8}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sd := mustRead(t, legacyOf(tt.root, store, size), Options{})
+			if len(sd) != len(tt.want) {
+				t.Fatalf("keys %v", sd.Keys())
+			}
+			for _, e := range sd {
+				if got := e.Tensor.Float64s(); !slices.Equal(got, tt.want[e.Key]) {
+					t.Errorf("%s = %v, want %v", e.Key, got, tt.want[e.Key])
+				}
+			}
+		})
+	}
+}

@@ -17,7 +17,8 @@ import (
 // pw writes pickle opcodes.
 type pw struct {
 	bytes.Buffer
-	memo int
+	memo   int
+	legacy bool // persistent ids of the legacy format
 }
 
 func (w *pw) op(b ...byte) *pw { w.Write(b); return w }
@@ -174,6 +175,9 @@ func (w *pw) tensor(t tens) {
 	w.str(t.key)
 	w.str("cpu")
 	w.int(t.numel)
+	if w.legacy {
+		w.op(opNone)
+	}
 	w.op(opTuple).put()
 	w.op(opBinPersID)
 	w.int(t.offset)
@@ -282,4 +286,29 @@ func seq(n int) []float32 {
 		v[i] = float32(i)
 	}
 	return v
+}
+
+// legacyOf returns a file of the legacy torch.save format holding root,
+// with storages by key of the given element sizes.
+func legacyOf(root any, storages map[string][]byte, elemSize map[string]int) []byte {
+	var b bytes.Buffer
+	b.WriteString(legacyMagic)
+	b.Write(pickle(1001))
+	b.Write(pickle(pdict{{"protocol_version", 1001}, {"little_endian", true}, {"type_sizes", pdict{{"short", 2}, {"int", 4}, {"long", 4}}}}))
+	w := &pw{legacy: true}
+	w.op(opProto, 2)
+	w.value(root)
+	w.op(opStop)
+	b.Write(w.Bytes())
+	keys := slices.Sorted(maps.Keys(storages))
+	list := make([]any, len(keys))
+	for i, k := range keys {
+		list[i] = k
+	}
+	b.Write(pickle(list))
+	for _, k := range keys {
+		binary.Write(&b, binary.LittleEndian, int64(len(storages[k])/elemSize[k]))
+		b.Write(storages[k])
+	}
+	return b.Bytes()
 }
