@@ -5,7 +5,8 @@ installed:
 
     python3 record.py OUTDIR
 
-writes into OUTDIR one checkpoint per case and, beside each, a .json file
+writes into OUTDIR two checkpoints per case (NAME.pt in the zip format,
+NAME_legacy.pt in the legacy one) and, beside each, a .json file
 with the keys, dtypes, shapes and values that torch.load reads, so that a
 Go program can compare torchload.ReadStateDictFile with them.
 """
@@ -57,11 +58,13 @@ def main():
     outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     for name, obj in cases():
-        path = os.path.join(outdir, name + ".pt")
-        torch.save(obj, path)
         sd = obj["model"] if "model" in obj and not isinstance(obj["model"], torch.Tensor) else obj
-        with open(os.path.join(outdir, name + ".json"), "w") as f:
-            json.dump(describe(sd), f, indent=1)
+        # Each case twice: the zip format of PyTorch 1.6 and later, and the
+        # legacy format that _use_new_zipfile_serialization=False writes.
+        for suffix, zipped in (("", True), ("_legacy", False)):
+            torch.save(obj, os.path.join(outdir, name + suffix + ".pt"), _use_new_zipfile_serialization=zipped)
+            with open(os.path.join(outdir, name + suffix + ".json"), "w") as f:
+                json.dump(describe(sd), f, indent=1)
 
 
 if __name__ == "__main__":
