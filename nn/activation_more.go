@@ -32,6 +32,7 @@ func NewSoftsign() *Softsign { return &Softsign{} }
 
 // Forward returns x/(1 + |x|).
 func (*Softsign) Forward(x *vram.Tensor) *vram.Tensor {
+	defer asOp("softsign")
 	notNil("softsign", x)
 	var ts temps
 	defer ts.release()
@@ -46,6 +47,7 @@ func NewTanhshrink() *Tanhshrink { return &Tanhshrink{} }
 
 // Forward returns x − tanh(x).
 func (*Tanhshrink) Forward(x *vram.Tensor) *vram.Tensor {
+	defer asOp("tanhshrink")
 	notNil("tanhshrink", x)
 	th := x.Tanh()
 	defer th.Release()
@@ -71,6 +73,7 @@ func NewHardshrink(lambda float64) *Hardshrink {
 
 // Forward returns x where |x| > Lambda and 0 elsewhere.
 func (l *Hardshrink) Forward(x *vram.Tensor) *vram.Tensor {
+	defer asOp("hardshrink")
 	notNil("hardshrink", x)
 	var ts temps
 	defer ts.release()
@@ -97,6 +100,7 @@ func NewSoftshrink(lambda float64) *Softshrink {
 
 // Forward returns x shrunk toward 0 by Lambda.
 func (l *Softshrink) Forward(x *vram.Tensor) *vram.Tensor {
+	defer asOp("softshrink")
 	notNil("softshrink", x)
 	var ts temps
 	defer ts.release()
@@ -128,6 +132,7 @@ func NewThreshold(threshold, value float64) *Threshold {
 // Forward returns Value where x <= Threshold and x elsewhere; the
 // gradient is 0 where x is replaced and 1 elsewhere.
 func (l *Threshold) Forward(x *vram.Tensor) *vram.Tensor {
+	defer asOp("threshold")
 	notNil("threshold", x)
 	var ts temps
 	defer ts.release()
@@ -146,6 +151,7 @@ func NewLogSigmoid() *LogSigmoid { return &LogSigmoid{} }
 
 // Forward returns log(sigmoid(x)).
 func (*LogSigmoid) Forward(x *vram.Tensor) *vram.Tensor {
+	defer asOp("log_sigmoid")
 	notNil("log_sigmoid", x)
 	var ts temps
 	defer ts.release()
@@ -162,6 +168,7 @@ func NewHardsigmoid() *Hardsigmoid { return &Hardsigmoid{} }
 
 // Forward returns min(max(x + 3, 0), 6)/6.
 func (*Hardsigmoid) Forward(x *vram.Tensor) *vram.Tensor {
+	defer asOp("hardsigmoid")
 	notNil("hardsigmoid", x)
 	var ts temps
 	defer ts.release()
@@ -189,6 +196,7 @@ func NewCELU(alpha float64) *CELU {
 
 // Forward returns Alpha·elu(x/Alpha).
 func (l *CELU) Forward(x *vram.Tensor) *vram.Tensor {
+	defer asOp("celu")
 	notNil("celu", x)
 	var ts temps
 	defer ts.release()
@@ -210,6 +218,7 @@ func NewSELU() *SELU { return &SELU{} }
 
 // Forward returns scale·elu(x, alpha).
 func (*SELU) Forward(x *vram.Tensor) *vram.Tensor {
+	defer asOp("selu")
 	notNil("selu", x)
 	e := x.Elu(seluAlpha)
 	defer e.Release()
@@ -229,6 +238,7 @@ func NewSoftmin(dim int) *Softmin { return &Softmin{Dim: dim} }
 
 // Forward returns softmax(−x) along Dim.
 func (l *Softmin) Forward(x *vram.Tensor) *vram.Tensor {
+	defer asOp("softmin")
 	notNil("softmin", x)
 	n := x.Neg()
 	defer n.Release()
@@ -253,6 +263,7 @@ func NewGLU(dim int) *GLU { return &GLU{Dim: dim} }
 // kind vram.ErrIndex for a Dim out of range.
 func (l *GLU) Forward(x *vram.Tensor) *vram.Tensor {
 	const op = "glu"
+	defer asOp(op)
 	notNil(op, x)
 	if x.Dim() == 0 {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: "glu does not take a 0-dimensional tensor"})
@@ -306,6 +317,7 @@ func NewPReLU(numParameters int, init float64, opts ...vram.Option) *PReLU {
 // another number of channels.
 func (l *PReLU) Forward(x *vram.Tensor) *vram.Tensor {
 	const op = "prelu"
+	defer asOp(op)
 	notNil(op, x)
 	n := l.Weight.NumElements()
 	var ts temps
@@ -354,6 +366,7 @@ func NewRReLU(lower, upper float64, opts ...vram.Option) *RReLU {
 // Forward returns x with its negative elements scaled by random slopes in
 // training mode and by their mean in evaluation mode.
 func (l *RReLU) Forward(x *vram.Tensor) *vram.Tensor {
+	defer asOp("rrelu")
 	notNil("rrelu", x)
 	if !l.Training() || x.NumElements() == 0 {
 		return x.LeakyRelu((l.Lower + l.Upper) / 2)

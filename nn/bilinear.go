@@ -48,6 +48,7 @@ func (l *Bilinear) Forward(x *vram.Tensor) *vram.Tensor { return l.ForwardPair(x
 // leading dimensions.
 func (l *Bilinear) ForwardPair(x1, x2 *vram.Tensor) *vram.Tensor {
 	const op = "bilinear"
+	defer asOp(op)
 	notNil(op, x1)
 	notNil(op, x2)
 	ws := l.Weight.Shape()

@@ -39,6 +39,17 @@ func notNil(op string, t *vram.Tensor) {
 	}
 }
 
+// sameDevice panics with a *vram.DeviceMismatchError naming op unless
+// each of the layer's tensors ts that is not nil is on x's device. Layers
+// that update state in place call it before they change anything.
+func sameDevice(op string, x *vram.Tensor, ts ...*vram.Tensor) {
+	for _, t := range ts {
+		if t != nil && t.Device() != x.Device() {
+			panic(&vram.DeviceMismatchError{Op: op, Expected: t.Device(), Got: x.Device()})
+		}
+	}
+}
+
 // fill overwrites t with values drawn from the uniform distribution on
 // [-scale, scale) or, when normal is set, the normal distribution with
 // standard deviation scale.

@@ -132,10 +132,13 @@ func (l *InstanceNorm) optionalState() []string {
 // Spatial + 2 dimensions, and, for a layer with an affine map or running
 // statistics, NumFeatures channels, and when it normalizes with the
 // instance's statistics unless there is more than one spatial element,
-// as PyTorch requires.
+// as PyTorch requires; with a *vram.DeviceMismatchError, changing
+// nothing, for an x on another device than the layer's tensors.
 func (l *InstanceNorm) Forward(x *vram.Tensor) *vram.Tensor {
 	op := l.op()
+	defer asOp(op)
 	notNil(op, x)
+	sameDevice(op, x, l.Weight, l.Bias, l.RunningMean, l.RunningVar, l.NumBatchesTracked)
 	if d := x.Dim(); d == l.Spatial+1 {
 		u := x.Unsqueeze(0)
 		defer u.Release()

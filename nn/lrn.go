@@ -40,6 +40,7 @@ func NewLocalResponseNorm(size int, alpha, beta, k float64) *LocalResponseNorm {
 // as PyTorch does.
 func (l *LocalResponseNorm) Forward(x *vram.Tensor) *vram.Tensor {
 	const op = "local_response_norm"
+	defer asOp(op)
 	notNil(op, x)
 	if x.Dim() < 3 {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects 3 or more dimensions, got shape %v", x.Shape())})
