@@ -320,7 +320,7 @@ func lerp(s, e, w *Tensor, ws float64) *Tensor {
 	deviceOf(op, ops...)
 	for _, x := range ops {
 		if !x.dtype.IsFloat() || x.dtype != s.dtype {
-			fail(op, ErrDType, "start, end and weight must share one floating-point dtype, got %s", dtypesOf(ops))
+			fail(op, ErrDType, "start, end and weight must share one floating-point dtype, got %v", dtypesOf(ops))
 		}
 	}
 	shapes := make([][]int, len(ops))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -545,5 +546,30 @@ func TestLogicalXorNonzeroTuple(t *testing.T) {
 	}
 	if err := Catch(func() { Zeros(Shape{2}).LogicalXor(Zeros(Shape{2}, Sim(0))) }); !errors.Is(err, ErrDevice) {
 		t.Errorf("logical_xor devices: %v", err)
+	}
+}
+
+// TestLerpDTypeErrorNamesDTypes checks that a dtype mismatch in Lerp names
+// the operands' dtypes in words.
+func TestLerpDTypeErrorNamesDTypes(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(a, b *Tensor)
+		want string
+	}{
+		{"scalar weight", func(a, b *Tensor) { a.LerpScalar(b, 0.5) }, "[float32 float16]"},
+		{"tensor weight", func(a, b *Tensor) { a.Lerp(b, a) }, "[float32 float16 float32]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := Zeros(Shape{2})
+			b := Zeros(Shape{2}, Float16)
+			defer a.Release()
+			defer b.Release()
+			err := Catch(func() { tt.run(a, b) })
+			if !errors.Is(err, ErrDType) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want ErrDType naming %s", err, tt.want)
+			}
+		})
 	}
 }
