@@ -135,7 +135,9 @@ func bufferTensors(m nn.Module) []*vram.Tensor {
 // the equal average avg + (current - avg)/(n + 1). Without UseBuffers
 // the copy's buffers are set to model's. Tensors that are not
 // floating-point (num_batches_tracked) are copied, not averaged. model
-// is only read; its tensors may be on other devices than the copy.
+// is only read; its tensors may be on other devices than the copy and of
+// other dtypes (a model converted by Half after the copy was made): their
+// values are converted to the copy's dtype, which the averages keep.
 //
 // It returns an error of kind vram.ErrArgument, changing nothing, for a
 // nil model or one whose parameters (or buffers) do not match the copy's
@@ -176,6 +178,9 @@ func (a *AveragedModel) update(mine, theirs, myBufs, theirBufs []*vram.Tensor, n
 	var order []key
 	for i, p := range mine {
 		cur := theirs[i].To(p.Device())
+		if cur.DType() != p.DType() {
+			cur = cur.Cast(p.DType())
+		}
 		if n == 0 || !p.DType().IsFloat() {
 			p.CopyFrom(cur)
 			continue
