@@ -113,8 +113,9 @@ func NumParameters(m Module) (total, trainable int) {
 }
 
 // checkParams panics with an *vram.Error of kind vram.ErrArgument for an
-// empty list or a nil tensor, and of kind vram.ErrDevice when the tensors
-// do not all live on one device.
+// empty list or a nil tensor, of kind vram.ErrReleased for a released
+// one, and of kind vram.ErrDevice when the tensors do not all live on one
+// device.
 func checkParams(op string, params []*vram.Tensor) {
 	if len(params) == 0 {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "no parameters"})
@@ -122,6 +123,9 @@ func checkParams(op string, params []*vram.Tensor) {
 	for i, p := range params {
 		if p == nil {
 			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("parameter %d is nil", i)})
+		}
+		if p.Released() {
+			panic(&vram.Error{Op: op, Kind: vram.ErrReleased, Detail: fmt.Sprintf("parameter %d was released", i)})
 		}
 		if p.Device() != params[0].Device() {
 			panic(&vram.Error{Op: op, Kind: vram.ErrDevice,
@@ -135,8 +139,9 @@ func checkParams(op string, params []*vram.Tensor) {
 // (torch.nn.utils.parameters_to_vector). Mixed dtypes are promoted. The
 // result is recorded for autograd like any concatenation, so gradients
 // flow back to the parameters. It panics with an *vram.Error of kind
-// vram.ErrArgument for no parameters or a nil one, and of kind
-// vram.ErrDevice for parameters on different devices.
+// vram.ErrArgument for no parameters or a nil one, of kind
+// vram.ErrReleased for a released one, and of kind vram.ErrDevice for
+// parameters on different devices.
 func ParametersToVector(params []*vram.Tensor) *vram.Tensor {
 	const op = "parameters_to_vector"
 	checkParams(op, params)
@@ -160,13 +165,17 @@ func ParametersToVector(params []*vram.Tensor) *vram.Tensor {
 // is not recorded for autograd. Unlike PyTorch, which ignores elements
 // left over, vec must hold exactly as many elements as params. It panics
 // with an *vram.Error, before copying anything, of kind vram.ErrArgument
-// for a nil vec, no parameters or a nil one, of kind vram.ErrShape for a
-// vec that is not 1-D or does not have the parameters' number of elements,
-// and of kind vram.ErrDevice for parameters on different devices.
+// for a nil vec, no parameters or a nil one, of kind vram.ErrReleased for
+// a released vec or parameter, of kind vram.ErrShape for a vec that is
+// not 1-D or does not have the parameters' number of elements, and of
+// kind vram.ErrDevice for parameters on different devices.
 func VectorToParameters(vec *vram.Tensor, params []*vram.Tensor) {
 	const op = "vector_to_parameters"
 	if vec == nil {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "nil vector"})
+	}
+	if vec.Released() {
+		panic(&vram.Error{Op: op, Kind: vram.ErrReleased, Detail: "the vector was released"})
 	}
 	checkParams(op, params)
 	if vec.Dim() != 1 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -191,6 +192,10 @@ func TestParametersVectorRefuses(t *testing.T) {
 	a := vram.Ones(vram.Shape{2, 2})
 	b := vram.Ones(vram.Shape{3})
 	onSim := vram.Ones(vram.Shape{3}, vram.Sim(0))
+	gone := vram.Ones(vram.Shape{3})
+	gone.Release()
+	goneVec := vram.Zeros(vram.Shape{7})
+	goneVec.Release()
 	tests := []struct {
 		name string
 		fn   func()
@@ -205,10 +210,13 @@ func TestParametersVectorRefuses(t *testing.T) {
 		{"from vector: nil vec", func() { nn.VectorToParameters(nil, []*vram.Tensor{a, b}) }, vram.ErrArgument},
 		{"from vector: devices", func() { nn.VectorToParameters(vram.Zeros(vram.Shape{7}), []*vram.Tensor{a, onSim}) }, vram.ErrDevice},
 		{"from vector: none", func() { nn.VectorToParameters(vram.Zeros(vram.Shape{0}), nil) }, vram.ErrArgument},
+		{"to vector: released", func() { nn.ParametersToVector([]*vram.Tensor{a, gone}) }, vram.ErrReleased},
+		{"from vector: released parameter", func() { nn.VectorToParameters(vram.Zeros(vram.Shape{7}), []*vram.Tensor{a, gone}) }, vram.ErrReleased},
+		{"from vector: released vec", func() { nn.VectorToParameters(goneVec, []*vram.Tensor{a, b}) }, vram.ErrReleased},
 	}
 	for _, tt := range tests {
-		if err := vram.Catch(tt.fn); !errors.Is(err, tt.kind) {
-			t.Errorf("%s: %v, want %v", tt.name, err, tt.kind)
+		if err := vram.Catch(tt.fn); !errors.Is(err, tt.kind) || !strings.Contains(err.Error(), "parameters_to_vector:") && !strings.Contains(err.Error(), "vector_to_parameters:") {
+			t.Errorf("%s: %v, want %v naming the function", tt.name, err, tt.kind)
 		}
 	}
 	// Nothing was written.
