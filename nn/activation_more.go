@@ -194,13 +194,25 @@ func NewCELU(alpha float64) *CELU {
 	return &CELU{Alpha: alpha}
 }
 
-// Forward returns Alpha·elu(x/Alpha).
+// Forward returns x where x > 0 and Alpha·(e^(x/Alpha) − 1) elsewhere,
+// which is Alpha·elu(x/Alpha) for a positive Alpha. A negative Alpha
+// follows the same rule, as PyTorch's does.
 func (l *CELU) Forward(x *vram.Tensor) *vram.Tensor {
 	defer asOp("celu")
 	notNil("celu", x)
 	var ts temps
 	defer ts.release()
-	return ts.add(ts.add(x.DivScalar(l.Alpha)).Elu(1)).MulScalar(l.Alpha)
+	if l.Alpha > 0 {
+		return ts.add(ts.add(x.DivScalar(l.Alpha)).Elu(1)).MulScalar(l.Alpha)
+	}
+	// elu(x/Alpha) would take the exponential branch where x > 0. The
+	// exponential is taken of x where x <= 0 and of 0 elsewhere, so that
+	// no overflow reaches the value or the gradient.
+	var pos *vram.Tensor
+	vram.NoGrad(func() { pos = ts.add(x.GtScalar(0)) })
+	z := ts.add(vram.Where(pos, ts.add(x.NewZeros(nil)), x))
+	neg := ts.add(ts.add(ts.add(z.DivScalar(l.Alpha)).Expm1()).MulScalar(l.Alpha))
+	return vram.Where(pos, x, neg)
 }
 
 // The constants of SELU, as PyTorch gives them.
