@@ -40,6 +40,19 @@ type Adamax struct {
 
 var _ GroupedOptimizer = (*Adamax)(nil)
 
+// Config returns the hyper-parameters of the first parameter group, with
+// defaults filled in.
+func (e *Adamax) Config() AdamaxConfig { return e.firstConfig() }
+
+// GroupConfig returns the hyper-parameters of parameter group i, as the
+// group uses them. It panics with an *vram.Error of kind vram.ErrIndex
+// when there is no group i.
+func (e *Adamax) GroupConfig(i int) AdamaxConfig { return e.groupConfig(i) }
+
+// Defaults returns the hyper-parameters that groups take when their
+// Options do not set them, with PyTorch's defaults filled in.
+func (e *Adamax) Defaults() AdamaxConfig { return e.defaultConfig() }
+
 // NewAdamax returns an Adamax optimizer of params, one parameter group
 // with the hyper-parameters cfg. It returns an error for an empty or
 // invalid parameter list (nil, released, non-float, non-leaf or repeated

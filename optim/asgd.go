@@ -43,6 +43,19 @@ type ASGD struct {
 
 var _ GroupedOptimizer = (*ASGD)(nil)
 
+// Config returns the hyper-parameters of the first parameter group, with
+// defaults filled in.
+func (e *ASGD) Config() ASGDConfig { return e.firstConfig() }
+
+// GroupConfig returns the hyper-parameters of parameter group i, as the
+// group uses them. It panics with an *vram.Error of kind vram.ErrIndex
+// when there is no group i.
+func (e *ASGD) GroupConfig(i int) ASGDConfig { return e.groupConfig(i) }
+
+// Defaults returns the hyper-parameters that groups take when their
+// Options do not set them, with PyTorch's defaults filled in.
+func (e *ASGD) Defaults() ASGDConfig { return e.defaultConfig() }
+
 // NewASGD returns an ASGD optimizer of params, one parameter group with
 // the hyper-parameters cfg. It returns an error for an empty or invalid
 // parameter list (nil, released, non-float, non-leaf or repeated

@@ -103,21 +103,17 @@ func (e *elementwise[C]) stepParam(i int, c C) {
 // ZeroGrad releases the gradients of the parameters of every group.
 func (e *elementwise[C]) ZeroGrad() { zeroGrad(e.params) }
 
-// Config returns the hyper-parameters of the first parameter group, with
-// defaults filled in.
-func (e *elementwise[C]) Config() C { return e.cfgs[0] }
+// firstConfig, groupConfig and defaultConfig are the optimizers' Config,
+// GroupConfig and Defaults, which each optimizer declares with its own
+// config type so that its documentation names that type rather than C.
+func (e *elementwise[C]) firstConfig() C { return e.cfgs[0] }
 
-// GroupConfig returns the hyper-parameters of parameter group i, as the
-// group uses them. It panics with an *vram.Error of kind vram.ErrIndex
-// when there is no group i.
-func (e *elementwise[C]) GroupConfig(i int) C {
+func (e *elementwise[C]) groupConfig(i int) C {
 	e.checkGroup("group_config", i)
 	return e.cfgs[i]
 }
 
-// Defaults returns the hyper-parameters that groups take when their
-// Options do not set them, with PyTorch's defaults filled in.
-func (e *elementwise[C]) Defaults() C { return e.defaults }
+func (e *elementwise[C]) defaultConfig() C { return e.defaults }
 
 // Release frees the optimizer's state and resets the step counts. The
 // optimizer stays usable: its state starts over at the next Step.

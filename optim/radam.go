@@ -44,6 +44,19 @@ type RAdam struct {
 
 var _ GroupedOptimizer = (*RAdam)(nil)
 
+// Config returns the hyper-parameters of the first parameter group, with
+// defaults filled in.
+func (e *RAdam) Config() RAdamConfig { return e.firstConfig() }
+
+// GroupConfig returns the hyper-parameters of parameter group i, as the
+// group uses them. It panics with an *vram.Error of kind vram.ErrIndex
+// when there is no group i.
+func (e *RAdam) GroupConfig(i int) RAdamConfig { return e.groupConfig(i) }
+
+// Defaults returns the hyper-parameters that groups take when their
+// Options do not set them, with PyTorch's defaults filled in.
+func (e *RAdam) Defaults() RAdamConfig { return e.defaultConfig() }
+
 // NewRAdam returns an RAdam optimizer of params, one parameter group with
 // the hyper-parameters cfg. It returns an error for an empty or invalid
 // parameter list (nil, released, non-float, non-leaf or repeated
