@@ -2,6 +2,7 @@ package optim_test
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/optim"
@@ -50,4 +51,70 @@ func ExampleNewSWALR() {
 	}
 	fmt.Println()
 	// Output: 0.060 0.020 0.020
+}
+
+// One NAdam step from p = 1 with gradient 1 and PyTorch's defaults
+// (lr 2e-3, betas 0.9 and 0.999, momentum decay 4e-3): the Nesterov
+// term adds a look-ahead of the first moment to Adam's step.
+func ExampleNAdam() {
+	p := vram.FromSlice([]float64{1}, nil, vram.WithGrad())
+	defer p.Release()
+	opt, err := optim.NewNAdam([]*vram.Tensor{p}, optim.NAdamConfig{})
+	if err != nil {
+		panic(err)
+	}
+	defer opt.Release()
+	p.SetGrad(vram.FromSlice([]float64{1}, nil))
+	opt.Step()
+	c := opt.Config()
+	fmt.Printf("lr %g, momentum decay %g\n", c.LR, c.MomentumDecay)
+	fmt.Printf("p = %.6f\n", p.Item())
+	// Output:
+	// lr 0.002, momentum decay 0.004
+	// p = 0.997887
+}
+
+// ASGD keeps a running average of each parameter over the steps since t0
+// (here from the start), which serves as the model's weights for
+// evaluation.
+func ExampleASGD() {
+	p := vram.FromSlice([]float64{0}, nil, vram.WithGrad())
+	defer p.Release()
+	opt, err := optim.NewASGDGroups([]optim.ParamGroup{
+		optim.Group([]*vram.Tensor{p}, optim.WithT0(0), optim.WithLambd(0)),
+	}, optim.ASGDConfig{LR: 1})
+	if err != nil {
+		panic(err)
+	}
+	defer opt.Release()
+	for range 3 {
+		p.SetGrad(vram.FromSlice([]float64{-1}, nil))
+		opt.Step()
+	}
+	// With lambd 0 the rate stays 1: p goes 1, 2, 3. μ is updated after
+	// each step, as PyTorch updates it, so the average is p after the
+	// first two steps and 2 + (3 - 2)/2 after the third.
+	fmt.Printf("p = %g, average = %g\n", p.Item(), opt.Average(0).Item())
+	// Output: p = 3, average = 2.5
+}
+
+// GetTotalNorm and ClipGradsWithNorm are ClipGradNorm's two halves: the
+// norm may be taken over more gradients than are clipped with it.
+func ExampleGetTotalNorm() {
+	p := vram.Zeros(vram.Shape{2}, vram.WithGrad())
+	q := vram.Zeros(vram.Shape{1}, vram.WithGrad())
+	defer p.Release()
+	defer q.Release()
+	p.SetGrad(vram.FromSlice([]float32{3, 4}, nil))
+	q.SetGrad(vram.FromSlice([]float32{12}, nil))
+	norm, err := optim.GetTotalNorm([]*vram.Tensor{p.Grad(), q.Grad()}, optim.ClipOptions{})
+	if err != nil {
+		panic(err)
+	}
+	inf, _ := optim.GetTotalNorm([]*vram.Tensor{p.Grad(), q.Grad()}, optim.ClipOptions{NormType: math.Inf(1)})
+	if err := optim.ClipGradsWithNorm([]*vram.Tensor{p}, 1.3, norm); err != nil {
+		panic(err)
+	}
+	fmt.Printf("2-norm %.0f, inf-norm %.0f, p's gradient %.3f\n", norm, inf, p.Grad().Float64s())
+	// Output: 2-norm 13, inf-norm 12, p's gradient [0.300 0.400]
 }
