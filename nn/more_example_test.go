@@ -77,3 +77,34 @@ func ExampleNewMaxPool1d() {
 	// Output:
 	// [1, 1, 3] [3 5 4]
 }
+
+// Bilinear scores pairs of inputs; with weight 1 at [0, i, i] and zero
+// bias its single output is the dot product of the pair.
+func ExampleNewBilinear() {
+	l := nn.NewBilinear(2, 2, 1, vram.Float64)
+	defer nn.Release(l)
+	nn.Zeros(l.Weight)
+	nn.Zeros(l.Bias)
+	nn.Eye(l.Weight.Select(0, 0))
+	x1 := vram.FromSlice([]float64{1, 2, 3, 4}, vram.Shape{2, 2})
+	x2 := vram.FromSlice([]float64{5, 6, 7, 8}, vram.Shape{2, 2})
+	vram.Tidy(func() { fmt.Println(l.ForwardPair(x1, x2).Float64s()) })
+	for _, p := range l.NamedParameters() {
+		fmt.Println(p.Name, p.Tensor.Shape())
+	}
+	// Output:
+	// [17 53]
+	// weight [1, 2, 2]
+	// bias [1]
+}
+
+// LocalResponseNorm divides each element by (k + alpha·a)^beta, a being
+// the mean square over a window of channels: here the element's channel
+// and the one before it.
+func ExampleNewLocalResponseNorm() {
+	lrn := nn.NewLocalResponseNorm(2, 1, 1, 1)
+	x := vram.FromSlice([]float64{1, 2, 3}, vram.Shape{1, 3, 1})
+	vram.Tidy(func() { fmt.Printf("%.4f\n", lrn.Forward(x).Float64s()) })
+	// Output:
+	// [0.6667 0.5714 0.4000]
+}
