@@ -4,7 +4,8 @@
 // [RMSprop], [Adagrad], [Adamax], [NAdam], [RAdam], [Adadelta] and [ASGD]
 // (with its running average of the parameters, [ASGD.Average]), and
 // [LBFGS] (whose Step takes a closure, with PyTorch's strong-Wolfe line
-// search), each following PyTorch's update rules exactly,
+// search; it is no [Optimizer], so schedules, [Save] and [Load] do not
+// take it), each following PyTorch's update rules exactly,
 // their parameters in one group or in several with hyper-parameters of
 // their own ([ParamGroup], PyTorch's param_groups); learning-rate schedules
 // ([Schedule]: [NewStepLR], [NewMultiStepLR], [NewExponentialLR],
