@@ -16,8 +16,10 @@ type LocalResponseNorm struct {
 	Base
 	// Size is the number of channels in a window.
 	Size int
-	// Alpha, Beta and K are PyTorch's alpha (1e-4), beta (0.75) and k
-	// (1).
+	// Alpha, Beta and K are PyTorch's alpha, beta and k, used as they
+	// are: a zero is zero, not PyTorch's default (1e-4, 0.75 and 1), so
+	// torch.nn.LocalResponseNorm(size) is NewLocalResponseNorm(size,
+	// 1e-4, 0.75, 1).
 	Alpha, Beta, K float64
 }
 
