@@ -55,7 +55,7 @@
 // [Interpolate], [PixelShuffle], [PixelUnshuffle], [Unfold], [Fold],
 // [Tensor.Unfold]), factories ([Linspace],
 // [Logspace], [Meshgrid]) and layers ([Conv1d], [Conv2d],
-// [ScaledDotProductAttention], ...). The ...Scalar forms take a number
+// [ScaledDotProductAttention], [Dropout], [FeatureDropout], ...). The ...Scalar forms take a number
 // for the second operand ([Tensor.AddScalar], [Tensor.RemainderScalar]).
 //
 // # Linear algebra

@@ -170,7 +170,7 @@ func attention(q, k, v *Tensor, o AttentionOptions, want bool) (out, weights *Te
 			p = p.MaskedFill(dead, 0)
 		}
 		if o.DropoutP > 0 {
-			p = attentionDropout(p, o.DropoutP, o.Generator)
+			p = dropout(op, p, o.DropoutP, 0, []Option{WithGenerator(o.Generator)})
 		}
 		out = Keep(p.MatMul(v))
 		if want {
@@ -192,24 +192,6 @@ func repeatHeads(t *Tensor, n int) *Tensor {
 	wide := append(slices.Clone(s[:d-2]), n, s[d-2], s[d-1])
 	grown := append(slices.Clone(s[:d-3]), s[d-3]*n, s[d-2], s[d-1])
 	return t.Unsqueeze(-3).Expand(wide...).Reshape(grown...)
-}
-
-// attentionDropout returns p with each element zeroed with probability
-// prob and the others scaled by 1/(1-prob), the masks drawn from g.
-func attentionDropout(p *Tensor, prob float64, g *Generator) *Tensor {
-	if prob == 1 {
-		return p.MulScalar(0)
-	}
-	dt := Float32
-	if p.dtype == Float64 {
-		dt = Float64
-	}
-	var mask *Tensor
-	NoGrad(func() {
-		mask = Rand(p.shape, p.Device(), dt, WithGenerator(g)).GeScalar(prob).Cast(p.dtype)
-		mask.MulScalarInPlace(1 / (1 - prob))
-	})
-	return p.Mul(mask)
 }
 
 // GeneratorOf returns the generator that a [WithGenerator] option among

@@ -193,3 +193,16 @@ func ExampleTensor_Unfold() {
 	// Output:
 	// [0 1 2 2 3 4 4 5 6]
 }
+
+// Dropout zeroes elements at random and scales the others by 1/(1-p); its
+// graph keeps a one-byte bool mask for the backward pass.
+func ExampleDropout() {
+	x := vram.Ones(vram.Shape{2, 4}).SetRequiresGrad(true)
+	y := vram.Dropout(x, 0.5, vram.WithGenerator(vram.NewGenerator(1)))
+	fmt.Println(y.Float32s())
+	y.Sum().Backward()
+	fmt.Println(x.Grad().Float32s())
+	// Output:
+	// [0 0 0 2 0 2 2 2]
+	// [0 0 0 2 0 2 2 2]
+}

@@ -427,29 +427,8 @@ func (d *Dropout2d) Forward(x *vram.Tensor) *vram.Tensor {
 	if !(d.P >= 0 && d.P <= 1) {
 		panic(&vram.Error{Op: "dropout2d", Kind: vram.ErrArgument, Detail: fmt.Sprintf("probability must be in [0, 1], got %v", d.P)})
 	}
-	if d.P == 1 {
-		return x.MulScalar(0) // everything dropped, as PyTorch does for p = 1
-	}
-	// One draw per channel, broadcast over the pixels.
-	shape := x.Shape()
-	for i := len(shape) - 2; i < len(shape); i++ {
-		shape[i] = 1
-	}
-	dt := vram.Float32
-	if x.DType() == vram.Float64 {
-		dt = vram.Float64
-	}
-	var mask *vram.Tensor
-	vram.NoGrad(func() {
-		r := vram.Rand(shape, append(slices.Clone(d.opts), x.Device(), dt)...)
-		defer r.Release()
-		keep := r.GeScalar(d.P)
-		defer keep.Release()
-		mask = keep.Cast(x.DType())
-		mask.MulScalarInPlace(1 / (1 - d.P))
-	})
-	defer mask.Release()
-	return x.Mul(mask)
+	// One draw per channel, shared by its pixels.
+	return vram.FeatureDropout(x, d.P, 2, d.opts...)
 }
 
 // ToMemoryFormat lays every 4-D parameter and buffer of m (convolution

@@ -197,26 +197,7 @@ func (d *Dropout) Forward(x *vram.Tensor) *vram.Tensor {
 	if !(d.P >= 0 && d.P <= 1) {
 		panic(&vram.Error{Op: "dropout", Kind: vram.ErrArgument, Detail: fmt.Sprintf("probability must be in [0, 1], got %v", d.P)})
 	}
-	if d.P == 1 {
-		return x.MulScalar(0) // everything dropped, as PyTorch does for p = 1
-	}
-	// Draw in at least float32 so that the threshold is exact enough, on
-	// x's device; later options override the caller's.
-	dt := vram.Float32
-	if x.DType() == vram.Float64 {
-		dt = vram.Float64
-	}
-	var mask *vram.Tensor
-	vram.NoGrad(func() {
-		r := vram.Rand(x.Shape(), append(slices.Clone(d.opts), x.Device(), dt)...)
-		defer r.Release()
-		keep := r.GeScalar(d.P)
-		defer keep.Release()
-		mask = keep.Cast(x.DType())
-		mask.MulScalarInPlace(1 / (1 - d.P))
-	})
-	defer mask.Release()
-	return x.Mul(mask)
+	return vram.Dropout(x, d.P, d.opts...)
 }
 
 // LayerNorm normalises its input over the trailing NormalizedShape
