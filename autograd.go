@@ -115,6 +115,17 @@ func save(ts ...*Tensor) []*Tensor {
 	return out
 }
 
+// saveIf returns a reference to t made with save when need is true, and nil
+// otherwise: an operand is kept for backward only when the gradient of an
+// input that requires grad reads it (as PyTorch's mul saves self only when
+// other requires grad). Pass the results through compact to record.
+func saveIf(need bool, t *Tensor) *Tensor {
+	if !need {
+		return nil
+	}
+	return save(t)[0]
+}
+
 // record attaches a graph node to out. inputs are the op's tensor inputs in
 // the order bw returns their gradients; saved are references made with save
 // that bw uses and the node releases.

@@ -274,11 +274,12 @@ func (a *Tensor) Mul(b *Tensor) *Tensor {
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
 		ra, rb := a.requiresGrad.Load(), b.requiresGrad.Load()
-		sv := save(a, b)
-		record("mul", out, []*Tensor{a, b}, sv, func(g *Tensor) []*Tensor {
+		// a's gradient reads b and b's reads a: keep only what is read.
+		sa, sb := saveIf(rb, a), saveIf(ra, b)
+		record("mul", out, []*Tensor{a, b}, compact([]*Tensor{sa, sb}), func(g *Tensor) []*Tensor {
 			return []*Tensor{
-				gradIf(ra, func() *Tensor { return sumTo(g.Mul(sv[1]), as) }),
-				gradIf(rb, func() *Tensor { return sumTo(g.Mul(sv[0]), bs) }),
+				gradIf(ra, func() *Tensor { return sumTo(g.Mul(sb), as) }),
+				gradIf(rb, func() *Tensor { return sumTo(g.Mul(sa), bs) }),
 			}
 		})
 	}
@@ -299,12 +300,13 @@ func (a *Tensor) Div(b *Tensor) *Tensor {
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
 		ra, rb := a.requiresGrad.Load(), b.requiresGrad.Load()
-		sv := save(b, out)
-		record("div", out, []*Tensor{a, b}, sv, func(g *Tensor) []*Tensor {
+		// The result is read only by b's gradient.
+		sb, so := save(b)[0], saveIf(rb, out)
+		record("div", out, []*Tensor{a, b}, compact([]*Tensor{sb, so}), func(g *Tensor) []*Tensor {
 			return []*Tensor{
-				gradIf(ra, func() *Tensor { return sumTo(g.Div(sv[0]), as) }),
+				gradIf(ra, func() *Tensor { return sumTo(g.Div(sb), as) }),
 				// d(a/b)/db = -out/b
-				gradIf(rb, func() *Tensor { return sumTo(g.Mul(sv[1]).Div(sv[0]).Neg(), bs) }),
+				gradIf(rb, func() *Tensor { return sumTo(g.Mul(so).Div(sb).Neg(), bs) }),
 			}
 		})
 	}
@@ -327,8 +329,9 @@ func (a *Tensor) Pow(b *Tensor) *Tensor {
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
 		ra, rb := a.requiresGrad.Load(), b.requiresGrad.Load()
-		sv := save(a, b, out)
-		record("pow", out, []*Tensor{a, b}, sv, func(g *Tensor) []*Tensor {
+		// The result is read only by b's gradient.
+		sv := []*Tensor{save(a)[0], save(b)[0], saveIf(rb, out)}
+		record("pow", out, []*Tensor{a, b}, compact(sv), func(g *Tensor) []*Tensor {
 			// As in PyTorch, a zero exponent passes no gradient to the base
 			// (not 0 * a^-1, NaN at a = 0), and a zero base with an exponent
 			// of at least 0 passes none to the exponent (not 0 * log 0).

@@ -352,18 +352,23 @@ func lerp(s, e, w *Tensor, ws float64) *Tensor {
 		for i, x := range ops {
 			req[i] = x.requiresGrad.Load()
 		}
-		sv := save(ops...)
-		record(op, out, ops, sv, func(g *Tensor) []*Tensor {
-			if len(sv) == 2 {
+		// A number weight needs nothing saved; a tensor weight is read
+		// by the gradients of start and end, which the weight's reads.
+		var ss, se, sw *Tensor
+		if w != nil {
+			ss, se, sw = saveIf(req[2], s), saveIf(req[2], e), saveIf(req[0] || req[1], w)
+		}
+		record(op, out, ops, compact([]*Tensor{ss, se, sw}), func(g *Tensor) []*Tensor {
+			if len(req) == 2 {
 				return []*Tensor{
 					gradIf(req[0], func() *Tensor { return sumTo(g.MulScalar(1-ws), shapes[0]) }),
 					gradIf(req[1], func() *Tensor { return sumTo(g.MulScalar(ws), shapes[1]) }),
 				}
 			}
 			return []*Tensor{
-				gradIf(req[0], func() *Tensor { return sumTo(g.Mul(sv[2].RSubScalar(1)), shapes[0]) }),
-				gradIf(req[1], func() *Tensor { return sumTo(g.Mul(sv[2]), shapes[1]) }),
-				gradIf(req[2], func() *Tensor { return sumTo(g.Mul(sv[1].Sub(sv[0])), shapes[2]) }),
+				gradIf(req[0], func() *Tensor { return sumTo(g.Mul(sw.RSubScalar(1)), shapes[0]) }),
+				gradIf(req[1], func() *Tensor { return sumTo(g.Mul(sw), shapes[1]) }),
+				gradIf(req[2], func() *Tensor { return sumTo(g.Mul(se.Sub(ss)), shapes[2]) }),
 			}
 		})
 	}

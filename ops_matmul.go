@@ -118,11 +118,13 @@ func (a *Tensor) MatMul(b *Tensor) *Tensor {
 	if needsGrad(a, b) {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
 		ra, rb := a.requiresGrad.Load(), b.requiresGrad.Load()
-		sv := save(a, b)
-		record("matmul", out, []*Tensor{a, b}, sv, func(g *Tensor) []*Tensor {
+		// a's gradient reads b and b's reads a (a linear layer's input
+		// is kept for the weight's gradient only): keep only what is read.
+		sa, sb := saveIf(rb, a), saveIf(ra, b)
+		record("matmul", out, []*Tensor{a, b}, compact([]*Tensor{sa, sb}), func(g *Tensor) []*Tensor {
 			return []*Tensor{
-				gradIf(ra, func() *Tensor { return sumTo(matmulRaw("matmul", g, sv[1].MT()), as) }),
-				gradIf(rb, func() *Tensor { return sumTo(matmulRaw("matmul", sv[0].MT(), g), bs) }),
+				gradIf(ra, func() *Tensor { return sumTo(matmulRaw("matmul", g, sb.MT()), as) }),
+				gradIf(rb, func() *Tensor { return sumTo(matmulRaw("matmul", sa.MT(), g), bs) }),
 			}
 		})
 	}

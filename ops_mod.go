@@ -166,7 +166,11 @@ func modOp(op string, a, b *Tensor, floor bool) *Tensor {
 	if needsGrad(a, b) && out.dtype.IsFloat() {
 		as, bs := slices.Clone(a.shape), slices.Clone(b.shape)
 		ra, rb := a.requiresGrad.Load(), b.requiresGrad.Load()
-		sv := save(a, b)
+		// Only b's gradient reads the operands.
+		var sv []*Tensor
+		if rb {
+			sv = save(a, b)
+		}
 		record(op, out, []*Tensor{a, b}, sv, func(g *Tensor) []*Tensor {
 			return []*Tensor{
 				gradIf(ra, func() *Tensor { return sumTo(g, as) }),

@@ -150,3 +150,82 @@ func TestDropoutSavesBoolMask(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { checkSaved(t, c) })
 	}
 }
+
+// TestBinarySavesOnlyWhatGradientsRead: an operand is kept for backward
+// only when the gradient of an input that requires grad reads it, as
+// PyTorch's derivatives save it (mul keeps self only when other requires
+// grad). Each forward makes its operands from the leaves and releases
+// them, as a layer does with its intermediates: x requires grad, c does
+// not (a constant such as a mask or a frozen weight).
+func TestBinarySavesOnlyWhatGradientsRead(t *testing.T) {
+	xc := func(xs, cs []int) func() []*Tensor {
+		return func() []*Tensor { return []*Tensor{quietRandn(1, true, xs...), quietRandn(2, false, cs...)} }
+	}
+	// two makes h and c from the leaves and runs f in a Tidy, which
+	// releases every intermediate.
+	two := func(f func(h, c *Tensor) *Tensor) func(in []*Tensor) *Tensor {
+		return func(in []*Tensor) *Tensor {
+			return TidyResult(func() *Tensor { return f(in[0].AddScalar(1), in[1].MulScalar(2)) })
+		}
+	}
+	// then adds 1 to f's result, so that a result the graph keeps shows.
+	then := func(f func(h, c *Tensor) *Tensor) func(h, c *Tensor) *Tensor {
+		return func(h, c *Tensor) *Tensor { return f(h, c).AddScalar(1) }
+	}
+	tests := []savedCase{
+		{
+			name: "mul by a constant", leaves: xc([]int{16, 32}, []int{16, 32}),
+			forward: two(func(h, c *Tensor) *Tensor { return h.Mul(c) }),
+			held:    2 * f64Block, // the result and c
+		},
+		{
+			name: "constant times mul", leaves: xc([]int{16, 32}, []int{16, 32}),
+			forward: two(func(h, c *Tensor) *Tensor { return c.Mul(h) }),
+			held:    2 * f64Block,
+		},
+		{
+			name: "matmul by a frozen weight", leaves: xc([]int{16, 32}, []int{32, 16}),
+			forward: two(func(h, c *Tensor) *Tensor { return h.MatMul(c) }),
+			held:    f64Block/2 + f64Block, // the [16, 16] result and c
+		},
+		{
+			name: "matmul of a frozen input by a weight", leaves: xc([]int{32, 16}, []int{16, 32}),
+			forward: two(func(h, c *Tensor) *Tensor { return c.MatMul(h) }),
+			held:    f64Block/2 + f64Block, // the result and c, read by h's gradient
+		},
+		{
+			name: "div by a constant", leaves: xc([]int{16, 32}, []int{16, 32}),
+			forward: two(then(func(h, c *Tensor) *Tensor { return h.Div(c.Abs().AddScalar(1)) })),
+			held:    2 * f64Block, // the result and the divisor
+		},
+		{
+			name: "pow by a constant exponent", leaves: xc([]int{16, 32}, []int{16, 32}),
+			forward: two(then(func(h, c *Tensor) *Tensor { return h.Abs().AddScalar(1).Pow(c) })),
+			// the result, the base, |h| (read by abs) and the exponent
+			held: 4 * f64Block,
+		},
+		{
+			name: "remainder by a constant", leaves: xc([]int{16, 32}, []int{16, 32}),
+			forward: two(func(h, c *Tensor) *Tensor { return h.Remainder(c.Abs().AddScalar(10)) }),
+			held:    f64Block, // the result alone
+		},
+		{
+			name: "fmod by a constant", leaves: xc([]int{16, 32}, []int{16, 32}),
+			forward: two(func(h, c *Tensor) *Tensor { return h.Fmod(c.Abs().AddScalar(10)) }),
+			held:    f64Block,
+		},
+		{
+			name: "lerp with a number weight", leaves: xc([]int{16, 32}, []int{16, 32}),
+			forward: two(func(h, c *Tensor) *Tensor { return h.LerpScalar(c, 0.3) }),
+			held:    f64Block, // the result alone
+		},
+		{
+			name: "lerp with a constant tensor weight", leaves: xc([]int{16, 32}, []int{16, 32}),
+			forward: two(func(h, c *Tensor) *Tensor { return h.Lerp(h.MulScalar(3), c) }),
+			held:    2 * f64Block, // the result and the weight
+		},
+	}
+	for _, c := range tests {
+		t.Run(c.name, func(t *testing.T) { checkSaved(t, c) })
+	}
+}
