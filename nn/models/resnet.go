@@ -134,8 +134,10 @@ func NewBottleneck(in, planes, stride int, opts ...vram.Option) *Bottleneck {
 // Forward returns relu(bn3(conv3(...)) + shortcut(x)).
 func (b *Bottleneck) Forward(x *vram.Tensor) *vram.Tensor {
 	h1 := convBN(b.Conv1, b.BN1, x, true)
-	h2 := convBN(b.Conv2, b.BN2, h1, true)
-	h1.Release()
+	h2 := func() *vram.Tensor {
+		defer h1.Release() // also when the convolution panics
+		return convBN(b.Conv2, b.BN2, h1, true)
+	}()
 	defer h2.Release()
 	return convBNAddRelu(b.Conv3, b.BN3, h2, shortcut(b.Downsample, x))
 }
@@ -284,20 +286,32 @@ func NewResNet(kind BlockKind, layers [4]int, cfg Config, opts ...vram.Option) *
 // Forward returns the logits [N, NumClasses] of images x [N, 3, H, W].
 func (r *ResNet) Forward(x *vram.Tensor) *vram.Tensor {
 	feat := r.Features(x)
-	pooled := r.AvgPool.Forward(feat)
-	feat.Release()
-	flat := pooled.Flatten(1, -1)
-	pooled.Release()
+	pooled := func() *vram.Tensor {
+		defer feat.Release() // also when pooling panics
+		return r.AvgPool.Forward(feat)
+	}()
+	flat := func() *vram.Tensor {
+		defer pooled.Release()
+		return pooled.Flatten(1, -1)
+	}()
 	defer flat.Release()
 	return r.FC.Forward(flat)
 }
 
 // Features returns the output of the last stage, [N, 512·expansion, H/32,
 // W/32] (rounded up), before pooling: what a detection or segmentation
-// head takes.
-func (r *ResNet) Features(x *vram.Tensor) *vram.Tensor {
+// head takes. Its intermediate results are released as soon as the next
+// layer has consumed them, and when a layer panics (out of memory, say), as
+// [nn.Sequential] releases them.
+func (r *ResNet) Features(x *vram.Tensor) (out *vram.Tensor) {
 	h := convBN(r.Conv1, r.BN1, x, true)
-	cur := r.MaxPool.Forward(h)
+	cur := h
+	defer func() {
+		if out == nil {
+			cur.Release() // a layer panicked
+		}
+	}()
+	cur = r.MaxPool.Forward(h)
 	h.Release()
 	for _, stage := range r.Layers {
 		next := stage.Forward(cur)
@@ -341,13 +355,14 @@ func convBN(c *nn.Conv2d, bn *nn.BatchNorm2d, x *vram.Tensor, relu bool) *vram.T
 	return bn.Forward(y)
 }
 
-// convBNAddRelu returns relu(bn(c(x)) + r) and releases r: the end of a
+// convBNAddRelu returns relu(bn(c(x)) + r) and releases r, whether it
+// returns or panics: the end of a
 // residual block, one fused pass after the convolution where the device
 // has one.
 func convBNAddRelu(c *nn.Conv2d, bn *nn.BatchNorm2d, x, r *vram.Tensor) *vram.Tensor {
+	defer r.Release() // also when the convolution panics
 	y := c.Forward(x)
 	defer y.Release()
-	defer r.Release()
 	return bn.ForwardReLU(y, r)
 }
 
