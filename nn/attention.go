@@ -186,7 +186,8 @@ func (m *MultiheadAttention) ForwardQKV(query, key, value *vram.Tensor, o Multih
 		bad(vram.ErrShape, "query, key and value must all be 3-D (batched) or 2-D (unbatched), got shapes %v, %v and %v",
 			query.Shape(), key.Shape(), value.Shape())
 	}
-	// q, k, v are [N, L, E], [N, S, KDim], [N, S, VDim] from here on.
+	// q, k, v are [N, L, E], [N, S, KDim], [N, S, VDim] views, to check
+	// the sizes.
 	q, k, v := query, key, value
 	switch {
 	case !batched:
@@ -213,13 +214,24 @@ func (m *MultiheadAttention) ForwardQKV(query, key, value *vram.Tensor, o Multih
 	if m.InProjBias != nil {
 		bq, bk, bv = tmp(m.InProjBias.Narrow(0, 0, e)), tmp(m.InProjBias.Narrow(0, e, e)), tmp(m.InProjBias.Narrow(0, 2*e, e))
 	}
-	// heads turns [N, T, E] into [N, H, T, E/H].
-	heads := func(x *vram.Tensor, t int) *vram.Tensor {
-		return tmp(tmp(x.Reshape(n, t, h, e/h)).Transpose(1, 2))
+	// heads projects x, one of the caller's query, key and value, and
+	// turns the result into [N, H, T, E/H]. The projection takes x in its
+	// own layout and its result is transposed, not x: a sequence-first x
+	// made batch-first would be a copy, which each projection would keep
+	// for its weight's gradient.
+	heads := func(x, w, b *vram.Tensor, t int) *vram.Tensor {
+		y := tmp(vram.Linear(x, w, b))
+		switch {
+		case !batched:
+			y = tmp(y.Unsqueeze(0))
+		case !m.BatchFirst:
+			y = tmp(y.Transpose(0, 1))
+		}
+		return tmp(tmp(y.Reshape(n, t, h, e/h)).Transpose(1, 2))
 	}
-	qh := heads(tmp(vram.Linear(q, wq, bq)), l)
-	kh := heads(tmp(vram.Linear(k, wk, bk)), s)
-	vh := heads(tmp(vram.Linear(v, wv, bv)), s)
+	qh := heads(query, wq, bq, l)
+	kh := heads(key, wk, bk, s)
+	vh := heads(value, wv, bv, s)
 	ao := vram.AttentionOptions{Mask: mask, Generator: m.gen}
 	if m.Training() {
 		ao.DropoutP = m.Dropout
