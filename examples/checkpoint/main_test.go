@@ -28,7 +28,10 @@ func TestRun(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no saving in the output:\n%s", out)
 	}
-	if f, _ := strconv.ParseFloat(m[1], 64); f < 2 {
+	// A plain block keeps its linear layer's result, its GELU's result
+	// and a one-byte dropout mask; a checkpointed one its input only.
+	// PyTorch saves 1.5x on 16 × (Linear + GELU) (see DESIGN.md).
+	if f, _ := strconv.ParseFloat(m[1], 64); f < 1.5 {
 		t.Errorf("checkpointing saved only %vx:\n%s", f, out)
 	}
 }
