@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"maps"
 	"math"
 	"slices"
 )
@@ -187,7 +188,9 @@ func (t *Tensor) Bucketize(boundaries *Tensor, right bool) *Tensor {
 // minlength; it is int64 without weights, float32 for float32 weights and
 // float64 for others. It panics with [ErrArgument] for a negative value or
 // minlength, [ErrDType] for a float t and [ErrShape] for a t that is not
-// 1-D or weights of another shape.
+// 1-D or weights of another shape. A result too large for any tensor is
+// an [ErrShape], one too large for the device an [ErrOutOfMemory]; host
+// memory goes only to the values present.
 func (t *Tensor) Bincount(weights *Tensor, minlength int) *Tensor {
 	const op = "bincount"
 	defer asOp(op)
@@ -215,25 +218,55 @@ func (t *Tensor) Bincount(weights *Tensor, minlength int) *Tensor {
 		if x < 0 {
 			fail(op, ErrArgument, "input holds the negative value %d; bincount counts non-negative integers", x)
 		}
+		if x == math.MaxInt64 {
+			fail(op, ErrShape, "input holds the value %d; its count would need more elements than a tensor can have", x)
+		}
 		n = max(n, x+1)
 	}
-	if weights == nil {
-		counts := make([]int64, n)
-		for _, x := range xs {
-			counts[x]++
-		}
-		return FromSlice(counts, Shape{int(n)}, t.Device())
+	// The counts are gathered by value, so that a large value or
+	// minlength costs host memory only for the values present; the
+	// result's storage comes from the device's allocator, which refuses
+	// a size it cannot hold with an error.
+	sums := make(map[int64]float64)
+	var ws []float64
+	if weights != nil {
+		ws = weights.Float64s()
 	}
-	ws := weights.Float64s()
-	sums := make([]float64, n)
 	for i, x := range xs {
-		sums[x] += ws[i]
+		if ws == nil {
+			sums[x]++
+		} else {
+			sums[x] += ws[i]
+		}
 	}
-	dt := Float64
-	if weights.dtype == Float32 {
-		dt = Float32
+	dt := Int64
+	if weights != nil {
+		dt = Float64
+		if weights.dtype == Float32 {
+			dt = Float32
+		}
 	}
-	return FromSlice(sums, Shape{int(n)}, t.Device(), dt)
+	return scatterCounts(op, int(n), sums, dt, t.Device())
+}
+
+// scatterCounts returns a vector of n elements of dtype dt on dev, zero but
+// at the positions of sums, which hold their values.
+func scatterCounts(op string, n int, sums map[int64]float64, dt DType, dev Device) *Tensor {
+	out := Zeros(Shape{n}, dt, dev)
+	if len(sums) == 0 {
+		return out
+	}
+	defer out.Release()
+	at := slices.Sorted(maps.Keys(sums))
+	vals := make([]float64, len(at))
+	for i, x := range at {
+		vals[i] = sums[x]
+	}
+	idx := FromSlice(at, Shape{len(at)}, dev)
+	defer idx.Release()
+	src := FromSlice(vals, Shape{len(vals)}, dev, dt)
+	defer src.Release()
+	return out.IndexAdd(0, idx, src, 1)
 }
 
 // Histc returns the histogram of t's elements in bins equal-width bins
@@ -241,7 +274,8 @@ func (t *Tensor) Bincount(weights *Tensor, minlength int) *Tensor {
 // and NaN are not counted, and max itself counts in the last bin. With min
 // and max both 0 the range is that of the data; an empty range widens by
 // 1 on either side. It panics with [ErrArgument] for bins < 1, min > max
-// or a range that is not finite, and [ErrDType] for a t that is not float.
+// or a range that is not finite, and [ErrDType] for a t that is not float;
+// bins too many for a tensor or the device fail as Bincount's result does.
 func (t *Tensor) Histc(bins int, min, max float64) *Tensor {
 	const op = "histc"
 	defer asOp(op)
@@ -270,18 +304,18 @@ func (t *Tensor) Histc(bins int, min, max float64) *Tensor {
 	if math.IsInf(min, 0) || math.IsInf(max, 0) || math.IsNaN(min) || math.IsNaN(max) {
 		fail(op, ErrArgument, "range of [%v, %v] is not finite", min, max)
 	}
-	h := make([]float64, bins)
+	h := make(map[int64]float64)
 	for _, x := range xs {
 		if !(x >= min && x <= max) {
 			continue
 		}
 		b := int((x - min) / (max - min) * float64(bins))
-		if b >= bins {
+		if b >= bins || b < 0 { // b < 0: x is max, and bins too many for an int
 			b = bins - 1
 		}
-		h[b]++
+		h[int64(b)]++
 	}
-	return FromSlice(h, Shape{bins}, t.Device(), t.dtype)
+	return scatterCounts(op, bins, h, t.dtype, t.Device())
 }
 
 // Unique returns the distinct elements of t, flattened and sorted

@@ -261,3 +261,62 @@ func TestSearchErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestCountsHugeSizes checks that Bincount and Histc refuse a result too
+// large for the device, or for any tensor, with an error, where they used
+// to allocate it on the host first (an out-of-memory crash of the whole
+// process, or a runtime panic for the largest int64), and that a large but
+// sparse result still holds the right counts.
+func TestCountsHugeSizes(t *testing.T) {
+	dev := Sim(0)
+	big := FromSlice([]int64{1 << 40}, nil, dev)
+	defer big.Release()
+	top := FromSlice([]int64{2, math.MaxInt64}, nil, dev)
+	defer top.Release()
+	one := FromSlice([]int64{1}, nil, dev)
+	defer one.Release()
+	x := FromSlice([]float32{0.5, 1}, nil, dev)
+	defer x.Release()
+	w := FromSlice([]float32{2}, nil, dev)
+	defer w.Release()
+	for _, tc := range []struct {
+		name string
+		fn   func()
+		kind error
+	}{
+		{"bincount value beyond the device", func() { big.Bincount(nil, 0) }, ErrOutOfMemory},
+		{"bincount weighted value beyond the device", func() { big.Bincount(w, 0) }, ErrOutOfMemory},
+		{"bincount largest int64", func() { top.Bincount(nil, 0) }, ErrShape},
+		{"bincount minlength beyond any tensor", func() { one.Bincount(nil, math.MaxInt) }, ErrShape},
+		{"bincount minlength beyond the device", func() { one.Bincount(nil, 1<<40) }, ErrOutOfMemory},
+		{"histc bins beyond the device", func() { x.Histc(1<<40, 0, 1) }, ErrOutOfMemory},
+		{"histc bins beyond any tensor", func() { x.Histc(math.MaxInt, 0, 1) }, ErrShape},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Catch(func() { Tidy(tc.fn) })
+			if !errors.Is(err, tc.kind) {
+				t.Fatalf("got %v, want %v", err, tc.kind)
+			}
+			var e *Error
+			if !errors.As(err, &e) || (e.Op != "bincount" && e.Op != "histc") {
+				t.Errorf("error %v does not name the op", err)
+			}
+		})
+	}
+	// A sparse result: two counts a million elements apart.
+	sparse := FromSlice([]int64{1 << 20, 3, 1 << 20}, nil, dev)
+	defer sparse.Release()
+	c := sparse.Bincount(nil, 0)
+	defer c.Release()
+	if c.Size(0) != 1<<20+1 || c.DType() != Int64 {
+		t.Fatalf("bincount: got %v %v, want [%d] int64", c.Shape(), c.DType(), 1<<20+1)
+	}
+	got := c.Int64s()
+	var sum int64
+	for _, v := range got {
+		sum += v
+	}
+	if got[3] != 1 || got[1<<20] != 2 || sum != 3 {
+		t.Errorf("bincount: counts %d at 3 and %d at 2^20, %d in all; want 1, 2 and 3", got[3], got[1<<20], sum)
+	}
+}
