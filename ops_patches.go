@@ -1,6 +1,9 @@
 package vram
 
-import "slices"
+import (
+	"math"
+	"slices"
+)
 
 // PixelShuffle rearranges x [*, C·r², H, W] into [*, C, H·r, W·r]
 // (torch.nn.functional.pixel_shuffle): the r² channels of each group become
@@ -19,6 +22,8 @@ func PixelShuffle(x *Tensor, r int) *Tensor {
 		fail(op, ErrArgument, "upscale factor must be positive, got %d", r)
 	case nd < 3:
 		fail(op, ErrShape, "pixel_shuffle needs an input of at least 3 dimensions, got shape %v", Shape(x.shape))
+	case r > math.MaxInt/r || r > math.MaxInt/max(x.shape[nd-2], 1) || r > math.MaxInt/max(x.shape[nd-1], 1):
+		fail(op, ErrShape, "upscale factor %d of input %v overflows the sizes of a tensor", r, Shape(x.shape))
 	case x.shape[nd-3]%(r*r) != 0:
 		fail(op, ErrShape, "the channel dimension of input %v must be divisible by the square of the upscale factor %d, got %d channels",
 			Shape(x.shape), r, x.shape[nd-3])
@@ -50,6 +55,8 @@ func PixelUnshuffle(x *Tensor, r int) *Tensor {
 		fail(op, ErrShape, "pixel_unshuffle needs an input of at least 3 dimensions, got shape %v", Shape(x.shape))
 	case x.shape[nd-2]%r != 0 || x.shape[nd-1]%r != 0:
 		fail(op, ErrShape, "the height and width of input %v must be divisible by the downscale factor %d", Shape(x.shape), r)
+	case r > math.MaxInt/r || r*r > math.MaxInt/max(x.shape[nd-3], 1):
+		fail(op, ErrShape, "downscale factor %d of input %v overflows the sizes of a tensor", r, Shape(x.shape))
 	}
 	batch := slices.Clone(x.shape[:nd-3])
 	c, h, w := x.shape[nd-3], x.shape[nd-2]/r, x.shape[nd-1]/r

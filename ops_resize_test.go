@@ -317,3 +317,34 @@ func TestResizeKeepsChannelsLast(t *testing.T) {
 		})
 	}
 }
+
+// TestPixelShuffleOverflow checks that a factor whose square, or whose
+// product with the height or width, overflows an int is refused with
+// vram.ErrShape, where vram.PixelShuffle divided by zero (a runtime panic) and
+// vram.PixelUnshuffle could reshape to a wrapped-around channel count.
+func TestPixelShuffleOverflow(t *testing.T) {
+	x := vram.Zeros(vram.Shape{1, 4, 2, 2})
+	defer x.Release()
+	noChannels := vram.Zeros(vram.Shape{1, 0, 2, 2})
+	defer noChannels.Release()
+	empty := vram.Zeros(vram.Shape{1, 1, 0, 0})
+	defer empty.Release()
+	for _, tc := range []struct {
+		name string
+		fn   func()
+		op   string
+	}{
+		{"shuffle square wraps to 0", func() { vram.PixelShuffle(x, 1<<32) }, "pixel_shuffle"},
+		{"shuffle square overflows", func() { vram.PixelShuffle(x, 1<<40) }, "pixel_shuffle"},
+		{"shuffle no channels, width overflows", func() { vram.PixelShuffle(noChannels, 1<<62) }, "pixel_shuffle"},
+		{"unshuffle empty image, channels overflow", func() { vram.PixelUnshuffle(empty, 1<<32) }, "pixel_unshuffle"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := vram.Catch(func() { vram.Tidy(tc.fn) })
+			var e *vram.Error
+			if !errors.Is(err, vram.ErrShape) || !errors.As(err, &e) || e.Op != tc.op {
+				t.Errorf("got %v, want an vram.ErrShape of %s", err, tc.op)
+			}
+		})
+	}
+}
