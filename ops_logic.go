@@ -3,6 +3,7 @@ package vram
 import (
 	"math"
 	"slices"
+	"strings"
 )
 
 // This file holds the logical reductions, the tests of values (IsInf,
@@ -375,13 +376,15 @@ func lerp(s, e, w *Tensor, ws float64) *Tensor {
 	return out
 }
 
-// dtypesOf lists the dtypes of ts for an error message.
-func dtypesOf(ts []*Tensor) []DType {
-	dts := make([]DType, len(ts))
+// dtypesOf lists the dtypes of ts for an error message, as "float32,
+// int64". (A []DType would print as raw bytes under %s, DType being a
+// byte.)
+func dtypesOf(ts []*Tensor) string {
+	names := make([]string, len(ts))
 	for i, t := range ts {
-		dts[i] = t.dtype
+		names[i] = t.dtype.String()
 	}
-	return dts
+	return strings.Join(names, ", ")
 }
 
 // Outer returns the outer product of the vectors a (n) and b (m), an
