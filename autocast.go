@@ -24,7 +24,7 @@ type cachedCast struct {
 
 // Autocast runs fn with automatic mixed precision on the calling goroutine
 // (torch.autocast): matrix products ([Tensor.MatMul], [Tensor.BMM],
-// [Linear], [LinearAct]) and convolutions ([Conv1d], [Conv2d],
+// [Linear], [LinearAct], and the contractions of [Einsum]) and convolutions ([Conv1d], [Conv2d],
 // [ConvTranspose2d]) take their float32, float16 and bfloat16 operands in
 // dt (Float16 or BFloat16) and produce dt: a float16 activation meeting a
 // product in a bfloat16 region is cast to bfloat16, as PyTorch casts it.

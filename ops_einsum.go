@@ -19,7 +19,10 @@ import (
 // Einsum is composed of diagonals, sums, permutations and batched matrix
 // products, contracting the operands left to right, so it runs on every
 // device and passes gradients back to every operand. The operands must
-// share one dtype; integer operands are multiplied elementwise and summed.
+// share one dtype, except inside an [Autocast] region, where float32,
+// float16 and bfloat16 operands are taken in the region's dtype, as
+// PyTorch's contractions are; integer operands are multiplied elementwise
+// and summed.
 // It panics with [ErrArgument] for a malformed equation or a wrong number
 // of operands (the message names the problem), [ErrShape] when an
 // operand's dimensions do not match its letters or sizes of a letter
@@ -32,6 +35,14 @@ func Einsum(eq string, operands ...*Tensor) *Tensor {
 	}
 	_, held := sameDevice(op, operands...)
 	defer held.unpin()
+	if mixedAutocastFloats(operands) {
+		// PyTorch's einsum contracts through bmm, which autocast runs in
+		// the region's dtype whatever float32, float16 or bfloat16 mix
+		// it is given.
+		low, done := autocastLow(operands...)
+		defer done()
+		operands = low
+	}
 	for _, t := range operands[1:] {
 		if t.dtype != operands[0].dtype {
 			fail(op, ErrDType, "operands must share one dtype, got %s and %s; Cast one of them", operands[0].dtype, t.dtype)
@@ -39,6 +50,20 @@ func Einsum(eq string, operands ...*Tensor) *Tensor {
 	}
 	spec := parseEinsum(op, eq, operands)
 	return spec.run(op, operands)
+}
+
+// mixedAutocastFloats reports whether an Autocast region is active and ts
+// mix float32, float16 and bfloat16, and nothing else.
+func mixedAutocastFloats(ts []*Tensor) bool {
+	if _, on := AutocastDType(); !on {
+		return false
+	}
+	for _, t := range ts {
+		if t.dtype != Float32 && t.dtype != Float16 && t.dtype != BFloat16 {
+			return false
+		}
+	}
+	return slices.ContainsFunc(ts, func(t *Tensor) bool { return t.dtype != ts[0].dtype })
 }
 
 // einsumSpec is a parsed equation. Labels are ints: a letter's byte value,

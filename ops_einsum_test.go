@@ -283,3 +283,74 @@ func TestMeshgrid(t *testing.T) {
 		}
 	}
 }
+
+// TestEinsumAutocastMixedDTypes checks that inside an Autocast region
+// Einsum takes float32, float16 and bfloat16 operands together in the
+// region's dtype, as torch.einsum does through its autocast bmm, where it
+// refused them with ErrDType; gradients reach each operand in its own
+// dtype, nothing is left allocated, and outside a region or with a float64
+// operand the mix is still an error.
+func TestEinsumAutocastMixedDTypes(t *testing.T) {
+	d := Sim(0)
+	before := MemoryAllocated(d)
+	Tidy(func() {
+		av := []float64{1, 2, 3, 4, 5, 6}
+		bv := []float64{1, 0, -1, 2, 0.5, 1}
+		want := []float64{0.5, 7, 2, 16} // [2,3]·[3,2]
+		for _, tc := range []struct {
+			name       string
+			region     DType
+			adt, bdt   DType
+			eq         string
+			wantDType  DType
+			wantValues []float64
+		}{
+			{"f32 with bf16", BFloat16, Float32, BFloat16, "ij,jk->ik", BFloat16, want},
+			{"bf16 with f32", BFloat16, BFloat16, Float32, "ij,jk->ik", BFloat16, want},
+			{"f16 with f32 in f16", Float16, Float16, Float32, "ij,jk->ik", Float16, want},
+			{"f16 with bf16 in bf16", BFloat16, Float16, BFloat16, "ij,jk->ik", BFloat16, want},
+			{"batched with ellipsis", BFloat16, Float32, BFloat16, "...j,jk->...k", BFloat16, want},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				Tidy(func() { // a subtest runs in a goroutine of its own
+					a := FromSlice(av, Shape{2, 3}, d).Cast(tc.adt).SetRequiresGrad(true)
+					b := FromSlice(bv, Shape{3, 2}, d).Cast(tc.bdt).SetRequiresGrad(true)
+					defer a.ZeroGrad() // gradients belong to their leaves, not to the Tidy
+					defer b.ZeroGrad()
+					var r *Tensor
+					if err := Catch(func() { Autocast(tc.region, func() { r = Einsum(tc.eq, a, b) }) }); err != nil {
+						t.Fatalf("Einsum(%q) of %s and %s under autocast %s: %v", tc.eq, tc.adt, tc.bdt, tc.region, err)
+					}
+					if r.DType() != tc.wantDType || !sameFloats(r.Float64s(), tc.wantValues, 0.05) {
+						t.Errorf("got %s %v, want %s %v", r.DType(), r.Float64s(), tc.wantDType, tc.wantValues)
+					}
+					r.Sum().Backward()
+					if a.Grad() == nil || b.Grad() == nil || a.Grad().DType() != tc.adt || b.Grad().DType() != tc.bdt {
+						t.Fatalf("gradients %v and %v, want them in %s and %s", a.Grad(), b.Grad(), tc.adt, tc.bdt)
+					}
+					// d(sum)/da[i][j] = sum_k b[j][k]
+					if got := a.Grad().Float64s(); !sameFloats(got, []float64{1, 1, 1.5, 1, 1, 1.5}, 0.02) {
+						t.Errorf("grad of a: got %v", got)
+					}
+				})
+			})
+		}
+		f32 := FromSlice(av, Shape{2, 3}, d)
+		bf := FromSlice(bv, Shape{3, 2}, d).Cast(BFloat16)
+		f64 := FromSlice(bv, Shape{3, 2}, d)
+		for _, tc := range []struct {
+			name string
+			fn   func()
+		}{
+			{"outside a region", func() { Einsum("ij,jk->ik", f32, bf) }},
+			{"float64 in a region", func() { Autocast(BFloat16, func() { Einsum("ij,jk->ik", f32.Cast(Float32), f64) }) }},
+		} {
+			if err := Catch(tc.fn); !errors.Is(err, ErrDType) {
+				t.Errorf("%s: got %v, want ErrDType", tc.name, err)
+			}
+		}
+	})
+	if after := MemoryAllocated(d); after != before {
+		t.Errorf("%d bytes on %s after Tidy, want %d", after, d, before)
+	}
+}
