@@ -189,7 +189,7 @@ func Fold(x *Tensor, outputSize, kernel [2]int, p FoldParams) *Tensor {
 	}
 	if l != w.outH*w.outW {
 		fail(op, ErrShape, "output size %v with kernel %v, dilation %v, padding %v and stride %v has %dx%d = %d sliding blocks, but input %v has %d",
-			outputSize, kernel, p.Dilation, p.Padding, p.Stride, w.outH, w.outW, w.outH*w.outW, Shape(x.shape), l)
+			outputSize, kernel, [2]int{w.dh, w.dw}, p.Padding, [2]int{w.sh, w.sw}, w.outH, w.outW, w.outH*w.outW, Shape(x.shape), l)
 	}
 	w.checkSize(op)
 	return composed(op, func() *Tensor {

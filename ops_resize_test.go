@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -344,6 +345,28 @@ func TestPixelShuffleOverflow(t *testing.T) {
 			var e *vram.Error
 			if !errors.Is(err, vram.ErrShape) || !errors.As(err, &e) || e.Op != tc.op {
 				t.Errorf("got %v, want an vram.ErrShape of %s", err, tc.op)
+			}
+		})
+	}
+}
+
+// TestFoldErrorNamesDefaults checks that Fold's block-count error names the
+// dilation and stride it used, 1 for a zero field, not the zeros given.
+func TestFoldErrorNamesDefaults(t *testing.T) {
+	x := vram.Zeros(vram.Shape{1, 4, 3})
+	defer x.Release()
+	for _, tc := range []struct {
+		name string
+		p    vram.FoldParams
+		want string
+	}{
+		{"zero fields", vram.FoldParams{}, "dilation [1 1], padding [0 0] and stride [1 1]"},
+		{"given fields", vram.FoldParams{Dilation: [2]int{2, 1}, Stride: [2]int{2, 1}}, "dilation [2 1], padding [0 0] and stride [2 1]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := vram.Catch(func() { vram.Fold(x, [2]int{3, 2}, [2]int{2, 1}, tc.p) })
+			if !errors.Is(err, vram.ErrShape) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an ErrShape naming %q", err, tc.want)
 			}
 		})
 	}
