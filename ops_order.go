@@ -168,17 +168,31 @@ func (t *Tensor) MedianDim(dim int, keepDim bool) (values, indices *Tensor) {
 }
 
 // Median returns the lower median of all t's elements as a 0-dimensional
-// tensor (torch.median without a dim); NaN when t holds NaN. It panics
-// with [ErrShape] for an empty t.
+// tensor (torch.median without a dim); NaN when t holds NaN, and for an
+// empty floating-point t, as in PyTorch. It panics with [ErrShape] for an
+// empty integer or bool t, which has no NaN.
 func (t *Tensor) Median() *Tensor {
 	const op = "median"
 	defer asOp(op)
 	defer pin(op, t).unpin()
+	if nan := emptyMedian(t); nan != nil {
+		return nan
+	}
 	flat := t.Reshape(-1)
 	defer flat.Release()
 	v, i := flat.selectAlong(op, 0, false, medianPick)
 	i.Release()
 	return v
+}
+
+// emptyMedian returns the median of all of an empty floating-point t, a
+// 0-dimensional NaN of its dtype on its device as PyTorch gives, or nil
+// for any other t.
+func emptyMedian(t *Tensor) *Tensor {
+	if t.NumElements() > 0 || !t.dtype.IsFloat() {
+		return nil
+	}
+	return Full(Shape{}, math.NaN(), t.dtype, t.Device())
 }
 
 // NanMedianDim is MedianDim ignoring NaN (torch.nanmedian with a dim): the
@@ -188,11 +202,15 @@ func (t *Tensor) NanMedianDim(dim int, keepDim bool) (values, indices *Tensor) {
 	return t.selectAlong("nanmedian", dim, keepDim, nanMedianPick)
 }
 
-// NanMedian is Median ignoring NaN (torch.nanmedian without a dim).
+// NanMedian is Median ignoring NaN (torch.nanmedian without a dim); NaN
+// for an empty floating-point t too.
 func (t *Tensor) NanMedian() *Tensor {
 	const op = "nanmedian"
 	defer asOp(op)
 	defer pin(op, t).unpin()
+	if nan := emptyMedian(t); nan != nil {
+		return nan
+	}
 	flat := t.Reshape(-1)
 	defer flat.Release()
 	v, i := flat.selectAlong(op, 0, false, nanMedianPick)

@@ -192,7 +192,8 @@ func TestOrderErrors(t *testing.T) {
 		kind error
 	}{
 		{"median empty dim", func() { x, _ := e.MedianDim(1, false); x.Release() }, ErrShape},
-		{"median empty", func() { e.Median() }, ErrShape},
+		{"median empty int", func() { e.Long().Median() }, ErrShape},
+		{"nanmedian empty bool", func() { e.Cast(Bool).NanMedian() }, ErrShape},
 		{"median bad dim", func() { x.MedianDim(1, false) }, ErrIndex},
 		{"kthvalue k 0", func() { x.Kthvalue(0, 0, false) }, ErrArgument},
 		{"kthvalue k big", func() { x.Kthvalue(4, 0, false) }, ErrArgument},
@@ -302,5 +303,37 @@ func TestSelectionGradients(t *testing.T) {
 				t.Errorf("grad %v, want %v", g, tc.want)
 			}
 		})
+	}
+}
+
+// TestMedianEmptyIsNaN checks that the median of all of an empty
+// floating-point tensor is a 0-dimensional NaN of its dtype on its device,
+// as torch.median and torch.nanmedian give, where it was an ErrShape.
+func TestMedianEmptyIsNaN(t *testing.T) {
+	for _, d := range orderDevices {
+		for _, tc := range []struct {
+			name  string
+			shape Shape
+			dtype DType
+			fn    func(x *Tensor) *Tensor
+		}{
+			{"median [0]", Shape{0}, Float32, (*Tensor).Median},
+			{"median [2, 0]", Shape{2, 0}, Float64, (*Tensor).Median},
+			{"median bfloat16", Shape{0, 3}, BFloat16, (*Tensor).Median},
+			{"nanmedian [0]", Shape{0}, Float16, (*Tensor).NanMedian},
+		} {
+			t.Run(d.String()+"/"+tc.name, func(t *testing.T) {
+				Tidy(func() {
+					var got *Tensor
+					if err := Catch(func() { got = tc.fn(Zeros(tc.shape, tc.dtype, d)) }); err != nil {
+						t.Fatalf("got %v, want NaN", err)
+					}
+					v := got.Float64s()
+					if len(got.Shape()) != 0 || got.DType() != tc.dtype || got.Device() != d || len(v) != 1 || !math.IsNaN(v[0]) {
+						t.Errorf("got %v %s on %s = %v, want a 0-d NaN %s on %s", got.Shape(), got.DType(), got.Device(), v, tc.dtype, d)
+					}
+				})
+			})
+		}
 	}
 }
