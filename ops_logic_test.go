@@ -557,8 +557,8 @@ func TestLerpDTypeErrorNamesDTypes(t *testing.T) {
 		run  func(a, b *Tensor)
 		want string
 	}{
-		{"scalar weight", func(a, b *Tensor) { a.LerpScalar(b, 0.5) }, "[float32 float16]"},
-		{"tensor weight", func(a, b *Tensor) { a.Lerp(b, a) }, "[float32 float16 float32]"},
+		{"scalar weight", func(a, b *Tensor) { a.LerpScalar(b, 0.5) }, "float32, float16"},
+		{"tensor weight", func(a, b *Tensor) { a.Lerp(b, a) }, "float32, float16, float32"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
