@@ -26,6 +26,7 @@ func TestDropoutBadInput(t *testing.T) {
 	}
 	for _, c := range tests {
 		t.Run(c.name, func(t *testing.T) {
+			settle(x.Device())
 			before := MemoryAllocated(x.Device())
 			err := Catch(func() { c.call().Release() })
 			if !errors.Is(err, c.want) {

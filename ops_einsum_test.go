@@ -292,6 +292,7 @@ func TestMeshgrid(t *testing.T) {
 // operand the mix is still an error.
 func TestEinsumAutocastMixedDTypes(t *testing.T) {
 	d := Sim(0)
+	settle(d)
 	before := MemoryAllocated(d)
 	Tidy(func() {
 		av := []float64{1, 2, 3, 4, 5, 6}

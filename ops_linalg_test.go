@@ -500,6 +500,7 @@ func TestLinalgReleases(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a := rnd(1, 2, 3, 3).To(dev)
 			b := rnd(2, 3).To(dev)
+			settle(dev)
 			before := MemoryAllocated(dev)
 			Tidy(func() { c.f(a, b) })
 			a.ZeroGrad()

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 )
 
 // TestResizeOps pins Pad, Interpolate, PixelShuffle, PixelUnshuffle,
@@ -156,6 +157,7 @@ func TestResizeOps(t *testing.T) {
 	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
 		for _, c := range cases {
 			t.Run(dev.String()+"/"+c.name, func(t *testing.T) {
+				memtest.Settle(dev)
 				before := vram.MemoryAllocated(dev)
 				vram.Tidy(func() {
 					y := c.op(dev)

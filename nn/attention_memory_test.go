@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/nn"
 )
 
@@ -37,6 +38,7 @@ func TestMultiheadAttentionHeldMemory(t *testing.T) {
 			defer nn.Release(m)
 			x := vram.Randn(c.shape, dev, vram.WithGenerator(vram.NewGenerator(2)))
 			defer x.Release()
+			memtest.Settle(dev)
 			before := vram.MemoryAllocated(dev)
 			out, _ := m.ForwardQKV(x, x, x, nn.MultiheadForwardOptions{NoWeights: true})
 			held := vram.MemoryAllocated(dev) - before

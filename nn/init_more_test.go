@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/nn"
 )
 
@@ -451,6 +452,7 @@ func TestInitsLeaveNothing(t *testing.T) {
 	dev := vram.Sim(1)
 	p := vram.Zeros(vram.Shape{6, 4, 3}, dev, vram.WithGrad())
 	q := vram.Zeros(vram.Shape{6, 4}, dev, vram.WithGrad())
+	memtest.Settle(dev)
 	before := vram.MemoryAllocated(dev)
 	nn.Uniform(p, -1, 1, nil)
 	nn.Normal(p, 0, 1, nil)

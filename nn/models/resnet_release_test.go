@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/nn"
 )
 
@@ -57,6 +58,7 @@ func TestResNetReleasesWhenALayerPanics(t *testing.T) {
 			}()
 			x := vram.Randn(vram.Shape{2, 3, 64, 64}, dev)
 			defer x.Release()
+			memtest.Settle(dev)
 			before := vram.MemoryAllocated(dev)
 			err := vram.Catch(func() { r.Forward(x).Release() })
 			if !errors.Is(err, c.want) {
