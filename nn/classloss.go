@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/vramgo/vram"
 )
@@ -246,9 +247,12 @@ func softCrossEntropy(op string, logits, targets *vram.Tensor, o CrossEntropyOpt
 	return ts.add(ts.add(p.Sum()).Neg()).DivScalar(float64(n))
 }
 
-// asOp is deferred by a loss built from other operations: a vram error
-// raised inside it then names the loss rather than the operation it
-// delegated to. Other panics pass through unchanged.
+// asOp is deferred by a loss or an activation built from other
+// operations: a vram error raised inside it then names the loss rather
+// than the operation it delegated to, in its Op and wherever its Detail
+// names that operation as a word ("hardtanh needs a floating-point
+// tensor" becomes "hardsigmoid needs ..."). Other panics pass through
+// unchanged.
 func asOp(op string) {
 	r := recover()
 	if r == nil {
@@ -259,6 +263,7 @@ func asOp(op string) {
 		if e.Op != op {
 			c := *e
 			c.Op = op
+			c.Detail = renameWord(e.Detail, e.Op, op)
 			r = &c
 		}
 	case *vram.DeviceMismatchError:
@@ -269,4 +274,32 @@ func asOp(op string) {
 		}
 	}
 	panic(r)
+}
+
+// renameWord returns s with every occurrence of the word from, one not
+// part of a longer name of letters, digits and underscores, replaced by
+// to.
+func renameWord(s, from, to string) string {
+	if from == "" {
+		return s
+	}
+	word := func(c byte) bool {
+		return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, from)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		j := i + len(from)
+		if (i > 0 && word(s[i-1])) || (j < len(s) && word(s[j])) {
+			b.WriteString(s[:j])
+		} else {
+			b.WriteString(s[:i])
+			b.WriteString(to)
+		}
+		s = s[j:]
+	}
 }

@@ -21,6 +21,7 @@ import (
 // or an unknown reduction.
 func KLDivLoss(input, target *vram.Tensor, logTarget bool, r Reduction) *vram.Tensor {
 	const op = "kl_div"
+	defer asOp(op)
 	notNil(op, input)
 	notNil(op, target)
 	if r < ReductionMean || r > ReductionBatchMean {
@@ -60,6 +61,7 @@ func KLDivLoss(input, target *vram.Tensor, logTarget bool, r Reduction) *vram.Te
 // broadcast or a dim out of range.
 func CosineSimilarity(x1, x2 *vram.Tensor, dim int, eps float64) *vram.Tensor {
 	const op = "cosine_similarity"
+	defer asOp(op)
 	notNil(op, x1)
 	notNil(op, x2)
 	if !(eps >= 0) {
@@ -93,6 +95,7 @@ func CosineSimilarity(x1, x2 *vram.Tensor, dim int, eps float64) *vram.Tensor {
 // y that shape without its last dimension.
 func CosineEmbeddingLoss(x1, x2, y *vram.Tensor, margin float64, r Reduction) *vram.Tensor {
 	const op = "cosine_embedding_loss"
+	defer asOp(op)
 	notNil(op, x1)
 	notNil(op, x2)
 	notNil(op, y)

@@ -23,6 +23,7 @@ func MSELoss(pred, target *vram.Tensor) *vram.Tensor { return vram.MSELoss(pred,
 // vram.ErrArgument for an unknown r.
 func MSELossWith(pred, target *vram.Tensor, r Reduction) *vram.Tensor {
 	const op = "mse_loss"
+	defer asOp(op)
 	r.check(op)
 	if r == ReductionMean {
 		return vram.MSELoss(pred, target)
@@ -160,6 +161,7 @@ func L1Loss(pred, target *vram.Tensor) *vram.Tensor {
 // shape. It panics with an *vram.Error of kind vram.ErrArgument for an
 // unknown r.
 func L1LossWith(pred, target *vram.Tensor, r Reduction) *vram.Tensor {
+	defer asOp("l1_loss")
 	r.check("l1_loss")
 	notNil("l1_loss", pred)
 	notNil("l1_loss", target)
@@ -183,6 +185,7 @@ func SmoothL1Loss(pred, target *vram.Tensor, beta float64) *vram.Tensor {
 // their mean, their sum, or each of them, of the broadcast shape. It
 // panics as SmoothL1Loss does, and for an unknown r.
 func SmoothL1LossWith(pred, target *vram.Tensor, beta float64, r Reduction) *vram.Tensor {
+	defer asOp("smooth_l1_loss")
 	checkLossParam("smooth_l1_loss", "beta", beta)
 	r.check("smooth_l1_loss")
 	if beta == 0 {
@@ -214,6 +217,7 @@ func HuberLoss(pred, target *vram.Tensor, delta float64) *vram.Tensor {
 // sum, or each of them, of the broadcast shape. It panics as HuberLoss
 // does, and for an unknown r.
 func HuberLossWith(pred, target *vram.Tensor, delta float64, r Reduction) *vram.Tensor {
+	defer asOp("huber_loss")
 	checkLossParam("huber_loss", "delta", delta)
 	if delta == 0 {
 		panic(&vram.Error{Op: "huber_loss", Kind: vram.ErrArgument, Detail: "delta must be positive, got 0"})
@@ -273,6 +277,7 @@ type BCEOptions struct {
 // vram.ErrArgument for an unknown reduction.
 func BCEWithLogitsLossWith(logits, target *vram.Tensor, o BCEOptions) *vram.Tensor {
 	const op = "binary_cross_entropy_with_logits"
+	defer asOp(op)
 	checkSameShape(op, logits, target)
 	o.Reduction.check(op)
 	checkBroadcastsTo(op, "weight", o.Weight, logits.Shape())
@@ -322,6 +327,7 @@ func BCELoss(probs, target *vram.Tensor) *vram.Tensor {
 // would wait for the device on every call).
 func BCELossWith(probs, target *vram.Tensor, o BCEOptions) *vram.Tensor {
 	const op = "binary_cross_entropy"
+	defer asOp(op)
 	checkSameShape(op, probs, target)
 	o.Reduction.check(op)
 	if o.PosWeight != nil {
