@@ -54,9 +54,10 @@ func (*Tanhshrink) Forward(x *vram.Tensor) *vram.Tensor {
 	return x.Sub(th)
 }
 
-// Hardshrink passes the elements whose magnitude exceeds Lambda and zeroes
-// the others (torch.nn.Hardshrink); the gradient is 1 where it passes
-// them and 0 elsewhere.
+// Hardshrink passes the elements whose magnitude exceeds Lambda, NaN
+// included, and zeroes the others (torch.nn.Hardshrink); the gradient is
+// 1 where it passes them and 0 elsewhere. A negative Lambda passes every
+// element, as PyTorch's does.
 type Hardshrink struct {
 	Base
 	// Lambda is the threshold (PyTorch's default is 0.5).
@@ -64,21 +65,24 @@ type Hardshrink struct {
 }
 
 // NewHardshrink returns a Hardshrink module. It panics with an
-// *vram.Error of kind vram.ErrArgument for a negative, infinite or NaN
-// lambda.
+// *vram.Error of kind vram.ErrArgument for a NaN lambda.
 func NewHardshrink(lambda float64) *Hardshrink {
-	checkLossParam("hardshrink", "lambda", lambda)
+	if math.IsNaN(lambda) {
+		panic(&vram.Error{Op: "hardshrink", Kind: vram.ErrArgument, Detail: "lambda must not be NaN"})
+	}
 	return &Hardshrink{Lambda: lambda}
 }
 
-// Forward returns x where |x| > Lambda and 0 elsewhere.
+// Forward returns x where |x| > Lambda and 0 (never −0) elsewhere.
 func (l *Hardshrink) Forward(x *vram.Tensor) *vram.Tensor {
 	defer asOp("hardshrink")
 	notNil("hardshrink", x)
 	var ts temps
 	defer ts.release()
-	m := ts.add(mask(x, func(x *vram.Tensor) *vram.Tensor { return ts.add(x.Abs()).GtScalar(l.Lambda) }))
-	return x.Mul(m)
+	// Zeroed where −λ <= x <= λ, so that NaN passes, as in PyTorch.
+	var inside *vram.Tensor
+	vram.NoGrad(func() { inside = ts.add(ts.add(x.Abs()).LeScalar(l.Lambda)) })
+	return vram.Where(inside, ts.add(x.NewZeros(nil)), x)
 }
 
 // Softshrink shrinks every element toward 0 by Lambda, giving x − Lambda

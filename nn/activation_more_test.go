@@ -36,6 +36,12 @@ func TestMoreActivations(t *testing.T) {
 		{"hardshrink", nn.NewHardshrink(0.5),
 			func(x float64) float64 { return step(math.Abs(x) > 0.5, x, 0) },
 			func(x float64) float64 { return step(math.Abs(x) > 0.5, 1, 0) }},
+		{"hardshrink negative lambda", nn.NewHardshrink(-1),
+			func(x float64) float64 { return x },
+			func(x float64) float64 { return 1 }},
+		{"hardshrink 0", nn.NewHardshrink(0),
+			func(x float64) float64 { return step(x != 0, x, 0) },
+			func(x float64) float64 { return step(x != 0, 1, 0) }},
 		{"softshrink", nn.NewSoftshrink(0.5),
 			func(x float64) float64 {
 				return step(x > 0.5, x-0.5, step(x < -0.5, x+0.5, 0))
@@ -197,6 +203,29 @@ func TestRReLUTraining(t *testing.T) {
 	}
 }
 
+// Hardshrink zeroes the elements it drops as +0, as PyTorch's does, and
+// never gives −0 for a small negative element.
+func TestHardshrinkGivesPositiveZero(t *testing.T) {
+	tests := []struct {
+		name   string
+		lambda float64
+		in     []float32
+	}{
+		{"small negatives", 0.5, []float32{-0.25, -0.5, float32(math.Copysign(0, -1))}},
+		{"negative zero at lambda 0", 0, []float32{float32(math.Copysign(0, -1))}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			y := nn.NewHardshrink(tc.lambda).Forward(vram.FromSlice(tc.in, vram.Shape{len(tc.in)}))
+			for i, v := range y.Float32s() {
+				if v != 0 || math.Signbit(float64(v)) {
+					t.Errorf("hardshrink(%v)[%d] = %v (signbit %v), want +0", tc.in, i, v, math.Signbit(float64(v)))
+				}
+			}
+		})
+	}
+}
+
 // Bad arguments and shapes give errors of vram's kinds naming the layer.
 func TestMoreActivationErrors(t *testing.T) {
 	x := vram.Randn(vram.Shape{2, 3})
@@ -205,7 +234,7 @@ func TestMoreActivationErrors(t *testing.T) {
 		fn   func()
 		kind error
 	}{
-		{"hardshrink negative", func() { nn.NewHardshrink(-1) }, vram.ErrArgument},
+		{"hardshrink NaN", func() { nn.NewHardshrink(math.NaN()) }, vram.ErrArgument},
 		{"softshrink NaN", func() { nn.NewSoftshrink(math.NaN()) }, vram.ErrArgument},
 		{"threshold NaN", func() { nn.NewThreshold(math.NaN(), 0) }, vram.ErrArgument},
 		{"celu 0", func() { nn.NewCELU(0) }, vram.ErrArgument},
