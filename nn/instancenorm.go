@@ -30,9 +30,14 @@ type InstanceNorm struct {
 	Weight, Bias *vram.Tensor
 	// RunningMean (zeros), RunningVar (ones) and NumBatchesTracked are the
 	// buffers "running_mean", "running_var" and "num_batches_tracked", or
-	// nil without InstanceNormOptions.TrackRunningStats.
+	// nil without InstanceNormOptions.TrackRunningStats. As in PyTorch,
+	// whose instance norm never counts its batches, NumBatchesTracked
+	// stays as made or loaded: it is kept for state dicts.
 	RunningMean, RunningVar, NumBatchesTracked *vram.Tensor
-	// Momentum weighs each batch in the running statistics (0.1).
+	// Momentum weighs each batch in the running statistics (0.1); 0
+	// leaves them unchanged, as PyTorch's momentum=0 and momentum=None
+	// do (its instance norm takes None as 0, not as a cumulative
+	// average).
 	Momentum float64
 	// Eps is added to the variance (1e-5).
 	Eps float64
@@ -45,8 +50,12 @@ type InstanceNormOptions struct {
 	// Eps is added to the variance; 0 means 1e-5. It must not be negative.
 	Eps float64
 	// Momentum weighs each batch in the running statistics, in [0, 1]; 0
-	// means 0.1.
+	// means 0.1 unless ZeroMomentum is set.
 	Momentum float64
+	// ZeroMomentum makes the momentum 0: running statistics that never
+	// change in training, as PyTorch's momentum=0 or momentum=None give
+	// an instance norm. Momentum must then be 0.
+	ZeroMomentum bool
 	// Affine adds a weight and a bias per channel (affine=True).
 	Affine bool
 	// TrackRunningStats keeps running statistics, used in evaluation
@@ -59,7 +68,7 @@ type InstanceNormOptions struct {
 // vram's factory functions; a dtype other than float64 gives float32
 // tensors, as the layer stays float32. It panics with an *vram.Error of
 // kind vram.ErrArgument unless c is positive, Eps is finite and not
-// negative and Momentum is in [0, 1].
+// negative, Momentum is in [0, 1] and, with ZeroMomentum, 0.
 func NewInstanceNorm1d(c int, o InstanceNormOptions, opts ...vram.Option) *InstanceNorm {
 	return newInstanceNorm(1, c, o, opts)
 }
@@ -86,8 +95,10 @@ func newInstanceNorm(spatial, c int, o InstanceNormOptions, opts []vram.Option) 
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("eps %v must be finite and not negative", o.Eps)})
 	case !(o.Momentum >= 0 && o.Momentum <= 1):
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("momentum %v must be in [0, 1]", o.Momentum)})
+	case o.ZeroMomentum && o.Momentum != 0:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("momentum %v given with ZeroMomentum", o.Momentum)})
 	}
-	if l.Momentum == 0 {
+	if l.Momentum == 0 && !o.ZeroMomentum {
 		l.Momentum = 0.1
 	}
 	if l.Eps == 0 {
@@ -195,7 +206,8 @@ func (l *InstanceNorm) Forward(x *vram.Tensor) *vram.Tensor {
 }
 
 // track updates the running statistics from rows [N·C, per]: the mean
-// over the batch of each instance's mean and unbiased variance.
+// over the batch of each instance's mean and unbiased variance, weighed
+// by Momentum. It leaves NumBatchesTracked alone, as PyTorch does.
 func (l *InstanceNorm) track(rows *vram.Tensor, n, c int) {
 	vram.NoGrad(func() {
 		var ts temps
@@ -210,7 +222,6 @@ func (l *InstanceNorm) track(rows *vram.Tensor, n, c int) {
 		}
 		upd(l.RunningMean, mean)
 		upd(l.RunningVar, vr)
-		l.NumBatchesTracked.AddScalarInPlace(1)
 	})
 }
 

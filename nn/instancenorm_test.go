@@ -116,8 +116,8 @@ func TestInstanceNorm(t *testing.T) {
 				}
 				checkValues(t, "running mean", l.RunningMean.Float64s(), rm, 1e-10)
 				checkValues(t, "running var", l.RunningVar.Float64s(), rv, 1e-10)
-				if got := l.NumBatchesTracked.Item(); got != 1 {
-					t.Fatalf("num_batches_tracked %v", got)
+				if got := l.NumBatchesTracked.Item(); got != 0 {
+					t.Fatalf("num_batches_tracked %v, want 0: PyTorch's instance norm does not count batches", got)
 				}
 				l.Eval()
 				checkValues(t, "eval", l.Forward(x).Float64s(), refInstanceNorm(xs, c, per, rm, rv, w, b), 1e-10)
@@ -156,6 +156,7 @@ func TestInstanceNormErrors(t *testing.T) {
 		{"channels 0", func() { nn.NewInstanceNorm1d(0, nn.InstanceNormOptions{}) }, vram.ErrArgument},
 		{"negative eps", func() { nn.NewInstanceNorm2d(2, nn.InstanceNormOptions{Eps: -1}) }, vram.ErrArgument},
 		{"momentum", func() { nn.NewInstanceNorm2d(2, nn.InstanceNormOptions{Momentum: 2}) }, vram.ErrArgument},
+		{"momentum with ZeroMomentum", func() { nn.NewInstanceNorm2d(2, nn.InstanceNormOptions{Momentum: 0.5, ZeroMomentum: true}) }, vram.ErrArgument},
 		{"dims", func() { nn.NewInstanceNorm1d(2, nn.InstanceNormOptions{}).Forward(vram.Randn(vram.Shape{1, 2, 3, 3})) }, vram.ErrShape},
 		{"channels", func() {
 			nn.NewInstanceNorm2d(2, nn.InstanceNormOptions{Affine: true}).Forward(vram.Randn(vram.Shape{1, 3, 3, 3}))
@@ -166,6 +167,52 @@ func TestInstanceNormErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := vram.Catch(tc.fn); !errors.Is(err, tc.kind) {
 				t.Fatalf("got %v, want %v", err, tc.kind)
+			}
+		})
+	}
+}
+
+// The momentum of the running statistics: the options' 0 means 0.1,
+// ZeroMomentum and a Momentum field set to 0 leave them as they are (as
+// PyTorch's momentum=0 and momentum=None do), and 1 takes the batch's.
+func TestInstanceNormMomentum(t *testing.T) {
+	x := vram.FromSlice([]float64{1, 3, 2, 6, 0, 4, 5, 9}, vram.Shape{2, 1, 4})
+	// Per instance: means 3 and 4.5, unbiased variances 14/3 and 41/3.
+	batchMean, batchVar := 3.75, (14.0/3+41.0/3)/2
+	tests := []struct {
+		name     string
+		o        nn.InstanceNormOptions
+		momentum float64 // the layer's Momentum field after construction, if not NaN
+		want     float64 // the weight of the batch
+	}{
+		{"default", nn.InstanceNormOptions{}, math.NaN(), 0.1},
+		{"0.5", nn.InstanceNormOptions{Momentum: 0.5}, math.NaN(), 0.5},
+		{"1", nn.InstanceNormOptions{Momentum: 1}, math.NaN(), 1},
+		{"ZeroMomentum", nn.InstanceNormOptions{ZeroMomentum: true}, math.NaN(), 0},
+		{"field 0", nn.InstanceNormOptions{}, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.TrackRunningStats = true
+			l := nn.NewInstanceNorm1d(1, tc.o, vram.Float64)
+			if !math.IsNaN(tc.momentum) {
+				l.Momentum = tc.momentum
+			}
+			if l.Momentum != tc.want {
+				t.Fatalf("Momentum %v, want %v", l.Momentum, tc.want)
+			}
+			for range 2 {
+				l.Forward(x)
+			}
+			m, v := 0.0, 1.0
+			for range 2 {
+				m = (1-tc.want)*m + tc.want*batchMean
+				v = (1-tc.want)*v + tc.want*batchVar
+			}
+			checkValues(t, "running mean", l.RunningMean.Float64s(), []float64{m}, 1e-12)
+			checkValues(t, "running var", l.RunningVar.Float64s(), []float64{v}, 1e-12)
+			if got := l.NumBatchesTracked.Item(); got != 0 {
+				t.Errorf("num_batches_tracked %v, want 0", got)
 			}
 		})
 	}
