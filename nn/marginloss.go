@@ -33,6 +33,33 @@ func (ts *temps) result(l *vram.Tensor, r Reduction, dt vram.DType) *vram.Tensor
 	return out.Cast(dt)
 }
 
+// floatDType returns the dtype PyTorch's type promotion gives the
+// floating-point tensors among xs, skipping nil and integer ones (an
+// integer tensor meeting a float one takes the float's dtype); with none,
+// the first non-nil tensor's dtype.
+func floatDType(xs ...*vram.Tensor) vram.DType {
+	var dt vram.DType
+	found := false
+	for _, x := range xs {
+		if x == nil || !x.DType().IsFloat() {
+			continue
+		}
+		if !found {
+			dt, found = x.DType(), true
+			continue
+		}
+		dt = promoteFloat(dt, x.DType())
+	}
+	if !found {
+		for _, x := range xs {
+			if x != nil {
+				return x.DType()
+			}
+		}
+	}
+	return dt
+}
+
 // relu returns max(x, 0) recorded in ts.
 func (ts *temps) relu(x *vram.Tensor) *vram.Tensor { return ts.add(x.Clamp(0, math.Inf(1))) }
 
@@ -58,7 +85,7 @@ func MarginRankingLoss(x1, x2, y *vram.Tensor, margin float64, r Reduction) *vra
 	defer ts.release()
 	d := ts.add(ts.operand(x1).Sub(ts.operand(x2)))
 	l := ts.relu(ts.add(ts.add(ts.add(ts.operand(y).Neg()).Mul(d)).AddScalar(margin)))
-	return ts.result(l, r, promoteFloat(x1.DType(), x2.DType()))
+	return ts.result(l, r, floatDType(x1, x2, y))
 }
 
 // HingeEmbeddingLoss returns the loss of distances x labelled y 1 for
@@ -103,7 +130,7 @@ func SoftMarginLoss(x, y *vram.Tensor, r Reduction) *vram.Tensor {
 	var ts temps
 	defer ts.release()
 	z := ts.add(ts.add(ts.operand(y).Neg()).Mul(ts.operand(x)))
-	return ts.result(ts.add(z.Softplus(1, 20)), r, x.DType())
+	return ts.result(ts.add(z.Softplus(1, 20)), r, floatDType(x, y))
 }
 
 // logSigmoid returns log(sigmoid(x)), recorded in ts.
@@ -141,7 +168,7 @@ func MultiLabelSoftMarginLoss(x, y, weight *vram.Tensor, r Reduction) *vram.Tens
 	if weight != nil {
 		l = ts.add(l.Mul(ts.operand(weight)))
 	}
-	return ts.result(ts.add(l.Mean(-1)), r, x.DType())
+	return ts.result(ts.add(l.Mean(-1)), r, floatDType(x, y, weight))
 }
 
 // MultiMarginLoss returns the multi-class hinge loss of scores x [N, C]
@@ -213,11 +240,12 @@ func MultiMarginLoss(x, y *vram.Tensor, p int, margin float64, weight *vram.Tens
 // (torch.nn.functional.triplet_margin_loss):
 // max(d(a, p) − d(a, n) + margin, 0) with d(u, v) = ‖u − v + eps‖_pNorm
 // along the last dimension (PyTorch's pairwise_distance; its defaults are
-// margin 1, pNorm 2 and eps 1e-6). With swap, d(a, n) is replaced by
+// margin 1, pNorm 2 and eps 1e-6). A pNorm of math.Inf(1) takes the
+// largest |u − v + eps|. With swap, d(a, n) is replaced by
 // d(p, n) where that is smaller. The losses are combined as r says. It
 // panics with an *vram.Error of kind vram.ErrArgument for a nil tensor, a
-// margin that is not finite, a pNorm that is not positive and finite, a
-// negative eps or an unknown r, and of kind vram.ErrShape unless the three
+// margin that is not finite, a pNorm that is not positive (NaN
+// included), a negative eps or an unknown r, and of kind vram.ErrShape unless the three
 // share one shape of 1 or 2 dimensions.
 func TripletMarginLoss(anchor, positive, negative *vram.Tensor, margin, pNorm, eps float64, swap bool, r Reduction) *vram.Tensor {
 	const op = "triplet_margin_loss"
@@ -227,8 +255,8 @@ func TripletMarginLoss(anchor, positive, negative *vram.Tensor, margin, pNorm, e
 	notNil(op, negative)
 	r.check(op)
 	checkMargin(op, margin)
-	if !(pNorm > 0) || math.IsInf(pNorm, 1) {
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("p must be positive and finite, got %v", pNorm)})
+	if !(pNorm > 0) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("p must be positive, got %v", pNorm)})
 	}
 	checkLossParam(op, "eps", eps)
 	s := anchor.Shape()
@@ -343,5 +371,5 @@ func GaussianNLLLoss(input, target, variance *vram.Tensor, full bool, eps float6
 	if full {
 		l = ts.add(l.AddScalar(0.5 * math.Log(2*math.Pi)))
 	}
-	return ts.result(l, r, promoteFloat(input.DType(), target.DType()))
+	return ts.result(l, r, floatDType(input, target, variance))
 }

@@ -305,6 +305,7 @@ func TestMarginAndLikelihoodLossErrors(t *testing.T) {
 		{"multi margin weight", func() { nn.MultiMarginLoss(x, y, 1, 1, vram.Randn(vram.Shape{2}), nn.ReductionMean) }, vram.ErrShape},
 		{"triplet shapes", func() { nn.TripletMarginLoss(x, x, vram.Randn(vram.Shape{2, 4}), 1, 2, 1e-6, false, nn.ReductionMean) }, vram.ErrShape},
 		{"triplet p", func() { nn.TripletMarginLoss(x, x, x, 1, 0, 1e-6, false, nn.ReductionMean) }, vram.ErrArgument},
+		{"triplet NaN p", func() { nn.TripletMarginLoss(x, x, x, 1, math.NaN(), 1e-6, false, nn.ReductionMean) }, vram.ErrArgument},
 		{"poisson eps", func() { nn.PoissonNLLLoss(x, x, true, false, -1, nn.ReductionMean) }, vram.ErrArgument},
 		{"gaussian negative variance", func() {
 			nn.GaussianNLLLoss(x, x, vram.FromSlice([]float32{1, -0.5}, vram.Shape{2, 1}), false, 1e-6, nn.ReductionMean)
@@ -368,5 +369,78 @@ func TestMultiMarginLossOneSample(t *testing.T) {
 		}
 		checkValues(t, "one sample", l.Float64s(), want, 1e-12)
 		checkValues(t, "one sample mean", []float64{nn.MultiMarginLoss(x, tc.y, 1, 1, nil, nn.ReductionMean).Item()}, want, 1e-12)
+	}
+}
+
+// A loss's result takes the dtype PyTorch's type promotion gives all its
+// floating-point operands, the labels, weights and variances included.
+func TestMarginLossesPromoteEveryOperand(t *testing.T) {
+	f32 := func(v ...float32) *vram.Tensor { return vram.FromSlice(v, vram.Shape{len(v)}) }
+	f64 := func(v ...float64) *vram.Tensor { return vram.FromSlice(v, vram.Shape{len(v)}) }
+	x2 := vram.FromSlice([]float32{0.5, -1, 2, 0}, vram.Shape{2, 2})
+	tests := []struct {
+		name string
+		fn   func() *vram.Tensor
+		want vram.DType
+	}{
+		{"gaussian float64 variance", func() *vram.Tensor {
+			return nn.GaussianNLLLoss(f32(1, 2), f32(0, 1), f64(1, 2), false, 1e-6, nn.ReductionNone)
+		}, vram.Float64},
+		{"gaussian float32", func() *vram.Tensor {
+			return nn.GaussianNLLLoss(f32(1, 2), f32(0, 1), f32(1, 2), false, 1e-6, nn.ReductionMean)
+		}, vram.Float32},
+		{"ranking float64 labels", func() *vram.Tensor {
+			return nn.MarginRankingLoss(f32(1, 2), f32(2, 1), f64(1, -1), 0.5, nn.ReductionSum)
+		}, vram.Float64},
+		{"soft margin float64 labels", func() *vram.Tensor {
+			return nn.SoftMarginLoss(f32(1, 2), f64(1, -1), nn.ReductionMean)
+		}, vram.Float64},
+		{"soft margin int64 labels", func() *vram.Tensor {
+			return nn.SoftMarginLoss(f32(1, 2), vram.FromSlice([]int64{1, -1}, vram.Shape{2}), nn.ReductionMean)
+		}, vram.Float32},
+		{"multilabel float64 targets", func() *vram.Tensor {
+			return nn.MultiLabelSoftMarginLoss(x2, vram.FromSlice([]float64{1, 0, 0, 1}, vram.Shape{2, 2}), nil, nn.ReductionMean)
+		}, vram.Float64},
+		{"multilabel float64 weight", func() *vram.Tensor {
+			return nn.MultiLabelSoftMarginLoss(x2, vram.FromSlice([]float32{1, 0, 0, 1}, vram.Shape{2, 2}), f64(1, 2), nn.ReductionNone)
+		}, vram.Float64},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.fn().DType(); got != tc.want {
+				t.Fatalf("dtype %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TripletMarginLoss takes p = ∞, as PyTorch's pairwise_distance does:
+// the distance is the largest |u − v + eps|.
+func TestTripletMarginLossInfinityNorm(t *testing.T) {
+	a := vram.FromSlice([]float64{0, 0, 1, 1}, vram.Shape{2, 2})
+	p := vram.FromSlice([]float64{3, -1, 1, 2}, vram.Shape{2, 2})
+	n := vram.FromSlice([]float64{1, 1, -4, 1}, vram.Shape{2, 2})
+	const eps, margin = 1e-6, 1.0
+	dist := func(u, v []float64) float64 {
+		return math.Max(math.Abs(u[0]-v[0]+eps), math.Abs(u[1]-v[1]+eps))
+	}
+	as, ps, ns := a.Float64s(), p.Float64s(), n.Float64s()
+	tests := []struct {
+		name string
+		swap bool
+	}{{"no swap", false}, {"swap", true}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			want := make([]float64, 2)
+			for i := range want {
+				dap, dan := dist(as[2*i:2*i+2], ps[2*i:2*i+2]), dist(as[2*i:2*i+2], ns[2*i:2*i+2])
+				if tc.swap {
+					dan = math.Min(dan, dist(ps[2*i:2*i+2], ns[2*i:2*i+2]))
+				}
+				want[i] = math.Max(dap-dan+margin, 0)
+			}
+			l := nn.TripletMarginLoss(a, p, n, margin, math.Inf(1), eps, tc.swap, nn.ReductionNone)
+			checkValues(t, "loss", l.Float64s(), want, 1e-12)
+		})
 	}
 }
