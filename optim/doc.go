@@ -5,7 +5,8 @@
 // (with its running average of the parameters, [ASGD.Average]), and
 // [LBFGS] (whose Step takes a closure, with PyTorch's strong-Wolfe line
 // search; it is no [Optimizer], so schedules, [Save] and [Load] do not
-// take it), each following PyTorch's update rules exactly,
+// take it, and its state is copied in memory with [LBFGS.State] and
+// [LBFGS.LoadState]), each following PyTorch's update rules exactly,
 // their parameters in one group or in several with hyper-parameters of
 // their own ([ParamGroup], PyTorch's param_groups); learning-rate schedules
 // ([Schedule]: [NewStepLR], [NewMultiStepLR], [NewExponentialLR],

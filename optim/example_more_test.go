@@ -118,3 +118,42 @@ func ExampleGetTotalNorm() {
 	fmt.Printf("2-norm %.0f, inf-norm %.0f, p's gradient %.3f\n", norm, inf, p.Grad().Float64s())
 	// Output: 2-norm 13, inf-norm 12, p's gradient [0.300 0.400]
 }
+
+// An L-BFGS's state, copied with State, resumes another L-BFGS of the
+// same parameters where the first stopped, as load_state_dict does.
+func ExampleLBFGS_State() {
+	x := vram.FromSlice([]float64{0}, nil, vram.Float64, vram.WithGrad())
+	defer x.Release()
+	cfg := optim.LBFGSConfig{MaxIter: 2}
+	opt, err := optim.NewLBFGS([]*vram.Tensor{x}, cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer opt.Release()
+	closure := func(o *optim.LBFGS) func() float64 {
+		return func() float64 {
+			o.ZeroGrad()
+			var loss float64
+			vram.Tidy(func() {
+				l := x.AddScalar(-3).Square().Sum()
+				l.Backward()
+				loss = l.Item()
+			})
+			return loss
+		}
+	}
+	opt.Step(closure(opt))
+	st := opt.State()
+	defer st.Release()
+
+	resumed, err := optim.NewLBFGS([]*vram.Tensor{x}, cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer resumed.Release()
+	if err := resumed.LoadState(st); err != nil {
+		panic(err)
+	}
+	fmt.Println(resumed.Iterations(), resumed.FuncEvals())
+	// Output: 1 2
+}

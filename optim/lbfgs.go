@@ -31,7 +31,9 @@ type LBFGSConfig struct {
 // PyTorch; its memory is that vector some 2·HistorySize + 3 times over.
 //
 // LBFGS is not an [Optimizer] (its Step needs a closure), so Schedules,
-// Save and Load do not take it; its rate is set with SetLR. It is not
+// Save and Load do not take it; its rate is set with SetLR, and its state
+// is copied out and back in memory with [LBFGS.State] and
+// [LBFGS.LoadState] (PyTorch's state_dict and load_state_dict). It is not
 // safe for concurrent use.
 type LBFGS struct {
 	groups[LBFGSConfig]
