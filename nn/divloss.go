@@ -16,7 +16,9 @@ import (
 // against each other. r combines them: ReductionBatchMean divides their
 // sum by the size of input's first dimension (the divergence per sample,
 // what PyTorch recommends), ReductionMean by their number (PyTorch's
-// default, which it warns about). 16-bit inputs are computed in float32.
+// default, which it warns about). 16-bit inputs are computed in float32
+// and the result rounded to their dtype once (float32 inside an Autocast
+// region).
 // It panics with an *vram.Error of kind vram.ErrArgument for a nil tensor
 // or an unknown reduction.
 func KLDivLoss(input, target *vram.Tensor, logTarget bool, r Reduction) *vram.Tensor {
@@ -41,14 +43,15 @@ func KLDivLoss(input, target *vram.Tensor, logTarget bool, r Reduction) *vram.Te
 		safe := ts.add(vram.Where(zero, ts.add(y.NewOnes(nil)), y))
 		l = ts.add(y.Mul(ts.add(ts.add(safe.Log()).Sub(x))))
 	}
+	dt := floatDType(input, target)
 	if r != ReductionBatchMean {
-		return reduce(ts.keep(l), r)
+		return ts.result(l, r, dt)
 	}
 	s := ts.add(l.Sum())
-	if input.Dim() == 0 {
-		return ts.keep(s)
+	if input.Dim() > 0 {
+		s = ts.add(s.DivScalar(float64(input.Size(0))))
 	}
-	return s.DivScalar(float64(input.Size(0)))
+	return ts.result(s, ReductionNone, dt)
 }
 
 // CosineSimilarity returns the cosine of the angle between x1 and x2 along
@@ -89,7 +92,8 @@ func CosineSimilarity(x1, x2 *vram.Tensor, dim int, eps float64) *vram.Tensor {
 // where y is 1, max(0, cos(x1, x2) − margin) where it is −1, and 0 for
 // other labels, combined as r says. The cosine is PyTorch's for this
 // loss, Σ x1·x2/sqrt((‖x1‖² + 1e-12)·(‖x2‖² + 1e-12)). 16-bit inputs are
-// computed in float32. It panics with an *vram.Error of kind
+// computed in float32 and the result rounded to their dtype once (float32
+// inside an Autocast region). It panics with an *vram.Error of kind
 // vram.ErrArgument for a nil tensor or an unknown r, and of kind
 // vram.ErrShape unless x1 and x2 have one shape of 1 or 2 dimensions and
 // y that shape without its last dimension.
@@ -122,5 +126,5 @@ func CosineEmbeddingLoss(x1, x2, y *vram.Tensor, margin float64, r Reduction) *v
 	})
 	zero := ts.add(cos.NewZeros(nil))
 	l := ts.add(vram.Where(isPos, pos, ts.add(vram.Where(isNeg, neg, zero))))
-	return reduce(ts.keep(l), r)
+	return ts.result(l, r, floatDType(x1, x2))
 }

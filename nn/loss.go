@@ -150,7 +150,8 @@ func (ts *temps) operand(x *vram.Tensor) *vram.Tensor {
 
 // L1Loss returns the mean absolute difference between pred and target,
 // which broadcast against each other (torch.nn.functional.l1_loss with
-// mean reduction). Half-precision inputs are computed in float32.
+// mean reduction). Half-precision inputs are computed in float32 and the
+// result rounded to their dtype once (float32 inside an Autocast region).
 func L1Loss(pred, target *vram.Tensor) *vram.Tensor {
 	return L1LossWith(pred, target, ReductionMean)
 }
@@ -168,7 +169,7 @@ func L1LossWith(pred, target *vram.Tensor, r Reduction) *vram.Tensor {
 	var ts temps
 	defer ts.release()
 	d := ts.add(ts.operand(pred).Sub(ts.operand(target)))
-	return reduce(d.Abs(), r)
+	return ts.result(d.Abs(), r, floatDType(pred, target))
 }
 
 // SmoothL1Loss returns the mean over elements of 0.5·d²/beta where |d| <
@@ -199,7 +200,7 @@ func SmoothL1LossWith(pred, target *vram.Tensor, beta float64, r Reduction) *vra
 	a := ts.add(d.Abs())
 	quad := ts.add(ts.add(d.Square()).MulScalar(0.5 / beta))
 	lin := ts.add(a.SubScalar(0.5 * beta))
-	return reduce(vram.Where(ts.add(a.LtScalar(beta)), quad, lin), r)
+	return ts.result(vram.Where(ts.add(a.LtScalar(beta)), quad, lin), r, floatDType(pred, target))
 }
 
 // HuberLoss returns the mean over elements of 0.5·d² where |d| <= delta
@@ -231,7 +232,7 @@ func HuberLossWith(pred, target *vram.Tensor, delta float64, r Reduction) *vram.
 	a := ts.add(d.Abs())
 	quad := ts.add(ts.add(d.Square()).MulScalar(0.5))
 	lin := ts.add(ts.add(a.SubScalar(0.5 * delta)).MulScalar(delta))
-	return reduce(vram.Where(ts.add(a.LeScalar(delta)), quad, lin), r)
+	return ts.result(vram.Where(ts.add(a.LeScalar(delta)), quad, lin), r, floatDType(pred, target))
 }
 
 // BCEWithLogitsLoss returns the mean binary cross entropy between
@@ -240,7 +241,8 @@ func HuberLossWith(pred, target *vram.Tensor, delta float64, r Reduction) *vram.
 // reduction), computed stably from the logits x as PyTorch does, (1 − y)·x
 // + m + log(e^−m + e^(−x−m)) with m = max(−x, 0): large logits give no
 // infinity, and the gradient is sigmoid(x) − y everywhere, 0 included.
-// Half-precision inputs are computed in float32.
+// Half-precision inputs are computed in float32 and the result rounded
+// to their dtype once (float32 inside an Autocast region).
 func BCEWithLogitsLoss(logits, target *vram.Tensor) *vram.Tensor {
 	return BCEWithLogitsLossWith(logits, target, BCEOptions{})
 }
@@ -301,7 +303,7 @@ func BCEWithLogitsLossWith(logits, target *vram.Tensor, o BCEOptions) *vram.Tens
 		ts.add(l)
 		l = l.Mul(ts.operand(o.Weight))
 	}
-	return reduce(l, o.Reduction)
+	return ts.result(l, o.Reduction, floatDType(logits, target, o.Weight, o.PosWeight))
 }
 
 // BCELoss returns the mean binary cross entropy −(y·log p + (1 − y)·
@@ -369,7 +371,7 @@ func BCELossWith(probs, target *vram.Tensor, o BCEOptions) *vram.Tensor {
 	if o.Weight != nil {
 		l = ts.add(l.Mul(ts.operand(o.Weight)))
 	}
-	return reduce(ts.keep(l), o.Reduction)
+	return ts.result(l, o.Reduction, floatDType(probs, target, o.Weight))
 }
 
 // checkProbabilities panics with an *vram.Error of kind vram.ErrArgument

@@ -50,3 +50,52 @@ func TestComposedErrorsNameTheirOp(t *testing.T) {
 		})
 	}
 }
+
+// A loss of 16-bit inputs is computed in float32 and returned in their
+// dtype, as PyTorch's losses return their inputs' dtype; inside an
+// Autocast region it stays float32, as autocast runs them in float32.
+func TestLossesKeepHalfDType(t *testing.T) {
+	p := vram.FromSlice([]float32{0.2, 0.7, 0.4, 0.9}, vram.Shape{2, 2})
+	q := vram.FromSlice([]float32{0.3, 0.1, 0.6, 0.5}, vram.Shape{2, 2})
+	y := vram.FromSlice([]float32{1, -1}, vram.Shape{2})
+	tests := []struct {
+		name string
+		fn   func(a, b *vram.Tensor) *vram.Tensor
+	}{
+		{"l1", func(a, b *vram.Tensor) *vram.Tensor { return nn.L1Loss(a, b) }},
+		{"l1 none", func(a, b *vram.Tensor) *vram.Tensor { return nn.L1LossWith(a, b, nn.ReductionNone) }},
+		{"smooth l1", func(a, b *vram.Tensor) *vram.Tensor { return nn.SmoothL1Loss(a, b, 1) }},
+		{"huber", func(a, b *vram.Tensor) *vram.Tensor { return nn.HuberLossWith(a, b, 1, nn.ReductionSum) }},
+		{"bce with logits", func(a, b *vram.Tensor) *vram.Tensor { return nn.BCEWithLogitsLoss(a, b) }},
+		{"bce", func(a, b *vram.Tensor) *vram.Tensor { return nn.BCELoss(a, b) }},
+		{"kl_div", func(a, b *vram.Tensor) *vram.Tensor { return nn.KLDivLoss(a, b, false, nn.ReductionSum) }},
+		{"kl_div batchmean", func(a, b *vram.Tensor) *vram.Tensor {
+			return nn.KLDivLoss(a, b, true, nn.ReductionBatchMean)
+		}},
+		{"cosine embedding", func(a, b *vram.Tensor) *vram.Tensor {
+			return nn.CosineEmbeddingLoss(a, b, y, 0, nn.ReductionMean)
+		}},
+	}
+	for _, dt := range []vram.DType{vram.Float16, vram.BFloat16} {
+		for _, tc := range tests {
+			t.Run(dt.String()+" "+tc.name, func(t *testing.T) {
+				a, b := p.Cast(dt), q.Cast(dt)
+				want := tc.fn(p, q).Float64s()
+				got := tc.fn(a, b)
+				if got.DType() != dt {
+					t.Fatalf("dtype %v, want %v", got.DType(), dt)
+				}
+				for i, v := range got.Float64s() {
+					if d := v - want[i]; d > 0.02 || d < -0.02 {
+						t.Fatalf("value %v, want about %v", v, want[i])
+					}
+				}
+				var in *vram.Tensor
+				vram.Autocast(dt, func() { in = tc.fn(a, b) })
+				if in.DType() != vram.Float32 {
+					t.Fatalf("inside Autocast: dtype %v, want float32", in.DType())
+				}
+			})
+		}
+	}
+}
