@@ -28,7 +28,8 @@
 // "0", "1", ... as a ModuleList does), loss functions ([CrossEntropyLoss],
 // [MSELoss], [KLDivLoss], [CosineEmbeddingLoss], the margin losses
 // [MarginRankingLoss], [HingeEmbeddingLoss], [SoftMarginLoss],
-// [MultiLabelSoftMarginLoss], [MultiMarginLoss], [TripletMarginLoss], the
+// [MultiLabelSoftMarginLoss], [MultiMarginLoss], [TripletMarginLoss],
+// [TripletMarginWithDistanceLoss] over any distance, [PairwiseDistance], the
 // likelihoods [PoissonNLLLoss] and [GaussianNLLLoss], ..., and
 // their forms with PyTorch's options, such as [CrossEntropyLossWith] with
 // class weights, an ignore index, label smoothing and a [Reduction]),

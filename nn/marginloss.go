@@ -255,10 +255,7 @@ func TripletMarginLoss(anchor, positive, negative *vram.Tensor, margin, pNorm, e
 	notNil(op, negative)
 	r.check(op)
 	checkMargin(op, margin)
-	if !(pNorm > 0) {
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("p must be positive, got %v", pNorm)})
-	}
-	checkLossParam(op, "eps", eps)
+	checkDistance(op, pNorm, eps)
 	s := anchor.Shape()
 	if d := len(s); d < 1 || d > 2 || !slices.Equal(s, positive.Shape()) || !slices.Equal(s, negative.Shape()) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects anchor, positive and negative of one shape [N, D] or [D], got %v, %v and %v", s, positive.Shape(), negative.Shape())})
@@ -266,15 +263,93 @@ func TripletMarginLoss(anchor, positive, negative *vram.Tensor, margin, pNorm, e
 	var ts temps
 	defer ts.release()
 	a, pos, neg := ts.operand(anchor), ts.operand(positive), ts.operand(negative)
-	dist := func(u, v *vram.Tensor) *vram.Tensor {
-		return ts.add(ts.add(ts.add(u.Sub(v)).AddScalar(eps)).Norm(pNorm, []int{-1}, false))
-	}
+	dist := func(u, v *vram.Tensor) *vram.Tensor { return ts.distance(u, v, pNorm, eps, false) }
 	dap, dan := dist(a, pos), dist(a, neg)
 	if swap {
 		dan = ts.add(dan.Minimum(dist(pos, neg)))
 	}
 	l := ts.relu(ts.add(ts.add(dap.Sub(dan)).AddScalar(margin)))
 	return ts.result(l, r, promoteFloat(anchor.DType(), promoteFloat(positive.DType(), negative.DType())))
+}
+
+// PairwiseDistance returns ‖x1 − x2 + eps‖_p along the last dimension of
+// x1 and x2 broadcast together (torch.nn.functional.pairwise_distance,
+// torch.nn.PairwiseDistance; PyTorch's defaults are p 2 and eps 1e-6),
+// keeping that dimension with size 1 when keepDim is set. p may be
+// math.Inf(1), which takes the largest |x1 − x2 + eps|. 16-bit inputs are
+// computed in float32 and the result rounded to their dtype once (float32
+// inside an Autocast region). It panics with an *vram.Error of kind
+// vram.ErrArgument for a nil tensor, a p that is not positive (NaN
+// included) or a negative eps, and of kind vram.ErrShape for 0-dimensional
+// inputs or shapes that do not broadcast.
+func PairwiseDistance(x1, x2 *vram.Tensor, p, eps float64, keepDim bool) *vram.Tensor {
+	const op = "pairwise_distance"
+	defer asOp(op)
+	notNil(op, x1)
+	notNil(op, x2)
+	checkDistance(op, p, eps)
+	if x1.Dim() == 0 && x2.Dim() == 0 {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: "expects inputs of at least 1 dimension, got two scalars"})
+	}
+	var ts temps
+	defer ts.release()
+	d := ts.distance(ts.operand(x1), ts.operand(x2), p, eps, keepDim)
+	return ts.result(d, ReductionNone, floatDType(x1, x2))
+}
+
+// checkDistance panics with an *vram.Error of kind vram.ErrArgument
+// unless p is positive (math.Inf(1) included) and eps is finite and not
+// negative.
+func checkDistance(op string, p, eps float64) {
+	if !(p > 0) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("p must be positive, got %v", p)})
+	}
+	checkLossParam(op, "eps", eps)
+}
+
+// distance returns ‖u − v + eps‖_p along the last dimension, recorded in
+// ts.
+func (ts *temps) distance(u, v *vram.Tensor, p, eps float64, keepDim bool) *vram.Tensor {
+	return ts.add(ts.add(ts.add(u.Sub(v)).AddScalar(eps)).Norm(p, []int{-1}, keepDim))
+}
+
+// TripletMarginWithDistanceLoss returns the triplet loss of anchors,
+// positives and negatives with the distance dist
+// (torch.nn.functional.triplet_margin_with_distance_loss):
+// max(dist(a, p) − dist(a, n) + margin, 0), with dist(p, n) in place of
+// dist(a, n) where that is smaller when swap is set, combined as r says.
+// dist takes two tensors and returns a new one of the distances, as
+// PyTorch's distance_function does; nil means [PairwiseDistance] with p 2
+// and eps 1e-6, PyTorch's default. The inputs must share their number of
+// dimensions. It panics with an *vram.Error of kind vram.ErrArgument for
+// a nil tensor, a margin that is not positive and finite, as PyTorch
+// requires, or an unknown r, and of kind vram.ErrShape for inputs of
+// different numbers of dimensions; a panic of dist goes on to the caller,
+// a vram error naming this loss.
+func TripletMarginWithDistanceLoss(anchor, positive, negative *vram.Tensor, dist func(x1, x2 *vram.Tensor) *vram.Tensor, margin float64, swap bool, r Reduction) *vram.Tensor {
+	const op = "triplet_margin_with_distance_loss"
+	defer asOp(op)
+	notNil(op, anchor)
+	notNil(op, positive)
+	notNil(op, negative)
+	r.check(op)
+	if !(margin > 0) || math.IsInf(margin, 1) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("margin must be positive and finite, got %v", margin)})
+	}
+	if d := anchor.Dim(); d != positive.Dim() || d != negative.Dim() {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects anchor, positive and negative of one number of dimensions, got %v, %v and %v", anchor.Shape(), positive.Shape(), negative.Shape())})
+	}
+	if dist == nil {
+		dist = func(x1, x2 *vram.Tensor) *vram.Tensor { return PairwiseDistance(x1, x2, 2, 1e-6, false) }
+	}
+	var ts temps
+	defer ts.release()
+	dap, dan := ts.add(dist(anchor, positive)), ts.add(dist(anchor, negative))
+	if swap {
+		dan = ts.add(dan.Minimum(ts.add(dist(positive, negative))))
+	}
+	l := ts.relu(ts.add(ts.add(dap.Sub(dan)).AddScalar(margin)))
+	return ts.result(l, r, l.DType())
 }
 
 // PoissonNLLLoss returns the negative log-likelihood of target under a

@@ -3,6 +3,7 @@ package nn_test
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -441,6 +442,138 @@ func TestTripletMarginLossInfinityNorm(t *testing.T) {
 			}
 			l := nn.TripletMarginLoss(a, p, n, margin, math.Inf(1), eps, tc.swap, nn.ReductionNone)
 			checkValues(t, "loss", l.Float64s(), want, 1e-12)
+		})
+	}
+}
+
+// PairwiseDistance is ‖x1 − x2 + eps‖_p along the last dimension, the
+// inputs broadcast, as torch.nn.functional.pairwise_distance.
+func TestPairwiseDistance(t *testing.T) {
+	x1 := vram.FromSlice([]float64{1, 2, 3, -1, 0, 4}, vram.Shape{2, 3})
+	x2 := vram.FromSlice([]float64{0, 2, 5}, vram.Shape{3})
+	rows := [][]float64{{1, 2, 3}, {-1, 0, 4}}
+	ref := func(p, eps float64) []float64 {
+		var out []float64
+		for _, r := range rows {
+			var s float64
+			for i, v := range r {
+				d := math.Abs(v - x2.Float64s()[i] + eps)
+				switch {
+				case math.IsInf(p, 1):
+					s = math.Max(s, d)
+				default:
+					s += math.Pow(d, p)
+				}
+			}
+			if !math.IsInf(p, 1) {
+				s = math.Pow(s, 1/p)
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		p, eps  float64
+		keepDim bool
+		shape   vram.Shape
+	}{
+		{"p=2", 2, 1e-6, false, vram.Shape{2}},
+		{"p=1 eps=0", 1, 0, false, vram.Shape{2}},
+		{"p=3", 3, 0.5, false, vram.Shape{2}},
+		{"p=inf", math.Inf(1), 1e-6, false, vram.Shape{2}},
+		{"keepdim", 2, 1e-6, true, vram.Shape{2, 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := nn.PairwiseDistance(x1, x2, tc.p, tc.eps, tc.keepDim)
+			if !slices.Equal(d.Shape(), tc.shape) {
+				t.Fatalf("shape %v, want %v", d.Shape(), tc.shape)
+			}
+			checkValues(t, "distance", d.Float64s(), ref(tc.p, tc.eps), 1e-12)
+		})
+	}
+	h := nn.PairwiseDistance(x1.Cast(vram.Float16), x2.Cast(vram.Float16), 2, 1e-6, false)
+	if h.DType() != vram.Float16 {
+		t.Fatalf("float16 inputs gave %v", h.DType())
+	}
+	checkValues(t, "float16", h.Float64s(), ref(2, 1e-6), 2e-3)
+}
+
+// TripletMarginWithDistanceLoss with no distance is TripletMarginLoss with
+// p 2 and eps 1e-6, and with one it takes that distance, as PyTorch's.
+func TestTripletMarginWithDistanceLoss(t *testing.T) {
+	a := vram.FromSlice([]float64{0, 0, 1, 1, 2, -1}, vram.Shape{3, 2})
+	p := vram.FromSlice([]float64{3, -1, 1, 2, 2, 0}, vram.Shape{3, 2})
+	n := vram.FromSlice([]float64{1, 1, -4, 1, 2, -1.5}, vram.Shape{3, 2})
+	l1 := func(x1, x2 *vram.Tensor) *vram.Tensor { return x1.Sub(x2).Abs().Sum(-1) }
+	as, ps, ns := a.Float64s(), p.Float64s(), n.Float64s()
+	refL1 := func(u, v []float64) float64 { return math.Abs(u[0]-v[0]) + math.Abs(u[1]-v[1]) }
+	tests := []struct {
+		name   string
+		dist   func(x1, x2 *vram.Tensor) *vram.Tensor
+		margin float64
+		swap   bool
+		want   func() []float64
+	}{
+		{"default", nil, 1, false, func() []float64 {
+			return nn.TripletMarginLoss(a, p, n, 1, 2, 1e-6, false, nn.ReductionNone).Float64s()
+		}},
+		{"default swap", nil, 0.5, true, func() []float64 {
+			return nn.TripletMarginLoss(a, p, n, 0.5, 2, 1e-6, true, nn.ReductionNone).Float64s()
+		}},
+		{"l1 swap", l1, 2, true, func() []float64 {
+			out := make([]float64, 3)
+			for i := range out {
+				u, v, w := as[2*i:2*i+2], ps[2*i:2*i+2], ns[2*i:2*i+2]
+				out[i] = math.Max(refL1(u, v)-math.Min(refL1(u, w), refL1(v, w))+2, 0)
+			}
+			return out
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := nn.TripletMarginWithDistanceLoss(a, p, n, tc.dist, tc.margin, tc.swap, nn.ReductionNone)
+			checkValues(t, "loss", got.Float64s(), tc.want(), 1e-12)
+		})
+	}
+}
+
+// Bad arguments to the distances and the triplet loss with a distance
+// give errors of vram's kinds naming the function.
+func TestDistanceErrors(t *testing.T) {
+	x := vram.Randn(vram.Shape{2, 3})
+	tests := []struct {
+		name, op string
+		fn       func()
+		kind     error
+	}{
+		{"pairwise nil", "pairwise_distance", func() { nn.PairwiseDistance(x, nil, 2, 1e-6, false) }, vram.ErrArgument},
+		{"pairwise p 0", "pairwise_distance", func() { nn.PairwiseDistance(x, x, 0, 1e-6, false) }, vram.ErrArgument},
+		{"pairwise NaN p", "pairwise_distance", func() { nn.PairwiseDistance(x, x, math.NaN(), 1e-6, false) }, vram.ErrArgument},
+		{"pairwise eps", "pairwise_distance", func() { nn.PairwiseDistance(x, x, 2, -1, false) }, vram.ErrArgument},
+		{"pairwise scalars", "pairwise_distance", func() { nn.PairwiseDistance(vram.Scalar(1), vram.Scalar(2), 2, 0, false) }, vram.ErrShape},
+		{"pairwise shapes", "pairwise_distance", func() { nn.PairwiseDistance(x, vram.Randn(vram.Shape{4}), 2, 0, false) }, vram.ErrShape},
+		{"with distance margin 0", "triplet_margin_with_distance_loss", func() {
+			nn.TripletMarginWithDistanceLoss(x, x, x, nil, 0, false, nn.ReductionMean)
+		}, vram.ErrArgument},
+		{"with distance dims", "triplet_margin_with_distance_loss", func() {
+			nn.TripletMarginWithDistanceLoss(x, x, vram.Randn(vram.Shape{3}), nil, 1, false, nn.ReductionMean)
+		}, vram.ErrShape},
+		{"with distance reduction", "triplet_margin_with_distance_loss", func() {
+			nn.TripletMarginWithDistanceLoss(x, x, x, nil, 1, false, nn.Reduction(9))
+		}, vram.ErrArgument},
+		{"with distance shapes", "triplet_margin_with_distance_loss", func() {
+			nn.TripletMarginWithDistanceLoss(x, x, vram.Randn(vram.Shape{2, 4}), nil, 1, false, nn.ReductionMean)
+		}, vram.ErrShape},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := vram.Catch(tc.fn)
+			var e *vram.Error
+			if !errors.Is(err, tc.kind) || !errors.As(err, &e) || e.Op != tc.op {
+				t.Fatalf("got %v, want %v naming %s", err, tc.kind, tc.op)
+			}
 		})
 	}
 }

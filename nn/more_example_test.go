@@ -52,6 +52,22 @@ func ExampleTripletMarginLoss() {
 	// [0 0.5]
 }
 
+// TripletMarginWithDistanceLoss takes any distance: here the L1 one.
+func ExampleTripletMarginWithDistanceLoss() {
+	anchor := vram.FromSlice([]float64{0, 0, 1, 1}, vram.Shape{2, 2})
+	positive := vram.FromSlice([]float64{0, 1, 1, 1}, vram.Shape{2, 2})
+	negative := vram.FromSlice([]float64{3, 0, 1, 1.5}, vram.Shape{2, 2})
+	l1 := func(x1, x2 *vram.Tensor) *vram.Tensor {
+		return nn.PairwiseDistance(x1, x2, 1, 0, false)
+	}
+	vram.Tidy(func() {
+		l := nn.TripletMarginWithDistanceLoss(anchor, positive, negative, l1, 1, false, nn.ReductionNone)
+		fmt.Println(l.Float64s())
+	})
+	// Output:
+	// [0 0.5]
+}
+
 // GaussianNLLLoss takes one variance per sample, shared by its features,
 // as [N, 1] (or [N]).
 func ExampleGaussianNLLLoss() {
