@@ -58,7 +58,9 @@ func KLDivLoss(input, target *vram.Tensor, logTarget bool, r Reduction) *vram.Te
 // dim (torch.nn.functional.cosine_similarity): Σ x1·x2 over dim divided by
 // max(‖x1‖, eps)·max(‖x2‖, eps), of the broadcast shape without dim
 // (PyTorch's default eps is 1e-8). A negative dim counts from the end.
-// 16-bit inputs are computed in float32 and the result rounded once. It
+// 16-bit inputs are computed in float32 and the result rounded once;
+// integer and bool inputs are taken as float32, as PyTorch takes them in
+// its default dtype. It
 // panics with an *vram.Error of kind vram.ErrArgument for a nil tensor or
 // a negative or NaN eps, and as vram's ops do for shapes that do not
 // broadcast or a dim out of range.
@@ -72,7 +74,15 @@ func CosineSimilarity(x1, x2 *vram.Tensor, dim int, eps float64) *vram.Tensor {
 	}
 	var ts temps
 	defer ts.release()
-	a, b := ts.operand(x1), ts.operand(x2)
+	// Integer and bool inputs are taken as float32, as PyTorch's are
+	// taken in its default dtype.
+	float := func(x *vram.Tensor) *vram.Tensor {
+		if !x.DType().IsFloat() {
+			return ts.add(x.Cast(vram.Float32))
+		}
+		return ts.operand(x)
+	}
+	a, b := float(x1), float(x2)
 	unit := func(v *vram.Tensor) *vram.Tensor {
 		n := ts.add(v.Norm(2, []int{dim}, true))
 		return ts.add(v.Div(ts.add(n.Clamp(eps, math.Inf(1)))))
@@ -80,7 +90,11 @@ func CosineSimilarity(x1, x2 *vram.Tensor, dim int, eps float64) *vram.Tensor {
 	c := ts.add(ts.add(unit(a).Mul(unit(b))).Sum(dim))
 	// Inside Autocast it stays float32, as PyTorch's autocast runs
 	// cosine_similarity in float32.
-	if dt := autocastFloat32(promoteFloat(x1.DType(), x2.DType())); c.DType() != dt {
+	dt := floatDType(x1, x2)
+	if !dt.IsFloat() {
+		dt = vram.Float32
+	}
+	if dt = autocastFloat32(dt); c.DType() != dt {
 		return c.Cast(dt)
 	}
 	return ts.keep(c)

@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -25,7 +26,6 @@ func TestComposedErrorsNameTheirOp(t *testing.T) {
 		{"selu int", "selu", "elu", func() { nn.NewSELU().Forward(xi) }},
 		{"softmin int", "softmin", "softmax", func() { nn.NewSoftmin(0).Forward(xi) }},
 		{"soft_margin_loss int", "soft_margin_loss", "log_sigmoid", func() { nn.SoftMarginLoss(xi, xi, nn.ReductionSum) }},
-		{"cosine_similarity int", "cosine_similarity", "norm", func() { nn.CosineSimilarity(xi, xi, 0, 1e-8) }},
 		{"l1_loss shapes", "l1_loss", "sub", func() { nn.L1LossWith(f2, f3, nn.ReductionSum) }},
 		{"mse_loss shapes", "mse_loss", "sub", func() { nn.MSELossWith(f2, f3, nn.ReductionSum) }},
 		{"smooth_l1_loss shapes", "smooth_l1_loss", "sub", func() { nn.SmoothL1LossWith(f2, f3, 1, nn.ReductionSum) }},
@@ -97,5 +97,34 @@ func TestLossesKeepHalfDType(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// CosineSimilarity takes integer and bool inputs as float32, as
+// torch.nn.functional.cosine_similarity takes them in its default dtype.
+func TestCosineSimilarityIntegerInputs(t *testing.T) {
+	tests := []struct {
+		name   string
+		x1, x2 *vram.Tensor
+		want   float64
+	}{
+		{"int64", vram.FromSlice([]int64{1, 0}, vram.Shape{2}), vram.FromSlice([]int64{1, 1}, vram.Shape{2}), 1 / math.Sqrt2},
+		{"int32 and float64", vram.FromSlice([]int32{3, 4}, vram.Shape{2}), vram.FromSlice([]float64{4, 3}, vram.Shape{2}), 24.0 / 25},
+		{"bool", vram.FromSlice([]bool{true, true}, vram.Shape{2}), vram.FromSlice([]bool{true, false}, vram.Shape{2}), 1 / math.Sqrt2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := nn.CosineSimilarity(tc.x1, tc.x2, 0, 1e-8)
+			wantDT := vram.Float32
+			if tc.x1.DType() == vram.Float64 || tc.x2.DType() == vram.Float64 {
+				wantDT = vram.Float64
+			}
+			if c.DType() != wantDT {
+				t.Fatalf("dtype %v, want %v", c.DType(), wantDT)
+			}
+			if got := c.Item(); math.Abs(got-tc.want) > 1e-6 {
+				t.Fatalf("cosine %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
