@@ -254,10 +254,7 @@ func (t *Tensor) NanToNum(nan, posinf, neginf float64) *Tensor {
 // bool tensor, as PyTorch's does.
 func (t *Tensor) Trunc() *Tensor {
 	const op = "trunc"
-	notNil(op, t)
-	if t.dtype == Bool {
-		fail(op, ErrDType, "trunc of a bool tensor is not supported; Cast it to a number type first")
-	}
+	noBoolRounding(op, t)
 	defer pin(op, t).unpin()
 	return composed(op, func() *Tensor {
 		if !t.dtype.IsFloat() {

@@ -257,16 +257,34 @@ func (t *Tensor) Erf() *Tensor {
 }
 
 // Floor rounds down (a zero gradient). An integer tensor is returned
-// unchanged, in its dtype, as PyTorch does.
-func (t *Tensor) Floor() *Tensor { return unary("floor", backend.Floor, t, 0, saveNone, zeroGradient) }
+// unchanged, in its dtype, as PyTorch does. It panics with [ErrDType] for a
+// bool tensor, as PyTorch's does.
+func (t *Tensor) Floor() *Tensor {
+	return unary("floor", backend.Floor, noBoolRounding("floor", t), 0, saveNone, zeroGradient)
+}
 
 // Ceil rounds up (a zero gradient); an integer tensor keeps its values and
-// dtype.
-func (t *Tensor) Ceil() *Tensor { return unary("ceil", backend.Ceil, t, 0, saveNone, zeroGradient) }
+// dtype. It panics with [ErrDType] for a bool tensor, as PyTorch's does.
+func (t *Tensor) Ceil() *Tensor {
+	return unary("ceil", backend.Ceil, noBoolRounding("ceil", t), 0, saveNone, zeroGradient)
+}
 
 // Round rounds half to even (a zero gradient); an integer tensor keeps its
-// values and dtype.
-func (t *Tensor) Round() *Tensor { return unary("round", backend.Round, t, 0, saveNone, zeroGradient) }
+// values and dtype. It panics with [ErrDType] for a bool tensor, as
+// PyTorch's does.
+func (t *Tensor) Round() *Tensor {
+	return unary("round", backend.Round, noBoolRounding("round", t), 0, saveNone, zeroGradient)
+}
+
+// noBoolRounding returns t, panicking with ErrDType when t is bool: PyTorch
+// rounds numbers only (torch.floor, ceil, round and trunc raise for bool).
+func noBoolRounding(op string, t *Tensor) *Tensor {
+	notNil(op, t)
+	if t.dtype == Bool {
+		fail(op, ErrDType, "%s of a bool tensor is not supported; Cast it to a number type first", op)
+	}
+	return t
+}
 
 // IsNaN returns a bool tensor that is true where t is NaN.
 func (t *Tensor) IsNaN() *Tensor { return unary("isnan", backend.IsNaN, t, 0, saveNone, nil) }
