@@ -48,6 +48,15 @@ func ExampleSearchSorted() {
 	// [2 2 4]
 }
 
+func ExampleTensor_BucketizeWith() {
+	bounds := vram.FromSlice([]float64{1, 3, 5}, vram.Shape{3})
+	x := vram.FromSlice([]float64{0, 3, 4, 6}, vram.Shape{4})
+	idx := x.BucketizeWith(bounds, vram.BucketizeOptions{Right: true, OutInt32: true})
+	fmt.Println(idx.DType(), idx.Int64s())
+	// Output:
+	// int32 [0 2 2 3]
+}
+
 func ExampleTensor_Unique() {
 	x := vram.FromSlice([]int64{3, 1, 3, 2}, vram.Shape{4})
 	v, inv, counts := x.Unique(true, true, true)

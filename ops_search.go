@@ -169,16 +169,33 @@ func cmpOrdered[T int64 | float64](a, b T) int {
 // the 1-D sorted boundaries it falls in (torch.bucketize): the i with
 // boundaries[i-1] < x <= boundaries[i], or with right
 // boundaries[i-1] <= x < boundaries[i]; 0 below the first and
-// len(boundaries) above the last. The result is int64 of t's shape. It
+// len(boundaries) above the last. The result is int64 of t's shape; for
+// int32 indices (PyTorch's out_int32) use [Tensor.BucketizeWith]. It
 // panics with [ErrShape] for boundaries that are not 1-D.
 func (t *Tensor) Bucketize(boundaries *Tensor, right bool) *Tensor {
+	return t.BucketizeWith(boundaries, BucketizeOptions{Right: right})
+}
+
+// BucketizeOptions are the optional arguments of [Tensor.BucketizeWith];
+// the zero value gives int64 indices of the buckets closed on the right.
+type BucketizeOptions struct {
+	// Right puts a value equal to a boundary in the bucket after it, as
+	// torch.bucketize's right=True.
+	Right bool
+	// OutInt32 returns int32 indices instead of int64.
+	OutInt32 bool
+}
+
+// BucketizeWith is [Tensor.Bucketize] with all of torch.bucketize's
+// options: opts.OutInt32 gives int32 indices.
+func (t *Tensor) BucketizeWith(boundaries *Tensor, opts BucketizeOptions) *Tensor {
 	const op = "bucketize"
 	defer asOp(op)
 	defer pin(op, t, boundaries).unpin()
 	if len(boundaries.shape) != 1 {
 		fail(op, ErrShape, "boundaries must be 1-D, got shape %v", Shape(boundaries.shape))
 	}
-	return SearchSorted(boundaries, t, SearchSortedOptions{Right: right})
+	return SearchSorted(boundaries, t, SearchSortedOptions{Right: opts.Right, OutInt32: opts.OutInt32})
 }
 
 // Bincount counts the occurrences of each value of the 1-D non-negative
