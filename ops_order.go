@@ -253,11 +253,12 @@ const (
 // (torch.quantile with a dim). q is a 0-dimensional or 1-D float tensor of
 // values in [0, 1]; for a 1-D q the result has q's dimension first.
 // interpolation is one of [QuantileLinear] (also ""), [QuantileLower], [QuantileHigher], [QuantileMidpoint]
-// and [QuantileNearest]. A row holding NaN gives NaN. t must be float32 or
-// float64; the result has its dtype and passes its gradient back to the
-// elements it was computed from. It panics with [ErrDType] for other
-// dtypes, [ErrArgument] for a q outside [0, 1] or an unknown
-// interpolation, and [ErrShape] for an empty dim.
+// and [QuantileNearest]. A row holding NaN gives NaN, and so does an empty
+// t, as in PyTorch. t must be float32 or float64 and q of t's dtype; the
+// result has that dtype and passes its gradient back to the elements it
+// was computed from. It panics with [ErrDType] for other dtypes or a q of
+// another dtype than t's, and [ErrArgument] for a q outside [0, 1] or an
+// unknown interpolation.
 func (t *Tensor) Quantile(q *Tensor, dim int, keepDim bool, interpolation string) *Tensor {
 	return t.quantile("quantile", q, &dim, keepDim, interpolation, false)
 }
@@ -287,8 +288,8 @@ func (t *Tensor) quantile(op string, q *Tensor, dim *int, keepDim bool, interpol
 	if t.dtype != Float32 && t.dtype != Float64 {
 		fail(op, ErrDType, "input must be float32 or float64, got %s", t.dtype)
 	}
-	if !q.dtype.IsFloat() {
-		fail(op, ErrDType, "q must be a float tensor, got %s", q.dtype)
+	if q.dtype != t.dtype {
+		fail(op, ErrDType, "q must have the input's dtype %s, got %s", t.dtype, q.dtype)
 	}
 	if len(q.shape) > 1 {
 		fail(op, ErrShape, "q must be a scalar or 1-D tensor, got shape %v", Shape(q.shape))
@@ -314,8 +315,8 @@ func (t *Tensor) quantile(op string, q *Tensor, dim *int, keepDim bool, interpol
 		defer x.Release()
 		a = 0
 	}
-	if x.shape[a] == 0 {
-		fail(op, ErrShape, "cannot compute %s over an empty dimension (shape %v)", op, Shape(t.shape))
+	if x.NumElements() == 0 {
+		return emptyQuantile(t, qShape(q), dim, a, keepDim)
 	}
 	sorted, order := x.Sort(a, false)
 	defer sorted.Release()
@@ -392,6 +393,32 @@ func (t *Tensor) quantile(op string, q *Tensor, dim *int, keepDim bool, interpol
 		shape = append([]int{nq}, shape...)
 	}
 	return out.Reshape(shape...)
+}
+
+// qShape returns the leading dimensions q gives a quantile's result.
+func qShape(q *Tensor) []int {
+	if len(q.shape) == 1 {
+		return []int{q.shape[0]}
+	}
+	return nil
+}
+
+// emptyQuantile returns the quantiles of an empty t as PyTorch gives them:
+// NaN of the result's shape (q's dimensions, then t's without axis a, or
+// with it of size 1 under keepDim), itself empty where another dimension
+// of t is 0.
+func emptyQuantile(t *Tensor, lead []int, dim *int, a int, keepDim bool) *Tensor {
+	shape := slices.Clone(lead)
+	if dim != nil {
+		for i, n := range t.shape {
+			if i != a {
+				shape = append(shape, n)
+			} else if keepDim {
+				shape = append(shape, 1)
+			}
+		}
+	}
+	return Full(shape, math.NaN(), t.dtype, t.Device())
 }
 
 // Cummax returns the running maximum of t along dim and, for each element,

@@ -201,7 +201,10 @@ func TestOrderErrors(t *testing.T) {
 		{"quantile bad interpolation", func() { x.Quantile(h, 0, false, "cubic") }, ErrArgument},
 		{"quantile int input", func() { ix.QuantileAll(h, "") }, ErrDType},
 		{"quantile int q", func() { x.QuantileAll(ix, "") }, ErrDType},
-		{"quantile empty", func() { e.Quantile(h, 1, false, "") }, ErrShape},
+		{"quantile q float64 for float32", func() { x.QuantileAll(h.Cast(Float64), "") }, ErrDType},
+		{"quantile q float16 for float32", func() { x.Quantile(h.Cast(Float16), 0, false, "") }, ErrDType},
+		{"nanquantile q float32 for float64", func() { x.Cast(Float64).NanQuantile(h, 0, false, "") }, ErrDType},
+		{"nanquantile all q bfloat16", func() { x.NanQuantileAll(h.Cast(BFloat16), "") }, ErrDType},
 		{"cummax bad dim", func() { x.Cummax(2) }, ErrIndex},
 		{"logcumsumexp int", func() { ix.Logcumsumexp(0) }, ErrDType},
 	} {
@@ -333,6 +336,71 @@ func TestMedianEmptyIsNaN(t *testing.T) {
 						t.Errorf("got %v %s on %s = %v, want a 0-d NaN %s on %s", got.Shape(), got.DType(), got.Device(), v, tc.dtype, d)
 					}
 				})
+			})
+		}
+	}
+}
+
+// TestQuantileEmpty checks that the quantiles of an empty tensor are NaN
+// of the result's shape, as torch.quantile gives, and empty where another
+// dimension is 0.
+func TestQuantileEmpty(t *testing.T) {
+	cases := []struct {
+		name  string
+		shape Shape
+		q     []float64 // nil: a 0-d q of 0.5
+		dim   int       // -99: over all elements
+		keep  bool
+		nanq  bool
+		want  Shape
+	}{
+		{"all 1-D", Shape{0}, nil, -99, false, false, Shape{}},
+		{"all 2-D q vector", Shape{2, 0}, []float64{0.1, 0.9}, -99, false, false, Shape{2}},
+		{"dim empty", Shape{3, 0}, nil, 1, false, false, Shape{3}},
+		{"dim empty keepdim", Shape{3, 0}, nil, -1, true, false, Shape{3, 1}},
+		{"dim empty q vector", Shape{3, 0}, []float64{0, 1}, 1, false, false, Shape{2, 3}},
+		{"other dim empty", Shape{0, 3}, nil, 1, false, false, Shape{0}},
+		{"other dim empty keepdim q vector", Shape{0, 3}, []float64{0.5}, 1, true, false, Shape{1, 0, 1}},
+		{"nanquantile dim empty", Shape{2, 0, 2}, nil, 1, false, true, Shape{2, 2}},
+		{"nanquantile all", Shape{0}, []float64{0.5}, -99, false, true, Shape{1}},
+	}
+	for _, d := range orderDevices {
+		for _, tc := range cases {
+			t.Run(d.String()+"/"+tc.name, func(t *testing.T) {
+				for _, dt := range []DType{Float32, Float64} {
+					Tidy(func() {
+						x := Zeros(tc.shape, dt, d)
+						q := Scalar(0.5, dt, d)
+						if tc.q != nil {
+							q = FromSlice(tc.q, Shape{len(tc.q)}, d, dt)
+						}
+						var got *Tensor
+						err := Catch(func() {
+							switch {
+							case tc.dim == -99 && tc.nanq:
+								got = x.NanQuantileAll(q, "")
+							case tc.dim == -99:
+								got = x.QuantileAll(q, "")
+							case tc.nanq:
+								got = x.NanQuantile(q, tc.dim, tc.keep, "")
+							default:
+								got = x.Quantile(q, tc.dim, tc.keep, QuantileLower)
+							}
+						})
+						if err != nil {
+							t.Fatalf("%v: %v", dt, err)
+						}
+						if got.DType() != dt || got.Device() != d || !slices.Equal(got.Shape(), tc.want) {
+							t.Fatalf("%v: got %v %v on %v, want %v", dt, got.DType(), got.Shape(), got.Device(), tc.want)
+						}
+						for _, v := range got.Float64s() {
+							if !math.IsNaN(v) {
+								t.Errorf("%v: got %v, want NaN", dt, got.Float64s())
+								break
+							}
+						}
+					})
+				}
 			})
 		}
 	}
