@@ -877,9 +877,12 @@ func MatrixRank(a *Tensor) *Tensor {
 // smallest absolute row sum), "1" and "-1" (the same for columns), and "2"
 // and "-2" (the largest and smallest singular value). "fro", "inf", "-inf",
 // "1" and "-1" run on the device; "nuc", "2" and "-2" take the singular
-// values on the host ([Svdvals]). All are differentiable. It panics with [ErrArgument] for another ord, with [ErrShape]
-// for fewer than two dimensions (and, for all orders but "fro" and "nuc",
-// an empty matrix) and with [ErrDType] for non-float dtypes.
+// values on the host ([Svdvals]). All are differentiable. An empty batch gives an empty result, and "fro" and "nuc" of
+// an m×0 or 0×n matrix are 0, as are "inf" and "-inf" of an m×0 one and
+// "1" and "-1" of a 0×n one. It panics with [ErrArgument] for another ord,
+// with [ErrShape] for fewer than two dimensions and for the orders left
+// without anything to pick ("inf" of a 0×n matrix, "1" of an m×0 one, "2"
+// of either), as PyTorch raises, and with [ErrDType] for non-float dtypes.
 func MatrixNorm(a *Tensor, ord string, keepDim bool) *Tensor {
 	const op = "linalg.matrix_norm"
 	notNil(op, a)
@@ -889,8 +892,14 @@ func MatrixNorm(a *Tensor, ord string, keepDim bool) *Tensor {
 	}
 	floatOnly(op, a)
 	r := len(a.shape)
-	if a.NumElements() == 0 && ord != "fro" && ord != "nuc" {
-		fail(op, ErrShape, "the norm %q of an empty matrix %v is not defined", ord, Shape(a.shape))
+	// The max and min orders take the largest or smallest of the row
+	// sums ("inf"), column sums ("1") or singular values ("2"); as in
+	// PyTorch, they are defined unless there are none of those to choose
+	// from. The other sizes may be 0: a [2, 0] matrix has the "inf" norm 0.
+	m, n := a.shape[r-2], a.shape[r-1]
+	picked := map[string]int{"inf": m, "-inf": m, "1": n, "-1": n, "2": min(m, n), "-2": min(m, n)}
+	if c, ok := picked[ord]; ok && c == 0 {
+		fail(op, ErrShape, "the norm %q of a %d×%d matrix is not defined: it picks the extreme of none (shape %v)", ord, m, n, Shape(a.shape))
 	}
 	keep := func(t *Tensor) *Tensor {
 		if keepDim {
