@@ -153,6 +153,11 @@ func TestCUDAEinsumOrderSearch(t *testing.T) {
 			}},
 			{"histc", func(v, _ *vram.Tensor) *vram.Tensor { return v.Histc(5, 0, 0) }},
 			{"unique", func(v, _ *vram.Tensor) *vram.Tensor { u, _, _ := v.Unique(true, false, false); return u }},
+			{"unique dim", func(v, _ *vram.Tensor) *vram.Tensor { u, _, _ := v.Round().UniqueDim(1, false, false); return u }},
+			{"bucketize int32", func(v, _ *vram.Tensor) *vram.Tensor {
+				b := vram.FromSlice([]float32{-1, 0, 2, 5}, vram.Shape{4}, v.Device())
+				return v.BucketizeWith(b, vram.BucketizeOptions{OutInt32: true}).Float()
+			}},
 		}
 		for _, o := range ops {
 			closeSlices(t, o.name, o.f(g, q.CUDA(0)).CPU().Float32s(), o.f(x, q).Float32s(), 1e-5, 1e-6)

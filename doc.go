@@ -46,8 +46,8 @@
 // [Cdist], [Einsum]), order statistics ([Tensor.Sort],
 // [Tensor.Median], [Tensor.Kthvalue], [Tensor.Quantile], [Tensor.Cummax],
 // ...), searching and bins ([SearchSorted], [Tensor.Bucketize],
-// [Tensor.Bincount], [Tensor.Histc], [Tensor.Unique], ...), indexing
-// ([Tensor.Gather], [Tensor.Take],
+// [Tensor.Bincount], [Tensor.Histc], [Tensor.Unique], [Tensor.UniqueDim],
+// ...), indexing ([Tensor.Gather], [Tensor.Take],
 // [Tensor.MaskedSelect], [Tensor.Nonzero], [Tensor.OneHot],
 // [Tensor.IndexAdd], [Tensor.Diagonal], ...),
 // rearranging ([Tensor.Flip], [Tensor.Roll], [Tensor.Tril],

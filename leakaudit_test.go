@@ -257,6 +257,17 @@ var leakCases = []struct {
 		v, i, c := e.ints([]int64{2, 2, 1}, 3).UniqueConsecutive(true, true)
 		return []*Tensor{v, i, c}
 	}},
+	{"UniqueDim", func(e *leakEnv) []*Tensor {
+		v, i, c := e.ints([]int64{2, 1, 0, 0, 2, 1}, 3, 2).UniqueDim(0, true, true)
+		return []*Tensor{v, i, c}
+	}},
+	{"UniqueConsecutiveDim", func(e *leakEnv) []*Tensor {
+		v, i, c := e.randn(2, 3).UniqueConsecutiveDim(1, true, true)
+		return []*Tensor{v, i, c}
+	}},
+	{"BucketizeWith", func(e *leakEnv) []*Tensor {
+		return one(e.randn(2, 3).BucketizeWith(e.keep(Arange(-1, 2, 1, e.d)), BucketizeOptions{OutInt32: true}))
+	}},
 	// rearranging
 	{"Flip", func(e *leakEnv) []*Tensor { return one(e.randn(2, 3).Flip(0, 1)) }},
 	{"Roll", func(e *leakEnv) []*Tensor { return one(e.randn(2, 3).Roll([]int{1, -1}, []int{0, 1})) }},

@@ -64,3 +64,11 @@ func ExampleTensor_Unique() {
 	// Output:
 	// [1 2 3] [2 0 2 1] [1 1 2]
 }
+
+func ExampleTensor_UniqueDim() {
+	x := vram.FromSlice([]int64{1, 2, 0, 5, 1, 2}, vram.Shape{3, 2})
+	rows, inv, counts := x.UniqueDim(0, true, true)
+	fmt.Println(rows.Shape(), rows.Int64s(), inv.Int64s(), counts.Int64s())
+	// Output:
+	// [2, 2] [0 5 1 2] [1 0 1] [1 2]
+}

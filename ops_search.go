@@ -341,7 +341,7 @@ func (t *Tensor) Histc(bins int, min, max float64) *Tensor {
 // and holds each element's int64 position in values; with returnCounts,
 // counts holds how often each value occurs; each is nil when not asked
 // for. NaN equals nothing, so every NaN is a value of its own, after the
-// numbers.
+// numbers. For torch.unique's dim, distinct slices, see [Tensor.UniqueDim].
 func (t *Tensor) Unique(sorted, returnInverse, returnCounts bool) (values, inverse, counts *Tensor) {
 	const op = "unique"
 	defer asOp(op)
@@ -392,6 +392,126 @@ func uniqueRuns(op string, t, flat *Tensor, h *hostRows, order []int, returnInve
 	}
 	if returnCounts {
 		counts = FromSlice(cnt, Shape{len(cnt)}, t.Device())
+	}
+	return values, inverse, counts
+}
+
+// UniqueDim returns the distinct slices of t along dim, sorted
+// lexicographically (torch.unique with dim, which sorts whatever sorted
+// says): values has t's shape but for dim, which holds one slice per
+// distinct one. With returnInverse, inverse is int64 of size t.Shape()[dim]
+// and holds each slice's position in values; with returnCounts, counts
+// holds how often each distinct slice occurs; each is nil when not asked
+// for. NaN equals nothing, so a slice holding NaN is distinct from every
+// other; in the order, NaN comes after the numbers. It panics with
+// [ErrIndex] for a dim out of range (a 0-dimensional t has none), and with
+// [ErrShape] for an empty t unless dim is its only dimension of size 0, as
+// PyTorch's does; then every result is empty.
+func (t *Tensor) UniqueDim(dim int, returnInverse, returnCounts bool) (values, inverse, counts *Tensor) {
+	const op = "unique"
+	defer asOp(op)
+	defer pin(op, t).unpin()
+	a, h := t.slicesAlong(op, dim)
+	order := seq(h.outer)
+	slices.SortStableFunc(order, h.compareRows)
+	return uniqueSliceRuns(t, a, h, order, returnInverse, returnCounts)
+}
+
+// UniqueConsecutiveDim collapses each run of equal consecutive slices of t
+// along dim to one (torch.unique_consecutive with dim), returning the
+// values and, when asked for, the inverse and counts as
+// [Tensor.UniqueDim] does, and panicking as it does.
+func (t *Tensor) UniqueConsecutiveDim(dim int, returnInverse, returnCounts bool) (values, inverse, counts *Tensor) {
+	const op = "unique_consecutive"
+	defer asOp(op)
+	defer pin(op, t).unpin()
+	a, h := t.slicesAlong(op, dim)
+	return uniqueSliceRuns(t, a, h, seq(h.outer), returnInverse, returnCounts)
+}
+
+// slicesAlong resolves dim to axis a and reads t's slices along it to the
+// host, one row per slice, after PyTorch's checks on empty tensors.
+func (t *Tensor) slicesAlong(op string, dim int) (int, *hostRows) {
+	a := t.axis(op, dim)
+	rest := 1
+	for i, n := range t.shape {
+		if i != a {
+			rest *= n
+		}
+	}
+	if t.NumElements() == 0 {
+		zeros := 0
+		for _, n := range t.shape {
+			if n == 0 {
+				zeros++
+			}
+		}
+		if zeros > 1 {
+			fail(op, ErrShape, "shape %v has more than one dimension of size 0; %s along a dimension needs at most one", Shape(t.shape), op)
+		}
+		if t.shape[a] != 0 {
+			fail(op, ErrShape, "shape %v has a dimension of size 0 other than dim %d; %s along a dimension does not apply", Shape(t.shape), dim, op)
+		}
+	}
+	d := t.Detach()
+	defer d.Release()
+	m := d.Movedim(a, 0)
+	defer m.Release()
+	flat := m.Reshape(t.shape[a], rest)
+	defer flat.Release()
+	return a, readRows(op, flat, 1)
+}
+
+// compareRows orders rows x and y of h lexicographically, NaN after every
+// number (and level with another NaN).
+func (h *hostRows) compareRows(x, y int) int {
+	for k := range h.n {
+		i, j := x*h.n+k, y*h.n+k
+		switch {
+		case h.less(i, j):
+			return -1
+		case h.less(j, i):
+			return 1
+		}
+	}
+	return 0
+}
+
+// equalRows reports whether rows x and y of h hold equal elements; NaN
+// equals nothing.
+func (h *hostRows) equalRows(x, y int) bool {
+	for k := range h.n {
+		if !h.equal(x*h.n+k, y*h.n+k) {
+			return false
+		}
+	}
+	return true
+}
+
+// uniqueSliceRuns keeps the first slice of t along axis a of each run of
+// equal rows of h taken in order, as uniqueRuns does for elements.
+func uniqueSliceRuns(t *Tensor, a int, h *hostRows, order []int, returnInverse, returnCounts bool) (values, inverse, counts *Tensor) {
+	first := []int64{}
+	var cnt []int64
+	inv := make([]int64, h.outer)
+	for i, p := range order {
+		if i == 0 || !h.equalRows(order[i-1], p) {
+			first = append(first, int64(p))
+			cnt = append(cnt, 0)
+		}
+		cnt[len(cnt)-1]++
+		inv[p] = int64(len(first) - 1)
+	}
+	idx := FromSlice(first, Shape{len(first)}, t.Device())
+	defer idx.Release()
+	d := t.Detach()
+	defer d.Release()
+	values = d.IndexSelect(a, idx)
+	if returnInverse {
+		inverse = FromSlice(inv, Shape{len(inv)}, t.Device())
+	}
+	if returnCounts {
+		counts = FromSlice(append([]int64{}, cnt...), Shape{len(cnt)}, t.Device())
 	}
 	return values, inverse, counts
 }
