@@ -37,7 +37,8 @@ type SearchSortedOptions struct {
 // shape. NaN counts as greater than every number. It panics with
 // [ErrShape] when the leading dimensions differ, [ErrArgument] for
 // contradicting Right and Side or a Sorter out of range, and [ErrDType]
-// for a Sorter that is not int64.
+// for a Sorter that is not int64 or a bool sequence or values, as
+// PyTorch's does.
 func SearchSorted(sorted, values *Tensor, opts SearchSortedOptions) *Tensor {
 	const op = "searchsorted"
 	defer asOp(op)
@@ -58,6 +59,9 @@ func SearchSorted(sorted, values *Tensor, opts SearchSortedOptions) *Tensor {
 		right = true
 	default:
 		fail(op, ErrArgument, "side must be \"left\" or \"right\", got %q", opts.Side)
+	}
+	if sorted.dtype == Bool || values.dtype == Bool {
+		fail(op, ErrDType, "the sorted sequence and values must be numbers, got %s and %s; Cast bool tensors first", sorted.dtype, values.dtype)
 	}
 	if len(sorted.shape) == 0 {
 		fail(op, ErrShape, "the sorted sequence must have at least 1 dimension, got a 0-dimensional tensor")
@@ -171,7 +175,8 @@ func cmpOrdered[T int64 | float64](a, b T) int {
 // boundaries[i-1] <= x < boundaries[i]; 0 below the first and
 // len(boundaries) above the last. The result is int64 of t's shape; for
 // int32 indices (PyTorch's out_int32) use [Tensor.BucketizeWith]. It
-// panics with [ErrShape] for boundaries that are not 1-D.
+// panics with [ErrShape] for boundaries that are not 1-D and [ErrDType]
+// for a bool t or boundaries.
 func (t *Tensor) Bucketize(boundaries *Tensor, right bool) *Tensor {
 	return t.BucketizeWith(boundaries, BucketizeOptions{Right: right})
 }
