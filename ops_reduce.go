@@ -407,7 +407,7 @@ func (t *Tensor) argExtremumAll(op string, k backend.ReduceOp) *Tensor {
 // is 0 (rather than NaN), and for the infinity norms split evenly among the
 // elements tied for the extremum. It panics with [ErrDType] for integer
 // and bool tensors, with [ErrArgument] for a NaN p, and with [ErrShape] for
-// an infinity norm over an empty dimension.
+// an infinity or negative norm over an empty dimension, as PyTorch's does.
 func (t *Tensor) Norm(p float64, dims []int, keepDim bool) *Tensor {
 	defer asOp("norm")
 	if up, done := autocastUp(t); up != t {
@@ -424,6 +424,15 @@ func (t *Tensor) Norm(p float64, dims []int, keepDim bool) *Tensor {
 	}
 	defer pin("norm", t).unpin()
 	axes := t.reduceAxes("norm", dims)
+	if p < 0 && !math.IsInf(p, -1) {
+		// 0^p is infinite for p < 0, and its sum over nothing, 0, has no
+		// inverse power: PyTorch refuses it, as it does the infinity norms.
+		for _, a := range axes {
+			if t.shape[a] == 0 {
+				fail("norm", ErrShape, "cannot compute the %v-norm over an empty dimension (shape %v): a negative order has no value there", p, Shape(t.shape))
+			}
+		}
+	}
 	n := normRaw(t, p, axes)
 	if needsGrad(t) {
 		sv := save(t, n)
