@@ -120,7 +120,7 @@ var leakCases = []struct {
 	}},
 	{"small math", func(e *leakEnv) []*Tensor {
 		x := e.randn(2, 3)
-		return []*Tensor{x.Trunc(), x.Frac(), x.NanToNum(0, 1, -1), x.ClampMin(0), x.ClampMax(0.5),
+		return []*Tensor{x.Trunc(), x.Frac(), x.RoundDecimals(1), x.NanToNum(0, 1, -1), x.ClampMin(0), x.ClampMax(0.5),
 			x.Lerp(e.randn(3), e.pos(2, 1)), x.LerpScalar(e.randn(2, 3), 0.7), e.randn(2).Outer(e.randn(3)),
 			e.ints([]int64{2, 0, 1}, 3).OneHot(-1)}
 	}},

@@ -38,3 +38,10 @@ func ExampleCdist() {
 	// Output:
 	// [0 5]
 }
+
+func ExampleTensor_RoundDecimals() {
+	x := vram.FromSlice([]float64{0.125, 0.375, 1250, 1350}, vram.Shape{4})
+	fmt.Println(x.RoundDecimals(2).Float64s(), x.RoundDecimals(-2).Float64s())
+	// Output:
+	// [0.12 0.38 1250 1350] [0 0 1200 1400]
+}

@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -43,5 +44,64 @@ func TestRoundingBoolAndInt(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRoundDecimals checks RoundDecimals against torch.round with
+// decimals, on values whose scaled forms are exact, so that the ties round
+// to even; float16 scales in float32, where 60000·10 does not overflow.
+func TestRoundDecimals(t *testing.T) {
+	cases := []struct {
+		name     string
+		dt       DType
+		in       []float64
+		decimals int
+		want     []float64
+	}{
+		{"two places", Float64, []float64{0.125, 0.375, -0.125, 2.5}, 2, []float64{0.12, 0.38, -0.12, 2.5}},
+		{"tens", Float64, []float64{25, 35, -15, 4}, -1, []float64{20, 40, -20, 0}},
+		{"hundreds float32", Float32, []float64{1250, 1350, 49}, -2, []float64{1200, 1400, 0}},
+		{"zero is Round", Float32, []float64{0.5, 1.5, -2.5}, 0, []float64{0, 2, -2}},
+		{"float16 no overflow", Float16, []float64{60000, 0.5}, 1, []float64{60000, 0.5}},
+		{"bfloat16", BFloat16, []float64{2.5, -3.5}, 0, []float64{2, -4}},
+		{"int32 decimals 0", Int32, []float64{-3, 7}, 0, []float64{-3, 7}},
+		{"NaN and Inf", Float64, []float64{math.NaN(), math.Inf(-1)}, 3, []float64{math.NaN(), math.Inf(-1)}},
+	}
+	for _, d := range []Device{CPU, Sim(0)} {
+		for _, tc := range cases {
+			t.Run(d.String()+"/"+tc.name, func(t *testing.T) {
+				Tidy(func() {
+					x := FromSlice(tc.in, Shape{len(tc.in)}, d, tc.dt)
+					got := x.RoundDecimals(tc.decimals)
+					if got.DType() != tc.dt || got.Device() != d || !sameFloats(got.Float64s(), tc.want, 1e-12) {
+						t.Errorf("got %v %v, want %v %v", got.DType(), got.Float64s(), tc.dt, tc.want)
+					}
+				})
+			})
+		}
+	}
+	t.Run("gradient", func(t *testing.T) {
+		x := FromSlice([]float64{0.125, 3.14159}, Shape{2}, WithGrad())
+		defer x.Release()
+		y := x.RoundDecimals(2)
+		defer y.Release()
+		y.Sum().Backward()
+		if g := x.Grad().Float64s(); !slices.Equal(g, []float64{0, 0}) {
+			t.Errorf("grad %v, want zeros", g)
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		fn   func()
+	}{
+		{"bool", func() { FromSlice([]bool{true}, nil).RoundDecimals(1) }},
+		{"bool decimals 0", func() { FromSlice([]bool{true}, nil).RoundDecimals(0) }},
+		{"int64 decimals", func() { FromSlice([]int64{15}, nil).RoundDecimals(-1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := Catch(func() { Tidy(tc.fn) }); !errors.Is(err, ErrDType) || !strings.Contains(err.Error(), "round") {
+				t.Errorf("got %v, want an ErrDType naming round", err)
+			}
+		})
 	}
 }

@@ -276,6 +276,40 @@ func (t *Tensor) Round() *Tensor {
 	return unary("round", backend.Round, noBoolRounding("round", t), 0, saveNone, zeroGradient)
 }
 
+// RoundDecimals rounds half to even to the given number of decimal
+// places (torch.round with decimals): x·10^d rounded and divided by 10^d,
+// or for a negative d x/10^-d rounded and multiplied by 10^-d, computed in
+// float32 for float16 and bfloat16 as PyTorch's is; its gradient is zero.
+// A decimals of 0 is [Tensor.Round]. It panics with [ErrDType] for a bool
+// tensor, and for an integer one with decimals other than 0, as PyTorch's
+// does.
+func (t *Tensor) RoundDecimals(decimals int) *Tensor {
+	const op = "round"
+	noBoolRounding(op, t)
+	if decimals == 0 {
+		return t.Round()
+	}
+	if !t.dtype.IsFloat() {
+		fail(op, ErrDType, "round with decimals = %d needs a floating-point tensor, got %s; Cast it first", decimals, t.dtype)
+	}
+	defer pin(op, t).unpin()
+	return composed(op, func() *Tensor {
+		x := t
+		if t.dtype == Float16 || t.dtype == BFloat16 {
+			x = t.Cast(Float32)
+		}
+		var r *Tensor
+		if decimals > 0 {
+			ten := math.Pow(10, float64(decimals))
+			r = x.MulScalar(ten).Round().DivScalar(ten)
+		} else {
+			ten := math.Pow(10, float64(-decimals))
+			r = x.DivScalar(ten).Round().MulScalar(ten)
+		}
+		return r.Cast(t.dtype)
+	})
+}
+
 // noBoolRounding returns t, panicking with ErrDType when t is bool: PyTorch
 // rounds numbers only (torch.floor, ceil, round and trunc raise for bool).
 func noBoolRounding(op string, t *Tensor) *Tensor {
