@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 )
 
 // TestRearrange pins Flip, Roll, Tril and Triu against torch.flip,
@@ -40,6 +41,7 @@ func TestRearrange(t *testing.T) {
 	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
 		for _, c := range cases {
 			t.Run(dev.String()+"/"+c.name, func(t *testing.T) {
+				memtest.Settle(dev)
 				before := vram.MemoryAllocated(dev)
 				vram.Tidy(func() {
 					x := vram.Arange(0, 6, 1, dev, vram.Float64, vram.WithGrad())
