@@ -141,6 +141,7 @@ func TestSplitAndRepeatErrors(t *testing.T) {
 			t.Run(dev.String()+"/"+tc.name, func(t *testing.T) {
 				x := iota6(dev)
 				defer x.Release()
+				settle(dev)
 				before := MemoryAllocated(dev)
 				err := Catch(func() { Tidy(func() { tc.fn(x) }) })
 				var ve *Error

@@ -22,6 +22,7 @@ func TestTidyResult(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			settle(d)
 			start := MemoryAllocated(d)
 			var r, tmp *Tensor
 			body := func() {
