@@ -1003,18 +1003,8 @@ func Trace(a *Tensor) *Tensor {
 	return composed(op, func() *Tensor { return a.Diagonal(0, 0, 1).Sum() })
 }
 
-// Outer returns the outer product of the 1-D tensors a (n) and b (m), an
-// (n, m) tensor (torch.outer); the dtypes promote. It runs on the device
-// and is differentiable. It panics with [ErrShape] unless both are 1-D.
-func Outer(a, b *Tensor) *Tensor {
-	const op = "outer"
-	notNil(op, a, b)
-	defer pin(op, a, b).unpin()
-	if len(a.shape) != 1 || len(b.shape) != 1 {
-		fail(op, ErrShape, "expected two vectors, got shapes %v and %v", Shape(a.shape), Shape(b.shape))
-	}
-	return composed(op, func() *Tensor { return a.Unsqueeze(1).Mul(b.Unsqueeze(0)) })
-}
+// Outer is [Tensor.Outer] as a function (torch.outer(a, b)).
+func Outer(a, b *Tensor) *Tensor { return a.Outer(b) }
 
 // Kron returns the Kronecker product of a and b (torch.kron): the one with
 // fewer dimensions gets leading dimensions of size 1, and the result has
