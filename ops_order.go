@@ -106,12 +106,22 @@ func gatherRows(op string, t *Tensor, a int, h *hostRows, pos []int64, k int, ke
 	return vals.Squeeze(a), idx.Squeeze(a)
 }
 
+// noBoolOrder panics with ErrDType for a bool t: PyTorch defines median,
+// nanmedian, kthvalue and topk for numbers only (sort, cummax and cummin
+// take bool).
+func noBoolOrder(op string, t *Tensor) {
+	if t.dtype == Bool {
+		fail(op, ErrDType, "%s is not defined for a bool tensor, as in PyTorch; Cast it to an integer or float dtype first", op)
+	}
+}
+
 // selectAlong returns, for each row of t along dim, the element that pick
 // chooses from the row's stably sorted positions (NaN last) and its
 // position, as the values and indices of Median and Kthvalue.
 func (t *Tensor) selectAlong(op string, dim int, keepDim bool, pick func(h *hostRows, r int, sorted []int) int) (values, indices *Tensor) {
 	defer asOp(op)
 	defer pin(op, t).unpin()
+	noBoolOrder(op, t)
 	a := t.scalarAxis(op, dim)
 	if a < 0 {
 		v := t.Reshape(1)
@@ -162,7 +172,8 @@ func nanMedianPick(h *hostRows, r int, _ []int) int {
 // several elements equal the median, the position is the first of them
 // (PyTorch leaves it unspecified). The values pass their
 // gradient back to the positions they came from. It panics with [ErrShape]
-// for an empty dim and [ErrIndex] for a dim out of range.
+// for an empty dim, [ErrIndex] for a dim out of range and [ErrDType] for a
+// bool t, as PyTorch raises.
 func (t *Tensor) MedianDim(dim int, keepDim bool) (values, indices *Tensor) {
 	return t.selectAlong("median", dim, keepDim, medianPick)
 }
@@ -170,11 +181,12 @@ func (t *Tensor) MedianDim(dim int, keepDim bool) (values, indices *Tensor) {
 // Median returns the lower median of all t's elements as a 0-dimensional
 // tensor (torch.median without a dim); NaN when t holds NaN, and for an
 // empty floating-point t, as in PyTorch. It panics with [ErrShape] for an
-// empty integer or bool t, which has no NaN.
+// empty integer t, which has no NaN, and with [ErrDType] for a bool t.
 func (t *Tensor) Median() *Tensor {
 	const op = "median"
 	defer asOp(op)
 	defer pin(op, t).unpin()
+	noBoolOrder(op, t)
 	if nan := emptyMedian(t); nan != nil {
 		return nan
 	}
@@ -208,6 +220,7 @@ func (t *Tensor) NanMedian() *Tensor {
 	const op = "nanmedian"
 	defer asOp(op)
 	defer pin(op, t).unpin()
+	noBoolOrder(op, t)
 	if nan := emptyMedian(t); nan != nil {
 		return nan
 	}
@@ -222,11 +235,12 @@ func (t *Tensor) NanMedian() *Tensor {
 // of t along dim and its int64 position (torch.kthvalue). NaN counts as
 // greater than every number; where several elements equal the k-th, the
 // position is the first of them. The values pass their gradient back. It panics with
-// [ErrArgument] for a k outside 1..size of dim and [ErrIndex] for a dim
-// out of range.
+// [ErrArgument] for a k outside 1..size of dim, [ErrIndex] for a dim out
+// of range and [ErrDType] for a bool t.
 func (t *Tensor) Kthvalue(k, dim int, keepDim bool) (values, indices *Tensor) {
 	const op = "kthvalue"
 	defer pin(op, t).unpin()
+	noBoolOrder(op, t)
 	n := 1
 	if a := t.scalarAxis(op, dim); a >= 0 {
 		n = t.shape[a]
@@ -270,6 +284,13 @@ func (t *Tensor) QuantileAll(q *Tensor, interpolation string) *Tensor {
 	return t.quantile("quantile", q, nil, false, interpolation, false)
 }
 
+// QuantileAllKeepDim is QuantileAll keeping t's dimensions, each of size
+// 1 (torch.quantile without a dim and with keepdim=True): for t (a, b) the
+// result is (1, 1), or (len(q), 1, 1) for a 1-D q.
+func (t *Tensor) QuantileAllKeepDim(q *Tensor, interpolation string) *Tensor {
+	return t.quantile("quantile", q, nil, true, interpolation, false)
+}
+
 // NanQuantile is Quantile ignoring NaN (torch.nanquantile): each row's
 // quantiles of its numbers; NaN only for a row of NaN alone.
 func (t *Tensor) NanQuantile(q *Tensor, dim int, keepDim bool, interpolation string) *Tensor {
@@ -279,6 +300,11 @@ func (t *Tensor) NanQuantile(q *Tensor, dim int, keepDim bool, interpolation str
 // NanQuantileAll is QuantileAll ignoring NaN.
 func (t *Tensor) NanQuantileAll(q *Tensor, interpolation string) *Tensor {
 	return t.quantile("nanquantile", q, nil, false, interpolation, true)
+}
+
+// NanQuantileAllKeepDim is QuantileAllKeepDim ignoring NaN.
+func (t *Tensor) NanQuantileAllKeepDim(q *Tensor, interpolation string) *Tensor {
+	return t.quantile("nanquantile", q, nil, true, interpolation, true)
 }
 
 func (t *Tensor) quantile(op string, q *Tensor, dim *int, keepDim bool, interpolation string, ignoreNaN bool) *Tensor {
@@ -316,7 +342,7 @@ func (t *Tensor) quantile(op string, q *Tensor, dim *int, keepDim bool, interpol
 		a = 0
 	}
 	if x.NumElements() == 0 {
-		return emptyQuantile(t, qShape(q), dim, a, keepDim)
+		return emptyQuantile(t, q, dim, a, keepDim)
 	}
 	sorted, order := x.Sort(a, false)
 	defer sorted.Release()
@@ -380,10 +406,7 @@ func (t *Tensor) quantile(op string, q *Tensor, dim *int, keepDim bool, interpol
 	out := res.Movedim(a, 0) // q first
 	defer out.Release()
 	if dim == nil {
-		if len(q.shape) == 0 {
-			return out.Reshape()
-		}
-		return out.Reshape(nq)
+		return out.Reshape(allQuantileShape(t, q, keepDim)...)
 	}
 	shape := slices.Clone(out.shape[1:])
 	if keepDim && len(t.shape) > 0 {
@@ -393,6 +416,18 @@ func (t *Tensor) quantile(op string, q *Tensor, dim *int, keepDim bool, interpol
 		shape = append([]int{nq}, shape...)
 	}
 	return out.Reshape(shape...)
+}
+
+// allQuantileShape returns the shape of a quantile over all of t: q's
+// dimensions, then, under keepDim, a 1 for each of t's.
+func allQuantileShape(t, q *Tensor, keepDim bool) []int {
+	shape := qShape(q)
+	if keepDim {
+		for range t.shape {
+			shape = append(shape, 1)
+		}
+	}
+	return shape
 }
 
 // qShape returns the leading dimensions q gives a quantile's result.
@@ -405,17 +440,18 @@ func qShape(q *Tensor) []int {
 
 // emptyQuantile returns the quantiles of an empty t as PyTorch gives them:
 // NaN of the result's shape (q's dimensions, then t's without axis a, or
-// with it of size 1 under keepDim), itself empty where another dimension
-// of t is 0.
-func emptyQuantile(t *Tensor, lead []int, dim *int, a int, keepDim bool) *Tensor {
-	shape := slices.Clone(lead)
-	if dim != nil {
-		for i, n := range t.shape {
-			if i != a {
-				shape = append(shape, n)
-			} else if keepDim {
-				shape = append(shape, 1)
-			}
+// with it of size 1 under keepDim; for a nil dim, all of t's as 1s under
+// keepDim), itself empty where another dimension of t is 0.
+func emptyQuantile(t, q *Tensor, dim *int, a int, keepDim bool) *Tensor {
+	if dim == nil {
+		return Full(allQuantileShape(t, q, keepDim), math.NaN(), t.dtype, t.Device())
+	}
+	shape := qShape(q)
+	for i, n := range t.shape {
+		if i != a {
+			shape = append(shape, n)
+		} else if keepDim {
+			shape = append(shape, 1)
 		}
 	}
 	return Full(shape, math.NaN(), t.dtype, t.Device())

@@ -173,6 +173,64 @@ func TestQuantile(t *testing.T) {
 	})
 }
 
+// TestQuantileAllKeepDim checks the quantiles over all elements with
+// keepdim, as torch.quantile(x, q, dim=None, keepdim=True): every one of
+// x's dimensions stays, of size 1, after q's, and the values and gradient
+// are QuantileAll's.
+func TestQuantileAllKeepDim(t *testing.T) {
+	nan := math.NaN()
+	data := []float64{4, nan, 1, 3, 2, 10}
+	cases := []struct {
+		name  string
+		shape Shape
+		q     []float64 // nil: a 0-d q of 0.4
+		nanq  bool
+		want  Shape
+		vals  []float64
+	}{
+		{"2-D", Shape{2, 3}, nil, false, Shape{1, 1}, []float64{nan}},
+		{"nan 2-D", Shape{2, 3}, nil, true, Shape{1, 1}, []float64{2.6}},
+		{"nan 3-D q vector", Shape{3, 1, 2}, []float64{0, 1}, true, Shape{2, 1, 1, 1}, []float64{1, 10}},
+		{"1-D", Shape{6}, []float64{0.5}, false, Shape{1, 1}, []float64{nan}},
+		{"0-D", Shape{}, nil, false, Shape{}, []float64{4}},
+	}
+	for _, d := range orderDevices {
+		for _, tc := range cases {
+			t.Run(d.String()+"/"+tc.name, func(t *testing.T) {
+				Tidy(func() {
+					x := FromSlice(data[:tc.shape.NumElements()], tc.shape, d, Float64)
+					q := Scalar(0.4, Float64, d)
+					if tc.q != nil {
+						q = FromSlice(tc.q, Shape{len(tc.q)}, d, Float64)
+					}
+					var got, flat *Tensor
+					if tc.nanq {
+						got, flat = x.NanQuantileAllKeepDim(q, ""), x.NanQuantileAll(q, "")
+					} else {
+						got, flat = x.QuantileAllKeepDim(q, ""), x.QuantileAll(q, "")
+					}
+					if !slices.Equal(got.Shape(), tc.want) || !sameFloats(got.Float64s(), tc.vals, 1e-12) || !sameFloats(flat.Float64s(), tc.vals, 1e-12) {
+						t.Errorf("got %v %v (without keepdim %v), want %v %v", got.Shape(), got.Float64s(), flat.Float64s(), tc.want, tc.vals)
+					}
+				})
+			})
+		}
+	}
+	t.Run("gradient", func(t *testing.T) {
+		Tidy(func() {
+			x := FromSlice([]float64{1, 3, 2, 10}, Shape{2, 2}, WithGrad())
+			y := x.QuantileAllKeepDim(Scalar(0.4, Float64), "")
+			if !slices.Equal(y.Shape(), Shape{1, 1}) {
+				t.Fatalf("shape %v", y.Shape())
+			}
+			y.Sum().Backward()
+			if g := x.Grad().Float64s(); !sameFloats(g, []float64{0, 0.2, 0.8, 0}, 1e-12) {
+				t.Errorf("grad %v", g)
+			}
+		})
+	})
+}
+
 // TestOrderErrors checks that bad arguments panic with the documented
 // kinds.
 func TestOrderErrors(t *testing.T) {
@@ -193,7 +251,14 @@ func TestOrderErrors(t *testing.T) {
 	}{
 		{"median empty dim", func() { x, _ := e.MedianDim(1, false); x.Release() }, ErrShape},
 		{"median empty int", func() { e.Long().Median() }, ErrShape},
-		{"nanmedian empty bool", func() { e.Cast(Bool).NanMedian() }, ErrShape},
+		{"nanmedian empty bool", func() { e.Cast(Bool).NanMedian() }, ErrDType},
+		{"median bool", func() { x.GtScalar(1).Median() }, ErrDType},
+		{"median bool scalar", func() { Scalar(1, Bool).Median() }, ErrDType},
+		{"median dim bool", func() { x.GtScalar(1).MedianDim(0, true) }, ErrDType},
+		{"nanmedian bool", func() { x.GtScalar(1).NanMedian() }, ErrDType},
+		{"nanmedian dim bool", func() { x.GtScalar(1).NanMedianDim(-1, false) }, ErrDType},
+		{"kthvalue bool", func() { x.GtScalar(1).Kthvalue(1, 0, false) }, ErrDType},
+		{"topk bool", func() { x.GtScalar(1).TopK(1, 0, true) }, ErrDType},
 		{"median bad dim", func() { x.MedianDim(1, false) }, ErrIndex},
 		{"kthvalue k 0", func() { x.Kthvalue(0, 0, false) }, ErrArgument},
 		{"kthvalue k big", func() { x.Kthvalue(4, 0, false) }, ErrArgument},
@@ -363,6 +428,8 @@ func TestQuantileEmpty(t *testing.T) {
 		{"other dim empty keepdim q vector", Shape{0, 3}, []float64{0.5}, 1, true, false, Shape{1, 0, 1}},
 		{"nanquantile dim empty", Shape{2, 0, 2}, nil, 1, false, true, Shape{2, 2}},
 		{"nanquantile all", Shape{0}, []float64{0.5}, -99, false, true, Shape{1}},
+		{"all keepdim", Shape{2, 0}, nil, -99, true, false, Shape{1, 1}},
+		{"nanquantile all keepdim q vector", Shape{0, 3, 1}, []float64{0.2, 0.5}, -99, true, true, Shape{2, 1, 1, 1}},
 	}
 	for _, d := range orderDevices {
 		for _, tc := range cases {
@@ -377,8 +444,12 @@ func TestQuantileEmpty(t *testing.T) {
 						var got *Tensor
 						err := Catch(func() {
 							switch {
+							case tc.dim == -99 && tc.nanq && tc.keep:
+								got = x.NanQuantileAllKeepDim(q, "")
 							case tc.dim == -99 && tc.nanq:
 								got = x.NanQuantileAll(q, "")
+							case tc.dim == -99 && tc.keep:
+								got = x.QuantileAllKeepDim(q, "")
 							case tc.dim == -99:
 								got = x.QuantileAll(q, "")
 							case tc.nanq:

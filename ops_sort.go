@@ -75,12 +75,14 @@ func (t *Tensor) zeroIndex(op string) *Tensor {
 // positions along dim (torch.topk). Ties keep their order in t, and NaN
 // counts as greater than every number. The values pass their gradient back
 // to the positions they came from. It panics with [ErrArgument] when k is
-// negative or more than the size of dim, and with [ErrIndex] for a dim out
-// of range. A 0-dimensional t takes dim 0 or -1 and k 0 or 1.
+// negative or more than the size of dim, with [ErrIndex] for a dim out of
+// range and with [ErrDType] for a bool t, as PyTorch raises. A
+// 0-dimensional t takes dim 0 or -1 and k 0 or 1.
 func (t *Tensor) TopK(k, dim int, largest bool) (values, indices *Tensor) {
 	const op = "topk"
 	defer asOp(op)
 	defer pin(op, t).unpin()
+	noBoolOrder(op, t)
 	a := t.scalarAxis(op, dim)
 	n := 1
 	if a >= 0 {
