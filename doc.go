@@ -63,7 +63,8 @@
 // torch.linalg's functions take the same names, batched over leading
 // dimensions, on float32 and float64: [Det], [Slogdet], [Inv], [Solve],
 // [Cholesky], [QR], [Eigh], [SVD], [Svdvals], [Pinv], [Lstsq], [MatrixRank],
-// [MatrixNorm], [VectorNorm] and [MatrixPower], with [Trace], [Outer],
+// [MatrixNorm] (over any two dimensions with [MatrixNormDim]), [VectorNorm]
+// and [MatrixPower], with [Trace], [Outer],
 // [Kron], [Diag] and [DiagEmbed] beside them. The decompositions run on
 // the host in float64: the matrices are copied from the device, factored,
 // rounded once to the tensor's dtype and copied back, which synchronizes

@@ -883,52 +883,83 @@ func MatrixRank(a *Tensor) *Tensor {
 // with [ErrShape] for fewer than two dimensions and for the orders left
 // without anything to pick ("inf" of a 0×n matrix, "1" of an m×0 one, "2"
 // of either), as PyTorch raises, and with [ErrDType] for non-float dtypes.
+// [MatrixNormDim] takes the matrices over other dimensions.
 func MatrixNorm(a *Tensor, ord string, keepDim bool) *Tensor {
+	return MatrixNormDim(a, ord, [2]int{-2, -1}, keepDim)
+}
+
+// MatrixNormDim is [MatrixNorm] over the matrices whose rows run along
+// dim[0] and columns along dim[1] (torch.linalg.matrix_norm's dim), each
+// of which may be negative, counting from the end: dim {0, 1} of a
+// (m, n, …) tensor takes a[:, :, i…] as the matrices, and {-1, -2} the
+// transposes of MatrixNorm's. Under keepDim both dimensions stay, of size
+// 1, where they were. It panics as MatrixNorm does, and with [ErrIndex]
+// for a dim out of range and [ErrArgument] for two equal dims.
+func MatrixNormDim(a *Tensor, ord string, dim [2]int, keepDim bool) *Tensor {
 	const op = "linalg.matrix_norm"
 	notNil(op, a)
 	defer pin(op, a).unpin()
 	if len(a.shape) < 2 {
 		fail(op, ErrShape, "the input must have at least 2 dimensions, got shape %v", Shape(a.shape))
 	}
-	floatOnly(op, a)
 	r := len(a.shape)
+	d0, d1 := a.axis(op, dim[0]), a.axis(op, dim[1])
+	if d0 == d1 {
+		fail(op, ErrArgument, "dims must be different, got (%d, %d) for shape %v", dim[0], dim[1], Shape(a.shape))
+	}
+	floatOnly(op, a)
 	// The max and min orders take the largest or smallest of the row
 	// sums ("inf"), column sums ("1") or singular values ("2"); as in
 	// PyTorch, they are defined unless there are none of those to choose
 	// from. The other sizes may be 0: a [2, 0] matrix has the "inf" norm 0.
-	m, n := a.shape[r-2], a.shape[r-1]
+	m, n := a.shape[d0], a.shape[d1]
 	picked := map[string]int{"inf": m, "-inf": m, "1": n, "-1": n, "2": min(m, n), "-2": min(m, n)}
 	if c, ok := picked[ord]; ok && c == 0 {
 		fail(op, ErrShape, "the norm %q of a %d×%d matrix is not defined: it picks the extreme of none (shape %v)", ord, m, n, Shape(a.shape))
 	}
-	keep := func(t *Tensor) *Tensor {
-		if keepDim {
-			return t.Unsqueeze(-1).Unsqueeze(-1)
-		}
-		return t
-	}
 	return composed(op, func() *Tensor {
-		switch ord {
-		case "fro":
-			return a.Norm(2, []int{r - 2, r - 1}, keepDim)
-		case "inf":
-			return keep(a.Abs().Sum(-1).Max(-1))
-		case "-inf":
-			return keep(a.Abs().Sum(-1).Min(-1))
-		case "1":
-			return keep(a.Abs().Sum(-2).Max(-1))
-		case "-1":
-			return keep(a.Abs().Sum(-2).Min(-1))
-		case "nuc":
-			return keep(Svdvals(a).Sum(-1))
-		case "2":
-			return keep(Svdvals(a).Max(-1))
-		case "-2":
-			return keep(Svdvals(a).Min(-1))
+		x := a
+		if d0 != r-2 || d1 != r-1 {
+			perm := make([]int, 0, r)
+			for i := range r {
+				if i != d0 && i != d1 {
+					perm = append(perm, i)
+				}
+			}
+			x = a.Permute(append(perm, d0, d1)...)
 		}
-		fail(op, ErrArgument, "ord must be one of \"fro\", \"nuc\", \"inf\", \"-inf\", \"1\", \"-1\", \"2\" or \"-2\", got %q", ord)
-		return nil
+		y := matrixNorm(op, x, ord)
+		if keepDim {
+			y = y.Unsqueeze(min(d0, d1)).Unsqueeze(max(d0, d1))
+		}
+		return y
 	})
+}
+
+// matrixNorm returns the ord-norm of each matrix of x over its last two
+// dimensions, which are removed.
+func matrixNorm(op string, x *Tensor, ord string) *Tensor {
+	r := len(x.shape)
+	switch ord {
+	case "fro":
+		return x.Norm(2, []int{r - 2, r - 1}, false)
+	case "inf":
+		return x.Abs().Sum(-1).Max(-1)
+	case "-inf":
+		return x.Abs().Sum(-1).Min(-1)
+	case "1":
+		return x.Abs().Sum(-2).Max(-1)
+	case "-1":
+		return x.Abs().Sum(-2).Min(-1)
+	case "nuc":
+		return Svdvals(x).Sum(-1)
+	case "2":
+		return Svdvals(x).Max(-1)
+	case "-2":
+		return Svdvals(x).Min(-1)
+	}
+	fail(op, ErrArgument, "ord must be one of \"fro\", \"nuc\", \"inf\", \"-inf\", \"1\", \"-1\", \"2\" or \"-2\", got %q", ord)
+	return nil
 }
 
 // VectorNorm returns the ord-norm of x over dims (all when empty), as

@@ -45,3 +45,13 @@ func ExampleSVD() {
 	// [3, 2] [3 2] [2, 2]
 	// [2] 3
 }
+
+func ExampleMatrixNormDim() {
+	// Two 2×2 matrices stored with the batch dimension last: x[:, :, b].
+	x := vram.FromSlice([]float64{1, 10, -2, 20, 3, 30, 4, -40}, vram.Shape{2, 2, 2})
+	fmt.Println(vram.MatrixNormDim(x, "inf", [2]int{0, 1}, false).Float64s())
+	fmt.Println(vram.MatrixNormDim(x, "1", [2]int{0, 1}, true).Shape())
+	// Output:
+	// [7 70]
+	// [1, 1, 2]
+}

@@ -616,3 +616,73 @@ func TestLinalgShapeOnly(t *testing.T) {
 		t.Errorf("a non-square matrix on a shape-only device gave %v, want ErrShape", err)
 	}
 }
+
+// TestMatrixNormDim checks torch.linalg.matrix_norm's dim: each order over
+// chosen dimensions equals MatrixNorm of the tensor with those dimensions
+// moved last (rows, then columns), and keepdim leaves size-1 dimensions
+// where they were.
+func TestMatrixNormDim(t *testing.T) {
+	cases := []struct {
+		name  string
+		shape Shape
+		dim   [2]int
+		perm  []int // a.Permute(perm...) has the matrices last
+		keep  Shape // the shape under keepDim
+	}{
+		{"last two", Shape{2, 3, 4}, [2]int{-2, -1}, []int{0, 1, 2}, Shape{2, 1, 1}},
+		{"transposed", Shape{2, 3, 4}, [2]int{-1, -2}, []int{0, 2, 1}, Shape{2, 1, 1}},
+		{"first two", Shape{3, 4, 2}, [2]int{0, 1}, []int{2, 0, 1}, Shape{1, 1, 2}},
+		{"apart", Shape{3, 2, 4, 5}, [2]int{3, 0}, []int{1, 2, 3, 0}, Shape{1, 2, 4, 1}},
+		{"2-D columns first", Shape{3, 2}, [2]int{1, 0}, []int{1, 0}, Shape{1, 1}},
+	}
+	ords := []string{"fro", "nuc", "inf", "-inf", "1", "-1", "2", "-2"}
+	for _, d := range []Device{CPU, Sim(0)} {
+		for _, tc := range cases {
+			for _, ord := range ords {
+				t.Run(d.String()+"/"+tc.name+"/"+ord, func(t *testing.T) {
+					Tidy(func() {
+						a := rnd(31, tc.shape...).To(d)
+						want := MatrixNorm(a.Permute(tc.perm...), ord, false)
+						got := MatrixNormDim(a, ord, tc.dim, false)
+						if !slices.Equal(got.Shape(), want.Shape()) || !withinAbs(got.Float64s(), want.Float64s(), 1e-12) {
+							t.Errorf("got %v %v, want %v %v", got.Shape(), got.Float64s(), want.Shape(), want.Float64s())
+						}
+						kept := MatrixNormDim(a, ord, tc.dim, true)
+						if !slices.Equal(kept.Shape(), tc.keep) || !withinAbs(kept.Float64s(), want.Float64s(), 1e-12) {
+							t.Errorf("keepdim: got %v %v, want %v %v", kept.Shape(), kept.Float64s(), tc.keep, want.Float64s())
+						}
+					})
+				})
+			}
+		}
+	}
+	t.Run("gradient", func(t *testing.T) {
+		for _, ord := range []string{"fro", "nuc", "inf", "-1", "2"} {
+			Tidy(func() {
+				gradCheck(t, func(xs []*Tensor) *Tensor { return MatrixNormDim(xs[0], ord, [2]int{2, 0}, true) }, rnd(32, 3, 2, 4))
+			})
+		}
+	})
+	for _, tc := range []struct {
+		name  string
+		shape Shape
+		ord   string
+		dim   [2]int
+		kind  error
+	}{
+		{"equal dims", Shape{2, 2}, "fro", [2]int{1, -1}, ErrArgument},
+		{"dim out of range", Shape{2, 2, 2}, "fro", [2]int{0, 3}, ErrIndex},
+		{"negative dim out of range", Shape{2, 2}, "nuc", [2]int{-3, 0}, ErrIndex},
+		{"vector", Shape{4}, "fro", [2]int{0, -1}, ErrShape},
+		{"nothing to pick", Shape{0, 2, 3}, "inf", [2]int{0, 2}, ErrShape},
+		{"bad ord", Shape{2, 3}, "3", [2]int{1, 0}, ErrArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Catch(func() { Tidy(func() { MatrixNormDim(Ones(tc.shape, Float64), tc.ord, tc.dim, false) }) })
+			var ve *Error
+			if !errors.Is(err, tc.kind) || !errors.As(err, &ve) || ve.Op != "linalg.matrix_norm" {
+				t.Errorf("got %v, want a linalg.matrix_norm error of kind %v", err, tc.kind)
+			}
+		})
+	}
+}

@@ -72,3 +72,12 @@ func ExampleTensor_UniqueDim() {
 	// Output:
 	// [2, 2] [0 5 1 2] [1 0 1] [1 2]
 }
+
+func ExampleTensor_QuantileAllKeepDim() {
+	x := vram.FromSlice([]float64{1, 2, 3, 10}, vram.Shape{2, 2})
+	q := vram.FromSlice([]float64{0.5, 1}, vram.Shape{2})
+	y := x.QuantileAllKeepDim(q, "")
+	fmt.Println(y.Shape(), y.Float64s())
+	// Output:
+	// [2, 1, 1] [2.5 10]
+}
