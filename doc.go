@@ -71,10 +71,13 @@
 // with the device, as some of PyTorch's MAGMA and cuSOLVER paths do.
 // Trace, VectorNorm, Kron, Diag, DiagEmbed, MatrixPower with k >= 0 and
 // the elementwise orders of MatrixNorm are composed of device ops and stay
-// on the device. Det, Slogdet, Inv, Solve, Cholesky, Eigh, Svdvals,
-// MatrixNorm and the composed ops are differentiable; QR, SVD, Pinv,
-// Lstsq and MatrixRank panic with [ErrAutograd] rather than silently drop
-// a gradient. A singular matrix
+// on the device. Det, Slogdet, Inv, Solve, Cholesky, QR, Eigh, SVD,
+// Svdvals, Pinv, Lstsq, MatrixNorm and the composed ops are
+// differentiable, with PyTorch's gradients and their conditions (distinct
+// singular values for SVD's vectors, an invertible R for QR, a locally
+// constant rank for Pinv and Lstsq); QR's "complete" mode with more rows
+// than columns panics with [ErrAutograd] rather than give a gradient that
+// depends on an arbitrary basis. A singular matrix
 // (for Inv and Solve) or one that is not positive-definite (for Cholesky)
 // panics with [ErrArgument], as torch.linalg raises.
 //

@@ -92,14 +92,6 @@ func fromHost(op string, ds *devState, dt DType, shape []int, vals []float64) *T
 	return fromBytes(op, ds, dt, shape, encode(vals, dt))
 }
 
-// noGrad panics with ErrAutograd when a takes part in autograd: op has no
-// gradient here, and a result that silently dropped it would train wrong.
-func noGrad(op string, a *Tensor) {
-	if needsGrad(a) {
-		fail(op, ErrAutograd, "no gradient is implemented for this op; call it on a.Detach() or inside NoGrad")
-	}
-}
-
 // luFactor factors the n×n row-major a in place as P·A = L·U with partial
 // pivoting (L unit lower, U upper, both stored in a). It returns the row
 // swapped into each position, the sign of P, and the 1-based index of the
@@ -500,8 +492,18 @@ func Cholesky(a *Tensor, upper bool) *Tensor {
 // diagonal may be negative. With k = min(m, n), mode "reduced" gives Q
 // (…, m, k) and R (…, k, n), "complete" Q (…, m, m) and R (…, m, n), and
 // "r" only R (…, k, n), with q an empty tensor. It runs on the host in
-// float64 and has no gradient: it panics with [ErrAutograd] when a requires
-// one. It panics with [ErrArgument] for another mode, with [ErrShape] for
+// float64.
+//
+// Q and R are differentiable in every mode but "complete" with m > n,
+// where Q's last m-n columns are not determined by A and QR panics with
+// [ErrAutograd] when a requires a gradient (PyTorch raises in backward).
+// The gradient is PyTorch's, defined where the leading k×k block of R is
+// invertible (A's first k columns independent); backward panics with
+// [ErrArgument] when a diagonal element of R is exactly zero and is large
+// near one. Unlike PyTorch, mode "r" has R's gradient too, from a Q
+// computed alongside.
+//
+// It panics with [ErrArgument] for another mode, with [ErrShape] for
 // fewer than two dimensions and with [ErrDType] for dtypes other than
 // float32 and float64.
 func QR(a *Tensor, mode string) (q, r *Tensor) {
@@ -511,10 +513,13 @@ func QR(a *Tensor, mode string) (q, r *Tensor) {
 	if mode != "reduced" && mode != "complete" && mode != "r" {
 		fail(op, ErrArgument, "mode must be \"reduced\", \"complete\" or \"r\", got %q", mode)
 	}
-	noGrad(op, a)
 	h := readMatrices(op, a, false)
 	m, n := h.m, h.n
 	k := min(m, n)
+	grad := needsGrad(a)
+	if grad && mode == "complete" && m > n {
+		fail(op, ErrAutograd, "mode \"complete\" of a %d×%d matrix (more rows than columns) has no gradient: the last %d columns of Q are not determined by A; use mode \"reduced\", or call it on a.Detach()", m, n, m-n)
+	}
 	qc, rr := k, k // Q's columns, R's rows
 	if mode == "complete" {
 		qc, rr = m, m
@@ -538,10 +543,84 @@ func QR(a *Tensor, mode string) (q, r *Tensor) {
 	}
 	rs := append(slices.Clone(h.batch), rr, n)
 	r = fromHost(op, a.ds(), a.dtype, rs, rv)
-	if mode == "r" {
+	if mode == "r" && !grad {
 		return newTensor(op, a.ds(), a.dtype, []int{0}), r
 	}
-	return fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), m, qc), qv), r
+	q = fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), m, qc), qv)
+	if grad {
+		// Here Q is m×k and R k×n: the reduced factors, which "complete"
+		// gives too when m <= n.
+		sq := save(q, r)
+		record(op, q, []*Tensor{a}, sq, func(g *Tensor) []*Tensor {
+			defer asOp(op)
+			return []*Tensor{qrBackward(sq[0], sq[1], g, nil)}
+		})
+		sr := save(q, r)
+		record(op, r, []*Tensor{a}, sr, func(g *Tensor) []*Tensor {
+			defer asOp(op)
+			return []*Tensor{qrBackward(sr[0], sr[1], nil, g)}
+		})
+	}
+	if mode == "r" {
+		q.Release()
+		return newTensor(op, a.ds(), a.dtype, []int{0}), r
+	}
+	return q, r
+}
+
+// qrBackward returns the gradient of A = Q·R (Q m×k with orthonormal
+// columns, R k×n upper triangular, k = min(m, n)) from those of Q and R
+// (nil for none). For m >= n it is (gQ + Q·copyltu(M))·R⁻ᵀ with M =
+// R·gRᵀ - gQᵀ·Q, where copyltu(M) is the symmetric matrix with M's lower
+// triangle. For m < n, A = [X | Y] and R = [U | V] with U square: Y's is
+// Q·gV, and X's the square case's for U, with gQ + Y·gVᵀ for gQ.
+func qrBackward(q, r, gQ, gR *Tensor) *Tensor {
+	m, k, n := q.shape[len(q.shape)-2], q.shape[len(q.shape)-1], r.shape[len(r.shape)-1]
+	if k == 0 {
+		return q.NewZeros(append(slices.Clone(q.shape[:len(q.shape)-2]), m, n), q.dtype)
+	}
+	u := r
+	var gU, gV *Tensor
+	if gR != nil {
+		gU = gR
+	}
+	if n > k {
+		u = r.Narrow(-1, 0, k)
+		if gR != nil {
+			gU, gV = gR.Narrow(-1, 0, k), gR.Narrow(-1, k, n-k)
+			y := q.MatMul(r.Narrow(-1, k, n-k))
+			if gQ == nil {
+				gQ = y.MatMul(gV.MT())
+			} else {
+				gQ = gQ.Add(y.MatMul(gV.MT()))
+			}
+		}
+	}
+	// M = U·gUᵀ - gQᵀ·Q, its terms as given.
+	var mm *Tensor
+	if gU != nil {
+		mm = u.MatMul(gU.MT())
+	}
+	if gQ != nil {
+		t := gQ.MT().MatMul(q)
+		if mm == nil {
+			mm = t.Neg()
+		} else {
+			mm = mm.Sub(t)
+		}
+	}
+	b := q.MatMul(mm.Tril(0).Add(mm.Tril(-1).MT()))
+	if gQ != nil {
+		b = b.Add(gQ)
+	}
+	gX := Solve(u.MT(), b, false) // b·U⁻ᵀ
+	if n == k {
+		return gX
+	}
+	if gV == nil {
+		return Cat([]*Tensor{gX, q.NewZeros(append(slices.Clone(q.shape[:len(q.shape)-2]), m, n-k), q.dtype)}, -1)
+	}
+	return Cat([]*Tensor{gX, q.MatMul(gV)}, -1)
 }
 
 // householderQR factors the m×n row-major a (overwritten) with
@@ -757,28 +836,118 @@ func svdHost(op string, h matrices, vectors, full bool) (u, s, vt []float64, uc,
 // min(m, n); U (…, m, m) and Vh (…, n, n) when fullMatrices is set, else
 // U (…, m, k) and Vh (…, k, n). Singular vectors are unique only up to
 // sign (and, for repeated singular values, rotation). It runs on the host
-// in float64 and has no gradient: it panics with [ErrAutograd] when a
-// requires one. It panics with [ErrArgument] for non-finite values, with
-// [ErrShape] for fewer than two dimensions and with [ErrDType] for dtypes
-// other than float32 and float64.
+// in float64.
+//
+// U, S and Vh are differentiable, with PyTorch's gradient. S's alone is
+// always defined (see [Svdvals]). U's and Vh's are meaningful only for a
+// loss that does not depend on the singular vectors' signs (such as one of
+// U·diag(S)·Vh, |U| or U's columns times Vh's rows) and are defined only
+// when the singular values are distinct, and, for m ≠ n, nonzero: as in
+// PyTorch, backward then gives infinities or NaN rather than failing. When
+// fullMatrices is set, the gradients of U's last m-k columns and Vh's last
+// n-k rows are ignored, as in PyTorch: those span any basis of the
+// complement.
+//
+// It panics with [ErrArgument] for non-finite values, with [ErrShape] for
+// fewer than two dimensions and with [ErrDType] for dtypes other than
+// float32 and float64.
 func SVD(a *Tensor, fullMatrices bool) (u, s, vh *Tensor) {
 	const op = "linalg.svd"
 	notNil(op, a)
 	defer pin(op, a).unpin()
-	noGrad(op, a)
 	h := readMatrices(op, a, false)
 	uv, sv, vv, uc, vr := svdHost(op, h, true, fullMatrices)
 	ds, dt, b := a.ds(), a.dtype, h.batch
-	return fromHost(op, ds, dt, append(slices.Clone(b), h.m, uc), uv),
-		fromHost(op, ds, dt, append(slices.Clone(b), min(h.m, h.n)), sv),
-		fromHost(op, ds, dt, append(slices.Clone(b), vr, h.n), vv)
+	k := min(h.m, h.n)
+	u = fromHost(op, ds, dt, append(slices.Clone(b), h.m, uc), uv)
+	s = fromHost(op, ds, dt, append(slices.Clone(b), k), sv)
+	vh = fromHost(op, ds, dt, append(slices.Clone(b), vr, h.n), vv)
+	if needsGrad(a) {
+		recordSVD(op, a, u, s, vh, k)
+	}
+	return u, s, vh
+}
+
+// recordSVD records the gradients of SVD's outputs: each is svdBackward's
+// with the other two outputs' gradients zero, the thin factors saved.
+func recordSVD(op string, a, u, s, vh *Tensor, k int) {
+	ut, vt := u, vh
+	if u.shape[len(u.shape)-1] != k {
+		ut = u.Narrow(-1, 0, k).Contiguous()
+		defer ut.Release()
+	}
+	if vh.shape[len(vh.shape)-2] != k {
+		vt = vh.Narrow(-2, 0, k).Contiguous()
+		defer vt.Release()
+	}
+	su := save(ut, s, vt)
+	record(op, u, []*Tensor{a}, su, func(g *Tensor) []*Tensor {
+		defer asOp(op)
+		return []*Tensor{svdBackward(su[0], su[1], su[2], g.Narrow(-1, 0, k), nil, nil)}
+	})
+	ss := save(ut, s, vt)
+	record(op, s, []*Tensor{a}, ss, func(g *Tensor) []*Tensor {
+		defer asOp(op)
+		return []*Tensor{svdBackward(ss[0], ss[1], ss[2], nil, g, nil)}
+	})
+	sv := save(ut, s, vt)
+	record(op, vh, []*Tensor{a}, sv, func(g *Tensor) []*Tensor {
+		defer asOp(op)
+		return []*Tensor{svdBackward(sv[0], sv[1], sv[2], nil, nil, g.Narrow(-2, 0, k))}
+	})
+}
+
+// svdBackward returns the gradient of A = U·diag(S)·Vh (U m×k, Vh k×n,
+// k = min(m, n)) from those of U, S and Vh (nil for none), as PyTorch's
+// svd_backward: U·(J + diag(gS))·Vh with J = (skew(Uᵀ·gU)·diag(S) +
+// diag(S)·skew(Vh·gVhᵀ)) / E, E_ij = S_j² - S_i² off the diagonal and
+// skew(X) = X - Xᵀ, plus (I - U·Uᵀ)·gU·diag(S)⁻¹·Vh for m > n and
+// U·diag(S)⁻¹·gVh·(I - Vhᵀ·Vh) for m < n.
+func svdBackward(u, s, vh, gU, gS, gVh *Tensor) *Tensor {
+	m, k, n := u.shape[len(u.shape)-2], s.shape[len(s.shape)-1], vh.shape[len(vh.shape)-1]
+	if k == 0 {
+		return u.NewZeros(append(slices.Clone(u.shape[:len(u.shape)-2]), m, n), u.dtype)
+	}
+	if gU == nil && gVh == nil {
+		return u.Mul(gS.Unsqueeze(-2)).MatMul(vh)
+	}
+	var j *Tensor
+	if gU != nil {
+		x := u.MT().MatMul(gU)
+		j = x.Sub(x.MT()).Mul(s.Unsqueeze(-2))
+	}
+	if gVh != nil {
+		x := vh.MatMul(gVh.MT())
+		t := s.Unsqueeze(-1).Mul(x.Sub(x.MT()))
+		if j == nil {
+			j = t
+		} else {
+			j = j.Add(t)
+		}
+	}
+	s2 := s.Square()
+	eye := fromHost("linalg.svd", s.ds(), s.dtype, []int{k, k}, identity(k))
+	j = j.Div(s2.Unsqueeze(-2).Sub(s2.Unsqueeze(-1)).Add(eye))
+	if gS != nil {
+		j = j.Add(DiagEmbed(gS, 0))
+	}
+	switch {
+	case m > n && gU != nil:
+		// (I - U·Uᵀ)·gU·diag(S)⁻¹, then ·Vh.
+		p := gU.Sub(u.MatMul(u.MT().MatMul(gU))).Div(s.Unsqueeze(-2))
+		return u.MatMul(j).Add(p).MatMul(vh)
+	case m < n && gVh != nil:
+		p := gVh.Sub(gVh.MatMul(vh.MT()).MatMul(vh)).Div(s.Unsqueeze(-1))
+		return u.MatMul(j.MatMul(vh).Add(p))
+	}
+	return u.MatMul(j).MatMul(vh)
 }
 
 // Svdvals returns the singular values of each matrix of a (…, m, n), a
 // (…, min(m, n)) tensor in descending order (torch.linalg.svdvals). It runs
 // on the host in float64 and is differentiable, with gradient
 // U·diag(g)·Vh (so [MatrixNorm]'s "nuc", "2" and "-2" are too); its
-// panics are those of [SVD] but for [ErrAutograd].
+// panics are those of [SVD].
 func Svdvals(a *Tensor) *Tensor {
 	const op = "linalg.svdvals"
 	notNil(op, a)
@@ -814,12 +983,18 @@ func defaultRtol(dt DType, m, n int) float64 {
 // Pinv returns the Moore–Penrose pseudo-inverse (…, n, m) of each matrix of
 // a (…, m, n) (torch.linalg.pinv), from its SVD: singular values at or
 // below eps·max(m, n) times the largest are taken as zero. It runs on the
-// host in float64; its panics are those of [SVD].
+// host in float64. It is differentiable, with the derivative of the
+// pseudo-inverse (Golub and Pereyra's, which PyTorch uses):
+// -A⁺ᵀ·G·A⁺ᵀ + (I - A·A⁺)·Gᵀ·A⁺·A⁺ᵀ + A⁺ᵀ·A⁺·Gᵀ·(I - A⁺·A) for the
+// result's gradient G, composed of device products. It holds where A's
+// rank does not change nearby (all full-rank A among them), repeated
+// singular values included; at a rank-deficient A it is the gradient
+// along perturbations that keep the rank, as in PyTorch. Its panics are
+// those of [SVD].
 func Pinv(a *Tensor) *Tensor {
 	const op = "linalg.pinv"
 	notNil(op, a)
 	defer pin(op, a).unpin()
-	noGrad(op, a)
 	h := readMatrices(op, a, false)
 	u, s, vt, _, _ := svdHost(op, h, true, false)
 	m, n := h.m, h.n
@@ -843,18 +1018,37 @@ func Pinv(a *Tensor) *Tensor {
 			}
 		}
 	}
-	return fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), n, m), out)
+	y := fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), n, m), out)
+	if needsGrad(a) {
+		sv := save(a, y)
+		record(op, y, []*Tensor{a}, sv, func(g *Tensor) []*Tensor {
+			defer asOp(op)
+			return []*Tensor{pinvBackward(sv[0], sv[1], g)}
+		})
+	}
+	return y
+}
+
+// pinvBackward returns the gradient of A (…, m, n) from that of its
+// pseudo-inverse P (…, n, m): -Pᵀ·G·Pᵀ + (Gᵀ - A·(P·Gᵀ))·(P·Pᵀ) +
+// (Pᵀ·P)·(Gᵀ - (Gᵀ·P)·A).
+func pinvBackward(a, p, g *Tensor) *Tensor {
+	pt, gt := p.MT(), g.MT()
+	t1 := pt.MatMul(g).MatMul(pt)
+	t2 := gt.Sub(a.MatMul(p.MatMul(gt))).MatMul(p.MatMul(pt))
+	t3 := pt.MatMul(p).MatMul(gt.Sub(gt.MatMul(p).MatMul(a)))
+	return t2.Add(t3).Sub(t1)
 }
 
 // MatrixRank returns the rank of each matrix of a (…, m, n), an int64
 // tensor of shape (…) (torch.linalg.matrix_rank): the number of singular
 // values above eps·max(m, n) times the largest. It runs on the host in
-// float64; its panics are those of [SVD].
+// float64; its integer result has no gradient, whether or not a requires
+// one. Its panics are those of [SVD].
 func MatrixRank(a *Tensor) *Tensor {
 	const op = "linalg.matrix_rank"
 	notNil(op, a)
 	defer pin(op, a).unpin()
-	noGrad(op, a)
 	h := readMatrices(op, a, false)
 	_, s, _, _, _ := svdHost(op, h, false, false)
 	k := min(h.m, h.n)
@@ -1154,11 +1348,15 @@ func Diag(a *Tensor, offset int) *Tensor {
 // largest count as zero, as the default gelsy driver's rcond). a is
 // (…, m, n); b is (…, m, k), or a batch of vectors (…, m) when it is 1-D or
 // has one dimension fewer than a and a's leading sizes; the batch dimensions broadcast, and X is
-// (…, n, k) or (…, n). It runs on the host in float64 and has no gradient:
-// it panics with [ErrAutograd] when an operand requires one. It panics with
-// [ErrShape] for shapes that do not fit and with [ErrDType] for dtypes
-// other than float32 and float64 or operands of different dtypes. Under
-// [Autocast] it still computes in a's dtype.
+// (…, n, k) or (…, n). It runs on the host in float64. It is
+// differentiable in both operands, as PyTorch's: X is [Pinv](a)·b, and the
+// gradient flows through that product and Pinv's gradient, so it holds
+// where A's rank does not change nearby (see [Pinv]), rank-deficient and
+// wide A included; normal equations or a QR solve would square the
+// condition number or need full column rank. It panics with [ErrShape] for
+// shapes that do not fit and with [ErrDType] for dtypes other than float32
+// and float64 or operands of different dtypes. Under [Autocast] it still
+// computes in a's dtype.
 func Lstsq(a, b *Tensor) *Tensor {
 	const op = "linalg.lstsq"
 	notNil(op, a, b)
@@ -1170,7 +1368,6 @@ func Lstsq(a, b *Tensor) *Tensor {
 	if len(a.shape) < 2 || len(b.shape) < 1 {
 		fail(op, ErrShape, "expected A (…, m, n) and B (…, m, k) or (…, m), got %v and %v", Shape(a.shape), Shape(b.shape))
 	}
-	noGrad(op, b)
 	ra := len(a.shape)
 	vector := len(b.shape) == 1 || len(b.shape) == ra-1 && slices.Equal(b.shape, a.shape[:ra-1])
 	rows := b.shape[len(b.shape)-1]

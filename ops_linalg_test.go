@@ -319,7 +319,6 @@ func TestLinalgErrors(t *testing.T) {
 	sq := func() *Tensor { return FromSlice([]float64{1, 2, 3, 4}, Shape{2, 2}) }
 	sing := func() *Tensor { return FromSlice([]float64{1, 2, 2, 4, 1, 0, 0, 1}, Shape{2, 2, 2}) }
 	wide := func() *Tensor { return FromSlice([]float64{1, 2, 3, 4, 5, 6}, Shape{2, 3}) }
-	grad := func() *Tensor { return sq().SetRequiresGrad(true) }
 	nan := func() *Tensor { return FromSlice([]float64{1, math.NaN(), math.NaN(), 4}, Shape{2, 2}) }
 	tests := []struct {
 		name string
@@ -345,24 +344,26 @@ func TestLinalgErrors(t *testing.T) {
 		{"cholesky upper not pd", sq, func(a *Tensor) { Cholesky(a, true) }, ErrArgument, "linalg.cholesky"},
 		{"cholesky nan", nan, func(a *Tensor) { Cholesky(a, false) }, ErrArgument, "linalg.cholesky"},
 		{"qr mode", sq, func(a *Tensor) { QR(a, "full") }, ErrArgument, "linalg.qr"},
-		{"qr grad", grad, func(a *Tensor) { QR(a, "reduced") }, ErrAutograd, "linalg.qr"},
+		{"qr complete tall grad", func() *Tensor { return wide().MT().Contiguous().SetRequiresGrad(true) },
+			func(a *Tensor) { QR(a, "complete") }, ErrAutograd, "linalg.qr"},
+		{"qr singular backward", func() *Tensor { return FromSlice([]float64{1, 0, 2, 0, 3, 0}, Shape{3, 2}).SetRequiresGrad(true) },
+			func(a *Tensor) { q, r := QR(a, "reduced"); q.Sum().Add(r.Sum()).Backward() }, ErrArgument, "linalg.qr"},
+		{"qr r mode singular backward", func() *Tensor { return FromSlice([]float64{0, 0, 0, 0}, Shape{2, 2}).SetRequiresGrad(true) },
+			func(a *Tensor) { _, r := QR(a, "r"); r.Sum().Backward() }, ErrArgument, "linalg.qr"},
 		{"eigh uplo", sq, func(a *Tensor) { Eigh(a, "l") }, ErrArgument, "linalg.eigh"},
 		{"eigh nan", nan, func(a *Tensor) { Eigh(a, "L") }, ErrArgument, "linalg.eigh"},
 		{"eigh wide", wide, func(a *Tensor) { Eigh(a, "L") }, ErrShape, "linalg.eigh"},
 		{"svd nan", nan, func(a *Tensor) { SVD(a, false) }, ErrArgument, "linalg.svd"},
-		{"svd grad", grad, func(a *Tensor) { SVD(a, false) }, ErrAutograd, "linalg.svd"},
 		{"svdvals inf", func() *Tensor { return FromSlice([]float64{math.Inf(1), 0, 0, 1}, Shape{2, 2}) }, func(a *Tensor) { Svdvals(a) }, ErrArgument, "linalg.svdvals"},
 		{"slogdet singular backward", func() *Tensor { return FromSlice([]float64{1, 2, 2, 4}, Shape{2, 2}).SetRequiresGrad(true) },
 			func(a *Tensor) { _, l := Slogdet(a); l.Backward() }, ErrArgument, "linalg.slogdet"},
 		{"pinv nan", nan, func(a *Tensor) { Pinv(a) }, ErrArgument, "linalg.pinv"},
 		{"matrix rank int", func() *Tensor { return FromSlice([]int32{1, 2, 3, 4}, Shape{2, 2}) }, func(a *Tensor) { MatrixRank(a) }, ErrDType, "linalg.matrix_rank"},
 		{"lstsq rows", wide, func(a *Tensor) { Lstsq(a, FromSlice([]float64{1, 1, 1}, nil)) }, ErrShape, "linalg.lstsq"},
-		{"lstsq grad", grad, func(a *Tensor) { Lstsq(a, FromSlice([]float64{1, 1}, nil)) }, ErrAutograd, "linalg.lstsq"},
 		{"lstsq dtype", sq, func(a *Tensor) { Lstsq(a, FromSlice([]float32{1, 1}, nil)) }, ErrDType, "linalg.lstsq"},
 		{"matrix norm ord", sq, func(a *Tensor) { MatrixNorm(a, "3", false) }, ErrArgument, "linalg.matrix_norm"},
 		{"matrix norm vector", func() *Tensor { return FromSlice([]float64{1, 2}, nil) }, func(a *Tensor) { MatrixNorm(a, "fro", false) }, ErrShape, "linalg.matrix_norm"},
 		{"matrix norm empty", func() *Tensor { return Zeros(Shape{0, 2}, Float64) }, func(a *Tensor) { MatrixNorm(a, "inf", false) }, ErrShape, "linalg.matrix_norm"},
-		{"pinv grad", grad, func(a *Tensor) { Pinv(a) }, ErrAutograd, "linalg.pinv"},
 		{"matrix norm int", func() *Tensor { return FromSlice([]int64{1, 2, 3, 4}, Shape{2, 2}) }, func(a *Tensor) { MatrixNorm(a, "fro", false) }, ErrDType, "linalg.matrix_norm"},
 		{"vector norm nan ord", sq, func(a *Tensor) { VectorNorm(a, math.NaN(), nil, false) }, ErrArgument, "linalg.vector_norm"},
 		{"matrix power wide", wide, func(a *Tensor) { MatrixPower(a, 2) }, ErrShape, "linalg.matrix_power"},
@@ -435,6 +436,31 @@ func TestLinalgGradients(t *testing.T) {
 		{"matrix norm nuc", one(func(x *Tensor) *Tensor { return MatrixNorm(x, "nuc", false) }), func() []*Tensor { return []*Tensor{rnd(27, 2, 3)} }},
 		{"matrix norm 2", one(func(x *Tensor) *Tensor { return MatrixNorm(x, "2", true) }), func() []*Tensor { return []*Tensor{rnd(28, 3, 3)} }},
 		{"matrix norm -2", one(func(x *Tensor) *Tensor { return MatrixNorm(x, "-2", false) }), func() []*Tensor { return []*Tensor{rnd(29, 3, 2)} }},
+		{"qr square", one(qrBoth("reduced")), func() []*Tensor { return []*Tensor{rnd(40, 3, 3)} }},
+		{"qr tall", one(qrBoth("reduced")), func() []*Tensor { return []*Tensor{rnd(41, 5, 3)} }},
+		{"qr wide", one(qrBoth("reduced")), func() []*Tensor { return []*Tensor{rnd(42, 2, 4)} }},
+		{"qr batch", one(qrBoth("reduced")), func() []*Tensor { return []*Tensor{rnd(43, 2, 4, 2)} }},
+		{"qr complete wide batch", one(qrBoth("complete")), func() []*Tensor { return []*Tensor{rnd(44, 2, 2, 3)} }},
+		{"qr q only", one(func(x *Tensor) *Tensor { q, _ := QR(x, "reduced"); return q }), func() []*Tensor { return []*Tensor{rnd(45, 4, 3)} }},
+		{"qr r only wide", one(func(x *Tensor) *Tensor { _, r := QR(x, "reduced"); return r }), func() []*Tensor { return []*Tensor{rnd(46, 3, 5)} }},
+		{"qr mode r", one(func(x *Tensor) *Tensor { _, r := QR(x, "r"); return r }), func() []*Tensor { return []*Tensor{rnd(47, 2, 4, 3)} }},
+		{"svd square", one(svdAll(false)), func() []*Tensor { return []*Tensor{rnd(50, 3, 3)} }},
+		{"svd tall", one(svdAll(false)), func() []*Tensor { return []*Tensor{rnd(51, 5, 3)} }},
+		{"svd wide", one(svdAll(false)), func() []*Tensor { return []*Tensor{rnd(52, 2, 4)} }},
+		{"svd batch", one(svdAll(false)), func() []*Tensor { return []*Tensor{rnd(53, 2, 3, 2)} }},
+		{"svd full tall", one(svdAll(true)), func() []*Tensor { return []*Tensor{rnd(54, 4, 2)} }},
+		{"svd full wide batch", one(svdAll(true)), func() []*Tensor { return []*Tensor{rnd(55, 2, 2, 3)} }},
+		{"svd u only", one(func(x *Tensor) *Tensor { u, _, _ := SVD(x, false); return u.Abs() }), func() []*Tensor { return []*Tensor{rnd(56, 4, 3)} }},
+		{"svd vh only", one(func(x *Tensor) *Tensor { _, _, vh := SVD(x, false); return vh.Abs() }), func() []*Tensor { return []*Tensor{rnd(57, 2, 3, 4)} }},
+		{"svd s only", one(func(x *Tensor) *Tensor { _, s, _ := SVD(x, false); return s }), func() []*Tensor { return []*Tensor{rnd(58, 3, 4)} }},
+		{"svd rebuilt", one(func(x *Tensor) *Tensor { u, s, vh := SVD(x, false); return u.Mul(s.Unsqueeze(-2)).MatMul(vh) }), func() []*Tensor { return []*Tensor{rnd(59, 4, 3)} }},
+		{"pinv square", one(Pinv), func() []*Tensor { return []*Tensor{rnd(60, 3, 3)} }},
+		{"pinv tall", one(Pinv), func() []*Tensor { return []*Tensor{rnd(61, 5, 3)} }},
+		{"pinv wide batch", one(Pinv), func() []*Tensor { return []*Tensor{rnd(62, 2, 2, 4)} }},
+		{"pinv repeated singular values", one(Pinv), func() []*Tensor { return []*Tensor{FromSlice([]float64{2, 0, 0, 2, 0, 0}, Shape{3, 2})} }},
+		{"lstsq tall", two(Lstsq), func() []*Tensor { return []*Tensor{rnd(63, 5, 3), rnd(64, 5, 2)} }},
+		{"lstsq wide vector", two(Lstsq), func() []*Tensor { return []*Tensor{rnd(65, 2, 4), rnd(66, 2)} }},
+		{"lstsq batch broadcast", two(Lstsq), func() []*Tensor { return []*Tensor{rnd(67, 2, 4, 3), rnd(68, 4, 1)} }},
 		{"trace", one(Trace), func() []*Tensor { return []*Tensor{rnd(10, 3, 4)} }},
 		{"vector norm", one(func(x *Tensor) *Tensor { return VectorNorm(x, 3, []int{1}, false) }), func() []*Tensor { return []*Tensor{rnd(11, 2, 3)} }},
 		{"matrix norm fro", one(func(x *Tensor) *Tensor { return MatrixNorm(x, "fro", false) }), func() []*Tensor { return []*Tensor{rnd(12, 2, 3, 2)} }},
@@ -450,6 +476,53 @@ func TestLinalgGradients(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			Tidy(func() { gradCheck(t, tc.f, tc.inputs()...) })
 		})
+	}
+}
+
+// TestMatrixRankRequiresGrad checks that the rank of a matrix that
+// requires a gradient is computed, as torch.linalg.matrix_rank's, an
+// integer tensor outside autograd.
+func TestMatrixRankRequiresGrad(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a    *Tensor
+		want []int64
+	}{
+		{"full", FromSlice([]float64{1, 2, 3, 4}, Shape{2, 2}), []int64{2}},
+		{"batch", FromSlice([]float64{1, 2, 2, 4, 0, 0, 0, 0}, Shape{2, 2, 2}), []int64{1, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				var r *Tensor
+				if err := Catch(func() { r = MatrixRank(tc.a.SetRequiresGrad(true)) }); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(r.Int64s(), tc.want) || r.RequiresGrad() {
+					t.Errorf("got %v (requires grad %v), want %v", r.Int64s(), r.RequiresGrad(), tc.want)
+				}
+			})
+		})
+	}
+}
+
+// qrBoth returns a function of x giving QR(x, mode)'s Q and R, flattened
+// and joined, so that one check covers both gradients.
+func qrBoth(mode string) func(x *Tensor) *Tensor {
+	return func(x *Tensor) *Tensor {
+		q, r := QR(x, mode)
+		return Cat([]*Tensor{q.Reshape(-1), r.Reshape(-1)}, 0)
+	}
+}
+
+// svdAll returns a function of x giving SVD(x, full)'s |U|, S and |Vh|
+// (their first min(m, n) columns and rows), flattened and joined: a loss
+// of them does not depend on the singular vectors' signs.
+func svdAll(full bool) func(x *Tensor) *Tensor {
+	return func(x *Tensor) *Tensor {
+		u, s, vh := SVD(x, full)
+		k := s.Shape()[s.Dim()-1]
+		u, vh = u.Narrow(-1, 0, k), vh.Narrow(-2, 0, k)
+		return Cat([]*Tensor{u.Abs().Reshape(-1), s.Reshape(-1), vh.Abs().Reshape(-1)}, 0)
 	}
 }
 
@@ -485,7 +558,12 @@ func TestLinalgReleases(t *testing.T) {
 			w, v := Eigh(a, "L")
 			_, ld := Slogdet(a)
 			l = l.Add(MatrixNorm(a, "nuc", false).Sum()).Add(w.Sum()).Add(v.Square().Sum()).Add(ld.Sum())
-			l.Add(MatrixPower(a, -2).Sum()).Backward()
+			l = l.Add(MatrixPower(a, -2).Sum())
+			q, r := QR(a, "reduced")
+			_, r2 := QR(a.Narrow(-1, 0, 2), "r")
+			u, s, vh := SVD(a, true)
+			l = l.Add(q.Square().Sum()).Add(r.Sum()).Add(r2.Sum()).Add(u.MatMul(vh).Sum()).Add(s.Sum())
+			l.Add(Pinv(a).Sum()).Add(Lstsq(a.Narrow(-2, 0, 2), b.Narrow(-1, 0, 2)).Sum()).Backward()
 		}},
 		{"errors", func(a, b *Tensor) {
 			s := a.MulScalar(0)
@@ -596,6 +674,14 @@ func TestLinalgShapeOnly(t *testing.T) {
 		{"det backward", func(a *Tensor) *Tensor {
 			x := a.Detach().SetRequiresGrad(true)
 			Det(x).Sum().Backward()
+			return x.Grad()
+		}, Shape{2, 3, 3}},
+		{"qr svd pinv lstsq backward", func(a *Tensor) *Tensor {
+			x := a.Detach().SetRequiresGrad(true)
+			q, r := QR(x.Narrow(-2, 0, 2), "reduced")
+			u, sv, vh := SVD(x.Narrow(-1, 0, 2), false)
+			l := q.Sum().Add(r.Sum()).Add(u.Sum()).Add(sv.Sum()).Add(vh.Sum())
+			l.Add(Pinv(x).Sum()).Add(Lstsq(x, x).Sum()).Backward()
 			return x.Grad()
 		}, Shape{2, 3, 3}},
 	}
