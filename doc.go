@@ -53,7 +53,7 @@
 // rearranging ([Tensor.Flip], [Tensor.Roll], [Tensor.Tril],
 // [Tensor.Triu], [Tensor.Permute], ...), padding and resizing ([Pad],
 // [Interpolate], [PixelShuffle], [PixelUnshuffle], [Unfold], [Fold],
-// [Tensor.Unfold]), factories ([Linspace],
+// [Tensor.Unfold]), factories ([Linspace], [Eye],
 // [Logspace], [Meshgrid]) and layers ([Conv1d], [Conv2d],
 // [ScaledDotProductAttention], [Dropout], [FeatureDropout], ...). The ...Scalar forms take a number
 // for the second operand ([Tensor.AddScalar], [Tensor.RemainderScalar]).

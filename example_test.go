@@ -384,3 +384,11 @@ func ExampleManualSeed_perDevice() {
 	// true
 	// true
 }
+
+func ExampleEye() {
+	fmt.Println(vram.Eye(2, 3))
+	fmt.Println(vram.Eye(2, 2, vram.Int64))
+	// Output:
+	// Tensor([[1, 0, 0], [0, 1, 0]], shape=[2, 3], dtype=float32, device=cpu)
+	// Tensor([[1, 0], [0, 1]], shape=[2, 2], dtype=int64, device=cpu)
+}

@@ -424,6 +424,36 @@ func (t *Tensor) NewRandn(shape Shape, opts ...Option) *Tensor {
 	return random(op, scalarIfNil(shape), true, likeOptions(o))
 }
 
+// Eye returns the n×m identity matrix (torch.eye(n, m)): ones on the main
+// diagonal, zeros elsewhere, float32 on the default device unless options
+// say otherwise (a bool dtype holds true on the diagonal). Pass m = n for
+// a square matrix. It is filled on the device, with no host copy. It
+// panics with [ErrArgument] for a negative n or m, and with [ErrDType] for
+// [WithGrad] with a dtype that is not a float.
+func Eye(n, m int, opts ...Option) *Tensor {
+	const op = "eye"
+	defer asOp(op)
+	if n < 0 || m < 0 {
+		fail(op, ErrArgument, "n and m must be nonnegative, got n=%d, m=%d", n, m)
+	}
+	o := resolve(Float32, opts)
+	t := newTensor(op, mustDevice(op, o.device), o.dtype, Shape{n, m})
+	ok := false
+	defer func() {
+		if !ok {
+			t.Release()
+		}
+	}()
+	t.fill(op, 0)
+	if n > 0 && m > 0 {
+		d := t.Diagonal(0, 0, 1)
+		d.fill(op, 1)
+		d.Release()
+	}
+	ok = true
+	return finish(t, o)
+}
+
 // Linspace returns steps values evenly spaced from start to end, both
 // included (torch.linspace), as float32 unless a dtype option is given. As
 // in PyTorch, the first half of the values are counted up from start and
