@@ -239,5 +239,8 @@
 // vram warns, through the handler set with [SetWarningHandler], when a
 // one-element tensor that requires grad is accumulated again and again
 // without Backward (total += loss instead of total += loss.Item()): the
-// graph then grows every iteration.
+// graph then grows every iteration; and, as PyTorch does, when the target
+// of an elementwise loss ([MSELoss], nn's L1, smooth L1 and Huber losses)
+// has another shape than its input, so that the two broadcast. [WarnOnce]
+// gives such a warning once per line of the caller's code.
 package vram

@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/vramgo/vram/backend"
@@ -300,7 +301,9 @@ func nllLoss(lsm, targets *Tensor) *Tensor {
 }
 
 // MSELoss returns the mean squared difference between pred and target
-// (broadcasting, as torch.nn.functional.mse_loss). float16 and bfloat16
+// (broadcasting, as torch.nn.functional.mse_loss; as there, target and
+// pred of different shapes get a warning, once per call site, through
+// [WarnOnce]). float16 and bfloat16
 // inputs are subtracted, squared and averaged in float32 and the loss
 // rounded once. Its backward pass is one elementwise product: 2·(pred -
 // target)·g/n from the difference kept by the forward pass.
@@ -328,6 +331,7 @@ func MSELoss(pred, target *Tensor) *Tensor {
 		p.Release()
 		t.Release()
 	}
+	warnTargetSize(op, pred.shape, target.shape)
 	var out *Tensor
 	NoGrad(func() {
 		sq := dw.unaryRaw(backend.Square)
@@ -468,4 +472,16 @@ func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float
 		return []*Tensor{gx, gwt, gb}
 	})
 	return out
+}
+
+// warnTargetSize warns, once per call site, when a loss's target and input
+// have different shapes: they broadcast against each other, which is
+// seldom what was meant ([N, 1] predictions against [N] targets give an
+// [N, N] difference). PyTorch warns alike.
+func warnTargetSize(op string, input, target []int) {
+	if slices.Equal(input, target) {
+		return
+	}
+	WarnOnce(fmt.Sprintf("%s: the target's shape %v differs from the input's %v, so they broadcast to %v, which is likely a mistake; give them the same shape",
+		op, Shape(target), Shape(input), Shape(broadcastShapes(op, input, target))))
 }

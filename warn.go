@@ -54,8 +54,26 @@ func warnf(loc *string, format string, args ...any) {
 	h(w)
 }
 
-// callerOutside returns file:line of the first caller outside package vram
-// (its tests excepted).
+// WarnOnce sends a [Warning] with message to the handler set with
+// [SetWarningHandler], located at the line of the first caller outside
+// vram's library packages, unless the same message already came from that
+// line: a warning in a training loop is given once, as Python's default
+// warning filter does. Packages built on vram use it for likely mistakes
+// that are not errors, such as a loss whose target broadcasts against its
+// input.
+func WarnOnce(message string) {
+	loc := callerOutside()
+	if _, dup := warnedOnce.LoadOrStore(loc+"\x00"+message, true); dup {
+		return
+	}
+	warnf(&loc, "%s", message)
+}
+
+var warnedOnce sync.Map // location NUL message -> true
+
+// callerOutside returns file:line of the first caller outside vram's
+// library packages: the root package and its sub-packages but the
+// examples and the command, tests excepted.
 func callerOutside() string {
 	pcs := make([]uintptr, 32)
 	n := runtime.Callers(2, pcs)
@@ -63,12 +81,25 @@ func callerOutside() string {
 	for {
 		f, more := frames.Next()
 		fn := f.Function
-		inVram := strings.HasPrefix(fn, "github.com/vramgo/vram.") && !strings.HasSuffix(f.File, "_test.go")
-		if !inVram && !strings.HasPrefix(fn, "runtime.") {
+		if !inLibrary(fn, f.File) && !strings.HasPrefix(fn, "runtime.") {
 			return fmt.Sprintf("%s:%d", f.File, f.Line)
 		}
 		if !more {
 			return ""
 		}
 	}
+}
+
+// inLibrary reports whether the function fn, defined in file, is part of
+// vram's library rather than of a program or test that uses it.
+func inLibrary(fn, file string) bool {
+	const root = "github.com/vramgo/vram"
+	if strings.HasSuffix(file, "_test.go") {
+		return false
+	}
+	if strings.HasPrefix(fn, root+".") {
+		return true
+	}
+	sub, ok := strings.CutPrefix(fn, root+"/")
+	return ok && !strings.HasPrefix(sub, "examples/") && !strings.HasPrefix(sub, "cmd/")
 }

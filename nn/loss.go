@@ -33,6 +33,7 @@ func MSELossWith(pred, target *vram.Tensor, r Reduction) *vram.Tensor {
 	var ts temps
 	defer ts.release()
 	d := ts.add(ts.operand(pred).Sub(ts.operand(target)))
+	warnTargetSize(op, pred, target)
 	l := d.Square()
 	dt := autocastFloat32(promoteFloat(pred.DType(), target.DType()))
 	if l.DType() == dt {
@@ -169,6 +170,7 @@ func L1LossWith(pred, target *vram.Tensor, r Reduction) *vram.Tensor {
 	var ts temps
 	defer ts.release()
 	d := ts.add(ts.operand(pred).Sub(ts.operand(target)))
+	warnTargetSize("l1_loss", pred, target)
 	return ts.result(d.Abs(), r, floatDType(pred, target))
 }
 
@@ -197,6 +199,7 @@ func SmoothL1LossWith(pred, target *vram.Tensor, beta float64, r Reduction) *vra
 	var ts temps
 	defer ts.release()
 	d := ts.add(ts.operand(pred).Sub(ts.operand(target)))
+	warnTargetSize("smooth_l1_loss", pred, target)
 	a := ts.add(d.Abs())
 	quad := ts.add(ts.add(d.Square()).MulScalar(0.5 / beta))
 	lin := ts.add(a.SubScalar(0.5 * beta))
@@ -229,6 +232,7 @@ func HuberLossWith(pred, target *vram.Tensor, delta float64, r Reduction) *vram.
 	var ts temps
 	defer ts.release()
 	d := ts.add(ts.operand(pred).Sub(ts.operand(target)))
+	warnTargetSize("huber_loss", pred, target)
 	a := ts.add(d.Abs())
 	quad := ts.add(ts.add(d.Square()).MulScalar(0.5))
 	lin := ts.add(ts.add(a.SubScalar(0.5 * delta)).MulScalar(delta))
@@ -431,4 +435,36 @@ func checkSameShape(op string, a, b *vram.Tensor) {
 	if !slices.Equal(a.Shape(), b.Shape()) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("target shape %v differs from input shape %v", b.Shape(), a.Shape())})
 	}
+}
+
+// warnTargetSize warns, once per call site, when a loss's target and pred
+// have different shapes: they broadcast against each other, which is
+// seldom what was meant ([N, 1] predictions against [N] targets give an
+// [N, N] difference). PyTorch warns alike.
+func warnTargetSize(op string, pred, target *vram.Tensor) {
+	if slices.Equal(pred.Shape(), target.Shape()) {
+		return
+	}
+	vram.WarnOnce(fmt.Sprintf("%s: the target's shape %v differs from the input's %v, so they broadcast to %v, which is likely a mistake; give them the same shape",
+		op, target.Shape(), pred.Shape(), broadcastShape(pred.Shape(), target.Shape())))
+}
+
+// broadcastShape returns the shape that a and b, which broadcast, broadcast to.
+func broadcastShape(a, b vram.Shape) vram.Shape {
+	n := max(len(a), len(b))
+	out := make(vram.Shape, n)
+	for i := range n {
+		da, db := 1, 1
+		if k := len(a) - n + i; k >= 0 {
+			da = a[k]
+		}
+		if k := len(b) - n + i; k >= 0 {
+			db = b[k]
+		}
+		out[i] = da
+		if da == 1 {
+			out[i] = db
+		}
+	}
+	return out
 }
