@@ -92,6 +92,12 @@ func (a *Tensor) MatMul(b *Tensor) *Tensor {
 	if len(a.shape) == 0 || len(b.shape) == 0 {
 		fail("matmul", ErrShape, "both arguments need at least 1 dimension, got shapes %v and %v", Shape(a.shape), Shape(b.shape))
 	}
+	// The inner sizes are checked here, so that the error names the
+	// shapes given rather than those of a promoted 1-D operand.
+	k, k2 := a.shape[len(a.shape)-1], b.shape[max(len(b.shape)-2, 0)]
+	if k != k2 {
+		fail("matmul", ErrShape, "shapes %v and %v cannot be multiplied (%d != %d)", Shape(a.shape), Shape(b.shape), k, k2)
+	}
 	if len(a.shape) == 1 && len(b.shape) == 1 {
 		// A dot product: [1, K] @ [K, 1], both added dimensions removed.
 		a2 := a.Unsqueeze(0)

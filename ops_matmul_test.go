@@ -57,3 +57,28 @@ func TestMatMulVectorShapes(t *testing.T) {
 		t.Errorf("[3] @ [4]: %v, want ErrShape", err)
 	}
 }
+
+// TestMatMulShapeErrorNamesOperands checks that a product whose inner
+// sizes differ is refused with the shapes the caller gave, 1-D operands
+// included, not those of their promoted rows and columns.
+func TestMatMulShapeErrorNamesOperands(t *testing.T) {
+	cases := []struct {
+		a, b vram.Shape
+		want string
+	}{
+		{vram.Shape{3, 4}, vram.Shape{3}, "vram: matmul: shapes [3, 4] and [3] cannot be multiplied (4 != 3)"},
+		{vram.Shape{3}, vram.Shape{4, 2}, "vram: matmul: shapes [3] and [4, 2] cannot be multiplied (3 != 4)"},
+		{vram.Shape{3}, vram.Shape{4}, "vram: matmul: shapes [3] and [4] cannot be multiplied (3 != 4)"},
+		{vram.Shape{2, 3}, vram.Shape{5, 2}, "vram: matmul: shapes [2, 3] and [5, 2] cannot be multiplied (3 != 5)"},
+		{vram.Shape{7, 2, 3}, vram.Shape{4}, "vram: matmul: shapes [7, 2, 3] and [4] cannot be multiplied (3 != 4)"},
+	}
+	for _, c := range cases {
+		a, b := vram.Ones(c.a), vram.Ones(c.b)
+		err := vram.Catch(func() { a.MatMul(b) })
+		if !errors.Is(err, vram.ErrShape) || err.Error() != c.want {
+			t.Errorf("%v @ %v: %v, want ErrShape %q", c.a, c.b, err, c.want)
+		}
+		a.Release()
+		b.Release()
+	}
+}
