@@ -561,8 +561,20 @@ func (s *Sequential) Modules() []Module { return Modules(s) }
 // NamedModules returns [NamedModules] of s (named_modules()).
 func (s *Sequential) NamedModules() []NamedModule { return NamedModules(s) }
 
-// At returns module i.
-func (s *Sequential) At(i int) Module { return s.mods[i] }
+// At returns module i (PyTorch's model[i]); a negative i counts from the
+// end, so At(-1) is the last module. It panics with an *vram.Error of
+// kind vram.ErrIndex when there is no module i.
+func (s *Sequential) At(i int) Module {
+	j := i
+	if j < 0 {
+		j += len(s.mods)
+	}
+	if j < 0 || j >= len(s.mods) {
+		panic(&vram.Error{Op: "sequential_at", Kind: vram.ErrIndex,
+			Detail: fmt.Sprintf("index %d is out of range for a Sequential of %d modules", i, len(s.mods))})
+	}
+	return s.mods[j]
+}
 
 // actFuser is a layer that can apply the activation that follows it in
 // the same op: [Linear] and [Conv2d].
