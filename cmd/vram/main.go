@@ -93,7 +93,12 @@ func newRootCmd() *cobra.Command {
 		// The shell completion command stays available but unlisted.
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
 		// With subcommands and no Run, cobra rejects unknown commands itself.
+		// --version prints what the version command prints.
+		Version: currentVersion().line(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.InitDefaultVersionFlag()
+	root.Flags().Lookup("version").Usage = "print the version, as vram version does"
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})

@@ -274,4 +274,10 @@ func TestVersion(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(stdout, "vram ") {
 		t.Errorf("exit %d, output %q", code, stdout)
 	}
+	for _, args := range [][]string{{"--version"}, {"-v"}} {
+		c, out, errOut := runCLI(t, args...)
+		if c != 0 || out != stdout || errOut != "" {
+			t.Errorf("vram %s: exit %d, output %q, stderr %q; want exit 0 and %q, as vram version", args[0], c, out, errOut, stdout)
+		}
+	}
 }

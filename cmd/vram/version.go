@@ -39,6 +39,15 @@ func currentVersion() versionInfo {
 	return v
 }
 
+// line is the version as "vram version" and "vram --version" print it.
+func (v versionInfo) line() string {
+	rev := ""
+	if v.Revision != "" {
+		rev = " " + v.Revision
+	}
+	return fmt.Sprintf("vram %s%s (%s, %s/%s)", v.Version, rev, v.Go, v.OS, v.Arch)
+}
+
 func newVersionCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -50,11 +59,7 @@ func newVersionCmd() *cobra.Command {
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}
-			rev := ""
-			if v.Revision != "" {
-				rev = " " + v.Revision
-			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "vram %s%s (%s, %s/%s)\n", v.Version, rev, v.Go, v.OS, v.Arch)
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), v.line())
 			return err
 		},
 	}
