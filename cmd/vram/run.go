@@ -101,12 +101,8 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
 			o.Started = func(rank, _, pid int) {
 				pids = append(pids, strconv.Itoa(pid))
 				if len(pids) == o.NProcPerNode {
-					ranks, ids := "ranks", "process ids"
-					if len(pids) == 1 {
-						ranks, ids = "rank", "process id"
-					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "vram run: started %d %s, %s %s (vram watch --pids %s)\n",
-						len(pids), ranks, ids, strings.Join(pids, " "), strings.Join(pids, ","))
+					fmt.Fprintf(cmd.ErrOrStderr(), "vram run: started %d ranks, process ids %s (vram watch --pids %s)\n",
+						len(pids), strings.Join(pids, " "), strings.Join(pids, ","))
 				}
 			}
 			// The signals reach the ranks through Signals; the command's
