@@ -17,7 +17,8 @@
 //	version  print the version of vram and of the Go toolchain that built it
 //	watch    live view of every GPU's memory and utilization with history, and per-process memory; --pids for the GPUs of a job
 //
-// Run "vram <command> --help" for a command's flags. Commands that report
+// Run "vram <command> --help" for a command's flags; "vram --version" prints
+// what "vram version" does. Commands that report
 // results take --json and then print one JSON object on standard output (one
 // per input for replay); progress and diagnostics go to standard error.
 // Errors go to standard error as one line, "vram: COMMAND: ..." (an
