@@ -78,7 +78,8 @@
 // [Module]: [Apply] calls a function on every sub-module, children before
 // parents (PyTorch's model.apply, the usual way to initialise a model),
 // [SetRequiresGrad] freezes or unfreezes it, [ZeroGrad] releases its
-// gradients (zero_grad with set_to_none, PyTorch's default),
+// gradients (zero_grad with set_to_none, PyTorch's default; every module
+// built on [Base] has it as a method too, model.ZeroGrad()),
 // [NumParameters] counts its parameters, and [ParametersToVector] and
 // [VectorToParameters] flatten its parameters into one vector and back.
 // Gradient clipping (clip_grad_norm_, clip_grad_value_) lives in package

@@ -437,6 +437,15 @@ func (b *Base) Eval() {
 // Training reports whether the module is in training mode.
 func (b *Base) Training() bool { return !b.eval }
 
+// ZeroGrad releases the gradients of the module's parameters and of its
+// sub-modules' (PyTorch's model.zero_grad(), set_to_none=True): the method
+// form of [ZeroGrad].
+func (b *Base) ZeroGrad() {
+	for _, p := range b.Parameters() {
+		p.ZeroGrad()
+	}
+}
+
 // Func adapts an ordinary function to a [Module] without parameters, like
 // http.HandlerFunc: nn.Func(func(x *vram.Tensor) *vram.Tensor { return
 // x.Flatten(1, -1) }). Its mode and device methods do nothing, and Training
