@@ -55,7 +55,9 @@
 // [Interpolate], [PixelShuffle], [PixelUnshuffle], [Unfold], [Fold],
 // [Tensor.Unfold]), factories ([Linspace], [Eye],
 // [Logspace], [Meshgrid]) and layers ([Conv1d], [Conv2d],
-// [ScaledDotProductAttention], [Dropout], [FeatureDropout], ...). The ...Scalar forms take a number
+// [ScaledDotProductAttention], [Dropout], [FeatureDropout], ...) and the
+// losses that need more than composed ops ([CTCLoss], whose recursions run
+// on the host in float64). The ...Scalar forms take a number
 // for the second operand ([Tensor.AddScalar], [Tensor.RemainderScalar]).
 //
 // # Linear algebra
