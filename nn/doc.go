@@ -28,9 +28,11 @@
 // "0", "1", ... as a ModuleList does), loss functions ([CrossEntropyLoss],
 // [MSELoss], [KLDivLoss], [CosineEmbeddingLoss], the margin losses
 // [MarginRankingLoss], [HingeEmbeddingLoss], [SoftMarginLoss],
-// [MultiLabelSoftMarginLoss], [MultiMarginLoss], [TripletMarginLoss],
+// [MultiLabelSoftMarginLoss], [MultiLabelMarginLoss], [MultiMarginLoss],
+// [TripletMarginLoss],
 // [TripletMarginWithDistanceLoss] over any distance, [PairwiseDistance], the
-// likelihoods [PoissonNLLLoss] and [GaussianNLLLoss], ..., and
+// likelihoods [PoissonNLLLoss] and [GaussianNLLLoss], [CTCLoss] for
+// unaligned label sequences, ..., and
 // their forms with PyTorch's options, such as [CrossEntropyLossWith] with
 // class weights, an ignore index, label smoothing and a [Reduction]),
 // parameter initialisation as torch.nn.init ([CalculateGain], [Uniform],

@@ -205,6 +205,15 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 		{"MultiMarginLoss", loss(func(e *env) *vram.Tensor {
 			return nn.MultiMarginLoss(in(e, 2, 3), ints(e, 0, 2), 2, 1, prob(e, 3), nn.ReductionMean)
 		})},
+		{"MultiLabelMarginLoss", loss(func(e *env) *vram.Tensor {
+			y := vram.FromSlice([]int64{2, 0, -1, 1, -1, 0}, vram.Shape{2, 3}, e.d)
+			e.made = append(e.made, y)
+			return nn.MultiLabelMarginLoss(in(e, 2, 3), y, nn.ReductionMean)
+		})},
+		{"CTCLoss", loss(func(e *env) *vram.Tensor {
+			lp := in(e, 4, 2, 3)
+			return nn.CTCLoss(lp, ints(e, 1, 2, 2), ints(e, 4, 3), ints(e, 2, 1), 0, nn.ReductionMean, false)
+		})},
 		{"TripletMarginLoss", loss(func(e *env) *vram.Tensor {
 			return nn.TripletMarginLoss(in(e, 2, 3), in(e, 2, 3), in(e, 2, 3), 1, 2, 1e-6, true, nn.ReductionMean)
 		})},

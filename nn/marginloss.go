@@ -448,3 +448,89 @@ func GaussianNLLLoss(input, target, variance *vram.Tensor, full bool, eps float6
 	}
 	return ts.result(l, r, floatDType(input, target, variance))
 }
+
+// MultiLabelMarginLoss returns the multi-class multi-label hinge loss of
+// scores x [N, C] (or [C]) for the int64 targets y of x's shape
+// (torch.nn.functional.multilabel_margin_loss,
+// torch.nn.MultiLabelMarginLoss). Each row of y lists a sample's classes,
+// padded with -1: only the entries before the first -1 count, and later
+// ones are ignored. A sample's loss is
+// Σ_j Σ_{i∉y} max(0, 1 − (x[y_j] − x[i])) / C over its listed classes
+// y_j and the classes i it does not list; the losses are combined over
+// samples as r says (ReductionNone gives [N], or a scalar for [C]). The
+// targets are read to the host to be checked, which synchronizes with
+// y's device. It panics with an *vram.Error of kind vram.ErrArgument for
+// a nil x or y or an unknown r, of kind vram.ErrShape unless x has 1 or 2
+// dimensions, C > 0 and y has x's shape, of kind vram.ErrDType for a y
+// that is not int64 or an x that is not floating point, and of kind
+// vram.ErrIndex for a listed class outside [0, C) or a negative entry
+// other than -1 before the first -1.
+func MultiLabelMarginLoss(x, y *vram.Tensor, r Reduction) *vram.Tensor {
+	const op = "multilabel_margin_loss"
+	defer asOp(op)
+	notNil(op, x)
+	notNil(op, y)
+	r.check(op)
+	xs := x.Shape()
+	if d := len(xs); d < 1 || d > 2 || xs[d-1] == 0 || !slices.Equal(y.Shape(), xs) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects input [N, C] or [C] with C > 0 and target of its shape, got %v and %v", xs, y.Shape())})
+	}
+	if y.DType() != vram.Int64 {
+		panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("target must hold int64 class indices, got %v", y.DType())})
+	}
+	if !x.DType().IsFloat() {
+		panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("input must be floating point, got %v", x.DType())})
+	}
+	c := xs[len(xs)-1]
+	n := x.NumElements() / c
+	// From the listed classes: the index to gather for each entry (0 for
+	// the ignored ones), whether the entry counts, and whether each class
+	// is not listed.
+	idx := make([]int64, n*c)
+	counts := make([]float64, n*c)
+	other := make([]float64, n*c)
+	for row, v := range splitRows(y.Int64s(), c) {
+		for i := range c {
+			other[row*c+i] = 1
+		}
+		for j, k := range v {
+			if k == -1 {
+				break
+			}
+			if k < 0 || k >= int64(c) {
+				panic(&vram.Error{Op: op, Kind: vram.ErrIndex, Detail: fmt.Sprintf("target %d of sample %d is %d, outside [0, %d) (or -1, which ends the list)", j, row, k, c)})
+			}
+			idx[row*c+j], counts[row*c+j], other[row*c+int(k)] = k, 1, 0
+		}
+	}
+	var ts temps
+	defer ts.release()
+	a := ts.operand(x)
+	if len(xs) == 1 {
+		a = ts.add(a.Unsqueeze(0))
+	}
+	on := []vram.Option{a.Device()}
+	mask := func(v []float64) *vram.Tensor {
+		return ts.add(vram.FromSlice(v, vram.Shape{n, c}, append(on, a.DType())...))
+	}
+	ix := ts.add(vram.FromSlice(idx, vram.Shape{n, c}, on...))
+	// h[s, j, i] = max(0, 1 − x[s, y_j] + x[s, i]), kept where entry j
+	// counts and class i is not listed.
+	xy := ts.add(ts.add(a.Gather(1, ix)).Unsqueeze(2))
+	h := ts.relu(ts.add(ts.add(ts.add(a.Unsqueeze(1)).Sub(xy)).AddScalar(1)))
+	w := ts.add(ts.add(mask(counts).Unsqueeze(2)).Mul(ts.add(mask(other).Unsqueeze(1))))
+	l := ts.add(ts.add(ts.add(h.Mul(w)).Sum(1, 2)).DivScalar(float64(c)))
+	if len(xs) == 1 {
+		l = ts.add(l.Reshape())
+	}
+	return ts.result(l, r, x.DType())
+}
+
+// splitRows returns v cut into rows of c values.
+func splitRows(v []int64, c int) [][]int64 {
+	rows := make([][]int64, 0, len(v)/c)
+	for i := 0; i < len(v); i += c {
+		rows = append(rows, v[i:i+c])
+	}
+	return rows
+}
