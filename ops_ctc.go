@@ -216,13 +216,21 @@ func logAdd(a, b float64) float64 {
 	return a + math.Log1p(math.Exp(b-a))
 }
 
-// label returns the class of position s of sample b's extended target:
-// blank at even positions, the target's labels between them.
-func (p *ctcProblem) label(b, s int) int {
-	if s%2 == 0 {
-		return p.blank
+// extended returns sample b's extended target, its labels with a blank
+// before, between and after them, and for each position whether a path
+// may come to it from two positions back (it is a label unlike the one
+// two positions back).
+func (p *ctcProblem) extended(b int) (ext []int, skip []bool) {
+	sn := 2*p.tgtLen[b] + 1
+	ext, skip = make([]int, sn), make([]bool, sn)
+	for s := range ext {
+		ext[s] = p.blank
+		if s%2 == 1 {
+			ext[s] = p.labels[b][s/2]
+			skip[s] = s >= 2 && ext[s] != ext[s-2]
+		}
 	}
-	return p.labels[b][s/2]
+	return ext, skip
 }
 
 // lp returns the log-probability of class k at step t for sample b.
@@ -239,19 +247,19 @@ func (p *ctcProblem) alpha(v []float64, b int) []float64 {
 	if tn == 0 {
 		return a
 	}
+	ext, skip := p.extended(b)
 	a[0] = p.lp(v, 0, b, p.blank)
 	if sn > 1 {
-		a[1] = p.lp(v, 0, b, p.label(b, 1))
+		a[1] = p.lp(v, 0, b, ext[1])
 	}
 	for t := 1; t < tn; t++ {
 		prev, cur := a[(t-1)*sn:t*sn], a[t*sn:(t+1)*sn]
-		for s := range sn {
-			k := p.label(b, s)
+		for s, k := range ext {
 			x := prev[s]
 			if s >= 1 {
 				x = logAdd(x, prev[s-1])
 			}
-			if s >= 2 && k != p.blank && k != p.label(b, s-2) {
+			if skip[s] {
 				x = logAdd(x, prev[s-2])
 			}
 			cur[s] = x + p.lp(v, t, b, k)
@@ -271,20 +279,20 @@ func (p *ctcProblem) beta(v []float64, b int) []float64 {
 	if tn == 0 {
 		return bt
 	}
+	ext, skip := p.extended(b)
 	last := bt[(tn-1)*sn:]
 	last[sn-1] = p.lp(v, tn-1, b, p.blank)
 	if sn > 1 {
-		last[sn-2] = p.lp(v, tn-1, b, p.label(b, sn-2))
+		last[sn-2] = p.lp(v, tn-1, b, ext[sn-2])
 	}
 	for t := tn - 2; t >= 0; t-- {
 		next, cur := bt[(t+1)*sn:(t+2)*sn], bt[t*sn:(t+1)*sn]
-		for s := range sn {
-			k := p.label(b, s)
+		for s, k := range ext {
 			x := next[s]
 			if s+1 < sn {
 				x = logAdd(x, next[s+1])
 			}
-			if s+2 < sn && k != p.blank && k != p.label(b, s+2) {
+			if s+2 < sn && skip[s+2] {
 				x = logAdd(x, next[s+2])
 			}
 			cur[s] = x + p.lp(v, t, b, k)
@@ -303,7 +311,13 @@ func (p *ctcProblem) nll(v []float64, b int) float64 {
 		}
 		return math.Inf(1)
 	}
-	a := p.alpha(v, b)
+	return p.nllOf(p.alpha(v, b), b)
+}
+
+// nllOf returns the loss of sample b from its forward variables a, for
+// an input length above 0.
+func (p *ctcProblem) nllOf(a []float64, b int) float64 {
+	tn, sn := p.inLen[b], 2*p.tgtLen[b]+1
 	last := a[(tn-1)*sn:]
 	ll := last[sn-1]
 	if sn > 1 {
@@ -341,7 +355,11 @@ func (p *ctcProblem) grad(op string, lp, g *Tensor, zeroInfinity bool) *Tensor {
 // log-probabilities v into out, laid out as v.
 func (p *ctcProblem) sampleGrad(v []float64, b int, out []float64, zeroInfinity bool) {
 	tn, sn := p.inLen[b], 2*p.tgtLen[b]+1
-	nll := p.nll(v, b)
+	if tn == 0 {
+		return // no step to differentiate
+	}
+	a := p.alpha(v, b)
+	nll := p.nllOf(a, b)
 	if math.IsInf(nll, 1) {
 		if zeroInfinity {
 			return
@@ -355,14 +373,14 @@ func (p *ctcProblem) sampleGrad(v []float64, b int, out []float64, zeroInfinity 
 		}
 		return
 	}
-	a, bt := p.alpha(v, b), p.beta(v, b)
+	bt := p.beta(v, b)
+	ext, _ := p.extended(b)
 	lcab := make([]float64, p.c)
 	for t := range tn {
 		for k := range lcab {
 			lcab[k] = math.Inf(-1)
 		}
-		for s := range sn {
-			k := p.label(b, s)
+		for s, k := range ext {
 			lcab[k] = logAdd(lcab[k], a[t*sn+s]+bt[t*sn+s])
 		}
 		for k, l := range lcab {

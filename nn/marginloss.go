@@ -483,24 +483,36 @@ func MultiLabelMarginLoss(x, y *vram.Tensor, r Reduction) *vram.Tensor {
 	}
 	c := xs[len(xs)-1]
 	n := x.NumElements() / c
-	// From the listed classes: the index to gather for each entry (0 for
-	// the ignored ones), whether the entry counts, and whether each class
-	// is not listed.
-	idx := make([]int64, n*c)
-	counts := make([]float64, n*c)
+	// From the listed classes: the longest list k, then for each sample
+	// the index to gather for each of k entries (0 past its list),
+	// whether the entry counts, and whether each class is not listed.
+	// Working on k entries rather than C keeps the pairwise hinges at
+	// [N, k, C], small for the usual short lists.
+	rows := splitRows(y.Int64s(), c)
+	k := 0
+	for row, v := range rows {
+		for j, cls := range v {
+			if cls == -1 {
+				break
+			}
+			if cls < 0 || cls >= int64(c) {
+				panic(&vram.Error{Op: op, Kind: vram.ErrIndex, Detail: fmt.Sprintf("target %d of sample %d is %d, outside [0, %d) (or -1, which ends the list)", j, row, cls, c)})
+			}
+			k = max(k, j+1)
+		}
+	}
+	idx := make([]int64, n*k)
+	counts := make([]float64, n*k)
 	other := make([]float64, n*c)
-	for row, v := range splitRows(y.Int64s(), c) {
+	for row, v := range rows {
 		for i := range c {
 			other[row*c+i] = 1
 		}
-		for j, k := range v {
-			if k == -1 {
+		for j, cls := range v {
+			if cls == -1 {
 				break
 			}
-			if k < 0 || k >= int64(c) {
-				panic(&vram.Error{Op: op, Kind: vram.ErrIndex, Detail: fmt.Sprintf("target %d of sample %d is %d, outside [0, %d) (or -1, which ends the list)", j, row, k, c)})
-			}
-			idx[row*c+j], counts[row*c+j], other[row*c+int(k)] = k, 1, 0
+			idx[row*k+j], counts[row*k+j], other[row*c+int(cls)] = cls, 1, 0
 		}
 	}
 	var ts temps
@@ -510,15 +522,15 @@ func MultiLabelMarginLoss(x, y *vram.Tensor, r Reduction) *vram.Tensor {
 		a = ts.add(a.Unsqueeze(0))
 	}
 	on := []vram.Option{a.Device()}
-	mask := func(v []float64) *vram.Tensor {
-		return ts.add(vram.FromSlice(v, vram.Shape{n, c}, append(on, a.DType())...))
+	mask := func(v []float64, cols int) *vram.Tensor {
+		return ts.add(vram.FromSlice(v, vram.Shape{n, cols}, append(on, a.DType())...))
 	}
-	ix := ts.add(vram.FromSlice(idx, vram.Shape{n, c}, on...))
+	ix := ts.add(vram.FromSlice(idx, vram.Shape{n, k}, on...))
 	// h[s, j, i] = max(0, 1 − x[s, y_j] + x[s, i]), kept where entry j
 	// counts and class i is not listed.
 	xy := ts.add(ts.add(a.Gather(1, ix)).Unsqueeze(2))
 	h := ts.relu(ts.add(ts.add(ts.add(a.Unsqueeze(1)).Sub(xy)).AddScalar(1)))
-	w := ts.add(ts.add(mask(counts).Unsqueeze(2)).Mul(ts.add(mask(other).Unsqueeze(1))))
+	w := ts.add(ts.add(mask(counts, k).Unsqueeze(2)).Mul(ts.add(mask(other, c).Unsqueeze(1))))
 	l := ts.add(ts.add(ts.add(h.Mul(w)).Sum(1, 2)).DivScalar(float64(c)))
 	if len(xs) == 1 {
 		l = ts.add(l.Reshape())

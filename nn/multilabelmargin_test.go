@@ -53,6 +53,7 @@ func TestMultiLabelMarginLoss(t *testing.T) {
 		{"no targets", vram.Shape{4}, []int64{-1, 0, 1, 2}},
 		{"every class", vram.Shape{4}, []int64{0, 1, 2, 3}},
 		{"batch", vram.Shape{3, 4}, []int64{3, 0, -1, 1, 2, -1, -1, -1, 1, 1, 0, -1}},
+		{"batch without targets", vram.Shape{2, 3}, []int64{-1, 2, 0, -1, -1, -1}},
 	}
 	for _, c := range cases {
 		n := c.shape.NumElements()
@@ -79,6 +80,12 @@ func TestMultiLabelMarginLoss(t *testing.T) {
 				})
 			})
 		}
+	}
+	// An empty batch sums to 0 and averages to NaN, as in PyTorch.
+	empty := vram.Zeros(vram.Shape{0, 3})
+	ey := vram.Zeros(vram.Shape{0, 3}, vram.Int64)
+	if s, m := nn.MultiLabelMarginLoss(empty, ey, nn.ReductionSum).Item(), nn.MultiLabelMarginLoss(empty, ey, nn.ReductionMean).Item(); s != 0 || !math.IsNaN(m) {
+		t.Errorf("empty batch: sum %v and mean %v, want 0 and NaN", s, m)
 	}
 	// PyTorch's documented example: 0.85.
 	got := nn.MultiLabelMarginLoss(vram.FromSlice([]float64{0.1, 0.2, 0.4, 0.8}, vram.Shape{1, 4}),
