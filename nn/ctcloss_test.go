@@ -104,3 +104,35 @@ func TestCTCLossArguments(t *testing.T) {
 		})
 	}
 }
+
+// CTCLoss computes 16-bit log-probabilities in float32 and returns their
+// dtype, or float32 inside an Autocast region, as PyTorch's autocast
+// runs ctc_loss in float32; the gradient comes back in the input's dtype.
+func TestCTCLossHalf(t *testing.T) {
+	lp := vram.Randn(vram.Shape{3, 1, 3}, vram.Float64, vram.WithGenerator(vram.NewGenerator(2))).LogSoftmax(2)
+	tg := vram.FromSlice([]int64{1, 2}, vram.Shape{1, 2})
+	in := vram.FromSlice([]int64{3}, vram.Shape{1})
+	tl := vram.FromSlice([]int64{2}, vram.Shape{1})
+	want := nn.CTCLoss(lp, tg, in, tl, 0, nn.ReductionMean, false).Item()
+	for _, dt := range []vram.DType{vram.Float16, vram.BFloat16} {
+		for _, ac := range []bool{false, true} {
+			x := lp.Cast(dt).Detach().SetRequiresGrad(true)
+			var l *vram.Tensor
+			run := func() { l = nn.CTCLoss(x, tg, in, tl, 0, nn.ReductionMean, false) }
+			wantDT := dt
+			if ac {
+				vram.Autocast(dt, run)
+				wantDT = vram.Float32
+			} else {
+				run()
+			}
+			if l.DType() != wantDT || math.Abs(l.Item()-want) > 2e-2*math.Abs(want) {
+				t.Errorf("%v autocast %v: %v %v, want %v %v", dt, ac, l.DType(), l.Item(), wantDT, want)
+			}
+			l.Backward()
+			if g := x.Grad(); g == nil || g.DType() != dt {
+				t.Errorf("%v autocast %v: gradient %v", dt, ac, g)
+			}
+		}
+	}
+}
