@@ -155,6 +155,15 @@ func ctcCheck(op string, logProbs, targets, inputLengths, targetLengths *Tensor,
 			fail(op, ErrArgument, "target_lengths[%d] is %d, which is negative", b, l)
 		}
 	}
+	if !padded {
+		sum := 0
+		for _, l := range p.tgtLen {
+			sum += l
+		}
+		if sum != len(tg) {
+			fail(op, ErrShape, "concatenated targets hold %d labels, but target_lengths sum to %d", len(tg), sum)
+		}
+	}
 	p.labels = make([][]int, p.n)
 	off := 0
 	for b := range p.n {
@@ -165,8 +174,6 @@ func ctcCheck(op string, logProbs, targets, inputLengths, targetLengths *Tensor,
 				fail(op, ErrArgument, "target_lengths[%d] is %d, more than the %d targets a row of padded targets %v holds", b, l, s, Shape(ts))
 			}
 			off = b * s
-		} else if off+l > len(tg) {
-			fail(op, ErrShape, "concatenated targets hold %d labels, fewer than the sum of target_lengths", len(tg))
 		}
 		p.labels[b] = tg[off : off+l]
 		for i, k := range p.labels[b] {
@@ -178,9 +185,6 @@ func ctcCheck(op string, logProbs, targets, inputLengths, targetLengths *Tensor,
 			}
 		}
 		off += l
-	}
-	if !padded && off != len(tg) {
-		fail(op, ErrShape, "concatenated targets hold %d labels, but target_lengths sum to %d", len(tg), off)
 	}
 	return p
 }
