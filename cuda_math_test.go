@@ -246,3 +246,35 @@ func TestCUDALinalg(t *testing.T) {
 		closeSlices(t, "gradients", grads(g, gb), grads(x, b), 1e-4, 1e-4)
 	})
 }
+
+// TestCUDACTCLoss checks that CTCLoss on a GPU, with targets and lengths
+// on the GPU or left on the CPU, gives the CPU's losses and gradients and
+// leaves both on the GPU.
+func TestCUDACTCLoss(t *testing.T) {
+	requireCUDA(t, 1)
+	vram.Tidy(func() {
+		x := vram.Randn(vram.Shape{5, 2, 4}, vram.Float32, vram.WithGenerator(vram.NewGenerator(4)))
+		tg := vram.FromSlice([]int64{1, 3, 1, 2, 2, 0}, vram.Shape{2, 3})
+		in := vram.FromSlice([]int64{5, 3}, vram.Shape{2})
+		tl := vram.FromSlice([]int32{3, 1}, vram.Shape{2})
+		run := func(a *vram.Tensor, onGPU bool) ([]float32, []float32) {
+			a = a.Detach().SetRequiresGrad(true)
+			ts, is, ls := tg, in, tl
+			if onGPU {
+				ts, is, ls = tg.CUDA(0), in.CUDA(0), tl.CUDA(0)
+			}
+			loss := vram.CTCLoss(a.LogSoftmax(2), ts, is, ls, 0, false)
+			loss.Sum().Backward()
+			if loss.Device() != a.Device() || a.Grad().Device() != a.Device() {
+				t.Errorf("ctc_loss of an input on %s: loss on %s, gradient on %s", a.Device(), loss.Device(), a.Grad().Device())
+			}
+			return loss.CPU().Float32s(), a.Grad().CPU().Float32s()
+		}
+		wantL, wantG := run(x, false)
+		for _, onGPU := range []bool{false, true} {
+			gotL, gotG := run(x.CUDA(0), onGPU)
+			closeSlices(t, "ctc_loss", gotL, wantL, 1e-5, 1e-5)
+			closeSlices(t, "ctc_loss gradient", gotG, wantG, 1e-5, 1e-5)
+		}
+	})
+}
