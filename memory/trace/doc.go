@@ -202,12 +202,12 @@
 // input gopickle panics (opcode 0xff indexes past its 255-entry dispatch
 // table) and allocates whatever length a corrupt header claims before
 // reading it, and its generic values need a linear, reflect-based search per
-// dict key. The decoder here (unpickle.go) handles the opcodes plain data
-// needs (None, bools, ints (beyond 64 bits only as placeholders), floats,
-// str, bytes, tuples, lists, dicts, sets, memo, frames), refuses any opcode
-// that would construct a Python object (GLOBAL, REDUCE, BUILD, ...) with an
-// error naming it, never
-// recurses, reads the input once through a buffer, allocates only as data
+// dict key. The decoder here (unpickle.go on package internal/pickle,
+// which nn/torchload shares) handles the opcodes plain data needs (None,
+// bools, ints (beyond 64 bits only as placeholders), floats, str, bytes,
+// tuples, lists, dicts, sets, memo, frames), refuses any opcode that would
+// construct a Python object (GLOBAL, REDUCE, BUILD, ...) with an error
+// naming it, never recurses, reads the input once through a buffer, allocates only as data
 // arrives, and counts the memory of what it builds, so that memory stays
 // within a small multiple of the input (see [Limits]). Identical stacks share
 // one []Frame, as PyTorch shares frames. Measured on a 2-core development

@@ -5,6 +5,7 @@ import (
 	"io"
 	"unsafe"
 
+	"github.com/vramgo/vram/internal/pickle"
 	"github.com/vramgo/vram/internal/units"
 )
 
@@ -31,14 +32,12 @@ const (
 	pickleFloorBytes = 64 << 20
 )
 
-// Heap bytes of the decoder's values, for unpickler.used.
+// Heap bytes of the unpickler's containers, for its count of memory.
 const (
-	sizeofAny    = int64(unsafe.Sizeof(any(nil)))
-	sizeofList   = int64(unsafe.Sizeof(pyList{}))
-	sizeofDict   = int64(unsafe.Sizeof(pyDict{}))
-	sizeofSlice  = int64(unsafe.Sizeof([]any(nil)))
-	sizeofString = int64(unsafe.Sizeof(""))
-	sizeofBox    = 8 // an int64, uint64 or float64 stored in an interface
+	sizeofAny   = pickle.SizeofAny
+	sizeofList  = int64(unsafe.Sizeof(pyList{}))
+	sizeofDict  = int64(unsafe.Sizeof(pyDict{}))
+	sizeofSlice = pickle.SizeofSlice
 )
 
 // Limits bound the memory reading one input may take. Text traces streamed

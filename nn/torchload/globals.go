@@ -128,7 +128,7 @@ func (d *decoder) global(module, name string) (any, error) {
 	}
 	g := global{module, name}
 	if !allowed[g.String()] {
-		return nil, &GlobalError{Module: printable(module), Name: printable(name), Offset: int64(d.opPos)}
+		return nil, &GlobalError{Module: printable(module), Name: printable(name), Offset: d.opPos()}
 	}
 	return g, nil
 }
@@ -275,7 +275,7 @@ func (d *decoder) rebuildTensor(g global, a tuple) (*tensorRef, error) {
 		}
 		et, ok := dtypes[string(name)]
 		if !ok {
-			return nil, &formatError{msg: fmt.Sprintf("data.pkl offset %d: a tensor of dtype torch.%s, which is not read", d.opPos, name), kind: vram.ErrDType}
+			return nil, &formatError{msg: fmt.Sprintf("data.pkl offset %d: a tensor of dtype torch.%s, which is not read", d.opPos(), name), kind: vram.ErrDType}
 		}
 		t.dtype = et
 	}
@@ -345,7 +345,7 @@ func (d *decoder) persistent(pid any) (*storage, error) {
 	}
 	et, ok := storageClasses[class.name]
 	if !ok {
-		return nil, &formatError{msg: fmt.Sprintf("data.pkl offset %d: a storage of type %s, which is not read", d.opPos, class), kind: vram.ErrDType}
+		return nil, &formatError{msg: fmt.Sprintf("data.pkl offset %d: a storage of type %s, which is not read", d.opPos(), class), kind: vram.ErrDType}
 	}
 	key, ok := t[2].(string)
 	if !ok || key == "" || len(key) > maxLine || strings.ContainsAny(key, "/\\") || key == "." || key == ".." {

@@ -1,17 +1,18 @@
 package torchload
 
 import (
+	"bufio"
 	"bytes"
-	"encoding/binary"
 	"fmt"
-	"math"
 	"strings"
 	"unicode/utf8"
+
+	ipickle "github.com/vramgo/vram/internal/pickle"
 )
 
-// This file decodes the pickle of a torch.save archive (data.pkl). It
-// implements the opcodes of protocols 2 to 5 that plain data and tensors
-// need, and resolves a class or function only from the allowlist in
+// This file decodes the pickle of a torch.save archive (data.pkl). Package
+// internal/pickle decodes the opcodes of protocols 2 to 5; this file makes
+// the containers and resolves a class or function only from the allowlist in
 // [allowed]: calling one builds a Go value (a dict, a tensor reference),
 // never runs anything. Any other global, and every opcode that would build
 // an arbitrary object, is an error naming it.
@@ -37,7 +38,7 @@ type dict struct {
 }
 
 // bigInt is an integer that does not fit in 64 bits.
-type bigInt struct{}
+type bigInt = ipickle.BigInt
 
 // global is a class or function of the allowlist, named by a GLOBAL or
 // STACK_GLOBAL opcode.
@@ -107,57 +108,57 @@ func hashable(k any) bool {
 
 // Pickle opcodes (the names of Python's Lib/pickle.py).
 const (
-	opMark           = '('
-	opStop           = '.'
-	opPop            = '0'
-	opPopMark        = '1'
-	opDup            = '2'
-	opBinInt         = 'J'
-	opBinInt1        = 'K'
-	opBinInt2        = 'M'
-	opNone           = 'N'
-	opBinPersID      = 'Q'
-	opReduce         = 'R'
-	opBinString      = 'T'
-	opShortBinString = 'U'
-	opBinUnicode     = 'X'
-	opAppend         = 'a'
-	opBuild          = 'b'
-	opGlobal         = 'c'
-	opDict           = 'd'
-	opEmptyDict      = '}'
-	opAppends        = 'e'
-	opBinGet         = 'h'
-	opLongBinGet     = 'j'
-	opList           = 'l'
-	opEmptyList      = ']'
-	opBinPut         = 'q'
-	opLongBinPut     = 'r'
-	opSetItem        = 's'
-	opTuple          = 't'
-	opEmptyTuple     = ')'
-	opSetItems       = 'u'
-	opBinFloat       = 'G'
-	opBinBytes       = 'B'
-	opShortBinBytes  = 'C'
-	opProto          = 0x80
-	opNewObj         = 0x81
-	opTuple1         = 0x85
-	opTuple2         = 0x86
-	opTuple3         = 0x87
-	opNewTrue        = 0x88
-	opNewFalse       = 0x89
-	opLong1          = 0x8a
-	opLong4          = 0x8b
-	opShortBinUni    = 0x8c
-	opBinUnicode8    = 0x8d
-	opBinBytes8      = 0x8e
-	opEmptySet       = 0x8f
-	opAddItems       = 0x90
-	opFrozenSet      = 0x91
-	opStackGlobal    = 0x93
-	opMemoize        = 0x94
-	opFrame          = 0x95
+	opMark           = ipickle.OpMark
+	opStop           = ipickle.OpStop
+	opPop            = ipickle.OpPop
+	opPopMark        = ipickle.OpPopMark
+	opDup            = ipickle.OpDup
+	opBinInt         = ipickle.OpBinInt
+	opBinInt1        = ipickle.OpBinInt1
+	opBinInt2        = ipickle.OpBinInt2
+	opNone           = ipickle.OpNone
+	opBinPersID      = ipickle.OpBinPersID
+	opReduce         = ipickle.OpReduce
+	opBinString      = ipickle.OpBinString
+	opShortBinString = ipickle.OpShortBinString
+	opBinUnicode     = ipickle.OpBinUnicode
+	opAppend         = ipickle.OpAppend
+	opBuild          = ipickle.OpBuild
+	opGlobal         = ipickle.OpGlobal
+	opDict           = ipickle.OpDict
+	opEmptyDict      = ipickle.OpEmptyDict
+	opAppends        = ipickle.OpAppends
+	opBinGet         = ipickle.OpBinGet
+	opLongBinGet     = ipickle.OpLongBinGet
+	opList           = ipickle.OpList
+	opEmptyList      = ipickle.OpEmptyList
+	opBinPut         = ipickle.OpBinPut
+	opLongBinPut     = ipickle.OpLongBinPut
+	opSetItem        = ipickle.OpSetItem
+	opTuple          = ipickle.OpTuple
+	opEmptyTuple     = ipickle.OpEmptyTuple
+	opSetItems       = ipickle.OpSetItems
+	opBinFloat       = ipickle.OpBinFloat
+	opBinBytes       = ipickle.OpBinBytes
+	opShortBinBytes  = ipickle.OpShortBinBytes
+	opProto          = ipickle.OpProto
+	opNewObj         = ipickle.OpNewObj
+	opTuple1         = ipickle.OpTuple1
+	opTuple2         = ipickle.OpTuple2
+	opTuple3         = ipickle.OpTuple3
+	opNewTrue        = ipickle.OpNewTrue
+	opNewFalse       = ipickle.OpNewFalse
+	opLong1          = ipickle.OpLong1
+	opLong4          = ipickle.OpLong4
+	opShortBinUni    = ipickle.OpShortBinUni
+	opBinUnicode8    = ipickle.OpBinUnicode8
+	opBinBytes8      = ipickle.OpBinBytes8
+	opEmptySet       = ipickle.OpEmptySet
+	opAddItems       = ipickle.OpAddItems
+	opFrozenSet      = ipickle.OpFrozenSet
+	opStackGlobal    = ipickle.OpStackGlobal
+	opMemoize        = ipickle.OpMemoize
+	opFrame          = ipickle.OpFrame
 )
 
 // Bounds of the decoder.
@@ -170,16 +171,15 @@ const (
 	// maxDims is the most dimensions a tensor may have (PyTorch's limit
 	// is 64 for most kernels; state dicts use at most 5 or so).
 	maxDims = 64
+	// maxLine bounds the module and name of a GLOBAL opcode, and the
+	// strings of messages.
+	maxLine = ipickle.MaxLine
 )
 
-// decoder decodes one pickle held in memory.
+// decoder resolves the objects of one pickle and makes its containers,
+// for the opcode decoder pd (package internal/pickle).
 type decoder struct {
-	data     []byte
-	pos      int
-	opPos    int // offset of the opcode being decoded
-	stack    []any
-	marks    []int
-	memo     map[uint32]any
+	pd       *ipickle.Decoder
 	storages map[string]*storage
 	legacy   bool // persistent ids of the legacy format, with view metadata
 }
@@ -196,469 +196,93 @@ func unpickle(data []byte) (any, error) {
 // a file): those of the legacy format when legacy is set. It returns the
 // value and the offset just past the pickle's STOP.
 func unpickleAt(data []byte, pos int, storages map[string]*storage, legacy bool) (any, int, error) {
-	d := &decoder{data: data, pos: pos, memo: map[uint32]any{}, storages: storages, legacy: legacy}
-	v, err := d.run()
-	return v, d.pos, err
+	d := &decoder{storages: storages, legacy: legacy}
+	d.pd = ipickle.NewDecoder(bufio.NewReader(bytes.NewReader(data[pos:])), d, ipickle.Config{
+		MinProto: 2, SingleValue: true, NoUint64: true, MaxMarks: maxMarks, MaxMemo: maxMemo,
+		Size: int64(len(data) - pos), Objects: d,
+	})
+	v, err := d.pd.Decode()
+	if pe, ok := err.(*ipickle.Error); ok {
+		err = formatErr("data.pkl offset %d: %s", pe.Offset, pe.Error())
+		if ue, ok := pe.Err.(*ipickle.UnsupportedError); ok {
+			err = formatErr("data.pkl offset %d: opcode %s is not allowed in a state dict", pe.Offset, ue.What)
+		}
+	}
+	return v, pos + int(d.pd.Offset()), err
 }
+
+// opPos returns the offset of the opcode being decoded.
+func (d *decoder) opPos() int64 { return d.pd.OpOffset() }
 
 // errorf returns an error at the offset of the current opcode, matching
 // vram.ErrArgument.
 func (d *decoder) errorf(format string, args ...any) error {
-	return formatErr("data.pkl offset %d: "+format, append([]any{d.opPos}, args...)...)
+	return formatErr("data.pkl offset %d: "+format, append([]any{d.opPos()}, args...)...)
 }
 
-func (d *decoder) read(n int) ([]byte, error) {
-	if n < 0 || n > len(d.data)-d.pos {
-		return nil, d.errorf("pickle ends early (truncated file?)")
+// Tuple implements pickle.Builder.
+func (d *decoder) Tuple(items []any) (any, int64) { return tuple(items), ipickle.SizeofSlice }
+
+// List implements pickle.Builder.
+func (d *decoder) List(items []any) (any, int64) { return &list{items: items}, 0 }
+
+// Dict implements pickle.Builder.
+func (d *decoder) Dict(kv []any) (any, int64, error) {
+	m := &dict{}
+	for i := 0; i < len(kv); i += 2 {
+		m.set(kv[i], kv[i+1])
 	}
-	b := d.data[d.pos : d.pos+n]
-	d.pos += n
-	return b, nil
+	return m, 0, nil
 }
 
-func (d *decoder) floor() int {
-	if len(d.marks) == 0 {
-		return 0
-	}
-	return d.marks[len(d.marks)-1]
-}
-
-func (d *decoder) pop() (any, error) {
-	if len(d.stack) <= d.floor() {
-		return nil, d.errorf("stack empty")
-	}
-	v := d.stack[len(d.stack)-1]
-	d.stack = d.stack[:len(d.stack)-1]
-	return v, nil
-}
-
-func (d *decoder) top() (any, error) {
-	if len(d.stack) <= d.floor() {
-		return nil, d.errorf("stack empty")
-	}
-	return d.stack[len(d.stack)-1], nil
-}
-
-func (d *decoder) popMark() ([]any, error) {
-	if len(d.marks) == 0 {
-		return nil, d.errorf("no MARK to pop to")
-	}
-	m := d.marks[len(d.marks)-1]
-	d.marks = d.marks[:len(d.marks)-1]
-	items := append([]any(nil), d.stack[m:]...)
-	d.stack = d.stack[:m]
-	return items, nil
-}
-
-func (d *decoder) run() (any, error) {
-	for {
-		d.opPos = d.pos
-		b, err := d.read(1)
-		if err != nil {
-			return nil, err
+// Append implements pickle.Builder.
+func (d *decoder) Append(op byte, v any, items []any, keep bool) (int64, error) {
+	l, ok := v.(*list)
+	if !ok {
+		name := "APPENDS"
+		if op == opAppend {
+			name = "APPEND"
 		}
-		op := b[0]
-		switch op {
-		case opProto:
-			b, err := d.read(1)
-			if err != nil {
-				return nil, err
-			}
-			if b[0] < 2 || b[0] > 5 {
-				return nil, d.errorf("pickle protocol %d (want 2 to 5)", b[0])
-			}
-		case opFrame:
-			if _, err := d.read(8); err != nil {
-				return nil, err
-			}
-		case opStop:
-			if len(d.stack) != 1 || len(d.marks) > 0 {
-				return nil, d.errorf("STOP with %d values on the stack and %d open MARKs", len(d.stack), len(d.marks))
-			}
-			return d.stack[0], nil
-		case opMark:
-			if len(d.marks) >= maxMarks {
-				return nil, d.errorf("more than %d nested MARKs", maxMarks)
-			}
-			d.marks = append(d.marks, len(d.stack))
-		case opPop:
-			if len(d.stack) > d.floor() {
-				d.stack = d.stack[:len(d.stack)-1]
-			} else if _, err := d.popMark(); err != nil {
-				return nil, err
-			}
-		case opPopMark:
-			if _, err := d.popMark(); err != nil {
-				return nil, err
-			}
-		case opDup:
-			v, err := d.top()
-			if err != nil {
-				return nil, err
-			}
-			d.stack = append(d.stack, v)
-		case opNone:
-			d.stack = append(d.stack, nil)
-		case opNewTrue:
-			d.stack = append(d.stack, true)
-		case opNewFalse:
-			d.stack = append(d.stack, false)
-		case opBinInt:
-			b, err := d.read(4)
-			if err != nil {
-				return nil, err
-			}
-			d.stack = append(d.stack, int64(int32(binary.LittleEndian.Uint32(b))))
-		case opBinInt1:
-			b, err := d.read(1)
-			if err != nil {
-				return nil, err
-			}
-			d.stack = append(d.stack, int64(b[0]))
-		case opBinInt2:
-			b, err := d.read(2)
-			if err != nil {
-				return nil, err
-			}
-			d.stack = append(d.stack, int64(binary.LittleEndian.Uint16(b)))
-		case opLong1, opLong4:
-			var n int
-			if op == opLong1 {
-				b, err := d.read(1)
-				if err != nil {
-					return nil, err
-				}
-				n = int(b[0])
-			} else {
-				b, err := d.read(4)
-				if err != nil {
-					return nil, err
-				}
-				n = int(int32(binary.LittleEndian.Uint32(b)))
-			}
-			b, err := d.read(n)
-			if err != nil {
-				return nil, err
-			}
-			d.stack = append(d.stack, decodeLong(b))
-		case opBinFloat:
-			b, err := d.read(8)
-			if err != nil {
-				return nil, err
-			}
-			d.stack = append(d.stack, math.Float64frombits(binary.BigEndian.Uint64(b)))
-		case opShortBinString, opShortBinUni, opShortBinBytes, opBinString, opBinUnicode, opBinBytes, opBinUnicode8, opBinBytes8:
-			var n uint64
-			switch op {
-			case opShortBinString, opShortBinUni, opShortBinBytes:
-				b, err := d.read(1)
-				if err != nil {
-					return nil, err
-				}
-				n = uint64(b[0])
-			case opBinUnicode8, opBinBytes8:
-				b, err := d.read(8)
-				if err != nil {
-					return nil, err
-				}
-				n = binary.LittleEndian.Uint64(b)
-			default:
-				b, err := d.read(4)
-				if err != nil {
-					return nil, err
-				}
-				n = uint64(binary.LittleEndian.Uint32(b))
-			}
-			if n > uint64(len(d.data)-d.pos) {
-				return nil, d.errorf("string of %d bytes in a pickle with %d bytes left (truncated file?)", n, len(d.data)-d.pos)
-			}
-			b, err := d.read(int(n))
-			if err != nil {
-				return nil, err
-			}
-			if op == opShortBinBytes || op == opBinBytes || op == opBinBytes8 {
-				d.stack = append(d.stack, bytes.Clone(b))
-			} else {
-				d.stack = append(d.stack, strings.ToValidUTF8(string(b), "\uFFFD"))
-			}
-		case opEmptyList, opEmptySet:
-			d.stack = append(d.stack, &list{})
-		case opEmptyDict:
-			d.stack = append(d.stack, &dict{})
-		case opEmptyTuple:
-			d.stack = append(d.stack, tuple(nil))
-		case opTuple1, opTuple2, opTuple3:
-			n := int(op-opTuple1) + 1
-			if len(d.stack)-d.floor() < n {
-				return nil, d.errorf("TUPLE%d with %d values on the stack", n, len(d.stack)-d.floor())
-			}
-			t := append(tuple(nil), d.stack[len(d.stack)-n:]...)
-			d.stack = append(d.stack[:len(d.stack)-n], t)
-		case opTuple, opList, opFrozenSet:
-			items, err := d.popMark()
-			if err != nil {
-				return nil, err
-			}
-			if op == opTuple {
-				d.stack = append(d.stack, tuple(items))
-			} else {
-				d.stack = append(d.stack, &list{items: items})
-			}
-		case opDict:
-			items, err := d.popMark()
-			if err != nil {
-				return nil, err
-			}
-			if len(items)%2 != 0 {
-				return nil, d.errorf("DICT with an odd number of values")
-			}
-			m := &dict{}
-			for i := 0; i < len(items); i += 2 {
-				m.set(items[i], items[i+1])
-			}
-			d.stack = append(d.stack, m)
-		case opAppend:
-			v, err := d.pop()
-			if err != nil {
-				return nil, err
-			}
-			t, err := d.top()
-			if err != nil {
-				return nil, err
-			}
-			l, ok := t.(*list)
-			if !ok {
-				return nil, d.errorf("APPEND to a %s", typeName(t))
-			}
-			l.items = append(l.items, v)
-		case opAppends, opAddItems:
-			items, err := d.popMark()
-			if err != nil {
-				return nil, err
-			}
-			t, err := d.top()
-			if err != nil {
-				return nil, err
-			}
-			l, ok := t.(*list)
-			if !ok {
-				return nil, d.errorf("APPENDS to a %s", typeName(t))
-			}
-			l.items = append(l.items, items...)
-		case opSetItem, opSetItems:
-			var items []any
-			if op == opSetItem {
-				if len(d.stack)-d.floor() < 3 {
-					return nil, d.errorf("SETITEM without a dict, a key and a value")
-				}
-				items = []any{d.stack[len(d.stack)-2], d.stack[len(d.stack)-1]}
-				d.stack = d.stack[:len(d.stack)-2]
-			} else {
-				items, err = d.popMark()
-				if err != nil {
-					return nil, err
-				}
-				if len(items)%2 != 0 {
-					return nil, d.errorf("SETITEMS with an odd number of values")
-				}
-			}
-			t, err := d.top()
-			if err != nil {
-				return nil, err
-			}
-			m, ok := t.(*dict)
-			if !ok {
-				return nil, d.errorf("SETITEM on a %s", typeName(t))
-			}
-			for i := 0; i < len(items); i += 2 {
-				m.set(items[i], items[i+1])
-			}
-		case opBinGet, opLongBinGet, opBinPut, opLongBinPut:
-			var idx uint32
-			if op == opBinGet || op == opBinPut {
-				b, err := d.read(1)
-				if err != nil {
-					return nil, err
-				}
-				idx = uint32(b[0])
-			} else {
-				b, err := d.read(4)
-				if err != nil {
-					return nil, err
-				}
-				idx = binary.LittleEndian.Uint32(b)
-			}
-			if op == opBinGet || op == opLongBinGet {
-				v, ok := d.memo[idx]
-				if !ok {
-					return nil, d.errorf("memo entry %d used before it was set", idx)
-				}
-				d.stack = append(d.stack, v)
-				break
-			}
-			if idx >= maxMemo {
-				return nil, d.errorf("memo index %d above %d", idx, maxMemo)
-			}
-			v, err := d.top()
-			if err != nil {
-				return nil, err
-			}
-			d.memo[idx] = v
-		case opMemoize:
-			v, err := d.top()
-			if err != nil {
-				return nil, err
-			}
-			if len(d.memo) >= maxMemo {
-				return nil, d.errorf("more than %d memo entries", maxMemo)
-			}
-			d.memo[uint32(len(d.memo))] = v
-		case opGlobal:
-			module, err := d.line()
-			if err != nil {
-				return nil, err
-			}
-			name, err := d.line()
-			if err != nil {
-				return nil, err
-			}
-			g, err := d.global(module, name)
-			if err != nil {
-				return nil, err
-			}
-			d.stack = append(d.stack, g)
-		case opStackGlobal:
-			nv, err := d.pop()
-			if err != nil {
-				return nil, err
-			}
-			mv, err := d.pop()
-			if err != nil {
-				return nil, err
-			}
-			module, ok1 := mv.(string)
-			name, ok2 := nv.(string)
-			if !ok1 || !ok2 {
-				return nil, d.errorf("STACK_GLOBAL with a %s and a %s, not two strings", typeName(mv), typeName(nv))
-			}
-			g, err := d.global(module, name)
-			if err != nil {
-				return nil, err
-			}
-			d.stack = append(d.stack, g)
-		case opReduce, opNewObj:
-			args, err := d.pop()
-			if err != nil {
-				return nil, err
-			}
-			fn, err := d.pop()
-			if err != nil {
-				return nil, err
-			}
-			v, err := d.call(fn, args)
-			if err != nil {
-				return nil, err
-			}
-			d.stack = append(d.stack, v)
-		case opBuild:
-			state, err := d.pop()
-			if err != nil {
-				return nil, err
-			}
-			obj, err := d.top()
-			if err != nil {
-				return nil, err
-			}
-			switch obj.(type) {
-			case *dict, *tensorRef:
-				// The attributes of an OrderedDict (a state dict's
-				// _metadata) or of a Parameter: not needed.
-				_ = state
-			default:
-				return nil, d.errorf("BUILD of a %s", typeName(obj))
-			}
-		case opBinPersID:
-			pid, err := d.pop()
-			if err != nil {
-				return nil, err
-			}
-			st, err := d.persistent(pid)
-			if err != nil {
-				return nil, err
-			}
-			d.stack = append(d.stack, st)
-		default:
-			if what, ok := refusedOps[op]; ok {
-				return nil, d.errorf("opcode %s is not allowed in a state dict", what)
-			}
-			return nil, d.errorf("unknown opcode 0x%02x (not a pickle, or a corrupt one)", op)
-		}
+		return 0, d.errorf("%s to a %s", name, typeName(v))
 	}
+	l.items = append(l.items, items...)
+	return 0, nil
 }
 
-// refusedOps names the opcodes the decoder refuses.
-var refusedOps = map[byte]string{
-	'i':  "INST (an arbitrary object)",
-	'o':  "OBJ (an arbitrary object)",
-	0x92: "NEWOBJ_EX (an arbitrary object)",
-	'P':  "PERSID (a text persistent id)",
-	0x82: "EXT1 (an extension)",
-	0x83: "EXT2 (an extension)",
-	0x84: "EXT4 (an extension)",
-	0x96: "BYTEARRAY8",
-	0x97: "NEXT_BUFFER (an out-of-band buffer)",
-	0x98: "READONLY_BUFFER",
-	'I':  "INT (protocol 0)",
-	'L':  "LONG (protocol 0)",
-	'F':  "FLOAT (protocol 0)",
-	'S':  "STRING (protocol 0)",
-	'V':  "UNICODE (protocol 0)",
-	'g':  "GET (protocol 0)",
-	'p':  "PUT (protocol 0)",
+// SetItems implements pickle.Builder.
+func (d *decoder) SetItems(op byte, v any, kv []any, keep bool) (int64, error) {
+	m, ok := v.(*dict)
+	if !ok {
+		return 0, d.errorf("SETITEM on a %s", typeName(v))
+	}
+	for i := 0; i < len(kv); i += 2 {
+		m.set(kv[i], kv[i+1])
+	}
+	return 0, nil
 }
 
-// maxLine bounds the module and name of a GLOBAL opcode.
-const maxLine = 256
+// TypeName implements pickle.Builder.
+func (d *decoder) TypeName(v any) string { return typeName(v) }
 
-// line reads a newline-terminated operand of GLOBAL.
-func (d *decoder) line() (string, error) {
-	rest := d.data[d.pos:min(len(d.data), d.pos+maxLine+1)]
-	i := bytes.IndexByte(rest, '\n')
-	if i < 0 {
-		return "", d.errorf("GLOBAL without a newline in %d bytes", maxLine)
+// Global implements pickle.Objects.
+func (d *decoder) Global(module, name string) (any, error) { return d.global(module, name) }
+
+// Reduce implements pickle.Objects.
+func (d *decoder) Reduce(fn, args any) (any, error) { return d.call(fn, args) }
+
+// Build implements pickle.Objects.
+func (d *decoder) Build(obj, state any) error {
+	switch obj.(type) {
+	case *dict, *tensorRef:
+		// The attributes of an OrderedDict (a state dict's _metadata)
+		// or of a Parameter: not needed.
+		return nil
 	}
-	d.pos += i + 1
-	return string(rest[:i]), nil
+	return d.errorf("BUILD of a %s", typeName(obj))
 }
 
-// decodeLong decodes a little-endian two's-complement integer.
-func decodeLong(b []byte) any {
-	if len(b) == 0 {
-		return int64(0)
-	}
-	neg := b[len(b)-1]&0x80 != 0
-	ext := byte(0)
-	if neg {
-		ext = 0xff
-	}
-	if len(b) > 8 {
-		for _, c := range b[8:] {
-			if c != ext {
-				return bigInt{}
-			}
-		}
-		if (b[7]&0x80 != 0) != neg {
-			return bigInt{}
-		}
-		b = b[:8]
-	}
-	var buf [8]byte
-	for i := range buf {
-		buf[i] = ext
-	}
-	copy(buf[:], b)
-	return int64(binary.LittleEndian.Uint64(buf[:]))
-}
+// Persistent implements pickle.Objects.
+func (d *decoder) Persistent(pid any) (any, error) { return d.persistent(pid) }
 
 // printable cuts s to maxLine bytes and replaces control characters, for
 // messages.
