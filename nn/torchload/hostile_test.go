@@ -211,3 +211,31 @@ func TestBigEndianUntyped(t *testing.T) {
 		t.Errorf("got %v, want [1.5 -2]", got)
 	}
 }
+
+// TestErrorOffsets checks that the offset an error gives is the opcode's
+// in the data holding the pickle: for the legacy format, several pickles
+// in a row, the offset in the file.
+func TestErrorOffsets(t *testing.T) {
+	bad := odict{{"w", call{module: "os", name: "system", args: tup{"ls"}}}}
+	tests := []struct {
+		name string
+		file []byte
+	}{
+		{"zip", archiveOf(t, bad, nil)},
+		{"legacy", legacyOf(bad, nil, nil)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pkl := tt.file
+			if tt.name == "zip" {
+				pkl = pickle(bad)
+			}
+			want := int64(bytes.Index(pkl, []byte("cos\nsystem\n")))
+			_, err := read(t, tt.file, Options{})
+			var ge *GlobalError
+			if !errors.As(err, &ge) || ge.Offset != want {
+				t.Fatalf("error %v, want a GlobalError at offset %d", err, want)
+			}
+		})
+	}
+}

@@ -180,6 +180,7 @@ const (
 // for the opcode decoder pd (package internal/pickle).
 type decoder struct {
 	pd       *ipickle.Decoder
+	base     int64 // the offset of the pickle in the data holding it
 	storages map[string]*storage
 	legacy   bool // persistent ids of the legacy format, with view metadata
 }
@@ -196,23 +197,24 @@ func unpickle(data []byte) (any, error) {
 // a file): those of the legacy format when legacy is set. It returns the
 // value and the offset just past the pickle's STOP.
 func unpickleAt(data []byte, pos int, storages map[string]*storage, legacy bool) (any, int, error) {
-	d := &decoder{storages: storages, legacy: legacy}
+	d := &decoder{base: int64(pos), storages: storages, legacy: legacy}
 	d.pd = ipickle.NewDecoder(bufio.NewReader(bytes.NewReader(data[pos:])), d, ipickle.Config{
 		MinProto: 2, SingleValue: true, NoUint64: true, MaxMarks: maxMarks, MaxMemo: maxMemo,
 		Size: int64(len(data) - pos), Objects: d,
 	})
 	v, err := d.pd.Decode()
 	if pe, ok := err.(*ipickle.Error); ok {
-		err = formatErr("data.pkl offset %d: %s", pe.Offset, pe.Error())
+		err = formatErr("data.pkl offset %d: %s", d.base+pe.Offset, pe.Error())
 		if ue, ok := pe.Err.(*ipickle.UnsupportedError); ok {
-			err = formatErr("data.pkl offset %d: opcode %s is not allowed in a state dict", pe.Offset, ue.What)
+			err = formatErr("data.pkl offset %d: opcode %s is not allowed in a state dict", d.base+pe.Offset, ue.What)
 		}
 	}
 	return v, pos + int(d.pd.Offset()), err
 }
 
-// opPos returns the offset of the opcode being decoded.
-func (d *decoder) opPos() int64 { return d.pd.OpOffset() }
+// opPos returns the offset of the opcode being decoded, in the data
+// holding the pickle.
+func (d *decoder) opPos() int64 { return d.base + d.pd.OpOffset() }
 
 // errorf returns an error at the offset of the current opcode, matching
 // vram.ErrArgument.
