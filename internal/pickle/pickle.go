@@ -889,18 +889,18 @@ func (d *Decoder) readData(n uint64) ([]byte, error) {
 	return out, nil
 }
 
-// checkLength fails when the input's size is known and n bytes more are
-// not there.
-func (d *Decoder) checkLength(n uint64) error {
-	if d.cfg.Size > 0 && n > uint64(max(d.cfg.Size-d.off, 0)) {
-		return d.errorf("string of %d bytes in a pickle with %d bytes left (truncated file?)", n, max(d.cfg.Size-d.off, 0))
+// checkLength fails when the input's size is known and the n bytes of
+// what (a "string", an "int") are not all there.
+func (d *Decoder) checkLength(what string, n uint64) error {
+	if left := max(d.cfg.Size-d.off, 0); d.cfg.Size > 0 && n > uint64(left) {
+		return d.errorf("%s of %d bytes in a pickle with %d bytes left (truncated file?)", what, n, left)
 	}
 	return nil
 }
 
 // pushData reads a string or bytes operand of length n and pushes it.
 func (d *Decoder) pushData(op byte, n uint64) error {
-	if err := d.checkLength(n); err != nil {
+	if err := d.checkLength("string", n); err != nil {
 		return err
 	}
 	if op == OpBinUnicode || op == OpShortBinUni || op == OpBinUnicode8 ||
@@ -959,7 +959,7 @@ func (d *Decoder) long(n uint64) error {
 		d.push(int64(0))
 		return nil
 	}
-	if err := d.checkLength(n); err != nil {
+	if err := d.checkLength("int", n); err != nil {
 		return err
 	}
 	d.used += sizeofBox

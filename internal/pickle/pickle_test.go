@@ -218,7 +218,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"MARKs above MaxMarks", deep, Config{MaxMarks: 10}, "more than 10 nested MARKs", 12, nil},
 		{"huge string", p(OpProto, 4, OpBinUnicode8, u64(1<<62), "short"), Config{}, "input ends early", 2, io.ErrUnexpectedEOF},
 		{"huge string, known size", p(OpProto, 4, OpBinUnicode8, u64(1<<62), "short"), Config{Size: 16}, "string of 4611686018427387904 bytes in a pickle with 5 bytes left", 2, nil},
-		{"huge LONG4, known size", p(OpProto, 4, OpLong4, u32(math.MaxInt32), "short"), Config{Size: 12}, "bytes left", 2, nil},
+		{"huge LONG4, known size", p(OpProto, 4, OpLong4, u32(math.MaxInt32), "short"), Config{Size: 12}, "int of 2147483647 bytes in a pickle with 5 bytes left", 2, nil},
 		{"negative LONG4", p(OpProto, 2, OpLong4, u32(math.MaxUint32)), Config{}, "LONG4 with negative length -1", 2, nil},
 		{"negative BINSTRING", p(OpProto, 2, OpBinString, u32(math.MaxUint32)), Config{}, "BINSTRING with negative length -1", 2, nil},
 		{"huge frame", p(OpProto, 4, OpFrame, u64(1<<62)), Config{}, "input ends early", 11, io.ErrUnexpectedEOF},
