@@ -542,7 +542,9 @@ func (t *Tensor) GradFn() string {
 // not require grad.
 func (t *Tensor) Detach() *Tensor {
 	defer pin("detach", t).unpin()
-	return t.view(t.shape, t.strides, t.offset)
+	v := t.view(t.shape, t.strides, t.offset)
+	v.ref.setApart()
+	return v
 }
 
 // BackwardOption changes how [Tensor.Backward] or [Grad] runs.

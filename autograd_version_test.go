@@ -2,6 +2,7 @@ package vram_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -186,4 +187,218 @@ func TestEvalBatchNormKeepsItsStatistics(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestInPlaceOnComputedTensor checks every in-place method on a tensor
+// computed from a leaf (h = 3x) with an operand y that requires grad: the
+// write is recorded as the out-of-place operation, so both get PyTorch's
+// gradients, and h keeps its storage.
+func TestInPlaceOnComputedTensor(t *testing.T) {
+	tests := []struct {
+		name         string
+		op           func(h, y *vram.Tensor)
+		gradX, gradY []float64 // of h.Sum(), for x = [1, 2], y = [4, 5]
+	}{
+		{"AddInPlace", func(h, y *vram.Tensor) { h.AddInPlace(y) }, []float64{3, 3}, []float64{1, 1}},
+		{"SubInPlace", func(h, y *vram.Tensor) { h.SubInPlace(y) }, []float64{3, 3}, []float64{-1, -1}},
+		{"MulInPlace", func(h, y *vram.Tensor) { h.MulInPlace(y) }, []float64{12, 15}, []float64{3, 6}},
+		{"DivInPlace", func(h, y *vram.Tensor) { h.DivInPlace(y) }, []float64{3.0 / 4, 3.0 / 5}, []float64{-3.0 / 16, -6.0 / 25}},
+		{"AddScaledInPlace", func(h, y *vram.Tensor) { h.AddScaledInPlace(y, 0.5) }, []float64{3, 3}, []float64{0.5, 0.5}},
+		{"AddScalarInPlace", func(h, _ *vram.Tensor) { h.AddScalarInPlace(1) }, []float64{3, 3}, nil},
+		{"MulScalarInPlace", func(h, _ *vram.Tensor) { h.MulScalarInPlace(2) }, []float64{6, 6}, nil},
+		{"FillInPlace", func(h, _ *vram.Tensor) { h.FillInPlace(1) }, []float64{0, 0}, nil},
+		{"CopyFrom", func(h, y *vram.Tensor) { h.CopyFrom(y) }, []float64{0, 0}, []float64{1, 1}},
+		{"CopyFrom another device", func(h, y *vram.Tensor) { h.CopyFrom(y.To(vram.Sim(1))) }, []float64{0, 0}, []float64{1, 1}},
+	}
+	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		for _, tc := range tests {
+			t.Run(dev.String()+"/"+tc.name, func(t *testing.T) {
+				vram.Tidy(func() {
+					x := vram.FromSlice([]float64{1, 2}, nil, dev, vram.WithGrad())
+					y := vram.FromSlice([]float64{4, 5}, nil, dev, vram.WithGrad())
+					h := x.MulScalar(3)
+					before := h.Version()
+					tc.op(h, y)
+					if h.Version() == before {
+						t.Error("the write did not count in the version counter")
+					}
+					if h.IsLeaf() || !h.RequiresGrad() {
+						t.Fatal("h is no longer a computed tensor")
+					}
+					h.Sum().Backward()
+					if got := x.Grad().Float64s(); !near(got, tc.gradX) {
+						t.Errorf("x gradient %v, want %v", got, tc.gradX)
+					}
+					if tc.gradY == nil {
+						return
+					}
+					if y.Grad() == nil {
+						t.Fatalf("y got no gradient, want %v", tc.gradY)
+					}
+					if got := y.Grad().Float64s(); !near(got, tc.gradY) {
+						t.Errorf("y gradient %v, want %v", got, tc.gradY)
+					}
+				})
+			})
+		}
+	}
+}
+
+func near(a, b []float64) bool {
+	return slices.EqualFunc(a, b, func(p, q float64) bool { return p-q < 1e-12 && q-p < 1e-12 })
+}
+
+// TestInPlaceRefusals checks the in-place operations that autograd refuses,
+// as PyTorch does or where vram does not record them yet: each refusal is
+// an ErrAutograd naming the reason, and leaves the tensor's values,
+// version and graph as they were.
+func TestInPlaceRefusals(t *testing.T) {
+	tests := []struct {
+		name   string
+		target func(x *vram.Tensor) *vram.Tensor // the tensor written
+		want   string
+	}{
+		{"a leaf that requires grad", func(x *vram.Tensor) *vram.Tensor { return x }, "leaf"},
+		{"a view of a leaf that requires grad", func(x *vram.Tensor) *vram.Tensor { return x.Narrow(0, 0, 2) }, "view"},
+		{"a view of a computed tensor", func(x *vram.Tensor) *vram.Tensor { return x.MulScalar(2).Narrow(0, 1, 2) }, "view"},
+		{"a reshaped computed tensor", func(x *vram.Tensor) *vram.Tensor { return x.MulScalar(2).Reshape(3, 1) }, "view"},
+		{"a computed tensor that has a view", func(x *vram.Tensor) *vram.Tensor {
+			h := x.MulScalar(2)
+			h.Transpose(0, 0)
+			return h
+		}, "view"},
+	}
+	writes := []struct {
+		name string
+		fn   func(t, y *vram.Tensor)
+	}{
+		{"AddInPlace", func(t, y *vram.Tensor) { t.AddInPlace(y) }},
+		{"SubInPlace", func(t, y *vram.Tensor) { t.SubInPlace(y) }},
+		{"MulInPlace", func(t, y *vram.Tensor) { t.MulInPlace(y) }},
+		{"DivInPlace", func(t, y *vram.Tensor) { t.DivInPlace(y) }},
+		{"AddScaledInPlace", func(t, y *vram.Tensor) { t.AddScaledInPlace(y, 2) }},
+		{"AddScalarInPlace", func(t, _ *vram.Tensor) { t.AddScalarInPlace(1) }},
+		{"MulScalarInPlace", func(t, _ *vram.Tensor) { t.MulScalarInPlace(2) }},
+		{"FillInPlace", func(t, _ *vram.Tensor) { t.FillInPlace(7) }},
+		{"CopyFrom", func(t, y *vram.Tensor) { t.CopyFrom(y) }},
+	}
+	for _, tc := range tests {
+		for _, w := range writes {
+			t.Run(tc.name+"/"+w.name, func(t *testing.T) {
+				vram.Tidy(func() {
+					x := vram.FromSlice([]float64{1, 2, 3}, nil, vram.Sim(0), vram.WithGrad())
+					y := vram.FromSlice([]float64{5}, nil, vram.Sim(0))
+					target := tc.target(x)
+					vals, version, fn := target.Float64s(), target.Version(), target.GradFn()
+					err := vram.Catch(func() { w.fn(target, y) })
+					if !errors.Is(err, vram.ErrAutograd) || !strings.Contains(err.Error(), tc.want) {
+						t.Fatalf("error %v, want ErrAutograd about a %s", err, tc.want)
+					}
+					if got := target.Float64s(); !slices.Equal(got, vals) {
+						t.Errorf("refused write changed %v to %v", vals, got)
+					}
+					if target.Version() != version || target.GradFn() != fn {
+						t.Errorf("refused write changed the version (%d, was %d) or graph (%q, was %q)",
+							target.Version(), version, target.GradFn(), fn)
+					}
+					// Inside NoGrad the write goes through, unrecorded.
+					vram.NoGrad(func() { w.fn(target, y) })
+					if target.GradFn() != fn {
+						t.Errorf("a write inside NoGrad changed the graph to %q, was %q", target.GradFn(), fn)
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestInPlaceAfterSave checks PyTorch's outcomes where a recorded in-place
+// operation overwrites values that a graph saved: the backward pass that
+// needs them fails, one that does not runs, and a detached view of the
+// tensor sees the write.
+func TestInPlaceAfterSave(t *testing.T) {
+	tests := []struct {
+		name    string
+		run     func(x *vram.Tensor) *vram.Tensor // returns the loss
+		refused bool
+	}{
+		{"exp saved its result", func(x *vram.Tensor) *vram.Tensor {
+			h := x.Exp()
+			h.MulScalarInPlace(2)
+			return h.Sum()
+		}, true},
+		{"mul saved the tensor for the other operand", func(x *vram.Tensor) *vram.Tensor {
+			h := x.MulScalar(2)
+			p := x.Mul(h)
+			h.AddScalarInPlace(1)
+			return p.Sum().Add(h.Sum())
+		}, true},
+		{"h.MulInPlace(h) saves h itself", func(x *vram.Tensor) *vram.Tensor {
+			h := x.MulScalar(2)
+			h.MulInPlace(h)
+			return h.Sum()
+		}, true},
+		{"add saved nothing", func(x *vram.Tensor) *vram.Tensor {
+			h := x.MulScalar(2)
+			p := x.Add(h)
+			h.AddScalarInPlace(1)
+			return p.Sum().Add(h.Sum())
+		}, false},
+		{"a detached view sees the write", func(x *vram.Tensor) *vram.Tensor {
+			h := x.MulScalar(2)
+			d := h.Detach()
+			h.MulScalarInPlace(3)
+			if got := d.Float64s(); !slices.Equal(got, []float64{6, 12, 18}) {
+				panic("the detached view reads " + fmt.Sprint(got))
+			}
+			return h.Sum()
+		}, false},
+	}
+	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		for _, tc := range tests {
+			t.Run(dev.String()+"/"+tc.name, func(t *testing.T) {
+				vram.Tidy(func() {
+					x := vram.FromSlice([]float64{1, 2, 3}, nil, dev, vram.WithGrad())
+					loss := tc.run(x)
+					err := vram.Catch(func() { loss.Backward() })
+					if !tc.refused {
+						if err != nil {
+							t.Fatal(err)
+						}
+						return
+					}
+					if !errors.Is(err, vram.ErrAutograd) || !strings.Contains(err.Error(), "modified by an in-place operation") {
+						t.Fatalf("error %v, want ErrAutograd about an in-place change", err)
+					}
+					if x.Grad() != nil {
+						t.Errorf("a gradient was stored: %v", x.Grad().Float64s())
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestInPlaceMovesRetainGrad checks that RetainGrad follows a tensor into
+// its new version after an in-place operation, as in PyTorch, while a hook
+// registered before sees the gradient with respect to the old values.
+func TestInPlaceMovesRetainGrad(t *testing.T) {
+	vram.Tidy(func() {
+		x := vram.FromSlice([]float64{1, 2}, nil, vram.CPU, vram.WithGrad())
+		h := x.MulScalar(3)
+		h.RetainGrad()
+		var hooked []float64
+		h.RegisterHook(func(g *vram.Tensor) *vram.Tensor { hooked = g.Float64s(); return nil })
+		h.MulScalarInPlace(2)
+		if !h.RetainsGrad() {
+			t.Fatal("RetainsGrad is false after the in-place operation")
+		}
+		h.MulScalar(5).Sum().Backward()
+		if got := h.Grad().Float64s(); !slices.Equal(got, []float64{5, 5}) {
+			t.Errorf("retained gradient %v, want [5 5]", got)
+		}
+		if !slices.Equal(hooked, []float64{10, 10}) {
+			t.Errorf("hook saw %v, want [10 10]", hooked)
+		}
+	})
 }

@@ -105,6 +105,8 @@ func TestCopyFromAcrossDevices(t *testing.T) {
 // refuses across devices too, with the same error, before moving anything:
 // dst keeps its values and no device keeps a copy.
 func TestCopyFromAcrossDevicesRefuses(t *testing.T) {
+	var viewBase *Tensor // the tensor that a dst is a view of
+	defer func() { viewBase.Release() }()
 	tests := []struct {
 		name string
 		dst  func() *Tensor
@@ -117,8 +119,8 @@ func TestCopyFromAcrossDevicesRefuses(t *testing.T) {
 		{"more dimensions than dst",
 			func() *Tensor { return Ones(Shape{3}) },
 			func() *Tensor { return Zeros(Shape{1, 3}, Sim(1)) }, ErrShape},
-		{"src requires grad",
-			func() *Tensor { return Ones(Shape{2}, Sim(0)) },
+		{"src requires grad, dst is a view",
+			func() *Tensor { viewBase = Ones(Shape{2}, Sim(0)); return viewBase.Narrow(0, 0, 2) },
 			func() *Tensor { return Zeros(Shape{2}, WithGrad()) }, ErrAutograd},
 		{"dst requires grad",
 			func() *Tensor { return Ones(Shape{2}, Sim(0), WithGrad()) },

@@ -144,10 +144,19 @@
 // [ErrAutograd] rather than compute a wrong gradient. [Tensor.Detach] shares
 // the count, as in PyTorch. A write made through [Raw] is not seen (as one
 // through PyTorch's data_ptr() is not); its author counts it with
-// [Tensor.IncrementVersion]. In-place operations are not recorded, so one
-// whose operand requires grad (t.AddInPlace(w), t.CopyFrom(w)) panics
-// with [ErrAutograd] outside [NoGrad] rather than drop w's gradient; write
-// t = t.Add(w), or pass w.Detach().
+// [Tensor.IncrementVersion]. Outside [NoGrad], an in-place operation on a
+// computed tensor, or one whose operand requires grad (t.AddInPlace(w),
+// t.CopyFrom(w)), is recorded as the out-of-place operation would be, as in
+// PyTorch: h := w.MulScalar(3); h.MulScalarInPlace(2) gives w the gradient
+// 6, and t then stands for the new node of the graph (a RetainGrad moves
+// with it; hooks registered before see the old values' gradient). Such a
+// write on a leaf that requires grad panics with [ErrAutograd], as
+// PyTorch's does (update parameters inside NoGrad); so does one that must
+// be recorded on a tensor sharing its storage with a view (Narrow,
+// Reshape, Transpose, ...) of it or with the tensor it is a view of:
+// PyTorch records writes through views (CopySlices), vram does not yet.
+// [Tensor.Detach] views and the tensors a graph saved do not count; a
+// graph that saved the old values fails at backward as described above.
 //
 // Hooks follow PyTorch's: [Tensor.RegisterHook] sees, and may replace, the
 // gradient with respect to a tensor before it goes further;

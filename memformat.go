@@ -247,7 +247,7 @@ func (t *Tensor) ConvertMemoryFormat(f MemoryFormat) {
 		Keep(c)
 		// Swap the storages as MoveTo does: t takes the copy, c the old
 		// storage, which its Release then drops.
-		t.ref.st, c.ref.st = c.ref.st, t.ref.st
+		swapStorage(t.ref, c.ref)
 		t.strides, c.strides = slices.Clone(c.strides), t.strides
 		t.offset, c.offset = c.offset, t.offset
 		c.Release()

@@ -3,6 +3,7 @@ package vram
 import (
 	"math"
 	"slices"
+	"weak"
 
 	"github.com/vramgo/vram/backend"
 )
@@ -694,21 +695,34 @@ func Where(cond, a, b *Tensor) *Tensor {
 }
 
 // In-place operations write into t's storage (PyTorch's add_, mul_, ...).
-// They are not recorded: they panic with [ErrAutograd] on a tensor that
-// requires grad unless called inside [NoGrad] (as optimizers do), and on an
-// inference tensor outside [InferenceMode], and with [ErrArgument] on a
-// tensor whose elements share memory (a view made by Expand). An operand
-// that requires grad (t.AddInPlace(w), t.CopyFrom(w)) panics with
-// [ErrAutograd] outside NoGrad too: PyTorch would record the write and
-// pass a gradient to w, and without a record w's gradient would silently
-// miss that use; use the out-of-place operation (t = t.Add(w)), or pass
-// w.Detach() when no gradient should flow. They compute
+// Under autograd they follow PyTorch's rules. Inside [NoGrad] (as in an
+// optimizer's step) nothing is recorded. Outside it, an in-place operation
+// on a tensor computed by recorded operations, or one whose operand
+// requires grad, is recorded as the out-of-place operation would be: t
+// keeps its storage, which takes the new values, and stands from then on
+// for the new node of the graph (h := w.MulScalar(3); h.MulScalarInPlace(2)
+// gives w the gradient 6; t.AddInPlace(w) passes w its gradient). The write
+// counts in t's version counter, so a graph that saved t's old values (as
+// Exp saves its result) refuses to run backward through them. They panic
+// with [ErrAutograd], outside NoGrad, on a leaf that requires grad, and
+// when recording is due on a tensor that shares its storage with another
+// tensor other than a [Tensor.Detach] view or one a graph saved: a view of
+// it (Narrow, Reshape, Transpose, ...) or the tensor it is a view of.
+// PyTorch records such writes through views (CopySlices); vram does not
+// yet. They panic with [ErrAutograd] on an inference tensor outside
+// [InferenceMode] too, and with [ErrArgument] on a tensor whose elements
+// share memory (a view made by Expand). They compute
 // in the dtype the out-of-place operation would give and round the result
 // once into t's dtype; they panic with [ErrDType] when that dtype cannot be written into
 // t's, as PyTorch does: a floating-point result (an integer tensor divided,
 // or added a fraction) into an integer or bool tensor, an integer result
-// into a bool one.
+// into a bool one. A refused operation writes nothing. An in-place
+// operation changes t's graph: like any other write to t, it must not run
+// while another goroutine uses t.
 
+// inPlaceCheck checks an in-place write that is never recorded (SetRawBytes,
+// the fused optimizer steps): t and its operands must not require grad
+// outside NoGrad.
 func (t *Tensor) inPlaceCheck(op string, operands ...*Tensor) {
 	if t.requiresGrad.Load() && GradEnabled() {
 		fail(op, ErrAutograd, "a tensor that requires grad is being used in an in-place operation; wrap it in vram.NoGrad")
@@ -725,6 +739,106 @@ func (t *Tensor) inPlaceCheck(op string, operands ...*Tensor) {
 		fail(op, ErrArgument, "more than one element of the written tensor (shape %v, strides %v) is one memory location, "+
 			"as after Expand; write into a Clone() or Contiguous() copy", t.shape, t.strides)
 	}
+}
+
+// inPlaceRecords checks an in-place operation on t that reads operands
+// and reports whether it must be recorded for autograd (see "In-place
+// operations" above): gradients are enabled and t or an operand requires
+// grad. It panics with ErrAutograd where it cannot be recorded.
+func (t *Tensor) inPlaceRecords(op string, operands ...*Tensor) bool {
+	if t.inference && !InferenceModeEnabled() {
+		fail(op, ErrAutograd, "in-place update of an inference tensor (made inside vram.InferenceMode) outside it; "+
+			"do it inside InferenceMode, or update a Clone() made outside")
+	}
+	if sharedElements(t.shape, t.strides) {
+		fail(op, ErrArgument, "more than one element of the written tensor (shape %v, strides %v) is one memory location, "+
+			"as after Expand; write into a Clone() or Contiguous() copy", t.shape, t.strides)
+	}
+	if !needsGrad(append(operands, t)...) {
+		return false
+	}
+	if t.ref.node == nil && t.requiresGrad.Load() {
+		fail(op, ErrAutograd, "a leaf tensor that requires grad is being used in an in-place operation; "+
+			"update it inside vram.NoGrad (as an optimizer step does), or compute a new tensor (t.Add(w))")
+	}
+	if !t.ref.apart && t.ref.st.refs.Load()-t.ref.st.apart.Load() > 1 {
+		fail(op, ErrAutograd, "the %v %s tensor written in place shares its storage with another tensor: it is a view "+
+			"(made by Narrow, Reshape, Transpose, ...) or has one, and the other's graph would not see the change. "+
+			"vram does not record in-place operations through views yet (PyTorch does, with CopySlices); "+
+			"use the out-of-place operation, write into a Clone(), or release the view first", Shape(t.shape), t.dtype)
+	}
+	return true
+}
+
+// recordInPlace makes t the result of compute(t), recorded: compute runs
+// the out-of-place operation with recording, its result (rounded to t's
+// dtype) is copied into t's storage, and t takes its graph node in place of
+// its own. With savesSelf, compute gets a copy of t in place of t, for an
+// operation that saves its input for backward, whose values the write
+// replaces (PyTorch saves a clone of self then). The caller has checked
+// everything the out-of-place operation could refuse that the in-place
+// one must (the result has t's shape), so that a refusal writes nothing.
+func (t *Tensor) recordInPlace(op string, savesSelf bool, compute func(self *Tensor) *Tensor) {
+	self := t
+	if savesSelf {
+		self = t.Clone()
+		defer self.Release()
+	}
+	r := compute(self)
+	if r.dtype != t.dtype {
+		c := r.Cast(t.dtype)
+		r.Release()
+		r = c
+	}
+	defer r.Release()
+	if !slices.Equal(r.shape, t.shape) {
+		panic("vram: internal: in-place result of shape " + Shape(r.shape).String() + " for a tensor of shape " + Shape(t.shape).String())
+	}
+	check(op, t.ds().bd.Copy(t.ds().stream(), t.bv(), r.bv()))
+	t.wrote()
+	t.takeNode(r.ref.node)
+	r.ref.node = nil
+}
+
+// takeNode makes n, a node whose reference the caller gives away, the node
+// of t, which then requires grad. t drops its reference to its old node
+// (which n reaches through its inputs, where t read its old value); a
+// RetainGrad of t moves to n, as PyTorch's moves to the new version of an
+// in-place-modified tensor, while hooks registered on t stay with the old
+// node and see the gradient with respect to the old values.
+func (t *Tensor) takeNode(n *node) {
+	if n == nil {
+		return
+	}
+	old := t.ref.node
+	t.ref.node = n
+	t.requiresGrad.Store(true)
+	if old == nil {
+		return
+	}
+	old.mu.Lock()
+	retained := old.retain.Value() == t
+	if retained {
+		old.retain = weak.Pointer[Tensor]{}
+	}
+	old.mu.Unlock()
+	if retained {
+		n.mu.Lock()
+		n.retain = weak.Make(t)
+		n.mu.Unlock()
+	}
+	old.decref()
+}
+
+// recordOver records an in-place operation that has written t: a node with
+// the given inputs (t, as it was, among them) and backward bw becomes t's
+// node.
+func (t *Tensor) recordOver(op string, inputs []*Tensor, bw func(g *Tensor) []*Tensor) {
+	old := t.ref.node
+	record(op, t, inputs, nil, bw) // the new node takes a reference to old
+	n := t.ref.node
+	t.ref.node = old
+	t.takeNode(n)
 }
 
 // sharedElements reports whether a layout puts more than one element at
@@ -754,13 +868,31 @@ func (t *Tensor) binaryInPlace(op string, k backend.BinaryOp, b *Tensor) *Tensor
 	defer hostScalarsOnto(op, t.ds(), &b)()
 	_, held := sameDevice(op, t, b)
 	defer held.unpin()
-	t.inPlaceCheck(op, b)
+	rec := t.inPlaceRecords(op, b)
 	refuseBool(op, k, t, b)
 	dt := resultType(t, b)
 	if k == backend.Div && !dt.IsFloat() {
 		dt = Float32 // true division, as Div
 	}
 	inPlaceCast(op, dt, t.dtype)
+	if rec {
+		expandView(op, b, t.shape) // b broadcasts to t's shape
+		// Mul saves each operand for the other's gradient.
+		t.recordInPlace(op, k == backend.Mul && needsGrad(b), func(self *Tensor) *Tensor {
+			switch k {
+			case backend.Add:
+				return self.Add(b)
+			case backend.Sub:
+				return self.Sub(b)
+			case backend.Mul:
+				return self.Mul(b)
+			case backend.Div:
+				return self.Div(b)
+			}
+			panic("vram: internal: no recorded in-place form of " + op)
+		})
+		return t
+	}
 	if dt != t.dtype {
 		// A wider operand: compute in its dtype, then round once into t.
 		expandView(op, b, t.shape) // b broadcasts to t's shape
@@ -836,7 +968,10 @@ func (t *Tensor) addInPlace(op string, g *Tensor) {
 
 // AddInPlace adds b (broadcast to t's shape) to t and returns t. As for
 // every in-place operation, b must be on t's device or be a 0-dimensional
-// CPU tensor (a scalar).
+// CPU tensor (a scalar). Like the other in-place operations, it is
+// recorded for autograd on a computed tensor or when b requires grad,
+// and refused on a leaf that requires grad or a view (outside [NoGrad]);
+// see the package documentation.
 func (t *Tensor) AddInPlace(b *Tensor) *Tensor { return t.binaryInPlace("add_", backend.Add, b) }
 
 // SubInPlace subtracts b from t and returns t.
@@ -854,8 +989,12 @@ func (t *Tensor) AddScaledInPlace(b *Tensor, alpha float64) *Tensor {
 	defer hostScalarsOnto("add_", t.ds(), &b)()
 	_, held := sameDevice("add_", t, b)
 	defer held.unpin()
-	t.inPlaceCheck("add_", b)
-	s := scalarRaw("add_", backend.Mul, b, alpha, false)
+	var s *Tensor
+	if t.inPlaceRecords("add_", b) {
+		s = b.MulScalar(alpha)
+	} else {
+		s = scalarRaw("add_", backend.Mul, b, alpha, false)
+	}
 	defer s.Release()
 	return t.binaryInPlace("add_", backend.Add, s)
 }
@@ -863,7 +1002,7 @@ func (t *Tensor) AddScaledInPlace(b *Tensor, alpha float64) *Tensor {
 func (t *Tensor) scalarInPlace(op string, k backend.BinaryOp, s float64) *Tensor {
 	_, held := sameDevice(op, t)
 	defer held.unpin()
-	t.inPlaceCheck(op)
+	rec := t.inPlaceRecords(op)
 	dt := t.dtype
 	if !dt.IsFloat() && !integral(s) {
 		dt = Float32 // as scalarRaw: int + 0.5 is float
@@ -875,6 +1014,15 @@ func (t *Tensor) scalarInPlace(op string, k backend.BinaryOp, s float64) *Tensor
 	if !dt.IsFloat() {
 		checkValue(op, s, dt) // an s that dt cannot hold would wrap
 	}
+	if rec {
+		t.recordInPlace(op, false, func(self *Tensor) *Tensor {
+			if k == backend.Mul {
+				return self.MulScalar(s)
+			}
+			return self.AddScalar(s)
+		})
+		return t
+	}
 	check(op, t.ds().bd.Scalar(t.ds().stream(), k, t.bv(), t.bv(), s, false))
 	t.wrote()
 	return t
@@ -883,16 +1031,20 @@ func (t *Tensor) scalarInPlace(op string, k backend.BinaryOp, s float64) *Tensor
 // copyOnto replaces *src, on another device than t, by its copy on t's
 // device for CopyFrom, and returns a function that releases the copy
 // (defer it). It checks first what CopyFrom would refuse, so that a
-// refused copy moves nothing.
-func copyOnto(t *Tensor, src **Tensor) func() {
+// refused copy moves nothing. With rec the move is recorded, so that
+// src's gradient goes back to its device.
+func copyOnto(t *Tensor, src **Tensor, rec bool) func() {
 	s := *src
 	s.live("copy_")
-	t.inPlaceCheck("copy_", s)
 	if !broadcastsTo(s.shape, t.shape) {
 		fail("copy_", ErrShape, "cannot broadcast shape %v to %v", Shape(s.shape), Shape(t.shape))
 	}
 	var moved *Tensor
-	NoGrad(func() { moved = s.To(t.Device()) })
+	if rec {
+		moved = s.To(t.Device())
+	} else {
+		NoGrad(func() { moved = s.To(t.Device()) })
+	}
 	*src = moved
 	return moved.Release
 }
@@ -909,10 +1061,15 @@ func (t *Tensor) MulScalarInPlace(s float64) *Tensor { return t.scalarInPlace("m
 func (t *Tensor) FillInPlace(v float64) *Tensor {
 	_, held := sameDevice("fill_", t)
 	defer held.unpin()
-	t.inPlaceCheck("fill_")
+	rec := t.inPlaceRecords("fill_")
 	checkValue("fill_", v, t.dtype)
 	t.fill("fill_", v)
 	t.wrote()
+	if rec {
+		// The old values are lost: their gradient is zero (PyTorch's
+		// FillBackward).
+		t.recordOver("fill_", []*Tensor{t}, func(g *Tensor) []*Tensor { return []*Tensor{ZerosLike(g)} })
+	}
 	return t
 }
 
@@ -922,19 +1079,30 @@ func (t *Tensor) FillInPlace(v float64) *Tensor {
 // lands in t as if it had been there. A src that shares memory with t (a
 // shifted view of the same tensor) is read whole before t is written, so
 // the result is src's values as they were; PyTorch refuses such a partial
-// overlap. CopyFrom is not recorded for autograd: it panics with
-// [ErrAutograd] when t or src requires grad outside [NoGrad], and with
-// [ErrShape] when src does not broadcast to t's shape, in both cases
-// before moving anything and leaving t as it was.
+// overlap. Under autograd it follows the in-place operations' rules (see
+// [Tensor.AddInPlace]): outside [NoGrad], when t or src requires grad it is
+// recorded (src gets t's gradient, summed over the broadcast dimensions and
+// moved back to its device; t's old values get zero) or, on a leaf that
+// requires grad or a view, refused with [ErrAutograd]. It panics with
+// [ErrShape] when src does not broadcast to t's shape. A refused copy moves
+// nothing and leaves t as it was.
 func (t *Tensor) CopyFrom(src *Tensor) *Tensor {
 	t.live("copy_")
 	defer hostScalarsOnto("copy_", t.ds(), &src)()
+	rec := t.inPlaceRecords("copy_", src)
 	if src != nil && src.ds() != t.ds() {
-		defer copyOnto(t, &src)()
+		defer copyOnto(t, &src, rec)()
 	}
 	_, held := sameDevice("copy_", t, src)
 	defer held.unpin()
-	t.inPlaceCheck("copy_", src)
+	if rec {
+		// Recorded as src converted to t's dtype, broadcast: src's
+		// gradient is t's summed over the broadcast dimensions, and t's
+		// old values get none (PyTorch's CopyBackwards).
+		c := src.Cast(t.dtype)
+		defer c.Release()
+		src = c
+	}
 	from := expandView("copy_", src, t.shape)
 	if partialOverlap(t.SharesStorage(src), t.bv(), from) {
 		// src shares memory with t elsewhere than element for element:
@@ -945,5 +1113,15 @@ func (t *Tensor) CopyFrom(src *Tensor) *Tensor {
 	}
 	check("copy_", t.ds().bd.Copy(t.ds().stream(), t.bv(), from))
 	t.wrote()
+	if rec {
+		ss := slices.Clone(src.shape)
+		rt, rs := t.requiresGrad.Load(), src.requiresGrad.Load()
+		t.recordOver("copy_", []*Tensor{t, src}, func(g *Tensor) []*Tensor {
+			return []*Tensor{
+				gradIf(rt, func() *Tensor { return ZerosLike(g) }),
+				gradIf(rs, func() *Tensor { return sumTo(g, ss) }),
+			}
+		})
+	}
 	return t
 }

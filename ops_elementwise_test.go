@@ -339,26 +339,30 @@ func TestBoolAndIntegerArithmetic(t *testing.T) {
 	}
 }
 
-// TestInPlaceRefusesOperandsThatNeedGrad checks that an in-place operation
-// whose operand requires grad is refused outside NoGrad, since it is not
-// recorded and the operand's gradient would silently miss the use, and
-// that the tensor written is left unchanged. Inside NoGrad, and with a
-// detached operand, the write goes through.
-func TestInPlaceRefusesOperandsThatNeedGrad(t *testing.T) {
+// TestInPlaceRecordsOperandsThatNeedGrad checks that an in-place operation
+// whose operand requires grad is recorded outside NoGrad, as PyTorch
+// records it: the tensor written, which required no grad, becomes a
+// computed tensor whose backward pass gives the operand its gradient. A
+// write into a view, which vram does not record, is refused and leaves the
+// tensor unchanged. Inside NoGrad, and with a detached operand, the write
+// goes through unrecorded.
+func TestInPlaceRecordsOperandsThatNeedGrad(t *testing.T) {
 	ops := []struct {
-		name string
-		fn   func(x, w *vram.Tensor)
-		want []float32 // x = [1, 2] after the write, w = [3, 4]
+		name  string
+		fn    func(x, w *vram.Tensor)
+		want  []float32 // x = [1, 2] after the write, w = [3, 4]
+		gradW []float32 // of x.Sum() after the write; nil: refused
 	}{
-		{"add_", func(x, w *vram.Tensor) { x.AddInPlace(w) }, []float32{4, 6}},
-		{"sub_", func(x, w *vram.Tensor) { x.SubInPlace(w) }, []float32{-2, -2}},
-		{"mul_", func(x, w *vram.Tensor) { x.MulInPlace(w) }, []float32{3, 8}},
-		{"div_", func(x, w *vram.Tensor) { x.DivInPlace(w) }, []float32{1.0 / 3, 0.5}},
-		{"add_ alpha", func(x, w *vram.Tensor) { x.AddScaledInPlace(w, 2) }, []float32{7, 10}},
-		{"copy_", func(x, w *vram.Tensor) { x.CopyFrom(w) }, []float32{3, 4}},
-		{"copy_ of a view", func(x, w *vram.Tensor) { x.CopyFrom(w.Narrow(0, 1, 1)) }, []float32{4, 4}},
-		{"add_ into a view", func(x, w *vram.Tensor) { x.Narrow(0, 0, 1).AddInPlace(w.Sum()) }, []float32{8, 2}},
+		{"add_", func(x, w *vram.Tensor) { x.AddInPlace(w) }, []float32{4, 6}, []float32{1, 1}},
+		{"sub_", func(x, w *vram.Tensor) { x.SubInPlace(w) }, []float32{-2, -2}, []float32{-1, -1}},
+		{"mul_", func(x, w *vram.Tensor) { x.MulInPlace(w) }, []float32{3, 8}, []float32{1, 2}},
+		{"div_", func(x, w *vram.Tensor) { x.DivInPlace(w) }, []float32{1.0 / 3, 0.5}, []float32{-1.0 / 9, -2.0 / 16}},
+		{"add_ alpha", func(x, w *vram.Tensor) { x.AddScaledInPlace(w, 2) }, []float32{7, 10}, []float32{2, 2}},
+		{"copy_", func(x, w *vram.Tensor) { x.CopyFrom(w) }, []float32{3, 4}, []float32{1, 1}},
+		{"copy_ of a view", func(x, w *vram.Tensor) { x.CopyFrom(w.Narrow(0, 1, 1)) }, []float32{4, 4}, []float32{0, 2}},
+		{"add_ into a view", func(x, w *vram.Tensor) { x.Narrow(0, 0, 1).AddInPlace(w.Sum()) }, []float32{8, 2}, nil},
 	}
+	near := func(a, b float32) bool { return math.Abs(float64(a-b)) < 1e-6 }
 	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
 		for _, op := range ops {
 			t.Run(dev.String()+"/"+op.name, func(t *testing.T) {
@@ -366,11 +370,30 @@ func TestInPlaceRefusesOperandsThatNeedGrad(t *testing.T) {
 					x := vram.FromSlice([]float32{1, 2}, vram.Shape{2}, dev)
 					w := vram.FromSlice([]float32{3, 4}, vram.Shape{2}, dev, vram.WithGrad())
 					err := vram.Catch(func() { op.fn(x, w) })
-					if !errors.Is(err, vram.ErrAutograd) || !strings.Contains(err.Error(), "Detach") {
-						t.Fatalf("error %v, want ErrAutograd naming the fix", err)
-					}
-					if got := x.Float32s(); !slices.Equal(got, []float32{1, 2}) {
-						t.Errorf("refused write changed the tensor to %v", got)
+					if op.gradW == nil {
+						if !errors.Is(err, vram.ErrAutograd) || !strings.Contains(err.Error(), "view") {
+							t.Fatalf("error %v, want ErrAutograd about a view", err)
+						}
+						if got := x.Float32s(); !slices.Equal(got, []float32{1, 2}) {
+							t.Errorf("refused write changed the tensor to %v", got)
+						}
+						if x.RequiresGrad() {
+							t.Errorf("refused write made the tensor require grad")
+						}
+					} else {
+						if err != nil {
+							t.Fatal(err)
+						}
+						if got := x.Float32s(); !slices.EqualFunc(got, op.want, near) {
+							t.Errorf("got %v, want %v", got, op.want)
+						}
+						if !x.RequiresGrad() || x.IsLeaf() {
+							t.Fatalf("written tensor: requires grad %v, leaf %v; want a computed tensor", x.RequiresGrad(), x.IsLeaf())
+						}
+						x.Sum().Backward()
+						if got := w.Grad().Float32s(); !slices.EqualFunc(got, op.gradW, near) {
+							t.Errorf("operand's gradient %v, want %v", got, op.gradW)
+						}
 					}
 					for _, how := range []struct {
 						name string
@@ -379,12 +402,15 @@ func TestInPlaceRefusesOperandsThatNeedGrad(t *testing.T) {
 						{"NoGrad", func() { vram.NoGrad(func() { op.fn(x, w) }) }},
 						{"Detach", func() { op.fn(x, w.Detach()) }},
 					} {
-						x.CopyFrom(vram.FromSlice([]float32{1, 2}, vram.Shape{2}, dev))
+						x = vram.FromSlice([]float32{1, 2}, vram.Shape{2}, dev)
 						if err := vram.Catch(how.run); err != nil {
 							t.Fatalf("%s: %v", how.name, err)
 						}
-						if got := x.Float32s(); !slices.EqualFunc(got, op.want, func(a, b float32) bool { return math.Abs(float64(a-b)) < 1e-6 }) {
+						if got := x.Float32s(); !slices.EqualFunc(got, op.want, near) {
 							t.Errorf("%s: got %v, want %v", how.name, got, op.want)
+						}
+						if x.RequiresGrad() {
+							t.Errorf("%s: the unrecorded write made the tensor require grad", how.name)
 						}
 					}
 				})

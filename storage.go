@@ -22,6 +22,12 @@ type storage struct {
 	// counter, shared by every view), so that a backward pass can tell
 	// that a tensor it saved was changed after it was saved.
 	version atomic.Uint64
+	// apart counts the references of tensors that are no alias of the
+	// storage for autograd: tensors a graph saved for backward and
+	// [Tensor.Detach] views. refs - apart is the number of tensors through
+	// which a graph could see the storage, which a recorded in-place
+	// operation needs to be one (see inPlaceRecords).
+	apart atomic.Int64
 	// stream is the stream the buffer was allocated for, where Free
 	// returns it.
 	stream backend.Stream
@@ -158,6 +164,9 @@ type tensorRef struct {
 	node  *node
 	state atomic.Int64 // 2*holds + 1 if released
 	site  *leakSite    // where the tensor was made, with Config.DebugLeaks
+	// apart marks a reference counted in st.apart: a saved tensor or a
+	// Detach view.
+	apart bool
 }
 
 const refReleased = 1 // the released bit of tensorRef.state
@@ -213,6 +222,9 @@ func (r *tensorRef) drop() bool {
 // free drops r's storage reference and graph node; it runs exactly once,
 // when r is released and no operation holds it.
 func (r *tensorRef) free() {
+	if r.apart {
+		r.st.apart.Add(-1)
+	}
 	r.st.release()
 	if n := r.node; n != nil {
 		n.decref()
@@ -234,6 +246,31 @@ func collected(r *tensorRef) {
 			reportLeak(r.site, r.st, last)
 		}
 	}
+}
+
+// setApart marks r as a reference apart from the storage's aliases (see
+// storage.apart).
+func (r *tensorRef) setApart() {
+	r.apart = true
+	r.st.apart.Add(1)
+}
+
+// swapStorage exchanges the storages of a and b (MoveTo and the in-place
+// conversions give a tensor new storage this way), keeping each storage's
+// count of apart references right.
+func swapStorage(a, b *tensorRef) {
+	if a.apart != b.apart {
+		a.st.apart.Add(boolInt(b.apart) - boolInt(a.apart))
+		b.st.apart.Add(boolInt(a.apart) - boolInt(b.apart))
+	}
+	a.st, b.st = b.st, a.st
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // attachRef gives t a new reference to st. The garbage collector's

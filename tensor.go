@@ -136,6 +136,7 @@ func (t *Tensor) share() *Tensor {
 	t.ref.st.retain("save")
 	v := &Tensor{dtype: t.dtype, shape: t.shape, strides: t.strides, offset: t.offset, inference: t.inference}
 	attachRef(v, t.ref.st, nil)
+	v.ref.setApart()
 	v.armBackstop()
 	return v
 }

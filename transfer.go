@@ -251,7 +251,7 @@ func (t *Tensor) MoveTo(d Device) {
 	// Swap the storages: t takes the new one, moved the old one, which
 	// its Release then drops. Each ref stays with its own Tensor, whose
 	// cleanup backstop watches it.
-	t.ref.st, moved.ref.st = moved.ref.st, t.ref.st
+	swapStorage(t.ref, moved.ref)
 	t.shape, t.strides, t.offset = moved.shape, moved.strides, moved.offset
 	moved.Release()
 	if g := t.Grad(); g != nil {
@@ -286,7 +286,7 @@ func (t *Tensor) CastInPlace(dt DType) {
 	Keep(converted)
 	// Swap the storages as MoveTo does: t takes the converted one, the
 	// temporary the old one, which its Release then drops.
-	t.ref.st, converted.ref.st = converted.ref.st, t.ref.st
+	swapStorage(t.ref, converted.ref)
 	t.dtype, converted.dtype = converted.dtype, t.dtype
 	t.shape, converted.shape = converted.shape, t.shape
 	t.strides, converted.strides = converted.strides, t.strides
