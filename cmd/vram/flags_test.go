@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,4 +121,54 @@ func TestFlagPlaceholders(t *testing.T) {
 		}
 	}
 	walk(newRootCmd())
+}
+
+// TestFitFlagArgument checks how a bare --fit reads the argument after it:
+// a size when no file of that name exists, an input file when one does,
+// and a usage error that says what --fit takes when the argument names no
+// file and was meant as a size (it looks like one, or inputs follow it),
+// rather than a missing input while the others are replayed.
+func TestFitFlagArgument(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		wantOn int64
+		rest   []string
+		errHas []string // empty: no error
+	}{
+		{"file only", []string{resnetTrace}, 0, []string{resnetTrace}, nil},
+		{"size then file", []string{"24GB", resnetTrace}, 24e9, []string{resnetTrace}, nil},
+		{"size alone", []string{"24GB"}, 0, nil, []string{"--fit 24GB", "no input file"}},
+		{"a word then a file", []string{"lots", resnetTrace}, 0, nil, []string{`--fit "lots"`, "no such input file", "not a size", "--fit=24GB"}},
+		{"unknown unit then a file", []string{"24QB", resnetTrace}, 0, nil, []string{`--fit "24QB"`, `unknown unit "QB"`}},
+		{"unknown unit alone", []string{"24QB"}, 0, nil, []string{`--fit "24QB"`, "not a size"}},
+		{"two points", []string{"2.5.GB", resnetTrace}, 0, nil, []string{`"2.5.GB"`, "not a size"}},
+		{"zero", []string{"0", resnetTrace}, 0, nil, []string{`--fit "0"`, "at least 1 byte"}},
+		{"missing file alone", []string{"nosuch.trace.gz"}, 0, []string{"nosuch.trace.gz"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fitting, on, rest, err := fitFlag(fitAuto, true, tc.args)
+			if len(tc.errHas) > 0 {
+				var ue *usageError
+				if !errors.As(err, &ue) {
+					t.Fatalf("fitFlag(%q) = %v, want a usage error", tc.args, err)
+				}
+				for _, w := range tc.errHas {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q lacks %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil || !fitting || on != tc.wantOn || !slices.Equal(rest, tc.rest) {
+				t.Errorf("fitFlag(%q) = %v, %d, %q, %v; want true, %d, %q, nil", tc.args, fitting, on, rest, err, tc.wantOn, tc.rest)
+			}
+		})
+	}
+	// Through the command: nothing is replayed, the exit status is 2.
+	code, stdout, stderr := runCLI(t, "replay", "--fit", "lots", resnetTrace)
+	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "not a size") {
+		t.Errorf("replay --fit lots FILE: exit %d, stdout %q, stderr %q; want exit %d, nothing on stdout", code, stdout, stderr, exitUsage)
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -52,8 +53,12 @@ type reproduceReport struct {
 // fitFlag interprets --fit: not given (set false), fitAuto, or a capacity;
 // an empty value given explicitly is a bad capacity. A bare
 // --fit followed by a size and a file ("--fit 24GB run.trace.gz") takes the
-// size from the arguments, when no file of that name exists. It returns
-// the capacity (0 for fitAuto) and the remaining arguments.
+// size from the arguments, when no file of that name exists. An argument
+// after a bare --fit that names no file and is no size is a usage error,
+// not a missing input, when it was meant as a size: it looks like one
+// ("24QB", "0", "2.5.GB"), or more arguments follow it ("--fit lots
+// run.trace.gz"). It returns the capacity (0 for fitAuto) and the
+// remaining arguments.
 func fitFlag(value string, set bool, args []string) (bool, int64, []string, error) {
 	if value == "" && !set {
 		return false, 0, args, nil
@@ -62,13 +67,17 @@ func fitFlag(value string, set bool, args []string) (bool, int64, []string, erro
 		if len(args) == 0 {
 			return true, 0, args, nil
 		}
-		if n, err := units.ParseBytes(args[0]); err == nil {
-			if _, statErr := os.Stat(args[0]); statErr != nil {
-				if len(args) == 1 {
-					return false, 0, nil, usagef("--fit %s: no input file after the size", args[0])
-				}
-				return true, n, args[1:], nil
-			}
+		if _, statErr := os.Stat(args[0]); statErr == nil {
+			return true, 0, args, nil
+		}
+		n, err := units.ParseBytes(args[0])
+		switch {
+		case err == nil && len(args) == 1:
+			return false, 0, nil, usagef("--fit %s: no input file after the size", args[0])
+		case err == nil:
+			return true, n, args[1:], nil
+		case len(args) > 1 || looksLikeSize(args[0]):
+			return false, 0, nil, usagef("--fit %q: no such input file, and not a size: %v; --fit takes an optional SIZE before the inputs (--fit 24GB FILE, or --fit=24GB FILE)", args[0], sizeReason(err))
 		}
 		return true, 0, args, nil
 	}
@@ -77,6 +86,23 @@ func fitFlag(value string, set bool, args []string) (bool, int64, []string, erro
 		return false, 0, nil, usagef("--fit: %v", err)
 	}
 	return true, n, args, nil
+}
+
+// looksLikeSize reports whether s, which names no file, was likely meant
+// as a size: it starts with a digit or a point.
+func looksLikeSize(s string) bool {
+	s = strings.TrimSpace(s)
+	return s != "" && (s[0] >= '0' && s[0] <= '9' || s[0] == '.')
+}
+
+// sizeReason returns why units.ParseBytes refused a size, without the
+// input it quotes, or err's text when it is no *units.ParseError.
+func sizeReason(err error) string {
+	var pe *units.ParseError
+	if errors.As(err, &pe) {
+		return pe.Reason
+	}
+	return err.Error()
 }
 
 // replayFit answers --fit for one input: for each setting of --compare,
