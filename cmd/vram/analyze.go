@@ -50,7 +50,7 @@ cursor on hover, out-of-memory markers, and the segment map.
   vram analyze snapshot.pickle
   vram analyze --html run.html run.json
   vram analyze --json snapshot.json`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if top < 1 {
 				return usagef("analyze: --top must be at least 1")

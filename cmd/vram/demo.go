@@ -138,7 +138,7 @@ The same --seed gives the same loss and accuracy on any number of cores.`,
 func chooseDevice(flag string) (vram.Device, string, error) {
 	if strings.TrimSpace(flag) == "auto" {
 		if vram.CUDAAvailable() {
-			return vram.CUDA(0), fmt.Sprintf("CUDA is available: %d GPU(s)", vram.DeviceCount()), nil
+			return vram.CUDA(0), "CUDA is available: " + count(vram.DeviceCount(), "GPU", "GPUs"), nil
 		}
 		return vram.CPU, "no CUDA device found", nil
 	}
@@ -364,19 +364,19 @@ func accuracy(model nn.Module, set *dataset.Set, dev vram.Device) float64 {
 func printDemo(w io.Writer, r *demoResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "device:\t%s (%s)\n", r.Device, r.DeviceReason)
-	fmt.Fprintf(tw, "model:\t%s, %d parameters\n", r.Model, r.Parameters)
-	fmt.Fprintf(tw, "training:\t%d steps of %d examples, seed %d, %d training examples\n", r.Steps, r.Batch, r.Seed, r.TrainExamples)
+	fmt.Fprintf(tw, "model:\t%s, %s\n", r.Model, count(r.Parameters, "parameter", "parameters"))
+	fmt.Fprintf(tw, "training:\t%s of %s, seed %d, %s\n", count(r.Steps, "step", "steps"), count(r.Batch, "example", "examples"), r.Seed, count(r.TrainExamples, "training example", "training examples"))
 	if r.FinalLoss != nil && r.Accuracy != nil && r.TrainAccuracy != nil {
 		fmt.Fprintf(tw, "final loss:\t%.4f (last batch)\n", *r.FinalLoss)
-		fmt.Fprintf(tw, "accuracy:\t%.2f%% on %d held-out examples (%.2f%% on the training split)\n", 100**r.Accuracy, r.TestExamples, 100**r.TrainAccuracy)
+		fmt.Fprintf(tw, "accuracy:\t%.2f%% on %s (%.2f%% on the training split)\n", 100**r.Accuracy, count(r.TestExamples, "held-out example", "held-out examples"), 100**r.TrainAccuracy)
 	} else {
 		fmt.Fprintf(tw, "final loss:\tnot computed (%s keeps no data)\n", r.Device)
 		fmt.Fprintf(tw, "accuracy:\tnot computed (%s keeps no data)\n", r.Device)
 	}
 	fmt.Fprintf(tw, "time:\t%s\n", (time.Duration(r.DurationMS) * time.Millisecond).String())
 	if r.KernelModules > 0 {
-		fmt.Fprintf(tw, "\t(first run on this machine: %d CUDA kernel modules compiled, in %s; they are cached for the next runs)\n",
-			r.KernelModules, (time.Duration(r.KernelCompileMS) * time.Millisecond).String())
+		fmt.Fprintf(tw, "\t(first run on this machine: %s compiled, in %s; they are cached for the next runs)\n",
+			count(r.KernelModules, "CUDA kernel module", "CUDA kernel modules"), (time.Duration(r.KernelCompileMS) * time.Millisecond).String())
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(tw, "note:\t%s\n", n)
@@ -405,7 +405,7 @@ func printDemo(w io.Writer, r *demoResult) error {
 	fmt.Fprintf(w, "  overall peak %s; after each step %s (first) and %s (last): %s\n",
 		units.Bytes(r.PeakBytes), units.Bytes(r.StepEndBytes.First), units.Bytes(r.StepEndBytes.Last), flat)
 	if r.LeakedStorages > 0 {
-		fmt.Fprintf(w, "  %d storages were never released and were freed by the garbage collector\n", r.LeakedStorages)
+		fmt.Fprintf(w, "  %s never released and freed by the garbage collector\n", count(r.LeakedStorages, "storage was", "storages were"))
 	}
 	return nil
 }

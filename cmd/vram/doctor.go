@@ -275,10 +275,3 @@ func orDash(s string) string {
 	}
 	return s
 }
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}

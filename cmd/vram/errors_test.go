@@ -82,8 +82,8 @@ func TestExitCodes(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"analyze"}, exitUsage, "analyze: accepts 1 arg(s), received 0 (usage: vram analyze FILE [flags]"},
-		{[]string{"analyze", "a", "b"}, exitUsage, "analyze: accepts 1 arg(s), received 2"},
+		{[]string{"analyze"}, exitUsage, "analyze: takes 1 argument, got 0 (usage: vram analyze FILE [flags]"},
+		{[]string{"analyze", "a", "b"}, exitUsage, "analyze: takes 1 argument, got 2"},
 		{[]string{"analyze", "--top", "0", notes}, exitUsage, "analyze: --top must be at least 1"},
 		{[]string{"analyze", "--bogus", notes}, exitUsage, "analyze: unknown flag: --bogus (see 'vram analyze --help')"},
 		{[]string{"analyze", "--max-input", "0", notes}, exitUsage, `analyze: --max-input "0": want a positive size`},
@@ -108,7 +108,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"exporter", "--source", missing}, exitFailure, "exporter: monitor: "},
 		{[]string{"exporter"}, exitFailure, "exporter: no NVIDIA driver found"},
 
-		{[]string{"replay"}, exitUsage, "replay: requires at least 1 arg(s), only received 0 (usage: vram replay FILE... [flags]"},
+		{[]string{"replay"}, exitUsage, "replay: needs at least 1 argument, got 0 (usage: vram replay FILE... [flags]"},
 		{[]string{"replay", "--conf", "bogus", notes}, exitUsage, `replay: --conf "bogus": bogus: expected ':'`},
 		{[]string{"replay", "--capacity", "lots", notes}, exitUsage, "replay: --capacity: bad size"},
 		{[]string{"replay", "--max-input", "0", notes}, exitUsage, `replay: --max-input "0": want a positive size`},
@@ -538,7 +538,7 @@ func TestReadErrorsNameFileOnce(t *testing.T) {
 			if code == 0 {
 				t.Fatal("exit 0")
 			}
-			if n := strings.Count(stderr, tc.path); n != 1 && !(tc.args[0] == "replay" && n == 2 && strings.Contains(stderr, "inputs could not be replayed: "+tc.path)) {
+			if n := strings.Count(stderr, tc.path); n != 1 && !(tc.args[0] == "replay" && n == 2 && strings.Contains(stderr, "could not be replayed: "+tc.path)) {
 				t.Errorf("stderr names %s %d times:\n%s", tc.path, n, stderr)
 			}
 			if !strings.Contains(stderr, tc.want) {

@@ -62,7 +62,7 @@ monitor.RegisterDeviceMemory.
 				}
 				return fmt.Errorf("exporter: --listen %s: %w", listen, err)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "vram exporter: serving %d GPUs at http://%s/metrics (Ctrl-C stops)\n", len(r.GPUs), ln.Addr())
+			fmt.Fprintf(cmd.ErrOrStderr(), "vram exporter: serving %s at http://%s/metrics (Ctrl-C stops)\n", count(len(r.GPUs), "GPU", "GPUs"), ln.Addr())
 			if err := monitor.Serve(cmd.Context(), ln, reg); err != nil {
 				return cmdError("exporter", err)
 			}

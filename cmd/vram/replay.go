@@ -101,7 +101,7 @@ cost by size class.
   vram replay --fit 24GB run.trace.gz
   vram replay --device cuda:0 --compare run.trace.gz
   vram replay --capacity 24GiB --conf expandable_segments:True snapshot.pickle`,
-		Args: cobra.MinimumNArgs(1),
+		Args: minimumArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fitting, fitOn, rest, err := fitFlag(fit, cmd.Flags().Changed("fit"), args)
 			if err != nil {
@@ -197,7 +197,7 @@ cost by size class.
 				return out.err
 			}
 			if len(failed) > 0 {
-				return fmt.Errorf("%d of %d inputs could not be replayed: %s", len(failed), len(args), strings.Join(failed, ", "))
+				return fmt.Errorf("%d of %s could not be replayed: %s", len(failed), count(len(args), "input", "inputs"), strings.Join(failed, ", "))
 			}
 			return nil
 		},
@@ -417,7 +417,8 @@ func printReplay(w io.Writer, r replayReport) {
 	tw.Flush()
 	if len(cols) > 0 && cols[0].res.RecordedOOMs > 0 {
 		n := cols[0].res.RecordedOOMs
-		fmt.Fprintf(w, "  the recorded run hit %d out-of-memory errors: their requests failed and are not replayed here, so the peaks above stop short of them; --fit replays them too\n", n)
+		fmt.Fprintf(w, "  the recorded run hit %s: %s failed and %s not replayed here, so the peaks above stop short of %s; --fit replays %s too\n",
+			count(n, "out-of-memory error", "out-of-memory errors"), plural(n, "its request", "their requests"), plural(n, "is", "are"), plural(n, "it", "them"), plural(n, "it", "them"))
 	}
 	if r.AsRecorded != "" {
 		fmt.Fprintf(w, "  that is vram's default policy; to replay it as PyTorch ran it: --conf %s (or --compare)\n", r.AsRecorded)

@@ -430,7 +430,7 @@ func TestReplayFitFailedRequest(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
-			for _, want := range []string{"also serve the requests that failed", tc.want} {
+			for _, want := range []string{"hit 1 out-of-memory error; the capacities above also serve the request that failed", tc.want} {
 				if !strings.Contains(stdout, want) {
 					t.Errorf("output lacks %q:\n%s", want, stdout)
 				}
@@ -502,7 +502,7 @@ func TestReplayNamesDevice(t *testing.T) {
 // ran out of memory says its failed requests are not replayed, so that its
 // peaks are not read as what the run needed, and that one without does not.
 func TestReplaySaysFailedRequestsSkipped(t *testing.T) {
-	const note = "the recorded run hit 1 out-of-memory errors: their requests failed and are not replayed here"
+	const note = "the recorded run hit 1 out-of-memory error: its request failed and is not replayed here"
 	oom := filepath.Join("..", "..", "analyze", "testdata", "oom_device_fragmented.pickle")
 	tests := []struct {
 		name string

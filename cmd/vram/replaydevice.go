@@ -39,7 +39,7 @@ func openReplayDevice(index int) (string, int64, error) {
 		return "", 0, fmt.Errorf("--device cuda:%d: no CUDA GPU here (%v); without --device the replay runs on a simulated device", index, err)
 	}
 	if index >= n {
-		return "", 0, fmt.Errorf("--device cuda:%d: this machine has %d GPU(s), cuda:0 to cuda:%d", index, n, n-1)
+		return "", 0, fmt.Errorf("--device cuda:%d: this machine has %s, cuda:0 to cuda:%d", index, count(n, "GPU", "GPUs"), n-1)
 	}
 	d, err := cudabackend.Open(index)
 	if err != nil {

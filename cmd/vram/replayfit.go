@@ -218,26 +218,27 @@ func printFit(w io.Writer, file string, device int, f *fitReport) {
 	fmt.Fprintf(w, "  (memory the allocator may use, to %s: a real card also holds the CUDA context and libraries, and other processes' memory)\n",
 		units.Bytes(memory.FitResolution))
 	if r := f.Recorded; r != nil && r.MidRunFrees > 0 {
-		what := "segments"
+		what := count(r.MidRunFrees, "segment", "segments")
 		if r.Expandable {
-			what = "mappings"
+			what = count(r.MidRunFrees, "mapping", "mappings")
 		}
-		fmt.Fprintf(w, "  the recorded run gave %d %s back while it ran", r.MidRunFrees, what)
+		fmt.Fprintf(w, "  the recorded run gave %s back while it ran", what)
 		if r.RoomBursts > 0 {
-			fmt.Fprintf(w, ", %d times right before taking a new one: it ran out of room (a set_per_process_memory_fraction cap or a full device)", r.RoomBursts)
+			fmt.Fprintf(w, ", %s right before taking a new one: it ran out of room (a set_per_process_memory_fraction cap or a full device)", count(r.RoomBursts, "time", "times"))
 		}
 		if r.OtherBursts > 0 {
-			fmt.Fprintf(w, "; %d times with no allocation waiting (empty_cache() or garbage_collection_threshold, which a replay does not see)", r.OtherBursts)
+			fmt.Fprintf(w, "; %s with no allocation waiting (empty_cache() or garbage_collection_threshold, which a replay does not see)", count(r.OtherBursts, "time", "times"))
 		}
 		fmt.Fprintln(w)
 		if rr := f.Reproduce; rr != nil {
-			fmt.Fprintf(w, "  its reserve peaked at %s: `vram replay --capacity %d --conf %s` reproduces it with %d segment allocations and %d frees (recorded: %d and %d)\n",
-				units.Bytes(rr.Capacity), rr.Capacity, rr.Config, rr.SegmentAllocs, rr.SegmentFrees,
+			fmt.Fprintf(w, "  its reserve peaked at %s: `vram replay --capacity %d --conf %s` reproduces it with %s and %s (recorded: %d and %d)\n",
+				units.Bytes(rr.Capacity), rr.Capacity, rr.Config, count(rr.SegmentAllocs, "segment allocation", "segment allocations"), count(rr.SegmentFrees, "free", "frees"),
 				r.SegmentAllocs+r.Maps, r.SegmentFrees+r.Unmaps)
 		}
 	}
 	if r := f.Recorded; r != nil && r.OOMs > 0 {
-		fmt.Fprintf(w, "  the recorded run hit %d out-of-memory errors; the capacities above also serve the requests that failed, so the run goes on past them\n", r.OOMs)
+		fmt.Fprintf(w, "  the recorded run hit %s; the capacities above also serve the %s that failed, so the run goes on past %s\n",
+			count(r.OOMs, "out-of-memory error", "out-of-memory errors"), plural(r.OOMs, "request", "requests"), plural(r.OOMs, "it", "them"))
 	}
 }
 

@@ -60,7 +60,7 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
   # two nodes: the same command on each, with its own --node-rank
   vram run --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --master-port 29500 --nproc-per-node 8 ./train
   vram run --nnodes 2 --node-rank 1 --master-addr 10.0.0.1 --master-port 29500 --nproc-per-node 8 ./train`,
-		Args: cobra.MinimumNArgs(1),
+		Args: minimumArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
 			case !cmd.Flags().Changed("nproc-per-node"):
@@ -101,8 +101,8 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
 			o.Started = func(rank, _, pid int) {
 				pids = append(pids, strconv.Itoa(pid))
 				if len(pids) == o.NProcPerNode {
-					fmt.Fprintf(cmd.ErrOrStderr(), "vram run: started %d ranks, process ids %s (vram watch --pids %s)\n",
-						len(pids), strings.Join(pids, " "), strings.Join(pids, ","))
+					fmt.Fprintf(cmd.ErrOrStderr(), "vram run: started %s, %s %s (vram watch --pids %s)\n",
+						count(len(pids), "rank", "ranks"), plural(len(pids), "process id", "process ids"), strings.Join(pids, " "), strings.Join(pids, ","))
 				}
 			}
 			// The signals reach the ranks through Signals; the command's

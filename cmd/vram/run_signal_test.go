@@ -56,7 +56,8 @@ func runUntilSignal(t *testing.T, program string, sig syscall.Signal) {
 	})
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
-		if _, list, ok := strings.Cut(sc.Text(), "process ids "); ok {
+		if _, list, ok := strings.Cut(sc.Text(), "process id"); ok {
+			list = strings.TrimPrefix(list, "s") // "process id 7", "process ids 7 8"
 			list, _, _ = strings.Cut(list, " (")
 			for _, f := range strings.Fields(list) {
 				pid, _ := strconv.Atoi(f)

@@ -30,6 +30,11 @@ func TestRunVariablesAndExitCodes(t *testing.T) {
 			stderr: "vram run: started 2 ranks, process ids",
 		},
 		{
+			name:   "one rank",
+			args:   []string{"run", "--nproc-per-node", "1", "true"},
+			stderr: "vram run: started 1 rank, process id ",
+		},
+		{
 			name:   "flags after the program are the program's",
 			args:   []string{"run", "--nproc-per-node", "1", "sh", "-c", `echo "$@"`, "x", "--nnodes", "5"},
 			stdout: []string{"[rank 0] --nnodes 5\n"},
@@ -52,7 +57,7 @@ func TestRunVariablesAndExitCodes(t *testing.T) {
 			args:   []string{"run", "--nproc-per-node", "2", "--nnodes", "3", "--node-rank", "2", "--master-port", "1", "sh", "-c", `echo "$RANK $WORLD_SIZE $GROUP_RANK $MASTER_PORT"`},
 			stdout: []string{"[rank 4] 4 6 2 1\n", "[rank 5] 5 6 2 1\n"},
 		},
-		{"no program", []string{"run", "--nproc-per-node", "2"}, exitUsage, nil, "requires at least 1 arg"},
+		{"no program", []string{"run", "--nproc-per-node", "2"}, exitUsage, nil, "needs at least 1 argument, got 0"},
 		{"no nproc", []string{"run", "true"}, exitUsage, nil, "run: --nproc-per-node N is required: the ranks to start on this node, 1 to 1024"},
 		{"zero nproc", []string{"run", "--nproc-per-node", "0", "true"}, exitUsage, nil, "--nproc-per-node 0 out of range: want 1 to 1024"},
 		{"bad node rank", []string{"run", "--nproc-per-node", "1", "--nnodes", "2", "--node-rank", "2", "true"}, exitUsage, nil, "--node-rank 2 out of range for --nnodes 2"},

@@ -324,7 +324,7 @@ func TestMonitorCommandsWithoutGPUs(t *testing.T) {
 		not  []string
 	}{
 		{[]string{"smi", "--source", file}, []string{"vram smi", noGPUs}, []string{"PROCESSES", "GPU  NAME"}},
-		{[]string{"watch", "--count", "2", "--interval", "10ms", "--source", file}, []string{"0 GPU(s)", noGPUs}, []string{"PROCESSES"}},
+		{[]string{"watch", "--count", "2", "--interval", "10ms", "--source", file}, []string{"0 GPUs", noGPUs}, []string{"PROCESSES"}},
 		{[]string{"smi", "-L", "--source", file}, nil, []string{"GPU"}},
 	}
 	for _, tc := range tests {

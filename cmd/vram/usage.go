@@ -13,7 +13,7 @@ import (
 // nameArgErrors wraps the argument check of c and of every command below
 // it, so that a wrong number of arguments is a usage error (exit status 2)
 // that names the command and its usage line, where cobra's own says only
-// "accepts 1 arg(s), received 0".
+// what is wrong with the count.
 func nameArgErrors(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		nameArgErrors(sub)
@@ -110,4 +110,39 @@ func cmdError(name string, err error) error {
 		return err
 	}
 	return fmt.Errorf("%s: %w", name, err)
+}
+
+// plural returns one when n is 1, else many.
+func plural[N ~int | ~int64](n N, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// count returns n followed by the noun for n: "1 input", "2 inputs".
+func count[N ~int | ~int64](n N, one, many string) string {
+	return fmt.Sprintf("%d %s", n, plural(n, one, many))
+}
+
+// exactArgs is cobra.ExactArgs with a message that counts in words:
+// "takes 1 argument, got 2", where cobra's says "accepts 1 arg(s)".
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != n {
+			return fmt.Errorf("takes %s, got %d", count(n, "argument", "arguments"), len(args))
+		}
+		return nil
+	}
+}
+
+// minimumArgs is cobra.MinimumNArgs with a message that counts in words:
+// "needs at least 1 argument, got 0".
+func minimumArgs(n int) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < n {
+			return fmt.Errorf("needs at least %s, got %d", count(n, "argument", "arguments"), len(args))
+		}
+		return nil
+	}
 }

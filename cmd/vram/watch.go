@@ -354,7 +354,7 @@ func (h *watchHistory) render(r monitor.Reading, width int, interval time.Durati
 	spark := max(width-watchLabelWidth-watchValueWidth-2, watchMinSpark)
 	var lines []string
 	add := func(s string) { lines = append(lines, clip(s, width)) }
-	head := fmt.Sprintf("vram watch  %d GPU(s)", len(r.GPUs))
+	head := "vram watch  " + count(len(r.GPUs), "GPU", "GPUs")
 	if r.DriverVersion != "" {
 		head += "  driver " + r.DriverVersion
 	}

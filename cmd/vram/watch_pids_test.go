@@ -13,10 +13,10 @@ func TestWatchPIDs(t *testing.T) {
 	}{
 		// GPU 1's processes are not visible: it stays, since it may be used.
 		{"the job's GPU", "41234", []string{"GPU 0  NVIDIA H200", "GPU 1  NVIDIA H200", "41234"}, nil},
-		{"another job", "7,8", []string{"vram watch  1 GPU(s)", "GPU 1  NVIDIA H200"}, []string{"GPU 0  NVIDIA H200"}},
+		{"another job", "7,8", []string{"vram watch  1 GPU ", "GPU 1  NVIDIA H200"}, []string{"GPU 0  NVIDIA H200"}},
 		// pgrep without -d prints one per line.
-		{"lines", "7\n8\n", []string{"vram watch  1 GPU(s)", "GPU 1  NVIDIA H200"}, []string{"GPU 0  NVIDIA H200"}},
-		{"blanks", " 7, 8\t", []string{"vram watch  1 GPU(s)", "GPU 1  NVIDIA H200"}, []string{"GPU 0  NVIDIA H200"}},
+		{"lines", "7\n8\n", []string{"vram watch  1 GPU ", "GPU 1  NVIDIA H200"}, []string{"GPU 0  NVIDIA H200"}},
+		{"blanks", " 7, 8\t", []string{"vram watch  1 GPU ", "GPU 1  NVIDIA H200"}, []string{"GPU 0  NVIDIA H200"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runCLI(t, "watch", "--source", readingsFile, "--count", "2", "--interval", "10ms", "--pids", tc.pids)
