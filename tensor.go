@@ -323,7 +323,24 @@ func (t *Tensor) scalarAxis(op string, dim int) int {
 	return t.axis(op, dim)
 }
 
-// String returns a short description and, for small tensors, the values.
+// Printing limits of [Tensor.String]. PyTorch's defaults are a threshold
+// of 1000 elements and 3 edge items; vram prints on one line, so it
+// summarizes sooner.
+const (
+	// printThreshold is the most elements String prints in full.
+	printThreshold = 32
+	// printEdgeItems is how many elements a summarized tensor shows at
+	// each end of a dimension longer than twice as many.
+	printEdgeItems = 3
+)
+
+// String returns a short description with the values: all of them for a
+// tensor of up to 32 elements, else, as PyTorch summarizes a large tensor,
+// the first and last 3 of each dimension longer than 6, with "..." between.
+// A tensor without elements prints its values as [] whatever its shape
+// (the shape follows). Floating-point values keep 4 significant digits,
+// or 4 decimals where that would hide a fraction, and whole ones below
+// 1e8 print in full; -0 prints as -0.
 func (t *Tensor) String() string {
 	if t == nil {
 		return "Tensor(nil)"
@@ -334,17 +351,94 @@ func (t *Tensor) String() string {
 	defer t.ref.unhold()
 	var b strings.Builder
 	b.WriteString("Tensor(")
-	if n := t.NumElements(); n <= 32 {
+	switch n := t.NumElements(); {
+	case n == 0:
+		b.WriteString("[]")
+	case n <= printThreshold:
 		raw := t.readHost("string")
 		b.WriteString(formatValues(func(i int) string { return formatElement(t.dtype, raw, i) }, t.shape))
-		b.WriteString(", ")
+	default:
+		b.WriteString(t.summary())
 	}
+	b.WriteString(", ")
 	fmt.Fprintf(&b, "shape=%v, dtype=%s, device=%s", Shape(t.shape), t.dtype, t.Device())
 	if t.requiresGrad.Load() {
 		b.WriteString(", requires_grad")
 	}
 	b.WriteString(")")
 	return b.String()
+}
+
+// summary formats the values of a held tensor of at least one dimension
+// as String does beyond printThreshold elements. It reads only the
+// elements it shows, a row's run at a time, so a large tensor on a device
+// is neither copied whole nor made contiguous.
+func (t *Tensor) summary() string {
+	var b strings.Builder
+	last := len(t.shape) - 1
+	var rec func(dim, off int)
+	rec = func(dim, off int) {
+		n, stride := t.shape[dim], t.strides[dim]
+		// The runs of indices shown: all, or the first and last edge items.
+		runs := [][2]int{{0, n}}
+		if n > 2*printEdgeItems {
+			runs = [][2]int{{0, printEdgeItems}, {n - printEdgeItems, n}}
+		}
+		b.WriteString("[")
+		for r, run := range runs {
+			if r > 0 {
+				b.WriteString(", ..., ")
+			}
+			if dim < last {
+				for i := run[0]; i < run[1]; i++ {
+					if i > run[0] {
+						b.WriteString(", ")
+					}
+					rec(dim+1, off+i*stride)
+				}
+				continue
+			}
+			raw := t.readRun(off+run[0]*stride, stride, run[1]-run[0])
+			for j := range run[1] - run[0] {
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(formatElement(t.dtype, raw, j))
+			}
+		}
+		b.WriteString("]")
+	}
+	rec(0, t.offset)
+	return b.String()
+}
+
+// readRun returns n elements of a held t's storage, the first at element
+// offset off and the others stride elements apart, as raw bytes.
+func (t *Tensor) readRun(off, stride, n int) []byte {
+	sz := t.dtype.Size()
+	out := make([]byte, n*sz)
+	ds, st := t.ds(), t.ref.st
+	if ds.shapeOnly() {
+		return out // no values: they read as zeros
+	}
+	st.settle()
+	if hb, ok := st.buf.(backend.HostBuffer); ok && ds.dev.Kind == "cpu" {
+		h := hb.Host()
+		for i := range n {
+			copy(out[i*sz:(i+1)*sz], h[(off+i*stride)*sz:])
+		}
+		return out
+	}
+	if stride == 1 || n == 1 {
+		v := backend.View{Buf: st.buf, DType: t.dtype.b(), Shape: []int{n}, Strides: []int{1}, Offset: off}
+		check("string", ds.bd.CopyToHost(ds.stream(), out, v))
+		return out
+	}
+	for i := range n {
+		v := backend.View{Buf: st.buf, DType: t.dtype.b(), Shape: []int{1}, Strides: []int{1}, Offset: off + i*stride}
+		check("string", ds.bd.CopyToHost(ds.stream(), out[i*sz:(i+1)*sz], v))
+	}
+	return out
 }
 
 // formatElement formats element i of raw bytes b of dtype dt: int64
@@ -356,15 +450,32 @@ func formatElement(dt DType, b []byte, i int) string {
 	case dt == Bool:
 		return strconv.FormatBool(load(dt, b, i) != 0)
 	case dt.IsFloat():
-		v := load(dt, b, i)
-		if v == math.Trunc(v) && math.Abs(v) < 1e8 {
-			// A whole number prints in full, as PyTorch prints one
-			// below 1e8: 12345, not 1.234e+04.
-			return strconv.FormatFloat(v, 'f', -1, 64)
-		}
-		return fmt.Sprintf("%.4g", v)
+		return formatFloat(load(dt, b, i))
 	}
 	return fmt.Sprintf("%d", int64(load(dt, b, i)))
+}
+
+// formatFloat formats one floating-point value for String. A whole number
+// below 1e8 prints in full, as PyTorch prints one: 12345, not 1.234e+04.
+// Others keep 4 significant digits, except that a value from 1e-4 to 1e8
+// whose 4 digits would hide its fraction (1234.5 as 1234, 12345.6 as
+// 1.235e+04, 0.99999 as 1) prints with 4 decimals, as PyTorch prints it,
+// less trailing zeros while one nonzero decimal stays: 1234.5, 12345.6,
+// 1.0000.
+func formatFloat(v float64) string {
+	a := math.Abs(v)
+	if v == math.Trunc(v) && a < 1e8 {
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	s := fmt.Sprintf("%.4g", v)
+	if a < 1e-4 || a >= 1e8 || math.IsNaN(v) || strings.ContainsRune(s, '.') && !strings.ContainsRune(s, 'e') {
+		return s
+	}
+	f := strconv.FormatFloat(v, 'f', 4, 64)
+	if t := strings.TrimRight(f, "0"); !strings.HasSuffix(t, ".") {
+		return t
+	}
+	return f
 }
 
 // formatValues nests the row-major elements of shape in brackets, elem

@@ -312,12 +312,51 @@ func TestStringShowsValues(t *testing.T) {
 		{Scalar(2.5, Float64), "Tensor(2.5, shape=[], dtype=float64, device=cpu)"},
 		{FromSlice([]int64{1, 2, 3, 4}, Shape{2, 2}).T(), "Tensor([[1, 3], [2, 4]], shape=[2, 2], dtype=int64, device=cpu)"},
 		// Whole floats below 1e8 print in full; others keep 4 digits.
-		{FromSlice([]float32{12345, 33554432, -65504, 1e8, 1234.5}, nil), "Tensor([12345, 33554432, -65504, 1e+08, 1234], shape=[5], dtype=float32, device=cpu)"},
+		{FromSlice([]float32{12345, 33554432, -65504, 1e8, 1234.5}, nil), "Tensor([12345, 33554432, -65504, 1e+08, 1234.5], shape=[5], dtype=float32, device=cpu)"},
 		{FromSlice([]float64{99999999, math.Copysign(0, -1)}, nil).Half(), "Tensor([+Inf, -0], shape=[2], dtype=float16, device=cpu)"},
 		{FromSlice([]float64{2049, 2050}, nil).BFloat16(), "Tensor([2048, 2048], shape=[2], dtype=bfloat16, device=cpu)"},
 	} {
 		if got := tc.x.String(); got != tc.want {
 			t.Errorf("String() = %s, want %s", got, tc.want)
+		}
+	}
+}
+
+// TestStringFollowsPyTorch checks the cases where String used to mislead a
+// PyTorch user: a tensor without elements printed one bracket per leading
+// dimension, a tensor of more than 32 elements no values at all (PyTorch
+// summarizes it with its first and last 3 values per dimension), and a
+// value whose 4 significant digits hide its fraction printed as a whole
+// number (1234.5 as 1234, 0.99999 as 1).
+func TestStringFollowsPyTorch(t *testing.T) {
+	negZero := math.Copysign(0, -1)
+	grid := Arange(0, 100, 1).Reshape(10, 10)
+	for _, tc := range []struct {
+		name string
+		x    *Tensor
+		want string
+	}{
+		{"empty 3-d", Zeros(Shape{2, 0, 3}), "Tensor([], shape=[2, 0, 3], dtype=float32, device=cpu)"},
+		{"empty 2-d on sim", Zeros(Shape{0, 4}, Sim(0)), "Tensor([], shape=[0, 4], dtype=float32, device=sim:0)"},
+		{"negative zero", FromSlice([]float32{float32(negZero), 1}, nil), "Tensor([-0, 1], shape=[2], dtype=float32, device=cpu)"},
+		{"fraction above 1000", FromSlice([]float64{1234.5, -12345.6}, nil), "Tensor([1234.5, -12345.6], shape=[2], dtype=float64, device=cpu)"},
+		{"rounds to a whole number", FromSlice([]float64{0.99999, 999.99999}, nil), "Tensor([1.0000, 1000.0000], shape=[2], dtype=float64, device=cpu)"},
+		{"4 significant digits kept", FromSlice([]float64{0.123456, 3.14159, 1e-5, 1.5e9}, nil), "Tensor([0.1235, 3.142, 1e-05, 1.5e+09], shape=[4], dtype=float64, device=cpu)"},
+		{"33 elements", Arange(0, 33, 1, Int64), "Tensor([0, 1, 2, ..., 30, 31, 32], shape=[33], dtype=int64, device=cpu)"},
+		{"a million elements", Arange(0, 1e6, 1, Int32), "Tensor([0, 1, 2, ..., 999997, 999998, 999999], shape=[1000000], dtype=int32, device=cpu)"},
+		{"rows summarized", grid,
+			"Tensor([[0, 1, 2, ..., 7, 8, 9], [10, 11, 12, ..., 17, 18, 19], [20, 21, 22, ..., 27, 28, 29], ..., " +
+				"[70, 71, 72, ..., 77, 78, 79], [80, 81, 82, ..., 87, 88, 89], [90, 91, 92, ..., 97, 98, 99]], shape=[10, 10], dtype=float32, device=cpu)"},
+		{"transposed on sim", grid.T().To(Sim(0)),
+			"Tensor([[0, 10, 20, ..., 70, 80, 90], [1, 11, 21, ..., 71, 81, 91], [2, 12, 22, ..., 72, 82, 92], ..., " +
+				"[7, 17, 27, ..., 77, 87, 97], [8, 18, 28, ..., 78, 88, 98], [9, 19, 29, ..., 79, 89, 99]], shape=[10, 10], dtype=float32, device=sim:0)"},
+		{"short dimensions in full", Arange(0, 42, 1).Reshape(2, 3, 7).Narrow(2, 1, 6).Contiguous().Reshape(6, 6).Narrow(0, 0, 6),
+			"Tensor([[1, 2, 3, 4, 5, 6], [8, 9, 10, 11, 12, 13], [15, 16, 17, 18, 19, 20], [22, 23, 24, 25, 26, 27], [29, 30, 31, 32, 33, 34], [36, 37, 38, 39, 40, 41]], shape=[6, 6], dtype=float32, device=cpu)"},
+		{"a view's offset", Arange(0, 100, 1).Narrow(0, 50, 40), "Tensor([50, 51, 52, ..., 87, 88, 89], shape=[40], dtype=float32, device=cpu)"},
+		{"bool", Ones(Shape{40}, Bool), "Tensor([true, true, true, ..., true, true, true], shape=[40], dtype=bool, device=cpu)"},
+	} {
+		if got := tc.x.String(); got != tc.want {
+			t.Errorf("%s: String() = %s, want %s", tc.name, got, tc.want)
 		}
 	}
 }
