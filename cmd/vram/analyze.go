@@ -62,8 +62,8 @@ cursor on hover, out-of-memory markers, and the segment map.
 			opts := analyze.Options{Top: top, Limits: lim, ReplayEvents: budget}
 			if limit != "" || cmd.Flags().Changed("limit") {
 				b, err := units.ParseBytes(limit)
-				if err != nil || b <= 0 {
-					return usagef("analyze: --limit %q: want a positive size such as 40GiB (the memory the run was allowed: set_per_process_memory_fraction times the device's memory)", limit)
+				if err != nil {
+					return usagef("analyze: --limit %q: %s; want a positive size such as 40GiB (the memory the run was allowed: set_per_process_memory_fraction times the device's memory)", limit, sizeReason(err))
 				}
 				opts.Limit = b
 			}

@@ -52,6 +52,15 @@ func TestNumericFlags(t *testing.T) {
 		{"device empty", []string{"replay", "--device", "", resnetTrace}, []string{"--device", `""`, "cuda:N"}},
 		{"device blank", []string{"replay", "--device= ", resnetTrace}, []string{"--device", "cuda:N"}},
 		{"fit empty", []string{"replay", "--fit=", resnetTrace}, []string{"--fit", "empty size"}},
+		{"max-input unit", []string{"replay", "--max-input", "1QB", resnetTrace}, []string{"--max-input", `"1QB"`, `unknown unit "QB"`, "1GiB"}},
+		{"max-capacity zero", []string{"replay", "--max-capacity", "0", resnetTrace}, []string{"--max-capacity", "at least 1 byte", "4TiB"}},
+		{"max-input two points", []string{"analyze", "--max-input", "1.2.3GiB", resnetTrace}, []string{"--max-input", "not a decimal number"}},
+		{"limit unit", []string{"analyze", "--limit", "40Gi", resnetTrace}, []string{"--limit", `unknown unit "Gi"`, "40GiB"}},
+		{"steps not a number", []string{"demo", "--steps", "abc"}, []string{`--steps "abc": want a whole number (see`}},
+		{"steps out of range", []string{"demo", "--steps", "99999999999999999999"}, []string{"want a whole number in range"}},
+		{"seed negative, said", []string{"demo", "--seed", "-1"}, []string{`--seed "-1": want a whole number, 0 or more`}},
+		{"interval without a unit, said", []string{"watch", "--interval", "100"}, []string{`--interval "100": want a duration with its unit`}},
+		{"json not a bool", []string{"demo", "--json=maybe"}, []string{`--json "maybe": want true or false`}},
 		{"limit empty", []string{"analyze", "--limit", "", resnetTrace}, []string{"--limit", `""`, "40GiB"}},
 		{"limit blank", []string{"analyze", "--limit= ", resnetTrace}, []string{"--limit", "40GiB"}},
 	}
@@ -66,6 +75,9 @@ func TestNumericFlags(t *testing.T) {
 			}
 			if !strings.HasPrefix(stderr, "vram: ") || strings.Count(stderr, "\n") != 1 {
 				t.Errorf("stderr %q, want one line starting with \"vram: \"", stderr)
+			}
+			if strings.Contains(stderr, "strconv.") || strings.Contains(stderr, "invalid syntax") {
+				t.Errorf("stderr %q quotes Go's number parser", stderr)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(stderr, w) {

@@ -6,11 +6,12 @@ import (
 )
 
 // sizeFlag parses the value of a size flag such as --max-input, which
-// must be positive; the usage error names the flag and gives example.
+// must be positive; the usage error names the flag, says what is wrong
+// with the value and gives example.
 func sizeFlag(flag, value, example string) (int64, error) {
 	n, err := units.ParseBytes(value)
-	if err != nil || n <= 0 {
-		return 0, usagef("%s %q: want a positive size such as %s", flag, value, example)
+	if err != nil {
+		return 0, usagef("%s %q: %s; want a positive size such as %s", flag, value, sizeReason(err), example)
 	}
 	return n, nil
 }

@@ -240,7 +240,7 @@ func TestBadCommandLines(t *testing.T) {
 		{"unknown device kind", []string{"demo", "--device", "foo"}, `bad device "foo"`},
 		{"missing device", []string{"demo", "--device", "cuda:7"}, "--device cuda:7: device not available"},
 		{"unknown flag", []string{"demo", "--bogus"}, "unknown flag: --bogus"},
-		{"bad number", []string{"demo", "--steps", "many"}, `invalid argument "many" for "--steps"`},
+		{"bad number", []string{"demo", "--steps", "many"}, `--steps "many": want a whole number`},
 		{"extra argument", []string{"demo", "extra"}, `unknown command "extra"`},
 		{"unknown command", []string{"dmeo"}, "did you mean demo?"},
 	}

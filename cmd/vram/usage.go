@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vramgo/vram/memory"
 )
@@ -145,4 +147,34 @@ func minimumArgs(n int) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// flagValueError rewrites pflag's error for a value its flag's type cannot
+// parse, which quotes Go's parser ("strconv.ParseInt: parsing \"abc\":
+// invalid syntax"), as the flag, the value and what the flag takes:
+// `--steps "abc": want a whole number`. Other errors are returned as they
+// are.
+func flagValueError(err error) error {
+	var ve *pflag.InvalidValueError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	want := "a value of type " + ve.GetFlag().Value.Type()
+	switch ve.GetFlag().Value.Type() {
+	case "int", "int64":
+		want = "a whole number"
+		if errors.Is(err, strconv.ErrRange) {
+			want += " in range"
+		}
+	case "uint", "uint64":
+		want = "a whole number, 0 or more"
+		if errors.Is(err, strconv.ErrRange) {
+			want += ", in range"
+		}
+	case "duration":
+		want = "a duration with its unit, such as 500ms, 2s or 1m30s"
+	case "bool":
+		want = "true or false"
+	}
+	return fmt.Errorf("--%s %q: want %s", ve.GetFlag().Name, ve.GetValue(), want)
 }
