@@ -1,6 +1,7 @@
 package vram
 
 import (
+	"slices"
 	"sync"
 	"testing"
 )
@@ -131,6 +132,38 @@ func TestInPlaceRecordedConcurrently(t *testing.T) {
 					break
 				}
 			}
+		})
+	}
+}
+
+// TestInPlaceIntoNonFloatIsNotRecorded checks that a write into an
+// integer or bool tensor from a tensor that requires grad leaves the
+// tensor outside the graph, as PyTorch's copy_ does (such dtypes are not
+// differentiable), and that the write still happens.
+func TestInPlaceIntoNonFloatIsNotRecorded(t *testing.T) {
+	tests := []struct {
+		name string
+		dst  func() *Tensor
+		want []float64
+	}{
+		{"int32", func() *Tensor { return FromSlice([]int32{7, 7}, Shape{2}) }, []float64{2, -3}},
+		{"int64", func() *Tensor { return FromSlice([]int64{7, 7}, Shape{2}) }, []float64{2, -3}},
+		{"bool", func() *Tensor { return FromSlice([]bool{false, false}, Shape{2}) }, []float64{1, 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				w := FromSlice([]float64{2.5, -3.5}, Shape{2}, WithGrad())
+				dst := tc.dst()
+				dst.CopyFrom(w)
+				if dst.RequiresGrad() || dst.GradFn() != "" {
+					t.Errorf("after copy_ from a tensor that requires grad: RequiresGrad %v, GradFn %q; want false, none",
+						dst.RequiresGrad(), dst.GradFn())
+				}
+				if got := dst.Float64s(); !slices.Equal(got, tc.want) {
+					t.Errorf("values %v, want %v", got, tc.want)
+				}
+			})
 		})
 	}
 }

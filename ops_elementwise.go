@@ -743,8 +743,8 @@ func (t *Tensor) inPlaceCheck(op string, operands ...*Tensor) {
 
 // inPlaceRecords checks an in-place operation on t that reads operands
 // and reports whether it must be recorded for autograd (see "In-place
-// operations" above): gradients are enabled and t or an operand requires
-// grad. It panics with ErrAutograd where it cannot be recorded.
+// operations" above): gradients are enabled, t has a floating-point dtype
+// and t or an operand requires grad. It panics with ErrAutograd where it cannot be recorded.
 func (t *Tensor) inPlaceRecords(op string, operands ...*Tensor) bool {
 	if t.inference && !InferenceModeEnabled() {
 		fail(op, ErrAutograd, "in-place update of an inference tensor (made inside vram.InferenceMode) outside it; "+
@@ -754,7 +754,10 @@ func (t *Tensor) inPlaceRecords(op string, operands ...*Tensor) bool {
 		fail(op, ErrArgument, "more than one element of the written tensor (shape %v, strides %v) is one memory location, "+
 			"as after Expand; write into a Clone() or Contiguous() copy", t.shape, t.strides)
 	}
-	if !needsGrad(append(operands, t)...) {
+	if !t.dtype.IsFloat() || !needsGrad(append(operands, t)...) {
+		// An integer or bool tensor is not differentiable: a value
+		// written into it (copy_ of a tensor that requires grad) leaves
+		// it outside every graph, as Cast to its dtype would.
 		return false
 	}
 	if t.ref.node == nil && t.requiresGrad.Load() {
@@ -1083,8 +1086,9 @@ func (t *Tensor) FillInPlace(v float64) *Tensor {
 // [Tensor.AddInPlace]): outside [NoGrad], when t or src requires grad it is
 // recorded (src gets t's gradient, summed over the broadcast dimensions and
 // moved back to its device; t's old values get zero) or, on a leaf that
-// requires grad or a view, refused with [ErrAutograd]. It panics with
-// [ErrShape] when src does not broadcast to t's shape. A refused copy moves
+// requires grad or a view, refused with [ErrAutograd]. An integer or bool
+// t is not differentiable: a copy into it is not recorded and t does not
+// come to require grad, as in PyTorch. It panics with [ErrShape] when src does not broadcast to t's shape. A refused copy moves
 // nothing and leaves t as it was.
 func (t *Tensor) CopyFrom(src *Tensor) *Tensor {
 	t.live("copy_")
