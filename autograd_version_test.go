@@ -402,3 +402,67 @@ func TestInPlaceMovesRetainGrad(t *testing.T) {
 		}
 	})
 }
+
+// TestInPlaceThroughDetachWithViews checks that a recorded write through a
+// Detach view that has views of its own is refused, since those views'
+// graphs would miss the write (PyTorch records it through them), and that
+// the write is recorded once the views are released, or when the only
+// other tensor on the storage is the one Detach was called on.
+func TestInPlaceThroughDetachWithViews(t *testing.T) {
+	views := []struct {
+		name string
+		make func(d *vram.Tensor) *vram.Tensor // a view of d, or nil
+	}{
+		{"no view", func(d *vram.Tensor) *vram.Tensor { return nil }},
+		{"Narrow", func(d *vram.Tensor) *vram.Tensor { return d.Narrow(0, 0, 2) }},
+		{"Reshape", func(d *vram.Tensor) *vram.Tensor { return d.Reshape(3, 1) }},
+		{"a view of a view", func(d *vram.Tensor) *vram.Tensor {
+			v := d.Narrow(0, 1, 2)
+			defer v.Release()
+			return v.Unsqueeze(0)
+		}},
+	}
+	writes := []struct {
+		name string
+		fn   func(t, w *vram.Tensor)
+	}{
+		{"AddInPlace", func(t, w *vram.Tensor) { t.AddInPlace(w) }},
+		{"SubInPlace", func(t, w *vram.Tensor) { t.SubInPlace(w) }},
+		{"MulInPlace", func(t, w *vram.Tensor) { t.MulInPlace(w) }},
+		{"DivInPlace", func(t, w *vram.Tensor) { t.DivInPlace(w) }},
+		{"AddScaledInPlace", func(t, w *vram.Tensor) { t.AddScaledInPlace(w, 2) }},
+		{"CopyFrom", func(t, w *vram.Tensor) { t.CopyFrom(w) }},
+	}
+	for _, vc := range views {
+		for _, wc := range writes {
+			t.Run(vc.name+"/"+wc.name, func(t *testing.T) {
+				vram.Tidy(func() {
+					x := vram.FromSlice([]float64{1, 2, 3}, nil, vram.Sim(0))
+					w := vram.FromSlice([]float64{2}, nil, vram.Sim(0), vram.WithGrad())
+					d := x.Detach()
+					v := vc.make(d)
+					if v != nil {
+						vals := d.Float64s()
+						err := vram.Catch(func() { wc.fn(d, w) })
+						if !errors.Is(err, vram.ErrAutograd) || !strings.Contains(err.Error(), "Detach view") {
+							t.Fatalf("error %v, want ErrAutograd about a Detach view with views", err)
+						}
+						if got := d.Float64s(); !slices.Equal(got, vals) || d.Version() != 0 || d.RequiresGrad() {
+							t.Fatalf("refused write changed %v to %v (version %d, requires grad %v)", vals, got, d.Version(), d.RequiresGrad())
+						}
+						v.Release()
+					}
+					// With no view left, the write is recorded.
+					wc.fn(d, w)
+					if !d.RequiresGrad() {
+						t.Fatal("the write was not recorded")
+					}
+					d.Sum().Backward()
+					if w.Grad() == nil {
+						t.Fatal("w got no gradient")
+					}
+				})
+			})
+		}
+	}
+}

@@ -157,6 +157,8 @@
 // PyTorch records writes through views (CopySlices), vram does not yet.
 // [Tensor.Detach] views and the tensors a graph saved do not count; a
 // graph that saved the old values fails at backward as described above.
+// A write recorded through a Detach view that has views of its own is
+// refused too, since those views' graphs would miss it.
 //
 // Hooks follow PyTorch's: [Tensor.RegisterHook] sees, and may replace, the
 // gradient with respect to a tensor before it goes further;

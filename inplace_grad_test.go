@@ -167,3 +167,48 @@ func TestInPlaceIntoNonFloatIsNotRecorded(t *testing.T) {
 		})
 	}
 }
+
+// TestDetachedViewCountsConcurrent checks, under -race, that goroutines
+// making and releasing views of one Detach view and of its views keep the
+// storage's counts of apart and detached references balanced.
+func TestDetachedViewCountsConcurrent(t *testing.T) {
+	tests := []struct {
+		name string
+		view func(d *Tensor) *Tensor
+	}{
+		{"Narrow", func(d *Tensor) *Tensor { return d.Narrow(0, 1, 2) }},
+		{"view of a view", func(d *Tensor) *Tensor {
+			v := d.Reshape(2, 2)
+			defer v.Release()
+			return v.Transpose(0, 1)
+		}},
+		{"Detach of a view", func(d *Tensor) *Tensor {
+			v := d.Narrow(0, 0, 3)
+			defer v.Release()
+			return v.Detach()
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			x := FromSlice([]float64{1, 2, 3, 4}, Shape{4})
+			defer x.Release()
+			d := x.Detach()
+			defer d.Release()
+			st := x.ref.st
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 50 {
+						tc.view(d).Release()
+					}
+				}()
+			}
+			wg.Wait()
+			if a, det := st.apart.Load(), st.detached.Load(); a != 1 || det != 0 {
+				t.Errorf("apart %d, detached %d; want 1 (d) and 0", a, det)
+			}
+		})
+	}
+}

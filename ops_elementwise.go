@@ -707,7 +707,8 @@ func Where(cond, a, b *Tensor) *Tensor {
 // with [ErrAutograd], outside NoGrad, on a leaf that requires grad, and
 // when recording is due on a tensor that shares its storage with another
 // tensor other than a [Tensor.Detach] view or one a graph saved: a view of
-// it (Narrow, Reshape, Transpose, ...) or the tensor it is a view of.
+// it (Narrow, Reshape, Transpose, ...) or the tensor it is a view of, and
+// when recording is due on a Detach view that has views of its own.
 // PyTorch records such writes through views (CopySlices); vram does not
 // yet. They panic with [ErrAutograd] on an inference tensor outside
 // [InferenceMode] too, and with [ErrArgument] on a tensor whose elements
@@ -763,6 +764,12 @@ func (t *Tensor) inPlaceRecords(op string, operands ...*Tensor) bool {
 	if t.ref.node == nil && t.requiresGrad.Load() {
 		fail(op, ErrAutograd, "a leaf tensor that requires grad is being used in an in-place operation; "+
 			"update it inside vram.NoGrad (as an optimizer step does), or compute a new tensor (t.Add(w))")
+	}
+	if t.ref.apart && t.ref.st.detached.Load() > 0 {
+		fail(op, ErrAutograd, "the %v %s tensor written in place is a Detach view that has views of its own "+
+			"(made by Narrow, Reshape, Transpose, ...), whose graphs would not see the change. "+
+			"vram does not record in-place operations through views yet (PyTorch does, with CopySlices); "+
+			"use the out-of-place operation, write into a Clone(), or release the views first", Shape(t.shape), t.dtype)
 	}
 	if !t.ref.apart && t.ref.st.refs.Load()-t.ref.st.apart.Load() > 1 {
 		fail(op, ErrAutograd, "the %v %s tensor written in place shares its storage with another tensor: it is a view "+

@@ -28,6 +28,10 @@ type storage struct {
 	// which a graph could see the storage, which a recorded in-place
 	// operation needs to be one (see inPlaceRecords).
 	apart atomic.Int64
+	// detached counts the references of views made from an apart
+	// reference (a view of a Detach view): a write recorded through the
+	// Detach view would change them without their graphs seeing it.
+	detached atomic.Int64
 	// stream is the stream the buffer was allocated for, where Free
 	// returns it.
 	stream backend.Stream
@@ -167,6 +171,9 @@ type tensorRef struct {
 	// apart marks a reference counted in st.apart: a saved tensor or a
 	// Detach view.
 	apart bool
+	// detached marks a reference counted in st.detached: a view made
+	// from an apart reference or from another detached one.
+	detached bool
 }
 
 const refReleased = 1 // the released bit of tensorRef.state
@@ -225,6 +232,9 @@ func (r *tensorRef) free() {
 	if r.apart {
 		r.st.apart.Add(-1)
 	}
+	if r.detached {
+		r.st.detached.Add(-1)
+	}
 	r.st.release()
 	if n := r.node; n != nil {
 		n.decref()
@@ -251,17 +261,33 @@ func collected(r *tensorRef) {
 // setApart marks r as a reference apart from the storage's aliases (see
 // storage.apart).
 func (r *tensorRef) setApart() {
+	if r.detached {
+		// A Detach view of a view of a Detach view is apart itself.
+		r.detached = false
+		r.st.detached.Add(-1)
+	}
 	r.apart = true
 	r.st.apart.Add(1)
 }
 
+// setDetached marks r, a view of an apart or detached reference, in the
+// storage's count of such views (see storage.detached).
+func (r *tensorRef) setDetached() {
+	r.detached = true
+	r.st.detached.Add(1)
+}
+
 // swapStorage exchanges the storages of a and b (MoveTo and the in-place
 // conversions give a tensor new storage this way), keeping each storage's
-// count of apart references right.
+// counts of apart and detached references right.
 func swapStorage(a, b *tensorRef) {
 	if a.apart != b.apart {
 		a.st.apart.Add(boolInt(b.apart) - boolInt(a.apart))
 		b.st.apart.Add(boolInt(a.apart) - boolInt(b.apart))
+	}
+	if a.detached != b.detached {
+		a.st.detached.Add(boolInt(b.detached) - boolInt(a.detached))
+		b.st.detached.Add(boolInt(a.detached) - boolInt(b.detached))
 	}
 	a.st, b.st = b.st, a.st
 }

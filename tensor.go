@@ -122,6 +122,9 @@ func (t *Tensor) view(shape, strides []int, offset int) *Tensor {
 	t.ref.st.retain("view")
 	v := &Tensor{dtype: t.dtype, shape: shape, strides: strides, offset: offset, inference: t.inference}
 	attachRef(v, t.ref.st, nil)
+	if t.ref.apart || t.ref.detached {
+		v.ref.setDetached()
+	}
 	track(v)
 	v.armBackstop()
 	return v
