@@ -732,6 +732,13 @@ func (t *Tensor) inPlaceCheck(op string, operands ...*Tensor) {
 		fail(op, ErrAutograd, "an operand requires grad, but in-place operations are not recorded, so its gradient would miss this use; "+
 			"use the out-of-place operation (t = t.Add(w)), pass w.Detach(), or wrap the update in vram.NoGrad")
 	}
+	t.inPlaceWritable(op)
+}
+
+// inPlaceWritable panics unless t may be written in place at all: an
+// inference tensor only inside InferenceMode, and never a layout whose
+// elements share memory.
+func (t *Tensor) inPlaceWritable(op string) {
 	if t.inference && !InferenceModeEnabled() {
 		fail(op, ErrAutograd, "in-place update of an inference tensor (made inside vram.InferenceMode) outside it; "+
 			"do it inside InferenceMode, or update a Clone() made outside")
@@ -747,14 +754,7 @@ func (t *Tensor) inPlaceCheck(op string, operands ...*Tensor) {
 // operations" above): gradients are enabled, t has a floating-point dtype
 // and t or an operand requires grad. It panics with ErrAutograd where it cannot be recorded.
 func (t *Tensor) inPlaceRecords(op string, operands ...*Tensor) bool {
-	if t.inference && !InferenceModeEnabled() {
-		fail(op, ErrAutograd, "in-place update of an inference tensor (made inside vram.InferenceMode) outside it; "+
-			"do it inside InferenceMode, or update a Clone() made outside")
-	}
-	if sharedElements(t.shape, t.strides) {
-		fail(op, ErrArgument, "more than one element of the written tensor (shape %v, strides %v) is one memory location, "+
-			"as after Expand; write into a Clone() or Contiguous() copy", t.shape, t.strides)
-	}
+	t.inPlaceWritable(op)
 	if !t.dtype.IsFloat() || !needsGrad(append(operands, t)...) {
 		// An integer or bool tensor is not differentiable: a value
 		// written into it (copy_ of a tensor that requires grad) leaves
