@@ -373,20 +373,27 @@ func (t *Tensor) UniqueConsecutive(returnInverse, returnCounts bool) (values, in
 	return uniqueRuns(op, t, flat, h, seq(h.n), returnInverse, returnCounts)
 }
 
-// uniqueRuns keeps the first element of each run of equal elements of h
-// in order, taking the values from flat with IndexSelect.
-func uniqueRuns(op string, t, flat *Tensor, h *hostRows, order []int, returnInverse, returnCounts bool) (values, inverse, counts *Tensor) {
-	var first []int64
-	var cnt []int64
-	inv := make([]int64, h.n)
+// equalRuns groups the n positions taken in order into runs of equal
+// neighbours: first holds each run's first position, cnt its length, and
+// inv[p] the run of position p.
+func equalRuns(order []int, n int, equal func(a, b int) bool) (first, cnt, inv []int64) {
+	first = []int64{}
+	inv = make([]int64, n)
 	for i, p := range order {
-		if i == 0 || !h.equal(order[i-1], p) {
+		if i == 0 || !equal(order[i-1], p) {
 			first = append(first, int64(p))
 			cnt = append(cnt, 0)
 		}
 		cnt[len(cnt)-1]++
 		inv[p] = int64(len(first) - 1)
 	}
+	return first, cnt, inv
+}
+
+// uniqueRuns keeps the first element of each run of equal elements of h
+// in order, taking the values from flat with IndexSelect.
+func uniqueRuns(op string, t, flat *Tensor, h *hostRows, order []int, returnInverse, returnCounts bool) (values, inverse, counts *Tensor) {
+	first, cnt, inv := equalRuns(order, h.n, h.equal)
 	idx := FromSlice(first, Shape{len(first)}, t.Device())
 	defer idx.Release()
 	d := flat.Detach()
@@ -496,17 +503,7 @@ func (h *hostRows) equalRows(x, y int) bool {
 // uniqueSliceRuns keeps the first slice of t along axis a of each run of
 // equal rows of h taken in order, as uniqueRuns does for elements.
 func uniqueSliceRuns(t *Tensor, a int, h *hostRows, order []int, returnInverse, returnCounts bool) (values, inverse, counts *Tensor) {
-	first := []int64{}
-	var cnt []int64
-	inv := make([]int64, h.outer)
-	for i, p := range order {
-		if i == 0 || !h.equalRows(order[i-1], p) {
-			first = append(first, int64(p))
-			cnt = append(cnt, 0)
-		}
-		cnt[len(cnt)-1]++
-		inv[p] = int64(len(first) - 1)
-	}
+	first, cnt, inv := equalRuns(order, h.outer, h.equalRows)
 	idx := FromSlice(first, Shape{len(first)}, t.Device())
 	defer idx.Release()
 	d := t.Detach()
