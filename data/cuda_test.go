@@ -32,6 +32,7 @@ func TestCUDALoader(t *testing.T) {
 		{"pinned, no workers", data.Options{Device: dev, PinMemory: true}, dev},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			settleGarbage()
 			mem, host := vram.MemoryAllocated(dev), vram.MemoryAllocated(vram.CPU)
 			l, err := data.NewLoader(ds, 16, tc.opts)
 			if err != nil {

@@ -66,6 +66,25 @@ func epoch(t *testing.T, l *data.Loader) [][]int {
 	return got
 }
 
+// settleGarbage collects what earlier tests left unreleased and waits for
+// the cleanups to free it, so that a memory count taken next moves only with
+// the test's own tensors: until the CPU's leak count (which the backstops
+// raise some time after a collection) holds still for three collections,
+// two seconds at most.
+func settleGarbage() {
+	last := vram.Storage(vram.CPU).Leaked
+	deadline := time.Now().Add(2 * time.Second)
+	for same := 0; same < 3 && time.Now().Before(deadline); {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+		if n := vram.Storage(vram.CPU).Leaked; n != last {
+			last, same = n, 0
+		} else {
+			same++
+		}
+	}
+}
+
 // settled waits until the number of goroutines is back to before, or fails.
 func settled(t *testing.T, before int) {
 	t.Helper()
@@ -170,6 +189,7 @@ func TestLoaderOrder(t *testing.T) {
 			{"device", 4, data.Options{Device: vram.Sim(1), NumWorkers: 2}, [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}}, 3},
 		} {
 			t.Run(dev.String()+"/"+tc.name, func(t *testing.T) {
+				settleGarbage()
 				before := vram.MemoryAllocated(vram.Sim(1))
 				l, err := data.NewLoader(ds, tc.batch, tc.opts)
 				if err != nil {
@@ -460,6 +480,8 @@ func TestLoaderFailures(t *testing.T) {
 				if ds == nil {
 					ds = rowsDataset(t, 8, dev)
 				}
+				settleGarbage()
+				settleGarbage()
 				mem := vram.MemoryAllocated(dev)
 				before := runtime.NumGoroutine()
 				opts := tc.opts
@@ -509,6 +531,8 @@ func TestLoaderBreak(t *testing.T) {
 	for _, workers := range []int{0, 1, 4} {
 		for _, how := range []string{"break", "panic"} {
 			t.Run(fmt.Sprintf("%s/%d workers", how, workers), func(t *testing.T) {
+				settleGarbage()
+				settleGarbage()
 				mem := vram.MemoryAllocated(dev)
 				before := runtime.NumGoroutine()
 				l, err := data.NewLoader(ds, 2, data.Options{NumWorkers: workers, Prefetch: 3 * min(workers, 1)})
@@ -548,6 +572,7 @@ func TestLoaderBreak(t *testing.T) {
 func TestBatchOwnership(t *testing.T) {
 	dev := vram.Sim(0)
 	ds := rowsDataset(t, 8, dev)
+	settleGarbage()
 	mem := vram.MemoryAllocated(dev)
 	l, err := data.NewLoader(ds, 4, data.Options{NumWorkers: 2})
 	if err != nil {
@@ -644,6 +669,7 @@ func TestPinMemory(t *testing.T) {
 				}
 				t.Skip("no CUDA device to pin host memory for")
 			}
+			settleGarbage()
 			host, dev := vram.MemoryAllocated(vram.CPU), vram.MemoryAllocated(tc.dev)
 			l, err := data.NewLoader(ds, 4, opts)
 			if err != nil {
