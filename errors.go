@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/vramgo/vram/backend"
 )
 
 // Sentinel kinds of [Error], for use with errors.Is.
@@ -157,6 +159,9 @@ func check(op string, err error) {
 	var ve *Error
 	if errors.As(err, &ve) {
 		panic(ve)
+	}
+	if errors.Is(err, backend.ErrCapturing) {
+		panic(&Error{Op: op, Kind: ErrBackend, Detail: capturingDetail, Err: err})
 	}
 	panic(&Error{Op: op, Kind: ErrBackend, Detail: "device error", Err: err})
 }

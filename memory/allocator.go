@@ -144,7 +144,10 @@ type Allocator struct {
 	hist          *history
 	log           opLog // latest operations, for the OOM fix check (not with quickOOM)
 	onOOM         func()
-	timeBase      time.Duration // DriverTimer reading at the last reset
+	timeBase      time.Duration   // DriverTimer reading at the last reset
+	kept          map[Stream]bool // private pools whose memory is kept (private.go)
+	holds         int             // HoldReleases calls not yet undone (private.go)
+	nextPrivate   Stream          // the last private pool's key
 }
 
 // pendingEvent is an event a block freed while in use on another stream
@@ -714,6 +717,9 @@ func (a *Allocator) EmptyCache() {
 // releaseCached releases every free fixed segment and every mapping inside
 // a free block of a virtual segment (PyTorch's release_cached_blocks).
 func (a *Allocator) releaseCached() {
+	if a.holds > 0 {
+		return // releasing would wait for the device (private.go)
+	}
 	a.stats.NumSyncAllStreams++
 	if len(a.pendingEvents) > 0 {
 		a.processEvents(true)

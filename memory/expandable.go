@@ -100,6 +100,9 @@ func (a *Allocator) newVirtualSegment(p *pool, stream Stream, size int64) (*segm
 // releaseVirtualSegment gives back the address space of seg, which must be
 // one unmapped block.
 func (a *Allocator) releaseVirtualSegment(seg *segment) error {
+	if a.keeps(seg) {
+		return errKept
+	}
 	u := seg.first
 	if err := a.varena.Unreserve(seg.addr, seg.size); err != nil {
 		return err
@@ -198,6 +201,9 @@ func (a *Allocator) hasWholeChunk(lo, hi uint64) bool {
 // free ends stay free blocks. An arena error stops it after the chunks
 // unmapped so far.
 func (a *Allocator) unmapFree(b *Block, lo, hi uint64) (int64, *Block) {
+	if a.keeps(b.seg) {
+		return 0, b
+	}
 	var inside []chunk
 	a.chunks.AscendGreaterOrEqual(chunk{addr: lo}, func(c chunk) bool {
 		if c.addr+uint64(c.size) > hi {

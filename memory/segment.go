@@ -53,6 +53,9 @@ func (a *Allocator) allocSegment(p *pool, stream Stream, size int64) (*Block, er
 // is returned.
 func (a *Allocator) releaseSegment(b *Block) error {
 	seg := b.seg
+	if a.keeps(seg) {
+		return errKept
+	}
 	if err := a.arenaFree(seg.addr, seg.size); err != nil {
 		return err
 	}

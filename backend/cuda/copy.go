@@ -272,6 +272,9 @@ func (dev *Device) CopyToHost(s backend.Stream, dst []byte, src backend.View) er
 // staged queue their copies on the device's stream.
 func (d *queue) hostCopy(what string, v backend.View, host []byte,
 	direct func(p cuda.DevicePtr, host unsafe.Pointer, n int) error, staged func(s *stager, p cuda.DevicePtr, n int) error) error {
+	if err := d.refuseCaptured(what); err != nil {
+		return err
+	}
 	p, n, err := d.hostView(what, v, len(host))
 	if err != nil || n == 0 {
 		return err

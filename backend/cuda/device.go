@@ -38,6 +38,8 @@ type Device struct {
 	errWords cuda.DevicePtr
 	armed    atomic.Bool
 
+	capturing atomic.Int32 // streams being captured into graphs (graph.go)
+
 	mods sync.Map // modKey -> *loadedModule
 
 	argPool chan *cuda.KernelArgs
@@ -224,7 +226,11 @@ func (d *Device) Alloc(nbytes int64, s backend.Stream, region string) (backend.B
 	if err != nil {
 		return nil, err
 	}
-	blk, err := d.alloc.Alloc(nbytes, memory.Stream(q.stream), region)
+	key := memory.Stream(q.stream)
+	if c := q.st.capture.Load(); c != nil {
+		key = c.pool // a capture's memory is the graph's (graph.go)
+	}
+	blk, err := d.alloc.Alloc(nbytes, key, region)
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,7 @@ type Stream struct {
 	wsErr  error
 
 	destroyed atomic.Bool
+	capture   atomic.Pointer[capture] // set while captured into a graph
 
 	q queue // the device seen through this stream, made once
 }
@@ -124,6 +125,9 @@ func (s *Stream) Handle() cuda.Stream { return s.cs }
 // be returned here too: kernels of one device report them in one place.
 func (s *Stream) Synchronize() error {
 	d := s.d
+	if err := s.q.refuseCaptured("synchronize"); err != nil {
+		return err
+	}
 	if err := d.enter(); err != nil {
 		return err
 	}
@@ -137,6 +141,9 @@ func (s *Stream) Synchronize() error {
 // Query reports whether the stream's work has finished (cuStreamQuery).
 func (s *Stream) Query() (bool, error) {
 	d := s.d
+	if err := s.q.refuseCaptured("query"); err != nil {
+		return false, err
+	}
 	if err := d.enter(); err != nil {
 		return false, err
 	}
@@ -222,6 +229,9 @@ func (q *queue) workspace() (cuda.DevicePtr, error) {
 // Synchronize waits for the work of every stream of the device
 // (cuCtxSynchronize) and returns the first asynchronous error.
 func (d *Device) Synchronize() error {
+	if err := d.refuseCapturing("synchronize"); err != nil {
+		return err
+	}
 	if err := d.enter(); err != nil {
 		return err
 	}
@@ -507,6 +517,9 @@ func (d *Device) CopyToPinned(s backend.Stream, dst, src backend.View) error {
 func (d *Device) pinnedCopy(what string, s backend.Stream, dev, host backend.View, copy func(p cuda.DevicePtr, h unsafe.Pointer, n uint64, cs cuda.Stream) error) error {
 	q, err := d.on(s)
 	if err != nil {
+		return err
+	}
+	if err := q.refuseCaptured(what); err != nil {
 		return err
 	}
 	_, h, n, err := q.pinnedView(what, host)

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/vramgo/vram/backend"
@@ -22,6 +23,8 @@ type Device struct {
 	st        streams
 	shapeOnly atomic.Bool
 	live      atomic.Int64 // buffers not yet freed
+	capturing atomic.Int32 // streams being captured (graph.go); changed under qmu
+	graphs    sync.Map     // private pool -> *Graph, while the graph lives
 }
 
 func newDevice(host backend.Device, index int, capacity int64, cfg memory.Config, shapeOnly bool) (*Device, error) {
@@ -147,7 +150,15 @@ func (d *Device) Alloc(nbytes int64, s backend.Stream, region string) (backend.B
 	if err != nil {
 		return nil, err
 	}
-	blk, err := d.alloc.Alloc(nbytes, st.id, region)
+	key := st.id
+	if d.capturing.Load() > 0 {
+		qmu.Lock()
+		if c := st.capture; c != nil {
+			key = c.pool // a capture's memory is the graph's (graph.go)
+		}
+		qmu.Unlock()
+	}
+	blk, err := d.alloc.Alloc(nbytes, key, region)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +203,7 @@ func (d *Device) Free(bb backend.Buffer, s backend.Stream) {
 		}
 	}
 	qmu.Unlock()
-	if b.data != nil && !pending {
+	if b.data != nil && !pending && !(memory.IsPrivatePool(b.block.Stream()) && d.keepFreed(b)) {
 		d.host.Free(b.data, d.host.DefaultStream())
 	}
 	d.alloc.Free(b.block)

@@ -62,6 +62,9 @@ func (d *Device) CopyFromHost(s backend.Stream, dst backend.View, src []byte) er
 	if err != nil {
 		return err
 	}
+	if err := d.refuseHostCopy("copy from host", st); err != nil {
+		return err
+	}
 	if !st.eager {
 		src = append([]byte(nil), src...)
 	}
@@ -76,6 +79,9 @@ func (d *Device) CopyFromHost(s backend.Stream, dst backend.View, src []byte) er
 func (d *Device) CopyToHost(s backend.Stream, dst []byte, src backend.View) error {
 	st, err := d.stream("copy to host", s)
 	if err != nil {
+		return err
+	}
+	if err := d.refuseHostCopy("copy to host", st); err != nil {
 		return err
 	}
 	b, ok := src.Buf.(*buffer)

@@ -57,6 +57,11 @@ func (d *Device) CopyFromPinned(s backend.Stream, dst, src backend.View) error {
 	if err != nil {
 		return err
 	}
+	if st, err := d.stream("copy from pinned memory", s); err != nil {
+		return err
+	} else if err := d.refuseHostCopy("copy from pinned memory", st); err != nil {
+		return err
+	}
 	return d.run("copy from pinned memory", s, backend.CheckCopy(dst, h), func(v []backend.View) error {
 		return d.host.Copy(d.hostStream(), v[0], h)
 	}, dst)
@@ -67,6 +72,11 @@ func (d *Device) CopyFromPinned(s backend.Stream, dst, src backend.View) error {
 func (d *Device) CopyToPinned(s backend.Stream, dst, src backend.View) error {
 	h, err := d.hostOperand("copy to pinned memory", dst)
 	if err != nil {
+		return err
+	}
+	if st, err := d.stream("copy to pinned memory", s); err != nil {
+		return err
+	} else if err := d.refuseHostCopy("copy to pinned memory", st); err != nil {
 		return err
 	}
 	return d.run("copy to pinned memory", s, backend.CheckCopy(h, src), func(v []backend.View) error {

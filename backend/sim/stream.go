@@ -54,6 +54,7 @@ type Stream struct {
 	err       error    // first error of work run since the last Synchronize
 	marks     []*Event // timing events waiting for doneN to reach them
 	destroyed bool
+	capture   *capture // set while captured into a graph (graph.go)
 }
 
 // queued is one kernel waiting on a stream.
@@ -164,13 +165,20 @@ func (s *Stream) Priority() int { return s.priority }
 // submit queues run on s, or runs it at once on the default stream. bufs
 // are the buffers the work touches.
 func (s *Stream) submit(bufs []*buffer, run func() error) error {
-	if s.eager {
+	if s.eager && s.d.capturing.Load() == 0 {
 		return run()
 	}
 	qmu.Lock()
 	defer qmu.Unlock()
 	if s.destroyed {
 		return fmt.Errorf("sim:%d: stream %d was destroyed", s.d.index, s.id)
+	}
+	if c := s.capture; c != nil {
+		c.ops = append(c.ops, run)
+		return nil
+	}
+	if s.eager {
+		return run()
 	}
 	s.queue = append(s.queue, queued{run: run, bufs: bufs})
 	s.queuedN++
@@ -232,6 +240,9 @@ func (s *Stream) takeErr() error {
 func (s *Stream) Synchronize() error {
 	qmu.Lock()
 	defer qmu.Unlock()
+	if err := s.refuse("synchronize"); err != nil {
+		return err
+	}
 	s.runTo(s.queuedN)
 	return s.takeErr()
 }
@@ -241,6 +252,9 @@ func (s *Stream) Synchronize() error {
 func (s *Stream) Query() (bool, error) {
 	qmu.Lock()
 	defer qmu.Unlock()
+	if err := s.refuse("query"); err != nil {
+		return false, err
+	}
 	if s.doneN == s.queuedN {
 		return true, nil
 	}
@@ -291,6 +305,9 @@ func (s *Stream) Destroy() error {
 func (d *Device) Synchronize() error {
 	qmu.Lock()
 	defer qmu.Unlock()
+	if err := d.refuseCapturing("synchronize"); err != nil {
+		return err
+	}
 	all := make([]*Stream, 0, len(d.st.byID))
 	for _, s := range d.st.byID {
 		all = append(all, s)
@@ -359,6 +376,11 @@ func (e *Event) Record(s backend.Stream) error {
 func (e *Event) Query() (bool, error) {
 	qmu.Lock()
 	defer qmu.Unlock()
+	if e.s != nil {
+		if err := e.s.refuse("event query"); err != nil {
+			return false, err
+		}
+	}
 	if e.s == nil || e.s.doneN >= e.pos {
 		return true, nil
 	}
@@ -372,6 +394,9 @@ func (e *Event) Synchronize() error {
 	defer qmu.Unlock()
 	if e.s == nil {
 		return nil
+	}
+	if err := e.s.refuse("event synchronize"); err != nil {
+		return err
 	}
 	e.s.runTo(e.pos)
 	return nil

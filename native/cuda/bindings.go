@@ -61,6 +61,13 @@ var (
 	cuMemGetAllocationGranularity func(g *uint64, prop *MemAllocationProp, option GranularityFlags) Result
 	cuGetErrorName                func(r Result, s **byte) Result
 	cuGetErrorString              func(r Result, s **byte) Result
+	cuStreamBeginCapture          func(s Stream, mode StreamCaptureMode) Result
+	cuStreamEndCapture            func(s Stream, g *Graph) Result
+	cuStreamIsCapturing           func(s Stream, status *StreamCaptureStatus) Result
+	cuGraphInstantiateWithFlags   func(e *GraphExec, g Graph, flags uint64) Result
+	cuGraphGetNodes               func(g Graph, nodes *GraphNode, n *uint64) Result
+	cuGraphExecDestroy            func(e GraphExec) Result
+	cuGraphDestroy                func(g Graph) Result
 )
 
 // Hot calls go through purego.SyscallN with these addresses. The sig*
@@ -70,6 +77,7 @@ var (
 	addrMemcpyHtoDAsync, addrMemcpyDtoHAsync, addrMemcpyDtoDAsync, addrMemcpyPeerAsync uintptr
 	addrMemsetD8Async, addrStreamQuery, addrStreamWaitEvent                            uintptr
 	addrEventRecord, addrEventQuery, addrLaunchKernel, addrCtxSetCurrent               uintptr
+	addrGraphLaunch                                                                    uintptr
 
 	sigMemcpyHtoDAsync func(dst DevicePtr, src unsafe.Pointer, n uint64, s Stream) Result
 	sigMemcpyDtoHAsync func(dst unsafe.Pointer, src DevicePtr, n uint64, s Stream) Result
@@ -83,6 +91,7 @@ var (
 	sigCtxSetCurrent   func(ctx Context) Result
 	sigLaunchKernel    func(f Function, gridX, gridY, gridZ, blockX, blockY, blockZ, sharedMemBytes uint32,
 		s Stream, params, extra unsafe.Pointer) Result
+	sigGraphLaunch func(e GraphExec, s Stream) Result
 )
 
 const libName = "libcuda"
@@ -151,6 +160,14 @@ var bindings = []load.Binding{
 	{Lib: libName, Names: []string{"cuMemUnmap"}, Fn: &cuMemUnmap},
 	{Lib: libName, Names: []string{"cuMemSetAccess"}, Fn: &cuMemSetAccess},
 	{Lib: libName, Names: []string{"cuMemGetAllocationGranularity"}, Fn: &cuMemGetAllocationGranularity},
+	{Lib: libName, Names: []string{"cuStreamBeginCapture_v2"}, Fn: &cuStreamBeginCapture},
+	{Lib: libName, Names: []string{"cuStreamEndCapture"}, Fn: &cuStreamEndCapture},
+	{Lib: libName, Names: []string{"cuStreamIsCapturing"}, Fn: &cuStreamIsCapturing},
+	{Lib: libName, Names: []string{"cuGraphInstantiateWithFlags"}, Fn: &cuGraphInstantiateWithFlags},
+	{Lib: libName, Names: []string{"cuGraphGetNodes"}, Fn: &cuGraphGetNodes},
+	{Lib: libName, Names: []string{"cuGraphLaunch"}, Fn: &sigGraphLaunch, Addr: &addrGraphLaunch},
+	{Lib: libName, Names: []string{"cuGraphExecDestroy"}, Fn: &cuGraphExecDestroy},
+	{Lib: libName, Names: []string{"cuGraphDestroy"}, Fn: &cuGraphDestroy},
 }
 
 // Spec is how [Load] searches for the driver library: libcuda.so.1 only,

@@ -42,7 +42,8 @@ func TestNotLoaded(t *testing.T) {
 		EventCreate, EventDestroy, EventRecord, EventQuery, EventSynchronize, EventElapsedTime,
 		ModuleLoadData, ModuleUnload, ModuleGetFunction, FuncGetAttribute, LaunchKernel,
 		MemAddressReserve, MemAddressFree, MemCreate, MemRelease, MemMap, MemUnmap, MemSetAccess,
-		MemGetAllocationGranularity,
+		MemGetAllocationGranularity, StreamBeginCapture, StreamEndCapture, StreamIsCapturing,
+		GraphInstantiate, GraphNodeCount, GraphLaunch, GraphExecDestroy, GraphDestroy,
 	}, "Load")
 	if Resolved() != nil {
 		t.Error("Resolved before Load is not nil")

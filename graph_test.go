@@ -1,0 +1,233 @@
+package vram_test
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
+	"github.com/vramgo/vram/optim"
+)
+
+// trainer is a small model, its optimizer and fixed input tensors, the
+// work a captured training step reads.
+type trainer struct {
+	model *nn.Sequential
+	opt   *optim.SGD
+	x, y  *vram.Tensor
+	loss  *vram.Tensor
+}
+
+func newTrainer(t *testing.T, d vram.Device) *trainer {
+	t.Helper()
+	gen := vram.NewGenerator(7)
+	m := nn.NewSequential(nn.NewLinear(8, 16, vram.WithGenerator(gen)), nn.NewReLU(), nn.NewLinear(16, 4, vram.WithGenerator(gen)))
+	m.To(d)
+	opt, err := optim.NewSGD(m.Parameters(), optim.SGDConfig{LR: 0.05, Momentum: 0.9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := vram.Randn(vram.Shape{32, 8}, vram.WithGenerator(gen)).To(d)
+	y := vram.Randn(vram.Shape{32, 4}, vram.WithGenerator(gen)).To(d)
+	return &trainer{model: m, opt: opt, x: x, y: y}
+}
+
+// step is one training step; the loss is kept for reading after it.
+func (tr *trainer) step() {
+	vram.Tidy(func() {
+		tr.opt.ZeroGrad()
+		l := nn.MSELoss(tr.model.Forward(tr.x), tr.y)
+		l.Backward()
+		tr.opt.Step()
+		if tr.loss == nil {
+			tr.loss = vram.Keep(l.Detach())
+		} else {
+			tr.loss.CopyFrom(l)
+		}
+	})
+}
+
+func (tr *trainer) params() [][]float32 {
+	var out [][]float32
+	for _, p := range tr.model.Parameters() {
+		out = append(out, p.Float32s())
+	}
+	return out
+}
+
+// TestGraphTrainingStep captures a training step (forward, backward and an
+// SGD step with momentum) and checks that replaying it trains exactly as
+// running it does, that a new input written into the captured input tensor
+// is used, and that the graph's memory is kept until Release.
+func TestGraphTrainingStep(t *testing.T) {
+	d := vram.Sim(0)
+	eager, graphed := newTrainer(t, d), newTrainer(t, d)
+	eager.step() // warm-up: momentum buffers, the kept loss
+	graphed.step()
+	vram.EmptyCache(d)
+	before := vram.MemoryReserved(d)
+	g, err := vram.CaptureGraph(d, graphed.step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Nodes() == 0 {
+		t.Fatal("the graph recorded nothing")
+	}
+	if !slices.EqualFunc(eager.params(), graphed.params(), slices.Equal) {
+		t.Fatal("the capture ran the step")
+	}
+	var losses []float64
+	for range 5 {
+		eager.step()
+		if err := g.Replay(); err != nil {
+			t.Fatal(err)
+		}
+		if a, b := eager.loss.Item(), graphed.loss.Item(); a != b {
+			t.Fatalf("loss %v eager, %v replayed", a, b)
+		}
+		losses = append(losses, graphed.loss.Item())
+	}
+	if !(losses[4] < losses[0]) {
+		t.Errorf("replays do not train: losses %v", losses)
+	}
+	if !slices.EqualFunc(eager.params(), graphed.params(), slices.Equal) {
+		t.Fatal("parameters differ after 5 eager steps and 5 replays")
+	}
+	// A new batch written into the captured input.
+	gen := vram.NewGenerator(9)
+	nx := vram.Randn(vram.Shape{32, 8}, vram.WithGenerator(gen)).To(d)
+	eager.x.CopyFrom(nx)
+	graphed.x.CopyFrom(nx)
+	eager.step()
+	if err := g.Replay(); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := eager.loss.Item(), graphed.loss.Item(); a != b {
+		t.Fatalf("new input: loss %v eager, %v replayed", a, b)
+	}
+	vram.EmptyCache(d)
+	if vram.MemoryReserved(d) <= before {
+		t.Errorf("the graph's pool was given back while the graph lives: %d bytes reserved, %d before the capture", vram.MemoryReserved(d), before)
+	}
+	g.Release()
+	g.Release()
+	// The gradients of the last replay live in the graph's pool until they
+	// are released; then all of it goes back.
+	graphed.opt.ZeroGrad()
+	eager.opt.ZeroGrad()
+	vram.EmptyCache(d)
+	if got := vram.MemoryReserved(d); got > before {
+		t.Errorf("%d bytes reserved after Release and EmptyCache, %d before the capture", got, before)
+	}
+	if err := g.Replay(); !errors.Is(err, vram.ErrReleased) {
+		t.Errorf("replay after Release: %v, want ErrReleased", err)
+	}
+}
+
+// TestGraphRefusals checks that work a graph cannot record fails with
+// ErrCapturing, discards the capture and leaves the device usable.
+func TestGraphRefusals(t *testing.T) {
+	d := vram.Sim(0)
+	x := vram.Ones(vram.Shape{4}).To(d)
+	tests := []struct {
+		name string
+		fn   func()
+	}{
+		{"item", func() { x.MulScalar(2).Sum().Item() }},
+		{"read", func() { x.AddScalar(1).Float32s() }},
+		{"to cpu", func() { x.AddScalar(1).To(vram.CPU) }},
+		{"from cpu", func() { vram.Ones(vram.Shape{3}).To(d) }},
+		{"random", func() { vram.Rand(vram.Shape{3}, d) }},
+		{"synchronize", func() {
+			if err := vram.Synchronize(d); err != nil {
+				panic(err)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := vram.CaptureGraph(d, tc.fn)
+			if g != nil || !errors.Is(err, vram.ErrCapturing) {
+				t.Fatalf("got %v, %v; want an error wrapping ErrCapturing", g, err)
+			}
+			// The device works, without a capture.
+			if got := x.MulScalar(3).Sum().Item(); got != 12 {
+				t.Fatalf("after the refused capture: %v, want 12", got)
+			}
+		})
+	}
+}
+
+// TestGraphArguments checks the errors of CaptureGraph's arguments and
+// devices without graphs, and that a panic that is not a vram error still
+// ends the capture.
+func TestGraphArguments(t *testing.T) {
+	if _, err := vram.CaptureGraph(vram.Sim(0), nil); !errors.Is(err, vram.ErrArgument) {
+		t.Errorf("nil fn: %v", err)
+	}
+	if _, err := vram.CaptureGraph(vram.CPU, func() {}); !errors.Is(err, vram.ErrUnavailable) {
+		t.Errorf("CPU: %v", err)
+	}
+	var g *vram.Graph
+	if err := g.Replay(); !errors.Is(err, vram.ErrArgument) {
+		t.Errorf("nil graph: %v", err)
+	}
+	g.Release()
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want boom", r)
+			}
+		}()
+		vram.CaptureGraph(vram.Sim(0), func() { panic("boom") })
+	}()
+	// The stream is no longer captured: an eager op runs.
+	if got := vram.Ones(vram.Shape{2}).To(vram.Sim(0)).Sum().Item(); got != 2 {
+		t.Errorf("after the panic: %v", got)
+	}
+	// An empty capture replays nothing.
+	e, err := vram.CaptureGraph(vram.Sim(0), func() {})
+	if err != nil || e.Nodes() != 0 || e.Replay() != nil {
+		t.Errorf("empty capture: %v, %d nodes", err, e.Nodes())
+	}
+	e.Release()
+}
+
+// TestGraphConcurrentReplays replays one graph from several goroutines
+// while others run eager work on the device, for the race detector: the
+// replays of an accumulation all count.
+func TestGraphConcurrentReplays(t *testing.T) {
+	d := vram.Sim(1)
+	acc := vram.Zeros(vram.Shape{16}).To(d)
+	one := vram.Ones(vram.Shape{16}).To(d)
+	g, err := vram.CaptureGraph(d, func() { acc.AddInPlace(one) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Release()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				if err := g.Replay(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				vram.Tidy(func() { one.MulScalar(2).Sum() })
+			}
+		}()
+	}
+	wg.Wait()
+	if got := acc.Sum().Item(); got != 16*100 {
+		t.Fatalf("accumulated %v, want %d", got, 16*100)
+	}
+}
