@@ -2,11 +2,13 @@ package vram_test
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/amp"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
 )
@@ -229,5 +231,115 @@ func TestGraphConcurrentReplays(t *testing.T) {
 	wg.Wait()
 	if got := acc.Sum().Item(); got != 16*100 {
 		t.Fatalf("accumulated %v, want %d", got, 16*100)
+	}
+}
+
+// cnnGraphCheck trains two copies of the model mk makes on a small batch
+// on d, one eagerly and one by replaying a captured step, and checks that
+// their parameters and buffers (batch norm's running statistics) stay
+// within tol (relative to the largest value) after three steps. The step
+// is channels-last and under bf16 autocast when asked, as the fast ResNet
+// path runs.
+func cnnGraphCheck(t *testing.T, d vram.Device, mk func() nn.Module, channelsLast, bf16 bool, tol float64) {
+	t.Helper()
+	type run struct {
+		model nn.Module
+		step  func()
+	}
+	gen := vram.NewGenerator(3)
+	x0 := vram.Randn(vram.Shape{2, 3, 32, 32}, d, vram.WithGenerator(gen))
+	format := vram.ContiguousFormat
+	if channelsLast {
+		format = vram.ChannelsLast
+	}
+	x := x0.Contiguous(format)
+	y := vram.FromSlice([]int64{1, 7}, vram.Shape{2}, d)
+	newRun := func() *run {
+		m := mk()
+		m.To(d)
+		if channelsLast {
+			nn.ToMemoryFormat(m, format)
+		}
+		opt, err := optim.NewSGD(m.Parameters(), optim.SGDConfig{LR: 0.01, Momentum: 0.9})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(opt.Release)
+		return &run{model: m, step: func() {
+			vram.Tidy(func() {
+				var loss *vram.Tensor
+				fwd := func() { loss = nn.CrossEntropyLoss(m.Forward(x), y) }
+				if bf16 {
+					amp.Autocast(vram.BFloat16, fwd)
+				} else {
+					fwd()
+				}
+				loss.Backward()
+				opt.Step()
+				opt.ZeroGrad()
+			})
+		}}
+	}
+	eager, graphed := newRun(), newRun()
+	eager.step()
+	graphed.step()
+	g, err := vram.CaptureGraph(d, graphed.step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Release()
+	for range 3 {
+		eager.step()
+		if err := g.Replay(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var worst, scale float64
+	compare := func(a, b []*vram.Tensor) {
+		for i := range a {
+			av, bv := a[i].Float64s(), b[i].Float64s()
+			for j := range av {
+				worst = max(worst, math.Abs(av[j]-bv[j]))
+				scale = max(scale, math.Abs(av[j]))
+			}
+		}
+	}
+	compare(eager.model.Parameters(), graphed.model.Parameters())
+	var eb, gb []*vram.Tensor
+	for _, b := range nn.NamedBuffers(eager.model) {
+		eb = append(eb, b.Tensor)
+	}
+	for _, b := range nn.NamedBuffers(graphed.model) {
+		gb = append(gb, b.Tensor)
+	}
+	if len(eb) == 0 || len(eb) != len(gb) {
+		t.Fatalf("%d and %d buffers", len(eb), len(gb))
+	}
+	compare(eb, gb)
+	t.Logf("%s, channels-last %v, bf16 %v: %d nodes, largest difference %.3g of %.3g", d, channelsLast, bf16, g.Nodes(), worst, scale)
+	if worst > tol*scale {
+		t.Errorf("replays and eager steps differ by %.3g (values up to %.3g)", worst, scale)
+	}
+}
+
+// smallCNN is a convolutional network with the layers of a ResNet
+// (convolutions, batch norm, ReLU, max and adaptive average pooling, a
+// linear layer), small enough for two copies on a sim device.
+func smallCNN() nn.Module {
+	g := vram.WithGenerator(vram.NewGenerator(1))
+	return nn.NewSequential(
+		nn.NewConv2d(3, 8, 3, nn.ConvOptions{Padding: 1, NoBias: true}, g), nn.NewBatchNorm2d(8), nn.NewReLU(),
+		nn.NewMaxPool2d(3, 2, 1),
+		nn.NewConv2d(8, 16, 3, nn.ConvOptions{Stride: 2, Padding: 1}, g), nn.NewBatchNorm2d(16), nn.NewReLU(),
+		nn.NewAdaptiveAvgPool2d(1, 1), nn.NewFlatten(), nn.NewLinear(16, 10, g))
+}
+
+// TestGraphCNN runs cnnGraphCheck on a sim device, in the four modes of
+// the ResNet benchmark.
+func TestGraphCNN(t *testing.T) {
+	for _, cl := range []bool{false, true} {
+		for _, bf := range []bool{false, true} {
+			cnnGraphCheck(t, vram.Sim(0), smallCNN, cl, bf, 0)
+		}
 	}
 }

@@ -68,7 +68,7 @@ func hostScalarsOnto(op string, dst *devState, ps ...**Tensor) func() {
 	for _, p := range ps {
 		if t := *p; isHostScalar(t) {
 			t.live(op)
-			m := t.To(dst.dev)
+			m := scalarOnto(t, dst)
 			moved = append(moved, m)
 			*p = m
 		}
@@ -81,6 +81,16 @@ func hostScalarsOnto(op string, dst *devState, ps ...**Tensor) func() {
 			m.Release()
 		}
 	}
+}
+
+// scalarOnto returns the host scalar t on dst. A value that float64 holds
+// exactly is filled in by a kernel rather than copied from the host, which
+// a graph capture could not record.
+func scalarOnto(t *Tensor, dst *devState) *Tensor {
+	if v := t.Item(); t.dtype.IsFloat() || math.Abs(v) <= 1<<53 {
+		return Full(Shape{}, v, t.dtype, dst.dev)
+	}
+	return t.To(dst.dev)
 }
 
 // castIfNeeded returns t converted to dt (a new reference either way).

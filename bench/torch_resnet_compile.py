@@ -7,7 +7,13 @@ channels_last, cudnn.benchmark, with torch.compile and fused SGD:
     python3 bench/torch_resnet_compile.py default bf16
     python3 bench/torch_resnet_compile.py reduce-overhead bf16   # CUDA graphs
     python3 bench/torch_resnet_compile.py default f32
+    python3 bench/torch_resnet_compile.py graph bf16            # whole step, one CUDA graph
+    python3 bench/torch_resnet_compile.py compile-graph bf16    # torch.compile, whole step captured
 
+"graph" captures the whole eager step (forward, backward, fused SGD step, gradients
+set to none) with torch.cuda.graph after warm-up steps on a side stream, as
+PyTorch's documentation shows for whole-network capture, and replays it;
+"compile-graph" does the same with the torch.compile'd model (default mode).
 Each run compiles in its own process (about a minute), runs 3 warm-up steps
 and prints the median of 15 synchronized steps.
 """
@@ -20,7 +26,13 @@ torch.manual_seed(0)
 fmt = torch.channels_last
 model = torchvision.models.resnet50().to(dev, memory_format=fmt)
 opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, fused=True)
-cm = torch.compile(model, mode=None if mode == "default" else mode)
+whole = mode in ("graph", "compile-graph")
+if mode == "graph":
+    cm = model
+elif mode == "compile-graph":
+    cm = torch.compile(model)
+else:
+    cm = torch.compile(model, mode=None if mode == "default" else mode)
 x = torch.randn(64, 3, 224, 224, device=dev).to(memory_format=fmt)
 y = torch.randint(0, 1000, (64,), device=dev)
 bf16 = prec == "bf16"
@@ -31,8 +43,21 @@ def step():
     opt.step()
     opt.zero_grad(set_to_none=True)
 t0 = time.perf_counter()
-for _ in range(3):
+if whole:
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step()
+    step = g.replay
     step()
+else:
+    for _ in range(3):
+        step()
 torch.cuda.synchronize()
 warm = time.perf_counter() - t0
 ts = []

@@ -22,19 +22,24 @@ import (
 // precision and cuDNN's benchmark mode (timed algorithm searches, as
 // torch.backends.cudnn.benchmark), named as torch_bench.py names them. The
 // four modes of issue 14 search; two more choose by cuDNN's heuristics, for
-// what the search gains.
+// what the search gains; the last two replay the channels-last step as a
+// captured graph (vram.CaptureGraph), as torch.compile's reduce-overhead
+// mode does with CUDA graphs.
 var resnetModes = []struct {
 	name         string
 	channelsLast bool
 	bf16         bool
 	benchmark    bool
+	graph        bool
 }{
-	{"nchw_f32", false, false, true},
-	{"nchw_bf16", false, true, true},
-	{"cl_f32", true, false, true},
-	{"cl_bf16", true, true, true},
-	{"nchw_f32_nobench", false, false, false},
-	{"cl_bf16_nobench", true, true, false},
+	{"nchw_f32", false, false, true, false},
+	{"nchw_bf16", false, true, true, false},
+	{"cl_f32", true, false, true, false},
+	{"cl_bf16", true, true, true, false},
+	{"nchw_f32_nobench", false, false, false, false},
+	{"cl_bf16_nobench", true, true, false, false},
+	{"cl_f32_graph", true, false, true, true},
+	{"cl_bf16_graph", true, true, true, true},
 }
 
 // wantResNet reports whether any ResNet mode is selected.
@@ -69,7 +74,7 @@ func benchResNet(reps int) {
 		if !want(name) {
 			continue
 		}
-		if err := vram.Catch(func() { resnetMode(d, dev, m.name, m.channelsLast, m.bf16, m.benchmark, labels, reps) }); err != nil {
+		if err := vram.Catch(func() { resnetMode(d, dev, m.name, m.channelsLast, m.bf16, m.benchmark, m.graph, labels, reps) }); err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		}
 	}
@@ -78,7 +83,7 @@ func benchResNet(reps int) {
 
 // resnetMode runs the steps of one mode and emits its rows; a failure
 // panics, and benchResNet reports it and goes on with the next mode.
-func resnetMode(d *cb.Device, dev vram.Device, mode string, channelsLast, bf16, benchmark bool, labels []int64, reps int) {
+func resnetMode(d *cb.Device, dev vram.Device, mode string, channelsLast, bf16, benchmark, graph bool, labels []int64, reps int) {
 	const batch, classes = 64, 1000
 	name := "resnet50_step_" + mode
 	old := vram.CuDNN()
@@ -136,6 +141,18 @@ func resnetMode(d *cb.Device, dev vram.Device, mode string, channelsLast, bf16, 
 		step()
 	}
 	must(d.Synchronize())
+	nodes := 0
+	if graph {
+		t0 := time.Now()
+		g, err := vram.CaptureGraph(dev, step)
+		must(err)
+		defer g.Release()
+		must(g.Replay())
+		must(d.Synchronize())
+		nodes = g.Nodes()
+		fmt.Fprintf(os.Stderr, "%s: captured %d nodes; capture, instantiation and a first replay took %v\n", name, nodes, time.Since(t0).Round(time.Millisecond))
+		step = func() { must(g.Replay()) }
+	}
 	ts, host := make([]float64, n), make([]float64, n)
 	for i := range ts {
 		t0 := time.Now()
@@ -159,6 +176,9 @@ func resnetMode(d *cb.Device, dev vram.Device, mode string, channelsLast, bf16, 
 		what += ", cuDNN benchmark mode"
 	} else {
 		what += ", cuDNN heuristics"
+	}
+	if graph {
+		what += fmt.Sprintf(", replayed as a captured graph of %d nodes", nodes)
 	}
 	emit(name, ms, "ms", "batch 64, 224x224, SGD momentum, "+what)
 	emit("resnet50_first_step_"+mode, float64(first.Microseconds())/1000, "ms", "the first step, algorithm choice (benchmark search) and kernel compiles included")
