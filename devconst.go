@@ -16,8 +16,11 @@ import (
 // from it): the entry holds the slice, so its address cannot be reused for
 // another while the entry lives. A device keeps at most constLimit bytes;
 // an insertion past it empties the device's cache first, as indexCache
-// does. Callers get a view of the cached tensor and release it as any
-// tensor; the cache's own reference keeps the memory.
+// does, and EmptyCache drops a device's tables (they count as live
+// tensors, in MemoryAllocated and Storage, while cached). The CPU keeps
+// none: its tables need no upload. Callers get a view of the cached tensor
+// and release it as any tensor; the cache's own reference keeps the
+// memory.
 
 // constLimit bounds the bytes of device tables cached per device: 64 MiB.
 const constLimit = 64 << 20
@@ -50,7 +53,7 @@ var deviceConsts sync.Map // *devState -> *constCache
 // (with dt and tag). build runs once per key while the entry is cached; it
 // must return a tensor on ds of dtype dt, not tracked by any scope.
 func deviceTable[T any](ds *devState, host []T, dt DType, tag string, shape Shape, build func() *Tensor) *Tensor {
-	if len(host) == 0 {
+	if len(host) == 0 || ds.dev == CPU {
 		t := build()
 		defer t.Release()
 		return t.Reshape(shape...)
@@ -98,4 +101,25 @@ func int64Table(ds *devState, idx []int64, shape Shape) *Tensor {
 	return deviceTable(ds, idx, Int64, "", shape, func() *Tensor {
 		return FromSlice(idx, Shape{len(idx)}, ds.dev)
 	})
+}
+
+// dropTables releases the tables cached for d; views still in use keep
+// their memory until released.
+func dropTables(d Device) {
+	ds, ok := devices.Load(d)
+	if !ok {
+		return
+	}
+	v, ok := deviceConsts.Load(ds.(*devState))
+	if !ok {
+		return
+	}
+	c := v.(*constCache)
+	c.mu.Lock()
+	old := c.m
+	c.m, c.bytes = nil, 0
+	c.mu.Unlock()
+	for _, e := range old {
+		e.t.Release()
+	}
 }

@@ -41,7 +41,9 @@ type Graph struct {
 //
 // Warm up first: run fn's work once or twice outside the capture, so that
 // kernels are compiled, cuDNN's benchmark mode has chosen its algorithms
-// and optimizers have made their state. During the capture:
+// and optimizers have made their state. The capture starts by giving back
+// the device's cached free memory (as [EmptyCache] does), which the graph's
+// pool then takes again. During the capture:
 //   - tensors allocated on d come from a private pool of the caching
 //     allocator, which keeps their memory for the graph's lifetime even
 //     once they are released (a replay writes them again); peak memory
@@ -79,6 +81,12 @@ func CaptureGraph(d Device, fn func()) (g *Graph, err error) {
 	var bs backend.Stream
 	if ferr := Catch(func() { bs = ds.stream() }); ferr != nil {
 		return nil, ferr
+	}
+	// The graph's pool cannot take the device's cached free memory: give
+	// it back first, so that the pool maps it again rather than adding to
+	// it (the peak reserve stays near what the work needs).
+	if a := allocatorOf(d); a != nil {
+		a.EmptyCache() // not EmptyCache(d): the device's tables stay
 	}
 	if err := gc.BeginCapture(bs); err != nil {
 		return nil, &Error{Op: op, Kind: ErrBackend, Detail: "starting the capture on " + d.String(), Err: err}

@@ -84,9 +84,14 @@ func hostScalarsOnto(op string, dst *devState, ps ...**Tensor) func() {
 }
 
 // scalarOnto returns the host scalar t on dst. A value that float64 holds
-// exactly is filled in by a kernel rather than copied from the host, which
-// a graph capture could not record.
+// exactly, of a scalar that needs no gradient, is filled in by a kernel
+// rather than copied from the host, which a graph capture could not
+// record; a scalar that requires grad is moved, so that its gradient flows
+// back to it.
 func scalarOnto(t *Tensor, dst *devState) *Tensor {
+	if t.RequiresGrad() {
+		return t.To(dst.dev)
+	}
 	if v := t.Item(); t.dtype.IsFloat() || math.Abs(v) <= 1<<53 {
 		return Full(Shape{}, v, t.dtype, dst.dev)
 	}

@@ -64,4 +64,4 @@ ts = []
 for _ in range(15):
     torch.cuda.synchronize(); t = time.perf_counter(); step(); torch.cuda.synchronize(); ts.append((time.perf_counter() - t) * 1000)
 ts.sort()
-print(f"torch.compile mode={mode} {prec} channels_last fused SGD: median {ts[len(ts)//2]:.2f} ms (min {ts[0]:.2f}), compile+3 warm-up steps {warm:.1f} s, peak allocated {torch.cuda.max_memory_allocated()/2**30:.2f} GiB", flush=True)
+print(f"torch.compile mode={mode} {prec} channels_last fused SGD: median {ts[len(ts)//2]:.2f} ms (min {ts[0]:.2f}), compile+3 warm-up steps {warm:.1f} s, peak allocated {torch.cuda.max_memory_allocated()/2**30:.2f} GiB, reserved {torch.cuda.max_memory_reserved()/2**30:.2f} GiB", flush=True)
