@@ -1,8 +1,10 @@
 package optim
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -292,6 +294,13 @@ func groupOptions(so stateful, pg string) ([][]Option, []float64, error) {
 	opts := make([][]Option, len(groups))
 	initial := make([]float64, len(groups))
 	for k, g := range groups {
+		// json.Unmarshal takes null as "leave the value alone", which
+		// would load a rate or momentum of 0 without a word.
+		for _, key := range slices.Sorted(maps.Keys(g)) {
+			if isNull(g[key]) && (key == "params" || key == "initial_lr" || slices.Contains(groupKeys, key)) {
+				return nil, nil, fmt.Errorf("group %d: %s is null", k, key)
+			}
+		}
 		initial[k] = math.NaN()
 		if raw, ok := g["initial_lr"]; ok {
 			if err := json.Unmarshal(raw, &initial[k]); err != nil {
@@ -319,9 +328,7 @@ func groupOptions(so stateful, pg string) ([][]Option, []float64, error) {
 		if _, ok := g["lr"]; !ok {
 			return nil, nil, fmt.Errorf("group %d has no learning rate", k)
 		}
-		for _, key := range []string{"lr", "momentum", "dampening", "weight_decay", "eps", "nesterov", "maximize", "amsgrad", "betas",
-			"alpha", "centered", "lr_decay", "initial_accumulator_value", "momentum_decay", "decoupled_weight_decay",
-			"rho", "lambd", "t0"} {
+		for _, key := range groupKeys {
 			raw, ok := g[key]
 			if !ok {
 				continue
@@ -354,6 +361,15 @@ func groupOptions(so stateful, pg string) ([][]Option, []float64, error) {
 	}
 	return opts, initial, nil
 }
+
+// groupKeys are the hyper-parameters of param_groups that Load restores,
+// by PyTorch's names.
+var groupKeys = []string{"lr", "momentum", "dampening", "weight_decay", "eps", "nesterov", "maximize", "amsgrad", "betas",
+	"alpha", "centered", "lr_decay", "initial_accumulator_value", "momentum_decay", "decoupled_weight_decay",
+	"rho", "lambd", "t0"}
+
+// isNull reports whether raw is the JSON null.
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
 // scalarStater is an optimizer with 0-dimensional state other than
 // "step" (NAdam's mu_product, ASGD's eta and mu).

@@ -206,6 +206,22 @@ func TestCheckpointRefusals(t *testing.T) {
 				ts[fmt.Sprintf("extra.%04d", i)] = safetensors.Tensor{DType: "U8", Shape: []int{0}}
 			}
 		}), `unexpected key "extra.0019"; and 2980 more problems`},
+		{"null rate", adam, edit("nulllr.st", func(_ map[string]safetensors.Tensor, m map[string]string) {
+			m["param_groups"] = strings.Replace(m["param_groups"], `"lr":0.1`, `"lr":null`, 1)
+		}), "group 0: lr is null"},
+		{"null betas", adam, edit("nullbetas.st", func(_ map[string]safetensors.Tensor, m map[string]string) {
+			m["param_groups"] = strings.Replace(m["param_groups"], `"betas":[0.9,0.999]`, `"betas":null`, 1)
+		}), "group 0: betas is null"},
+		{"null flag", adam, edit("nullams.st", func(_ map[string]safetensors.Tensor, m map[string]string) {
+			m["param_groups"] = strings.Replace(m["param_groups"], `"amsgrad":false`, `"amsgrad":null`, 1)
+		}), "group 0: amsgrad is null"},
+		{"null initial rate", adam, edit("nullinit.st", func(_ map[string]safetensors.Tensor, m map[string]string) {
+			m["param_groups"] = strings.Replace(m["param_groups"], `"lr":0.1`, `"initial_lr":null,"lr":0.1`, 1)
+		}), "group 0: initial_lr is null"},
+		{"null momentum", sgd, edit("nullmom.st", func(_ map[string]safetensors.Tensor, m map[string]string) {
+			m["optimizer"] = "SGD"
+			m["param_groups"] = `[{"dampening":0,"lr":0.1,"maximize":false,"momentum":null,"nesterov":false,"params":[0,1],"weight_decay":0}]`
+		}), "group 0: momentum is null"},
 		{"fractional step", adam, edit("step.st", func(ts map[string]safetensors.Tensor, _ map[string]string) {
 			ts["state.0.step"] = safetensors.Tensor{DType: "F64", Shape: nil, Data: []byte{0, 0, 0, 0, 0, 0, 0xf8, 0x3f}} // 1.5
 		}), "not a whole number"},
