@@ -10,7 +10,8 @@
 // their parameters in one group or in several with hyper-parameters of
 // their own ([ParamGroup], PyTorch's param_groups); learning-rate schedules
 // ([Schedule]: [NewStepLR], [NewMultiStepLR], [NewExponentialLR],
-// [NewCosineAnnealingLR], [NewLinearLR] for warm-up, [NewConstantLR],
+// [NewCosineAnnealingLR], [NewCosineAnnealingWarmRestarts] (SGDR),
+// [NewLinearLR] for warm-up, [NewConstantLR],
 // [NewPolynomialLR], [NewLambdaLR], [NewMultiplicativeLR], [NewOneCycleLR],
 // [NewCyclicLR], [NewSWALR] for stochastic weight averaging, one after
 // the other with [NewSequentialLR] or together with
