@@ -31,7 +31,8 @@ type PlateauConfig struct {
 	// step counts as one without improvement. At least 0.
 	Cooldown int
 	// MinLRs are the lowest rates a reduction goes to: none (0 for every
-	// group), one for every group, or one per group (min_lr).
+	// group), one for every group, groups added later included, or one
+	// per group (min_lr).
 	MinLRs []float64
 	// Eps is the least change of a rate: a reduction smaller than Eps
 	// is skipped. At least 0.
@@ -206,8 +207,12 @@ func (r *ReduceLROnPlateau) better(a float64) bool {
 // Step takes the metric of one more epoch and reduces the rates when the
 // metric has stopped improving (PyTorch's scheduler.step(metrics)). A
 // NaN metric counts as no improvement, as in PyTorch. It reports whether
-// it reduced a rate.
+// it reduced a rate. A parameter group added to the optimizer since r was
+// made takes the one minimum rate of MinLRs (0 without one); when MinLRs
+// held a rate for each group, Step panics with an *vram.Error of kind
+// vram.ErrArgument instead, changing nothing, as PyTorch raises.
 func (r *ReduceLROnPlateau) Step(metric float64) bool {
+	r.fitMins()
 	r.st.Steps++
 	if r.better(metric) {
 		r.st.Best = metric
@@ -227,6 +232,31 @@ func (r *ReduceLROnPlateau) Step(metric float64) bool {
 	return r.reduce()
 }
 
+// fitMins gives groups added to the optimizer since r was made their
+// minimum rate: the one minimum of every group, or 0 when none was set,
+// as PyTorch's min_lr given as a number. It panics with an *vram.Error
+// of kind vram.ErrArgument, before r changes, when MinLRs held one rate
+// per group, which says nothing of the new groups (PyTorch raises then
+// too).
+func (r *ReduceLROnPlateau) fitMins() {
+	n := numGroups(r.opt)
+	if len(r.mins) == n {
+		return
+	}
+	if len(r.cfg.MinLRs) > 1 {
+		panic(&vram.Error{Op: "reduce_lr_on_plateau", Kind: vram.ErrArgument, Detail: fmt.Sprintf(
+			"the optimizer has %d parameter groups, %d when the ReduceLROnPlateau was made with a minimum rate for each; "+
+				"make it again with %d minimum rates, or with one for every group", n, len(r.mins), n)})
+	}
+	m := 0.0
+	if len(r.cfg.MinLRs) == 1 {
+		m = r.cfg.MinLRs[0]
+	}
+	for len(r.mins) < n {
+		r.mins = append(r.mins, m)
+	}
+}
+
 // reduce multiplies every group's rate by the factor, down to the
 // group's minimum, skipping changes smaller than eps.
 func (r *ReduceLROnPlateau) reduce() bool {
@@ -238,9 +268,7 @@ func (r *ReduceLROnPlateau) reduce() bool {
 			old = g.GroupLR(i)
 		}
 		lr := old * r.cfg.Factor
-		if i < len(r.mins) {
-			lr = math.Max(lr, r.mins[i])
-		}
+		lr = math.Max(lr, r.mins[i])
 		if old-lr <= r.cfg.Eps {
 			continue
 		}

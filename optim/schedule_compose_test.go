@@ -656,3 +656,52 @@ func TestOneCycleSetsInitialRate(t *testing.T) {
 	}
 	checkValues(t, "base rates", s.BaseLRs(), []float64{0.05, 0.05}, 0)
 }
+
+// TestReduceLROnPlateauAddedGroup checks the minimum rate of a group
+// added to the optimizer after the ReduceLROnPlateau was made: the one
+// minimum of every group, 0 without one, and a refusal when the minimums
+// were given by group, as PyTorch's.
+func TestReduceLROnPlateauAddedGroup(t *testing.T) {
+	tests := []struct {
+		name    string
+		mins    []float64
+		want    []float64 // rates after two reductions by 0.1 from 0.1, 0.01 and 1
+		refused bool
+	}{
+		{"no minimum", nil, []float64{1e-3, 1e-4, 0.01}, false},
+		{"one minimum for every group", []float64{0.05}, []float64{0.05, 0.01, 0.05}, false},
+		{"a minimum by group", []float64{0.05, 1e-3}, nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := optim.DefaultPlateauConfig()
+			cfg.Patience, cfg.MinLRs = 0, tc.mins
+			o := twoGroups(t, []float64{0.1, 0.01})
+			r, err := optim.NewReduceLROnPlateau(o, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Step(1)
+			if err := o.AddParamGroup(optim.Group([]*vram.Tensor{vram.Zeros(vram.Shape{1}, vram.WithGrad())}, optim.WithLR(1))); err != nil {
+				t.Fatal(err)
+			}
+			before := r.State()
+			rates := groupLRs(o)
+			err = vram.Catch(func() {
+				r.Step(2)
+				r.Step(3)
+			})
+			if tc.refused {
+				if !errors.Is(err, vram.ErrArgument) || r.State() != before {
+					t.Fatalf("got %v, state %+v (was %+v); want an error matching vram.ErrArgument and no change", err, r.State(), before)
+				}
+				checkValues(t, "rates", groupLRs(o), rates, 0)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkValues(t, "rates", groupLRs(o), tc.want, 1e-12)
+		})
+	}
+}
