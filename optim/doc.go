@@ -1,10 +1,10 @@
 // Package optim provides optimizers that update the parameters of a model
 // from their gradients, in the style of torch.optim: [SGD] (with momentum,
 // dampening, Nesterov momentum and weight decay), [Adam], [AdamW],
-// [RMSprop], [Adagrad], [Adamax], [NAdam], [RAdam], [Adadelta] and [ASGD]
-// (with its running average of the parameters, [ASGD.Average]), and
-// [LBFGS] (whose Step takes a closure, with PyTorch's strong-Wolfe line
-// search; it is no [Optimizer], so schedules, [Save] and [Load] do not
+// [RMSprop], [Adagrad], [Adamax], [NAdam], [RAdam], [Adadelta], [ASGD]
+// (with its running average of the parameters, [ASGD.Average]) and
+// [Rprop], and [LBFGS] (whose Step takes a closure, with PyTorch's
+// strong-Wolfe line search; it is no [Optimizer], so schedules, [Save] and [Load] do not
 // take it, and its state is copied in memory with [LBFGS.State] and
 // [LBFGS.LoadState]), each following PyTorch's update rules exactly,
 // their parameters in one group or in several with hyper-parameters of
@@ -42,8 +42,8 @@
 // # Parameter groups
 //
 // [NewSGD], [NewAdam], [NewAdamW], [NewRMSprop], [NewAdagrad],
-// [NewAdamax], [NewNAdam], [NewRAdam], [NewAdadelta] and [NewASGD] put
-// their parameters in one group. [NewSGDGroups], [NewAdamGroups],
+// [NewAdamax], [NewNAdam], [NewRAdam], [NewAdadelta], [NewASGD] and
+// [NewRprop] put their parameters in one group. [NewSGDGroups], [NewAdamGroups],
 // [NewAdamWGroups], [NewRMSpropGroups], [NewAdagradGroups] and the other
 // optimizers' ...Groups constructors take several, each
 // a [ParamGroup] whose Options ([WithLR], [WithWeightDecay], [WithBetas],

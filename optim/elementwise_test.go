@@ -224,11 +224,11 @@ func newOptimizerCases() []refCase {
 			func(ps []*vram.Tensor) (optim.Optimizer, error) { return optim.NewASGD(ps, c) },
 			func(n int) [][]float64 { p, _ := refASGD(c, n); return p }})
 	}
-	return cases
+	return append(cases, rpropCases()...)
 }
 
-// TestNewOptimizersMatchReference checks Adamax, NAdam, RAdam, Adadelta
-// and ASGD against float64 transcriptions of PyTorch's update rules.
+// TestNewOptimizersMatchReference checks Adamax, NAdam, RAdam, Adadelta,
+// ASGD and Rprop against float64 transcriptions of PyTorch's update rules.
 func TestNewOptimizersMatchReference(t *testing.T) {
 	const n = 16
 	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {

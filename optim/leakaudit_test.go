@@ -55,6 +55,7 @@ func TestStepsReleaseWhatTheyMake(t *testing.T) {
 		{"ASGD", func(ps []*vram.Tensor) releaser {
 			return must(optim.NewASGD(ps, optim.ASGDConfig{T0: 1, WeightDecay: 0.1}))
 		}},
+		{"Rprop", func(ps []*vram.Tensor) releaser { return must(optim.NewRprop(ps, optim.RpropConfig{Maximize: true})) }},
 	}
 	for _, d := range []vram.Device{vram.CPU, vram.Sim(1)} {
 		memtest.Settle(d)

@@ -27,7 +27,8 @@ import (
 // "state.<i>.step" for Adagrad; "exp_avg" and "exp_inf" for Adamax,
 // "exp_avg", "exp_avg_sq" and "mu_product" for NAdam, "exp_avg" and
 // "exp_avg_sq" for RAdam, "square_avg" and "acc_delta" for Adadelta,
-// "ax", "eta" and "mu" for ASGD, each with "step" (mu_product, eta and
+// "ax", "eta" and "mu" for ASGD, "prev" and "step_size" for Rprop,
+// each with "step" (mu_product, eta and
 // mu are 0-dimensional float32, as in PyTorch); where
 // <i> is the parameter's position in the list the optimizer was made with,
 // and only parameters that have state (that were stepped) appear; the
@@ -340,13 +341,13 @@ func groupOptions(so stateful, pg string) ([][]Option, []float64, error) {
 				var b bool
 				err = json.Unmarshal(raw, &b)
 				o = Option{key: key, b: b}
-			case "betas":
+			case "betas", "etas", "step_sizes":
 				var b []float64
 				if err = json.Unmarshal(raw, &b); err == nil && len(b) != 2 {
 					err = fmt.Errorf("%d values, want 2", len(b))
 				}
 				if err == nil {
-					o = WithBetas(b[0], b[1])
+					o = Option{key: key, x: b[0], y: b[1]}
 				}
 			default:
 				var x float64
@@ -366,7 +367,7 @@ func groupOptions(so stateful, pg string) ([][]Option, []float64, error) {
 // by PyTorch's names.
 var groupKeys = []string{"lr", "momentum", "dampening", "weight_decay", "eps", "nesterov", "maximize", "amsgrad", "betas",
 	"alpha", "centered", "lr_decay", "initial_accumulator_value", "momentum_decay", "decoupled_weight_decay",
-	"rho", "lambd", "t0"}
+	"rho", "lambd", "t0", "etas", "step_sizes"}
 
 // isNull reports whether raw is the JSON null.
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
