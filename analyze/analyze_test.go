@@ -448,7 +448,7 @@ func TestWriteHTMLFileErrors(t *testing.T) {
 	}{
 		{"no name", "", "no file name"},
 		{"missing directory", filepath.Join(dir, "missing", "run.html"), filepath.Join(dir, "missing", "run.html")},
-		{"a directory", dir, dir},
+		{"a directory", dir, dir + ": is a directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := WriteHTMLFile(tc.path, rep)

@@ -27,6 +27,9 @@ func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
 			err = fmt.Errorf("writing %s: %w", path, err)
 		}
 	}()
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return errors.New("is a directory")
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err

@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -70,6 +73,11 @@ cursor on hover, out-of-memory markers, and the segment map.
 			if cmd.Flags().Changed("html") && html == "" {
 				return usagef("analyze: --html needs a file name to write the page to")
 			}
+			if html != "" {
+				if err := checkPagePath(html, args[0]); err != nil {
+					return err
+				}
+			}
 			if budget < 0 {
 				return usagef("analyze: --replay-events must not be negative")
 			}
@@ -100,4 +108,26 @@ cursor on hover, out-of-memory markers, and the segment map.
 	f.Int64Var(&budget, "replay-events", analyze.DefaultReplayEvents, "bound the out-of-memory fix checks of a device to this many replayed events; 0 turns them off")
 	f.StringVar(&maxInput, "max-input", "1GiB", "refuse snapshots larger than `SIZE` after decompression (they are read whole); text traces are streamed")
 	return cmd
+}
+
+// checkPagePath refuses an --html path that would lose data or cannot be
+// written: the input file itself (the page would replace the snapshot) or
+// a directory. It is checked before the input is read, so that a long
+// analysis does not end in the error.
+func checkPagePath(page, input string) error {
+	pi, err := os.Stat(page)
+	if err != nil {
+		return nil // a new file; other failures show when it is written
+	}
+	if pi.IsDir() {
+		return usagef("analyze: --html %s is a directory; give the name of the page to write, such as %s", printable.String(page), printable.String(filepath.Join(page, "memory.html")))
+	}
+	if ii, err := os.Stat(input); err == nil && os.SameFile(pi, ii) {
+		other := strings.TrimSuffix(page, filepath.Ext(page)) + ".html"
+		if other == page {
+			other = strings.TrimSuffix(page, ".html") + "-memory.html"
+		}
+		return usagef("analyze: --html %s is the input file; the page would replace it: give another name, such as %s", printable.String(page), printable.String(other))
+	}
+	return nil
 }

@@ -150,3 +150,41 @@ func TestAnalyzeRecordedPyTorch(t *testing.T) {
 		}
 	}
 }
+
+// TestAnalyzeHTMLPathRefused checks that --html refuses, before reading
+// the input, a path that is the input itself (the page would replace the
+// snapshot) or a directory, and leaves the input as it was.
+func TestAnalyzeHTMLPathRefused(t *testing.T) {
+	dir := t.TempDir()
+	orig, err := os.ReadFile(snapshotFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := filepath.Join(dir, "run.json")
+	if err := os.WriteFile(input, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.json")
+	if err := os.Symlink(input, link); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, page, want string
+	}{
+		{"the input", input, "is the input file; the page would replace it: give another name, such as " + filepath.Join(dir, "run.html")},
+		{"the input by another path", filepath.Join(dir, ".", "run.json"), "is the input file"},
+		{"a link to the input", link, "is the input file"},
+		{"a directory", dir, "is a directory; give the name of the page to write, such as " + filepath.Join(dir, "memory.html")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, "analyze", "--html", tc.page, input)
+			if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit %d and %q", code, stdout, stderr, exitUsage, tc.want)
+			}
+			if b, err := os.ReadFile(input); err != nil || string(b) != string(orig) {
+				t.Fatalf("the input changed (err %v)", err)
+			}
+		})
+	}
+}
