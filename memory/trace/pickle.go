@@ -42,7 +42,10 @@ const (
 // objects other than plain data, or does not have the snapshot's layout;
 // and, wrapping a [*LimitError], a pickle larger than [DefaultMaxBytes]
 // decompressed or one whose values would take far more memory than a real
-// snapshot of its size (see [Limits]).
+// snapshot of its size (see [Limits]). A snapshot that breaks the rules of
+// [Snapshot.Validate] gives a *ParseError wrapping an
+// [*InvalidSnapshotError] whose Segment is the index in the pickle's
+// "segments" list.
 func ReadPickle(r io.Reader) ([]*Snapshot, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	if magic, _ := br.Peek(2); bytes.Equal(magic, gzipMagic) {
@@ -204,6 +207,9 @@ func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
 	}
 
 	byDevice := map[int]*Snapshot{}
+	// segIndex[dev][k] is the index in "segments" of the device's k-th
+	// segment, so that an error names the segment the file holds.
+	segIndex := map[int][]int{}
 	snap := func(dev int) *Snapshot {
 		s := byDevice[dev]
 		if s == nil {
@@ -229,6 +235,7 @@ func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
 			}
 			s := snap(dev)
 			s.Segments = append(s.Segments, seg)
+			segIndex[dev] = append(segIndex[dev], i)
 		}
 	}
 	if traceList != nil {
@@ -281,15 +288,36 @@ func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
 		for k, v := range meta {
 			s.Meta[k] = v
 		}
-		sort.SliceStable(s.Segments, func(i, j int) bool { return s.Segments[i].Addr < s.Segments[j].Addr })
+		idx := segIndex[d]
+		sort.Stable(segmentsByAddr{s.Segments, idx})
 		labelBlocks(s)
 		s.Truncated = !StartsEmpty(s.History, s.Segments)
 		if err := s.Validate(); err != nil {
+			var ie *InvalidSnapshotError
+			if errors.As(err, &ie) && ie.Segment >= 0 && ie.Segment < len(idx) {
+				c := *ie
+				c.Segment = idx[ie.Segment]
+				err = &c
+			}
 			return nil, &ParseError{Kind: KindPickle, Offset: -1, Msg: fmt.Sprintf("device %d", d), Err: err}
 		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// segmentsByAddr sorts a device's segments by address and their indices
+// in the pickle's "segments" list with them.
+type segmentsByAddr struct {
+	segs []Segment
+	idx  []int
+}
+
+func (x segmentsByAddr) Len() int           { return len(x.segs) }
+func (x segmentsByAddr) Less(i, j int) bool { return x.segs[i].Addr < x.segs[j].Addr }
+func (x segmentsByAddr) Swap(i, j int) {
+	x.segs[i], x.segs[j] = x.segs[j], x.segs[i]
+	x.idx[i], x.idx[j] = x.idx[j], x.idx[i]
 }
 
 // isMemoryStats reports whether d looks like torch.cuda.memory_stats():

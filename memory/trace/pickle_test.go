@@ -566,3 +566,50 @@ func TestReadPickleSavedOtherwise(t *testing.T) {
 		})
 	}
 }
+
+// TestReadPickleInvalidSegmentIndex checks that a segment that breaks the
+// snapshot's rules is named by its index in the pickle's "segments" list,
+// whatever the order of the addresses and devices there.
+func TestReadPickleInvalidSegmentIndex(t *testing.T) {
+	const a = 0x7f0000000000
+	const m = 2 << 20
+	block := func(addr uint64, size int64) *pyDictW {
+		return &pyDictW{{"address", addr}, {"size", size}, {"requested_size", size}, {"state", StateActiveAllocated}}
+	}
+	seg := func(dev int, addr uint64, blocks ...*pyDictW) *pyDictW {
+		l := pyListW{}
+		for _, b := range blocks {
+			l = append(l, b)
+		}
+		return &pyDictW{{"device", dev}, {"address", addr}, {"total_size", int64(m)}, {"stream", 0}, {"segment_type", PoolLarge}, {"blocks", &l}}
+	}
+	tests := []struct {
+		name     string
+		segs     pyListW
+		dev, idx int
+		block    int
+		want     string
+	}{
+		{"no blocks, after a segment at a higher address", pyListW{seg(0, a+4*m, block(a+4*m, m)), seg(0, a)},
+			0, 1, -1, "device 0: invalid snapshot: segment 1: blocks cover"},
+		{"a block outside its segment", pyListW{seg(0, a+4*m, block(a+4*m, m)), seg(0, a+2*m, block(a+2*m, m)), seg(0, a, block(a+8*m, m))},
+			0, 2, 0, "invalid snapshot: segment 2, block 0: starts at 0x7f0001000000, want 0x7f0000000000"},
+		{"the second device's segment", pyListW{seg(1, a+4*m, block(a+4*m, m)), seg(0, a, block(a, m)), seg(1, a, block(a, m/2))},
+			1, 2, -1, "device 1: invalid snapshot: segment 2: blocks cover"},
+		{"overlap", pyListW{seg(0, a+m/2, block(a+m/2, m)), seg(0, a, block(a, m))},
+			0, 0, -1, "segment 0: at 0x7f0000100000 starts before the previous segment ends"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			segs := tc.segs
+			_, err := ReadPickle(bytes.NewReader(picklePy(4, &pyDictW{{"segments", &segs}})))
+			var ie *InvalidSnapshotError
+			if !errors.As(err, &ie) {
+				t.Fatalf("err = %v, want an *InvalidSnapshotError", err)
+			}
+			if ie.Segment != tc.idx || ie.Block != tc.block || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %q (segment %d, block %d), want segment %d, block %d and %q", err, ie.Segment, ie.Block, tc.idx, tc.block, tc.want)
+			}
+		})
+	}
+}
