@@ -194,7 +194,10 @@
 // torch.profiler.record_function range starts and ends; they allocate
 // nothing), so that a history's events are its allocator's. Required keys:
 // a segment's address, total_size, segment_type and blocks; a block's size
-// and state; an event's action. Any other unknown action is an error, not
+// and state; an event's action, and, unless it is a snapshot marker, its
+// size and addr (device_free for oom), which PyTorch always writes: without
+// them an event would act at address 0 or report a request of 0 bytes.
+// Any other unknown action is an error, not
 // skipped: a replay that silently drops events would mislead.
 //
 // Why a minimal unpickler of its own rather than

@@ -536,7 +536,20 @@ func (c *pickleConverter) event(path string, v any, e *Event) (bool, error) {
 	if a == ActionOOM {
 		addrKey = "device_free"
 	}
-	if _, ok := d.get(addrKey); ok {
+	// PyTorch writes both keys on every entry. Without them an alloc or
+	// free would act at address 0 and an oom would read as a request of
+	// 0 bytes on a device with nothing free; only a snapshot marker
+	// needs neither.
+	_, hasAddr := d.get(addrKey)
+	_, hasSize := d.get("size")
+	if a != ActionSnapshot && (!hasAddr || !hasSize) {
+		missing := addrKey
+		if hasAddr {
+			missing = "size"
+		}
+		return false, convErr(path, "%s entry has no %q key", name, missing)
+	}
+	if hasAddr {
 		if e.Addr, err = reqAddr(d, path, addrKey); err != nil {
 			return false, err
 		}

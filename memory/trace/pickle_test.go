@@ -613,3 +613,42 @@ func TestReadPickleInvalidSegmentIndex(t *testing.T) {
 		})
 	}
 }
+
+// TestReadPickleEventKeys checks that a trace entry without the address or
+// size PyTorch always writes is refused with its place in the file, rather
+// than read as an event at address 0 or an out-of-memory error asking for
+// 0 bytes; a snapshot marker needs neither.
+func TestReadPickleEventKeys(t *testing.T) {
+	tests := []struct {
+		name  string
+		entry pyDictW
+		want  string // "" for no error
+	}{
+		{"oom without anything", pyDictW{{"action", "oom"}}, `device_traces[0][1]: oom entry has no "device_free" key`},
+		{"oom without size", pyDictW{{"action", "oom"}, {"device_free", 1 << 20}}, `device_traces[0][1]: oom entry has no "size" key`},
+		{"oom with addr, not device_free", pyDictW{{"action", "oom"}, {"addr", 0}, {"size", 1 << 20}}, `oom entry has no "device_free" key`},
+		{"alloc without addr", pyDictW{{"action", "alloc"}, {"size", 512}}, `alloc entry has no "addr" key`},
+		{"free_requested without size", pyDictW{{"action", "free_requested"}, {"addr", 4096}}, `free_requested entry has no "size" key`},
+		{"segment_map without addr", pyDictW{{"action", "segment_map"}, {"size", 2 << 20}}, `segment_map entry has no "addr" key`},
+		{"oom", pyDictW{{"action", "oom"}, {"device_free", 1 << 20}, {"size", 4 << 20}}, ""},
+		{"snapshot marker", pyDictW{{"action", "snapshot"}}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			entry := tc.entry
+			first := pyDictW{{"action", "segment_alloc"}, {"addr", 4096}, {"size", 2 << 20}}
+			trace := pyListW{&first, &entry}
+			snaps, err := ReadPickle(bytes.NewReader(picklePy(4, &pyDictW{{"device_traces", &pyListW{&trace}}})))
+			if tc.want == "" {
+				if err != nil || len(snaps) != 1 || len(snaps[0].History) != 2 {
+					t.Fatalf("err = %v, snapshots %v", err, snaps)
+				}
+				return
+			}
+			var pe *ParseError
+			if !errors.As(err, &pe) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want a *ParseError containing %q", err, tc.want)
+			}
+		})
+	}
+}
