@@ -33,8 +33,9 @@ splitting; memory reserved but not allocated; the largest free block), the large
 allocations by region and by the frame of your code that allocated them, each
 out-of-memory event with what was asked and what was free (the first --top of them,
 and how many more there were), and the peaks of the history. A text trace is read from the file as a stream, in
-memory that grows with the blocks live at once, not with its length; snapshots are
-read whole, up to --max-input bytes after decompression.
+memory that grows with the blocks live at once, not with its length; snapshots, and
+text traces from a pipe (<(zcat run.trace.gz)), are read whole, up to --max-input
+bytes after decompression.
 
 Each out-of-memory event gets a checked fix: the history up to the failed allocation
 is replayed, with that allocation, under the limit the run had (--limit, else the
@@ -106,7 +107,7 @@ cursor on hover, out-of-memory markers, and the segment map.
 	f.IntVar(&top, "top", 10, "how many regions, stacks, allocations and out-of-memory events to list")
 	f.StringVar(&limit, "limit", "", "the memory the run was allowed when it ran out, a `SIZE` such as 40GiB (set_per_process_memory_fraction times the device's memory); default: from the snapshot, or inferred")
 	f.Int64Var(&budget, "replay-events", analyze.DefaultReplayEvents, "bound the out-of-memory fix checks of a device to this many replayed events; 0 turns them off")
-	f.StringVar(&maxInput, "max-input", "1GiB", "refuse snapshots larger than `SIZE` after decompression (they are read whole); text traces are streamed")
+	f.StringVar(&maxInput, "max-input", "1GiB", "refuse snapshots larger than `SIZE` after decompression (they are read whole); text traces in files are streamed")
 	return cmd
 }
 

@@ -78,8 +78,8 @@ Inputs: text traces (gzip or plain; "action addr size stream" lines), vram JSON
 snapshots and PyTorch snapshot pickles (torch.cuda.memory._dump_snapshot). A
 snapshot whose history was truncated starts from the blocks its segments imply.
 Text traces are replayed as they are read, in memory that grows with the blocks
-live at once, not with the trace's length; snapshots are read whole, up to
---max-input bytes after decompression. A simulated device larger than
+live at once, not with the trace's length; snapshots, and text traces from a pipe
+(<(zcat run.trace.gz)), are read whole, up to --max-input bytes after decompression. A simulated device larger than
 --max-capacity (4TiB: more than any real one) is refused.
 
 --fit finds, for each policy of --compare, the smallest device on which the trace
@@ -205,7 +205,7 @@ cost by size class.
 	f := cmd.Flags()
 	f.StringVar(&capacity, "capacity", "", "simulated device memory, a `SIZE` such as 80GiB (default: the snapshot's, else 1TiB)")
 	f.StringVar(&maxCapacity, "max-capacity", "4TiB", "refuse simulated devices larger than `SIZE` (from --capacity or a snapshot)")
-	f.StringVar(&maxInput, "max-input", "1GiB", "refuse snapshots larger than `SIZE` after decompression (they are read whole); text traces are streamed")
+	f.StringVar(&maxInput, "max-input", "1GiB", "refuse snapshots larger than `SIZE` after decompression (they are read whole); text traces in files are streamed")
 	f.StringVar(&conf, "conf", "", "allocator `SETTINGS` in VRAM_ALLOC_CONF form, e.g. \"expandable_segments:True\"")
 	f.BoolVar(&compare, "compare", false, "replay under policy:pytorch, policy:pytorch with expandable segments, and policy:vram")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per input")
@@ -229,8 +229,9 @@ type replayOptions struct {
 	calls       *memory.CallTimes // every call measured with --device
 }
 
-// replayFile replays every history in the file at path. A text trace is
-// streamed from the file; snapshots are read whole.
+// replayFile replays every history in the file at path. A text trace in
+// a regular file is streamed from it; snapshots, and text traces from a
+// pipe, are read whole.
 func replayFile(path, conf string, base memory.Config, o replayOptions) ([]replayReport, error) {
 	file, err := o.limits.OpenStream(path)
 	if err != nil {

@@ -47,8 +47,8 @@ type File struct {
 	// [TextReader.Header]); nil for other kinds.
 	Header []string
 	// Events holds a text trace's events (KindText only); nil when the
-	// trace was opened with [OpenStream], which reads them from the file
-	// on each pass of [File.History] instead.
+	// trace was opened from a regular file with [OpenStream], which reads
+	// them from the file on each pass of [File.History] instead.
 	Events []Event
 	// Snapshots holds the snapshots of a JSON file (exactly one) or of a
 	// pickle (one per device, possibly none); nil for KindText.

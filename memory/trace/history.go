@@ -54,20 +54,28 @@ func OpenStream(path string) (*File, error) { return Limits{}.OpenStream(path) }
 // without holding them. It reads the header and the first event of a text
 // trace, so that a file that is not one fails here; a later malformed line
 // fails the pass that reaches it, with a [*ParseError] naming the file and
-// the line. JSON snapshots and pickles are read whole, as Open reads them.
+// the line. JSON snapshots and pickles are read whole, as Open reads them,
+// and so is a text trace in anything but a regular file (a pipe, a FIFO,
+// /dev/stdin), which cannot be read a second time: its events are then in
+// File.Events, within the limits.
 func (l Limits) OpenStream(path string) (*File, error) {
 	osf, err := os.Open(path)
 	if err != nil {
 		return nil, &ParseError{File: path, Offset: -1, Err: err}
 	}
 	defer osf.Close()
+	// A pipe or a terminal (vram analyze <(zcat run.trace.gz),
+	// /dev/stdin) gives its bytes once: a second pass would find it
+	// drained and see no events at all.
+	fi, err := osf.Stat()
+	once := err != nil || !fi.Mode().IsRegular()
 	f := &File{Name: path}
 	br, kind, err := detect(osf, f)
 	if err != nil {
 		return nil, withFile(err, path, kind)
 	}
 	f.Kind = kind
-	if kind != KindText {
+	if kind != KindText || once {
 		if err := readBody(br, f, l); err != nil {
 			return nil, withFile(err, path, kind)
 		}
