@@ -218,6 +218,20 @@
 // RecordStream, makes the next Synchronize return an error. Test stream
 // code on sim devices first.
 //
+// # Graphs
+//
+// [CaptureGraph] records the work a function queues on a device's current
+// stream, without running it, into a [Graph] that [Graph.Replay] runs
+// again with a single launch (CUDA graphs, as torch.cuda.graph). A training
+// step whose host time matters (many small kernels) then costs the host
+// one call. Replays run on the memory the capture used: the capture's
+// tensors come from a private pool of the caching allocator that the graph
+// keeps until [Graph.Release], inputs are written into the tensors the
+// capture read, and results are read from the tensors it made. Work that
+// waits for the device or copies between host and device cannot be
+// recorded and fails with an error wrapping [ErrCapturing]. Sim devices
+// record graphs with the same rules.
+//
 // # Concurrency
 //
 // Tensors, reference counts and the autograd engine are safe for concurrent

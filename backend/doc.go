@@ -37,7 +37,8 @@
 // type assertion: [AsyncCopier] (pinned host memory and copies that do not
 // wait), the fused ops of fused.go, the int8-weight kernels of quant.go
 // ([Int8Linear], [Int8Dequantizer]), [Sorter] (without it the root
-// package sorts a host copy), and, for a device that knows its memory
+// package sorts a host copy), [GraphCapturer] (recording a stream's work
+// into a [Graph] that replays with one launch), and, for a device that knows its memory
 // (total, free, the processes on it),
 // [github.com/vramgo/vram/memory.DeviceInfo], the hook its caching
 // allocator uses too; vram.DeviceMemory reports it.
@@ -47,8 +48,8 @@
 // backend.go holds the contract (Backend, Device, Memory, Copier, View,
 // Kernels), stream.go the streams, events and pinned copies, ops.go the op
 // names, shape.go shape arithmetic, fused.go the optional fused kernels,
-// quant.go the optional int8-weight kernels, sort.go the optional sort and
-// registry.go the registry.
+// quant.go the optional int8-weight kernels, sort.go the optional sort,
+// graph.go the optional graph capture and registry.go the registry.
 //
 // # Errors
 //

@@ -139,6 +139,12 @@
 // counts as complete at once. An [EventWaiter] lets the out-of-memory path
 // wait for outstanding events before releasing the cache.
 //
+// A private pool ([Allocator.NewPrivatePool]) is a stream number no real
+// stream has: a device serves a graph capture's requests from one, whose
+// memory the allocator keeps, even free, until [Allocator.ReleasePool],
+// and [Allocator.HoldReleases] stops every release while a capture runs
+// (private.go says why).
+//
 // # Out of memory
 //
 // When a request does not fit, the allocator releases the cache that would
