@@ -58,7 +58,6 @@ type counts struct {
 // only: on a GPU it also holds what the backend keeps for itself (the
 // cuBLASLt workspace of the first product), which tensors do not free.
 func countsOf(d Device) counts {
-	dropTables(d) // a cache, not a leak
 	c := counts{storage: Storage(d)}
 	if d.Kind == "sim" {
 		c.allocated = MemoryAllocated(d)

@@ -92,3 +92,19 @@ func TestCUDAGraphResNet(t *testing.T) {
 		}
 	}
 }
+
+// TestCUDAGraphComposed captures the small CNN's step with cuDNN turned
+// off: convolutions and pooling are composed, and their gather tables are
+// written at capture time (backend.ConstantWriter) for the replays to
+// read.
+func TestCUDAGraphComposed(t *testing.T) {
+	requireCUDA(t, 1)
+	old := vram.CuDNN()
+	off := old
+	off.Disabled = true
+	vram.SetCuDNN(off)
+	defer vram.SetCuDNN(old)
+	for _, cl := range []bool{false, true} {
+		cnnGraphCheck(t, vram.CUDA(0), smallCNN, cl, false, 1e-4)
+	}
+}

@@ -234,6 +234,10 @@ type devState struct {
 
 	defStreamB backend.Stream         // bd's default stream
 	defStream  atomic.Pointer[Stream] // the same, as a *Stream, made on first use
+
+	capture   atomic.Pointer[captureState] // set while CaptureGraph runs (graph.go)
+	capMu     sync.Mutex
+	capStream *Stream // the stream captures record, made on first use
 }
 
 var devices sync.Map // Device -> *devState

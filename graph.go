@@ -3,6 +3,7 @@ package vram
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/vramgo/vram/backend"
@@ -32,12 +33,92 @@ type Graph struct {
 	g     backend.Graph
 	mu    sync.Mutex
 	freed bool
+	kept  *captureState // what the recorded work reads, kept until Release
+	// on holds the streams replays were queued on, which the streams of
+	// the kept storages wait for before their memory is reused.
+	on []backend.Stream
+}
+
+// captureState is what a capture under way collects and its graph keeps:
+// the constant tables that composed operations wrote during it (tableOn),
+// and a reference to every storage made before the capture that the
+// captured work uses (the model's parameters, its inputs, optimizer
+// state), so that releasing such a tensor while the graph lives cannot
+// hand its memory to other work under the replays. The storages the
+// capture makes come from the graph's private pool, which the allocator
+// keeps anyway; holding them would keep the capture from reusing their
+// memory for later tensors of the same capture.
+type captureState struct {
+	mu   sync.Mutex
+	held []*Tensor
+	used map[*storage]bool
+}
+
+// use keeps a reference to st for the graph, once, unless the capture
+// made it. Graph references count as apart (storage.go): they are no
+// alias for autograd.
+func (c *captureState) use(st *storage) {
+	if st.born == c {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.used[st] {
+		return
+	}
+	if c.used == nil {
+		c.used = map[*storage]bool{}
+	}
+	st.retain("capture graph")
+	st.apart.Add(1)
+	c.used[st] = true
+}
+
+// release releases the tables and the storages kept.
+func (c *captureState) release() {
+	c.mu.Lock()
+	held, used := c.held, c.used
+	c.held, c.used = nil, nil
+	c.mu.Unlock()
+	for _, t := range held {
+		t.Release()
+	}
+	for st := range used {
+		st.apart.Add(-1)
+		st.release()
+	}
+}
+
+// tableOn returns data as a tensor of the given shape and dtype on ds, for
+// the constant tables of composed operations (gather indices, divisors):
+// FromSlice, which copies from the host on the current stream. While a
+// capture runs on ds, it writes the values at once instead
+// ([backend.ConstantWriter]), which the capture does not record, and the
+// graph keeps the table: its replays read it.
+func tableOn[T Element](ds *devState, data []T, shape Shape, dt DType) *Tensor {
+	if c := ds.capture.Load(); c != nil {
+		if w, ok := ds.bd.(backend.ConstantWriter); ok {
+			const op = "table"
+			t := newTensor(op, ds, dt, shape)
+			check(op, w.WriteConstant(t.bv(), encode(data, dt)))
+			var held *Tensor
+			NoGrad(func() { held = Keep(t.view(t.shape, t.strides, t.offset)) })
+			c.mu.Lock()
+			c.held = append(c.held, held)
+			c.mu.Unlock()
+			return t
+		}
+	}
+	return FromSlice(data, shape, ds.dev, dt)
 }
 
 // CaptureGraph runs fn once with the work it queues on device d recorded
-// instead of run (torch.cuda.graph), and returns the graph to replay. The
-// work is recorded from the calling goroutine's current stream of d (see
-// [WithStream]); fn should queue its work there only, from this goroutine.
+// instead of run (torch.cuda.graph), and returns the graph to replay. As
+// torch.cuda.graph does, fn runs with a side stream of d's as its current
+// stream (see [WithStream]), which waits first for the work queued on the
+// calling goroutine's current stream, and which that stream waits for
+// after; the work of other goroutines and of other streams is not
+// recorded. fn should queue its work on d from the calling goroutine.
 //
 // Warm up first: run fn's work once or twice outside the capture, so that
 // kernels are compiled, cuDNN's benchmark mode has chosen its algorithms
@@ -55,10 +136,12 @@ type Graph struct {
 //   - scalars are recorded as they are: a learning rate changed later does
 //     not reach the replays of a captured optimizer step.
 //
-// Tensors that existed before the capture and that it reads (inputs,
-// parameters, optimizer state) must stay alive and in place while the
-// graph is used; tensors it created stay valid after it, and each replay
-// recomputes them. When fn panics with a vram error or an operation in it
+// The graph keeps a reference to every tensor's memory that existed before
+// the capture and that the recorded work uses (inputs, parameters,
+// optimizer state), until Release, so that releasing one cannot hand its
+// memory to other work under the replays; replace an input's values in
+// place (CopyFrom), never by a new tensor. Tensors the capture created stay
+// valid after it, and each replay recomputes them. When fn panics with a vram error or an operation in it
 // cannot be recorded, CaptureGraph ends the capture, discards it and
 // returns the error; other panics are passed on after the capture ended.
 //
@@ -78,47 +161,70 @@ func CaptureGraph(d Device, fn func()) (g *Graph, err error) {
 	if !ok {
 		return nil, &Error{Op: op, Kind: ErrUnavailable, Detail: fmt.Sprintf("%s does not record graphs (CUDA and sim devices do)", d)}
 	}
-	var bs backend.Stream
-	if ferr := Catch(func() { bs = ds.stream() }); ferr != nil {
+	var cur *Stream
+	if ferr := Catch(func() { cur = CurrentStream(d); ds.stream() }); ferr != nil {
 		return nil, ferr
 	}
+	cs := &captureState{}
+	if !ds.capture.CompareAndSwap(nil, cs) {
+		return nil, &Error{Op: op, Kind: ErrArgument, Detail: "a capture is already under way on " + d.String() + " (graphs are captured one at a time per device)"}
+	}
+	side, err := ds.captureStream()
+	if err != nil {
+		ds.capture.Store(nil)
+		return nil, err
+	}
+	bs := side.bs
 	// The graph's pool cannot take the device's cached free memory: give
 	// it back first, so that the pool maps it again rather than adding to
 	// it (the peak reserve stays near what the work needs).
 	if a := allocatorOf(d); a != nil {
-		a.EmptyCache() // not EmptyCache(d): the device's tables stay
+		a.EmptyCache()
+	}
+	// The capture stream starts after the work queued so far.
+	if ferr := Catch(func() { side.WaitStream(cur) }); ferr != nil {
+		ds.capture.Store(nil)
+		return nil, ferr
 	}
 	if err := gc.BeginCapture(bs); err != nil {
+		ds.capture.Store(nil)
 		return nil, &Error{Op: op, Kind: ErrBackend, Detail: "starting the capture on " + d.String(), Err: err}
 	}
 	ended := false
 	end := func() (backend.Graph, error) {
 		ended = true
-		return gc.EndCapture(bs)
+		ds.capture.Store(nil)
+		bg, err := gc.EndCapture(bs)
+		Catch(func() { cur.WaitStream(side) })
+		return bg, err
 	}
 	defer func() {
 		if !ended { // fn panicked with something other than a vram error
 			if bg, eerr := end(); eerr == nil {
 				bg.Release()
 			}
+			cs.release()
 		}
 	}()
-	ferr := Catch(fn)
+	var ferr error
+	WithStream(side, func() { ferr = Catch(fn) })
 	bg, eerr := end()
 	switch {
 	case ferr != nil:
 		if eerr == nil {
 			bg.Release()
 		}
+		cs.release()
 		return nil, ferr
 	case eerr != nil:
 		detail := "the capture failed on " + d.String()
 		if errors.Is(eerr, backend.ErrCapturing) {
 			detail = capturingDetail
 		}
+		cs.release()
 		return nil, &Error{Op: op, Kind: ErrBackend, Detail: detail, Err: eerr}
 	}
-	return &Graph{dev: d, ds: ds, g: bg}, nil
+	return &Graph{dev: d, ds: ds, g: bg, kept: cs}, nil
 }
 
 // Replay queues the recorded work once more on the calling goroutine's
@@ -142,6 +248,9 @@ func (g *Graph) Replay() error {
 	}
 	if err := g.g.Replay(bs); err != nil {
 		return &Error{Op: op, Kind: ErrBackend, Detail: g.dev.String(), Err: err}
+	}
+	if !slices.Contains(g.on, bs) {
+		g.on = append(g.on, bs)
 	}
 	return nil
 }
@@ -172,5 +281,75 @@ func (g *Graph) Release() {
 		return
 	}
 	g.freed = true
+	// The storages made before the capture return to their own pools once
+	// their tensors are released too: their streams first wait, on the
+	// device, for the replays queued on other streams, since the
+	// allocator reuses a block freed on a stream for that stream's later
+	// work. The tables go into the graph's pool, given back with it; the
+	// backend's Release waits for the replays before that memory goes.
+	g.kept.after(g.ds, g.on)
+	g.kept.release()
 	g.g.Release()
+}
+
+// after makes the stream of every kept storage wait for the work queued so
+// far on the streams on. A failure to order them (a lost device) leaves
+// them unordered: nothing runs there any more.
+func (c *captureState) after(ds *devState, on []backend.Stream) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range on {
+		waited := map[backend.Stream]bool{}
+		var ev backend.Event
+		for st := range c.used {
+			if st.stream == r || waited[st.stream] {
+				continue
+			}
+			if ev == nil {
+				var err error
+				if ev, err = ds.bd.NewEvent(false); err != nil {
+					return
+				}
+				defer ev.Destroy()
+				if ev.Record(r) != nil {
+					return
+				}
+			}
+			st.stream.WaitEvent(ev)
+			waited[st.stream] = true
+		}
+	}
+}
+
+// rampFrom returns lo, lo+1, ..., lo+n-1, for tables made with tableOn.
+func rampFrom(lo, n int) []int64 {
+	r := make([]int64, n)
+	for i := range r {
+		r[i] = int64(lo + i)
+	}
+	return r
+}
+
+// rampOf returns 1, 2, ..., n as float64s.
+func rampOf(n int) []float64 {
+	r := make([]float64, n)
+	for i := range r {
+		r[i] = float64(i + 1)
+	}
+	return r
+}
+
+// captureStream returns ds's stream for captures, made on first use and
+// kept.
+func (ds *devState) captureStream() (*Stream, error) {
+	ds.capMu.Lock()
+	defer ds.capMu.Unlock()
+	if ds.capStream == nil {
+		s, err := NewStream(ds.dev)
+		if err != nil {
+			return nil, err
+		}
+		ds.capStream = s
+	}
+	return ds.capStream, nil
 }

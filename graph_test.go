@@ -393,3 +393,38 @@ func ExampleCaptureGraph() {
 	fmt.Printf("recorded %v, loss after 200 replays below 1e-4: %v\n", g.Nodes() > 0, loss.Item() < 1e-4)
 	// Output: recorded true, loss after 200 replays below 1e-4: true
 }
+
+// TestGraphKeepsInputs releases, after the capture, a tensor the captured
+// work reads, and fills the device with other tensors: the replays still
+// read the released tensor's values, because the graph keeps its memory,
+// until Release gives everything back.
+func TestGraphKeepsInputs(t *testing.T) {
+	d := vram.Sim(1)
+	vram.EmptyCache(d)
+	base := vram.Storage(d).LiveBytes
+	x := vram.Full(vram.Shape{1024}, 3, d)
+	var y *vram.Tensor
+	g, err := vram.CaptureGraph(d, func() { y = x.MulScalar(2) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Release()
+	var others []*vram.Tensor
+	for range 8 {
+		others = append(others, vram.Full(vram.Shape{1024}, -1, d))
+	}
+	if err := g.Replay(); err != nil {
+		t.Fatal(err)
+	}
+	if got := y.Float32s(); got[0] != 6 || got[1023] != 6 {
+		t.Fatalf("replay read %v..., want 6: the released input's memory was reused", got[:2])
+	}
+	for _, o := range others {
+		o.Release()
+	}
+	g.Release()
+	y.Release()
+	if got := vram.Storage(d).LiveBytes; got != base {
+		t.Fatalf("%d bytes live after Release, %d before", got, base)
+	}
+}

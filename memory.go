@@ -96,10 +96,8 @@ func MemorySummary(d Device) string {
 
 // EmptyCache returns the memory d's allocator caches but no tensor uses to
 // the device (torch.cuda.empty_cache), so that other processes can have it.
-// Memory of live tensors stays where it is. It also drops the index tables
-// that the composed convolution and pooling paths keep on d.
+// Memory of live tensors stays where it is.
 func EmptyCache(d Device) {
-	dropTables(d)
 	if a := allocatorOf(d); a != nil {
 		a.EmptyCache()
 	}

@@ -147,8 +147,8 @@ func attention(q, k, v *Tensor, o AttentionOptions, want bool) (out, weights *Te
 		case o.Causal:
 			var future *Tensor
 			NoGrad(func() {
-				rows := Arange(0, float64(l), 1, Int64, q.Device()).Unsqueeze(1)
-				cols := Arange(0, float64(s), 1, Int64, q.Device())
+				rows := tableOn(q.ds(), rampFrom(0, l), Shape{l, 1}, Int64)
+				cols := tableOn(q.ds(), rampFrom(0, s), Shape{s}, Int64)
 				future = cols.Gt(rows)
 			})
 			a = a.MaskedFill(future, math.Inf(-1))

@@ -175,7 +175,7 @@ func (w window) checkSize(op string) {
 // indexTensor returns w's index as an int64 tensor [1, 1, KK·L] on ds.
 func (w window) indexTensor(ds *devState) *Tensor {
 	idx := w.index()
-	return int64Table(ds, idx, Shape{1, 1, len(idx)})
+	return tableOn(ds, idx, Shape{1, 1, len(idx)}, Int64)
 }
 
 // im2col returns the windows of x [N, C, inH, inW] as [N, C, KK, L]: tap k

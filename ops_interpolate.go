@@ -307,7 +307,7 @@ func interpTaps(x *Tensor, a, n, out, k int, tap func(d int, taps []int64, w []f
 	wshape[0] = out
 	var y *Tensor
 	for j := range k {
-		wt := FromSlice(wts[j], slices.Clone(wshape), x.Device()).Cast(x.dtype)
+		wt := tableOn(x.ds(), wts[j], slices.Clone(wshape), x.dtype)
 		term := x.selectPositions(a, pos[j]).Mul(wt)
 		if y == nil {
 			y = term

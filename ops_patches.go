@@ -261,7 +261,7 @@ func unfoldGrad(g *Tensor, full []int, a int, pos []int64) *Tensor {
 		shape := slices.Clone(full)
 		shape[a] = len(pos)
 		src := gm.Reshape(shape...)
-		idx := FromSlice(pos, Shape{len(pos)}, g.Device())
+		idx := tableOn(g.ds(), pos, Shape{len(pos)}, Int64)
 		return g.NewZeros(full).IndexAdd(a, idx, src, 1)
 	})
 }

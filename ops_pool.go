@@ -3,7 +3,6 @@ package vram
 import (
 	"math"
 	"slices"
-	"sync"
 
 	"github.com/vramgo/vram/backend"
 )
@@ -243,10 +242,10 @@ func maxTaps(cols *Tensor, w window, inside []int64) *Tensor {
 			hasNaN, allNegInf := m.IsNaN(), m.EqScalar(math.Inf(-1))
 			// Tap k+1 where there is a NaN, 0 elsewhere: the largest
 			// marks the last NaN.
-			ramp := rampTable(cols.ds(), kk)
+			ramp := tableOn(cols.ds(), rampOf(kk), Shape{1, 1, kk, 1}, Float32)
 			lastNaN := Where(cols.IsNaN(), ramp, Scalar(0, Float32)).ArgMax(2, true)
 			if inside != nil {
-				it := int64Table(cols.ds(), inside, Shape{1, 1, 1, l})
+				it := tableOn(cols.ds(), inside, Shape{1, 1, 1, l}, Int64)
 				first = Where(allNegInf, it, first)
 			}
 			taps = Keep(Where(hasNaN, lastNaN, first))
@@ -289,7 +288,7 @@ func (w window) positions(taps *Tensor, idx []int64) *Tensor {
 		Tidy(func() {
 			n, c := taps.shape[0], taps.shape[1]
 			kk, l := w.kh*w.kw, w.outH*w.outW
-			idx := int64Table(taps.ds(), idx, Shape{1, 1, kk, l}).Expand(n, c, kk, l)
+			idx := tableOn(taps.ds(), idx, Shape{1, 1, kk, l}, Int64).Expand(n, c, kk, l)
 			out = Keep(idx.Gather(2, taps).Reshape(w.shape(taps)...))
 		})
 	})
@@ -511,32 +510,11 @@ func avgComposed(op string, x *Tensor, win window, idx []int64, counts []float64
 
 // reciprocals returns 1/counts as a tensor [L] of x's dtype and device.
 func reciprocals(counts []float64, x *Tensor) *Tensor {
-	return deviceTable(x.ds(), counts, x.dtype, "reciprocal", Shape{len(counts)}, func() *Tensor {
-		inv := make([]float64, len(counts))
-		for i, c := range counts {
-			inv[i] = 1 / c
-		}
-		return FromSlice(inv, Shape{len(inv)}, x.Device(), x.dtype)
-	})
-}
-
-// ramps caches the host side of rampTable: 1, 2, ..., kk.
-var ramps sync.Map // int -> []float64
-
-// rampTable returns 1, 2, ..., kk as float32 [1, 1, kk, 1] on ds.
-func rampTable(ds *devState, kk int) *Tensor {
-	v, ok := ramps.Load(kk)
-	if !ok {
-		r := make([]float64, kk)
-		for i := range r {
-			r[i] = float64(i + 1)
-		}
-		v, _ = ramps.LoadOrStore(kk, r)
+	inv := make([]float64, len(counts))
+	for i, c := range counts {
+		inv[i] = 1 / c
 	}
-	r := v.([]float64)
-	return deviceTable(ds, r, Float32, "ramp", Shape{1, 1, kk, 1}, func() *Tensor {
-		return FromSlice(r, Shape{kk}, ds.dev, Float32)
-	})
+	return tableOn(x.ds(), inv, Shape{len(inv)}, x.dtype)
 }
 
 // gatherWindows is im2col with a given index of win's layout.
@@ -548,7 +526,7 @@ func gatherWindows(x *Tensor, win window, idx []int64, pad float64) *Tensor {
 	defer pv.Release()
 	xe := Cat([]*Tensor{xf, pv}, 2)
 	defer xe.Release()
-	it := int64Table(x.ds(), idx, Shape{1, 1, len(idx)})
+	it := tableOn(x.ds(), idx, Shape{1, 1, len(idx)}, Int64)
 	defer it.Release()
 	ix := it.Expand(n, c, len(idx))
 	defer ix.Release()

@@ -101,7 +101,7 @@ func (t *Tensor) triangle(op string, diagonal int, lower bool) *Tensor {
 			}
 		}
 	}
-	mask := FromSlice(keep, Shape{rows, cols}, t.Device())
+	mask := tableOn(t.ds(), keep, Shape{rows, cols}, Bool)
 	defer mask.Release()
 	zero := Scalar(0, t.dtype)
 	defer zero.Release()
@@ -124,7 +124,7 @@ func (t *Tensor) distinctAxes(op string, dims []int) []int {
 // selectPositions returns t's entries at pos along axis a, recording the
 // gradient as IndexSelect does.
 func (t *Tensor) selectPositions(a int, pos []int64) *Tensor {
-	idx := FromSlice(pos, Shape{len(pos)}, t.Device())
+	idx := tableOn(t.ds(), pos, Shape{len(pos)}, Int64)
 	defer idx.Release()
 	return t.IndexSelect(a, idx)
 }

@@ -43,6 +43,10 @@ type storage struct {
 	pending atomic.Pointer[pendingCopy]
 
 	origin *leakSite // where it was allocated, with Config.DebugLeaks
+
+	// born is the graph capture under way on the device when the storage
+	// was made, if any (graph.go).
+	born *captureState
 }
 
 func newStorage(op string, ds *devState, nbytes int64) *storage {
@@ -56,7 +60,7 @@ func newStorage(op string, ds *devState, nbytes int64) *storage {
 		}
 		panic(&Error{Op: op, Kind: kind, Detail: "allocating " + units.Bytes(nbytes) + " on " + ds.dev.String(), Err: err})
 	}
-	s := &storage{ds: ds, buf: buf, bytes: nbytes, stream: stream}
+	s := &storage{ds: ds, buf: buf, bytes: nbytes, stream: stream, born: ds.capture.Load()}
 	s.refs.Store(1)
 	ds.counted(nbytes)
 	return s

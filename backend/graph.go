@@ -47,3 +47,14 @@ type Graph interface {
 // captured cannot record: waiting for the stream or the device, copies
 // between host and device memory, and queries of its events.
 var ErrCapturing = errors.New("not possible while the stream is captured into a graph")
+
+// ConstantWriter is implemented by devices that record graphs: it writes
+// host bytes into the contiguous view dst at once, outside the order of
+// every stream, which a capture allows. The root package uses it for the
+// constant tables (gather indices, divisors) that composed operations make
+// while a capture runs: the values are in place before any replay, for
+// the graph's lifetime, where a recorded copy would read host memory at
+// each replay. dst must not be in use by queued work.
+type ConstantWriter interface {
+	WriteConstant(dst View, src []byte) error
+}

@@ -3,7 +3,9 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"unsafe"
 
 	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/memory"
@@ -180,4 +182,24 @@ func (d *Device) refuseCapturing(what string) error {
 		return fmt.Errorf("cuda: cuda:%d: %s while a stream of the device is captured: %w", d.index, what, backend.ErrCapturing)
 	}
 	return nil
+}
+
+var _ backend.ConstantWriter = (*Device)(nil)
+
+// WriteConstant copies src into dst with cuMemcpyHtoD_v2, synchronous and
+// on no stream of the device's (the legacy stream, which the device's
+// non-blocking streams do not wait for), so that a capture under way is
+// not disturbed.
+func (d *Device) WriteConstant(dst backend.View, src []byte) error {
+	p, n, err := d.hostView("write constant", dst, len(src))
+	if err != nil || n == 0 {
+		return err
+	}
+	if err := d.enter(); err != nil {
+		return err
+	}
+	defer d.exit()
+	err = cuda.MemcpyHtoD(p, unsafe.Pointer(unsafe.SliceData(src)), uint64(n))
+	runtime.KeepAlive(src)
+	return d.check(err)
 }

@@ -219,3 +219,29 @@ func (d *Device) refuseHostCopy(what string, st *Stream) error {
 	}
 	return d.st.def.refuse(what)
 }
+
+var _ backend.ConstantWriter = (*Device)(nil)
+
+// WriteConstant writes src into dst at once, whatever the streams have
+// queued or a capture records (nothing in shape-only mode).
+func (d *Device) WriteConstant(dst backend.View, src []byte) error {
+	if err := backend.CheckHostCopy(dst, len(src)); err != nil {
+		return fmt.Errorf("sim:%d: write constant: %w", d.index, err)
+	}
+	b, ok := dst.Buf.(*buffer)
+	if !ok {
+		if dst.NumElements() == 0 {
+			return nil
+		}
+		return fmt.Errorf("sim:%d: write constant: buffer of type %T is not sim memory", d.index, dst.Buf)
+	}
+	if b.freed.Load() {
+		return fmt.Errorf("sim:%d: write constant: buffer was freed", d.index)
+	}
+	if b.data == nil {
+		return nil
+	}
+	v := dst
+	v.Buf = b.data
+	return d.host.CopyFromHost(d.hostStream(), v, src)
+}
