@@ -2,6 +2,7 @@ package vram_test
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -106,5 +107,94 @@ func TestCUDAGraphComposed(t *testing.T) {
 	defer vram.SetCuDNN(old)
 	for _, cl := range []bool{false, true} {
 		cnnGraphCheck(t, vram.CUDA(0), smallCNN, cl, false, 1e-4)
+	}
+}
+
+// graphOpCases are single operations captured and replayed on a new input
+// by TestCUDAGraphOps: each returns its output and the input's gradient.
+var graphOpCases = []struct {
+	name string
+	fn   func(x, w *vram.Tensor) *vram.Tensor
+}{
+	{"conv", func(x, w *vram.Tensor) *vram.Tensor {
+		return vram.Conv2d(x, w, nil, vram.Conv2dParams{Padding: [2]int{1, 1}})
+	}},
+	{"maxpool", func(x, _ *vram.Tensor) *vram.Tensor {
+		return vram.MaxPool2d(x, vram.Pool2dParams{Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Padding: [2]int{1, 1}})
+	}},
+	{"avgpool", func(x, _ *vram.Tensor) *vram.Tensor {
+		return vram.AvgPool2d(x, vram.Pool2dParams{Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Padding: [2]int{1, 1}})
+	}},
+	{"adaptive avgpool", func(x, _ *vram.Tensor) *vram.Tensor { return vram.AdaptiveAvgPool2d(x, 3, 5) }},
+	{"batch norm", func(x, _ *vram.Tensor) *vram.Tensor {
+		return vram.BatchNorm2d(x, nil, nil, nil, nil, true, 0.1, 1e-5)
+	}},
+	{"tril", func(x, _ *vram.Tensor) *vram.Tensor { return x.Tril(1) }},
+	{"sum", func(x, _ *vram.Tensor) *vram.Tensor { return x.Sum() }},
+	{"transposed matmul", func(x, _ *vram.Tensor) *vram.Tensor {
+		m := x.Reshape(-1, 16)
+		return m.Transpose(0, 1).MatMul(m)
+	}},
+}
+
+// TestCUDAGraphOps captures each of graphOpCases (forward and the input's
+// gradient), with cuDNN on and off, writes a new input into the captured
+// one, replays, and compares with the same work run eagerly.
+func TestCUDAGraphOps(t *testing.T) {
+	requireCUDA(t, 1)
+	graphOpsCheck(t, vram.CUDA(0), []bool{false, true})
+}
+
+// graphOpsCheck is TestCUDAGraphOps on d, with cuDNN off and on as listed.
+func graphOpsCheck(t *testing.T, d vram.Device, cudnnOff []bool) {
+	old := vram.CuDNN()
+	defer vram.SetCuDNN(old)
+	for _, off := range cudnnOff {
+		set := old
+		set.Disabled = off
+		vram.SetCuDNN(set)
+		for _, tc := range graphOpCases {
+			gen := vram.NewGenerator(5)
+			x := vram.Randn(vram.Shape{4, 8, 16, 16}, d, vram.WithGenerator(gen), vram.WithGrad())
+			w := vram.Randn(vram.Shape{8, 8, 3, 3}, d, vram.WithGenerator(gen))
+			run := func() (out, gx *vram.Tensor) {
+				vram.Tidy(func() {
+					x.ZeroGrad()
+					y := tc.fn(x, w)
+					y.Sum().Backward()
+					out = vram.Keep(y.Detach())
+					gx = vram.Keep(x.Grad().Detach())
+				})
+				return
+			}
+			run() // warm-up
+			var gy, ggx *vram.Tensor
+			g, err := vram.CaptureGraph(d, func() { gy, ggx = run() })
+			if err != nil {
+				t.Errorf("cuDNN off %v, %s: %v", off, tc.name, err)
+				continue
+			}
+			nx := vram.Randn(vram.Shape{4, 8, 16, 16}, d, vram.WithGenerator(gen))
+			vram.NoGrad(func() { x.CopyFrom(nx) })
+			if err := g.Replay(); err != nil {
+				t.Fatal(err)
+			}
+			ey, egx := run()
+			for _, c := range []struct {
+				what      string
+				got, want *vram.Tensor
+			}{{"output", gy, ey}, {"input gradient", ggx, egx}} {
+				a, b := c.got.Float64s(), c.want.Float64s()
+				var worst, scale float64
+				for i := range a {
+					worst = max(worst, math.Abs(a[i]-b[i]))
+					scale = max(scale, math.Abs(b[i]))
+				}
+				if worst > 1e-4*max(scale, 1) {
+					t.Errorf("cuDNN off %v, %s: replayed %s differs by %.3g (values up to %.3g)", off, tc.name, c.what, worst, scale)
+				}
+			}
+			g.Release()
+		}
 	}
 }

@@ -428,3 +428,6 @@ func TestGraphKeepsInputs(t *testing.T) {
 		t.Fatalf("%d bytes live after Release, %d before", got, base)
 	}
 }
+
+// TestGraphOps runs graphOpsCheck on a sim device.
+func TestGraphOps(t *testing.T) { graphOpsCheck(t, vram.Sim(0), []bool{false}) }
