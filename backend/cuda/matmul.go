@@ -227,15 +227,18 @@ func (d *queue) matmul(dst, a, b backend.View, force bool) error {
 	bn, m, n, k := dst.Shape[0], dst.Shape[1], dst.Shape[2], a.Shape[2]
 	dt := dst.DType
 	size := dt.Size()
+	// Temporaries come from the pool of the stream the product runs on:
+	// freed, they are reused only by that stream's later work (and, under
+	// a graph capture, they are the graph's).
 	var temps []*Buffer
 	defer func() {
 		for _, t := range temps {
-			d.Free(t, nil)
+			d.Free(t, d.st)
 		}
 	}()
 	// contiguous returns a contiguous copy of v.
 	contiguous := func(v backend.View) (backend.View, error) {
-		buf, err := d.Alloc(int64(v.NumElements()*size), nil, "")
+		buf, err := d.Alloc(int64(v.NumElements()*size), d.st, "")
 		if err != nil {
 			return v, err
 		}
@@ -272,7 +275,7 @@ func (d *queue) matmul(dst, a, b backend.View, force bool) error {
 		}
 		if !swap || force {
 			swap, mp, np = false, n, m
-			c, err := d.Alloc(int64(dst.NumElements()*size), nil, "")
+			c, err := d.Alloc(int64(dst.NumElements()*size), d.st, "")
 			if err != nil {
 				return err
 			}

@@ -125,12 +125,14 @@ func (dev *Device) Reduce(s backend.Stream, op backend.ReduceOp, dst, src backen
 		}
 		var part *Buffer
 		if chunks > 1 {
-			b, err := d.Alloc(nOut*chunks*accBytes, nil, "")
+			// From the pool of the reduction's stream, as matmul's
+			// temporaries.
+			b, err := d.Alloc(nOut*chunks*accBytes, d.st, "")
 			if err != nil {
 				return err
 			}
 			part = b.(*Buffer)
-			defer d.Free(part, nil)
+			defer d.Free(part, d.st)
 		}
 		a := d.getArgs()
 		defer d.putArgs(a)
