@@ -92,15 +92,25 @@ func (c *captureState) release() {
 // tableOn returns data as a tensor of the given shape and dtype on ds, for
 // the constant tables of composed operations (gather indices, divisors):
 // FromSlice, which copies from the host on the current stream. While a
-// capture runs on ds, it writes the values at once instead
-// ([backend.ConstantWriter]), which the capture does not record, and the
-// graph keeps the table: its replays read it.
+// capture runs on ds, the device writes the values at once into memory of
+// the capture's own ([backend.ConstantWriter]), which the capture does not
+// record, and the graph keeps the table: its replays read it.
 func tableOn[T Element](ds *devState, data []T, shape Shape, dt DType) *Tensor {
 	if c := ds.capture.Load(); c != nil {
 		if w, ok := ds.bd.(backend.ConstantWriter); ok {
 			const op = "table"
-			t := newTensor(op, ds, dt, shape)
-			check(op, w.WriteConstant(t.bv(), encode(data, dt)))
+			_, nbytes := checkShape(op, shape, dt)
+			raw := encode(data, dt)
+			if int64(len(raw)) != nbytes {
+				panic(fmt.Sprintf("vram: internal: table of %d bytes for %d", len(raw), nbytes))
+			}
+			stream := ds.stream()
+			buf, err := w.NewConstant(stream, raw, currentRegion())
+			check(op, err)
+			st := &storage{ds: ds, buf: buf, bytes: nbytes, stream: stream, born: c}
+			st.refs.Store(1)
+			ds.counted(nbytes)
+			t := wrapStorage(st, dt, shape)
 			var held *Tensor
 			NoGrad(func() { held = Keep(t.view(t.shape, t.strides, t.offset)) })
 			c.mu.Lock()

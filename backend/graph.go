@@ -48,13 +48,16 @@ type Graph interface {
 // between host and device memory, and queries of its events.
 var ErrCapturing = errors.New("not possible while the stream is captured into a graph")
 
-// ConstantWriter is implemented by devices that record graphs: it writes
-// host bytes into the contiguous view dst at once, outside the order of
-// every stream, which a capture allows. The root package uses it for the
-// constant tables (gather indices, divisors) that composed operations make
-// while a capture runs: the values are in place before any replay, for
-// the graph's lifetime, where a recorded copy would read host memory at
-// each replay. dst must not be in use by queued work.
+// ConstantWriter is implemented by devices that record graphs. While s is
+// captured, NewConstant returns a buffer that holds src, written at once
+// rather than recorded, from memory of the capture's own that no recorded
+// work is given (a pool apart from the capture's other memory, kept with
+// the graph), so that the values are in place for every replay. The root
+// package uses it for the constant tables (gather indices, divisors) that
+// composed operations make during a capture, where a copy from the host
+// cannot be recorded. The buffer is freed with Free, as any other. Outside
+// a capture it returns an error: memory of a stream's pool may still be in
+// use by work queued on it, which a write at once would race.
 type ConstantWriter interface {
-	WriteConstant(dst View, src []byte) error
+	NewConstant(s Stream, src []byte, region string) (Buffer, error)
 }

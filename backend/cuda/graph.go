@@ -26,7 +26,8 @@ import (
 
 // capture is the state of a stream under capture.
 type capture struct {
-	pool memory.Stream // the allocator's private pool for its requests
+	pool   memory.Stream // the allocator's private pool for its requests
+	consts memory.Stream // another, for the constants written at capture time
 }
 
 var (
@@ -46,7 +47,7 @@ func (d *Device) BeginCapture(s backend.Stream) error {
 	if !st.capture.CompareAndSwap(nil, c) {
 		return fmt.Errorf("cuda: cuda:%d: the stream is already being captured: %w", d.index, backend.ErrCapturing)
 	}
-	c.pool = d.alloc.NewPrivatePool()
+	c.pool, c.consts = d.alloc.NewPrivatePool(), d.alloc.NewPrivatePool()
 	d.alloc.HoldReleases()
 	if err := d.enter(); err != nil {
 		d.undoCapture(st, c)
@@ -66,6 +67,7 @@ func (d *Device) undoCapture(st *Stream, c *capture) {
 	st.capture.Store(nil)
 	d.alloc.ResumeReleases()
 	d.alloc.ReleasePool(c.pool)
+	d.alloc.ReleasePool(c.consts)
 }
 
 // EndCapture ends the capture of s and instantiates the graph it recorded.
@@ -89,6 +91,7 @@ func (d *Device) EndCapture(s backend.Stream) (backend.Graph, error) {
 	d.alloc.ResumeReleases()
 	if err != nil {
 		d.alloc.ReleasePool(c.pool)
+		d.alloc.ReleasePool(c.consts)
 		return nil, fmt.Errorf("cuda: cuda:%d: the capture failed (an operation that cannot be recorded ran during it): %w", d.index, d.check(err))
 	}
 	nodes, err := cuda.GraphNodeCount(g)
@@ -96,19 +99,21 @@ func (d *Device) EndCapture(s backend.Stream) (backend.Graph, error) {
 		var exec cuda.GraphExec
 		if exec, err = cuda.GraphInstantiate(g, 0); err == nil {
 			cuda.GraphDestroy(g)
-			return &Graph{d: d, exec: exec, pool: c.pool, nodes: nodes}, nil
+			return &Graph{d: d, exec: exec, pool: c.pool, consts: c.consts, nodes: nodes}, nil
 		}
 	}
 	cuda.GraphDestroy(g)
 	d.alloc.ReleasePool(c.pool)
+	d.alloc.ReleasePool(c.consts)
 	return nil, d.check(err)
 }
 
 // Graph is an instantiated CUDA graph of a [Device].
 type Graph struct {
-	d     *Device
-	pool  memory.Stream
-	nodes int
+	d      *Device
+	pool   memory.Stream
+	consts memory.Stream
+	nodes  int
 
 	mu   sync.Mutex
 	exec cuda.GraphExec // 0 once released
@@ -163,6 +168,7 @@ func (g *Graph) Release() error {
 	err := d.check(cuda.GraphExecDestroy(exec))
 	d.exit()
 	d.alloc.ReleasePool(g.pool)
+	d.alloc.ReleasePool(g.consts)
 	return err
 }
 
@@ -186,20 +192,38 @@ func (d *Device) refuseCapturing(what string) error {
 
 var _ backend.ConstantWriter = (*Device)(nil)
 
-// WriteConstant copies src into dst with cuMemcpyHtoD_v2, synchronous and
-// on no stream of the device's (the legacy stream, which the device's
-// non-blocking streams do not wait for), so that a capture under way is
-// not disturbed.
-func (d *Device) WriteConstant(dst backend.View, src []byte) error {
-	p, n, err := d.hostView("write constant", dst, len(src))
-	if err != nil || n == 0 {
-		return err
+// NewConstant allocates len(src) bytes from the capture's pool of
+// constants and copies src into them with cuMemcpyHtoD_v2: synchronous,
+// and on the legacy stream, which the device's non-blocking streams do not
+// wait for, so that the capture is not disturbed. The memory is fresh:
+// nothing queued uses it.
+func (d *Device) NewConstant(s backend.Stream, src []byte, region string) (backend.Buffer, error) {
+	q, err := d.on(s)
+	if err != nil {
+		return nil, err
+	}
+	c := q.st.capture.Load()
+	if c == nil {
+		return nil, fmt.Errorf("cuda: cuda:%d: NewConstant outside a capture of the stream", d.index)
+	}
+	blk, err := d.alloc.Alloc(int64(len(src)), c.consts, region)
+	if err != nil {
+		return nil, err
+	}
+	b := &Buffer{block: blk, ptr: cuda.DevicePtr(blk.Addr()), bytes: int64(len(src)), dev: d}
+	if len(src) == 0 {
+		return b, nil
 	}
 	if err := d.enter(); err != nil {
-		return err
+		d.Free(b, s)
+		return nil, err
 	}
 	defer d.exit()
-	err = cuda.MemcpyHtoD(p, unsafe.Pointer(unsafe.SliceData(src)), uint64(n))
+	err = cuda.MemcpyHtoD(b.ptr, unsafe.Pointer(unsafe.SliceData(src)), uint64(len(src)))
 	runtime.KeepAlive(src)
-	return d.check(err)
+	if err != nil {
+		d.Free(b, s)
+		return nil, d.check(err)
+	}
+	return b, nil
 }

@@ -21,17 +21,19 @@ import (
 
 // capture is the state of a stream under capture; guarded by qmu.
 type capture struct {
-	pool memory.Stream
-	ops  []func() error
-	err  error            // the first refusal during the capture
-	keep []backend.Buffer // host memory of its buffers freed during it
+	pool   memory.Stream
+	consts memory.Stream // the pool of the constants written at capture time
+	ops    []func() error
+	err    error            // the first refusal during the capture
+	keep   []backend.Buffer // host memory of its buffers freed during it
 }
 
 // Graph is a captured graph of a simulated device.
 type Graph struct {
-	d    *Device
-	pool memory.Stream
-	ops  []func() error
+	d      *Device
+	pool   memory.Stream
+	consts memory.Stream
+	ops    []func() error
 
 	mu       sync.Mutex
 	released bool
@@ -61,7 +63,7 @@ func (d *Device) BeginCapture(s backend.Stream) error {
 		return fmt.Errorf("sim:%d: capture of destroyed stream %d", d.index, st.id)
 	}
 	st.runTo(st.queuedN)
-	st.capture = &capture{pool: d.alloc.NewPrivatePool()}
+	st.capture = &capture{pool: d.alloc.NewPrivatePool(), consts: d.alloc.NewPrivatePool()}
 	d.alloc.HoldReleases()
 	d.capturing.Add(1)
 	return nil
@@ -90,9 +92,10 @@ func (d *Device) EndCapture(s backend.Stream) (backend.Graph, error) {
 			d.host.Free(b, d.host.DefaultStream())
 		}
 		d.alloc.ReleasePool(c.pool)
+		d.alloc.ReleasePool(c.consts)
 		return nil, fmt.Errorf("sim:%d: the capture failed (an operation that cannot be recorded ran during it): %w", d.index, c.err)
 	}
-	g := &Graph{d: d, pool: c.pool, ops: c.ops, keep: c.keep}
+	g := &Graph{d: d, pool: c.pool, consts: c.consts, ops: c.ops, keep: c.keep}
 	d.graphs.Store(c.pool, g)
 	return g, nil
 }
@@ -176,6 +179,7 @@ func (g *Graph) Release() error {
 		g.d.host.Free(b, g.d.host.DefaultStream())
 	}
 	g.d.alloc.ReleasePool(g.pool)
+	g.d.alloc.ReleasePool(g.consts)
 	return nil
 }
 
@@ -222,26 +226,33 @@ func (d *Device) refuseHostCopy(what string, st *Stream) error {
 
 var _ backend.ConstantWriter = (*Device)(nil)
 
-// WriteConstant writes src into dst at once, whatever the streams have
-// queued or a capture records (nothing in shape-only mode).
-func (d *Device) WriteConstant(dst backend.View, src []byte) error {
-	if err := backend.CheckHostCopy(dst, len(src)); err != nil {
-		return fmt.Errorf("sim:%d: write constant: %w", d.index, err)
+// NewConstant returns a buffer of the capture's pool of constants holding
+// src, written at once (no data in shape-only mode).
+func (d *Device) NewConstant(s backend.Stream, src []byte, region string) (backend.Buffer, error) {
+	st, err := d.stream("new constant", s)
+	if err != nil {
+		return nil, err
 	}
-	b, ok := dst.Buf.(*buffer)
-	if !ok {
-		if dst.NumElements() == 0 {
-			return nil
+	qmu.Lock()
+	c := st.capture
+	qmu.Unlock()
+	if c == nil {
+		return nil, fmt.Errorf("sim:%d: NewConstant outside a capture of the stream", d.index)
+	}
+	blk, err := d.alloc.Alloc(int64(len(src)), c.consts, region)
+	if err != nil {
+		return nil, err
+	}
+	b := &buffer{block: blk, bytes: int64(len(src)), stream: st}
+	if !d.shapeOnly.Load() {
+		data, err := d.host.Alloc(int64(len(src)), d.hostStream(), region)
+		if err != nil {
+			d.alloc.Free(blk)
+			return nil, err
 		}
-		return fmt.Errorf("sim:%d: write constant: buffer of type %T is not sim memory", d.index, dst.Buf)
+		copy(data.(backend.HostBuffer).Host(), src)
+		b.data = data
 	}
-	if b.freed.Load() {
-		return fmt.Errorf("sim:%d: write constant: buffer was freed", d.index)
-	}
-	if b.data == nil {
-		return nil
-	}
-	v := dst
-	v.Buf = b.data
-	return d.host.CopyFromHost(d.hostStream(), v, src)
+	d.live.Add(1)
+	return b, nil
 }
