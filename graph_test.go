@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/amp"
+	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
 )
@@ -431,3 +433,51 @@ func TestGraphKeepsInputs(t *testing.T) {
 
 // TestGraphOps runs graphOpsCheck on a sim device.
 func TestGraphOps(t *testing.T) { graphOpsCheck(t, vram.Sim(0), []bool{false}) }
+
+// TestGraphNestedAndStreams checks that a capture inside a capture of the
+// same device is refused, that a capture started inside WithStream waits
+// for that stream's work and replays on the stream current at replay, and
+// that an out-of-memory error during a capture names the graph's pool.
+func TestGraphNestedAndStreams(t *testing.T) {
+	d := vram.Sim(1)
+	var inner error
+	g, err := vram.CaptureGraph(d, func() {
+		_, inner = vram.CaptureGraph(d, func() {})
+	})
+	if err != nil || !errors.Is(inner, vram.ErrArgument) {
+		t.Fatalf("nested capture: outer %v, inner %v; want the inner refused with ErrArgument", err, inner)
+	}
+	g.Release()
+
+	s, err := vram.NewStream(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	var x, y *vram.Tensor
+	vram.WithStream(s, func() {
+		x = vram.Full(vram.Shape{8}, 2, d) // queued on s, not yet run
+		g, err = vram.CaptureGraph(d, func() { y = x.MulScalar(3) })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Release()
+	vram.WithStream(s, func() {
+		if err := g.Replay(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if got := y.Float32s(); got[0] != 6 || got[7] != 6 {
+		t.Fatalf("replay on the stream: %v, want 6", got)
+	}
+
+	_, err = vram.CaptureGraph(d, func() { vram.Zeros(vram.Shape{1 << 40}, d) })
+	var oom *memory.OutOfMemoryError
+	if !errors.As(err, &oom) || !strings.Contains(err.Error(), "graph pool") {
+		t.Fatalf("out of memory in a capture: %v", err)
+	}
+}

@@ -621,7 +621,7 @@ func (e *OutOfMemoryError) Error() string {
 	if e.Region != "" {
 		fmt.Fprintf(&b, ", region %q", e.Region)
 	}
-	fmt.Fprintf(&b, ", stream %d)\n", e.Stream)
+	fmt.Fprintf(&b, ", %s)\n", StreamName(e.Stream))
 	fmt.Fprintf(&b, "  device: %s total", units.Bytes(e.Capacity))
 	if e.Memory.Free >= 0 {
 		fmt.Fprintf(&b, ", %s free", units.BytesDown(e.Memory.Free))

@@ -1,6 +1,9 @@
 package memory
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Private pools and held releases: what a graph capture needs of the
 // allocator.
@@ -50,6 +53,15 @@ func (a *Allocator) NewPrivatePool() Stream {
 
 // IsPrivatePool reports whether s is the key of a private pool.
 func IsPrivatePool(s Stream) bool { return s&privateBit != 0 }
+
+// StreamName names s for messages: "stream N", or "graph pool N" for the
+// N-th private pool of an allocator.
+func StreamName(s Stream) string {
+	if IsPrivatePool(s) {
+		return fmt.Sprintf("graph pool %d", uint64(s&^privateBit))
+	}
+	return fmt.Sprintf("stream %d", uint64(s))
+}
 
 // ReleasePool stops keeping the private pool s and gives back its free
 // memory (subject to HoldReleases). Blocks of the pool still allocated

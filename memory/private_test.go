@@ -128,3 +128,14 @@ func TestPrivatePoolConcurrent(t *testing.T) {
 	a.EmptyCache()
 	check(t, a, sim)
 }
+
+func TestStreamName(t *testing.T) {
+	for _, tc := range []struct {
+		s    Stream
+		want string
+	}{{0, "stream 0"}, {0x7f00aa, "stream 8323242"}, {privateBit | 1, "graph pool 1"}, {privateBit | 12, "graph pool 12"}} {
+		if got := StreamName(tc.s); got != tc.want {
+			t.Errorf("StreamName(%#x) = %q, want %q", uint64(tc.s), got, tc.want)
+		}
+	}
+}
