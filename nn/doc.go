@@ -82,7 +82,8 @@
 // [SetRequiresGrad] freezes or unfreezes it, [ZeroGrad] releases its
 // gradients (zero_grad with set_to_none, PyTorch's default; every module
 // built on [Base] has it as a method too, model.ZeroGrad()),
-// [NumParameters] counts its parameters, and [ParametersToVector] and
+// [NumParameters] counts its parameters, [Format] describes it as PyTorch's
+// print(model) does, and [ParametersToVector] and
 // [VectorToParameters] flatten its parameters into one vector and back.
 // Gradient clipping (clip_grad_norm_, clip_grad_value_) lives in package
 // optim, beside the optimizers.
