@@ -1,4 +1,5 @@
-// Emptycache walks through the seeds' GPU memory demonstration on a
+// Emptycache walks through the usual PyTorch demonstration of GPU memory
+// (allocate ten large tensors, del them, torch.cuda.empty_cache()) on a
 // simulated GPU (or on cuda:0 when there is one): the memory reserved on the
 // device rises when tensors are allocated, stays up after they are
 // released (the caching allocator keeps it for the next tensors), and falls
@@ -37,7 +38,7 @@ func walkthrough(w io.Writer, dev vram.Device) {
 	}
 	show("initial usage on " + dev.String() + ":")
 
-	// The seeds' loop: ten tensors of 10,000,000 x 10 float32 (about 381 MiB
+	// The demonstration's loop: ten tensors of 10,000,000 x 10 float32 (about 381 MiB
 	// each) from torch.randn in PyTorch; a tenth of that here so that it runs
 	// anywhere, and uninitialised (torch.empty): the values do not change the
 	// memory, and drawing 100 million normal numbers on the CPU takes seconds.
