@@ -446,7 +446,7 @@ func (d *Dropout2d) Forward(x *vram.Tensor) *vram.Tensor {
 // converting the model as well saves those copies. The gradients of the
 // converted weights are channels-last too, and so is the optimizers' state
 // (package optim), so that the fused optimizer steps still update each
-// weight in one pass.
+// weight in one pass. A nil m does nothing.
 func ToMemoryFormat(m Module, f vram.MemoryFormat) {
 	for _, p := range stateTensors(m) {
 		if f == vram.ContiguousFormat || p.Tensor.Dim() == 4 {

@@ -68,3 +68,42 @@ func ExampleFormat() {
 	//   (2): Linear(weight [3, 16], bias [3])
 	// )
 }
+
+// TestNilModule checks that every package-level function taking a Module
+// treats a nil one as the documented no-op or error, never a nil-pointer
+// dereference.
+func TestNilModule(t *testing.T) {
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"Release", func() error { nn.Release(nil); return nil }},
+		{"ToMemoryFormat", func() error { nn.ToMemoryFormat(nil, vram.ChannelsLast); return nil }},
+		{"StateDict", func() error {
+			if sd := nn.StateDict(nil); len(sd) != 0 {
+				return fmt.Errorf("StateDict(nil) = %v, want empty", sd)
+			}
+			return nil
+		}},
+		{"ConvertDType", func() error { nn.ConvertDType(nil, vram.Float16); return nil }},
+		{"ZeroGrad", func() error { nn.ZeroGrad(nil); return nil }},
+		{"NumParameters", func() error { nn.NumParameters(nil); return nil }},
+		{"SetRequiresGrad", func() error { nn.SetRequiresGrad(nil, false); return nil }},
+		{"Apply", func() error { nn.Apply(nil, func(nn.Module) {}); return nil }},
+		{"NamedModules", func() error { nn.NamedModules(nil); return nil }},
+		{"NamedBuffers", func() error { nn.NamedBuffers(nil); return nil }},
+		{"Format", func() error { nn.Format(nil); return nil }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("%s(nil) panicked: %v", tt.name, r)
+				}
+			}()
+			if err := tt.call(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

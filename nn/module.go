@@ -495,8 +495,11 @@ func (f Func) Eval() {}
 func (f Func) Training() bool { return true }
 
 // Release releases every parameter of m (and their gradients) and every
-// buffer. The module must not be used afterwards.
+// buffer. The module must not be used afterwards. A nil m does nothing.
 func Release(m Module) {
+	if m == nil {
+		return
+	}
 	for _, p := range m.Parameters() {
 		p.Release()
 	}

@@ -19,7 +19,7 @@ import (
 // appended, beside its mask's name+"_mask", as PyTorch's
 // torch.nn.utils.prune stores it ("fc.weight_orig", "fc.weight_mask").
 // The tensors are the module's own, not copies: they belong to the module
-// and must not be released.
+// and must not be released. A nil m gives an empty map.
 func StateDict(m Module) map[string]*vram.Tensor {
 	named := stateTensors(m)
 	out := make(map[string]*vram.Tensor, len(named))
@@ -32,6 +32,9 @@ func StateDict(m Module) map[string]*vram.Tensor {
 // stateTensors returns m's parameters, then its buffers, by their
 // state-dict keys (see [StateDict]).
 func stateTensors(m Module) []NamedParameter {
+	if m == nil {
+		return nil
+	}
 	named := append(m.NamedParameters(), NamedBuffers(m)...)
 	masked := maskedNames(m)
 	for i, p := range named {
