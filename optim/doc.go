@@ -63,7 +63,8 @@
 // sees a parameter's gradient, on that parameter's device and in its dtype,
 // and is exempt from the caller's Tidy; when a parameter has moved to
 // another device since (nn.Module.To), its state follows it at the next
-// Step. Release frees the state.
+// Step. Each optimizer's Release method (or [Release], for one held as an
+// [Optimizer]) frees the state.
 //
 // Optimizers are not safe for concurrent use.
 package optim

@@ -22,6 +22,18 @@ type Optimizer interface {
 	SetLR(lr float64)
 }
 
+// Release frees the state that opt keeps (momentum buffers, moment
+// estimates, step counts), as calling opt's own Release method does: every
+// optimizer of this package has one, and stays usable after it, its state
+// starting over at the next Step. It serves code that holds an optimizer as
+// an [Optimizer], which does not list Release. For a nil opt, or one
+// without a Release method, it does nothing.
+func Release(opt Optimizer) {
+	if r, ok := opt.(interface{ Release() }); ok && r != nil {
+		r.Release()
+	}
+}
+
 // GroupedOptimizer is an Optimizer whose parameters are in groups, each
 // with a learning rate of its own (PyTorch's param_groups). The
 // Optimizer's LR is the first group's rate and SetLR sets every group's;
