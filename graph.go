@@ -49,9 +49,35 @@ type Graph struct {
 // keeps anyway; holding them would keep the capture from reusing their
 // memory for later tensors of the same capture.
 type captureState struct {
-	mu   sync.Mutex
-	held []*Tensor
-	used map[*storage]bool
+	stream backend.Stream // the stream the capture records
+	mu     sync.Mutex
+	held   []*Tensor
+	used   map[*storage]bool
+}
+
+// capturing returns the capture under way on ds when the calling
+// goroutine's current stream of ds is the one it records, and nil
+// otherwise: the work other goroutines (or other streams) queue on ds
+// during a capture runs as usual, and its tensors are none of the graph's.
+func (ds *devState) capturing() *captureState {
+	c := ds.capture.Load()
+	if c == nil {
+		return nil
+	}
+	if s := ds.currentStream(); s == nil || s.bs != c.stream {
+		return nil
+	}
+	return c
+}
+
+// IsCurrentStreamCapturing reports whether the calling goroutine's current
+// stream of d is being captured into a graph by [CaptureGraph]
+// (torch.cuda.is_current_stream_capturing): work queued now is recorded,
+// not run. It is false for devices without graphs and for the other
+// goroutines and streams of a device under capture.
+func IsCurrentStreamCapturing(d Device) bool {
+	ds, err := deviceFor(d)
+	return err == nil && ds.capturing() != nil
 }
 
 // use keeps a reference to st for the graph, once, unless the capture
@@ -96,7 +122,7 @@ func (c *captureState) release() {
 // the capture's own ([backend.ConstantWriter]), which the capture does not
 // record, and the graph keeps the table: its replays read it.
 func tableOn[T Element](ds *devState, data []T, shape Shape, dt DType) *Tensor {
-	if c := ds.capture.Load(); c != nil {
+	if c := ds.capturing(); c != nil {
 		if w, ok := ds.bd.(backend.ConstantWriter); ok {
 			const op = "table"
 			_, nbytes := checkShape(op, shape, dt)
@@ -175,16 +201,15 @@ func CaptureGraph(d Device, fn func()) (g *Graph, err error) {
 	if ferr := Catch(func() { cur = CurrentStream(d); ds.stream() }); ferr != nil {
 		return nil, ferr
 	}
-	cs := &captureState{}
-	if !ds.capture.CompareAndSwap(nil, cs) {
-		return nil, &Error{Op: op, Kind: ErrArgument, Detail: "a capture is already under way on " + d.String() + " (graphs are captured one at a time per device)"}
-	}
 	side, err := ds.captureStream()
 	if err != nil {
-		ds.capture.Store(nil)
 		return nil, err
 	}
 	bs := side.bs
+	cs := &captureState{stream: bs}
+	if !ds.capture.CompareAndSwap(nil, cs) {
+		return nil, &Error{Op: op, Kind: ErrArgument, Detail: "a capture is already under way on " + d.String() + " (graphs are captured one at a time per device)"}
+	}
 	// The graph's pool cannot take the device's cached free memory: give
 	// it back first, so that the pool maps it again rather than adding to
 	// it (the peak reserve stays near what the work needs).

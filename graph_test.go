@@ -481,3 +481,81 @@ func TestGraphNestedAndStreams(t *testing.T) {
 		t.Fatalf("out of memory in a capture: %v", err)
 	}
 }
+
+// TestGraphOtherGoroutines runs eager work on the device under capture
+// from another goroutine, in the middle of the capture: composed
+// operations that make constant tables run as usual, the tensors that work
+// reads are not kept by the graph, and only the capturing goroutine's
+// current stream reports being captured.
+func TestGraphOtherGoroutines(t *testing.T) {
+	d := vram.Sim(0)
+	x := vram.Full(vram.Shape{1, 2, 7, 7}, 2, d)
+	defer x.Release()
+	tests := []struct {
+		name string
+		fn   func(z *vram.Tensor) float64
+		want float64
+	}{
+		{"adaptive pool", func(z *vram.Tensor) float64 { return vram.AdaptiveAvgPool2d(z, 3, 3).Sum().Item() }, 2 * 2 * 9},
+		{"avg pool", func(z *vram.Tensor) float64 {
+			return vram.AvgPool2d(z, vram.Pool2dParams{Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Padding: [2]int{1, 1}}).Sum().Item()
+		}, -1},
+		{"elementwise", func(z *vram.Tensor) float64 { return z.MulScalar(3).Sum().Item() }, 2 * 2 * 49 * 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			want := tc.want
+			if want < 0 {
+				vram.Tidy(func() { want = tc.fn(x) })
+			}
+			z := vram.Full(vram.Shape{1, 2, 7, 7}, 2, d)
+			inCapture, resume := make(chan bool), make(chan struct{})
+			var eagerErr error
+			var got float64
+			var eagerCapturing bool
+			go func() {
+				defer close(resume)
+				<-inCapture
+				eagerCapturing = vram.IsCurrentStreamCapturing(d)
+				eagerErr = vram.Catch(func() { vram.Tidy(func() { got = tc.fn(z) }) })
+			}()
+			var y *vram.Tensor
+			g, err := vram.CaptureGraph(d, func() {
+				y = x.MulScalar(2)
+				inCapture <- vram.IsCurrentStreamCapturing(d)
+				<-resume
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Release()
+			if eagerErr != nil || got != want {
+				t.Fatalf("eager work during the capture: %v, %v; want %v", got, eagerErr, want)
+			}
+			if eagerCapturing {
+				t.Error("IsCurrentStreamCapturing true in another goroutine")
+			}
+			before, zb := vram.Storage(d).LiveBytes, int64(4*z.NumElements())
+			z.Release()
+			if after := vram.Storage(d).LiveBytes; after != before-zb {
+				t.Errorf("releasing a tensor only the eager work used: %d live bytes, want %d: the graph keeps it", after, before-zb)
+			}
+			if err := g.Replay(); err != nil {
+				t.Fatal(err)
+			}
+			if v := y.Float32s(); v[0] != 4 {
+				t.Fatalf("replay: %v, want 4", v[0])
+			}
+			y.Release()
+		})
+	}
+	if vram.IsCurrentStreamCapturing(d) || vram.IsCurrentStreamCapturing(vram.CPU) {
+		t.Error("IsCurrentStreamCapturing true outside a capture")
+	}
+	var inside bool
+	g, err := vram.CaptureGraph(d, func() { inside = vram.IsCurrentStreamCapturing(d) })
+	if err != nil || !inside {
+		t.Fatalf("IsCurrentStreamCapturing in the capture: %v, %v", inside, err)
+	}
+	g.Release()
+}

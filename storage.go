@@ -44,8 +44,8 @@ type storage struct {
 
 	origin *leakSite // where it was allocated, with Config.DebugLeaks
 
-	// born is the graph capture under way on the device when the storage
-	// was made, if any (graph.go).
+	// born is the graph capture that recorded the allocation of the
+	// storage, if any (graph.go).
 	born *captureState
 }
 
@@ -60,7 +60,7 @@ func newStorage(op string, ds *devState, nbytes int64) *storage {
 		}
 		panic(&Error{Op: op, Kind: kind, Detail: "allocating " + units.Bytes(nbytes) + " on " + ds.dev.String(), Err: err})
 	}
-	s := &storage{ds: ds, buf: buf, bytes: nbytes, stream: stream, born: ds.capture.Load()}
+	s := &storage{ds: ds, buf: buf, bytes: nbytes, stream: stream, born: ds.capturing()}
 	s.refs.Store(1)
 	ds.counted(nbytes)
 	return s

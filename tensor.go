@@ -148,7 +148,7 @@ func (t *Tensor) share() *Tensor {
 // pinned or the caller's own.
 func (t *Tensor) bv() backend.View {
 	t.ref.st.settle()
-	if c := t.ref.st.ds.capture.Load(); c != nil {
+	if c := t.ref.st.ds.capturing(); c != nil {
 		c.use(t.ref.st)
 	}
 	return backend.View{Buf: t.ref.st.buf, DType: t.dtype.b(), Shape: t.shape, Strides: t.strides, Offset: t.offset}
