@@ -169,8 +169,15 @@ func tableOn[T Element](ds *devState, data []T, shape Shape, dt DType) *Tensor {
 //     device memory fails with an error wrapping [ErrCapturing]: Item,
 //     printing or reading a tensor, moving one to or from the CPU, random
 //     numbers (drawn on the host), [Synchronize];
-//   - scalars are recorded as they are: a learning rate changed later does
-//     not reach the replays of a captured optimizer step.
+//   - scalars are recorded as they are: a learning rate changed later (by
+//     SetLR or a schedule) does not reach the replays of a captured
+//     optimizer step;
+//   - the optimizers of package optim refuse, with an error wrapping
+//     ErrCapturing, a step that would not replay as it ran: a parameter's
+//     first step, which makes its state (warm up first), and any step of
+//     those whose step count lives on the host (Adam, AdamW, Adamax,
+//     NAdam, RAdam, ASGD, Adagrad with a rate decay); SGD, RMSprop,
+//     Adadelta, Rprop and Adagrad without decay replay as they run.
 //
 // The graph keeps a reference to every tensor's memory that existed before
 // the capture and that the recorded work uses (inputs, parameters,

@@ -136,6 +136,15 @@ func (a *Adagrad) AddParamGroup(g ParamGroup) error {
 
 // Step updates every parameter that has a gradient.
 func (a *Adagrad) Step() {
+	a.refuseCapture("Adagrad", func(i int, c AdagradConfig) string {
+		switch {
+		case a.state[i].sum == nil:
+			return firstStep
+		case c.LRDecay != 0:
+			return hostCount
+		}
+		return ""
+	})
 	vram.NoGrad(func() {
 		for k, c := range a.cfgs {
 			for i := a.start[k]; i < a.end(k); i++ {

@@ -176,6 +176,12 @@ func (a *Adam) AddParamGroup(g ParamGroup) error {
 
 // Step updates every parameter that has a gradient.
 func (a *Adam) Step() {
+	a.refuseCapture(a.op, func(i int, _ AdamConfig) string {
+		if a.state[i].m == nil {
+			return firstStep
+		}
+		return hostCount
+	})
 	vram.NoGrad(func() {
 		for k, c := range a.cfgs {
 			for i := a.start[k]; i < a.end(k); i++ {

@@ -93,7 +93,8 @@ func checkAdamax(c AdamaxConfig) error {
 }
 
 var adamaxRule = &rule[AdamaxConfig]{
-	op: "Adamax",
+	op:        "Adamax",
+	hostSteps: true,
 	resolve: func(c AdamaxConfig, opts []Option) (AdamaxConfig, error) {
 		for _, o := range opts {
 			switch o.key {

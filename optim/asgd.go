@@ -109,7 +109,8 @@ func checkASGD(c ASGDConfig) error {
 }
 
 var asgdRule = &rule[ASGDConfig]{
-	op: "ASGD",
+	op:        "ASGD",
+	hostSteps: true,
 	resolve: func(c ASGDConfig, opts []Option) (ASGDConfig, error) {
 		for _, o := range opts {
 			switch o.key {

@@ -66,5 +66,16 @@
 // Step. Each optimizer's Release method (or [Release], for one held as an
 // [Optimizer]) frees the state.
 //
+// A step captured into a graph (vram.CaptureGraph) replays with the
+// hyper-parameters it had during the capture. Steps that would replay
+// otherwise than they ran are refused during a capture with an error
+// wrapping vram.ErrCapturing, before anything changes: a parameter's first
+// step, which makes the optimizer's state (warm up before capturing), and
+// every step of the optimizers whose step count lives on the host (Adam,
+// AdamW, Adamax, NAdam, RAdam, ASGD, and Adagrad with LRDecay). SGD,
+// RMSprop, Adadelta, Rprop and Adagrad without LRDecay replay exactly as
+// they run; the step counts they keep for checkpoints count the captured
+// step once, not its replays.
+//
 // Optimizers are not safe for concurrent use.
 package optim

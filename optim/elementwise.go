@@ -21,7 +21,11 @@ type rule[C config[C]] struct {
 	resolve func(c C, opts []Option) (C, error)
 	hypers  func(c C) map[string]any
 	tensors []string // the state tensors by PyTorch's names, in the order update takes them
-	scalars []string // the 0-dimensional state other than "step", by PyTorch's names
+	// hostSteps is set when update reads numbers of the host that change
+	// every step (the step count, scalars): such a step cannot be
+	// recorded into a graph.
+	hostSteps bool
+	scalars   []string // the 0-dimensional state other than "step", by PyTorch's names
 	// init fills the state of a parameter at its first step: tensors
 	// (made zero) and scalars, by the group's hyper-parameters c.
 	init func(c C, ts []*vram.Tensor, scalars []float64)
@@ -60,6 +64,15 @@ func (e *elementwise[C]) AddParamGroup(g ParamGroup) error {
 
 // Step updates every parameter that has a gradient.
 func (e *elementwise[C]) Step() {
+	e.refuseCapture(e.rule.op, func(i int, _ C) string {
+		switch {
+		case e.state[i].tensors == nil:
+			return firstStep
+		case e.rule.hostSteps:
+			return hostCount
+		}
+		return ""
+	})
 	vram.NoGrad(func() {
 		for k, c := range e.cfgs {
 			for i := e.start[k]; i < e.end(k); i++ {

@@ -101,7 +101,8 @@ func checkNAdam(c NAdamConfig) error {
 }
 
 var nadamRule = &rule[NAdamConfig]{
-	op: "NAdam",
+	op:        "NAdam",
+	hostSteps: true,
 	resolve: func(c NAdamConfig, opts []Option) (NAdamConfig, error) {
 		for _, o := range opts {
 			switch o.key {

@@ -101,7 +101,8 @@ func checkRAdam(c RAdamConfig) error {
 const radamRectifyAbove = 5
 
 var radamRule = &rule[RAdamConfig]{
-	op: "RAdam",
+	op:        "RAdam",
+	hostSteps: true,
 	resolve: func(c RAdamConfig, opts []Option) (RAdamConfig, error) {
 		for _, o := range opts {
 			switch o.key {

@@ -150,6 +150,12 @@ func (r *RMSprop) AddParamGroup(g ParamGroup) error {
 
 // Step updates every parameter that has a gradient.
 func (r *RMSprop) Step() {
+	r.refuseCapture("RMSprop", func(i int, c RMSpropConfig) string {
+		if st := &r.state[i]; st.sq == nil || c.Centered && st.avg == nil || c.Momentum > 0 && st.buf == nil {
+			return firstStep
+		}
+		return ""
+	})
 	vram.NoGrad(func() {
 		for k, c := range r.cfgs {
 			for i := r.start[k]; i < r.end(k); i++ {

@@ -139,6 +139,12 @@ func (s *SGD) AddParamGroup(g ParamGroup) error {
 // each device are stepped together where the device can
 // ([vram.FusedSGDSteps]), else one by one.
 func (s *SGD) Step() {
+	s.refuseCapture("SGD", func(i int, c SGDConfig) string {
+		if c.Momentum != 0 && s.bufs[i] == nil {
+			return firstStep
+		}
+		return ""
+	})
 	vram.NoGrad(func() {
 		for k, c := range s.cfgs {
 			s.stepGroup(s.start[k], s.end(k), c)
