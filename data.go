@@ -232,8 +232,26 @@ func (t *Tensor) Item() float64 {
 // fromBytes makes a tensor of the given dtype and shape on ds from raw bytes.
 func fromBytes(op string, ds *devState, dt DType, shape []int, raw []byte) *Tensor {
 	t := newTensor(op, ds, dt, shape)
-	t.writeBytes(op, raw)
+	t.writeNew(op, raw)
 	return t
+}
+
+// writeNew is writeBytes into t fresh from newTensor, which nothing else
+// holds yet: when the copy fails (a graph capture refuses copies from the
+// host) t is released before the panic goes on, so that the failed
+// operation keeps no memory.
+func (t *Tensor) writeNew(op string, raw []byte) {
+	defer releaseOnPanic(t)
+	t.writeBytes(op, raw)
+}
+
+// releaseOnPanic, deferred, releases t when the function panics and passes
+// the panic on: the tensor made for a result the operation cannot return.
+func releaseOnPanic(t *Tensor) {
+	if r := recover(); r != nil {
+		t.Release()
+		panic(r)
+	}
 }
 
 // writeBytes copies raw, the little-endian elements of t's dtype, into t, a

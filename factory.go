@@ -126,7 +126,7 @@ func Arange(start, end, step float64, opts ...Option) *Tensor {
 	for i := 0; i < n; i++ {
 		store(o.dtype, raw, i, start+float64(i)*step)
 	}
-	t.writeBytes("arange", raw)
+	t.writeNew("arange", raw)
 	return finish(t, o)
 }
 
@@ -266,7 +266,7 @@ func random(op string, shape Shape, normal bool, opts []Option) *Tensor {
 			vals[i] = min(v, lim)
 		}
 	}
-	t.writeBytes(op, encode(vals, o.dtype))
+	t.writeNew(op, encode(vals, o.dtype))
 	return finish(t, o)
 }
 
@@ -525,6 +525,6 @@ func fromValues(op string, vals []float64, opts []Option) *Tensor {
 	for i, v := range vals {
 		store(o.dtype, raw, i, v)
 	}
-	t.writeBytes(op, raw)
+	t.writeNew(op, raw)
 	return finish(t, o)
 }

@@ -559,3 +559,67 @@ func TestGraphOtherGoroutines(t *testing.T) {
 	}
 	g.Release()
 }
+
+// TestGraphRefusedKeepsNothing checks that operations that make a tensor
+// and then fail in a capture (a copy from the host refused) release it: a
+// failed capture leaves the device's live, allocated and, after
+// EmptyCache, reserved memory as they were, and a capture after it works.
+func TestGraphRefusedKeepsNothing(t *testing.T) {
+	d := vram.Sim(1)
+	x := vram.Ones(vram.Shape{4, 4}).To(d)
+	defer x.Release()
+	cpu := vram.Ones(vram.Shape{64})
+	defer cpu.Release()
+	tests := []struct {
+		name string
+		fn   func()
+	}{
+		{"rand", func() { vram.Rand(vram.Shape{64}, d) }},
+		{"randn", func() { vram.Randn(vram.Shape{64}, d) }},
+		{"from slice", func() { vram.FromSlice(make([]float32, 64), vram.Shape{64}, d) }},
+		{"arange", func() { vram.Arange(0, 64, 1, d) }},
+		{"linspace", func() { vram.Linspace(0, 1, 64, d) }},
+		{"to device", func() { cpu.To(d) }},
+		{"dropout", func() { nn.NewDropout(0.5).Forward(x) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			vram.EmptyCache(d)
+			live, alloc, reserved := vram.Storage(d).LiveBytes, vram.MemoryAllocated(d), vram.MemoryReserved(d)
+			g, err := vram.CaptureGraph(d, tc.fn)
+			if g != nil || !errors.Is(err, vram.ErrCapturing) {
+				t.Fatalf("capture: %v; want an error wrapping ErrCapturing", err)
+			}
+			if got := vram.Storage(d).LiveBytes; got != live {
+				t.Errorf("%d live bytes after the failed capture, %d before", got, live)
+			}
+			if got := vram.MemoryAllocated(d); got != alloc {
+				t.Errorf("%d bytes allocated after the failed capture, %d before", got, alloc)
+			}
+			vram.EmptyCache(d)
+			if got := vram.MemoryReserved(d); got != reserved {
+				t.Errorf("%d bytes reserved after the failed capture and EmptyCache, %d before", got, reserved)
+			}
+			var y *vram.Tensor
+			g, err = vram.CaptureGraph(d, func() { y = x.MulScalar(5) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Replay(); err != nil {
+				t.Fatal(err)
+			}
+			if v := y.Float32s(); v[15] != 5 {
+				t.Fatalf("the capture after: %v, want 5", v[15])
+			}
+			g.Release()
+			y.Release()
+			vram.EmptyCache(d)
+			if got := vram.Storage(d).LiveBytes; got != live {
+				t.Errorf("%d live bytes after a good capture and Release, %d before", got, live)
+			}
+			if got := vram.MemoryReserved(d); got != reserved {
+				t.Errorf("%d bytes reserved after a good capture, Release and EmptyCache, %d before", got, reserved)
+			}
+		})
+	}
+}

@@ -96,6 +96,7 @@ func copyAcross(t *Tensor, dst *devState, nonBlocking bool) *Tensor {
 	if out.NumElements() == 0 {
 		return out
 	}
+	defer releaseOnPanic(out) // a refused copy (a graph capture) keeps nothing
 	if pc, ok := src.bd.(peerCopier); ok && src.dev.Kind == dst.dev.Kind {
 		// A direct copy between two GPUs (NVLink or PCIe), without the host.
 		c := t.contiguous("to")
@@ -131,6 +132,9 @@ func copyAsync(t *Tensor, dst *devState) *Tensor {
 			out.Release()
 			return nil
 		}
+		if err != nil {
+			out.Release()
+		}
 		check("to", err)
 		t.ref.st.setPending("to", dst)
 		return out
@@ -146,6 +150,9 @@ func copyAsync(t *Tensor, dst *devState) *Tensor {
 		if errors.Is(err, backend.ErrNotImplemented) {
 			out.Release()
 			return nil
+		}
+		if err != nil {
+			out.Release()
 		}
 		check("to", err)
 		out.ref.st.setPending("to", src)
