@@ -50,7 +50,11 @@ type GradScalerState struct {
 // optimizers, as PyTorch's does: Unscale and Step once per optimizer and
 // step, then one Update; an optimizer whose own gradients hold inf or NaN
 // skips its step while the others step, and Update backs off when any of
-// them did. A GradScaler is not safe for concurrent use.
+// them did. Its scale is a number of the host and its verdict on inf and
+// NaN is read from the device, so it cannot be recorded in a graph
+// (vram.CaptureGraph): Scale, Unscale and Step refuse during a capture
+// with an error wrapping vram.ErrCapturing, changing nothing. A
+// GradScaler is not safe for concurrent use.
 type GradScaler struct {
 	st       GradScalerState
 	disabled bool
@@ -145,6 +149,9 @@ func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor {
 	if s.disabled {
 		return loss.MulScalar(1)
 	}
+	if err := refuseCapture("grad scaler scale", loss); err != nil {
+		panic(err)
+	}
 	if dt := loss.DType(); dt == vram.Float16 || dt == vram.BFloat16 {
 		l := loss.Cast(vram.Float32)
 		defer l.Release()
@@ -182,6 +189,9 @@ func (s *GradScaler) Unscale(params []*vram.Tensor) (foundInf bool, err error) {
 			}
 			return s.foundInf, ErrUnscaledTwice
 		}
+	}
+	if err := refuseCapture("grad scaler unscale", params...); err != nil {
+		return false, err
 	}
 	inv := 1 / s.st.Scale
 	bad := false
@@ -319,6 +329,9 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 		opt.Step()
 		return true
 	}
+	if err := refuseCapture("grad scaler step", params...); err != nil {
+		panic(err)
+	}
 	var todo []*vram.Tensor
 	for _, p := range params {
 		if _, ok := s.unscaled[p]; !ok {
@@ -411,5 +424,21 @@ func (s *GradScaler) LoadState(st GradScalerState) error {
 	}
 	s.st = st
 	s.reset()
+	return nil
+}
+
+// refuseCapture returns an *vram.Error wrapping vram.ErrCapturing when the
+// current stream of the device of one of ts is being captured into a graph
+// (vram.CaptureGraph): the scale is a number of the host, which replays
+// would repeat while Update changes it, and the verdict on inf and NaN is
+// read on the host, which a capture cannot do.
+func refuseCapture(op string, ts ...*vram.Tensor) error {
+	for _, t := range ts {
+		if t != nil && vram.IsCurrentStreamCapturing(t.Device()) {
+			return &vram.Error{Op: op, Kind: vram.ErrCapturing,
+				Detail: "a GradScaler cannot be recorded in a graph: its scale lives on the host and its check for inf and NaN reads the device; " +
+					"capture the step without it (bfloat16 autocast needs no scaling) or run the scaled step eagerly"}
+		}
+	}
 	return nil
 }
