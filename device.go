@@ -290,10 +290,15 @@ func deviceFor(d Device) (*devState, error) {
 }
 
 // shapeOnly reports whether the device keeps no data (a sim device in
-// shape-only mode): factories then skip producing values on the host.
+// shape-only mode): factories then skip producing values on the host, and
+// reads skip the device. It reports false while the calling goroutine's
+// stream of the device is captured into a graph: the copies between host
+// and device that those shortcuts leave out are then made, and refused by
+// the device as a GPU refuses them, so that a capture planned on a
+// shape-only device fails where it would fail on the GPU.
 func (s *devState) shapeOnly() bool {
 	so, ok := s.bd.(interface{ ShapeOnly() bool })
-	return ok && so.ShapeOnly()
+	return ok && so.ShapeOnly() && s.capturing() == nil
 }
 
 // mustDevice is deviceFor for tensor ops: it panics with the error.

@@ -248,6 +248,11 @@ func random(op string, shape Shape, normal bool, opts []Option) *Tensor {
 	}
 	ds := mustDevice(op, o.device)
 	t := newTensor(op, ds, o.dtype, shape) // before the host buffers: see writeBytes
+	if ds.capturing() != nil {
+		// The values are drawn on the host, and a capture refuses their
+		// copy: refuse it before drawing, leaving the generator as it was.
+		t.writeNew(op, make([]byte, t.Bytes()))
+	}
 	if ds.shapeOnly() {
 		// Nothing to draw: the device keeps no data.
 		return finish(t, o)
