@@ -623,3 +623,59 @@ func TestGraphRefusedKeepsNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestGraphCaptureUnderLoad captures and replays graphs on sim:0 while
+// other goroutines run eager work, with constant tables and host reads, on
+// sim:0 and sim:1, for the race detector: every capture succeeds, every
+// eager result is right, and the replays compute what they recorded.
+func TestGraphCaptureUnderLoad(t *testing.T) {
+	d := vram.Sim(0)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for _, dev := range []vram.Device{vram.Sim(0), vram.Sim(1), vram.Sim(0), vram.Sim(1)} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			z := vram.Full(vram.Shape{1, 1, 6, 6}, 1, dev)
+			defer z.Release()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var got float64
+				if err := vram.Catch(func() { vram.Tidy(func() { got = vram.AdaptiveAvgPool2d(z, 4, 4).Sum().Item() }) }); err != nil || got != 16 {
+					errs <- fmt.Errorf("eager work on %s during captures: %v, %v", dev, got, err)
+					return
+				}
+			}
+		}()
+	}
+	x := vram.Full(vram.Shape{1, 1, 6, 6}, 3, d)
+	defer x.Release()
+	for i := range 10 {
+		var y *vram.Tensor
+		g, err := vram.CaptureGraph(d, func() {
+			vram.Tidy(func() { y = vram.Keep(vram.AdaptiveAvgPool2d(x.MulScalar(float64(i)), 3, 3)) })
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Replay(); err != nil {
+			t.Fatal(err)
+		}
+		if v := y.Float32s(); v[0] != float32(3*i) {
+			t.Fatalf("replay %d: %v, want %d", i, v[0], 3*i)
+		}
+		g.Release()
+		y.Release()
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

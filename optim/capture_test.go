@@ -133,3 +133,54 @@ func TestCaptureStep(t *testing.T) {
 		})
 	}
 }
+
+// TestCaptureKeepsLR checks what vram.CaptureGraph documents: a captured
+// step replays with the learning rate of the capture, whatever SetLR or a
+// schedule makes of it after; the eager step sees the new rate.
+func TestCaptureKeepsLR(t *testing.T) {
+	d := vram.Sim(0)
+	tests := []struct {
+		name  string
+		after func(o optim.Optimizer)
+	}{
+		{"SetLR", func(o optim.Optimizer) { o.SetLR(0) }},
+		{"StepLR", func(o optim.Optimizer) {
+			s, err := optim.NewStepLR(o, 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Step()
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := vram.Zeros(vram.Shape{2}, d)
+			defer w.Release()
+			w.SetRequiresGrad(true)
+			o, err := optim.NewSGD([]*vram.Tensor{w}, optim.SGDConfig{LR: 0.5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			vram.Tidy(func() { w.Sum().Backward() }) // gradient 1, kept
+			g, err := vram.CaptureGraph(d, o.Step)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Release()
+			tc.after(o)
+			if o.LR() != 0 {
+				t.Fatalf("rate %v after the change, want 0", o.LR())
+			}
+			if err := g.Replay(); err != nil {
+				t.Fatal(err)
+			}
+			if v := w.Float32s(); v[0] != -0.5 {
+				t.Fatalf("after a replay: %v, want -0.5 (the rate of the capture)", v[0])
+			}
+			o.Step()
+			if v := w.Float32s(); v[0] != -0.5 {
+				t.Fatalf("after an eager step at rate 0: %v, want -0.5", v[0])
+			}
+		})
+	}
+}
