@@ -229,8 +229,12 @@
 // keeps until [Graph.Release], inputs are written into the tensors the
 // capture read, and results are read from the tensors it made. Work that
 // waits for the device or copies between host and device cannot be
-// recorded and fails with an error wrapping [ErrCapturing]. Sim devices
-// record graphs with the same rules.
+// recorded and fails with an error wrapping [ErrCapturing], as do the
+// optimizer steps that would not replay as they ran and amp's GradScaler.
+// Only the capturing goroutine's work is recorded
+// ([IsCurrentStreamCapturing]); other goroutines use the device as usual.
+// Sim devices, shape-only ones included, record graphs with the same
+// rules.
 //
 // # Concurrency
 //

@@ -679,3 +679,28 @@ func TestGraphCaptureUnderLoad(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// ExampleIsCurrentStreamCapturing skips, in code shared between eager and
+// captured steps, what a graph cannot record.
+func ExampleIsCurrentStreamCapturing() {
+	d := vram.Sim(0)
+	x := vram.Full(vram.Shape{4}, 1, d)
+	defer x.Release()
+	step := func() {
+		x.MulScalarInPlace(2)
+		if !vram.IsCurrentStreamCapturing(d) {
+			vram.Tidy(func() { fmt.Println("eager step, sum", x.Sum().Item()) })
+		}
+	}
+	step()
+	g, err := vram.CaptureGraph(d, step)
+	if err != nil {
+		panic(err)
+	}
+	defer g.Release()
+	g.Replay()
+	vram.Tidy(func() { fmt.Println("after a replay, sum", x.Sum().Item()) })
+	// Output:
+	// eager step, sum 8
+	// after a replay, sum 16
+}
