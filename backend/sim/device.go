@@ -158,13 +158,20 @@ func (d *Device) Alloc(nbytes int64, s backend.Stream, region string) (backend.B
 		}
 		qmu.Unlock()
 	}
+	return d.newBuffer(nbytes, st, key, region)
+}
+
+// newBuffer allocates a buffer of nbytes for stream st from the
+// allocator's pool key, with host memory for its data unless the device is
+// shape-only.
+func (d *Device) newBuffer(nbytes int64, st *Stream, key memory.Stream, region string) (*buffer, error) {
 	blk, err := d.alloc.Alloc(nbytes, key, region)
 	if err != nil {
 		return nil, err
 	}
 	b := &buffer{block: blk, bytes: nbytes, stream: st}
 	if !d.shapeOnly.Load() {
-		data, err := d.host.Alloc(nbytes, s, region)
+		data, err := d.host.Alloc(nbytes, d.hostStream(), region)
 		if err != nil {
 			d.alloc.Free(blk)
 			return nil, err

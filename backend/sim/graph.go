@@ -239,20 +239,12 @@ func (d *Device) NewConstant(s backend.Stream, src []byte, region string) (backe
 	if c == nil {
 		return nil, fmt.Errorf("sim:%d: NewConstant outside a capture of the stream", d.index)
 	}
-	blk, err := d.alloc.Alloc(int64(len(src)), c.consts, region)
+	b, err := d.newBuffer(int64(len(src)), st, c.consts, region)
 	if err != nil {
 		return nil, err
 	}
-	b := &buffer{block: blk, bytes: int64(len(src)), stream: st}
-	if !d.shapeOnly.Load() {
-		data, err := d.host.Alloc(int64(len(src)), d.hostStream(), region)
-		if err != nil {
-			d.alloc.Free(blk)
-			return nil, err
-		}
-		copy(data.(backend.HostBuffer).Host(), src)
-		b.data = data
+	if b.data != nil {
+		copy(b.data.(backend.HostBuffer).Host(), src)
 	}
-	d.live.Add(1)
 	return b, nil
 }
