@@ -26,10 +26,22 @@ const (
 // hyper-parameters c) would not replay as it ran. PyTorch's optimizers
 // refuse such a capture in the same way (capturable=False).
 func (gs *groups[C]) refuseCapture(op string, why func(i int, c C) string) {
+	// Asked once per device: the parameters of a model share one or few,
+	// and this runs at every step.
+	capturing := map[vram.Device]bool{}
 	for k, c := range gs.cfgs {
 		for i := gs.start[k]; i < gs.end(k); i++ {
 			p := gs.params[i]
-			if p.Grad() == nil || !vram.IsCurrentStreamCapturing(p.Device()) {
+			if p.Grad() == nil {
+				continue
+			}
+			d := p.Device()
+			on, seen := capturing[d]
+			if !seen {
+				on = vram.IsCurrentStreamCapturing(d)
+				capturing[d] = on
+			}
+			if !on {
 				continue
 			}
 			if r := why(i, c); r != "" {
