@@ -76,11 +76,11 @@ type Config struct {
 
 	// CuDNN holds the switches of cuDNN's convolutions, pooling and batch
 	// norm on CUDA devices: off, benchmark mode, deterministic algorithms,
-	// no TF32, the legacy API only (see [CuDNNSettings]). The zero value
-	// is PyTorch's default. [SetCuDNN] changes them at any time.
-	// Environment: VRAM_CUDNN, words separated by commas from off,
-	// benchmark, deterministic, notf32 and nograph
-	// ("benchmark,deterministic").
+	// no TF32, the legacy API only, the benchmark limit (see
+	// [CuDNNSettings]). The zero value is PyTorch's default. [SetCuDNN]
+	// changes them at any time. Environment: VRAM_CUDNN, words separated
+	// by commas from off, benchmark, deterministic, notf32, nograph and
+	// benchmark_limit=N ("benchmark,deterministic").
 	CuDNN CuDNNSettings
 }
 

@@ -2,6 +2,7 @@ package vram
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,14 @@ type CuDNNSettings struct {
 	// channels-last convolutions. A convolution whose graph plan cannot
 	// be built or run takes the legacy API by itself.
 	NoGraphAPI bool
+	// BenchmarkLimit bounds how many of cuDNN's engine configurations
+	// Benchmark times for one convolution
+	// (torch.backends.cudnn.benchmark_limit): 0 means the default,
+	// 10 as in PyTorch; a negative value times every configuration the
+	// heuristics and cuDNN's fallback list offer (PyTorch's 0). More
+	// candidates make the first step's search longer and may find a
+	// faster algorithm.
+	BenchmarkLimit int
 }
 
 // String lists the switches that are set, e.g. "benchmark,deterministic";
@@ -53,6 +62,9 @@ func (s CuDNNSettings) String() string {
 			w = append(w, f.word)
 		}
 	}
+	if s.BenchmarkLimit != 0 {
+		w = append(w, fmt.Sprintf("benchmark_limit=%d", s.BenchmarkLimit))
+	}
 	if len(w) == 0 {
 		return "default"
 	}
@@ -60,11 +72,21 @@ func (s CuDNNSettings) String() string {
 }
 
 // parseCuDNN reads VRAM_CUDNN: words separated by commas, each one of off,
-// benchmark, deterministic, notf32 and nograph, or default (none of them).
+// benchmark, deterministic, notf32, nograph and benchmark_limit=N, or
+// default (none of them).
 func parseCuDNN(v string) (CuDNNSettings, error) {
 	var s CuDNNSettings
 	for _, w := range strings.Split(v, ",") {
-		switch strings.ToLower(strings.TrimSpace(w)) {
+		word := strings.ToLower(strings.TrimSpace(w))
+		if n, ok := strings.CutPrefix(word, "benchmark_limit="); ok {
+			l, err := strconv.Atoi(n)
+			if err != nil {
+				return s, fmt.Errorf("benchmark_limit=%s: the limit must be an integer (0 for the default, negative for every configuration)", n)
+			}
+			s.BenchmarkLimit = l
+			continue
+		}
+		switch word {
 		case "", "default", "on":
 		case "off":
 			s.Disabled = true
@@ -77,7 +99,7 @@ func parseCuDNN(v string) (CuDNNSettings, error) {
 		case "nograph":
 			s.NoGraphAPI = true
 		default:
-			return s, fmt.Errorf("%q is not one of off, benchmark, deterministic, notf32, nograph and default (separate several with commas)", strings.TrimSpace(w))
+			return s, fmt.Errorf("%q is not one of off, benchmark, deterministic, notf32, nograph, benchmark_limit=N and default (separate several with commas)", strings.TrimSpace(w))
 		}
 	}
 	return s, nil

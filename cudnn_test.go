@@ -22,9 +22,12 @@ func TestParseCuDNN(t *testing.T) {
 		{"benchmark", CuDNNSettings{Benchmark: true}, ""},
 		{" Benchmark , deterministic ", CuDNNSettings{Benchmark: true, Deterministic: true}, ""},
 		{"notf32,benchmark", CuDNNSettings{Benchmark: true, NoTF32: true}, ""},
-		{"off,benchmark,deterministic,notf32", CuDNNSettings{true, true, true, true, false}, ""},
+		{"off,benchmark,deterministic,notf32", CuDNNSettings{Disabled: true, Benchmark: true, Deterministic: true, NoTF32: true}, ""},
 		{"nograph,benchmark", CuDNNSettings{Benchmark: true, NoGraphAPI: true}, ""},
 		{"benchmark,,", CuDNNSettings{Benchmark: true}, ""},
+		{"benchmark,benchmark_limit=32", CuDNNSettings{Benchmark: true, BenchmarkLimit: 32}, ""},
+		{"benchmark_limit=-1,benchmark", CuDNNSettings{Benchmark: true, BenchmarkLimit: -1}, ""},
+		{"benchmark_limit=ten", CuDNNSettings{}, "the limit must be an integer"},
 		{"fast", CuDNNSettings{}, `"fast" is not one of off, benchmark`},
 		{"benchmark,tf32", CuDNNSettings{Benchmark: true}, `"tf32" is not one of`},
 	} {

@@ -15,9 +15,12 @@ set to none) with torch.cuda.graph after warm-up steps on a side stream, as
 PyTorch's documentation shows for whole-network capture, and replays it;
 "compile-graph" does the same with the torch.compile'd model (default mode).
 Each run compiles in its own process (about a minute), runs 3 warm-up steps
-and prints the median of 15 synchronized steps.
+and prints the median of 15 synchronized steps. With PROFILE=1 in the
+environment it then runs one more step between cudaProfilerStart and
+cudaProfilerStop, for a profiler started with profiling from the start off
+(ncu --profile-from-start off --graph-profiling node).
 """
-import sys, time, torch, torchvision
+import os, sys, time, torch, torchvision
 mode, prec = sys.argv[1], sys.argv[2]
 torch.backends.cudnn.benchmark = True
 torch.backends.cudnn.allow_tf32 = True
@@ -65,3 +68,9 @@ for _ in range(15):
     torch.cuda.synchronize(); t = time.perf_counter(); step(); torch.cuda.synchronize(); ts.append((time.perf_counter() - t) * 1000)
 ts.sort()
 print(f"torch.compile mode={mode} {prec} channels_last fused SGD: median {ts[len(ts)//2]:.2f} ms (min {ts[0]:.2f}), compile+3 warm-up steps {warm:.1f} s, peak allocated {torch.cuda.max_memory_allocated()/2**30:.2f} GiB, reserved {torch.cuda.max_memory_reserved()/2**30:.2f} GiB", flush=True)
+if os.environ.get("PROFILE") == "1":
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    step()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,7 +68,25 @@ type CuDNNSettings struct {
 	// and whose engines are faster for half-precision channels-last
 	// convolutions.
 	NoGraphAPI bool
+	// BenchmarkLimit bounds how many engine configurations benchmark mode
+	// times for one convolution on the graph API
+	// (torch.backends.cudnn.benchmark_limit): 0 for the default,
+	// DefaultBenchmarkLimit; a negative value times every configuration
+	// the heuristics and cuDNN's fallback list offer. Plans chosen under
+	// one limit are kept apart from those of another.
+	BenchmarkLimit int
 }
+
+// DefaultBenchmarkLimit is how many engine configurations benchmark mode
+// times per convolution when CuDNNSettings.BenchmarkLimit is 0: the first
+// that the heuristics rank (mode A, then cuDNN's fallback list) and that
+// finalize within maxSearchWorkspace. PyTorch's default
+// torch.backends.cudnn.benchmark_limit is 10.
+const DefaultBenchmarkLimit = 10
+
+// maxBenchmarkLimit is the largest limit the settings word holds; larger
+// limits, and negative ones, time every configuration.
+const maxBenchmarkLimit = 1<<24 - 1
 
 // Setting bits of cudnnSettings.
 const (
@@ -77,6 +96,11 @@ const (
 	dnnNoTF32
 	dnnNoGraph
 )
+
+// dnnLimitShift places CuDNNSettings.BenchmarkLimit in cudnnSettings'
+// high bits, 0 for the default and maxBenchmarkLimit for every
+// configuration.
+const dnnLimitShift = 8
 
 var cudnnSettings atomic.Uint32
 
@@ -101,14 +125,37 @@ func SetCuDNN(s CuDNNSettings) {
 	if s.NoGraphAPI {
 		b |= dnnNoGraph
 	}
+	limit := s.BenchmarkLimit
+	if limit < 0 || limit > maxBenchmarkLimit {
+		limit = maxBenchmarkLimit
+	}
+	b |= uint32(limit) << dnnLimitShift
 	cudnnSettings.Store(b)
 }
 
 // CuDNN returns the switches set by [SetCuDNN].
 func CuDNN() CuDNNSettings {
 	b := cudnnSettings.Load()
+	limit := int(b >> dnnLimitShift)
+	if limit == maxBenchmarkLimit {
+		limit = -1
+	}
 	return CuDNNSettings{Disabled: b&dnnDisabled != 0, Benchmark: b&dnnBenchmark != 0,
-		Deterministic: b&dnnDeterministic != 0, NoTF32: b&dnnNoTF32 != 0, NoGraphAPI: b&dnnNoGraph != 0}
+		Deterministic: b&dnnDeterministic != 0, NoTF32: b&dnnNoTF32 != 0, NoGraphAPI: b&dnnNoGraph != 0,
+		BenchmarkLimit: limit}
+}
+
+// benchLimit returns how many configurations benchmark mode times under
+// the settings word b.
+func benchLimit(b uint32) int {
+	switch l := int(b >> dnnLimitShift); l {
+	case 0:
+		return DefaultBenchmarkLimit
+	case maxBenchmarkLimit:
+		return math.MaxInt
+	default:
+		return l
+	}
 }
 
 // CuDNNStats counts the work of choosing convolution algorithms, summed

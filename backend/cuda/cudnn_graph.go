@@ -18,8 +18,9 @@ import (
 // CONVOLUTION_FORWARD, BACKWARD_DATA or BACKWARD_FILTER node, which the
 // engine heuristics (mode A) rank into engine configurations; the first
 // that finalizes into an execution plan is kept (in benchmark mode, the
-// fastest of the first graphBenchPlans, timed once on the call's own
-// buffers). Plans are cached per convolution key, direction, pointer
+// fastest of the first CuDNNSettings.BenchmarkLimit that finalize, from
+// the heuristics and then cuDNN's fallback list, as PyTorch's search
+// takes both, each timed once on the call's own buffers). Plans are cached per convolution key, direction, pointer
 // alignments and mode, as the legacy path caches its algorithms. The
 // graph path is tried first; any failure to build, finalize or run a plan
 // marks its key for the legacy path (cudnnConvolution*) from then on, and
@@ -29,10 +30,6 @@ import (
 // graphFault, when set (by tests), is asked at each named step of the
 // graph path ("build", "execute") and fails it with the error it returns.
 var graphFault func(step string) error
-
-// graphBenchPlans bounds the engine configurations that benchmark mode
-// times for one key.
-const graphBenchPlans = 8
 
 // maxGraphConfigs bounds the engine configurations read from the
 // heuristics for one key.
@@ -50,6 +47,9 @@ type graphKey struct {
 	dir        convDir
 	align      [3]uint8
 	bench, det bool
+	// limit is the benchmark limit the plan was searched under (0
+	// outside benchmark mode).
+	limit int
 	// acc adds the result to its destination (beta 1: dx += for the
 	// backward data pass of Conv2DBackwardDataAccumulate).
 	acc bool
@@ -141,6 +141,9 @@ func (d *queue) graphConvBeta(h cudnn.Handle, key convKey, dir convDir, ptrs [3]
 		return false
 	}
 	gk := graphKey{conv: key, dir: dir, bench: s&dnnBenchmark != 0, det: s&dnnDeterministic != 0, acc: acc}
+	if gk.bench {
+		gk.limit = benchLimit(s)
+	}
 	for i, p := range ptrs {
 		gk.align[i] = uint8(min(alignment(p), 16)) // the byte alignment cuDNN is told
 	}
@@ -452,8 +455,8 @@ type candidatePlan struct {
 // engine configurations (mode A, then the fallback mode when A gives none
 // that works) filtered by the switches, and the first that finalizes
 // within maxSearchWorkspace, or in benchmark mode the fastest of the
-// first graphBenchPlans, timed on ptrs (the direction's output is
-// overwritten). The cuDNN lock is held.
+// first gk.limit that finalize (mode A's, then the fallback mode's), timed
+// on ptrs (the direction's output is overwritten). The cuDNN lock is held.
 func (d *queue) buildGraphPlan(h cudnn.Handle, gk graphKey, ptrs [3]cuda.DevicePtr) (*graphPlan, error) {
 	if graphFault != nil {
 		if err := graphFault("build"); err != nil {
@@ -474,7 +477,7 @@ func (d *queue) buildGraphPlan(h cudnn.Handle, gk graphKey, ptrs [3]cuda.DeviceP
 	}
 	want := 1
 	if gk.bench {
-		want = graphBenchPlans
+		want = gk.limit
 	}
 	var cands []candidatePlan
 	defer func() {
@@ -517,7 +520,10 @@ func (d *queue) buildGraphPlan(h cudnn.Handle, gk graphKey, ptrs [3]cuda.DeviceP
 			}
 			cands = append(cands, candidatePlan{pl, ws})
 		}
-		if len(cands) > 0 {
+		// Benchmark mode goes on to the fallback list for more
+		// candidates, as PyTorch's search does; otherwise the heuristics'
+		// first working configuration is the choice.
+		if len(cands) >= want || len(cands) > 0 && !gk.bench {
 			break
 		}
 	}

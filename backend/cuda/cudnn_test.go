@@ -255,7 +255,8 @@ func TestHostConv(t *testing.T) {
 // also after the other options are fixed, and that the switches read back.
 func TestCuDNNSettingsOptions(t *testing.T) {
 	defer SetCuDNN(CuDNN())
-	for _, s := range []CuDNNSettings{{}, {Disabled: true}, {Benchmark: true, Deterministic: true}, {NoTF32: true}} {
+	for _, s := range []CuDNNSettings{{}, {Disabled: true}, {Benchmark: true, Deterministic: true}, {NoTF32: true},
+		{Benchmark: true, BenchmarkLimit: 32}, {Benchmark: true, BenchmarkLimit: -1}} {
 		SetCuDNN(s)
 		if got := CuDNN(); got != s {
 			t.Errorf("set %+v, read %+v", s, got)

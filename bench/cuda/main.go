@@ -10,6 +10,10 @@
 // (DIR/resnet50_MODE.pprof), for where the host's time goes. -lazy skips
 // compiling every kernel module first: only the modules the benchmarks use
 // compile, at first use (first-step figures then include those compiles).
+// -gpuprofile runs one more step of each ResNet-50 mode between
+// cuProfilerStart and cuProfilerStop, so that
+// ncu --profile-from-start off --graph-profiling node measures the
+// kernels of that step alone.
 package main
 
 import (
@@ -20,6 +24,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -50,6 +55,15 @@ var (
 	// cpuProfile names a folder for CPU profiles of the host's side of
 	// the timed ResNet-50 steps, one file per mode, sampled at 2 kHz.
 	cpuProfile = flag.String("cpuprofile", "", "folder for CPU profiles of the ResNet-50 steps")
+	// gpuProfile brackets one more step of each ResNet-50 mode with
+	// cuProfilerStart and cuProfilerStop, for a profiler started with
+	// profiling from the start off (ncu --profile-from-start off).
+	// cudnnLimits are the benchmark limits (CuDNNSettings.BenchmarkLimit)
+	// that resnet_convs times the convolutions under.
+	cudnnLimits = flag.String("cudnn-limits", "0", "comma-separated cuDNN benchmark limits for resnet_convs (0: the default, -1: all)")
+	// cudnnLimit is the benchmark limit of the ResNet-50 steps.
+	cudnnLimit = flag.Int("cudnn-limit", 0, "cuDNN benchmark limit of the ResNet-50 steps (0: the default, -1: all)")
+	gpuProfile = flag.Bool("gpuprofile", false, "bracket one more ResNet-50 step of each mode for a GPU profiler")
 	enc        = json.NewEncoder(os.Stdout)
 )
 
@@ -138,6 +152,17 @@ func gpuTime(d *cb.Device, warm, reps int, fn func()) time.Duration {
 	return time.Duration(median(ts))
 }
 
+// parseLimits reads -cudnn-limits.
+func parseLimits(v string) []int {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		must(err)
+		out = append(out, n)
+	}
+	return out
+}
+
 func view(d backend.Device, dt backend.DType, shape ...int) backend.View {
 	n := backend.NumElements(shape)
 	b, err := d.Alloc(int64(n*dt.Size()), d.DefaultStream(), "bench")
@@ -204,6 +229,9 @@ func main() {
 	}
 	if want("conv") {
 		benchConv(d, reps)
+	}
+	if want("resnet_convs") {
+		benchResNetConvs(d, parseLimits(*cudnnLimits))
 	}
 	if wantResNet() {
 		benchResNet(reps)

@@ -13,6 +13,7 @@ import (
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/amp"
 	cb "github.com/vramgo/vram/backend/cuda"
+	"github.com/vramgo/vram/native/cuda"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/nn/models"
 	"github.com/vramgo/vram/optim"
@@ -90,6 +91,7 @@ func resnetMode(d *cb.Device, dev vram.Device, mode string, channelsLast, bf16, 
 	defer vram.SetCuDNN(old)
 	set := old
 	set.Benchmark = benchmark
+	set.BenchmarkLimit = *cudnnLimit
 	vram.SetCuDNN(set)
 	vram.EmptyCache(dev)
 	model := models.ResNet50(models.Config{NumClasses: classes}, dev, vram.WithGenerator(vram.NewGenerator(1)))
@@ -196,6 +198,19 @@ func resnetMode(d *cb.Device, dev vram.Device, mode string, channelsLast, bf16, 
 	fmt.Fprintf(os.Stderr, "%s: the host queues a step in %.1f ms (median)\n", name, median(host))
 	printFallbacks(name+": first step", fb0, fb1)
 	printFallbacks(name+": later steps", fb1, fb2)
+	if *gpuProfile {
+		// The profiler's switches act on the calling thread's current
+		// context.
+		runtime.LockOSThread()
+		must(d.Synchronize())
+		must(cuda.CtxSetCurrent(d.Context()))
+		must(cuda.ProfilerStart())
+		step()
+		must(d.Synchronize())
+		must(cuda.CtxSetCurrent(d.Context()))
+		must(cuda.ProfilerStop())
+		runtime.UnlockOSThread()
+	}
 	if *cpuProfile != "" {
 		profileSteps(filepath.Join(*cpuProfile, name+".pprof"), 50, step)
 		must(d.Synchronize())

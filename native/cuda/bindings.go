@@ -23,6 +23,8 @@ var (
 	cuDevicePrimaryCtxRelease     func(dev Device) Result
 	cuCtxGetCurrent               func(ctx *Context) Result
 	cuCtxSynchronize              func() Result
+	cuProfilerStart               func() Result
+	cuProfilerStop                func() Result
 	cuDeviceCanAccessPeer         func(can *int32, dev, peer Device) Result
 	cuCtxEnablePeerAccess         func(peer Context, flags uint32) Result
 	cuMemAlloc                    func(p *DevicePtr, size uint64) Result
@@ -168,6 +170,8 @@ var bindings = []load.Binding{
 	{Lib: libName, Names: []string{"cuGraphLaunch"}, Fn: &sigGraphLaunch, Addr: &addrGraphLaunch},
 	{Lib: libName, Names: []string{"cuGraphExecDestroy"}, Fn: &cuGraphExecDestroy},
 	{Lib: libName, Names: []string{"cuGraphDestroy"}, Fn: &cuGraphDestroy},
+	{Lib: libName, Names: []string{"cuProfilerStart"}, Fn: &cuProfilerStart},
+	{Lib: libName, Names: []string{"cuProfilerStop"}, Fn: &cuProfilerStop},
 }
 
 // Spec is how [Load] searches for the driver library: libcuda.so.1 only,

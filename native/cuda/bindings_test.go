@@ -33,7 +33,7 @@ func TestNotLoaded(t *testing.T) {
 	bindtest.NotLoaded(t, ErrNotLoaded, []any{
 		Init, DriverGetVersion, DeviceGetCount, DeviceGet, DeviceGetName, DeviceTotalMem,
 		DeviceGetAttribute, DeviceGetUUID, DeviceCanAccessPeer, DevicePrimaryCtxRetain,
-		DevicePrimaryCtxRelease, CtxSetCurrent, CtxGetCurrent, CtxSynchronize, CtxEnablePeerAccess,
+		DevicePrimaryCtxRelease, CtxSetCurrent, CtxGetCurrent, CtxSynchronize, CtxEnablePeerAccess, ProfilerStart, ProfilerStop,
 		MemAlloc, MemFree, MemGetInfo, MemAllocHost, MemHostAlloc, MemFreeHost, MemHostRegister,
 		MemHostUnregister, MemcpyHtoD, MemcpyDtoH, MemcpyDtoD, MemsetD8, MemcpyHtoDAsync,
 		MemcpyDtoHAsync, MemcpyDtoDAsync, MemcpyPeerAsync, MemsetD8Async,

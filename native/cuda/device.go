@@ -143,3 +143,17 @@ func (c Context) Do(fn func() error) error {
 	}
 	return fn()
 }
+
+// ProfilerStart starts the collection of an attached profiler (Nsight
+// Compute or Systems started with profiling from the start off) for the
+// current context, so that a program can profile one part of its run. It
+// calls cuProfilerStart; without a profiler it does nothing.
+func ProfilerStart() error {
+	return call("cuProfilerStart", func() Result { return cuProfilerStart() })
+}
+
+// ProfilerStop stops what [ProfilerStart] started. It calls
+// cuProfilerStop.
+func ProfilerStop() error {
+	return call("cuProfilerStop", func() Result { return cuProfilerStop() })
+}
