@@ -28,14 +28,33 @@ import (
 // evaluation without running statistics, momentum outside [0, 1] or eps
 // not above 0 with [ErrArgument].
 func BatchNorm2d(x, weight, bias, runMean, runVar *Tensor, training bool, momentum, eps float64) *Tensor {
+	return BatchNorm2dTracked(x, weight, bias, runMean, runVar, nil, training, momentum, eps)
+}
+
+// BatchNorm2dTracked is [BatchNorm2d] that, in training mode, also adds 1
+// to numBatches, an int64 scalar on x's device, as torch.nn.BatchNorm2d
+// counts its batches in num_batches_tracked (nil counts nothing). A device
+// whose batch-norm kernels can count ([backend.BatchNormCounter]: CUDA,
+// channels-last) does it in them, without a launch of its own. A
+// numBatches that is not an int64 scalar panics with [ErrArgument], one on
+// another device with [ErrDevice].
+func BatchNorm2dTracked(x, weight, bias, runMean, runVar, numBatches *Tensor, training bool, momentum, eps float64) *Tensor {
 	const op = "batch_norm2d"
 	defer asOp(op)
 	ds, held := checkBatchNorm(op, x, nil, weight, bias, runMean, runVar, training, momentum, eps)
 	defer held.unpin()
+	if !training {
+		numBatches = nil
+	}
+	counter, done := checkBatchCounter(op, x, numBatches)
+	defer done()
 	n, c := x.shape[0], x.shape[1]
 	count := n * x.shape[2] * x.shape[3]
 	if count > 0 {
-		if y := batchNormNative(op, ds, x, weight, bias, runMean, runVar, training, momentum, eps); y != nil {
+		if y, counted := batchNormNative(op, ds, x, weight, bias, runMean, runVar, counter, training, momentum, eps); y != nil {
+			if !counted {
+				countBatch(counter)
+			}
 			return y
 		}
 	}
@@ -73,6 +92,7 @@ func BatchNorm2d(x, weight, bias, runMean, runVar *Tensor, training bool, moment
 		})
 	})
 	track(out) // by the caller's Tidy, which Keep took it from
+	countBatch(counter)
 	if !needsGrad(x, weight, bias) {
 		mean.Release()
 		rstd.Release()
@@ -80,6 +100,26 @@ func BatchNorm2d(x, weight, bias, runMean, runVar *Tensor, training bool, moment
 	}
 	recordBatchNorm(op, out, x, x, weight, bias, mean, rstd, training, nil)
 	return out
+}
+
+// checkBatchCounter checks a batch counter (nil: none) against x and
+// returns it pinned, with the function that unpins it.
+func checkBatchCounter(op string, x, counter *Tensor) (*Tensor, func()) {
+	if counter == nil {
+		return nil, func() {}
+	}
+	if counter.dtype != Int64 || counter.NumElements() != 1 {
+		fail(op, ErrArgument, "the batch counter must be an int64 scalar, got %s %v", counter.dtype, counter.shape)
+	}
+	_, held := sameDevice(op, x, counter)
+	return counter, held.unpin
+}
+
+// countBatch adds 1 to counter, unless it is nil.
+func countBatch(counter *Tensor) {
+	if counter != nil {
+		NoGrad(func() { counter.AddScalarInPlace(1) })
+	}
 }
 
 // checkBatchNorm checks the operands of a batch normalization (and of its
@@ -245,11 +285,12 @@ func runningStatistics(runMean, runVar *Tensor, eps float64) (mean, rstd *Tensor
 
 // batchNormNative runs the batch normalization with the device's
 // [backend.BatchNormer], recording its backward pass, or returns nil when
-// the device has none, or none for these operands.
-func batchNormNative(op string, ds *devState, x, weight, bias, runMean, runVar *Tensor, training bool, momentum, eps float64) *Tensor {
+// the device has none, or none for these operands. counted reports
+// whether the device also added 1 to counter ([backend.BatchNormCounter]).
+func batchNormNative(op string, ds *devState, x, weight, bias, runMean, runVar, counter *Tensor, training bool, momentum, eps float64) (_ *Tensor, counted bool) {
 	bn, ok := ds.bd.(backend.BatchNormer)
 	if !ok || !nativeBatchNormOperands(x, weight, bias, runMean, runVar) {
-		return nil
+		return nil, false
 	}
 	c := x.shape[1]
 	f := x.SuggestMemoryFormat()
@@ -261,7 +302,12 @@ func batchNormNative(op string, ds *devState, x, weight, bias, runMean, runVar *
 	var err error
 	if training {
 		mean, rstd = newTensor(op, ds, Float32, []int{c}), newTensor(op, ds, Float32, []int{c})
-		err = bn.BatchNormTrain(s, y.bv(), xc.bv(), weight.bv(), bias.bv(), runMean.bv(), runVar.bv(), mean.bv(), rstd.bv(), momentum, eps)
+		counted, err = trainCounted(ds, counter, func(bc backend.BatchNormCounter) error {
+			return bc.BatchNormTrainCount(s, y.bv(), xc.bv(), backend.View{}, weight.bv(), bias.bv(), runMean.bv(), runVar.bv(), mean.bv(), rstd.bv(), counter.bv(), momentum, eps, false)
+		})
+		if !counted {
+			err = bn.BatchNormTrain(s, y.bv(), xc.bv(), weight.bv(), bias.bv(), runMean.bv(), runVar.bv(), mean.bv(), rstd.bv(), momentum, eps)
+		}
 	} else {
 		err = bn.BatchNormInfer(s, y.bv(), xc.bv(), weight.bv(), bias.bv(), runMean.bv(), runVar.bv(), eps)
 	}
@@ -270,14 +316,14 @@ func batchNormNative(op string, ds *devState, x, weight, bias, runMean, runVar *
 		mean.Release()
 		rstd.Release()
 		if notImplemented(err) {
-			return nil
+			return nil, false
 		}
 		check(op, err)
 	}
 	if !needsGrad(x, weight, bias) {
 		mean.Release()
 		rstd.Release()
-		return y
+		return y, counted
 	}
 	var native nativeBackward
 	if training {
@@ -305,7 +351,25 @@ func batchNormNative(op string, ds *devState, x, weight, bias, runMean, runVar *
 		mean, rstd = runningStatistics(runMean, runVar, eps)
 	}
 	recordBatchNorm(op, y, x, xc, weight, bias, mean, rstd, training, native)
-	return y
+	return y, counted
+}
+
+// trainCounted runs a counting training pass with the device's
+// [backend.BatchNormCounter] when there is a counter and the device has
+// one, and reports whether it ran (or failed, with its error); an operand
+// its kernels do not take (ErrNotImplemented) leaves the uncounted pass to
+// the caller.
+func trainCounted(ds *devState, counter *Tensor, run func(backend.BatchNormCounter) error) (bool, error) {
+	bc, ok := ds.bd.(backend.BatchNormCounter)
+	if counter == nil || !ok {
+		return false, nil
+	}
+	if err := run(bc); err != nil && notImplemented(err) {
+		return false, nil
+	} else if err != nil {
+		return true, err
+	}
+	return true, nil
 }
 
 // BatchNorm2dReLU returns relu(BatchNorm2d(x, ...) + residual), the way a
@@ -321,16 +385,30 @@ func batchNormNative(op string, ds *devState, x, weight, bias, runMean, runVar *
 // shape ([ErrShape] otherwise) and be on its device. A residual of another
 // dtype is added as [Tensor.Add] adds, composed.
 func BatchNorm2dReLU(x, residual, weight, bias, runMean, runVar *Tensor, training bool, momentum, eps float64) *Tensor {
+	return BatchNorm2dReLUTracked(x, residual, weight, bias, runMean, runVar, nil, training, momentum, eps)
+}
+
+// BatchNorm2dReLUTracked is [BatchNorm2dReLU] that, in training mode, also
+// adds 1 to numBatches, as [BatchNorm2dTracked] does.
+func BatchNorm2dReLUTracked(x, residual, weight, bias, runMean, runVar, numBatches *Tensor, training bool, momentum, eps float64) *Tensor {
 	const op = "batch_norm2d_relu"
 	defer asOp(op)
 	ds, held := checkBatchNorm(op, x, residual, weight, bias, runMean, runVar, training, momentum, eps)
 	defer held.unpin()
+	if !training {
+		numBatches = nil
+	}
+	counter, done := checkBatchCounter(op, x, numBatches)
+	defer done()
 	if x.shape[0]*x.shape[2]*x.shape[3] > 0 { // an empty batch is composed
-		if y := batchNormReLUNative(op, ds, x, residual, weight, bias, runMean, runVar, training, momentum, eps); y != nil {
+		if y, counted := batchNormReLUNative(op, ds, x, residual, weight, bias, runMean, runVar, counter, training, momentum, eps); y != nil {
+			if !counted {
+				countBatch(counter)
+			}
 			return y
 		}
 	}
-	y := BatchNorm2d(x, weight, bias, runMean, runVar, training, momentum, eps)
+	y := BatchNorm2dTracked(x, weight, bias, runMean, runVar, counter, training, momentum, eps)
 	if residual != nil {
 		s := y.Add(residual)
 		y.Release()
@@ -343,14 +421,14 @@ func BatchNorm2dReLU(x, residual, weight, bias, runMean, runVar *Tensor, trainin
 // batchNormReLUNative runs BatchNorm2dReLU with the device's
 // [backend.FusedBatchNormer] and records its backward pass, or returns nil
 // when the device has none, or none for these operands.
-func batchNormReLUNative(op string, ds *devState, x, r, weight, bias, runMean, runVar *Tensor, training bool, momentum, eps float64) *Tensor {
+func batchNormReLUNative(op string, ds *devState, x, r, weight, bias, runMean, runVar, counter *Tensor, training bool, momentum, eps float64) (_ *Tensor, counted bool) {
 	fb, ok := ds.bd.(backend.FusedBatchNormer)
 	if !ok || !nativeBatchNormOperands(x, weight, bias, runMean, runVar) {
-		return nil
+		return nil, false
 	}
 	f := x.SuggestMemoryFormat()
 	if r != nil && (r.dtype != x.dtype || r.SuggestMemoryFormat() != f) {
-		return nil
+		return nil, false
 	}
 	c := x.shape[1]
 	xc := x.inFormat(op, f)
@@ -367,7 +445,12 @@ func batchNormReLUNative(op string, ds *devState, x, r, weight, bias, runMean, r
 	var err error
 	if training {
 		mean, rstd = newTensor(op, ds, Float32, []int{c}), newTensor(op, ds, Float32, []int{c})
-		err = fb.BatchNormTrainReLU(s, y.bv(), xc.bv(), rv, weight.bv(), bias.bv(), runMean.bv(), runVar.bv(), mean.bv(), rstd.bv(), momentum, eps)
+		counted, err = trainCounted(ds, counter, func(bc backend.BatchNormCounter) error {
+			return bc.BatchNormTrainCount(s, y.bv(), xc.bv(), rv, weight.bv(), bias.bv(), runMean.bv(), runVar.bv(), mean.bv(), rstd.bv(), counter.bv(), momentum, eps, true)
+		})
+		if !counted {
+			err = fb.BatchNormTrainReLU(s, y.bv(), xc.bv(), rv, weight.bv(), bias.bv(), runMean.bv(), runVar.bv(), mean.bv(), rstd.bv(), momentum, eps)
+		}
 	} else {
 		err = fb.BatchNormInferReLU(s, y.bv(), xc.bv(), rv, weight.bv(), bias.bv(), runMean.bv(), runVar.bv(), eps)
 	}
@@ -376,14 +459,14 @@ func batchNormReLUNative(op string, ds *devState, x, r, weight, bias, runMean, r
 		mean.Release()
 		rstd.Release()
 		if notImplemented(err) {
-			return nil
+			return nil, false
 		}
 		check(op, err)
 	}
 	if !needsGrad(x, r, weight, bias) {
 		mean.Release()
 		rstd.Release()
-		return y
+		return y, counted
 	}
 	if !training {
 		// The running statistics change with later training steps: the
@@ -391,7 +474,7 @@ func batchNormReLUNative(op string, ds *devState, x, r, weight, bias, runMean, r
 		mean, rstd = runningStatistics(runMean, runVar, eps)
 	}
 	recordBatchNormReLU(op, ds, fb, y, x, xc, r, weight, bias, mean, rstd, training, f, eps)
-	return y
+	return y, counted
 }
 
 // recordBatchNormReLU records the backward pass of y = relu(bn(x) + r): the

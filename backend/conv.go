@@ -139,3 +139,18 @@ type FusedBatchNormer interface {
 	// BatchNormBackward does (all overwritten).
 	BatchNormBackwardReLU(s Stream, dx, dr, dscale, dbias, dy, y, x, scale, saveMean, saveInvStd View, eps float64) error
 }
+
+// BatchNormCounter is an optional interface of a [Device] whose training
+// batch norm can also count the batch, as torch.nn.BatchNorm2d counts
+// num_batches_tracked, in its own kernels rather than with an addition of
+// its own.
+type BatchNormCounter interface {
+	// BatchNormTrainCount is [BatchNormer.BatchNormTrain], or with relu
+	// [FusedBatchNormer.BatchNormTrainReLU] with the residual r (the zero
+	// View for none; without relu r must be the zero View), that also adds
+	// 1 to count, an int64 scalar on the device. Operands that its
+	// kernels do not take get an error wrapping [ErrNotImplemented] before
+	// anything is queued, count unchanged, and the caller runs the
+	// uncounted op and counts.
+	BatchNormTrainCount(s Stream, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd, count View, momentum, eps float64, relu bool) error
+}

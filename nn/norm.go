@@ -134,9 +134,7 @@ func (l *BatchNorm2d) Forward(x *vram.Tensor) *vram.Tensor {
 	training, momentum := l.mode()
 	w, b, done := l.maskedParams(l.Weight, l.Bias)
 	defer done()
-	y := vram.BatchNorm2d(x, w, b, l.RunningMean, l.RunningVar, training, momentum, l.Eps)
-	l.count(training)
-	return y
+	return vram.BatchNorm2dTracked(x, w, b, l.RunningMean, l.RunningVar, l.NumBatchesTracked, training, momentum, l.Eps)
 }
 
 // ForwardReLU returns relu(l.Forward(x) + residual), or relu(l.Forward(x))
@@ -147,9 +145,7 @@ func (l *BatchNorm2d) ForwardReLU(x, residual *vram.Tensor) *vram.Tensor {
 	training, momentum := l.mode()
 	w, b, done := l.maskedParams(l.Weight, l.Bias)
 	defer done()
-	y := vram.BatchNorm2dReLU(x, residual, w, b, l.RunningMean, l.RunningVar, training, momentum, l.Eps)
-	l.count(training)
-	return y
+	return vram.BatchNorm2dReLUTracked(x, residual, w, b, l.RunningMean, l.RunningVar, l.NumBatchesTracked, training, momentum, l.Eps)
 }
 
 // mode returns whether l normalizes with the batch's statistics, as it
@@ -161,13 +157,6 @@ func (l *BatchNorm2d) mode() (training bool, momentum float64) {
 		momentum = 1 / float64(l.NumBatchesTracked.Int64s()[0]+1)
 	}
 	return training, momentum
-}
-
-// count counts a batch in training mode.
-func (l *BatchNorm2d) count(training bool) {
-	if training && l.NumBatchesTracked != nil {
-		vram.NoGrad(func() { l.NumBatchesTracked.AddScalarInPlace(1) })
-	}
 }
 
 // KeepsFloat32 marks BatchNorm2d as a [Float32Layer].

@@ -153,11 +153,11 @@ func (d *queue) normScratch(n int64) (*Buffer, error) {
 }
 
 // batchNormTrainNHWC is BatchNormTrain on norm.cu's kernels: partial sums,
-// per-channel statistics (and running statistics), then the normalization,
-// which adds r (unless it is the zero View) and applies a ReLU when relu
-// is set.
-func (d *queue) batchNormTrainNHWC(what string, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd backend.View, momentum, eps float64, relu bool) error {
-	p, err := d.ptrsOf(what, x, y, scale, bias, runMean, runVar, saveMean, saveInvStd, r)
+// per-channel statistics (and running statistics, and the int64 count
+// plus one unless it is the zero View), then the normalization, which adds
+// r (unless it is the zero View) and applies a ReLU when relu is set.
+func (d *queue) batchNormTrainNHWC(what string, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd, count backend.View, momentum, eps float64, relu bool) error {
+	p, err := d.ptrsOf(what, x, y, scale, bias, runMean, runVar, saveMean, saveInvStd, r, count)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (d *queue) batchNormTrainNHWC(what string, y, x, r, scale, bias, runMean, r
 		}
 		a.Reset()
 		a.Ptr(p[0]).Ptr(part.ptr).Int32(int32(gy)).Int32(int32(c)).Int64(m).Float64(eps).Float64(momentum).Int32(run)
-		a.Ptr(p[4]).Ptr(p[5]).Ptr(p[6]).Ptr(p[7])
+		a.Ptr(p[4]).Ptr(p[5]).Ptr(p[6]).Ptr(p[7]).Ptr(p[9])
 		if err := d.normFinish(x.DType, "bn_nhwc_finish", c, a); err != nil {
 			return err
 		}
@@ -319,8 +319,44 @@ func (dev *Device) BatchNormTrainReLU(s backend.Stream, y, x, r, scale, bias, ru
 	if err != nil {
 		return err
 	}
-	return d.batchNormTrainNHWC(what, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd, momentum, eps, true)
+	return d.batchNormTrainNHWC(what, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd, backend.View{}, momentum, eps, true)
 }
+
+// BatchNormTrainCount is BatchNormTrain, or with relu BatchNormTrainReLU,
+// that also adds 1 to count (an int64 scalar) in the kernel that finishes
+// the statistics, saving the launch of an addition. It implements
+// [backend.BatchNormCounter] for channels-last tensors; others get an
+// error wrapping [backend.ErrNotImplemented].
+func (dev *Device) BatchNormTrainCount(s backend.Stream, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd, count backend.View, momentum, eps float64, relu bool) error {
+	const what = "batch norm (counted)"
+	if r.Buf != nil && !relu {
+		return fmt.Errorf("cuda: %s: a residual without the ReLU: %w", what, backend.ErrNotImplemented)
+	}
+	if count.Buf == nil || count.DType != backend.Int64 || backend.NumElements(count.Shape) != 1 {
+		return fmt.Errorf("cuda: %s: count must be an int64 scalar, got %s %v", what, count.DType, count.Shape)
+	}
+	same := namedResidual([]named{{"y", y, false}}, "r", r)
+	if err := checkBN(x, same, []named{{"scale", scale, false}, {"bias", bias, false}, {"runMean", runMean, true},
+		{"runVar", runVar, true}, {"saveMean", saveMean, false}, {"saveInvStd", saveInvStd, false}}); err != nil {
+		return fmt.Errorf("cuda: %s: %w", what, err)
+	}
+	if (runMean.Buf == nil) != (runVar.Buf == nil) {
+		return fmt.Errorf("cuda: %s: runMean and runVar must both be given or both be the zero View", what)
+	}
+	if x.Shape[0]*x.Shape[2]*x.Shape[3] < 2 {
+		return fmt.Errorf("cuda: %s: one value per channel, no variance to normalize by: %w", what, backend.ErrNotImplemented)
+	}
+	if !takesNHWC(x, withResidual([]backend.View{y}, r), []backend.View{scale, bias, runMean, runVar, saveMean, saveInvStd}) {
+		return nhwcOnly(what, x)
+	}
+	d, err := dev.begin(s, what, nil)
+	if err != nil {
+		return err
+	}
+	return d.batchNormTrainNHWC(what, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd, count, momentum, eps, relu)
+}
+
+var _ backend.BatchNormCounter = (*Device)(nil)
 
 // BatchNormInferReLU is BatchNormInfer with the residual and the ReLU of
 // [Device.BatchNormTrainReLU]. It implements [backend.FusedBatchNormer].

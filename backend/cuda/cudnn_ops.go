@@ -360,7 +360,7 @@ func (dev *Device) BatchNormTrain(s backend.Stream, y, x, scale, bias, runMean, 
 		if err != nil {
 			return err
 		}
-		return d.batchNormTrainNHWC(what, y, x, backend.View{}, scale, bias, runMean, runVar, saveMean, saveInvStd, momentum, eps, false)
+		return d.batchNormTrainNHWC(what, y, x, backend.View{}, scale, bias, runMean, runVar, saveMean, saveInvStd, backend.View{}, momentum, eps, false)
 	}
 	d, err := dev.dnnBegin(s, what, check)
 	if err != nil {

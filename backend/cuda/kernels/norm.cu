@@ -130,15 +130,18 @@ __device__ __forceinline__ void sumParts(const float* part, int gy, int C, int c
 
 // bn_nhwc_finish: the mean and 1/sqrt(var + eps) of each channel from the
 // gy block rows of partial sums; with run != 0, the running statistics
-// move by momentum towards the batch's mean and unbiased variance. Blocks
+// move by momentum towards the batch's mean and unbiased variance. When
+// count is not null, one thread adds 1 to it (the layer's count of
+// batches, num_batches_tracked), which saves a launch of its own. Blocks
 // of NB_TX × NB_FY threads, NB_TX channels each.
 extern "C" __global__ void bn_nhwc_finish(const S* x, const float* part, int gy, int C, i64 M, double eps,
 					  double momentum, int run, float* runMean, float* runVar, float* saveMean,
-					  float* saveInvStd) {
+					  float* saveInvStd, long long* count) {
 	const int c = blockIdx.x * NB_TX + threadIdx.x;
 	double a, b;
 	sumParts(part, gy, C, c, &a, &b);
 	if (threadIdx.y != 0 || c >= C) return;
+	if (count != nullptr && c == 0) *count += 1;
 	const double m1 = a / (double)M;
 	double var = b / (double)M - m1 * m1;
 	if (var < 0) var = 0;
