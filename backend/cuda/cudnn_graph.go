@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -614,40 +615,68 @@ func (d *queue) fastestPlan(h cudnn.Handle, cands []candidatePlan, ptrs [3]cuda.
 		return 0, err
 	}
 	defer cuda.EventDestroy(end)
-	best, bestTime := -1, time.Duration(0)
+	type timed struct {
+		i  int
+		el time.Duration
+	}
+	var ran []timed
 	var first error
 	for i, c := range cands {
 		if c.ws > limit {
 			continue
 		}
-		el, err := timeGraphPlan(h, c.plan, ptrs, ws, start, end, d.stream)
+		el, err := timeGraphPlan(h, c.plan, ptrs, ws, start, end, d.stream, 1)
 		if err != nil {
 			if first == nil {
 				first = err
 			}
 			continue
 		}
-		if best < 0 || el < bestTime {
-			best, bestTime = i, el
-		}
+		ran = append(ran, timed{i, el})
 	}
-	if best < 0 {
+	if len(ran) == 0 {
 		return 0, fmt.Errorf("benchmark: no plan ran: %w", first)
+	}
+	// One run can read well below what a plan takes run after run, so
+	// the fastest few are timed again over confirmRuns runs in a row and
+	// the fastest of those is the choice.
+	slices.SortStableFunc(ran, func(a, b timed) int { return cmp.Compare(a.el, b.el) })
+	best, bestTime := ran[0].i, time.Duration(-1)
+	for _, r := range ran[:min(len(ran), confirmPlans)] {
+		el, err := timeGraphPlan(h, cands[r.i].plan, ptrs, ws, start, end, d.stream, confirmRuns)
+		if err != nil {
+			continue
+		}
+		if bestTime < 0 || el < bestTime {
+			best, bestTime = r.i, el
+		}
 	}
 	return best, nil
 }
 
-// timeGraphPlan runs a plan once to warm it up, then times one run with
-// the two events on stream s.
-func timeGraphPlan(h cudnn.Handle, pl cudnn.BackendDescriptor, ptrs [3]cuda.DevicePtr, ws cuda.DevicePtr, start, end cuda.Event, s cuda.Stream) (time.Duration, error) {
+// Benchmark mode's second look: the confirmPlans fastest plans of the
+// first timing are timed again over confirmRuns runs in a row each. On an
+// H100 (2026-12-05) single runs had picked plans for bf16 ResNet-50
+// convolutions that then ran 5 to 10 times slower than the plans they
+// displaced.
+const (
+	confirmPlans = 3
+	confirmRuns  = 3
+)
+
+// timeGraphPlan runs a plan once to warm it up, then times n runs in a row
+// with the two events on stream s and returns the time of one.
+func timeGraphPlan(h cudnn.Handle, pl cudnn.BackendDescriptor, ptrs [3]cuda.DevicePtr, ws cuda.DevicePtr, start, end cuda.Event, s cuda.Stream, n int) (time.Duration, error) {
 	if err := graphExecute(h, pl, ptrs, ws); err != nil {
 		return 0, err
 	}
 	if err := cuda.EventRecord(start, s); err != nil {
 		return 0, err
 	}
-	if err := graphExecute(h, pl, ptrs, ws); err != nil {
-		return 0, err
+	for range n {
+		if err := graphExecute(h, pl, ptrs, ws); err != nil {
+			return 0, err
+		}
 	}
 	if err := cuda.EventRecord(end, s); err != nil {
 		return 0, err
@@ -655,7 +684,8 @@ func timeGraphPlan(h cudnn.Handle, pl cudnn.BackendDescriptor, ptrs [3]cuda.Devi
 	if err := cuda.EventSynchronize(end); err != nil {
 		return 0, err
 	}
-	return cuda.EventElapsedTime(start, end)
+	el, err := cuda.EventElapsedTime(start, end)
+	return el / time.Duration(n), err
 }
 
 // graphEpilogue adds the bias and applies ReLU after a forward
