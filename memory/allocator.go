@@ -148,6 +148,11 @@ type Allocator struct {
 	kept          map[Stream]bool // private pools whose memory is kept (private.go)
 	holds         int             // HoldReleases calls not yet undone (private.go)
 	nextPrivate   Stream          // the last private pool's key
+	// recentSizes are the rounded sizes of the last requests, latest
+	// first, and lifetimes the lifetime in ticks last seen per role
+	// (policy:vram's lifetime prediction, vrampolicy.go).
+	recentSizes [vramRoleDepth]int64
+	lifetimes   map[uint64]uint64
 }
 
 // pendingEvent is an event a block freed while in use on another stream
@@ -378,6 +383,15 @@ func (a *Allocator) allocLocked(size int64, stream Stream, region string, retrie
 	if len(a.pendingEvents) > 0 {
 		a.processEvents(false)
 	}
+	var life lifePrediction
+	if a.mode == modeVRAM {
+		life = a.predictLife(rounded)
+		if b, high := a.findAnchored(p, stream, rounded, life); b != nil {
+			blk := a.carve(b, rounded, size, region, high)
+			life.set(blk, a.tick)
+			return blk, nil
+		}
+	}
 	b := a.findFree(p, stream, rounded)
 	if b == nil {
 		var err error
@@ -385,7 +399,11 @@ func (a *Allocator) allocLocked(size int64, stream Stream, region string, retrie
 			return nil, err
 		}
 	}
-	return a.carve(b, rounded, size, region), nil
+	blk := a.carve(b, rounded, size, region, false)
+	if a.mode == modeVRAM {
+		life.set(blk, a.tick)
+	}
+	return blk, nil
 }
 
 // getMemory runs steps 2 to 5 of the ladder: it returns a free block of at
@@ -540,15 +558,20 @@ func (a *Allocator) shouldSplit(b *Block, size int64) bool {
 	return size < a.cfg.maxSplitSize() && rest > kSmallSize
 }
 
-// carve takes size bytes off the front of the free block b and returns them
-// as a new allocated block; the rest, when worth keeping, stays in the pool
-// (re-keyed in place), else b leaves the pool.
-func (a *Allocator) carve(b *Block, size, requested int64, region string) *Block {
+// carve takes size bytes off the front of the free block b (off its end
+// when high) and returns them as a new allocated block; the rest, when
+// worth keeping, stays in the pool (re-keyed in place), else b leaves the
+// pool.
+func (a *Allocator) carve(b *Block, size, requested int64, region string, high bool) *Block {
 	p := a.pools[b.seg.kind]
 	a.account(b, -1)
 	var blk *Block
 	if a.shouldSplit(b, size) {
-		blk = a.blocks.cutFront(b, size)
+		if high {
+			blk = a.blocks.splitOff(b, b.size-size)
+		} else {
+			blk = a.blocks.cutFront(b, size)
+		}
 		p.free.rekeyed(b)
 		a.account(b, 1)
 	} else {
@@ -589,6 +612,9 @@ func (a *Allocator) Free(b *Block) {
 		panic("memory: Free of a block that is not allocated by this allocator (double free?)")
 	}
 	a.account(b, -1)
+	if a.mode == modeVRAM {
+		a.learnLife(b)
+	}
 	if b.size >= a.oversize {
 		a.stats.OversizeAllocations.update(-1)
 	}

@@ -62,6 +62,11 @@ type Block struct {
 	region  string   // caller's label (allocated blocks)
 	pcs     []uintptr
 	freedAt uint64 // allocator tick when the block last became free
+	// born, dies and role serve policy:vram's lifetime prediction
+	// (vrampolicy.go) on allocated blocks: the tick of the allocation,
+	// the tick its free is expected at (0 when unknown) and the hash of
+	// its request's role.
+	born, dies, role uint64
 	// unrel is the part of a free block that releasing the cache would
 	// keep, as last accounted in the inactive-split statistics.
 	unrel int64

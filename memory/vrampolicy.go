@@ -14,7 +14,24 @@ package memory
 //  1. Best fit among free mapped blocks, as PyTorch does with expandable
 //     segments: the cached path makes no driver call, and a free block
 //     that unmapped space follows counts as big as it could grow, so that
-//     small requests leave it to large ones.
+//     small requests leave it to large ones. A request expected to live
+//     long is placed apart, next to what outlives it. The allocator
+//     remembers, per role of a request of the large pool (its rounded
+//     size and those of the three requests before it: a tensor's place
+//     in a repeating layer), how many allocations the last block of that
+//     role lived. A request whose role lived at least 8 and that holds at
+//     least a 32nd of the peak of the allocated bytes takes, of the 16
+//     smallest free blocks that fit, the first with a neighbour expected
+//     to outlive it (the segment's start or end, unmapped space, or an
+//     allocated block whose role lives longer or is not known yet), from
+//     that side, the low one first; best fit when none has one. By best
+//     fit a transformer layer's output, which lives into the next layer,
+//     lands in a hole between the layer's input and a short-lived tensor:
+//     once the input dies the working set has moved up a hidden state,
+//     and as the slack of step 3 is less than one, every layer of a large
+//     request unmaps a hole below and maps as much above. Placed next to
+//     what outlives it, the output alternates between the two ends of the
+//     free space and the layers' memory stays where it is.
 //  2. When nothing fits, place the request in a run of free and unmapped
 //     blocks of a virtual segment (one per stream and pool kind, as large
 //     as twice the device: address space is cheap), choosing the window
@@ -89,6 +106,7 @@ package memory
 // to PyTorch's fixed segments; expandable_segments is then unavailable too.
 
 import (
+	"math"
 	"math/bits"
 	"sort"
 )
@@ -484,6 +502,73 @@ import (
 // counting the request twice: 8 and 5 traces (synth_two_models 3.3 and
 // 1.9x, but gpt2_generate_varbatch 2.12x, or nine fragmentation bounds
 // broken).
+//
+// On 2026-12-05, every map and unmap replayed event by event, with a
+// trace's requests cut where the allocated bytes come back to what the
+// weights hold. On bert_infer_varlen (189 maps, 143 unmaps, in 19 of its
+// 300 requests): loading 26 maps (1.29 ms); in requests that raised the
+// running peak, 11 maps and 1 unmap at the events that raised it and 4
+// and 9 at others before the request's largest allocation (1.2 ms in all)
+// but 32 and 53 after it (3.9 ms); in requests within 5% of the running
+// peak 40 and 53 (4.0 ms), within 10% 23 and 27 (2.1 ms); elsewhere 5
+// maps. On two_models (216, 131, in 18 of 212 requests): loading 45
+// maps (2.3 ms), 12 maps where the peak rose and 8 and 11 before the
+// request's largest allocation (1.4 ms), 29 and 55 after it (3.7 ms),
+// 25 and 52 within 5% of the peak (3.5 ms), 5 and 5 within 10%, 33 and 8
+// elsewhere (1.8 ms). Per-layer churn in the layers of the largest
+// requests, not the rise of the peak, dominates (as on
+// synth_bert_infer_varlen_long, 8.6 of its 11.3 ms). The same memory
+// comes back: of bert_infer_varlen's 143 unmapped chunks 78 were mapped
+// again in the same request (132 in the run), the request's next
+// allocation of at least 1 MiB landed in the hole just unmapped 64 times
+// and a later one 118 times (two_models: 40 of 131, 27, 75). Traced, a
+// layer's scores (4 hidden states) come just after a hidden state was
+// freed; the only whole chunks outside the scores' window lie in that
+// hole, freed 1 to 4 allocations before, which step 3 unmaps and the
+// next hidden state maps again. On synth_bert_infer_varlen_long the
+// working set drifts up a hidden state (58 MiB) a layer, the layer's
+// output placed by best fit next to its input: one map and 1 to 5 unmaps
+// a layer. Measured on all 16 traces against the settings above (9
+// within every bound, 15 within the fragmentation bounds, worst 11.65x):
+//
+//   - Hysteresis in events: step 3 unmapping only free blocks freed at
+//     least 16 or 256 allocations before, unless the reserve would pass
+//     a 20th or 23rd of the peak: 7 or 8 traces, synth_two_models down to
+//     2.47x (256, a 20th) and resnet50_infer_varbatch to 6.1x, but
+//     gpt2_generate_varbatch's fragmentation (1.0501x) or
+//     synth_transformer_train_varlen's driver time (2.04x) broken,
+//     bert_infer_varlen 11.5x with each: its scores find no other chunk
+//     to unmap.
+//   - The lifetime-anchored placement of step 1 (kept): 9 traces within
+//     every bound and 15 within the fragmentation bounds, as before, every
+//     trace's driver time lower or the same: bert_infer_varlen 11.65 to
+//     6.97x (1.0395 to 1.0328x reserved, 189 to 123 maps, 143 to 76
+//     unmaps), resnet50_infer_varbatch 7.90 to 7.13x,
+//     synth_bert_infer_varlen_long 6.50 to 2.27x (1.0468 to 1.0315x),
+//     synth_two_models 5.28 to 3.16x (1.0462 to 1.0371x), two_models 4.88
+//     to 3.32x (1.0865 to 1.0603x reserved, still above 1.05),
+//     resnet50_train 1.0183x unchanged. The layers of one large request
+//     then stop moving memory (TestVRAMResidualStream); the churn within
+//     5 to 10% of the running peak falls from 10.0 to 4.1 ms on
+//     bert_infer_varlen. Its constants were swept with it (below). The
+//     high side first when both neighbours anchor: bert_infer_varlen
+//     2.55x, two_models 2.08x, synth_two_models 3.12x, but
+//     gpt2_generate_varbatch reserves 1.0537x (with roles of 2 sizes,
+//     lifetimes of 4 to 8, a 24th or 48th of the peak, only for lifetimes
+//     up to 24 to 100 allocations or in blocks of twice the request: the
+//     same or a fragmentation bound more broken). Anchoring only where
+//     best fit's block has no neighbour that outlives the request, else
+//     best fit: bert_infer_varlen 17.7x, two_models 4.78x. Unmapped
+//     space not counted as an anchor: no trace better than before,
+//     two_models 5.9x. Without the size bound, or from 16 MiB: 6 and 7
+//     traces, resnet50_train at 1.0295 and 1.0280x (and
+//     gpt2_generate_varbatch at 2.37x, synth_transformer_train_varlen at
+//     2.02 to 2.04x). From 32 MiB rather than a 32nd of the peak (with
+//     lifetimes of 6): 9 traces, bert_infer_varlen 9.28x,
+//     synth_bert_infer_varlen_long 2.75x, synth_two_models 3.41x,
+//     two_models 3.65x (1.0674x). Roles hashed so that any request after
+//     one of its own size shared a role: resnet50_infer_varbatch 1.0676x,
+//     gpt2_generate_varbatch 2.00x.
 const (
 	// vramSlackDiv: the reserve may exceed the peak of the allocated bytes
 	// (the request included) by 1/24 of it before free chunks are unmapped.
@@ -540,6 +625,27 @@ const (
 	// synth_bert_infer_varlen 70% more, 80 MiB and more leave
 	// synth_transformer_train_varlen above 2x (2.02 to 2.08x).
 	vramClimbAheadMin = 64 << 20
+	// vramRoleDepth, vramLongLife, vramLongDiv and vramAnchorScan: step
+	// 1 places a request apart when the last block of its role (its
+	// rounded size and those of the 3 requests before it) lived at least
+	// 8 allocations and it holds at least a 32nd of the peak of the
+	// allocated bytes, looking at the 16 smallest free blocks that fit.
+	// The sweep of 2026-12-05 (above) chose them, each against the
+	// others: roles of 2 sizes leave synth_bert_infer_varlen_long at 6.50x
+	// and synth_two_models at 5.28x; lifetimes of 6 give the same as 8, 4
+	// take resnet50_infer_varbatch to 5.63x but synth_two_models to 5.15x,
+	// 12 lose synth_bert_infer_varlen_long and synth_two_models again; a
+	// 40th or 48th of the peak gives the same as a 32nd, a 64th breaks
+	// resnet50_train's 1.02 (1.0413x), a 24th leaves synth_two_models at
+	// 5.55x, a 16th keeps only bert_infer_varlen's gain (9.32x); 64 blocks
+	// looked at give the same as 16.
+	vramRoleDepth  = 3
+	vramLongLife   = 8
+	vramLongDiv    = 32
+	vramAnchorScan = 16
+	// vramMaxRoles bounds the roles whose lifetime is remembered; the
+	// table starts again when it is full.
+	vramMaxRoles = 1 << 14
 	// vramSpanFactor: each virtual segment reserves twice the device's
 	// capacity of address space (at most maxDefaultSpan), so that
 	// unmapped holes can be left behind while the segment grows.
@@ -907,4 +1013,101 @@ func (a *Allocator) chunksFor(lo, hi uint64, want int64) uint64 {
 		return true
 	})
 	return end
+}
+
+// lifePrediction is what policy:vram expects of a request: its role (a
+// hash of its rounded size and those of the vramRoleDepth requests before
+// it: a tensor's place in a repeating layer), the tick its block will be
+// freed at (0 when its role has not been seen freed yet), and whether it
+// is long-lived and large enough for step 1's anchored placement.
+type lifePrediction struct {
+	role uint64
+	dies uint64
+	long bool
+}
+
+// set records the prediction on blk, allocated at tick.
+func (l lifePrediction) set(blk *Block, tick uint64) {
+	blk.born, blk.dies, blk.role = tick, l.dies, l.role
+}
+
+// predictLife returns the prediction for a request of size rounded bytes,
+// the current one (a.tick counts it), and makes it the latest of the
+// recent sizes.
+func (a *Allocator) predictLife(size int64) lifePrediction {
+	h := uint64(size)
+	for _, s := range a.recentSizes {
+		h = h*0x100000001b3 + uint64(s) // a polynomial hash of the sizes
+	}
+	copy(a.recentSizes[1:], a.recentSizes[:])
+	a.recentSizes[0] = size
+	l := lifePrediction{role: h}
+	if poolFor(size) == poolSmall {
+		// Small blocks never neighbour large ones: their lifetimes
+		// would only cost the cached path a table look-up.
+		return l
+	}
+	if life, ok := a.lifetimes[h]; ok {
+		l.dies = a.tick + life
+		l.long = life >= vramLongLife && size >= a.peakAlloc/vramLongDiv
+	}
+	return l
+}
+
+// learnLife records the lifetime of the allocated block b, being freed,
+// for its role.
+func (a *Allocator) learnLife(b *Block) {
+	if b.born == 0 || b.seg.kind == poolSmall {
+		return
+	}
+	if a.lifetimes == nil || len(a.lifetimes) >= vramMaxRoles {
+		// Roles come and go with the shapes of a workload: start again
+		// rather than grow without bound.
+		a.lifetimes = make(map[uint64]uint64)
+	}
+	a.lifetimes[b.role] = a.tick - b.born
+}
+
+// outlives reports whether n, a neighbour of a free block, anchors a block
+// expected to be freed at tick dies: no neighbour (the segment's start or
+// end), unmapped space, or an allocated (or pending) block whose own free
+// is not expected before.
+func outlives(n *Block, dies uint64) bool {
+	if n == nil {
+		return true
+	}
+	switch n.state {
+	case stateUnmapped:
+		return true
+	case stateAllocated, statePending:
+		return n.dies == 0 || n.dies >= dies
+	}
+	return false
+}
+
+// findAnchored runs step 1 of the policy for a long-lived request (see
+// lifePrediction): among the first vramAnchorScan free blocks of stream in
+// p that fit size bytes, smallest first, the first with a neighbour that
+// outlives the request, and whether to carve the request from its high end
+// (only that neighbour anchors it). It returns nil when the request is not
+// long-lived, when max_split_size_mb is set (whose rules findFree keeps),
+// or when no block qualifies.
+func (a *Allocator) findAnchored(p *pool, stream Stream, size int64, l lifePrediction) (*Block, bool) {
+	if !l.long || a.oversize != math.MaxInt64 {
+		return nil, false
+	}
+	n := 0
+	for c := p.lowerBound(stream, size); c != nil && c.stream == stream && n < vramAnchorScan; c = nextIn(c) {
+		n++
+		if !c.seg.virtual {
+			continue
+		}
+		if outlives(c.prev, l.dies) {
+			return c, false
+		}
+		if outlives(c.next, l.dies) {
+			return c, true
+		}
+	}
+	return nil, false
 }
