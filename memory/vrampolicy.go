@@ -559,7 +559,13 @@ import (
 //     requests that do not raise the peak: the same or a fragmentation
 //     bound more broken). There the reserve peaks at 574 MiB rather than
 //     566, past the budget of 567 MiB, where no free chunk outside the
-//     window is whole. Anchoring only where
+//     window is whole. A role not seen yet predicted from its shape (the
+//     sizes before it as ratios to its own, quantized to an 8th to a
+//     128th of a power of two, and the shorter of that shape's last two
+//     lifetimes or the last): bert_infer_varlen 2.86x and two_models 2.08x
+//     (1.0579x), but synth_gpt_generate_varbatch reserves 1.0408x, more
+//     than PyTorch's 1.0362, and passes the driver bound (2.14x);
+//     synth_bert_infer_varlen_long unchanged. Anchoring only where
 //     best fit's block has no neighbour that outlives the request, else
 //     best fit: bert_infer_varlen 17.7x, two_models 4.78x. Unmapped
 //     space not counted as an anchor: no trace better than before,

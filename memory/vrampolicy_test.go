@@ -489,3 +489,70 @@ func TestVRAMResidualStream(t *testing.T) {
 		})
 	}
 }
+
+// TestVRAMLearnsLifetimes checks the lifetime prediction behind step 1:
+// a request's role is its size and the sizes of the requests before it,
+// the lifetime of a role is what its last block lived, in allocations,
+// requests of the small pool are not predicted, and the table of roles
+// starts again when full.
+func TestVRAMLearnsLifetimes(t *testing.T) {
+	tests := []struct {
+		name    string
+		context []int64 // sizes requested before the block, freed at once
+		size    int64
+		between int     // allocations while the block lives
+		again   []int64 // the context before the request predicted
+		known   bool    // the prediction has a lifetime
+		long    bool
+	}{
+		{name: "same role, long", context: []int64{8 * mib, 16 * mib, 4 * mib}, size: 64 * mib, between: 12,
+			again: []int64{8 * mib, 16 * mib, 4 * mib}, known: true, long: true},
+		{name: "same role, short", context: []int64{8 * mib, 16 * mib, 4 * mib}, size: 64 * mib, between: 2,
+			again: []int64{8 * mib, 16 * mib, 4 * mib}, known: true},
+		{name: "other context", context: []int64{8 * mib, 16 * mib, 4 * mib}, size: 64 * mib, between: 12,
+			again: []int64{8 * mib, 16 * mib, 6 * mib}},
+		{name: "small pool", context: []int64{8 * mib, 16 * mib, 4 * mib}, size: 512 << 10, between: 12,
+			again: []int64{8 * mib, 16 * mib, 4 * mib}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, sim := newTestAllocator(t, "", 4<<30)
+			run := func(sizes []int64) {
+				for _, s := range sizes {
+					a.Free(mustAlloc(t, a, s, 0))
+				}
+			}
+			run(tc.context)
+			b := mustAlloc(t, a, tc.size, 0)
+			for i := 0; i < tc.between; i++ {
+				a.Free(mustAlloc(t, a, 2*mib, 0))
+			}
+			a.Free(b)
+			run(tc.again)
+			a.mu.Lock()
+			l := a.predictLife(a.roundSize(tc.size))
+			tick := a.tick
+			a.mu.Unlock()
+			if known := l.dies != 0; known != tc.known || l.long != tc.long {
+				t.Errorf("prediction %+v at tick %d: known %v, long %v; want %v, %v", l, tick, known, l.long, tc.known, tc.long)
+			}
+			if tc.known && l.dies != tick+uint64(tc.between) {
+				t.Errorf("expected free at tick %d, want %d", l.dies, tick+uint64(tc.between))
+			}
+			check(t, a, sim)
+		})
+	}
+	t.Run("table full", func(t *testing.T) {
+		a, _ := newTestAllocator(t, "", 4<<30)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		blk := &Block{seg: &segment{kind: poolLarge}, born: 1}
+		for i := 0; i < vramMaxRoles+1; i++ {
+			blk.role = uint64(i)
+			a.learnLife(blk)
+		}
+		if n := len(a.lifetimes); n != 1 {
+			t.Errorf("%d roles remembered after %d, want the table started again", n, vramMaxRoles+1)
+		}
+	})
+}
