@@ -61,6 +61,8 @@ var (
 	// cudnnLimits are the benchmark limits (CuDNNSettings.BenchmarkLimit)
 	// that resnet_convs times the convolutions under.
 	cudnnLimits = flag.String("cudnn-limits", "0", "comma-separated cuDNN benchmark limits for resnet_convs (0: the default, -1: all)")
+	// convsDTypes names the dtypes resnet_convs times.
+	convsDTypes = flag.String("convs-dtypes", "float32,bfloat16", "dtypes resnet_convs times")
 	// cudnnLimit is the benchmark limit of the ResNet-50 steps.
 	cudnnLimit = flag.Int("cudnn-limit", 0, "cuDNN benchmark limit of the ResNet-50 steps (0: the default, -1: all)")
 	gpuProfile = flag.Bool("gpuprofile", false, "bracket one more ResNet-50 step of each mode for a GPU profiler")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/vramgo/vram/backend"
@@ -47,7 +48,8 @@ var resnet50Convs = []struct {
 // benchResNetConvs times each distinct ResNet-50 convolution at batch 64,
 // channels-last, in float32 (TF32) and bf16, in each direction (forward,
 // input gradient, the input gradient added to the destination, filter
-// gradient), with cuDNN's benchmark mode under each limit of -cudnn-limits:
+// gradient), with cuDNN's benchmark mode under each limit of -cudnn-limits
+// (for the dtypes -convs-dtypes names):
 // one line a convolution, direction and limit on stderr, and per limit the
 // sum over a step (each convolution times its count) as a row.
 // bench/torch_resnet_convs.py times the same convolutions in PyTorch.
@@ -71,6 +73,9 @@ func benchResNetConvs(d *cb.Device, limits []int) {
 	must(err)
 	defer cuda.EventDestroy(ev1)
 	for _, dt := range []backend.DType{backend.Float32, backend.BFloat16} {
+		if !strings.Contains(*convsDTypes, dt.String()) {
+			continue
+		}
 		for _, limit := range limits {
 			cb.SetCuDNN(cb.CuDNNSettings{Benchmark: true, BenchmarkLimit: limit})
 			sums := map[string]float64{}
