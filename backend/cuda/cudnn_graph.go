@@ -21,8 +21,10 @@ import (
 // that finalizes into an execution plan is kept (in benchmark mode, the
 // fastest of the first CuDNNSettings.BenchmarkLimit that finalize, from
 // the heuristics and then cuDNN's fallback list, as PyTorch's search
-// takes both, each timed once on the call's own buffers). Plans are cached per convolution key, direction, pointer
-// alignments and mode, as the legacy path caches its algorithms. The
+// takes both, timed on the call's own buffers once each and the fastest
+// three again over three runs). Plans are cached per convolution key,
+// direction, pointer alignments, mode and limit, as the legacy path
+// caches its algorithms. The
 // graph path is tried first; any failure to build, finalize or run a plan
 // marks its key for the legacy path (cudnnConvolution*) from then on, and
 // the call goes there at once, so that a failure costs one attempt and
