@@ -300,26 +300,7 @@ func namedResidual(views []named, name string, r backend.View) []named {
 // [backend.FusedBatchNormer] for channels-last tensors; others get an
 // error wrapping [backend.ErrNotImplemented].
 func (dev *Device) BatchNormTrainReLU(s backend.Stream, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd backend.View, momentum, eps float64) error {
-	const what = "batch norm + relu"
-	same := namedResidual([]named{{"y", y, false}}, "r", r)
-	if err := checkBN(x, same, []named{{"scale", scale, false}, {"bias", bias, false}, {"runMean", runMean, true},
-		{"runVar", runVar, true}, {"saveMean", saveMean, false}, {"saveInvStd", saveInvStd, false}}); err != nil {
-		return fmt.Errorf("cuda: %s: %w", what, err)
-	}
-	if (runMean.Buf == nil) != (runVar.Buf == nil) {
-		return fmt.Errorf("cuda: %s: runMean and runVar must both be given or both be the zero View", what)
-	}
-	if x.Shape[0]*x.Shape[2]*x.Shape[3] < 2 {
-		return fmt.Errorf("cuda: %s: one value per channel, no variance to normalize by: %w", what, backend.ErrNotImplemented)
-	}
-	if !takesNHWC(x, withResidual([]backend.View{y}, r), []backend.View{scale, bias, runMean, runVar, saveMean, saveInvStd}) {
-		return nhwcOnly(what, x)
-	}
-	d, err := dev.begin(s, what, nil)
-	if err != nil {
-		return err
-	}
-	return d.batchNormTrainNHWC(what, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd, backend.View{}, momentum, eps, true)
+	return dev.trainNHWC("batch norm + relu", s, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd, backend.View{}, momentum, eps, true)
 }
 
 // BatchNormTrainCount is BatchNormTrain, or with relu BatchNormTrainReLU,
@@ -335,6 +316,14 @@ func (dev *Device) BatchNormTrainCount(s backend.Stream, y, x, r, scale, bias, r
 	if count.Buf == nil || count.DType != backend.Int64 || backend.NumElements(count.Shape) != 1 {
 		return fmt.Errorf("cuda: %s: count must be an int64 scalar, got %s %v", what, count.DType, count.Shape)
 	}
+	return dev.trainNHWC(what, s, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd, count, momentum, eps, relu)
+}
+
+// trainNHWC checks the operands of a training batch norm on norm.cu's
+// kernels and queues it: the residual r and count may be the zero View.
+// Operands the kernels do not take get an error wrapping
+// [backend.ErrNotImplemented] before anything is queued.
+func (dev *Device) trainNHWC(what string, s backend.Stream, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd, count backend.View, momentum, eps float64, relu bool) error {
 	same := namedResidual([]named{{"y", y, false}}, "r", r)
 	if err := checkBN(x, same, []named{{"scale", scale, false}, {"bias", bias, false}, {"runMean", runMean, true},
 		{"runVar", runVar, true}, {"saveMean", saveMean, false}, {"saveInvStd", saveInvStd, false}}); err != nil {
