@@ -244,7 +244,7 @@ var badEnvironments = []struct{ name, value, want string }{
 	{"VRAM_SIM_DEVICES", "lots", `VRAM_SIM_DEVICES="lots": `},
 	{"VRAM_SIM_DEVICES", "2xmany", `VRAM_SIM_DEVICES="2xmany": `},
 	{"VRAM_SIM_SHAPE_ONLY", "maybe", `VRAM_SIM_SHAPE_ONLY="maybe": not a boolean (want 1, true, yes or on`},
-	{"VRAM_CUDNN", "fastest", `VRAM_CUDNN="fastest": "fastest" is not one of off, benchmark, deterministic, notf32, nograph and default`},
+	{"VRAM_CUDNN", "fastest", `VRAM_CUDNN="fastest": "fastest" is not one of off, benchmark, deterministic, notf32, nograph, benchmark_limit=N and default`},
 }
 
 // TestBadEnvironmentStopsOnlyCommandsThatAllocate sets each device
