@@ -468,8 +468,7 @@ func Eye(n, m int, opts ...Option) *Tensor {
 // bound that is NaN, or a value the dtype cannot hold.
 func Linspace(start, end float64, steps int, opts ...Option) *Tensor {
 	defer asOp("linspace")
-	vals := linspace("linspace", start, end, steps, opts)
-	return fromValues("linspace", vals, opts)
+	return spaced("linspace", start, end, steps, nil, opts)
 }
 
 // Logspace returns steps values base**v for v evenly spaced from start to
@@ -478,16 +477,16 @@ func Linspace(start, end float64, steps int, opts ...Option) *Tensor {
 // [Linspace] does.
 func Logspace(start, end float64, steps int, base float64, opts ...Option) *Tensor {
 	defer asOp("logspace")
-	vals := linspace("logspace", start, end, steps, []Option{Float64})
-	for i, v := range vals {
-		vals[i] = math.Pow(base, v)
-	}
-	return fromValues("logspace", vals, opts)
+	return spaced("logspace", start, end, steps, func(v float64) float64 { return math.Pow(base, v) }, opts)
 }
 
-// linspace returns Linspace's values in float64, as the dtype of opts
-// computes them.
-func linspace(op string, start, end float64, steps int, opts []Option) []float64 {
+// spaced returns the tensor of [Linspace] on the device and in the dtype of
+// opts, each value passed through pow when pow is not nil ([Logspace],
+// whose exponents are spaced as in float64 whatever the dtype). The tensor
+// is allocated before any host buffer is made (see writeBytes): a number
+// of steps that the device cannot hold fails there, rather than on a host
+// slice of that length.
+func spaced(op string, start, end float64, steps int, pow func(float64) float64, opts []Option) *Tensor {
 	if steps < 0 {
 		fail(op, ErrArgument, "number of steps must be nonnegative, got %d", steps)
 	}
@@ -495,41 +494,37 @@ func linspace(op string, start, end float64, steps int, opts []Option) []float64
 		fail(op, ErrArgument, "start and end must be numbers, got %v and %v", start, end)
 	}
 	o := resolve(Float32, opts)
-	vals := make([]float64, steps)
-	if steps == 0 {
-		return vals
-	}
-	vals[0] = start
-	if steps == 1 {
-		return vals
-	}
-	step := (end - start) / float64(steps-1)
-	half := steps / 2
-	for i := range vals {
-		switch {
-		case !o.dtype.IsFloat():
-			vals[i] = math.Trunc(start + step*float64(i))
-		case i < half:
-			vals[i] = start + step*float64(i)
-		default:
-			vals[i] = end - step*float64(steps-1-i)
+	t := newTensor(op, mustDevice(op, o.device), o.dtype, []int{steps})
+	defer releaseOnPanic(t)
+	truncate := pow == nil && !o.dtype.IsFloat()
+	raw := make([]byte, steps*o.dtype.Size())
+	for i := range steps {
+		v := linspaceAt(start, end, steps, i, truncate)
+		if pow != nil {
+			v = pow(v)
 		}
-	}
-	return vals
-}
-
-// fromValues returns a 1-dimensional tensor of vals in the dtype and on the
-// device of opts (float32 by default).
-func fromValues(op string, vals []float64, opts []Option) *Tensor {
-	o := resolve(Float32, opts)
-	for _, v := range vals {
 		checkValue(op, v, o.dtype)
-	}
-	t := newTensor(op, mustDevice(op, o.device), o.dtype, []int{len(vals)})
-	raw := make([]byte, len(vals)*o.dtype.Size())
-	for i, v := range vals {
 		store(o.dtype, raw, i, v)
 	}
-	t.writeNew(op, raw)
+	t.writeBytes(op, raw)
 	return finish(t, o)
+}
+
+// linspaceAt returns value i of the steps values of [Linspace] from start
+// to end, in float64: the first half counted up from start and the rest
+// down from end, or start + i·step truncated toward zero when truncate is
+// set (an integer dtype).
+func linspaceAt(start, end float64, steps, i int, truncate bool) float64 {
+	if steps == 1 {
+		return start
+	}
+	step := (end - start) / float64(steps-1)
+	switch {
+	case truncate:
+		return math.Trunc(start + step*float64(i))
+	case i < steps/2:
+		return start + step*float64(i)
+	default:
+		return end - step*float64(steps-1-i)
+	}
 }

@@ -170,3 +170,31 @@ func TestLinspaceLogspace(t *testing.T) {
 		}
 	}
 }
+
+// TestLinspaceLogspaceHugeSteps checks that a number of steps no device can
+// hold is refused by the device, allocating nothing, rather than by a host
+// slice of that length (a runtime panic, or the process killed for memory).
+func TestLinspaceLogspaceHugeSteps(t *testing.T) {
+	for _, dev := range []Device{CPU, Sim(0)} {
+		cases := []struct {
+			name string
+			f    func()
+			kind error
+		}{
+			{"linspace 2^62 steps", func() { Linspace(0, 1, 1<<62, dev) }, ErrShape},
+			{"linspace 2^40 steps", func() { Linspace(0, 1, 1<<40, dev) }, ErrOutOfMemory},
+			{"linspace 2^40 int64 steps", func() { Linspace(0, 1, 1<<40, Int64, dev) }, ErrOutOfMemory},
+			{"logspace 2^62 steps", func() { Logspace(0, 1, 1<<62, 10, dev) }, ErrShape},
+			{"logspace 2^40 steps", func() { Logspace(0, 1, 1<<40, 2, Float64, dev) }, ErrOutOfMemory},
+		}
+		for _, c := range cases {
+			before := MemoryAllocated(dev)
+			if err := Catch(c.f); !errors.Is(err, c.kind) {
+				t.Errorf("%s %s: got %v, want %v", dev, c.name, err, c.kind)
+			}
+			if after := MemoryAllocated(dev); after > before {
+				t.Errorf("%s %s: %d bytes allocated before, %d after", dev, c.name, before, after)
+			}
+		}
+	}
+}
