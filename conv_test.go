@@ -667,6 +667,11 @@ func TestConvErrors(t *testing.T) {
 		{"adaptive empty channels", ErrShape, func() { AdaptiveAvgPool2d(Zeros(Shape{2, 0, 4, 4}, Float32), 3, 3) }},
 		{"unbatched pool empty width", ErrShape, func() { AdaptiveAvgPool2d(Zeros(Shape{2, 4, 0}, Float32), 1, 1) }},
 		{"adaptive output too large to compose", ErrShape, func() { AdaptiveAvgPool2d(x, 1<<16, 1<<14) }},
+		// Refused before the windows are walked, which takes a step per
+		// output row and column.
+		{"adaptive output of 2^62 rows", ErrShape, func() { AdaptiveAvgPool2d(x, 1<<62, 1) }},
+		{"adaptive max output of 2^33x2^62", ErrShape, func() { AdaptiveMaxPool2d(x, 1<<33, 1<<62) }},
+		{"adaptive max with indices output of 2^33 rows", ErrShape, func() { AdaptiveMaxPool2dWithIndices(x, 1<<33, 3) }},
 		{"window index too large to compose", ErrShape, func() {
 			// A shape-only-sized problem: the check comes before any
 			// allocation.

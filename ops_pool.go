@@ -319,8 +319,7 @@ func AdaptiveAvgPool2d(x *Tensor, outH, outW int) *Tensor {
 			return AvgPool2d(x, Pool2dParams{Kernel: [2]int{h / outH, w / outW}})
 		}
 		aw := adaptiveWindow{inH: h, inW: w, outH: outH, outW: outW}
-		win := window{inH: h, inW: w, outH: outH, outW: outW, kh: aw.maxK(h, outH), kw: aw.maxK(w, outW)}
-		win.checkSize(op)
+		win := aw.window(op)
 		idx, counts := aw.index()
 		return avgComposed(op, x, win, idx, counts, 0)
 	})
@@ -358,8 +357,7 @@ func adaptiveMaxPool2d(op string, x *Tensor, outH, outW int) (y, indices *Tensor
 		poolInput(op, x)
 		h, w := x.shape[2], x.shape[3]
 		aw := adaptiveWindow{inH: h, inW: w, outH: outH, outW: outW}
-		win := window{inH: h, inW: w, outH: outH, outW: outW, kh: aw.maxK(h, outH), kw: aw.maxK(w, outW)}
-		win.checkSize(op)
+		win := aw.window(op)
 		idx, _ := aw.index()
 		cols := gatherWindows(x, win, idx, math.Inf(-1))
 		defer cols.Release()
@@ -427,6 +425,24 @@ func (w window) divisors(includePad bool) []float64 {
 // adaptiveWindow is the geometry of adaptive average pooling, whose
 // windows differ in size.
 type adaptiveWindow struct{ inH, inW, outH, outW int }
+
+// window returns the window of the composed path for a, whose taps are
+// those of its largest windows, panicking with ErrShape, naming op, as
+// window.checkSize does when its gather index would be too large. The
+// index has at least max(inH, outH)·max(inW, outW) entries (a window
+// covers at least one row and ceil(in/out) of them), which is checked
+// first: maxK walks every output row and column, and an output size of
+// 2^62 would never finish, nor an input size past 2^34 multiply without
+// overflow.
+func (a adaptiveWindow) window(op string) window {
+	if n := float64(max(a.inH, a.outH)) * float64(max(a.inW, a.outW)); n > maxIndexEntries {
+		fail(op, ErrShape, "adaptive pooling from %dx%d to %dx%d needs a gather index of at least %.0f entries on the host, more than the %d the composed path allows; "+
+			"ask for a smaller output, or split the input", a.inH, a.inW, a.outH, a.outW, n, maxIndexEntries)
+	}
+	w := window{inH: a.inH, inW: a.inW, outH: a.outH, outW: a.outW, kh: a.maxK(a.inH, a.outH), kw: a.maxK(a.inW, a.outW)}
+	w.checkSize(op)
+	return w
+}
 
 // maxK returns the largest window of adaptive pooling from in to out.
 func (adaptiveWindow) maxK(in, out int) int {
