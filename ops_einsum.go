@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Einsum evaluates the Einstein summation eq over operands (torch.einsum).
@@ -95,7 +96,11 @@ func parseTerm(op, term, what string) (letters []int, ellipsis bool, at int) {
 		case isEinsumLetter(c):
 			letters = append(letters, int(c))
 		default:
-			fail(op, ErrArgument, "%s %q: invalid character %q (subscripts are letters a-z and A-Z)", what, term, c)
+			// The character, not its first byte: "é" is reported as 'é', not 'Ã'.
+			if r, size := utf8.DecodeRuneInString(term[i:]); r != utf8.RuneError || size > 1 {
+				fail(op, ErrArgument, "%s %q: invalid character %q (subscripts are letters a-z and A-Z)", what, term, r)
+			}
+			fail(op, ErrArgument, "%s %q: invalid byte %#x, not UTF-8 (subscripts are letters a-z and A-Z)", what, term, c)
 		}
 	}
 	return letters, ellipsis, at
