@@ -120,6 +120,14 @@ func TestSplitAndRepeatErrors(t *testing.T) {
 		{"split sizes negative", "split_with_sizes", ErrArgument, func(x *Tensor) { x.SplitSizes([]int{4, -1}, 1) }},
 		{"split sizes overflow", "split_with_sizes", ErrArgument, func(x *Tensor) { x.SplitSizes([]int{math.MaxInt, math.MaxInt, 5}, 1) }},
 		{"unbind a 0-d tensor", "unbind", ErrIndex, func(x *Tensor) { x.Sum().Unbind(0) }},
+		// Views of empty tensors are counts no data bounds: refused before
+		// a host slice of that length is made.
+		{"chunk an empty dimension into 2^40", "chunk", ErrArgument, func(x *Tensor) { x.Narrow(1, 0, 0).Chunk(1<<40, 1) }},
+		{"chunk an empty dimension into MaxInt", "chunk", ErrArgument, func(x *Tensor) { x.Narrow(1, 0, 0).Chunk(math.MaxInt, -1) }},
+		{"chunk [2^40, 0] into 2^40", "chunk", ErrArgument, func(x *Tensor) { Zeros(Shape{1 << 40, 0}, x.Device()).Chunk(1<<40, 0) }},
+		{"split [2^40, 0] by 1", "split", ErrArgument, func(x *Tensor) { Zeros(Shape{1 << 40, 0}, x.Device()).Split(1, 0) }},
+		{"unbind [2^40, 0]", "unbind", ErrArgument, func(x *Tensor) { Zeros(Shape{1 << 40, 0}, x.Device()).Unbind(0) }},
+		{"unbind [0, 2^40]", "unbind", ErrArgument, func(x *Tensor) { Zeros(Shape{0, 1 << 40}, x.Device()).Unbind(-1) }},
 		{"unflatten no sizes", "unflatten", ErrArgument, func(x *Tensor) { x.Unflatten(1) }},
 		{"unflatten wrong product", "unflatten", ErrShape, func(x *Tensor) { x.Unflatten(1, 2, 2) }},
 		{"unflatten two -1", "unflatten", ErrShape, func(x *Tensor) { x.Unflatten(1, -1, -1) }},
