@@ -92,6 +92,52 @@ func fromHost(op string, ds *devState, dt DType, shape []int, vals []float64) *T
 	return fromBytes(op, ds, dt, shape, encode(vals, dt))
 }
 
+// hostOutputs allocates on ds the tensors of dtype dt and the given shapes
+// that an operation computes on the host, before it computes anything or
+// makes a host buffer of their size (see writeBytes): a result that the
+// device cannot hold and that the input does not bound, such as the
+// determinants of 2^31 empty matrices or the m×m U of matrices without
+// columns, then fails as an allocation on the device. If one fails, those
+// made are released. The caller defers releaseAllOnPanic of them and
+// fills each with writeHost.
+func hostOutputs(op string, ds *devState, dt DType, shapes ...[]int) []*Tensor {
+	ts := make([]*Tensor, 0, len(shapes))
+	ok := false
+	defer func() {
+		if !ok {
+			for _, t := range ts {
+				t.Release()
+			}
+		}
+	}()
+	for _, shape := range shapes {
+		ts = append(ts, newTensor(op, ds, dt, shape))
+	}
+	ok = true
+	return ts
+}
+
+// releaseAllOnPanic, deferred, releases ts when the function panics and
+// passes the panic on.
+func releaseAllOnPanic(ts []*Tensor) {
+	if r := recover(); r != nil {
+		for _, t := range ts {
+			t.Release()
+		}
+		panic(r)
+	}
+}
+
+// writeHost copies vals, rounded once to t's dtype, into t from
+// hostOutputs and returns t; on a shape-only device, where vals is not
+// computed, it leaves t as it is.
+func writeHost(op string, t *Tensor, vals []float64) *Tensor {
+	if !t.ds().shapeOnly() {
+		t.writeBytes(op, encode(vals, t.dtype))
+	}
+	return t
+}
+
 // luFactor factors the n×n row-major a in place as P·A = L·U with partial
 // pivoting (L unit lower, U upper, both stored in a). It returns the row
 // swapped into each position, the sign of P, and the 1-based index of the
@@ -187,7 +233,9 @@ func Det(a *Tensor) *Tensor {
 	notNil(op, a)
 	defer pin(op, a).unpin()
 	h := readMatrices(op, a, true)
-	out := make([]float64, h.count())
+	outs := hostOutputs(op, a.ds(), a.dtype, h.batch)
+	defer releaseAllOnPanic(outs)
+	out := make([]float64, h.loops())
 	n := h.n
 	for i := range h.loops() {
 		lu := slices.Clone(h.at(i))
@@ -197,7 +245,7 @@ func Det(a *Tensor) *Tensor {
 		}
 		out[i] = d
 	}
-	y := fromHost(op, a.ds(), a.dtype, h.batch, out)
+	y := writeHost(op, outs[0], out)
 	if needsGrad(a) {
 		sv := save(a)
 		record(op, y, []*Tensor{a}, sv, func(g *Tensor) []*Tensor {
@@ -265,6 +313,14 @@ func cofactors(op string, a *Tensor) *Tensor {
 	return fromHost(op, a.ds(), a.dtype, a.shape, out)
 }
 
+// eyeOf returns the n×n identity matrix in the dtype and on the device of
+// like, filled on the device ([Eye]) rather than copied from n·n values
+// built on the host: a side too large for the device fails there, as an
+// allocation, before any host memory is taken.
+func eyeOf(like *Tensor, n int) *Tensor { return Eye(n, n, like.dtype, like.Device()) }
+
+// identity returns the n×n identity matrix, row-major, for the host
+// factorizations.
 func identity(n int) []float64 {
 	e := make([]float64, n*n)
 	for i := range n {
@@ -284,7 +340,9 @@ func Slogdet(a *Tensor) (sign, logAbsDet *Tensor) {
 	notNil(op, a)
 	defer pin(op, a).unpin()
 	h := readMatrices(op, a, true)
-	sg, la := make([]float64, h.count()), make([]float64, h.count())
+	outs := hostOutputs(op, a.ds(), a.dtype, h.batch, h.batch)
+	defer releaseAllOnPanic(outs)
+	sg, la := make([]float64, h.loops()), make([]float64, h.loops())
 	n := h.n
 	for i := range h.loops() {
 		lu := slices.Clone(h.at(i))
@@ -303,7 +361,7 @@ func Slogdet(a *Tensor) (sign, logAbsDet *Tensor) {
 		}
 		sg[i], la[i] = s, l
 	}
-	sign, logAbsDet = fromHost(op, a.ds(), a.dtype, h.batch, sg), fromHost(op, a.ds(), a.dtype, h.batch, la)
+	sign, logAbsDet = writeHost(op, outs[0], sg), writeHost(op, outs[1], la)
 	if needsGrad(a) {
 		sv := save(a)
 		record(op, logAbsDet, []*Tensor{a}, sv, func(g *Tensor) []*Tensor {
@@ -524,8 +582,11 @@ func QR(a *Tensor, mode string) (q, r *Tensor) {
 	if mode == "complete" {
 		qc, rr = m, m
 	}
-	qv := make([]float64, h.count()*m*qc)
-	rv := make([]float64, h.count()*rr*n)
+	rs := append(slices.Clone(h.batch), rr, n)
+	outs := hostOutputs(op, a.ds(), a.dtype, rs, append(slices.Clone(h.batch), m, qc))
+	defer releaseAllOnPanic(outs)
+	qv := make([]float64, h.loops()*m*qc)
+	rv := make([]float64, h.loops()*rr*n)
 	for i := range h.loops() {
 		if m == 0 || n == 0 {
 			for j := range min(m, qc) {
@@ -541,12 +602,12 @@ func QR(a *Tensor, mode string) (q, r *Tensor) {
 			}
 		}
 	}
-	rs := append(slices.Clone(h.batch), rr, n)
-	r = fromHost(op, a.ds(), a.dtype, rs, rv)
+	r = writeHost(op, outs[0], rv)
 	if mode == "r" && !grad {
+		outs[1].Release()
 		return newTensor(op, a.ds(), a.dtype, []int{0}), r
 	}
-	q = fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), m, qc), qv)
+	q = writeHost(op, outs[1], qv)
 	if grad {
 		// Here Q is m×k and R k×n: the reduced factors, which "complete"
 		// gives too when m <= n.
@@ -765,7 +826,7 @@ func recordEigh(op string, a, w, v *Tensor) {
 		x = x.Sub(x.MT()).MulScalar(0.5)
 		e := ww.Unsqueeze(-2).Sub(ww.Unsqueeze(-1)) // w_j - w_i
 		n := ww.Shape()[len(ww.Shape())-1]
-		eye := fromHost(op, ww.ds(), ww.dtype, []int{n, n}, identity(n))
+		eye := eyeOf(ww, n)
 		off := Where(eye.GtScalar(0), x.NewZeros(nil), x.Div(e.Add(eye)))
 		return []*Tensor{vv.MatMul(off).MatMul(vv.MT())}
 	})
@@ -782,10 +843,10 @@ func svdHost(op string, h matrices, vectors, full bool) (u, s, vt []float64, uc,
 	if full {
 		uc, vr = m, n
 	}
-	s = make([]float64, h.count()*k)
+	s = make([]float64, h.loops()*k)
 	if vectors {
-		u = make([]float64, h.count()*m*uc)
-		vt = make([]float64, h.count()*vr*n)
+		u = make([]float64, h.loops()*m*uc)
+		vt = make([]float64, h.loops()*vr*n)
 	}
 	// Values alone come from the thin factorization too: LAPACK's
 	// value-only path rounds differently, and Svdvals should agree with
@@ -793,6 +854,9 @@ func svdHost(op string, h matrices, vectors, full bool) (u, s, vt []float64, uc,
 	kind := mat.SVDThin
 	if full {
 		kind = mat.SVDFull
+	}
+	if k == 0 && !vectors {
+		return u, s, vt, uc, vr // no values to find, however many matrices
 	}
 	for i := range h.loops() {
 		if k == 0 {
@@ -856,12 +920,15 @@ func SVD(a *Tensor, fullMatrices bool) (u, s, vh *Tensor) {
 	notNil(op, a)
 	defer pin(op, a).unpin()
 	h := readMatrices(op, a, false)
-	uv, sv, vv, uc, vr := svdHost(op, h, true, fullMatrices)
-	ds, dt, b := a.ds(), a.dtype, h.batch
-	k := min(h.m, h.n)
-	u = fromHost(op, ds, dt, append(slices.Clone(b), h.m, uc), uv)
-	s = fromHost(op, ds, dt, append(slices.Clone(b), k), sv)
-	vh = fromHost(op, ds, dt, append(slices.Clone(b), vr, h.n), vv)
+	b, k := h.batch, min(h.m, h.n)
+	uc, vr := k, k
+	if fullMatrices {
+		uc, vr = h.m, h.n
+	}
+	outs := hostOutputs(op, a.ds(), a.dtype, append(slices.Clone(b), h.m, uc), append(slices.Clone(b), k), append(slices.Clone(b), vr, h.n))
+	defer releaseAllOnPanic(outs)
+	uv, sv, vv, _, _ := svdHost(op, h, true, fullMatrices)
+	u, s, vh = writeHost(op, outs[0], uv), writeHost(op, outs[1], sv), writeHost(op, outs[2], vv)
 	if needsGrad(a) {
 		recordSVD(op, a, u, s, vh, k)
 	}
@@ -926,7 +993,7 @@ func svdBackward(u, s, vh, gU, gS, gVh *Tensor) *Tensor {
 		}
 	}
 	s2 := s.Square()
-	eye := fromHost("linalg.svd", s.ds(), s.dtype, []int{k, k}, identity(k))
+	eye := eyeOf(s, k)
 	j = j.Div(s2.Unsqueeze(-2).Sub(s2.Unsqueeze(-1)).Add(eye))
 	if gS != nil {
 		j = j.Add(DiagEmbed(gS, 0))
@@ -1050,10 +1117,12 @@ func MatrixRank(a *Tensor) *Tensor {
 	notNil(op, a)
 	defer pin(op, a).unpin()
 	h := readMatrices(op, a, false)
+	outs := hostOutputs(op, a.ds(), Int64, h.batch)
+	defer releaseAllOnPanic(outs)
 	_, s, _, _, _ := svdHost(op, h, false, false)
 	k := min(h.m, h.n)
 	rtol := defaultRtol(a.dtype, h.m, h.n)
-	out := make([]float64, h.count())
+	out := make([]float64, h.loops())
 	for i := range h.loops() {
 		si := s[i*k : (i+1)*k]
 		for _, v := range si {
@@ -1062,7 +1131,7 @@ func MatrixRank(a *Tensor) *Tensor {
 			}
 		}
 	}
-	return fromHost(op, a.ds(), Int64, h.batch, out)
+	return writeHost(op, outs[0], out)
 }
 
 // MatrixNorm returns a matrix norm of each matrix of a (…, m, n) over its
@@ -1186,8 +1255,15 @@ func MatrixPower(a *Tensor, k int) *Tensor {
 	return composed(op, func() *Tensor {
 		n := a.shape[len(a.shape)-1]
 		if k == 0 {
-			eye := fromHost(op, a.ds(), a.dtype, []int{n, n}, identity(n))
-			return eye.Expand(a.shape...).Contiguous()
+			// Identities of a's shape, written on the device: an empty
+			// batch stays empty however large its matrices' side.
+			eye := a.NewZeros(a.shape)
+			if n > 0 {
+				d := eye.Diagonal(0, -2, -1)
+				d.fill(op, 1)
+				d.Release()
+			}
+			return eye
 		}
 		base := a
 		e := uint(k) // |k|, math.MinInt included
@@ -1287,8 +1363,14 @@ func DiagEmbed(a *Tensor, offset int) *Tensor {
 		z := a.NewZeros(full, a.dtype)
 		// a on the diagonal of an n×n block, framed by zeros to shift it
 		// to the offset.
-		eye := fromHost(op, a.ds(), a.dtype, []int{n, n}, identity(n))
-		d := a.Unsqueeze(-1).Mul(eye) // (…, n, n), a on the main diagonal
+		// (…, n, n), a on the main diagonal; an empty a has nothing to
+		// place, and no n×n identity is made for it.
+		var d *Tensor
+		if a.NumElements() == 0 {
+			d = a.Unsqueeze(-1).Expand(append(slices.Clone(a.shape), n)...)
+		} else {
+			d = a.Unsqueeze(-1).Mul(eyeOf(a, n))
+		}
 		r0, c0 := 0, 0
 		if offset > 0 {
 			c0 = offset

@@ -152,3 +152,66 @@ func TestPerProcessMemoryFractionZero(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyInputsWithLargeResults checks operations on tensors with no
+// elements whose results have many, or whose sides are huge: the result is
+// allocated on the device first, so one the device cannot hold fails there
+// with ErrOutOfMemory and leaves nothing allocated, rather than a host
+// buffer of its size (a process killed for memory) or a loop over every
+// matrix; an empty result is made without any n×n identity.
+func TestEmptyInputsWithLargeResults(t *testing.T) {
+	for _, d := range []Device{CPU, Sim(0)} {
+		tests := []struct {
+			name  string
+			f     func() *Tensor
+			kind  error // nil: succeeds with shape want
+			shape Shape
+		}{
+			{"det of 2^40 0x0 matrices", func() *Tensor { return Det(Zeros(Shape{1 << 40, 0, 0}, d)) }, ErrOutOfMemory, nil},
+			{"slogdet of 2^40 0x0 matrices", func() *Tensor { _, l := Slogdet(Zeros(Shape{1 << 40, 0, 0}, d)); return l }, ErrOutOfMemory, nil},
+			{"matrix rank of 2^40 0x3 matrices", func() *Tensor { return MatrixRank(Zeros(Shape{1 << 40, 0, 3}, d)) }, ErrOutOfMemory, nil},
+			{"nuclear norm of 2^40 0x3 matrices", func() *Tensor { return MatrixNorm(Zeros(Shape{1 << 40, 0, 3}, d), "nuc", false) }, ErrOutOfMemory, nil},
+			{"complete QR of a 2^20x0 matrix", func() *Tensor { q, _ := QR(Zeros(Shape{1, 1 << 20, 0}, d), "complete"); return q }, ErrOutOfMemory, nil},
+			{"full SVD of a 2^20x0 matrix", func() *Tensor { u, _, _ := SVD(Zeros(Shape{1, 1 << 20, 0}, d), true); return u }, ErrOutOfMemory, nil},
+			{"diag_embed of sides 2^20", func() *Tensor { return DiagEmbed(Zeros(Shape{1 << 20, 0, 1 << 20}, d), -1) },
+				nil, Shape{1 << 20, 0, 1<<20 + 1, 1<<20 + 1}},
+			{"matrix_power 0 of no 2^20x2^20 matrices", func() *Tensor { return MatrixPower(Zeros(Shape{0, 1 << 20, 1 << 20}, d), 0) },
+				nil, Shape{0, 1 << 20, 1 << 20}},
+			{"diag_embed gradient of sides 2^30", func() *Tensor {
+				a := Zeros(Shape{0, 1 << 30}, d, WithGrad())
+				DiagEmbed(a, 2).Sum().Backward()
+				return a.Grad()
+			}, nil, Shape{0, 1 << 30}},
+		}
+		for _, tc := range tests {
+			t.Run(d.String()+"/"+tc.name, func(t *testing.T) {
+				settle(d)
+				before := MemoryAllocated(d)
+				var y *Tensor
+				err := Catch(func() {
+					Tidy(func() {
+						if y = tc.f(); y != nil {
+							Keep(y)
+						}
+					})
+				})
+				if tc.kind != nil {
+					if !errors.Is(err, tc.kind) {
+						t.Fatalf("got %v, want an error of kind %v", err, tc.kind)
+					}
+				} else {
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(y.Shape(), tc.shape) {
+						t.Fatalf("shape %v, want %v", y.Shape(), tc.shape)
+					}
+					y.Release()
+				}
+				if after := MemoryAllocated(d); after > before {
+					t.Errorf("%d bytes allocated before, %d after", before, after)
+				}
+			})
+		}
+	}
+}
