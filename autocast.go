@@ -46,6 +46,9 @@ type cachedCast struct {
 // [Tensor.CastInPlace]) is cast again at its next use: a cached copy is
 // never older than its weight.
 func Autocast(dt DType, fn func()) {
+	if fn == nil {
+		nilFunc("autocast")
+	}
 	if dt != Float16 && dt != BFloat16 {
 		fail("autocast", ErrDType, "autocast runs products in float16 or bfloat16, got %v", dt)
 	}
@@ -79,6 +82,9 @@ func Autocast(dt DType, fn func()) {
 // starts a region of its own. Outside any region it just runs fn. Like
 // Autocast it affects only the calling goroutine.
 func NoAutocast(fn func()) {
+	if fn == nil {
+		nilFunc("no_autocast")
+	}
 	id, g := enter()
 	prev := g.autocast
 	g.autocast = nil

@@ -133,7 +133,9 @@
 // back into errors and lets every other panic through. Functions that touch
 // files, parse strings or configure the process return errors instead.
 // A nil *Tensor given to any method or function (but Release and String)
-// is an [ErrArgument] error too, never a nil-pointer dereference. The
+// is an [ErrArgument] error too, never a nil-pointer dereference, and so is
+// a nil function given to one that runs it ([Tidy], [NoGrad], [WithStream],
+// [Autocast], ...; [Catch] returns that error). The
 // error's Op is the operation the caller called: Select out of range
 // reports "select", not the Narrow it is built on.
 //

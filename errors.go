@@ -81,6 +81,9 @@ func (e *DeviceMismatchError) Is(target error) bool { return target == ErrDevice
 // Panics that are not vram's typed errors ([*Error], [*DeviceMismatchError])
 // are passed on unchanged.
 func Catch(fn func()) (err error) {
+	if fn == nil {
+		return &Error{Op: "catch", Kind: ErrArgument, Detail: "nil function"}
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			switch e := r.(type) {
@@ -113,6 +116,14 @@ func notNil(op string, ts ...*Tensor) {
 			nilTensor(op, i, len(ts))
 		}
 	}
+}
+
+// nilFunc panics with an [*Error] of kind [ErrArgument], naming op, for a
+// nil function given to an exported function that runs one (Tidy, NoGrad,
+// WithStream, ...), rather than let the call be a nil-pointer dereference
+// inside it.
+func nilFunc(op string) {
+	fail(op, ErrArgument, "nil function")
 }
 
 // nilTensor panics with the error for a nil tensor, the i-th of n operands

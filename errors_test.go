@@ -162,6 +162,59 @@ func TestNilTensorFunctions(t *testing.T) {
 	}
 }
 
+// TestNilFunctions checks that a nil function given to a function that
+// runs one is an ErrArgument error naming the function, not a nil-pointer
+// dereference, and leaves the goroutine's settings as they were.
+func TestNilFunctions(t *testing.T) {
+	tests := []struct {
+		name, op string
+		fn       func()
+	}{
+		{"Tidy", "tidy", func() { vram.Tidy(nil) }},
+		{"TidyResult", "tidy_result", func() { vram.TidyResult(nil) }},
+		{"NoGrad", "no_grad", func() { vram.NoGrad(nil) }},
+		{"EnableGrad", "enable_grad", func() { vram.EnableGrad(nil) }},
+		{"SetGradEnabled", "set_grad_enabled", func() { vram.SetGradEnabled(false, nil) }},
+		{"InferenceMode", "inference_mode", func() { vram.InferenceMode(nil) }},
+		{"Autocast", "autocast", func() { vram.Autocast(vram.BFloat16, nil) }},
+		{"NoAutocast", "no_autocast", func() { vram.NoAutocast(nil) }},
+		{"Region", "region", func() { vram.Region("forward", nil) }},
+		{"WithStream", "with stream", func() { vram.WithStream(vram.DefaultStream(vram.CPU), nil) }},
+		{"Catch", "catch", func() {
+			if err := vram.Catch(nil); err != nil {
+				panic(err)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						e, ok := r.(error)
+						if !ok {
+							t.Fatalf("panicked with %v, want a *vram.Error", r)
+						}
+						err = e
+					}
+				}()
+				tc.fn()
+			}()
+			var ve *vram.Error
+			if !errors.As(err, &ve) || !errors.Is(err, vram.ErrArgument) || ve.Op != tc.op {
+				t.Fatalf("got %v, want a *vram.Error of kind ErrArgument from %q", err, tc.op)
+			}
+			if !vram.GradEnabled() || vram.InferenceModeEnabled() {
+				t.Error("the failed call changed the goroutine's grad mode")
+			}
+			if _, on := vram.AutocastDType(); on {
+				t.Error("the failed call left an autocast region on")
+			}
+		})
+	}
+}
+
 // TestErrorsNameTheCalledOp checks that operations built from others report
 // errors under the name the caller used, not the one they delegate to.
 func TestErrorsNameTheCalledOp(t *testing.T) {

@@ -159,6 +159,9 @@ func SetPerProcessMemoryFraction(fraction float64, d Device) error {
 // "optimizer". Calls nest; the innermost wins. Like NoGrad, it affects only
 // the calling goroutine.
 func Region(name string, fn func()) {
+	if fn == nil {
+		nilFunc("region")
+	}
 	id, g := enter()
 	g.regions = append(g.regions, name)
 	defer func() {

@@ -76,8 +76,12 @@ func leave(id uintptr, g *gstate) {
 }
 
 // gradMode runs fn with recording off (off) or on, restoring the previous
-// setting when fn returns or panics.
-func gradMode(off bool, fn func()) {
+// setting when fn returns or panics; op names the caller in the error for
+// a nil fn.
+func gradMode(op string, off bool, fn func()) {
+	if fn == nil {
+		nilFunc(op)
+	}
 	id, g := enter()
 	prev := g.gradOff
 	g.gradOff = off
@@ -114,14 +118,14 @@ func insideGrad() bool {
 // not inherit the setting. Calls nest with [EnableGrad] and
 // [SetGradEnabled]: the innermost wins, and each restores the previous
 // setting when it returns.
-func NoGrad(fn func()) { gradMode(true, fn) }
+func NoGrad(fn func()) { gradMode("no_grad", true, fn) }
 
 // EnableGrad runs fn with gradient recording on (torch.enable_grad), also
 // inside [NoGrad]: a helper that must build a graph, such as a gradient
 // penalty inside an evaluation loop, wraps its work in it. Like NoGrad it
 // affects only the calling goroutine and restores the previous setting when
 // fn returns. It does not turn recording back on inside [InferenceMode].
-func EnableGrad(fn func()) { gradMode(false, fn) }
+func EnableGrad(fn func()) { gradMode("enable_grad", false, fn) }
 
 // SetGradEnabled runs fn with gradient recording on or off as on says, the
 // form of torch.set_grad_enabled(mode) used as a context manager:
@@ -135,7 +139,7 @@ func EnableGrad(fn func()) { gradMode(false, fn) }
 // and to the calling goroutine like them. (There is no form that changes
 // the setting until further notice: goroutine-scoped state must end with a
 // function call, see "Concurrency" in the package documentation.)
-func SetGradEnabled(on bool, fn func()) { gradMode(!on, fn) }
+func SetGradEnabled(on bool, fn func()) { gradMode("set_grad_enabled", !on, fn) }
 
 // InferenceMode runs fn in inference mode (torch.inference_mode): gradient
 // recording is off as in [NoGrad], and [EnableGrad] or [SetGradEnabled]
@@ -147,6 +151,9 @@ func SetGradEnabled(on bool, fn func()) { gradMode(!on, fn) }
 // panic with [ErrAutograd]. Clone one outside inference mode to get a normal
 // tensor. Inference mode affects only the calling goroutine; calls nest.
 func InferenceMode(fn func()) {
+	if fn == nil {
+		nilFunc("inference_mode")
+	}
 	id, g := enter()
 	g.inference++
 	defer func() {
@@ -191,6 +198,9 @@ func GradEnabled() bool {
 // nest; an inner Tidy releases only what was created inside it. If fn
 // panics, the tensors are released all the same and the panic continues.
 func Tidy(fn func()) {
+	if fn == nil {
+		nilFunc("tidy")
+	}
 	id, g := enter()
 	s := &scope{}
 	g.scopes = append(g.scopes, s)
@@ -240,7 +250,12 @@ func Keep(ts ...*Tensor) *Tensor {
 //
 // Outside any Tidy the caller owns the result and releases it. A nil
 // result is returned as nil.
-func TidyResult(fn func() *Tensor) *Tensor { return tidyOut(fn) }
+func TidyResult(fn func() *Tensor) *Tensor {
+	if fn == nil {
+		nilFunc("tidy_result")
+	}
+	return tidyOut(fn)
+}
 
 // tidyOut is [TidyResult], for the package's own ops.
 func tidyOut(fn func() *Tensor) (out *Tensor) {

@@ -91,6 +91,9 @@ func CurrentStream(d Device) *Stream {
 // [Tensor.RecordStream] for it, or order the streams with events.
 func WithStream(s *Stream, fn func()) {
 	s.check("with stream")
+	if fn == nil {
+		nilFunc("with stream")
+	}
 	id, g := enter()
 	g.streams = append(g.streams, s)
 	defer func() {
