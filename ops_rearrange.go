@@ -13,6 +13,9 @@ func (t *Tensor) Flip(dims ...int) *Tensor {
 	t.live(op)
 	axes := t.distinctAxes(op, dims)
 	out := t.Clone()
+	if out.NumElements() == 0 {
+		return out // nothing to move, and no position table for a side of any size
+	}
 	for _, a := range axes {
 		n := t.shape[a]
 		pos := make([]int64, n)
@@ -52,11 +55,11 @@ func (t *Tensor) Roll(shifts, dims []int) *Tensor {
 		axes[j] = t.axis(op, d)
 	}
 	out := t.Clone()
+	if out.NumElements() == 0 {
+		return out // nothing to move, and no position table for a side of any size
+	}
 	for j, a := range axes {
 		n := t.shape[a]
-		if n == 0 {
-			continue
-		}
 		s := shifts[j] % n
 		if s == 0 {
 			continue
@@ -89,6 +92,9 @@ func (t *Tensor) triangle(op string, diagonal int, lower bool) *Tensor {
 	nd := len(t.shape)
 	if nd < 2 {
 		fail(op, ErrShape, "%s needs a tensor of at least 2 dimensions, got shape %v", op, Shape(t.shape))
+	}
+	if t.NumElements() == 0 {
+		return t.Clone() // nothing to zero, and no mask for matrices of any size
 	}
 	rows, cols := t.shape[nd-2], t.shape[nd-1]
 	keep := make([]bool, rows*cols)

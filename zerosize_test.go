@@ -177,6 +177,10 @@ func TestEmptyInputsWithLargeResults(t *testing.T) {
 				nil, Shape{1 << 20, 0, 1<<20 + 1, 1<<20 + 1}},
 			{"matrix_power 0 of no 2^20x2^20 matrices", func() *Tensor { return MatrixPower(Zeros(Shape{0, 1 << 20, 1 << 20}, d), 0) },
 				nil, Shape{0, 1 << 20, 1 << 20}},
+			{"flip of [0, 2^40]", func() *Tensor { return Zeros(Shape{0, 1 << 40}, d).Flip(1, 0) }, nil, Shape{0, 1 << 40}},
+			{"roll of [0, 2^40]", func() *Tensor { return Zeros(Shape{0, 1 << 40}, d).Roll([]int{3}, []int{1}) }, nil, Shape{0, 1 << 40}},
+			{"tril of no 2^20x2^20 matrices", func() *Tensor { return Zeros(Shape{0, 1 << 20, 1 << 20}, d).Tril(0) }, nil, Shape{0, 1 << 20, 1 << 20}},
+			{"triu of no 2^20x2^20 matrices", func() *Tensor { return Zeros(Shape{0, 1 << 20, 1 << 20}, d).Triu(1) }, nil, Shape{0, 1 << 20, 1 << 20}},
 			{"diag_embed gradient of sides 2^30", func() *Tensor {
 				a := Zeros(Shape{0, 1 << 30}, d, WithGrad())
 				DiagEmbed(a, 2).Sum().Backward()
