@@ -478,6 +478,11 @@ func (t *Tensor) cumExtreme(op string, dim int, min bool) (values, indices *Tens
 	if a < 0 {
 		return t.Clone(), t.zeroIndex(op)
 	}
+	if t.NumElements() == 0 {
+		// Nothing to scan: no walk over the rows, however many an empty
+		// dimension elsewhere leaves.
+		return t.Clone(), newTensor(op, t.ds(), Int64, t.shape)
+	}
 	h := readRows(op, t, a)
 	pos := make([]int64, h.outer*h.n)
 	for r := range h.outer {

@@ -181,6 +181,8 @@ func TestEmptyInputsWithLargeResults(t *testing.T) {
 			{"roll of [0, 2^40]", func() *Tensor { return Zeros(Shape{0, 1 << 40}, d).Roll([]int{3}, []int{1}) }, nil, Shape{0, 1 << 40}},
 			{"tril of no 2^20x2^20 matrices", func() *Tensor { return Zeros(Shape{0, 1 << 20, 1 << 20}, d).Tril(0) }, nil, Shape{0, 1 << 20, 1 << 20}},
 			{"triu of no 2^20x2^20 matrices", func() *Tensor { return Zeros(Shape{0, 1 << 20, 1 << 20}, d).Triu(1) }, nil, Shape{0, 1 << 20, 1 << 20}},
+			{"cummax along the empty side of [2^40, 0]", func() *Tensor { v, _ := Zeros(Shape{1 << 40, 0}, d).Cummax(1); return v }, nil, Shape{1 << 40, 0}},
+			{"cummin indices along the empty side of [2^40, 0]", func() *Tensor { _, i := Zeros(Shape{1 << 40, 0}, d).Cummin(-1); return i }, nil, Shape{1 << 40, 0}},
 			{"diag_embed gradient of sides 2^30", func() *Tensor {
 				a := Zeros(Shape{0, 1 << 30}, d, WithGrad())
 				DiagEmbed(a, 2).Sum().Backward()
