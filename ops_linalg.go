@@ -855,8 +855,8 @@ func svdHost(op string, h matrices, vectors, full bool) (u, s, vt []float64, uc,
 	if full {
 		kind = mat.SVDFull
 	}
-	if k == 0 && !vectors {
-		return u, s, vt, uc, vr // no values to find, however many matrices
+	if k == 0 && (!vectors || !full) {
+		return u, s, vt, uc, vr // nothing to find or set, however many matrices
 	}
 	for i := range h.loops() {
 		if k == 0 {
@@ -1063,12 +1063,19 @@ func Pinv(a *Tensor) *Tensor {
 	notNil(op, a)
 	defer pin(op, a).unpin()
 	h := readMatrices(op, a, false)
-	u, s, vt, _, _ := svdHost(op, h, true, false)
 	m, n := h.m, h.n
+	outs := hostOutputs(op, a.ds(), a.dtype, append(slices.Clone(h.batch), n, m))
+	defer releaseAllOnPanic(outs)
 	k := min(m, n)
+	out := make([]float64, h.loops()*n*m)
+	var u, s, vt []float64
+	loops := 0 // the pseudo-inverse of a matrix without rows or columns is empty
+	if k > 0 {
+		u, s, vt, _, _ = svdHost(op, h, true, false)
+		loops = h.loops()
+	}
 	rtol := defaultRtol(a.dtype, m, n)
-	out := make([]float64, h.count()*n*m)
-	for i := range h.loops() {
+	for i := range loops {
 		si := s[i*k : (i+1)*k]
 		ui, vi := u[i*m*k:(i+1)*m*k], vt[i*k*n:(i+1)*k*n]
 		o := out[i*n*m : (i+1)*n*m]
@@ -1085,7 +1092,7 @@ func Pinv(a *Tensor) *Tensor {
 			}
 		}
 	}
-	y := fromHost(op, a.ds(), a.dtype, append(slices.Clone(h.batch), n, m), out)
+	y := writeHost(op, outs[0], out)
 	if needsGrad(a) {
 		sv := save(a, y)
 		record(op, y, []*Tensor{a}, sv, func(g *Tensor) []*Tensor {
