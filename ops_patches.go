@@ -123,8 +123,12 @@ func (p FoldParams) window(op string, kernel [2]int, h, w int) window {
 		fail(op, ErrShape, "an image of %dx%d with kernel %v, dilation %v, padding %v and stride %v has %dx%d sliding blocks; there must be at least one",
 			h, w, kernel, p.Dilation, p.Padding, p.Stride, oh, ow)
 	}
-	return window{inH: h, inW: w, outH: oh, outW: ow, kh: kernel[0], kw: kernel[1],
+	win := window{inH: h, inW: w, outH: oh, outW: ow, kh: kernel[0], kw: kernel[1],
 		sh: p.Stride[0], sw: p.Stride[1], ph: p.Padding[0], pw: p.Padding[1], dh: p.Dilation[0], dw: p.Dilation[1]}
+	// Before the callers multiply the kernel's sides: 2^31·2^33 taps wrap
+	// an int to 0.
+	win.checkSize(op)
+	return win
 }
 
 // Unfold returns the sliding blocks of x [N, C, H, W] as columns
@@ -191,7 +195,6 @@ func Fold(x *Tensor, outputSize, kernel [2]int, p FoldParams) *Tensor {
 		fail(op, ErrShape, "output size %v with kernel %v, dilation %v, padding %v and stride %v has %dx%d = %d sliding blocks, but input %v has %d",
 			outputSize, kernel, [2]int{w.dh, w.dw}, p.Padding, [2]int{w.sh, w.sw}, w.outH, w.outW, w.outH*w.outW, Shape(x.shape), l)
 	}
-	w.checkSize(op)
 	return composed(op, func() *Tensor {
 		return col2im(op, x.Reshape(n, ck/kk, kk*l), w)
 	})

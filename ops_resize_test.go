@@ -244,6 +244,14 @@ func TestResizeOpsErrors(t *testing.T) {
 		{"fold divisible", func(x3, _ *vram.Tensor) {
 			vram.Fold(x3.Reshape(1, 3, 1), [2]int{1, 1}, [2]int{1, 2}, vram.FoldParams{})
 		}, vram.ErrShape},
+		{"fold kernel of 2^64 taps", func(x3, _ *vram.Tensor) {
+			// 2^31·2^33 taps wrap an int to 0: refused before the
+			// channels are divided by it.
+			vram.Fold(x3.Reshape(1, 1, 3), [2]int{1 << 31, 1 << 40}, [2]int{1 << 31, 1 << 33}, vram.FoldParams{})
+		}, vram.ErrShape},
+		{"unfold kernel of 2^64 taps on an empty input", func(x3, _ *vram.Tensor) {
+			vram.Unfold(vram.Zeros(vram.Shape{0, 1, 1 << 31, 1 << 33}), [2]int{1 << 31, 1 << 33}, vram.FoldParams{})
+		}, vram.ErrShape},
 		{"fold int", func(x3, _ *vram.Tensor) {
 			vram.Fold(x3.Reshape(1, 1, 3).Cast(vram.Int64), [2]int{1, 3}, [2]int{1, 1}, vram.FoldParams{})
 		}, vram.ErrDType},
