@@ -587,7 +587,11 @@ func QR(a *Tensor, mode string) (q, r *Tensor) {
 	defer releaseAllOnPanic(outs)
 	qv := make([]float64, h.loops()*m*qc)
 	rv := make([]float64, h.loops()*rr*n)
-	for i := range h.loops() {
+	loops := h.loops()
+	if len(qv) == 0 && len(rv) == 0 {
+		loops = 0 // empty factors, however many matrices
+	}
+	for i := range loops {
 		if m == 0 || n == 0 {
 			for j := range min(m, qc) {
 				qv[i*m*qc+j*qc+j] = 1

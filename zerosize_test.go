@@ -174,6 +174,7 @@ func TestEmptyInputsWithLargeResults(t *testing.T) {
 			{"pinv of 2^40 0x3 matrices", func() *Tensor { return Pinv(Zeros(Shape{1 << 40, 0, 3}, d)) }, nil, Shape{1 << 40, 3, 0}},
 			{"lstsq of 2^40 0x3 systems", func() *Tensor { return Lstsq(Zeros(Shape{1 << 40, 0, 3}, d), Zeros(Shape{1 << 40, 0, 3}, d)) }, ErrOutOfMemory, nil},
 			{"thin SVD of 2^40 0x3 matrices", func() *Tensor { _, _, vh := SVD(Zeros(Shape{1 << 40, 0, 3}, d), false); return vh }, nil, Shape{1 << 40, 0, 3}},
+			{"complete QR of 2^40 0x3 matrices", func() *Tensor { _, r := QR(Zeros(Shape{1 << 40, 0, 3}, d), "complete"); return r }, nil, Shape{1 << 40, 0, 3}},
 			{"complete QR of a 2^20x0 matrix", func() *Tensor { q, _ := QR(Zeros(Shape{1, 1 << 20, 0}, d), "complete"); return q }, ErrOutOfMemory, nil},
 			{"full SVD of a 2^20x0 matrix", func() *Tensor { u, _, _ := SVD(Zeros(Shape{1, 1 << 20, 0}, d), true); return u }, ErrOutOfMemory, nil},
 			{"diag_embed of sides 2^20", func() *Tensor { return DiagEmbed(Zeros(Shape{1 << 20, 0, 1 << 20}, d), -1) },
