@@ -42,6 +42,18 @@ func (h matrices) loops() int {
 	return h.count()
 }
 
+// loopsFilling returns loops, or 0 when every buffer of results that the
+// walk fills is empty: matrices whose results have no elements need no
+// walk, however many of them there are (2^40 of size 0×0 hold no data).
+func (h matrices) loopsFilling(bufs ...[]float64) int {
+	for _, b := range bufs {
+		if len(b) > 0 {
+			return h.loops()
+		}
+	}
+	return 0
+}
+
 // at returns matrix i of the batch, sharing h's storage.
 func (h matrices) at(i int) []float64 { return h.data[i*h.m*h.n : (i+1)*h.m*h.n] }
 
@@ -264,7 +276,7 @@ func cofactors(op string, a *Tensor) *Tensor {
 	h := readMatrices(op, a, true)
 	n := h.n
 	out := make([]float64, len(h.data))
-	for i := range h.loops() {
+	for i := range h.loopsFilling(out) {
 		src, dst := h.at(i), out[i*n*n:(i+1)*n*n]
 		lu := slices.Clone(src)
 		piv, d, zero := luFactor(lu, n)
@@ -384,7 +396,7 @@ func Inv(a *Tensor) *Tensor {
 	h := readMatrices(op, a, true)
 	n := h.n
 	out := make([]float64, len(h.data))
-	for i := range h.loops() {
+	for i := range h.loopsFilling(out) {
 		lu := slices.Clone(h.at(i))
 		piv, _, zero := luFactor(lu, n)
 		if zero != 0 {
@@ -462,7 +474,7 @@ func solveRaw(op string, a, b *Tensor) *Tensor {
 	rb := readMatrices(op, b, false)
 	n, k := h.n, rb.n
 	out := slices.Clone(rb.data)
-	for i := range h.loops() {
+	for i := range h.loopsFilling(out) {
 		lu := slices.Clone(h.at(i))
 		piv, _, zero := luFactor(lu, n)
 		if zero != 0 {
@@ -503,7 +515,7 @@ func Cholesky(a *Tensor, upper bool) *Tensor {
 	h := readMatrices(op, a, true)
 	n := h.n
 	out := make([]float64, len(h.data))
-	for i := range h.loops() {
+	for i := range h.loopsFilling(out) {
 		src, l := h.at(i), out[i*n*n:(i+1)*n*n]
 		for j := range n {
 			d := src[j*n+j]
@@ -587,11 +599,7 @@ func QR(a *Tensor, mode string) (q, r *Tensor) {
 	defer releaseAllOnPanic(outs)
 	qv := make([]float64, h.loops()*m*qc)
 	rv := make([]float64, h.loops()*rr*n)
-	loops := h.loops()
-	if len(qv) == 0 && len(rv) == 0 {
-		loops = 0 // empty factors, however many matrices
-	}
-	for i := range loops {
+	for i := range h.loopsFilling(qv, rv) {
 		if m == 0 || n == 0 {
 			for j := range min(m, qc) {
 				qv[i*m*qc+j*qc+j] = 1
@@ -766,7 +774,7 @@ func Eigh(a *Tensor, uplo string) (w, v *Tensor) {
 	n := h.n
 	wv := make([]float64, h.count()*n)
 	vv := make([]float64, len(h.data))
-	for i := range h.loops() {
+	for i := range h.loopsFilling(wv, vv) {
 		src := h.at(i)
 		if n == 0 {
 			continue
@@ -859,10 +867,7 @@ func svdHost(op string, h matrices, vectors, full bool) (u, s, vt []float64, uc,
 	if full {
 		kind = mat.SVDFull
 	}
-	if k == 0 && (!vectors || !full) {
-		return u, s, vt, uc, vr // nothing to find or set, however many matrices
-	}
-	for i := range h.loops() {
+	for i := range h.loopsFilling(s, u, vt) {
 		if k == 0 {
 			if vectors {
 				for j := range min(m, uc) {
