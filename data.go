@@ -194,12 +194,20 @@ func (t *Tensor) Int64s() []int64 {
 	return out
 }
 
-// Int32s returns a copy of t's elements converted to int32.
+// Int32s returns a copy of t's elements in row-major order, converted to
+// int32 as t.Cast(Int32) converts them: int64 values wrap around (2^31+5
+// is -2^31+5), floats truncate toward zero.
 func (t *Tensor) Int32s() []int32 {
 	b := t.hostBytes("int32s")
 	out := make([]int32, t.NumElements())
 	for i := range out {
-		out[i] = int32(load(t.dtype, b, i))
+		if t.dtype == Int64 {
+			// Not through a float64, which rounds above 2^53 and turns
+			// every value out of int32's range into its minimum.
+			out[i] = int32(int64(binary.LittleEndian.Uint64(b[8*i:])))
+		} else {
+			out[i] = int32(load(t.dtype, b, i))
+		}
 	}
 	return out
 }

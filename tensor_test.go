@@ -300,6 +300,43 @@ func TestValuesThatOverflowTheDType(t *testing.T) {
 
 // TestStringShowsValues checks the values String prints, int64 ones beyond
 // 2^53 exactly (a float64 would round them).
+// TestHostReadsAgreeWithCast checks that Int32s and Int64s convert as
+// Cast(Int32) and Cast(Int64) do, on the CPU and a sim device: int64
+// values out of int32's range wrap around, and the exact int64 path is
+// taken above 2^53.
+func TestHostReadsAgreeWithCast(t *testing.T) {
+	ints := []int64{1 << 40, 1<<31 + 5, -(1 << 31) - 7, 1<<53 + 1, math.MaxInt64, math.MinInt64, -3, 0}
+	for _, dev := range []Device{CPU, Sim(0)} {
+		tests := []struct {
+			name string
+			x    func() *Tensor
+		}{
+			{"int64", func() *Tensor { return FromSlice(ints, nil, dev) }},
+			{"int32", func() *Tensor { return FromSlice([]int32{math.MinInt32, math.MaxInt32, -3}, nil, dev) }},
+			{"int8", func() *Tensor { return FromSlice([]int64{-128, 127, 3}, nil, Int8, dev) }},
+			{"bool", func() *Tensor { return FromSlice([]bool{true, false}, nil, dev) }},
+			{"float64", func() *Tensor { return FromSlice([]float64{2.9, -2.9, 1e9, 0}, nil, dev) }},
+			{"float16", func() *Tensor { return FromSlice([]float64{2.5, -65504, 0}, nil, Float16, dev) }},
+		}
+		for _, tc := range tests {
+			t.Run(dev.String()+"/"+tc.name, func(t *testing.T) {
+				Tidy(func() {
+					x := tc.x()
+					if got, want := x.Int32s(), x.Cast(Int32).Int32s(); !slices.Equal(got, want) {
+						t.Errorf("Int32s() = %v, Cast(Int32) holds %v", got, want)
+					}
+					if got, want := x.Int64s(), x.Cast(Int64).Int64s(); !slices.Equal(got, want) {
+						t.Errorf("Int64s() = %v, Cast(Int64) holds %v", got, want)
+					}
+				})
+			})
+		}
+	}
+	if got := FromSlice([]int64{1<<31 + 5, 1<<53 + 1}, nil).Int32s(); !slices.Equal(got, []int32{-1<<31 + 5, 1}) {
+		t.Errorf("Int32s of 2^31+5 and 2^53+1 = %v, want [%d 1]", got, -1<<31+5)
+	}
+}
+
 func TestStringShowsValues(t *testing.T) {
 	for _, tc := range []struct {
 		x    *Tensor
