@@ -136,8 +136,13 @@ const lbfgsHistoryMin = 1e-10
 // and returns the loss of its first evaluation, as PyTorch's step does.
 // Parameters without a gradient count as having zero gradients. A
 // closure that panics stops the Step there, the panic going on to the
-// caller; the parameters may then be those of a trial point.
+// caller; the parameters may then be those of a trial point. A nil
+// closure panics with an *vram.Error of kind vram.ErrArgument before
+// anything changes.
 func (l *LBFGS) Step(closure func() float64) float64 {
+	if closure == nil {
+		panic(&vram.Error{Op: "lbfgs step", Kind: vram.ErrArgument, Detail: "nil closure; L-BFGS evaluates the loss and the gradients through it"})
+	}
 	c := l.cfgs[0]
 	var origLoss float64
 	var flatGrad *vram.Tensor // kept across iterations, each run in a Tidy of its own

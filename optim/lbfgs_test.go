@@ -358,6 +358,13 @@ func TestLBFGSRefusesBadConfigs(t *testing.T) {
 	if got, want := o.Config(), (optim.LBFGSConfig{LR: 1, MaxIter: 20, MaxEval: 25, ToleranceGrad: 1e-7, ToleranceChange: 1e-9, HistorySize: 100}); got != want {
 		t.Errorf("defaults %+v, want %+v", got, want)
 	}
+	var ve *vram.Error
+	if err := vram.Catch(func() { o.Step(nil) }); !errors.As(err, &ve) || !errors.Is(err, vram.ErrArgument) {
+		t.Errorf("Step(nil): %v, want a *vram.Error of kind ErrArgument", err)
+	}
+	if o.FuncEvals() != 0 {
+		t.Errorf("Step(nil) counted %d evaluations", o.FuncEvals())
+	}
 }
 
 // TestLBFGSReleasesWhatItMakes checks that Steps keep only the

@@ -868,7 +868,12 @@ func (d *DistributedDataParallel) Forward(x *vram.Tensor) *vram.Tensor {
 //		for _, mb := range micro[:k-1] { ddp.Backward(loss(mb)) }
 //	})
 //	ddp.Backward(loss(micro[k-1])) // reduces all k
+//
+// A nil fn panics with an *vram.Error of kind vram.ErrArgument.
 func (d *DistributedDataParallel) NoSync(fn func()) {
+	if fn == nil {
+		panic(&vram.Error{Op: "no_sync", Kind: vram.ErrArgument, Detail: "nil function"})
+	}
 	d.mu.Lock()
 	d.noSync++
 	d.mu.Unlock()

@@ -574,6 +574,17 @@ func TestDDPRejects(t *testing.T) {
 		}
 		d.CPU() // its own device: nothing to do
 	})
+	t.Run("NoSync of a nil function", func(t *testing.T) {
+		d, err := NewDistributedDataParallel(nn.NewLinear(2, 2), comm(), DDPOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		var ve *vram.Error
+		if err := vram.Catch(func() { d.NoSync(nil) }); !errors.As(err, &ve) || !errors.Is(err, vram.ErrArgument) || ve.Op != "no_sync" {
+			t.Errorf("NoSync(nil): %v, want a *vram.Error of kind ErrArgument from no_sync", err)
+		}
+	})
 }
 
 // TestDDPRankFails checks that a rank whose communicator dies mid-step

@@ -164,6 +164,9 @@ func QuantizeSelected(m nn.Module, keep func(name string, l *nn.Linear) bool) (i
 	if m == nil {
 		return 0, quantErr(vram.ErrArgument, "nil module")
 	}
+	if keep == nil {
+		return 0, quantErr(vram.ErrArgument, "nil keep function; Quantize selects every layer")
+	}
 	type job struct {
 		name string
 		l    *nn.Linear

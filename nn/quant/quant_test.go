@@ -229,6 +229,16 @@ func TestQuantizeCustomModule(t *testing.T) {
 
 // TestQuantizeRefusals checks the errors that leave the model unchanged.
 func TestQuantizeRefusals(t *testing.T) {
+	t.Run("nil keep", func(t *testing.T) {
+		model := nn.NewSequential(nn.NewLinear(4, 4))
+		defer nn.Release(model)
+		if n, err := quant.QuantizeSelected(model, nil); !errors.Is(err, vram.ErrArgument) || n != 0 {
+			t.Errorf("QuantizeSelected(m, nil) = %d, %v; want 0 and an ErrArgument error", n, err)
+		}
+		if p := model.Parameters()[0]; p.DType() != vram.Float32 {
+			t.Errorf("a parameter became %s", p.DType())
+		}
+	})
 	t.Run("nan", func(t *testing.T) {
 		model := nn.NewSequential(nn.NewLinear(4, 4), nn.NewLinear(4, 2))
 		defer nn.Release(model)
