@@ -45,10 +45,12 @@ func dropout(op string, t *Tensor, p float64, spatial int, opts []Option) *Tenso
 		fail(op, ErrDType, "%s needs a floating-point tensor, got %s; Cast it first", op, t.dtype)
 	}
 	defer asOp(op)
-	switch p {
-	case 0:
+	switch {
+	case p == 0, t.NumElements() == 0:
+		// An empty t needs no mask: one of its leading dimensions' shape
+		// ([1, 2^31, 1, 1] for a [1, 2^31, 0, 3] t) can be vast.
 		return t.MulScalar(1)
-	case 1:
+	case p == 1:
 		return t.MulScalar(0) // everything dropped, as PyTorch does for p = 1
 	}
 	maskShape := slices.Clone(t.shape)

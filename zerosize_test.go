@@ -193,6 +193,8 @@ func TestEmptyInputsWithLargeResults(t *testing.T) {
 			{"triu of no 2^20x2^20 matrices", func() *Tensor { return Zeros(Shape{0, 1 << 20, 1 << 20}, d).Triu(1) }, nil, Shape{0, 1 << 20, 1 << 20}},
 			{"cummax along the empty side of [2^40, 0]", func() *Tensor { v, _ := Zeros(Shape{1 << 40, 0}, d).Cummax(1); return v }, nil, Shape{1 << 40, 0}},
 			{"cummin indices along the empty side of [2^40, 0]", func() *Tensor { _, i := Zeros(Shape{1 << 40, 0}, d).Cummin(-1); return i }, nil, Shape{1 << 40, 0}},
+			{"feature dropout of [1, 2^40, 0, 3]", func() *Tensor { return FeatureDropout(Zeros(Shape{1, 1 << 40, 0, 3}, d), 0.5, 2) }, nil, Shape{1, 1 << 40, 0, 3}},
+			{"dropout of [2^40, 0]", func() *Tensor { return Dropout(Zeros(Shape{1 << 40, 0}, d), 0.5) }, nil, Shape{1 << 40, 0}},
 			{"diag_embed gradient of sides 2^30", func() *Tensor {
 				a := Zeros(Shape{0, 1 << 30}, d, WithGrad())
 				DiagEmbed(a, 2).Sum().Backward()
