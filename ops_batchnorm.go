@@ -364,12 +364,11 @@ func trainCounted(ds *devState, counter *Tensor, run func(backend.BatchNormCount
 	if counter == nil || !ok {
 		return false, nil
 	}
-	if err := run(bc); err != nil && notImplemented(err) {
+	err := run(bc)
+	if notImplemented(err) {
 		return false, nil
-	} else if err != nil {
-		return true, err
 	}
-	return true, nil
+	return true, err
 }
 
 // BatchNorm2dReLU returns relu(BatchNorm2d(x, ...) + residual), the way a
