@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -405,7 +406,10 @@ func TestStoragePeakCoversLive(t *testing.T) {
 
 // An out-of-memory error with nothing for the collector to reclaim (every
 // tensor released, as a batch-size search provokes them) comes without
-// waiting out reclaim's whole bound: the median of a few takes less.
+// waiting out reclaim's whole bound: the median of a few takes less than
+// what a collection and a cleanup take on this machine now, plus half the
+// bound. (A loaded machine slows the collection itself; measuring it beside
+// the errors keeps that out of the verdict.)
 func TestOutOfMemoryWithNothingToReclaimIsPrompt(t *testing.T) {
 	if testing.Short() {
 		// CI's -short run is its race-detector run, where a collection
@@ -414,9 +418,12 @@ func TestOutOfMemoryWithNothingToReclaimIsPrompt(t *testing.T) {
 	}
 	held := Empty(Shape{50 << 20}, tight) // 200 MiB of the 256
 	defer func() { held.Release(); EmptyCache(tight) }()
-	var took []time.Duration
+	var took, gc []time.Duration
 	for range 5 {
 		start := time.Now()
+		collectOnce()
+		gc = append(gc, time.Since(start))
+		start = time.Now()
 		err := Catch(func() { Empty(Shape{25 << 20}, tight) }) // 100 MiB more
 		took = append(took, time.Since(start))
 		if !errors.Is(err, ErrOutOfMemory) {
@@ -424,9 +431,25 @@ func TestOutOfMemoryWithNothingToReclaimIsPrompt(t *testing.T) {
 		}
 	}
 	slices.Sort(took)
-	if took[2] >= reclaimWait {
-		t.Errorf("out-of-memory errors took %v, the median not under reclaim's bound of %v", took, reclaimWait)
+	slices.Sort(gc)
+	if took[2] >= gc[2]+reclaimWait/2 {
+		t.Errorf("out-of-memory errors took %v, the median not under a collection's %v plus half reclaim's bound of %v", took, gc[2], reclaimWait)
 	}
+}
+
+// collectOnce runs the collector and waits for the cleanup of an object
+// made unreachable before it, as reclaim does (without its bound).
+func collectOnce() {
+	ran := make(chan struct{})
+	func() {
+		s := &struct {
+			p *byte
+			_ [24]byte
+		}{}
+		runtime.AddCleanup(s, func(ch chan struct{}) { close(ch) }, ran)
+	}()
+	runtime.GC()
+	<-ran
 }
 
 // TestMemoryCallsRaceAllocations drives every memory call of the package
