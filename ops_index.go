@@ -131,26 +131,28 @@ func srcGrad(g, index *Tensor, srcShape []int, a int) *Tensor {
 func (t *Tensor) ScatterAdd(dim int, index, src *Tensor) *Tensor {
 	if a, b, done := autocastPromote(t, src); done != nil {
 		defer done()
-		return a.scatter("scatter_add", dim, index, b, true)
+		return a.scatter("scatter_add", dim, index, b, true, nil)
 	}
-	return t.scatter("scatter_add", dim, index, src, true)
+	return t.scatter("scatter_add", dim, index, src, true, nil)
 }
 
 // Scatter returns a copy of t with the elements of src written along dim
 // at the positions index gives (torch.Tensor.scatter): for dim 0,
 // out[index[i][j]][j] = src[i][j], with ScatterAdd's rules for index and
 // src. A position named twice in one scatter is an error of kind
-// [ErrIndex] here, where PyTorch leaves the result undefined; use
+// [ErrIndex] here, where PyTorch picks one of the values arbitrarily; use
 // ScatterAdd to combine such values. That check reads one number back
 // from the device, so Scatter waits for the work queued before it.
 // Positions that receive a value pass no gradient to t.
 func (t *Tensor) Scatter(dim int, index, src *Tensor) *Tensor {
-	return t.scatter("scatter", dim, index, src, false)
+	return t.scatter("scatter", dim, index, src, false, nil)
 }
 
 // ScatterValue is Scatter with every written element equal to value
-// (torch.Tensor.scatter with a scalar), such as 1 for one-hot rows. It
-// panics with [ErrArgument] when value does not fit t's dtype.
+// (torch.Tensor.scatter with a scalar), such as 1 for one-hot rows. A
+// position named more than once simply gets value, as in PyTorch, so
+// multi-hot rows may repeat a label. It panics with [ErrArgument] when
+// value does not fit t's dtype.
 func (t *Tensor) ScatterValue(dim int, index *Tensor, value float64) *Tensor {
 	const op = "scatter"
 	defer asOp(op)
@@ -160,10 +162,13 @@ func (t *Tensor) ScatterValue(dim int, index *Tensor, value float64) *Tensor {
 	src := newTensor(op, t.ds(), t.dtype, index.shape)
 	defer src.Release()
 	src.fill(op, value)
-	return t.scatter(op, dim, index, src, false)
+	return t.scatter(op, dim, index, src, false, &value)
 }
 
-func (t *Tensor) scatter(op string, dim int, index, src *Tensor, add bool) *Tensor {
+// scatter is ScatterAdd when add is set, else Scatter; value, when not nil,
+// is the one value every element of src holds (ScatterValue), so that a
+// position named more than once is well defined.
+func (t *Tensor) scatter(op string, dim int, index, src *Tensor, add bool, value *float64) *Tensor {
 	defer asOp(op)
 	ds, held := sameDevice(op, t, index, src)
 	defer held.unpin()
@@ -172,7 +177,7 @@ func (t *Tensor) scatter(op string, dim int, index, src *Tensor, add bool) *Tens
 		if len(index.shape) != 0 || len(src.shape) != 0 {
 			fail(op, ErrShape, "index %v, src %v and input [] must have the same number of dimensions", Shape(index.shape), Shape(src.shape))
 		}
-		return scatterAll(t, index, src, func(t, index, src *Tensor) *Tensor { return t.scatter(op, 0, index, src, add) })
+		return scatterAll(t, index, src, func(t, index, src *Tensor) *Tensor { return t.scatter(op, 0, index, src, add, value) })
 	}
 	a := checkScatter(op, t, dim, index, src)
 	out := newTensor(op, ds, t.dtype, t.shape)
@@ -195,7 +200,7 @@ func (t *Tensor) scatter(op string, dim int, index, src *Tensor, add bool) *Tens
 			defer count.Release()
 			count.fill(op, 0)
 			scatterAddRaw(op, count, index, ones, a)
-			if index.NumElements() > 0 {
+			if value == nil && index.NumElements() > 0 {
 				top := reduceRaw(op, backend.Max, count, t.reduceAxes(op, nil))
 				defer top.Release()
 				if top.Item() > 1 {
@@ -208,8 +213,12 @@ func (t *Tensor) scatter(op string, dim int, index, src *Tensor, add bool) *Tens
 			defer z.Release()
 			vals := newTensor(op, ds, t.dtype, t.shape)
 			defer vals.Release()
-			vals.fill(op, 0)
-			scatterAddRaw(op, vals, index, src, a)
+			if value != nil {
+				vals.fill(op, *value)
+			} else {
+				vals.fill(op, 0)
+				scatterAddRaw(op, vals, index, src, a)
+			}
 			check(op, ds.bd.Where(ds.stream(), out.bv(), z.bv(), vals.bv(), out.bv()))
 		}()
 	}

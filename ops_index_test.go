@@ -90,6 +90,15 @@ func TestScatter(t *testing.T) {
 		{"scatter value", func(dev Device) *Tensor {
 			return Zeros(Shape{2, 4}, Float64, dev).ScatterValue(1, FromSlice([]int64{2, 3}, Shape{2, 1}, dev), 1.5)
 		}, []float64{0, 0, 1.5, 0, 0, 0, 0, 1.5}},
+		{"scatter value repeated positions", func(dev Device) *Tensor {
+			return Zeros(Shape{2, 4}, Float64, dev).ScatterValue(1, FromSlice([]int64{1, 1, 3, 0, 0, 0}, Shape{2, 3}, dev), 1.5)
+		}, []float64{0, 1.5, 0, 1.5, 1.5, 0, 0, 0}},
+		{"scatter value repeated int", func(dev Device) *Tensor {
+			return FromSlice([]int32{4, 4, 4}, Shape{3}, dev).ScatterValue(0, FromSlice([]int64{2, 2, 2}, Shape{3}, dev), 7)
+		}, []float64{4, 4, 7}},
+		{"scatter value repeated 0-d", func(dev Device) *Tensor {
+			return Scalar(1, Float64, dev).ScatterValue(0, FromSlice([]int64{0}, Shape{}, dev), -2)
+		}, []float64{-2}},
 		{"scatter add", func(dev Device) *Tensor {
 			return Zeros(Shape{3, 5}, Float64, dev).ScatterAdd(0, FromSlice([]int64{0, 1, 2, 0, 0, 0, 1, 2, 2, 2}, Shape{2, 5}, dev), Ones(Shape{2, 5}, Float64, dev))
 		}, []float64{2, 0, 0, 1, 1, 0, 2, 0, 0, 0, 0, 0, 2, 1, 1}},
