@@ -105,3 +105,39 @@ func TestRoundDecimals(t *testing.T) {
 		})
 	}
 }
+
+// TestSignOfNaNAndZeros checks Sign against torch.sign on the values its
+// comparisons cannot order: NaN gives 0 (not NaN), and a zero of either
+// sign gives +0, in every floating-point dtype; Abs's gradient, g·sign(x),
+// is then 0 at NaN, as PyTorch's is.
+func TestSignOfNaNAndZeros(t *testing.T) {
+	nz := math.Copysign(0, -1)
+	in := []float64{math.NaN(), -math.NaN(), nz, 0, -2.5, 3, math.Inf(-1), math.Inf(1)}
+	want := []float64{0, 0, 0, 0, -1, 1, -1, 1}
+	for _, d := range []Device{CPU, Sim(0)} {
+		for _, dt := range []DType{Float32, Float64, Float16, BFloat16} {
+			t.Run(d.String()+"/"+dt.String(), func(t *testing.T) {
+				Tidy(func() {
+					got := FromSlice(in, Shape{len(in)}, d).Cast(dt).Sign().Float64s()
+					if !slices.Equal(got, want) {
+						t.Errorf("got %v, want %v", got, want)
+					}
+					for i, v := range got {
+						if v == 0 && math.Signbit(v) {
+							t.Errorf("sign(%v) is -0, want +0", in[i])
+						}
+					}
+				})
+			})
+		}
+		t.Run(d.String()+"/abs gradient", func(t *testing.T) {
+			x := FromSlice([]float64{math.NaN(), -2, 0}, Shape{3}, d)
+			defer x.Release()
+			x.SetRequiresGrad(true)
+			Tidy(func() { x.Abs().Sum().Backward() })
+			if got := x.Grad().Float64s(); !slices.Equal(got, []float64{0, -1, 0}) {
+				t.Errorf("gradient %v, want [0 -1 0]", got)
+			}
+		})
+	}
+}

@@ -83,7 +83,8 @@ func (t *Tensor) Abs() *Tensor {
 	return unary("abs", backend.Abs, t, 0, saveX, func(x, _, g *Tensor) *Tensor { return g.Mul(x.Sign()) })
 }
 
-// Sign returns -1, 0 or 1 per element; its gradient is zero.
+// Sign returns -1, 0 or 1 per element: 0 for a zero of either sign and
+// for NaN, as torch.sign gives. Its gradient is zero.
 func (t *Tensor) Sign() *Tensor { return unary("sign", backend.Sign, t, 0, saveNone, zeroGradient) }
 
 // zeroGradient is the gradient of a piecewise-constant op (Sign and the

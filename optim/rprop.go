@@ -151,7 +151,7 @@ var rpropRule = &rule[RpropConfig]{
 	update: func(c RpropConfig, p, g *vram.Tensor, st *ewState) {
 		prev, size := st.tensors[0], st.tensors[1]
 		pw, gw := opMath(p), opMath(g)
-		s := gw.Mul(opMath(prev)).Sign() // NaN stays NaN, as in PyTorch
+		s := gw.Mul(opMath(prev)).Sign() // 0 for NaN, as in PyTorch: the step size stays
 		kept, flipped, zero := s.GtScalar(0), s.LtScalar(0), s.EqScalar(0)
 		f := s.MaskedFill(kept, c.EtaPlus).MaskedFill(flipped, c.EtaMinus).MaskedFill(zero, 1)
 		sw := storeBack(size, opMath(size).Mul(f).Clamp(c.StepSizeMin, c.StepSizeMax))

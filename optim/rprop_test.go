@@ -89,6 +89,33 @@ func TestRpropByHand(t *testing.T) {
 	}
 }
 
+// TestRpropNaNGradient checks torch.optim.Rprop's handling of a NaN
+// gradient element: its sign is 0, so the element does not move and its
+// step size is kept, and the steps after it go on as from a zero gradient,
+// while the other elements step as usual.
+func TestRpropNaNGradient(t *testing.T) {
+	nan := math.NaN()
+	p := vram.FromSlice([]float64{1, -2}, nil, vram.WithGrad())
+	o, err := optim.NewRprop([]*vram.Tensor{p}, optim.RpropConfig{LR: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Release()
+	steps := []struct {
+		name       string
+		grad, want []float64
+	}{
+		{"NaN first", []float64{nan, 1}, []float64{1, -2.1}},
+		{"after NaN", []float64{1, 1}, []float64{0.9, -2.22}}, // 0.1 kept; 0.12
+		{"NaN later", []float64{nan, 1}, []float64{0.9, -2.364}},
+	}
+	for _, s := range steps {
+		setGrad(p, s.grad...)
+		o.Step()
+		checkValues(t, s.name, p.Float64s(), s.want, 1e-12)
+	}
+}
+
 func TestRpropRefusesBadConfigs(t *testing.T) {
 	p := vram.Zeros(vram.Shape{2}, vram.WithGrad())
 	defer p.Release()

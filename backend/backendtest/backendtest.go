@@ -451,7 +451,7 @@ func sign(x float64) float64 {
 	case x < 0:
 		return -1
 	}
-	return x // 0 or NaN
+	return 0 // zero of either sign, and NaN, as PyTorch's sign gives
 }
 
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }

@@ -288,10 +288,8 @@ func unaryFloat[F floating](op backend.UnaryOp, d, x []F, p float64) {
 				d[i] = 1
 			case v < 0:
 				d[i] = -1
-			case v == 0:
-				d[i] = 0
 			default:
-				d[i] = v // NaN
+				d[i] = 0 // zero of either sign, and NaN, as in PyTorch
 			}
 		}
 	case backend.Square:

@@ -38,8 +38,7 @@ struct USign {
 	template <class C> static __device__ __forceinline__ C f(C x, double) {
 		if (x > 0) return (C)1;
 		if (x < 0) return (C)-1;
-		if (x == 0) return (C)0;
-		return x; // NaN
+		return (C)0; // zero of either sign, and NaN, as in PyTorch
 	}
 };
 struct USquare { template <class C> static __device__ __forceinline__ C f(C x, double) { return x * x; } };
