@@ -79,7 +79,8 @@ func processLabels(device string, rank int, opts []LabelOption) prometheus.Label
 // scrape and exports the result under the labels device (a device name
 // such as "cuda:0") and rank (the process's rank in a distributed job; 0
 // for a single process), and those of opts ([LocalRank]). stats must be
-// safe to call from any goroutine (vram.MemoryStats is).
+// safe to call from any goroutine (vram.MemoryStats is); with a nil stats
+// every scrape of the collector fails with an error saying so.
 func NewAllocatorCollector(device string, rank int, stats func() memory.Stats, opts ...LabelOption) *AllocatorCollector {
 	c := &AllocatorCollector{
 		stats:  stats,
@@ -136,6 +137,12 @@ func (c *AllocatorCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect calls the stats function and sends the metrics.
 func (c *AllocatorCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.stats == nil {
+		for _, d := range c.descs {
+			ch <- prometheus.NewInvalidMetric(d, errNil("stats function"))
+			return // one error fails the scrape's gathering once
+		}
+	}
 	m := c.stats().Map()
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -177,6 +184,9 @@ func RegisterAllocator(reg prometheus.Registerer, device string, rank int, stats
 	if stats == nil {
 		return errors.New("monitor: RegisterAllocator: nil stats function")
 	}
+	if reg == nil {
+		return errors.New("monitor: RegisterAllocator: nil registerer")
+	}
 	return reg.Register(NewAllocatorCollector(device, rank, stats, opts...))
 }
 
@@ -189,7 +199,14 @@ func RegisterAllocator(reg prometheus.Registerer, device string, rank int, stats
 // promhttp_metric_handler_errors_total{cause}, which counts scrapes that
 // met an error ("gathering") from the next scrape on, the convention of
 // Prometheus's own handler. Several handlers of one registry share it.
+// With a nil g every request is answered 500 Internal Server Error with a
+// message saying so.
 func Handler(g prometheus.Gatherer) http.Handler {
+	if g == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, errNil("gatherer").Error(), http.StatusInternalServerError)
+		})
+	}
 	opts := promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}
 	if reg, ok := g.(prometheus.Registerer); ok && canCountErrors(reg) {
 		opts.Registry = reg
@@ -240,12 +257,19 @@ var (
 // server open) and Serve returns an error saying so. A
 // connection idle for 2 minutes, or a request not read or answered within
 // a minute, is closed.
+// A nil ln or g is an error, returned before anything is served.
 // Programs call it in a goroutine:
 //
 //	ln, err := net.Listen("tcp", ":9400")
 //	...
 //	go monitor.Serve(ctx, ln, reg)
 func Serve(ctx context.Context, ln net.Listener, g prometheus.Gatherer) error {
+	switch {
+	case ln == nil:
+		return errNil("listener")
+	case g == nil:
+		return errNil("gatherer")
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", Handler(g))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

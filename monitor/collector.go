@@ -51,7 +51,8 @@ var _ prometheus.Collector = (*Collector)(nil)
 
 // NewCollector returns a collector that reads src on every scrape. When a
 // read fails, the scrape still succeeds with vram_monitor_up 0 and no GPU
-// metrics. The collector does not close src.
+// metrics; a nil src counts as a read that fails. The collector does not
+// close src.
 func NewCollector(src Source) *Collector { return &Collector{src: src} }
 
 // Describe sends the descriptors of every metric the collector may export.
@@ -64,7 +65,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect reads the source and sends the metrics.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	start := time.Now()
-	r, err := c.src.Read()
+	r, err := read(c.src)
 	took := time.Since(start).Seconds()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labelValues(labels)...)
@@ -130,4 +131,13 @@ func labelValues(labels []string) []string {
 		out[i] = strings.ToValidUTF8(l, "\uFFFD")
 	}
 	return out
+}
+
+// read reads src, which may be nil: that is an error, not a panic, so that
+// a scrape of a collector made with no source reports vram_monitor_up 0.
+func read(src Source) (Reading, error) {
+	if src == nil {
+		return Reading{}, errNil("source")
+	}
+	return src.Read()
 }

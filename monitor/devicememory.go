@@ -35,7 +35,8 @@ var _ prometheus.Collector = (*DeviceMemoryCollector)(nil)
 // NewDeviceMemoryCollector returns a collector that calls read on every
 // scrape and exports the result under the labels device and rank, and
 // those of opts ([LocalRank]). read must be safe to call from any
-// goroutine (vram.DeviceMemory is).
+// goroutine (vram.DeviceMemory is); with a nil read every scrape of the
+// collector fails with an error saying so.
 func NewDeviceMemoryCollector(device string, rank int, read func() (memory.DeviceMemory, error), opts ...LabelOption) *DeviceMemoryCollector {
 	l := processLabels(device, rank, opts)
 	desc := func(name, help string, vars ...string) *prometheus.Desc {
@@ -62,6 +63,10 @@ func (c *DeviceMemoryCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect calls the read function and sends the metrics.
 func (c *DeviceMemoryCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.read == nil {
+		ch <- prometheus.NewInvalidMetric(c.total, errNil("read function"))
+		return
+	}
 	m, err := c.read()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.total, err)
@@ -98,6 +103,9 @@ func (c *DeviceMemoryCollector) Collect(ch chan<- prometheus.Metric) {
 func RegisterDeviceMemory(reg prometheus.Registerer, device string, rank int, read func() (memory.DeviceMemory, error), opts ...LabelOption) error {
 	if read == nil {
 		return errors.New("monitor: RegisterDeviceMemory: nil read function")
+	}
+	if reg == nil {
+		return errors.New("monitor: RegisterDeviceMemory: nil registerer")
 	}
 	return reg.Register(NewDeviceMemoryCollector(device, rank, read, opts...))
 }

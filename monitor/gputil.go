@@ -242,7 +242,7 @@ func GetFirstAvailable(opts Options) (int, error) {
 // one. When no reading has such a GPU the error wraps [ErrNoneAvailable];
 // when ctx ends first, it is ctx's error; a read that fails ends the wait
 // with the source's error, and options that [Options.Check] refuses are
-// an error before src is read.
+// an error before src is read, and so is a nil src.
 //
 //	src, err := monitor.Default()
 //	...
@@ -250,6 +250,9 @@ func GetFirstAvailable(opts Options) (int, error) {
 func FirstAvailable(ctx context.Context, src Source, opts Options, attempts int, interval time.Duration) (int, error) {
 	if err := opts.Check(); err != nil {
 		return -1, err
+	}
+	if src == nil {
+		return -1, errNil("source")
 	}
 	opts.Limit = 1
 	attempts = max(attempts, 1)
@@ -294,6 +297,9 @@ func FirstAvailable(ctx context.Context, src Source, opts Options, attempts int,
 //
 // GPU is the compute utilization and MEM the share of memory in use.
 func ShowUtilization(w io.Writer) error {
+	if w == nil {
+		return errNil("writer")
+	}
 	gpus, err := GetGPUs()
 	if err != nil {
 		return err
@@ -308,6 +314,9 @@ func ShowUtilization(w io.Writer) error {
 // (\x1b), and columns are aligned as a terminal draws them (a CJK
 // character takes two columns).
 func WriteUtilization(w io.Writer, gpus []GPU, all bool) error {
+	if w == nil {
+		return errNil("writer")
+	}
 	type col struct {
 		name  string
 		cells []string

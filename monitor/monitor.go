@@ -32,6 +32,13 @@ var (
 	ErrClosed = errors.New("monitor: source is closed")
 )
 
+// errNil returns the error of a call given a nil what (a source, a writer):
+// the package returns errors rather than panicking (see # Errors in the
+// package doc).
+func errNil(what string) error {
+	return errors.New("monitor: nil " + what)
+}
+
 // Unknown is the value of a numeric field that the driver does not report
 // for a GPU (NVML_ERROR_NOT_SUPPORTED, or a query that failed: see
 // [GPU.Errors]).

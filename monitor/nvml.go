@@ -138,7 +138,7 @@ const (
 
 // Read reads everything of every GPU ([FieldsAll]). Values a device does
 // not support are [Unknown]; other failed queries are listed in
-// [GPU.Errors]. Read fails only when the source is closed.
+// [GPU.Errors]. Read fails only when the source is closed or nil.
 //
 // Cost, measured on an H200 with driver 580 (2026-11-30): about 1.5 ms per
 // GPU, most of it in the power, clock and process queries; the five calls
@@ -150,6 +150,9 @@ func (s *NVML) Read() (Reading, error) { return s.ReadFields(FieldsAll) }
 // values, no processes, and ProcessesVisible false with a note saying they
 // were not read.
 func (s *NVML) ReadFields(f Fields) (Reading, error) {
+	if s == nil {
+		return Reading{}, errNil("source")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -167,6 +170,9 @@ func (s *NVML) ReadFields(f Fields) (Reading, error) {
 // Close shuts NVML down (once for this source). Later Reads return
 // [ErrClosed].
 func (s *NVML) Close() error {
+	if s == nil {
+		return errNil("source")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

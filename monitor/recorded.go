@@ -55,8 +55,11 @@ func OpenRecorded(path string) (*Recorded, error) {
 }
 
 // Read returns the next recorded reading, deep-copied so the caller may
-// change it.
+// change it. A nil *Recorded returns an error, as Close does.
 func (r *Recorded) Read() (Reading, error) {
+	if r == nil {
+		return Reading{}, errNil("source")
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -72,6 +75,9 @@ func (r *Recorded) Read() (Reading, error) {
 
 // Close makes later Reads fail with [ErrClosed].
 func (r *Recorded) Close() error {
+	if r == nil {
+		return errNil("source")
+	}
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
@@ -103,6 +109,9 @@ type recording struct {
 //
 // where each READING is a [Reading] as "vram smi --json" prints it.
 func WriteRecording(w io.Writer, readings []Reading) error {
+	if w == nil {
+		return errNil("writer")
+	}
 	if readings == nil {
 		readings = []Reading{}
 	}
@@ -137,6 +146,9 @@ func invalid(format string, args ...any) error {
 // leaves out, a process's used_bytes included, is [Unknown]. Input larger
 // than 1 GiB is refused.
 func ReadRecording(r io.Reader) ([]Reading, error) {
+	if r == nil {
+		return nil, errNil("reader")
+	}
 	// Look at the first byte before reading everything: input that is
 	// not JSON (a binary file, /dev/zero) is refused at once.
 	lr := &io.LimitedReader{R: r, N: maxRecordingBytes + 1}
