@@ -118,8 +118,12 @@ func Synchronize(d Device) error {
 	return nil
 }
 
-// Device returns the device the stream belongs to.
-func (s *Stream) Device() Device { return s.ds.dev }
+// Device returns the device the stream belongs to, also after Release.
+// It panics with [ErrArgument] on a nil stream.
+func (s *Stream) Device() Device {
+	s.checkNil("stream device")
+	return s.ds.dev
+}
 
 // Priority returns the stream's priority.
 func (s *Stream) Priority() int {
@@ -127,24 +131,36 @@ func (s *Stream) Priority() int {
 	return s.bs.Priority()
 }
 
-// IsDefault reports whether s is its device's default stream.
-func (s *Stream) IsDefault() bool { return s.def }
+// IsDefault reports whether s is its device's default stream. It panics
+// with [ErrArgument] on a nil stream.
+func (s *Stream) IsDefault() bool {
+	s.checkNil("stream is default")
+	return s.def
+}
 
 // String describes the stream: "cuda:0 default stream", "sim:1 stream
-// (priority -1)".
+// (priority -1)", and "nil stream" for a nil one.
 func (s *Stream) String() string {
+	if s == nil {
+		return "nil stream"
+	}
 	if s.def {
 		return s.ds.dev.String() + " default stream"
 	}
 	return fmt.Sprintf("%s stream (priority %d)", s.ds.dev, s.bs.Priority())
 }
 
-// check panics with [ErrArgument] on a nil stream and [ErrReleased] on a
-// released one.
-func (s *Stream) check(op string) {
+// checkNil panics with [ErrArgument] on a nil stream.
+func (s *Stream) checkNil(op string) {
 	if s == nil {
 		fail(op, ErrArgument, "nil stream")
 	}
+}
+
+// check panics with [ErrArgument] on a nil stream and [ErrReleased] on a
+// released one.
+func (s *Stream) check(op string) {
+	s.checkNil(op)
 	if s.released.Load() {
 		fail(op, ErrReleased, "the %s was released", s)
 	}

@@ -186,6 +186,8 @@ func TestStreamErrors(t *testing.T) {
 		fn   func()
 	}{
 		{"nil stream", ErrArgument, func() { WithStream(nil, func() {}) }},
+		{"nil stream device", ErrArgument, func() { var s *Stream; s.Device() }},
+		{"nil stream is default", ErrArgument, func() { var s *Stream; s.IsDefault() }},
 		{"released stream", ErrReleased, func() { WithStream(released, func() {}) }},
 		{"released stream synchronize", ErrReleased, func() { released.Synchronize() }},
 		{"nil event", ErrArgument, func() { var e *Event; e.Record(s0) }},
@@ -219,6 +221,13 @@ func TestStreamErrors(t *testing.T) {
 				t.Fatalf("got %v, want an *Error of kind %v", err, tc.kind)
 			}
 		})
+	}
+	if err := Catch(func() {
+		if got := (*Stream)(nil).String(); got != "nil stream" {
+			t.Errorf("a nil stream's String is %q", got)
+		}
+	}); err != nil {
+		t.Errorf("String of a nil stream: %v", err)
 	}
 	if _, err := NewStream(Device{Kind: "nope"}); err == nil {
 		t.Error("NewStream on an unknown device kind succeeded")
