@@ -1,5 +1,7 @@
 package vram
 
+import "slices"
+
 // autocastState is one Autocast region of a goroutine.
 type autocastState struct {
 	dt DType
@@ -110,13 +112,24 @@ func AutocastDType() (DType, bool) {
 // not already in the low dtype is converted (a float16 activation in a
 // bfloat16 region becomes bfloat16); float64 and non-float ones are not
 // eligible. Only float32 weights are cached. Outside a region it returns
-// ts unchanged. nil stays nil.
-func autocastLow(ts ...*Tensor) ([]*Tensor, func()) {
+// ts unchanged. nil stays nil. A float64 operand beside one it would
+// convert panics with [ErrDType] for op, naming the dtypes as given: the
+// op would refuse the mix anyway, and its own message would name the
+// converted copy's dtype, which the caller never made.
+func autocastLow(op string, ts ...*Tensor) ([]*Tensor, func()) {
 	g := current()
 	if g == nil || g.autocast == nil {
 		return ts, func() {}
 	}
 	st := g.autocast
+	if i := slices.IndexFunc(ts, func(t *Tensor) bool { return t != nil && t.dtype == Float64 }); i >= 0 {
+		for _, t := range ts {
+			if t != nil && t.dtype != st.dt && (t.dtype == Float32 || t.dtype == Float16 || t.dtype == BFloat16) {
+				fail(op, ErrDType, "operands of %s and %s in a %s autocast region: autocast leaves float64 as it is and casts %s to %s, so the dtypes differ; Cast one of them, or run the op under NoAutocast",
+					ts[i].dtype, t.dtype, st.dt, t.dtype, st.dt)
+			}
+		}
+	}
 	out := make([]*Tensor, len(ts))
 	var temps []*Tensor
 	for i, t := range ts {

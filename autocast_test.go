@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -114,6 +115,52 @@ func TestAutocastLeavesFloat64(t *testing.T) {
 			t.Errorf("float64 weight gradient %v, want float64 twos", g)
 		}
 	})
+}
+
+// TestAutocastMixedFloat64NamesGivenDTypes: a product mixing a float64
+// operand with one autocast would cast fails with ErrDType naming the op
+// and the dtypes the caller gave, not the dtype of autocast's own copy,
+// and says that autocast is why they differ.
+func TestAutocastMixedFloat64NamesGivenDTypes(t *testing.T) {
+	f64 := func(s Shape) *Tensor { return Ones(s, Float64) }
+	f32 := func(s Shape) *Tensor { return Ones(s) }
+	f16 := func(s Shape) *Tensor { return Ones(s, Float16) }
+	tests := []struct {
+		name   string
+		region DType
+		op     string
+		other  DType // the dtype given beside float64
+		run    func()
+	}{
+		{"matmul float64 by float32", BFloat16, "matmul", Float32, func() { f64(Shape{2, 3}).MatMul(f32(Shape{3, 2})) }},
+		{"matmul float32 by float64", Float16, "matmul", Float32, func() { f32(Shape{2, 3}).MatMul(f64(Shape{3, 2})) }},
+		{"bmm float16 by float64 in bfloat16", BFloat16, "bmm", Float16, func() { f16(Shape{1, 2, 3}).BMM(f64(Shape{1, 3, 2})) }},
+		{"linear float32 weight", Float16, "linear", Float32, func() { Linear(f64(Shape{2, 3}), f32(Shape{4, 3}), nil) }},
+		{"linear float32 bias", BFloat16, "linear", Float32, func() { Linear(f64(Shape{2, 3}), f64(Shape{4, 3}), f32(Shape{4})) }},
+		{"conv2d float32 weight", Float16, "conv2d", Float32, func() {
+			Conv2d(f64(Shape{1, 2, 4, 4}), f32(Shape{3, 2, 3, 3}), nil, Conv2dParams{})
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				var err error
+				Autocast(tc.region, func() { err = Catch(tc.run) })
+				var e *Error
+				if !errors.As(err, &e) || e.Kind != ErrDType {
+					t.Fatalf("got %v, want an *Error of kind ErrDType", err)
+				}
+				if e.Op != tc.op {
+					t.Errorf("op %q, want %q", e.Op, tc.op)
+				}
+				for _, w := range []string{"float64", tc.other.String(), "autocast"} {
+					if !strings.Contains(e.Detail, w) {
+						t.Errorf("%q does not name %s", e.Detail, w)
+					}
+				}
+			})
+		})
+	}
 }
 
 // TestAutocastRecastsUpdatedWeights: a weight written in place inside a

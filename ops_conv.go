@@ -427,7 +427,7 @@ func (g convGeom) dual() convGeom {
 
 func conv2d(op string, x, w, bias *Tensor, p Conv2dParams, transposed bool, act Activation) *Tensor {
 	if g := current(); g != nil && g.autocast != nil {
-		ops, done := autocastLow(x, w, bias)
+		ops, done := autocastLow(op, x, w, bias)
 		defer done()
 		x, w, bias = ops[0], ops[1], ops[2]
 	}

@@ -40,7 +40,7 @@ func Einsum(eq string, operands ...*Tensor) *Tensor {
 		// PyTorch's einsum contracts through bmm, which autocast runs in
 		// the region's dtype whatever float32, float16 or bfloat16 mix
 		// it is given.
-		low, done := autocastLow(operands...)
+		low, done := autocastLow(op, operands...)
 		defer done()
 		operands = low
 	}

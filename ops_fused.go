@@ -141,7 +141,7 @@ func LinearAct(x, weight, bias *Tensor, act Activation) *Tensor {
 	act.check(op)
 	notNil(op, x, weight)
 	if g := current(); g != nil && g.autocast != nil {
-		ops, done := autocastLow(x, weight, bias)
+		ops, done := autocastLow(op, x, weight, bias)
 		defer done()
 		x, weight, bias = ops[0], ops[1], ops[2]
 	}

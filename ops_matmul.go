@@ -83,7 +83,7 @@ func (a *Tensor) MatMul(b *Tensor) *Tensor {
 	defer asOp("matmul")
 	if g := current(); g != nil && g.autocast != nil {
 		notNil("matmul", a, b)
-		ops, done := autocastLow(a, b)
+		ops, done := autocastLow("matmul", a, b)
 		defer done()
 		a, b = ops[0], ops[1]
 	}

@@ -46,7 +46,7 @@ func LinearInt8(x, wq, scale, bias *Tensor) *Tensor {
 	defer asOp(op)
 	notNil(op, x, wq, scale)
 	if g := current(); g != nil && g.autocast != nil {
-		ops, done := autocastLow(x)
+		ops, done := autocastLow(op, x)
 		defer done()
 		x = ops[0]
 	}
