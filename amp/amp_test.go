@@ -601,6 +601,33 @@ func TestGradScalerScalePromotes16BitLoss(t *testing.T) {
 	}
 }
 
+// TestGradScalerScalePromotesIntegerLoss: a loss of an integer or bool
+// dtype is scaled in float32, as PyTorch's float32 scale promotes it,
+// rather than in its own dtype, where the product wraps around.
+func TestGradScalerScalePromotesIntegerLoss(t *testing.T) {
+	s, _ := amp.NewGradScaler(amp.GradScalerConfig{}) // 2^16
+	tests := []struct {
+		dt   vram.DType
+		loss float64
+	}{
+		{vram.Int32, 40000}, // 40000·2^16 is past int32's range
+		{vram.Int64, 3},
+		{vram.Int8, 100},
+		{vram.Bool, 1},
+	}
+	for _, tt := range tests {
+		for _, d := range devices {
+			l := vram.Full(vram.Shape{}, tt.loss, tt.dt, d)
+			scaled := s.Scale(l)
+			if scaled.DType() != vram.Float32 || scaled.Item() != tt.loss*65536 {
+				t.Errorf("%v %v: Scale(%v) = %v %v, want float32 %v", d, tt.dt, tt.loss, scaled.DType(), scaled.Item(), tt.loss*65536)
+			}
+			scaled.Release()
+			l.Release()
+		}
+	}
+}
+
 func TestGradScalerScaleStaysInFloat32Range(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -140,8 +140,10 @@ func (s *GradScaler) CurrentScale() float64 {
 // caller owns; call Backward on it. A float16 or bfloat16 loss is cast to
 // float32 first, as PyTorch's float32 scale promotes it, so that the
 // scaled loss itself does not overflow (float16 ends at 65504, below the
-// default scale). It panics with an *vram.Error of kind vram.ErrArgument
-// for a nil loss.
+// default scale). So is a loss of an integer or bool dtype, as PyTorch's
+// float32 scale promotes it: scaled in its own dtype it would wrap around
+// (an int32 loss of 40000 times 2^16). It panics with an *vram.Error of
+// kind vram.ErrArgument for a nil loss.
 func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor {
 	if loss == nil {
 		panic(&vram.Error{Op: "grad scaler scale", Kind: vram.ErrArgument, Detail: "nil loss"})
@@ -152,7 +154,7 @@ func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor {
 	if err := refuseCapture("grad scaler scale", loss); err != nil {
 		panic(err)
 	}
-	if dt := loss.DType(); dt == vram.Float16 || dt == vram.BFloat16 {
+	if dt := loss.DType(); dt == vram.Float16 || dt == vram.BFloat16 || !dt.IsFloat() {
 		l := loss.Cast(vram.Float32)
 		defer l.Release()
 		return l.MulScalar(s.st.Scale)
