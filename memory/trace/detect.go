@@ -90,6 +90,9 @@ func Read(r io.Reader, name string) (*File, error) { return Limits{}.Read(r, nam
 
 func read(r io.Reader, lim Limits) (*File, error) {
 	f := &File{}
+	if r == nil {
+		return f, errNilReader(KindUnknown)
+	}
 	br, kind, err := detect(r, f)
 	if err != nil {
 		return f, err

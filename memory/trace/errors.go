@@ -56,6 +56,16 @@ func (e *ParseError) Error() string {
 // Unwrap returns Err.
 func (e *ParseError) Unwrap() error { return e.Err }
 
+// errNilReader is the error of a reader of this package given a nil
+// io.Reader to read a kind of input from.
+func errNilReader(kind Kind) error {
+	return &ParseError{Kind: kind, Offset: -1, Msg: "nil reader"}
+}
+
+// errNilWriter is the error of a writer of this package given a nil
+// io.Writer.
+var errNilWriter = errors.New("trace: nil writer")
+
 // detailer is an error of this package that can print itself without the
 // "trace: " prefix, so that wrapping it does not repeat the prefix.
 type detailer interface{ detail() string }

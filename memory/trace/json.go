@@ -25,10 +25,13 @@ const (
 // WriteJSON writes s as a vram JSON snapshot: one key per line at the top,
 // one segment, block and history event per line below it, so that files
 // diff and grep well. It validates s first and writes nothing if
-// [Snapshot.Validate] fails.
+// [Snapshot.Validate] fails (as it does for a nil s); a nil w is an error.
 func WriteJSON(w io.Writer, s *Snapshot) error {
 	if err := s.Validate(); err != nil {
 		return err
+	}
+	if w == nil {
+		return errNilWriter
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	b := make([]byte, 0, 1024)
@@ -255,6 +258,9 @@ type jsonEvent struct {
 // ignored. Segments, blocks and history events are checked as they are
 // decoded, so that memory grows only with valid entries.
 func ReadJSON(r io.Reader) (*Snapshot, error) {
+	if r == nil {
+		return nil, errNilReader(KindJSON)
+	}
 	return readJSON(limited(r, Limits{}))
 }
 

@@ -47,6 +47,9 @@ const (
 // [*InvalidSnapshotError] whose Segment is the index in the pickle's
 // "segments" list.
 func ReadPickle(r io.Reader) ([]*Snapshot, error) {
+	if r == nil {
+		return nil, errNilReader(KindPickle)
+	}
 	br := bufio.NewReaderSize(r, 64<<10)
 	if magic, _ := br.Peek(2); bytes.Equal(magic, gzipMagic) {
 		zr, err := gzip.NewReader(br)

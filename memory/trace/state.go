@@ -122,12 +122,16 @@ func (s *intervals) remove(addr uint64, size int64) bool {
 // history has it, else none. Segment events, oom and snapshot do not change
 // the held blocks.
 //
-// It fails if n is out of range, or, with an [*InvalidSnapshotError], if the
+// It fails if n is out of range, or, with an [*InvalidSnapshotError], for a
+// nil s or if the
 // history contradicts the segments (an alloc of a block that is not held
 // after it, a free_requested of a block that is not pending free after it,
 // a free_completed at an address held after it); such a snapshot was not
 // taken from one allocator in one go.
 func StateAt(s *Snapshot, n int) ([]Block, error) {
+	if s == nil {
+		return nil, &InvalidSnapshotError{Segment: -1, Block: -1, Event: -1, Reason: "nil snapshot"}
+	}
 	if n < 0 || n > len(s.History) {
 		return nil, fmt.Errorf("trace: StateAt: event %d out of range [0, %d]", n, len(s.History))
 	}

@@ -46,6 +46,9 @@ type TextReader struct {
 // gzip header is corrupt, or if the first event line is malformed; errors
 // are [*ParseError]s.
 func NewTextReader(r io.Reader) (*TextReader, error) {
+	if r == nil {
+		return nil, errNilReader(KindText)
+	}
 	br := bufio.NewReaderSize(r, 64<<10)
 	if magic, _ := br.Peek(2); bytes.Equal(magic, gzipMagic) {
 		zr, err := gzip.NewReader(br)
@@ -301,15 +304,18 @@ func ReadTextAll(r io.Reader) ([]Event, error) {
 // at the end. It is not safe for concurrent use. To write a compressed
 // trace, pass a [gzip.Writer] and close it after Flush.
 type TextWriter struct {
-	w   *bufio.Writer
+	w   *bufio.Writer // nil when made for a nil io.Writer
 	buf []byte
 }
 
 // NewTextWriter returns a writer that has written the format's header line
 // ("# action addr size stream [time_us]") and then each of the header lines
 // as a comment (a line with newlines becomes several comments) to its
-// buffer.
+// buffer. Given a nil w, its Write and Flush fail.
 func NewTextWriter(w io.Writer, header ...string) *TextWriter {
+	if w == nil {
+		return &TextWriter{}
+	}
 	t := &TextWriter{w: bufio.NewWriterSize(w, 64<<10), buf: make([]byte, 0, 128)}
 	t.w.WriteString(textHeader + "\n")
 	for _, h := range header {
@@ -324,6 +330,9 @@ func NewTextWriter(w io.Writer, header ...string) *TextWriter {
 // (the reader would reject the line), or when the underlying writer fails.
 // TimeUS is written as a fifth field only when it is not 0.
 func (t *TextWriter) Write(e Event) error {
+	if t.w == nil {
+		return errNilWriter
+	}
 	if !e.Action.Valid() {
 		return fmt.Errorf("trace: cannot write event with invalid action %d", uint8(e.Action))
 	}
@@ -348,7 +357,12 @@ func (t *TextWriter) Write(e Event) error {
 }
 
 // Flush writes any buffered data to the underlying writer.
-func (t *TextWriter) Flush() error { return t.w.Flush() }
+func (t *TextWriter) Flush() error {
+	if t.w == nil {
+		return errNilWriter
+	}
+	return t.w.Flush()
+}
 
 // WriteText writes events as an uncompressed text trace with the format's
 // header line; see [TextWriter] for what is kept.

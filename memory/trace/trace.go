@@ -326,9 +326,15 @@ func (e *InvalidSnapshotError) detail() string {
 //     sorted, and tile the segment exactly (no gap, no overlap);
 //   - a held block (allocated or pending free) has 0 <= Requested <= Size;
 //   - every history event has a valid Action and Size >= 0.
+//
+// A nil s is invalid too (a device without a caching allocator has no
+// snapshot).
 func (s *Snapshot) Validate() error {
 	bad := func(seg, blk, ev int, format string, args ...any) error {
 		return &InvalidSnapshotError{Segment: seg, Block: blk, Event: ev, Reason: fmt.Sprintf(format, args...)}
+	}
+	if s == nil {
+		return bad(-1, -1, -1, "nil snapshot")
 	}
 	if s.Device < 0 {
 		return bad(-1, -1, -1, "negative device %d", s.Device)
