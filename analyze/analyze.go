@@ -260,8 +260,11 @@ type OOM struct {
 // memory that grows with the blocks live at once rather than with its
 // length. It fails when the history cannot be read, or when its sizes add
 // up past what int64 holds (8 EiB: no device has that; the file is
-// corrupt).
+// corrupt). A nil f is an error.
 func Analyze(f *trace.File, opts Options) (*Report, error) {
+	if f == nil {
+		return nil, fmt.Errorf("analyze: nil file")
+	}
 	r := &Report{File: f.Name, Format: f.Kind.String()}
 	switch f.Kind {
 	case trace.KindText:

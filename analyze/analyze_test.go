@@ -515,3 +515,19 @@ func TestGroupsAddUp(t *testing.T) {
 		})
 	}
 }
+
+// TestAnalyzeNilFile: a nil file is an error, not a panic.
+func TestAnalyzeNilFile(t *testing.T) {
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("panicked: %v", r)
+			}
+		}()
+		_, err = Analyze(nil, Options{})
+	}()
+	if err == nil || !strings.Contains(err.Error(), "nil file") {
+		t.Fatalf("Analyze(nil): %v, want an error saying the file is nil", err)
+	}
+}

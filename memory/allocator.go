@@ -182,7 +182,8 @@ func withQuickOOM() Option { return func(a *Allocator) { a.quickOOM = true } }
 
 // New returns an allocator over arena with settings cfg. When cfg cannot be
 // used with arena (see [Config.Check]) the allocator is still returned, and
-// every Alloc fails with that [*ConfigError]. policy:vram on an arena that is
+// every Alloc fails with that [*ConfigError]; so does every Alloc of an
+// allocator over a nil arena, with an error saying so. policy:vram on an arena that is
 // not a [VirtualArena] falls back to the PyTorch policy with fixed segments.
 func New(arena Arena, cfg Config, opts ...Option) *Allocator {
 	a := &Allocator{
@@ -221,6 +222,9 @@ func New(arena Arena, cfg Config, opts ...Option) *Allocator {
 		if a.gran <= 0 || a.gran%kMinBlockSize != 0 {
 			a.cfgErr = fmt.Errorf("memory: arena granularity %d is not a positive multiple of %d", a.gran, kMinBlockSize)
 		}
+	}
+	if arena == nil {
+		a.cfgErr = errors.New("memory: nil arena")
 	}
 	a.fraction = cfg.PerProcessMemoryFraction
 	a.limited = a.fraction > 0

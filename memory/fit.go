@@ -197,6 +197,9 @@ const failedRequestAddr = math.MaxUint64
 // one on which the recorded run would have gone on past its OOM. An oom
 // event without a size adds nothing.
 func WithFailedRequests(h trace.History) (trace.History, error) {
+	if h == nil {
+		return nil, errors.New("memory: WithFailedRequests: nil history")
+	}
 	freeAction, err := freeActionOf(h)
 	if err != nil {
 		return nil, err
@@ -206,8 +209,11 @@ func WithFailedRequests(h trace.History) (trace.History, error) {
 
 // SnapshotWithFailedRequests is [WithFailedRequests] of a snapshot's
 // history: a copy of s whose History has the failed requests added, for
-// [ReplayFrom].
+// [ReplayFrom]. It returns nil for a nil s.
 func SnapshotWithFailedRequests(s *trace.Snapshot) *trace.Snapshot {
+	if s == nil {
+		return nil
+	}
 	c := *s
 	freeAction, _ := freeActionOf(trace.Events(s.History))
 	c.History = nil

@@ -56,7 +56,8 @@ type Result struct {
 // skipped. A free of an address not live in the replay is counted in
 // UnmatchedFrees. An alloc at an address still live frees the earlier block
 // first. The error is a [*ConfigError] when cfg does not suit arena, or an
-// arena failure other than running out of memory.
+// arena failure other than running out of memory; a nil arena is an error
+// before anything is replayed.
 func Replay(events []trace.Event, arena Arena, cfg Config) (Result, error) {
 	return ReplayHistory(trace.Events(events), arena, cfg)
 }
@@ -68,6 +69,9 @@ func Replay(events []trace.Event, arena Arena, cfg Config) (Result, error) {
 // action frees, and the second replays. An error reading h ends the replay
 // with that error and the result so far.
 func ReplayHistory(h trace.History, arena Arena, cfg Config) (Result, error) {
+	if err := replayArgs(h, arena); err != nil {
+		return Result{}, err
+	}
 	freeAction, err := freeActionOf(h)
 	if err != nil {
 		return Result{}, err
@@ -85,6 +89,12 @@ func ReplayHistory(h trace.History, arena Arena, cfg Config) (Result, error) {
 // the peaks but not toward Events. A snapshot whose history contradicts its
 // segments is an error.
 func ReplayFrom(state *trace.Snapshot, arena Arena, cfg Config) (Result, error) {
+	if state == nil {
+		return Result{}, fmt.Errorf("memory: replay: %w", state.Validate())
+	}
+	if err := replayArgs(trace.Events(state.History), arena); err != nil {
+		return Result{}, err
+	}
 	r := newReplayer(arena, cfg)
 	if state.Truncated {
 		held, err := trace.StateAt(state, 0)
@@ -129,6 +139,18 @@ func newReplayer(arena Arena, cfg Config) *replayer {
 		live:   make(map[uint64]*Block),
 		failed: make(map[uint64]bool),
 	}
+}
+
+// replayArgs returns the error of a replay of h over arena when either is
+// nil, which would otherwise fail at the first event.
+func replayArgs(h trace.History, arena Arena) error {
+	switch {
+	case h == nil:
+		return errors.New("memory: replay: nil history")
+	case arena == nil:
+		return errors.New("memory: replay: nil arena")
+	}
+	return nil
 }
 
 // errStop ends a pass over a history early.
