@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 )
 
@@ -12,9 +13,12 @@ import (
 // with the pid of "vram run", whose ranks are its children (and, under
 // "go run", its grandchildren). Where /proc cannot be read it returns pids
 // alone. The pids are those of this PID namespace; NVML lists the host's,
-// which differ inside a container with its own PID namespace.
+// which differ inside a container with its own PID namespace. Numbers
+// below 1 are not process ids and are left out: 0, the kernel's, is the
+// parent of init, so its tree would be every process on the machine.
 func ProcessTree(pids []int) map[int]bool {
 	tree := map[int]bool{}
+	pids = slices.DeleteFunc(slices.Clone(pids), func(p int) bool { return p < 1 })
 	for _, p := range pids {
 		tree[p] = true
 	}

@@ -1,9 +1,11 @@
 package monitor
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/vramgo/vram/memory"
@@ -32,6 +34,47 @@ func TestProcessTree(t *testing.T) {
 	}
 	if got := ProcessTree([]int{cmd.Process.Pid}); got[os.Getpid()] {
 		t.Error("a child's tree holds its parent")
+	}
+}
+
+// TestProcessTreeSkipsNonPIDs: numbers below 1 are no process ids; 0 is
+// the parent of init, whose tree would be every process.
+func TestProcessTreeSkipsNonPIDs(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	me := os.Getpid()
+	tests := []struct {
+		name string
+		pids []int
+		want map[int]bool
+	}{
+		{"zero", []int{0}, map[int]bool{}},
+		{"negative", []int{-1, -me}, map[int]bool{}},
+		{"zero beside a process", []int{0, me}, map[int]bool{me: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := slices.Clone(tc.pids)
+			got := ProcessTree(tc.pids)
+			if !slices.Equal(in, tc.pids) {
+				t.Errorf("ProcessTree changed its argument to %v", tc.pids)
+			}
+			allowed := maps.Clone(tc.want)
+			if tc.want[me] {
+				maps.Copy(allowed, ProcessTree([]int{me})) // and this process's children
+			}
+			for p := range got {
+				if !allowed[p] {
+					t.Fatalf("ProcessTree(%v) holds %d (%d processes), want %v", tc.pids, p, len(got), tc.want)
+				}
+			}
+			for p := range tc.want {
+				if !got[p] {
+					t.Errorf("ProcessTree(%v) lacks %d", tc.pids, p)
+				}
+			}
+		})
 	}
 }
 
