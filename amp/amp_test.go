@@ -819,3 +819,73 @@ func TestGradScalerDisabled(t *testing.T) {
 		}
 	}
 }
+
+// TestGradScalerZeroValue: a GradScaler declared without NewGradScaler
+// behaves as NewGradScaler(GradScalerConfig{}) from whichever call comes
+// first: it scaled losses by 0 (every gradient zero), failed to unscale
+// by an inverse scale of +Inf and left a state LoadState refuses.
+func TestGradScalerZeroValue(t *testing.T) {
+	step := func(s *amp.GradScaler, d vram.Device) (stepped bool, grad []float64) {
+		p := vram.Ones(vram.Shape{2}, vram.Float32, d).SetRequiresGrad(true)
+		defer p.Release()
+		opt, err := optim.NewSGD([]*vram.Tensor{p}, optim.SGDConfig{LR: 0.1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loss := p.MulScalar(3).Sum()
+		scaled := s.Scale(loss)
+		scaled.Backward()
+		scaled.Release()
+		loss.Release()
+		if _, err := s.Unscale([]*vram.Tensor{p}); err != nil {
+			t.Fatalf("Unscale: %v", err)
+		}
+		grad = p.Grad().Float64s()
+		stepped = s.Step(opt, []*vram.Tensor{p})
+		s.Update()
+		return stepped, grad
+	}
+	tests := []struct {
+		name  string
+		first func(s *amp.GradScaler) any
+	}{
+		{"CurrentScale", func(s *amp.GradScaler) any { return s.CurrentScale() }},
+		{"State", func(s *amp.GradScaler) any { return s.State() }},
+		{"Update", func(s *amp.GradScaler) any { s.Update(); return s.State() }},
+		{"UpdateTo", func(s *amp.GradScaler) any { return []any{s.UpdateTo(1024), s.State()} }},
+		{"Scale", func(s *amp.GradScaler) any {
+			l := vram.Full(vram.Shape{}, 3, vram.Float32)
+			defer l.Release()
+			r := s.Scale(l)
+			defer r.Release()
+			return r.Item()
+		}},
+		{"a whole step", func(s *amp.GradScaler) any {
+			stepped, grad := step(s, vram.Sim(0))
+			return []any{stepped, grad, s.State()}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			want, _ := amp.NewGradScaler(amp.GradScalerConfig{})
+			var zero amp.GradScaler
+			var got, exp any
+			if err := vram.Catch(func() { got = tc.first(&zero) }); err != nil {
+				t.Fatalf("zero scaler: %v", err)
+			}
+			exp = tc.first(want)
+			if fmt.Sprint(got) != fmt.Sprint(exp) {
+				t.Errorf("zero scaler gives %v, NewGradScaler's %v", got, exp)
+			}
+			if err := zero.LoadState(zero.State()); err != nil {
+				t.Errorf("LoadState(State()) of the zero scaler: %v", err)
+			}
+			// Then a full step on each agrees.
+			gs, gg := step(&zero, vram.CPU)
+			ws, wg := step(want, vram.CPU)
+			if gs != ws || fmt.Sprint(gg) != fmt.Sprint(wg) || zero.State() != want.State() {
+				t.Errorf("after a step: zero scaler %v %v %+v, NewGradScaler's %v %v %+v", gs, gg, zero.State(), ws, wg, want.State())
+			}
+		})
+	}
+}

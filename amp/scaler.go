@@ -53,8 +53,10 @@ type GradScalerState struct {
 // them did. Its scale is a number of the host and its verdict on inf and
 // NaN is read from the device, so it cannot be recorded in a graph
 // (vram.CaptureGraph): Scale, Unscale and Step refuse during a capture
-// with an error wrapping vram.ErrCapturing, changing nothing. A
-// GradScaler is not safe for concurrent use.
+// with an error wrapping vram.ErrCapturing, changing nothing. The zero
+// GradScaler is ready to use, with PyTorch's defaults, as
+// NewGradScaler(GradScalerConfig{}) returns. A GradScaler is not safe for
+// concurrent use.
 type GradScaler struct {
 	st       GradScalerState
 	disabled bool
@@ -87,7 +89,17 @@ var ErrUnscaledTwice = fmt.Errorf("amp: Unscale was already called since the las
 // is not positive and within float32's range, a growth factor not above 1, a backoff factor outside (0, 1) or a
 // negative growth interval.
 func NewGradScaler(cfg GradScalerConfig) (*GradScaler, error) {
-	st := GradScalerState{Scale: cfg.InitScale, GrowthFactor: cfg.GrowthFactor, BackoffFactor: cfg.BackoffFactor, GrowthInterval: cfg.GrowthInterval}
+	st := withDefaults(GradScalerState{Scale: cfg.InitScale, GrowthFactor: cfg.GrowthFactor, BackoffFactor: cfg.BackoffFactor, GrowthInterval: cfg.GrowthInterval})
+	if err := st.check(); err != nil {
+		return nil, err
+	}
+	s := &GradScaler{st: st, disabled: cfg.Disabled}
+	s.reset()
+	return s, nil
+}
+
+// withDefaults returns st with its zero fields set to PyTorch's defaults.
+func withDefaults(st GradScalerState) GradScalerState {
 	if st.Scale == 0 {
 		st.Scale = 65536
 	}
@@ -100,12 +112,17 @@ func NewGradScaler(cfg GradScalerConfig) (*GradScaler, error) {
 	if st.GrowthInterval == 0 {
 		st.GrowthInterval = 2000
 	}
-	if err := st.check(); err != nil {
-		return nil, err
+	return st
+}
+
+// ready makes a zero GradScaler one with PyTorch's defaults. A scaler made
+// by NewGradScaler or LoadState always has a positive scale, so a scale of
+// 0 is the zero value's.
+func (s *GradScaler) ready() {
+	if s.st.Scale == 0 {
+		s.st = withDefaults(GradScalerState{})
+		s.reset()
 	}
-	s := &GradScaler{st: st, disabled: cfg.Disabled}
-	s.reset()
-	return s, nil
 }
 
 func (st GradScalerState) check() error {
@@ -130,6 +147,7 @@ func (st GradScalerState) check() error {
 // CurrentScale returns the loss scale (PyTorch's get_scale()).
 // It is 1 for a disabled scaler.
 func (s *GradScaler) CurrentScale() float64 {
+	s.ready()
 	if s.disabled {
 		return 1
 	}
@@ -148,6 +166,7 @@ func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor {
 	if loss == nil {
 		panic(&vram.Error{Op: "grad scaler scale", Kind: vram.ErrArgument, Detail: "nil loss"})
 	}
+	s.ready()
 	if s.disabled {
 		return loss.MulScalar(1)
 	}
@@ -178,6 +197,7 @@ func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor {
 // wrapping vram.ErrArgument for a nil parameter, both changing nothing,
 // and the device's error when a kernel fails.
 func (s *GradScaler) Unscale(params []*vram.Tensor) (foundInf bool, err error) {
+	s.ready()
 	if s.disabled {
 		return false, nil
 	}
@@ -311,6 +331,7 @@ func rawViews(ts []*vram.Tensor, fn func(r vram.RawTensor, vs []backend.View) er
 // apply the same gradients twice. So do a nil optimizer, empty params (the
 // optimizer would step with gradients still scaled) and a nil parameter.
 func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
+	s.ready()
 	if s.stepped[opt] {
 		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument,
 			Detail: "Step was already called since the last Update; call Update after each Step"})
@@ -367,6 +388,7 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 // backing off stops at the smallest positive float64. It starts the next step. A step whose gradients were never unscaled
 // counts as clean.
 func (s *GradScaler) Update() {
+	s.ready()
 	if s.disabled {
 		return
 	}
@@ -396,6 +418,7 @@ func (s *GradScaler) Update() {
 // vram.ErrArgument, changing nothing, unless scale is positive and within
 // float32's range. A disabled scaler ignores it.
 func (s *GradScaler) UpdateTo(scale float64) error {
+	s.ready()
 	if s.disabled {
 		return nil
 	}
@@ -415,7 +438,10 @@ func (s *GradScaler) reset() {
 }
 
 // State returns the scaler's state for a checkpoint.
-func (s *GradScaler) State() GradScalerState { return s.st }
+func (s *GradScaler) State() GradScalerState {
+	s.ready()
+	return s.st
+}
 
 // LoadState restores a state from [GradScaler.State]. It returns an error
 // wrapping vram.ErrArgument, changing nothing, for a state NewGradScaler would reject or whose growth
