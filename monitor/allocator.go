@@ -140,8 +140,9 @@ func (c *AllocatorCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.stats == nil {
 		for _, d := range c.descs {
 			ch <- prometheus.NewInvalidMetric(d, errNil("stats function"))
-			return // one error fails the scrape's gathering once
+			break // one error fails the scrape's gathering once
 		}
+		return
 	}
 	m := c.stats().Map()
 	keys := make([]string, 0, len(m))

@@ -85,6 +85,7 @@ func TestNilCollectorFunctionsFailTheScrape(t *testing.T) {
 		{"Collector of a nil source", NewCollector(nil), false, "vram_monitor_up 0"},
 		{"AllocatorCollector of a nil stats function", NewAllocatorCollector("sim:0", 0, nil), true, ""},
 		{"DeviceMemoryCollector of a nil read function", NewDeviceMemoryCollector("sim:0", 0, nil), true, ""},
+		{"zero AllocatorCollector", &AllocatorCollector{}, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
