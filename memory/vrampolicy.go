@@ -52,6 +52,11 @@ package memory
 //     them: a small request just over the budget (the small pool's 2 MiB,
 //     a few MiB of a large one) would otherwise unmap a free range of
 //     hundreds of MiB that the next requests map again, chunk by chunk.
+//     For a request of at least a 32nd of that peak, a free block of the
+//     large pool that became free within the last 4 allocations
+//     (vramRecentFree) gives up only the chunks that hold what is over:
+//     in a layer of a large request that is the hole of a hidden state
+//     just given back, which the layer's next tensors take again.
 //  4. Map the missing granules, in chunks: up to 52 MiB as one chunk,
 //     larger ranges as power-of-two chunks aligned to their size and at
 //     most a sixth of the range (16 MiB to 1 GiB), so that the hole a
@@ -626,6 +631,60 @@ import (
 // decided by where chunk boundaries fall past the weights, thousands of
 // events later, not by the memory ahead. The maps of the climb were left
 // to step 6.
+//
+// Then, in the evening of 2026-12-05, what the rest is, replayed event by
+// event with each map and unmap traced to its request (against the
+// settings above: 9 traces within every bound, 15 within the
+// fragmentation bounds, worst 7.13x). bert_infer_varlen's rest (5.77 ms)
+// is in repeated layers: 5.11 ms in requests whose role had been seen,
+// none of them predicted long-lived (the scores, 4 hidden states, live 1
+// allocation; a hidden state 3), 0.66 ms in roles seen for the first
+// time. Of its 28 unmapped ranges (1608 MiB) 21 held a block freed 1 to 4
+// allocations before (12 the allocation before): a layer's scores, over
+// the budget, unmap the hole of the hidden state just given back, and
+// with 32 times what is over, more than the scores map (78 MiB unmapped
+// for 44 mapped). Of its 72 chunks mapped (1586 MiB), 11 (258 MiB) fill a
+// hole unmapped within the last 20 allocations, 10 of them by the very
+// next request (the layer's next hidden state), 30 (820 MiB) a hole that
+// an earlier request left, 31 (508 MiB) address space never mapped
+// before. resnet50_infer_varbatch's rest (4.40 ms) is the other way
+// round: 3.55 ms in roles not seen before (the first layers at a new
+// batch size, 76 to 202 MiB), 0.85 ms in repeated ones; 47 of its 67
+// chunks (586 MiB) are fresh address space, a range cut into 7 or 8
+// power-of-two chunks of 2 to 16 MiB, 20 (276 MiB) holes of earlier
+// requests; 8 of its 17 unmapped ranges (960 MiB) held a block freed 1 to
+// 4 allocations before. Of a free block freed within the last 2, 3, 4,
+// 6, 8 or 16 allocations, step 3 unmapping only the chunks for what is
+// over, for every request: with 4, 9 traces, no driver time higher but
+// gpt2_generate_varbatch's (3.6 to 3.9 ms), two_models at 1.106x
+// reserved; with 2 or 3, bert_infer_varlen 7.6 to 7.8 ms; from 6,
+// synth_resnet50_infer_varbatch past 1.05 (1.060x). For 2, 4 or 8 times
+// what is over: synth_resnet50_infer_varbatch 1.060x,
+// synth_transformer_train_varlen 2.06x, or little gained
+// (resnet50_infer_varbatch 6.1x at 8).
+// For blocks of the large pool and requests of at least a 32nd of the
+// peak (kept, vramRecentFree; with 5 allocations, both ResNet-50
+// inference traces past 1.05, with 3, bert_infer_varlen at 7.8 ms, twice
+// what is over, synth_resnet50_infer_varbatch at 1.060x): 9
+// traces within every bound and 15 within the fragmentation bounds, as
+// before, every trace's driver time lower or the same:
+// resnet50_infer_varbatch 7.13 to 5.30x (1.0447 to 1.0284x reserved, 157
+// to 122 maps, 106 to 71 unmaps), bert_infer_varlen 6.97 to 6.60x (1.0328
+// to 1.0395x), synth_resnet50_infer_varbatch 4.48 to 3.51x,
+// synth_bert_infer_varlen_long 2.27 to 2.09x (1.0315 to 1.0345x),
+// synth_two_models 3.16 to 3.04x, two_models 3.32 to 3.24x (1.0603 to
+// 1.0531x), synth_transformer_train_varlen 1.95 to 1.85x (1.0415 to
+// 1.0349x), gpt2_train_varlen 1.38 to 1.36x. Only one of the two
+// conditions: two_models at 1.106x (the request's size alone) or
+// gpt2_generate_varbatch at 3.8 ms (the pool alone); blocks of at least a
+// 32nd of the peak instead of the request: two_models 1.058x,
+// gpt2_generate_varbatch 3.9 ms. Roles anchored from a lifetime of 1, 2
+// or 3 allocations rather than 8 (so that the scores or the hidden states
+// take step 1 too): resnet50_infer_varbatch at 1.068x, synth_two_models
+// 5.2 to 6.1x. What is left on bert_infer_varlen is the drift of the
+// largest requests into holes that earlier ones left and fresh address
+// space; on resnet50_infer_varbatch, the first layers of each new batch
+// size mapped in many small chunks.
 const (
 	// vramSlackDiv: the reserve may exceed the peak of the allocated bytes
 	// (the request included) by 1/24 of it before free chunks are unmapped.
@@ -637,6 +696,13 @@ const (
 	// every other bound; 4 to 16 break resnet50_infer_varbatch's
 	// fragmentation (1.074x at 4), 64 loses gpt_generate_kvcache again.
 	vramReclaimFactor = 32
+	// vramRecentFree: for a request of at least a vramLongDiv-th of the
+	// peak, step 3 unmaps of a large free block that became free within
+	// the last 4 allocations only the chunks that hold what is over. The
+	// sweep of 2026-12-05 (evening, above) chose it: 3 leaves
+	// bert_infer_varlen at 7.1x, 5 or 6 break the fragmentation bound of
+	// both ResNet-50 inference traces.
+	vramRecentFree = 4
 	// vramSingleChunk: a mapping of up to 52 MiB is one chunk (one call).
 	vramSingleChunk = 52 << 20
 	// vramMinChunk and vramMaxChunk bound the largest chunk of a larger
@@ -1014,8 +1080,13 @@ func (a *Allocator) materialize(pl placement, size, ahead int64) (*Block, error)
 // reclaim unmaps whole chunks inside free blocks of virtual segments,
 // lowest address first, none inside the window [lo, hi) of seg, until at
 // least want bytes are given back or nothing is left, and returns the
-// bytes given back. seg may be nil for no window.
+// bytes given back. seg may be nil for no window. Of a free block it
+// unmaps the lowest chunks for vramReclaimFactor times what is still
+// over, or, when the window holds at least a vramLongDiv-th of the peak
+// of the allocated bytes and the block is of the large pool and became
+// free within the last vramRecentFree allocations, for what is over.
 func (a *Allocator) reclaim(want int64, seg *segment, lo, hi uint64) int64 {
+	large := seg != nil && int64(hi-lo) >= a.peakAlloc/vramLongDiv
 	var cands []*Block
 	for _, p := range a.pools {
 		p.free.each(func(b *Block) bool {
@@ -1032,7 +1103,13 @@ func (a *Allocator) reclaim(want int64, seg *segment, lo, hi uint64) int64 {
 			break
 		}
 		if b.seg != seg || b.end() <= lo || b.addr >= hi {
-			n, _ := a.unmapFree(b, b.addr, a.chunksFor(b.addr, b.end(), satMul(vramReclaimFactor, want-got)))
+			factor := int64(vramReclaimFactor)
+			if large && b.seg.kind == poolLarge && b.freedAt+vramRecentFree >= a.tick {
+				// Memory the layer just gave back: the next
+				// requests take it again.
+				factor = 1
+			}
+			n, _ := a.unmapFree(b, b.addr, a.chunksFor(b.addr, b.end(), satMul(factor, want-got)))
 			got += n
 			continue
 		}

@@ -211,40 +211,65 @@ func TestVRAMMapsAheadWhileClimbing(t *testing.T) {
 // TestVRAMReclaimsWhatIsNeeded checks step 3 of policy:vram: a request
 // just over the budget unmaps the lowest chunks of a large free block
 // until they hold vramReclaimFactor times what is over, not the whole
-// block, and a request far over it still unmaps all it needs. The large
-// requests come on another stream, so that the freed block cannot serve
-// them.
+// block, and a request far over it still unmaps all it needs. A request of
+// at least a vramLongDiv-th of the peak unmaps of a block freed within the
+// last vramRecentFree allocations only the chunks for what is over. The
+// large requests come on another stream, so that the freed block cannot
+// serve them.
 func TestVRAMReclaimsWhatIsNeeded(t *testing.T) {
 	tests := []struct {
 		name   string
 		size   int64 // the request over the budget, in the small or the large pool
 		stream Stream
-		// unmapped is the most the request may give back; kept the
-		// least that stays mapped of the freed 480 MiB.
-		unmapped, kept int64
+		age    int // allocations served from the cache between the free and the request
+		// unmapped is the most the request may give back, least the
+		// least (the request's size when 0); kept the least that stays
+		// mapped of the freed 480 MiB.
+		unmapped, least, kept int64
 	}{
 		{name: "small pool, 2 MiB over", size: 4096, unmapped: vramReclaimFactor*2*mib + 80*mib, kept: 400 * mib},
 		{name: "large pool, 4 MiB over", size: 4 * mib, stream: 1, unmapped: vramReclaimFactor*4*mib + 80*mib, kept: 300 * mib},
 		{name: "large pool, 400 MiB over", size: 400 * mib, stream: 1, unmapped: 480 * mib, kept: 0},
+		// The freed block's chunks are 64 MiB: one holds what is over.
+		{name: "large request, block just freed", size: 32 * mib, stream: 1, unmapped: 64 * mib, kept: 416 * mib},
+		{name: "large request, block freed earlier", size: 32 * mib, stream: 1, age: vramRecentFree, unmapped: 480 * mib,
+			least: 480 * mib},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a, sim := newTestAllocator(t, "", 1<<30)
 			x := mustAlloc(t, a, 480*mib, 0)
 			mustAlloc(t, a, 20*mib, 0)
+			if tc.age > 0 {
+				// A small block to allocate again from the cache.
+				a.Free(mustAlloc(t, a, mib, 0))
+			}
 			// A limit at the reserve: any new mapping is over the budget.
 			reserved := a.Stats().ReservedBytes[StatAll].Current
 			if err := a.SetMemoryFraction(float64(reserved) / (1 << 30)); err != nil {
 				t.Fatal(err)
 			}
 			a.Free(x)
+			for i := 0; i < tc.age; i++ {
+				b := mustAlloc(t, a, mib, 0)
+				if i < tc.age-1 {
+					a.Free(b)
+				}
+			}
 			before := a.Stats()
 			mustAlloc(t, a, tc.size, tc.stream)
 			s := a.Stats()
+			if s.NumMaps-before.NumMaps == 0 {
+				t.Fatalf("the request mapped nothing")
+			}
 			gone := before.ReservedBytes[StatAll].Current + alignUp(tc.size, SimGranularity) - s.ReservedBytes[StatAll].Current
-			if gone > tc.unmapped || gone < alignUp(tc.size, SimGranularity) {
+			least := tc.least
+			if least == 0 {
+				least = alignUp(tc.size, SimGranularity)
+			}
+			if gone > tc.unmapped || gone < least {
 				t.Errorf("unmapped %d MiB for a request of %d bytes, want %d to %d MiB", gone/mib, tc.size,
-					alignUp(tc.size, SimGranularity)/mib, tc.unmapped/mib)
+					least/mib, tc.unmapped/mib)
 			}
 			if kept := 480*mib - gone; kept < tc.kept {
 				t.Errorf("%d MiB of the freed block still mapped, want at least %d", kept/mib, tc.kept/mib)
@@ -376,6 +401,10 @@ func TestVRAMPlacesInTheLowerHole(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a, sim := newTestAllocator(t, "", 4<<30)
+			// A segment of the small pool, for the allocations
+			// below that age the freed blocks.
+			mustAlloc(t, a, 512, 0)
+			small := a.Stats().ReservedBytes[StatAll].Current
 			lo := mustAlloc(t, a, tc.lower, 0)
 			mustAlloc(t, a, sep, 0)
 			up := mustAlloc(t, a, tc.upper, 0)
@@ -383,12 +412,17 @@ func TestVRAMPlacesInTheLowerHole(t *testing.T) {
 			loAddr, upAddr := lo.Addr(), up.Addr()
 			a.Free(lo)
 			a.Free(up)
-			// Over the budget (the reserve at the peak plus 1/24):
-			// step 3 unmaps both freed blocks, and the request goes
-			// to the segment's unmapped end.
+			for i := 0; i < vramRecentFree; i++ {
+				mustAlloc(t, a, 512, 0)
+			}
+			// Over the budget (the reserve at the peak plus 1/24),
+			// with blocks freed more than vramRecentFree allocations
+			// before: step 3 unmaps both freed blocks, and the
+			// request goes to the segment's unmapped end.
 			mustAlloc(t, a, tc.lower+tc.upper, 0)
-			if s := a.Stats(); s.ReservedBytes[StatAll].Current != tc.lower+tc.upper+2*sep {
-				t.Fatalf("reserved %d MiB, want both holes unmapped (%d MiB)", s.ReservedBytes[StatAll].Current/mib, (tc.lower+tc.upper+2*sep)/mib)
+			if s := a.Stats(); s.ReservedBytes[StatAll].Current != small+tc.lower+tc.upper+2*sep {
+				t.Fatalf("reserved %d MiB, want both holes unmapped (%d MiB)", s.ReservedBytes[StatAll].Current/mib,
+					(small+tc.lower+tc.upper+2*sep)/mib)
 			}
 			b := mustAlloc(t, a, tc.size, 0)
 			want := upAddr
