@@ -681,10 +681,14 @@ import (
 // gpt2_generate_varbatch 3.9 ms. Roles anchored from a lifetime of 1, 2
 // or 3 allocations rather than 8 (so that the scores or the hidden states
 // take step 1 too): resnet50_infer_varbatch at 1.068x, synth_two_models
-// 5.2 to 6.1x. What is left on bert_infer_varlen is the drift of the
-// largest requests into holes that earlier ones left and fresh address
-// space; on resnet50_infer_varbatch, the first layers of each new batch
-// size mapped in many small chunks.
+// 5.2 to 6.1x. Replayed again with it, before the first free, in
+// allocations that raise the running peak, and elsewhere:
+// bert_infer_varlen 1.29, 0.58 and 5.36 ms, resnet50_infer_varbatch 0.99,
+// 2.34 and 2.74, two_models 2.32, 0.55 and 5.86. What is left on
+// bert_infer_varlen is the drift of the largest requests into holes that
+// earlier ones left and into fresh address space; on
+// resnet50_infer_varbatch, the first layers of each new batch size,
+// mapped in many small chunks.
 const (
 	// vramSlackDiv: the reserve may exceed the peak of the allocated bytes
 	// (the request included) by 1/24 of it before free chunks are unmapped.
