@@ -195,17 +195,7 @@ func currentRegion() string {
 // provokes them) so costs a collection and a few milliseconds, not the
 // whole bound.
 func reclaim(ds *devState) {
-	ran := make(chan struct{})
-	func() {
-		// Large enough and with a pointer, so that it is not one of the
-		// tiny allocations whose cleanups may never run.
-		s := &struct {
-			p *byte
-			_ [24]byte
-		}{}
-		runtime.AddCleanup(s, func(ch chan struct{}) { close(ch) }, ran)
-	}()
-	runtime.GC()
+	ran := collect()
 	timer := time.NewTimer(reclaimWait)
 	defer timer.Stop()
 	select {
@@ -222,6 +212,24 @@ func reclaim(ds *devState) {
 		}
 		n = m
 	}
+}
+
+// collect runs Go's garbage collector and returns a channel that closes
+// when the cleanup of a sentinel made unreachable before the collection
+// has run: the cleanups that collection queued have been started by then.
+func collect() <-chan struct{} {
+	ran := make(chan struct{})
+	func() {
+		// Large enough and with a pointer, so that it is not one of the
+		// tiny allocations whose cleanups may never run.
+		s := &struct {
+			p *byte
+			_ [24]byte
+		}{}
+		runtime.AddCleanup(s, func(ch chan struct{}) { close(ch) }, ran)
+	}()
+	runtime.GC()
+	return ran
 }
 
 // reclaimWait bounds each of reclaim's two waits (for the sentinel's

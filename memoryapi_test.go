@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -421,7 +420,7 @@ func TestOutOfMemoryWithNothingToReclaimIsPrompt(t *testing.T) {
 	var took, gc []time.Duration
 	for range 5 {
 		start := time.Now()
-		collectOnce()
+		<-collect()
 		gc = append(gc, time.Since(start))
 		start = time.Now()
 		err := Catch(func() { Empty(Shape{25 << 20}, tight) }) // 100 MiB more
@@ -435,21 +434,6 @@ func TestOutOfMemoryWithNothingToReclaimIsPrompt(t *testing.T) {
 	if took[2] >= gc[2]+reclaimWait/2 {
 		t.Errorf("out-of-memory errors took %v, the median not under a collection's %v plus half reclaim's bound of %v", took, gc[2], reclaimWait)
 	}
-}
-
-// collectOnce runs the collector and waits for the cleanup of an object
-// made unreachable before it, as reclaim does (without its bound).
-func collectOnce() {
-	ran := make(chan struct{})
-	func() {
-		s := &struct {
-			p *byte
-			_ [24]byte
-		}{}
-		runtime.AddCleanup(s, func(ch chan struct{}) { close(ch) }, ran)
-	}()
-	runtime.GC()
-	<-ran
 }
 
 // TestMemoryCallsRaceAllocations drives every memory call of the package
