@@ -18,12 +18,15 @@ type node struct {
 	// backwardInto, when set, is backward with a tensor that already holds
 	// part of input 0's gradient (see recordInto), or nil.
 	backwardInto func(g, into *Tensor) []*Tensor
-	saved        []*Tensor
-	versions     []uint64 // the saved tensors' storage versions when saved
-	refs         atomic.Int64
-	running      sync.RWMutex // held for reading while backward runs; free waits for it
-	mu           sync.Mutex   // guards freed, backward, saved, hooks and retain
-	freed        bool
+	// backwardParts, when set, is backward with the gradient in two parts
+	// that nothing has added yet, g + g2 (see recordParts), or nil.
+	backwardParts func(g, g2 *Tensor) []*Tensor
+	saved         []*Tensor
+	versions      []uint64 // the saved tensors' storage versions when saved
+	refs          atomic.Int64
+	running       sync.RWMutex // held for reading while backward runs; free waits for it
+	mu            sync.Mutex   // guards freed, backward, saved, hooks and retain
+	freed         bool
 	// hooks are the [Tensor.RegisterHook] hooks of the tensor n produced:
 	// they live with the node, as PyTorch's live with the grad_fn, so
 	// that they run even after that tensor was released.
@@ -82,7 +85,7 @@ func (n *node) free() {
 	n.running.Lock()
 	n.mu.Lock()
 	saved := n.saved
-	n.saved, n.backward, n.backwardInto, n.freed = nil, nil, nil, true
+	n.saved, n.backward, n.backwardInto, n.backwardParts, n.freed = nil, nil, nil, nil, true
 	n.hooks = nil
 	n.mu.Unlock()
 	n.running.Unlock()
@@ -166,6 +169,27 @@ func record(op string, out *Tensor, inputs []*Tensor, saved []*Tensor, bw func(g
 func recordInto(op string, out *Tensor, inputs []*Tensor, saved []*Tensor, bw func(g, into *Tensor) []*Tensor) {
 	record(op, out, inputs, saved, func(g *Tensor) []*Tensor { return bw(g, nil) })
 	out.ref.node.backwardInto = bw
+}
+
+// recordParts is record for an operation whose backward pass can take its
+// output's gradient in two parts and add them itself, on the way: bw gets
+// g and g2 (nil when the gradient came whole) and must treat them as
+// g + g2. The engine keeps a gradient that arrives in two parts unsummed
+// for such a node when nothing else would see the sum (no hook,
+// RetainGrad or Grad asks for it), so that the node's kernels read both
+// parts instead of an addition writing the sum first (a residual input's
+// gradient in a ResNet: the identity's and the convolution's).
+func recordParts(op string, out *Tensor, inputs []*Tensor, saved []*Tensor, bw func(g, g2 *Tensor) []*Tensor) {
+	record(op, out, inputs, saved, func(g *Tensor) []*Tensor { return bw(g, nil) })
+	out.ref.node.backwardParts = bw
+}
+
+// takesParts reports whether n's backward pass takes its gradient in two
+// parts (recordParts).
+func (n *node) takesParts() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.backwardParts != nil
 }
 
 // ownsStorage reports whether t is the only reference to its storage (no
@@ -779,6 +803,9 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 		}
 	}
 	grads := map[*node]*Tensor{}
+	// parts holds, for a node that takes its gradient in two parts, the
+	// second part, kept beside grads[n] rather than added to it.
+	parts := map[*node]*Tensor{}
 	held := map[*Tensor]*Tensor{}
 	for i, r := range roots {
 		if prev := grads[r]; prev != nil {
@@ -792,6 +819,9 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 	// The gradients not yet passed on are released however the walk ends.
 	defer func() {
 		for _, r := range grads {
+			r.Release()
+		}
+		for _, r := range parts {
 			r.Release()
 		}
 		for _, r := range held {
@@ -865,11 +895,15 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 	}
 	for i := len(order) - 1; i >= 0; i-- {
 		n := order[i]
-		g := grads[n]
+		g, g2 := grads[n], parts[n]
+		delete(parts, n)
 		if !c.needs(n) {
 			if g != nil {
 				delete(grads, n)
 				g.Release()
+			}
+			if g2 != nil {
+				g2.Release()
 			}
 			continue
 		}
@@ -890,6 +924,14 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 			hooks, keep = slices.Clone(n.hooks), n.retain.Value()
 		}
 		n.mu.Unlock()
+		if g2 != nil && (len(hooks) > 0 || keep != nil || c != nil) {
+			// Something sees the gradient: it is the sum.
+			sum := Keep(g.Add(g2))
+			g.Release()
+			g2.Release()
+			g, g2 = sum, nil
+			grads[n] = g
+		}
 		if len(hooks) > 0 {
 			g = runTensorHooks(hooks, g, n.shape, n.dtype, n.device)
 			grads[n] = g
@@ -909,15 +951,20 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 		}
 		// A gradient already gathered for input 0 may take the rest in
 		// place, when n can add to it (runNode decides, under n's lock).
+		// Not when input 0's node takes its gradient in parts and has one
+		// part so far: the sum is left to its kernels.
 		var into *Tensor
 		if e := n.inputs; len(e) > 0 && e[0].node != nil {
-			if prev := grads[e[0].node]; prev != nil && ownsStorage(prev) {
+			if prev := grads[e[0].node]; prev != nil && ownsStorage(prev) && !(c == nil && parts[e[0].node] == nil && e[0].node.takesParts()) {
 				into = prev
 			}
 		}
-		ins := runNode(n, g, into, retain)
+		ins := runNode(n, g, g2, into, retain)
 		delete(grads, n)
 		g.Release()
+		if g2 != nil {
+			g2.Release()
+		}
 		for j, e := range n.inputs {
 			if j >= len(ins) || ins[j] == nil {
 				if e.leaf != nil {
@@ -939,6 +986,12 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 					c := Keep(castRaw(gi, e.node.dtype))
 					gi.Release()
 					gi = c
+				}
+				if prev := grads[e.node]; prev != nil && c == nil && parts[e.node] == nil && e.node.takesParts() &&
+					gi.dtype == prev.dtype && gi.Device() == prev.Device() && slices.Equal(gi.shape, prev.shape) {
+					// Kept apart for the node's kernels to add.
+					parts[e.node] = gi
+					continue
 				}
 				if prev := grads[e.node]; prev != nil {
 					sum := prev.Add(gi)
@@ -990,16 +1043,17 @@ func checkNotRun(op string, n *node) {
 	}
 }
 
-// runNode runs n's backward closure on g (with into, when it is not nil
-// and n has backwardInto) and returns the gradients of its inputs, owned by
-// the caller (into stays the engine's). The node's saved tensors stay while the
+// runNode runs n's backward closure on g (with the second part g2, when
+// it is not nil, or into, when it is not nil and n has backwardInto) and
+// returns the gradients of its inputs, owned by the caller (g2 and into
+// stay the engine's). The node's saved tensors stay while the
 // closure runs: a concurrent free (the last reference to the graph going,
 // or another Backward through it) waits for it.
-func runNode(n *node, g, into *Tensor, retain bool) []*Tensor {
+func runNode(n *node, g, g2, into *Tensor, retain bool) []*Tensor {
 	n.running.RLock()
 	defer n.running.RUnlock()
 	n.mu.Lock()
-	bw, bwInto, freed := n.backward, n.backwardInto, n.freed || n.ran
+	bw, bwInto, bwParts, freed := n.backward, n.backwardInto, n.backwardParts, n.freed || n.ran
 	if !retain {
 		n.ran = true
 	}
@@ -1026,9 +1080,14 @@ func runNode(n *node, g, into *Tensor, retain bool) []*Tensor {
 	}
 	var ins []*Tensor
 	Tidy(func() {
-		if into != nil && bwInto != nil {
+		switch {
+		case g2 != nil && bwParts != nil:
+			ins = bwParts(g, g2)
+		case g2 != nil:
+			ins = bw(g.Add(g2))
+		case into != nil && bwInto != nil:
 			ins = bwInto(g, into)
-		} else {
+		default:
 			ins = bw(g)
 		}
 		for _, in := range ins {

@@ -403,3 +403,23 @@ func TestResizeOnSimMatchesCPU(t *testing.T) {
 		})
 	}
 }
+
+// TestCUDAResidualChainMatchesCPU runs two residual blocks in training
+// mode on cuda:0 against the CPU: the first block's output feeds the
+// second's convolution and its residual, so its gradient arrives in two
+// parts that the fused batch norm's backward pass adds (channels-last) or
+// the engine adds (composed).
+func TestCUDAResidualChainMatchesCPU(t *testing.T) {
+	needCUDA(t)
+	compareOn(t, CUDA(0), cudaModes, false, cudaTol, residualChain,
+		rnd(90, 4, 8, 5, 6), rnd(91, 8, 8, 3, 3).MulScalar(0.3), rnd(92, 8, 8, 1, 1).MulScalar(0.5),
+		rnd(93, 8), rnd(94, 8), rnd(95, 8), rnd(96, 8))
+}
+
+// residualChain is two residual blocks on xs: x, the two blocks' weights,
+// then their batch norms' scales and shifts.
+func residualChain(xs []*Tensor) *Tensor {
+	x, w1, w2 := xs[0], xs[1], xs[2]
+	h := BatchNorm2dReLU(Conv2d(x, w1, nil, Conv2dParams{Padding: [2]int{1, 1}}), x, xs[3], xs[4], nil, nil, true, 0.1, 1e-5)
+	return BatchNorm2dReLU(Conv2d(h, w2, nil, Conv2dParams{}), h, xs[5], xs[6], nil, nil, true, 0.1, 1e-5)
+}

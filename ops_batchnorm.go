@@ -488,10 +488,16 @@ func recordBatchNormReLU(op string, ds *devState, fb backend.FusedBatchNormer, y
 	out := sv[4]
 	xdt, wdt, bdt := x.dtype, weight.dtype, bias.dtype
 	c := x.shape[1]
-	record(op, y, []*Tensor{x, r, weight, bias}, sv, func(g *Tensor) []*Tensor {
-		if training && g.dtype == xdt {
+	bw := func(g, g2 *Tensor) []*Tensor {
+		if training && g.dtype == xdt && (g2 == nil || g2.dtype == xdt) {
 			gc := g.inFormat(op, f)
 			defer gc.Release()
+			var g2v backend.View
+			if g2 != nil {
+				g2c := g2.inFormat(op, f)
+				defer g2c.Release()
+				g2v = g2c.bv()
+			}
 			gx := newTensorFormat(op, ds, xdt, x.shape, f)
 			var gr *Tensor
 			var grv backend.View
@@ -500,7 +506,7 @@ func recordBatchNormReLU(op string, ds *devState, fb backend.FusedBatchNormer, y
 				grv = gr.bv()
 			}
 			gw, gb := newTensor(op, ds, Float32, []int{c}), newTensor(op, ds, Float32, []int{c})
-			err := fb.BatchNormBackwardReLU(ds.stream(), gx.bv(), grv, gw.bv(), gb.bv(), gc.bv(), out.bv(), sv[0].bv(), sv[3].bv(), sv[1].bv(), sv[2].bv(), eps)
+			err := fb.BatchNormBackwardReLU(ds.stream(), gx.bv(), grv, gw.bv(), gb.bv(), gc.bv(), g2v, out.bv(), sv[0].bv(), sv[3].bv(), sv[1].bv(), sv[2].bv(), eps)
 			if err == nil {
 				if !rx {
 					gx.Release()
@@ -524,6 +530,9 @@ func recordBatchNormReLU(op string, ds *devState, fb backend.FusedBatchNormer, y
 				check(op, err)
 			}
 		}
+		if g2 != nil {
+			g = g.Add(g2)
+		}
 		gm := reluGrad(g, out)
 		gx, gw, gb := batchNormGrads(gm, sv[:4], training, rx, rw, rb, xdt, wdt, bdt)
 		var gr *Tensor
@@ -531,7 +540,15 @@ func recordBatchNormReLU(op string, ds *devState, fb backend.FusedBatchNormer, y
 			gr = gm
 		}
 		return []*Tensor{gx, gr, gw, gb}
-	})
+	}
+	if training {
+		// The gradient may come in two parts (a residual input's, from
+		// the identity and from a convolution): the kernels add them as
+		// they read.
+		recordParts(op, y, []*Tensor{x, r, weight, bias}, sv, bw)
+		return
+	}
+	record(op, y, []*Tensor{x, r, weight, bias}, sv, func(g *Tensor) []*Tensor { return bw(g, nil) })
 }
 
 // reluGrad returns g where y (a ReLU's output) is above 0, else 0.

@@ -133,11 +133,14 @@ type FusedBatchNormer interface {
 	BatchNormTrainReLU(s Stream, y, x, r, scale, bias, runMean, runVar, saveMean, saveInvStd View, momentum, eps float64) error
 	// BatchNormInferReLU is BatchNormInfer with the residual and the ReLU.
 	BatchNormInferReLU(s Stream, y, x, r, scale, bias, runMean, runVar View, eps float64) error
-	// BatchNormBackwardReLU computes g = dy where the forward's output y is
-	// above 0 and 0 elsewhere, stores g in dr unless dr is the zero View
-	// (the residual's gradient), and dx, dscale and dbias from g as
-	// BatchNormBackward does (all overwritten).
-	BatchNormBackwardReLU(s Stream, dx, dr, dscale, dbias, dy, y, x, scale, saveMean, saveInvStd View, eps float64) error
+	// BatchNormBackwardReLU computes g = dy (plus dy2 unless dy2 is the
+	// zero View: a gradient in two parts that nobody has added yet, as a
+	// residual input's) where the forward's output y is above 0 and 0
+	// elsewhere, stores g in dr unless dr is the zero View (the residual's
+	// gradient), and dx, dscale and dbias from g as BatchNormBackward does
+	// (all overwritten). dy2 has dy's shape, dtype and layout; g's sum is
+	// rounded to that dtype.
+	BatchNormBackwardReLU(s Stream, dx, dr, dscale, dbias, dy, dy2, y, x, scale, saveMean, saveInvStd View, eps float64) error
 }
 
 // BatchNormCounter is an optional interface of a [Device] whose training

@@ -223,18 +223,31 @@ func (d *queue) batchNormInferNHWC(what string, y, x, r, scale, bias, runMean, r
 }
 
 // batchNormBackwardNHWC is BatchNormBackward on norm.cu's kernels: partial
-// sums of dy and dy·(x − mean), dscale, dbias and the input gradient's
-// coefficients, then dx. Unless they are the zero View, out (the forward's
-// ReLU output) masks dy, and dr receives the masked dy.
-func (d *queue) batchNormBackwardNHWC(what string, dx, dr, dscale, dbias, dy, out, x, scale, saveMean, saveInvStd backend.View) error {
-	p, err := d.ptrsOf(what, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd, out, dr)
+// sums of g and g·(x − mean), dscale, dbias and the input gradient's
+// coefficients, then dx. g is dy, plus dy2 unless it is the zero View,
+// masked by out (the forward's ReLU output) unless that is the zero View;
+// dr, unless it is the zero View, receives g. When g is not dy itself the
+// first pass stores it (in dr, else in dx) and the second reads it from
+// there: one tensor instead of dy, dy2 and out again.
+func (d *queue) batchNormBackwardNHWC(what string, dx, dr, dscale, dbias, dy, dy2, out, x, scale, saveMean, saveInvStd backend.View) error {
+	p, err := d.ptrsOf(what, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd, out, dr, dy2)
 	if err != nil {
 		return err
 	}
 	c := x.Shape[1]
 	m := int64(x.Shape[0]) * int64(x.Shape[2]) * int64(x.Shape[3])
-	v := normWidth(x.DType, c, p[0], p[3], p[4], p[8], p[9])
+	v := normWidth(x.DType, c, p[0], p[3], p[4], p[8], p[9], p[10])
 	gx, gy := d.normGrid(m, c, v)
+	// g's store and where the second pass reads it, masks it and copies it.
+	var dst cuda.DevicePtr
+	gin, mask, gout := p[3], p[8], p[9]
+	if p[8] != 0 || p[10] != 0 {
+		dst = p[9]
+		if dst == 0 {
+			dst = p[0]
+		}
+		gin, mask, gout = dst, 0, 0
+	}
 	return d.run(func() error {
 		// The partial sums, then the two coefficient rows.
 		part, err := d.normScratch(2*int64(gy)*int64(c) + 2*int64(c))
@@ -245,7 +258,7 @@ func (d *queue) batchNormBackwardNHWC(what string, dx, dr, dscale, dbias, dy, ou
 		coef := part.ptr + cuda.DevicePtr(4*2*int64(gy)*int64(c))
 		a := d.getArgs()
 		defer d.putArgs(a)
-		a.Ptr(p[3]).Ptr(p[4]).Int64(m).Int32(int32(c)).Ptr(p[6]).Ptr(part.ptr).Ptr(p[8])
+		a.Ptr(p[3]).Ptr(p[4]).Int64(m).Int32(int32(c)).Ptr(p[6]).Ptr(part.ptr).Ptr(p[8]).Ptr(p[10]).Ptr(dst)
 		if err := d.normLaunch(x.DType, normName("bn_nhwc_bwd_stats", v), gx, gy, a); err != nil {
 			return err
 		}
@@ -255,8 +268,8 @@ func (d *queue) batchNormBackwardNHWC(what string, dx, dr, dscale, dbias, dy, ou
 			return err
 		}
 		a.Reset()
-		a.Ptr(p[3]).Ptr(p[4]).Ptr(p[0]).Int64(m).Int32(int32(c)).Ptr(p[6]).Ptr(p[7]).Ptr(p[5]).Ptr(coef)
-		a.Ptr(p[8]).Ptr(p[9])
+		a.Ptr(gin).Ptr(p[4]).Ptr(p[0]).Int64(m).Int32(int32(c)).Ptr(p[6]).Ptr(p[7]).Ptr(p[5]).Ptr(coef)
+		a.Ptr(mask).Ptr(gout)
 		return d.normLaunch(x.DType, normName("bn_nhwc_bwd_apply", v), gx, d.applyRows(m, gx), a)
 	})
 }
@@ -367,22 +380,23 @@ func (dev *Device) BatchNormInferReLU(s backend.Stream, y, x, r, scale, bias, ru
 }
 
 // BatchNormBackwardReLU is the backward pass of
-// [Device.BatchNormTrainReLU]: dy masked by the forward's output y, stored
-// in dr unless it is the zero View, and the batch norm's gradients from
-// it, in norm.cu's two passes. It implements [backend.FusedBatchNormer].
-func (dev *Device) BatchNormBackwardReLU(s backend.Stream, dx, dr, dscale, dbias, dy, y, x, scale, saveMean, saveInvStd backend.View, eps float64) error {
+// [Device.BatchNormTrainReLU]: dy (plus dy2 unless it is the zero View)
+// masked by the forward's output y, stored in dr unless it is the zero
+// View, and the batch norm's gradients from it, in norm.cu's two passes.
+// It implements [backend.FusedBatchNormer].
+func (dev *Device) BatchNormBackwardReLU(s backend.Stream, dx, dr, dscale, dbias, dy, dy2, y, x, scale, saveMean, saveInvStd backend.View, eps float64) error {
 	const what = "batch norm + relu backward"
-	same := namedResidual([]named{{"dx", dx, false}, {"dy", dy, false}, {"y", y, false}}, "dr", dr)
+	same := namedResidual(namedResidual([]named{{"dx", dx, false}, {"dy", dy, false}, {"y", y, false}}, "dr", dr), "dy2", dy2)
 	if err := checkBN(x, same, []named{{"dscale", dscale, false}, {"dbias", dbias, false}, {"scale", scale, false},
 		{"saveMean", saveMean, false}, {"saveInvStd", saveInvStd, false}}); err != nil {
 		return fmt.Errorf("cuda: %s: %w", what, err)
 	}
-	if !takesNHWC(x, withResidual([]backend.View{dy, dx, y}, dr), []backend.View{dscale, dbias, scale, saveMean, saveInvStd}) {
+	if !takesNHWC(x, withResidual(withResidual([]backend.View{dy, dx, y}, dr), dy2), []backend.View{dscale, dbias, scale, saveMean, saveInvStd}) {
 		return nhwcOnly(what, x)
 	}
 	d, err := dev.begin(s, what, nil)
 	if err != nil {
 		return err
 	}
-	return d.batchNormBackwardNHWC(what, dx, dr, dscale, dbias, dy, y, x, scale, saveMean, saveInvStd)
+	return d.batchNormBackwardNHWC(what, dx, dr, dscale, dbias, dy, dy2, y, x, scale, saveMean, saveInvStd)
 }

@@ -907,25 +907,39 @@ func TestFusedBatchNormReLU(t *testing.T) {
 			near(t, "saveInvStd", get(t, d, si), invStd, ones(invStd, 1), 1e-3)
 
 			// The reference backward pass masks dy by the device's own
-			// output, as the kernels do.
-			g := make([]float64, n)
-			for i := range g {
-				if y[i] > 0 {
-					g[i] = dy[i]
+			// output, as the kernels do; with two parts, dy + dy2 rounded
+			// to the dtype, as a stored sum would be.
+			dy2 := rounded(r, tc.dt, n)
+			for _, parts := range []int{1, 2} {
+				g := make([]float64, n)
+				var dy2v backend.View
+				if parts == 2 {
+					dy2v = put(t, d, tc.dt, tc.xs, nhwc, dy2)
 				}
-			}
-			_, _, _, _, dx, dscale, dbias := bnRef(x, g, scale, bias, tc.xs, eps)
-			dxv := put(t, d, tc.dt, tc.xs, nhwc, nanVals(n))
-			ds, dbv := vec(t, d, backend.Float32, nanVals(c)), vec(t, d, backend.Float32, nanVals(c))
-			if err := d.BatchNormBackwardReLU(nil, dxv, drv, ds, dbv, put(t, d, tc.dt, tc.xs, nhwc, dy), yv, xv, sv, sm, si, eps); err != nil {
-				t.Fatalf("BatchNormBackwardReLU: %v", err)
-			}
-			near(t, "dx", get(t, d, dxv), dx, ones(dx, 1), 8*tol)
-			m := float64(n / c)
-			near(t, "dscale", get(t, d, ds), dscale, ones(dscale, m), tol)
-			near(t, "dbias", get(t, d, dbv), dbias, ones(dbias, m), tol)
-			if tc.residual {
-				near(t, "dr", get(t, d, drv), g, ones(g, 0), 0)
+				for i := range g {
+					if y[i] > 0 {
+						g[i] = dy[i]
+						if parts == 2 {
+							g[i] = backendtest.Quantize(tc.dt, dy[i]+dy2[i])
+						}
+					}
+				}
+				_, _, _, _, dx, dscale, dbias := bnRef(x, g, scale, bias, tc.xs, eps)
+				dxv := put(t, d, tc.dt, tc.xs, nhwc, nanVals(n))
+				ds, dbv := vec(t, d, backend.Float32, nanVals(c)), vec(t, d, backend.Float32, nanVals(c))
+				if tc.residual {
+					drv = put(t, d, tc.dt, tc.xs, nhwc, nanVals(n))
+				}
+				if err := d.BatchNormBackwardReLU(nil, dxv, drv, ds, dbv, put(t, d, tc.dt, tc.xs, nhwc, dy), dy2v, yv, xv, sv, sm, si, eps); err != nil {
+					t.Fatalf("BatchNormBackwardReLU, %d parts: %v", parts, err)
+				}
+				near(t, fmt.Sprintf("dx, %d parts", parts), get(t, d, dxv), dx, ones(dx, 1), 8*tol)
+				m := float64(n / c)
+				near(t, fmt.Sprintf("dscale, %d parts", parts), get(t, d, ds), dscale, ones(dscale, m), tol)
+				near(t, fmt.Sprintf("dbias, %d parts", parts), get(t, d, dbv), dbias, ones(dbias, m), tol)
+				if tc.residual {
+					near(t, fmt.Sprintf("dr, %d parts", parts), get(t, d, drv), g, ones(g, 0), 0)
+				}
 			}
 
 			// Inference with the running statistics as they are now.

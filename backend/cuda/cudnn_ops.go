@@ -449,7 +449,7 @@ func (dev *Device) BatchNormBackward(s backend.Stream, dx, dscale, dbias, dy, x,
 		if err != nil {
 			return err
 		}
-		return d.batchNormBackwardNHWC(what, dx, backend.View{}, dscale, dbias, dy, backend.View{}, x, scale, saveMean, saveInvStd)
+		return d.batchNormBackwardNHWC(what, dx, backend.View{}, dscale, dbias, dy, backend.View{}, backend.View{}, x, scale, saveMean, saveInvStd)
 	}
 	d, err := dev.dnnBegin(s, what, check)
 	if err != nil {

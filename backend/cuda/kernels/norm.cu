@@ -209,11 +209,28 @@ template <int V> __device__ __forceinline__ void masked(const S* y, i64 i, float
 		if (!(o[j] > 0.0f)) g[j] = 0.0f;
 }
 
+// gradIn loads the gradient g[V] that the backward kernels take at i: dy
+// plus dy2 when dy2 is not null (the two parts of a gradient that nothing
+// has added yet, such as a residual input's), rounded to S as a stored sum
+// would be, then masked by the ReLU output y when y is not null.
+template <int V>
+__device__ __forceinline__ void gradIn(const S* dy, const S* dy2, const S* y, i64 i, float* g) {
+	ldv<V>(dy + i, g);
+	if (dy2) {
+		float h[V];
+		ldv<V>(dy2 + i, h);
+		for (int j = 0; j < V; j++) g[j] = ldc<VD>(st<VD>(g[j] + h[j]));
+	}
+	masked<V>(y, i, g);
+}
+
 // bwdStats: Σ dy and Σ dy·(x − mean) per channel over the block's rows,
-// dy masked by the ReLU output y when y is not null.
+// dy taken by gradIn (dy + dy2, masked by y). When dst is not null the
+// gradient taken is stored there, so that the second pass reads one
+// tensor, already summed and masked, instead of two or three.
 template <int V>
 __device__ __forceinline__ void bwdStats(const S* dy, const S* x, i64 M, int C, const float* mean, float* part,
-					 const S* y) {
+					 const S* y, const S* dy2, S* dst) {
 	const int c0 = (blockIdx.x * NB_TX + threadIdx.x) * V;
 	float a[V], b[V], mu[V], g[V], v[V];
 	for (int j = 0; j < V; j++) a[j] = b[j] = 0;
@@ -221,8 +238,8 @@ __device__ __forceinline__ void bwdStats(const S* dy, const S* x, i64 M, int C, 
 		for (int j = 0; j < V; j++) mu[j] = mean[c0 + j];
 		for (i64 r = (i64)blockIdx.y * NB_TY + threadIdx.y; r < M; r += (i64)gridDim.y * NB_TY) {
 			const i64 i = r * C + c0;
-			ldv<V>(dy + i, g);
-			masked<V>(y, i, g);
+			gradIn<V>(dy, dy2, y, i, g);
+			if (dst) stv<V>(dst + i, g);
 			ldv<V>(x + i, v);
 			for (int j = 0; j < V; j++) {
 				a[j] += g[j];
@@ -233,16 +250,18 @@ __device__ __forceinline__ void bwdStats(const S* dy, const S* x, i64 M, int C, 
 	partials<V>(a, b, c0, C, part);
 }
 
-// bn_nhwc_bwd_stats: part[b·C + c] = Σ dy, part[(gy + b)·C + c] =
-// Σ dy·(x − mean) over the rows of block row b; dy masked by the ReLU
-// output y when y is not null.
+// bn_nhwc_bwd_stats: part[b·C + c] = Σ g, part[(gy + b)·C + c] =
+// Σ g·(x − mean) over the rows of block row b, with g = dy (+ dy2 when
+// not null), masked by the ReLU output y when y is not null, and stored
+// in dst when dst is not null. dst may be dy (each element is read and
+// written by one thread).
 extern "C" __global__ void bn_nhwc_bwd_stats(const S* dy, const S* x, i64 M, int C, const float* mean, float* part,
-					     const S* y) {
-	bwdStats<1>(dy, x, M, C, mean, part, y);
+					     const S* y, const S* dy2, S* dst) {
+	bwdStats<1>(dy, x, M, C, mean, part, y, dy2, dst);
 }
 extern "C" __global__ void bn_nhwc_bwd_stats2(const S* dy, const S* x, i64 M, int C, const float* mean, float* part,
-					      const S* y) {
-	bwdStats<2>(dy, x, M, C, mean, part, y);
+					      const S* y, const S* dy2, S* dst) {
+	bwdStats<2>(dy, x, M, C, mean, part, y, dy2, dst);
 }
 
 // bn_nhwc_bwd_finish: dbias = Σ dy, dscale = Σ dy·(x − mean)·inv, and the
