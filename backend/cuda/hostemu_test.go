@@ -79,3 +79,49 @@ func TestSGDTileMatchesKernel(t *testing.T) {
 		t.Fatalf("kernels/optim.cu lacks %q", want)
 	}
 }
+
+// TestKernelsParseOnHost has g++ check the syntax and types of the kernel
+// modules that shim.h can stand in for, in float32, float16 and bfloat16
+// (the half types' inline PTX is only parsed), so that a kernel edited
+// without a GPU at hand is at least well-formed C++ in every dtype that
+// runs it. It skips when g++ is missing.
+func TestKernelsParseOnHost(t *testing.T) {
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++")
+	}
+	if testing.Short() {
+		t.Skip("compiles C++: not in -short")
+	}
+	common, err := os.ReadFile("kernels/common.cuh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shim, err := filepath.Abs("testdata/hostemu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, module := range []string{"norm", "optim", "unary", "binary", "bytes", "quant"} {
+		src, err := os.ReadFile("kernels/" + module + ".cu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, dt := range []string{"DT_F32", "DT_F16", "DT_BF16"} {
+			t.Run(module+"/"+dt, func(t *testing.T) {
+				t.Parallel()
+				text := "#include \"shim.h\"\n#define VD " + dt + "\n#define K_ALL\n" + string(common) + string(src) + "\nint main() {}\n"
+				path := filepath.Join(t.TempDir(), "k.cpp")
+				if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				out, err := exec.Command(cxx, "-std=c++20", "-fsyntax-only", "-w", "-I", shim, path).CombinedOutput()
+				if err != nil {
+					if strings.Contains(string(out), "barrier") && strings.Contains(string(out), "No such file") {
+						t.Skipf("g++ lacks C++20's <barrier>: %s", out)
+					}
+					t.Fatalf("g++: %v\n%s", err, out)
+				}
+			})
+		}
+	}
+}
