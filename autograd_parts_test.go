@@ -63,6 +63,10 @@ func TestGradientInParts(t *testing.T) {
 			y.MulScalar(2).Add(y.MulScalar(3)).Sum().Backward()
 			return x.Grad()
 		}, []float64{5, 5}, 1, 0, false},
+		{"added to itself", func(x, y *Tensor, spy *partsSpy) *Tensor {
+			y.Add(y).Sum().Backward()
+			return x.Grad()
+		}, []float64{2, 2}, 1, 0, false},
 		{"three uses", func(x, y *Tensor, spy *partsSpy) *Tensor {
 			y.MulScalar(2).Add(y.MulScalar(3)).Add(y.Mul(y)).Sum().Backward()
 			return x.Grad()
