@@ -226,9 +226,14 @@ func (d *queue) batchNormInferNHWC(what string, y, x, r, scale, bias, runMean, r
 // sums of g and g·(x − mean), dscale, dbias and the input gradient's
 // coefficients, then dx. g is dy, plus dy2 unless it is the zero View,
 // masked by out (the forward's ReLU output) unless that is the zero View;
-// dr, unless it is the zero View, receives g. When g is not dy itself the
-// first pass stores it (in dr, else in dx) and the second reads it from
-// there: one tensor instead of dy, dy2 and out again.
+// dr, unless it is the zero View, receives g. When g must be stored (dr)
+// or is a sum (dy2), the first pass stores it (in dr, else in dx) and the
+// second reads it from there: one tensor instead of dy, dy2 and out
+// again. With dr, that moves dr's store and saves the second pass a read
+// (the residual end of a ResNet block: 7 passes over the data instead of
+// 8); with dy2, it saves the addition of the two parts beforehand. A
+// masked g that is not stored is masked again by the second pass, as
+// storing it would cost what reading out again does.
 func (d *queue) batchNormBackwardNHWC(what string, dx, dr, dscale, dbias, dy, dy2, out, x, scale, saveMean, saveInvStd backend.View) error {
 	p, err := d.ptrsOf(what, dx, dscale, dbias, dy, x, scale, saveMean, saveInvStd, out, dr, dy2)
 	if err != nil {
@@ -241,7 +246,7 @@ func (d *queue) batchNormBackwardNHWC(what string, dx, dr, dscale, dbias, dy, dy
 	// g's store and where the second pass reads it, masks it and copies it.
 	var dst cuda.DevicePtr
 	gin, mask, gout := p[3], p[8], p[9]
-	if p[8] != 0 || p[10] != 0 {
+	if p[9] != 0 || p[10] != 0 {
 		dst = p[9]
 		if dst == 0 {
 			dst = p[0]
