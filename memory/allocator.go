@@ -153,6 +153,16 @@ type Allocator struct {
 	// (policy:vram's lifetime prediction, vrampolicy.go).
 	recentSizes [vramRoleDepth]int64
 	lifetimes   map[uint64]uint64
+	// lowAlloc is the fewest allocated bytes seen since the first free
+	// (what a server's weights hold between requests; valid once
+	// lowSeen), aboveMid whether the allocated bytes have been above
+	// halfway from there to the peak since they last came back below
+	// it, and newRequest whether they came back and no request has
+	// taken step 1's lowest block yet (policy:vram's request boundary).
+	lowAlloc   int64
+	lowSeen    bool
+	aboveMid   bool
+	newRequest bool
 }
 
 // pendingEvent is an event a block freed while in use on another stream
@@ -388,6 +398,7 @@ func (a *Allocator) allocLocked(size int64, stream Stream, region string, retrie
 		a.processEvents(false)
 	}
 	var life lifePrediction
+	var b *Block
 	if a.mode == modeVRAM {
 		life = a.predictLife(rounded)
 		if b, high := a.findAnchored(p, stream, rounded, life); b != nil {
@@ -395,8 +406,11 @@ func (a *Allocator) allocLocked(size int64, stream Stream, region string, retrie
 			life.set(blk, a.tick)
 			return blk, nil
 		}
+		b = a.findRequestStart(p, stream, rounded)
 	}
-	b := a.findFree(p, stream, rounded)
+	if b == nil {
+		b = a.findFree(p, stream, rounded)
+	}
 	if b == nil {
 		var err error
 		if b, err = a.getMemory(p, stream, rounded, retried); err != nil {
@@ -742,6 +756,7 @@ func (a *Allocator) EmptyCache() {
 	a.releaseCached()
 	a.highWater = a.stats.ReservedBytes[StatAll].Current
 	a.peakAlloc = a.stats.AllocatedBytes[StatAll].Current
+	a.lowSeen, a.aboveMid, a.newRequest = false, false, false
 }
 
 // releaseCached releases every free fixed segment and every mapping inside

@@ -70,7 +70,10 @@
 // size and those of the three requests before it) showed to live long is
 // placed next to a block expected to outlive it rather than by best fit,
 // so that a transformer layer's output does not leave the next layer's
-// memory a hole off (vrampolicy.go describes it in full). It needs a
+// memory a hole off; and once a server's request has given its working
+// set back, the next request's first large one takes the lowest free
+// block that fits, so that each request's memory starts where the one
+// before started (vrampolicy.go describes it in full). It needs a
 // [VirtualArena]; on a plain [Arena] it falls back to PyTorch's fixed
 // segments, with no other difference.
 //
@@ -84,13 +87,13 @@
 // (testdata/gentraces):
 //
 //	trace                          pytorch          pytorch+expandable  vram
-//	bert_infer_varlen              1.717  1.1 ms    1.154  1.3 ms       1.040  7.2 ms
-//	bert_infer_varlen_cap1228MiB   1.717  1.1 ms    1.154  1.3 ms       1.040  7.2 ms
+//	bert_infer_varlen              1.717  1.1 ms    1.154  1.3 ms       1.026  5.6 ms
+//	bert_infer_varlen_cap1228MiB   1.717  1.1 ms    1.154  1.3 ms       1.026  5.6 ms
 //	bert_train_varlen              1.505  8.5 ms    1.082 11.0 ms       1.042 12.7 ms
 //	gpt2_generate_varbatch         1.193  2.0 ms    1.124  1.9 ms       1.039  3.6 ms
 //	gpt2_train_varlen              1.651  8.3 ms    1.071 17.1 ms       1.024 11.4 ms
 //	gpt_generate_kvcache           1.192  2.5 ms    1.110  2.4 ms       1.042  4.2 ms
-//	resnet50_infer_varbatch        2.795  1.1 ms    1.231  1.4 ms       1.028  6.1 ms
+//	resnet50_infer_varbatch        2.795  1.1 ms    1.231  1.4 ms       1.022  6.0 ms
 //	resnet50_train                 1.206  5.4 ms    1.020  8.3 ms       1.018  4.4 ms
 //	synth_bert_infer_varlen        3.530  2.5 ms    1.040  2.2 ms       1.039  3.9 ms
 //	synth_bert_infer_varlen_long   3.345  1.7 ms    1.061  2.0 ms       1.035  3.6 ms
@@ -107,7 +110,7 @@
 // where it reserves 1.053x, still below PyTorch's 1.232 with expandable
 // segments. Its driver time is within twice policy:pytorch's on 9 of the
 // 16 traces (on the four training traces 0.8 to 1.9 times it) and 2.1 to
-// 6.6 times it on the others: a segment of policy:pytorch costs about as much as one
+// 5.3 times it on the others: a segment of policy:pytorch costs about as much as one
 // mapping, and the vram policy unmaps and remaps holes to stay within its
 // slack, on the inference traces in the layers of the requests near the
 // largest (policyGaps in replay_test.go has the numbers). Its driver calls

@@ -31,7 +31,15 @@ package memory
 //     and as the slack of step 3 is less than one, every layer of a large
 //     request unmaps a hole below and maps as much above. Placed next to
 //     what outlives it, the output alternates between the two ends of the
-//     free space and the layers' memory stays where it is.
+//     free space and the layers' memory stays where it is. At a request
+//     boundary, once the allocated bytes have come back to within half
+//     of the way from their low since the first free to their peak after
+//     being above it (a server's request has given its working set
+//     back), the next request of the large pool of at least a 16th of
+//     that peak that is not placed apart takes the lowest-addressed free
+//     block that fits rather than the best fit: the new request's
+//     working set starts at the low end of the mapped memory, where the
+//     one before started, rather than in the holes where it ended.
 //  2. When nothing fits, place the request in a run of free and unmapped
 //     blocks of a virtual segment (one per stream and pool kind, as large
 //     as twice the device: address space is cheap), choosing the window
@@ -689,6 +697,76 @@ import (
 // earlier ones left and into fresh address space; on
 // resnet50_infer_varbatch, the first layers of each new batch size,
 // mapped in many small chunks.
+//
+// Then, late on 2026-12-05, the two traces nearest the bounds and the
+// boundary between a server's requests, on all 16 traces against the
+// settings above (9 within every bound, 15 within the fragmentation
+// bounds, worst 6.60x), each also on 42 traces that gentraces writes with
+// six other seeds and that testdata does not hold (15 within every bound,
+// 34 within the fragmentation bounds). synth_bert_infer_varlen_long (3.63
+// ms against a bound of 3.47) spends 1.13 ms loading, one mapping per 4.5
+// MiB weight; of the rest, the second layer of four requests that raise
+// the peak (0.74 ms): their first layer's output, of a role not seen yet,
+// lands by best fit a hidden state above the layer's input, and the next
+// layer's scores unmap that hidden state's hole (3 to 5 chunks of 2 to 16
+// MiB, mapped while the peak was small) and map as much above; and 0.22 ms
+// where a 1 MiB request of the small pool, just over the budget between
+// two requests, unmaps 58 MiB in 4 chunks for 32 times what is over. On
+// two_models the reserve passes 1.05 (884 MiB against 881) where a request
+// over the budget finds no free chunk whole to unmap (26 of 33 MiB over
+// given back), as before.
+//
+//   - Step 3 unmapping, for a request of the small pool, chunks for 1, 2,
+//     4, 8, 12, 16 or 24 times what is over rather than 32: 8, 8, 9, 10,
+//     9, 9 and 9 traces; at 8, synth_bert_infer_varlen_long in (1.98x) but
+//     two_models at 1.1008x reserved, and on the other seeds 14 traces
+//     within every bound and fragmentation broken on 3 more
+//     (synth_resnet50_infer_varbatch of one seed 1.144x); at 1 and 2,
+//     gpt2_generate_varbatch at 2.00x and synth_transformer_train_varlen
+//     at 2.05x; at 12, synth_transformer_train_varlen at 1.058x reserved.
+//   - Step 3 unmapping, of a block freed within the last 4 allocations,
+//     the run of its whole chunks with the fewest chunks that holds what
+//     is over (anywhere in the block) rather than its lowest chunks:
+//     bert_infer_varlen 8.23x, synth_resnet50_infer_varbatch at 1.055x.
+//   - Mapping 20 MiB ahead while loading for requests of up to 4.5, 6 or
+//     10 MiB again: synth_bert_infer_varlen_long in, two_models 2.88x,
+//     bert_infer_varlen 6.06x, and 19 rather than 15 of the other seeds'
+//     traces within every bound (33 rather than 34 within the
+//     fragmentation bounds), but gpt_generate_kvcache at 1.0585x and
+//     synth_resnet50_infer_varbatch at 1.060x reserved.
+//   - The request boundary (kept, step 1; vramBoundaryDiv,
+//     vramBoundaryLarge): 9 traces within every bound and 15 within the
+//     fragmentation bounds, as before, no trace's driver time higher:
+//     bert_infer_varlen 6.60 to 5.08x (1.0395 to 1.0261x reserved, 123 to
+//     99 maps, 68 to 46 unmaps), resnet50_infer_varbatch 5.30 to 5.27x
+//     (1.0284 to 1.0218x), the others unchanged to the microsecond; on the
+//     other seeds 35 traces within the fragmentation bounds rather than 34
+//     (synth_resnet50_infer_varbatch of one seed 1.073 to 1.040x), 15
+//     within every bound as before. It is sensitive to both settings: from
+//     a 12th of the peak, bert_infer_varlen unchanged and
+//     resnet50_infer_varbatch at 5.17x (1.048x); from a 20th, 24th or
+//     32nd, bert_infer_varlen 4.14x (1.0328x) and two_models within 1.05
+//     (1.0364, 1.0364 and 1.0412x; 3.07, 2.89 and 2.67x), but
+//     resnet50_infer_varbatch at 1.1198x and 8.0x, where a new peak's
+//     request then finds the free memory in pieces with no whole chunk and
+//     maps 52 MiB with 2 given back; a third of the way rather than half:
+//     bert_infer_varlen 6.56x; a quarter: synth_resnet50_infer_varbatch
+//     1.060x. Taking the lowest block that unmapped space does not follow
+//     (as best fit leaves those to large requests): fragmentation broken
+//     on synth_resnet50_infer_varbatch (1.071 to 1.137x from a 16th to a
+//     32nd), bert_infer_varlen 1.053x from a 16th. The lowest block that
+//     also holds a quarter to all of what the peak leaves above the
+//     allocated bytes: 6 to 9 traces, fragmentation broken on 2 to 7. The
+//     boundary taken whenever the allocated bytes are within halfway (not
+//     only after being above): bert_infer_varlen 4.14x and two_models
+//     2.67x (1.0412x), but both ResNet-50 inference traces past 1.05
+//     (1.061, 1.060x); every large request until the allocated bytes pass
+//     halfway again: bert_infer_varlen 5.27x at 1.0496x, two_models
+//     1.072x, synth_resnet50_infer_varbatch 1.060x. Forgetting, at the
+//     boundary, a high-water mark above the peak's slack (a budget per
+//     request): gpt_generate_kvcache 1.68 to 1.51x, two_models 3.24 to
+//     3.28x, and on the other seeds one trace fewer within the
+//     fragmentation bounds than with the boundary alone.
 const (
 	// vramSlackDiv: the reserve may exceed the peak of the allocated bytes
 	// (the request included) by 1/24 of it before free chunks are unmapped.
@@ -770,6 +848,17 @@ const (
 	vramLongLife   = 8
 	vramLongDiv    = 32
 	vramAnchorScan = 16
+	// vramBoundaryDiv and vramBoundaryLarge: once the allocated bytes
+	// come back to within half of the way from their low since the first
+	// free to their peak, after being above it (one request's working set
+	// given back), the next request of at least a 16th of that peak that
+	// step 1 does not anchor takes the lowest-addressed free block that
+	// fits. The sweep of 2026-12-05 (late, above) chose them: a third or
+	// a quarter of the way, or a 12th of the peak, gain little or break
+	// synth_resnet50_infer_varbatch; a 20th to a 32nd break
+	// resnet50_infer_varbatch (1.1198x).
+	vramBoundaryDiv   = 2
+	vramBoundaryLarge = 16
 	// vramMaxRoles bounds the roles whose lifetime is remembered; the
 	// table starts again when it is full.
 	vramMaxRoles = 1 << 14
@@ -1248,4 +1337,40 @@ func (a *Allocator) findAnchored(p *pool, stream Stream, size int64, l lifePredi
 		}
 	}
 	return nil, false
+}
+
+// findRequestStart runs the request boundary of step 1 of the policy for a
+// request of size rounded bytes in p that findAnchored did not place: it
+// notes where the allocated bytes stand (see Allocator.lowAlloc) and, for
+// the first request of the large pool of at least a vramBoundaryLarge-th
+// of the peak of the allocated bytes since they came back to within
+// halfway (vramBoundaryDiv) from their low to that peak, returns the
+// lowest-addressed free block of stream in p that fits it. It returns nil
+// otherwise, before the first free, or when max_split_size_mb is set
+// (whose rules findFree keeps).
+func (a *Allocator) findRequestStart(p *pool, stream Stream, size int64) *Block {
+	if !a.freedOnce || a.oversize != math.MaxInt64 {
+		return nil
+	}
+	cur := a.stats.AllocatedBytes[StatAll].Current
+	if !a.lowSeen || cur < a.lowAlloc {
+		a.lowAlloc, a.lowSeen = cur, true
+	}
+	if cur > a.lowAlloc+(a.peakAlloc-a.lowAlloc)/vramBoundaryDiv {
+		a.aboveMid = true
+	} else if a.aboveMid {
+		// The working set of the request before is gone.
+		a.aboveMid, a.newRequest = false, true
+	}
+	if !a.newRequest || p.kind != poolLarge || size < a.peakAlloc/vramBoundaryLarge {
+		return nil
+	}
+	a.newRequest = false
+	var low *Block
+	for c := p.lowerBound(stream, size); c != nil && c.stream == stream; c = nextIn(c) {
+		if c.seg.virtual && (low == nil || c.addr < low.addr) {
+			low = c
+		}
+	}
+	return low
 }

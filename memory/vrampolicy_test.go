@@ -524,6 +524,55 @@ func TestVRAMResidualStream(t *testing.T) {
 	}
 }
 
+// TestVRAMRequestStart checks the request boundary of step 1: once the
+// allocated bytes have come back from above halfway to their peak (a
+// request's working set given back), the next request of at least a 16th
+// of the peak takes the lowest-addressed free block that fits rather than
+// the best fit; smaller requests and the rest of the request keep best
+// fit.
+func TestVRAMRequestStart(t *testing.T) {
+	tests := []struct {
+		name  string
+		sizes []int64  // the next request's first allocations
+		want  []string // the hole each lands in: "low" (64 MiB) or "high" (48 MiB)
+	}{
+		{name: "first large request", sizes: []int64{40 * mib, 40 * mib}, want: []string{"low", "high"}},
+		{name: "a smaller request first", sizes: []int64{8 * mib, 40 * mib}, want: []string{"high", "low"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, sim := newTestAllocator(t, "", 8<<30)
+			for i := 0; i < 5; i++ {
+				mustAlloc(t, a, 20*mib, 0) // weights
+			}
+			a.Free(mustAlloc(t, a, 20*mib, 0)) // a warm-up: loading ends
+			// The request before: two large tensors given back and two
+			// small ones that outlive it, one between them.
+			low := mustAlloc(t, a, 64*mib, 0)
+			mustAlloc(t, a, 8*mib, 0)
+			high := mustAlloc(t, a, 48*mib, 0)
+			mustAlloc(t, a, 8*mib, 0)
+			lowAt, highAt := low.addr, high.addr
+			a.Free(low)
+			a.Free(high)
+			for i, size := range tc.sizes {
+				b := mustAlloc(t, a, size, 0)
+				var got string
+				switch {
+				case b.addr >= lowAt && b.end() <= lowAt+64*mib:
+					got = "low"
+				case b.addr >= highAt && b.end() <= highAt+48*mib:
+					got = "high"
+				}
+				if got != tc.want[i] {
+					t.Errorf("request %d of %d MiB landed in the %q hole, want %q", i, size/mib, got, tc.want[i])
+				}
+			}
+			check(t, a, sim)
+		})
+	}
+}
+
 // TestVRAMLearnsLifetimes checks the lifetime prediction behind step 1:
 // a request's role is its size and the sizes of the requests before it,
 // the lifetime of a role is what its last block lived, in allocations,
