@@ -767,6 +767,16 @@ import (
 //     request): gpt_generate_kvcache 1.68 to 1.51x, two_models 3.24 to
 //     3.28x, and on the other seeds one trace fewer within the
 //     fragmentation bounds than with the boundary alone.
+//   - With the boundary kept, from a 16th, 24th or 32nd of the peak, the
+//     lowest block taken only when it is at least as large as best fit's:
+//     every trace within the fragmentation bounds from a 24th, two_models
+//     included (1.0364 and 1.0412x; 2.89 and 2.67x), bert_infer_varlen
+//     4.14x, but resnet50_infer_varbatch at 8.27x (6.0 to 9.5 ms: step 3
+//     unmapping 5 to 14 chunks of 2 to 16 MiB at once, cut while its peak
+//     was below 832 MiB), and on the other seeds 33 traces within the
+//     fragmentation bounds rather than 35; from a 16th,
+//     bert_infer_varlen 5.27x. Only when it is at least twice the
+//     request: bert_infer_varlen 6.21x from a 16th, 1.056x from a 24th.
 const (
 	// vramSlackDiv: the reserve may exceed the peak of the allocated bytes
 	// (the request included) by 1/24 of it before free chunks are unmapped.
