@@ -373,7 +373,9 @@ func (c *localComm) AllGather(dst, src *vram.Tensor) error {
 		dev := slots[0].a.Device()
 		parts := make([]*vram.Tensor, len(slots))
 		for i, s := range slots {
-			parts[i] = s.a.Reshape(-1).To(dev)
+			flat := s.a.Reshape(-1)
+			parts[i] = flat.To(dev)
+			flat.Release()
 		}
 		all := vram.Cat(parts, 0)
 		defer all.Release()
@@ -413,7 +415,8 @@ func (g *localGroup) mailbox(from, to int) chan *vram.Tensor {
 	return ch
 }
 
-// Send queues a copy of t for rank peer.
+// Send queues a copy of t for rank peer; t may be written or released
+// once it returns.
 func (c *localComm) Send(t *vram.Tensor, peer int) error {
 	if err := c.args("send", t, false, nil); err != nil {
 		return err
@@ -424,8 +427,15 @@ func (c *localComm) Send(t *vram.Tensor, peer int) error {
 	if err := vram.CurrentStream(c.Device()).Synchronize(); err != nil {
 		return err
 	}
+	// A copy, made now: the caller may write t or release it as soon as
+	// Send returns, as after the TCP and NCCL sends.
 	dt := t.Detach()
-	cp := dt.Contiguous()
+	var cp *vram.Tensor
+	if dt.IsContiguous() {
+		cp = dt.Clone()
+	} else {
+		cp = dt.Contiguous() // a copy already
+	}
 	dt.Release()
 	select {
 	case <-c.g.done:

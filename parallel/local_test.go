@@ -3,6 +3,7 @@ package parallel
 import (
 	"errors"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -320,5 +321,84 @@ func TestLocalReducesAsTCP(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestLocalSendCopies checks that a send takes a copy of its tensor when
+// it is called: the sender may write or release the tensor as soon as
+// Send returns, and the receiver gets what was sent.
+func TestLocalSendCopies(t *testing.T) {
+	tests := []struct {
+		name  string
+		after func(x *vram.Tensor) // what the sender does once Send returns
+		view  bool                 // send a transposed view rather than x
+	}{
+		{"written", func(x *vram.Tensor) { vram.NoGrad(func() { x.FillInPlace(9) }) }, false},
+		{"written, transposed", func(x *vram.Tensor) { vram.NoGrad(func() { x.FillInPlace(9) }) }, true},
+		{"released", func(x *vram.Tensor) { x.Release() }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			comms, err := NewLocalGroupOptions(simDevs(2), LocalOptions{Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := vram.FromSlice([]float32{1, 2, 3, 4, 5, 6}, vram.Shape{2, 3}, vram.Float32, vram.Sim(0))
+			defer x.Release()
+			sent, want := x, []float32{1, 2, 3, 4, 5, 6}
+			if tt.view {
+				sent, want = x.T(), []float32{1, 4, 2, 5, 3, 6}
+				defer sent.Release()
+			}
+			if err := comms[0].Send(sent, 1); err != nil {
+				t.Fatal(err)
+			}
+			tt.after(x)
+			y := vram.Zeros(vram.Shape{6}, vram.Float32, vram.Sim(1))
+			defer y.Release()
+			if err := comms[1].Recv(y, 0); err != nil {
+				t.Fatal(err)
+			}
+			if got := y.Float32s(); !slices.Equal(got, want) {
+				t.Errorf("received %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestLocalAllGatherHoldsNothing checks that an all_gather keeps no
+// handle on the ranks' tensors: once they are released, their memory is
+// free.
+func TestLocalAllGatherHoldsNothing(t *testing.T) {
+	tests := []struct {
+		name       string
+		transposed bool
+	}{{"contiguous", false}, {"transposed", true}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			devs := simDevs(2)
+			comms, err := NewLocalGroupOptions(devs, LocalOptions{Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := []int64{vram.MemoryAllocated(devs[0]), vram.MemoryAllocated(devs[1])}
+			noErrors(t, eachRank(comms, func(c Communicator) error {
+				src := vram.Full(vram.Shape{2, 3}, float64(c.Rank()), c.Device())
+				defer src.Release()
+				if tt.transposed {
+					tr := src.T()
+					defer tr.Release()
+					src = tr
+				}
+				dst := vram.Zeros(vram.Shape{12}, vram.Float32, c.Device())
+				defer dst.Release()
+				return c.AllGather(dst, src)
+			}))
+			for i, d := range devs {
+				if got := vram.MemoryAllocated(d); got != before[i] {
+					t.Errorf("%v: %d bytes allocated after the all_gather, %d before", d, got, before[i])
+				}
+			}
+		})
 	}
 }
