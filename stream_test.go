@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -366,6 +367,62 @@ func TestEventFirstRecordRaces(t *testing.T) {
 					}
 				}
 				e.Release()
+			}
+		})
+	}
+}
+
+// TestCopyBetweenDevicesFollowsStreams: a copy between two sim devices
+// reads its source after the work queued so far on the destination's
+// current stream, as PyTorch's copies between GPUs do, so that a
+// destination stream made to wait for the stream that wrote the source
+// copies what that stream wrote.
+func TestCopyBetweenDevicesFollowsStreams(t *testing.T) {
+	tests := []struct {
+		name string
+		copy func(x *Tensor, to Device) *Tensor
+	}{
+		{"To", func(x *Tensor, to Device) *Tensor { return x.To(to) }},
+		{"CopyFrom", func(x *Tensor, to Device) *Tensor { return Zeros(x.Shape(), to).CopyFrom(x) }},
+		{"MoveTo", func(x *Tensor, to Device) *Tensor { x.MoveTo(to); return x.Detach() }},
+		{"To of a transposed view", func(x *Tensor, to Device) *Tensor {
+			v := x.View(2, 2).T()
+			defer v.Release()
+			c := v.To(to)
+			defer c.Release()
+			ct := c.T()
+			defer ct.Release()
+			return ct.Reshape(-1)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			from, to := Sim(0), Sim(1)
+			s0, s1 := mustNewStream(t, from), mustNewStream(t, to)
+			var x *Tensor
+			WithStream(s0, func() {
+				one := Ones(Shape{4}, Float32, from)
+				defer one.Release()
+				x = one.MulScalar(3)
+			})
+			defer x.Release()
+			e := s0.RecordEvent()
+			defer e.Release()
+			s1.WaitEvent(e)
+			var y *Tensor
+			WithStream(s1, func() { y = tt.copy(x, to) })
+			defer y.Release()
+			if err := s1.Synchronize(); err != nil {
+				t.Fatal(err)
+			}
+			if got := y.Float32s(); !slices.Equal(got, []float32{3, 3, 3, 3}) {
+				t.Errorf("copied %v, want the 3s that the waited stream wrote", got)
+			}
+			if err := Synchronize(from); err != nil {
+				t.Error(err)
+			}
+			if err := Synchronize(to); err != nil {
+				t.Error(err)
 			}
 		})
 	}

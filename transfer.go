@@ -105,6 +105,9 @@ func copyAcross(t *Tensor, dst *devState, nonBlocking bool) *Tensor {
 		check("to", err)
 		return out
 	}
+	if src != dst && src.dev.Kind == dst.dev.Kind && src.dev.Kind != "cpu" {
+		readAfter("to", src, dst)
+	}
 	raw := t.readHost("to")
 	if hb, ok := out.ref.st.buf.(backend.HostBuffer); ok && dst.dev.Kind == "cpu" {
 		copy(hb.Host(), raw)
@@ -112,6 +115,22 @@ func copyAcross(t *Tensor, dst *devState, nonBlocking bool) *Tensor {
 	}
 	check("to", dst.bd.CopyFromHost(dst.stream(), out.bv(), raw))
 	return out
+}
+
+// readAfter makes the current stream of src, which a copy to dst through
+// host memory reads on, wait for the work queued so far on dst's current
+// stream, as PyTorch's copies between GPUs (and the CUDA backend's peer
+// copies) do: a destination stream made to wait for the stream that wrote
+// the source (s1.WaitEvent(s0.RecordEvent()), then t.To(dev1) on s1)
+// then reads what that stream wrote, not what the memory held before.
+func readAfter(op string, src, dst *devState) {
+	ev, err := dst.bd.NewEvent(false)
+	if err != nil {
+		panic(&Error{Op: op, Kind: ErrBackend, Detail: dst.dev.String(), Err: err})
+	}
+	defer ev.Destroy()
+	check(op, ev.Record(dst.stream()))
+	check(op, src.stream().WaitEvent(ev))
 }
 
 // copyAsync makes the copy of a non-blocking To when it can be one: from
