@@ -40,6 +40,10 @@ type node struct {
 	shape  []int
 	dtype  DType
 	device Device
+	// stream is the stream, other than the default one, that the forward
+	// operation ran on (in WithStream); nil for the default stream and on
+	// the CPU. The backward pass waits for it (see waitForForward).
+	stream *Stream
 }
 
 // edge leads from a node to one of its inputs: another node, or a leaf that
@@ -133,7 +137,7 @@ func saveIf(need bool, t *Tensor) *Tensor {
 // the order bw returns their gradients; saved are references made with save
 // that bw uses and the node releases.
 func record(op string, out *Tensor, inputs []*Tensor, saved []*Tensor, bw func(g *Tensor) []*Tensor) {
-	n := &node{op: op, backward: bw, saved: saved, shape: out.shape, dtype: out.dtype, device: out.Device()}
+	n := &node{op: op, backward: bw, saved: saved, shape: out.shape, dtype: out.dtype, device: out.Device(), stream: forwardStream(out.ds())}
 	if len(saved) > 0 {
 		n.versions = make([]uint64, len(saved))
 		for i, s := range saved {
@@ -893,6 +897,7 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 			settle(leaf)
 		}
 	}
+	waitForForward(order)
 	for i := len(order) - 1; i >= 0; i-- {
 		n := order[i]
 		g, g2 := grads[n], parts[n]
@@ -1029,6 +1034,66 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 			n.free()
 		}
 	}
+}
+
+// waitForForward makes the calling goroutine's current stream of each
+// device of the nodes wait for the work queued so far on the streams
+// their forward operations ran on, when those are other streams: the
+// backward pass runs on the current streams of the goroutine that calls
+// Backward or Grad, and it reads what the forward operations wrote. In
+// PyTorch each backward operation runs on its forward operation's stream,
+// with the same outcome: a loss computed in WithStream(s) and passed to
+// Backward outside it gets the gradients of the values s computed, not of
+// what its tensors held before s ran.
+func waitForForward(order []*node) {
+	if g := current(); (g == nil || len(g.streams) == 0) && !slices.ContainsFunc(order, func(n *node) bool { return n.stream != nil }) {
+		return // every stream is a default one
+	}
+	type pair struct{ dev, fwd *Stream }
+	var done []pair
+	for _, n := range order {
+		if n.device.Kind == "cpu" {
+			continue
+		}
+		fwd := n.stream
+		cur := currentOrDefault(n.device)
+		if fwd == nil {
+			if cur.def {
+				continue
+			}
+			fwd = cur.ds.defaultStream() // a forward on the default stream, a backward in WithStream
+		}
+		if fwd == cur || fwd.released.Load() || slices.Contains(done, pair{cur, fwd}) {
+			continue
+		}
+		done = append(done, pair{cur, fwd})
+		cur.WaitStream(fwd)
+	}
+}
+
+// currentOrDefault returns the calling goroutine's current stream of d.
+func currentOrDefault(d Device) *Stream {
+	ds := mustDevice("backward", d)
+	if s := ds.currentStream(); s != nil {
+		return s
+	}
+	return ds.defaultStream()
+}
+
+// forwardStream returns the stream that the calling goroutine's
+// operations on ds use when it is not ds's default stream, nil otherwise
+// and on the CPU, whose streams do their work when it is queued.
+func forwardStream(ds *devState) *Stream {
+	if ds.dev.Kind == "cpu" {
+		return nil
+	}
+	if g := current(); g == nil || len(g.streams) == 0 {
+		return nil
+	}
+	if s := ds.currentStream(); s != nil && !s.def {
+		return s
+	}
+	return nil
 }
 
 // checkNotRun panics with ErrAutograd when n's backward cannot run again:

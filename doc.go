@@ -207,6 +207,12 @@
 // device. A tensor allocated on one stream and used on another needs
 // [Tensor.RecordStream] before it is released, so that the allocator does
 // not hand its memory to new work while the other stream still reads it.
+// A backward pass runs on the current streams of the goroutine that calls
+// Backward or Grad, after the work of the streams its forward operations
+// ran on (PyTorch runs each backward operation on the stream of its
+// forward operation, which gives the same gradients). A copy between two
+// devices reads its source after the work queued so far on the
+// destination's current stream, as PyTorch's do.
 //
 // Unlike PyTorch, a CPU tensor filled by a non-blocking copy from a GPU
 // waits for that copy before its values are read on the host, and a

@@ -427,3 +427,75 @@ func TestCopyBetweenDevicesFollowsStreams(t *testing.T) {
 		})
 	}
 }
+
+// TestBackwardWaitsForForwardStreams: a backward pass outside the
+// WithStream of its forward pass, or inside one when the forward pass ran
+// on the default stream, gives the gradients of the values the forward
+// streams computed, as in PyTorch, where each backward operation runs on
+// its forward operation's stream.
+func TestBackwardWaitsForForwardStreams(t *testing.T) {
+	tests := []struct {
+		name string
+		// forward returns the loss of w on streams of its choice; grad
+		// runs the backward pass and returns w's gradient.
+		forward func(t *testing.T, w *Tensor) *Tensor
+		grad    func(t *testing.T, w, loss *Tensor) []float32
+	}{
+		{"forward on a side stream, Backward on the default one",
+			func(t *testing.T, w *Tensor) *Tensor {
+				s := mustNewStream(t, Sim(0))
+				var loss *Tensor
+				WithStream(s, func() { loss = w.MulScalar(2).Square().Sum() })
+				return loss
+			},
+			func(t *testing.T, w, loss *Tensor) []float32 {
+				loss.Backward()
+				return w.Grad().Float32s()
+			}},
+		{"forward on a side stream, Grad on the default one",
+			func(t *testing.T, w *Tensor) *Tensor {
+				s := mustNewStream(t, Sim(0))
+				var loss *Tensor
+				WithStream(s, func() { loss = w.MulScalar(2).Square().Sum() })
+				return loss
+			},
+			func(t *testing.T, w, loss *Tensor) []float32 {
+				g := Grad([]*Tensor{loss}, []*Tensor{w})
+				defer g[0].Release()
+				return g[0].Float32s()
+			}},
+		{"forward on side streams of two devices",
+			func(t *testing.T, w *Tensor) *Tensor {
+				s0, s1 := mustNewStream(t, Sim(0)), mustNewStream(t, Sim(1))
+				var h, loss *Tensor
+				WithStream(s0, func() { h = w.MulScalar(2) })
+				WithStream(s1, func() {
+					s1.WaitStream(s0)
+					loss = h.To(Sim(1)).Square().Sum()
+				})
+				return loss
+			},
+			func(t *testing.T, w, loss *Tensor) []float32 {
+				loss.Backward()
+				return w.Grad().Float32s()
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := FromSlice([]float32{1, 2, 3}, Shape{3}, Float32, Sim(0)).SetRequiresGrad(true)
+			defer w.Release()
+			Tidy(func() {
+				loss := tt.forward(t, w)
+				got := tt.grad(t, w, loss)
+				if want := []float32{8, 16, 24}; !slices.Equal(got, want) {
+					t.Errorf("gradient %v, want %v", got, want)
+				}
+			})
+			for _, d := range []Device{Sim(0), Sim(1)} {
+				if err := Synchronize(d); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
