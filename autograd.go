@@ -612,8 +612,11 @@ func RetainGraph() BackwardOption {
 // unless a [Gradient] is given. Unless [RetainGraph] is given, the tensors
 // the graph saved are released when Backward returns, and a second Backward
 // over the same graph panics with [ErrAutograd]. Gradients flow across
-// devices through To, CUDA and CPU. Backward records nothing itself. A nil
-// option panics with [ErrArgument], as a nil option of [Tensor.To] does.
+// devices through To, CUDA and CPU. The backward pass runs on the calling
+// goroutine's current streams, after the work of the streams the forward
+// operations ran on (see [WithStream]). Backward records nothing itself. A
+// nil option panics with [ErrArgument], as a nil option of [Tensor.To]
+// does.
 func (t *Tensor) Backward(opts ...BackwardOption) {
 	defer pin("backward", t).unpin()
 	var o backwardOptions

@@ -88,7 +88,9 @@ func CurrentStream(d Device) *Stream {
 // uses s. Other devices and other goroutines are not affected; the
 // previous stream is current again when fn returns or panics. Tensors
 // allocated inside belong to s: when another stream uses one later, call
-// [Tensor.RecordStream] for it, or order the streams with events.
+// [Tensor.RecordStream] for it, or order the streams with events. A
+// backward pass through what fn computed, run outside fn, waits for the
+// work queued on s first.
 func WithStream(s *Stream, fn func()) {
 	s.check("with stream")
 	if fn == nil {
