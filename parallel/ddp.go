@@ -809,7 +809,8 @@ func (d *DistributedDataParallel) abandonLocked() {
 // Forward as often. It panics with an [*vram.Error] when the last step
 // went wrong and no Backward reported it: its reduction failed (kind
 // ErrBackend, wrapping the [*RankError]), or parameters received no
-// gradient (kind ErrAutograd); or when the broadcast of the buffers
+// gradient (kind ErrAutograd); after Close (kind ErrReleased); or when
+// the broadcast of the buffers
 // failed (kind ErrBackend; the communicator is aborted). A panic of the
 // module's Forward with gradients on, outside NoSync, aborts the
 // communicator, as one of Backward does, so that the other ranks'
@@ -822,11 +823,14 @@ func (d *DistributedDataParallel) Forward(x *vram.Tensor) *vram.Tensor {
 	sync := reduces && !d.opts.KeepLocalBuffers
 	d.mu.Unlock()
 	if err != nil {
-		kind := vram.ErrBackend
-		if errors.Is(err, vram.ErrAutograd) {
+		kind, detail := vram.ErrBackend, "the last step failed"
+		switch {
+		case errors.Is(err, vram.ErrAutograd):
 			kind = vram.ErrAutograd
+		case errors.Is(err, vram.ErrReleased):
+			kind, detail = vram.ErrReleased, "closed"
 		}
-		panic(&vram.Error{Op: "ddp forward", Kind: kind, Detail: "the last step failed", Err: err})
+		panic(&vram.Error{Op: "ddp forward", Kind: kind, Detail: detail, Err: err})
 	}
 	if sync {
 		if err := d.broadcastBuffers(); err != nil {

@@ -1120,3 +1120,25 @@ func TestDDPForwardPanics(t *testing.T) {
 		})
 	}
 }
+
+// TestDDPForwardAfterClose checks that Forward after Close panics with
+// kind ErrReleased, saying the DDP was closed, not that a step failed.
+func TestDDPForwardAfterClose(t *testing.T) {
+	comms := tcpGroup(t, 1, 5*time.Second)
+	m := testMLP(1, vram.CPU)
+	defer nn.Release(m)
+	ddp, err := NewDistributedDataParallel(m, comms[0], DDPOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ddp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		e, ok := recover().(*vram.Error)
+		if !ok || e.Kind != vram.ErrReleased || strings.Contains(e.Error(), "failed") {
+			t.Fatalf("Forward after Close: got %v, want an ErrReleased error saying it was closed", e)
+		}
+	}()
+	vram.Tidy(func() { ddp.Forward(vram.Ones(vram.Shape{3, ddpIn})) })
+}
