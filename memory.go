@@ -3,6 +3,7 @@ package vram
 import (
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/vramgo/vram/memory"
@@ -201,6 +202,7 @@ func reclaim(ds *devState) {
 	select {
 	case <-ran:
 	case <-timer.C:
+		reclaimTimeouts.Add(1)
 		return
 	}
 	deadline := time.Now().Add(reclaimWait)
@@ -212,7 +214,13 @@ func reclaim(ds *devState) {
 		}
 		n = m
 	}
+	reclaimTimeouts.Add(1)
 }
+
+// reclaimTimeouts counts reclaim's waits that ran out their bound, so
+// that a test can tell a prompt reclaim from one that waited the bound
+// out, whatever the load of the machine does to the time either takes.
+var reclaimTimeouts atomic.Int64
 
 // collect runs Go's garbage collector and returns a channel that closes
 // when the cleanup of a sentinel made unreachable before the collection

@@ -405,10 +405,11 @@ func TestStoragePeakCoversLive(t *testing.T) {
 
 // An out-of-memory error with nothing for the collector to reclaim (every
 // tensor released, as a batch-size search provokes them) comes without
-// waiting out reclaim's whole bound: the median of a few takes less than
-// what a collection and a cleanup take on this machine now, plus half the
-// bound. (A loaded machine slows the collection itself; measuring it beside
-// the errors keeps that out of the verdict.)
+// waiting out reclaim's whole bound: at most one of five errors ran a wait
+// out (a machine loaded enough may delay a cleanup that long), and the
+// median of them takes less than a collection on this machine now plus
+// the bound. (A loaded machine slows the collection and wakes sleepers
+// late; counting the waits that ran out keeps that out of the verdict.)
 func TestOutOfMemoryWithNothingToReclaimIsPrompt(t *testing.T) {
 	if testing.Short() {
 		// CI's -short run is its race-detector run, where a collection
@@ -418,6 +419,7 @@ func TestOutOfMemoryWithNothingToReclaimIsPrompt(t *testing.T) {
 	held := Empty(Shape{50 << 20}, tight) // 200 MiB of the 256
 	defer func() { held.Release(); EmptyCache(tight) }()
 	var took, gc []time.Duration
+	timeouts := reclaimTimeouts.Load()
 	for range 5 {
 		start := time.Now()
 		<-collect()
@@ -431,8 +433,11 @@ func TestOutOfMemoryWithNothingToReclaimIsPrompt(t *testing.T) {
 	}
 	slices.Sort(took)
 	slices.Sort(gc)
-	if took[2] >= gc[2]+reclaimWait/2 {
-		t.Errorf("out-of-memory errors took %v, the median not under a collection's %v plus half reclaim's bound of %v", took, gc[2], reclaimWait)
+	if n := reclaimTimeouts.Load() - timeouts; n > 1 {
+		t.Errorf("reclaim waited out its bound of %v %d times in 5 out-of-memory errors (they took %v)", reclaimWait, n, took)
+	}
+	if took[2] >= gc[2]+reclaimWait {
+		t.Errorf("out-of-memory errors took %v, the median not under a collection's %v plus reclaim's bound of %v", took, gc[2], reclaimWait)
 	}
 }
 
