@@ -321,8 +321,10 @@ func (j job) drop() { releaseSamplesExcept(j.samples, nil) }
 
 // jobs yields the batches of one epoch's indices from batch skip on, in
 // order, and a final job with an error if the sampler panics or yields an
-// index out of range. The sampler runs as a pulled iterator, so that only
-// its own panics are recovered here, never those of the code that
+// index out of range. An error among the skipped batches comes as job
+// skip, the first the loop would have seen, since the consumers number
+// their places from there. The sampler runs as a pulled iterator, so that
+// only its own panics are recovered here, never those of the code that
 // consumes the jobs.
 func (l *Loader) jobs(skip int) iter.Seq[job] {
 	if l.stream != nil {
@@ -339,7 +341,7 @@ func (l *Loader) jobs(skip int) iter.Seq[job] {
 		for {
 			i, ok, err := l.pull(next)
 			if err != nil {
-				yield(job{k: k, err: err})
+				yield(job{k: max(k, skip), err: err})
 				return
 			}
 			if !ok {

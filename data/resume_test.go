@@ -141,3 +141,74 @@ func TestLoaderAllFromNegative(t *testing.T) {
 		}
 	}
 }
+
+// TestLoaderAllFromErrorInSkipped: a sampler or stream that fails within
+// the batches AllFrom skips ends the epoch with its error, with workers or
+// without, rather than crashing the process from the goroutine that hands
+// out the batches.
+func TestLoaderAllFromErrorInSkipped(t *testing.T) {
+	const n = 10
+	outOfRange := data.SamplerFunc(func() iter.Seq[int] {
+		return func(yield func(int) bool) { _ = yield(0) && yield(n) }
+	})
+	panicking := data.SamplerFunc(func() iter.Seq[int] {
+		return func(yield func(int) bool) {
+			if yield(0) && yield(1) {
+				panic("sampler broke")
+			}
+		}
+	})
+	failing := data.StreamFunc(func() iter.Seq2[data.Sample, error] {
+		return func(yield func(data.Sample, error) bool) {
+			_ = yield(data.Sample{1.0}, nil) && yield(nil, errors.New("read failed"))
+		}
+	})
+	nilSample := data.StreamFunc(func() iter.Seq2[data.Sample, error] {
+		return func(yield func(data.Sample, error) bool) {
+			_ = yield(data.Sample{1.0}, nil) && yield(nil, nil)
+		}
+	})
+	tests := []struct {
+		name    string
+		sampler data.Sampler         // for a dataset, when stream is nil
+		stream  data.IterableDataset // else
+		workers int
+		start   int
+		want    error // what the error matches, nil for any
+	}{
+		{"index out of range, serial", outOfRange, nil, 0, 3, vram.ErrIndex},
+		{"index out of range, 2 workers", outOfRange, nil, 2, 3, vram.ErrIndex},
+		{"index out of range, 3 workers from 1", outOfRange, nil, 3, 1, vram.ErrIndex},
+		{"sampler panic, 2 workers", panicking, nil, 2, 4, nil},
+		{"stream error, 2 workers", nil, failing, 2, 3, nil},
+		{"stream nil sample, 3 workers", nil, nilSample, 3, 2, vram.ErrArgument},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			var l *data.Loader
+			var err error
+			opts := data.Options{NumWorkers: tc.workers}
+			if tc.stream != nil {
+				l, err = data.NewIterableLoader(tc.stream, 2, opts)
+			} else {
+				opts.Sampler = tc.sampler
+				l, err = data.NewLoader(rowsDataset(t, n, vram.CPU), 2, opts)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var errs []error
+			for b, err := range l.AllFrom(tc.start) {
+				if b != nil {
+					t.Errorf("AllFrom(%d) yielded a batch of indices %v", tc.start, b.Indices)
+				}
+				errs = append(errs, err)
+			}
+			if len(errs) != 1 || errs[0] == nil || tc.want != nil && !errors.Is(errs[0], tc.want) {
+				t.Fatalf("AllFrom(%d) yielded the errors %v; want one matching %v", tc.start, errs, tc.want)
+			}
+			settled(t, before)
+		})
+	}
+}

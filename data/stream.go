@@ -97,8 +97,10 @@ func NewIterableLoader(ds IterableDataset, batchSize int, opts Options) (*Loader
 // [Dataset].
 func (l *Loader) Stream() IterableDataset { return l.stream }
 
-// streamJobs yields the batches of the stream seq, in order, and a final
-// job with an error if the stream yields one or panics. The samples of the
+// streamJobs yields the batches of the stream seq from batch skip on, in
+// order, and a final job with an error if the stream yields one or panics
+// (as job skip when that happens among the skipped batches, as in
+// [Loader.jobs]). The samples of the
 // jobs are theirs; those of an unfinished batch are released when the
 // stream fails or the consumer stops.
 func (l *Loader) streamJobs(seq iter.Seq2[Sample, error], skip int) iter.Seq[job] {
@@ -111,14 +113,14 @@ func (l *Loader) streamJobs(seq iter.Seq2[Sample, error], skip int) iter.Seq[job
 		for {
 			s, ok, err := pullSample(next)
 			if err != nil {
-				yield(job{k: k, err: fmt.Errorf("data: batch %d: stream: %w", k, err)})
+				yield(job{k: max(k, skip), err: fmt.Errorf("data: batch %d: stream: %w", k, err)})
 				return
 			}
 			if !ok {
 				break
 			}
 			if s == nil {
-				yield(job{k: k, err: fmt.Errorf("data: batch %d: the stream yielded a nil sample and no error: %w", k, vram.ErrArgument)})
+				yield(job{k: max(k, skip), err: fmt.Errorf("data: batch %d: the stream yielded a nil sample and no error: %w", k, vram.ErrArgument)})
 				return
 			}
 			batch = append(batch, s)
