@@ -328,10 +328,15 @@ func (j job) drop() { releaseSamplesExcept(j.samples, nil) }
 // consumes the jobs.
 func (l *Loader) jobs(skip int) iter.Seq[job] {
 	if l.stream != nil {
-		return l.streamJobs(l.stream.All(), skip)
+		return l.streamJobs(l.stream.All, skip)
 	}
 	return func(yield func(job) bool) {
-		next, stop := iter.Pull(l.sampler.All())
+		seq, err := open(l.sampler.All)
+		if err != nil {
+			yield(job{k: skip, err: fmt.Errorf("data: sampler: %w", err)})
+			return
+		}
+		next, stop := iter.Pull(seq)
 		defer stop()
 		k := 0
 		// Room for a batch, but no more than the dataset: a batch size
@@ -365,6 +370,18 @@ func (l *Loader) jobs(skip int) iter.Seq[job] {
 			yield(job{k: k, idx: idx})
 		}
 	}
+}
+
+// open returns what all returns (an epoch's sequence, of a sampler or a
+// stream), or its panic as a [*PanicError]: it runs on the goroutine that
+// hands out batches, where a panic would end the process.
+func open[T any](all func() T) (seq T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return all(), nil
 }
 
 // pull returns the sampler's next index, or an error for an index out of

@@ -97,14 +97,19 @@ func NewIterableLoader(ds IterableDataset, batchSize int, opts Options) (*Loader
 // [Dataset].
 func (l *Loader) Stream() IterableDataset { return l.stream }
 
-// streamJobs yields the batches of the stream seq from batch skip on, in
-// order, and a final job with an error if the stream yields one or panics
-// (as job skip when that happens among the skipped batches, as in
-// [Loader.jobs]). The samples of the
-// jobs are theirs; those of an unfinished batch are released when the
-// stream fails or the consumer stops.
-func (l *Loader) streamJobs(seq iter.Seq2[Sample, error], skip int) iter.Seq[job] {
+// streamJobs yields the batches of the stream that all returns from batch
+// skip on, in order, and a final job with an error if the stream yields
+// one or panics, or all panics (as job skip when that happens among the
+// skipped batches, as in [Loader.jobs]). The samples of the jobs are
+// theirs; those of an unfinished batch are released when the stream fails
+// or the consumer stops.
+func (l *Loader) streamJobs(all func() iter.Seq2[Sample, error], skip int) iter.Seq[job] {
 	return func(yield func(job) bool) {
+		seq, err := open(all)
+		if err != nil {
+			yield(job{k: skip, err: fmt.Errorf("data: batch 0: stream: %w", err)})
+			return
+		}
 		next, stop := iter.Pull2(seq)
 		defer stop()
 		var batch []Sample
@@ -176,7 +181,8 @@ func (l *Loader) sharded(ds ShardedDataset, yield func(*Batch, error) bool) {
 		go func() {
 			defer wg.Done()
 			defer close(outs[i])
-			for j := range l.streamJobs(ds.Shard(WorkerInfo{ID: i, NumWorkers: w}), 0) {
+			shard := func() iter.Seq2[Sample, error] { return ds.Shard(WorkerInfo{ID: i, NumWorkers: w}) }
+			for j := range l.streamJobs(shard, 0) {
 				b, err := l.fetch(j)
 				if err != nil {
 					err = fmt.Errorf("data: worker %d: %w", i, err)

@@ -473,3 +473,62 @@ func TestConcurrentStreamEpochs(t *testing.T) {
 		settled(t, before)
 	}
 }
+
+// panickingShards is a sharded stream whose Shard panics.
+type panickingShards struct{ rowStream }
+
+func (panickingShards) Shard(data.WorkerInfo) iter.Seq2[data.Sample, error] { panic("no shards today") }
+
+// TestLoaderEpochOpenPanics: a sampler's All, a stream's All or a sharded
+// stream's Shard that panics instead of returning the epoch's sequence
+// ends the epoch with a *data.PanicError, with workers or without, as a
+// panic of the sequence itself does, rather than crashing the process
+// from a worker's goroutine.
+func TestLoaderEpochOpenPanics(t *testing.T) {
+	sampler := data.SamplerFunc(func() iter.Seq[int] { panic("no epoch today") })
+	stream := data.StreamFunc(func() iter.Seq2[data.Sample, error] { panic("no stream today") })
+	tests := []struct {
+		name    string
+		sampler data.Sampler         // for a dataset, when stream is nil
+		stream  data.IterableDataset // else
+		workers int
+		start   int
+	}{
+		{"sampler, serial", sampler, nil, 0, 0},
+		{"sampler, 2 workers", sampler, nil, 2, 0},
+		{"sampler, 2 workers from 3", sampler, nil, 2, 3},
+		{"stream, serial", nil, stream, 0, 0},
+		{"stream, 2 workers", nil, stream, 2, 0},
+		{"stream, 3 workers from 1", nil, stream, 3, 1},
+		{"shards, 2 workers", nil, panickingShards{newRowStream(4, vram.CPU)}, 2, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			var l *data.Loader
+			var err error
+			opts := data.Options{NumWorkers: tc.workers}
+			if tc.stream != nil {
+				l, err = data.NewIterableLoader(tc.stream, 2, opts)
+			} else {
+				opts.Sampler = tc.sampler
+				l, err = data.NewLoader(rowsDataset(t, 4, vram.CPU), 2, opts)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var errs []error
+			for b, err := range l.AllFrom(tc.start) {
+				if b != nil {
+					t.Errorf("a batch of indices %v", b.Indices)
+				}
+				errs = append(errs, err)
+			}
+			var pe *data.PanicError
+			if len(errs) != 1 || !errors.As(errs[0], &pe) {
+				t.Fatalf("the epoch yielded the errors %v; want one *data.PanicError", errs)
+			}
+			settled(t, before)
+		})
+	}
+}
