@@ -3,6 +3,8 @@ package nn_test
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -510,5 +512,71 @@ func TestNamedModulesSeesThroughCheckpoint(t *testing.T) {
 	}
 	if dt := lin.Weight.DType(); dt != vram.Float16 {
 		t.Errorf("checkpointed Linear weight is %v after Half, want float16", dt)
+	}
+}
+
+// TestCheckpointKeepsBuffers: a checkpointed module's buffers (batch
+// norm's running statistics) are its wrapper's, under the same names, as
+// its parameters are: the state dict of a model with checkpointed blocks
+// has the keys of the unwrapped model, and a Save and Load round trip
+// restores the running statistics.
+func TestCheckpointKeepsBuffers(t *testing.T) {
+	tests := []struct {
+		name  string
+		build func(ckpt bool) (nn.Module, *nn.BatchNorm1d)
+	}{
+		{"batch norm inside a checkpointed block", func(ckpt bool) (nn.Module, *nn.BatchNorm1d) {
+			bn := nn.NewBatchNorm1d(3)
+			var blk nn.Module = nn.NewSequential(nn.NewLinear(2, 3), bn)
+			if ckpt {
+				blk = nn.Checkpoint(blk)
+			}
+			return nn.NewSequential(blk, nn.NewLinear(3, 1)), bn
+		}},
+		{"checkpointed batch norm", func(ckpt bool) (nn.Module, *nn.BatchNorm1d) {
+			bn := nn.NewBatchNorm1d(3)
+			var m nn.Module = bn
+			if ckpt {
+				m = nn.Checkpoint(bn)
+			}
+			return nn.NewSequential(nn.NewLinear(2, 3), m), bn
+		}},
+		{"nested checkpoints, at the top", func(ckpt bool) (nn.Module, *nn.BatchNorm1d) {
+			bn := nn.NewBatchNorm1d(3)
+			var m nn.Module = nn.NewSequential(nn.NewLinear(2, 3), bn)
+			if ckpt {
+				m = nn.Checkpoint(nn.Checkpoint(m))
+			}
+			return m, bn
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			plain, _ := tc.build(false)
+			defer nn.Release(plain)
+			model, bn := tc.build(true)
+			defer nn.Release(model)
+			want := slices.Sorted(maps.Keys(nn.StateDict(plain)))
+			got := slices.Sorted(maps.Keys(nn.StateDict(model)))
+			if !slices.Equal(got, want) {
+				t.Fatalf("state-dict keys %q, want those of the unwrapped model %q", got, want)
+			}
+			vram.NoGrad(func() {
+				model.Forward(vram.Randn(vram.Shape{4, 2})).Release()
+			})
+			saved := bn.RunningMean.Float64s()
+			path := filepath.Join(t.TempDir(), "m.safetensors")
+			if err := nn.Save(model, path); err != nil {
+				t.Fatal(err)
+			}
+			fresh, freshBN := tc.build(true)
+			defer nn.Release(fresh)
+			if err := nn.Load(fresh, path); err != nil {
+				t.Fatal(err)
+			}
+			if got := freshBN.RunningMean.Float64s(); !slices.Equal(got, saved) {
+				t.Errorf("running mean %v after the round trip, want %v", got, saved)
+			}
+		})
 	}
 }

@@ -163,11 +163,18 @@ type bufferer interface {
 }
 
 // NamedBuffers returns the buffers of m and of its sub-modules with dotted
-// names ([Base.NamedBuffers]), or nil for a module that has none or does
-// not embed Base.
+// names ([Base.NamedBuffers]): of a [Wrapper] without a NamedBuffers
+// method of its own (a [Checkpointed] module), those of the module it
+// wraps, under the same names, as its parameters are. It returns nil for
+// a module that has none or does not embed Base.
 func NamedBuffers(m Module) []NamedParameter {
 	if bm, ok := m.(bufferer); ok {
 		return bm.NamedBuffers()
+	}
+	if w, ok := m.(Wrapper); ok {
+		if inner := w.Unwrap(); inner != nil {
+			return NamedBuffers(inner)
+		}
 	}
 	return nil
 }
