@@ -181,15 +181,38 @@ func NamedBuffers(m Module) []NamedParameter {
 
 // RegisterModule adds m as a sub-module under name: its parameters appear
 // in NamedParameters as name + "." + their own names, and To, Train and Eval
-// reach it. It panics with an *vram.Error of kind vram.ErrArgument for a nil
-// module or a bad or duplicate name (see [Base.RegisterParameter]).
+// reach it. A module may be registered in several places (shared
+// layers), but not inside itself. It panics with an *vram.Error of kind
+// vram.ErrArgument for a nil module (a nil pointer too), a bad or duplicate
+// name (see [Base.RegisterParameter]), and a module that is b's own or
+// holds it among its sub-modules, which would make the module a cycle
+// that NamedParameters and the state dicts could never finish walking.
 func (b *Base) RegisterModule(name string, m Module) {
-	if m == nil {
+	if m == nil || isNilModule(m) {
 		panic(&vram.Error{Op: "register module", Kind: vram.ErrArgument, Detail: fmt.Sprintf("nil module %q", name)})
 	}
 	b.checkName("register module", name)
+	for _, nm := range NamedModules(m) {
+		if o, ok := nm.Module.(baser); ok && o.base() == b {
+			where := "is the module itself"
+			if nm.Name != "" {
+				where = fmt.Sprintf("holds the module itself as %q", nm.Name)
+			}
+			panic(&vram.Error{Op: "register module", Kind: vram.ErrArgument,
+				Detail: fmt.Sprintf("module %q (%T) %s: a module cannot contain itself", name, m, where)})
+		}
+	}
 	b.children = append(b.children, namedModule{name: name, mod: m})
 }
+
+// baser is implemented by every module that embeds [Base], through the
+// pointer to its Base.
+type baser interface {
+	base() *Base
+}
+
+// base returns b, so that RegisterModule can tell a module by its Base.
+func (b *Base) base() *Base { return b }
 
 // NamedParameters returns the module's own parameters, then those of each
 // sub-module in registration order, with dotted names. A tensor registered
