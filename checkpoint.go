@@ -90,7 +90,9 @@ func withRNG(r *rngScope, fn func()) {
 // an operation of x and params (a leaf fn uses that is not listed gets its
 // gradient from Backward, but none from Grad). Without them, fn(x) on an x
 // that does not require grad (the first layer's input) would give a result
-// outside the graph. Outside recording (inside NoGrad, or when nothing
+// outside the graph. An integer or bool result (indices, a mask) is
+// returned as fn computed it, outside the graph, as in PyTorch: such
+// tensors cannot require grad. Outside recording (inside NoGrad, or when nothing
 // requires grad) Checkpoint simply returns fn(x).
 //
 // The tensors fn computes during the forward, other than its result, are
@@ -125,6 +127,11 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 	rec := &rngScope{states: map[*Generator][]byte{}}
 	var out *Tensor
 	NoGrad(func() { withRNG(rec, func() { out = callReleasing(fn, x) }) })
+	if !out.dtype.IsFloat() {
+		// Integer and bool results (indices, masks) carry no gradient
+		// and cannot require grad: they leave the graph, as in PyTorch.
+		return out
+	}
 	// Under NoGrad a tensor that fn computes neither requires grad nor has
 	// a graph node: one that does was made before (a parameter fn returns
 	// as it is), and gets the same treatment as x, here and in the
@@ -258,7 +265,8 @@ func backwardReleasing(y, g *Tensor, c *capture) {
 // The results are gathered into one block of memory, of which the tensors
 // returned are views (one copy of the results, so that the recompute runs
 // once for all of them): they must share one dtype and device, and fn must
-// return as many tensors, of the same shapes, both times. xs may hold
+// return as many tensors, of the same shapes, both times; integer or bool
+// results are returned outside the graph, as Checkpoint returns them. xs may hold
 // tensors that do not require grad (masks, indices); they are saved too.
 //
 // The results are new tensors the caller owns, in fn's order. Outside
@@ -319,6 +327,10 @@ func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*T
 		})
 	})
 	track(packed)
+	if !packed.dtype.IsFloat() {
+		// Integer and bool results carry no gradient (see Checkpoint).
+		return unpackOutputs(packed, shapes)
+	}
 	saved := save(xs...)
 	inputGrad := make([]bool, len(xs))
 	inputs := []*Tensor{}
@@ -382,6 +394,13 @@ func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*T
 		backwardReleasing(y, g, c)
 		return c.out
 	})
+	return unpackOutputs(packed, shapes)
+}
+
+// unpackOutputs returns the results that packed gathers, views of it of
+// the given shapes, and releases packed: the views keep its storage and
+// its graph.
+func unpackOutputs(packed *Tensor, shapes [][]int) []*Tensor {
 	outs := make([]*Tensor, len(shapes))
 	off := 0
 	for i, s := range shapes {
@@ -391,7 +410,6 @@ func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*T
 		part.Release()
 		off += n
 	}
-	// The views keep the storage and the graph: the packed handle goes.
 	packed.Release()
 	return outs
 }

@@ -258,3 +258,49 @@ func TestCheckpointParamHooksRunOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointIntegerResults: a checkpointed function whose result is
+// an integer or bool tensor (indices, a mask) returns it outside the
+// graph, as PyTorch does: such tensors cannot require grad, and Backward
+// from them fails rather than running a backward that gives nothing.
+func TestCheckpointIntegerResults(t *testing.T) {
+	w := Randn(Shape{4, 4}, WithGrad())
+	tests := []struct {
+		name  string
+		multi bool
+		fn    func(x *Tensor) *Tensor
+		want  DType
+	}{
+		{"argmax", false, func(x *Tensor) *Tensor { return x.MatMul(w).ArgMax(1, false) }, Int64},
+		{"mask", false, func(x *Tensor) *Tensor { return x.MatMul(w).GtScalar(0) }, Bool},
+		{"int32 cast", false, func(x *Tensor) *Tensor { return x.MatMul(w).Cast(Int32) }, Int32},
+		{"argmax, multi", true, func(x *Tensor) *Tensor { return x.MatMul(w).ArgMax(1, false) }, Int64},
+		{"mask, multi", true, func(x *Tensor) *Tensor { return x.MatMul(w).GtScalar(0) }, Bool},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			x := Randn(Shape{3, 4}, WithGrad())
+			want := tc.fn(x)
+			var got *Tensor
+			if tc.multi {
+				outs := CheckpointMulti(func(xs []*Tensor) []*Tensor { return []*Tensor{tc.fn(xs[0]), tc.fn(xs[0])} }, []*Tensor{x}, w)
+				got = outs[1]
+				if outs[0].RequiresGrad() {
+					t.Errorf("result 0 requires grad")
+				}
+			} else {
+				got = Checkpoint(tc.fn, x, w)
+			}
+			if got.DType() != tc.want || !slices.Equal(got.Float64s(), want.Float64s()) {
+				t.Errorf("result %s %v, want %s %v", got.DType(), got.Float64s(), tc.want, want.Float64s())
+			}
+			if got.RequiresGrad() || got.GradFn() != "" {
+				t.Errorf("the %s result requires grad %v, grad_fn %q; want neither", got.DType(), got.RequiresGrad(), got.GradFn())
+			}
+			err := Catch(func() { got.Cast(Float32).Sum().Backward() })
+			if !errors.Is(err, ErrAutograd) {
+				t.Errorf("Backward from the result gave %v, want an error matching ErrAutograd", err)
+			}
+		})
+	}
+}
