@@ -582,10 +582,24 @@ type actFuser interface {
 	ForwardAct(x *vram.Tensor, act vram.Activation) *vram.Tensor
 }
 
+// fuser returns m as an actFuser when m is a *Linear or a *Conv2d itself,
+// and nil otherwise: a type of the caller's that embeds one of them has
+// their ForwardAct too, but a Forward of its own (an adapter added to the
+// output, say) that fusing would skip.
+func fuser(m Module) actFuser {
+	switch l := m.(type) {
+	case *Linear:
+		return l
+	case *Conv2d:
+		return l
+	}
+	return nil
+}
+
 // Forward runs the modules in order. A [Linear] or [Conv2d] directly
 // followed by a [ReLU] or an exact [GELU] runs as one fused op ([vram.LinearAct],
 // [vram.Conv2dAct]): the same result, fewer kernels and no intermediate
-// tensor. Intermediate results are
+// tensor. A type that embeds a Linear or a Conv2d runs its own Forward. Intermediate results are
 // released as soon as the next module has consumed them, and when a
 // module panics; the autograd graph keeps what backward needs.
 func (s *Sequential) Forward(x *vram.Tensor) (out *vram.Tensor) {
@@ -598,7 +612,7 @@ func (s *Sequential) Forward(x *vram.Tensor) (out *vram.Tensor) {
 	for i := 0; i < len(s.mods); i++ {
 		m := s.mods[i]
 		var next *vram.Tensor
-		if l, ok := m.(actFuser); ok && i+1 < len(s.mods) {
+		if l := fuser(m); l != nil && i+1 < len(s.mods) {
 			switch s.mods[i+1].(type) {
 			case *ReLU:
 				next = l.ForwardAct(cur, vram.ActReLU)
