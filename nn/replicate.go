@@ -16,8 +16,8 @@ import (
 // in place of copying the module (at the top or anywhere inside a model).
 // An implementation must not call Replicate on the module itself.
 type Replicator interface {
-	// Replicate returns a copy of the module whose parameters and other
-	// tensors live on device d.
+	// Replicate returns a copy of the module, of its type, whose
+	// parameters and other tensors live on device d.
 	Replicate(d vram.Device) (Module, error)
 }
 
@@ -52,8 +52,10 @@ type Replicator interface {
 // keeps the originals, and such a module should implement Replicator.
 //
 // Replicate returns an error for a nil module, an unavailable device, a
-// released tensor in m, or a replica whose parameters or buffers do not
-// match m's (names or shapes); nothing is left allocated on d then. m is only read,
+// released tensor in m, a Replicator's error or a nil module or one of
+// another type in place of its replica, or a replica whose parameters or
+// buffers do not match m's (names or shapes); nothing is left allocated
+// on d then. m is only read,
 // and must not change while Replicate runs. The replica's tensors are kept
 // from enclosing [vram.Tidy] calls; release them with [Release].
 func Replicate(m Module, d vram.Device) (Module, error) {
@@ -74,6 +76,9 @@ func Replicate(m Module, d vram.Device) (Module, error) {
 		vram.Region(ParametersRegion, func() {
 			if rp, ok := m.(Replicator); ok {
 				out, r.err = rp.Replicate(d)
+				if r.err == nil && (out == nil || isNilModule(out) || reflect.TypeOf(out) != reflect.TypeOf(m)) {
+					r.fail("Replicate of %T returned %T, want a non-nil %T", m, out, m)
+				}
 				return
 			}
 			v := reflect.ValueOf(&m).Elem() // the interface, addressable
@@ -213,8 +218,8 @@ func (r *replicator) copy(v reflect.Value, path string) reflect.Value {
 				return v
 			}
 			out := reflect.ValueOf(rep)
-			if !out.IsValid() || out.Type() != t {
-				r.fail("%s: Replicate returned %T, want %v", where(path, t), rep, t)
+			if !out.IsValid() || out.Type() != t || isNilModule(rep) {
+				r.fail("%s: Replicate returned %T, want a non-nil %v", where(path, t), rep, t)
 				return v
 			}
 			r.ptrs[key] = out

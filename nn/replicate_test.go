@@ -218,6 +218,17 @@ type failing struct{ nn.ReLU }
 
 func (*failing) Replicate(vram.Device) (nn.Module, error) { return nil, errors.New("cannot") }
 
+// nilReplica's Replicate returns a nil module of its own type, and no
+// error.
+type nilReplica struct{ nn.ReLU }
+
+func (*nilReplica) Replicate(vram.Device) (nn.Module, error) { return (*nilReplica)(nil), nil }
+
+// noReplica's Replicate returns nil and no error.
+type noReplica struct{ nn.ReLU }
+
+func (*noReplica) Replicate(vram.Device) (nn.Module, error) { return nil, nil }
+
 func TestReplicateErrors(t *testing.T) {
 	released := nn.NewLinear(2, 2)
 	released.Bias.Release()
@@ -233,6 +244,10 @@ func TestReplicateErrors(t *testing.T) {
 		{"released parameter", released, vram.Sim(0), "parameter bias: the tensor was released"},
 		{"failing Replicator", nn.NewSequential(nn.NewReLU(), &failing{}), vram.Sim(0), "cannot"},
 		{"Replicator of another type", nn.NewSequential(&badReplica{}), vram.Sim(0), "returned *nn.ReLU"},
+		{"Replicator of another type, at the top", &badReplica{}, vram.Sim(0), "returned *nn.ReLU"},
+		{"Replicator returning nil, at the top", &noReplica{}, vram.Sim(0), "returned <nil>"},
+		{"Replicator returning a nil pointer, at the top", &nilReplica{}, vram.Sim(0), "returned *nn_test.nilReplica"},
+		{"Replicator returning a nil pointer", nn.NewSequential(nn.NewReLU(), &nilReplica{}), vram.Sim(0), "returned *nn_test.nilReplica"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
