@@ -59,6 +59,26 @@ func (g *Generator) forDraw() *Generator {
 	return eff
 }
 
+// Recomputing reports whether the calling goroutine is running the
+// recompute of a [Checkpoint] (or [CheckpointMulti]) in a backward pass:
+// the checkpointed function's second run on the same input. Layers with
+// state that their forward updates, such as the running statistics of
+// batch normalization, leave it alone then, so that a checkpointed model
+// ends a training step with the state the same model has without
+// checkpointing (PyTorch's checkpoint updates such statistics twice).
+func Recomputing() bool {
+	st := current()
+	if st == nil {
+		return false
+	}
+	for _, r := range st.rng {
+		if r.replay {
+			return true
+		}
+	}
+	return false
+}
+
 // withRNG runs fn with r as the innermost random-state scope.
 func withRNG(r *rngScope, fn func()) {
 	id, g := enter()

@@ -304,3 +304,39 @@ func TestCheckpointIntegerResults(t *testing.T) {
 		})
 	}
 }
+
+// TestRecomputing: Recomputing is true inside the recompute of a
+// checkpoint in the backward pass, nested ones included, and false in the
+// checkpoint's forward and outside checkpoints.
+func TestRecomputing(t *testing.T) {
+	w := Randn(Shape{3, 3}, WithGrad())
+	var seen []bool
+	fn := func(x *Tensor) *Tensor {
+		seen = append(seen, Recomputing())
+		return x.MatMul(w).Tanh()
+	}
+	tests := []struct {
+		name string
+		run  func(x *Tensor) *Tensor
+		want []bool // Recomputing as fn saw it, in order of its calls
+	}{
+		{"plain", fn, []bool{false}},
+		{"checkpoint", func(x *Tensor) *Tensor { return Checkpoint(fn, x, w) }, []bool{false, true}},
+		{"nested", func(x *Tensor) *Tensor {
+			return Checkpoint(func(x *Tensor) *Tensor { return Checkpoint(fn, x, w) }, x, w)
+		}, []bool{false, true, true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			seen = nil
+			x := Randn(Shape{2, 3}, WithGrad())
+			tc.run(x).Sum().Backward()
+			if !slices.Equal(seen, tc.want) {
+				t.Errorf("Recomputing was %v in fn's calls, want %v", seen, tc.want)
+			}
+			if Recomputing() {
+				t.Error("Recomputing is true after the backward pass")
+			}
+		})
+	}
+}

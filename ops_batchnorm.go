@@ -11,8 +11,9 @@ import (
 // weight + bias. In training mode mean and var are the batch's (biased
 // variance), and the running statistics runMean and runVar ([C], or both
 // nil) are updated in place: running = (1-momentum)·running +
-// momentum·batch, with the unbiased variance for runVar, as PyTorch does.
-// In evaluation mode (training false) the running statistics normalize
+// momentum·batch, with the unbiased variance for runVar, as PyTorch does,
+// except in the recompute of a [Checkpoint] ([Recomputing]), whose forward
+// updated them already. In evaluation mode (training false) the running statistics normalize
 // and must be given. weight and bias ([C]) may be nil (no affine map).
 //
 // The statistics and the arithmetic are float32 (or float64 for float64
@@ -33,7 +34,8 @@ func BatchNorm2d(x, weight, bias, runMean, runVar *Tensor, training bool, moment
 
 // BatchNorm2dTracked is [BatchNorm2d] that, in training mode, also adds 1
 // to numBatches, an int64 scalar on x's device, as torch.nn.BatchNorm2d
-// counts its batches in num_batches_tracked (nil counts nothing). A device
+// counts its batches in num_batches_tracked (nil counts nothing), except
+// in the recompute of a [Checkpoint]. A device
 // whose batch-norm kernels can count ([backend.BatchNormCounter]: CUDA,
 // channels-last) does it in them, without a launch of its own. A
 // numBatches that is not an int64 scalar panics with [ErrArgument], one on
@@ -45,6 +47,9 @@ func BatchNorm2dTracked(x, weight, bias, runMean, runVar, numBatches *Tensor, tr
 	defer held.unpin()
 	if !training {
 		numBatches = nil
+	} else if Recomputing() {
+		// The forward this recompute repeats has counted the batch.
+		runMean, runVar, numBatches = nil, nil, nil
 	}
 	counter, done := checkBatchCounter(op, x, numBatches)
 	defer done()
@@ -396,6 +401,8 @@ func BatchNorm2dReLUTracked(x, residual, weight, bias, runMean, runVar, numBatch
 	defer held.unpin()
 	if !training {
 		numBatches = nil
+	} else if Recomputing() {
+		runMean, runVar, numBatches = nil, nil, nil
 	}
 	counter, done := checkBatchCounter(op, x, numBatches)
 	defer done()

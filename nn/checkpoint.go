@@ -14,8 +14,10 @@ type Checkpointed struct {
 // (torch.utils.checkpoint.checkpoint around m's forward): Forward runs m
 // under NoGrad and saves only its input, and Backward runs m again with
 // recording on to get the gradients, which equal m's own, dropout masks
-// included (see [vram.Checkpoint]). It trades a second forward for the
-// memory of m's activations, so wrap the large blocks of a deep model:
+// included (see [vram.Checkpoint]); its normalization layers update their
+// running statistics in the first forward only ([vram.Recomputing]), as
+// without the wrapping. It trades a second forward for the memory of m's
+// activations, so wrap the large blocks of a deep model:
 //
 //	for i := range blocks {
 //		blocks[i] = nn.Checkpoint(blocks[i])

@@ -580,3 +580,68 @@ func TestCheckpointKeepsBuffers(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointUpdatesRunningStatsOnce: the recompute of a checkpointed
+// block in the backward pass leaves the running statistics of its
+// normalization layers alone, so that after training steps a checkpointed
+// model has the statistics and batch counts of the same model without
+// checkpoints (PyTorch's checkpoint updates them a second time).
+func TestCheckpointUpdatesRunningStatsOnce(t *testing.T) {
+	type norm struct {
+		layer nn.Module
+		state func() []float64
+	}
+	bn2 := func(o nn.BatchNormOptions) func(g *vram.Generator) (nn.Module, norm) {
+		return func(g *vram.Generator) (nn.Module, norm) {
+			bn := nn.NewBatchNorm2dOptions(2, o)
+			blk := nn.NewSequential(nn.NewConv2d(1, 2, 3, nn.ConvOptions{Padding: 1}, vram.WithGenerator(g)), bn)
+			return blk, norm{bn, func() []float64 {
+				return slices.Concat(bn.RunningMean.Float64s(), bn.RunningVar.Float64s(), bn.NumBatchesTracked.Float64s())
+			}}
+		}
+	}
+	tests := []struct {
+		name   string
+		build  func(g *vram.Generator) (nn.Module, norm)
+		input  vram.Shape
+		nested bool
+	}{
+		{"batch norm 1d", func(g *vram.Generator) (nn.Module, norm) {
+			bn := nn.NewBatchNorm1d(3)
+			return nn.NewSequential(nn.NewLinear(4, 3, vram.WithGenerator(g)), bn), norm{bn, func() []float64 {
+				return slices.Concat(bn.RunningMean.Float64s(), bn.RunningVar.Float64s(), bn.NumBatchesTracked.Float64s())
+			}}
+		}, vram.Shape{5, 4}, false},
+		{"batch norm 2d", bn2(nn.BatchNormOptions{}), vram.Shape{2, 1, 4, 4}, false},
+		{"batch norm 2d, cumulative average", bn2(nn.BatchNormOptions{CumulativeAverage: true}), vram.Shape{2, 1, 4, 4}, false},
+		{"batch norm 2d, nested checkpoints", bn2(nn.BatchNormOptions{}), vram.Shape{2, 1, 4, 4}, true},
+		{"instance norm with running statistics", func(g *vram.Generator) (nn.Module, norm) {
+			in := nn.NewInstanceNorm1d(3, nn.InstanceNormOptions{TrackRunningStats: true})
+			return nn.NewSequential(nn.NewConv1d(2, 3, 3, nn.ConvOptions{}, vram.WithGenerator(g)), in), norm{in, func() []float64 {
+				return slices.Concat(in.RunningMean.Float64s(), in.RunningVar.Float64s())
+			}}
+		}, vram.Shape{2, 2, 6}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			plain, want := tc.build(vram.NewGenerator(3))
+			defer nn.Release(plain)
+			blk, got := tc.build(vram.NewGenerator(3))
+			defer nn.Release(blk)
+			var ckpt nn.Module = nn.Checkpoint(blk)
+			if tc.nested {
+				ckpt = nn.Checkpoint(nn.NewSequential(ckpt, nn.NewTanh()))
+				plain = nn.NewSequential(plain, nn.NewTanh())
+			}
+			g := vram.NewGenerator(5)
+			for step := range 2 {
+				x := vram.Randn(tc.input, vram.WithGenerator(g), vram.WithGrad())
+				plain.Forward(x).Sum().Backward()
+				ckpt.Forward(x).Sum().Backward()
+				if w, c := want.state(), got.state(); !slices.Equal(c, w) {
+					t.Fatalf("after step %d the checkpointed model's statistics are %v, the plain model's %v", step+1, c, w)
+				}
+			}
+		})
+	}
+}

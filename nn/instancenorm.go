@@ -138,7 +138,8 @@ func (l *InstanceNorm) optionalState() []string {
 }
 
 // Forward returns the normalized x, of x's shape and dtype. In training
-// mode a layer with running statistics updates them. It panics with an
+// mode a layer with running statistics updates them, except in the
+// recompute of a checkpoint ([vram.Recomputing]). It panics with an
 // *vram.Error of kind vram.ErrShape unless x has Spatial + 1 or
 // Spatial + 2 dimensions, and, for a layer with an affine map or running
 // statistics, NumFeatures channels, and when it normalizes with the
@@ -187,7 +188,7 @@ func (l *InstanceNorm) Forward(x *vram.Tensor) *vram.Tensor {
 		if per < 2 {
 			panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects more than 1 spatial element to normalize with the instance's statistics, got input of shape %v", shape)})
 		}
-		if l.RunningMean != nil {
+		if l.RunningMean != nil && !vram.Recomputing() {
 			l.track(rows, n, c)
 		}
 		y = ts.add(ts.add(vram.LayerNorm(rows, []int{per}, nil, nil, l.Eps)).Reshape(shape...))
