@@ -112,8 +112,8 @@ func withRNG(r *rngScope, fn func()) {
 // that does not require grad (the first layer's input) would give a result
 // outside the graph. An integer or bool result (indices, a mask) is
 // returned as fn computed it, outside the graph, as in PyTorch: such
-// tensors cannot require grad. Outside recording (inside NoGrad, or when nothing
-// requires grad) Checkpoint simply returns fn(x).
+// tensors cannot require grad. Outside recording (inside NoGrad, or when
+// nothing requires grad) Checkpoint simply returns fn(x).
 //
 // The tensors fn computes during the forward, other than its result, are
 // released when it returns, as inside a [Tidy] (fn may [Keep] one to use it
@@ -286,8 +286,9 @@ func backwardReleasing(y, g *Tensor, c *capture) {
 // returned are views (one copy of the results, so that the recompute runs
 // once for all of them): they must share one dtype and device, and fn must
 // return as many tensors, of the same shapes, both times; integer or bool
-// results are returned outside the graph, as Checkpoint returns them. xs may hold
-// tensors that do not require grad (masks, indices); they are saved too.
+// results are returned outside the graph, as Checkpoint returns them. xs
+// may hold tensors that do not require grad (masks, indices); they are
+// saved too.
 //
 // The results are new tensors the caller owns, in fn's order. Outside
 // recording (inside NoGrad, or when nothing requires grad)
