@@ -208,11 +208,12 @@ func channelParams(x, scales, zeroPoints *vram.Tensor, axis int, ct vram.DType) 
 		return nil, nil, quantErr(vram.ErrDType, "scales are %s, want floating-point", scales.DType())
 	}
 	shape := x.Shape()
+	given := axis
 	if axis < 0 {
 		axis += len(shape)
 	}
 	if axis < 0 || axis >= len(shape) {
-		return nil, nil, quantErr(vram.ErrIndex, "axis %d is out of range for shape %v", axis, shape)
+		return nil, nil, quantErr(vram.ErrIndex, "axis %d is out of range for shape %v", given, shape)
 	}
 	n := shape[axis]
 	for _, v := range []*vram.Tensor{scales, zeroPoints} {

@@ -2,8 +2,10 @@ package quant_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -266,5 +268,20 @@ func TestAffineErrors(t *testing.T) {
 				t.Fatalf("got %v, want an error matching %v", tt.err, tt.want)
 			}
 		})
+	}
+}
+
+// TestPerChannelAxisOutOfRangeNamesAxis: the error of an axis out of
+// range names the axis as given, not as counted from the end.
+func TestPerChannelAxisOutOfRangeNamesAxis(t *testing.T) {
+	x := vram.FromSlice([]float32{1, 2, 3, 4}, vram.Shape{2, 2})
+	scales := vram.FromSlice([]float32{0.1, 0.1}, vram.Shape{2})
+	zeros := vram.Zeros(vram.Shape{2}, vram.Int64)
+	for _, axis := range []int{2, 7, -3, -9} {
+		_, err := quant.PerChannel(x, scales, zeros, axis)
+		want := fmt.Sprintf("axis %d is out of range", axis)
+		if !errors.Is(err, vram.ErrIndex) || !strings.Contains(err.Error(), want) {
+			t.Errorf("axis %d: got %v, want an error matching vram.ErrIndex that says %q", axis, err, want)
+		}
 	}
 }
