@@ -393,11 +393,12 @@ func structured(m nn.Module, name string, amount Amount, dim int, scores func(s 
 		return err
 	}
 	shape := s.p.Shape()
+	given := dim
 	if dim < 0 {
 		dim += len(shape)
 	}
 	if dim < 0 || dim >= len(shape) {
-		return pruneErr(vram.ErrIndex, "dimension %d is out of range for parameter %q of shape %v", dim, name, shape)
+		return pruneErr(vram.ErrIndex, "dimension %d is out of range for parameter %q of shape %v", given, name, shape)
 	}
 	inner := 1
 	for _, d := range shape[dim+1:] {

@@ -2,11 +2,13 @@ package prune_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -886,4 +888,25 @@ func TestReleasedParameter(t *testing.T) {
 			t.Fatalf("got %v, %v; want nothing", params, total)
 		}
 	})
+}
+
+// TestStructuredDimOutOfRangeNamesDim: the error of a dimension out of
+// range names the dimension as given, not as counted from the end.
+func TestStructuredDimOutOfRangeNamesDim(t *testing.T) {
+	l := nn.NewLinear(4, 3)
+	defer nn.Release(l)
+	for _, dim := range []int{2, 5, -3, -7} {
+		for _, err := range []error{
+			prune.LnStructured(l, "weight", prune.Count(1), 2, dim),
+			prune.RandomStructured(l, "weight", prune.Count(1), dim, vram.NewGenerator(1)),
+		} {
+			want := fmt.Sprintf("dimension %d is out of range", dim)
+			if !errors.Is(err, vram.ErrIndex) || !strings.Contains(err.Error(), want) {
+				t.Errorf("dim %d: got %v, want an error matching vram.ErrIndex that says %q", dim, err, want)
+			}
+		}
+	}
+	if prune.IsPruned(l, "weight") {
+		t.Error("a refused pruning left a mask")
+	}
 }
