@@ -48,8 +48,10 @@ func BatchNorm2dTracked(x, weight, bias, runMean, runVar, numBatches *Tensor, tr
 	if !training {
 		numBatches = nil
 	} else if Recomputing() {
-		// The forward this recompute repeats has counted the batch.
-		runMean, runVar, numBatches = nil, nil, nil
+		var done func()
+		runMean, runVar, done = scratchStatistics(runMean, runVar)
+		defer done()
+		numBatches = nil
 	}
 	counter, done := checkBatchCounter(op, x, numBatches)
 	defer done()
@@ -105,6 +107,22 @@ func BatchNorm2dTracked(x, weight, bias, runMean, runVar, numBatches *Tensor, tr
 	}
 	recordBatchNorm(op, out, x, x, weight, bias, mean, rstd, training, nil)
 	return out
+}
+
+// scratchStatistics returns copies of the running statistics (nil for
+// none) for a batch normalization in the recompute of a [Checkpoint],
+// whose forward updated the statistics already, and the function that
+// releases them: the recompute updates the copies, and runs the same
+// kernels as the forward did (the native ones take running statistics).
+func scratchStatistics(runMean, runVar *Tensor) (m, v *Tensor, done func()) {
+	if runMean == nil {
+		return nil, nil, func() {}
+	}
+	NoGrad(func() { m, v = Keep(runMean.Clone()), Keep(runVar.Clone()) })
+	return m, v, func() {
+		m.Release()
+		v.Release()
+	}
 }
 
 // checkBatchCounter checks a batch counter (nil: none) against x and
@@ -402,7 +420,10 @@ func BatchNorm2dReLUTracked(x, residual, weight, bias, runMean, runVar, numBatch
 	if !training {
 		numBatches = nil
 	} else if Recomputing() {
-		runMean, runVar, numBatches = nil, nil, nil
+		var done func()
+		runMean, runVar, done = scratchStatistics(runMean, runVar)
+		defer done()
+		numBatches = nil
 	}
 	counter, done := checkBatchCounter(op, x, numBatches)
 	defer done()
