@@ -226,18 +226,24 @@ func (l *BatchNorm1d) ForwardReLU(x, residual *vram.Tensor) *vram.Tensor {
 	return y.Reshape(x.Shape()...)
 }
 
-// as4D returns x [N, C] or [N, C, L] as [N, C, L, 1].
+// as4D returns x [N, C] or [N, C, L] as [N, C, L, 1]. It panics with
+// the errors of x's own shape that BatchNorm2d would report of the
+// reshaped one.
 func (l *BatchNorm1d) as4D(x *vram.Tensor) *vram.Tensor {
 	const op = "batch_norm1d"
 	notNil(op, x)
 	s := x.Shape()
-	switch len(s) {
-	case 2:
-		return x.Reshape(s[0], s[1], 1, 1)
-	case 3:
-		return x.Reshape(s[0], s[1], s[2], 1)
+	if len(s) != 2 && len(s) != 3 {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("input must be [N, C] or [N, C, L], got shape %v", s)})
 	}
-	panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("input must be [N, C] or [N, C, L], got shape %v", s)})
+	length := 1
+	if len(s) == 3 {
+		length = s[2]
+	}
+	if (l.Training() || l.RunningMean == nil) && s[0]*length == 1 {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expected more than 1 value per channel when training, got input %v", s)})
+	}
+	return x.Reshape(s[0], s[1], length, 1)
 }
 
 // GroupNorm normalizes its input [N, C, *] over groups of C/NumGroups

@@ -2,9 +2,11 @@ package nn_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -408,6 +410,42 @@ func TestNormConstructorArguments(t *testing.T) {
 			err := vram.Catch(func() { vram.Tidy(tc.fn) })
 			if (err == nil) != (tc.kind == nil) || !errors.Is(err, tc.kind) {
 				t.Fatalf("error %v, want %v", err, tc.kind)
+			}
+		})
+	}
+}
+
+// TestBatchNorm1dOneValuePerChannel: training a BatchNorm1d on one value
+// per channel fails with an error that names the layer and the input as
+// given ([1, C] or [1, C, 1]), not the 4-d view BatchNorm2d normalizes;
+// evaluation mode takes such inputs.
+func TestBatchNorm1dOneValuePerChannel(t *testing.T) {
+	tests := []struct {
+		shape vram.Shape
+		eval  bool
+	}{
+		{vram.Shape{1, 3}, false},
+		{vram.Shape{1, 3, 1}, false},
+		{vram.Shape{1, 3}, true},
+		{vram.Shape{1, 3, 1}, true},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprint(tc.shape, tc.eval), func(t *testing.T) {
+			bn := nn.NewBatchNorm1d(3)
+			defer nn.Release(bn)
+			if tc.eval {
+				bn.Eval()
+			}
+			err := vram.Catch(func() { bn.Forward(vram.Ones(tc.shape)).Release() })
+			if tc.eval {
+				if err != nil {
+					t.Fatalf("evaluation: %v", err)
+				}
+				return
+			}
+			var e *vram.Error
+			if !errors.As(err, &e) || e.Kind != vram.ErrShape || e.Op != "batch_norm1d" || !strings.Contains(e.Detail, tc.shape.String()) {
+				t.Fatalf("got %v, want a batch_norm1d error of kind ErrShape naming the input %v", err, tc.shape)
 			}
 		})
 	}
