@@ -51,7 +51,9 @@ func (m PadMode) String() string {
 // or 3 dimensions of a tensor with one or two more dimensions than that
 // (a 2-D or 3-D tensor for 1 pair, 3-D or 4-D for 2 pairs, 4-D or 5-D for
 // 3 pairs), as PyTorch does; [PadReflect] needs each size smaller than
-// the dimension it pads, [PadCircular] no larger than it.
+// the dimension it pads, [PadCircular] no larger than what is left of it
+// after the negative sizes crop it, which it wraps around, as PyTorch's
+// does: {-1, 2} pads [1, 2, 3] to [2, 3, 2, 3].
 //
 // It panics with [ErrArgument] for an odd number of sizes, more pairs than
 // t has dimensions, a bad mode or a value with a mode other than
@@ -104,9 +106,13 @@ func Pad(t *Tensor, pads []int, mode PadMode, value float64) *Tensor {
 					lo, hi, a, Shape(t.shape))
 			}
 		case PadCircular:
-			if lo > n || hi > n {
-				fail(op, ErrShape, "padding (%d, %d) at dimension %d of input %v would wrap around more than once",
-					lo, hi, a, Shape(t.shape))
+			// PyTorch crops first and wraps what is left: a pad larger
+			// than that would wrap around more than once (or, for one
+			// within the uncropped size, copy between overlapping ranges,
+			// which PyTorch refuses).
+			if kept := n - max(-lo, 0) - max(-hi, 0); lo > kept || hi > kept {
+				fail(op, ErrShape, "padding (%d, %d) at dimension %d of input %v would wrap around more than once (the %d entries left after cropping)",
+					lo, hi, a, Shape(t.shape), kept)
 			}
 		}
 		if mode != PadConstant && out < 1 {
@@ -161,7 +167,12 @@ func padAxis(t *Tensor, a, lo, hi int, mode PadMode, value float64) *Tensor {
 		case mode == PadReplicate:
 			p = min(max(p, 0), n-1)
 		case mode == PadCircular:
-			p = (p%n + n) % n
+			// Wrapped within the entries that negative sizes leave, as
+			// PyTorch crops before it wraps: {-1, 2} turns [1, 2, 3]
+			// into [2, 3, 2, 3].
+			cl := max(-lo, 0)
+			kept := n - cl - max(-hi, 0)
+			p = ((p-cl)%kept+kept)%kept + cl
 		}
 		pos[i] = int64(p)
 	}

@@ -55,7 +55,16 @@ func TestResizeOps(t *testing.T) {
 		{"pad circular", func(d vram.Device) *vram.Tensor { return vram.Pad(vec(d, 1, 2, 3), []int{2, 1}, vram.PadCircular, 0) },
 			vram.Shape{1, 1, 6}, []float64{2, 3, 1, 2, 3, 1}},
 		{"pad circular crop", func(d vram.Device) *vram.Tensor { return vram.Pad(vec(d, 1, 2, 3), []int{-1, 2}, vram.PadCircular, 0) },
-			vram.Shape{1, 1, 4}, []float64{2, 3, 1, 2}},
+			vram.Shape{1, 1, 4}, []float64{2, 3, 2, 3}},
+		{"pad circular crop left pad right", func(d vram.Device) *vram.Tensor {
+			return vram.Pad(vec(d, 1, 2, 3), []int{-1, 1}, vram.PadCircular, 0)
+		}, vram.Shape{1, 1, 3}, []float64{2, 3, 2}},
+		{"pad circular pad left crop right", func(d vram.Device) *vram.Tensor {
+			return vram.Pad(vec(d, 1, 2, 3), []int{2, -1}, vram.PadCircular, 0)
+		}, vram.Shape{1, 1, 4}, []float64{1, 2, 1, 2}},
+		{"pad circular crop 2d", func(d vram.Device) *vram.Tensor {
+			return vram.Pad(ar(d, 1, 3, 3), []int{-1, 1, 1, -1}, vram.PadCircular, 0)
+		}, vram.Shape{1, 3, 3}, []float64{4, 5, 4, 1, 2, 1, 4, 5, 4}},
 		{"pad reflect 2d unbatched", func(d vram.Device) *vram.Tensor {
 			return vram.Pad(ar(d, 1, 2, 3).AddScalar(1), []int{1, 1, 1, 0}, vram.PadReflect, 0)
 		}, vram.Shape{1, 3, 5}, []float64{5, 4, 5, 6, 5, 2, 1, 2, 3, 2, 5, 4, 5, 6, 5}},
@@ -193,6 +202,7 @@ func TestResizeOpsErrors(t *testing.T) {
 		{"pad bad mode", func(x3, _ *vram.Tensor) { vram.Pad(x3, []int{1, 1}, vram.PadMode(9), 0) }, vram.ErrArgument},
 		{"pad reflect too far", func(x3, _ *vram.Tensor) { vram.Pad(x3, []int{3, 0}, vram.PadReflect, 0) }, vram.ErrShape},
 		{"pad circular twice round", func(x3, _ *vram.Tensor) { vram.Pad(x3, []int{0, 4}, vram.PadCircular, 0) }, vram.ErrShape},
+		{"pad circular round the cropped size", func(x3, _ *vram.Tensor) { vram.Pad(x3, []int{-2, 2}, vram.PadCircular, 0) }, vram.ErrShape},
 		{"pad replicate empty", func(x3, _ *vram.Tensor) { vram.Pad(x3, []int{-2, -1}, vram.PadReplicate, 0) }, vram.ErrShape},
 		{"pad constant negative size", func(x3, _ *vram.Tensor) { vram.Pad(x3, []int{-2, -2}, vram.PadConstant, 0) }, vram.ErrShape},
 		{"pad reflect 1d input", func(x3, _ *vram.Tensor) { vram.Pad(x3.Reshape(3), []int{1, 1}, vram.PadReflect, 0) }, vram.ErrShape},
