@@ -390,11 +390,14 @@ func NewFlatten() *Flatten { return &Flatten{StartDim: 1, EndDim: -1} }
 // Forward returns x.Flatten(StartDim, EndDim).
 func (l *Flatten) Forward(x *vram.Tensor) *vram.Tensor { return x.Flatten(l.StartDim, l.EndDim) }
 
-// Dropout2d zeroes whole channels of its input [N, C, H, W] (or [C, H, W])
-// with probability P in training mode and scales the others by 1/(1-P)
+// Dropout2d zeroes whole channels of its input [N, C, H, W] with
+// probability P in training mode and scales the others by 1/(1-P)
 // (torch.nn.Dropout2d): neighbouring pixels of a feature map are
 // correlated, so dropping them one by one regularizes little. In
-// evaluation mode it passes its input through.
+// evaluation mode it passes its input through. As PyTorch's does, it takes
+// a 3-D input as [N, C, L], a batch of 1-D maps (what torch.nn.Dropout1d
+// does), not as one unbatched image [C, H, W]: each of its N·C rows is
+// kept or dropped whole.
 type Dropout2d struct {
 	Base
 	// P is the probability of zeroing a channel, in [0, 1].
@@ -413,9 +416,10 @@ func NewDropout2d(p float64, opts ...vram.Option) *Dropout2d {
 	return &Dropout2d{P: p, opts: slices.Clone(opts)}
 }
 
-// Forward returns x with channels dropped in training mode, and a new
-// reference to x in evaluation mode or when P is 0. It panics with an
-// *vram.Error of kind vram.ErrShape unless x is 3-D or 4-D.
+// Forward returns x with channels dropped in training mode (the maps of
+// its last two dimensions for a 4-D x, of its last one for a 3-D x), and
+// a new reference to x in evaluation mode or when P is 0. It panics with
+// an *vram.Error of kind vram.ErrShape unless x is 3-D or 4-D.
 func (d *Dropout2d) Forward(x *vram.Tensor) *vram.Tensor {
 	notNil("dropout2d", x)
 	if x.Dim() != 3 && x.Dim() != 4 {
@@ -427,8 +431,9 @@ func (d *Dropout2d) Forward(x *vram.Tensor) *vram.Tensor {
 	if !(d.P >= 0 && d.P <= 1) {
 		panic(&vram.Error{Op: "dropout2d", Kind: vram.ErrArgument, Detail: fmt.Sprintf("probability must be in [0, 1], got %v", d.P)})
 	}
-	// One draw per channel, shared by its pixels.
-	return vram.FeatureDropout(x, d.P, 2, d.opts...)
+	// One draw per channel, shared by its pixels: a 3-D x is [N, C, L],
+	// as PyTorch takes it.
+	return vram.FeatureDropout(x, d.P, x.Dim()-2, d.opts...)
 }
 
 // ToMemoryFormat lays every 4-D parameter and buffer of m (convolution

@@ -393,10 +393,10 @@ func TestDropout2dZeroesWholeChannels(t *testing.T) {
 	if got := d.Forward(x).Float64s(); slices.Min(got) != 1 || slices.Max(got) != 1 {
 		t.Error("evaluation mode changed the input")
 	}
-	// An unbatched input drops channels too.
+	// A 3-D input keeps its shape.
 	d.Train()
 	if got := d.Forward(vram.Ones(vram.Shape{16, 2, 2})); !slices.Equal(got.Shape(), vram.Shape{16, 2, 2}) {
-		t.Errorf("unbatched output %v", got.Shape())
+		t.Errorf("3-D output %v", got.Shape())
 	}
 }
 
@@ -533,6 +533,56 @@ func TestConvTranspose2dForwardSize(t *testing.T) {
 			yu := l.ForwardSize(x.Select(0, 0), tc.h, tc.w)
 			if !slices.Equal(yu.Shape(), vram.Shape{2, tc.h, tc.w}) {
 				t.Errorf("unbatched shape %v", yu.Shape())
+			}
+		})
+	}
+}
+
+// TestDropout2dMapsByRank checks which entries Dropout2d drops together:
+// the H×W maps of a 4-D input [N, C, H, W], and the rows of a 3-D input,
+// which PyTorch takes as [N, C, L] (channel-wise 1-D dropout), not as one
+// image [C, H, W] whose first dimension would be dropped whole.
+func TestDropout2dMapsByRank(t *testing.T) {
+	cases := []struct {
+		name  string
+		shape vram.Shape
+		batch int // N
+		maps  int // maps per sample, C
+		size  int // entries per map
+	}{
+		{"4-D", vram.Shape{8, 8, 2, 3}, 8, 8, 6},
+		{"3-D", vram.Shape{8, 8, 5}, 8, 8, 5},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := nn.NewDropout2d(0.5, vram.WithGenerator(vram.NewGenerator(3)))
+			y := d.Forward(vram.Ones(c.shape)).Float64s()
+			mixed := 0 // samples with both kept and dropped maps
+			for n := range c.batch {
+				kept, dropped := 0, 0
+				for m := range c.maps {
+					at := (n*c.maps + m) * c.size
+					v := y[at]
+					for i := range c.size {
+						if y[at+i] != v {
+							t.Fatalf("map %d of sample %d is partly dropped: %v", m, n, y[at:at+c.size])
+						}
+					}
+					switch v {
+					case 0:
+						dropped++
+					case 2:
+						kept++
+					default:
+						t.Fatalf("map %d of sample %d scaled to %v, want 0 or 2", m, n, v)
+					}
+				}
+				if kept > 0 && dropped > 0 {
+					mixed++
+				}
+			}
+			if mixed == 0 {
+				t.Errorf("every sample of %v was kept or dropped whole; want one draw per channel of each sample", c.shape)
 			}
 		})
 	}
