@@ -16,9 +16,10 @@ import (
 // traceFiles are the traces in testdata: eight recorded from PyTorch 2.11
 // on an H200 (resnet50_train from DESIGN.md, the others by
 // testdata/record_traces.py; bert_infer_varlen_cap1228MiB is
-// bert_infer_varlen run under a 1228 MiB cap) and seven synthetic ones written by
-// testdata/gentraces. TestPolicies replays these and any other trace
-// found there.
+// bert_infer_varlen run under a 1228 MiB cap) and ten synthetic ones written by
+// testdata/gentraces, three of them (the _seed files) the generators of
+// two others drawn with other seeds. TestPolicies replays these and any
+// other trace found there.
 var traceFiles = []string{
 	"resnet50_train.trace.gz",
 	"gpt2_train_varlen.trace.gz",
@@ -36,6 +37,9 @@ var traceFiles = []string{
 	"synth_bert_infer_varlen_long.trace.gz",
 	"synth_gpt_serve_kvcache.trace.gz",
 	"synth_two_models.trace.gz",
+	"synth_resnet50_infer_varbatch_seed3.trace.gz",
+	"synth_resnet50_infer_varbatch_seed5.trace.gz",
+	"synth_transformer_train_varlen_seed1.trace.gz",
 }
 
 // loadTraceHeader reads a text trace from testdata, with its header
@@ -263,6 +267,10 @@ func replayPolicies(t testing.TB, ev []trace.Event) map[string]policyResult {
 //	resnet50_infer_varbatch         1.0218      6.0 ms    1.15 ms    5.27
 //	synth_bert_infer_varlen_long    1.0345      3.6 ms    1.74 ms    2.09
 //	synth_resnet50_infer_varbatch   1.0381      3.2 ms    0.90 ms    3.51
+//	  _seed3                        1.0877      3.4 ms    1.26 ms    2.67
+//	  _seed5                        1.1111      3.0 ms    0.99 ms    3.04
+//	synth_transformer_train_varlen
+//	  _seed1                        1.0516     13.0 ms    6.83 ms    1.90
 //	synth_two_models                1.0335      5.2 ms    1.72 ms    3.04
 //	two_models                      1.0531      8.7 ms    2.70 ms    3.24
 //
@@ -283,7 +291,16 @@ func replayPolicies(t testing.TB, ev []trace.Event) map[string]policyResult {
 // passes its budget and the fragmentation bound too (1.065 before mapping
 // ahead, 1.087 with it, 1.060 with the anchored placement, 1.053 with
 // step 3 keeping what was just freed; PyTorch's
-// expandable segments reach 1.232). What was tried and measured on all
+// expandable segments reach 1.232). The _seed traces are two of the
+// generators of gentraces drawn with other seeds, on which the policy was
+// not tuned: of 42 traces that the seven generators write with six other
+// seeds, 35 met the fragmentation bounds and 15 every bound, and these
+// three are among the seven that break 1.05 (the worst ResNet-50 seeds and
+// one of the two transformer seeds). They break it as two_models does: at
+// the event that sets the peak reserve, the free memory mapped lies mostly
+// in chunks that a live block also holds, so step 3 cannot give back what
+// is over the budget (on _seed5 48 of 123 MiB free in whole chunks, 84 MiB
+// over; vrampolicy.go has the numbers). What was tried and measured on all
 // traces without meeting more bounds is in vrampolicy.go.
 //
 // Where the driver time went before the anchored placement, split by
@@ -327,13 +344,16 @@ func replayPolicies(t testing.TB, ev []trace.Event) map[string]policyResult {
 // passes the bound of 2.2 ms: on this trace the bounds together look out
 // of reach for any placement that leaves live blocks where they are.
 var policyGaps = map[string]string{
-	"bert_infer_varlen.trace.gz":             "driver",
-	"bert_infer_varlen_cap1228MiB.trace.gz":  "driver",
-	"resnet50_infer_varbatch.trace.gz":       "driver",
-	"synth_bert_infer_varlen_long.trace.gz":  "driver",
-	"synth_resnet50_infer_varbatch.trace.gz": "driver",
-	"synth_two_models.trace.gz":              "driver",
-	"two_models.trace.gz":                    "fragmentation+driver",
+	"bert_infer_varlen.trace.gz":                    "driver",
+	"bert_infer_varlen_cap1228MiB.trace.gz":         "driver",
+	"resnet50_infer_varbatch.trace.gz":              "driver",
+	"synth_bert_infer_varlen_long.trace.gz":         "driver",
+	"synth_resnet50_infer_varbatch.trace.gz":        "driver",
+	"synth_resnet50_infer_varbatch_seed3.trace.gz":  "fragmentation+driver",
+	"synth_resnet50_infer_varbatch_seed5.trace.gz":  "fragmentation+driver",
+	"synth_transformer_train_varlen_seed1.trace.gz": "fragmentation",
+	"synth_two_models.trace.gz":                     "driver",
+	"two_models.trace.gz":                           "fragmentation+driver",
 }
 
 // testdataTraces returns the names of every text trace in testdata.

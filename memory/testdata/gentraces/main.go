@@ -31,6 +31,11 @@
 //     lengths are born and die interleaved.
 //   - synth_two_models: BERT-base and ResNet-50 inference in one process,
 //     requests of either model interleaved at random.
+//   - synth_resnet50_infer_varbatch_seed3 and _seed5,
+//     synth_transformer_train_varlen_seed1: those generators drawn with
+//     other seeds (seed n adds 100n to both words of the generator's own),
+//     so that a placement policy tuned on the traces above is checked on
+//     draws it was not tuned on.
 //
 // Addresses are unique fake device addresses; every free is a
 // free_requested followed by a free_completed, as in a PyTorch trace of a
@@ -106,13 +111,13 @@ func write(name, comment string, gen func(t *tracer)) {
 func main() {
 	write("synth_transformer_train_varlen.trace.gz",
 		"synthetic (gentraces): GPT-2-small training, AdamW, bf16 autocast, batch 8, sequence length 64..1024 per step",
-		transformerTrain)
+		func(t *tracer) { transformerTrain(t, rand.New(rand.NewPCG(1, 2))) })
 	write("synth_gpt_generate_varbatch.trace.gz",
 		"synthetic (gentraces): decoder inference with a torch.cat KV cache, batch 1..32, prompt 16..512, output 8..64 tokens",
 		gptGenerate)
 	write("synth_resnet50_infer_varbatch.trace.gz",
 		"synthetic (gentraces): ResNet-50 inference, fp16, batch 1..64 per request",
-		resnetInfer)
+		func(t *tracer) { resnetInfer(t, rand.New(rand.NewPCG(5, 6))) })
 	write("synth_bert_infer_varlen.trace.gz",
 		"synthetic (gentraces): BERT-base encoder inference, fp32, batch 1..32 x length 8..512 per request, 300 requests",
 		func(t *tracer) { bertInfer(t, rand.New(rand.NewPCG(7, 8)), fp32, 32, 8, 512, 300) })
@@ -125,6 +130,15 @@ func main() {
 	write("synth_two_models.trace.gz",
 		"synthetic (gentraces): BERT-base (fp16) and ResNet-50 (fp16) inference sharing a GPU, requests interleaved at random",
 		twoModels)
+	// The same generators with other seeds.
+	for _, seed := range []uint64{3, 5} {
+		write(fmt.Sprintf("synth_resnet50_infer_varbatch_seed%d.trace.gz", seed),
+			fmt.Sprintf("synthetic (gentraces): ResNet-50 inference, fp16, batch 1..64 per request, seed %d", seed),
+			func(t *tracer) { resnetInfer(t, rand.New(rand.NewPCG(5+100*seed, 6+100*seed))) })
+	}
+	write("synth_transformer_train_varlen_seed1.trace.gz",
+		"synthetic (gentraces): GPT-2-small training, AdamW, bf16 autocast, batch 8, sequence length 64..1024 per step, seed 1",
+		func(t *tracer) { transformerTrain(t, rand.New(rand.NewPCG(1+100, 2+100))) })
 }
 
 const (
@@ -132,9 +146,9 @@ const (
 	bf16 = 2
 )
 
-// transformerTrain models 40 training steps of a GPT-2-small decoder.
-func transformerTrain(t *tracer) {
-	rng := rand.New(rand.NewPCG(1, 2))
+// transformerTrain models 40 training steps of a GPT-2-small decoder,
+// the sequence lengths drawn from rng.
+func transformerTrain(t *tracer, rng *rand.Rand) {
 	const (
 		L, d, heads, V, B = 12, 768, 12, 50257, 8
 		maxPos            = 1024
@@ -432,9 +446,9 @@ func gptGenerate(t *tracer) {
 	}
 }
 
-// resnetInfer models 60 requests of ResNet-50 inference at 224x224.
-func resnetInfer(t *tracer) {
-	rng := rand.New(rand.NewPCG(5, 6))
+// resnetInfer models 60 requests of ResNet-50 inference at 224x224, the
+// batch sizes drawn from rng.
+func resnetInfer(t *tracer, rng *rand.Rand) {
 	request := newResNet50(t)
 	for r := 0; r < 60; r++ {
 		request(int64(1 + rng.IntN(64)))
