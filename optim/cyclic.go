@@ -95,7 +95,7 @@ func NewCyclicLR(opt Optimizer, baseLR, maxLR float64, o CyclicOptions) (*Schedu
 			scale, byIter = func(x float64) float64 { return math.Pow(o.Gamma, x) }, true
 		}
 	}
-	total := float64(o.StepSizeUp + o.StepSizeDown)
+	total := float64(o.StepSizeUp) + float64(o.StepSizeDown) // no int overflow for huge sizes
 	ratio := float64(o.StepSizeUp) / total
 	rate := func(_ float64, step int) float64 {
 		e := float64(step)

@@ -24,6 +24,10 @@ func TestCyclicLR(t *testing.T) {
 			[]float64{0.1, 0.1 + 0.45*0.9, 0.1 + 0.9*0.81, 0.1 + 0.45*0.729, 0.1, 0.1 + 0.45*math.Pow(0.9, 5)}},
 		{"scale_fn by cycle", optim.CyclicOptions{StepSizeUp: 1, ScaleFn: func(x float64) float64 { return 1 / x }},
 			[]float64{0.1, 1, 0.1, 0.55, 0.1, 0.4}},
+		// The sum of the two sizes is past int's range: the rate still
+		// climbs from the base, by a 2^62th of the range a step.
+		{"huge step sizes", optim.CyclicOptions{StepSizeUp: math.MaxInt64 / 2, StepSizeDown: math.MaxInt64},
+			[]float64{0.1, 0.1 + 0.9/(math.MaxInt64/2), 0.1 + 1.8/(math.MaxInt64/2)}},
 		{"scale_fn by iterations", optim.CyclicOptions{StepSizeUp: 1, ScaleFn: func(x float64) float64 { return 1 / (1 + x) }, ScaleByIterations: true},
 			[]float64{0.1, 0.55, 0.1, 0.325, 0.1}},
 	}
