@@ -261,8 +261,15 @@ func match(what string, a, b []*vram.Tensor) error {
 // to the device of model's first parameter, without recording gradients.
 // A model without such layers is left alone and loader not read. It
 // returns the first error of loader, or of the forward passes (a vram
-// error they panic with), the statistics then partly updated.
+// error they panic with), the statistics then partly updated; a nil
+// loader or model is an error of kind vram.ErrArgument, changing nothing.
 func UpdateBN(loader iter.Seq2[*data.Batch, error], model nn.Module) error {
+	switch {
+	case model == nil:
+		return fmt.Errorf("swa: update bn: nil model: %w", vram.ErrArgument)
+	case loader == nil:
+		return fmt.Errorf("swa: update bn: nil loader: %w", vram.ErrArgument)
+	}
 	var bns []*nn.BatchNorm2d
 	for _, m := range nn.Modules(model) {
 		switch l := m.(type) {

@@ -270,3 +270,27 @@ func TestAveragedModelReleasesWhatItMakes(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdateBNRefusesNil checks that a nil loader or model is an error of
+// kind vram.ErrArgument that leaves the statistics alone.
+func TestUpdateBNRefusesNil(t *testing.T) {
+	bn := nn.NewBatchNorm1d(2)
+	model := nn.NewSequential(bn)
+	defer nn.Release(model)
+	vram.NoGrad(func() { bn.RunningMean.FillInPlace(5) })
+	empty := func(yield func(*data.Batch, error) bool) {}
+	for name, call := range map[string]func() error{
+		"nil loader": func() error { return swa.UpdateBN(nil, model) },
+		"nil model":  func() error { return swa.UpdateBN(empty, nil) },
+	} {
+		var err error
+		if p := vram.Catch(func() { err = call() }); p != nil {
+			t.Errorf("%s: panicked: %v", name, p)
+			continue
+		}
+		if !errors.Is(err, vram.ErrArgument) {
+			t.Errorf("%s: got %v, want an error matching vram.ErrArgument", name, err)
+		}
+	}
+	checkClose(t, "running mean", bn.RunningMean.Float64s(), []float64{5, 5}, 0)
+}
