@@ -114,7 +114,10 @@ func WriteHTML(w io.Writer, r *Report) error {
 	return pageTmpl.Execute(w, v)
 }
 
-// WriteHTMLFile writes the page of [WriteHTML] to path, replacing it.
+// WriteHTMLFile writes the page of [WriteHTML] to path. A regular file
+// is replaced whole (through a temporary file renamed over it), keeping
+// its permissions; a symbolic link's target is written and the link kept;
+// a device or named pipe (/dev/stdout) is written in place.
 func WriteHTMLFile(path string, r *Report) error {
 	return writeFileAtomic(path, func(w io.Writer) error { return WriteHTML(w, r) })
 }

@@ -185,7 +185,9 @@ func (r *Recorder) WriteJSON(w io.Writer) error {
 	return trace.WriteJSON(w, r.Snapshot())
 }
 
-// WriteFile writes the recording to the file at path, replacing it.
+// WriteFile writes the recording to path, as [WriteHTMLFile] writes a
+// page: a regular file is replaced whole, a symbolic link's target is
+// written, a device or named pipe is written in place.
 func (r *Recorder) WriteFile(path string) error {
 	return writeFileAtomic(path, r.WriteJSON)
 }
