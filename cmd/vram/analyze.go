@@ -49,11 +49,13 @@ frames, torch, installed packages and the standard library.
 
 --html OUT writes one self-contained page (nothing is fetched when it is opened): the
 memory timeline stacked by region or by the allocating code, with the allocation under the
-cursor on hover, out-of-memory markers, and the segment map.
+cursor on hover, out-of-memory markers, and the segment map. --html - writes the page to
+standard output in place of the report; FILE - reads the input from standard input.
 
   vram analyze snapshot.pickle
   vram analyze --html run.html run.json
-  vram analyze --json snapshot.json`,
+  vram analyze --json snapshot.json
+  vram analyze --html - snapshot.pickle > page.html`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if top < 1 {
@@ -74,7 +76,11 @@ cursor on hover, out-of-memory markers, and the segment map.
 			if cmd.Flags().Changed("html") && html == "" {
 				return usagef("analyze: --html needs a file name to write the page to")
 			}
-			if html != "" {
+			pageOut := html == stdinArg // the page in place of the report
+			if pageOut && asJSON {
+				return usagef("analyze: --html - and --json both write to standard output: give --html a file name")
+			}
+			if html != "" && !pageOut {
 				if err := checkPagePath(html, args[0]); err != nil {
 					return err
 				}
@@ -85,9 +91,16 @@ cursor on hover, out-of-memory markers, and the segment map.
 			if budget == 0 {
 				opts.ReplayEvents = -1 // off
 			}
-			rep, err := analyze.File(args[0], opts)
+			f, err := openInput(lim, args[0], cmd.InOrStdin())
 			if err != nil {
 				return cmdError("analyze", err)
+			}
+			rep, err := analyze.Analyze(f, opts)
+			if err != nil {
+				return cmdError("analyze", err)
+			}
+			if pageOut {
+				return analyze.WriteHTML(cmd.OutOrStdout(), rep)
 			}
 			if html != "" {
 				if err := analyze.WriteHTMLFile(html, rep); err != nil {

@@ -21,6 +21,8 @@
 // what "vram version" does. Commands that report
 // results take --json and then print one JSON object on standard output (one
 // per input for replay); progress and diagnostics go to standard error.
+// analyze and replay read an input named "-" from standard input, and
+// "analyze --html -" writes the page to standard output.
 // Errors go to standard error as one line, "vram: COMMAND: ..." (an
 // out-of-memory diagnosis as the paragraph it is). A bad command line (an
 // unknown command, flag or help topic, a bad flag value, a wrong number of

@@ -631,7 +631,7 @@ func TestReportOutputErrors(t *testing.T) {
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			var errOut bytes.Buffer
-			code := run(context.Background(), args, failingWriter{}, &errOut)
+			code := run(context.Background(), args, nil, failingWriter{}, &errOut)
 			var want string
 			switch {
 			case len(args) == 0 || strings.HasPrefix(args[0], "-") || args[0] == "help":

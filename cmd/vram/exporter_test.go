@@ -36,7 +36,7 @@ func TestExporter(t *testing.T) {
 	var out, errOut lockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"exporter", "--listen", "127.0.0.1:0", "--source", readingsFile}, &out, &errOut)
+		done <- run(ctx, []string{"exporter", "--listen", "127.0.0.1:0", "--source", readingsFile}, nil, &out, &errOut)
 	}()
 	addr := regexp.MustCompile(`http://(\S+)/metrics`)
 	var url string
@@ -103,7 +103,7 @@ func TestExporterBadListen(t *testing.T) {
 			// An address that serves ends when ctx does, with status 0.
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			var out, errOut bytes.Buffer
-			code := run(ctx, []string{"exporter", "--listen", tc.listen, "--source", source}, &out, &errOut)
+			code := run(ctx, []string{"exporter", "--listen", tc.listen, "--source", source}, nil, &out, &errOut)
 			cancel()
 			if stderr := errOut.String(); code != exitUsage || !strings.HasPrefix(stderr, tc.want) {
 				t.Errorf("--listen %q --source %q: exit %d, %q; want %d, %q", tc.listen, source, code, stderr, exitUsage, tc.want)
@@ -124,7 +124,7 @@ func TestExporterBusyPort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	code := run(ctx, []string{"exporter", "--listen", ln.Addr().String(), "--source", readingsFile}, &out, &errOut)
+	code := run(ctx, []string{"exporter", "--listen", ln.Addr().String(), "--source", readingsFile}, nil, &out, &errOut)
 	if ctx.Err() != nil {
 		t.Fatal("the exporter ran on a busy port")
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io"
+
 	"github.com/vramgo/vram/internal/units"
 	"github.com/vramgo/vram/memory/trace"
 )
@@ -24,4 +26,30 @@ func inputLimits(maxInput string) (trace.Limits, error) {
 		return trace.Limits{}, err
 	}
 	return trace.Limits{MaxBytes: n}, nil
+}
+
+// stdinArg is the input argument of analyze and replay that stands for
+// standard input, as it does for cat.
+const stdinArg = "-"
+
+// openInput opens an input of analyze or replay: the file at path as
+// lim.OpenStream opens it (a text trace in a regular file is streamed), or,
+// for "-", standard input, read whole within lim and named "stdin" in
+// errors and reports.
+func openInput(lim trace.Limits, path string, stdin io.Reader) (*trace.File, error) {
+	if path == stdinArg {
+		return lim.Read(stdin, "stdin")
+	}
+	return lim.OpenStream(path)
+}
+
+// countArg returns how many of args are arg.
+func countArg(args []string, arg string) int {
+	n := 0
+	for _, a := range args {
+		if a == arg {
+			n++
+		}
+	}
+	return n
 }

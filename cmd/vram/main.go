@@ -25,18 +25,20 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 // run configures vram from the environment, executes the command line args
-// and returns the exit status. Errors are printed to stderr as one line,
+// and returns the exit status. Commands read the input "-" from stdin (nil
+// for the process's own). Errors are printed to stderr as one line,
 // out-of-memory diagnoses as the paragraph they are.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	configure(stderr)
 	root := newRootCmd()
 	root.SetArgs(args)
+	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	helpErr := checkHelpWrites(root)

@@ -21,7 +21,7 @@ const helperEnv = "VRAM_TEST_RUN_CLI"
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
 		args := strings.Fields(os.Getenv("VRAM_TEST_ARGS"))
-		os.Exit(run(context.Background(), args, os.Stdout, os.Stderr))
+		os.Exit(run(context.Background(), args, os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -30,8 +30,14 @@ func TestMain(m *testing.M) {
 // output.
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runCLIInput(t, strings.NewReader(""), args...)
+}
+
+// runCLIInput is runCLI with stdin as the command's standard input.
+func runCLIInput(t *testing.T, stdin io.Reader, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	code = run(context.Background(), args, &out, &errOut)
+	code = run(context.Background(), args, stdin, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

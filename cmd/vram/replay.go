@@ -75,7 +75,8 @@ device and reports peak requested, allocated and reserved memory, the device cal
 it made and what they would cost, retries and out-of-memory errors.
 
 Inputs: text traces (gzip or plain; "action addr size stream" lines), vram JSON
-snapshots and PyTorch snapshot pickles (torch.cuda.memory._dump_snapshot). A
+snapshots and PyTorch snapshot pickles (torch.cuda.memory._dump_snapshot); "-" reads
+one from standard input. A
 snapshot whose history was truncated starts from the blocks its segments imply.
 Text traces are replayed as they are read, in memory that grows with the blocks
 live at once, not with the trace's length; snapshots, and text traces from a pipe
@@ -140,7 +141,10 @@ cost by size class.
 			if err := memory.CheckSimCapacity(fitOn, maxCap, "--fit"); err != nil {
 				return usagef("%v", err)
 			}
-			opts := replayOptions{capacity: capBytes, maxCapacity: maxCap, limits: lim, compare: compare, fit: fitting, fitOn: fitOn, device: gpu}
+			if n := countArg(args, stdinArg); n > 1 {
+				return usagef("standard input (-) is given %d times; it can be read once", n)
+			}
+			opts := replayOptions{capacity: capBytes, maxCapacity: maxCap, limits: lim, compare: compare, fit: fitting, fitOn: fitOn, device: gpu, stdin: cmd.InOrStdin()}
 			base, err := memory.ParseConfig(conf)
 			if err != nil {
 				return confFlagError("replay", conf, err)
@@ -227,16 +231,18 @@ type replayOptions struct {
 	deviceName  string
 	deviceTotal int64
 	calls       *memory.CallTimes // every call measured with --device
+	stdin       io.Reader         // the input "-"
 }
 
-// replayFile replays every history in the file at path. A text trace in
-// a regular file is streamed from it; snapshots, and text traces from a
-// pipe, are read whole.
+// replayFile replays every history in the file at path, or in standard
+// input for "-". A text trace in a regular file is streamed from it;
+// snapshots, and text traces from a pipe, are read whole.
 func replayFile(path, conf string, base memory.Config, o replayOptions) ([]replayReport, error) {
-	file, err := o.limits.OpenStream(path)
+	file, err := openInput(o.limits, path, o.stdin)
 	if err != nil {
 		return nil, err
 	}
+	path = file.Name // "stdin" for "-"
 	type input struct {
 		device   int
 		capacity int64

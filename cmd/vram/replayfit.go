@@ -67,7 +67,7 @@ func fitFlag(value string, set bool, args []string) (bool, int64, []string, erro
 		if len(args) == 0 {
 			return true, 0, args, nil
 		}
-		if _, statErr := os.Stat(args[0]); statErr == nil {
+		if _, statErr := os.Stat(args[0]); statErr == nil || args[0] == stdinArg {
 			return true, 0, args, nil
 		}
 		n, err := units.ParseBytes(args[0])

@@ -266,7 +266,7 @@ func TestMonitorOutputErrors(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			var errOut bytes.Buffer
-			code := run(ctx, append(args, "--source", readingsFile), failingWriter{}, &errOut)
+			code := run(ctx, append(args, "--source", readingsFile), nil, failingWriter{}, &errOut)
 			if ctx.Err() != nil {
 				t.Fatal("still running 5 s after its first write failed")
 			}
