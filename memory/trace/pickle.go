@@ -206,7 +206,7 @@ func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
 	case pyBigInt:
 		return nil, convErr("", "the pickle holds a large int, as torch.save files of the format before PyTorch 1.6 (_use_new_zipfile_serialization=False) start; save the snapshot with torch.cuda.memory._dump_snapshot(path) or a plain torch.save(snapshot, path)")
 	default:
-		return nil, convErr("", "the pickle holds a %s, want a dict with \"segments\" (or a list of segments)", pyTypeName(root))
+		return nil, convErr("", "the pickle holds %s, want a dict with \"segments\" (or a list of segments)", aPyType(root))
 	}
 
 	byDevice := map[int]*Snapshot{}
@@ -225,7 +225,7 @@ func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
 	if segList != nil {
 		segs, ok := segList.(*pyList)
 		if !ok {
-			return nil, convErr("segments", "is a %s, want a list", pyTypeName(segList))
+			return nil, convErr("segments", "is %s, want a list", aPyType(segList))
 		}
 		if err := c.spend("segments", len(segs.items), sizeofSegment); err != nil {
 			return nil, err
@@ -244,13 +244,13 @@ func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
 	if traceList != nil {
 		traces, ok := traceList.(*pyList)
 		if !ok {
-			return nil, convErr("device_traces", "is a %s, want a list", pyTypeName(traceList))
+			return nil, convErr("device_traces", "is %s, want a list", aPyType(traceList))
 		}
 		for dev, tv := range traces.items {
 			path := "device_traces[" + strconv.Itoa(dev) + "]"
 			tl, ok := tv.(*pyList)
 			if !ok {
-				return nil, convErr(path, "is a %s, want a list", pyTypeName(tv))
+				return nil, convErr(path, "is %s, want a list", aPyType(tv))
 			}
 			if len(tl.items) == 0 {
 				continue
@@ -370,7 +370,7 @@ func labelBlocks(s *Snapshot) {
 func (c *pickleConverter) segment(path string, v any) (int, Segment, error) {
 	d, ok := v.(*pyDict)
 	if !ok {
-		return 0, Segment{}, convErr(path, "is a %s, want a dict", pyTypeName(v))
+		return 0, Segment{}, convErr(path, "is %s, want a dict", aPyType(v))
 	}
 	var seg Segment
 	dev, err := optInt(d, path, "device", 0)
@@ -397,7 +397,7 @@ func (c *pickleConverter) segment(path string, v any) (int, Segment, error) {
 	if ev, ok := d.get("is_expandable"); ok {
 		b, ok := ev.(bool)
 		if !ok {
-			return 0, seg, convErr(path, `"is_expandable" is a %s, want a bool`, pyTypeName(ev))
+			return 0, seg, convErr(path, `"is_expandable" is %s, want a bool`, aPyType(ev))
 		}
 		seg.Expandable = b
 	}
@@ -407,7 +407,7 @@ func (c *pickleConverter) segment(path string, v any) (int, Segment, error) {
 	}
 	bl, ok := bv.(*pyList)
 	if !ok {
-		return 0, seg, convErr(path+".blocks", "is a %s, want a list", pyTypeName(bv))
+		return 0, seg, convErr(path+".blocks", "is %s, want a list", aPyType(bv))
 	}
 	if err := c.spend(path+".blocks", len(bl.items), sizeofBlock); err != nil {
 		return 0, seg, err
@@ -427,7 +427,7 @@ func (c *pickleConverter) segment(path string, v any) (int, Segment, error) {
 func (c *pickleConverter) block(path string, v any, addr uint64, b *Block) error {
 	d, ok := v.(*pyDict)
 	if !ok {
-		return convErr(path, "is a %s, want a dict", pyTypeName(v))
+		return convErr(path, "is %s, want a dict", aPyType(v))
 	}
 	var err error
 	b.Addr = addr
@@ -487,14 +487,14 @@ func lastHistory(path string, d *pyDict, b *Block) (*pyDict, error) {
 	}
 	l, ok := v.(*pyList)
 	if !ok {
-		return nil, convErr(path+".history", "is a %s, want a list", pyTypeName(v))
+		return nil, convErr(path+".history", "is %s, want a list", aPyType(v))
 	}
 	if len(l.items) == 0 {
 		return nil, nil
 	}
 	h, ok := l.items[0].(*pyDict)
 	if !ok {
-		return nil, convErr(path+".history[0]", "is a %s, want a dict", pyTypeName(l.items[0]))
+		return nil, convErr(path+".history[0]", "is %s, want a dict", aPyType(l.items[0]))
 	}
 	if _, ok := h.get("addr"); ok {
 		addr, err := reqAddr(h, path+".history[0]", "addr")
@@ -521,7 +521,7 @@ const actionUserDefined = "user_defined"
 func (c *pickleConverter) event(path string, v any, e *Event) (bool, error) {
 	d, ok := v.(*pyDict)
 	if !ok {
-		return false, convErr(path, "is a %s, want a dict", pyTypeName(v))
+		return false, convErr(path, "is %s, want a dict", aPyType(v))
 	}
 	name, err := reqString(d, path, "action")
 	if err != nil {
@@ -589,7 +589,7 @@ func (c *pickleConverter) frameList(path string, d *pyDict) ([]Frame, error) {
 	}
 	l, ok := v.(*pyList)
 	if !ok {
-		return nil, convErr(path+".frames", "is a %s, want a list", pyTypeName(v))
+		return nil, convErr(path+".frames", "is %s, want a list", aPyType(v))
 	}
 	if l.done {
 		return l.frames, nil
@@ -603,7 +603,7 @@ func (c *pickleConverter) frameList(path string, d *pyDict) ([]Frame, error) {
 	for i, fv := range l.items {
 		fd, ok := fv.(*pyDict)
 		if !ok {
-			return nil, convErr(path+".frames["+strconv.Itoa(i)+"]", "is a %s, want a dict", pyTypeName(fv))
+			return nil, convErr(path+".frames["+strconv.Itoa(i)+"]", "is %s, want a dict", aPyType(fv))
 		}
 		if fd.id == 0 {
 			if err := c.spend(path+".frames", 1, sizeofFrame); err != nil {
@@ -669,7 +669,7 @@ func allocatorSettings(v any) (string, map[string]string, error) {
 	}
 	d, ok := v.(*pyDict)
 	if !ok {
-		return "", nil, convErr("allocator_settings", "is a %s, want a dict", pyTypeName(v))
+		return "", nil, convErr("allocator_settings", "is %s, want a dict", aPyType(v))
 	}
 	var config string
 	meta := map[string]string{}
@@ -808,7 +808,7 @@ func optInt(d *pyDict, path, key string, def int64) (int64, error) {
 	case uint64, pyBigInt:
 		return 0, convErr(path, "%q is too large", key)
 	}
-	return 0, convErr(path, "%q is a %s, want an int", key, pyTypeName(v))
+	return 0, convErr(path, "%q is %s, want an int", key, aPyType(v))
 }
 
 func reqSize(d *pyDict, path, key string) (int64, error) {
@@ -835,8 +835,10 @@ func reqAddr(d *pyDict, path, key string) (uint64, error) {
 		return uint64(n), nil
 	case uint64:
 		return n, nil
+	case pyBigInt:
+		return 0, convErr(path, "%q is too large: above 2^64-1, beyond any address", key)
 	}
-	return 0, convErr(path, "%q is a %s, want an int", key, pyTypeName(v))
+	return 0, convErr(path, "%q is %s, want an int", key, aPyType(v))
 }
 
 func reqString(d *pyDict, path, key string) (string, error) {
@@ -846,7 +848,7 @@ func reqString(d *pyDict, path, key string) (string, error) {
 	}
 	s, ok := v.(string)
 	if !ok {
-		return "", convErr(path, "%q is a %s, want a str", key, pyTypeName(v))
+		return "", convErr(path, "%q is %s, want a str", key, aPyType(v))
 	}
 	return s, nil
 }

@@ -176,9 +176,17 @@ func TestReadPickleErrors(t *testing.T) {
 		{"not a pickle", []byte("alloc 1 2 3\n"), "not a pickle of protocol 2 to 5", 0, nil},
 		{"protocol 1", []byte("}q\x00."), "not a pickle of protocol 2 to 5", 0, nil},
 		{"empty", nil, "not a pickle", 0, nil},
-		{"int root", pk().proto(4).int(5).stop(), "holds a int", -1, nil},
+		{"int root", pk().proto(4).int(5).stop(), "holds an int", -1, nil},
+		{"None root", pk().proto(4).op(opNone).stop(), "holds None, want a dict", -1, nil},
 		{"dict without keys", pk().proto(2).op(opEmptyDict).stop(), `no "segments" or "device_traces" key`, -1, nil},
-		{"segments not list", pk().proto(2).op(opEmptyDict).str("segments").int(1).op(opSetItem).stop(), "segments: is a int, want a list", -1, nil},
+		{"address beyond 64 bits", pk().proto(2).op(opEmptyDict).str("segments").op(opEmptyList).
+			op(opEmptyDict).str("address").op(opLong1, 9, 0, 0, 0, 0, 0, 0, 0, 0, 1).op(opSetItem).op(opAppend).op(opSetItem).stop(),
+			`segments[0]: "address" is too large: above 2^64-1`, -1, nil},
+		{"event address beyond 64 bits", pk().proto(2).op(opEmptyDict).str("device_traces").op(opEmptyList).op(opEmptyList).
+			op(opEmptyDict).str("action").str("alloc").op(opSetItem).str("size").int(512).op(opSetItem).
+			str("addr").op(opLong1, 9, 0, 0, 0, 0, 0, 0, 0, 0, 1).op(opSetItem).op(opAppend).op(opAppend).op(opSetItem).stop(),
+			`device_traces[0][0]: "addr" is too large: above 2^64-1`, -1, nil},
+		{"segments not list", pk().proto(2).op(opEmptyDict).str("segments").int(1).op(opSetItem).stop(), "segments: is an int, want a list", -1, nil},
 		{"segment missing size", pk().proto(2).op(opEmptyDict).str("segments").op(opEmptyList).
 			op(opEmptyDict).str("address").int(4096).op(opSetItem).op(opAppend).op(opSetItem).stop(),
 			`segments[0]: no "total_size" key`, -1, nil},
@@ -187,7 +195,7 @@ func TestReadPickleErrors(t *testing.T) {
 			`device_traces[0][0]: unknown action "alloc2"`, -1, nil},
 		{"pop mark without mark", pk().proto(2).op(opPopMark).stop(), "no MARK", 2, nil},
 		{"stop on empty", pk().proto(2).stop(), "STOP with an empty stack", 2, nil},
-		{"append to int", pk().proto(2).int(1).int(2).op(opAppend).stop(), "APPEND to a int", -2, nil},
+		{"append to int", pk().proto(2).int(1).int(2).op(opAppend).stop(), "APPEND to an int", -2, nil},
 		{"setitems odd", pk().proto(2).op(opEmptyDict).op(opMark).int(1).op(opSetItems).stop(), "odd number", -2, nil},
 		{"memo unset", pk().proto(2).op(opBinGet, 7).stop(), "memo entry 7 used before it was set", 2, nil},
 		{"huge string", append(pk().proto(4).op(opBinUnicode8).u64(1<<62), "short"...), "input ends early", 2, io.ErrUnexpectedEOF},
@@ -500,7 +508,7 @@ func TestReadPickleBlockHistory(t *testing.T) {
 
 	bad := &pyDictW{{"address", int64(a)}, {"total_size", 4096}, {"segment_type", "small"}, {"blocks", &pyListW{
 		&pyDictW{{"size", 4096}, {"state", "active_allocated"}, {"history", 3}}}}}
-	if _, err := ReadPickle(bytes.NewReader(picklePy(4, &pyListW{bad}))); err == nil || !strings.Contains(err.Error(), `segments[0].blocks[0].history: is a int, want a list`) {
+	if _, err := ReadPickle(bytes.NewReader(picklePy(4, &pyListW{bad}))); err == nil || !strings.Contains(err.Error(), `segments[0].blocks[0].history: is an int, want a list`) {
 		t.Errorf("history of an int: err = %v", err)
 	}
 }

@@ -256,7 +256,7 @@ func (b *builder) Append(op byte, v any, items []any, keep bool) (int64, error) 
 		if op == opAppend {
 			name = "APPEND"
 		}
-		return 0, b.errorf("%s to a %s, not a list", name, pyTypeName(v))
+		return 0, b.errorf("%s to %s, not a list", name, aPyType(v))
 	}
 	if keep && l.items == nil {
 		l.items = items
@@ -275,7 +275,7 @@ func (b *builder) SetItems(op byte, v any, kv []any, keep bool) (int64, error) {
 		if op == opSetItem {
 			name = "SETITEM"
 		}
-		return 0, b.errorf("%s on a %s, not a dict", name, pyTypeName(v))
+		return 0, b.errorf("%s on %s, not a dict", name, aPyType(v))
 	}
 	if !keep {
 		c := cap(d.kv)
@@ -288,6 +288,19 @@ func (b *builder) SetItems(op byte, v any, kv []any, keep bool) (int64, error) {
 
 // TypeName implements pickle.Builder.
 func (b *builder) TypeName(v any) string { return pyTypeName(v) }
+
+// aPyType names the Python type of a decoded value after an article, for
+// messages: "an int", "a str", "None".
+func aPyType(v any) string {
+	name := pyTypeName(v)
+	switch {
+	case name == "None":
+		return name
+	case strings.ContainsRune("aeiou", rune(name[0])):
+		return "an " + name
+	}
+	return "a " + name
+}
 
 // pyTypeName names the Python type of a decoded value, for messages.
 func pyTypeName(v any) string {
