@@ -74,7 +74,9 @@ func openWith(path string, read func(io.Reader) (*File, error)) (*File, error) {
 // from its first bytes, never from name:
 //   - gzip magic (1f 8b): decompress, then detect the format inside;
 //   - 0x80 followed by 2 to 5: a PyTorch pickle, read with [ReadPickle]
-//     (followed by another protocol number: an error naming it);
+//     (followed by another protocol number: an error naming it; a
+//     pickle of protocol 0 or 1, which has no PROTO opcode, is an error
+//     naming its protocol too);
 //   - zip magic (50 4b 03 04): a snapshot saved with torch.save, read
 //     with [ReadPickle];
 //   - '{' after optional whitespace: a vram JSON snapshot ([ReadJSON]);
@@ -162,6 +164,10 @@ func detect(r io.Reader, f *File) (*bufio.Reader, Kind, error) {
 		return nil, KindUnknown, &ParseError{Offset: -1, Msg: msg, Err: err}
 	}
 	kind := sniff(head)
+	if proto, ok := headerlessPickle(head); ok {
+		return nil, KindPickle, &ParseError{Kind: KindPickle, Offset: 0,
+			Msg: fmt.Sprintf("a Python pickle of protocol %d (pickle.dump with protocol=%d); vram reads protocols 2 to 5: save the snapshot with torch.cuda.memory._dump_snapshot(path), or pickle.dump(snapshot, f) with the default protocol", proto, proto)}
+	}
 	if t := bytes.TrimLeft(head, " \t\r\n"); len(t) > 0 && t[0] == '[' {
 		return nil, KindJSON, &ParseError{Kind: KindJSON, Offset: int64(len(head) - len(t)),
 			Msg: "a JSON array, not a vram memory snapshot (a JSON object with \"format\": \"" + JSONFormat + "\") nor a text trace"}
@@ -192,8 +198,6 @@ const sniffBytes = 512
 // protocol number, for the error naming a protocol this reader lacks.
 const maxPickleProto = 16
 
-// sniff decides the format from the first bytes of the (decompressed)
-// input, sniffBytes of them unless the input is shorter.
 // utf8BOM is the byte-order mark that some editors write at the start of a
 // UTF-8 text file.
 var utf8BOM = []byte{0xef, 0xbb, 0xbf}
@@ -206,6 +210,27 @@ func skipBOM(br *bufio.Reader) {
 	}
 }
 
+// headerlessPickle reports whether head starts a pickle of protocol 0 or
+// 1, which have no PROTO opcode, holding a dict or a list (what a snapshot
+// is), and which protocol: protocol 0 opens one with MARK and DICT or LIST,
+// then PUT ("(dp0\n", "(lp0\n") or STOP; protocol 1 with EMPTY_DICT or
+// EMPTY_LIST, then BINPUT, LONG_BINPUT, MARK or STOP ("}q\x00"). No text
+// trace, JSON snapshot or pickle of protocol 2 to 5 starts so.
+func headerlessPickle(head []byte) (proto int, ok bool) {
+	if len(head) < 3 {
+		return 0, false
+	}
+	switch {
+	case head[0] == '(' && (head[1] == 'd' || head[1] == 'l') && (head[2] == 'p' || head[2] == '.'):
+		return 0, true
+	case (head[0] == '}' || head[0] == ']') && bytes.IndexByte([]byte{'q', 'r', '(', '.'}, head[1]) >= 0:
+		return 1, true
+	}
+	return 0, false
+}
+
+// sniff decides the format from the first bytes of the (decompressed)
+// input, sniffBytes of them unless the input is shorter.
 func sniff(head []byte) Kind {
 	if len(head) >= 2 && head[0] == opProto && head[1] >= 2 && head[1] <= 5 || bytes.HasPrefix(head, zipMagic) {
 		return KindPickle

@@ -102,7 +102,12 @@ func TestReadErrorsNameFile(t *testing.T) {
 		{"text", []byte("alloc 1 2 3\n\nfree 1 2 3\n"), `trace: text: line 3: unknown action "free"`},
 		{"json", []byte(`{"format": "x"}`), `trace: json: offset 14: not a vram memory snapshot: format "x", want "vram-memory-snapshot"`},
 		{"pickle", []byte{0x80, 4, 0xff}, "trace: pickle: offset 2: pickle: unknown opcode 0xff (not a pickle, or a corrupt one)"},
-		{"pickle protocol 1", []byte("}q\x00."), "trace: pickle protocol 1: offset 0: unrecognised format"},
+		{"pickle protocol 1", []byte("}q\x00."), "trace: pickle protocol 1: offset 0: a Python pickle of protocol 1 (pickle.dump with protocol=1); vram reads protocols 2 to 5"},
+		{"pickle protocol 1 of a dict", []byte("}q\x00X\x08\x00\x00\x00segmentsq\x01]q\x02s."), "trace: pickle protocol 1 of a dict: offset 0: a Python pickle of protocol 1"},
+		{"pickle protocol 1 of a list", []byte("]q\x00}q\x01X\x01\x00\x00\x00a"), "trace: pickle protocol 1 of a list: offset 0: a Python pickle of protocol 1"},
+		{"pickle protocol 0 of a dict", []byte("(dp0\nVsegments\np1\n(lp2\nsS'x'\n."), "trace: pickle protocol 0 of a dict: offset 0: a Python pickle of protocol 0 (pickle.dump with protocol=0); vram reads protocols 2 to 5"},
+		{"pickle protocol 0 of a list", []byte("(lp0\n(dp1\nVa\np2\n."), "trace: pickle protocol 0 of a list: offset 0: a Python pickle of protocol 0"},
+		{"gzip pickle protocol 0", gz([]byte("(dp0\n.")), "trace: gzip pickle protocol 0: offset 0: a Python pickle of protocol 0"},
 		// Short inputs whose every byte is invalid UTF-8 are not text.
 		{"pickle protocol 6", []byte("\x80\x06}."), "trace: pickle protocol 6: offset 1: a Python pickle of protocol 6; vram reads protocols 2 to 5"},
 		{"pickle protocol 1 header", []byte{0x80, 1, '}', '.'}, "trace: pickle protocol 1 header: offset 1: a Python pickle of protocol 1; vram reads protocols 2 to 5"},
