@@ -435,6 +435,7 @@ func expandable(s *trace.Snapshot) bool {
 func liveGroups(s *trace.Snapshot, top int) (byRegion []Group, regionRest Rest, byStack []Group, stackRest Rest, largest []Allocation) {
 	regions := map[string]*Group{}
 	stacks := map[string]*Group{}
+	memo := newStackMemo()
 	add := func(m map[string]*Group, key string, b trace.Block, frames []trace.Frame) {
 		g := m[key]
 		if g == nil {
@@ -454,9 +455,13 @@ func liveGroups(s *trace.Snapshot, top int) (byRegion []Group, regionRest Rest, 
 				continue
 			}
 			add(regions, regionKey(b.Region), b, nil)
-			add(stacks, stackKey(b.Frames), b, b.Frames)
+			site := memo.stackKey(b.Frames)
+			add(stacks, site, b, b.Frames)
+			if len(b.Frames) == 0 {
+				site = ""
+			}
 			largest = append(largest, Allocation{Address: b.Addr, SizeBytes: b.Size, RequestedBytes: b.Requested,
-				Stream: seg.Stream, Region: b.Region, Site: siteString(b.Frames), Frames: b.Frames})
+				Stream: seg.Stream, Region: b.Region, Site: site, Frames: b.Frames})
 		}
 	}
 	sort.SliceStable(largest, func(i, j int) bool {
@@ -468,8 +473,15 @@ func liveGroups(s *trace.Snapshot, top int) (byRegion []Group, regionRest Rest, 
 	if len(largest) > top {
 		largest = largest[:top]
 	}
+	for i := range largest {
+		largest[i].Region = clipText(largest[i].Region, maxFrameScan)
+		largest[i].Frames = boundFrames(largest[i].Frames)
+	}
 	byRegion, regionRest = sortGroups(regions, top)
 	byStack, stackRest = sortGroups(stacks, top)
+	for i := range byStack {
+		byStack[i].Frames = boundFrames(byStack[i].Frames)
+	}
 	return byRegion, regionRest, byStack, stackRest, largest
 }
 
@@ -525,6 +537,7 @@ func stackKey(frames []trace.Frame) string {
 // parameters; a missing name reads "??", and a missing file or line is
 // left out. Names and files longer than maxFrameText are cut.
 func frameString(f trace.Frame) string {
+	f = boundFrame(f)
 	if classifyFrame(f) == frameNative {
 		f.Function = shortFunction(f.Function)
 	}

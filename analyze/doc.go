@@ -58,7 +58,11 @@
 // allocator's own frames for an OOM event (older versions did), the
 // report names the site of the allocation just before it (OOM.PrevSite).
 // The whole stack stays in the JSON report and, one click away, in the
-// HTML page's <details>.
+// HTML page's <details>. Each stack is attributed once, however many
+// blocks and events share it, and attribution reads at most 8 KiB of a
+// frame's file and function; a name longer than that (no real one is)
+// is cut in the report, so that the work and the report of an analysis
+// follow what a snapshot holds rather than how often it refers to it.
 //
 // # Fix checks
 //

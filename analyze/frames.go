@@ -34,8 +34,54 @@ const (
 // and CUDA, and shared libraries when a frame has no source line.
 var nativeSuffixes = []string{".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp", ".hxx", ".cu", ".cuh", ".inl", ".S", ".s"}
 
+// maxFrameScan bounds the bytes of a frame's file and function that
+// attribution reads: a file name keeps its last maxFrameScan bytes (a
+// Linux path has at most 4096), a function its first, so that a hostile
+// snapshot whose frames share one huge string cannot make every frame
+// cost its length. Names that long are cut on display anyway
+// (maxFrameText).
+const maxFrameScan = 8 << 10
+
+// boundFrame returns f with its file and function cut to maxFrameScan
+// bytes, without copying them.
+func boundFrame(f trace.Frame) trace.Frame {
+	if len(f.File) > maxFrameScan {
+		f.File = f.File[len(f.File)-maxFrameScan:]
+	}
+	if len(f.Function) > maxFrameScan {
+		f.Function = f.Function[:maxFrameScan]
+	}
+	return f
+}
+
+// boundFrames returns frames for a report: frames itself, or, when one
+// of its names is longer than maxFrameScan (no real one is), a copy with
+// such names cut and marked as clipText marks them, so that a report
+// cannot repeat a huge name that a hostile snapshot shares between its
+// stacks in every group, allocation and out-of-memory event it lists.
+func boundFrames(frames []trace.Frame) []trace.Frame {
+	long := false
+	for _, f := range frames {
+		if len(f.File) > maxFrameScan || len(f.Function) > maxFrameScan {
+			long = true
+			break
+		}
+	}
+	if !long {
+		return frames
+	}
+	out := make([]trace.Frame, len(frames))
+	for i, f := range frames {
+		f.File = clipText(f.File, maxFrameScan)
+		f.Function = clipText(f.Function, maxFrameScan)
+		out[i] = f
+	}
+	return out
+}
+
 // classifyFrame says what kind of code f is.
 func classifyFrame(f trace.Frame) frameKind {
+	f = boundFrame(f)
 	file := f.File
 	switch {
 	case strings.HasSuffix(file, ".py") || windowsPath(file) && strings.HasSuffix(strings.ToLower(file), ".py"):
@@ -225,7 +271,7 @@ func nativeSiteFound(frames []trace.Frame) (int, string, bool) {
 	opName := ""
 	engine := false
 	for i, f := range frames {
-		name := shortFunction(f.Function)
+		name := shortFunction(boundFrame(f).Function)
 		if node, ok := autogradNode(name); ok {
 			return i, node + backwardNote, true
 		}
@@ -412,7 +458,11 @@ func siteString(frames []trace.Frame) string {
 // stack holds no frame of the user's code, it returns the frame userFrame
 // picks alone.
 func userFrames(frames []trace.Frame, n int) []trace.Frame {
-	i := userFrame(frames)
+	return userFramesFrom(frames, n, userFrame(frames))
+}
+
+// userFramesFrom is userFrames given i, the frame userFrame picks.
+func userFramesFrom(frames []trace.Frame, n, i int) []trace.Frame {
 	if i < 0 {
 		return nil
 	}
@@ -429,4 +479,79 @@ func userFrames(frames []trace.Frame, n int) []trace.Frame {
 		}
 	}
 	return out
+}
+
+// stackID identifies a stack by its frames' memory: the readers give the
+// blocks and events of one stack one shared []Frame.
+type stackID struct {
+	first *trace.Frame
+	n     int
+}
+
+// stackMemo remembers, within one pass over a snapshot or history, what
+// was worked out for each stack: a stack held by many blocks or events
+// (every allocation of a layer, a shared deep stack) is attributed once,
+// not once per block. Its zero value remembers nothing; newStackMemo makes
+// one that remembers. It is used by one goroutine at a time.
+type stackMemo struct {
+	picks map[stackID]memoPick
+	user  map[userKey][]trace.Frame
+}
+
+type memoPick struct {
+	i     int
+	label string
+}
+
+type userKey struct {
+	id stackID
+	n  int
+}
+
+func newStackMemo() *stackMemo {
+	return &stackMemo{picks: map[stackID]memoPick{}, user: map[userKey][]trace.Frame{}}
+}
+
+// pick is pickFrame, remembered.
+func (m *stackMemo) pick(frames []trace.Frame) (int, string) {
+	if len(frames) == 0 || m == nil || m.picks == nil {
+		return pickFrame(frames)
+	}
+	id := stackID{&frames[0], len(frames)}
+	if p, ok := m.picks[id]; ok {
+		return p.i, p.label
+	}
+	i, label := pickFrame(frames)
+	m.picks[id] = memoPick{i, label}
+	return i, label
+}
+
+// stackKey is the package's stackKey, remembered.
+func (m *stackMemo) stackKey(frames []trace.Frame) string {
+	if len(frames) == 0 {
+		return noStack
+	}
+	_, label := m.pick(frames)
+	return label
+}
+
+// siteString is the package's siteString, remembered.
+func (m *stackMemo) siteString(frames []trace.Frame) string {
+	_, label := m.pick(frames)
+	return label
+}
+
+// userFrames is the package's userFrames, remembered.
+func (m *stackMemo) userFrames(frames []trace.Frame, n int) []trace.Frame {
+	if len(frames) == 0 || m == nil || m.user == nil {
+		return userFramesFrom(frames, n, userFrame(frames))
+	}
+	k := userKey{stackID{&frames[0], len(frames)}, n}
+	if u, ok := m.user[k]; ok {
+		return u
+	}
+	i, _ := m.pick(frames)
+	u := userFramesFrom(frames, n, i)
+	m.user[k] = u
+	return u
 }

@@ -495,6 +495,7 @@ func segmentMap(d *Device) segmapView {
 		v.None = "The snapshot holds no segment: the allocator reserved nothing."
 		return v
 	}
+	memo := newStackMemo()
 	var maxSize int64
 	for _, seg := range s.Segments {
 		maxSize = max(maxSize, seg.Size)
@@ -544,11 +545,11 @@ func segmentMap(d *Device) segmapView {
 			bv.W = math.Round(bv.W*100) / 100
 			switch b.State {
 			case trace.StateActiveAllocated:
-				bv.Class = fmt.Sprintf("blk a k0-%d k1-%d", lookup(0, regionKey(b.Region)), lookup(1, stackKey(b.Frames)))
-				bv.Tip = blockTip("allocated", b)
+				bv.Class = fmt.Sprintf("blk a k0-%d k1-%d", lookup(0, regionKey(b.Region)), lookup(1, memo.stackKey(b.Frames)))
+				bv.Tip = blockTip("allocated", b, memo)
 			case trace.StateActivePendingFree:
 				bv.Class = "blk p"
-				bv.Tip = blockTip("freed, waiting for a stream", b)
+				bv.Tip = blockTip("freed, waiting for a stream", b, memo)
 			default:
 				bv.Class = "blk f"
 				bv.Tip = fmt.Sprintf("free (cached)\n%s at 0x%x", units.Compact(b.Size), b.Addr)
@@ -620,14 +621,14 @@ func mergedBlocks(run []trace.Block, segAddr uint64, scale float64, draw func(tr
 	return bv
 }
 
-func blockTip(state string, b trace.Block) string {
+func blockTip(state string, b trace.Block, memo *stackMemo) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "%s\n%s at 0x%x (asked %s)", state, units.Compact(b.Size), b.Addr, units.Compact(b.Requested))
 	if b.Region != "" {
 		fmt.Fprintf(&sb, "\nregion %s", clipText(b.Region, maxFrameText))
 	}
 	sb.WriteString("\n")
-	writeStackLines(&sb, b.Frames, 6)
+	writeStackLines(&sb, b.Frames, 6, memo)
 	return strings.TrimSuffix(sb.String(), "\n")
 }
 

@@ -31,10 +31,10 @@ func writeDevice(w *bufio.Writer, d *Device) {
 		fmt.Fprintf(w, ", %s card", units.Compact(d.CapacityBytes))
 	}
 	if d.Source != "" {
-		fmt.Fprintf(w, ", from %s", printable.String(d.Source))
+		fmt.Fprintf(w, ", from %s", printable.String(clipText(d.Source, maxFrameText)))
 	}
 	if d.Config != "" {
-		fmt.Fprintf(w, ", %s", printable.String(d.Config))
+		fmt.Fprintf(w, ", %s", printable.String(clipText(d.Config, maxFrameText)))
 	}
 	fmt.Fprintf(w, ": %d segments, %d blocks, %d history events", d.Segments, d.Blocks, d.HistoryEvents)
 	if d.HistoryTruncated {
@@ -68,7 +68,7 @@ func writeDevice(w *bufio.Writer, d *Device) {
 			fmt.Fprintf(w, "    fix: %s\n", printable.String(o.Fix))
 		}
 		if o.Region != "" {
-			fmt.Fprintf(w, "    region %s\n", printable.String(o.Region))
+			fmt.Fprintf(w, "    region %s\n", printable.String(clipText(o.Region, maxFrameText)))
 		}
 		if o.Site == "" && len(o.Frames) > 0 {
 			fmt.Fprintf(w, "    the stack holds only the allocator's C++ frames")
@@ -131,7 +131,7 @@ func writeDevice(w *bufio.Writer, d *Device) {
 			}
 			region := ""
 			if a.Region != "" {
-				region = " [" + printable.String(a.Region) + "]"
+				region = " [" + printable.String(clipText(a.Region, maxFrameText)) + "]"
 			}
 			fmt.Fprintf(w, "    %10s  0x%x%s%s\n", units.Compact(a.SizeBytes), a.Address, region, where)
 		}

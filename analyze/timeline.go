@@ -213,8 +213,9 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 		}
 		return id
 	}
+	memo := newStackMemo()
 	keys := func(region string, frames []trace.Frame) [2]string {
-		return [2]string{regionKey(region), stackKey(frames)}
+		return [2]string{regionKey(region), memo.stackKey(frames)}
 	}
 	startKeys := make([][2]int, len(start))
 	var alloc0 int64
@@ -384,7 +385,7 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 				continue
 			}
 			if !built {
-				sp = span{size: e.size, start: e.start, end: end, seq: e.seq, label: allocLabel(e.region, e.frames)}
+				sp = span{size: e.size, start: e.start, end: end, seq: e.seq, label: allocLabel(e.region, e.frames, memo)}
 				built = true
 			}
 			hp.offer(sp)
@@ -451,10 +452,10 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 				site, native := oomSite(e.Frames)
 				prev := ""
 				if native || len(e.Frames) == 0 {
-					prev = siteString(lastAlloc)
+					prev = memo.siteString(lastAlloc)
 				}
 				d.OOMs = append(d.OOMs, OOM{Event: i, TimeUS: e.TimeUS, RequestedBytes: e.Size, DeviceFreeBytes: int64(min(e.Addr, math.MaxInt64)),
-					AllocatedBytes: allocated, ReservedBytes: reserved, Region: e.Region, Site: site, PrevSite: prev, Frames: e.Frames,
+					AllocatedBytes: allocated, ReservedBytes: reserved, Region: clipText(e.Region, maxFrameScan), Site: site, PrevSite: prev, Frames: boundFrames(e.Frames),
 					stream: e.Stream, peakReservedBefore: tl.PeakReservedBytes})
 			}
 		default:
@@ -570,19 +571,20 @@ func segmentDelta(e trace.Event) int64 {
 
 // allocLabel describes an alloc event for the hover text: its region
 // and the frames of the user's code that allocated it.
-func allocLabel(region string, frames []trace.Frame) string {
+func allocLabel(region string, frames []trace.Frame, memo *stackMemo) string {
 	var b strings.Builder
 	if region != "" {
 		fmt.Fprintf(&b, "region %s\n", clipText(region, maxFrameText))
 	}
-	writeStackLines(&b, frames, 6)
+	writeStackLines(&b, frames, 6, memo)
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// writeStackLines writes up to n frames of the user's code (userFrames),
-// one per line, indented, and how many other frames the stack has.
-func writeStackLines(b *strings.Builder, frames []trace.Frame, n int) {
-	shown := userFrames(frames, n)
+// writeStackLines writes up to n frames of the user's code (userFrames,
+// remembered in memo), one per line, indented, and how many other frames
+// the stack has.
+func writeStackLines(b *strings.Builder, frames []trace.Frame, n int, memo *stackMemo) {
+	shown := memo.userFrames(frames, n)
 	for _, f := range shown {
 		fmt.Fprintf(b, "  %s\n", clipText(frameString(f), maxFrameText))
 	}
