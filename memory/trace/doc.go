@@ -198,7 +198,10 @@
 // size and addr (device_free for oom), which PyTorch always writes: without
 // them an event would act at address 0 or report a request of 0 bytes.
 // Any other unknown action is an error, not
-// skipped: a replay that silently drops events would mislead.
+// skipped: a replay that silently drops events would mislead. The input
+// must end with the pickle: data after its STOP is an error, as after a
+// JSON snapshot, and a gzip-compressed pickle is read to its end, so that
+// a stream cut short or failing its checksum is refused.
 //
 // Why a minimal unpickler of its own rather than
 // github.com/nlpodyssey/gopickle (v0.2.0, the newest served): on corrupt

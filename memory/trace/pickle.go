@@ -125,9 +125,34 @@ func readPlainPickle(br *bufio.Reader) ([]*Snapshot, error) {
 	c := &pickleConverter{budget: pickleBudget(size) - used, stacks: make(map[string][]Frame)}
 	snaps, err := c.convert(root)
 	if err != nil {
+		return nil, err // what the pickle holds says more than what follows it
+	}
+	if err := pickleEnd(br, size); err != nil {
 		return nil, err
 	}
 	return snaps, nil
+}
+
+// pickleEnd checks that the input ends at the pickle's STOP, which ends
+// at offset size: reading on to the end lets a gzip stream check its
+// checksum and length, so that a corrupt or cut file is not taken for a
+// snapshot, and data after the pickle is refused, as after a JSON
+// snapshot.
+func pickleEnd(br *bufio.Reader, size int64) error {
+	_, err := br.ReadByte()
+	switch {
+	case err == io.EOF:
+		return nil
+	case err == nil:
+		return &ParseError{Kind: KindPickle, Offset: size, Msg: "unexpected data after the pickle (it ends at its STOP opcode)"}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &ParseError{Kind: KindPickle, Offset: size, Msg: "the input ends early after the pickle (a truncated gzip file?)", Err: err}
+	}
+	var le *LimitError
+	if errors.As(err, &le) {
+		return &ParseError{Kind: KindPickle, Offset: size, Err: err}
+	}
+	return &ParseError{Kind: KindPickle, Offset: size, Msg: "after the pickle", Err: err}
 }
 
 // pickleConverter maps decoded Python values onto Snapshots.

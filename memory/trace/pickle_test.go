@@ -209,6 +209,19 @@ func TestReadPickleErrors(t *testing.T) {
 			str("segment_type").str("tiny").str("blocks").op(opEmptyList).op(opSetItems).
 			op(opAppend).op(opSetItem).stop(), `invalid snapshot: segment 0: pool "tiny"`, -1, nil},
 	}
+	badSum := gz(p4)
+	badSum[len(badSum)-8] ^= 0xff // the CRC-32 of the gzip trailer
+	tests = append(tests, []struct {
+		name   string
+		in     []byte
+		want   string
+		offset int64
+		is     error
+	}{
+		{"data after the pickle", append(append([]byte{}, p4...), "more"...), "unexpected data after the pickle", int64(len(p4)), nil},
+		{"gzip with a bad checksum", badSum, "gzip: invalid checksum", int64(len(p4)), gzip.ErrChecksum},
+		{"gzip without its trailer", gz(p4)[:len(gz(p4))-8], "the input ends early after the pickle", int64(len(p4)), io.ErrUnexpectedEOF},
+	}...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ReadPickle(bytes.NewReader(tc.in))
