@@ -196,7 +196,8 @@
 // a segment's address, total_size, segment_type and blocks; a block's size
 // and state; an event's action, and, unless it is a snapshot marker, its
 // size and addr (device_free for oom), which PyTorch always writes: without
-// them an event would act at address 0 or report a request of 0 bytes.
+// them an event would act at address 0 or report a request of 0 bytes;
+// None in place of a required value is an error too.
 // Any other unknown action is an error, not
 // skipped: a replay that silently drops events would mislead. The input
 // must end with the pickle: data after its STOP is an error, as after a

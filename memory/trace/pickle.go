@@ -568,14 +568,21 @@ func (c *pickleConverter) event(path string, v any, e *Event) (bool, error) {
 	// free would act at address 0 and an oom would read as a request of
 	// 0 bytes on a device with nothing free; only a snapshot marker
 	// needs neither.
-	_, hasAddr := d.get(addrKey)
-	_, hasSize := d.get("size")
+	av, hasAddr := d.get(addrKey)
+	sv, hasSize := d.get("size")
 	if a != ActionSnapshot && (!hasAddr || !hasSize) {
 		missing := addrKey
 		if hasAddr {
 			missing = "size"
 		}
 		return false, convErr(path, "%s entry has no %q key", name, missing)
+	}
+	if a != ActionSnapshot && (av == nil || sv == nil) {
+		none := addrKey
+		if av != nil {
+			none = "size"
+		}
+		return false, convErr(path, "%s entry's %q is None", name, none)
 	}
 	if hasAddr {
 		if e.Addr, err = reqAddr(d, path, addrKey); err != nil {
@@ -837,8 +844,12 @@ func optInt(d *pyDict, path, key string, def int64) (int64, error) {
 }
 
 func reqSize(d *pyDict, path, key string) (int64, error) {
-	if _, ok := d.get(key); !ok {
+	v, ok := d.get(key)
+	if !ok {
 		return 0, convErr(path, "no %q key", key)
+	}
+	if v == nil {
+		return 0, convErr(path, "%q is None", key)
 	}
 	n, err := optInt(d, path, key, 0)
 	if err == nil && n < 0 {

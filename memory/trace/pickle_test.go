@@ -190,6 +190,17 @@ func TestReadPickleErrors(t *testing.T) {
 		{"segment missing size", pk().proto(2).op(opEmptyDict).str("segments").op(opEmptyList).
 			op(opEmptyDict).str("address").int(4096).op(opSetItem).op(opAppend).op(opSetItem).stop(),
 			`segments[0]: no "total_size" key`, -1, nil},
+		{"alloc of size None", pk().proto(2).op(opEmptyDict).str("device_traces").op(opEmptyList).op(opEmptyList).
+			op(opEmptyDict).str("action").str("alloc").op(opSetItem).str("addr").int(4096).op(opSetItem).
+			str("size").op(opNone).op(opSetItem).op(opAppend).op(opAppend).op(opSetItem).stop(),
+			`device_traces[0][0]: alloc entry's "size" is None`, -1, nil},
+		{"free at None", pk().proto(2).op(opEmptyDict).str("device_traces").op(opEmptyList).op(opEmptyList).
+			op(opEmptyDict).str("action").str("free_completed").op(opSetItem).str("addr").op(opNone).op(opSetItem).
+			str("size").int(512).op(opSetItem).op(opAppend).op(opAppend).op(opSetItem).stop(),
+			`device_traces[0][0]: free_completed entry's "addr" is None`, -1, nil},
+		{"segment of size None", pk().proto(2).op(opEmptyDict).str("segments").op(opEmptyList).
+			op(opEmptyDict).str("address").int(4096).op(opSetItem).str("total_size").op(opNone).op(opSetItem).op(opAppend).op(opSetItem).stop(),
+			`segments[0]: "total_size" is None`, -1, nil},
 		{"unknown action", pk().proto(2).op(opEmptyDict).str("device_traces").op(opEmptyList).op(opEmptyList).
 			op(opEmptyDict).str("action").str("alloc2").op(opSetItem).op(opAppend).op(opAppend).op(opSetItem).stop(),
 			`device_traces[0][0]: unknown action "alloc2"`, -1, nil},
