@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -299,10 +301,10 @@ func readJSON(r io.Reader) (*Snapshot, error) {
 				return nil, fail(`key "version"`, err)
 			}
 			if len(version) == 0 || version[0] != '-' && (version[0] < '0' || version[0] > '9') {
-				return nil, fail(fmt.Sprintf(`key "version": %s is not a number: the version is the JSON number %d`, clip(version), JSONVersion), nil)
+				return nil, fail(fmt.Sprintf(`key "version": %s is not a number: the version is the JSON number %d`, rawText(version), JSONVersion), nil)
 			}
 			if string(version) != strconv.Itoa(JSONVersion) {
-				return nil, fail(fmt.Sprintf("unsupported version %s of the vram memory snapshot format (this reader knows version %d)", clip(version), JSONVersion), nil)
+				return nil, fail(fmt.Sprintf("unsupported version %s of the vram memory snapshot format (this reader knows version %d)", rawText(version), JSONVersion), nil)
 			}
 			haveVersion = true
 			continue
@@ -477,4 +479,16 @@ func jsonErr(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// rawText returns a JSON value as read, for an error message: compacted,
+// so that the blanks and line breaks between its elements go, clipped, and
+// with any invalid UTF-8 replaced, so that the message stays one line of
+// text.
+func rawText(raw json.RawMessage) string {
+	var c bytes.Buffer
+	if json.Compact(&c, raw) == nil {
+		raw = c.Bytes()
+	}
+	return strings.ToValidUTF8(clip(raw), "\uFFFD")
 }

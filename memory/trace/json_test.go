@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // sampleSnapshot is a small valid snapshot exercising every field.
@@ -136,6 +137,10 @@ func TestReadJSONErrors(t *testing.T) {
 		{"version string", `{"format": "vram-memory-snapshot", "version": "1"}`, `key "version": "1" is not a number: the version is the JSON number 1`, false},
 		{"version null", `{"format": "vram-memory-snapshot", "version": null}`, `key "version": null is not a number`, false},
 		{"version list", `{"format": "vram-memory-snapshot", "version": [1]}`, `key "version": [1] is not a number`, false},
+		// The value is quoted as one line: without its blanks and line
+		// breaks, and with invalid UTF-8 replaced.
+		{"version list over lines", "{\"format\": \"vram-memory-snapshot\", \"version\": [\n\t1,\r\n 2\n]}", `key "version": [1,2] is not a number`, false},
+		{"version string of invalid UTF-8", "{\"format\": \"vram-memory-snapshot\", \"version\": \"\xff\"}", "key \"version\": \"\uFFFD\" is not a number", false},
 		{"block size 0", `{"format": "vram-memory-snapshot", "version": 1, "segments": [{"address": 4096, "size": 512, "pool": "small", "blocks": [{}, {}]}]}`,
 			"segment 0, block 0: size 0 at 0x0 is not positive", true},
 		{"block state", `{"format": "vram-memory-snapshot", "version": 1, "segments": [{"address": 4096, "size": 512, "pool": "small", "blocks": [{"address": 4096, "size": 512, "state": "zombie"}]}]}`,
@@ -164,6 +169,9 @@ func TestReadJSONErrors(t *testing.T) {
 			var pe *ParseError
 			if !errors.As(err, &pe) {
 				t.Fatalf("err = %v, want a *ParseError", err)
+			}
+			if strings.ContainsAny(err.Error(), "\n\r\t") || !utf8.ValidString(err.Error()) {
+				t.Errorf("err = %q, want one line of text", err)
 			}
 			if pe.Kind != KindJSON || !strings.HasPrefix(err.Error(), "trace: ") || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %q (kind %v), want it to contain %q", err, pe.Kind, tc.want)
