@@ -54,8 +54,9 @@
 // [Tensor.Triu], [Tensor.Permute], ...), padding and resizing ([Pad],
 // [Interpolate], [PixelShuffle], [PixelUnshuffle], [Unfold], [Fold],
 // [Tensor.Unfold]), factories ([Linspace], [Eye],
-// [Logspace], [Meshgrid]) and layers ([Conv1d], [Conv2d],
-// [ScaledDotProductAttention], [Dropout], [FeatureDropout], ...) and the
+// [Logspace], [Meshgrid]) and layers ([Conv1d], [Conv2d], [LayerNorm],
+// [RMSNorm], [Normalize], [ScaledDotProductAttention], [Dropout],
+// [FeatureDropout], ...) and the
 // losses that need more than composed ops ([CTCLoss], whose recursions run
 // on the host in float64). The ...Scalar forms take a number
 // for the second operand ([Tensor.AddScalar], [Tensor.RemainderScalar]).

@@ -143,6 +143,8 @@ func TestNilTensorFunctions(t *testing.T) {
 		{"MSELoss pred", func() { vram.MSELoss(nil, x) }},
 		{"MSELoss target", func() { vram.MSELoss(x, nil) }},
 		{"LayerNorm input", func() { vram.LayerNorm(nil, []int{3}, nil, nil, 1e-5) }},
+		{"RMSNorm input", func() { vram.RMSNorm(nil, []int{3}, nil, 1e-5) }},
+		{"Normalize input", func() { vram.Normalize(nil, 2, 0, 1e-12) }},
 		{"FusedAdamStep", func() { vram.FusedAdamStep(x, nil, x, x, 1e-3, 0.9, 0.999, 1e-8, 0, 1, true) }},
 		{"FusedSGDStep", func() { vram.FusedSGDStep(nil, x, nil, 0.1, 0, 0, 0, false, true) }},
 		{"Einsum operand", func() { vram.Einsum("ij,jk", x, nil) }},
@@ -157,6 +159,7 @@ func TestNilTensorFunctions(t *testing.T) {
 	if err := vram.Catch(func() {
 		vram.Linear(x, w, nil).Release()
 		vram.LayerNorm(x, []int{3}, nil, nil, 1e-5).Release()
+		vram.RMSNorm(x, []int{3}, nil, 1e-5).Release()
 	}); err != nil {
 		t.Errorf("nil bias or weight where optional: %v", err)
 	}

@@ -184,6 +184,8 @@ var leakCases = []struct {
 	{"LayerNorm", func(e *leakEnv) []*Tensor {
 		return one(LayerNorm(e.randn(2, 3), []int{3}, e.randn(3), e.randn(3), 1e-5))
 	}},
+	{"RMSNorm", func(e *leakEnv) []*Tensor { return one(RMSNorm(e.randn(2, 3), []int{3}, e.randn(3), 1e-5)) }},
+	{"Normalize", func(e *leakEnv) []*Tensor { return one(Normalize(e.randn(2, 3), 2, 1, 1e-12)) }},
 	{"CrossEntropy", func(e *leakEnv) []*Tensor { return one(CrossEntropy(e.randn(2, 3), e.ints([]int64{0, 2}, 2))) }},
 	{"NLLLoss", func(e *leakEnv) []*Tensor { return one(NLLLoss(e.randn(2, 3), e.ints([]int64{0, 2}, 2))) }},
 	{"MSELoss", func(e *leakEnv) []*Tensor { return one(MSELoss(e.randn(2, 3), e.randn(2, 3))) }},

@@ -78,6 +78,8 @@ func TestRandomMisuseFailsCleanly(t *testing.T) {
 		{"xent", func(a, b, c *Tensor) { CrossEntropy(a, b.Long()) }},
 		{"mse", func(a, b, c *Tensor) { MSELoss(a, b) }},
 		{"layernorm", func(a, b, c *Tensor) { LayerNorm(a, []int{ri()}, b, c, 1e-5) }},
+		{"rmsnorm", func(a, b, c *Tensor) { RMSNorm(a, []int{ri()}, b, float64(ri())) }},
+		{"normalize", func(a, b, c *Tensor) { Normalize(a, float64(ri()), ri(), 1e-12) }},
 		{"linear", func(a, b, c *Tensor) { Linear(a, b, c) }},
 		{"maxpool", func(a, b, c *Tensor) {
 			MaxPool2d(a, Pool2dParams{Kernel: [2]int{ri(), ri()}, Stride: [2]int{ri(), ri()}, Padding: [2]int{ri(), ri()}})

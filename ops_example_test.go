@@ -206,3 +206,22 @@ func ExampleDropout() {
 	// [0 0 0 2 0 2 2 2]
 	// [0 0 0 2 0 2 2 2]
 }
+
+func ExampleRMSNorm() {
+	x := vram.FromSlice([]float64{1, 2, 2, 4}, vram.Shape{2, 2})
+	w := vram.FromSlice([]float64{1, 0.5}, vram.Shape{2})
+	// Each row is divided by its root mean square, then scaled by w.
+	y := vram.RMSNorm(x, []int{2}, w, 0)
+	fmt.Printf("%.4f\n", y.Float64s())
+	// Output: [0.6325 0.6325 0.6325 0.6325]
+}
+
+func ExampleNormalize() {
+	x := vram.FromSlice([]float64{3, 4, 0, 0}, vram.Shape{2, 2})
+	// Rows of Euclidean norm 1; a zero row stays zero (its norm is below eps).
+	fmt.Println(vram.Normalize(x, 2, 1, 1e-12).Float64s())
+	fmt.Println(vram.Normalize(x, math.Inf(1), -1, 1e-12).Float64s())
+	// Output:
+	// [0.6 0.8 0 0]
+	// [0.75 1 0 0]
+}

@@ -2,6 +2,7 @@ package vram
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/vramgo/vram/backend"
@@ -472,6 +473,159 @@ func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float
 		return []*Tensor{gx, gwt, gb}
 	})
 	return out
+}
+
+// RMSNorm normalises t over its last len(normalizedShape) dimensions by
+// their root mean square, as torch.nn.functional.rms_norm:
+// y = x·rsqrt(mean(x²) + eps)·weight, the weight (of normalizedShape)
+// left out when nil. A negative eps selects PyTorch's default (eps=None):
+// the machine epsilon of t's dtype, torch.finfo(dtype).eps (2⁻²³ for
+// float32, 2⁻⁵² for float64, 2⁻¹⁰ for float16, 2⁻⁷ for bfloat16). The mean
+// and the normalisation are computed in float32 for float16 and bfloat16
+// tensors and the result rounded once, as [LayerNorm] does; inside an
+// Autocast region a 16-bit t gives float32, as for layer_norm. The
+// backward pass recomputes the normalised input from t and the saved
+// reciprocal root mean square, which is all it keeps besides t and
+// weight. It panics with [ErrShape] when normalizedShape is empty or does
+// not match the end of t's shape or weight's, with [ErrDType] for
+// integer or bool tensors, with [ErrArgument] for a NaN or infinite eps,
+// and with [ErrDevice] when t and weight are on different devices.
+func RMSNorm(t *Tensor, normalizedShape []int, weight *Tensor, eps float64) *Tensor {
+	if up, done := autocastUp(t); up != t {
+		defer done()
+		return RMSNorm(up, normalizedShape, weight, eps)
+	}
+	const op = "rms_norm"
+	defer asOp(op)
+	t.live(op)
+	k := len(normalizedShape)
+	if k == 0 || k > len(t.shape) || !slices.Equal(t.shape[len(t.shape)-k:], normalizedShape) {
+		fail(op, ErrShape, "normalized shape %v does not match the end of input shape %v", Shape(normalizedShape), Shape(t.shape))
+	}
+	if weight != nil && !slices.Equal(weight.shape, normalizedShape) {
+		fail(op, ErrShape, "weight shape %v must equal normalized shape %v", Shape(weight.shape), Shape(normalizedShape))
+	}
+	if math.IsNaN(eps) || math.IsInf(eps, 0) {
+		fail(op, ErrArgument, "eps must be finite (or negative for the dtype's machine epsilon), got %v", eps)
+	}
+	_, held := sameDevice(op, compact([]*Tensor{t, weight})...)
+	defer held.unpin()
+	dt := t.dtype
+	for _, p := range []*Tensor{t, weight} {
+		if p == nil {
+			continue
+		}
+		if !p.dtype.IsFloat() {
+			fail(op, ErrDType, "needs floating-point tensors, got %s", p.dtype)
+		}
+		dt = promote(dt, p.dtype)
+	}
+	if eps < 0 {
+		eps = machineEps(t.dtype)
+	}
+	w := opMath(dt)
+	axes := make([]int, k)
+	for i := range axes {
+		axes[i] = len(t.shape) - k + i
+	}
+	// in returns p (nil stays nil) converted to w, without recording.
+	in := func(p *Tensor) *Tensor {
+		if p == nil {
+			return nil
+		}
+		return castRaw(p, w)
+	}
+	var out, rrms *Tensor
+	NoGrad(func() {
+		Tidy(func() {
+			x := in(t)
+			rrms = Keep(meanRaw(op, x.Square(), axes).AddScalar(eps).Rsqrt())
+			y := x.Mul(rrms)
+			if weight != nil {
+				y = y.Mul(in(weight))
+			}
+			out = Keep(y.Cast(dt))
+		})
+	})
+	track(out) // by the caller's Tidy, which Keep took it from
+	if !needsGrad(t, weight) {
+		rrms.Release()
+		return out
+	}
+	rx, rw := t.requiresGrad.Load(), weight != nil && weight.requiresGrad.Load()
+	tdt, wdt := t.dtype, dt
+	if rw {
+		wdt = weight.dtype
+	}
+	ns := slices.Clone(normalizedShape)
+	sv := []*Tensor{t.share(), rrms}
+	if weight != nil {
+		sv = append(sv, weight.share())
+	}
+	record(op, out, []*Tensor{t, weight}, sv, func(g *Tensor) []*Tensor {
+		gw := in(g)
+		xhat := in(sv[0]).Mul(sv[1])
+		var gx, gwt *Tensor
+		if rw {
+			gwt = sumTo(gw.Mul(xhat), ns).Cast(wdt)
+		}
+		if rx {
+			gy := gw
+			if len(sv) > 2 {
+				gy = gw.Mul(in(sv[2]))
+			}
+			// dx = rrms·(gy - xhat·mean(gy·xhat))
+			m := meanRaw(op, gy.Mul(xhat), axes)
+			gx = gy.Sub(xhat.Mul(m)).Mul(sv[1]).Cast(tdt)
+		}
+		return []*Tensor{gx, gwt}
+	})
+	return out
+}
+
+// machineEps returns the difference between 1 and the next larger value of
+// the floating-point dtype dt, torch.finfo(dt).eps.
+func machineEps(dt DType) float64 {
+	switch dt {
+	case Float64:
+		return 0x1p-52
+	case Float16:
+		return 0x1p-10
+	case BFloat16:
+		return 0x1p-7
+	}
+	return 0x1p-23
+}
+
+// Normalize divides t by its p-norm along dim, as
+// torch.nn.functional.normalize: v / max(‖v‖_p, eps) for each vector v
+// along dim (negative dim counts from the end; 0 and -1 name a
+// 0-dimensional tensor itself). p may be math.Inf(1) for the largest
+// absolute value; PyTorch's defaults are p = 2 and eps = 1e-12. The norm
+// is that of [Tensor.Norm], with its gradient, and the division
+// broadcasts it back, so the result has t's shape and dtype (float32
+// for a 16-bit t inside an Autocast region, as norm runs in float32
+// there); an empty t gives an empty result. It panics with [ErrDType] for
+// integer and bool tensors, with [ErrIndex] for a dim out of range, with
+// [ErrArgument] for a NaN p or eps, and with [ErrShape] where Norm does
+// (an infinity or negative norm over an empty dimension).
+func Normalize(t *Tensor, p float64, dim int, eps float64) *Tensor {
+	const op = "normalize"
+	defer asOp(op)
+	t.live(op)
+	floatOnly(op, t)
+	t.scalarAxis(op, dim)
+	if math.IsNaN(p) {
+		fail(op, ErrArgument, "the order p must be a number, got NaN")
+	}
+	if math.IsNaN(eps) {
+		fail(op, ErrArgument, "eps must be a number, got NaN")
+	}
+	n := t.Norm(p, []int{dim}, true)
+	defer n.Release()
+	d := n.Clamp(eps, math.Inf(1))
+	defer d.Release()
+	return t.Div(d)
 }
 
 // warnTargetSize warns, once per call site, when a loss's target and input

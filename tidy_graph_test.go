@@ -21,6 +21,8 @@ func TestGraphOutlivesTidy(t *testing.T) {
 		{"bias gelu", func(x, _, b *Tensor) *Tensor { return BiasAct(x, b, ActGELU) }},
 		{"bias relu", func(x, _, b *Tensor) *Tensor { return BiasAct(x, b, ActReLU) }},
 		{"layer norm", func(x, _, b *Tensor) *Tensor { return LayerNorm(x, []int{3}, b, b, 1e-5) }},
+		{"rms norm", func(x, _, b *Tensor) *Tensor { return RMSNorm(x, []int{3}, b, 1e-5) }},
+		{"normalize", func(x, _, _ *Tensor) *Tensor { return Normalize(x, 2, 1, 1e-12) }},
 		{"mse", func(x, _, _ *Tensor) *Tensor { return MSELoss(x, x.Detach().MulScalar(0.5)) }},
 		{"softmax", func(x, _, _ *Tensor) *Tensor { return x.Softmax(1) }},
 		{"log softmax", func(x, _, _ *Tensor) *Tensor { return x.LogSoftmax(1) }},

@@ -36,7 +36,8 @@
 //     Reciprocal, Softplus, Pow, PowScalar, Sum, Prod, Logsumexp, CumSum,
 //     CumProd, Norm, Cdist, LayerNorm, MSELoss, CrossEntropy and nn's
 //     LayerNorm, GroupNorm, CosineSimilarity and losses, with 16-bit inputs
-//     cast up and float32 results;
+//     cast up and float32 results; RMSNorm and nn's RMSNorm follow
+//     LayerNorm;
 //   - promoted to float32 (PyTorch's "promote" list): ScatterAdd, IndexAdd
 //     and Dot, whose operands must otherwise share a dtype, and Addcmul,
 //     Addcdiv, Atan2 and Cross with mixed 16-bit and float32 operands;
