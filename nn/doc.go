@@ -1,6 +1,6 @@
 // Package nn provides neural-network building blocks on top of package vram,
 // in the style of torch.nn: a [Module] interface, layers ([Linear],
-// [LayerNorm], [BatchNorm1d], [GroupNorm], [Embedding] and
+// [LayerNorm], [RMSNorm], [BatchNorm1d], [GroupNorm], [Embedding] and
 // [NewEmbeddingFromPretrained], [Dropout],
 // [Bilinear], activations ([ReLU], [LeakyReLU], [PReLU], [RReLU], [ELU],
 // [CELU], [SELU], [GELU], [GLU], [SiLU], [Mish], [Softplus], [Hardtanh],

@@ -219,3 +219,16 @@ func ExampleNewEmbeddingFromPretrained() {
 	// [0.600 0.800 0.600 0.800 0.000 0.000]
 	// false
 }
+
+// An RMSNorm with PyTorch's default eps (eps=None) is made with a
+// negative eps: it then adds the machine epsilon of the input's dtype.
+func ExampleRMSNorm() {
+	norm := nn.NewRMSNorm([]int{2}, -1)
+	fmt.Println(nn.Format(norm))
+	x := vram.FromSlice([]float32{3, 4, -6, 8}, vram.Shape{2, 2})
+	y := norm.Forward(x)
+	fmt.Printf("%.4f\n", y.Float32s())
+	// Output:
+	// RMSNorm(weight [2])
+	// [0.8485 1.1314 -0.8485 1.1314]
+}

@@ -77,6 +77,7 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 		{"LocalResponseNorm", layer(func() nn.Module { return nn.NewLocalResponseNorm(2, 1e-4, 0.75, 1) }, 2, 3, 2)},
 		{"GroupNorm", layer(func() nn.Module { return nn.NewGroupNorm(2, 4, 1e-5) }, 2, 4, 3)},
 		{"LayerNorm", layer(func() nn.Module { return nn.NewLayerNorm([]int{3}, 1e-5) }, 2, 3)},
+		{"RMSNorm", layer(func() nn.Module { return nn.NewRMSNorm([]int{3}, -1) }, 2, 3)},
 		{"Embedding", func(e *env) (nn.Module, []*vram.Tensor) {
 			m := nn.NewEmbedding(5, 3)
 			m.To(e.d)
