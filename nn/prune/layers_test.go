@@ -30,6 +30,7 @@ func TestPruneOtherLayers(t *testing.T) {
 		{"embedding", nn.NewEmbedding(5, 3, g), "weight", func() *vram.Tensor { return idx.Clone() }},
 		{"layer norm weight", nn.NewLayerNorm([]int{4}, 1e-5), "weight", func() *vram.Tensor { return vram.Randn(vram.Shape{3, 4}, g) }},
 		{"layer norm bias", nn.NewLayerNorm([]int{4}, 1e-5), "bias", func() *vram.Tensor { return vram.Randn(vram.Shape{3, 4}, g) }},
+		{"rms norm", nn.NewRMSNorm([]int{4}, 1e-5), "weight", func() *vram.Tensor { return vram.Randn(vram.Shape{3, 4}, g) }},
 		{"group norm", nn.NewGroupNorm(2, 4, 1e-5), "weight", func() *vram.Tensor { return vram.Randn(vram.Shape{2, 4, 3}, g) }},
 		{"batch norm 2d", nn.NewBatchNorm2d(3), "weight", func() *vram.Tensor { return vram.Randn(vram.Shape{2, 3, 2, 2}, g) }},
 		{"batch norm 1d", nn.NewBatchNorm1d(3), "bias", func() *vram.Tensor { return vram.Randn(vram.Shape{4, 3}, g) }},
