@@ -236,3 +236,57 @@ func TestNormalizeErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestNormGradientsOnDevicesAndDTypes checks that the gradients of RMSNorm
+// and Normalize on sim:0 and for 16-bit inputs agree with the float64 CPU
+// ones, and come in the inputs' dtypes.
+func TestNormGradientsOnDevicesAndDTypes(t *testing.T) {
+	xv := []float64{0.5, -1, 2, 0.25, 1.5, -0.75}
+	wv := []float64{1.5, -0.5, 2}
+	tests := []struct {
+		name string
+		f    func(x, w *vram.Tensor) *vram.Tensor
+	}{
+		{"rms norm", func(x, w *vram.Tensor) *vram.Tensor { return vram.RMSNorm(x, []int{3}, w, 1e-5) }},
+		{"normalize", func(x, w *vram.Tensor) *vram.Tensor { return vram.Normalize(x, 2, 0, 1e-12).Mul(w) }},
+	}
+	// grads returns the gradients of sum(f(x, w)·r) for x and w as float64
+	// values, with their dtype and device.
+	type result struct {
+		gx, gw []float64
+		dt     [2]vram.DType
+		dev    vram.Device
+	}
+	grads := func(f func(x, w *vram.Tensor) *vram.Tensor, dev vram.Device, dt vram.DType) result {
+		var res result
+		vram.Tidy(func() {
+			x := vram.FromSlice(xv, vram.Shape{2, 3}, dt, dev, vram.WithGrad())
+			w := vram.FromSlice(wv, vram.Shape{3}, dt, dev, vram.WithGrad())
+			r := vram.FromSlice([]float64{1, -2, 0.5, 3, 1, -1}, vram.Shape{2, 3}, dt, dev)
+			f(x, w).Mul(r).Sum().Backward()
+			res = result{x.Grad().Float64s(), w.Grad().Float64s(), [2]vram.DType{x.Grad().DType(), w.Grad().DType()}, x.Grad().Device()}
+		})
+		return res
+	}
+	for _, tc := range tests {
+		want := grads(tc.f, vram.CPU, vram.Float64)
+		for _, c := range []struct {
+			dev vram.Device
+			dt  vram.DType
+			tol float64
+		}{{vram.Sim(0), vram.Float64, 1e-12}, {vram.CPU, vram.Float16, 1e-2}, {vram.Sim(0), vram.BFloat16, 5e-2}} {
+			t.Run(tc.name+"/"+c.dev.String()+"/"+c.dt.String(), func(t *testing.T) {
+				got := grads(tc.f, c.dev, c.dt)
+				if got.dt != [2]vram.DType{c.dt, c.dt} || got.dev != c.dev {
+					t.Fatalf("gradients %v on %v, want %v on %v", got.dt, got.dev, c.dt, c.dev)
+				}
+				if !closeTo(got.gx, want.gx, c.tol) {
+					t.Errorf("input gradient %v, want %v", got.gx, want.gx)
+				}
+				if !closeTo(got.gw, want.gw, c.tol) {
+					t.Errorf("weight gradient %v, want %v", got.gw, want.gw)
+				}
+			})
+		}
+	}
+}
