@@ -479,8 +479,10 @@ func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float
 // their root mean square, as torch.nn.functional.rms_norm:
 // y = x·rsqrt(mean(x²) + eps)·weight, the weight (of normalizedShape)
 // left out when nil. A negative eps selects PyTorch's default (eps=None):
-// the machine epsilon of t's dtype, torch.finfo(dtype).eps (2⁻²³ for
-// float32, 2⁻⁵² for float64, 2⁻¹⁰ for float16, 2⁻⁷ for bfloat16). The mean
+// the machine epsilon of the dtype it computes in, as PyTorch's kernel
+// takes it: 2⁻²³ for float32, float16 and bfloat16, 2⁻⁵² for float64
+// (torch.finfo(float32).eps even for 16-bit inputs, which the docs'
+// finfo(input.dtype) would make 2⁻¹⁰ or 2⁻⁷). The mean
 // and the normalisation are computed in float32 for float16 and bfloat16
 // tensors and the result rounded once, as [LayerNorm] does; inside an
 // Autocast region a 16-bit t gives float32, as for layer_norm. The
@@ -584,15 +586,12 @@ func RMSNorm(t *Tensor, normalizedShape []int, weight *Tensor, eps float64) *Ten
 }
 
 // machineEps returns the difference between 1 and the next larger value of
-// the floating-point dtype dt, torch.finfo(dt).eps.
+// the dtype that a floating-point dt computes in (float32 for float16 and
+// bfloat16): RMSNorm's default eps, as PyTorch's rms_norm takes the
+// epsilon of its upcast type.
 func machineEps(dt DType) float64 {
-	switch dt {
-	case Float64:
+	if dt == Float64 {
 		return 0x1p-52
-	case Float16:
-		return 0x1p-10
-	case BFloat16:
-		return 0x1p-7
 	}
 	return 0x1p-23
 }

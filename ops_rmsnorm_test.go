@@ -100,14 +100,13 @@ func TestRMSNormHalf(t *testing.T) {
 				if got := y.Float64s(); !closeTo(got, want, 1e-2) {
 					t.Errorf("got %v, want %v", got, want)
 				}
-				// The default eps is that of the input's dtype: a zero row
-				// stays zero and a row of tiny values is damped by it.
+				// The default eps is float32's, the dtype the norm
+				// computes in, as PyTorch's kernel takes it (not the
+				// 16-bit dtype's, 2⁻¹⁰ or 2⁻⁷, which would damp this row to
+				// 0.89 or 0.58).
 				z := vram.FromSlice([]float64{0.0625}, vram.Shape{1}, dt, dev)
 				defer z.Release()
-				eps := 0x1p-10
-				if dt == vram.BFloat16 {
-					eps = 0x1p-7
-				}
+				eps := 0x1p-23
 				zy := vram.RMSNorm(z, []int{1}, nil, -1)
 				defer zy.Release()
 				if got, want := zy.Item(), 0.0625/math.Sqrt(0.0625*0.0625+eps); math.Abs(got-want) > 1e-2*want {

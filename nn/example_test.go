@@ -221,7 +221,7 @@ func ExampleNewEmbeddingFromPretrained() {
 }
 
 // An RMSNorm with PyTorch's default eps (eps=None) is made with a
-// negative eps: it then adds the machine epsilon of the input's dtype.
+// negative eps: it then adds the machine epsilon of the dtype it computes in.
 func ExampleRMSNorm() {
 	norm := nn.NewRMSNorm([]int{2}, -1)
 	fmt.Println(nn.Format(norm))

@@ -15,8 +15,9 @@ type RMSNorm struct {
 	Base
 	NormalizedShape []int
 	// Eps is added to the mean square. A negative Eps stands for
-	// PyTorch's default (eps=None): the machine epsilon of the input's
-	// dtype, torch.finfo(dtype).eps.
+	// PyTorch's default (eps=None): the machine epsilon of the dtype the
+	// norm computes in (float32's for 16-bit inputs, float64's for
+	// float64), as PyTorch's kernel takes it.
 	Eps float64
 	// Weight (ones at first) has NormalizedShape, or is nil for a layer
 	// made by NewRMSNormNoAffine.
@@ -26,7 +27,7 @@ type RMSNorm struct {
 // NewRMSNorm returns an RMSNorm over the trailing dimensions shape, with
 // eps added to the mean square and weight ones (elementwise_affine=True);
 // its state dict holds "weight", as PyTorch's does. A negative eps
-// selects PyTorch's default, the machine epsilon of the input's dtype
+// selects PyTorch's default, the machine epsilon of the dtype it computes in
 // (pass -1 for torch.nn.RMSNorm(shape)). opts go to vram's factory
 // functions. It panics with an *vram.Error of kind vram.ErrArgument for
 // an empty shape or one with a negative size, and for an eps that is NaN
