@@ -9,13 +9,11 @@ import (
 	"testing"
 )
 
-// TestKernelsOnHost compiles norm.cu and optim.cu for the host with g++
-// (testdata/hostemu/shim.h stands in for CUDA) and runs the programs
-// beside the shim, which check the float32 batch-norm kernels against a
-// float64 reference and sgd_multi against sgd_step. It checks the
-// kernels' arithmetic and indexing on a machine without a GPU; it skips
-// when g++ is missing.
-func TestKernelsOnHost(t *testing.T) {
+// hostCompiler returns g++'s path, common.cuh's text and the shim's
+// directory for the tests that build kernels for the host; it skips the
+// test when g++ is missing or in -short.
+func hostCompiler(t *testing.T) (cxx string, common []byte, shim string) {
+	t.Helper()
 	cxx, err := exec.LookPath("g++")
 	if err != nil {
 		t.Skip("no g++")
@@ -23,14 +21,25 @@ func TestKernelsOnHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles C++: not in -short")
 	}
-	common, err := os.ReadFile("kernels/common.cuh")
+	common, err = os.ReadFile("kernels/common.cuh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	shim, err := filepath.Abs("testdata/hostemu")
+	shim, err = filepath.Abs("testdata/hostemu")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cxx, common, shim
+}
+
+// TestKernelsOnHost compiles norm.cu and optim.cu for the host with g++
+// (testdata/hostemu/shim.h stands in for CUDA) and runs the programs
+// beside the shim, which check the float32 batch-norm kernels against a
+// float64 reference and sgd_multi against sgd_step. It checks the
+// kernels' arithmetic and indexing on a machine without a GPU; it skips
+// when g++ is missing.
+func TestKernelsOnHost(t *testing.T) {
+	cxx, common, shim := hostCompiler(t)
 	for _, tc := range []struct{ module, main, defines string }{
 		{"kernels/norm.cu", "norm_main.cpp", ""},
 		// Tiles of 256 elements, so that the parameters span several.
@@ -86,21 +95,7 @@ func TestSGDTileMatchesKernel(t *testing.T) {
 // without a GPU at hand is at least well-formed C++ in every dtype that
 // runs it. It skips when g++ is missing.
 func TestKernelsParseOnHost(t *testing.T) {
-	cxx, err := exec.LookPath("g++")
-	if err != nil {
-		t.Skip("no g++")
-	}
-	if testing.Short() {
-		t.Skip("compiles C++: not in -short")
-	}
-	common, err := os.ReadFile("kernels/common.cuh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	shim, err := filepath.Abs("testdata/hostemu")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cxx, common, shim := hostCompiler(t)
 	for _, module := range []string{"norm", "optim", "unary", "binary", "bytes", "quant"} {
 		src, err := os.ReadFile("kernels/" + module + ".cu")
 		if err != nil {
