@@ -431,6 +431,12 @@ func (e *OutOfMemoryError) noSetting() {
 	if e.virtual {
 		best.Policy, best.ExpandableSegments = PolicyVRAM, false
 	}
+	if e.room > e.usable {
+		// The need is counted beyond the room of a fraction of 1, which
+		// the message says; a suggested string keeping the fraction that
+		// binds would contradict it.
+		best.PerProcessMemoryFraction = 0
+	}
 	g := e.gran
 	atLeast := ""
 	if e.Rounded > e.room {
