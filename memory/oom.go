@@ -623,7 +623,11 @@ func blocks(n int) string {
 // Error returns the multi-line diagnosis described at [OutOfMemoryError].
 func (e *OutOfMemoryError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "memory: out of memory: tried to allocate %s (%d bytes asked", units.BytesUp(e.Rounded), e.Requested)
+	asked := "bytes"
+	if e.Requested == 1 {
+		asked = "byte"
+	}
+	fmt.Fprintf(&b, "memory: out of memory: tried to allocate %s (%d %s asked", units.BytesUp(e.Rounded), e.Requested, asked)
 	if e.Region != "" {
 		fmt.Fprintf(&b, ", region %q", e.Region)
 	}

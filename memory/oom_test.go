@@ -370,3 +370,26 @@ func TestReplayOOMCost(t *testing.T) {
 		}
 	}
 }
+
+// TestOutOfMemoryAskedBytes checks the count of bytes asked in the first
+// line of the message, which is singular for one byte.
+func TestOutOfMemoryAskedBytes(t *testing.T) {
+	tests := []struct {
+		size int64
+		want string
+	}{
+		{1, "tried to allocate 512 B (1 byte asked, region"},
+		{2, "tried to allocate 512 B (2 bytes asked, region"},
+		{513, "tried to allocate 1.00 KiB (513 bytes asked, region"},
+	}
+	for _, tc := range tests {
+		a, _ := newTestAllocator(t, "policy:pytorch", 64*mib)
+		if err := a.SetMemoryFraction(0); err != nil {
+			t.Fatal(err)
+		}
+		_, err := a.Alloc(tc.size, 0, "r")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Alloc(%d) with nothing allowed: %v; want a message with %q", tc.size, err, tc.want)
+		}
+	}
+}
