@@ -183,7 +183,8 @@ const configKeys = "policy, expandable_segments, max_split_size_mb, max_non_spli
 // accepts is accepted here too: pinned_num_register_threads (a power of
 // two up to 128), pinned_reserve_segment_size_mb (a whole number above 0),
 // pinned_use_background_threads and graph_capture_record_stream_reuse
-// (True or False). PyTorch's ROCm spellings release_lock_on_hipmalloc and
+// (True or False). Where PyTorch takes True or False, vram also takes
+// them in any case, and 1 and 0. PyTorch's ROCm spellings release_lock_on_hipmalloc and
 // pinned_use_hip_host_register set the same fields as their CUDA names.
 //
 // In the per-size form of roundup_power2_divisions each key is a power of
@@ -242,7 +243,7 @@ func (c *Config) set(key string, p *configParser) error {
 		"pinned_use_background_threads", "graph_capture_record_stream_reuse":
 		v, ok := parseConfigBool(val)
 		if !ok {
-			return bad("expected True or False")
+			return bad("expected True or False (any case) or 1 or 0")
 		}
 		switch key {
 		case "expandable_segments":
