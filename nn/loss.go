@@ -316,7 +316,8 @@ func BCEWithLogitsLossWith(logits, target *vram.Tensor, o BCEOptions) *vram.Tens
 // As in PyTorch, each log is clamped at −100, so that p of exactly 0 or 1
 // gives a finite loss, and the gradient is PyTorch's, (p − y)/max(p·(1 −
 // p), 1e-12), finite there too. Prefer BCEWithLogitsLoss on logits: it is
-// exact where sigmoid rounds to 0 or 1.
+// exact where sigmoid rounds to 0 or 1 (and it is the form Autocast
+// accepts: see [BCELossWith]).
 func BCELoss(probs, target *vram.Tensor) *vram.Tensor {
 	return BCELossWith(probs, target, BCEOptions{})
 }
@@ -330,10 +331,20 @@ func BCELoss(probs, target *vram.Tensor) *vram.Tensor {
 // vram.ErrArgument for a PosWeight (take BCEWithLogitsLossWith), an
 // unknown reduction or, for a CPU input, an element outside [0, 1] or
 // NaN, as PyTorch's does (inputs on other devices are not checked, which
-// would wait for the device on every call).
+// would wait for the device on every call). Inside a vram.Autocast region
+// it panics with an *vram.Error of kind vram.ErrArgument whatever the
+// dtypes, as PyTorch's autocast refuses binary_cross_entropy: the
+// probabilities usually come from a sigmoid, which rounds to 0 or 1 in 16
+// bits; take [BCEWithLogitsLoss] on the logits, which autocast runs in
+// float32, or compute this loss under vram.NoAutocast.
 func BCELossWith(probs, target *vram.Tensor, o BCEOptions) *vram.Tensor {
 	const op = "binary_cross_entropy"
 	defer asOp(op)
+	if _, ac := vram.AutocastDType(); ac {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "BCELoss is unsafe to autocast: the probabilities usually come from a sigmoid just before it, " +
+			"whose 16-bit result rounds to 0 or 1; drop the sigmoid and take BCEWithLogitsLoss (binary_cross_entropy_with_logits), which is safe to autocast, " +
+			"or compute this loss under NoAutocast"})
+	}
 	checkSameShape(op, probs, target)
 	o.Reduction.check(op)
 	if o.PosWeight != nil {

@@ -90,6 +90,9 @@ func TestLossesKeepHalfDType(t *testing.T) {
 						t.Fatalf("value %v, want about %v", v, want[i])
 					}
 				}
+				if tc.name == "bce" {
+					return // refused inside Autocast (amp's TestAutocastRefusesBCELoss)
+				}
 				var in *vram.Tensor
 				vram.Autocast(dt, func() { in = tc.fn(a, b) })
 				if in.DType() != vram.Float32 {
