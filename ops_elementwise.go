@@ -522,8 +522,14 @@ func (a *Tensor) DivScalar(s float64) *Tensor {
 	return out
 }
 
-// RDivScalar returns s / a.
+// RDivScalar returns s / a. Under [Autocast] a 16-bit a is divided in
+// float32 and gives float32, as PyTorch's s / a, which is a.reciprocal()
+// times s and reciprocal is on autocast's float32 list.
 func (a *Tensor) RDivScalar(s float64) *Tensor {
+	if up, done := autocastUp(a); up != a {
+		defer done()
+		return up.RDivScalar(s)
+	}
 	defer pin("rdiv", a).unpin()
 	out := scalarRaw("rdiv", backend.Div, a, s, true)
 	if needsGrad(a) {

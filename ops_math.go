@@ -344,7 +344,8 @@ func autocastPromote3(a, b, c *Tensor) (*Tensor, *Tensor, *Tensor) {
 // (torch.dot), a 0-dimensional tensor; float16 and bfloat16 accumulate in
 // float32. It panics with [ErrShape] unless both are 1-dimensional of one
 // length and with [ErrDType] when their dtypes differ, as PyTorch's does
-// (under [Autocast], 16-bit and float32 operands run in float32).
+// (under [Autocast], PyTorch's promote rule: mixed 16-bit and float32
+// operands run in float32, two of one 16-bit dtype keep it).
 func (a *Tensor) Dot(b *Tensor) *Tensor {
 	const op = "dot"
 	notNil(op, a, b)
@@ -360,7 +361,11 @@ func (a *Tensor) Dot(b *Tensor) *Tensor {
 	if a.dtype != b.dtype {
 		fail(op, ErrDType, "expected both vectors to have the same dtype, got %s and %s; Cast one first", a.dtype, b.dtype)
 	}
-	return composed(op, func() *Tensor { return a.Mul(b).Sum() })
+	// The sum is part of the product, not an op of the float32 list: two
+	// 16-bit vectors give their dtype under Autocast, as PyTorch's dot.
+	var out *Tensor
+	withoutAutocast(func() { out = composed(op, func() *Tensor { return a.Mul(b).Sum() }) })
+	return out
 }
 
 // Cross returns the cross product of a and b along dim, which must have

@@ -45,6 +45,10 @@ func TestAutocastOpDTypes(t *testing.T) {
 			mha := nn.NewMultiheadAttention(4, 2, nn.MultiheadAttentionOptions{BatchFirst: true}, d)
 			gru := nn.NewGRU(4, 3, nn.RecurrentOptions{BatchFirst: true}, d)
 			gn := nn.NewGroupNorm(1, 3, 1e-5, d)
+			prelu := nn.NewPReLU(1, 0.25, d)
+			logSigmoid := nn.NewLogSigmoid()
+			v := vram.Randn(vram.Shape{5}, d)
+			hv := vram.Randn(vram.Shape{5}, low, d)
 			tests := []struct {
 				name string
 				f    func() *vram.Tensor
@@ -94,6 +98,11 @@ func TestAutocastOpDTypes(t *testing.T) {
 				{"cross_entropy", func() *vram.Tensor { return vram.CrossEntropy(h, classes) }, vram.Float32},
 				{"group_norm", func() *vram.Tensor { return gn.Forward(h) }, vram.Float32},
 				{"other ops keep their dtype: atan", func() *vram.Tensor { return h.Atan() }, low},
+				{"prelu", func() *vram.Tensor { return prelu.Forward(x) }, low},
+				{"rdiv (reciprocal times the scalar)", func() *vram.Tensor { return h.RDivScalar(2) }, vram.Float32},
+				{"dot promotes mixed operands", func() *vram.Tensor { return hv.Dot(v) }, vram.Float32},
+				{"other ops keep their dtype: dot of 16-bit vectors", func() *vram.Tensor { return hv.Dot(hv) }, low},
+				{"other ops keep their dtype: log_sigmoid", func() *vram.Tensor { return logSigmoid.Forward(h) }, low},
 				{"other ops keep their dtype", func() *vram.Tensor { return h.Relu() }, low},
 			}
 			for _, tc := range tests {
@@ -109,6 +118,9 @@ func TestAutocastOpDTypes(t *testing.T) {
 				if got != tc.want {
 					t.Errorf("%v %v %s: dtype %v, want %v", d, low, tc.name, got, tc.want)
 				}
+				if strings.Contains(tc.name, "mixed") {
+					continue // outside the region the op refuses mixed dtypes
+				}
 				// Outside the region every op keeps its input's dtype.
 				r := tc.f()
 				if tc.want == low && r.DType() != vram.Float32 && !strings.HasPrefix(tc.name, "other") && !strings.HasPrefix(tc.name, "mean") {
@@ -116,10 +128,10 @@ func TestAutocastOpDTypes(t *testing.T) {
 				}
 				r.Release()
 			}
-			for _, x := range []*vram.Tensor{x, w, b, h, seq, img, k1, k2, classes} {
+			for _, x := range []*vram.Tensor{x, w, b, h, seq, img, k1, k2, classes, v, hv} {
 				x.Release()
 			}
-			for _, m := range []nn.Module{mha, gru, gn} {
+			for _, m := range []nn.Module{mha, gru, gn, prelu} {
 				nn.Release(m)
 			}
 		}
@@ -198,6 +210,44 @@ func TestAutocastIsGoroutineScoped(t *testing.T) {
 		}
 		r.Release()
 	})
+}
+
+// TestAutocastRefusesBCELoss follows PyTorch, whose autocast refuses
+// binary_cross_entropy whatever the dtypes and points to the logits form;
+// outside a region, and under NoAutocast inside one, it runs.
+func TestAutocastRefusesBCELoss(t *testing.T) {
+	for _, d := range devices {
+		for _, dt := range []vram.DType{vram.Float32, vram.Float16, vram.BFloat16, vram.Float64} {
+			p := vram.Rand(vram.Shape{4}, d).Cast(dt)
+			y := vram.Rand(vram.Shape{4}, d).Cast(dt)
+			tests := []struct {
+				name   string
+				region func(fn func())
+				refuse bool
+			}{
+				{"outside", func(fn func()) { fn() }, false},
+				{"float16 region", func(fn func()) { amp.Autocast(vram.Float16, fn) }, true},
+				{"bfloat16 region", func(fn func()) { amp.Autocast(vram.BFloat16, fn) }, true},
+				{"NoAutocast inside a region", func(fn func()) { amp.Autocast(vram.Float16, func() { amp.NoAutocast(fn) }) }, false},
+			}
+			for _, tc := range tests {
+				var r any
+				tc.region(func() {
+					defer func() { r = recover() }()
+					nn.BCELoss(p, y).Release()
+				})
+				var e *vram.Error
+				switch err, _ := r.(error); {
+				case !tc.refuse && r != nil:
+					t.Errorf("%v %v %s: panic %v", d, dt, tc.name, r)
+				case tc.refuse && (!errors.As(err, &e) || e.Kind != vram.ErrArgument || !strings.Contains(e.Detail, "BCEWithLogitsLoss")):
+					t.Errorf("%v %v %s: panic %v, want vram.ErrArgument pointing to BCEWithLogitsLoss", d, dt, tc.name, r)
+				}
+			}
+			p.Release()
+			y.Release()
+		}
+	}
 }
 
 func TestAutocastRejectsDTypes(t *testing.T) {

@@ -24,22 +24,27 @@
 // Inside Autocast, on the calling goroutine only:
 //
 //   - in the low dtype (PyTorch's "lower_precision_fp" list): MatMul, BMM,
-//     Linear, LinearAct, Conv1d, Conv2d and ConvTranspose2d (and so
-//     ScaledDotProductAttention, nn's MultiheadAttention and its recurrent
-//     layers, which are built on them), with float32 operands and those
+//     Linear, LinearAct, Conv1d, Conv2d, ConvTranspose2d and nn's PReLU
+//     (and so ScaledDotProductAttention, nn's MultiheadAttention and its
+//     recurrent layers, which are built on them), with float32 operands and those
 //     of the other 16-bit dtype cast to the region's; a weight (a
 //     leaf that requires grad) is cast once per region and the copy
 //     reused; float64 operands are left alone, as in PyTorch (a float64
 //     product stays float64);
 //   - in float32 (PyTorch's "fp32" list): Softmax, LogSoftmax, Exp, Log,
 //     Log1p, Expm1, Log10, Log2, Sinh, Cosh, Tan, Asin, Acos, Rsqrt,
-//     Reciprocal, Softplus, Pow, PowScalar, Sum, Prod, Logsumexp, CumSum,
+//     Reciprocal, RDivScalar (s / x, which PyTorch computes as
+//     x.reciprocal() * s), Softplus, Pow, PowScalar, Sum, Prod, Logsumexp, CumSum,
 //     CumProd, Norm, Cdist, LayerNorm, MSELoss, CrossEntropy and nn's
 //     LayerNorm, GroupNorm, CosineSimilarity and losses, with 16-bit inputs
 //     cast up and float32 results; RMSNorm and nn's RMSNorm follow
 //     LayerNorm;
+//   - refused: nn's BCELoss panics with ErrArgument, as PyTorch's autocast
+//     refuses binary_cross_entropy; take BCEWithLogitsLoss on the logits,
+//     or compute it under NoAutocast;
 //   - promoted to float32 (PyTorch's "promote" list): ScatterAdd, IndexAdd
-//     and Dot, whose operands must otherwise share a dtype, and Addcmul,
+//     and Dot, whose operands must otherwise share a dtype (two of one
+//     16-bit dtype keep it), and Addcmul,
 //     Addcdiv, Atan2 and Cross with mixed 16-bit and float32 operands;
 //     Cat and Stack promote mixed
 //     inputs inside and outside a region;

@@ -159,7 +159,11 @@ func (*LogSigmoid) Forward(x *vram.Tensor) *vram.Tensor {
 	notNil("log_sigmoid", x)
 	var ts temps
 	defer ts.release()
-	return ts.add(ts.add(x.Neg()).Softplus(1, 20)).Neg()
+	// log_sigmoid is on none of autocast's lists: a 16-bit input gives its
+	// dtype, though softplus alone would run in float32.
+	var out *vram.Tensor
+	vram.NoAutocast(func() { out = ts.add(ts.add(x.Neg()).Softplus(1, 20)).Neg() })
+	return out
 }
 
 // Hardsigmoid applies min(max(x + 3, 0), 6)/6 elementwise
@@ -330,7 +334,8 @@ func NewPReLU(numParameters int, init float64, opts ...vram.Option) *PReLU {
 // Forward returns x where x > 0 and the slope of x's channel times x
 // elsewhere. It panics with an *vram.Error of kind vram.ErrShape when the
 // weight has more than one slope and x has fewer than 2 dimensions or
-// another number of channels.
+// another number of channels. Inside a vram.Autocast region a float32
+// input and weight run in the region's dtype, as PyTorch's prelu.
 func (l *PReLU) Forward(x *vram.Tensor) *vram.Tensor {
 	const op = "prelu"
 	defer asOp(op)
@@ -339,6 +344,15 @@ func (l *PReLU) Forward(x *vram.Tensor) *vram.Tensor {
 	var ts temps
 	defer ts.release()
 	w := l.Weight
+	// prelu is on autocast's list of ops run in the low dtype: a float32
+	// input and weight (and one of the other 16-bit dtype) are cast to it.
+	if dt, ok := vram.AutocastDType(); ok {
+		for _, t := range []**vram.Tensor{&x, &w} {
+			if c := (*t).DType(); c != dt && (c == vram.Float32 || c == vram.Float16 || c == vram.BFloat16) {
+				*t = ts.add((*t).Cast(dt))
+			}
+		}
+	}
 	if n > 1 {
 		if x.Dim() < 2 || x.Size(1) != n {
 			panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("mismatch in parameter numbers: weight has %d slopes for an input of shape %v, whose dimension 1 is the channels", n, x.Shape())})
