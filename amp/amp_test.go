@@ -939,3 +939,69 @@ func TestGradScalerZeroValue(t *testing.T) {
 		})
 	}
 }
+
+// TestGradScalerScaleIsFloat32 follows PyTorch, whose scale lives in a
+// float32 tensor: a scale given is rounded to float32, and so is each
+// product of growing and backing off, so that get_scale() and state_dict()
+// agree after factors that are not powers of two.
+func TestGradScalerScaleIsFloat32(t *testing.T) {
+	p, opt := halfParam(t, vram.CPU)
+	defer p.Release()
+	tests := []struct {
+		name  string
+		cfg   amp.GradScalerConfig
+		steps string // per step: 'i' for an inf gradient, 'c' for a clean one
+		set   func(s *amp.GradScaler) error
+		want  float64
+	}{
+		{"init scale", amp.GradScalerConfig{InitScale: 1000.1}, "", nil, 1000.0999755859375},
+		{"backoff", amp.GradScalerConfig{BackoffFactor: 0.3}, "i", nil, 19660.80078125},
+		{"backoff twice", amp.GradScalerConfig{BackoffFactor: 0.3}, "ii", nil, 5898.240234375},
+		{"backoff twice then growth", amp.GradScalerConfig{BackoffFactor: 0.3, GrowthFactor: 1.7, GrowthInterval: 1}, "iic", nil, 10027.0087890625},
+		{"UpdateTo", amp.GradScalerConfig{}, "", func(s *amp.GradScaler) error { return s.UpdateTo(0.1) }, 0.10000000149011612},
+		{"LoadState", amp.GradScalerConfig{}, "", func(s *amp.GradScaler) error {
+			return s.LoadState(amp.GradScalerState{Scale: 3.3, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000})
+		}, 3.299999952316284},
+	}
+	for _, tc := range tests {
+		s, err := amp.NewGradScaler(tc.cfg)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for _, c := range tc.steps {
+			g := float32(1)
+			if c == 'i' {
+				g = float32(math.Inf(1))
+			}
+			p.SetGrad(vram.Full(vram.Shape{4}, float64(g), vram.Float16))
+			s.Step(opt, []*vram.Tensor{p})
+			s.Update()
+		}
+		if tc.set != nil {
+			if err := tc.set(s); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+		}
+		if got := s.CurrentScale(); got != tc.want {
+			t.Errorf("%s: CurrentScale %v, want %v", tc.name, got, tc.want)
+		}
+		if got := s.State().Scale; got != tc.want {
+			t.Errorf("%s: State().Scale %v, want %v", tc.name, got, tc.want)
+		}
+		loss := vram.Scalar(1, vram.Float32)
+		scaled := s.Scale(loss)
+		if got := scaled.Item(); got != tc.want {
+			t.Errorf("%s: Scale(1) %v, want %v", tc.name, got, tc.want)
+		}
+		scaled.Release()
+		loss.Release()
+	}
+	// A scale that rounds to 0 in float32 is refused, changing nothing.
+	if _, err := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 1e-50}); !errors.Is(err, vram.ErrArgument) {
+		t.Errorf("InitScale 1e-50: %v, want ErrArgument", err)
+	}
+	s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 8})
+	if err := s.UpdateTo(1e-50); !errors.Is(err, vram.ErrArgument) || s.CurrentScale() != 8 {
+		t.Errorf("UpdateTo(1e-50): %v, scale %v, want ErrArgument and 8", err, s.CurrentScale())
+	}
+}

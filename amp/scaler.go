@@ -13,7 +13,8 @@ import (
 // GradScalerConfig configures a [GradScaler]; zero fields take PyTorch's
 // defaults.
 type GradScalerConfig struct {
-	// InitScale is the first loss scale (default 2^16).
+	// InitScale is the first loss scale (default 2^16), rounded to
+	// float32 as every scale is (see [GradScaler]).
 	InitScale float64
 	// GrowthFactor multiplies the scale after GrowthInterval steps in a
 	// row without inf or NaN gradients (default 2).
@@ -57,6 +58,12 @@ type GradScalerState struct {
 // GradScaler is ready to use, with PyTorch's defaults, as
 // NewGradScaler(GradScalerConfig{}) returns. A GradScaler is not safe for
 // concurrent use.
+//
+// Its scale is always a float32 value, as PyTorch keeps the scale in a
+// float32 tensor: a scale given (InitScale, UpdateTo, LoadState) is
+// rounded to float32, and growing or backing off rounds the product, so
+// that CurrentScale and State give PyTorch's get_scale() and state_dict()
+// after the same steps, factors that are not powers of two included.
 type GradScaler struct {
 	st       GradScalerState
 	disabled bool
@@ -73,6 +80,9 @@ type unscaled struct {
 	byStep   bool // Step unscaled it
 }
 
+// toFloat32 returns x rounded to float32, the dtype of PyTorch's scale.
+func toFloat32(x float64) float64 { return float64(float32(x)) }
+
 // maxScale is the largest loss scale: PyTorch keeps the scale in a float32
 // tensor, and a scale beyond float32's range would turn every float32 loss
 // into inf, so that every step would be skipped and backing off would
@@ -86,13 +96,14 @@ var ErrUnscaledTwice = fmt.Errorf("amp: Unscale was already called since the las
 
 // NewGradScaler returns a scaler with cfg, zero fields taking PyTorch's
 // defaults. It returns an error wrapping vram.ErrArgument for a scale that
-// is not positive and within float32's range, a growth factor not above 1, a backoff factor outside (0, 1) or a
+// is not positive and within float32's range (or rounds to 0 there), a growth factor not above 1, a backoff factor outside (0, 1) or a
 // negative growth interval.
 func NewGradScaler(cfg GradScalerConfig) (*GradScaler, error) {
 	st := withDefaults(GradScalerState{Scale: cfg.InitScale, GrowthFactor: cfg.GrowthFactor, BackoffFactor: cfg.BackoffFactor, GrowthInterval: cfg.GrowthInterval})
 	if err := st.check(); err != nil {
 		return nil, err
 	}
+	st.Scale = toFloat32(st.Scale)
 	s := &GradScaler{st: st, disabled: cfg.Disabled}
 	s.reset()
 	return s, nil
@@ -132,6 +143,8 @@ func (st GradScalerState) check() error {
 	switch {
 	case !(st.Scale > 0 && st.Scale <= maxScale):
 		return bad("scale must be positive and at most float32's largest value %g, got %v", float64(maxScale), st.Scale)
+	case toFloat32(st.Scale) == 0:
+		return bad("scale %v rounds to 0 in float32, the dtype of the scale", st.Scale)
 	case !(st.GrowthFactor > 1) || math.IsInf(st.GrowthFactor, 1):
 		return bad("growth factor must be finite and above 1, got %v", st.GrowthFactor)
 	case !(st.BackoffFactor > 0 && st.BackoffFactor < 1):
@@ -385,7 +398,8 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 // step found inf or NaN gradients, times the growth factor after
 // GrowthInterval clean steps in a row, unless that would take it past
 // float32's largest value (PyTorch grows only to a finite float32 scale);
-// backing off stops at the smallest positive float64. It starts the next step. A step whose gradients were never unscaled
+// each product is rounded to float32, and a backoff that would round the
+// scale to 0 leaves it as it is. It starts the next step. A step whose gradients were never unscaled
 // counts as clean.
 func (s *GradScaler) Update() {
 	s.ready()
@@ -395,14 +409,14 @@ func (s *GradScaler) Update() {
 	if s.foundInf {
 		// Kept positive, so that LoadState accepts what State returns
 		// even after a long run of overflowing steps.
-		if backed := s.st.Scale * s.st.BackoffFactor; backed > 0 {
+		if backed := toFloat32(s.st.Scale * s.st.BackoffFactor); backed > 0 {
 			s.st.Scale = backed
 		}
 		s.st.GrowthTracker = 0
 	} else {
 		s.st.GrowthTracker++
 		if s.st.GrowthTracker == s.st.GrowthInterval {
-			if grown := s.st.Scale * s.st.GrowthFactor; grown <= maxScale {
+			if grown := toFloat32(s.st.Scale * s.st.GrowthFactor); grown <= maxScale {
 				s.st.Scale = grown
 			}
 			s.st.GrowthTracker = 0
@@ -416,16 +430,17 @@ func (s *GradScaler) Update() {
 // step found inf or NaN gradients does not matter, and the count of clean
 // steps toward growth is left as it was. It returns an error wrapping
 // vram.ErrArgument, changing nothing, unless scale is positive and within
-// float32's range. A disabled scaler ignores it.
+// float32's range, not rounding to 0 there; the scale set is scale rounded
+// to float32. A disabled scaler ignores it.
 func (s *GradScaler) UpdateTo(scale float64) error {
 	s.ready()
 	if s.disabled {
 		return nil
 	}
-	if !(scale > 0 && scale <= maxScale) {
-		return fmt.Errorf("amp: GradScaler.UpdateTo: scale must be positive and at most float32's largest value %g, got %v: %w", float64(maxScale), scale, vram.ErrArgument)
+	if !(scale > 0 && scale <= maxScale) || toFloat32(scale) == 0 {
+		return fmt.Errorf("amp: GradScaler.UpdateTo: scale must be positive in float32 and at most float32's largest value %g, got %v: %w", float64(maxScale), scale, vram.ErrArgument)
 	}
-	s.st.Scale = scale
+	s.st.Scale = toFloat32(scale)
 	s.reset()
 	return nil
 }
@@ -445,11 +460,13 @@ func (s *GradScaler) State() GradScalerState {
 
 // LoadState restores a state from [GradScaler.State]. It returns an error
 // wrapping vram.ErrArgument, changing nothing, for a state NewGradScaler would reject or whose growth
-// tracker is outside [0, GrowthInterval).
+// tracker is outside [0, GrowthInterval). The scale is rounded to float32,
+// as PyTorch's load_state_dict fills its float32 scale.
 func (s *GradScaler) LoadState(st GradScalerState) error {
 	if err := st.check(); err != nil {
 		return err
 	}
+	st.Scale = toFloat32(st.Scale)
 	s.st = st
 	s.reset()
 	return nil
