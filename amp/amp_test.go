@@ -47,6 +47,7 @@ func TestAutocastOpDTypes(t *testing.T) {
 			gn := nn.NewGroupNorm(1, 3, 1e-5, d)
 			prelu := nn.NewPReLU(1, 0.25, d)
 			logSigmoid := nn.NewLogSigmoid()
+			emb := nn.NewEmbeddingOptions(3, 2, nn.EmbeddingOptions{ScaleGradByFreq: true}, d, low)
 			v := vram.Randn(vram.Shape{5}, d)
 			hv := vram.Randn(vram.Shape{5}, low, d)
 			tests := []struct {
@@ -103,6 +104,7 @@ func TestAutocastOpDTypes(t *testing.T) {
 				{"dot promotes mixed operands", func() *vram.Tensor { return hv.Dot(v) }, vram.Float32},
 				{"other ops keep their dtype: dot of 16-bit vectors", func() *vram.Tensor { return hv.Dot(hv) }, low},
 				{"other ops keep their dtype: log_sigmoid", func() *vram.Tensor { return logSigmoid.Forward(h) }, low},
+				{"other ops keep their dtype: embedding scaling gradients by frequency", func() *vram.Tensor { return emb.Forward(classes) }, low},
 				{"other ops keep their dtype", func() *vram.Tensor { return h.Relu() }, low},
 			}
 			for _, tc := range tests {
@@ -131,7 +133,7 @@ func TestAutocastOpDTypes(t *testing.T) {
 			for _, x := range []*vram.Tensor{x, w, b, h, seq, img, k1, k2, classes, v, hv} {
 				x.Release()
 			}
-			for _, m := range []nn.Module{mha, gru, gn, prelu} {
+			for _, m := range []nn.Module{mha, gru, gn, prelu, emb} {
 				nn.Release(m)
 			}
 		}

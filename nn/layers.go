@@ -479,11 +479,15 @@ func rowCounts(x *vram.Tensor, num int, dt vram.DType) *vram.Tensor {
 // number of times its index occurs in x.
 func scaleGradByFreq(x, y *vram.Tensor, num int) *vram.Tensor {
 	var inv *vram.Tensor
-	vram.NoGrad(func() {
-		vram.Tidy(func() {
-			idx := x.Long().Reshape(-1)
-			freq := rowCounts(x, num, y.DType()).IndexSelect(0, idx)
-			inv = vram.Keep(freq.RDivScalar(1).Reshape(append(x.Shape(), 1)...))
+	// In y's dtype even inside an Autocast region, where 1/freq alone
+	// would be float32 and make the lookup float32.
+	vram.NoAutocast(func() {
+		vram.NoGrad(func() {
+			vram.Tidy(func() {
+				idx := x.Long().Reshape(-1)
+				freq := rowCounts(x, num, y.DType()).IndexSelect(0, idx)
+				inv = vram.Keep(freq.RDivScalar(1).Reshape(append(x.Shape(), 1)...))
+			})
 		})
 	})
 	defer inv.Release()
