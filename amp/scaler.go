@@ -399,8 +399,8 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 // GrowthInterval clean steps in a row, unless that would take it past
 // float32's largest value (PyTorch grows only to a finite float32 scale);
 // each product is rounded to float32, and a backoff that would round the
-// scale to 0 leaves it as it is. It starts the next step. A step whose gradients were never unscaled
-// counts as clean.
+// scale to 0 leaves it as it is. It starts the next step. A step whose
+// gradients were never unscaled counts as clean.
 func (s *GradScaler) Update() {
 	s.ready()
 	if s.disabled {
