@@ -153,7 +153,8 @@ type LogSigmoid struct{ Base }
 // NewLogSigmoid returns a LogSigmoid module.
 func NewLogSigmoid() *LogSigmoid { return &LogSigmoid{} }
 
-// Forward returns log(sigmoid(x)).
+// Forward returns log(sigmoid(x)), in x's dtype also inside a
+// vram.Autocast region, as PyTorch's log_sigmoid.
 func (*LogSigmoid) Forward(x *vram.Tensor) *vram.Tensor {
 	defer asOp("log_sigmoid")
 	notNil("log_sigmoid", x)
