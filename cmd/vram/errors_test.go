@@ -193,7 +193,13 @@ func TestArgErrorsNameTheCommand(t *testing.T) {
 		if code != exitUsage {
 			t.Errorf("%s %v: exit %d, want %d", c.CommandPath(), args, code, exitUsage)
 		}
-		checkErrorLine(t, stderr, c.Name()+": ")
+		// A command below another is named by its path once:
+		// "completion bash: ...", not "completion bash: bash: ...".
+		name := strings.Join(path, " ")
+		checkErrorLine(t, stderr, name+": ")
+		if !strings.HasPrefix(stderr, "vram: "+name+": ") || strings.Contains(stderr, name+": "+c.Name()+": ") {
+			t.Errorf("%s %v: %q does not name the command once as %q", c.CommandPath(), args, stderr, name)
+		}
 		if !strings.Contains(stderr, "usage: "+c.UseLine()) {
 			t.Errorf("%s %v: %q lacks the usage line %q", c.CommandPath(), args, stderr, c.UseLine())
 		}

@@ -14,8 +14,8 @@ import (
 
 // nameArgErrors wraps the argument check of c and of every command below
 // it, so that a wrong number of arguments is a usage error (exit status 2)
-// that names the command and its usage line, where cobra's own says only
-// what is wrong with the count.
+// that names the command (its path below the root: "completion bash") and
+// its usage line, where cobra's own says only what is wrong with the count.
 func nameArgErrors(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		nameArgErrors(sub)
@@ -26,7 +26,8 @@ func nameArgErrors(c *cobra.Command) {
 	}
 	c.Args = func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
-			return usagef("%s: %v (usage: %s; see '%s --help')", cmd.Name(), err, cmd.UseLine(), cmd.CommandPath())
+			name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+			return usagef("%s: %v (usage: %s; see '%s --help')", name, err, cmd.UseLine(), cmd.CommandPath())
 		}
 		return nil
 	}
