@@ -77,6 +77,10 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
 				return usagef("run: --master-addr must not be empty")
 			case o.StopTimeout <= 0:
 				return usagef("run: --stop-timeout must be positive")
+			case args[0] == "":
+				// An empty PROGRAM ("$TRAINER" unset) is a bad command
+				// line, not a launch that failed.
+				return usagef("run: PROGRAM %q is empty (usage: %s)", args[0], cmd.UseLine())
 			}
 			o.Program, o.Args = args[0], args[1:]
 			o.Env = os.Environ()

@@ -63,6 +63,7 @@ func TestRunVariablesAndExitCodes(t *testing.T) {
 		{"bad node rank", []string{"run", "--nproc-per-node", "1", "--nnodes", "2", "--node-rank", "2", "true"}, exitUsage, nil, "--node-rank 2 out of range for --nnodes 2"},
 		{"bad port", []string{"run", "--nproc-per-node", "1", "--master-port", "70000", "true"}, exitUsage, nil, "--master-port 70000"},
 		{"huge nproc", []string{"run", "--nproc-per-node", "100000000", "true"}, exitUsage, nil, "--nproc-per-node 100000000 out of range"},
+		{"empty program", []string{"run", "--nproc-per-node", "1", ""}, exitUsage, nil, `run: PROGRAM "" is empty`},
 		{"missing program", []string{"run", "--nproc-per-node", "1", "vram-no-such-program"}, 127, nil, "vram-no-such-program: program not found"},
 		{"missing path", []string{"run", "--nproc-per-node", "2", "/nonexistent/vram-prog"}, 127, nil, "/nonexistent/vram-prog: program not found"},
 		{"not executable", []string{"run", "--nproc-per-node", "1", "./run_test.go"}, 126, nil, "./run_test.go: not executable"},
