@@ -12,8 +12,10 @@ import (
 // and uuid on every GPU metric; name and pci_bus_id on vram_gpu_info;
 // clock (graphics, sm, memory) on vram_gpu_clock_hertz; pid and process on
 // vram_gpu_process_memory_bytes. A value the device does not report is
-// left out rather than exported as -1. Bytes of a name that are not UTF-8
-// are exported as U+FFFD; a process without a name as [UnknownProcess].
+// left out rather than exported as -1. A GPU listed twice under one index
+// and UUID, or a process twice on one GPU, is exported once. Bytes of a
+// name that are not UTF-8 are exported as U+FFFD; a process without a name
+// as [UnknownProcess].
 //
 // vram_monitor_up says whether the source could be read at all;
 // vram_gpu_up, per GPU, whether every query of that GPU succeeded (0 when
@@ -84,7 +86,20 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(d, v*scale, labels...)
 		}
 	}
+	// A constant metric may appear once per label set: a GPU a source
+	// lists twice under one index and UUID (NVML and checked recordings
+	// never do) is exported once, as first listed, so that the scrape
+	// holds no duplicate series and gathers without error.
+	type gpuID struct {
+		index int
+		uuid  string
+	}
+	gpus := map[gpuID]bool{}
 	for _, g := range r.GPUs {
+		if gpus[gpuID{g.Index, g.UUID}] {
+			continue
+		}
+		gpus[gpuID{g.Index, g.UUID}] = true
 		id := strconv.Itoa(g.Index)
 		gauge(descInfo, 1, id, g.UUID, g.Name, g.PCIBusID)
 		up := 1.0

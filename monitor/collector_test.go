@@ -587,3 +587,46 @@ func TestServeShutdownWithHangingScrape(t *testing.T) {
 		})
 	}
 }
+
+// TestCollectorNoDuplicateSeries gives the collector readings that a
+// Source other than NVML or a checked recording could return, with a GPU
+// or a process listed twice: every scrape still gathers without error,
+// each series once, holding the first listing's values.
+func TestCollectorNoDuplicateSeries(t *testing.T) {
+	gpu := func(index int, uuid string, used int64, pids ...int) GPU {
+		g := GPU{Index: index, UUID: uuid, Name: "NVIDIA H200",
+			Memory:           Memory{TotalBytes: 1 << 30, UsedBytes: used, FreeBytes: 1<<30 - used, ReservedBytes: Unknown},
+			Utilization:      Utilization{ComputePercent: 50, MemoryBandwidthPercent: 10},
+			TemperatureC:     40,
+			Power:            Power{DrawW: 100, LimitW: 700},
+			Clocks:           Clocks{GraphicsMHz: 1000, SMMHz: 1000, MemoryMHz: 2000, MaxSMMHz: 2000},
+			ProcessesVisible: true}
+		for _, p := range pids {
+			g.Processes = append(g.Processes, memory.ProcessMemory{PID: p, Name: "python3", Bytes: used})
+		}
+		return g
+	}
+	tests := []struct {
+		name string
+		gpus []GPU
+		used map[string]float64 // by gpu label: the used memory exported
+	}{
+		{"one GPU twice", []GPU{gpu(0, "GPU-a", 1<<20, 7), gpu(0, "GPU-a", 2<<20, 7)}, map[string]float64{"0": 1 << 20}},
+		{"one GPU twice without a UUID", []GPU{gpu(0, "", 1<<20), gpu(0, "", 2<<20)}, map[string]float64{"0": 1 << 20}},
+		{"a process twice", []GPU{gpu(0, "GPU-a", 1<<20, 7, 7)}, map[string]float64{"0": 1 << 20}},
+		{"two GPUs", []GPU{gpu(0, "GPU-a", 1<<20, 7), gpu(1, "GPU-b", 2<<20, 7)}, map[string]float64{"0": 1 << 20, "1": 2 << 20}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			mfs := gatherFrom(t, NewCollector(NewRecorded([]Reading{{Time: time.Unix(0, 0), GPUs: tc.gpus}})))
+			if n := len(mfs["vram_gpu_memory_used_bytes"].GetMetric()); n != len(tc.used) {
+				t.Errorf("%d series of vram_gpu_memory_used_bytes, want %d", n, len(tc.used))
+			}
+			for gpu, want := range tc.used {
+				if got, ok := value(mfs, "vram_gpu_memory_used_bytes", "gpu", gpu); !ok || got != want {
+					t.Errorf("GPU %s: used %v (found %v), want %v", gpu, got, ok, want)
+				}
+			}
+		})
+	}
+}
