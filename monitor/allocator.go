@@ -128,15 +128,23 @@ func allocatorMetric(key string) (name, help, pool string, typ prometheus.ValueT
 	return "vram_allocator_" + key + "_total", "The allocator's " + key + " counter.", "", prometheus.CounterValue
 }
 
-// Describe sends the descriptors of every metric.
+// Describe sends the descriptors of every metric; a nil or zero
+// *AllocatorCollector, not made by [NewAllocatorCollector], has none.
 func (c *AllocatorCollector) Describe(ch chan<- *prometheus.Desc) {
+	if c == nil {
+		return
+	}
 	for _, d := range c.descs {
 		ch <- d
 	}
 }
 
-// Collect calls the stats function and sends the metrics.
+// Collect calls the stats function and sends the metrics; a nil or zero
+// *AllocatorCollector sends none.
 func (c *AllocatorCollector) Collect(ch chan<- prometheus.Metric) {
+	if c == nil {
+		return
+	}
 	if c.stats == nil {
 		for _, d := range c.descs {
 			ch <- prometheus.NewInvalidMetric(d, errNil("stats function"))
@@ -258,7 +266,7 @@ var (
 // server open) and Serve returns an error saying so. A
 // connection idle for 2 minutes, or a request not read or answered within
 // a minute, is closed.
-// A nil ln or g is an error, returned before anything is served.
+// A nil ctx, ln or g is an error, returned before anything is served.
 // Programs call it in a goroutine:
 //
 //	ln, err := net.Listen("tcp", ":9400")
@@ -266,6 +274,8 @@ var (
 //	go monitor.Serve(ctx, ln, reg)
 func Serve(ctx context.Context, ln net.Listener, g prometheus.Gatherer) error {
 	switch {
+	case ctx == nil:
+		return errNil("context")
 	case ln == nil:
 		return errNil("listener")
 	case g == nil:

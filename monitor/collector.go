@@ -64,10 +64,15 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect reads the source and sends the metrics.
+// Collect reads the source and sends the metrics. A nil *Collector reads
+// as a collector of a nil source: vram_monitor_up 0.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	var src Source
+	if c != nil {
+		src = c.src
+	}
 	start := time.Now()
-	r, err := read(c.src)
+	r, err := read(src)
 	took := time.Since(start).Seconds()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labelValues(labels)...)

@@ -54,15 +54,24 @@ func NewDeviceMemoryCollector(device string, rank int, read func() (memory.Devic
 	}
 }
 
-// Describe sends the descriptors of every metric.
+// Describe sends the descriptors of every metric; a nil or zero
+// *DeviceMemoryCollector, not made by [NewDeviceMemoryCollector], has
+// none.
 func (c *DeviceMemoryCollector) Describe(ch chan<- *prometheus.Desc) {
+	if c == nil || c.total == nil {
+		return
+	}
 	for _, d := range []*prometheus.Desc{c.total, c.free, c.reserved, c.own, c.others, c.unattributed, c.proc} {
 		ch <- d
 	}
 }
 
-// Collect calls the read function and sends the metrics.
+// Collect calls the read function and sends the metrics; a nil or zero
+// *DeviceMemoryCollector sends none.
 func (c *DeviceMemoryCollector) Collect(ch chan<- prometheus.Metric) {
+	if c == nil || c.total == nil {
+		return
+	}
 	if c.read == nil {
 		ch <- prometheus.NewInvalidMetric(c.total, errNil("read function"))
 		return

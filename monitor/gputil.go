@@ -242,7 +242,7 @@ func GetFirstAvailable(opts Options) (int, error) {
 // one. When no reading has such a GPU the error wraps [ErrNoneAvailable];
 // when ctx ends first, it is ctx's error; a read that fails ends the wait
 // with the source's error, and options that [Options.Check] refuses are
-// an error before src is read, and so is a nil src.
+// an error before src is read, and so is a nil ctx or src.
 //
 //	src, err := monitor.Default()
 //	...
@@ -251,7 +251,10 @@ func FirstAvailable(ctx context.Context, src Source, opts Options, attempts int,
 	if err := opts.Check(); err != nil {
 		return -1, err
 	}
-	if src == nil {
+	switch {
+	case ctx == nil:
+		return -1, errNil("context")
+	case src == nil:
 		return -1, errNil("source")
 	}
 	opts.Limit = 1

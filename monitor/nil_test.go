@@ -38,6 +38,18 @@ func TestNilArgumentsAreErrors(t *testing.T) {
 		{"WriteRecording to a nil writer", func() error { return WriteRecording(nil, nil) }, "nil writer"},
 		{"WriteUtilization to a nil writer", func() error { return WriteUtilization(nil, nil, true) }, "nil writer"},
 		{"ShowUtilization to a nil writer", func() error { return ShowUtilization(nil) }, "nil writer"},
+		{"FirstAvailable with a nil context", func() error {
+			_, err := FirstAvailable(nilContext(), NewRecorded(nil), Options{}, 1, 0)
+			return err
+		}, "nil context"},
+		{"Serve with a nil context", func() error {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			return Serve(nilContext(), ln, prometheus.NewRegistry())
+		}, "nil context"},
 		{"Serve on a nil listener", func() error { return Serve(context.Background(), nil, prometheus.NewRegistry()) }, "nil listener"},
 		{"Serve of a nil gatherer", func() error {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -86,6 +98,10 @@ func TestNilCollectorFunctionsFailTheScrape(t *testing.T) {
 		{"AllocatorCollector of a nil stats function", NewAllocatorCollector("sim:0", 0, nil), true, ""},
 		{"DeviceMemoryCollector of a nil read function", NewDeviceMemoryCollector("sim:0", 0, nil), true, ""},
 		{"zero AllocatorCollector", &AllocatorCollector{}, false, ""},
+		{"zero DeviceMemoryCollector", &DeviceMemoryCollector{}, false, ""},
+		{"nil *Collector", (*Collector)(nil), false, "vram_monitor_up 0"},
+		{"nil *AllocatorCollector", (*AllocatorCollector)(nil), false, ""},
+		{"nil *DeviceMemoryCollector", (*DeviceMemoryCollector)(nil), false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
@@ -124,3 +140,7 @@ func TestNilCollectorFunctionsFailTheScrape(t *testing.T) {
 		}
 	})
 }
+
+// nilContext returns a nil context.Context, as a caller holding none
+// passes it.
+func nilContext() context.Context { return nil }
