@@ -40,7 +40,7 @@ monitor.RegisterDeviceMemory.
 			if err := checkListen(listen); err != nil {
 				return err
 			}
-			src, err := openSource("exporter", source, cmd.Flags().Changed("source"))
+			src, err := openSource("exporter", source, cmd.Flags().Changed("source"), cmd.InOrStdin())
 			if err != nil {
 				return err
 			}
@@ -71,7 +71,7 @@ monitor.RegisterDeviceMemory.
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", defaultExporterAddr, "serve on `ADDR` (host:port)")
-	f.StringVar(&source, "source", "", "serve recorded readings from `FILE` instead of the GPUs")
+	f.StringVar(&source, "source", "", "serve recorded readings from `FILE` instead of the GPUs (- reads them from standard input)")
 	return cmd
 }
 

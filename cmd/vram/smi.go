@@ -19,14 +19,22 @@ import (
 // openMonitor opens the machine's GPUs through NVML; tests replace it.
 var openMonitor = func() (monitor.Source, error) { return monitor.OpenNVML() }
 
-// openSource returns the recorded readings in file, or the machine's GPUs
+// openSource returns the recorded readings in file, those read from stdin
+// for the file "-" (as analyze and replay read it), or the machine's GPUs
 // when --source was not given (given is false). cmd names the command in
 // errors: without a driver the error is one line saying so. An empty
 // --source (an unset variable in a script) is a usage error rather than
 // the GPUs.
-func openSource(cmd, file string, given bool) (monitor.Source, error) {
+func openSource(cmd, file string, given bool, stdin io.Reader) (monitor.Source, error) {
 	if given && file == "" {
 		return nil, usagef("%s: --source needs a FILE of recorded readings (leave it out to read the GPUs)", cmd)
+	}
+	if file == stdinArg {
+		rs, err := monitor.ReadRecording(stdin)
+		if err != nil {
+			return nil, fmt.Errorf("%s: standard input: %w", cmd, err)
+		}
+		return monitor.NewRecorded(rs), nil
 	}
 	if file != "" {
 		src, err := monitor.OpenRecorded(file)
@@ -78,7 +86,7 @@ own PID namespace, say) it says so instead of showing an empty list.
 			if asJSON && list {
 				return usagef("smi: --json and --list (-L) print different things: give one")
 			}
-			src, err := openSource("smi", source, cmd.Flags().Changed("source"))
+			src, err := openSource("smi", source, cmd.Flags().Changed("source"), cmd.InOrStdin())
 			if err != nil {
 				return err
 			}
@@ -105,7 +113,7 @@ own PID namespace, say) it says so instead of showing an empty list.
 	f := cmd.Flags()
 	f.BoolVar(&asJSON, "json", false, "print the reading as one JSON object")
 	f.BoolVarP(&list, "list", "L", false, "list the GPUs with their UUIDs")
-	f.StringVar(&source, "source", "", "read recorded readings from `FILE` instead of the GPUs")
+	f.StringVar(&source, "source", "", "read recorded readings from `FILE` instead of the GPUs (- reads them from standard input)")
 	return cmd
 }
 

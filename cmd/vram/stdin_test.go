@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// TestStdinInput checks that "-" reads the input of analyze and replay
-// from standard input, and that --html - writes the page to standard
-// output, as cat and most tools read them, rather than opening a file
+// TestStdinInput checks that "-" reads the input of analyze and replay,
+// and the --source of smi and watch, from standard input, and that --html
+// - writes the page to standard output, as cat and most tools read them, rather than opening a file
 // named "-" or writing one.
 func TestStdinInput(t *testing.T) {
 	pickle, err := filepath.Abs(filepath.Join("testdata", "snapshot_p4_expandable.pickle"))
@@ -26,6 +26,10 @@ func TestStdinInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	gzTrace, err := os.ReadFile(traceFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readings, err := os.ReadFile(filepath.Join("testdata", "readings_h200x2.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +54,12 @@ func TestStdinInput(t *testing.T) {
 		{name: "replay a gzip text trace", stdin: gzTrace, args: []string{"replay", "--compare", "-"}, stdout: "stdin (device 0"},
 		{name: "fit", stdin: snapshot, args: []string{"replay", "--fit", "-"}, stdout: "stdin (device 0)"},
 		{name: "fit on a size", stdin: snapshot, args: []string{"replay", "--fit", "24GiB", "-"}, stdoutHas: "fits on 24.00 GiB"},
+		{name: "smi", stdin: readings, args: []string{"smi", "--source", "-"}, stdout: "vram smi", stdoutHas: "NVIDIA H200"},
+		{name: "smi as JSON", stdin: readings, args: []string{"smi", "--json", "--source", "-"}, stdout: "{", stdoutHas: `"name": "NVIDIA H200"`},
+		{name: "smi list", stdin: readings, args: []string{"smi", "-L", "--source", "-"}, stdout: "GPU 0: NVIDIA H200"},
+		{name: "smi nothing", stdin: nil, args: []string{"smi", "--source", "-"}, code: exitFailure, stderr: "smi: standard input: invalid recording: empty input"},
+		{name: "watch", stdin: readings, args: []string{"watch", "--count", "2", "--interval", "10ms", "--source", "-"}, stdout: "vram watch", stdoutHas: "NVIDIA H200"},
+		{name: "watch garbage", stdin: []byte("\x00"), args: []string{"watch", "--count", "1", "--source", "-"}, code: exitFailure, stderr: "watch: standard input: invalid recording"},
 		{name: "stdin twice", stdin: snapshot, args: []string{"replay", "-", "-"}, code: exitUsage, stderr: "it can be read once"},
 	}
 	for _, tc := range tests {
