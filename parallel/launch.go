@@ -70,6 +70,12 @@ type LaunchOptions struct {
 	// Stdout and Stderr receive the ranks' output, each line prefixed with
 	// "[rank N] "; nil discards it.
 	Stdout, Stderr io.Writer
+	// Stdin, when not nil, is the standard input of this node's local
+	// rank 0; the other ranks, and every rank when it is nil, read an
+	// empty input (/dev/null). Give no terminal: each rank runs in a
+	// process group of its own, which the terminal stops (SIGTTIN) when
+	// it reads.
+	Stdin io.Reader
 	// Signals are forwarded to every rank (and its children) as they
 	// arrive; the ranks still running StopTimeout after the first are
 	// killed.
@@ -202,6 +208,9 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 		}
 		p := &rankProc{info: info, cmd: exec.Command(program, o.Args...)}
 		p.cmd.Dir = o.Dir
+		if local == 0 {
+			p.cmd.Stdin = o.Stdin
+		}
 		p.cmd.Env = append(append(slices.Clone(base), info.Environ()...), fmt.Sprintf("GROUP_WORLD_SIZE=%d", nodes))
 		setRankAttrs(p.cmd)
 		// Children of the rank that keep its output open do not hold up

@@ -201,6 +201,12 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// isTerminalReader reports whether r is a terminal.
+func isTerminalReader(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
 // isTerminal reports whether w is a terminal, for progress output.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)

@@ -47,9 +47,11 @@ ranks so with VRAM_AGENT_STORE=1); with one node and no --master-port it picks a
 port. Each line a rank prints is prefixed with "[rank N] ". SIGINT, SIGTERM, SIGHUP
 and SIGQUIT are passed on to every rank; ranks still running --stop-timeout later are
 killed, and run exits with 128+N for the signal N it got, even when the ranks exit 0
-on it. When a rank fails, the others are stopped the same way and run exits with that
-rank's status (128+N for signal N), naming it; a PROGRAM that is not found exits 127,
-one that cannot be run 126, as a shell does. On Linux, when vram run itself is killed
+on it. Input piped or redirected to run is local rank 0's standard input; the other
+ranks, and all of them when the input is a terminal, read none. When a rank fails,
+the others are stopped the same way and run exits with that rank's status (128+N for
+signal N), naming it; a PROGRAM that is not found exits 127, one that cannot be run
+126, as a shell does. On Linux, when vram run itself is killed
 (SIGKILL, the out-of-memory killer), the kernel kills each rank with it; processes a rank
 started itself (the program that "go run" builds) are not reached, so run a built
 binary where that matters. The ranks' process ids are printed to standard error
@@ -85,6 +87,12 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
 			o.Program, o.Args = args[0], args[1:]
 			o.Env = os.Environ()
 			o.Stdout, o.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			// Input piped or redirected to vram run is local rank 0's, as
+			// a program run alone reads it; a terminal is no rank's (see
+			// LaunchOptions.Stdin).
+			if in := cmd.InOrStdin(); !isTerminalReader(in) {
+				o.Stdin = in
+			}
 			sigs := make(chan os.Signal, 4)
 			signal.Notify(sigs, forwardedSignals...)
 			defer signal.Stop(sigs)

@@ -90,3 +90,32 @@ func TestRunVariablesAndExitCodes(t *testing.T) {
 		})
 	}
 }
+
+// TestRunInput checks that the input of vram run is local rank 0's, as a
+// program run alone reads it, and that the other ranks read none: it was
+// no rank's.
+func TestRunInput(t *testing.T) {
+	script := `echo "$LOCAL_RANK read [$(cat)]"`
+	for _, tc := range []struct {
+		name   string
+		nproc  string
+		stdin  string
+		stdout []string
+	}{
+		{"one rank", "1", "data\n", []string{"[rank 0] 0 read [data]\n"}},
+		{"two ranks", "2", "a\nb\n", []string{"[rank 0] 0 read [a\n[rank 0] b]\n", "[rank 1] 1 read []\n"}},
+		{"no input", "2", "", []string{"[rank 0] 0 read []\n", "[rank 1] 1 read []\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLIInput(t, strings.NewReader(tc.stdin), "run", "--nproc-per-node", tc.nproc, "sh", "-c", script)
+			if code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			for _, w := range tc.stdout {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, stdout)
+				}
+			}
+		})
+	}
+}
