@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -77,6 +78,8 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
 				return usagef("run: --master-port %d out of range (1 to 65535, or 0 for a free port on one node)", o.MasterPort)
 			case o.MasterAddr == "":
 				return usagef("run: --master-addr must not be empty")
+			case checkHost(o.MasterAddr) != nil:
+				return usagef("run: --master-addr %q: %v", o.MasterAddr, checkHost(o.MasterAddr))
 			case o.StopTimeout <= 0:
 				return usagef("run: --stop-timeout must be positive")
 			case args[0] == "":
@@ -153,4 +156,33 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
 	f.IntVar(&o.MasterPort, "master-port", 0, fmt.Sprintf("the store's `PORT` (0: a free port on one node, %d on several)", parallel.DefaultMasterPort))
 	f.DurationVar(&o.StopTimeout, "stop-timeout", parallel.DefaultStopTimeout, "time the ranks have to exit after a signal or a failed rank, before they are killed")
 	return cmd
+}
+
+// checkHost returns an error when host is neither an IP address nor a
+// syntactically valid host name: the ranks dial MASTER_ADDR, and one
+// holding a port ("10.0.0.1:29500"), brackets or blanks would make every
+// rank fail to meet, on every node, rather than the launch.
+func checkHost(host string) error {
+	if net.ParseIP(host) != nil {
+		return nil
+	}
+	if h, p, err := net.SplitHostPort(host); err == nil && h != "" && checkHost(h) == nil {
+		if _, err := strconv.ParseUint(p, 10, 16); err == nil {
+			return fmt.Errorf("a host, without the port: give --master-addr %s --master-port %s", h, p)
+		}
+	}
+	if len(host) > 253 {
+		return errors.New("not a host name: longer than 253 characters")
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(host, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return errors.New("not an IP address or host name")
+		}
+		for _, c := range label {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return fmt.Errorf("not an IP address or host name: %q is not allowed in one", c)
+			}
+		}
+	}
+	return nil
 }
