@@ -186,18 +186,7 @@ func TestLoaderAllFromErrorInSkipped(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := runtime.NumGoroutine()
-			var l *data.Loader
-			var err error
-			opts := data.Options{NumWorkers: tc.workers}
-			if tc.stream != nil {
-				l, err = data.NewIterableLoader(tc.stream, 2, opts)
-			} else {
-				opts.Sampler = tc.sampler
-				l, err = data.NewLoader(rowsDataset(t, n, vram.CPU), 2, opts)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := sourceLoader(t, tc.sampler, tc.stream, n, tc.workers)
 			var errs []error
 			for b, err := range l.AllFrom(tc.start) {
 				if b != nil {

@@ -505,18 +505,7 @@ func TestLoaderEpochOpenPanics(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := runtime.NumGoroutine()
-			var l *data.Loader
-			var err error
-			opts := data.Options{NumWorkers: tc.workers}
-			if tc.stream != nil {
-				l, err = data.NewIterableLoader(tc.stream, 2, opts)
-			} else {
-				opts.Sampler = tc.sampler
-				l, err = data.NewLoader(rowsDataset(t, 4, vram.CPU), 2, opts)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := sourceLoader(t, tc.sampler, tc.stream, 4, tc.workers)
 			var errs []error
 			for b, err := range l.AllFrom(tc.start) {
 				if b != nil {
@@ -531,4 +520,23 @@ func TestLoaderEpochOpenPanics(t *testing.T) {
 			settled(t, before)
 		})
 	}
+}
+
+// sourceLoader returns a loader of batches of 2 with workers workers: of
+// stream when it is not nil, else of n rows drawn by sampler.
+func sourceLoader(t *testing.T, sampler data.Sampler, stream data.IterableDataset, n, workers int) *data.Loader {
+	t.Helper()
+	var l *data.Loader
+	var err error
+	opts := data.Options{NumWorkers: workers}
+	if stream != nil {
+		l, err = data.NewIterableLoader(stream, 2, opts)
+	} else {
+		opts.Sampler = sampler
+		l, err = data.NewLoader(rowsDataset(t, n, vram.CPU), 2, opts)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
