@@ -163,6 +163,9 @@ type Allocator struct {
 	lowSeen    bool
 	aboveMid   bool
 	newRequest bool
+	// fixCheckTime is the time the fix checks of OutOfMemoryError took so
+	// far (see fixCheckShare).
+	fixCheckTime time.Duration
 }
 
 // pendingEvent is an event a block freed while in use on another stream
@@ -378,13 +381,38 @@ func (a *Allocator) Alloc(size int64, stream Stream, region string) (*Block, err
 		}
 	}
 	oom := a.newOOMLocked(size, stream, region, err)
+	check := !a.quickOOM && a.fixCheckDueLocked()
 	a.mu.Unlock()
-	if !a.quickOOM {
+	switch {
+	case check:
 		// The lock is dropped here too: checking a fix replays a copy of
 		// the state through fresh allocators.
-		oom.checkFix()
+		t0 := time.Now()
+		oom.checkFix(fixCheckTimeout)
+		a.mu.Lock()
+		a.fixCheckTime += time.Since(t0)
+		a.mu.Unlock()
+	case !a.quickOOM:
+		oom.CheckedBy = ""
+		oom.Fix = fmt.Sprintf("not checked: out-of-memory errors came too fast to replay each (fix checks are held to 1/%d of the allocator's running time); an earlier error's check applies if the program has not changed what it allocates since", fixCheckShare)
 	}
 	return nil, oom
+}
+
+// fixCheckShare bounds the time the fix checks of OutOfMemoryError take:
+// an allocator checks an error's fix only while its checks so far took at
+// most 1/fixCheckShare of the time since it was created. One check replays
+// up to oomLogSize operations under a dozen or more settings (tens of
+// milliseconds); a program that runs out of memory in a loop (a search for
+// the largest batch, a server catching the error per request) would
+// otherwise spend nearly all its time in them. The first error is always
+// checked.
+const fixCheckShare = 10
+
+// fixCheckDueLocked reports whether the next OutOfMemoryError gets a fix
+// check (see fixCheckShare).
+func (a *Allocator) fixCheckDueLocked() bool {
+	return a.fixCheckTime <= time.Since(a.start)/fixCheckShare
 }
 
 // allocLocked runs steps 1 to 5 of the ladder. *retried tells whether an

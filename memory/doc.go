@@ -181,6 +181,15 @@
 // machine's other devices that have room ([PeerInfo]). The failure leaves
 // every block and statistic exact.
 //
+// The check is bounded: one stops after a second of replays (thousands of
+// streams, each caching memory the others cannot use, make every replayed
+// allocation slow), and an allocator checks an error only while its checks
+// so far took at most a tenth of its running time, so that a program that
+// runs out of memory in a loop (a search for the largest batch, a server
+// catching the error per request) is not slowed down by them. The first
+// error is always checked; one not checked has CheckedBy "" and a Fix that
+// says why.
+//
 // # Concurrency
 //
 // An Allocator is safe for concurrent use: one mutex guards it, every

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vramgo/vram/memory/trace"
 
@@ -68,7 +69,10 @@ type OutOfMemoryError struct {
 	// CheckedBy says what the fix check replayed: "history" when the
 	// allocator's recent-operations log covers everything since its
 	// creation, else "recent history" (the last allocations and frees,
-	// after the blocks that were live before them).
+	// after the blocks that were live before them); "" when the fix was
+	// not checked, which Fix then says with the reason: the check ran
+	// past its time bound, or the allocator's errors came too fast to
+	// check each (see the package documentation, "# Out of memory").
 	CheckedBy string
 	Err       error // the arena's or the limit's refusal
 
@@ -79,6 +83,10 @@ type OutOfMemoryError struct {
 	room       int64 // memory it could use with no limit: capacity minus others
 	ops        []replayOp
 	pendingSum int64 // bytes of blocks waiting for events
+	// deadline ends the fix check's replays (see fixCheckTimeout);
+	// expired is set when a replay ran past it.
+	deadline time.Time
+	expired  bool
 }
 
 // oomRegions is how many regions an OutOfMemoryError names; the others
@@ -279,7 +287,11 @@ func (e *OutOfMemoryError) replay(cfg Config, capacity, request int64) (bool, in
 	cfg.PerProcessMemoryFraction = 0 // capacity is already the limit
 	al := New(arena, cfg, withQuickOOM())
 	live := make(map[uint64]*Block, len(e.ops))
-	for _, op := range e.ops {
+	for i, op := range e.ops {
+		if e.expired || i%256 == 0 && !e.deadline.IsZero() && time.Now().After(e.deadline) {
+			e.expired = true
+			return false, 0
+		}
 		if op.free {
 			if b, ok := live[op.addr]; ok {
 				al.Free(b)
@@ -314,10 +326,27 @@ func (p plainArena) Alloc(size int64) (uint64, error)   { return p.s.Alloc(size)
 func (p plainArena) Free(addr uint64, size int64) error { return p.s.Free(addr, size) }
 func (p plainArena) Capacity() int64                    { return p.s.Capacity() }
 
+// fixCheckTimeout bounds one fix check: its replays stop once it has run
+// this long, and the error then says it was not checked. A check takes
+// milliseconds to a few hundred of them; a history of thousands of
+// streams, each with memory cached that the others cannot use, makes
+// every replayed allocation slow.
+const fixCheckTimeout = time.Second
+
 // checkFix finds the first change of settings under which the replay
-// fits, or else how much memory is missing and what else would help. It
-// runs without the allocator's lock.
-func (e *OutOfMemoryError) checkFix() {
+// fits, or else how much memory is missing and what else would help,
+// within timeout (fixCheckTimeout). It runs without the allocator's lock.
+func (e *OutOfMemoryError) checkFix(timeout time.Duration) {
+	e.deadline = time.Now().Add(timeout)
+	e.findFix()
+	if e.expired {
+		e.FixConfig, e.NeededBytes, e.FitsNow, e.CheckedBy = "", 0, 0, ""
+		e.Fix = fmt.Sprintf("not checked: replaying the history took more than %v", timeout)
+	}
+}
+
+// findFix is checkFix without the time bound.
+func (e *OutOfMemoryError) findFix() {
 	if e.fits(e.cfg, e.usable) {
 		// The replay does not reproduce the failure (other processes or
 		// streams changed what was free): nothing to conclude.
@@ -672,9 +701,12 @@ func (e *OutOfMemoryError) Error() string {
 	if e.CheckedBy != "history" {
 		what = fmt.Sprintf("its last %d allocations and frees after the blocks live before them", oomLogSize)
 	}
-	if e.Fix != "" {
+	switch {
+	case e.CheckedBy == "" && e.Fix != "": // not checked, and why
+		fmt.Fprintf(&b, "  fix: %s", e.Fix)
+	case e.Fix != "":
 		fmt.Fprintf(&b, "  fix (checked by replaying %s): %s", what, e.Fix)
-	} else {
+	default:
 		fmt.Fprintf(&b, "  fix: none found; replaying %s did not reproduce the failure", what)
 	}
 	return b.String()

@@ -165,7 +165,7 @@ type SimArena struct {
 	peak      int64                // peak of used
 	next      uint64               // next unused address
 	allocs    map[uint64]int64     // Alloc'd ranges
-	reserves  map[uint64]int64     // reserved ranges
+	reserves  *btree.BTreeG[chunk] // reserved ranges, by address
 	maps      *btree.BTreeG[chunk] // mappings, by address
 	counts    SimCounts            // calls so far
 	cost      time.Duration        // modelled driver time so far
@@ -196,7 +196,7 @@ func NewSimArenaGranularity(capacity, granularity int64) *SimArena {
 		granularity: granularity,
 		next:        simBase,
 		allocs:      make(map[uint64]int64),
-		reserves:    make(map[uint64]int64),
+		reserves:    newChunkTree(),
 		maps:        newChunkTree(),
 	}
 }
@@ -365,7 +365,7 @@ func (s *SimArena) Reserve(size int64) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.reserves[base] = size
+	s.reserves.ReplaceOrInsert(chunk{addr: base, size: size})
 	s.counts.Reserve++
 	return base, nil
 }
@@ -374,14 +374,14 @@ func (s *SimArena) Reserve(size int64) (uint64, error) {
 func (s *SimArena) Unreserve(base uint64, size int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	got, ok := s.reserves[base]
-	if !ok || got != size {
+	got, ok := s.reserves.Get(chunk{addr: base})
+	if !ok || got.size != size {
 		return fmt.Errorf("memory: SimArena: Unreserve of [0x%x, +%d), which is not a reserved range", base, size)
 	}
 	if c, ok := s.mappingFrom(base); ok && c.addr < base+uint64(size) {
 		return fmt.Errorf("memory: SimArena: Unreserve of [0x%x, +%d) with 0x%x still mapped", base, size, c.addr)
 	}
-	delete(s.reserves, base)
+	s.reserves.Delete(chunk{addr: base})
 	s.uncarve(base, size)
 	s.counts.Unreserve++
 	return nil
@@ -400,13 +400,14 @@ func (s *SimArena) mappingFrom(addr uint64) (chunk, bool) {
 
 // inReservation reports whether [addr, addr+size) lies in one reserved range.
 func (s *SimArena) inReservation(addr uint64, size int64) bool {
-	// Reservations are few; a linear scan keeps the structure simple.
-	for b, n := range s.reserves {
-		if addr >= b && addr+uint64(size) <= b+uint64(n) {
-			return true
-		}
-	}
-	return false
+	// The reservation with the highest base at or below addr is the only
+	// one that can hold it: reservations never overlap.
+	in := false
+	s.reserves.DescendLessOrEqual(chunk{addr: addr}, func(r chunk) bool {
+		in = addr+uint64(size) <= r.addr+uint64(r.size)
+		return false
+	})
+	return in
 }
 
 // Map backs [addr, addr+size) with a new piece of physical memory.

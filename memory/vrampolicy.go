@@ -1260,7 +1260,9 @@ func (a *Allocator) reclaim(want int64, seg *segment, lo, hi uint64) int64 {
 	var cands []*Block
 	for _, p := range a.pools {
 		p.free.each(func(b *Block) bool {
-			if b.seg.virtual && a.hasWholeChunk(b.addr, b.end()) {
+			// A block smaller than a granule holds no whole chunk: the
+			// size test spares most free blocks the look-up.
+			if b.seg.virtual && b.size >= a.gran && a.hasWholeChunk(b.addr, b.end()) {
 				cands = append(cands, b)
 			}
 			return true
