@@ -39,6 +39,27 @@ var sizeUnits = map[string]int64{
 	"KB": 1e3, "kB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "PB": 1e15, "EB": 1e18,
 }
 
+// unitHint returns the units a misspelled unit likely meant, as "did you
+// mean GiB or GB?", for the forms people write by habit (g, G, gb, Gi,
+// gib, M, mb...): the prefix letter, any case, then optionally i, then
+// optionally b; "" for anything else.
+func unitHint(unit string) string {
+	u := strings.ToUpper(unit)
+	if len(u) == 0 || len(u) > 3 || !strings.ContainsRune("KMGTPE", rune(u[0])) {
+		return ""
+	}
+	rest := strings.TrimSuffix(u[1:], "B")
+	if rest != "" && rest != "I" {
+		return ""
+	}
+	p := u[:1]
+	si := p + "B"
+	if p == "K" {
+		si = "KB or kB"
+	}
+	return "did you mean " + p + "iB or " + si + "?"
+}
+
 // ParseBytes parses a size in bytes: a decimal number (digits, optionally
 // followed by a point and more digits) and an optional unit of
 // [SizeForm], with optional blanks around the number and between number and
@@ -78,6 +99,9 @@ func ParseBytes(s string) (int64, error) {
 	if unit != "" {
 		m, ok := sizeUnits[unit]
 		if !ok {
+			if hint := unitHint(unit); hint != "" {
+				return bad("unknown unit %q (%s)", unit, hint)
+			}
 			return bad("unknown unit %q", unit)
 		}
 		mult = m
