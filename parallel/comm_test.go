@@ -273,11 +273,13 @@ func TestCommunicatorsRecvTimeoutEndsGroup(t *testing.T) {
 				var first error
 				errs := onRanks(comms, func(r int, c Communicator) error {
 					if r == 0 {
-						time.Sleep(3 * timeout) // sends after rank 1 gave up
+						// Sends after rank 1 gave up, long enough after
+						// for its word to arrive on a loaded machine.
+						time.Sleep(8 * timeout)
 						return c.Send(vram.Ones(vram.Shape{2}, c.Device()), 1)
 					}
 					first = c.Recv(vram.Zeros(vram.Shape{2}, c.Device()), 0)
-					time.Sleep(4 * timeout) // the late message has arrived, if it could
+					time.Sleep(10 * timeout) // the late message has arrived, if it could
 					return tc.next(c)
 				})
 				var re *RankError
