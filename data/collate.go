@@ -26,7 +26,8 @@ type CollateFunc func(samples []Sample, dev vram.Device) ([]*vram.Tensor, error)
 // the zero Device. It returns an error that matches [vram.ErrShape] when
 // samples have different numbers of fields or tensors of different shapes,
 // [vram.ErrDType] for a field of an unsupported type or of types that
-// differ between samples, and [vram.ErrArgument] for no samples.
+// differ between samples, and [vram.ErrArgument] for no samples or a nil
+// *vram.Tensor.
 func Collate(samples []Sample, dev vram.Device) ([]*vram.Tensor, error) {
 	if len(samples) == 0 {
 		return nil, fmt.Errorf("data: collate of no samples: %w", vram.ErrArgument)
@@ -140,8 +141,11 @@ func rows[T vram.Element](samples []Sample, j int, dev vram.Device) (*vram.Tenso
 }
 
 // fieldTypeError is the error for field j of sample i, whose type cannot be
-// batched or differs from sample 0's.
+// batched, differs from sample 0's or is a nil tensor.
 func fieldTypeError(samples []Sample, i, j int) error {
+	if t, ok := samples[i][j].(*vram.Tensor); ok && t == nil {
+		return fmt.Errorf("data: collate: field %d of sample %d is a nil *vram.Tensor; Get must return a tensor there: %w", j, i, vram.ErrArgument)
+	}
 	if i == 0 || samples[i][j] == nil {
 		return fmt.Errorf("data: collate: field %d of sample %d is %T, which cannot be batched (a *vram.Tensor, a number or a slice of numbers can): %w",
 			j, i, samples[i][j], vram.ErrDType)
