@@ -18,11 +18,13 @@ import (
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/amp"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
 )
 
 func main() {
+	cmdline.NoArgs("Amp trains a small regression network under float16 autocast with a GradScaler that skips overflowing steps and adapts its scale.")
 	dev := vram.CPU
 	if vram.CUDAAvailable() {
 		dev = vram.CUDA(0)

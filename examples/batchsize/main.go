@@ -14,12 +14,14 @@ import (
 	"time"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
 	"github.com/vramgo/vram/tune"
 )
 
 func main() {
+	cmdline.NoArgs("Batchsize finds the largest batch whose training step fits on a 64 MiB simulated GPU (tune.FindBatchSize), then reaches a larger one with gradient accumulation.")
 	if err := setup(); err != nil {
 		fmt.Fprintln(os.Stderr, "batchsize:", err)
 		os.Exit(1)

@@ -16,10 +16,12 @@ import (
 	"time"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 	"github.com/vramgo/vram/nn"
 )
 
 func main() {
+	cmdline.NoArgs("Checkpoint runs a training step of a deep stack of blocks with and without activation checkpointing and compares their memory and gradients.")
 	if err := setup(); err != nil {
 		fmt.Fprintln(os.Stderr, "checkpoint:", err)
 		os.Exit(1)

@@ -20,11 +20,13 @@ import (
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/data"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
 )
 
 func main() {
+	cmdline.NoArgs("CNN trains a small convolutional network on generated images and reports its accuracy on held-out ones, its time and its memory.")
 	if err := run(os.Stdout, device()); err != nil {
 		fmt.Fprintln(os.Stderr, "cnn:", err)
 		os.Exit(1)

@@ -24,12 +24,14 @@ import (
 	"os"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
 	"github.com/vramgo/vram/parallel"
 )
 
 func main() {
+	cmdline.NoArgs("Dataparallel trains one network on several devices at once, a goroutine per device, as nn.DataParallel does.")
 	if err := setup(); err != nil {
 		fmt.Fprintln(os.Stderr, "dataparallel:", err)
 		os.Exit(1)

@@ -12,9 +12,11 @@ import (
 	"os"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 )
 
 func main() {
+	cmdline.NoArgs("Devicemismatch shows the error of an operation on tensors of different devices, how to catch it, and the fix.")
 	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "devicemismatch:", err)
 		os.Exit(1)

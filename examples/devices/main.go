@@ -11,10 +11,12 @@ import (
 	"os"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 	"github.com/vramgo/vram/nn"
 )
 
 func main() {
+	cmdline.NoArgs("Devices shows how to choose a device and move tensors and modules between devices.")
 	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "devices:", err)
 		os.Exit(1)

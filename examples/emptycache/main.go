@@ -14,9 +14,11 @@ import (
 	"os"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 )
 
 func main() {
+	cmdline.NoArgs("Emptycache shows the reserved memory of a device rise on allocation, stay after release, and fall after EmptyCache.")
 	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "emptycache:", err)
 		os.Exit(1)

@@ -15,12 +15,14 @@ import (
 	"os"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
 )
 
 func main() {
+	cmdline.NoArgs("Fit tells whether an MLP's training step fits in an 80 GiB GPU at two batch sizes, on a shape-only simulated GPU.")
 	if err := setup(); err != nil {
 		fmt.Fprintln(os.Stderr, "fit:", err)
 		os.Exit(1)

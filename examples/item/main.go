@@ -12,9 +12,11 @@ import (
 	"os"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 )
 
 func main() {
+	cmdline.NoArgs("Item shows why a running loss should be added up with Item() rather than as a tensor.")
 	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "item:", err)
 		os.Exit(1)

@@ -19,11 +19,13 @@ import (
 	"time"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
 )
 
 func main() {
+	cmdline.NoArgs("Modelparallel trains a network whose two halves live on two devices, gradients flowing back across them.")
 	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "modelparallel:", err)
 		os.Exit(1)

@@ -14,9 +14,11 @@ import (
 	"os"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 )
 
 func main() {
+	cmdline.NoArgs("Newtensors shows the New... methods and ...Like factories that take a tensor's dtype and device.")
 	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "newtensors:", err)
 		os.Exit(1)

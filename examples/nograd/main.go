@@ -11,10 +11,12 @@ import (
 	"os"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 	"github.com/vramgo/vram/nn"
 )
 
 func main() {
+	cmdline.NoArgs("Nograd shows the memory that NoGrad saves in a forward pass for inference.")
 	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "nograd:", err)
 		os.Exit(1)

@@ -15,10 +15,12 @@ import (
 	"os"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 	"github.com/vramgo/vram/memory"
 )
 
 func main() {
+	cmdline.NoArgs("Oom runs a simulated 1 GiB GPU out of memory through fragmentation and prints the diagnosis.")
 	if err := setup(); err != nil {
 		fmt.Fprintln(os.Stderr, "oom:", err)
 		os.Exit(1)

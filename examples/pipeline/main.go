@@ -21,12 +21,14 @@ import (
 	"os"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
 	"github.com/vramgo/vram/parallel"
 )
 
 func main() {
+	cmdline.NoArgs("Pipeline trains a network split into two stages on two devices with micro-batches, and reports the pipeline's bubble.")
 	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "pipeline:", err)
 		os.Exit(1)

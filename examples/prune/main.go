@@ -14,12 +14,14 @@ import (
 	"os"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/nn/prune"
 	"github.com/vramgo/vram/optim"
 )
 
 func main() {
+	cmdline.NoArgs("Prune trains a classifier, prunes 80% of its weights across layers, fine-tunes it and makes the pruning permanent.")
 	if err := setup(); err != nil {
 		fmt.Fprintln(os.Stderr, "prune:", err)
 		os.Exit(1)

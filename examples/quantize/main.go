@@ -15,12 +15,14 @@ import (
 	"time"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/nn/quant"
 	"github.com/vramgo/vram/optim"
 )
 
 func main() {
+	cmdline.NoArgs("Quantize trains a classifier, quantizes its Linear layers to int8 and compares memory, accuracy and time.")
 	if err := setup(); err != nil {
 		fmt.Fprintln(os.Stderr, "quantize:", err)
 		os.Exit(1)

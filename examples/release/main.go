@@ -11,9 +11,11 @@ import (
 	"os"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 )
 
 func main() {
+	cmdline.NoArgs("Release shows how Release, views and Tidy give device memory back.")
 	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		os.Exit(1)

@@ -26,12 +26,14 @@ import (
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/amp"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/nn/models"
 	"github.com/vramgo/vram/optim"
 )
 
 func main() {
+	cmdline.NoArgs("ResNet trains ResNet-18 on generated images on a GPU (channels-last, bf16 autocast), or sizes its step on a simulated GPU without one.")
 	if err := setup(); err != nil {
 		fmt.Fprintln(os.Stderr, "resnet:", err)
 		os.Exit(1)

@@ -16,9 +16,11 @@ import (
 	"time"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/examples/internal/cmdline"
 )
 
 func main() {
+	cmdline.NoArgs("Streams overlaps host-to-device copies with computation using streams and events.")
 	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "streams:", err)
 		os.Exit(1)
