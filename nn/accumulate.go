@@ -43,7 +43,8 @@ type Syncer interface {
 // ddp.Backward's, which ends the accumulation.
 //
 // It panics with an *vram.Error of kind vram.ErrArgument when steps < 1 or
-// loss is nil or returns nil.
+// loss is nil or returns nil, and of kind vram.ErrShape when loss returns a
+// tensor that has not exactly one element.
 func Accumulate(steps int, ddp Syncer, loss func(micro int) *vram.Tensor) (float64, error) {
 	if steps < 1 {
 		panic(&vram.Error{Op: "accumulate", Kind: vram.ErrArgument, Detail: fmt.Sprintf("steps is %d; it must be at least 1", steps)})
@@ -58,6 +59,10 @@ func Accumulate(steps int, ddp Syncer, loss func(micro int) *vram.Tensor) (float
 			l := loss(i)
 			if l == nil {
 				panic(&vram.Error{Op: "accumulate", Kind: vram.ErrArgument, Detail: fmt.Sprintf("the loss function returned nil for micro-step %d", i)})
+			}
+			if n := l.NumElements(); n != 1 {
+				panic(&vram.Error{Op: "accumulate", Kind: vram.ErrShape,
+					Detail: fmt.Sprintf("the loss function returned a tensor of shape %v for micro-step %d; a loss has one element: reduce it (Mean, Sum)", l.Shape(), i)})
 			}
 			total += l.Item()
 			scaled := l.DivScalar(float64(steps))

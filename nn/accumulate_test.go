@@ -55,19 +55,32 @@ func TestAccumulateMatchesOneBatch(t *testing.T) {
 
 func TestAccumulateRejects(t *testing.T) {
 	one := func(int) *vram.Tensor { return vram.Scalar(1.0) }
+	w := vram.Ones(vram.Shape{2, 3}, vram.WithGrad())
+	defer w.Release()
 	tests := []struct {
 		name string
 		call func()
+		kind error
 	}{
-		{"zero steps", func() { nn.Accumulate(0, nil, one) }},
-		{"negative steps", func() { nn.Accumulate(-3, nil, one) }},
-		{"nil loss", func() { nn.Accumulate(2, nil, nil) }},
-		{"loss returns nil", func() { nn.Accumulate(2, nil, func(int) *vram.Tensor { return nil }) }},
+		{"zero steps", func() { nn.Accumulate(0, nil, one) }, vram.ErrArgument},
+		{"negative steps", func() { nn.Accumulate(-3, nil, one) }, vram.ErrArgument},
+		{"nil loss", func() { nn.Accumulate(2, nil, nil) }, vram.ErrArgument},
+		{"loss returns nil", func() { nn.Accumulate(2, nil, func(int) *vram.Tensor { return nil }) }, vram.ErrArgument},
+		{"loss of several elements", func() { nn.Accumulate(2, nil, func(int) *vram.Tensor { return w.MulScalar(2) }) }, vram.ErrShape},
+		{"loss of no elements", func() {
+			nn.Accumulate(2, nil, func(int) *vram.Tensor { return w.Narrow(0, 0, 0).MulScalar(2) })
+		}, vram.ErrShape},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := vram.Catch(tt.call); !errors.Is(err, vram.ErrArgument) {
-				t.Fatalf("got %v, want an ErrArgument", err)
+			err := vram.Catch(tt.call)
+			var ve *vram.Error
+			if !errors.Is(err, tt.kind) || !errors.As(err, &ve) || ve.Op != "accumulate" {
+				t.Fatalf("got %v, want an error of accumulate matching %v", err, tt.kind)
+			}
+			if g := w.Grad(); g != nil {
+				t.Errorf("a gradient was accumulated: %v", g.Float64s())
+				w.ZeroGrad()
 			}
 		})
 	}
