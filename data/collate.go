@@ -2,6 +2,7 @@ package data
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/vramgo/vram"
 )
@@ -71,6 +72,11 @@ func collateField(samples []Sample, j int, dev vram.Device) (*vram.Tensor, error
 				return nil, fieldTypeError(samples, i, j)
 			}
 			ts[i] = t
+			if s0 := ts[0].Shape(); !slices.Equal(t.Shape(), s0) {
+				return nil, fmt.Errorf("data: collate: field %d of sample %d is a tensor of shape %v, of sample 0 one of shape %v; "+
+					"the tensors of a field are stacked, so they must have one shape (pad or crop them in Get, or batch them with an Options.Collate of your own): %w",
+					j, i, t.Shape(), s0, vram.ErrShape)
+			}
 		}
 		b := vram.Stack(ts, 0)
 		return moveTo(b, dev), nil

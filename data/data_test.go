@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -802,5 +803,54 @@ func TestWorkersBounded(t *testing.T) {
 			}
 			settled(t, before)
 		})
+	}
+}
+
+// shapesDataset gives sample i a tensor of i/4+1 elements: every batch of
+// four agrees, and a batch that crosses a multiple of four does not.
+type shapesDataset struct{ n int }
+
+func (d shapesDataset) Len() int { return d.n }
+
+func (d shapesDataset) Get(i int) (data.Sample, error) {
+	return data.Sample{vram.Full(vram.Shape{i/4 + 1}, float64(i)), i}, nil
+}
+
+// TestCollateErrorsNameSamples: a field whose tensors differ in shape is
+// refused with an error that names the samples by their place in the batch
+// and, from a loader, by their dataset indices, so the odd one can be found.
+func TestCollateErrorsNameSamples(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		batch     int
+		sampler   data.Sampler
+		wantParts []string
+	}{
+		{"second batch", 3, nil, []string{"batch 1", "dataset indices [3 4 5]", "field 0", "sample 1", "shape [2]", "sample 0", "[1]"}},
+		{"chosen order", 2, data.SamplerFunc(func() iter.Seq[int] { return slices.Values([]int{9, 1}) }),
+			[]string{"batch 0", "dataset indices [9 1]", "sample 1", "shape [1]", "[3]"}},
+	} {
+		for _, workers := range []int{0, 2} {
+			t.Run(fmt.Sprintf("%s/%d workers", tc.name, workers), func(t *testing.T) {
+				l, err := data.NewLoader(shapesDataset{n: 10}, tc.batch, data.Options{Sampler: tc.sampler, NumWorkers: workers})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got error
+				for _, err := range l.All() {
+					if err != nil {
+						got = err
+					}
+				}
+				if !errors.Is(got, vram.ErrShape) {
+					t.Fatalf("got %v, want an error matching vram.ErrShape", got)
+				}
+				for _, part := range tc.wantParts {
+					if !strings.Contains(got.Error(), part) {
+						t.Errorf("the error %q does not say %q", got, part)
+					}
+				}
+			})
+		}
 	}
 }

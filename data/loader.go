@@ -436,7 +436,11 @@ func (l *Loader) fetch(j job) (b *Batch, err error) {
 				for _, t := range out {
 					t.Release()
 				}
-				err = fmt.Errorf("data: batch %d: %w", j.k, cerr)
+				if j.idx != nil {
+					err = fmt.Errorf("data: batch %d (dataset indices %v): %w", j.k, j.idx, cerr)
+				} else {
+					err = fmt.Errorf("data: batch %d: %w", j.k, cerr)
+				}
 				return
 			}
 			for f, t := range out {
