@@ -21,8 +21,10 @@ type Syncer interface {
 // steps micro-batches (gradient accumulation): for micro = 0, ..., steps-1
 // it calls loss(micro), which computes the loss of micro-batch micro, and
 // backpropagates that loss divided by steps, so that the gradients add up
-// to those of the mean loss over the whole batch while only one
-// micro-batch's activations are alive at a time. It returns the mean of the
+// to those of the mean loss over the whole batch (when loss is a mean over
+// micro-batches of one size; weigh the losses of uneven ones by their sizes
+// yourself, as in PyTorch) while only one micro-batch's activations are
+// alive at a time. It returns the mean of the
 // micro-batch losses. Then step the optimizer and zero the gradients, once:
 //
 //	for batch := range batches {
