@@ -25,7 +25,7 @@ type Checkpointed struct {
 //
 // It panics with an *vram.Error of kind vram.ErrArgument when m is nil.
 func Checkpoint(m Module) *Checkpointed {
-	if m == nil {
+	if isNil(m) {
 		panic(&vram.Error{Op: "checkpoint", Kind: vram.ErrArgument, Detail: "the module to checkpoint is nil"})
 	}
 	return &Checkpointed{Module: m}

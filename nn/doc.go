@@ -86,7 +86,9 @@
 // print(model) does, and [ParametersToVector] and
 // [VectorToParameters] flatten its parameters into one vector and back.
 // Gradient clipping (clip_grad_norm_, clip_grad_value_) lives in package
-// optim, beside the optimizers.
+// optim, beside the optimizers. These functions, and the others that take a
+// module, treat a nil pointer held as a Module (a "var l *Linear" left
+// unset) as the nil module, as each documents for nil.
 //
 // # Sequence models
 //

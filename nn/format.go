@@ -30,7 +30,7 @@ func Format(m Module) string {
 }
 
 func formatModule(b *strings.Builder, m Module, depth int) {
-	if m == nil || isNilModule(m) {
+	if isNil(m) {
 		b.WriteString("<nil>")
 		return
 	}
@@ -74,6 +74,11 @@ func formatModule(b *strings.Builder, m Module, depth int) {
 	b.WriteString(strings.Repeat("  ", depth))
 	b.WriteString(")")
 }
+
+// isNil reports whether m is nil or holds a nil pointer or function (a
+// "var l *Linear" passed as a Module), which the functions that take a
+// module treat alike.
+func isNil(m Module) bool { return m == nil || isNilModule(m) }
 
 // isNilModule reports whether m is a typed nil pointer or function.
 func isNilModule(m Module) bool {

@@ -168,6 +168,9 @@ type bufferer interface {
 // wraps, under the same names, as its parameters are. It returns nil for
 // a module that has none or does not embed Base.
 func NamedBuffers(m Module) []NamedParameter {
+	if isNil(m) {
+		return nil
+	}
 	if bm, ok := m.(bufferer); ok {
 		return bm.NamedBuffers()
 	}
@@ -188,7 +191,7 @@ func NamedBuffers(m Module) []NamedParameter {
 // holds it among its sub-modules, which would make the module a cycle
 // that NamedParameters and the state dicts could never finish walking.
 func (b *Base) RegisterModule(name string, m Module) {
-	if m == nil || isNilModule(m) {
+	if isNil(m) {
 		panic(&vram.Error{Op: "register module", Kind: vram.ErrArgument, Detail: fmt.Sprintf("nil module %q", name)})
 	}
 	b.checkName("register module", name)
@@ -265,7 +268,7 @@ type Wrapper interface {
 // found, pruned and quantized. A module registered more than once (shared)
 // is listed once, under its first name. A nil m gives nil.
 func NamedModules(m Module) []NamedModule {
-	if m == nil {
+	if isNil(m) {
 		return nil
 	}
 	var out []NamedModule
@@ -403,7 +406,7 @@ type Float32Layer interface {
 // the optimizer after converting the model, or keep its state as it is.
 func ConvertDType(m Module, dt vram.DType) {
 	checkFloatDType(dt)
-	if m == nil {
+	if isNil(m) {
 		return
 	}
 	keep := map[*vram.Tensor]bool{}
@@ -527,7 +530,7 @@ func (f Func) Training() bool { return true }
 // Release releases every parameter of m (and their gradients) and every
 // buffer. The module must not be used afterwards. A nil m does nothing.
 func Release(m Module) {
-	if m == nil {
+	if isNil(m) {
 		return
 	}
 	for _, p := range m.Parameters() {

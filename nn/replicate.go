@@ -59,7 +59,7 @@ type Replicator interface {
 // and must not change while Replicate runs. The replica's tensors are kept
 // from enclosing [vram.Tidy] calls; release them with [Release].
 func Replicate(m Module, d vram.Device) (Module, error) {
-	if m == nil {
+	if isNil(m) {
 		return nil, fmt.Errorf("nn: replicate: nil module")
 	}
 	if err := d.Check(); err != nil {

@@ -32,7 +32,7 @@ func StateDict(m Module) map[string]*vram.Tensor {
 // stateTensors returns m's parameters, then its buffers, by their
 // state-dict keys (see [StateDict]).
 func stateTensors(m Module) []NamedParameter {
-	if m == nil {
+	if isNil(m) {
 		return nil
 	}
 	named := append(m.NamedParameters(), NamedBuffers(m)...)
@@ -79,10 +79,11 @@ func maskedNames(m Module) map[string]bool {
 // {"format": "pt"} that Hugging Face tools expect; PyTorch reads it with
 // safetensors.torch.load_file. The file is written to a temporary file in
 // the same directory and renamed into place, so path holds either the old
-// contents or the complete new ones, never a partial file.
+// contents or the complete new ones, never a partial file. A nil m (or a
+// nil pointer) is an error matching vram.ErrArgument.
 func Save(m Module, path string) (err error) {
-	if m == nil {
-		return fmt.Errorf("nn: save %s: nil module", path)
+	if isNil(m) {
+		return &kindError{msg: fmt.Sprintf("nn: save %s: nil module", path), kinds: []error{vram.ErrArgument}}
 	}
 	tensors := map[string]safetensors.Tensor{}
 	for _, p := range stateTensors(m) {
@@ -155,7 +156,7 @@ func LoadNonStrict(m Module, path string) (LoadResult, error) {
 
 // load is Load, strict or not.
 func load(m Module, path string, strict bool) (LoadResult, error) {
-	if m == nil {
+	if isNil(m) {
 		return LoadResult{}, &kindError{msg: fmt.Sprintf("nn: load %s: nil module", path), kinds: []error{vram.ErrArgument}}
 	}
 	tensors, _, err := tensorfile.Read(path)
@@ -177,7 +178,7 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 // Package nn/torchload reads state dicts from torch.save files.
 func LoadStateDict(m Module, state map[string]*vram.Tensor, strict bool) (LoadResult, error) {
 	const src = "state dict"
-	if m == nil {
+	if isNil(m) {
 		return LoadResult{}, &kindError{msg: "nn: load " + src + ": nil module", kinds: []error{vram.ErrArgument}}
 	}
 	tensors := make(map[string]safetensors.Tensor, len(state))

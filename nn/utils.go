@@ -27,7 +27,7 @@ func Apply(m Module, fn func(Module)) {
 	if fn == nil {
 		panic(&vram.Error{Op: "apply", Kind: vram.ErrArgument, Detail: "nil function"})
 	}
-	if m == nil {
+	if isNil(m) {
 		return
 	}
 	seen := map[Module]bool{}
@@ -59,7 +59,7 @@ func Apply(m Module, fn func(Module)) {
 // a parameter is not floating-point, and of kind vram.ErrAutograd when a
 // parameter is not a leaf.
 func SetRequiresGrad(m Module, on bool) {
-	if m == nil {
+	if isNil(m) {
 		return
 	}
 	ps := m.NamedParameters()
@@ -86,7 +86,7 @@ func SetRequiresGrad(m Module, on bool) {
 // them instead (set_to_none=False), fill each with
 // p.Grad().FillInPlace(0) under [vram.NoGrad].
 func ZeroGrad(m Module) {
-	if m == nil {
+	if isNil(m) {
 		return
 	}
 	for _, p := range m.Parameters() {
@@ -99,7 +99,7 @@ func ZeroGrad(m Module) {
 // grad: PyTorch's sum(p.numel() for p in model.parameters()) and the same
 // sum over the parameters with requires_grad. Buffers are not counted.
 func NumParameters(m Module) (total, trainable int) {
-	if m == nil {
+	if isNil(m) {
 		return 0, 0
 	}
 	for _, p := range m.Parameters() {
