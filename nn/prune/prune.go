@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -126,9 +127,19 @@ func ownBuffer(m nn.Module, name string) *vram.Tensor {
 	return nil
 }
 
+// isNil reports whether m is nil or holds a nil pointer (a "var l
+// *nn.Linear" left unset), which this package refuses alike.
+func isNil(m nn.Module) bool {
+	if m == nil {
+		return true
+	}
+	v := reflect.ValueOf(m)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
 // load checks t and reads its parameter and mask.
 func load(t Target) (*state, error) {
-	if t.Module == nil {
+	if isNil(t.Module) {
 		return nil, pruneErr(vram.ErrArgument, "nil module")
 	}
 	mk, ok := t.Module.(nn.Maskable)
@@ -481,7 +492,7 @@ func draws(g *vram.Generator, n int) []float64 {
 // IsPruned reports whether m's parameter name has a mask.
 func IsPruned(m nn.Module, name string) bool {
 	mk, ok := m.(nn.Maskable)
-	if !ok {
+	if !ok || isNil(m) {
 		return false
 	}
 	mask, _ := mk.ParameterMask(name)
@@ -505,8 +516,11 @@ func AnyPruned(m nn.Module) bool {
 // (torch.nn.utils.prune.remove): the parameter is multiplied by its mask in
 // place, so that the pruned elements are zeros in the tensor itself, and
 // the mask is released. It returns an error for a parameter that is not
-// pruned.
+// pruned and, matching vram.ErrArgument, for a nil m (a nil pointer too).
 func Remove(m nn.Module, name string) error {
+	if isNil(m) {
+		return pruneErr(vram.ErrArgument, "nil module")
+	}
 	mk, ok := m.(nn.Maskable)
 	if !ok {
 		return pruneErr(vram.ErrArgument, "%T cannot be pruned (it does not implement nn.Maskable)", m)
@@ -567,7 +581,7 @@ func (s Stat) Fraction() float64 {
 // vram.ErrReleased when one of them or a mask was released.
 func Sparsity(m nn.Module) (params []Stat, total Stat) {
 	total.Name = "total"
-	if m == nil {
+	if isNil(m) {
 		return nil, total
 	}
 	masks := map[*vram.Tensor]*vram.Tensor{} // parameter -> mask
