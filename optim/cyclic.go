@@ -58,7 +58,7 @@ type CyclicOptions struct {
 // [NewLambdaLR].
 func NewCyclicLR(opt Optimizer, baseLR, maxLR float64, o CyclicOptions) (*Schedule, error) {
 	const op = "CyclicLR"
-	if opt == nil {
+	if isNil(opt) {
 		return nil, errorf(vram.ErrArgument, "optim: %s: nil optimizer", op)
 	}
 	if o.StepSizeUp == 0 {

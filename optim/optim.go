@@ -3,6 +3,7 @@ package optim
 import (
 	"fmt"
 	"math"
+	"reflect"
 
 	"github.com/vramgo/vram"
 )
@@ -26,12 +27,23 @@ type Optimizer interface {
 // estimates, step counts), as calling opt's own Release method does: every
 // optimizer of this package has one, and stays usable after it, its state
 // starting over at the next Step. It serves code that holds an optimizer as
-// an [Optimizer], which does not list Release. For a nil opt, or one
-// without a Release method, it does nothing.
+// an [Optimizer], which does not list Release. For a nil opt (a nil
+// pointer too), or one without a Release method, it does nothing.
 func Release(opt Optimizer) {
-	if r, ok := opt.(interface{ Release() }); ok && r != nil {
+	if r, ok := opt.(interface{ Release() }); ok && !isNil(opt) {
 		r.Release()
 	}
+}
+
+// isNil reports whether opt is nil or holds a nil pointer (a "var opt
+// *SGD" left unset), which the functions that take an optimizer treat
+// alike.
+func isNil(opt Optimizer) bool {
+	if opt == nil {
+		return true
+	}
+	v := reflect.ValueOf(opt)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // GroupedOptimizer is an Optimizer whose parameters are in groups, each

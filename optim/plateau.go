@@ -132,7 +132,7 @@ func (st *PlateauState) UnmarshalJSON(b []byte) error {
 // of MinLRs that is neither 0, 1 nor the number of parameter groups.
 func NewReduceLROnPlateau(opt Optimizer, cfg PlateauConfig) (*ReduceLROnPlateau, error) {
 	const op = "ReduceLROnPlateau"
-	if opt == nil {
+	if isNil(opt) {
 		return nil, errorf(vram.ErrArgument, "optim: %s: nil optimizer", op)
 	}
 	switch {

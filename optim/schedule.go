@@ -87,7 +87,7 @@ func newSchedule(op string, opt Optimizer, rate func(base float64, step int) flo
 // newGroupSchedule is newSchedule for rules that differ by group, given
 // the group's number.
 func newGroupSchedule(op string, opt Optimizer, rate func(g int, base float64, step int) float64, chain func(g int, lr, base float64, step int) float64) (*Schedule, error) {
-	if opt == nil {
+	if isNil(opt) {
 		return nil, errorf(vram.ErrArgument, "optim: %s: nil optimizer", op)
 	}
 	s := &Schedule{opt: opt, rate: rate, op: op, chain: chain}

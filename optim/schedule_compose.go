@@ -145,7 +145,7 @@ func checkParts(op string, opt Optimizer, parts []*Schedule) (Optimizer, error) 
 // changing no rate.
 func NewSequentialLR(opt Optimizer, parts []*Schedule, milestones []int) (*Schedule, error) {
 	const op = "SequentialLR"
-	if opt == nil {
+	if isNil(opt) {
 		return nil, errorf(vram.ErrArgument, "optim: %s: nil optimizer", op)
 	}
 	if _, err := checkParts(op, opt, parts); err != nil {

@@ -74,6 +74,9 @@ type stateful interface {
 // atomically (path holds either its old contents or all of the new ones).
 // opt must be one of this package's optimizers.
 func Save(opt Optimizer, path string) error {
+	if isNil(opt) {
+		return errorf(vram.ErrArgument, "optim: save %s: nil optimizer", path)
+	}
 	so, ok := opt.(stateful)
 	if !ok {
 		return errorf(vram.ErrArgument, "optim: save %s: %T has no state this package can save", path, opt)
@@ -149,6 +152,9 @@ func Save(opt Optimizer, path string) error {
 // parameter list, a missing, unexpected or misshapen tensor, a bad value)
 // matches vram.ErrArgument under errors.Is.
 func Load(opt Optimizer, path string) error {
+	if isNil(opt) {
+		return errorf(vram.ErrArgument, "optim: load %s: nil optimizer", path)
+	}
 	so, ok := opt.(stateful)
 	if !ok {
 		return errorf(vram.ErrArgument, "optim: load %s: %T has no state this package can load", path, opt)

@@ -25,7 +25,7 @@ import (
 // *vram.Error of kind vram.ErrArgument.
 func NewSWALR(opt Optimizer, swaLRs []float64, annealEpochs int, linear bool) (*Schedule, error) {
 	const op = "SWALR"
-	if opt == nil {
+	if isNil(opt) {
 		return nil, errorf(vram.ErrArgument, "optim: %s: nil optimizer", op)
 	}
 	n := len(groupRates(opt))
