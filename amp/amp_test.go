@@ -1007,3 +1007,31 @@ func TestGradScalerScaleIsFloat32(t *testing.T) {
 		t.Errorf("UpdateTo(1e-50): %v, scale %v, want ErrArgument and 8", err, s.CurrentScale())
 	}
 }
+
+// TestGradScalerStepNilOptimizer: Step refuses a nil optimizer, and a nil
+// pointer held as one, with an error of kind vram.ErrArgument before it
+// unscales anything.
+func TestGradScalerStepNilOptimizer(t *testing.T) {
+	var sgd *optim.SGD
+	for _, opt := range []optim.Optimizer{nil, sgd} {
+		p := vram.Ones(vram.Shape{4}, vram.WithGrad())
+		p.SetGrad(vram.Full(vram.Shape{4}, 8, vram.Float32))
+		s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 4})
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("panicked with %v", r)
+				}
+			}()
+			err = vram.Catch(func() { s.Step(opt, []*vram.Tensor{p}) })
+		}()
+		if !errors.Is(err, vram.ErrArgument) {
+			t.Errorf("%T: %v, want an error matching vram.ErrArgument", opt, err)
+		}
+		if g := p.Grad().Float32s()[0]; g != 8 {
+			t.Errorf("%T: the gradient became %v; it must stay scaled", opt, g)
+		}
+		p.Release()
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/backend"
@@ -341,15 +342,16 @@ func rawViews(ts []*vram.Tensor, fn func(r vram.RawTensor, vs []backend.View) er
 // failing op does, the optimizer not stepped. A second Step before
 // [GradScaler.Update] for the same optimizer panics with an *vram.Error of
 // kind vram.ErrArgument, stepping nothing, as PyTorch's raises: it would
-// apply the same gradients twice. So do a nil optimizer, empty params (the
-// optimizer would step with gradients still scaled) and a nil parameter.
+// apply the same gradients twice. So do a nil optimizer (a nil pointer
+// too), empty params (the optimizer would step with gradients still
+// scaled) and a nil parameter.
 func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 	s.ready()
 	if s.stepped[opt] {
 		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument,
 			Detail: "Step was already called since the last Update; call Update after each Step"})
 	}
-	if opt == nil {
+	if opt == nil || isNilPointer(opt) {
 		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument, Detail: "nil optimizer"})
 	}
 	if len(params) == 0 {
@@ -486,4 +488,11 @@ func refuseCapture(op string, ts ...*vram.Tensor) error {
 		}
 	}
 	return nil
+}
+
+// isNilPointer reports whether opt holds a nil pointer (a "var opt
+// *optim.SGD" left unset).
+func isNilPointer(opt optim.Optimizer) bool {
+	v := reflect.ValueOf(opt)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
