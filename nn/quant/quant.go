@@ -3,6 +3,7 @@ package quant
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 
 	"github.com/vramgo/vram"
@@ -161,7 +162,7 @@ func Quantize(m nn.Module) (int, error) {
 // was. Layers that share one weight tensor get one shared int8 weight and
 // scale.
 func QuantizeSelected(m nn.Module, keep func(name string, l *nn.Linear) bool) (int, error) {
-	if m == nil {
+	if m == nil || isNilPointer(m) {
 		return 0, quantErr(vram.ErrArgument, "nil module")
 	}
 	if keep == nil {
@@ -252,4 +253,11 @@ func label(name string) string {
 		return "the model"
 	}
 	return "layer " + name
+}
+
+// isNilPointer reports whether m holds a nil pointer (a "var m
+// *nn.Sequential" left unset), which is refused as a nil module is.
+func isNilPointer(m nn.Module) bool {
+	v := reflect.ValueOf(m)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

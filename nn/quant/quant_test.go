@@ -595,6 +595,12 @@ func TestWeightFiniteCheck(t *testing.T) {
 		{"1-d weight", func() error { _, _, err := quant.Weight(vram.Zeros(vram.Shape{4})); return err }(), vram.ErrArgument},
 		{"nil layer", quant.QuantizeLinear(nil), vram.ErrArgument},
 		{"nil module", func() error { _, err := quant.Quantize(nil); return err }(), vram.ErrArgument},
+		{"nil pointer module", func() error { var m *nn.Sequential; _, err := quant.Quantize(m); return err }(), vram.ErrArgument},
+		{"nil pointer layer as module", func() error {
+			var l *nn.Linear
+			_, err := quant.QuantizeSelected(l, func(string, *nn.Linear) bool { return true })
+			return err
+		}(), vram.ErrArgument},
 	}
 	for _, tt := range tests2 {
 		if !errors.Is(tt.err, tt.want) {
