@@ -24,6 +24,7 @@ package swa
 import (
 	"fmt"
 	"iter"
+	"reflect"
 	"slices"
 
 	"github.com/vramgo/vram"
@@ -83,7 +84,7 @@ var _ nn.Module = (*AveragedModel)(nil)
 // parameters whose device cannot be told, one whose parameters are on
 // several devices and no o.Device, and the errors of nn.Replicate.
 func NewAveragedModel(model nn.Module, o Options) (*AveragedModel, error) {
-	if model == nil {
+	if isNil(model) {
 		return nil, fmt.Errorf("swa: averaged model: nil model: %w", vram.ErrArgument)
 	}
 	d := o.Device
@@ -145,7 +146,7 @@ func bufferTensors(m nn.Module) []*vram.Tensor {
 // tensor in either; an average function that panics with a vram error
 // gives that error, the averages then perhaps partly updated.
 func (a *AveragedModel) UpdateParameters(model nn.Module) error {
-	if model == nil {
+	if isNil(model) {
 		return fmt.Errorf("swa: update parameters: nil model: %w", vram.ErrArgument)
 	}
 	mine, theirs := a.module.Parameters(), model.Parameters()
@@ -265,7 +266,7 @@ func match(what string, a, b []*vram.Tensor) error {
 // loader or model is an error of kind vram.ErrArgument, changing nothing.
 func UpdateBN(loader iter.Seq2[*data.Batch, error], model nn.Module) error {
 	switch {
-	case model == nil:
+	case isNil(model):
 		return fmt.Errorf("swa: update bn: nil model: %w", vram.ErrArgument)
 	case loader == nil:
 		return fmt.Errorf("swa: update bn: nil loader: %w", vram.ErrArgument)
@@ -341,4 +342,14 @@ func UpdateBN(loader iter.Seq2[*data.Batch, error], model nn.Module) error {
 		}
 	}
 	return nil
+}
+
+// isNil reports whether model is nil or holds a nil pointer (a "var m
+// *nn.Sequential" left unset), which this package refuses alike.
+func isNil(model nn.Module) bool {
+	if model == nil {
+		return true
+	}
+	v := reflect.ValueOf(model)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

@@ -175,12 +175,17 @@ func TestAveragedModelRefusesMismatches(t *testing.T) {
 		kind  error
 	}{
 		{"nil", nil, vram.ErrArgument},
+		{"nil pointer", (*nn.Linear)(nil), vram.ErrArgument},
 		{"other shapes", other, vram.ErrArgument},
 		{"other count", nn.NewSequential(nn.NewLinear(3, 2), nn.NewLinear(2, 2)), vram.ErrArgument},
 		{"released", released, vram.ErrReleased},
 	}
 	for _, tc := range tests {
-		if err := avg.UpdateParameters(tc.model); !errors.Is(err, tc.kind) {
+		var err error
+		if p := vram.Catch(func() { err = avg.UpdateParameters(tc.model) }); p != nil {
+			err = p
+		}
+		if !errors.Is(err, tc.kind) {
 			t.Errorf("%s: got %v, want %v", tc.name, err, tc.kind)
 		}
 	}
@@ -188,8 +193,14 @@ func TestAveragedModelRefusesMismatches(t *testing.T) {
 	if avg.NumAveraged() != 1 {
 		t.Errorf("n_averaged %d after refusals, want 1", avg.NumAveraged())
 	}
-	if _, err := swa.NewAveragedModel(nil, swa.Options{}); !errors.Is(err, vram.ErrArgument) {
-		t.Errorf("nil model: got %v", err)
+	for _, m := range []nn.Module{nil, (*nn.Sequential)(nil)} {
+		var err error
+		if p := vram.Catch(func() { _, err = swa.NewAveragedModel(m, swa.Options{}) }); p != nil {
+			err = p
+		}
+		if !errors.Is(err, vram.ErrArgument) {
+			t.Errorf("%T model: got %v", m, err)
+		}
 	}
 	if err := vram.Catch(func() { swa.EMA(1.5) }); !errors.Is(err, vram.ErrArgument) {
 		t.Errorf("EMA(1.5): got %v", err)
@@ -280,8 +291,9 @@ func TestUpdateBNRefusesNil(t *testing.T) {
 	vram.NoGrad(func() { bn.RunningMean.FillInPlace(5) })
 	empty := func(yield func(*data.Batch, error) bool) {}
 	for name, call := range map[string]func() error{
-		"nil loader": func() error { return swa.UpdateBN(nil, model) },
-		"nil model":  func() error { return swa.UpdateBN(empty, nil) },
+		"nil loader":  func() error { return swa.UpdateBN(nil, model) },
+		"nil model":   func() error { return swa.UpdateBN(empty, nil) },
+		"nil pointer": func() error { return swa.UpdateBN(empty, (*nn.Sequential)(nil)) },
 	} {
 		var err error
 		if p := vram.Catch(func() { err = call() }); p != nil {
