@@ -3,6 +3,7 @@ package data
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 
 	"github.com/vramgo/vram"
@@ -102,7 +103,7 @@ type Subset struct {
 // an error that matches [vram.ErrIndex] for an index outside [0, ds.Len())
 // and [vram.ErrArgument] for a nil ds.
 func NewSubset(ds Dataset, indices []int) (*Subset, error) {
-	if ds == nil {
+	if isNil(ds) {
 		return nil, fmt.Errorf("data: NewSubset of a nil dataset: %w", vram.ErrArgument)
 	}
 	n := ds.Len()
@@ -145,7 +146,7 @@ func NewConcatDataset(datasets ...Dataset) (*ConcatDataset, error) {
 	ends := make([]int, len(datasets))
 	total := 0
 	for k, d := range datasets {
-		if d == nil {
+		if isNil(d) {
 			return nil, fmt.Errorf("data: NewConcatDataset: dataset %d is nil: %w", k, vram.ErrArgument)
 		}
 		n := d.Len()
@@ -182,7 +183,7 @@ func (c *ConcatDataset) Get(i int) (Sample, error) {
 // an error that matches [vram.ErrArgument] for a negative length or lengths
 // whose sum is not ds.Len().
 func RandomSplit(ds Dataset, lengths []int, g *vram.Generator) ([]*Subset, error) {
-	if ds == nil {
+	if isNil(ds) {
 		return nil, fmt.Errorf("data: RandomSplit of a nil dataset: %w", vram.ErrArgument)
 	}
 	sum := 0
@@ -215,7 +216,7 @@ func RandomSplit(ds Dataset, lengths []int, g *vram.Generator) ([]*Subset, error
 // [vram.ErrArgument] for a fraction outside [0, 1] or fractions that do not
 // add up to 1.
 func RandomSplitFractions(ds Dataset, fractions []float64, g *vram.Generator) ([]*Subset, error) {
-	if ds == nil {
+	if isNil(ds) {
 		return nil, fmt.Errorf("data: RandomSplitFractions of a nil dataset: %w", vram.ErrArgument)
 	}
 	var sum float64
@@ -267,4 +268,18 @@ func releaseSample(s Sample) {
 			t.Release()
 		}
 	}
+}
+
+// isNil reports whether v is nil or holds a nil pointer or function (a
+// "var ds *TensorDataset" left unset, a nil [SamplerFunc]), which the
+// constructors take for nil.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -34,7 +34,8 @@ type Options struct {
 	// batch size.
 	DropLast bool
 	// Sampler, when not nil, chooses the indices of each epoch instead of
-	// the sequential or shuffled order.
+	// the sequential or shuffled order. A nil pointer or a nil
+	// [SamplerFunc] held here counts as nil.
 	Sampler Sampler
 	// NumWorkers is the number of goroutines that prepare batches ahead of
 	// the loop (PyTorch's num_workers); zero prepares each batch on the
@@ -88,8 +89,11 @@ func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
 	bad := func(format string, args ...any) (*Loader, error) {
 		return nil, fmt.Errorf("data: NewLoader: "+format+": %w", append(args, vram.ErrArgument)...)
 	}
+	if isNil(opts.Sampler) {
+		opts.Sampler = nil // a nil pointer or function: no sampler
+	}
 	switch {
-	case ds == nil:
+	case isNil(ds):
 		return bad("nil dataset")
 	case ds.Len() <= 0:
 		return bad("the dataset is empty (Len %d); there is nothing to load", ds.Len())

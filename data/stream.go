@@ -78,8 +78,11 @@ func NewIterableLoader(ds IterableDataset, batchSize int, opts Options) (*Loader
 	bad := func(format string, args ...any) (*Loader, error) {
 		return nil, fmt.Errorf("data: NewIterableLoader: "+format+": %w", append(args, vram.ErrArgument)...)
 	}
+	if isNil(opts.Sampler) {
+		opts.Sampler = nil // a nil pointer or function: no sampler
+	}
 	switch {
-	case ds == nil:
+	case isNil(ds):
 		return bad("nil dataset")
 	case opts.Shuffle:
 		return bad("Shuffle needs indices, which a stream has not; shuffle inside the stream (a shuffle buffer)")
