@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/vramgo/vram"
 )
@@ -42,7 +43,8 @@ type Syncer interface {
 // parallel.DistributedDataParallel), backward goes through ddp.Backward and
 // every micro-step but the last runs inside ddp.NoSync, so the gradients
 // are reduced across ranks once, summed over all micro-steps. The error is
-// ddp.Backward's, which ends the accumulation.
+// ddp.Backward's, which ends the accumulation. A nil pointer given as ddp
+// is no ddp, as nil is.
 //
 // It panics with an *vram.Error of kind vram.ErrArgument when steps < 1 or
 // loss is nil or returns nil, and of kind vram.ErrShape when loss returns a
@@ -53,6 +55,9 @@ func Accumulate(steps int, ddp Syncer, loss func(micro int) *vram.Tensor) (float
 	}
 	if loss == nil {
 		panic(&vram.Error{Op: "accumulate", Kind: vram.ErrArgument, Detail: "the loss function is nil"})
+	}
+	if v := reflect.ValueOf(ddp); v.Kind() == reflect.Pointer && v.IsNil() {
+		ddp = nil // a nil *DistributedDataParallel, say: no ddp
 	}
 	var total float64
 	var err error

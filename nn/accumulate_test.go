@@ -85,3 +85,41 @@ func TestAccumulateRejects(t *testing.T) {
 		})
 	}
 }
+
+// countingSyncer is an nn.Syncer that counts its calls in its own fields,
+// as parallel.DistributedDataParallel keeps its state.
+type countingSyncer struct{ noSyncs, backwards int }
+
+func (s *countingSyncer) NoSync(fn func()) { s.noSyncs++; fn() }
+
+func (s *countingSyncer) Backward(loss *vram.Tensor, opts ...vram.BackwardOption) error {
+	s.backwards++
+	loss.Backward(opts...)
+	return nil
+}
+
+// TestAccumulateNilSyncer: a nil pointer given as ddp (a "var ddp
+// *parallel.DistributedDataParallel" left unset on a single process) is no
+// ddp, as nil is, rather than a receiver to dereference.
+func TestAccumulateNilSyncer(t *testing.T) {
+	x := vram.Ones(vram.Shape{2, 3})
+	defer x.Release()
+	var none *countingSyncer
+	for _, ddp := range []nn.Syncer{nil, none, &countingSyncer{}} {
+		lin := nn.NewLinear(3, 1, vram.WithGenerator(vram.NewGenerator(1)))
+		var loss float64
+		var err error
+		if p := vram.Catch(func() {
+			loss, err = nn.Accumulate(2, ddp, func(int) *vram.Tensor { return lin.Forward(x).Sum() })
+		}); p != nil || err != nil {
+			t.Fatalf("%T: %v, %v", ddp, p, err)
+		}
+		if g := lin.Parameters()[0].Grad().Float64s(); g[0] != 2 || loss == 0 {
+			t.Errorf("%T: gradient %v, loss %v", ddp, g, loss)
+		}
+		if s, ok := ddp.(*countingSyncer); ok && s != nil && (s.noSyncs != 1 || s.backwards != 2) {
+			t.Errorf("%d NoSync and %d Backward calls, want 1 and 2", s.noSyncs, s.backwards)
+		}
+		nn.Release(lin)
+	}
+}
