@@ -3,6 +3,7 @@ package parallel
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -158,7 +159,7 @@ func DataParallel(m nn.Module, deviceIDs []int, opts ...DataParallelOption) (*Da
 // checkpoint into m; so may their requires-grad flags, which every
 // forward gives to the replicas).
 func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOption) (*DataParallelModule, error) {
-	if m == nil {
+	if isNilModule(m) {
 		return nil, fmt.Errorf("parallel: data parallel: nil module: %w", vram.ErrArgument)
 	}
 	if err := distinctDevices("data parallel", devices); err != nil {
@@ -1088,3 +1089,13 @@ func (r DataParallelReport) String() string {
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20)) }
+
+// isNilModule reports whether m is nil or holds a nil pointer (a "var m
+// *nn.Sequential" left unset), which the constructors refuse alike.
+func isNilModule(m nn.Module) bool {
+	if m == nil {
+		return true
+	}
+	v := reflect.ValueOf(m)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}

@@ -266,6 +266,7 @@ func TestDataParallelErrors(t *testing.T) {
 		want string
 	}{
 		{"nil module", func() (*DataParallelModule, error) { return NewDataParallel(nil, simDevs(2)) }, "nil module"},
+		{"nil pointer module", func() (*DataParallelModule, error) { return NewDataParallel((*nn.Linear)(nil), simDevs(2)) }, "nil module"},
 		{"no devices", func() (*DataParallelModule, error) { return NewDataParallel(lin, nil) }, "no devices"},
 		{"a device twice", func() (*DataParallelModule, error) {
 			return NewDataParallel(lin, []vram.Device{vram.Sim(0), vram.Sim(0)})

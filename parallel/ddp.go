@@ -172,7 +172,7 @@ func NewDistributedDataParallel(m nn.Module, comm Communicator, opts DDPOptions)
 func newDDP(m nn.Module, comm Communicator, opts DDPOptions) (*DistributedDataParallel, error) {
 	const op = "parallel: DDP"
 	switch {
-	case m == nil:
+	case isNilModule(m):
 		return nil, fmt.Errorf("%s: nil module: %w", op, vram.ErrArgument)
 	case comm == nil:
 		return nil, fmt.Errorf("%s: nil communicator: %w", op, vram.ErrArgument)

@@ -497,6 +497,7 @@ func TestDDPRejects(t *testing.T) {
 		want string
 	}{
 		{"nil module", nil, comm(), vram.ErrArgument, "nil module"},
+		{"nil pointer module", (*nn.Sequential)(nil), comm(), vram.ErrArgument, "nil module"},
 		{"nil communicator", nn.NewLinear(2, 2), nil, vram.ErrArgument, "nil communicator"},
 		{"no trainable parameters", frozen, comm(), vram.ErrArgument, "no parameters that require grad"},
 		{"wrong device", nn.NewLinear(2, 2, vram.Sim(0)), comm(), vram.ErrDevice, "parameter weight is on sim:0"},

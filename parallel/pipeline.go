@@ -114,7 +114,7 @@ func NewPipeline(stages []Stage, opts ...PipelineOption) (*Pipeline, error) {
 		return nil, fmt.Errorf("parallel: pipeline: unknown schedule %v: %w", cfg.sched, vram.ErrArgument)
 	}
 	for i, s := range stages {
-		if s.Module == nil {
+		if isNilModule(s.Module) {
 			return nil, fmt.Errorf("parallel: pipeline: stage %d has no module: %w", i, vram.ErrArgument)
 		}
 		if err := s.Device.Check(); err != nil {

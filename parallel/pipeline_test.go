@@ -215,6 +215,7 @@ func TestPipelineErrors(t *testing.T) {
 	}{
 		{"no stages", nil, nil, "no stages"},
 		{"nil module", []Stage{{Device: vram.CPU}}, nil, "no module"},
+		{"nil pointer module", []Stage{{Module: (*nn.Linear)(nil), Device: vram.CPU}}, nil, "no module"},
 		{"missing device", []Stage{{Module: lin, Device: vram.Sim(40)}}, nil, "sim:40"},
 		{"no micro-batches", []Stage{{Module: lin, Device: vram.CPU}}, []PipelineOption{MicroBatches(0)}, "micro-batches"},
 		{"unknown schedule", []Stage{{Module: lin, Device: vram.CPU}}, []PipelineOption{WithSchedule(7)}, "schedule"},
