@@ -291,8 +291,8 @@ func groupIndex(so stateful, i int) int {
 // before its first Schedule; NaN where there is none). Keys this package
 // does not use (PyTorch's "foreach", "fused" and the like) are ignored.
 func groupOptions(so stateful, pg string) ([][]Option, []float64, error) {
-	var groups []map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(pg), &groups); err != nil {
+	groups, err := decodeGroups(pg)
+	if err != nil {
 		return nil, nil, err
 	}
 	if len(groups) != so.NumGroups() {
@@ -367,6 +367,41 @@ func groupOptions(so stateful, pg string) ([][]Option, []float64, error) {
 		}
 	}
 	return opts, initial, nil
+}
+
+// decodeGroups decodes pg, a JSON array of objects, into one map per
+// object. Unlike json.Unmarshal, which lets the last of two members of one
+// name win, it refuses a group that gives a member twice ("lr":0.1,"lr":5),
+// whose value would otherwise depend on which one a reader keeps.
+func decodeGroups(pg string) ([]map[string]json.RawMessage, error) {
+	var items []json.RawMessage
+	if err := json.Unmarshal([]byte(pg), &items); err != nil {
+		return nil, err
+	}
+	groups := make([]map[string]json.RawMessage, len(items))
+	for k, item := range items {
+		dec := json.NewDecoder(bytes.NewReader(item))
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+			return nil, fmt.Errorf("group %d is not a JSON object", k)
+		}
+		groups[k] = map[string]json.RawMessage{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return nil, fmt.Errorf("group %d: %v", k, err)
+			}
+			key := tok.(string) // a member name, in a valid object
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				return nil, fmt.Errorf("group %d: %s: %v", k, key, err)
+			}
+			if _, dup := groups[k][key]; dup {
+				return nil, fmt.Errorf("group %d: %s given twice", k, key)
+			}
+			groups[k][key] = v
+		}
+	}
+	return groups, nil
 }
 
 // groupKeys are the hyper-parameters of param_groups that Load restores,
@@ -453,6 +488,11 @@ func parseStateKey(key string, n int) (i int, name string, ok bool) {
 	}
 	num, name, found := strings.Cut(rest, ".")
 	if !found || num == "" || (len(num) > 1 && num[0] == '0') {
+		return 0, "", false
+	}
+	// Only the digits Save writes: strconv.Atoi also takes "+0" and "-0",
+	// which would name parameter 0 a second time.
+	if strings.TrimLeft(num, "0123456789") != "" {
 		return 0, "", false
 	}
 	i, err := strconv.Atoi(num)
