@@ -178,6 +178,11 @@ type Config struct {
 	NoUint64 bool
 	// Buffers accepts BYTEARRAY8 (as []byte) and READONLY_BUFFER.
 	Buffers bool
+	// StrictUTF8 makes a str that is not valid UTF-8 an error instead of
+	// a string with U+FFFD in place of each bad byte, which can make two
+	// different strings one (Python writes a str with lone surrogates as
+	// bytes that are not UTF-8).
+	StrictUTF8 bool
 	// MaxMarks bounds the nesting of MARKs; 0: unbounded.
 	MaxMarks int
 	// MaxMemo bounds the memo indices and the number of memo entries;
@@ -911,12 +916,18 @@ func (d *Decoder) pushData(op byte, n uint64) error {
 			if err != nil {
 				return err
 			}
+			if err := d.checkUTF8(b); err != nil {
+				return err
+			}
 			d.push(String(b))
 			d.used += sizeofString + int64(n)
 			return nil
 		}
 		b, err := d.readData(n)
 		if err != nil {
+			return err
+		}
+		if err := d.checkUTF8(b); err != nil {
 			return err
 		}
 		d.push(String(b))
@@ -930,6 +941,15 @@ func (d *Decoder) pushData(op byte, n uint64) error {
 	d.push(b)
 	d.used += SizeofSlice + int64(n)
 	return nil
+}
+
+// checkUTF8 fails for a str b that is not valid UTF-8 when
+// [Config.StrictUTF8] is set.
+func (d *Decoder) checkUTF8(b []byte) error {
+	if !d.cfg.StrictUTF8 || utf8.Valid(b) {
+		return nil
+	}
+	return d.errorf("a str of %d bytes that is not valid UTF-8", len(b))
 }
 
 // String converts a pickled str to a string. Python writes UTF-8; a byte

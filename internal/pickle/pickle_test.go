@@ -231,6 +231,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"global without newline", p(OpProto, 2, OpGlobal, strings.Repeat("x", 300), "\n"), Config{Objects: objects{}}, "GLOBAL without a newline", 2, nil},
 		{"stack global of ints", p(OpProto, 4, OpBinInt1, 1, OpBinInt1, 2, OpStackGlobal), Config{Objects: objects{}}, "not two strings", 6, nil},
 		{"reduce on empty stack", p(OpProto, 2, OpNone, OpReduce), Config{Objects: objects{}}, "stack empty", 3, nil},
+		{"str not UTF-8, StrictUTF8", p(OpProto, 4, OpShortBinUni, 3, "\xed\xb3\xbf", OpStop), Config{StrictUTF8: true}, "str of 3 bytes that is not valid UTF-8", 2, nil},
+		{"long str not UTF-8, StrictUTF8", p(OpProto, 4, OpBinUnicode8, u64(2<<20), strings.Repeat("a", 2<<20-1), "\xff", OpStop), Config{StrictUTF8: true}, "not valid UTF-8", 2, nil},
+		{"BINSTRING not UTF-8, StrictUTF8", p(OpProto, 2, OpShortBinString, 1, "\xff", OpStop), Config{StrictUTF8: true}, "not valid UTF-8", 2, nil},
 		{"build on empty stack", p(OpProto, 2, OpMark, OpNone, OpBuild), Config{Objects: objects{}}, "stack empty", 4, nil},
 	}
 	for _, tc := range tests {

@@ -53,7 +53,8 @@
 // torch, torch.Size, torch.device, _codecs.encode (protocol 2's bytes)
 // and the builtins set, frozenset, dict, list and tuple), each turned
 // into a Go value; any other global, such as os.system
-// or a model's own class, is a [*GlobalError] that names it. The pickle's
+// or a model's own class, is a [*GlobalError] that names it. A str that is
+// not valid UTF-8 is an error too, so that two keys never read as one. The pickle's
 // size ([Options.MaxPickleBytes]), its memo, its nesting, every view's
 // bounds against its storage's declared size, each record's size against
 // the file (and a compressed record's against deflate's largest ratio),

@@ -136,6 +136,13 @@ func TestHostileFiles(t *testing.T) {
 		{name: "deflated storage above MaxBytes", file: zipOf(t, []record{
 			{name: "a/data.pkl", data: pickle(odict{{"w", tens{key: "0", class: "ByteStorage", numel: int64(len(zeros)), size: []int64{1}, stride: []int64{1}}}})},
 			{name: "a/data/0", data: zeros, method: zip.Deflate}}), opts: Options{MaxBytes: 1 << 20}, kind: vram.ErrArgument, msg: "Options.MaxBytes"},
+		// Python writes a str with lone surrogates as bytes that are no
+		// UTF-8; replaced by U+FFFD, two such keys became one, and one of
+		// the tensors was dropped without a word.
+		{name: "keys that are not UTF-8", file: archiveOf(t, odict{{"w\xed\xb3\xbf", f32("0", 1)}, {"w\xed\xb3\xbe", f32("1", 1)}},
+			map[string][]byte{"0": le([]float32{1}), "1": le([]float32{2})}), kind: vram.ErrArgument, msg: "not valid UTF-8"},
+		{name: "a key that is not UTF-8", file: archiveOf(t, odict{{"w\xff", f32("0", 1)}}, map[string][]byte{"0": le([]float32{1})}),
+			kind: vram.ErrArgument, msg: "not valid UTF-8"},
 		{name: "bad CRC", file: func() []byte {
 			f := bytes.Clone(ok)
 			i := bytes.Index(f, le([]float32{1, 2}))

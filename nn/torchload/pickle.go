@@ -199,7 +199,7 @@ func unpickle(data []byte) (any, error) {
 func unpickleAt(data []byte, pos int, storages map[string]*storage, legacy bool) (any, int, error) {
 	d := &decoder{base: int64(pos), storages: storages, legacy: legacy}
 	d.pd = ipickle.NewDecoder(bufio.NewReader(bytes.NewReader(data[pos:])), d, ipickle.Config{
-		MinProto: 2, SingleValue: true, NoUint64: true, MaxMarks: maxMarks, MaxMemo: maxMemo,
+		MinProto: 2, SingleValue: true, NoUint64: true, StrictUTF8: true, MaxMarks: maxMarks, MaxMemo: maxMemo,
 		Size: int64(len(data) - pos), Objects: d,
 	})
 	v, err := d.pd.Decode()
