@@ -116,9 +116,12 @@ func checkName(name string) error {
 }
 
 // Write writes tensors and metadata (which may be nil) to w in the
-// safetensors format. Tensors are laid out in the data section in sorted
-// name order with contiguous offsets, and the header is padded with spaces
-// to a multiple of 8 bytes so that the data section is aligned. It returns
+// safetensors format. Tensors are laid out in the data section with
+// contiguous offsets, those of larger elements first and then by name, as
+// the reference writer orders them, and the header is padded with spaces
+// to a multiple of 8 bytes, so that every tensor starts at a multiple of
+// its element size in the file: readers that view the file's bytes in
+// place (a memory map) need that. It returns
 // an error, before writing anything, for an empty or reserved name, an
 // unknown dtype, a negative dimension or data whose length does not match
 // the dtype and shape.
@@ -127,7 +130,15 @@ func Write(w io.Writer, tensors map[string]Tensor, metadata map[string]string) e
 	for name := range tensors {
 		names = append(names, name)
 	}
-	sort.Strings(names)
+	// Element sizes are powers of two: after all tensors of larger
+	// elements, the offset is a multiple of the next size.
+	sort.Slice(names, func(i, j int) bool {
+		si, sj := dtypeSizes[tensors[names[i]].DType], dtypeSizes[tensors[names[j]].DType]
+		if si != sj {
+			return si > sj
+		}
+		return names[i] < names[j]
+	})
 
 	var hdr bytes.Buffer
 	hdr.WriteByte('{')

@@ -117,6 +117,61 @@ func TestWriteLayout(t *testing.T) {
 	}
 }
 
+// TestWriteAligns checks that every tensor Write lays out starts at a
+// multiple of its element size, in the data section and in the file, as
+// the reference writer lays them out: readers that view the file's bytes
+// as the tensor's type (a memory map, torch's view of bytes as float) fail
+// on a float32 that follows three bytes of bool.
+func TestWriteAligns(t *testing.T) {
+	tests := []struct {
+		name    string
+		tensors map[string]Tensor
+	}{
+		{"bool before float32", map[string]Tensor{
+			"a": {DType: "BOOL", Shape: []int{3}, Data: []byte{1, 0, 1}},
+			"b": {DType: "F32", Shape: []int{1}, Data: f32bytes(2)},
+		}},
+		{"every size, odd counts", map[string]Tensor{
+			"a": {DType: "I8", Shape: []int{1}, Data: []byte{7}},
+			"b": {DType: "BF16", Shape: []int{3}, Data: make([]byte, 6)},
+			"c": {DType: "F32", Shape: []int{3}, Data: f32bytes(1, 2, 3)},
+			"d": {DType: "I64", Shape: []int{1}, Data: make([]byte, 8)},
+			"e": {DType: "U8", Shape: []int{5}, Data: []byte{1, 2, 3, 4, 5}},
+			"f": {DType: "F16", Shape: []int{}, Data: []byte{0, 0x3c}},
+			"g": {DType: "F64", Shape: []int{0}, Data: nil},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := Write(&buf, tt.tensors, map[string]string{"format": "pt"}); err != nil {
+				t.Fatal(err)
+			}
+			b := buf.Bytes()
+			start := 8 + int64(binary.LittleEndian.Uint64(b))
+			entries, _, err := parseHeader(b[8:start])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				size, _ := DTypeSize(e.dtype)
+				if e.begin%int64(size) != 0 || (start+e.begin)%int64(size) != 0 {
+					t.Errorf("%s tensor %q starts at byte %d of the data section, %d of the file", e.dtype, e.name, e.begin, start+e.begin)
+				}
+			}
+			got, _, err := Read(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range tt.tensors {
+				if g := got[name]; g.DType != want.DType || !reflect.DeepEqual(g.Shape, want.Shape) || !bytes.Equal(g.Data, want.Data) {
+					t.Errorf("%q read back as %+v, want %+v", name, g, want)
+				}
+			}
+		})
+	}
+}
+
 func TestWriteErrors(t *testing.T) {
 	tests := []struct {
 		name    string
