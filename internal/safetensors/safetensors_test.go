@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -276,6 +278,50 @@ func TestReadErrors(t *testing.T) {
 			}
 			if !strings.HasPrefix(err.Error(), "safetensors: ") || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %q, want one prefixed \"safetensors: \" containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestReadMemory reads headers of many small records and of long names,
+// strings and shapes, and checks that the memory Read allocates, garbage
+// included, stays within a small multiple of the input: the header may be
+// 100 MiB, and reading one of 90 MiB of records allocated 5 GB.
+func TestReadMemory(t *testing.T) {
+	// members returns a header object of members made by format from
+	// 0, 1, 2, ... up to 2 MiB, in the object around.
+	members := func(around, format string) []byte {
+		var h strings.Builder
+		for i := 0; h.Len() < 2<<20; i++ {
+			if i > 0 {
+				h.WriteByte(',')
+			}
+			fmt.Fprintf(&h, format, i)
+		}
+		return file(fmt.Sprintf(around, h.String()), nil)
+	}
+	long := strings.Repeat("x", 1<<20)
+	tests := []struct {
+		name  string
+		input []byte
+	}{
+		{"many records", members("{%s}", `"%x":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}`)},
+		{"many dimensions", members("{%s}", `"%x":{"dtype":"U8","shape":[0,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"data_offsets":[0,0]}`)},
+		{"many metadata keys", members(`{"__metadata__":{%s}}`, `"%x":"v"`)},
+		{"long strings", file(`{"__metadata__":{"`+long+`":"`+long+`","k":"\u00e9`+long+`"},"`+long+`":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}}`, nil)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, _, err := Read(bytes.NewReader(tt.input))
+			runtime.ReadMemStats(&after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, limit := after.TotalAlloc-before.TotalAlloc, 32*uint64(len(tt.input)); got > limit {
+				t.Errorf("reading %d bytes allocated %d, above %d", len(tt.input), got, limit)
 			}
 		})
 	}
