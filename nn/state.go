@@ -79,8 +79,10 @@ func maskedNames(m Module) map[string]bool {
 // {"format": "pt"} that Hugging Face tools expect; PyTorch reads it with
 // safetensors.torch.load_file. The file is written to a temporary file in
 // the same directory and renamed into place, so path holds either the old
-// contents or the complete new ones, never a partial file. A nil m (or a
-// nil pointer) is an error matching vram.ErrArgument.
+// contents or the complete new ones, never a partial file. A tensor on a
+// device is read in the order of its memory, so that saving a
+// channels-last model from a full device needs no memory there. A nil m
+// (or a nil pointer) is an error matching vram.ErrArgument.
 func Save(m Module, path string) (err error) {
 	if isNil(m) {
 		return &kindError{msg: fmt.Sprintf("nn: save %s: nil module", path), kinds: []error{vram.ErrArgument}}
@@ -128,11 +130,12 @@ func Save(m Module, path string) (err error) {
 //
 // The values are decoded on the host and written into each tensor in
 // place, so that loading into a model on a full device needs no device
-// memory beyond the model's own, except for a tensor that is not
-// contiguous (a channels-last convolution weight), which takes a temporary
-// of its size. An error from the device (out of memory for that temporary,
-// a released parameter) is returned, not panicked, and may leave the
-// tensors before the failing one loaded.
+// memory beyond the model's own: a tensor that is not contiguous but
+// fills one block of memory (a channels-last convolution weight) is
+// written in the order of its memory, and only one with gaps or overlaps
+// takes a temporary of its size. An error from the device (out of memory
+// for that temporary, a released parameter) is returned, not panicked,
+// and may leave the tensors before the failing one loaded.
 func Load(m Module, path string) error {
 	_, err := load(m, path, true)
 	return err

@@ -262,7 +262,12 @@ func TestLoadSaveFailures(t *testing.T) {
 			c := nn.NewConv2d(256, 256, 4, nn.ConvOptions{}, dev)
 			nn.ToMemoryFormat(c, vram.ChannelsLast)
 			return c
-		}, conv, false, true, "out of memory"},
+		}, conv, false, true, ""},
+		{"save channels-last on a full device", func() nn.Module {
+			c := nn.NewConv2d(256, 256, 4, nn.ConvOptions{}, dev)
+			nn.ToMemoryFormat(c, vram.ChannelsLast)
+			return c
+		}, filepath.Join(dir, "saved.safetensors"), true, true, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 
 	"github.com/vramgo/vram"
@@ -37,12 +38,47 @@ var stNames = map[vram.DType]string{
 // Encode returns t's elements as safetensors raw bytes of its dtype. The
 // bytes are t's own, row-major and little-endian as the format stores
 // them, so that every value, NaN payloads included, is saved bit for bit.
+// A t on a device whose elements fill one block of its memory in another
+// order (channels-last, transposed) is read in that order and reordered
+// on the host, with no temporary on its device.
 func Encode(t *vram.Tensor) (safetensors.Tensor, error) {
 	name, ok := stNames[t.DType()]
 	if !ok {
 		return safetensors.Tensor{}, fmt.Errorf("dtype %s cannot be saved", t.DType())
 	}
-	return safetensors.Tensor{DType: name, Shape: []int(t.Shape()), Data: t.RawBytes()}, nil
+	return safetensors.Tensor{DType: name, Shape: []int(t.Shape()), Data: rowMajorBytes(t)}, nil
+}
+
+// rowMajorBytes returns t.RawBytes(), reading a t on a device whose
+// elements fill one block of memory in another order as it lies there.
+func rowMajorBytes(t *vram.Tensor) []byte {
+	if t.Device() == vram.CPU || t.IsContiguous() {
+		return t.RawBytes()
+	}
+	order, ok := memoryOrder(t)
+	if !ok {
+		return t.RawBytes()
+	}
+	var b []byte
+	vram.NoGrad(func() {
+		v := t.Permute(order...)
+		defer v.Release()
+		if !v.IsContiguous() {
+			b = t.RawBytes()
+			return
+		}
+		host := vram.Empty(v.Shape(), vram.CPU, t.DType())
+		defer host.Release()
+		host.SetRawBytes(v.RawBytes())
+		inverse := make([]int, len(order))
+		for i, d := range order {
+			inverse[d] = i
+		}
+		back := host.Permute(inverse...)
+		defer back.Release()
+		b = back.RawBytes()
+	})
+	return b
 }
 
 // Decodable returns an error unless Decode reads the named safetensors
@@ -192,8 +228,11 @@ func Decode(st safetensors.Tensor, dt vram.DType) (*vram.Tensor, error) {
 }
 
 // CopyInto copies src, a CPU tensor of dst's shape and dtype, into dst
-// in place. A contiguous dst on another device takes the bytes straight
-// from the host, with no temporary on its device.
+// in place. A dst on another device whose elements fill one block of its
+// memory, in row-major order or another (channels-last, transposed), takes
+// the bytes straight from the host in that order, with no temporary on
+// its device, so that it cannot run out of memory there; only a dst with
+// gaps or overlaps between its elements takes a temporary of its size.
 func CopyInto(dst, src *vram.Tensor) {
 	switch {
 	case dst.Device() == src.Device():
@@ -201,10 +240,42 @@ func CopyInto(dst, src *vram.Tensor) {
 	case dst.IsContiguous():
 		dst.SetRawBytes(src.RawBytes())
 	default:
+		if order, ok := memoryOrder(dst); ok {
+			// Permuted into the order of its memory, dst is contiguous,
+			// and src permuted alike lists its elements in that order.
+			v, s := dst.Permute(order...), src.Permute(order...)
+			defer v.Release()
+			defer s.Release()
+			if v.IsContiguous() {
+				v.SetRawBytes(s.RawBytes())
+				return
+			}
+		}
 		tmp := src.To(dst.Device())
 		defer tmp.Release()
 		dst.CopyFrom(tmp)
 	}
+}
+
+// memoryOrder returns t's dimensions in the order its elements lie in
+// memory, outermost first, when they fill one block without gaps or
+// overlaps; false otherwise.
+func memoryOrder(t *vram.Tensor) ([]int, bool) {
+	shape, strides := t.Shape(), t.Strides()
+	order := make([]int, len(shape))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return strides[order[a]] > strides[order[b]] })
+	step := 1 // the stride a dense innermost-first walk expects
+	for k := len(order) - 1; k >= 0; k-- {
+		d := order[k]
+		if shape[d] != 1 && strides[d] != step {
+			return nil, false
+		}
+		step *= shape[d]
+	}
+	return order, true
 }
 
 // Write writes tensors and metadata to the safetensors file path through a

@@ -115,3 +115,65 @@ func TestWritePermissions(t *testing.T) {
 		t.Errorf("directory holds %d files, want %d", len(entries), len(tests)+1)
 	}
 }
+
+// TestLayoutsOnADevice encodes and fills tensors of several layouts on a
+// simulated GPU: the bytes are the row-major ones of the CPU, and a layout
+// whose elements fill one block of memory goes through no temporary on
+// the device.
+func TestLayoutsOnADevice(t *testing.T) {
+	dev := vram.Sim(0)
+	tests := []struct {
+		name  string
+		make  func(x *vram.Tensor) *vram.Tensor // of x, on dev, shape [2, 3, 4, 5]
+		dense bool                              // its elements fill one block
+	}{
+		{"contiguous", func(x *vram.Tensor) *vram.Tensor { return x.Clone() }, true},
+		{"channels-last", func(x *vram.Tensor) *vram.Tensor { return x.ToMemoryFormat(vram.ChannelsLast) }, true},
+		{"transposed", func(x *vram.Tensor) *vram.Tensor {
+			c := x.Transpose(0, 3).Contiguous()
+			defer c.Release()
+			return c.Transpose(0, 3)
+		}, true},
+		{"a slice with gaps", func(x *vram.Tensor) *vram.Tensor {
+			w := vram.Zeros(vram.Shape{2, 3, 4, 10}, dev)
+			defer w.Release()
+			return w.Narrow(3, 0, 5)
+		}, false},
+	}
+	host := vram.Arange(0, 120, 1, vram.CPU).Reshape(2, 3, 4, 5)
+	defer host.Release()
+	want := host.RawBytes()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := host.To(dev)
+			defer x.Release()
+			dst := tt.make(x)
+			defer dst.Release()
+			peak := func(f func()) int64 {
+				vram.ResetPeakMemoryStats(dev)
+				before := vram.MemoryAllocated(dev)
+				f()
+				return vram.MaxMemoryAllocated(dev) - before
+			}
+			// Fill dst from the host, then encode it: the same bytes.
+			var extra int64
+			if err := vram.Catch(func() {
+				extra = peak(func() { vram.NoGrad(func() { CopyInto(dst, host) }) })
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var st safetensors.Tensor
+			var err error
+			extra = max(extra, peak(func() { st, err = Encode(dst) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(st.Data, want) {
+				t.Errorf("encoded bytes differ from the CPU's")
+			}
+			if tt.dense && extra != 0 {
+				t.Errorf("took %d bytes on the device", extra)
+			}
+		})
+	}
+}
