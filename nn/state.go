@@ -1,6 +1,7 @@
 package nn
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"reflect"
@@ -117,7 +118,10 @@ func Save(m Module, path string) (err error) {
 // [BatchNorm2d] or [BatchNorm1d] (checkpoints written before PyTorch 0.4.1
 // have none), which then keeps its value. A tensor that layers share
 // (tied weights), listed once by [StateDict], may be under any of its
-// names in the file, or under several, as PyTorch's state_dict lists it. A pruned parameter is read from name+"_orig" or, in files
+// names in the file, or under several, as PyTorch's state_dict lists it,
+// which must then hold one value (an error matching vram.ErrArgument
+// otherwise: the file is not of a model that shares the tensor, and
+// loading one of the values would lose the other). A pruned parameter is read from name+"_orig" or, in files
 // written before that key was used, from name.
 //
 // Errors match vram's sentinels under errors.Is: vram.ErrArgument for
@@ -216,6 +220,8 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 		}
 	}
 	have := map[string]bool{}
+	loaded := map[*vram.Tensor]int{} // the index in params of each tensor loaded
+	var ties []tie                   // other names of shared tensors in the file
 	masked := maskedNames(m)
 	optional := optionalKeys(m)
 	state := stateTensors(m)
@@ -246,6 +252,7 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 			}
 			continue
 		}
+		loaded[p.Tensor] = len(params)
 		params = append(params, p)
 		if p.Tensor.Released() {
 			problems = append(problems, fmt.Sprintf("%q was released", p.Name))
@@ -274,6 +281,9 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 				continue
 			}
 			have[a] = true
+			if i, ok := loaded[p.Tensor]; ok {
+				ties = append(ties, tie{alias: a, param: i})
+			}
 			if !slices.Equal(st.Shape, []int(p.Tensor.Shape())) {
 				problems = append(problems, fmt.Sprintf("%q has shape %v in the file and %v in the model", a, vram.Shape(st.Shape), p.Tensor.Shape()))
 				kind(vram.ErrShape)
@@ -328,12 +338,39 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 		}
 		srcs = append(srcs, src)
 	}
+	// A shared tensor's other names must hold its value: a file whose
+	// two names differ is not of a model that shares them, and loading
+	// either value would lose the other.
+	for _, tie := range ties {
+		p := params[tie.param]
+		var alias *vram.Tensor
+		var decErr error
+		err := vram.Catch(func() { alias, decErr = tensorfile.Decode(tensors[tie.alias], p.Tensor.DType()) })
+		if err == nil {
+			err = decErr
+		}
+		if err != nil {
+			return res, fmt.Errorf("nn: load %s: %q: %w", path, tie.alias, err)
+		}
+		same := bytes.Equal(alias.RawBytes(), srcs[tie.param].RawBytes())
+		alias.Release()
+		if !same {
+			return res, &kindError{msg: fmt.Sprintf("nn: load %s: %q and %q are one tensor in the model (shared weights) but hold different values in the file",
+				path, p.Name, tie.alias), kinds: []error{vram.ErrArgument}}
+		}
+	}
 	for i, p := range params {
 		if err := vram.Catch(func() { vram.NoGrad(func() { tensorfile.CopyInto(p.Tensor, srcs[i]) }) }); err != nil {
 			return res, fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
 		}
 	}
 	return res, nil
+}
+
+// tie is another name, in the file, of the shared tensor of params[param].
+type tie struct {
+	alias string
+	param int
 }
 
 // quantMismatch describes the loading of the file's tensor name, of

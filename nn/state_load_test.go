@@ -205,6 +205,13 @@ func TestLoadSharedWeights(t *testing.T) {
 		{"other name misshapen", map[string]safetensors.Tensor{"enc.weight": w, "enc.bias": bias, "dec.weight": f32([]int{2}, 3, 4)}, true, vram.ErrShape, nil},
 		{"non-strict", map[string]safetensors.Tensor{"dec.weight": w, "enc.bias": bias, "extra": bias}, false, nil, []string{"extra"}},
 		{"neither name", map[string]safetensors.Tensor{"enc.bias": bias}, true, vram.ErrArgument, nil},
+		// Loading one of two different values would lose the other
+		// without a word: the file is not of a model whose weights are
+		// tied.
+		{"names with different values", map[string]safetensors.Tensor{"enc.weight": w, "enc.bias": bias, "dec.weight": f32([]int{1, 2}, 3, 5)}, true, vram.ErrArgument, nil},
+		{"names with different values, non-strict", map[string]safetensors.Tensor{"enc.weight": w, "enc.bias": bias, "dec.weight": f32([]int{1, 2}, 3, 5)}, false, vram.ErrArgument, nil},
+		{"names with the same values in two dtypes", map[string]safetensors.Tensor{"enc.weight": w, "enc.bias": bias,
+			"dec.weight": {DType: "F64", Shape: []int{1, 2}, Data: binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, math.Float64bits(3)), math.Float64bits(4))}}, true, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
