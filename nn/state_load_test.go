@@ -306,3 +306,42 @@ func TestLoadErrorListsFewKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadBesideNewerDTypes loads a file that also holds tensors of
+// dtypes no vram dtype reads (complex, the 8- and 4-bit floats of
+// quantized models): LoadNonStrict reports them as unexpected, and Load
+// into a model that has one refuses that key with vram.ErrDType.
+func TestLoadBesideNewerDTypes(t *testing.T) {
+	lin := nn.NewLinear(2, 1)
+	defer nn.Release(lin)
+	path := filepath.Join(t.TempDir(), "mixed.safetensors")
+	file := map[string]safetensors.Tensor{
+		"weight":     {DType: "F32", Shape: []int{1, 2}, Data: make([]byte, 8)},
+		"bias":       {DType: "F32", Shape: []int{1}, Data: make([]byte, 4)},
+		"freqs":      {DType: "C64", Shape: []int{2}, Data: make([]byte, 16)},
+		"scale":      {DType: "F8_E8M0", Shape: []int{3}, Data: []byte{127, 127, 127}},
+		"packed_fp4": {DType: "F4", Shape: []int{4}, Data: []byte{0x22, 0x22}},
+	}
+	var buf bytes.Buffer
+	if err := safetensors.Write(&buf, file, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := nn.LoadNonStrict(lin, path)
+	if err != nil || !slices.Equal(res.Unexpected, []string{"freqs", "packed_fp4", "scale"}) {
+		t.Fatalf("LoadNonStrict = %+v, %v; want freqs, packed_fp4 and scale unexpected", res, err)
+	}
+	file["bias"] = safetensors.Tensor{DType: "F8_E8M0", Shape: []int{1}, Data: []byte{127}}
+	buf.Reset()
+	if err := safetensors.Write(&buf, file, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nn.LoadNonStrict(lin, path); !errors.Is(err, vram.ErrDType) {
+		t.Fatalf("LoadNonStrict of an F8_E8M0 bias = %v, want vram.ErrDType", err)
+	}
+}

@@ -50,28 +50,39 @@ const MaxHeaderSize = 100 << 20
 // metadataKey is the reserved header key holding the free-form metadata.
 const metadataKey = "__metadata__"
 
-var dtypeSizes = map[string]int{
-	"BOOL":    1,
-	"U8":      1,
-	"I8":      1,
-	"F8_E5M2": 1,
-	"F8_E4M3": 1,
-	"I16":     2,
-	"U16":     2,
-	"F16":     2,
-	"BF16":    2,
-	"I32":     4,
-	"U32":     4,
-	"F32":     4,
-	"I64":     8,
-	"U64":     8,
-	"F64":     8,
+// dtypeBits is the size in bits of one element of each dtype the format
+// defines: the reference's list, with the complex numbers and the 8-, 6-
+// and 4-bit floats of quantized models, which no vram dtype reads but
+// which a file of other tensors may hold.
+var dtypeBits = map[string]int{
+	"BOOL":        8,
+	"F4":          4,
+	"F6_E2M3":     6,
+	"F6_E3M2":     6,
+	"U8":          8,
+	"I8":          8,
+	"F8_E5M2":     8,
+	"F8_E4M3":     8,
+	"F8_E8M0":     8,
+	"F8_E4M3FNUZ": 8,
+	"F8_E5M2FNUZ": 8,
+	"I16":         16,
+	"U16":         16,
+	"F16":         16,
+	"BF16":        16,
+	"I32":         32,
+	"U32":         32,
+	"F32":         32,
+	"C64":         64,
+	"I64":         64,
+	"U64":         64,
+	"F64":         64,
 }
 
-// DTypeSize returns the size in bytes of one element of the named dtype
-// ("F32" is 4) and whether the name is one the format defines.
-func DTypeSize(dtype string) (int, bool) {
-	n, ok := dtypeSizes[dtype]
+// DTypeBits returns the size in bits of one element of the named dtype
+// ("F32" is 32, "F4" 4) and whether the name is one the format defines.
+func DTypeBits(dtype string) (int, bool) {
+	n, ok := dtypeBits[dtype]
 	return n, ok
 }
 
@@ -81,14 +92,15 @@ func errorf(format string, args ...any) error {
 }
 
 // byteSize returns the number of data bytes a tensor of this dtype and
-// shape holds, or an error for an unknown dtype, a negative dimension or a
-// size that overflows int64.
+// shape holds, or an error for an unknown dtype, a negative dimension, a
+// size that overflows int64 or, for a dtype of fewer bits than a byte,
+// elements that do not fill whole bytes.
 func byteSize(name, dtype string, shape []int) (int64, error) {
-	size, ok := dtypeSizes[dtype]
+	bits, ok := dtypeBits[dtype]
 	if !ok {
 		return 0, errorf("tensor %q: unknown dtype %q", name, dtype)
 	}
-	n := int64(size)
+	n := int64(1) // elements
 	for _, d := range shape {
 		if d < 0 {
 			return 0, errorf("tensor %q: negative dimension in shape %v", name, shape)
@@ -102,7 +114,19 @@ func byteSize(name, dtype string, shape []int) (int64, error) {
 		}
 		n *= int64(d)
 	}
-	return n, nil
+	if bits%8 == 0 {
+		if n > math.MaxInt64/int64(bits/8) {
+			return 0, errorf("tensor %q: shape %v is too large", name, shape)
+		}
+		return n * int64(bits/8), nil
+	}
+	if n > math.MaxInt64/int64(bits) {
+		return 0, errorf("tensor %q: shape %v is too large", name, shape)
+	}
+	if n*int64(bits)%8 != 0 {
+		return 0, errorf("tensor %q: %d elements of %s take %d bits, not a whole number of bytes", name, n, dtype, n*int64(bits))
+	}
+	return n * int64(bits) / 8, nil
 }
 
 // checkName rejects names the format cannot hold.
@@ -133,10 +157,11 @@ func Write(w io.Writer, tensors map[string]Tensor, metadata map[string]string) e
 	for name := range tensors {
 		names = append(names, name)
 	}
-	// Element sizes are powers of two: after all tensors of larger
-	// elements, the offset is a multiple of the next size.
+	// Element sizes of a byte or more are powers of two: after all
+	// tensors of larger elements, the offset is a multiple of the next
+	// size.
 	sort.Slice(names, func(i, j int) bool {
-		si, sj := dtypeSizes[tensors[names[i]].DType], dtypeSizes[tensors[names[j]].DType]
+		si, sj := dtypeBits[tensors[names[i]].DType], dtypeBits[tensors[names[j]].DType]
 		if si != sj {
 			return si > sj
 		}

@@ -156,8 +156,8 @@ func TestWriteAligns(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, e := range entries {
-				size, _ := DTypeSize(e.dtype)
-				if e.begin%int64(size) != 0 || (start+e.begin)%int64(size) != 0 {
+				bits, _ := DTypeBits(e.dtype)
+				if size := int64(max(bits/8, 1)); e.begin%size != 0 || (start+e.begin)%size != 0 {
 					t.Errorf("%s tensor %q starts at byte %d of the data section, %d of the file", e.dtype, e.name, e.begin, start+e.begin)
 				}
 			}
@@ -349,14 +349,58 @@ func TestReadAcceptsUnsortedAndPadded(t *testing.T) {
 	}
 }
 
-func TestDTypeSize(t *testing.T) {
-	for name, want := range map[string]int{"F32": 4, "F64": 8, "F16": 2, "BF16": 2, "I32": 4, "I64": 8, "BOOL": 1} {
-		if got, ok := DTypeSize(name); !ok || got != want {
-			t.Errorf("DTypeSize(%q) = %d, %v; want %d, true", name, got, ok, want)
+func TestDTypeBits(t *testing.T) {
+	for name, want := range map[string]int{"F32": 32, "F64": 64, "F16": 16, "BF16": 16, "I32": 32, "I64": 64, "BOOL": 8,
+		"C64": 64, "F8_E8M0": 8, "F4": 4, "F6_E2M3": 6} {
+		if got, ok := DTypeBits(name); !ok || got != want {
+			t.Errorf("DTypeBits(%q) = %d, %v; want %d, true", name, got, ok, want)
 		}
 	}
-	if _, ok := DTypeSize("float32"); ok {
-		t.Error(`DTypeSize("float32") is ok`)
+	if _, ok := DTypeBits("float32"); ok {
+		t.Error(`DTypeBits("float32") is ok`)
+	}
+}
+
+// TestReadNewerDTypes reads tensors of the dtypes the format gained for
+// complex numbers and for the 8-, 6- and 4-bit floats of quantized models,
+// which Read refused, and with them the whole file: their sizes count
+// bits, and a tensor must fill whole bytes.
+func TestReadNewerDTypes(t *testing.T) {
+	tests := []struct {
+		dtype string
+		shape string
+		size  int
+		want  string // "" for success
+	}{
+		{"C64", "[2]", 16, ""},
+		{"F8_E8M0", "[3]", 3, ""},
+		{"F8_E4M3FNUZ", "[4]", 4, ""},
+		{"F8_E5M2FNUZ", "[1]", 1, ""},
+		{"F4", "[2,3]", 3, ""},
+		{"F6_E2M3", "[4]", 3, ""},
+		{"F6_E3M2", "[0]", 0, ""},
+		{"F4", "[3]", 2, "whole number of bytes"},
+		{"F6_E3M2", "[2]", 2, "whole number of bytes"},
+		{"F4", "[4611686018427387904]", 0, "too large"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dtype+tt.shape, func(t *testing.T) {
+			hdr := fmt.Sprintf(`{"q":{"dtype":%q,"shape":%s,"data_offsets":[0,%d]},"w":{"dtype":"F32","shape":[1],"data_offsets":[%d,%d]}}`,
+				tt.dtype, tt.shape, tt.size, tt.size, tt.size+4)
+			got, _, err := Read(bytes.NewReader(file(hdr, append(make([]byte, tt.size), f32bytes(1)...))))
+			if tt.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("error %v, want one about %q", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q := got["q"]; q.DType != tt.dtype || len(q.Data) != tt.size || !bytes.Equal(got["w"].Data, f32bytes(1)) {
+				t.Errorf("read %+v and %+v", q, got["w"])
+			}
+		})
 	}
 }
 

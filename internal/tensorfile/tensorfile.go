@@ -82,14 +82,16 @@ func rowMajorBytes(t *vram.Tensor) []byte {
 }
 
 // Decodable returns an error unless Decode reads the named safetensors
-// dtype (every dtype of the format but the 8-bit floats).
+// dtype (every dtype of the format but the 8-, 6- and 4-bit floats and the
+// complex numbers).
 func Decodable(dtype string) error {
 	_, err := decoder(dtype)
 	return err
 }
 
 // decoder returns a function that reads element i of raw safetensors data
-// of the named dtype as float64, for every dtype but the 8-bit floats.
+// of the named dtype as float64, for every dtype but the 8-, 6- and 4-bit
+// floats and the complex numbers.
 func decoder(dtype string) (func(b []byte, i int) float64, error) {
 	switch dtype {
 	case "F32":
