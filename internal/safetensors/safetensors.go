@@ -86,9 +86,49 @@ func DTypeBits(dtype string) (int, bool) {
 	return n, ok
 }
 
-// errorf returns an error whose message starts with "safetensors: ".
+// errorf returns an error whose message starts with "safetensors: ". The
+// strings and shapes among args, which come from the file and may be
+// megabytes long, are cut short.
 func errorf(format string, args ...any) error {
+	for i, a := range args {
+		switch a := a.(type) {
+		case string:
+			args[i] = cut(a)
+		case []int:
+			args[i] = shortShape(a)
+		case []int64:
+			args[i] = shortShape(a)
+		}
+	}
 	return fmt.Errorf("safetensors: "+format, args...)
+}
+
+// maxShown is the most bytes of a name, and of dimensions of a shape, an
+// error shows.
+const maxShown = 200
+
+// cut returns s, or its first maxShown bytes or so, whole characters, and
+// how many bytes it has.
+func cut(s string) string {
+	if len(s) <= maxShown {
+		return s
+	}
+	n := maxShown
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "... (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// shortShape formats a shape as fmt's %v does, with at most maxShown/10
+// dimensions listed.
+func shortShape[T int | int64](shape []T) string {
+	const most = maxShown / 10
+	s := fmt.Sprint(shape[:min(len(shape), most)])
+	if len(shape) > most {
+		s = s[:len(s)-1] + " ... (" + strconv.Itoa(len(shape)) + " dimensions)]"
+	}
+	return s
 }
 
 // byteSize returns the number of data bytes a tensor of this dtype and

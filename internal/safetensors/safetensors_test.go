@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/vramgo/vram/internal/fuzztest"
 )
@@ -322,6 +323,34 @@ func TestReadMemory(t *testing.T) {
 			}
 			if got, limit := after.TotalAlloc-before.TotalAlloc, 32*uint64(len(tt.input)); got > limit {
 				t.Errorf("reading %d bytes allocated %d, above %d", len(tt.input), got, limit)
+			}
+		})
+	}
+}
+
+// TestReadErrorsAreShort reads headers whose names, dtypes or shapes
+// are megabytes long: the errors quote them cut short.
+func TestReadErrorsAreShort(t *testing.T) {
+	long := strings.Repeat("\u00e9", 1<<19) // 1 MiB of UTF-8
+	dims := "[0" + strings.Repeat(",1", 1<<19) + "]"
+	tests := []struct {
+		name, header, want string
+	}{
+		{"duplicate long name", `{"` + long + `":{"dtype":"U8","shape":[0],"data_offsets":[0,0]},"` + long + `":{}}`, "duplicate key"},
+		{"long unknown dtype", `{"a":{"dtype":"` + long + `","shape":[0],"data_offsets":[0,0]}}`, "unknown dtype"},
+		{"long name, missing shape", `{"` + long + `":{"dtype":"U8","data_offsets":[0,0]}}`, "missing shape"},
+		{"long shape, wrong size", `{"a":{"dtype":"U8","shape":` + dims + `,"data_offsets":[0,1]}}`, "needs 0"},
+		{"long metadata key", `{"__metadata__":{"` + long + `":1}}`, "not a string"},
+		{"long names overlapping", `{"` + long + `":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b` + long + `":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, "overlaps"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := Read(bytes.NewReader(file(tt.header, []byte{0})))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %.200v, want one about %q", err, tt.want)
+			}
+			if len(err.Error()) > 2000 || !utf8.ValidString(err.Error()) {
+				t.Errorf("error of %d bytes: %.300s", len(err.Error()), err)
 			}
 		})
 	}
