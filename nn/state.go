@@ -260,7 +260,7 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 			continue
 		}
 		if !slices.Equal(st.Shape, []int(p.Tensor.Shape())) {
-			problems = append(problems, fmt.Sprintf("%q has shape %v in the file and %v in the model", p.Name, vram.Shape(st.Shape), p.Tensor.Shape()))
+			problems = append(problems, fmt.Sprintf("%q has shape %s in the file and %v in the model", p.Name, safetensors.ShapeString(st.Shape), p.Tensor.Shape()))
 			kind(vram.ErrShape)
 		}
 		if err := tensorfile.Decodable(st.DType); err != nil {
@@ -285,7 +285,7 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 				ties = append(ties, tie{alias: a, param: i})
 			}
 			if !slices.Equal(st.Shape, []int(p.Tensor.Shape())) {
-				problems = append(problems, fmt.Sprintf("%q has shape %v in the file and %v in the model", a, vram.Shape(st.Shape), p.Tensor.Shape()))
+				problems = append(problems, fmt.Sprintf("%q has shape %s in the file and %v in the model", a, safetensors.ShapeString(st.Shape), p.Tensor.Shape()))
 				kind(vram.ErrShape)
 			}
 			if err := tensorfile.Decodable(st.DType); err != nil {
@@ -485,7 +485,7 @@ const maxNamesShown = 20
 func quoteAll(names []string) string {
 	q := make([]string, 0, min(len(names), maxNamesShown)+1)
 	for _, n := range names[:min(len(names), maxNamesShown)] {
-		q = append(q, fmt.Sprintf("%q", n))
+		q = append(q, fmt.Sprintf("%q", safetensors.Cut(n)))
 	}
 	if len(names) > maxNamesShown {
 		q = append(q, fmt.Sprintf("and %d more", len(names)-maxNamesShown))

@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -268,14 +269,16 @@ func TestLoadSharedWeights(t *testing.T) {
 // them all.
 func TestLoadErrorListsFewKeys(t *testing.T) {
 	tests := []struct {
-		name  string
-		extra int
-		want  string // in the error
+		name   string
+		extra  int
+		want   string // in the error
+		prefix string // of the extra keys, "x" if empty
 	}{
-		{"one", 1, `unexpected keys ["x0000"]`},
-		{"twenty", 20, `"x0019"]`},
-		{"twenty-one", 21, `"x0019", and 1 more]`},
-		{"thousands", 5000, `"x0019", and 4980 more]`},
+		{"one", 1, `unexpected keys ["x0000"]`, ""},
+		{"twenty", 20, `"x0019"]`, ""},
+		{"twenty-one", 21, `"x0019", and 1 more]`, ""},
+		{"thousands", 5000, `"x0019", and 4980 more]`, ""},
+		{"long keys", 3, `unexpected keys ["yyyy`, strings.Repeat("y", 1<<20)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -285,7 +288,7 @@ func TestLoadErrorListsFewKeys(t *testing.T) {
 				tensors[k] = safetensors.Tensor{DType: "F32", Shape: []int(v.Shape()), Data: v.RawBytes()}
 			}
 			for i := range tt.extra {
-				tensors[fmt.Sprintf("x%04d", i)] = safetensors.Tensor{DType: "U8", Shape: []int{0}}
+				tensors[cmp.Or(tt.prefix, "x")+fmt.Sprintf("%04d", i)] = safetensors.Tensor{DType: "U8", Shape: []int{0}}
 			}
 			var buf bytes.Buffer
 			if err := safetensors.Write(&buf, tensors, nil); err != nil {

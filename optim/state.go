@@ -168,10 +168,10 @@ func Load(opt Optimizer, path string) error {
 	}
 	ps := so.parameters()
 	if got := meta["optimizer"]; got != so.kind() {
-		return fail("the file holds the state of %q, not of %s", got, so.kind())
+		return fail("the file holds the state of %q, not of %s", safetensors.Cut(got), so.kind())
 	}
 	if got := meta["params"]; got != strconv.Itoa(len(ps)) {
-		return fail("the file is for %s parameters, the optimizer has %d", got, len(ps))
+		return fail("the file is for %s parameters, the optimizer has %d", safetensors.Cut(got), len(ps))
 	}
 	var setGroups func()
 	var opts [][]Option   // by group; nil for a file without param_groups
@@ -187,7 +187,7 @@ func Load(opt Optimizer, path string) error {
 	} else {
 		lr, err := strconv.ParseFloat(meta["lr"], 64)
 		if err != nil || !(lr >= 0) || lr > math.MaxFloat64 {
-			return fail("learning rate %q is not a finite number of at least 0", meta["lr"])
+			return fail("learning rate %q is not a finite number of at least 0", safetensors.Cut(meta["lr"]))
 		}
 		setGroups = func() { opt.SetLR(lr) }
 	}
@@ -199,7 +199,7 @@ func Load(opt Optimizer, path string) error {
 	for key, st := range tensors {
 		i, name, ok := parseStateKey(key, len(ps))
 		if !ok || !slices.Contains(names, name) {
-			problems = append(problems, fmt.Sprintf("unexpected key %q", key))
+			problems = append(problems, fmt.Sprintf("unexpected key %q", safetensors.Cut(key)))
 			continue
 		}
 		byParam[i] = true
@@ -208,7 +208,7 @@ func Load(opt Optimizer, path string) error {
 			want = nil
 		}
 		if !slices.Equal(st.Shape, want) {
-			problems = append(problems, fmt.Sprintf("%q has shape %v, want %v", key, vram.Shape(st.Shape), vram.Shape(want)))
+			problems = append(problems, fmt.Sprintf("%q has shape %s, want %v", key, safetensors.ShapeString(st.Shape), vram.Shape(want)))
 		}
 		if err := tensorfile.Decodable(st.DType); err != nil {
 			problems = append(problems, fmt.Sprintf("%q: %v", key, err))
@@ -393,10 +393,10 @@ func decodeGroups(pg string) ([]map[string]json.RawMessage, error) {
 			key := tok.(string) // a member name, in a valid object
 			var v json.RawMessage
 			if err := dec.Decode(&v); err != nil {
-				return nil, fmt.Errorf("group %d: %s: %v", k, key, err)
+				return nil, fmt.Errorf("group %d: %q: %v", k, safetensors.Cut(key), err)
 			}
 			if _, dup := groups[k][key]; dup {
-				return nil, fmt.Errorf("group %d: %s given twice", k, key)
+				return nil, fmt.Errorf("group %d: %q given twice", k, safetensors.Cut(key))
 			}
 			groups[k][key] = v
 		}

@@ -222,12 +222,15 @@ func TestCheckpointRefusals(t *testing.T) {
 			m["optimizer"] = "SGD"
 			m["param_groups"] = `[{"dampening":0,"lr":0.1,"maximize":false,"momentum":null,"nesterov":false,"params":[0,1],"weight_decay":0}]`
 		}), "group 0: momentum is null"},
+		{"a long unexpected key", adam, edit("long.st", func(ts map[string]safetensors.Tensor, _ map[string]string) {
+			ts[strings.Repeat("k", 1<<20)] = ts["state.0.exp_avg"]
+		}), `unexpected key "kkkk`},
 		{"parameter number with a sign", adam, edit("sign.st", func(ts map[string]safetensors.Tensor, _ map[string]string) {
 			ts["state.+0.exp_avg"] = ts["state.0.exp_avg"]
 		}), `unexpected key "state.+0.exp_avg"`},
 		{"hyper-parameter given twice", adam, edit("twice.st", func(_ map[string]safetensors.Tensor, m map[string]string) {
 			m["param_groups"] = strings.Replace(m["param_groups"], `"lr":0.1`, `"lr":0.1,"lr":5`, 1)
-		}), `group 0: lr given twice`},
+		}), `group 0: "lr" given twice`},
 		{"fractional step", adam, edit("step.st", func(ts map[string]safetensors.Tensor, _ map[string]string) {
 			ts["state.0.step"] = safetensors.Tensor{DType: "F64", Shape: nil, Data: []byte{0, 0, 0, 0, 0, 0, 0xf8, 0x3f}} // 1.5
 		}), "not a whole number"},

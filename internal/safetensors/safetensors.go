@@ -31,6 +31,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -93,11 +94,11 @@ func errorf(format string, args ...any) error {
 	for i, a := range args {
 		switch a := a.(type) {
 		case string:
-			args[i] = cut(a)
+			args[i] = Cut(a)
 		case []int:
-			args[i] = shortShape(a)
+			args[i] = ShapeString(a)
 		case []int64:
-			args[i] = shortShape(a)
+			args[i] = ShapeString(a)
 		}
 	}
 	return fmt.Errorf("safetensors: "+format, args...)
@@ -107,9 +108,10 @@ func errorf(format string, args ...any) error {
 // error shows.
 const maxShown = 200
 
-// cut returns s, or its first maxShown bytes or so, whole characters, and
-// how many bytes it has.
-func cut(s string) string {
+// Cut returns s, a name or value read from a file, for a message: s
+// itself, or its first 200 bytes or so, whole characters, and how many
+// bytes it has, as a file may hold names megabytes long.
+func Cut(s string) string {
 	if len(s) <= maxShown {
 		return s
 	}
@@ -120,15 +122,24 @@ func cut(s string) string {
 	return s[:n] + "... (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
-// shortShape formats a shape as fmt's %v does, with at most maxShown/10
-// dimensions listed.
-func shortShape[T int | int64](shape []T) string {
+// ShapeString formats a shape read from a file for a message, as PyTorch
+// prints a size ("[2, 3]"), listing at most 20 dimensions and counting the
+// others.
+func ShapeString[T int | int64](shape []T) string {
 	const most = maxShown / 10
-	s := fmt.Sprint(shape[:min(len(shape), most)])
-	if len(shape) > most {
-		s = s[:len(s)-1] + " ... (" + strconv.Itoa(len(shape)) + " dimensions)]"
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, d := range shape[:min(len(shape), most)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.FormatInt(int64(d), 10))
 	}
-	return s
+	if len(shape) > most {
+		fmt.Fprintf(&b, ", ... (%d dimensions)", len(shape))
+	}
+	b.WriteByte(']')
+	return b.String()
 }
 
 // byteSize returns the number of data bytes a tensor of this dtype and
