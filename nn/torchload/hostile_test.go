@@ -62,6 +62,7 @@ func TestHostileFiles(t *testing.T) {
 		deep = append(deep, opMark)
 	}
 	zeros := make([]byte, 8<<20)
+	longKey := strings.Repeat("k", 1<<20)
 	tests := []struct {
 		name   string
 		file   []byte
@@ -143,6 +144,11 @@ func TestHostileFiles(t *testing.T) {
 			map[string][]byte{"0": le([]float32{1}), "1": le([]float32{2})}), kind: vram.ErrArgument, msg: "not valid UTF-8"},
 		{name: "a key that is not UTF-8", file: archiveOf(t, odict{{"w\xff", f32("0", 1)}}, map[string][]byte{"0": le([]float32{1})}),
 			kind: vram.ErrArgument, msg: "not valid UTF-8"},
+		{name: "a long key, no state dict", file: archiveOf(t, odict{{longKey, nil}}, nil), kind: vram.ErrArgument, msg: "no state dict"},
+		{name: "a long key, not a tensor", file: archiveOf(t, odict{{"sd", odict{{longKey, nil}}}}, nil), opts: Options{Key: "sd"}, kind: vram.ErrArgument, msg: "not a tensor"},
+		{name: "a long key, a bad view", file: archiveOf(t, odict{{longKey, tens{key: "0", class: "FloatStorage", numel: 2, size: []int64{4}, stride: []int64{1}}}}, nil),
+			kind: vram.ErrArgument, msg: "needs 16 bytes"},
+		{name: "a long key, a missing storage", file: archiveOf(t, odict{{longKey, f32("0", 2)}}, nil), kind: vram.ErrArgument, msg: "no data/0 record"},
 		{name: "bad CRC", file: func() []byte {
 			f := bytes.Clone(ok)
 			i := bytes.Index(f, le([]float32{1, 2}))
@@ -165,7 +171,10 @@ func TestHostileFiles(t *testing.T) {
 				return
 			}
 			if !errors.Is(err, tt.kind) || !strings.Contains(err.Error(), tt.msg) {
-				t.Fatalf("error %v, want %v with %q", err, tt.kind, tt.msg)
+				t.Fatalf("error %.2000v, want %v with %q", err, tt.kind, tt.msg)
+			}
+			if len(err.Error()) > 2000 {
+				t.Errorf("error of %d bytes: %.300s", len(err.Error()), err)
 			}
 		})
 	}

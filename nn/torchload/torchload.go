@@ -200,7 +200,7 @@ func ReadStateDict(r io.ReaderAt, size int64, opts Options) (sd StateDict, err e
 	for i, v := range d.vals {
 		t, ok := v.(*tensorRef)
 		if !ok {
-			return nil, formatErr("%q is a %s, not a tensor", keys[i], typeName(v))
+			return nil, formatErr("%q is a %s, not a tensor", printable(keys[i]), typeName(v))
 		}
 		a.users[t.st]++
 	}
@@ -211,7 +211,7 @@ func ReadStateDict(r io.ReaderAt, size int64, opts Options) (sd StateDict, err e
 			delete(a.cache, t.st)
 		}
 		if err != nil {
-			return sd, prefixed(err, strconv.Quote(keys[i]))
+			return sd, prefixed(err, strconv.Quote(printable(keys[i])))
 		}
 		e.Key = keys[i]
 		sd = append(sd, e)
