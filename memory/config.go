@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/vramgo/vram/internal/units"
 )
@@ -135,17 +136,35 @@ type ConfigError struct {
 // the environment or a file, are written as escapes.
 func (e *ConfigError) Error() string {
 	if e.Field != "" {
-		return fmt.Sprintf("memory: Config.%s = %s (key %s): %s", e.Field, printable.String(e.Value), e.Key, printable.String(e.Reason))
+		return fmt.Sprintf("memory: Config.%s = %s (key %s): %s", e.Field, printable.String(cutConfig(e.Value)), e.Key, printable.String(e.Reason))
 	}
 	s := "memory: VRAM_ALLOC_CONF: "
 	if e.Key != "" {
-		s += printable.String(e.Key)
+		s += printable.String(cutConfig(e.Key))
 		if e.Value != "" {
-			s += ":" + printable.String(e.Value)
+			s += ":" + printable.String(cutConfig(e.Value))
 		}
 		s += ": "
 	}
 	return s + printable.String(e.Reason)
+}
+
+// maxConfigShown is the most bytes of a key or value, as written, that a
+// [ConfigError] message shows: the string comes from the environment or a
+// file and may be megabytes long.
+const maxConfigShown = 100
+
+// cutConfig returns s, or its first maxConfigShown bytes or so, whole
+// characters, and how many bytes it has.
+func cutConfig(s string) string {
+	if len(s) <= maxConfigShown {
+		return s
+	}
+	n := maxConfigShown
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "... (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // maxRegisterThreads is the most threads PyTorch's pinned host memory

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -355,5 +356,35 @@ func TestConfigValidate(t *testing.T) {
 		if err := c.Validate(); err != nil {
 			t.Errorf("Validate(%+v): %v", c, err)
 		}
+	}
+}
+
+// TestParseConfigErrorsAreShort parses settings whose keys or values are
+// a megabyte long: the error quotes them cut short, and keeps them whole
+// in its fields.
+func TestParseConfigErrorsAreShort(t *testing.T) {
+	long := strings.Repeat("9", 1<<20)
+	tests := []struct {
+		name, in, value string
+	}{
+		{"long value", "max_split_size_mb:" + long, long},
+		{"long unknown key", "x" + long + ":1", ""},
+		{"long word where a key goes", ":" + long, ""},
+		{"long policy", "policy:" + strings.Repeat("é", 1<<19), strings.Repeat("é", 1<<19)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseConfig(tt.in)
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("ParseConfig = %.200v, want a *ConfigError", err)
+			}
+			if msg := err.Error(); len(msg) > 1000 || !utf8.ValidString(msg) {
+				t.Errorf("error of %d bytes: %.300s", len(msg), msg)
+			}
+			if tt.value != "" && ce.Value != tt.value {
+				t.Errorf("Value holds %d bytes, want all %d", len(ce.Value), len(tt.value))
+			}
+		})
 	}
 }
