@@ -180,20 +180,36 @@ func (t *Tensor) MedianDim(dim int, keepDim bool) (values, indices *Tensor) {
 
 // Median returns the lower median of all t's elements as a 0-dimensional
 // tensor (torch.median without a dim); NaN when t holds NaN, and for an
-// empty floating-point t, as in PyTorch. It panics with [ErrShape] for an
+// empty floating-point t, as in PyTorch. Its gradient is shared equally
+// by the elements equal to the median (the NaN ones for a NaN median), as
+// PyTorch's is. It panics with [ErrShape] for an
 // empty integer t, which has no NaN, and with [ErrDType] for a bool t.
-func (t *Tensor) Median() *Tensor {
-	const op = "median"
+func (t *Tensor) Median() *Tensor { return t.selectAll("median", medianPick) }
+
+// selectAll returns the element of all of t that pick chooses, as Median
+// and NanMedian. Its gradient is shared by the elements equal to it, or
+// by the NaN elements when it is NaN, as PyTorch's median() and
+// nanmedian() without a dim pass it (evenly_distribute_backward), not
+// given to one position as MedianDim's.
+func (t *Tensor) selectAll(op string, pick func(h *hostRows, r int, sorted []int) int) *Tensor {
 	defer asOp(op)
 	defer pin(op, t).unpin()
 	noBoolOrder(op, t)
 	if nan := emptyMedian(t); nan != nil {
 		return nan
 	}
-	flat := t.Reshape(-1)
+	d := t.Detach()
+	defer d.Release()
+	flat := d.Reshape(-1)
 	defer flat.Release()
-	v, i := flat.selectAlong(op, 0, false, medianPick)
+	v, i := flat.selectAlong(op, 0, false, pick)
 	i.Release()
+	if needsGrad(t) {
+		sv := save(t, v)
+		record(op, v, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
+			return []*Tensor{shareAmongTies(g, sv[0], sv[1], nil)}
+		})
+	}
 	return v
 }
 
@@ -216,20 +232,7 @@ func (t *Tensor) NanMedianDim(dim int, keepDim bool) (values, indices *Tensor) {
 
 // NanMedian is Median ignoring NaN (torch.nanmedian without a dim); NaN
 // for an empty floating-point t too.
-func (t *Tensor) NanMedian() *Tensor {
-	const op = "nanmedian"
-	defer asOp(op)
-	defer pin(op, t).unpin()
-	noBoolOrder(op, t)
-	if nan := emptyMedian(t); nan != nil {
-		return nan
-	}
-	flat := t.Reshape(-1)
-	defer flat.Release()
-	v, i := flat.selectAlong(op, 0, false, nanMedianPick)
-	i.Release()
-	return v
-}
+func (t *Tensor) NanMedian() *Tensor { return t.selectAll("nanmedian", nanMedianPick) }
 
 // Kthvalue returns the k-th smallest element (k counts from 1) of each row
 // of t along dim and its int64 position (torch.kthvalue). NaN counts as

@@ -223,24 +223,57 @@ func (t *Tensor) extremum(op string, k backend.ReduceOp, dims []int, keepDim boo
 	if needsGrad(t) {
 		sv := save(t, r)
 		record(op, r, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
-			// The gradient goes to the elements equal to the extremum,
-			// split evenly between ties.
-			// Counted and divided in float32 for the 16-bit floats: a
-			// float16 count of 100000 ties overflows.
-			w := opMath(g.dtype)
-			mask := sv[0].Eq(sv[1]).Cast(w)
-			count := mask.SumKeepDim(axes...)
-			return []*Tensor{mask.Mul(toOpMath(g).Div(count)).Cast(g.dtype)}
+			return []*Tensor{shareAmongTies(g, sv[0], sv[1], axes)}
 		})
 	}
 	return finishReduce(r, axes, keepDim)
 }
 
+// shareAmongTies returns the gradient of x for a reduction over axes that
+// picks one of x's elements, r (keepdim-shaped), whose gradient is g: the
+// elements equal to r share g equally, and where r is NaN the NaN
+// elements share it, as PyTorch's evenly_distribute_backward (the
+// backward of torch.max(), torch.min(), torch.median() and
+// torch.nanmedian()). Axes nil means all of x's. The counting and the
+// division run in float32 for the 16-bit floats: a float16 count of
+// 100000 ties overflows.
+func shareAmongTies(g, x, r *Tensor, axes []int) *Tensor {
+	w := opMath(g.dtype)
+	eq := x.Eq(r)
+	defer eq.Release()
+	hit := eq
+	if x.dtype.IsFloat() {
+		xn, rn := x.IsNaN(), r.IsNaN()
+		defer xn.Release()
+		defer rn.Release()
+		both := xn.LogicalAnd(rn)
+		defer both.Release()
+		hit = eq.LogicalOr(both)
+		defer hit.Release()
+	}
+	mask := hit.Cast(w)
+	defer mask.Release()
+	count := mask.SumKeepDim(axes...)
+	defer count.Release()
+	gw := toOpMath(g)
+	defer gw.Release()
+	share := gw.Div(count)
+	defer share.Release()
+	out := mask.Mul(share)
+	if out.dtype == g.dtype {
+		return out
+	}
+	defer out.Release()
+	return out.Cast(g.dtype)
+}
+
 // Max returns the maximum over the listed dimensions (all when none); NaN
 // propagates. It panics with [ErrShape] over an empty dimension. It is
 // torch.amax: the gradient is shared equally among elements tied for the
-// maximum. For torch.max(dim)'s rule, where the element ArgMax names takes
-// all of it, gather with ArgMax's index.
+// maximum, and a NaN maximum passes it to the NaN elements, as
+// torch.max() without a dim does (torch.amax would give NaN gradients).
+// For torch.max(dim)'s rule, where the element ArgMax names takes all of
+// it, gather with ArgMax's index.
 func (t *Tensor) Max(dims ...int) *Tensor { return t.extremum("max", backend.Max, dims, false) }
 
 // MaxKeepDim is Max that keeps the reduced dimensions with size 1.
