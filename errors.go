@@ -106,17 +106,21 @@ func fail(op string, kind error, format string, args ...any) {
 }
 
 // notNil panics with an [*Error] of kind [ErrArgument] when one of ts is
-// nil, so that a nil *Tensor reaches the caller as a vram error that
+// nil or a zero Tensor, so that a nil *Tensor reaches the caller as a vram error that
 // [Catch] returns rather than as a nil-pointer dereference. Exported
 // methods and functions call it (directly or through sameDevice or live)
 // before touching a tensor's fields.
 func notNil(op string, ts ...*Tensor) {
 	for i, t := range ts {
-		if t == nil {
-			nilTensor(op, i, len(ts))
+		if absent(t) {
+			nilTensor(op, t, i, len(ts))
 		}
 	}
 }
+
+// absent reports whether t is nil or a zero Tensor (&Tensor{}, which no
+// factory or operation returns): a tensor with no storage to use.
+func absent(t *Tensor) bool { return t == nil || t.ref == nil }
 
 // nilFunc panics with an [*Error] of kind [ErrArgument], naming op, for a
 // nil function given to an exported function that runs one (Tidy, NoGrad,
@@ -126,14 +130,18 @@ func nilFunc(op string) {
 	fail(op, ErrArgument, "nil function")
 }
 
-// nilTensor panics with the error for a nil tensor, the i-th of n operands
-// of op.
-func nilTensor(op string, i, n int) {
+// nilTensor panics with the error for t, a nil tensor or a zero Tensor
+// (see absent), the i-th of n operands of op.
+func nilTensor(op string, t *Tensor, i, n int) {
 	const how = "tensors come from factories such as vram.Zeros and from operations"
-	if n == 1 {
-		fail(op, ErrArgument, "nil *Tensor (%s)", how)
+	what := "nil *Tensor"
+	if t != nil {
+		what = "zero Tensor, made without a factory"
 	}
-	fail(op, ErrArgument, "tensor %d of %d is a nil *Tensor (%s)", i+1, n, how)
+	if n == 1 {
+		fail(op, ErrArgument, "%s (%s)", what, how)
+	}
+	fail(op, ErrArgument, "tensor %d of %d is a %s (%s)", i+1, n, what, how)
 }
 
 // asOp is deferred by an exported operation built from others (Select from

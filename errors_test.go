@@ -2,6 +2,7 @@ package vram_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"reflect"
@@ -18,6 +19,11 @@ import (
 // position, leaving out a final variadic parameter. The tensors made are
 // appended to *made.
 func nilArgs(mt reflect.Type, pos int, made *[]*vram.Tensor) []reflect.Value {
+	return argsWith(mt, pos, nil, made)
+}
+
+// argsWith is nilArgs with bad, rather than nil, at position pos.
+func argsWith(mt reflect.Type, pos int, bad *vram.Tensor, made *[]*vram.Tensor) []reflect.Value {
 	tensorType := reflect.TypeFor[*vram.Tensor]()
 	n := mt.NumIn()
 	if mt.IsVariadic() {
@@ -27,7 +33,7 @@ func nilArgs(mt reflect.Type, pos int, made *[]*vram.Tensor) []reflect.Value {
 	for j := range args {
 		switch pt := mt.In(j); {
 		case pt == tensorType && j == pos:
-			args[j] = reflect.Zero(pt)
+			args[j] = reflect.ValueOf(bad)
 		case pt == tensorType:
 			x := vram.Ones(vram.Shape{2, 2})
 			*made = append(*made, x)
@@ -109,6 +115,85 @@ func TestNilTensorMethods(t *testing.T) {
 	}
 	if methods < 100 {
 		t.Errorf("only %d method calls tried; the reflection walk is broken", methods)
+	}
+}
+
+// TestZeroTensorMethods does what TestNilTensorMethods does with a zero
+// Tensor (&vram.Tensor{}, or a Tensor variable never assigned from a
+// factory or an op) in place of nil: each call must panic with an
+// ErrArgument error saying so, where it was a nil-pointer dereference.
+// Release of a zero Tensor does nothing, as of a nil one, and String
+// names it.
+func TestZeroTensorMethods(t *testing.T) {
+	allowed := map[string]bool{"Release/0": true, "String/0": true}
+	tensorType := reflect.TypeFor[*vram.Tensor]()
+	methods := 0
+	for i := range tensorType.NumMethod() {
+		m := tensorType.Method(i)
+		for pos := range m.Type.NumIn() {
+			if m.Type.In(pos) != tensorType || m.Type.IsVariadic() && pos == m.Type.NumIn()-1 {
+				continue
+			}
+			name := m.Name + "/" + string(rune('0'+pos))
+			var made []*vram.Tensor
+			args := argsWith(m.Type, pos, &vram.Tensor{}, &made)
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						e, ok := r.(error)
+						if !ok {
+							e = fmt.Errorf("%v", r)
+						}
+						err = e
+					}
+				}()
+				m.Func.Call(args)
+			}()
+			for _, x := range made {
+				x.Release()
+			}
+			if allowed[name] {
+				if err != nil {
+					t.Errorf("%s: %v, want no error", name, err)
+				}
+				continue
+			}
+			methods++
+			var e *vram.Error
+			if !errors.As(err, &e) || !errors.Is(err, vram.ErrArgument) || e.Op == "" || !strings.Contains(e.Detail, "zero Tensor") {
+				t.Errorf("%s with a zero Tensor at %d: %v (%T), want a *vram.Error of kind ErrArgument naming the zero Tensor", m.Name, pos, err, err)
+			}
+		}
+	}
+	if methods < 100 {
+		t.Errorf("only %d method calls tried; the reflection walk is broken", methods)
+	}
+	if s := (&vram.Tensor{}).String(); s != "Tensor(zero)" {
+		t.Errorf("String of a zero Tensor: %q", s)
+	}
+	zero := &vram.Tensor{}
+	x := vram.Ones(vram.Shape{2})
+	defer x.Release()
+	for _, tc := range []struct {
+		name string
+		fn   func()
+	}{
+		{"Cat", func() { vram.Cat([]*vram.Tensor{x, zero}, 0) }},
+		{"Where", func() { vram.Where(x.GtScalar(0), zero, x) }},
+		{"Linear bias", func() { vram.Linear(x, vram.Ones(vram.Shape{3, 2}), zero) }},
+		{"ZerosLike", func() { vram.ZerosLike(zero) }},
+		{"BatchNorm2dTracked counter", func() {
+			c := vram.Ones(vram.Shape{2})
+			vram.BatchNorm2dTracked(vram.Ones(vram.Shape{1, 2, 2, 2}), c, c, c, c, zero, true, 0.1, 1e-5)
+		}},
+		{"TidyResult", func() { vram.TidyResult(func() *vram.Tensor { return zero }).Sum() }},
+	} {
+		err := vram.Catch(tc.fn)
+		var e *vram.Error
+		if !errors.As(err, &e) || !errors.Is(err, vram.ErrArgument) || !strings.Contains(e.Detail, "zero Tensor") {
+			t.Errorf("%s: %v, want an ErrArgument error naming the zero Tensor", tc.name, err)
+		}
 	}
 }
 

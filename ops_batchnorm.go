@@ -131,6 +131,7 @@ func checkBatchCounter(op string, x, counter *Tensor) (*Tensor, func()) {
 	if counter == nil {
 		return nil, func() {}
 	}
+	notNil(op, counter)
 	if counter.dtype != Int64 || counter.NumElements() != 1 {
 		fail(op, ErrArgument, "the batch counter must be an int64 scalar, got %s %v", counter.dtype, counter.shape)
 	}

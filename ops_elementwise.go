@@ -15,9 +15,9 @@ func sameDevice(op string, ts ...*Tensor) (*devState, pins) {
 	var ds *devState
 	var p pins
 	for i, t := range ts {
-		if t == nil {
+		if absent(t) {
 			p.unpin()
-			nilTensor(op, i, len(ts))
+			nilTensor(op, t, i, len(ts))
 		}
 		if ds == nil {
 			ds = t.ds()
@@ -39,7 +39,7 @@ func sameDevice(op string, ts ...*Tensor) (*devState, pins) {
 
 // isHostScalar reports whether t is a 0-dimensional CPU tensor.
 func isHostScalar(t *Tensor) bool {
-	return t != nil && len(t.shape) == 0 && t.ref.st.ds.dev.Kind == "cpu"
+	return !absent(t) && len(t.shape) == 0 && t.ref.st.ds.dev.Kind == "cpu"
 }
 
 func noRelease() {}
@@ -51,7 +51,7 @@ func noRelease() {}
 // are left for sameDevice to check.
 func hostScalars(op string, ps ...**Tensor) func() {
 	for _, p := range ps {
-		if t := *p; t != nil && !isHostScalar(t) {
+		if t := *p; !absent(t) && !isHostScalar(t) {
 			return hostScalarsOnto(op, t.ref.st.ds, ps...)
 		}
 	}
@@ -1120,6 +1120,7 @@ func (t *Tensor) FillInPlace(v float64) *Tensor {
 // nothing and leaves t as it was.
 func (t *Tensor) CopyFrom(src *Tensor) *Tensor {
 	t.live("copy_")
+	notNil("copy_", t, src)
 	defer hostScalarsOnto("copy_", t.ds(), &src)()
 	rec := t.inPlaceRecords("copy_", src)
 	if src != nil && src.ds() != t.ds() {

@@ -47,14 +47,14 @@ func (p pins) unpin() {
 }
 
 // pin holds every tensor of ts until unpin, panicking with ErrArgument for
-// a nil one and ErrReleased for a released one (and holding none then). The
+// a nil or zero one and ErrReleased for a released one (and holding none then). The
 // idiom is defer pin(op, a, b).unpin().
 func pin(op string, ts ...*Tensor) pins {
 	var p pins
 	for i, t := range ts {
-		if t == nil {
+		if absent(t) {
 			p.unpin()
-			nilTensor(op, i, len(ts))
+			nilTensor(op, t, i, len(ts))
 		}
 		p.add(op, t)
 	}

@@ -260,7 +260,7 @@ func TidyResult(fn func() *Tensor) *Tensor {
 // tidyOut is [TidyResult], for the package's own ops.
 func tidyOut(fn func() *Tensor) (out *Tensor) {
 	Tidy(func() { out = Keep(fn()) })
-	if out != nil && !out.ref.isReleased() {
+	if !absent(out) && !out.ref.isReleased() {
 		track(out)
 	}
 	return out

@@ -159,8 +159,8 @@ func (t *Tensor) ds() *devState { return t.ref.st.ds }
 // live panics if t is nil or released. Operations that touch t's data,
 // views or graph pin it instead (see pin); live is for the rest.
 func (t *Tensor) live(op string) {
-	if t == nil {
-		nilTensor(op, 0, 1)
+	if absent(t) {
+		nilTensor(op, t, 0, 1)
 	}
 	if t.ref.isReleased() {
 		failReleased(op, t)
@@ -182,7 +182,7 @@ func (t *Tensor) live(op string) {
 // or Clone the small part to keep; [Config.DebugLeaks] (VRAM_DEBUG_LEAKS=1)
 // reports each forgotten view with the line that made it.
 func (t *Tensor) Release() {
-	if t == nil {
+	if absent(t) {
 		return
 	}
 	t.ref.drop()
@@ -350,6 +350,9 @@ const (
 func (t *Tensor) String() string {
 	if t == nil {
 		return "Tensor(nil)"
+	}
+	if t.ref == nil {
+		return "Tensor(zero)"
 	}
 	if !t.ref.hold() {
 		return fmt.Sprintf("Tensor(released, shape=%v, dtype=%s)", Shape(t.shape), t.dtype)
