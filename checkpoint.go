@@ -17,6 +17,7 @@ type rngScope struct {
 func (g *Generator) state() []byte {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.ready()
 	b, err := g.src.MarshalBinary()
 	if err != nil {
 		panic("vram: internal: cannot save generator state: " + err.Error())

@@ -157,7 +157,8 @@ func FromSlice[T Element](data []T, shape Shape, opts ...Option) *Tensor {
 // Generator is a seeded source of random numbers. Values depend only on the
 // seed and the order of calls, never on the number of cores; a generator
 // made by [NewGenerator] draws the same numbers whatever device the tensors
-// it fills are on. A Generator is safe for concurrent use.
+// it fills are on. A zero Generator is ready to use: it draws what
+// NewGenerator(0) draws. A Generator is safe for concurrent use.
 type Generator struct {
 	mu     sync.Mutex
 	src    *rand.PCG
@@ -178,6 +179,16 @@ func NewGenerator(seed uint64) *Generator { return newGeneratorOn(seed, cpuStrea
 func newGeneratorOn(seed, stream uint64) *Generator {
 	src := rand.NewPCG(seed, stream)
 	return &Generator{src: src, rng: rand.New(src), seed: seed, stream: stream}
+}
+
+// ready makes a zero Generator the one NewGenerator(0) returns; g.mu is
+// held.
+func (g *Generator) ready() {
+	if g.src == nil {
+		g.stream = cpuStream
+		g.src = rand.NewPCG(g.seed, g.stream)
+		g.rng = rand.New(g.src)
+	}
 }
 
 // defaultGen is the CPU's default generator.
@@ -206,6 +217,7 @@ func ManualSeed(seed uint64) {
 func (g *Generator) ManualSeed(seed uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.ready()
 	g.src = rand.NewPCG(seed, g.stream)
 	g.rng, g.seed = rand.New(g.src), seed
 }
@@ -223,12 +235,14 @@ func (g *Generator) Float64() float64 {
 	g = g.forDraw()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.ready()
 	return g.rng.Float64()
 }
 
 func (g *Generator) fill(n int, normal bool) []float64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.ready()
 	out := make([]float64, n)
 	for i := range out {
 		if normal {

@@ -37,6 +37,7 @@ func (g *Generator) SetState(st []byte) error {
 		return err
 	}
 	g.mu.Lock()
+	g.ready() // a zero g takes NewGenerator(0)'s stream and seed
 	g.src, g.rng = src, rand.New(src)
 	g.mu.Unlock()
 	return nil
