@@ -1,8 +1,10 @@
 package vram
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"sync"
 )
@@ -97,10 +99,17 @@ func Scalar(v float64, opts ...Option) *Tensor {
 }
 
 // Arange returns the values start, start+step, ... below end (above end for
-// a negative step), as float32 unless a dtype option is given. It panics
-// with [ErrArgument] if step is zero or start, end or step is not finite
-// or a value overflows the dtype,
-// and with [ErrShape] if the range has more elements than an int counts.
+// a negative step), as float32 unless a dtype option is given. An integer
+// dtype is computed as PyTorch computes it, in int64: start, end and step
+// are truncated toward zero first and the values are exact, so that an
+// int64 range past 2^53 holds every integer of it; an int64 result
+// counts its elements from the truncated end (arange(0, 4.5, 1) has 4),
+// other dtypes from the end given. It panics with [ErrArgument] if step is
+// zero (or truncates to zero for an integer dtype), start, end or step is
+// not finite, step points away from end (PyTorch's "upper bound and
+// larger bound inconsistent with step sign"; end equal to start gives an
+// empty tensor) or a value overflows the dtype, and with [ErrShape] if the
+// range has more elements than an int counts.
 func Arange(start, end, step float64, opts ...Option) *Tensor {
 	defer asOp("arange")
 	if step == 0 || math.IsNaN(step) || math.IsInf(step, 0) {
@@ -110,6 +119,12 @@ func Arange(start, end, step float64, opts ...Option) *Tensor {
 		fail("arange", ErrArgument, "start and end must be finite, got %v and %v", start, end)
 	}
 	o := resolve(Float32, opts)
+	if isInteger(o.dtype) {
+		return arangeInt(start, end, step, o)
+	}
+	if step > 0 && end < start || step < 0 && end > start {
+		fail("arange", ErrArgument, "step %v points away from end: the range from %v to %v needs a step of the other sign", step, start, end)
+	}
 	n := 0
 	if c := math.Ceil((end - start) / step); c >= math.MaxInt {
 		fail("arange", ErrShape, "the range from %v to %v in steps of %v has more elements than an int can count", start, end, step)
@@ -127,6 +142,77 @@ func Arange(start, end, step float64, opts ...Option) *Tensor {
 		store(o.dtype, raw, i, start+float64(i)*step)
 	}
 	t.writeNew("arange", raw)
+	return finish(t, o)
+}
+
+// isInteger reports whether dt is an integer dtype other than bool.
+func isInteger(dt DType) bool { return dt == Int64 || dt == Int32 || dt == Int8 }
+
+// arangeInt is Arange for an integer dtype o.dtype, computed in int64 as
+// PyTorch's arange_out computes it.
+func arangeInt(start, end, step float64, o options) *Tensor {
+	const op = "arange"
+	for _, v := range []float64{start, end, step} {
+		checkValue(op, v, Int64)
+	}
+	xs, xe, xst := int64(start), int64(end), int64(step)
+	if xst == 0 {
+		fail(op, ErrArgument, "step %v truncates to 0 for the integer dtype %s; give a step of at least 1 in size", step, o.dtype)
+	}
+	if xst > 0 && xe < xs || xst < 0 && xe > xs {
+		fail(op, ErrArgument, "step %v points away from end: the range from %v to %v needs a step of the other sign", step, start, end)
+	}
+	// The distance and the step's size as uint64, which holds both
+	// whatever int64s they come from.
+	dist, size := uint64(xe)-uint64(xs), uint64(xst)
+	if xst < 0 {
+		dist, size = uint64(xs)-uint64(xe), -uint64(xst)
+	}
+	var n uint64
+	if o.dtype == Int64 {
+		n = dist / size
+		if dist%size != 0 {
+			n++
+		}
+	} else if c := math.Ceil((end - start) / step); c >= math.MaxInt {
+		n = math.MaxInt
+	} else if c > 0 {
+		n = uint64(c)
+	}
+	if n >= math.MaxInt {
+		fail(op, ErrShape, "the range from %v to %v in steps of %v has more elements than an int can count", start, end, step)
+	}
+	if n > 0 && o.dtype != Int64 {
+		// The values run monotonically from xs to the last one; only
+		// an int64 result, whose values lie between xs and xe, cannot
+		// overflow.
+		last := new(big.Int).Mul(big.NewInt(int64(n-1)), big.NewInt(xst))
+		last.Add(last, big.NewInt(xs))
+		lo, hi := int64(math.MinInt32), int64(math.MaxInt32)
+		if o.dtype == Int8 {
+			lo, hi = math.MinInt8, math.MaxInt8
+		}
+		for _, v := range []*big.Int{big.NewInt(xs), last} {
+			if !v.IsInt64() || v.Int64() < lo || v.Int64() > hi {
+				fail(op, ErrArgument, "value %v of the range from %v to %v in steps of %v overflows %s", v, start, end, step, o.dtype)
+			}
+		}
+	}
+	t := newTensor(op, mustDevice(op, o.device), o.dtype, []int{int(n)})
+	raw := make([]byte, int(n)*o.dtype.Size())
+	v := xs
+	for i := range int(n) {
+		switch o.dtype {
+		case Int64:
+			binary.LittleEndian.PutUint64(raw[8*i:], uint64(v))
+		case Int32:
+			binary.LittleEndian.PutUint32(raw[4*i:], uint32(int32(v)))
+		case Int8:
+			raw[i] = byte(int8(v))
+		}
+		v += xst // wraps only past the last value
+	}
+	t.writeNew(op, raw)
 	return finish(t, o)
 }
 

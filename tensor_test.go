@@ -24,7 +24,7 @@ func TestFactories(t *testing.T) {
 		{"full f16", Full(Shape{1}, -2.25, Float16), Shape{1}, Float16, []float64{-2.25}},
 		{"arange", Arange(0, 5, 2), Shape{3}, Float32, []float64{0, 2, 4}},
 		{"arange down", Arange(3, 0, -1, Int32), Shape{3}, Int32, []float64{3, 2, 1}},
-		{"arange empty", Arange(3, 0, 1), Shape{0}, Float32, []float64{}},
+		{"arange empty", Arange(3, 3, 1), Shape{0}, Float32, []float64{}},
 		{"scalar", Scalar(3.5), Shape{}, Float32, []float64{3.5}},
 		{"from slice", FromSlice([]int{1, 2, 3, 4}, Shape{2, 2}), Shape{2, 2}, Int64, []float64{1, 2, 3, 4}},
 		{"from bools", FromSlice([]bool{true, false}, nil), Shape{2}, Bool, []float64{1, 0}},
