@@ -279,6 +279,9 @@ func (g *Graph) Replay() error {
 	if g == nil {
 		return &Error{Op: op, Kind: ErrArgument, Detail: "nil *Graph"}
 	}
+	if g.g == nil {
+		return &Error{Op: op, Kind: ErrArgument, Detail: "zero Graph, which recorded nothing; get one from CaptureGraph"}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.freed {
@@ -300,7 +303,7 @@ func (g *Graph) Replay() error {
 // Nodes returns the number of kernels, copies and other operations the
 // graph recorded.
 func (g *Graph) Nodes() int {
-	if g == nil {
+	if g == nil || g.g == nil {
 		return 0
 	}
 	return g.g.Nodes()
@@ -314,7 +317,7 @@ func (g *Graph) Device() Device { return g.dev }
 // their memory until they are released. Replays already queued still run.
 // Releasing twice does nothing.
 func (g *Graph) Release() {
-	if g == nil {
+	if g == nil || g.g == nil {
 		return
 	}
 	g.mu.Lock()

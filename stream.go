@@ -121,7 +121,7 @@ func Synchronize(d Device) error {
 }
 
 // Device returns the device the stream belongs to, also after Release.
-// It panics with [ErrArgument] on a nil stream.
+// It panics with [ErrArgument] on a nil or zero stream.
 func (s *Stream) Device() Device {
 	s.checkNil("stream device")
 	return s.ds.dev
@@ -134,17 +134,21 @@ func (s *Stream) Priority() int {
 }
 
 // IsDefault reports whether s is its device's default stream. It panics
-// with [ErrArgument] on a nil stream.
+// with [ErrArgument] on a nil or zero stream.
 func (s *Stream) IsDefault() bool {
 	s.checkNil("stream is default")
 	return s.def
 }
 
 // String describes the stream: "cuda:0 default stream", "sim:1 stream
-// (priority -1)", and "nil stream" for a nil one.
+// (priority -1)", "nil stream" for a nil one and "zero stream" for a zero
+// Stream (&Stream{}, which no function returns).
 func (s *Stream) String() string {
 	if s == nil {
 		return "nil stream"
+	}
+	if s.ds == nil {
+		return "zero stream"
 	}
 	if s.def {
 		return s.ds.dev.String() + " default stream"
@@ -152,10 +156,14 @@ func (s *Stream) String() string {
 	return fmt.Sprintf("%s stream (priority %d)", s.ds.dev, s.bs.Priority())
 }
 
-// checkNil panics with [ErrArgument] on a nil stream.
+// checkNil panics with [ErrArgument] on a nil stream and on a zero
+// Stream, which belongs to no device.
 func (s *Stream) checkNil(op string) {
 	if s == nil {
 		fail(op, ErrArgument, "nil stream")
+	}
+	if s.ds == nil {
+		fail(op, ErrArgument, "zero Stream, of no device; get one from NewStream, DefaultStream or CurrentStream")
 	}
 }
 
@@ -233,7 +241,7 @@ func (s *Stream) RecordEvent() *Event {
 // afterwards panics with [ErrReleased]. Releasing the default stream, or a
 // stream twice, does nothing.
 func (s *Stream) Release() {
-	if s == nil || s.def || s.released.Swap(true) {
+	if s == nil || s.ds == nil || s.def || s.released.Swap(true) {
 		return
 	}
 	s.bs.Destroy()
