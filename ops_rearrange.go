@@ -4,13 +4,23 @@ import "slices"
 
 // Flip returns a copy of t with the order of its entries reversed along
 // each of dims (torch.flip); negative dims count from the end. The result
-// is new storage, as in PyTorch, and the gradient flows back reversed. It
+// is new storage, as in PyTorch, and the gradient flows back reversed. A
+// 0-dimensional t takes dim 0 or -1, as torch.flip does, and is copied. It
 // panics with [ErrIndex] for a dimension out of range and with
 // [ErrArgument] for a dimension named twice.
 func (t *Tensor) Flip(dims ...int) *Tensor {
 	const op = "flip"
 	defer asOp(op)
 	t.live(op)
+	if len(t.shape) == 0 {
+		for i, d := range dims {
+			t.scalarAxis(op, d)
+			if i > 0 {
+				fail(op, ErrArgument, "dimension %d appears twice in %v", d, dims)
+			}
+		}
+		return t.Clone()
+	}
 	axes := t.distinctAxes(op, dims)
 	out := t.Clone()
 	if out.NumElements() == 0 {

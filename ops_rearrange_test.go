@@ -109,3 +109,46 @@ func ExampleTensor_Roll() {
 	// Tensor([3, 4, 0, 1, 2], shape=[5], dtype=float32, device=cpu)
 	// Tensor([4, 3, 2, 1, 0], shape=[5], dtype=float32, device=cpu)
 }
+
+// TestFlipZeroDimensional checks Flip of a 0-dimensional tensor against
+// torch.flip, which wraps its dims as a 1-dimensional tensor's (0 and -1
+// name the one there is) and returns a copy: it was an ErrIndex. A dim
+// named twice is an ErrArgument, and another dim an ErrIndex.
+func TestFlipZeroDimensional(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dims []int
+		kind error
+	}{
+		{"no dims", nil, nil},
+		{"dim 0", []int{0}, nil},
+		{"dim -1", []int{-1}, nil},
+		{"dim 0 twice", []int{0, -1}, vram.ErrArgument},
+		{"dim 1", []int{1}, vram.ErrIndex},
+		{"dim -2", []int{-2}, vram.ErrIndex},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := vram.Scalar(3, vram.WithGrad())
+			defer x.Release()
+			var y *vram.Tensor
+			err := vram.Catch(func() { y = x.Flip(tc.dims...) })
+			if tc.kind != nil {
+				if !errors.Is(err, tc.kind) {
+					t.Fatalf("got %v, want %v", err, tc.kind)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer y.Release()
+			if y.Dim() != 0 || y.Item() != 3 || y.SharesStorage(x) {
+				t.Fatalf("got %v, want a copy of 3 of shape []", y)
+			}
+			y.Backward()
+			if g := x.Grad().Item(); g != 1 {
+				t.Errorf("gradient %v, want 1", g)
+			}
+		})
+	}
+}
