@@ -10,6 +10,7 @@ import (
 // gradient option, and the errors, leaving no storage behind.
 func TestEye(t *testing.T) {
 	for _, dev := range []Device{CPU, Sim(0)} {
+		settle(dev) // garbage of other tests is freed before, not during
 		before := MemoryAllocated(dev)
 		cases := []struct {
 			name  string
