@@ -328,7 +328,7 @@ func NewPReLU(numParameters int, init float64, opts ...vram.Option) *PReLU {
 	}
 	checkFinite("prelu", "init", init)
 	l := &PReLU{Weight: fullParam(vram.Shape{numParameters}, init, opts)}
-	l.RegisterParameter("weight", l.Weight)
+	l.RegisterParameterField("weight", &l.Weight)
 	return l
 }
 

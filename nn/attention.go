@@ -99,23 +99,23 @@ func NewMultiheadAttention(embedDim, numHeads int, o MultiheadAttentionOptions, 
 	}
 	if kdim == embedDim && vdim == embedDim {
 		m.InProjWeight = xavier(3*embedDim, embedDim)
-		m.RegisterParameter("in_proj_weight", m.InProjWeight)
+		m.RegisterParameterField("in_proj_weight", &m.InProjWeight)
 	} else {
 		m.QProjWeight = xavier(embedDim, embedDim)
 		m.KProjWeight = xavier(embedDim, kdim)
 		m.VProjWeight = xavier(embedDim, vdim)
-		m.RegisterParameter("q_proj_weight", m.QProjWeight)
-		m.RegisterParameter("k_proj_weight", m.KProjWeight)
-		m.RegisterParameter("v_proj_weight", m.VProjWeight)
+		m.RegisterParameterField("q_proj_weight", &m.QProjWeight)
+		m.RegisterParameterField("k_proj_weight", &m.KProjWeight)
+		m.RegisterParameterField("v_proj_weight", &m.VProjWeight)
 	}
 	if o.NoBias {
 		m.OutProj = NewLinearNoBias(embedDim, embedDim, opts...)
 	} else {
 		m.InProjBias = fullParam(vram.Shape{3 * embedDim}, 0, opts)
-		m.RegisterParameter("in_proj_bias", m.InProjBias)
+		m.RegisterParameterField("in_proj_bias", &m.InProjBias)
 		m.OutProj = NewLinearNoBias(embedDim, embedDim, opts...)
 		m.OutProj.Bias = fullParam(vram.Shape{embedDim}, 0, opts)
-		m.OutProj.RegisterParameter("bias", m.OutProj.Bias)
+		m.OutProj.RegisterParameterField("bias", &m.OutProj.Bias)
 	}
 	m.RegisterModule("out_proj", m.OutProj)
 	return m

@@ -23,7 +23,7 @@ type Bilinear struct {
 func NewBilinear(in1, in2, out int, opts ...vram.Option) *Bilinear {
 	l := NewBilinearNoBias(in1, in2, out, opts...)
 	l.Bias = uniformParam(vram.Shape{out}, linearBound(in1), opts)
-	l.RegisterParameter("bias", l.Bias)
+	l.RegisterParameterField("bias", &l.Bias)
 	return l
 }
 
@@ -34,7 +34,7 @@ func NewBilinearNoBias(in1, in2, out int, opts ...vram.Option) *Bilinear {
 		panic(&vram.Error{Op: "bilinear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("sizes must not be negative, got %d, %d and %d", in1, in2, out)})
 	}
 	l := &Bilinear{Weight: uniformParam(vram.Shape{out, in1, in2}, linearBound(in1), opts)}
-	l.RegisterParameter("weight", l.Weight)
+	l.RegisterParameterField("weight", &l.Weight)
 	return l
 }
 

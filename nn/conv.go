@@ -120,10 +120,10 @@ func NewConv2d(in, out, kernel int, o ConvOptions, opts ...vram.Option) *Conv2d 
 	l := &Conv2d{Params: p}
 	bound := 1 / math.Sqrt(float64(in/p.Groups*k[0]*k[1]))
 	l.Weight = uniformParam(vram.Shape{out, in / p.Groups, k[0], k[1]}, bound, opts)
-	l.RegisterParameter("weight", l.Weight)
+	l.RegisterParameterField("weight", &l.Weight)
 	if !o.NoBias {
 		l.Bias = uniformParam(vram.Shape{out}, bound, opts)
-		l.RegisterParameter("bias", l.Bias)
+		l.RegisterParameterField("bias", &l.Bias)
 	}
 	return l
 }
@@ -183,10 +183,10 @@ func NewConv1d(in, out, kernel int, o ConvOptions, opts ...vram.Option) *Conv1d 
 	l := &Conv1d{Params: vram.Conv1dParams{Stride: p.Stride[1], Padding: p.Padding[1], Dilation: p.Dilation[1], Groups: p.Groups, Same: p.Same}}
 	bound := 1 / math.Sqrt(float64(in/p.Groups*kernel))
 	l.Weight = uniformParam(vram.Shape{out, in / p.Groups, kernel}, bound, opts)
-	l.RegisterParameter("weight", l.Weight)
+	l.RegisterParameterField("weight", &l.Weight)
 	if !o.NoBias {
 		l.Bias = uniformParam(vram.Shape{out}, bound, opts)
-		l.RegisterParameter("bias", l.Bias)
+		l.RegisterParameterField("bias", &l.Bias)
 	}
 	return l
 }
@@ -221,10 +221,10 @@ func NewConvTranspose2d(in, out, kernel int, o ConvOptions, opts ...vram.Option)
 	l := &ConvTranspose2d{Params: p}
 	bound := 1 / math.Sqrt(float64(out/p.Groups*k[0]*k[1]))
 	l.Weight = uniformParam(vram.Shape{in, out / p.Groups, k[0], k[1]}, bound, opts)
-	l.RegisterParameter("weight", l.Weight)
+	l.RegisterParameterField("weight", &l.Weight)
 	if !o.NoBias {
 		l.Bias = uniformParam(vram.Shape{out}, bound, opts)
-		l.RegisterParameter("bias", l.Bias)
+		l.RegisterParameterField("bias", &l.Bias)
 	}
 	return l
 }

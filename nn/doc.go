@@ -70,6 +70,21 @@
 //		return m.out.Forward(a)
 //	}
 //
+// A layer registers a tensor field with [Base.RegisterParameterField]
+// (m.RegisterParameterField("weight", &m.Weight)), as this package's
+// layers register Weight and Bias: the field is then the parameter, and
+// assigning to it ties weights as in PyTorch. A language model whose
+// output projection is its token embedding writes
+//
+//	lm.Head.Weight = lm.Embed.Weight // both [vocab, dim]
+//
+// and then lists the shared tensor once ([Base.NamedParameters],
+// [NumParameters], optimizers, data parallelism), keys it under both names
+// in [StateDict] and [Save], loads it once, and sums the gradients of its
+// two uses in it. The recurrent layers and cells register their weights by
+// value ([Base.RegisterParameter]), so assigning to their Weights does not
+// change their parameters.
+//
 // Simple functions become modules through [Func]. [Replicate] copies such
 // a module, unexported fields and all, to another device (data parallelism
 // makes one replica per device with it).

@@ -109,8 +109,8 @@ func newInstanceNorm(spatial, c int, o InstanceNormOptions, opts []vram.Option) 
 	if o.Affine {
 		l.Weight = fullParam(vram.Shape{c}, 1, popts)
 		l.Bias = fullParam(vram.Shape{c}, 0, popts)
-		l.RegisterParameter("weight", l.Weight)
-		l.RegisterParameter("bias", l.Bias)
+		l.RegisterParameterField("weight", &l.Weight)
+		l.RegisterParameterField("bias", &l.Bias)
 	}
 	if o.TrackRunningStats {
 		vram.Region(ParametersRegion, func() {

@@ -70,5 +70,5 @@ func (l *Linear) SetInt8Weight(wq, scale *vram.Tensor) error {
 // unregisterParameter removes the parameter name from b's own parameters,
 // if it is there; the tensor is not released.
 func (b *Base) unregisterParameter(name string) {
-	b.params = slices.DeleteFunc(b.params, func(p NamedParameter) bool { return p.Name == name })
+	b.params = slices.DeleteFunc(b.params, func(p paramSlot) bool { return p.name == name })
 }

@@ -63,7 +63,7 @@ type Linear struct {
 func NewLinear(in, out int, opts ...vram.Option) *Linear {
 	l := NewLinearNoBias(in, out, opts...)
 	l.Bias = uniformParam(vram.Shape{out}, linearBound(in), opts)
-	l.RegisterParameter("bias", l.Bias)
+	l.RegisterParameterField("bias", &l.Bias)
 	return l
 }
 
@@ -74,7 +74,7 @@ func NewLinearNoBias(in, out int, opts ...vram.Option) *Linear {
 	}
 	l := &Linear{}
 	l.Weight = uniformParam(vram.Shape{out, in}, linearBound(in), opts)
-	l.RegisterParameter("weight", l.Weight)
+	l.RegisterParameterField("weight", &l.Weight)
 	return l
 }
 
@@ -222,7 +222,7 @@ type LayerNorm struct {
 func NewLayerNorm(shape []int, eps float64, opts ...vram.Option) *LayerNorm {
 	l := NewLayerNormNoBias(shape, eps, opts...)
 	l.Bias = fullParam(shape, 0, opts)
-	l.RegisterParameter("bias", l.Bias)
+	l.RegisterParameterField("bias", &l.Bias)
 	return l
 }
 
@@ -232,7 +232,7 @@ func NewLayerNorm(shape []int, eps float64, opts ...vram.Option) *LayerNorm {
 func NewLayerNormNoBias(shape []int, eps float64, opts ...vram.Option) *LayerNorm {
 	l := NewLayerNormNoAffine(shape, eps)
 	l.Weight = fullParam(shape, 1, opts)
-	l.RegisterParameter("weight", l.Weight)
+	l.RegisterParameterField("weight", &l.Weight)
 	return l
 }
 
@@ -364,7 +364,7 @@ func NewEmbeddingOptions(num, dim int, o EmbeddingOptions, opts ...vram.Option) 
 		}
 		e.Weight.SetRequiresGrad(true)
 	})
-	e.RegisterParameter("weight", e.Weight)
+	e.RegisterParameterField("weight", &e.Weight)
 	return e
 }
 
@@ -415,7 +415,7 @@ func NewEmbeddingFromPretrained(weights *vram.Tensor, freeze bool, o EmbeddingOp
 		vram.NoGrad(func() { e.Weight = vram.Keep(weights.Clone()) })
 	})
 	e.Weight.SetRequiresGrad(!freeze)
-	e.RegisterParameter("weight", e.Weight)
+	e.RegisterParameterField("weight", &e.Weight)
 	return e
 }
 

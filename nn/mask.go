@@ -282,12 +282,13 @@ const maskSuffix = "_mask"
 // dtype, after the parameters were converted.
 func (b *Base) castOwnMasks() {
 	for _, name := range b.masked {
-		pi := slices.IndexFunc(b.params, func(p NamedParameter) bool { return p.Name == name })
+		own := b.ownParams()
+		pi := slices.IndexFunc(own, func(p NamedParameter) bool { return p.Name == name })
 		mi := slices.IndexFunc(b.buffers, func(p NamedParameter) bool { return p.Name == name+maskSuffix })
 		if pi < 0 || mi < 0 {
 			continue
 		}
-		if p, m := b.params[pi].Tensor, b.buffers[mi].Tensor; m.DType() != p.DType() {
+		if p, m := own[pi].Tensor, b.buffers[mi].Tensor; m.DType() != p.DType() {
 			m.CastInPlace(p.DType())
 		}
 	}

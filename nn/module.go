@@ -65,7 +65,7 @@ type NamedModule struct {
 // not run concurrently with any other use of it; NamedParameters,
 // Parameters, Training and Forward may run concurrently with each other.
 type Base struct {
-	params   []NamedParameter
+	params   []paramSlot
 	buffers  []NamedParameter
 	masked   []string // the parameters whose pruning masks are buffers
 	children []namedModule
@@ -75,6 +75,27 @@ type Base struct {
 type namedModule struct {
 	name string
 	mod  Module
+}
+
+// paramSlot is a registered parameter: its name and where its tensor is
+// read from, each time it is needed: the module's field for a parameter
+// registered with [Base.RegisterParameterField], a cell of its own for one
+// registered with [Base.RegisterParameter].
+type paramSlot struct {
+	name string
+	ref  **vram.Tensor
+}
+
+// ownParams returns b's own parameters, in registration order, leaving
+// out those whose field holds nil.
+func (b *Base) ownParams() []NamedParameter {
+	out := make([]NamedParameter, 0, len(b.params))
+	for _, p := range b.params {
+		if t := *p.ref; t != nil {
+			out = append(out, NamedParameter{Name: p.name, Tensor: t})
+		}
+	}
+	return out
 }
 
 // checkName panics with an *vram.Error of kind vram.ErrArgument unless name
@@ -87,7 +108,7 @@ func (b *Base) checkName(op, name string) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("name %q must not contain a dot", name)})
 	}
 	for _, p := range b.params {
-		if p.Name == name {
+		if p.name == name {
 			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("a parameter named %q is already registered", name)})
 		}
 	}
@@ -114,7 +135,39 @@ func (b *Base) RegisterParameter(name string, t *vram.Tensor) {
 	}
 	b.checkName("register parameter", name)
 	vram.Keep(t)
-	b.params = append(b.params, NamedParameter{Name: name, Tensor: t})
+	b.params = append(b.params, paramSlot{name: name, ref: &t})
+}
+
+// RegisterParameterField adds the tensor that *field holds to the
+// module's parameters under name, as RegisterParameter does, and makes the
+// field the parameter: every listing ([Base.NamedParameters], [StateDict],
+// optimizers made afterwards) reads the tensor from the field, so that
+// assigning another tensor to it replaces the parameter, as assigning a
+// module attribute does in PyTorch. This is how weights are tied:
+//
+//	head.Weight = embed.Weight // GPT-2's output projection is its embedding
+//
+// after which the model lists the shared tensor once among its parameters,
+// [StateDict] keys it under both names, [Load] loads it once, and the
+// gradients of both uses add up in it. A field holding nil is left out of
+// the listings until a tensor is assigned to it (a parameter set to None).
+// The layers of this package register their exported tensor fields this
+// way (Weight, Bias, ...). A tensor assigned later is not exempted from
+// enclosing [vram.Tidy] calls: make it outside them or [vram.Keep] it. The
+// tensor the field held before is no longer the module's: release it when
+// nothing else uses it, or leave it to the garbage collector.
+//
+// field must point into the module's own struct (field = &l.Weight, with l
+// the module), so that [Replicate] finds it in the replica's struct. It
+// panics with an *vram.Error of kind vram.ErrArgument for a nil field, a
+// field that holds nil and the name errors of RegisterParameter.
+func (b *Base) RegisterParameterField(name string, field **vram.Tensor) {
+	if field == nil || *field == nil {
+		panic(&vram.Error{Op: "register parameter", Kind: vram.ErrArgument, Detail: fmt.Sprintf("nil tensor for parameter %q", name)})
+	}
+	b.checkName("register parameter", name)
+	vram.Keep(*field)
+	b.params = append(b.params, paramSlot{name: name, ref: field})
 }
 
 // RegisterBuffer adds t to the module's buffers under name
@@ -229,7 +282,7 @@ func (b *Base) NamedParameters() []NamedParameter {
 			out = append(out, NamedParameter{Name: name, Tensor: t})
 		}
 	}
-	for _, p := range b.params {
+	for _, p := range b.ownParams() {
 		add(p.Name, p.Tensor)
 	}
 	for _, c := range b.children {
@@ -355,7 +408,7 @@ func (b *Base) To(d vram.Device) {
 func (b *Base) ToDType(dt vram.DType) {
 	checkFloatDType(dt)
 	vram.Region(ParametersRegion, func() {
-		for _, p := range b.params {
+		for _, p := range b.ownParams() {
 			if p.Tensor.DType().IsFloat() {
 				p.Tensor.CastInPlace(dt)
 			}

@@ -104,8 +104,8 @@ func (l *BatchNorm2d) init(op string, c int, o BatchNormOptions, opts []vram.Opt
 	if !o.NoAffine {
 		l.Weight = fullParam(vram.Shape{c}, 1, popts)
 		l.Bias = fullParam(vram.Shape{c}, 0, popts)
-		l.RegisterParameter("weight", l.Weight)
-		l.RegisterParameter("bias", l.Bias)
+		l.RegisterParameterField("weight", &l.Weight)
+		l.RegisterParameterField("bias", &l.Bias)
 	}
 	if !o.NoRunningStats {
 		vram.Region(ParametersRegion, func() {
@@ -276,8 +276,8 @@ func NewGroupNorm(groups, channels int, eps float64, opts ...vram.Option) *Group
 	l := NewGroupNormNoAffine(groups, channels, eps)
 	l.Weight = fullParam(vram.Shape{channels}, 1, opts)
 	l.Bias = fullParam(vram.Shape{channels}, 0, opts)
-	l.RegisterParameter("weight", l.Weight)
-	l.RegisterParameter("bias", l.Bias)
+	l.RegisterParameterField("weight", &l.Weight)
+	l.RegisterParameterField("bias", &l.Bias)
 	return l
 }
 

@@ -83,6 +83,7 @@ func Replicate(m Module, d vram.Device) (Module, error) {
 			}
 			v := reflect.ValueOf(&m).Elem() // the interface, addressable
 			out = r.copy(v, "").Interface().(Module)
+			r.rebindFields()
 		})
 	})
 	if err == nil {
@@ -170,6 +171,41 @@ type replicator struct {
 	names   map[*vram.Tensor]string // the module's parameters, for errors
 	made    []*vram.Tensor          // released again if Replicate fails
 	err     error                   // the first error; the walk stops adding work
+	blocks  []block                 // the memory copied: structs behind pointers, slices' arrays
+	slots   [][2][]paramSlot        // Bases' parameter lists, the module's and the replica's
+}
+
+// block is a span of the module's memory, size bytes from orig, that the
+// replica holds a copy of at cp.
+type block struct {
+	orig, cp unsafe.Pointer
+	size     uintptr
+}
+
+// rebindFields points each parameter of the replica registered with
+// [Base.RegisterParameterField] at the replica's field: the walk copied
+// the pointer to the module's field into a cell of its own, holding the
+// right tensor but no longer the field, so that assigning to the
+// replica's field would not change its parameter. The field is found in
+// the smallest block of copied memory that holds the module's.
+func (r *replicator) rebindFields() {
+	for _, pair := range r.slots {
+		orig, cp := pair[0], pair[1]
+		for i := range orig {
+			p := uintptr(unsafe.Pointer(orig[i].ref))
+			var best *block
+			for j := range r.blocks {
+				b := &r.blocks[j]
+				start := uintptr(b.orig)
+				if p >= start && p-start+unsafe.Sizeof(orig[i].ref) <= b.size && (best == nil || b.size < best.size) {
+					best = b
+				}
+			}
+			if best != nil {
+				cp[i].ref = (**vram.Tensor)(unsafe.Add(best.cp, p-uintptr(best.orig)))
+			}
+		}
+	}
 }
 
 type ptrKey struct {
@@ -178,9 +214,10 @@ type ptrKey struct {
 }
 
 var (
-	tensorPtrType = reflect.TypeFor[*vram.Tensor]()
-	deviceType    = reflect.TypeFor[vram.Device]()
-	replicatorTyp = reflect.TypeFor[Replicator]()
+	tensorPtrType  = reflect.TypeFor[*vram.Tensor]()
+	deviceType     = reflect.TypeFor[vram.Device]()
+	replicatorTyp  = reflect.TypeFor[Replicator]()
+	paramSlotsType = reflect.TypeFor[[]paramSlot]()
 )
 
 // fail records the first error of the walk.
@@ -227,6 +264,11 @@ func (r *replicator) copy(v reflect.Value, path string) reflect.Value {
 		}
 		out := reflect.New(t.Elem())
 		r.ptrs[key] = out // before the fields, for cycles
+		if k := t.Elem().Kind(); (k == reflect.Struct || k == reflect.Array) && t.Elem().Size() > 0 {
+			// A struct that may hold fields registered as parameters;
+			// a pointer to a field itself is not one.
+			r.blocks = append(r.blocks, block{orig: v.UnsafePointer(), cp: out.UnsafePointer(), size: t.Elem().Size()})
+		}
 		out.Elem().Set(r.copy(open(v.Elem()), path))
 		return out
 	case reflect.Interface:
@@ -265,8 +307,14 @@ func (r *replicator) copy(v reflect.Value, path string) reflect.Value {
 			return v
 		}
 		out := reflect.MakeSlice(t, v.Len(), v.Len())
+		if size := uintptr(v.Len()) * t.Elem().Size(); size > 0 {
+			r.blocks = append(r.blocks, block{orig: v.UnsafePointer(), cp: out.UnsafePointer(), size: size})
+		}
 		for i := range v.Len() {
 			out.Index(i).Set(r.copy(open(v.Index(i)), join(path, fmt.Sprint(i))))
+		}
+		if t == paramSlotsType {
+			r.slots = append(r.slots, [2][]paramSlot{v.Interface().([]paramSlot), out.Interface().([]paramSlot)})
 		}
 		return out
 	case reflect.Array:

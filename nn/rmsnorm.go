@@ -35,7 +35,7 @@ type RMSNorm struct {
 func NewRMSNorm(shape []int, eps float64, opts ...vram.Option) *RMSNorm {
 	l := NewRMSNormNoAffine(shape, eps)
 	l.Weight = fullParam(shape, 1, opts)
-	l.RegisterParameter("weight", l.Weight)
+	l.RegisterParameterField("weight", &l.Weight)
 	return l
 }
 

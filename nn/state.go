@@ -19,13 +19,23 @@ import (
 // pruning mask covers ([Maskable]) is keyed by its name with "_orig"
 // appended, beside its mask's name+"_mask", as PyTorch's
 // torch.nn.utils.prune stores it ("fc.weight_orig", "fc.weight_mask").
+// A tensor that layers share (tied weights, head.Weight = embed.Weight) is
+// keyed under each of its names, as PyTorch's state_dict keys it, though
+// [Base.NamedParameters] lists it once.
 // The tensors are the module's own, not copies: they belong to the module
 // and must not be released. A nil m gives an empty map.
 func StateDict(m Module) map[string]*vram.Tensor {
+	if isNil(m) {
+		return map[string]*vram.Tensor{}
+	}
 	named := stateTensors(m)
+	aliases := aliasKeys(m, named)
 	out := make(map[string]*vram.Tensor, len(named))
 	for _, p := range named {
 		out[p.Name] = p.Tensor
+		for _, a := range aliases[p.Tensor] {
+			out[a] = p.Tensor
+		}
 	}
 	return out
 }
@@ -78,7 +88,9 @@ func maskedNames(m Module) map[string]bool {
 // Save writes m's parameters and buffers to the safetensors file path, under their
 // PyTorch state-dict names and in their own dtypes, with the metadata
 // {"format": "pt"} that Hugging Face tools expect; PyTorch reads it with
-// safetensors.torch.load_file. The file is written to a temporary file in
+// safetensors.torch.load_file. A shared tensor (tied weights) is written
+// under each of its names, as [StateDict] keys it, so that PyTorch's
+// strict load_state_dict of the file finds every key. The file is written to a temporary file in
 // the same directory and renamed into place, so path holds either the old
 // contents or the complete new ones, never a partial file. A tensor on a
 // device is read in the order of its memory, so that saving a
@@ -89,7 +101,9 @@ func Save(m Module, path string) (err error) {
 		return &kindError{msg: fmt.Sprintf("nn: save %s: nil module", path), kinds: []error{vram.ErrArgument}}
 	}
 	tensors := map[string]safetensors.Tensor{}
-	for _, p := range stateTensors(m) {
+	state := stateTensors(m)
+	aliases := aliasKeys(m, state)
+	for _, p := range state {
 		var st safetensors.Tensor
 		var encErr error
 		err := vram.Catch(func() { st, encErr = tensorfile.Encode(p.Tensor) })
@@ -100,6 +114,9 @@ func Save(m Module, path string) (err error) {
 			return fmt.Errorf("nn: save %s: parameter %q: %w", path, p.Name, err)
 		}
 		tensors[p.Name] = st
+		for _, a := range aliases[p.Tensor] {
+			tensors[a] = st
+		}
 	}
 	if err := tensorfile.Write(path, tensors, map[string]string{"format": "pt"}); err != nil {
 		return fmt.Errorf("nn: save %s: %w", path, err)
@@ -117,8 +134,9 @@ func Save(m Module, path string) (err error) {
 // nothing. As in PyTorch, a file may lack the "num_batches_tracked" of a
 // [BatchNorm2d] or [BatchNorm1d] (checkpoints written before PyTorch 0.4.1
 // have none), which then keeps its value. A tensor that layers share
-// (tied weights), listed once by [StateDict], may be under any of its
-// names in the file, or under several, as PyTorch's state_dict lists it,
+// (tied weights) is loaded once; it may be under any of its names in the
+// file (safetensors.torch.save_model keeps one), or under several, as
+// [Save] and PyTorch's state_dict list it,
 // which must then hold one value (an error matching vram.ErrArgument
 // otherwise: the file is not of a model that shares the tensor, and
 // loading one of the values would lose the other). A pruned parameter is read from name+"_orig" or, in files
@@ -392,8 +410,8 @@ func quantMismatch(name, file string, model vram.DType) string {
 
 // aliasKeys returns, for each tensor of state (m's state tensors) that m
 // holds under more than one name (weights shared between layers), its
-// other state-dict keys, sorted: those that [StateDict], which lists a
-// tensor once, leaves out and PyTorch's state_dict lists.
+// other state-dict keys, sorted: those that [Base.NamedParameters], which
+// lists a tensor once, leaves out and PyTorch's state_dict lists.
 func aliasKeys(m Module, state []NamedParameter) map[*vram.Tensor][]string {
 	primary := map[*vram.Tensor]string{}
 	for _, p := range state {
