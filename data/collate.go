@@ -21,8 +21,11 @@ type CollateFunc func(samples []Sample, dev vram.Device) ([]*vram.Tensor, error)
 // field j of the batch joins field j of every sample along a new first
 // dimension. Tensors are stacked (they must share a shape and a device);
 // numbers become a 1-D tensor of the batch's length, of dtype Float64 for
-// float64, Float32 for float32, Int64 for int and int64, Int32 for int32
-// and Bool for bool, as torch.tensor makes them; slices of numbers of one
+// float64, Float32 for float32, Int64 for int and int64, Int32 for int32,
+// Int8 for int8 and Bool for bool, as torch.tensor makes them, and, vram
+// having no unsigned or 16-bit integer dtype, Int32 for uint8, int16 and
+// uint16 and Int64 for uint32, which hold all their values (PyTorch's
+// collate keeps uint8, int16, uint16 and uint32); slices of numbers of one
 // length become a 2-D tensor. Each result is then moved to dev unless dev is
 // the zero Device. It returns an error that matches [vram.ErrShape] when
 // samples have different numbers of fields or tensors of different shapes,
@@ -108,6 +111,26 @@ func collateField(samples []Sample, j int, dev vram.Device) (*vram.Tensor, error
 		t, err = rows[int32](samples, j, dev)
 	case []bool:
 		t, err = rows[bool](samples, j, dev)
+	case int8:
+		t, err = widen[int8, int32](samples, j, dev, false, vram.Int8)
+	case uint8:
+		t, err = widen[uint8, int32](samples, j, dev, false, vram.Int32)
+	case int16:
+		t, err = widen[int16, int32](samples, j, dev, false, vram.Int32)
+	case uint16:
+		t, err = widen[uint16, int32](samples, j, dev, false, vram.Int32)
+	case uint32:
+		t, err = widen[uint32, int64](samples, j, dev, false, vram.Int64)
+	case []int8:
+		t, err = widen[int8, int32](samples, j, dev, true, vram.Int8)
+	case []uint8:
+		t, err = widen[uint8, int32](samples, j, dev, true, vram.Int32)
+	case []int16:
+		t, err = widen[int16, int32](samples, j, dev, true, vram.Int32)
+	case []uint16:
+		t, err = widen[uint16, int32](samples, j, dev, true, vram.Int32)
+	case []uint32:
+		t, err = widen[uint32, int64](samples, j, dev, true, vram.Int64)
 	default:
 		return nil, fieldTypeError(samples, 0, j)
 	}
@@ -144,6 +167,52 @@ func rows[T vram.Element](samples []Sample, j int, dev vram.Device) (*vram.Tenso
 		vals = append(vals, v...)
 	}
 	return vram.FromSlice(vals, vram.Shape{len(samples), n}, hostOr(dev)), nil
+}
+
+// widen batches field j, a number of type T in every sample or, when row,
+// a []T of one length, as numbers or rows do values of type U, which
+// holds every value of T, then casts the batch to dt.
+func widen[T int8 | uint8 | int16 | uint16 | uint32, U int32 | int64](samples []Sample, j int, dev vram.Device, row bool, dt vram.DType) (*vram.Tensor, error) {
+	conv := make([]Sample, len(samples))
+	for i, s := range samples {
+		var v any
+		switch x := s[j].(type) {
+		case T:
+			if row {
+				return nil, fieldTypeError(samples, i, j)
+			}
+			v = U(x)
+		case []T:
+			if !row {
+				return nil, fieldTypeError(samples, i, j)
+			}
+			r := make([]U, len(x))
+			for k, e := range x {
+				r[k] = U(e)
+			}
+			v = r
+		default:
+			return nil, fieldTypeError(samples, i, j)
+		}
+		conv[i] = make(Sample, j+1) // field j, for the errors of rows
+		conv[i][j] = v
+	}
+	var t *vram.Tensor
+	var err error
+	if row {
+		t, err = rows[U](conv, j, vram.CPU)
+	} else {
+		t, err = numbers[U](conv, j, vram.CPU)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if t.DType() != dt {
+		c := t.Cast(dt)
+		t.Release()
+		t = c
+	}
+	return moveTo(t, dev), nil
 }
 
 // fieldTypeError is the error for field j of sample i, whose type cannot be

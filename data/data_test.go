@@ -152,6 +152,11 @@ func TestNewLoaderErrors(t *testing.T) {
 		{"negative number of samples", ds, 1, data.Options{Sampler: data.RandomSampler{N: 10, NumSamples: -5}, NumWorkers: 2}, vram.ErrArgument},
 		{"negative number of samples, replacement", ds, 3, data.Options{Sampler: data.RandomSampler{N: 10, NumSamples: -1, Replacement: true}}, vram.ErrArgument},
 		{"negative sampler N", ds, 3, data.Options{Sampler: data.RandomSampler{N: -1, NumSamples: 4}}, vram.ErrArgument},
+		// PyTorch's RandomSampler raises drawing from an empty range
+		// (torch.randint with high 0, or a division by zero without
+		// replacement) rather than giving an empty epoch.
+		{"samples drawn from no indices, replacement", ds, 3, data.Options{Sampler: data.RandomSampler{N: 0, NumSamples: 4, Replacement: true}}, vram.ErrArgument},
+		{"samples drawn from no indices", ds, 3, data.Options{Sampler: &data.RandomSampler{N: 0, NumSamples: 4}}, vram.ErrArgument},
 		{"pin memory for the CPU", ds, 2, data.Options{PinMemory: true, Device: vram.CUDA(7)}, vram.ErrUnavailable},
 		{"no such device", ds, 2, data.Options{Device: vram.Sim(9)}, vram.ErrUnavailable},
 		{"no such kind", ds, 2, data.Options{Device: vram.Device{Kind: "tpu"}, NumWorkers: 2}, vram.ErrUnavailable},
@@ -630,6 +635,17 @@ func TestCollate(t *testing.T) {
 		{"shapes differ", []data.Sample{{vram.Zeros(vram.Shape{2})}, {vram.Zeros(vram.Shape{3})}}, nil, nil, vram.ErrShape},
 		{"devices differ", []data.Sample{{vram.Zeros(vram.Shape{2})}, {vram.Zeros(vram.Shape{2}, vram.Sim(0))}}, nil, nil, vram.ErrDevice},
 		{"slice lengths differ", []data.Sample{{[]float64{1}}, {[]float64{1, 2}}}, nil, nil, vram.ErrShape},
+		// PyTorch collates any integer type; vram has int8, and widens
+		// the others it lacks to an integer dtype holding their values.
+		{"small integers", []data.Sample{{int8(-1), uint8(200), int16(-300), uint16(60000), uint32(4e9)}, {int8(2), uint8(3), int16(4), uint16(5), uint32(6)}},
+			[]vram.DType{vram.Int8, vram.Int32, vram.Int32, vram.Int32, vram.Int64},
+			[]vram.Shape{{2}, {2}, {2}, {2}, {2}}, nil},
+		{"slices of small integers", []data.Sample{{[]int8{-1, 2}, []uint8{255}, []int16{7}, []uint16{8}, []uint32{9}}, {[]int8{3, 4}, []uint8{0}, []int16{1}, []uint16{2}, []uint32{3}}},
+			[]vram.DType{vram.Int8, vram.Int32, vram.Int32, vram.Int32, vram.Int64},
+			[]vram.Shape{{2, 2}, {2, 1}, {2, 1}, {2, 1}, {2, 1}}, nil},
+		{"small integer types differ", []data.Sample{{uint8(1)}, {int8(1)}}, nil, nil, vram.ErrDType},
+		{"small integer and slice", []data.Sample{{uint8(1)}, {[]uint8{1}}}, nil, nil, vram.ErrDType},
+		{"small integer slice lengths differ", []data.Sample{{[]uint8{1}}, {[]uint8{1, 2}}}, nil, nil, vram.ErrShape},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := data.Collate(tc.samples, vram.Device{})
@@ -647,6 +663,37 @@ func TestCollate(t *testing.T) {
 					t.Errorf("field %d: %v %v, want %v %v", i, x.DType(), x.Shape(), tc.dtypes[i], tc.shapes[i])
 				}
 				x.Release()
+			}
+		})
+	}
+}
+
+// TestCollateSmallIntegerValues checks the values of batched integers of
+// the types vram has no dtype of, which must survive their widening.
+func TestCollateSmallIntegerValues(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		samples []data.Sample
+		want    []float64
+	}{
+		{"int8", []data.Sample{{int8(-128)}, {int8(127)}}, []float64{-128, 127}},
+		{"uint8", []data.Sample{{uint8(0)}, {uint8(255)}}, []float64{0, 255}},
+		{"int16", []data.Sample{{int16(-32768)}, {int16(32767)}}, []float64{-32768, 32767}},
+		{"uint16", []data.Sample{{uint16(65535)}, {uint16(1)}}, []float64{65535, 1}},
+		{"uint32", []data.Sample{{uint32(4294967295)}, {uint32(0)}}, []float64{4294967295, 0}},
+		{"[]uint8", []data.Sample{{[]uint8{1, 255}}, {[]uint8{128, 0}}}, []float64{1, 255, 128, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := data.Collate(tc.samples, vram.Sim(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out[0].Release()
+			if out[0].Device() != vram.Sim(0) {
+				t.Errorf("batch on %v, want sim:0", out[0].Device())
+			}
+			if got := out[0].Float64s(); !slices.Equal(got, tc.want) {
+				t.Errorf("values %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"iter"
 	"runtime/debug"
+	"strings"
 	"sync"
 
 	"github.com/vramgo/vram"
@@ -81,8 +82,9 @@ type Loader struct {
 // NewLoader returns a loader of ds in batches of batchSize samples. It
 // returns an error that matches [vram.ErrArgument] for a nil or empty
 // dataset, a batch size below 1, a negative NumWorkers or Prefetch, one
-// above [MaxPrefetch], Prefetch without workers, Shuffle with a Sampler and
-// a Sampler whose Len is negative, and
+// above [MaxPrefetch], Prefetch without workers, Shuffle with a Sampler, a
+// Sampler whose Len is negative and a [RandomSampler] that draws from no
+// indices, and
 // [vram.ErrUnavailable] for a Device that cannot be used or PinMemory where
 // no device can pin memory.
 func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
@@ -102,6 +104,11 @@ func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
 	}
 	if s, ok := opts.Sampler.(interface{ Len() int }); ok && s.Len() < 0 {
 		return bad("the sampler's Len is %d; a sampler yields 0 indices or more", s.Len())
+	}
+	if s, ok := opts.Sampler.(interface{ check() error }); ok {
+		if err := s.check(); err != nil {
+			return bad("%v", err)
+		}
 	}
 	l := &Loader{ds: ds, n: ds.Len(), batchSize: batchSize, opts: opts, sampler: opts.Sampler}
 	if err := l.setup("NewLoader"); err != nil {
@@ -241,6 +248,25 @@ type PanicError struct {
 
 // Error returns "panic: " and the panic value.
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// wrapped is an error of the package that says where err happened; its
+// message is "data: ", the place, and err's message without a "data: " of
+// its own.
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (e *wrapped) Error() string { return e.msg }
+func (e *wrapped) Unwrap() error { return e.err }
+
+// wrap returns err with the place given by format and args before its
+// message, as fmt.Errorf("data: "+format+": %w") does, saying "data:" once
+// when err is the package's own ("data: worker 1: batch 0: collate: ...",
+// not "data: worker 1: data: batch 0: data: collate: ...").
+func wrap(err error, format string, args ...any) error {
+	return &wrapped{msg: "data: " + fmt.Sprintf(format, args...) + ": " + strings.TrimPrefix(err.Error(), "data: "), err: err}
+}
 
 // Unwrap returns the panic value when it is an error, else nil.
 func (e *PanicError) Unwrap() error {
@@ -429,7 +455,7 @@ func (l *Loader) fetch(j job) (b *Batch, err error) {
 				where = fmt.Sprintf("sample %d", i)
 				s, gerr := l.ds.Get(i)
 				if gerr != nil {
-					err = fmt.Errorf("data: batch %d: sample %d: %w", j.k, i, gerr)
+					err = wrap(gerr, "batch %d: sample %d", j.k, i)
 					return
 				}
 				samples[n] = s
@@ -441,9 +467,9 @@ func (l *Loader) fetch(j job) (b *Batch, err error) {
 					t.Release()
 				}
 				if j.idx != nil {
-					err = fmt.Errorf("data: batch %d (dataset indices %v): %w", j.k, j.idx, cerr)
+					err = wrap(cerr, "batch %d (dataset indices %v)", j.k, j.idx)
 				} else {
-					err = fmt.Errorf("data: batch %d: %w", j.k, cerr)
+					err = wrap(cerr, "batch %d", j.k)
 				}
 				return
 			}

@@ -1,6 +1,7 @@
 package data
 
 import (
+	"fmt"
 	"iter"
 
 	"github.com/vramgo/vram"
@@ -58,8 +59,18 @@ type RandomSampler struct {
 	NumSamples  int
 }
 
+// check returns an error for NumSamples above 0 with N 0: indices cannot
+// be drawn from none (PyTorch raises as the epoch starts).
+func (s RandomSampler) check() error {
+	if s.N == 0 && s.NumSamples > 0 {
+		return fmt.Errorf("RandomSampler draws NumSamples %d indices from N 0; N must be at least 1", s.NumSamples)
+	}
+	return nil
+}
+
 // All draws the epoch's indices and yields them. It yields nothing when N
-// or NumSamples is negative, or N is 0.
+// or NumSamples is negative, or N is 0 ([NewLoader] refuses a sampler
+// that should draw NumSamples indices from N 0).
 func (s RandomSampler) All() iter.Seq[int] {
 	return func(yield func(int) bool) {
 		total := s.Len()

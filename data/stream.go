@@ -110,7 +110,7 @@ func (l *Loader) streamJobs(all func() iter.Seq2[Sample, error], skip int) iter.
 	return func(yield func(job) bool) {
 		seq, err := open(all)
 		if err != nil {
-			yield(job{k: skip, err: fmt.Errorf("data: batch 0: stream: %w", err)})
+			yield(job{k: skip, err: wrap(err, "batch 0: stream")})
 			return
 		}
 		next, stop := iter.Pull2(seq)
@@ -121,7 +121,7 @@ func (l *Loader) streamJobs(all func() iter.Seq2[Sample, error], skip int) iter.
 		for {
 			s, ok, err := pullSample(next)
 			if err != nil {
-				yield(job{k: max(k, skip), err: fmt.Errorf("data: batch %d: stream: %w", k, err)})
+				yield(job{k: max(k, skip), err: wrap(err, "batch %d: stream", k)})
 				return
 			}
 			if !ok {
@@ -188,7 +188,7 @@ func (l *Loader) sharded(ds ShardedDataset, yield func(*Batch, error) bool) {
 			for j := range l.streamJobs(shard, 0) {
 				b, err := l.fetch(j)
 				if err != nil {
-					err = fmt.Errorf("data: worker %d: %w", i, err)
+					err = wrap(err, "worker %d", i)
 				}
 				select {
 				case outs[i] <- result{b, err}:

@@ -6,6 +6,7 @@ import (
 	"iter"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -539,4 +540,66 @@ func sourceLoader(t *testing.T, sampler data.Sampler, stream data.IterableDatase
 		t.Fatal(err)
 	}
 	return l
+}
+
+// TestLoaderErrorsSayDataOnce: an error of a batch, of a stream or of a
+// worker names the package once, however many places it passed through.
+func TestLoaderErrorsSayDataOnce(t *testing.T) {
+	broken := newRowStream(6, vram.CPU)
+	broken.failAt, broken.err = 3, fmt.Errorf("disk gone")
+	mixed := data.StreamFunc(func() iter.Seq2[data.Sample, error] {
+		return func(yield func(data.Sample, error) bool) {
+			if yield(data.Sample{1}, nil) {
+				yield(data.Sample{"a"}, nil)
+			}
+		}
+	})
+	ds, err := data.NewTensorDataset(vram.Zeros(vram.Shape{4, 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := func(samples []data.Sample, dev vram.Device) ([]*vram.Tensor, error) {
+		return data.Collate([]data.Sample{{1}, {"a"}}, dev)
+	}
+	tests := []struct {
+		name    string
+		stream  data.IterableDataset // nil for ds
+		workers int
+		collate data.CollateFunc
+	}{
+		{"stream error", broken, 0, nil},
+		{"stream error in a worker", shardedStream{broken}, 2, nil},
+		{"collate of a stream", mixed, 0, nil},
+		{"collate of a dataset", nil, 0, bad},
+		{"collate of a dataset in a worker", nil, 2, bad},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := data.Options{NumWorkers: tt.workers, Collate: tt.collate}
+			var l *data.Loader
+			var err error
+			if tt.stream != nil {
+				l, err = data.NewIterableLoader(tt.stream, 2, opts)
+			} else {
+				l, err = data.NewLoader(ds, 2, opts)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got error
+			for b, err := range l.All() {
+				if err != nil {
+					got = err
+					break
+				}
+				b.Release()
+			}
+			if got == nil {
+				t.Fatal("no error")
+			}
+			if n := strings.Count(got.Error(), "data:"); n != 1 {
+				t.Errorf("error %q says \"data:\" %d times, want once", got, n)
+			}
+		})
+	}
 }
