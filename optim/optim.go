@@ -149,9 +149,18 @@ func ClipGradNorm(params []*vram.Tensor, maxNorm float64) float64 {
 // ClipOptions holds the options of [ClipGradNormWith] and [GetTotalNorm],
 // those of torch.nn.utils.clip_grad_norm_. The zero value is ClipGradNorm's.
 type ClipOptions struct {
-	// NormType is the p of the p-norm, any positive number, or
-	// math.Inf(1) for the largest absolute value; 0 means 2.
+	// NormType is the p of the p-norm, any number but NaN, as
+	// torch.linalg.vector_norm takes it: math.Inf(1) for the largest
+	// absolute value, math.Inf(-1) for the smallest, a negative p for
+	// (Σ|g|ᵖ)^(1/p), which is 0 when an element is; 0 means 2 (see
+	// ZeroNormType).
 	NormType float64
+	// ZeroNormType makes the norm type 0 (norm_type=0), which NormType's
+	// zero value cannot say: as in PyTorch, the norm of each tensor is its
+	// number of non-zero elements, and the total norm the number of
+	// tensors with one or more (NaN counting as non-zero). NormType must
+	// then be 0.
+	ZeroNormType bool
 	// ErrorIfNonfinite makes a NaN or infinite total norm an error,
 	// the gradients left as they are (error_if_nonfinite=True).
 	ErrorIfNonfinite bool
@@ -161,7 +170,8 @@ type ClipOptions struct {
 // gradients of params in place so that their combined p-norm is at most
 // maxNorm and returns the norm before clipping. It returns an error of
 // kind vram.ErrArgument, scaling nothing, for a negative or NaN maxNorm,
-// a NormType that is negative or NaN, and, with o.ErrorIfNonfinite, a total
+// a NaN NormType, a NormType other than 0 with ZeroNormType, and, with
+// o.ErrorIfNonfinite, a total
 // norm that is NaN or infinite (the norm is returned too).
 func ClipGradNormWith(params []*vram.Tensor, maxNorm float64, o ClipOptions) (float64, error) {
 	if !(maxNorm >= 0) {
@@ -195,16 +205,19 @@ func grads(params []*vram.Tensor) []*vram.Tensor {
 // the parameters. Nil tensors are skipped, the tensors may live on
 // different devices, and no tensors give 0. 16-bit tensors are summed in
 // float32. It returns an error of kind vram.ErrArgument for a NormType that
-// is negative or NaN and, with o.ErrorIfNonfinite, for a NaN or infinite
+// is NaN, or other than 0 with ZeroNormType, and, with o.ErrorIfNonfinite,
+// for a NaN or infinite
 // norm (which is returned too), and of kind vram.ErrDType for a tensor that
 // is not floating-point, as torch.linalg.vector_norm refuses it.
 func GetTotalNorm(tensors []*vram.Tensor, o ClipOptions) (float64, error) {
 	p := o.NormType
-	if p == 0 {
+	switch {
+	case o.ZeroNormType && p != 0:
+		return 0, errorf(vram.ErrArgument, "optim: total norm: norm type %v given with ZeroNormType", p)
+	case math.IsNaN(p):
+		return 0, errorf(vram.ErrArgument, "optim: total norm: norm type is NaN; it must be a number or an infinity")
+	case p == 0 && !o.ZeroNormType:
 		p = 2
-	}
-	if !(p > 0) {
-		return 0, errorf(vram.ErrArgument, "optim: total norm: norm type must be positive or +Inf, got %v", o.NormType)
 	}
 	for i, g := range tensors {
 		if g != nil && !g.DType().IsFloat() {
@@ -216,7 +229,11 @@ func GetTotalNorm(tensors []*vram.Tensor, o ClipOptions) (float64, error) {
 	// and reduced there, so the host waits once a device, not once a
 	// tensor, and adds the devices' results in float64.
 	var acc float64
-	inf := math.IsInf(p, 1)
+	inf, negInf := math.IsInf(p, 1), math.IsInf(p, -1)
+	if negInf {
+		acc = math.Inf(1) // the smallest |g| of none; 0 is returned then
+	}
+	found := false
 	vram.NoGrad(func() {
 		vram.Tidy(func() {
 			var devices []vram.Device
@@ -228,9 +245,17 @@ func GetTotalNorm(tensors []*vram.Tensor, o ClipOptions) (float64, error) {
 				}
 				x := opMath(g).Abs() // 16-bit powers overflow
 				var r *vram.Tensor
+				found = true
 				switch {
 				case inf:
 					r = x.Max() // NaN wins
+				case negInf:
+					r = x.Min()
+				case p == 0:
+					// Not 0 when the tensor has a non-zero element (NaN
+					// wins): PyTorch's total norm of order 0 counts the
+					// tensors whose count of non-zeros is not 0.
+					r = x.Max()
 				case p == 2:
 					r = x.Square().Sum()
 				case p == 1:
@@ -253,9 +278,18 @@ func GetTotalNorm(tensors []*vram.Tensor, o ClipOptions) (float64, error) {
 					}
 				}
 				s := vram.Stack(rs, 0)
-				if inf {
+				switch {
+				case inf:
 					acc = max(acc, s.Max().Item())
-				} else {
+				case negInf:
+					acc = min(acc, s.Min().Item())
+				case p == 0:
+					for _, v := range s.Float64s() {
+						if v != 0 {
+							acc++
+						}
+					}
+				default:
 					acc += s.Sum().Item()
 				}
 			}
@@ -263,7 +297,9 @@ func GetTotalNorm(tensors []*vram.Tensor, o ClipOptions) (float64, error) {
 	})
 	norm := acc
 	switch {
-	case math.IsNaN(acc) || math.IsInf(p, 1):
+	case !found:
+		norm = 0
+	case math.IsNaN(acc) || math.IsInf(p, 0) || p == 0:
 	case p == 2:
 		norm = math.Sqrt(acc)
 	case p != 1:

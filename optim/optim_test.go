@@ -554,8 +554,16 @@ func TestClipGradNormWith(t *testing.T) {
 		{"finite with the check", 1, optim.ClipOptions{ErrorIfNonfinite: true}, [][]float64{{3, -4}}, 5, 1 / (5 + 1e-6), nil},
 		{"negative max norm", -1, optim.ClipOptions{}, [][]float64{{3, -4}}, 0, nan, vram.ErrArgument},
 		{"L0.5", 1, optim.ClipOptions{NormType: 0.5}, [][]float64{{1, -4}}, 9, 1 / (9 + 1e-6), nil},
-		{"negative norm type", 1, optim.ClipOptions{NormType: -1}, [][]float64{{3, -4}}, 0, nan, vram.ErrArgument},
-		{"-Inf norm type", 1, optim.ClipOptions{NormType: -inf}, [][]float64{{3, -4}}, 0, nan, vram.ErrArgument},
+		// PyTorch's clip_grad_norm_ takes any norm type that
+		// torch.linalg.vector_norm takes: negative ones, -inf, and 0,
+		// which counts the tensors with a non-zero element.
+		{"negative norm type", 1, optim.ClipOptions{NormType: -1}, [][]float64{{3, -4}}, 12.0 / 7, 1 / (12.0/7 + 1e-6), nil},
+		{"negative norm type over a zero", 1, optim.ClipOptions{NormType: -1}, [][]float64{{3, 0}, {2}}, 0, 1, nil},
+		{"-Inf norm type", 1, optim.ClipOptions{NormType: -inf}, [][]float64{{3, -4}, {-5}}, 3, 1 / (3 + 1e-6), nil},
+		{"-Inf norm type below", 5, optim.ClipOptions{NormType: -inf}, [][]float64{{3, -4}, {-5}}, 3, 1, nil},
+		{"zero norm type", 1, optim.ClipOptions{ZeroNormType: true}, [][]float64{{3, -4}, {0, 0}, {1}, {nan}}, 3, 1 / (3 + 1e-6), nil},
+		{"zero norm type, all zero", 1, optim.ClipOptions{ZeroNormType: true}, [][]float64{{0}, {0, 0}}, 0, 1, nil},
+		{"zero norm type with another", 1, optim.ClipOptions{NormType: 2, ZeroNormType: true}, [][]float64{{3, -4}}, 0, nan, vram.ErrArgument},
 		{"Linf NaN clipped", 1, optim.ClipOptions{NormType: inf}, [][]float64{{2}, {nan, 1}, {3}}, nan, nan, nil},
 		{"NaN norm type", 1, optim.ClipOptions{NormType: nan}, [][]float64{{3, -4}}, 0, nan, vram.ErrArgument},
 	}
