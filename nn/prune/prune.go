@@ -352,28 +352,52 @@ func CustomFromMask(m nn.Module, name string, mask *vram.Tensor) error {
 // LnStructured prunes whole slices of m's parameter name along dimension
 // dim (0: the rows of a Linear weight, its output channels; negative
 // counts from the end): the amount of the slices not yet pruned whose
-// L-n norm of the masked values is smallest, for n > 0 (1, 2, or
-// math.Inf(1) for the largest magnitude)
-// (torch.nn.utils.prune.ln_structured). A slice counts as pruned once
-// all its elements are.
+// L-n norm of the masked values is smallest
+// (torch.nn.utils.prune.ln_structured). n is any order that torch.norm
+// takes but NaN: 1, 2, math.Inf(1) for the largest magnitude,
+// math.Inf(-1) for the smallest, 0 for the number of non-zero values, or
+// a negative p for (Σ|x|ᵖ)^(1/p), which is 0 for a slice holding a zero.
+// A slice counts as pruned once all its elements are. A NaN n is an error
+// matching vram.ErrArgument.
 func LnStructured(m nn.Module, name string, amount Amount, n float64, dim int) error {
 	if err := amount.check(); err != nil {
 		return err
 	}
-	if !(n > 0) {
-		return pruneErr(vram.ErrArgument, "norm order %v must be positive (1, 2, or math.Inf(1))", n)
+	if math.IsNaN(n) {
+		return pruneErr(vram.ErrArgument, "norm order is NaN; it must be a number or an infinity (1, 2, math.Inf(1), ...)")
 	}
 	return structured(m, name, amount, dim, func(s *state, slice func(i int) int, alive []bool) []float64 {
 		norms := make([]float64, len(alive))
+		if math.IsInf(n, -1) {
+			for j := range norms {
+				norms[j] = math.Inf(1) // the smallest of none
+			}
+		}
 		for i, v := range s.values {
 			if s.mask[i] == 0 {
 				continue
 			}
 			j := slice(i)
-			if a := math.Abs(v); math.IsInf(n, 1) {
+			a := math.Abs(v)
+			switch {
+			case math.IsInf(n, 1):
 				norms[j] = math.Max(norms[j], a)
-			} else {
+			case math.IsInf(n, -1):
+				norms[j] = math.Min(norms[j], a)
+			case n == 0:
+				if v != 0 {
+					norms[j]++
+				}
+			default:
 				norms[j] += math.Pow(a, n)
+			}
+		}
+		if n < 0 && !math.IsInf(n, -1) {
+			// Σ|x|ᵖ falls as the norm grows for a negative p; the
+			// norm itself orders the slices (the root keeps the
+			// order of positive ones, and is left out for them).
+			for j := range norms {
+				norms[j] = math.Pow(norms[j], 1/n)
 			}
 		}
 		return norms

@@ -159,7 +159,6 @@ func TestBadArguments(t *testing.T) {
 		{"a mask", prune.L1Unstructured(l, "weight_mask", prune.Fraction(0.5))},
 		{"not maskable", prune.L1Unstructured(ln, "in_proj_weight", prune.Fraction(0.5))},
 		{"nil module", prune.L1Unstructured(nil, "weight", prune.Fraction(0.5))},
-		{"zero norm order", prune.LnStructured(l, "weight", prune.Fraction(0.5), 0, 0)},
 		{"NaN norm order", prune.LnStructured(l, "weight", prune.Fraction(0.5), math.NaN(), 0)},
 		{"dimension out of range", prune.LnStructured(l, "weight", prune.Fraction(0.5), 2, 2)},
 		{"negative dimension out of range", prune.LnStructured(l, "weight", prune.Fraction(0.5), 2, -3)},
@@ -192,6 +191,14 @@ func TestLnStructured(t *testing.T) {
 		{"rows by max", prune.Count(1), math.Inf(1), 0, []float64{1, 1, 1, 1, 1, 1, 0, 0}},
 		{"columns by L1", prune.Count(1), 1, 1, []float64{0, 1, 0, 1, 0, 1, 0, 1}},
 		{"columns, negative dim", prune.Count(1), 1, -1, []float64{0, 1, 0, 1, 0, 1, 0, 1}},
+		// torch.norm's other orders, which PyTorch's ln_structured takes:
+		// 0 counts the non-zero values (2, 1, 2, 2), -Inf takes the
+		// smallest magnitude (3, 0, 6, 0.5) and -1 gives (Σ|x|⁻¹)⁻¹
+		// (1.71, 0, 3.43, 0.25).
+		{"rows by count of non-zeros", prune.Count(1), 0, 0, []float64{1, 1, 0, 0, 1, 1, 1, 1}},
+		{"rows by min", prune.Count(2), math.Inf(-1), 0, []float64{1, 1, 0, 0, 1, 1, 0, 0}},
+		{"rows by L-1", prune.Count(2), -1, 0, []float64{1, 1, 0, 0, 1, 1, 0, 0}},
+		{"rows by L-0.5", prune.Count(3), -0.5, 0, []float64{0, 0, 0, 0, 1, 1, 0, 0}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -554,7 +561,7 @@ func TestErrorsWrapSentinels(t *testing.T) {
 		{"nil module", prune.L1Unstructured(nil, "weight", prune.Fraction(0.5)), vram.ErrArgument},
 		{"no targets", prune.GlobalUnstructured(nil, prune.Fraction(0.5)), vram.ErrArgument},
 		{"listed twice", prune.GlobalUnstructured([]prune.Target{{Module: l, Name: "weight"}, {Module: l, Name: "weight"}}, prune.Fraction(0.5)), vram.ErrArgument},
-		{"norm order 0", prune.LnStructured(l, "weight", prune.Fraction(0.5), 0, 0), vram.ErrArgument},
+		{"norm order NaN", prune.LnStructured(l, "weight", prune.Fraction(0.5), math.NaN(), 0), vram.ErrArgument},
 		{"dimension out of range", prune.LnStructured(l, "weight", prune.Fraction(0.5), 2, 2), vram.ErrIndex},
 		{"remove unpruned", prune.Remove(l, "weight"), vram.ErrArgument},
 		{"remove not maskable", prune.Remove(nn.NewReLU(), "weight"), vram.ErrArgument},
