@@ -126,9 +126,11 @@ func (b *Base) checkName(op, name string) {
 
 // RegisterParameter adds t to the module's parameters under name, and
 // exempts it from enclosing [vram.Tidy] calls with [vram.Keep] (call it on
-// the goroutine that created t). It panics with an *vram.Error of kind
-// vram.ErrArgument for a nil tensor, an empty name, a name containing a dot
-// or a name already registered.
+// the goroutine that created t). The parameter stays t: assigning another
+// tensor to a field that held t changes nothing, which
+// [Base.RegisterParameterField] changes. It panics with an *vram.Error of
+// kind vram.ErrArgument for a nil tensor, an empty name, a name containing
+// a dot or a name already registered.
 func (b *Base) RegisterParameter(name string, t *vram.Tensor) {
 	if t == nil {
 		panic(&vram.Error{Op: "register parameter", Kind: vram.ErrArgument, Detail: fmt.Sprintf("nil tensor for parameter %q", name)})
@@ -158,7 +160,9 @@ func (b *Base) RegisterParameter(name string, t *vram.Tensor) {
 // nothing else uses it, or leave it to the garbage collector.
 //
 // field must point into the module's own struct (field = &l.Weight, with l
-// the module), so that [Replicate] finds it in the replica's struct. It
+// the module), so that [Replicate] finds it in the replica's struct; a
+// copy of the struct made otherwise (m2 := *m) reads its parameters from
+// m's fields, so copy modules with Replicate. It
 // panics with an *vram.Error of kind vram.ErrArgument for a nil field, a
 // field that holds nil and the name errors of RegisterParameter.
 func (b *Base) RegisterParameterField(name string, field **vram.Tensor) {

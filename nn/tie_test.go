@@ -1,6 +1,7 @@
 package nn_test
 
 import (
+	"errors"
 	"math"
 	"path/filepath"
 	"slices"
@@ -223,5 +224,54 @@ func TestParameterFieldSetToNil(t *testing.T) {
 	l.Bias = bias
 	if got := paramNames(l); !slices.Equal(got, []string{"weight", "bias"}) {
 		t.Errorf("parameters %q after the bias came back, want [weight bias]", got)
+	}
+}
+
+// fieldModule is a user's layer that registers its tensor field.
+type fieldModule struct {
+	nn.Base
+	W *vram.Tensor
+}
+
+func (m *fieldModule) Forward(x *vram.Tensor) *vram.Tensor { return x.Mul(m.W) }
+
+// TestRegisterParameterField: a user's layer makes its field a parameter
+// (assigning the field replaces it, in the module and in a replica), and
+// a nil field or tensor is refused as RegisterParameter refuses a nil
+// tensor.
+func TestRegisterParameterField(t *testing.T) {
+	m := &fieldModule{W: vram.Ones(vram.Shape{2}, vram.WithGrad())}
+	m.RegisterParameterField("w", &m.W)
+	defer nn.Release(m)
+	other := vram.Zeros(vram.Shape{3}, vram.WithGrad())
+	old := m.W
+	m.W = other
+	old.Release()
+	if ps := m.Parameters(); len(ps) != 1 || ps[0] != other {
+		t.Fatal("assigning the field did not replace the parameter")
+	}
+	rep, err := nn.Replicate(m, vram.Sim(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nn.Release(rep)
+	r := rep.(*fieldModule)
+	if ps := r.Parameters(); len(ps) != 1 || ps[0] != r.W || r.W.Device() != vram.Sim(0) {
+		t.Fatal("the replica's parameter is not its field")
+	}
+	for _, tc := range []struct {
+		name  string
+		field **vram.Tensor
+	}{
+		{"nil field", nil},
+		{"field holding nil", new(*vram.Tensor)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &fieldModule{}
+			err := vram.Catch(func() { b.RegisterParameterField("w", tc.field) })
+			if !errors.Is(err, vram.ErrArgument) || len(b.Parameters()) != 0 {
+				t.Fatalf("got %v with %d parameters, want an error matching vram.ErrArgument", err, len(b.Parameters()))
+			}
+		})
 	}
 }
