@@ -81,9 +81,8 @@
 // and then lists the shared tensor once ([Base.NamedParameters],
 // [NumParameters], optimizers, data parallelism), keys it under both names
 // in [StateDict] and [Save], loads it once, and sums the gradients of its
-// two uses in it. The recurrent layers and cells register their weights by
-// value ([Base.RegisterParameter]), so assigning to their Weights does not
-// change their parameters.
+// two uses in it. The fields of the recurrent layers' Weights and of the
+// cells' RecurrentWeights are parameters in the same way.
 //
 // Simple functions become modules through [Func]. [Replicate] copies such
 // a module, unexported fields and all, to another device (data parallelism

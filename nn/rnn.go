@@ -110,14 +110,18 @@ type RecurrentLayer struct {
 	Dropout float64
 	// Weights holds the parameters of layer l in direction d at index
 	// l·D+d, D being 2 for a bidirectional network and 1 otherwise.
+	// Their fields are the parameters ([Base.RegisterParameterField]):
+	// assigning one replaces the parameter, while a new slice, or one
+	// grown past its capacity, is not seen.
 	Weights  []RecurrentWeights
 	dropOpts []vram.Option // for the dropout masks
 }
 
-// newRecurrent checks the settings and makes and registers the
-// parameters on b, in PyTorch's order and with its names and
-// initialisation, uniform in [-1/sqrt(hidden), 1/sqrt(hidden)).
-func newRecurrent(op string, b *Base, kind cellKind, in, hidden int, o RecurrentOptions, opts []vram.Option) recurrent {
+// newRecurrent checks the settings and makes the parameters, in
+// PyTorch's order and with its initialisation, uniform in
+// [-1/sqrt(hidden), 1/sqrt(hidden)); the layer registers them once they
+// are in it ([RecurrentLayer.register]).
+func newRecurrent(op string, kind cellKind, in, hidden int, o RecurrentOptions, opts []vram.Option) recurrent {
 	layers := o.NumLayers
 	if layers == 0 {
 		layers = 1
@@ -137,31 +141,51 @@ func newRecurrent(op string, b *Base, kind cellKind, in, hidden int, o Recurrent
 	bound := 1 / math.Sqrt(float64(hidden))
 	g := kind.gates() * hidden
 	for l := range layers {
-		for d := range r.dirs() {
+		for range r.dirs() {
 			layerIn := in
 			if l > 0 {
 				layerIn = hidden * r.dirs()
-			}
-			suffix := fmt.Sprintf("_l%d", l)
-			if d == 1 {
-				suffix += "_reverse"
 			}
 			w := RecurrentWeights{
 				WeightIH: uniformParam(vram.Shape{g, layerIn}, bound, opts),
 				WeightHH: uniformParam(vram.Shape{g, hidden}, bound, opts),
 			}
-			b.RegisterParameter("weight_ih"+suffix, w.WeightIH)
-			b.RegisterParameter("weight_hh"+suffix, w.WeightHH)
 			if !o.NoBias {
 				w.BiasIH = uniformParam(vram.Shape{g}, bound, opts)
 				w.BiasHH = uniformParam(vram.Shape{g}, bound, opts)
-				b.RegisterParameter("bias_ih"+suffix, w.BiasIH)
-				b.RegisterParameter("bias_hh"+suffix, w.BiasHH)
 			}
 			r.Weights = append(r.Weights, w)
 		}
 	}
 	return r
+}
+
+// register registers the fields of r.Weights on b, the Base of the layer
+// that holds r, as its parameters, in PyTorch's order and with its names
+// (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0, weight_ih_l0_reverse,
+// ...).
+func (r *RecurrentLayer) register(b *Base) {
+	dirs := 1
+	if r.Bidirectional {
+		dirs = 2
+	}
+	for i := range r.Weights {
+		suffix := fmt.Sprintf("_l%d", i/dirs)
+		if i%dirs == 1 {
+			suffix += "_reverse"
+		}
+		r.Weights[i].register(b, suffix)
+	}
+}
+
+// register registers w's fields on b as parameters named with suffix.
+func (w *RecurrentWeights) register(b *Base, suffix string) {
+	b.RegisterParameterField("weight_ih"+suffix, &w.WeightIH)
+	b.RegisterParameterField("weight_hh"+suffix, &w.WeightHH)
+	if w.BiasIH != nil {
+		b.RegisterParameterField("bias_ih"+suffix, &w.BiasIH)
+		b.RegisterParameterField("bias_hh"+suffix, &w.BiasHH)
+	}
 }
 
 // dirs returns the number of directions, 1 or 2.
@@ -379,8 +403,9 @@ type RNN struct {
 func NewRNN(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) *RNN {
 	const op = "rnn"
 	m := &RNN{}
-	r := newRecurrent(op, &m.Base, rnnKind(op, o.Nonlinearity), inputSize, hiddenSize, o, opts)
+	r := newRecurrent(op, rnnKind(op, o.Nonlinearity), inputSize, hiddenSize, o, opts)
 	m.RecurrentLayer = r.RecurrentLayer
+	m.RecurrentLayer.register(&m.Base)
 	m.Nonlinearity = "tanh"
 	if r.kind == kindReLU {
 		m.Nonlinearity = "relu"
@@ -436,8 +461,9 @@ type LSTM struct {
 // o.Nonlinearity is set.
 func NewLSTM(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) *LSTM {
 	m := &LSTM{}
-	r := newRecurrent("lstm", &m.Base, kindLSTM, inputSize, hiddenSize, o, opts)
+	r := newRecurrent("lstm", kindLSTM, inputSize, hiddenSize, o, opts)
 	m.RecurrentLayer = r.RecurrentLayer
+	m.RecurrentLayer.register(&m.Base)
 	return m
 }
 
@@ -485,8 +511,9 @@ type GRU struct {
 // o.Nonlinearity is set.
 func NewGRU(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) *GRU {
 	m := &GRU{}
-	r := newRecurrent("gru", &m.Base, kindGRU, inputSize, hiddenSize, o, opts)
+	r := newRecurrent("gru", kindGRU, inputSize, hiddenSize, o, opts)
 	m.RecurrentLayer = r.RecurrentLayer
+	m.RecurrentLayer.register(&m.Base)
 	return m
 }
 

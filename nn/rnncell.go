@@ -8,10 +8,11 @@ import (
 	"github.com/vramgo/vram"
 )
 
-// cellParams makes and registers a cell's parameters, weight_ih [G·H,
+// cellParams makes a cell's parameters, weight_ih [G·H,
 // in], weight_hh [G·H, H] and, unless noBias, bias_ih and bias_hh [G·H],
-// uniform in [-1/sqrt(H), 1/sqrt(H)) as in PyTorch.
-func cellParams(op string, b *Base, kind cellKind, in, hidden int, noBias bool, opts []vram.Option) RecurrentWeights {
+// uniform in [-1/sqrt(H), 1/sqrt(H)) as in PyTorch; the caller registers
+// them once they are in the cell ([RecurrentWeights.register]).
+func cellParams(op string, kind cellKind, in, hidden int, noBias bool, opts []vram.Option) RecurrentWeights {
 	if in < 1 || hidden < 1 {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
 			Detail: fmt.Sprintf("sizes must be positive, got input_size %d, hidden_size %d", in, hidden)})
@@ -22,13 +23,9 @@ func cellParams(op string, b *Base, kind cellKind, in, hidden int, noBias bool, 
 		WeightIH: uniformParam(vram.Shape{g, in}, bound, opts),
 		WeightHH: uniformParam(vram.Shape{g, hidden}, bound, opts),
 	}
-	b.RegisterParameter("weight_ih", w.WeightIH)
-	b.RegisterParameter("weight_hh", w.WeightHH)
 	if !noBias {
 		w.BiasIH = uniformParam(vram.Shape{g}, bound, opts)
 		w.BiasHH = uniformParam(vram.Shape{g}, bound, opts)
-		b.RegisterParameter("bias_ih", w.BiasIH)
-		b.RegisterParameter("bias_hh", w.BiasHH)
 	}
 	return w
 }
@@ -127,7 +124,8 @@ func NewRNNCell(inputSize, hiddenSize int, o CellOptions, opts ...vram.Option) *
 	if kind == kindReLU {
 		m.Nonlinearity = "relu"
 	}
-	m.RecurrentWeights = cellParams(op, &m.Base, kind, inputSize, hiddenSize, o.NoBias, opts)
+	m.RecurrentWeights = cellParams(op, kind, inputSize, hiddenSize, o.NoBias, opts)
+	m.RecurrentWeights.register(&m.Base, "")
 	return m
 }
 
@@ -166,7 +164,8 @@ func NewLSTMCell(inputSize, hiddenSize int, o CellOptions, opts ...vram.Option) 
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("nonlinearity %q applies to RNNCell only", o.Nonlinearity)})
 	}
 	m := &LSTMCell{InputSize: inputSize, HiddenSize: hiddenSize}
-	m.RecurrentWeights = cellParams(op, &m.Base, kindLSTM, inputSize, hiddenSize, o.NoBias, opts)
+	m.RecurrentWeights = cellParams(op, kindLSTM, inputSize, hiddenSize, o.NoBias, opts)
+	m.RecurrentWeights.register(&m.Base, "")
 	return m
 }
 
@@ -211,7 +210,8 @@ func NewGRUCell(inputSize, hiddenSize int, o CellOptions, opts ...vram.Option) *
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("nonlinearity %q applies to RNNCell only", o.Nonlinearity)})
 	}
 	m := &GRUCell{InputSize: inputSize, HiddenSize: hiddenSize}
-	m.RecurrentWeights = cellParams(op, &m.Base, kindGRU, inputSize, hiddenSize, o.NoBias, opts)
+	m.RecurrentWeights = cellParams(op, kindGRU, inputSize, hiddenSize, o.NoBias, opts)
+	m.RecurrentWeights.register(&m.Base, "")
 	return m
 }
 

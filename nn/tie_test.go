@@ -275,3 +275,43 @@ func TestRegisterParameterField(t *testing.T) {
 		})
 	}
 }
+
+// TestRecurrentWeightFields: the fields of a recurrent layer's or cell's
+// weights are its parameters, in the layer and in its replica.
+func TestRecurrentWeightFields(t *testing.T) {
+	lstm := nn.NewLSTM(2, 3, nn.RecurrentOptions{NumLayers: 2, Bidirectional: true})
+	cell := nn.NewGRUCell(2, 3, nn.CellOptions{})
+	tests := []struct {
+		name  string
+		m     nn.Module
+		field func(m nn.Module) **vram.Tensor
+		key   string
+	}{
+		{"LSTM", lstm, func(m nn.Module) **vram.Tensor { return &m.(*nn.LSTM).Weights[3].WeightHH }, "weight_hh_l1_reverse"},
+		{"GRUCell", cell, func(m nn.Module) **vram.Tensor { return &m.(*nn.GRUCell).BiasIH }, "bias_ih"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer nn.Release(tt.m)
+			f := tt.field(tt.m)
+			old := *f
+			*f = vram.ZerosLike(old, vram.WithGrad())
+			old.Release()
+			if nn.StateDict(tt.m)[tt.key] != *f || !slices.Contains(tt.m.Parameters(), *f) {
+				t.Fatalf("%s is not the tensor assigned to its field", tt.key)
+			}
+			rep, err := nn.Replicate(tt.m, vram.Sim(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nn.Release(rep)
+			rf := tt.field(rep)
+			fresh := vram.OnesLike(*rf)
+			defer fresh.Release()
+			*rf = fresh
+			if nn.StateDict(rep)[tt.key] != fresh || nn.StateDict(tt.m)[tt.key] != *f {
+				t.Fatalf("the replica's %s is not its own field", tt.key)
+			}
+		})
+	}
+}
