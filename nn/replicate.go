@@ -40,6 +40,9 @@ type Replicator interface {
 //   - a module or other pointer reached twice is copied once, so the
 //     replica's [Base.NamedChildren] and a struct's own fields (such as
 //     Sequential's list) name the same sub-modules;
+//   - a parameter registered with [Base.RegisterParameterField] is the
+//     replica's own field, so that assigning to the replica's field
+//     changes the replica's parameter, not m's;
 //   - a [vram.Device] value equal to the device that all of m's parameters
 //     and buffers share is replaced by d, so that a module that makes tensors on its own
 //     device in Forward keeps doing so;
