@@ -157,6 +157,7 @@ func TestNewLoaderErrors(t *testing.T) {
 		// replacement) rather than giving an empty epoch.
 		{"samples drawn from no indices, replacement", ds, 3, data.Options{Sampler: data.RandomSampler{N: 0, NumSamples: 4, Replacement: true}}, vram.ErrArgument},
 		{"samples drawn from no indices", ds, 3, data.Options{Sampler: &data.RandomSampler{N: 0, NumSamples: 4}}, vram.ErrArgument},
+		{"random sampler of no indices", ds, 3, data.Options{Sampler: data.RandomSampler{}}, vram.ErrArgument},
 		{"pin memory for the CPU", ds, 2, data.Options{PinMemory: true, Device: vram.CUDA(7)}, vram.ErrUnavailable},
 		{"no such device", ds, 2, data.Options{Device: vram.Sim(9)}, vram.ErrUnavailable},
 		{"no such kind", ds, 2, data.Options{Device: vram.Device{Kind: "tpu"}, NumWorkers: 2}, vram.ErrUnavailable},

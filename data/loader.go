@@ -83,8 +83,8 @@ type Loader struct {
 // returns an error that matches [vram.ErrArgument] for a nil or empty
 // dataset, a batch size below 1, a negative NumWorkers or Prefetch, one
 // above [MaxPrefetch], Prefetch without workers, Shuffle with a Sampler, a
-// Sampler whose Len is negative and a [RandomSampler] that draws from no
-// indices, and
+// Sampler whose Len is negative and a [RandomSampler] of N 0, which has no
+// indices to draw, and
 // [vram.ErrUnavailable] for a Device that cannot be used or PinMemory where
 // no device can pin memory.
 func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {

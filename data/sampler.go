@@ -59,18 +59,21 @@ type RandomSampler struct {
 	NumSamples  int
 }
 
-// check returns an error for NumSamples above 0 with N 0: indices cannot
-// be drawn from none (PyTorch raises as the epoch starts).
+// check returns an error for N 0: indices cannot be drawn from none
+// (PyTorch raises, for NumSamples 0 as the sampler is made, for more as
+// the epoch starts).
 func (s RandomSampler) check() error {
-	if s.N == 0 && s.NumSamples > 0 {
+	switch {
+	case s.N == 0 && s.NumSamples > 0:
 		return fmt.Errorf("RandomSampler draws NumSamples %d indices from N 0; N must be at least 1", s.NumSamples)
+	case s.N == 0:
+		return fmt.Errorf("RandomSampler has N 0 indices to draw from; set N to the dataset's length")
 	}
 	return nil
 }
 
 // All draws the epoch's indices and yields them. It yields nothing when N
-// or NumSamples is negative, or N is 0 ([NewLoader] refuses a sampler
-// that should draw NumSamples indices from N 0).
+// or NumSamples is negative, or N is 0 (which [NewLoader] refuses).
 func (s RandomSampler) All() iter.Seq[int] {
 	return func(yield func(int) bool) {
 		total := s.Len()
