@@ -225,6 +225,17 @@ func LoadStateDict(m Module, state map[string]*vram.Tensor, strict bool) (LoadRe
 	return loadTensors(m, src, tensors, strict)
 }
 
+func init() {
+	tensorfile.LoadInto = func(m any, src string, tensors map[string]safetensors.Tensor, strict bool) ([]string, []string, error) {
+		mod, _ := m.(Module)
+		if isNil(mod) {
+			return nil, nil, &kindError{msg: "nn: load " + src + ": nil module", kinds: []error{vram.ErrArgument}}
+		}
+		res, err := loadTensors(mod, src, tensors, strict)
+		return res.Missing, res.Unexpected, err
+	}
+}
+
 // loadTensors is load from tensors already read from src (a path, for
 // messages).
 func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, strict bool) (LoadResult, error) {
@@ -336,49 +347,62 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 			return res, &kindError{msg: fmt.Sprintf("nn: load %s: %s", path, strings.Join(parts, "; ")), kinds: kinds}
 		}
 	}
-	// Decode every tensor on the host before changing any, so that a
-	// value that cannot be decoded leaves the model as it was.
-	srcs := make([]*vram.Tensor, 0, len(params))
-	defer func() {
-		for _, src := range srcs {
-			src.Release()
-		}
-	}()
-	for _, p := range params {
-		var src *vram.Tensor
+	// Check that every value decodes before changing any tensor, so that
+	// one that cannot leaves the model as it was; then decode each in
+	// turn and copy it in, so that the host holds one decoded tensor at
+	// a time beside the file's bytes, not a second copy of the model.
+	decode := func(name string, dt vram.DType) (*vram.Tensor, error) {
+		var t *vram.Tensor
 		var decErr error
-		err := vram.Catch(func() { src, decErr = tensorfile.Decode(tensors[p.Name], p.Tensor.DType()) })
+		err := vram.Catch(func() { t, decErr = tensorfile.Decode(tensors[name], dt) })
+		if err == nil {
+			err = decErr
+		}
+		return t, err
+	}
+	for _, p := range params {
+		var decErr error
+		err := vram.Catch(func() { decErr = tensorfile.CheckDecode(tensors[p.Name], p.Tensor.DType()) })
 		if err == nil {
 			err = decErr
 		}
 		if err != nil {
 			return res, fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
 		}
-		srcs = append(srcs, src)
 	}
 	// A shared tensor's other names must hold its value: a file whose
 	// two names differ is not of a model that shares them, and loading
 	// either value would lose the other.
 	for _, tie := range ties {
 		p := params[tie.param]
-		var alias *vram.Tensor
-		var decErr error
-		err := vram.Catch(func() { alias, decErr = tensorfile.Decode(tensors[tie.alias], p.Tensor.DType()) })
-		if err == nil {
-			err = decErr
+		a, b := tensors[tie.alias], tensors[p.Name]
+		if a.DType == b.DType && bytes.Equal(a.Data, b.Data) {
+			continue
 		}
+		src, err := decode(p.Name, p.Tensor.DType())
 		if err != nil {
+			return res, fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
+		}
+		alias, err := decode(tie.alias, p.Tensor.DType())
+		if err != nil {
+			src.Release()
 			return res, fmt.Errorf("nn: load %s: %q: %w", path, tie.alias, err)
 		}
-		same := bytes.Equal(alias.RawBytes(), srcs[tie.param].RawBytes())
+		same := bytes.Equal(alias.RawBytes(), src.RawBytes())
 		alias.Release()
+		src.Release()
 		if !same {
 			return res, &kindError{msg: fmt.Sprintf("nn: load %s: %q and %q are one tensor in the model (shared weights) but hold different values in the file",
 				path, p.Name, tie.alias), kinds: []error{vram.ErrArgument}}
 		}
 	}
-	for i, p := range params {
-		if err := vram.Catch(func() { vram.NoGrad(func() { tensorfile.CopyInto(p.Tensor, srcs[i]) }) }); err != nil {
+	for _, p := range params {
+		src, err := decode(p.Name, p.Tensor.DType())
+		if err == nil {
+			err = vram.Catch(func() { vram.NoGrad(func() { tensorfile.CopyInto(p.Tensor, src) }) })
+			src.Release()
+		}
+		if err != nil {
 			return res, fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
 		}
 	}

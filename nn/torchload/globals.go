@@ -3,34 +3,57 @@ package torchload
 import (
 	"fmt"
 	"strings"
-
-	"github.com/vramgo/vram"
 )
 
 // elemType is an element type of a torch storage or tensor.
 type elemType struct {
 	name string // torch's dtype name: "float32", "bfloat16", ...
 	size int64  // bytes per element
+	// st is the safetensors name of the same values ("F32", "U16"),
+	// which package nn decodes; "" for a dtype safetensors has not.
+	st string
 }
 
-// The element types torchload reads, by the storage classes of torch.save
-// (torch.FloatStorage, ...) and the dtype names (torch.float32, ...).
+// The element types of torch.save files. Those that [vramDType] maps are
+// read; the others are known, so that a file holding one is decoded, and
+// a tensor of one is an error matching vram.ErrDType only when it is
+// used.
 var (
-	tFloat32  = elemType{"float32", 4}
-	tFloat64  = elemType{"float64", 8}
-	tFloat16  = elemType{"float16", 2}
-	tBFloat16 = elemType{"bfloat16", 2}
-	tInt64    = elemType{"int64", 8}
-	tInt32    = elemType{"int32", 4}
-	tInt16    = elemType{"int16", 2}
-	tInt8     = elemType{"int8", 1}
-	tUint8    = elemType{"uint8", 1}
-	tBool     = elemType{"bool", 1}
+	tFloat32  = elemType{"float32", 4, "F32"}
+	tFloat64  = elemType{"float64", 8, "F64"}
+	tFloat16  = elemType{"float16", 2, "F16"}
+	tBFloat16 = elemType{"bfloat16", 2, "BF16"}
+	tInt64    = elemType{"int64", 8, "I64"}
+	tInt32    = elemType{"int32", 4, "I32"}
+	tInt16    = elemType{"int16", 2, "I16"}
+	tInt8     = elemType{"int8", 1, "I8"}
+	tUint8    = elemType{"uint8", 1, "U8"}
+	tBool     = elemType{"bool", 1, "BOOL"}
+	tUint16   = elemType{"uint16", 2, "U16"}
+	tUint32   = elemType{"uint32", 4, "U32"}
+	tUint64   = elemType{"uint64", 8, "U64"}
+
+	tComplex32  = elemType{"complex32", 4, ""}
+	tComplex64  = elemType{"complex64", 8, ""}
+	tComplex128 = elemType{"complex128", 16, ""}
+	tF8E4M3FN   = elemType{"float8_e4m3fn", 1, ""}
+	tF8E5M2     = elemType{"float8_e5m2", 1, ""}
+	tF8E4M3FNUZ = elemType{"float8_e4m3fnuz", 1, ""}
+	tF8E5M2FNUZ = elemType{"float8_e5m2fnuz", 1, ""}
+	tF8E8M0FNU  = elemType{"float8_e8m0fnu", 1, ""}
+	tF4E2M1FNx2 = elemType{"float4_e2m1fn_x2", 1, ""}
+	tQInt8      = elemType{"qint8", 1, ""}
+	tQUInt8     = elemType{"quint8", 1, ""}
+	tQInt32     = elemType{"qint32", 4, ""}
+	tQUInt4x2   = elemType{"quint4x2", 1, ""}
+	tQUInt2x4   = elemType{"quint2x4", 1, ""}
 )
 
 // storageClasses maps the storage classes torch.save names in persistent
 // ids to their element types. torch.UntypedStorage holds bytes; the
-// tensor's dtype then comes from _rebuild_tensor_v3.
+// tensor's dtype then comes from _rebuild_tensor_v3, as PyTorch 2 writes
+// the dtypes that have no storage class of their own (the 8-bit floats,
+// uint16, uint32, uint64, complex32).
 var storageClasses = map[string]elemType{
 	"FloatStorage":    tFloat32,
 	"DoubleStorage":   tFloat64,
@@ -43,10 +66,18 @@ var storageClasses = map[string]elemType{
 	"ByteStorage":     tUint8,
 	"BoolStorage":     tBool,
 	"UntypedStorage":  tUint8,
+
+	"ComplexFloatStorage":  tComplex64,
+	"ComplexDoubleStorage": tComplex128,
+	"QInt8Storage":         tQInt8,
+	"QUInt8Storage":        tQUInt8,
+	"QInt32Storage":        tQInt32,
+	"QUInt4x2Storage":      tQUInt4x2,
+	"QUInt2x4Storage":      tQUInt2x4,
 }
 
 // dtypes maps the names of the torch.dtype globals (torch.float32 and its
-// aliases) to the element types read.
+// aliases) to their element types.
 var dtypes = map[string]elemType{
 	"float32": tFloat32, "float": tFloat32,
 	"float64": tFloat64, "double": tFloat64,
@@ -58,26 +89,16 @@ var dtypes = map[string]elemType{
 	"int8":  tInt8,
 	"uint8": tUint8,
 	"bool":  tBool,
-}
 
-// unreadDTypes are the torch.dtype names that torchload knows and does
-// not read: a tensor of one is an error matching vram.ErrDType.
-var unreadDTypes = map[string]bool{
-	"complex32": true, "complex64": true, "complex128": true, "cfloat": true, "cdouble": true, "chalf": true,
-	"uint16": true, "uint32": true, "uint64": true,
-	"float8_e4m3fn": true, "float8_e5m2": true, "float8_e4m3fnuz": true, "float8_e5m2fnuz": true, "float8_e8m0fnu": true,
-	"qint8": true, "quint8": true, "qint32": true, "quint4x2": true, "quint2x4": true,
-}
-
-// unreadStorage reports whether name is a storage class of package torch
-// that torchload knows and does not read (complex and quantized ones).
-func unreadStorage(name string) bool {
-	switch name {
-	case "ComplexFloatStorage", "ComplexDoubleStorage", "QInt8Storage", "QUInt8Storage", "QInt32Storage",
-		"QUInt4x2Storage", "QUInt2x4Storage":
-		return true
-	}
-	return false
+	"uint16": tUint16, "uint32": tUint32, "uint64": tUint64,
+	"complex32": tComplex32, "chalf": tComplex32,
+	"complex64": tComplex64, "cfloat": tComplex64,
+	"complex128": tComplex128, "cdouble": tComplex128,
+	"float8_e4m3fn": tF8E4M3FN, "float8_e5m2": tF8E5M2,
+	"float8_e4m3fnuz": tF8E4M3FNUZ, "float8_e5m2fnuz": tF8E5M2FNUZ,
+	"float8_e8m0fnu": tF8E8M0FNU, "float4_e2m1fn_x2": tF4E2M1FNx2,
+	"qint8": tQInt8, "quint8": tQUInt8, "qint32": tQInt32,
+	"quint4x2": tQUInt4x2, "quint2x4": tQUInt2x4,
 }
 
 // Functions and classes of the allowlist (beside the storage classes and
@@ -119,11 +140,8 @@ func (d *decoder) global(module, name string) (any, error) {
 		if _, ok := storageClasses[name]; ok {
 			return global{module, name}, nil
 		}
-		if _, ok := dtypes[name]; ok || unreadDTypes[name] {
+		if _, ok := dtypes[name]; ok {
 			return dtypeName(name), nil
-		}
-		if strings.HasSuffix(name, "Storage") && unreadStorage(name) {
-			return global{module, name}, nil
 		}
 	}
 	g := global{module, name}
@@ -273,11 +291,7 @@ func (d *decoder) rebuildTensor(g global, a tuple) (*tensorRef, error) {
 		if !ok {
 			return nil, d.errorf("%s with a dtype argument of type %s", g, typeName(a[6]))
 		}
-		et, ok := dtypes[string(name)]
-		if !ok {
-			return nil, &formatError{msg: fmt.Sprintf("data.pkl offset %d: a tensor of dtype torch.%s, which is not read", d.opPos(), name), kind: vram.ErrDType}
-		}
-		t.dtype = et
+		t.dtype = dtypes[string(name)] // global resolved only names of dtypes
 	}
 	off, ok := a[1].(int64)
 	if !ok || off < 0 {
@@ -345,7 +359,7 @@ func (d *decoder) persistent(pid any) (*storage, error) {
 	}
 	et, ok := storageClasses[class.name]
 	if !ok {
-		return nil, &formatError{msg: fmt.Sprintf("data.pkl offset %d: a storage of type %s, which is not read", d.opPos(), class), kind: vram.ErrDType}
+		return nil, d.errorf("storage of type %s", class)
 	}
 	key, ok := t[2].(string)
 	if !ok || key == "" || len(key) > maxLine || strings.ContainsAny(key, "/\\") || key == "." || key == ".." {

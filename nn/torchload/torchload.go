@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/safetensors"
+	"github.com/vramgo/vram/internal/tensorfile"
 	"github.com/vramgo/vram/nn"
 )
 
@@ -72,26 +74,36 @@ const defaultSlackBytes = 64 << 20
 type Entry struct {
 	Key string // the state-dict key, after [Options.StripPrefix]
 	// Tensor is a new contiguous CPU tensor with the saved values; it
-	// belongs to the caller, who releases it. Tensors of int16 and uint8,
-	// which vram has not, are widened to int32.
+	// belongs to the caller, who releases it. Tensors of int16, uint8
+	// and uint16, which vram has not, are widened to int32, and those of
+	// uint32 and uint64 to int64. Nil when Err is set.
 	Tensor *vram.Tensor
 	DType  string // the dtype in the file, as torch names it ("float32", "uint8")
+	// Err says why the tensor was not read: a dtype vram has not
+	// (float8_e4m3fn, complex64, qint8, ...; it matches vram.ErrDType) or
+	// a uint64 value beyond int64. The other tensors of the file are read
+	// all the same, as PyTorch would load them beside it.
+	Err error
 }
 
 // StateDict is a state dict read from a file, in the file's order.
 type StateDict []Entry
 
 // Map returns the tensors of s by their keys, as [nn.LoadStateDict]
-// takes them. The tensors are s's own.
+// takes them, leaving out the entries that were not read ([Entry.Err]).
+// The tensors are s's own.
 func (s StateDict) Map() map[string]*vram.Tensor {
 	m := make(map[string]*vram.Tensor, len(s))
 	for _, e := range s {
-		m[e.Key] = e.Tensor
+		if e.Tensor != nil {
+			m[e.Key] = e.Tensor
+		}
 	}
 	return m
 }
 
-// Keys returns the keys of s in the file's order.
+// Keys returns the keys of s in the file's order, those of the entries
+// that were not read included.
 func (s StateDict) Keys() []string {
 	keys := make([]string, len(s))
 	for i, e := range s {
@@ -100,10 +112,24 @@ func (s StateDict) Keys() []string {
 	return keys
 }
 
+// Unread returns the entries of s that were not read, with their
+// [Entry.Err], in the file's order.
+func (s StateDict) Unread() StateDict {
+	var out StateDict
+	for _, e := range s {
+		if e.Err != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // Release releases every tensor of s.
 func (s StateDict) Release() {
 	for _, e := range s {
-		e.Tensor.Release()
+		if e.Tensor != nil {
+			e.Tensor.Release()
+		}
 	}
 }
 
@@ -131,7 +157,10 @@ func ReadStateDictFile(path string, opts Options) (StateDict, error) {
 // the file's order, each with the values of its view of a storage (offset
 // and strides honoured, so a transposed weight saved as it is reads as
 // its transpose). Dtypes float32, float64, float16, bfloat16, int64,
-// int32, int16, int8, uint8 and bool are read.
+// int32, int16, int8, uint8, uint16, uint32, uint64 and bool are read. A
+// tensor of another dtype that PyTorch writes (the 8-bit floats of
+// torch.float8_e4m3fn and the like, complex, quantized) is an entry
+// without a tensor whose [Entry.Err] says so; the others are read.
 //
 // Files of the legacy format (PyTorch before 1.6) are read too.
 //
@@ -140,9 +169,124 @@ func ReadStateDictFile(path string, opts Options) (StateDict, error) {
 // *[GlobalError]. Every other problem (not a torch.save file, the tar
 // format of PyTorch before 0.4, a TorchScript archive, a truncated or
 // corrupt file, a view beyond its storage, a size above the bounds of
-// opts) is an error matching vram.ErrArgument, an unsupported dtype one
-// matching vram.ErrDType. On error no tensor is left allocated.
+// opts) is an error matching vram.ErrArgument. On error no tensor is left
+// allocated.
 func ReadStateDict(r io.ReaderAt, size int64, opts Options) (sd StateDict, err error) {
+	f, err := openStateDict(r, size, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			sd.Release()
+			sd = nil
+		}
+	}()
+	for i, t := range f.refs {
+		e := Entry{Key: f.keys[i], DType: t.dtype.name}
+		dt, ok := vramDType(t.dtype)
+		if !ok {
+			f.a.skip(t)
+			e.Err = &formatError{msg: "dtype " + t.dtype.name + " is not read: vram has no such dtype", kind: vram.ErrDType}
+			sd = append(sd, e)
+			continue
+		}
+		raw, err := f.a.raw(t)
+		if err != nil {
+			return sd, prefixed(err, strconv.Quote(printable(f.keys[i])))
+		}
+		if err := vram.Catch(func() { e.Tensor, e.Err = newTensor(raw, t.shape(), t.dtype, dt) }); err != nil {
+			return sd, prefixed(&formatError{msg: "a tensor of size " + fmt.Sprint(t.size), kind: vram.ErrArgument, err: err},
+				strconv.Quote(printable(f.keys[i])))
+		}
+		sd = append(sd, e)
+	}
+	return sd, nil
+}
+
+// LoadPyTorch loads the state dict of the torch.save file path (a .pt,
+// .pth or pytorch_model.bin file, found in it as [Options]' zero value
+// finds it) into m, as [nn.LoadStateDict] does: strictly (every key of m
+// and no other) or not, converting dtypes, with PyTorch's missing and
+// unexpected keys in the result. A tensor of a dtype vram has not (see
+// [ReadStateDict]) is an error matching vram.ErrDType when m has its key,
+// and unexpected, as other keys m lacks, when not; strict loading then
+// names its dtype. Errors are those of [ReadStateDict] and
+// [nn.LoadStateDict].
+//
+// The file's values are held once in memory, as they lie in the file,
+// and each is converted and copied into m in turn: loading takes about
+// the size of the state dict and of its largest tensor.
+func LoadPyTorch(m nn.Module, path string, strict bool) (nn.LoadResult, error) {
+	return LoadPyTorchOptions(m, path, strict, Options{})
+}
+
+// LoadPyTorchOptions is [LoadPyTorch] with options that select the state
+// dict and bound the reading.
+func LoadPyTorchOptions(m nn.Module, path string, strict bool, opts Options) (nn.LoadResult, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return nn.LoadResult{}, err
+	}
+	defer file.Close()
+	fi, err := file.Stat()
+	if err != nil {
+		return nn.LoadResult{}, err
+	}
+	f, err := openStateDict(file, fi.Size(), opts)
+	if err != nil {
+		return nn.LoadResult{}, prefixed(err, path)
+	}
+	tensors := make(map[string]safetensors.Tensor, len(f.refs))
+	unread := map[string]string{} // the keys of dtypes vram has not, and their dtypes
+	for i, t := range f.refs {
+		st := safetensors.Tensor{DType: t.dtype.st, Shape: make([]int, len(t.size))}
+		for j, n := range t.size {
+			st.Shape[j] = int(n)
+		}
+		if st.DType == "" {
+			// Named as torch names it, which package nn refuses with
+			// vram.ErrDType when m has the key.
+			st.DType = t.dtype.name
+			unread[f.keys[i]] = t.dtype.name
+			f.a.skip(t)
+		} else if st.Data, err = f.a.raw(t); err != nil {
+			return nn.LoadResult{}, prefixed(prefixed(err, strconv.Quote(printable(f.keys[i]))), path)
+		}
+		tensors[f.keys[i]] = st
+	}
+	missing, unexpected, err := tensorfile.LoadInto(m, "state dict", tensors, strict)
+	res := nn.LoadResult{Missing: missing, Unexpected: unexpected}
+	if err != nil {
+		if strict {
+			var notes []string
+			for _, k := range unexpected {
+				if dt, ok := unread[k]; ok {
+					notes = append(notes, fmt.Sprintf("%q is of dtype %s, which vram does not read", printable(k), dt))
+					if len(notes) == 3 {
+						break
+					}
+				}
+			}
+			if len(notes) > 0 {
+				return res, fmt.Errorf("torchload: %s: %w (%s)", path, err, strings.Join(notes, "; "))
+			}
+		}
+		return res, fmt.Errorf("torchload: %s: %w", path, err)
+	}
+	return res, nil
+}
+
+// fileDict is the state dict of a file, decoded, its tensors not yet read.
+type fileDict struct {
+	a    *archive
+	keys []string     // the keys, prefixes stripped
+	refs []*tensorRef // the tensors of keys
+}
+
+// openStateDict decodes the pickle of the torch.save file r of size bytes
+// and selects the state dict in it as opts says.
+func openStateDict(r io.ReaderAt, size int64, opts Options) (*fileDict, error) {
 	if size < 0 {
 		return nil, formatErr("negative file size %d", size)
 	}
@@ -176,22 +320,15 @@ func ReadStateDict(r io.ReaderAt, size int64, opts Options) (sd StateDict, err e
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			sd.Release()
-			sd = nil
-		}
-	}()
-	keys := make([]string, len(d.keys))
+	f := &fileDict{a: a, keys: make([]string, len(d.keys)), refs: make([]*tensorRef, len(d.vals))}
 	for i, k := range d.keys {
 		s, ok := k.(string)
 		if !ok {
 			return nil, formatErr("the state dict has a key of type %s, not str", typeName(k))
 		}
-		keys[i] = s
+		f.keys[i] = s
 	}
-	keys, err = stripPrefix(keys, opts.StripPrefix)
-	if err != nil {
+	if f.keys, err = stripPrefix(f.keys, opts.StripPrefix); err != nil {
 		return nil, err
 	}
 	// A storage is dropped once the last tensor that views it is built,
@@ -200,48 +337,12 @@ func ReadStateDict(r io.ReaderAt, size int64, opts Options) (sd StateDict, err e
 	for i, v := range d.vals {
 		t, ok := v.(*tensorRef)
 		if !ok {
-			return nil, formatErr("%q is a %s, not a tensor", printable(keys[i]), typeName(v))
+			return nil, formatErr("%q is a %s, not a tensor", printable(f.keys[i]), typeName(v))
 		}
+		f.refs[i] = t
 		a.users[t.st]++
 	}
-	for i, v := range d.vals {
-		t := v.(*tensorRef)
-		e, err := a.tensor(t)
-		if a.users[t.st]--; a.users[t.st] == 0 {
-			delete(a.cache, t.st)
-		}
-		if err != nil {
-			return sd, prefixed(err, strconv.Quote(printable(keys[i])))
-		}
-		e.Key = keys[i]
-		sd = append(sd, e)
-	}
-	return sd, nil
-}
-
-// LoadPyTorch loads the state dict of the torch.save file path (a .pt,
-// .pth or pytorch_model.bin file, found in it as [Options]' zero value
-// finds it) into m, as [nn.LoadStateDict] does: strictly (every key of m
-// and no other) or not, converting dtypes, with PyTorch's missing and
-// unexpected keys in the result. Errors are those of [ReadStateDict] and
-// [nn.LoadStateDict].
-func LoadPyTorch(m nn.Module, path string, strict bool) (nn.LoadResult, error) {
-	return LoadPyTorchOptions(m, path, strict, Options{})
-}
-
-// LoadPyTorchOptions is [LoadPyTorch] with options that select the state
-// dict and bound the reading.
-func LoadPyTorchOptions(m nn.Module, path string, strict bool, opts Options) (nn.LoadResult, error) {
-	sd, err := ReadStateDictFile(path, opts)
-	if err != nil {
-		return nn.LoadResult{}, err
-	}
-	defer sd.Release()
-	res, err := nn.LoadStateDict(m, sd.Map(), strict)
-	if err != nil {
-		return res, fmt.Errorf("torchload: %s: %w", path, err)
-	}
-	return res, nil
+	return f, nil
 }
 
 // sniff tells a zip archive (false) from a file of the legacy format
@@ -429,41 +530,69 @@ func swapBytes(b []byte, size int) {
 	}
 }
 
-// tensor builds the tensor t refers to.
-func (a *archive) tensor(t *tensorRef) (Entry, error) {
-	dt, ok := vramDType(t.dtype)
-	if !ok {
-		return Entry{}, &formatError{msg: "dtype " + t.dtype.name + " is not read", kind: vram.ErrDType}
-	}
+// raw returns the elements of t, little-endian in row-major order, in a
+// slice of their own: the storage's bytes themselves when t views the
+// whole of a storage no other tensor still needs, else a copy. Once the
+// last tensor of a storage is read, the storage is dropped.
+func (a *archive) raw(t *tensorRef) ([]byte, error) {
+	defer a.skip(t)
 	numel := int64(1)
 	for _, s := range t.size {
 		numel *= s // checkView bounded the product
 	}
 	if err := a.spend(numel*t.dtype.size, "a tensor of size "+fmt.Sprint(t.size)); err != nil {
-		return Entry{}, err
+		return nil, err
 	}
+	if numel == 0 {
+		return []byte{}, nil
+	}
+	src, err := a.storageBytes(t.st)
+	if err != nil {
+		return nil, err
+	}
+	var raw []byte
+	if a.users[t.st] == 1 && t.offset == 0 && numel*t.dtype.size == int64(len(src)) && isContiguous(t) {
+		raw = src // its last user: no copy
+	} else {
+		raw = gather(src, t, numel)
+	}
+	if a.bigEndian && t.dtype.size > 1 {
+		// Per element of the tensor's dtype: an untyped storage
+		// (_rebuild_tensor_v3) has no element size of its own.
+		swapBytes(raw, int(t.dtype.size))
+	}
+	return raw, nil
+}
+
+// skip counts t as read, dropping its storage when no other tensor still
+// needs it.
+func (a *archive) skip(t *tensorRef) {
+	if a.users[t.st]--; a.users[t.st] <= 0 {
+		delete(a.cache, t.st)
+		delete(a.users, t.st)
+	}
+}
+
+// isContiguous reports whether the elements of t follow each other in
+// its storage in row-major order.
+func isContiguous(t *tensorRef) bool {
+	run := int64(1)
+	for i := len(t.size) - 1; i >= 0; i-- {
+		if t.size[i] != 1 && t.stride[i] != run {
+			return false
+		}
+		run *= t.size[i]
+	}
+	return true
+}
+
+// shape returns t's size as a vram shape.
+func (t *tensorRef) shape() vram.Shape {
 	shape := make(vram.Shape, len(t.size))
 	for i, s := range t.size {
 		shape[i] = int(s)
 	}
-	var raw []byte
-	if numel > 0 {
-		src, err := a.storageBytes(t.st)
-		if err != nil {
-			return Entry{}, err
-		}
-		raw = gather(src, t, numel)
-		if a.bigEndian && t.dtype.size > 1 {
-			// Per element of the tensor's dtype: an untyped storage
-			// (_rebuild_tensor_v3) has no element size of its own.
-			swapBytes(raw, int(t.dtype.size))
-		}
-	}
-	var x *vram.Tensor
-	if err := vram.Catch(func() { x = newTensor(raw, shape, t.dtype, dt) }); err != nil {
-		return Entry{}, &formatError{msg: "a tensor of size " + fmt.Sprint(t.size), kind: vram.ErrArgument, err: err}
-	}
-	return Entry{Tensor: x, DType: t.dtype.name}, nil
+	return shape
 }
 
 // gather copies the elements of the view t of src, row-major, into a new
@@ -510,9 +639,9 @@ func vramDType(et elemType) (vram.DType, bool) {
 		return vram.Float16, true
 	case tBFloat16:
 		return vram.BFloat16, true
-	case tInt64:
+	case tInt64, tUint32, tUint64:
 		return vram.Int64, true
-	case tInt32, tInt16, tUint8:
+	case tInt32, tInt16, tUint8, tUint16:
 		return vram.Int32, true
 	case tInt8:
 		return vram.Int8, true
@@ -523,19 +652,36 @@ func vramDType(et elemType) (vram.DType, bool) {
 }
 
 // newTensor makes a CPU tensor of dtype dt from raw little-endian
-// elements of et.
-func newTensor(raw []byte, shape vram.Shape, et elemType, dt vram.DType) *vram.Tensor {
+// elements of et. A uint64 value beyond int64 is an error.
+func newTensor(raw []byte, shape vram.Shape, et elemType, dt vram.DType) (*vram.Tensor, error) {
 	switch et {
-	case tInt16, tUint8:
+	case tInt16, tUint8, tUint16:
 		vals := make([]int32, len(raw)/int(et.size))
 		for i := range vals {
-			if et == tInt16 {
+			switch et {
+			case tInt16:
 				vals[i] = int32(int16(binary.LittleEndian.Uint16(raw[2*i:])))
-			} else {
+			case tUint16:
+				vals[i] = int32(binary.LittleEndian.Uint16(raw[2*i:]))
+			default:
 				vals[i] = int32(raw[i])
 			}
 		}
-		return vram.FromSlice(vals, shape, vram.CPU, dt)
+		return vram.FromSlice(vals, shape, vram.CPU, dt), nil
+	case tUint32, tUint64:
+		vals := make([]int64, len(raw)/int(et.size))
+		for i := range vals {
+			if et == tUint32 {
+				vals[i] = int64(binary.LittleEndian.Uint32(raw[4*i:]))
+				continue
+			}
+			v := binary.LittleEndian.Uint64(raw[8*i:])
+			if v > math.MaxInt64 {
+				return nil, &formatError{msg: fmt.Sprintf("uint64 value %d of element %d does not fit in int64", v, i), kind: vram.ErrArgument}
+			}
+			vals[i] = int64(v)
+		}
+		return vram.FromSlice(vals, shape, vram.CPU, dt), nil
 	case tBool:
 		for i, b := range raw {
 			raw[i] = min(b, 1)
@@ -545,7 +691,7 @@ func newTensor(raw []byte, shape vram.Shape, et elemType, dt vram.DType) *vram.T
 	if len(raw) > 0 {
 		t.SetRawBytes(raw)
 	}
-	return t
+	return t, nil
 }
 
 // selectDict finds the state dict in root, the decoded pickle.

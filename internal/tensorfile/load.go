@@ -1,0 +1,39 @@
+package tensorfile
+
+import (
+	"fmt"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/safetensors"
+)
+
+// LoadInto loads tensors, the state dict of a file described as src in
+// messages, into m, an nn.Module, as nn.Load loads a safetensors file:
+// strictly or not, converting dtypes, each tensor decoded and copied in
+// turn. It returns PyTorch's missing and unexpected keys. Package nn sets
+// it, so that readers of other formats (nn/torchload) hand their raw
+// bytes over without first building tensors of them.
+var LoadInto func(m any, src string, tensors map[string]safetensors.Tensor, strict bool) (missing, unexpected []string, err error)
+
+// CheckDecode returns the error that [Decode] of st into dt would give,
+// without allocating: a dtype it cannot decode, or an integer out of
+// dt's range.
+func CheckDecode(st safetensors.Tensor, dt vram.DType) error {
+	if name, ok := stNames[dt]; ok && name == st.DType {
+		return nil
+	}
+	if lo, hi, ok := intRange(dt); ok {
+		if dec := intDecoder(st.DType); dec != nil {
+			n := vram.Shape(st.Shape).NumElements()
+			for i := range n {
+				if v, ok := dec(st.Data, i); !ok || v < lo || v > hi {
+					return &vram.Error{Op: "decode", Kind: vram.ErrArgument,
+						Detail: fmt.Sprintf("value %s of element %d of %s does not fit in %s", intString(st, i), i, st.DType, dt)}
+				}
+			}
+			return nil
+		}
+	}
+	_, err := decoder(st.DType)
+	return err
+}
