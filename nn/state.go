@@ -397,6 +397,13 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 		}
 	}
 	for _, p := range params {
+		if st := tensors[p.Name]; tensorfile.AsIs(st, p.Tensor.DType()) && p.Tensor.IsContiguous() {
+			// The file's bytes are the tensor's: straight in.
+			if err := vram.Catch(func() { vram.NoGrad(func() { p.Tensor.SetRawBytes(st.Data) }) }); err != nil {
+				return res, fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
+			}
+			continue
+		}
 		src, err := decode(p.Name, p.Tensor.DType())
 		if err == nil {
 			err = vram.Catch(func() { vram.NoGrad(func() { tensorfile.CopyInto(p.Tensor, src) }) })

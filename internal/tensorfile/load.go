@@ -37,3 +37,11 @@ func CheckDecode(st safetensors.Tensor, dt vram.DType) error {
 	_, err := decoder(st.DType)
 	return err
 }
+
+// AsIs reports whether st's bytes are those of a tensor of dtype dt, as
+// [Decode] would take them: st holds dt's own safetensors dtype, and dt
+// is not bool (whose bytes other than 0 and 1 Decode makes 1).
+func AsIs(st safetensors.Tensor, dt vram.DType) bool {
+	name, ok := stNames[dt]
+	return ok && name == st.DType && dt != vram.Bool
+}

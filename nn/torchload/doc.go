@@ -24,8 +24,13 @@
 // stride, inside collections.OrderedDicts. Tensors that share a storage
 // (views, tied weights) and tensors that are not contiguous (a transposed
 // weight saved as it is) are read with their own values, each into a new
-// contiguous tensor. Values of int16 and uint8, dtypes that vram has not,
-// are widened to int32. The legacy format (PyTorch before 1.6, or
+// contiguous tensor. Values of int16, uint8 and uint16, dtypes that vram
+// has not, are widened to int32, and those of uint32 and uint64 to int64.
+// A tensor of a dtype vram cannot hold (the 8-bit floats such as
+// float8_e4m3fn, which PyTorch 2 writes as an UntypedStorage with the
+// dtype beside it, complex and quantized dtypes) does not stop the rest of
+// the file from loading: [ReadStateDict] gives it with an error of its
+// own, and [LoadPyTorch] refuses it only when the model has its key. The legacy format (PyTorch before 1.6, or
 // _use_new_zipfile_serialization=False: a row of pickles followed by the
 // storages) is read too when written with pickle protocol 2, torch.save's
 // default. The tar format of PyTorch before 0.4 and TorchScript archives
@@ -65,13 +70,17 @@
 // # Errors
 //
 // Every function returns errors; none panics. A file that cannot be read
-// as a torch.save state dict gives an error matching vram.ErrArgument, an
-// unsupported dtype one matching vram.ErrDType, and the errors of
+// as a torch.save state dict gives an error matching vram.ErrArgument, a
+// tensor of an unsupported dtype one matching vram.ErrDType when it is
+// used, and the errors of
 // [nn.LoadStateDict] keep their sentinels.
 //
 // # Memory ownership
 //
 // The tensors of a [StateDict] are new CPU tensors that belong to the
-// caller: [StateDict.Release] releases them. [LoadPyTorch] releases its
-// own.
+// caller: [StateDict.Release] releases them. [LoadPyTorch] builds no
+// such tensors: it holds the file's values once, as they lie in the file,
+// and writes each into the model in turn, converting one tensor at a
+// time where the dtypes differ, so that loading a checkpoint takes about
+// its size beside the model, not three times that.
 package torchload

@@ -1,0 +1,78 @@
+package torchload
+
+import (
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vramgo/vram/nn"
+)
+
+// TestLoadPyTorchPeakMemory loads a checkpoint of 200 MB and measures the
+// host memory loading takes beside the model: the file's values once,
+// and a tensor being converted, not the state dict read into tensors,
+// encoded and decoded again (three copies).
+func TestLoadPyTorchPeakMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes and loads a checkpoint of 200 MB")
+	}
+	const layers, width = 50, 1024
+	mods := make([]nn.Module, layers)
+	for i := range mods {
+		mods[i] = nn.NewLinear(width, width)
+	}
+	m := nn.NewSequential(mods...)
+	defer nn.Release(m)
+	path := saveTorch(t, m, "", nil)
+	var size, largest int64
+	for _, x := range nn.StateDict(m) {
+		size += x.Bytes()
+		largest = max(largest, x.Bytes())
+	}
+
+	// A collection at every tenth of the heap grown, so that the heap
+	// measures what loading holds, not the garbage it left.
+	defer debug.SetGCPercent(debug.SetGCPercent(10))
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base, peak := ms.HeapAlloc, ms.HeapAlloc
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapAlloc)
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	start := time.Now()
+	res, err := LoadPyTorch(m, path, true)
+	elapsed := time.Since(start)
+	close(done)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Missing)+len(res.Unexpected) > 0 {
+		t.Fatalf("result %+v", res)
+	}
+	extra := int64(peak - base)
+	t.Logf("state dict %d MB, largest tensor %d MB: peak %d MB above the model, in %v", size>>20, largest>>20, extra>>20, elapsed)
+	// One copy of the values, a tensor and a margin for the collector's
+	// pacing.
+	if limit := size + largest + size/8; extra > limit {
+		t.Errorf("loading took %d MB beside the model, want at most %d MB", extra>>20, limit>>20)
+	}
+}
