@@ -53,9 +53,9 @@
 // A pickle is a program: torch.load with weights_only=False runs whatever
 // functions a file names. torchload runs nothing. It decodes the opcodes of
 // pickle protocols 2 to 5 that data needs and accepts only the globals
-// that state dicts use (collections.OrderedDict, the tensor and parameter
-// rebuilders of torch._utils, the storage classes and dtypes of package
-// torch, torch.Size, torch.device, _codecs.encode (protocol 2's bytes)
+// that state dicts use (collections.OrderedDict, the tensor, quantized
+// tensor and parameter rebuilders of torch._utils, the storage classes,
+// dtypes and quantization schemes of package torch, torch.Size, torch.device, _codecs.encode (protocol 2's bytes)
 // and the builtins set, frozenset, dict, list and tuple), each turned
 // into a Go value; any other global, such as os.system
 // or a model's own class, is a [*GlobalError] that names it. A str that is

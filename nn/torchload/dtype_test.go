@@ -14,7 +14,8 @@ import (
 )
 
 // TestReadBesideNewerDTypes reads a state dict that holds, beside a
-// float32 tensor, one of each dtype PyTorch 2 writes: those vram holds are
+// float32 tensor, one of each dtype PyTorch 2 writes (quantized ones with
+// torch._utils._rebuild_qtensor): those vram holds are
 // read (the unsigned integers widened), the others are entries without a
 // tensor whose error names the dtype, and the float32 tensor is read all
 // the same.
@@ -34,6 +35,7 @@ func TestReadBesideNewerDTypes(t *testing.T) {
 		{name: "float8_e4m3fn"}, {name: "float8_e5m2"}, {name: "float8_e4m3fnuz"}, {name: "float8_e5m2fnuz"},
 		{name: "float8_e8m0fnu"}, {name: "complex32"}, {name: "float4_e2m1fn_x2"},
 		{name: "complex64"}, {name: "complex128"}, {name: "qint8"}, {name: "quint8"}, {name: "qint32"},
+		{name: "bits8"}, {name: "bits16"},
 		{name: "uint16", want: []int64{1, 65535}},
 		{name: "uint32", want: []int64{1, math.MaxUint32}},
 		{name: "uint64", want: []int64{1, math.MaxInt64}},
@@ -54,6 +56,10 @@ func TestReadBesideNewerDTypes(t *testing.T) {
 		}
 		if c, ok := classes[tt.name]; ok {
 			tt.x, tt.data = typed(c, 2, data, 2)
+			if strings.HasPrefix(tt.name, "q") {
+				// As torch.save writes a quantized tensor.
+				tt.x.quant = tup{glob{"torch", "per_tensor_affine"}, 0.5, 3}
+			}
 		} else {
 			tt.x, tt.data = untyped(tt.name, data, 2)
 		}

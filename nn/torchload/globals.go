@@ -47,6 +47,11 @@ var (
 	tQInt32     = elemType{"qint32", 4, ""}
 	tQUInt4x2   = elemType{"quint4x2", 1, ""}
 	tQUInt2x4   = elemType{"quint2x4", 1, ""}
+	tBits8      = elemType{"bits8", 1, ""}
+	tBits16     = elemType{"bits16", 2, ""}
+	tBits1x8    = elemType{"bits1x8", 1, ""}
+	tBits2x4    = elemType{"bits2x4", 1, ""}
+	tBits4x2    = elemType{"bits4x2", 1, ""}
 )
 
 // storageClasses maps the storage classes torch.save names in persistent
@@ -99,6 +104,14 @@ var dtypes = map[string]elemType{
 	"float8_e8m0fnu": tF8E8M0FNU, "float4_e2m1fn_x2": tF4E2M1FNx2,
 	"qint8": tQInt8, "quint8": tQUInt8, "qint32": tQInt32,
 	"quint4x2": tQUInt4x2, "quint2x4": tQUInt2x4,
+	"bits8": tBits8, "bits16": tBits16, "bits1x8": tBits1x8, "bits2x4": tBits2x4, "bits4x2": tBits4x2,
+}
+
+// qschemes are the torch.qscheme globals of a quantized tensor's
+// quantizer parameters (torch.per_tensor_affine, ...).
+var qschemes = map[string]bool{
+	"per_tensor_affine": true, "per_channel_affine": true, "per_tensor_symmetric": true,
+	"per_channel_symmetric": true, "per_channel_affine_float_qparams": true,
 }
 
 // Functions and classes of the allowlist (beside the storage classes and
@@ -109,6 +122,7 @@ const (
 	gRebuildV3       = "torch._utils._rebuild_tensor_v3"
 	gRebuildParam    = "torch._utils._rebuild_parameter"
 	gRebuildParamSt  = "torch._utils._rebuild_parameter_with_state"
+	gRebuildQTensor  = "torch._utils._rebuild_qtensor"
 	gTorchSize       = "torch.Size"
 	gSet             = "builtins.set"
 	gFrozenSet       = "builtins.frozenset"
@@ -125,7 +139,7 @@ const (
 // allowed lists the functions and classes a state dict's pickle may name.
 var allowed = map[string]bool{
 	gOrderedDict: true, gRebuildV2: true, gRebuildV3: true, gRebuildParam: true,
-	gRebuildParamSt: true, gTorchSize: true, gSet: true, gFrozenSet: true,
+	gRebuildParamSt: true, gRebuildQTensor: true, gTorchSize: true, gSet: true, gFrozenSet: true,
 	gDict: true, gList: true, gTuple: true, gRebuildFromType: true,
 	gTensor: true, gParameter: true, gDevice: true, gEncode: true,
 }
@@ -142,6 +156,9 @@ func (d *decoder) global(module, name string) (any, error) {
 		}
 		if _, ok := dtypes[name]; ok {
 			return dtypeName(name), nil
+		}
+		if qschemes[name] {
+			return global{module, name}, nil
 		}
 	}
 	g := global{module, name}
@@ -243,6 +260,14 @@ func (d *decoder) call(fn, args any) (any, error) {
 		return b, nil
 	case gRebuildV2, gRebuildV3:
 		return d.rebuildTensor(g, a)
+	case gRebuildQTensor:
+		// (storage, storage_offset, size, stride, quantizer_params,
+		// requires_grad, backward_hooks): a view of a quantized storage,
+		// known and not read, as its dtype is.
+		if len(a) != 7 {
+			return nil, d.errorf("%s with %d arguments", g, len(a))
+		}
+		return d.rebuildTensor(g, tuple{a[0], a[1], a[2], a[3], a[5], a[6]})
 	case gRebuildParam, gRebuildParamSt:
 		// (data, requires_grad, backward_hooks[, state])
 		if len(a) < 3 {

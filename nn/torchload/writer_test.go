@@ -74,6 +74,8 @@ type (
 		k any
 		v any
 	}
+	// glob is the global module.name itself.
+	glob struct{ module, name string }
 	// call is module.name(args...), pickled with REDUCE.
 	call struct {
 		module, name string
@@ -90,6 +92,9 @@ type (
 		stride []int64
 		param  bool   // saved as an nn.Parameter
 		v3     string // dtype name for _rebuild_tensor_v3 (untyped storage)
+		// quant holds the quantizer parameters of a quantized tensor,
+		// written with _rebuild_qtensor.
+		quant tup
 	}
 )
 
@@ -140,6 +145,8 @@ func (w *pw) value(v any) {
 		w.global(v.module, v.name)
 		w.value(v.args)
 		w.op(opReduce).put()
+	case glob:
+		w.global(v.module, v.name)
 	default:
 		panic(fmt.Sprintf("test writer: %T", v))
 	}
@@ -162,9 +169,12 @@ func (w *pw) tensor(t tens) {
 		w.global("torch._utils", "_rebuild_parameter")
 		w.op(opMark)
 	}
-	if t.v3 != "" {
+	switch {
+	case t.quant != nil:
+		w.global("torch._utils", "_rebuild_qtensor")
+	case t.v3 != "":
 		w.global("torch._utils", "_rebuild_tensor_v3")
-	} else {
+	default:
 		w.global("torch._utils", "_rebuild_tensor_v2")
 	}
 	w.op(opMark)
@@ -183,6 +193,9 @@ func (w *pw) tensor(t tens) {
 	w.int(t.offset)
 	w.value(toTup(t.size))
 	w.value(toTup(t.stride))
+	if t.quant != nil {
+		w.value(t.quant)
+	}
 	w.op(opNewFalse)
 	w.global("collections", "OrderedDict")
 	w.op(opEmptyTuple, opReduce).put()
