@@ -3,10 +3,13 @@ package torchload
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/internal/fuzztest"
+	"github.com/vramgo/vram/nn"
 )
 
 // maxFuzzInput bounds the fuzz inputs, in bytes: room for a small state
@@ -97,4 +100,37 @@ func TestFuzzSeeds(t *testing.T) {
 		}
 		sd.Release()
 	}
+}
+
+// FuzzLoadPyTorch loads arbitrary files into a small model as torch.save
+// checkpoints, which LoadPyTorch reads without building tensors of them: a
+// bad one gives an error matching vram.ErrArgument, vram.ErrDType or
+// vram.ErrShape, never a panic, and the model's tensors stay valid.
+func FuzzLoadPyTorch(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		f.Add(s.Args[0].([]byte))
+	}
+	m := nn.NewSequential(nn.NewLinear(3, 2), nn.NewBatchNorm1d(2))
+	defer nn.Release(m)
+	path := filepath.Join(f.TempDir(), "m.pt")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > maxFuzzInput {
+			return
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, strict := range []bool{false, true} {
+			_, err := LoadPyTorchOptions(m, path, strict, Options{MaxBytes: fuzzMaxBytes})
+			if err != nil && !errors.Is(err, vram.ErrArgument) && !errors.Is(err, vram.ErrDType) && !errors.Is(err, vram.ErrShape) {
+				t.Fatalf("strict %v: error %v matches none of vram.ErrArgument, vram.ErrDType and vram.ErrShape", strict, err)
+			}
+		}
+		for k, x := range nn.StateDict(m) {
+			if x.Released() {
+				t.Fatalf("%s released", k)
+			}
+			_ = x.RawBytes()
+		}
+	})
 }
