@@ -46,7 +46,9 @@
 // The "module." prefix that DistributedDataParallel and DataParallel add
 // to every key, and the "_orig_mod." of a model compiled with
 // torch.compile, are removed when every key has them, or a prefix of
-// one's choice with [Options.StripPrefix].
+// one's choice with [Options.StripPrefix]; a strict load whose file keys
+// all start with another prefix that the model's keys lack (the "model."
+// of a PyTorch Lightning checkpoint) names the StripPrefix that fits.
 //
 // # Security
 //

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -101,12 +102,17 @@ func TestLoadPyTorch(t *testing.T) {
 		path       string
 		strict     bool
 		kind       error
+		msg        string // in the error
 		missing    []string
 		unexpected []string
 		from       nn.Module // the model saved; src when nil
 	}{
 		{name: "strict", path: saveTorch(t, src, "", nil), strict: true},
 		{name: "ddp", path: saveTorch(t, src, "module.", func(sd odict) any { return pdict{{"model", sd}, {"epoch", 1}} }), strict: true},
+		{name: "lightning prefix", path: saveTorch(t, src, "model.", func(sd odict) any { return pdict{{"state_dict", sd}, {"epoch", 1}} }),
+			strict: true, kind: vram.ErrArgument, msg: `every key of the file starts with "model.", which the model's keys lack: Options.StripPrefix "model."`,
+			missing:    []string{"0.weight", "0.bias", "1.weight", "1.bias", "1.running_mean", "1.running_var"},
+			unexpected: []string{"model.0.bias", "model.0.weight", "model.1.bias", "model.1.num_batches_tracked", "model.1.running_mean", "model.1.running_var", "model.1.weight"}},
 		{name: "strict missing", path: saveTorch(t, other, "", nil), strict: true, kind: vram.ErrArgument,
 			missing: []string{"1.weight", "1.bias", "1.running_mean", "1.running_var"}},
 		{name: "non-strict", path: saveTorch(t, other, "", nil), from: other,
@@ -123,8 +129,8 @@ func TestLoadPyTorch(t *testing.T) {
 			m := newModel()
 			res, err := LoadPyTorch(m, tt.path, tt.strict)
 			if tt.kind != nil {
-				if !errors.Is(err, tt.kind) {
-					t.Fatalf("error %v, want %v", err, tt.kind)
+				if !errors.Is(err, tt.kind) || !strings.Contains(err.Error(), tt.msg) {
+					t.Fatalf("error %v, want %v with %q", err, tt.kind, tt.msg)
 				}
 			} else if err != nil {
 				t.Fatal(err)

@@ -260,6 +260,10 @@ func LoadPyTorchOptions(m nn.Module, path string, strict bool, opts Options) (nn
 	if err != nil {
 		if strict {
 			var notes []string
+			if p := extraPrefix(unexpected, missing); p != "" {
+				notes = append(notes, fmt.Sprintf("every key of the file starts with %q, which the model's keys lack: Options.StripPrefix %q removes it",
+					printable(p), printable(p)))
+			}
 			for _, k := range unexpected {
 				if dt, ok := unread[k]; ok {
 					notes = append(notes, fmt.Sprintf("%q is of dtype %s, which vram does not read", printable(k), dt))
@@ -275,6 +279,35 @@ func LoadPyTorchOptions(m nn.Module, path string, strict bool, opts Options) (nn
 		return res, fmt.Errorf("torchload: %s: %w", path, err)
 	}
 	return res, nil
+}
+
+// extraPrefix returns the first part, up to its dot, that every key of
+// unexpected starts with, when the keys without it include one of
+// missing (the file of a model kept inside another, such as the "model."
+// of a PyTorch Lightning module); "" otherwise.
+func extraPrefix(unexpected, missing []string) string {
+	if len(unexpected) == 0 || len(missing) == 0 {
+		return ""
+	}
+	first, _, ok := strings.Cut(unexpected[0], ".")
+	if !ok {
+		return ""
+	}
+	p := first + "."
+	rest := make(map[string]bool, len(unexpected))
+	for _, k := range unexpected {
+		r, ok := strings.CutPrefix(k, p)
+		if !ok {
+			return ""
+		}
+		rest[r] = true
+	}
+	for _, k := range missing {
+		if rest[k] {
+			return p
+		}
+	}
+	return ""
 }
 
 // fileDict is the state dict of a file, decoded, its tensors not yet read.
