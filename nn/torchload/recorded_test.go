@@ -5,10 +5,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/nn"
 )
 
 // recordedEntry is one tensor of a .json file of testdata/recorded: what
@@ -81,6 +83,46 @@ func TestRecordedByPyTorch(t *testing.T) {
 						t.Errorf("%s: values %v, want %v", key, got, w.Values)
 						break
 					}
+				}
+			}
+		})
+	}
+}
+
+// TestLoadRecordedByPyTorch loads the checkpoints of a Linear(3, 2) and a
+// BatchNorm1d(2) in a Sequential that PyTorch wrote (a state dict, and a
+// training checkpoint of a DistributedDataParallel model, each in the zip
+// and the legacy format) into the same model, strictly, and checks every
+// value against what torch.load read.
+func TestLoadRecordedByPyTorch(t *testing.T) {
+	for _, name := range []string{"sequential", "sequential_legacy", "ddp_nested", "ddp_nested_legacy"} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join("testdata", "recorded", name+".pt")
+			raw, err := os.ReadFile(filepath.Join("testdata", "recorded", name+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []recordedEntry
+			if err := json.Unmarshal(raw, &want); err != nil {
+				t.Fatal(err)
+			}
+			m := nn.NewSequential(nn.NewLinear(3, 2), nn.NewBatchNorm1d(2))
+			defer nn.Release(m)
+			if _, err := LoadPyTorch(m, path, true); err != nil {
+				t.Fatal(err)
+			}
+			sd := nn.StateDict(m)
+			for _, w := range want {
+				key := strings.TrimPrefix(w.Key, "module.")
+				x, ok := sd[key]
+				if !ok {
+					t.Errorf("the model has no %s", key)
+					continue
+				}
+				var got []float64
+				vram.Tidy(func() { got = x.Cast(vram.Float64).Float64s() })
+				if !slices.Equal(got, w.Values) {
+					t.Errorf("%s = %v, torch.load read %v", key, got, w.Values)
 				}
 			}
 		})
