@@ -3,6 +3,8 @@ package torchload
 import (
 	"strconv"
 	"testing"
+
+	"github.com/vramgo/vram/nn"
 )
 
 // BenchmarkUnpickle decodes the pickle of a state dict of 20,000 tensors.
@@ -16,6 +18,29 @@ func BenchmarkUnpickle(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := unpickle(pkl); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLoadPyTorch loads a checkpoint of 64 MB, sixteen float32
+// Linear(1024, 1024) layers, into the model it was saved from.
+func BenchmarkLoadPyTorch(b *testing.B) {
+	mods := make([]nn.Module, 16)
+	for i := range mods {
+		mods[i] = nn.NewLinear(1024, 1024)
+	}
+	m := nn.NewSequential(mods...)
+	defer nn.Release(m)
+	path := saveTorch(b, m, "", nil)
+	var size int64
+	for _, x := range nn.StateDict(m) {
+		size += x.Bytes()
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := LoadPyTorch(m, path, true); err != nil {
 			b.Fatal(err)
 		}
 	}

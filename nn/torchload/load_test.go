@@ -25,7 +25,7 @@ var storageClass = map[vram.DType]string{
 // saveTorch writes m's state dict as torch.save would, with keys prefixed
 // by prefix, wrapped by wrap (nil: the state dict itself), and returns
 // the file's path.
-func saveTorch(t *testing.T, m nn.Module, prefix string, wrap func(odict) any) string {
+func saveTorch(t testing.TB, m nn.Module, prefix string, wrap func(odict) any) string {
 	t.Helper()
 	sd := nn.StateDict(m)
 	store := map[string][]byte{}
