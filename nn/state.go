@@ -189,7 +189,7 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 		// err matches vram.ErrArgument unless the file could not be opened.
 		return LoadResult{}, &kindError{msg: fmt.Sprintf("nn: load %s: %v", path, err), kinds: []error{err}}
 	}
-	return loadTensors(m, path, tensors, strict)
+	return loadTensors(m, path, tensors, strict, nil)
 }
 
 // LoadStateDict copies state, tensors by their state-dict keys, into m's
@@ -200,6 +200,8 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 // tensor of the file. The tensors of state may live on any device and are
 // neither changed nor released: they stay the caller's. A released tensor
 // in state is an error matching vram.ErrReleased that changes nothing.
+// Each tensor of state is read when it is loaded, so that loading takes
+// host memory for about one tensor beside the two models.
 // Package nn/torchload reads state dicts from torch.save files.
 func LoadStateDict(m Module, state map[string]*vram.Tensor, strict bool) (LoadResult, error) {
 	const src = "state dict"
@@ -212,17 +214,19 @@ func LoadStateDict(m Module, state map[string]*vram.Tensor, strict bool) (LoadRe
 		if t == nil || t.Released() {
 			return LoadResult{}, &kindError{msg: fmt.Sprintf("nn: load %s: %q is nil or released", src, name), kinds: []error{vram.ErrReleased}}
 		}
-		var st safetensors.Tensor
-		var encErr error
-		if err := vram.Catch(func() { st, encErr = tensorfile.Encode(t) }); err != nil {
-			return LoadResult{}, fmt.Errorf("nn: load %s: %q: %w", src, name, err)
-		}
-		if encErr != nil {
-			return LoadResult{}, &kindError{msg: fmt.Sprintf("nn: load %s: %q: %v", src, name, encErr), kinds: []error{vram.ErrDType}}
+		st, err := tensorfile.Header(t)
+		if err != nil {
+			return LoadResult{}, &kindError{msg: fmt.Sprintf("nn: load %s: %q: %v", src, name, err), kinds: []error{vram.ErrDType}}
 		}
 		tensors[name] = st
 	}
-	return loadTensors(m, src, tensors, strict)
+	// Each tensor's bytes are read when it is loaded, so that the host
+	// holds one tensor of state at a time, not a copy of all of it.
+	fetch := func(name string) ([]byte, error) {
+		st, err := tensorfile.Encode(state[name])
+		return st.Data, err
+	}
+	return loadTensors(m, src, tensors, strict, fetch)
 }
 
 func init() {
@@ -231,14 +235,15 @@ func init() {
 		if isNil(mod) {
 			return nil, nil, &kindError{msg: "nn: load " + src + ": nil module", kinds: []error{vram.ErrArgument}}
 		}
-		res, err := loadTensors(mod, src, tensors, strict)
+		res, err := loadTensors(mod, src, tensors, strict, nil)
 		return res.Missing, res.Unexpected, err
 	}
 }
 
 // loadTensors is load from tensors already read from src (a path, for
-// messages).
-func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, strict bool) (LoadResult, error) {
+// messages). A tensor without Data has its bytes from fetch, called when
+// they are needed, one tensor at a time.
+func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, strict bool, fetch func(name string) ([]byte, error)) (LoadResult, error) {
 	var res LoadResult
 	var params []NamedParameter // the ones to load, by their keys in the file
 	var problems []string
@@ -351,20 +356,42 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 	// one that cannot leaves the model as it was; then decode each in
 	// turn and copy it in, so that the host holds one decoded tensor at
 	// a time beside the file's bytes, not a second copy of the model.
+	// full returns the tensor of the file named name with its bytes,
+	// which fetch gives when the map has none.
+	full := func(name string) (st safetensors.Tensor, err error) {
+		st = tensors[name]
+		if st.Data == nil && fetch != nil {
+			var fetchErr error
+			if err = vram.Catch(func() { st.Data, fetchErr = fetch(name) }); err == nil {
+				err = fetchErr
+			}
+		}
+		return st, err
+	}
 	decode := func(name string, dt vram.DType) (*vram.Tensor, error) {
+		st, err := full(name)
+		if err != nil {
+			return nil, err
+		}
 		var t *vram.Tensor
 		var decErr error
-		err := vram.Catch(func() { t, decErr = tensorfile.Decode(tensors[name], dt) })
+		err = vram.Catch(func() { t, decErr = tensorfile.Decode(st, dt) })
 		if err == nil {
 			err = decErr
 		}
 		return t, err
 	}
 	for _, p := range params {
-		var decErr error
-		err := vram.Catch(func() { decErr = tensorfile.CheckDecode(tensors[p.Name], p.Tensor.DType()) })
+		if tensorfile.AsIs(tensors[p.Name], p.Tensor.DType()) {
+			continue // decodes
+		}
+		st, err := full(p.Name)
 		if err == nil {
-			err = decErr
+			var decErr error
+			err = vram.Catch(func() { decErr = tensorfile.CheckDecode(st, p.Tensor.DType()) })
+			if err == nil {
+				err = decErr
+			}
 		}
 		if err != nil {
 			return res, fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
@@ -375,7 +402,14 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 	// either value would lose the other.
 	for _, tie := range ties {
 		p := params[tie.param]
-		a, b := tensors[tie.alias], tensors[p.Name]
+		a, err := full(tie.alias)
+		if err != nil {
+			return res, fmt.Errorf("nn: load %s: %q: %w", path, tie.alias, err)
+		}
+		b, err := full(p.Name)
+		if err != nil {
+			return res, fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
+		}
 		if a.DType == b.DType && bytes.Equal(a.Data, b.Data) {
 			continue
 		}
@@ -397,9 +431,13 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 		}
 	}
 	for _, p := range params {
-		if st := tensors[p.Name]; tensorfile.AsIs(st, p.Tensor.DType()) && p.Tensor.IsContiguous() {
+		if tensorfile.AsIs(tensors[p.Name], p.Tensor.DType()) && p.Tensor.IsContiguous() {
 			// The file's bytes are the tensor's: straight in.
-			if err := vram.Catch(func() { vram.NoGrad(func() { p.Tensor.SetRawBytes(st.Data) }) }); err != nil {
+			st, err := full(p.Name)
+			if err == nil {
+				err = vram.Catch(func() { vram.NoGrad(func() { p.Tensor.SetRawBytes(st.Data) }) })
+			}
+			if err != nil {
 				return res, fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
 			}
 			continue

@@ -45,3 +45,13 @@ func AsIs(st safetensors.Tensor, dt vram.DType) bool {
 	name, ok := stNames[dt]
 	return ok && name == st.DType && dt != vram.Bool
 }
+
+// Header returns t's safetensors dtype and shape, without its bytes: what
+// [Encode] gives but Data.
+func Header(t *vram.Tensor) (safetensors.Tensor, error) {
+	name, ok := stNames[t.DType()]
+	if !ok {
+		return safetensors.Tensor{}, fmt.Errorf("dtype %s cannot be saved", t.DType())
+	}
+	return safetensors.Tensor{DType: name, Shape: []int(t.Shape())}, nil
+}
