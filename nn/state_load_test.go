@@ -348,3 +348,45 @@ func TestLoadBesideNewerDTypes(t *testing.T) {
 		t.Fatalf("LoadNonStrict of an F8_E8M0 bias = %v, want vram.ErrDType", err)
 	}
 }
+
+// TestLoadConversionFailsAtomically loads a file whose first tensor
+// converts into the model's dtype and whose second does not: the error
+// changes nothing, the first tensor included, though tensors are
+// converted and copied one at a time.
+func TestLoadConversionFailsAtomically(t *testing.T) {
+	f32 := func(v float32) []byte { return binary.LittleEndian.AppendUint32(nil, math.Float32bits(v)) }
+	tests := []struct {
+		name string
+		bad  safetensors.Tensor
+		dt   vram.DType
+	}{
+		{"F32 NaN into int64", safetensors.Tensor{DType: "F32", Data: f32(float32(math.NaN()))}, vram.Int64},
+		{"F32 1e10 into int32", safetensors.Tensor{DType: "F32", Data: f32(1e10)}, vram.Int32},
+		{"F64 1e300 into int64", safetensors.Tensor{DType: "F64", Data: binary.LittleEndian.AppendUint64(nil, math.Float64bits(1e300))}, vram.Int64},
+		{"I64 above int32", safetensors.Tensor{DType: "I64", Data: binary.LittleEndian.AppendUint64(nil, 1<<31)}, vram.Int32},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			good := safetensors.Tensor{DType: "F32", Shape: []int{}, Data: f32(3)}
+			tt.bad.Shape = []int{}
+			var buf bytes.Buffer
+			if err := safetensors.Write(&buf, map[string]safetensors.Tensor{"a": good, "b": tt.bad}, nil); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), "x.safetensors")
+			if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			m := &stateBag{}
+			a := vram.Full(vram.Shape{}, 5, tt.dt)
+			m.RegisterBuffer("a", a)
+			m.RegisterBuffer("b", vram.Full(vram.Shape{}, 5, tt.dt))
+			if err := nn.Load(m, path); !errors.Is(err, vram.ErrArgument) {
+				t.Fatalf("Load = %v, want an error matching vram.ErrArgument", err)
+			}
+			if got := a.Float64s()[0]; got != 5 {
+				t.Errorf("a failed Load changed a to %v", got)
+			}
+		})
+	}
+}

@@ -15,9 +15,10 @@ import (
 // bytes over without first building tensors of them.
 var LoadInto func(m any, src string, tensors map[string]safetensors.Tensor, strict bool) (missing, unexpected []string, err error)
 
-// CheckDecode returns the error that [Decode] of st into dt would give,
-// without allocating: a dtype it cannot decode, or an integer out of
-// dt's range.
+// CheckDecode returns the error that [Decode] of st into dt would give:
+// a dtype it cannot decode, or a value out of dt's range. Integers into
+// an integer dt are checked without allocating; other conversions are
+// decoded into a tensor that is released at once.
 func CheckDecode(st safetensors.Tensor, dt vram.DType) error {
 	if name, ok := stNames[dt]; ok && name == st.DType {
 		return nil
@@ -34,8 +35,19 @@ func CheckDecode(st safetensors.Tensor, dt vram.DType) error {
 			return nil
 		}
 	}
-	_, err := decoder(st.DType)
-	return err
+	if _, err := decoder(st.DType); err != nil {
+		return err
+	}
+	var t *vram.Tensor
+	var decErr error
+	err := vram.Catch(func() { t, decErr = Decode(st, dt) })
+	if t != nil {
+		t.Release()
+	}
+	if err != nil {
+		return err
+	}
+	return decErr
 }
 
 // AsIs reports whether st's bytes are those of a tensor of dtype dt, as
