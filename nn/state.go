@@ -230,12 +230,13 @@ func LoadStateDict(m Module, state map[string]*vram.Tensor, strict bool) (LoadRe
 }
 
 func init() {
-	tensorfile.LoadInto = func(m any, src string, tensors map[string]safetensors.Tensor, strict bool) ([]string, []string, error) {
+	tensorfile.LoadInto = func(m any, src string, tensors map[string]safetensors.Tensor, strict bool,
+		fetch func(string) ([]byte, error)) ([]string, []string, error) {
 		mod, _ := m.(Module)
 		if isNil(mod) {
 			return nil, nil, &kindError{msg: "nn: load " + src + ": nil module", kinds: []error{vram.ErrArgument}}
 		}
-		res, err := loadTensors(mod, src, tensors, strict, nil)
+		res, err := loadTensors(mod, src, tensors, strict, fetch)
 		return res.Missing, res.Unexpected, err
 	}
 }

@@ -118,7 +118,7 @@ func (a *archive) legacyBytes(st *storage) ([]byte, error) {
 	if !ok {
 		return nil, formatErr("legacy storage %q is not in the file's list of storages", printable(st.key))
 	}
-	if err := a.spend(sp.n, "storage "+printable(st.key)); err != nil {
+	if err := a.spendStorage(st, sp.n); err != nil {
 		return nil, err
 	}
 	b := make([]byte, sp.n)

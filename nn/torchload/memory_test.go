@@ -11,9 +11,9 @@ import (
 )
 
 // TestLoadPyTorchPeakMemory loads a checkpoint of 200 MB and measures the
-// host memory loading takes beside the model: the file's values once,
-// and a tensor being converted, not the state dict read into tensors,
-// encoded and decoded again (three copies).
+// host memory loading takes beside the model: about a tensor, read from
+// the file as it is loaded, not the state dict read into tensors, encoded
+// and decoded again (three copies).
 func TestLoadPyTorchPeakMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes and loads a checkpoint of 200 MB")
@@ -70,9 +70,10 @@ func TestLoadPyTorchPeakMemory(t *testing.T) {
 	}
 	extra := int64(peak - base)
 	t.Logf("state dict %d MB, largest tensor %d MB: peak %d MB above the model, in %v", size>>20, largest>>20, extra>>20, elapsed)
-	// One copy of the values, a tensor and a margin for the collector's
-	// pacing.
-	if limit := size + largest + size/8; extra > limit {
+	// A few tensors (the storage read, the bytes handed over) and a margin
+	// for the collector's pacing, which lets the heap grow by a tenth
+	// before collecting.
+	if limit := 4*largest + int64(base)/5; extra > limit {
 		t.Errorf("loading took %d MB beside the model, want at most %d MB", extra>>20, limit>>20)
 	}
 }

@@ -186,12 +186,12 @@ func ReadStateDict(r io.ReaderAt, size int64, opts Options) (sd StateDict, err e
 		e := Entry{Key: f.keys[i], DType: t.dtype.name}
 		dt, ok := vramDType(t.dtype)
 		if !ok {
-			f.a.skip(t)
+			f.skip(i)
 			e.Err = &formatError{msg: "dtype " + t.dtype.name + " is not read: vram has no such dtype", kind: vram.ErrDType}
 			sd = append(sd, e)
 			continue
 		}
-		raw, err := f.a.raw(t)
+		raw, err := f.raw(i)
 		if err != nil {
 			return sd, prefixed(err, strconv.Quote(printable(f.keys[i])))
 		}
@@ -214,9 +214,10 @@ func ReadStateDict(r io.ReaderAt, size int64, opts Options) (sd StateDict, err e
 // names its dtype. Errors are those of [ReadStateDict] and
 // [nn.LoadStateDict].
 //
-// The file's values are held once in memory, as they lie in the file,
-// and each is converted and copied into m in turn: loading takes about
-// the size of the state dict and of its largest tensor.
+// Each tensor is read from the file when it is loaded, converted and
+// copied into m in turn, and those m lacks are not read: loading takes
+// host memory for about its largest tensor (and for a storage that
+// several tensors view, until the last of them is loaded).
 func LoadPyTorch(m nn.Module, path string, strict bool) (nn.LoadResult, error) {
 	return LoadPyTorchOptions(m, path, strict, Options{})
 }
@@ -237,7 +238,10 @@ func LoadPyTorchOptions(m nn.Module, path string, strict bool, opts Options) (nn
 	if err != nil {
 		return nn.LoadResult{}, prefixed(err, path)
 	}
+	// The tensors' bytes are read as they are loaded, one at a time:
+	// those the model lacks are never read.
 	tensors := make(map[string]safetensors.Tensor, len(f.refs))
+	index := make(map[string]int, len(f.refs))
 	unread := map[string]string{} // the keys of dtypes vram has not, and their dtypes
 	for i, t := range f.refs {
 		st := safetensors.Tensor{DType: t.dtype.st, Shape: make([]int, len(t.size))}
@@ -249,13 +253,23 @@ func LoadPyTorchOptions(m nn.Module, path string, strict bool, opts Options) (nn
 			// vram.ErrDType when m has the key.
 			st.DType = t.dtype.name
 			unread[f.keys[i]] = t.dtype.name
-			f.a.skip(t)
-		} else if st.Data, err = f.a.raw(t); err != nil {
-			return nn.LoadResult{}, prefixed(prefixed(err, strconv.Quote(printable(f.keys[i]))), path)
+			f.skip(i)
 		}
 		tensors[f.keys[i]] = st
+		index[f.keys[i]] = i
 	}
-	missing, unexpected, err := tensorfile.LoadInto(m, "state dict", tensors, strict)
+	fetch := func(key string) ([]byte, error) {
+		i, ok := index[key]
+		if !ok || f.refs[i].dtype.st == "" {
+			return nil, formatErr("%q is not a tensor that can be read", printable(key))
+		}
+		b, err := f.raw(i)
+		if err != nil {
+			return nil, prefixed(err, strconv.Quote(printable(key)))
+		}
+		return b, nil
+	}
+	missing, unexpected, err := tensorfile.LoadInto(m, "state dict", tensors, strict, fetch)
 	res := nn.LoadResult{Missing: missing, Unexpected: unexpected}
 	if err != nil {
 		if strict {
@@ -315,6 +329,22 @@ type fileDict struct {
 	a    *archive
 	keys []string     // the keys, prefixes stripped
 	refs []*tensorRef // the tensors of keys
+	done []bool       // whether each tensor was read or skipped
+}
+
+// raw returns the elements of tensor i as [archive.raw] does.
+func (f *fileDict) raw(i int) ([]byte, error) {
+	first := !f.done[i]
+	f.done[i] = true
+	return f.a.raw(f.refs[i], first)
+}
+
+// skip counts tensor i as read without reading it.
+func (f *fileDict) skip(i int) {
+	if !f.done[i] {
+		f.done[i] = true
+		f.a.skip(f.refs[i])
+	}
 }
 
 // openStateDict decodes the pickle of the torch.save file r of size bytes
@@ -353,7 +383,7 @@ func openStateDict(r io.ReaderAt, size int64, opts Options) (*fileDict, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &fileDict{a: a, keys: make([]string, len(d.keys)), refs: make([]*tensorRef, len(d.vals))}
+	f := &fileDict{a: a, keys: make([]string, len(d.keys)), refs: make([]*tensorRef, len(d.vals)), done: make([]bool, len(d.vals))}
 	for i, k := range d.keys {
 		s, ok := k.(string)
 		if !ok {
@@ -408,6 +438,7 @@ type archive struct {
 	budget    int64               // bytes still allowed by MaxBytes
 	cache     map[*storage][]byte // storages read and still needed
 	users     map[*storage]int    // tensors still to build from each storage
+	spent     map[*storage]bool   // storages counted in the budget, read once or more
 	// The storages of a legacy file: where they lie in r.
 	r     io.ReaderAt
 	spans map[string]span
@@ -416,7 +447,7 @@ type archive struct {
 // newArchive returns an archive of a file of size bytes with the bounds
 // of opts.
 func newArchive(size int64, opts Options) *archive {
-	a := &archive{size: size, cache: map[*storage][]byte{}, users: map[*storage]int{}}
+	a := &archive{size: size, cache: map[*storage][]byte{}, users: map[*storage]int{}, spent: map[*storage]bool{}}
 	a.maxPickle = opts.MaxPickleBytes
 	if a.maxPickle <= 0 {
 		a.maxPickle = DefaultMaxPickleBytes
@@ -518,6 +549,19 @@ func (a *archive) readEntry(f *zip.File, max int64, what string) ([]byte, error)
 	return buf, nil
 }
 
+// spendStorage takes the n bytes of st from the budget of MaxBytes the
+// first time st is read.
+func (a *archive) spendStorage(st *storage, n int64) error {
+	if a.spent[st] {
+		return nil
+	}
+	if err := a.spend(n, "storage "+strconv.Quote(st.key)); err != nil {
+		return err
+	}
+	a.spent[st] = true
+	return nil
+}
+
 // spend takes n bytes from the budget of MaxBytes.
 func (a *archive) spend(n int64, what string) error {
 	if n > a.budget {
@@ -545,7 +589,7 @@ func (a *archive) storageBytes(st *storage) ([]byte, error) {
 		return nil, formatErr("storage %q declares %d %s elements (%d bytes) and its record has %d bytes",
 			printable(st.key), st.numel, st.dtype.name, want, f.UncompressedSize64)
 	}
-	if err := a.spend(want, "storage "+strconv.Quote(st.key)); err != nil {
+	if err := a.spendStorage(st, want); err != nil {
 		return nil, err
 	}
 	b, err := a.readEntry(f, want, "data/"+printable(st.key))
@@ -567,14 +611,26 @@ func swapBytes(b []byte, size int) {
 // slice of their own: the storage's bytes themselves when t views the
 // whole of a storage no other tensor still needs, else a copy. Once the
 // last tensor of a storage is read, the storage is dropped.
-func (a *archive) raw(t *tensorRef) ([]byte, error) {
-	defer a.skip(t)
+//
+// A tensor read again (first false) counts neither in the budget nor as
+// a user of its storage a second time; its storage, read again if it was
+// dropped, is dropped again.
+func (a *archive) raw(t *tensorRef, first bool) ([]byte, error) {
 	numel := int64(1)
 	for _, s := range t.size {
 		numel *= s // checkView bounded the product
 	}
-	if err := a.spend(numel*t.dtype.size, "a tensor of size "+fmt.Sprint(t.size)); err != nil {
-		return nil, err
+	if first {
+		defer a.skip(t)
+		if err := a.spend(numel*t.dtype.size, "a tensor of size "+fmt.Sprint(t.size)); err != nil {
+			return nil, err
+		}
+	} else {
+		defer func() {
+			if a.users[t.st] <= 0 {
+				delete(a.cache, t.st)
+			}
+		}()
 	}
 	if numel == 0 {
 		return []byte{}, nil
@@ -584,7 +640,10 @@ func (a *archive) raw(t *tensorRef) ([]byte, error) {
 		return nil, err
 	}
 	var raw []byte
-	if a.users[t.st] == 1 && t.offset == 0 && numel*t.dtype.size == int64(len(src)) && isContiguous(t) {
+	// No other tensor still needs the storage: t's read counts its last
+	// use, or t is read again after it.
+	last := first && a.users[t.st] == 1 || !first && a.users[t.st] <= 0
+	if last && t.offset == 0 && numel*t.dtype.size == int64(len(src)) && isContiguous(t) {
 		raw = src // its last user: no copy
 	} else {
 		raw = gather(src, t, numel)
