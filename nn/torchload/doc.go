@@ -81,8 +81,8 @@
 //
 // The tensors of a [StateDict] are new CPU tensors that belong to the
 // caller: [StateDict.Release] releases them. [LoadPyTorch] builds no
-// such tensors: it holds the file's values once, as they lie in the file,
-// and writes each into the model in turn, converting one tensor at a
-// time where the dtypes differ, so that loading a checkpoint takes about
-// its size beside the model, not three times that.
+// such tensors: it reads each tensor from the file when the model loads
+// it, converting it where the dtypes differ, and skips those the model
+// lacks, so that loading a checkpoint takes host memory for about its
+// largest tensor beside the model, not three times the checkpoint.
 package torchload
