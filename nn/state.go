@@ -189,7 +189,7 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 		// err matches vram.ErrArgument unless the file could not be opened.
 		return LoadResult{}, &kindError{msg: fmt.Sprintf("nn: load %s: %v", path, err), kinds: []error{err}}
 	}
-	return loadTensors(m, path, tensors, strict, nil)
+	return loadTensors(m, path, tensors, strict, nil, nil)
 }
 
 // LoadStateDict copies state, tensors by their state-dict keys, into m's
@@ -226,25 +226,27 @@ func LoadStateDict(m Module, state map[string]*vram.Tensor, strict bool) (LoadRe
 		st, err := tensorfile.Encode(state[name])
 		return st.Data, err
 	}
-	return loadTensors(m, src, tensors, strict, fetch)
+	return loadTensors(m, src, tensors, strict, fetch, nil)
 }
 
 func init() {
 	tensorfile.LoadInto = func(m any, src string, tensors map[string]safetensors.Tensor, strict bool,
-		fetch func(string) ([]byte, error)) ([]string, []string, error) {
+		fetch func(string) ([]byte, error), verify func([]string) error) ([]string, []string, error) {
 		mod, _ := m.(Module)
 		if isNil(mod) {
 			return nil, nil, &kindError{msg: "nn: load " + src + ": nil module", kinds: []error{vram.ErrArgument}}
 		}
-		res, err := loadTensors(mod, src, tensors, strict, fetch)
+		res, err := loadTensors(mod, src, tensors, strict, fetch, verify)
 		return res.Missing, res.Unexpected, err
 	}
 }
 
 // loadTensors is load from tensors already read from src (a path, for
 // messages). A tensor without Data has its bytes from fetch, called when
-// they are needed, one tensor at a time.
-func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, strict bool, fetch func(name string) ([]byte, error)) (LoadResult, error) {
+// they are needed, one tensor at a time; verify, when not nil, checks
+// before anything changes that fetch will give those to load.
+func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, strict bool,
+	fetch func(name string) ([]byte, error), verify func(names []string) error) (LoadResult, error) {
 	var res LoadResult
 	var params []NamedParameter // the ones to load, by their keys in the file
 	var problems []string
@@ -368,6 +370,18 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 			}
 		}
 		return st, err
+	}
+	if verify != nil {
+		names := make([]string, 0, len(params)+len(ties))
+		for _, p := range params {
+			names = append(names, p.Name)
+		}
+		for _, tie := range ties {
+			names = append(names, tie.alias)
+		}
+		if err := verify(names); err != nil {
+			return res, fmt.Errorf("nn: load %s: %w", path, err)
+		}
 	}
 	decode := func(name string, dt vram.DType) (*vram.Tensor, error) {
 		st, err := full(name)

@@ -11,11 +11,13 @@ import (
 // messages, into m, an nn.Module, as nn.Load loads a safetensors file:
 // strictly or not, converting dtypes, each tensor decoded and copied in
 // turn. A tensor without Data has its bytes from fetch, called when they
-// are needed. It returns PyTorch's missing and unexpected keys. Package nn
-// sets it, so that readers of other formats (nn/torchload) hand their raw
-// bytes over without first building tensors of them.
+// are needed; verify, called with the names of those to load before m
+// changes, checks that fetch will give them, so that a file that fails
+// leaves m as it was. It returns PyTorch's missing and unexpected keys.
+// Package nn sets it, so that readers of other formats (nn/torchload)
+// hand their raw bytes over without first building tensors of them.
 var LoadInto func(m any, src string, tensors map[string]safetensors.Tensor, strict bool,
-	fetch func(name string) ([]byte, error)) (missing, unexpected []string, err error)
+	fetch func(name string) ([]byte, error), verify func(names []string) error) (missing, unexpected []string, err error)
 
 // CheckDecode returns the error that [Decode] of st into dt would give:
 // a dtype it cannot decode, or a value out of dt's range. Integers into

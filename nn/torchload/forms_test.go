@@ -1,11 +1,14 @@
 package torchload
 
 import (
+	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/internal/half"
 	"github.com/vramgo/vram/nn"
 )
@@ -107,5 +110,52 @@ func TestLoadPyTorchScalar(t *testing.T) {
 	}
 	if got := sd["running_var"].Float64s(); !slices.Equal(got, []float64{6, 7}) {
 		t.Errorf("running_var %v", got)
+	}
+}
+
+// TestLoadPyTorchBadFileChangesNothing loads files whose weight reads and
+// whose bias does not (a record with a wrong checksum, cut short, missing,
+// or beyond Options.MaxBytes): the error leaves the model as it was,
+// though tensors are read from the file one at a time as they load.
+func TestLoadPyTorchBadFileChangesNothing(t *testing.T) {
+	root := odict{{"weight", f32("0", 2, 2)}, {"bias", f32("1", 2)}}
+	good := map[string][]byte{"0": le([]float32{1, 2, 3, 4}), "1": le([]float32{5, 6})}
+	tests := []struct {
+		name string
+		file func() []byte
+		opts Options
+	}{
+		{name: "bad checksum", file: func() []byte {
+			f := archiveOf(t, root, good)
+			i := bytes.Index(f, good["1"])
+			f[i] ^= 1
+			return f
+		}},
+		{name: "missing record", file: func() []byte { return archiveOf(t, root, map[string][]byte{"0": good["0"]}) }},
+		{name: "short record", file: func() []byte {
+			return archiveOf(t, root, map[string][]byte{"0": good["0"], "1": good["1"][:4]})
+		}},
+		{name: "beyond MaxBytes", file: func() []byte { return archiveOf(t, root, good) }, opts: Options{MaxBytes: 40}},
+		{name: "legacy missing storage", file: func() []byte {
+			return legacyOf(root, map[string][]byte{"0": good["0"]}, map[string]int{"0": 4})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.pt")
+			if err := os.WriteFile(path, tt.file(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			lin := nn.NewLinear(2, 2)
+			defer nn.Release(lin)
+			before := lin.Weight.Float64s()
+			_, err := LoadPyTorchOptions(lin, path, true, tt.opts)
+			if !errors.Is(err, vram.ErrArgument) {
+				t.Fatalf("error %v, want vram.ErrArgument", err)
+			}
+			if got := lin.Weight.Float64s(); !slices.Equal(got, before) {
+				t.Errorf("a failed load changed the weight to %v", got)
+			}
+		})
 	}
 }

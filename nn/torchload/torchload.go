@@ -269,7 +269,16 @@ func LoadPyTorchOptions(m nn.Module, path string, strict bool, opts Options) (nn
 		}
 		return b, nil
 	}
-	missing, unexpected, err := tensorfile.LoadInto(m, "state dict", tensors, strict, fetch)
+	verify := func(keys []string) error {
+		idx := make([]int, 0, len(keys))
+		for _, k := range keys {
+			if i, ok := index[k]; ok {
+				idx = append(idx, i)
+			}
+		}
+		return f.verify(idx)
+	}
+	missing, unexpected, err := tensorfile.LoadInto(m, "state dict", tensors, strict, fetch, verify)
 	res := nn.LoadResult{Missing: missing, Unexpected: unexpected}
 	if err != nil {
 		if strict {
@@ -337,6 +346,74 @@ func (f *fileDict) raw(i int) ([]byte, error) {
 	first := !f.done[i]
 	f.done[i] = true
 	return f.a.raw(f.refs[i], first)
+}
+
+// verify checks that the tensors idx can be read, without keeping any:
+// the records of their storages are whole, with the sizes the pickle
+// declares and the right checksums, and reading them stays within
+// Options.MaxBytes. Reading them after it fails only on an error of the
+// machine (of the disk, of memory).
+func (f *fileDict) verify(idx []int) error {
+	a := f.a
+	budget := a.budget
+	take := func(n int64, what string) error {
+		if n > budget {
+			return formatErr("%s needs %d bytes, beyond what the file's size allows (Options.MaxBytes; %d left)", what, n, budget)
+		}
+		budget -= n
+		return nil
+	}
+	seen := map[*storage]bool{}
+	for _, i := range idx {
+		if f.done[i] {
+			continue
+		}
+		t := f.refs[i]
+		numel := int64(1)
+		for _, s := range t.size {
+			numel *= s
+		}
+		if err := take(numel*t.dtype.size, "a tensor of size "+fmt.Sprint(t.size)); err != nil {
+			return prefixed(err, strconv.Quote(printable(f.keys[i])))
+		}
+		st := t.st
+		if numel == 0 || seen[st] || a.spent[st] {
+			continue
+		}
+		seen[st] = true
+		err := f.verifyStorage(st, take)
+		if err != nil {
+			return prefixed(err, strconv.Quote(printable(f.keys[i])))
+		}
+	}
+	return nil
+}
+
+// verifyStorage checks the record of st as storageBytes would read it,
+// taking its size from the budget with take.
+func (f *fileDict) verifyStorage(st *storage, take func(int64, string) error) error {
+	a := f.a
+	if a.spans != nil {
+		sp, ok := a.spans[st.key]
+		if !ok {
+			return formatErr("legacy storage %q is not in the file's list of storages", printable(st.key))
+		}
+		return take(sp.n, "storage "+strconv.Quote(st.key))
+	}
+	rec, ok := a.storages[st.key]
+	if !ok {
+		return formatErr("storage %q has no data/%s record (truncated file?)", printable(st.key), printable(st.key))
+	}
+	want := st.numel * st.dtype.size
+	if rec.UncompressedSize64 != uint64(want) {
+		return formatErr("storage %q declares %d %s elements (%d bytes) and its record has %d bytes",
+			printable(st.key), st.numel, st.dtype.name, want, rec.UncompressedSize64)
+	}
+	if err := take(want, "storage "+strconv.Quote(st.key)); err != nil {
+		return err
+	}
+	_, err := a.scanEntry(rec, want, "data/"+printable(st.key), false)
+	return err
 }
 
 // skip counts tensor i as read without reading it.
@@ -520,6 +597,13 @@ func openArchive(zr *zip.Reader, size int64, opts Options) (*archive, error) {
 // readEntry reads the whole of f, of at most max bytes, checking its
 // declared sizes against the file before allocating.
 func (a *archive) readEntry(f *zip.File, max int64, what string) ([]byte, error) {
+	return a.scanEntry(f, max, what, true)
+}
+
+// scanEntry reads the whole of f, of at most max bytes, as readEntry
+// does, returning its bytes when keep is set and else only checking
+// them (size and CRC) through a small buffer.
+func (a *archive) scanEntry(f *zip.File, max int64, what string, keep bool) ([]byte, error) {
 	n := f.UncompressedSize64
 	switch {
 	case n > uint64(max):
@@ -534,8 +618,14 @@ func (a *archive) readEntry(f *zip.File, max int64, what string) ([]byte, error)
 		return nil, &formatError{msg: "reading " + what, kind: vram.ErrArgument, err: err}
 	}
 	defer rc.Close()
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(rc, buf); err != nil {
+	var buf []byte
+	if keep {
+		buf = make([]byte, n)
+		_, err = io.ReadFull(rc, buf)
+	} else {
+		_, err = io.CopyN(io.Discard, rc, int64(n))
+	}
+	if err != nil {
 		return nil, &formatError{msg: "reading " + what + " (truncated file?)", kind: vram.ErrArgument, err: err}
 	}
 	// Reading on to the end checks the entry's CRC and that it has no
