@@ -112,7 +112,8 @@ func TestFuzzSeeds(t *testing.T) {
 // FuzzLoadPyTorch loads arbitrary files into a small model as torch.save
 // checkpoints, which LoadPyTorch reads without building tensors of them: a
 // bad one gives an error matching vram.ErrArgument, vram.ErrDType or
-// vram.ErrShape, never a panic, and the model's tensors stay valid.
+// vram.ErrShape, never a panic, that leaves the model as it was, and the
+// model's tensors stay valid.
 func FuzzLoadPyTorch(f *testing.F) {
 	for _, s := range fuzzSeeds(f) {
 		f.Add(s.Args[0].([]byte))
@@ -128,9 +129,21 @@ func FuzzLoadPyTorch(f *testing.F) {
 			t.Fatal(err)
 		}
 		for _, strict := range []bool{false, true} {
+			before := map[string][]byte{}
+			for k, x := range nn.StateDict(m) {
+				before[k] = x.RawBytes()
+			}
 			_, err := LoadPyTorchOptions(m, path, strict, Options{MaxBytes: fuzzMaxBytes})
-			if err != nil && !errors.Is(err, vram.ErrArgument) && !errors.Is(err, vram.ErrDType) && !errors.Is(err, vram.ErrShape) {
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, vram.ErrArgument) && !errors.Is(err, vram.ErrDType) && !errors.Is(err, vram.ErrShape) {
 				t.Fatalf("strict %v: error %v matches none of vram.ErrArgument, vram.ErrDType and vram.ErrShape", strict, err)
+			}
+			for k, x := range nn.StateDict(m) {
+				if !bytes.Equal(x.RawBytes(), before[k]) {
+					t.Fatalf("strict %v: %s changed by a load that failed with %v", strict, k, err)
+				}
 			}
 		}
 		for k, x := range nn.StateDict(m) {
