@@ -355,10 +355,11 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 			return res, &kindError{msg: fmt.Sprintf("nn: load %s: %s", path, strings.Join(parts, "; ")), kinds: kinds}
 		}
 	}
-	// Check that every value decodes before changing any tensor, so that
-	// one that cannot leaves the model as it was; then decode each in
-	// turn and copy it in, so that the host holds one decoded tensor at
-	// a time beside the file's bytes, not a second copy of the model.
+	// Check that every value can be read and decodes before changing any
+	// tensor, so that one that cannot leaves the model as it was; then
+	// decode each in turn and copy it in, so that the host holds one
+	// decoded tensor at a time, not a second copy of the model.
+	//
 	// full returns the tensor of the file named name with its bytes,
 	// which fetch gives when the map has none.
 	full := func(name string) (st safetensors.Tensor, err error) {
