@@ -1,7 +1,8 @@
 // Package memtest holds what the tests of vram's packages share to count
 // memory exactly: waiting until the garbage that earlier tests left behind
 // has been freed, so that its cleanups do not change the counts during a
-// measurement. Tests of package vram itself, which cannot import it, call
+// measurement, and measuring the host heap a function takes at its peak,
+// in a process of the test's own. Tests of package vram itself, which cannot import it, call
 // internal/quiesce directly (settle in concurrency_test.go).
 package memtest
 

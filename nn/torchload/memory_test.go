@@ -1,14 +1,10 @@
 package torchload
 
 import (
-	"os"
-	"os/exec"
-	"runtime"
-	"runtime/debug"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/nn"
 )
 
@@ -20,16 +16,7 @@ func TestLoadPyTorchPeakMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes and loads a checkpoint of 200 MB")
 	}
-	if os.Getenv(peakChildEnv) == "" {
-		// In a process of its own, where no other test's goroutines
-		// allocate while the heap is measured.
-		cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v")
-		cmd.Env = append(os.Environ(), peakChildEnv+"=1")
-		out, err := cmd.CombinedOutput()
-		t.Logf("%s", out)
-		if err != nil {
-			t.Fatal(err)
-		}
+	if !memtest.InChild(t) {
 		return
 	}
 	const layers, width = 50, 1024
@@ -46,43 +33,17 @@ func TestLoadPyTorchPeakMemory(t *testing.T) {
 		largest = max(largest, x.Bytes())
 	}
 
-	// A collection at every tenth of the heap grown, so that the heap
-	// measures what loading holds, not the garbage it left.
-	defer debug.SetGCPercent(debug.SetGCPercent(10))
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base, peak := ms.HeapAlloc, ms.HeapAlloc
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			peak = max(peak, ms.HeapAlloc)
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	var res nn.LoadResult
+	var err error
 	start := time.Now()
-	res, err := LoadPyTorch(m, path, true)
+	base, extra := memtest.PeakHeap(func() { res, err = LoadPyTorch(m, path, true) })
 	elapsed := time.Since(start)
-	close(done)
-	wg.Wait()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Missing)+len(res.Unexpected) > 0 {
 		t.Fatalf("result %+v", res)
 	}
-	extra := int64(peak - base)
 	t.Logf("state dict %d MB, largest tensor %d MB: peak %d MB above the model, in %v", size>>20, largest>>20, extra>>20, elapsed)
 	// A few tensors (the storage read, the bytes handed over) and a margin
 	// for the collector's pacing, which lets the heap grow by a tenth
@@ -91,6 +52,3 @@ func TestLoadPyTorchPeakMemory(t *testing.T) {
 		t.Errorf("loading took %d MB beside the model, want at most %d MB", extra>>20, limit>>20)
 	}
 }
-
-// peakChildEnv is set in the process that measures the heap.
-const peakChildEnv = "VRAM_PEAK_MEMORY_CHILD"
