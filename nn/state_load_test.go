@@ -42,11 +42,19 @@ func bnFile(t *testing.T, prefix string, leave ...string) string {
 			tensors[prefix+k] = v
 		}
 	}
+	path := safetensorsFile(t, tensors)
+	return path
+}
+
+// safetensorsFile writes tensors to a safetensors file in a temporary
+// directory and returns its path.
+func safetensorsFile(t *testing.T, tensors map[string]safetensors.Tensor) string {
+	t.Helper()
 	var buf bytes.Buffer
 	if err := safetensors.Write(&buf, tensors, nil); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "bn.safetensors")
+	path := filepath.Join(t.TempDir(), "x.safetensors")
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -148,14 +156,7 @@ func TestLoadConvertsIntegers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.st.Shape = []int{}
-			var buf bytes.Buffer
-			if err := safetensors.Write(&buf, map[string]safetensors.Tensor{"a": tt.st, "b": tt.st}, nil); err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(t.TempDir(), "x.safetensors")
-			if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			path := safetensorsFile(t, map[string]safetensors.Tensor{"a": tt.st, "b": tt.st})
 			m := &stateBag{}
 			a := vram.Full(vram.Shape{}, 5, tt.dt)
 			m.RegisterBuffer("a", a)
@@ -224,14 +225,7 @@ func TestLoadSharedWeights(t *testing.T) {
 			root.RegisterModule("dec", dec)
 			before := enc.Weight.Float64s()
 
-			var buf bytes.Buffer
-			if err := safetensors.Write(&buf, tt.file, nil); err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(t.TempDir(), "tied.safetensors")
-			if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			path := safetensorsFile(t, tt.file)
 			var err error
 			if tt.strict {
 				err = nn.Load(root, path)
@@ -290,14 +284,7 @@ func TestLoadErrorListsFewKeys(t *testing.T) {
 			for i := range tt.extra {
 				tensors[cmp.Or(tt.prefix, "x")+fmt.Sprintf("%04d", i)] = safetensors.Tensor{DType: "U8", Shape: []int{0}}
 			}
-			var buf bytes.Buffer
-			if err := safetensors.Write(&buf, tensors, nil); err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(t.TempDir(), "many.safetensors")
-			if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			path := safetensorsFile(t, tensors)
 			err := nn.Load(m, path)
 			if err == nil || !strings.Contains(err.Error(), tt.want) || len(err.Error()) > 1000 {
 				t.Errorf("Load = %.2000v, want an error of at most 1000 bytes containing %q", err, tt.want)
@@ -369,14 +356,7 @@ func TestLoadConversionFailsAtomically(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			good := safetensors.Tensor{DType: "F32", Shape: []int{}, Data: f32(3)}
 			tt.bad.Shape = []int{}
-			var buf bytes.Buffer
-			if err := safetensors.Write(&buf, map[string]safetensors.Tensor{"a": good, "b": tt.bad}, nil); err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join(t.TempDir(), "x.safetensors")
-			if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			path := safetensorsFile(t, map[string]safetensors.Tensor{"a": good, "b": tt.bad})
 			m := &stateBag{}
 			a := vram.Full(vram.Shape{}, 5, tt.dt)
 			m.RegisterBuffer("a", a)
