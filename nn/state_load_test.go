@@ -42,8 +42,7 @@ func bnFile(t *testing.T, prefix string, leave ...string) string {
 			tensors[prefix+k] = v
 		}
 	}
-	path := safetensorsFile(t, tensors)
-	return path
+	return safetensorsFile(t, tensors)
 }
 
 // safetensorsFile writes tensors to a safetensors file in a temporary
