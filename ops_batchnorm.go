@@ -576,7 +576,9 @@ func recordBatchNormReLU(op string, ds *devState, fb backend.FusedBatchNormer, y
 		// they read. In float32 only: there it saved 0.44 ms of
 		// ResNet-50's 23.6 ms step on an H100 (BENCHMARKS.md), while in
 		// bf16 the step took 0.3 ms more than with the convolution
-		// adding its input gradient in place.
+		// adding its input gradient in place (measured together with
+		// the batch norm's store of the residual's gradient in its first
+		// pass, which 16-bit dtypes no longer take either).
 		recordParts(op, y, []*Tensor{x, r, weight, bias}, sv, bw)
 		return
 	}
