@@ -42,13 +42,14 @@ const (
 	famOptim                 // optim.cu: fused optimizer steps
 	famQuant                 // quant.cu: int8 weight dequantization
 	famNorm                  // norm.cu: channels-last batch normalization
+	famPool                  // pool.cu: channels-last pooling
 	numFamilies
 )
 
-var familyFiles = [numFamilies]string{"bytes.cu", "copy.cu", "unary.cu", "binary.cu", "reduce.cu", "scatter.cu", "optim.cu", "quant.cu", "norm.cu"}
+var familyFiles = [numFamilies]string{"bytes.cu", "copy.cu", "unary.cu", "binary.cu", "reduce.cu", "scatter.cu", "optim.cu", "quant.cu", "norm.cu", "pool.cu"}
 
 // famMacro is the -D macro that names a module's dtype.
-var famMacro = [numFamilies]string{"", "SD", "VD", "VD", "VD", "VD", "VD", "VD", "VD"}
+var famMacro = [numFamilies]string{"", "SD", "VD", "VD", "VD", "VD", "VD", "VD", "VD", "VD"}
 
 func (f family) String() string { return familyFiles[f] }
 

@@ -569,6 +569,10 @@ func TestCuDNNPool(t *testing.T) {
 		{"avg exclude pad", backend.Float32, nchw, [4]int{2, 3, 7, 6}, backend.Pool2DParams{Mode: backend.AvgPool, Kernel: [2]int{3, 2}, Stride: [2]int{2, 1}, Padding: [2]int{1, 1}}, false},
 		{"avg include pad", backend.Float32, nchw, [4]int{2, 3, 7, 6}, backend.Pool2DParams{Mode: backend.AvgPool, Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Padding: [2]int{1, 1}, CountIncludePad: true}, false},
 		{"avg bf16 global", backend.BFloat16, nchw, [4]int{2, 4, 7, 7}, backend.Pool2DParams{Mode: backend.AvgPool, Kernel: [2]int{7, 7}, Stride: [2]int{1, 1}}, true},
+		// Channels-last: pool.cu's kernels (pool.go).
+		{"max bf16 nhwc odd channels", backend.BFloat16, nhwc, [4]int{2, 7, 9, 8}, backend.Pool2DParams{Mode: backend.MaxPool, Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Padding: [2]int{1, 1}}, false},
+		{"avg nhwc exclude pad", backend.Float32, nhwc, [4]int{2, 6, 7, 6}, backend.Pool2DParams{Mode: backend.AvgPool, Kernel: [2]int{3, 2}, Stride: [2]int{2, 1}, Padding: [2]int{1, 1}}, false},
+		{"avg bf16 global nhwc", backend.BFloat16, nhwc, [4]int{2, 64, 7, 7}, backend.Pool2DParams{Mode: backend.AvgPool, Kernel: [2]int{7, 7}, Stride: [2]int{7, 7}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, det := range []bool{false, true} {

@@ -164,11 +164,20 @@ func (d *queue) poolPlan(key poolKey) (*poolPlan, error) {
 	return pl, nil
 }
 
-// Pool2D computes y from x with cuDNN's pooling (NaN propagating, as
-// PyTorch's max pooling does). It implements [backend.Pooler].
+// Pool2D computes y from x: channels-last tensors with pool.cu's kernels
+// (pool.go), others with cuDNN's pooling (NaN propagating, as PyTorch's
+// max pooling does). It implements [backend.Pooler].
 func (dev *Device) Pool2D(s backend.Stream, y, x backend.View, p backend.Pool2DParams) error {
 	const what = "pool2d"
-	d, err := dev.dnnBegin(s, what, checkPool(x, y, p))
+	check := checkPool(x, y, p)
+	if check == nil && takesPoolNHWC(x, y, p) {
+		d, err := dev.begin(s, what, nil)
+		if err != nil {
+			return err
+		}
+		return d.pool2DNHWC(what, y, x, p)
+	}
+	d, err := dev.dnnBegin(s, what, check)
 	if err != nil {
 		return err
 	}
@@ -189,13 +198,21 @@ func (dev *Device) Pool2D(s backend.Stream, y, x backend.View, p backend.Pool2DP
 	})
 }
 
-// Pool2DBackward computes dx from dy, x and y with cuDNN. It implements
+// Pool2DBackward computes dx from dy, x and y, with pool.cu's kernels
+// where Pool2D takes them, else with cuDNN. It implements
 // [backend.Pooler].
 func (dev *Device) Pool2DBackward(s backend.Stream, dx, dy, x, y backend.View, p backend.Pool2DParams) error {
 	const what = "pool2d backward"
 	check := checkPool(x, y, p)
 	if check == nil {
 		check = errors.Join(sameShape("dx", dx, x), sameShape("dy", dy, y))
+	}
+	if check == nil && dx.DType == x.DType && dy.DType == x.DType && takesPoolNHWC(x, y, p, dx, dy) {
+		d, err := dev.begin(s, what, nil)
+		if err != nil {
+			return err
+		}
+		return d.pool2DBackwardNHWC(what, dx, dy, x, y, p)
 	}
 	d, err := dev.dnnBegin(s, what, check)
 	if err != nil {

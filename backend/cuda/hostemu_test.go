@@ -32,16 +32,17 @@ func hostCompiler(t *testing.T) (cxx string, common []byte, shim string) {
 	return cxx, common, shim
 }
 
-// TestKernelsOnHost compiles norm.cu and optim.cu for the host with g++
-// (testdata/hostemu/shim.h stands in for CUDA) and runs the programs
-// beside the shim, which check the float32 batch-norm kernels against a
-// float64 reference and sgd_multi against sgd_step. It checks the
+// TestKernelsOnHost compiles norm.cu, pool.cu and optim.cu for the host
+// with g++ (testdata/hostemu/shim.h stands in for CUDA) and runs the
+// programs beside the shim, which check the float32 batch-norm and pooling
+// kernels against a float64 reference and sgd_multi against sgd_step. It checks the
 // kernels' arithmetic and indexing on a machine without a GPU; it skips
 // when g++ is missing.
 func TestKernelsOnHost(t *testing.T) {
 	cxx, common, shim := hostCompiler(t)
 	for _, tc := range []struct{ module, main, defines string }{
 		{"kernels/norm.cu", "norm_main.cpp", ""},
+		{"kernels/pool.cu", "pool_main.cpp", ""},
 		// Tiles of 256 elements, so that the parameters span several.
 		{"kernels/optim.cu", "sgd_main.cpp", "#define SGD_TILE 256\n"},
 	} {

@@ -477,7 +477,7 @@ func allModules() []modKey {
 				modKey{fam: famQuant, dt: dt, op: "dequant"})
 		}
 		if dt == backend.Float32 || dt == backend.Float16 || dt == backend.BFloat16 {
-			keys = append(keys, modKey{fam: famNorm, dt: dt, op: "bn"})
+			keys = append(keys, modKey{fam: famNorm, dt: dt, op: "bn"}, modKey{fam: famPool, dt: dt, op: "pool"})
 		}
 	}
 	return keys
