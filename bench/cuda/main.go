@@ -232,6 +232,9 @@ func main() {
 	if want("conv") {
 		benchConv(d, reps)
 	}
+	if want("pool") {
+		benchPool(d)
+	}
 	if want("resnet_convs") {
 		benchResNetConvs(d, parseLimits(*cudnnLimits))
 	}
