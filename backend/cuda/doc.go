@@ -96,7 +96,10 @@
 // view, cuDNN absent or off) is an error wrapping
 // [backend.ErrNotImplemented], and the root package composes the
 // operation instead; [CuDNNStatistics] counts those fallbacks and the
-// searches.
+// searches. Batch normalization and pooling of channels-last tensors run
+// on vram's own kernels instead (kernels/norm.cu and kernels/pool.cu,
+// which read whole rows of channels; cuDNN's took several times longer on
+// them), with or without cuDNN.
 //
 // [Device.AdamStep] implements [backend.FusedAdam]: one kernel
 // (kernels/optim.cu) does a whole Adam or AdamW step of a contiguous
