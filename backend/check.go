@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 )
 
 // Argument checks. Every backend runs the check of a kernel on its
@@ -445,6 +446,61 @@ func CheckHostCopy(v View, nbytes int) error {
 	}
 	if n := v.NumElements() * v.DType.Size(); nbytes != n {
 		return fmt.Errorf("got %d bytes for %d elements of %s (want %d)", nbytes, v.NumElements(), v.DType, n)
+	}
+	return nil
+}
+
+// CheckCopyMany checks the arguments of [MultiCopier.CopyMany]: as many
+// destinations as sources, each pair as [CheckCopy] wants it, every view
+// contiguous, the sources of one dtype and the destinations of one dtype,
+// and no destination overlapping another destination or a source.
+func CheckCopyMany(dsts, srcs []View) error {
+	if len(dsts) != len(srcs) {
+		return fmt.Errorf("%d destinations for %d sources", len(dsts), len(srcs))
+	}
+	type span struct {
+		lo, hi int // bytes from the start of the buffer
+		pair   int
+		dst    bool
+	}
+	spans := map[Buffer][]span{}
+	for i := range dsts {
+		if err := CheckCopy(dsts[i], srcs[i]); err != nil {
+			return fmt.Errorf("pair %d: %w", i, err)
+		}
+		if !dsts[i].IsContiguous() || !srcs[i].IsContiguous() {
+			return fmt.Errorf("pair %d: views must be contiguous (strides %v and %v)", i, dsts[i].Strides, srcs[i].Strides)
+		}
+		if dsts[i].DType != dsts[0].DType || srcs[i].DType != srcs[0].DType {
+			return fmt.Errorf("pair %d: %s from %s, where pair 0 is %s from %s: one dtype each side", i, dsts[i].DType, srcs[i].DType, dsts[0].DType, srcs[0].DType)
+		}
+		for k, v := range []View{dsts[i], srcs[i]} {
+			if n := v.NumElements(); n > 0 && v.Buf != nil {
+				sz := v.DType.Size()
+				spans[v.Buf] = append(spans[v.Buf], span{v.Offset * sz, (v.Offset + n) * sz, i, k == 0})
+			}
+		}
+	}
+	// Per buffer, in order of their starts: a span overlaps an earlier one
+	// when it starts before that one's end.
+	for _, ss := range spans {
+		sort.Slice(ss, func(a, b int) bool { return ss[a].lo < ss[b].lo })
+		anyEnd, dstEnd := -1, -1
+		var anyPair, dstPair int
+		for _, s := range ss {
+			switch {
+			case s.lo < dstEnd:
+				return fmt.Errorf("destination %d overlaps pair %d", dstPair, s.pair)
+			case s.dst && s.lo < anyEnd:
+				return fmt.Errorf("destination %d overlaps pair %d", s.pair, anyPair)
+			}
+			if s.hi > anyEnd {
+				anyEnd, anyPair = s.hi, s.pair
+			}
+			if s.dst && s.hi > dstEnd {
+				dstEnd, dstPair = s.hi, s.pair
+			}
+		}
 	}
 	return nil
 }

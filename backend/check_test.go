@@ -552,3 +552,32 @@ func TestCheckArgSort(t *testing.T) {
 	)
 	runChecks(t, cases)
 }
+
+// testBuf is a Buffer for the overlap checks, compared by address.
+type testBuf struct{ n int64 }
+
+func (b *testBuf) Bytes() int64 { return b.n }
+
+func TestCheckCopyMany(t *testing.T) {
+	b1, b2 := &testBuf{1 << 20}, &testBuf{1 << 20}
+	at := func(b Buffer, dt DType, off int, shape ...int) View {
+		v := cv(dt, shape...)
+		v.Buf, v.Offset = b, off
+		return v
+	}
+	vs := func(v ...View) []View { return v }
+	runChecks(t, []checkCase{
+		{"weights to bf16", CheckCopyMany(vs(at(b2, bf16, 0, 4, 3), at(b2, bf16, 12, 5)), vs(at(b1, f32, 0, 4, 3), at(b1, f32, 12, 5))), accept, ""},
+		{"none", CheckCopyMany(nil, nil), accept, ""},
+		{"sources may overlap", CheckCopyMany(vs(at(b2, bf16, 0, 4), at(b2, bf16, 4, 4)), vs(at(b1, f32, 0, 4), at(b1, f32, 2, 4))), accept, ""},
+		{"one buffer, apart", CheckCopyMany(vs(at(b1, bf16, 32, 4)), vs(at(b1, f32, 0, 4))), accept, ""},
+		{"empty views overlap nothing", CheckCopyMany(vs(at(b1, bf16, 0, 0)), vs(at(b1, f32, 0, 0))), accept, ""},
+		{"counts differ", CheckCopyMany(vs(at(b2, bf16, 0, 4)), nil), reject, "1 destinations for 0 sources"},
+		{"shapes differ", CheckCopyMany(vs(at(b2, bf16, 0, 4)), vs(at(b1, f32, 0, 5))), reject, "pair 0"},
+		{"not contiguous", CheckCopyMany(vs(at(b2, bf16, 0, 3, 2)), vs(View{Buf: b1, DType: f32, Shape: []int{3, 2}, Strides: []int{1, 3}})), reject, "contiguous"},
+		{"two source dtypes", CheckCopyMany(vs(at(b2, bf16, 0, 4), at(b2, bf16, 4, 4)), vs(at(b1, f32, 0, 4), at(b1, f16, 100, 4))), reject, "one dtype each side"},
+		{"destinations overlap", CheckCopyMany(vs(at(b2, bf16, 0, 4), at(b2, bf16, 3, 4)), vs(at(b1, f32, 0, 4), at(b1, f32, 4, 4))), reject, "overlaps"},
+		{"destination over its source", CheckCopyMany(vs(at(b1, bf16, 0, 4)), vs(at(b1, f32, 0, 4))), reject, "overlaps"},
+		{"destination over another source, in bytes", CheckCopyMany(vs(at(b2, bf16, 0, 4), at(b1, bf16, 7, 2)), vs(at(b1, f32, 0, 4), at(b2, f32, 100, 2))), reject, "overlaps"},
+	})
+}

@@ -157,3 +157,18 @@ func CheckUnscaleCheck(grads []View, invScale float64, found View) error {
 	}
 	return nil
 }
+
+// MultiCopier is an optional interface of a [Device] that converts many
+// views to another dtype in a few launches: a model's float32 weights to
+// bfloat16 under autocast, or their bfloat16 gradients back, each pair
+// otherwise one [Kernels.Copy] and one launch. Callers find it with a type
+// assertion and copy one pair at a time when a device lacks it or CopyMany
+// returns an error wrapping [ErrNotImplemented].
+type MultiCopier interface {
+	// CopyMany copies srcs[i] into dsts[i] for every i, converting as
+	// Copy does. Each pair has one shape; every view is contiguous; the
+	// sources share one dtype and the destinations another; no
+	// destination overlaps another view. Nothing is queued when an
+	// argument is wrong.
+	CopyMany(s Stream, dsts, srcs []View) error
+}

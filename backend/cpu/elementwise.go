@@ -703,3 +703,19 @@ func recoverTo(err *error, what string) {
 		*err = fmt.Errorf("cpu: %s: kernel panicked: %v", what, r)
 	}
 }
+
+var _ backend.MultiCopier = (*Device)(nil)
+
+// CopyMany copies each pair as Copy does, once every argument has been
+// checked. It implements [backend.MultiCopier].
+func (d *Device) CopyMany(st backend.Stream, dsts, srcs []backend.View) error {
+	if err := begin(st, "copy many", backend.CheckCopyMany(dsts, srcs)); err != nil {
+		return err
+	}
+	for i := range dsts {
+		if err := d.Copy(st, dsts[i], srcs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

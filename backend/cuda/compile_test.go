@@ -64,7 +64,7 @@ func kernelNames(k modKey) []string {
 	case famCopy:
 		dt, _ := backend.ParseDType(k.op)
 		names = append(names, copyNames[dt][:]...)
-		names = append(names, copyTiles[dt])
+		names = append(names, copyTiles[dt], "cp_"+dt.String()+"_multi")
 	case famUnary:
 		for op := backend.UnaryOp(0); op <= backend.LogicalNot; op++ {
 			if op.String() == k.op {

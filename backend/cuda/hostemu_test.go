@@ -32,21 +32,29 @@ func hostCompiler(t *testing.T) (cxx string, common []byte, shim string) {
 	return cxx, common, shim
 }
 
-// TestKernelsOnHost compiles norm.cu, pool.cu and optim.cu for the host
+// TestKernelsOnHost compiles norm.cu, pool.cu, optim.cu and copy.cu for the host
 // with g++ (testdata/hostemu/shim.h stands in for CUDA) and runs the
 // programs beside the shim, which check the float32 batch-norm and pooling
-// kernels against a float64 reference and sgd_multi against sgd_step. It checks the
+// kernels against a float64 reference, sgd_multi against sgd_step, and
+// the many-pair conversions of copy.cu to and from bfloat16 against the
+// one-pair kernel. It checks the
 // kernels' arithmetic and indexing on a machine without a GPU; it skips
 // when g++ is missing.
 func TestKernelsOnHost(t *testing.T) {
 	cxx, common, shim := hostCompiler(t)
-	for _, tc := range []struct{ module, main, defines string }{
-		{"kernels/norm.cu", "norm_main.cpp", ""},
-		{"kernels/pool.cu", "pool_main.cpp", ""},
+	const f32 = "#define VD DT_F32\n#define K_ALL\n"
+	for _, tc := range []struct{ name, module, main, defines string }{
+		{"norm", "kernels/norm.cu", "norm_main.cpp", f32},
+		{"pool", "kernels/pool.cu", "pool_main.cpp", f32},
 		// Tiles of 256 elements, so that the parameters span several.
-		{"kernels/optim.cu", "sgd_main.cpp", "#define SGD_TILE 256\n"},
+		{"sgd", "kernels/optim.cu", "sgd_main.cpp", f32 + "#define SGD_TILE 256\n"},
+		// Only the bfloat16 conversions, which need no inline PTX.
+		{"copy to bf16", "kernels/copy.cu", "copy_main.cpp",
+			"#define SD DT_F32\n#define K_bfloat16\n#define CP_TILE 256\n#define CP_DST DT_BF16\n#define CP_ONE cp_bfloat16_c\n#define CP_MULTI cp_bfloat16_multi\n"},
+		{"copy from bf16", "kernels/copy.cu", "copy_main.cpp",
+			"#define SD DT_BF16\n#define K_float32\n#define CP_TILE 256\n#define CP_DST DT_F32\n#define CP_ONE cp_float32_c\n#define CP_MULTI cp_float32_multi\n"},
 	} {
-		t.Run(tc.main, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			module, err := os.ReadFile(tc.module)
 			if err != nil {
@@ -58,7 +66,7 @@ func TestKernelsOnHost(t *testing.T) {
 			}
 			dir := t.TempDir()
 			src := filepath.Join(dir, "k.cpp")
-			text := "#include \"shim.h\"\n#define VD DT_F32\n#define K_ALL\n" + tc.defines + string(common) + string(module) + string(main)
+			text := "#include \"shim.h\"\n" + tc.defines + string(common) + string(module) + string(main)
 			if err := os.WriteFile(src, []byte(text), 0o644); err != nil {
 				t.Fatal(err)
 			}

@@ -281,3 +281,88 @@ func (dev *Device) Where(s backend.Stream, dst, cond, a, b backend.View) error {
 		})
 	})
 }
+
+var _ backend.MultiCopier = (*Device)(nil)
+
+// cpMax is the most pairs one launch of kernels/copy.cu's cp_*_multi takes
+// (its CP_MAX): three kernel parameters each, within maxKernelArgs.
+const cpMax = 16
+
+// cpTile is the elements of one block of cp_*_multi, the kernel's CP_TILE:
+// 16 for each of blockThreads threads.
+const cpTile = 4096
+
+// CopyMany copies each pair as Copy does, converting dtypes with one
+// launch of kernels/copy.cu's cp_<dst>_multi per group of up to cpMax
+// pairs, each pair's tiles of cpTile elements a block of the grid; pairs
+// of one dtype are copied by the copy engine, one call each. It
+// implements [backend.MultiCopier].
+func (dev *Device) CopyMany(s backend.Stream, dsts, srcs []backend.View) error {
+	const what = "copy many"
+	d, err := dev.begin(s, what, backend.CheckCopyMany(dsts, srcs))
+	if err != nil {
+		return err
+	}
+	type pair struct {
+		o, a cuda.DevicePtr
+		n    int64
+	}
+	var pairs []pair
+	for i := range dsts {
+		n := int64(dsts[i].NumElements())
+		if n == 0 {
+			continue
+		}
+		o, err := d.ptrOf(what, dsts[i])
+		if err != nil {
+			return err
+		}
+		a, err := d.ptrOf(what, srcs[i])
+		if err != nil {
+			return err
+		}
+		pairs = append(pairs, pair{o, a, n})
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	dt, st := dsts[0].DType, srcs[0].DType
+	return d.run(func() error {
+		if dt == st {
+			for _, p := range pairs {
+				if err := d.check(cuda.MemcpyDtoDAsync(p.o, p.a, uint64(p.n)*uint64(dt.Size()), d.stream)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		f, err := d.function(modKey{fam: famCopy, dt: st, op: dt.String()}, "cp_"+dt.String()+"_multi")
+		if err != nil {
+			return err
+		}
+		for len(pairs) > 0 {
+			chunk := pairs[:min(len(pairs), cpMax)]
+			pairs = pairs[len(chunk):]
+			var blocks int64
+			for _, p := range chunk {
+				blocks += (p.n + cpTile - 1) / cpTile
+			}
+			a := d.getArgs()
+			a.Int32(int32(len(chunk)))
+			for i := range cpMax {
+				if i < len(chunk) {
+					a.Ptr(chunk[i].o).Ptr(chunk[i].a).Int64(chunk[i].n)
+				} else {
+					a.Ptr(0).Ptr(0).Int64(0)
+				}
+			}
+			err := d.check(cuda.LaunchKernel(f, cuda.Dim3{X: uint32(blocks), Y: 1, Z: 1},
+				cuda.Dim3{X: blockThreads, Y: 1, Z: 1}, 0, d.stream, a))
+			d.putArgs(a)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

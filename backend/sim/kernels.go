@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/vramgo/vram/backend"
 )
@@ -291,3 +292,18 @@ func (d *Device) Fmod(s backend.Stream, dst, a, b backend.View) error {
 }
 
 var _ backend.Modder = (*Device)(nil)
+
+var _ backend.MultiCopier = (*Device)(nil)
+
+// CopyMany runs the CPU kernel of each pair, as one submission.
+func (d *Device) CopyMany(s backend.Stream, dsts, srcs []backend.View) error {
+	n := len(dsts)
+	return d.run("copy many", s, backend.CheckCopyMany(dsts, srcs), func(v []backend.View) error {
+		for i := range n {
+			if err := d.host.Copy(d.hostStream(), v[i], v[n+i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, append(slices.Clone(dsts), srcs...)...)
+}

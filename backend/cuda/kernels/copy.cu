@@ -16,7 +16,58 @@ template <int DD> struct Conv {
 	}
 };
 
+// cp_NAME_multi: cp_NAME_c for nt <= CP_MAX contiguous pairs in one launch
+// (a model's weights cast to a lower precision, or their gradients back).
+// Pair t takes ceil(n_t / CP_TILE) consecutive blocks of the
+// one-dimensional grid, in order, each block one tile of CP_TILE elements;
+// the host sizes the grid to the sum. Addresses and sizes are kernel
+// parameters, and each block finds its pair by comparisons alone, as
+// sgd_multi in optim.cu does.
+#define CP_MAX 16
+// cpTile converts the m elements of one tile, four at a time where both
+// addresses allow it.
+template <class SO, class S1, class F> __device__ __forceinline__ void cpTile(SO* o, const S1* a, i64 m, const F& conv) {
+	i64 done = 0;
+	if ((u64)a % sizeof(Vec<4, S1>) == 0 && (u64)o % sizeof(Vec<4, SO>) == 0) {
+		const i64 nv = m >> 2;
+		for (i64 i = threadIdx.x; i < nv; i += blockDim.x) {
+			const Vec<4, S1> x = ((const Vec<4, S1>*)a)[i];
+			Vec<4, SO> y;
+			for (int j = 0; j < 4; j++) y.v[j] = conv(x.v[j]);
+			((Vec<4, SO>*)o)[i] = y;
+		}
+		done = nv << 2;
+	}
+	for (i64 i = done + threadIdx.x; i < m; i += blockDim.x) o[i] = conv(a[i]);
+}
+#ifndef CP_TILE
+#define CP_TILE 4096
+#endif
+#define CP_T(t, DD) DT<DD>::S *o##t, const DT<SD>::S *a##t, i64 n##t
+#define CP_PICK(t)                                                                                               \
+	if (t < nt) {                                                                                            \
+		const i64 nb = (n##t + CP_TILE - 1) / CP_TILE;                                                   \
+		if (blk < start + nb) {                                                                          \
+			const i64 off = (blk - start) * CP_TILE;                                                 \
+			cpTile(o##t + off, a##t + off, n##t - off < CP_TILE ? n##t - off : (i64)CP_TILE, conv);  \
+			return;                                                                                  \
+		}                                                                                                \
+		start += nb;                                                                                     \
+	}
+#define COPY_MULTI(NAME, DD)                                                                                     \
+	extern "C" __global__ void cp_##NAME##_multi(int nt, CP_T(0, DD), CP_T(1, DD), CP_T(2, DD), CP_T(3, DD),    \
+						     CP_T(4, DD), CP_T(5, DD), CP_T(6, DD), CP_T(7, DD), CP_T(8, DD),   \
+						     CP_T(9, DD), CP_T(10, DD), CP_T(11, DD), CP_T(12, DD),             \
+						     CP_T(13, DD), CP_T(14, DD), CP_T(15, DD)) {                        \
+		const Conv<DD> conv;                                                                             \
+		const i64 blk = blockIdx.x;                                                                      \
+		i64 start = 0;                                                                                   \
+		CP_PICK(0) CP_PICK(1) CP_PICK(2) CP_PICK(3) CP_PICK(4) CP_PICK(5) CP_PICK(6) CP_PICK(7)          \
+		CP_PICK(8) CP_PICK(9) CP_PICK(10) CP_PICK(11) CP_PICK(12) CP_PICK(13) CP_PICK(14) CP_PICK(15)    \
+	}
+
 #define COPY_KERNELS(NAME, DD)                                                                                   \
+	COPY_MULTI(NAME, DD)                                                                                     \
 	extern "C" __global__ void cp_##NAME##_c(DT<DD>::S* o, const DT<SD>::S* a, i64 n, int vec) {             \
 		ew1c(o, a, n, vec, Conv<DD>());                                                                  \
 	}                                                                                                        \
