@@ -151,8 +151,10 @@ func autocastLow(op string, ts ...*Tensor) ([]*Tensor, func()) {
 				st.cache[t] = c
 			}
 			u := c.t.view(c.t.shape, c.t.strides, c.t.offset)
-			src := t.dtype
-			record("cast", u, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.Cast(src)} })
+			// The gradient goes back in the low dtype: Backward converts
+			// those of every weight together at its end, in float32
+			// before any sum (accumulateLeaves).
+			record("cast", u, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.view(g.shape, g.strides, g.offset)} })
 			temps = append(temps, u)
 			out[i] = u
 			continue

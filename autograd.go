@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"weak"
+
+	"github.com/vramgo/vram/backend"
 )
 
 // node is one recorded operation of the autograd graph (PyTorch's grad_fn).
@@ -814,6 +816,10 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 	// second part, kept beside grads[n] rather than added to it.
 	parts := map[*node]*Tensor{}
 	held := map[*Tensor]*Tensor{}
+	// converts holds the leaves' gradients of another dtype than their
+	// leaf's (the gradients of autocast's low-precision copies of float32
+	// weights), converted together once the walk is done.
+	var converts []leafGrad
 	for i, r := range roots {
 		if prev := grads[r]; prev != nil {
 			sum := Keep(prev.Add(seeds[i]))
@@ -833,6 +839,9 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 		}
 		for _, r := range held {
 			r.Release()
+		}
+		for _, r := range converts {
+			r.g.Release()
 		}
 		if c != nil {
 			for _, r := range c.seeds {
@@ -1017,6 +1026,13 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 					!c.captures(e.leaf) && !e.leaf.requiresGrad.Load():
 					gi.Release()
 				case c.captures(e.leaf) || hooked[e.leaf] != nil:
+					if gi.dtype != e.leaf.dtype {
+						// In the leaf's dtype before any sum, as each part
+						// would reach PyTorch's AccumulateGrad.
+						cv := Keep(castRaw(gi, e.leaf.dtype))
+						gi.Release()
+						gi = cv
+					}
 					if prev := held[e.leaf]; prev != nil {
 						sum := Keep(prev.Add(gi))
 						prev.Release()
@@ -1024,6 +1040,10 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 						gi = sum
 					}
 					held[e.leaf] = gi
+				case gi.dtype != e.leaf.dtype && !hasGradHooks(e.leaf):
+					// Converted with the others at the end of the walk.
+					converts = append(converts, leafGrad{e.leaf, gi})
+					got[e.leaf] = true
 				default:
 					accumulateLeaf(e.leaf, gi)
 					got[e.leaf] = true
@@ -1037,6 +1057,9 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 			n.free()
 		}
 	}
+	list := converts
+	converts = nil
+	accumulateLeaves(list)
 }
 
 // waitForForward makes the calling goroutine's current stream of each
@@ -1218,4 +1241,101 @@ func accumulateLeaf(leaf *Tensor, g *Tensor) {
 	leaf.grad.addInPlace("backward", g)
 	leaf.grad.wrote() // as PyTorch's grad += new_grad: a graph that saved the gradient sees the change
 	g.Release()
+}
+
+// batchedConverts counts the CopyMany calls of accumulateLeaves, for
+// tests.
+var batchedConverts atomic.Int64
+
+// leafGrad is a gradient on its way to a leaf.
+type leafGrad struct {
+	leaf, g *Tensor
+}
+
+// hasGradHooks reports whether leaf has post-accumulate hooks, which must
+// see its gradient as soon as it is complete.
+func hasGradHooks(leaf *Tensor) bool {
+	leaf.gradMu.Lock()
+	defer leaf.gradMu.Unlock()
+	return len(leaf.gradHooks) > 0
+}
+
+// accumulateLeaves gives each gradient of gs (owned by the caller, given
+// away here) to its leaf as accumulateLeaf does, converting those whose
+// dtype differs from their leaf's together: per device and pair of dtypes,
+// the gradients of leaves that have none yet, of a dense layout the leaf's
+// gradient may keep ([gradStrides]), go through one
+// [backend.MultiCopier.CopyMany] (under autocast, a model's bfloat16 weight
+// gradients into float32 in a few launches rather than one each); the rest
+// through accumulateLeaf, in order.
+func accumulateLeaves(gs []leafGrad) {
+	type key struct {
+		ds       *devState
+		from, to DType
+	}
+	batches := map[key][]int{}
+	var keys []key
+	seen := map[*Tensor]bool{}
+	for i, lg := range gs {
+		leaf, g := lg.leaf, lg.g
+		if seen[leaf] || g.dtype == leaf.dtype || g.Device() != leaf.Device() || leaf.ref.isReleased() || leaf.Grad() != nil ||
+			!denseStrides(g.shape, g.strides) || !sameStrides(g.shape, g.strides, gradStrides(leaf)) {
+			continue
+		}
+		if _, ok := g.ds().bd.(backend.MultiCopier); !ok {
+			continue
+		}
+		seen[leaf] = true
+		k := key{g.ds(), g.dtype, leaf.dtype}
+		if batches[k] == nil {
+			keys = append(keys, k)
+		}
+		batches[k] = append(batches[k], i)
+	}
+	done := make([]bool, len(gs))
+	defer func() {
+		// However this ends, every gradient not given away is.
+		for i, lg := range gs {
+			if !done[i] {
+				done[i] = true
+				accumulateLeaf(lg.leaf, lg.g)
+			}
+		}
+	}()
+	for _, k := range keys {
+		idx := batches[k]
+		if len(idx) < 2 {
+			continue
+		}
+		dsts := make([]*Tensor, len(idx))
+		srcs := make([]*Tensor, len(idx))
+		for j, i := range idx {
+			g := gs[i].g
+			c := newTensor("backward", k.ds, k.to, g.shape)
+			c.strides = slices.Clone(g.strides)
+			dsts[j], srcs[j] = c, g
+		}
+		dv, sv := make([]backend.View, len(idx)), make([]backend.View, len(idx))
+		for j := range idx {
+			d, _ := flatViews(dsts[j])
+			s, _ := flatViews(srcs[j])
+			dv[j], sv[j] = d[0], s[0]
+		}
+		err := k.ds.bd.(backend.MultiCopier).CopyMany(k.ds.stream(), dv, sv)
+		batchedConverts.Add(1)
+		if err != nil {
+			for _, c := range dsts {
+				c.Release()
+			}
+			if notImplemented(err) {
+				continue
+			}
+			check("backward", err)
+		}
+		for j, i := range idx {
+			done[i] = true
+			gs[i].g.Release()
+			accumulateLeaf(gs[i].leaf, Keep(dsts[j]))
+		}
+	}
 }
