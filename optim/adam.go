@@ -9,16 +9,21 @@ import (
 // AdamConfig holds the hyper-parameters of [Adam] and [AdamW]. Zero values
 // mean PyTorch's defaults: LR 1e-3, Beta1 0.9, Beta2 0.999, Eps 1e-8, and
 // WeightDecay 0 for Adam and 0.01 for AdamW. (So a zero beta or a zero
-// AdamW weight decay cannot be asked for; AdamW without weight decay is
-// Adam.)
+// AdamW weight decay cannot be asked for in the config; a group's Options
+// can.) DecoupledWeightDecay is always set in the defaults of AdamW, as
+// PyTorch's AdamW is Adam with decoupled_weight_decay=True.
 type AdamConfig struct {
 	LR          float64 // learning rate
 	Beta1       float64 // decay rate of the first moment estimate, in [0, 1)
 	Beta2       float64 // decay rate of the second moment estimate, in [0, 1)
 	Eps         float64 // added to the denominator for stability
-	WeightDecay float64 // L2 penalty (Adam) or decoupled decay (AdamW)
+	WeightDecay float64 // L2 penalty, or decoupled decay with DecoupledWeightDecay
 	Maximize    bool    // maximize the objective: step along the gradient, not against it
 	AMSGrad     bool    // divide by the largest second moment estimate so far (composed, not fused)
+	// DecoupledWeightDecay shrinks p by the factor 1 - lr·weight_decay
+	// before the update, as AdamW does, rather than adding the decay to
+	// the gradient (decoupled_weight_decay).
+	DecoupledWeightDecay bool
 }
 
 // Adam is the Adam optimizer (torch.optim.Adam). For each
@@ -26,14 +31,15 @@ type AdamConfig struct {
 // computes, exactly as PyTorch does,
 //
 //	g = -g                                       (maximize only)
-//	g = g + weight_decay·p                       (Adam; AdamW instead: p = p·(1 - lr·weight_decay))
+//	g = g + weight_decay·p                       (decoupled_weight_decay instead, as AdamW: p = p·(1 - lr·weight_decay))
 //	m = beta1·m + (1 - beta1)·g
 //	v = beta2·v + (1 - beta2)·g²
 //	v = vmax = max(vmax, v)                      (amsgrad only)
 //	p = p - lr/(1 - beta1ᵗ) · m / (sqrt(v)/sqrt(1 - beta2ᵗ) + eps)
 //
 // with m, v and vmax starting at zero. AdamW is the same type with decoupled
-// weight decay. Each parameter's step is one fused pass
+// weight decay, which an Adam group asks for too with DecoupledWeightDecay
+// or [WithDecoupledWeightDecay], as PyTorch's Adam does. Each parameter's step is one fused pass
 // ([vram.FusedAdamStep]: one kernel launch on CUDA, the same arithmetic on
 // the CPU and sim devices); for non-contiguous tensors, or on a device
 // without the fused step, or with amsgrad, it is composed from elementwise
@@ -46,9 +52,8 @@ type AdamConfig struct {
 // and [NewAdamW] make one group.
 type Adam struct {
 	groups[AdamConfig]
-	op        string // "Adam" or "AdamW"
-	decoupled bool
-	state     []adamState // by parameter
+	op    string      // "Adam" or "AdamW"
+	state []adamState // by parameter
 }
 
 type adamState struct {
@@ -64,7 +69,7 @@ var _ GroupedOptimizer = (*Adam)(nil)
 
 // NewAdam returns an Adam optimizer of params, one parameter group with
 // the hyper-parameters cfg, its weight decay added to the gradient (L2
-// regularisation). It returns an error for an empty or invalid parameter
+// regularisation) unless cfg.DecoupledWeightDecay is set. It returns an error for an empty or invalid parameter
 // list (nil, released, non-float, non-leaf or repeated tensors), a
 // negative learning rate, epsilon or weight decay, or a beta outside
 // [0, 1). The errors match vram.ErrArgument under errors.Is
@@ -94,7 +99,9 @@ func NewAdamGroups(pgs []ParamGroup, defaults AdamConfig) (*Adam, error) {
 }
 
 // NewAdamWGroups is [NewAdamGroups] for AdamW, whose default weight decay
-// is 0.01; a group turns it off with WithWeightDecay(0).
+// is 0.01; a group turns it off with WithWeightDecay(0), and adds it to
+// the gradient as Adam does with WithDecoupledWeightDecay(false), as a
+// PyTorch AdamW group whose decoupled_weight_decay is False.
 func NewAdamWGroups(pgs []ParamGroup, defaults AdamConfig) (*AdamW, error) {
 	return newAdam("AdamW", pgs, defaults, true)
 }
@@ -112,7 +119,10 @@ func newAdam(op string, pgs []ParamGroup, cfg AdamConfig, decoupled bool) (*Adam
 			*f.v = f.def
 		}
 	}
-	a := &Adam{op: op, decoupled: decoupled}
+	if decoupled {
+		cfg.DecoupledWeightDecay = true
+	}
+	a := &Adam{op: op}
 	gs, err := newGroups(op, pgs, cfg, checkAdam, a.resolve)
 	if err != nil {
 		return nil, err
@@ -155,6 +165,8 @@ func (a *Adam) resolve(c AdamConfig, opts []Option) (AdamConfig, error) {
 			c.Maximize = o.b
 		case "amsgrad":
 			c.AMSGrad = o.b
+		case "decoupled_weight_decay":
+			c.DecoupledWeightDecay = o.b
 		default:
 			return c, errNoOption(a.op, o.key)
 		}
@@ -214,7 +226,7 @@ func (a *Adam) stepParam(i int, c AdamConfig) {
 		if c.Maximize {
 			g = g.Neg()
 		}
-		if !c.AMSGrad && vram.FusedAdamStep(p, g, st.m, st.v, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay, st.step, a.decoupled) {
+		if !c.AMSGrad && vram.FusedAdamStep(p, g, st.m, st.v, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay, st.step, c.DecoupledWeightDecay) {
 			return // one fused kernel did the whole step
 		}
 		a.composedStep(c, p, g, st)
@@ -229,7 +241,7 @@ func (a *Adam) stepParam(i int, c AdamConfig) {
 func (a *Adam) composedStep(c AdamConfig, p, g *vram.Tensor, st *adamState) {
 	pw, gw := opMath(p), opMath(g)
 	if c.WeightDecay != 0 {
-		if a.decoupled {
+		if c.DecoupledWeightDecay {
 			pw = storeBack(p, pw.MulScalarInPlace(1-c.LR*c.WeightDecay))
 		} else {
 			gw = gw.Add(pw.MulScalar(c.WeightDecay))
@@ -287,7 +299,8 @@ func (a *Adam) kind() string { return a.op }
 func (a *Adam) hypers(i int) map[string]any {
 	c := a.cfgs[i]
 	return map[string]any{"lr": c.LR, "betas": []float64{c.Beta1, c.Beta2}, "eps": c.Eps,
-		"weight_decay": c.WeightDecay, "amsgrad": c.AMSGrad, "maximize": c.Maximize}
+		"weight_decay": c.WeightDecay, "amsgrad": c.AMSGrad, "maximize": c.Maximize,
+		"decoupled_weight_decay": c.DecoupledWeightDecay}
 }
 
 func (a *Adam) restoreGroups(opts [][]Option) (func(), error) { return a.restore(opts, a.resolve) }

@@ -55,8 +55,9 @@ func WithDampening(d float64) Option { return Option{key: "dampening", x: d} }
 func WithNesterov(on bool) Option { return Option{key: "nesterov", b: on} }
 
 // WithWeightDecay sets the weight decay ("weight_decay"): the L2 penalty
-// of SGD, Adam, RMSprop, Adagrad, Adamax, Adadelta and ASGD, the decoupled
-// decay of AdamW, either of NAdam and RAdam ([WithDecoupledWeightDecay]).
+// of SGD, RMSprop, Adagrad, Adamax, Adadelta and ASGD, the decoupled
+// decay of AdamW, either of Adam, NAdam and RAdam
+// ([WithDecoupledWeightDecay]).
 func WithWeightDecay(wd float64) Option { return Option{key: "weight_decay", x: wd} }
 
 // WithBetas sets the decay rates of Adam, Adamax, NAdam and RAdam of the first and second moment
@@ -90,10 +91,11 @@ func WithLRDecay(d float64) Option { return Option{key: "lr_decay", x: d} }
 // least 0.
 func WithMomentumDecay(d float64) Option { return Option{key: "momentum_decay", x: d} }
 
-// WithDecoupledWeightDecay makes the weight decay of NAdam and RAdam
-// decoupled, as AdamW's ("decoupled_weight_decay"): the parameters shrink
-// by the factor 1 - lr·weight_decay instead of the decay being added to
-// the gradient.
+// WithDecoupledWeightDecay makes the weight decay of Adam, NAdam and
+// RAdam decoupled, as AdamW's ("decoupled_weight_decay"): the parameters
+// shrink by the factor 1 - lr·weight_decay instead of the decay being
+// added to the gradient. WithDecoupledWeightDecay(false) makes an AdamW
+// group's decay an L2 penalty, as Adam's.
 func WithDecoupledWeightDecay(on bool) Option { return Option{key: "decoupled_weight_decay", b: on} }
 
 // WithRho sets Adadelta's decay rate of its running averages ("rho"), in

@@ -141,7 +141,7 @@ func TestAdamDefaults(t *testing.T) {
 	if got, want := a.Config(), (optim.AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}); got != want {
 		t.Errorf("Adam defaults %+v, want %+v", got, want)
 	}
-	if got, want := w.Config(), (optim.AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}); got != want {
+	if got, want := w.Config(), (optim.AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, DecoupledWeightDecay: true}); got != want {
 		t.Errorf("AdamW defaults %+v, want %+v", got, want)
 	}
 }
