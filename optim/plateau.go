@@ -209,35 +209,38 @@ func (r *ReduceLROnPlateau) better(a float64) bool {
 // NaN metric counts as no improvement, as in PyTorch. It reports whether
 // it reduced a rate. A parameter group added to the optimizer since r was
 // made takes the one minimum rate of MinLRs (0 without one); when MinLRs
-// held a rate for each group, Step panics with an *vram.Error of kind
-// vram.ErrArgument instead, changing nothing, as PyTorch raises.
+// held a rate for each group, a Step that would reduce the rates panics
+// with an *vram.Error of kind vram.ErrArgument instead, changing nothing,
+// as PyTorch raises then (the Steps that reduce nothing go on as usual).
 func (r *ReduceLROnPlateau) Step(metric float64) bool {
-	r.fitMins()
-	r.st.Steps++
+	st := r.st
+	st.Steps++
 	if r.better(metric) {
-		r.st.Best = metric
-		r.st.NumBadEpochs = 0
+		st.Best = metric
+		st.NumBadEpochs = 0
 	} else {
-		r.st.NumBadEpochs++
+		st.NumBadEpochs++
 	}
-	if r.st.CooldownLeft > 0 {
-		r.st.CooldownLeft--
-		r.st.NumBadEpochs = 0
+	if st.CooldownLeft > 0 {
+		st.CooldownLeft--
+		st.NumBadEpochs = 0
 	}
-	if r.st.NumBadEpochs <= r.cfg.Patience {
+	if st.NumBadEpochs <= r.cfg.Patience {
+		r.st = st
 		return false
 	}
-	r.st.CooldownLeft = r.cfg.Cooldown
-	r.st.NumBadEpochs = 0
+	r.fitMins()
+	st.CooldownLeft = r.cfg.Cooldown
+	st.NumBadEpochs = 0
+	r.st = st
 	return r.reduce()
 }
 
 // fitMins gives groups added to the optimizer since r was made their
 // minimum rate: the one minimum of every group, or 0 when none was set,
 // as PyTorch's min_lr given as a number. It panics with an *vram.Error
-// of kind vram.ErrArgument, before r changes, when MinLRs held one rate
-// per group, which says nothing of the new groups (PyTorch raises then
-// too).
+// of kind vram.ErrArgument when MinLRs held one rate per group, which
+// says nothing of the new groups (PyTorch raises then too).
 func (r *ReduceLROnPlateau) fitMins() {
 	n := numGroups(r.opt)
 	if len(r.mins) == n {
