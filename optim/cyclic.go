@@ -40,6 +40,14 @@ type CyclicOptions struct {
 	// ScaleByIterations gives ScaleFn the step count rather than the
 	// cycle (scale_mode='iterations').
 	ScaleByIterations bool
+	// BaseMomentum and MaxMomentum bound the momentum, which cycles
+	// inversely to the rate: MaxMomentum at the base rate, BaseMomentum
+	// at the top of a full cycle (base_momentum, max_momentum). Each is
+	// in [0, 1); 0 means 0.8 and 0.9.
+	BaseMomentum, MaxMomentum float64
+	// NoCycleMomentum leaves the momentum alone (cycle_momentum=False),
+	// as an optimizer without a momentum or beta1 needs.
+	NoCycleMomentum bool
 }
 
 // NewCyclicLR returns a Schedule that cycles every group's rate between
@@ -49,11 +57,18 @@ type CyclicOptions struct {
 // group's rate to baseLR, as PyTorch does, and its base rates are baseLR.
 // It is meant to be stepped after every batch.
 //
-// Unlike PyTorch's, it does not cycle the momentum
-// (cycle_momentum=False): a Schedule sets rates only. baseLR and maxLR
-// must be finite and not negative, step sizes not negative, Gamma finite
-// and positive, and Mode one of the three; otherwise it returns an error
-// of kind vram.ErrArgument, changing no rate. A ScaleFn that returns a
+// As PyTorch's does by default, it cycles the momentum inversely to the
+// rate (cycle_momentum=True): MaxMomentum − (MaxMomentum −
+// BaseMomentum)·(the rate's fraction of its height)·(its scale), the
+// momentum of SGD and RMSprop, the beta1 of Adam, AdamW, Adamax, NAdam
+// and RAdam, in every group, set at each Step (so that [Save] keeps it)
+// and when the Schedule is made. Other optimizers are refused unless
+// o.NoCycleMomentum is set.
+//
+// baseLR and maxLR must be finite and not negative, step sizes not
+// negative, Gamma finite and positive, Mode one of the three, and o's
+// momentum bounds as documented; otherwise it returns an error of kind
+// vram.ErrArgument, changing no rate. A ScaleFn that returns a
 // value that makes a rate negative or NaN makes Step panic, as with
 // [NewLambdaLR].
 func NewCyclicLR(opt Optimizer, baseLR, maxLR float64, o CyclicOptions) (*Schedule, error) {
@@ -84,6 +99,13 @@ func NewCyclicLR(opt Optimizer, baseLR, maxLR float64, o CyclicOptions) (*Schedu
 	case o.ScaleFn == nil && (o.Mode < Triangular || o.Mode > ExpRange):
 		return nil, errorf(vram.ErrArgument, "optim: %s: unknown mode %d", op, o.Mode)
 	}
+	var mBase, mMax float64
+	if !o.NoCycleMomentum {
+		var err error
+		if mBase, mMax, err = cycleMomentum(op, opt, o.BaseMomentum, o.MaxMomentum, 0.8, 0.9); err != nil {
+			return nil, err
+		}
+	}
 	scale, byIter := o.ScaleFn, o.ScaleByIterations
 	if scale == nil {
 		switch o.Mode {
@@ -97,7 +119,9 @@ func NewCyclicLR(opt Optimizer, baseLR, maxLR float64, o CyclicOptions) (*Schedu
 	}
 	total := float64(o.StepSizeUp) + float64(o.StepSizeDown) // no int overflow for huge sizes
 	ratio := float64(o.StepSizeUp) / total
-	rate := func(_ float64, step int) float64 {
+	// height returns the fraction of the full height of a cycle that step
+	// is at: the rise or fall times the scale.
+	height := func(step int) float64 {
 		e := float64(step)
 		cycle := math.Floor(1 + e/total)
 		x := 1 + e/total - cycle
@@ -111,8 +135,9 @@ func NewCyclicLR(opt Optimizer, baseLR, maxLR float64, o CyclicOptions) (*Schedu
 		if byIter {
 			arg = e
 		}
-		return baseLR + (maxLR-baseLR)*f*scale(arg)
+		return f * scale(arg)
 	}
+	rate := func(_ float64, step int) float64 { return baseLR + (maxLR-baseLR)*height(step) }
 	// Check the first rate before changing any.
 	if lr := rate(baseLR, 0); !(lr >= 0) || math.IsInf(lr, 1) {
 		return nil, errorf(vram.ErrArgument, "optim: %s: the rate of step 0 is %v; it must be finite and not negative", op, lr)
@@ -131,6 +156,10 @@ func NewCyclicLR(opt Optimizer, baseLR, maxLR float64, o CyclicOptions) (*Schedu
 	}
 	for i := range s.bases {
 		s.bases[i] = baseLR
+	}
+	if !o.NoCycleMomentum {
+		s.momentum = func(_, step int) (float64, bool) { return mMax - (mMax-mBase)*height(step), true }
+		s.setMomentum()
 	}
 	return s, nil
 }

@@ -69,6 +69,11 @@ type Schedule struct {
 	// (changed by other code, or by the rule of step 0 applied to a rate
 	// another Schedule set), so that Step applies the chainable rule.
 	chaining []bool
+	// momentum, when the schedule cycles the momentum (OneCycleLR and
+	// CyclicLR, SequentialLR and ChainedScheduler of them), is the
+	// momentum (or beta1) of group g at step, and whether the step sets
+	// one; nil otherwise.
+	momentum func(g, step int) (float64, bool)
 }
 
 // newSchedule makes a Schedule of opt with the rate function rate and
@@ -237,9 +242,11 @@ func (s *Schedule) Step() {
 		}
 		s.set(lrs)
 		s.chaining = chaining
+		s.setMomentum()
 		return
 	}
 	s.set(lrs)
+	s.setMomentum()
 }
 
 // Steps returns how many times Step was called (PyTorch's last_epoch).
@@ -342,6 +349,7 @@ func (s *Schedule) LoadState(st ScheduleState) error {
 		}
 	}
 	s.set(lrs)
+	s.setMomentum()
 	if ir, ok := s.opt.(initialRated); ok {
 		for i, b := range st.BaseLRs {
 			ir.setInitialLR(i, b)
@@ -516,6 +524,14 @@ type OneCycleOptions struct {
 	// ThreePhase brings the rate back down to the starting rate before
 	// annealing it to the final one (three_phase=True).
 	ThreePhase bool
+	// BaseMomentum and MaxMomentum bound the momentum, which cycles
+	// inversely to the rate: MaxMomentum at the starting rate,
+	// BaseMomentum at the peak (base_momentum, max_momentum). Each is in
+	// [0, 1); 0 means 0.85 and 0.95.
+	BaseMomentum, MaxMomentum float64
+	// NoCycleMomentum leaves the momentum alone (cycle_momentum=False),
+	// as an optimizer without a momentum or beta1 needs.
+	NoCycleMomentum bool
 }
 
 // NewOneCycleLR returns a Schedule of the 1cycle policy
@@ -533,12 +549,23 @@ type OneCycleOptions struct {
 // go below the final rate (to a negative one for a short phase), it
 // stays at the final rate.
 //
-// Unlike PyTorch's, it does not cycle the momentum (cycle_momentum=False):
-// a Schedule sets rates only. totalSteps must be at least 1, maxLR
-// finite and positive, and o's settings as documented; otherwise it
-// returns an error of kind vram.ErrArgument, changing no rate.
+// As PyTorch's does by default, it cycles the momentum inversely to the
+// rate (cycle_momentum=True), from o.MaxMomentum down to o.BaseMomentum
+// while the rate rises and back while it falls (held at MaxMomentum in a
+// third phase), along the same cosines or lines: the momentum of SGD and
+// RMSprop, the beta1 of Adam, AdamW, Adamax, NAdam and RAdam, in every
+// group, set at each Step (so that [Save] keeps it) and when the
+// Schedule is made (an SGD without momentum gets one, as in PyTorch).
+// Other optimizers are refused unless o.NoCycleMomentum is set.
+//
+// totalSteps must be at least 1, maxLR finite and positive, and o's
+// settings as documented; otherwise it returns an error of kind
+// vram.ErrArgument, changing no rate.
 func NewOneCycleLR(opt Optimizer, maxLR float64, totalSteps int, o OneCycleOptions) (*Schedule, error) {
 	const op = "OneCycleLR"
+	if isNil(opt) {
+		return nil, errorf(vram.ErrArgument, "optim: %s: nil optimizer", op)
+	}
 	if o.PctStart == 0 {
 		o.PctStart = 0.3
 	}
@@ -560,24 +587,42 @@ func NewOneCycleLR(opt Optimizer, maxLR float64, totalSteps int, o OneCycleOptio
 	case !(o.FinalDivFactor > 0) || math.IsInf(o.FinalDivFactor, 1):
 		return nil, errorf(vram.ErrArgument, "optim: %s: final div factor must be finite and positive, got %v", op, o.FinalDivFactor)
 	}
+	var mBase, mMax float64
+	if !o.NoCycleMomentum {
+		var err error
+		if mBase, mMax, err = cycleMomentum(op, opt, o.BaseMomentum, o.MaxMomentum, 0.85, 0.95); err != nil {
+			return nil, err
+		}
+	}
 	initial := maxLR / o.DivFactor
 	final := initial / o.FinalDivFactor
-	type phase struct{ end, from, to float64 }
-	total := float64(totalSteps)
-	phases := []phase{{o.PctStart*total - 1, initial, maxLR}, {total - 1, maxLR, final}}
-	if o.ThreePhase {
-		phases = []phase{{o.PctStart*total - 1, initial, maxLR}, {2*o.PctStart*total - 2, maxLR, initial}, {total - 1, initial, final}}
+	// A phase anneals the rate from lr[0] to lr[1] and the momentum from
+	// m[0] to m[1] until its end step.
+	type phase struct {
+		end   float64
+		lr, m [2]float64
 	}
-	anneal := func(from, to, pct float64) float64 {
+	total := float64(totalSteps)
+	phases := []phase{{o.PctStart*total - 1, [2]float64{initial, maxLR}, [2]float64{mMax, mBase}},
+		{total - 1, [2]float64{maxLR, final}, [2]float64{mBase, mMax}}}
+	if o.ThreePhase {
+		phases = []phase{{o.PctStart*total - 1, [2]float64{initial, maxLR}, [2]float64{mMax, mBase}},
+			{2*o.PctStart*total - 2, [2]float64{maxLR, initial}, [2]float64{mBase, mMax}},
+			{total - 1, [2]float64{initial, final}, [2]float64{mMax, mMax}}}
+	}
+	anneal := func(ends [2]float64, pct float64) float64 {
+		from, to := ends[0], ends[1]
 		if o.Linear {
 			// The last rate, one step past the cycle, where PyTorch's
 			// line goes on below the final rate (to a negative one, when
-			// the phase is short), stays at the final rate.
+			// the phase is short), stays at the final rate; the momentum
+			// likewise stays at its bound.
 			return (to-from)*min(pct, 1) + from
 		}
 		return to + (from-to)/2*(1+math.Cos(math.Pi*pct))
 	}
-	s, err := newSchedule(op, opt, func(_ float64, step int) float64 {
+	// at returns the phase of step and how far into it the step is.
+	at := func(step int) (phase, float64) {
 		start := 0.0
 		for i, ph := range phases {
 			if float64(step) <= ph.end || i == len(phases)-1 {
@@ -585,14 +630,25 @@ func NewOneCycleLR(opt Optimizer, maxLR float64, totalSteps int, o OneCycleOptio
 				if ph.end != start {
 					pct = (float64(step) - start) / (ph.end - start)
 				}
-				return anneal(ph.from, ph.to, pct)
+				return ph, pct
 			}
 			start = ph.end
 		}
 		panic("unreachable")
+	}
+	s, err := newSchedule(op, opt, func(_ float64, step int) float64 {
+		ph, pct := at(step)
+		return anneal(ph.lr, pct)
 	}, nil)
 	if err != nil {
 		return nil, err
+	}
+	if !o.NoCycleMomentum {
+		s.momentum = func(_, step int) (float64, bool) {
+			ph, pct := at(step)
+			return anneal(ph.m, pct), true
+		}
+		s.setMomentum()
 	}
 	s.limit = totalSteps
 	ir, hasInitial := opt.(initialRated)

@@ -193,6 +193,17 @@ func NewSequentialLR(opt Optimizer, parts []*Schedule, milestones []int) (*Sched
 		return nil, err
 	}
 	s.limit = limit
+	if slices.ContainsFunc(ps, func(p *Schedule) bool { return p.momentum != nil }) {
+		// The part of the step cycles the momentum, when it does.
+		s.momentum = func(g, step int) (float64, bool) {
+			p, from := part(step)
+			if p.momentum == nil {
+				return 0, false
+			}
+			return p.momentum(g, step-from)
+		}
+		s.setMomentum()
+	}
 	return s, nil
 }
 
@@ -271,5 +282,21 @@ func NewChainedScheduler(parts []*Schedule) (*Schedule, error) {
 		return nil, err
 	}
 	s.limit = limit
+	if slices.ContainsFunc(ps, func(p *Schedule) bool { return p.momentum != nil }) {
+		// Each part that cycles the momentum sets it in turn, the last
+		// one's holding, as the parts' steps do.
+		s.momentum = func(g, step int) (m float64, ok bool) {
+			for _, p := range ps {
+				if p.momentum == nil {
+					continue
+				}
+				if pm, pok := p.momentum(g, step); pok {
+					m, ok = pm, true
+				}
+			}
+			return m, ok
+		}
+		s.setMomentum()
+	}
 	return s, nil
 }
