@@ -35,7 +35,8 @@ import (
 // leaves the rates alone, and ExponentialLR multiplies whatever rate it
 // finds. LambdaLR, OneCycleLR and CyclicLR, whose rules ignore the rate
 // they find, set their own; SequentialLR and ChainedScheduler follow the
-// rules of their parts.
+// rules of their parts. OneCycleLR and CyclicLR also set the momentum
+// (or beta1) of every group at each step, as PyTorch's do by default.
 //
 // Of a [GroupedOptimizer] (the optimizers of this package), a Schedule
 // sets the rate of every parameter group from the group's own base rate
