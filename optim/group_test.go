@@ -208,18 +208,14 @@ func TestParamGroupErrors(t *testing.T) {
 			}
 		})
 	}
-	// Without a default rate, every group must set its own, as PyTorch's
-	// required lr; it may then be 0.
-	if _, err := optim.NewSGDGroups([]optim.ParamGroup{optim.Group([]*vram.Tensor{p}, optim.WithLR(0.1)), optim.Group([]*vram.Tensor{q})},
-		optim.SGDConfig{Momentum: 0.9}); !errors.Is(err, vram.ErrArgument) || !strings.Contains(err.Error(), "group 1: learning rate must be positive") {
-		t.Fatalf("a group without a rate: %v", err)
-	}
+	// Without a rate in the config, a group takes PyTorch's default 1e-3
+	// unless it sets its own, which may be 0.
 	perGroup, err := optim.NewSGDGroups([]optim.ParamGroup{optim.Group([]*vram.Tensor{p}, optim.WithLR(0.1)), optim.Group([]*vram.Tensor{q}, optim.WithLR(0))},
 		optim.SGDConfig{Momentum: 0.9})
 	if err != nil || perGroup.GroupLR(0) != 0.1 || perGroup.GroupLR(1) != 0 {
 		t.Fatalf("rates set per group: %v", err)
 	}
-	if err := perGroup.AddParamGroup(optim.Group([]*vram.Tensor{r})); !errors.Is(err, vram.ErrArgument) || perGroup.NumGroups() != 2 {
+	if err := perGroup.AddParamGroup(optim.Group([]*vram.Tensor{r})); err != nil || perGroup.GroupLR(2) != 1e-3 {
 		t.Fatalf("AddParamGroup without a rate: %v", err)
 	}
 	// A parameter already in the optimizer cannot be added again.

@@ -336,7 +336,7 @@ func TestConstructorErrors(t *testing.T) {
 		err  func() error
 		want string
 	}{
-		{"sgd zero lr", func() error { _, err := optim.NewSGD(ps, optim.SGDConfig{}); return err }, "learning rate"},
+		{"sgd infinite lr", func() error { _, err := optim.NewSGD(ps, optim.SGDConfig{LR: math.Inf(1)}); return err }, "learning rate"},
 		{"sgd negative lr", func() error { _, err := optim.NewSGD(ps, optim.SGDConfig{LR: -1}); return err }, "learning rate"},
 		{"sgd NaN lr", func() error { _, err := optim.NewSGD(ps, optim.SGDConfig{LR: math.NaN()}); return err }, "learning rate"},
 		{"sgd negative momentum", func() error { _, err := optim.NewSGD(ps, optim.SGDConfig{LR: 1, Momentum: -1}); return err }, "momentum"},

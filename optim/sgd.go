@@ -2,14 +2,15 @@ package optim
 
 import (
 	"math"
-	"slices"
 
 	"github.com/vramgo/vram"
 )
 
 // SGDConfig holds the hyper-parameters of [SGD], with PyTorch's meanings.
+// A zero LR means PyTorch's default, 1e-3 (since PyTorch 2.2; lr was
+// required before); a group that needs a rate of 0 sets it with [WithLR].
 type SGDConfig struct {
-	LR          float64 // learning rate; must be > 0 unless every group sets its own (NewSGDGroups)
+	LR          float64 // learning rate
 	Momentum    float64 // momentum factor (0: plain SGD)
 	Dampening   float64 // dampening for momentum
 	WeightDecay float64 // L2 penalty added to the gradient
@@ -48,7 +49,7 @@ var _ GroupedOptimizer = (*SGD)(nil)
 // NewSGD returns an SGD optimizer of params, one parameter group with the
 // hyper-parameters cfg. It returns an error for an empty or invalid
 // parameter list (nil, released, non-float, non-leaf or repeated
-// tensors), a learning rate that is not positive, a negative momentum,
+// tensors), a negative, NaN or infinite learning rate, a negative momentum,
 // dampening or weight decay, or Nesterov momentum without momentum or
 // with dampening. The errors match vram.ErrArgument under errors.Is
 // (vram.ErrReleased for a released tensor, vram.ErrDType for a non-float
@@ -59,14 +60,16 @@ func NewSGD(params []*vram.Tensor, cfg SGDConfig) (*SGD, error) {
 
 // NewSGDGroups returns an SGD optimizer of the parameter groups pgs,
 // whose hyper-parameters default to those of defaults
-// (torch.optim.SGD([{'params': ...}, ...], lr=..., momentum=...)). A
-// defaults.LR of 0 means that every group sets its rate with [WithLR]
-// (PyTorch's required lr), which may then be 0. Its errors are those of
+// (torch.optim.SGD([{'params': ...}, ...], lr=..., momentum=...)), a
+// zero defaults.LR meaning PyTorch's 1e-3. Its errors are those of
 // [NewSGD], for defaults and for each group's hyper-parameters, and for
 // an empty group, a parameter in two groups, and an Option SGD has no use
 // for.
 func NewSGDGroups(pgs []ParamGroup, defaults SGDConfig) (*SGD, error) {
-	gs, err := newGroups("SGD", pgs, defaults, checkSGD, resolveNewSGD)
+	if defaults.LR == 0 {
+		defaults.LR = 1e-3
+	}
+	gs, err := newGroups("SGD", pgs, defaults, checkSGD, resolveSGD)
 	if err != nil {
 		return nil, err
 	}
@@ -88,16 +91,6 @@ func checkSGD(c SGDConfig) error {
 		return errorf(vram.ErrArgument, "Nesterov momentum requires a positive momentum and zero dampening")
 	}
 	return nil
-}
-
-// resolveNewSGD is resolveSGD for a new group, which must have a positive
-// learning rate unless it sets one with WithLR: the defaults' LR 0 means
-// that each group sets its own, as PyTorch's required lr.
-func resolveNewSGD(c SGDConfig, opts []Option) (SGDConfig, error) {
-	if c.LR == 0 && !slices.ContainsFunc(opts, func(o Option) bool { return o.key == "lr" }) {
-		return c, errorf(vram.ErrArgument, "learning rate must be positive and finite, got 0 (set it in SGDConfig, or with WithLR in every group)")
-	}
-	return resolveSGD(c, opts)
 }
 
 // resolveSGD returns defaults with opts applied, checked.
@@ -128,7 +121,7 @@ func resolveSGD(c SGDConfig, opts []Option) (SGDConfig, error) {
 // returns an error, adding nothing, for an invalid group: those of
 // [NewSGDGroups], and a parameter the optimizer already has.
 func (s *SGD) AddParamGroup(g ParamGroup) error {
-	if err := s.add("SGD", g, resolveNewSGD); err != nil {
+	if err := s.add("SGD", g, resolveSGD); err != nil {
 		return err
 	}
 	s.bufs = append(s.bufs, make([]*vram.Tensor, len(s.params)-len(s.bufs))...)
