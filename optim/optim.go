@@ -207,8 +207,9 @@ func grads(params []*vram.Tensor) []*vram.Tensor {
 // float32. It returns an error of kind vram.ErrArgument for a NormType that
 // is NaN, or other than 0 with ZeroNormType, and, with o.ErrorIfNonfinite,
 // for a NaN or infinite
-// norm (which is returned too), and of kind vram.ErrDType for a tensor that
-// is not floating-point, as torch.linalg.vector_norm refuses it.
+// norm (which is returned too), of kind vram.ErrDType for a tensor that
+// is not floating-point, as torch.linalg.vector_norm refuses it, and of
+// kind vram.ErrReleased for a released tensor.
 func GetTotalNorm(tensors []*vram.Tensor, o ClipOptions) (float64, error) {
 	p := o.NormType
 	switch {
@@ -220,7 +221,11 @@ func GetTotalNorm(tensors []*vram.Tensor, o ClipOptions) (float64, error) {
 		p = 2
 	}
 	for i, g := range tensors {
-		if g != nil && !g.DType().IsFloat() {
+		switch {
+		case g == nil:
+		case g.Released():
+			return 0, errorf(vram.ErrReleased, "optim: total norm: tensor %d was released", i)
+		case !g.DType().IsFloat():
 			return 0, errorf(vram.ErrDType, "optim: total norm: tensor %d is %s; norms are taken of floating-point tensors", i, g.DType())
 		}
 	}
