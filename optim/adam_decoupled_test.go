@@ -43,30 +43,32 @@ func TestAdamDecoupledWeightDecay(t *testing.T) {
 		{"AdamW", func(p *vram.Tensor) (*optim.Adam, error) { return optim.NewAdamW([]*vram.Tensor{p}, c) }, c, true},
 		{"Adam", func(p *vram.Tensor) (*optim.Adam, error) { return optim.NewAdam([]*vram.Tensor{p}, c) }, c, false},
 	}
-	for _, dt := range []vram.DType{vram.Float64, vram.Float32} {
-		tol := 1e-12
-		if dt == vram.Float32 {
-			tol = 1e-5
-		}
-		for _, tc := range tests {
-			t.Run(fmt.Sprintf("%v/%s", dt, tc.name), func(t *testing.T) {
-				var opt *optim.Adam
-				got := runRef(t, vram.CPU, dt, n, func(p *vram.Tensor) (optim.Optimizer, func()) {
-					o, err := tc.make(p)
-					if err != nil {
-						t.Fatal(err)
+	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
+		for _, dt := range []vram.DType{vram.Float64, vram.Float32} {
+			tol := 1e-12
+			if dt == vram.Float32 {
+				tol = 1e-5
+			}
+			for _, tc := range tests {
+				t.Run(fmt.Sprintf("%v/%v/%s", dev, dt, tc.name), func(t *testing.T) {
+					var opt *optim.Adam
+					got := runRef(t, dev, dt, n, func(p *vram.Tensor) (optim.Optimizer, func()) {
+						o, err := tc.make(p)
+						if err != nil {
+							t.Fatal(err)
+						}
+						opt = o
+						return o, o.Release
+					})
+					if d := opt.GroupConfig(0).DecoupledWeightDecay; d != tc.decoupled {
+						t.Errorf("GroupConfig(0).DecoupledWeightDecay = %v, want %v", d, tc.decoupled)
 					}
-					opt = o
-					return o, o.Release
+					want := refAdam(tc.cfg, tc.decoupled, n)
+					for s := range want {
+						checkValues(t, fmt.Sprintf("step %d", s+1), got[s], want[s], tol)
+					}
 				})
-				if d := opt.GroupConfig(0).DecoupledWeightDecay; d != tc.decoupled {
-					t.Errorf("GroupConfig(0).DecoupledWeightDecay = %v, want %v", d, tc.decoupled)
-				}
-				want := refAdam(tc.cfg, tc.decoupled, n)
-				for s := range want {
-					checkValues(t, fmt.Sprintf("step %d", s+1), got[s], want[s], tol)
-				}
-			})
+			}
 		}
 	}
 }
