@@ -1,6 +1,12 @@
 package vram
 
-import "slices"
+import (
+	"slices"
+	"sync"
+	"weak"
+
+	"github.com/vramgo/vram/backend"
+)
 
 // autocastState is one Autocast region of a goroutine.
 type autocastState struct {
@@ -12,6 +18,147 @@ type autocastState struct {
 	// (micro-batches accumulating gradients, each with its own Backward)
 	// share no node. It is released when the region ends.
 	cache map[*Tensor]cachedCast
+	// order lists the weights cached, in the order of their first use
+	// (used marks them); looked is set once the region has looked for a
+	// plan (castPlans).
+	order  []*Tensor
+	used   map[*Tensor]bool
+	looked bool
+}
+
+// Plans of the weights a region casts. A training loop runs the same
+// forward pass in a new region every step, casting the same weights in
+// the same order, one launch each. At its end a region remembers the
+// weights it cast, keyed by the first; when a later region's first cast
+// is of that weight, it casts every weight of the plan that it may cache
+// at once, with one [backend.MultiCopier.CopyMany] per device (a model's
+// hundreds of weights in a few launches). A weight the region then does
+// not use costs its copy until the region ends. Weights are held weakly:
+// a plan keeps nothing alive.
+const maxCastPlans = 64 // plans kept; beyond, the oldest go
+
+var castPlans struct {
+	sync.Mutex
+	byFirst map[weak.Pointer[Tensor]][]weak.Pointer[Tensor]
+	order   []weak.Pointer[Tensor] // keys, oldest first
+}
+
+// rememberCasts keeps order as the plan of regions whose first cast is
+// order[0].
+func rememberCasts(order []*Tensor) {
+	if len(order) < 2 {
+		return
+	}
+	plan := make([]weak.Pointer[Tensor], len(order))
+	for i, t := range order {
+		plan[i] = weak.Make(t)
+	}
+	castPlans.Lock()
+	defer castPlans.Unlock()
+	if castPlans.byFirst == nil {
+		castPlans.byFirst = map[weak.Pointer[Tensor]][]weak.Pointer[Tensor]{}
+	}
+	k := plan[0]
+	if _, ok := castPlans.byFirst[k]; !ok {
+		castPlans.order = append(castPlans.order, k)
+	}
+	castPlans.byFirst[k] = plan
+	for len(castPlans.order) > maxCastPlans {
+		delete(castPlans.byFirst, castPlans.order[0])
+		castPlans.order = castPlans.order[1:]
+	}
+}
+
+// planFor returns the weights of the plan that starts with t, nil when
+// there is none.
+func planFor(t *Tensor) []*Tensor {
+	castPlans.Lock()
+	plan := castPlans.byFirst[weak.Make(t)]
+	castPlans.Unlock()
+	var ts []*Tensor
+	for _, p := range plan {
+		if v := p.Value(); v != nil {
+			ts = append(ts, v)
+		}
+	}
+	return ts
+}
+
+// castAhead fills st's cache with the low-precision copies of the weights
+// of t's plan, t among them, that the region may cache (as autocastLow's
+// rules say) and has not yet: per device, with one CopyMany where the
+// device has it and there are at least two. Nothing happens otherwise.
+func castAhead(st *autocastState, t *Tensor) {
+	byDevice := map[*devState][]*Tensor{}
+	var devs []*devState
+	seen := map[*Tensor]bool{}
+	for _, w := range planFor(t) {
+		if seen[w] || w.ref.isReleased() || w.dtype != Float32 || w.ref.node != nil || !w.requiresGrad.Load() ||
+			!denseStrides(w.shape, w.strides) {
+			continue
+		}
+		seen[w] = true
+		if c, ok := st.cache[w]; ok && c.st == w.ref.st && c.version == w.ref.st.version.Load() {
+			continue
+		}
+		ds := w.ds()
+		if _, ok := ds.bd.(backend.MultiCopier); !ok {
+			continue
+		}
+		if byDevice[ds] == nil {
+			devs = append(devs, ds)
+		}
+		byDevice[ds] = append(byDevice[ds], w)
+	}
+	for _, ds := range devs {
+		ws := byDevice[ds]
+		if len(ws) < 2 {
+			continue
+		}
+		var held []*Tensor
+		for _, w := range ws {
+			if w.ref.hold() {
+				held = append(held, w)
+			}
+		}
+		func() {
+			defer func() {
+				for _, w := range held {
+					w.ref.unhold()
+				}
+			}()
+			lows := make([]*Tensor, len(held))
+			dv, sv := make([]backend.View, len(held)), make([]backend.View, len(held))
+			for i, w := range held {
+				lows[i] = newTensorLike("autocast", ds, st.dt, w.shape, w)
+				d, ok1 := flatViews(lows[i])
+				s, ok2 := flatViews(w)
+				if !ok1 || !ok2 || !sameStrides(w.shape, w.strides, lows[i].strides) {
+					for _, l := range lows[:i+1] {
+						l.Release()
+					}
+					return
+				}
+				dv[i], sv[i] = d[0], s[0]
+			}
+			err := ds.bd.(backend.MultiCopier).CopyMany(ds.stream(), dv, sv)
+			if err != nil {
+				for _, l := range lows {
+					l.Release()
+				}
+				if notImplemented(err) {
+					return
+				}
+				check("autocast", err)
+			}
+			for i, w := range held {
+				if old, ok := st.cache[w]; ok {
+					old.t.Release()
+				}
+				st.cache[w] = cachedCast{t: Keep(lows[i]), st: w.ref.st, version: w.ref.st.version.Load()}
+			}
+		}()
+	}
 }
 
 // cachedCast is a weight's low-precision copy with the weight's storage
@@ -63,13 +210,14 @@ func Autocast(dt DType, fn func()) {
 		fn()
 		return
 	}
-	st := &autocastState{dt: dt, cache: map[*Tensor]cachedCast{}}
+	st := &autocastState{dt: dt, cache: map[*Tensor]cachedCast{}, used: map[*Tensor]bool{}}
 	g.autocast = st
 	defer func() {
 		g.autocast = prev
 		for _, c := range st.cache {
 			c.t.Release()
 		}
+		rememberCasts(st.order)
 		leave(id, g)
 	}()
 	fn()
@@ -141,6 +289,11 @@ func autocastLow(op string, ts ...*Tensor) ([]*Tensor, func()) {
 		if t.dtype == Float32 && t.ref.node == nil && t.requiresGrad.Load() && !g.gradOff && g.inference == 0 {
 			s, v := t.ref.st, t.ref.st.version.Load()
 			c, ok := st.cache[t]
+			if !ok && !st.looked {
+				st.looked = true
+				castAhead(st, t)
+				c, ok = st.cache[t]
+			}
 			if !ok || c.st != s || c.version != v {
 				if ok {
 					c.t.Release() // graphs that use the old copy keep their own reference
@@ -149,6 +302,10 @@ func autocastLow(op string, ts ...*Tensor) ([]*Tensor, func()) {
 				NoGrad(func() { low = t.Cast(st.dt) })
 				c = cachedCast{t: Keep(low), st: s, version: v}
 				st.cache[t] = c
+			}
+			if !st.used[t] {
+				st.used[t] = true
+				st.order = append(st.order, t)
 			}
 			u := c.t.view(c.t.shape, c.t.strides, c.t.offset)
 			// The gradient goes back in the low dtype: Backward converts

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -31,6 +32,11 @@ func TestAutocastWeightGradsConvertedTogether(t *testing.T) {
 				w1, w2, w3 := mk(6, 4, 3, 3), mk(8, 6), mk(6, 6, 1, 1)
 				wh, wp, w4 := mk(8, 8), mk(8), mk(6, 6, 3, 3)
 				acc := mk(8, 6) // w2's gradient before this Backward
+				defer func() {
+					for _, v := range []*Tensor{x, w1, w2, w3, wh, wp, w4, acc} {
+						v.Release()
+					}
+				}()
 				step := func(explicit bool) ([][]float64, int64) {
 					ws := []*Tensor{w1.Clone(), w2.Clone(), w3.Clone(), wh.Clone(), wp.Clone(), w4.Clone()}
 					ws[0] = ws[0].Contiguous(ChannelsLast)
@@ -72,6 +78,10 @@ func TestAutocastWeightGradsConvertedTogether(t *testing.T) {
 						}
 						grads = append(grads, g.Float64s())
 					}
+					for _, w := range ws {
+						w.ZeroGrad()
+						w.Release()
+					}
 					return grads, batchedConverts.Load() - before
 				}
 				want, _ := step(true)
@@ -87,4 +97,118 @@ func TestAutocastWeightGradsConvertedTogether(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestAutocastCastsAhead checks the weight casts of a region that repeats
+// the previous one's: its first cast makes the copies of every weight the
+// previous region used (one CopyMany), with the values and layouts of
+// single casts; a weight changed in place since, or released, or unused
+// this time, is handled as without the plan, and nothing stays allocated.
+func TestAutocastCastsAhead(t *testing.T) {
+	for _, d := range []Device{CPU, Sim(0)} {
+		if !d.Available() {
+			continue
+		}
+		t.Run(d.String(), func(t *testing.T) {
+			gen := NewGenerator(4)
+			mk := func(shape ...int) *Tensor {
+				return Randn(Shape(shape), d, WithGenerator(gen)).SetRequiresGrad(true)
+			}
+			x := Randn(Shape{2, 4, 5, 5}, d, WithGenerator(gen))
+			w1 := mk(6, 4, 3, 3)
+			w1.ConvertMemoryFormat(ChannelsLast)
+			w2, w3, w4 := mk(8, 6), mk(8, 8), mk(3, 8)
+			defer func() {
+				for _, w := range []*Tensor{x, w1, w2, w3, w4} {
+					w.ZeroGrad()
+					w.Release()
+				}
+			}()
+			settle(d)
+			base := MemoryAllocated(d)
+			forward := func(useW4 bool) (cachedAfterFirst int, out []float64) {
+				Autocast(BFloat16, func() {
+					Tidy(func() {
+						h := Conv2d(x, w1, nil, Conv2dParams{})
+						cachedAfterFirst = len(current().autocast.cache)
+						h = Linear(h.Mean(2, 3), w2, nil)
+						h = Linear(h, w3, nil)
+						if useW4 {
+							h = Linear(h, w4, nil)
+						}
+						out = h.Float().Float64s()
+					})
+				})
+				return cachedAfterFirst, out
+			}
+			_, want := forward(true)
+			n, got := forward(true)
+			if n != 4 {
+				t.Errorf("%d weights cast after the first product, want 4", n)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("outputs %v, want %v", got, want)
+			}
+			// Changed in place: the copy is made from the new values.
+			NoGrad(func() { w3.MulScalarInPlace(2) })
+			_, want2 := forward(false) // plans w1, w2, w3 from here
+			_, got2 := forward(false)
+			if !slices.Equal(got2, want2) || slices.Equal(want2[:2], want[:2]) {
+				t.Errorf("after w3 changed: %v, want %v (and not %v)", got2, want2, want)
+			}
+			// Released: skipped.
+			w2b := w2
+			w2 = mk(8, 6)
+			w2b.Release()
+			forward(false)
+			// w2's replacement takes the place of the one released.
+			if got := MemoryAllocated(d); got != base {
+				t.Errorf("%d bytes allocated after the regions, want %d", got, base)
+			}
+		})
+	}
+}
+
+// TestAutocastPlansConcurrent runs regions on several goroutines at once,
+// some sharing weights and plans, with gradients: run with -race.
+func TestAutocastPlansConcurrent(t *testing.T) {
+	shared := []*Tensor{Randn(Shape{8, 8}).SetRequiresGrad(true), Randn(Shape{8, 8}).SetRequiresGrad(true)}
+	defer func() {
+		for _, w := range shared {
+			w.ZeroGrad()
+			w.Release()
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			own := Randn(Shape{8, 8}).SetRequiresGrad(true)
+			defer func() {
+				own.ZeroGrad()
+				own.Release()
+			}()
+			x := Randn(Shape{3, 8})
+			defer x.Release()
+			for range 20 {
+				Autocast(BFloat16, func() {
+					Tidy(func() {
+						h := x
+						if g%2 == 0 {
+							h = Linear(h, own, nil)
+						}
+						for _, w := range shared {
+							h = Linear(h, w, nil)
+						}
+						Linear(h, own, nil).Float().Sum().Backward()
+					})
+				})
+			}
+			if own.Grad() == nil || own.Grad().DType() != Float32 {
+				t.Errorf("goroutine %d: gradient %v", g, own.Grad())
+			}
+		}()
+	}
+	wg.Wait()
 }
