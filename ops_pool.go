@@ -66,17 +66,31 @@ func (p Pool2dParams) resolve(op string, avg bool) Pool2dParams {
 // poolOutputSize returns the number of windows along an axis of size in,
 // as PyTorch's pooling_output_shape counts them: rounded down, or up in
 // ceil mode, where a last window starting past the input and its left
-// padding is dropped. It may be below 1; the caller checks.
+// padding is dropped. It may be below 1; the caller checks. The sizes
+// must have passed [checkExtent]; the stride may be any positive int:
+// rather than add stride-1 and multiply by the stride, as PyTorch does,
+// it divides, which cannot overflow.
 func poolOutputSize(in, kernel, stride, padding, dilation int, ceil bool) int {
 	span := in + 2*padding - dilation*(kernel-1) - 1
-	if ceil {
-		span += stride - 1
-	}
 	out := floorDiv(span, stride) + 1
-	if ceil && (out-1)*stride >= in+padding {
+	if ceil && span%stride != 0 {
+		out++ // rounded up
+	}
+	// The last window starts at (out-1)·stride - padding; in ceil mode it
+	// must start inside the input or its left padding.
+	if ceil && out-1 >= ceilDiv(in+padding, stride) {
 		out--
 	}
 	return out
+}
+
+// ceilDiv returns a/b rounded towards plus infinity, for b > 0.
+func ceilDiv(a, b int) int {
+	q := floorDiv(a, b)
+	if a%b != 0 {
+		q++
+	}
+	return q
 }
 
 // floorDiv returns a/b rounded towards minus infinity, for b > 0.
