@@ -241,26 +241,40 @@ func (l *ConvTranspose2d) Forward(x *vram.Tensor) *vram.Tensor {
 // a stride above 1 maps several output sizes onto one input size, and the
 // output padding (in place of Params.OutputPadding) picks among them, as a
 // decoder matches the size of its encoder's feature map. A size outside
-// the reachable ones panics with an *vram.Error of kind vram.ErrShape.
+// the reachable ones, or parameters whose output sizes overflow an int,
+// panic with an *vram.Error of kind vram.ErrShape; a bad input, weight or
+// parameter panics as in [ConvTranspose2d.Forward].
 func (l *ConvTranspose2d) ForwardSize(x *vram.Tensor, h, w int) *vram.Tensor {
 	const op = "conv_transpose2d"
 	notNil(op, x)
+	notNil(op, l.Weight)
 	s, ws := x.Shape(), l.Weight.Shape()
-	if len(s) < 3 {
-		return l.Forward(x) // vram.ConvTranspose2d names the bad shape
-	}
 	p := l.Params
+	neg := func(v [2]int) bool { return v[0] < 0 || v[1] < 0 }
+	if len(s) < 3 || len(ws) != 4 || neg(p.Stride) || neg(p.Padding) || neg(p.Dilation) {
+		return l.Forward(x) // vram.ConvTranspose2d names the bad shape or parameter
+	}
 	in := [2]int{s[len(s)-2], s[len(s)-1]}
+	var stride, least [2]int
+	for i := range 2 {
+		stride[i] = max(p.Stride[i], 1)
+		dilation := max(p.Dilation[i], 1)
+		// The sizes in float64 first, which cannot overflow.
+		if f := float64(in[i]-1)*float64(stride[i]) - 2*float64(p.Padding[i]) + float64(dilation)*float64(ws[2+i]-1) + 1; math.Abs(f)+float64(stride[i]) >= 1<<62 {
+			panic(&vram.Error{Op: op, Kind: vram.ErrShape,
+				Detail: fmt.Sprintf("input %v with weight %v, stride %v, padding %v and dilation %v gives output sizes that overflow an int",
+					s, ws, p.Stride, p.Padding, p.Dilation)})
+		}
+		least[i] = (in[i]-1)*stride[i] - 2*p.Padding[i] + dilation*(ws[2+i]-1) + 1
+	}
 	want := [2]int{h, w}
 	for i := range 2 {
-		stride, dilation := max(p.Stride[i], 1), max(p.Dilation[i], 1)
-		least := (in[i]-1)*stride - 2*p.Padding[i] + dilation*(ws[2+i]-1) + 1
-		most := least + stride - 1
-		if want[i] < least || want[i] > most {
+		most := least[i] + stride[i] - 1
+		if want[i] < least[i] || want[i] > most {
 			panic(&vram.Error{Op: op, Kind: vram.ErrShape,
-				Detail: fmt.Sprintf("requested output size %v is not reachable from input %v: axis %d takes %d to %d", want, s, i, least, most)})
+				Detail: fmt.Sprintf("requested output size %v is not reachable from input %v: axis %d takes %d to %d", want, s, i, least[i], most)})
 		}
-		p.OutputPadding[i] = want[i] - least
+		p.OutputPadding[i] = want[i] - least[i]
 	}
 	mw, mb, done := l.maskedParams(l.Weight, l.Bias)
 	defer done()

@@ -587,3 +587,47 @@ func TestDropout2dMapsByRank(t *testing.T) {
 		})
 	}
 }
+
+// TestConvTranspose2dForwardSizeBadLayer checks that ForwardSize refuses a
+// layer whose fields were set to what no convolution takes, a weight
+// that is not 4-D or a stride, padding or dilation whose output sizes
+// overflow an int, with an *vram.Error as Forward does, rather than
+// indexing past the weight's shape or reporting wrapped sizes.
+func TestConvTranspose2dForwardSizeBadLayer(t *testing.T) {
+	x := vram.Ones(vram.Shape{1, 2, 4, 4})
+	for _, tc := range []struct {
+		name string
+		set  func(l *nn.ConvTranspose2d)
+		kind error
+		msg  string // in the error
+	}{
+		{"3-D weight", func(l *nn.ConvTranspose2d) { l.Weight = vram.Ones(vram.Shape{2, 2, 3}) }, vram.ErrShape, ""},
+		{"1-D weight", func(l *nn.ConvTranspose2d) { l.Weight = vram.Ones(vram.Shape{2}) }, vram.ErrShape, ""},
+		{"nil weight", func(l *nn.ConvTranspose2d) { l.Weight = nil }, vram.ErrArgument, ""},
+		{"huge stride", func(l *nn.ConvTranspose2d) { l.Params.Stride = [2]int{math.MaxInt, 1} }, vram.ErrShape, "overflow"},
+		{"huge padding", func(l *nn.ConvTranspose2d) { l.Params.Padding = [2]int{1, math.MaxInt / 2} }, vram.ErrShape, "overflow"},
+		{"huge dilation", func(l *nn.ConvTranspose2d) { l.Params.Dilation = [2]int{math.MaxInt / 2, 1} }, vram.ErrShape, "overflow"},
+		{"negative stride", func(l *nn.ConvTranspose2d) { l.Params.Stride = [2]int{-2, 1} }, vram.ErrArgument, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := nn.NewConvTranspose2d(2, 2, 3, nn.ConvOptions{Stride: 2})
+			tc.set(l)
+			err := catchAll(func() { l.ForwardSize(x, 9, 9) })
+			if !errors.Is(err, tc.kind) || !strings.Contains(fmt.Sprint(err), tc.msg) {
+				t.Errorf("error %v, want %v saying %q", err, tc.kind, tc.msg)
+			}
+		})
+	}
+}
+
+// catchAll is vram.Catch that also turns a panic that is not vram's own
+// (a runtime error escaping the API) into an error, so that a table test
+// reports it as a wrong error rather than crashing.
+func catchAll(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic that is not a *vram.Error: %v", r)
+		}
+	}()
+	return vram.Catch(f)
+}
