@@ -31,8 +31,11 @@ type ConvOptions struct {
 	// (padding="same"; see [vram.Conv2dParams].Same): Conv2d only, with
 	// stride 1 and no Padding.
 	PaddingSame bool
-	// PaddingMode is PyTorch's padding_mode: "" or "zeros", the only one
-	// supported; "reflect", "replicate" and "circular" panic.
+	// PaddingMode is PyTorch's padding_mode: "" or "zeros" pads with zeros
+	// inside the convolution; "reflect", "replicate" and "circular" (Conv2d
+	// and Conv1d only, as in PyTorch) make the layer pad its input in that
+	// mode with [vram.Pad] and convolve the result without padding (the
+	// layer's PaddingMode field).
 	PaddingMode string
 }
 
@@ -65,8 +68,10 @@ func (o ConvOptions) params(op string, in, out, kernel int, transposed bool) (vr
 		bad("groups %d must divide both in_channels %d and out_channels %d", groups, in, out)
 	case !transposed && outPad != [2]int{}:
 		bad("OutputPadding applies to ConvTranspose2d only")
-	case o.PaddingMode != "" && o.PaddingMode != "zeros":
-		bad("padding mode %q is not supported; only \"zeros\" is", o.PaddingMode)
+	case !slices.Contains([]string{"", "zeros", "reflect", "replicate", "circular"}, o.PaddingMode):
+		bad("padding mode %q must be one of \"zeros\", \"reflect\", \"replicate\" or \"circular\"", o.PaddingMode)
+	case transposed && o.PaddingMode != "" && o.PaddingMode != "zeros":
+		bad("padding mode %q: only \"zeros\" padding is supported for ConvTranspose2d", o.PaddingMode)
 	case o.PaddingSame && transposed:
 		bad("padding \"same\" applies to Conv2d only")
 	case o.PaddingSame && padding != [2]int{}:
@@ -91,6 +96,53 @@ func (o ConvOptions) params(op string, in, out, kernel int, transposed bool) (vr
 	return p, k
 }
 
+// padMode returns the [vram.PadMode] of o.PaddingMode, which params has
+// checked: PadConstant for zeros.
+func (o ConvOptions) padMode() vram.PadMode {
+	switch o.PaddingMode {
+	case "reflect":
+		return vram.PadReflect
+	case "replicate":
+		return vram.PadReplicate
+	case "circular":
+		return vram.PadCircular
+	}
+	return vram.PadConstant
+}
+
+// modePad returns x padded in mode before a convolution whose kernel is
+// kernel and whose padding, dilation and padding "same" along the last
+// len(kernel) axes are padding, dilation and same, as PyTorch's
+// _conv_forward pads for a padding_mode other than zeros: by the padding
+// on both sides, or for "same" by Dilation·(K-1), half before and the odd
+// one after. pads holds nothing to do for mode PadConstant, for sizes
+// that no convolution takes (a negative padding or dilation, a span past
+// 2^62), which the convolution itself then refuses, and for no padding;
+// then x comes back as it is, with ok false. Otherwise the caller
+// releases the padded x and convolves it without padding.
+func modePad(x *vram.Tensor, mode vram.PadMode, kernel, padding, dilation []int, same bool) (_ *vram.Tensor, ok bool) {
+	if mode == vram.PadConstant {
+		return x, false
+	}
+	pads := make([]int, 0, 2*len(kernel))
+	for i := len(kernel) - 1; i >= 0; i-- { // the last axis first, as vram.Pad takes them
+		d := max(dilation[i], 1)
+		if padding[i] < 0 || dilation[i] < 0 || float64(d)*float64(kernel[i]-1) >= 1<<62 {
+			return x, false
+		}
+		lo, hi := padding[i], padding[i]
+		if same {
+			total := d * (kernel[i] - 1)
+			lo, hi = total/2, total-total/2
+		}
+		pads = append(pads, lo, hi)
+	}
+	if !slices.ContainsFunc(pads, func(v int) bool { return v != 0 }) {
+		return x, false
+	}
+	return vram.Pad(x, pads, mode, 0), true
+}
+
 // Conv2d is a 2-D convolution layer (torch.nn.Conv2d) over inputs
 // [N, C, H, W] (or [C, H, W]); see [vram.Conv2d].
 type Conv2d struct {
@@ -101,6 +153,13 @@ type Conv2d struct {
 	Bias *vram.Tensor
 	// Params are the convolution's stride, padding, dilation and groups.
 	Params vram.Conv2dParams
+	// PaddingMode is how the input is padded by Params.Padding (or, with
+	// Params.Same, as "same" needs): [vram.PadConstant], the zero value,
+	// pads with zeros inside the convolution; [vram.PadReflect],
+	// [vram.PadReplicate] and [vram.PadCircular] pad the input in that mode
+	// with [vram.Pad] first (padding_mode), which panics as Pad does for
+	// sizes the mode cannot take (reflect padding as large as the input).
+	PaddingMode vram.PadMode
 	// WeightMask and BiasMask, set by package nn/prune through
 	// [Conv2d.SetParameterMask], are nil or tensors of zeros and ones of
 	// their parameter's shape: Forward then computes with Weight⊙WeightMask
@@ -117,7 +176,7 @@ type Conv2d struct {
 func NewConv2d(in, out, kernel int, o ConvOptions, opts ...vram.Option) *Conv2d {
 	const op = "conv2d"
 	p, k := o.params(op, in, out, kernel, false)
-	l := &Conv2d{Params: p}
+	l := &Conv2d{Params: p, PaddingMode: o.padMode()}
 	bound := 1 / math.Sqrt(float64(in/p.Groups*k[0]*k[1]))
 	l.Weight = uniformParam(vram.Shape{out, in / p.Groups, k[0], k[1]}, bound, opts)
 	l.RegisterParameterField("weight", &l.Weight)
@@ -146,10 +205,18 @@ func (l *Conv2d) ForwardAct(x *vram.Tensor, act vram.Activation) *vram.Tensor {
 	if rb {
 		defer b.Release()
 	}
-	if act == vram.ActNone {
-		return vram.Conv2d(x, w, b, l.Params)
+	p := l.Params
+	if w != nil && x != nil && w.Dim() == 4 && (x.Dim() == 3 || x.Dim() == 4) {
+		ws := w.Shape()
+		if xp, ok := modePad(x, l.PaddingMode, ws[2:], p.Padding[:], p.Dilation[:], p.Same); ok {
+			defer xp.Release()
+			x, p.Padding, p.Same = xp, [2]int{}, false
+		}
 	}
-	return vram.Conv2dAct(x, w, b, l.Params, act)
+	if act == vram.ActNone {
+		return vram.Conv2d(x, w, b, p)
+	}
+	return vram.Conv2dAct(x, w, b, p, act)
 }
 
 // Conv1d is a 1-D convolution layer (torch.nn.Conv1d) over inputs
@@ -162,6 +229,8 @@ type Conv1d struct {
 	Bias *vram.Tensor
 	// Params are the convolution's stride, padding, dilation and groups.
 	Params vram.Conv1dParams
+	// PaddingMode is how the input is padded, as for [Conv2d].
+	PaddingMode vram.PadMode
 }
 
 // NewConv1d returns a Conv1d layer from in to out channels with a kernel
@@ -180,7 +249,8 @@ func NewConv1d(in, out, kernel int, o ConvOptions, opts ...vram.Option) *Conv1d 
 			Detail: "per-axis pairs (KernelHW, StrideHW, ...) and OutputPadding are 2-D settings; Conv1d takes Stride, Padding, Dilation and Groups"})
 	}
 	p, _ := o.params(op, in, out, kernel, false)
-	l := &Conv1d{Params: vram.Conv1dParams{Stride: p.Stride[1], Padding: p.Padding[1], Dilation: p.Dilation[1], Groups: p.Groups, Same: p.Same}}
+	l := &Conv1d{Params: vram.Conv1dParams{Stride: p.Stride[1], Padding: p.Padding[1], Dilation: p.Dilation[1], Groups: p.Groups, Same: p.Same},
+		PaddingMode: o.padMode()}
 	bound := 1 / math.Sqrt(float64(in/p.Groups*kernel))
 	l.Weight = uniformParam(vram.Shape{out, in / p.Groups, kernel}, bound, opts)
 	l.RegisterParameterField("weight", &l.Weight)
@@ -195,7 +265,14 @@ func NewConv1d(in, out, kernel int, o ConvOptions, opts ...vram.Option) *Conv1d 
 func (l *Conv1d) Forward(x *vram.Tensor) *vram.Tensor {
 	w, b, done := l.maskedParams(l.Weight, l.Bias)
 	defer done()
-	return vram.Conv1d(x, w, b, l.Params)
+	p := l.Params
+	if w != nil && x != nil && w.Dim() == 3 && (x.Dim() == 2 || x.Dim() == 3) {
+		if xp, ok := modePad(x, l.PaddingMode, w.Shape()[2:], []int{p.Padding}, []int{p.Dilation}, p.Same); ok {
+			defer xp.Release()
+			x, p.Padding, p.Same = xp, 0, false
+		}
+	}
+	return vram.Conv1d(x, w, b, p)
 }
 
 // ConvTranspose2d is a 2-D transposed convolution layer

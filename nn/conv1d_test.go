@@ -66,7 +66,7 @@ func TestConv1dLayerErrors(t *testing.T) {
 		{"groups", func() { nn.NewConv1d(3, 2, 3, nn.ConvOptions{Groups: 2}) }},
 		{"kernel", func() { nn.NewConv1d(3, 2, 0, nn.ConvOptions{}) }},
 		{"same stride", func() { nn.NewConv1d(3, 2, 3, nn.ConvOptions{PaddingSame: true, Stride: 2}) }},
-		{"padding mode", func() { nn.NewConv1d(3, 2, 3, nn.ConvOptions{PaddingMode: "reflect"}) }},
+		{"padding mode", func() { nn.NewConv1d(3, 2, 3, nn.ConvOptions{PaddingMode: "mirror"}) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -86,7 +86,7 @@ func TestLayerOptionErrors(t *testing.T) {
 		}},
 		{"zero kernel on one axis", func() { nn.NewConv2d(3, 6, 0, nn.ConvOptions{KernelHW: [2]int{3, 0}}) }},
 		{"negative per-axis padding", func() { nn.NewConv2d(3, 6, 3, nn.ConvOptions{PaddingHW: [2]int{1, -1}}) }},
-		{"reflect padding", func() { nn.NewConv2d(3, 6, 3, nn.ConvOptions{PaddingMode: "reflect"}) }},
+		{"unknown padding mode", func() { nn.NewConv2d(3, 6, 3, nn.ConvOptions{PaddingMode: "mirror"}) }},
 		{"circular padding", func() { nn.NewConvTranspose2d(3, 6, 3, nn.ConvOptions{PaddingMode: "circular"}) }},
 		{"same strided", func() { nn.NewConv2d(3, 6, 3, nn.ConvOptions{PaddingSame: true, StrideHW: [2]int{1, 2}}) }},
 		{"same with padding", func() { nn.NewConv2d(3, 6, 3, nn.ConvOptions{PaddingSame: true, Padding: 1}) }},
