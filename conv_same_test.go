@@ -3,7 +3,9 @@ package vram
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -89,6 +91,37 @@ func TestConv2dSamePaddingErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := Catch(tc.f); !errors.Is(err, ErrArgument) {
 				t.Errorf("error %v, want %v", err, ErrArgument)
+			}
+		})
+	}
+}
+
+// TestConv2dSamePaddingBadKernel checks the kernels padding "same" cannot
+// pad for, which PyTorch refuses too: an empty one (its total padding
+// Dilation·(K-1) is negative; PyTorch ends with "negative padding is not
+// supported"), and a dilation whose padding overflows an int, which must
+// be named as such rather than as the wrapped, negative padding.
+func TestConv2dSamePaddingBadKernel(t *testing.T) {
+	x := rnd(21, 1, 2, 5, 5)
+	for _, tc := range []struct {
+		name string
+		f    func()
+		msg  string // in the error
+	}{
+		{"empty kernel height", func() { Conv2d(x, Ones(Shape{3, 2, 0, 3}, Float64), nil, Conv2dParams{Same: true}) }, "kernel"},
+		{"empty kernel width", func() { Conv2d(x, Ones(Shape{3, 2, 3, 0}, Float64), nil, Conv2dParams{Same: true}) }, "kernel"},
+		{"empty 1-D kernel", func() { Conv1d(rnd(22, 1, 2, 5), Ones(Shape{3, 2, 0}, Float64), nil, Conv1dParams{Same: true}) }, "kernel"},
+		{"dilation wraps", func() {
+			Conv2d(x, Ones(Shape{3, 2, 3, 3}, Float64), nil, Conv2dParams{Same: true, Dilation: [2]int{math.MaxInt, 1}})
+		}, "overflow"},
+		{"dilation wraps on width", func() {
+			Conv2d(x, Ones(Shape{3, 2, 3, 5}, Float64), nil, Conv2dParams{Same: true, Dilation: [2]int{1, math.MaxInt / 3}})
+		}, "overflow"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Catch(tc.f)
+			if !errors.Is(err, ErrShape) || !strings.Contains(fmt.Sprint(err), tc.msg) || strings.Contains(fmt.Sprint(err), "padding -") {
+				t.Errorf("error %v, want %v naming the %s", err, ErrShape, tc.msg)
 			}
 		})
 	}

@@ -26,8 +26,8 @@ type Conv2dParams struct {
 	// (PyTorch's padding="same"; padding="valid" is the zero Padding): a
 	// total of Dilation·(K-1) zeros along each axis, half of it on each
 	// side and the odd one at the bottom or right, as PyTorch pads. It
-	// needs stride 1 and no Padding, and does not apply to
-	// [ConvTranspose2d].
+	// needs stride 1, no Padding and a kernel of at least 1×1, and does
+	// not apply to [ConvTranspose2d].
 	Same bool
 }
 
@@ -476,12 +476,24 @@ func conv2d(op string, x, w, bias *Tensor, p Conv2dParams, transposed bool, act 
 // [N, C, H, W] with w that p.Same asks for: p with half of each axis's
 // total padding Dilation·(K-1) on both sides, and x itself, or, when a
 // total is odd, x with a row or column of zeros more at the bottom or
-// right (recorded, in x's memory format) for the caller to release.
+// right (recorded, in x's memory format) for the caller to release. An
+// empty kernel, whose total would be negative, or one whose total
+// overflows, panics with ErrShape.
 func samePadding(op string, x, w *Tensor, p Conv2dParams) (*Tensor, Conv2dParams) {
 	if len(w.shape) != 4 {
 		fail(op, ErrShape, "weight must be [out_channels, in_channels/groups, kH, kW], got shape %v", Shape(w.shape))
 	}
 	p.Same = false
+	for i := range 2 {
+		k := w.shape[2+i]
+		if k < 1 {
+			fail(op, ErrShape, "padding \"same\" needs a kernel of at least 1x1, got weight %v", Shape(w.shape))
+		}
+		if float64(p.Dilation[i])*float64(k-1) >= maxExtent {
+			fail(op, ErrShape, "padding \"same\" for kernel %v with dilation %v needs a padding that overflows the sizes of a tensor",
+				Shape(w.shape[2:]), p.Dilation)
+		}
+	}
 	xp := x
 	for i := range 2 {
 		total := p.Dilation[i] * (w.shape[2+i] - 1)
