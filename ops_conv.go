@@ -293,8 +293,9 @@ func unbatched(op string, x *Tensor, f func(x *Tensor) *Tensor) *Tensor {
 // row-major. Inside [Autocast] the convolution runs in the region's 16-bit
 // dtype, as matrix products do. The tensors must be floating-point of one
 // dtype ([ErrDType]) on one device; a weight whose channels do not match
-// x's, a kernel larger than the padded input, or parameters whose sizes
-// overflow an int, panics with [ErrShape], a bad parameter with
+// x's or that has fewer than Groups entries along dimension 0 (as PyTorch
+// requires), a kernel larger than the padded input, or parameters whose
+// sizes overflow an int, panics with [ErrShape], a bad parameter with
 // [ErrArgument].
 func Conv2d(x, weight, bias *Tensor, p Conv2dParams) *Tensor {
 	const op = "conv2d"
@@ -375,6 +376,11 @@ func geometry(op string, x, w, bias *Tensor, p Conv2dParams, transposed bool) co
 	checkExtent(op, g.h, g.kh, p.Stride[0], p.Padding[0], p.Dilation[0], p.OutputPadding[0], transposed)
 	checkExtent(op, g.w, g.kw, p.Stride[1], p.Padding[1], p.Dilation[1], p.OutputPadding[1], transposed)
 	G := p.Groups
+	if G > w.shape[0] {
+		// PyTorch's rule; it also bounds the channel counts that G
+		// multiplies below by the weight's size.
+		fail(op, ErrShape, "groups %d needs a weight with at least %d entries along dimension 0, got weight %v", G, G, Shape(w.shape))
+	}
 	if transposed {
 		if w.shape[0] != g.c {
 			fail(op, ErrShape, "weight %v expects %d input channels, got input of shape %v", Shape(w.shape), w.shape[0], Shape(x.shape))
@@ -849,6 +855,8 @@ func (p Conv1dParams) check(op string, xs, ws []int) {
 	groups, dilation := max(p.Groups, 1), max(p.Dilation, 1)
 	c, l := xs[len(xs)-2], xs[len(xs)-1]
 	switch {
+	case groups > ws[0]:
+		fail(op, ErrShape, "groups %d needs a weight with at least %d entries along dimension 0, got weight %v", groups, groups, Shape(ws))
 	case ws[0]%groups != 0 || ws[1]*groups != c:
 		fail(op, ErrShape, "weight %v with groups %d expects input with %d channels and out_channels divisible by the groups, got input %v",
 			Shape(ws), groups, ws[1]*groups, Shape(xs))
