@@ -292,10 +292,36 @@ func NewGroupNormNoAffine(groups, channels int, eps float64) *GroupNorm {
 	return &GroupNorm{NumGroups: groups, NumChannels: channels, Eps: eps}
 }
 
+// check panics, naming op, with an *vram.Error of kind vram.ErrArgument
+// unless NumGroups is positive and divides NumChannels and Weight and Bias
+// are both set or both nil, and of kind vram.ErrShape unless they are
+// [NumChannels]: the checks of [NewGroupNorm], for fields set since.
+func (l *GroupNorm) check(op string) {
+	bad := func(kind error, format string, args ...any) {
+		panic(&vram.Error{Op: op, Kind: kind, Detail: fmt.Sprintf(format, args...)})
+	}
+	if l.NumGroups < 1 || l.NumChannels%l.NumGroups != 0 {
+		bad(vram.ErrArgument, "groups %d must be positive and divide the %d channels", l.NumGroups, l.NumChannels)
+	}
+	if (l.Weight == nil) != (l.Bias == nil) {
+		bad(vram.ErrArgument, "weight and bias must both be set or both be nil, got weight %v and bias %v", l.Weight != nil, l.Bias != nil)
+	}
+	for _, p := range []struct {
+		name string
+		t    *vram.Tensor
+	}{{"weight", l.Weight}, {"bias", l.Bias}} {
+		if p.t != nil && !slices.Equal(p.t.Shape(), vram.Shape{l.NumChannels}) {
+			bad(vram.ErrShape, "%s must be [%d], got shape %v", p.name, l.NumChannels, p.t.Shape())
+		}
+	}
+}
+
 // Forward returns the normalized x [N, C, *], of x's shape and dtype
 // (float32 for a 16-bit x inside an Autocast region, as PyTorch's autocast
 // runs group_norm in float32). It panics with an *vram.Error of kind vram.ErrShape unless x has at least
-// two dimensions and NumChannels channels.
+// two dimensions and NumChannels channels, and as [NewGroupNorm] does for
+// fields set since to what it refuses (NumGroups that do not divide
+// NumChannels), or to a Weight or Bias that is not [NumChannels].
 func (l *GroupNorm) Forward(x *vram.Tensor) *vram.Tensor {
 	const op = "group_norm"
 	notNil(op, x)
@@ -304,6 +330,7 @@ func (l *GroupNorm) Forward(x *vram.Tensor) *vram.Tensor {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape,
 			Detail: fmt.Sprintf("input must be [N, %d, *], got shape %v", l.NumChannels, shape)})
 	}
+	l.check(op)
 	n, g := shape[0], l.NumGroups
 	per := 1
 	for _, d := range shape[1:] {

@@ -450,3 +450,34 @@ func TestBatchNorm1dOneValuePerChannel(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupNormRefusesBadFields checks that GroupNorm.Forward refuses
+// fields set after construction to what NewGroupNorm refuses, as PyTorch's
+// group_norm refuses num_groups that do not divide the channels and
+// per-channel weights of another size, with an *vram.Error rather than a
+// division by zero or a reshape naming shapes the caller never made.
+func TestGroupNormRefusesBadFields(t *testing.T) {
+	x := vram.Randn(vram.Shape{2, 4, 3, 3})
+	for _, tc := range []struct {
+		name string
+		set  func(l *nn.GroupNorm)
+		kind error
+		msg  string // in the error
+	}{
+		{"zero groups", func(l *nn.GroupNorm) { l.NumGroups = 0 }, vram.ErrArgument, "groups"},
+		{"negative groups", func(l *nn.GroupNorm) { l.NumGroups = -2 }, vram.ErrArgument, "groups"},
+		{"groups not dividing the channels", func(l *nn.GroupNorm) { l.NumGroups = 3 }, vram.ErrArgument, "groups"},
+		{"weight of another size", func(l *nn.GroupNorm) { l.Weight = vram.Ones(vram.Shape{3}) }, vram.ErrShape, "weight"},
+		{"bias of another shape", func(l *nn.GroupNorm) { l.Bias = vram.Zeros(vram.Shape{2, 2}) }, vram.ErrShape, "bias"},
+		{"weight without bias", func(l *nn.GroupNorm) { l.Bias = nil }, vram.ErrArgument, "bias"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := nn.NewGroupNorm(2, 4, 1e-5)
+			tc.set(l)
+			err := catchAll(func() { l.Forward(x) })
+			if !errors.Is(err, tc.kind) || !strings.Contains(fmt.Sprint(err), tc.msg) {
+				t.Errorf("error %v, want %v naming the %s", err, tc.kind, tc.msg)
+			}
+		})
+	}
+}
