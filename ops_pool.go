@@ -155,8 +155,9 @@ func MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
 // MaxPool2dWithIndices returns [MaxPool2d] of x and, for each output
 // element, the int64 position h·W + w in its input plane of the element
 // it took (torch.nn.functional.max_pool2d with return_indices=True), of
-// the output's shape. The maximum is always composed from a Gather of the
-// windows, native pooling having no indices. Errors are MaxPool2d's.
+// the output's shape and memory format. The maximum is always composed
+// from a Gather of the windows, native pooling having no indices. Errors
+// are MaxPool2d's.
 func MaxPool2dWithIndices(x *Tensor, p Pool2dParams) (y, indices *Tensor) {
 	const op = "max_pool2d_with_indices"
 	defer asOp(op)
@@ -196,7 +197,7 @@ func maxPool2d(op string, x *Tensor, p Pool2dParams, withIndices bool) (y, indic
 	defer m.Release()
 	y = inputFormat(op, x, m.Reshape(win.shape(x)...))
 	if withIndices {
-		indices = win.positions(taps, win.index())
+		indices = inputFormat(op, x, win.positions(taps, win.index()))
 	}
 	return y, indices
 }
@@ -354,7 +355,8 @@ func AdaptiveMaxPool2d(x *Tensor, outH, outW int) *Tensor {
 
 // AdaptiveMaxPool2dWithIndices returns [AdaptiveMaxPool2d] of x and, for
 // each output element, the int64 position h·W + w in its input plane of
-// the element it took (return_indices=True), of the output's shape.
+// the element it took (return_indices=True), of the output's shape and
+// memory format.
 func AdaptiveMaxPool2dWithIndices(x *Tensor, outH, outW int) (y, indices *Tensor) {
 	const op = "adaptive_max_pool2d_with_indices"
 	defer asOp(op)
@@ -381,7 +383,7 @@ func adaptiveMaxPool2d(op string, x *Tensor, outH, outW int) (y, indices *Tensor
 		defer taps.Release()
 		m := cols.Gather(2, taps)
 		defer m.Release()
-		indices = win.positions(taps, idx)
+		indices = inputFormat(op, x, win.positions(taps, idx))
 		return inputFormat(op, x, m.Reshape(win.shape(x)...))
 	})
 	if x.Dim() == 3 {
