@@ -52,7 +52,7 @@ func refModePad(x []float64, xs vram.Shape, mode string, top, bottom, left, righ
 // mode by its padding (for padding="same", Dilation·(K-1) along an axis,
 // half on each side and the odd one at the bottom or right) and then
 // convolves without padding, as PyTorch's _conv_forward does. The
-// reference pads by hand.
+// reference pads by hand; the layer runs on the CPU and a sim device.
 func TestConvPaddingModes(t *testing.T) {
 	cases := []struct {
 		name string
@@ -96,6 +96,15 @@ func TestConvPaddingModes(t *testing.T) {
 				l.Forward(xg).Sum().Backward()
 				if xg.Grad() == nil || l.Weight.Grad() == nil {
 					t.Errorf("no gradient: input %v, weight %v", xg.Grad() != nil, l.Weight.Grad() != nil)
+				}
+				// A sim device pads and convolves as the CPU does.
+				if sim := vram.Sim(0); sim.Available() {
+					l.To(sim)
+					ys := l.Forward(x.Cast(vram.Float32).To(sim))
+					if ys.Device() != sim {
+						t.Errorf("output on %s, want %s", ys.Device(), sim)
+					}
+					checkValues(t, "sim", ys.Float64s(), want.Float64s(), 1e-5)
 				}
 			})
 		}
