@@ -110,24 +110,26 @@ func (o ConvOptions) padMode() vram.PadMode {
 	return vram.PadConstant
 }
 
-// modePad returns x padded in mode before a convolution whose kernel is
-// kernel and whose padding, dilation and padding "same" along the last
-// len(kernel) axes are padding, dilation and same, as PyTorch's
-// _conv_forward pads for a padding_mode other than zeros: by the padding
-// on both sides, or for "same" by Dilation·(K-1), half before and the odd
-// one after. pads holds nothing to do for mode PadConstant, for sizes
-// that no convolution takes (a negative padding or dilation, a span past
-// 2^62), which the convolution itself then refuses, and for no padding;
-// then x comes back as it is, with ok false. Otherwise the caller
-// releases the padded x and convolves it without padding.
-func modePad(x *vram.Tensor, mode vram.PadMode, kernel, padding, dilation []int, same bool) (_ *vram.Tensor, ok bool) {
+// modePad returns x padded in mode before a convolution whose kernel,
+// stride, padding and dilation along the last len(kernel) axes are
+// kernel, stride, padding and dilation, with padding "same" when same is
+// set, as PyTorch's _conv_forward pads for a padding_mode other than
+// zeros: by the padding on both sides, or for "same" by Dilation·(K-1),
+// half before and the odd one after; the caller releases the result and
+// convolves it without padding. It returns x itself and ok false, for
+// the convolution to pad (or refuse) as it would, for mode PadConstant,
+// for no padding, and for parameters the convolution refuses (a negative
+// padding or dilation, an empty kernel or a span past 2^62, "same" with
+// a stride or a padding), so that it names them.
+func modePad(x *vram.Tensor, mode vram.PadMode, kernel, stride, padding, dilation []int, same bool) (_ *vram.Tensor, ok bool) {
 	if mode == vram.PadConstant {
 		return x, false
 	}
 	pads := make([]int, 0, 2*len(kernel))
 	for i := len(kernel) - 1; i >= 0; i-- { // the last axis first, as vram.Pad takes them
 		d := max(dilation[i], 1)
-		if padding[i] < 0 || dilation[i] < 0 || float64(d)*float64(kernel[i]-1) >= 1<<62 {
+		if padding[i] < 0 || dilation[i] < 0 || kernel[i] < 1 || float64(d)*float64(kernel[i]-1) >= 1<<62 ||
+			same && (stride[i] > 1 || padding[i] != 0) {
 			return x, false
 		}
 		lo, hi := padding[i], padding[i]
@@ -208,7 +210,7 @@ func (l *Conv2d) ForwardAct(x *vram.Tensor, act vram.Activation) *vram.Tensor {
 	p := l.Params
 	if w != nil && x != nil && w.Dim() == 4 && (x.Dim() == 3 || x.Dim() == 4) {
 		ws := w.Shape()
-		if xp, ok := modePad(x, l.PaddingMode, ws[2:], p.Padding[:], p.Dilation[:], p.Same); ok {
+		if xp, ok := modePad(x, l.PaddingMode, ws[2:], p.Stride[:], p.Padding[:], p.Dilation[:], p.Same); ok {
 			defer xp.Release()
 			x, p.Padding, p.Same = xp, [2]int{}, false
 		}
@@ -267,7 +269,7 @@ func (l *Conv1d) Forward(x *vram.Tensor) *vram.Tensor {
 	defer done()
 	p := l.Params
 	if w != nil && x != nil && w.Dim() == 3 && (x.Dim() == 2 || x.Dim() == 3) {
-		if xp, ok := modePad(x, l.PaddingMode, w.Shape()[2:], []int{p.Padding}, []int{p.Dilation}, p.Same); ok {
+		if xp, ok := modePad(x, l.PaddingMode, w.Shape()[2:], []int{p.Stride}, []int{p.Padding}, []int{p.Dilation}, p.Same); ok {
 			defer xp.Release()
 			x, p.Padding, p.Same = xp, 0, false
 		}

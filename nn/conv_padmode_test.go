@@ -147,6 +147,26 @@ func TestConvPaddingModeErrors(t *testing.T) {
 		{"reflect on a 2-D input", func() {
 			nn.NewConv2d(2, 2, 3, nn.ConvOptions{Padding: 1, PaddingMode: "reflect"}).Forward(vram.Ones(vram.Shape{3, 3}))
 		}, vram.ErrShape},
+		{"same with a stride set later", func() {
+			l := nn.NewConv2d(2, 2, 3, nn.ConvOptions{PaddingSame: true, PaddingMode: "reflect"})
+			l.Params.Stride = [2]int{2, 1}
+			l.Forward(vram.Ones(vram.Shape{1, 2, 5, 5}))
+		}, vram.ErrArgument},
+		{"same with a padding set later", func() {
+			l := nn.NewConv2d(2, 2, 3, nn.ConvOptions{PaddingSame: true, PaddingMode: "circular"})
+			l.Params.Padding = [2]int{1, 1}
+			l.Forward(vram.Ones(vram.Shape{1, 2, 5, 5}))
+		}, vram.ErrArgument},
+		{"same with an empty kernel set later", func() {
+			l := nn.NewConv2d(2, 2, 3, nn.ConvOptions{PaddingSame: true, PaddingMode: "replicate"})
+			l.Weight = vram.Ones(vram.Shape{2, 2, 0, 3})
+			l.Forward(vram.Ones(vram.Shape{1, 2, 5, 5}))
+		}, vram.ErrShape},
+		{"1-D same with a stride set later", func() {
+			l := nn.NewConv1d(2, 2, 3, nn.ConvOptions{PaddingSame: true, PaddingMode: "reflect"})
+			l.Params.Stride = 2
+			l.Forward(vram.Ones(vram.Shape{1, 2, 5}))
+		}, vram.ErrArgument},
 		{"negative padding set later", func() {
 			l := nn.NewConv2d(2, 2, 3, nn.ConvOptions{Padding: 1, PaddingMode: "replicate"})
 			l.Params.Padding = [2]int{-1, 1}
