@@ -1,6 +1,9 @@
 package cuda
 
 import (
+	"math"
+	"slices"
+
 	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/native/cuda"
 )
@@ -32,8 +35,9 @@ const poolMaxTaps = 255
 // into y (and, for the backward pass, of the views in same, of x's or
 // y's shape): float32, float16 or bfloat16, x dense channels-last and not
 // also NCHW-contiguous (those keep cuDNN's kernels), y and same dense
-// channels-last, padding at most half the window, and for max pooling at
-// most poolMaxTaps taps a window. The geometry has been checked.
+// channels-last, padding at most half the window, sizes that fit 32 bits,
+// and for max pooling at most poolMaxTaps taps a window. The geometry has
+// been checked.
 func takesPoolNHWC(x, y backend.View, p backend.Pool2DParams, same ...backend.View) bool {
 	switch x.DType {
 	case backend.Float32, backend.Float16, backend.BFloat16:
@@ -49,7 +53,13 @@ func takesPoolNHWC(x, y backend.View, p backend.Pool2DParams, same ...backend.Vi
 		}
 	}
 	for i := range 2 {
-		if 2*p.Padding[i] > p.Kernel[i] || p.Stride[i] < 1 {
+		if 2*p.Padding[i] > p.Kernel[i] || p.Stride[i] < 1 || p.Kernel[i] > math.MaxInt32 || p.Stride[i] > math.MaxInt32 {
+			return false
+		}
+	}
+	// The kernels take sizes as 32-bit ints.
+	for _, n := range append(slices.Clone(x.Shape), y.Shape...) {
+		if n > math.MaxInt32 {
 			return false
 		}
 	}

@@ -40,6 +40,7 @@ func TestTakesPoolNHWC(t *testing.T) {
 		{"padding above half the window", x, y, backend.Pool2DParams{Mode: backend.MaxPool, Kernel: [2]int{2, 2}, Stride: [2]int{2, 2}, Padding: [2]int{2, 0}}, nil, false},
 		{"256 taps of max", x, y, backend.Pool2DParams{Mode: backend.MaxPool, Kernel: [2]int{16, 16}, Stride: [2]int{1, 1}}, nil, false},
 		{"256 taps of average", x, y, backend.Pool2DParams{Mode: backend.AvgPool, Kernel: [2]int{16, 16}, Stride: [2]int{1, 1}}, nil, true},
+		{"a stride past 32 bits", x, y, backend.Pool2DParams{Mode: backend.AvgPool, Kernel: [2]int{3, 3}, Stride: [2]int{1 << 32, 1}}, nil, false},
 		{"zero stride", x, y, backend.Pool2DParams{Mode: backend.AvgPool, Kernel: [2]int{3, 3}}, nil, false},
 	} {
 		if got := takesPoolNHWC(tc.x, tc.y, tc.p, tc.same...); got != tc.want {
