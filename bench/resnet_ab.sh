@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # resnet_ab.sh times the ResNet-50 training step (channels-last, replayed as
-# a CUDA graph, float32 and bf16) of two vram-bench binaries in turn, A then
-# B, twice, with PyTorch's fastest setting for the step (torch.compile and a
+# a CUDA graph, float32 and bf16) of two or more vram-bench binaries in turn,
+# A then B (then C...), twice, with PyTorch's fastest setting for the step (torch.compile and a
 # whole-step CUDA graph, bench/torch_resnet_compile.py) between the rounds,
 # all in one call on the GPU machine: a change is judged against the card's
 # drift within the call rather than against numbers from another machine.
@@ -11,21 +11,22 @@
 #   git worktree add /tmp/base BASE && (cd /tmp/base && CGO_ENABLED=0 go build \
 #     -trimpath -ldflags='-s -w' -o "$OLDPWD/.gpu/vram-bench-base" ./bench/cuda)
 #
-# then, there: bench/resnet_ab.sh [A [B]] (defaults .gpu/vram-bench-base and
-# .gpu/vram-bench; logs and JSON under $OUT).
+# then, there: bench/resnet_ab.sh [BIN...] (default .gpu/vram-bench-base and
+# .gpu/vram-bench, called A and B; more binaries are C, D, ... in the order
+# given; logs and JSON under $OUT).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$ROOT/.gpu/logs}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-A=${1:-$ROOT/.gpu/vram-bench-base}
-B=${2:-$ROOT/.gpu/vram-bench}
+bins=("$@")
+[ ${#bins[@]} -eq 0 ] && bins=("$ROOT/.gpu/vram-bench-base" "$ROOT/.gpu/vram-bench")
+names=(A B C D E F)
 steps=resnet50_step_cl_f32_graph,resnet50_step_cl_bf16_graph
 for round in 1 2; do
-	for side in A B; do
-		bin=$A
-		[ "$side" = B ] && bin=$B
-		timeout 120 "$bin" -only "$steps" -quick >"$OUT/resnet_${side}_$round.json" 2>"$OUT/resnet_${side}_$round.log"
+	for i in "${!bins[@]}"; do
+		side=${names[$i]}
+		timeout 120 "${bins[$i]}" -only "$steps" -quick >"$OUT/resnet_${side}_$round.json" 2>"$OUT/resnet_${side}_$round.log"
 		echo "$side round $round (rc $?):"
 		grep -h '"resnet50_step' "$OUT/resnet_${side}_$round.json" | cut -c1-110
 	done
