@@ -82,16 +82,7 @@ func NewMultiheadAttention(embedDim, numHeads int, o MultiheadAttentionOptions, 
 	if vdim == 0 {
 		vdim = embedDim
 	}
-	switch {
-	case embedDim < 1 || numHeads < 1 || kdim < 1 || vdim < 1:
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
-			Detail: fmt.Sprintf("sizes must be positive, got embed_dim %d, num_heads %d, kdim %d, vdim %d", embedDim, numHeads, kdim, vdim)})
-	case embedDim%numHeads != 0:
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
-			Detail: fmt.Sprintf("embed_dim %d must be divisible by num_heads %d", embedDim, numHeads)})
-	case !(o.Dropout >= 0 && o.Dropout <= 1):
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("dropout probability must be in [0, 1], got %v", o.Dropout)})
-	}
+	checkAttentionSizes(op, embedDim, numHeads, kdim, vdim, o.Dropout)
 	m := &MultiheadAttention{EmbedDim: embedDim, NumHeads: numHeads, KDim: kdim, VDim: vdim,
 		BatchFirst: o.BatchFirst, Dropout: o.Dropout, gen: vram.GeneratorOf(opts...)}
 	xavier := func(out, in int) *vram.Tensor {
@@ -119,6 +110,61 @@ func NewMultiheadAttention(embedDim, numHeads int, o MultiheadAttentionOptions, 
 	}
 	m.RegisterModule("out_proj", m.OutProj)
 	return m
+}
+
+// checkAttentionSizes panics with an *vram.Error of kind vram.ErrArgument
+// naming op when a MultiheadAttention of these sizes and dropout
+// probability cannot run: a size that is not positive, numHeads not
+// dividing embedDim, or a dropout probability outside [0, 1].
+func checkAttentionSizes(op string, embedDim, numHeads, kdim, vdim int, dropout float64) {
+	switch {
+	case embedDim < 1 || numHeads < 1 || kdim < 1 || vdim < 1:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("sizes must be positive, got embed_dim %d, num_heads %d, kdim %d, vdim %d", embedDim, numHeads, kdim, vdim)})
+	case embedDim%numHeads != 0:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("embed_dim %d must be divisible by num_heads %d", embedDim, numHeads)})
+	case !(dropout >= 0 && dropout <= 1):
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("dropout probability must be in [0, 1], got %v", dropout)})
+	}
+}
+
+// check panics with an *vram.Error naming op when m's fields were changed
+// after [NewMultiheadAttention] into a layer it would not have made: of
+// kind vram.ErrArgument for sizes or a dropout probability it refuses and
+// for a missing projection, of kind vram.ErrShape for projections whose
+// shapes do not follow EmbedDim, KDim and VDim. Forward would otherwise
+// divide by a zero head count or fail inside a reshape.
+func (m *MultiheadAttention) check(op string) {
+	checkAttentionSizes(op, m.EmbedDim, m.NumHeads, m.KDim, m.VDim, m.Dropout)
+	e := m.EmbedDim
+	want := func(name string, p *vram.Tensor, shape vram.Shape) {
+		switch {
+		case p == nil:
+			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("%s is nil", name)})
+		case !slices.Equal(p.Shape(), shape):
+			panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf(
+				"%s has shape %v, want %v for embed_dim %d, kdim %d and vdim %d", name, p.Shape(), shape, e, m.KDim, m.VDim)})
+		}
+	}
+	if m.OutProj == nil {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "out_proj is nil"})
+	}
+	if m.InProjWeight != nil || m.KDim == e && m.VDim == e && m.QProjWeight == nil {
+		if m.KDim != e || m.VDim != e {
+			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf(
+				"in_proj_weight packs projections of embed_dim %d features, but kdim is %d and vdim %d", e, m.KDim, m.VDim)})
+		}
+		want("in_proj_weight", m.InProjWeight, vram.Shape{3 * e, e})
+	} else {
+		want("q_proj_weight", m.QProjWeight, vram.Shape{e, e})
+		want("k_proj_weight", m.KProjWeight, vram.Shape{e, m.KDim})
+		want("v_proj_weight", m.VProjWeight, vram.Shape{e, m.VDim})
+	}
+	if m.InProjBias != nil {
+		want("in_proj_bias", m.InProjBias, vram.Shape{3 * e})
+	}
+	want("out_proj.weight", m.OutProj.Weight, vram.Shape{e, e})
 }
 
 // MultiheadForwardOptions are the optional arguments of
@@ -168,13 +214,17 @@ func (m *MultiheadAttention) Forward(x *vram.Tensor) *vram.Tensor {
 // of the wrong rank or sizes, and of kind vram.ErrDType for masks that
 // are neither bool nor floating-point and for inputs that are not
 // floating-point or, outside [vram.Autocast], not of the parameters'
-// dtype.
+// dtype. Fields changed since [NewMultiheadAttention] into what it
+// refuses (a NumHeads that does not divide EmbedDim, a nil or misshapen
+// projection) panic with kind vram.ErrArgument or vram.ErrShape before
+// anything is computed.
 func (m *MultiheadAttention) ForwardQKV(query, key, value *vram.Tensor, o MultiheadForwardOptions) (out, weights *vram.Tensor) {
 	const op = "multihead_attention"
 	defer asOp(op) // the projections' and attention's errors name the layer
 	notNil(op, query)
 	notNil(op, key)
 	notNil(op, value)
+	m.check(op)
 	var ts temps
 	defer ts.release()
 	tmp := ts.add
