@@ -103,14 +103,27 @@ func activation(name string) (vram.Activation, bool) {
 	return vram.ActNone, false
 }
 
+// part is one of a transformer layer's sub-layers, under its state-dict
+// name.
+type part struct {
+	name string
+	m    Module
+}
+
 // layerConfig returns a layer's activation, and panics with an
 // *vram.Error of kind vram.ErrArgument when the layer's fields were
 // changed after construction into something it cannot run: an unknown
-// activation, or a BatchFirst that its attention does not follow.
-func layerConfig(op, name string, batchFirst bool, attns ...*MultiheadAttention) vram.Activation {
+// activation, a sub-layer among parts set to nil, or a BatchFirst that
+// its attention does not follow.
+func layerConfig(op, name string, batchFirst bool, parts []part, attns ...*MultiheadAttention) vram.Activation {
 	act, ok := activation(name)
 	if !ok {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("activation should be relu or gelu, not %q", name)})
+	}
+	for _, p := range parts {
+		if noModule(p.m) == nil {
+			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("sub-layer %s is nil; make a new layer", p.name)})
+		}
 	}
 	for _, a := range attns {
 		if a.BatchFirst != batchFirst {
@@ -287,7 +300,13 @@ func (l *TransformerEncoderLayer) ForwardMasked(src *vram.Tensor, m EncoderMasks
 	const op = "transformer_encoder_layer"
 	defer asOp(op)
 	notNil(op, src)
-	act := layerConfig(op, l.Activation, l.BatchFirst, l.SelfAttn)
+	if l == nil {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "nil layer"})
+	}
+	act := layerConfig(op, l.Activation, l.BatchFirst, []part{
+		{"self_attn", l.SelfAttn}, {"linear1", l.Linear1}, {"dropout", l.Dropout}, {"linear2", l.Linear2},
+		{"norm1", l.Norm1}, {"norm2", l.Norm2}, {"dropout1", l.Dropout1}, {"dropout2", l.Dropout2},
+	}, l.SelfAttn)
 	var ts temps
 	defer ts.release()
 	mo := MultiheadForwardOptions{AttnMask: m.Mask, KeyPaddingMask: m.KeyPaddingMask, Causal: m.Causal}
@@ -403,7 +422,14 @@ func (l *TransformerDecoderLayer) ForwardMemory(tgt, memory *vram.Tensor, m Deco
 	defer asOp(op)
 	notNil(op, tgt)
 	notNil(op, memory)
-	act := layerConfig(op, l.Activation, l.BatchFirst, l.SelfAttn, l.MultiheadAttn)
+	if l == nil {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "nil layer"})
+	}
+	act := layerConfig(op, l.Activation, l.BatchFirst, []part{
+		{"self_attn", l.SelfAttn}, {"multihead_attn", l.MultiheadAttn}, {"linear1", l.Linear1}, {"dropout", l.Dropout},
+		{"linear2", l.Linear2}, {"norm1", l.Norm1}, {"norm2", l.Norm2}, {"norm3", l.Norm3},
+		{"dropout1", l.Dropout1}, {"dropout2", l.Dropout2}, {"dropout3", l.Dropout3},
+	}, l.SelfAttn, l.MultiheadAttn)
 	var ts temps
 	defer ts.release()
 	x := ts.add(residual(tgt, l.NormFirst, l.Norm1, func(x *vram.Tensor) *vram.Tensor {
