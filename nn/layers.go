@@ -372,12 +372,7 @@ func NewEmbeddingOptions(num, dim int, o EmbeddingOptions, opts ...vram.Option) 
 // returns one without weights.
 func newEmbedding(num int, o EmbeddingOptions) *Embedding {
 	const op = "embedding"
-	switch {
-	case !(o.MaxNorm >= 0) || math.IsInf(o.MaxNorm, 1):
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("max norm must be positive and finite, or 0 for none; got %v", o.MaxNorm)})
-	case math.IsNaN(o.NormType):
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "norm type is NaN"})
-	}
+	checkNormBound(op, o.MaxNorm, o.NormType)
 	e := &Embedding{MaxNorm: o.MaxNorm, NormType: o.NormType, ScaleGradByFreq: o.ScaleGradByFreq}
 	if o.PaddingIdx != nil {
 		p := *o.PaddingIdx
@@ -390,6 +385,39 @@ func newEmbedding(num int, o EmbeddingOptions) *Embedding {
 		e.PaddingIdx = &p
 	}
 	return e
+}
+
+// checkNormBound panics with an *vram.Error of kind vram.ErrArgument
+// naming op unless maxNorm is 0 or positive and finite and normType is a
+// number.
+func checkNormBound(op string, maxNorm, normType float64) {
+	switch {
+	case !(maxNorm >= 0) || math.IsInf(maxNorm, 1):
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("max norm must be positive and finite, or 0 for none; got %v", maxNorm)})
+	case math.IsNaN(normType):
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "norm type is NaN"})
+	}
+}
+
+// check panics with an *vram.Error naming op when e's fields were changed
+// after construction into a layer that its constructors would not make,
+// before Forward changes anything: of kind vram.ErrArgument for a nil
+// Weight, a MaxNorm or NormType they refuse, or a PaddingIdx outside
+// [0, num); of kind vram.ErrShape for a Weight that is not 2-D; of kind
+// vram.ErrDType for a Weight that MaxNorm must renormalise and that is not
+// floating-point.
+func (e *Embedding) check(op string) {
+	checkNormBound(op, e.MaxNorm, e.NormType)
+	switch w := e.Weight; {
+	case w == nil:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "weight is nil"})
+	case w.Dim() != 2:
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("weight must be [num_embeddings, dim], got %v", w.Shape())})
+	case e.MaxNorm > 0 && !w.DType().IsFloat():
+		panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("max norm renormalises a floating-point weight, got %s", w.DType())})
+	case e.PaddingIdx != nil && (*e.PaddingIdx < 0 || *e.PaddingIdx >= w.Size(0)):
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("padding index %d must be in [0, %d)", *e.PaddingIdx, w.Size(0))})
+	}
 }
 
 // NewEmbeddingFromPretrained returns an Embedding whose table is a copy
@@ -424,8 +452,18 @@ func NewEmbeddingFromPretrained(weights *vram.Tensor, freeze bool, o EmbeddingOp
 // PaddingIdx get its row and pass no gradient to it. With MaxNorm, the
 // rows looked up are first renormalised in place; with ScaleGradByFreq,
 // each row's gradient is divided by its count in x.
+//
+// It panics with an *vram.Error naming embedding, before it changes
+// Weight: of kind vram.ErrIndex for an index outside [0, num), as
+// PyTorch refuses one, of kind vram.ErrDType for indices that are not
+// int64 or int32, and as the constructors do for fields changed since
+// into what they refuse (a nil or non-2-D Weight, a PaddingIdx outside
+// [0, num), a MaxNorm that is negative, NaN or infinite).
 func (e *Embedding) Forward(x *vram.Tensor) *vram.Tensor {
-	notNil("embedding", x)
+	const op = "embedding"
+	defer asOp(op)
+	notNil(op, x)
+	e.check(op)
 	if e.MaxNorm > 0 {
 		e.renorm(x)
 	}
