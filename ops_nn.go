@@ -372,7 +372,10 @@ func MSELoss(pred, target *Tensor) *Tensor {
 // float16 and bfloat16 tensors, the result rounded once (as PyTorch's
 // kernels do); the backward pass recomputes the normalised input from t
 // and the saved mean and reciprocal deviation, which are all it keeps
-// besides t, weight and bias.
+// besides t, weight and bias. It panics with [ErrShape] when
+// normalizedShape is empty or does not match the end of t's shape or
+// weight's and bias's, with [ErrDType] for integer or bool tensors, and
+// with [ErrArgument] for a NaN or infinite eps (every output NaN or 0).
 func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float64) *Tensor {
 	if up, done := autocastUp(t); up != t {
 		defer done()
@@ -389,6 +392,9 @@ func LayerNorm(t *Tensor, normalizedShape []int, weight, bias *Tensor, eps float
 		if p != nil && !slices.Equal(p.shape, normalizedShape) {
 			fail(op, ErrShape, "weight/bias shape %v must equal normalized shape %v", Shape(p.shape), Shape(normalizedShape))
 		}
+	}
+	if math.IsNaN(eps) || math.IsInf(eps, 0) {
+		fail(op, ErrArgument, "eps must be finite, got %v", eps)
 	}
 	_, held := sameDevice(op, compact([]*Tensor{t, weight, bias})...)
 	defer held.unpin()

@@ -264,8 +264,11 @@ func checkEps(op string, eps float64) {
 // are computed in float32 or wider whatever x's dtype; when x is 16-bit and
 // the parameters are float32 (a model converted with Half or BFloat16), the
 // result is cast back to x's dtype. Inside an Autocast region a 16-bit x
-// gives float32, as PyTorch's autocast runs layer_norm in float32.
+// gives float32, as PyTorch's autocast runs layer_norm in float32. An
+// Eps changed since construction into one the constructors refuse panics
+// with an *vram.Error of kind vram.ErrArgument.
 func (l *LayerNorm) Forward(x *vram.Tensor) *vram.Tensor {
+	checkEps("layer_norm", l.Eps)
 	w, b, done := l.maskedParams(l.Weight, l.Bias)
 	defer done()
 	y := vram.LayerNorm(x, l.NormalizedShape, w, b, l.Eps)
