@@ -104,9 +104,13 @@ func attention(q, k, v *Tensor, o AttentionOptions, want bool) (out, weights *Te
 				hq, hk, hv, Shape(q.shape), Shape(k.shape), Shape(v.shape))
 		}
 		groups = hq / hk
+		// The dimensions before the heads broadcast on their own; checked
+		// here, the error names the caller's shapes, not those of the
+		// repeated key and value.
+		broadcastShapes(op, q.shape[:nq-3], k.shape[:nk-3], v.shape[:nv-3])
 	}
 	kb, vb := slices.Clone(k.shape[:nk-2]), slices.Clone(v.shape[:nv-2])
-	if groups > 1 {
+	if groups != 1 { // 0 for a query of no heads, as in PyTorch
 		kb[len(kb)-1] *= groups
 		vb[len(vb)-1] *= groups
 	}
@@ -134,7 +138,7 @@ func attention(q, k, v *Tensor, o AttentionOptions, want bool) (out, weights *Te
 		scale = 1 / math.Sqrt(float64(max(e, 1)))
 	}
 	Tidy(func() {
-		if groups > 1 {
+		if groups != 1 {
 			k, v = repeatHeads(k, groups), repeatHeads(v, groups)
 		}
 		// Scaling q rather than the scores keeps 16-bit products in range
