@@ -576,7 +576,7 @@ func runStack(x *vram.Tensor, n int, norm Module, layer func(i int, x *vram.Tens
 	for i := range n {
 		step(layer(i, cur))
 	}
-	if norm != nil {
+	if norm = noModule(norm); norm != nil { // a nil *LayerNorm set since is no norm, as the constructors take it
 		step(norm.Forward(cur))
 	}
 	if cur == x {
@@ -697,12 +697,16 @@ func (t *Transformer) Forward(*vram.Tensor) *vram.Tensor {
 // result; the memory is released once the decoder is done with it.
 //
 // It panics with an *vram.Error of kind vram.ErrShape when src and tgt
-// differ in rank or batch size or do not have DModel features, and as
-// the layers' forwards do for bad masks.
+// differ in rank or batch size or do not have DModel features, of kind
+// vram.ErrArgument for an Encoder or Decoder set to nil, and as the
+// layers' forwards do for bad masks.
 func (t *Transformer) ForwardSrcTgt(src, tgt *vram.Tensor, m TransformerMasks) *vram.Tensor {
 	const op = "transformer"
 	notNil(op, src)
 	notNil(op, tgt)
+	if t.Encoder == nil || t.Decoder == nil {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "the encoder or the decoder is nil; make a new transformer"})
+	}
 	batch := 1
 	if t.BatchFirst {
 		batch = 0

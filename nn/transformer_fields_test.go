@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -57,6 +58,16 @@ func TestTransformerNilSubLayers(t *testing.T) {
 			d.Layers[0] = nil
 			d.ForwardMemory(x, x, nn.DecoderMasks{})
 		}},
+		{"transformer encoder", "transformer", func() {
+			m := nn.NewTransformer(4, 2, 1, 1, o)
+			m.Encoder = nil
+			m.ForwardSrcTgt(x, x, nn.TransformerMasks{})
+		}},
+		{"transformer decoder", "transformer", func() {
+			m := nn.NewTransformer(4, 2, 1, 1, o)
+			m.Decoder = nil
+			m.ForwardSrcTgt(x, x, nn.TransformerMasks{})
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,5 +85,37 @@ func TestTransformerNilSubLayers(t *testing.T) {
 				t.Fatalf("got %v, want a %s error of kind ErrArgument", err, tc.op)
 			}
 		})
+	}
+}
+
+// TestTransformerStackNilPointerNorm sets a stack's Norm to a nil
+// *LayerNorm after construction: as NewTransformerEncoder and
+// NewTransformerDecoder take such a norm, the stack runs without one
+// rather than call Forward on nil.
+func TestTransformerStackNilPointerNorm(t *testing.T) {
+	o := nn.TransformerOptions{DimFeedforward: 6, NoDropout: true}
+	x := vram.Randn(vram.Shape{3, 2, 4}, vram.WithGenerator(vram.NewGenerator(3)))
+	var none *nn.LayerNorm
+	e := nn.NewTransformerEncoder(nn.NewTransformerEncoderLayer(4, 2, o, vram.WithGenerator(vram.NewGenerator(1))), 2, nn.NewLayerNorm([]int{4}, 1e-5))
+	d := nn.NewTransformerDecoder(nn.NewTransformerDecoderLayer(4, 2, o, vram.WithGenerator(vram.NewGenerator(2))), 2, nn.NewLayerNorm([]int{4}, 1e-5))
+	e.Norm, d.Norm = none, none
+	for name, run := range map[string]func() *vram.Tensor{
+		"encoder": func() *vram.Tensor { return e.Forward(x) },
+		"decoder": func() *vram.Tensor { return d.ForwardMemory(x, x, nn.DecoderMasks{}) },
+	} {
+		var y *vram.Tensor
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("%s: panicked with %T %v", name, r, r)
+				}
+			}()
+			if err := vram.Catch(func() { y = run() }); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}()
+		if !slices.Equal(y.Shape(), x.Shape()) {
+			t.Errorf("%s: shape %v, want %v", name, y.Shape(), x.Shape())
+		}
 	}
 }
