@@ -145,11 +145,17 @@ func (l *InstanceNorm) optionalState() []string {
 // statistics, NumFeatures channels, and when it normalizes with the
 // instance's statistics unless there is more than one spatial element,
 // as PyTorch requires; with a *vram.DeviceMismatchError, changing
-// nothing, for an x on another device than the layer's tensors.
+// nothing, for an x on another device than the layer's tensors; and with
+// kind vram.ErrArgument, changing nothing, for an Eps or Momentum changed
+// since construction into what the constructors refuse.
 func (l *InstanceNorm) Forward(x *vram.Tensor) *vram.Tensor {
 	op := l.op()
 	defer asOp(op)
 	notNil(op, x)
+	checkEps(op, l.Eps)
+	if !(l.Momentum >= 0 && l.Momentum <= 1) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("momentum %v must be in [0, 1]", l.Momentum)})
+	}
 	sameDevice(op, x, l.Weight, l.Bias, l.RunningMean, l.RunningVar, l.NumBatchesTracked)
 	if d := x.Dim(); d == l.Spatial+1 {
 		u := x.Unsqueeze(0)
