@@ -74,19 +74,27 @@ func (d Device) applyOption(o *options) { o.device = d; o.deviceSet = true }
 
 // ParseDevice parses "cpu", "cuda" (the current CUDA device), "cuda:N",
 // "sim" and "sim:N". Spaces around the string are ignored; anything else is
-// an error that lists the accepted forms.
+// an [*Error] of kind [ErrArgument] that quotes the string and lists the
+// accepted forms.
 func ParseDevice(s string) (Device, error) {
 	t := strings.TrimSpace(s)
 	kind, idx, hasIdx := strings.Cut(t, ":")
 	bad := func(why string) (Device, error) {
-		return Device{}, fmt.Errorf("vram: bad device %q: %s (want cpu, cuda, cuda:N or sim:N)", s, why)
+		return Device{}, &Error{Kind: ErrArgument, Detail: fmt.Sprintf("bad device %q: %s (want cpu, cuda, cuda:N or sim:N)", s, why)}
 	}
 	switch kind {
 	case "cpu", "cuda", "sim":
 	case "":
 		return bad("empty device kind")
 	default:
-		return bad("unknown device kind " + strconv.Quote(kind))
+		why := "unknown device kind " + strconv.Quote(kind)
+		switch low := strings.ToLower(kind); {
+		case low == "gpu":
+			why += `; GPUs are "cuda" or "cuda:N"`
+		case low == "cpu" || low == "cuda" || low == "sim":
+			why += "; device kinds are lower case"
+		}
+		return bad(why)
 	}
 	if !hasIdx {
 		switch kind {
@@ -96,6 +104,9 @@ func ParseDevice(s string) (Device, error) {
 			return Sim(0), nil
 		}
 		return CPU, nil
+	}
+	if len(idx) > 1 && idx[0] == '-' && strings.Trim(idx[1:], "0123456789") == "" {
+		return bad("device index must not be negative")
 	}
 	n, err := units.ParseCount("device index", idx, 0, math.MaxInt32)
 	if err != nil {
@@ -107,12 +118,12 @@ func ParseDevice(s string) (Device, error) {
 	return Device{Kind: kind, Index: int(n)}, nil
 }
 
-// MustParseDevice is like [ParseDevice] but panics with an [*Error] on a bad
-// string.
+// MustParseDevice is like [ParseDevice] but panics with its [*Error] on a
+// bad string.
 func MustParseDevice(s string) Device {
 	d, err := ParseDevice(s)
 	if err != nil {
-		panic(&Error{Op: "parse device", Kind: ErrArgument, Detail: err.Error()})
+		panic(err)
 	}
 	return d
 }
@@ -262,9 +273,15 @@ func deviceFor(d Device) (*devState, error) {
 		if d.Kind == "cuda" {
 			hint = "; check with vram.CUDAAvailable() and use vram.CPU when it is false"
 		}
-		count := fmt.Sprintf("there are %d %s devices", n, d.Kind)
+		count := fmt.Sprintf("there are %d %s devices, %s:0 to %s:%d", n, d.Kind, d.Kind, d.Kind, n-1)
 		if n == 1 {
-			count = fmt.Sprintf("there is 1 %s device", d.Kind)
+			count = fmt.Sprintf("there is 1 %s device, %s:0", d.Kind, d.Kind)
+		}
+		if d.Kind == "sim" {
+			hint = "; vram.Config.SimDevices or VRAM_SIM_DEVICES sets their number"
+		}
+		if d.Index < 0 {
+			count = "device index must not be negative: " + count
 		}
 		e := &Error{Op: "device", Kind: ErrUnavailable, Detail: fmt.Sprintf("%s: %s%s", d, count, hint)}
 		if n == 0 {

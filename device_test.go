@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -165,4 +166,71 @@ func TestDeviceMismatch(t *testing.T) {
 
 func contains(s, sub string) bool {
 	return len(sub) == 0 || len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub))
+}
+
+// TestParseDeviceErrors checks the errors a new user meets first: each is
+// of kind ErrArgument, quotes the string given, says what is wrong with it
+// in PyTorch's words where PyTorch has some, and MustParseDevice panics
+// with the same error rather than one wrapped in a second "vram:".
+func TestParseDeviceErrors(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"cuda:x", []string{`"cuda:x"`, `index "x" is not a whole number`}},
+		{"gpu", []string{`"gpu"`, `unknown device kind "gpu"`, `GPUs are "cuda" or "cuda:N"`}},
+		{"GPU:0", []string{`"GPU:0"`, `GPUs are "cuda" or "cuda:N"`}},
+		{"CUDA:0", []string{`"CUDA:0"`, `device kinds are lower case`}},
+		{"cuda:-1", []string{`"cuda:-1"`, "device index must not be negative"}},
+		{"sim:-3", []string{`"sim:-3"`, "device index must not be negative"}},
+		{"cpu:1", []string{`"cpu:1"`, "the CPU has only index 0"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			_, err := ParseDevice(tc.in)
+			if !errors.Is(err, ErrArgument) {
+				t.Fatalf("ParseDevice(%q) = %v, want an error of kind ErrArgument", tc.in, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("ParseDevice(%q) = %q, want it to contain %q", tc.in, err, w)
+				}
+			}
+			perr := Catch(func() { MustParseDevice(tc.in) })
+			if perr == nil || perr.Error() != err.Error() {
+				t.Errorf("MustParseDevice(%q) panicked with %v, want %v", tc.in, perr, err)
+			}
+		})
+	}
+}
+
+// TestMissingDeviceErrors checks that using a device index the process
+// has no device for says which indices exist, and that a negative index
+// says it is negative rather than counting the devices.
+func TestMissingDeviceErrors(t *testing.T) {
+	n := SimDeviceCount()
+	if n == 0 {
+		t.Skip("no sim devices")
+	}
+	last := fmt.Sprintf("sim:%d", n-1)
+	tests := []struct {
+		dev  Device
+		want []string
+	}{
+		{Sim(-1), []string{"sim:-1", "device index must not be negative", "sim:0 to " + last}},
+		{Sim(n), []string{fmt.Sprintf("sim:%d", n), "sim:0 to " + last, "Config.SimDevices"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.dev.String(), func(t *testing.T) {
+			err := Catch(func() { Ones(Shape{2}, tc.dev) })
+			if !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("Ones on %v: %v, want an error of kind ErrUnavailable", tc.dev, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Ones on %v: %q, want it to contain %q", tc.dev, err, w)
+				}
+			}
+		})
+	}
 }

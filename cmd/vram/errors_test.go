@@ -401,7 +401,7 @@ func TestDemoListsOnlyUsableDevices(t *testing.T) {
 	if code != exitUsage {
 		t.Errorf("exit %d, want %d", code, exitUsage)
 	}
-	checkErrorLine(t, stderr, "there is 1 sim device (available here: cpu, sim:0)")
+	checkErrorLine(t, stderr, "there is 1 sim device, sim:0; vram.Config.SimDevices or VRAM_SIM_DEVICES sets their number (available here: cpu, sim:0)")
 	for _, env := range badEnvironments {
 		code, _, stderr := runCLIProcess(t, []string{env.name + "=" + env.value}, "demo", "--device", "sim:0")
 		if code != exitFailure {
