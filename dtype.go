@@ -1,7 +1,9 @@
 package vram
 
 import (
+	"fmt"
 	"math"
+	"strings"
 
 	"github.com/vramgo/vram/backend"
 )
@@ -33,10 +35,19 @@ func (d DType) Size() int { return backend.DType(d).Size() }
 // IsFloat reports whether d is a floating-point type.
 func (d DType) IsFloat() bool { return backend.DType(d).IsFloat() }
 
-// ParseDType returns the dtype named s ("float32", "bf16", "half", "long", ...).
+// ParseDType returns the dtype named s ("float32", "bf16", "half", "long",
+// ...). A name it does not know is an [*Error] of kind [ErrArgument] that
+// lists the names it takes.
 func ParseDType(s string) (DType, error) {
 	d, err := backend.ParseDType(s)
-	return DType(d), err
+	if err != nil {
+		detail := fmt.Sprintf("unknown dtype %q (want float32, float64, float16, bfloat16, int32, int64, int8 or bool; or float, fp32, double, fp64, half, fp16, bf16, int, long, char)", s)
+		if name, ok := strings.CutPrefix(s, "torch."); ok {
+			detail += fmt.Sprintf("; write PyTorch's names without \"torch.\": %q", name)
+		}
+		return DType(d), &Error{Kind: ErrArgument, Detail: detail}
+	}
+	return DType(d), nil
 }
 
 func (d DType) applyOption(o *options) { o.dtype = d }
