@@ -38,14 +38,11 @@ import (
 
 func main() {
 	var o options
-	flag.IntVar(&o.steps, "steps", 30, "training steps")
-	flag.IntVar(&o.accumulate, "accumulate", 1, "micro-batches per step, all but the last under NoSync")
-	flag.IntVar(&o.metricsPort, "metrics-port", 0, "serve each rank's allocator metrics at this port plus LOCAL_RANK (0: none)")
-	flag.StringVar(&o.backend, "backend", "auto", "collectives: auto, nccl or tcp")
-	flag.Parse()
-	if err := o.check(flag.Args()); err != nil {
+	fs := newFlags(&o, os.Stderr, flag.ExitOnError)
+	fs.Parse(os.Args[1:]) // exits on -h (0) and on a bad flag (2)
+	if err := o.check(fs.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "ddp:", err)
-		flag.Usage()
+		fs.Usage()
 		os.Exit(2)
 	}
 	l, err := parallel.LaunchEnv()
@@ -57,6 +54,28 @@ func main() {
 		fmt.Fprintf(os.Stderr, "ddp: rank %d: %v\n", l.Rank, err)
 		os.Exit(1)
 	}
+}
+
+// about says what the example does, for -h.
+const about = `Ddp trains a small MLP with distributed data parallelism, a job of one rank
+on its own, or one rank per process under vram run:
+
+  vram run --nproc-per-node 2 go run ./examples/ddp --accumulate 2`
+
+// newFlags returns the example's flags, set into o, whose usage message
+// (written to w) says what the example does and lists them.
+func newFlags(o *options, w io.Writer, h flag.ErrorHandling) *flag.FlagSet {
+	fs := flag.NewFlagSet("ddp", h)
+	fs.SetOutput(w)
+	fs.IntVar(&o.steps, "steps", 30, "training steps")
+	fs.IntVar(&o.accumulate, "accumulate", 1, "micro-batches per step, all but the last under NoSync")
+	fs.IntVar(&o.metricsPort, "metrics-port", 0, "serve each rank's allocator metrics at this port plus LOCAL_RANK (0: none)")
+	fs.StringVar(&o.backend, "backend", "auto", "collectives: auto, nccl or tcp")
+	fs.Usage = func() {
+		fmt.Fprintf(w, "usage: ddp [flags]\n\n%s\n\nFlags:\n", about)
+		fs.PrintDefaults()
+	}
+	return fs
 }
 
 type options struct {
@@ -78,6 +97,8 @@ func (o options) check(args []string) error {
 		return fmt.Errorf("--accumulate %d: a step has at least 1 micro-batch", o.accumulate)
 	case o.metricsPort < 0 || o.metricsPort > 65535:
 		return fmt.Errorf("--metrics-port %d: want a TCP port, 1 to 65535, or 0 for none", o.metricsPort)
+	case o.backend != "auto" && o.backend != "nccl" && o.backend != "tcp":
+		return fmt.Errorf("--backend %q: want auto, nccl or tcp", o.backend)
 	}
 	return nil
 }

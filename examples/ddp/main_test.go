@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"flag"
 	"math"
 	"os/exec"
 	"path/filepath"
@@ -56,7 +58,8 @@ func TestOptionsCheck(t *testing.T) {
 		want string // in the error; "" for none
 	}{
 		{"defaults", good, nil, ""},
-		{"metrics port", options{steps: 1, accumulate: 2, metricsPort: 9500}, nil, ""},
+		{"metrics port", options{steps: 1, accumulate: 2, metricsPort: 9500, backend: "tcp"}, nil, ""},
+		{"unknown backend", options{steps: 1, accumulate: 1, backend: "gloo"}, nil, `--backend "gloo"`},
 		{"no steps", options{steps: 0, accumulate: 1}, nil, "--steps 0"},
 		{"negative steps", options{steps: -3, accumulate: 1}, nil, "--steps -3"},
 		{"no micro-batches", options{steps: 5, accumulate: 0}, nil, "--accumulate 0"},
@@ -127,5 +130,28 @@ func TestUnderVramRun(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUsage checks that -h says what the example does before listing its
+// flags with their defaults, as the other examples' -h does, and that a
+// collective backend the example has not is refused before training.
+func TestUsage(t *testing.T) {
+	var o options
+	var b bytes.Buffer
+	fs := newFlags(&o, &b, flag.ContinueOnError)
+	if err := fs.Parse([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	for _, w := range []string{"usage: ddp [flags]", "distributed data parallelism", "vram run --nproc-per-node 2", "-steps int", "(default 30)", `(default "auto")`} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("-h lacks %q:\n%s", w, b.String())
+		}
+	}
+	if err := fs.Parse([]string{"--backend", "gloo"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.check(nil); err == nil || !strings.Contains(err.Error(), `--backend "gloo"`) {
+		t.Errorf("check with --backend gloo: %v, want an error naming it", err)
 	}
 }
