@@ -460,3 +460,35 @@ func TestFailedFactoryLeavesNothing(t *testing.T) {
 		t.Errorf("%d bytes allocated after the failed factories, %d before", after, before)
 	}
 }
+
+// TestReleasedErrorSaysHowToFix checks the error of a tensor used after its
+// release, the first one a program that releases by hand or uses Tidy
+// meets: it names the tensor and the operation, and says how the tensor
+// came to be released and how to keep it.
+func TestReleasedErrorSaysHowToFix(t *testing.T) {
+	released := vram.Ones(vram.Shape{2, 3})
+	released.Release()
+	var made *vram.Tensor
+	vram.Tidy(func() { made = vram.Ones(vram.Shape{4}) })
+	tests := []struct {
+		name string
+		use  func()
+	}{
+		{"add", func() { vram.Ones(vram.Shape{2, 3}).Add(released) }},
+		{"item", func() { released.Item() }},
+		{"made inside Tidy", func() { made.Sum() }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := vram.Catch(tc.use)
+			if !errors.Is(err, vram.ErrReleased) {
+				t.Fatalf("%v, want an error of kind ErrReleased", err)
+			}
+			for _, w := range []string{"was already released", "vram.Tidy", "vram.Keep", "Clone"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}

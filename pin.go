@@ -61,7 +61,10 @@ func pin(op string, ts ...*Tensor) pins {
 	return p
 }
 
-// failReleased panics with the ErrReleased error of a use of t.
+// failReleased panics with the ErrReleased error of a use of t, saying the
+// two ways a tensor is released and how to keep one.
 func failReleased(op string, t *Tensor) {
-	fail(op, ErrReleased, "tensor %v %s on %s was already released", Shape(t.shape), t.dtype, t.ref.st.ds.dev)
+	fail(op, ErrReleased, "tensor %v %s on %s was already released, by its Release or by the vram.Tidy it was made in; "+
+		"use it before then, pass it to vram.Keep inside the Tidy, or Clone what must outlive it",
+		Shape(t.shape), t.dtype, t.ref.st.ds.dev)
 }
