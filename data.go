@@ -224,14 +224,15 @@ func (t *Tensor) Bools() []bool {
 
 // Item returns the value of a one-element tensor as a float64 (Python's
 // .item()): a plain number that holds no graph and no device memory, the
-// right way to accumulate a running loss. It panics with [ErrShape] if t has
-// more than one element. It synchronizes with the device. An int64 beyond
+// right way to accumulate a running loss. It panics with [ErrShape] unless t
+// has exactly one element. It synchronizes with the device. An int64 beyond
 // ±2^53 is rounded to the nearest float64, where PyTorch's item() gives a
 // Python int: read such values with [Tensor.Int64s].
 func (t *Tensor) Item() float64 {
 	t.live("item")
 	if t.NumElements() != 1 {
-		fail("item", ErrShape, "only one-element tensors can be converted to a number, got shape %v", Shape(t.shape))
+		fail("item", ErrShape, "a tensor with %d elements (shape %v) cannot be converted to a number: only one-element tensors can; "+
+			"reduce it first (Sum, Mean) or read its elements with Float64s", t.NumElements(), Shape(t.shape))
 	}
 	b := t.hostBytes("item")
 	return load(t.dtype, b, 0)

@@ -492,3 +492,28 @@ func TestReleasedErrorSaysHowToFix(t *testing.T) {
 		})
 	}
 }
+
+// TestItemErrorSaysHowToFix checks that Item on a tensor of other than one
+// element says, as PyTorch does, how many elements it has, with its shape,
+// and what to call instead.
+func TestItemErrorSaysHowToFix(t *testing.T) {
+	for _, tc := range []struct {
+		shape vram.Shape
+		want  string
+	}{
+		{vram.Shape{2, 3}, "a tensor with 6 elements (shape [2, 3]) cannot be converted to a number"},
+		{vram.Shape{0}, "a tensor with 0 elements (shape [0]) cannot be converted to a number"},
+	} {
+		t.Run(fmt.Sprint(tc.shape), func(t *testing.T) {
+			err := vram.Catch(func() { vram.Ones(tc.shape).Item() })
+			if !errors.Is(err, vram.ErrShape) {
+				t.Fatalf("%v, want an error of kind ErrShape", err)
+			}
+			for _, w := range []string{tc.want, "Sum", "Float64s"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
