@@ -443,6 +443,7 @@ func Solve(a, b *Tensor, left bool) *Tensor {
 	if vector && !left {
 		fail(op, ErrShape, "a batch of vectors B %v is not supported with left=false; pass it as rows, B.Unsqueeze(-2)", Shape(b.shape))
 	}
+	aShape, bShape := Shape(a.shape), Shape(b.shape) // as given, for errors
 	return composed(op, func() *Tensor {
 		if !left {
 			a, b = a.MT(), b.MT()
@@ -451,7 +452,11 @@ func Solve(a, b *Tensor, left bool) *Tensor {
 			b = b.Unsqueeze(-1)
 		}
 		if b.shape[len(b.shape)-2] != a.shape[ra-1] {
-			fail(op, ErrShape, "incompatible shapes of A %v and B %v", Shape(a.shape), Shape(b.shape))
+			want := "(…, n, k) or (…, n)"
+			if !left {
+				want = "(…, k, n)"
+			}
+			fail(op, ErrShape, "incompatible shapes of A %v and B %v: for A (…, n, n), B must be %s", aShape, bShape, want)
 		}
 		batch := broadcastShapes(op, a.shape[:ra-2], b.shape[:len(b.shape)-2])
 		a = a.Expand(append(slices.Clone(batch), a.shape[ra-2:]...)...)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -768,6 +769,31 @@ func TestMatrixNormDim(t *testing.T) {
 			var ve *Error
 			if !errors.Is(err, tc.kind) || !errors.As(err, &ve) || ve.Op != "linalg.matrix_norm" {
 				t.Errorf("got %v, want a linalg.matrix_norm error of kind %v", err, tc.kind)
+			}
+		})
+	}
+}
+
+// TestSolveShapeErrorNamesTheOperands checks that a B that does not fit A
+// is reported with the shapes the caller passed, not with the transposes
+// or the column that Solve makes of them.
+func TestSolveShapeErrorNamesTheOperands(t *testing.T) {
+	a := Eye(2, 2, Float64)
+	tests := []struct {
+		name string
+		b    Shape
+		left bool
+		want string
+	}{
+		{"left", Shape{3, 1}, true, "A [2, 2] and B [3, 1]"},
+		{"right", Shape{2, 1}, false, "A [2, 2] and B [2, 1]"},
+		{"vector", Shape{3}, true, "A [2, 2] and B [3]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Catch(func() { Solve(a, Ones(tc.b, Float64), tc.left) })
+			if !errors.Is(err, ErrShape) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Solve(A, B %v, %v): %v, want an ErrShape error with %q", tc.b, tc.left, err, tc.want)
 			}
 		})
 	}
