@@ -244,6 +244,26 @@ func checkNLLShapes(op string, scores, targets *Tensor) {
 	}
 }
 
+// gatherTargets picks each row's target column of lsm [N, C], reporting a
+// target outside [0, C) as such rather than as a bad index of the gather
+// (on CUDA the check is asynchronous, and the error comes at a later
+// synchronization).
+func gatherTargets(lsm, col *Tensor) *Tensor {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if e, ok := r.(*Error); ok && e.Kind == ErrIndex {
+			c := *e
+			c.Detail = fmt.Sprintf("target out of bounds: the targets are classes 0 to %d, or %d for a row left out", lsm.shape[1]-1, CrossEntropyIgnoreIndex)
+			r = &c
+		}
+		panic(r)
+	}()
+	return lsm.Gather(1, col)
+}
+
 // nllLoss is NLLLoss of checked operands.
 func nllLoss(lsm, targets *Tensor) *Tensor {
 	var out *Tensor
@@ -259,7 +279,7 @@ func nllLoss(lsm, targets *Tensor) *Tensor {
 		defer safe.Release()
 		col := safe.Unsqueeze(1)
 		defer col.Release()
-		picked := lsm.Gather(1, col)
+		picked := gatherTargets(lsm, col)
 		defer picked.Release()
 		kept := ignored.LogicalNot()
 		defer kept.Release()

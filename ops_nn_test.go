@@ -2,7 +2,9 @@ package vram
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -47,6 +49,35 @@ func TestSoftmaxEdgeCases(t *testing.T) {
 			if err := Catch(func() { op.fn(x, 1) }); !errors.Is(err, ErrDType) {
 				t.Errorf("%s of %s: got %v, want %v", op.name, dt, err, ErrDType)
 			}
+		}
+	}
+}
+
+// TestCrossEntropyTargetOutOfBounds checks that a class target outside
+// [0, C) is reported as a target, with the classes there are, as
+// PyTorch's "Target 5 is out of bounds", rather than as a bad index of an
+// internal gather.
+func TestCrossEntropyTargetOutOfBounds(t *testing.T) {
+	logits := Ones(Shape{2, 3})
+	for _, tc := range []struct {
+		name string
+		f    func(targets *Tensor)
+	}{
+		{"cross_entropy", func(tg *Tensor) { CrossEntropy(logits, tg) }},
+		{"nll_loss", func(tg *Tensor) { NLLLoss(logits, tg) }},
+	} {
+		for _, bad := range []int64{5, 3, -1} {
+			t.Run(fmt.Sprintf("%s/%d", tc.name, bad), func(t *testing.T) {
+				err := Catch(func() { tc.f(FromSlice([]int64{0, bad}, Shape{2})) })
+				if !errors.Is(err, ErrIndex) {
+					t.Fatalf("%v, want an error of kind ErrIndex", err)
+				}
+				for _, w := range []string{tc.name + ": ", "target out of bounds", "classes 0 to 2", "-100"} {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%q lacks %q", err, w)
+					}
+				}
+			})
 		}
 	}
 }
