@@ -1,5 +1,5 @@
 // Dataparallel trains one network on several devices at once, a goroutine
-// per device: PyTorch's nn.DataParallel(myNet, gpu_ids=[0, 1, 2]) in Go.
+// per device: PyTorch's nn.DataParallel(myNet, device_ids=[0, 1, 2]) in Go.
 // Each batch is split into one part per device, every replica computes its
 // part, and the replicas' gradients are summed before every replica's
 // optimizer takes the same step, so they stay identical without copying
@@ -140,7 +140,7 @@ func train(w io.Writer, mode string, initial, one nn.Module, x, y *vram.Tensor) 
 	var parallelNet *parallel.DataParallelModule
 	if vram.DeviceCount() >= 2 {
 		ids := []int{0, 1, 2}[:min(3, vram.DeviceCount())]
-		parallelNet, err = parallel.DataParallel(myNet, ids) // nn.DataParallel(myNet, gpu_ids=[0, 1, 2])
+		parallelNet, err = parallel.DataParallel(myNet, ids) // nn.DataParallel(myNet, device_ids=[0, 1, 2])
 	} else {
 		parallelNet, err = parallel.NewDataParallel(myNet, []vram.Device{vram.Sim(0), vram.Sim(1), vram.Sim(2)})
 	}
