@@ -180,11 +180,31 @@ func Embedding(indices, weight *Tensor) *Tensor {
 		defer flat.Release()
 		ex := flat.view([]int{n, d}, []int{flat.strides[0], 0}, flat.offset)
 		defer ex.Release()
-		g := weight.Gather(0, ex)
+		g := embeddingRows(weight, ex)
 		defer g.Release()
 		out = g.Reshape(append(slices.Clone(indices.shape), d)...)
 	}()
 	return out
+}
+
+// embeddingRows gathers the rows of weight [V, D] that ex [N, D] names,
+// reporting an index outside [0, V) as one of the embedding rather than as
+// a bad index of the gather (on CUDA the check is asynchronous, and the
+// error comes at a later synchronization).
+func embeddingRows(weight, ex *Tensor) *Tensor {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if e, ok := r.(*Error); ok && e.Kind == ErrIndex {
+			c := *e
+			c.Detail = fmt.Sprintf("index out of range: the embedding has rows 0 to %d", weight.shape[0]-1)
+			r = &c
+		}
+		panic(r)
+	}()
+	return weight.Gather(0, ex)
 }
 
 // CrossEntropyIgnoreIndex is the target class that CrossEntropy and NLLLoss

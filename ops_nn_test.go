@@ -81,3 +81,23 @@ func TestCrossEntropyTargetOutOfBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbeddingIndexOutOfRange checks that an index outside the rows of an
+// embedding is reported as such, with the rows there are, rather than as a
+// bad index of an internal gather.
+func TestEmbeddingIndexOutOfRange(t *testing.T) {
+	w := Ones(Shape{10, 4})
+	for _, bad := range []int64{10, 11, -1} {
+		t.Run(fmt.Sprint(bad), func(t *testing.T) {
+			err := Catch(func() { Embedding(FromSlice([]int64{0, bad}, Shape{2}), w) })
+			if !errors.Is(err, ErrIndex) {
+				t.Fatalf("%v, want an error of kind ErrIndex", err)
+			}
+			for _, w := range []string{"embedding: ", "index out of range", "rows 0 to 9"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
