@@ -18,8 +18,9 @@ import (
 // one goroutine per device (torch.nn.DataParallel, without a GIL in the
 // way): a batch is split along its batch dimension, each replica computes
 // its part on its own device, and the outputs are gathered on one device,
-// or each replica computes its part of the loss too ([ForwardLoss]), so
-// that no device does the others' work.
+// or each replica computes its part of the loss too
+// ([DataParallelModule.ForwardLoss]), so that no device does the others'
+// work.
 //
 // The replicas are made once, by [NewDataParallel], and stay identical:
 // the wrapper optimizer ([DataParallelModule.Optimizer]) sums the
