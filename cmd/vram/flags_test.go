@@ -184,3 +184,45 @@ func TestFitFlagArgument(t *testing.T) {
 		t.Errorf("replay --fit lots FILE: exit %d, stdout %q, stderr %q; want exit %d, nothing on stdout", code, stdout, stderr, exitUsage)
 	}
 }
+
+// TestHelpNamesOnlyItsFlags checks that every --flag a command's help text
+// and examples name is a flag of that command (or of vram itself), so that
+// a renamed or removed flag cannot stay in the help. A flag named after
+// "vram OTHER" on its line is OTHER's, and one after the program that
+// "vram run" starts is the program's.
+func TestHelpNamesOnlyItsFlags(t *testing.T) {
+	flagRE := regexp.MustCompile(`(?:^|[\s(\x60"'])--([a-z][a-z0-9-]*)`)
+	otherRE := regexp.MustCompile(`vram ([a-z]+)`)
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Name() == "completion" {
+			return // cobra's own
+		}
+		for _, l := range strings.Split(c.Long+"\n"+c.Example, "\n") {
+			if fields := strings.Fields(l); len(fields) > 2 && fields[0] == "vram" && fields[1] == "run" {
+				// vram run [its flags and their values] PROGRAM [the program's flags]
+				end := 2
+				for end < len(fields) && strings.HasPrefix(fields[end], "--") {
+					if !strings.Contains(fields[end], "=") {
+						end++
+					}
+					end++
+				}
+				l = strings.Join(fields[:min(end, len(fields))], " ")
+			}
+			for _, m := range flagRE.FindAllStringSubmatchIndex(l, -1) {
+				name := l[m[2]:m[3]]
+				if o := otherRE.FindAllStringSubmatch(l[:m[0]], -1); len(o) > 0 && o[len(o)-1][1] != c.Name() {
+					continue
+				}
+				if c.Flags().Lookup(name) == nil && c.InheritedFlags().Lookup(name) == nil && c.Root().Flags().Lookup(name) == nil {
+					t.Errorf("%s --help names --%s, which is not one of its flags", c.CommandPath(), name)
+				}
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
+}
