@@ -88,11 +88,15 @@ func ParseDevice(s string) (Device, error) {
 		return bad("empty device kind")
 	default:
 		why := "unknown device kind " + strconv.Quote(kind)
-		switch low := strings.ToLower(kind); {
-		case low == "gpu":
+		low := strings.ToLower(kind)
+		base := strings.TrimRight(low, "0123456789") // "cuda0" for "cuda:0"
+		switch {
+		case base == "gpu":
 			why += `; GPUs are "cuda" or "cuda:N"`
 		case low == "cpu" || low == "cuda" || low == "sim":
 			why += "; device kinds are lower case"
+		case (base == "cuda" || base == "sim") && low == kind && base != kind && !hasIdx:
+			why += fmt.Sprintf("; write %q", base+":"+kind[len(base):])
 		}
 		return bad(why)
 	}

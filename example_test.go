@@ -122,7 +122,7 @@ func ExampleParseDevice() {
 	// cpu <nil>
 	// cuda:1 <nil>
 	// sim:0 <nil>
-	// invalid vram: bad device "gpu0": unknown device kind "gpu0" (want cpu, cuda, cuda:N or sim:N)
+	// invalid vram: bad device "gpu0": unknown device kind "gpu0"; GPUs are "cuda" or "cuda:N" (want cpu, cuda, cuda:N or sim:N)
 }
 
 func ExampleLinearAct() {
