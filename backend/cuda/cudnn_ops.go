@@ -175,7 +175,9 @@ func (dev *Device) Pool2D(s backend.Stream, y, x backend.View, p backend.Pool2DP
 		if err != nil {
 			return err
 		}
-		return d.pool2DNHWC(what, y, x, p)
+		if err := d.pool2DNHWC(what, y, x, p); !errors.Is(err, errPoolKernels) {
+			return err
+		}
 	}
 	d, err := dev.dnnBegin(s, what, check)
 	if err != nil {
@@ -212,7 +214,9 @@ func (dev *Device) Pool2DBackward(s backend.Stream, dx, dy, x, y backend.View, p
 		if err != nil {
 			return err
 		}
-		return d.pool2DBackwardNHWC(what, dx, dy, x, y, p)
+		if err := d.pool2DBackwardNHWC(what, dx, dy, x, y, p); !errors.Is(err, errPoolKernels) {
+			return err
+		}
 	}
 	d, err := dev.dnnBegin(s, what, check)
 	if err != nil {

@@ -338,7 +338,8 @@ func (dev *Device) CopyMany(s backend.Stream, dsts, srcs []backend.View) error {
 		}
 		f, err := d.function(modKey{fam: famCopy, dt: st, op: dt.String()}, "cp_"+dt.String()+"_multi")
 		if err != nil {
-			return err
+			// Nothing is queued yet: the caller copies pair by pair.
+			return fmt.Errorf("cuda: %s: %v: %w", what, err, backend.ErrNotImplemented)
 		}
 		for len(pairs) > 0 {
 			chunk := pairs[:min(len(pairs), cpMax)]

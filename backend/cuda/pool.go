@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"slices"
 
@@ -75,16 +77,27 @@ func poolArgs(a *cuda.KernelArgs, x, y backend.View, p backend.Pool2DParams) {
 	a.Int32(int32(p.Padding[0])).Int32(int32(p.Padding[1]))
 }
 
-// poolLaunch queues pool.cu's kernel name over rows rows of c channels,
-// v a thread, in blocks of normTX × normTY threads (PL_TX and PL_TY);
-// nothing when there are none.
-func (d *queue) poolLaunch(dt backend.DType, name string, rows int64, c, v int, a *cuda.KernelArgs) error {
-	if rows == 0 || c == 0 {
-		return nil
-	}
+// errPoolKernels marks the failure to load pool.cu's kernels (a compiler
+// that rejects them): Pool2D and Pool2DBackward then take cuDNN's path, as
+// nothing has been queued.
+var errPoolKernels = errors.New("cuda: pool.cu's kernels are unavailable")
+
+// poolFunction returns pool.cu's kernel name for dt, v channels a thread;
+// an error wraps errPoolKernels.
+func (d *queue) poolFunction(dt backend.DType, name string, v int) (cuda.Function, error) {
 	f, err := d.function(modKey{fam: famPool, dt: dt, op: "pool"}, normName(name, v))
 	if err != nil {
-		return err
+		return 0, fmt.Errorf("%w: %v", errPoolKernels, err)
+	}
+	return f, nil
+}
+
+// poolLaunch queues f over rows rows of c channels, v a thread, in blocks
+// of normTX × normTY threads (PL_TX and PL_TY); nothing when there are
+// none.
+func (d *queue) poolLaunch(f cuda.Function, rows int64, c, v int, a *cuda.KernelArgs) error {
+	if rows == 0 || c == 0 {
+		return nil
 	}
 	gx := uint32((c + normTX*v - 1) / (normTX * v))
 	gy := uint32(max(1, min((rows+normTY-1)/normTY, int64(d.sms*normBlocksPerSM)/int64(gx))))
@@ -101,16 +114,22 @@ func (d *queue) pool2DNHWC(what string, y, x backend.View, p backend.Pool2DParam
 	rows := int64(y.Shape[0]) * int64(y.Shape[2]) * int64(y.Shape[3])
 	v := normWidth(x.DType, c, ptr...)
 	return d.run(func() error {
+		name := "pool_max"
+		if p.Mode == backend.AvgPool {
+			name = "pool_avg"
+		}
+		f, err := d.poolFunction(x.DType, name, v)
+		if err != nil {
+			return err
+		}
 		a := d.getArgs()
 		defer d.putArgs(a)
 		a.Ptr(ptr[0]).Ptr(ptr[1])
 		poolArgs(a, x, y, p)
-		name := "pool_max"
 		if p.Mode == backend.AvgPool {
-			name = "pool_avg"
 			a.Int32(flag(p.CountIncludePad))
 		}
-		return d.poolLaunch(x.DType, name, rows, c, v, a)
+		return d.poolLaunch(f, rows, c, v, a)
 	})
 }
 
@@ -130,10 +149,22 @@ func (d *queue) pool2DBackwardNHWC(what string, dx, dy, x, y backend.View, p bac
 		a := d.getArgs()
 		defer d.putArgs(a)
 		if p.Mode == backend.AvgPool {
+			f, err := d.poolFunction(x.DType, "pool_avg_bwd", v)
+			if err != nil {
+				return err
+			}
 			a.Ptr(ptr[1]).Ptr(ptr[2])
 			poolArgs(a, x, y, p)
 			a.Int32(flag(p.CountIncludePad))
-			return d.poolLaunch(x.DType, "pool_avg_bwd", in, c, v, a)
+			return d.poolLaunch(f, in, c, v, a)
+		}
+		fa, err := d.poolFunction(x.DType, "pool_max_arg", v)
+		if err != nil {
+			return err
+		}
+		fb, err := d.poolFunction(x.DType, "pool_max_bwd", v)
+		if err != nil {
+			return err
 		}
 		b, err := d.Alloc(max(1, out*int64(c)), d.st, PoolWorkspaceRegion)
 		if err != nil {
@@ -143,12 +174,12 @@ func (d *queue) pool2DBackwardNHWC(what string, dx, dy, x, y backend.View, p bac
 		defer d.Free(arg, d.st)
 		a.Ptr(ptr[0]).Ptr(arg.ptr)
 		poolArgs(a, x, y, p)
-		if err := d.poolLaunch(x.DType, "pool_max_arg", out, c, v, a); err != nil {
+		if err := d.poolLaunch(fa, out, c, v, a); err != nil {
 			return err
 		}
 		a.Reset()
 		a.Ptr(ptr[1]).Ptr(arg.ptr).Ptr(ptr[2])
 		poolArgs(a, x, y, p)
-		return d.poolLaunch(x.DType, "pool_max_bwd", in, c, v, a)
+		return d.poolLaunch(fb, in, c, v, a)
 	})
 }

@@ -59,7 +59,7 @@ template <class SO, class S1, class F> __device__ __forceinline__ void cpTile(SO
 						     CP_T(4, DD), CP_T(5, DD), CP_T(6, DD), CP_T(7, DD), CP_T(8, DD),   \
 						     CP_T(9, DD), CP_T(10, DD), CP_T(11, DD), CP_T(12, DD),             \
 						     CP_T(13, DD), CP_T(14, DD), CP_T(15, DD)) {                        \
-		const Conv<DD> conv;                                                                             \
+		const Conv<DD> conv{};                                                                             \
 		const i64 blk = blockIdx.x;                                                                      \
 		i64 start = 0;                                                                                   \
 		CP_PICK(0) CP_PICK(1) CP_PICK(2) CP_PICK(3) CP_PICK(4) CP_PICK(5) CP_PICK(6) CP_PICK(7)          \
