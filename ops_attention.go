@@ -42,6 +42,12 @@ type AttentionOptions struct {
 // from matrix products, a masked fill and a softmax, so it runs and
 // differentiates on every device and inside [Autocast].
 //
+// Float16 and bfloat16 operands are computed in float32 and the result
+// rounded once to their dtype, as PyTorch's math implementation does by
+// default. Inside [Autocast], float32 operands are first rounded to the
+// region's dtype (PyTorch lists attention among the ops autocast runs in
+// 16 bits) and the result has that dtype.
+//
 // A query whose keys are all masked gets a row of zero weights, and so a
 // zero output, as PyTorch's math implementation gives it, rather than NaN.
 //
@@ -85,6 +91,11 @@ func attention(q, k, v *Tensor, o AttentionOptions, want bool) (out, weights *Te
 		fail(op, ErrShape, "query, key and value need at least 2 dimensions ([..., L, E], [..., S, E], [..., S, Ev]), got shapes %v, %v and %v",
 			Shape(q.shape), Shape(k.shape), Shape(v.shape))
 	}
+	// Autocast runs attention in its low dtype, as PyTorch's lists it:
+	// the operands are rounded there first, then computed as below.
+	qkv, release := autocastLow(op, q, k, v)
+	defer release()
+	q, k, v = qkv[0], qkv[1], qkv[2]
 	if !q.dtype.IsFloat() || k.dtype != q.dtype || v.dtype != q.dtype {
 		fail(op, ErrDType, "query, key and value must be floating-point of one dtype, got %s, %s and %s", q.dtype, k.dtype, v.dtype)
 	}
@@ -137,49 +148,68 @@ func attention(q, k, v *Tensor, o AttentionOptions, want bool) (out, weights *Te
 	if scale == 0 {
 		scale = 1 / math.Sqrt(float64(max(e, 1)))
 	}
+	outDT := q.dtype
 	Tidy(func() {
-		if groups != 1 {
-			k, v = repeatHeads(k, groups), repeatHeads(v, groups)
-		}
-		// Scaling q rather than the scores keeps 16-bit products in range
-		// and costs L·E multiplications rather than L·S.
-		a := q.MulScalar(scale).MatMul(k.MT())
-		// Only a mask can exclude every key of a query: the causal mask
-		// leaves query i keys 0..i.
-		masked := o.Mask != nil
-		switch {
-		case o.Causal:
-			var future *Tensor
-			NoGrad(func() {
-				rows := tableOn(q.ds(), rampFrom(0, l), Shape{l, 1}, Int64)
-				cols := tableOn(q.ds(), rampFrom(0, s), Shape{s}, Int64)
-				future = cols.Gt(rows)
-			})
-			a = a.MaskedFill(future, math.Inf(-1))
-		case o.Mask != nil && o.Mask.dtype == Bool:
-			a = a.MaskedFill(o.Mask.LogicalNot(), math.Inf(-1))
-		case o.Mask != nil:
-			a = a.Add(o.Mask.Cast(a.dtype))
-		}
-		var dead *Tensor
-		if masked && s > 0 && a.NumElements() > 0 {
-			// Rows with every key excluded: softmax would give NaN.
-			// Their scores become 0 before it and their weights 0 after
-			// it, so that neither the values nor the gradients see NaN.
-			NoGrad(func() { dead = a.MaxKeepDim(-1).EqScalar(math.Inf(-1)) })
-			a = a.MaskedFill(dead, 0)
-		}
-		p := a.Softmax(-1)
-		if dead != nil {
-			p = p.MaskedFill(dead, 0)
-		}
-		if o.DropoutP > 0 {
-			p = dropout(op, p, o.DropoutP, 0, []Option{WithGenerator(o.Generator)})
-		}
-		out = Keep(p.MatMul(v))
-		if want {
-			weights = Keep(p)
-		}
+		withoutAutocast(func() {
+			if outDT == Float16 || outDT == BFloat16 {
+				// 16-bit operands are computed in float32 and the result
+				// rounded once, as PyTorch's math implementation does by
+				// default (allow_fp16_bf16_reduction_math_sdp off) and its
+				// fused kernels do in their accumulators: scores of order
+				// 100 rounded to bfloat16 would move the weights by several
+				// percent, and a float32 mask of -1e9 would become -Inf.
+				q, k, v = q.Cast(Float32), k.Cast(Float32), v.Cast(Float32)
+			}
+			if groups != 1 {
+				k, v = repeatHeads(k, groups), repeatHeads(v, groups)
+			}
+			// Scaling q rather than the scores keeps 16-bit products in range
+			// and costs L·E multiplications rather than L·S.
+			a := q.MulScalar(scale).MatMul(k.MT())
+			// Only a mask can exclude every key of a query: the causal mask
+			// leaves query i keys 0..i.
+			masked := o.Mask != nil
+			switch {
+			case o.Causal:
+				var future *Tensor
+				NoGrad(func() {
+					rows := tableOn(q.ds(), rampFrom(0, l), Shape{l, 1}, Int64)
+					cols := tableOn(q.ds(), rampFrom(0, s), Shape{s}, Int64)
+					future = cols.Gt(rows)
+				})
+				a = a.MaskedFill(future, math.Inf(-1))
+			case o.Mask != nil && o.Mask.dtype == Bool:
+				a = a.MaskedFill(o.Mask.LogicalNot(), math.Inf(-1))
+			case o.Mask != nil:
+				a = a.Add(o.Mask.Cast(a.dtype))
+			}
+			var dead *Tensor
+			if masked && s > 0 && a.NumElements() > 0 {
+				// Rows with every key excluded: softmax would give NaN.
+				// Their scores become 0 before it and their weights 0 after
+				// it, so that neither the values nor the gradients see NaN.
+				NoGrad(func() { dead = a.MaxKeepDim(-1).EqScalar(math.Inf(-1)) })
+				a = a.MaskedFill(dead, 0)
+			}
+			p := a.Softmax(-1)
+			if dead != nil {
+				p = p.MaskedFill(dead, 0)
+			}
+			if o.DropoutP > 0 {
+				p = dropout(op, p, o.DropoutP, 0, []Option{WithGenerator(o.Generator)})
+			}
+			res, w := p.MatMul(v), p
+			if outDT != res.dtype {
+				res = res.Cast(outDT)
+				if want {
+					w = w.Cast(outDT)
+				}
+			}
+			out = Keep(res)
+			if want {
+				weights = Keep(w)
+			}
+		})
 	})
 	track(out) // by the caller's Tidy, which Keep took it from
 	if weights != nil {

@@ -64,3 +64,67 @@ func TestScaledDotProductAttentionDTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestScaledDotProductAttentionSixteenBitAccumulates checks that 16-bit
+// attention computes its scores and softmax in float32 and rounds only
+// the result, as PyTorch's math implementation does by default: scores
+// near 100 that bfloat16 would round by up to 0.25, a float32 mask of
+// -1e9 that float16 would make -Inf (a row so masked gets uniform
+// weights, not zeros), and the same under Autocast from float32 operands
+// of mixed dtypes, whose result has the region's dtype.
+func TestScaledDotProductAttentionSixteenBitAccumulates(t *testing.T) {
+	devices := []Device{CPU}
+	if Sim(0).Available() {
+		devices = append(devices, Sim(0))
+	}
+	// One query against two keys: scores 100 and 100·(1+2⁻⁷) = 100.78,
+	// exactly representable in both 16-bit dtypes' inputs.
+	q64 := FromSlice([]float64{100}, Shape{1, 1})
+	k64 := FromSlice([]float64{1, 1 + 1.0/128}, Shape{2, 1})
+	v64 := FromSlice([]float64{0, 1}, Shape{2, 1})
+	big, _ := refAttention(q64, k64, v64, nil, false, 1)
+	mask := FromSlice([]float32{0, -1e9}, Shape{1, 2})
+	masked, _ := refAttention(q64, k64, v64, mask.Cast(Float64), false, 1)
+	// In float32, -1e9 swallows both scores: the weights are uniform.
+	allMasked := FromSlice([]float32{-1e9, -1e9}, Shape{1, 2})
+	tests := []struct {
+		name     string
+		mask     *Tensor
+		want     float64
+		autocast bool
+	}{
+		{"scores near 100", nil, big[0], false},
+		{"float32 mask -1e9", mask, masked[0], false},
+		{"every key masked by -1e9", allMasked, 0.5, false},
+		{"autocast from float32", nil, big[0], true},
+	}
+	for _, dt := range []DType{Float16, BFloat16} {
+		for _, dev := range devices {
+			for _, tc := range tests {
+				t.Run(dt.String()+"/"+dev.String()+"/"+tc.name, func(t *testing.T) {
+					Tidy(func() {
+						var got *Tensor
+						o := AttentionOptions{Scale: 1}
+						if tc.mask != nil {
+							o.Mask = tc.mask.To(dev)
+						}
+						if tc.autocast {
+							q, k, v := q64.Cast(Float32).To(dev), k64.Cast(dt).To(dev), v64.Cast(Float32).To(dev)
+							Autocast(dt, func() { got = Keep(ScaledDotProductAttention(q, k, v, o)) })
+						} else {
+							got = ScaledDotProductAttention(q64.Cast(dt).To(dev), k64.Cast(dt).To(dev), v64.Cast(dt).To(dev), o)
+						}
+						if got.DType() != dt {
+							t.Fatalf("dtype %s, want %s", got.DType(), dt)
+						}
+						// One rounding of the result to dt, nothing more.
+						g := got.To(CPU).Float64s()[0]
+						if math.Abs(g-tc.want) > 4e-3 {
+							t.Fatalf("%v, want %v (one rounding to %s)", g, tc.want, dt)
+						}
+					})
+				})
+			}
+		}
+	}
+}
