@@ -19,6 +19,9 @@ func TestScaledDotProductAttentionDTypes(t *testing.T) {
 	if Sim(0).Available() {
 		devices = append(devices, Sim(0))
 	}
+	if DeviceCount() > 0 {
+		devices = append(devices, CUDA(0))
+	}
 	boolMask := FromSlice([]bool{true, false, true, true, true, false, false, true, true, true, false, true}, Shape{3, 4})
 	floatMask := FromSlice([]float64{0, -1, 0.5, math.Inf(-1), 0, 0, 0, 0, -2, 1, 0, 0}, Shape{3, 4})
 	tests := []struct {
@@ -76,6 +79,9 @@ func TestScaledDotProductAttentionSixteenBitAccumulates(t *testing.T) {
 	devices := []Device{CPU}
 	if Sim(0).Available() {
 		devices = append(devices, Sim(0))
+	}
+	if DeviceCount() > 0 {
+		devices = append(devices, CUDA(0))
 	}
 	// One query against two keys: scores 100 and 100·(1+2⁻⁷) = 100.78,
 	// exactly representable in both 16-bit dtypes' inputs.
