@@ -105,7 +105,7 @@ func TestSGDTileMatchesKernel(t *testing.T) {
 // runs it. It skips when g++ is missing.
 func TestKernelsParseOnHost(t *testing.T) {
 	cxx, common, shim := hostCompiler(t)
-	for _, module := range []string{"norm", "optim", "unary", "binary", "bytes", "quant"} {
+	for _, module := range []string{"norm", "pool", "optim", "unary", "binary", "bytes", "quant"} {
 		src, err := os.ReadFile("kernels/" + module + ".cu")
 		if err != nil {
 			t.Fatal(err)

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
+	"strconv"
 
 	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/native/cuda"
@@ -37,7 +37,8 @@ const poolMaxTaps = 255
 // into y (and, for the backward pass, of the views in same, of x's or
 // y's shape): float32, float16 or bfloat16, x dense channels-last and not
 // also NCHW-contiguous (those keep cuDNN's kernels), y and same dense
-// channels-last, padding at most half the window, sizes that fit 32 bits,
+// channels-last, padding at most half the window, x and y of fewer than
+// 2³¹ elements,
 // and for max pooling at most poolMaxTaps taps a window. The geometry has
 // been checked.
 func takesPoolNHWC(x, y backend.View, p backend.Pool2DParams, same ...backend.View) bool {
@@ -59,10 +60,13 @@ func takesPoolNHWC(x, y backend.View, p backend.Pool2DParams, same ...backend.Vi
 			return false
 		}
 	}
-	// The kernels take sizes as 32-bit ints.
-	for _, n := range append(slices.Clone(x.Shape), y.Shape...) {
-		if n > math.MaxInt32 {
-			return false
+	// The kernels count items and element offsets in 32 bits.
+	for _, v := range []backend.View{x, y} {
+		n := int64(1)
+		for _, d := range v.Shape {
+			if n *= int64(d); d > math.MaxInt32 || n > math.MaxInt32 {
+				return false
+			}
 		}
 	}
 	return p.Mode != backend.MaxPool || p.Kernel[0]*p.Kernel[1] <= poolMaxTaps
@@ -85,23 +89,52 @@ var errPoolKernels = errors.New("cuda: pool.cu's kernels are unavailable")
 // poolFunction returns pool.cu's kernel name for dt, v channels a thread;
 // an error wraps errPoolKernels.
 func (d *queue) poolFunction(dt backend.DType, name string, v int) (cuda.Function, error) {
-	f, err := d.function(modKey{fam: famPool, dt: dt, op: "pool"}, normName(name, v))
+	if v > 1 {
+		name += strconv.Itoa(v)
+	}
+	f, err := d.function(modKey{fam: famPool, dt: dt, op: "pool"}, name)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", errPoolKernels, err)
 	}
 	return f, nil
 }
 
-// poolLaunch queues f over rows rows of c channels, v a thread, in blocks
-// of normTX × normTY threads (PL_TX and PL_TY); nothing when there are
-// none.
+// poolMaxAccess is the most bytes a thread of pool.cu reads or writes in
+// one access: a 16-byte vector load or store.
+const poolMaxAccess = 16
+
+// poolWidth returns the channels a thread of pool.cu takes: the most of
+// 8, 4, 2 and 1 that divides c, whose access stays within poolMaxAccess
+// bytes, and to whose access size every pointer in ptrs is aligned.
+func poolWidth(dt backend.DType, c int, ptrs ...cuda.DevicePtr) int {
+	for v := 8; v > 1; v /= 2 {
+		if v*dt.Size() > poolMaxAccess || c%v != 0 {
+			continue
+		}
+		aligned := true
+		for _, p := range ptrs {
+			aligned = aligned && p%cuda.DevicePtr(v*dt.Size()) == 0
+		}
+		if aligned {
+			return v
+		}
+	}
+	return 1
+}
+
+// poolBlock is the threads of a block of pool.cu's kernels.
+const poolBlock = 256
+
+// poolLaunch queues f over rows rows of c channels, v a thread: rows·c/v
+// items in blocks of poolBlock threads, at most normBlocksPerSM blocks an
+// SM (the kernels stride over the rest); nothing when there are none.
 func (d *queue) poolLaunch(f cuda.Function, rows int64, c, v int, a *cuda.KernelArgs) error {
-	if rows == 0 || c == 0 {
+	items := rows * int64(c/v)
+	if items == 0 {
 		return nil
 	}
-	gx := uint32((c + normTX*v - 1) / (normTX * v))
-	gy := uint32(max(1, min((rows+normTY-1)/normTY, int64(d.sms*normBlocksPerSM)/int64(gx))))
-	return d.check(cuda.LaunchKernel(f, cuda.Dim3{X: gx, Y: gy, Z: 1}, cuda.Dim3{X: normTX, Y: normTY, Z: 1}, 0, d.stream, a))
+	gx := uint32(max(1, min((items+poolBlock-1)/poolBlock, int64(d.sms*normBlocksPerSM))))
+	return d.check(cuda.LaunchKernel(f, cuda.Dim3{X: gx, Y: 1, Z: 1}, cuda.Dim3{X: poolBlock, Y: 1, Z: 1}, 0, d.stream, a))
 }
 
 // pool2DNHWC is Pool2D on pool.cu's kernels.
@@ -112,7 +145,7 @@ func (d *queue) pool2DNHWC(what string, y, x backend.View, p backend.Pool2DParam
 	}
 	c := x.Shape[1]
 	rows := int64(y.Shape[0]) * int64(y.Shape[2]) * int64(y.Shape[3])
-	v := normWidth(x.DType, c, ptr...)
+	v := poolWidth(x.DType, c, ptr...)
 	return d.run(func() error {
 		name := "pool_max"
 		if p.Mode == backend.AvgPool {
@@ -144,7 +177,7 @@ func (d *queue) pool2DBackwardNHWC(what string, dx, dy, x, y backend.View, p bac
 	c := x.Shape[1]
 	in := int64(x.Shape[0]) * int64(x.Shape[2]) * int64(x.Shape[3])
 	out := int64(y.Shape[0]) * int64(y.Shape[2]) * int64(y.Shape[3])
-	v := normWidth(x.DType, c, ptr...)
+	v := poolWidth(x.DType, c, ptr...)
 	return d.run(func() error {
 		a := d.getArgs()
 		defer d.putArgs(a)

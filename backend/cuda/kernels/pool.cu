@@ -1,11 +1,14 @@
 // pool.cu: max and average pooling of channels-last (NHWC) tensors. The
 // input is read as N·H·W rows of C channels and the output as N·OH·OW
-// rows. Blocks are PL_TX threads wide and PL_TY rows tall; each thread
-// takes V neighbouring channels (V = 2 for the kernels named …2, with one
-// 4- or 8-byte access; V = 1 otherwise), so that a warp reads PL_TX·V
-// neighbouring channels of one row, and walks the rows with a stride of
-// gridDim.y·PL_TY. Windows have no dilation; max pooling windows hold at
-// most 255 taps (the backward pass keeps a tap's number in a byte).
+// rows. Each thread takes V neighbouring channels of one row (V = 1, 2, 4
+// or 8, named in the kernel's suffix, with one access of V elements of at
+// most 16 bytes) at a time: consecutive threads take consecutive groups of
+// channels of a row, then of the next row, so that a warp's accesses are
+// coalesced whatever C is, and the grid strides over all rows × C/V items.
+// Items and element offsets are counted in 32 bits (the caller keeps both
+// tensors below 2³¹ elements): a 64-bit division per item would cost more
+// than the item's loads. Windows have no dilation; max pooling windows
+// hold at most 255 taps (the backward pass keeps a tap's number in a byte).
 //
 // Max pooling follows PyTorch's kernels: the taps of a window inside the
 // input are visited row by row, and a value is kept when it is above the
@@ -20,37 +23,37 @@
 
 #if VD == DT_F32 || VD == DT_F16 || VD == DT_BF16
 
-#define PL_TX 32
-#define PL_TY 8
-
 #if defined(K_ALL) || defined(K_pool)
 
 typedef DT<VD>::S PS;
 
+// PBytes<B>::T is an unsigned type of B bytes, read or written in one
+// access.
+template <int B> struct PBytes;
+template <> struct PBytes<1> { typedef unsigned char T; };
+template <> struct PBytes<2> { typedef unsigned short T; };
+template <> struct PBytes<4> { typedef unsigned T; };
+template <> struct PBytes<8> { typedef uint2 T; };
+template <> struct PBytes<16> { typedef uint4 T; };
+
+// PVec holds V elements of E as one access of V·sizeof(E) bytes.
+template <class E, int V> union PVec {
+	typename PBytes<V * sizeof(E)>::T u;
+	E e[V];
+};
+
 // pld loads V neighbouring values at p (aligned to V elements).
-template <int V> __device__ __forceinline__ void pld(const PS* p, float* v);
-template <> __device__ __forceinline__ void pld<1>(const PS* p, float* v) { v[0] = ldc<VD>(p[0]); }
-template <> __device__ __forceinline__ void pld<2>(const PS* p, float* v) {
-#if VD == DT_F32
-	float2 f = *(const float2*)p;
-	v[0] = f.x;
-	v[1] = f.y;
-#else
-	unsigned u = *(const unsigned*)p;
-	v[0] = ldc<VD>((unsigned short)(u & 0xffffu));
-	v[1] = ldc<VD>((unsigned short)(u >> 16));
-#endif
+template <int V> __device__ __forceinline__ void pld(const PS* p, float* v) {
+	PVec<PS, V> w;
+	w.u = *(const decltype(w.u)*)p;
+	for (int i = 0; i < V; i++) v[i] = ldc<VD>(w.e[i]);
 }
 
 // pst stores V values at p (aligned to V elements).
-template <int V> __device__ __forceinline__ void pst(PS* p, const float* v);
-template <> __device__ __forceinline__ void pst<1>(PS* p, const float* v) { p[0] = st<VD>(v[0]); }
-template <> __device__ __forceinline__ void pst<2>(PS* p, const float* v) {
-#if VD == DT_F32
-	*(float2*)p = make_float2(v[0], v[1]);
-#else
-	*(unsigned*)p = (unsigned)st<VD>(v[0]) | ((unsigned)st<VD>(v[1]) << 16);
-#endif
+template <int V> __device__ __forceinline__ void pst(PS* p, const float* v) {
+	PVec<PS, V> w;
+	for (int i = 0; i < V; i++) w.e[i] = st<VD>(v[i]);
+	*(decltype(w.u)*)p = w.u;
 }
 
 // PoolGeo is a pooling's geometry: input N×H×W, output OH×OW, C channels,
@@ -62,13 +65,22 @@ struct PoolGeo {
 #define POOL_PARAMS int N, int H, int W, int C, int OH, int OW, int kh, int kw, int sh, int sw, int ph, int pw
 #define POOL_GEO PoolGeo g = {N, H, W, C, OH, OW, kh, kw, sh, sw, ph, pw}
 
+// POOL_ITEMS walks the items of M rows, C/V a row, a grid stride at a
+// time; the body finds its row and first channel with POOL_ITEM.
+#define POOL_ITEMS(M)                                                                                  \
+	for (unsigned k = blockIdx.x * blockDim.x + threadIdx.x, G = (unsigned)(g.C / V), items = (unsigned)(M) * G; \
+	     k < items; k += gridDim.x * blockDim.x)
+#define POOL_ITEM                    \
+	const int r = (int)(k / G);      \
+	const int c0 = (int)(k - (unsigned)r * G) * V
+
 // maxTap finds, for output row r and channels c0…c0+V−1, the maximum of
 // each window and its tap (i·kw + j), as the file's comment says.
-template <int V> __device__ __forceinline__ void maxTap(const PS* x, const PoolGeo& g, i64 r, int c0, float* m, int* tap) {
-	const int ow = (int)(r % g.OW);
-	const i64 t = r / g.OW;
-	const int oh = (int)(t % g.OH);
-	const i64 n = t / g.OH;
+template <int V> __device__ __forceinline__ void maxTap(const PS* x, const PoolGeo& g, int r, int c0, float* m, int* tap) {
+	const int ow = r % g.OW;
+	const int t = r / g.OW;
+	const int oh = t % g.OH;
+	const int n = t / g.OH;
 	const int hs = oh * g.sh - g.ph, ws = ow * g.sw - g.pw;
 	const int i0 = max(0, -hs), i1 = min(g.kh, g.H - hs), j0 = max(0, -ws), j1 = min(g.kw, g.W - ws);
 	for (int v = 0; v < V; v++) {
@@ -76,10 +88,10 @@ template <int V> __device__ __forceinline__ void maxTap(const PS* x, const PoolG
 		tap[v] = i0 * g.kw + j0;
 	}
 	for (int i = i0; i < i1; i++) {
-		const PS* row = x + ((n * g.H + hs + i) * g.W + ws) * g.C + c0;
-		for (int j = j0; j < j1; j++) {
+		const PS* row = x + ((n * g.H + hs + i) * g.W + ws + j0) * g.C + c0;
+		for (int j = j0; j < j1; j++, row += g.C) {
 			float a[V];
-			pld<V>(row + (i64)j * g.C, a);
+			pld<V>(row, a);
 			for (int v = 0; v < V; v++)
 				if (a[v] > m[v] || a[v] != a[v]) {
 					m[v] = a[v];
@@ -89,35 +101,30 @@ template <int V> __device__ __forceinline__ void maxTap(const PS* x, const PoolG
 	}
 }
 
-#define POOL_ROWS(M)                                                                \
-	const int c0 = (blockIdx.x * PL_TX + threadIdx.x) * V;                          \
-	if (c0 >= g.C) return;                                                          \
-	for (i64 r = (i64)blockIdx.y * PL_TY + threadIdx.y; r < (M); r += (i64)gridDim.y * PL_TY)
-
 // pool_max: y = the maximum of each window of x.
 template <int V> __device__ __forceinline__ void poolMax(const PS* x, PS* y, const PoolGeo& g) {
-	POOL_ROWS((i64)g.N * g.OH * g.OW) {
+	POOL_ITEMS(g.N * g.OH * g.OW) {
+		POOL_ITEM;
 		float m[V];
 		int tap[V];
 		maxTap<V>(x, g, r, c0, m, tap);
 		pst<V>(y + r * g.C + c0, m);
 	}
 }
-extern "C" __global__ void pool_max(const PS* x, PS* y, POOL_PARAMS) { POOL_GEO; poolMax<1>(x, y, g); }
-extern "C" __global__ void pool_max2(const PS* x, PS* y, POOL_PARAMS) { POOL_GEO; poolMax<2>(x, y, g); }
 
 // pool_max_arg: arg = the tap each window's maximum came from, a byte per
 // output element.
 template <int V> __device__ __forceinline__ void poolMaxArg(const PS* x, unsigned char* arg, const PoolGeo& g) {
-	POOL_ROWS((i64)g.N * g.OH * g.OW) {
+	POOL_ITEMS(g.N * g.OH * g.OW) {
+		POOL_ITEM;
 		float m[V];
 		int tap[V];
 		maxTap<V>(x, g, r, c0, m, tap);
-		for (int v = 0; v < V; v++) arg[r * g.C + c0 + v] = (unsigned char)tap[v];
+		PVec<unsigned char, V> w;
+		for (int v = 0; v < V; v++) w.e[v] = (unsigned char)tap[v];
+		*(decltype(w.u)*)(arg + r * g.C + c0) = w.u;
 	}
 }
-extern "C" __global__ void pool_max_arg(const PS* x, unsigned char* arg, POOL_PARAMS) { POOL_GEO; poolMaxArg<1>(x, arg, g); }
-extern "C" __global__ void pool_max_arg2(const PS* x, unsigned char* arg, POOL_PARAMS) { POOL_GEO; poolMaxArg<2>(x, arg, g); }
 
 // covering returns in [*lo, *hi) the outputs along one axis whose windows
 // (size k, stride s, padding p, out outputs) cover input index i.
@@ -130,11 +137,12 @@ __device__ __forceinline__ void covering(int i, int k, int s, int p, int out, in
 // pool_max_bwd: dx at each input element = the sum of dy over the outputs
 // whose window took it (arg from pool_max_arg).
 template <int V> __device__ __forceinline__ void poolMaxBwd(const PS* dy, const unsigned char* arg, PS* dx, const PoolGeo& g) {
-	POOL_ROWS((i64)g.N * g.H * g.W) {
-		const int w = (int)(r % g.W);
-		const i64 t = r / g.W;
-		const int h = (int)(t % g.H);
-		const i64 n = t / g.H;
+	POOL_ITEMS(g.N * g.H * g.W) {
+		POOL_ITEM;
+		const int w = r % g.W;
+		const int t = r / g.W;
+		const int h = t % g.H;
+		const int n = t / g.H;
 		int oh0, oh1, ow0, ow1;
 		covering(h, g.kh, g.sh, g.ph, g.OH, &oh0, &oh1);
 		covering(w, g.kw, g.sw, g.pw, g.OW, &ow0, &ow1);
@@ -143,22 +151,16 @@ template <int V> __device__ __forceinline__ void poolMaxBwd(const PS* dy, const 
 		for (int oh = oh0; oh < oh1; oh++)
 			for (int ow = ow0; ow < ow1; ow++) {
 				const int tap = (h + g.ph - oh * g.sh) * g.kw + (w + g.pw - ow * g.sw);
-				const i64 o = ((n * g.OH + oh) * g.OW + ow) * g.C + c0;
+				const int o = ((n * g.OH + oh) * g.OW + ow) * g.C + c0;
+				PVec<unsigned char, V> b;
+				b.u = *(const decltype(b.u)*)(arg + o);
 				float d[V];
 				pld<V>(dy + o, d);
 				for (int v = 0; v < V; v++)
-					if (arg[o + v] == tap) acc[v] += d[v];
+					if (b.e[v] == tap) acc[v] += d[v];
 			}
 		pst<V>(dx + r * g.C + c0, acc);
 	}
-}
-extern "C" __global__ void pool_max_bwd(const PS* dy, const unsigned char* arg, PS* dx, POOL_PARAMS) {
-	POOL_GEO;
-	poolMaxBwd<1>(dy, arg, dx, g);
-}
-extern "C" __global__ void pool_max_bwd2(const PS* dy, const unsigned char* arg, PS* dx, POOL_PARAMS) {
-	POOL_GEO;
-	poolMaxBwd<2>(dy, arg, dx, g);
 }
 
 // avgDivisor returns the divisor of the window at (oh, ow), as the file's
@@ -178,20 +180,21 @@ __device__ __forceinline__ float avgDivisor(const PoolGeo& g, int oh, int ow, in
 // pool_avg: y = the sum of each window of x inside the input over its
 // divisor.
 template <int V> __device__ __forceinline__ void poolAvg(const PS* x, PS* y, const PoolGeo& g, int includePad) {
-	POOL_ROWS((i64)g.N * g.OH * g.OW) {
-		const int ow = (int)(r % g.OW);
-		const i64 t = r / g.OW;
-		const int oh = (int)(t % g.OH);
-		const i64 n = t / g.OH;
+	POOL_ITEMS(g.N * g.OH * g.OW) {
+		POOL_ITEM;
+		const int ow = r % g.OW;
+		const int t = r / g.OW;
+		const int oh = t % g.OH;
+		const int n = t / g.OH;
 		const int hs = oh * g.sh - g.ph, ws = ow * g.sw - g.pw;
 		const int i0 = max(0, -hs), i1 = min(g.kh, g.H - hs), j0 = max(0, -ws), j1 = min(g.kw, g.W - ws);
 		float s[V];
 		for (int v = 0; v < V; v++) s[v] = 0;
 		for (int i = i0; i < i1; i++) {
-			const PS* row = x + ((n * g.H + hs + i) * g.W + ws) * g.C + c0;
-			for (int j = j0; j < j1; j++) {
+			const PS* row = x + ((n * g.H + hs + i) * g.W + ws + j0) * g.C + c0;
+			for (int j = j0; j < j1; j++, row += g.C) {
 				float a[V];
-				pld<V>(row + (i64)j * g.C, a);
+				pld<V>(row, a);
 				for (int v = 0; v < V; v++) s[v] += a[v];
 			}
 		}
@@ -200,17 +203,16 @@ template <int V> __device__ __forceinline__ void poolAvg(const PS* x, PS* y, con
 		pst<V>(y + r * g.C + c0, s);
 	}
 }
-extern "C" __global__ void pool_avg(const PS* x, PS* y, POOL_PARAMS, int includePad) { POOL_GEO; poolAvg<1>(x, y, g, includePad); }
-extern "C" __global__ void pool_avg2(const PS* x, PS* y, POOL_PARAMS, int includePad) { POOL_GEO; poolAvg<2>(x, y, g, includePad); }
 
 // pool_avg_bwd: dx at each input element = the sum, over the windows that
 // cover it, of dy over the window's divisor.
 template <int V> __device__ __forceinline__ void poolAvgBwd(const PS* dy, PS* dx, const PoolGeo& g, int includePad) {
-	POOL_ROWS((i64)g.N * g.H * g.W) {
-		const int w = (int)(r % g.W);
-		const i64 t = r / g.W;
-		const int h = (int)(t % g.H);
-		const i64 n = t / g.H;
+	POOL_ITEMS(g.N * g.H * g.W) {
+		POOL_ITEM;
+		const int w = r % g.W;
+		const int t = r / g.W;
+		const int h = t % g.H;
+		const int n = t / g.H;
 		int oh0, oh1, ow0, ow1;
 		covering(h, g.kh, g.sh, g.ph, g.OH, &oh0, &oh1);
 		covering(w, g.kw, g.sw, g.pw, g.OW, &ow0, &ow1);
@@ -226,14 +228,33 @@ template <int V> __device__ __forceinline__ void poolAvgBwd(const PS* dy, PS* dx
 		pst<V>(dx + r * g.C + c0, acc);
 	}
 }
-extern "C" __global__ void pool_avg_bwd(const PS* dy, PS* dx, POOL_PARAMS, int includePad) {
-	POOL_GEO;
-	poolAvgBwd<1>(dy, dx, g, includePad);
-}
-extern "C" __global__ void pool_avg_bwd2(const PS* dy, PS* dx, POOL_PARAMS, int includePad) {
-	POOL_GEO;
-	poolAvgBwd<2>(dy, dx, g, includePad);
-}
+
+// The kernels, for V = 1, 2, 4 and 8 channels a thread (suffix "", 2, 4,
+// 8); V·sizeof(PS) must be at most 16 bytes.
+#define POOL_KERNELS(SUF, V)                                                                                        \
+	extern "C" __global__ void pool_max##SUF(const PS* x, PS* y, POOL_PARAMS) { POOL_GEO; poolMax<V>(x, y, g); }   \
+	extern "C" __global__ void pool_max_arg##SUF(const PS* x, unsigned char* arg, POOL_PARAMS) {                  \
+		POOL_GEO;                                                                                                  \
+		poolMaxArg<V>(x, arg, g);                                                                                  \
+	}                                                                                                              \
+	extern "C" __global__ void pool_max_bwd##SUF(const PS* dy, const unsigned char* arg, PS* dx, POOL_PARAMS) {    \
+		POOL_GEO;                                                                                                  \
+		poolMaxBwd<V>(dy, arg, dx, g);                                                                             \
+	}                                                                                                              \
+	extern "C" __global__ void pool_avg##SUF(const PS* x, PS* y, POOL_PARAMS, int includePad) {                    \
+		POOL_GEO;                                                                                                  \
+		poolAvg<V>(x, y, g, includePad);                                                                           \
+	}                                                                                                              \
+	extern "C" __global__ void pool_avg_bwd##SUF(const PS* dy, PS* dx, POOL_PARAMS, int includePad) {              \
+		POOL_GEO;                                                                                                  \
+		poolAvgBwd<V>(dy, dx, g, includePad);                                                                      \
+	}
+POOL_KERNELS(, 1)
+POOL_KERNELS(2, 2)
+POOL_KERNELS(4, 4)
+#if VD != DT_F32
+POOL_KERNELS(8, 8)
+#endif
 
 #endif // K_pool
 #endif // VD

@@ -1,7 +1,7 @@
 // pool_main.cpp runs pool.cu's float32 kernels on the host (shim.h): max
 // and average pooling of channels-last tensors and their backward passes,
-// with one and two channels a thread, part-filled blocks and several block
-// rows, against a float64 reference written from PyTorch's rules: a max
+// with one, two and four channels a thread and grids that stride several
+// times, against a float64 reference written from PyTorch's rules: a max
 // window keeps its first largest value, its last NaN, or its first tap
 // inside the input when all are -Inf; an average divides by the taps
 // inside the padded input, or inside the input alone. It prints PASS or
@@ -59,14 +59,17 @@ template <int V> int run(Geo g, int gy, bool special, bool includePad, const cha
 	}
 	std::vector<float> y1(out), y2(out), dx1(in), dx2(in);
 	std::vector<unsigned char> arg(out);
-	const unsigned gx = (g.C + 32 * V - 1) / (32 * V);
 	const int ip = includePad;
 #define GEO g.N, g.H, g.W, g.C, OH, OW, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw
-	launch(D3{gx, (unsigned)gy, 1}, D3{32, 8, 1}, [&] { if (V == 2) pool_max2(x.data(), y1.data(), GEO); else pool_max(x.data(), y1.data(), GEO); });
-	launch(D3{gx, (unsigned)gy, 1}, D3{32, 8, 1}, [&] { if (V == 2) pool_avg2(x.data(), y2.data(), GEO, ip); else pool_avg(x.data(), y2.data(), GEO, ip); });
-	launch(D3{gx, (unsigned)gy, 1}, D3{32, 8, 1}, [&] { if (V == 2) pool_max_arg2(x.data(), arg.data(), GEO); else pool_max_arg(x.data(), arg.data(), GEO); });
-	launch(D3{gx, (unsigned)gy, 1}, D3{32, 8, 1}, [&] { if (V == 2) pool_max_bwd2(dy.data(), arg.data(), dx1.data(), GEO); else pool_max_bwd(dy.data(), arg.data(), dx1.data(), GEO); });
-	launch(D3{gx, (unsigned)gy, 1}, D3{32, 8, 1}, [&] { if (V == 2) pool_avg_bwd2(dy.data(), dx2.data(), GEO, ip); else pool_avg_bwd(dy.data(), dx2.data(), GEO, ip); });
+	// Few blocks of few threads, so that the grid strides several times.
+	const D3 grid{(unsigned)gy, 1, 1}, block{64, 1, 1};
+#define PICK(K, ...) \
+	launch(grid, block, [&] { if (V == 4) K##4(__VA_ARGS__); else if (V == 2) K##2(__VA_ARGS__); else K(__VA_ARGS__); })
+	PICK(pool_max, x.data(), y1.data(), GEO);
+	PICK(pool_avg, x.data(), y2.data(), GEO, ip);
+	PICK(pool_max_arg, x.data(), arg.data(), GEO);
+	PICK(pool_max_bwd, dy.data(), arg.data(), dx1.data(), GEO);
+	PICK(pool_avg_bwd, dy.data(), dx2.data(), GEO, ip);
 	int bad = 0;
 	for (i64 i = 0; i < out; i++) bad += !same(y1[i], ymax[i], 0) + !same(y2[i], yavg[i], 1e-6);
 	for (i64 i = 0; i < in; i++) bad += !same(dx1[i], dxmax[i], 1e-6) + !same(dx2[i], dxavg[i], 1e-6);
@@ -84,6 +87,10 @@ int main() {
 	bad += run<1>(Geo{2, 5, 6, 5, 2, 3, 1, 2, 1, 0}, 5, true, false, "2x3 stride 1x2 pad 1x0 exclude pad");
 	// ResNet's head: the whole 7x7 image.
 	bad += run<2>(Geo{3, 7, 7, 130, 7, 7, 7, 7, 0, 0}, 1, false, true, "global 7x7");
+	// Four channels a thread (16-byte accesses).
+	bad += run<4>(Geo{2, 9, 7, 64, 3, 3, 2, 2, 1, 1}, 3, true, true, "3x3/2 pad 1, V=4, NaN and -Inf");
+	bad += run<4>(Geo{2, 5, 6, 12, 2, 3, 1, 2, 1, 0}, 2, false, false, "2x3 stride 1x2 pad 1x0, V=4, exclude pad");
+	bad += run<4>(Geo{2, 7, 7, 132, 7, 7, 7, 7, 0, 0}, 1, false, true, "global 7x7, V=4");
 	// Windows with gaps between them.
 	bad += run<1>(Geo{1, 11, 10, 3, 2, 2, 3, 4, 1, 1}, 2, true, true, "2x2 stride 3x4 pad 1");
 	printf(bad ? "FAIL\n" : "PASS\n");

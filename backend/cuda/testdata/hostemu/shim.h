@@ -45,6 +45,8 @@ static inline float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f
 static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long c, unsigned long long v) { unsigned long long o = *p; if (o == c) *p = v; return o; }
 static inline long long atomicCAS(long long* p, long long c, long long v) { long long o = *p; if (o == c) *p = v; return o; }
 struct float2 { float x, y; };
+struct uint2 { unsigned x, y; };
+struct uint4 { unsigned x, y, z, w; };
 static inline float2 make_float2(float x, float y) { return float2{x, y}; }
 
 static void launch(D3 grid, D3 block, std::function<void()> fn) {
