@@ -902,3 +902,55 @@ func TestCollateErrorsNameSamples(t *testing.T) {
 		}
 	}
 }
+
+// virtual is a dataset of n samples that it makes on demand: sample i is
+// the number i, so n may be as large as an int goes.
+type virtual struct{ n int }
+
+func (d virtual) Len() int { return d.n }
+
+func (d virtual) Get(i int) (data.Sample, error) { return data.Sample{int64(i)}, nil }
+
+// TestHugeBatchSizes: a batch size and a dataset length near the largest
+// int are taken at their word, with no slice sized by them before the
+// sampler has yielded anything: a sampler that yields a few indices gives
+// one short batch of them. A batch size or length of that order used to
+// size the batch's slice of indices up front, which panicked (makeslice)
+// or ran out of memory before reading a sample.
+func TestHugeBatchSizes(t *testing.T) {
+	want := []int64{5, 1<<62 - 1, 0}
+	few := data.SamplerFunc(func() iter.Seq[int] { return slices.Values([]int{5, 1<<62 - 1, 0}) })
+	for _, tc := range []struct {
+		name  string
+		n     int
+		batch int
+	}{
+		{"largest int", math.MaxInt, math.MaxInt},
+		{"batch 2^40", math.MaxInt, 1 << 40},
+		{"dataset 2^62", 1 << 62, math.MaxInt - 1},
+	} {
+		for _, workers := range []int{0, 2} {
+			t.Run(fmt.Sprintf("%s/%d workers", tc.name, workers), func(t *testing.T) {
+				l, err := data.NewLoader(virtual{tc.n}, tc.batch, data.Options{Sampler: few, NumWorkers: workers})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got [][]int64
+				err = vram.Catch(func() {
+					for b, err := range l.All() {
+						if err != nil {
+							t.Fatal(err)
+						}
+						got = append(got, b.Tensors[0].Int64s())
+					}
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != 1 || !slices.Equal(got[0], want) {
+					t.Errorf("batches %v, want one of %v", got, want)
+				}
+			})
+		}
+	}
+}

@@ -18,6 +18,11 @@ const DefaultPrefetch = 2
 // not fit in any memory.
 const MaxPrefetch = 1 << 16
 
+// indexReserve is the most indices a loader reserves room for before a
+// batch's sampler yields them, so that a batch size near the largest int
+// sizes no slice up front; a larger batch grows as its indices come.
+const indexReserve = 1 << 12
+
 // Options configures a [Loader]. Its zero value reads the dataset in order,
 // on the calling goroutine, keeps the last short batch and leaves batches
 // where the collate function makes them; each field says what zero means.
@@ -369,9 +374,11 @@ func (l *Loader) jobs(skip int) iter.Seq[job] {
 		next, stop := iter.Pull(seq)
 		defer stop()
 		k := 0
-		// Room for a batch, but no more than the dataset: a batch size
-		// may be far larger than any memory.
-		room := min(l.batchSize, l.n)
+		// Room for a batch, but no more than the dataset nor than
+		// indexReserve: a batch size or a dataset length may be far
+		// larger than any memory, and a batch that has more indices
+		// grows as they come.
+		room := min(l.batchSize, l.n, indexReserve)
 		idx := make([]int, 0, room)
 		for {
 			i, ok, err := l.pull(next)
