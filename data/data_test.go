@@ -144,6 +144,8 @@ func TestNewLoaderErrors(t *testing.T) {
 		{"nil dataset", nil, 2, data.Options{}, vram.ErrArgument},
 		{"empty dataset", empty, 2, data.Options{}, vram.ErrArgument},
 		{"negative workers", ds, 2, data.Options{NumWorkers: -1}, vram.ErrArgument},
+		{"workers beyond memory", ds, 2, data.Options{NumWorkers: math.MaxInt}, vram.ErrArgument},
+		{"workers beyond MaxWorkers", ds, 2, data.Options{NumWorkers: data.MaxWorkers + 1}, vram.ErrArgument},
 		{"negative prefetch", ds, 2, data.Options{NumWorkers: 1, Prefetch: -1}, vram.ErrArgument},
 		{"prefetch without workers", ds, 2, data.Options{Prefetch: 2}, vram.ErrArgument},
 		{"prefetch beyond memory", ds, 2, data.Options{NumWorkers: 2, Prefetch: math.MaxInt}, vram.ErrArgument},
@@ -831,7 +833,7 @@ func TestWorkersBounded(t *testing.T) {
 	}{
 		{64, 4, 3},
 		{2, 4, 2},
-		{1 << 20, 1, 10},
+		{data.MaxWorkers, 1, 10},
 	} {
 		t.Run(fmt.Sprint(tc.workers, tc.batch), func(t *testing.T) {
 			before := runtime.NumGoroutine()

@@ -18,6 +18,13 @@ const DefaultPrefetch = 2
 // not fit in any memory.
 const MaxPrefetch = 1 << 16
 
+// MaxWorkers bounds Options.NumWorkers. An epoch starts a goroutine and
+// channels for each worker that has a batch to prepare, and every worker of
+// a stream or of a [ShardedDataset], whose length is unknown: more workers
+// than this run no faster on any host, and their prepared batches would
+// not fit in memory.
+const MaxWorkers = 1 << 12
+
 // indexReserve is the most indices a loader reserves room for before a
 // batch's sampler yields them, so that a batch size near the largest int
 // sizes no slice up front; a larger batch grows as its indices come.
@@ -47,6 +54,7 @@ type Options struct {
 	// the loop (PyTorch's num_workers); zero prepares each batch on the
 	// calling goroutine when the loop asks for it. Batches come in the
 	// same order, with the same contents, whatever the number of workers.
+	// It is at most [MaxWorkers].
 	NumWorkers int
 	// Prefetch is the number of batches each worker prepares ahead
 	// (PyTorch's prefetch_factor); zero means [DefaultPrefetch]. It needs
@@ -86,10 +94,10 @@ type Loader struct {
 
 // NewLoader returns a loader of ds in batches of batchSize samples. It
 // returns an error that matches [vram.ErrArgument] for a nil or empty
-// dataset, a batch size below 1, a negative NumWorkers or Prefetch, one
-// above [MaxPrefetch], Prefetch without workers, Shuffle with a Sampler, a
-// Sampler whose Len is negative and a [RandomSampler] of N 0, which has no
-// indices to draw, and
+// dataset, a batch size below 1, a negative NumWorkers or Prefetch,
+// NumWorkers above [MaxWorkers], Prefetch above [MaxPrefetch], Prefetch
+// without workers, Shuffle with a Sampler, a Sampler whose Len is negative
+// and a [RandomSampler] of N 0, which has no indices to draw, and
 // [vram.ErrUnavailable] for a Device that cannot be used or PinMemory where
 // no device can pin memory.
 func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
@@ -142,6 +150,8 @@ func (l *Loader) setup(name string) error {
 		return bad("batch size %d; it must be at least 1", batchSize)
 	case opts.NumWorkers < 0:
 		return bad("NumWorkers %d; it must be 0 (load on the calling goroutine) or more", opts.NumWorkers)
+	case opts.NumWorkers > MaxWorkers:
+		return bad("NumWorkers %d; it must be at most MaxWorkers (%d)", opts.NumWorkers, MaxWorkers)
 	case opts.Prefetch < 0:
 		return bad("Prefetch %d; it must be 0 (the default, %d) or more", opts.Prefetch, DefaultPrefetch)
 	case opts.Prefetch > MaxPrefetch:

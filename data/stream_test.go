@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -394,6 +395,11 @@ func TestNewIterableLoaderErrors(t *testing.T) {
 		{"shuffle", s, 2, data.Options{Shuffle: true}, vram.ErrArgument},
 		{"sampler", s, 2, data.Options{Sampler: data.SequentialSampler{N: 4}}, vram.ErrArgument},
 		{"negative workers", s, 2, data.Options{NumWorkers: -1}, vram.ErrArgument},
+		// A stream's length is unknown, so every worker would start:
+		// a goroutine and two channels each, which made the epoch panic
+		// (makeslice) at the largest int.
+		{"workers beyond memory", s, 2, data.Options{NumWorkers: math.MaxInt}, vram.ErrArgument},
+		{"workers beyond MaxWorkers", s, 2, data.Options{NumWorkers: data.MaxWorkers + 1}, vram.ErrArgument},
 		{"prefetch without workers", s, 2, data.Options{Prefetch: 2}, vram.ErrArgument},
 		{"no such device", s, 2, data.Options{Device: vram.Sim(9)}, vram.ErrUnavailable},
 	} {
