@@ -406,6 +406,7 @@ func TestSubset(t *testing.T) {
 type faulty struct {
 	n, bad int
 	err    error
+	none   bool // Get(bad) returns a nil sample and no error
 	dev    vram.Device
 }
 
@@ -413,6 +414,9 @@ func (f faulty) Len() int { return f.n }
 
 func (f faulty) Get(i int) (data.Sample, error) {
 	if i == f.bad {
+		if f.none {
+			return nil, nil
+		}
 		if f.err != nil {
 			return nil, f.err
 		}
@@ -421,6 +425,13 @@ func (f faulty) Get(i int) (data.Sample, error) {
 	}
 	return data.Sample{vram.Full(vram.Shape{1024}, float64(i), f.dev), i}, nil
 }
+
+// nilSamples is a dataset whose Get returns a nil sample and no error.
+type nilSamples struct{}
+
+func (nilSamples) Len() int { return 6 }
+
+func (nilSamples) Get(int) (data.Sample, error) { return nil, nil }
 
 // TestLoaderFailures: an error in Get, the collate function or the
 // sampler comes out of the loop at its batch's place, after the batches
@@ -475,6 +486,12 @@ func TestLoaderFailures(t *testing.T) {
 	}{
 		{"get error", faulty{n: 20, bad: 5, err: errBad, dev: dev}, data.Options{}, 2, errBad},
 		{"get panic", faulty{n: 20, bad: 7, dev: dev}, data.Options{}, 3, nil},
+		// PyTorch's default_collate refuses a None sample; a nil one
+		// was taken for a sample of no fields, which Collate refused as
+		// one unlike the others, or batched into no tensors at all.
+		{"get nil sample", faulty{n: 20, bad: 5, none: true, dev: dev}, data.Options{}, 2, vram.ErrArgument},
+		{"get nil sample first", faulty{n: 20, bad: 6, none: true, dev: dev}, data.Options{}, 3, vram.ErrArgument},
+		{"get nil samples only", nilSamples{}, data.Options{}, 0, vram.ErrArgument},
 		{"out of range", faulty{n: 20, bad: -1, dev: dev}, data.Options{Sampler: outOfRange}, 2, vram.ErrIndex},
 		{"sampler panic", faulty{n: 20, bad: -1, dev: dev}, data.Options{Sampler: panicky}, 2, nil},
 		{"collate error", faulty{n: 20, bad: -1, dev: dev}, data.Options{Collate: badCollate}, 2, vram.ErrDType},

@@ -17,7 +17,8 @@ type Sample []any
 
 // Dataset is a map-style dataset (torch.utils.data.Dataset): Len elements,
 // indexed from 0. Get returns element i, or an error for an element that
-// cannot be read. Tensors in the sample that Get makes (views such as
+// cannot be read (a nil sample with no error ends a [Loader]'s epoch with
+// an error that matches [vram.ErrArgument]). Tensors in the sample that Get makes (views such as
 // Select, new tensors) belong to the loader, which releases them once the
 // batch is assembled (Get runs inside [vram.Tidy]); tensors the dataset
 // made before are left alone, and a tensor Get makes and caches for later

@@ -373,10 +373,10 @@ func (j job) drop() { releaseSamplesExcept(j.samples, nil) }
 // consumes the jobs.
 func (l *Loader) jobs(skip int) iter.Seq[job] {
 	if l.stream != nil {
-		return l.streamJobs(l.stream.All, skip)
+		return l.streamJobs("All", l.stream.All, skip)
 	}
 	return func(yield func(job) bool) {
-		seq, err := open(l.sampler.All)
+		seq, err := open("All", l.sampler.All)
 		if err != nil {
 			yield(job{k: skip, err: fmt.Errorf("data: sampler: %w", err)})
 			return
@@ -421,14 +421,19 @@ func (l *Loader) jobs(skip int) iter.Seq[job] {
 
 // open returns what all returns (an epoch's sequence, of a sampler or a
 // stream), or its panic as a [*PanicError]: it runs on the goroutine that
-// hands out batches, where a panic would end the process.
-func open[T any](all func() T) (seq T, err error) {
+// hands out batches, where a panic would end the process. A nil sequence,
+// which would panic when pulled, is an error that matches
+// [vram.ErrArgument]; name is the method that returned it, for the error.
+func open[T iter.Seq[int] | iter.Seq2[Sample, error]](name string, all func() T) (seq T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r, Stack: debug.Stack()}
 		}
 	}()
-	return all(), nil
+	if seq = all(); seq == nil {
+		return nil, fmt.Errorf("%s returned a nil sequence; an epoch of nothing is an empty one: %w", name, vram.ErrArgument)
+	}
+	return seq, nil
 }
 
 // pull returns the sampler's next index, or an error for an index out of
@@ -473,6 +478,10 @@ func (l *Loader) fetch(j job) (b *Batch, err error) {
 				s, gerr := l.ds.Get(i)
 				if gerr != nil {
 					err = wrap(gerr, "batch %d: sample %d", j.k, i)
+					return
+				}
+				if s == nil {
+					err = fmt.Errorf("data: batch %d: sample %d: Get returned a nil sample and no error: %w", j.k, i, vram.ErrArgument)
 					return
 				}
 				samples[n] = s

@@ -9,7 +9,8 @@ import (
 
 // Sampler chooses the order in which a [Loader] reads a dataset
 // (torch.utils.data.Sampler): each call of All starts one epoch and yields
-// dataset indices. A sampler may also have a Len() int method, the number
+// dataset indices (a nil sequence ends the epoch with an error that
+// matches [vram.ErrArgument]). A sampler may also have a Len() int method, the number
 // of indices an epoch yields, which [Loader.Len] uses.
 type Sampler interface {
 	All() iter.Seq[int]

@@ -14,7 +14,8 @@ import (
 // (torch.utils.data.IterableDataset): records read from a file, a socket
 // or a generator. All returns one pass over the stream; each epoch of a
 // [Loader] calls it once. A sample yielded with a non-nil error ends the
-// epoch with that error.
+// epoch with that error; a nil sequence, or a nil sample with no error,
+// ends it with an error that matches [vram.ErrArgument].
 //
 // A [Loader] reads the stream of All once per epoch, from one goroutine at
 // a time, however many workers it has: its workers then share the stream,
@@ -100,15 +101,15 @@ func NewIterableLoader(ds IterableDataset, batchSize int, opts Options) (*Loader
 // [Dataset].
 func (l *Loader) Stream() IterableDataset { return l.stream }
 
-// streamJobs yields the batches of the stream that all returns from batch
-// skip on, in order, and a final job with an error if the stream yields
-// one or panics, or all panics (as job skip when that happens among the
-// skipped batches, as in [Loader.jobs]). The samples of the jobs are
-// theirs; those of an unfinished batch are released when the stream fails
-// or the consumer stops.
-func (l *Loader) streamJobs(all func() iter.Seq2[Sample, error], skip int) iter.Seq[job] {
+// streamJobs yields the batches of the stream that all (the method name)
+// returns from batch skip on, in order, and a final job with an error if
+// the stream yields one or panics, or all panics or returns nil (as job
+// skip when that happens among the skipped batches, as in [Loader.jobs]).
+// The samples of the jobs are theirs; those of an unfinished batch are
+// released when the stream fails or the consumer stops.
+func (l *Loader) streamJobs(name string, all func() iter.Seq2[Sample, error], skip int) iter.Seq[job] {
 	return func(yield func(job) bool) {
-		seq, err := open(all)
+		seq, err := open(name, all)
 		if err != nil {
 			yield(job{k: skip, err: wrap(err, "batch 0: stream")})
 			return
@@ -185,7 +186,7 @@ func (l *Loader) sharded(ds ShardedDataset, yield func(*Batch, error) bool) {
 			defer wg.Done()
 			defer close(outs[i])
 			shard := func() iter.Seq2[Sample, error] { return ds.Shard(WorkerInfo{ID: i, NumWorkers: w}) }
-			for j := range l.streamJobs(shard, 0) {
+			for j := range l.streamJobs("Shard", shard, 0) {
 				b, err := l.fetch(j)
 				if err != nil {
 					err = wrap(err, "worker %d", i)

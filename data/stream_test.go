@@ -486,28 +486,43 @@ type panickingShards struct{ rowStream }
 
 func (panickingShards) Shard(data.WorkerInfo) iter.Seq2[data.Sample, error] { panic("no shards today") }
 
+// nilShards is a sharded stream whose Shard returns a nil sequence.
+type nilShards struct{ rowStream }
+
+func (nilShards) Shard(data.WorkerInfo) iter.Seq2[data.Sample, error] { return nil }
+
 // TestLoaderEpochOpenPanics: a sampler's All, a stream's All or a sharded
 // stream's Shard that panics instead of returning the epoch's sequence
 // ends the epoch with a *data.PanicError, with workers or without, as a
 // panic of the sequence itself does, rather than crashing the process
-// from a worker's goroutine.
+// from a worker's goroutine. One that returns a nil sequence ends it with
+// an error matching vram.ErrArgument that says so: it was a *PanicError of
+// a nil dereference, raised when the sequence was pulled.
 func TestLoaderEpochOpenPanics(t *testing.T) {
 	sampler := data.SamplerFunc(func() iter.Seq[int] { panic("no epoch today") })
 	stream := data.StreamFunc(func() iter.Seq2[data.Sample, error] { panic("no stream today") })
+	nilSampler := data.SamplerFunc(func() iter.Seq[int] { return nil })
+	nilStream := data.StreamFunc(func() iter.Seq2[data.Sample, error] { return nil })
 	tests := []struct {
 		name    string
 		sampler data.Sampler         // for a dataset, when stream is nil
 		stream  data.IterableDataset // else
 		workers int
 		start   int
+		want    error // matched by errors.Is, or nil for a *PanicError
 	}{
-		{"sampler, serial", sampler, nil, 0, 0},
-		{"sampler, 2 workers", sampler, nil, 2, 0},
-		{"sampler, 2 workers from 3", sampler, nil, 2, 3},
-		{"stream, serial", nil, stream, 0, 0},
-		{"stream, 2 workers", nil, stream, 2, 0},
-		{"stream, 3 workers from 1", nil, stream, 3, 1},
-		{"shards, 2 workers", nil, panickingShards{newRowStream(4, vram.CPU)}, 2, 0},
+		{"sampler, serial", sampler, nil, 0, 0, nil},
+		{"sampler, 2 workers", sampler, nil, 2, 0, nil},
+		{"sampler, 2 workers from 3", sampler, nil, 2, 3, nil},
+		{"stream, serial", nil, stream, 0, 0, nil},
+		{"stream, 2 workers", nil, stream, 2, 0, nil},
+		{"stream, 3 workers from 1", nil, stream, 3, 1, nil},
+		{"shards, 2 workers", nil, panickingShards{newRowStream(4, vram.CPU)}, 2, 0, nil},
+		{"nil sampler sequence, serial", nilSampler, nil, 0, 0, vram.ErrArgument},
+		{"nil sampler sequence, 2 workers from 1", nilSampler, nil, 2, 1, vram.ErrArgument},
+		{"nil stream sequence, serial", nil, nilStream, 0, 0, vram.ErrArgument},
+		{"nil stream sequence, 2 workers", nil, nilStream, 2, 0, vram.ErrArgument},
+		{"nil shard sequence, 2 workers", nil, nilShards{newRowStream(4, vram.CPU)}, 2, 0, vram.ErrArgument},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -521,8 +536,11 @@ func TestLoaderEpochOpenPanics(t *testing.T) {
 				errs = append(errs, err)
 			}
 			var pe *data.PanicError
-			if len(errs) != 1 || !errors.As(errs[0], &pe) {
+			switch {
+			case tc.want == nil && (len(errs) != 1 || !errors.As(errs[0], &pe)):
 				t.Fatalf("the epoch yielded the errors %v; want one *data.PanicError", errs)
+			case tc.want != nil && (len(errs) != 1 || !errors.Is(errs[0], tc.want) || errors.As(errs[0], &pe)):
+				t.Fatalf("the epoch yielded the errors %v; want one matching %v", errs, tc.want)
 			}
 			settled(t, before)
 		})
