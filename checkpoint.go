@@ -105,6 +105,9 @@ func withRNG(r *rngScope, fn func()) {
 // and from those of [WithGenerator], and the generators themselves are not
 // rewound. fn must draw on the calling goroutine for that, and must compute
 // the same function both times (no other state that changes in between).
+// fn must not change x in place (an in-place activation on it): the
+// recompute would start from the changed x, so Backward then fails with
+// [ErrAutograd], as it does for any saved tensor changed in place since.
 //
 // params lists the leaves requiring grad that fn uses besides x: the result
 // requires grad when x or one of them does, and to [Grad] the checkpoint is
@@ -146,6 +149,7 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 		return out
 	}
 	rec := &rngScope{states: map[*Generator][]byte{}}
+	entry := versionsOf(x)
 	var out *Tensor
 	NoGrad(func() { withRNG(rec, func() { out = callReleasing(fn, x) }) })
 	if !out.dtype.IsFloat() {
@@ -213,6 +217,7 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 		backwardReleasing(y, g, c)
 		return c.out
 	})
+	savedAtEntry(out, entry)
 	return out
 }
 
@@ -289,7 +294,8 @@ func backwardReleasing(y, g *Tensor, c *capture) {
 // return as many tensors, of the same shapes, both times; integer or bool
 // results are returned outside the graph, as Checkpoint returns them. xs
 // may hold tensors that do not require grad (masks, indices); they are
-// saved too.
+// saved too, and fn must not change them in place (Backward then fails
+// with [ErrAutograd], as for Checkpoint).
 //
 // The results are new tensors the caller owns, in fn's order. Outside
 // recording (inside NoGrad, or when nothing requires grad)
@@ -334,6 +340,7 @@ func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*T
 		return outs
 	}
 	rec := &rngScope{states: map[*Generator][]byte{}}
+	entry := versionsOf(xs...)
 	var packed *Tensor
 	var shapes [][]int
 	NoGrad(func() {
@@ -416,7 +423,33 @@ func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*T
 		backwardReleasing(y, g, c)
 		return c.out
 	})
+	savedAtEntry(packed, entry)
 	return unpackOutputs(packed, shapes)
+}
+
+// versionsOf returns the storage versions of ts, taken as a checkpoint's
+// forward begins.
+func versionsOf(ts ...*Tensor) []uint64 {
+	v := make([]uint64, len(ts))
+	for i, t := range ts {
+		v[i] = t.ref.st.version.Load()
+	}
+	return v
+}
+
+// savedAtEntry dates the inputs that out's checkpoint node saved (its
+// first len(entry) saved tensors) to the versions they had when the
+// forward began, rather than when it ended: the recompute must see the
+// input the forward saw, so a function that changes its input in place
+// (an in-place activation on it, say) makes the backward pass fail as any
+// node's whose saved tensor changed since, as PyTorch's checkpoint does
+// (it saves its inputs before running the function), instead of
+// recomputing from the changed input and changing it a second time.
+func savedAtEntry(out *Tensor, entry []uint64) {
+	n := out.ref.node
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	copy(n.versions, entry)
 }
 
 // unpackOutputs returns the results that packed gathers, views of it of

@@ -340,3 +340,57 @@ func TestRecomputing(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointInputChangedInPlace: a checkpointed function that changes
+// its input in place makes the backward pass fail with ErrAutograd, as
+// PyTorch's checkpoint does (it saves its inputs before running the
+// function), rather than recompute from the changed input, which gave a
+// wrong gradient and changed the input a second time. A function that
+// changes in place only what it computes itself is checkpointed as usual.
+func TestCheckpointInputChangedInPlace(t *testing.T) {
+	tests := []struct {
+		name    string
+		multi   bool
+		fn      func(x, w *Tensor) *Tensor
+		refused bool
+		x       []float64 // x after Backward
+		grad    []float64 // w's gradient, when not refused
+	}{
+		{"input scaled in place", false, func(x, w *Tensor) *Tensor { return x.MulScalarInPlace(2).Mul(w) }, true, []float64{-2, 4, -6}, nil},
+		{"input filled in place", false, func(x, w *Tensor) *Tensor { x.FillInPlace(1); return x.Mul(w) }, true, []float64{1, 1, 1}, nil},
+		{"a view of the input changed", false, func(x, w *Tensor) *Tensor {
+			x.Narrow(0, 0, 1).FillInPlace(0)
+			return x.Mul(w)
+		}, true, []float64{0, 2, -3}, nil},
+		{"several inputs, one scaled in place", true, func(x, w *Tensor) *Tensor { return x.MulScalarInPlace(2).Mul(w) }, true, []float64{-2, 4, -6}, nil},
+		{"own result changed in place", false, func(x, w *Tensor) *Tensor { return x.Mul(w).MulScalarInPlace(2) }, false, []float64{-1, 2, -3}, []float64{-2, 4, -6}},
+		{"several inputs, own result changed", true, func(x, w *Tensor) *Tensor { return x.Mul(w).MulScalarInPlace(2) }, false, []float64{-1, 2, -3}, []float64{-2, 4, -6}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				w := FromSlice([]float64{1, 2, 3}, nil, WithGrad())
+				x := FromSlice([]float64{-1, 2, -3}, nil)
+				mask := Ones(Shape{3})
+				var y *Tensor
+				if tc.multi {
+					y = CheckpointMulti(func(xs []*Tensor) []*Tensor { return []*Tensor{tc.fn(xs[0], w)} }, []*Tensor{x, mask}, w)[0]
+				} else {
+					y = Checkpoint(func(x *Tensor) *Tensor { return tc.fn(x, w) }, x, w)
+				}
+				err := Catch(func() { y.Sum().Backward() })
+				switch {
+				case tc.refused && !errors.Is(err, ErrAutograd):
+					t.Errorf("Backward gave %v, want an error matching ErrAutograd", err)
+				case !tc.refused && err != nil:
+					t.Errorf("Backward: %v", err)
+				case !tc.refused && !slices.Equal(w.Grad().Float64s(), tc.grad):
+					t.Errorf("w's gradient %v, want %v", w.Grad().Float64s(), tc.grad)
+				}
+				if got := x.Float64s(); !slices.Equal(got, tc.x) {
+					t.Errorf("x is %v after Backward, want %v", got, tc.x)
+				}
+			})
+		})
+	}
+}
