@@ -107,7 +107,10 @@ func NewSubset(ds Dataset, indices []int) (*Subset, error) {
 	if isNil(ds) {
 		return nil, fmt.Errorf("data: NewSubset of a nil dataset: %w", vram.ErrArgument)
 	}
-	n := ds.Len()
+	n, err := length(ds)
+	if err != nil {
+		return nil, wrap(err, "NewSubset: the dataset's Len")
+	}
 	for k, i := range indices {
 		if i < 0 || i >= n {
 			return nil, fmt.Errorf("data: NewSubset: index %d (position %d) is out of range for a dataset of %d: %w", i, k, n, vram.ErrIndex)
@@ -150,7 +153,10 @@ func NewConcatDataset(datasets ...Dataset) (*ConcatDataset, error) {
 		if isNil(d) {
 			return nil, fmt.Errorf("data: NewConcatDataset: dataset %d is nil: %w", k, vram.ErrArgument)
 		}
-		n := d.Len()
+		n, err := length(d)
+		if err != nil {
+			return nil, wrap(err, "NewConcatDataset: dataset %d's Len", k)
+		}
 		if n < 0 || n > math.MaxInt-total {
 			return nil, fmt.Errorf("data: NewConcatDataset: dataset %d has length %d after %d elements: %w", k, n, total, vram.ErrArgument)
 		}
@@ -197,8 +203,12 @@ func RandomSplit(ds Dataset, lengths []int, g *vram.Generator) ([]*Subset, error
 		}
 		sum += n
 	}
-	if sum != ds.Len() {
-		return nil, fmt.Errorf("data: RandomSplit: the lengths %v add up to %d, not to the dataset's length %d: %w", lengths, sum, ds.Len(), vram.ErrArgument)
+	n, err := length(ds)
+	if err != nil {
+		return nil, wrap(err, "RandomSplit: the dataset's Len")
+	}
+	if sum != n {
+		return nil, fmt.Errorf("data: RandomSplit: the lengths %v add up to %d, not to the dataset's length %d: %w", lengths, sum, n, vram.ErrArgument)
 	}
 	perm := permutation(sum, g)
 	out := make([]*Subset, len(lengths))
@@ -231,7 +241,10 @@ func RandomSplitFractions(ds Dataset, fractions []float64, g *vram.Generator) ([
 	if math.Abs(sum-1) > 1e-9 || len(fractions) == 0 {
 		return nil, fmt.Errorf("data: RandomSplitFractions: the fractions %v add up to %v, not to 1: %w", fractions, sum, vram.ErrArgument)
 	}
-	n := ds.Len()
+	n, err := length(ds)
+	if err != nil {
+		return nil, wrap(err, "RandomSplitFractions: the dataset's Len")
+	}
 	lengths := make([]int, len(fractions))
 	total := 0
 	for i, f := range fractions {

@@ -61,10 +61,11 @@
 // # Errors
 //
 // Constructors return errors that match vram's sentinels ([vram.ErrArgument],
-// [vram.ErrShape], [vram.ErrIndex], [vram.ErrDType], [vram.ErrUnavailable]).
-// During iteration, an error or a panic of a dataset's Get, a stream, a
-// collate function or a sampler (a [*PanicError]) is returned by the loop
-// at the position of its batch, and ends the epoch.
+// [vram.ErrShape], [vram.ErrIndex], [vram.ErrDType], [vram.ErrUnavailable]),
+// and a panic of a dataset's or a sampler's Len as a [*PanicError]; they
+// read each Len once. During iteration, an error or a panic of a dataset's
+// Get, a stream, a collate function or a sampler (a [*PanicError]) is
+// returned by the loop at the position of its batch, and ends the epoch.
 //
 // # Concurrency
 //

@@ -107,23 +107,35 @@ func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
 	if isNil(opts.Sampler) {
 		opts.Sampler = nil // a nil pointer or function: no sampler
 	}
-	switch {
-	case isNil(ds):
+	if isNil(ds) {
 		return bad("nil dataset")
-	case ds.Len() <= 0:
-		return bad("the dataset is empty (Len %d); there is nothing to load", ds.Len())
+	}
+	// Each Len is read once: a second reading could differ.
+	n, err := length(ds)
+	if err != nil {
+		return nil, wrap(err, "NewLoader: the dataset's Len")
+	}
+	switch {
+	case n <= 0:
+		return bad("the dataset is empty (Len %d); there is nothing to load", n)
 	case opts.Shuffle && opts.Sampler != nil:
 		return bad("Shuffle and Sampler exclude each other; shuffle in the sampler")
 	}
-	if s, ok := opts.Sampler.(interface{ Len() int }); ok && s.Len() < 0 {
-		return bad("the sampler's Len is %d; a sampler yields 0 indices or more", s.Len())
+	if s, ok := opts.Sampler.(interface{ Len() int }); ok {
+		sn, err := length(s)
+		if err != nil {
+			return nil, wrap(err, "NewLoader: the sampler's Len")
+		}
+		if sn < 0 {
+			return bad("the sampler's Len is %d; a sampler yields 0 indices or more", sn)
+		}
 	}
 	if s, ok := opts.Sampler.(interface{ check() error }); ok {
 		if err := s.check(); err != nil {
 			return bad("%v", err)
 		}
 	}
-	l := &Loader{ds: ds, n: ds.Len(), batchSize: batchSize, opts: opts, sampler: opts.Sampler}
+	l := &Loader{ds: ds, n: n, batchSize: batchSize, opts: opts, sampler: opts.Sampler}
 	if err := l.setup("NewLoader"); err != nil {
 		return nil, err
 	}
@@ -195,9 +207,23 @@ func (l *Loader) Dataset() Dataset { return l.ds }
 // BatchSize returns the number of samples of a full batch.
 func (l *Loader) BatchSize() int { return l.batchSize }
 
+// length returns v.Len(), or its panic as a [*PanicError]: the Len of a
+// dataset or a sampler is the caller's code, whose panics the package
+// returns as errors as it does those of Get.
+func length(v interface{ Len() int }) (n int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return v.Len(), nil
+}
+
 // Len returns the number of batches of an epoch (len of a PyTorch
 // DataLoader), or -1 when the sampler does not say how many indices it
-// yields and for an [IterableDataset], whose length is unknown.
+// yields and for an [IterableDataset], whose length is unknown. It
+// panics as the sampler's Len does; an epoch returns that panic as an
+// error.
 func (l *Loader) Len() int {
 	s, ok := l.sampler.(interface{ Len() int })
 	if !ok {
@@ -252,10 +278,10 @@ func (b *Batch) done() {
 	}
 }
 
-// PanicError is the error of a panic in a dataset's Get, a collate function
-// or a sampler, recovered on the goroutine that called it and returned by
-// the loop. It unwraps to the panic value when that is an error (a
-// [*vram.Error], say).
+// PanicError is the error of a panic in a dataset's Get or Len, a stream,
+// a collate function or a sampler, recovered on the goroutine that called
+// it and returned by the loop (or by the constructor that read a Len). It
+// unwraps to the panic value when that is an error (a [*vram.Error], say).
 type PanicError struct {
 	Value any    // what the code panicked with
 	Stack []byte // the stack of the panicking goroutine
@@ -581,8 +607,13 @@ type result struct {
 // waits to send), so the loop reads batch k from that worker's channel and
 // the order is the serial one.
 func (l *Loader) parallel(skip int, yield func(*Batch, error) bool) {
+	n, err := length(l)
+	if err != nil {
+		yield(nil, wrap(err, "sampler: Len"))
+		return
+	}
 	w := l.opts.NumWorkers
-	if n := l.Len(); n >= 0 {
+	if n >= 0 {
 		w = max(min(w, n-min(skip, n)), 1) // no worker without a batch to prepare
 	}
 	done := make(chan struct{})
@@ -590,7 +621,7 @@ func (l *Loader) parallel(skip int, yield func(*Batch, error) bool) {
 	outs := make([]chan result, w)
 	// A worker never has more batches ahead than it has in an epoch.
 	room := l.opts.Prefetch - 1
-	if n := l.Len(); n >= 0 {
+	if n >= 0 {
 		room = min(room, n/w+1)
 	}
 	for i := range w {
