@@ -65,7 +65,10 @@
 // and a panic of a dataset's or a sampler's Len as a [*PanicError]; they
 // read each Len once. During iteration, an error or a panic of a dataset's
 // Get, a stream, a collate function or a sampler (a [*PanicError]) is
-// returned by the loop at the position of its batch, and ends the epoch.
+// returned by the loop at the position of its batch, and ends the epoch. A
+// sampler or a stream that panics when the loop stops it (its yield
+// returned false) panics the loop's goroutine once the epoch has ended,
+// with workers as without.
 //
 // # Concurrency
 //

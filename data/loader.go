@@ -594,6 +594,41 @@ func (l *Loader) serial(skip int, yield func(*Batch, error) bool) {
 	}
 }
 
+// latePanic keeps the first panic that a loader's goroutine recovers
+// outside the code that returns panics as errors: that of a sampler or a
+// stream told to stop (a pulled sequence whose yield returned false and
+// that panicked then, closing a file, say), which comes once the loop has
+// stopped taking batches or has its error. The loop's goroutine raises it
+// again when the goroutines have returned, as the sequence's panic does
+// there without workers, rather than letting it end the process from a
+// goroutine of the loader's. Its zero value keeps nothing.
+type latePanic struct {
+	mu  sync.Mutex
+	set bool
+	v   any
+}
+
+// catch recovers a panic into p; it must be deferred directly.
+func (p *latePanic) catch() {
+	if r := recover(); r != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if !p.set {
+			p.set, p.v = true, r
+		}
+	}
+}
+
+// raise panics with the panic p keeps, if any.
+func (p *latePanic) raise() {
+	p.mu.Lock()
+	set, v := p.set, p.v
+	p.mu.Unlock()
+	if set {
+		panic(v)
+	}
+}
+
 // result is a prepared batch, or the error in its place.
 type result struct {
 	b   *Batch
@@ -630,6 +665,7 @@ func (l *Loader) parallel(skip int, yield func(*Batch, error) bool) {
 	}
 	var wg sync.WaitGroup
 	wg.Add(1 + w)
+	var late latePanic
 	go func() { // the producer: reads the sampler, hands out jobs
 		defer wg.Done()
 		defer func() {
@@ -637,6 +673,7 @@ func (l *Loader) parallel(skip int, yield func(*Batch, error) bool) {
 				close(in)
 			}
 		}()
+		defer late.catch()
 		for j := range l.jobs(skip) {
 			select {
 			case ins[(j.k-skip)%w] <- j:
@@ -674,6 +711,7 @@ func (l *Loader) parallel(skip int, yield func(*Batch, error) bool) {
 				r.b.done()
 			}
 		}
+		late.raise()
 	}()
 	for k := 0; ; k++ {
 		r, ok := <-outs[k%w]

@@ -179,12 +179,14 @@ func (l *Loader) sharded(ds ShardedDataset, yield func(*Batch, error) bool) {
 	done := make(chan struct{})
 	outs := make([]chan result, w)
 	var wg sync.WaitGroup
+	var late latePanic
 	wg.Add(w)
 	for i := range w {
 		outs[i] = make(chan result, l.opts.Prefetch-1)
 		go func() {
 			defer wg.Done()
 			defer close(outs[i])
+			defer late.catch()
 			shard := func() iter.Seq2[Sample, error] { return ds.Shard(WorkerInfo{ID: i, NumWorkers: w}) }
 			for j := range l.streamJobs("Shard", shard, 0) {
 				b, err := l.fetch(j)
@@ -211,6 +213,7 @@ func (l *Loader) sharded(ds ShardedDataset, yield func(*Batch, error) bool) {
 				r.b.done()
 			}
 		}
+		late.raise()
 	}()
 	live := make([]int, w)
 	for i := range live {

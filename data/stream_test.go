@@ -627,3 +627,70 @@ func TestLoaderErrorsSayDataOnce(t *testing.T) {
 		})
 	}
 }
+
+// stubborn yields the numbers 0 to n-1 as samples, all of its shards
+// alike, and panics when told to stop (its yield returned false), as a
+// stream whose cleanup fails might.
+type stubborn struct{ n int }
+
+func (s stubborn) All() iter.Seq2[data.Sample, error] {
+	return func(yield func(data.Sample, error) bool) {
+		for i := range s.n {
+			if !yield(data.Sample{int64(i)}, nil) {
+				panic("closing the stream failed")
+			}
+		}
+	}
+}
+
+func (s stubborn) Shard(data.WorkerInfo) iter.Seq2[data.Sample, error] { return s.All() }
+
+// TestStopPanics: a sampler or a stream that panics when the loop stops it
+// panics the loop's goroutine once every goroutine of the loader has
+// returned, with workers as without them, so that the caller can recover
+// it. With workers it ended the process from the goroutine that pulled the
+// sequence.
+func TestStopPanics(t *testing.T) {
+	sampler := data.SamplerFunc(func() iter.Seq[int] {
+		return func(yield func(int) bool) {
+			for i := range 1000 {
+				if !yield(i) {
+					panic("closing the stream failed")
+				}
+			}
+		}
+	})
+	tests := []struct {
+		name    string
+		sampler data.Sampler         // for a dataset, when stream is nil
+		stream  data.IterableDataset // else
+	}{
+		{"sampler", sampler, nil},
+		{"stream", nil, data.StreamFunc(stubborn{1000}.All)},
+		{"sharded stream", nil, stubborn{1000}},
+	}
+	for _, tc := range tests {
+		for _, workers := range []int{0, 1, 3} {
+			t.Run(fmt.Sprintf("%s/%d workers", tc.name, workers), func(t *testing.T) {
+				before := runtime.NumGoroutine()
+				// Longer than the workers can read ahead, so that the
+				// sequences are stopped, not finished, when the loop breaks.
+				l := sourceLoader(t, tc.sampler, tc.stream, 1000, workers)
+				var got any
+				func() {
+					defer func() { got = recover() }()
+					for _, err := range l.All() {
+						if err != nil {
+							t.Fatal(err)
+						}
+						break
+					}
+				}()
+				if got != "closing the stream failed" {
+					t.Errorf("the loop's goroutine recovered %v, want the sequence's panic", got)
+				}
+				settled(t, before)
+			})
+		}
+	}
+}
