@@ -28,10 +28,14 @@ type Syncer interface {
 // alive at a time. It returns the mean of the
 // micro-batch losses. Then step the optimizer and zero the gradients, once:
 //
-//	for batch := range batches {
+//	for batch, err := range loader.All() { // a data.Loader with DropLast
+//		if err != nil {
+//			return err
+//		}
+//		x, y := batch.Tensors[0], batch.Tensors[1]
+//		n := x.Size(0) / 4 // the micro-batch size
 //		loss, err := nn.Accumulate(4, nil, func(micro int) *vram.Tensor {
-//			x, y := batch.Micro(micro, 4)
-//			return nn.MSELoss(model.Forward(x), y)
+//			return nn.MSELoss(model.Forward(x.Narrow(0, micro*n, n)), y.Narrow(0, micro*n, n))
 //		})
 //		...
 //		opt.Step()
