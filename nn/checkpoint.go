@@ -39,8 +39,13 @@ var _ Wrapper = (*Checkpointed)(nil)
 func (c *Checkpointed) Unwrap() Module { return c.Module }
 
 // Forward returns the wrapped module's output for x, computed without
-// keeping its activations when it records for backward.
+// keeping its activations when it records for backward. It panics with an
+// *vram.Error of kind vram.ErrArgument when the wrapped module is nil (a
+// Checkpointed made without [Checkpoint], or whose Module was set to nil).
 func (c *Checkpointed) Forward(x *vram.Tensor) *vram.Tensor {
+	if isNil(c.Module) {
+		panic(&vram.Error{Op: "checkpoint", Kind: vram.ErrArgument, Detail: "the checkpointed module is nil; wrap a module with nn.Checkpoint"})
+	}
 	notNil("checkpoint", x)
 	return vram.Checkpoint(c.Module.Forward, x, c.Module.Parameters()...)
 }

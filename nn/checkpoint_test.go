@@ -181,10 +181,27 @@ func TestCheckpointBadInput(t *testing.T) {
 			vram.Checkpoint(func(*vram.Tensor) *vram.Tensor { return nil }, x)
 		}},
 		{"nil module", func() { nn.Checkpoint(nil) }},
+		// A Checkpointed made without Checkpoint, or whose Module was
+		// set to nil since, dereferenced nil in Forward.
+		{"forward of the zero Checkpointed", func() { (&nn.Checkpointed{}).Forward(x) }},
+		{"forward of a module set to nil", func() {
+			c := nn.Checkpoint(nn.NewLinear(2, 2))
+			c.Module = nil
+			c.Forward(x)
+		}},
+		{"forward of a typed nil module", func() { (&nn.Checkpointed{Module: (*nn.Linear)(nil)}).Forward(x) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := vram.Catch(tt.call)
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("panicked with %v", r)
+					}
+				}()
+				err = vram.Catch(tt.call)
+			}()
 			if !errors.Is(err, vram.ErrArgument) {
 				t.Fatalf("got %v, want an ErrArgument", err)
 			}
