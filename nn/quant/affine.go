@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/vramgo/vram"
@@ -18,52 +19,67 @@ const eps = 0x1p-23
 
 // Params returns the scale and zero point that map the range [lo, hi] of
 // observed values onto the int8 values [QMin, QMax], as PyTorch's
-// MinMaxObserver computes them for torch.qint8 (without reduce_range): the
-// range is first widened to hold 0, so that 0 quantizes exactly;
-// symmetric gives scale = max(-lo, hi)/127.5 and zero point 0
-// (torch.per_tensor_symmetric), otherwise scale = (hi-lo)/255 and zero
-// point QMin - round(lo/scale), clamped to [QMin, QMax]
-// (torch.per_tensor_affine); the scale is at least float32's epsilon, so
-// that a range of zeros gives a usable one. It returns an error matching
-// vram.ErrArgument when lo or hi is NaN or infinite or lo > hi.
+// MinMaxObserver computes them for torch.qint8 (without reduce_range), in
+// float32 as it does: lo and hi are rounded to float32 (the observed
+// minimum and maximum of a float32 tensor), and the range is widened to
+// hold 0, so that 0 quantizes exactly; symmetric gives scale =
+// max(-lo, hi)/127.5 and zero point 0 (torch.per_tensor_symmetric),
+// otherwise scale = (hi-lo)/255 and zero point QMin - round(lo/scale),
+// rounded half to even and clamped to [QMin, QMax]
+// (torch.per_tensor_affine), each operation rounded to float32; the scale
+// is at least float32's epsilon, so that a range of zeros gives a usable
+// one. The scale returned is a float32 value, PyTorch's q_scale().
+//
+// It returns an error matching vram.ErrArgument when lo or hi is NaN or
+// infinite in float32, lo > hi, or the scale overflows float32 (a range
+// wider than float32's largest value).
 func Params(lo, hi float64, symmetric bool) (scale float64, zeroPoint int, err error) {
-	if math.IsNaN(lo) || math.IsNaN(hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) || lo > hi {
-		return 0, 0, quantErr(vram.ErrArgument, "range [%v, %v] is not a finite range with min <= max", lo, hi)
+	l, h := float32(lo), float32(hi)
+	if math.IsNaN(lo) || math.IsNaN(hi) || math.IsInf(float64(l), 0) || math.IsInf(float64(h), 0) || lo > hi {
+		return 0, 0, quantErr(vram.ErrArgument, "range [%v, %v] is not a finite float32 range with min <= max", lo, hi)
 	}
-	lo, hi = min(lo, 0), max(hi, 0)
+	l, h = min(l, 0), max(h, 0)
 	if symmetric {
-		return max(max(-lo, hi)/(float64(QMax-QMin)/2), eps), 0, nil
+		return float64(max(max(-l, h)/(float32(QMax-QMin)/2), eps)), 0, nil
 	}
-	scale = max((hi-lo)/float64(QMax-QMin), eps)
-	zp := QMin - math.RoundToEven(lo/scale)
-	return scale, int(min(max(zp, QMin), QMax)), nil
+	s := max((h-l)/float32(QMax-QMin), eps)
+	if math.IsInf(float64(s), 1) {
+		return 0, 0, quantErr(vram.ErrArgument, "range [%v, %v] is wider than float32 holds, so its scale overflows", lo, hi)
+	}
+	zp := QMin - math.RoundToEven(float64(l/s))
+	return float64(s), int(min(max(zp, QMin), QMax)), nil
 }
 
 // PerTensor quantizes the floating-point tensor x to int8 with one scale
 // and zero point for all its elements, as torch.quantize_per_tensor with
-// torch.qint8: q = clamp(round(x/scale) + zeroPoint, QMin, QMax), rounding
-// half to even, with x/scale computed in float32 (float64 for a float64 x)
-// from the scale rounded to that type; infinite values clamp to QMin or
-// QMax. The result is a new int8 tensor of x's shape and device, which the
-// caller owns; [DequantizePerTensor] maps it back.
+// torch.qint8 (ATen's quantize_val): q = clamp(round(x·(1/scale)) +
+// zeroPoint, QMin, QMax), rounding half to even, with the product
+// computed in float32 (float64 for a float64 x) from the reciprocal of the
+// scale rounded to that type; PyTorch multiplies by the reciprocal rather
+// than divide, which rounds otherwise where the quotient is close to a
+// tie. Infinite values clamp to QMin or QMax. The result is a new int8
+// tensor of x's shape and device, which the caller owns;
+// [DequantizePerTensor] maps it back.
 //
 // It returns an error matching vram.ErrArgument, creating nothing, for a
-// scale that is not positive and finite (at that type), a zero point
-// outside [QMin, QMax], or an x holding NaN; vram.ErrDType for an x that
-// is not floating-point; vram.ErrReleased for a released x.
+// scale that is not positive and finite (at that type) or whose
+// reciprocal is not finite there, a zero point outside [QMin, QMax], or
+// an x holding NaN; vram.ErrDType for an x that is not floating-point;
+// vram.ErrReleased for a released x.
 func PerTensor(x *vram.Tensor, scale float64, zeroPoint int) (*vram.Tensor, error) {
 	if err := checkInput(x, "x"); err != nil {
 		return nil, err
 	}
 	ct := computeType(x.DType())
-	if s := roundTo(scale, ct); !(s > 0) || math.IsInf(s, 1) {
-		return nil, quantErr(vram.ErrArgument, "scale %v is not positive and finite in %s", scale, ct)
+	inv, err := reciprocal(scale, ct, "")
+	if err != nil {
+		return nil, err
 	}
 	if err := checkZeroPoint(zeroPoint); err != nil {
 		return nil, err
 	}
 	return quantize(x, ct,
-		func(t *vram.Tensor) *vram.Tensor { return t.DivScalar(roundTo(scale, ct)) },
+		func(t *vram.Tensor) *vram.Tensor { return t.MulScalar(inv) },
 		(*vram.Tensor).Round,
 		func(t *vram.Tensor) *vram.Tensor { return t.AddScalar(float64(zeroPoint)) })
 }
@@ -78,64 +94,86 @@ func PerTensor(x *vram.Tensor, scale float64, zeroPoint int) (*vram.Tensor, erro
 // [DequantizePerChannel] maps it back.
 //
 // It returns the errors of PerTensor (a scale that is not positive and
-// finite, a zero point that is not a whole number in range), and one
-// matching vram.ErrShape for vectors of the wrong shape, vram.ErrIndex for
-// an axis out of range, vram.ErrDevice for vectors on another device.
+// finite or whose reciprocal is not, a zero point that is not a whole
+// number in range), and one matching vram.ErrShape for vectors of the
+// wrong shape, vram.ErrIndex for an axis out of range, vram.ErrDevice for
+// vectors on another device.
 func PerChannel(x, scales, zeroPoints *vram.Tensor, axis int) (*vram.Tensor, error) {
 	if err := checkInput(x, "x"); err != nil {
 		return nil, err
 	}
 	ct := computeType(x.DType())
-	sb, zb, err := channelParams(x, scales, zeroPoints, axis, ct)
+	ib, zb, err := channelParams(x, scales, zeroPoints, axis, ct, true)
 	if err != nil {
 		return nil, err
 	}
-	defer sb.Release()
+	defer ib.Release()
 	defer zb.Release()
 	return quantize(x, ct,
-		func(t *vram.Tensor) *vram.Tensor { return t.Div(sb) },
+		func(t *vram.Tensor) *vram.Tensor { return t.Mul(ib) },
 		(*vram.Tensor).Round,
 		func(t *vram.Tensor) *vram.Tensor { return t.Add(zb) })
 }
 
 // DequantizePerTensor returns (q - zeroPoint)·scale as a new float32
 // tensor (torch.dequantize of a per-tensor quantized tensor), for an
-// int8 q from [PerTensor]. It returns an error matching vram.ErrArgument
-// for a scale that is not positive and finite or a zero point outside
-// [QMin, QMax], vram.ErrDType for a q that is not int8.
+// int8 q from [PerTensor]: the product is computed in float32 with the
+// scale rounded to float32, as PyTorch's is. It returns an error matching
+// vram.ErrArgument for a scale that is not positive and finite in float32
+// or a zero point outside [QMin, QMax], vram.ErrDType for a q that is not
+// int8.
 func DequantizePerTensor(q *vram.Tensor, scale float64, zeroPoint int) (*vram.Tensor, error) {
 	if err := checkCodes(q); err != nil {
 		return nil, err
 	}
-	if !(scale > 0) || math.IsInf(scale, 1) {
-		return nil, quantErr(vram.ErrArgument, "scale %v is not positive and finite", scale)
+	if s := roundTo(scale, vram.Float32); !(s > 0) || math.IsInf(s, 1) {
+		return nil, quantErr(vram.ErrArgument, "scale %v is not positive and finite in float32", scale)
 	}
 	if err := checkZeroPoint(zeroPoint); err != nil {
 		return nil, err
 	}
-	return dequantize(q,
+	return dequantize(q, vram.Float32,
 		func(t *vram.Tensor) *vram.Tensor { return t.SubScalar(float64(zeroPoint)) },
-		func(t *vram.Tensor) *vram.Tensor { return t.MulScalar(scale) })
+		func(t *vram.Tensor) *vram.Tensor { return t.MulScalar(roundTo(scale, vram.Float32)) })
 }
 
 // DequantizePerChannel returns (q - zeroPoints)·scales along axis as a
 // new float32 tensor (torch.dequantize of a per-channel quantized tensor),
 // for an int8 q from [PerChannel] with the same scales, zero points and
-// axis; its errors are those of PerChannel, and vram.ErrDType for a q
-// that is not int8.
+// axis: the product is computed in float64, as PyTorch's per-channel
+// kernel computes it with its float64 scales, and rounded to float32. Its
+// errors are those of PerChannel, and vram.ErrDType for a q that is not
+// int8.
 func DequantizePerChannel(q, scales, zeroPoints *vram.Tensor, axis int) (*vram.Tensor, error) {
 	if err := checkCodes(q); err != nil {
 		return nil, err
 	}
-	sb, zb, err := channelParams(q, scales, zeroPoints, axis, vram.Float64)
+	sb, zb, err := channelParams(q, scales, zeroPoints, axis, vram.Float64, false)
 	if err != nil {
 		return nil, err
 	}
 	defer sb.Release()
 	defer zb.Release()
-	return dequantize(q,
+	return dequantize(q, vram.Float64,
 		func(t *vram.Tensor) *vram.Tensor { return t.Sub(zb) },
 		func(t *vram.Tensor) *vram.Tensor { return t.Mul(sb) })
+}
+
+// reciprocal returns 1/scale as quantize_val computes it in dtype ct
+// (float32 or float64): the reciprocal of the scale rounded to ct, rounded
+// to ct. It returns an error matching vram.ErrArgument, naming the scale
+// with the suffix of (" of channel 2" or ""), for a scale that is not
+// positive and finite in ct or whose reciprocal is not finite there.
+func reciprocal(scale float64, ct vram.DType, of string) (float64, error) {
+	s := roundTo(scale, ct)
+	if !(s > 0) || math.IsInf(s, 1) {
+		return 0, quantErr(vram.ErrArgument, "scale %v%s is not positive and finite in %s", scale, of, ct)
+	}
+	inv := roundTo(1/s, ct)
+	if math.IsInf(inv, 1) {
+		return 0, quantErr(vram.ErrArgument, "scale %v%s is too small: its reciprocal, which quantizing multiplies by, overflows %s", scale, of, ct)
+	}
+	return inv, nil
 }
 
 // checkInput checks a tensor to quantize.
@@ -189,8 +227,10 @@ func roundTo(v float64, dt vram.DType) float64 {
 
 // channelParams checks the per-channel scales and zero points of x along
 // axis and returns them as tensors of dtype ct shaped to broadcast against
-// x (the channel count at axis, 1 elsewhere), which the caller releases.
-func channelParams(x, scales, zeroPoints *vram.Tensor, axis int, ct vram.DType) (sb, zb *vram.Tensor, err error) {
+// x (the channel count at axis, 1 elsewhere), which the caller releases;
+// with recip, sb holds the reciprocals of the scales that [reciprocal]
+// computes instead of the scales.
+func channelParams(x, scales, zeroPoints *vram.Tensor, axis int, ct vram.DType, recip bool) (sb, zb *vram.Tensor, err error) {
 	for _, v := range []struct {
 		t    *vram.Tensor
 		name string
@@ -221,9 +261,14 @@ func channelParams(x, scales, zeroPoints *vram.Tensor, axis int, ct vram.DType) 
 			return nil, nil, quantErr(vram.ErrShape, "scales and zero points must be [%d] for axis %d of %v, got %v and %v", n, axis, shape, scales.Shape(), zeroPoints.Shape())
 		}
 	}
-	for i, s := range scales.Float64s() {
-		if s = roundTo(s, ct); !(s > 0) || math.IsInf(s, 1) {
-			return nil, nil, quantErr(vram.ErrArgument, "scale %v of channel %d is not positive and finite in %s", s, i, ct)
+	sv := scales.Float64s()
+	for i, s := range sv {
+		inv, err := reciprocal(s, ct, fmt.Sprintf(" of channel %d", i))
+		if err != nil {
+			return nil, nil, err
+		}
+		if recip {
+			sv[i] = inv
 		}
 	}
 	for i, z := range zeroPoints.Float64s() {
@@ -239,7 +284,11 @@ func channelParams(x, scales, zeroPoints *vram.Tensor, axis int, ct vram.DType) 
 	err = vram.Catch(func() {
 		vram.NoGrad(func() {
 			vram.Tidy(func() {
-				sb = vram.Keep(scales.Cast(ct).Reshape(bshape...))
+				if recip {
+					sb = vram.Keep(vram.FromSlice(sv, bshape, x.Device(), ct))
+				} else {
+					sb = vram.Keep(scales.Cast(ct).Reshape(bshape...))
+				}
 				zb = vram.Keep(zeroPoints.Cast(ct).Reshape(bshape...))
 			})
 		})
@@ -284,12 +333,12 @@ func quantize(x *vram.Tensor, ct vram.DType, steps ...func(*vram.Tensor) *vram.T
 	return q, nil
 }
 
-// dequantize returns the steps applied in turn to q in float64, as a new
+// dequantize returns the steps applied in turn to q in dtype ct, as a new
 // float32 tensor.
-func dequantize(q *vram.Tensor, steps ...func(*vram.Tensor) *vram.Tensor) (out *vram.Tensor, err error) {
+func dequantize(q *vram.Tensor, ct vram.DType, steps ...func(*vram.Tensor) *vram.Tensor) (out *vram.Tensor, err error) {
 	err = vram.Catch(func() {
 		vram.NoGrad(func() {
-			out = chain(q, append([]func(*vram.Tensor) *vram.Tensor{func(t *vram.Tensor) *vram.Tensor { return t.Cast(vram.Float64) }},
+			out = chain(q, append([]func(*vram.Tensor) *vram.Tensor{func(t *vram.Tensor) *vram.Tensor { return t.Cast(ct) }},
 				append(steps, func(t *vram.Tensor) *vram.Tensor { return t.Cast(vram.Float32) })...)...)
 		})
 	})

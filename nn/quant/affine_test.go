@@ -13,11 +13,19 @@ import (
 )
 
 // refQuantize is torch.quantize_per_tensor(x, scale, zp, torch.qint8) for
-// one float32 value: x/scale in float32, rounded half to even, plus the
-// zero point, clamped to the int8 range.
+// one float32 value, as ATen's quantize_val computes it: x times the
+// float32 reciprocal of the float32 scale, in float32, rounded half to
+// even, plus the zero point, clamped to the int8 range.
 func refQuantize(x float64, scale float64, zp int) float64 {
-	v := float64(float32(x) / float32(scale))
+	inv := 1 / float32(scale)
+	v := float64(float32(x) * inv)
 	return min(max(math.RoundToEven(v)+float64(zp), quant.QMin), quant.QMax)
+}
+
+// refDequantize is torch.dequantize of one int8 value q of a per-tensor
+// quantized tensor: (q - zp) times the float32 scale, in float32.
+func refDequantize(q float64, scale float64, zp int) float64 {
+	return float64(float32(q-float64(zp)) * float32(scale))
 }
 
 var devices = []vram.Device{vram.CPU, vram.Sim(0)}
@@ -37,7 +45,15 @@ func TestPerTensor(t *testing.T) {
 		{"clamp", []float64{1e30, -1e30, inf, -inf, 127.6, -128.6, 300}, vram.Float32, 1, 0, []float64{127, -128, 127, -128, 127, -128, 127}},
 		{"zero point shifts then clamps", []float64{0, 1, 120, -140, 116.9}, vram.Float32, 1, 10, []float64{10, 11, 127, -128, 127}},
 		{"negative zero point", []float64{0, -1, 200, -20}, vram.Float32, 2, -120, []float64{-120, -120, -20, -128}},
-		{"subnormal scale", []float64{1e-45, 3e-45, 1}, vram.Float32, 1.4e-45, 0, []float64{1, 2, 127}},
+		{"small scale", []float64{1e-37, 3e-37, 1}, vram.Float32, 1e-37, 0, []float64{1, 3, 127}},
+		// x·(1/scale) is 127.5 in float32 where x/scale is 127.49999:
+		// PyTorch multiplies by the reciprocal (fbgemm's QuantUtils.h
+		// gives these numbers), so 118 and not 117.
+		{"reciprocal, not division", []float64{0.273939937}, vram.Float32, 0.00214854861, -10, []float64{118}},
+		{"reciprocal, not division, rounding down", []float64{0.273939937}, vram.Float32, 0.001271183, -100, []float64{115}},
+		// (q-zp)·scale is -2.500031 in float32 and -2.5000308 when
+		// computed in float64 and rounded once.
+		{"dequantized in float32", []float64{-2.500031}, vram.Float32, 0.0100001234567, 122, []float64{-128}},
 		{"float16", []float64{0.1, -0.2, 0.3, 65504}, vram.Float16, 0.01, 3, nil},
 		{"bfloat16", []float64{0.1, -0.2, 0.3, 1e30}, vram.BFloat16, 0.01, -3, nil},
 		{"float64 computes in float64", []float64{0.3}, vram.Float64, 0.1, 0, []float64{3}},
@@ -72,7 +88,7 @@ func TestPerTensor(t *testing.T) {
 				}
 				defer back.Release()
 				for i, v := range back.Float64s() {
-					if w := float64(float32((want[i] - float64(tt.zp)) * tt.scale)); v != w || back.DType() != vram.Float32 {
+					if w := refDequantize(want[i], tt.scale, tt.zp); v != w || back.DType() != vram.Float32 {
 						t.Fatalf("dequantized element %d to %v %s, want %v float32", i, v, back.DType(), w)
 					}
 				}
@@ -112,8 +128,14 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestParams checks Params against MinMaxObserver's _calculate_qparams
+// for torch.qint8, which computes in float32: the range's ends are the
+// observed float32 values, and the scale, the quotient lo/scale and its
+// rounding are float32 operations.
 func TestParams(t *testing.T) {
 	const eps = 0x1p-23
+	f32 := func(v float32) float64 { return float64(v) }
+	three, two, four := float32(3), float32(2), float32(4)
 	tests := []struct {
 		name      string
 		lo, hi    float64
@@ -122,17 +144,25 @@ func TestParams(t *testing.T) {
 		zp        int
 		err       bool
 	}{
-		{"affine", -1, 2, false, 3.0 / 255, -43, false},
-		{"symmetric", -1, 2, true, 2 / 127.5, 0, false},
-		{"symmetric, negative side larger", -4, 2, true, 4 / 127.5, 0, false},
-		{"positive range holds 0", 1, 3, false, 3.0 / 255, -128, false},
-		{"negative range holds 0", -3, -1, false, 3.0 / 255, 127, false},
+		{"affine", -1, 2, false, f32(three / 255), -43, false},
+		{"symmetric", -1, 2, true, f32(two / 127.5), 0, false},
+		{"symmetric, negative side larger", -4, 2, true, f32(four / 127.5), 0, false},
+		{"positive range holds 0", 1, 3, false, f32(three / 255), -128, false},
+		{"negative range holds 0", -3, -1, false, f32(three / 255), 127, false},
+		// -1/scale is -127.49999 in float32 (-127.5 in float64, which
+		// rounds to even, -128, and gives zero point 0).
+		{"quotient in float32", -1, 1, false, f32(two / 255), -1, false},
+		{"quotient in float32, other side", -0.2, 1, false, f32((float32(1) - float32(-0.2)) / 255), -86, false},
+		// 0.6f + 0.3f rounds in float32 before the division.
+		{"range in float32", -0.3, 0.6, false, f32((float32(0.6) - float32(-0.3)) / 255), -43, false},
 		{"zeros", 0, 0, false, eps, -128, false},
 		{"zeros, symmetric", 0, 0, true, eps, 0, false},
 		{"tiny", -1e-12, 1e-12, false, eps, -128, false},
 		{"NaN", math.NaN(), 1, false, 0, 0, true},
 		{"Inf", 0, math.Inf(1), false, 0, 0, true},
 		{"reversed", 2, 1, false, 0, 0, true},
+		{"beyond float32", -1e39, 1, false, 0, 0, true},
+		{"range beyond float32", -3e38, 3e38, false, 0, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -207,6 +237,31 @@ func TestPerChannel(t *testing.T) {
 	}
 }
 
+// TestPerChannelReciprocal: each channel's values are multiplied by the
+// float32 reciprocal of its scale, as ATen's quantize_val does, which
+// rounds otherwise than a division where the product is a tie.
+func TestPerChannelReciprocal(t *testing.T) {
+	for _, d := range devices {
+		t.Run(d.String(), func(t *testing.T) {
+			x := vram.FromSlice([]float32{0.273939937, 0.273939937, 0.273939937, 0.273939937}, vram.Shape{2, 2}, d)
+			s := vram.FromSlice([]float64{0.00214854861, 0.001271183}, vram.Shape{2}, d)
+			z := vram.FromSlice([]int64{-10, -100}, vram.Shape{2}, d)
+			defer x.Release()
+			defer s.Release()
+			defer z.Release()
+			q, err := quant.PerChannel(x, s, z, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Release()
+			// x/scale is 127.49999 and 215.5; x·(1/scale) 127.5 and 215.49998.
+			if got, want := q.Float64s(), []float64{118, 118, 115, 115}; !slices.Equal(got, want) {
+				t.Fatalf("quantized to %v, want %v", got, want)
+			}
+		})
+	}
+}
+
 func TestAffineErrors(t *testing.T) {
 	x := vram.FromSlice([]float64{1, 2, 3, 4}, vram.Shape{2, 2}, vram.Float32)
 	defer x.Release()
@@ -243,6 +298,10 @@ func TestAffineErrors(t *testing.T) {
 		{"NaN", perTensor(nan, 1, 0), vram.ErrArgument},
 		{"zero scale", perTensor(x, 0, 0), vram.ErrArgument},
 		{"scale that is 0 in float32", perTensor(x, 1e-50, 0), vram.ErrArgument},
+		{"scale whose reciprocal is Inf in float32", perTensor(x, 1e-39, 0), vram.ErrArgument},
+		{"per channel, scale whose reciprocal is Inf in float32", perChannel(x, vec(1, 1e-39), zero, 0), vram.ErrArgument},
+		{"dequantize scale that is 0 in float32", dequant(vram.Zeros(vram.Shape{2}, vram.Int8), 1e-50, 0), vram.ErrArgument},
+		{"dequantize scale that is Inf in float32", dequant(vram.Zeros(vram.Shape{2}, vram.Int8), 1e300, 0), vram.ErrArgument},
 		{"negative scale", perTensor(x, -1, 0), vram.ErrArgument},
 		{"NaN scale", perTensor(x, math.NaN(), 0), vram.ErrArgument},
 		{"infinite scale", perTensor(x, math.Inf(1), 0), vram.ErrArgument},

@@ -26,11 +26,12 @@
 //
 // [PerTensor] and [PerChannel] quantize any floating-point tensor to int8
 // with a scale and a zero point, as torch.quantize_per_tensor and
-// torch.quantize_per_channel do with torch.qint8 (round half to even,
-// then clamp to [QMin, QMax]); [DequantizePerTensor] and
+// torch.quantize_per_channel do with torch.qint8 (multiply by the
+// reciprocal of the scale in float32, round half to even, add the zero
+// point, then clamp to [QMin, QMax]); [DequantizePerTensor] and
 // [DequantizePerChannel] map the values back to float32, and [Params]
 // chooses a scale and zero point for a range of values, symmetric or
-// affine, as PyTorch's MinMaxObserver does. vram has no quantized tensor
+// affine, in float32 as PyTorch's MinMaxObserver does. vram has no quantized tensor
 // type: the int8 values, the scales and the zero points are kept by the
 // caller.
 //
