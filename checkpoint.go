@@ -13,10 +13,15 @@ type rngScope struct {
 	copies map[*Generator]*Generator // replaying: generator -> private copy
 }
 
-// state returns the generator's current state.
+// state returns the generator's current source state.
 func (g *Generator) state() []byte {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.sourceState()
+}
+
+// sourceState returns the state of g's PCG source; g.mu is held.
+func (g *Generator) sourceState() []byte {
 	g.ready()
 	b, err := g.src.MarshalBinary()
 	if err != nil {

@@ -309,7 +309,8 @@ func (g *Generator) ManualSeed(seed uint64) {
 }
 
 // InitialSeed returns the seed g was made or last seeded with
-// (torch.Generator.initial_seed); [Generator.SetState] does not change it.
+// (torch.Generator.initial_seed), or, after [Generator.SetState], that of
+// the generator the state was taken from, as in PyTorch.
 func (g *Generator) InitialSeed() uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()

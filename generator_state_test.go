@@ -133,7 +133,7 @@ func TestGeneratorStateConcurrent(t *testing.T) {
 						return
 					}
 				default:
-					if _, err := decodeGeneratorState(g.State()); err != nil {
+					if _, _, _, err := decodeGeneratorState(g.State()); err != nil {
 						t.Error(err)
 						return
 					}
@@ -142,4 +142,82 @@ func TestGeneratorStateConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestGeneratorStateKeepsSeed: a state carries the seed its generator was
+// made or last seeded with, and SetState restores it, as
+// torch.Generator.set_state does (initial_seed() then returns the seed of
+// the generator the state came from); a state of the first layout, which
+// has no seed, leaves the seed as it was.
+func TestGeneratorStateKeepsSeed(t *testing.T) {
+	defer ManualSeed(0)
+	v1 := func(g *Generator) []byte {
+		return append(append([]byte(generatorMagic), 1), g.state()...)
+	}
+	tests := []struct {
+		name string
+		// set takes the state of a generator seeded with 5 and returns
+		// the seed of the generator it was set on, seeded with 9 before.
+		set func(st []byte) (uint64, error)
+		st  func(g *Generator) []byte
+		// want is the seed after set
+		want uint64
+	}{
+		{"Generator", func(st []byte) (uint64, error) {
+			g := NewGenerator(9)
+			err := g.SetState(st)
+			return g.InitialSeed(), err
+		}, (*Generator).State, 5},
+		{"zero Generator", func(st []byte) (uint64, error) {
+			var g Generator
+			g.ManualSeed(9)
+			err := g.SetState(st)
+			return g.InitialSeed(), err
+		}, (*Generator).State, 5},
+		{"SetRNGState", func(st []byte) (uint64, error) {
+			ManualSeed(9)
+			err := SetRNGState(st)
+			return InitialSeed(), err
+		}, (*Generator).State, 5},
+		{"SetRNGStateDevice", func(st []byte) (uint64, error) {
+			if err := ManualSeedDevice(Sim(0), 9); err != nil {
+				return 0, err
+			}
+			if err := SetRNGStateDevice(Sim(0), st); err != nil {
+				return 0, err
+			}
+			g, err := DeviceGenerator(Sim(0))
+			if err != nil {
+				return 0, err
+			}
+			return g.InitialSeed(), nil
+		}, (*Generator).State, 5},
+		{"first layout", func(st []byte) (uint64, error) {
+			g := NewGenerator(9)
+			err := g.SetState(st)
+			return g.InitialSeed(), err
+		}, v1, 9},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := NewGenerator(5)
+			src.Float64()
+			st := tc.st(src)
+			want := src.Float64()
+			seed, err := tc.set(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seed != tc.want {
+				t.Errorf("InitialSeed after SetState = %d, want %d", seed, tc.want)
+			}
+			g := NewGenerator(0)
+			if err := g.SetState(st); err != nil {
+				t.Fatal(err)
+			}
+			if got := g.Float64(); got != want {
+				t.Errorf("after SetState drew %v, want %v", got, want)
+			}
+		})
+	}
 }
