@@ -1035,3 +1035,80 @@ func TestGradScalerStepNilOptimizer(t *testing.T) {
 		p.Release()
 	}
 }
+
+// TestGradScalerStepWithoutGradients: a Step whose parameters have no
+// gradient, unscaled by Unscale or not (Backward forgotten), panics with
+// vram.ErrArgument as PyTorch's step raises "No inf checks were recorded
+// for this optimizer", stepping nothing and changing nothing: once the
+// gradients are there, Step steps. One parameter with a gradient is
+// enough, and a disabled scaler steps as PyTorch's does.
+func TestGradScalerStepWithoutGradients(t *testing.T) {
+	tests := []struct {
+		name     string
+		disabled bool
+		unscale  bool // Unscale before Step
+		grads    []bool
+		wantErr  bool
+	}{
+		{"no gradient", false, false, []bool{false}, true},
+		{"no gradient, unscaled first", false, true, []bool{false, false}, true},
+		{"one of two", false, false, []bool{false, true}, false},
+		{"one of two, unscaled first", false, true, []bool{true, false}, false},
+		{"disabled", true, false, []bool{false}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var params []*vram.Tensor
+			for _, g := range tt.grads {
+				p := vram.Ones(vram.Shape{2}, vram.WithGrad())
+				defer p.Release()
+				if g {
+					p.SetGrad(vram.Full(vram.Shape{2}, 4, vram.Float32))
+				}
+				params = append(params, p)
+			}
+			opt, err := optim.NewSGD(params, optim.SGDConfig{LR: 1, WeightDecay: 0.5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 4, GrowthInterval: 1, Disabled: tt.disabled})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.unscale {
+				if _, err := s.Unscale(params); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var stepped bool
+			err = vram.Catch(func() { stepped = s.Step(opt, params) })
+			if tt.wantErr {
+				if !errors.Is(err, vram.ErrArgument) {
+					t.Fatalf("Step = %v, %v; want a panic with vram.ErrArgument", stepped, err)
+				}
+				for i, p := range params {
+					if v := p.Float32s()[0]; v != 1 {
+						t.Errorf("parameter %d became %v; the optimizer must not step", i, v)
+					}
+				}
+				if st := s.State(); st.Scale != 4 || st.GrowthTracker != 0 {
+					t.Errorf("state %+v after a refused Step, want scale 4 and tracker 0", st)
+				}
+				params[0].SetGrad(vram.Full(vram.Shape{2}, 4, vram.Float32))
+				if !tt.unscale {
+					err = vram.Catch(func() { stepped = s.Step(opt, params) })
+					if err != nil || !stepped {
+						t.Fatalf("Step with a gradient after a refused one = %v, %v; want a step", stepped, err)
+					}
+					if v := params[0].Float32s()[0]; v != 1-1-0.5 {
+						t.Errorf("parameter 0 became %v after the step, want %v", v, 1-1-0.5)
+					}
+				}
+				return
+			}
+			if err != nil || !stepped {
+				t.Fatalf("Step = %v, %v; want a step", stepped, err)
+			}
+		})
+	}
+}

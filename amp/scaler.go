@@ -79,6 +79,7 @@ type GradScaler struct {
 type unscaled struct {
 	foundInf bool // the verdict of the call that unscaled it
 	byStep   bool // Step unscaled it
+	checked  bool // it had a gradient, which was unscaled and checked
 }
 
 // toFloat32 returns x rounded to float32, the dtype of PyTorch's scale.
@@ -260,7 +261,7 @@ func (s *GradScaler) Unscale(params []*vram.Tensor) (foundInf bool, err error) {
 		return false, err
 	}
 	for _, p := range params {
-		s.unscaled[p] = unscaled{foundInf: bad}
+		s.unscaled[p] = unscaled{foundInf: bad, checked: p.Grad() != nil}
 	}
 	s.foundInf = s.foundInf || bad
 	return bad, nil
@@ -344,7 +345,10 @@ func rawViews(ts []*vram.Tensor, fn func(r vram.RawTensor, vs []backend.View) er
 // kind vram.ErrArgument, stepping nothing, as PyTorch's raises: it would
 // apply the same gradients twice. So do a nil optimizer (a nil pointer
 // too), empty params (the optimizer would step with gradients still
-// scaled) and a nil parameter.
+// scaled), a nil parameter, and params none of which has a gradient, or
+// had one when Unscale unscaled it (Backward forgotten), as PyTorch's
+// step raises "No inf checks were recorded for this optimizer"; a
+// disabled scaler steps then.
 func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 	s.ready()
 	if s.stepped[opt] {
@@ -369,6 +373,19 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 	}
 	if err := refuseCapture("grad scaler step", params...); err != nil {
 		panic(err)
+	}
+	checked := false
+	for _, p := range params {
+		if u, ok := s.unscaled[p]; ok {
+			checked = checked || u.checked
+		} else {
+			checked = checked || p.Grad() != nil
+		}
+	}
+	if !checked {
+		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("none of the %d parameters has a gradient to unscale and check for inf or NaN "+
+				"(or had one when Unscale ran): call Backward on the scaled loss before Step", len(params))})
 	}
 	var todo []*vram.Tensor
 	for _, p := range params {
