@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/vramgo/vram"
@@ -26,7 +27,8 @@ import (
 //
 // It returns an error matching vram.ErrArgument, changing nothing, when l
 // is already quantized, has a pruning mask (make it permanent with
-// prune.Remove first), or when wq or scale does not fit; one matching
+// prune.Remove first), when wq or scale does not fit, or when a scale is
+// not positive and finite (as package nn/quant makes them); one matching
 // vram.ErrReleased when the layer's bias, wq or scale was released.
 func (l *Linear) SetInt8Weight(wq, scale *vram.Tensor) error {
 	w := l.Weight
@@ -48,6 +50,11 @@ func (l *Linear) SetInt8Weight(wq, scale *vram.Tensor) error {
 	case wq.Device() != w.Device() || scale.Device() != w.Device():
 		return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("int8 weight on %s and scale on %s, want the layer's %s", wq.Device(), scale.Device(), w.Device())}
 	}
+	if n, err := badScales(scale); err != nil {
+		return err
+	} else if n > 0 {
+		return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: fmt.Sprintf("the scale holds %d values that are not positive and finite (NaN, an infinity, zero or negative); the layer would compute NaN or lose its weight", n)}
+	}
 	l.unregisterParameter("weight")
 	l.unregisterParameter("bias")
 	l.Weight = wq
@@ -65,6 +72,21 @@ func (l *Linear) SetInt8Weight(wq, scale *vram.Tensor) error {
 		w.Release()
 	}
 	return nil
+}
+
+// badScales returns how many values of scale are NaN, infinite, zero or
+// negative, reading one number from its device (a shape-only device,
+// which keeps no values, reads 0).
+func badScales(scale *vram.Tensor) (n int, err error) {
+	err = vram.Catch(func() {
+		vram.NoGrad(func() {
+			vram.Tidy(func() {
+				ok := scale.GtScalar(0).LogicalAnd(scale.LtScalar(math.Inf(1)))
+				n = int(ok.LogicalNot().Sum().Item())
+			})
+		})
+	})
+	return n, err
 }
 
 // unregisterParameter removes the parameter name from b's own parameters,
