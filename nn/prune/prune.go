@@ -357,8 +357,11 @@ func CustomFromMask(m nn.Module, name string, mask *vram.Tensor) error {
 // takes but NaN: 1, 2, math.Inf(1) for the largest magnitude,
 // math.Inf(-1) for the smallest, 0 for the number of non-zero values, or
 // a negative p for (Σ|x|ᵖ)^(1/p), which is 0 for a slice holding a zero.
-// A slice counts as pruned once all its elements are. A NaN n is an error
-// matching vram.ErrArgument.
+// A slice counts as pruned once all its elements are; the pruned elements
+// of a slice that is not count as zeros in its norm, as PyTorch computes
+// the norm of weight_orig⊙weight_mask, so that with n = math.Inf(-1) or a
+// negative n such a slice goes first. A NaN n is an error matching
+// vram.ErrArgument.
 func LnStructured(m nn.Module, name string, amount Amount, n float64, dim int) error {
 	if err := amount.check(); err != nil {
 		return err
@@ -375,7 +378,8 @@ func LnStructured(m nn.Module, name string, amount Amount, n float64, dim int) e
 		}
 		for i, v := range s.values {
 			if s.mask[i] == 0 {
-				continue
+				// The masked value is 0, as in weight_orig⊙weight_mask.
+				v = 0
 			}
 			j := slice(i)
 			a := math.Abs(v)
