@@ -50,8 +50,8 @@
 // Every function returns an error, changing nothing, for a bad amount (a
 // fraction outside [0, 1] or NaN, a count below 0 or above the number of
 // elements left), a module that is not [nn.Maskable], a parameter it
-// cannot mask, a norm order that is not positive, or a dimension out of
-// range. The error is an *vram.Error that matches vram.ErrArgument under
+// cannot mask, a norm order that is NaN, structured pruning of a
+// parameter of fewer than two dimensions, or a dimension out of range. The error is an *vram.Error that matches vram.ErrArgument under
 // errors.Is (vram.ErrDType for a parameter that is not floating-point,
 // vram.ErrIndex for a dimension out of range, vram.ErrReleased for a
 // parameter or mask that was released).

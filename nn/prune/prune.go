@@ -357,6 +357,8 @@ func CustomFromMask(m nn.Module, name string, mask *vram.Tensor) error {
 // takes but NaN: 1, 2, math.Inf(1) for the largest magnitude,
 // math.Inf(-1) for the smallest, 0 for the number of non-zero values, or
 // a negative p for (Σ|x|ᵖ)^(1/p), which is 0 for a slice holding a zero.
+// The parameter must have at least two dimensions, as in PyTorch: a bias
+// or a norm's weight is refused with an error matching vram.ErrArgument.
 // A slice counts as pruned once all its elements are; the pruned elements
 // of a slice that is not count as zeros in its norm, as PyTorch computes
 // the norm of weight_orig⊙weight_mask, so that with n = math.Inf(-1) or a
@@ -432,6 +434,9 @@ func structured(m nn.Module, name string, amount Amount, dim int, scores func(s 
 		return err
 	}
 	shape := s.p.Shape()
+	if len(shape) < 2 {
+		return pruneErr(vram.ErrArgument, "parameter %q of %T has shape %v: structured pruning takes a parameter of at least 2 dimensions, as PyTorch's does; prune a vector element by element (L1Unstructured, RandomUnstructured)", name, m, shape)
+	}
 	given := dim
 	if dim < 0 {
 		dim += len(shape)

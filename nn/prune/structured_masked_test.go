@@ -1,10 +1,13 @@
 package prune_test
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
 
+	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/nn/prune"
 )
@@ -44,5 +47,59 @@ func TestLnStructuredAfterUnstructured(t *testing.T) {
 				t.Errorf("mask %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestStructuredRefusesVectors: LnStructured and RandomStructured refuse
+// a parameter of fewer than two dimensions (a bias, a norm's weight) with
+// vram.ErrArgument, drawing nothing and attaching no mask, as PyTorch's
+// "Structured pruning can only be applied to multidimensional tensors"
+// does; unstructured pruning takes it.
+func TestStructuredRefusesVectors(t *testing.T) {
+	tests := []struct {
+		name  string
+		prune func(m nn.Module, name string, g *vram.Generator) error
+		ok    bool
+	}{
+		{"LnStructured", func(m nn.Module, name string, _ *vram.Generator) error {
+			return prune.LnStructured(m, name, prune.Count(1), 2, 0)
+		}, false},
+		{"LnStructured, negative dim", func(m nn.Module, name string, _ *vram.Generator) error {
+			return prune.LnStructured(m, name, prune.Fraction(0.5), 1, -1)
+		}, false},
+		{"RandomStructured", func(m nn.Module, name string, g *vram.Generator) error {
+			return prune.RandomStructured(m, name, prune.Count(1), 0, g)
+		}, false},
+		{"L1Unstructured", func(m nn.Module, name string, _ *vram.Generator) error {
+			return prune.L1Unstructured(m, name, prune.Count(1))
+		}, true},
+	}
+	for _, tc := range tests {
+		for _, target := range []struct {
+			m    nn.Module
+			name string
+		}{{nn.NewLinear(2, 3), "bias"}, {nn.NewLayerNorm([]int{4}, 1e-5), "weight"}} {
+			t.Run(tc.name+"/"+fmt.Sprintf("%T.%s", target.m, target.name), func(t *testing.T) {
+				defer nn.Release(target.m)
+				g := vram.NewGenerator(3)
+				want := vram.NewGenerator(3).Float64()
+				err := tc.prune(target.m, target.name, g)
+				if tc.ok {
+					if err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				if !errors.Is(err, vram.ErrArgument) {
+					t.Fatalf("got %v, want an error matching vram.ErrArgument", err)
+				}
+				if prune.IsPruned(target.m, target.name) {
+					t.Error("a mask was attached")
+				}
+				if got := g.Float64(); got != want {
+					t.Error("the generator was drawn from")
+				}
+			})
+		}
 	}
 }
