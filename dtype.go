@@ -107,11 +107,12 @@ func canCast(from, to DType) bool {
 // cannot be stored in dt without overflow, as PyTorch's fill and full
 // refuse it ("value cannot be converted to type ... without overflow")
 // rather than let it wrap: for an integer dtype a NaN, an infinity or a
-// value outside its range once truncated toward zero; for a float dtype a
-// finite value beyond its largest (an infinity and NaN are floats too).
-// Every value is a bool: true unless 0.
+// value outside its range, a fraction beyond its last value included
+// (127.5 for int8), as c10::overflows compares the value before it is
+// truncated; for a float dtype a finite value beyond its largest (an
+// infinity and NaN are floats too). Every value is a bool: true unless 0.
 func checkValue(op string, v float64, dt DType) {
-	var lo, hi float64 // the range of values, or of truncated values for an integer dt
+	var lo, hi float64 // the range of values
 	switch dt {
 	case Bool, Float64:
 		return
@@ -136,7 +137,7 @@ func checkValue(op string, v float64, dt DType) {
 		if math.IsNaN(v) || math.IsInf(v, 0) || (v >= lo && v <= hi) {
 			return
 		}
-	} else if w := math.Trunc(v); w >= lo && w <= hi {
+	} else if v >= lo && v <= hi {
 		return
 	}
 	fail(op, ErrArgument, "value %v cannot be converted to %s without overflow", v, dt)
