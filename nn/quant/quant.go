@@ -11,8 +11,10 @@ import (
 )
 
 // qmax is the largest magnitude of a symmetric int8 value: -128 is left
-// out so that the range is symmetric, as PyTorch's qint8 weight observers
-// with a symmetric scheme do.
+// out so that the range is symmetric, as PyTorch's
+// per_channel_weight_observer_range_neg_127_to_127 does (its default
+// per-channel weight observer takes [-128, 127] and divides max|w| by
+// 127.5 instead).
 const qmax = 127
 
 // quantErr returns the error of a bad call: an *vram.Error of the given
