@@ -1112,3 +1112,47 @@ func TestGradScalerStepWithoutGradients(t *testing.T) {
 		})
 	}
 }
+
+// TestGradScalerReleasedParameter: Unscale returns, and Step panics with,
+// an error matching vram.ErrReleased for a released parameter, changing
+// nothing: Unscale skipped it as one without a gradient, and Step then
+// blamed a forgotten Backward.
+func TestGradScalerReleasedParameter(t *testing.T) {
+	tests := []struct {
+		name string
+		call func(s *amp.GradScaler, opt optim.Optimizer, params []*vram.Tensor) error
+	}{
+		{"Unscale", func(s *amp.GradScaler, _ optim.Optimizer, params []*vram.Tensor) error {
+			_, err := s.Unscale(params)
+			return err
+		}},
+		{"Step", func(s *amp.GradScaler, opt optim.Optimizer, params []*vram.Tensor) error {
+			return vram.Catch(func() { s.Step(opt, params) })
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := vram.Ones(vram.Shape{2}, vram.WithGrad())
+			defer p.Release()
+			p.SetGrad(vram.Full(vram.Shape{2}, 4, vram.Float32))
+			gone := vram.Ones(vram.Shape{2}, vram.WithGrad())
+			gone.SetGrad(vram.Full(vram.Shape{2}, 4, vram.Float32))
+			params := []*vram.Tensor{p, gone}
+			opt, err := optim.NewSGD(params, optim.SGDConfig{LR: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gone.Release()
+			s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 4})
+			if err := tt.call(s, opt, params); !errors.Is(err, vram.ErrReleased) {
+				t.Fatalf("got %v, want an error matching vram.ErrReleased", err)
+			}
+			if g := p.Grad().Float32s()[0]; g != 4 {
+				t.Errorf("the other gradient became %v; it must stay scaled", g)
+			}
+			if _, err := s.Unscale([]*vram.Tensor{p}); err != nil {
+				t.Errorf("Unscale of the live parameter after the refusal: %v", err)
+			}
+		})
+	}
+}

@@ -209,8 +209,9 @@ func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor {
 // once per optimizer with that optimizer's parameters. It returns
 // ErrUnscaledTwice when one of params was already unscaled before Update
 // (also by Step, as PyTorch refuses unscale_ after step), an error
-// wrapping vram.ErrArgument for a nil parameter, both changing nothing,
-// and the device's error when a kernel fails.
+// wrapping vram.ErrArgument for a nil parameter and one wrapping
+// vram.ErrReleased for a released one, all changing nothing, and the
+// device's error when a kernel fails.
 func (s *GradScaler) Unscale(params []*vram.Tensor) (foundInf bool, err error) {
 	s.ready()
 	if s.disabled {
@@ -219,6 +220,9 @@ func (s *GradScaler) Unscale(params []*vram.Tensor) (foundInf bool, err error) {
 	for i, p := range params {
 		if p == nil {
 			return false, fmt.Errorf("amp: GradScaler.Unscale: parameter %d is nil: %w", i, vram.ErrArgument)
+		}
+		if p.Released() {
+			return false, fmt.Errorf("amp: GradScaler.Unscale: parameter %d was released, and its gradient with it: %w", i, vram.ErrReleased)
 		}
 		if u, ok := s.unscaled[p]; ok {
 			if u.byStep {
@@ -345,7 +349,8 @@ func rawViews(ts []*vram.Tensor, fn func(r vram.RawTensor, vs []backend.View) er
 // kind vram.ErrArgument, stepping nothing, as PyTorch's raises: it would
 // apply the same gradients twice. So do a nil optimizer (a nil pointer
 // too), empty params (the optimizer would step with gradients still
-// scaled), a nil parameter, and params none of which has a gradient, or
+// scaled), a nil parameter, a released one (with kind vram.ErrReleased),
+// and params none of which has a gradient, or
 // had one when Unscale unscaled it (Backward forgotten), as PyTorch's
 // step raises "No inf checks were recorded for this optimizer"; a
 // disabled scaler steps then.
@@ -365,6 +370,9 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 	for i, p := range params {
 		if p == nil {
 			panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument, Detail: fmt.Sprintf("parameter %d is nil", i)})
+		}
+		if p.Released() {
+			panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrReleased, Detail: fmt.Sprintf("parameter %d was released, and its gradient with it", i)})
 		}
 	}
 	if s.disabled {
