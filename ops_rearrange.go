@@ -88,7 +88,10 @@ func (t *Tensor) Roll(shifts, dims []int) *Tensor {
 // where j - i <= diagonal. diagonal 0 is the main diagonal, a positive one
 // lies above it and a negative one below. Leading dimensions are a batch.
 // The gradient is passed where entries are kept. It panics with [ErrShape]
-// for a tensor of fewer than 2 dimensions.
+// for a tensor of fewer than 2 dimensions, or for matrices with a side of
+// more than 2^29 entries (a non-empty one is a view, such as an expanded
+// one, or on a device that keeps no data): the positions it compares are
+// written on the host.
 func (t *Tensor) Tril(diagonal int) *Tensor { return t.triangle("tril", diagonal, true) }
 
 // Triu returns a copy of t with the entries below the diagonal-th diagonal
@@ -107,17 +110,35 @@ func (t *Tensor) triangle(op string, diagonal int, lower bool) *Tensor {
 		return t.Clone() // nothing to zero, and no mask for matrices of any size
 	}
 	rows, cols := t.shape[nd-2], t.shape[nd-1]
-	keep := make([]bool, rows*cols)
-	for i := range rows {
-		for j := range cols {
-			if lower {
-				keep[i*cols+j] = j-i <= diagonal
-			} else {
-				keep[i*cols+j] = j-i >= diagonal
-			}
-		}
+	if max(rows, cols) > maxIndexEntries {
+		fail(op, ErrShape, "%s of matrices of %d×%d needs a host index of %d positions, more than the %d it allows",
+			op, rows, cols, max(rows, cols), maxIndexEntries)
 	}
-	mask := tableOn(t.ds(), keep, Shape{rows, cols}, Bool)
+	// Entry (i, j) is kept where j <= i + diagonal (j >= i + diagonal for
+	// triu): a column of i + diagonal and a row of j, compared on the
+	// device, make the mask, so the host writes rows + cols positions
+	// rather than a rows×cols table. A diagonal beyond [-rows, cols]
+	// keeps or drops what the nearest bound does, and the clamp keeps
+	// i + diagonal within an int.
+	d := min(max(diagonal, -rows), cols)
+	ri := make([]int64, rows)
+	for i := range ri {
+		ri[i] = int64(i + d)
+	}
+	rj := make([]int64, cols)
+	for j := range rj {
+		rj[j] = int64(j)
+	}
+	ic := tableOn(t.ds(), ri, Shape{rows, 1}, Int64)
+	defer ic.Release()
+	jr := tableOn(t.ds(), rj, Shape{cols}, Int64)
+	defer jr.Release()
+	var mask *Tensor
+	if lower {
+		mask = jr.Le(ic)
+	} else {
+		mask = jr.Ge(ic)
+	}
 	defer mask.Release()
 	zero := Scalar(0, t.dtype)
 	defer zero.Release()

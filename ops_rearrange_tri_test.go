@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"testing"
 )
@@ -21,6 +22,16 @@ func TestTriuTril(t *testing.T) {
 		{"tril 5", x.Tril(5), x.Float64s()},
 		{"batched tril", Ones(Shape{2, 2, 2}, Float64).Tril(0), []float64{1, 0, 1, 1, 1, 0, 1, 1}},
 		{"bool tril", Ones(Shape{2, 3}, Bool).Tril(0).Cast(Float64), []float64{1, 0, 0, 1, 1, 0}},
+		{"tril min int", x.Tril(math.MinInt), make([]float64, 12)},
+		{"tril max int", x.Tril(math.MaxInt), x.Float64s()},
+		{"triu min int", x.Triu(math.MinInt), x.Float64s()},
+		{"triu max int", x.Triu(math.MaxInt), make([]float64, 12)},
+		{"tril -2 of 3", x.Tril(-2), []float64{0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0}},
+		{"tril -3 of 3", x.Tril(-3), make([]float64, 12)},
+		{"triu 3 of 4", x.Triu(3), []float64{0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0}},
+		{"triu 4 of 4", x.Triu(4), make([]float64, 12)},
+		{"tril transposed", x.T().Tril(0), []float64{1, 0, 0, 2, 6, 0, 3, 7, 11, 4, 8, 12}},
+		{"tril int32 wide", Arange(1, 7, 1, Int32).Reshape(1, 6).Tril(2).Cast(Float64), []float64{1, 2, 3, 0, 0, 0}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -32,5 +43,39 @@ func TestTriuTril(t *testing.T) {
 	gradCheck(t, func(xs []*Tensor) *Tensor { return xs[0].Triu(1) }, rnd(1, 2, 3, 3))
 	if err := Catch(func() { Arange(0, 3, 1).Tril(0) }); !errors.Is(err, ErrShape) {
 		t.Errorf("1-D input: %v", err)
+	}
+}
+
+// TestTriuTrilLargeViews checks that Tril and Triu of an expanded view
+// with sides past what the host writes positions for fail with ErrShape
+// on every device, before anything is allocated: a mask of rows×cols host
+// entries panicked in the runtime there.
+func TestTriuTrilLargeViews(t *testing.T) {
+	const side = 1 << 30
+	tests := []struct {
+		name  string
+		shape Shape
+	}{
+		{"square", Shape{side, side}},
+		{"tall", Shape{side, 1}},
+		{"wide batch", Shape{2, 1, side}},
+	}
+	for _, dev := range []Device{CPU, Sim(0)} {
+		for _, tc := range tests {
+			for _, f := range []func(*Tensor) *Tensor{
+				func(x *Tensor) *Tensor { return x.Tril(0) },
+				func(x *Tensor) *Tensor { return x.Triu(-1) },
+			} {
+				t.Run(dev.String()+"/"+tc.name, func(t *testing.T) {
+					one := Ones(slices.Repeat(Shape{1}, len(tc.shape)), dev)
+					defer one.Release()
+					x := one.Expand(tc.shape...)
+					defer x.Release()
+					if err := Catch(func() { f(x) }); !errors.Is(err, ErrShape) {
+						t.Fatalf("got %v, want ErrShape", err)
+					}
+				})
+			}
+		}
 	}
 }
