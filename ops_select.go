@@ -126,7 +126,9 @@ func (t *Tensor) MaskedSelect(mask *Tensor) *Tensor {
 // index along dim (torch.index_add): source's slice i along dim goes to
 // t's slice index[i]; repeated positions add up. index is an int64 or int32
 // vector, source has t's shape but for dim, whose size is index's length,
-// and t's dtype. Gradients flow to t and source. Under [Autocast], 16-bit
+// and t's dtype. A bool t takes source or'd in for any alpha but 0, as
+// PyTorch reads alpha as a bool there. Gradients flow to t and source.
+// Under [Autocast], 16-bit
 // and float32 operands run in float32. It panics with [ErrShape] for
 // mismatched shapes, [ErrDType] for other dtypes, [ErrIndex] for a position
 // outside [0, t.Size(dim)), and [ErrArgument] for a fractional alpha with
@@ -182,7 +184,15 @@ func (t *Tensor) IndexAdd(dim int, index, source *Tensor, alpha float64) *Tensor
 		}
 		view[a] = k
 		src := source
-		if alpha != 1 {
+		switch {
+		case alpha == 1:
+		case t.dtype == Bool:
+			// As PyTorch reads alpha as a bool: any other whole alpha
+			// ors source in as 1 does, and 0 adds nothing.
+			if alpha == 0 {
+				src = source.LogicalAnd(Scalar(0, Bool))
+			}
+		default:
 			src = source.MulScalar(alpha)
 		}
 		return t.ScatterAdd(a, idx.Reshape(view...).Expand(want...), src)

@@ -75,6 +75,24 @@ func TestSelectOps(t *testing.T) {
 		if y := FromSlice([]int32{1, 2}, nil, dev).IndexAdd(0, i64([]int64{1}, 1), FromSlice([]int32{5}, nil, dev), 2); y.DType() != Int32 || !slices.Equal(y.Float64s(), []float64{1, 12}) {
 			t.Errorf("%s index_add int32: %s %v", dev, y.DType(), y.Float64s())
 		}
+		// A bool tensor reads alpha as a bool, as PyTorch's add does: any
+		// whole alpha but 0 ors the source in, and keeps the dtype.
+		for _, c := range []struct {
+			alpha float64
+			want  []float64
+		}{
+			{1, []float64{1, 1, 0, 1}},
+			{2, []float64{1, 1, 0, 1}},
+			{-3, []float64{1, 1, 0, 1}},
+			{0, []float64{1, 0, 0, 0}},
+		} {
+			in := FromSlice([]bool{true, false, false, false}, nil, dev)
+			src := FromSlice([]bool{true, true, false}, nil, dev)
+			y := in.IndexAdd(0, i64([]int64{1, 3, 2}, 3), src, c.alpha)
+			if y.DType() != Bool || !slices.Equal(y.Float64s(), c.want) {
+				t.Errorf("%s index_add bool, alpha %v: %s %v, want bool %v", dev, c.alpha, y.DType(), y.Float64s(), c.want)
+			}
+		}
 	}
 	errs := []struct {
 		name string
