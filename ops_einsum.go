@@ -23,7 +23,11 @@ import (
 // share one dtype, except inside an [Autocast] region, where float32,
 // float16 and bfloat16 operands are taken in the region's dtype, as
 // PyTorch's contractions are; integer operands are multiplied elementwise
-// and summed.
+// and summed. As in PyTorch, a sum over one operand alone, such as
+// "ij->j", gives int64 for integer and bool operands, while a product of
+// two keeps their integer dtype ("ij,jk->ik" of int32 is int32, wrapping
+// on overflow as the dtype does), and bool stays bool where nothing is
+// summed ("i,j->ij") and counts in int64 where something is.
 // It panics with [ErrArgument] for a malformed equation or a wrong number
 // of operands (the message names the problem), [ErrShape] when an
 // operand's dimensions do not match its letters or sizes of a letter
@@ -354,6 +358,15 @@ func contractPair(op string, a, b einsumTerm, k int, needed func(l, k int) bool,
 		b4 := keep(bt.Unsqueeze(1))
 		p := keep(a4.Mul(b4))
 		r = keep(p.Sum(2))
+		// PyTorch multiplies a pair with mul, or with bmm where labels
+		// are summed, and both keep the operands' integer dtype (bmm
+		// wrapping as the dtype does); Sum counted in int64. Bool
+		// operands stay bool where nothing is summed, as mul leaves
+		// them, and are counted in int64 otherwise (there is no bool
+		// bmm to follow).
+		if r.dtype != p.dtype && (p.dtype != Bool || len(sum) == 0) {
+			r = keep(r.Cast(p.dtype))
+		}
 	}
 	labels := slices.Concat(batch, aOnly, bOnly)
 	shape := make([]int, len(labels))

@@ -183,6 +183,44 @@ func TestEinsumGradientAndDTypes(t *testing.T) {
 	if p.DType() != Int64 || !slices.Equal(p.Int64s(), []int64{7, 10, 15, 22}) {
 		t.Errorf("int64 got %v", p)
 	}
+	for _, dev := range []Device{CPU, Sim(0)} {
+		i32 := FromSlice([]int32{1, 2, 3, 4}, Shape{2, 2}, dev)
+		i8 := FromSlice([]int32{100, 2, 3, 4}, Shape{2, 2}, dev, Int8)
+		b := FromSlice([]bool{true, false, true, true}, Shape{2, 2}, dev)
+		r0, r1 := i32.Select(0, 0), i32.Select(0, 1)
+		b0, b1 := b.Select(0, 0), b.Select(0, 1)
+		c0 := i8.Select(0, 0)
+		cases := []struct {
+			name string
+			got  func() *Tensor
+			dt   DType
+			want []float64
+		}{
+			// A product of two keeps their dtype, as PyTorch's mul and bmm.
+			{"int32 matmul", func() *Tensor { return Einsum("ij,jk->ik", i32, i32) }, Int32, []float64{7, 10, 15, 22}},
+			{"int32 outer", func() *Tensor { return Einsum("i,j->ij", r0, r1) }, Int32, []float64{3, 4, 6, 8}},
+			{"int32 elementwise", func() *Tensor { return Einsum("ij,ij->ij", i32, i32) }, Int32, []float64{1, 4, 9, 16}},
+			{"int32 dot", func() *Tensor { return Einsum("ij,ij->", i32, i32) }, Int32, []float64{30}},
+			// 100·100 + 2·2 = 10004, which int8 wraps to 20.
+			{"int8 wraps", func() *Tensor { return Einsum("i,i->", c0, c0) }, Int8, []float64{20}},
+			{"bool outer", func() *Tensor { return Einsum("i,j->ij", b0, b1) }, Bool, []float64{1, 1, 0, 0}},
+			// A sum over one operand is PyTorch's sum: int64.
+			{"int32 sum of one", func() *Tensor { return Einsum("ij->j", i32) }, Int64, []float64{4, 6}},
+			{"int32 trace", func() *Tensor { return Einsum("ii", i32) }, Int64, []float64{5}},
+			{"int32 transpose", func() *Tensor { return Einsum("ij->ji", i32) }, Int32, []float64{1, 3, 2, 4}},
+			{"int32 summed before the product", func() *Tensor { return Einsum("ij,k->k", i32, r0) }, Int64, []float64{10, 20}},
+			{"bool summed", func() *Tensor { return Einsum("ij,jk->ik", b, b) }, Int64, []float64{1, 0, 2, 1}},
+		}
+		for _, c := range cases {
+			t.Run(dev.String()+"/"+c.name, func(t *testing.T) {
+				got := c.got()
+				defer got.Release()
+				if got.DType() != c.dt || !slices.Equal(got.Float64s(), c.want) {
+					t.Errorf("got %s %v, want %s %v", got.DType(), got.Float64s(), c.dt, c.want)
+				}
+			})
+		}
+	}
 	h := FromSlice([]float32{1, 2}, Shape{2}, Float16)
 	defer h.Release()
 	hh := Einsum("i,i", h, h)
