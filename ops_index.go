@@ -250,13 +250,15 @@ func (t *Tensor) scatter(op string, dim int, index, src *Tensor, add bool, value
 }
 
 // MaskedFill returns a copy of t with value where mask is true
-// (torch.Tensor.masked_fill). mask is bool and broadcasts to t's shape,
-// which the result keeps, as it keeps t's dtype and layout; gradients flow
-// to t where mask is false. mask is on t's device, or is a 0-dimensional
-// CPU tensor, read as a scalar. It panics with [ErrDType] for a mask that
-// is not bool, with [ErrShape] for one that does not broadcast to t's
-// shape, and with [ErrArgument] for a value that overflows t's dtype, as
-// in [Full].
+// (torch.Tensor.masked_fill). mask is bool; t and mask broadcast, and the
+// result has their broadcast shape and t's dtype, as PyTorch's out-of-place
+// masked_fill expands both: a mask of more dimensions than t, or of size
+// where t has 1, repeats t along them. The result keeps t's layout where
+// it keeps t's shape. Gradients flow to t where mask is false, summed over
+// the repeats. mask is on t's device, or is a 0-dimensional CPU tensor,
+// read as a scalar. It panics with [ErrDType] for a mask that is not bool,
+// with [ErrShape] for shapes that do not broadcast, and with [ErrArgument]
+// for a value that overflows t's dtype, as in [Full].
 func (t *Tensor) MaskedFill(mask *Tensor, value float64) *Tensor {
 	const op = "masked_fill"
 	notNil(op, t, mask)
@@ -267,17 +269,23 @@ func (t *Tensor) MaskedFill(mask *Tensor, value float64) *Tensor {
 	if mask.dtype != Bool {
 		fail(op, ErrDType, "mask must be bool, got %s", mask.dtype)
 	}
-	mv := expandView(op, mask, t.shape) // the mask must not grow t
+	shape := broadcastShapes(op, t.shape, mask.shape)
 	checkValue(op, value, t.dtype)
 	s := newTensor(op, ds, t.dtype, nil)
 	defer s.Release()
 	s.fill(op, value)
-	out := newTensorLike(op, ds, t.dtype, t.shape, t)
-	check(op, ds.bd.Where(ds.stream(), out.bv(), mv, expandView(op, s, t.shape), t.bv()))
+	var out *Tensor
+	if slices.Equal(shape, t.shape) {
+		out = newTensorLike(op, ds, t.dtype, shape, t)
+	} else {
+		out = newTensor(op, ds, t.dtype, shape)
+	}
+	check(op, ds.bd.Where(ds.stream(), out.bv(), expandView(op, mask, shape), expandView(op, s, shape), expandView(op, t, shape)))
 	if needsGrad(t) {
+		ts := slices.Clone(t.shape)
 		sv := save(mask)
 		record(op, out, []*Tensor{t}, sv, func(g *Tensor) []*Tensor {
-			return []*Tensor{Where(sv[0], g.NewZeros(nil), g)}
+			return []*Tensor{sumTo(Where(sv[0], g.NewZeros(nil), g), ts)}
 		})
 	}
 	return out

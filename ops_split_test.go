@@ -140,7 +140,10 @@ func TestSplitAndRepeatErrors(t *testing.T) {
 		{"tile overflow", "tile", ErrShape, func(x *Tensor) { x.Tile(1<<40, 1<<40) }},
 		{"tile negative", "tile", ErrArgument, func(x *Tensor) { x.Tile(-1) }},
 		{"masked fill non-bool mask", "masked_fill", ErrDType, func(x *Tensor) { x.MaskedFill(x, 1) }},
-		{"masked fill growing mask", "masked_fill", ErrShape, func(x *Tensor) { x.MaskedFill(Zeros(Shape{2, 2, 3}, Bool, x.Device()), 1) }},
+		{"masked fill mask that does not broadcast", "masked_fill", ErrShape, func(x *Tensor) { x.MaskedFill(Zeros(Shape{2, 2}, Bool, x.Device()), 1) }},
+		{"masked fill mask broadcast too large", "masked_fill", ErrShape, func(x *Tensor) {
+			x.Narrow(0, 0, 1).Narrow(1, 0, 1).MaskedFill(Zeros(Shape{1, 1}, Bool, x.Device()).Expand(1<<41, 1<<20), 1)
+		}},
 		{"masked fill value overflows", "masked_fill", ErrArgument, func(x *Tensor) { x.Cast(Int8).MaskedFill(x.GtScalar(1), 300) }},
 		{"masked fill nil mask", "masked_fill", ErrArgument, func(x *Tensor) { x.MaskedFill(nil, 1) }},
 	}
@@ -194,9 +197,50 @@ func TestSplitAndRepeatGradients(t *testing.T) {
 		{"masked fill", one(func(x *Tensor) *Tensor {
 			return x.MaskedFill(FromSlice([]bool{true, false, false}, Shape{3}), 2).Square()
 		}), rnd(9, 2, 3)},
+		{"masked fill with a mask that grows the input", one(func(x *Tensor) *Tensor {
+			return x.MaskedFill(FromSlice([]bool{true, false, false, false, true, false, false, false}, Shape{2, 2, 2}), 2).Square()
+		}), rnd(10, 2, 1)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { gradCheck(t, tc.f, tc.x) })
+	}
+}
+
+// TestMaskedFillBroadcasts checks that the result of MaskedFill has the
+// broadcast shape of the input and the mask, as PyTorch's out-of-place
+// masked_fill expands both, and the input's dtype.
+func TestMaskedFillBroadcasts(t *testing.T) {
+	tests := []struct {
+		name  string
+		x     func(Device) *Tensor
+		mask  []bool
+		shape Shape
+		want  Shape
+		vals  []float64
+	}{
+		{"mask of more dimensions", func(d Device) *Tensor { return FromSlice([]float64{1, 2}, nil, d) },
+			[]bool{true, false, false, true}, Shape{2, 2}, Shape{2, 2}, []float64{9, 2, 1, 9}},
+		{"input of size 1 where the mask is not", func(d Device) *Tensor { return FromSlice([]int32{4, 5}, Shape{2, 1}, d) },
+			[]bool{false, true, true}, Shape{3}, Shape{2, 3}, []float64{4, 9, 9, 5, 9, 9}},
+		{"both grow", func(d Device) *Tensor { return FromSlice([]float32{1, 2}, Shape{2, 1}, d) },
+			[]bool{true, false}, Shape{1, 2}, Shape{2, 2}, []float64{9, 1, 9, 2}},
+		{"a transposed input", func(d Device) *Tensor { return FromSlice([]float64{1, 2, 3, 4}, Shape{2, 2}, d).T() },
+			[]bool{true, false}, Shape{2}, Shape{2, 2}, []float64{9, 3, 9, 4}},
+		{"an empty mask dimension", func(d Device) *Tensor { return FromSlice([]float64{1}, nil, d) },
+			[]bool{}, Shape{0, 1}, Shape{0, 1}, []float64{}},
+	}
+	for _, dev := range []Device{CPU, Sim(0)} {
+		for _, tc := range tests {
+			t.Run(dev.String()+"/"+tc.name, func(t *testing.T) {
+				Tidy(func() {
+					x := tc.x(dev)
+					y := x.MaskedFill(FromSlice(tc.mask, tc.shape, dev), 9)
+					if !slices.Equal(y.Shape(), tc.want) || y.DType() != x.DType() || !slices.Equal(y.Float64s(), tc.vals) {
+						t.Errorf("got %v %s %v, want %v %s %v", y.Shape(), y.DType(), y.Float64s(), tc.want, x.DType(), tc.vals)
+					}
+				})
+			})
+		}
 	}
 }
 
