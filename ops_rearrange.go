@@ -4,7 +4,8 @@ import "slices"
 
 // Flip returns a copy of t with the order of its entries reversed along
 // each of dims (torch.flip); negative dims count from the end. The result
-// is new storage, as in PyTorch, and the gradient flows back reversed. A
+// is new storage, channels-last when t is, as in PyTorch, and the
+// gradient flows back reversed. A
 // 0-dimensional t takes dim 0 or -1, as torch.flip does, and is copied. It
 // panics with [ErrIndex] for a dimension out of range and with
 // [ErrArgument] for a dimension named twice.
@@ -34,14 +35,15 @@ func (t *Tensor) Flip(dims ...int) *Tensor {
 		}
 		out = out.releasing(func(x *Tensor) *Tensor { return x.selectPositions(a, pos) })
 	}
-	return out
+	return keptFormat(t, out)
 }
 
 // Roll returns a copy of t with its entries shifted along dims by shifts,
 // wrapping around at the end (torch.roll): the entry at position i moves
 // to (i + shift) mod size. shifts and dims pair up and must have the same
 // length; with no dims, t is rolled as if flattened, and shifts must hold
-// one shift. It panics with [ErrArgument] when the lengths do not match
+// one shift. The result is new storage, channels-last when t is and dims
+// are given, as PyTorch's roll keeps it. It panics with [ErrArgument] when the lengths do not match
 // and with [ErrIndex] for a dimension out of range.
 func (t *Tensor) Roll(shifts, dims []int) *Tensor {
 	const op = "roll"
@@ -80,7 +82,7 @@ func (t *Tensor) Roll(shifts, dims []int) *Tensor {
 		}
 		out = out.releasing(func(x *Tensor) *Tensor { return x.selectPositions(a, pos) })
 	}
-	return out
+	return keptFormat(t, out)
 }
 
 // Tril returns a copy of t with the entries above the diagonal-th diagonal
@@ -143,6 +145,17 @@ func (t *Tensor) triangle(op string, diagonal int, lower bool) *Tensor {
 	zero := Scalar(0, t.dtype)
 	defer zero.Release()
 	return Where(mask, t, zero)
+}
+
+// keptFormat returns out laid out channels-last when t is, as PyTorch's
+// flip and roll keep their input's memory format, releasing out when it
+// copies it.
+func keptFormat(t, out *Tensor) *Tensor {
+	y := keepFormat(t, out)
+	if y != out {
+		out.Release()
+	}
+	return y
 }
 
 // distinctAxes resolves dims to axes of t, refusing a repeated one.

@@ -79,3 +79,40 @@ func TestTriuTrilLargeViews(t *testing.T) {
 		}
 	}
 }
+
+// TestFlipRollKeepChannelsLast checks that Flip and Roll of a
+// channels-last tensor are channels-last, as PyTorch's flip (an empty_like
+// that preserves the format) and roll (a cat of channels-last slices)
+// are, with the values of the row-major result, and that Roll with no
+// dims, which flattens, is row-major as PyTorch's is.
+func TestFlipRollKeepChannelsLast(t *testing.T) {
+	tests := []struct {
+		name string
+		f    func(*Tensor) *Tensor
+		want MemoryFormat
+	}{
+		{"flip channels", func(x *Tensor) *Tensor { return x.Flip(1) }, ChannelsLast},
+		{"flip all", func(x *Tensor) *Tensor { return x.Flip(0, 1, 2, 3) }, ChannelsLast},
+		{"flip none", func(x *Tensor) *Tensor { return x.Flip() }, ChannelsLast},
+		{"roll width", func(x *Tensor) *Tensor { return x.Roll([]int{1}, []int{-1}) }, ChannelsLast},
+		{"roll two dims", func(x *Tensor) *Tensor { return x.Roll([]int{1, -1}, []int{1, 2}) }, ChannelsLast},
+		{"roll flattened", func(x *Tensor) *Tensor { return x.Roll([]int{2}, nil) }, ContiguousFormat},
+	}
+	for _, dev := range []Device{CPU, Sim(0)} {
+		for _, tc := range tests {
+			t.Run(dev.String()+"/"+tc.name, func(t *testing.T) {
+				Tidy(func() {
+					x := Arange(0, 24, 1, Float64, dev).Reshape(1, 3, 2, 4)
+					y := tc.f(x.Contiguous(ChannelsLast))
+					if got := y.SuggestMemoryFormat(); got != tc.want || !y.IsContiguous(tc.want) {
+						t.Errorf("format %v, want %v", got, tc.want)
+					}
+					if got, want := y.Float64s(), tc.f(x).Float64s(); !slices.Equal(got, want) {
+						t.Errorf("values %v, want %v", got, want)
+					}
+				})
+			})
+		}
+	}
+	gradCheck(t, func(xs []*Tensor) *Tensor { return xs[0].Contiguous(ChannelsLast).Flip(1, 3).Roll([]int{1}, []int{2}) }, rnd(5, 1, 2, 2, 3))
+}
