@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/vramgo/vram/backend"
 )
@@ -35,9 +36,11 @@ func argSortRaw(op string, t *Tensor, a int, descending bool) *Tensor {
 // their int64 positions along dim in t (torch.sort with stable=True): equal
 // elements keep their order, in either direction, and NaN counts as greater
 // than every number, so it comes last ascending and first descending. The
-// values pass their gradient back to the positions they came from. A
-// 0-dimensional t takes dim 0 or -1. It panics with [ErrIndex] for a dim
-// out of range.
+// values pass their gradient back to the positions they came from. Both
+// results are laid out as [Tensor.Clone] lays out t (channels-last for a
+// channels-last t, transposed for a transposed one), as PyTorch's sort
+// gives them t's strides. A 0-dimensional t takes dim 0 or -1. It panics
+// with [ErrIndex] for a dim out of range.
 func (t *Tensor) Sort(dim int, descending bool) (values, indices *Tensor) {
 	const op = "sort"
 	defer asOp(op)
@@ -46,12 +49,14 @@ func (t *Tensor) Sort(dim int, descending bool) (values, indices *Tensor) {
 	if a < 0 {
 		return t.Clone(), t.zeroIndex(op)
 	}
-	indices = argSortRaw(op, t, a, descending)
-	return t.Gather(a, indices), indices
+	idx := argSortRaw(op, t, a, descending)
+	v := t.Gather(a, idx)
+	return t.likeInput(op, v), t.likeInput(op, idx)
 }
 
 // ArgSort returns the int64 positions that sort t along dim, as the
-// indices of [Tensor.Sort] (torch.argsort with stable=True).
+// indices of [Tensor.Sort] (torch.argsort with stable=True), laid out as
+// Sort's are.
 func (t *Tensor) ArgSort(dim int, descending bool) *Tensor {
 	const op = "argsort"
 	defer asOp(op)
@@ -60,7 +65,20 @@ func (t *Tensor) ArgSort(dim int, descending bool) *Tensor {
 	if a < 0 {
 		return t.zeroIndex(op)
 	}
-	return argSortRaw(op, t, a, descending)
+	return t.likeInput(op, argSortRaw(op, t, a, descending))
+}
+
+// likeInput returns r, a row-major result of t's shape, itself when t's
+// layout is row-major too, else a copy in the layout Clone gives t
+// (PyTorch's preserve_format) that passes r's gradient on, releasing r.
+func (t *Tensor) likeInput(op string, r *Tensor) *Tensor {
+	out := newTensorPreserving(op, r.ds(), r.dtype, t)
+	if slices.Equal(out.strides, r.strides) {
+		out.Release()
+		return r
+	}
+	defer r.Release()
+	return r.copyInto(op, out)
 }
 
 // zeroIndex returns a 0-dimensional int64 0 on t's device.

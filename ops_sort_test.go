@@ -182,3 +182,46 @@ func TestSortLarge(t *testing.T) {
 		}
 	}
 }
+
+// TestSortKeepsLayout checks that Sort and ArgSort lay their results out
+// as Clone lays out the input, as PyTorch's sort gives them the input's
+// strides: channels-last stays channels-last and a transpose stays
+// transposed, with the values of the row-major sort and gradients that
+// flow back through the copy.
+func TestSortKeepsLayout(t *testing.T) {
+	tests := []struct {
+		name string
+		in   func(x *Tensor) *Tensor
+		dim  int
+	}{
+		{"channels-last along channels", func(x *Tensor) *Tensor { return x.Reshape(2, 3, 2, 2).Contiguous(ChannelsLast) }, 1},
+		{"channels-last along width", func(x *Tensor) *Tensor { return x.Reshape(2, 3, 2, 2).Contiguous(ChannelsLast) }, -1},
+		{"transposed", func(x *Tensor) *Tensor { return x.Reshape(4, 6).T() }, 0},
+		{"row-major", func(x *Tensor) *Tensor { return x.Reshape(4, 6) }, 1},
+	}
+	for _, dev := range []Device{CPU, Sim(0)} {
+		for _, tc := range tests {
+			t.Run(dev.String()+"/"+tc.name, func(t *testing.T) {
+				Tidy(func() {
+					x := tc.in(Randn(Shape{24}, Float64, dev, WithGenerator(NewGenerator(9))))
+					want := x.Clone().Strides()
+					v, i := x.Sort(tc.dim, true)
+					ai := x.ArgSort(tc.dim, true)
+					for name, r := range map[string]*Tensor{"values": v, "indices": i, "argsort": ai} {
+						if !slices.Equal(r.Strides(), want) {
+							t.Errorf("%s strides %v, want %v like the input's", name, r.Strides(), want)
+						}
+					}
+					rv, ri := x.Contiguous().Sort(tc.dim, true)
+					if !slices.Equal(v.Float64s(), rv.Float64s()) || !slices.Equal(i.Int64s(), ri.Int64s()) || !slices.Equal(ai.Int64s(), ri.Int64s()) {
+						t.Errorf("values or indices differ from the row-major sort")
+					}
+				})
+			})
+		}
+	}
+	gradCheck(t, func(xs []*Tensor) *Tensor {
+		v, _ := xs[0].Contiguous(ChannelsLast).Sort(1, false)
+		return v
+	}, rnd(63, 1, 3, 2, 2))
+}
