@@ -36,7 +36,8 @@ type SearchSortedOptions struct {
 // searched by the values of the matching row. The result has values'
 // shape. NaN counts as greater than every number. It panics with
 // [ErrShape] when the leading dimensions differ, [ErrArgument] for
-// contradicting Right and Side or a Sorter out of range, and [ErrDType]
+// contradicting Right and Side, a Sorter out of range or OutInt32 with a
+// last dimension of 2^31-1 or more elements, and [ErrDType]
 // for a Sorter that is not int64 or a bool sequence or values, as
 // PyTorch's does.
 func SearchSorted(sorted, values *Tensor, opts SearchSortedOptions) *Tensor {
@@ -70,6 +71,12 @@ func SearchSorted(sorted, values *Tensor, opts SearchSortedOptions) *Tensor {
 		!slices.Equal(sorted.shape[:len(sorted.shape)-1], values.shape[:len(values.shape)-1])) {
 		fail(op, ErrShape, "the sorted sequence %v and values %v must match in all but the last dimension, or the sequence be 1-D",
 			Shape(sorted.shape), Shape(values.shape))
+	}
+	if n := sorted.shape[len(sorted.shape)-1]; opts.OutInt32 && n >= math.MaxInt32 {
+		// Positions run up to n, which int32 must hold, as PyTorch checks
+		// before it searches.
+		fail(op, ErrArgument, "int32 positions need a sorted sequence of fewer than %d elements along its last dimension, got %d; leave OutInt32 unset for int64 positions",
+			math.MaxInt32, n)
 	}
 	if opts.Sorter != nil {
 		if opts.Sorter.dtype != Int64 {

@@ -2,6 +2,7 @@ package vram
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -322,5 +323,35 @@ func TestCountsHugeSizes(t *testing.T) {
 	}
 	if got[3] != 1 || got[1<<20] != 2 || sum != 3 {
 		t.Errorf("bincount: counts %d at 3 and %d at 2^20, %d in all; want 1, 2 and 3", got[3], got[1<<20], sum)
+	}
+}
+
+// TestSearchSortedInt32Limit checks that int32 positions are refused, with
+// ErrArgument and before the sequence is read, for a sequence whose last
+// dimension holds 2^31-1 elements or more, as PyTorch's searchsorted and
+// bucketize refuse out_int32 there: position 2^31-1 would not fit.
+func TestSearchSortedInt32Limit(t *testing.T) {
+	tests := []struct {
+		name string
+		f    func(seq, v *Tensor)
+	}{
+		{"searchsorted", func(seq, v *Tensor) { SearchSorted(seq, v, SearchSortedOptions{OutInt32: true}) }},
+		{"searchsorted right", func(seq, v *Tensor) { SearchSorted(seq, v, SearchSortedOptions{OutInt32: true, Side: "right"}) }},
+		{"bucketize", func(seq, v *Tensor) { v.BucketizeWith(seq, BucketizeOptions{OutInt32: true}) }},
+	}
+	for _, dev := range []Device{CPU, Sim(0)} {
+		for _, n := range []int{math.MaxInt32, 1 << 40} {
+			for _, tc := range tests {
+				t.Run(fmt.Sprintf("%s/%s/%d", dev, tc.name, n), func(t *testing.T) {
+					Tidy(func() {
+						seq := Zeros(Shape{1}, dev).Expand(n) // a view: no storage of n elements
+						v := FromSlice([]float32{1}, nil, dev)
+						if err := Catch(func() { tc.f(seq, v) }); !errors.Is(err, ErrArgument) {
+							t.Fatalf("got %v, want ErrArgument", err)
+						}
+					})
+				})
+			}
+		}
 	}
 }
