@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/vramgo/vram"
 )
 
 // The environment variables of a distributed job: torchrun's, which
@@ -68,10 +70,11 @@ func LaunchEnv() (LaunchInfo, error) { return LaunchEnvFromLookup(os.LookupEnv) 
 // than one rank, MASTER_ADDR and MASTER_PORT, as "vram run" and torchrun
 // set them, and VRAM_AGENT_STORE. Without RANK and WORLD_SIZE the process
 // is a job of one rank (Launched false). A value that is missing, not a
-// number or out of range is an error naming the variable.
+// number or out of range is an error naming the variable, wrapping
+// vram.ErrArgument.
 func LaunchEnvFromLookup(lookup func(string) (string, bool)) (LaunchInfo, error) {
 	if lookup == nil {
-		return LaunchInfo{}, fmt.Errorf("parallel: LaunchEnvFromLookup: nil lookup function")
+		return LaunchInfo{}, fmt.Errorf("parallel: LaunchEnvFromLookup: nil lookup function: %w", vram.ErrArgument)
 	}
 	_, hasRank := lookup(EnvRank)
 	_, hasSize := lookup(EnvWorldSize)
@@ -79,9 +82,9 @@ func LaunchEnvFromLookup(lookup func(string) (string, bool)) (LaunchInfo, error)
 	case !hasRank && !hasSize:
 		return LaunchInfo{WorldSize: 1, LocalWorldSize: 1}, nil
 	case !hasRank:
-		return LaunchInfo{}, fmt.Errorf("parallel: %s is set but %s is not; a launcher such as vram run sets both", EnvWorldSize, EnvRank)
+		return LaunchInfo{}, fmt.Errorf("parallel: %s is set but %s is not; a launcher such as vram run sets both: %w", EnvWorldSize, EnvRank, vram.ErrArgument)
 	case !hasSize:
-		return LaunchInfo{}, fmt.Errorf("parallel: %s is set but %s is not; a launcher such as vram run sets both", EnvRank, EnvWorldSize)
+		return LaunchInfo{}, fmt.Errorf("parallel: %s is set but %s is not; a launcher such as vram run sets both: %w", EnvRank, EnvWorldSize, vram.ErrArgument)
 	}
 	l := LaunchInfo{Launched: true}
 	var err error
@@ -94,15 +97,15 @@ func LaunchEnvFromLookup(lookup func(string) (string, bool)) (LaunchInfo, error)
 			if def != nil {
 				return *def
 			}
-			err = fmt.Errorf("parallel: %s is not set (a launcher such as vram run sets it)", name)
+			err = fmt.Errorf("parallel: %s is not set (a launcher such as vram run sets it): %w", name, vram.ErrArgument)
 			return 0
 		}
 		n, perr := strconv.Atoi(v)
 		switch {
 		case perr != nil:
-			err = fmt.Errorf("parallel: %s=%q is not a whole number", name, v)
+			err = fmt.Errorf("parallel: %s=%q is not a whole number: %w", name, v, vram.ErrArgument)
 		case n < lo || n > hi:
-			err = fmt.Errorf("parallel: %s=%d is out of range (%d to %d)", name, n, lo, hi)
+			err = fmt.Errorf("parallel: %s=%d is out of range (%d to %d): %w", name, n, lo, hi, vram.ErrArgument)
 		}
 		return n
 	}
@@ -132,12 +135,12 @@ func LaunchEnvFromLookup(lookup func(string) (string, bool)) (LaunchInfo, error)
 		}
 	}
 	if l.WorldSize > 1 && (!hasAddr || l.MasterAddr == "") {
-		return LaunchInfo{}, fmt.Errorf("parallel: %s is not set; a job of %d ranks needs the host of its rendezvous store", EnvMasterAddr, l.WorldSize)
+		return LaunchInfo{}, fmt.Errorf("parallel: %s is not set; a job of %d ranks needs the host of its rendezvous store: %w", EnvMasterAddr, l.WorldSize, vram.ErrArgument)
 	}
 	if v, ok := lookup(EnvAgentStore); ok {
 		b, perr := strconv.ParseBool(v)
 		if perr != nil {
-			return LaunchInfo{}, fmt.Errorf("parallel: %s=%q is not a boolean (1 or 0)", EnvAgentStore, v)
+			return LaunchInfo{}, fmt.Errorf("parallel: %s=%q is not a boolean (1 or 0): %w", EnvAgentStore, v, vram.ErrArgument)
 		}
 		l.AgentStore = b
 	}

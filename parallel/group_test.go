@@ -65,8 +65,8 @@ func TestLaunchEnv(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := LaunchEnvFromLookup(lookupMap(tc.env))
 			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, vram.ErrArgument) {
+					t.Fatalf("error %v, want one containing %q that wraps vram.ErrArgument", err, tc.err)
 				}
 				return
 			}
