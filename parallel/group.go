@@ -58,12 +58,21 @@ type ProcessGroupOptions struct {
 // Every rank waits at most InitTimeout for the others; a rank that does
 // not arrive makes the others fail with a [*RankError] naming it. A job
 // of one rank needs no store. Close the communicator when done; that also
-// stops the store rank 0 serves.
+// stops the store rank 0 serves. A job of more than one rank needs
+// Launch's MasterAddr and MasterPort; without them InitProcessGroup fails
+// at once with vram.ErrArgument.
 func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
 	l := opts.Launch
 	size := l.Size()
-	if l.Rank < 0 || l.Rank >= size {
+	switch {
+	case l.Rank < 0 || l.Rank >= size:
 		return nil, fmt.Errorf("parallel: init process group: rank %d out of range for %d ranks: %w", l.Rank, size, vram.ErrArgument)
+	case size > 1 && (l.MasterPort < 1 || l.MasterPort > 65535):
+		return nil, fmt.Errorf("parallel: init process group: a job of %d ranks needs the port of its rendezvous store, MasterPort 1 to 65535 (MASTER_PORT), not MasterPort %d; LaunchEnv reads it: %w",
+			size, l.MasterPort, vram.ErrArgument)
+	case size > 1 && strings.TrimSpace(l.MasterAddr) == "":
+		return nil, fmt.Errorf("parallel: init process group: a job of %d ranks needs the host of its rendezvous store and has no MasterAddr (MASTER_ADDR); LaunchEnv reads it: %w",
+			size, vram.ErrArgument)
 	}
 	backend := strings.ToLower(opts.Backend)
 	dev := opts.Device

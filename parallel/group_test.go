@@ -213,9 +213,19 @@ func TestInitProcessGroupErrors(t *testing.T) {
 		{"nccl on the CPU", ProcessGroupOptions{Backend: "nccl", Device: vram.CPU}, "needs a CUDA device", vram.ErrDevice},
 		{"rank out of range", ProcessGroupOptions{Launch: LaunchInfo{Rank: 2, WorldSize: 2}}, "rank 2 out of range", vram.ErrArgument},
 		{"no such device", ProcessGroupOptions{Device: vram.Sim(60)}, "sim:60", nil},
+		{"no master port", ProcessGroupOptions{Backend: "tcp", Launch: LaunchInfo{Rank: 0, WorldSize: 2, MasterAddr: "127.0.0.1"}},
+			"MasterPort 0", vram.ErrArgument},
+		{"master port out of range", ProcessGroupOptions{Backend: "tcp", Launch: LaunchInfo{Rank: 1, WorldSize: 2, MasterAddr: "127.0.0.1", MasterPort: 70000}},
+			"MasterPort 70000", vram.ErrArgument},
+		{"no master addr", ProcessGroupOptions{Backend: "tcp", Launch: LaunchInfo{Rank: 1, WorldSize: 2, MasterPort: 29500}},
+			"no MasterAddr", vram.ErrArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
 			c, err := InitProcessGroup(tc.opts)
+			if el := time.Since(start); el > time.Second {
+				t.Errorf("took %v to refuse", el)
+			}
 			if err == nil {
 				c.Close()
 				t.Fatal("no error")
