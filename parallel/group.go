@@ -143,6 +143,13 @@ func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
 		return nil, fmt.Errorf("parallel: init process group: rank %d: %w", l.Rank, err)
 	}
 	g.store = store
+	if prefix, err = rendezvous(ctx, store, prefix, l.Rank, size, initTimeout); err != nil {
+		if g.server != nil {
+			time.Sleep(timeoutGrace(initTimeout))
+		}
+		g.close()
+		return nil, err
+	}
 	switch backend {
 	case BackendTCP:
 		g.Communicator, err = NewTCPRank(ctx, store, l.Rank, size, dev, TCPOptions{Timeout: timeout, InitTimeout: initTimeout, Prefix: prefix + "/tcp"})
@@ -159,6 +166,101 @@ func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// rendezvous begins this rank's join of the group whose keys are under
+// prefix, and returns the prefix of the keys of this join.
+//
+// The store may outlive the group: "vram run" serves one for the whole
+// job, and a program may close its group and join it again (as
+// torch.distributed allows init_process_group after
+// destroy_process_group). So each rank counts its joins in the store, and
+// the n-th join of every rank meets under keys of its own, whatever order
+// the ranks come in, never reading what the join before left there.
+//
+// Every rank then publishes its world size and waits for every other
+// rank's, so that a rank missing is named here. A rank whose size is not
+// rank 0's fails as soon as rank 0 arrives; rank 0 compares every rank's
+// with its own and tells the others what it found, so that ranks started
+// with different sizes fail with [ErrMismatch] rather than wait for ranks
+// that will never come. The messages of rank 0's verdict name the rank
+// that disagrees; an empty verdict says that every rank agrees.
+func rendezvous(ctx context.Context, store *Store, prefix string, rank, size int, initTimeout time.Duration) (string, error) {
+	fail := func(err error) (string, error) {
+		return "", fmt.Errorf("parallel: init process group: rank %d: %w", rank, err)
+	}
+	n, err := store.Add(ctx, prefix+"/joins/"+strconv.Itoa(rank), 1)
+	if err != nil {
+		return fail(err)
+	}
+	join := prefix + "/" + strconv.FormatInt(n, 10)
+	sizes, verdictKey := join+"/size/", join+"/sizes"
+	want := strconv.Itoa(size)
+	if err := store.Set(ctx, sizes+strconv.Itoa(rank), []byte(want)); err != nil {
+		return fail(err)
+	}
+	mismatch := func(msg string, other int) error {
+		return &RankError{Op: "init", Rank: other, Err: failed(msg, ErrMismatch)}
+	}
+	disagree := func(other int, theirs []byte) string {
+		return fmt.Sprintf("was started with a world size of %s, rank %d with %d: every rank of a job needs the same WORLD_SIZE",
+			theirs, rank, size)
+	}
+	if rank != 0 {
+		b, err := store.Get(ctx, sizes+"0")
+		var te *StoreTimeoutError
+		if errors.As(err, &te) {
+			msg := fmt.Sprintf("did not join within %v", initTimeout)
+			if n > 1 {
+				msg += fmt.Sprintf(" (this is rank %d's join number %d of the group: if rank 0 has not joined it as often, or two processes were started with RANK=%d, they cannot meet)", rank, n, rank)
+			}
+			return "", &RankError{Op: "init", Rank: 0, Err: failed(msg, ErrTimeout)}
+		}
+		if err != nil {
+			return fail(err)
+		}
+		if string(b) != want {
+			return "", mismatch(disagree(0, b), 0)
+		}
+	}
+	if err := waitRanks(ctx, store, sizes, rank, size, initTimeout); err != nil {
+		return "", err
+	}
+	if rank != 0 {
+		b, err := store.Get(ctx, verdictKey)
+		if err != nil {
+			return fail(err)
+		}
+		if len(b) > 0 {
+			// "r text": rank r's size is not rank 0's.
+			r, msg, _ := strings.Cut(string(b), " ")
+			other, err := strconv.Atoi(r)
+			if err != nil || other < 0 || other >= size {
+				other = -1
+			}
+			return "", mismatch(msg, other)
+		}
+		return join, nil
+	}
+	verdict := ""
+	var refused error
+	for r := 1; r < size && refused == nil; r++ {
+		b, err := store.Get(ctx, sizes+strconv.Itoa(r))
+		if err != nil {
+			return fail(err)
+		}
+		if string(b) != want {
+			verdict = strconv.Itoa(r) + " " + disagree(r, b)
+			refused = mismatch(disagree(r, b), r)
+		}
+	}
+	if err := store.Set(ctx, verdictKey, []byte(verdict)); err != nil {
+		return fail(err)
+	}
+	if refused != nil {
+		return "", refused
+	}
+	return join, nil
 }
 
 // joinNCCL shares rank 0's NCCL unique id through the store, waits for
@@ -196,6 +298,12 @@ func arrive(ctx context.Context, store *Store, prefix string, rank, size int, in
 	if err := store.Set(ctx, prefix+strconv.Itoa(rank), []byte{1}); err != nil {
 		return fmt.Errorf("parallel: init process group: rank %d: %w", rank, err)
 	}
+	return waitRanks(ctx, store, prefix, rank, size, initTimeout)
+}
+
+// waitRanks waits for the key of every rank under prefix, returning a
+// [*RankError] that names the ranks missing at the timeout.
+func waitRanks(ctx context.Context, store *Store, prefix string, rank, size int, initTimeout time.Duration) error {
 	keys := make([]string, size)
 	for r := range keys {
 		keys[r] = prefix + strconv.Itoa(r)

@@ -249,3 +249,98 @@ func TestInitProcessGroupErrors(t *testing.T) {
 		t.Errorf("all_reduce of one rank: %v %v", x.Float64s(), err)
 	}
 }
+
+// TestInitProcessGroupAgain joins a group, closes it and joins it again
+// through a store that outlives it, as "vram run" serves one for the whole
+// job (torch.distributed's init_process_group after
+// destroy_process_group): each join meets under keys of its own, whatever
+// order the ranks come in, so that none finds the addresses of the group
+// before.
+func TestInitProcessGroupAgain(t *testing.T) {
+	srv, err := ListenStore("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	port := srv.Addr().(*net.TCPAddr).Port
+	for round := range 3 {
+		late := round % 2 // the rank that arrives last
+		comms, errs := initGroup(t, 2, []int{0, 1}, func(o *ProcessGroupOptions) {
+			o.Launch.AgentStore = true
+			o.Launch.MasterPort = port
+			o.InitTimeout = 2 * time.Second
+			if o.Launch.Rank == late {
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: rank %d: %v", round, r, err)
+			}
+		}
+		for r, err := range onRanks(comms, func(r int, c Communicator) error {
+			x := vram.Full(vram.Shape{2}, float64(r+1), vram.CPU)
+			if err := c.AllReduce(x, Sum); err != nil {
+				return err
+			}
+			if got := x.Float64s(); !slices.Equal(got, []float64{3, 3}) {
+				t.Errorf("round %d: rank %d: %v", round, r, got)
+			}
+			return c.Close()
+		}) {
+			if err != nil {
+				t.Errorf("round %d: rank %d: %v", round, r, err)
+			}
+		}
+	}
+}
+
+// TestInitProcessGroupWorldSizeDisagrees starts ranks with different world
+// sizes: those that can tell fail at once with ErrMismatch, naming the
+// sizes, rather than wait for ranks that will never come.
+func TestInitProcessGroupWorldSizeDisagrees(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sizes []int // rank r's world size
+		// want[r] is rank r's error: ErrMismatch naming rank other, or
+		// ErrTimeout naming rank other.
+		want  []error
+		other []int
+	}{
+		{"rank 1 says more", []int{2, 3}, []error{ErrMismatch, ErrMismatch}, []int{1, 0}},
+		// Rank 2 agrees with rank 0, which tells it about rank 1.
+		{"rank 1 says fewer", []int{3, 2, 3}, []error{ErrMismatch, ErrMismatch, ErrMismatch}, []int{1, 0, 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port := freePort(t)
+			errs := make([]error, len(tc.sizes))
+			var wg sync.WaitGroup
+			start := time.Now()
+			for r, size := range tc.sizes {
+				wg.Go(func() {
+					c, err := InitProcessGroup(ProcessGroupOptions{Backend: "tcp",
+						Launch:      LaunchInfo{Rank: r, WorldSize: size, MasterAddr: "127.0.0.1", MasterPort: port, Launched: true},
+						InitTimeout: 700 * time.Millisecond})
+					if c != nil {
+						c.Close()
+					}
+					errs[r] = err
+				})
+			}
+			wg.Wait()
+			if el := time.Since(start); el > 4*time.Second {
+				t.Errorf("took %v for an init timeout of 700ms", el)
+			}
+			for r, err := range errs {
+				var re *RankError
+				if !errors.As(err, &re) || !errors.Is(err, tc.want[r]) || re.Rank != tc.other[r] {
+					t.Errorf("rank %d: %v, want a *RankError naming rank %d that wraps %v", r, err, tc.other[r], tc.want[r])
+					continue
+				}
+				if tc.want[r] == ErrMismatch && !strings.Contains(err.Error(), "world size") {
+					t.Errorf("rank %d: %v does not say that the world sizes differ", r, err)
+				}
+			}
+		})
+	}
+}
