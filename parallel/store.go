@@ -32,6 +32,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/vramgo/vram"
 )
 
 // Limits of the store.
@@ -240,10 +242,12 @@ func (s *StoreServer) serve(c net.Conn) {
 	w := bufio.NewWriter(c)
 	c.SetDeadline(time.Now().Add(storeFrameTimeout))
 	var magic [len(storeMagic)]byte
-	if _, err := io.ReadFull(r, magic[:]); err != nil || string(magic[:]) != storeMagic {
+	if _, err := io.ReadFull(r, magic[:]); err != nil {
 		return
 	}
-	if _, err := w.WriteString(storeMagic); err != nil || w.Flush() != nil {
+	// The magic goes back even to a client that sent another, so that a
+	// client of another version can say which version answered.
+	if _, err := w.WriteString(storeMagic); err != nil || w.Flush() != nil || string(magic[:]) != storeMagic {
 		return
 	}
 	for {
@@ -531,7 +535,9 @@ type Store struct {
 
 // DialStore connects to the store server at addr ("host:port"), retrying
 // while nothing listens there yet (the ranks of a job start in any order)
-// until the options' timeout or ctx ends.
+// until the options' timeout or ctx ends. A server that answers as no
+// store of this version does (another service, another version of vram)
+// fails it at once with vram.ErrArgument.
 func DialStore(ctx context.Context, addr string, opts StoreOptions) (*Store, error) {
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -547,6 +553,10 @@ func DialStore(ctx context.Context, addr string, opts StoreOptions) (*Store, err
 			s.localIP = c.LocalAddr().(*net.TCPAddr).IP
 			s.put(c)
 			return s, nil
+		}
+		if errors.Is(err, vram.ErrArgument) {
+			// Something else answers there: retrying will not change it.
+			return nil, fmt.Errorf("parallel: store %s: %w", addr, err)
 		}
 		last = err
 		select {
@@ -575,7 +585,9 @@ func (s *Store) dial(ctx context.Context) (net.Conn, error) {
 		_, err = io.ReadFull(c, magic[:])
 	}
 	if err == nil && string(magic[:]) != storeMagic {
-		err = fmt.Errorf("%s is not a vram store server", s.addr)
+		err = fmt.Errorf("%s is not a vram store server of this version: it answered %q, not %q "+
+			"(MASTER_ADDR and MASTER_PORT name another service, or a program built with another version of vram): %w",
+			s.addr, magic[:], storeMagic, vram.ErrArgument)
 	}
 	if err != nil {
 		c.Close()

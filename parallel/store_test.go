@@ -7,11 +7,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vramgo/vram"
 )
 
 // newTestStore serves a store on a free local port and returns the server
@@ -298,3 +301,60 @@ func TestStoreTimeoutErrorText(t *testing.T) {
 }
 
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
+
+// TestDialStoreOtherProtocol dials servers that answer with something
+// other than this version's store magic: DialStore fails at once with
+// ErrArgument, naming what answered, instead of retrying until its
+// timeout as it does while nothing listens. A client of another version
+// hears the server's magic before the server drops it.
+func TestDialStoreOtherProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		name, answer, want string
+	}{
+		{"another version", "VRAMKV99", `"VRAMKV99"`},
+		{"not a store", "HTTP/1.1 400 Bad Request\r\n\r\n", "not a vram store"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					c.Write([]byte(tc.answer))
+					c.Close()
+				}
+			}()
+			start := time.Now()
+			s, err := DialStore(context.Background(), ln.Addr().String(), StoreOptions{Timeout: 3 * time.Second})
+			if err == nil {
+				s.Close()
+				t.Fatal("no error")
+			}
+			if !errors.Is(err, vram.ErrArgument) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q that wraps vram.ErrArgument", err, tc.want)
+			}
+			if el := time.Since(start); el > time.Second {
+				t.Errorf("took %v", el)
+			}
+		})
+	}
+	// A client of another version learns the server's.
+	srv, _ := newTestStore(t, time.Second)
+	c, err := net.Dial("tcp", srv.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("VRAMKV99"))
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	got, _ := io.ReadAll(c)
+	if string(got) != storeMagic {
+		t.Errorf("the server answered %q to another version's magic, want its own, %q", got, storeMagic)
+	}
+}
