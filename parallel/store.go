@@ -16,8 +16,9 @@ package parallel
 // the number of keys missing (u32) and up to maxListedMissing of them (u16
 // count, then keys as above), or statusError followed by a message (len
 // u16, text). Every length is checked against the limits below before
-// anything is allocated, so that no peer, hostile or broken, can make the
-// server allocate more than those limits or wait longer than it asked.
+// anything is allocated, and a value is allocated as its bytes arrive, so
+// that no peer, hostile or broken, can make the server allocate more than
+// those limits, or more than it sent, or wait longer than it asked.
 
 import (
 	"bufio"
@@ -27,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -318,10 +320,11 @@ func readStoreRequest(r *bufio.Reader) (storeRequest, error) {
 		if vn > MaxStoreValueBytes {
 			return req, fmt.Errorf("value of %d bytes", vn)
 		}
-		req.value = make([]byte, vn)
-		if _, err := io.ReadFull(r, req.value); err != nil {
+		v, err := readBytes(r, int(vn))
+		if err != nil {
 			return req, err
 		}
+		req.value = v
 	case opAdd:
 		var b [8]byte
 		if _, err := io.ReadFull(r, b[:]); err != nil {
@@ -330,6 +333,23 @@ func readStoreRequest(r *bufio.Reader) (storeRequest, error) {
 		req.delta = int64(binary.LittleEndian.Uint64(b[:]))
 	}
 	return req, nil
+}
+
+// readBytes reads n bytes, allocating them as they arrive rather than all
+// at once, so that a peer that announces a long value and sends little of
+// it makes this side hold about what it sent.
+func readBytes(r io.Reader, n int) ([]byte, error) {
+	const chunk = 64 << 10
+	b := make([]byte, 0, min(n, chunk))
+	for len(b) < n {
+		m := min(n-len(b), chunk)
+		b = slices.Grow(b, m)
+		if _, err := io.ReadFull(r, b[len(b):len(b)+m]); err != nil {
+			return nil, err
+		}
+		b = b[:len(b)+m]
+	}
+	return b, nil
 }
 
 // readString16 reads a string of at most max bytes prefixed by its u16
@@ -839,8 +859,7 @@ func (s *Store) readReply(r *bufio.Reader, op byte, what string, waited time.Dur
 		if n > MaxStoreValueBytes {
 			return out, nil, fmt.Errorf("malformed reply: value of %d bytes", n)
 		}
-		out.value = make([]byte, n)
-		_, err = io.ReadFull(r, out.value)
+		out.value, err = readBytes(r, int(n))
 	case opAdd:
 		var b [8]byte
 		_, err = io.ReadFull(r, b[:])

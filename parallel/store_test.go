@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -356,5 +357,42 @@ func TestDialStoreOtherProtocol(t *testing.T) {
 	got, _ := io.ReadAll(c)
 	if string(got) != storeMagic {
 		t.Errorf("the server answered %q to another version's magic, want its own, %q", got, storeMagic)
+	}
+}
+
+// TestStoreRequestAllocatesAsDataArrives announces the largest value and
+// sends a few bytes of it: decoding allocates about what arrived, not what
+// was announced, so that connections that announce values and send
+// nothing do not make the server hold a megabyte each.
+func TestStoreRequestAllocatesAsDataArrives(t *testing.T) {
+	le := binary.LittleEndian
+	b := []byte{opSet}
+	b = le.AppendUint32(b, 0)
+	b = le.AppendUint16(b, 1)
+	b = le.AppendUint16(b, 1)
+	b = append(b, 'k')
+	b = le.AppendUint32(b, MaxStoreValueBytes)
+	b = append(b, "only this"...)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range 10 {
+		if _, err := readStoreRequest(bufioReader(b)); err == nil {
+			t.Fatal("a truncated request was accepted")
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / 10; per > 256<<10 {
+		t.Errorf("decoding a request of %d bytes that announces a value of %d allocated %d bytes", len(b), MaxStoreValueBytes, per)
+	}
+	// A whole value still arrives whole.
+	v := make([]byte, MaxStoreValueBytes)
+	for i := range v {
+		v[i] = byte(i * 7)
+	}
+	full := append(b[:len(b)-len("only this")], v...)
+	req, err := readStoreRequest(bufioReader(full))
+	if err != nil || !bytes.Equal(req.value, v) {
+		t.Errorf("a whole value: %d bytes, %v", len(req.value), err)
 	}
 }
