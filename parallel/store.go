@@ -465,25 +465,37 @@ func (s *StoreServer) set(k string, v []byte) error {
 	return nil
 }
 
-// add adds delta to the counter k (0 when not set) and returns its value.
+// add adds delta to the counter k (0 when not set) and returns its value,
+// within the server's memory bound; a sum that overflows int64 is refused
+// and leaves the counter as it was.
 func (s *StoreServer) add(k string, delta int64) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var cur int64
-	if old, ok := s.data[k]; ok {
+	old, had := s.data[k]
+	if had {
 		n, err := strconv.ParseInt(string(old), 10, 64)
 		if err != nil {
 			return 0, fmt.Errorf("key %q holds a value that is not a counter", k)
 		}
 		cur = n
-		s.bytes -= int64(len(k) + len(old))
 	}
-	cur += delta
-	v := []byte(strconv.FormatInt(cur, 10))
-	s.bytes += int64(len(k) + len(v))
+	sum := cur + delta
+	if delta > 0 && sum < cur || delta < 0 && sum > cur {
+		return 0, fmt.Errorf("adding %d to the counter %q, %d, would overflow a 64-bit integer", delta, k, cur)
+	}
+	v := []byte(strconv.FormatInt(sum, 10))
+	grow := int64(len(k) + len(v))
+	if had {
+		grow -= int64(len(k) + len(old))
+	}
+	if s.bytes+grow > maxStoreBytes {
+		return 0, fmt.Errorf("the store is full (%d MiB of keys and values)", maxStoreBytes>>20)
+	}
+	s.bytes += grow
 	s.data[k] = v
 	s.notifyLocked()
-	return cur, nil
+	return sum, nil
 }
 
 // notifyLocked wakes the requests waiting for keys. s.mu is held.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"runtime"
 	"strings"
@@ -37,7 +38,7 @@ func newTestStore(t *testing.T, timeout time.Duration) (*StoreServer, *Store) {
 
 func TestStoreSetGetAddWait(t *testing.T) {
 	ctx := context.Background()
-	_, s := newTestStore(t, 2*time.Second)
+	srv, s := newTestStore(t, 2*time.Second)
 	if err := s.Set(ctx, "a", []byte("1")); err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +92,42 @@ func TestStoreSetGetAddWait(t *testing.T) {
 	if _, err := s.Add(ctx, "text", 1); err == nil || !strings.Contains(err.Error(), "not a counter") {
 		t.Errorf("Add to a text value: %v", err)
 	}
+	// A counter that would overflow int64 is refused and keeps its value.
+	for _, tc := range []struct {
+		start, delta int64
+	}{
+		{math.MaxInt64, 1},
+		{math.MinInt64, -1},
+		{math.MaxInt64 - 5, 10},
+		{-10, math.MinInt64},
+	} {
+		s.Delete(ctx, "big")
+		if _, err := s.Add(ctx, "big", tc.start); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := s.Add(ctx, "big", tc.delta); err == nil || !strings.Contains(err.Error(), "overflow") {
+			t.Errorf("Add(%d) to %d = %d, %v, want an overflow error", tc.delta, tc.start, v, err)
+		}
+		if v, err := s.Add(ctx, "big", 0); err != nil || v != tc.start {
+			t.Errorf("after a refused Add, the counter is %d, %v, want %d", v, err, tc.start)
+		}
+	}
+	// Add keeps within the server's memory bound, as Set does.
+	srv.mu.Lock()
+	held := srv.bytes
+	srv.bytes = maxStoreBytes - 8
+	srv.mu.Unlock()
+	for _, call := range []func() error{
+		func() error { _, err := s.Add(ctx, "a new counter", 1); return err },
+		func() error { return s.Set(ctx, "a new key", []byte("v")) },
+	} {
+		if err := call(); err == nil || !strings.Contains(err.Error(), "store is full") {
+			t.Errorf("a new key in a full store: %v", err)
+		}
+	}
+	srv.mu.Lock()
+	srv.bytes = held
+	srv.mu.Unlock()
 	if err := s.Wait(ctx, "a", "n", "later"); err != nil {
 		t.Error(err)
 	}
