@@ -367,6 +367,21 @@ func (c *tcpComm) connect(ctx context.Context, store *Store, prefix string, init
 	acc := make(chan accepted)
 	stop := make(chan struct{})
 	defer close(stop)
+	// Connections still saying hello when connect returns are closed then,
+	// so that a stranger's goroutine does not outlive the rendezvous.
+	var (
+		helloMu sync.Mutex
+		inHello = map[net.Conn]struct{}{}
+		ended   bool
+	)
+	defer func() {
+		helloMu.Lock()
+		defer helloMu.Unlock()
+		ended = true
+		for conn := range inHello {
+			conn.Close()
+		}
+	}()
 	if c.rank < c.size-1 {
 		go func() {
 			for {
@@ -374,8 +389,19 @@ func (c *tcpComm) connect(ctx context.Context, store *Store, prefix string, init
 				if err != nil {
 					return
 				}
+				helloMu.Lock()
+				if ended {
+					helloMu.Unlock()
+					conn.Close()
+					continue
+				}
+				inHello[conn] = struct{}{}
+				helloMu.Unlock()
 				go func() {
 					r, err := c.acceptHello(conn, token)
+					helloMu.Lock()
+					delete(inHello, conn)
+					helloMu.Unlock()
 					if err != nil {
 						conn.Close()
 						return
