@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -342,5 +343,38 @@ func TestInitProcessGroupWorldSizeDisagrees(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestInitProcessGroupTwice joins a group and, without closing it, joins
+// again on rank 0, which serves the store (torch.distributed refuses an
+// init_process_group while the default group exists): the second join
+// fails at once with ErrArgument, saying that the port is taken and why
+// it may be, and the first group still works.
+func TestInitProcessGroupTwice(t *testing.T) {
+	port := freePort(t)
+	comms, errs := initGroup(t, 2, []int{0, 1}, func(o *ProcessGroupOptions) { o.Launch.MasterPort = port })
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	start := time.Now()
+	c, err := InitProcessGroup(ProcessGroupOptions{Backend: "tcp", InitTimeout: 5 * time.Second,
+		Launch: LaunchInfo{Rank: 0, WorldSize: 2, MasterAddr: "127.0.0.1", MasterPort: port, Launched: true}})
+	if err == nil {
+		c.Close()
+		t.Fatal("a second join of rank 0 on the port of the first succeeded")
+	}
+	if !errors.Is(err, vram.ErrArgument) || !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "not closed") {
+		t.Errorf("error %v, want one wrapping vram.ErrArgument and EADDRINUSE that says why the port may be taken", err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("took %v", el)
+	}
+	for r, err := range onRanks(comms, func(_ int, c Communicator) error { return c.Barrier() }) {
+		if err != nil {
+			t.Errorf("rank %d: the first group: %v", r, err)
+		}
 	}
 }

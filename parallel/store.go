@@ -153,9 +153,15 @@ type StoreServer struct {
 }
 
 // ListenStore listens on the TCP address addr ("127.0.0.1:29500", ":0" for
-// any free port) and serves a store there.
+// any free port) and serves a store there. A port already taken is an
+// error wrapping vram.ErrArgument and syscall.EADDRINUSE.
 func ListenStore(addr string) (*StoreServer, error) {
 	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("parallel: store: listen on %s: %w: the port is taken, by another job or program, "+
+			"or by a group of this process that was not closed (close it before joining again); choose another MASTER_PORT: %w",
+			addr, err, vram.ErrArgument)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("parallel: store: listen on %s: %w", addr, err)
 	}
