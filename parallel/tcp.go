@@ -108,7 +108,15 @@ const (
 	frameHeaderLen = 32
 	helloLen       = 8 + 16 + 4 + 4 // magic, token, size, rank
 	ackLen         = 8 + 4          // magic, rank
-	maxAbortText   = 4096
+	// A refused hello is answered with ackRefused, a reason and a value
+	// in place of the rank: the world size (refuseSize) or rank
+	// (refuseRank) of the rank that refused it.
+	ackRefused   = 1 << 31
+	refuseSize   = 1 << 24
+	refuseGroup  = 2 << 24
+	refuseRank   = 3 << 24
+	refuseValue  = 1<<24 - 1
+	maxAbortText = 4096
 	// helloTimeout bounds the hello of one connection, so that a stray
 	// client cannot hold up the rendezvous.
 	helloTimeout = 5 * time.Second
@@ -417,6 +425,10 @@ func (c *tcpComm) connect(ctx context.Context, store *Store, prefix string, init
 	}
 	for r := range c.rank {
 		conn, err := c.dialHello(ctx, addrs[r], r, token)
+		var refused *failure
+		if errors.As(err, &refused) {
+			return initErr(r, refused)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return initErr(r, failed(fmt.Sprintf("did not answer at %s within %v", addrs[r], initTimeout), ErrTimeout))
@@ -474,12 +486,26 @@ func (c *tcpComm) acceptHello(conn net.Conn, token [16]byte) (int, error) {
 	}
 	size := int(binary.LittleEndian.Uint32(b[24:]))
 	r := int(binary.LittleEndian.Uint32(b[28:]))
-	if string(b[:8]) != tcpMagic || [16]byte(b[8:24]) != token || size != c.size || r <= c.rank || r >= c.size {
-		return 0, errors.New("not a rank of this group")
+	// A hello refused is answered too, so that the other side can say why.
+	var refuse uint32
+	switch {
+	case string(b[:8]) != tcpMagic:
+		refuse = ackRefused // another version: the magic tells it which
+	case [16]byte(b[8:24]) != token:
+		refuse = ackRefused | refuseGroup
+	case size != c.size:
+		refuse = ackRefused | refuseSize | uint32(min(c.size, refuseValue))
+	case r <= c.rank || r >= c.size:
+		refuse = ackRefused | refuseRank | uint32(min(c.rank, refuseValue))
 	}
 	ack := make([]byte, ackLen)
 	copy(ack, tcpMagic)
 	binary.LittleEndian.PutUint32(ack[8:], uint32(c.rank))
+	if refuse != 0 {
+		binary.LittleEndian.PutUint32(ack[8:], refuse)
+		conn.Write(ack)
+		return 0, errors.New("not a rank of this group")
+	}
 	if _, err := conn.Write(ack); err != nil {
 		return 0, err
 	}
@@ -508,8 +534,25 @@ func (c *tcpComm) dialHello(ctx context.Context, addr string, r int, token [16]b
 	if _, err = conn.Write(hello); err == nil {
 		_, err = io.ReadFull(conn, ack[:])
 	}
-	if err == nil && (string(ack[:8]) != tcpMagic || int(binary.LittleEndian.Uint32(ack[8:])) != r) {
-		err = fmt.Errorf("%s is not rank %d of this group", addr, r)
+	if err == nil {
+		v := binary.LittleEndian.Uint32(ack[8:])
+		switch {
+		case string(ack[:8]) != tcpMagic:
+			err = failed(fmt.Sprintf("%s answered as no vram TCP peer of this version does (%q, not %q)", addr, ack[:8], tcpMagic))
+		case v&ackRefused == 0 && int(v) != r:
+			err = fmt.Errorf("%s is not rank %d of this group", addr, r)
+		case v&ackRefused == 0:
+		case v&^(ackRefused|refuseValue) == refuseSize:
+			err = failed(fmt.Sprintf("was started with a world size of %d, rank %d with %d: every rank of a group needs the same",
+				v&refuseValue, c.rank, c.size), ErrMismatch)
+		case v&^(ackRefused|refuseValue) == refuseGroup:
+			err = failed(fmt.Sprintf("at %s belongs to another group than the store's token says (another job or an earlier group using the same store keys)", addr))
+		case v&^(ackRefused|refuseValue) == refuseRank:
+			err = failed(fmt.Sprintf("at %s is rank %d, which waits for the ranks above it and not for rank %d (two processes with one rank?)",
+				addr, v&refuseValue, c.rank))
+		default:
+			err = failed(fmt.Sprintf("at %s refused rank %d as another version of vram would", addr, c.rank))
+		}
 	}
 	if err != nil {
 		conn.Close()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -498,4 +500,88 @@ func TestTCPFrameLimits(t *testing.T) {
 	}
 	err := comms[0].Recv(vram.Zeros(vram.Shape{2}), 1)
 	rankErr(t, 0, err, 1, ErrMismatch)
+}
+
+// TestTCPHelloRefusals says hello to a rank that waits for the group to
+// form as ranks it must refuse: the refused side learns why (another world
+// size, another group, a rank it does not wait for, another version)
+// rather than see the connection close, and the group still forms.
+func TestTCPHelloRefusals(t *testing.T) {
+	_, store := newTestStore(t, 3*time.Second)
+	ctx := context.Background()
+	type result struct {
+		c   Communicator
+		err error
+	}
+	res0 := make(chan result, 1)
+	go func() {
+		c, err := NewTCPRank(ctx, store, 0, 2, vram.CPU, TCPOptions{Timeout: 3 * time.Second})
+		res0 <- result{c, err}
+	}()
+	addr, err := store.Get(ctx, "tcp/addr/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rank 0 accepts once every rank has published an address.
+	if err := store.Set(ctx, "tcp/addr/1", []byte("127.0.0.1:1")); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := store.Get(ctx, "tcp/token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := [16]byte(tok)
+	other := token
+	other[0]++
+	for _, tc := range []struct {
+		name       string
+		rank, size int
+		token      [16]byte
+		want       string
+		kind       error
+	}{
+		{"another world size", 1, 3, token, "world size of 2", ErrMismatch},
+		{"another group", 1, 2, other, "another group", ErrAborted},
+		{"a rank not above it", 0, 2, token, "rank 0", ErrAborted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &tcpComm{rank: tc.rank, size: tc.size}
+			conn, err := c.dialHello(ctx, string(addr), 0, tc.token)
+			if err == nil {
+				conn.Close()
+				t.Fatal("hello accepted")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !errors.Is(err, tc.kind) {
+				t.Errorf("error %v, want one containing %q that wraps %v", err, tc.want, tc.kind)
+			}
+		})
+	}
+	// A peer of another version hears this one's magic.
+	conn, err := net.Dial("tcp", string(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Write([]byte("VRAMTCP0" + strings.Repeat("x", helloLen-8)))
+	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	ack := make([]byte, ackLen)
+	if _, err := io.ReadFull(conn, ack); err != nil || string(ack[:8]) != tcpMagic {
+		t.Errorf("another version's hello was answered %q, %v", ack, err)
+	}
+	conn.Close()
+	c1, err := NewTCPRank(ctx, store, 1, 2, vram.CPU, TCPOptions{Timeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r0 := <-res0
+	if r0.err != nil {
+		t.Fatal(r0.err)
+	}
+	for r, err := range onRanks([]Communicator{r0.c, c1}, func(_ int, c Communicator) error {
+		defer c.Close()
+		return c.Barrier()
+	}) {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
 }
