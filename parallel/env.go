@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -68,7 +69,8 @@ func LaunchEnv() (LaunchInfo, error) { return LaunchEnvFromLookup(os.LookupEnv) 
 // LOCAL_RANK and LOCAL_WORLD_SIZE (on one node they default to RANK and
 // WORLD_SIZE), GROUP_RANK (default RANK / LOCAL_WORLD_SIZE), and, for more
 // than one rank, MASTER_ADDR and MASTER_PORT, as "vram run" and torchrun
-// set them, and VRAM_AGENT_STORE. Without RANK and WORLD_SIZE the process
+// set them (MASTER_ADDR a host alone, without port or scheme), and
+// VRAM_AGENT_STORE. Without RANK and WORLD_SIZE the process
 // is a job of one rank (Launched false). A value that is missing, not a
 // number or out of range is an error naming the variable, wrapping
 // vram.ErrArgument.
@@ -137,6 +139,11 @@ func LaunchEnvFromLookup(lookup func(string) (string, bool)) (LaunchInfo, error)
 	if l.WorldSize > 1 && (!hasAddr || l.MasterAddr == "") {
 		return LaunchInfo{}, fmt.Errorf("parallel: %s is not set; a job of %d ranks needs the host of its rendezvous store: %w", EnvMasterAddr, l.WorldSize, vram.ErrArgument)
 	}
+	if l.MasterAddr != "" {
+		if err := checkMasterAddr(l.MasterAddr); err != nil {
+			return LaunchInfo{}, err
+		}
+	}
 	if v, ok := lookup(EnvAgentStore); ok {
 		b, perr := strconv.ParseBool(v)
 		if perr != nil {
@@ -145,6 +152,27 @@ func LaunchEnvFromLookup(lookup func(string) (string, bool)) (LaunchInfo, error)
 		l.AgentStore = b
 	}
 	return l, nil
+}
+
+// checkMasterAddr returns an error wrapping vram.ErrArgument unless addr
+// is a host name or IP address alone, as MASTER_ADDR is: with a port, a
+// scheme or a space it names no host, and the ranks would try to reach it
+// until their timeout.
+func checkMasterAddr(addr string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("parallel: %s=%q %s; it is a host name or IP address alone, and the port goes in %s: %w",
+			EnvMasterAddr, addr, why, EnvMasterPort, vram.ErrArgument)
+	}
+	switch {
+	case strings.Contains(addr, "://"):
+		return bad("is a URL")
+	case strings.ContainsAny(addr, " \t\r\n/"):
+		return bad("is not a host")
+	}
+	if _, port, err := net.SplitHostPort(addr); err == nil && port != "" {
+		return bad("has a port")
+	}
+	return nil
 }
 
 // Environ returns the variables that describe l, as "NAME=value" strings

@@ -59,8 +59,9 @@ type ProcessGroupOptions struct {
 // not arrive makes the others fail with a [*RankError] naming it. A job
 // of one rank needs no store. Close the communicator when done; that also
 // stops the store rank 0 serves. A job of more than one rank needs
-// Launch's MasterAddr and MasterPort; without them InitProcessGroup fails
-// at once with vram.ErrArgument.
+// Launch's MasterAddr (a host alone) and MasterPort; without them, or with
+// a MasterAddr that has a port or a scheme, InitProcessGroup fails at once
+// with vram.ErrArgument.
 func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
 	l := opts.Launch
 	size := l.Size()
@@ -73,6 +74,11 @@ func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
 	case size > 1 && strings.TrimSpace(l.MasterAddr) == "":
 		return nil, fmt.Errorf("parallel: init process group: a job of %d ranks needs the host of its rendezvous store and has no MasterAddr (MASTER_ADDR); LaunchEnv reads it: %w",
 			size, vram.ErrArgument)
+	}
+	if size > 1 {
+		if err := checkMasterAddr(l.MasterAddr); err != nil {
+			return nil, fmt.Errorf("parallel: init process group: %w", err)
+		}
 	}
 	backend := strings.ToLower(opts.Backend)
 	dev := opts.Device

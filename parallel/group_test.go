@@ -61,6 +61,14 @@ func TestLaunchEnv(t *testing.T) {
 		{"bad port", with("MASTER_PORT", "70000"), LaunchInfo{}, "MASTER_PORT=70000 is out of range (1 to 65535)"},
 		{"port with spaces", with("MASTER_PORT", " 29500"), LaunchInfo{}, `MASTER_PORT=" 29500" is not a whole number`},
 		{"bad agent store", with("VRAM_AGENT_STORE", "maybe"), LaunchInfo{}, `VRAM_AGENT_STORE="maybe" is not a boolean`},
+		{"master addr with a port", with("MASTER_ADDR", "localhost:29500"), LaunchInfo{}, `MASTER_ADDR="localhost:29500" has a port`},
+		{"master addr with a bracketed port", with("MASTER_ADDR", "[::1]:29500"), LaunchInfo{}, `MASTER_ADDR="[::1]:29500" has a port`},
+		{"master addr as a URL", with("MASTER_ADDR", "tcp://10.0.0.1"), LaunchInfo{}, `MASTER_ADDR="tcp://10.0.0.1" is a URL`},
+		{"master addr with a space", with("MASTER_ADDR", "node 1"), LaunchInfo{}, `MASTER_ADDR="node 1" is not a host`},
+		{"IPv6 master addr", map[string]string{"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "::1", "MASTER_PORT": "1234"},
+			LaunchInfo{WorldSize: 2, LocalWorldSize: 2, MasterAddr: "::1", MasterPort: 1234, Launched: true}, ""},
+		{"bracketed IPv6 master addr", map[string]string{"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "[::1]", "MASTER_PORT": "1234"},
+			LaunchInfo{WorldSize: 2, LocalWorldSize: 2, MasterAddr: "[::1]", MasterPort: 1234, Launched: true}, ""},
 		{"huge number", with("WORLD_SIZE", "99999999999999999999"), LaunchInfo{}, "WORLD_SIZE="},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -220,6 +228,8 @@ func TestInitProcessGroupErrors(t *testing.T) {
 			"MasterPort 70000", vram.ErrArgument},
 		{"no master addr", ProcessGroupOptions{Backend: "tcp", Launch: LaunchInfo{Rank: 1, WorldSize: 2, MasterPort: 29500}},
 			"no MasterAddr", vram.ErrArgument},
+		{"master addr with a port", ProcessGroupOptions{Backend: "tcp", Launch: LaunchInfo{Rank: 1, WorldSize: 2, MasterAddr: "localhost:29500", MasterPort: 29500}},
+			`MASTER_ADDR="localhost:29500" has a port`, vram.ErrArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/vramgo/vram"
 )
 
 // Bounds of a job, so that a mistyped count is an error rather than a
@@ -154,15 +156,20 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 	nodes := max(o.NNodes, 1)
 	switch {
 	case o.NProcPerNode < 1 || o.NProcPerNode > MaxProcPerNode:
-		return fmt.Errorf("parallel: launch: %d processes per node; want 1 to %d", o.NProcPerNode, MaxProcPerNode)
+		return fmt.Errorf("parallel: launch: %d processes per node; want 1 to %d: %w", o.NProcPerNode, MaxProcPerNode, vram.ErrArgument)
 	case o.NNodes < 0 || o.NNodes > MaxNodes:
-		return fmt.Errorf("parallel: launch: %d nodes; want 1 to %d", o.NNodes, MaxNodes)
+		return fmt.Errorf("parallel: launch: %d nodes; want 1 to %d: %w", o.NNodes, MaxNodes, vram.ErrArgument)
 	case o.NodeRank < 0 || o.NodeRank >= nodes:
-		return fmt.Errorf("parallel: launch: node rank %d out of range for %d nodes", o.NodeRank, nodes)
+		return fmt.Errorf("parallel: launch: node rank %d out of range for %d nodes: %w", o.NodeRank, nodes, vram.ErrArgument)
 	case o.MasterPort < 0 || o.MasterPort > 65535:
-		return fmt.Errorf("parallel: launch: master port %d out of range (0 to 65535)", o.MasterPort)
+		return fmt.Errorf("parallel: launch: master port %d out of range (0 to 65535): %w", o.MasterPort, vram.ErrArgument)
 	case o.Program == "":
-		return errors.New("parallel: launch: no program to run")
+		return fmt.Errorf("parallel: launch: no program to run: %w", vram.ErrArgument)
+	}
+	if o.MasterAddr != "" {
+		if err := checkMasterAddr(o.MasterAddr); err != nil {
+			return fmt.Errorf("parallel: launch: %w", err)
+		}
 	}
 	addr := o.MasterAddr
 	if addr == "" {

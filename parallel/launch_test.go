@@ -354,12 +354,16 @@ func TestLaunchBadOptions(t *testing.T) {
 		{"node rank", LaunchOptions{NProcPerNode: 1, NNodes: 2, NodeRank: 2, Program: "true"}, "node rank 2 out of range for 2 nodes"},
 		{"port", LaunchOptions{NProcPerNode: 1, MasterPort: 70000, Program: "true"}, "master port 70000"},
 		{"no program", LaunchOptions{NProcPerNode: 1}, "no program"},
+		{"master addr with a port", LaunchOptions{NProcPerNode: 1, MasterAddr: "node0:29500", Program: "true"}, `MASTER_ADDR="node0:29500" has a port`},
 		{"missing program", LaunchOptions{NProcPerNode: 1, Program: "vram-no-such-program"}, "vram-no-such-program"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Launch(context.Background(), tc.o)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+			if tc.name != "missing program" && !errors.Is(err, vram.ErrArgument) {
+				t.Errorf("error %v does not wrap vram.ErrArgument", err)
 			}
 		})
 	}
