@@ -314,7 +314,7 @@ func waitRanks(ctx context.Context, store *Store, prefix string, rank, size int,
 	for r := range keys {
 		keys[r] = prefix + strconv.Itoa(r)
 	}
-	err := store.Wait(ctx, keys...)
+	err := waitKeys(ctx, store, keys)
 	var te *StoreTimeoutError
 	if errors.As(err, &te) && len(te.Missing) > 0 {
 		var ranks []string
@@ -332,6 +332,39 @@ func waitRanks(ctx context.Context, store *Store, prefix string, rank, size int,
 	}
 	if err != nil {
 		return fmt.Errorf("parallel: init process group: rank %d: waiting for the other ranks: %w", rank, err)
+	}
+	return nil
+}
+
+// waitKeys waits for every key, in batches of MaxStoreWaitKeys (the most
+// one Wait names), so that a job of more ranks than that can meet. At a
+// timeout it returns a [*StoreTimeoutError] that counts the keys missing
+// in every batch, and lists the first of them: once the time is up, the
+// server answers each later batch at once.
+func waitKeys(ctx context.Context, store *Store, keys []string) error {
+	var timedOut *StoreTimeoutError
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), MaxStoreWaitKeys)]
+		keys = keys[len(batch):]
+		err := store.Wait(ctx, batch...)
+		var te *StoreTimeoutError
+		switch {
+		case err == nil:
+		case errors.As(err, &te) && te.NumMissing > 0 && timedOut == nil:
+			e := *te
+			timedOut = &e
+		case errors.As(err, &te) && te.NumMissing > 0:
+			timedOut.NumMissing += te.NumMissing
+			room := max(maxListedMissing-len(timedOut.Missing), 0)
+			timedOut.Missing = append(timedOut.Missing, te.Missing[:min(len(te.Missing), room)]...)
+		case timedOut != nil:
+			return timedOut // the rest could not be asked about
+		default:
+			return err
+		}
+	}
+	if timedOut != nil {
+		return timedOut
 	}
 	return nil
 }

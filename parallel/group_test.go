@@ -1,9 +1,12 @@
 package parallel
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -386,5 +389,46 @@ func TestInitProcessGroupTwice(t *testing.T) {
 		if err != nil {
 			t.Errorf("rank %d: the first group: %v", r, err)
 		}
+	}
+}
+
+// TestWaitRanksBeyondOneWait waits for more ranks than one store Wait may
+// name: the keys go in batches, and a timeout counts and names the ranks
+// missing in every batch.
+func TestWaitRanksBeyondOneWait(t *testing.T) {
+	_, store := newTestStore(t, 5*time.Second)
+	ctx := context.Background()
+	n := MaxStoreWaitKeys + 10
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for r := w; r < n; r += 8 {
+				if r == 5 {
+					continue
+				}
+				if err := store.Set(ctx, "k/"+strconv.Itoa(r), nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	short := func() context.Context {
+		c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		t.Cleanup(cancel)
+		return c
+	}
+	err := waitRanks(short(), store, "k/", 0, n+2, 300*time.Millisecond)
+	var re *RankError
+	if !errors.As(err, &re) || re.Rank != 5 || !errors.Is(err, ErrTimeout) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("3 ranks of %d", n+2)) || !strings.Contains(err.Error(), fmt.Sprintf("5, %d, %d", n, n+1)) {
+		t.Errorf("waiting with ranks 5, %d and %d missing: %v", n, n+1, err)
+	}
+	if err := store.Set(ctx, "k/5", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitRanks(ctx, store, "k/", 0, n, time.Second); err != nil {
+		t.Errorf("waiting for %d ranks, all there: %v", n, err)
 	}
 }

@@ -330,7 +330,7 @@ func (c *tcpComm) connect(ctx context.Context, store *Store, prefix string, init
 	for r := range keys {
 		keys[r] = addrKey(r)
 	}
-	if err := store.Wait(ctx, keys...); err != nil {
+	if err := waitKeys(ctx, store, keys); err != nil {
 		var te *StoreTimeoutError
 		if errors.As(err, &te) && len(te.Missing) > 0 {
 			var missing []string
