@@ -111,12 +111,13 @@ const (
 	// A refused hello is answered with ackRefused, a reason and a value
 	// in place of the rank: the world size (refuseSize) or rank
 	// (refuseRank) of the rank that refused it.
-	ackRefused   = 1 << 31
-	refuseSize   = 1 << 24
-	refuseGroup  = 2 << 24
-	refuseRank   = 3 << 24
-	refuseValue  = 1<<24 - 1
-	maxAbortText = 4096
+	ackRefused      = 1 << 31
+	refuseSize      = 1 << 24
+	refuseGroup     = 2 << 24
+	refuseRank      = 3 << 24
+	refuseDuplicate = 4 << 24
+	refuseValue     = 1<<24 - 1
+	maxAbortText    = 4096
 	// helloTimeout bounds the hello of one connection, so that a stray
 	// client cannot hold up the rendezvous.
 	helloTimeout = 5 * time.Second
@@ -377,11 +378,22 @@ func (c *tcpComm) connect(ctx context.Context, store *Store, prefix string, init
 	defer close(stop)
 	// Connections still saying hello when connect returns are closed then,
 	// so that a stranger's goroutine does not outlive the rendezvous.
+	// A rank's first hello claims it; a second is refused as a duplicate.
 	var (
 		helloMu sync.Mutex
 		inHello = map[net.Conn]struct{}{}
 		ended   bool
+		claimed = map[int]bool{}
 	)
+	claim := func(r int) bool {
+		helloMu.Lock()
+		defer helloMu.Unlock()
+		if claimed[r] {
+			return false
+		}
+		claimed[r] = true
+		return true
+	}
 	defer func() {
 		helloMu.Lock()
 		defer helloMu.Unlock()
@@ -406,7 +418,7 @@ func (c *tcpComm) connect(ctx context.Context, store *Store, prefix string, init
 				inHello[conn] = struct{}{}
 				helloMu.Unlock()
 				go func() {
-					r, err := c.acceptHello(conn, token)
+					r, err := c.acceptHello(conn, token, claim)
 					helloMu.Lock()
 					delete(inHello, conn)
 					helloMu.Unlock()
@@ -440,11 +452,6 @@ func (c *tcpComm) connect(ctx context.Context, store *Store, prefix string, init
 	for n := c.size - 1 - c.rank; n > 0; n-- {
 		select {
 		case a := <-acc:
-			if c.peers[a.rank] != nil {
-				a.conn.Close() // a second hello for a rank: keep the first
-				n++
-				continue
-			}
 			c.peers[a.rank] = newPeer(a.rank, a.conn)
 		case <-ctx.Done():
 			for r := c.rank + 1; r < c.size; r++ {
@@ -477,8 +484,9 @@ func newPeer(rank int, conn net.Conn) *peer {
 	}
 }
 
-// acceptHello reads the hello of a rank above this one and answers it.
-func (c *tcpComm) acceptHello(conn net.Conn, token [16]byte) (int, error) {
+// acceptHello reads the hello of a rank above this one and answers it,
+// refusing a rank that claim says has said hello already.
+func (c *tcpComm) acceptHello(conn net.Conn, token [16]byte, claim func(rank int) bool) (int, error) {
 	conn.SetDeadline(time.Now().Add(helloTimeout))
 	var b [helloLen]byte
 	if _, err := io.ReadFull(conn, b[:]); err != nil {
@@ -497,6 +505,8 @@ func (c *tcpComm) acceptHello(conn net.Conn, token [16]byte) (int, error) {
 		refuse = ackRefused | refuseSize | uint32(min(c.size, refuseValue))
 	case r <= c.rank || r >= c.size:
 		refuse = ackRefused | refuseRank | uint32(min(c.rank, refuseValue))
+	case !claim(r):
+		refuse = ackRefused | refuseDuplicate | uint32(min(c.rank, refuseValue))
 	}
 	ack := make([]byte, ackLen)
 	copy(ack, tcpMagic)
@@ -547,6 +557,8 @@ func (c *tcpComm) dialHello(ctx context.Context, addr string, r int, token [16]b
 				v&refuseValue, c.rank, c.size), ErrMismatch)
 		case v&^(ackRefused|refuseValue) == refuseGroup:
 			err = failed(fmt.Sprintf("at %s belongs to another group than the store's token says (another job or an earlier group using the same store keys)", addr))
+		case v&^(ackRefused|refuseValue) == refuseDuplicate:
+			err = failed(fmt.Sprintf("at %s has a rank %d already: two processes were started with RANK=%d", addr, c.rank, c.rank), vram.ErrArgument)
 		case v&^(ackRefused|refuseValue) == refuseRank:
 			err = failed(fmt.Sprintf("at %s is rank %d, which waits for the ranks above it and not for rank %d (two processes with one rank?)",
 				addr, v&refuseValue, c.rank))

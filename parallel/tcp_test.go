@@ -504,9 +504,91 @@ func TestTCPFrameLimits(t *testing.T) {
 
 // TestTCPHelloRefusals says hello to a rank that waits for the group to
 // form as ranks it must refuse: the refused side learns why (another world
-// size, another group, a rank it does not wait for, another version)
-// rather than see the connection close, and the group still forms.
+// size, another group, a rank it does not wait for, a second process of
+// one rank) rather than see the connection close.
 func TestTCPHelloRefusals(t *testing.T) {
+	_, store := newTestStore(t, 3*time.Second)
+	ctx := context.Background()
+	type result struct {
+		c   Communicator
+		err error
+	}
+	res0 := make(chan result, 1)
+	go func() {
+		c, err := NewTCPRank(ctx, store, 0, 3, vram.CPU, TCPOptions{Timeout: 3 * time.Second})
+		res0 <- result{c, err}
+	}()
+	addr, err := store.Get(ctx, "tcp/addr/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rank 0 accepts once every rank has published an address.
+	for _, k := range []string{"tcp/addr/1", "tcp/addr/2"} {
+		if err := store.Set(ctx, k, []byte("127.0.0.1:1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tok, err := store.Get(ctx, "tcp/token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := [16]byte(tok)
+	other := token
+	other[0]++
+	var first net.Conn
+	for _, tc := range []struct {
+		name       string
+		rank, size int
+		token      [16]byte
+		want       string // "" for a hello accepted
+		kind       error
+	}{
+		{"another world size", 1, 2, token, "world size of 3", ErrMismatch},
+		{"another group", 1, 3, other, "another group", ErrAborted},
+		{"a rank not above it", 0, 3, token, "rank 0", ErrAborted},
+		{"rank 1", 1, 3, token, "", nil},
+		{"a second rank 1", 1, 3, token, "two processes were started with RANK=1", vram.ErrArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &tcpComm{rank: tc.rank, size: tc.size}
+			conn, err := c.dialHello(ctx, string(addr), 0, tc.token)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				first = conn
+				return
+			}
+			if err == nil {
+				conn.Close()
+				t.Fatal("hello accepted")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !errors.Is(err, tc.kind) {
+				t.Errorf("error %v, want one containing %q that wraps %v", err, tc.want, tc.kind)
+			}
+		})
+	}
+	// Rank 2 completes the group.
+	second, err := (&tcpComm{rank: 2, size: 3}).dialHello(ctx, string(addr), 0, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r0 := <-res0
+	if r0.err != nil {
+		t.Fatal(r0.err)
+	}
+	for _, c := range []net.Conn{first, second} {
+		if c != nil {
+			c.Close()
+		}
+	}
+	r0.c.Close()
+}
+
+// TestTCPHelloOtherVersion says hello as another version would: the rank
+// answers with its own magic, so that the other side can say which
+// version it met, and the group still forms.
+func TestTCPHelloOtherVersion(t *testing.T) {
 	_, store := newTestStore(t, 3*time.Second)
 	ctx := context.Background()
 	type result struct {
@@ -522,39 +604,8 @@ func TestTCPHelloRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Rank 0 accepts once every rank has published an address.
 	if err := store.Set(ctx, "tcp/addr/1", []byte("127.0.0.1:1")); err != nil {
 		t.Fatal(err)
-	}
-	tok, err := store.Get(ctx, "tcp/token")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := [16]byte(tok)
-	other := token
-	other[0]++
-	for _, tc := range []struct {
-		name       string
-		rank, size int
-		token      [16]byte
-		want       string
-		kind       error
-	}{
-		{"another world size", 1, 3, token, "world size of 2", ErrMismatch},
-		{"another group", 1, 2, other, "another group", ErrAborted},
-		{"a rank not above it", 0, 2, token, "rank 0", ErrAborted},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := &tcpComm{rank: tc.rank, size: tc.size}
-			conn, err := c.dialHello(ctx, string(addr), 0, tc.token)
-			if err == nil {
-				conn.Close()
-				t.Fatal("hello accepted")
-			}
-			if !strings.Contains(err.Error(), tc.want) || !errors.Is(err, tc.kind) {
-				t.Errorf("error %v, want one containing %q that wraps %v", err, tc.want, tc.kind)
-			}
-		})
 	}
 	// A peer of another version hears this one's magic.
 	conn, err := net.Dial("tcp", string(addr))
