@@ -117,4 +117,10 @@
 // with other dtypes or sizes, fail with [ErrMismatch]. The first failure
 // aborts the communicator on every rank that can be told, and every later
 // call returns it.
+//
+// Joining fails at once, rather than at the timeout, where it can: ranks
+// started with different world sizes fail with [ErrMismatch], two
+// processes of one rank and a MASTER_ADDR or MASTER_PORT that cannot work
+// with vram.ErrArgument, and so does a store address where something else
+// answers. A group closed may be joined again through the same store.
 package parallel

@@ -18,6 +18,12 @@ package parallel
 // peer as an abort frame that names the failed rank, and every later call
 // returns it.
 //
+// Ranks meet with a hello (magic, the group's token from the store, world
+// size, rank) answered by an ack (magic, rank). A hello refused is
+// answered too, the rank replaced by the reason (another world size,
+// token or version, a rank not waited for or claimed already), so that
+// the refused rank can say why.
+//
 // Frames have a fixed 32-byte header:
 //
 //	kind u8 | op u8 | dtype u8 | reduce u8 | root i32 | seq u64 | elems u64 | bytes u64
