@@ -149,13 +149,18 @@ func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
 		return nil, fmt.Errorf("parallel: init process group: rank %d: %w", l.Rank, err)
 	}
 	g.store = store
-	if prefix, err = rendezvous(ctx, store, prefix, l.Rank, size, initTimeout); err != nil {
+	join, err := rendezvous(ctx, store, prefix, l.Rank, size, initTimeout)
+	if join != "" {
+		g.left = join + "/left/" + strconv.Itoa(l.Rank)
+	}
+	if err != nil {
 		if g.server != nil {
 			time.Sleep(timeoutGrace(initTimeout))
 		}
 		g.close()
 		return nil, err
 	}
+	prefix = join
 	switch backend {
 	case BackendTCP:
 		g.Communicator, err = NewTCPRank(ctx, store, l.Rank, size, dev, TCPOptions{Timeout: timeout, InitTimeout: initTimeout, Prefix: prefix + "/tcp"})
@@ -175,14 +180,18 @@ func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
 }
 
 // rendezvous begins this rank's join of the group whose keys are under
-// prefix, and returns the prefix of the keys of this join.
+// prefix, and returns the prefix of the keys of this join (also with an
+// error, once the join has its number: the caller marks it left).
 //
 // The store may outlive the group: "vram run" serves one for the whole
 // job, and a program may close its group and join it again (as
 // torch.distributed allows init_process_group after
 // destroy_process_group). So each rank counts its joins in the store, and
 // the n-th join of every rank meets under keys of its own, whatever order
-// the ranks come in, never reading what the join before left there.
+// the ranks come in, never reading what the join before left there. A
+// rank's join before must have been left (closed, or failed): otherwise
+// this one is refused at once, and gives its number back, since another
+// process of the rank, or this one, still holds the group.
 //
 // Every rank then publishes its world size and waits for every other
 // rank's, so that a rank missing is named here. A rank whose size is not
@@ -192,18 +201,32 @@ func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
 // that will never come. The messages of rank 0's verdict name the rank
 // that disagrees; an empty verdict says that every rank agrees.
 func rendezvous(ctx context.Context, store *Store, prefix string, rank, size int, initTimeout time.Duration) (string, error) {
-	fail := func(err error) (string, error) {
-		return "", fmt.Errorf("parallel: init process group: rank %d: %w", rank, err)
+	failErr := func(err error) error {
+		return fmt.Errorf("parallel: init process group: rank %d: %w", rank, err)
 	}
+	fail := func(err error) (string, error) { return "", failErr(err) }
 	n, err := store.Add(ctx, prefix+"/joins/"+strconv.Itoa(rank), 1)
 	if err != nil {
 		return fail(err)
 	}
 	join := prefix + "/" + strconv.FormatInt(n, 10)
+	if n > 1 {
+		left, err := store.Check(ctx, prefix+"/"+strconv.FormatInt(n-1, 10)+"/left/"+strconv.Itoa(rank))
+		if err != nil {
+			return join, failErr(err)
+		}
+		if !left {
+			if _, err := store.Add(ctx, prefix+"/joins/"+strconv.Itoa(rank), -1); err != nil {
+				return fail(err)
+			}
+			return fail(fmt.Errorf("rank %d joined this group before and that join is not closed: two processes were started with RANK=%d, "+
+				"or this process joins again without closing the group first: %w", rank, rank, vram.ErrArgument))
+		}
+	}
 	sizes, verdictKey := join+"/size/", join+"/sizes"
 	want := strconv.Itoa(size)
 	if err := store.Set(ctx, sizes+strconv.Itoa(rank), []byte(want)); err != nil {
-		return fail(err)
+		return join, failErr(err)
 	}
 	mismatch := func(msg string, other int) error {
 		return &RankError{Op: "init", Rank: other, Err: failed(msg, ErrMismatch)}
@@ -220,22 +243,22 @@ func rendezvous(ctx context.Context, store *Store, prefix string, rank, size int
 			if n > 1 {
 				msg += fmt.Sprintf(" (this is rank %d's join number %d of the group: if rank 0 has not joined it as often, or two processes were started with RANK=%d, they cannot meet)", rank, n, rank)
 			}
-			return "", &RankError{Op: "init", Rank: 0, Err: failed(msg, ErrTimeout)}
+			return join, &RankError{Op: "init", Rank: 0, Err: failed(msg, ErrTimeout)}
 		}
 		if err != nil {
-			return fail(err)
+			return join, failErr(err)
 		}
 		if string(b) != want {
-			return "", mismatch(disagree(0, b), 0)
+			return join, mismatch(disagree(0, b), 0)
 		}
 	}
 	if err := waitRanks(ctx, store, sizes, rank, size, initTimeout); err != nil {
-		return "", err
+		return join, err
 	}
 	if rank != 0 {
 		b, err := store.Get(ctx, verdictKey)
 		if err != nil {
-			return fail(err)
+			return join, failErr(err)
 		}
 		if len(b) > 0 {
 			// "r text": rank r's size is not rank 0's.
@@ -244,7 +267,7 @@ func rendezvous(ctx context.Context, store *Store, prefix string, rank, size int
 			if err != nil || other < 0 || other >= size {
 				other = -1
 			}
-			return "", mismatch(msg, other)
+			return join, mismatch(msg, other)
 		}
 		return join, nil
 	}
@@ -253,7 +276,7 @@ func rendezvous(ctx context.Context, store *Store, prefix string, rank, size int
 	for r := 1; r < size && refused == nil; r++ {
 		b, err := store.Get(ctx, sizes+strconv.Itoa(r))
 		if err != nil {
-			return fail(err)
+			return join, failErr(err)
 		}
 		if string(b) != want {
 			verdict = strconv.Itoa(r) + " " + disagree(r, b)
@@ -261,10 +284,10 @@ func rendezvous(ctx context.Context, store *Store, prefix string, rank, size int
 		}
 	}
 	if err := store.Set(ctx, verdictKey, []byte(verdict)); err != nil {
-		return fail(err)
+		return join, failErr(err)
 	}
 	if refused != nil {
-		return "", refused
+		return join, refused
 	}
 	return join, nil
 }
@@ -390,6 +413,7 @@ type group struct {
 	Communicator
 	store  *Store
 	server *StoreServer
+	left   string // the key that marks this rank's join left
 }
 
 // Close closes the communicator, then the store.
@@ -399,7 +423,15 @@ func (g *group) Close() error {
 	return err
 }
 
+// close marks this rank's join left, so that it may join again, and
+// closes the store.
 func (g *group) close() {
+	if g.left != "" && g.store != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), storeReplySlack)
+		g.store.Set(ctx, g.left, nil) // a store gone takes the join's keys with it
+		cancel()
+		g.left = ""
+	}
 	if g.store != nil {
 		g.store.Close()
 	}

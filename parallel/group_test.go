@@ -432,3 +432,63 @@ func TestWaitRanksBeyondOneWait(t *testing.T) {
 		t.Errorf("waiting for %d ranks, all there: %v", n, err)
 	}
 }
+
+// TestInitProcessGroupStillOpen joins a group through a store that
+// outlives it and then, without closing it, joins again as one of its
+// ranks, as a second process of that rank or a program that forgot to
+// close the group would: the join fails at once with ErrArgument, the
+// first group still works, and once it is closed the group can be joined
+// again.
+func TestInitProcessGroupStillOpen(t *testing.T) {
+	srv, err := ListenStore("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	port := srv.Addr().(*net.TCPAddr).Port
+	agent := func(o *ProcessGroupOptions) {
+		o.Launch.AgentStore = true
+		o.Launch.MasterPort = port
+		o.InitTimeout = 2 * time.Second
+	}
+	comms, errs := initGroup(t, 2, []int{0, 1}, agent)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	start := time.Now()
+	c, err := InitProcessGroup(ProcessGroupOptions{Backend: "tcp", InitTimeout: 2 * time.Second,
+		Launch: LaunchInfo{Rank: 1, WorldSize: 2, MasterAddr: "127.0.0.1", MasterPort: port, AgentStore: true, Launched: true}})
+	if err == nil {
+		c.Close()
+		t.Fatal("a second join of rank 1 succeeded")
+	}
+	if !errors.Is(err, vram.ErrArgument) || !strings.Contains(err.Error(), "RANK=1") || !strings.Contains(err.Error(), "not closed") {
+		t.Errorf("error %v, want one wrapping vram.ErrArgument that names RANK=1 and a group not closed", err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("took %v", el)
+	}
+	for r, err := range onRanks(comms, func(_ int, c Communicator) error {
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		return c.Close()
+	}) {
+		if err != nil {
+			t.Errorf("rank %d: the first group: %v", r, err)
+		}
+	}
+	comms, errs = initGroup(t, 2, []int{0, 1}, agent)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d, joining again after closing: %v", r, err)
+		}
+	}
+	for r, err := range onRanks(comms, func(_ int, c Communicator) error { return c.Barrier() }) {
+		if err != nil {
+			t.Errorf("rank %d: the second group: %v", r, err)
+		}
+	}
+}
