@@ -132,6 +132,9 @@ const (
 	// peer before the connection closes (closing with unread data resets
 	// it, and the peer could lose that frame).
 	linger = 2 * time.Second
+	// abortTextWait is how long the text of an abort frame may take to
+	// follow its header.
+	abortTextWait = 250 * time.Millisecond
 )
 
 // timeoutGrace is how much longer a rank waits for rank 0's answer than
@@ -640,8 +643,11 @@ func (c *tcpComm) lost(p *peer, err error) {
 
 // remoteAbort turns a peer's abort frame into this rank's failure.
 func (c *tcpComm) remoteAbort(p *peer, h header) {
+	// The text leaves with its header, in one write: what has not come
+	// soon is not coming (a peer may announce more than it sends), and the
+	// header alone says who failed and why.
 	text := make([]byte, min(h.bytes, maxAbortText))
-	p.conn.SetReadDeadline(time.Now().Add(linger))
+	p.conn.SetReadDeadline(time.Now().Add(abortTextWait))
 	n, _ := io.ReadFull(p.r, text)
 	msg := string(text[:n])
 	culprit := int(h.root)

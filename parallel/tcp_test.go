@@ -487,6 +487,39 @@ func TestTCPBadArguments(t *testing.T) {
 	}
 }
 
+// TestTCPAbortShorterThanAnnounced sends abort frames whose text is
+// shorter than their header announces (by up to 2^63 bytes): the receiver
+// fails at once with what arrived, naming the rank the frame names, rather
+// than wait for the rest.
+func TestTCPAbortShorterThanAnnounced(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		announce uint64
+		culprit  int32
+		want     int // the rank the error names
+	}{
+		{"a few bytes more", 100, 1, 1},
+		{"2^63 bytes", 1 << 63, 1, 1},
+		{"culprit out of range", 1 << 40, -7, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			comms := tcpGroup(t, 2, 5*time.Second)
+			c1 := comms[1].(*tcpComm)
+			h := header{kind: frameAbort, op: causeTimeout, root: tc.culprit, bytes: tc.announce}
+			c1.peers[0].conn.Write(append(h.encode(), "ran out"...))
+			start := time.Now()
+			err := comms[0].AllReduce(vram.Zeros(vram.Shape{2}), Sum)
+			var re *RankError
+			if !errors.As(err, &re) || re.Rank != tc.want || !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "ran out") {
+				t.Errorf("error %v, want one naming rank %d with the text sent", err, tc.want)
+			}
+			if el := time.Since(start); el > time.Second {
+				t.Errorf("took %v", el)
+			}
+		})
+	}
+}
+
 // TestTCPFrameLimits sends a frame whose payload is longer than the call
 // expects: the receiver refuses it without reading it.
 func TestTCPFrameLimits(t *testing.T) {
