@@ -71,6 +71,17 @@ const (
 
 const storeMagic = "VRAMKV01"
 
+// storeFullMagic is what a server with maxStoreConns connections answers
+// a client's magic with before it closes the connection.
+const storeFullMagic = "VRAMFULL"
+
+// maxTurnedAway is how many clients a full server tells so at once; it
+// closes the connections of more without a word.
+const maxTurnedAway = 64
+
+var errStoreFull = fmt.Errorf("the store server serves %d connections, its most, and has no room for one more "+
+	"(a job of more ranks than that cannot meet through one store)", maxStoreConns)
+
 // Store operations on the wire.
 const (
 	opSet byte = iota + 1
@@ -149,7 +160,10 @@ type StoreServer struct {
 	bytes   int64                 // keys and values held
 	changed chan struct{}         // closed and replaced when a key is set
 	conns   map[net.Conn]struct{} // open client connections
-	closed  bool
+	// turnedAway holds the connections being told that the server is
+	// full.
+	turnedAway map[net.Conn]struct{}
+	closed     bool
 }
 
 // ListenStore listens on the TCP address addr ("127.0.0.1:29500", ":0" for
@@ -177,6 +191,8 @@ func NewStoreServer(ln net.Listener) *StoreServer {
 		data:    map[string][]byte{},
 		changed: make(chan struct{}),
 		conns:   map[net.Conn]struct{}{},
+
+		turnedAway: map[net.Conn]struct{}{},
 	}
 	s.wg.Add(1)
 	go s.accept()
@@ -199,6 +215,9 @@ func (s *StoreServer) Close() error {
 	close(s.done)
 	err := s.ln.Close()
 	for c := range s.conns {
+		c.Close()
+	}
+	for c := range s.turnedAway {
 		c.Close()
 	}
 	s.mu.Unlock()
@@ -224,15 +243,45 @@ func (s *StoreServer) accept() {
 			return
 		}
 		s.mu.Lock()
-		if s.closed || len(s.conns) >= maxStoreConns {
+		if s.closed {
 			s.mu.Unlock()
 			c.Close()
+			continue
+		}
+		if len(s.conns) >= maxStoreConns {
+			// Say why, unless too many are being told already.
+			if len(s.turnedAway) < maxTurnedAway {
+				s.turnedAway[c] = struct{}{}
+				s.wg.Add(1)
+				go s.turnAway(c)
+			} else {
+				c.Close()
+			}
+			s.mu.Unlock()
 			continue
 		}
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go s.serve(c)
+	}
+}
+
+// turnAway tells a client that the server is full and closes its
+// connection. It reads the client's magic first: closing a connection with
+// data unread would reset it, and the client could lose the answer.
+func (s *StoreServer) turnAway(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.turnedAway, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	c.SetDeadline(time.Now().Add(time.Second))
+	var magic [len(storeMagic)]byte
+	if _, err := io.ReadFull(c, magic[:]); err == nil {
+		io.WriteString(c, storeFullMagic)
 	}
 }
 
@@ -599,6 +648,9 @@ func DialStore(ctx context.Context, addr string, opts StoreOptions) (*Store, err
 		last = err
 		select {
 		case <-ctx.Done():
+			if errors.Is(last, errStoreFull) {
+				return nil, fmt.Errorf("parallel: store %s: no room within %v: %w", addr, timeout, last)
+			}
 			return nil, fmt.Errorf("parallel: store %s: no store server answered within %v "+
 				"(is rank 0, or vram run, started with the same MASTER_ADDR and MASTER_PORT?): %w", addr, timeout, last)
 		case <-time.After(100 * time.Millisecond):
@@ -619,8 +671,11 @@ func (s *Store) dial(ctx context.Context) (net.Conn, error) {
 	}
 	c.SetDeadline(dl)
 	var magic [len(storeMagic)]byte
-	if _, err := io.WriteString(c, storeMagic); err == nil {
+	if _, err = io.WriteString(c, storeMagic); err == nil {
 		_, err = io.ReadFull(c, magic[:])
+	}
+	if err == nil && string(magic[:]) == storeFullMagic {
+		err = errStoreFull
 	}
 	if err == nil && string(magic[:]) != storeMagic {
 		err = fmt.Errorf("%s is not a vram store server of this version: it answered %q, not %q "+

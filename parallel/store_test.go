@@ -433,3 +433,58 @@ func TestStoreRequestAllocatesAsDataArrives(t *testing.T) {
 		t.Errorf("a whole value: %d bytes, %v", len(req.value), err)
 	}
 }
+
+// TestStoreServerFull fills the server's connections: a client turned
+// away is told why, and DialStore, which goes on trying until its timeout
+// in case one frees, says so when it gives up.
+func TestStoreServerFull(t *testing.T) {
+	srv, err := ListenStore("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	addr := srv.Addr().String()
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for len(conns) < maxStoreConns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// The server has taken every connection when it answers one more.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		srv.mu.Lock()
+		n := len(srv.conns)
+		srv.mu.Unlock()
+		if n == maxStoreConns {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server holds %d connections", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	start := time.Now()
+	_, err = DialStore(context.Background(), addr, StoreOptions{Timeout: 400 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d connections", maxStoreConns)) {
+		t.Errorf("DialStore to a full server: %v, want an error saying that it is full", err)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("took %v", el)
+	}
+	// Once a connection closes, a client gets in.
+	conns[0].Close()
+	conns = conns[1:]
+	s, err := DialStore(context.Background(), addr, StoreOptions{Timeout: 3 * time.Second})
+	if err != nil {
+		t.Fatalf("DialStore once a connection closed: %v", err)
+	}
+	s.Close()
+}
