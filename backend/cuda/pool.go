@@ -19,10 +19,13 @@ import (
 // reading and writing the tensors once takes about 85 and 165 µs in
 // float32 and half that in bf16; its average pooling's backward pass, which
 // only spreads a [64, 2048] gradient over 7×7 positions, took 97 to 104 µs.
-// The kernels here read whole rows of channels, coalesced; the backward
-// pass of max pooling finds each window's maximum again (a byte per output
-// element of workspace) and gathers, without atomics. NCHW-contiguous
-// tensors keep cuDNN's kernels.
+// The kernels here read whole rows of channels, coalesced, 16 bytes a
+// thread where the channels allow it; the backward pass of max pooling
+// finds each window's maximum again (a byte per output element of
+// workspace) and gathers, without atomics. On the same card (2026-12-06)
+// the stem's pooling took 106 / 325 µs in float32 and 61 / 226 µs in bf16
+// (forward / backward) with them. NCHW-contiguous tensors keep cuDNN's
+// kernels.
 
 // PoolWorkspaceRegion is the allocator region of the backward pass of
 // channels-last max pooling: a byte per element of the pooling's output,
