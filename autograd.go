@@ -85,14 +85,24 @@ func (n *node) decref() {
 	}
 }
 
-// free releases the saved tensors and the backward closure, once no
-// Backward is running n's closure.
-func (n *node) free() {
+// free releases the saved tensors, the backward closures and the hooks,
+// once no Backward is running n's closure: the graph is gone.
+func (n *node) free() { n.release(true) }
+
+// release releases the saved tensors and the backward closures, once no
+// Backward is running n's closure, and with all the hooks too, marking n
+// freed. A walk without RetainGraph that went through n passes all false:
+// n's RegisterHook hooks stay with the graph, for a later Grad that asks
+// for the gradient with respect to n's tensor without running n (PyTorch
+// runs a grad_fn's tensor pre-hooks there too).
+func (n *node) release(all bool) {
 	n.running.Lock()
 	n.mu.Lock()
 	saved := n.saved
-	n.saved, n.backward, n.backwardInto, n.backwardParts, n.freed = nil, nil, nil, nil, true
-	n.hooks = nil
+	n.saved, n.backward, n.backwardInto, n.backwardParts = nil, nil, nil, nil
+	if all {
+		n.hooks, n.freed = nil, true
+	}
 	n.mu.Unlock()
 	n.running.Unlock()
 	for _, t := range saved {
@@ -613,7 +623,10 @@ func RetainGraph() BackwardOption {
 // accumulate across calls until [Tensor.ZeroGrad]. t must have one element
 // unless a [Gradient] is given. Unless [RetainGraph] is given, the tensors
 // the graph saved are released when Backward returns, and a second Backward
-// over the same graph panics with [ErrAutograd]. Gradients flow across
+// over the same graph panics with [ErrAutograd], as does one that would
+// read a tensor the graph saved that was changed in place since; either
+// is refused before any node runs, leaving every gradient and the graph as
+// they were. Gradients flow across
 // devices through To, CUDA and CPU. The backward pass runs on the calling
 // goroutine's current streams, after the work of the streams the forward
 // operations ran on (see [WithStream]). Backward records nothing itself. A
@@ -849,11 +862,15 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 			}
 		}
 	}()
-	// A node that a Backward without RetainGraph went through is refused
-	// before anything runs, so that no leaf gets part of a gradient.
+	// A node to run that a Backward without RetainGraph went through, or
+	// whose saved tensors changed in place since, is refused before
+	// anything runs, so that no leaf gets part of a gradient and no node
+	// is freed. A node whose tensor's gradient Grad returns without
+	// running the node needs neither.
 	for _, n := range order {
-		if c.needs(n) {
+		if c == nil || c.exec[n] {
 			checkNotRun("backward", n)
+			checkSavedVersions("backward", n)
 		}
 	}
 	got := map[*Tensor]bool{} // leaves that received a gradient in this walk
@@ -937,8 +954,11 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 		n.mu.Lock()
 		var hooks []*tensorHook
 		var keep *Tensor
-		if !n.freed && !n.ran {
-			hooks, keep = slices.Clone(n.hooks), n.retain.Value()
+		if !n.freed {
+			hooks = slices.Clone(n.hooks)
+			if !n.ran {
+				keep = n.retain.Value()
+			}
 		}
 		n.mu.Unlock()
 		if g2 != nil && (len(hooks) > 0 || keep != nil || c != nil) {
@@ -1054,7 +1074,7 @@ func runGraph(roots []*node, seeds []*Tensor, retain bool, c *capture) {
 			}
 		}
 		if !retain {
-			n.free()
+			n.release(false)
 		}
 	}
 	list := converts
@@ -1134,6 +1154,39 @@ func checkNotRun(op string, n *node) {
 	}
 }
 
+// checkSavedVersions panics with ErrAutograd when a tensor n saved for backward
+// was changed in place since (its storage's version moved).
+func checkSavedVersions(op string, n *node) {
+	n.mu.Lock()
+	i := n.changedSaved()
+	n.mu.Unlock()
+	if i >= 0 {
+		failChanged(op, n, i)
+	}
+}
+
+// changedSaved returns the position of the first of n's saved tensors
+// whose storage was written since it was saved, or -1. The caller holds
+// n.mu.
+func (n *node) changedSaved() int {
+	for i, s := range n.saved {
+		if s != nil && s.ref.st.version.Load() != n.versions[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+// failChanged panics with the ErrAutograd error of n's saved tensor i,
+// changed in place since it was saved.
+func failChanged(op string, n *node, i int) {
+	s := n.saved[i]
+	fail(op, ErrAutograd, "a %v %s tensor that %s saved for the backward pass was modified by an in-place "+
+		"operation after it was saved (version %d, saved at version %d); its gradient would be wrong. "+
+		"Modify a Clone() instead, or do the in-place update after Backward",
+		Shape(s.shape), s.dtype, n.op, s.ref.st.version.Load(), n.versions[i])
+}
+
 // runNode runs n's backward closure on g (with the second part g2, when
 // it is not nil, or into, when it is not nil and n has backwardInto) and
 // returns the gradients of its inputs, owned by the caller (g2 and into
@@ -1150,12 +1203,7 @@ func runNode(n *node, g, g2, into *Tensor, retain bool) []*Tensor {
 	}
 	changed := -1
 	if !freed {
-		for i, s := range n.saved {
-			if s != nil && s.ref.st.version.Load() != n.versions[i] {
-				changed = i
-				break
-			}
-		}
+		changed = n.changedSaved()
 	}
 	n.mu.Unlock()
 	if freed || bw == nil {
@@ -1163,11 +1211,7 @@ func runNode(n *node, g, g2, into *Tensor, retain bool) []*Tensor {
 			"but its saved tensors were already released; pass vram.RetainGraph() to the first Backward", n.op)
 	}
 	if changed >= 0 {
-		s := n.saved[changed]
-		fail("backward", ErrAutograd, "a %v %s tensor that %s saved for the backward pass was modified by an in-place "+
-			"operation after it was saved (version %d, saved at version %d); its gradient would be wrong. "+
-			"Modify a Clone() instead, or do the in-place update after Backward",
-			Shape(s.shape), s.dtype, n.op, s.ref.st.version.Load(), n.versions[changed])
+		failChanged("backward", n, changed) // by a hook, during this walk
 	}
 	var ins []*Tensor
 	Tidy(func() {

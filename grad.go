@@ -28,7 +28,8 @@ func AllowUnused() BackwardOption {
 // runs. inputs may be leaves or tensors computed by operations; only the
 // part of the graph between outputs and inputs runs, and the
 // [Tensor.RegisterHook] hooks on it (those of inputs included) run as in
-// Backward. The results are new tensors of the inputs' shapes, dtypes and
+// Backward. The node that computed an input is not part of it: it may
+// have gone through a Backward without RetainGraph already. The results are new tensors of the inputs' shapes, dtypes and
 // devices that the caller owns; an input given twice gets two.
 //
 // Options: [GradOutputs] (or [Gradient] for a single output) seeds the
@@ -46,8 +47,9 @@ func AllowUnused() BackwardOption {
 // or inputs, a nil tensor or option, or a number of GradOutputs that is
 // not that of outputs; with [ErrAutograd] for an output or input that
 // does not require grad, for an input the outputs do not depend on (unless
-// AllowUnused) and for a graph that a Backward or Grad without RetainGraph
-// already went through; and with [ErrShape], [ErrDevice] or [ErrDType] for
+// AllowUnused), for a graph that a Backward or Grad without RetainGraph
+// already went through and for one that would read a tensor it saved that
+// was changed in place since; and with [ErrShape], [ErrDevice] or [ErrDType] for
 // a missing or mismatched seed. A [Checkpoint] is one operation of its x
 // and params to Grad: their gradients are available, those of the tensors
 // computed inside the checkpointed function are not, and a leaf that
@@ -137,6 +139,7 @@ func Grad(outputs, inputs []*Tensor, opts ...BackwardOption) []*Tensor {
 			continue
 		}
 		checkNotRun(op, n)
+		checkSavedVersions(op, n)
 		for _, e := range n.inputs {
 			if e.leaf != nil {
 				reached[e.leaf] = true

@@ -393,3 +393,86 @@ func TestSecondBackwardLosesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestChangedSavedTensorLosesNothing checks that a Backward or Grad
+// refused because a tensor its graph saved was changed in place since is
+// refused before any node runs: no leaf is left holding part of a
+// gradient, and the nodes the refused walk would have gone through before
+// reaching the stale one are not freed, so that the rest of the graph
+// still gives its gradients.
+func TestChangedSavedTensorLosesNothing(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(l, p, q *Tensor)
+		op   string
+	}{
+		{"Backward", func(l, p, q *Tensor) { l.Backward() }, "backward"},
+		{"Backward retained", func(l, p, q *Tensor) { l.Backward(RetainGraph()) }, "backward"},
+		{"Grad", func(l, p, q *Tensor) { Grad([]*Tensor{l}, []*Tensor{p, q}) }, "grad"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				p := FromSlice([]float64{1, 2}, nil, WithGrad())
+				q := FromSlice([]float64{3, 4}, nil, WithGrad())
+				h := p.Sin() // saves p
+				l := h.Mul(q).Sum()
+				NoGrad(func() { p.MulScalarInPlace(2) })
+				err := Catch(func() { tc.run(l, p, q) })
+				var e *Error
+				if !errors.As(err, &e) || !errors.Is(err, ErrAutograd) || e.Op != tc.op {
+					t.Fatalf("got %v, want ErrAutograd from %s", err, tc.op)
+				}
+				if q.Grad() != nil || p.Grad() != nil {
+					t.Errorf("refused walk left gradients: q %v, p %v", q.Grad(), p.Grad())
+				}
+				// The sum and the mul did not run: the gradient with
+				// respect to h is still there.
+				var g []*Tensor
+				if err := Catch(func() { g = Grad([]*Tensor{l}, []*Tensor{h}) }); err != nil {
+					t.Fatalf("the graph above the stale node: %v", err)
+				}
+				closeTo(t, "dh", g[0].Float64s(), []float64{3, 4}, 1e-12)
+			})
+		})
+	}
+}
+
+// TestGradOfTensorWhoseNodeRan checks that Grad with respect to a tensor
+// computed by an operation needs only the nodes between the outputs and
+// that tensor, as torch.autograd.grad does: that tensor's own node may
+// have gone through a Backward without RetainGraph, or saved a tensor
+// changed in place since, and its RegisterHook hooks run on the gradient
+// all the same, as they stay with the graph.
+func TestGradOfTensorWhoseNodeRan(t *testing.T) {
+	tests := []struct {
+		name  string
+		spoil func(p, h *Tensor)
+	}{
+		{"node ran", func(p, h *Tensor) { h.Sum().Backward() }},
+		{"node's saved tensor changed", func(p, h *Tensor) { NoGrad(func() { p.MulScalarInPlace(2) }) }},
+		{"node ran retained", func(p, h *Tensor) { h.Sum().Backward(RetainGraph()) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				p := FromSlice([]float64{1, 2}, nil, WithGrad())
+				q := FromSlice([]float64{3, 4}, nil, WithGrad())
+				h := p.Sin()
+				calls := 0
+				h.RegisterHook(func(g *Tensor) *Tensor { calls++; return g.MulScalar(10) })
+				tc.spoil(p, h)
+				before := calls
+				l := h.Mul(q).Sum()
+				var g []*Tensor
+				if err := Catch(func() { g = Grad([]*Tensor{l}, []*Tensor{h}) }); err != nil {
+					t.Fatalf("Grad: %v", err)
+				}
+				if calls != before+1 {
+					t.Errorf("h's hook ran %d times in Grad, want once", calls-before)
+				}
+				closeTo(t, "dh", g[0].Float64s(), []float64{30, 40}, 1e-12)
+			})
+		})
+	}
+}
