@@ -418,7 +418,11 @@ type tensorHook struct{ fn func(*Tensor) *Tensor }
 // [Tensor.RegisterPostAccumulateGradHook]).
 //
 // The gradient fn gets belongs to Backward and is released after fn
-// returns: Clone it to keep it. A hook that releases it and returns nil
+// returns: Clone it to keep it. fn should not change it in place (PyTorch
+// asks the same of its hooks): it may share memory with the gradients
+// that other tensors get (the two operands of an Add get one gradient),
+// which would change too, depending on which Backward reaches first;
+// return a new tensor instead. A hook that releases it and returns nil
 // makes Backward panic with [ErrReleased]. Tensors fn computes are released after it
 // returns too (as inside [Tidy]), the one it returns included once Backward
 // is done with it. The hooks of a tensor computed by an operation stay with
