@@ -249,7 +249,9 @@ func Keep(ts ...*Tensor) *Tensor {
 //	}
 //
 // Outside any Tidy the caller owns the result and releases it. A nil
-// result is returned as nil.
+// result is returned as nil. A result that fn did not make (one of the
+// tensors it works on, returned as it is) is returned as it is, and stays
+// its owner's: the caller's Tidy does not release it.
 func TidyResult(fn func() *Tensor) *Tensor {
 	if fn == nil {
 		nilFunc("tidy_result")
@@ -257,10 +259,23 @@ func TidyResult(fn func() *Tensor) *Tensor {
 	return tidyOut(fn)
 }
 
-// tidyOut is [TidyResult], for the package's own ops.
+// births counts the tensors made so far, in every goroutine: a tensor's
+// born is its count.
+var births atomic.Uint64
+
+// tidyOut is [TidyResult], for the package's own ops. A result made
+// before fn ran (one of fn's inputs, returned as it is) stays where it
+// was, its owner's: only one that fn made moves to the caller's Tidy.
 func tidyOut(fn func() *Tensor) (out *Tensor) {
-	Tidy(func() { out = Keep(fn()) })
-	if !absent(out) && !out.ref.isReleased() {
+	start := births.Load()
+	older := false
+	Tidy(func() {
+		out = fn()
+		if older = !absent(out) && out.born <= start; !older {
+			Keep(out)
+		}
+	})
+	if !older && !absent(out) && !out.ref.isReleased() {
 		track(out)
 	}
 	return out

@@ -77,3 +77,60 @@ func ExampleTidyResult() {
 	})
 	// Output: [2 4 6]
 }
+
+// TestTidyResultOfAnOlderTensor checks that TidyResult leaves a result
+// that existed before fn ran (fn returned one of its inputs as it is, as
+// an identity layer does) to whoever owned it: the caller's Tidy released
+// a tensor of the caller's own, or of an outer Tidy, as soon as it ended.
+func TestTidyResultOfAnOlderTensor(t *testing.T) {
+	tests := []struct {
+		name string
+		// run calls TidyResult with fn returning x, made as it says, and
+		// reports whether x survived the caller's Tidy, and then whether
+		// its owner released it as it should.
+		run func(t *testing.T) (survived, ownerDone bool)
+	}{
+		{"the caller's own", func(t *testing.T) (bool, bool) {
+			x := Ones(Shape{2})
+			Tidy(func() { TidyResult(func() *Tensor { return x }) })
+			survived := !x.Released()
+			x.Release()
+			return survived, true
+		}},
+		{"kept", func(t *testing.T) (bool, bool) {
+			var x *Tensor
+			Tidy(func() { x = Keep(Ones(Shape{2})) })
+			Tidy(func() { TidyResult(func() *Tensor { return x }) })
+			survived := !x.Released()
+			x.Release()
+			return survived, true
+		}},
+		{"an outer Tidy's", func(t *testing.T) (bool, bool) {
+			var x *Tensor
+			survived := false
+			Tidy(func() {
+				x = Ones(Shape{2})
+				Tidy(func() { TidyResult(func() *Tensor { return x }) })
+				survived = !x.Released()
+			})
+			return survived, x.Released()
+		}},
+		{"made by fn and kept", func(t *testing.T) (bool, bool) {
+			// Not older: it stays in the caller's Tidy, as any result.
+			var x *Tensor
+			Tidy(func() { x = TidyResult(func() *Tensor { return Keep(Ones(Shape{2})) }) })
+			return true, x.Released()
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			survived, done := tc.run(t)
+			if !survived {
+				t.Errorf("the caller's Tidy released a tensor fn did not make")
+			}
+			if !done {
+				t.Errorf("the tensor's owner did not release it")
+			}
+		})
+	}
+}

@@ -76,6 +76,10 @@ type Tensor struct {
 	preHooks     []*tensorHook // a leaf's RegisterHook hooks, guarded by gradMu
 
 	scope *scope // the Tidy that releases it, if any
+	// born is the tensor's place in the order of creation (births), by
+	// which TidyResult tells a result fn made from one that was there
+	// before.
+	born uint64
 	// armed is set once the garbage collector's backstop is registered
 	// (armBackstop): for tensors that no Tidy tracks.
 	armed bool
@@ -107,7 +111,7 @@ func newTensor(op string, ds *devState, dt DType, shape []int) *Tensor {
 
 // wrapStorage returns a contiguous tensor over the new storage st.
 func wrapStorage(st *storage, dt DType, shape []int) *Tensor {
-	t := &Tensor{dtype: dt, shape: slices.Clone(shape), strides: backend.ContiguousStrides(shape)}
+	t := &Tensor{dtype: dt, shape: slices.Clone(shape), strides: backend.ContiguousStrides(shape), born: births.Add(1)}
 	attachRef(t, st, nil)
 	g := current()
 	t.inference = g != nil && g.inference > 0
@@ -120,7 +124,7 @@ func wrapStorage(st *storage, dt DType, shape []int) *Tensor {
 // must be pinned by the caller or be the caller's own.
 func (t *Tensor) view(shape, strides []int, offset int) *Tensor {
 	t.ref.st.retain("view")
-	v := &Tensor{dtype: t.dtype, shape: shape, strides: strides, offset: offset, inference: t.inference}
+	v := &Tensor{dtype: t.dtype, shape: shape, strides: strides, offset: offset, inference: t.inference, born: births.Add(1)}
 	attachRef(v, t.ref.st, nil)
 	if t.ref.apart || t.ref.detached {
 		v.ref.setDetached()
@@ -137,7 +141,7 @@ func (t *Tensor) view(shape, strides []int, offset int) *Tensor {
 func (t *Tensor) share() *Tensor {
 	t.checkSavable()
 	t.ref.st.retain("save")
-	v := &Tensor{dtype: t.dtype, shape: t.shape, strides: t.strides, offset: t.offset, inference: t.inference}
+	v := &Tensor{dtype: t.dtype, shape: t.shape, strides: t.strides, offset: t.offset, inference: t.inference, born: births.Add(1)}
 	attachRef(v, t.ref.st, nil)
 	v.ref.setApart()
 	v.armBackstop()
