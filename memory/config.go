@@ -176,12 +176,69 @@ const maxRegisterThreads = 128
 // any size_t above 0).
 const maxPinnedReserveMB = math.MaxInt64 >> 20
 
+// configKeyList lists the accepted keys, PyTorch's ROCm spellings last.
+var configKeyList = []string{
+	"policy", "expandable_segments", "max_split_size_mb", "max_non_split_rounding_mb", "roundup_power2_divisions",
+	"garbage_collection_threshold", "per_process_memory_fraction", "release_lock_on_cudamalloc",
+	"pinned_use_cuda_host_register", "pinned_num_register_threads", "pinned_reserve_segment_size_mb",
+	"pinned_use_background_threads", "graph_capture_record_stream_reuse", "backend",
+	"release_lock_on_hipmalloc", "pinned_use_hip_host_register",
+}
+
 // configKeys lists the accepted keys, for error messages.
-const configKeys = "policy, expandable_segments, max_split_size_mb, max_non_split_rounding_mb, roundup_power2_divisions, " +
-	"garbage_collection_threshold, per_process_memory_fraction, release_lock_on_cudamalloc, " +
-	"pinned_use_cuda_host_register, pinned_num_register_threads, pinned_reserve_segment_size_mb, " +
-	"pinned_use_background_threads, graph_capture_record_stream_reuse, backend " +
-	"(and PyTorch's ROCm spellings release_lock_on_hipmalloc, pinned_use_hip_host_register)"
+var configKeys = strings.Join(configKeyList[:len(configKeyList)-2], ", ") +
+	" (and PyTorch's ROCm spellings " + strings.Join(configKeyList[len(configKeyList)-2:], ", ") + ")"
+
+// didYouMean returns ` (did you mean "w"?)` for the word of choices that
+// got is most likely a misspelling of: the same but for case, within an
+// edit distance of a quarter of its length (at least 1, at most 3), or
+// else the only one that starts with got or that got starts with, for a
+// got of 6 bytes or more. It returns "" when none is close.
+func didYouMean(got string, choices []string) string {
+	best, bestDist := "", 0
+	prefixed, nprefixed := "", 0
+	lower := strings.ToLower(got)
+	for _, w := range choices {
+		if len(lower) >= 6 && (strings.HasPrefix(w, lower) || strings.HasPrefix(lower, w)) {
+			prefixed, nprefixed = w, nprefixed+1
+		}
+		limit := min(max(len(w)/4, 1), 3)
+		if len(lower) > len(w)+limit || len(lower) < len(w)-limit {
+			continue // too far apart, and got may be megabytes long
+		}
+		if d := editDistance(lower, w); d <= limit && (best == "" || d < bestDist) {
+			best, bestDist = w, d
+		}
+	}
+	if best == "" && nprefixed == 1 {
+		best = prefixed
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance returns the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
 
 // ParseConfig parses a VRAM_ALLOC_CONF string: comma-separated key:value
 // pairs with PyTorch's PYTORCH_CUDA_ALLOC_CONF keys plus policy:pytorch|vram
@@ -195,7 +252,10 @@ const configKeys = "policy, expandable_segments, max_split_size_mb, max_non_spli
 // whole numbers (max_split_size_mb, divisions) are digits only, fractions
 // are digits with an optional point and exponent ("0.6", "5e-1"); signs, hexadecimal, underscores, NaN and Inf are not
 // numbers here. An unknown key, a malformed value or a number out of range
-// is a [*ConfigError]. The key "backend" is accepted with the value "native"
+// is a [*ConfigError]; for a key, policy or backend close to an accepted
+// one (another case, a letter or a suffix missing, as in
+// "expandable_segment" or "max_split_size"), its message asks whether that
+// one was meant. The key "backend" is accepted with the value "native"
 // only. Keys of PyTorch's pinned host memory allocator and of CUDA graph
 // capture, which vram does not have, are checked as PyTorch checks them
 // and dropped, so that a PYTORCH_CUDA_ALLOC_CONF string that PyTorch
@@ -255,7 +315,7 @@ func (c *Config) set(key string, p *configParser) error {
 		case "pytorch":
 			c.Policy = PolicyPyTorch
 		default:
-			return bad("unknown policy; allowed: pytorch, vram")
+			return bad("unknown policy%s; allowed: pytorch, vram", didYouMean(val, []string{"pytorch", "vram"}))
 		}
 	case "expandable_segments", "release_lock_on_cudamalloc", "release_lock_on_hipmalloc",
 		"pinned_use_cuda_host_register", "pinned_use_hip_host_register",
@@ -307,10 +367,13 @@ func (c *Config) set(key string, p *configParser) error {
 		}
 	case "backend":
 		if val != "native" {
+			if m := didYouMean(val, []string{"native"}); m != "" {
+				return bad("unknown backend%s; allowed: native", m)
+			}
 			return bad("only the native backend exists in vram (PyTorch's cudaMallocAsync backend has no counterpart)")
 		}
 	default:
-		return &ConfigError{Key: key, Reason: "unknown key; allowed: " + configKeys}
+		return &ConfigError{Key: key, Reason: "unknown key" + didYouMean(key, configKeyList) + "; allowed: " + configKeys}
 	}
 	return nil
 }

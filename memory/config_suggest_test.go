@@ -1,0 +1,68 @@
+package memory
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestParseConfigSuggests checks that a key or value a PyTorch user
+// misspells is refused with the accepted words and the one meant, and that
+// a word near none of them gets no guess.
+func TestParseConfigSuggests(t *testing.T) {
+	tests := []struct {
+		in      string
+		key     string // the key the error names
+		suggest string // the word of "did you mean", "" for none
+	}{
+		{"expandable_segment:True", "expandable_segment", "expandable_segments"},
+		{"max_split_size:128", "max_split_size", "max_split_size_mb"},
+		{"Expandable_Segments:True", "Expandable_Segments", "expandable_segments"},
+		{"MAX_SPLIT_SIZE_MB:128", "MAX_SPLIT_SIZE_MB", "max_split_size_mb"},
+		{"garbage_collection_treshold:0.6", "garbage_collection_treshold", "garbage_collection_threshold"},
+		{"roundup_power_2_divisions:4", "roundup_power_2_divisions", "roundup_power2_divisions"},
+		{"release_lock_on_cuda_malloc:True", "release_lock_on_cuda_malloc", "release_lock_on_cudamalloc"},
+		{"pinned_num_register_thread:8", "pinned_num_register_thread", "pinned_num_register_threads"},
+		{"expandable:True", "expandable", "expandable_segments"},
+		{"backends:native", "backends", "backend"},
+		{"policy:PyTorch", "policy", "pytorch"},
+		{"policy:vrm", "policy", "vram"},
+		{"backend:Native", "backend", "native"},
+		{"pinned:True", "pinned", ""}, // a prefix of four keys
+		{"unknown_key:1", "unknown_key", ""},
+		{"x:1", "x", ""},
+		{"backend:cudaMallocAsync", "backend", ""},
+		{strings.Repeat("k", 10000) + ":1", strings.Repeat("k", 10000), ""},
+		{"max_split_size_mb" + strings.Repeat("x", 10000) + ":1", "max_split_size_mb" + strings.Repeat("x", 10000), "max_split_size_mb"},
+		{"ëxpandable_segments:True", "ëxpandable_segments", "expandable_segments"},
+	}
+	for _, tt := range tests {
+		name := tt.in
+		if len(name) > 40 {
+			name = name[:40]
+		}
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseConfig(tt.in)
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("ParseConfig = %v, want a *ConfigError", err)
+			}
+			if ce.Key != tt.key {
+				t.Errorf("error names key %.50q, want %.50q", ce.Key, tt.key)
+			}
+			msg := err.Error()
+			if tt.suggest == "" {
+				if strings.Contains(msg, "did you mean") {
+					t.Errorf("error %q guesses; want no guess", msg)
+				}
+				return
+			}
+			if want := `did you mean "` + tt.suggest + `"?`; !strings.Contains(msg, want) {
+				t.Errorf("error %q lacks %s", msg, want)
+			}
+			if !strings.Contains(msg, "allowed:") {
+				t.Errorf("error %q does not list the accepted words", msg)
+			}
+		})
+	}
+}
