@@ -274,22 +274,31 @@ func editDistance(a, b string) int {
 // (PyTorch's parser lets ">" overwrite the last key's own interval as well,
 // and later entries overwrite earlier ones; vram refuses entries that would
 // set nothing or be overwritten.)
-func ParseConfig(s string) (Config, error) {
-	var c Config
+func ParseConfig(s string) (Config, error) { return Config{}.With(s) }
+
+// With returns c with the settings of the VRAM_ALLOC_CONF string s put
+// over it: each key that s gives sets its field as in [ParseConfig], and
+// the fields of the keys s leaves out keep c's values. It is how a tool
+// adds settings of its own to a user's string without joining the two
+// strings, which a trailing comma or a blank string of the user's would
+// make invalid. An invalid s is a [*ConfigError], and the Config returned
+// with it is c unchanged.
+func (c Config) With(s string) (Config, error) {
+	base := c
 	p := configParser{toks: tokenizeConfig(s)}
 	for !p.done() {
 		key := p.next()
 		if !isConfigWord(key) {
-			return Config{}, &ConfigError{Value: key, Reason: fmt.Sprintf("expected a key, got %q; the format is key:value,key:value", key)}
+			return base, &ConfigError{Value: key, Reason: fmt.Sprintf("expected a key, got %q; the format is key:value,key:value", key)}
 		}
 		if p.next() != ":" {
-			return Config{}, &ConfigError{Key: key, Reason: "expected ':' and a value after the key"}
+			return base, &ConfigError{Key: key, Reason: "expected ':' and a value after the key"}
 		}
 		if err := c.set(key, &p); err != nil {
-			return Config{}, err
+			return base, err
 		}
 		if !p.done() && p.next() != "," {
-			return Config{}, &ConfigError{Key: key, Reason: "expected ',' before the next key"}
+			return base, &ConfigError{Key: key, Reason: "expected ',' before the next key"}
 		}
 	}
 	return c, nil

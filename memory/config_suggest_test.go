@@ -66,3 +66,53 @@ func TestParseConfigSuggests(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigWith checks that With puts a string's settings over a Config,
+// keeping the fields the string leaves out, and that an invalid string
+// leaves the Config as it was.
+func TestConfigWith(t *testing.T) {
+	user := Config{MaxSplitSizeMB: 128, GarbageCollectionThreshold: 0.6}
+	user.RoundupPower2Divisions[3] = 4
+	pytorch := user
+	pytorch.Policy = PolicyPyTorch
+	expandable := pytorch
+	expandable.ExpandableSegments = true
+	tests := []struct {
+		name    string
+		base    Config
+		s       string
+		want    Config
+		wantErr bool
+	}{
+		{"empty", user, "", user, false},
+		{"blanks", user, " \t", user, false},
+		{"policy", user, "policy:pytorch", pytorch, false},
+		{"two keys and a trailing comma", user, "policy:pytorch,expandable_segments:True,", expandable, false},
+		{"a key of the base again", expandable, "max_split_size_mb:256", func() Config { c := expandable; c.MaxSplitSizeMB = 256; return c }(), false},
+		{"divisions replaced whole", user, "roundup_power2_divisions:[1:2]", func() Config {
+			c := user
+			c.RoundupPower2Divisions = [16]int{2}
+			return c
+		}(), false},
+		{"bad value after a good key", user, "policy:pytorch,max_split_size_mb:-1", user, true},
+		{"bad key", user, "expandable_segment:True", user, true},
+		{"lone comma", user, ",", user, true},
+		{"huge number", user, "max_split_size_mb:99999999999999999999999", user, true},
+		{"NaN", user, "garbage_collection_threshold:NaN", user, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.base.With(tt.s)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("With(%q) error = %v, want error %v", tt.s, err, tt.wantErr)
+			}
+			var ce *ConfigError
+			if err != nil && !errors.As(err, &ce) {
+				t.Errorf("error %v is not a *ConfigError", err)
+			}
+			if got != tt.want {
+				t.Errorf("With(%q) = %q, want %q", tt.s, got.String(), tt.want.String())
+			}
+		})
+	}
+}
