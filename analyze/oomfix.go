@@ -441,16 +441,11 @@ func newFixer(d *Device, h trace.History, s *trace.Snapshot, opts Options) (*fix
 // baseConfig is the recorded run's allocator settings, and its
 // per_process_memory_fraction (which the check takes as its limit).
 func baseConfig(d *Device) (memory.Config, float64, error) {
-	conf := d.Config
+	var start memory.Config
 	if !vramSource(d.Source) {
-		// A PyTorch run: its settings under PyTorch's policy.
-		if conf == "" {
-			conf = "policy:pytorch"
-		} else {
-			conf = "policy:pytorch," + conf
-		}
+		start.Policy = memory.PolicyPyTorch // a PyTorch run: its settings under PyTorch's policy
 	}
-	cfg, err := memory.ParseConfig(conf)
+	cfg, err := start.With(d.Config)
 	if err != nil {
 		return cfg, 0, err
 	}

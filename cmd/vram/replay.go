@@ -302,7 +302,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		}
 		r := replayReport{File: path, Device: in.device, CapacityBytes: c}
 		if o.device >= 0 {
-			g, err := replayDevice(in.run, conf, base, o, o.calls)
+			g, err := replayDevice(in.run, base, o, o.calls)
 			if err != nil {
 				return nil, trace.InFile(path, err)
 			}
@@ -311,7 +311,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 			continue
 		}
 		if o.fit {
-			f, err := replayFit(in.fitRun, in.history, conf, o)
+			f, err := replayFit(in.fitRun, in.history, base, o)
 			if err != nil {
 				return nil, trace.InFile(path, err)
 			}
@@ -335,11 +335,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		}
 		r.Policies = map[string]policyResult{}
 		for _, p := range comparePolicies {
-			s := p.conf
-			if conf != "" {
-				s = conf + "," + p.conf
-			}
-			cfg, err := memory.ParseConfig(s)
+			cfg, err := base.With(p.conf)
 			if err != nil {
 				return nil, err
 			}
@@ -362,11 +358,7 @@ func asRecorded(k trace.Kind, recorded string) string {
 	if k != trace.KindPickle {
 		return ""
 	}
-	s := "policy:pytorch"
-	if recorded != "" {
-		s += "," + recorded
-	}
-	c, err := memory.ParseConfig(s)
+	c, err := memory.Config{Policy: memory.PolicyPyTorch}.With(recorded)
 	if err != nil {
 		return ""
 	}

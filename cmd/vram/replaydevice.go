@@ -86,7 +86,7 @@ type deviceReport struct {
 
 // replayDevice replays one input on the real GPU o.device under each
 // setting of --compare (or base alone), adding every measured call to all.
-func replayDevice(run func(memory.Arena, memory.Config) (memory.Result, error), conf string, base memory.Config, o replayOptions, all *memory.CallTimes) (*deviceReport, error) {
+func replayDevice(run func(memory.Arena, memory.Config) (memory.Result, error), base memory.Config, o replayOptions, all *memory.CallTimes) (*deviceReport, error) {
 	rep := &deviceReport{Device: fmt.Sprintf("cuda:%d", o.device), Name: o.deviceName, Total: o.deviceTotal, Policies: map[string]deviceResult{}}
 	settings := []struct{ name, conf string }{{"default", ""}}
 	if o.compare {
@@ -95,12 +95,8 @@ func replayDevice(run func(memory.Arena, memory.Config) (memory.Result, error), 
 	for _, p := range settings {
 		cfg := base
 		if p.conf != "" {
-			s := p.conf
-			if conf != "" {
-				s = conf + "," + p.conf
-			}
 			var err error
-			if cfg, err = memory.ParseConfig(s); err != nil {
+			if cfg, err = base.With(p.conf); err != nil {
 				return nil, err
 			}
 		}

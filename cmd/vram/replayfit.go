@@ -108,15 +108,11 @@ func sizeReason(err error) string {
 // replayFit answers --fit for one input: for each setting of --compare,
 // the smallest capacity without an out-of-memory error, and whether the
 // trace fits on o.fitOn.
-func replayFit(run func(memory.Arena, memory.Config) (memory.Result, error), h trace.History, conf string, o replayOptions) (*fitReport, error) {
+func replayFit(run func(memory.Arena, memory.Config) (memory.Result, error), h trace.History, base memory.Config, o replayOptions) (*fitReport, error) {
 	ref := min(defaultReplayCapacity, o.maxCapacity)
 	rep := &fitReport{On: o.fitOn, Policies: map[string]fitPolicy{}}
 	for _, p := range comparePolicies {
-		s := p.conf
-		if conf != "" {
-			s = conf + "," + p.conf
-		}
-		cfg, err := memory.ParseConfig(s)
+		cfg, err := base.With(p.conf)
 		if err != nil {
 			return nil, err
 		}
