@@ -297,8 +297,22 @@ func (c Config) With(s string) (Config, error) {
 		if err := c.set(key, &p); err != nil {
 			return base, err
 		}
-		if !p.done() && p.next() != "," {
-			return base, &ConfigError{Key: key, Reason: "expected ',' before the next key"}
+		if !p.done() {
+			val := p.toks[p.i-1]
+			switch p.next() {
+			case ",":
+			case ":":
+				reason := "a value cannot hold ':'; expected ',' before the next key"
+				if key == "roundup_power2_divisions" && val != "]" {
+					reason = "sizes and their divisions go in brackets, as in roundup_power2_divisions:[256:1,512:2,>:4]; expected ',' before the next key"
+				}
+				if val == "]" {
+					val = ""
+				}
+				return base, &ConfigError{Key: key, Value: val, Reason: reason}
+			default:
+				return base, &ConfigError{Key: key, Reason: "expected ',' before the next key"}
+			}
 		}
 	}
 	return c, nil

@@ -116,3 +116,35 @@ func TestConfigWith(t *testing.T) {
 		})
 	}
 }
+
+// TestParseConfigColonInValue checks that a value followed by a second ':'
+// is refused with the value and the reason, and the per-size divisions
+// written without brackets with the form that has them.
+func TestParseConfigColonInValue(t *testing.T) {
+	tests := []struct {
+		in, key, value, mention string
+	}{
+		{"expandable_segments:True:False", "expandable_segments", "True", "cannot hold ':'"},
+		{"policy:pytorch:x", "policy", "pytorch", "cannot hold ':'"},
+		{"max_split_size_mb:128:256", "max_split_size_mb", "128", "cannot hold ':'"},
+		{"backend:native:cudaMallocAsync", "backend", "native", "cannot hold ':'"},
+		{"roundup_power2_divisions:256:1", "roundup_power2_divisions", "256", "[256:1,512:2,>:4]"},
+		{"roundup_power2_divisions:256:1,512:2", "roundup_power2_divisions", "256", "brackets"},
+		{"roundup_power2_divisions:[256:1]:2", "roundup_power2_divisions", "", "cannot hold ':'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			c, err := Config{MaxSplitSizeMB: 64}.With(tt.in)
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("With = %v, want a *ConfigError", err)
+			}
+			if ce.Key != tt.key || ce.Value != tt.value || !strings.Contains(err.Error(), tt.mention) {
+				t.Errorf("error %q (key %q, value %q), want key %q, value %q and %q", err, ce.Key, ce.Value, tt.key, tt.value, tt.mention)
+			}
+			if c != (Config{MaxSplitSizeMB: 64}) {
+				t.Errorf("With returned %q, want the Config it was given", c.String())
+			}
+		})
+	}
+}
