@@ -18,20 +18,32 @@ import (
 func lookupEnv(name string) (string, bool) { return os.LookupEnv(name) }
 
 // EnvError reports an invalid value of one of the environment variables
-// that [ConfigFromEnv] reads (but VRAM_ALLOC_CONF, whose errors are
-// [*memory.ConfigError]s that name it). Its message names the variable, the
-// value and what is accepted.
+// that [ConfigFromEnv] reads. Its message names the variable, the value and
+// what is accepted. It matches [ErrArgument] under errors.Is, and for
+// VRAM_ALLOC_CONF it wraps the [*memory.ConfigError], whose message is
+// its own.
 type EnvError struct {
 	Var   string // the variable, as in EnvSimDevices
 	Value string // as set
 	Err   error  // what is wrong with it
 }
 
-// Error returns VAR="value": reason.
-func (e *EnvError) Error() string { return fmt.Sprintf("%s=%q: %v", e.Var, e.Value, e.Err) }
+// Error returns VAR="value": reason, or for VRAM_ALLOC_CONF the
+// [*memory.ConfigError]'s message, which names the variable, the key and
+// its value.
+func (e *EnvError) Error() string {
+	var ce *memory.ConfigError
+	if errors.As(e.Err, &ce) {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("%s=%q: %v", e.Var, e.Value, e.Err)
+}
 
 // Unwrap returns the parse error.
 func (e *EnvError) Unwrap() error { return e.Err }
+
+// Is reports whether target is [ErrArgument]: the value is invalid.
+func (e *EnvError) Is(target error) bool { return target == ErrArgument }
 
 // ConfigFromEnv reads a [Config] from the process's environment: each of
 // the variables EnvAllocConf, EnvSimDevices, ... (VRAM_ALLOC_CONF,
@@ -45,9 +57,10 @@ func ConfigFromEnv() (Config, error) { return ConfigFromLookup(lookupEnv) }
 
 // ConfigFromLookup is [ConfigFromEnv] with the variables given by lookup,
 // which returns a variable's value and whether it is set, as os.LookupEnv
-// does: tests and tools pass their own. An invalid value is an error that
-// names the variable and the value: a [*memory.ConfigError] for
-// VRAM_ALLOC_CONF, an [*EnvError] for the others. With several invalid,
+// does: tests and tools pass their own. An invalid value is an [*EnvError]
+// that names the variable and the value, matches [ErrArgument] under
+// errors.Is and, for VRAM_ALLOC_CONF, wraps the [*memory.ConfigError] that
+// names the key. With several invalid,
 // the error is the first one's in the order of the list above, and the
 // Config returned holds the settings of the valid variables (the defaults
 // for the others), so that a tool can still explain them. A nil lookup is
@@ -138,11 +151,7 @@ func readEnv(lookup func(string) (string, bool)) (Config, []envErr) {
 		}
 		c := cfg
 		if err := v.parse(value, &c); err != nil {
-			var ce *memory.ConfigError
-			if !errors.As(err, &ce) { // a ConfigError names VRAM_ALLOC_CONF itself
-				err = &EnvError{Var: v.name, Value: value, Err: err}
-			}
-			errs = append(errs, envErr{v, err})
+			errs = append(errs, envErr{v, &EnvError{Var: v.name, Value: value, Err: err}})
 			continue
 		}
 		cfg = c
