@@ -269,7 +269,10 @@ func editDistance(a, b string) int {
 // In the per-size form of roundup_power2_divisions each key is a power of
 // two in MiB that sets the divisions for sizes in [key, 2*key) MiB, the first
 // key also sets every smaller size, and ">", the last entry if any, sets
-// every size above the last key's interval. Sizes from 32768 MiB up share
+// every size above the last key's interval; sizes between two keys' intervals
+// keep the divisions given before, by an earlier roundup_power2_divisions
+// (as PyTorch reads "roundup_power2_divisions:4,roundup_power2_divisions:[256:1,1024:2]"),
+// else 0. Sizes from 32768 MiB up share
 // the last interval, so at most one key may be there, and then no ">".
 // (PyTorch's parser lets ">" overwrite the last key's own interval as well,
 // and later entries overwrite earlier ones; vram refuses entries that would
@@ -423,7 +426,10 @@ func (c *Config) parseDivisions(p *configParser) error {
 		}
 		return nil
 	}
-	var d [kRoundUpPowerOfTwoIntervals]int
+	// As in PyTorch, the list sets the intervals its entries cover; the
+	// others keep the divisions set before, by an earlier
+	// roundup_power2_divisions or the Config that With was given.
+	d := c.RoundupPower2Divisions
 	first, last := true, -1
 	for {
 		k := p.next()

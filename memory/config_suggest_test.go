@@ -89,9 +89,14 @@ func TestConfigWith(t *testing.T) {
 		{"policy", user, "policy:pytorch", pytorch, false},
 		{"two keys and a trailing comma", user, "policy:pytorch,expandable_segments:True,", expandable, false},
 		{"a key of the base again", expandable, "max_split_size_mb:256", func() Config { c := expandable; c.MaxSplitSizeMB = 256; return c }(), false},
-		{"divisions replaced whole", user, "roundup_power2_divisions:[1:2]", func() Config {
+		{"divisions of one size", user, "roundup_power2_divisions:[1:2]", func() Config {
 			c := user
-			c.RoundupPower2Divisions = [16]int{2}
+			c.RoundupPower2Divisions[0] = 2
+			return c
+		}(), false},
+		{"divisions of every size", user, "roundup_power2_divisions:2", func() Config {
+			c := user
+			c.RoundupPower2Divisions = [16]int{2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}
 			return c
 		}(), false},
 		{"bad value after a good key", user, "policy:pytorch,max_split_size_mb:-1", user, true},
@@ -144,6 +149,43 @@ func TestParseConfigColonInValue(t *testing.T) {
 			}
 			if c != (Config{MaxSplitSizeMB: 64}) {
 				t.Errorf("With returned %q, want the Config it was given", c.String())
+			}
+		})
+	}
+}
+
+// TestParseConfigDivisionsRepeated checks roundup_power2_divisions given
+// twice against PyTorch's parser, which resets the divisions once per
+// string: the per-size form sets the intervals its entries cover and the
+// others keep what the key set before.
+func TestParseConfigDivisionsRepeated(t *testing.T) {
+	tests := []struct {
+		in   string
+		want [16]int
+	}{
+		{"roundup_power2_divisions:4,roundup_power2_divisions:[256:1,1024:2]",
+			[16]int{1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 2, 4, 4, 4, 4, 4}},
+		{"roundup_power2_divisions:4,roundup_power2_divisions:[256:1,1024:2,>:8]",
+			[16]int{1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 2, 8, 8, 8, 8, 8}},
+		{"roundup_power2_divisions:[1:2,4:8],roundup_power2_divisions:[2:1]",
+			[16]int{1, 1, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+		{"roundup_power2_divisions:[1:2,4:8],roundup_power2_divisions:16",
+			[16]int{16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16}},
+		{"roundup_power2_divisions:[256:1,1024:2]",
+			[16]int{1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 2, 0, 0, 0, 0, 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			c, err := ParseConfig(tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.RoundupPower2Divisions != tt.want {
+				t.Errorf("divisions %v, want %v", c.RoundupPower2Divisions, tt.want)
+			}
+			back, err := ParseConfig(c.String())
+			if err != nil || back != c {
+				t.Errorf("String %q reads back as %v (%v)", c.String(), back.RoundupPower2Divisions, err)
 			}
 		})
 	}
