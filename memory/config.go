@@ -274,9 +274,11 @@ func editDistance(a, b string) int {
 // (as PyTorch reads "roundup_power2_divisions:4,roundup_power2_divisions:[256:1,1024:2]"),
 // else 0. Sizes from 32768 MiB up share
 // the last interval, so at most one key may be there, and then no ">".
-// (PyTorch's parser lets ">" overwrite the last key's own interval as well,
-// and later entries overwrite earlier ones; vram refuses entries that would
-// set nothing or be overwritten.)
+// (PyTorch's parser lets later entries of one list overwrite earlier ones,
+// and before c10/core/AllocatorConfig.cpp ">" overwrote the last key's own
+// interval as well; vram refuses entries that would set nothing or be
+// overwritten, and ">" starts after the last key's interval, as PyTorch's
+// current parser does.)
 func ParseConfig(s string) (Config, error) { return Config{}.With(s) }
 
 // With returns c with the settings of the VRAM_ALLOC_CONF string s put
