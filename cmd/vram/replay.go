@@ -325,7 +325,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 				return nil, trace.InFile(path, err)
 			}
 			r.Config = base.String()
-			if conf == "" {
+			if strings.TrimSpace(conf) == "" { // blanks set nothing, as ParseConfig reads them
 				r.AsRecorded = in.asRecorded
 			}
 			r.Result = &res

@@ -452,6 +452,8 @@ func TestReplayNamesPyTorchsSetting(t *testing.T) {
 	}{
 		{"pickle", []string{"replay", snap}, true},
 		{"pickle with --conf", []string{"replay", "--conf", "policy:pytorch", snap}, false},
+		{"pickle with a blank --conf", []string{"replay", "--conf", " \t", snap}, true},
+		{"pickle with an empty --conf", []string{"replay", "--conf", "", snap}, true},
 		{"text trace", []string{"replay", "testdata/resnet50_train.trace.gz"}, false},
 	}
 	for _, tc := range tests {
