@@ -190,3 +190,35 @@ func TestParseConfigDivisionsRepeated(t *testing.T) {
 		})
 	}
 }
+
+// FuzzConfigWith checks that With of any string over a valid Config gives
+// a valid Config, or the one it was given unchanged and a *ConfigError.
+func FuzzConfigWith(f *testing.F) {
+	for _, s := range []string{
+		"", "policy:pytorch", "roundup_power2_divisions:[256:1,>:8]", "max_split_size_mb:99999999999999999999",
+		"expandable_segment:True", "policy:pytorch:x", "roundup_power2_divisions:[2:1],", "garbage_collection_threshold:NaN",
+	} {
+		f.Add(s)
+	}
+	base := Config{Policy: PolicyPyTorch, MaxSplitSizeMB: 64, GarbageCollectionThreshold: 0.5}
+	base.RoundupPower2Divisions[5] = 8
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > maxFuzzConfig {
+			return
+		}
+		c, err := base.With(s)
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("With(%q) error %v is not a *ConfigError", s, err)
+			}
+			if c != base {
+				t.Fatalf("With(%q) failed and changed the Config to %q", s, c.String())
+			}
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("With(%q) = %q, which Validate refuses: %v", s, c.String(), err)
+		}
+	})
+}
