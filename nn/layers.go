@@ -485,16 +485,22 @@ func (e *Embedding) renorm(x *vram.Tensor) {
 	if x.DType() != vram.Int64 && x.DType() != vram.Int32 {
 		return // vram.Embedding reports the dtype
 	}
-	p := e.NormType
+	renormRows(e.Weight, x, e.MaxNorm, e.NormType)
+}
+
+// renormRows scales the rows of w that the int64 or int32 indices x name
+// and whose normType-norm (0 meaning 2) exceeds maxNorm down to maxNorm,
+// in place and without a gradient, as PyTorch's embedding_renorm_.
+func renormRows(w, x *vram.Tensor, maxNorm, normType float64) {
+	p := normType
 	if p == 0 {
 		p = 2
 	}
 	vram.NoGrad(func() {
 		vram.Tidy(func() {
-			w := e.Weight
 			used := rowCounts(x, w.Size(0), w.DType()).GtScalar(0).Unsqueeze(1)
 			norms := w.Norm(p, []int{1}, true)
-			scale := vram.Where(used.LogicalAnd(norms.GtScalar(e.MaxNorm)), norms.AddScalar(1e-7).RDivScalar(e.MaxNorm), vram.OnesLike(norms))
+			scale := vram.Where(used.LogicalAnd(norms.GtScalar(maxNorm)), norms.AddScalar(1e-7).RDivScalar(maxNorm), vram.OnesLike(norms))
 			w.MulInPlace(scale)
 		})
 	})
