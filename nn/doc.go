@@ -1,7 +1,7 @@
 // Package nn provides neural-network building blocks on top of package vram,
 // in the style of torch.nn: a [Module] interface, layers ([Linear],
 // [LayerNorm], [RMSNorm], [BatchNorm1d], [GroupNorm], [Embedding] and
-// [NewEmbeddingFromPretrained], [Dropout],
+// [NewEmbeddingFromPretrained], [EmbeddingBag], [Dropout],
 // [Bilinear], activations ([ReLU], [LeakyReLU], [PReLU], [RReLU], [ELU],
 // [CELU], [SELU], [GELU], [GLU], [SiLU], [Mish], [Softplus], [Hardtanh],
 // [Hardswish], [Hardsigmoid], [Sigmoid], [LogSigmoid], [Tanh],
