@@ -14,7 +14,8 @@ import (
 // elements: the layers that package nn/prune prunes. [Linear], [Conv1d],
 // [Conv2d], [ConvTranspose2d], [LayerNorm], [GroupNorm], [BatchNorm2d]
 // and [BatchNorm1d] implement it for "weight" and "bias" (those of the
-// normalization layers when they have them), [Embedding] for "weight".
+// normalization layers when they have them), [Embedding] and
+// [EmbeddingBag] for "weight".
 type Maskable interface {
 	Module
 	// ParameterMask returns the mask of the layer's own parameter name, or
@@ -77,6 +78,7 @@ var (
 	_ Maskable = (*Conv1d)(nil)
 	_ Maskable = (*ConvTranspose2d)(nil)
 	_ Maskable = (*Embedding)(nil)
+	_ Maskable = (*EmbeddingBag)(nil)
 	_ Maskable = (*LayerNorm)(nil)
 	_ Maskable = (*GroupNorm)(nil)
 	_ Maskable = (*BatchNorm2d)(nil)
@@ -117,6 +119,18 @@ func (e *Embedding) ParameterMask(name string) (*vram.Tensor, bool) {
 // up are those of Weight⊙mask. It implements [Maskable].
 func (e *Embedding) SetParameterMask(name string, mask *vram.Tensor) error {
 	return e.setWeightBiasMask("embedding", name, e.Weight, nil, mask)
+}
+
+// ParameterMask returns the mask of "weight" (nil when none). It
+// implements [Maskable].
+func (e *EmbeddingBag) ParameterMask(name string) (*vram.Tensor, bool) {
+	return e.weightBiasMaskOf(name, e.Weight, nil)
+}
+
+// SetParameterMask sets or removes the mask of "weight": the bags reduce
+// the rows of Weight⊙mask. It implements [Maskable].
+func (e *EmbeddingBag) SetParameterMask(name string, mask *vram.Tensor) error {
+	return e.setWeightBiasMask("embedding_bag", name, e.Weight, nil, mask)
 }
 
 // ParameterMask returns the mask of "weight" or "bias" (nil when none;

@@ -28,7 +28,7 @@
 // [nn.Conv1d], [nn.Conv2d], [nn.ConvTranspose2d] and the normalization
 // layers ([nn.LayerNorm], [nn.GroupNorm], [nn.BatchNorm2d],
 // [nn.BatchNorm1d]) for their weight and bias ([nn.RMSNorm] for its
-// weight), [nn.Embedding] for its
+// weight), [nn.Embedding] and [nn.EmbeddingBag] for their
 // weight, and so [nn.MultiheadAttention]'s OutProj (dimension 0 of a
 // Conv2d weight, for [LnStructured], is its output channels; of a
 // ConvTranspose2d weight, its input channels). Layers whose Forward does

@@ -28,6 +28,7 @@ func TestPruneOtherLayers(t *testing.T) {
 		{"conv transpose weight", nn.NewConvTranspose2d(2, 3, 2, nn.ConvOptions{}, g), "weight", func() *vram.Tensor { return vram.Randn(vram.Shape{1, 2, 3, 3}, g) }},
 		{"conv transpose bias", nn.NewConvTranspose2d(2, 3, 2, nn.ConvOptions{}, g), "bias", func() *vram.Tensor { return vram.Randn(vram.Shape{1, 2, 3, 3}, g) }},
 		{"embedding", nn.NewEmbedding(5, 3, g), "weight", func() *vram.Tensor { return idx.Clone() }},
+		{"embedding bag", nn.NewEmbeddingBag(5, 3, g), "weight", func() *vram.Tensor { return idx.Reshape(2, 2) }},
 		{"layer norm weight", nn.NewLayerNorm([]int{4}, 1e-5), "weight", func() *vram.Tensor { return vram.Randn(vram.Shape{3, 4}, g) }},
 		{"layer norm bias", nn.NewLayerNorm([]int{4}, 1e-5), "bias", func() *vram.Tensor { return vram.Randn(vram.Shape{3, 4}, g) }},
 		{"rms norm", nn.NewRMSNorm([]int{4}, 1e-5), "weight", func() *vram.Tensor { return vram.Randn(vram.Shape{3, 4}, g) }},
