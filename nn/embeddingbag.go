@@ -251,9 +251,22 @@ func (e *EmbeddingBag) layout(op string, offsets *vram.Tensor, n int) *bagLayout
 // its rows when bags is nil, else the grid bags.
 func (e *EmbeddingBag) reduce(mode string, input, psw *vram.Tensor, bags *bagLayout) *vram.Tensor {
 	w := e.Weight
-	dim := w.Size(1)
-	if bags != nil && bags.longest == 0 {
-		return vram.Zeros(vram.Shape{bags.bags, dim}, w.DType(), w.Device())
+	n, longest := input.Size(0), 0
+	if bags != nil {
+		n, longest = bags.bags, bags.longest
+	} else {
+		longest = input.Size(1)
+	}
+	if longest == 0 {
+		// Every bag is empty: zeros, that Weight's gradient reaches as
+		// the sum of no rows.
+		none := vram.Zeros(vram.Shape{n, 0}, vram.Int64, input.Device())
+		defer none.Release()
+		wm, _, done := e.maskedParams(w, nil)
+		defer done()
+		rows := vram.Embedding(none, wm)
+		defer rows.Release()
+		return rows.Sum(1)
 	}
 	// idx [B, L] are the indices of the grid, valid marks the slots that
 	// count, and scale [B, L] (or nil) their per-sample weights.

@@ -50,6 +50,8 @@ func TestEmbeddingBag(t *testing.T) {
 		{"include last offset, one bag", nn.EmbeddingBagOptions{Mode: "max", IncludeLastOffset: true}, []int64{1, 2}, vram.Shape{2}, []int64{0, 2}, nil, []float64{3, 4}},
 		{"empty first and last bags", nn.EmbeddingBagOptions{Mode: "mean"}, []int64{3}, vram.Shape{1}, []int64{0, 0, 1}, nil, []float64{0, 0, 0.5, 0.5, 0, 0}},
 		{"empty input", nn.EmbeddingBagOptions{Mode: "max"}, []int64{}, vram.Shape{0}, []int64{0, 0}, nil, []float64{0, 0, 0, 0}},
+		{"2-D empty bags max", nn.EmbeddingBagOptions{Mode: "max"}, []int64{}, vram.Shape{2, 0}, nil, nil, []float64{0, 0, 0, 0}},
+		{"2-D empty bags mean", nn.EmbeddingBagOptions{Mode: "mean"}, []int64{}, vram.Shape{3, 0}, nil, nil, []float64{0, 0, 0, 0, 0, 0}},
 		{"padding sum", nn.EmbeddingBagOptions{Mode: "sum", PaddingIdx: intp(4)}, []int64{0, 4, 1, 4, 4, 4}, vram.Shape{2, 3}, nil, nil, []float64{4, 1, 0, 0}},
 		{"padding mean", nn.EmbeddingBagOptions{Mode: "mean", PaddingIdx: intp(4)}, []int64{0, 4, 1, 4, 4, 4}, vram.Shape{2, 3}, nil, nil, []float64{2, 0.5, 0, 0}},
 		{"padding max", nn.EmbeddingBagOptions{Mode: "max", PaddingIdx: intp(-1)}, []int64{0, 4, 1, 4, 4, 4}, vram.Shape{2, 3}, nil, nil, []float64{3, 2, 0, 0}},

@@ -174,6 +174,24 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 			m.To(e.d)
 			return m, []*vram.Tensor{m.Forward(ints(e, 0, 4, 4, 2))}
 		}},
+		{"EmbeddingBag 2-D", func(e *env) (nn.Module, []*vram.Tensor) {
+			m := nn.NewEmbeddingBagOptions(5, 3, nn.EmbeddingBagOptions{Mode: "max", PaddingIdx: intp(4), MaxNorm: 0.5})
+			m.To(e.d)
+			x := ints(e, 0, 4, 4, 2)
+			xs := x.Reshape(2, 2)
+			e.made = append(e.made, xs)
+			return m, []*vram.Tensor{m.Forward(xs)}
+		}},
+		{"EmbeddingBag offsets, weights", func(e *env) (nn.Module, []*vram.Tensor) {
+			m := nn.NewEmbeddingBagOptions(5, 3, nn.EmbeddingBagOptions{Mode: "sum", PaddingIdx: intp(4), IncludeLastOffset: true})
+			m.To(e.d)
+			return m, []*vram.Tensor{m.ForwardBags(ints(e, 0, 4, 4, 2, 1), ints(e, 0, 2, 2, 5), in(e, 5))}
+		}},
+		{"EmbeddingBag all empty", func(e *env) (nn.Module, []*vram.Tensor) {
+			m := nn.NewEmbeddingBagOptions(5, 3, nn.EmbeddingBagOptions{Mode: "mean"})
+			m.To(e.d)
+			return m, []*vram.Tensor{m.ForwardBags(ints(e), ints(e, 0, 0), nil)}
+		}},
 		{"MSELoss", loss(func(e *env) *vram.Tensor { return nn.MSELoss(in(e, 2, 3), in(e, 2, 3)) })},
 		{"L1Loss", loss(func(e *env) *vram.Tensor { return nn.L1Loss(in(e, 2, 3), in(e, 2, 3)) })},
 		{"HuberLoss", loss(func(e *env) *vram.Tensor { return nn.HuberLoss(in(e, 2, 3), in(e, 2, 3), 0.5) })},
