@@ -242,3 +242,35 @@ func TestEmbeddingBagErrors(t *testing.T) {
 		t.Errorf("negative size: error %v, want ErrArgument", err)
 	}
 }
+
+// TestEmbeddingBagDTypes checks int32 indices and offsets and 32- and
+// 16-bit tables against the float64 results of TestEmbeddingBag's
+// "padding mean 1-D" case and its sum and max.
+func TestEmbeddingBagDTypes(t *testing.T) {
+	input := []int32{0, 4, 4, 4, 2, 3}
+	offsets := []int32{0, 2, 3}
+	want := map[string][]float64{
+		"sum":  {1, 2, 0, 0, -1.5, 4.5},
+		"mean": {1, 2, 0, 0, -0.75, 2.25},
+		"max":  {1, 2, 0, 0, 0.5, 4},
+	}
+	for _, dt := range []vram.DType{vram.Float32, vram.Float16, vram.BFloat16} {
+		for mode, w := range want {
+			t.Run(dt.String()+"/"+mode, func(t *testing.T) {
+				e := newTestBag(nn.EmbeddingBagOptions{Mode: mode, PaddingIdx: intp(4)}, vram.Sim(0))
+				e.ToDType(dt)
+				y := e.ForwardBags(vram.FromSlice(input, vram.Shape{6}, vram.Sim(0)), vram.FromSlice(offsets, vram.Shape{3}, vram.Sim(0)), nil)
+				if y.DType() != dt {
+					t.Fatalf("dtype %s, want %s", y.DType(), dt)
+				}
+				if got := y.Float64s(); !allNear(got, w, 1e-2) {
+					t.Fatalf("got %v, want %v", got, w)
+				}
+				y.Sum().Backward()
+				if g := e.Weight.Grad(); g == nil || g.DType() != dt {
+					t.Fatalf("gradient %v", g)
+				}
+			})
+		}
+	}
+}
