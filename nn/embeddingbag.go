@@ -114,7 +114,9 @@ func (e *EmbeddingBag) Forward(x *vram.Tensor) *vram.Tensor {
 // where the bags start. offsets[0] must be 0 and the offsets must not
 // decrease nor exceed N; bag i runs from offsets[i] to offsets[i+1], the
 // last one to N. With IncludeLastOffset, offsets has B+1 elements and its
-// last must be N. Equal offsets make an empty bag.
+// last must be N. Equal offsets make an empty bag. ForwardBags reads
+// offsets back to the host, so with offsets it waits for the work queued
+// before it on their device.
 //
 // perSampleWeights, if not nil, has input's shape and Weight's dtype, and
 // scales each looked-up row before the sum (per_sample_weights); only
@@ -251,11 +253,11 @@ func (e *EmbeddingBag) layout(op string, offsets *vram.Tensor, n int) *bagLayout
 // its rows when bags is nil, else the grid bags.
 func (e *EmbeddingBag) reduce(mode string, input, psw *vram.Tensor, bags *bagLayout) *vram.Tensor {
 	w := e.Weight
-	n, longest := input.Size(0), 0
+	var n, longest int
 	if bags != nil {
 		n, longest = bags.bags, bags.longest
 	} else {
-		longest = input.Size(1)
+		n, longest = input.Size(0), input.Size(1)
 	}
 	if longest == 0 {
 		// Every bag is empty: zeros, that Weight's gradient reaches as
