@@ -102,6 +102,20 @@ func ExampleGroupNorm() {
 	// [-1.342 -0.447 0.447 1.342 -1.342 -0.447 0.447 1.342]
 }
 
+// An EmbeddingBag in mode "sum" takes bags as one list of indices and the
+// offsets where they start (here [0 1], [] and [2 2 3]), with a weight for
+// each index; the empty bag gives zeros.
+func ExampleEmbeddingBag_ForwardBags() {
+	bag := nn.NewEmbeddingBagOptions(4, 2, nn.EmbeddingBagOptions{Mode: "sum"})
+	vram.NoGrad(func() { bag.Weight.CopyFrom(vram.Arange(0, 8, 1).Reshape(4, 2)) })
+	input := vram.FromSlice([]int64{0, 1, 2, 2, 3}, vram.Shape{5})
+	offsets := vram.FromSlice([]int64{0, 2, 2}, vram.Shape{3})
+	weights := vram.FromSlice([]float32{1, 1, 0.5, 0.5, 2}, vram.Shape{5})
+	fmt.Println(bag.ForwardBags(input, offsets, weights).Float32s())
+	// Output:
+	// [2 4 0 0 16 19]
+}
+
 // A batch norm without running statistics normalizes with the batch's
 // in evaluation mode too (track_running_stats=False).
 func ExampleNewBatchNorm2dOptions() {
