@@ -30,6 +30,10 @@ type EmbeddingBag struct {
 	MaxNorm float64
 	// NormType is the p of the norm MaxNorm bounds (norm_type); 0 means 2.
 	NormType float64
+	// ScaleGradByFreq divides the gradient of each row by the number of
+	// times the row occurs in the input (scale_grad_by_freq); mode "max"
+	// refuses it, as PyTorch does.
+	ScaleGradByFreq bool
 	// IncludeLastOffset makes offsets one longer than the number of bags,
 	// its last element being the length of the input, as in the CSR
 	// format (include_last_offset).
@@ -50,6 +54,9 @@ type EmbeddingBagOptions struct {
 	// [EmbeddingOptions] describes; 0 means no bound and a 2-norm.
 	MaxNorm  float64
 	NormType float64
+	// ScaleGradByFreq is scale_grad_by_freq; see
+	// [EmbeddingBag.ScaleGradByFreq].
+	ScaleGradByFreq bool
 	// IncludeLastOffset is include_last_offset; see
 	// [EmbeddingBag.IncludeLastOffset].
 	IncludeLastOffset bool
@@ -65,16 +72,16 @@ func NewEmbeddingBag(num, dim int, opts ...vram.Option) *EmbeddingBag {
 // NewEmbeddingBagOptions returns an EmbeddingBag as [NewEmbeddingBag] does,
 // with the settings o. It panics with an *vram.Error of kind
 // vram.ErrArgument for a negative size, a mode other than "", "sum",
-// "mean" and "max", a padding index outside [-num, num), or a MaxNorm that
-// is negative, NaN or infinite.
+// "mean" and "max", ScaleGradByFreq with mode "max", a padding index
+// outside [-num, num), or a MaxNorm that is negative, NaN or infinite.
 func NewEmbeddingBagOptions(num, dim int, o EmbeddingBagOptions, opts ...vram.Option) *EmbeddingBag {
 	const op = "embedding_bag"
 	if num < 0 || dim < 0 {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("negative size: num=%d, dim=%d", num, dim)})
 	}
-	checkBagMode(op, o.Mode)
+	checkBagMode(op, o.Mode, o.ScaleGradByFreq)
 	emb := newEmbedding(num, EmbeddingOptions{PaddingIdx: o.PaddingIdx, MaxNorm: o.MaxNorm, NormType: o.NormType})
-	e := &EmbeddingBag{Mode: o.Mode, PaddingIdx: emb.PaddingIdx, MaxNorm: o.MaxNorm, NormType: o.NormType, IncludeLastOffset: o.IncludeLastOffset}
+	e := &EmbeddingBag{Mode: o.Mode, PaddingIdx: emb.PaddingIdx, MaxNorm: o.MaxNorm, NormType: o.NormType, ScaleGradByFreq: o.ScaleGradByFreq, IncludeLastOffset: o.IncludeLastOffset}
 	vram.Region(ParametersRegion, func() {
 		e.Weight = vram.Keep(vram.Randn(vram.Shape{num, dim}, opts...))
 		if e.PaddingIdx != nil {
@@ -91,12 +98,16 @@ func NewEmbeddingBagOptions(num, dim int, o EmbeddingBagOptions, opts ...vram.Op
 }
 
 // checkBagMode panics with an *vram.Error of kind vram.ErrArgument naming
-// op unless mode is "", "sum", "mean" or "max".
-func checkBagMode(op, mode string) {
+// op unless mode is "", "sum", "mean" or "max", or when scaleGrad (by
+// frequency) is set with mode "max".
+func checkBagMode(op, mode string, scaleGrad bool) {
 	switch mode {
 	case "", "sum", "mean", "max":
 	default:
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("mode must be \"sum\", \"mean\" or \"max\", got %q", mode)})
+	}
+	if scaleGrad && mode == "max" {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "mode \"max\" does not support scaling the gradient by frequency"})
 	}
 }
 
@@ -126,7 +137,8 @@ func (e *EmbeddingBag) Forward(x *vram.Tensor) *vram.Tensor {
 // entry left (empty, or all padding) gives zeros in every mode: a mean
 // divides by the number of entries that are not padding. With MaxNorm,
 // the rows input names are first renormalised in place, as [Embedding]
-// does. The bags are padded to the longest one on the device, so the
+// does; with ScaleGradByFreq, each row's gradient is divided by its count
+// in input. The bags are padded to the longest one on the device, so the
 // work and the temporary memory are those of B times the longest bag.
 //
 // It panics with an *vram.Error naming embedding_bag before it changes
@@ -186,7 +198,7 @@ func (e *EmbeddingBag) ForwardBags(input, offsets, perSampleWeights *vram.Tensor
 // construction, with an error of kind vram.ErrArgument for a bad Mode and
 // of kind vram.ErrDType for a Weight that is not floating-point.
 func (e *EmbeddingBag) check(op string) {
-	checkBagMode(op, e.Mode)
+	checkBagMode(op, e.Mode, e.ScaleGradByFreq)
 	emb := Embedding{Weight: e.Weight, PaddingIdx: e.PaddingIdx, MaxNorm: e.MaxNorm, NormType: e.NormType}
 	emb.check(op)
 	if !e.Weight.DType().IsFloat() {
@@ -319,6 +331,9 @@ func (e *EmbeddingBag) reduce(mode string, input, psw *vram.Tensor, bags *bagLay
 		wm, _, done := e.maskedParams(w, nil)
 		defer done()
 		rows := vram.Embedding(idx, wm) // [B, L, dim]
+		if e.ScaleGradByFreq && rows.RequiresGrad() {
+			rows = scaleGradByFreq(input, idx, rows, w.Size(0))
+		}
 		if scale != nil {
 			rows = rows.Mul(scale.Unsqueeze(-1))
 		}

@@ -274,3 +274,49 @@ func TestEmbeddingBagDTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbeddingBagScaleGradByFreq checks scale_grad_by_freq against
+// gradients worked out by hand: each row's gradient of sum(output) is
+// divided by the row's count in the whole input, padding and bags of
+// other lengths included, and mode "max" refuses it.
+func TestEmbeddingBagScaleGradByFreq(t *testing.T) {
+	// Bags [0 1 0] and [0 4 3]; row 0 occurs 3 times, 1 and 3 once.
+	input := []int64{0, 1, 0, 0, 4, 3}
+	offsets := []int64{0, 3}
+	tests := []struct {
+		mode string
+		psw  []float64
+		want []float64 // the gradient of rows 0 to 4, one number per row
+	}{
+		{"sum", nil, []float64{1, 1, 0, 1, 0}},
+		{"mean", nil, []float64{(2.0/3 + 0.5) / 3, 1.0 / 3, 0, 0.5, 0}},
+		{"sum", []float64{1, 2, 3, 4, 5, 6}, []float64{(1 + 3 + 4) / 3.0, 2, 0, 6, 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.mode, func(t *testing.T) {
+			e := newTestBag(nn.EmbeddingBagOptions{Mode: tc.mode, PaddingIdx: intp(4), ScaleGradByFreq: true}, vram.CPU)
+			var psw *vram.Tensor
+			if tc.psw != nil {
+				psw = vram.FromSlice(tc.psw, vram.Shape{len(tc.psw)})
+			}
+			e.ForwardBags(vram.FromSlice(input, vram.Shape{6}), vram.FromSlice(offsets, vram.Shape{2}), psw).Sum().Backward()
+			var want []float64
+			for _, g := range tc.want {
+				want = append(want, g, g)
+			}
+			if got := e.Weight.Grad().Float64s(); !allNear(got, want, 1e-12) {
+				t.Fatalf("gradient %v, want %v", got, want)
+			}
+		})
+	}
+	if err := vram.Catch(func() {
+		nn.NewEmbeddingBagOptions(5, 2, nn.EmbeddingBagOptions{Mode: "max", ScaleGradByFreq: true})
+	}); !errors.Is(err, vram.ErrArgument) {
+		t.Errorf("max with scale_grad_by_freq: error %v, want ErrArgument", err)
+	}
+	e := newTestBag(nn.EmbeddingBagOptions{Mode: "max"}, vram.CPU)
+	e.ScaleGradByFreq = true
+	if err := vram.Catch(func() { e.Forward(vram.FromSlice([]int64{0}, vram.Shape{1, 1})) }); !errors.Is(err, vram.ErrArgument) {
+		t.Errorf("ScaleGradByFreq set on a max bag: error %v, want ErrArgument", err)
+	}
+}

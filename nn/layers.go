@@ -475,7 +475,7 @@ func (e *Embedding) Forward(x *vram.Tensor) *vram.Tensor {
 		return y
 	}
 	defer y.Release()
-	return scaleGradByFreq(x, y, e.Weight.Size(0))
+	return scaleGradByFreq(x, x, y, e.Weight.Size(0))
 }
 
 // renorm scales the rows of Weight that x names and whose norm exceeds
@@ -523,8 +523,8 @@ func rowCounts(x *vram.Tensor, num int, dt vram.DType) *vram.Tensor {
 
 // scaleGradByFreq returns y, looked up for x from a table of num rows,
 // with the same values but the gradient of each position divided by the
-// number of times its index occurs in x.
-func scaleGradByFreq(x, y *vram.Tensor, num int) *vram.Tensor {
+// number of times its index occurs in counted.
+func scaleGradByFreq(counted, x, y *vram.Tensor, num int) *vram.Tensor {
 	var inv *vram.Tensor
 	// In y's dtype even inside an Autocast region, where 1/freq alone
 	// would be float32 and make the lookup float32.
@@ -532,7 +532,7 @@ func scaleGradByFreq(x, y *vram.Tensor, num int) *vram.Tensor {
 		vram.NoGrad(func() {
 			vram.Tidy(func() {
 				idx := x.Long().Reshape(-1)
-				freq := rowCounts(x, num, y.DType()).IndexSelect(0, idx)
+				freq := rowCounts(counted, num, y.DType()).IndexSelect(0, idx)
 				inv = vram.Keep(freq.RDivScalar(1).Reshape(append(x.Shape(), 1)...))
 			})
 		})

@@ -183,7 +183,7 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 			return m, []*vram.Tensor{m.Forward(xs)}
 		}},
 		{"EmbeddingBag offsets, weights", func(e *env) (nn.Module, []*vram.Tensor) {
-			m := nn.NewEmbeddingBagOptions(5, 3, nn.EmbeddingBagOptions{Mode: "sum", PaddingIdx: intp(4), IncludeLastOffset: true})
+			m := nn.NewEmbeddingBagOptions(5, 3, nn.EmbeddingBagOptions{Mode: "sum", PaddingIdx: intp(4), ScaleGradByFreq: true, IncludeLastOffset: true})
 			m.To(e.d)
 			return m, []*vram.Tensor{m.ForwardBags(ints(e, 0, 4, 4, 2, 1), ints(e, 0, 2, 2, 5), in(e, 5))}
 		}},
