@@ -10,9 +10,12 @@ import (
 
 // EmbeddingBag is a lookup table of Num vectors of size Dim that reduces
 // each bag of looked-up vectors to one, by a sum, a mean or an
-// element-wise maximum (torch.nn.EmbeddingBag), without materialising
-// the rows of [Embedding] for every index. Its state-dict name is
-// "weight", as PyTorch's.
+// element-wise maximum (torch.nn.EmbeddingBag). Its state-dict name is
+// "weight", as PyTorch's. Unlike PyTorch's fused kernel, Forward looks
+// up every row of every bag before reducing them (see
+// [EmbeddingBag.ForwardBags] for its memory), so it saves no memory over
+// [Embedding] followed by a reduction; it gives PyTorch's results and
+// gradients on every device.
 type EmbeddingBag struct {
 	Base
 	// Weight is [num, dim].
