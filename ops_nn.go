@@ -192,19 +192,26 @@ func Embedding(indices, weight *Tensor) *Tensor {
 // a bad index of the gather (on CUDA the check is asynchronous, and the
 // error comes at a later synchronization).
 func embeddingRows(weight, ex *Tensor) *Tensor {
-	defer func() {
-		r := recover()
-		if r == nil {
-			return
-		}
-		if e, ok := r.(*Error); ok && e.Kind == ErrIndex {
-			c := *e
-			c.Detail = fmt.Sprintf("index out of range: the embedding has rows 0 to %d", weight.shape[0]-1)
-			r = &c
-		}
-		panic(r)
-	}()
+	defer relabelIndex(func() string {
+		return fmt.Sprintf("index out of range: the embedding has rows 0 to %d", weight.shape[0]-1)
+	})
 	return weight.Gather(0, ex)
+}
+
+// relabelIndex, deferred, gives a panic of kind ErrIndex in flight the
+// detail that detail returns, naming the caller's operand rather than the
+// gather that found the bad index; other panics go on as they are.
+func relabelIndex(detail func() string) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if e, ok := r.(*Error); ok && e.Kind == ErrIndex {
+		c := *e
+		c.Detail = detail()
+		r = &c
+	}
+	panic(r)
 }
 
 // CrossEntropyIgnoreIndex is the target class that CrossEntropy and NLLLoss
@@ -269,18 +276,9 @@ func checkNLLShapes(op string, scores, targets *Tensor) {
 // (on CUDA the check is asynchronous, and the error comes at a later
 // synchronization).
 func gatherTargets(lsm, col *Tensor) *Tensor {
-	defer func() {
-		r := recover()
-		if r == nil {
-			return
-		}
-		if e, ok := r.(*Error); ok && e.Kind == ErrIndex {
-			c := *e
-			c.Detail = fmt.Sprintf("target out of bounds: the targets are classes 0 to %d, or %d for a row left out", lsm.shape[1]-1, CrossEntropyIgnoreIndex)
-			r = &c
-		}
-		panic(r)
-	}()
+	defer relabelIndex(func() string {
+		return fmt.Sprintf("target out of bounds: the targets are classes 0 to %d, or %d for a row left out", lsm.shape[1]-1, CrossEntropyIgnoreIndex)
+	})
 	return lsm.Gather(1, col)
 }
 
