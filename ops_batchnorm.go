@@ -570,15 +570,15 @@ func recordBatchNormReLU(op string, ds *devState, fb backend.FusedBatchNormer, y
 		}
 		return []*Tensor{gx, gr, gw, gb}
 	}
-	if training && xdt == Float32 {
+	if training {
 		// The gradient may come in two parts (a residual input's, from
 		// the identity and from a convolution): the kernels add them as
-		// they read. In float32 only: there it saved 0.44 ms of
-		// ResNet-50's 23.6 ms step on an H100 (BENCHMARKS.md), while in
-		// bf16 the step took 0.3 ms more than with the convolution
-		// adding its input gradient in place (measured together with
-		// the batch norm's store of the residual's gradient in its first
-		// pass, which 16-bit dtypes no longer take either).
+		// they read, where the convolution would otherwise add its input
+		// gradient in place, which cuDNN's GEMM kernels do 0.7-1.3 ms
+		// slower over a step's convolutions than overwriting. On an H100
+		// it saved 0.44 ms of ResNet-50's 23.6 ms float32 step, and 0.2 ms
+		// of the 13.5 ms bf16 step once the bf16 search had its second
+		// look (BENCHMARKS.md, 2026-12-06).
 		recordParts(op, y, []*Tensor{x, r, weight, bias}, sv, bw)
 		return
 	}
