@@ -59,8 +59,8 @@ type Device struct {
 }
 
 // maxKernelArgs is the capacity of a KernelArgs: the most parameters a
-// kernel takes (a reduction takes 51).
-const maxKernelArgs = 64
+// kernel takes (sgd_multi takes 8 + 4·sgdMax = 264).
+const maxKernelArgs = 8 + 4*sgdMax
 
 func openDevice(index int, cfg memory.Config) (*Device, error) {
 	cd, err := cuda.DeviceGet(index)

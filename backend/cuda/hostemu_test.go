@@ -87,14 +87,21 @@ func TestKernelsOnHost(t *testing.T) {
 }
 
 // TestSGDTileMatchesKernel checks that SGDSteps sizes sgd_multi's grid with
-// the tile the kernel assumes.
+// the tile the kernel assumes and groups as many parameters as it takes,
+// and that a launch's arguments fit a KernelArgs and the mask of first
+// steps.
 func TestSGDTileMatchesKernel(t *testing.T) {
 	src, err := os.ReadFile("kernels/optim.cu")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("#define SGD_TILE %d\n", sgdTile); !strings.Contains(string(src), want) {
-		t.Fatalf("kernels/optim.cu lacks %q", want)
+	for _, want := range []string{fmt.Sprintf("#define SGD_TILE %d\n", sgdTile), fmt.Sprintf("#define SGD_MAX %d\n", sgdMax)} {
+		if !strings.Contains(string(src), want) {
+			t.Fatalf("kernels/optim.cu lacks %q", want)
+		}
+	}
+	if 8+4*sgdMax > maxKernelArgs || sgdMax > 64 {
+		t.Fatalf("sgdMax %d: %d arguments a launch (room for %d), first-step mask of 64 bits", sgdMax, 8+4*sgdMax, maxKernelArgs)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/vramgo/vram/backend"
@@ -200,6 +201,79 @@ func TestFusedStepsMatchCPU(t *testing.T) {
 			r, a := tol(dt)
 			for k, what := range []string{"p", "g", "buf"} {
 				p.compare(name+" "+what, ops[k], r, a, nil)
+			}
+		}
+	}
+}
+
+// TestSGDStepsManyParameters runs SGDSteps over more parameters than one
+// launch of sgd_multi takes (three launches, the last part-filled), of 1 to
+// 9,000 elements, some on their first step (parameters 0-63, so the mask's
+// high bits count), and checks every element bit for bit against
+// SGDStep on each parameter alone.
+func TestSGDStepsManyParameters(t *testing.T) {
+	d := gpu(t, 0)
+	s := d.DefaultStream()
+	for _, dt := range []backend.DType{backend.Float32, backend.BFloat16} {
+		for _, nesterov := range []bool{false, true} {
+			const np = 2*sgdMax + 22
+			rng := rand.New(rand.NewSource(int64(dt)*31 + 5))
+			cfg := backend.SGDStepConfig{LR: 0.05, Momentum: 0.9, Dampening: 0.1, WeightDecay: 0.01, Nesterov: nesterov}
+			alloc := func(host []float64) backend.View {
+				buf, err := d.Alloc(int64(len(host)*dt.Size()), s, "test")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { d.Free(buf, s) })
+				v := backend.View{Buf: buf, DType: dt, Shape: []int{len(host)}, Strides: []int{1}}
+				if err := d.CopyFromHost(s, v, backendtest.Encode(dt, host)); err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			// Two copies of each parameter and buffer: one for SGDSteps,
+			// one for SGDStep alone; the gradient is shared.
+			var ps, gs, bs, ps1, bs1 []backend.View
+			first := make([]bool, np)
+			for i := range np {
+				n := 1 + rng.Intn(9000)
+				if i%7 == 0 {
+					n = 1 + i%3
+				}
+				host := make([][]float64, 3)
+				for k := range host {
+					host[k] = make([]float64, n)
+					for j := range host[k] {
+						host[k][j] = roundTo(dt, rng.NormFloat64())
+					}
+				}
+				ps, gs, bs = append(ps, alloc(host[0])), append(gs, alloc(host[1])), append(bs, alloc(host[2]))
+				ps1, bs1 = append(ps1, alloc(host[0])), append(bs1, alloc(host[2]))
+				first[i] = i < sgdMax && rng.Intn(2) == 0
+			}
+			for step := range 2 {
+				f := first
+				if step > 0 {
+					f = make([]bool, np)
+				}
+				if err := d.SGDSteps(s, ps, gs, bs, f, cfg); err != nil {
+					t.Fatal(err)
+				}
+				for i := range np {
+					c := cfg
+					c.First = f[i]
+					if err := d.SGDStep(s, ps1[i], gs[i], bs1[i], c); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for i := range np {
+				for k, pair := range [][2]backend.View{{ps[i], ps1[i]}, {bs[i], bs1[i]}} {
+					got, want := read(t, d, pair[0]), read(t, d, pair[1])
+					if !slices.Equal(got, want) {
+						t.Fatalf("%s nesterov=%v: parameter %d (%d elements) %s differs from SGDStep's", dt, nesterov, i, len(got), []string{"value", "buffer"}[k])
+					}
+				}
 			}
 		}
 	}

@@ -92,37 +92,45 @@ extern "C" __global__ void sgd_step(DT<VD>::S* p, const DT<VD>::S* g, DT<VD>::S*
 // t takes ceil(n_t / SGD_TILE) consecutive blocks of the one-dimensional
 // grid, in order, each block one tile of SGD_TILE elements; the host sizes
 // the grid to the sum. Bit t of first marks parameter t's first step. The
-// addresses and sizes are kernel parameters, so that nothing is copied to
-// the device per step, and each block picks its own by comparisons alone:
-// an array of them indexed by t would live in local memory, stored by every
-// thread.
-#define SGD_MAX 12
+// addresses and sizes are kernel parameters (32 bytes a parameter, 2 KiB in
+// all, within the 4 KiB every CUDA version takes), so that nothing is copied
+// to the device per step, and each block picks its own by comparisons
+// alone: an array of them indexed by t would live in local memory, stored
+// by every thread. Parameter t = 8·hi + lo is named p<hi><lo> (g, m and n
+// likewise).
+#define SGD_MAX 64
 #ifndef SGD_TILE
 #define SGD_TILE 4096
 #endif
-#define SGD_T(t) DT<VD>::S *p##t, const DT<VD>::S *g##t, DT<VD>::S *b##t, i64 n##t
+#define SGD_T(hi, lo) DT<VD>::S *p##hi##lo, const DT<VD>::S *g##hi##lo, DT<VD>::S *m##hi##lo, i64 n##hi##lo
+#define SGD_T8(hi) SGD_T(hi, 0), SGD_T(hi, 1), SGD_T(hi, 2), SGD_T(hi, 3), SGD_T(hi, 4), SGD_T(hi, 5), SGD_T(hi, 6), SGD_T(hi, 7)
 extern "C" __global__ void sgd_multi(double neglrd, double momd, double damp1d, double wdd, int hasbuf, int nesterov,
-				     int nt, unsigned first, SGD_T(0), SGD_T(1), SGD_T(2), SGD_T(3), SGD_T(4),
-				     SGD_T(5), SGD_T(6), SGD_T(7), SGD_T(8), SGD_T(9), SGD_T(10), SGD_T(11)) {
+				     int nt, u64 first, SGD_T8(0), SGD_T8(1), SGD_T8(2), SGD_T8(3), SGD_T8(4),
+				     SGD_T8(5), SGD_T8(6), SGD_T8(7)) {
 	typedef DT<VD>::C C;
 	const i64 blk = blockIdx.x;
 	i64 start = 0; // the first block of parameter t
-#define SGD_PICK(t)                                                                                        \
-	if (t < nt) {                                                                                      \
-		const i64 nb = (n##t + SGD_TILE - 1) / SGD_TILE;                                           \
-		if (blk < start + nb) {                                                            \
+#define SGD_PICK(hi, lo)                                                                                   \
+	if (8 * hi + lo < nt) {                                                                            \
+		const i64 nb = (n##hi##lo + SGD_TILE - 1) / SGD_TILE;                                      \
+		if (blk < start + nb) {                                                                    \
 			const i64 off = (blk - start) * SGD_TILE;                                          \
-			sgd_elems<C>(p##t + off, g##t + off, hasbuf ? b##t + off : b##t, (n##t - off < SGD_TILE ? n##t - off : (i64)SGD_TILE), \
-				     (i64)threadIdx.x, (i64)blockDim.x, (C)neglrd, (C)momd, (C)damp1d, (C)wdd, wdd,    \
-				     hasbuf, (first >> t) & 1, nesterov);                                          \
+			sgd_elems<C>(p##hi##lo + off, g##hi##lo + off, hasbuf ? m##hi##lo + off : m##hi##lo,     \
+				     (n##hi##lo - off < SGD_TILE ? n##hi##lo - off : (i64)SGD_TILE), (i64)threadIdx.x, \
+				     (i64)blockDim.x, (C)neglrd, (C)momd, (C)damp1d, (C)wdd, wdd, hasbuf,          \
+				     (int)((first >> (8 * hi + lo)) & 1), nesterov);                               \
 			return;                                                                            \
 		}                                                                                          \
 		start += nb;                                                                               \
 	}
-	SGD_PICK(0) SGD_PICK(1) SGD_PICK(2) SGD_PICK(3) SGD_PICK(4) SGD_PICK(5)
-	SGD_PICK(6) SGD_PICK(7) SGD_PICK(8) SGD_PICK(9) SGD_PICK(10) SGD_PICK(11)
+#define SGD_PICK8(hi)                                                                                      \
+	SGD_PICK(hi, 0) SGD_PICK(hi, 1) SGD_PICK(hi, 2) SGD_PICK(hi, 3) SGD_PICK(hi, 4) SGD_PICK(hi, 5)   \
+	SGD_PICK(hi, 6) SGD_PICK(hi, 7)
+	SGD_PICK8(0) SGD_PICK8(1) SGD_PICK8(2) SGD_PICK8(3) SGD_PICK8(4) SGD_PICK8(5) SGD_PICK8(6) SGD_PICK8(7)
+#undef SGD_PICK8
 #undef SGD_PICK
 }
+#undef SGD_T8
 #undef SGD_T
 #endif
 
