@@ -27,6 +27,7 @@ var nativeTest = Device{Kind: "nativetest"}
 var (
 	nativeForwardOff  atomic.Bool  // forward kernels return ErrNotImplemented
 	nativeBackwardOff atomic.Bool  // backward kernels return ErrNotImplemented
+	nativeTapCalls    atomic.Int64 // max pooling calls that kept or read taps
 	nativeCalls       atomic.Int64 // kernels that ran
 )
 
@@ -302,6 +303,103 @@ func (d *nativeDevice) Pool2DBackward(s backend.Stream, dx, dy, x, y backend.Vie
 				for _, k := range in {
 					gx[k] += gs[l] / div
 				}
+			}
+		}
+	}
+	write(dx, gx)
+	return nil
+}
+
+// byteOffsets returns the byte offsets of v's elements (one byte each), in
+// row-major order of its shape.
+func byteOffsets(v backend.View) []int {
+	out := make([]int, v.NumElements())
+	idx := make([]int, len(v.Shape))
+	for i := range out {
+		off := v.Offset
+		for d, k := range idx {
+			off += k * v.Strides[d]
+		}
+		out[i] = off
+		for d := len(idx) - 1; d >= 0; d-- {
+			if idx[d]++; idx[d] < v.Shape[d] {
+				break
+			}
+			idx[d] = 0
+		}
+	}
+	return out
+}
+
+// MaxPool2DTaps is Pool2D keeping each maximum's tap, by pool.cu's rule: a
+// window's last NaN, else its first largest value, else (all -Inf) its
+// first tap inside the input.
+func (d *nativeDevice) MaxPool2DTaps(s backend.Stream, y, taps, x backend.View, p backend.Pool2DParams) error {
+	if p.Mode != backend.MaxPool || taps.DType != backend.Int8 {
+		return fmt.Errorf("nativetest: %w", backend.ErrNotImplemented)
+	}
+	if err := d.begin(s, true, y, x); err != nil {
+		return err
+	}
+	if err := sameLayout(y, x, taps); err != nil {
+		return err
+	}
+	nativeTapCalls.Add(1)
+	xs := read(x)
+	h, w := x.Shape[2], x.Shape[3]
+	oh, ow := y.Shape[2], y.Shape[3]
+	out := make([]float64, y.NumElements())
+	raw, offs := taps.Buf.(backend.HostBuffer).Host(), byteOffsets(taps)
+	for nc := range x.Shape[0] * x.Shape[1] {
+		for yy := range oh {
+			for xx := range ow {
+				l := (nc*oh+yy)*ow + xx
+				best, at := math.Inf(-1), -1
+				for i := range p.Kernel[0] {
+					for j := range p.Kernel[1] {
+						iy, ix := yy*p.Stride[0]-p.Padding[0]+i, xx*p.Stride[1]-p.Padding[1]+j
+						if iy < 0 || iy >= h || ix < 0 || ix >= w {
+							continue
+						}
+						if v := xs[(nc*h+iy)*w+ix]; at < 0 || v > best || math.IsNaN(v) {
+							best, at = v, i*p.Kernel[1]+j
+						}
+					}
+				}
+				out[l] = best
+				raw[offs[l]] = byte(at)
+			}
+		}
+	}
+	write(y, out)
+	return nil
+}
+
+// MaxPool2DBackwardTaps gives each output's gradient to the input element
+// at its tap.
+func (d *nativeDevice) MaxPool2DBackwardTaps(s backend.Stream, dx, dy, taps backend.View, p backend.Pool2DParams) error {
+	if p.Mode != backend.MaxPool || taps.DType != backend.Int8 {
+		return fmt.Errorf("nativetest: %w", backend.ErrNotImplemented)
+	}
+	if err := d.begin(s, false, dx, dy); err != nil {
+		return err
+	}
+	if err := sameLayout(dx, dy, taps); err != nil {
+		return err
+	}
+	nativeTapCalls.Add(1)
+	gs := read(dy)
+	h, w := dx.Shape[2], dx.Shape[3]
+	oh, ow := dy.Shape[2], dy.Shape[3]
+	gx := make([]float64, dx.NumElements())
+	raw, offs := taps.Buf.(backend.HostBuffer).Host(), byteOffsets(taps)
+	for nc := range dx.Shape[0] * dx.Shape[1] {
+		for yy := range oh {
+			for xx := range ow {
+				l := (nc*oh+yy)*ow + xx
+				tap := int(raw[offs[l]])
+				iy, ix := yy*p.Stride[0]-p.Padding[0]+tap/p.Kernel[1], xx*p.Stride[1]-p.Padding[1]+tap%p.Kernel[1]
+				gx[(nc*h+iy)*w+ix] += gs[l]
 			}
 		}
 	}
@@ -912,4 +1010,68 @@ func TestNativeFrozenOperands(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMaxPoolKeepsTaps runs max poolings whose gradient is needed on the
+// nativetest device, which keeps each window's tap in the forward pass
+// ([backend.MaxPoolTapper]), over ties, NaN and windows of -Inf, NCHW
+// and channels-last, and checks the outputs and gradients against the
+// CPU's and that both passes went through the taps. Without a gradient
+// the plain pooling runs.
+func TestMaxPoolKeepsTaps(t *testing.T) {
+	inf := math.Inf(-1)
+	vals := []float64{1, 3, 3, 2, math.NaN(), 0, inf, inf, inf, inf, 5, 5, -1, 2, 2, 7, 0, 0, 4, 4, math.NaN(), 1, 6, 6, 6}
+	x0 := make([]float64, 2*3*5*5)
+	for i := range x0 {
+		x0[i] = vals[(i*7)%len(vals)]
+	}
+	for _, tc := range []struct {
+		name string
+		p    Pool2dParams
+	}{
+		{"3x3/2 pad 1", Pool2dParams{Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Padding: [2]int{1, 1}}},
+		{"2x2", Pool2dParams{Kernel: [2]int{2, 2}}},
+		{"2x3 stride 1x2 pad 1x0", Pool2dParams{Kernel: [2]int{2, 3}, Stride: [2]int{1, 2}, Padding: [2]int{1, 0}}},
+	} {
+		for _, cl := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s channels-last=%v", tc.name, cl), func(t *testing.T) {
+				run := func(d Device) (y, g []float64) {
+					x := FromSlice(x0, Shape{2, 3, 5, 5}).Cast(Float32).To(d)
+					if cl {
+						x = x.Contiguous(ChannelsLast)
+					}
+					x = x.Detach().SetRequiresGrad(true)
+					out := MaxPool2d(x, tc.p)
+					gy := Arange(0, float64(out.NumElements()), 1, Float32).Reshape(out.Shape()...).AddScalar(1).To(d)
+					out.Backward(Gradient(gy))
+					return out.Cast(Float64).Float64s(), x.Grad().Cast(Float64).Float64s()
+				}
+				noNativeConv.Store(true)
+				wantY, wantG := run(CPU)
+				noNativeConv.Store(false)
+				before := nativeTapCalls.Load()
+				gotY, gotG := run(nativeTest)
+				if n := nativeTapCalls.Load() - before; n != 2 {
+					t.Errorf("%d calls kept or read taps, want 2 (forward and backward)", n)
+				}
+				for i := range wantY {
+					if !(gotY[i] == wantY[i] || math.IsNaN(gotY[i]) && math.IsNaN(wantY[i])) {
+						t.Fatalf("output %d = %v, want %v", i, gotY[i], wantY[i])
+					}
+				}
+				for i := range wantG {
+					if gotG[i] != wantG[i] {
+						t.Fatalf("gradient %d = %v, want %v", i, gotG[i], wantG[i])
+					}
+				}
+			})
+		}
+	}
+	t.Run("no gradient", func(t *testing.T) {
+		before := nativeTapCalls.Load()
+		MaxPool2d(FromSlice(x0, Shape{2, 3, 5, 5}).Cast(Float32).To(nativeTest), Pool2dParams{Kernel: [2]int{2, 2}}).Release()
+		if n := nativeTapCalls.Load() - before; n != 0 {
+			t.Errorf("a pooling without a gradient kept taps (%d calls)", n)
+		}
+	})
 }

@@ -587,6 +587,11 @@ func poolNative(op string, ds *devState, x *Tensor, win window, bp backend.Pool2
 	f := x.SuggestMemoryFormat()
 	xc := x.inFormat(op, f)
 	defer xc.Release()
+	if bp.Mode == backend.MaxPool && needsGrad(x) {
+		if y := maxPoolTapped(op, ds, x, xc, win, bp, f); y != nil {
+			return y
+		}
+	}
 	y := newTensorFormat(op, ds, x.dtype, win.shape(x), f)
 	err := pl.Pool2D(ds.stream(), y.bv(), xc.bv(), bp)
 	if notImplemented(err) {
@@ -607,6 +612,50 @@ func poolNative(op string, ds *devState, x *Tensor, win window, bp backend.Pool2
 		defer gc.Release()
 		dx := newTensorFormat(op, ds, g.dtype, xShape, f)
 		err := pl.Pool2DBackward(ds.stream(), dx.bv(), gc.bv(), sv[0].bv(), sv[1].bv(), bp)
+		if notImplemented(err) {
+			dx.Release()
+			return []*Tensor{poolGradComposed(gc, sv[0], win, bp)}
+		}
+		if err != nil {
+			dx.Release()
+			check(op, err)
+		}
+		return []*Tensor{dx}
+	})
+	return y
+}
+
+// maxPoolTapped runs a max pooling of x (xc: x in format f) whose
+// gradient is needed with the device's [backend.MaxPoolTapper], which
+// keeps the tap of every window's maximum (a byte per output element) for
+// the backward pass, recording that pass; it returns nil when the device
+// has none or none for x. The backward pass gathers the output gradient
+// by the taps instead of finding each maximum again in x; x stays saved
+// for the composed gradient, should the device decline the gradient
+// (PyTorch's max pooling saves its input and int64 indices).
+func maxPoolTapped(op string, ds *devState, x, xc *Tensor, win window, bp backend.Pool2DParams, f MemoryFormat) *Tensor {
+	mt, ok := ds.bd.(backend.MaxPoolTapper)
+	if !ok {
+		return nil
+	}
+	y := newTensorFormat(op, ds, x.dtype, win.shape(x), f)
+	taps := newTensorFormat(op, ds, Int8, win.shape(x), f)
+	defer taps.Release()
+	err := mt.MaxPool2DTaps(ds.stream(), y.bv(), taps.bv(), xc.bv(), bp)
+	if err != nil {
+		y.Release()
+		if notImplemented(err) {
+			return nil
+		}
+		check(op, err)
+	}
+	xShape := slices.Clone(x.shape)
+	sv := save(xc, taps)
+	record(op, y, []*Tensor{x}, sv, func(g *Tensor) []*Tensor {
+		gc := g.inFormat(op, f)
+		defer gc.Release()
+		dx := newTensorFormat(op, ds, g.dtype, xShape, f)
+		err := mt.MaxPool2DBackwardTaps(ds.stream(), dx.bv(), gc.bv(), sv[1].bv(), bp)
 		if notImplemented(err) {
 			dx.Release()
 			return []*Tensor{poolGradComposed(gc, sv[0], win, bp)}

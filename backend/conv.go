@@ -99,6 +99,23 @@ type Pooler interface {
 	Pool2DBackward(s Stream, dx, dy, x, y View, p Pool2DParams) error
 }
 
+// MaxPoolTapper is an optional interface of a [Pooler] whose max pooling
+// can keep, for the backward pass, the tap each window's maximum came
+// from, so that the backward pass need not find it again in x: a byte per
+// element of y, the tap's number i·kw + j within the window (i, j counted
+// from the window's corner, padding included) read as an unsigned byte,
+// in an [Int8] view of y's shape and layout. Operands a device does not
+// take get an error wrapping [ErrNotImplemented] before anything is
+// queued.
+type MaxPoolTapper interface {
+	// MaxPool2DTaps computes y from x as Pool2D does (p.Mode is MaxPool)
+	// and writes every maximum's tap to taps.
+	MaxPool2DTaps(s Stream, y, taps, x View, p Pool2DParams) error
+	// MaxPool2DBackwardTaps computes dx (overwritten, the forward's input
+	// shape) from dy and the taps that MaxPool2DTaps wrote.
+	MaxPool2DBackwardTaps(s Stream, dx, dy, taps View, p Pool2DParams) error
+}
+
 // BatchNormer is an optional interface of a [Device] with native batch
 // normalization over the N, H and W axes of x [N, C, H, W]. x, y, dx and dy
 // share one floating-point dtype; the per-channel views (scale, bias, the

@@ -108,7 +108,7 @@ func kernelNames(k modKey) []string {
 		}
 		names = append(names, "bn_nhwc_finish", "bn_nhwc_bwd_finish")
 	case famPool:
-		for _, n := range []string{"pool_max", "pool_max_arg", "pool_max_bwd", "pool_avg", "pool_avg_bwd"} {
+		for _, n := range []string{"pool_max", "pool_max_taps", "pool_max_arg", "pool_max_bwd", "pool_avg", "pool_avg_bwd"} {
 			names = append(names, n, n+"2")
 		}
 	}

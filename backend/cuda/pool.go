@@ -219,3 +219,110 @@ func (d *queue) pool2DBackwardNHWC(what string, dx, dy, x, y backend.View, p bac
 		return d.poolLaunch(fb, in, c, v, a)
 	})
 }
+
+var _ backend.MaxPoolTapper = (*Device)(nil)
+
+// checkTaps checks that taps can hold a tap for every element of y: int8,
+// y's shape.
+func checkTaps(taps, y backend.View) error {
+	if taps.Buf == nil || taps.DType != backend.Int8 || !equalInts(taps.Shape, y.Shape) {
+		return fmt.Errorf("taps is %s %v: want int8 %v, the pooling output's shape", taps.DType, taps.Shape, y.Shape)
+	}
+	return nil
+}
+
+// tapsTaken reports whether pool.cu takes a max pooling of x into y that
+// keeps its taps: the operands Pool2D gives pool.cu, and taps dense
+// channels-last.
+func tapsTaken(x, y, taps backend.View, p backend.Pool2DParams, same ...backend.View) error {
+	if p.Mode != backend.MaxPool {
+		return fmt.Errorf("only max pooling keeps taps: %w", backend.ErrNotImplemented)
+	}
+	if !takesPoolNHWC(x, y, p, same...) || !nhwcDense(taps) {
+		return fmt.Errorf("%s %v (strides %v) is not a channels-last tensor that pool.cu's kernels take: %w",
+			x.DType, x.Shape, x.Strides, backend.ErrNotImplemented)
+	}
+	return nil
+}
+
+// MaxPool2DTaps is max pooling on pool.cu's kernels that also writes the
+// tap each window's maximum came from, which saves
+// [Device.MaxPool2DBackwardTaps] finding them again (on an H100,
+// pool_max_arg took 62 µs of a bf16 ResNet-50 step's 226 µs of pooling
+// backward). It implements [backend.MaxPoolTapper] for the channels-last
+// operands that Pool2D gives pool.cu; others get an error wrapping
+// [backend.ErrNotImplemented].
+func (dev *Device) MaxPool2DTaps(s backend.Stream, y, taps, x backend.View, p backend.Pool2DParams) error {
+	const what = "max pool2d keeping taps"
+	if err := errors.Join(checkPool(x, y, p), checkTaps(taps, y)); err != nil {
+		return fmt.Errorf("cuda: %s: %w", what, err)
+	}
+	if err := tapsTaken(x, y, taps, p); err != nil {
+		return fmt.Errorf("cuda: %s: %w", what, err)
+	}
+	d, err := dev.begin(s, what, nil)
+	if err != nil {
+		return err
+	}
+	ptr, err := d.ptrsOf(what, x, y, taps)
+	if err != nil {
+		return err
+	}
+	c := x.Shape[1]
+	rows := int64(y.Shape[0]) * int64(y.Shape[2]) * int64(y.Shape[3])
+	v := poolWidth(x.DType, c, ptr...)
+	err = d.run(func() error {
+		f, err := d.poolFunction(x.DType, "pool_max_taps", v)
+		if err != nil {
+			return err
+		}
+		a := d.getArgs()
+		defer d.putArgs(a)
+		a.Ptr(ptr[0]).Ptr(ptr[1]).Ptr(ptr[2])
+		poolArgs(a, x, y, p)
+		return d.poolLaunch(f, rows, c, v, a)
+	})
+	if errors.Is(err, errPoolKernels) {
+		return fmt.Errorf("cuda: %s: %w: %w", what, backend.ErrNotImplemented, err)
+	}
+	return err
+}
+
+// MaxPool2DBackwardTaps is the backward pass of [Device.MaxPool2DTaps]:
+// pool.cu's gather of dy into dx by the taps, one pass. It implements
+// [backend.MaxPoolTapper].
+func (dev *Device) MaxPool2DBackwardTaps(s backend.Stream, dx, dy, taps backend.View, p backend.Pool2DParams) error {
+	const what = "max pool2d backward from taps"
+	if err := errors.Join(checkPool(dx, dy, p), checkTaps(taps, dy)); err != nil {
+		return fmt.Errorf("cuda: %s: %w", what, err)
+	}
+	if err := tapsTaken(dx, dy, taps, p); err != nil {
+		return fmt.Errorf("cuda: %s: %w", what, err)
+	}
+	d, err := dev.begin(s, what, nil)
+	if err != nil {
+		return err
+	}
+	ptr, err := d.ptrsOf(what, dy, taps, dx)
+	if err != nil {
+		return err
+	}
+	c := dx.Shape[1]
+	in := int64(dx.Shape[0]) * int64(dx.Shape[2]) * int64(dx.Shape[3])
+	v := poolWidth(dx.DType, c, ptr...)
+	err = d.run(func() error {
+		f, err := d.poolFunction(dx.DType, "pool_max_bwd", v)
+		if err != nil {
+			return err
+		}
+		a := d.getArgs()
+		defer d.putArgs(a)
+		a.Ptr(ptr[0]).Ptr(ptr[1]).Ptr(ptr[2])
+		poolArgs(a, dx, dy, p)
+		return d.poolLaunch(f, in, c, v, a)
+	})
+	if errors.Is(err, errPoolKernels) {
+		return fmt.Errorf("cuda: %s: %w: %w", what, backend.ErrNotImplemented, err)
+	}
+	return err
+}

@@ -101,14 +101,22 @@ template <int V> __device__ __forceinline__ void maxTap(const PS* x, const PoolG
 	}
 }
 
-// pool_max: y = the maximum of each window of x.
-template <int V> __device__ __forceinline__ void poolMax(const PS* x, PS* y, const PoolGeo& g) {
+// pool_max: y = the maximum of each window of x; pool_max_taps also
+// writes the tap each maximum came from to arg, a byte per element of y,
+// as pool_max_arg does, for a backward pass that then need not find them
+// again (arg is null for pool_max).
+template <int V> __device__ __forceinline__ void poolMax(const PS* x, PS* y, unsigned char* arg, const PoolGeo& g) {
 	POOL_ITEMS(g.N * g.OH * g.OW) {
 		POOL_ITEM;
 		float m[V];
 		int tap[V];
 		maxTap<V>(x, g, r, c0, m, tap);
 		pst<V>(y + r * g.C + c0, m);
+		if (arg) {
+			PVec<unsigned char, V> w;
+			for (int v = 0; v < V; v++) w.e[v] = (unsigned char)tap[v];
+			*(decltype(w.u)*)(arg + r * g.C + c0) = w.u;
+		}
 	}
 }
 
@@ -135,7 +143,7 @@ __device__ __forceinline__ void covering(int i, int k, int s, int p, int out, in
 }
 
 // pool_max_bwd: dx at each input element = the sum of dy over the outputs
-// whose window took it (arg from pool_max_arg).
+// whose window took it (arg from pool_max_arg or pool_max_taps).
 template <int V> __device__ __forceinline__ void poolMaxBwd(const PS* dy, const unsigned char* arg, PS* dx, const PoolGeo& g) {
 	POOL_ITEMS(g.N * g.H * g.W) {
 		POOL_ITEM;
@@ -232,7 +240,14 @@ template <int V> __device__ __forceinline__ void poolAvgBwd(const PS* dy, PS* dx
 // The kernels, for V = 1, 2, 4 and 8 channels a thread (suffix "", 2, 4,
 // 8); V·sizeof(PS) must be at most 16 bytes.
 #define POOL_KERNELS(SUF, V)                                                                                        \
-	extern "C" __global__ void pool_max##SUF(const PS* x, PS* y, POOL_PARAMS) { POOL_GEO; poolMax<V>(x, y, g); }   \
+	extern "C" __global__ void pool_max##SUF(const PS* x, PS* y, POOL_PARAMS) {                                    \
+		POOL_GEO;                                                                                                  \
+		poolMax<V>(x, y, nullptr, g);                                                                              \
+	}                                                                                                              \
+	extern "C" __global__ void pool_max_taps##SUF(const PS* x, PS* y, unsigned char* arg, POOL_PARAMS) {           \
+		POOL_GEO;                                                                                                  \
+		poolMax<V>(x, y, arg, g);                                                                                  \
+	}                                                                                                              \
 	extern "C" __global__ void pool_max_arg##SUF(const PS* x, unsigned char* arg, POOL_PARAMS) {                  \
 		POOL_GEO;                                                                                                  \
 		poolMaxArg<V>(x, arg, g);                                                                                  \

@@ -4,8 +4,10 @@
 // times, against a float64 reference written from PyTorch's rules: a max
 // window keeps its first largest value, its last NaN, or its first tap
 // inside the input when all are -Inf; an average divides by the taps
-// inside the padded input, or inside the input alone. It prints PASS or
-// FAIL.
+// inside the padded input, or inside the input alone. The forward pass
+// that keeps its taps (pool_max_taps) must give pool_max's output and
+// pool_max_arg's taps, and the backward pass from them the same gradient.
+// It prints PASS or FAIL.
 #include <random>
 #include <string>
 #include <limits>
@@ -57,8 +59,8 @@ template <int V> int run(Geo g, int gy, bool special, bool includePad, const cha
 			dxavg[(((i64)n * g.H + h) * g.W + w) * g.C + c] += dy[o] / div;
 		}
 	}
-	std::vector<float> y1(out), y2(out), dx1(in), dx2(in);
-	std::vector<unsigned char> arg(out);
+	std::vector<float> y1(out), y2(out), y3(out), dx1(in), dx2(in), dx3(in);
+	std::vector<unsigned char> arg(out), taps(out);
 	const int ip = includePad;
 #define GEO g.N, g.H, g.W, g.C, OH, OW, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw
 	// Few blocks of few threads, so that the grid strides several times.
@@ -70,7 +72,12 @@ template <int V> int run(Geo g, int gy, bool special, bool includePad, const cha
 	PICK(pool_max_arg, x.data(), arg.data(), GEO);
 	PICK(pool_max_bwd, dy.data(), arg.data(), dx1.data(), GEO);
 	PICK(pool_avg_bwd, dy.data(), dx2.data(), GEO, ip);
+	// The forward pass that keeps its taps, and the backward pass from them.
+	PICK(pool_max_taps, x.data(), y3.data(), taps.data(), GEO);
+	PICK(pool_max_bwd, dy.data(), taps.data(), dx3.data(), GEO);
 	int bad = 0;
+	for (i64 i = 0; i < out; i++) bad += !same(y3[i], y1[i], 0) + (taps[i] != arg[i]);
+	for (i64 i = 0; i < in; i++) bad += !same(dx3[i], dx1[i], 0);
 	for (i64 i = 0; i < out; i++) bad += !same(y1[i], ymax[i], 0) + !same(y2[i], yavg[i], 1e-6);
 	for (i64 i = 0; i < in; i++) bad += !same(dx1[i], dxmax[i], 1e-6) + !same(dx2[i], dxavg[i], 1e-6);
 	printf("%s V=%d N=%d H=%d W=%d C=%d gy=%d: %d wrong\n", name, V, g.N, g.H, g.W, g.C, gy, bad);
