@@ -135,9 +135,24 @@ func newRecurrent(op string, kind cellKind, in, hidden int, o RecurrentOptions, 
 	case kind != kindTanh && kind != kindReLU && o.Nonlinearity != "":
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("nonlinearity %q applies to RNN only", o.Nonlinearity)})
 	}
+	if o.Dropout > 0 && layers == 1 {
+		vram.WarnOnce(fmt.Sprintf("%s: dropout applies after every recurrent layer but the last, so a dropout of %v expects num_layers greater than 1, got num_layers 1",
+			op, o.Dropout))
+	}
 	r := recurrent{kind, RecurrentLayer{InputSize: in, HiddenSize: hidden, NumLayers: layers,
 		BatchFirst: o.BatchFirst, Bidirectional: o.Bidirectional, Dropout: o.Dropout,
 		dropOpts: slices.Clone(opts)}}
+	checkParamCount(op, kind, in, hidden, layers, r.dirs(), !o.NoBias)
+	// Parameters made before a failure, out of memory for one, are
+	// released rather than left to the caller, who gets no layer.
+	made := false
+	defer func() {
+		if !made {
+			for _, w := range r.Weights {
+				w.release()
+			}
+		}
+	}()
 	bound := 1 / math.Sqrt(float64(hidden))
 	g := kind.gates() * hidden
 	for l := range layers {
@@ -146,18 +161,75 @@ func newRecurrent(op string, kind cellKind, in, hidden int, o RecurrentOptions, 
 			if l > 0 {
 				layerIn = hidden * r.dirs()
 			}
-			w := RecurrentWeights{
-				WeightIH: uniformParam(vram.Shape{g, layerIn}, bound, opts),
-				WeightHH: uniformParam(vram.Shape{g, hidden}, bound, opts),
-			}
+			r.Weights = append(r.Weights, RecurrentWeights{})
+			w := &r.Weights[len(r.Weights)-1]
+			w.WeightIH = uniformParam(vram.Shape{g, layerIn}, bound, opts)
+			w.WeightHH = uniformParam(vram.Shape{g, hidden}, bound, opts)
 			if !o.NoBias {
 				w.BiasIH = uniformParam(vram.Shape{g}, bound, opts)
 				w.BiasHH = uniformParam(vram.Shape{g}, bound, opts)
 			}
-			r.Weights = append(r.Weights, w)
 		}
 	}
+	made = true
 	return r
+}
+
+// checkParamCount panics with an ErrArgument naming op when layers
+// layers of the given kind in dirs directions, from in to hidden
+// features, have more parameter elements than an int counts, so that
+// their shapes would wrap around rather than fail to allocate.
+func checkParamCount(op string, kind cellKind, in, hidden, layers, dirs int, bias bool) {
+	// float64 cannot overflow here; it is exact well past the sizes
+	// that allocate.
+	g := float64(kind.gates()) * float64(hidden)
+	perDir := g * (float64(in) + float64(hidden))
+	if layers > 1 {
+		perDir += float64(layers-1) * g * (float64(dirs)*float64(hidden) + float64(hidden))
+	}
+	if bias {
+		perDir += 2 * g * float64(layers)
+	}
+	if perDir*float64(dirs) >= math.MaxInt {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("input_size %d, hidden_size %d and num_layers %d give more parameters than an int can count", in, hidden, layers)})
+	}
+}
+
+// release releases w's parameters that are not nil.
+func (w RecurrentWeights) release() {
+	for _, t := range []*vram.Tensor{w.WeightIH, w.WeightHH, w.BiasIH, w.BiasHH} {
+		if t != nil {
+			t.Release()
+		}
+	}
+}
+
+// check panics unless w holds the parameters of a layer of g·hidden
+// gate rows from in features, with both biases or neither, naming them
+// with suffix as [RecurrentWeights.register] does.
+func (w RecurrentWeights) check(op, suffix string, g, in, hidden int) {
+	for _, p := range []struct {
+		name string
+		t    *vram.Tensor
+		want vram.Shape
+	}{
+		{"weight_ih", w.WeightIH, vram.Shape{g * hidden, in}},
+		{"weight_hh", w.WeightHH, vram.Shape{g * hidden, hidden}},
+		{"bias_ih", w.BiasIH, vram.Shape{g * hidden}},
+		{"bias_hh", w.BiasHH, vram.Shape{g * hidden}},
+	} {
+		switch {
+		case p.t == nil && (p.name == "weight_ih" || p.name == "weight_hh"):
+			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("%s%s is nil", p.name, suffix)})
+		case p.t == nil && (w.BiasIH != nil || w.BiasHH != nil):
+			panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+				Detail: fmt.Sprintf("%s%s is nil while the other bias is not; set both biases or neither", p.name, suffix)})
+		case p.t != nil && !slices.Equal(p.t.Shape(), p.want):
+			panic(&vram.Error{Op: op, Kind: vram.ErrShape,
+				Detail: fmt.Sprintf("%s%s must be %v for input_size %d and hidden_size %d, got %v", p.name, suffix, p.want, in, hidden, p.t.Shape())})
+		}
+	}
 }
 
 // register registers the fields of r.Weights on b, the Base of the layer
@@ -196,6 +268,32 @@ func (r *recurrent) dirs() int {
 	return 1
 }
 
+// check panics unless r's settings and parameters agree: the sizes and
+// the dropout probability valid, and a set of weights of the shapes the
+// sizes give for each layer and direction.
+func (r *recurrent) check(op string) {
+	switch {
+	case r.InputSize < 1 || r.HiddenSize < 1 || r.NumLayers < 1:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("sizes must be positive, got input_size %d, hidden_size %d, num_layers %d", r.InputSize, r.HiddenSize, r.NumLayers)})
+	case !(r.Dropout >= 0 && r.Dropout <= 1):
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("dropout probability must be in [0, 1], got %v", r.Dropout)})
+	case len(r.Weights) != r.NumLayers*r.dirs():
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("%d sets of weights for %d layers in %d directions", len(r.Weights), r.NumLayers, r.dirs())})
+	}
+	for i, w := range r.Weights {
+		l, in, suffix := i/r.dirs(), r.InputSize, fmt.Sprintf("_l%d", i/r.dirs())
+		if l > 0 {
+			in = r.HiddenSize * r.dirs()
+		}
+		if i%r.dirs() == 1 {
+			suffix += "_reverse"
+		}
+		w.check(op, suffix, r.kind.gates(), in, r.HiddenSize)
+	}
+}
+
 // forward runs the network over x with initial states h0 and, for an
 // LSTM, c0 (each nil for zeros), and returns the output and the final
 // states (cn nil but for an LSTM). training enables dropout.
@@ -208,10 +306,7 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 	bad := func(format string, args ...any) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf(format, args...)})
 	}
-	if r.NumLayers < 1 || len(r.Weights) != r.NumLayers*r.dirs() {
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
-			Detail: fmt.Sprintf("%d sets of weights for %d layers in %d directions", len(r.Weights), r.NumLayers, r.dirs())})
-	}
+	r.check(op)
 	batched := x.Dim() == 3
 	if x.Dim() != 2 && !batched {
 		bad("input must be 3-D (batched) or 2-D (unbatched), got shape %v", x.Shape())
@@ -398,8 +493,11 @@ type RNN struct {
 // 1/sqrt(hiddenSize)) as in PyTorch. opts (device, dtype, generator) go
 // to vram's factory functions; a [vram.WithGenerator] generator also
 // draws the dropout masks. It panics with an *vram.Error of kind
-// vram.ErrArgument for sizes that are not positive, a dropout probability
-// outside [0, 1] or an unknown nonlinearity.
+// vram.ErrArgument for sizes that are not positive or give more
+// parameters than an int counts, a dropout probability outside [0, 1] or
+// an unknown nonlinearity, releasing any parameter it made. A dropout
+// probability with one layer, where it has nothing to act on, gives a
+// warning ([vram.WarnOnce]) as in PyTorch.
 func NewRNN(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) *RNN {
 	const op = "rnn"
 	m := &RNN{}
@@ -432,8 +530,13 @@ func (m *RNN) Forward(x *vram.Tensor) *vram.Tensor {
 // not 2-D or 3-D, has other than InputSize features or no time steps, or
 // an h0 of the wrong shape, and of kind vram.ErrDType for an h0 of
 // another dtype than x and for an x that is not floating-point or, outside
-// [vram.Autocast], not of the parameters' dtype. Every error names the
-// layer ("rnn", "lstm", "gru").
+// [vram.Autocast], not of the parameters' dtype. Settings or parameters
+// changed after construction so that they no longer agree (a HiddenSize
+// that is not the weights', a weight of another shape or set to nil, one
+// bias of the two set to nil, a Dropout outside [0, 1]) are refused with
+// an error of kind vram.ErrShape or vram.ErrArgument naming the
+// parameter or setting. Every error names the layer ("rnn", "lstm",
+// "gru").
 func (m *RNN) ForwardState(x, h0 *vram.Tensor) (out, hn *vram.Tensor) {
 	r := recurrent{rnnKind("rnn", m.Nonlinearity), m.RecurrentLayer}
 	out, hn, _ = r.forward("rnn", m.Training(), x, h0, nil)

@@ -17,16 +17,24 @@ func cellParams(op string, kind cellKind, in, hidden int, noBias bool, opts []vr
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
 			Detail: fmt.Sprintf("sizes must be positive, got input_size %d, hidden_size %d", in, hidden)})
 	}
+	checkParamCount(op, kind, in, hidden, 1, 1, !noBias)
 	bound := 1 / math.Sqrt(float64(hidden))
 	g := kind.gates() * hidden
-	w := RecurrentWeights{
-		WeightIH: uniformParam(vram.Shape{g, in}, bound, opts),
-		WeightHH: uniformParam(vram.Shape{g, hidden}, bound, opts),
-	}
+	var w RecurrentWeights
+	// Parameters made before a failure are released, as the layers'.
+	made := false
+	defer func() {
+		if !made {
+			w.release()
+		}
+	}()
+	w.WeightIH = uniformParam(vram.Shape{g, in}, bound, opts)
+	w.WeightHH = uniformParam(vram.Shape{g, hidden}, bound, opts)
 	if !noBias {
 		w.BiasIH = uniformParam(vram.Shape{g}, bound, opts)
 		w.BiasHH = uniformParam(vram.Shape{g}, bound, opts)
 	}
+	made = true
 	return w
 }
 
@@ -42,6 +50,11 @@ func cellForward(op string, kind cellKind, w RecurrentWeights, in, hidden int, x
 	bad := func(format string, args ...any) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf(format, args...)})
 	}
+	if in < 1 || hidden < 1 {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("sizes must be positive, got input_size %d, hidden_size %d", in, hidden)})
+	}
+	w.check(op, "", kind.gates(), in, hidden)
 	batched := x.Dim() == 2
 	if x.Dim() != 1 && !batched || x.Size(-1) != in {
 		bad("input must be [N, %d] or [%d] (input_size %d), got %v", in, in, in, x.Shape())
@@ -115,8 +128,9 @@ type RNNCell struct {
 // initialised as PyTorch does: uniform in [-1/sqrt(hiddenSize),
 // 1/sqrt(hiddenSize)). opts (device, dtype, generator) go to vram's
 // factory functions. It panics with an *vram.Error of kind
-// vram.ErrArgument for sizes that are not positive or an unknown
-// nonlinearity.
+// vram.ErrArgument for sizes that are not positive or give more
+// parameters than an int counts, or an unknown nonlinearity, releasing
+// any parameter it made.
 func NewRNNCell(inputSize, hiddenSize int, o CellOptions, opts ...vram.Option) *RNNCell {
 	const op = "rnn_cell"
 	kind := rnnKind(op, o.Nonlinearity)
@@ -137,7 +151,9 @@ func (m *RNNCell) Forward(x *vram.Tensor) *vram.Tensor { return m.ForwardState(x
 // owns the result. It panics with an *vram.Error of kind vram.ErrShape for
 // an x or h of the wrong shape, and of kind vram.ErrDType for an h of
 // another dtype than x and for an x that is not floating-point or, outside
-// [vram.Autocast], not of the parameters' dtype.
+// [vram.Autocast], not of the parameters' dtype. Sizes or parameters
+// changed after construction so that they no longer agree are refused as
+// [RNN.ForwardState] refuses them.
 func (m *RNNCell) ForwardState(x, h *vram.Tensor) *vram.Tensor {
 	hn, _ := cellForward("rnn_cell", rnnKind("rnn_cell", m.Nonlinearity),
 		m.RecurrentWeights, m.InputSize, m.HiddenSize, x, h, nil)

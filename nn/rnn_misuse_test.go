@@ -1,0 +1,174 @@
+package nn_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
+	"github.com/vramgo/vram/nn"
+)
+
+// TestRecurrentDropoutOneLayerWarns checks that a dropout probability
+// with a single layer, which has no layer after it to drop for, gives a
+// warning as PyTorch does, and that the settings that use it do not.
+func TestRecurrentDropoutOneLayerWarns(t *testing.T) {
+	tests := []struct {
+		name string
+		make func()
+		warn bool
+	}{
+		{"rnn one layer", func() { nn.NewRNN(3, 4, nn.RecurrentOptions{Dropout: 0.5}) }, true},
+		{"lstm one layer", func() { nn.NewLSTM(3, 4, nn.RecurrentOptions{Dropout: 0.2, NumLayers: 1}) }, true},
+		{"gru bidirectional one layer", func() { nn.NewGRU(3, 4, nn.RecurrentOptions{Dropout: 1, Bidirectional: true}) }, true},
+		{"two layers", func() { nn.NewLSTM(3, 4, nn.RecurrentOptions{Dropout: 0.5, NumLayers: 2}) }, false},
+		{"no dropout", func() { nn.NewGRU(3, 4, nn.RecurrentOptions{}) }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []vram.Warning
+			defer vram.SetWarningHandler(vram.SetWarningHandler(func(w vram.Warning) { got = append(got, w) }))
+			tc.make()
+			if !tc.warn {
+				if len(got) != 0 {
+					t.Fatalf("warnings %v, want none", got)
+				}
+				return
+			}
+			if len(got) != 1 || !strings.Contains(got[0].Message, "num_layers") || !strings.Contains(got[0].Message, "dropout") {
+				t.Fatalf("warnings %v, want one about dropout and num_layers", got)
+			}
+		})
+	}
+}
+
+// TestRecurrentHugeSizes checks that sizes whose parameters have more
+// elements than an int counts are refused by the layer, not wrapped
+// into a negative size, and that a layer that runs out of memory while
+// making its parameters leaves none of them allocated.
+func TestRecurrentHugeSizes(t *testing.T) {
+	sizes := []struct {
+		name string
+		fn   func(opts ...vram.Option)
+		op   string
+	}{
+		{"rnn", func(opts ...vram.Option) { nn.NewRNN(1<<40, 1<<40, nn.RecurrentOptions{}, opts...) }, "rnn"},
+		{"lstm layers", func(opts ...vram.Option) { nn.NewLSTM(4, 1<<30, nn.RecurrentOptions{NumLayers: 1 << 40}, opts...) }, "lstm"},
+		{"gru cell", func(opts ...vram.Option) { nn.NewGRUCell(1<<62, 1<<62, nn.CellOptions{}, opts...) }, "gru_cell"},
+		{"lstm cell", func(opts ...vram.Option) { nn.NewLSTMCell(1, 1<<62, nn.CellOptions{}, opts...) }, "lstm_cell"},
+	}
+	for _, tc := range sizes {
+		t.Run("overflow/"+tc.name, func(t *testing.T) {
+			err := vram.Catch(func() { tc.fn() })
+			var ve *vram.Error
+			if !errors.As(err, &ve) || !errors.Is(err, vram.ErrArgument) || ve.Op != tc.op || !strings.Contains(ve.Detail, "more parameters than") {
+				t.Fatalf("got %v, want an ErrArgument from %q saying the parameters are too many", err, tc.op)
+			}
+		})
+	}
+	dev := vram.Sim(1)
+	// The input weights, [G·H, 1], fit; the hidden ones, [G·H, H], do not.
+	const h = 1 << 20
+	oom := []struct {
+		name string
+		fn   func()
+	}{
+		{"rnn", func() { nn.NewRNN(1, h, nn.RecurrentOptions{}, dev) }},
+		{"lstm", func() { nn.NewLSTM(1, h, nn.RecurrentOptions{}, dev) }},
+		{"gru", func() { nn.NewGRU(1, h, nn.RecurrentOptions{NoBias: true}, dev) }},
+		{"rnn cell", func() { nn.NewRNNCell(1, h, nn.CellOptions{}, dev) }},
+		{"lstm cell", func() { nn.NewLSTMCell(1, h, nn.CellOptions{}, dev) }},
+		{"gru cell", func() { nn.NewGRUCell(1, h, nn.CellOptions{}, dev) }},
+	}
+	for _, tc := range oom {
+		t.Run("out of memory/"+tc.name, func(t *testing.T) {
+			memtest.Settle(dev)
+			base := vram.MemoryAllocated(dev)
+			err := vram.Catch(tc.fn)
+			if !errors.Is(err, vram.ErrOutOfMemory) {
+				t.Fatalf("got %v, want an out-of-memory error", err)
+			}
+			if got := vram.MemoryAllocated(dev); got != base {
+				t.Fatalf("%d bytes allocated after the failure, want %d", got, base)
+			}
+		})
+	}
+}
+
+// TestRecurrentChangedSettings checks that Forward refuses settings and
+// parameters changed after construction into ones that do not agree,
+// naming what it expected, rather than reporting a mismatch inside a
+// product or computing without a part.
+func TestRecurrentChangedSettings(t *testing.T) {
+	x3 := vram.Zeros(vram.Shape{2, 1, 3})
+	x2 := vram.Zeros(vram.Shape{1, 3})
+	tests := []struct {
+		name   string
+		fn     func()
+		kind   error
+		op     string
+		detail string
+	}{
+		{"hidden size", func() {
+			m := nn.NewGRU(3, 4, nn.RecurrentOptions{})
+			m.HiddenSize = 5
+			m.Forward(x3)
+		}, vram.ErrShape, "gru", "hidden_size 5"},
+		{"replaced weight", func() {
+			m := nn.NewLSTM(3, 4, nn.RecurrentOptions{NumLayers: 2})
+			m.Weights[1].WeightIH = vram.Zeros(vram.Shape{16, 3})
+			m.Forward(x3)
+		}, vram.ErrShape, "lstm", "weight_ih_l1 must be [16, 4]"},
+		{"replaced reverse bias", func() {
+			m := nn.NewRNN(3, 4, nn.RecurrentOptions{Bidirectional: true})
+			m.Weights[1].BiasHH = vram.Zeros(vram.Shape{5})
+			m.Forward(x3)
+		}, vram.ErrShape, "rnn", "bias_hh_l0_reverse"},
+		{"one bias removed", func() {
+			m := nn.NewGRU(3, 4, nn.RecurrentOptions{})
+			m.Weights[0].BiasIH = nil
+			m.Forward(x3)
+		}, vram.ErrArgument, "gru", "bias_ih_l0"},
+		{"weight removed", func() {
+			m := nn.NewGRU(3, 4, nn.RecurrentOptions{})
+			m.Weights[0].WeightHH = nil
+			m.Forward(x3)
+		}, vram.ErrArgument, "gru", "weight_hh_l0"},
+		{"negative dropout", func() {
+			m := nn.NewGRU(3, 4, nn.RecurrentOptions{NumLayers: 2})
+			m.Dropout = -1
+			m.Forward(x3)
+		}, vram.ErrArgument, "gru", "dropout"},
+		{"dropout above 1 in evaluation", func() {
+			m := nn.NewLSTM(3, 4, nn.RecurrentOptions{NumLayers: 2})
+			m.Eval()
+			m.Dropout = 2
+			m.Forward(x3)
+		}, vram.ErrArgument, "lstm", "dropout"},
+		{"cell hidden size", func() {
+			m := nn.NewLSTMCell(3, 4, nn.CellOptions{})
+			m.HiddenSize = 5
+			m.Forward(x2)
+		}, vram.ErrShape, "lstm_cell", "hidden_size 5"},
+		{"cell input size", func() {
+			m := nn.NewRNNCell(3, 4, nn.CellOptions{})
+			m.InputSize = 2
+			m.Forward(vram.Zeros(vram.Shape{1, 2}))
+		}, vram.ErrShape, "rnn_cell", "weight_ih must be [4, 2]"},
+		{"cell one bias removed", func() {
+			m := nn.NewGRUCell(3, 4, nn.CellOptions{})
+			m.BiasHH = nil
+			m.Forward(x2)
+		}, vram.ErrArgument, "gru_cell", "bias_hh"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := vram.Catch(tc.fn)
+			var ve *vram.Error
+			if !errors.As(err, &ve) || !errors.Is(err, tc.kind) || ve.Op != tc.op || !strings.Contains(ve.Detail, tc.detail) {
+				t.Fatalf("got %v, want an error of kind %v from %q naming %q", err, tc.kind, tc.op, tc.detail)
+			}
+		})
+	}
+}
