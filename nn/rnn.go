@@ -326,13 +326,7 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 	if seq == 0 {
 		bad("input has a sequence length of 0, got shape %v", x.Shape())
 	}
-	// Inside an autocast region, where the products come out in its
-	// dtype, the states are taken in that dtype too, as in PyTorch, so
-	// that the whole recurrence runs in it.
-	stateDType, cast := x.DType(), false
-	if dt, ok := vram.AutocastDType(); ok && x.DType() == vram.Float32 {
-		stateDType, cast = dt, true
-	}
+	stateDType := recurrentDType(x)
 	// states checks h0 or c0 and returns it as [layers·dirs, N, H], or
 	// zeros of x's dtype and device when it is nil.
 	states := func(name string, s *vram.Tensor) *vram.Tensor {
@@ -346,11 +340,8 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 		if !slices.Equal(s.Shape(), want) {
 			bad("%s must be %v for input %v (num_layers·directions, batch, hidden_size), got %v", name, want, x.Shape(), s.Shape())
 		}
-		if s.DType() != x.DType() {
-			panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("%s is %s but the input is %s; Cast one of them", name, s.DType(), x.DType())})
-		}
-		if cast && s.DType() != stateDType {
-			s = tmp(s.Cast(stateDType))
+		if c, made := stateIn(op, name, x, s, stateDType); made {
+			s = tmp(c)
 		}
 		if !batched {
 			return tmp(s.Unsqueeze(1))
@@ -440,6 +431,39 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 	return out, hn, cn
 }
 
+// recurrentDType returns the dtype a recurrence over x runs in: x's, or
+// inside an [vram.Autocast] region, where the products come out in the
+// region's dtype, that dtype when the region casts x's (float32, float16
+// or bfloat16), so that the whole recurrence, states included, runs in
+// it as in PyTorch.
+func recurrentDType(x *vram.Tensor) vram.DType {
+	if dt, ok := vram.AutocastDType(); ok && autocastable(x.DType()) {
+		return dt
+	}
+	return x.DType()
+}
+
+// autocastable reports whether an autocast region casts tensors of dtype
+// dt to its own.
+func autocastable(dt vram.DType) bool {
+	return dt == vram.Float32 || dt == vram.Float16 || dt == vram.BFloat16
+}
+
+// stateIn checks the dtype of the state s (named name) given with the
+// input x for a recurrence that runs in dt, and returns s in dt and
+// whether that is a copy, which the caller releases. Outside an autocast
+// region s must be of x's dtype; inside one that casts x, of any dtype
+// the region casts, as PyTorch casts every argument of its recurrent ops.
+func stateIn(op, name string, x, s *vram.Tensor, dt vram.DType) (*vram.Tensor, bool) {
+	if s.DType() == dt {
+		return s, false
+	}
+	if _, in := vram.AutocastDType(); !in || !autocastable(x.DType()) || !autocastable(s.DType()) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("%s is %s but the input is %s; Cast one of them", name, s.DType(), x.DType())})
+	}
+	return s.Cast(dt), true
+}
+
 // cellStep computes one time step of a cell of the given kind from gi =
 // x W_ihᵀ + b_ih, [N, G·H], the hidden state h and, for an LSTM, the cell
 // state c, both [N, H]. It returns the new states, which the caller owns;
@@ -524,12 +548,14 @@ func (m *RNN) Forward(x *vram.Tensor) *vram.Tensor {
 // state of every layer and direction, hn [NumLayers·D, N, H] ([NumLayers·D,
 // H] unbatched), starting from h0 of hn's shape, or zeros when h0 is nil.
 // The caller owns and releases both. Dropout applies in training mode
-// only.
+// only. Inside a [vram.Autocast] region the whole recurrence runs in the
+// region's dtype, as in PyTorch: x and h0 may then each be float32,
+// float16 or bfloat16, and the results are in the region's dtype.
 //
 // It panics with an *vram.Error of kind vram.ErrShape for an input that is
 // not 2-D or 3-D, has other than InputSize features or no time steps, or
 // an h0 of the wrong shape, and of kind vram.ErrDType for an h0 of
-// another dtype than x and for an x that is not floating-point or, outside
+// another dtype than x (but as above) and for an x that is not floating-point or, outside
 // [vram.Autocast], not of the parameters' dtype. Settings or parameters
 // changed after construction so that they no longer agree (a HiddenSize
 // that is not the weights', a weight of another shape or set to nil, one

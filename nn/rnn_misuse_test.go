@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -171,4 +172,63 @@ func TestRecurrentChangedSettings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRecurrentAutocastStates checks that inside an autocast region the
+// layers and cells take their input and states in any dtype the region
+// casts (float32, float16, bfloat16), as PyTorch casts every argument of
+// its recurrent ops: a final state of one region's run, in the region's
+// dtype, is the initial state of the next chunk of a float32 sequence.
+// The results are in the region's dtype and close to float32's.
+func TestRecurrentAutocastStates(t *testing.T) {
+	g := vram.NewGenerator(7)
+	lstm := nn.NewLSTM(3, 4, nn.RecurrentOptions{NumLayers: 2}, vram.WithGenerator(g))
+	cell := nn.NewGRUCell(3, 4, nn.CellOptions{}, vram.WithGenerator(g))
+	x := vram.Randn(vram.Shape{5, 2, 3}, vram.WithGenerator(g))
+	h0 := vram.Randn(vram.Shape{2, 2, 4}, vram.WithGenerator(g))
+	c0 := vram.Randn(vram.Shape{2, 2, 4}, vram.WithGenerator(g))
+	want, wantH, wantC := lstm.ForwardState(x, h0, c0)
+	wantCell := cell.ForwardState(x.Select(0, 0), h0.Select(0, 0))
+	tests := []struct {
+		region, xdt, hdt vram.DType
+	}{
+		{vram.BFloat16, vram.Float32, vram.BFloat16},
+		{vram.Float16, vram.Float32, vram.Float16},
+		{vram.Float16, vram.Float16, vram.Float32},
+		{vram.BFloat16, vram.Float16, vram.BFloat16},
+		{vram.BFloat16, vram.BFloat16, vram.Float16},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%s region, %s input, %s states", tc.region, tc.xdt, tc.hdt), func(t *testing.T) {
+			vram.Tidy(func() {
+				xs, hs, cs := x.Cast(tc.xdt), h0.Cast(tc.hdt), c0.Cast(tc.hdt)
+				vram.Autocast(tc.region, func() {
+					var out, hn, cn, hc *vram.Tensor
+					if err := vram.Catch(func() {
+						out, hn, cn = lstm.ForwardState(xs, hs, cs)
+						hc = cell.ForwardState(xs.Select(0, 0), hs.Select(0, 0))
+					}); err != nil {
+						t.Fatal(err)
+					}
+					for _, r := range []*vram.Tensor{out, hn, cn, hc} {
+						if r.DType() != tc.region {
+							t.Fatalf("result of dtype %s, want %s", r.DType(), tc.region)
+						}
+					}
+					checkValues(t, "output", out.Float64s(), want.Float64s(), 0.05)
+					checkValues(t, "h_n", hn.Float64s(), wantH.Float64s(), 0.05)
+					checkValues(t, "c_n", cn.Float64s(), wantC.Float64s(), 0.05)
+					checkValues(t, "cell", hc.Float64s(), wantCell.Float64s(), 0.05)
+				})
+			})
+		})
+	}
+	// float64 is not cast, so float64 states beside a float32 input are
+	// still refused, naming both dtypes.
+	vram.Autocast(vram.BFloat16, func() {
+		err := vram.Catch(func() { lstm.ForwardState(x, h0.Cast(vram.Float64), c0.Cast(vram.Float64)) })
+		if !errors.Is(err, vram.ErrDType) || !strings.Contains(err.Error(), "float64") {
+			t.Fatalf("float64 states in a region: %v, want an ErrDType naming float64", err)
+		}
+	})
 }

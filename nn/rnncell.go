@@ -66,10 +66,7 @@ func cellForward(op string, kind cellKind, w RecurrentWeights, in, hidden int, x
 	n := xs.Size(0)
 	// Inside an autocast region the states are taken in its dtype, as in
 	// the layers.
-	stateDType, cast := x.DType(), false
-	if dt, ok := vram.AutocastDType(); ok && x.DType() == vram.Float32 {
-		stateDType, cast = dt, true
-	}
+	stateDType := recurrentDType(x)
 	state := func(name string, s *vram.Tensor) *vram.Tensor {
 		if s == nil {
 			return tmp(vram.Zeros(vram.Shape{n, hidden}, x.Device(), stateDType))
@@ -81,11 +78,8 @@ func cellForward(op string, kind cellKind, w RecurrentWeights, in, hidden int, x
 		if !slices.Equal(s.Shape(), want) {
 			bad("%s must be %v for input %v, got %v", name, want, x.Shape(), s.Shape())
 		}
-		if s.DType() != x.DType() {
-			panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("%s is %s but the input is %s; Cast one of them", name, s.DType(), x.DType())})
-		}
-		if cast && s.DType() != stateDType {
-			s = tmp(s.Cast(stateDType))
+		if c, made := stateIn(op, name, x, s, stateDType); made {
+			s = tmp(c)
 		}
 		if !batched {
 			return tmp(s.Unsqueeze(0))
@@ -151,7 +145,9 @@ func (m *RNNCell) Forward(x *vram.Tensor) *vram.Tensor { return m.ForwardState(x
 // owns the result. It panics with an *vram.Error of kind vram.ErrShape for
 // an x or h of the wrong shape, and of kind vram.ErrDType for an h of
 // another dtype than x and for an x that is not floating-point or, outside
-// [vram.Autocast], not of the parameters' dtype. Sizes or parameters
+// [vram.Autocast], not of the parameters' dtype; inside an autocast
+// region x and h may each be float32, float16 or bfloat16, as in the
+// layers ([RNN.ForwardState]). Sizes or parameters
 // changed after construction so that they no longer agree are refused as
 // [RNN.ForwardState] refuses them.
 func (m *RNNCell) ForwardState(x, h *vram.Tensor) *vram.Tensor {
