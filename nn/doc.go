@@ -159,7 +159,8 @@
 //	out, hn, cn := lstm.ForwardState(x, nil, nil) // [N, L, 256], [2, N, 256], [2, N, 256]
 //
 // The cells ([RNNCell], [LSTMCell], [GRUCell]) compute one time step.
-// proj_size and packed sequences are not supported; pad the sequences.
+// An LSTM takes proj_size ([RecurrentOptions.ProjSize]); packed sequences
+// are not supported: pad the sequences.
 //
 // [Conv1d] convolves sequences [N, C, L]; [Identity] stands in for a layer
 // removed from a model. The examples of MultiheadAttention, NewConv1d and

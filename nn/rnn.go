@@ -29,6 +29,13 @@ type RecurrentOptions struct {
 	// Nonlinearity is "tanh" (also "") or "relu", for [RNN] only
 	// (nonlinearity); the others panic when it is set.
 	Nonlinearity string
+	// ProjSize, for [LSTM] only (proj_size), projects each hidden state
+	// to this many features, fewer than the hidden size, with a weight
+	// weight_hr_lK: h_t = (o·tanh(c_t)) W_hrᵀ. The hidden states and
+	// the output then have ProjSize features, the cell states keep the
+	// hidden size. 0 means no projection; the others panic when it is
+	// set.
+	ProjSize int
 }
 
 // CellOptions are the settings of [NewRNNCell], [NewLSTMCell] and
@@ -43,15 +50,20 @@ type CellOptions struct {
 // RecurrentWeights are the parameters of one layer of a recurrent
 // network in one direction, with PyTorch's shapes for G gates of hidden
 // size H (G is 1 for [RNN], 4 for [LSTM] in the order input, forget,
-// cell, output, 3 for [GRU] in the order reset, update, new).
+// cell, output, 3 for [GRU] in the order reset, update, new), and R the
+// size of the hidden state: H, or P for an [LSTM] with projections of
+// size P.
 type RecurrentWeights struct {
 	// WeightIH is [G·H, input size of the layer] (weight_ih_lK).
 	WeightIH *vram.Tensor
-	// WeightHH is [G·H, H] (weight_hh_lK).
+	// WeightHH is [G·H, R] (weight_hh_lK).
 	WeightHH *vram.Tensor
 	// BiasIH and BiasHH are [G·H] (bias_ih_lK, bias_hh_lK), or nil
 	// without biases.
 	BiasIH, BiasHH *vram.Tensor
+	// WeightHR is [P, H] (weight_hr_lK) for an LSTM with projections
+	// of size P, and nil otherwise.
+	WeightHR *vram.Tensor
 }
 
 // cellKind is the recurrence a layer or cell computes.
@@ -108,6 +120,9 @@ type RecurrentLayer struct {
 	// Dropout is the probability of dropping an element between layers
 	// in training mode.
 	Dropout float64
+	// ProjSize is the size of an [LSTM]'s projected hidden states, 0
+	// without projections (and for [RNN] and [GRU]).
+	ProjSize int
 	// Weights holds the parameters of layer l in direction d at index
 	// l·D+d, D being 2 for a bidirectional network and 1 otherwise.
 	// Their fields are the parameters ([Base.RegisterParameterField]):
@@ -135,14 +150,15 @@ func newRecurrent(op string, kind cellKind, in, hidden int, o RecurrentOptions, 
 	case kind != kindTanh && kind != kindReLU && o.Nonlinearity != "":
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("nonlinearity %q applies to RNN only", o.Nonlinearity)})
 	}
+	checkProjSize(op, kind, o.ProjSize, hidden)
 	if o.Dropout > 0 && layers == 1 {
 		vram.WarnOnce(fmt.Sprintf("%s: dropout applies after every recurrent layer but the last, so a dropout of %v expects num_layers greater than 1, got num_layers 1",
 			op, o.Dropout))
 	}
 	r := recurrent{kind, RecurrentLayer{InputSize: in, HiddenSize: hidden, NumLayers: layers,
-		BatchFirst: o.BatchFirst, Bidirectional: o.Bidirectional, Dropout: o.Dropout,
+		BatchFirst: o.BatchFirst, Bidirectional: o.Bidirectional, Dropout: o.Dropout, ProjSize: o.ProjSize,
 		dropOpts: slices.Clone(opts)}}
-	checkParamCount(op, kind, in, hidden, layers, r.dirs(), !o.NoBias)
+	checkParamCount(op, kind, in, hidden, o.ProjSize, layers, r.dirs(), !o.NoBias)
 	// Parameters made before a failure, out of memory for one, are
 	// released rather than left to the caller, who gets no layer.
 	made := false
@@ -154,20 +170,23 @@ func newRecurrent(op string, kind cellKind, in, hidden int, o RecurrentOptions, 
 		}
 	}()
 	bound := 1 / math.Sqrt(float64(hidden))
-	g := kind.gates() * hidden
+	g, stateSize := kind.gates()*hidden, r.realHidden()
 	for l := range layers {
 		for range r.dirs() {
 			layerIn := in
 			if l > 0 {
-				layerIn = hidden * r.dirs()
+				layerIn = stateSize * r.dirs()
 			}
 			r.Weights = append(r.Weights, RecurrentWeights{})
 			w := &r.Weights[len(r.Weights)-1]
 			w.WeightIH = uniformParam(vram.Shape{g, layerIn}, bound, opts)
-			w.WeightHH = uniformParam(vram.Shape{g, hidden}, bound, opts)
+			w.WeightHH = uniformParam(vram.Shape{g, stateSize}, bound, opts)
 			if !o.NoBias {
 				w.BiasIH = uniformParam(vram.Shape{g}, bound, opts)
 				w.BiasHH = uniformParam(vram.Shape{g}, bound, opts)
+			}
+			if o.ProjSize > 0 {
+				w.WeightHR = uniformParam(vram.Shape{o.ProjSize, hidden}, bound, opts)
 			}
 		}
 	}
@@ -175,20 +194,43 @@ func newRecurrent(op string, kind cellKind, in, hidden int, o RecurrentOptions, 
 	return r
 }
 
+// checkProjSize panics with an ErrArgument naming op unless proj is a
+// valid projection size for a layer of the given kind and hidden size,
+// as PyTorch checks proj_size.
+func checkProjSize(op string, kind cellKind, proj, hidden int) {
+	switch {
+	case proj < 0:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("proj_size must be positive, or 0 for no projections, got %d", proj)})
+	case proj > 0 && kind != kindLSTM:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("proj_size applies to LSTM only, got %d", proj)})
+	case proj >= hidden && proj > 0:
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("proj_size must be smaller than hidden_size, got proj_size %d and hidden_size %d", proj, hidden)})
+	}
+}
+
 // checkParamCount panics with an ErrArgument naming op when layers
 // layers of the given kind in dirs directions, from in to hidden
-// features, have more parameter elements than an int counts, so that
-// their shapes would wrap around rather than fail to allocate.
-func checkParamCount(op string, kind cellKind, in, hidden, layers, dirs int, bias bool) {
+// features projected to proj (0 for none), have more parameter elements
+// than an int counts, so that their shapes would wrap around rather than
+// fail to allocate.
+func checkParamCount(op string, kind cellKind, in, hidden, proj, layers, dirs int, bias bool) {
 	// float64 cannot overflow here; it is exact well past the sizes
 	// that allocate.
-	g := float64(kind.gates()) * float64(hidden)
-	perDir := g * (float64(in) + float64(hidden))
+	g, stateSize := float64(kind.gates())*float64(hidden), float64(hidden)
+	if proj > 0 {
+		stateSize = float64(proj)
+	}
+	perDir := g * (float64(in) + stateSize)
 	if layers > 1 {
-		perDir += float64(layers-1) * g * (float64(dirs)*float64(hidden) + float64(hidden))
+		perDir += float64(layers-1) * g * (float64(dirs)*stateSize + stateSize)
 	}
 	if bias {
 		perDir += 2 * g * float64(layers)
+	}
+	if proj > 0 {
+		perDir += float64(layers) * float64(proj) * float64(hidden)
 	}
 	if perDir*float64(dirs) >= math.MaxInt {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
@@ -198,7 +240,7 @@ func checkParamCount(op string, kind cellKind, in, hidden, layers, dirs int, bia
 
 // release releases w's parameters that are not nil.
 func (w RecurrentWeights) release() {
-	for _, t := range []*vram.Tensor{w.WeightIH, w.WeightHH, w.BiasIH, w.BiasHH} {
+	for _, t := range []*vram.Tensor{w.WeightIH, w.WeightHH, w.BiasIH, w.BiasHH, w.WeightHR} {
 		if t != nil {
 			t.Release()
 		}
@@ -206,28 +248,43 @@ func (w RecurrentWeights) release() {
 }
 
 // check panics unless w holds the parameters of a layer of g·hidden
-// gate rows from in features, with both biases or neither, naming them
-// with suffix as [RecurrentWeights.register] does.
-func (w RecurrentWeights) check(op, suffix string, g, in, hidden int) {
+// gate rows from in features, with both biases or neither, and a
+// projection to proj features or none for proj 0, naming them with
+// suffix as [RecurrentWeights.register] does.
+func (w RecurrentWeights) check(op, suffix string, g, in, hidden, proj int) {
+	stateSize := hidden
+	if proj > 0 {
+		stateSize = proj
+	}
+	if proj == 0 && w.WeightHR != nil {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("weight_hr%s is set without a proj_size; set ProjSize to its rows or the weight to nil", suffix)})
+	}
 	for _, p := range []struct {
 		name string
 		t    *vram.Tensor
 		want vram.Shape
 	}{
 		{"weight_ih", w.WeightIH, vram.Shape{g * hidden, in}},
-		{"weight_hh", w.WeightHH, vram.Shape{g * hidden, hidden}},
+		{"weight_hh", w.WeightHH, vram.Shape{g * hidden, stateSize}},
 		{"bias_ih", w.BiasIH, vram.Shape{g * hidden}},
 		{"bias_hh", w.BiasHH, vram.Shape{g * hidden}},
+		{"weight_hr", w.WeightHR, vram.Shape{proj, hidden}},
 	} {
 		switch {
-		case p.t == nil && (p.name == "weight_ih" || p.name == "weight_hh"):
+		case p.name == "weight_hr" && proj == 0:
+		case p.t == nil && (p.name == "weight_ih" || p.name == "weight_hh" || p.name == "weight_hr"):
 			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("%s%s is nil", p.name, suffix)})
 		case p.t == nil && (w.BiasIH != nil || w.BiasHH != nil):
 			panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
 				Detail: fmt.Sprintf("%s%s is nil while the other bias is not; set both biases or neither", p.name, suffix)})
 		case p.t != nil && !slices.Equal(p.t.Shape(), p.want):
+			sizes := fmt.Sprintf("input_size %d and hidden_size %d", in, hidden)
+			if proj > 0 {
+				sizes = fmt.Sprintf("input_size %d, hidden_size %d and proj_size %d", in, hidden, proj)
+			}
 			panic(&vram.Error{Op: op, Kind: vram.ErrShape,
-				Detail: fmt.Sprintf("%s%s must be %v for input_size %d and hidden_size %d, got %v", p.name, suffix, p.want, in, hidden, p.t.Shape())})
+				Detail: fmt.Sprintf("%s%s must be %v for %s, got %v", p.name, suffix, p.want, sizes, p.t.Shape())})
 		}
 	}
 }
@@ -258,6 +315,9 @@ func (w *RecurrentWeights) register(b *Base, suffix string) {
 		b.RegisterParameterField("bias_ih"+suffix, &w.BiasIH)
 		b.RegisterParameterField("bias_hh"+suffix, &w.BiasHH)
 	}
+	if w.WeightHR != nil {
+		b.RegisterParameterField("weight_hr"+suffix, &w.WeightHR)
+	}
 }
 
 // dirs returns the number of directions, 1 or 2.
@@ -266,6 +326,15 @@ func (r *recurrent) dirs() int {
 		return 2
 	}
 	return 1
+}
+
+// realHidden returns the size of the hidden states: ProjSize, or
+// HiddenSize without projections.
+func (r *RecurrentLayer) realHidden() int {
+	if r.ProjSize > 0 {
+		return r.ProjSize
+	}
+	return r.HiddenSize
 }
 
 // check panics unless r's settings and parameters agree: the sizes and
@@ -278,6 +347,9 @@ func (r *recurrent) check(op string) {
 			Detail: fmt.Sprintf("sizes must be positive, got input_size %d, hidden_size %d, num_layers %d", r.InputSize, r.HiddenSize, r.NumLayers)})
 	case !(r.Dropout >= 0 && r.Dropout <= 1):
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("dropout probability must be in [0, 1], got %v", r.Dropout)})
+	}
+	checkProjSize(op, r.kind, r.ProjSize, r.HiddenSize)
+	switch {
 	case len(r.Weights) != r.NumLayers*r.dirs():
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
 			Detail: fmt.Sprintf("%d sets of weights for %d layers in %d directions", len(r.Weights), r.NumLayers, r.dirs())})
@@ -285,12 +357,12 @@ func (r *recurrent) check(op string) {
 	for i, w := range r.Weights {
 		l, in, suffix := i/r.dirs(), r.InputSize, fmt.Sprintf("_l%d", i/r.dirs())
 		if l > 0 {
-			in = r.HiddenSize * r.dirs()
+			in = r.realHidden() * r.dirs()
 		}
 		if i%r.dirs() == 1 {
 			suffix += "_reverse"
 		}
-		w.check(op, suffix, r.kind.gates(), in, r.HiddenSize)
+		w.check(op, suffix, r.kind.gates(), in, r.HiddenSize, r.ProjSize)
 	}
 }
 
@@ -327,18 +399,19 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 		bad("input has a sequence length of 0, got shape %v", x.Shape())
 	}
 	stateDType := recurrentDType(x)
-	// states checks h0 or c0 and returns it as [layers·dirs, N, H], or
-	// zeros of x's dtype and device when it is nil.
-	states := func(name string, s *vram.Tensor) *vram.Tensor {
+	// states checks h0 or c0 and returns it as [layers·dirs, N, size],
+	// or zeros of x's dtype and device when it is nil; sizeName names
+	// size as PyTorch does.
+	states := func(name string, s *vram.Tensor, size int, sizeName string) *vram.Tensor {
 		if s == nil {
-			return tmp(vram.Zeros(vram.Shape{ld, n, hs}, x.Device(), stateDType))
+			return tmp(vram.Zeros(vram.Shape{ld, n, size}, x.Device(), stateDType))
 		}
-		want := vram.Shape{ld, n, hs}
+		want := vram.Shape{ld, n, size}
 		if !batched {
-			want = vram.Shape{ld, hs}
+			want = vram.Shape{ld, size}
 		}
 		if !slices.Equal(s.Shape(), want) {
-			bad("%s must be %v for input %v (num_layers·directions, batch, hidden_size), got %v", name, want, x.Shape(), s.Shape())
+			bad("%s must be %v for input %v (num_layers·directions, batch, %s), got %v", name, want, x.Shape(), sizeName, s.Shape())
 		}
 		if c, made := stateIn(op, name, x, s, stateDType); made {
 			s = tmp(c)
@@ -348,10 +421,15 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 		}
 		return s
 	}
-	hAll := states("h0", h0)
+	var hAll *vram.Tensor
+	if r.ProjSize > 0 {
+		hAll = states("h0", h0, r.ProjSize, "proj_size")
+	} else {
+		hAll = states("h0", h0, hs, "hidden_size")
+	}
 	var cAll *vram.Tensor
 	if r.kind == kindLSTM {
-		cAll = states("c0", c0)
+		cAll = states("c0", c0, hs, "hidden_size")
 	}
 	finalH := make([]*vram.Tensor, 0, ld)
 	finalC := make([]*vram.Tensor, 0, ld)
@@ -385,7 +463,7 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 				if d == 1 {
 					t = seq - 1 - s
 				}
-				h, c = cellStep(r.kind, stmp(gi.Select(0, t)), h, c, w.WeightHH, w.BiasHH, hs, stmp)
+				h, c = cellStep(r.kind, stmp(gi.Select(0, t)), h, c, w, hs, stmp)
 				for _, st := range stepTemps {
 					st.Release()
 				}
@@ -464,12 +542,13 @@ func stateIn(op, name string, x, s *vram.Tensor, dt vram.DType) (*vram.Tensor, b
 	return s.Cast(dt), true
 }
 
-// cellStep computes one time step of a cell of the given kind from gi =
-// x W_ihᵀ + b_ih, [N, G·H], the hidden state h and, for an LSTM, the cell
-// state c, both [N, H]. It returns the new states, which the caller owns;
+// cellStep computes one time step of a cell of the given kind with the
+// weights w from gi = x W_ihᵀ + b_ih, [N, G·H], the hidden state h, [N,
+// H] or [N, P] for an LSTM with projections, and, for an LSTM, the cell
+// state c, [N, H]. It returns the new states, which the caller owns;
 // intermediate results go to tmp.
-func cellStep(kind cellKind, gi, h, c, whh, bhh *vram.Tensor, hs int, tmp func(*vram.Tensor) *vram.Tensor) (hn, cn *vram.Tensor) {
-	gh := tmp(vram.Linear(h, whh, bhh))
+func cellStep(kind cellKind, gi, h, c *vram.Tensor, w RecurrentWeights, hs int, tmp func(*vram.Tensor) *vram.Tensor) (hn, cn *vram.Tensor) {
+	gh := tmp(vram.Linear(h, w.WeightHH, w.BiasHH))
 	switch kind {
 	case kindTanh:
 		return tmp(gi.Add(gh)).Tanh(), nil
@@ -483,7 +562,11 @@ func cellStep(kind cellKind, gi, h, c, whh, bhh *vram.Tensor, hs int, tmp func(*
 		g := tmp(part(2).Tanh())
 		o := tmp(part(3).Sigmoid())
 		cn = tmp(f.Mul(c)).Add(tmp(i.Mul(g)))
-		return o.Mul(tmp(cn.Tanh())), cn
+		hn = o.Mul(tmp(cn.Tanh()))
+		if w.WeightHR != nil {
+			hn = vram.Linear(tmp(hn), w.WeightHR, nil)
+		}
+		return hn, cn
 	}
 	// GRU: r and z from both inputs, n = tanh(W_in x + b_in + r·(W_hn h +
 	// b_hn)), h' = (1-z)·n + z·h = n + z·(h-n).
@@ -503,8 +586,8 @@ func cellStep(kind cellKind, gi, h, c, whh, bhh *vram.Tensor, hs int, tmp func(*
 // backward direction), so PyTorch's weights load with [Load].
 //
 // Inputs are [L, N, input] (sequence first, PyTorch's default), [N, L,
-// input] with BatchFirst, or [L, input] unbatched. Projections (proj_size)
-// and packed sequences are not supported: pad the sequences instead.
+// input] with BatchFirst, or [L, input] unbatched. Packed sequences are
+// not supported: pad the sequences instead.
 type RNN struct {
 	Base
 	RecurrentLayer
@@ -574,20 +657,24 @@ func (m *RNN) ForwardState(x, h0 *vram.Tensor) (out, hn *vram.Tensor) {
 //
 //	i, f, g, o = σ, σ, tanh, σ of the four parts of x_t W_ihᵀ + b_ih + h_{t-1} W_hhᵀ + b_hh
 //	c_t = f·c_{t-1} + i·g
-//	h_t = o·tanh(c_t)
+//	h_t = o·tanh(c_t)                 (o·tanh(c_t) W_hrᵀ with ProjSize P)
 //
 // Its parameters carry PyTorch's names, shapes and gate order
 // (weight_ih_l0 [4H, input], weight_hh_l0 [4H, H], bias_ih_l0,
-// bias_hh_l0 [4H], ..., "_reverse" for the backward direction), so
-// PyTorch's weights load with [Load]. Inputs are laid out as [RNN]'s;
-// projections (proj_size) and packed sequences are not supported.
+// bias_hh_l0 [4H], ..., "_reverse" for the backward direction; with
+// ProjSize P, weight_hh_l0 [4H, P], weight_hr_l0 [P, H] after the biases,
+// and the later layers' weight_ih [4H, D·P]), so PyTorch's weights load
+// with [Load]. Inputs are laid out as [RNN]'s; packed sequences are not
+// supported.
 type LSTM struct {
 	Base
 	RecurrentLayer
 }
 
-// NewLSTM returns an LSTM as [NewRNN] returns an RNN. It also panics when
-// o.Nonlinearity is set.
+// NewLSTM returns an LSTM as [NewRNN] returns an RNN, with projections
+// when o.ProjSize is positive (proj_size). It also panics when
+// o.Nonlinearity is set or o.ProjSize is negative or not smaller than
+// hiddenSize.
 func NewLSTM(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) *LSTM {
 	m := &LSTM{}
 	r := newRecurrent("lstm", kindLSTM, inputSize, hiddenSize, o, opts)
@@ -608,7 +695,8 @@ func (m *LSTM) Forward(x *vram.Tensor) *vram.Tensor {
 // ForwardState returns the output, the final hidden states hn and the
 // final cell states cn, both [NumLayers·D, N, H] ([NumLayers·D, H]
 // unbatched), starting from h0 and c0 of that shape; a nil h0 or c0 means
-// zeros. The caller owns and releases all three. Its panics are
+// zeros. With ProjSize P the hidden states h0 and hn, and the output's
+// last dimension (D·P), have P features in place of H. The caller owns and releases all three. Its panics are
 // [RNN.ForwardState]'s, and one of kind vram.ErrArgument when only one of
 // h0 and c0 is nil.
 func (m *LSTM) ForwardState(x, h0, c0 *vram.Tensor) (out, hn, cn *vram.Tensor) {

@@ -17,7 +17,7 @@ func cellParams(op string, kind cellKind, in, hidden int, noBias bool, opts []vr
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
 			Detail: fmt.Sprintf("sizes must be positive, got input_size %d, hidden_size %d", in, hidden)})
 	}
-	checkParamCount(op, kind, in, hidden, 1, 1, !noBias)
+	checkParamCount(op, kind, in, hidden, 0, 1, 1, !noBias)
 	bound := 1 / math.Sqrt(float64(hidden))
 	g := kind.gates() * hidden
 	var w RecurrentWeights
@@ -54,7 +54,7 @@ func cellForward(op string, kind cellKind, w RecurrentWeights, in, hidden int, x
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
 			Detail: fmt.Sprintf("sizes must be positive, got input_size %d, hidden_size %d", in, hidden)})
 	}
-	w.check(op, "", kind.gates(), in, hidden)
+	w.check(op, "", kind.gates(), in, hidden, 0)
 	batched := x.Dim() == 2
 	if x.Dim() != 1 && !batched || x.Size(-1) != in {
 		bad("input must be [N, %d] or [%d] (input_size %d), got %v", in, in, in, x.Shape())
@@ -91,7 +91,7 @@ func cellForward(op string, kind cellKind, w RecurrentWeights, in, hidden int, x
 		c = state("cx", c)
 	}
 	gi := tmp(vram.Linear(xs, w.WeightIH, w.BiasIH))
-	hn, cn = cellStep(kind, gi, h, c, w.WeightHH, w.BiasHH, hidden, tmp)
+	hn, cn = cellStep(kind, gi, h, c, w, hidden, tmp)
 	if !batched {
 		tmp(hn)
 		hn = hn.Squeeze(0)
