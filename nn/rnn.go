@@ -160,7 +160,9 @@ func newRecurrent(op string, kind cellKind, in, hidden int, o RecurrentOptions, 
 		dropOpts: slices.Clone(opts)}}
 	checkParamCount(op, kind, in, hidden, o.ProjSize, layers, r.dirs(), !o.NoBias)
 	// Parameters made before a failure, out of memory for one, are
-	// released rather than left to the caller, who gets no layer.
+	// released rather than left to the caller, who gets no layer, and
+	// the error names the layer.
+	defer asOp(op)
 	made := false
 	defer func() {
 		if !made {

@@ -70,25 +70,28 @@ func TestRecurrentHugeSizes(t *testing.T) {
 	}
 	dev := vram.Sim(1)
 	// The input weights, [G·H, 1], fit; the hidden ones, [G·H, H], do not.
+	// The error names the layer the caller made.
 	const h = 1 << 20
 	oom := []struct {
 		name string
 		fn   func()
+		op   string
 	}{
-		{"rnn", func() { nn.NewRNN(1, h, nn.RecurrentOptions{}, dev) }},
-		{"lstm", func() { nn.NewLSTM(1, h, nn.RecurrentOptions{}, dev) }},
-		{"gru", func() { nn.NewGRU(1, h, nn.RecurrentOptions{NoBias: true}, dev) }},
-		{"rnn cell", func() { nn.NewRNNCell(1, h, nn.CellOptions{}, dev) }},
-		{"lstm cell", func() { nn.NewLSTMCell(1, h, nn.CellOptions{}, dev) }},
-		{"gru cell", func() { nn.NewGRUCell(1, h, nn.CellOptions{}, dev) }},
+		{"rnn", func() { nn.NewRNN(1, h, nn.RecurrentOptions{}, dev) }, "rnn"},
+		{"lstm", func() { nn.NewLSTM(1, h, nn.RecurrentOptions{}, dev) }, "lstm"},
+		{"gru", func() { nn.NewGRU(1, h, nn.RecurrentOptions{NoBias: true}, dev) }, "gru"},
+		{"rnn cell", func() { nn.NewRNNCell(1, h, nn.CellOptions{}, dev) }, "rnn_cell"},
+		{"lstm cell", func() { nn.NewLSTMCell(1, h, nn.CellOptions{}, dev) }, "lstm_cell"},
+		{"gru cell", func() { nn.NewGRUCell(1, h, nn.CellOptions{}, dev) }, "gru_cell"},
 	}
 	for _, tc := range oom {
 		t.Run("out of memory/"+tc.name, func(t *testing.T) {
 			memtest.Settle(dev)
 			base := vram.MemoryAllocated(dev)
 			err := vram.Catch(tc.fn)
-			if !errors.Is(err, vram.ErrOutOfMemory) {
-				t.Fatalf("got %v, want an out-of-memory error", err)
+			var ve *vram.Error
+			if !errors.Is(err, vram.ErrOutOfMemory) || !errors.As(err, &ve) || ve.Op != tc.op {
+				t.Fatalf("got %v, want an out-of-memory error from %q", err, tc.op)
 			}
 			if got := vram.MemoryAllocated(dev); got != base {
 				t.Fatalf("%d bytes allocated after the failure, want %d", got, base)

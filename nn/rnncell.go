@@ -21,7 +21,9 @@ func cellParams(op string, kind cellKind, in, hidden int, noBias bool, opts []vr
 	bound := 1 / math.Sqrt(float64(hidden))
 	g := kind.gates() * hidden
 	var w RecurrentWeights
-	// Parameters made before a failure are released, as the layers'.
+	// Parameters made before a failure are released, as the layers',
+	// and the error names the cell.
+	defer asOp(op)
 	made := false
 	defer func() {
 		if !made {
