@@ -381,6 +381,7 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf(format, args...)})
 	}
 	r.check(op)
+	sameDevice(op, x, r.Weights[0].WeightIH)
 	batched := x.Dim() == 3
 	if x.Dim() != 2 && !batched {
 		bad("input must be 3-D (batched) or 2-D (unbatched), got shape %v", x.Shape())
@@ -529,12 +530,17 @@ func autocastable(dt vram.DType) bool {
 	return dt == vram.Float32 || dt == vram.Float16 || dt == vram.BFloat16
 }
 
-// stateIn checks the dtype of the state s (named name) given with the
-// input x for a recurrence that runs in dt, and returns s in dt and
-// whether that is a copy, which the caller releases. Outside an autocast
-// region s must be of x's dtype; inside one that casts x, of any dtype
-// the region casts, as PyTorch casts every argument of its recurrent ops.
+// stateIn checks the device and dtype of the state s (named name) given
+// with the input x for a recurrence that runs in dt, and returns s in dt
+// and whether that is a copy, which the caller releases. s must be on
+// x's device. Outside an autocast region s must be of x's dtype; inside
+// one that casts x, of any dtype the region casts, as PyTorch casts every
+// argument of its recurrent ops.
 func stateIn(op, name string, x, s *vram.Tensor, dt vram.DType) (*vram.Tensor, bool) {
+	if s.Device() != x.Device() {
+		panic(&vram.Error{Op: op, Kind: vram.ErrDevice,
+			Detail: fmt.Sprintf("%s is on %s but the input is on %s; move it to the input's device", name, s.Device(), x.Device())})
+	}
 	if s.DType() == dt {
 		return s, false
 	}
@@ -639,7 +645,9 @@ func (m *RNN) Forward(x *vram.Tensor) *vram.Tensor {
 //
 // It panics with an *vram.Error of kind vram.ErrShape for an input that is
 // not 2-D or 3-D, has other than InputSize features or no time steps, or
-// an h0 of the wrong shape, and of kind vram.ErrDType for an h0 of
+// an h0 of the wrong shape, of kind vram.ErrDevice for an h0 on another
+// device than x, with a *vram.DeviceMismatchError for an x on another
+// device than the parameters, and of kind vram.ErrDType for an h0 of
 // another dtype than x (but as above) and for an x that is not floating-point or, outside
 // [vram.Autocast], not of the parameters' dtype. Settings or parameters
 // changed after construction so that they no longer agree (a HiddenSize

@@ -235,3 +235,56 @@ func TestRecurrentAutocastStates(t *testing.T) {
 		}
 	})
 }
+
+// TestRecurrentDevices checks that states on another device than the
+// input are refused naming the state and both devices, as PyTorch's
+// "Input and hidden tensors are not at the same device", and that an
+// input on another device than the parameters is refused with the
+// parameters' device as the one expected.
+func TestRecurrentDevices(t *testing.T) {
+	if !vram.Sim(0).Available() {
+		t.Skip("no sim device")
+	}
+	cpu3, cpu2 := vram.Zeros(vram.Shape{5, 2, 3}), vram.Zeros(vram.Shape{2, 3})
+	lstm := nn.NewLSTM(3, 4, nn.RecurrentOptions{})
+	gru := nn.NewGRU(3, 4, nn.RecurrentOptions{})
+	lc := nn.NewLSTMCell(3, 4, nn.CellOptions{})
+	gc := nn.NewGRUCell(3, 4, nn.CellOptions{})
+	on := func(shape ...int) *vram.Tensor { return vram.Zeros(vram.Shape(shape), vram.Sim(0)) }
+	states := []struct {
+		name, op, state string
+		fn              func()
+	}{
+		{"gru h0", "gru", "h0", func() { gru.ForwardState(cpu3, on(1, 2, 4)) }},
+		{"lstm h0", "lstm", "h0", func() { lstm.ForwardState(cpu3, on(1, 2, 4), vram.Zeros(vram.Shape{1, 2, 4})) }},
+		{"lstm c0", "lstm", "c0", func() { lstm.ForwardState(cpu3, vram.Zeros(vram.Shape{1, 2, 4}), on(1, 2, 4)) }},
+		{"gru cell h", "gru_cell", "hx", func() { gc.ForwardState(cpu2, on(2, 4)) }},
+		{"lstm cell c", "lstm_cell", "cx", func() { lc.ForwardState(cpu2, vram.Zeros(vram.Shape{2, 4}), on(2, 4)) }},
+	}
+	for _, tc := range states {
+		t.Run(tc.name, func(t *testing.T) {
+			err := vram.Catch(tc.fn)
+			var ve *vram.Error
+			if !errors.As(err, &ve) || !errors.Is(err, vram.ErrDevice) || ve.Op != tc.op ||
+				!strings.Contains(ve.Detail, tc.state+" is on sim:0") || !strings.Contains(ve.Detail, "cpu") {
+				t.Fatalf("got %v, want an ErrDevice from %q saying %s is on sim:0 and the input on cpu", err, tc.op, tc.state)
+			}
+		})
+	}
+	inputs := []struct {
+		name, op string
+		fn       func()
+	}{
+		{"lstm input", "lstm", func() { lstm.Forward(on(5, 2, 3)) }},
+		{"gru cell input", "gru_cell", func() { gc.Forward(on(2, 3)) }},
+	}
+	for _, tc := range inputs {
+		t.Run(tc.name, func(t *testing.T) {
+			err := vram.Catch(tc.fn)
+			var de *vram.DeviceMismatchError
+			if !errors.As(err, &de) || de.Op != tc.op || de.Expected != vram.CPU || de.Got != vram.Sim(0) {
+				t.Fatalf("got %v, want a device mismatch from %q expecting the parameters' cpu", err, tc.op)
+			}
+		})
+	}
+}

@@ -57,6 +57,7 @@ func cellForward(op string, kind cellKind, w RecurrentWeights, in, hidden int, x
 			Detail: fmt.Sprintf("sizes must be positive, got input_size %d, hidden_size %d", in, hidden)})
 	}
 	w.check(op, "", kind.gates(), in, hidden, 0)
+	sameDevice(op, x, w.WeightIH)
 	batched := x.Dim() == 2
 	if x.Dim() != 1 && !batched || x.Size(-1) != in {
 		bad("input must be [N, %d] or [%d] (input_size %d), got %v", in, in, in, x.Shape())
@@ -145,7 +146,9 @@ func (m *RNNCell) Forward(x *vram.Tensor) *vram.Tensor { return m.ForwardState(x
 // ForwardState returns the next hidden state, [N, H] for x [N, input] or
 // [H] for x [input], from h of that shape (nil for zeros). The caller
 // owns the result. It panics with an *vram.Error of kind vram.ErrShape for
-// an x or h of the wrong shape, and of kind vram.ErrDType for an h of
+// an x or h of the wrong shape, of kind vram.ErrDevice for an h on
+// another device than x, with a *vram.DeviceMismatchError for an x on
+// another device than the parameters, and of kind vram.ErrDType for an h of
 // another dtype than x and for an x that is not floating-point or, outside
 // [vram.Autocast], not of the parameters' dtype; inside an autocast
 // region x and h may each be float32, float16 or bfloat16, as in the
