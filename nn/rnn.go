@@ -382,6 +382,7 @@ func (r *recurrent) forward(op string, training bool, x, h0, c0 *vram.Tensor) (o
 	}
 	r.check(op)
 	sameDevice(op, x, r.Weights[0].WeightIH)
+	checkInputDType(op, x, r.Weights[0].WeightIH)
 	batched := x.Dim() == 3
 	if x.Dim() != 2 && !batched {
 		bad("input must be 3-D (batched) or 2-D (unbatched), got shape %v", x.Shape())
@@ -528,6 +529,20 @@ func recurrentDType(x *vram.Tensor) vram.DType {
 // dt to its own.
 func autocastable(dt vram.DType) bool {
 	return dt == vram.Float32 || dt == vram.Float16 || dt == vram.BFloat16
+}
+
+// checkInputDType panics with an ErrDType naming op unless the input x
+// can run through parameters like p: of p's dtype, or inside an autocast
+// region, of a dtype that the region casts as it casts p's.
+func checkInputDType(op string, x, p *vram.Tensor) {
+	if _, ok := vram.AutocastDType(); ok && autocastable(x.DType()) && autocastable(p.DType()) {
+		return
+	}
+	if x.DType() != p.DType() {
+		panic(&vram.Error{Op: op, Kind: vram.ErrDType,
+			Detail: fmt.Sprintf("the input is %s but the parameters are %s; Cast the input to %s, or the parameters with ConvertDType",
+				x.DType(), p.DType(), p.DType())})
+	}
 }
 
 // stateIn checks the device and dtype of the state s (named name) given

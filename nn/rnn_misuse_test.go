@@ -288,3 +288,39 @@ func TestRecurrentDevices(t *testing.T) {
 		})
 	}
 }
+
+// TestRecurrentInputDType checks that outside an autocast region an input
+// of another dtype than the parameters is refused naming both, the
+// parameters' as the one expected, as PyTorch's "input must have the
+// type torch.float32, got type torch.float16" does.
+func TestRecurrentInputDType(t *testing.T) {
+	gru := nn.NewGRU(3, 4, nn.RecurrentOptions{})
+	lstm64 := nn.NewLSTM(3, 4, nn.RecurrentOptions{}, vram.Float64)
+	rc := nn.NewRNNCell(3, 4, nn.CellOptions{})
+	tests := []struct {
+		name, op, want string
+		fn             func()
+	}{
+		{"float16 into float32 layer", "gru", "the input is float16 but the parameters are float32", func() {
+			gru.Forward(vram.Zeros(vram.Shape{2, 1, 3}, vram.Float16))
+		}},
+		{"float32 into float64 layer", "lstm", "the input is float32 but the parameters are float64", func() {
+			lstm64.Forward(vram.Zeros(vram.Shape{2, 1, 3}))
+		}},
+		{"integers into a layer", "gru", "the input is int64 but the parameters are float32", func() {
+			gru.Forward(vram.Zeros(vram.Shape{2, 1, 3}, vram.Int64))
+		}},
+		{"bfloat16 into a cell", "rnn_cell", "the input is bfloat16 but the parameters are float32", func() {
+			rc.Forward(vram.Zeros(vram.Shape{1, 3}, vram.BFloat16))
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := vram.Catch(tc.fn)
+			var ve *vram.Error
+			if !errors.As(err, &ve) || !errors.Is(err, vram.ErrDType) || ve.Op != tc.op || !strings.Contains(ve.Detail, tc.want) {
+				t.Fatalf("got %v, want an ErrDType from %q saying %q", err, tc.op, tc.want)
+			}
+		})
+	}
+}

@@ -58,6 +58,7 @@ func cellForward(op string, kind cellKind, w RecurrentWeights, in, hidden int, x
 	}
 	w.check(op, "", kind.gates(), in, hidden, 0)
 	sameDevice(op, x, w.WeightIH)
+	checkInputDType(op, x, w.WeightIH)
 	batched := x.Dim() == 2
 	if x.Dim() != 1 && !batched || x.Size(-1) != in {
 		bad("input must be [N, %d] or [%d] (input_size %d), got %v", in, in, in, x.Shape())
