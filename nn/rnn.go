@@ -351,8 +351,7 @@ func (r *recurrent) check(op string) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("dropout probability must be in [0, 1], got %v", r.Dropout)})
 	}
 	checkProjSize(op, r.kind, r.ProjSize, r.HiddenSize)
-	switch {
-	case len(r.Weights) != r.NumLayers*r.dirs():
+	if len(r.Weights) != r.NumLayers*r.dirs() {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
 			Detail: fmt.Sprintf("%d sets of weights for %d layers in %d directions", len(r.Weights), r.NumLayers, r.dirs())})
 	}
