@@ -168,6 +168,12 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 			out, h, c := m.ForwardState(in(e, 2, 5, 3), in(e, 4, 2, 4), in(e, 4, 2, 4))
 			return m, []*vram.Tensor{out, h, c}
 		}},
+		{"LSTM with projections and state", func(e *env) (nn.Module, []*vram.Tensor) {
+			m := nn.NewLSTM(3, 4, nn.RecurrentOptions{NumLayers: 2, Bidirectional: true, ProjSize: 2})
+			m.To(e.d)
+			out, h, c := m.ForwardState(in(e, 5, 3), in(e, 4, 2), in(e, 4, 4))
+			return m, []*vram.Tensor{out, h, c}
+		}},
 		{"Embedding max norm, scaled by frequency", func(e *env) (nn.Module, []*vram.Tensor) {
 			pad := 0
 			m := nn.NewEmbeddingOptions(5, 3, nn.EmbeddingOptions{PaddingIdx: &pad, MaxNorm: 0.5, ScaleGradByFreq: true})
