@@ -623,8 +623,9 @@ type RNN struct {
 // to vram's factory functions; a [vram.WithGenerator] generator also
 // draws the dropout masks. It panics with an *vram.Error of kind
 // vram.ErrArgument for sizes that are not positive or give more
-// parameters than an int counts, a dropout probability outside [0, 1] or
-// an unknown nonlinearity, releasing any parameter it made. A dropout
+// parameters than an int counts, a dropout probability outside [0, 1],
+// an unknown nonlinearity or a ProjSize (which only an [LSTM] takes),
+// releasing any parameter it made. A dropout
 // probability with one layer, where it has nothing to act on, gives a
 // warning ([vram.WarnOnce]) as in PyTorch.
 func NewRNN(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) *RNN {
@@ -749,7 +750,7 @@ type GRU struct {
 }
 
 // NewGRU returns a GRU as [NewRNN] returns an RNN. It also panics when
-// o.Nonlinearity is set.
+// o.Nonlinearity or o.ProjSize is set.
 func NewGRU(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) *GRU {
 	m := &GRU{}
 	r := newRecurrent("gru", kindGRU, inputSize, hiddenSize, o, opts)
