@@ -21,8 +21,9 @@ import (
 // only spreads a [64, 2048] gradient over 7×7 positions, took 97 to 104 µs.
 // The kernels here read whole rows of channels, coalesced, 16 bytes a
 // thread where the channels allow it; the backward pass of max pooling
-// finds each window's maximum again (a byte per output element of
-// workspace) and gathers, without atomics. On the same card (2026-12-06)
+// gathers, without atomics, from the tap of each window's maximum, a byte
+// per output element that the forward pass kept (MaxPool2DTaps) or that
+// Pool2DBackward finds again in a workspace. On the same card (2026-12-06)
 // the stem's pooling took 106 / 325 µs in float32 and 61 / 226 µs in bf16
 // (forward / backward) with them. NCHW-contiguous tensors keep cuDNN's
 // kernels.
