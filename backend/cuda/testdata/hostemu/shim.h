@@ -1,8 +1,8 @@
 // shim.h lets g++ compile vram's kernels (common.cuh followed by a module
 // such as norm.cu or optim.cu) for the host, so that TestKernelsOnHost can
 // run their float32 arithmetic without a GPU: launch runs a grid's blocks
-// one after another and each block's threads as OS threads, which meet at
-// a barrier for __syncthreads; __shared__ arrays are static, which is
+// one after another on as many OS threads as a block has, which meet at a
+// barrier for __syncthreads; __shared__ arrays are static, which is
 // right while one block runs at a time. The CUDA intrinsics the kernels
 // call are defined with their float32 and float64 meaning. Inline PTX (the
 // float16 conversions) is not available, so only float32 and float64
@@ -51,16 +51,28 @@ static inline float2 make_float2(float x, float y) { return float2{x, y}; }
 
 static void launch(D3 grid, D3 block, std::function<void()> fn) {
 	gridDim = grid; blockDim = block;
-	int nt = block.x * block.y;
-	for (unsigned by = 0; by < grid.y; by++)
-		for (unsigned bx = 0; bx < grid.x; bx++) {
-			blockIdx = D3{bx, by, 0};
-			std::barrier<> bar(nt);
-			g_bar = &bar;
-			std::vector<std::thread> ts;
-			for (unsigned ty = 0; ty < block.y; ty++)
-				for (unsigned tx = 0; tx < block.x; tx++)
-					ts.emplace_back([=] { threadIdx = D3{tx, ty, 0}; fn(); });
-			for (auto& t : ts) t.join();
-		}
+	const int nt = block.x * block.y;
+	const unsigned nb = grid.x * grid.y;
+	if (nb == 0 || nt == 0) return;
+	// One OS thread per thread of a block, which runs the blocks one after
+	// another: all meet at step between blocks, whose completion moves
+	// blockIdx on (bx fastest), so that a grid of many blocks costs no
+	// more threads than one.
+	blockIdx = D3{0, 0, 0};
+	std::barrier<> bar(nt);
+	g_bar = &bar;
+	unsigned b = 0;
+	auto next = [&]() noexcept { b++; blockIdx = D3{b % grid.x, b / grid.x, 0}; };
+	std::barrier<decltype(next)> step(nt, next);
+	std::vector<std::thread> ts;
+	for (unsigned ty = 0; ty < block.y; ty++)
+		for (unsigned tx = 0; tx < block.x; tx++)
+			ts.emplace_back([=, &step] {
+				threadIdx = D3{tx, ty, 0};
+				for (unsigned k = 0; k < nb; k++) {
+					fn();
+					step.arrive_and_wait();
+				}
+			});
+	for (auto& t : ts) t.join();
 }
