@@ -23,11 +23,9 @@ import (
 // Launch geometry of norm.cu.
 const (
 	// normTX and normTY are the block's threads across channels and its
-	// rows (NB_TX and NB_TY of kernels/norm.cu); normFX and normFY are the
-	// finishing kernels' channels a block and threads a channel (NB_FX,
-	// NB_FY).
-	normTX, normTY = 32, 8
-	normFX, normFY = 8, 128
+	// rows (NB_TX and NB_TY of kernels/norm.cu); normFY is the finishing
+	// kernels' threads a channel (NB_FY).
+	normTX, normTY, normFY = 32, 8, 32
 	// normRowsPerThread is the fewest rows a thread of the reducing
 	// kernels walks before more block rows are launched: fewer means more
 	// partial sums to add for little gain.
@@ -118,15 +116,15 @@ func (d *queue) normLaunch(dt backend.DType, name string, gx, gy uint32, a *cuda
 	return d.check(cuda.LaunchKernel(f, cuda.Dim3{X: gx, Y: gy, Z: 1}, cuda.Dim3{X: normTX, Y: normTY, Z: 1}, 0, d.stream, a))
 }
 
-// normFinish queues a finishing kernel of norm.cu: blocks of normFX
+// normFinish queues a finishing kernel of norm.cu: blocks of normTX
 // channels, normFY threads a channel.
 func (d *queue) normFinish(dt backend.DType, name string, c int, a *cuda.KernelArgs) error {
 	f, err := d.function(modKey{fam: famNorm, dt: dt, op: "bn"}, name)
 	if err != nil {
 		return err
 	}
-	blocks := uint32((c + normFX - 1) / normFX)
-	return d.check(cuda.LaunchKernel(f, cuda.Dim3{X: blocks, Y: 1, Z: 1}, cuda.Dim3{X: normFX, Y: normFY, Z: 1}, 0, d.stream, a))
+	blocks := uint32((c + normTX - 1) / normTX)
+	return d.check(cuda.LaunchKernel(f, cuda.Dim3{X: blocks, Y: 1, Z: 1}, cuda.Dim3{X: normTX, Y: normFY, Z: 1}, 0, d.stream, a))
 }
 
 // ptrsOf resolves the addresses of vs; a zero View is address 0.

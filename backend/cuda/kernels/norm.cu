@@ -8,11 +8,8 @@
 // rows with a stride of gridDim.y·NB_TY. Statistics are reduced in two
 // steps without atomics, so the results do not depend on scheduling: each
 // block row writes its partial sums to a buffer of 2·gridDim.y·C floats,
-// and a finishing kernel adds them per channel in float64, in blocks of
-// NB_FX channels and NB_FY threads a channel: few channels a block, so
-// that even a 64-channel layer's finish spreads over several
-// multiprocessors, and many threads a channel, each adding a few rows,
-// whose sums a tree then adds.
+// and a finishing kernel adds them per channel in float64, NB_FY threads a
+// channel.
 //
 // Sums of the forward pass are taken about a shift, the channel's value in
 // row 0, so that Σ(x−s)² − (Σ(x−s))²/M loses little to cancellation when
@@ -25,8 +22,7 @@
 
 #define NB_TX 32
 #define NB_TY 8
-#define NB_FX 8
-#define NB_FY 128
+#define NB_FY 32
 
 #if defined(K_ALL) || defined(K_bn)
 
@@ -108,11 +104,10 @@ extern "C" __global__ void bn_nhwc_stats(const S* x, i64 M, int C, float* part) 
 extern "C" __global__ void bn_nhwc_stats2(const S* x, i64 M, int C, float* part) { stats<2>(x, M, C, part); }
 
 // sumParts adds the gy partial sums of channel c in float64, the NB_FY
-// threads of column threadIdx.x taking every NB_FY-th block row, then a
-// tree over the threads; thread row 0 gets the totals. Every thread of
-// the block must call it.
+// threads of column threadIdx.x taking every NB_FY-th block row; thread
+// row 0 gets the totals.
 __device__ __forceinline__ void sumParts(const float* part, int gy, int C, int c, double* a, double* b) {
-	__shared__ double fa[NB_FY][NB_FX + 1], fb[NB_FY][NB_FX + 1];
+	__shared__ double fa[NB_FY][NB_TX + 1], fb[NB_FY][NB_TX + 1];
 	const int tx = threadIdx.x, ty = threadIdx.y;
 	double x = 0, y = 0;
 	if (c < C)
@@ -122,15 +117,15 @@ __device__ __forceinline__ void sumParts(const float* part, int gy, int C, int c
 		}
 	fa[ty][tx] = x;
 	fb[ty][tx] = y;
-	for (int h = NB_FY / 2; h > 0; h /= 2) {
-		__syncthreads();
-		if (ty < h) {
-			fa[ty][tx] += fa[ty + h][tx];
-			fb[ty][tx] += fb[ty + h][tx];
+	__syncthreads();
+	if (ty == 0) {
+		for (int k = 1; k < NB_FY; k++) {
+			x += fa[k][tx];
+			y += fb[k][tx];
 		}
 	}
-	*a = ty == 0 ? fa[0][tx] : 0;
-	*b = ty == 0 ? fb[0][tx] : 0;
+	*a = x;
+	*b = y;
 }
 
 // bn_nhwc_finish: the mean and 1/sqrt(var + eps) of each channel from the
@@ -138,11 +133,11 @@ __device__ __forceinline__ void sumParts(const float* part, int gy, int C, int c
 // move by momentum towards the batch's mean and unbiased variance. When
 // count is not null, one thread adds 1 to it (the layer's count of
 // batches, num_batches_tracked), which saves a launch of its own. Blocks
-// of NB_FX × NB_FY threads, NB_FX channels each.
+// of NB_TX × NB_FY threads, NB_TX channels each.
 extern "C" __global__ void bn_nhwc_finish(const S* x, const float* part, int gy, int C, i64 M, double eps,
 					  double momentum, int run, float* runMean, float* runVar, float* saveMean,
 					  float* saveInvStd, long long* count) {
-	const int c = blockIdx.x * NB_FX + threadIdx.x;
+	const int c = blockIdx.x * NB_TX + threadIdx.x;
 	double a, b;
 	sumParts(part, gy, C, c, &a, &b);
 	if (threadIdx.y != 0 || c >= C) return;
@@ -274,7 +269,7 @@ extern "C" __global__ void bn_nhwc_bwd_stats2(const S* dy, const S* x, i64 M, in
 // coef[C + c] = Σ dy·(x − mean) / M · inv². Blocks as bn_nhwc_finish's.
 extern "C" __global__ void bn_nhwc_bwd_finish(const float* part, int gy, int C, i64 M, const float* inv,
 					      float* dscale, float* dbias, float* coef) {
-	const int c = blockIdx.x * NB_FX + threadIdx.x;
+	const int c = blockIdx.x * NB_TX + threadIdx.x;
 	double a, b;
 	sumParts(part, gy, C, c, &a, &b);
 	if (threadIdx.y != 0 || c >= C) return;

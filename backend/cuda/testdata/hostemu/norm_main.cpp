@@ -42,7 +42,7 @@ template <int V> int run(i64 M, int C, int gy, bool residual, int way) {
 	const float* rp = residual ? r.data() : nullptr;
 	std::string sfx = V == 2 ? "2" : "";
 	launch(D3{(unsigned)gx, (unsigned)gy, 1}, D3{32, 8, 1}, [&] { if (V == 2) bn_nhwc_stats2(x.data(), M, C, part.data()); else bn_nhwc_stats(x.data(), M, C, part.data()); });
-	launch(D3{(unsigned)((C + 7) / 8), 1, 1}, D3{8, 128, 1}, [&] { bn_nhwc_finish(x.data(), part.data(), gy, C, M, eps, 0.1, 1, rm.data(), rv.data(), smean.data(), sinv.data(), nullptr); });
+	launch(D3{(unsigned)((C + 31) / 32), 1, 1}, D3{32, 32, 1}, [&] { bn_nhwc_finish(x.data(), part.data(), gy, C, M, eps, 0.1, 1, rm.data(), rv.data(), smean.data(), sinv.data(), nullptr); });
 	launch(D3{(unsigned)gx, 4, 1}, D3{32, 8, 1}, [&] { if (V == 2) bn_nhwc_apply2(x.data(), y.data(), M, C, smean.data(), sinv.data(), scale.data(), bias.data(), 0, eps, rp, 1); else bn_nhwc_apply(x.data(), y.data(), M, C, smean.data(), sinv.data(), scale.data(), bias.data(), 0, eps, rp, 1); });
 	// backward reference from the kernels' own y
 	for (i64 i = 0; i < M * C; i++) {
@@ -60,7 +60,7 @@ template <int V> int run(i64 M, int C, int gy, bool residual, int way) {
 	const float* dy2p = way == summed ? dy2.data() : nullptr;
 	float* dst = way == stored || way == summed ? (residual ? dr.data() : dx.data()) : nullptr;
 	launch(D3{(unsigned)gx, (unsigned)gy, 1}, D3{32, 8, 1}, [&] { if (V == 2) bn_nhwc_bwd_stats2(dy.data(), x.data(), M, C, smean.data(), part.data(), yp, dy2p, dst); else bn_nhwc_bwd_stats(dy.data(), x.data(), M, C, smean.data(), part.data(), yp, dy2p, dst); });
-	launch(D3{(unsigned)((C + 7) / 8), 1, 1}, D3{8, 128, 1}, [&] { bn_nhwc_bwd_finish(part.data(), gy, C, M, sinv.data(), ds.data(), db.data(), coef); });
+	launch(D3{(unsigned)((C + 31) / 32), 1, 1}, D3{32, 32, 1}, [&] { bn_nhwc_bwd_finish(part.data(), gy, C, M, sinv.data(), ds.data(), db.data(), coef); });
 	// The second pass reads what the first stored, or dy and the mask.
 	const float* gin = dst ? dst : dy.data();
 	const float* mask = dst ? nullptr : yp;
