@@ -114,6 +114,7 @@ func NLLLossWith(logProbs, targets *vram.Tensor, o NLLLossOptions) *vram.Tensor 
 	notNil(op, logProbs)
 	notNil(op, targets)
 	o.Reduction.check(op)
+	lossDType(op, logProbs)
 	if o == (NLLLossOptions{}) && logProbs.Dim() == 2 {
 		return vram.NLLLoss(logProbs, targets)
 	}

@@ -29,6 +29,7 @@ func KLDivLoss(input, target *vram.Tensor, logTarget bool, r Reduction) *vram.Te
 	if r < ReductionMean || r > ReductionBatchMean {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("unknown reduction %d; use ReductionBatchMean, ReductionMean, ReductionSum or ReductionNone", int(r))})
 	}
+	dt := lossDType(op, input, target)
 	var ts temps
 	defer ts.release()
 	x, y := ts.operand(input), ts.operand(target)
@@ -43,7 +44,6 @@ func KLDivLoss(input, target *vram.Tensor, logTarget bool, r Reduction) *vram.Te
 		safe := ts.add(vram.Where(zero, ts.add(y.NewOnes(nil)), y))
 		l = ts.add(y.Mul(ts.add(ts.add(safe.Log()).Sub(x))))
 	}
-	dt := floatDType(input, target)
 	if r != ReductionBatchMean {
 		return ts.result(l, r, dt)
 	}
@@ -118,6 +118,7 @@ func CosineEmbeddingLoss(x1, x2, y *vram.Tensor, margin float64, r Reduction) *v
 	notNil(op, x2)
 	notNil(op, y)
 	r.check(op)
+	dt := lossDType(op, x1, x2)
 	s1 := x1.Shape()
 	if d := len(s1); d < 1 || d > 2 || !slices.Equal(s1, x2.Shape()) || !slices.Equal(s1[:d-1], y.Shape()) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects x1 and x2 of one shape [N, D] or [D] and y [N] or a scalar, got %v, %v and %v", s1, x2.Shape(), y.Shape())})
@@ -140,5 +141,5 @@ func CosineEmbeddingLoss(x1, x2, y *vram.Tensor, margin float64, r Reduction) *v
 	})
 	zero := ts.add(cos.NewZeros(nil))
 	l := ts.add(vram.Where(isPos, pos, ts.add(vram.Where(isNeg, neg, zero))))
-	return ts.result(l, r, floatDType(x1, x2))
+	return ts.result(l, r, dt)
 }

@@ -176,6 +176,15 @@
 // graph keeps what backward needs), so a forward pass holds no more memory
 // than it must even outside [vram.Tidy].
 //
+// # Losses
+//
+// The losses compute in the floating-point dtype that PyTorch's type
+// promotion gives their operands: an integer target meeting a float
+// prediction takes the prediction's dtype, and a loss none of whose
+// operands is floating point panics with an *vram.Error of kind
+// vram.ErrDType, whatever its [Reduction] (its losses would be truncated
+// to integers).
+//
 // # Options
 //
 // Layer constructors take [vram.Option] values and pass them to vram's

@@ -25,17 +25,17 @@ func MSELossWith(pred, target *vram.Tensor, r Reduction) *vram.Tensor {
 	const op = "mse_loss"
 	defer asOp(op)
 	r.check(op)
+	notNil(op, pred)
+	notNil(op, target)
+	dt := autocastFloat32(lossDType(op, pred, target))
 	if r == ReductionMean {
 		return vram.MSELoss(pred, target)
 	}
-	notNil(op, pred)
-	notNil(op, target)
 	var ts temps
 	defer ts.release()
 	d := ts.add(ts.operand(pred).Sub(ts.operand(target)))
 	warnTargetSize(op, pred, target)
 	l := d.Square()
-	dt := autocastFloat32(promoteFloat(pred.DType(), target.DType()))
 	if l.DType() == dt {
 		return reduce(l, r)
 	}
@@ -53,6 +53,18 @@ func promoteFloat(a, b vram.DType) vram.DType {
 	default:
 		return vram.Float32
 	}
+}
+
+// lossDType returns the dtype of a loss of the operands xs, as
+// floatDType gives it, and panics with an *vram.Error of kind
+// vram.ErrDType when none of them is floating point: computed in
+// integers, every element's loss would be truncated.
+func lossDType(op string, xs ...*vram.Tensor) vram.DType {
+	dt := floatDType(xs...)
+	if !dt.IsFloat() {
+		panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("%s needs a floating-point input, got %s; Cast it first", op, dt)})
+	}
+	return dt
 }
 
 // autocastFloat32 returns dt, or float32 for a 16-bit dt inside an
@@ -167,11 +179,12 @@ func L1LossWith(pred, target *vram.Tensor, r Reduction) *vram.Tensor {
 	r.check("l1_loss")
 	notNil("l1_loss", pred)
 	notNil("l1_loss", target)
+	dt := lossDType("l1_loss", pred, target)
 	var ts temps
 	defer ts.release()
 	d := ts.add(ts.operand(pred).Sub(ts.operand(target)))
 	warnTargetSize("l1_loss", pred, target)
-	return ts.result(d.Abs(), r, floatDType(pred, target))
+	return ts.result(d.Abs(), r, dt)
 }
 
 // SmoothL1Loss returns the mean over elements of 0.5·d²/beta where |d| <
@@ -191,11 +204,12 @@ func SmoothL1LossWith(pred, target *vram.Tensor, beta float64, r Reduction) *vra
 	defer asOp("smooth_l1_loss")
 	checkLossParam("smooth_l1_loss", "beta", beta)
 	r.check("smooth_l1_loss")
+	notNil("smooth_l1_loss", pred)
+	notNil("smooth_l1_loss", target)
+	dt := lossDType("smooth_l1_loss", pred, target)
 	if beta == 0 {
 		return L1LossWith(pred, target, r)
 	}
-	notNil("smooth_l1_loss", pred)
-	notNil("smooth_l1_loss", target)
 	var ts temps
 	defer ts.release()
 	d := ts.add(ts.operand(pred).Sub(ts.operand(target)))
@@ -203,7 +217,7 @@ func SmoothL1LossWith(pred, target *vram.Tensor, beta float64, r Reduction) *vra
 	a := ts.add(d.Abs())
 	quad := ts.add(ts.add(d.Square()).MulScalar(0.5 / beta))
 	lin := ts.add(a.SubScalar(0.5 * beta))
-	return ts.result(vram.Where(ts.add(a.LtScalar(beta)), quad, lin), r, floatDType(pred, target))
+	return ts.result(vram.Where(ts.add(a.LtScalar(beta)), quad, lin), r, dt)
 }
 
 // HuberLoss returns the mean over elements of 0.5·d² where |d| <= delta
@@ -229,6 +243,7 @@ func HuberLossWith(pred, target *vram.Tensor, delta float64, r Reduction) *vram.
 	r.check("huber_loss")
 	notNil("huber_loss", pred)
 	notNil("huber_loss", target)
+	dt := lossDType("huber_loss", pred, target)
 	var ts temps
 	defer ts.release()
 	d := ts.add(ts.operand(pred).Sub(ts.operand(target)))
@@ -236,7 +251,7 @@ func HuberLossWith(pred, target *vram.Tensor, delta float64, r Reduction) *vram.
 	a := ts.add(d.Abs())
 	quad := ts.add(ts.add(d.Square()).MulScalar(0.5))
 	lin := ts.add(ts.add(a.SubScalar(0.5 * delta)).MulScalar(delta))
-	return ts.result(vram.Where(ts.add(a.LeScalar(delta)), quad, lin), r, floatDType(pred, target))
+	return ts.result(vram.Where(ts.add(a.LeScalar(delta)), quad, lin), r, dt)
 }
 
 // BCEWithLogitsLoss returns the mean binary cross entropy between
@@ -288,6 +303,7 @@ func BCEWithLogitsLossWith(logits, target *vram.Tensor, o BCEOptions) *vram.Tens
 	o.Reduction.check(op)
 	checkBroadcastsTo(op, "weight", o.Weight, logits.Shape())
 	checkBroadcastsTo(op, "pos_weight", o.PosWeight, logits.Shape())
+	dt := lossDType(op, logits, target, o.Weight, o.PosWeight)
 	var ts temps
 	defer ts.release()
 	x, y := ts.operand(logits), ts.operand(target)
@@ -307,7 +323,7 @@ func BCEWithLogitsLossWith(logits, target *vram.Tensor, o BCEOptions) *vram.Tens
 		ts.add(l)
 		l = l.Mul(ts.operand(o.Weight))
 	}
-	return ts.result(l, o.Reduction, floatDType(logits, target, o.Weight, o.PosWeight))
+	return ts.result(l, o.Reduction, dt)
 }
 
 // BCELoss returns the mean binary cross entropy −(y·log p + (1 − y)·
@@ -351,6 +367,7 @@ func BCELossWith(probs, target *vram.Tensor, o BCEOptions) *vram.Tensor {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "pos_weight needs logits: use BCEWithLogitsLossWith"})
 	}
 	checkBroadcastsTo(op, "weight", o.Weight, probs.Shape())
+	dt := lossDType(op, probs, target, o.Weight)
 	checkProbabilities(op, probs)
 	var ts temps
 	defer ts.release()
@@ -386,7 +403,7 @@ func BCELossWith(probs, target *vram.Tensor, o BCEOptions) *vram.Tensor {
 	if o.Weight != nil {
 		l = ts.add(l.Mul(ts.operand(o.Weight)))
 	}
-	return ts.result(l, o.Reduction, floatDType(probs, target, o.Weight))
+	return ts.result(l, o.Reduction, dt)
 }
 
 // checkProbabilities panics with an *vram.Error of kind vram.ErrArgument

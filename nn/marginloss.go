@@ -78,6 +78,7 @@ func MarginRankingLoss(x1, x2, y *vram.Tensor, margin float64, r Reduction) *vra
 	notNil(op, y)
 	r.check(op)
 	checkMargin(op, margin)
+	dt := lossDType(op, x1, x2, y)
 	if x1.Dim() != x2.Dim() || x1.Dim() != y.Dim() {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects x1, x2 and y with one number of dimensions, got %v, %v and %v", x1.Shape(), x2.Shape(), y.Shape())})
 	}
@@ -85,7 +86,7 @@ func MarginRankingLoss(x1, x2, y *vram.Tensor, margin float64, r Reduction) *vra
 	defer ts.release()
 	d := ts.add(ts.operand(x1).Sub(ts.operand(x2)))
 	l := ts.relu(ts.add(ts.add(ts.add(ts.operand(y).Neg()).Mul(d)).AddScalar(margin)))
-	return ts.result(l, r, floatDType(x1, x2, y))
+	return ts.result(l, r, dt)
 }
 
 // HingeEmbeddingLoss returns the loss of distances x labelled y 1 for
@@ -103,6 +104,7 @@ func HingeEmbeddingLoss(x, y *vram.Tensor, margin float64, r Reduction) *vram.Te
 	notNil(op, y)
 	r.check(op)
 	checkMargin(op, margin)
+	dt := lossDType(op, x)
 	var ts temps
 	defer ts.release()
 	a := ts.operand(x)
@@ -114,7 +116,7 @@ func HingeEmbeddingLoss(x, y *vram.Tensor, margin float64, r Reduction) *vram.Te
 	zero := ts.add(a.NewZeros(nil))
 	hinge := ts.relu(ts.add(a.RSubScalar(margin)))
 	l := ts.add(ts.add(vram.Where(notPos, hinge, zero)).Add(ts.add(vram.Where(notNeg, a, zero))))
-	return ts.result(l, r, x.DType())
+	return ts.result(l, r, dt)
 }
 
 // SoftMarginLoss returns the two-class logistic loss log(1 + e^(−y·x)) of
@@ -127,10 +129,11 @@ func SoftMarginLoss(x, y *vram.Tensor, r Reduction) *vram.Tensor {
 	notNil(op, x)
 	notNil(op, y)
 	r.check(op)
+	dt := lossDType(op, x, y)
 	var ts temps
 	defer ts.release()
 	z := ts.add(ts.add(ts.operand(y).Neg()).Mul(ts.operand(x)))
-	return ts.result(ts.add(z.Softplus(1, 20)), r, floatDType(x, y))
+	return ts.result(ts.add(z.Softplus(1, 20)), r, dt)
 }
 
 // logSigmoid returns log(sigmoid(x)), recorded in ts.
@@ -159,6 +162,7 @@ func MultiLabelSoftMarginLoss(x, y, weight *vram.Tensor, r Reduction) *vram.Tens
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects input [N, C] or [C], got %v", x.Shape())})
 	}
 	checkBroadcastsTo(op, "weight", weight, x.Shape()[x.Dim()-1:])
+	dt := lossDType(op, x, y, weight)
 	var ts temps
 	defer ts.release()
 	a, t := ts.operand(x), ts.operand(y)
@@ -168,7 +172,7 @@ func MultiLabelSoftMarginLoss(x, y, weight *vram.Tensor, r Reduction) *vram.Tens
 	if weight != nil {
 		l = ts.add(l.Mul(ts.operand(weight)))
 	}
-	return ts.result(ts.add(l.Mean(-1)), r, floatDType(x, y, weight))
+	return ts.result(ts.add(l.Mean(-1)), r, dt)
 }
 
 // MultiMarginLoss returns the multi-class hinge loss of scores x [N, C]
@@ -202,6 +206,7 @@ func MultiMarginLoss(x, y *vram.Tensor, p int, margin float64, weight *vram.Tens
 	if y.DType() != vram.Int64 {
 		panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("target must hold int64 class indices, got %v", y.DType())})
 	}
+	dt := lossDType(op, x)
 	c := xs[len(xs)-1]
 	if weight != nil && (weight.Dim() != 1 || weight.Size(0) != c) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects weight [%d], got %v", c, weight.Shape())})
@@ -232,7 +237,7 @@ func MultiMarginLoss(x, y *vram.Tensor, p int, margin float64, weight *vram.Tens
 	if one {
 		l = ts.add(l.Reshape(1))
 	}
-	return ts.result(l, r, x.DType())
+	return ts.result(l, r, dt)
 }
 
 // TripletMarginLoss returns the triplet loss of anchors, positives and
@@ -256,6 +261,7 @@ func TripletMarginLoss(anchor, positive, negative *vram.Tensor, margin, pNorm, e
 	r.check(op)
 	checkMargin(op, margin)
 	checkDistance(op, pNorm, eps)
+	dt := lossDType(op, anchor, positive, negative)
 	s := anchor.Shape()
 	if d := len(s); d < 1 || d > 2 || !slices.Equal(s, positive.Shape()) || !slices.Equal(s, negative.Shape()) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects anchor, positive and negative of one shape [N, D] or [D], got %v, %v and %v", s, positive.Shape(), negative.Shape())})
@@ -269,7 +275,7 @@ func TripletMarginLoss(anchor, positive, negative *vram.Tensor, margin, pNorm, e
 		dan = ts.add(dan.Minimum(dist(pos, neg)))
 	}
 	l := ts.relu(ts.add(ts.add(dap.Sub(dan)).AddScalar(margin)))
-	return ts.result(l, r, promoteFloat(anchor.DType(), promoteFloat(positive.DType(), negative.DType())))
+	return ts.result(l, r, dt)
 }
 
 // PairwiseDistance returns ‖x1 − x2 + eps‖_p along the last dimension of
@@ -369,6 +375,7 @@ func PoissonNLLLoss(input, target *vram.Tensor, logInput, full bool, eps float64
 	notNil(op, target)
 	r.check(op)
 	checkLossParam(op, "eps", eps)
+	dt := lossDType(op, input, target)
 	var ts temps
 	defer ts.release()
 	x, t := ts.operand(input), ts.operand(target)
@@ -389,7 +396,7 @@ func PoissonNLLLoss(input, target *vram.Tensor, logInput, full bool, eps float64
 		st = ts.add(st.Add(ts.add(ts.add(ts.add(safe.MulScalar(2 * math.Pi)).Log()).MulScalar(0.5))))
 		l = ts.add(l.Add(ts.add(vram.Where(big, st, ts.add(st.NewZeros(nil))))))
 	}
-	return ts.result(l, r, promoteFloat(input.DType(), target.DType()))
+	return ts.result(l, r, dt)
 }
 
 // GaussianNLLLoss returns the negative log-likelihood of target under
@@ -412,6 +419,7 @@ func GaussianNLLLoss(input, target, variance *vram.Tensor, full bool, eps float6
 	notNil(op, variance)
 	r.check(op)
 	checkLossParam(op, "eps", eps)
+	dt := lossDType(op, input, target, variance)
 	var ts temps
 	defer ts.release()
 	is, vs := input.Shape(), variance.Shape()
@@ -446,7 +454,7 @@ func GaussianNLLLoss(input, target, variance *vram.Tensor, full bool, eps float6
 	if full {
 		l = ts.add(l.AddScalar(0.5 * math.Log(2*math.Pi)))
 	}
-	return ts.result(l, r, floatDType(input, target, variance))
+	return ts.result(l, r, dt)
 }
 
 // MultiLabelMarginLoss returns the multi-class multi-label hinge loss of
