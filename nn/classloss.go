@@ -70,7 +70,9 @@ func ignoreIndex(p *int) int {
 // p is the softmax of logits over the classes, w the weights (ones when
 // nil) and ε the label smoothing. ReductionNone gives the targets' shape
 // (logits' without the class dimension for probabilities). 16-bit logits
-// are computed in float32, as PyTorch's autocast does.
+// are computed in float32 and the result rounded once to their dtype
+// (float32 inside an Autocast region, as PyTorch's autocast runs
+// cross_entropy).
 //
 // It panics with an *vram.Error of kind vram.ErrShape for mismatched
 // shapes or a weight that is not [C], of kind vram.ErrIndex for a class
@@ -94,11 +96,12 @@ func CrossEntropyLossWith(logits, targets *vram.Tensor, o CrossEntropyOptions) *
 	if o == (CrossEntropyOptions{}) && logits.Dim() == 2 {
 		return vram.CrossEntropy(logits, targets)
 	}
+	dt := lossDType(op, logits, o.Weight)
 	var ts temps
 	defer ts.release()
 	rows, idx, shape := classRows(op, &ts, logits, targets, o.Weight)
 	lsm := ts.add(ts.operand(rows).LogSoftmax(1))
-	return classLoss(&ts, lsm, idx, shape, ts.weight(o.Weight), ignoreIndex(o.IgnoreIndex), eps, o.Reduction)
+	return inDType(classLoss(&ts, lsm, idx, shape, ts.weight(o.Weight), ignoreIndex(o.IgnoreIndex), eps, o.Reduction), dt)
 }
 
 // NLLLossWith returns the negative log-likelihood of class index targets
@@ -114,14 +117,25 @@ func NLLLossWith(logProbs, targets *vram.Tensor, o NLLLossOptions) *vram.Tensor 
 	notNil(op, logProbs)
 	notNil(op, targets)
 	o.Reduction.check(op)
-	lossDType(op, logProbs)
+	dt := lossDType(op, logProbs, o.Weight)
 	if o == (NLLLossOptions{}) && logProbs.Dim() == 2 {
 		return vram.NLLLoss(logProbs, targets)
 	}
 	var ts temps
 	defer ts.release()
 	rows, idx, shape := classRows(op, &ts, logProbs, targets, o.Weight)
-	return classLoss(&ts, ts.operand(rows), idx, shape, ts.weight(o.Weight), ignoreIndex(o.IgnoreIndex), 0, o.Reduction)
+	return inDType(classLoss(&ts, ts.operand(rows), idx, shape, ts.weight(o.Weight), ignoreIndex(o.IgnoreIndex), 0, o.Reduction), dt)
+}
+
+// inDType returns x in the dtype of a loss of operands of dtype dt: dt,
+// or float32 for a 16-bit dt inside an Autocast region. x is released
+// when it is converted.
+func inDType(x *vram.Tensor, dt vram.DType) *vram.Tensor {
+	if dt = autocastFloat32(dt); x.DType() == dt {
+		return x
+	}
+	defer x.Release()
+	return x.Cast(dt)
 }
 
 // weight returns the class weights w widened as operand does, or nil.
@@ -219,6 +233,7 @@ func softCrossEntropy(op string, logits, targets *vram.Tensor, o CrossEntropyOpt
 	if o.Weight != nil && (o.Weight.Dim() != 1 || o.Weight.Size(0) != c) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("weight must be [C] = [%d], got %v", c, o.Weight.Shape())})
 	}
+	dt := lossDType(op, logits, targets, o.Weight)
 	var ts temps
 	defer ts.release()
 	lsm := ts.add(ts.operand(logits).LogSoftmax(cd))
@@ -237,15 +252,15 @@ func softCrossEntropy(op string, logits, targets *vram.Tensor, o CrossEntropyOpt
 	}
 	switch o.Reduction {
 	case ReductionNone:
-		return ts.add(p.Sum(cd)).Neg()
+		return inDType(ts.add(p.Sum(cd)).Neg(), dt)
 	case ReductionSum:
-		return ts.add(p.Sum()).Neg()
+		return inDType(ts.add(p.Sum()).Neg(), dt)
 	}
 	n := 0 // the number of rows
 	if c > 0 {
 		n = logits.NumElements() / c
 	}
-	return ts.add(ts.add(p.Sum()).Neg()).DivScalar(float64(n))
+	return inDType(ts.add(ts.add(p.Sum()).Neg()).DivScalar(float64(n)), dt)
 }
 
 // asOp is deferred by a loss or an activation built from other

@@ -275,8 +275,8 @@ func slicesEqual(a, b vram.Shape) bool {
 }
 
 // TestCrossEntropyOptionsDefaultsMatch checks that the zero options give
-// CrossEntropyLoss and NLLLoss, and that bfloat16 logits are computed in
-// float32.
+// CrossEntropyLoss and NLLLoss, and that bfloat16 logits give a bfloat16
+// loss with options as without.
 func TestCrossEntropyOptionsDefaultsMatch(t *testing.T) {
 	vram.Tidy(func() {
 		x := vram.FromSlice([]float64{1, 2, 3, 0, 0, 0, -1, 4, 2}, vram.Shape{3, 3})
@@ -294,8 +294,8 @@ func TestCrossEntropyOptionsDefaultsMatch(t *testing.T) {
 			t.Errorf("weight of ones %v, want %v", got, want)
 		}
 		h := nn.CrossEntropyLossWith(x.Cast(vram.BFloat16), y, nn.CrossEntropyOptions{LabelSmoothing: 0.1, Reduction: nn.ReductionSum})
-		if h.DType() != vram.Float32 {
-			t.Errorf("bfloat16 logits give %s, want float32", h.DType())
+		if h.DType() != vram.BFloat16 {
+			t.Errorf("bfloat16 logits give %s, want bfloat16", h.DType())
 		}
 	})
 }

@@ -183,7 +183,9 @@
 // prediction takes the prediction's dtype, and a loss none of whose
 // operands is floating point panics with an *vram.Error of kind
 // vram.ErrDType, whatever its [Reduction] (its losses would be truncated
-// to integers).
+// to integers). float16 and bfloat16 operands are computed in float32 and
+// the result rounded once to their dtype; inside a vram.Autocast region
+// the result stays float32, as PyTorch's autocast runs its losses.
 //
 // # Options
 //
