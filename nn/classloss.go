@@ -74,12 +74,15 @@ func ignoreIndex(p *int) int {
 // (float32 inside an Autocast region, as PyTorch's autocast runs
 // cross_entropy).
 //
-// It panics with an *vram.Error of kind vram.ErrShape for mismatched
-// shapes or a weight that is not [C], of kind vram.ErrIndex for a class
-// index outside [0, C) that is not ignored, of kind vram.ErrDType for
-// targets that are neither integers nor floats, and of kind
-// vram.ErrArgument for a label smoothing outside [0, 1], an unknown
-// reduction, or an IgnoreIndex that is not negative with probabilities.
+// As in PyTorch, targets of logits' shape are probabilities and others
+// class indices. It panics with an *vram.Error of kind vram.ErrShape for
+// mismatched shapes or a weight that is not [C], of kind vram.ErrIndex
+// for a class index outside [0, C) that is not ignored, of kind
+// vram.ErrDType for logits that are not floating point, probabilities
+// that are not floating point or class indices that are not int64 or
+// int32, and of kind vram.ErrArgument for a label smoothing outside
+// [0, 1], an unknown reduction, or an IgnoreIndex that is not negative
+// with probabilities.
 func CrossEntropyLossWith(logits, targets *vram.Tensor, o CrossEntropyOptions) *vram.Tensor {
 	const op = "cross_entropy"
 	defer asOp(op)
@@ -90,7 +93,7 @@ func CrossEntropyLossWith(logits, targets *vram.Tensor, o CrossEntropyOptions) *
 	if !(eps >= 0 && eps <= 1) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("label smoothing must be in [0, 1], got %v", eps)})
 	}
-	if targets.DType().IsFloat() {
+	if classProbabilities(op, logits, targets) {
 		return softCrossEntropy(op, logits, targets, o)
 	}
 	if o == (CrossEntropyOptions{}) && logits.Dim() == 2 {
@@ -138,6 +141,35 @@ func inDType(x *vram.Tensor, dt vram.DType) *vram.Tensor {
 	return x.Cast(dt)
 }
 
+// classProbabilities returns whether targets are class probabilities
+// rather than class indices of scores, deciding as PyTorch does: targets
+// of scores' shape are probabilities, and others indices. It panics with
+// an *vram.Error of kind vram.ErrDType when the targets' dtype is not the
+// one of their form: probabilities that are not floating point, or
+// floating-point targets of the shape of class indices, which would
+// otherwise be refused for their shape.
+func classProbabilities(op string, scores, targets *vram.Tensor) bool {
+	ss, ts := scores.Shape(), targets.Shape()
+	float := targets.DType().IsFloat()
+	if slices.Equal(ss, ts) && len(ss) > 0 {
+		if !float {
+			panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("targets of the input's shape %v are class probabilities and must be floating point, got %s", ss, targets.DType())})
+		}
+		return true
+	}
+	if float && len(ss) > 0 && slices.Equal(ts, indexShape(ss)) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("targets %v are class indices and must be int64 or int32, got %s (class probabilities have the input's shape %v)", ts, targets.DType(), ss)})
+	}
+	return float
+}
+
+// indexShape returns the shape of the class index targets of scores of
+// shape ss, which has at least one dimension: ss without its class
+// dimension, 1 (or 0 for one sample [C]).
+func indexShape(ss vram.Shape) vram.Shape {
+	return slices.Delete(slices.Clone(ss), min(1, len(ss)-1), min(2, len(ss)))
+}
+
 // weight returns the class weights w widened as operand does, or nil.
 func (ts *temps) weight(w *vram.Tensor) *vram.Tensor {
 	if w == nil {
@@ -152,10 +184,10 @@ func (ts *temps) weight(w *vram.Tensor) *vram.Tensor {
 // in ts.
 func classRows(op string, ts *temps, scores, targets, weight *vram.Tensor) (rows, idx *vram.Tensor, shape vram.Shape) {
 	if dt := targets.DType(); dt != vram.Int64 && dt != vram.Int32 {
-		panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("class targets must be int64 or int32 (or floating-point probabilities of the input's shape), got %s", dt)})
+		panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("class targets must be int64 or int32, got %s", dt)})
 	}
 	ss, shape := scores.Shape(), targets.Shape()
-	if len(ss) == 0 || !slices.Equal(shape, slices.Delete(slices.Clone(ss), min(1, len(ss)-1), min(2, len(ss)))) {
+	if len(ss) == 0 || !slices.Equal(shape, indexShape(ss)) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects input [N, C, d1, ...] with targets [N, d1, ...] (or [C] with a scalar target), got %v and %v", ss, shape)})
 	}
 	cd := min(1, len(ss)-1) // the class dimension

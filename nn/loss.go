@@ -137,19 +137,26 @@ func reduce(l *vram.Tensor, r Reduction) *vram.Tensor {
 	return l.Mean()
 }
 
-// CrossEntropyLoss returns the mean negative log-likelihood of the int64
-// class indices targets [N] under logits [N, C]
-// (torch.nn.functional.cross_entropy with mean reduction). It is
-// [vram.CrossEntropy].
+// CrossEntropyLoss returns the mean cross entropy between logits and
+// targets (torch.nn.functional.cross_entropy with its defaults): targets
+// are int64 or int32 class indices of logits' shape without the class
+// dimension ([N] for logits [N, C], [N, d1, ...] for [N, C, d1, ...], a
+// scalar for [C]), targets of -100 left out, or floating-point class
+// probabilities of logits' shape. It is [CrossEntropyLossWith] with the
+// zero options, and [vram.CrossEntropy] for logits [N, C] and class
+// indices.
 func CrossEntropyLoss(logits, targets *vram.Tensor) *vram.Tensor {
-	return vram.CrossEntropy(logits, targets)
+	return CrossEntropyLossWith(logits, targets, CrossEntropyOptions{})
 }
 
 // NLLLoss returns the mean negative log-likelihood of the class indices
-// targets [N] under log-probabilities [N, C]
-// (torch.nn.functional.nll_loss with mean reduction, targets of -100
-// ignored). It is [vram.NLLLoss].
-func NLLLoss(logProbs, targets *vram.Tensor) *vram.Tensor { return vram.NLLLoss(logProbs, targets) }
+// targets under log-probabilities logProbs (torch.nn.functional.nll_loss
+// with its defaults, targets of -100 left out), of the shapes of class
+// indices in [CrossEntropyLoss]. It is [NLLLossWith] with the zero
+// options, and [vram.NLLLoss] for logProbs [N, C].
+func NLLLoss(logProbs, targets *vram.Tensor) *vram.Tensor {
+	return NLLLossWith(logProbs, targets, NLLLossOptions{})
+}
 
 // operand returns x in the dtype a loss computes in, recorded in ts:
 // float16 and bfloat16 are widened to float32, as PyTorch's autocast runs
