@@ -214,6 +214,7 @@ func classRows(op string, ts *temps, scores, targets, weight *vram.Tensor) (rows
 // targets equal to ignore left out, label smoothing eps and reduction r;
 // ReductionNone gives shape.
 func classLoss(ts *temps, lsm, idx *vram.Tensor, shape vram.Shape, w *vram.Tensor, ignore int, eps float64, r Reduction) *vram.Tensor {
+	defer targetBounds(lsm.Size(1), &ignore)
 	ignored := ts.add(idx.EqScalar(float64(ignore)))
 	zero := ts.add(idx.NewZeros(nil))
 	safe := ts.add(vram.Where(ignored, zero, idx)) // ignored targets pick class 0, weighed 0
@@ -249,6 +250,28 @@ func classLoss(ts *temps, lsm, idx *vram.Tensor, shape vram.Shape, w *vram.Tenso
 	den := ts.add(vram.Where(none, ts.add(cnt.NewOnes(nil)), ts.add(wy.Sum())))
 	nan := ts.add(cnt.RDivScalar(0)) // 0/0 = NaN, or 0
 	return ts.add(ts.add(l.Sum()).Div(den)).Add(nan)
+}
+
+// targetBounds, deferred by a loss of class targets among c classes,
+// gives a panic of kind vram.ErrIndex in flight, which only a gather of
+// a target outside [0, c) raises, a detail that says so and which
+// classes there are (and the ignored target, when ignore is not nil),
+// rather than the bad index of a gather; the gather's error stays
+// wrapped. Other panics go on unchanged.
+func targetBounds(c int, ignore *int) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if e, ok := r.(*vram.Error); ok && e.Kind == vram.ErrIndex {
+		d := *e
+		d.Detail = fmt.Sprintf("target out of bounds: the targets are classes 0 to %d", c-1)
+		if ignore != nil {
+			d.Detail += fmt.Sprintf(", or %d for a target left out", *ignore)
+		}
+		r = &d
+	}
+	panic(r)
 }
 
 // softCrossEntropy is CrossEntropyLossWith of class probabilities.

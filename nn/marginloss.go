@@ -211,6 +211,7 @@ func MultiMarginLoss(x, y *vram.Tensor, p int, margin float64, weight *vram.Tens
 	if weight != nil && (weight.Dim() != 1 || weight.Size(0) != c) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects weight [%d], got %v", c, weight.Shape())})
 	}
+	defer targetBounds(c, nil)
 	var ts temps
 	defer ts.release()
 	a := ts.operand(x)
