@@ -16,7 +16,8 @@ import (
 // against each other. r combines them: ReductionBatchMean divides their
 // sum by the size of input's first dimension (the divergence per sample,
 // what PyTorch recommends), ReductionMean by their number (PyTorch's
-// default, which it warns about). 16-bit inputs are computed in float32
+// default, which warns, once per call site through vram.WarnOnce, as
+// PyTorch's does). 16-bit inputs are computed in float32
 // and the result rounded to their dtype once (float32 inside an Autocast
 // region).
 // It panics with an *vram.Error of kind vram.ErrArgument for a nil tensor
@@ -30,6 +31,10 @@ func KLDivLoss(input, target *vram.Tensor, logTarget bool, r Reduction) *vram.Te
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("unknown reduction %d; use ReductionBatchMean, ReductionMean, ReductionSum or ReductionNone", int(r))})
 	}
 	dt := lossDType(op, input, target)
+	if r == ReductionMean {
+		vram.WarnOnce(fmt.Sprintf("kl_div: reduction 'mean' divides the sum of the losses by all %d elements of the input %v, not by the batch size; "+
+			"'batchmean' (ReductionBatchMean) divides by the batch size, which gives the KL divergence per sample", input.NumElements(), input.Shape()))
+	}
 	var ts temps
 	defer ts.release()
 	x, y := ts.operand(input), ts.operand(target)

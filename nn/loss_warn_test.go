@@ -64,3 +64,36 @@ func TestLossTargetSizeWarning(t *testing.T) {
 		}
 	}
 }
+
+// TestKLDivLossMeanWarning checks that KLDivLoss warns, once per call
+// site, when its reduction is ReductionMean, as PyTorch's kl_div does:
+// the mean divides by the number of elements, not by the batch size that
+// the divergence per sample needs, which ReductionBatchMean gives. Other
+// reductions say nothing.
+func TestKLDivLossMeanWarning(t *testing.T) {
+	var got []vram.Warning
+	defer vram.SetWarningHandler(vram.SetWarningHandler(func(w vram.Warning) { got = append(got, w) }))
+	n := 3 + int(warnRuns.Add(1))
+	x := vram.Randn(vram.Shape{n, 4}).LogSoftmax(1)
+	defer x.Release()
+	y := vram.Randn(vram.Shape{n, 4}).Softmax(1)
+	defer y.Release()
+	for _, c := range []struct {
+		r     Reduction
+		warns int
+	}{{ReductionMean, 1}, {ReductionBatchMean, 0}, {ReductionSum, 0}, {ReductionNone, 0}} {
+		got = nil
+		for range 3 {
+			KLDivLoss(x, y, false, c.r).Release()
+		}
+		if len(got) != c.warns {
+			t.Errorf("%v: %d warnings, want %d: %v", c.r, len(got), c.warns, got)
+			continue
+		}
+		for _, w := range got {
+			if !strings.HasPrefix(w.Message, "kl_div: ") || !strings.Contains(w.Message, "batchmean") || !strings.Contains(w.Location, "loss_warn_test.go:") {
+				t.Errorf("%v: warning %q at %q does not name kl_div and batchmean at the caller's line", c.r, w.Message, w.Location)
+			}
+		}
+	}
+}
