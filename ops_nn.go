@@ -224,9 +224,11 @@ const CrossEntropyIgnoreIndex = -100
 // (torch.nn.functional.cross_entropy with mean reduction): NLLLoss of
 // logits.LogSoftmax(1). Targets equal to [CrossEntropyIgnoreIndex] are
 // left out, and the mean is over the others (NaN when there are none,
-// with zero gradients, as in PyTorch). It panics with [ErrShape] on
-// mismatched sizes, with [ErrDType] for targets that are not integers and
-// with [ErrIndex] for any other target outside [0, C).
+// with zero gradients, as in PyTorch). float16 and bfloat16 logits give
+// a loss of their dtype, its mean accumulated in float32 and rounded
+// once. It panics with [ErrShape] on mismatched sizes, with [ErrDType]
+// for targets that are not integers and with [ErrIndex] for any other
+// target outside [0, C).
 func CrossEntropy(logits, targets *Tensor) *Tensor {
 	if up, done := autocastUp(logits); up != logits {
 		defer done()
@@ -243,7 +245,8 @@ func CrossEntropy(logits, targets *Tensor) *Tensor {
 // targets [N] (int64 or int32) under log-probabilities [N, C]
 // (torch.nn.functional.nll_loss with mean reduction): the mean of
 // -logProbs[i, targets[i]], leaving out targets equal to
-// [CrossEntropyIgnoreIndex] (NaN when all are, with zero gradients). It
+// [CrossEntropyIgnoreIndex] (NaN when all are, with zero gradients),
+// accumulated in float32 for float16 and bfloat16 and rounded once. It
 // panics with [ErrShape] on mismatched sizes, with [ErrDType] for targets
 // that are not integers and with [ErrIndex] for any other target outside
 // [0, C).
@@ -307,12 +310,19 @@ func nllLoss(lsm, targets *Tensor) *Tensor {
 		defer w.Release()
 		pw := picked.Mul(w)
 		defer pw.Release()
-		// The mean over all N rows (accumulated wide, as Mean does for
-		// half dtypes), scaled by N over the rows kept: exactly the mean
-		// when none is ignored. When all are, the value is NaN (0/0, as
-		// PyTorch's) and the gradient zeros, as PyTorch's: the scale is
-		// then 1 and NaN is added as a constant.
-		all := pw.Mean()
+		// The mean over all N rows, scaled by N over the rows kept:
+		// exactly the mean when none is ignored. When all are, the value
+		// is NaN (0/0, as PyTorch's) and the gradient zeros, as PyTorch's:
+		// the scale is then 1 and NaN is added as a constant. For the
+		// 16-bit floats both are computed in float32 and the loss rounded
+		// once: a mean over every row rounded to float16 would fall among
+		// its subnormals when most rows are ignored.
+		pwide := pw
+		if w := opMath(pw.dtype); w != pw.dtype {
+			pwide = pw.Cast(w)
+			defer pwide.Release()
+		}
+		all := pwide.Mean()
 		defer all.Release()
 		kf := kept.Cast(Float32)
 		defer kf.Release()
@@ -332,7 +342,7 @@ func nllLoss(lsm, targets *Tensor) *Tensor {
 		defer scaled.Release()
 		wide := scaled.Add(nan)
 		defer wide.Release()
-		m := wide.Cast(all.dtype)
+		m := wide.Cast(picked.dtype)
 		defer m.Release()
 		out = m.Neg()
 	}()
