@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/nn"
 )
 
@@ -38,6 +39,9 @@ func TestRegressionAndBinaryLosses(t *testing.T) {
 	for _, dev := range []vram.Device{vram.CPU, vram.Sim(0)} {
 		for _, tc := range tests {
 			t.Run(dev.String()+"/"+tc.name, func(t *testing.T) {
+				// Garbage that earlier tests left is freed first, not
+				// during the measurement.
+				memtest.Settle(dev)
 				before := vram.MemoryAllocated(dev)
 				vram.Tidy(func() {
 					x := vram.FromSlice(tc.in, vram.Shape{2, 3}, dev, vram.WithGrad())
