@@ -406,8 +406,10 @@ func PoissonNLLLoss(input, target *vram.Tensor, logInput, full bool, eps float64
 // with v = max(variance, eps), plus ½·log(2π) with full (PyTorch's
 // default eps is 1e-6). As PyTorch's, the clamp passes the gradient to
 // variance unchanged. variance has input's shape, or input's shape with
-// its last dimension 1 or without it (one variance shared by the last
-// dimension); input and target broadcast together. The losses are
+// one dimension 1 (one variance shared along it: [N, 1, H, W] for input
+// [N, C, H, W]), or input's shape without its last dimension (one
+// variance shared by the last dimension); input and target broadcast
+// together. The losses are
 // combined as r says. It panics with an *vram.Error of kind
 // vram.ErrArgument for a nil tensor, a negative or infinite eps, a
 // negative variance or an unknown r, and of kind vram.ErrShape for a
@@ -429,7 +431,7 @@ func GaussianNLLLoss(input, target, variance *vram.Tensor, full bool, eps float6
 	case slices.Equal(is, vs):
 	case len(is) > 0 && slices.Equal(is[:len(is)-1], vs):
 		v = ts.add(v.Unsqueeze(-1))
-	case len(is) > 0 && len(vs) == len(is) && slices.Equal(is[:len(is)-1], vs[:len(vs)-1]) && vs[len(vs)-1] == 1:
+	case sharesOneDim(is, vs):
 	default:
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("variance of shape %v does not fit input of shape %v", vs, is)})
 	}
@@ -456,6 +458,26 @@ func GaussianNLLLoss(input, target, variance *vram.Tensor, full bool, eps float6
 		l = ts.add(l.AddScalar(0.5 * math.Log(2*math.Pi)))
 	}
 	return ts.result(l, r, dt)
+}
+
+// sharesOneDim reports whether a variance of shape vs differs from the
+// input's shape is in exactly one dimension, where it has size 1: one
+// variance shared along that dimension, as PyTorch's gaussian_nll_loss
+// accepts.
+func sharesOneDim(is, vs vram.Shape) bool {
+	if len(vs) != len(is) {
+		return false
+	}
+	differ := 0
+	for i := range is {
+		if is[i] != vs[i] {
+			if vs[i] != 1 {
+				return false
+			}
+			differ++
+		}
+	}
+	return differ == 1
 }
 
 // MultiLabelMarginLoss returns the multi-class multi-label hinge loss of
