@@ -133,12 +133,15 @@ func SoftMarginLoss(x, y *vram.Tensor, r Reduction) *vram.Tensor {
 	var ts temps
 	defer ts.release()
 	z := ts.add(ts.add(ts.operand(y).Neg()).Mul(ts.operand(x)))
-	return ts.result(ts.add(z.Softplus(1, 20)), r, dt)
+	// log(1 + e^z) exactly: Softplus with no threshold, as PyTorch's
+	// log1p(exp(·)); its default threshold 20 would return z beyond it.
+	return ts.result(ts.add(z.Softplus(1, math.Inf(1))), r, dt)
 }
 
-// logSigmoid returns log(sigmoid(x)), recorded in ts.
+// logSigmoid returns log(sigmoid(x)), recorded in ts: −log(1 + e^−x)
+// without Softplus's threshold, so exact for every x.
 func (ts *temps) logSigmoid(x *vram.Tensor) *vram.Tensor {
-	return ts.add(ts.add(ts.add(x.Neg()).Softplus(1, 20)).Neg())
+	return ts.add(ts.add(ts.add(x.Neg()).Softplus(1, math.Inf(1))).Neg())
 }
 
 // MultiLabelSoftMarginLoss returns the multi-label one-versus-all loss of
