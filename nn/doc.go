@@ -181,9 +181,10 @@
 // The losses compute in the floating-point dtype that PyTorch's type
 // promotion gives their operands: an integer target meeting a float
 // prediction takes the prediction's dtype, and a loss none of whose
-// operands is floating point panics with an *vram.Error of kind
-// vram.ErrDType, whatever its [Reduction] (its losses would be truncated
-// to integers). float16 and bfloat16 operands are computed in float32 and
+// operands is floating point (for [HingeEmbeddingLoss], [MultiMarginLoss]
+// and the class losses, whose input is not) panics with an *vram.Error
+// of kind vram.ErrDType, whatever its [Reduction] (its losses would be
+// truncated to integers). float16 and bfloat16 operands are computed in float32 and
 // the result rounded once to their dtype; inside a vram.Autocast region
 // the result stays float32, as PyTorch's autocast runs its losses.
 //
