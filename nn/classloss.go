@@ -120,7 +120,10 @@ func NLLLossWith(logProbs, targets *vram.Tensor, o NLLLossOptions) *vram.Tensor 
 	notNil(op, logProbs)
 	notNil(op, targets)
 	o.Reduction.check(op)
-	dt := lossDType(op, logProbs, o.Weight)
+	// The log-probabilities themselves must be floating point, whatever
+	// the weights: gathered from integers they would be truncated.
+	lossDType(op, logProbs)
+	dt := floatDType(logProbs, o.Weight)
 	if o == (NLLLossOptions{}) && logProbs.Dim() == 2 {
 		return vram.NLLLoss(logProbs, targets)
 	}

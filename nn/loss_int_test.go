@@ -46,6 +46,12 @@ func TestLossesRefuseIntegerInputs(t *testing.T) {
 			{"triplet_margin_loss", func(r nn.Reduction) *vram.Tensor { return nn.TripletMarginLoss(m, m, m, 1, 2, 1e-6, false, r) }},
 			{"cosine_embedding_loss", func(r nn.Reduction) *vram.Tensor { return nn.CosineEmbeddingLoss(m, m, cls, 0, r) }},
 			{"nll_loss", func(r nn.Reduction) *vram.Tensor { return nn.NLLLossWith(m, cls, nn.NLLLossOptions{Reduction: r}) }},
+			{"nll_loss", func(r nn.Reduction) *vram.Tensor {
+				return nn.NLLLossWith(m, cls, nn.NLLLossOptions{Weight: vram.Ones(vram.Shape{3}, vram.Float64), Reduction: r})
+			}},
+			{"cross_entropy", func(r nn.Reduction) *vram.Tensor {
+				return nn.CrossEntropyLossWith(m, cls, nn.CrossEntropyOptions{Weight: vram.Ones(vram.Shape{3}, vram.Float64), Reduction: r})
+			}},
 		}
 		for _, l := range losses {
 			for _, r := range []nn.Reduction{nn.ReductionMean, nn.ReductionSum, nn.ReductionNone} {
