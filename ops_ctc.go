@@ -156,8 +156,13 @@ func ctcCheck(op string, logProbs, targets, inputLengths, targetLengths *Tensor,
 		}
 	}
 	if !padded {
+		// Summed with a check at each step: lengths near the top of int64
+		// would otherwise wrap around to the number of targets.
 		sum := 0
-		for _, l := range p.tgtLen {
+		for b, l := range p.tgtLen {
+			if l > len(tg)-sum {
+				fail(op, ErrShape, "concatenated targets hold %d labels, but target_lengths[:%d] sum to more", len(tg), b+1)
+			}
 			sum += l
 		}
 		if sum != len(tg) {
