@@ -300,7 +300,15 @@ func nllLoss(lsm, targets *Tensor) *Tensor {
 		defer safe.Release()
 		col := safe.Unsqueeze(1)
 		defer col.Release()
-		picked := gatherTargets(lsm, col)
+		read := gatherTargets(lsm, col)
+		defer read.Release()
+		// An ignored row's value is replaced by 0 rather than weighed by
+		// 0: it may be −Inf (a class masked out), and 0·−Inf is NaN.
+		ic := ignored.Unsqueeze(1)
+		defer ic.Release()
+		z := read.NewZeros(nil)
+		defer z.Release()
+		picked := Where(ic, z, read)
 		defer picked.Release()
 		kept := ignored.LogicalNot()
 		defer kept.Release()

@@ -219,6 +219,10 @@ func classRows(op string, ts *temps, scores, targets, weight *vram.Tensor) (rows
 func classLoss(ts *temps, lsm, idx *vram.Tensor, shape vram.Shape, w *vram.Tensor, ignore int, eps float64, r Reduction) *vram.Tensor {
 	defer targetBounds(lsm.Size(1), &ignore)
 	ignored := ts.add(idx.EqScalar(float64(ignore)))
+	// The rows of ignored targets are replaced by zeros rather than
+	// weighed by 0: they may hold −Inf (a class masked out), and 0·−Inf
+	// is NaN, in the loss and in the weights' gradient.
+	lsm = ts.add(vram.Where(ts.add(ignored.Unsqueeze(1)), ts.add(lsm.NewZeros(nil)), lsm))
 	zero := ts.add(idx.NewZeros(nil))
 	safe := ts.add(vram.Where(ignored, zero, idx)) // ignored targets pick class 0, weighed 0
 	kept := ts.add(ts.add(ignored.LogicalNot()).Cast(lsm.DType()))
