@@ -303,10 +303,12 @@ func nllLoss(lsm, targets *Tensor) *Tensor {
 		read := gatherTargets(lsm, col)
 		defer read.Release()
 		// An ignored row's value is replaced by 0 rather than weighed by
-		// 0: it may be −Inf (a class masked out), and 0·−Inf is NaN.
+		// 0: it may be −Inf (a class masked out), and 0·−Inf is NaN. The
+		// zero is negative, so that the loss, its negation, is +0 as
+		// PyTorch's.
 		ic := ignored.Unsqueeze(1)
 		defer ic.Release()
-		z := read.NewZeros(nil)
+		z := read.NewFull(nil, math.Copysign(0, -1))
 		defer z.Release()
 		picked := Where(ic, z, read)
 		defer picked.Release()

@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -221,8 +222,9 @@ func classLoss(ts *temps, lsm, idx *vram.Tensor, shape vram.Shape, w *vram.Tenso
 	ignored := ts.add(idx.EqScalar(float64(ignore)))
 	// The rows of ignored targets are replaced by zeros rather than
 	// weighed by 0: they may hold −Inf (a class masked out), and 0·−Inf
-	// is NaN, in the loss and in the weights' gradient.
-	lsm = ts.add(vram.Where(ts.add(ignored.Unsqueeze(1)), ts.add(lsm.NewZeros(nil)), lsm))
+	// is NaN, in the loss and in the weights' gradient. The zeros are
+	// negative, so that the loss, their negation, is +0 as PyTorch's.
+	lsm = ts.add(vram.Where(ts.add(ignored.Unsqueeze(1)), ts.add(lsm.NewFull(nil, math.Copysign(0, -1))), lsm))
 	zero := ts.add(idx.NewZeros(nil))
 	safe := ts.add(vram.Where(ignored, zero, idx)) // ignored targets pick class 0, weighed 0
 	kept := ts.add(ts.add(ignored.LogicalNot()).Cast(lsm.DType()))
