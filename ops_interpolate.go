@@ -104,9 +104,12 @@ type InterpolateOptions struct {
 // with a nearest mode or area; with [ErrShape] for an input of the wrong
 // rank, a Size or ScaleFactor whose length is neither one nor the number
 // of spatial dimensions, an empty input or output (a size below 1, or a
-// factor that leaves none), or an output of more than 2^29 entries along a
-// dimension; with [ErrDType] for an integer input to a mode other than the
-// nearest ones.
+// factor that leaves none), an output of more than 2^29 entries along a
+// dimension or of more entries in all than an int counts (found before
+// anything is resized); with [ErrDType] for an integer input to a mode
+// other than the nearest ones. An input with an empty batch or no
+// channels gives an empty result, made without the position tables of
+// the resizing, however long its sides.
 func Interpolate(x *Tensor, o InterpolateOptions) *Tensor {
 	const op = "interpolate"
 	notNil(op, x)
@@ -175,6 +178,12 @@ func Interpolate(x *Tensor, o InterpolateOptions) *Tensor {
 			fail(op, ErrShape, "output size %v has more than the %d entries along a dimension that the host index of the composed path allows", out, maxIndexEntries)
 		}
 	}
+	// Refused before any side is resized: each within its bound, the
+	// sides together may hold more entries than an int counts.
+	shape := append([]int{x.shape[0], x.shape[1]}, out...)
+	if n, _ := checkShape(op, shape, x.dtype); n == 0 {
+		return composed(op, func() *Tensor { return emptyResult(x, shape) })
+	}
 	if m == InterpArea {
 		return composed(op, func() *Tensor { return areaResize(x, out) })
 	}
@@ -188,6 +197,15 @@ func Interpolate(x *Tensor, o InterpolateOptions) *Tensor {
 		}
 		return keepFormat(x, y)
 	})
+}
+
+// emptyResult returns a tensor of shape, which has no elements, as the
+// result of an op on x: new storage, channels-last when x is, and in x's
+// graph, whose gradient is zeros. It builds no position table, so a side
+// of any length costs nothing.
+func emptyResult(x *Tensor, shape []int) *Tensor {
+	none := x.Reshape(x.NumElements()).Narrow(0, 0, 0)
+	return keepFormat(x, none.Reshape(shape...).Clone())
 }
 
 // keepFormat returns y laid out channels-last when x is, as PyTorch's

@@ -60,7 +60,10 @@ func (m PadMode) String() string {
 // constant, with [ErrShape] for a tensor of the wrong rank for its mode
 // or sizes the mode cannot take, that leave a dimension with a negative
 // size (or, except for constant padding, an empty one) or with more than
-// 2^29 entries.
+// 2^29 entries, or that give more entries in all than an int counts, which
+// it finds before padding anything. A result with no entries is made
+// without the position tables of the padding, however long its other
+// sides.
 func Pad(t *Tensor, pads []int, mode PadMode, value float64) *Tensor {
 	const op = "pad"
 	notNil(op, t)
@@ -78,6 +81,7 @@ func Pad(t *Tensor, pads []int, mode PadMode, value float64) *Tensor {
 		fail(op, ErrArgument, "padding mode %q doesn't take a value, got %v", mode, value)
 	}
 	k := len(pads) / 2
+	shape := slices.Clone(t.shape)
 	if mode != PadConstant {
 		if k < 1 || k > 3 || nd != k+1 && nd != k+2 {
 			fail(op, ErrShape, "%s padding of %d dimensions needs a %dD or %dD input, got shape %v "+
@@ -94,6 +98,7 @@ func Pad(t *Tensor, pads []int, mode PadMode, value float64) *Tensor {
 				lo, hi, a, Shape(t.shape), f, maxIndexEntries)
 		}
 		out := n + lo + hi
+		shape[a] = out
 		switch mode {
 		case PadConstant:
 			if out < 0 {
@@ -122,6 +127,11 @@ func Pad(t *Tensor, pads []int, mode PadMode, value float64) *Tensor {
 		if mode == PadReplicate && n == 0 {
 			fail(op, ErrShape, "replicate padding needs a non-empty dimension %d, got input %v", a, Shape(t.shape))
 		}
+	}
+	// Refused before any dimension is padded: each within its bound, the
+	// dimensions together may hold more entries than an int counts.
+	if n, _ := checkShape(op, shape, t.dtype); n == 0 {
+		return composed(op, func() *Tensor { return emptyResult(t, shape) })
 	}
 	return composed(op, func() *Tensor {
 		out := t
