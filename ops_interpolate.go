@@ -96,7 +96,9 @@ type InterpolateOptions struct {
 // the three ranks, [InterpArea] floating-point inputs of any of them, the
 // others floating-point inputs of the rank their mode names. The result is new storage, channels-last when x is; it is computed one spatial dimension at
 // a time from IndexSelect and products with the weights, so it runs and
-// differentiates on every device.
+// differentiates on every device. The interpolating modes compute a
+// float16 or bfloat16 input in float32 and round the result once, as
+// PyTorch's kernels do.
 //
 // It panics with [ErrArgument] when both or neither of Size and
 // ScaleFactor are given, for RecomputeScaleFactor with a Size, a scale
@@ -189,13 +191,19 @@ func Interpolate(x *Tensor, o InterpolateOptions) *Tensor {
 	}
 	return composed(op, func() *Tensor {
 		y := x
+		if w := opMath(x.dtype); !nearest && w != x.dtype {
+			// In float32 for the 16-bit floats, rounded once at the end,
+			// as PyTorch's kernels accumulate: weights, products and
+			// partial sums rounded to 16 bits were off by several units.
+			y = x.Cast(w)
+		}
 		for i := range sp {
 			y = interpAxis(y, 2+i, in[i], out[i], scales[i], m, o.AlignCorners)
 		}
 		if y == x {
 			return x.Clone()
 		}
-		return keepFormat(x, y)
+		return keepFormat(x, fromOpMath(y, x.dtype))
 	})
 }
 
