@@ -162,8 +162,8 @@ func Unfold(x *Tensor, kernel [2]int, p FoldParams) *Tensor {
 // outW] of size outputSize, each entry into the pixel its tap covers;
 // entries that fall into the padding are dropped. Overlapping blocks add
 // up, so Fold(Unfold(x)) is x times the number of blocks covering each
-// pixel. x may also be [C·KH·KW, L], giving [C, outH, outW]. Gradients flow
-// back. It panics with [ErrShape] for another rank, a second dimension
+// pixel. x may also be [C·KH·KW, L], giving [C, outH, outW]. The result
+// is new contiguous storage, and gradients flow back. It panics with [ErrShape] for another rank, a second dimension
 // that KH·KW does not divide or an L other than the number of blocks of
 // outputSize, with [ErrDType] for a non-float input and with [ErrArgument]
 // as [Unfold] does.
@@ -196,7 +196,9 @@ func Fold(x *Tensor, outputSize, kernel [2]int, p FoldParams) *Tensor {
 			outputSize, kernel, [2]int{w.dh, w.dw}, p.Padding, [2]int{w.sh, w.sw}, w.outH, w.outW, w.outH*w.outW, Shape(x.shape), l)
 	}
 	return composed(op, func() *Tensor {
-		return col2im(op, x.Reshape(n, ck/kk, kk*l), w)
+		// col2im's image keeps a slot for the padding after each plane;
+		// PyTorch's fold, and so View of its result, is contiguous.
+		return col2im(op, x.Reshape(n, ck/kk, kk*l), w).Contiguous()
 	})
 }
 

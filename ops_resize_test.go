@@ -391,3 +391,38 @@ func TestFoldErrorNamesDefaults(t *testing.T) {
 		})
 	}
 }
+
+// TestFoldIsContiguous checks that Fold gives a contiguous image, as
+// torch.nn.functional.fold does, so that a View of it works: it gave a
+// view of its accumulator, which holds a slot for the padding after each
+// plane, and View(n, -1) of an image of several channels panicked.
+func TestFoldIsContiguous(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		shape vram.Shape
+		dt    vram.DType
+	}{
+		{"float32", vram.Shape{2, 8, 4}, vram.Float32},
+		{"float64", vram.Shape{2, 8, 4}, vram.Float64},
+		{"float16", vram.Shape{2, 8, 4}, vram.Float16},
+		{"unbatched", vram.Shape{8, 4}, vram.Float32},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vram.Tidy(func() {
+				y := vram.Fold(vram.Ones(tc.shape, tc.dt), [2]int{3, 3}, [2]int{2, 2}, vram.FoldParams{})
+				if !y.IsContiguous() {
+					t.Fatalf("fold gave shape %v with strides %v, not contiguous", y.Shape(), y.Strides())
+				}
+				// Each pixel of the 3x3 image is covered by as many 2x2
+				// blocks as it has neighbours in each direction.
+				cover := []float64{1, 2, 1, 2, 4, 2, 1, 2, 1}
+				got := y.View(-1).Float64s()
+				for i, v := range got {
+					if v != cover[i%9] {
+						t.Fatalf("entry %d is %v, want %v", i, v, cover[i%9])
+					}
+				}
+			})
+		})
+	}
+}
