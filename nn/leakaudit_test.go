@@ -117,6 +117,10 @@ func TestLayersAndLossesReleaseWhatTheyMake(t *testing.T) {
 			y, idx := nn.NewMaxPool1d(2, 0, 0).ForwardWithIndices(in(e, 2, 6))
 			return nil, []*vram.Tensor{y, idx}
 		}},
+		{"AdaptiveMaxPool1d with indices", func(e *env) (nn.Module, []*vram.Tensor) {
+			y, idx := nn.NewAdaptiveMaxPool1d(4).ForwardWithIndices(in(e, 2, 7))
+			return nil, []*vram.Tensor{y, idx}
+		}},
 		{"RNN", layer(func() nn.Module { return nn.NewRNN(3, 4, nn.RecurrentOptions{NumLayers: 2}) }, 5, 2, 3)},
 		{"LSTM", layer(func() nn.Module { return nn.NewLSTM(3, 4, nn.RecurrentOptions{NumLayers: 2}) }, 5, 2, 3)},
 		{"GRU", layer(func() nn.Module { return nn.NewGRU(3, 4, nn.RecurrentOptions{}) }, 5, 2, 3)},

@@ -142,6 +142,19 @@ func (l *AdaptiveMaxPool1d) Forward(x *vram.Tensor) *vram.Tensor {
 	return pool1d("adaptive_max_pool1d", x, func(x *vram.Tensor) *vram.Tensor { return vram.AdaptiveMaxPool2d(x, 1, l.Out) })
 }
 
+// ForwardWithIndices returns the pooled x and the int64 position in the
+// sequence of each maximum, as an AdaptiveMaxPool1d made with
+// return_indices=True does ([vram.AdaptiveMaxPool2dWithIndices]).
+func (l *AdaptiveMaxPool1d) ForwardWithIndices(x *vram.Tensor) (y, indices *vram.Tensor) {
+	y = pool1d("adaptive_max_pool1d", x, func(x *vram.Tensor) *vram.Tensor {
+		yy, idx := vram.AdaptiveMaxPool2dWithIndices(x, 1, l.Out)
+		defer idx.Release()
+		indices = idx.Squeeze(-2)
+		return yy
+	})
+	return y, indices
+}
+
 // Unflatten splits dimension Dim of its input into Sizes
 // (torch.nn.Unflatten), the inverse of [Flatten]; one size may be −1, to
 // be inferred.

@@ -110,6 +110,45 @@ func TestMaxPool1dIndices(t *testing.T) {
 	}
 }
 
+// AdaptiveMaxPool1d's indices are the positions in the sequence of the
+// first maximum of each window, rows floor(i·L/out) to ceil((i+1)·L/out),
+// batched and not.
+func TestAdaptiveMaxPool1dIndices(t *testing.T) {
+	const l = 7
+	x := vram.FromSlice([]float64{1, 5, 2, 8, 3, 8, 9, 4, 4, 0, 6, 6, 1, 2}, vram.Shape{1, 2, l})
+	xs := x.Float64s()
+	for _, out := range []int{1, 3, 4, 7, 9} {
+		var want []int64
+		for r := range 2 {
+			row := xs[r*l : r*l+l]
+			for i := range out {
+				best := i * l / out
+				for j := best; j < ((i+1)*l+out-1)/out; j++ {
+					if row[j] > row[best] {
+						best = j
+					}
+				}
+				want = append(want, int64(best))
+			}
+		}
+		m := nn.NewAdaptiveMaxPool1d(out)
+		y, idx := m.ForwardWithIndices(x)
+		if !slices.Equal(y.Float64s(), m.Forward(x).Float64s()) || !slices.Equal(idx.Shape(), vram.Shape{1, 2, out}) {
+			t.Fatalf("out %d: values %v, indices of shape %v", out, y.Float64s(), idx.Shape())
+		}
+		if got := idx.Int64s(); !slices.Equal(got, want) {
+			t.Errorf("out %d: indices %v, want %v", out, got, want)
+		}
+		u, ui := m.ForwardWithIndices(x.Select(0, 0))
+		if !slices.Equal(ui.Shape(), vram.Shape{2, out}) || !slices.Equal(ui.Int64s(), want) || !slices.Equal(u.Float64s(), y.Float64s()) {
+			t.Errorf("out %d: unbatched indices %v of shape %v", out, ui.Int64s(), ui.Shape())
+		}
+		for _, v := range []*vram.Tensor{y, idx, u, ui} {
+			v.Release()
+		}
+	}
+}
+
 // Unflatten splits a dimension, inferring a −1, and undoes Flatten.
 func TestUnflatten(t *testing.T) {
 	x := vram.Arange(0, 24, 1, vram.Float64).Reshape(2, 12)
