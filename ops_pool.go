@@ -141,7 +141,8 @@ func poolInput(op string, x *Tensor) *devState {
 // the windows and a reduction. The output keeps x's memory format. A
 // window larger than the padded input, or an input with no channels, rows
 // or columns (the batch may be empty), panics with [ErrShape], a bad
-// parameter with [ErrArgument].
+// parameter with [ErrArgument]. An empty batch gives an empty result
+// without gathering any window, however large the image.
 func MaxPool2d(x *Tensor, p Pool2dParams) *Tensor {
 	const op = "max_pool2d"
 	defer asOp(op)
@@ -182,6 +183,9 @@ func maxPool2d(op string, x *Tensor, p Pool2dParams, withIndices bool) (y, indic
 	ds := poolInput(op, x)
 	p = p.resolve(op, false)
 	win := poolWindow(op, x, p)
+	if x.shape[0] == 0 {
+		return emptyPool(op, x, win.outH, win.outW, withIndices)
+	}
 	if !withIndices && p.Dilation == [2]int{1, 1} && win.floorSized(p) {
 		bp := backend.Pool2DParams{Mode: backend.MaxPool, Kernel: p.Kernel, Stride: p.Stride, Padding: p.Padding}
 		if y := poolNative(op, ds, x, win, bp); y != nil {
@@ -217,6 +221,10 @@ func AvgPool2d(x *Tensor, p Pool2dParams) *Tensor {
 		ds := poolInput(op, x)
 		p = p.resolve(op, true)
 		win := poolWindow(op, x, p)
+		if x.shape[0] == 0 {
+			y, _ := emptyPool(op, x, win.outH, win.outW, false)
+			return y
+		}
 		if p.DivisorOverride == 0 && win.floorSized(p) {
 			bp := backend.Pool2DParams{Mode: backend.AvgPool, Kernel: p.Kernel, Stride: p.Stride, Padding: p.Padding, CountIncludePad: !p.ExcludePad}
 			if y := poolNative(op, ds, x, win, bp); y != nil {
@@ -319,6 +327,7 @@ func (w window) positions(taps *Tensor, idx []int64) *Tensor {
 // [AvgPool2d] and runs on the device's native pooling. The output keeps
 // x's memory format. Sizes below 1 panic with [ErrArgument], an input with
 // no channels, rows or columns (the batch may be empty) with [ErrShape].
+// An empty batch gives an empty result, however large the sizes.
 func AdaptiveAvgPool2d(x *Tensor, outH, outW int) *Tensor {
 	const op = "adaptive_avg_pool2d"
 	defer asOp(op)
@@ -329,6 +338,10 @@ func AdaptiveAvgPool2d(x *Tensor, outH, outW int) *Tensor {
 	return unbatched(op, x, func(x *Tensor) *Tensor {
 		defer pin(op, x).unpin()
 		poolInput(op, x)
+		if x.shape[0] == 0 {
+			y, _ := emptyPool(op, x, outH, outW, false)
+			return y
+		}
 		h, w := x.shape[2], x.shape[3]
 		if h%outH == 0 && w%outW == 0 && h > 0 && w > 0 {
 			return AvgPool2d(x, Pool2dParams{Kernel: [2]int{h / outH, w / outW}})
@@ -371,6 +384,11 @@ func adaptiveMaxPool2d(op string, x *Tensor, outH, outW int) (y, indices *Tensor
 	y = unbatched(op, x, func(x *Tensor) *Tensor {
 		defer pin(op, x).unpin()
 		poolInput(op, x)
+		if x.shape[0] == 0 {
+			var yb *Tensor
+			yb, indices = emptyPool(op, x, outH, outW, true)
+			return yb
+		}
 		h, w := x.shape[2], x.shape[3]
 		aw := adaptiveWindow{inH: h, inW: w, outH: outH, outW: outW}
 		win := aw.window(op)
@@ -390,6 +408,22 @@ func adaptiveMaxPool2d(op string, x *Tensor, outH, outW int) (y, indices *Tensor
 		ib := indices
 		defer ib.Release()
 		indices = ib.Squeeze(0)
+	}
+	return y, indices
+}
+
+// emptyPool returns the pooling of x [0, C, H, W], an empty batch, to
+// [0, C, outH, outW], and empty int64 indices of that shape when
+// withIndices is set (else nil), as PyTorch pools an empty batch: without
+// the gather index of the composed path, which grows with the image
+// however empty the batch, and which it refused past 2^29 entries. The
+// result stays in x's graph.
+func emptyPool(op string, x *Tensor, outH, outW int, withIndices bool) (y, indices *Tensor) {
+	shape := []int{0, x.shape[1], outH, outW}
+	checkShape(op, shape, x.dtype)
+	y = composed(op, func() *Tensor { return emptyResult(x, shape) })
+	if withIndices {
+		indices = inputFormat(op, x, Zeros(shape, Int64, x.Device()))
 	}
 	return y, indices
 }

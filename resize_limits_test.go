@@ -125,3 +125,79 @@ func TestResizeEmptyInputsWithLargeSides(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolEmptyBatchWithLargeImages checks that the 2-D pools of an empty
+// batch give their empty result, of the size bigPoolOutputSize or the
+// adaptive size gives, as PyTorch pools an empty batch: they refused an
+// image whose gather index would pass 2^29 entries and told the caller to
+// split an input that holds nothing. The result stays in the input's
+// graph and the indices are int64 of its shape.
+func TestPoolEmptyBatchWithLargeImages(t *testing.T) {
+	const side = 1 << 20
+	win := func(in int, p Pool2dParams) int {
+		k, s, pad, d := p.Kernel[1], p.Stride[1], p.Padding[1], max(p.Dilation[1], 1)
+		if s == 0 {
+			s = k
+		}
+		return int(bigPoolOutputSize(in, k, s, pad, d, p.CeilMode))
+	}
+	maxP := Pool2dParams{Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Padding: [2]int{1, 1}, Dilation: [2]int{2, 2}, CeilMode: true}
+	avgP := Pool2dParams{Kernel: [2]int{2, 3}, Stride: [2]int{1, 2}, CeilMode: true, DivisorOverride: 5}
+	tests := []struct {
+		name    string
+		in      Shape
+		f       func(x *Tensor) (y, idx *Tensor)
+		outH    int
+		outW    int
+		indices bool
+	}{
+		{"max pool", Shape{0, 2, side, side}, func(x *Tensor) (*Tensor, *Tensor) { return MaxPool2d(x, maxP), nil },
+			win(side, maxP), win(side, maxP), false},
+		{"max pool with indices", Shape{0, 2, side, side}, func(x *Tensor) (*Tensor, *Tensor) { return MaxPool2dWithIndices(x, maxP) },
+			win(side, maxP), win(side, maxP), true},
+		{"max pool of sequences", Shape{0, 3, 1, 1 << 40}, func(x *Tensor) (*Tensor, *Tensor) {
+			return MaxPool2d(x, Pool2dParams{Kernel: [2]int{1, 2}}), nil
+		}, 1, 1 << 39, false},
+		{"avg pool", Shape{0, 2, side, side}, func(x *Tensor) (*Tensor, *Tensor) { return AvgPool2d(x, avgP), nil },
+			side - 1, win(side, avgP), false},
+		{"adaptive avg pool, divisible", Shape{0, 2, side, side}, func(x *Tensor) (*Tensor, *Tensor) {
+			return AdaptiveAvgPool2d(x, 1<<10, 1<<10), nil
+		}, 1 << 10, 1 << 10, false},
+		{"adaptive avg pool", Shape{0, 2, side, side}, func(x *Tensor) (*Tensor, *Tensor) { return AdaptiveAvgPool2d(x, 3, 7), nil },
+			3, 7, false},
+		{"adaptive max pool with indices", Shape{0, 2, 5, 5}, func(x *Tensor) (*Tensor, *Tensor) {
+			return AdaptiveMaxPool2dWithIndices(x, side, side)
+		}, side, side, true},
+	}
+	for _, d := range []Device{CPU, Sim(0)} {
+		for _, tc := range tests {
+			t.Run(d.String()+"/"+tc.name, func(t *testing.T) {
+				settle(d)
+				before := MemoryAllocated(d)
+				err := Catch(func() {
+					Tidy(func() {
+						x := Zeros(tc.in, d, WithGrad())
+						y, idx := tc.f(x)
+						want := Shape{0, tc.in[1], tc.outH, tc.outW}
+						if !slices.Equal(y.Shape(), want) {
+							t.Fatalf("shape %v, want %v", y.Shape(), want)
+						}
+						if tc.indices && (idx.DType() != Int64 || !slices.Equal(idx.Shape(), want)) {
+							t.Errorf("indices %v of shape %v, want int64 of shape %v", idx.DType(), idx.Shape(), want)
+						}
+						y.Sum().Backward()
+						if g := x.Grad(); g == nil || !slices.Equal(g.Shape(), tc.in) {
+							t.Errorf("gradient %v, want an empty one of shape %v", g, tc.in)
+						}
+					})
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if after := MemoryAllocated(d); after != before {
+					t.Errorf("%d bytes allocated before, %d after", before, after)
+				}
+			})
+		}
+	}
+}
