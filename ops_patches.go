@@ -208,9 +208,12 @@ func Fold(x *Tensor, outputSize, kernel [2]int, p FoldParams) *Tensor {
 // indexes within a window. The view shares t's storage (windows overlap
 // when step < size) and gradients flow back, added up where windows
 // overlap. A 0-dimensional t takes dim 0 or -1 and a size of at most 1. It
-// panics with [ErrIndex] for a dimension out of range and with
-// [ErrArgument] for a negative size, a size larger than the dimension or a
-// step below 1.
+// panics with [ErrIndex] for a dimension out of range, with [ErrArgument]
+// for a negative size, a size larger than the dimension or a step below 1,
+// and with [ErrShape] for windows of an empty t that together hold more
+// entries than an int counts. Its backward pass panics with [ErrShape]
+// when the windows hold more than 2^29 entries, the bound of the host
+// table it adds their gradients back through.
 func (t *Tensor) Unfold(dim, size, step int) *Tensor {
 	const op = "unfold"
 	defer pin(op, t).unpin()
@@ -238,6 +241,7 @@ func (t *Tensor) Unfold(dim, size, step int) *Tensor {
 	ns := append(slices.Clone(t.shape), size)
 	st := append(slices.Clone(t.strides), t.strides[a])
 	ns[a] = nw
+	checkShape(op, ns, t.dtype) // overlapping windows of an empty t may hold more than an int counts
 	if nw > 1 {
 		st[a] *= step
 	}
@@ -245,6 +249,15 @@ func (t *Tensor) Unfold(dim, size, step int) *Tensor {
 	if needsGrad(t) {
 		full := slices.Clone(t.shape)
 		record(op, out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor {
+			if g.NumElements() == 0 {
+				return []*Tensor{g.NewZeros(full)}
+			}
+			// The windows' positions are a host table; its size is that of
+			// the view, which takes no memory however large.
+			if f := float64(nw) * float64(size); f > maxIndexEntries {
+				fail(op, ErrShape, "the gradient of %d windows of %d entries along dimension %d of shape %v needs a position table of %.0f entries on the host, more than the %d allowed; "+
+					"take fewer or smaller windows, or compute the windows' gradient another way", nw, size, a, Shape(full), f, maxIndexEntries)
+			}
 			pos := make([]int64, 0, nw*size)
 			for w := range nw {
 				for k := range size {

@@ -201,3 +201,54 @@ func TestPoolEmptyBatchWithLargeImages(t *testing.T) {
 		}
 	}
 }
+
+// TestTensorUnfoldLargeWindows checks Tensor.Unfold where its windows,
+// a view that takes no memory, hold very many entries: windows of an
+// empty tensor that an int cannot count are refused when made, as no
+// tensor can have their shape (they were made, and the next op failed,
+// naming itself); their gradient is empty, where it built a host table as
+// large as the windows (a runtime panic past 2^45 entries); and the
+// gradient of windows of more than 2^29 entries is refused before any
+// table is built.
+func TestTensorUnfoldLargeWindows(t *testing.T) {
+	tests := []struct {
+		name      string
+		in        Shape
+		dim, size int
+		kind      error // nil: the gradient is zeros of shape in
+		op        string
+	}{
+		{"uncountable windows of an empty tensor", Shape{0, 1 << 40}, 1, 1 << 39, ErrShape, "unfold"},
+		{"gradient of 2^46 windows' entries of an empty tensor", Shape{0, 1 << 24}, 1, 1 << 23, nil, ""},
+		{"gradient of empty windows", Shape{3, 5}, 1, 0, nil, ""},
+		{"gradient past the host table's bound", Shape{3 << 14}, 0, 3 << 13, ErrShape, "unfold"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			settle(CPU)
+			before := MemoryAllocated(CPU)
+			err := Catch(func() {
+				Tidy(func() {
+					x := Zeros(tc.in, WithGrad())
+					w := x.Unfold(tc.dim, tc.size, 1)
+					// Seeded with a view of one zero: a sum would read every
+					// entry of the windows.
+					w.Backward(Gradient(Zeros(Shape{}).Expand(w.Shape()...)))
+					if g := x.Grad(); g == nil || !slices.Equal(g.Shape(), tc.in) || slices.ContainsFunc(g.Float64s(), func(v float64) bool { return v != 0 }) {
+						t.Errorf("gradient %v, want zeros of shape %v", g, tc.in)
+					}
+				})
+			})
+			var e *Error
+			switch {
+			case tc.kind == nil && err != nil:
+				t.Fatal(err)
+			case tc.kind != nil && (!errors.Is(err, tc.kind) || !errors.As(err, &e) || e.Op != tc.op):
+				t.Fatalf("got %v, want an error of kind %v from %s", err, tc.kind, tc.op)
+			}
+			if after := MemoryAllocated(CPU); after != before {
+				t.Errorf("%d bytes allocated before, %d after", before, after)
+			}
+		})
+	}
+}
