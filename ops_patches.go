@@ -88,8 +88,11 @@ type FoldParams struct {
 
 // window checks the kernel and p and returns the window of an image of
 // h×w, panicking with ErrArgument for bad values and with ErrShape when
-// the window does not fit.
-func (p FoldParams) window(op string, kernel [2]int, h, w int) window {
+// the window does not fit, or, when gather is set, when its gather index
+// passes the bound of the composed path. Without gather (for an empty
+// batch, which gathers nothing) it checks only that the kernel's taps can
+// be counted.
+func (p FoldParams) window(op string, kernel [2]int, h, w int, gather bool) window {
 	for i := range 2 {
 		if p.Dilation[i] == 0 {
 			p.Dilation[i] = 1
@@ -127,7 +130,11 @@ func (p FoldParams) window(op string, kernel [2]int, h, w int) window {
 		sh: p.Stride[0], sw: p.Stride[1], ph: p.Padding[0], pw: p.Padding[1], dh: p.Dilation[0], dw: p.Dilation[1]}
 	// Before the callers multiply the kernel's sides: 2^31·2^33 taps wrap
 	// an int to 0.
-	win.checkSize(op)
+	if gather {
+		win.checkSize(op)
+	} else if float64(win.kh)*float64(win.kw) > maxExtent || float64(oh)*float64(ow) > maxExtent {
+		fail(op, ErrShape, "kernel %v over an image of %dx%d has more taps or sliding blocks (%dx%d) than an int counts", kernel, h, w, oh, ow)
+	}
 	return win
 }
 
@@ -138,6 +145,7 @@ func (p FoldParams) window(op string, kernel [2]int, h, w int) window {
 // tap falls into the padding. L = OH·OW with OH = (H + 2·Padding -
 // Dilation·(KH-1) - 1)/Stride + 1 and OW likewise. x may also be [C, H, W],
 // giving [C·KH·KW, L]. Gradients flow back, added up where blocks overlap.
+// An empty batch gives an empty result, however large the image.
 // It panics with [ErrShape] for another rank or no sliding block, and with
 // [ErrArgument] for a kernel, dilation or stride below 1 or a negative
 // padding.
@@ -150,7 +158,17 @@ func Unfold(x *Tensor, kernel [2]int, p FoldParams) *Tensor {
 	}
 	return unbatched(op, x, func(x *Tensor) *Tensor {
 		n, c := x.shape[0], x.shape[1]
-		w := p.window(op, kernel, x.shape[2], x.shape[3])
+		w := p.window(op, kernel, x.shape[2], x.shape[3], n > 0)
+		if n == 0 {
+			// An empty batch, as PyTorch takes it: no window is gathered,
+			// however large the image.
+			if float64(c)*float64(w.kh*w.kw) > maxExtent {
+				fail(op, ErrShape, "%d channels of a %dx%d kernel give more rows than an int counts", c, w.kh, w.kw)
+			}
+			shape := []int{0, c * w.kh * w.kw, w.outH * w.outW}
+			checkShape(op, shape, x.dtype)
+			return composed(op, func() *Tensor { return emptyResult(x, shape) })
+		}
 		return composed(op, func() *Tensor {
 			return im2col(x, w, 0).Reshape(n, c*w.kh*w.kw, w.outH*w.outW)
 		})
@@ -163,7 +181,8 @@ func Unfold(x *Tensor, kernel [2]int, p FoldParams) *Tensor {
 // entries that fall into the padding are dropped. Overlapping blocks add
 // up, so Fold(Unfold(x)) is x times the number of blocks covering each
 // pixel. x may also be [C·KH·KW, L], giving [C, outH, outW]. The result
-// is new contiguous storage, and gradients flow back. It panics with [ErrShape] for another rank, a second dimension
+// is new contiguous storage, and gradients flow back; an empty batch gives
+// an empty image, however large. It panics with [ErrShape] for another rank, a second dimension
 // that KH·KW does not divide or an L other than the number of blocks of
 // outputSize, with [ErrDType] for a non-float input and with [ErrArgument]
 // as [Unfold] does.
@@ -185,15 +204,22 @@ func Fold(x *Tensor, outputSize, kernel [2]int, p FoldParams) *Tensor {
 	if outputSize[0] < 1 || outputSize[1] < 1 {
 		fail(op, ErrArgument, "output size %v must be positive", outputSize)
 	}
-	w := p.window(op, kernel, outputSize[0], outputSize[1])
-	kk := w.kh * w.kw
 	n, ck, l := x.shape[0], x.shape[1], x.shape[2]
+	w := p.window(op, kernel, outputSize[0], outputSize[1], n > 0)
+	kk := w.kh * w.kw
 	if ck%kk != 0 {
 		fail(op, ErrShape, "dimension 1 of input %v must be divisible by the product of the kernel size %v", Shape(x.shape), kernel)
 	}
 	if l != w.outH*w.outW {
 		fail(op, ErrShape, "output size %v with kernel %v, dilation %v, padding %v and stride %v has %dx%d = %d sliding blocks, but input %v has %d",
 			outputSize, kernel, [2]int{w.dh, w.dw}, p.Padding, [2]int{w.sh, w.sw}, w.outH, w.outW, w.outH*w.outW, Shape(x.shape), l)
+	}
+	if n == 0 {
+		// An empty batch, as PyTorch takes it: nothing is added back,
+		// however large the image.
+		shape := []int{0, ck / kk, outputSize[0], outputSize[1]}
+		checkShape(op, shape, x.dtype)
+		return composed(op, func() *Tensor { return emptyResult(x, shape) })
 	}
 	return composed(op, func() *Tensor {
 		// col2im's image keeps a slot for the padding after each plane;

@@ -252,3 +252,61 @@ func TestTensorUnfoldLargeWindows(t *testing.T) {
 		})
 	}
 }
+
+// TestFoldEmptyBatchWithLargeImages checks that Unfold and Fold of an
+// empty batch give their empty result, with the block count of the
+// formula, as PyTorch's im2col and col2im take an empty batch: they
+// refused an image whose gather index would pass 2^29 entries. Kernels
+// whose taps, or channels whose rows, an int cannot count stay refused.
+func TestFoldEmptyBatchWithLargeImages(t *testing.T) {
+	const side = 1 << 20
+	// blocks is the number of sliding blocks along a side.
+	blocks := func(in, k, s, pad, d int) int { return (in+2*pad-d*(k-1)-1)/s + 1 }
+	p := FoldParams{Dilation: [2]int{2, 1}, Padding: [2]int{1, 0}, Stride: [2]int{1, 3}}
+	l := blocks(side, 3, 1, 1, 2) * blocks(side, 2, 3, 0, 1)
+	tests := []struct {
+		name  string
+		in    Shape
+		f     func(x *Tensor) *Tensor
+		shape Shape // nil: refused with ErrShape
+	}{
+		{"unfold", Shape{0, 2, side, side}, func(x *Tensor) *Tensor { return Unfold(x, [2]int{3, 2}, p) }, Shape{0, 12, l}},
+		{"fold", Shape{0, 12, l}, func(x *Tensor) *Tensor { return Fold(x, [2]int{side, side}, [2]int{3, 2}, p) }, Shape{0, 2, side, side}},
+		{"unfold of uncountable rows", Shape{0, 1 << 40, 1 << 12, 1 << 12}, func(x *Tensor) *Tensor {
+			return Unfold(x, [2]int{1 << 12, 1 << 12}, FoldParams{})
+		}, nil},
+		{"fold with a kernel of 2^64 taps", Shape{0, 1, 1}, func(x *Tensor) *Tensor {
+			return Fold(x, [2]int{1 << 31, 1 << 33}, [2]int{1 << 31, 1 << 33}, FoldParams{})
+		}, nil},
+	}
+	for _, d := range []Device{CPU, Sim(0)} {
+		for _, tc := range tests {
+			t.Run(d.String()+"/"+tc.name, func(t *testing.T) {
+				settle(d)
+				before := MemoryAllocated(d)
+				err := Catch(func() {
+					Tidy(func() {
+						x := Zeros(tc.in, d, WithGrad())
+						y := tc.f(x)
+						if !slices.Equal(y.Shape(), tc.shape) {
+							t.Fatalf("shape %v, want %v", y.Shape(), tc.shape)
+						}
+						y.Sum().Backward()
+						if g := x.Grad(); g == nil || !slices.Equal(g.Shape(), tc.in) {
+							t.Errorf("gradient %v, want an empty one of shape %v", g, tc.in)
+						}
+					})
+				})
+				switch {
+				case tc.shape != nil && err != nil:
+					t.Fatal(err)
+				case tc.shape == nil && !errors.Is(err, ErrShape):
+					t.Fatalf("got %v, want an ErrShape", err)
+				}
+				if after := MemoryAllocated(d); after != before {
+					t.Errorf("%d bytes allocated before, %d after", before, after)
+				}
+			})
+		}
+	}
+}
