@@ -639,13 +639,25 @@ func poolNative(op string, ds *devState, x *Tensor, win window, bp backend.Pool2
 	if !needsGrad(x) {
 		return y
 	}
-	xShape := slices.Clone(x.shape)
 	sv := save(xc, y)
+	recordPool(op, ds, y, x, sv, win, bp, f, func(dx, gc *Tensor) error {
+		return pl.Pool2DBackward(ds.stream(), dx.bv(), gc.bv(), sv[0].bv(), sv[1].bv(), bp)
+	})
+	return y
+}
+
+// recordPool records the backward pass of a native pooling y of x, whose
+// saved tensors sv start with x in format f: run fills dx, x's gradient
+// in format f, from gc, y's gradient in format f; when the device
+// declines (an error wrapping [backend.ErrNotImplemented]), the gradient
+// is composed from x.
+func recordPool(op string, ds *devState, y, x *Tensor, sv []*Tensor, win window, bp backend.Pool2DParams, f MemoryFormat, run func(dx, gc *Tensor) error) {
+	xShape := slices.Clone(x.shape)
 	record(op, y, []*Tensor{x}, sv, func(g *Tensor) []*Tensor {
 		gc := g.inFormat(op, f)
 		defer gc.Release()
 		dx := newTensorFormat(op, ds, g.dtype, xShape, f)
-		err := pl.Pool2DBackward(ds.stream(), dx.bv(), gc.bv(), sv[0].bv(), sv[1].bv(), bp)
+		err := run(dx, gc)
 		if notImplemented(err) {
 			dx.Release()
 			return []*Tensor{poolGradComposed(gc, sv[0], win, bp)}
@@ -656,7 +668,6 @@ func poolNative(op string, ds *devState, x *Tensor, win window, bp backend.Pool2
 		}
 		return []*Tensor{dx}
 	})
-	return y
 }
 
 // maxPoolTapped runs a max pooling of x (xc: x in format f) whose
@@ -683,22 +694,9 @@ func maxPoolTapped(op string, ds *devState, x, xc *Tensor, win window, bp backen
 		}
 		check(op, err)
 	}
-	xShape := slices.Clone(x.shape)
 	sv := save(xc, taps)
-	record(op, y, []*Tensor{x}, sv, func(g *Tensor) []*Tensor {
-		gc := g.inFormat(op, f)
-		defer gc.Release()
-		dx := newTensorFormat(op, ds, g.dtype, xShape, f)
-		err := mt.MaxPool2DBackwardTaps(ds.stream(), dx.bv(), gc.bv(), sv[1].bv(), bp)
-		if notImplemented(err) {
-			dx.Release()
-			return []*Tensor{poolGradComposed(gc, sv[0], win, bp)}
-		}
-		if err != nil {
-			dx.Release()
-			check(op, err)
-		}
-		return []*Tensor{dx}
+	recordPool(op, ds, y, x, sv, win, bp, f, func(dx, gc *Tensor) error {
+		return mt.MaxPool2DBackwardTaps(ds.stream(), dx.bv(), gc.bv(), sv[1].bv(), bp)
 	})
 	return y
 }
