@@ -85,6 +85,25 @@ func NewMultiheadAttention(embedDim, numHeads int, o MultiheadAttentionOptions, 
 	checkAttentionSizes(op, embedDim, numHeads, kdim, vdim, o.Dropout)
 	m := &MultiheadAttention{EmbedDim: embedDim, NumHeads: numHeads, KDim: kdim, VDim: vdim,
 		BatchFirst: o.BatchFirst, Dropout: o.Dropout, gen: vram.GeneratorOf(opts...)}
+	// The parameters made before one fails to allocate are released,
+	// since the caller gets no layer to release.
+	made := false
+	defer func() {
+		if made {
+			return
+		}
+		for _, t := range []*vram.Tensor{m.InProjWeight, m.QProjWeight, m.KProjWeight, m.VProjWeight, m.InProjBias} {
+			if t != nil {
+				t.Release()
+			}
+		}
+		if m.OutProj != nil {
+			m.OutProj.Weight.Release()
+			if m.OutProj.Bias != nil {
+				m.OutProj.Bias.Release()
+			}
+		}
+	}()
 	xavier := func(out, in int) *vram.Tensor {
 		return uniformParam(vram.Shape{out, in}, math.Sqrt(6/float64(in+out)), opts)
 	}
@@ -109,6 +128,7 @@ func NewMultiheadAttention(embedDim, numHeads int, o MultiheadAttentionOptions, 
 		m.OutProj.RegisterParameterField("bias", &m.OutProj.Bias)
 	}
 	m.RegisterModule("out_proj", m.OutProj)
+	made = true
 	return m
 }
 

@@ -62,8 +62,17 @@ type Linear struct {
 // to vram's factory functions.
 func NewLinear(in, out int, opts ...vram.Option) *Linear {
 	l := NewLinearNoBias(in, out, opts...)
+	// A weight made before the bias fails to allocate is released, since
+	// the caller gets no layer to release.
+	made := false
+	defer func() {
+		if !made {
+			l.Weight.Release()
+		}
+	}()
 	l.Bias = uniformParam(vram.Shape{out}, linearBound(in), opts)
 	l.RegisterParameterField("bias", &l.Bias)
+	made = true
 	return l
 }
 
@@ -221,8 +230,15 @@ type LayerNorm struct {
 // would make every output NaN).
 func NewLayerNorm(shape []int, eps float64, opts ...vram.Option) *LayerNorm {
 	l := NewLayerNormNoBias(shape, eps, opts...)
+	made := false
+	defer func() {
+		if !made {
+			l.Weight.Release() // as NewLinear's
+		}
+	}()
 	l.Bias = fullParam(shape, 0, opts)
 	l.RegisterParameterField("bias", &l.Bias)
+	made = true
 	return l
 }
 

@@ -91,6 +91,35 @@ func (o TransformerOptions) config(op string, dModel, nhead int) transformerConf
 	return c
 }
 
+// layerParams returns the number of parameter elements of a layer of c
+// with dModel features, attns attention blocks and norms LayerNorms,
+// counted with the biases (an upper bound with NoBias), in float64, which
+// does not overflow here and is exact well past the sizes that allocate.
+func (c transformerConfig) layerParams(dModel, attns, norms int) float64 {
+	d, f := float64(dModel), float64(c.dff)
+	return float64(attns)*(4*d*d+4*d) + 2*d*f + f + d + float64(norms)*2*d
+}
+
+// checkParamElems panics with an *vram.Error of kind vram.ErrArgument naming
+// op when n parameter elements are more than an int counts, so that a
+// parameter's shape would wrap around, or a stack be cloned until memory
+// runs out, rather than fail at once; what names the sizes that give n.
+func checkParamElems(op string, n float64, what string) {
+	if n >= math.MaxInt {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: what + " give more parameters than an int can count"})
+	}
+}
+
+// releaseParts releases the parameters of the modules of ms that are not
+// nil, the sub-layers made before a constructor failed.
+func releaseParts(ms ...Module) {
+	for _, m := range ms {
+		if m = noModule(m); m != nil {
+			Release(m)
+		}
+	}
+}
+
 // activation returns the fused activation named by PyTorch's activation
 // string name ("" is relu), and whether there is one.
 func activation(name string) (vram.Activation, bool) {
@@ -240,12 +269,26 @@ type TransformerEncoderLayer struct {
 // every matrix). opts (device, dtype, generator) go to vram's factory
 // functions; a [vram.WithGenerator] generator also draws the dropout
 // masks. It panics with an *vram.Error of kind vram.ErrArgument for a
-// size that is not positive, an nhead that does not divide dModel, or a
-// bad option (see [TransformerOptions]).
+// size that is not positive, an nhead that does not divide dModel, sizes
+// whose parameters have more elements than an int counts, or a bad
+// option (see [TransformerOptions]). When a parameter fails to allocate,
+// it releases those it made and panics with the error, naming the layer.
 func NewTransformerEncoderLayer(dModel, nhead int, o TransformerOptions, opts ...vram.Option) *TransformerEncoderLayer {
-	c := o.config("transformer_encoder_layer", dModel, nhead)
+	const op = "transformer_encoder_layer"
+	c := o.config(op, dModel, nhead)
+	checkParamElems(op, c.layerParams(dModel, 1, 2), fmt.Sprintf("d_model %d and dim_feedforward %d", dModel, c.dff))
 	l := &TransformerEncoderLayer{DModel: dModel, NHead: nhead, Activation: c.activation, BatchFirst: o.BatchFirst,
 		NormFirst: o.NormFirst}
+	// The sub-layers made before a failure, out of memory for one, are
+	// released rather than left to the caller, who gets no layer, and the
+	// error names the layer.
+	defer asOp(op)
+	made := false
+	defer func() {
+		if !made {
+			releaseParts(l.SelfAttn, l.Linear1, l.Linear2, l.Norm1, l.Norm2)
+		}
+	}()
 	l.SelfAttn = c.attention(dModel, nhead, opts)
 	l.Linear1 = c.linear(dModel, c.dff, opts)
 	l.Dropout = NewDropout(c.dropout, opts...)
@@ -260,6 +303,7 @@ func NewTransformerEncoderLayer(dModel, nhead int, o TransformerOptions, opts ..
 	l.RegisterModule("norm2", l.Norm2)
 	l.RegisterModule("dropout1", l.Dropout1)
 	l.RegisterModule("dropout2", l.Dropout2)
+	made = true
 	return l
 }
 
@@ -357,9 +401,18 @@ type TransformerDecoderLayer struct {
 // features and nhead heads, initialised and checked as
 // [NewTransformerEncoderLayer] does.
 func NewTransformerDecoderLayer(dModel, nhead int, o TransformerOptions, opts ...vram.Option) *TransformerDecoderLayer {
-	c := o.config("transformer_decoder_layer", dModel, nhead)
+	const op = "transformer_decoder_layer"
+	c := o.config(op, dModel, nhead)
+	checkParamElems(op, c.layerParams(dModel, 2, 3), fmt.Sprintf("d_model %d and dim_feedforward %d", dModel, c.dff))
 	l := &TransformerDecoderLayer{DModel: dModel, NHead: nhead, Activation: c.activation, BatchFirst: o.BatchFirst,
 		NormFirst: o.NormFirst}
+	defer asOp(op) // as NewTransformerEncoderLayer's
+	made := false
+	defer func() {
+		if !made {
+			releaseParts(l.SelfAttn, l.MultiheadAttn, l.Linear1, l.Linear2, l.Norm1, l.Norm2, l.Norm3)
+		}
+	}()
 	l.SelfAttn = c.attention(dModel, nhead, opts)
 	l.MultiheadAttn = c.attention(dModel, nhead, opts)
 	l.Linear1 = c.linear(dModel, c.dff, opts)
@@ -378,6 +431,7 @@ func NewTransformerDecoderLayer(dModel, nhead int, o TransformerOptions, opts ..
 	l.RegisterModule("dropout1", l.Dropout1)
 	l.RegisterModule("dropout2", l.Dropout2)
 	l.RegisterModule("dropout3", l.Dropout3)
+	made = true
 	return l
 }
 
@@ -510,6 +564,16 @@ func checkStack(op string, isNil bool, n int) {
 	}
 }
 
+// checkCopies panics as [checkParamElems] does when n copies of layer have
+// more parameter elements than an int counts, before any is made.
+func checkCopies(op string, layer Module, n int) {
+	per := 0
+	for _, p := range layer.Parameters() {
+		per += p.NumElements()
+	}
+	checkParamElems(op, float64(per)*float64(n), fmt.Sprintf("num_layers %d copies of a layer of %d parameters", n, per))
+}
+
 // TransformerEncoder is torch.nn.TransformerEncoder: NumLayers encoder
 // layers one after another, then an optional norm. Its state dict names
 // are "layers.0.self_attn.in_proj_weight", ..., "norm.weight".
@@ -529,11 +593,14 @@ type TransformerEncoder struct {
 // unused copy holds memory; every layer has its own parameters, equal at
 // first. layer and norm belong to the encoder afterwards ([Release]
 // releases them with it). It panics with an *vram.Error of kind
-// vram.ErrArgument for a nil layer or a numLayers that is not positive,
-// and when the copies cannot be made.
+// vram.ErrArgument for a nil layer, a numLayers that is not positive or
+// whose copies would have more parameter elements than an int counts
+// (refused before any is made), and when the copies cannot be made,
+// releasing those made.
 func NewTransformerEncoder(layer *TransformerEncoderLayer, numLayers int, norm Module) *TransformerEncoder {
 	const op = "transformer_encoder"
 	checkStack(op, layer == nil, numLayers)
+	checkCopies(op, layer, numLayers)
 	norm = noModule(norm)
 	e := &TransformerEncoder{Layers: cloneLayers(op, layer, numLayers), Norm: norm}
 	stack(&e.Base, e.Layers, norm)
@@ -603,6 +670,7 @@ type TransformerDecoder struct {
 func NewTransformerDecoder(layer *TransformerDecoderLayer, numLayers int, norm Module) *TransformerDecoder {
 	const op = "transformer_decoder"
 	checkStack(op, layer == nil, numLayers)
+	checkCopies(op, layer, numLayers)
 	norm = noModule(norm)
 	d := &TransformerDecoder{Layers: cloneLayers(op, layer, numLayers), Norm: norm}
 	stack(&d.Base, d.Layers, norm)
@@ -652,15 +720,37 @@ type Transformer struct {
 // make them. opts (device, dtype, generator) go to vram's factory
 // functions; a [vram.WithGenerator] generator draws the initial values
 // and the dropout masks. It panics as [NewTransformerEncoderLayer] and
-// [NewTransformerEncoder] do.
+// [NewTransformerEncoder] do, naming the transformer, and releases
+// everything it made when a parameter or a copy fails to allocate.
 func NewTransformer(dModel, nhead, numEncoderLayers, numDecoderLayers int, o TransformerOptions, opts ...vram.Option) *Transformer {
 	const op = "transformer"
 	c := o.config(op, dModel, nhead)
 	checkStack(op, false, numEncoderLayers)
 	checkStack(op, false, numDecoderLayers)
+	checkParamElems(op, float64(numEncoderLayers)*c.layerParams(dModel, 1, 2)+float64(numDecoderLayers)*c.layerParams(dModel, 2, 3)+4*float64(dModel),
+		fmt.Sprintf("d_model %d, dim_feedforward %d, %d encoder and %d decoder layers", dModel, c.dff, numEncoderLayers, numDecoderLayers))
 	t := &Transformer{DModel: dModel, NHead: nhead, BatchFirst: o.BatchFirst}
-	t.Encoder = NewTransformerEncoder(NewTransformerEncoderLayer(dModel, nhead, o, opts...), numEncoderLayers, c.layerNorm(dModel, opts))
-	t.Decoder = NewTransformerDecoder(NewTransformerDecoderLayer(dModel, nhead, o, opts...), numDecoderLayers, c.layerNorm(dModel, opts))
+	// What was made before a failure, out of memory for a parameter or a
+	// copy of a layer, is released, and the error names the transformer.
+	defer asOp(op)
+	var owned []Module
+	defer func() {
+		if owned != nil {
+			releaseParts(owned...)
+		}
+	}()
+	encLayer := NewTransformerEncoderLayer(dModel, nhead, o, opts...)
+	owned = append(owned, encLayer)
+	encNorm := c.layerNorm(dModel, opts)
+	owned = append(owned, encNorm)
+	t.Encoder = NewTransformerEncoder(encLayer, numEncoderLayers, encNorm)
+	owned = []Module{t.Encoder}
+	decLayer := NewTransformerDecoderLayer(dModel, nhead, o, opts...)
+	owned = append(owned, decLayer)
+	decNorm := c.layerNorm(dModel, opts)
+	owned = append(owned, decNorm)
+	t.Decoder = NewTransformerDecoder(decLayer, numDecoderLayers, decNorm)
+	owned = nil
 	t.RegisterModule("encoder", t.Encoder)
 	t.RegisterModule("decoder", t.Decoder)
 	g := vram.GeneratorOf(opts...)

@@ -1,0 +1,84 @@
+package nn_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/memtest"
+	"github.com/vramgo/vram/nn"
+)
+
+// TestTransformerHugeSizes checks that sizes and layer counts whose
+// parameters have more elements than an int counts are refused by the
+// module being made, before anything is allocated or copied, rather than
+// wrapped into a negative shape or cloned until memory runs out, and that
+// a module that runs out of memory while making its parameters leaves
+// none of them allocated and says so as itself.
+func TestTransformerHugeSizes(t *testing.T) {
+	dev := vram.Sim(1)
+	small := func() *nn.TransformerEncoderLayer {
+		return nn.NewTransformerEncoderLayer(4, 2, nn.TransformerOptions{DimFeedforward: 4}, dev)
+	}
+	smallDec := func() *nn.TransformerDecoderLayer {
+		return nn.NewTransformerDecoderLayer(4, 2, nn.TransformerOptions{DimFeedforward: 4}, dev)
+	}
+	sizes := []struct {
+		name string
+		fn   func()
+		op   string
+	}{
+		{"encoder layer d_model", func() { nn.NewTransformerEncoderLayer(1<<62, 1, nn.TransformerOptions{DimFeedforward: 4}, dev) }, "transformer_encoder_layer"},
+		{"encoder layer dim_feedforward", func() { nn.NewTransformerEncoderLayer(4, 2, nn.TransformerOptions{DimFeedforward: 1 << 62}, dev) }, "transformer_encoder_layer"},
+		{"decoder layer d_model", func() { nn.NewTransformerDecoderLayer(1<<31, 1, nn.TransformerOptions{DimFeedforward: 4}, dev) }, "transformer_decoder_layer"},
+		{"transformer layers", func() { nn.NewTransformer(1<<20, 1, 1<<30, 1, nn.TransformerOptions{DimFeedforward: 4}, dev) }, "transformer"},
+		{"encoder stack", func() { nn.NewTransformerEncoder(small(), 1<<62, nil) }, "transformer_encoder"},
+		{"decoder stack", func() { nn.NewTransformerDecoder(smallDec(), 1<<61, nil) }, "transformer_decoder"},
+	}
+	for _, tc := range sizes {
+		t.Run("overflow/"+tc.name, func(t *testing.T) {
+			memtest.Settle(dev)
+			base := vram.MemoryAllocated(dev)
+			err := vram.Catch(tc.fn)
+			var ve *vram.Error
+			if !errors.As(err, &ve) || !errors.Is(err, vram.ErrArgument) || ve.Op != tc.op || !strings.Contains(ve.Detail, "more parameters than") {
+				t.Fatalf("got %v, want an ErrArgument from %q saying the parameters are too many", err, tc.op)
+			}
+			if strings.Contains(tc.name, "stack") {
+				return // the caller keeps the layer it passed
+			}
+			if got := vram.MemoryAllocated(dev); got != base {
+				t.Fatalf("%d bytes allocated after the failure, want %d", got, base)
+			}
+		})
+	}
+	// Sim devices hold 256 MiB. The attention of 1024 features (16 MiB
+	// a block) fits; a feed-forward block of 1<<17 (512 MiB a matrix) does
+	// not. A transformer's encoder layer, of 1<<14 (64 MiB a matrix), fits
+	// and its decoder layer does not fit beside it.
+	oom := []struct {
+		name string
+		fn   func()
+		op   string
+	}{
+		{"encoder layer", func() { nn.NewTransformerEncoderLayer(1024, 1, nn.TransformerOptions{DimFeedforward: 1 << 17}, dev) }, "transformer_encoder_layer"},
+		{"decoder layer", func() { nn.NewTransformerDecoderLayer(1024, 1, nn.TransformerOptions{DimFeedforward: 1 << 17}, dev) }, "transformer_decoder_layer"},
+		{"transformer", func() { nn.NewTransformer(1024, 1, 1, 1, nn.TransformerOptions{DimFeedforward: 1 << 14}, dev) }, "transformer"},
+		{"transformer clones", func() { nn.NewTransformer(1024, 1, 3, 1, nn.TransformerOptions{DimFeedforward: 1 << 13}, dev) }, "transformer"},
+	}
+	for _, tc := range oom {
+		t.Run("out of memory/"+tc.name, func(t *testing.T) {
+			memtest.Settle(dev)
+			base := vram.MemoryAllocated(dev)
+			err := vram.Catch(tc.fn)
+			var ve *vram.Error
+			if !errors.Is(err, vram.ErrOutOfMemory) || !errors.As(err, &ve) || ve.Op != tc.op {
+				t.Fatalf("got %v, want an out-of-memory error from %q", err, tc.op)
+			}
+			if got := vram.MemoryAllocated(dev); got != base {
+				t.Fatalf("%d bytes allocated after the failure, want %d", got, base)
+			}
+		})
+	}
+}
