@@ -618,7 +618,11 @@ func (e *TransformerEncoder) Forward(src *vram.Tensor) *vram.Tensor {
 // caller owns the result. It panics as
 // [TransformerEncoderLayer.ForwardMasked] does.
 func (e *TransformerEncoder) ForwardMasked(src *vram.Tensor, m EncoderMasks) *vram.Tensor {
-	notNil("transformer_encoder", src)
+	const op = "transformer_encoder"
+	notNil(op, src)
+	if e == nil {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "nil encoder"})
+	}
 	return runStack(src, len(e.Layers), e.Norm, func(i int, x *vram.Tensor) *vram.Tensor {
 		return e.Layers[i].ForwardMasked(x, m)
 	})
@@ -687,8 +691,12 @@ func (d *TransformerDecoder) Forward(*vram.Tensor) *vram.Tensor {
 // of tgt's shape, each layer applying the masks of m. The caller owns the
 // result. It panics as [TransformerDecoderLayer.ForwardMemory] does.
 func (d *TransformerDecoder) ForwardMemory(tgt, memory *vram.Tensor, m DecoderMasks) *vram.Tensor {
-	notNil("transformer_decoder", tgt)
-	notNil("transformer_decoder", memory)
+	const op = "transformer_decoder"
+	notNil(op, tgt)
+	notNil(op, memory)
+	if d == nil {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "nil decoder"})
+	}
 	return runStack(tgt, len(d.Layers), d.Norm, func(i int, x *vram.Tensor) *vram.Tensor {
 		return d.Layers[i].ForwardMemory(x, memory, m)
 	})
@@ -794,6 +802,9 @@ func (t *Transformer) ForwardSrcTgt(src, tgt *vram.Tensor, m TransformerMasks) *
 	const op = "transformer"
 	notNil(op, src)
 	notNil(op, tgt)
+	if t == nil {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "nil transformer"})
+	}
 	if t.Encoder == nil || t.Decoder == nil {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "the encoder or the decoder is nil; make a new transformer"})
 	}

@@ -82,3 +82,38 @@ func TestTransformerHugeSizes(t *testing.T) {
 		})
 	}
 }
+
+// TestTransformerNilReceivers checks that the stacks' and the
+// transformer's forwards on a nil module are ErrArgument errors, as the
+// layers' are, rather than a nil dereference that vram.Catch does not
+// turn into an error.
+func TestTransformerNilReceivers(t *testing.T) {
+	x := vram.Zeros(vram.Shape{3, 2, 4})
+	tests := []struct {
+		name string
+		fn   func()
+		op   string
+	}{
+		{"encoder Forward", func() { (*nn.TransformerEncoder)(nil).Forward(x) }, "transformer_encoder"},
+		{"encoder ForwardMasked", func() { (*nn.TransformerEncoder)(nil).ForwardMasked(x, nn.EncoderMasks{}) }, "transformer_encoder"},
+		{"decoder ForwardMemory", func() { (*nn.TransformerDecoder)(nil).ForwardMemory(x, x, nn.DecoderMasks{}) }, "transformer_decoder"},
+		{"transformer ForwardSrcTgt", func() { (*nn.Transformer)(nil).ForwardSrcTgt(x, x, nn.TransformerMasks{}) }, "transformer"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("panicked with %v, want an error", r)
+					}
+				}()
+				err = vram.Catch(tc.fn)
+			}()
+			var ve *vram.Error
+			if !errors.As(err, &ve) || !errors.Is(err, vram.ErrArgument) || ve.Op != tc.op || !strings.Contains(ve.Detail, "nil") {
+				t.Fatalf("got %v, want an ErrArgument from %q about a nil module", err, tc.op)
+			}
+		})
+	}
+}
