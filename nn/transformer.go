@@ -323,6 +323,11 @@ type EncoderMasks struct {
 	// on top of Mask and KeyPaddingMask. PyTorch takes is_causal as a hint
 	// that Mask is the causal mask and requires Mask with it; here Mask
 	// may be nil, and the result is the same as with the causal mask.
+	//
+	// A position that the masks leave nothing to attend to gets a zero
+	// attention output, so its attention block returns out_proj's bias
+	// and the layer's output stays finite. PyTorch's fast path (inference
+	// with nested tensors) also gives 0 there; its general path gives NaN.
 	Causal bool
 }
 
@@ -450,7 +455,8 @@ type DecoderMasks struct {
 	// TgtCausal keeps each target position from attending to later ones
 	// (tgt_is_causal), MemoryCausal target position i from memory
 	// positions after i (memory_is_causal), on top of the masks; see
-	// [EncoderMasks].Causal.
+	// [EncoderMasks].Causal, also for a position left nothing to attend
+	// to.
 	TgtCausal, MemoryCausal bool
 }
 
