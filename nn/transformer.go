@@ -802,8 +802,9 @@ func (t *Transformer) Forward(*vram.Tensor) *vram.Tensor {
 //
 // It panics with an *vram.Error of kind vram.ErrShape when src and tgt
 // differ in rank or batch size or do not have DModel features, of kind
-// vram.ErrArgument for an Encoder or Decoder set to nil, and as the
-// layers' forwards do for bad masks.
+// vram.ErrArgument for an Encoder or Decoder set to nil or a BatchFirst
+// changed so that it differs from the layers', and as the layers'
+// forwards do for bad masks.
 func (t *Transformer) ForwardSrcTgt(src, tgt *vram.Tensor, m TransformerMasks) *vram.Tensor {
 	const op = "transformer"
 	notNil(op, src)
@@ -813,6 +814,24 @@ func (t *Transformer) ForwardSrcTgt(src, tgt *vram.Tensor, m TransformerMasks) *
 	}
 	if t.Encoder == nil || t.Decoder == nil {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "the encoder or the decoder is nil; make a new transformer"})
+	}
+	// The batch sizes are checked along t.BatchFirst's dimension, which
+	// must then be the layers'.
+	layersBF := func(bf bool) {
+		if bf != t.BatchFirst {
+			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf(
+				"the transformer's BatchFirst is %v but its layers' is %v; set both, or make a new transformer", t.BatchFirst, bf)})
+		}
+	}
+	for _, l := range t.Encoder.Layers {
+		if l != nil {
+			layersBF(l.BatchFirst)
+		}
+	}
+	for _, l := range t.Decoder.Layers {
+		if l != nil {
+			layersBF(l.BatchFirst)
+		}
 	}
 	batch := 1
 	if t.BatchFirst {

@@ -117,3 +117,32 @@ func TestTransformerNilReceivers(t *testing.T) {
 		})
 	}
 }
+
+// TestTransformerBatchFirstChanged checks that a Transformer whose
+// BatchFirst was changed after construction, so that it no longer says
+// what its layers do, is refused saying so, rather than checking the
+// batch sizes along the wrong dimension: inputs the layers take were
+// refused as of different batch sizes, and inputs of different batch
+// sizes reached the layers.
+func TestTransformerBatchFirstChanged(t *testing.T) {
+	tests := []struct {
+		name     string
+		modelBF  bool
+		src, tgt vram.Shape
+	}{
+		{"sequence-first layers", false, vram.Shape{3, 2, 4}, vram.Shape{5, 2, 4}},
+		{"batch-first layers", true, vram.Shape{2, 3, 4}, vram.Shape{2, 5, 4}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := nn.NewTransformer(4, 2, 1, 1, nn.TransformerOptions{DimFeedforward: 6, BatchFirst: tc.modelBF})
+			defer nn.Release(m)
+			m.BatchFirst = !tc.modelBF
+			err := vram.Catch(func() { m.ForwardSrcTgt(vram.Zeros(tc.src), vram.Zeros(tc.tgt), nn.TransformerMasks{}) })
+			var ve *vram.Error
+			if !errors.As(err, &ve) || !errors.Is(err, vram.ErrArgument) || ve.Op != "transformer" || !strings.Contains(ve.Detail, "BatchFirst") {
+				t.Fatalf("got %v, want an ErrArgument from \"transformer\" about BatchFirst", err)
+			}
+		})
+	}
+}
