@@ -857,11 +857,16 @@ func (t *Transformer) ForwardSrcTgt(src, tgt *vram.Tensor, m TransformerMasks) *
 // (nn.Transformer.generate_square_subsequent_mask), to add to attention
 // scores as a float mask. opts (device, dtype; float32 by default) go to
 // vram's factory functions. It panics with an *vram.Error of kind
-// vram.ErrArgument for a negative n.
+// vram.ErrArgument for a negative n, and as vram.Full does, naming the
+// mask, for an n whose square an int cannot count or a dtype that cannot
+// hold -Inf. With vram.Bool it returns the bool mask of true above the
+// diagonal.
 func GenerateSquareSubsequentMask(n int, opts ...vram.Option) *vram.Tensor {
+	const op = "generate_square_subsequent_mask"
 	if n < 0 {
-		panic(&vram.Error{Op: "generate_square_subsequent_mask", Kind: vram.ErrArgument, Detail: fmt.Sprintf("size must not be negative, got %d", n)})
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("size must not be negative, got %d", n)})
 	}
+	defer asOp(op)
 	full := vram.Full(vram.Shape{n, n}, math.Inf(-1), opts...)
 	defer full.Release()
 	return full.Triu(1)

@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -144,5 +145,39 @@ func TestTransformerBatchFirstChanged(t *testing.T) {
 				t.Fatalf("got %v, want an ErrArgument from \"transformer\" about BatchFirst", err)
 			}
 		})
+	}
+}
+
+// TestGenerateSquareSubsequentMaskErrors checks that the mask's errors
+// name it, whatever fails: a negative size, a size whose square an int
+// cannot count, and an integer dtype that cannot hold -Inf (as PyTorch's
+// torch.full refuses). Bool gives the mask of true above the diagonal.
+func TestGenerateSquareSubsequentMaskErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		n    int
+		opts []vram.Option
+		kind error
+	}{
+		{"negative", -1, nil, vram.ErrArgument},
+		{"huge", 1 << 40, nil, vram.ErrShape},
+		{"integer dtype", 3, []vram.Option{vram.Int64}, vram.ErrArgument},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := vram.Catch(func() { nn.GenerateSquareSubsequentMask(tc.n, tc.opts...) })
+			var ve *vram.Error
+			if !errors.As(err, &ve) || ve.Op != "generate_square_subsequent_mask" {
+				t.Fatalf("got %v, want an error from \"generate_square_subsequent_mask\"", err)
+			}
+			if !errors.Is(err, tc.kind) {
+				t.Fatalf("got %v, want kind %v", err, tc.kind)
+			}
+		})
+	}
+	m := nn.GenerateSquareSubsequentMask(3, vram.Bool)
+	defer m.Release()
+	if got, want := m.Bools(), []bool{false, true, true, false, false, true, false, false, false}; !slices.Equal(got, want) {
+		t.Fatalf("bool mask %v, want %v", got, want)
 	}
 }
