@@ -120,7 +120,7 @@
 // [TransformerEncoderLayer] and [TransformerDecoderLayer] are
 // torch.nn.TransformerEncoderLayer and TransformerDecoderLayer, with
 // PyTorch's options and defaults in [TransformerOptions] (dim_feedforward
-// 2048, dropout 0.1, relu or gelu, layer_norm_eps, batch_first,
+// 2048, dropout 0.1, relu, gelu or a function, layer_norm_eps, batch_first,
 // norm_first, bias) and its state-dict names ("self_attn.in_proj_weight",
 // "linear1.weight", "norm1.bias", ...). [NewTransformerEncoder] and
 // [NewTransformerDecoder] stack a layer and copies of it that share no

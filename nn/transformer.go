@@ -28,6 +28,13 @@ type TransformerOptions struct {
 	// Activation is the feed-forward block's activation: "relu" (also "")
 	// or "gelu" (the exact GELU), as PyTorch's activation strings.
 	Activation string
+	// ActivationFunc, when not nil, is the feed-forward block's
+	// activation instead, as PyTorch takes a callable (such as
+	// (*vram.Tensor).Silu). It is called once a forward on the first
+	// linear layer's output, which it must not release; a result other
+	// than its argument is released by the layer once used. Activation
+	// must then be "".
+	ActivationFunc func(*vram.Tensor) *vram.Tensor
 	// LayerNormEps is added to the variance of every LayerNorm
 	// (layer_norm_eps); 0 means 1e-5. It must not be negative.
 	LayerNormEps float64
@@ -78,6 +85,12 @@ func (o TransformerOptions) config(op string, dModel, nhead int) transformerConf
 	}
 	if _, ok := activation(c.activation); !ok {
 		bad("activation should be relu or gelu, not %q", o.Activation)
+	}
+	if o.ActivationFunc != nil && o.Activation != "" {
+		bad("set Activation %q or ActivationFunc, not both", o.Activation)
+	}
+	if o.ActivationFunc != nil {
+		c.activation = ""
 	}
 	switch {
 	case dModel < 1 || nhead < 1 || c.dff < 1:
@@ -186,11 +199,24 @@ func (c transformerConfig) attention(dModel, nhead int, opts []vram.Option) *Mul
 }
 
 // feedForward returns dropout2(linear2(dropout(act(linear1(x))))), the
-// feed-forward block shared by both layer kinds.
-func feedForward(x *vram.Tensor, linear1, linear2 *Linear, act vram.Activation, dropout, dropoutOut *Dropout) *vram.Tensor {
+// feed-forward block shared by both layer kinds; fn, when not nil, is the
+// activation instead of act.
+func feedForward(x *vram.Tensor, linear1, linear2 *Linear, act vram.Activation, fn func(*vram.Tensor) *vram.Tensor,
+	dropout, dropoutOut *Dropout) *vram.Tensor {
 	var ts temps
 	defer ts.release()
-	h := ts.add(linear1.ForwardAct(x, act))
+	var h *vram.Tensor
+	if fn == nil {
+		h = ts.add(linear1.ForwardAct(x, act))
+	} else {
+		pre := ts.add(linear1.Forward(x))
+		if h = fn(pre); h == nil {
+			panic(&vram.Error{Kind: vram.ErrArgument, Detail: "the feed-forward block's activation function returned nil"})
+		}
+		if h != pre {
+			ts.add(h)
+		}
+	}
 	h = ts.add(dropout.Forward(h))
 	h = ts.add(linear2.Forward(h))
 	return dropoutOut.Forward(h)
@@ -243,8 +269,12 @@ type TransformerEncoderLayer struct {
 	Base
 	// DModel is the feature size, NHead the number of attention heads.
 	DModel, NHead int
-	// Activation is "relu" or "gelu".
+	// Activation is "relu" or "gelu" ("" is relu), unless ActivationFunc
+	// is set.
 	Activation string
+	// ActivationFunc, when not nil, is the feed-forward block's
+	// activation in place of Activation (see [TransformerOptions]).
+	ActivationFunc func(*vram.Tensor) *vram.Tensor
 	// BatchFirst says whether inputs and outputs are [N, S, E] (the
 	// attention's BatchFirst must say the same); NormFirst whether the
 	// LayerNorms come before their blocks.
@@ -277,8 +307,8 @@ func NewTransformerEncoderLayer(dModel, nhead int, o TransformerOptions, opts ..
 	const op = "transformer_encoder_layer"
 	c := o.config(op, dModel, nhead)
 	checkParamElems(op, c.layerParams(dModel, 1, 2), fmt.Sprintf("d_model %d and dim_feedforward %d", dModel, c.dff))
-	l := &TransformerEncoderLayer{DModel: dModel, NHead: nhead, Activation: c.activation, BatchFirst: o.BatchFirst,
-		NormFirst: o.NormFirst}
+	l := &TransformerEncoderLayer{DModel: dModel, NHead: nhead, Activation: c.activation, ActivationFunc: o.ActivationFunc,
+		BatchFirst: o.BatchFirst, NormFirst: o.NormFirst}
 	// The sub-layers made before a failure, out of memory for one, are
 	// released rather than left to the caller, who gets no layer, and the
 	// error names the layer.
@@ -363,7 +393,7 @@ func (l *TransformerEncoderLayer) ForwardMasked(src *vram.Tensor, m EncoderMasks
 		return attend("self-attention (src masks)", l.SelfAttn, x, x, mo, l.Dropout1)
 	}))
 	return residual(x, l.NormFirst, l.Norm2, func(x *vram.Tensor) *vram.Tensor {
-		return feedForward(x, l.Linear1, l.Linear2, act, l.Dropout, l.Dropout2)
+		return feedForward(x, l.Linear1, l.Linear2, act, l.ActivationFunc, l.Dropout, l.Dropout2)
 	})
 }
 
@@ -382,8 +412,12 @@ type TransformerDecoderLayer struct {
 	Base
 	// DModel is the feature size, NHead the number of attention heads.
 	DModel, NHead int
-	// Activation is "relu" or "gelu".
+	// Activation is "relu" or "gelu" ("" is relu), unless ActivationFunc
+	// is set.
 	Activation string
+	// ActivationFunc, when not nil, is the feed-forward block's
+	// activation in place of Activation (see [TransformerOptions]).
+	ActivationFunc func(*vram.Tensor) *vram.Tensor
 	// BatchFirst says whether inputs and outputs are [N, T, E] (the
 	// attentions' BatchFirst must say the same); NormFirst whether the
 	// LayerNorms come before their blocks.
@@ -409,8 +443,8 @@ func NewTransformerDecoderLayer(dModel, nhead int, o TransformerOptions, opts ..
 	const op = "transformer_decoder_layer"
 	c := o.config(op, dModel, nhead)
 	checkParamElems(op, c.layerParams(dModel, 2, 3), fmt.Sprintf("d_model %d and dim_feedforward %d", dModel, c.dff))
-	l := &TransformerDecoderLayer{DModel: dModel, NHead: nhead, Activation: c.activation, BatchFirst: o.BatchFirst,
-		NormFirst: o.NormFirst}
+	l := &TransformerDecoderLayer{DModel: dModel, NHead: nhead, Activation: c.activation, ActivationFunc: o.ActivationFunc,
+		BatchFirst: o.BatchFirst, NormFirst: o.NormFirst}
 	defer asOp(op) // as NewTransformerEncoderLayer's
 	made := false
 	defer func() {
@@ -499,7 +533,7 @@ func (l *TransformerDecoderLayer) ForwardMemory(tgt, memory *vram.Tensor, m Deco
 		return attend("attention to the memory (memory masks)", l.MultiheadAttn, x, memory, MultiheadForwardOptions{AttnMask: m.MemoryMask, KeyPaddingMask: m.MemoryKeyPaddingMask, Causal: m.MemoryCausal}, l.Dropout2)
 	}))
 	return residual(x, l.NormFirst, l.Norm3, func(x *vram.Tensor) *vram.Tensor {
-		return feedForward(x, l.Linear1, l.Linear2, act, l.Dropout, l.Dropout3)
+		return feedForward(x, l.Linear1, l.Linear2, act, l.ActivationFunc, l.Dropout, l.Dropout3)
 	})
 }
 

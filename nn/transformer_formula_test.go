@@ -118,16 +118,24 @@ func refNorm(x []float64, w, b []float64, eps float64) []float64 {
 }
 
 // refFF is linear2(act(linear1(x))).
-func refFF(x []float64, w1, b1, w2, b2 []float64, gelu bool) []float64 {
+func refFF(x []float64, w1, b1, w2, b2 []float64, act func(float64) float64) []float64 {
 	h := refAffine(x, w1, b1, len(w1)/len(x))
 	for i, v := range h {
-		if gelu {
-			h[i] = 0.5 * v * (1 + math.Erf(v/math.Sqrt2))
-		} else {
-			h[i] = math.Max(v, 0)
-		}
+		h[i] = act(v)
 	}
 	return refAffine(h, w2, b2, len(x))
+}
+
+// refAct returns the activation that a layer's Activation names, or silu
+// for a layer given an ActivationFunc (the one the tests give).
+func refAct(name string, custom bool) func(float64) float64 {
+	switch {
+	case custom:
+		return func(v float64) float64 { return v / (1 + math.Exp(-v)) }
+	case name == "gelu":
+		return func(v float64) float64 { return 0.5 * v * (1 + math.Erf(v/math.Sqrt2)) }
+	}
+	return func(v float64) float64 { return math.Max(v, 0) }
 }
 
 // refBlock applies x + f(norm(x)) (normFirst) or norm(x + f(x)) to each
@@ -166,12 +174,12 @@ func normFn(n *nn.LayerNorm) func([]float64) []float64 {
 	return func(x []float64) []float64 { return refNorm(x, w, b, n.Eps) }
 }
 
-func ffFn(l1, l2 *nn.Linear, gelu bool) func([][]float64) [][]float64 {
+func ffFn(l1, l2 *nn.Linear, act func(float64) float64) func([][]float64) [][]float64 {
 	w1, b1, w2, b2 := l1.Weight.Float64s(), paramOrNil(l1.Bias), l2.Weight.Float64s(), paramOrNil(l2.Bias)
 	return func(x [][]float64) [][]float64 {
 		out := make([][]float64, len(x))
 		for i := range x {
-			out[i] = refFF(x[i], w1, b1, w2, b2, gelu)
+			out[i] = refFF(x[i], w1, b1, w2, b2, act)
 		}
 		return out
 	}
@@ -277,7 +285,7 @@ func refEncoder(l *nn.TransformerEncoderLayer, x *vram.Tensor, m nn.EncoderMasks
 		seq = refBlock(seq, l.NormFirst, normFn(l.Norm1), func(x [][]float64) [][]float64 {
 			return refLayerAttn(sa, x, x, l.NHead, func(h, i, j int) float64 { return mask(b, h, i, j) })
 		})
-		batches[b] = refBlock(seq, l.NormFirst, normFn(l.Norm2), ffFn(l.Linear1, l.Linear2, l.Activation == "gelu"))
+		batches[b] = refBlock(seq, l.NormFirst, normFn(l.Norm2), ffFn(l.Linear1, l.Linear2, refAct(l.Activation, l.ActivationFunc != nil)))
 	}
 	return fromBatches(batches, l.BatchFirst)
 }
@@ -294,7 +302,7 @@ func refDecoder(l *nn.TransformerDecoderLayer, tgt, mem *vram.Tensor, m nn.Decod
 		seq = refBlock(seq, l.NormFirst, normFn(l.Norm2), func(x [][]float64) [][]float64 {
 			return refLayerAttn(ca, x, mems[b], l.NHead, func(h, i, j int) float64 { return mmask(b, h, i, j) })
 		})
-		batches[b] = refBlock(seq, l.NormFirst, normFn(l.Norm3), ffFn(l.Linear1, l.Linear2, l.Activation == "gelu"))
+		batches[b] = refBlock(seq, l.NormFirst, normFn(l.Norm3), ffFn(l.Linear1, l.Linear2, refAct(l.Activation, l.ActivationFunc != nil)))
 	}
 	return fromBatches(batches, l.BatchFirst)
 }
@@ -337,6 +345,8 @@ func TestTransformerLayersFormula(t *testing.T) {
 		{name: "unbatched", o: nn.TransformerOptions{Activation: "gelu"}, unbatched: true,
 			enc: nn.EncoderMasks{Mask: rnd(vram.Shape{heads, l, l}), KeyPaddingMask: boolMask(vram.Shape{l}, 0)},
 			dec: nn.DecoderMasks{TgtKeyPaddingMask: rnd(vram.Shape{l}), MemoryKeyPaddingMask: boolMask(vram.Shape{s}, 3)}},
+		{name: "activation function", o: nn.TransformerOptions{ActivationFunc: (*vram.Tensor).Silu, BatchFirst: true},
+			enc: nn.EncoderMasks{Causal: true}, dec: nn.DecoderMasks{TgtCausal: true}},
 		// Query 0 of the encoder attends to nothing; so do the decoder's
 		// queries of batch 1 in its attention to the memory.
 		{name: "fully masked rows", o: nn.TransformerOptions{NormFirst: true},

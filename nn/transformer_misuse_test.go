@@ -181,3 +181,57 @@ func TestGenerateSquareSubsequentMaskErrors(t *testing.T) {
 		t.Fatalf("bool mask %v, want %v", got, want)
 	}
 }
+
+// TestTransformerActivationFunc checks a function given as the
+// feed-forward activation (PyTorch's callable activation): it is refused
+// beside an activation name, its nil result is an error naming it, a
+// function that returns its argument is released once, and the clones of
+// a stack and a transformer's layers keep it.
+func TestTransformerActivationFunc(t *testing.T) {
+	x := vram.Randn(vram.Shape{3, 2, 4})
+	errs := []struct {
+		name string
+		fn   func()
+		kind error
+		text string
+	}{
+		{"with a name", func() {
+			nn.NewTransformerEncoderLayer(4, 2, nn.TransformerOptions{Activation: "gelu", ActivationFunc: (*vram.Tensor).Silu})
+		}, vram.ErrArgument, "ActivationFunc"},
+		{"nil result", func() {
+			l := nn.NewTransformerEncoderLayer(4, 2, nn.TransformerOptions{DimFeedforward: 6, ActivationFunc: func(*vram.Tensor) *vram.Tensor { return nil }})
+			l.Forward(x)
+		}, vram.ErrArgument, "activation function returned nil"},
+	}
+	for _, tc := range errs {
+		t.Run(tc.name, func(t *testing.T) {
+			err := vram.Catch(tc.fn)
+			if !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("got %v, want a %v error saying %q", err, tc.kind, tc.text)
+			}
+		})
+	}
+	t.Run("identity", func(t *testing.T) {
+		o := nn.TransformerOptions{DimFeedforward: 6, NoDropout: true, ActivationFunc: func(h *vram.Tensor) *vram.Tensor { return h }}
+		l := nn.NewTransformerEncoderLayer(4, 2, o, vram.Float64)
+		defer nn.Release(l)
+		x := vram.Randn(vram.Shape{3, 2, 4}, vram.Float64)
+		var got *vram.Tensor
+		if err := vram.Catch(func() { got = l.Forward(x) }); err != nil {
+			t.Fatal(err)
+		}
+		h := l.Norm1.Forward(x.Add(l.SelfAttn.Forward(x)))
+		want := l.Norm2.Forward(h.Add(l.Linear2.Forward(l.Linear1.Forward(h))))
+		checkValues(t, "output", got.Float64s(), want.Float64s(), 1e-12)
+	})
+	t.Run("clones", func(t *testing.T) {
+		o := nn.TransformerOptions{DimFeedforward: 6, ActivationFunc: (*vram.Tensor).Silu}
+		m := nn.NewTransformer(4, 2, 2, 2, o)
+		defer nn.Release(m)
+		for i, l := range m.Encoder.Layers {
+			if l.ActivationFunc == nil || m.Decoder.Layers[i].ActivationFunc == nil {
+				t.Fatalf("layer %d lost its activation function", i)
+			}
+		}
+	})
+}
