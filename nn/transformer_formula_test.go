@@ -3,6 +3,7 @@ package nn_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -382,4 +383,37 @@ func TestTransformerLayersFormula(t *testing.T) {
 			checkValues(t, "decoder layer", got, refDecoder(dec, tgt, mem, tc.dec), 1e-12)
 		})
 	}
+}
+
+// TestTransformerEmptySequences runs the layers on sequences and
+// batches of length 0: the outputs have the inputs' shapes, and a target
+// attending to an empty memory gets out_proj's bias from that block, as
+// in PyTorch, where the softmax over no keys is empty and its product
+// with no values zero.
+func TestTransformerEmptySequences(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 1))
+	o := nn.TransformerOptions{DimFeedforward: 6}
+	enc := nn.NewTransformerEncoderLayer(4, 2, o, vram.Float64)
+	dec := nn.NewTransformerDecoderLayer(4, 2, o, vram.Float64)
+	defer nn.Release(enc)
+	defer nn.Release(dec)
+	enc.Eval()
+	dec.Eval()
+	randomize(dec, r)
+	for _, shape := range []vram.Shape{{0, 2, 4}, {3, 0, 4}, {0, 4}} {
+		if got := enc.Forward(vram.Zeros(shape, vram.Float64)); !slices.Equal(got.Shape(), shape) {
+			t.Fatalf("encoder output %v for input %v", got.Shape(), shape)
+		}
+		mem := vram.Zeros(vram.Shape{5, shape[1], 4}, vram.Float64)
+		if len(shape) == 2 {
+			mem = vram.Zeros(vram.Shape{5, 4}, vram.Float64)
+		}
+		if got := dec.ForwardMemory(vram.Zeros(shape, vram.Float64), mem, nn.DecoderMasks{}); !slices.Equal(got.Shape(), shape) {
+			t.Fatalf("decoder output %v for target %v", got.Shape(), shape)
+		}
+	}
+	tgt := vram.Randn(vram.Shape{3, 2, 4}, vram.Float64)
+	mem := vram.Zeros(vram.Shape{0, 2, 4}, vram.Float64)
+	got := dec.ForwardMemory(tgt, mem, nn.DecoderMasks{TgtCausal: true})
+	checkValues(t, "decoder over an empty memory", got.Float64s(), refDecoder(dec, tgt, mem, nn.DecoderMasks{TgtCausal: true}), 1e-12)
 }
