@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/vramgo/vram/backend/cpu"
 	"github.com/vramgo/vram/backend/cuda"
 	"github.com/vramgo/vram/backend/sim"
 	"github.com/vramgo/vram/memory"
@@ -74,6 +75,15 @@ type Config struct {
 	// Environment: VRAM_DEBUG_LEAKS=1 (or true, yes, on).
 	DebugLeaks bool
 
+	// CPUMemoryLimit bounds the bytes of live host buffers of the CPU
+	// device, the sim devices' data included: an allocation that would
+	// take them past it fails with [ErrOutOfMemory], after the garbage
+	// collector has had the chance to free tensors dropped without
+	// Release. 0 means the machine's physical memory (RAM without swap;
+	// no limit where it is unknown). It must not be negative.
+	// Environment: VRAM_CPU_MEMORY_LIMIT, a size as in "8GiB" or "512MB".
+	CPUMemoryLimit int64
+
 	// CuDNN holds the switches of cuDNN's convolutions, pooling and batch
 	// norm on CUDA devices: off, benchmark mode, deterministic algorithms,
 	// no TF32, the legacy API only, the benchmark limit (see
@@ -94,13 +104,14 @@ type DeviceConfig struct {
 // The environment variables that [ConfigFromEnv] reads, one per field of
 // [Config] but Devices.
 const (
-	EnvAllocConf    = "VRAM_ALLOC_CONF"     // Config.Alloc
-	EnvSimDevices   = "VRAM_SIM_DEVICES"    // Config.SimDevices
-	EnvSimShapeOnly = "VRAM_SIM_SHAPE_ONLY" // Config.SimShapeOnly
-	EnvKernelCache  = "VRAM_KERNEL_CACHE"   // Config.KernelCache
-	EnvCUDALibs     = "VRAM_CUDA_LIBS"      // Config.CUDALibs
-	EnvDebugLeaks   = "VRAM_DEBUG_LEAKS"    // Config.DebugLeaks
-	EnvCuDNN        = "VRAM_CUDNN"          // Config.CuDNN
+	EnvAllocConf    = "VRAM_ALLOC_CONF"       // Config.Alloc
+	EnvSimDevices   = "VRAM_SIM_DEVICES"      // Config.SimDevices
+	EnvSimShapeOnly = "VRAM_SIM_SHAPE_ONLY"   // Config.SimShapeOnly
+	EnvKernelCache  = "VRAM_KERNEL_CACHE"     // Config.KernelCache
+	EnvCUDALibs     = "VRAM_CUDA_LIBS"        // Config.CUDALibs
+	EnvDebugLeaks   = "VRAM_DEBUG_LEAKS"      // Config.DebugLeaks
+	EnvCuDNN        = "VRAM_CUDNN"            // Config.CuDNN
+	EnvCPUMemory    = "VRAM_CPU_MEMORY_LIMIT" // Config.CPUMemoryLimit
 )
 
 // Configure sets the process's configuration. Call it once, at the start of
@@ -222,6 +233,9 @@ func applyConfig(cfg Config) error {
 	if err := sim.Configure(so); err != nil {
 		return err
 	}
+	if err := cpu.Configure(cpu.Options{MemoryLimit: cfg.CPUMemoryLimit}); err != nil {
+		return err
+	}
 	debugLeaks.Store(cfg.DebugLeaks)
 	return nil
 }
@@ -291,6 +305,9 @@ func (c Config) validate() error {
 			return configErr(field+".Alloc", err, "")
 		}
 	}
+	if c.CPUMemoryLimit < 0 {
+		return configErr("Config.CPUMemoryLimit", nil, "%d bytes, a negative limit (0 means the machine's physical memory)", c.CPUMemoryLimit)
+	}
 	if strings.ContainsRune(c.KernelCache, 0) {
 		return configErr("Config.KernelCache", nil, "%q holds a NUL byte, which no path can", c.KernelCache)
 	}
@@ -350,5 +367,5 @@ func (c Config) equal(o Config) bool {
 	return c.Alloc == o.Alloc && maps.Equal(c.Devices, o.Devices) &&
 		slices.Equal(c.simSizes(), o.simSizes()) && c.SimShapeOnly == o.SimShapeOnly &&
 		c.KernelCache == o.KernelCache && slices.Equal(c.CUDALibs, o.CUDALibs) && c.DebugLeaks == o.DebugLeaks &&
-		c.CuDNN == o.CuDNN
+		c.CuDNN == o.CuDNN && c.CPUMemoryLimit == o.CPUMemoryLimit
 }

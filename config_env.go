@@ -9,6 +9,8 @@ import (
 
 	"github.com/vramgo/vram/backend/sim"
 	"github.com/vramgo/vram/memory"
+
+	"github.com/vramgo/vram/internal/units"
 )
 
 // This file is the one place where vram reads the environment.
@@ -48,7 +50,7 @@ func (e *EnvError) Is(target error) bool { return target == ErrArgument }
 // ConfigFromEnv reads a [Config] from the process's environment: each of
 // the variables EnvAllocConf, EnvSimDevices, ... (VRAM_ALLOC_CONF,
 // VRAM_SIM_DEVICES, VRAM_SIM_SHAPE_ONLY, VRAM_KERNEL_CACHE, VRAM_CUDA_LIBS,
-// VRAM_DEBUG_LEAKS, VRAM_CUDNN) sets the field of Config that its doc comment names;
+// VRAM_DEBUG_LEAKS, VRAM_CUDNN, VRAM_CPU_MEMORY_LIMIT) sets the field of Config that its doc comment names;
 // one that is unset or empty leaves the field at its default. It is the
 // only function of the library that reads the environment, and what vram
 // applies by itself at the first use of a device when [Configure] was
@@ -128,6 +130,11 @@ var envVars = []envVar{
 	}},
 	{EnvCuDNN, []string{"cuda"}, func(v string, c *Config) (err error) {
 		c.CuDNN, err = parseCuDNN(v)
+		return err
+	}},
+	{EnvCPUMemory, nil, func(v string, c *Config) error {
+		n, err := units.ParseBytes(v)
+		c.CPUMemoryLimit = n
 		return err
 	}},
 }

@@ -24,6 +24,7 @@ func TestEnvErrorsAreArgumentErrors(t *testing.T) {
 		{EnvSimShapeOnly, "maybe", `VRAM_SIM_SHAPE_ONLY="maybe": `},
 		{EnvDebugLeaks, "2", `VRAM_DEBUG_LEAKS="2": `},
 		{EnvCuDNN, "quick", `VRAM_CUDNN="quick": `},
+		{EnvCPUMemory, "lots", `VRAM_CPU_MEMORY_LIMIT="lots": `},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {

@@ -101,6 +101,11 @@ func TestConfigFromLookup(t *testing.T) {
 		{"debug leaks off", map[string]string{EnvDebugLeaks: "off"}, Config{}, "", nil},
 		{"debug leaks bad", map[string]string{EnvDebugLeaks: "2"}, Config{}, `VRAM_DEBUG_LEAKS="2": not a boolean`, new(*EnvError)},
 
+		{"cpu memory limit", map[string]string{EnvCPUMemory: "8GiB"}, Config{CPUMemoryLimit: 8 << 30}, "", nil},
+		{"cpu memory limit in bytes", map[string]string{EnvCPUMemory: " 1048576 "}, Config{CPUMemoryLimit: 1 << 20}, "", nil},
+		{"cpu memory limit zero", map[string]string{EnvCPUMemory: "0"}, Config{}, `VRAM_CPU_MEMORY_LIMIT="0": `, new(*EnvError)},
+		{"cpu memory limit negative", map[string]string{EnvCPUMemory: "-1GiB"}, Config{}, `VRAM_CPU_MEMORY_LIMIT="-1GiB": `, new(*EnvError)},
+
 		{"everything", map[string]string{EnvAllocConf: "garbage_collection_threshold:0.5", EnvSimDevices: "1GiB", EnvSimShapeOnly: "1",
 			EnvKernelCache: "/k", EnvCUDALibs: "/l", EnvDebugLeaks: "yes"},
 			Config{Alloc: memory.Config{GarbageCollectionThreshold: 0.5}, SimDevices: []int64{1 << 30}, SimShapeOnly: true,
@@ -152,7 +157,7 @@ func TestConfigFromLookup(t *testing.T) {
 // the parser.
 func TestEveryEnvVariableIsRead(t *testing.T) {
 	values := map[string]string{EnvAllocConf: "policy:pytorch", EnvSimDevices: "1GiB", EnvSimShapeOnly: "1",
-		EnvKernelCache: "/k", EnvCUDALibs: "/l", EnvDebugLeaks: "1", EnvCuDNN: "benchmark"}
+		EnvKernelCache: "/k", EnvCUDALibs: "/l", EnvDebugLeaks: "1", EnvCuDNN: "benchmark", EnvCPUMemory: "1GiB"}
 	if len(values) != len(envVars) {
 		t.Fatalf("%d variables read, %d tested", len(envVars), len(values))
 	}
@@ -238,6 +243,7 @@ func TestConfigureRefusesBadValues(t *testing.T) {
 			"Config.Devices[cuda:1].Alloc: memory: Config.GarbageCollectionThreshold = 1.5", new(*memory.ConfigError)},
 		{"kernel cache", Config{KernelCache: "a\x00b"}, `Config.KernelCache: "a\x00b" holds a NUL byte`, nil},
 		{"cuda libs", Config{CUDALibs: []string{"/opt/cuda", ""}}, `Config.CUDALibs[1]: "" is not a directory name`, nil},
+		{"cpu memory limit", Config{CPUMemoryLimit: -1}, "Config.CPUMemoryLimit: -1 bytes, a negative limit", nil},
 	}
 	good := Config{SimDevices: []int64{1 << 20}}
 	for _, tc := range tests {

@@ -109,8 +109,9 @@
 // The environment is read in one place, [ConfigFromEnv] (and
 // [ConfigFromLookup], with variables of the caller's), whose errors, of
 // kind [ErrArgument], name the variable and its value: VRAM_ALLOC_CONF, VRAM_SIM_DEVICES,
-// VRAM_SIM_SHAPE_ONLY, VRAM_KERNEL_CACHE, VRAM_CUDA_LIBS, VRAM_DEBUG_LEAKS
-// and VRAM_CUDNN, one per field of Config (see each field). A program
+// VRAM_SIM_SHAPE_ONLY, VRAM_KERNEL_CACHE, VRAM_CUDA_LIBS, VRAM_DEBUG_LEAKS,
+// VRAM_CUDNN and VRAM_CPU_MEMORY_LIMIT, one per field of Config (see each
+// field). A program
 // that never calls Configure gets what ConfigFromEnv reads, applied once,
 // at the first use of a device, so that the variables work without code;
 // then an invalid variable makes the devices it configures unavailable,

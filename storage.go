@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/vramgo/vram/backend"
+	"github.com/vramgo/vram/backend/cpu"
 	"github.com/vramgo/vram/memory"
 
 	"github.com/vramgo/vram/internal/units"
@@ -52,10 +53,18 @@ type storage struct {
 func newStorage(op string, ds *devState, nbytes int64) *storage {
 	stream := ds.stream()
 	buf, err := ds.bd.Alloc(nbytes, stream, currentRegion())
+	var hostOOM *cpu.OutOfMemoryError
+	if errors.As(err, &hostOOM) {
+		// Host memory past its limit: tensors dropped without Release
+		// may still hold some, as on a device with a caching allocator
+		// (whose OnOOM hook reclaims).
+		reclaim(ds)
+		buf, err = ds.bd.Alloc(nbytes, stream, currentRegion())
+	}
 	if err != nil {
 		kind := ErrBackend
 		var oom *memory.OutOfMemoryError
-		if errors.As(err, &oom) || errors.Is(err, memory.ErrTooLarge) {
+		if errors.As(err, &oom) || errors.As(err, &hostOOM) || errors.Is(err, memory.ErrTooLarge) {
 			kind = ErrOutOfMemory
 		}
 		panic(&Error{Op: op, Kind: kind, Detail: "allocating " + units.Bytes(nbytes) + " on " + ds.dev.String(), Err: err})

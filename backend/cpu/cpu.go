@@ -52,6 +52,9 @@ type Device struct{}
 type Buffer struct {
 	words []uint64 // the allocation, keeping the memory 8-byte aligned
 	bytes []byte   // words seen as bytes, exactly the requested length
+	// abandoned is set by [Device.Abandon]: the garbage collector, not
+	// Free, gives the bytes back to the limit.
+	abandoned bool
 }
 
 // Bytes returns the size of the buffer in bytes, as requested from Alloc.
@@ -70,7 +73,10 @@ const maxAlloc = 1 << 48
 var machineMemory = sync.OnceValue(hostMemory)
 
 // Alloc returns a zeroed host buffer of nbytes bytes. The stream is
-// ignored.
+// ignored. A buffer larger than the machine's RAM and swap is an error
+// wrapping [memory.ErrTooLarge]; one that would take the bytes of live
+// buffers past the limit ([Options.MemoryLimit]) is an
+// [*OutOfMemoryError]. Freeing a buffer gives its bytes back.
 func (*Device) Alloc(nbytes int64, _ backend.Stream, _ string) (backend.Buffer, error) {
 	if nbytes < 0 {
 		return nil, fmt.Errorf("cpu: alloc of a negative size (%d bytes)", nbytes)
@@ -85,6 +91,9 @@ func (*Device) Alloc(nbytes int64, _ backend.Stream, _ string) (backend.Buffer, 
 	if nbytes == 0 {
 		return &Buffer{bytes: []byte{}}, nil
 	}
+	if err := host.take(nbytes); err != nil {
+		return nil, err
+	}
 	words := make([]uint64, (nbytes+7)/8)
 	bytes := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), nbytes)
 	return &Buffer{words: words, bytes: bytes}, nil
@@ -94,10 +103,15 @@ func (*Device) Alloc(nbytes int64, _ backend.Stream, _ string) (backend.Buffer, 
 // stream is ever still using a buffer.
 func (*Device) RecordStream(backend.Buffer, backend.Stream) {}
 
-// Free drops the device's hold on b; the garbage collector reclaims the
-// memory once nothing else refers to it. Using b afterwards is an error.
+// Free drops the device's hold on b and gives its bytes back to the limit
+// ([Options.MemoryLimit]); the garbage collector reclaims the memory once
+// nothing else refers to it. Using b afterwards is an error; freeing it
+// again does nothing.
 func (*Device) Free(b backend.Buffer, _ backend.Stream) {
-	if cb, ok := b.(*Buffer); ok {
+	if cb, ok := b.(*Buffer); ok && cb != nil {
+		if n := len(cb.bytes); n > 0 && !cb.abandoned {
+			host.give(int64(n))
+		}
 		cb.words, cb.bytes = nil, nil
 	}
 }

@@ -210,7 +210,15 @@ func (d *Device) Free(bb backend.Buffer, s backend.Stream) {
 		}
 	}
 	qmu.Unlock()
-	if b.data != nil && !pending && !(memory.IsPrivatePool(b.block.Stream()) && d.keepFreed(b)) {
+	switch {
+	case b.data == nil:
+	case pending:
+		// The queued work keeps the data: the host's memory limit gets
+		// its bytes back when the collector reclaims it.
+		if a, ok := d.host.(interface{ Abandon(backend.Buffer) }); ok {
+			a.Abandon(b.data)
+		}
+	case !(memory.IsPrivatePool(b.block.Stream()) && d.keepFreed(b)):
 		d.host.Free(b.data, d.host.DefaultStream())
 	}
 	d.alloc.Free(b.block)
