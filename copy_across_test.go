@@ -67,6 +67,7 @@ func TestCopyFromAcrossDevices(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			settle(CPU, Sim(0), Sim(1)) // earlier tests' garbage is freed before, not during, the count
 			before := map[Device]int64{CPU: liveOn(CPU), Sim(0): liveOn(Sim(0)), Sim(1): liveOn(Sim(1))}
 			dst, whole := tt.dst()
 			src := tt.src()
@@ -138,6 +139,7 @@ func TestCopyFromAcrossDevicesRefuses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dst, src := tt.dst(), tt.src()
+			settle(CPU, Sim(0), Sim(1)) // earlier tests' garbage is freed before, not during, the count
 			before := map[Device]int64{CPU: liveOn(CPU), Sim(0): liveOn(Sim(0)), Sim(1): liveOn(Sim(1))}
 			err := Catch(func() { dst.CopyFrom(src) })
 			if !errors.Is(err, tt.want) {

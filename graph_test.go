@@ -11,6 +11,7 @@ import (
 
 	"github.com/vramgo/vram"
 	"github.com/vramgo/vram/amp"
+	"github.com/vramgo/vram/internal/memtest"
 	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/nn"
 	"github.com/vramgo/vram/optim"
@@ -402,6 +403,7 @@ func ExampleCaptureGraph() {
 // until Release gives everything back.
 func TestGraphKeepsInputs(t *testing.T) {
 	d := vram.Sim(1)
+	memtest.Settle(d)
 	vram.EmptyCache(d)
 	base := vram.Storage(d).LiveBytes
 	x := vram.Full(vram.Shape{1024}, 3, d)
@@ -535,6 +537,7 @@ func TestGraphOtherGoroutines(t *testing.T) {
 			if eagerCapturing {
 				t.Error("IsCurrentStreamCapturing true in another goroutine")
 			}
+			memtest.Settle(d)
 			before, zb := vram.Storage(d).LiveBytes, int64(4*z.NumElements())
 			z.Release()
 			if after := vram.Storage(d).LiveBytes; after != before-zb {
@@ -584,6 +587,7 @@ func TestGraphRefusedKeepsNothing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			memtest.Settle(d)
 			vram.EmptyCache(d)
 			live, alloc, reserved := vram.Storage(d).LiveBytes, vram.MemoryAllocated(d), vram.MemoryReserved(d)
 			g, err := vram.CaptureGraph(d, tc.fn)
