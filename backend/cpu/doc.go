@@ -39,6 +39,21 @@
 // operation, rounding the moments and the momentum buffer to their dtype
 // when stored.
 //
+// # Memory
+//
+// The device counts the bytes of its live buffers, allocated and not yet
+// freed, and refuses an allocation that would take them past a limit with
+// an [*OutOfMemoryError] that names what was asked, what is live and the
+// limit: the machine's physical memory (RAM without swap) unless
+// [Configure] sets another ([Options.MemoryLimit]; vram.Config's
+// CPUMemoryLimit and VRAM_CPU_MEMORY_LIMIT lead there), and none where
+// the physical memory is unknown. Concurrent allocations never carry the
+// total past the limit. [Device.Free] gives a buffer's bytes back; a
+// buffer handed to the garbage collector with [Device.Abandon] gives them
+// back when it is reclaimed. A single buffer larger than the machine's
+// RAM and swap is an error wrapping memory.ErrTooLarge, whatever the
+// limit. The check is two atomic operations an allocation.
+//
 // A panic inside a kernel, on any goroutine, is recovered and returned as
 // an error.
 package cpu
