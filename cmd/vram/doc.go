@@ -34,7 +34,7 @@
 // vram.ConfigFromLookup (the variables of vram.ConfigFromEnv), applying the
 // valid settings. Only demo, which allocates on devices, fails on an
 // invalid device setting (VRAM_ALLOC_CONF, VRAM_SIM_DEVICES,
-// VRAM_SIM_SHAPE_ONLY, VRAM_CUDNN); doctor reports each as a check, explained by the
+// VRAM_SIM_SHAPE_ONLY, VRAM_CUDNN, VRAM_CPU_MEMORY_LIMIT); doctor reports each as a check, explained by the
 // same parse. An invalid VRAM_DEBUG_LEAKS, which configures no device, is a
 // warning on standard error, as it is to the library. Names that come
 // from drivers or files (GPU and process names, regions, stack frames) are

@@ -19,7 +19,7 @@ import (
 type doctorReport struct {
 	// Environment holds one check per setting of the devices vram
 	// allocates on (VRAM_ALLOC_CONF, VRAM_SIM_DEVICES, VRAM_SIM_SHAPE_ONLY,
-	// VRAM_CUDNN).
+	// VRAM_CUDNN, VRAM_CPU_MEMORY_LIMIT).
 	Environment []selftest.Check `json:"environment"`
 	// CPU and Sim are the self-tests of the CPU and the simulated devices
 	// (cpu.SelfTest, sim.SelfTest).
@@ -59,7 +59,7 @@ several GPUs it copies between neighbours. It says where the driver and each lib
 were found, or what to install, and lists every GPU (name, UUID, memory, compute
 capability, multiprocessors) and the peer-access matrix. It also checks the settings
 of the devices vram allocates on (VRAM_ALLOC_CONF, VRAM_SIM_DEVICES,
-VRAM_SIM_SHAPE_ONLY, VRAM_CUDNN) and reports an invalid one as a failed check.
+VRAM_SIM_SHAPE_ONLY, VRAM_CUDNN, VRAM_CPU_MEMORY_LIMIT) and reports an invalid one as a failed check.
 cuDNN is optional: without it, convolutions, pooling and batch norm use vram's
 own composed kernels, and doctor says so.
 

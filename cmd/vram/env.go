@@ -66,9 +66,9 @@ type envSetting struct {
 }
 
 // deviceSettings are the variables that configure the devices that
-// allocate: the allocator's (CUDA and sim), the simulated devices' and
-// cuDNN's switches.
-var deviceSettings = []string{vram.EnvAllocConf, vram.EnvSimDevices, vram.EnvSimShapeOnly, vram.EnvCuDNN}
+// allocate: the allocator's (CUDA and sim), the simulated devices',
+// cuDNN's switches and the CPU's memory limit.
+var deviceSettings = []string{vram.EnvAllocConf, vram.EnvSimDevices, vram.EnvSimShapeOnly, vram.EnvCuDNN, vram.EnvCPUMemory}
 
 // readEnvironment reads each of deviceSettings alone, with
 // vram.ConfigFromLookup, the parse vram itself uses, and explains its
@@ -127,6 +127,11 @@ func describeSetting(name string, cfg vram.Config) string {
 			return "cuDNN as PyTorch's default: on, heuristics, any algorithm, TF32"
 		}
 		return "cuDNN switches " + cfg.CuDNN.String()
+	case vram.EnvCPUMemory:
+		if cfg.CPUMemoryLimit > 0 {
+			return "host buffers limited to " + units.Bytes(cfg.CPUMemoryLimit)
+		}
+		return "host buffers limited to the machine's physical memory"
 	}
 	return ""
 }

@@ -251,6 +251,7 @@ var badEnvironments = []struct{ name, value, want string }{
 	{"VRAM_SIM_DEVICES", "2xmany", `VRAM_SIM_DEVICES="2xmany": `},
 	{"VRAM_SIM_SHAPE_ONLY", "maybe", `VRAM_SIM_SHAPE_ONLY="maybe": not a boolean (want 1, true, yes or on`},
 	{"VRAM_CUDNN", "fastest", `VRAM_CUDNN="fastest": "fastest" is not one of off, benchmark, deterministic, notf32, nograph, benchmark_limit=N and default`},
+	{"VRAM_CPU_MEMORY_LIMIT", "lots", `VRAM_CPU_MEMORY_LIMIT="lots": `},
 }
 
 // TestBadEnvironmentStopsOnlyCommandsThatAllocate sets each device
@@ -313,14 +314,14 @@ func TestBadEnvironmentStopsOnlyCommandsThatAllocate(t *testing.T) {
 // JSON is 0 exactly when the exit status is.
 func TestDoctorFailedAgreesWithExitStatus(t *testing.T) {
 	noDriver(t)
-	useEnv(t, map[string]string{"VRAM_ALLOC_CONF": "", "VRAM_SIM_DEVICES": "", "VRAM_SIM_SHAPE_ONLY": "", "VRAM_CUDNN": ""})
+	useEnv(t, map[string]string{"VRAM_ALLOC_CONF": "", "VRAM_SIM_DEVICES": "", "VRAM_SIM_SHAPE_ONLY": "", "VRAM_CUDNN": "", "VRAM_CPU_MEMORY_LIMIT": ""})
 	code, stdout, stderr := runCLI(t, "doctor", "--json")
 	var rep doctorReport
 	decodeOne(t, stdout, &rep)
 	if code != exitFailure || rep.Failed != 1 || rep.CUDA.Driver.Usable {
 		t.Errorf("no driver: exit %d, failed %d; want %d and 1", code, rep.Failed, exitFailure)
 	}
-	if len(rep.Environment) != 4 {
+	if len(rep.Environment) != len(deviceSettings) {
 		t.Errorf("environment checks %+v", rep.Environment)
 	}
 	for _, c := range rep.Environment {
