@@ -71,6 +71,22 @@ const maxFixLimit = 1 << 40
 // cannot make its checks take time and memory beyond the budget.
 const replayPage = 2 << 20
 
+// driverHeadroom is how much more than a request the device must report
+// free before an out-of-memory error can be blamed on a limit rather than
+// on the device: 64 MiB. The CUDA driver keeps part of what
+// cudaMemGetInfo reports free for page tables and its own growth, so an
+// allocation that leaves less than that fails on a full device (on an
+// H100, PyTorch 2.11's cudaMalloc of 1 GiB failed with 1 GiB and 192 KiB
+// free, 2026-12-06).
+const driverHeadroom = 64 << 20
+
+// deviceFull reports whether the device itself could not give what the
+// allocator asked for: it reported need bytes or less free, or so little
+// more that the driver's own share left too little.
+func deviceFull(need, free int64) bool {
+	return free < satAdd(need, driverHeadroom)
+}
+
 // fixer replays one device's history for the fix checks.
 type fixer struct {
 	h       trace.History
@@ -347,12 +363,17 @@ func limitFor(o *OOM, opts Options, s *trace.Snapshot, base memory.Config, frac 
 	}
 	need := pytorchSegmentSize(o.RequestedBytes, base.ExpandableSegments)
 	upper := satAdd(o.ReservedBytes, need) - 1
-	if need > o.DeviceFreeBytes {
+	if deviceFull(need, o.DeviceFreeBytes) {
 		// The device did not have what the allocator asked for: this
 		// process could have what it held and what was free.
-		l := max(satAdd(o.ReservedBytes, o.DeviceFreeBytes), o.peakReservedBefore)
-		return l, l, fmt.Sprintf("inferred from the event: this process held %s and the device had %s free, less than the %s the allocator asked for",
-			units.Bytes(o.ReservedBytes), units.BytesDown(o.DeviceFreeBytes), units.BytesUp(need))
+		usable, than := o.DeviceFreeBytes, "less than"
+		if need <= usable {
+			// It could not give need bytes: the driver kept its share.
+			usable, than = max(0, usable-driverHeadroom), "too little beside the driver's own share for"
+		}
+		l := max(satAdd(o.ReservedBytes, usable), o.peakReservedBefore)
+		return l, l, fmt.Sprintf("inferred from the event: this process held %s and the device had %s free, %s the %s the allocator asked for",
+			units.Bytes(o.ReservedBytes), units.BytesDown(o.DeviceFreeBytes), than, units.BytesUp(need))
 	}
 	l := max(o.peakReservedBefore, o.ReservedBytes)
 	if l > upper {

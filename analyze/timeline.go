@@ -610,8 +610,11 @@ func explainOOM(o OOM, capacity int64) string {
 		avail = math.MaxInt64
 	}
 	switch {
-	case o.RequestedBytes <= o.DeviceFreeBytes:
+	case !deviceFull(o.RequestedBytes, o.DeviceFreeBytes):
 		b.WriteString(" The device had room: a limit on this allocator stopped it (torch.cuda.set_per_process_memory_fraction, or vram's per_process_memory_fraction).")
+	case o.RequestedBytes <= o.DeviceFreeBytes && o.CachedBytes < o.RequestedBytes:
+		fmt.Fprintf(&b, " The device was full: it had only %s more free than asked, and the CUDA driver keeps part of what it reports free for its own use (page tables), so an allocation this close to the free memory fails. Release tensors earlier, use a smaller batch or lower precision (bf16), or a card with more memory.",
+			units.Compact(o.DeviceFreeBytes-o.RequestedBytes))
 	case o.RequestedBytes <= avail:
 		fmt.Fprintf(&b, " Free memory was enough in total (%s) but in pieces: the cached blocks could not serve it and could not be merged with the device's free memory. Try expandable_segments:True, max_split_size_mb to keep large blocks whole, or freeing the cache (EmptyCache) before this allocation.",
 			units.Compact(avail))

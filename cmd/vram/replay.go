@@ -311,7 +311,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 			continue
 		}
 		if o.fit {
-			f, err := replayFit(in.fitRun, in.history, base, o)
+			f, err := replayFit(in.fitRun, in.history, in.asRecorded, base, o)
 			if err != nil {
 				return nil, trace.InFile(path, err)
 			}

@@ -107,8 +107,10 @@ func sizeReason(err error) string {
 
 // replayFit answers --fit for one input: for each setting of --compare,
 // the smallest capacity without an out-of-memory error, and whether the
-// trace fits on o.fitOn.
-func replayFit(run func(memory.Arena, memory.Config) (memory.Result, error), h trace.History, base memory.Config, o replayOptions) (*fitReport, error) {
+// trace fits on o.fitOn. recorded is the setting the input says its run
+// had ("" when it says none); the capacity that reproduces a capped run
+// is checked under it.
+func replayFit(run func(memory.Arena, memory.Config) (memory.Result, error), h trace.History, recorded string, base memory.Config, o replayOptions) (*fitReport, error) {
 	ref := min(defaultReplayCapacity, o.maxCapacity)
 	rep := &fitReport{On: o.fitOn, Policies: map[string]fitPolicy{}}
 	for _, p := range comparePolicies {
@@ -162,6 +164,13 @@ func replayFit(run func(memory.Arena, memory.Config) (memory.Result, error), h t
 		cfg, err := memory.ParseConfig(s)
 		if err != nil {
 			return nil, err
+		}
+		if recorded != "" {
+			// The snapshot's own settings (max_split_size_mb,
+			// roundup_power2_divisions...) reproduce it more closely.
+			if rc, err := memory.ParseConfig(recorded); err == nil && rc.ExpandableSegments == rec.Expandable {
+				cfg = rc
+			}
 		}
 		r, err := run(memory.NewSimArena(rec.PeakReserved), cfg)
 		if err != nil {

@@ -2,7 +2,7 @@
 
 Usage (on a machine with a GPU and PyTorch, transformers and torchvision):
 
-    python3 record_traces.py [--cap SIZE] [--timeout SECONDS] OUTDIR [workload ...]
+    python3 record_traces.py [--cap SIZE] [--seed N] [--timeout SECONDS] OUTDIR [workload ...]
     python3 record_traces.py "$OUT" bert_infer_varlen gpt_generate_kvcache two_models
     python3 record_traces.py --cap 1.2GiB "$OUT" bert_infer_varlen
 
@@ -18,6 +18,11 @@ who shares a GPU would run it: PyTorch then gives segments back mid-run to
 make room (and may run out of memory, which is recorded too). The traces
 are named <workload>_cap<MiB>.trace.gz; `vram replay --fit` on them should
 say that the run freed segments under a cap and which capacity reproduces it.
+
+With --seed N (other than 0) the workloads draw their batch sizes, lengths
+and inputs from seed N rather than 0, and the traces are named
+<workload>_seedN.trace.gz: the same kind of run with other requests, to check
+a policy on runs it was not tuned on.
 
 For each workload this runs the same seeded program twice, in fresh
 processes: once with PyTorch's default caching allocator while recording the
@@ -39,6 +44,8 @@ downloaded. Workloads:
   resnet50_infer_varbatch torchvision ResNet-50 inference, fp16, batch 1..96
   bert_train_varlen     BERT-base masked-LM training, AdamW, bf16 autocast,
                         batch 16, dynamic padding to 32..512 tokens
+  vit_infer_varbatch    torchvision ViT-B/16 inference, fp16, batch 1..64,
+                        60 requests
 
 These three need PyTorch alone (no transformers, no torchvision):
 
@@ -66,7 +73,7 @@ import sys
 import time
 
 WORKLOADS = ["gpt2_train_varlen", "gpt2_generate_varbatch", "resnet50_infer_varbatch", "bert_train_varlen",
-             "bert_infer_varlen", "gpt_generate_kvcache", "two_models"]
+             "bert_infer_varlen", "gpt_generate_kvcache", "two_models", "vit_infer_varbatch"]
 
 
 def make_encoder(torch, dev):
@@ -157,8 +164,9 @@ def generate(torch, model, dev, b, p, n):
 def run_workload(name, dev):
     import torch
 
-    torch.manual_seed(0)
-    random.seed(0)
+    seed = int(os.environ.get("RECORD_SEED", "0"))
+    torch.manual_seed(seed)
+    random.seed(seed)
     if name == "gpt2_train_varlen":
         from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -193,6 +201,16 @@ def run_workload(name, dev):
         with torch.no_grad():
             for _ in range(40):
                 b = random.randint(1, 96)
+                x = torch.randn(b, 3, 224, 224, device=dev, dtype=torch.float16)
+                y = model(x).float().cpu()
+                del x, y
+    elif name == "vit_infer_varbatch":
+        import torchvision
+
+        model = torchvision.models.vit_b_16().to(dev, torch.float16).eval()
+        with torch.no_grad():
+            for _ in range(60):
+                b = random.randint(1, 64)
                 x = torch.randn(b, 3, 224, 224, device=dev, dtype=torch.float16)
                 y = model(x).float().cpu()
                 del x, y
@@ -297,10 +315,11 @@ def child(name, record, path):
     print(json.dumps(peaks))
 
 
-def run_child(name, label, conf, record, tmp, cap, timeout):
+def run_child(name, label, conf, record, tmp, cap, timeout, seed=0):
     """Runs one workload in a fresh process; returns its peaks, or raises RuntimeError."""
     env = dict(os.environ)
     env.pop("RECORD_CAP_BYTES", None)
+    env["RECORD_SEED"] = str(seed)
     if cap:
         env["RECORD_CAP_BYTES"] = str(cap)
     if conf:
@@ -347,6 +366,8 @@ def main():
                     help="limit each run to SIZE with set_per_process_memory_fraction (e.g. 1.2GiB)")
     ap.add_argument("--timeout", type=int, default=120,
                     help="seconds each of a workload's two runs may take (default 120)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="seed of the workloads' random sizes; other than 0 it is added to the names as _seedN")
     ap.add_argument("outdir", help="directory for the traces and pytorch_peaks.json (made if missing)")
     ap.add_argument("workloads", nargs="*", help="workloads to record (default: all): " + ", ".join(WORKLOADS))
     args = ap.parse_args()
@@ -356,7 +377,8 @@ def main():
     out, cap = args.outdir, args.cap
     os.makedirs(out, exist_ok=True)
     names = args.workloads or WORKLOADS
-    suffix = "_cap%dMiB" % (cap >> 20) if cap else ""
+    suffix = "_seed%d" % args.seed if args.seed else ""
+    suffix += "_cap%dMiB" % (cap >> 20) if cap else ""
     peaks_path = os.path.join(out, "pytorch_peaks%s.json" % suffix)
     results = {}
     if os.path.exists(peaks_path):  # keep the workloads not recorded this time
@@ -369,7 +391,7 @@ def main():
         try:
             res = {}
             for label, conf, record in [("default", "", True), ("expandable", "expandable_segments:True", False)]:
-                res[label] = run_child(name, label, conf, record, tmp, cap, args.timeout)
+                res[label] = run_child(name, label, conf, record, tmp, cap, args.timeout, args.seed)
             write_trace(tmp, final, res["default"], res["expandable"])
         except (RuntimeError, OSError, ValueError) as err:
             print("record_traces: %s" % err, file=sys.stderr, flush=True)
