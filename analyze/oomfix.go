@@ -624,6 +624,22 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 	return nil
 }
 
+// distinctBytes formats a and b as units.Bytes does, in MiB with two
+// decimals where that would print two different sizes alike, and in bytes
+// where even those agree: "peaks at 1.49 GiB, under the 1.49 GiB allowed"
+// reads as a contradiction.
+func distinctBytes(a, b int64) (string, string) {
+	sa, sb := units.Bytes(a), units.Bytes(b)
+	if sa != sb || a == b {
+		return sa, sb
+	}
+	sa, sb = fmt.Sprintf("%.2f MiB", float64(a)/(1<<20)), fmt.Sprintf("%.2f MiB", float64(b)/(1<<20))
+	if sa != sb {
+		return sa, sb
+	}
+	return fmt.Sprintf("%d bytes", a), fmt.Sprintf("%d bytes", b)
+}
+
 // describe writes the Fix of a checked OOM from its trials.
 func (f *fixer) describe(o *OOM, base memory.Config, lo, hi int64, exact bool, need int64, tries []fixOption) string {
 	var b strings.Builder
@@ -645,21 +661,32 @@ func (f *fixer) describe(o *OOM, base memory.Config, lo, hi int64, exact bool, n
 		}
 		return -1
 	}
-	under := "under the " + allowed + " allowed"
-	if !exact {
-		under = "under the " + allowed + " the run had at least"
+	// under says how a peak compares with the limit, in figures that
+	// differ when the two do.
+	under := func(peak int64) (string, string) {
+		p, l := distinctBytes(peak, lo)
+		word := "under"
+		if peak >= lo {
+			word = "within" // exactly the limit: fits, with nothing to spare
+		}
+		if !exact {
+			return p, word + " the " + l + " the run had at least"
+		}
+		return p, word + " the " + l + " allowed"
 	}
 	chosen := -1
 	if i := find(false, true); i >= 0 {
 		chosen = i
 		t := o.Trials[i]
 		o.FixConfig = t.Config
-		fmt.Fprintf(&b, "with %s=%s this run peaks at %s, %s.", f.envName(), t.Config, units.Bytes(t.PeakReservedBytes), under)
+		p, u := under(t.PeakReservedBytes)
+		fmt.Fprintf(&b, "with %s=%s this run peaks at %s, %s.", f.envName(), t.Config, p, u)
 	} else if i := find(true, true); i >= 0 {
 		chosen = i
 		t := o.Trials[i]
 		o.FixConfig = t.Config
-		fmt.Fprintf(&b, "no %s setting tried fits, but vram's own allocator policy (VRAM_ALLOC_CONF=%s) peaks at %s, %s.", f.envName(), t.Config, units.Bytes(t.PeakReservedBytes), under)
+		p, u := under(t.PeakReservedBytes)
+		fmt.Fprintf(&b, "no %s setting tried fits, but vram's own allocator policy (VRAM_ALLOC_CONF=%s) peaks at %s, %s.", f.envName(), t.Config, p, u)
 	} else if i := find(false, false); i >= 0 || find(true, false) >= 0 {
 		if i < 0 {
 			i = find(true, false)
