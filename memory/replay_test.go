@@ -297,10 +297,11 @@ func replayPolicies(t testing.TB, ev []trace.Event) map[string]policyResult {
 //	vit_infer_varbatch              1.1345      3.1 ms    1.22 ms    2.51   1.069
 //	vit_infer_varbatch_seed1        1.1082      4.1 ms    1.13 ms    3.66   1.029
 //
-// On both ViT traces the reserve peaks in the first large request, where
-// step 1's anchored placement, with lifetimes learnt from that request's
-// first layers, leaves the free memory in chunks that live blocks also
-// hold: without step 1 they reserve 1.047 and 1.038 (PyTorch's expandable
+// On vit_infer_varbatch the reserve peaks early, in the sixth of 60
+// requests, the first to come near the run's peak, where step 1's
+// anchored placement leaves the free memory in chunks that live blocks
+// also hold (66 MiB free, most of it a 36.5 MiB hole between two hidden
+// states, when a 72.7 MiB MLP activation finds no room): without step 1 they reserve 1.047 and 1.038 (PyTorch's expandable
 // segments 1.069 and 1.029), but bert_infer_varlen's driver time goes back
 // from 5.1x to 11.7x. Restricting step 1 to free blocks at most 2 to 9
 // times the request met every bound on 9 of the 25 traces, as the

@@ -51,6 +51,7 @@ WORKLOADS = {
     "oom_train_gc_threshold": ("garbage_collection_threshold:0.6", {}, 3 * GiB // 2),
     "oom_fragmented_python": ("", {"stacks": "python"}, 2 * GiB),
     "oom_device_capacity": ("", {}, None),
+    "oom_device_fragmented": ("", {}, None),
 }
 
 
@@ -157,6 +158,18 @@ def workload(torch, name, history, keep):
         keep.append(mib(free // MiB - 4 * 1024))  # all but about 4 GiB of what is free
         for _ in range(64):
             keep.append(mib(1024))  # fails after three or four
+    elif name == "oom_device_fragmented":
+        # The device nearly full, a tenth of it in 1 GiB segments that each
+        # hold a live 600 MiB tensor and 424 MiB cached but free: a 1.5 GiB
+        # request finds no cached block and no room on the device, although
+        # the cache and the device hold more than that together.
+        free, _ = torch.cuda.mem_get_info()
+        keep.append(mib(free // MiB - 11 * 1024))
+        gib = [mib(1024) for _ in range(10)]
+        del gib[::2]
+        keep.extend(gib)
+        keep.extend(mib(600) for _ in range(5))
+        keep.append(mib(1536))
     else:
         keep.extend(train_some(torch))
 
