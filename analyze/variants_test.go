@@ -1,0 +1,208 @@
+package analyze
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vramgo/vram/memory/trace"
+)
+
+// variantScript is how the report shows the file of the user's code in
+// the snapshots of memory/testdata/record_snapshot_variants.py.
+const variantScript = "(testdata/record_snapshot_variants.py:"
+
+// snapshotVariant is an entry of testdata/pytorch_snapshot_variants.json,
+// written by memory/testdata/record_snapshot_variants.py on a GPU machine.
+type snapshotVariant struct {
+	AllocConf     string         `json:"alloc_conf"`
+	History       map[string]any `json:"history"` // nil: none recorded
+	AllowedBytes  int64          `json:"allowed_bytes"`
+	ReservedBytes int64          `json:"reserved_bytes"`
+	NumOOMs       int            `json:"num_ooms"`
+	Segments      int            `json:"snapshot_segments"`
+	Note          string         `json:"note"`
+}
+
+// snapshotVariants reads testdata/pytorch_snapshot_variants.json.
+func snapshotVariants(t *testing.T) map[string]snapshotVariant {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", "pytorch_snapshot_variants.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]snapshotVariant
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("testdata/pytorch_snapshot_variants.json: %v", err)
+	}
+	if len(v) == 0 {
+		t.Fatal("testdata/pytorch_snapshot_variants.json lists no snapshot")
+	}
+	return v
+}
+
+// completeHistory reports that the history of h's arguments holds every
+// event of the run: recorded from the start, and not a ring that wrapped.
+func (v snapshotVariant) completeHistory(file string) bool {
+	if v.History == nil {
+		return false
+	}
+	if _, ok := v.History["max_entries"]; ok {
+		return false
+	}
+	// record_snapshot_variants.py stops and starts the history of this
+	// one mid-run.
+	return !strings.Contains(file, "history_restarted")
+}
+
+// stacks reports that the history's events carry stacks: the default
+// stacks="all", or "python", with events recorded in full
+// (context="state" records stacks of the snapshot's blocks alone).
+func (v snapshotVariant) stacks() bool {
+	if v.History == nil || v.History["context"] == "state" {
+		return false
+	}
+	s, ok := v.History["stacks"]
+	return !ok || s == "all" || s == "python"
+}
+
+// TestSnapshotVariants checks the snapshots that PyTorch 2.11 recorded on
+// an H100 under the settings users change (record_snapshot_variants.py)
+// against what PyTorch itself counted when it dumped each one
+// (pytorch_snapshot_variants.json): the reserved memory, the allocator
+// setting, the out-of-memory errors, who allocated, and the fix check's
+// verdicts for the two runs out of memory whose causes differ most.
+func TestSnapshotVariants(t *testing.T) {
+	// What each out-of-memory snapshot's OOM and fix say, under the
+	// limit the run had, beside what every file gets.
+	ooms := map[string]struct {
+		explanation []string // substrings of the explanation
+		notExpl     []string // substrings it must not have
+		fix         []string // substrings of the fix
+		config      string   // its FixConfig
+	}{
+		"pytorch_v_oom_device_capacity.pickle.gz": {
+			explanation: []string{"The device was full"},
+			notExpl:     []string{"a limit on this allocator stopped it", "The device had room"},
+			fix:         []string{"no setting can fit it"},
+		},
+		"pytorch_v_oom_fragmented_python.pickle.gz": {
+			explanation: []string{"The device had room: a limit on this allocator stopped it"},
+			fix:         []string{"with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True this run peaks at 1.82 GiB, under the 2.00 GiB allowed"},
+			config:      "expandable_segments:True",
+		},
+	}
+	variants := snapshotVariants(t)
+	for file, v := range variants {
+		t.Run(file, func(t *testing.T) {
+			path := filepath.Join("testdata", file)
+			f, err := trace.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(f.Snapshots) != 1 {
+				t.Fatalf("%d devices, want 1", len(f.Snapshots))
+			}
+			s := f.Snapshots[0]
+			if v.stacks() {
+				for i, e := range s.History {
+					if e.Action != trace.ActionAlloc {
+						continue
+					}
+					if len(e.Frames) == 0 && v.History["stacks"] == "python" {
+						// stacks="python" records no frame for
+						// what autograd's thread allocates.
+						continue
+					}
+					site := siteString(e.Frames)
+					if !strings.Contains(site, variantScript) && !strings.HasSuffix(site, backwardNote) {
+						t.Errorf("event %d (%d bytes) attributed to %q", i, e.Size, site)
+					}
+				}
+			}
+			opts := Options{}
+			if _, ok := ooms[file]; ok {
+				opts.Limit = v.AllowedBytes
+			}
+			r, err := File(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Devices) != 1 {
+				t.Fatalf("%d devices, want 1", len(r.Devices))
+			}
+			d := r.Devices[0]
+			var text, page bytes.Buffer
+			if err := r.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			if err := WriteHTML(&page, r); err != nil {
+				t.Fatal(err)
+			}
+			if text.Len() == 0 || page.Len() == 0 {
+				t.Fatalf("text %d bytes, page %d bytes", text.Len(), page.Len())
+			}
+			if d.Segments != v.Segments {
+				t.Errorf("%d segments, want the %d PyTorch listed", d.Segments, v.Segments)
+			}
+			// The dump came right after the stats, nothing in between,
+			// except in the one dumped later (its note).
+			if v.Note == "" && d.Fragmentation.ReservedBytes != v.ReservedBytes {
+				t.Errorf("reserved %d, want PyTorch's %d", d.Fragmentation.ReservedBytes, v.ReservedBytes)
+			}
+			if v.AllocConf != "" {
+				if d.Config != v.AllocConf {
+					t.Errorf("config %q, want the recorded %q", d.Config, v.AllocConf)
+				}
+				header, _, _ := strings.Cut(text.String()[strings.Index(text.String(), "Device 0"):], "\n")
+				if !strings.Contains(header, v.AllocConf) {
+					t.Errorf("the device's header %q does not name %q", header, v.AllocConf)
+				}
+			}
+			if v.completeHistory(file) && d.OOMEvents != v.NumOOMs {
+				t.Errorf("%d OOM events, PyTorch counted %d", d.OOMEvents, v.NumOOMs)
+			}
+			if v.NumOOMs == 0 || v.History == nil {
+				return
+			}
+			if len(d.OOMs) == 0 {
+				t.Fatal("no OOM explained")
+			}
+			o := d.OOMs[0]
+			if !strings.Contains(o.Site, variantScript) {
+				t.Errorf("the OOM attributed to %q (before it %q), not to the script", o.Site, o.PrevSite)
+			}
+			want, ok := ooms[file]
+			if !ok {
+				return
+			}
+			for _, w := range want.explanation {
+				if !strings.Contains(o.Explanation, w) {
+					t.Errorf("the explanation lacks %q:\n%s", w, o.Explanation)
+				}
+			}
+			for _, w := range want.notExpl {
+				if strings.Contains(o.Explanation, w) {
+					t.Errorf("the explanation says %q:\n%s", w, o.Explanation)
+				}
+			}
+			for _, w := range want.fix {
+				if !strings.Contains(o.Fix, w) {
+					t.Errorf("the fix lacks %q:\n%s", w, o.Fix)
+				}
+			}
+			if o.FixConfig != want.config {
+				t.Errorf("FixConfig %q, want %q\n%s", o.FixConfig, want.config, o.Fix)
+			}
+			checkClaims(t, path, o)
+		})
+	}
+	for file := range ooms {
+		if _, ok := variants[file]; !ok {
+			t.Errorf("%s is not in testdata/pytorch_snapshot_variants.json", file)
+		}
+	}
+}
