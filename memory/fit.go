@@ -110,10 +110,15 @@ type Recorded struct {
 	// MidRunFrees counts segment_free and segment_unmap events followed by
 	// a later alloc: memory given back while the program still ran.
 	MidRunFrees int64 `json:"mid_run_frees"`
-	// RoomBursts counts runs of frees right before a new segment_alloc or
-	// segment_map: what PyTorch does when cudaMalloc fails (a device or a
-	// set_per_process_memory_fraction cap full); OtherBursts counts the
-	// other mid-run runs of frees (empty_cache, garbage_collection_threshold).
+	// RoomBursts counts runs of frees that made room: right before an
+	// oom event, or right before a new segment_alloc or segment_map that
+	// would have taken the reserve past its peak had the frees not come
+	// first: what PyTorch does when cudaMalloc fails (a device or a
+	// set_per_process_memory_fraction cap full). OtherBursts counts the
+	// other mid-run runs of frees: with no allocation waiting
+	// (empty_cache), or before a segment that the reserve had room for,
+	// as it held as much at its peak (garbage_collection_threshold, the
+	// empty_cache of a CUDA graph's capture).
 	RoomBursts  int64 `json:"room_bursts"`
 	OtherBursts int64 `json:"other_bursts"`
 	// OOMs counts oom events.
@@ -133,6 +138,13 @@ func ReadRecorded(h trace.History) (Recorded, error) {
 	var cur int64
 	var pending int64 // frees in the current run, not yet known to be mid-run
 	inBurst := false
+	var before int64 // the reserve when the current run of frees started
+	// needs holds, per run of frees before new segments, the reserve
+	// those segments (one, or the mappings of one growth) would have
+	// made without them: the run made room if that is more than the
+	// peak, which is known at the end only.
+	var needs []int64
+	growing := false // the last event took a segment after a run of frees
 	endBurst := func(room bool) {
 		if !inBurst {
 			return
@@ -145,6 +157,9 @@ func ReadRecorded(h trace.History) (Recorded, error) {
 		inBurst = false
 	}
 	err := h.Each(func(e *trace.Event) error {
+		if e.Action != trace.ActionSegmentAlloc && e.Action != trace.ActionSegmentMap {
+			growing = false
+		}
 		switch e.Action {
 		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
 			if e.Action == trace.ActionSegmentAlloc {
@@ -155,7 +170,13 @@ func ReadRecorded(h trace.History) (Recorded, error) {
 			}
 			r.MidRunFrees += pending
 			pending = 0
-			endBurst(true)
+			switch {
+			case inBurst:
+				needs = append(needs, satAdd(before, max(e.Size, 0)))
+				inBurst, growing = false, true
+			case growing:
+				needs[len(needs)-1] = satAdd(needs[len(needs)-1], max(e.Size, 0))
+			}
 			cur = satAdd(cur, max(e.Size, 0))
 			r.PeakReserved = max(r.PeakReserved, cur)
 		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
@@ -165,6 +186,9 @@ func ReadRecorded(h trace.History) (Recorded, error) {
 				r.Unmaps++
 			}
 			pending++
+			if !inBurst {
+				before = cur
+			}
 			inBurst = true
 			cur = max(cur-max(e.Size, 0), 0)
 		case trace.ActionAlloc:
@@ -179,6 +203,13 @@ func ReadRecorded(h trace.History) (Recorded, error) {
 	})
 	if err != nil {
 		return r, fmt.Errorf("memory: reading the recorded segments: %w", err)
+	}
+	for _, n := range needs {
+		if n > r.PeakReserved {
+			r.RoomBursts++
+		} else {
+			r.OtherBursts++
+		}
 	}
 	return r, nil
 }

@@ -91,6 +91,26 @@ func TestReadRecorded(t *testing.T) {
 			e(trace.ActionSegmentMap, 1, 20*M), e(trace.ActionAlloc, 1, M), e(trace.ActionSegmentUnmap, 1, 20*M),
 			e(trace.ActionOOM, 0, 40*M), e(trace.ActionAlloc, 2, M),
 		}, Recorded{Maps: 1, Unmaps: 1, MidRunFrees: 1, RoomBursts: 1, OOMs: 1, PeakReserved: 20 * M, Expandable: true}},
+		// torch.cuda.graph empties the cache before its capture takes
+		// a segment of its own; garbage_collection_threshold frees
+		// cached blocks before a new segment too: both while the run
+		// held less than it did at its peak, which a cap allowed.
+		{"frees before a new segment, below the peak reserve", []trace.Event{
+			e(trace.ActionSegmentAlloc, 1, 20*M), e(trace.ActionSegmentAlloc, 2, 20*M), e(trace.ActionAlloc, 1, M),
+			e(trace.ActionSegmentFree, 2, 20*M), e(trace.ActionSegmentAlloc, 3, 2*M), e(trace.ActionAlloc, 3, M),
+			e(trace.ActionSegmentAlloc, 4, 40*M), e(trace.ActionAlloc, 4, 40*M),
+		}, Recorded{SegmentAllocs: 4, SegmentFrees: 1, MidRunFrees: 1, OtherBursts: 1, PeakReserved: 62 * M}},
+		{"frees before a new segment, the reserve reaching as much later", []trace.Event{
+			e(trace.ActionSegmentAlloc, 1, 20*M), e(trace.ActionSegmentAlloc, 2, 20*M), e(trace.ActionAlloc, 1, M),
+			e(trace.ActionSegmentFree, 2, 20*M), e(trace.ActionSegmentAlloc, 3, 2*M), e(trace.ActionAlloc, 3, M),
+			e(trace.ActionSegmentAlloc, 4, 20*M), e(trace.ActionAlloc, 4, 20*M),
+		}, Recorded{SegmentAllocs: 4, SegmentFrees: 1, MidRunFrees: 1, OtherBursts: 1, PeakReserved: 42 * M}},
+		// One growth of an expandable segment, mapped in pieces.
+		{"frees before a growth in pieces", []trace.Event{
+			e(trace.ActionSegmentMap, 1, 50*M), e(trace.ActionAlloc, 1, 40*M), e(trace.ActionSegmentUnmap, 1, 10*M),
+			e(trace.ActionAlloc, 2, M), e(trace.ActionSegmentUnmap, 1, 5*M), e(trace.ActionSegmentMap, 1, 5*M),
+			e(trace.ActionSegmentMap, 1, 20*M), e(trace.ActionAlloc, 3, 20*M),
+		}, Recorded{Maps: 3, Unmaps: 2, MidRunFrees: 2, RoomBursts: 1, OtherBursts: 1, PeakReserved: 60 * M, Expandable: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

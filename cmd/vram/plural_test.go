@@ -37,7 +37,7 @@ func TestCountsAgree(t *testing.T) {
 		want  []string
 	}{
 		{"fit, one", func(w *bytes.Buffer) { printFit(w, "t", 0, fitWith(1)) }, []string{
-			"gave 1 segment back", ", 1 time right before", "; 1 time with no allocation",
+			"gave 1 segment back", ", 1 time right before", "; 1 time not for lack of room",
 			"1 segment allocation and 1 free", "hit 1 out-of-memory error;", "serve the request that failed, so the run goes on past it"}},
 		{"fit, two", func(w *bytes.Buffer) { printFit(w, "t", 0, fitWith(2)) }, []string{
 			"gave 2 segments back", ", 2 times right before", "2 segment allocations and 2 frees", "hit 2 out-of-memory errors;", "past them"}},

@@ -89,8 +89,9 @@ most); --fit SIZE also answers whether it fits on SIZE. A request that failed in
 the recorded run (a snapshot taken at an out-of-memory error) is replayed too, so
 the capacity found is one on which the run would have gone on. When the recorded
 run gave segments back while it ran (PyTorch does that when cudaMalloc fails under a cap
-or on a full device, and on empty_cache()), it says so and which capacity
-reproduces it.
+or on a full device, and on empty_cache(), under garbage_collection_threshold and
+before a CUDA graph's capture), it says which of those made room for a new segment
+and which capacity reproduces them.
 
 --device cuda:N replays on the real GPU instead, through a fresh arena of real
 cuMemAlloc/cuMemFree or cuMemCreate/cuMemMap/cuMemSetAccess/cuMemUnmap/cuMemRelease

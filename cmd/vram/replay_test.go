@@ -439,6 +439,59 @@ func TestReplayFitFailedRequest(t *testing.T) {
 	}
 }
 
+// TestReplayFitRecordedFrees runs --fit on snapshots that PyTorch 2.11
+// recorded on an H100 under the settings users change
+// (analyze/testdata/pytorch_snapshot_variants.json): what it says of the
+// segments each run gave back, and the settings that reproduce a run that
+// gave them back under its cap: the snapshot's own, with policy:pytorch.
+func TestReplayFitRecordedFrees(t *testing.T) {
+	for _, tc := range []struct {
+		file      string
+		want, not []string
+	}{
+		// Under a 1.5 GiB cap, 24 segments given back at once to make
+		// room for the next.
+		{"pytorch_v_oom_train_max_split.pickle.gz",
+			[]string{"gave 24 segments back while it ran, 1 time right before taking a new one: it ran out of room",
+				"its reserve peaked at 1.50 GiB: `vram replay --capacity 1608515584 --conf policy:pytorch,max_split_size_mb:64` reproduces it"},
+			[]string{"not for lack of room"}},
+		// garbage_collection_threshold:0.6 frees cached blocks before
+		// new segments while the reserve is below the cap; the last run
+		// of frees comes before the OOM.
+		{"pytorch_v_oom_train_gc_threshold.pickle.gz",
+			[]string{"gave 25 segments back while it ran, 1 time right before taking a new one: it ran out of room",
+				"; 8 times not for lack of room (empty_cache(), garbage_collection_threshold or a CUDA graph's capture)",
+				"--conf policy:pytorch,garbage_collection_threshold:0.6` reproduces it"},
+			nil},
+		// torch.cuda.graph empties the cache before its capture takes
+		// a segment of its own: no cap, nor a full device.
+		{"pytorch_v_train_cuda_graph.pickle.gz",
+			[]string{"gave 17 segments back while it ran; 1 time not for lack of room"},
+			[]string{"ran out of room", "reproduces it"}},
+		{"pytorch_v_train_empty_cache.pickle.gz",
+			[]string{"gave 43 segments back while it ran; 1 time not for lack of room"},
+			[]string{"ran out of room", "reproduces it"}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			path := filepath.Join("..", "..", "analyze", "testdata", tc.file)
+			code, stdout, stderr := runCLI(t, "replay", "--fit", path)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("output lacks %q:\n%s", want, stdout)
+				}
+			}
+			for _, not := range tc.not {
+				if strings.Contains(stdout, not) {
+					t.Errorf("output says %q:\n%s", not, stdout)
+				}
+			}
+		})
+	}
+}
+
 // TestReplayNamesPyTorchsSetting checks that a PyTorch snapshot replayed
 // under vram's default says so and gives the setting that replays it as
 // PyTorch ran it, which a replay under --conf or of a trace does not.

@@ -232,7 +232,7 @@ func printFit(w io.Writer, file string, device int, f *fitReport) {
 			fmt.Fprintf(w, ", %s right before taking a new one: it ran out of room (a set_per_process_memory_fraction cap or a full device)", count(r.RoomBursts, "time", "times"))
 		}
 		if r.OtherBursts > 0 {
-			fmt.Fprintf(w, "; %s with no allocation waiting (empty_cache() or garbage_collection_threshold, which a replay does not see)", count(r.OtherBursts, "time", "times"))
+			fmt.Fprintf(w, "; %s not for lack of room (empty_cache(), garbage_collection_threshold or a CUDA graph's capture)", count(r.OtherBursts, "time", "times"))
 		}
 		fmt.Fprintln(w)
 		if rr := f.Reproduce; rr != nil {
