@@ -149,8 +149,17 @@ type Fragmentation struct {
 	// device: wholly free segments and, in PyTorch's expandable segments
 	// (and vram's under policy:pytorch), the whole pages inside free
 	// blocks (2 MiB in the small pool, 20 MiB in the large one, counted
-	// from the segment's address), which PyTorch unmaps.
+	// from the segment's address), which PyTorch unmaps. Segments of
+	// private pools are left out: torch.cuda.empty_cache keeps their free
+	// memory for the CUDA graph or MemPool that owns them.
 	ReleasableBytes int64 `json:"releasable_bytes"`
+	// PrivatePoolBytes is the part of ReservedBytes in segments of
+	// private pools ([trace.Segment.PrivatePool]: CUDA graphs' and
+	// torch.cuda.MemPool's), which serve only their own pool's
+	// allocations; PrivatePoolAllocatedBytes is the part of
+	// AllocatedBytes held there.
+	PrivatePoolBytes          int64 `json:"private_pool_bytes,omitempty"`
+	PrivatePoolAllocatedBytes int64 `json:"private_pool_allocated_bytes,omitempty"`
 }
 
 // Group is the live memory allocated under one key (a region label, or a
@@ -361,6 +370,9 @@ func fragmentation(s *trace.Snapshot) Fragmentation {
 				f.AllocatedBytes += b.Size
 				f.RequestedBytes += b.Requested
 				live += b.Size
+				if seg.PrivatePool != [2]uint64{} {
+					f.PrivatePoolAllocatedBytes += b.Size
+				}
 			case trace.StateActivePendingFree:
 				f.PendingFreeBytes += b.Size
 				live += b.Size
@@ -373,10 +385,16 @@ func fragmentation(s *trace.Snapshot) Fragmentation {
 				}
 			}
 		}
-		if live > 0 {
+		private := seg.PrivatePool != [2]uint64{}
+		if private {
+			f.PrivatePoolBytes += seg.Size
+			pages = 0
+		}
+		switch {
+		case live > 0:
 			f.SplitFreeBytes += free - pages
 			f.ReleasableBytes += pages
-		} else {
+		case !private:
 			f.ReleasableBytes += free
 		}
 	}

@@ -35,7 +35,10 @@
 // the device), and how much free memory sits in segments that also hold
 // live blocks (EmptyCache cannot return it) against wholly free segments
 // and the whole pages inside free blocks of expandable segments, which
-// PyTorch unmaps.
+// PyTorch unmaps. Segments of private pools (a CUDA graph's, which
+// torch.cuda.graph captures into, or a torch.cuda.MemPool's) are counted
+// apart, with what is held there: they serve their own pool alone, and
+// empty_cache keeps their free memory for it.
 //
 // # Attribution
 //

@@ -290,6 +290,9 @@ func deviceView(i int, d *Device) (deviceViewT, deviceData) {
 	}
 	if !d.HasState {
 		v.Cards = append(v.Cards[5:7], v.Cards[7])
+	} else if f.PrivatePoolBytes > 0 {
+		v.Cards = append(v.Cards, card{"Private pools", units.Compact(f.PrivatePoolBytes),
+			units.Compact(f.PrivatePoolAllocatedBytes) + " held: CUDA graphs, MemPool"})
 	}
 	var dd deviceData
 	v.Timeline, dd = timelineChart(d)

@@ -50,6 +50,10 @@ func writeDevice(w *bufio.Writer, d *Device) {
 		fmt.Fprintf(tw, "  external fragmentation\t%s\t%.1f%% of reserved is not allocated (pending free %s)\n", units.Compact(f.ExternalBytes), 100*f.ExternalFraction, units.Compact(f.PendingFreeBytes))
 		fmt.Fprintf(tw, "  free blocks\t%d\tlargest %s; %s split among live blocks, %s releasable by EmptyCache\n",
 			f.FreeBlocks, units.Compact(f.LargestFreeBlockBytes), units.Compact(f.SplitFreeBytes), units.Compact(f.ReleasableBytes))
+		if f.PrivatePoolBytes > 0 {
+			fmt.Fprintf(tw, "  private pools\t%s\treserved by CUDA graphs or torch.cuda.MemPool, %s of it held; empty_cache keeps the rest for them\n",
+				units.Compact(f.PrivatePoolBytes), units.Compact(f.PrivatePoolAllocatedBytes))
+		}
 	}
 	t := d.Timeline
 	if len(t.Points) > 0 {

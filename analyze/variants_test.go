@@ -206,3 +206,53 @@ func TestSnapshotVariants(t *testing.T) {
 		}
 	}
 }
+
+// TestPrivatePools checks the report of pytorch_v_train_cuda_graph, whose
+// CUDA graph, still alive at the dump, holds 20 segments of its private
+// pool (segment_pool_id (1, 0)): their memory is counted apart, and their
+// free memory, which torch.cuda.empty_cache keeps for the graph, is not
+// releasable.
+func TestPrivatePools(t *testing.T) {
+	tests := []struct {
+		file                  string
+		private, live, freeOK int64 // bytes of private pools, held there, releasable
+		text                  string
+	}{
+		// The shared pools' segments all hold live blocks.
+		{"pytorch_v_train_cuda_graph.pickle.gz", 289406976, 82846208, 0,
+			"  private pools           276 MiB   reserved by CUDA graphs or torch.cuda.MemPool, 79.0 MiB of it held; empty_cache keeps the rest for them\n"},
+		{"pytorch_v_train_python_stacks.pickle.gz", 0, 0, 960 << 20, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			r, err := File(filepath.Join("testdata", tc.file), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := r.Devices[0].Fragmentation
+			if f.PrivatePoolBytes != tc.private || f.PrivatePoolAllocatedBytes != tc.live || f.ReleasableBytes != tc.freeOK {
+				t.Errorf("private pools %d, held there %d, releasable %d; want %d, %d, %d",
+					f.PrivatePoolBytes, f.PrivatePoolAllocatedBytes, f.ReleasableBytes, tc.private, tc.live, tc.freeOK)
+			}
+			var text, page bytes.Buffer
+			if err := r.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			if err := WriteHTML(&page, r); err != nil {
+				t.Fatal(err)
+			}
+			if tc.text == "" {
+				if strings.Contains(text.String(), "private pools") || strings.Contains(page.String(), "Private pools") {
+					t.Errorf("a report without private pools names them:\n%s", text.String())
+				}
+				return
+			}
+			if !strings.Contains(text.String(), tc.text) {
+				t.Errorf("the text lacks %q:\n%s", tc.text, text.String())
+			}
+			if !strings.Contains(page.String(), "Private pools") {
+				t.Error("the page does not show the private pools")
+			}
+		})
+	}
+}

@@ -106,6 +106,7 @@
 //	    {"address": 139638008184832, "size": 2097152, "stream": 0,
 //	     "pool": "small",                 "small" or "large"
 //	     "expandable": false,
+//	     "private_pool": [1, 0],          optional, default [0, 0]: none
 //	     "blocks": [                      tile the segment, in address order
 //	       {"address": 139638008184832, "size": 37888,
 //	        "requested_size": 37632,
@@ -167,7 +168,8 @@
 // How it maps: a Snapshot per device that has segments or a trace with
 // events (the device of a segment is its "device", default 0; of a trace,
 // its index in "device_traces"), sorted by device. Segment: address, size
-// = total_size, stream, pool = segment_type, expandable = is_expandable.
+// = total_size, stream, pool = segment_type, expandable = is_expandable,
+// private pool = segment_pool_id (a CUDA graph's or a MemPool's).
 // Block: address (blocks of PyTorch before 2.1 have none; it is then
 // computed from the segment's address and the sizes of the blocks before
 // it, as PyTorch itself does), size, requested = requested_size, state
@@ -187,8 +189,7 @@
 // PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF); its other entries go to
 // Meta (see "# Meta keys"). Capacity is 0: the pickle does not record it.
 // Not kept: allocated_size, active_size and requested_size of segments
-// (they are sums over the blocks), segment_pool_id (the CUDA-graph pool),
-// segment frames, compile_context, external_annotations, the FX
+// (they are sums over the blocks), segment frames, compile_context, external_annotations, the FX
 // annotations newer PyTorch adds to frames, and the trace entries of
 // action "user_defined" (PyTorch 2.4 and later records one where each
 // torch.profiler.record_function range starts and ends; they allocate

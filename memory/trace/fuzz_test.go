@@ -559,6 +559,15 @@ func (w *pickleW) get(i int) {
 	}
 }
 
+// pyUint is n as Python pickles an int: in the smallest opcode that
+// holds it, as int64 up to MaxInt64.
+func pyUint(n uint64) any {
+	if n <= math.MaxInt64 {
+		return int64(n)
+	}
+	return n
+}
+
 func (w *pickleW) value(v any) {
 	switch x := v.(type) {
 	case nil:
@@ -669,7 +678,7 @@ func torchSnapshot(s *Snapshot) *pyDictW {
 		}
 		*segs = append(*segs, &pyDictW{{"device", s.Device}, {"address", seg.Addr}, {"total_size", seg.Size},
 			{"allocated_size", allocated}, {"active_size", active}, {"requested_size", requested},
-			{"stream", seg.Stream}, {"segment_type", seg.Pool}, {"segment_pool_id", []any{0, 0}},
+			{"stream", seg.Stream}, {"segment_type", seg.Pool}, {"segment_pool_id", []any{pyUint(seg.PrivatePool[0]), pyUint(seg.PrivatePool[1])}},
 			{"is_expandable", seg.Expandable}, {"frames", frameList(nil)}, {"blocks", blocks}})
 	}
 	trace := &pyListW{}

@@ -79,6 +79,13 @@ func WriteJSON(w io.Writer, s *Snapshot) error {
 		b = appendJSONString(b, seg.Pool)
 		b = append(b, ", \"expandable\": "...)
 		b = strconv.AppendBool(b, seg.Expandable)
+		if seg.PrivatePool != ([2]uint64{}) {
+			b = append(b, ", \"private_pool\": ["...)
+			b = strconv.AppendUint(b, seg.PrivatePool[0], 10)
+			b = append(b, ", "...)
+			b = strconv.AppendUint(b, seg.PrivatePool[1], 10)
+			b = append(b, ']')
+		}
 		b = append(b, ", \"blocks\": ["...)
 		for j := range seg.Blocks {
 			blk := &seg.Blocks[j]
@@ -224,12 +231,13 @@ func appendJSONString(b []byte, s string) []byte {
 
 // jsonSegment, jsonBlock and jsonEvent mirror the JSON layout for decoding.
 type jsonSegment struct {
-	Address    uint64      `json:"address"`
-	Size       int64       `json:"size"`
-	Stream     uint64      `json:"stream"`
-	Pool       string      `json:"pool"`
-	Expandable bool        `json:"expandable"`
-	Blocks     []jsonBlock `json:"blocks"`
+	Address     uint64      `json:"address"`
+	Size        int64       `json:"size"`
+	Stream      uint64      `json:"stream"`
+	Pool        string      `json:"pool"`
+	Expandable  bool        `json:"expandable"`
+	PrivatePool [2]uint64   `json:"private_pool"`
+	Blocks      []jsonBlock `json:"blocks"`
 }
 
 type jsonBlock struct {
@@ -394,7 +402,7 @@ func decodeSegments(dec *json.Decoder, stacks *stackInterner) ([]Segment, error)
 		if err := dec.Decode(&js); err != nil {
 			return nil, &contextError{fmt.Sprintf("segment %d", i), err}
 		}
-		seg := Segment{Addr: js.Address, Size: js.Size, Stream: js.Stream, Pool: js.Pool, Expandable: js.Expandable}
+		seg := Segment{Addr: js.Address, Size: js.Size, Stream: js.Stream, Pool: js.Pool, Expandable: js.Expandable, PrivatePool: js.PrivatePool}
 		if len(js.Blocks) > 0 {
 			seg.Blocks = make([]Block, len(js.Blocks))
 		}

@@ -44,7 +44,11 @@ func sampleSnapshot() *Snapshot {
 }
 
 func TestJSONRoundTrip(t *testing.T) {
-	for _, s := range []*Snapshot{sampleSnapshot(), {}, {Device: 3, Truncated: true}} {
+	// A segment of a CUDA graph's private pool.
+	const a = 139638008184832
+	graph := &Snapshot{Segments: []Segment{{Addr: a, Size: 2 << 20, Pool: PoolSmall, PrivatePool: [2]uint64{1, 0},
+		Blocks: []Block{{Addr: a, Size: 2 << 20, State: StateInactive}}}}}
+	for _, s := range []*Snapshot{sampleSnapshot(), {}, {Device: 3, Truncated: true}, graph} {
 		var buf bytes.Buffer
 		if err := WriteJSON(&buf, s); err != nil {
 			t.Fatal(err)

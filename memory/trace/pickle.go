@@ -426,6 +426,9 @@ func (c *pickleConverter) segment(path string, v any) (int, Segment, error) {
 		}
 		seg.Expandable = b
 	}
+	if seg.PrivatePool, err = poolID(d, path); err != nil {
+		return 0, seg, err
+	}
 	bv, ok := d.get("blocks")
 	if !ok {
 		return 0, seg, convErr(path, `no "blocks" key`)
@@ -875,6 +878,45 @@ func reqAddr(d *pyDict, path, key string) (uint64, error) {
 		return 0, convErr(path, "%q is too large: above 2^64-1, beyond any address", key)
 	}
 	return 0, convErr(path, "%q is %s, want an int", key, aPyType(v))
+}
+
+// poolID reads a segment's "segment_pool_id", a tuple (or list) of two
+// ints; a missing one or None is zero.
+func poolID(d *pyDict, path string) ([2]uint64, error) {
+	const key = "segment_pool_id"
+	var id [2]uint64
+	v, ok := d.get(key)
+	if !ok || v == nil {
+		return id, nil
+	}
+	var items []any
+	switch t := v.(type) {
+	case pyTuple:
+		items = t
+	case *pyList:
+		items = t.items
+	default:
+		return id, convErr(path, "%q is %s, want a tuple of two ints", key, aPyType(v))
+	}
+	if len(items) != 2 {
+		return id, convErr(path, "%q has %d items, want 2", key, len(items))
+	}
+	for i, it := range items {
+		switch n := it.(type) {
+		case int64:
+			if n < 0 {
+				return id, convErr(path, "%q[%d] is negative (%d)", key, i, n)
+			}
+			id[i] = uint64(n)
+		case uint64:
+			id[i] = n
+		case pyBigInt:
+			return id, convErr(path, "%q[%d] is too large: above 2^64-1", key, i)
+		default:
+			return id, convErr(path, "%q[%d] is %s, want an int", key, i, aPyType(it))
+		}
+	}
+	return id, nil
 }
 
 func reqString(d *pyDict, path, key string) (string, error) {

@@ -684,3 +684,51 @@ func TestReadPickleEventKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestReadPicklePrivatePool checks that a segment keeps the private pool
+// PyTorch records as its segment_pool_id: a CUDA graph's (n, 0), a
+// torch.cuda.MemPool's (0, n), none (0, 0); and that a pool id of
+// another shape is an error.
+func TestReadPicklePrivatePool(t *testing.T) {
+	const a = 139638008184832
+	pools := [][2]uint64{{0, 0}, {1, 0}, {0, 3}, {1 << 63, 7}}
+	s := &Snapshot{}
+	for i, p := range pools {
+		addr := uint64(a + i*(2<<20))
+		s.Segments = append(s.Segments, Segment{Addr: addr, Size: 2 << 20, Pool: PoolSmall, PrivatePool: p,
+			Blocks: []Block{{Addr: addr, Size: 2 << 20, State: StateInactive}}})
+	}
+	got, err := ReadPickle(bytes.NewReader(picklePy(4, torchSnapshot(s))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range pools {
+		if p := got[0].Segments[i].PrivatePool; p != want {
+			t.Errorf("segment %d: private pool %v, want %v", i, p, want)
+		}
+	}
+	segment := func(pool func(b pickleBuilder) pickleBuilder) []byte {
+		b := pk().proto(2).op(opEmptyDict).str("segments").op(opEmptyList).op(opEmptyDict).
+			str("address").int(4096).op(opSetItem).str("total_size").int(512).op(opSetItem).
+			str("segment_type").str("small").op(opSetItem).str("blocks").op(opEmptyList).op(opSetItem).
+			str("segment_pool_id")
+		return pool(b).op(opSetItem).op(opAppend).op(opSetItem).stop()
+	}
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want string
+	}{
+		{"an int", segment(func(b pickleBuilder) pickleBuilder { return b.int(1) }), `segments[0]: "segment_pool_id" is an int, want a tuple of two ints`},
+		{"one int", segment(func(b pickleBuilder) pickleBuilder { return b.int(1).op(opTuple1) }), `segments[0]: "segment_pool_id" has 1 items, want 2`},
+		{"a negative id", segment(func(b pickleBuilder) pickleBuilder { return b.int(1).int(-1).op(opTuple2) }), `segments[0]: "segment_pool_id"[1] is negative (-1)`},
+		{"a str", segment(func(b pickleBuilder) pickleBuilder { return b.int(1).str("x").op(opTuple2) }), `segments[0]: "segment_pool_id"[1] is a str, want an int`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadPickle(bytes.NewReader(tc.in))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -224,6 +224,13 @@ type Segment struct {
 	Pool string
 	// Expandable reports a segment on CUDA virtual memory that can grow.
 	Expandable bool
+	// PrivatePool is the id of the private memory pool that owns the
+	// segment, PyTorch's segment_pool_id: a CUDA graph's (torch.cuda.graph
+	// captures into one) or a torch.cuda.MemPool's. It is zero for the
+	// allocator's shared pools. Only that pool's allocations use the
+	// segment, and torch.cuda.empty_cache does not return its free memory
+	// while the pool is in use.
+	PrivatePool [2]uint64
 	// Blocks tile the segment: sorted by address, the first at Addr, each
 	// starting where the previous one ends, the last ending at Addr+Size.
 	Blocks []Block
