@@ -173,7 +173,11 @@ type Group struct {
 	// of C++ frames alone (what autograd's threads allocate in backward),
 	// the autograd function ("AddmmBackward0 (autograd backward)"), else
 	// the outermost ATen operator ("aten::mm"), else the innermost frame
-	// that is not the allocator's or the thread's machinery.
+	// that is not the allocator's or the thread's machinery. Blocks
+	// without a stack go under "(no stack recorded)", or, in a PyTorch
+	// snapshot whose history has stacks (stacks="python" records none
+	// for a thread that runs no Python), under "(no Python frames: a
+	// C++ thread, such as the autograd engine in backward)".
 	Key   string `json:"key"`
 	Bytes int64  `json:"bytes"` // rounded sizes of its live blocks
 	Count int    `json:"count"` // live blocks
@@ -453,7 +457,7 @@ func expandable(s *trace.Snapshot) bool {
 func liveGroups(s *trace.Snapshot, top int) (byRegion []Group, regionRest Rest, byStack []Group, stackRest Rest, largest []Allocation) {
 	regions := map[string]*Group{}
 	stacks := map[string]*Group{}
-	memo := newStackMemo()
+	memo := newStackMemo(s)
 	add := func(m map[string]*Group, key string, b trace.Block, frames []trace.Frame) {
 		g := m[key]
 		if g == nil {
@@ -528,10 +532,14 @@ func sortGroups(m map[string]*Group, top int) ([]Group, Rest) {
 	return gs, rest
 }
 
-// Keys of allocations without a label.
+// Keys of allocations without a label. noPythonFrames is the key of an
+// allocation without frames in a snapshot whose history has them: under
+// _record_memory_history(stacks="python") PyTorch records no frame for a
+// thread that runs no Python, such as autograd's engine in backward.
 const (
-	noRegion = "(no region)"
-	noStack  = "(no stack recorded)"
+	noRegion       = "(no region)"
+	noStack        = "(no stack recorded)"
+	noPythonFrames = "(no Python frames: a C++ thread, such as the autograd engine in backward)"
 )
 
 func regionKey(r string) string {

@@ -496,6 +496,9 @@ type stackID struct {
 type stackMemo struct {
 	picks map[stackID]memoPick
 	user  map[userKey][]trace.Frame
+	// empty is the key of an empty stack: noStack, or noPythonFrames
+	// where the snapshot's stacks were recorded (framesRecorded).
+	empty string
 }
 
 type memoPick struct {
@@ -508,8 +511,43 @@ type userKey struct {
 	n  int
 }
 
-func newStackMemo() *stackMemo {
-	return &stackMemo{picks: map[stackID]memoPick{}, user: map[userKey][]trace.Frame{}}
+// newStackMemo makes a stackMemo for the stacks of s, nil for a text
+// trace.
+func newStackMemo(s *trace.Snapshot) *stackMemo {
+	m := &stackMemo{picks: map[stackID]memoPick{}, user: map[userKey][]trace.Frame{}, empty: noStack}
+	if framesRecorded(s) {
+		m.empty = noPythonFrames
+	}
+	return m
+}
+
+// framesRecorded reports that PyTorch recorded the stacks of s's
+// allocations (s is a PyTorch snapshot), so that one without frames ran
+// where there was no stack to record: an alloc event of the history has
+// frames or, for a snapshot without history, a held block has. Free
+// events are not asked, as context="alloc" records no frames for them,
+// nor blocks where there is a history, as context="state" records frames
+// for blocks alone.
+func framesRecorded(s *trace.Snapshot) bool {
+	if s == nil || s.Meta[trace.MetaSource] != "pytorch" {
+		return false
+	}
+	for i := range s.History {
+		if len(s.History[i].Frames) > 0 && s.History[i].Action == trace.ActionAlloc {
+			return true
+		}
+	}
+	if len(s.History) > 0 {
+		return false
+	}
+	for _, seg := range s.Segments {
+		for _, b := range seg.Blocks {
+			if len(b.Frames) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // pick is pickFrame, remembered.
@@ -529,7 +567,10 @@ func (m *stackMemo) pick(frames []trace.Frame) (int, string) {
 // stackKey is the package's stackKey, remembered.
 func (m *stackMemo) stackKey(frames []trace.Frame) string {
 	if len(frames) == 0 {
-		return noStack
+		if m.empty == "" {
+			return noStack
+		}
+		return m.empty
 	}
 	_, label := m.pick(frames)
 	return label

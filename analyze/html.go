@@ -498,7 +498,7 @@ func segmentMap(d *Device) segmapView {
 		v.None = "The snapshot holds no segment: the allocator reserved nothing."
 		return v
 	}
-	memo := newStackMemo()
+	memo := newStackMemo(s)
 	var maxSize int64
 	for _, seg := range s.Segments {
 		maxSize = max(maxSize, seg.Size)

@@ -213,7 +213,7 @@ func buildTimeline(d *Device, h trace.History, s *trace.Snapshot, opts Options) 
 		}
 		return id
 	}
-	memo := newStackMemo()
+	memo := newStackMemo(s)
 	keys := func(region string, frames []trace.Frame) [2]string {
 		return [2]string{regionKey(region), memo.stackKey(frames)}
 	}

@@ -3,6 +3,7 @@ package analyze
 import (
 	"bytes"
 	"encoding/json"
+	"html"
 	"os"
 	"path/filepath"
 	"strings"
@@ -252,6 +253,54 @@ func TestPrivatePools(t *testing.T) {
 			}
 			if !strings.Contains(page.String(), "Private pools") {
 				t.Error("the page does not show the private pools")
+			}
+		})
+	}
+}
+
+// TestNoPythonFrames checks the memory that autograd's thread allocates
+// in a history recorded with stacks="python": PyTorch records it with no
+// frame at all, as that thread runs no Python, which the report says
+// instead of that no stack was recorded; where none was, it says so.
+func TestNoPythonFrames(t *testing.T) {
+	tests := []struct {
+		file string
+		key  string // the key of the blocks without frames
+	}{
+		{"pytorch_v_train_python_stacks.pickle.gz", noPythonFrames},
+		{"pytorch_v_train_no_history.pickle.gz", noStack},
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			r, err := File(filepath.Join("testdata", tc.file), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := r.Devices[0]
+			found := false
+			for _, g := range d.ByStack {
+				switch g.Key {
+				case tc.key:
+					found = true
+				case noStack, noPythonFrames:
+					t.Errorf("live memory under %q, want %q", g.Key, tc.key)
+				}
+			}
+			if !found {
+				t.Errorf("no live memory under %q", tc.key)
+			}
+			var text, page bytes.Buffer
+			if err := r.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			if err := WriteHTML(&page, r); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(text.String(), tc.key) {
+				t.Errorf("the text lacks %q:\n%s", tc.key, text.String())
+			}
+			if d.HistoryEvents > 0 && !strings.Contains(page.String(), html.EscapeString(tc.key)) {
+				t.Errorf("the page's timeline lacks %q", tc.key)
 			}
 		})
 	}
