@@ -283,10 +283,15 @@ func (f *fixer) confName(cfg memory.Config) string {
 		c.Policy = memory.PolicyVRAM // String leaves the default policy out
 		return c.String()
 	}
-	if s := cfg.String(); s != "" {
-		return s
+	s := cfg.String()
+	switch {
+	case s == "":
+		return "policy:vram"
+	case f.pytorch && cfg.Policy == memory.PolicyVRAM:
+		// Not PyTorch's default: the policy is what the setting changes.
+		return "policy:vram," + s
 	}
-	return "policy:vram"
+	return s
 }
 
 // options returns the settings to try after base, most likely to help

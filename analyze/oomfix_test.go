@@ -966,3 +966,38 @@ func TestClassifyFramePathShapes(t *testing.T) {
 		t.Errorf("siteString = %q, want %q", got, want)
 	}
 }
+
+// TestConfName checks how the fix check names the settings it tries: a
+// PyTorch run's in PYTORCH_CUDA_ALLOC_CONF's terms, with vram's policy by
+// its name, also beside the run's other settings that it keeps (a
+// garbage collection threshold, roundup_power2_divisions); a vram run's
+// in VRAM_ALLOC_CONF's.
+func TestConfName(t *testing.T) {
+	parse := func(s string) memory.Config {
+		c, err := memory.ParseConfig(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	tests := []struct {
+		pytorch bool
+		conf    string
+		want    string
+	}{
+		{true, "policy:pytorch", ""},
+		{true, "policy:pytorch,expandable_segments:True", "expandable_segments:True"},
+		{true, "policy:vram", "policy:vram"},
+		{true, "policy:vram,garbage_collection_threshold:0.6", "policy:vram,garbage_collection_threshold:0.6"},
+		{false, "policy:vram", "policy:vram"},
+		// VRAM_ALLOC_CONF's default policy is vram's.
+		{false, "policy:vram,garbage_collection_threshold:0.6", "garbage_collection_threshold:0.6"},
+		{false, "policy:pytorch,expandable_segments:True", "policy:pytorch,expandable_segments:True"},
+	}
+	for _, tc := range tests {
+		f := &fixer{pytorch: tc.pytorch}
+		if got := f.confName(parse(tc.conf)); got != tc.want {
+			t.Errorf("pytorch %v, %s: named %q, want %q", tc.pytorch, tc.conf, got, tc.want)
+		}
+	}
+}

@@ -83,6 +83,7 @@ func TestSnapshotVariants(t *testing.T) {
 		explanation []string // substrings of the explanation
 		notExpl     []string // substrings it must not have
 		fix         []string // substrings of the fix
+		notFix      []string // substrings it must not have
 		config      string   // its FixConfig
 	}{
 		"pytorch_v_oom_device_capacity.pickle.gz": {
@@ -94,6 +95,16 @@ func TestSnapshotVariants(t *testing.T) {
 			explanation: []string{"The device had room: a limit on this allocator stopped it"},
 			fix:         []string{"with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True this run peaks at 1.82 GiB, under the 2.00 GiB allowed"},
 			config:      "expandable_segments:True",
+		},
+		// The recorded garbage_collection_threshold:0.6 fails; vram's
+		// policy with it fits, and is named so.
+		"pytorch_v_oom_train_gc_threshold.pickle.gz": {
+			explanation: []string{"The device had room: a limit on this allocator stopped it"},
+			fix: []string{"where policy:pytorch with the recorded garbage_collection_threshold:0.6 fails as the run did",
+				"with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,garbage_collection_threshold:0.6 this run peaks at 1.47 GiB, under the 1.50 GiB allowed",
+				"policy:vram,garbage_collection_threshold:0.6 fits"},
+			notFix: []string{"Also: garbage_collection_threshold:0.6 fits"},
+			config: "expandable_segments:True,garbage_collection_threshold:0.6",
 		},
 	}
 	variants := snapshotVariants(t)
@@ -193,6 +204,11 @@ func TestSnapshotVariants(t *testing.T) {
 			for _, w := range want.fix {
 				if !strings.Contains(o.Fix, w) {
 					t.Errorf("the fix lacks %q:\n%s", w, o.Fix)
+				}
+			}
+			for _, w := range want.notFix {
+				if strings.Contains(o.Fix, w) {
+					t.Errorf("the fix says %q:\n%s", w, o.Fix)
 				}
 			}
 			if o.FixConfig != want.config {
