@@ -48,6 +48,11 @@ type replayReport struct {
 	Fit *fitReport `json:"fit,omitempty"`
 	// GPU is the answer of --device.
 	GPU *deviceReport `json:"gpu,omitempty"`
+	// HistoryTruncated reports a snapshot whose history does not start
+	// with the run (trace.Snapshot.Truncated): the replay starts from the
+	// blocks live when it starts, and HistoryEvents counts its events.
+	HistoryTruncated bool `json:"history_truncated,omitempty"`
+	HistoryEvents    int  `json:"history_events,omitempty"`
 }
 
 type policyResult struct {
@@ -77,7 +82,8 @@ it made and what they would cost, retries and out-of-memory errors.
 Inputs: text traces (gzip or plain; "action addr size stream" lines), vram JSON
 snapshots and PyTorch snapshot pickles (torch.cuda.memory._dump_snapshot); "-" reads
 one from standard input. A
-snapshot whose history was truncated starts from the blocks its segments imply.
+snapshot whose history was truncated starts from the blocks its segments imply,
+and the report says that its figures do not cover the run before.
 Text traces are replayed as they are read, in memory that grows with the blocks
 live at once, not with the trace's length; snapshots, and text traces from a pipe
 (<(zcat run.trace.gz)), are read whole, up to --max-input bytes after decompression. A simulated device larger than
@@ -187,8 +193,10 @@ cost by size class.
 						onGPU = append(onGPU, r)
 					} else if r.Fit != nil {
 						printFit(out, r.File, r.Device, r.Fit)
+						printTruncated(out, r)
 					} else {
 						printReplay(out, r)
+						printTruncated(out, r)
 					}
 				}
 			}
@@ -255,6 +263,10 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		history trace.History // what the segment events are read from
 		// asRecorded is what replayReport.AsRecorded says of this input.
 		asRecorded string
+		// truncated and events are replayReport's HistoryTruncated and
+		// HistoryEvents.
+		truncated bool
+		events    int
 	}
 	var inputs []input
 	if h := file.History(); h != nil {
@@ -274,6 +286,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		s := s
 		var withFailed *trace.Snapshot // made at the first --fit replay
 		inputs = append(inputs, input{device: s.Device, capacity: s.Capacity, asRecorded: asRecorded(file.Kind, s.Config),
+			truncated: s.Truncated, events: len(s.History),
 			source:  fmt.Sprintf("capacity_bytes of device %d's snapshot", s.Device),
 			history: trace.Events(s.History),
 			run: func(a memory.Arena, c memory.Config) (memory.Result, error) {
@@ -301,7 +314,10 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		if c == 0 {
 			c = min(defaultReplayCapacity, o.maxCapacity)
 		}
-		r := replayReport{File: path, Device: in.device, CapacityBytes: c}
+		r := replayReport{File: path, Device: in.device, CapacityBytes: c, HistoryTruncated: in.truncated}
+		if in.truncated {
+			r.HistoryEvents = in.events
+		}
 		if o.device >= 0 {
 			g, err := replayDevice(in.run, base, o, o.calls)
 			if err != nil {
@@ -371,6 +387,18 @@ func ratio(a, b int64) float64 {
 		return 0
 	}
 	return float64(a) / float64(b)
+}
+
+// printTruncated says, for a snapshot whose history does not start with
+// its run, what the figures printed before cover.
+func printTruncated(w io.Writer, r replayReport) {
+	switch {
+	case !r.HistoryTruncated:
+	case r.HistoryEvents == 0:
+		fmt.Fprintln(w, "  the snapshot holds no history: the figures above hold its live blocks alone, not the run that made them")
+	default:
+		fmt.Fprintln(w, "  the history starts mid-run (its ring of entries wrapped, as max_entries allowed, or recording started late): the figures above hold from the blocks live when it starts, not for the run before")
+	}
 }
 
 // printReplay writes one report as a table, one column per setting.

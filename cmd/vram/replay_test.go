@@ -492,6 +492,55 @@ func TestReplayFitRecordedFrees(t *testing.T) {
 	}
 }
 
+// TestReplayTruncatedHistory checks that replay says when the figures of
+// a PyTorch snapshot cover only the end of its run: a history whose ring
+// of max_entries wrapped, or no history at all; and that it says nothing
+// of the kind for a history recorded from the start.
+func TestReplayTruncatedHistory(t *testing.T) {
+	const (
+		midRun    = "the history starts mid-run (its ring of entries wrapped, as max_entries allowed, or recording started late): the figures above hold from the blocks live when it starts, not for the run before"
+		noHistory = "the snapshot holds no history: the figures above hold its live blocks alone, not the run that made them"
+	)
+	for _, tc := range []struct {
+		file string
+		want string // "" for none
+	}{
+		{"pytorch_v_train_ring_wrapped.pickle.gz", midRun},
+		{"pytorch_v_train_history_restarted.pickle.gz", midRun},
+		{"pytorch_v_train_no_history.pickle.gz", noHistory},
+		{"pytorch_v_train_python_stacks.pickle.gz", ""},
+	} {
+		for _, mode := range [][]string{{"replay"}, {"replay", "--compare"}, {"replay", "--fit"}} {
+			t.Run(tc.file+" "+strings.Join(mode[1:], " "), func(t *testing.T) {
+				path := filepath.Join("..", "..", "analyze", "testdata", tc.file)
+				code, stdout, stderr := runCLI(t, append(mode, path)...)
+				if code != 0 {
+					t.Fatalf("exit %d: %s", code, stderr)
+				}
+				for _, line := range []string{midRun, noHistory} {
+					if got := strings.Contains(stdout, line); got != (line == tc.want) {
+						t.Errorf("output says %q: %v, want %v:\n%s", line, got, !got, stdout)
+					}
+				}
+			})
+		}
+		t.Run(tc.file+" --json", func(t *testing.T) {
+			path := filepath.Join("..", "..", "analyze", "testdata", tc.file)
+			code, stdout, stderr := runCLI(t, "replay", "--json", path)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var r struct {
+				Truncated bool `json:"history_truncated"`
+			}
+			decodeOne(t, stdout, &r)
+			if r.Truncated != (tc.want != "") {
+				t.Errorf("history_truncated %v, want %v", r.Truncated, tc.want != "")
+			}
+		})
+	}
+}
+
 // TestReplayNamesPyTorchsSetting checks that a PyTorch snapshot replayed
 // under vram's default says so and gives the setting that replays it as
 // PyTorch ran it, which a replay under --conf or of a trace does not.
