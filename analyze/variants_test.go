@@ -120,6 +120,7 @@ func TestSnapshotVariants(t *testing.T) {
 			}
 			s := f.Snapshots[0]
 			if v.stacks() {
+				memo := newStackMemo(s)
 				for i, e := range s.History {
 					if e.Action != trace.ActionAlloc {
 						continue
@@ -127,6 +128,9 @@ func TestSnapshotVariants(t *testing.T) {
 					if len(e.Frames) == 0 && v.History["stacks"] == "python" {
 						// stacks="python" records no frame for
 						// what autograd's thread allocates.
+						if k := memo.stackKey(e.Frames); k != noPythonFrames {
+							t.Errorf("event %d (%d bytes, no frames) attributed to %q", i, e.Size, k)
+						}
 						continue
 					}
 					site := siteString(e.Frames)
