@@ -91,6 +91,16 @@ func TestSnapshotVariants(t *testing.T) {
 			notExpl:     []string{"a limit on this allocator stopped it", "The device had room"},
 			fix:         []string{"no setting can fit it"},
 		},
+		// The device nearly full and 2.07 GiB cached in five 424 MiB
+		// pieces beside live 600 MiB tensors: PyTorch's classic
+		// "reserved but unallocated" OOM, which expandable segments fix.
+		"pytorch_v_oom_device_fragmented.pickle.gz": {
+			explanation: []string{"Free memory was enough in total (3.07 GiB) but in pieces"},
+			notExpl:     []string{"a limit on this allocator stopped it", "The device had room"},
+			fix: []string{"where policy:pytorch with PyTorch's default settings fails as the run did",
+				"with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True this run peaks at 77.68 GiB, under the 78.66 GiB allowed"},
+			config: "expandable_segments:True",
+		},
 		"pytorch_v_oom_fragmented_python.pickle.gz": {
 			explanation: []string{"The device had room: a limit on this allocator stopped it"},
 			fix:         []string{"with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True this run peaks at 1.82 GiB, under the 2.00 GiB allowed"},
