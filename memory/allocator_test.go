@@ -580,15 +580,15 @@ func TestStatNegativePanics(t *testing.T) {
 
 func TestDriverTimeFollowsCostModel(t *testing.T) {
 	a, sim := newTestAllocator(t, "policy:pytorch", 4<<30)
-	small := mustAlloc(t, a, mib, 0)    // cuMemAlloc of 2 MiB: 45 µs
-	big := mustAlloc(t, a, 2048*mib, 0) // 2 GiB: 126 µs
-	if got, want := a.Stats().DriverTime.Microseconds(), int64(45+126); got != want {
+	small := mustAlloc(t, a, mib, 0)    // cuMemAlloc of 2 MiB: 77 µs
+	big := mustAlloc(t, a, 2048*mib, 0) // 2 GiB: 175 µs
+	if got, want := a.Stats().DriverTime.Microseconds(), int64(77+175); got != want {
 		t.Fatalf("driver time %d µs, want %d", got, want)
 	}
 	a.Free(small)
 	a.Free(big)
-	a.EmptyCache() // cuMemFree 50 + 350 + 0.33*1024 µs
-	if got, want := a.Stats().DriverTime.Microseconds(), int64(45+126+50+350+337); got != want {
+	a.EmptyCache() // cuMemFree 71 + 122 + 0.36*1024 µs
+	if got, want := a.Stats().DriverTime.Microseconds(), int64(77+175+71+122+368); got != want {
 		t.Fatalf("driver time %d µs, want %d", got, want)
 	}
 	if sim.DriverTime() != a.Stats().DriverTime {

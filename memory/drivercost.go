@@ -56,10 +56,11 @@ func (c DriverCall) String() string {
 func (c DriverCall) Modelled() bool { return c < CallReserve }
 
 // ModelledCost returns the cost model's time for one call c of size bytes
-// (figures measured on H200 machines, in sim.go): what [SimArena] charges.
-// cuMemAlloc, cuMemFree and cuMemSetAccess cost more with size; the other
-// virtual-memory calls cost the same at every size; address reservations
-// cost nothing.
+// (figures measured on an H100, in sim.go): what [SimArena] charges.
+// cuMemAlloc, cuMemFree and cuMemRelease cost more with size; the other
+// virtual-memory calls cost the same at every size, a cuMemSetAccess that
+// covers several mappings once for each ([CallTimes.AddRange]); address
+// reservations cost nothing.
 func ModelledCost(c DriverCall, size int64) time.Duration {
 	switch c {
 	case CallAlloc:
@@ -71,19 +72,13 @@ func ModelledCost(c DriverCall, size int64) time.Duration {
 	case CallMap:
 		return costMap
 	case CallSetAccess:
-		return setAccessCost(size)
+		return costSetAccess
 	case CallUnmap:
 		return costUnmap
 	case CallRelease:
-		return costRelease
+		return releaseCost(size)
 	}
 	return 0
-}
-
-// setAccessCost is the model's cuMemSetAccess of size bytes: costSetAccess,
-// or costSetAccessPerMiB a MiB where that is more (beyond 120 MiB).
-func setAccessCost(size int64) time.Duration {
-	return max(costSetAccess, time.Duration(size>>20)*costSetAccessPerMiB)
 }
 
 // sizeClasses are the upper bounds of the size classes of [CallTimes], in
@@ -139,6 +134,19 @@ func (t *CallTimes) Add(c DriverCall, size int64, d time.Duration) {
 	k := callKey{c, sizeClassIndex(size)}
 	t.samples[k] = append(t.samples[k], d)
 	t.model[k] += ModelledCost(c, size)
+}
+
+// AddRange records one call c over size bytes that cover mappings
+// mappings (a cuMemSetAccess granting access to a run of them) and took d;
+// the model charges a cuMemSetAccess once per mapping.
+func (t *CallTimes) AddRange(c DriverCall, size int64, mappings int, d time.Duration) {
+	t.Add(c, size, d)
+	if c != CallSetAccess || mappings <= 1 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.model[callKey{c, sizeClassIndex(size)}] += time.Duration(mappings-1) * ModelledCost(c, size)
 }
 
 // CallRow is the measurements of one call in one size class.

@@ -12,38 +12,40 @@ import (
 	"github.com/vramgo/vram/internal/units"
 )
 
-// Driver cost model of [SimArena]: the time one driver call takes. The
-// virtual-memory calls and cuMemFree were measured on the H200 machines
-// here on 2026-11-30 (DESIGN.md, "Measured on the H200 machines");
-// cuMemAlloc was measured in a replay on an H200, 2026-12-01, run 3
-// (`vram replay --device cuda:0` of every trace in testdata, the median of
-// 846 calls by size class).
+// Driver cost model of [SimArena]: the time one driver call takes, on
+// average. Fitted on 2026-12-06 to a replay of the 19 traces then in
+// testdata under the three policies on an H100 80GB HBM3 (driver
+// 580.159.04; `vram replay --device cuda:0 --compare`, 25,000 calls): each
+// figure is the mean of the calls measured in its size classes, so that
+// the model's total for a run is what the card spent on such calls, tails
+// included (the first cuMemAlloc calls of a process and a few others take
+// ten to forty times the median). How the calls scale was checked apart on
+// the same kind of machine (.gpu/vmm_probe.py, BENCHMARKS.md): a
+// cuMemSetAccess costs the same for each mapping its range covers, however
+// many it grants at once, and a cuMemRelease costs more for larger
+// allocations.
 //
-// The 2026-11-30 figures for cuMemAlloc (55 µs up to 20 MiB, 620 µs up to
-// 1 GiB, 1.5 µs more per MiB above) came from cycles of cuMemAlloc and
-// cuMemFree of one size, where each allocation follows a free; in a replay
-// under policy:pytorch, which never frees a segment while memory lasts, the
-// same card took 43 to 46 µs up to 128 MiB, 76 µs up to 1 GiB and 126 µs up
-// to 8 GiB. Both are real, in different situations; the model takes the
-// replay's, the situation the allocator is in while it grows. cuMemFree
-// keeps the cycle's figures: a replay frees almost nothing to measure.
+// Earlier fits (2026-12-01, H200s: medians of run 3's replay for
+// cuMemAlloc, cycles of one size for the rest) gave every call 13 to 45 µs
+// and priced a cuMemSetAccess by its range's size rather than its
+// mappings; BENCHMARKS.md keeps the figures modelled with them.
 const (
-	// costAllocSmall is cuMemAlloc of up to costTier1 bytes: 45 µs
-	// (medians 45.6, 42.6 and 45.8 µs up to 2, 20 and 128 MiB).
-	costAllocSmall = 45 * time.Microsecond
+	// costAllocSmall is cuMemAlloc of up to costTier1 bytes: 77 µs (means
+	// 89.6, 61.2 and 87.8 µs up to 2, 20 and 128 MiB; medians 56 to 65).
+	costAllocSmall = 77 * time.Microsecond
 	// costAllocMedium is cuMemAlloc of more than costTier1 and up to
-	// costTier2 bytes: 76 µs (median 75.6 µs).
-	costAllocMedium = 76 * time.Microsecond
-	// costAllocLarge is cuMemAlloc of more than costTier2 bytes: 126 µs
-	// (median 125.7 µs of 19 calls up to 8 GiB; beyond, unmeasured, the
-	// model keeps it flat).
-	costAllocLarge = 126 * time.Microsecond
-	// costFreeSmall is cuMemFree of up to costFreeTier1 bytes.
-	costFreeSmall = 50 * time.Microsecond
-	// costFreeMedium is cuMemFree of up to costFreeTier2 bytes.
-	costFreeMedium = 350 * time.Microsecond
-	// costFreePerMiB is added to costFreeMedium per MiB above costFreeTier2.
-	costFreePerMiB = 330 * time.Nanosecond
+	// costTier2 bytes: 143 µs (median 95).
+	costAllocMedium = 143 * time.Microsecond
+	// costAllocLarge is cuMemAlloc of more than costTier2 bytes: 175 µs
+	// (25 calls up to 8 GiB; beyond, unmeasured, the model keeps it flat).
+	costAllocLarge = 175 * time.Microsecond
+	// costFreeSmall is cuMemFree of up to costFreeTier1 bytes: 71 µs.
+	costFreeSmall = 71 * time.Microsecond
+	// costFreeMedium is cuMemFree of up to costFreeTier2 bytes: 122 µs.
+	costFreeMedium = 122 * time.Microsecond
+	// costFreePerMiB is added to costFreeMedium per MiB above
+	// costFreeTier2: 360 ns (842 µs for frees of 1 to 8 GiB).
+	costFreePerMiB = 360 * time.Nanosecond
 	// costTier1 and costTier2 are where cuMemAlloc becomes slower: 128
 	// MiB and 1 GiB.
 	costTier1 = 128 << 20
@@ -52,23 +54,25 @@ const (
 	// costFreeTier2 where its cost starts to grow with size: 1 GiB.
 	costFreeTier1 = 20 << 20
 	costFreeTier2 = 1 << 30
-	// costCreate is one cuMemCreate, whatever its size.
-	costCreate = 13 * time.Microsecond
-	// costMap is one cuMemMap.
-	costMap = 2 * time.Microsecond
-	// costSetAccess is one cuMemSetAccess of up to 120 MiB: 30 µs.
-	costSetAccess = 30 * time.Microsecond
-	// costSetAccessPerMiB is cuMemSetAccess per MiB of a larger range:
-	// 250 ns, so 256 µs for 1 GiB. Measured in a replay of 16 traces on an
-	// H200 (2026-12-01, 21:00 UTC): medians 37.6 and 45.8 µs up to 20 and
-	// 128 MiB, 314 µs up to 1 GiB (89 calls), 565 µs up to 8 GiB (17
-	// calls), on a machine whose small calls ran 1.25 times the model's
-	// figures; the per-MiB figure is the large classes' divided by that.
-	costSetAccessPerMiB = 250 * time.Nanosecond
-	// costUnmap is one cuMemUnmap.
-	costUnmap = 20 * time.Microsecond
-	// costRelease is one cuMemRelease.
-	costRelease = 20 * time.Microsecond
+	// costCreate is one cuMemCreate, whatever its size: 21 µs (means
+	// 19.4 to 25.7 µs in every class up to 128 MiB).
+	costCreate = 21 * time.Microsecond
+	// costMap is one cuMemMap: 3.7 µs.
+	costMap = 3700 * time.Nanosecond
+	// costSetAccess is cuMemSetAccess for each mapping in its range: 42
+	// µs (the mean of calls over one mapping). Granting access to a run of
+	// mappings with one call saves nothing: one call over 8 adjacent
+	// mappings took 167 to 188 µs against 21 µs for one, whether they
+	// held 2 or 64 MiB each (.gpu/vmm_probe.py). The replays' figures that
+	// seemed to grow with a range's size grew with the mappings it held.
+	costSetAccess = 42 * time.Microsecond
+	// costUnmap is one cuMemUnmap: 29 µs, whatever its size.
+	costUnmap = 29 * time.Microsecond
+	// costRelease and costReleasePerMiB are one cuMemRelease: 20 µs and
+	// 450 ns a MiB of the allocation (means 21.2, 28.7 and 50.7 µs up to
+	// 2, 20 and 128 MiB).
+	costRelease       = 20 * time.Microsecond
+	costReleasePerMiB = 450 * time.Nanosecond
 )
 
 // SimGranularity is the mapping granularity of a [SimArena] made by
@@ -151,11 +155,11 @@ type SimCounts struct {
 // unmapping part of a mapping) returns an error and changes nothing.
 //
 // Costs: Alloc and Free as cuMemAlloc and cuMemFree; Map as one cuMemCreate,
-// one cuMemMap and one cuMemSetAccess (45 µs up to 120 MiB); MapRange of n
-// pieces as n cuMemCreate and cuMemMap and one cuMemSetAccess (15n + 30 µs
-// up to 120 MiB in all, 250 ns a MiB of access beyond); Unmap as one cuMemUnmap and
-// one cuMemRelease (40 µs); Reserve and Unreserve are free (the model has no
-// figure for them). Refused calls cost nothing.
+// one cuMemMap and one cuMemSetAccess (66.7 µs); MapRange of n pieces as n
+// cuMemCreate and cuMemMap and one cuMemSetAccess priced per piece (66.7n
+// µs); Unmap as one cuMemUnmap and one cuMemRelease (49 µs and 450 ns a
+// MiB); Reserve and Unreserve are free (the model has no figure for them).
+// Refused calls cost nothing.
 type SimArena struct {
 	capacity    int64
 	granularity int64
@@ -417,8 +421,9 @@ func (s *SimArena) Map(addr uint64, size int64) error {
 
 // MapRange backs adjacent ranges, the first at addr, with one new piece of
 // physical memory each, granting access once for the whole run (see
-// [RangeMapper]): each piece costs a cuMemCreate and a cuMemMap, the run one
-// cuMemSetAccess. It is all or nothing.
+// [RangeMapper]): each piece costs a cuMemCreate, a cuMemMap and its share
+// of the run's cuMemSetAccess, which the card charges per mapping. It is
+// all or nothing.
 func (s *SimArena) MapRange(addr uint64, sizes []int64) error {
 	if len(sizes) == 0 {
 		return fmt.Errorf("memory: SimArena: MapRange at 0x%x of no ranges", addr)
@@ -450,7 +455,7 @@ func (s *SimArena) MapRange(addr uint64, sizes []int64) error {
 	s.counts.Create += n
 	s.counts.Map += n
 	s.counts.SetAccess++
-	s.addCost(time.Duration(n)*(costCreate+costMap) + setAccessCost(total))
+	s.addCost(time.Duration(n) * (costCreate + costMap + costSetAccess))
 	return nil
 }
 
@@ -490,7 +495,7 @@ func (s *SimArena) Unmap(addr uint64, size int64) error {
 	s.used -= size
 	s.counts.Unmap++
 	s.counts.Release++
-	s.addCost(costUnmap + costRelease)
+	s.addCost(costUnmap + releaseCost(size))
 	return nil
 }
 
@@ -502,6 +507,12 @@ func (s *SimArena) addCost(d time.Duration) {
 		return
 	}
 	s.cost += d
+}
+
+// releaseCost is the modelled time of one cuMemRelease of an allocation of
+// size bytes.
+func releaseCost(size int64) time.Duration {
+	return costRelease + durationOf(float64(costReleasePerMiB)*float64(size)/(1<<20))
 }
 
 // allocCost is the modelled time of one cuMemAlloc of size bytes.

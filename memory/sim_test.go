@@ -48,8 +48,8 @@ func TestSimArenaAlloc(t *testing.T) {
 	if c.Alloc != 2 || c.Free != 1 || c.Refused != 1 {
 		t.Fatalf("counts %+v", c)
 	}
-	// 45 µs (60 MiB) + 45 µs (10 MiB) + 350 µs (free of 60 MiB).
-	if got := s.DriverTime(); got != (45+45+350)*time.Microsecond {
+	// 77 µs (60 MiB) + 77 µs (10 MiB) + 122 µs (free of 60 MiB).
+	if got := s.DriverTime(); got != (77+77+122)*time.Microsecond {
 		t.Fatalf("driver time %v", got)
 	}
 }
@@ -113,7 +113,9 @@ func TestSimArenaVirtual(t *testing.T) {
 	if c.Create != 3 || c.Map != 3 || c.SetAccess != 3 || c.Unmap != 3 || c.Release != 3 || c.Reserve != 1 || c.Unreserve != 1 {
 		t.Fatalf("counts %+v", c)
 	}
-	if got := s.DriverTime(); got != 3*45*time.Microsecond+3*40*time.Microsecond {
+	mapped := 3 * (costCreate + costMap + costSetAccess)
+	unmapped := 3*(costUnmap+costRelease) + releaseCost(16*mib) - costRelease // 16 MiB released in all
+	if got := s.DriverTime(); got != mapped+unmapped {
 		t.Fatalf("driver time %v", got)
 	}
 }
@@ -150,14 +152,14 @@ func TestCostModel(t *testing.T) {
 		size        int64
 		alloc, free time.Duration
 	}{
-		{2 * mib, 45 * time.Microsecond, 50 * time.Microsecond},
-		{20 * mib, 45 * time.Microsecond, 50 * time.Microsecond},
-		{20*mib + 1, 45 * time.Microsecond, 350 * time.Microsecond},
-		{128 * mib, 45 * time.Microsecond, 350 * time.Microsecond},
-		{128*mib + 1, 76 * time.Microsecond, 350 * time.Microsecond},
-		{1 << 30, 76 * time.Microsecond, 350 * time.Microsecond},
-		{1<<30 + 1, 126 * time.Microsecond, 350 * time.Microsecond},
-		{8 << 30, 126 * time.Microsecond, time.Duration((350 + 0.33*7*1024) * 1000)},
+		{2 * mib, 77 * time.Microsecond, 71 * time.Microsecond},
+		{20 * mib, 77 * time.Microsecond, 71 * time.Microsecond},
+		{20*mib + 1, 77 * time.Microsecond, 122 * time.Microsecond},
+		{128 * mib, 77 * time.Microsecond, 122 * time.Microsecond},
+		{128*mib + 1, 143 * time.Microsecond, 122 * time.Microsecond},
+		{1 << 30, 143 * time.Microsecond, 122 * time.Microsecond},
+		{1<<30 + 1, 175 * time.Microsecond, 122 * time.Microsecond},
+		{8 << 30, 175 * time.Microsecond, time.Duration((122 + 0.36*7*1024) * 1000)},
 	}
 	for _, tt := range tests {
 		if got := allocCost(tt.size); got != tt.alloc {
@@ -167,12 +169,50 @@ func TestCostModel(t *testing.T) {
 			t.Errorf("freeCost(%d) = %v, want %v", tt.size, got, tt.free)
 		}
 	}
+	// cuMemRelease grows with the allocation; cuMemSetAccess is priced
+	// per mapping, the other virtual-memory calls flat.
+	for _, tt := range []struct {
+		call DriverCall
+		size int64
+		want time.Duration
+	}{
+		{CallRelease, 2 * mib, 20*time.Microsecond + 900*time.Nanosecond},
+		{CallRelease, 128 * mib, 20*time.Microsecond + 57600*time.Nanosecond},
+		{CallSetAccess, 2 * mib, 42 * time.Microsecond},
+		{CallSetAccess, 1 << 30, 42 * time.Microsecond},
+		{CallCreate, 1 << 30, 21 * time.Microsecond},
+		{CallMap, 2 * mib, 3700 * time.Nanosecond},
+		{CallUnmap, 64 * mib, 29 * time.Microsecond},
+		{CallReserve, 64 * mib, 0},
+	} {
+		if got := ModelledCost(tt.call, tt.size); got != tt.want {
+			t.Errorf("ModelledCost(%v, %d) = %v, want %v", tt.call, tt.size, got, tt.want)
+		}
+	}
+}
+
+// TestCallTimesAddRange checks that a cuMemSetAccess over a run of
+// mappings is modelled once per mapping, as the card charges it.
+func TestCallTimesAddRange(t *testing.T) {
+	var ct CallTimes
+	ct.AddRange(CallSetAccess, 24*mib, 3, 100*time.Microsecond)
+	ct.AddRange(CallCreate, 8*mib, 3, 20*time.Microsecond) // priced per call
+	measured, modelled, _ := ct.Total()
+	if measured != 120*time.Microsecond || modelled != 3*costSetAccess+costCreate {
+		t.Errorf("measured %v, modelled %v; want 120µs, %v", measured, modelled, 3*costSetAccess+costCreate)
+	}
+	rows := ct.Rows()
+	if len(rows) != 2 || rows[1].Call != "cuMemSetAccess" || rows[1].Count != 1 || rows[1].ModelTotal != 3*costSetAccess {
+		t.Errorf("rows %+v", rows)
+	}
 }
 
 // TestSimMapRange maps runs of chunks with one access grant: the cost is
-// 15 µs per chunk and 30 µs per run, each chunk is one mapping to unmap,
-// and a run that cannot be mapped whole maps nothing.
+// a cuMemCreate, a cuMemMap and a cuMemSetAccess's share per chunk, each
+// chunk is one mapping to unmap, and a run that cannot be mapped whole
+// maps nothing.
 func TestSimMapRange(t *testing.T) {
+	perChunk := costCreate + costMap + costSetAccess
 	tests := []struct {
 		name    string
 		sizes   []int64
@@ -182,8 +222,8 @@ func TestSimMapRange(t *testing.T) {
 		costUS  int64
 		mapping int
 	}{
-		{"one chunk", []int64{4 * mib}, true, false, 1, 45, 1},
-		{"three chunks", []int64{2 * mib, 8 * mib, 4 * mib}, true, false, 1, 3*15 + 30, 3},
+		{"one chunk", []int64{4 * mib}, true, false, 1, perChunk.Microseconds(), 1},
+		{"three chunks", []int64{2 * mib, 8 * mib, 4 * mib}, true, false, 1, (3 * perChunk).Microseconds(), 3},
 		{"none", nil, false, false, 0, 0, 0},
 		{"misaligned second", []int64{2 * mib, 3 * mib}, false, false, 0, 0, 0},
 		{"past the reservation", []int64{2 * mib, 64 * mib}, false, false, 0, 0, 0},

@@ -135,12 +135,19 @@ func (r *ReplayArena) Close() error {
 // timed runs f, one driver call of size bytes, and records its time.
 // r.mu must be held.
 func (r *ReplayArena) timed(c memory.DriverCall, size int64, f func() error) error {
+	return r.timedRange(c, size, 1, f)
+}
+
+// timedRange is timed for a call over a range that covers mappings
+// mappings (a cuMemSetAccess of a run), which the cost model prices per
+// mapping.
+func (r *ReplayArena) timedRange(c memory.DriverCall, size int64, mappings int, f func() error) error {
 	start := time.Now()
 	err := f()
 	d := time.Since(start)
 	r.spent += d
 	if err == nil {
-		r.times.Add(c, size, d)
+		r.times.AddRange(c, size, mappings, d)
 	}
 	return err
 }
@@ -338,7 +345,9 @@ func (a replayVirtual) MapRange(addr uint64, sizes []int64) error {
 		at += uint64(size)
 	}
 	total := int64(at - addr)
-	if err := r.timed(memory.CallSetAccess, total, func() error { return cuda.MemSetAccess(cuda.DevicePtr(addr), uint64(total), r.access) }); err != nil {
+	if err := r.timedRange(memory.CallSetAccess, total, len(sizes), func() error {
+		return cuda.MemSetAccess(cuda.DevicePtr(addr), uint64(total), r.access)
+	}); err != nil {
 		undo()
 		return arenaFull(r.d.check(err))
 	}
