@@ -20,7 +20,7 @@ import (
 // the model's total for a run is what the card spent on such calls, tails
 // included (the first cuMemAlloc calls of a process and a few others take
 // ten to forty times the median). How the calls scale was checked apart on
-// the same kind of machine (.gpu/vmm_probe.py, BENCHMARKS.md): a
+// the same kind of machine (scripts/vmm_probe.py, BENCHMARKS.md): a
 // cuMemSetAccess costs the same for each mapping its range covers, however
 // many it grants at once, and a cuMemRelease costs more for larger
 // allocations.
@@ -63,7 +63,7 @@ const (
 	// µs (the mean of calls over one mapping). Granting access to a run of
 	// mappings with one call saves nothing: one call over 8 adjacent
 	// mappings took 167 to 188 µs against 21 µs for one, whether they
-	// held 2 or 64 MiB each (.gpu/vmm_probe.py). The replays' figures that
+	// held 2 or 64 MiB each (scripts/vmm_probe.py). The replays' figures that
 	// seemed to grow with a range's size grew with the mappings it held.
 	costSetAccess = 42 * time.Microsecond
 	// costUnmap is one cuMemUnmap: 29 µs, whatever its size.
