@@ -184,7 +184,8 @@ func TestReaderErrors(t *testing.T) {
 		want string
 	}{
 		{"garbage.gz", gzipped([]byte("\x7fELF\x02\x01\x01\x00 not a trace")), "valid gzip, but what it holds is not a PyTorch pickle, a vram JSON snapshot or a text trace"},
-		{"array.json", []byte(`[{"action": "alloc", "address": 1, "size": 2}]`), "a JSON array, not a vram memory snapshot"},
+		// A JSON array is PyTorch's list of segments, which a history is not.
+		{"array.json", []byte(`[{"action": "alloc", "address": 1, "size": 2}]`), `a JSON array, read as the list of segments of torch.cuda.memory_snapshot(): not a PyTorch memory snapshot: segments[0]: no "total_size" key`},
 		{"version.json", []byte(`{"format": "vram-memory-snapshot", "version": "1"}`), `"1" is not a number`},
 	}
 	for _, tc := range tests {

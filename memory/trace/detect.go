@@ -15,13 +15,14 @@ type Kind uint8
 
 // The formats this package reads; see the package documentation.
 const (
-	KindUnknown Kind = iota // not recognised
-	KindText                // text trace: a list of events
-	KindJSON                // vram JSON snapshot
-	KindPickle              // PyTorch snapshot pickle
+	KindUnknown     Kind = iota // not recognised
+	KindText                    // text trace: a list of events
+	KindJSON                    // vram JSON snapshot
+	KindPickle                  // PyTorch snapshot pickle
+	KindPyTorchJSON             // PyTorch snapshot saved as JSON (json.dump)
 )
 
-// String returns "text", "json", "pickle" or "unknown".
+// String returns "text", "json", "pickle", "pytorch-json" or "unknown".
 func (k Kind) String() string {
 	switch k {
 	case KindText:
@@ -30,12 +31,19 @@ func (k Kind) String() string {
 		return "json"
 	case KindPickle:
 		return "pickle"
+	case KindPyTorchJSON:
+		return "pytorch-json"
 	}
 	return "unknown"
 }
 
+// PyTorch reports whether k is a snapshot that PyTorch recorded
+// (KindPickle or KindPyTorchJSON), whose Config holds PyTorch's allocator
+// settings.
+func (k Kind) PyTorch() bool { return k == KindPickle || k == KindPyTorchJSON }
+
 // File is what [Open] or [Read] found in a file: the events of a text
-// trace, or the snapshots of a JSON file or PyTorch pickle.
+// trace, or the snapshots of a JSON file or PyTorch snapshot.
 type File struct {
 	// Name is the name the file was opened or read under.
 	Name string
@@ -50,8 +58,9 @@ type File struct {
 	// trace was opened from a regular file with [OpenStream], which reads
 	// them from the file on each pass of [File.History] instead.
 	Events []Event
-	// Snapshots holds the snapshots of a JSON file (exactly one) or of a
-	// pickle (one per device, possibly none); nil for KindText.
+	// Snapshots holds the snapshots of a vram JSON file (exactly one) or
+	// of a PyTorch snapshot, pickle or JSON (one per device, possibly
+	// none); nil for KindText.
 	Snapshots []*Snapshot
 
 	stream *textFile // a text trace opened by OpenStream, read on each pass
@@ -79,8 +88,13 @@ func openWith(path string, read func(io.Reader) (*File, error)) (*File, error) {
 //     naming its protocol too);
 //   - zip magic (50 4b 03 04): a snapshot saved with torch.save, read
 //     with [ReadPickle];
-//   - '{' after optional whitespace: a vram JSON snapshot ([ReadJSON]);
-//   - '[' after optional whitespace: JSON that is not a snapshot, an error;
+//   - '{' after optional whitespace: a vram JSON snapshot ([ReadJSON])
+//     when the object has a "format" key; without one, a PyTorch snapshot
+//     saved as JSON (json.dump of torch.cuda.memory._snapshot()) when it
+//     has a "segments" or "device_traces" key, read as the pickle of the
+//     same dict would be (Kind is then KindPyTorchJSON);
+//   - '[' after optional whitespace: a PyTorch list of segments saved as
+//     JSON (json.dump of torch.cuda.memory_snapshot()), KindPyTorchJSON;
 //   - otherwise, UTF-8 text without NUL bytes: a text trace ([ReadTextAll]).
 //
 // name only labels errors, which are [*ParseError]s reading
@@ -112,9 +126,10 @@ func readBody(br *bufio.Reader, f *File, lim Limits) error {
 	case KindPickle:
 		f.Snapshots, err = readPickle(br, lim)
 	case KindJSON:
-		var s *Snapshot
-		if s, err = readJSON(br); err == nil {
-			f.Snapshots = []*Snapshot{s}
+		var kind Kind
+		f.Snapshots, kind, err = readJSON(br, true)
+		if err == nil {
+			f.Kind = kind
 		}
 	case KindText:
 		var t *TextReader
@@ -167,10 +182,6 @@ func detect(r io.Reader, f *File) (*bufio.Reader, Kind, error) {
 	if proto, ok := headerlessPickle(head); ok {
 		return nil, KindPickle, &ParseError{Kind: KindPickle, Offset: 0,
 			Msg: fmt.Sprintf("a Python pickle of protocol %d (pickle.dump with protocol=%d); vram reads protocols 2 to 5: save the snapshot with torch.cuda.memory._dump_snapshot(path), or pickle.dump(snapshot, f) with the default protocol", proto, proto)}
-	}
-	if t := bytes.TrimLeft(head, " \t\r\n"); len(t) > 0 && t[0] == '[' {
-		return nil, KindJSON, &ParseError{Kind: KindJSON, Offset: int64(len(head) - len(t)),
-			Msg: "a JSON array, not a vram memory snapshot (a JSON object with \"format\": \"" + JSONFormat + "\") nor a text trace"}
 	}
 	if kind != KindUnknown {
 		return br, kind, nil
@@ -236,7 +247,7 @@ func sniff(head []byte) Kind {
 		return KindPickle
 	}
 	t := bytes.TrimLeft(head, " \t\r\n")
-	if len(t) > 0 && t[0] == '{' {
+	if len(t) > 0 && (t[0] == '{' || t[0] == '[') {
 		return KindJSON
 	}
 	if len(head) == 0 || bytes.IndexByte(head, 0) >= 0 {

@@ -96,8 +96,9 @@ func TestReadErrorsNameFile(t *testing.T) {
 		{"gzip binary", zbin.Bytes(), "trace: gzip binary: offset 0: valid gzip, but what it holds is not a PyTorch pickle, a vram JSON snapshot or a text trace (decompressed, it starts with 00 01 02 03)"},
 		{"gzip empty", gz(nil), "trace: gzip empty: empty input inside the gzip stream"},
 		{"gzip garbage", gz([]byte("\x7fELF\x02\x01\x01\x00")), "trace: gzip garbage: offset 0: valid gzip, but what it holds is not"},
-		{"json array", []byte(" [1, 2]"), `trace: json array: offset 1: a JSON array, not a vram memory snapshot (a JSON object with "format": "vram-memory-snapshot") nor a text trace`},
-		{"gzip json array", gz([]byte(`[{"action": "alloc"}]`)), "trace: gzip json array: offset 0: a JSON array, not a vram memory snapshot"},
+		// A JSON array is a PyTorch list of segments.
+		{"json array", []byte(" [1, 2]"), `trace: json array: a JSON array, read as the list of segments of torch.cuda.memory_snapshot(): not a PyTorch memory snapshot: segments[0]: is an int, want a dict`},
+		{"gzip json array", gz([]byte(`[{"action": "alloc"}]`)), `trace: gzip json array: a JSON array, read as the list of segments of torch.cuda.memory_snapshot(): not a PyTorch memory snapshot: segments[0]: no "address" key`},
 		{"bad gzip", []byte{0x1f, 0x8b, 1}, "trace: bad gzip: bad gzip header"},
 		{"text", []byte("alloc 1 2 3\n\nfree 1 2 3\n"), `trace: text: line 3: unknown action "free"`},
 		{"json", []byte(`{"format": "x"}`), `trace: json: offset 14: not a vram memory snapshot: format "x", want "vram-memory-snapshot"`},
@@ -156,7 +157,7 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func TestKindString(t *testing.T) {
-	for k, want := range map[Kind]string{KindUnknown: "unknown", KindText: "text", KindJSON: "json", KindPickle: "pickle", 99: "unknown"} {
+	for k, want := range map[Kind]string{KindUnknown: "unknown", KindText: "text", KindJSON: "json", KindPickle: "pickle", KindPyTorchJSON: "pytorch-json", 99: "unknown"} {
 		if k.String() != want {
 			t.Errorf("Kind(%d).String() = %q, want %q", k, k.String(), want)
 		}

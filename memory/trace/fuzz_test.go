@@ -337,6 +337,9 @@ func FuzzOpen(f *testing.F) {
 	f.Add([]byte("alloc 1 2 3\n"), false)
 	f.Add([]byte(`{"format": "vram-memory-snapshot", "version": 1}`), true)
 	f.Add([]byte{0x80, 2, '}', '.'}, true)
+	f.Add([]byte(`{"segments": [{"address": 4096, "total_size": 512, "segment_type": "small", "blocks": [{"size": 512, "state": "active_allocated", "frames": [{"name": "f", "filename": "a.py", "line": 1}]}]}],`+
+		` "device_traces": [[{"action": "alloc", "addr": 4096, "size": 500, "frames": [{"name": "f", "filename": "a.py", "line": 1}]}]], "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "x": [1.5, null]}}`), false)
+	f.Add([]byte(`[{"address": 4096, "total_size": 512, "segment_type": "small", "blocks": []}]`), true)
 	f.Fuzz(func(t *testing.T, data []byte, gz bool) {
 		if len(data) > maxFuzzInput {
 			return
@@ -412,6 +415,13 @@ func checkFile(t *testing.T, in []byte, file *File) {
 		snaps, err := ReadPickle(bytes.NewReader(plain))
 		if err != nil || len(snaps) != len(file.Snapshots) || len(snaps) > 0 && !reflect.DeepEqual(snaps, file.Snapshots) {
 			t.Fatalf("Read and ReadPickle disagree: %v", err)
+		}
+	case KindPyTorchJSON:
+		if file.Events != nil || file.Header != nil {
+			t.Fatal("a PyTorch snapshot saved as JSON with events")
+		}
+		if _, err := ReadJSON(bytes.NewReader(plain)); err == nil {
+			t.Fatal("ReadJSON reads a PyTorch snapshot saved as JSON")
 		}
 	default:
 		t.Fatalf("Read succeeded with kind %v", file.Kind)

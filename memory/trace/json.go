@@ -266,113 +266,249 @@ type jsonEvent struct {
 // [DefaultMaxBytes], or describes a snapshot that fails [Snapshot.Validate]
 // (then Err is the [*InvalidSnapshotError]). Keys it does not know are
 // ignored. Segments, blocks and history events are checked as they are
-// decoded, so that memory grows only with valid entries.
+// decoded, so that memory grows only with valid entries. A PyTorch
+// snapshot saved as JSON, which may hold several devices, is an error:
+// [Read] and [Open] read it.
 func ReadJSON(r io.Reader) (*Snapshot, error) {
 	if r == nil {
 		return nil, errNilReader(KindJSON)
 	}
-	return readJSON(limited(r, Limits{}))
+	snaps, _, err := readJSON(limited(r, Limits{}), false)
+	if err != nil {
+		return nil, err
+	}
+	return snaps[0], nil
 }
 
-func readJSON(r io.Reader) (*Snapshot, error) {
+// readJSON reads a JSON input: a vram snapshot, or, when torch is set, a
+// PyTorch snapshot saved as JSON (see readTorchJSON), and reports which
+// (KindJSON or KindPyTorchJSON). An object is a vram snapshot when it
+// has a "format" key, wherever the key is: until it comes, the values of
+// the keys a vram snapshot reads are held as they are, then read as the
+// format the object turns out to be, and those of the keys only a PyTorch
+// snapshot reads are decoded as they come. A vram snapshot is one
+// Snapshot.
+func readJSON(r io.Reader, torch bool) ([]*Snapshot, Kind, error) {
 	dec := json.NewDecoder(bufio.NewReaderSize(r, 64<<10))
 	fail := func(msg string, err error) error {
 		return &ParseError{Kind: KindJSON, Offset: dec.InputOffset(), Msg: msg, Err: jsonErr(err)}
 	}
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, fail("", err)
+		return nil, KindJSON, fail("", err)
+	}
+	if d, ok := tok.(json.Delim); torch && ok && d == '[' {
+		dec.UseNumber()
+		snaps, err := readTorchJSON(dec, nil, newJSONValues())
+		return snaps, KindPyTorchJSON, err
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, fail("not a vram memory snapshot: the top level is not a JSON object", nil)
+		return nil, KindJSON, fail("not a vram memory snapshot: the top level is not a JSON object", nil)
 	}
-	s := &Snapshot{}
-	stacks := &stackInterner{m: make(map[string][]Frame)}
+	jr := &jsonReader{s: &Snapshot{}, stacks: &stackInterner{m: make(map[string][]Frame)}}
 	var (
-		format      string
-		haveFormat  bool
-		haveVersion bool
+		held []heldValue // before "format": the values either format reads
+		jv   *jsonValues // decodes the values only a PyTorch snapshot reads
 	)
+	if torch {
+		dec.UseNumber()
+		jv = newJSONValues()
+	}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, fail("", err)
+			return nil, KindJSON, fail("", err)
 		}
 		key, _ := tok.(string)
-		var v any
-		switch key {
-		case "format":
-			v = &format
-		case "version":
-			var version json.RawMessage
-			if err := dec.Decode(&version); err != nil {
-				return nil, fail(`key "version"`, err)
+		if torch && !jr.haveFormat && key != "format" {
+			switch {
+			case key == "device_traces" || key == "allocator_settings":
+				// A vram snapshot ignores these keys: read them as a
+				// PyTorch snapshot's as they come.
+				tok, err := dec.Token()
+				if err != nil {
+					return nil, KindJSON, fail(fmt.Sprintf("key %q", key), err)
+				}
+				v, err := jv.decode(dec, 0, tok)
+				if err != nil {
+					return nil, KindPyTorchJSON, err
+				}
+				held = append(held, heldValue{key: key, v: v, decoded: true})
+			case heldKeys[key]:
+				var raw json.RawMessage
+				if err := dec.Decode(&raw); err != nil {
+					return nil, KindJSON, fail(fmt.Sprintf("key %q", key), err)
+				}
+				held = append(held, heldValue{key: key, off: dec.InputOffset() - int64(len(raw)), raw: raw})
+				jv.used += int64(len(raw))
+			default:
+				if err := dec.Decode(new(json.RawMessage)); err != nil {
+					return nil, KindJSON, fail(fmt.Sprintf("key %q", key), err)
+				}
 			}
-			if len(version) == 0 || version[0] != '-' && (version[0] < '0' || version[0] > '9') {
-				return nil, fail(fmt.Sprintf(`key "version": %s is not a number: the version is the JSON number %d`, rawText(version), JSONVersion), nil)
-			}
-			if string(version) != strconv.Itoa(JSONVersion) {
-				return nil, fail(fmt.Sprintf("unsupported version %s of the vram memory snapshot format (this reader knows version %d)", rawText(version), JSONVersion), nil)
-			}
-			haveVersion = true
 			continue
-		case "device":
-			v = &s.Device
-		case "capacity_bytes":
-			v = &s.Capacity
-		case "config":
-			v = &s.Config
-		case "meta":
-			v = &s.Meta
-		case "history_truncated":
-			v = &s.Truncated
-		case "segments":
-			segs, err := decodeSegments(dec, stacks)
-			if err != nil {
-				return nil, fail(`key "segments"`, err)
-			}
-			s.Segments = segs
-			continue
-		case "history":
-			h, err := decodeHistory(dec, stacks)
-			if err != nil {
-				return nil, fail(`key "history"`, err)
-			}
-			s.History = h
-			continue
-		default:
-			v = new(json.RawMessage)
 		}
-		if err := dec.Decode(v); err != nil {
-			return nil, fail(fmt.Sprintf("key %q", key), err)
+		if msg, err := jr.key(dec, key); msg != "" || err != nil {
+			return nil, KindJSON, fail(msg, err)
 		}
 		if key == "format" {
-			haveFormat = true
-			if format != JSONFormat {
-				return nil, fail(fmt.Sprintf("not a vram memory snapshot: format %q, want %q", format, JSONFormat), nil)
+			for i := range held {
+				h := &held[i]
+				if h.decoded {
+					continue
+				}
+				sub := json.NewDecoder(bytes.NewReader(h.raw))
+				if msg, err := jr.key(sub, h.key); msg != "" || err != nil {
+					return nil, KindJSON, &ParseError{Kind: KindJSON, Offset: h.off + sub.InputOffset(), Msg: msg, Err: jsonErr(err)}
+				}
+				h.raw = nil
 			}
+			held = nil
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing '}'
-		return nil, fail("", err)
+		return nil, KindJSON, fail("", err)
 	}
-	if !haveFormat {
-		return nil, fail(fmt.Sprintf("not a vram memory snapshot: no \"format\" key (want %q)", JSONFormat), nil)
+	if !jr.haveFormat && torch && isTorchSnapshot(held) {
+		snaps, err := readTorchJSON(dec, held, jv)
+		return snaps, KindPyTorchJSON, err
 	}
-	if !haveVersion {
-		return nil, fail("no \"version\" key", nil)
+	if !jr.haveFormat {
+		if !torch && isTorchSnapshot(jr.torchKeys) {
+			return nil, KindJSON, fail("not a vram memory snapshot but a PyTorch memory snapshot saved as JSON, read by trace.Read or trace.Open", nil)
+		}
+		msg := fmt.Sprintf("not a vram memory snapshot: no \"format\" key (want %q)", JSONFormat)
+		if torch {
+			msg += `, nor a PyTorch snapshot (no "segments" or "device_traces" key)`
+		}
+		return nil, KindJSON, fail(msg, nil)
 	}
+	if !jr.haveVersion {
+		return nil, KindJSON, fail("no \"version\" key", nil)
+	}
+	if err := jsonEnd(dec); err != nil {
+		return nil, KindJSON, fail("", err)
+	}
+	if err := jr.s.Validate(); err != nil {
+		return nil, KindJSON, &ParseError{Kind: KindJSON, Offset: -1, Err: err}
+	}
+	return []*Snapshot{jr.s}, KindJSON, nil
+}
+
+// jsonEnd checks that dec's input ends after the value read: a
+// *LimitError, or an error saying that more data follows.
+func jsonEnd(dec *json.Decoder) error {
 	if _, err := dec.Token(); err != io.EOF {
 		var le *LimitError
 		if errors.As(err, &le) {
-			return nil, fail("", err)
+			return err
 		}
-		return nil, fail("unexpected data after the snapshot", nil)
+		return errors.New("unexpected data after the snapshot")
 	}
-	if err := s.Validate(); err != nil {
-		return nil, &ParseError{Kind: KindJSON, Offset: -1, Err: err}
+	return nil
+}
+
+// heldValue is the value of a key of a JSON object read before the
+// object's format was known: as it is, at offset off of the input, or, for
+// a key that only a PyTorch snapshot reads, decoded into v.
+type heldValue struct {
+	key     string
+	off     int64
+	raw     json.RawMessage
+	v       any
+	decoded bool
+}
+
+// heldKeys are the keys whose values a vram snapshot reads, which a
+// PyTorch snapshot may hold too ("segments") or ignores; the values of the
+// keys that neither reads are skipped.
+var heldKeys = map[string]bool{
+	"version": true, "device": true, "capacity_bytes": true, "config": true, "meta": true,
+	"history_truncated": true, "segments": true, "history": true,
+}
+
+// isTorchSnapshot reports whether the keys of held make a PyTorch
+// snapshot: "segments" or "device_traces".
+func isTorchSnapshot(held []heldValue) bool {
+	for _, h := range held {
+		if h.key == "segments" || h.key == "device_traces" {
+			return true
+		}
 	}
-	return s, nil
+	return false
+}
+
+// jsonReader reads the keys of a vram JSON snapshot into s.
+type jsonReader struct {
+	s           *Snapshot
+	stacks      *stackInterner
+	format      string
+	haveFormat  bool
+	haveVersion bool
+	torchKeys   []heldValue // the PyTorch keys seen, without their values
+}
+
+// key reads the value of key from dec. On failure it returns what to say
+// and the error, for a *ParseError at dec's offset.
+func (jr *jsonReader) key(dec *json.Decoder, key string) (string, error) {
+	s := jr.s
+	var v any
+	switch key {
+	case "format":
+		v = &jr.format
+	case "version":
+		var version json.RawMessage
+		if err := dec.Decode(&version); err != nil {
+			return `key "version"`, err
+		}
+		if len(version) == 0 || version[0] != '-' && (version[0] < '0' || version[0] > '9') {
+			return fmt.Sprintf(`key "version": %s is not a number: the version is the JSON number %d`, rawText(version), JSONVersion), nil
+		}
+		if string(version) != strconv.Itoa(JSONVersion) {
+			return fmt.Sprintf("unsupported version %s of the vram memory snapshot format (this reader knows version %d)", rawText(version), JSONVersion), nil
+		}
+		jr.haveVersion = true
+		return "", nil
+	case "device":
+		v = &s.Device
+	case "capacity_bytes":
+		v = &s.Capacity
+	case "config":
+		v = &s.Config
+	case "meta":
+		v = &s.Meta
+	case "history_truncated":
+		v = &s.Truncated
+	case "segments":
+		segs, err := decodeSegments(dec, jr.stacks)
+		if err != nil {
+			return `key "segments"`, err
+		}
+		s.Segments = segs
+		return "", nil
+	case "history":
+		h, err := decodeHistory(dec, jr.stacks)
+		if err != nil {
+			return `key "history"`, err
+		}
+		s.History = h
+		return "", nil
+	case "device_traces":
+		jr.torchKeys = append(jr.torchKeys, heldValue{key: key})
+		v = new(json.RawMessage)
+	default:
+		v = new(json.RawMessage)
+	}
+	if err := dec.Decode(v); err != nil {
+		return fmt.Sprintf("key %q", key), err
+	}
+	if key == "format" {
+		jr.haveFormat = true
+		if jr.format != JSONFormat {
+			return fmt.Sprintf("not a vram memory snapshot: format %q, want %q", jr.format, JSONFormat), nil
+		}
+	}
+	return "", nil
 }
 
 // openArray reads the token that opens a JSON array: false with a nil

@@ -90,17 +90,24 @@ type LimitError struct {
 	// Limit is the limit that was reached, in bytes.
 	Limit int64
 	// Pickle reports that the limit is the decoder's memory per byte of
-	// pickle rather than Limits.MaxBytes.
+	// pickle, or of a PyTorch snapshot saved as JSON, rather than
+	// Limits.MaxBytes.
 	Pickle bool
-	// Used is, for a pickle, the memory its values took when decoding
-	// stopped, and Read the bytes of pickle read by then.
+	// Used is, for a pickle or JSON, the memory its values took when
+	// decoding stopped, and Read the bytes of input read by then.
 	Used, Read int64
+
+	json bool // the input is JSON rather than a pickle
 }
 
 // Error says which limit was reached and how to raise it.
 func (e *LimitError) Error() string { return "trace: " + e.detail() }
 
 func (e *LimitError) detail() string {
+	if e.Pickle && e.json {
+		return fmt.Sprintf("JSON: its values take %s of memory after %s of input, more than %d bytes per byte: not a real snapshot (a corrupt or hostile JSON file of many tiny values)",
+			units.Bytes(e.Used), units.Bytes(e.Read), pickleExpansion)
+	}
 	if e.Pickle {
 		return fmt.Sprintf("pickle: its values take %s of memory after %s of input, more than %d bytes per byte: not a real snapshot (a corrupt or hostile pickle of many tiny objects)",
 			units.Bytes(e.Used), units.Bytes(e.Read), pickleExpansion)
