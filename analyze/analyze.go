@@ -54,7 +54,8 @@ type Report struct {
 	// File names the input.
 	File string `json:"file"`
 	// Format is the detected format: "json" (vram snapshot), "pickle"
-	// (PyTorch snapshot) or "text" (text trace).
+	// (PyTorch snapshot), "pytorch-json" (PyTorch snapshot saved as JSON)
+	// or "text" (text trace).
 	Format string `json:"format"`
 	// Devices holds one analysis per device in the file.
 	Devices []*Device `json:"devices"`
@@ -286,7 +287,7 @@ func Analyze(f *trace.File, opts Options) (*Report, error) {
 			return nil, fmt.Errorf("analyze: %w", trace.InFile(f.Name, err))
 		}
 		r.Devices = append(r.Devices, d)
-	case trace.KindJSON, trace.KindPickle:
+	case trace.KindJSON, trace.KindPickle, trace.KindPyTorchJSON:
 		for _, s := range f.Snapshots {
 			d, err := analyzeSnapshot(s, opts)
 			if err != nil {

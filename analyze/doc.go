@@ -7,8 +7,9 @@
 // all as one self-contained page; "vram analyze" is its command line.
 //
 // It reads what package memory/trace reads: vram JSON snapshots
-// (vram.MemorySnapshot written with trace.WriteJSON), PyTorch snapshot
-// pickles (torch.cuda.memory._dump_snapshot) and text traces:
+// (vram.MemorySnapshot written with trace.WriteJSON), PyTorch snapshots,
+// pickled (torch.cuda.memory._dump_snapshot) or saved as JSON (json.dump of
+// torch.cuda.memory._snapshot()), and text traces:
 //
 //	rep, err := analyze.File("snapshot.pickle", analyze.Options{})
 //	if err != nil {

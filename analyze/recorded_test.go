@@ -192,3 +192,49 @@ func TestBackwardOOMSite(t *testing.T) {
 		t.Error("the page does not name the autograd function")
 	}
 }
+
+// TestRecordedPyTorchJSON checks that a PyTorch snapshot saved with
+// json.dump (testdata/pickles_to_json.py) gets the report, text and HTML,
+// of the pickle of the same dict, but for the format it names, and with
+// the limit given as with none.
+func TestRecordedPyTorchJSON(t *testing.T) {
+	for _, name := range []string{"pytorch_oom_fragmented", "pytorch_v_oom_fragmented_python", "pytorch_v_oom_train_expandable", "pytorch_v_train_ring_wrapped"} {
+		for _, opts := range []Options{{}, {Limit: 2 << 30}} {
+			t.Run(name, func(t *testing.T) {
+				report := func(file string) (*Report, string, string) {
+					t.Helper()
+					r, err := File(filepath.Join("testdata", file), opts)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var text, page bytes.Buffer
+					if err := r.WriteText(&text); err != nil {
+						t.Fatal(err)
+					}
+					if err := WriteHTML(&page, r); err != nil {
+						t.Fatal(err)
+					}
+					return r, text.String(), page.String()
+				}
+				pr, ptext, ppage := report(name + ".pickle.gz")
+				jr, jtext, jpage := report(name + ".json.gz")
+				if pr.Format != "pickle" || jr.Format != "pytorch-json" {
+					t.Errorf("formats %q and %q", pr.Format, jr.Format)
+				}
+				if len(jr.Devices) == 0 || len(jr.Devices[0].OOMs) != len(pr.Devices[0].OOMs) {
+					t.Fatalf("%d devices", len(jr.Devices))
+				}
+				same := func(s string) string {
+					s = strings.ReplaceAll(s, name+".json.gz", name+".pickle.gz")
+					return strings.ReplaceAll(s, "pytorch-json", "pickle")
+				}
+				if same(jtext) != ptext {
+					t.Errorf("text report\n%s\nof the pickle:\n%s", jtext, ptext)
+				}
+				if same(jpage) != ppage {
+					t.Errorf("the HTML pages differ")
+				}
+			})
+		}
+	}
+}

@@ -27,15 +27,16 @@ func newAnalyzeCmd() *cobra.Command {
 		Use:   "analyze FILE",
 		Short: "Explain a memory snapshot or trace: fragmentation, largest allocations, OOMs; --html draws it",
 		Long: `Analyze reads a vram JSON snapshot (vram.MemorySnapshot, or an analyze.Recorder's
-recording), a PyTorch snapshot pickle (torch.cuda.memory._dump_snapshot) or a text
-trace, and reports per device: fragmentation (waste inside blocks from rounding and
-splitting; memory reserved but not allocated; the largest free block), the largest live
-allocations by region and by the frame of your code that allocated them, each
-out-of-memory event with what was asked and what was free (the first --top of them,
-and how many more there were), and the peaks of the history. A text trace is read from the file as a stream, in
-memory that grows with the blocks live at once, not with its length; snapshots, and
-text traces from a pipe (<(zcat run.trace.gz)), are read whole, up to --max-input
-bytes after decompression.
+recording), a PyTorch snapshot, pickled (torch.cuda.memory._dump_snapshot) or saved as
+JSON (json.dump of torch.cuda.memory._snapshot()), or a text trace, and reports per
+device: fragmentation (waste inside blocks from rounding and splitting; memory reserved
+but not allocated; the largest free block), the largest live allocations by region and
+by the frame of your code that allocated them, each out-of-memory event with what was
+asked and what was free (the first --top of them, and how many more there were), and
+the peaks of the history. A text trace is read from the file as a stream, in memory
+that grows with the blocks live at once, not with its length; snapshots, and text
+traces from a pipe (<(zcat run.trace.gz)), are read whole, up to --max-input bytes
+after decompression.
 
 Each out-of-memory event gets a checked fix: the history up to the failed allocation
 is replayed, with that allocation, under the limit the run had (--limit, else the

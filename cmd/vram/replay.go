@@ -80,10 +80,10 @@ device and reports peak requested, allocated and reserved memory, the device cal
 it made and what they would cost, retries and out-of-memory errors.
 
 Inputs: text traces (gzip or plain; "action addr size stream" lines), vram JSON
-snapshots and PyTorch snapshot pickles (torch.cuda.memory._dump_snapshot); "-" reads
-one from standard input. A
-snapshot whose history was truncated starts from the blocks its segments imply,
-and the report says that its figures do not cover the run before.
+snapshots and PyTorch snapshots, pickled (torch.cuda.memory._dump_snapshot) or saved
+as JSON (json.dump of torch.cuda.memory._snapshot()); "-" reads one from standard
+input. A snapshot whose history was truncated starts from the blocks its segments
+imply, and the report says that its figures do not cover the run before.
 Text traces are replayed as they are read, in memory that grows with the blocks
 live at once, not with the trace's length; snapshots, and text traces from a pipe
 (<(zcat run.trace.gz)), are read whole, up to --max-input bytes after decompression. A simulated device larger than
@@ -372,7 +372,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 // ran it, or "" when it is not a PyTorch snapshot or its settings are ones
 // vram does not model.
 func asRecorded(k trace.Kind, recorded string) string {
-	if k != trace.KindPickle {
+	if !k.PyTorch() {
 		return ""
 	}
 	c, err := memory.Config{Policy: memory.PolicyPyTorch}.With(recorded)

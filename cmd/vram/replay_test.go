@@ -635,3 +635,40 @@ func TestReplaySaysFailedRequestsSkipped(t *testing.T) {
 		t.Errorf("--json: exit %d, %s", code, out)
 	}
 }
+
+// TestPyTorchJSON checks that replay and analyze read a PyTorch snapshot
+// saved with json.dump as they read the pickle of the same dict: the same
+// output but for the file's name and format, and the hint naming the
+// recorded settings.
+func TestPyTorchJSON(t *testing.T) {
+	dir := filepath.Join("..", "..", "analyze", "testdata")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"pytorch_oom_fragmented", []string{"replay", "--fit", "--json"}, `"capacity_bytes"`},
+		{"pytorch_oom_fragmented", []string{"replay", "--fit"}, "hit 1 out-of-memory error; the capacities above also serve the request that failed"},
+		{"pytorch_oom_fragmented", []string{"analyze"}, "with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True this run fits under a limit of 1.82 GiB"},
+		{"pytorch_v_oom_train_expandable", []string{"replay"}, "to replay it as PyTorch ran it: --conf policy:pytorch,expandable_segments:True"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " ")+" "+tc.name, func(t *testing.T) {
+			var outs [2]string
+			for i, ext := range []string{".pickle.gz", ".json.gz"} {
+				path := filepath.Join(dir, tc.name+ext)
+				code, stdout, stderr := runCLI(t, append(tc.args, path)...)
+				if code != 0 {
+					t.Fatalf("%s: exit %d: %s", path, code, stderr)
+				}
+				if !strings.Contains(stdout, tc.want) {
+					t.Errorf("%s: output lacks %q:\n%s", path, tc.want, stdout)
+				}
+				outs[i] = strings.ReplaceAll(strings.ReplaceAll(stdout, tc.name+ext, "FILE"), "pytorch-json", "pickle")
+			}
+			if outs[0] != outs[1] {
+				t.Errorf("the pickle gives\n%s\nthe JSON\n%s", outs[0], outs[1])
+			}
+		})
+	}
+}
