@@ -29,12 +29,18 @@ var CPU = Device{Kind: "cpu"}
 
 // CUDA returns the CUDA device with the given index, or the current CUDA
 // device (see [SetDevice]) when called without one. It does not check that
-// the device exists; the first operation on it does.
+// the device exists; the first operation on it does. More than one index
+// panics with [ErrArgument], as the other optional arguments of vram do
+// (t.CUDA(0, 1) would otherwise quietly mean cuda:0).
 func CUDA(index ...int) Device {
-	if len(index) == 0 {
+	switch len(index) {
+	case 0:
 		return Device{Kind: "cuda", Index: int(currentCUDA.Load())}
+	case 1:
+		return Device{Kind: "cuda", Index: index[0]}
 	}
-	return Device{Kind: "cuda", Index: index[0]}
+	fail("cuda", ErrArgument, "one device index at most, got %d (%v)", len(index), index)
+	return Device{}
 }
 
 // Sim returns the simulated GPU with the given index: a device that computes

@@ -121,6 +121,31 @@ func TestCurrentAndDefaultDevice(t *testing.T) {
 	}
 }
 
+func TestCUDATakesOneIndex(t *testing.T) {
+	x := Ones(Shape{2})
+	defer x.Release()
+	tests := []struct {
+		name string
+		call func()
+	}{
+		{"vram.CUDA(0, 1)", func() { CUDA(0, 1) }},
+		{"vram.CUDA(1, 2, 3)", func() { CUDA(1, 2, 3) }},
+		{"t.CUDA(1, 0)", func() { x.CUDA(1, 0) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Catch(tc.call)
+			var e *Error
+			if !errors.As(err, &e) || e.Kind != ErrArgument || e.Op != "cuda" || !strings.Contains(err.Error(), "one device index at most") {
+				t.Fatalf("got %v, want an ErrArgument error of op cuda that allows one device index at most", err)
+			}
+		})
+	}
+	if d := CUDA(3); d != (Device{Kind: "cuda", Index: 3}) {
+		t.Errorf("CUDA(3) = %v, want cuda:3", d)
+	}
+}
+
 func TestUnavailableDevice(t *testing.T) {
 	err := Catch(func() { Zeros(Shape{2}, CUDA(7)) })
 	if !errors.Is(err, ErrUnavailable) {

@@ -237,7 +237,8 @@ func newPinnedTensor(op string, by *devState, ac backend.AsyncCopier, dt DType, 
 }
 
 // CUDA returns t on CUDA device index, or on the current CUDA device when
-// no index is given (PyTorch's .cuda()). Like To, it is differentiable.
+// no index is given (PyTorch's .cuda()); more than one index panics with
+// [ErrArgument], as [CUDA] does. Like To, it is differentiable.
 func (t *Tensor) CUDA(index ...int) *Tensor {
 	defer asOp("cuda")
 	return t.To(CUDA(index...))
