@@ -692,6 +692,9 @@ func TestConvErrors(t *testing.T) {
 		{"unknown memory format", ErrArgument, func() { x.Contiguous(MemoryFormat(9)) }},
 		{"two memory formats", ErrArgument, func() { x.IsContiguous(ChannelsLast, ContiguousFormat) }},
 		{"to channels-last of a 2-D tensor", ErrShape, func() { Zeros(Shape{2, 3}, Float32).To(CPU, ChannelsLast) }},
+		{"to an unknown memory format", ErrArgument, func() { x.To(x.Device(), MemoryFormat(9)) }},
+		{"to an unknown memory format on another device", ErrArgument, func() { x.To(Sim(0), MemoryFormat(9)) }},
+		{"to two memory formats", ErrArgument, func() { x.To(Sim(0), ChannelsLast, ContiguousFormat) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Catch(tc.fn)

@@ -48,6 +48,7 @@ func (f MemoryFormat) check(op string) {
 func (f MemoryFormat) applyCopy(o *copyOptions) {
 	o.format = f
 	o.hasFormat = true
+	o.formats++
 }
 
 // formatArg returns the single optional format argument of op, or

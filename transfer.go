@@ -23,7 +23,9 @@ import (
 // A [MemoryFormat] among opts lays the result out in that format
 // (t.To(d, vram.ChannelsLast)), copying on d itself when t is already there
 // in another layout; without one, a copy of a channels-last tensor is
-// channels-last too.
+// channels-last too. More than one format, or one that is neither
+// ContiguousFormat nor ChannelsLast, panics with [ErrArgument], as in
+// [Tensor.Contiguous].
 func (t *Tensor) To(d Device, opts ...CopyOption) *Tensor {
 	defer pin("to", t).unpin()
 	var co copyOptions
@@ -33,7 +35,11 @@ func (t *Tensor) To(d Device, opts ...CopyOption) *Tensor {
 		}
 		o.applyCopy(&co)
 	}
+	if co.formats > 1 {
+		fail("to", ErrArgument, "takes at most one memory format, got %d", co.formats)
+	}
 	if co.hasFormat {
+		co.format.check("to")
 		needs4D("to", t, co.format)
 	} else if t.SuggestMemoryFormat() == ChannelsLast {
 		// A copy keeps t's format, as PyTorch's preserve_format does.
@@ -65,6 +71,7 @@ type copyOptions struct {
 	nonBlocking bool
 	format      MemoryFormat // with hasFormat: the layout of the result
 	hasFormat   bool
+	formats     int // the MemoryFormats among the options, to refuse more than one
 }
 
 type nonBlocking struct{}
