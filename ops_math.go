@@ -341,9 +341,11 @@ func autocastPromote3(a, b, c *Tensor) (*Tensor, *Tensor, *Tensor) {
 }
 
 // Dot returns the dot product of two vectors of one length and one dtype
-// (torch.dot), a 0-dimensional tensor; float16 and bfloat16 accumulate in
-// float32. It panics with [ErrShape] unless both are 1-dimensional of one
-// length and with [ErrDType] when their dtypes differ, as PyTorch's does
+// (torch.dot), a 0-dimensional tensor of that dtype; float16 and bfloat16
+// accumulate in float32, and integers wrap around in their dtype, as on
+// PyTorch's CPU. It panics with [ErrShape] unless both are 1-dimensional
+// of one length, and with [ErrDType] for bool vectors and when their
+// dtypes differ, as PyTorch's does
 // (under [Autocast], PyTorch's promote rule: mixed 16-bit and float32
 // operands run in float32, two of one 16-bit dtype keep it).
 func (a *Tensor) Dot(b *Tensor) *Tensor {
@@ -361,10 +363,23 @@ func (a *Tensor) Dot(b *Tensor) *Tensor {
 	if a.dtype != b.dtype {
 		fail(op, ErrDType, "expected both vectors to have the same dtype, got %s and %s; Cast one first", a.dtype, b.dtype)
 	}
+	if a.dtype == Bool {
+		fail(op, ErrDType, "dot is not defined for bool vectors, as in PyTorch; Cast them to an integer or float dtype first")
+	}
 	// The sum is part of the product, not an op of the float32 list: two
 	// 16-bit vectors give their dtype under Autocast, as PyTorch's dot.
 	var out *Tensor
-	withoutAutocast(func() { out = composed(op, func() *Tensor { return a.Mul(b).Sum() }) })
+	withoutAutocast(func() {
+		out = composed(op, func() *Tensor {
+			s := a.Mul(b).Sum()
+			if s.dtype == a.dtype {
+				return s
+			}
+			// Sum counts integers in int64; torch.dot keeps their dtype
+			// and wraps as it does, which the cast back gives.
+			return s.Cast(a.dtype)
+		})
+	})
 	return out
 }
 

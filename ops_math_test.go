@@ -230,6 +230,13 @@ func TestAddcAndProducts(t *testing.T) {
 			}, Float32, Shape{1}, []float64{2.5}},
 			{"dot", func() *Tensor { return f([]float64{1, 2, 3}, 3).Dot(f([]float64{4, -5, 6}, 3)) }, Float64, Shape{}, []float64{12}},
 			{"dot int", func() *Tensor { return FromSlice([]int64{1, 2}, nil, dev).Dot(FromSlice([]int64{3, 4}, nil, dev)) }, Int64, Shape{}, []float64{11}},
+			{"dot int32 keeps its dtype and wraps", func() *Tensor {
+				return FromSlice([]int32{1 << 30, 1 << 30, 3}, nil, dev).Dot(FromSlice([]int32{2, 2, 5}, nil, dev))
+			}, Int32, Shape{}, []float64{15}},
+			{"dot int8 keeps its dtype and wraps", func() *Tensor {
+				return FromSlice([]int64{-3, 7, -128, 127}, nil, Int8, dev).Dot(FromSlice([]int64{-3, 7, -128, 127}, nil, Int8, dev))
+			}, Int8, Shape{}, []float64{59}},
+			{"dot empty int32", func() *Tensor { return FromSlice([]int32{}, nil, dev).Dot(FromSlice([]int32{}, nil, dev)) }, Int32, Shape{}, []float64{0}},
 			{"dot empty", func() *Tensor { return f(nil, 0).Dot(f(nil, 0)) }, Float64, Shape{}, []float64{0}},
 			{"cross", func() *Tensor {
 				return f([]float64{1, 0, 0, 1, 2, 3}, 2, 3).Cross(f([]float64{0, 1, 0, 4, 5, 6}, 2, 3), -1)
@@ -258,6 +265,7 @@ func TestAddcAndProducts(t *testing.T) {
 			{"dot lengths", func() { Ones(Shape{2}).Dot(Ones(Shape{3})) }, ErrShape},
 			{"dot matrix", func() { Ones(Shape{2, 2}).Dot(Ones(Shape{2, 2})) }, ErrShape},
 			{"dot dtypes", func() { Ones(Shape{2}).Dot(Ones(Shape{2}, Float64)) }, ErrDType},
+			{"dot bools", func() { Ones(Shape{2}, Bool).Dot(Ones(Shape{2}, Bool)) }, ErrDType},
 			{"cross size", func() { Ones(Shape{2, 4}).Cross(Ones(Shape{2, 4}), 1) }, ErrShape},
 			{"cross dim", func() { Ones(Shape{3}).Cross(Ones(Shape{3}), 1) }, ErrIndex},
 			{"cross ranks", func() { Ones(Shape{3}).Cross(Ones(Shape{2, 3}), -1) }, ErrShape},
