@@ -66,10 +66,10 @@ type Config struct {
 	// MaxSplitSizeMB, when not 0, stops the allocator from splitting
 	// blocks of this many MiB or more; such a block only serves requests
 	// within 20 MiB (MaxNonSplitRoundingMB) of its size, and never a
-	// smaller request (key
-	// "max_split_size_mb", more than 20). 0 means no limit. As in
-	// PyTorch, blocks of virtual segments are split all the same; only
-	// the rules on which requests they serve apply.
+	// smaller request (key "max_split_size_mb", at least 20, as in
+	// PyTorch's c10/core/AllocatorConfig.cpp; its parser before that file
+	// wanted more than 20). 0 means no limit. As in PyTorch, blocks of virtual segments are split
+	// all the same; only the rules on which requests they serve apply.
 	MaxSplitSizeMB int64
 
 	// MaxNonSplitRoundingMB, when not 0, sets how much larger than a
@@ -362,8 +362,8 @@ func (c *Config) set(key string, p *configParser) error {
 		}
 	case "max_split_size_mb":
 		v, err := units.ParseCount(key, val, 0, maxSplitSizeMBLimit)
-		if err != nil || v <= kLargeBuffer>>20 {
-			return bad("expected a whole number of MiB above %d (the large segment size) and at most %d", kLargeBuffer>>20, int64(maxSplitSizeMBLimit))
+		if err != nil || v < kLargeBuffer>>20 {
+			return bad("expected a whole number of MiB of at least %d (the large segment size) and at most %d", kLargeBuffer>>20, int64(maxSplitSizeMBLimit))
 		}
 		c.MaxSplitSizeMB = v
 	case "max_non_split_rounding_mb":
@@ -660,9 +660,9 @@ func (c Config) Validate() error {
 	if c.Policy != PolicyVRAM && c.Policy != PolicyPyTorch {
 		return bad("Policy", "policy", c.Policy.String(), "unknown policy; allowed: memory.PolicyVRAM, memory.PolicyPyTorch")
 	}
-	if v := c.MaxSplitSizeMB; v != 0 && (v <= kLargeBuffer>>20 || v > maxSplitSizeMBLimit) {
+	if v := c.MaxSplitSizeMB; v != 0 && (v < kLargeBuffer>>20 || v > maxSplitSizeMBLimit) {
 		return bad("MaxSplitSizeMB", "max_split_size_mb", strconv.FormatInt(v, 10),
-			fmt.Sprintf("expected 0 (no limit) or a whole number of MiB above %d (the large segment size) and at most %d", kLargeBuffer>>20, int64(maxSplitSizeMBLimit)))
+			fmt.Sprintf("expected 0 (no limit) or a whole number of MiB of at least %d (the large segment size) and at most %d", kLargeBuffer>>20, int64(maxSplitSizeMBLimit)))
 	}
 	if v := c.MaxNonSplitRoundingMB; v != 0 && (v < kLargeBuffer>>20 || v > maxSplitSizeMBLimit) {
 		return bad("MaxNonSplitRoundingMB", "max_non_split_rounding_mb", strconv.FormatInt(v, 10),

@@ -14,6 +14,7 @@ func TestParseConfigNumbers(t *testing.T) {
 		in   string
 		want Config
 	}{
+		{"max_split_size_mb:20", Config{MaxSplitSizeMB: 20}},
 		{"max_split_size_mb:21", Config{MaxSplitSizeMB: 21}},
 		{"max_split_size_mb:0512", Config{MaxSplitSizeMB: 512}},
 		{"max_split_size_mb:1099511627776", Config{MaxSplitSizeMB: 1 << 40}},
@@ -38,7 +39,7 @@ func TestParseConfigNumbers(t *testing.T) {
 		})
 	}
 	bad := map[string][]string{
-		"max_split_size_mb": {"NaN", "Inf", "-0", "+512", "-512", "0", "20", "1e3", "512.0", "0x200", "5_12",
+		"max_split_size_mb": {"NaN", "Inf", "-0", "+512", "-512", "0", "19", "1e3", "512.0", "0x200", "5_12",
 			"1099511627777", "9223372036854775808", "99999999999999999999999", "1e30", "½"},
 		"garbage_collection_threshold": {"NaN", "nan", "Inf", "+Inf", "-Inf", "infinity", "-0", "0", "0.0", "1", "1.0",
 			"1.5", "-0.5", "+0.5", "1e30", "1e-400", "0x1p-1", "0.5_0", "5e", "0.5.5", "0,5", "50%"},

@@ -34,6 +34,7 @@ func TestParseConfig(t *testing.T) {
 		{"spaces", " policy : pytorch , max_split_size_mb : 512 ", Config{Policy: PolicyPyTorch, MaxSplitSizeMB: 512}},
 		{"every ascii blank", "\tpolicy\v:\fpytorch\r,\nexpandable_segments:True\v\f", Config{Policy: PolicyPyTorch, ExpandableSegments: true}},
 		{"max split", "max_split_size_mb:21", Config{MaxSplitSizeMB: 21}},
+		{"max split at the large segment", "max_split_size_mb:20", Config{MaxSplitSizeMB: 20}},
 		{"non-split rounding", "max_split_size_mb:100,max_non_split_rounding_mb:20", Config{MaxSplitSizeMB: 100, MaxNonSplitRoundingMB: 20}},
 		{"non-split rounding large", "max_non_split_rounding_mb:4096", Config{MaxNonSplitRoundingMB: 4096}},
 		{"gc", "garbage_collection_threshold:0.6", Config{GarbageCollectionThreshold: 0.6}},
@@ -96,8 +97,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"policy", "policy", "':'"},
 		{"policy:", "policy", "missing value"},
 		{"expandable_segments:yes", "expandable_segments", "True or False"},
-		{"max_split_size_mb:20", "max_split_size_mb", "above 20"},
-		{"max_split_size_mb:-5", "max_split_size_mb", "above 20"},
+		{"max_split_size_mb:19", "max_split_size_mb", "at least 20"},
+		{"max_split_size_mb:0", "max_split_size_mb", "at least 20"},
+		{"max_split_size_mb:-5", "max_split_size_mb", "at least 20"},
 		{"max_split_size_mb:1.5", "max_split_size_mb", "whole number"},
 		{"max_non_split_rounding_mb:19", "max_non_split_rounding_mb", "at least 20"},
 		{"max_non_split_rounding_mb:-1", "max_non_split_rounding_mb", "at least 20"},
@@ -290,7 +292,7 @@ func checkConfigRanges(t *testing.T, s string, c Config) {
 	if c.Policy != PolicyVRAM && c.Policy != PolicyPyTorch {
 		t.Fatalf("%q: policy %v", s, c.Policy)
 	}
-	if c.MaxSplitSizeMB != 0 && (c.MaxSplitSizeMB <= kLargeBuffer>>20 || c.MaxSplitSizeMB > maxSplitSizeMBLimit) {
+	if c.MaxSplitSizeMB != 0 && (c.MaxSplitSizeMB < kLargeBuffer>>20 || c.MaxSplitSizeMB > maxSplitSizeMBLimit) {
 		t.Fatalf("%q: max_split_size_mb %d out of range", s, c.MaxSplitSizeMB)
 	}
 	if g := c.GarbageCollectionThreshold; g != 0 && !(g > 0 && g < 1) {
@@ -321,7 +323,7 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"policy", Config{Policy: 7}, "Policy"},
 		{"split negative", Config{MaxSplitSizeMB: -1}, "MaxSplitSizeMB"},
-		{"split at the large segment", Config{MaxSplitSizeMB: 20}, "MaxSplitSizeMB"},
+		{"split below the large segment", Config{MaxSplitSizeMB: 19}, "MaxSplitSizeMB"},
 		{"split huge", Config{MaxSplitSizeMB: 1<<40 + 1}, "MaxSplitSizeMB"},
 		{"non-split rounding small", Config{MaxNonSplitRoundingMB: 19}, "MaxNonSplitRoundingMB"},
 		{"non-split rounding negative", Config{MaxNonSplitRoundingMB: -20}, "MaxNonSplitRoundingMB"},
@@ -352,7 +354,7 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
-	for _, c := range []Config{{}, {Policy: PolicyPyTorch, MaxSplitSizeMB: 21, GarbageCollectionThreshold: 0.5, PerProcessMemoryFraction: 1}, divs(2, 1<<20)} {
+	for _, c := range []Config{{}, {Policy: PolicyPyTorch, MaxSplitSizeMB: 21, GarbageCollectionThreshold: 0.5, PerProcessMemoryFraction: 1}, {MaxSplitSizeMB: 20}, divs(2, 1<<20)} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("Validate(%+v): %v", c, err)
 		}
@@ -386,5 +388,46 @@ func TestParseConfigErrorsAreShort(t *testing.T) {
 				t.Errorf("Value holds %d bytes, want all %d", len(ce.Value), len(tt.value))
 			}
 		})
+	}
+}
+
+// TestMaxSplitSizeAtLargeSegment runs the PyTorch policy with
+// max_split_size_mb:20, the smallest value PyTorch takes: the 20 MiB
+// segments of requests between 1 and 10 MiB are then oversize, so a freed
+// one does not serve a smaller request, and the allocator's bookkeeping
+// holds throughout.
+func TestMaxSplitSizeAtLargeSegment(t *testing.T) {
+	cfg, err := ParseConfig("policy:pytorch,max_split_size_mb:20")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New(NewSimArena(1<<30), cfg)
+	var held []*Block
+	for _, size := range []int64{5 * mib, 2 * mib, 30 * mib, 9 * mib} {
+		b, err := a.Alloc(size, 0, "")
+		if err != nil {
+			t.Fatalf("Alloc(%d): %v", size, err)
+		}
+		held = append(held, b)
+		if err := a.checkInvariants(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range held {
+		a.Free(b)
+	}
+	if err := a.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := a.Alloc(5*mib, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := a.Stats(); s.OversizeSegments.Current == 0 {
+		t.Errorf("no oversize segment with max_split_size_mb:20: %+v", s.OversizeSegments)
+	}
+	a.Free(b)
+	if err := a.checkInvariants(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -40,7 +40,7 @@ func ExampleParseConfig() {
 	fmt.Println(err)
 	// Output:
 	// pytorch true 512
-	// memory: VRAM_ALLOC_CONF: max_split_size_mb:10: expected a whole number of MiB above 20 (the large segment size) and at most 1099511627776
+	// memory: VRAM_ALLOC_CONF: max_split_size_mb:10: expected a whole number of MiB of at least 20 (the large segment size) and at most 1099511627776
 }
 
 func ExampleOutOfMemoryError() {
