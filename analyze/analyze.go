@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/vramgo/vram/memory"
 	"github.com/vramgo/vram/memory/trace"
 
 	"github.com/vramgo/vram/internal/units"
@@ -323,7 +324,7 @@ func analyzeSnapshot(s *trace.Snapshot, opts Options) (*Device, error) {
 	}
 	d.Device = s.Device
 	d.CapacityBytes = s.Capacity
-	d.Config = s.Config
+	d.Config = recordedConfig(s)
 	d.Source = s.Meta[trace.MetaSource]
 	d.HasState = true
 	d.Segments = len(s.Segments)
@@ -337,12 +338,37 @@ func analyzeSnapshot(s *trace.Snapshot, opts Options) (*Device, error) {
 	return d, nil
 }
 
+// recordedConfig returns the allocator settings string Device.Config
+// reports for the snapshot s: s.Config, or, for a PyTorch snapshot whose
+// allocator_settings entries say otherwise than that string (PyTorch
+// records the last string it was given, which leaves out settings made in
+// code with torch.cuda.memory._set_allocator_settings or kept from an
+// earlier string), the settings the entries and the string give together
+// (memory.Config.WithSnapshotSettings), in PYTORCH_CUDA_ALLOC_CONF syntax.
+// Settings that vram cannot read are reported as recorded.
+func recordedConfig(s *trace.Snapshot) string {
+	if vramSource(s.Meta[trace.MetaSource]) {
+		return s.Config
+	}
+	start := memory.Config{Policy: memory.PolicyPyTorch}
+	str, err := start.With(s.Config)
+	if err != nil {
+		return s.Config
+	}
+	all, err := start.WithSnapshotSettings(s)
+	if err != nil || all == str {
+		return s.Config
+	}
+	all.Policy = memory.PolicyVRAM // String leaves the default policy out
+	return all.String()
+}
+
 // analyzeEvents analyzes a history; s, when not nil, is the snapshot it
 // ends in.
 func analyzeEvents(h trace.History, s *trace.Snapshot, opts Options) (*Device, error) {
 	d := &Device{snap: s}
 	if s != nil {
-		d.Source, d.Config = s.Meta[trace.MetaSource], s.Config
+		d.Source, d.Config = s.Meta[trace.MetaSource], recordedConfig(s)
 	}
 	if err := buildTimeline(d, h, s, opts); err != nil {
 		return nil, err

@@ -465,13 +465,21 @@ func newFixer(d *Device, h trace.History, s *trace.Snapshot, opts Options) (*fix
 }
 
 // baseConfig is the recorded run's allocator settings, and its
-// per_process_memory_fraction (which the check takes as its limit).
+// per_process_memory_fraction (which the check takes as its limit): a
+// snapshot's string with the allocator_settings entries PyTorch records
+// beside it put over it (memory.Config.WithSnapshotSettings).
 func baseConfig(d *Device) (memory.Config, float64, error) {
 	var start memory.Config
 	if !vramSource(d.Source) {
 		start.Policy = memory.PolicyPyTorch // a PyTorch run: its settings under PyTorch's policy
 	}
-	cfg, err := start.With(d.Config)
+	var cfg memory.Config
+	var err error
+	if d.snap != nil {
+		cfg, err = start.WithSnapshotSettings(d.snap)
+	} else {
+		cfg, err = start.With(d.Config)
+	}
 	if err != nil {
 		return cfg, 0, err
 	}

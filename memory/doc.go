@@ -48,7 +48,8 @@
 // out of range is a [*ConfigError] naming the key and what is allowed, and
 // the accepted key a misspelt one most likely means. [Config.With] puts a
 // string's settings over a Config, for a tool that adds its own to a
-// user's. The defaults are PyTorch's (512-byte rounding, a small pool of 2 MiB segments
+// user's; [Config.WithSnapshotSettings] puts a PyTorch snapshot's, its
+// string and the allocator_settings entries recorded beside it. The defaults are PyTorch's (512-byte rounding, a small pool of 2 MiB segments
 // for requests up to 1 MiB, 20 MiB segments below 10 MiB, larger requests
 // rounded to 2 MiB, best fit, split and coalesce, per-stream pools), except
 // the policy. As in PyTorch, a zero-byte request takes no memory at all.

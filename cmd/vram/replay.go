@@ -36,7 +36,7 @@ type replayReport struct {
 	Config        string `json:"config,omitempty"`
 	// AsRecorded is, for a PyTorch snapshot replayed under vram's
 	// default, the setting that replays it as PyTorch ran it:
-	// policy:pytorch with the snapshot's PYTORCH_CUDA_ALLOC_CONF.
+	// policy:pytorch with the snapshot's allocator settings.
 	AsRecorded string `json:"as_recorded_conf,omitempty"`
 	// The fields of memory.Result, for a replay under one setting.
 	*memory.Result
@@ -285,7 +285,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 	for _, s := range file.Snapshots {
 		s := s
 		var withFailed *trace.Snapshot // made at the first --fit replay
-		inputs = append(inputs, input{device: s.Device, capacity: s.Capacity, asRecorded: asRecorded(file.Kind, s.Config),
+		inputs = append(inputs, input{device: s.Device, capacity: s.Capacity, asRecorded: asRecorded(file.Kind, s),
 			truncated: s.Truncated, events: len(s.History),
 			source:  fmt.Sprintf("capacity_bytes of device %d's snapshot", s.Device),
 			history: trace.Events(s.History),
@@ -367,15 +367,16 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 	return reports, nil
 }
 
-// asRecorded returns the VRAM_ALLOC_CONF setting under which a snapshot of
-// kind k, recorded with the allocator settings recorded, replays as PyTorch
-// ran it, or "" when it is not a PyTorch snapshot or its settings are ones
-// vram does not model.
-func asRecorded(k trace.Kind, recorded string) string {
+// asRecorded returns the VRAM_ALLOC_CONF setting under which the snapshot
+// s, of a file of kind k, replays as PyTorch ran it: its allocator settings
+// (the PYTORCH_CUDA_ALLOC_CONF string and the entries recorded beside it,
+// memory.Config.WithSnapshotSettings) under PyTorch's policy. It is "" when
+// s is not a PyTorch snapshot or its settings are ones vram does not model.
+func asRecorded(k trace.Kind, s *trace.Snapshot) string {
 	if !k.PyTorch() {
 		return ""
 	}
-	c, err := memory.Config{Policy: memory.PolicyPyTorch}.With(recorded)
+	c, err := memory.Config{Policy: memory.PolicyPyTorch}.WithSnapshotSettings(s)
 	if err != nil {
 		return ""
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"strings"
 	"testing"
 )
@@ -30,5 +31,77 @@ func TestReplayConfJoined(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// settingsPickle returns a PyTorch snapshot pickle (protocol 2) whose
+// device 0 trace allocates 4 MiB and whose allocator_settings hold conf as
+// PYTORCH_CUDA_ALLOC_CONF and the entries PyTorch 2.11 records beside it:
+// expandable, and a max_split_size of splitMB MiB (0: no limit, -1).
+func settingsPickle(conf string, expandable bool, splitMB int64) []byte {
+	b := []byte{0x80, 2, '}'} // PROTO 2, EMPTY_DICT
+	str := func(s string) {
+		b = append(b, 'X')
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
+		b = append(b, s...)
+	}
+	str("allocator_settings")
+	b = append(b, '}')
+	str("PYTORCH_CUDA_ALLOC_CONF")
+	str(conf)
+	b = append(b, 's')
+	str("max_split_size")
+	split := int64(-1)
+	if splitMB > 0 {
+		split = splitMB << 20
+	}
+	b = append(b, 0x8a, 8) // LONG1 of 8 bytes
+	b = binary.LittleEndian.AppendUint64(b, uint64(split))
+	b = append(b, 's')
+	str("expandable_segments")
+	if expandable {
+		b = append(b, 0x88, 's') // NEWTRUE
+	} else {
+		b = append(b, 0x89, 's') // NEWFALSE
+	}
+	b = append(b, 's') // the settings into the snapshot
+	return append(b, allocPickle(4 << 20)[3:]...)
+}
+
+// TestReplayAsRecordedFromSettings checks that the setting replay names to
+// replay a PyTorch snapshot as it ran follows the allocator_settings
+// entries, not only the PYTORCH_CUDA_ALLOC_CONF string beside them: PyTorch
+// records the last string it was given, which leaves out settings made in
+// code (torch.cuda.memory._set_allocator_settings) or by an earlier string.
+func TestReplayAsRecordedFromSettings(t *testing.T) {
+	tests := []struct {
+		name       string
+		conf       string
+		expandable bool
+		splitMB    int64
+		want       string
+	}{
+		{"defaults", "", false, 0, "policy:pytorch"},
+		{"string and entries agree", "max_split_size_mb:64", false, 64, "policy:pytorch,max_split_size_mb:64"},
+		{"expandable set in code", "", true, 0, "policy:pytorch,expandable_segments:True"},
+		{"expandable kept from an earlier string", "max_split_size_mb:64", true, 64, "policy:pytorch,expandable_segments:True,max_split_size_mb:64"},
+		{"split limit reset by a later string", "max_split_size_mb:64", false, 0, "policy:pytorch"},
+		{"split limit at the large segment", "max_split_size_mb:20", false, 20, "policy:pytorch,max_split_size_mb:20"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeFile(t, "settings.pickle", settingsPickle(tt.conf, tt.expandable, tt.splitMB))
+			code, stdout, stderr := runCLI(t, "replay", "--json", path)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var r struct {
+				AsRecorded string `json:"as_recorded_conf"`
+			}
+			decodeOne(t, stdout, &r)
+			if r.AsRecorded != tt.want {
+				t.Errorf("as_recorded_conf = %q, want %q", r.AsRecorded, tt.want)
+			}
+		})
 	}
 }

@@ -189,7 +189,12 @@
 // time_us, frames, region = user_metadata when it is a str. Frame: function
 // = name, file = filename, line. Config is allocator_settings'
 // PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF); its other entries go to
-// Meta (see "# Meta keys"). Capacity is 0: the pickle does not record it.
+// Meta (see "# Meta keys"). That string is the last one PyTorch was given,
+// which may leave out settings its allocator ran with (expandable_segments
+// set in code by torch.cuda.memory._set_allocator_settings, or by an
+// earlier string); the entries record those, and Config.WithSnapshotSettings
+// of package memory puts them over the string. Capacity is 0: the pickle
+// does not record it.
 // Not kept: allocated_size, active_size and requested_size of segments
 // (they are sums over the blocks), segment frames, compile_context, external_annotations, the FX
 // annotations newer PyTorch adds to frames, and the trace entries of

@@ -192,7 +192,9 @@ type Snapshot struct {
 	Capacity int64
 	// Config is the allocator's settings in VRAM_ALLOC_CONF /
 	// PYTORCH_CUDA_ALLOC_CONF syntax ("expandable_segments:True,..."), ""
-	// if unknown or default.
+	// if unknown or default. For a PyTorch pickle it is the string PyTorch
+	// recorded; see the package documentation, "# PyTorch pickles", for
+	// the settings its Meta holds beside it.
 	Config string
 	// Segments are the reserved segments, sorted by address.
 	Segments []Segment
