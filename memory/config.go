@@ -97,10 +97,10 @@ type Config struct {
 
 	// PerProcessMemoryFraction, when in (0, 1], limits the memory this
 	// allocator reserves to that fraction of the device's capacity (key
-	// "per_process_memory_fraction", a vram extension of PyTorch's keys;
-	// PyTorch sets it only through a function call, which
-	// [Allocator.SetMemoryFraction] mirrors). 0 means no limit beyond the
-	// device.
+	// "per_process_memory_fraction", which recent releases of PyTorch
+	// read too, besides the function torch.cuda.set_per_process_memory_fraction
+	// that [Allocator.SetMemoryFraction] mirrors). 0 means no limit beyond the
+	// device; PyTorch's own 0, which lets it allocate nothing, is refused.
 	PerProcessMemoryFraction float64
 
 	// ReleaseLockOnCUDAMalloc is accepted for compatibility with
@@ -115,6 +115,28 @@ type Config struct {
 	// "pinned_use_hip_host_register"): it concerns PyTorch's pinned host
 	// memory allocator, which this package does not implement.
 	PinnedUseCUDAHostRegister bool
+
+	// PinnedNumRegisterThreads is accepted for compatibility and ignored
+	// (key "pinned_num_register_threads", a power of two up to 128; 0
+	// when not given, PyTorch's default of 1): it concerns PyTorch's
+	// pinned host memory allocator.
+	PinnedNumRegisterThreads int
+
+	// PinnedReserveSegmentSizeMB is accepted for compatibility and
+	// ignored (key "pinned_reserve_segment_size_mb", above 0; 0 when not
+	// given): it concerns PyTorch's pinned host memory allocator.
+	PinnedReserveSegmentSizeMB int64
+
+	// PinnedUseBackgroundThreads is accepted for compatibility and
+	// ignored (key "pinned_use_background_threads"): it concerns
+	// PyTorch's pinned host memory allocator.
+	PinnedUseBackgroundThreads bool
+
+	// GraphCaptureRecordStreamReuse is accepted for compatibility and
+	// ignored (key "graph_capture_record_stream_reuse"): it concerns
+	// block reuse during PyTorch's CUDA graph capture, which replays and
+	// sim devices do not do.
+	GraphCaptureRecordStreamReuse bool
 }
 
 // ConfigError reports an invalid VRAM_ALLOC_CONF string, an invalid
@@ -256,11 +278,14 @@ func editDistance(a, b string) int {
 // one (another case, a letter or a suffix missing, as in
 // "expandable_segment" or "max_split_size"), its message asks whether that
 // one was meant. The key "backend" is accepted with the value "native"
-// only. Keys of PyTorch's pinned host memory allocator and of CUDA graph
-// capture, which vram does not have, are checked as PyTorch checks them
-// and dropped, so that a PYTORCH_CUDA_ALLOC_CONF string that PyTorch
-// accepts is accepted here too: pinned_num_register_threads (a power of
-// two up to 128), pinned_reserve_segment_size_mb (a whole number above 0),
+// only. Keys of PyTorch's pinned host memory allocator, of CUDA graph
+// capture and of its locking around cudaMalloc, which vram does not have,
+// are checked as PyTorch checks them and kept in their fields, so that a
+// PYTORCH_CUDA_ALLOC_CONF string that PyTorch accepts is accepted here
+// too, and [Config.NotModelled] lists those set: release_lock_on_cudamalloc
+// and pinned_use_cuda_host_register (True or False),
+// pinned_num_register_threads (a power of two up to 128),
+// pinned_reserve_segment_size_mb (a whole number above 0),
 // pinned_use_background_threads and graph_capture_record_stream_reuse
 // (True or False). Where PyTorch takes True or False, vram also takes
 // them in any case, and 1 and 0. PyTorch's ROCm spellings release_lock_on_hipmalloc and
@@ -359,6 +384,10 @@ func (c *Config) set(key string, p *configParser) error {
 			c.ReleaseLockOnCUDAMalloc = v
 		case "pinned_use_cuda_host_register", "pinned_use_hip_host_register":
 			c.PinnedUseCUDAHostRegister = v
+		case "pinned_use_background_threads":
+			c.PinnedUseBackgroundThreads = v
+		case "graph_capture_record_stream_reuse":
+			c.GraphCaptureRecordStreamReuse = v
 		}
 	case "max_split_size_mb":
 		v, err := units.ParseCount(key, val, 0, maxSplitSizeMBLimit)
@@ -389,10 +418,13 @@ func (c *Config) set(key string, p *configParser) error {
 		if err != nil || v&(v-1) != 0 {
 			return bad("expected a power of two up to %d", maxRegisterThreads)
 		}
+		c.PinnedNumRegisterThreads = int(v)
 	case "pinned_reserve_segment_size_mb":
-		if _, err := units.ParseCount(key, val, 1, maxPinnedReserveMB); err != nil {
+		v, err := units.ParseCount(key, val, 1, maxPinnedReserveMB)
+		if err != nil {
 			return bad("expected a whole number of MiB above 0 and at most %d", int64(maxPinnedReserveMB))
 		}
+		c.PinnedReserveSegmentSizeMB = v
 	case "backend":
 		if val != "native" {
 			if m := didYouMean(val, []string{"native"}); m != "" {
@@ -519,13 +551,38 @@ func (c Config) String() string {
 	if c.PerProcessMemoryFraction != 0 {
 		parts = append(parts, "per_process_memory_fraction:"+strconv.FormatFloat(c.PerProcessMemoryFraction, 'g', -1, 64))
 	}
+	return strings.Join(append(parts, c.NotModelled()...), ",")
+}
+
+// NotModelled returns the settings of c that this package accepts, so that
+// a PYTORCH_CUDA_ALLOC_CONF string PyTorch takes is taken here too, but
+// does not act on, each as key:value in [Config.String]'s form and order:
+// release_lock_on_cudamalloc, pinned_use_cuda_host_register,
+// pinned_num_register_threads, pinned_reserve_segment_size_mb,
+// pinned_use_background_threads and graph_capture_record_stream_reuse when
+// set. It is nil when c has none; a tool that replays or reports under c
+// says these had no effect.
+func (c Config) NotModelled() []string {
+	var parts []string
 	if c.ReleaseLockOnCUDAMalloc {
 		parts = append(parts, "release_lock_on_cudamalloc:True")
 	}
 	if c.PinnedUseCUDAHostRegister {
 		parts = append(parts, "pinned_use_cuda_host_register:True")
 	}
-	return strings.Join(parts, ",")
+	if c.PinnedNumRegisterThreads != 0 {
+		parts = append(parts, "pinned_num_register_threads:"+strconv.Itoa(c.PinnedNumRegisterThreads))
+	}
+	if c.PinnedReserveSegmentSizeMB != 0 {
+		parts = append(parts, "pinned_reserve_segment_size_mb:"+strconv.FormatInt(c.PinnedReserveSegmentSizeMB, 10))
+	}
+	if c.PinnedUseBackgroundThreads {
+		parts = append(parts, "pinned_use_background_threads:True")
+	}
+	if c.GraphCaptureRecordStreamReuse {
+		parts = append(parts, "graph_capture_record_stream_reuse:True")
+	}
+	return parts
 }
 
 // divisionsString writes RoundupPower2Divisions in the shortest form that
@@ -681,6 +738,14 @@ func (c Config) Validate() error {
 	if v := c.PerProcessMemoryFraction; v != 0 && !(v > 0 && v <= 1) {
 		return bad("PerProcessMemoryFraction", "per_process_memory_fraction", fmtFloat(v),
 			"expected 0 (no limit) or a number greater than 0 and at most 1, such as 0.5")
+	}
+	if v := c.PinnedNumRegisterThreads; v != 0 && (v < 0 || v > maxRegisterThreads || v&(v-1) != 0) {
+		return bad("PinnedNumRegisterThreads", "pinned_num_register_threads", strconv.Itoa(v),
+			fmt.Sprintf("expected 0 (not given) or a power of two up to %d", maxRegisterThreads))
+	}
+	if v := c.PinnedReserveSegmentSizeMB; v < 0 || v > maxPinnedReserveMB {
+		return bad("PinnedReserveSegmentSizeMB", "pinned_reserve_segment_size_mb", strconv.FormatInt(v, 10),
+			fmt.Sprintf("expected 0 (not given) or a whole number of MiB above 0 and at most %d", int64(maxPinnedReserveMB)))
 	}
 	return nil
 }

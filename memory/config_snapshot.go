@@ -16,7 +16,8 @@ import (
 // records beside that string in its allocator_settings (s.Meta, keys
 // "allocator_settings.NAME"): max_split_size, garbage_collection_threshold,
 // expandable_segments, roundup_power2_divisions, release_lock_on_cudamalloc
-// and pinned_use_cuda_host_register (or their ROCm spellings). Where the
+// and pinned_use_cuda_host_register (or their ROCm spellings),
+// pinned_num_register_threads and graph_capture_record_stream_reuse. Where the
 // two differ the entries win, as they are what PyTorch's allocator ran
 // with: the string is the last one PyTorch was given, which
 // torch.cuda.memory._set_allocator_settings replaces, and a later string
@@ -24,9 +25,7 @@ import (
 // entries follow both (and say False where the platform cannot expand
 // segments). Keys that allocator_settings does not record, such as
 // max_non_split_rounding_mb and per_process_memory_fraction, come from the
-// string alone; entries of settings that vram does not model
-// (pinned_num_register_threads, graph_capture_record_stream_reuse, ...)
-// change nothing. A snapshot without such entries, a vram snapshot or one
+// string alone; entries this package does not know change nothing. A snapshot without such entries, a vram snapshot or one
 // of PyTorch before 2.1, gives c.With(s.Config).
 //
 // An invalid string is the [*ConfigError] of With; an entry that no
@@ -76,6 +75,7 @@ func (c Config) WithSnapshotSettings(s *trace.Snapshot) (Config, error) {
 		{[]string{"expandable_segments"}, &c.ExpandableSegments},
 		{[]string{"release_lock_on_cudamalloc", "release_lock_on_hipmalloc"}, &c.ReleaseLockOnCUDAMalloc},
 		{[]string{"pinned_use_cuda_host_register", "pinned_use_hip_host_register"}, &c.PinnedUseCUDAHostRegister},
+		{[]string{"graph_capture_record_stream_reuse"}, &c.GraphCaptureRecordStreamReuse},
 	} {
 		for _, name := range b.names {
 			v, ok := entry(name)
@@ -90,6 +90,15 @@ func (c Config) WithSnapshotSettings(s *trace.Snapshot) (Config, error) {
 			default:
 				return base, bad(name, v, "expected True or False")
 			}
+		}
+	}
+	if v, ok := entry("pinned_num_register_threads"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxRegisterThreads || n&(n-1) != 0 {
+			return base, bad("pinned_num_register_threads", v, fmt.Sprintf("expected a power of two up to %d", maxRegisterThreads))
+		}
+		if n > 1 || c.PinnedNumRegisterThreads > 1 {
+			c.PinnedNumRegisterThreads = n // else both are PyTorch's default of 1
 		}
 	}
 	if v, ok := entry("roundup_power2_divisions"); ok {

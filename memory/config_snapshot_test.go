@@ -101,8 +101,13 @@ func TestConfigWithSnapshotSettings(t *testing.T) {
 		{"rocm spellings", "",
 			map[string]string{trace.MetaAllocatorSettingsPrefix + "release_lock_on_hipmalloc": "True", trace.MetaAllocatorSettingsPrefix + "pinned_use_hip_host_register": "True"},
 			Config{Policy: PolicyPyTorch, ReleaseLockOnCUDAMalloc: true, PinnedUseCUDAHostRegister: true}},
-		{"entries PyTorch has and vram does not model", "",
-			recordedSettings(map[string]string{"pinned_num_register_threads": "8", "graph_capture_record_stream_reuse": "True", "some_future_setting": "[1, 2]"}), pt},
+		{"entries of settings vram does not model", "",
+			recordedSettings(map[string]string{"pinned_num_register_threads": "8", "graph_capture_record_stream_reuse": "True"}),
+			Config{Policy: PolicyPyTorch, PinnedNumRegisterThreads: 8, GraphCaptureRecordStreamReuse: true}},
+		{"register threads of the string, PyTorch's default recorded", "pinned_num_register_threads:1",
+			recordedSettings(nil), Config{Policy: PolicyPyTorch, PinnedNumRegisterThreads: 1}},
+		{"entries this package does not know", "",
+			recordedSettings(map[string]string{"some_future_setting": "[1, 2]"}), pt},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,6 +141,7 @@ func TestConfigWithSnapshotSettingsErrors(t *testing.T) {
 		{"split limit below the large segment", "", recordedSettings(map[string]string{"max_split_size": "1048576"}), "max_split_size"},
 		{"split limit not a number", "", recordedSettings(map[string]string{"max_split_size": "None"}), "max_split_size"},
 		{"gc threshold out of range", "", recordedSettings(map[string]string{"garbage_collection_threshold": "1.5"}), "garbage_collection_threshold"},
+		{"register threads not a power of two", "", recordedSettings(map[string]string{"pinned_num_register_threads": "3"}), "pinned_num_register_threads"},
 		{"expandable not a bool", "", recordedSettings(map[string]string{"expandable_segments": "1"}), "expandable_segments"},
 		{"divisions not a dict", "", recordedSettings(map[string]string{"roundup_power2_divisions": "[1, 2]"}), "roundup_power2_divisions"},
 		{"divisions size not a power of two", "", recordedSettings(map[string]string{"roundup_power2_divisions": "{3: 2}"}), "roundup_power2_divisions"},

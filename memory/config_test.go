@@ -3,6 +3,7 @@ package memory
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -43,11 +44,12 @@ func TestParseConfig(t *testing.T) {
 		{"ignored keys", "release_lock_on_cudamalloc:True,pinned_use_cuda_host_register:True",
 			Config{ReleaseLockOnCUDAMalloc: true, PinnedUseCUDAHostRegister: true}},
 		{"backend native", "backend:native", Config{}},
-		{"host allocator threads", "pinned_num_register_threads:8,expandable_segments:True", Config{ExpandableSegments: true}},
-		{"host allocator threads max", "pinned_num_register_threads:128", Config{}},
-		{"host allocator reserve", "pinned_reserve_segment_size_mb:64,expandable_segments:True", Config{ExpandableSegments: true}},
-		{"host allocator background threads", "pinned_use_background_threads:True", Config{}},
+		{"host allocator threads", "pinned_num_register_threads:8,expandable_segments:True", Config{ExpandableSegments: true, PinnedNumRegisterThreads: 8}},
+		{"host allocator threads max", "pinned_num_register_threads:128", Config{PinnedNumRegisterThreads: 128}},
+		{"host allocator reserve", "pinned_reserve_segment_size_mb:64,expandable_segments:True", Config{ExpandableSegments: true, PinnedReserveSegmentSizeMB: 64}},
+		{"host allocator background threads", "pinned_use_background_threads:True", Config{PinnedUseBackgroundThreads: true}},
 		{"graph capture reuse", "graph_capture_record_stream_reuse:False,max_split_size_mb:64", Config{MaxSplitSizeMB: 64}},
+		{"graph capture reuse on", "graph_capture_record_stream_reuse:True", Config{GraphCaptureRecordStreamReuse: true}},
 		{"rocm spellings", "release_lock_on_hipmalloc:True,pinned_use_hip_host_register:True",
 			Config{ReleaseLockOnCUDAMalloc: true, PinnedUseCUDAHostRegister: true}},
 		{"every pytorch key", "backend:native,max_split_size_mb:512,max_non_split_rounding_mb:64,garbage_collection_threshold:0.6," +
@@ -56,7 +58,8 @@ func TestParseConfig(t *testing.T) {
 			"pinned_reserve_segment_size_mb:128,graph_capture_record_stream_reuse:True",
 			Config{MaxSplitSizeMB: 512, MaxNonSplitRoundingMB: 64, GarbageCollectionThreshold: 0.6,
 				RoundupPower2Divisions: divs(8, 8, 8, 8, 8, 8, 8, 0, 4, 0, 4, 1, 1, 1, 1, 1), ExpandableSegments: true,
-				PinnedUseCUDAHostRegister: true}},
+				PinnedUseCUDAHostRegister: true, PinnedUseBackgroundThreads: true, PinnedNumRegisterThreads: 8,
+				PinnedReserveSegmentSizeMB: 128, GraphCaptureRecordStreamReuse: true}},
 		{"last wins", "max_split_size_mb:100,max_split_size_mb:200", Config{MaxSplitSizeMB: 200}},
 		{"divisions single", "roundup_power2_divisions:4", Config{RoundupPower2Divisions: all(4)}},
 		{"divisions per size", "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
@@ -306,6 +309,49 @@ func checkConfigRanges(t *testing.T, s string, c Config) {
 			t.Fatalf("%q: roundup_power2_divisions entry %d is %d, not 0 or a power of two up to 2^20", s, i, d)
 		}
 	}
+	if n := c.PinnedNumRegisterThreads; n != 0 && (n < 0 || n > maxRegisterThreads || n&(n-1) != 0) {
+		t.Fatalf("%q: pinned_num_register_threads %d, not 0 or a power of two up to %d", s, n, maxRegisterThreads)
+	}
+	if n := c.PinnedReserveSegmentSizeMB; n < 0 || n > maxPinnedReserveMB {
+		t.Fatalf("%q: pinned_reserve_segment_size_mb %d out of range", s, n)
+	}
+}
+
+// TestConfigNotModelled checks that the settings vram accepts from
+// PYTORCH_CUDA_ALLOC_CONF but does not act on are kept and listed, as
+// written back, so that a tool can say they had no effect rather than
+// drop them unseen.
+func TestConfigNotModelled(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"policy:pytorch,expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.6,per_process_memory_fraction:0.5,backend:native", nil},
+		{"release_lock_on_cudamalloc:False,pinned_use_background_threads:False,graph_capture_record_stream_reuse:False", nil},
+		{"release_lock_on_cudamalloc:True", []string{"release_lock_on_cudamalloc:True"}},
+		{"release_lock_on_hipmalloc:True", []string{"release_lock_on_cudamalloc:True"}},
+		{"expandable_segments:True,pinned_use_cuda_host_register:True,pinned_num_register_threads:8",
+			[]string{"pinned_use_cuda_host_register:True", "pinned_num_register_threads:8"}},
+		{"pinned_reserve_segment_size_mb:2048,pinned_use_background_threads:True,graph_capture_record_stream_reuse:True",
+			[]string{"pinned_reserve_segment_size_mb:2048", "pinned_use_background_threads:True", "graph_capture_record_stream_reuse:True"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			c, err := ParseConfig(tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.NotModelled(); !slices.Equal(got, tt.want) {
+				t.Errorf("NotModelled() = %q, want %q", got, tt.want)
+			}
+			for _, kv := range c.NotModelled() {
+				if !strings.Contains(c.String(), kv) {
+					t.Errorf("String() = %q leaves out %s", c.String(), kv)
+				}
+			}
+		})
+	}
 }
 
 // TestConfigValidate gives Validate a Config with each field out of the
@@ -335,6 +381,10 @@ func TestConfigValidate(t *testing.T) {
 		{"gc NaN", Config{GarbageCollectionThreshold: math.NaN()}, "GarbageCollectionThreshold"},
 		{"fraction above one", Config{PerProcessMemoryFraction: 1.5}, "PerProcessMemoryFraction"},
 		{"fraction Inf", Config{PerProcessMemoryFraction: math.Inf(1)}, "PerProcessMemoryFraction"},
+		{"register threads three", Config{PinnedNumRegisterThreads: 3}, "PinnedNumRegisterThreads"},
+		{"register threads many", Config{PinnedNumRegisterThreads: 256}, "PinnedNumRegisterThreads"},
+		{"register threads negative", Config{PinnedNumRegisterThreads: -1}, "PinnedNumRegisterThreads"},
+		{"pinned reserve negative", Config{PinnedReserveSegmentSizeMB: -1}, "PinnedReserveSegmentSizeMB"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -35,14 +35,14 @@
 // [ParseConfig] reads the VRAM_ALLOC_CONF string: PyTorch's
 // PYTORCH_CUDA_ALLOC_CONF keys max_split_size_mb, max_non_split_rounding_mb,
 // roundup_power2_divisions, garbage_collection_threshold and
-// expandable_segments; per_process_memory_fraction,
-// which PyTorch sets only by a function call ([Allocator.SetMemoryFraction]
-// here too); release_lock_on_cudamalloc, pinned_use_cuda_host_register,
-// pinned_num_register_threads, pinned_reserve_segment_size_mb,
-// pinned_use_background_threads and graph_capture_record_stream_reuse,
-// checked and ignored (the first concerns PyTorch's locking around
-// cudaMalloc, the last its CUDA graph capture, the others its pinned host
-// allocator), with the ROCm spellings release_lock_on_hipmalloc and
+// expandable_segments; per_process_memory_fraction (also a function call,
+// [Allocator.SetMemoryFraction], as in PyTorch); release_lock_on_cudamalloc,
+// pinned_use_cuda_host_register, pinned_num_register_threads,
+// pinned_reserve_segment_size_mb, pinned_use_background_threads and
+// graph_capture_record_stream_reuse, checked, kept and not acted on
+// ([Config.NotModelled] lists them; the first concerns PyTorch's locking
+// around cudaMalloc, the last its CUDA graph capture, the others its pinned
+// host allocator), with the ROCm spellings release_lock_on_hipmalloc and
 // pinned_use_hip_host_register; backend:native; and
 // vram's policy:pytorch|vram. An unknown key, a malformed value or a number
 // out of range is a [*ConfigError] naming the key and what is allowed, and
