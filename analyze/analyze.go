@@ -69,8 +69,15 @@ type Device struct {
 	Device int `json:"device"`
 	// CapacityBytes is the device's memory, 0 if the file does not say.
 	CapacityBytes int64 `json:"capacity_bytes,omitempty"`
-	// Config is the allocator's settings string, if recorded.
+	// Config is the allocator's settings string, if recorded: for a
+	// PyTorch snapshot, its PYTORCH_CUDA_ALLOC_CONF, or the settings its
+	// allocator_settings entries and that string give together where the
+	// entries say otherwise (memory.Config.WithSnapshotSettings).
 	Config string `json:"config,omitempty"`
+	// NotModelled lists the recorded settings that vram accepts but does
+	// not model (memory.Config.NotModelled): the replays of the fix check
+	// run without their effect.
+	NotModelled []string `json:"not_modelled,omitempty"`
 	// Source is who wrote the file ("pytorch", "vram", ...), if recorded.
 	Source string `json:"source,omitempty"`
 	// HasState reports that the file holds the allocator's segments and
@@ -324,7 +331,7 @@ func analyzeSnapshot(s *trace.Snapshot, opts Options) (*Device, error) {
 	}
 	d.Device = s.Device
 	d.CapacityBytes = s.Capacity
-	d.Config = recordedConfig(s)
+	d.Config, d.NotModelled = recordedConfig(s)
 	d.Source = s.Meta[trace.MetaSource]
 	d.HasState = true
 	d.Segments = len(s.Segments)
@@ -344,23 +351,31 @@ func analyzeSnapshot(s *trace.Snapshot, opts Options) (*Device, error) {
 // records the last string it was given, which leaves out settings made in
 // code with torch.cuda.memory._set_allocator_settings or kept from an
 // earlier string), the settings the entries and the string give together
-// (memory.Config.WithSnapshotSettings), in PYTORCH_CUDA_ALLOC_CONF syntax.
-// Settings that vram cannot read are reported as recorded.
-func recordedConfig(s *trace.Snapshot) string {
+// (memory.Config.WithSnapshotSettings), in PYTORCH_CUDA_ALLOC_CONF syntax;
+// and the settings among them that vram does not model. Settings that vram
+// cannot read are reported as recorded.
+func recordedConfig(s *trace.Snapshot) (string, []string) {
 	if vramSource(s.Meta[trace.MetaSource]) {
-		return s.Config
+		c, err := memory.ParseConfig(s.Config)
+		if err != nil {
+			return s.Config, nil
+		}
+		return s.Config, c.NotModelled()
 	}
 	start := memory.Config{Policy: memory.PolicyPyTorch}
 	str, err := start.With(s.Config)
 	if err != nil {
-		return s.Config
+		return s.Config, nil
 	}
 	all, err := start.WithSnapshotSettings(s)
-	if err != nil || all == str {
-		return s.Config
+	if err != nil {
+		return s.Config, str.NotModelled()
+	}
+	if all == str {
+		return s.Config, all.NotModelled()
 	}
 	all.Policy = memory.PolicyVRAM // String leaves the default policy out
-	return all.String()
+	return all.String(), all.NotModelled()
 }
 
 // analyzeEvents analyzes a history; s, when not nil, is the snapshot it
@@ -368,7 +383,8 @@ func recordedConfig(s *trace.Snapshot) string {
 func analyzeEvents(h trace.History, s *trace.Snapshot, opts Options) (*Device, error) {
 	d := &Device{snap: s}
 	if s != nil {
-		d.Source, d.Config = s.Meta[trace.MetaSource], recordedConfig(s)
+		d.Source = s.Meta[trace.MetaSource]
+		d.Config, d.NotModelled = recordedConfig(s)
 	}
 	if err := buildTimeline(d, h, s, opts); err != nil {
 		return nil, err

@@ -2,6 +2,8 @@ package analyze
 
 import (
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vramgo/vram/memory"
@@ -85,7 +87,7 @@ func TestRecordedSettingsAgree(t *testing.T) {
 				if s.Meta[trace.MetaAllocatorSettingsPrefix+"expandable_segments"] == "" {
 					t.Fatalf("device %d: no allocator_settings entries: %v", s.Device, s.Meta)
 				}
-				if got := recordedConfig(s); got != s.Config {
+				if got, _ := recordedConfig(s); got != s.Config {
 					t.Errorf("device %d: reports %q, recorded %q", s.Device, got, s.Config)
 				}
 				want, err := memory.Config{Policy: memory.PolicyPyTorch}.With(s.Config)
@@ -95,6 +97,48 @@ func TestRecordedSettingsAgree(t *testing.T) {
 				if got, err := (memory.Config{Policy: memory.PolicyPyTorch}).WithSnapshotSettings(s); err != nil || got != want {
 					t.Errorf("device %d: settings %+v, %v; want %+v", s.Device, got, err, want)
 				}
+			}
+		})
+	}
+}
+
+// TestRecordedSettingsNotModelled checks that the recorded settings vram
+// accepts but does not model are reported as such, in the device and in
+// the text report, whether the string or the allocator_settings entries
+// hold them.
+func TestRecordedSettingsNotModelled(t *testing.T) {
+	tests := []struct {
+		name    string
+		s       *trace.Snapshot
+		want    []string
+		wantCfg string
+	}{
+		{"none", &trace.Snapshot{Config: "max_split_size_mb:64", Meta: map[string]string{trace.MetaSource: "pytorch"}}, nil, "max_split_size_mb:64"},
+		{"in the string", &trace.Snapshot{Config: "release_lock_on_cudamalloc:True,pinned_reserve_segment_size_mb:64",
+			Meta: map[string]string{trace.MetaSource: "pytorch"}},
+			[]string{"release_lock_on_cudamalloc:True", "pinned_reserve_segment_size_mb:64"}, "release_lock_on_cudamalloc:True,pinned_reserve_segment_size_mb:64"},
+		{"in the entries", &trace.Snapshot{Meta: map[string]string{trace.MetaSource: "pytorch",
+			trace.MetaAllocatorSettingsPrefix + "pinned_num_register_threads": "8"}},
+			[]string{"pinned_num_register_threads:8"}, "pinned_num_register_threads:8"},
+		{"vram snapshot", &trace.Snapshot{Config: "policy:pytorch,graph_capture_record_stream_reuse:True", Meta: map[string]string{trace.MetaSource: "vram"}},
+			[]string{"graph_capture_record_stream_reuse:True"}, "policy:pytorch,graph_capture_record_stream_reuse:True"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := analyzeSnapshot(tt.s, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(d.NotModelled, tt.want) || d.Config != tt.wantCfg {
+				t.Errorf("Config %q, NotModelled %q; want %q, %q", d.Config, d.NotModelled, tt.wantCfg, tt.want)
+			}
+			var b strings.Builder
+			if err := (&Report{File: "x.pickle", Format: "pickle", Devices: []*Device{d}}).WriteText(&b); err != nil {
+				t.Fatal(err)
+			}
+			line := "not modelled by vram, no effect on the replays here: " + strings.Join(tt.want, ", ")
+			if got := strings.Contains(b.String(), line); got != (tt.want != nil) {
+				t.Errorf("line %q shown: %v, want %v:\n%s", line, got, tt.want != nil, b.String())
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/vramgo/vram/memory/trace"
@@ -41,6 +42,9 @@ func writeDevice(w *bufio.Writer, d *Device) {
 		fmt.Fprint(w, " (truncated history)")
 	}
 	fmt.Fprintln(w)
+	if len(d.NotModelled) > 0 {
+		fmt.Fprintf(w, "  not modelled by vram, no effect on the replays here: %s\n", printable.String(strings.Join(d.NotModelled, ", ")))
+	}
 	f := d.Fragmentation
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
 	if d.HasState {

@@ -93,10 +93,14 @@ func readEnvironment() []envSetting {
 func describeSetting(name string, cfg vram.Config) string {
 	switch name {
 	case vram.EnvAllocConf:
-		if s := cfg.Alloc.String(); s != "" {
-			return "allocator settings " + s
+		s := cfg.Alloc.String()
+		if s == "" {
+			return "the default allocator settings"
 		}
-		return "the default allocator settings"
+		if nm := cfg.Alloc.NotModelled(); len(nm) > 0 {
+			s += " (not modelled by vram, no effect: " + strings.Join(nm, ", ") + ")"
+		}
+		return "allocator settings " + s
 	case vram.EnvSimDevices:
 		sizes := cfg.SimDevices
 		if sizes == nil {

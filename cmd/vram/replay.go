@@ -53,6 +53,10 @@ type replayReport struct {
 	// blocks live when it starts, and HistoryEvents counts its events.
 	HistoryTruncated bool `json:"history_truncated,omitempty"`
 	HistoryEvents    int  `json:"history_events,omitempty"`
+	// NotModelled lists the settings of --conf that vram accepts from
+	// PYTORCH_CUDA_ALLOC_CONF but does not model (memory.Config.NotModelled):
+	// they have no effect on the replay.
+	NotModelled []string `json:"not_modelled,omitempty"`
 }
 
 type policyResult struct {
@@ -190,10 +194,12 @@ cost by size class.
 						_ = writeJSONLine(out, r) // out keeps the error
 					} else if r.GPU != nil {
 						printDevice(out, r.File, r.Device, r.GPU)
+						printNotModelled(out, r.NotModelled)
 						onGPU = append(onGPU, r)
 					} else if r.Fit != nil {
 						printFit(out, r.File, r.Device, r.Fit)
 						printTruncated(out, r)
+						printNotModelled(out, r.NotModelled)
 					} else {
 						printReplay(out, r)
 						printTruncated(out, r)
@@ -314,7 +320,8 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		if c == 0 {
 			c = min(defaultReplayCapacity, o.maxCapacity)
 		}
-		r := replayReport{File: path, Device: in.device, CapacityBytes: c, HistoryTruncated: in.truncated}
+		r := replayReport{File: path, Device: in.device, CapacityBytes: c, HistoryTruncated: in.truncated,
+			NotModelled: base.NotModelled()}
 		if in.truncated {
 			r.HistoryEvents = in.events
 		}
@@ -451,6 +458,15 @@ func printReplay(w io.Writer, r replayReport) {
 	}
 	if r.AsRecorded != "" {
 		fmt.Fprintf(w, "  that is vram's default policy; to replay it as PyTorch ran it: --conf %s (or --compare)\n", r.AsRecorded)
+	}
+	printNotModelled(w, r.NotModelled)
+}
+
+// printNotModelled writes the line on settings of --conf that vram accepts
+// but does not model, if there are any.
+func printNotModelled(w io.Writer, settings []string) {
+	if len(settings) > 0 {
+		fmt.Fprintf(w, "  not modelled by vram, no effect on this replay: %s\n", strings.Join(settings, ", "))
 	}
 }
 

@@ -105,3 +105,43 @@ func TestReplayAsRecordedFromSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayNotModelled checks that settings of --conf that vram accepts
+// from PYTORCH_CUDA_ALLOC_CONF but does not model are reported as having no
+// effect on the replay, in the table, in --fit's answer and in --json,
+// rather than dropped unseen.
+func TestReplayNotModelled(t *testing.T) {
+	const conf = "release_lock_on_cudamalloc:True,pinned_num_register_threads:8,max_split_size_mb:128"
+	want := []string{"release_lock_on_cudamalloc:True", "pinned_num_register_threads:8"}
+	for _, mode := range [][]string{nil, {"--compare"}, {"--fit"}} {
+		name := strings.Join(mode, " ")
+		t.Run(name+" json", func(t *testing.T) {
+			args := append(append([]string{"replay", "--json", "--conf", conf}, mode...), resnetTrace)
+			code, stdout, stderr := runCLI(t, args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var r struct {
+				NotModelled []string `json:"not_modelled"`
+			}
+			decodeOne(t, stdout, &r)
+			if strings.Join(r.NotModelled, ",") != strings.Join(want, ",") {
+				t.Errorf("not_modelled = %q, want %q", r.NotModelled, want)
+			}
+		})
+		t.Run(name+" text", func(t *testing.T) {
+			args := append(append([]string{"replay", "--conf", conf}, mode...), resnetTrace)
+			code, stdout, stderr := runCLI(t, args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if !strings.Contains(stdout, "not modelled by vram, no effect on this replay: release_lock_on_cudamalloc:True, pinned_num_register_threads:8") {
+				t.Errorf("no line on the settings not modelled:\n%s", stdout)
+			}
+		})
+	}
+	code, stdout, _ := runCLI(t, "replay", "--conf", "max_split_size_mb:128", resnetTrace)
+	if code != 0 || strings.Contains(stdout, "not modelled") {
+		t.Errorf("exit %d; a line on settings not modelled where there are none:\n%s", code, stdout)
+	}
+}
