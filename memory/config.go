@@ -5,6 +5,7 @@ import (
 	"github.com/vramgo/vram/internal/printable"
 	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -207,6 +208,11 @@ var configKeyList = []string{
 	"release_lock_on_hipmalloc", "pinned_use_hip_host_register",
 }
 
+// allocConfVariables are the environment variables whose value is an
+// allocator settings string: a string that starts with one of them and '='
+// was copied with the variable's name.
+var allocConfVariables = []string{"VRAM_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF"}
+
 // configKeys lists the accepted keys, for error messages.
 var configKeys = strings.Join(configKeyList[:len(configKeyList)-2], ", ") +
 	" (and PyTorch's ROCm spellings " + strings.Join(configKeyList[len(configKeyList)-2:], ", ") + ")"
@@ -277,7 +283,10 @@ func editDistance(a, b string) int {
 // is a [*ConfigError]; for a key, policy or backend close to an accepted
 // one (another case, a letter or a suffix missing, as in
 // "expandable_segment" or "max_split_size"), its message asks whether that
-// one was meant. The key "backend" is accepted with the value "native"
+// one was meant, and a string copied with its variable's name
+// ("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), a key joined to its
+// value by '=', or a blank where a ',' belongs is refused with a message
+// that says so. The key "backend" is accepted with the value "native"
 // only. Keys of PyTorch's pinned host memory allocator, of CUDA graph
 // capture and of its locking around cudaMalloc, which vram does not have,
 // are checked as PyTorch checks them and kept in their fields, so that a
@@ -321,8 +330,15 @@ func (c Config) With(s string) (Config, error) {
 		if !isConfigWord(key) {
 			return base, &ConfigError{Value: key, Reason: fmt.Sprintf("expected a key, got %q; the format is key:value,key:value", key)}
 		}
+		if name, _, ok := strings.Cut(key, "="); ok && slices.Contains(allocConfVariables, name) {
+			return base, &ConfigError{Key: key, Reason: fmt.Sprintf("give the variable's value alone, without %s=", name)}
+		}
 		if p.next() != ":" {
-			return base, &ConfigError{Key: key, Reason: "expected ':' and a value after the key"}
+			reason := "expected ':' and a value after the key"
+			if k, v, ok := strings.Cut(key, "="); ok && v != "" && slices.Contains(configKeyList, k) {
+				reason = fmt.Sprintf("a key and its value are joined by ':', not '=', as in %s:%s", k, cutConfig(v))
+			}
+			return base, &ConfigError{Key: key, Reason: reason}
 		}
 		if err := c.set(key, &p); err != nil {
 			return base, err
@@ -341,7 +357,15 @@ func (c Config) With(s string) (Config, error) {
 				}
 				return base, &ConfigError{Key: key, Value: val, Reason: reason}
 			default:
-				return base, &ConfigError{Key: key, Reason: "expected ',' before the next key"}
+				reason := "expected ',' before the next key"
+				if next := p.toks[p.i-1]; isConfigWord(val) && isConfigWord(next) {
+					// PyTorch's parser drops blanks inside a value, so
+					// that "51 2" reads 512; a blank here is more likely
+					// a mistake than a setting.
+					reason += fmt.Sprintf(", not a blank (PyTorch's parser drops blanks and reads %q as %q)",
+						cutConfig(val)+" "+cutConfig(next), cutConfig(val)+cutConfig(next))
+				}
+				return base, &ConfigError{Key: key, Reason: reason}
 			}
 		}
 	}
