@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,13 +14,16 @@ import (
 	"github.com/vramgo/vram/backend/selftest"
 	"github.com/vramgo/vram/backend/sim"
 	"github.com/vramgo/vram/internal/printable"
+	"github.com/vramgo/vram/memory"
 )
 
 // doctorReport is what "vram doctor" finds; --json prints it as is.
 type doctorReport struct {
 	// Environment holds one check per setting of the devices vram
 	// allocates on (VRAM_ALLOC_CONF, VRAM_SIM_DEVICES, VRAM_SIM_SHAPE_ONLY,
-	// VRAM_CUDNN, VRAM_CPU_MEMORY_LIMIT).
+	// VRAM_CUDNN, VRAM_CPU_MEMORY_LIMIT), then a skipped one for each of
+	// PyTorch's PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF that is set,
+	// which vram does not read.
 	Environment []selftest.Check `json:"environment"`
 	// CPU and Sim are the self-tests of the CPU and the simulated devices
 	// (cpu.SelfTest, sim.SelfTest).
@@ -60,6 +64,8 @@ were found, or what to install, and lists every GPU (name, UUID, memory, compute
 capability, multiprocessors) and the peer-access matrix. It also checks the settings
 of the devices vram allocates on (VRAM_ALLOC_CONF, VRAM_SIM_DEVICES,
 VRAM_SIM_SHAPE_ONLY, VRAM_CUDNN, VRAM_CPU_MEMORY_LIMIT) and reports an invalid one as a failed check.
+PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF, which vram does not read, are noted
+when set, with the VRAM_ALLOC_CONF that gives vram's devices the same settings.
 cuDNN is optional: without it, convolutions, pooling and batch norm use vram's
 own composed kernels, and doctor says so.
 
@@ -110,6 +116,36 @@ func environmentChecks() []selftest.Check {
 			c.Status, c.Detail = selftest.Fail, s.Err.Error()
 		}
 		checks = append(checks, c)
+	}
+	return append(checks, pytorchAllocConfChecks()...)
+}
+
+// pytorchAllocConfVariables are PyTorch's allocator settings variables, in
+// the order PyTorch's common settings read them: vram reads neither.
+var pytorchAllocConfVariables = []string{"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}
+
+// pytorchAllocConfChecks notes each of pytorchAllocConfVariables that is
+// set, as a skipped check, not a failure: vram does not read it, and the
+// note gives the VRAM_ALLOC_CONF that applies it under PyTorch's policy, or
+// why that would be refused.
+func pytorchAllocConfChecks() []selftest.Check {
+	var checks []selftest.Check
+	for _, name := range pytorchAllocConfVariables {
+		v, ok := lookupEnv(name)
+		if !ok {
+			continue
+		}
+		c, err := memory.Config{Policy: memory.PolicyPyTorch}.With(v)
+		detail := "read by PyTorch, not by vram; as VRAM_ALLOC_CONF it would be refused: "
+		if err != nil {
+			detail += err.Error()
+		} else {
+			detail = "read by PyTorch, not by vram: VRAM_ALLOC_CONF=" + c.String() + " gives vram's devices PyTorch's allocator with these settings"
+			if nm := c.NotModelled(); len(nm) > 0 {
+				detail += " (not modelled by vram, no effect: " + strings.Join(nm, ", ") + ")"
+			}
+		}
+		checks = append(checks, selftest.Skipped(name, detail))
 	}
 	return checks
 }
