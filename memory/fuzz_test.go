@@ -515,6 +515,10 @@ var configSeeds = []string{
 	"max_split_size_mb:99999999999999999999",
 	"expandable_segments",
 	"policy:tpu",
+	"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+	"max_split_size_mb=512",
+	"max_split_size_mb:51 2",
+	"pinned_num_register_threads:8,pinned_reserve_segment_size_mb:64,graph_capture_record_stream_reuse:True,pinned_use_background_threads:True",
 }
 
 // TestFuzzSeeds checks the committed seed corpora of this package (run with
