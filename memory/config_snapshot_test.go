@@ -163,3 +163,41 @@ func TestConfigWithSnapshotSettingsErrors(t *testing.T) {
 		})
 	}
 }
+
+// FuzzSnapshotSettings checks that any allocator_settings entries either
+// give an error or a valid Config that String writes back exactly.
+func FuzzSnapshotSettings(f *testing.F) {
+	f.Add("max_split_size_mb:64", "67108864", "0.0", "False", zeroDivisions, "1")
+	f.Add("", "-1", "0.6", "True", "{1: 1, 2: 2, 4: 4}", "8")
+	f.Add("expandable_segments:True", "1000", "1.5", "1", "{3: 2}", "3")
+	f.Add("", "20971520", "nan", "True", "{1: 0,, 2: 0}", "")
+	f.Fuzz(func(t *testing.T, conf, split, gc, expandable, divisions, threads string) {
+		if len(conf)+len(split)+len(gc)+len(expandable)+len(divisions)+len(threads) > maxFuzzConfig {
+			return
+		}
+		meta := map[string]string{}
+		for k, v := range map[string]string{"max_split_size": split, "garbage_collection_threshold": gc,
+			"expandable_segments": expandable, "roundup_power2_divisions": divisions, "pinned_num_register_threads": threads} {
+			if v != "" {
+				meta[trace.MetaAllocatorSettingsPrefix+k] = v
+			}
+		}
+		base := Config{Policy: PolicyPyTorch}
+		c, err := base.WithSnapshotSettings(&trace.Snapshot{Config: conf, Meta: meta})
+		if err != nil {
+			if c != base {
+				t.Fatalf("error %v with a changed Config %+v", err, c)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error %q is not one line", err)
+			}
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if back, err := ParseConfig(c.String()); err != nil || back != c {
+			t.Fatalf("round trip of %+v through %q: %+v, %v", c, c.String(), back, err)
+		}
+	})
+}
