@@ -17,16 +17,19 @@ import (
 // "allocator_settings.NAME"): max_split_size, garbage_collection_threshold,
 // expandable_segments, roundup_power2_divisions, release_lock_on_cudamalloc
 // and pinned_use_cuda_host_register (or their ROCm spellings),
-// pinned_num_register_threads and graph_capture_record_stream_reuse. Where the
-// two differ the entries win, as they are what PyTorch's allocator ran
-// with: the string is the last one PyTorch was given, which
+// pinned_num_register_threads and graph_capture_record_stream_reuse.
+//
+// Where the two differ the entries win, as they are what PyTorch's
+// allocator ran with: the string is the last one PyTorch was given, which
 // torch.cuda.memory._set_allocator_settings replaces, and a later string
 // that leaves out expandable_segments keeps an earlier True, while the
 // entries follow both (and say False where the platform cannot expand
-// segments). Keys that allocator_settings does not record, such as
-// max_non_split_rounding_mb and per_process_memory_fraction, come from the
-// string alone; entries this package does not know change nothing. A snapshot without such entries, a vram snapshot or one
-// of PyTorch before 2.1, gives c.With(s.Config).
+// segments). Values that mean the same (divisions of 0 and 1, one register
+// thread given or not) keep the string's spelling. Keys that
+// allocator_settings does not record, such as max_non_split_rounding_mb and
+// per_process_memory_fraction, come from the string alone; entries this
+// package does not know change nothing. A snapshot without such entries (a
+// vram snapshot, or one of an older PyTorch) gives c.With(s.Config).
 //
 // An invalid string is the [*ConfigError] of With; an entry that no
 // PyTorch run records (max_split_size not a whole number of MiB of at
@@ -117,8 +120,9 @@ func (c Config) WithSnapshotSettings(s *trace.Snapshot) (Config, error) {
 // over d: intervals the dict leaves out keep d's divisions, and so do those
 // where both say 0 or 1, which round alike.
 func recordedDivisions(d [kRoundUpPowerOfTwoIntervals]int, v string) ([kRoundUpPowerOfTwoIntervals]int, error) {
-	inner, ok := strings.CutPrefix(v, "{")
-	if inner, ok = strings.CutSuffix(inner, "}"); !ok {
+	inner, open := strings.CutPrefix(v, "{")
+	inner, closed := strings.CutSuffix(inner, "}")
+	if !open || !closed {
 		return d, fmt.Errorf("expected a dict of sizes in MiB to divisions, as {1: 0, 2: 0, ...}")
 	}
 	if strings.TrimSpace(inner) == "" {
@@ -127,15 +131,15 @@ func recordedDivisions(d [kRoundUpPowerOfTwoIntervals]int, v string) ([kRoundUpP
 	for _, item := range strings.Split(inner, ",") {
 		k, val, ok := strings.Cut(item, ":")
 		if !ok {
-			return d, fmt.Errorf("expected size: divisions, got %q", strings.TrimSpace(item))
+			return d, fmt.Errorf("expected size: divisions, got %q", cutConfig(strings.TrimSpace(item)))
 		}
 		mb, err := strconv.ParseUint(strings.TrimSpace(k), 10, 64)
 		if err != nil || mb == 0 || mb&(mb-1) != 0 {
-			return d, fmt.Errorf("each size must be a power of two in MiB, got %q", strings.TrimSpace(k))
+			return d, fmt.Errorf("each size must be a power of two in MiB, got %q", cutConfig(strings.TrimSpace(k)))
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(val))
 		if err != nil || n < 0 || n > 1<<20 || n&(n-1) != 0 {
-			return d, fmt.Errorf("divisions must be 0 or a power of two up to 1048576, got %q", strings.TrimSpace(val))
+			return d, fmt.Errorf("divisions must be 0 or a power of two up to 1048576, got %q", cutConfig(strings.TrimSpace(val)))
 		}
 		i := min(bits.Len64(mb)-1, len(d)-1)
 		if n <= 1 && d[i] <= 1 {

@@ -144,6 +144,7 @@ func TestConfigWithSnapshotSettingsErrors(t *testing.T) {
 		{"register threads not a power of two", "", recordedSettings(map[string]string{"pinned_num_register_threads": "3"}), "pinned_num_register_threads"},
 		{"expandable not a bool", "", recordedSettings(map[string]string{"expandable_segments": "1"}), "expandable_segments"},
 		{"divisions not a dict", "", recordedSettings(map[string]string{"roundup_power2_divisions": "[1, 2]"}), "roundup_power2_divisions"},
+		{"divisions without the opening brace", "", recordedSettings(map[string]string{"roundup_power2_divisions": "1: 2}"}), "roundup_power2_divisions"},
 		{"divisions size not a power of two", "", recordedSettings(map[string]string{"roundup_power2_divisions": "{3: 2}"}), "roundup_power2_divisions"},
 		{"divisions not a power of two", "", recordedSettings(map[string]string{"roundup_power2_divisions": "{1: 3}"}), "roundup_power2_divisions"},
 	}
