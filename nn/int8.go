@@ -68,6 +68,7 @@ func (l *Linear) SetInt8Weight(wq, scale *vram.Tensor) error {
 	}
 	l.Scale = scale
 	l.RegisterBuffer("scale", scale)
+	l.fixedBuffers = true
 	if w != wq {
 		w.Release()
 	}

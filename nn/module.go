@@ -70,6 +70,9 @@ type Base struct {
 	masked   []string // the parameters whose pruning masks are buffers
 	children []namedModule
 	eval     bool // the zero value is training mode, like PyTorch
+	// fixedBuffers keeps the buffers' dtypes through [ConvertDType]: those
+	// of a quantized [Linear], whose scale and bias Forward casts itself.
+	fixedBuffers bool
 }
 
 type namedModule struct {
@@ -404,10 +407,11 @@ func (b *Base) To(d vram.Device) {
 }
 
 // ToDType converts the module's floating-point parameters (and their
-// gradients) to dtype dt in place with [vram.Tensor.CastInPlace], so that
-// optimizers holding them see the change, as [ConvertDType] does: the
-// parameters of sub-modules that are [Float32Layer]s (normalization layers)
-// stay float32. It panics with an *vram.Error of kind vram.ErrDType, before
+// gradients) and buffers to dtype dt in place with
+// [vram.Tensor.CastInPlace], so that optimizers holding them see the
+// change, as [ConvertDType] does: the parameters and buffers of
+// sub-modules that are [Float32Layer]s (normalization layers) stay
+// float32. It panics with an *vram.Error of kind vram.ErrDType, before
 // converting anything, when dt is not a floating-point type.
 func (b *Base) ToDType(dt vram.DType) {
 	checkFloatDType(dt)
@@ -415,6 +419,11 @@ func (b *Base) ToDType(dt vram.DType) {
 		for _, p := range b.ownParams() {
 			if p.Tensor.DType().IsFloat() {
 				p.Tensor.CastInPlace(dt)
+			}
+		}
+		if !b.fixedBuffers {
+			for _, p := range b.buffers {
+				castBuffer(p.Tensor, dt)
 			}
 		}
 		b.castOwnMasks()
@@ -449,12 +458,15 @@ type Float32Layer interface {
 }
 
 // ConvertDType converts every floating-point parameter of m and of its
-// sub-modules (and their gradients) to dt in place, keeping the tensors'
-// identity so that optimizers holding them see the change; the parameters
-// of [Float32Layer]s found by [Modules] are converted to float32 instead
-// when dt is a 16-bit type (to float64 they convert like the rest, as
-// PyTorch's model.double() converts its normalization layers).
-// Integer parameters are left alone. It works on any [Module], including
+// sub-modules (and their gradients) and every floating-point buffer to dt
+// in place, keeping the tensors' identity so that optimizers holding them
+// see the change, as PyTorch's model.to(dtype) casts parameters and
+// buffers; the parameters and buffers of [Float32Layer]s found by
+// [Modules] are converted to float32 instead when dt is a 16-bit type (to
+// float64 they convert like the rest, as PyTorch's model.double() converts
+// its normalization layers and their running statistics). Integer
+// parameters and buffers (a batch norm's num_batches_tracked) are left
+// alone, and so are the buffers of a quantized [Linear]. It works on any [Module], including
 // those that do not embed [Base]. It panics with an *vram.Error of kind
 // vram.ErrDType, before converting anything, when dt is not a
 // floating-point type.
@@ -467,25 +479,50 @@ func ConvertDType(m Module, dt vram.DType) {
 		return
 	}
 	keep := map[*vram.Tensor]bool{}
+	fixed := map[*vram.Tensor]bool{}
 	for _, sub := range Modules(m) {
 		if _, ok := sub.(Float32Layer); ok {
 			for _, p := range sub.Parameters() {
 				keep[p] = true
 			}
+			for _, p := range NamedBuffers(sub) {
+				keep[p.Tensor] = true
+			}
 		}
+		if o, ok := sub.(baser); ok && o.base().fixedBuffers {
+			for _, p := range o.base().buffers {
+				fixed[p.Tensor] = true
+			}
+		}
+	}
+	to := func(t *vram.Tensor) vram.DType {
+		if keep[t] && dt.Size() < 4 {
+			return vram.Float32
+		}
+		return dt
 	}
 	vram.Region(ParametersRegion, func() {
 		for _, p := range m.Parameters() {
-			switch {
-			case !p.DType().IsFloat():
-			case keep[p] && dt.Size() < 4:
-				p.CastInPlace(vram.Float32)
-			default:
-				p.CastInPlace(dt)
+			if p.DType().IsFloat() {
+				p.CastInPlace(to(p))
+			}
+		}
+		for _, p := range NamedBuffers(m) {
+			if !fixed[p.Tensor] {
+				castBuffer(p.Tensor, to(p.Tensor))
 			}
 		}
 		castMasks(m)
 	})
+}
+
+// castBuffer casts buffer t to dt in place when it holds floating-point
+// values and is not released; integer and boolean buffers keep their
+// dtype.
+func castBuffer(t *vram.Tensor, dt vram.DType) {
+	if !t.Released() && t.DType().IsFloat() && t.DType() != dt {
+		t.CastInPlace(dt)
+	}
 }
 
 // checkFloatDType panics with an *vram.Error of kind vram.ErrDType unless
