@@ -32,7 +32,9 @@ type InstanceNorm struct {
 	// buffers "running_mean", "running_var" and "num_batches_tracked", or
 	// nil without InstanceNormOptions.TrackRunningStats. As in PyTorch,
 	// whose instance norm never counts its batches, NumBatchesTracked
-	// stays as made or loaded: it is kept for state dicts.
+	// stays as made or loaded: it is kept for state dicts. They are
+	// registered by field ([Base.RegisterBufferField]): a tensor assigned
+	// to one is the buffer the state dict, To and Forward use.
 	RunningMean, RunningVar, NumBatchesTracked *vram.Tensor
 	// Momentum weighs each batch in the running statistics (0.1); 0
 	// leaves them unchanged, as PyTorch's momentum=0 and momentum=None
@@ -118,9 +120,9 @@ func newInstanceNorm(spatial, c int, o InstanceNormOptions, opts []vram.Option) 
 			l.RunningVar = vram.Keep(vram.Ones(vram.Shape{c}, popts...))
 			l.NumBatchesTracked = vram.Keep(vram.Zeros(vram.Shape{}, append(slices.Clone(opts), vram.Int64)...))
 		})
-		l.RegisterBuffer("running_mean", l.RunningMean)
-		l.RegisterBuffer("running_var", l.RunningVar)
-		l.RegisterBuffer("num_batches_tracked", l.NumBatchesTracked)
+		l.RegisterBufferField("running_mean", &l.RunningMean)
+		l.RegisterBufferField("running_var", &l.RunningVar)
+		l.RegisterBufferField("num_batches_tracked", &l.NumBatchesTracked)
 	}
 	return l
 }

@@ -220,7 +220,7 @@ func (b *Base) setMask(op, name string, p *vram.Tensor, slot **vram.Tensor, mask
 // nil mask.
 func (b *Base) setMaskBuffer(name string, mask *vram.Tensor) {
 	key := name + maskSuffix
-	i := slices.IndexFunc(b.buffers, func(p NamedParameter) bool { return p.Name == key })
+	i := slices.IndexFunc(b.buffers, func(p paramSlot) bool { return p.name == key })
 	switch {
 	case mask == nil && i >= 0:
 		b.buffers = slices.Delete(b.buffers, i, i+1)
@@ -228,7 +228,7 @@ func (b *Base) setMaskBuffer(name string, mask *vram.Tensor) {
 	case mask == nil:
 	case i >= 0:
 		vram.Keep(mask)
-		b.buffers[i].Tensor = mask
+		b.buffers[i].ref = &mask
 	default:
 		b.RegisterBuffer(key, mask)
 		b.masked = append(b.masked, name)
@@ -241,7 +241,7 @@ func (b *Base) maskOf(name string) *vram.Tensor {
 	if !slices.Contains(b.masked, name) {
 		return nil
 	}
-	for _, p := range b.buffers {
+	for _, p := range b.ownBuffers() {
 		if p.Name == name+maskSuffix {
 			return p.Tensor
 		}
@@ -298,11 +298,12 @@ func (b *Base) castOwnMasks() {
 	for _, name := range b.masked {
 		own := b.ownParams()
 		pi := slices.IndexFunc(own, func(p NamedParameter) bool { return p.Name == name })
-		mi := slices.IndexFunc(b.buffers, func(p NamedParameter) bool { return p.Name == name+maskSuffix })
+		bufs := b.ownBuffers()
+		mi := slices.IndexFunc(bufs, func(p NamedParameter) bool { return p.Name == name+maskSuffix })
 		if pi < 0 || mi < 0 {
 			continue
 		}
-		if p, m := own[pi].Tensor, b.buffers[mi].Tensor; m.DType() != p.DType() {
+		if p, m := own[pi].Tensor, bufs[mi].Tensor; m.DType() != p.DType() {
 			m.CastInPlace(p.DType())
 		}
 	}

@@ -66,7 +66,7 @@ type NamedModule struct {
 // Parameters, Training and Forward may run concurrently with each other.
 type Base struct {
 	params   []paramSlot
-	buffers  []NamedParameter
+	buffers  []paramSlot
 	masked   []string // the parameters whose pruning masks are buffers
 	children []namedModule
 	eval     bool // the zero value is training mode, like PyTorch
@@ -91,9 +91,17 @@ type paramSlot struct {
 
 // ownParams returns b's own parameters, in registration order, leaving
 // out those whose field holds nil.
-func (b *Base) ownParams() []NamedParameter {
-	out := make([]NamedParameter, 0, len(b.params))
-	for _, p := range b.params {
+func (b *Base) ownParams() []NamedParameter { return slotTensors(b.params) }
+
+// ownBuffers returns b's own buffers, in registration order, leaving out
+// those whose field holds nil.
+func (b *Base) ownBuffers() []NamedParameter { return slotTensors(b.buffers) }
+
+// slotTensors returns the tensors that slots hold now, by their names,
+// leaving out the slots that hold nil.
+func slotTensors(slots []paramSlot) []NamedParameter {
+	out := make([]NamedParameter, 0, len(slots))
+	for _, p := range slots {
 		if t := *p.ref; t != nil {
 			out = append(out, NamedParameter{Name: p.name, Tensor: t})
 		}
@@ -116,7 +124,7 @@ func (b *Base) checkName(op, name string) {
 		}
 	}
 	for _, p := range b.buffers {
-		if p.Name == name {
+		if p.name == name {
 			panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("a buffer named %q is already registered", name)})
 		}
 	}
@@ -183,13 +191,39 @@ func (b *Base) RegisterParameterField(name string, field **vram.Tensor) {
 // with the parameters ([StateDict], [Save], [Load]) and moved by To, and
 // [NamedBuffers] lists them; optimizers never see them. t is exempted from
 // enclosing [vram.Tidy] calls. The name rules are RegisterParameter's.
+// The buffer stays t whatever the module's fields are assigned afterwards;
+// [Base.RegisterBufferField] registers a field.
 func (b *Base) RegisterBuffer(name string, t *vram.Tensor) {
 	if t == nil {
 		panic(&vram.Error{Op: "register buffer", Kind: vram.ErrArgument, Detail: fmt.Sprintf("nil tensor for buffer %q", name)})
 	}
 	b.checkName("register buffer", name)
 	vram.Keep(t)
-	b.buffers = append(b.buffers, NamedParameter{Name: name, Tensor: t})
+	b.buffers = append(b.buffers, paramSlot{name: name, ref: &t})
+}
+
+// RegisterBufferField adds the tensor that *field holds to the module's
+// buffers under name, as RegisterBuffer does, and makes the field the
+// buffer, as [Base.RegisterParameterField] does for parameters: assigning
+// another tensor to the field replaces the buffer in [NamedBuffers],
+// [StateDict], [Save], [Load] and To, as assigning a registered buffer's
+// attribute does in PyTorch (bn.running_mean = t), and a field holding
+// nil leaves the buffer out of them (a buffer set to None). The layers of
+// this package register their exported buffer fields this way
+// ([BatchNorm2d.RunningMean], ...). A tensor assigned later is not
+// exempted from enclosing [vram.Tidy] calls, and the one the field held
+// before is no longer the module's: release it when nothing else uses it.
+// field must point into the module's own struct, as for
+// RegisterParameterField. It panics with an *vram.Error of kind
+// vram.ErrArgument for a nil field, a field that holds nil and the name
+// errors of RegisterParameter.
+func (b *Base) RegisterBufferField(name string, field **vram.Tensor) {
+	if field == nil || *field == nil {
+		panic(&vram.Error{Op: "register buffer", Kind: vram.ErrArgument, Detail: fmt.Sprintf("nil tensor for buffer %q", name)})
+	}
+	b.checkName("register buffer", name)
+	vram.Keep(*field)
+	b.buffers = append(b.buffers, paramSlot{name: name, ref: field})
 }
 
 // NamedBuffers returns the module's own buffers, then those of each
@@ -205,7 +239,7 @@ func (b *Base) NamedBuffers() []NamedParameter {
 			out = append(out, NamedParameter{Name: name, Tensor: t})
 		}
 	}
-	for _, p := range b.buffers {
+	for _, p := range b.ownBuffers() {
 		add(p.Name, p.Tensor)
 	}
 	for _, c := range b.children {
@@ -422,7 +456,7 @@ func (b *Base) ToDType(dt vram.DType) {
 			}
 		}
 		if !b.fixedBuffers {
-			for _, p := range b.buffers {
+			for _, p := range b.ownBuffers() {
 				castBuffer(p.Tensor, dt)
 			}
 		}
@@ -490,7 +524,7 @@ func ConvertDType(m Module, dt vram.DType) {
 			}
 		}
 		if o, ok := sub.(baser); ok && o.base().fixedBuffers {
-			for _, p := range o.base().buffers {
+			for _, p := range o.base().ownBuffers() {
 				fixed[p.Tensor] = true
 			}
 		}

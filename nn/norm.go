@@ -25,7 +25,10 @@ type BatchNorm2d struct {
 	Weight, Bias *vram.Tensor
 	// RunningMean (zeros) and RunningVar (ones) are the [C] float32
 	// buffers "running_mean" and "running_var", or both nil for a layer
-	// made with BatchNormOptions.NoRunningStats.
+	// made with BatchNormOptions.NoRunningStats. Like the buffer fields
+	// below, they are registered by field ([Base.RegisterBufferField]):
+	// a tensor assigned to one is the buffer the state dict, To and
+	// Forward use.
 	RunningMean, RunningVar *vram.Tensor
 	// NumBatchesTracked counts the training batches seen: the int64
 	// scalar buffer "num_batches_tracked" of PyTorch's state dicts (nil
@@ -113,9 +116,9 @@ func (l *BatchNorm2d) init(op string, c int, o BatchNormOptions, opts []vram.Opt
 			l.RunningVar = vram.Keep(vram.Ones(vram.Shape{c}, popts...))
 			l.NumBatchesTracked = vram.Keep(vram.Zeros(vram.Shape{}, append(slices.Clone(opts), vram.Int64)...))
 		})
-		l.RegisterBuffer("running_mean", l.RunningMean)
-		l.RegisterBuffer("running_var", l.RunningVar)
-		l.RegisterBuffer("num_batches_tracked", l.NumBatchesTracked)
+		l.RegisterBufferField("running_mean", &l.RunningMean)
+		l.RegisterBufferField("running_var", &l.RunningVar)
+		l.RegisterBufferField("num_batches_tracked", &l.NumBatchesTracked)
 	}
 }
 
