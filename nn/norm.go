@@ -153,11 +153,14 @@ func (l *BatchNorm2d) ForwardReLU(x, residual *vram.Tensor) *vram.Tensor {
 
 // mode returns whether l normalizes with the batch's statistics, as it
 // does in training mode and always without running statistics, and the
-// momentum of this batch's update of the running ones.
+// momentum of this batch's update of the running ones. A counter that is
+// not one int64 (or was released) is not read: the batch norm op refuses
+// it with its error.
 func (l *BatchNorm2d) mode() (training bool, momentum float64) {
 	training, momentum = l.Training() || l.RunningMean == nil, l.Momentum
-	if training && l.CumulativeAverage && l.NumBatchesTracked != nil {
-		momentum = 1 / float64(l.NumBatchesTracked.Int64s()[0]+1)
+	if c := l.NumBatchesTracked; training && l.CumulativeAverage && c != nil &&
+		!c.Released() && c.DType() == vram.Int64 && c.NumElements() == 1 {
+		momentum = 1 / float64(c.Int64s()[0]+1)
 	}
 	return training, momentum
 }
