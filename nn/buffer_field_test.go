@@ -28,6 +28,10 @@ func TestAssignedBuffers(t *testing.T) {
 		}, func(m nn.Module) **vram.Tensor { return &m.(*nn.InstanceNorm).RunningMean }, "running_mean"},
 		{"Sequential BatchNorm2d", func() nn.Module { return nn.NewSequential(nn.NewBatchNorm2d(2)) },
 			func(m nn.Module) **vram.Tensor { return &m.(*nn.Sequential).At(0).(*nn.BatchNorm2d).RunningMean }, "0.running_mean"},
+		{"quantized Linear scale", func() nn.Module { return quantizedLinear(t) },
+			func(m nn.Module) **vram.Tensor { return &m.(*nn.Linear).Scale }, "scale"},
+		{"quantized Linear bias", func() nn.Module { return quantizedLinear(t) },
+			func(m nn.Module) **vram.Tensor { return &m.(*nn.Linear).Bias }, "bias"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,4 +118,14 @@ func TestRegisterBufferField(t *testing.T) {
 			t.Errorf("RegisterBufferField(%q): %v, want ErrArgument", tc.name, err)
 		}
 	}
+}
+
+// quantizedLinear returns a Linear from 2 to 2 features made int8 with
+// SetInt8Weight.
+func quantizedLinear(t *testing.T) *nn.Linear {
+	l := nn.NewLinear(2, 2)
+	if err := l.SetInt8Weight(vram.Ones(vram.Shape{2, 2}, vram.Int8), vram.Full(vram.Shape{2}, 0.5)); err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -19,7 +19,8 @@ import (
 // buffers ([NamedBuffers]), so that Parameters, parameter counts and the
 // optimizers built over them leave them out, while To, [Release],
 // [Replicate], [StateDict], [Save] and [Load] still reach them under the
-// same state-dict keys ("weight", "bias", "scale"). The bias stops
+// same state-dict keys ("weight", "bias", "scale"), reading them from the
+// fields ([Base.RegisterBufferField]). The bias stops
 // requiring grad and loses its gradient, since a quantized layer is for
 // inference; Half, BFloat16 and [ConvertDType] leave the scale and the
 // bias as they are (Forward casts them to the input's dtype). The layer
@@ -58,16 +59,16 @@ func (l *Linear) SetInt8Weight(wq, scale *vram.Tensor) error {
 	l.unregisterParameter("weight")
 	l.unregisterParameter("bias")
 	l.Weight = wq
-	l.RegisterBuffer("weight", wq)
+	l.RegisterBufferField("weight", &l.Weight)
 	if l.Bias != nil {
 		if l.Bias.RequiresGrad() {
 			l.Bias.SetRequiresGrad(false)
 		}
 		l.Bias.ZeroGrad()
-		l.RegisterBuffer("bias", l.Bias)
+		l.RegisterBufferField("bias", &l.Bias)
 	}
 	l.Scale = scale
-	l.RegisterBuffer("scale", scale)
+	l.RegisterBufferField("scale", &l.Scale)
 	l.fixedBuffers = true
 	if w != wq {
 		w.Release()
