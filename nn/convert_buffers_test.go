@@ -80,3 +80,30 @@ func TestConvertDTypeBuffers(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchNormDoubleForward runs a batch norm converted to float64, its
+// running statistics with it, in training and evaluation mode.
+func TestBatchNormDoubleForward(t *testing.T) {
+	for _, eval := range []bool{false, true} {
+		l := nn.NewBatchNorm2d(2)
+		l.ToDType(vram.Float64)
+		if eval {
+			l.Eval()
+		}
+		x := vram.Arange(0, 16, 1, vram.Float64).Reshape(2, 2, 2, 2)
+		y := l.Forward(x)
+		if y.DType() != vram.Float64 {
+			t.Errorf("eval %v: output %v, want float64", eval, y.DType())
+		}
+		want := 0.0
+		if !eval {
+			want = 0.1 * 5.5 // momentum times the batch mean of channel 0
+		}
+		if got := l.RunningMean.Float64s()[0]; got < want-1e-9 || got > want+1e-9 {
+			t.Errorf("eval %v: running mean %v, want %v", eval, got, want)
+		}
+		y.Release()
+		x.Release()
+		nn.Release(l)
+	}
+}
