@@ -503,10 +503,10 @@ func TestDDPRejects(t *testing.T) {
 		{"wrong device", nn.NewLinear(2, 2, vram.Sim(0)), comm(), vram.ErrDevice, "parameter weight is on sim:0"},
 		{"buffer on another device", func() nn.Module {
 			m := newBNNet(1, vram.CPU)
-			m.bn.RunningVar = vram.Ones(vram.Shape{2}, vram.Sim(0))
-			m.bn.RegisterBuffer("moved", m.bn.RunningVar)
+			m.bn.RunningVar.Release()
+			m.bn.RunningVar = vram.Ones(vram.Shape{2}, vram.Sim(0)) // the buffer is the field
 			return m
-		}(), comm(), vram.ErrDevice, "buffer bn.moved is on sim:0"},
+		}(), comm(), vram.ErrDevice, "buffer bn.running_var is on sim:0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := NewDistributedDataParallel(tc.m, tc.c, DDPOptions{})
