@@ -60,6 +60,12 @@ func TestNumericFlags(t *testing.T) {
 		{"steps out of range", []string{"demo", "--steps", "99999999999999999999"}, []string{"want a whole number in range"}},
 		{"seed negative, said", []string{"demo", "--seed", "-1"}, []string{`--seed "-1": want a whole number, 0 or more`}},
 		{"interval without a unit, said", []string{"watch", "--interval", "100"}, []string{`--interval "100": want a duration with its unit`}},
+		// A value with its unit but past what a duration holds is out of
+		// range, not missing its unit.
+		{"interval overflow, said", []string{"watch", "--interval", "9999999999h"}, []string{`--interval "9999999999h": want a duration in range, at most 2562047h`}},
+		{"interval overflow in parts, said", []string{"watch", "--interval", "2562047h60m"}, []string{`--interval "2562047h60m": want a duration in range`}},
+		{"stop-timeout overflow, said", []string{"run", "--nproc-per-node", "1", "--stop-timeout", "1e9h", "true"}, []string{`--stop-timeout "1e9h": want a duration with its unit`}},
+		{"stop-timeout overflow in ns, said", []string{"run", "--nproc-per-node", "1", "--stop-timeout", "99999999999999999999ns", "true"}, []string{`--stop-timeout "99999999999999999999ns": want a duration in range`}},
 		{"json not a bool", []string{"demo", "--json=maybe"}, []string{`--json "maybe": want true or false`}},
 		{"limit empty", []string{"analyze", "--limit", "", resnetTrace}, []string{"--limit", `""`, "40GiB"}},
 		{"limit blank", []string{"analyze", "--limit= ", resnetTrace}, []string{"--limit", "40GiB"}},

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -150,6 +151,11 @@ func minimumArgs(n int) cobra.PositionalArgs {
 	}
 }
 
+// durationSyntax matches what time.ParseDuration reads, numbers of any
+// size included: a value it matches that the parser rejected is out of
+// range.
+var durationSyntax = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
 // flagValueError rewrites pflag's error for a value its flag's type cannot
 // parse, which quotes Go's parser ("strconv.ParseInt: parsing \"abc\":
 // invalid syntax"), as the flag, the value and what the flag takes:
@@ -174,6 +180,10 @@ func flagValueError(err error) error {
 		}
 	case "duration":
 		want = "a duration with its unit, such as 500ms, 2s or 1m30s"
+		if durationSyntax.MatchString(ve.GetValue()) {
+			// Written as a duration, so too long for one.
+			want = "a duration in range, at most 2562047h"
+		}
 	case "bool":
 		want = "true or false"
 	}
