@@ -132,6 +132,9 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
 				}
 				return &exitCodeError{code: le.ExitCode, err: errors.New("run: " + msg)}
 			}
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return masterPortInUse(o, cmd.Flags().Changed("master-port"))
+			}
 			// A program that cannot be started ends as a shell reports it:
 			// 127 when it is not found, 126 when it cannot be run (no
 			// permission, a directory, not a format the system runs).
@@ -185,4 +188,20 @@ func checkHost(host string) error {
 		}
 	}
 	return nil
+}
+
+// masterPortInUse is the error of a launch whose rendezvous store could not
+// listen on o.MasterPort, given or the default of several nodes, because
+// another program holds it: it says what to do in the terms of vram run's
+// flags, where the library's speaks of MASTER_PORT and of groups.
+func masterPortInUse(o parallel.LaunchOptions, given bool) error {
+	port, what := strconv.Itoa(o.MasterPort), ""
+	if !given {
+		port, what = strconv.Itoa(parallel.DefaultMasterPort), " (the default on several nodes)"
+	}
+	hint := "choose another, or leave --master-port out for a free one"
+	if o.NNodes > 1 {
+		hint = "choose another, the same on every node"
+	}
+	return fmt.Errorf("run: --master-port %s%s is in use on this node, by another job or program: %s", port, what, hint)
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +123,48 @@ func TestRunInput(t *testing.T) {
 			for _, w := range tc.stdout {
 				if !strings.Contains(stdout, w) {
 					t.Errorf("stdout lacks %q:\n%s", w, stdout)
+				}
+			}
+		})
+	}
+}
+
+// TestRunMasterPortInUse starts vram run on a --master-port another
+// program listens on: the error names the flag and what to do, in the
+// command line's terms rather than the library's (MASTER_PORT, a group
+// not closed, an invalid argument).
+func TestRunMasterPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"one node", []string{"--nproc-per-node", "2", "--master-port", port},
+			"run: --master-port " + port + " is in use on this node, by another job or program: choose another, or leave --master-port out for a free one"},
+		{"one node, localhost", []string{"--nproc-per-node", "1", "--master-addr", "localhost", "--master-port", port},
+			"run: --master-port " + port + " is in use on this node"},
+		{"node 0 of two", []string{"--nproc-per-node", "1", "--nnodes", "2", "--master-port", port},
+			"run: --master-port " + port + " is in use on this node, by another job or program: choose another, the same on every node"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"run"}, tc.args...), "true")
+			code, stdout, stderr := runCLI(t, args...)
+			if code != exitFailure {
+				t.Errorf("exit %d, want %d", code, exitFailure)
+			}
+			if stdout != "" {
+				t.Errorf("stdout not empty:\n%s", stdout)
+			}
+			checkErrorLine(t, stderr, tc.want)
+			for _, bad := range []string{"MASTER_PORT", "invalid argument", "not closed", "parallel:"} {
+				if strings.Contains(stderr, bad) {
+					t.Errorf("stderr %q holds %q", stderr, bad)
 				}
 			}
 		})
