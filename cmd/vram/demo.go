@@ -301,8 +301,11 @@ func train(ctx context.Context, o demoOptions, dev vram.Device, bar *progressbar
 	sampler := dataset.NewSampler(trainSet.Len(), res.Batch, o.seed)
 	ph := &res.Phases
 	for step := 1; step <= o.steps; step++ {
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("demo: interrupted at step %d of %d: %w", step, o.steps, err)
+		if ctx.Err() != nil {
+			if cause := context.Cause(ctx); !errors.Is(cause, errInterrupted) {
+				return nil, fmt.Errorf("demo: stopped at step %d of %d: %w", step, o.steps, cause)
+			}
+			return nil, fmt.Errorf("demo: %w at step %d of %d", errInterrupted, step, o.steps)
 		}
 		opt.SetLR(demoLR * 0.5 * (1 + math.Cos(math.Pi*float64(step-1)/float64(o.steps))))
 		var loss float64

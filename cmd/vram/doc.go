@@ -28,7 +28,9 @@
 // out-of-memory diagnosis as the paragraph it is). A bad command line (an
 // unknown command, flag or help topic, a bad flag value, a wrong number of
 // arguments) exits with status 2; other failures exit with status 1, except
-// that run exits with the status of the rank that failed.
+// that run exits with the status of the rank that failed. A command that
+// Ctrl-C stops before it is done (demo) exits with status 130, as a shell
+// reports it; watch and exporter, which run until it, exit with 0.
 //
 // The command configures vram from the environment once, at start, with
 // vram.ConfigFromLookup (the variables of vram.ConfigFromEnv), applying the

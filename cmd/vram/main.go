@@ -21,13 +21,43 @@ import (
 const (
 	exitFailure = 1 // the command ran and failed
 	exitUsage   = 2 // bad command line: unknown command or flag, bad value
+	// exitInterrupted ends a command that Ctrl-C stopped before it was
+	// done: 128 + SIGINT, as a shell reports a program the signal ended.
+	exitInterrupted = 130
 )
 
+// errInterrupted is the cause of the context of a command when Ctrl-C
+// (SIGINT) cancels it. A command that stops early on it returns an error
+// wrapping it, and vram exits with exitInterrupted; one for which Ctrl-C
+// is the way to end it (watch, exporter) returns nil.
+var errInterrupted = errors.New("interrupted")
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := interruptContext()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// interruptContext returns a context that the first Ctrl-C cancels with
+// the cause errInterrupted; until stop is called, later ones are ignored
+// rather than ending the process. Unlike signal.NotifyContext's, the cause
+// is one a command can tell from any other.
+func interruptContext() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt)
+	go func() {
+		select {
+		case <-sigs:
+			cancel(errInterrupted)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel(context.Canceled)
+	}
 }
 
 // run configures vram from the environment, executes the command line args
@@ -52,6 +82,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		var ue *usageError
 		if errors.As(err, &ue) || isCobraUsageError(err) {
 			return exitUsage
+		}
+		if errors.Is(err, errInterrupted) {
+			return exitInterrupted
 		}
 		var ce *exitCodeError
 		if errors.As(err, &ce) && ce.code > 0 && ce.code < 256 {
