@@ -27,7 +27,9 @@
 // Errors go to standard error as one line, "vram: COMMAND: ..." (an
 // out-of-memory diagnosis as the paragraph it is). A bad command line (an
 // unknown command, flag or help topic, a bad flag value, a wrong number of
-// arguments) exits with status 2; other failures exit with status 1, except
+// arguments) exits with status 2, suggesting the command or flag meant
+// when a mistyped one is near one ("--nproc_per_node": did you mean
+// --nproc-per-node?); other failures exit with status 1, except
 // that run exits with the status of the rank that failed. A command that
 // Ctrl-C stops before it is done (demo) exits with status 130, as a shell
 // reports it; watch and exporter, which run until it, exit with 0.

@@ -232,3 +232,45 @@ func TestHelpNamesOnlyItsFlags(t *testing.T) {
 	}
 	walk(newRootCmd())
 }
+
+// TestUnknownFlagSuggestions mistypes flags as people do: a letter off,
+// torchrun's and Python's underscores, the wrong case, Go's single dash.
+// The usage error suggests the flag meant, as it does for a command, and
+// suggests nothing when nothing is near.
+func TestUnknownFlagSuggestions(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string // the whole message after "vram: "
+	}{
+		{[]string{"demo", "--step", "5"}, "demo: unknown flag: --step (did you mean --steps?) (see 'vram demo --help')"},
+		{[]string{"demo", "--jsn"}, "demo: unknown flag: --jsn (did you mean --json?) (see 'vram demo --help')"},
+		{[]string{"demo", "--devices", "cpu"}, "demo: unknown flag: --devices (did you mean --device?) (see 'vram demo --help')"},
+		{[]string{"run", "--nproc_per_node", "2", "true"}, "run: unknown flag: --nproc_per_node (did you mean --nproc-per-node?) (see 'vram run --help')"},
+		{[]string{"run", "--nproc_per_node=2", "true"}, "run: unknown flag: --nproc_per_node (did you mean --nproc-per-node?) (see 'vram run --help')"},
+		{[]string{"run", "--master_port", "5", "true"}, "run: unknown flag: --master_port (did you mean --master-port?) (see 'vram run --help')"},
+		{[]string{"run", "--nproc", "2", "true"}, "run: unknown flag: --nproc (did you mean --nproc-per-node?) (see 'vram run --help')"},
+		{[]string{"smi", "--JSON"}, "smi: unknown flag: --JSON (did you mean --json?) (see 'vram smi --help')"},
+		{[]string{"watch", "--interva", "1s"}, "watch: unknown flag: --interva (did you mean --interval?) (see 'vram watch --help')"},
+		{[]string{"demo", "-steps", "5"}, "demo: unknown shorthand flag: 's' in -steps (did you mean --steps?) (see 'vram demo --help')"},
+		{[]string{"--verison"}, "unknown flag: --verison (did you mean --version?) (see 'vram --help')"},
+		// Several as near are all suggested; none, when none is near.
+		{[]string{"run", "--master", "x", "true"}, "run: unknown flag: --master (did you mean --master-addr or --master-port?) (see 'vram run --help')"},
+		{[]string{"exporter", "--port", "9400"}, "exporter: unknown flag: --port (see 'vram exporter --help')"},
+		{[]string{"demo", "-j"}, "demo: unknown shorthand flag: 'j' in -j (see 'vram demo --help')"},
+		{[]string{"demo", "--s"}, "demo: unknown flag: --s (see 'vram demo --help')"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tc.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d", code, exitUsage)
+			}
+			if stdout != "" {
+				t.Errorf("stdout not empty:\n%s", stdout)
+			}
+			if want := "vram: " + tc.want + "\n"; stderr != want {
+				t.Errorf("stderr %q\nwant   %q", stderr, want)
+			}
+		})
+	}
+}

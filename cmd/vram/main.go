@@ -135,7 +135,7 @@ func newRootCmd() *cobra.Command {
 	root.InitDefaultVersionFlag()
 	root.Flags().Lookup("version").Usage = "print the version, as vram version does"
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &usageError{fmt.Errorf("%w (see '%s --help')", flagValueError(err), c.CommandPath())}
+		return &usageError{fmt.Errorf("%w%s (see '%s --help')", flagValueError(err), flagSuggestion(c, err), c.CommandPath())}
 	})
 	root.AddCommand(
 		newAnalyzeCmd(),

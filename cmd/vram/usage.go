@@ -189,3 +189,70 @@ func flagValueError(err error) error {
 	}
 	return fmt.Errorf("--%s %q: want %s", ve.GetFlag().Name, ve.GetValue(), want)
 }
+
+// flagSuggestion returns " (did you mean --steps?)" when err is pflag's
+// error for an unknown flag of c near the name of one or more of c's
+// flags, else "". Names are compared without regard to case and with '_'
+// read as '-' (torchrun's --nproc_per_node); a name of 3 or more
+// characters is near a flag it starts (1 edit away, as it were) or one at
+// most 2 edits from it, and only the nearest are suggested. A group of
+// shorthands of 3 or more letters ("-steps", as Go's flag package writes
+// flags) is taken for a long name.
+func flagSuggestion(c *cobra.Command, err error) string {
+	var ne *pflag.NotExistError
+	if !errors.As(err, &ne) {
+		return ""
+	}
+	typed := ne.GetSpecifiedName()
+	if short := ne.GetSpecifiedShortnames(); short != "" {
+		typed = short
+	}
+	typed = strings.ReplaceAll(strings.ToLower(typed), "_", "-")
+	if len(typed) < 3 {
+		return "" // too short to tell what was meant
+	}
+	var near []string
+	best := 2 // the most edits a suggestion may be away
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		d := editDistance(typed, f.Name)
+		if strings.HasPrefix(f.Name, typed) {
+			d = min(d, 1)
+		}
+		switch {
+		case d < best:
+			best, near = d, []string{f.Name}
+		case d == best:
+			near = append(near, f.Name)
+		}
+	})
+	if len(near) == 0 {
+		return ""
+	}
+	return " (did you mean --" + strings.Join(near, " or --") + "?)"
+}
+
+// editDistance returns the Levenshtein distance between a and b: the
+// fewest insertions, deletions and substitutions of bytes that turn one
+// into the other.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, sub)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
