@@ -87,7 +87,7 @@ func TestReadRecordingForms(t *testing.T) {
 		{"no gpus key", `{"time": "2026-11-30T17:00:00Z"}`, 0, "no \"format\" or \"gpus\" key"},
 		{"trailing data", single.String() + "{}", 0, "after top-level value"},
 		{"negative memory", `{"gpus": [{"memory": {"total_bytes": -5}}]}`, 0, "negative memory"},
-		{"wrong type", `{"format": "vram-monitor-recording", "version": 1, "readings": [{"gpus": "x"}]}`, 0, "cannot unmarshal"},
+		{"wrong type", `{"format": "vram-monitor-recording", "version": 1, "readings": [{"gpus": "x"}]}`, 0, "readings.gpus: a string, want a list"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -577,5 +577,46 @@ func TestReadRecordingKeys(t *testing.T) {
 	got, err := ReadRecording(&b)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("round trip: %v\n%+v\nwant\n%+v", err, got, want)
+	}
+}
+
+// TestReadRecordingWrongTypes gives keys values of the wrong kind: the
+// error names the key by its path in the recording and says what it
+// takes, rather than quoting the decoder's Go types ("Go struct field
+// readingJSON.readings.gpus.plain.temperature_c of type int").
+func TestReadRecordingWrongTypes(t *testing.T) {
+	rec := func(reading string) string {
+		return `{"format": "vram-monitor-recording", "version": 1, "readings": [` + reading + `]}`
+	}
+	tests := []struct {
+		name, in, want string
+	}{
+		{"string for a number", `{"gpus": [{"temperature_c": "hot"}]}`, `gpus.temperature_c: a string, want a whole number`},
+		{"fraction for a whole number", rec(`{"gpus": [{"utilization": {"memory_bandwidth_percent": 1.5}}]}`), `readings.gpus.utilization.memory_bandwidth_percent: number 1.5, want a whole number`},
+		{"number too large", `[{"gpus": [{"memory": {"used_bytes": 99999999999999999999999}}]}]`, `gpus.memory.used_bytes: number 99999999999999999999999, want a whole number`},
+		{"list for a number", `{"gpus": [{"index": []}]}`, `gpus.index: a list, want a whole number`},
+		{"string for a pid", `{"gpus": [{"processes": [{"pid": "12"}]}]}`, `gpus.processes.pid: a string, want a whole number`},
+		{"number for a name", `{"gpus": [{"name": 5}]}`, `gpus.name: a number, want a string`},
+		{"object for the readings", `{"format": "vram-monitor-recording", "version": 1, "readings": {}}`, `readings: an object, want a list`},
+		{"string for the GPUs", `{"gpus": "none"}`, `gpus: a string, want a list`},
+		{"number for a power", `{"gpus": [{"power": {"draw_w": true}}]}`, `gpus.power.draw_w: true or false, want a number`},
+		{"bad time", `{"time": "yesterday", "gpus": []}`, `time "yesterday": want a time as RFC 3339 writes it, such as 2026-11-30T17:00:00Z`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rs, err := ReadRecording(strings.NewReader(tc.in))
+			if !errors.Is(err, ErrInvalidRecording) || rs != nil {
+				t.Fatalf("%v, %v; want an invalid recording", rs, err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("error %q lacks %q", msg, tc.want)
+			}
+			for _, bad := range []string{"Go struct", "plain", "readingJSON", "of type", "2006"} {
+				if strings.Contains(msg, bad) {
+					t.Errorf("error %q holds %q", msg, bad)
+				}
+			}
+		})
 	}
 }

@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/vramgo/vram/memory"
 )
@@ -183,7 +186,7 @@ func ReadRecording(r io.Reader) ([]Reading, error) {
 	if data[0] == '[' {
 		var rs []readingJSON
 		if err := strictUnmarshal(data, &rs); err != nil {
-			return nil, invalid("not a list of readings: %w", err)
+			return nil, invalid("not a list of readings: %w", decodeError(err))
 		}
 		return checkReadings(fromJSON(rs))
 	}
@@ -209,13 +212,13 @@ func ReadRecording(r io.Reader) ([]Reading, error) {
 			Readings []readingJSON `json:"readings"`
 		}
 		if err := strictUnmarshal(data, &rec); err != nil {
-			return nil, invalid("%w", err)
+			return nil, invalid("%w", decodeError(err))
 		}
 		return checkReadings(fromJSON(rec.Readings))
 	case probe.GPUs != nil:
 		var rd readingJSON
 		if err := strictUnmarshal(data, &rd); err != nil {
-			return nil, invalid("%w", err)
+			return nil, invalid("%w", decodeError(err))
 		}
 		return checkReadings(fromJSON([]readingJSON{rd}))
 	}
@@ -236,6 +239,82 @@ func strictUnmarshal(data []byte, v any) error {
 	}
 	return nil
 }
+
+// decodeError returns err, an error of strictUnmarshal, with a message in
+// the terms of the recording where encoding/json's speaks of Go's: a value
+// of the wrong kind is named by its key's path in the recording
+// ("gpus.temperature_c: a string, want a whole number"), a time that is
+// not RFC 3339 by its value. The error returned wraps err.
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		var path []string
+		for _, k := range strings.Split(te.Field, ".") {
+			if k != "" && k != "plain" { // gpuJSON's and processJSON's decoding type
+				path = append(path, k)
+			}
+		}
+		msg := jsonKind(te.Value) + ", want " + goKind(te.Type)
+		if len(path) > 0 {
+			msg = strings.Join(path, ".") + ": " + msg
+		}
+		return &reasonError{msg: msg, err: err}
+	}
+	var pe *time.ParseError
+	if errors.As(err, &pe) {
+		return &reasonError{msg: fmt.Sprintf("time %q: want a time as RFC 3339 writes it, such as 2026-11-30T17:00:00Z", pe.Value), err: err}
+	}
+	return err
+}
+
+// jsonKind describes the JSON value that encoding/json names kind
+// ("string", "number", "number 1.5", ...).
+func jsonKind(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "number":
+		return "a number"
+	case "array":
+		return "a list"
+	case "object":
+		return "an object"
+	case "bool":
+		return "true or false"
+	}
+	return kind
+}
+
+// goKind describes the JSON value that decodes into a t.
+func goKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "a whole number"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number, 0 or more"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "a " + t.String()
+}
+
+// reasonError is an error with a message of its own that wraps the error
+// it describes.
+type reasonError struct {
+	msg string
+	err error
+}
+
+func (e *reasonError) Error() string { return e.msg }
+func (e *reasonError) Unwrap() error { return e.err }
 
 // readingJSON decodes a [Reading] of a recording: its GPUs through
 // gpuJSON.
