@@ -134,7 +134,9 @@ The same --seed gives the same loss and accuracy on any number of cores.`,
 }
 
 // chooseDevice resolves the --device flag to a usable device and says why
-// it was chosen.
+// it was chosen. A device that is not there is a usage error (a sim index
+// past those configured, a GPU index past the machine's), except a GPU on
+// a machine without CUDA, which fails as replay --device does.
 func chooseDevice(flag string) (vram.Device, string, error) {
 	if strings.TrimSpace(flag) == "auto" {
 		if vram.CUDAAvailable() {
@@ -157,7 +159,12 @@ func chooseDevice(flag string) (vram.Device, string, error) {
 				why = ve.Err.Error()
 			}
 		}
-		return vram.Device{}, "", usagef("demo: --device %s: device not available: %s (available here: %s)", d, why, strings.Join(availableDevices(), ", "))
+		err = fmt.Errorf("demo: --device %s: device not available: %s (available here: %s)", d, why, strings.Join(availableDevices(), ", "))
+		if d.IsCUDA() && !vram.CUDAAvailable() {
+			// No GPU on this machine: no command line would give one.
+			return vram.Device{}, "", err
+		}
+		return vram.Device{}, "", &usageError{err}
 	}
 	return d, "--device " + flag, nil
 }

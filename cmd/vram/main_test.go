@@ -244,7 +244,7 @@ func TestBadCommandLines(t *testing.T) {
 		{"zero steps", []string{"demo", "--steps", "0"}, "--steps must be positive, got 0"},
 		{"negative batch", []string{"demo", "--batch", "-1"}, "--batch must be positive, got -1"},
 		{"unknown device kind", []string{"demo", "--device", "foo"}, `bad device "foo"`},
-		{"missing device", []string{"demo", "--device", "cuda:7"}, "--device cuda:7: device not available"},
+		{"missing device", []string{"demo", "--device", "sim:7"}, "--device sim:7: device not available"},
 		{"unknown flag", []string{"demo", "--bogus"}, "unknown flag: --bogus"},
 		{"bad number", []string{"demo", "--steps", "many"}, `--steps "many": want a whole number`},
 		{"extra argument", []string{"demo", "extra"}, `unknown command "extra"`},
