@@ -59,7 +59,7 @@ type settings struct {
 }
 
 // full is the example's run on a GPU.
-var full = settings{size: 64, trainN: 4096, testN: 1024, batch: 64, epochs: 3}
+var full = settings{size: 64, trainN: 4096, testN: 1024, batch: 64, epochs: 10}
 
 // run trains on cuda:0 when gpu is set, else reports the step's memory on
 // the shape-only sim device.
@@ -214,7 +214,7 @@ func train(w io.Writer, dev vram.Device, c settings) {
 	trainSet, testSet := generate(trainN, size, 1), generate(testN, size, 2)
 	m := newModel(dev, 3)
 	defer release(m)
-	opt, err := optim.NewSGD(m.Parameters(), optim.SGDConfig{LR: 0.05, Momentum: 0.9})
+	opt, err := optim.NewSGD(m.Parameters(), optim.SGDConfig{LR: 0.02, Momentum: 0.9})
 	if err != nil {
 		panic(err)
 	}
@@ -281,7 +281,7 @@ func fit(w io.Writer, dev vram.Device, c settings) {
 	size, batch := c.size, c.batch
 	m := newModel(dev, 3)
 	defer release(m)
-	opt, err := optim.NewSGD(m.Parameters(), optim.SGDConfig{LR: 0.05, Momentum: 0.9})
+	opt, err := optim.NewSGD(m.Parameters(), optim.SGDConfig{LR: 0.02, Momentum: 0.9})
 	if err != nil {
 		panic(err)
 	}
