@@ -2,7 +2,6 @@ package memory
 
 import (
 	"fmt"
-	"github.com/vramgo/vram/internal/printable"
 	"math"
 	"math/bits"
 	"slices"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/vramgo/vram/internal/editdist"
+	"github.com/vramgo/vram/internal/printable"
 	"github.com/vramgo/vram/internal/units"
 )
 
@@ -234,7 +235,7 @@ func didYouMean(got string, choices []string) string {
 		if len(lower) > len(w)+limit || len(lower) < len(w)-limit {
 			continue // too far apart, and got may be megabytes long
 		}
-		if d := editDistance(lower, w); d <= limit && (best == "" || d < bestDist) {
+		if d := editdist.Distance(lower, w); d <= limit && (best == "" || d < bestDist) {
 			best, bestDist = w, d
 		}
 	}
@@ -245,27 +246,6 @@ func didYouMean(got string, choices []string) string {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance returns the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // ParseConfig parses a VRAM_ALLOC_CONF string: comma-separated key:value

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
+	"github.com/vramgo/vram/internal/editdist"
 	"github.com/vramgo/vram/memory"
 )
 
@@ -217,7 +217,7 @@ func flagSuggestion(c *cobra.Command, err error) string {
 		if f.Hidden {
 			return
 		}
-		d := editDistance(typed, f.Name)
+		d := editdist.Distance(typed, f.Name)
 		if strings.HasPrefix(f.Name, typed) {
 			d = min(d, 1)
 		}
@@ -232,27 +232,4 @@ func flagSuggestion(c *cobra.Command, err error) string {
 		return ""
 	}
 	return " (did you mean --" + strings.Join(near, " or --") + "?)"
-}
-
-// editDistance returns the Levenshtein distance between a and b: the
-// fewest insertions, deletions and substitutions of bytes that turn one
-// into the other.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			sub := prev[j-1]
-			if a[i-1] != b[j-1] {
-				sub++
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, sub)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
