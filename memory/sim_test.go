@@ -2,6 +2,7 @@ package memory
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -263,5 +264,47 @@ func TestSimMapRange(t *testing.T) {
 				t.Errorf("%d bytes left after unmapping every chunk", s.Used())
 			}
 		})
+	}
+}
+
+// TestCallTimesConcurrent records, reads and merges driver calls from
+// many goroutines at once (run under -race in CI): CallTimes is shared by
+// an arena's calls and the report that reads it.
+func TestCallTimesConcurrent(t *testing.T) {
+	var ct, other CallTimes
+	other.Add(CallAlloc, 2*mib, time.Microsecond)
+	const workers, each = 8, 200
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				switch i % 4 {
+				case 0:
+					ct.Add(CallCreate, int64(w+1)*mib, time.Microsecond)
+				case 1:
+					ct.AddRange(CallSetAccess, 8*mib, 4, time.Microsecond)
+				case 2:
+					ct.Rows()
+					ct.Total()
+				default:
+					ct.Merge(&other)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var calls int64
+	for _, r := range ct.Rows() {
+		calls += r.Count
+	}
+	if want := int64(workers * each * 3 / 4); calls != want {
+		t.Errorf("%d calls recorded, want %d", calls, want)
+	}
+	_, modelled, _ := ct.Total()
+	want := workers*each/4*(costCreate+4*costSetAccess) + workers*each/4*ModelledCost(CallAlloc, 2*mib)
+	if modelled != want {
+		t.Errorf("modelled %v, want %v", modelled, want)
 	}
 }
