@@ -11,7 +11,12 @@ context="alloc" and "state", a small max_entries whose ring has wrapped,
 history stopped and started again, none at all), other allocator settings
 (expandable_segments, max_split_size_mb, garbage_collection_threshold,
 empty_cache mid-run), CUDA graphs' private pools, a side stream, and
-out-of-memory errors under those settings and at the device's own capacity.
+out-of-memory errors under those settings and at the device's own capacity;
+then rounding settings (roundup_power2_divisions, its list form),
+autocast with a GradScaler, torch.compile, PYTORCH_NO_CUDA_MEMORY_CACHING,
+a one-entry ring, a history stopped before the dump, a setting changed
+mid-run, a user's MemPool, raw caching_allocator_alloc, and out-of-memory
+errors in backward, in the small pool and with expandable segments.
 Each workload runs in a fresh process with PYTORCH_CUDA_ALLOC_CONF set as
 the workload says (unset otherwise), and writes its snapshot with
 torch.cuda.memory._dump_snapshot while its tensors are live (in the
@@ -52,6 +57,20 @@ WORKLOADS = {
     "oom_fragmented_python": ("", {"stacks": "python"}, 2 * GiB),
     "oom_device_capacity": ("", {}, None),
     "oom_device_fragmented": ("", {}, None),
+    "train_roundup_list": ("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]", {}, None),
+    "train_roundup_4": ("roundup_power2_divisions:4", {}, None),
+    "train_amp": ("", {}, None),
+    "train_compiled": ("", {}, None),
+    "train_no_caching": ("", {}, None),
+    "train_max_entries_1": ("", {"max_entries": 1}, None),
+    "train_history_stopped": ("", {}, None),
+    "train_settings_changed": ("", {}, None),
+    "mem_pool": ("", {}, None),
+    "raw_caching_alloc": ("", {}, None),
+    "oom_backward": ("", {}, 2 * GiB),
+    "oom_small_pool": ("", {}, GiB // 2),
+    "oom_expandable_device": ("expandable_segments:True", {}, None),
+    "oom_python_stacks_expandable": ("expandable_segments:True,max_split_size_mb:128", {"stacks": "python"}, GiB),
 }
 
 
@@ -170,6 +189,82 @@ def workload(torch, name, history, keep):
         keep.extend(gib)
         keep.extend(mib(600) for _ in range(5))
         keep.append(mib(1536))
+    elif name == "train_amp":
+        model = make_model(torch, dim=384)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        scaler = torch.amp.GradScaler("cuda")
+        for seq in (64, 256, 128, 384):
+            ids = torch.randint(0, 1000, (16, seq), device="cuda")
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = torch.nn.functional.cross_entropy(model(ids).flatten(0, 1), ids.flatten())
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+        keep.extend([model, opt, scaler])
+    elif name == "train_compiled":
+        model = make_model(torch)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        step = torch.compile(model)
+        for seq in (128, 128, 128):
+            ids = torch.randint(0, 1000, (16, seq), device="cuda")
+            loss = torch.nn.functional.cross_entropy(step(ids).flatten(0, 1), ids.flatten())
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        keep.extend([model, opt])
+    elif name == "train_history_stopped":
+        model, opt = train_some(torch, (64, 256))
+        torch.cuda.memory._record_memory_history(enabled=None)
+        keep.append(mib(40))  # allocated after the history stopped
+        train_step(torch, model, opt, 16, 512)
+        keep.extend([model, opt])
+    elif name == "train_settings_changed":
+        model, opt = train_some(torch, (64, 256))
+        torch.cuda.memory._set_allocator_settings("expandable_segments:True")
+        for seq in (512, 128):
+            train_step(torch, model, opt, 16, seq)
+        keep.extend([model, opt])
+    elif name == "mem_pool":
+        pool = torch.cuda.MemPool()
+        with torch.cuda.use_mem_pool(pool):
+            a = mib(48)
+            b = mib(3)
+        c = mib(48)
+        del a
+        keep.extend([pool, b, c])
+        keep.extend(train_some(torch, (64, 128)))
+    elif name == "raw_caching_alloc":
+        ptrs = [torch.cuda.caching_allocator_alloc(n * MiB) for n in (1, 5, 30, 300)]
+        torch.cuda.caching_allocator_delete(ptrs[1])
+        keep.append(ptrs)
+        keep.extend(train_some(torch, (64, 128)))
+    elif name == "oom_backward":
+        # Forward fits; the gradients of the large layers do not.
+        model = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096) for _ in range(16)]).cuda()
+        x = torch.randn(2048, 4096, device="cuda")
+        keep.extend([model, x])
+        out = model(x)
+        keep.append(out)
+        out.square().mean().backward()
+    elif name == "oom_small_pool":
+        for i in range(10 ** 6):
+            keep.append(torch.empty(128 * 1024 + 512 * (i % 7), dtype=torch.uint8, device="cuda"))
+            if i % 3 == 0:
+                keep[i // 2] = None
+    elif name == "oom_expandable_device":
+        free, _ = torch.cuda.mem_get_info()
+        keep.append(mib(free // MiB - 3 * 1024))
+        for n in range(1, 64):
+            keep.append(mib(700))
+            if n % 2:
+                keep[-2] = None
+    elif name == "oom_python_stacks_expandable":
+        keep.append(mib(300))
+        parts = [mib(90) for _ in range(6)]
+        del parts[1::2]
+        keep.extend(parts)
+        keep.append(mib(700))  # fails: 1 GiB allowed
     else:
         keep.extend(train_some(torch))
 
@@ -230,6 +325,8 @@ def run(name, path):
 
 
 def child(name, path):
+    if name == "train_no_caching":
+        os.environ["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
     meta, raw = run(name, path)
     with open(raw, "rb") as src, gzip.open(path, "wb", compresslevel=9) as dst:
         shutil.copyfileobj(src, dst)
