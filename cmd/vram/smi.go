@@ -75,7 +75,9 @@ them), utilization (the share of time kernels ran, and the share of time device 
 was read or written: neither is the share of memory in use), temperature, power and
 clocks, then the processes holding memory on each GPU ("unknown" for a process whose
 name cannot be read). Where NVML cannot see the processes (inside a container with its
-own PID namespace, say) it says so instead of showing an empty list.
+own PID namespace, say) it says so instead of showing an empty list. Without a GPU to
+show (no driver, a driver that reports none, a recorded reading of none) smi, -L and
+--json alike say so on standard error and exit with status 1.
 
   vram smi
   vram smi --json          # the monitor.Reading struct as JSON, memory in bytes
@@ -94,6 +96,12 @@ own PID namespace, say) it says so instead of showing an empty list.
 			r, err := src.Read()
 			if err != nil {
 				return cmdError("smi", err)
+			}
+			if len(r.GPUs) == 0 {
+				// Fail as on a machine whose driver reports no GPU, in
+				// every form, rather than list nothing (-L) or print
+				// empty tables, with status 0.
+				return errors.New("smi: " + noGPUs)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -144,9 +152,9 @@ func printableReading(r monitor.Reading) monitor.Reading {
 	return r
 }
 
-// writeSmi prints a reading as the smi table and process list; its
-// strings must have been made printable (printableReading). It returns the
-// first error writing to w.
+// writeSmi prints a reading of at least one GPU as the smi table and
+// process list; its strings must have been made printable
+// (printableReading). It returns the first error writing to w.
 func writeSmi(out io.Writer, r monitor.Reading) error {
 	w := &errWriter{w: out}
 	var head []string
@@ -160,11 +168,6 @@ func writeSmi(out io.Writer, r monitor.Reading) error {
 		head = append(head, r.Time.Local().Format(time.DateTime))
 	}
 	fmt.Fprintf(w, "vram smi   %s\n\n", strings.Join(head, "   "))
-	if len(r.GPUs) == 0 {
-		// nvidia-smi's "No devices were found" rather than empty tables.
-		fmt.Fprintln(w, noGPUs)
-		return w.err
-	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "GPU\tNAME\tMEMORY USED / TOTAL\tDRIVER RESERVE\tKERNELS RAN\tMEMORY BUSY\tTEMP\tPOWER / LIMIT\tSM CLOCK")
 	for _, g := range r.GPUs {
@@ -211,7 +214,9 @@ func writeSmi(out io.Writer, r monitor.Reading) error {
 	return w.err
 }
 
-// noGPUs is what smi and watch show for a reading without GPUs.
+// noGPUs is what smi and watch say of a reading without GPUs, as
+// nvidia-smi says "No devices were found": smi as its error, watch in its
+// frame.
 const noGPUs = "no GPU in this reading"
 
 // gib prints bytes as GiB with one decimal.

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -312,37 +314,47 @@ func TestWatchWideCharacters(t *testing.T) {
 }
 
 // TestMonitorCommandsWithoutGPUs checks that a reading of no GPU says so
-// rather than print empty tables.
+// rather than print empty tables: watch in its frame, which it goes on
+// drawing, and smi, in each of its forms, as the one-line error with exit
+// status 1 that it gives on a machine whose driver reports no GPU, where
+// smi -L printed nothing and exited 0.
 func TestMonitorCommandsWithoutGPUs(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "none.json")
 	if err := os.WriteFile(file, []byte(`{"time": "2026-11-30T17:00:00Z", "gpus": []}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tests := []struct {
-		args []string
-		want []string
-		not  []string
-	}{
-		{[]string{"smi", "--source", file}, []string{"vram smi", noGPUs}, []string{"PROCESSES", "GPU  NAME"}},
-		{[]string{"watch", "--count", "2", "--interval", "10ms", "--source", file}, []string{"0 GPUs", noGPUs}, []string{"PROCESSES"}},
-		{[]string{"smi", "-L", "--source", file}, nil, []string{"GPU"}},
-	}
-	for _, tc := range tests {
-		t.Run(strings.Join(tc.args[:2], " "), func(t *testing.T) {
-			code, stdout, stderr := runCLI(t, tc.args...)
-			if code != 0 || stderr != "" {
-				t.Fatalf("exit %d, stderr %q", code, stderr)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(stdout, w) {
-					t.Errorf("output lacks %q:\n%s", w, stdout)
+	t.Run("watch", func(t *testing.T) {
+		code, stdout, stderr := runCLI(t, "watch", "--count", "2", "--interval", "10ms", "--source", file)
+		if code != 0 || stderr != "" {
+			t.Fatalf("exit %d, stderr %q", code, stderr)
+		}
+		if !strings.Contains(stdout, "0 GPUs") || !strings.Contains(stdout, noGPUs) || strings.Contains(stdout, "PROCESSES") {
+			t.Errorf("frames do not say there is no GPU:\n%s", stdout)
+		}
+	})
+	withMonitor(t, func() (monitor.Source, error) {
+		return nil, fmt.Errorf("monitor: %w: the driver reports 0 devices", monitor.ErrNoGPU)
+	})
+	for _, form := range [][]string{{"smi"}, {"smi", "-L"}, {"smi", "--list"}, {"smi", "--json"}} {
+		for _, src := range []struct {
+			name string
+			args []string
+			want string
+		}{
+			{"recorded", []string{"--source", file}, "smi: " + noGPUs},
+			{"driver", nil, "smi: no NVIDIA GPU found"},
+		} {
+			args := append(slices.Clone(form), src.args...)
+			t.Run(strings.Join(form, " ")+"/"+src.name, func(t *testing.T) {
+				code, stdout, stderr := runCLI(t, args...)
+				if code != exitFailure {
+					t.Errorf("exit %d, want %d", code, exitFailure)
 				}
-			}
-			for _, w := range tc.not {
-				if strings.Contains(stdout, w) {
-					t.Errorf("output holds %q:\n%s", w, stdout)
+				if stdout != "" {
+					t.Errorf("stdout not empty:\n%s", stdout)
 				}
-			}
-		})
+				checkErrorLine(t, stderr, src.want)
+			})
+		}
 	}
 }
