@@ -32,7 +32,8 @@
 // --nproc-per-node?); other failures exit with status 1, except
 // that run exits with the status of the rank that failed. A command that
 // Ctrl-C stops before it is done (demo) exits with status 130, as a shell
-// reports it; watch and exporter, which run until it, exit with 0.
+// reports it; watch and exporter, which run until stopped, exit with 0 on
+// Ctrl-C, SIGTERM and SIGHUP, the exporter after the scrapes in flight.
 //
 // The command configures vram from the environment once, at start, with
 // vram.ConfigFromLookup (the variables of vram.ConfigFromEnv), applying the

@@ -31,10 +31,16 @@ process="unknown", as in vram smi. Programs using vram export their allocator's
 statistics and device memory themselves with monitor.RegisterAllocator and
 monitor.RegisterDeviceMemory.
 
+Ctrl-C, SIGTERM (what systemd, Docker and Kubernetes send to stop it) and SIGHUP stop
+the server gracefully: it takes no new scrape, lets those in flight finish (for up to
+5 s) and exits with status 0.
+
   vram exporter --listen :9400
   vram exporter --listen 127.0.0.1:9400 --source readings.json   # recorded readings, no GPU needed`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := stopContext(cmd.Context())
+			defer stop()
 			// The command line is checked before the GPUs are read, so
 			// that a mistyped address is a usage error on any machine.
 			if err := checkListen(listen); err != nil {
@@ -62,8 +68,8 @@ monitor.RegisterDeviceMemory.
 				}
 				return fmt.Errorf("exporter: --listen %s: %w", listen, err)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "vram exporter: serving %s at http://%s/metrics (Ctrl-C stops)\n", count(len(r.GPUs), "GPU", "GPUs"), ln.Addr())
-			if err := monitor.Serve(cmd.Context(), ln, reg); err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "vram exporter: serving %s at http://%s/metrics (Ctrl-C or SIGTERM stops)\n", count(len(r.GPUs), "GPU", "GPUs"), ln.Addr())
+			if err := monitor.Serve(ctx, ln, reg); err != nil {
 				return cmdError("exporter", err)
 			}
 			return nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -58,6 +59,20 @@ func interruptContext() (ctx context.Context, stop func()) {
 		signal.Stop(sigs)
 		cancel(context.Canceled)
 	}
+}
+
+// stopContext returns a context that SIGTERM (what systemd, Docker and
+// Kubernetes send to stop a service) and SIGHUP (a closed terminal) cancel,
+// for the commands that run until they are stopped (watch, exporter):
+// they end on these as on Ctrl-C, with status 0, rather than being killed
+// by them. SIGHUP is left alone when the process was started ignoring it
+// (nohup), which catching it would undo. Call stop when done.
+func stopContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	sigs := []os.Signal{syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return signal.NotifyContext(ctx, sigs...)
 }
 
 // run configures vram from the environment, executes the command line args

@@ -14,14 +14,18 @@ import (
 )
 
 // helperEnv makes the test binary run the vram command line in
-// VRAM_TEST_ARGS instead of the tests, so that a test can start it as a
-// separate process (with another GOMAXPROCS, say).
+// VRAM_TEST_ARGS instead of the tests, as main does (Ctrl-C included), so
+// that a test can start it as a separate process (with another
+// GOMAXPROCS, say, or to send it signals).
 const helperEnv = "VRAM_TEST_RUN_CLI"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
 		args := strings.Fields(os.Getenv("VRAM_TEST_ARGS"))
-		os.Exit(run(context.Background(), args, os.Stdin, os.Stdout, os.Stderr))
+		ctx, stop := interruptContext()
+		code := run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

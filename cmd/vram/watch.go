@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 	"unicode"
 
@@ -57,8 +55,9 @@ func newWatchCmd() *cobra.Command {
 		Long: `Watch redraws, every interval, each GPU's memory in use and the share of time kernels
 ran, with their history as sparklines, and the memory each process holds. It draws with
 plain ANSI sequences on the alternate screen, so it works in any terminal and inside tmux
-or screen; q or Ctrl-C quits (Ctrl-C only, when the input is not a terminal). When the
-output is not a terminal, it prints one frame per interval without control sequences.
+or screen; q or Ctrl-C quits (Ctrl-C only, when the input is not a terminal), and so do
+SIGTERM and SIGHUP, with status 0. When the output is not a terminal, it prints one
+frame per interval without control sequences.
 
 With --pids it shows only the GPUs that those processes, or processes started by them,
 hold memory on (and GPUs whose processes it cannot see): give it the pids that
@@ -128,13 +127,12 @@ func runWatch(ctx context.Context, out io.Writer, src monitor.Source, interval t
 		}
 	}
 	quit := "Ctrl-C quits" // q works only where the keys are read
+	// End as on q and Ctrl-C when asked to stop, leaving the alternate
+	// screen and restoring the terminal, rather than be killed.
+	ctx, stop := stopContext(ctx)
+	defer stop()
 	if tty {
 		termSize()
-		// Leave the alternate screen and restore the terminal when asked
-		// to stop, not only on q and Ctrl-C.
-		var stop context.CancelFunc
-		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGHUP)
-		defer stop()
 		if term.IsTerminal(int(os.Stdin.Fd())) {
 			if old, err := term.MakeRaw(int(os.Stdin.Fd())); err == nil {
 				defer term.Restore(int(os.Stdin.Fd()), old)
