@@ -118,9 +118,9 @@ standard output in place of the report; FILE - reads the input from standard inp
 	f := cmd.Flags()
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	f.StringVar(&html, "html", "", "also write the page to `OUT`")
-	f.IntVar(&top, "top", 10, "how many regions, stacks, allocations and out-of-memory events to list")
+	f.IntVar(&top, "top", 10, "list the first `N` (at least 1) regions, stacks, allocations and out-of-memory events")
 	f.StringVar(&limit, "limit", "", "the memory the run was allowed when it ran out, a `SIZE` such as 40GiB (set_per_process_memory_fraction times the device's memory); default: from the snapshot, or inferred")
-	f.Int64Var(&budget, "replay-events", analyze.DefaultReplayEvents, "bound the out-of-memory fix checks of a device to this many replayed events; 0 turns them off")
+	f.Int64Var(&budget, "replay-events", analyze.DefaultReplayEvents, "bound the out-of-memory fix checks of a device to `N` replayed events; 0 turns them off")
 	f.StringVar(&maxInput, "max-input", "1GiB", "refuse snapshots larger than `SIZE` after decompression (they are read whole); text traces in files are streamed")
 	return cmd
 }

@@ -126,9 +126,9 @@ The same --seed gives the same loss and accuracy on any number of cores.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.device, "device", "auto", "`DEVICE` to train on: \"auto\" (cuda:0 when CUDA is available, else cpu), cpu, cuda, cuda:N, sim:N")
-	f.IntVar(&o.steps, "steps", demoSteps, "optimizer steps (> 0)")
-	f.IntVar(&o.batch, "batch", demoBatch, "examples per step (> 0; more than the training examples trains on all of them, with a note)")
-	f.Uint64Var(&o.seed, "seed", 1, "seed of the data, the initial weights and the batch order")
+	f.IntVar(&o.steps, "steps", demoSteps, "take `N` optimizer steps (> 0)")
+	f.IntVar(&o.batch, "batch", demoBatch, "train on `N` examples per step (> 0; more than the training examples trains on all of them, with a note)")
+	f.Uint64Var(&o.seed, "seed", 1, "seed the data, the initial weights and the batch order with `N` (0 or more)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object on stdout and no progress bar")
 	return cmd
 }

@@ -116,13 +116,14 @@ func TestCapacityForms(t *testing.T) {
 }
 
 // TestFlagPlaceholders checks what --help shows after each flag that takes
-// a value: the word in backquotes in its usage (SIZE, FILE, N), or else
-// pflag's type name. A lower-case word in backquotes would become the
-// placeholder by accident, and a string flag without one would show
-// "string" where the kind of value belongs.
+// a value: the word in backquotes in its usage (SIZE, FILE, N, DURATION),
+// in upper case, as every flag of vram names its value. A lower-case word
+// in backquotes would become the placeholder by accident, and a flag
+// without one shows pflag's type name ("int", "duration", "string") where
+// the kind of value belongs. The placeholder is not repeated at the end of
+// the description, as "--pids PID,PID,...  ... (PID,PID,...)" did.
 func TestFlagPlaceholders(t *testing.T) {
-	line := regexp.MustCompile(`^\s+(?:-\w, )?--([\w-]+)(?: (\S+?))?(?:\[=\S*\])?\s{2,}`)
-	typeNames := map[string]bool{"int": true, "int64": true, "uint": true, "duration": true}
+	line := regexp.MustCompile(`^\s+(?:-\w, )?--([\w-]+)(?: (\S+?))?(?:\[=\S*\])?\s{2,}(.*)$`)
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		for _, l := range strings.Split(c.LocalFlags().FlagUsages(), "\n") {
@@ -130,8 +131,12 @@ func TestFlagPlaceholders(t *testing.T) {
 			if m == nil {
 				continue
 			}
-			if name := m[2]; name != "" && !typeNames[name] && strings.ToLower(name) == name {
-				t.Errorf("%s --%s shows %q as its value: name it in backquotes in upper case, as `SIZE` or `FILE`", c.CommandPath(), m[1], name)
+			name, usage := m[2], m[3]
+			if name != "" && strings.ToLower(name) == name {
+				t.Errorf("%s --%s shows %q as its value: name it in backquotes in upper case, as `SIZE`, `N` or `DURATION`", c.CommandPath(), m[1], name)
+			}
+			if name != "" && strings.Contains(usage, "("+name+")") {
+				t.Errorf("%s --%s shows its value %s twice: %q", c.CommandPath(), m[1], name, strings.TrimSpace(l))
 			}
 		}
 		for _, sub := range c.Commands() {
@@ -272,5 +277,42 @@ func TestUnknownFlagSuggestions(t *testing.T) {
 				t.Errorf("stderr %q\nwant   %q", stderr, want)
 			}
 		})
+	}
+}
+
+// TestHelpIsPlainText reads the help of every command, the hidden
+// completion command and its shells included, as a user sees it: plain
+// text, without Markdown headings ("#### Linux:"), backquotes that pflag
+// left in place, template or format markup that was not expanded, or
+// blanks at the ends of lines.
+func TestHelpIsPlainText(t *testing.T) {
+	markup := regexp.MustCompile("`|^#+ |\\{\\{|\\}\\}|%!|%\\[|%[sdvq]\\b|<no value>")
+	var walk func(c *cobra.Command)
+	tried := 0
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		if strings.HasPrefix(c.Name(), "__") {
+			return // cobra's requests from the shell, not for people
+		}
+		tried++
+		args := append(strings.Fields(c.CommandPath())[1:], "--help")
+		code, stdout, stderr := runCLI(t, args...)
+		if code != 0 || stderr != "" {
+			t.Errorf("vram %s: exit %d, stderr %q", strings.Join(args, " "), code, stderr)
+		}
+		for i, l := range strings.Split(stdout, "\n") {
+			if m := markup.FindString(l); m != "" {
+				t.Errorf("vram %s, line %d: %q in %q", strings.Join(args, " "), i+1, m, l)
+			}
+			if strings.TrimRight(l, " \t") != l {
+				t.Errorf("vram %s, line %d: blanks at the end of %q", strings.Join(args, " "), i+1, l)
+			}
+		}
+	}
+	walk(newRootCmd())
+	if tried < 15 {
+		t.Errorf("only %d commands' help read", tried)
 	}
 }

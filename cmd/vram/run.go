@@ -153,11 +153,11 @@ at start: "vram watch --pids" with them (or with run's own pid) shows their GPUs
 	f := cmd.Flags()
 	f.SetInterspersed(false) // flags after PROGRAM are PROGRAM's
 	f.IntVar(&o.NProcPerNode, "nproc-per-node", 0, "start `N` ranks on this node (required)")
-	f.IntVar(&o.NNodes, "nnodes", 1, "the job's number of nodes")
-	f.IntVar(&o.NodeRank, "node-rank", 0, "this node's number, 0 to nnodes-1 (node 0 serves the store)")
+	f.IntVar(&o.NNodes, "nnodes", 1, "the job runs on `N` nodes")
+	f.IntVar(&o.NodeRank, "node-rank", 0, "this node is number `N` of the job's, 0 to nnodes-1 (node 0 serves the store)")
 	f.StringVar(&o.MasterAddr, "master-addr", "127.0.0.1", "the `HOST` of node 0, where the rendezvous store listens")
 	f.IntVar(&o.MasterPort, "master-port", 0, fmt.Sprintf("the store's `PORT` (0: a free port on one node, %d on several)", parallel.DefaultMasterPort))
-	f.DurationVar(&o.StopTimeout, "stop-timeout", parallel.DefaultStopTimeout, "time the ranks have to exit after a signal or a failed rank, before they are killed")
+	f.DurationVar(&o.StopTimeout, "stop-timeout", parallel.DefaultStopTimeout, "how long (a `DURATION` such as 10s or 1m) the ranks have to exit after a signal or a failed rank, before they are killed")
 	return cmd
 }
 

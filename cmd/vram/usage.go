@@ -37,16 +37,28 @@ func nameArgErrors(c *cobra.Command) {
 // strictCompletion adds cobra's (hidden) completion command now rather than
 // at Execute, and makes it reject an unknown shell with a usage error: as a
 // command without a Run of its own, it would print its help and exit with
-// status 0.
+// status 0. Its help and its shells' are vram's own, in plain text: cobra's
+// hold Markdown headings ("#### Linux:").
 func strictCompletion(root *cobra.Command) {
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		if c.Name() != "completion" {
 			continue
 		}
+		c.Short = "Print a script that completes " + root.Name() + "'s commands and flags in a shell"
+		c.Long = fmt.Sprintf(`Completion prints a script that makes a shell complete %[1]s's commands, their flags
+and the values of some flags as they are typed. Name the shell: %[1]s completion SHELL,
+where SHELL is bash, fish, powershell or zsh; the help of each says how to load its
+script: %[1]s completion SHELL --help.`, root.Name())
 		var shells []string
 		for _, s := range c.Commands() {
 			shells = append(shells, s.Name())
+			s.Short = "Print the completion script for " + s.Name()
+			s.Long = completionHelp(root.Name(), s.Name())
+			s.DisableFlagsInUseLine = false
+			if f := s.Flags().Lookup("no-descriptions"); f != nil {
+				f.Usage = "complete names alone, without the descriptions of commands and flags"
+			}
 		}
 		c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
 		c.Args = func(cmd *cobra.Command, args []string) error {
@@ -56,6 +68,44 @@ func strictCompletion(root *cobra.Command) {
 			return nil
 		}
 	}
+}
+
+// completionHelp returns the help of "completion SHELL" for the program
+// prog: how to load the script in the current shell and in every new one.
+func completionHelp(prog, shell string) string {
+	switch shell {
+	case "bash":
+		return fmt.Sprintf(`Bash prints the script that completes %[1]s's commands and flags in bash. It needs
+the bash-completion package, from the system's package manager (or Homebrew).
+
+  source <(%[1]s completion bash)   # in this shell
+  # in every new shell, after one of these:
+  %[1]s completion bash > ~/.local/share/bash-completion/completions/%[1]s
+  %[1]s completion bash | sudo tee /etc/bash_completion.d/%[1]s > /dev/null   # for every user
+  %[1]s completion bash > "$(brew --prefix)/etc/bash_completion.d/%[1]s"      # macOS, Homebrew`, prog)
+	case "zsh":
+		return fmt.Sprintf(`Zsh prints the script that completes %[1]s's commands and flags in zsh. Where
+completion is not enabled yet, enable it once:
+
+  echo "autoload -U compinit; compinit" >> ~/.zshrc
+
+  source <(%[1]s completion zsh)   # in this shell
+  # in every new shell, after one of these:
+  %[1]s completion zsh > "${fpath[1]}/_%[1]s"
+  %[1]s completion zsh > "$(brew --prefix)/share/zsh/site-functions/_%[1]s"   # macOS, Homebrew`, prog)
+	case "fish":
+		return fmt.Sprintf(`Fish prints the script that completes %[1]s's commands and flags in fish.
+
+  %[1]s completion fish | source   # in this shell
+  %[1]s completion fish > ~/.config/fish/completions/%[1]s.fish   # in every new shell`, prog)
+	case "powershell":
+		return fmt.Sprintf(`Powershell prints the script that completes %[1]s's commands and flags in PowerShell.
+
+  %[1]s completion powershell | Out-String | Invoke-Expression   # in this session
+
+Add that line to the profile ($PROFILE) to load it in every new session.`, prog)
+	}
+	return fmt.Sprintf("%s prints the script that completes %s's commands and flags in %s.", strings.ToUpper(shell[:1])+shell[1:], prog, shell)
 }
 
 // newHelpCmd returns the help command. Unlike cobra's, it fails with a

@@ -89,10 +89,10 @@ The list is separated by commas or white space; an empty one is an error.
 		},
 	}
 	f := cmd.Flags()
-	f.DurationVar(&interval, "interval", time.Second, "time between readings (at least 10ms)")
+	f.DurationVar(&interval, "interval", time.Second, "time between readings, a `DURATION` of at least 10ms, such as 250ms or 2s")
 	f.IntVar(&count, "count", 0, "stop after `N` frames (0: until q or Ctrl-C)")
 	f.StringVar(&source, "source", "", "play recorded readings from `FILE` instead of the GPUs (- reads them from standard input)")
-	f.StringVar(&pidList, "pids", "", "show only the GPUs used by these processes and their children (`PID,PID,...`)")
+	f.StringVar(&pidList, "pids", "", "show only the GPUs used by the processes `PID,PID,...` and their children")
 	return cmd
 }
 
