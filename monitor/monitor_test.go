@@ -424,6 +424,8 @@ func TestReadRecordingBoundsItsInput(t *testing.T) {
 	}{
 		{"zeros", &endless{b: 0}, `starts with '\x00'`, 64 << 10},
 		{"binary", strings.NewReader("\x7fELF\x02\x01"), `starts with '\x7f'`, 64 << 10},
+		// A byte above ASCII is no character: %q would print 0xbf as '¿'.
+		{"high byte", strings.NewReader("\xbf\x00\xff"), `starts with '\xbf'`, 64 << 10},
 		{"endless list", io.MultiReader(strings.NewReader("["), &endless{b: ' '}), "larger than 1048576 bytes", 2 << 20},
 		{"endless blanks", &endless{b: '\n'}, "larger than 1048576 bytes", 2 << 20},
 	}

@@ -9,9 +9,11 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vramgo/vram/memory"
 )
@@ -171,7 +173,7 @@ func ReadRecording(r io.Reader) ([]Reading, error) {
 			br.ReadByte()
 			continue
 		} else if c != '{' && c != '[' {
-			return nil, invalid("not JSON readings: it starts with %q", c)
+			return nil, invalid("not JSON readings: it starts with %s", quoteByte(c))
 		}
 		break
 	}
@@ -223,6 +225,16 @@ func ReadRecording(r io.Reader) ([]Reading, error) {
 		return checkReadings(fromJSON([]readingJSON{rd}))
 	}
 	return nil, invalid(`not a recording of readings: no "format" or "gpus" key`)
+}
+
+// quoteByte quotes b as a Go character literal: 'x', '\x00', and '\xbf'
+// for a byte above ASCII, which is no character on its own (%q would
+// print it as the Latin-1 one, '¿').
+func quoteByte(b byte) string {
+	if b >= utf8.RuneSelf {
+		return fmt.Sprintf(`'\x%02x'`, b)
+	}
+	return strconv.QuoteRune(rune(b))
 }
 
 // strictUnmarshal decodes data into v, rejecting keys that v has no field
