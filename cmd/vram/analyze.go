@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,13 +128,22 @@ standard output in place of the report; FILE - reads the input from standard inp
 }
 
 // checkPagePath refuses an --html path that would lose data or cannot be
-// written: the input file itself (the page would replace the snapshot) or
-// a directory. It is checked before the input is read, so that a long
-// analysis does not end in the error.
+// written: the input file itself (the page would replace the snapshot), a
+// directory, or a path in a directory that does not exist or in a file. It
+// is checked before the input is read, so that a long analysis does not
+// end in the error.
 func checkPagePath(page, input string) error {
 	pi, err := os.Stat(page)
 	if err != nil {
-		return nil // a new file; other failures show when it is written
+		dir := filepath.Dir(page)
+		di, dirErr := os.Stat(dir)
+		switch {
+		case dirErr == nil && !di.IsDir():
+			return usagef("analyze: --html %s: %s is a file, not a directory; give the path of a page in a directory", printable.String(page), printable.String(dir))
+		case errors.Is(dirErr, fs.ErrNotExist):
+			return usagef("analyze: --html %s: there is no directory %s; create it, or give a path in a directory that exists", printable.String(page), printable.String(dir))
+		}
+		return nil // a new file; other failures (permissions, a full disk) show when it is written
 	}
 	if pi.IsDir() {
 		return usagef("analyze: --html %s is a directory; give the name of the page to write, such as %s", printable.String(page), printable.String(filepath.Join(page, "memory.html")))

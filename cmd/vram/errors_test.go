@@ -105,7 +105,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"exporter", "--listen", "bad::addr", "--source", readingsFile}, exitUsage, `exporter: --listen "bad::addr": address bad::addr: too many colons`},
 		{[]string{"exporter", "--listen", "127.0.0.1:99999", "--source", readingsFile}, exitUsage, `exporter: --listen "127.0.0.1:99999": port "99999" is not a number`},
 		{[]string{"exporter", "--listen", busy, "--source", readingsFile}, exitFailure, "exporter: --listen " + busy + ":"},
-		{[]string{"exporter", "--source", missing}, exitFailure, "exporter: monitor: "},
+		{[]string{"exporter", "--source", missing}, exitFailure, "exporter: --source " + missing + ": no such file or directory"},
 		{[]string{"exporter"}, exitFailure, "exporter: no NVIDIA driver found"},
 
 		{[]string{"replay"}, exitUsage, "replay: needs at least 1 argument, got 0 (usage: vram replay FILE... [flags]"},
@@ -119,7 +119,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"replay", "--device", "cuda:0", notes}, exitFailure, "replay: --device cuda:0: no CUDA GPU here"},
 
 		{[]string{"smi", "extra"}, exitUsage, "smi: unknown command"},
-		{[]string{"smi", "--source", missing}, exitFailure, "smi: monitor: "},
+		{[]string{"smi", "--source", missing}, exitFailure, "smi: --source " + missing + ": no such file or directory"},
 		{[]string{"smi", "--source", ""}, exitUsage, "smi: --source needs a FILE of recorded readings"},
 		{[]string{"watch", "--source", "", "--count", "1"}, exitUsage, "watch: --source needs a FILE of recorded readings"},
 		{[]string{"exporter", "--source", ""}, exitUsage, "exporter: --source needs a FILE of recorded readings"},
@@ -131,7 +131,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"watch", "extra"}, exitUsage, "watch: unknown command"},
 		{[]string{"watch", "--interval", "1ms"}, exitUsage, "watch: --interval must be at least 10ms"},
 		{[]string{"watch", "--count", "-1"}, exitUsage, "watch: --count must not be negative"},
-		{[]string{"watch", "--source", missing, "--count", "1"}, exitFailure, "watch: monitor: "},
+		{[]string{"watch", "--source", missing, "--count", "1"}, exitFailure, "watch: --source " + missing + ": no such file or directory"},
 		{[]string{"watch", "--count", "1"}, exitFailure, "watch: no NVIDIA driver found"},
 
 		{[]string{"help", "bogus"}, exitUsage, `help: unknown help topic "bogus"`},

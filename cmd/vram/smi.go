@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -32,14 +33,19 @@ func openSource(cmd, file string, given bool, stdin io.Reader) (monitor.Source, 
 	if file == stdinArg {
 		rs, err := monitor.ReadRecording(stdin)
 		if err != nil {
-			return nil, fmt.Errorf("%s: standard input: %w", cmd, err)
+			return nil, sourceError(cmd, "standard input", err)
 		}
 		return monitor.NewRecorded(rs), nil
 	}
 	if file != "" {
 		src, err := monitor.OpenRecorded(file)
 		if err != nil {
-			return nil, cmdError(cmd, err)
+			// OpenRecorded's error is "monitor: FILE: " and the reason,
+			// or "monitor: " and the error opening FILE.
+			if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), "monitor: ") {
+				err = inner
+			}
+			return nil, sourceError(cmd, "--source "+file, err)
 		}
 		return src, nil
 	}
@@ -58,6 +64,22 @@ func openSource(cmd, file string, given bool, stdin io.Reader) (monitor.Source, 
 		return nil, cmdError(cmd, err)
 	}
 	return src, nil
+}
+
+// sourceError is the error of a --source that could not be read as
+// readings, named by what (the flag and its file, or standard input): the
+// reason alone where it is one of the file system ("no such file or
+// directory", "is a directory"), without the file named again, and what
+// --source reads where the input is not that.
+func sourceError(cmd, what string, err error) error {
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &pe):
+		return fmt.Errorf("%s: %s: %w", cmd, what, pe.Err)
+	case errors.Is(err, monitor.ErrInvalidRecording):
+		return fmt.Errorf("%s: %s: %w; want readings as \"vram smi --json\" prints them or monitor.WriteRecording writes them", cmd, what, err)
+	}
+	return fmt.Errorf("%s: %s: %w", cmd, what, err)
 }
 
 func newSmiCmd() *cobra.Command {

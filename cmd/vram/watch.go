@@ -102,11 +102,12 @@ The list is separated by commas or white space; an empty one is an error.
 func parsePIDs(list string, given bool) ([]int, error) {
 	var pids []int
 	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
-		n, err := strconv.Atoi(f)
+		// A process id is a positive pid_t, 32 bits wide.
+		n, err := strconv.ParseInt(f, 10, 32)
 		if err != nil || n <= 0 {
 			return nil, usagef("watch: --pids: %q is not a process id", f)
 		}
-		pids = append(pids, n)
+		pids = append(pids, int(n))
 	}
 	if given && len(pids) == 0 {
 		return nil, usagef("watch: --pids: no process id in %q (is the job running?)", list)
