@@ -94,6 +94,11 @@ standard output in place of the report; FILE - reads the input from standard inp
 			if budget == 0 {
 				opts.ReplayEvents = -1 // off
 			}
+			if args[0] == stdinArg {
+				if err := terminalInput("analyze", "-", "vram analyze - < snapshot.pickle", cmd.InOrStdin()); err != nil {
+					return err
+				}
+			}
 			f, err := openInput(lim, args[0], cmd.InOrStdin())
 			if err != nil {
 				return cmdError("analyze", err)

@@ -22,8 +22,10 @@
 // results take --json and then print one JSON object on standard output (one
 // per input for replay); progress and diagnostics go to standard error.
 // analyze and replay read an input named "-" from standard input, as smi,
-// watch and exporter read --source -, and "analyze --html -" writes the
-// page to standard output; run gives its standard input to local rank 0.
+// watch and exporter read --source -, when it is a pipe or a file (from a
+// terminal it is a usage error, not a silent wait), and "analyze --html -"
+// writes the page to standard output; run gives its standard input to
+// local rank 0.
 // Errors go to standard error as one line, "vram: COMMAND: ..." (an
 // out-of-memory diagnosis as the paragraph it is). A bad command line (an
 // unknown command, flag or help topic, a bad flag value, a wrong number of

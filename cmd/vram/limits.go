@@ -32,6 +32,17 @@ func inputLimits(maxInput string) (trace.Limits, error) {
 // standard input, as it does for cat.
 const stdinArg = "-"
 
+// terminalInput returns the usage error of cmd reading standard input, as
+// what ("-", "--source -") asks, while it is a terminal, else nil: nobody
+// types a snapshot or readings, and the command would wait in silence for
+// them. example is a command line that gives the input.
+func terminalInput(cmd, what, example string, stdin io.Reader) error {
+	if !isTerminalReader(stdin) {
+		return nil
+	}
+	return usagef("%s: %s reads standard input, which is a terminal; pipe or redirect the input into it, as in: %s", cmd, what, example)
+}
+
 // openInput opens an input of analyze or replay: the file at path as
 // lim.OpenStream opens it (a text trace in a regular file is streamed), or,
 // for "-", standard input, read whole within lim and named "stdin" in

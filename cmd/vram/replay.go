@@ -154,6 +154,10 @@ cost by size class.
 			}
 			if n := countArg(args, stdinArg); n > 1 {
 				return usagef("standard input (-) is given %d times; it can be read once", n)
+			} else if n == 1 {
+				if err := terminalInput("replay", "-", "vram replay - < run.trace.gz", cmd.InOrStdin()); err != nil {
+					return err
+				}
 			}
 			opts := replayOptions{capacity: capBytes, maxCapacity: maxCap, limits: lim, compare: compare, fit: fitting, fitOn: fitOn, device: gpu, stdin: cmd.InOrStdin()}
 			base, err := memory.ParseConfig(conf)

@@ -31,6 +31,9 @@ func openSource(cmd, file string, given bool, stdin io.Reader) (monitor.Source, 
 		return nil, usagef("%s: --source needs a FILE of recorded readings (leave it out to read the GPUs)", cmd)
 	}
 	if file == stdinArg {
+		if err := terminalInput(cmd, "--source -", "vram "+cmd+" --source - < readings.json", stdin); err != nil {
+			return nil, err
+		}
 		rs, err := monitor.ReadRecording(stdin)
 		if err != nil {
 			return nil, sourceError(cmd, "standard input", err)
