@@ -316,3 +316,42 @@ func TestHelpIsPlainText(t *testing.T) {
 		t.Errorf("only %d commands' help read", tried)
 	}
 }
+
+// TestCompletionDescriptionsPlain asks for the completions of every
+// command's flags, as the shells' scripts do (vram __complete CMD --): the
+// descriptions the shell shows beside them are the flags' usage without
+// the backquotes that name a value in --help ("read ... from `FILE`"),
+// which pflag removes there but cobra passed on as they were.
+func TestCompletionDescriptionsPlain(t *testing.T) {
+	var walk func(c *cobra.Command)
+	tried := 0
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		if strings.HasPrefix(c.Name(), "__") || !c.HasAvailableFlags() {
+			return
+		}
+		path := strings.Fields(c.CommandPath())[1:]
+		for _, req := range []string{cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd} {
+			args := append(append([]string{req}, path...), "--")
+			code, stdout, stderr := runCLI(t, args...)
+			if code != 0 {
+				t.Errorf("vram %s: exit %d, stderr %q", strings.Join(args, " "), code, stderr)
+			}
+			if !strings.Contains(stdout, "--help") {
+				t.Errorf("vram %s offers no --help:\n%s", strings.Join(args, " "), stdout)
+			}
+			tried++
+			for _, l := range strings.Split(stdout, "\n") {
+				if strings.Contains(l, "`") {
+					t.Errorf("vram %s: %q", strings.Join(args, " "), l)
+				}
+			}
+		}
+	}
+	walk(newRootCmd())
+	if tried < 20 {
+		t.Errorf("only %d completions asked for", tried)
+	}
+}

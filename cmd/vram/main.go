@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/vramgo/vram/internal/printable"
@@ -82,6 +83,9 @@ func stopContext(ctx context.Context) (context.Context, context.CancelFunc) {
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	configure(stderr)
 	root := newRootCmd()
+	if len(args) > 0 && (args[0] == cobra.ShellCompRequestCmd || args[0] == cobra.ShellCompNoDescRequestCmd) {
+		plainFlagUsages(root)
+	}
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -108,6 +112,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitFailure
 	}
 	return 0
+}
+
+// plainFlagUsages removes from the usage of every flag of c and of the
+// commands below it the backquotes that name its value in --help ("from
+// `FILE`"): a shell's completion script shows the usage as it is, beside
+// the flag, and help is not printed in the same run.
+func plainFlagUsages(c *cobra.Command) {
+	unquote := func(f *pflag.Flag) { f.Usage = strings.ReplaceAll(f.Usage, "`", "") }
+	c.Flags().VisitAll(unquote)
+	c.PersistentFlags().VisitAll(unquote)
+	for _, sub := range c.Commands() {
+		plainFlagUsages(sub)
+	}
 }
 
 // checkHelpWrites makes the help of root and of every command below it
