@@ -131,3 +131,21 @@ func TestHostileFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyCommand runs vram with a command that is empty ("$CMD" of an
+// unset variable in a script) or "-": a usage error, where it printed the
+// help and exited 0, as if the script had done what it meant.
+func TestEmptyCommand(t *testing.T) {
+	for _, args := range [][]string{{""}, {"-"}, {"", "extra"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d", code, exitUsage)
+			}
+			if stdout != "" {
+				t.Errorf("stdout not empty:\n%s", stdout)
+			}
+			checkErrorLine(t, stderr, `unknown command "`+args[0]+`" (see 'vram --help')`)
+		})
+	}
+}

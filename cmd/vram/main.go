@@ -91,7 +91,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	helpErr := checkHelpWrites(root)
-	cmd, err := root.ExecuteContextC(ctx)
+	var cmd *cobra.Command
+	var err error
+	if len(args) > 0 && (args[0] == "" || args[0] == "-") {
+		// cobra reads these as no command at all and prints the help:
+		// "vram "$CMD"" of an unset variable would exit 0.
+		err = usagef("unknown command %q (see '%s --help')", args[0], root.CommandPath())
+	} else {
+		cmd, err = root.ExecuteContextC(ctx)
+	}
 	if err == nil && *helpErr != nil {
 		err = *helpErr // help that could not be written
 	}
