@@ -24,6 +24,8 @@ func TestCheckSimCapacity(t *testing.T) {
 		{math.MaxInt64, 0, false},
 		{4194304 << 40, 0, false}, // --capacity 4194304TiB
 		{1 << 40, 512 << 30, false},
+		{141e9, 100 << 30, false}, // --max-capacity 100GiB --capacity 141GB
+		{2, 1, false},
 		{math.MaxInt64, math.MaxInt64, true},
 	}
 	for _, tc := range tests {
@@ -41,6 +43,11 @@ func TestCheckSimCapacity(t *testing.T) {
 			if strings.Contains(msg, "\n") || !strings.Contains(msg, "--capacity") || !strings.Contains(msg, "MaxSimCapacity") ||
 				!strings.Contains(msg, "--max-capacity") {
 				t.Errorf("message %q: want one line naming the source, the limit and how to raise it", msg)
+			}
+			// Under a limit lowered below MaxSimCapacity (vram replay
+			// --max-capacity 64GiB), a device over it may be a real one.
+			if real := strings.Contains(msg, "larger than any real one"); real != (tc.limit == 0 || tc.limit >= MaxSimCapacity) {
+				t.Errorf("CheckSimCapacity(%d, %d): message %q", tc.capacity, tc.limit, msg)
 			}
 		}
 	}

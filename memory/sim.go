@@ -113,8 +113,13 @@ func (e *CapacityError) Error() string {
 	if e.Source != "" {
 		src = " (" + e.Source + ")"
 	}
-	return fmt.Sprintf("memory: a simulated device of %s%s is larger than any real one: the limit is %s (memory.MaxSimCapacity is %s; vram replay --max-capacity raises it)",
-		units.Bytes(e.Capacity), src, units.Bytes(e.Limit), units.Bytes(MaxSimCapacity))
+	why := "larger than any real one"
+	if e.Limit < MaxSimCapacity {
+		// A limit lowered below the default's: the device may be real.
+		why = "over the limit on simulated devices"
+	}
+	return fmt.Sprintf("memory: a simulated device of %s%s is %s: the limit is %s (memory.MaxSimCapacity is %s; vram replay --max-capacity raises it)",
+		units.Bytes(e.Capacity), src, why, units.Bytes(e.Limit), units.Bytes(MaxSimCapacity))
 }
 
 // CheckSimCapacity returns a [*CapacityError] naming source when capacity
