@@ -58,16 +58,22 @@ func openSource(cmd, file string, given bool, stdin io.Reader) (monitor.Source, 
 		var nd *monitor.NoDriverError
 		switch {
 		case errors.As(err, &nf):
-			return nil, fmt.Errorf("%s: no NVIDIA driver found (libnvidia-ml.so.1 not loadable): %s", cmd, nf.Reason())
+			return nil, fmt.Errorf("%s: no NVIDIA driver found (libnvidia-ml.so.1 not loadable): %s; %s", cmd, nf.Reason(), noGPUHint)
 		case errors.As(err, &nd):
-			return nil, fmt.Errorf("%s: no usable NVIDIA driver: %w", cmd, nd.Err)
+			return nil, fmt.Errorf("%s: no usable NVIDIA driver: %w; %s", cmd, nd.Err, noGPUHint)
 		case errors.Is(err, monitor.ErrNoGPU):
-			return nil, fmt.Errorf("%s: no NVIDIA GPU found: %w", cmd, err)
+			// "monitor: no NVIDIA GPU: the driver reports 0 devices"
+			why := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "monitor: "), monitor.ErrNoGPU.Error()+": ")
+			return nil, fmt.Errorf("%s: no NVIDIA GPU found: %s; %s", cmd, why, noGPUHint)
 		}
 		return nil, cmdError(cmd, err)
 	}
 	return src, nil
 }
+
+// noGPUHint ends the error of smi, watch and exporter on a machine where
+// they find no GPU to read: what to do.
+const noGPUHint = "vram doctor says what is missing, and --source FILE shows readings recorded elsewhere"
 
 // sourceError is the error of a --source that could not be read as
 // readings, named by what (the flag and its file, or standard input): the

@@ -37,12 +37,16 @@ func noNVML() (monitor.Source, error) {
 		Tried: []load.Attempt{{Where: "loader", Path: "libnvidia-ml.so.1", Err: "libnvidia-ml.so.1: cannot open shared object file: No such file or directory"}}}}
 }
 
+// TestMonitorCommandsWithoutDriver runs the commands that read the GPUs on
+// a machine without a driver: one line that says so, why, and what to do
+// (vram doctor says what is missing; --source plays recorded readings).
 func TestMonitorCommandsWithoutDriver(t *testing.T) {
 	withMonitor(t, noNVML)
-	for _, args := range [][]string{{"smi"}, {"smi", "--json"}, {"watch", "--count", "1"}, {"exporter", "--listen", "127.0.0.1:0"}} {
+	for _, args := range [][]string{{"smi"}, {"smi", "--json"}, {"smi", "-L"}, {"watch", "--count", "1"}, {"exporter", "--listen", "127.0.0.1:0"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, stdout, stderr := runCLI(t, args...)
-			want := "vram: " + args[0] + ": no NVIDIA driver found (libnvidia-ml.so.1 not loadable): libnvidia-ml.so.1: cannot open shared object file: No such file or directory\n"
+			want := "vram: " + args[0] + ": no NVIDIA driver found (libnvidia-ml.so.1 not loadable): libnvidia-ml.so.1: cannot open shared object file: No such file or directory" +
+				"; vram doctor says what is missing, and --source FILE shows readings recorded elsewhere\n"
 			if code != exitFailure || stdout != "" || stderr != want {
 				t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, stdout, stderr, want)
 			}
@@ -342,7 +346,7 @@ func TestMonitorCommandsWithoutGPUs(t *testing.T) {
 			want string
 		}{
 			{"recorded", []string{"--source", file}, "smi: " + noGPUs},
-			{"driver", nil, "smi: no NVIDIA GPU found"},
+			{"driver", nil, "smi: no NVIDIA GPU found: the driver reports 0 devices; vram doctor says what is missing, and --source FILE shows readings recorded elsewhere"},
 		} {
 			args := append(slices.Clone(form), src.args...)
 			t.Run(strings.Join(form, " ")+"/"+src.name, func(t *testing.T) {
