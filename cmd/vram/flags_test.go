@@ -355,3 +355,61 @@ func TestCompletionDescriptionsPlain(t *testing.T) {
 		t.Errorf("only %d completions asked for", tried)
 	}
 }
+
+// TestFlagValueCompletion asks for the completions of flag values as a
+// shell does: a flag that takes a file (--source FILE, --html OUT) gets
+// the shell's file names, --device the devices, and a flag that takes a
+// number, a size, a duration or an address no file names, which the shell
+// offered for every one of them.
+func TestFlagValueCompletion(t *testing.T) {
+	const files, noFiles = ":0", ":4" // cobra's directives, on the last line
+	tests := []struct {
+		args      []string // after "vram __complete", the value to complete ""
+		directive string
+		want      []string // among the completions
+	}{
+		{[]string{"smi", "--source"}, files, nil},
+		{[]string{"watch", "--source"}, files, nil},
+		{[]string{"exporter", "--source"}, files, nil},
+		{[]string{"analyze", "--html"}, files, nil},
+		{[]string{"analyze"}, files, nil},
+		{[]string{"replay"}, files, nil},
+		{[]string{"demo", "--device"}, noFiles, []string{"auto", "cpu", "cuda", "cuda:0", "sim:0"}},
+		{[]string{"replay", "--device"}, noFiles, []string{"cuda:0"}},
+		{[]string{"demo", "--steps"}, noFiles, nil},
+		{[]string{"demo", "--seed"}, noFiles, nil},
+		{[]string{"watch", "--interval"}, noFiles, nil},
+		{[]string{"watch", "--pids"}, noFiles, nil},
+		{[]string{"exporter", "--listen"}, noFiles, nil},
+		{[]string{"analyze", "--limit"}, noFiles, nil},
+		{[]string{"analyze", "--top"}, noFiles, nil},
+		{[]string{"replay", "--capacity"}, noFiles, nil},
+		{[]string{"replay", "--conf"}, noFiles, nil},
+		{[]string{"run", "--nproc-per-node"}, noFiles, nil},
+		{[]string{"run", "--master-addr"}, noFiles, nil},
+		{[]string{"run", "--stop-timeout"}, noFiles, nil},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			args := append(append([]string{cobra.ShellCompRequestCmd}, tc.args...), "")
+			code, stdout, stderr := runCLI(t, args...)
+			if code != 0 {
+				t.Fatalf("exit %d, stderr %q", code, stderr)
+			}
+			lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+			if got := lines[len(lines)-1]; got != tc.directive {
+				t.Errorf("directive %s, want %s:\n%s", got, tc.directive, stdout)
+			}
+			var values []string
+			for _, l := range lines[:len(lines)-1] {
+				v, _, _ := strings.Cut(l, "\t")
+				values = append(values, v)
+			}
+			for _, w := range tc.want {
+				if !slices.Contains(values, w) {
+					t.Errorf("completions %q lack %q", values, w)
+				}
+			}
+		})
+	}
+}

@@ -190,6 +190,7 @@ func newRootCmd() *cobra.Command {
 	)
 	root.SetHelpCommand(newHelpCmd())
 	strictCompletion(root)
+	completeFlagValues(root)
 	nameArgErrors(root)
 	return root
 }

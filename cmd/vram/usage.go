@@ -108,6 +108,48 @@ Add that line to the profile ($PROFILE) to load it in every new session.`, prog)
 	return fmt.Sprintf("%s prints the script that completes %s's commands and flags in %s.", strings.ToUpper(shell[:1])+shell[1:], prog, shell)
 }
 
+// fileValues are the placeholders (`FILE` in a flag's usage) of the flags
+// whose value is a path, which the shell completes with file names.
+var fileValues = map[string]bool{"FILE": true, "OUT": true}
+
+// deviceValues are the completions of --device, by command.
+var deviceValues = map[string][]cobra.Completion{
+	"demo": {
+		cobra.CompletionWithDesc("auto", "cuda:0 when CUDA is available, else cpu"),
+		cobra.CompletionWithDesc("cpu", "the CPU"),
+		cobra.CompletionWithDesc("cuda", "the first NVIDIA GPU"),
+		cobra.CompletionWithDesc("cuda:0", "NVIDIA GPU 0"),
+		cobra.CompletionWithDesc("sim:0", "simulated GPU 0 (VRAM_SIM_DEVICES)"),
+	},
+	"replay": {cobra.CompletionWithDesc("cuda:0", "NVIDIA GPU 0")},
+}
+
+// completeFlagValues tells the shells what the value of each flag of c and
+// of the commands below it is: file names for a path, the devices for
+// --device, and nothing it could list for the others (a number, a size,
+// a duration, an address), for which a shell offered file names. Flags
+// without a value, or whose value may be left out (--fit), are left to
+// cobra.
+func completeFlagValues(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		completeFlagValues(sub)
+	}
+	c.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if f.NoOptDefVal != "" {
+			return
+		}
+		if name, _ := pflag.UnquoteUsage(f); fileValues[name] {
+			return
+		}
+		values := deviceValues[c.Name()]
+		if f.Name != "device" {
+			values = nil
+		}
+		// Only fails for a flag that has a completion already.
+		_ = c.RegisterFlagCompletionFunc(f.Name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+	})
+}
+
 // newHelpCmd returns the help command. Unlike cobra's, it fails with a
 // usage error on a topic that is not a command rather than printing the
 // usage and exiting with status 0.
