@@ -147,8 +147,10 @@ type Fragmentation struct {
 	PendingFreeBytes int64 `json:"pending_free_bytes"`
 	// FreeBlocks counts cached free (inactive) blocks.
 	FreeBlocks int `json:"free_blocks"`
-	// LargestFreeBlockBytes is the largest cached free block: the
-	// largest request the allocator can serve without asking the device.
+	// LargestFreeBlockBytes is the largest cached free block outside
+	// private pools: the largest request the allocator can serve without
+	// asking the device (a private pool's blocks serve only the CUDA
+	// graph or MemPool that owns them).
 	LargestFreeBlockBytes int64 `json:"largest_free_block_bytes"`
 	// SplitFreeBytes is free memory that EmptyCache cannot return to the
 	// device: in segments that also hold live blocks, except the pages
@@ -426,7 +428,9 @@ func fragmentation(s *trace.Snapshot) Fragmentation {
 			default:
 				f.FreeBlocks++
 				free += b.Size
-				f.LargestFreeBlockBytes = max(f.LargestFreeBlockBytes, b.Size)
+				if seg.PrivatePool == [2]uint64{} {
+					f.LargestFreeBlockBytes = max(f.LargestFreeBlockBytes, b.Size)
+				}
 				if page > 0 {
 					pages += wholePages(b.Addr-seg.Addr, b.Size, page)
 				}

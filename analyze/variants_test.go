@@ -265,6 +265,29 @@ func TestPrivatePools(t *testing.T) {
 				t.Errorf("private pools %d, held there %d, releasable %d; want %d, %d, %d",
 					f.PrivatePoolBytes, f.PrivatePoolAllocatedBytes, f.ReleasableBytes, tc.private, tc.live, tc.freeOK)
 			}
+			// The largest free block is the largest request served
+			// from the cache: a private pool's blocks serve only its
+			// own graph or MemPool.
+			snap, err := trace.Open(filepath.Join("testdata", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var shared, private int64
+			for _, seg := range snap.Snapshots[0].Segments {
+				for _, b := range seg.Blocks {
+					if b.State != trace.StateInactive {
+						continue
+					}
+					if seg.PrivatePool != [2]uint64{} {
+						private = max(private, b.Size)
+					} else {
+						shared = max(shared, b.Size)
+					}
+				}
+			}
+			if f.LargestFreeBlockBytes != shared {
+				t.Errorf("largest free block %d, want %d, the largest outside private pools (%d inside)", f.LargestFreeBlockBytes, shared, private)
+			}
 			var text, page bytes.Buffer
 			if err := r.WriteText(&text); err != nil {
 				t.Fatal(err)

@@ -40,7 +40,7 @@ type OutOfMemoryError struct {
 	// Unallocated is Reserved minus Allocated: memory reserved but not
 	// handed out (fragmentation, and blocks waiting for other streams).
 	Unallocated int64
-	LargestFree int64         // the largest free cached block, bytes
+	LargestFree int64         // the largest free cached block outside other private pools than the request's, bytes
 	TopRegions  []RegionUsage // live allocations by region label, largest first (at most oomRegions)
 	// MoreRegions is how many regions beyond TopRegions hold live
 	// allocations, and OtherRegions their sum (its Region is "").
@@ -215,7 +215,11 @@ func (a *Allocator) captureLocked(e *OutOfMemoryError) {
 		for b := seg.first; b != nil; b = b.next {
 			switch b.state {
 			case stateFree:
-				e.LargestFree = max(e.LargestFree, b.size)
+				// Another private pool's blocks serve only its own
+				// graph: never this request.
+				if !IsPrivatePool(b.stream) || b.stream == e.Stream {
+					e.LargestFree = max(e.LargestFree, b.size)
+				}
 			case statePending:
 				e.pendingSum += b.size
 				held = append(held, replayOp{addr: b.addr, size: b.requested, stream: b.stream})

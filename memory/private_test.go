@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"errors"
 	"sync"
 	"testing"
 )
@@ -137,5 +138,40 @@ func TestStreamName(t *testing.T) {
 		if got := StreamName(tc.s); got != tc.want {
 			t.Errorf("StreamName(%#x) = %q, want %q", uint64(tc.s), got, tc.want)
 		}
+	}
+}
+
+// TestOOMLargestFreePrivate checks the largest free block that an
+// out-of-memory error reports: another private pool's free blocks never
+// serve the request, so they do not count, while the request's own pool's
+// do.
+func TestOOMLargestFreePrivate(t *testing.T) {
+	for _, conf := range []string{"", "expandable_segments:True", "policy:vram"} {
+		t.Run(conf, func(t *testing.T) {
+			a, _ := newTestAllocator(t, conf, 256*mib)
+			pool := a.NewPrivatePool()
+			a.Free(mustAlloc(t, a, 100*mib, pool)) // kept, free, for the pool only
+			live := mustAlloc(t, a, 40*mib, 0)
+			defer a.Free(live)
+			for _, tc := range []struct {
+				stream Stream
+				want   int64 // at most
+			}{
+				{0, 20 * mib},     // the pool's 100 MiB is not for stream 0
+				{pool, 256 * mib}, // the pool's own request sees it
+			} {
+				_, err := a.Alloc(250*mib, tc.stream, "")
+				var oom *OutOfMemoryError
+				if !errors.As(err, &oom) {
+					t.Fatalf("stream %#x: want an out-of-memory error, got %v", uint64(tc.stream), err)
+				}
+				if oom.LargestFree > tc.want {
+					t.Errorf("stream %#x: largest free block %d, want at most %d", uint64(tc.stream), oom.LargestFree, tc.want)
+				}
+				if tc.stream == pool && oom.LargestFree < 100*mib {
+					t.Errorf("the pool's own request: largest free block %d, want its 100 MiB block", oom.LargestFree)
+				}
+			}
+		})
 	}
 }
