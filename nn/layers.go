@@ -596,6 +596,14 @@ func (e *Embedding) lookup(x *vram.Tensor) *vram.Tensor {
 // Sequential runs modules one after another, each on the previous one's
 // output (torch.nn.Sequential). Its children are named "0", "1", ..., so
 // its parameters are "0.weight", "0.bias", "2.weight", ...
+//
+// A nil *Sequential (a model declared and never made) answers the methods
+// that only read as an empty one does: Len is 0, Training is true, and
+// Modules, NamedModules, NamedChildren, NamedParameters, Parameters and
+// NamedBuffers list nothing. Forward, At and every method that changes
+// the model or what it holds (Append, To, CUDA, CPU, ToDType, Half,
+// BFloat16, Float, Train, Eval, ZeroGrad and the Register methods) panic
+// with an *vram.Error of kind vram.ErrArgument rather than dereference it.
 type Sequential struct {
 	Base
 	mods []Module
@@ -610,15 +618,22 @@ func NewSequential(mods ...Module) *Sequential {
 	return s
 }
 
-// Append adds m at the end and returns s.
+// Append adds m at the end and returns s. It panics with an *vram.Error
+// of kind vram.ErrArgument for a nil m and a nil s.
 func (s *Sequential) Append(m Module) *Sequential {
+	s.mustExist("Append")
 	s.RegisterModule(strconv.Itoa(len(s.mods)), m)
 	s.mods = append(s.mods, m)
 	return s
 }
 
-// Len returns the number of modules.
-func (s *Sequential) Len() int { return len(s.mods) }
+// Len returns the number of modules, 0 for a nil s.
+func (s *Sequential) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.mods)
+}
 
 // Modules returns s and every module inside it, recursively, s first, as
 // PyTorch's model.modules() does: nn.Modules(s) (which takes any Module)
@@ -630,8 +645,10 @@ func (s *Sequential) NamedModules() []NamedModule { return NamedModules(s) }
 
 // At returns module i (PyTorch's model[i]); a negative i counts from the
 // end, so At(-1) is the last module. It panics with an *vram.Error of
-// kind vram.ErrIndex when there is no module i.
+// kind vram.ErrIndex when there is no module i, and of kind
+// vram.ErrArgument for a nil s.
 func (s *Sequential) At(i int) Module {
+	s.mustExist("At")
 	j := i
 	if j < 0 {
 		j += len(s.mods)
@@ -668,8 +685,10 @@ func fuser(m Module) actFuser {
 // [vram.Conv2dAct]): the same result, fewer kernels and no intermediate
 // tensor. A type that embeds a Linear or a Conv2d runs its own Forward. Intermediate results are
 // released as soon as the next module has consumed them, and when a
-// module panics; the autograd graph keeps what backward needs.
+// module panics; the autograd graph keeps what backward needs. It panics
+// with an *vram.Error of kind vram.ErrArgument for a nil s.
 func (s *Sequential) Forward(x *vram.Tensor) (out *vram.Tensor) {
+	s.mustExist("Forward")
 	cur := x
 	defer func() {
 		if out == nil && cur != x && cur != nil {
@@ -703,6 +722,155 @@ func (s *Sequential) Forward(x *vram.Tensor) (out *vram.Tensor) {
 		return identity(x)
 	}
 	return cur
+}
+
+// mustExist panics with an *vram.Error of kind vram.ErrArgument, naming
+// method, when s is nil: the methods that would have to run, index or
+// change a Sequential call it first, rather than dereference nil.
+func (s *Sequential) mustExist(method string) {
+	if s == nil {
+		panic(&vram.Error{Op: "sequential", Kind: vram.ErrArgument,
+			Detail: method + " of a nil *Sequential (make one with NewSequential)"})
+	}
+}
+
+// The methods below are [Base]'s, which a nil *Sequential could not reach
+// without a nil-pointer dereference: those that read answer for nil as an
+// empty Sequential does, the others panic with mustExist's error.
+
+// NamedParameters returns [Base.NamedParameters] of s, nil for a nil s.
+func (s *Sequential) NamedParameters() []NamedParameter {
+	if s == nil {
+		return nil
+	}
+	return s.Base.NamedParameters()
+}
+
+// Parameters returns [Base.Parameters] of s, nil for a nil s.
+func (s *Sequential) Parameters() []*vram.Tensor {
+	if s == nil {
+		return nil
+	}
+	return s.Base.Parameters()
+}
+
+// NamedChildren returns [Base.NamedChildren] of s, nil for a nil s.
+func (s *Sequential) NamedChildren() []NamedModule {
+	if s == nil {
+		return nil
+	}
+	return s.Base.NamedChildren()
+}
+
+// NamedBuffers returns [Base.NamedBuffers] of s, nil for a nil s.
+func (s *Sequential) NamedBuffers() []NamedParameter {
+	if s == nil {
+		return nil
+	}
+	return s.Base.NamedBuffers()
+}
+
+// Training reports whether s is in training mode; a nil s is, as a new
+// Sequential is.
+func (s *Sequential) Training() bool {
+	if s == nil {
+		return true
+	}
+	return s.Base.Training()
+}
+
+// To moves s to device d as [Base.To] does.
+func (s *Sequential) To(d vram.Device) {
+	s.mustExist("To")
+	s.Base.To(d)
+}
+
+// CUDA moves s to a CUDA device as [Base.CUDA] does.
+func (s *Sequential) CUDA(index ...int) {
+	s.mustExist("CUDA")
+	s.Base.CUDA(index...)
+}
+
+// CPU moves s to the CPU as [Base.CPU] does.
+func (s *Sequential) CPU() {
+	s.mustExist("CPU")
+	s.Base.CPU()
+}
+
+// ToDType converts s to dt as [Base.ToDType] does.
+func (s *Sequential) ToDType(dt vram.DType) {
+	s.mustExist("ToDType")
+	s.Base.ToDType(dt)
+}
+
+// Half converts s to float16 as [Base.Half] does.
+func (s *Sequential) Half() {
+	s.mustExist("Half")
+	s.Base.Half()
+}
+
+// BFloat16 converts s to bfloat16 as [Base.BFloat16] does.
+func (s *Sequential) BFloat16() {
+	s.mustExist("BFloat16")
+	s.Base.BFloat16()
+}
+
+// Float converts s to float32 as [Base.Float] does.
+func (s *Sequential) Float() {
+	s.mustExist("Float")
+	s.Base.Float()
+}
+
+// Train puts s and its modules in training mode.
+func (s *Sequential) Train() {
+	s.mustExist("Train")
+	s.Base.Train()
+}
+
+// Eval puts s and its modules in evaluation mode.
+func (s *Sequential) Eval() {
+	s.mustExist("Eval")
+	s.Base.Eval()
+}
+
+// ZeroGrad releases the gradients of s's parameters as [Base.ZeroGrad]
+// does.
+func (s *Sequential) ZeroGrad() {
+	s.mustExist("ZeroGrad")
+	s.Base.ZeroGrad()
+}
+
+// RegisterModule adds m to s under name as [Base.RegisterModule] does.
+func (s *Sequential) RegisterModule(name string, m Module) {
+	s.mustExist("RegisterModule")
+	s.Base.RegisterModule(name, m)
+}
+
+// RegisterParameter adds t to s under name as [Base.RegisterParameter]
+// does.
+func (s *Sequential) RegisterParameter(name string, t *vram.Tensor) {
+	s.mustExist("RegisterParameter")
+	s.Base.RegisterParameter(name, t)
+}
+
+// RegisterParameterField adds the parameter in field to s under name as
+// [Base.RegisterParameterField] does.
+func (s *Sequential) RegisterParameterField(name string, field **vram.Tensor) {
+	s.mustExist("RegisterParameterField")
+	s.Base.RegisterParameterField(name, field)
+}
+
+// RegisterBuffer adds t to s under name as [Base.RegisterBuffer] does.
+func (s *Sequential) RegisterBuffer(name string, t *vram.Tensor) {
+	s.mustExist("RegisterBuffer")
+	s.Base.RegisterBuffer(name, t)
+}
+
+// RegisterBufferField adds the buffer in field to s under name as
+// [Base.RegisterBufferField] does.
+func (s *Sequential) RegisterBufferField(name string, field **vram.Tensor) {
+	s.mustExist("RegisterBufferField")
+	s.Base.RegisterBufferField(name, field)
 }
 
 // Identity passes its input through (torch.nn.Identity): a placeholder
