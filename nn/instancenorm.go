@@ -127,8 +127,57 @@ func newInstanceNorm(spatial, c int, o InstanceNormOptions, opts []vram.Option) 
 	return l
 }
 
-// op returns PyTorch's name of l's function.
-func (l *InstanceNorm) op() string { return fmt.Sprintf("instance_norm%dd", l.Spatial) }
+// op returns PyTorch's name of l's function, "instance_norm" for a
+// Spatial that no constructor makes.
+func (l *InstanceNorm) op() string {
+	if l.Spatial < 1 || l.Spatial > 3 {
+		return "instance_norm"
+	}
+	return fmt.Sprintf("instance_norm%dd", l.Spatial)
+}
+
+// check panics, naming op, with an *vram.Error for fields set since
+// construction to what Forward cannot use, so that Forward refuses them
+// before it updates the running statistics: of kind vram.ErrArgument for
+// a Spatial other than 1, 2 or 3, a NumFeatures that is not positive, an
+// Eps or Momentum the constructors refuse, and a Weight without a Bias
+// (or the reverse) or a RunningMean without a RunningVar; of kind
+// vram.ErrShape for a weight, bias or running statistic that is not
+// [NumFeatures]; of kind vram.ErrDType for one that is not floating-point;
+// and of kind vram.ErrReleased for one released.
+func (l *InstanceNorm) check(op string) {
+	bad := func(kind error, format string, args ...any) {
+		panic(&vram.Error{Op: op, Kind: kind, Detail: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case l.Spatial < 1 || l.Spatial > 3:
+		bad(vram.ErrArgument, "Spatial %d must be 1, 2 or 3", l.Spatial)
+	case l.NumFeatures < 1:
+		bad(vram.ErrArgument, "NumFeatures %d must be positive", l.NumFeatures)
+	case !(l.Momentum >= 0 && l.Momentum <= 1):
+		bad(vram.ErrArgument, "momentum %v must be in [0, 1]", l.Momentum)
+	case (l.Weight == nil) != (l.Bias == nil):
+		bad(vram.ErrArgument, "weight and bias must both be set or both be nil, got weight %v and bias %v", l.Weight != nil, l.Bias != nil)
+	case (l.RunningMean == nil) != (l.RunningVar == nil):
+		bad(vram.ErrArgument, "running_mean and running_var must both be set or both be nil, got running_mean %v and running_var %v",
+			l.RunningMean != nil, l.RunningVar != nil)
+	}
+	checkEps(op, l.Eps)
+	for _, p := range []struct {
+		name string
+		t    *vram.Tensor
+	}{{"weight", l.Weight}, {"bias", l.Bias}, {"running_mean", l.RunningMean}, {"running_var", l.RunningVar}} {
+		switch {
+		case p.t == nil:
+		case p.t.Released():
+			bad(vram.ErrReleased, "%s was released", p.name)
+		case !slices.Equal(p.t.Shape(), vram.Shape{l.NumFeatures}):
+			bad(vram.ErrShape, "%s must be [%d], got shape %v", p.name, l.NumFeatures, p.t.Shape())
+		case !p.t.DType().IsFloat():
+			bad(vram.ErrDType, "%s must be floating-point, got %s", p.name, p.t.DType())
+		}
+	}
+}
 
 // optionalState names the buffer that [Load] lets a file lack, as for
 // batch norm.
@@ -147,17 +196,20 @@ func (l *InstanceNorm) optionalState() []string {
 // statistics, NumFeatures channels, and when it normalizes with the
 // instance's statistics unless there is more than one spatial element,
 // as PyTorch requires; with a *vram.DeviceMismatchError, changing
-// nothing, for an x on another device than the layer's tensors; and with
-// kind vram.ErrArgument, changing nothing, for an Eps or Momentum changed
-// since construction into what the constructors refuse.
+// nothing, for an x on another device than the layer's tensors; and,
+// changing nothing, for fields changed since construction into what
+// Forward cannot use: of kind vram.ErrArgument for an Eps, Momentum,
+// Spatial or NumFeatures the constructors refuse, a Weight without a Bias
+// or a RunningMean without a RunningVar (or the reverse), of kind
+// vram.ErrShape for a Weight, Bias, RunningMean or RunningVar that is not
+// [NumFeatures], of kind vram.ErrDType for one that is not floating-point
+// and of kind vram.ErrReleased for one released. A batch of no samples
+// leaves the running statistics as they are.
 func (l *InstanceNorm) Forward(x *vram.Tensor) *vram.Tensor {
 	op := l.op()
 	defer asOp(op)
 	notNil(op, x)
-	checkEps(op, l.Eps)
-	if !(l.Momentum >= 0 && l.Momentum <= 1) {
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("momentum %v must be in [0, 1]", l.Momentum)})
-	}
+	l.check(op)
 	sameDevice(op, x, l.Weight, l.Bias, l.RunningMean, l.RunningVar, l.NumBatchesTracked)
 	if d := x.Dim(); d == l.Spatial+1 {
 		u := x.Unsqueeze(0)
@@ -196,7 +248,9 @@ func (l *InstanceNorm) Forward(x *vram.Tensor) *vram.Tensor {
 		if per < 2 {
 			panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects more than 1 spatial element to normalize with the instance's statistics, got input of shape %v", shape)})
 		}
-		if l.RunningMean != nil && !vram.Recomputing() {
+		// An empty batch has no statistics to average in: the running
+		// ones stay as they are, as a batch norm's do.
+		if l.RunningMean != nil && n > 0 && !vram.Recomputing() {
 			l.track(rows, n, c)
 		}
 		y = ts.add(ts.add(vram.LayerNorm(rows, []int{per}, nil, nil, l.Eps)).Reshape(shape...))
