@@ -153,7 +153,9 @@ func (e *EmbeddingBag) Forward(x *vram.Tensor) *vram.Tensor {
 // perSampleWeights not of input's shape or a Weight that is not 2-D; of
 // kind vram.ErrDType for indices or offsets that are not int64 or int32,
 // a Weight that is not floating-point or a perSampleWeights of another
-// dtype; and of kind vram.ErrIndex for an index outside [0, num).
+// dtype; of kind vram.ErrReleased for released perSampleWeights; with a
+// *vram.DeviceMismatchError for perSampleWeights on another device than
+// Weight; and of kind vram.ErrIndex for an index outside [0, num).
 func (e *EmbeddingBag) ForwardBags(input, offsets, perSampleWeights *vram.Tensor) *vram.Tensor {
 	const op = "embedding_bag"
 	defer asOp(op)
@@ -176,6 +178,12 @@ func (e *EmbeddingBag) ForwardBags(input, offsets, perSampleWeights *vram.Tensor
 		if perSampleWeights.DType() != e.Weight.DType() {
 			panic(&vram.Error{Op: op, Kind: vram.ErrDType, Detail: fmt.Sprintf("per-sample weights must have weight's dtype %s, got %s", e.Weight.DType(), perSampleWeights.DType())})
 		}
+		// Refused here, before MaxNorm renormalises Weight in place,
+		// rather than by the reduction after it.
+		if perSampleWeights.Released() {
+			panic(&vram.Error{Op: op, Kind: vram.ErrReleased, Detail: "the per-sample weights were released"})
+		}
+		sameDevice(op, perSampleWeights, e.Weight)
 	}
 	var bags *bagLayout
 	switch input.Dim() {
