@@ -93,17 +93,23 @@ func Pad(t *Tensor, pads []int, mode PadMode, value float64) *Tensor {
 	for j := range k {
 		a := nd - 1 - j
 		n, lo, hi := t.shape[a], pads[2*j], pads[2*j+1]
-		if f := float64(n) + float64(lo) + float64(hi); f > maxIndexEntries {
+		f := float64(n) + float64(lo) + float64(hi)
+		if f > maxIndexEntries {
 			fail(op, ErrShape, "padding (%d, %d) at dimension %d of input %v gives %.0f entries, more than the %d the host index of the padding allows",
 				lo, hi, a, Shape(t.shape), f, maxIndexEntries)
 		}
+		// In an int, sizes far below zero can wrap around to a small
+		// positive sum (2·MinInt is 0); the float sum tells them.
 		out := n + lo + hi
+		if f < 0 {
+			out = -1 // refused below
+		}
 		shape[a] = out
 		switch mode {
 		case PadConstant:
 			if out < 0 {
-				fail(op, ErrShape, "the input size %d, plus negative padding %d and %d, gives a negative output size %d at dimension %d of input %v",
-					n, lo, hi, out, a, Shape(t.shape))
+				fail(op, ErrShape, "the input size %d, plus negative padding %d and %d, gives a negative output size %.0f at dimension %d of input %v",
+					n, lo, hi, f, a, Shape(t.shape))
 			}
 		case PadReflect:
 			if lo >= n || hi >= n {
@@ -121,8 +127,8 @@ func Pad(t *Tensor, pads []int, mode PadMode, value float64) *Tensor {
 			}
 		}
 		if mode != PadConstant && out < 1 {
-			fail(op, ErrShape, "padding (%d, %d) at dimension %d of input %v gives an output of size %d; it must be at least 1",
-				lo, hi, a, Shape(t.shape), out)
+			fail(op, ErrShape, "padding (%d, %d) at dimension %d of input %v gives an output of size %.0f; it must be at least 1",
+				lo, hi, a, Shape(t.shape), f)
 		}
 		if mode == PadReplicate && n == 0 {
 			fail(op, ErrShape, "replicate padding needs a non-empty dimension %d, got input %v", a, Shape(t.shape))
