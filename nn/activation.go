@@ -17,7 +17,12 @@ type LeakyReLU struct {
 }
 
 // NewLeakyReLU returns a LeakyReLU module with the given negative slope.
+// It panics with an *vram.Error of kind vram.ErrArgument for a NaN slope,
+// which would make every negative input NaN.
 func NewLeakyReLU(negativeSlope float64) *LeakyReLU {
+	if math.IsNaN(negativeSlope) {
+		panic(&vram.Error{Op: "leaky_relu", Kind: vram.ErrArgument, Detail: "negative slope must not be NaN"})
+	}
 	return &LeakyReLU{NegativeSlope: negativeSlope}
 }
 
@@ -31,8 +36,15 @@ type ELU struct {
 	Alpha float64
 }
 
-// NewELU returns an ELU module with the given alpha.
-func NewELU(alpha float64) *ELU { return &ELU{Alpha: alpha} }
+// NewELU returns an ELU module with the given alpha. It panics with an
+// *vram.Error of kind vram.ErrArgument for a NaN alpha, which would make
+// every negative input NaN.
+func NewELU(alpha float64) *ELU {
+	if math.IsNaN(alpha) {
+		panic(&vram.Error{Op: "elu", Kind: vram.ErrArgument, Detail: "alpha must not be NaN"})
+	}
+	return &ELU{Alpha: alpha}
+}
 
 // Forward returns x.Elu(Alpha).
 func (l *ELU) Forward(x *vram.Tensor) *vram.Tensor { return x.Elu(l.Alpha) }

@@ -145,6 +145,8 @@ func TestActivationModuleArguments(t *testing.T) {
 		{"softplus threshold NaN", func() { nn.NewSoftplus(1, math.NaN()) }},
 		{"hardtanh min > max", func() { nn.NewHardtanh(2, 1) }},
 		{"hardtanh NaN", func() { nn.NewHardtanh(-1, math.NaN()) }},
+		{"elu alpha NaN", func() { nn.NewELU(math.NaN()) }},
+		{"leaky relu slope NaN", func() { nn.NewLeakyReLU(math.NaN()) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
