@@ -109,6 +109,9 @@ func formatTensor(p NamedParameter) string {
 	if p.Tensor == nil {
 		return p.Name + " <nil>"
 	}
+	if zeroTensor(p.Tensor) {
+		return p.Name + " <zero Tensor>"
+	}
 	var b strings.Builder
 	b.WriteString(p.Name)
 	b.WriteString(" ")

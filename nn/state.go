@@ -56,6 +56,14 @@ func stateTensors(m Module) []NamedParameter {
 	return named
 }
 
+// zeroTensor reports whether t is a zero Tensor (&vram.Tensor{}, made
+// without a factory), whose methods panic rather than answer: the
+// functions that return their errors check for one before they ask a
+// tensor anything.
+func zeroTensor(t *vram.Tensor) bool {
+	return t != nil && vram.Catch(func() { t.Released() }) != nil
+}
+
 // origSuffix ends the state-dict key of a parameter that a pruning mask
 // covers, as in PyTorch.
 const origSuffix = "_orig"
@@ -143,7 +151,8 @@ func Save(m Module, path string) (err error) {
 // written before that key was used, from name.
 //
 // Errors match vram's sentinels under errors.Is: vram.ErrArgument for
-// missing or unexpected keys and for a file that is not valid safetensors,
+// missing or unexpected keys, for a file that is not valid safetensors and
+// for a parameter or buffer that is a zero Tensor (made without a factory),
 // vram.ErrShape for a shape mismatch, vram.ErrDType for a dtype that
 // cannot be read or for int8 values (quantized weights, package nn/quant)
 // in the file where the model has floating-point ones or the other way
@@ -198,8 +207,10 @@ func load(m Module, path string, strict bool) (LoadResult, error) {
 // dtype conversions and the results of [Load] (strict) or [LoadNonStrict]
 // (not strict), and the same errors, a key of state taking the place of a
 // tensor of the file. The tensors of state may live on any device and are
-// neither changed nor released: they stay the caller's. A released tensor
-// in state is an error matching vram.ErrReleased that changes nothing.
+// neither changed nor released: they stay the caller's. A nil or released
+// tensor in state is an error matching vram.ErrReleased that changes
+// nothing, and a zero Tensor (made without a factory) one matching
+// vram.ErrArgument.
 // Each tensor of state is read when it is loaded, so that loading takes
 // host memory for about one tensor beside the two models.
 // Package nn/torchload reads state dicts from torch.save files.
@@ -211,6 +222,9 @@ func LoadStateDict(m Module, state map[string]*vram.Tensor, strict bool) (LoadRe
 	tensors := make(map[string]safetensors.Tensor, len(state))
 	for _, name := range slices.Sorted(maps.Keys(state)) {
 		t := state[name]
+		if zeroTensor(t) {
+			return LoadResult{}, &kindError{msg: fmt.Sprintf("nn: load %s: %q is a zero Tensor, made without a factory", src, name), kinds: []error{vram.ErrArgument}}
+		}
 		if t == nil || t.Released() {
 			return LoadResult{}, &kindError{msg: fmt.Sprintf("nn: load %s: %q is nil or released", src, name), kinds: []error{vram.ErrReleased}}
 		}
@@ -291,6 +305,11 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 		}
 		loaded[p.Tensor] = len(params)
 		params = append(params, p)
+		if zeroTensor(p.Tensor) {
+			problems = append(problems, fmt.Sprintf("%q is a zero Tensor, made without a factory", p.Name))
+			kind(vram.ErrArgument)
+			continue
+		}
 		if p.Tensor.Released() {
 			problems = append(problems, fmt.Sprintf("%q was released", p.Name))
 			kind(vram.ErrReleased)
@@ -320,6 +339,9 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 			have[a] = true
 			if i, ok := loaded[p.Tensor]; ok {
 				ties = append(ties, tie{alias: a, param: i})
+			}
+			if zeroTensor(p.Tensor) {
+				continue // refused above under its first name
 			}
 			if !slices.Equal(st.Shape, []int(p.Tensor.Shape())) {
 				problems = append(problems, fmt.Sprintf("%q has shape %s in the file and %v in the model", a, safetensors.ShapeString(st.Shape), p.Tensor.Shape()))
