@@ -45,14 +45,22 @@ func (l *Bilinear) Forward(x *vram.Tensor) *vram.Tensor { return l.ForwardPair(x
 // ForwardPair returns the layer applied to x1 [..., in1] and x2
 // [..., in2], of shape [..., out]. It panics with an *vram.Error of kind
 // vram.ErrShape unless x1 and x2 have the layer's features and the same
-// leading dimensions.
+// leading dimensions, and for a Weight or Bias set since construction to
+// a tensor that is not 3-D [out, in1, in2] or [out].
 func (l *Bilinear) ForwardPair(x1, x2 *vram.Tensor) *vram.Tensor {
 	const op = "bilinear"
 	defer asOp(op)
 	notNil(op, x1)
 	notNil(op, x2)
+	notNil(op, l.Weight)
 	ws := l.Weight.Shape()
+	if len(ws) != 3 {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("weight must be 3-D [out, in1, in2], got shape %v", ws)})
+	}
 	out, in1, in2 := ws[0], ws[1], ws[2]
+	if l.Bias != nil && !slices.Equal(l.Bias.Shape(), vram.Shape{out}) {
+		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("bias must be [%d], the weight's out, got shape %v", out, l.Bias.Shape())})
+	}
 	s1, s2 := x1.Shape(), x2.Shape()
 	if len(s1) < 1 || len(s2) < 1 || s1[len(s1)-1] != in1 || s2[len(s2)-1] != in2 || !slices.Equal(s1[:len(s1)-1], s2[:len(s2)-1]) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects inputs [..., %d] and [..., %d] with the same leading dimensions, got %v and %v", in1, in2, s1, s2)})

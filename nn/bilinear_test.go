@@ -89,3 +89,43 @@ func TestBilinearErrors(t *testing.T) {
 		t.Fatalf("negative size: %v", err)
 	}
 }
+
+// TestBilinearChangedFields sets a Bilinear's Weight or Bias after
+// construction to a tensor it cannot use: Forward panics with an
+// *vram.Error of the kind named, not with a runtime error from reading
+// the weight's shape.
+func TestBilinearChangedFields(t *testing.T) {
+	x := vram.Randn(vram.Shape{5, 3})
+	defer x.Release()
+	tests := []struct {
+		name   string
+		change func(l *nn.Bilinear)
+		kind   error
+	}{
+		{"nil weight", func(l *nn.Bilinear) { l.Weight = nil }, vram.ErrArgument},
+		{"1-D weight", func(l *nn.Bilinear) { l.Weight = vram.Ones(vram.Shape{7}) }, vram.ErrShape},
+		{"scalar weight", func(l *nn.Bilinear) { l.Weight = vram.Scalar(1) }, vram.ErrShape},
+		{"4-D weight", func(l *nn.Bilinear) { l.Weight = vram.Ones(vram.Shape{4, 3, 3, 1}) }, vram.ErrShape},
+		{"bias of 3", func(l *nn.Bilinear) { l.Bias = vram.Ones(vram.Shape{3}) }, vram.ErrShape},
+		{"bias [1]", func(l *nn.Bilinear) { l.Bias = vram.Ones(vram.Shape{1}) }, vram.ErrShape},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := nn.NewBilinear(3, 3, 4)
+			tc.change(l)
+			defer nn.Release(l)
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("panicked with %v (%T), want an *vram.Error", r, r)
+					}
+				}()
+				err = vram.Catch(func() { l.Forward(x).Release() })
+			}()
+			if !errors.Is(err, tc.kind) {
+				t.Errorf("got %v, want an error of kind %v", err, tc.kind)
+			}
+		})
+	}
+}
