@@ -20,14 +20,24 @@ type LeakyReLU struct {
 // It panics with an *vram.Error of kind vram.ErrArgument for a NaN slope,
 // which would make every negative input NaN.
 func NewLeakyReLU(negativeSlope float64) *LeakyReLU {
-	if math.IsNaN(negativeSlope) {
-		panic(&vram.Error{Op: "leaky_relu", Kind: vram.ErrArgument, Detail: "negative slope must not be NaN"})
-	}
-	return &LeakyReLU{NegativeSlope: negativeSlope}
+	l := &LeakyReLU{NegativeSlope: negativeSlope}
+	l.check()
+	return l
 }
 
-// Forward returns x.LeakyRelu(NegativeSlope).
-func (l *LeakyReLU) Forward(x *vram.Tensor) *vram.Tensor { return x.LeakyRelu(l.NegativeSlope) }
+// check panics as [NewLeakyReLU] does for a NaN NegativeSlope.
+func (l *LeakyReLU) check() {
+	if math.IsNaN(l.NegativeSlope) {
+		panic(&vram.Error{Op: "leaky_relu", Kind: vram.ErrArgument, Detail: "negative slope must not be NaN"})
+	}
+}
+
+// Forward returns x.LeakyRelu(NegativeSlope). It panics as
+// [NewLeakyReLU] does for a NegativeSlope set to NaN since.
+func (l *LeakyReLU) Forward(x *vram.Tensor) *vram.Tensor {
+	l.check()
+	return x.LeakyRelu(l.NegativeSlope)
+}
 
 // ELU applies x where x > 0 and Alpha·(eˣ − 1) elsewhere (torch.nn.ELU).
 type ELU struct {
@@ -40,14 +50,24 @@ type ELU struct {
 // *vram.Error of kind vram.ErrArgument for a NaN alpha, which would make
 // every negative input NaN.
 func NewELU(alpha float64) *ELU {
-	if math.IsNaN(alpha) {
-		panic(&vram.Error{Op: "elu", Kind: vram.ErrArgument, Detail: "alpha must not be NaN"})
-	}
-	return &ELU{Alpha: alpha}
+	l := &ELU{Alpha: alpha}
+	l.check()
+	return l
 }
 
-// Forward returns x.Elu(Alpha).
-func (l *ELU) Forward(x *vram.Tensor) *vram.Tensor { return x.Elu(l.Alpha) }
+// check panics as [NewELU] does for a NaN Alpha.
+func (l *ELU) check() {
+	if math.IsNaN(l.Alpha) {
+		panic(&vram.Error{Op: "elu", Kind: vram.ErrArgument, Detail: "alpha must not be NaN"})
+	}
+}
+
+// Forward returns x.Elu(Alpha). It panics as [NewELU] does for an Alpha
+// set to NaN since.
+func (l *ELU) Forward(x *vram.Tensor) *vram.Tensor {
+	l.check()
+	return x.Elu(l.Alpha)
+}
 
 // SiLU applies x·sigmoid(x) elementwise (torch.nn.SiLU, also called
 // swish).

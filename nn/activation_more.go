@@ -67,16 +67,23 @@ type Hardshrink struct {
 // NewHardshrink returns a Hardshrink module. It panics with an
 // *vram.Error of kind vram.ErrArgument for a NaN lambda.
 func NewHardshrink(lambda float64) *Hardshrink {
-	if math.IsNaN(lambda) {
-		panic(&vram.Error{Op: "hardshrink", Kind: vram.ErrArgument, Detail: "lambda must not be NaN"})
-	}
+	checkHardshrink(lambda)
 	return &Hardshrink{Lambda: lambda}
 }
 
-// Forward returns x where |x| > Lambda and 0 (never −0) elsewhere.
+// checkHardshrink panics as [NewHardshrink] does for a NaN lambda.
+func checkHardshrink(lambda float64) {
+	if math.IsNaN(lambda) {
+		panic(&vram.Error{Op: "hardshrink", Kind: vram.ErrArgument, Detail: "lambda must not be NaN"})
+	}
+}
+
+// Forward returns x where |x| > Lambda and 0 (never −0) elsewhere. It
+// panics as [NewHardshrink] does for a Lambda set to NaN since.
 func (l *Hardshrink) Forward(x *vram.Tensor) *vram.Tensor {
 	defer asOp("hardshrink")
 	notNil("hardshrink", x)
+	checkHardshrink(l.Lambda)
 	var ts temps
 	defer ts.release()
 	// Zeroed where −λ <= x <= λ, so that NaN passes, as in PyTorch.
@@ -102,10 +109,12 @@ func NewSoftshrink(lambda float64) *Softshrink {
 	return &Softshrink{Lambda: lambda}
 }
 
-// Forward returns x shrunk toward 0 by Lambda.
+// Forward returns x shrunk toward 0 by Lambda. It panics as
+// [NewSoftshrink] does for a Lambda set since to what it refuses.
 func (l *Softshrink) Forward(x *vram.Tensor) *vram.Tensor {
 	defer asOp("softshrink")
 	notNil("softshrink", x)
+	checkLossParam("softshrink", "lambda", l.Lambda)
 	var ts temps
 	defer ts.release()
 	// x − clamp(x, −λ, λ) where |x| > λ: the mask keeps the gradient at
@@ -127,17 +136,25 @@ type Threshold struct {
 // NewThreshold returns a Threshold module. It panics with an *vram.Error
 // of kind vram.ErrArgument for a NaN threshold or value.
 func NewThreshold(threshold, value float64) *Threshold {
-	if math.IsNaN(threshold) || math.IsNaN(value) {
-		panic(&vram.Error{Op: "threshold", Kind: vram.ErrArgument, Detail: fmt.Sprintf("threshold and value must not be NaN, got %v and %v", threshold, value)})
-	}
+	checkThreshold(threshold, value)
 	return &Threshold{Threshold: threshold, Value: value}
 }
 
+// checkThreshold panics as [NewThreshold] does for a NaN threshold or
+// value.
+func checkThreshold(threshold, value float64) {
+	if math.IsNaN(threshold) || math.IsNaN(value) {
+		panic(&vram.Error{Op: "threshold", Kind: vram.ErrArgument, Detail: fmt.Sprintf("threshold and value must not be NaN, got %v and %v", threshold, value)})
+	}
+}
+
 // Forward returns Value where x <= Threshold and x elsewhere; the
-// gradient is 0 where x is replaced and 1 elsewhere.
+// gradient is 0 where x is replaced and 1 elsewhere. It panics as
+// [NewThreshold] does for a Threshold or Value set to NaN since.
 func (l *Threshold) Forward(x *vram.Tensor) *vram.Tensor {
 	defer asOp("threshold")
 	notNil("threshold", x)
+	checkThreshold(l.Threshold, l.Value)
 	var ts temps
 	defer ts.release()
 	// Replaced where x <= Threshold, so that NaN passes, as in PyTorch.
@@ -196,19 +213,27 @@ type CELU struct {
 // vram.ErrArgument for an alpha of 0, as PyTorch does, or one that is not
 // finite.
 func NewCELU(alpha float64) *CELU {
+	checkCELU(alpha)
+	return &CELU{Alpha: alpha}
+}
+
+// checkCELU panics as [NewCELU] does for an alpha that is 0 or not
+// finite.
+func checkCELU(alpha float64) {
 	checkFinite("celu", "alpha", alpha)
 	if alpha == 0 {
 		panic(&vram.Error{Op: "celu", Kind: vram.ErrArgument, Detail: "alpha must not be 0"})
 	}
-	return &CELU{Alpha: alpha}
 }
 
 // Forward returns x where x > 0 and Alpha·(e^(x/Alpha) − 1) elsewhere,
 // which is Alpha·elu(x/Alpha) for a positive Alpha. A negative Alpha
-// follows the same rule, as PyTorch's does.
+// follows the same rule, as PyTorch's does. It panics as [NewCELU] does
+// for an Alpha set since to what it refuses.
 func (l *CELU) Forward(x *vram.Tensor) *vram.Tensor {
 	defer asOp("celu")
 	notNil("celu", x)
+	checkCELU(l.Alpha)
 	var ts temps
 	defer ts.release()
 	if l.Alpha > 0 {

@@ -27,23 +27,32 @@ type LocalResponseNorm struct {
 // channels. It panics with an *vram.Error of kind vram.ErrArgument for a
 // size below 1 or an alpha, beta or k that is not finite.
 func NewLocalResponseNorm(size int, alpha, beta, k float64) *LocalResponseNorm {
+	l := &LocalResponseNorm{Size: size, Alpha: alpha, Beta: beta, K: k}
+	l.check()
+	return l
+}
+
+// check panics as [NewLocalResponseNorm] does for a Size that is not
+// positive or an Alpha, Beta or K that is not finite.
+func (l *LocalResponseNorm) check() {
 	const op = "local_response_norm"
-	if size < 1 {
-		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("size must be positive, got %d", size)})
+	if l.Size < 1 {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("size must be positive, got %d", l.Size)})
 	}
-	checkFinite(op, "alpha", alpha)
-	checkFinite(op, "beta", beta)
-	checkFinite(op, "k", k)
-	return &LocalResponseNorm{Size: size, Alpha: alpha, Beta: beta, K: k}
+	checkFinite(op, "alpha", l.Alpha)
+	checkFinite(op, "beta", l.Beta)
+	checkFinite(op, "k", l.K)
 }
 
 // Forward returns the normalized x, of x's shape. It panics with an
 // *vram.Error of kind vram.ErrShape for an x of fewer than 3 dimensions,
-// as PyTorch does.
+// as PyTorch does, and as [NewLocalResponseNorm] does for settings
+// changed since to what it refuses.
 func (l *LocalResponseNorm) Forward(x *vram.Tensor) *vram.Tensor {
 	const op = "local_response_norm"
 	defer asOp(op)
 	notNil(op, x)
+	l.check()
 	if x.Dim() < 3 {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("expects 3 or more dimensions, got shape %v", x.Shape())})
 	}

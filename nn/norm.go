@@ -300,8 +300,9 @@ func NewGroupNormNoAffine(groups, channels int, eps float64) *GroupNorm {
 
 // check panics, naming op, with an *vram.Error of kind vram.ErrArgument
 // unless NumGroups is positive and divides NumChannels and Weight and Bias
-// are both set or both nil, and of kind vram.ErrShape unless they are
-// [NumChannels]: the checks of [NewGroupNorm], for fields set since.
+// are both set or both nil and Eps is finite and not negative, and of
+// kind vram.ErrShape unless Weight and Bias are [NumChannels]: the checks
+// of [NewGroupNorm], for fields set since.
 func (l *GroupNorm) check(op string) {
 	bad := func(kind error, format string, args ...any) {
 		panic(&vram.Error{Op: op, Kind: kind, Detail: fmt.Sprintf(format, args...)})
@@ -309,6 +310,7 @@ func (l *GroupNorm) check(op string) {
 	if l.NumGroups < 1 || l.NumChannels%l.NumGroups != 0 {
 		bad(vram.ErrArgument, "groups %d must be positive and divide the %d channels", l.NumGroups, l.NumChannels)
 	}
+	checkEps(op, l.Eps)
 	if (l.Weight == nil) != (l.Bias == nil) {
 		bad(vram.ErrArgument, "weight and bias must both be set or both be nil, got weight %v and bias %v", l.Weight != nil, l.Bias != nil)
 	}
@@ -327,7 +329,8 @@ func (l *GroupNorm) check(op string) {
 // runs group_norm in float32). It panics with an *vram.Error of kind vram.ErrShape unless x has at least
 // two dimensions and NumChannels channels, and as [NewGroupNorm] does for
 // fields set since to what it refuses (NumGroups that do not divide
-// NumChannels), or to a Weight or Bias that is not [NumChannels].
+// NumChannels, a negative or NaN Eps), or to a Weight or Bias that is not
+// [NumChannels].
 func (l *GroupNorm) Forward(x *vram.Tensor) *vram.Tensor {
 	const op = "group_norm"
 	notNil(op, x)
