@@ -37,6 +37,7 @@ func TestLayerSettingsChangedSinceConstruction(t *testing.T) {
 		{"LocalResponseNorm infinite k", func() nn.Module { l := nn.NewLocalResponseNorm(2, 1e-4, 0.75, 1); l.K = math.Inf(1); return l }},
 		{"GroupNorm negative eps", func() nn.Module { l := nn.NewGroupNorm(2, 4, 1e-5); l.Eps = -1; return l }},
 		{"GroupNorm NaN eps", func() nn.Module { l := nn.NewGroupNorm(2, 4, 1e-5); l.Eps = nan; return l }},
+		{"BatchNorm1d infinite eps", func() nn.Module { l := nn.NewBatchNorm1d(4); l.Eps = math.Inf(1); return l }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

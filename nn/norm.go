@@ -133,7 +133,10 @@ func (l *BatchNorm2d) optionalState() []string {
 
 // Forward returns the normalized x, of x's shape, dtype and memory format.
 // In training mode it updates the running statistics and counts the batch.
+// It panics as [vram.BatchNorm2dTracked] does, and with an *vram.Error of
+// kind vram.ErrArgument for an Eps set to +Inf since construction.
 func (l *BatchNorm2d) Forward(x *vram.Tensor) *vram.Tensor {
+	checkEps("batch_norm2d", l.Eps)
 	training, momentum := l.mode()
 	w, b, done := l.maskedParams(l.Weight, l.Bias)
 	defer done()
@@ -145,6 +148,7 @@ func (l *BatchNorm2d) Forward(x *vram.Tensor) *vram.Tensor {
 // [vram.BatchNorm2dReLU], one pass over the data on a device with fused
 // kernels, composed elsewhere.
 func (l *BatchNorm2d) ForwardReLU(x, residual *vram.Tensor) *vram.Tensor {
+	checkEps("batch_norm2d_relu", l.Eps)
 	training, momentum := l.mode()
 	w, b, done := l.maskedParams(l.Weight, l.Bias)
 	defer done()
