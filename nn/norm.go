@@ -222,12 +222,19 @@ func (l *BatchNorm1d) Forward(x *vram.Tensor) *vram.Tensor {
 
 // ForwardReLU returns relu(l.Forward(x) + residual), or relu(l.Forward(x))
 // when residual is nil, as [BatchNorm2d.ForwardReLU] does; residual has
-// x's shape.
+// x's shape. Another shape panics with an *vram.Error of kind
+// vram.ErrShape, before the running statistics change.
 func (l *BatchNorm1d) ForwardReLU(x, residual *vram.Tensor) *vram.Tensor {
+	const op = "batch_norm1d"
 	x4 := l.as4D(x)
 	defer x4.Release()
 	var r4 *vram.Tensor
 	if residual != nil {
+		// Checked here: reshaped to x's [N, C, L, 1], a residual of
+		// another shape with as many elements would pass.
+		if !slices.Equal(residual.Shape(), x.Shape()) {
+			panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("the residual must have the input's shape %v, got %v", x.Shape(), residual.Shape())})
+		}
 		r4 = residual.Reshape(x4.Shape()...)
 		defer r4.Release()
 	}

@@ -2,6 +2,8 @@ package nn_test
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -62,5 +64,38 @@ func TestBatchNormCumulativeBadCounter(t *testing.T) {
 				nn.Release(m)
 			})
 		}
+	}
+}
+
+// TestBatchNorm1dForwardReLUResidualShape gives BatchNorm1d.ForwardReLU a
+// residual whose shape differs from the input's: the error is of kind
+// ErrShape and names batch_norm1d, not the reshape inside it, and the
+// running statistics and the batch count stay as they were.
+func TestBatchNorm1dForwardReLUResidualShape(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		x, residual vram.Shape
+	}{
+		{"more channels", vram.Shape{2, 3}, vram.Shape{2, 4}},
+		{"as many elements", vram.Shape{2, 3, 2}, vram.Shape{2, 2, 3}},
+		{"a scalar", vram.Shape{2, 3}, vram.Shape{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := nn.NewBatchNorm1d(3)
+			defer nn.Release(l)
+			x, r := vram.Randn(tc.x), vram.Randn(tc.residual)
+			defer x.Release()
+			defer r.Release()
+			err := vram.Catch(func() { l.ForwardReLU(x, r).Release() })
+			if !errors.Is(err, vram.ErrShape) || !strings.Contains(err.Error(), "batch_norm1d") {
+				t.Errorf("got %v, want an error of kind ErrShape naming batch_norm1d", err)
+			}
+			if got := l.NumBatchesTracked.Int64s()[0]; got != 0 {
+				t.Errorf("num_batches_tracked %d after the failed call, want 0", got)
+			}
+			if got := l.RunningMean.Float64s(); !slices.Equal(got, []float64{0, 0, 0}) {
+				t.Errorf("running_mean %v after the failed call, want zeros", got)
+			}
+		})
 	}
 }
