@@ -40,14 +40,9 @@ var _ Wrapper = (*Checkpointed)(nil)
 
 // Unwrap returns the wrapped module. It implements [Wrapper], so that
 // [NamedModules] and [Modules] reach the wrapped layer itself (for
-// pruning, quantization and dtype conversion). It returns nil for a nil
-// c.
-func (c *Checkpointed) Unwrap() Module {
-	if c == nil {
-		return nil
-	}
-	return c.Module
-}
+// pruning, quantization and dtype conversion). It returns nil when c is
+// nil or wraps no module (a nil Module, or a nil pointer held as one).
+func (c *Checkpointed) Unwrap() Module { return c.inner() }
 
 // inner returns the wrapped module, or nil when c is nil or wraps none.
 func (c *Checkpointed) inner() Module {

@@ -10,7 +10,7 @@ import (
 
 // TestCheckpointedWithoutModule calls the methods of a nil *Checkpointed
 // and of a Checkpointed that wraps no module (its zero value, or one whose
-// Module was set to nil), and the package's functions on them: those that
+// Module was set to nil or to a nil pointer), and the package's functions on them: those that
 // read answer as for a module without parameters, and Forward and the
 // methods that move or switch the module panic with an *vram.Error of
 // kind ErrArgument, never with a nil-pointer dereference.
@@ -23,54 +23,55 @@ func TestCheckpointedWithoutModule(t *testing.T) {
 	}{
 		{"nil", nil},
 		{"zero value", &nn.Checkpointed{}},
+		{"nil *Linear", &nn.Checkpointed{Module: (*nn.Linear)(nil)}},
 	} {
 		c := tc.c
 		for _, call := range []struct {
 			name string
-			fn   func()
+			fn   func(t *testing.T)
 			fail bool
 		}{
-			{"Unwrap", func() {
+			{"Unwrap", func(t *testing.T) {
 				if m := c.Unwrap(); m != nil {
 					t.Errorf("Unwrap() = %v, want nil", m)
 				}
 			}, false},
-			{"NamedParameters", func() {
+			{"NamedParameters", func(t *testing.T) {
 				if ps := c.NamedParameters(); len(ps) != 0 {
 					t.Errorf("NamedParameters() = %v", ps)
 				}
 			}, false},
-			{"Parameters", func() {
+			{"Parameters", func(t *testing.T) {
 				if ps := c.Parameters(); len(ps) != 0 {
 					t.Errorf("Parameters() = %v", ps)
 				}
 			}, false},
-			{"NamedChildren", func() {
+			{"NamedChildren", func(t *testing.T) {
 				if ms := c.NamedChildren(); len(ms) != 0 {
 					t.Errorf("NamedChildren() = %v", ms)
 				}
 			}, false},
-			{"Training", func() {
+			{"Training", func(t *testing.T) {
 				if !c.Training() {
 					t.Error("Training() = false, want true")
 				}
 			}, false},
-			{"NamedModules", func() { nn.NamedModules(c) }, false},
-			{"StateDict", func() {
+			{"NamedModules", func(t *testing.T) { nn.NamedModules(c) }, false},
+			{"StateDict", func(t *testing.T) {
 				if sd := nn.StateDict(c); len(sd) != 0 {
 					t.Errorf("StateDict = %v", sd)
 				}
 			}, false},
-			{"NumParameters", func() { nn.NumParameters(c) }, false},
-			{"Format", func() { nn.Format(c) }, false},
-			{"ConvertDType", func() { nn.ConvertDType(c, vram.Float64) }, false},
-			{"Release", func() { nn.Release(c) }, false},
-			{"Forward", func() { c.Forward(x) }, true},
-			{"To", func() { c.To(vram.CPU) }, true},
-			{"CPU", func() { c.CPU() }, true},
-			{"CUDA", func() { c.CUDA() }, true},
-			{"Train", func() { c.Train() }, true},
-			{"Eval", func() { c.Eval() }, true},
+			{"NumParameters", func(t *testing.T) { nn.NumParameters(c) }, false},
+			{"Format", func(t *testing.T) { nn.Format(c) }, false},
+			{"ConvertDType", func(t *testing.T) { nn.ConvertDType(c, vram.Float64) }, false},
+			{"Release", func(t *testing.T) { nn.Release(c) }, false},
+			{"Forward", func(t *testing.T) { c.Forward(x) }, true},
+			{"To", func(t *testing.T) { c.To(vram.CPU) }, true},
+			{"CPU", func(t *testing.T) { c.CPU() }, true},
+			{"CUDA", func(t *testing.T) { c.CUDA() }, true},
+			{"Train", func(t *testing.T) { c.Train() }, true},
+			{"Eval", func(t *testing.T) { c.Eval() }, true},
 		} {
 			t.Run(tc.name+"/"+call.name, func(t *testing.T) {
 				var err error
@@ -80,7 +81,7 @@ func TestCheckpointedWithoutModule(t *testing.T) {
 							t.Fatalf("panicked with %v (%T), want an *vram.Error", r, r)
 						}
 					}()
-					err = vram.Catch(call.fn)
+					err = vram.Catch(func() { call.fn(t) })
 				}()
 				switch {
 				case call.fail && !errors.Is(err, vram.ErrArgument):

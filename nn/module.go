@@ -269,7 +269,7 @@ func NamedBuffers(m Module) []NamedParameter {
 		return bm.NamedBuffers()
 	}
 	if w, ok := m.(Wrapper); ok {
-		if inner := w.Unwrap(); inner != nil {
+		if inner := w.Unwrap(); !isNil(inner) {
 			return NamedBuffers(inner)
 		}
 	}
@@ -379,7 +379,7 @@ func NamedModules(m Module) []NamedModule {
 		}
 		out = append(out, NamedModule{Name: prefix, Module: m})
 		if w, ok := m.(Wrapper); ok {
-			if inner := w.Unwrap(); inner != nil {
+			if inner := w.Unwrap(); !isNil(inner) {
 				// The wrapper's children are the wrapped module's.
 				walk(prefix, inner)
 				return

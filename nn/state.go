@@ -536,7 +536,7 @@ func aliasKeys(m Module, state []NamedParameter) map[*vram.Tensor][]string {
 			defer func() { path = path[:len(path)-1] }()
 		}
 		if w, ok := m.(Wrapper); ok {
-			if inner := w.Unwrap(); inner != nil {
+			if inner := w.Unwrap(); !isNil(inner) {
 				walk(prefix, inner)
 				return
 			}

@@ -39,7 +39,7 @@ func Apply(m Module, fn func(Module)) {
 			}
 			seen[m] = true
 		}
-		if w, ok := m.(Wrapper); ok && w.Unwrap() != nil {
+		if w, ok := m.(Wrapper); ok && !isNil(w.Unwrap()) {
 			walk(w.Unwrap())
 		} else {
 			for _, c := range m.NamedChildren() {
