@@ -24,72 +24,72 @@ func TestNilSequentialMethods(t *testing.T) {
 	var s *nn.Sequential
 	tests := []struct {
 		name string
-		call func() // checks what it must return, for the methods that read
-		fail bool   // whether it must panic with ErrArgument
+		call func(t *testing.T) // checks what it must return, for the methods that read
+		fail bool               // whether it must panic with ErrArgument
 	}{
-		{"Len", func() {
+		{"Len", func(t *testing.T) {
 			if n := s.Len(); n != 0 {
 				t.Errorf("Len() = %d, want 0", n)
 			}
 		}, false},
-		{"Modules", func() {
+		{"Modules", func(t *testing.T) {
 			if m := s.Modules(); len(m) != 0 {
 				t.Errorf("Modules() = %v, want none", m)
 			}
 		}, false},
-		{"NamedModules", func() {
+		{"NamedModules", func(t *testing.T) {
 			if m := s.NamedModules(); len(m) != 0 {
 				t.Errorf("NamedModules() = %v, want none", m)
 			}
 		}, false},
-		{"NamedChildren", func() {
+		{"NamedChildren", func(t *testing.T) {
 			if m := s.NamedChildren(); len(m) != 0 {
 				t.Errorf("NamedChildren() = %v, want none", m)
 			}
 		}, false},
-		{"NamedParameters", func() {
+		{"NamedParameters", func(t *testing.T) {
 			if ps := s.NamedParameters(); len(ps) != 0 {
 				t.Errorf("NamedParameters() = %v, want none", ps)
 			}
 		}, false},
-		{"Parameters", func() {
+		{"Parameters", func(t *testing.T) {
 			if ps := s.Parameters(); len(ps) != 0 {
 				t.Errorf("Parameters() = %v, want none", ps)
 			}
 		}, false},
-		{"NamedBuffers", func() {
+		{"NamedBuffers", func(t *testing.T) {
 			if bs := s.NamedBuffers(); len(bs) != 0 {
 				t.Errorf("NamedBuffers() = %v, want none", bs)
 			}
 		}, false},
-		{"Training", func() {
+		{"Training", func(t *testing.T) {
 			if !s.Training() {
 				t.Error("Training() = false, want true, as for a new Sequential")
 			}
 		}, false},
-		{"StateDict", func() {
+		{"StateDict", func(t *testing.T) {
 			if sd := nn.StateDict(s); len(sd) != 0 {
 				t.Errorf("StateDict = %v, want none", sd)
 			}
 		}, false},
-		{"Forward", func() { s.Forward(x) }, true},
-		{"At", func() { s.At(0) }, true},
-		{"Append", func() { s.Append(lin) }, true},
-		{"To", func() { s.To(vram.CPU) }, true},
-		{"CPU", func() { s.CPU() }, true},
-		{"CUDA", func() { s.CUDA() }, true},
-		{"ToDType", func() { s.ToDType(vram.Float64) }, true},
-		{"Half", func() { s.Half() }, true},
-		{"BFloat16", func() { s.BFloat16() }, true},
-		{"Float", func() { s.Float() }, true},
-		{"Train", func() { s.Train() }, true},
-		{"Eval", func() { s.Eval() }, true},
-		{"ZeroGrad", func() { s.ZeroGrad() }, true},
-		{"RegisterModule", func() { s.RegisterModule("head", lin) }, true},
-		{"RegisterParameter", func() { s.RegisterParameter("scale", p) }, true},
-		{"RegisterParameterField", func() { s.RegisterParameterField("scale", &p) }, true},
-		{"RegisterBuffer", func() { s.RegisterBuffer("count", p) }, true},
-		{"RegisterBufferField", func() { s.RegisterBufferField("count", &p) }, true},
+		{"Forward", func(t *testing.T) { s.Forward(x) }, true},
+		{"At", func(t *testing.T) { s.At(0) }, true},
+		{"Append", func(t *testing.T) { s.Append(lin) }, true},
+		{"To", func(t *testing.T) { s.To(vram.CPU) }, true},
+		{"CPU", func(t *testing.T) { s.CPU() }, true},
+		{"CUDA", func(t *testing.T) { s.CUDA() }, true},
+		{"ToDType", func(t *testing.T) { s.ToDType(vram.Float64) }, true},
+		{"Half", func(t *testing.T) { s.Half() }, true},
+		{"BFloat16", func(t *testing.T) { s.BFloat16() }, true},
+		{"Float", func(t *testing.T) { s.Float() }, true},
+		{"Train", func(t *testing.T) { s.Train() }, true},
+		{"Eval", func(t *testing.T) { s.Eval() }, true},
+		{"ZeroGrad", func(t *testing.T) { s.ZeroGrad() }, true},
+		{"RegisterModule", func(t *testing.T) { s.RegisterModule("head", lin) }, true},
+		{"RegisterParameter", func(t *testing.T) { s.RegisterParameter("scale", p) }, true},
+		{"RegisterParameterField", func(t *testing.T) { s.RegisterParameterField("scale", &p) }, true},
+		{"RegisterBuffer", func(t *testing.T) { s.RegisterBuffer("count", p) }, true},
+		{"RegisterBufferField", func(t *testing.T) { s.RegisterBufferField("count", &p) }, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,7 +100,7 @@ func TestNilSequentialMethods(t *testing.T) {
 						t.Fatalf("panicked with %v (%T), want an *vram.Error", r, r)
 					}
 				}()
-				err = vram.Catch(tc.call)
+				err = vram.Catch(func() { tc.call(t) })
 			}()
 			switch {
 			case tc.fail && !errors.Is(err, vram.ErrArgument):
