@@ -686,7 +686,8 @@ func fuser(m Module) actFuser {
 // tensor. A type that embeds a Linear or a Conv2d runs its own Forward. Intermediate results are
 // released as soon as the next module has consumed them, and when a
 // module panics; the autograd graph keeps what backward needs. It panics
-// with an *vram.Error of kind vram.ErrArgument for a nil s.
+// with an *vram.Error of kind vram.ErrArgument for a nil s and when a
+// module returns a nil tensor, naming the module.
 func (s *Sequential) Forward(x *vram.Tensor) (out *vram.Tensor) {
 	s.mustExist("Forward")
 	cur := x
@@ -712,6 +713,10 @@ func (s *Sequential) Forward(x *vram.Tensor) (out *vram.Tensor) {
 		}
 		if next == nil {
 			next = m.Forward(cur)
+		}
+		if next == nil {
+			panic(&vram.Error{Op: "sequential", Kind: vram.ErrArgument,
+				Detail: fmt.Sprintf("module %d (%T) returned a nil tensor", i, m)})
 		}
 		if cur != x && next != cur {
 			cur.Release()

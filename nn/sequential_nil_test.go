@@ -113,3 +113,31 @@ func TestNilSequentialMethods(t *testing.T) {
 		})
 	}
 }
+
+// TestSequentialModuleReturnsNil runs a Sequential one of whose modules
+// (a caller's Func) returns a nil tensor: Forward panics with an
+// *vram.Error of kind ErrArgument naming the module, whether the module is
+// last, whose nil would have been the result, or followed by another,
+// which would have failed on a nil input without saying where it came
+// from.
+func TestSequentialModuleReturnsNil(t *testing.T) {
+	x := vram.Ones(vram.Shape{2, 3})
+	defer x.Release()
+	none := nn.Func(func(*vram.Tensor) *vram.Tensor { return nil })
+	for _, tc := range []struct {
+		name string
+		s    *nn.Sequential
+	}{
+		{"alone", nn.NewSequential(none)},
+		{"last", nn.NewSequential(nn.NewReLU(), none)},
+		{"first", nn.NewSequential(none, nn.NewReLU())},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var y *vram.Tensor
+			err := vram.Catch(func() { y = tc.s.Forward(x) })
+			if !errors.Is(err, vram.ErrArgument) || !strings.Contains(err.Error(), "returned a nil tensor") {
+				t.Errorf("got %v and %v, want an error of kind ErrArgument saying which module returned nil", y, err)
+			}
+		})
+	}
+}
