@@ -428,8 +428,12 @@ func (b *Base) Parameters() []*vram.Tensor {
 // To moves every parameter (and its gradient) and every buffer to device d
 // in place with [vram.Tensor.MoveTo], so that the tensors keep their
 // identity. The memory they take on d is labelled "parameters"
-// ([vram.Region]) in snapshots and out-of-memory reports.
+// ([vram.Region]) in snapshots and out-of-memory reports. It panics with
+// an *vram.Error of kind vram.ErrReleased, before moving anything, when a
+// parameter or buffer was released.
 func (b *Base) To(d vram.Device) {
+	checkLive("to", "parameter", b.NamedParameters())
+	checkLive("to", "buffer", b.NamedBuffers())
 	vram.Region(ParametersRegion, func() {
 		for _, p := range b.Parameters() {
 			p.MoveTo(d)
@@ -445,10 +449,12 @@ func (b *Base) To(d vram.Device) {
 // [vram.Tensor.CastInPlace], so that optimizers holding them see the
 // change, as [ConvertDType] does: the parameters and buffers of
 // sub-modules that are [Float32Layer]s (normalization layers) stay
-// float32. It panics with an *vram.Error of kind vram.ErrDType, before
-// converting anything, when dt is not a floating-point type.
+// float32. It panics with an *vram.Error, before converting anything, of
+// kind vram.ErrDType when dt is not a floating-point type and of kind
+// vram.ErrReleased when a parameter was released.
 func (b *Base) ToDType(dt vram.DType) {
 	checkFloatDType(dt)
+	checkLive("to_dtype", "parameter", b.NamedParameters())
 	vram.Region(ParametersRegion, func() {
 		for _, p := range b.ownParams() {
 			if p.Tensor.DType().IsFloat() {
@@ -501,9 +507,10 @@ type Float32Layer interface {
 // its normalization layers and their running statistics). Integer
 // parameters and buffers (a batch norm's num_batches_tracked) are left
 // alone, and so are the buffers of a quantized [Linear]. It works on any [Module], including
-// those that do not embed [Base]. It panics with an *vram.Error of kind
-// vram.ErrDType, before converting anything, when dt is not a
-// floating-point type.
+// those that do not embed [Base]. It panics with an *vram.Error, before
+// converting anything, of kind vram.ErrDType when dt is not a
+// floating-point type and of kind vram.ErrReleased when a parameter was
+// released.
 //
 // Optimizer state (Adam's moments, momentum buffers) is not converted: make
 // the optimizer after converting the model, or keep its state as it is.
@@ -512,6 +519,7 @@ func ConvertDType(m Module, dt vram.DType) {
 	if isNil(m) {
 		return
 	}
+	checkLive("to_dtype", "parameter", m.NamedParameters())
 	keep := map[*vram.Tensor]bool{}
 	fixed := map[*vram.Tensor]bool{}
 	for _, sub := range Modules(m) {
@@ -556,6 +564,19 @@ func ConvertDType(m Module, dt vram.DType) {
 func castBuffer(t *vram.Tensor, dt vram.DType) {
 	if !t.Released() && t.DType().IsFloat() && t.DType() != dt {
 		t.CastInPlace(dt)
+	}
+}
+
+// checkLive panics, naming op, with an *vram.Error of kind
+// vram.ErrReleased when one of ts (parameters or buffers, as what says)
+// was released: the functions that change every tensor of a module in
+// place call it first, so that they refuse a module they could change
+// only in part.
+func checkLive(op, what string, ts []NamedParameter) {
+	for _, p := range ts {
+		if p.Tensor.Released() {
+			panic(&vram.Error{Op: op, Kind: vram.ErrReleased, Detail: fmt.Sprintf("%s %q was released", what, p.Name)})
+		}
 	}
 }
 

@@ -56,13 +56,15 @@ func Apply(m Module, fn func(Module)) {
 // backward passes give its parameters no gradient and optimizers leave
 // them alone. Buffers are not touched. It panics with an *vram.Error,
 // before changing any parameter, of kind vram.ErrDType when on is set and
-// a parameter is not floating-point, and of kind vram.ErrAutograd when a
-// parameter is not a leaf.
+// a parameter is not floating-point, of kind vram.ErrAutograd when a
+// parameter is not a leaf, and of kind vram.ErrReleased when one was
+// released.
 func SetRequiresGrad(m Module, on bool) {
 	if isNil(m) {
 		return
 	}
 	ps := m.NamedParameters()
+	checkLive("requires_grad", "parameter", ps)
 	for _, p := range ps {
 		switch {
 		case !p.Tensor.IsLeaf():
