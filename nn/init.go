@@ -426,7 +426,8 @@ func Eye(t *vram.Tensor) {
 // groups > 1 the out channels are split into groups, each passing the
 // first in channels through. It panics with an *vram.Error of kind
 // vram.ErrShape unless t has 3 to 5 dimensions and groups divides its
-// first dimension, and of kind vram.ErrArgument for groups < 1.
+// first dimension, and of kind vram.ErrArgument for groups < 1. A t
+// without elements is left as it is.
 func Dirac(t *vram.Tensor, groups int) {
 	const op = "dirac"
 	notNil(op, t)
@@ -438,6 +439,9 @@ func Dirac(t *vram.Tensor, groups int) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: fmt.Sprintf("groups must be at least 1, got %d", groups)})
 	case shape[0]%groups != 0:
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("dimension 0 (%d) must be divisible by groups (%d)", shape[0], groups)})
+	}
+	if t.NumElements() == 0 {
+		return // nothing to fill; an empty kernel has no centre to index
 	}
 	perGroup := shape[0] / groups
 	// strides of the row-major layout, and the offset of the kernel's centre

@@ -202,6 +202,10 @@ func TestDeterministicInits(t *testing.T) {
 		// [out=2, in=2, 3, 2]: centre (1, 1).
 		{"dirac 2-D", vram.Shape{2, 2, 3, 2}, vram.Float64, func(p *vram.Tensor) { nn.Dirac(p, 1) },
 			[]float64{0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0}},
+		// Tensors without elements have nothing to fill.
+		{"dirac empty kernel", vram.Shape{2, 3, 0}, vram.Float32, func(p *vram.Tensor) { nn.Dirac(p, 1) }, nil},
+		{"dirac no in channels", vram.Shape{2, 0, 3}, vram.Float32, func(p *vram.Tensor) { nn.Dirac(p, 2) }, nil},
+		{"dirac no out channels", vram.Shape{0, 2, 3, 3}, vram.Float32, func(p *vram.Tensor) { nn.Dirac(p, 1) }, nil},
 	}
 	for _, dev := range initDevices {
 		for _, tt := range tests {
