@@ -35,6 +35,7 @@ func (l *LeakyReLU) check() {
 // Forward returns x.LeakyRelu(NegativeSlope). It panics as
 // [NewLeakyReLU] does for a NegativeSlope set to NaN since.
 func (l *LeakyReLU) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "leaky_relu", "LeakyReLU")
 	l.check()
 	return x.LeakyRelu(l.NegativeSlope)
 }
@@ -65,6 +66,7 @@ func (l *ELU) check() {
 // Forward returns x.Elu(Alpha). It panics as [NewELU] does for an Alpha
 // set to NaN since.
 func (l *ELU) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "elu", "ELU")
 	l.check()
 	return x.Elu(l.Alpha)
 }
@@ -108,7 +110,10 @@ func NewSoftplus(beta, threshold float64) *Softplus {
 }
 
 // Forward returns x.Softplus(Beta, Threshold).
-func (l *Softplus) Forward(x *vram.Tensor) *vram.Tensor { return x.Softplus(l.Beta, l.Threshold) }
+func (l *Softplus) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "softplus", "Softplus")
+	return x.Softplus(l.Beta, l.Threshold)
+}
 
 // Hardtanh clamps its input to [Min, Max] (torch.nn.Hardtanh), passing no
 // gradient at the bounds themselves, as PyTorch's does.
@@ -131,7 +136,10 @@ func NewHardtanh(min, max float64) *Hardtanh {
 func NewReLU6() *Hardtanh { return NewHardtanh(0, 6) }
 
 // Forward returns x.Hardtanh(Min, Max).
-func (l *Hardtanh) Forward(x *vram.Tensor) *vram.Tensor { return x.Hardtanh(l.Min, l.Max) }
+func (l *Hardtanh) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "hardtanh", "Hardtanh")
+	return x.Hardtanh(l.Min, l.Max)
+}
 
 // Hardswish applies x·min(max(x + 3, 0), 6)/6 elementwise
 // (torch.nn.Hardswish).
@@ -156,7 +164,10 @@ type Softmax struct {
 func NewSoftmax(dim int) *Softmax { return &Softmax{Dim: dim} }
 
 // Forward returns x.Softmax(Dim).
-func (l *Softmax) Forward(x *vram.Tensor) *vram.Tensor { return x.Softmax(l.Dim) }
+func (l *Softmax) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "softmax", "Softmax")
+	return x.Softmax(l.Dim)
+}
 
 // LogSoftmax returns the logarithm of the softmax of its input along Dim,
 // computed stably (torch.nn.LogSoftmax); a negative Dim counts from the
@@ -171,4 +182,7 @@ type LogSoftmax struct {
 func NewLogSoftmax(dim int) *LogSoftmax { return &LogSoftmax{Dim: dim} }
 
 // Forward returns x.LogSoftmax(Dim).
-func (l *LogSoftmax) Forward(x *vram.Tensor) *vram.Tensor { return x.LogSoftmax(l.Dim) }
+func (l *LogSoftmax) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "log_softmax", "LogSoftmax")
+	return x.LogSoftmax(l.Dim)
+}

@@ -81,6 +81,7 @@ func checkHardshrink(lambda float64) {
 // Forward returns x where |x| > Lambda and 0 (never −0) elsewhere. It
 // panics as [NewHardshrink] does for a Lambda set to NaN since.
 func (l *Hardshrink) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "hardshrink", "Hardshrink")
 	defer asOp("hardshrink")
 	notNil("hardshrink", x)
 	checkHardshrink(l.Lambda)
@@ -112,6 +113,7 @@ func NewSoftshrink(lambda float64) *Softshrink {
 // Forward returns x shrunk toward 0 by Lambda. It panics as
 // [NewSoftshrink] does for a Lambda set since to what it refuses.
 func (l *Softshrink) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "softshrink", "Softshrink")
 	defer asOp("softshrink")
 	notNil("softshrink", x)
 	checkLossParam("softshrink", "lambda", l.Lambda)
@@ -152,6 +154,7 @@ func checkThreshold(threshold, value float64) {
 // gradient is 0 where x is replaced and 1 elsewhere. It panics as
 // [NewThreshold] does for a Threshold or Value set to NaN since.
 func (l *Threshold) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "threshold", "Threshold")
 	defer asOp("threshold")
 	notNil("threshold", x)
 	checkThreshold(l.Threshold, l.Value)
@@ -231,6 +234,7 @@ func checkCELU(alpha float64) {
 // follows the same rule, as PyTorch's does. It panics as [NewCELU] does
 // for an Alpha set since to what it refuses.
 func (l *CELU) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "celu", "CELU")
 	defer asOp("celu")
 	notNil("celu", x)
 	checkCELU(l.Alpha)
@@ -284,6 +288,7 @@ func NewSoftmin(dim int) *Softmin { return &Softmin{Dim: dim} }
 
 // Forward returns softmax(−x) along Dim.
 func (l *Softmin) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "softmin", "Softmin")
 	defer asOp("softmin")
 	notNil("softmin", x)
 	n := x.Neg()
@@ -308,6 +313,7 @@ func NewGLU(dim int) *GLU { return &GLU{Dim: dim} }
 // vram.ErrShape for a 0-dimensional x or an odd size along Dim, and of
 // kind vram.ErrIndex for a Dim out of range.
 func (l *GLU) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "glu", "GLU")
 	const op = "glu"
 	defer asOp(op)
 	notNil(op, x)
@@ -363,6 +369,7 @@ func NewPReLU(numParameters int, init float64, opts ...vram.Option) *PReLU {
 // another number of channels. Inside a vram.Autocast region a float32
 // input and weight run in the region's dtype, as PyTorch's prelu.
 func (l *PReLU) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "prelu", "PReLU")
 	const op = "prelu"
 	defer asOp(op)
 	notNil(op, x)
@@ -422,6 +429,7 @@ func NewRReLU(lower, upper float64, opts ...vram.Option) *RReLU {
 // Forward returns x with its negative elements scaled by random slopes in
 // training mode and by their mean in evaluation mode.
 func (l *RReLU) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "rrelu", "RReLU")
 	defer asOp("rrelu")
 	notNil("rrelu", x)
 	if !l.Training() || x.NumElements() == 0 {

@@ -217,6 +217,7 @@ type MultiheadForwardOptions struct {
 // Forward returns the self-attention of x (query, key and value all x)
 // without masks, of x's shape.
 func (m *MultiheadAttention) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(m == nil, "multihead_attention", "MultiheadAttention")
 	out, _ := m.ForwardQKV(x, x, x, MultiheadForwardOptions{NoWeights: true})
 	return out
 }
@@ -239,6 +240,7 @@ func (m *MultiheadAttention) Forward(x *vram.Tensor) *vram.Tensor {
 // projection) panic with kind vram.ErrArgument or vram.ErrShape before
 // anything is computed.
 func (m *MultiheadAttention) ForwardQKV(query, key, value *vram.Tensor, o MultiheadForwardOptions) (out, weights *vram.Tensor) {
+	nilLayer(m == nil, "multihead_attention", "MultiheadAttention")
 	const op = "multihead_attention"
 	defer asOp(op) // the projections' and attention's errors name the layer
 	notNil(op, query)

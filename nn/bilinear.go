@@ -40,7 +40,10 @@ func NewBilinearNoBias(in1, in2, out int, opts ...vram.Option) *Bilinear {
 
 // Forward returns ForwardPair(x, x), for a layer whose two inputs have
 // the same number of features.
-func (l *Bilinear) Forward(x *vram.Tensor) *vram.Tensor { return l.ForwardPair(x, x) }
+func (l *Bilinear) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "bilinear", "Bilinear")
+	return l.ForwardPair(x, x)
+}
 
 // ForwardPair returns the layer applied to x1 [..., in1] and x2
 // [..., in2], of shape [..., out]. It panics with an *vram.Error of kind
@@ -48,6 +51,7 @@ func (l *Bilinear) Forward(x *vram.Tensor) *vram.Tensor { return l.ForwardPair(x
 // leading dimensions, and for a Weight or Bias set since construction to
 // a tensor that is not 3-D [out, in1, in2] or [out].
 func (l *Bilinear) ForwardPair(x1, x2 *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "bilinear", "Bilinear")
 	const op = "bilinear"
 	defer asOp(op)
 	notNil(op, x1)

@@ -192,6 +192,7 @@ func NewConv2d(in, out, kernel int, o ConvOptions, opts ...vram.Option) *Conv2d 
 // Forward returns the convolution of x ([vram.Conv2d]), with the masks of
 // a pruned layer applied.
 func (l *Conv2d) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "conv2d", "Conv2d")
 	return l.ForwardAct(x, vram.ActNone)
 }
 
@@ -199,6 +200,7 @@ func (l *Conv2d) Forward(x *vram.Tensor) *vram.Tensor {
 // ([vram.Conv2dAct]): what [Sequential] runs for a Conv2d followed by a
 // ReLU or GELU.
 func (l *Conv2d) ForwardAct(x *vram.Tensor, act vram.Activation) *vram.Tensor {
+	nilLayer(l == nil, "conv2d", "Conv2d")
 	w, rw := masked(l.Weight, l.WeightMask)
 	if rw {
 		defer w.Release()
@@ -265,6 +267,7 @@ func NewConv1d(in, out, kernel int, o ConvOptions, opts ...vram.Option) *Conv1d 
 
 // Forward returns the convolution of x ([vram.Conv1d]).
 func (l *Conv1d) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "conv1d", "Conv1d")
 	w, b, done := l.maskedParams(l.Weight, l.Bias)
 	defer done()
 	p := l.Params
@@ -310,6 +313,7 @@ func NewConvTranspose2d(in, out, kernel int, o ConvOptions, opts ...vram.Option)
 
 // Forward returns the transposed convolution of x ([vram.ConvTranspose2d]).
 func (l *ConvTranspose2d) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "conv_transpose2d", "ConvTranspose2d")
 	w, b, done := l.maskedParams(l.Weight, l.Bias)
 	defer done()
 	return vram.ConvTranspose2d(x, w, b, l.Params)
@@ -324,6 +328,7 @@ func (l *ConvTranspose2d) Forward(x *vram.Tensor) *vram.Tensor {
 // panic with an *vram.Error of kind vram.ErrShape; a bad input, weight or
 // parameter panics as in [ConvTranspose2d.Forward].
 func (l *ConvTranspose2d) ForwardSize(x *vram.Tensor, h, w int) *vram.Tensor {
+	nilLayer(l == nil, "conv_transpose2d", "ConvTranspose2d")
 	const op = "conv_transpose2d"
 	notNil(op, x)
 	notNil(op, l.Weight)
@@ -389,12 +394,16 @@ func NewMaxPool2d(kernel, stride, padding int) *MaxPool2d {
 }
 
 // Forward returns the pooled x.
-func (l *MaxPool2d) Forward(x *vram.Tensor) *vram.Tensor { return vram.MaxPool2d(x, l.Params) }
+func (l *MaxPool2d) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "max_pool2d", "MaxPool2d")
+	return vram.MaxPool2d(x, l.Params)
+}
 
 // ForwardWithIndices returns the pooled x and the position of each
 // maximum in its input plane, as a MaxPool2d made with
 // return_indices=True does ([vram.MaxPool2dWithIndices]).
 func (l *MaxPool2d) ForwardWithIndices(x *vram.Tensor) (y, indices *vram.Tensor) {
+	nilLayer(l == nil, "max_pool2d", "MaxPool2d")
 	return vram.MaxPool2dWithIndices(x, l.Params)
 }
 
@@ -415,7 +424,10 @@ func NewAvgPool2d(kernel, stride, padding int) *AvgPool2d {
 }
 
 // Forward returns the pooled x.
-func (l *AvgPool2d) Forward(x *vram.Tensor) *vram.Tensor { return vram.AvgPool2d(x, l.Params) }
+func (l *AvgPool2d) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "avg_pool2d", "AvgPool2d")
+	return vram.AvgPool2d(x, l.Params)
+}
 
 // AdaptiveAvgPool2d averages its input down to a fixed OutH×OutW
 // (torch.nn.AdaptiveAvgPool2d); see [vram.AdaptiveAvgPool2d].
@@ -436,6 +448,7 @@ func NewAdaptiveAvgPool2d(outH, outW int) *AdaptiveAvgPool2d {
 
 // Forward returns the pooled x.
 func (l *AdaptiveAvgPool2d) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "adaptive_avg_pool2d", "AdaptiveAvgPool2d")
 	return vram.AdaptiveAvgPool2d(x, l.OutH, l.OutW)
 }
 
@@ -459,6 +472,7 @@ func NewAdaptiveMaxPool2d(outH, outW int) *AdaptiveMaxPool2d {
 
 // Forward returns the pooled x.
 func (l *AdaptiveMaxPool2d) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "adaptive_max_pool2d", "AdaptiveMaxPool2d")
 	return vram.AdaptiveMaxPool2d(x, l.OutH, l.OutW)
 }
 
@@ -466,6 +480,7 @@ func (l *AdaptiveMaxPool2d) Forward(x *vram.Tensor) *vram.Tensor {
 // maximum in its input plane (return_indices=True;
 // [vram.AdaptiveMaxPool2dWithIndices]).
 func (l *AdaptiveMaxPool2d) ForwardWithIndices(x *vram.Tensor) (y, indices *vram.Tensor) {
+	nilLayer(l == nil, "adaptive_max_pool2d", "AdaptiveMaxPool2d")
 	return vram.AdaptiveMaxPool2dWithIndices(x, l.OutH, l.OutW)
 }
 
@@ -481,7 +496,10 @@ type Flatten struct {
 func NewFlatten() *Flatten { return &Flatten{StartDim: 1, EndDim: -1} }
 
 // Forward returns x.Flatten(StartDim, EndDim).
-func (l *Flatten) Forward(x *vram.Tensor) *vram.Tensor { return x.Flatten(l.StartDim, l.EndDim) }
+func (l *Flatten) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "flatten", "Flatten")
+	return x.Flatten(l.StartDim, l.EndDim)
+}
 
 // Dropout2d zeroes whole channels of its input [N, C, H, W] with
 // probability P in training mode and scales the others by 1/(1-P)
@@ -514,6 +532,7 @@ func NewDropout2d(p float64, opts ...vram.Option) *Dropout2d {
 // a new reference to x in evaluation mode or when P is 0. It panics with
 // an *vram.Error of kind vram.ErrShape unless x is 3-D or 4-D.
 func (d *Dropout2d) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(d == nil, "dropout2d", "Dropout2d")
 	notNil("dropout2d", x)
 	if x.Dim() != 3 && x.Dim() != 4 {
 		panic(&vram.Error{Op: "dropout2d", Kind: vram.ErrShape, Detail: fmt.Sprintf("input must be [N, C, H, W] or [C, H, W], got shape %v", x.Shape())})

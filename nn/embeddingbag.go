@@ -118,6 +118,7 @@ func checkBagMode(op, mode string, scaleGrad bool) {
 // indices holding B bags of L indices each, to [B, dim]. It is
 // ForwardBags(x, nil, nil).
 func (e *EmbeddingBag) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(e == nil, "embedding_bag", "EmbeddingBag")
 	return e.ForwardBags(x, nil, nil)
 }
 
@@ -157,6 +158,7 @@ func (e *EmbeddingBag) Forward(x *vram.Tensor) *vram.Tensor {
 // *vram.DeviceMismatchError for perSampleWeights on another device than
 // Weight; and of kind vram.ErrIndex for an index outside [0, num).
 func (e *EmbeddingBag) ForwardBags(input, offsets, perSampleWeights *vram.Tensor) *vram.Tensor {
+	nilLayer(e == nil, "embedding_bag", "EmbeddingBag")
 	const op = "embedding_bag"
 	defer asOp(op)
 	notNil(op, input)

@@ -39,6 +39,18 @@ func notNil(op string, t *vram.Tensor) {
 	}
 }
 
+// nilLayer panics with an *vram.Error of kind vram.ErrArgument, naming op
+// and the layer's type typ, when isNil: the forward methods of the layers
+// call it first with whether their receiver is nil, so that a layer
+// declared and never made (var fc *nn.Linear) is reported as such, as
+// [Sequential] and the transformer layers report theirs, rather than as a
+// nil-pointer dereference.
+func nilLayer(isNil bool, op, typ string) {
+	if isNil {
+		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "nil *" + typ + ": make the layer with its constructor"})
+	}
+}
+
 // sameDevice panics with a *vram.DeviceMismatchError naming op unless
 // each of the layer's tensors ts that is not nil is on x's device. Layers
 // that update state in place call it before they change anything.

@@ -206,6 +206,7 @@ func (l *InstanceNorm) optionalState() []string {
 // and of kind vram.ErrReleased for one released. A batch of no samples
 // leaves the running statistics as they are.
 func (l *InstanceNorm) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "instance_norm", "InstanceNorm")
 	op := l.op()
 	defer asOp(op)
 	notNil(op, x)

@@ -97,11 +97,15 @@ func linearBound(in int) float64 {
 // Forward returns x Wᵀ + b for x of shape [..., in], of shape [..., out]
 // ([vram.Linear]; [vram.LinearInt8] for a quantized layer), with the
 // masks of a pruned layer applied.
-func (l *Linear) Forward(x *vram.Tensor) *vram.Tensor { return l.ForwardAct(x, vram.ActNone) }
+func (l *Linear) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "linear", "Linear")
+	return l.ForwardAct(x, vram.ActNone)
+}
 
 // ForwardAct returns act(x Wᵀ + b) as one fused op ([vram.LinearAct]):
 // what [Sequential] runs for a Linear followed by a ReLU or GELU.
 func (l *Linear) ForwardAct(x *vram.Tensor, act vram.Activation) *vram.Tensor {
+	nilLayer(l == nil, "linear", "Linear")
 	w, rw := masked(l.Weight, l.WeightMask)
 	if rw {
 		defer w.Release()
@@ -150,6 +154,7 @@ func NewGELUTanh() *GELU { return &GELU{Tanh: true} }
 
 // Forward returns x.Gelu(), or x.GeluTanh() when Tanh is set.
 func (l *GELU) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "gelu", "GELU")
 	if l.Tanh {
 		return x.GeluTanh()
 	}
@@ -199,6 +204,7 @@ func NewDropout(p float64, opts ...vram.Option) *Dropout {
 // Forward returns x with elements dropped in training mode, and a new
 // reference to x in evaluation mode or when P is 0.
 func (d *Dropout) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(d == nil, "dropout", "Dropout")
 	notNil("dropout", x)
 	if !d.Training() || d.P == 0 || x.NumElements() == 0 {
 		return identity(x)
@@ -284,6 +290,7 @@ func checkEps(op string, eps float64) {
 // Eps changed since construction into one the constructors refuse panics
 // with an *vram.Error of kind vram.ErrArgument.
 func (l *LayerNorm) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "layer_norm", "LayerNorm")
 	checkEps("layer_norm", l.Eps)
 	w, b, done := l.maskedParams(l.Weight, l.Bias)
 	defer done()
@@ -479,6 +486,7 @@ func NewEmbeddingFromPretrained(weights *vram.Tensor, freeze bool, o EmbeddingOp
 // into what they refuse (a nil or non-2-D Weight, a PaddingIdx outside
 // [0, num), a MaxNorm that is negative, NaN or infinite).
 func (e *Embedding) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(e == nil, "embedding", "Embedding")
 	const op = "embedding"
 	defer asOp(op)
 	notNil(op, x)

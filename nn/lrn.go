@@ -49,6 +49,7 @@ func (l *LocalResponseNorm) check() {
 // as PyTorch does, and as [NewLocalResponseNorm] does for settings
 // changed since to what it refuses.
 func (l *LocalResponseNorm) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "local_response_norm", "LocalResponseNorm")
 	const op = "local_response_norm"
 	defer asOp(op)
 	notNil(op, x)

@@ -136,6 +136,7 @@ func (l *BatchNorm2d) optionalState() []string {
 // It panics as [vram.BatchNorm2dTracked] does, and with an *vram.Error of
 // kind vram.ErrArgument for an Eps set to +Inf since construction.
 func (l *BatchNorm2d) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "batch_norm2d", "BatchNorm2d")
 	checkEps("batch_norm2d", l.Eps)
 	training, momentum := l.mode()
 	w, b, done := l.maskedParams(l.Weight, l.Bias)
@@ -148,6 +149,7 @@ func (l *BatchNorm2d) Forward(x *vram.Tensor) *vram.Tensor {
 // [vram.BatchNorm2dReLU], one pass over the data on a device with fused
 // kernels, composed elsewhere.
 func (l *BatchNorm2d) ForwardReLU(x, residual *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "batch_norm2d", "BatchNorm2d")
 	checkEps("batch_norm2d_relu", l.Eps)
 	training, momentum := l.mode()
 	w, b, done := l.maskedParams(l.Weight, l.Bias)
@@ -213,6 +215,7 @@ func NewBatchNorm1dOptions(c int, o BatchNormOptions, opts ...vram.Option) *Batc
 // the batch. Other shapes panic with an *vram.Error of kind
 // vram.ErrShape.
 func (l *BatchNorm1d) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "batch_norm1d", "BatchNorm1d")
 	x4 := l.as4D(x)
 	defer x4.Release()
 	y := l.BatchNorm2d.Forward(x4)
@@ -225,6 +228,7 @@ func (l *BatchNorm1d) Forward(x *vram.Tensor) *vram.Tensor {
 // x's shape. Another shape panics with an *vram.Error of kind
 // vram.ErrShape, before the running statistics change.
 func (l *BatchNorm1d) ForwardReLU(x, residual *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "batch_norm1d", "BatchNorm1d")
 	const op = "batch_norm1d"
 	x4 := l.as4D(x)
 	defer x4.Release()
@@ -343,6 +347,7 @@ func (l *GroupNorm) check(op string) {
 // NumChannels, a negative or NaN Eps), or to a Weight or Bias that is not
 // [NumChannels].
 func (l *GroupNorm) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "group_norm", "GroupNorm")
 	const op = "group_norm"
 	notNil(op, x)
 	shape := x.Shape()

@@ -57,6 +57,7 @@ func NewMaxPool1d(kernel, stride, padding int) *MaxPool1d {
 // Forward returns the pooled x, [N, C, OL] for x [N, C, L]. Errors are
 // those of [vram.MaxPool2d].
 func (l *MaxPool1d) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "max_pool1d", "MaxPool1d")
 	return pool1d("max_pool1d", x, func(x *vram.Tensor) *vram.Tensor { return vram.MaxPool2d(x, l.Params) })
 }
 
@@ -64,6 +65,7 @@ func (l *MaxPool1d) Forward(x *vram.Tensor) *vram.Tensor {
 // sequence of each maximum, as a MaxPool1d made with return_indices=True
 // does.
 func (l *MaxPool1d) ForwardWithIndices(x *vram.Tensor) (y, indices *vram.Tensor) {
+	nilLayer(l == nil, "max_pool1d", "MaxPool1d")
 	y = pool1d("max_pool1d", x, func(x *vram.Tensor) *vram.Tensor {
 		yy, idx := vram.MaxPool2dWithIndices(x, l.Params)
 		defer idx.Release()
@@ -92,6 +94,7 @@ func NewAvgPool1d(kernel, stride, padding int) *AvgPool1d {
 // Forward returns the pooled x, [N, C, OL] for x [N, C, L]. Errors are
 // those of [vram.AvgPool2d].
 func (l *AvgPool1d) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "avg_pool1d", "AvgPool1d")
 	return pool1d("avg_pool1d", x, func(x *vram.Tensor) *vram.Tensor { return vram.AvgPool2d(x, l.Params) })
 }
 
@@ -116,6 +119,7 @@ func NewAdaptiveAvgPool1d(out int) *AdaptiveAvgPool1d {
 
 // Forward returns the pooled x, [N, C, Out] for x [N, C, L].
 func (l *AdaptiveAvgPool1d) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "adaptive_avg_pool1d", "AdaptiveAvgPool1d")
 	return pool1d("adaptive_avg_pool1d", x, func(x *vram.Tensor) *vram.Tensor { return vram.AdaptiveAvgPool2d(x, 1, l.Out) })
 }
 
@@ -139,6 +143,7 @@ func NewAdaptiveMaxPool1d(out int) *AdaptiveMaxPool1d {
 
 // Forward returns the pooled x, [N, C, Out] for x [N, C, L].
 func (l *AdaptiveMaxPool1d) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "adaptive_max_pool1d", "AdaptiveMaxPool1d")
 	return pool1d("adaptive_max_pool1d", x, func(x *vram.Tensor) *vram.Tensor { return vram.AdaptiveMaxPool2d(x, 1, l.Out) })
 }
 
@@ -146,6 +151,7 @@ func (l *AdaptiveMaxPool1d) Forward(x *vram.Tensor) *vram.Tensor {
 // sequence of each maximum, as an AdaptiveMaxPool1d made with
 // return_indices=True does ([vram.AdaptiveMaxPool2dWithIndices]).
 func (l *AdaptiveMaxPool1d) ForwardWithIndices(x *vram.Tensor) (y, indices *vram.Tensor) {
+	nilLayer(l == nil, "adaptive_max_pool1d", "AdaptiveMaxPool1d")
 	y = pool1d("adaptive_max_pool1d", x, func(x *vram.Tensor) *vram.Tensor {
 		yy, idx := vram.AdaptiveMaxPool2dWithIndices(x, 1, l.Out)
 		defer idx.Release()
@@ -175,6 +181,7 @@ func NewUnflatten(dim int, sizes ...int) *Unflatten {
 // Forward returns x.Unflatten(Dim, Sizes...), a view of x. Errors are
 // those of [vram.Tensor.Unflatten].
 func (l *Unflatten) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "unflatten", "Unflatten")
 	notNil("unflatten", x)
 	return x.Unflatten(l.Dim, l.Sizes...)
 }

@@ -147,7 +147,10 @@ func NewCircularPad3d(p ...int) *Pad {
 }
 
 // Forward returns vram.Pad(x, Padding, Mode, Value).
-func (l *Pad) Forward(x *vram.Tensor) *vram.Tensor { return vram.Pad(x, l.Padding, l.Mode, l.Value) }
+func (l *Pad) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "pad", "Pad")
+	return vram.Pad(x, l.Padding, l.Mode, l.Value)
+}
 
 // Upsample resizes the spatial dimensions of its input with
 // [vram.Interpolate] (torch.nn.Upsample). [NewUpsamplingNearest2d] and
@@ -177,7 +180,10 @@ func NewUpsamplingBilinear2d(size []int, scaleFactor []float64) *Upsample {
 }
 
 // Forward returns vram.Interpolate(x, Options).
-func (l *Upsample) Forward(x *vram.Tensor) *vram.Tensor { return vram.Interpolate(x, l.Options) }
+func (l *Upsample) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "upsample", "Upsample")
+	return vram.Interpolate(x, l.Options)
+}
 
 // PixelShuffle trades channels for resolution (torch.nn.PixelShuffle):
 // [*, C·r², H, W] becomes [*, C, H·r, W·r] with [vram.PixelShuffle].
@@ -191,6 +197,7 @@ func NewPixelShuffle(r int) *PixelShuffle { return &PixelShuffle{UpscaleFactor: 
 
 // Forward returns vram.PixelShuffle(x, UpscaleFactor).
 func (l *PixelShuffle) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "pixel_shuffle", "PixelShuffle")
 	return vram.PixelShuffle(x, l.UpscaleFactor)
 }
 
@@ -206,6 +213,7 @@ func NewPixelUnshuffle(r int) *PixelUnshuffle { return &PixelUnshuffle{Downscale
 
 // Forward returns vram.PixelUnshuffle(x, DownscaleFactor).
 func (l *PixelUnshuffle) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "pixel_unshuffle", "PixelUnshuffle")
 	return vram.PixelUnshuffle(x, l.DownscaleFactor)
 }
 
@@ -225,7 +233,10 @@ func NewUnfold(kernel [2]int, p vram.FoldParams) *Unfold {
 }
 
 // Forward returns vram.Unfold(x, KernelSize, Params).
-func (l *Unfold) Forward(x *vram.Tensor) *vram.Tensor { return vram.Unfold(x, l.KernelSize, l.Params) }
+func (l *Unfold) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "unfold", "Unfold")
+	return vram.Unfold(x, l.KernelSize, l.Params)
+}
 
 // Fold adds columns of sliding blocks back into an image (torch.nn.Fold):
 // [N, C·KH·KW, L] becomes [N, C, OutputSize[0], OutputSize[1]] with
@@ -244,5 +255,6 @@ func NewFold(outputSize, kernel [2]int, p vram.FoldParams) *Fold {
 
 // Forward returns vram.Fold(x, OutputSize, KernelSize, Params).
 func (l *Fold) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "fold", "Fold")
 	return vram.Fold(x, l.OutputSize, l.KernelSize, l.Params)
 }

@@ -66,6 +66,7 @@ func NewRMSNormNoAffine(shape []int, eps float64) *RMSNorm {
 // region a 16-bit x gives float32, as for [LayerNorm]. It panics as
 // [vram.RMSNorm] does when x's shape does not end with NormalizedShape.
 func (l *RMSNorm) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(l == nil, "rms_norm", "RMSNorm")
 	w, _, done := l.maskedParams(l.Weight, nil)
 	defer done()
 	y := vram.RMSNorm(x, l.NormalizedShape, w, l.Eps)

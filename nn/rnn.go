@@ -645,6 +645,7 @@ func NewRNN(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) 
 // N, D·H] ([N, L, D·H] with BatchFirst, [L, D·H] unbatched), starting
 // from zero hidden states; see [RNN.ForwardState].
 func (m *RNN) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(m == nil, "rnn", "RNN")
 	out, hn := m.ForwardState(x, nil)
 	hn.Release()
 	return out
@@ -672,6 +673,7 @@ func (m *RNN) Forward(x *vram.Tensor) *vram.Tensor {
 // parameter or setting. Every error names the layer ("rnn", "lstm",
 // "gru").
 func (m *RNN) ForwardState(x, h0 *vram.Tensor) (out, hn *vram.Tensor) {
+	nilLayer(m == nil, "rnn", "RNN")
 	r := recurrent{rnnKind("rnn", m.Nonlinearity), m.RecurrentLayer}
 	out, hn, _ = r.forward("rnn", m.Training(), x, h0, nil)
 	return out, hn
@@ -711,6 +713,7 @@ func NewLSTM(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option)
 // Forward returns the output of the last layer for every time step as
 // [RNN.Forward] does, starting from zero states.
 func (m *LSTM) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(m == nil, "lstm", "LSTM")
 	out, hn, cn := m.ForwardState(x, nil, nil)
 	hn.Release()
 	cn.Release()
@@ -725,6 +728,7 @@ func (m *LSTM) Forward(x *vram.Tensor) *vram.Tensor {
 // [RNN.ForwardState]'s, and one of kind vram.ErrArgument when only one of
 // h0 and c0 is nil.
 func (m *LSTM) ForwardState(x, h0, c0 *vram.Tensor) (out, hn, cn *vram.Tensor) {
+	nilLayer(m == nil, "lstm", "LSTM")
 	if (h0 == nil) != (c0 == nil) {
 		panic(&vram.Error{Op: "lstm", Kind: vram.ErrArgument, Detail: "give both h0 and c0, or neither for zeros"})
 	}
@@ -762,6 +766,7 @@ func NewGRU(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) 
 // Forward returns the output of the last layer for every time step as
 // [RNN.Forward] does, starting from zero hidden states.
 func (m *GRU) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(m == nil, "gru", "GRU")
 	out, hn := m.ForwardState(x, nil)
 	hn.Release()
 	return out
@@ -770,6 +775,7 @@ func (m *GRU) Forward(x *vram.Tensor) *vram.Tensor {
 // ForwardState returns the output and the final hidden states as
 // [RNN.ForwardState] does, with the same panics.
 func (m *GRU) ForwardState(x, h0 *vram.Tensor) (out, hn *vram.Tensor) {
+	nilLayer(m == nil, "gru", "GRU")
 	r := recurrent{kindGRU, m.RecurrentLayer}
 	out, hn, _ = r.forward("gru", m.Training(), x, h0, nil)
 	return out, hn

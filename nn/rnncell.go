@@ -142,7 +142,10 @@ func NewRNNCell(inputSize, hiddenSize int, o CellOptions, opts ...vram.Option) *
 }
 
 // Forward returns the next hidden state for x from a zero hidden state.
-func (m *RNNCell) Forward(x *vram.Tensor) *vram.Tensor { return m.ForwardState(x, nil) }
+func (m *RNNCell) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(m == nil, "rnn_cell", "RNNCell")
+	return m.ForwardState(x, nil)
+}
 
 // ForwardState returns the next hidden state, [N, H] for x [N, input] or
 // [H] for x [input], from h of that shape (nil for zeros). The caller
@@ -157,6 +160,7 @@ func (m *RNNCell) Forward(x *vram.Tensor) *vram.Tensor { return m.ForwardState(x
 // changed after construction so that they no longer agree are refused as
 // [RNN.ForwardState] refuses them.
 func (m *RNNCell) ForwardState(x, h *vram.Tensor) *vram.Tensor {
+	nilLayer(m == nil, "rnn_cell", "RNNCell")
 	hn, _ := cellForward("rnn_cell", rnnKind("rnn_cell", m.Nonlinearity),
 		m.RecurrentWeights, m.InputSize, m.HiddenSize, x, h, nil)
 	return hn
@@ -190,6 +194,7 @@ func NewLSTMCell(inputSize, hiddenSize int, o CellOptions, opts ...vram.Option) 
 // Forward returns the next hidden state for x from zero states, leaving
 // out the cell state; [LSTMCell.ForwardState] returns both.
 func (m *LSTMCell) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(m == nil, "lstm_cell", "LSTMCell")
 	h, c := m.ForwardState(x, nil, nil)
 	c.Release()
 	return h
@@ -201,6 +206,7 @@ func (m *LSTMCell) Forward(x *vram.Tensor) *vram.Tensor {
 // *vram.Error of kind vram.ErrArgument when only one of h and c is nil,
 // and of kind vram.ErrShape for an x, h or c of the wrong shape.
 func (m *LSTMCell) ForwardState(x, h, c *vram.Tensor) (hn, cn *vram.Tensor) {
+	nilLayer(m == nil, "lstm_cell", "LSTMCell")
 	const op = "lstm_cell"
 	if (h == nil) != (c == nil) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "give both h and c, or neither for zeros"})
@@ -234,11 +240,15 @@ func NewGRUCell(inputSize, hiddenSize int, o CellOptions, opts ...vram.Option) *
 }
 
 // Forward returns the next hidden state for x from a zero hidden state.
-func (m *GRUCell) Forward(x *vram.Tensor) *vram.Tensor { return m.ForwardState(x, nil) }
+func (m *GRUCell) Forward(x *vram.Tensor) *vram.Tensor {
+	nilLayer(m == nil, "gru_cell", "GRUCell")
+	return m.ForwardState(x, nil)
+}
 
 // ForwardState returns the next hidden state as [RNNCell.ForwardState]
 // does, with the same panics.
 func (m *GRUCell) ForwardState(x, h *vram.Tensor) *vram.Tensor {
+	nilLayer(m == nil, "gru_cell", "GRUCell")
 	hn, _ := cellForward("gru_cell", kindGRU, m.RecurrentWeights, m.InputSize, m.HiddenSize, x, h, nil)
 	return hn
 }
