@@ -270,7 +270,9 @@ type OOM struct {
 	// MissingBytes is, when nothing fits, how much more memory than
 	// LimitMaxBytes the run needs: the least limit (to
 	// memory.FitResolution) under which a replay with the recorded
-	// settings or one tried serves the request, less LimitMaxBytes.
+	// settings or one tried serves the request, less LimitMaxBytes. When
+	// the limit was inferred as a range, the run lacked between
+	// MissingBytes and that least limit less LimitBytes.
 	MissingBytes int64 `json:"missing_bytes,omitempty"`
 	// Trials are the settings replayed, in the order tried.
 	Trials []FixTrial `json:"fix_trials,omitempty"`
@@ -309,6 +311,13 @@ func Analyze(f *trace.File, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("analyze: %s: unknown format", f.Name)
 	}
 	if len(r.Devices) == 0 {
+		if f.Kind.PyTorch() {
+			// PyTorch writes such a snapshot when its caching allocator
+			// holds nothing: before any work on the GPU, after
+			// empty_cache() with no history, or with
+			// PYTORCH_NO_CUDA_MEMORY_CACHING=1, which bypasses it.
+			return nil, fmt.Errorf("analyze: %s: the snapshot holds no device: PyTorch's caching allocator held no memory and recorded no history (was it taken before the work ran, after torch.cuda.empty_cache() with no history recording, or with PYTORCH_NO_CUDA_MEMORY_CACHING=1 set, which bypasses the caching allocator so that nothing is recorded? Call torch.cuda.memory._record_memory_history() before the work, without that variable)", f.Name)
+		}
 		return nil, fmt.Errorf("analyze: %s: the snapshot holds no device (no segments and no history)", f.Name)
 	}
 	return r, nil
@@ -524,7 +533,7 @@ func liveGroups(s *trace.Snapshot, top int) (byRegion []Group, regionRest Rest, 
 				continue
 			}
 			add(regions, regionKey(b.Region), b, nil)
-			site := memo.stackKey(b.Frames)
+			site := memo.blockKey(b)
 			add(stacks, site, b, b.Frames)
 			if len(b.Frames) == 0 {
 				site = ""
@@ -587,6 +596,11 @@ const (
 	noRegion       = "(no region)"
 	noStack        = "(no stack recorded)"
 	noPythonFrames = "(no Python frames: a C++ thread, such as the autograd engine in backward)"
+	// noStackUnrecorded is the key of a block without frames in such a
+	// snapshot that its history does not show allocated: made before the
+	// history's window, or while _record_memory_history(enabled=None) had
+	// stopped it, it may have had a stack all the same.
+	noStackUnrecorded = "(no stack: allocated while the history was not recording, or by a C++ thread)"
 )
 
 func regionKey(r string) string {

@@ -499,6 +499,11 @@ type stackMemo struct {
 	// empty is the key of an empty stack: noStack, or noPythonFrames
 	// where the snapshot's stacks were recorded (framesRecorded).
 	empty string
+	// unrecorded holds the addresses of live blocks without frames whose
+	// allocation the history does not hold, where empty is
+	// noPythonFrames: allocated before the history's window or while
+	// nothing recorded, they may have had a Python stack.
+	unrecorded map[uint64]bool
 }
 
 type memoPick struct {
@@ -517,8 +522,46 @@ func newStackMemo(s *trace.Snapshot) *stackMemo {
 	m := &stackMemo{picks: map[stackID]memoPick{}, user: map[userKey][]trace.Frame{}, empty: noStack}
 	if framesRecorded(s) {
 		m.empty = noPythonFrames
+		m.unrecorded = unrecordedBlocks(s)
 	}
 	return m
+}
+
+// unrecordedBlocks returns the addresses of s's live blocks without frames
+// that no alloc event of its history made (the last event at the address
+// is not an alloc, or there is none).
+func unrecordedBlocks(s *trace.Snapshot) map[uint64]bool {
+	allocated := map[uint64]bool{}
+	for i := range s.History {
+		switch s.History[i].Action {
+		case trace.ActionAlloc:
+			allocated[s.History[i].Addr] = true
+		case trace.ActionFreeRequested, trace.ActionFreeCompleted:
+			delete(allocated, s.History[i].Addr)
+		}
+	}
+	var out map[uint64]bool
+	for _, seg := range s.Segments {
+		for _, b := range seg.Blocks {
+			if b.State == trace.StateActiveAllocated && len(b.Frames) == 0 && !allocated[b.Addr] {
+				if out == nil {
+					out = map[uint64]bool{}
+				}
+				out[b.Addr] = true
+			}
+		}
+	}
+	return out
+}
+
+// blockKey is stackKey for a live block: one without frames that the
+// history did not see allocated reads noStackUnrecorded rather than
+// noPythonFrames.
+func (m *stackMemo) blockKey(b trace.Block) string {
+	if len(b.Frames) == 0 && m != nil && m.unrecorded[b.Addr] {
+		return noStackUnrecorded
+	}
+	return m.stackKey(b.Frames)
 }
 
 // framesRecorded reports that PyTorch recorded the stacks of s's

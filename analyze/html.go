@@ -548,7 +548,7 @@ func segmentMap(d *Device) segmapView {
 			bv.W = math.Round(bv.W*100) / 100
 			switch b.State {
 			case trace.StateActiveAllocated:
-				bv.Class = fmt.Sprintf("blk a k0-%d k1-%d", lookup(0, regionKey(b.Region)), lookup(1, memo.stackKey(b.Frames)))
+				bv.Class = fmt.Sprintf("blk a k0-%d k1-%d", lookup(0, regionKey(b.Region)), lookup(1, memo.blockKey(b)))
 				bv.Tip = blockTip("allocated", b, memo)
 			case trace.StateActivePendingFree:
 				bv.Class = "blk p"

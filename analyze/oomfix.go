@@ -532,11 +532,13 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 			least = fmt.Sprintf("; the least limit under which the run gets past this point is %s, with %s", units.Bytes(l), name)
 		}
 		if lo == hi {
+			n, h := distinctBytes(need, hi)
 			o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, more than the %s allowed (%s)%s: %s more memory is missing. Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
-				units.Bytes(need), units.Bytes(hi), how, least, units.Bytes(o.MissingBytes))
+				n, h, how, least, units.Bytes(o.MissingBytes))
 		} else {
+			n, h := distinctBytes(need, satAdd(hi, 1))
 			o.Fix = fmt.Sprintf("no setting can fit it: the tensors live at this point and this request take %s, more than the limit can have been, which was less than %s (%s)%s. Release tensors before this point, use a smaller batch or lower precision, or allow this process more memory.",
-				units.Bytes(need), units.Bytes(satAdd(hi, 1)), how, least)
+				n, h, how, least)
 		}
 	}
 	if need > hi {
@@ -718,8 +720,17 @@ func (f *fixer) describe(o *OOM, base memory.Config, lo, hi int64, exact bool, n
 		fmt.Fprintf(&b, "no setting tried fits (%d tried)", len(o.Trials))
 		if l, name, ok := f.leastLimit(o, base, max(need, satAdd(hi, 1))); ok && l > hi {
 			o.MissingBytes = l - hi
-			fmt.Fprintf(&b, ". The tensors live at this point and this request take %s, within the %s allowed, but not laid out in it: with %s the run needs a limit of %s, %s more. Allow this process that much more memory (set_per_process_memory_fraction), or release tensors before this point.",
-				units.Bytes(need), units.Bytes(hi), name, units.Bytes(l), units.Bytes(o.MissingBytes))
+			n, h := distinctBytes(need, hi)
+			if exact {
+				fmt.Fprintf(&b, ". The tensors live at this point and this request take %s, within the %s allowed, but not laid out in it: with %s the run needs a limit of %s, %s more.",
+					n, h, name, units.Bytes(l), units.Bytes(o.MissingBytes))
+			} else {
+				// The run's limit is known only to lie in [lo, hi]:
+				// so is what it lacked.
+				fmt.Fprintf(&b, ". The tensors live at this point and this request take %s, within the at most %s the run had, but not laid out in it: with %s the run needs a limit of %s, %s to %s more than the run had.",
+					n, h, name, units.Bytes(l), units.Bytes(o.MissingBytes), units.Bytes(l-lo))
+			}
+			b.WriteString(" Allow this process that much more memory (set_per_process_memory_fraction), or release tensors before this point.")
 		} else {
 			b.WriteString(".")
 		}

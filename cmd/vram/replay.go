@@ -310,6 +310,9 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 			}})
 	}
 	if len(inputs) == 0 {
+		if file.Kind.PyTorch() {
+			return nil, fmt.Errorf("%s: no allocation history or snapshot in the file: PyTorch's caching allocator held no memory and recorded no history (taken before the work ran, or with PYTORCH_NO_CUDA_MEMORY_CACHING=1, which bypasses it? Call torch.cuda.memory._record_memory_history() before the work, without that variable)", path)
+		}
 		return nil, fmt.Errorf("%s: no allocation history or snapshot in the file", path)
 	}
 	var reports []replayReport

@@ -257,8 +257,8 @@ def workload(torch, name, history, keep):
         keep.append(mib(free // MiB - 3 * 1024))
         for n in range(1, 64):
             keep.append(mib(700))
-            if n % 2:
-                keep[-2] = None
+            if n % 2 and n > 1:
+                keep[-2] = None  # a 700 MiB hole between live ones
     elif name == "oom_python_stacks_expandable":
         keep.append(mib(300))
         parts = [mib(90) for _ in range(6)]
