@@ -158,7 +158,11 @@ func DataParallel(m nn.Module, deviceIDs []int, opts ...DataParallelOption) (*Da
 // replaced afterwards (their values may change: call SyncParameters after
 // changing them outside the optimizer, for instance after loading a
 // checkpoint into m; so may their requires-grad flags, which every
-// forward gives to the replicas).
+// forward gives to the replicas). Nor must they move: Forward,
+// ForwardLoss, SyncGradients, SyncParameters and the optimizer's Step
+// refuse a module (or replica) with a parameter or buffer off its device
+// with an error of kind vram.ErrDevice, before they change anything, so
+// that moving it back mends it.
 func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOption) (*DataParallelModule, error) {
 	if isNilModule(m) {
 		return nil, fmt.Errorf("parallel: data parallel: nil module: %w", vram.ErrArgument)
@@ -274,6 +278,35 @@ func (dp *DataParallelModule) shares(op string, x *vram.Tensor) (int, []int) {
 	return dim, chunkSizes(n, len(dp.devs))
 }
 
+// checkPlaced returns an error of kind vram.ErrDevice when a parameter
+// or buffer of a replica is no longer on the replica's device (the module
+// moved with To after NewDataParallel, or a replica from Replicas), and of
+// kind vram.ErrReleased when one was released. Forward, ForwardLoss and
+// the collectives check first, before they change anything: a collective
+// would fail on such a tensor only after the others had begun, and abort
+// the communicators for good, where moving the module back mends this.
+func (dp *DataParallelModule) checkPlaced(op string) *vram.Error {
+	for r, rep := range dp.replicas {
+		for _, list := range [][]nn.NamedParameter{rep.NamedParameters(), nn.NamedBuffers(rep)} {
+			for _, p := range list {
+				what := fmt.Sprintf("%s's %s", dp.label(r), p.Name)
+				if r == 0 {
+					what = fmt.Sprintf("the module's %s (replica 0)", p.Name)
+				}
+				switch t := p.Tensor; {
+				case t == nil || t.Released():
+					return &vram.Error{Op: op, Kind: vram.ErrReleased, Detail: what + " was released; the replicas need every parameter and buffer"}
+				case t.Device() != dp.devs[r]:
+					return &vram.Error{Op: op, Kind: vram.ErrDevice, Detail: fmt.Sprintf(
+						"%s is on %v; the replicas stay on %v, so move it back (To(%v)), or make a new DataParallel on the devices you want",
+						what, t.Device(), dp.devs, dp.devs[r])}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // label names replica r for errors.
 func (dp *DataParallelModule) label(r int) string {
 	return fmt.Sprintf("replica %d on %v", r, dp.devs[r])
@@ -321,6 +354,9 @@ func (dp *DataParallelModule) Forward(x *vram.Tensor) *vram.Tensor {
 	const op = "data parallel forward"
 	dp.live(op)
 	dim, sizes := dp.shares(op, x)
+	if err := dp.checkPlaced(op); err != nil {
+		panic(err)
+	}
 	dp.syncBuffers(op)
 	dp.syncModes()
 	dp.syncRequiresGrad()
@@ -502,6 +538,9 @@ func (dp *DataParallelModule) ForwardLoss(x, y *vram.Tensor, lossFn func(output,
 	if y.Size(ydim) != x.Size(dim) {
 		panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("inputs %v and targets %v differ in the batch dimension %d", x.Shape(), y.Shape(), dim)})
 	}
+	if err := dp.checkPlaced(op); err != nil {
+		panic(err)
+	}
 	dp.syncBuffers(op)
 	dp.syncModes()
 	dp.syncRequiresGrad()
@@ -606,6 +645,9 @@ func (dp *DataParallelModule) SyncGradients() error {
 	}
 	if dp.summed {
 		return nil
+	}
+	if err := dp.checkPlaced(op); err != nil {
+		return err
 	}
 	n := len(dp.params[0])
 	var idx []int // parameters with a gradient somewhere
@@ -758,6 +800,9 @@ func (dp *DataParallelModule) SyncParameters() error {
 	const op = "data parallel parameters"
 	if dp.closed {
 		return fmt.Errorf("parallel: data parallel: SyncParameters after Release: %w", vram.ErrReleased)
+	}
+	if err := dp.checkPlaced(op); err != nil {
+		return err
 	}
 	errs := make([]error, len(dp.devs))
 	err := vram.Catch(func() {
