@@ -859,7 +859,7 @@ func (s *Store) do(ctx context.Context, op byte, keys []string, value []byte, de
 	)
 	err = w.Flush()
 	if err == nil {
-		reply, refused, err = s.readReply(bufio.NewReader(c), op, what, time.Since(start))
+		reply, refused, err = s.readReply(bufio.NewReader(c), op, what, start)
 	}
 	if err != nil {
 		c.Close()
@@ -885,10 +885,10 @@ func (s *Store) do(ctx context.Context, op byte, keys []string, value []byte, de
 	return reply, nil
 }
 
-// readReply decodes the reply to op: the result, or the server's refusal
-// (an error message or a timeout), or an error of the connection or of a
-// reply over the limits.
-func (s *Store) readReply(r *bufio.Reader, op byte, what string, waited time.Duration) (out storeReply, refused, err error) {
+// readReply decodes the reply to op, sent at start: the result, or the
+// server's refusal (an error message or a timeout), or an error of the
+// connection or of a reply over the limits.
+func (s *Store) readReply(r *bufio.Reader, op byte, what string, start time.Time) (out storeReply, refused, err error) {
 	st, err := r.ReadByte()
 	if err != nil {
 		return out, nil, err
@@ -906,7 +906,7 @@ func (s *Store) readReply(r *bufio.Reader, op byte, what string, waited time.Dur
 		if _, err := io.ReadFull(r, b[:]); err != nil {
 			return out, nil, err
 		}
-		e := &StoreTimeoutError{Addr: s.addr, Op: what, NumMissing: int(binary.LittleEndian.Uint32(b[:4])), After: waited.Round(time.Millisecond)}
+		e := &StoreTimeoutError{Addr: s.addr, Op: what, NumMissing: int(binary.LittleEndian.Uint32(b[:4])), After: time.Since(start).Round(time.Millisecond)}
 		n := int(binary.LittleEndian.Uint16(b[4:]))
 		if n > maxListedMissing {
 			return out, nil, fmt.Errorf("malformed reply: %d keys listed", n)

@@ -158,6 +158,11 @@ func TestStoreTimeoutNamesMissingKeys(t *testing.T) {
 	if el := time.Since(start); el > 2*time.Second {
 		t.Errorf("Wait took %v for a timeout of 150ms", el)
 	}
+	// The error says how long the call waited, not how long it took to
+	// send the request.
+	if te.After < 100*time.Millisecond || te.After > 2*time.Second {
+		t.Errorf("After = %v for a timeout of 150ms", te.After)
+	}
 	if !strings.Contains(err.Error(), `"gone1", "gone2"`) {
 		t.Errorf("message does not name the keys: %v", err)
 	}
