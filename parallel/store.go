@@ -617,8 +617,13 @@ type Store struct {
 
 	mu     sync.Mutex
 	idle   []net.Conn
+	busy   map[net.Conn]struct{} // connections of the calls in progress, which Close ends
 	closed bool
 }
+
+// errStoreClosed is the error of a call on a closed Store, or in progress
+// when it was closed.
+var errStoreClosed = errors.New("the store client is closed")
 
 // DialStore connects to the store server at addr ("host:port"), retrying
 // while nothing listens there yet (the ranks of a job start in any order)
@@ -697,7 +702,9 @@ func (s *Store) Addr() string { return s.addr }
 // address other ranks can reach this one at.
 func (s *Store) LocalIP() net.IP { return s.localIP }
 
-// Close closes the client's connections.
+// Close closes the client's connections, those of calls in progress too:
+// a Get or Wait waiting for a key, on another goroutine, returns at once
+// with an error. Calls after Close fail.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -706,28 +713,66 @@ func (s *Store) Close() error {
 		c.Close()
 	}
 	s.idle = nil
+	for c := range s.busy {
+		c.Close()
+	}
+	s.busy = nil
 	return nil
 }
 
+// get returns a connection for a call, idle or new, and counts it busy
+// until put or drop.
 func (s *Store) get(ctx context.Context) (net.Conn, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, errors.New("the store client is closed")
+		return nil, errStoreClosed
 	}
 	if n := len(s.idle); n > 0 {
 		c := s.idle[n-1]
 		s.idle = s.idle[:n-1]
+		s.markBusyLocked(c)
 		s.mu.Unlock()
 		return c, nil
 	}
 	s.mu.Unlock()
-	return s.dial(ctx)
+	c, err := s.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed { // closed while dialing
+		c.Close()
+		return nil, errStoreClosed
+	}
+	s.markBusyLocked(c)
+	return c, nil
 }
 
+// markBusyLocked counts c as the connection of a call in progress.
+func (s *Store) markBusyLocked(c net.Conn) {
+	if s.busy == nil {
+		s.busy = map[net.Conn]struct{}{}
+	}
+	s.busy[c] = struct{}{}
+}
+
+// drop closes c, a connection that failed, and reports whether the
+// client was closed meanwhile (which may be why it failed).
+func (s *Store) drop(c net.Conn) (closed bool) {
+	c.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.busy, c)
+	return s.closed
+}
+
+// put returns c, whose call is done, to the idle connections.
 func (s *Store) put(c net.Conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.busy, c)
 	if s.closed || len(s.idle) >= 8 {
 		c.Close()
 		return
@@ -862,9 +907,11 @@ func (s *Store) do(ctx context.Context, op byte, keys []string, value []byte, de
 		reply, refused, err = s.readReply(bufio.NewReader(c), op, what, start)
 	}
 	if err != nil {
-		c.Close()
+		closed := s.drop(c)
 		var ne net.Error
 		switch {
+		case closed:
+			return fail(errStoreClosed)
 		case errors.Is(ctx.Err(), context.Canceled):
 			return fail(ctx.Err())
 		case errors.As(err, &ne) && ne.Timeout():
