@@ -475,6 +475,16 @@ func (p *Pipeline) Forward(x *vram.Tensor) *vram.Tensor {
 	r := p.newRun(op, x)
 	m, n := len(r.sizes), len(p.stages)
 	outs := make([]*vram.Tensor, m)
+	ran := false
+	defer func() {
+		if !ran {
+			// A stage failed: release the outputs of the micro-batches
+			// that got through, which no one else will.
+			for _, o := range outs {
+				o.Release() // nil-safe
+			}
+		}
+	}()
 	r.run(op, func(s int) {
 		dev := p.stages[s].Device
 		held := 0
@@ -505,6 +515,7 @@ func (p *Pipeline) Forward(x *vram.Tensor) *vram.Tensor {
 			r.held[s] = max(r.held[s], held)
 		}
 	})
+	ran = true
 	p.last = r.report(n)
 	for j := range outs {
 		outs[j] = adopt(outs[j])
