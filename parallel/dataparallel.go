@@ -363,16 +363,9 @@ func (dp *DataParallelModule) Forward(x *vram.Tensor) *vram.Tensor {
 	dp.unshare()
 	offs := offsets(sizes)
 	outs := make([]*vram.Tensor, len(dp.devs))
-	dp.onReplicas(op, sizes, dp.rep.forward, func(r int) {
-		in := chunk(x, dim, offs[r], sizes[r], dp.devs[r])
-		defer in.Release()
-		m := dp.replicas[r]
-		outs[r] = vram.Keep(moduleOutput(op, m.Forward(in), in, m))
-	})
-	dp.rep.forwards++
-	start := time.Now()
-	defer func() { dp.rep.gather += time.Since(start) }()
 	var moved []*vram.Tensor
+	// Released also when a replica fails: the others' outputs then
+	// reach no one.
 	defer func() {
 		for _, t := range outs {
 			if t != nil {
@@ -383,6 +376,15 @@ func (dp *DataParallelModule) Forward(x *vram.Tensor) *vram.Tensor {
 			t.Release()
 		}
 	}()
+	dp.onReplicas(op, sizes, dp.rep.forward, func(r int) {
+		in := chunk(x, dim, offs[r], sizes[r], dp.devs[r])
+		defer in.Release()
+		m := dp.replicas[r]
+		outs[r] = vram.Keep(moduleOutput(op, m.Forward(in), in, m))
+	})
+	dp.rep.forwards++
+	start := time.Now()
+	defer func() { dp.rep.gather += time.Since(start) }()
 	scalar := false
 	for r, o := range outs {
 		if o == nil {
@@ -548,6 +550,14 @@ func (dp *DataParallelModule) ForwardLoss(x, y *vram.Tensor, lossFn func(output,
 	total := float64(x.Size(dim))
 	offs := offsets(sizes)
 	parts := make([]*vram.Tensor, len(dp.devs))
+	ok := false
+	defer func() {
+		if !ok { // a replica failed: the others' parts reach no one
+			for _, p := range parts {
+				p.Release() // nil-safe
+			}
+		}
+	}()
 	dp.onReplicas(op, sizes, dp.rep.forward, func(r int) {
 		in := chunk(x, dim, offs[r], sizes[r], dp.devs[r])
 		defer in.Release()
@@ -563,6 +573,7 @@ func (dp *DataParallelModule) ForwardLoss(x, y *vram.Tensor, lossFn func(output,
 		}
 		parts[r] = vram.Keep(l.Reshape().MulScalar(float64(sizes[r]) / total))
 	})
+	ok = true
 	dp.rep.forwards++
 	for r := range parts {
 		parts[r] = adopt(parts[r])
