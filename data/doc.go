@@ -68,7 +68,11 @@
 // returned by the loop at the position of its batch, and ends the epoch. A
 // sampler or a stream that panics when the loop stops it (its yield
 // returned false) panics the loop's goroutine once the epoch has ended,
-// with workers as without.
+// with workers as without. Code of the caller's that ends a goroutine of
+// the loader's with runtime.Goexit (testing's FailNow, in a test's
+// dataset) ends the epoch likewise, with an error that matches
+// [vram.ErrArgument], rather than cutting it short without a word;
+// without workers, it ends the loop's own goroutine, as it would anywhere.
 //
 // # Concurrency
 //

@@ -629,6 +629,15 @@ func (p *latePanic) raise() {
 	}
 }
 
+// goexitError is the error in place of batch k of an epoch whose
+// goroutine (a worker's, or the one that reads the sampler or the stream)
+// ended with runtime.Goexit in code of the caller's, what: without it, the
+// epoch would seem to end there, short.
+func goexitError(k int, what string) error {
+	return fmt.Errorf("data: batch %d: %s ended the loader's goroutine with runtime.Goexit "+
+		"(which testing's FailNow and SkipNow call), so the epoch cannot go on; return an error or panic instead: %w", k, what, vram.ErrArgument)
+}
+
 // result is a prepared batch, or the error in its place.
 type result struct {
 	b   *Batch
@@ -673,32 +682,57 @@ func (l *Loader) parallel(skip int, yield func(*Batch, error) bool) {
 				close(in)
 			}
 		}()
+		next, finished := skip, false // the batch to hand out next
+		defer func() {
+			if !finished { // the sampler or stream ended the goroutine
+				select {
+				case ins[(next-skip)%w] <- job{k: next, err: goexitError(next, "the sampler or the stream")}:
+				case <-done:
+				}
+			}
+		}()
 		defer late.catch()
 		for j := range l.jobs(skip) {
 			select {
 			case ins[(j.k-skip)%w] <- j:
 			case <-done:
 				j.drop()
+				finished = true
 				return
 			}
+			next = j.k + 1
 		}
+		finished = true
 	}()
 	for i := range w {
 		go func() {
 			defer wg.Done()
 			defer close(outs[i])
+			k, finished := -1, false // the batch being prepared
+			defer func() {
+				if !finished { // Get or the collate function ended the goroutine
+					select {
+					case outs[i] <- result{err: goexitError(k, "the dataset's Get or the collate function")}:
+					case <-done:
+					}
+				}
+			}()
 			for j := range ins[i] {
+				k = j.k
 				b, err := l.fetch(j)
 				select {
 				case outs[i] <- result{b, err}:
 				case <-done:
 					b.done()
+					finished = true
 					return
 				}
 				if err != nil {
+					finished = true
 					return
 				}
 			}
+			finished = true
 		}()
 	}
 	defer func() {

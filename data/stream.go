@@ -186,9 +186,19 @@ func (l *Loader) sharded(ds ShardedDataset, yield func(*Batch, error) bool) {
 		go func() {
 			defer wg.Done()
 			defer close(outs[i])
+			k, finished := 0, false // the batch being read or prepared
+			defer func() {
+				if !finished { // the shard, Get or the collate function ended the goroutine
+					select {
+					case outs[i] <- result{err: wrap(goexitError(k, "the shard or the collate function"), "worker %d", i)}:
+					case <-done:
+					}
+				}
+			}()
 			defer late.catch()
 			shard := func() iter.Seq2[Sample, error] { return ds.Shard(WorkerInfo{ID: i, NumWorkers: w}) }
 			for j := range l.streamJobs("Shard", shard, 0) {
+				k = j.k
 				b, err := l.fetch(j)
 				if err != nil {
 					err = wrap(err, "worker %d", i)
@@ -197,12 +207,16 @@ func (l *Loader) sharded(ds ShardedDataset, yield func(*Batch, error) bool) {
 				case outs[i] <- result{b, err}:
 				case <-done:
 					b.done()
+					finished = true
 					return
 				}
 				if err != nil {
+					finished = true
 					return
 				}
+				k++
 			}
+			finished = true
 		}()
 	}
 	defer func() {
