@@ -136,6 +136,7 @@ func (a *Adagrad) AddParamGroup(g ParamGroup) error {
 
 // Step updates every parameter that has a gradient.
 func (a *Adagrad) Step() {
+	a.checkGrads("Adagrad")
 	a.refuseCapture("Adagrad", func(i int, c AdagradConfig) string {
 		switch {
 		case a.state[i].sum == nil:

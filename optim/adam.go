@@ -188,6 +188,7 @@ func (a *Adam) AddParamGroup(g ParamGroup) error {
 
 // Step updates every parameter that has a gradient.
 func (a *Adam) Step() {
+	a.checkGrads(a.op)
 	a.refuseCapture(a.op, func(i int, _ AdamConfig) string {
 		if a.state[i].m == nil {
 			return firstStep

@@ -51,3 +51,18 @@ func (gs *groups[C]) refuseCapture(op string, why func(i int, c C) string) {
 		}
 	}
 }
+
+// checkGrads panics with a *vram.Error of kind vram.ErrDevice, before the
+// optimizer changes anything, when a parameter's gradient is on another
+// device than the parameter (the gradient moved on its own, with
+// Grad().MoveTo): the step would fail at that parameter, after it had
+// updated those before it.
+func (gs *groups[C]) checkGrads(op string) {
+	for i, p := range gs.params {
+		if g := p.Grad(); g != nil && g.Device() != p.Device() {
+			panic(&vram.Error{Op: op + " step", Kind: vram.ErrDevice, Detail: fmt.Sprintf(
+				"parameter %d is on %v and its gradient on %v; move the gradient back, "+
+					"or move the parameter itself with MoveTo, which takes its gradient along", i, p.Device(), g.Device())})
+		}
+	}
+}

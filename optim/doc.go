@@ -52,7 +52,10 @@
 // do; AddParamGroup adds one later. A parameter may be in one group only;
 // parameters that do not require grad are accepted, as in PyTorch, and
 // skipped while they have no gradient. Errors match vram.ErrArgument (or
-// vram.ErrReleased, vram.ErrDType) under errors.Is.
+// vram.ErrReleased, vram.ErrDType) under errors.Is. Step panics with an
+// *vram.Error of kind vram.ErrDevice, before it changes anything, when a
+// gradient is on another device than its parameter (moved on its own,
+// with Grad().MoveTo).
 //
 // # Memory
 //

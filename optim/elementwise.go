@@ -64,6 +64,7 @@ func (e *elementwise[C]) AddParamGroup(g ParamGroup) error {
 
 // Step updates every parameter that has a gradient.
 func (e *elementwise[C]) Step() {
+	e.checkGrads(e.rule.op)
 	e.refuseCapture(e.rule.op, func(i int, _ C) string {
 		switch {
 		case e.state[i].tensors == nil:

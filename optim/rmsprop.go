@@ -150,6 +150,7 @@ func (r *RMSprop) AddParamGroup(g ParamGroup) error {
 
 // Step updates every parameter that has a gradient.
 func (r *RMSprop) Step() {
+	r.checkGrads("RMSprop")
 	r.refuseCapture("RMSprop", func(i int, c RMSpropConfig) string {
 		if st := &r.state[i]; st.sq == nil || c.Centered && st.avg == nil || c.Momentum > 0 && st.buf == nil {
 			return firstStep

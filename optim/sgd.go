@@ -132,6 +132,7 @@ func (s *SGD) AddParamGroup(g ParamGroup) error {
 // each device are stepped together where the device can
 // ([vram.FusedSGDSteps]), else one by one.
 func (s *SGD) Step() {
+	s.checkGrads("SGD")
 	s.refuseCapture("SGD", func(i int, c SGDConfig) string {
 		if c.Momentum != 0 && s.bufs[i] == nil {
 			return firstStep
