@@ -160,9 +160,9 @@ func DataParallel(m nn.Module, deviceIDs []int, opts ...DataParallelOption) (*Da
 // checkpoint into m; so may their requires-grad flags, which every
 // forward gives to the replicas). Nor must they move: Forward,
 // ForwardLoss, SyncGradients, SyncParameters and the optimizer's Step
-// refuse a module (or replica) with a parameter or buffer off its device
-// with an error of kind vram.ErrDevice, before they change anything, so
-// that moving it back mends it.
+// refuse a module (or replica) with a parameter, gradient or buffer off
+// its device with an error of kind vram.ErrDevice, before they change
+// anything, so that moving it back mends it.
 func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOption) (*DataParallelModule, error) {
 	if isNilModule(m) {
 		return nil, fmt.Errorf("parallel: data parallel: nil module: %w", vram.ErrArgument)
@@ -280,7 +280,8 @@ func (dp *DataParallelModule) shares(op string, x *vram.Tensor) (int, []int) {
 
 // checkPlaced returns an error of kind vram.ErrDevice when a parameter
 // or buffer of a replica is no longer on the replica's device (the module
-// moved with To after NewDataParallel, or a replica from Replicas), and of
+// moved with To after NewDataParallel, or a replica from Replicas), or a
+// parameter's gradient is not (moved on its own), and of
 // kind vram.ErrReleased when one was released. Forward, ForwardLoss and
 // the collectives check first, before they change anything: a collective
 // would fail on such a tensor only after the others had begun, and abort
@@ -300,6 +301,10 @@ func (dp *DataParallelModule) checkPlaced(op string) *vram.Error {
 					return &vram.Error{Op: op, Kind: vram.ErrDevice, Detail: fmt.Sprintf(
 						"%s is on %v; the replicas stay on %v, so move it back (To(%v)), or make a new DataParallel on the devices you want",
 						what, t.Device(), dp.devs, dp.devs[r])}
+				}
+				if g := p.Tensor.Grad(); g != nil && g.Device() != dp.devs[r] {
+					return &vram.Error{Op: op, Kind: vram.ErrDevice, Detail: fmt.Sprintf(
+						"the gradient of %s is on %v, the replica on %v; move the gradient back", what, g.Device(), dp.devs[r])}
 				}
 			}
 		}

@@ -45,7 +45,9 @@ func TestDataParallelModuleMovedAway(t *testing.T) {
 			name    string
 			replica int
 			to      vram.Device
-		}{{"module to a third device", 0, s2}, {"module to replica 1's device", 0, s1}, {"replica 1 to the CPU", 1, vram.CPU}} {
+			grad    bool // move a gradient of the replica on its own, not the replica
+		}{{"module to a third device", 0, s2, false}, {"module to replica 1's device", 0, s1, false},
+			{"replica 1 to the CPU", 1, vram.CPU, false}, {"a gradient of replica 1 to the CPU", 1, vram.CPU, true}} {
 			t.Run(tt.name+"/"+moved.name, func(t *testing.T) {
 				m := newUserNet(3, 4, 2)
 				dp, err := NewDataParallel(m, []vram.Device{s0, s1})
@@ -61,7 +63,14 @@ func TestDataParallelModuleMovedAway(t *testing.T) {
 				}
 				vram.Tidy(func() { dp.ForwardLoss(x, y, nn.MSELoss).Backward() })
 				r := dp.Replicas()[moved.replica]
-				r.To(moved.to)
+				move := func(d vram.Device) {
+					if moved.grad {
+						r.Parameters()[0].Grad().MoveTo(d)
+					} else {
+						r.To(d)
+					}
+				}
+				move(moved.to)
 				err = tt.call(dp, opt)
 				if !errors.Is(err, vram.ErrDevice) {
 					t.Fatalf("with %s: %v, want an error of kind ErrDevice", moved.name, err)
@@ -69,7 +78,7 @@ func TestDataParallelModuleMovedAway(t *testing.T) {
 				if !strings.Contains(err.Error(), moved.to.String()) {
 					t.Errorf("the error does not name the device %v the parameters are on: %v", moved.to, err)
 				}
-				r.To(dp.Devices()[moved.replica])
+				move(dp.Devices()[moved.replica])
 				if err := vram.Catch(func() {
 					opt.Step()
 					opt.ZeroGrad()
