@@ -30,8 +30,10 @@ type LocalOptions struct {
 }
 
 // NewLocalGroup returns one communicator per device of devs, rank i on
-// devs[i], for goroutines of this process: each goroutine uses its own.
-// The devices must be distinct. It uses DefaultTimeout.
+// devs[i], for goroutines of this process: each goroutine uses its own. A
+// collective called on a communicator while another goroutine waits in
+// one of it is refused with an error of kind vram.ErrArgument, the group
+// going on. The devices must be distinct. It uses DefaultTimeout.
 func NewLocalGroup(devs []vram.Device) ([]Communicator, error) {
 	return NewLocalGroupOptions(devs, LocalOptions{})
 }
@@ -154,6 +156,13 @@ func (c *localComm) meet(s meetSlot, work func(slots []meetSlot) error) error {
 	defer g.mu.Unlock()
 	if g.aborted != nil {
 		return g.aborted
+	}
+	if in := g.slots[c.rank]; in.here {
+		// Another goroutine waits in a collective of this rank: refuse
+		// this call, which would take that one's place, and leave the
+		// meeting to it.
+		return &RankError{Op: s.op, Rank: c.rank, Err: fmt.Errorf("rank %d is in %s already, on another goroutine; "+
+			"a Communicator is one rank's and is used by one goroutine at a time: give each goroutine its own: %w", c.rank, in.op, vram.ErrArgument)}
 	}
 	s.here = true
 	g.slots[c.rank] = s
