@@ -89,3 +89,51 @@ func TestLocalCommunicatorSharedByGoroutines(t *testing.T) {
 		}
 	}
 }
+
+// TestTCPCommunicatorSharedByGoroutines calls a collective of a TCP rank
+// from a second goroutine while the first is in one: the second is
+// refused with an error of kind vram.ErrArgument, rather than the two
+// sharing the rank's connections (a data race, and frames read by the
+// wrong call); the first completes with the other rank, and the group
+// goes on.
+func TestTCPCommunicatorSharedByGoroutines(t *testing.T) {
+	comms := tcpGroup(t, 2, 10*time.Second)
+	x0 := vram.FromSlice([]float32{1, 2}, vram.Shape{2})
+	defer x0.Release()
+	y0 := vram.FromSlice([]float32{5, 6}, vram.Shape{2})
+	defer y0.Release()
+	x1 := vram.FromSlice([]float32{10, 20}, vram.Shape{2})
+	defer x1.Release()
+	first := make(chan error, 1)
+	go func() { first <- comms[0].AllReduce(x0, Sum) }()
+	tc := comms[0].(*tcpComm)
+	for deadline := time.Now().Add(5 * time.Second); !tc.busy.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("rank 0's first call did not begin")
+		}
+	}
+	err := comms[0].AllReduce(y0, Sum)
+	if !errors.Is(err, vram.ErrArgument) || !strings.Contains(err.Error(), "another goroutine") {
+		t.Fatalf("a second call of rank 0 during its all_reduce: %v, want an error of kind ErrArgument", err)
+	}
+	one := make(chan error, 1)
+	go func() { one <- comms[1].AllReduce(x1, Sum) }()
+	if err := <-first; err != nil {
+		t.Fatalf("rank 0's first call: %v", err)
+	}
+	if err := <-one; err != nil {
+		t.Fatalf("rank 1: %v", err)
+	}
+	if got := slices.Concat(x0.Float64s(), y0.Float64s()); !slices.Equal(got, []float64{11, 22, 5, 6}) {
+		t.Errorf("rank 0's tensors hold %v, want the sum [11 22] and the refused call's [5 6] untouched", got)
+	}
+	errs := make(chan error, len(comms))
+	for _, c := range comms {
+		go func() { errs <- c.Barrier() }()
+	}
+	for range comms {
+		if err := <-errs; err != nil {
+			t.Fatalf("the group after the refused call: %v", err)
+		}
+	}
+}

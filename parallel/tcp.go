@@ -243,6 +243,8 @@ type tcpComm struct {
 	err      *RankError    // the first failure; set before failCh closes
 	closing  chan struct{} // closed by Close
 	closed   bool
+
+	busy atomic.Bool // a call is in progress, from begin to end
 }
 
 var _ Communicator = (*tcpComm)(nil)
@@ -253,6 +255,10 @@ var _ Communicator = (*tcpComm)(nil)
 // connects to every other rank. It returns once all have joined, or a
 // [*RankError] naming a rank that did not join within the options'
 // InitTimeout. A group of one needs no store (store may be nil).
+//
+// The communicator is used by one goroutine at a time: a call while
+// another goroutine has one in progress is refused with an error of kind
+// vram.ErrArgument, the call in progress going on.
 //
 // These collectives move tensors through the host and rank 0, and are for
 // tests and CPU jobs; CUDA tensors work too, through host copies, but GPUs
@@ -796,18 +802,30 @@ func (c *tcpComm) sayGoodbye() {
 	}
 }
 
-// begin checks that the communicator can run op.
+// begin checks that the communicator can run op and marks it busy until
+// end, which a call that begins must defer. A call while another goroutine
+// has one in progress is refused, leaving that one alone: the two would
+// read each other's frames from the rank's connections.
 func (c *tcpComm) begin(op string) error {
+	if !c.busy.CompareAndSwap(false, true) {
+		return &RankError{Op: op, Rank: c.rank, Err: fmt.Errorf("rank %d is in a call already, on another goroutine; "+
+			"a Communicator is one rank's and is used by one goroutine at a time: %w", c.rank, vram.ErrArgument)}
+	}
 	if c.closed {
+		c.end()
 		return &RankError{Op: op, Rank: c.rank, Err: failed("the communicator is closed")}
 	}
 	select {
 	case <-c.failCh:
+		c.end()
 		return c.errFor(op)
 	default:
 		return nil
 	}
 }
+
+// end ends the call that begin began.
+func (c *tcpComm) end() { c.busy.Store(false) }
 
 // send writes one frame to p.
 func (c *tcpComm) send(op string, p *peer, h header, payload []byte, deadline time.Time) error {
@@ -943,6 +961,7 @@ func (c *tcpComm) AllReduce(t *vram.Tensor, op ReduceOp) error {
 	if err := c.begin(name); err != nil {
 		return err
 	}
+	defer c.end()
 	if err := c.tensorArg(name, "", t, true); err != nil {
 		return err
 	}
@@ -979,6 +998,7 @@ func (c *tcpComm) Broadcast(t *vram.Tensor, root int) error {
 	if err := c.begin(name); err != nil {
 		return err
 	}
+	defer c.end()
 	if err := c.tensorArg(name, "", t, c.rank != root); err != nil {
 		return err
 	}
@@ -1029,6 +1049,7 @@ func (c *tcpComm) Reduce(t *vram.Tensor, op ReduceOp, root int) error {
 	if err := c.begin(name); err != nil {
 		return err
 	}
+	defer c.end()
 	if err := c.tensorArg(name, "", t, c.rank == root); err != nil {
 		return err
 	}
@@ -1070,6 +1091,7 @@ func (c *tcpComm) AllGather(dst, src *vram.Tensor) error {
 	if err := c.begin(name); err != nil {
 		return err
 	}
+	defer c.end()
 	if err := c.tensorArg(name, "destination", dst, true); err != nil {
 		return err
 	}
@@ -1110,6 +1132,7 @@ func (c *tcpComm) ReduceScatter(dst, src *vram.Tensor, op ReduceOp) error {
 	if err := c.begin(name); err != nil {
 		return err
 	}
+	defer c.end()
 	if err := c.tensorArg(name, "destination", dst, true); err != nil {
 		return err
 	}
@@ -1156,6 +1179,7 @@ func (c *tcpComm) Barrier() error {
 	if err := c.begin(name); err != nil {
 		return err
 	}
+	defer c.end()
 	if c.size == 1 {
 		return nil
 	}
@@ -1249,6 +1273,7 @@ func (c *tcpComm) Send(t *vram.Tensor, peer int) error {
 	if err := c.begin(name); err != nil {
 		return err
 	}
+	defer c.end()
 	if err := c.tensorArg(name, "", t, false); err != nil {
 		return err
 	}
@@ -1270,6 +1295,7 @@ func (c *tcpComm) Recv(t *vram.Tensor, peer int) error {
 	if err := c.begin(name); err != nil {
 		return err
 	}
+	defer c.end()
 	if err := c.tensorArg(name, "", t, true); err != nil {
 		return err
 	}
