@@ -1,7 +1,9 @@
 package optim
 
 import (
+	"fmt"
 	"math"
+	"slices"
 
 	"github.com/vramgo/vram"
 )
@@ -127,6 +129,37 @@ func (l *LBFGS) Release() {
 	*l = LBFGS{groups: l.groups}
 }
 
+// follow moves the state to the parameters' device and dtype when they
+// moved or were converted since it was made (nn.Module.To, Double), as
+// the other optimizers' state follows its parameter. It panics with an
+// *vram.Error of kind vram.ErrDevice (vram.ErrDType), before anything
+// changes, when the parameters no longer share one device (dtype), as
+// NewLBFGS made sure they did.
+func (l *LBFGS) follow() {
+	d, dt := l.params[0].Device(), l.params[0].DType()
+	for i, p := range l.params[1:] {
+		switch {
+		case p.Device() != d:
+			panic(&vram.Error{Op: "lbfgs step", Kind: vram.ErrDevice, Detail: fmt.Sprintf(
+				"parameter %d is on %v, parameter 0 on %v; L-BFGS needs its parameters on one device", i+1, p.Device(), d)})
+		case p.DType() != dt:
+			panic(&vram.Error{Op: "lbfgs step", Kind: vram.ErrDType, Detail: fmt.Sprintf(
+				"parameter %d is %s, parameter 0 %s; L-BFGS needs its parameters in one dtype", i+1, p.DType(), dt)})
+		}
+	}
+	for _, s := range slices.Concat([]*vram.Tensor{l.d, l.prevFlatGrad}, l.oldDirs, l.oldStps) {
+		if s == nil {
+			continue
+		}
+		if s.Device() != d {
+			s.MoveTo(d)
+		}
+		if s.DType() != dt {
+			s.CastInPlace(dt)
+		}
+	}
+}
+
 // lbfgsHistoryMin is the least curvature y·s a correction must have to be
 // kept (PyTorch's 1e-10).
 const lbfgsHistoryMin = 1e-10
@@ -138,11 +171,16 @@ const lbfgsHistoryMin = 1e-10
 // closure that panics stops the Step there, the panic going on to the
 // caller; the parameters may then be those of a trial point. A nil
 // closure panics with an *vram.Error of kind vram.ErrArgument before
-// anything changes.
+// anything changes. The optimizer's state follows parameters moved to
+// another device or converted to another dtype since the last Step
+// (nn.Module.To); parameters no longer on one device, or of one dtype,
+// panic with an *vram.Error of kind vram.ErrDevice (vram.ErrDType)
+// before the closure runs.
 func (l *LBFGS) Step(closure func() float64) float64 {
 	if closure == nil {
 		panic(&vram.Error{Op: "lbfgs step", Kind: vram.ErrArgument, Detail: "nil closure; L-BFGS evaluates the loss and the gradients through it"})
 	}
+	l.follow()
 	c := l.cfgs[0]
 	var origLoss float64
 	var flatGrad *vram.Tensor // kept across iterations, each run in a Tidy of its own
