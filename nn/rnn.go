@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/footprint"
 )
 
 // RecurrentOptions are the settings of [NewRNN], [NewLSTM] and [NewGRU]
@@ -159,6 +160,7 @@ func newRecurrent(op string, kind cellKind, in, hidden int, o RecurrentOptions, 
 		BatchFirst: o.BatchFirst, Bidirectional: o.Bidirectional, Dropout: o.Dropout, ProjSize: o.ProjSize,
 		dropOpts: slices.Clone(opts)}}
 	checkParamCount(op, kind, in, hidden, o.ProjSize, layers, r.dirs(), !o.NoBias)
+	checkRecurrentMemory(op, kind, in, hidden, o.ProjSize, layers, r.dirs(), !o.NoBias, opts)
 	// Parameters made before a failure, out of memory for one, are
 	// released rather than left to the caller, who gets no layer, and
 	// the error names the layer.
@@ -238,6 +240,40 @@ func checkParamCount(op string, kind cellKind, in, hidden, proj, layers, dirs in
 		panic(&vram.Error{Op: op, Kind: vram.ErrArgument,
 			Detail: fmt.Sprintf("input_size %d, hidden_size %d and num_layers %d give more parameters than an int can count", in, hidden, layers)})
 	}
+}
+
+// checkRecurrentMemory panics with an *vram.Error of kind
+// vram.ErrOutOfMemory naming op when the parameters of layers layers of
+// the given kind in dirs directions, from in to hidden features projected
+// to proj (0 for none), on the device and dtype of opts, cannot fit in
+// memory ([footprint.Footprint.Check]), before any is made: a count of
+// layers wrong by orders of magnitude would otherwise allocate layer
+// after layer until the host ran out of memory. The sizes have passed
+// [checkParamCount], so that each shape's elements fit in an int.
+func checkRecurrentMemory(op string, kind cellKind, in, hidden, proj, layers, dirs int, bias bool, opts []vram.Option) {
+	f, dt := footprint.Of(opts)
+	g, stateSize := kind.gates()*hidden, hidden
+	if proj > 0 {
+		stateSize = proj
+	}
+	all := footprint.Mul(int64(layers), int64(dirs)) // one set of parameters each
+	f.Add(int64(dirs), dt, g, in)                    // weight_ih of layer 0
+	f.Add(all-int64(dirs), dt, g, stateSize*dirs)    // weight_ih of the layers above
+	f.Add(all, dt, g, stateSize)                     // weight_hh
+	if bias {
+		f.Add(footprint.Mul(2, all), dt, g)
+	}
+	if proj > 0 {
+		f.Add(all, dt, proj, hidden)
+	}
+	what := fmt.Sprintf("num_layers %d layers of input_size %d, hidden_size %d", layers, in, hidden)
+	if proj > 0 {
+		what += fmt.Sprintf(", proj_size %d", proj)
+	}
+	if dirs == 2 {
+		what += ", in both directions,"
+	}
+	f.Check(op, what)
 }
 
 // release releases w's parameters that are not nil.
@@ -625,7 +661,11 @@ type RNN struct {
 // vram.ErrArgument for sizes that are not positive or give more
 // parameters than an int counts, a dropout probability outside [0, 1],
 // an unknown nonlinearity or a ProjSize (which only an [LSTM] takes),
-// releasing any parameter it made. A dropout
+// releasing any parameter it made, and with one of kind
+// vram.ErrOutOfMemory, before it allocates anything, when the parameters
+// of all the layers need more host memory than the CPU device's limit or
+// more memory than their device has (a NumLayers wrong by orders of
+// magnitude), naming num_layers and the bytes. A dropout
 // probability with one layer, where it has nothing to act on, gives a
 // warning ([vram.WarnOnce]) as in PyTorch.
 func NewRNN(inputSize, hiddenSize int, o RecurrentOptions, opts ...vram.Option) *RNN {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/footprint"
 )
 
 // TransformerOptions are the settings of the transformer layers and of
@@ -111,6 +112,34 @@ func (o TransformerOptions) config(op string, dModel, nhead int) transformerConf
 func (c transformerConfig) layerParams(dModel, attns, norms int) float64 {
 	d, f := float64(dModel), float64(c.dff)
 	return float64(attns)*(4*d*d+4*d) + 2*d*f + f + d + float64(norms)*2*d
+}
+
+// addLayers counts in f the parameters of n layers of c with dModel
+// features, attns attention blocks and norms LayerNorms, of dtype dt,
+// as the layers' constructors make them.
+func (c transformerConfig) addLayers(f *footprint.Footprint, n int64, dt vram.DType, dModel, attns, norms int) {
+	d := dModel
+	f.Add(footprint.Mul(n, int64(attns)), dt, 3*d, d) // in_proj_weight
+	f.Add(footprint.Mul(n, int64(attns)), dt, d, d)   // out_proj.weight
+	f.Add(n, dt, c.dff, d)                            // linear1.weight
+	f.Add(n, dt, d, c.dff)                            // linear2.weight
+	if !c.NoBias {
+		f.Add(footprint.Mul(n, int64(attns)), dt, 3*d) // in_proj_bias
+		f.Add(footprint.Mul(n, int64(attns)), dt, d)   // out_proj.bias
+		f.Add(n, dt, c.dff)                            // linear1.bias
+		f.Add(n, dt, d)                                // linear2.bias
+	}
+	c.addLayerNorms(f, footprint.Mul(n, int64(norms)), dt, d)
+}
+
+// addLayerNorms counts in f the parameters of n LayerNorms of c over d
+// features, of dtype dt.
+func (c transformerConfig) addLayerNorms(f *footprint.Footprint, n int64, dt vram.DType, d int) {
+	if c.NoBias {
+		f.Add(n, dt, d)
+		return
+	}
+	f.Add(footprint.Mul(2, n), dt, d)
 }
 
 // checkParamElems panics with an *vram.Error of kind vram.ErrArgument naming
@@ -605,13 +634,26 @@ func checkStack(op string, isNil bool, n int) {
 }
 
 // checkCopies panics as [checkParamElems] does when n copies of layer have
-// more parameter elements than an int counts, before any is made.
+// more parameter elements than an int counts, and with an *vram.Error of
+// kind vram.ErrOutOfMemory when the n-1 copies that cloneLayers makes
+// cannot fit in memory ([footprint.Footprint.Check]), before any is made.
 func checkCopies(op string, layer Module, n int) {
 	per := 0
 	for _, p := range layer.Parameters() {
 		per += p.NumElements()
 	}
 	checkParamElems(op, float64(per)*float64(n), fmt.Sprintf("num_layers %d copies of a layer of %d parameters", n, per))
+	dev, ok := commonDevice(layer)
+	if n < 2 || !ok {
+		return // nothing to copy, or cloneLayers refuses it
+	}
+	one := footprint.Footprint{Device: dev}
+	for _, t := range stateTensorsOf(layer) {
+		if t != nil && !t.Released() {
+			one.Add(1, t.DType(), t.Shape()...)
+		}
+	}
+	one.Times(int64(n-1)).Check(op, fmt.Sprintf("num_layers %d: %d copies of a layer of %d parameters", n, n-1, per))
 }
 
 // TransformerEncoder is torch.nn.TransformerEncoder: NumLayers encoder
@@ -635,8 +677,10 @@ type TransformerEncoder struct {
 // releases them with it). It panics with an *vram.Error of kind
 // vram.ErrArgument for a nil layer, a numLayers that is not positive or
 // whose copies would have more parameter elements than an int counts
-// (refused before any is made), and when the copies cannot be made,
-// releasing those made.
+// (refused before any is made), with one of kind vram.ErrOutOfMemory when
+// the copies would need more host memory than the CPU device's limit or
+// more memory than their device has (also before any is made), and when
+// the copies cannot be made, releasing those made.
 func NewTransformerEncoder(layer *TransformerEncoderLayer, numLayers int, norm Module) *TransformerEncoder {
 	const op = "transformer_encoder"
 	checkStack(op, layer == nil, numLayers)
@@ -768,7 +812,8 @@ type Transformer struct {
 // make them. opts (device, dtype, generator) go to vram's factory
 // functions; a [vram.WithGenerator] generator draws the initial values
 // and the dropout masks. It panics as [NewTransformerEncoderLayer] and
-// [NewTransformerEncoder] do, naming the transformer, and releases
+// [NewTransformerEncoder] do, naming the transformer (the memory that all
+// the layers need is checked before the first is made), and releases
 // everything it made when a parameter or a copy fails to allocate.
 func NewTransformer(dModel, nhead, numEncoderLayers, numDecoderLayers int, o TransformerOptions, opts ...vram.Option) *Transformer {
 	const op = "transformer"
@@ -777,6 +822,11 @@ func NewTransformer(dModel, nhead, numEncoderLayers, numDecoderLayers int, o Tra
 	checkStack(op, false, numDecoderLayers)
 	checkParamElems(op, float64(numEncoderLayers)*c.layerParams(dModel, 1, 2)+float64(numDecoderLayers)*c.layerParams(dModel, 2, 3)+4*float64(dModel),
 		fmt.Sprintf("d_model %d, dim_feedforward %d, %d encoder and %d decoder layers", dModel, c.dff, numEncoderLayers, numDecoderLayers))
+	f, dt := footprint.Of(opts)
+	c.addLayers(&f, int64(numEncoderLayers), dt, dModel, 1, 2)
+	c.addLayers(&f, int64(numDecoderLayers), dt, dModel, 2, 3)
+	c.addLayerNorms(&f, 2, dt, dModel) // the encoder's and the decoder's final norms
+	f.Check(op, fmt.Sprintf("d_model %d, dim_feedforward %d, %d encoder and %d decoder layers", dModel, c.dff, numEncoderLayers, numDecoderLayers))
 	t := &Transformer{DModel: dModel, NHead: nhead, BatchFirst: o.BatchFirst}
 	// What was made before a failure, out of memory for a parameter or a
 	// copy of a layer, is released, and the error names the transformer.
