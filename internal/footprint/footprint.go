@@ -97,21 +97,19 @@ func (f Footprint) Plus(g Footprint) Footprint {
 	return f
 }
 
-// onHost reports whether the data of tensors on d lives in host memory,
-// under the CPU device's limit: the CPU's and a simulated GPU's.
-func onHost(d vram.Device) bool { return d.Kind == "cpu" || d.Kind == "sim" }
-
 // Check panics with an *vram.Error of kind vram.ErrOutOfMemory naming op
 // when f cannot fit, before anything is allocated: when the host memory
-// it needs (its data on a host device, and [TensorHostBytes] a tensor
-// wherever the data lives) is more than the CPU device's limit
-// ([cpu.MemoryLimit]), when its data is more than the whole memory of the
-// device it goes to, or when the bytes overflow an int64. what names the
+// it needs (its data on the CPU, and [TensorHostBytes] a tensor wherever
+// the data lives) is more than the CPU device's limit ([cpu.MemoryLimit]),
+// when its data is more than the whole memory of the device it goes to
+// (a simulated GPU's capacity for one, whose data, when it keeps any,
+// meets the host's limit as it is allocated), or when the bytes overflow
+// an int64. what names the
 // arguments that give f, for the error. A footprint that fits may still
 // fail to allocate beside what is live; the allocation says so then.
 func (f Footprint) Check(op, what string) {
 	host := Mul(f.Tensors, TensorHostBytes)
-	if onHost(f.Device) {
+	if f.Device.Kind == "cpu" {
 		host = Add(host, f.Bytes)
 	}
 	fail := func(need int64, where string, limit int64, whose string) {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/internal/footprint"
 	"github.com/vramgo/vram/nn"
 )
 
@@ -217,7 +218,10 @@ func ResNet101(cfg Config, opts ...vram.Option) *ResNet {
 // with PyTorch's default. opts (device, dtype, generator) go to the layers'
 // constructors, so a seeded [vram.WithGenerator] makes identical models. It
 // panics with an *vram.Error of kind vram.ErrArgument for an unknown block
-// kind, a stage with fewer than one block or a negative NumClasses.
+// kind, a stage with fewer than one block or a negative NumClasses, and of
+// kind vram.ErrOutOfMemory, before it makes any layer, when the blocks and
+// the fully connected layer need more host memory than the CPU device's
+// limit or more memory than their device has.
 func NewResNet(kind BlockKind, layers [4]int, cfg Config, opts ...vram.Option) *ResNet {
 	const op = "resnet"
 	if kind != BasicKind && kind != BottleneckKind {
@@ -239,6 +243,7 @@ func NewResNet(kind BlockKind, layers [4]int, cfg Config, opts ...vram.Option) *
 	if kind == BottleneckKind {
 		expansion = BottleneckExpansion
 	}
+	checkResNetMemory(op, kind, layers, classes, expansion, opts)
 	r := &ResNet{
 		Conv1:   nn.NewConv2d(3, 64, 7, nn.ConvOptions{Stride: 2, Padding: 3, NoBias: true}, opts...),
 		BN1:     nn.NewBatchNorm2d(64, opts...),
@@ -281,6 +286,63 @@ func NewResNet(kind BlockKind, layers [4]int, cfg Config, opts ...vram.Option) *
 	r.FC = nn.NewLinear(512*expansion, classes, opts...)
 	r.RegisterModule("fc", r.FC)
 	return r
+}
+
+// checkResNetMemory panics with an *vram.Error of kind vram.ErrOutOfMemory
+// naming op when a ResNet of the given block kind, blocks per stage and
+// classes, on the device and dtype of opts, cannot fit in memory
+// ([footprint.Footprint.Check]), before any layer is made: a block count
+// wrong by orders of magnitude would otherwise allocate block after block
+// until the memory ran out, and a number of classes too large would fail
+// only at the last layer. It counts the convolutions' weights, the batch
+// norms' parameters and buffers (all in the options' dtype, a lower
+// bound) and the fully connected layer.
+func checkResNetMemory(op string, kind BlockKind, layers [4]int, classes, expansion int, opts []vram.Option) {
+	f, dt := footprint.Of(opts)
+	f.Add(1, dt, 64, 3, 7, 7)
+	addBatchNorms(&f, 1, dt, 64)
+	in := 64
+	for i, n := range layers {
+		planes, stride := 64<<i, 2
+		if i == 0 {
+			stride = 1
+		}
+		addBlocks(&f, kind, 1, in, planes, stride, dt)
+		in = planes * expansion
+		addBlocks(&f, kind, int64(n-1), in, planes, 1, dt)
+	}
+	f.Add(1, dt, classes, 512*expansion)
+	f.Add(1, dt, classes)
+	f.Check(op, fmt.Sprintf("layers %v of %v blocks and %d classes", layers, kind, classes))
+}
+
+// addBlocks counts in f the tensors of n blocks of the given kind from in
+// channels at width planes with the given stride, of dtype dt.
+func addBlocks(f *footprint.Footprint, kind BlockKind, n int64, in, planes, stride int, dt vram.DType) {
+	out := planes * BasicExpansion
+	if kind == BottleneckKind {
+		out = planes * BottleneckExpansion
+		f.Add(n, dt, planes, in, 1, 1)
+		f.Add(n, dt, planes, planes, 3, 3)
+		f.Add(n, dt, out, planes, 1, 1)
+		addBatchNorms(f, footprint.Mul(2, n), dt, planes)
+	} else {
+		f.Add(n, dt, planes, in, 3, 3)
+		f.Add(n, dt, planes, planes, 3, 3)
+		addBatchNorms(f, n, dt, planes)
+	}
+	addBatchNorms(f, n, dt, out)
+	if stride != 1 || in != out {
+		f.Add(n, dt, out, in, 1, 1)
+		addBatchNorms(f, n, dt, out)
+	}
+}
+
+// addBatchNorms counts in f the tensors of n batch norms over c channels:
+// weight, bias, running mean and variance, and the count of batches.
+func addBatchNorms(f *footprint.Footprint, n int64, dt vram.DType, c int) {
+	f.Add(footprint.Mul(4, n), dt, c)
+	f.Add(n, dt)
 }
 
 // Forward returns the logits [N, NumClasses] of images x [N, 3, H, W].
