@@ -71,8 +71,9 @@ type MultiheadAttention struct {
 // [Linear]'s. opts (device, dtype, generator) go to vram's factory
 // functions; a [vram.WithGenerator] generator also draws the dropout
 // masks. It panics with an *vram.Error of kind vram.ErrArgument when a
-// size is not positive, numHeads does not divide embedDim, or the dropout
-// probability is outside [0, 1].
+// size is not positive, numHeads does not divide embedDim, the sizes give
+// more parameter elements than an int counts, or the dropout probability
+// is outside [0, 1].
 func NewMultiheadAttention(embedDim, numHeads int, o MultiheadAttentionOptions, opts ...vram.Option) *MultiheadAttention {
 	const op = "multihead_attention"
 	kdim, vdim := o.KDim, o.VDim
@@ -83,6 +84,12 @@ func NewMultiheadAttention(embedDim, numHeads int, o MultiheadAttentionOptions, 
 		vdim = embedDim
 	}
 	checkAttentionSizes(op, embedDim, numHeads, kdim, vdim, o.Dropout)
+	// The projections from the query, key and value, the output
+	// projection and the biases, in float64, which does not overflow:
+	// 3·embed_dim alone can wrap an int.
+	e := float64(embedDim)
+	checkParamElems(op, e*(e+float64(kdim)+float64(vdim))+e*e+4*e,
+		fmt.Sprintf("embed_dim %d, kdim %d and vdim %d", embedDim, kdim, vdim))
 	m := &MultiheadAttention{EmbedDim: embedDim, NumHeads: numHeads, KDim: kdim, VDim: vdim,
 		BatchFirst: o.BatchFirst, Dropout: o.Dropout, gen: vram.GeneratorOf(opts...)}
 	// The parameters made before one fails to allocate are released,
