@@ -1,6 +1,9 @@
 package vram
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
 // rngScope is one Checkpoint forward (recording) or recompute (replaying)
 // on a goroutine. A recording scope keeps the state each generator had
@@ -134,12 +137,15 @@ func withRNG(r *rngScope, fn func()) {
 // view of it); a tensor fn captured from elsewhere is passed as x or in
 // params instead, since the result would otherwise be that tensor itself.
 // It panics with an *Error of kind [ErrArgument] when fn is nil or returns
-// nil.
+// nil, and of kind [ErrReleased] when x or one of params (nil ones are
+// skipped) was released, before fn runs, or fn returns a tensor it
+// released.
 func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tensor {
 	if fn == nil {
 		fail("checkpoint", ErrArgument, "the function to checkpoint is nil")
 	}
 	x.live("checkpoint")
+	liveParams("checkpoint", params)
 	want := x.requiresGrad.Load()
 	for _, p := range params {
 		if p != nil && p.requiresGrad.Load() {
@@ -255,6 +261,7 @@ func callCheckpointed(fn func(*Tensor) *Tensor, x *Tensor) *Tensor {
 	if out == nil {
 		fail("checkpoint", ErrArgument, "the checkpointed function returned nil; it must return its output tensor")
 	}
+	liveResult("checkpoint", out, -1)
 	if out == x {
 		return x.identity("checkpoint")
 	}
@@ -306,8 +313,9 @@ func backwardReleasing(y, g *Tensor, c *capture) {
 // recording (inside NoGrad, or when nothing requires grad)
 // CheckpointMulti simply returns fn(xs). It panics with [ErrArgument] when
 // fn is nil, xs is empty or holds nil, or fn returns no tensor or a nil
-// one, and with [ErrDType] or [ErrDevice] for results of different dtypes
-// or devices.
+// one, with [ErrReleased] for a released tensor in xs or params, before fn
+// runs, or among fn's results, and with [ErrDType] or [ErrDevice] for
+// results of different dtypes or devices.
 func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*Tensor) []*Tensor {
 	const op = "checkpoint"
 	if fn == nil {
@@ -316,6 +324,7 @@ func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*T
 	if len(xs) == 0 {
 		fail(op, ErrArgument, "no input tensors; pass the tensors fn reads as xs")
 	}
+	liveParams(op, params)
 	defer pin(op, xs...).unpin()
 	want := false
 	for _, t := range slices.Concat(xs, params) {
@@ -332,6 +341,7 @@ func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*T
 			if o == nil {
 				fail(op, ErrArgument, "the checkpointed function returned nil as result %d", i)
 			}
+			liveResult(op, o, i)
 		}
 		return outs
 	}
@@ -430,6 +440,36 @@ func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*T
 	})
 	savedAtEntry(packed, entry)
 	return unpackOutputs(packed, shapes)
+}
+
+// liveParams panics for a checkpoint's params that are released or zero
+// Tensors, before anything runs: the checkpoint would record them as
+// inputs of its node, over freed memory. nil entries (a layer's absent
+// bias) are skipped.
+func liveParams(op string, params []*Tensor) {
+	for _, p := range params {
+		if p != nil {
+			p.live(op)
+		}
+	}
+}
+
+// liveResult panics when out, result i of a checkpointed function (-1 for
+// Checkpoint's only one), is a zero Tensor (with [ErrArgument]) or was
+// released before the function returned it (with [ErrReleased]), naming
+// the function as the culprit.
+func liveResult(op string, out *Tensor, i int) {
+	which := "its result"
+	if i >= 0 {
+		which = fmt.Sprintf("result %d", i)
+	}
+	if absent(out) {
+		fail(op, ErrArgument, "the checkpointed function returned a zero Tensor, made without a factory, as %s", which)
+	}
+	if out.ref.isReleased() {
+		fail(op, ErrReleased, "the checkpointed function released %s (%v %s) before returning it; return a live tensor, and Keep it if fn runs its own Tidy",
+			which, Shape(out.shape), out.dtype)
+	}
 }
 
 // versionsOf returns the storage versions of ts, taken as a checkpoint's
