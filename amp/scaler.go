@@ -348,7 +348,8 @@ func rawViews(ts []*vram.Tensor, fn func(r vram.RawTensor, vs []backend.View) er
 // [GradScaler.Update] for the same optimizer panics with an *vram.Error of
 // kind vram.ErrArgument, stepping nothing, as PyTorch's raises: it would
 // apply the same gradients twice. So do a nil optimizer (a nil pointer
-// too), empty params (the optimizer would step with gradients still
+// too), one whose value cannot be compared (a struct with a slice field
+// and value receivers, or a map: pass a pointer), empty params (the optimizer would step with gradients still
 // scaled), a nil parameter, a released one (with kind vram.ErrReleased),
 // and params none of which has a gradient, or
 // had one when Unscale unscaled it (Backward forgotten), as PyTorch's
@@ -356,12 +357,17 @@ func rawViews(ts []*vram.Tensor, fn func(r vram.RawTensor, vs []backend.View) er
 // disabled scaler steps then.
 func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 	s.ready()
+	if opt == nil || isNilPointer(opt) {
+		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument, Detail: "nil optimizer"})
+	}
+	if !reflect.ValueOf(opt).Comparable() {
+		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("an optimizer of type %T cannot be compared with another, so Step cannot tell whether it already stepped; "+
+				"pass a pointer to it, as optim's constructors return", opt)})
+	}
 	if s.stepped[opt] {
 		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument,
 			Detail: "Step was already called since the last Update; call Update after each Step"})
-	}
-	if opt == nil || isNilPointer(opt) {
-		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument, Detail: "nil optimizer"})
 	}
 	if len(params) == 0 {
 		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument,

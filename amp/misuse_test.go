@@ -1,0 +1,94 @@
+package amp_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/amp"
+	"github.com/vramgo/vram/optim"
+)
+
+// sliceOpt is an optimizer of a struct type with a slice field, written
+// with value receivers: its values cannot be compared, nor be map keys.
+type sliceOpt struct {
+	params []*vram.Tensor
+	steps  *int
+}
+
+func (o sliceOpt) Step()         { *o.steps++ }
+func (o sliceOpt) ZeroGrad()     {}
+func (o sliceOpt) LR() float64   { return 0 }
+func (o sliceOpt) SetLR(float64) {}
+
+// mapOpt is an optimizer of a map type.
+type mapOpt map[string]int
+
+func (o mapOpt) Step()         { o["steps"]++ }
+func (o mapOpt) ZeroGrad()     {}
+func (o mapOpt) LR() float64   { return 0 }
+func (o mapOpt) SetLR(float64) {}
+
+// boxOpt is of a comparable struct type whose field holds a value that
+// is not: comparing two of them panics at run time.
+type boxOpt struct{ inner any }
+
+func (boxOpt) Step()         {}
+func (boxOpt) ZeroGrad()     {}
+func (boxOpt) LR() float64   { return 0 }
+func (boxOpt) SetLR(float64) {}
+
+// TestGradScalerStepUncomparableOptimizer: Step tells optimizers apart to
+// refuse a second Step before Update, so an optimizer value that cannot be
+// compared (a struct with a slice field and value receivers, a map type)
+// makes it panic with an *vram.Error of kind vram.ErrArgument that says
+// to pass a pointer, rather than with the runtime's "hash of unhashable
+// type", changing nothing: the gradient stays scaled and a later Step
+// with a pointer steps.
+func TestGradScalerStepUncomparableOptimizer(t *testing.T) {
+	steps := 0
+	tests := []struct {
+		name string
+		opt  optim.Optimizer
+	}{
+		{"struct with a slice", sliceOpt{steps: &steps}},
+		{"map", mapOpt{}},
+		{"comparable type holding a slice", boxOpt{inner: []int{1}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := vram.Ones(vram.Shape{4}, vram.WithGrad())
+			defer p.Release()
+			p.SetGrad(vram.Full(vram.Shape{4}, 8, vram.Float32))
+			s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 4})
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						err = fmt.Errorf("panicked with %v", r)
+					}
+				}()
+				err = vram.Catch(func() { s.Step(tc.opt, []*vram.Tensor{p}) })
+			}()
+			var e *vram.Error
+			if !errors.Is(err, vram.ErrArgument) || !errors.As(err, &e) {
+				t.Fatalf("got %v, want an *vram.Error matching vram.ErrArgument", err)
+			}
+			if g := p.Grad().Float32s()[0]; g != 8 {
+				t.Errorf("the gradient became %v; it must stay scaled", g)
+			}
+			if steps != 0 {
+				t.Errorf("the optimizer stepped %d times", steps)
+			}
+			opt, err := optim.NewSGD([]*vram.Tensor{p}, optim.SGDConfig{LR: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !s.Step(opt, []*vram.Tensor{p}) {
+				t.Error("a Step with a pointer after the refusal did not step")
+			}
+			s.Update()
+		})
+	}
+}
