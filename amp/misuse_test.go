@@ -3,6 +3,8 @@ package amp_test
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/vramgo/vram"
@@ -90,5 +92,85 @@ func TestGradScalerStepUncomparableOptimizer(t *testing.T) {
 			}
 			s.Update()
 		})
+	}
+}
+
+// TestAutocastConcurrentCastPlans runs regions on many goroutines at once
+// that cast several weights each, some shared by every goroutine and some
+// of each goroutine's own, with Backward, so that the plans of casts that
+// regions remember and read (package-wide, shared by every goroutine) are
+// written, read, cast ahead from and evicted concurrently; run it with
+// -race. Every goroutine must get its products in its region's dtype and
+// the float32 gradients of the same steps without autocast (the values are
+// exact in every dtype).
+func TestAutocastConcurrentCastPlans(t *testing.T) {
+	d := vram.Sim(0)
+	shared := []*vram.Tensor{
+		vram.Full(vram.Shape{4, 4}, 0.5, vram.Float32, d).SetRequiresGrad(true),
+		vram.Full(vram.Shape{4, 4}, 0.25, vram.Float32, d).SetRequiresGrad(true),
+	}
+	defer func() {
+		for _, w := range shared {
+			w.Release()
+		}
+	}()
+	x := vram.Ones(vram.Shape{2, 4}, vram.Float32, d)
+	defer x.Release()
+	// step returns the gradient of the goroutine's own weight, placed
+	// first or second among the weights.
+	step := func(dt vram.DType, second bool) (vram.DType, []float32) {
+		var out vram.DType
+		var grad []float32
+		vram.Tidy(func() {
+			own := vram.Ones(vram.Shape{4, 4}, vram.Float32, d).SetRequiresGrad(true)
+			ws := []*vram.Tensor{own, shared[0], shared[1]}
+			if second {
+				ws = []*vram.Tensor{shared[0], own, shared[1]}
+			}
+			var y *vram.Tensor
+			forward := func() {
+				y = x
+				for _, w := range ws {
+					y = vram.Linear(y, w, nil)
+				}
+				out = y.DType()
+			}
+			if dt == vram.Float32 {
+				forward()
+			} else {
+				amp.Autocast(dt, forward)
+			}
+			y.Float().Sum().Backward()
+			grad = own.Grad().Float32s()
+		})
+		return out, grad
+	}
+	var want [2][]float32
+	for i := range want {
+		_, want[i] = step(vram.Float32, i == 1)
+	}
+	dts := []vram.DType{vram.Float16, vram.BFloat16}
+	var wg sync.WaitGroup
+	errs := make(chan string, 256)
+	for i := range 8 {
+		dt := dts[i%len(dts)]
+		wg.Go(func() {
+			// more plans than the package keeps, so that old ones are
+			// evicted while others are read
+			for j := range 12 {
+				got, grad := step(dt, j%2 == 1)
+				if got != dt {
+					errs <- fmt.Sprintf("got %v, want %v", got, dt)
+				}
+				if !slices.Equal(grad, want[j%2]) {
+					errs <- fmt.Sprintf("%v: gradient %v, want %v", dt, grad, want[j%2])
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
 	}
 }
