@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -172,5 +173,67 @@ func TestAutocastConcurrentCastPlans(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Fatal(e)
+	}
+}
+
+// TestGradScalerZeroTensor: a zero Tensor (&vram.Tensor{}, made without a
+// factory) among the parameters of Unscale or Step, or as the loss of
+// Scale, is refused as a nil one is: Unscale returns an error wrapping
+// vram.ErrArgument, Step and Scale panic with an *vram.Error of that kind
+// for their own op, rather than with the error of the tensor method they
+// happened to call first ("released", "device"), changing nothing. A
+// released loss panics with vram.ErrReleased for Scale.
+func TestGradScalerZeroTensor(t *testing.T) {
+	tests := []struct {
+		name string
+		op   string // the *vram.Error's Op, "" for Unscale's returned error
+		kind error
+		call func(s *amp.GradScaler, opt optim.Optimizer, p *vram.Tensor) error
+	}{
+		{"Unscale", "", vram.ErrArgument, func(s *amp.GradScaler, _ optim.Optimizer, p *vram.Tensor) error {
+			_, err := s.Unscale([]*vram.Tensor{p, {}})
+			return err
+		}},
+		{"Step", "grad scaler step", vram.ErrArgument, func(s *amp.GradScaler, opt optim.Optimizer, p *vram.Tensor) error {
+			return vram.Catch(func() { s.Step(opt, []*vram.Tensor{p, {}}) })
+		}},
+		{"Scale", "grad scaler scale", vram.ErrArgument, func(s *amp.GradScaler, _ optim.Optimizer, _ *vram.Tensor) error {
+			return vram.Catch(func() { s.Scale(&vram.Tensor{}) })
+		}},
+		{"Scale released", "grad scaler scale", vram.ErrReleased, func(s *amp.GradScaler, _ optim.Optimizer, _ *vram.Tensor) error {
+			l := vram.Ones(vram.Shape{})
+			l.Release()
+			return vram.Catch(func() { s.Scale(l) })
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := vram.Ones(vram.Shape{2}, vram.WithGrad())
+			defer p.Release()
+			p.SetGrad(vram.Full(vram.Shape{2}, 4, vram.Float32))
+			opt, err := optim.NewSGD([]*vram.Tensor{p}, optim.SGDConfig{LR: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 4})
+			err = tc.call(s, opt, p)
+			if !errors.Is(err, tc.kind) {
+				t.Fatalf("got %v, want an error matching %v", err, tc.kind)
+			}
+			if tc.op != "" {
+				var e *vram.Error
+				if !errors.As(err, &e) || e.Op != tc.op {
+					t.Fatalf("got %v, want an *vram.Error for %q", err, tc.op)
+				}
+			} else if !strings.Contains(err.Error(), "parameter 1") {
+				t.Errorf("got %q, want it to name parameter 1", err)
+			}
+			if g := p.Grad().Float32s()[0]; g != 4 || p.Float32s()[0] != 1 {
+				t.Errorf("the gradient became %v and the parameter %v; both must stay", g, p.Float32s()[0])
+			}
+			if !s.Step(opt, []*vram.Tensor{p}) {
+				t.Error("a Step after the refusal did not step")
+			}
+		})
 	}
 }

@@ -176,10 +176,16 @@ func (s *GradScaler) CurrentScale() float64 {
 // default scale). So is a loss of an integer or bool dtype, as PyTorch's
 // float32 scale promotes it: scaled in its own dtype it would wrap around
 // (an int32 loss of 40000 times 2^16). It panics with an *vram.Error of
-// kind vram.ErrArgument for a nil loss.
+// kind vram.ErrArgument for a nil loss or a zero Tensor (made without a
+// factory), and of kind vram.ErrReleased for a released one.
 func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor {
-	if loss == nil {
+	switch {
+	case loss == nil:
 		panic(&vram.Error{Op: "grad scaler scale", Kind: vram.ErrArgument, Detail: "nil loss"})
+	case zeroTensor(loss):
+		panic(&vram.Error{Op: "grad scaler scale", Kind: vram.ErrArgument, Detail: "the loss is a zero Tensor, made without a factory"})
+	case loss.Released():
+		panic(&vram.Error{Op: "grad scaler scale", Kind: vram.ErrReleased, Detail: "the loss was released; scale it before releasing it"})
 	}
 	s.ready()
 	if s.disabled {
@@ -209,7 +215,8 @@ func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor {
 // once per optimizer with that optimizer's parameters. It returns
 // ErrUnscaledTwice when one of params was already unscaled before Update
 // (also by Step, as PyTorch refuses unscale_ after step), an error
-// wrapping vram.ErrArgument for a nil parameter and one wrapping
+// wrapping vram.ErrArgument for a nil parameter or a zero Tensor (made
+// without a factory) and one wrapping
 // vram.ErrReleased for a released one, all changing nothing, and the
 // device's error when a kernel fails.
 func (s *GradScaler) Unscale(params []*vram.Tensor) (foundInf bool, err error) {
@@ -220,6 +227,9 @@ func (s *GradScaler) Unscale(params []*vram.Tensor) (foundInf bool, err error) {
 	for i, p := range params {
 		if p == nil {
 			return false, fmt.Errorf("amp: GradScaler.Unscale: parameter %d is nil: %w", i, vram.ErrArgument)
+		}
+		if zeroTensor(p) {
+			return false, fmt.Errorf("amp: GradScaler.Unscale: parameter %d is a zero Tensor, made without a factory: %w", i, vram.ErrArgument)
 		}
 		if p.Released() {
 			return false, fmt.Errorf("amp: GradScaler.Unscale: parameter %d was released, and its gradient with it: %w", i, vram.ErrReleased)
@@ -350,7 +360,7 @@ func rawViews(ts []*vram.Tensor, fn func(r vram.RawTensor, vs []backend.View) er
 // apply the same gradients twice. So do a nil optimizer (a nil pointer
 // too), one whose value cannot be compared (a struct with a slice field
 // and value receivers, or a map: pass a pointer), empty params (the optimizer would step with gradients still
-// scaled), a nil parameter, a released one (with kind vram.ErrReleased),
+// scaled), a nil parameter or a zero Tensor, a released one (with kind vram.ErrReleased),
 // and params none of which has a gradient, or
 // had one when Unscale unscaled it (Backward forgotten), as PyTorch's
 // step raises "No inf checks were recorded for this optimizer"; a
@@ -376,6 +386,9 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 	for i, p := range params {
 		if p == nil {
 			panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument, Detail: fmt.Sprintf("parameter %d is nil", i)})
+		}
+		if zeroTensor(p) {
+			panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument, Detail: fmt.Sprintf("parameter %d is a zero Tensor, made without a factory", i)})
 		}
 		if p.Released() {
 			panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrReleased, Detail: fmt.Sprintf("parameter %d was released, and its gradient with it", i)})
@@ -519,6 +532,14 @@ func refuseCapture(op string, ts ...*vram.Tensor) error {
 		}
 	}
 	return nil
+}
+
+// zeroTensor reports whether t is a zero Tensor (&vram.Tensor{}, made
+// without a factory), whose methods panic rather than answer; the scaler
+// checks for one before asking a tensor anything, so that it refuses it
+// as its own misuse.
+func zeroTensor(t *vram.Tensor) bool {
+	return t != nil && vram.Catch(func() { t.Released() }) != nil
 }
 
 // isNilPointer reports whether opt holds a nil pointer (a "var opt
