@@ -237,3 +237,45 @@ func TestGradScalerZeroTensor(t *testing.T) {
 		})
 	}
 }
+
+// flakyOpt is an optimizer whose first Step panics, as one whose device
+// fails does.
+type flakyOpt struct {
+	p     *vram.Tensor
+	steps int
+}
+
+func (o *flakyOpt) Step() {
+	o.steps++
+	if o.steps == 1 {
+		panic(&vram.Error{Op: "flaky step", Kind: vram.ErrUnavailable, Detail: "the device went away"})
+	}
+	vram.NoGrad(func() { o.p.SubInPlace(o.p.Grad()) })
+}
+func (o *flakyOpt) ZeroGrad()     {}
+func (o *flakyOpt) LR() float64   { return 1 }
+func (o *flakyOpt) SetLR(float64) {}
+
+// TestGradScalerStepAfterOptimizerPanic: an optimizer whose Step panics
+// has not stepped, so GradScaler.Step, which passes the panic on, does not
+// count it as stepped, as PyTorch marks an optimizer stepped only once its
+// step returns: a second Step before Update steps, with the gradients
+// unscaled once, rather than being refused as a Step twice.
+func TestGradScalerStepAfterOptimizerPanic(t *testing.T) {
+	p := vram.Ones(vram.Shape{2}, vram.WithGrad())
+	defer p.Release()
+	p.SetGrad(vram.Full(vram.Shape{2}, 8, vram.Float32))
+	opt := &flakyOpt{p: p}
+	s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 4})
+	if err := vram.Catch(func() { s.Step(opt, []*vram.Tensor{p}) }); !errors.Is(err, vram.ErrUnavailable) {
+		t.Fatalf("first Step: %v, want the optimizer's panic", err)
+	}
+	var stepped bool
+	if err := vram.Catch(func() { stepped = s.Step(opt, []*vram.Tensor{p}) }); err != nil || !stepped {
+		t.Fatalf("second Step: stepped %v, %v; want a step", stepped, err)
+	}
+	if g, v := p.Grad().Float32s()[0], p.Float32s()[0]; g != 2 || v != -1 {
+		t.Errorf("gradient %v and parameter %v, want 2 (unscaled once) and -1", g, v)
+	}
+	s.Update()
+}

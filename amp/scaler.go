@@ -359,12 +359,15 @@ func rawViews(ts []*vram.Tensor, fn func(r vram.RawTensor, vs []backend.View) er
 // kind vram.ErrArgument, stepping nothing, as PyTorch's raises: it would
 // apply the same gradients twice. So do a nil optimizer (a nil pointer
 // too), one whose value cannot be compared (a struct with a slice field
-// and value receivers, or a map: pass a pointer), empty params (the optimizer would step with gradients still
-// scaled), a nil parameter or a zero Tensor, a released one (with kind vram.ErrReleased),
-// and params none of which has a gradient, or
-// had one when Unscale unscaled it (Backward forgotten), as PyTorch's
-// step raises "No inf checks were recorded for this optimizer"; a
-// disabled scaler steps then.
+// and value receivers, or a map: pass a pointer), empty params (the
+// optimizer would step with gradients still scaled), a nil parameter or a
+// zero Tensor, a released one (with kind vram.ErrReleased), and params
+// none of which has a gradient, or had one when Unscale unscaled it
+// (Backward forgotten), as PyTorch's step raises "No inf checks were
+// recorded for this optimizer"; a disabled scaler steps then. An
+// optimizer whose own Step panics (the panic passes on) has not stepped,
+// as in PyTorch, and may Step again before Update, its gradients unscaled
+// once.
 func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 	s.ready()
 	if opt == nil || isNilPointer(opt) {
@@ -430,13 +433,16 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 			s.unscaled[p] = u
 		}
 	}
-	s.stepped[opt] = true
 	for _, p := range params {
 		if s.unscaled[p].foundInf {
+			s.stepped[opt] = true
 			return false
 		}
 	}
 	opt.Step()
+	// Only once it returns: an optimizer whose Step panicked has not
+	// stepped, and may Step again (its gradients stay unscaled once).
+	s.stepped[opt] = true
 	return true
 }
 
