@@ -3,6 +3,7 @@ package amp_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -278,4 +279,110 @@ func TestGradScalerStepAfterOptimizerPanic(t *testing.T) {
 		t.Errorf("gradient %v and parameter %v, want 2 (unscaled once) and -1", g, v)
 	}
 	s.Update()
+}
+
+// TestGradScalerLoadStateRefusals: every state NewGradScaler would refuse
+// (a scale that is not a positive finite float32, a growth factor not
+// finite above 1, a backoff factor outside (0, 1), a growth interval below
+// 1, a growth tracker outside [0, interval)) makes LoadState return an
+// error wrapping vram.ErrArgument, the state as it was.
+func TestGradScalerLoadStateRefusals(t *testing.T) {
+	good := amp.GradScalerState{Scale: 8, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 4, GrowthTracker: 1}
+	tests := []struct {
+		name string
+		edit func(st *amp.GradScalerState)
+	}{
+		{"zero scale", func(st *amp.GradScalerState) { st.Scale = 0 }},
+		{"negative scale", func(st *amp.GradScalerState) { st.Scale = -1 }},
+		{"NaN scale", func(st *amp.GradScalerState) { st.Scale = math.NaN() }},
+		{"infinite scale", func(st *amp.GradScalerState) { st.Scale = math.Inf(1) }},
+		{"scale beyond float32", func(st *amp.GradScalerState) { st.Scale = 1e39 }},
+		{"scale rounding to 0 in float32", func(st *amp.GradScalerState) { st.Scale = 1e-50 }},
+		{"growth factor 1", func(st *amp.GradScalerState) { st.GrowthFactor = 1 }},
+		{"growth factor below 1", func(st *amp.GradScalerState) { st.GrowthFactor = 0.5 }},
+		{"NaN growth factor", func(st *amp.GradScalerState) { st.GrowthFactor = math.NaN() }},
+		{"infinite growth factor", func(st *amp.GradScalerState) { st.GrowthFactor = math.Inf(1) }},
+		{"backoff factor 0", func(st *amp.GradScalerState) { st.BackoffFactor = 0 }},
+		{"backoff factor 1", func(st *amp.GradScalerState) { st.BackoffFactor = 1 }},
+		{"negative backoff factor", func(st *amp.GradScalerState) { st.BackoffFactor = -0.5 }},
+		{"NaN backoff factor", func(st *amp.GradScalerState) { st.BackoffFactor = math.NaN() }},
+		{"zero growth interval", func(st *amp.GradScalerState) { st.GrowthInterval = 0 }},
+		{"negative growth interval", func(st *amp.GradScalerState) { st.GrowthInterval = -5 }},
+		{"negative growth tracker", func(st *amp.GradScalerState) { st.GrowthTracker = -1 }},
+		{"growth tracker at the interval", func(st *amp.GradScalerState) { st.GrowthTracker = 4 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := amp.NewGradScaler(amp.GradScalerConfig{})
+			if err := s.LoadState(good); err != nil {
+				t.Fatal(err)
+			}
+			bad := good
+			tc.edit(&bad)
+			if err := s.LoadState(bad); !errors.Is(err, vram.ErrArgument) {
+				t.Fatalf("LoadState(%+v): %v, want an error matching vram.ErrArgument", bad, err)
+			}
+			if s.State() != good {
+				t.Errorf("a refused LoadState left %+v, want %+v", s.State(), good)
+			}
+		})
+	}
+}
+
+// TestGradScalerLoadStateMidStep: LoadState sets the scale and its
+// factors but leaves the step under way as it was, as PyTorch's
+// load_state_dict leaves the per-optimizer records: gradients unscaled
+// before it are not unscaled again by Step, and an optimizer that stepped
+// before it is still refused a second Step until Update.
+func TestGradScalerLoadStateMidStep(t *testing.T) {
+	st := amp.GradScalerState{Scale: 16, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000}
+	tests := []struct {
+		name   string
+		before func(s *amp.GradScaler, opt optim.Optimizer, p *vram.Tensor)
+		after  func(t *testing.T, s *amp.GradScaler, opt optim.Optimizer, p *vram.Tensor)
+	}{
+		{"after Unscale", func(s *amp.GradScaler, _ optim.Optimizer, p *vram.Tensor) {
+			if _, err := s.Unscale([]*vram.Tensor{p}); err != nil {
+				panic(err)
+			}
+		}, func(t *testing.T, s *amp.GradScaler, opt optim.Optimizer, p *vram.Tensor) {
+			if !s.Step(opt, []*vram.Tensor{p}) {
+				t.Fatal("Step did not step")
+			}
+			if g := p.Grad().Float32s()[0]; g != 2 {
+				t.Errorf("gradient %v, want 2: unscaled once, by the scale before LoadState", g)
+			}
+		}},
+		{"after Step", func(s *amp.GradScaler, opt optim.Optimizer, p *vram.Tensor) {
+			s.Step(opt, []*vram.Tensor{p})
+		}, func(t *testing.T, s *amp.GradScaler, opt optim.Optimizer, p *vram.Tensor) {
+			if err := vram.Catch(func() { s.Step(opt, []*vram.Tensor{p}) }); !errors.Is(err, vram.ErrArgument) {
+				t.Errorf("a second Step after LoadState: %v, want a refusal matching vram.ErrArgument", err)
+			}
+			if _, err := s.Unscale([]*vram.Tensor{p}); !errors.Is(err, amp.ErrUnscaledTwice) {
+				t.Errorf("Unscale after Step and LoadState: %v, want ErrUnscaledTwice", err)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := vram.Ones(vram.Shape{2}, vram.WithGrad())
+			defer p.Release()
+			p.SetGrad(vram.Full(vram.Shape{2}, 8, vram.Float32))
+			opt, err := optim.NewSGD([]*vram.Tensor{p}, optim.SGDConfig{LR: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 4})
+			tc.before(s, opt, p)
+			if err := s.LoadState(st); err != nil {
+				t.Fatal(err)
+			}
+			tc.after(t, s, opt, p)
+			s.Update()
+			if s.CurrentScale() != 16 {
+				t.Errorf("scale %v after Update, want the loaded 16", s.CurrentScale())
+			}
+		})
+	}
 }

@@ -513,14 +513,20 @@ func (s *GradScaler) State() GradScalerState {
 // LoadState restores a state from [GradScaler.State]. It returns an error
 // wrapping vram.ErrArgument, changing nothing, for a state NewGradScaler would reject or whose growth
 // tracker is outside [0, GrowthInterval). The scale is rounded to float32,
-// as PyTorch's load_state_dict fills its float32 scale.
+// as PyTorch's load_state_dict fills its float32 scale. A step under way
+// stays as it was, as PyTorch's per-optimizer records do: gradients that
+// Unscale or Step unscaled are not unscaled again, an optimizer that
+// stepped may not Step again before Update, and Update backs off when the
+// step found inf or NaN.
 func (s *GradScaler) LoadState(st GradScalerState) error {
 	if err := st.check(); err != nil {
 		return err
 	}
 	st.Scale = toFloat32(st.Scale)
 	s.st = st
-	s.reset()
+	if s.unscaled == nil { // the zero GradScaler: no step under way
+		s.reset()
+	}
 	return nil
 }
 
