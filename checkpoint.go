@@ -136,9 +136,10 @@ func withRNG(r *rngScope, fn func()) {
 // computed, or x or one of params as they are (the result is then a new
 // view of it); a tensor fn captured from elsewhere is passed as x or in
 // params instead, since the result would otherwise be that tensor itself.
-// It panics with an *Error of kind [ErrArgument] when fn is nil or returns
-// nil, and of kind [ErrReleased] when x or one of params (nil ones are
-// skipped) was released, before fn runs, or fn returns a tensor it
+// It panics with an *Error of kind [ErrArgument] when fn is nil, x or one
+// of params is a zero Tensor (made without a factory; nil params are
+// skipped) or fn returns nil or one, and of kind [ErrReleased] when x or
+// one of params was released, before fn runs, or fn returns a tensor it
 // released.
 func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tensor {
 	if fn == nil {
@@ -312,8 +313,8 @@ func backwardReleasing(y, g *Tensor, c *capture) {
 // The results are new tensors the caller owns, in fn's order. Outside
 // recording (inside NoGrad, or when nothing requires grad)
 // CheckpointMulti simply returns fn(xs). It panics with [ErrArgument] when
-// fn is nil, xs is empty or holds nil, or fn returns no tensor or a nil
-// one, with [ErrReleased] for a released tensor in xs or params, before fn
+// fn is nil, xs is empty or holds nil, xs or params hold a zero Tensor, or
+// fn returns no tensor or a nil or zero one, with [ErrReleased] for a released tensor in xs or params, before fn
 // runs, or among fn's results, and with [ErrDType] or [ErrDevice] for
 // results of different dtypes or devices.
 func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*Tensor) []*Tensor {

@@ -77,3 +77,43 @@ func TestCheckpointRefusesReleasedTensors(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointRefusesZeroTensors: a zero Tensor (&Tensor{}, made
+// without a factory) in params or among fn's results is refused with
+// ErrArgument for "checkpoint", as a nil x is, rather than skipped as a
+// param that does not require grad, or failing inside another op.
+func TestCheckpointRefusesZeroTensors(t *testing.T) {
+	tests := []struct {
+		name string
+		call func(w, x *Tensor)
+	}{
+		{"Checkpoint param", func(w, x *Tensor) {
+			Checkpoint(func(x *Tensor) *Tensor { return x.Mul(w) }, x, w, &Tensor{})
+		}},
+		{"Checkpoint result", func(w, x *Tensor) {
+			Checkpoint(func(x *Tensor) *Tensor { return &Tensor{} }, x, w)
+		}},
+		{"CheckpointMulti param", func(w, x *Tensor) {
+			CheckpointMulti(func(xs []*Tensor) []*Tensor { return []*Tensor{xs[0].Mul(w)} }, []*Tensor{x}, &Tensor{})
+		}},
+		{"CheckpointMulti result", func(w, x *Tensor) {
+			CheckpointMulti(func(xs []*Tensor) []*Tensor { return []*Tensor{xs[0].Mul(w), {}} }, []*Tensor{x}, w)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			Tidy(func() {
+				w := Ones(Shape{2}, WithGrad())
+				x := Ones(Shape{2})
+				err := Catch(func() { tc.call(w, x) })
+				var e *Error
+				if !errors.Is(err, ErrArgument) || !errors.As(err, &e) || e.Op != "checkpoint" {
+					t.Fatalf("got %v, want an *Error of kind ErrArgument for checkpoint", err)
+				}
+				if w.Grad() != nil {
+					t.Error("a refused checkpoint left a gradient")
+				}
+			})
+		})
+	}
+}
