@@ -53,6 +53,11 @@ type replayReport struct {
 	// blocks live when it starts, and HistoryEvents counts its events.
 	HistoryTruncated bool `json:"history_truncated,omitempty"`
 	HistoryEvents    int  `json:"history_events,omitempty"`
+	// SettingsChanged reports a PyTorch snapshot that holds both fixed
+	// and expandable segments outside private pools: expandable_segments
+	// changed while it ran (torch.cuda.memory._set_allocator_settings),
+	// which a replay under one setting does not reproduce.
+	SettingsChanged bool `json:"settings_changed_mid_run,omitempty"`
 	// NotModelled lists the settings of --conf that vram accepts from
 	// PYTORCH_CUDA_ALLOC_CONF but does not model (memory.Config.NotModelled):
 	// they have no effect on the replay.
@@ -277,6 +282,8 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		// HistoryEvents.
 		truncated bool
 		events    int
+		// mixed is replayReport's SettingsChanged.
+		mixed bool
 	}
 	var inputs []input
 	if h := file.History(); h != nil {
@@ -296,7 +303,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		s := s
 		var withFailed *trace.Snapshot // made at the first --fit replay
 		inputs = append(inputs, input{device: s.Device, capacity: s.Capacity, asRecorded: asRecorded(file.Kind, s),
-			truncated: s.Truncated, events: len(s.History),
+			truncated: s.Truncated, events: len(s.History), mixed: file.Kind.PyTorch() && mixedSegments(s),
 			source:  fmt.Sprintf("capacity_bytes of device %d's snapshot", s.Device),
 			history: trace.Events(s.History),
 			run: func(a memory.Arena, c memory.Config) (memory.Result, error) {
@@ -327,7 +334,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		if c == 0 {
 			c = min(defaultReplayCapacity, o.maxCapacity)
 		}
-		r := replayReport{File: path, Device: in.device, CapacityBytes: c, HistoryTruncated: in.truncated,
+		r := replayReport{File: path, Device: in.device, CapacityBytes: c, HistoryTruncated: in.truncated, SettingsChanged: in.mixed,
 			NotModelled: base.NotModelled()}
 		if in.truncated {
 			r.HistoryEvents = in.events
@@ -407,6 +414,9 @@ func ratio(a, b int64) float64 {
 // printTruncated says, for a snapshot whose history does not start with
 // its run, what the figures printed before cover.
 func printTruncated(w io.Writer, r replayReport) {
+	if r.SettingsChanged {
+		fmt.Fprintln(w, "  the snapshot holds both fixed and expandable segments: expandable_segments changed while the run went on (torch.cuda.memory._set_allocator_settings), and a replay under one setting from the start does not reproduce what PyTorch reserved; the settings recorded are the last ones")
+	}
 	switch {
 	case !r.HistoryTruncated:
 	case r.HistoryEvents == 0:
@@ -463,7 +473,10 @@ func printReplay(w io.Writer, r replayReport) {
 		fmt.Fprintf(w, "  the recorded run hit %s: %s failed and %s not replayed here, so the peaks above stop short of %s; --fit replays %s too\n",
 			count(n, "out-of-memory error", "out-of-memory errors"), plural(n, "its request", "their requests"), plural(n, "is", "are"), plural(n, "it", "them"), plural(n, "it", "them"))
 	}
-	if r.AsRecorded != "" {
+	switch {
+	case r.AsRecorded != "" && r.SettingsChanged:
+		fmt.Fprintf(w, "  that is vram's default policy; to replay it under the settings PyTorch had last: --conf %s (or --compare)\n", r.AsRecorded)
+	case r.AsRecorded != "":
 		fmt.Fprintf(w, "  that is vram's default policy; to replay it as PyTorch ran it: --conf %s (or --compare)\n", r.AsRecorded)
 	}
 	printNotModelled(w, r.NotModelled)
@@ -485,4 +498,22 @@ func writeJSONLine(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
+}
+
+// mixedSegments reports whether s holds both fixed and expandable segments
+// outside private pools, which PyTorch makes only when expandable_segments
+// changes while it runs.
+func mixedSegments(s *trace.Snapshot) bool {
+	var fixed, expandable bool
+	for _, seg := range s.Segments {
+		if seg.PrivatePool != [2]uint64{} {
+			continue
+		}
+		if seg.Expandable {
+			expandable = true
+		} else {
+			fixed = true
+		}
+	}
+	return fixed && expandable
 }

@@ -672,3 +672,40 @@ func TestPyTorchJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestReplaySettingsChanged replays snapshots of PyTorch runs: one that
+// switched expandable_segments on while it ran holds fixed and expandable
+// segments, which no one setting replays as PyTorch ran it, and the
+// report says so (in --json too); one that ran with a single setting says
+// nothing of the kind.
+func TestReplaySettingsChanged(t *testing.T) {
+	dir := filepath.Join("..", "..", "analyze", "testdata")
+	const note = "expandable_segments changed while the run went on"
+	tests := []struct {
+		file    string
+		args    []string
+		want    []string
+		changed bool
+	}{
+		{"pytorch_v_train_settings_changed.pickle.gz", []string{"replay"}, []string{note, "under the settings PyTorch had last: --conf policy:pytorch,expandable_segments:True"}, true},
+		{"pytorch_v_train_settings_changed.pickle.gz", []string{"replay", "--json"}, []string{`"settings_changed_mid_run":true`}, true},
+		{"pytorch_v_train_expandable.pickle.gz", []string{"replay"}, []string{"to replay it as PyTorch ran it"}, false},
+		{"pytorch_v_train_python_stacks.pickle.gz", []string{"replay"}, []string{"to replay it as PyTorch ran it"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " ")+" "+tc.file, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append(tc.args, filepath.Join(dir, tc.file))...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("output lacks %q:\n%s", w, stdout)
+				}
+			}
+			if !tc.changed && (strings.Contains(stdout, note) || strings.Contains(stdout, "settings_changed")) {
+				t.Errorf("a run with one setting is said to have changed it:\n%s", stdout)
+			}
+		})
+	}
+}
