@@ -207,11 +207,11 @@ cost by size class.
 						onGPU = append(onGPU, r)
 					} else if r.Fit != nil {
 						printFit(out, r.File, r.Device, r.Fit)
-						printTruncated(out, r)
+						printCaveats(out, r)
 						printNotModelled(out, r.NotModelled)
 					} else {
 						printReplay(out, r)
-						printTruncated(out, r)
+						printCaveats(out, r)
 					}
 				}
 			}
@@ -411,9 +411,10 @@ func ratio(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
-// printTruncated says, for a snapshot whose history does not start with
-// its run, what the figures printed before cover.
-func printTruncated(w io.Writer, r replayReport) {
+// printCaveats says what the figures printed before do not cover: a run
+// whose expandable_segments changed while it went on, and a history that
+// does not start with its run.
+func printCaveats(w io.Writer, r replayReport) {
 	if r.SettingsChanged {
 		fmt.Fprintln(w, "  the snapshot holds both fixed and expandable segments: expandable_segments changed while the run went on (torch.cuda.memory._set_allocator_settings), and a replay under one setting from the start does not reproduce what PyTorch reserved; the settings recorded are the last ones")
 	}
