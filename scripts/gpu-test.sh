@@ -102,7 +102,7 @@ build() {
 	done
 	local raw
 	raw=$(du -sk "$stage" | cut -f1)
-	tar -C "$BIN" -cf - bin | xz -T0 -6 >"$PACK"
+	tar -C "$BIN" -cf - bin | xz -T0 -9 >"$PACK"
 	rm -rf "$stage"
 	local kib
 	kib=$(du -sk "$PACK" | cut -f1)
