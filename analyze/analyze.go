@@ -92,6 +92,11 @@ type Device struct {
 	// allocator's creation, so the timeline starts from the blocks held
 	// then rather than from zero.
 	HistoryTruncated bool `json:"history_truncated"`
+	// SettingsChanged reports a PyTorch snapshot that holds both fixed and
+	// expandable segments: expandable_segments changed while the run went
+	// on, which no one setting reproduces. The fix checks replay the
+	// settings recorded last (Config).
+	SettingsChanged bool `json:"settings_changed_mid_run,omitempty"`
 	// Fragmentation describes the snapshot's memory (or, for a text
 	// trace, the state at its end).
 	Fragmentation Fragmentation `json:"fragmentation"`
@@ -396,6 +401,7 @@ func analyzeEvents(h trace.History, s *trace.Snapshot, opts Options) (*Device, e
 	if s != nil {
 		d.Source = s.Meta[trace.MetaSource]
 		d.Config, d.NotModelled = recordedConfig(s)
+		d.SettingsChanged = !vramSource(d.Source) && s.MixedSegments()
 	}
 	if err := buildTimeline(d, h, s, opts); err != nil {
 		return nil, err

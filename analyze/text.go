@@ -42,6 +42,9 @@ func writeDevice(w *bufio.Writer, d *Device) {
 		fmt.Fprint(w, " (truncated history)")
 	}
 	fmt.Fprintln(w)
+	if d.SettingsChanged {
+		fmt.Fprintln(w, "  expandable_segments changed while the run went on: the snapshot holds both fixed and expandable segments, which no one setting reproduces; the replays here use the settings recorded last")
+	}
 	if len(d.NotModelled) > 0 {
 		fmt.Fprintf(w, "  not modelled by vram, no effect on the replays here: %s\n", printable.String(strings.Join(d.NotModelled, ", ")))
 	}

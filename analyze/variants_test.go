@@ -197,6 +197,15 @@ func TestSnapshotVariants(t *testing.T) {
 			if d.Segments != v.Segments {
 				t.Errorf("%d segments, want the %d PyTorch listed", d.Segments, v.Segments)
 			}
+			// Only the run that switched expandable_segments on midway
+			// holds segments of both kinds, and the report says so.
+			changed := strings.Contains(file, "settings_changed")
+			const changedNote = "expandable_segments changed while the run went on"
+			if d.SettingsChanged != changed || strings.Contains(text.String(), changedNote) != changed ||
+				strings.Contains(page.String(), changedNote) != changed {
+				t.Errorf("SettingsChanged %v, in the text %v, on the page %v; want %v",
+					d.SettingsChanged, strings.Contains(text.String(), changedNote), strings.Contains(page.String(), changedNote), changed)
+			}
 			// The dump came right after the stats, nothing in between,
 			// except in the one dumped later (its note).
 			if v.Note == "" && d.Fragmentation.ReservedBytes != v.ReservedBytes {

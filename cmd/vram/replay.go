@@ -303,7 +303,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 		s := s
 		var withFailed *trace.Snapshot // made at the first --fit replay
 		inputs = append(inputs, input{device: s.Device, capacity: s.Capacity, asRecorded: asRecorded(file.Kind, s),
-			truncated: s.Truncated, events: len(s.History), mixed: file.Kind.PyTorch() && mixedSegments(s),
+			truncated: s.Truncated, events: len(s.History), mixed: file.Kind.PyTorch() && s.MixedSegments(),
 			source:  fmt.Sprintf("capacity_bytes of device %d's snapshot", s.Device),
 			history: trace.Events(s.History),
 			run: func(a memory.Arena, c memory.Config) (memory.Result, error) {
@@ -499,22 +499,4 @@ func writeJSONLine(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
-}
-
-// mixedSegments reports whether s holds both fixed and expandable segments
-// outside private pools, which PyTorch makes only when expandable_segments
-// changes while it runs.
-func mixedSegments(s *trace.Snapshot) bool {
-	var fixed, expandable bool
-	for _, seg := range s.Segments {
-		if seg.PrivatePool != [2]uint64{} {
-			continue
-		}
-		if seg.Expandable {
-			expandable = true
-		} else {
-			fixed = true
-		}
-	}
-	return fixed && expandable
 }

@@ -270,6 +270,26 @@ func (s *Snapshot) Reserved() int64 {
 	return n
 }
 
+// MixedSegments reports whether s holds both fixed and expandable
+// segments outside private pools. PyTorch makes both kinds only when
+// expandable_segments changes while it runs (torch.cuda.memory.
+// _set_allocator_settings), so no one setting reproduces such a run.
+func (s *Snapshot) MixedSegments() bool {
+	var fixed, expandable bool
+	for i := range s.Segments {
+		seg := &s.Segments[i]
+		if seg.PrivatePool != [2]uint64{} {
+			continue
+		}
+		if seg.Expandable {
+			expandable = true
+		} else {
+			fixed = true
+		}
+	}
+	return fixed && expandable
+}
+
 // Allocated returns the bytes of blocks in state StateActiveAllocated,
 // counted at their rounded size (PyTorch's allocated_bytes). Blocks pending
 // free are not counted.

@@ -145,3 +145,31 @@ func TestInFile(t *testing.T) {
 		})
 	}
 }
+
+func TestMixedSegments(t *testing.T) {
+	seg := func(expandable bool, pool [2]uint64) Segment {
+		return Segment{Expandable: expandable, PrivatePool: pool}
+	}
+	graph := [2]uint64{1, 0}
+	tests := []struct {
+		name string
+		segs []Segment
+		want bool
+	}{
+		{"none", nil, false},
+		{"fixed", []Segment{seg(false, [2]uint64{}), seg(false, [2]uint64{})}, false},
+		{"expandable", []Segment{seg(true, [2]uint64{})}, false},
+		{"both", []Segment{seg(false, [2]uint64{}), seg(true, [2]uint64{})}, true},
+		// A CUDA graph's or MemPool's pool has segments of its own kind.
+		{"fixed private pool", []Segment{seg(false, graph), seg(true, [2]uint64{})}, false},
+		{"expandable private pool", []Segment{seg(false, [2]uint64{}), seg(true, graph)}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Snapshot{Segments: tc.segs}
+			if got := s.MixedSegments(); got != tc.want {
+				t.Errorf("MixedSegments() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
