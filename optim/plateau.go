@@ -300,12 +300,14 @@ func (r *ReduceLROnPlateau) State() PlateauState { return r.st }
 
 // LoadState restores a state from [ReduceLROnPlateau.State] (the
 // optimizer's rates come with the optimizer, from [Load]). It returns an error of kind vram.ErrArgument, changing nothing,
-// for negative counts, a cooldown longer than the setting, or a NaN best
-// metric or one infinite the wrong way.
+// for negative counts or counts above 2^53, a cooldown longer than the
+// setting, or a NaN best metric or one infinite the wrong way.
 func (r *ReduceLROnPlateau) LoadState(st PlateauState) error {
 	switch {
 	case st.Steps < 0 || st.NumBadEpochs < 0 || st.CooldownLeft < 0:
 		return errorf(vram.ErrArgument, "optim: ReduceLROnPlateau: load state: negative count in %+v", st)
+	case st.Steps > maxSteps || st.NumBadEpochs > maxSteps:
+		return errorf(vram.ErrArgument, "optim: ReduceLROnPlateau: load state: count above 2^53 in %+v", st)
 	case st.CooldownLeft > r.cfg.Cooldown:
 		return errorf(vram.ErrArgument, "optim: ReduceLROnPlateau: load state: cooldown counter %d exceeds the cooldown %d", st.CooldownLeft, r.cfg.Cooldown)
 	case math.IsNaN(st.Best) || math.IsInf(st.Best, 0) && st.Best != r.worst():

@@ -75,7 +75,23 @@ type Schedule struct {
 	// momentum (or beta1) of group g at step, and whether the step sets
 	// one; nil otherwise.
 	momentum func(g, step int) (float64, bool)
+	// replays is set when rate computes the rate of a step it has not
+	// seen by going through every step before it (MultiplicativeLR,
+	// ChainedScheduler, and a SequentialLR of one), so that LoadState
+	// takes no more than maxReplaySteps.
+	replays bool
 }
+
+// maxSteps is the largest step count a loaded state may hold: 2^53, the
+// largest whole number float64 counts exactly to, far beyond any run, so
+// that the Steps after it cannot count past the largest int.
+const maxSteps = 1 << 53
+
+// maxReplaySteps is the largest step count [Schedule.LoadState] takes of
+// a Schedule that replays every step to compute a rate: some 67 million
+// steps, about a second of replay for each group, where a crafted count
+// would keep LoadState replaying for hours.
+const maxReplaySteps = 1 << 26
 
 // newSchedule makes a Schedule of opt with the rate function rate and
 // the chainable rule chain (nil for none) and sets the rate of step 0:
@@ -302,10 +318,13 @@ func (s *Schedule) State() ScheduleState {
 // form for that step, when st has none). Of schedules of one optimizer
 // stepped together, load the states in the order they are stepped, so
 // that the last sets the rates the run stopped with. It returns an error
-// of kind vram.ErrArgument, changing nothing, for a negative step count,
-// a base or last rate that is negative, NaN or infinite, a number of
-// base or last rates that is not the optimizer's number of groups, or a
-// rate for that step that the optimizer would refuse.
+// of kind vram.ErrArgument, changing nothing, for a negative step count
+// or one above 2^53 (above 2^26 for a schedule that replays every step
+// to compute a rate: MultiplicativeLR, ChainedScheduler and a
+// SequentialLR of one), a base or last rate that is negative, NaN or
+// infinite, a number of base or last rates that is not the optimizer's
+// number of groups, or a rate for that step that the optimizer would
+// refuse.
 func (s *Schedule) LoadState(st ScheduleState) error {
 	n := 1
 	if g, ok := s.opt.(GroupedOptimizer); ok {
@@ -314,6 +333,10 @@ func (s *Schedule) LoadState(st ScheduleState) error {
 	switch {
 	case st.Steps < 0:
 		return errorf(vram.ErrArgument, "optim: schedule: load state: step count %d is negative", st.Steps)
+	case st.Steps > maxSteps:
+		return errorf(vram.ErrArgument, "optim: schedule: load state: step count %d is above 2^53", st.Steps)
+	case s.replays && st.Steps > maxReplaySteps:
+		return errorf(vram.ErrArgument, "optim: schedule: load state: step count %d is above 2^26, the most steps %s replays to restore a rate", st.Steps, s.op)
 	case s.limit > 0 && st.Steps > s.limit:
 		return errorf(vram.ErrArgument, "optim: schedule: load state: step count %d is past the %d steps of %s", st.Steps, s.limit, s.op)
 	case len(st.BaseLRs) != n:

@@ -87,7 +87,7 @@ func NewMultiplicativeLR(opt Optimizer, factor func(step int) float64) (*Schedul
 		}
 		return x
 	}
-	return newSchedule(op, opt, func(base float64, step int) float64 {
+	s, err := newSchedule(op, opt, func(base float64, step int) float64 {
 		switch {
 		case last != nil && last.step == step:
 		case last != nil && last.step == step-1:
@@ -105,6 +105,11 @@ func NewMultiplicativeLR(opt Optimizer, factor func(step int) float64) (*Schedul
 		}
 		return lr * f(step)
 	})
+	if err != nil {
+		return nil, err
+	}
+	s.replays = true
+	return s, nil
 }
 
 // checkParts returns an error unless the schedules parts, at least one,
@@ -193,6 +198,7 @@ func NewSequentialLR(opt Optimizer, parts []*Schedule, milestones []int) (*Sched
 		return nil, err
 	}
 	s.limit = limit
+	s.replays = slices.ContainsFunc(ps, func(p *Schedule) bool { return p.replays })
 	if slices.ContainsFunc(ps, func(p *Schedule) bool { return p.momentum != nil }) {
 		// The part of the step cycles the momentum, when it does.
 		s.momentum = func(g, step int) (float64, bool) {
@@ -282,6 +288,7 @@ func NewChainedScheduler(parts []*Schedule) (*Schedule, error) {
 		return nil, err
 	}
 	s.limit = limit
+	s.replays = true // the rate of a step is that of the step before it, the parts' rules applied
 	if slices.ContainsFunc(ps, func(p *Schedule) bool { return p.momentum != nil }) {
 		// Each part that cycles the momentum sets it in turn, the last
 		// one's holding, as the parts' steps do.
