@@ -73,8 +73,9 @@ func keepClone(t *vram.Tensor) *vram.Tensor {
 // LoadState replaces the optimizer's state with a copy of st, from
 // [LBFGS.State] (st stays the caller's), releasing the state it had. It
 // returns an error of kind vram.ErrArgument, changing nothing, for a
-// learning rate that is negative, NaN or infinite, negative counts,
-// history slices of different lengths or longer than HistorySize, an Ro
+// learning rate that is negative, NaN or infinite, negative counts or
+// counts above 2^53, a zero Tensor (made without a factory), history
+// slices of different lengths or longer than HistorySize, an Ro
 // or HDiag that is not positive and finite, or an NIter above 0 without D
 // and PrevFlatGrad (or 0 with them or with a history); of kind
 // vram.ErrShape for a tensor that is not a vector of the parameters'
@@ -113,6 +114,8 @@ func (l *LBFGS) checkState(st LBFGSState) error {
 		switch {
 		case t == nil:
 			return errorf(vram.ErrArgument, "%s: %s is nil", op, name)
+		case vram.Catch(func() { t.Released() }) != nil:
+			return errorf(vram.ErrArgument, "%s: %s is a zero Tensor, made without a factory", op, name)
 		case t.Released():
 			return errorf(vram.ErrReleased, "%s: %s is released", op, name)
 		case t.Device() != p0.Device():
@@ -130,6 +133,8 @@ func (l *LBFGS) checkState(st LBFGSState) error {
 		return errorf(vram.ErrArgument, "%s: learning rate %v must be finite and not negative", op, st.LR)
 	case st.FuncEvals < 0 || st.NIter < 0:
 		return errorf(vram.ErrArgument, "%s: negative count: func_evals %d, n_iter %d", op, st.FuncEvals, st.NIter)
+	case st.FuncEvals > maxSteps || st.NIter > maxSteps:
+		return errorf(vram.ErrArgument, "%s: count above 2^53: func_evals %d, n_iter %d", op, st.FuncEvals, st.NIter)
 	case len(st.OldDirs) != len(st.OldStps) || len(st.OldDirs) != len(st.Ro):
 		return errorf(vram.ErrArgument, "%s: old_dirs, old_stps and ro have %d, %d and %d entries; want one length", op, len(st.OldDirs), len(st.OldStps), len(st.Ro))
 	case len(st.OldDirs) > l.cfgs[0].HistorySize:

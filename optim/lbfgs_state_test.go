@@ -128,6 +128,13 @@ func TestLBFGSLoadStateRefuses(t *testing.T) {
 			st.OldStps[0] = vec(4, vram.Sim(0))
 		}, vram.ErrDevice},
 		{"released", func(st *optim.LBFGSState) { st.D = released }, vram.ErrReleased},
+		{"zero Tensor direction", func(st *optim.LBFGSState) { st.D = &vram.Tensor{} }, vram.ErrArgument},
+		{"zero Tensor correction", func(st *optim.LBFGSState) {
+			st.OldStps = slices.Clone(st.OldStps)
+			st.OldStps[0] = &vram.Tensor{}
+		}, vram.ErrArgument},
+		{"huge evaluation count", func(st *optim.LBFGSState) { st.FuncEvals = math.MaxInt }, vram.ErrArgument},
+		{"huge iteration count", func(st *optim.LBFGSState) { st.NIter = 1<<53 + 1 }, vram.ErrArgument},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -138,7 +145,11 @@ func TestLBFGSLoadStateRefuses(t *testing.T) {
 			defer before.Release()
 			st := good
 			tc.change(&st)
-			if err := opt.LoadState(st); !errors.Is(err, tc.kind) {
+			var err error
+			if p := vram.Catch(func() { err = opt.LoadState(st) }); p != nil {
+				t.Fatalf("LoadState panicked: %v", p)
+			}
+			if !errors.Is(err, tc.kind) {
 				t.Fatalf("got %v, want %v", err, tc.kind)
 			}
 			after := opt.State()
