@@ -430,7 +430,7 @@ func isScalarState(so stateful, name string) bool {
 // tensor of p's shape, dtype, device and memory format, or for "step" a
 // 0-dimensional float64 CPU tensor holding a whole number of steps, or
 // for another scalar state a 0-dimensional float64 CPU tensor holding a
-// finite number.
+// finite number of at least 0.
 func decodeState(st safetensors.Tensor, name string, scalar bool, p *vram.Tensor) (t *vram.Tensor, err error) {
 	dt := p.DType()
 	if name == "step" || scalar {
@@ -443,7 +443,7 @@ func decodeState(st safetensors.Tensor, name string, scalar bool, p *vram.Tensor
 			return
 		}
 		if name == "step" {
-			if v := host.Item(); !(v >= 0 && v <= 1<<53 && v == float64(int64(v))) {
+			if v := host.Item(); !(v >= 0 && v <= maxSteps && v == float64(int64(v))) {
 				host.Release()
 				decErr = fmt.Errorf("step %v is not a whole number of steps", v)
 				return
@@ -452,9 +452,11 @@ func decodeState(st safetensors.Tensor, name string, scalar bool, p *vram.Tensor
 			return
 		}
 		if scalar {
-			if v := host.Item(); math.IsNaN(v) || math.IsInf(v, 0) {
+			// NAdam's mu_product and ASGD's eta and mu are products,
+			// rates and averaging weights that no step makes negative.
+			if v := host.Item(); !(v >= 0) || math.IsInf(v, 1) {
 				host.Release()
-				decErr = fmt.Errorf("%s %v is not a finite number", name, v)
+				decErr = fmt.Errorf("%s %v is not a finite number of at least 0", name, v)
 				return
 			}
 			t = host
