@@ -142,7 +142,8 @@ func bufferTensors(m nn.Module) []*vram.Tensor {
 //
 // It returns an error of kind vram.ErrArgument, changing nothing, for a
 // nil model or one whose parameters (or buffers) do not match the copy's
-// in number and shapes, and of kind vram.ErrReleased for a released
+// in number and shapes, or an n_averaged (loaded with nn.Load) that is
+// negative or above 2^53, and of kind vram.ErrReleased for a released
 // tensor in either; an average function that panics with a vram error
 // gives that error, the averages then perhaps partly updated.
 func (a *AveragedModel) UpdateParameters(model nn.Module) error {
@@ -161,7 +162,17 @@ func (a *AveragedModel) UpdateParameters(model nn.Module) error {
 		mine, theirs = append(mine, myBufs...), append(theirs, theirBufs...)
 		myBufs, theirBufs = nil, nil
 	}
-	n := a.NumAveraged()
+	// n_averaged comes from a state dict when the model was loaded: a
+	// count no run of updates gives would average with a weight
+	// 1/(n+1) that is infinite or negative.
+	var v float64
+	if err := vram.Catch(func() { v = a.nAveraged.Item() }); err != nil {
+		return fmt.Errorf("swa: update parameters: n_averaged: %w", err)
+	}
+	if !(v >= 0 && v <= 1<<53) {
+		return fmt.Errorf("swa: update parameters: n_averaged is %v, not a count of updates from 0 to 2^53: %w", v, vram.ErrArgument)
+	}
+	n := int64(v)
 	return vram.Catch(func() {
 		vram.NoGrad(func() {
 			vram.Tidy(func() { a.update(mine, theirs, myBufs, theirBufs, n) })
