@@ -18,8 +18,10 @@ import (
 // The frame that says who allocated is the innermost frame of the user's
 // code: a Python frame (or a Go frame of a vram program) outside torch,
 // the installed packages and the standard library. When a stack has
-// none, the innermost Python frame stands in for it, and then the
-// innermost frame.
+// none, the innermost frame of the code torch.compile generated for the
+// model stands in for it, else the innermost Python frame (marked as
+// autograd's backward when the stack runs on autograd's thread, as a
+// compiled model's backward does), and then the innermost frame.
 
 // frameKind classifies a stack frame.
 type frameKind uint8
@@ -157,7 +159,7 @@ func windowsPath(file string) bool {
 func libraryPython(file string) bool {
 	f := strings.ReplaceAll(file, "\\", "/")
 	if strings.Contains(f, "/site-packages/") || strings.Contains(f, "/dist-packages/") ||
-		torchSource(f) || strings.Contains(f, "/torchinductor_") { // code torch.compile generated
+		torchSource(f) || generatedPython(f) {
 		return true
 	}
 	// The standard library: .../lib/python3.11/... (.../lib64/python3.11/...
@@ -220,7 +222,8 @@ func torchSource(file string) bool {
 
 // userFrame returns the index of the frame that best names who
 // allocated: the innermost frame of the user's code, else the innermost
-// Python frame, else, for a stack of C++ frames alone (the allocations of
+// frame of the code torch.compile generated, else the innermost Python
+// frame, else, for a stack of C++ frames alone (the allocations of
 // autograd's threads during backward), the frame of nativeSite, else 0;
 // -1 for an empty stack.
 func userFrame(frames []trace.Frame) int {
@@ -233,7 +236,8 @@ func pickFrame(frames []trace.Frame) (int, string) {
 	if len(frames) == 0 {
 		return -1, ""
 	}
-	firstPython := -1
+	firstPython, firstGenerated := -1, -1
+	engine := false
 	for i, f := range frames {
 		switch classifyFrame(f) {
 		case frameUser:
@@ -242,12 +246,32 @@ func pickFrame(frames []trace.Frame) (int, string) {
 			if firstPython < 0 {
 				firstPython = i
 			}
+			if firstGenerated < 0 && generatedPython(boundFrame(f).File) {
+				firstGenerated = i
+			}
+		case frameNative:
+			engine = engine || strings.HasPrefix(shortFunction(boundFrame(f).Function), "torch::autograd::Engine::")
 		}
 	}
+	if firstGenerated >= 0 {
+		firstPython = firstGenerated
+	}
 	if firstPython >= 0 {
-		return firstPython, frameString(frames[firstPython])
+		label := frameString(frames[firstPython])
+		if engine {
+			label += backwardNote
+		}
+		return firstPython, label
 	}
 	return nativeSite(frames)
+}
+
+// generatedPython reports whether a Python source file is code that
+// torch.compile generated for the user's model (TorchInductor writes it
+// under a directory named torchinductor_<user>): of the library's frames,
+// the one that names the model's own computation.
+func generatedPython(file string) bool {
+	return strings.Contains(strings.ReplaceAll(file, "\\", "/"), "/torchinductor_")
 }
 
 // nativeSite picks the frame of a stack of C++ frames that says what

@@ -144,6 +144,22 @@ func TestUserFrame(t *testing.T) {
 			{Function: "pthread_condattr_setpshared", File: "??"}}, 2, "at::cuda::setWorkspaceForHandle"},
 		{"only the thread's start", []trace.Frame{{Function: "pthread_condattr_setpshared", File: "??"}, {Function: "__clone", File: "??"}}, 0, "pthread_condattr_setpshared"},
 		{"the user's first", []trace.Frame{user2}, 0, "train_step (proj/train.py:57)"},
+		// A compiled model's backward, as PyTorch 2.11 records it: the
+		// operator's dispatcher in torch, then the code torch.compile
+		// generated, on autograd's thread; no frame of the user's.
+		{"compiled backward: the generated code, in the engine", []trace.Frame{cpp,
+			{Function: "at::_ops::_efficient_attention_backward::call(at::Tensor const&)", File: "??"},
+			{Function: "__call__", File: "/x/site-packages/torch/_ops.py", Line: 865},
+			{Function: "_PyEval_EvalFrameDefault", File: "??"},
+			trace.Frame{Function: "call", File: "/tmp/torchinductor_ada/ei/cei3a4my.py", Line: 2026},
+			{Function: "run", File: "/x/site-packages/torch/_inductor/utils.py", Line: 3401},
+			{Function: "torch::autograd::PyNode::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)", File: ""},
+			{Function: "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)", File: "??"},
+			{Function: "__clone", File: "??"},
+			{Function: "backward", File: "/x/site-packages/torch/_functorch/_aot_autograd/runtime_wrappers.py", Line: 2748}}, 4, "call (ei/cei3a4my.py:2026) (autograd backward)"},
+		{"compiled forward without a user frame: the generated code", []trace.Frame{cpp, lib, trace.Frame{Function: "call", File: "/tmp/torchinductor_ada/ei/cei3a4my.py", Line: 2026}, lib2}, 2, "call (ei/cei3a4my.py:2026)"},
+		{"Python on autograd's thread: marked", []trace.Frame{cpp, lib,
+			{Function: "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)", File: "??"}}, 1, "forward (modules/linear.py:125) (autograd backward)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
