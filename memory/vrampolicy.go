@@ -861,7 +861,7 @@ import (
 // one, knowing only the requests before, needs its remaps. And mapping
 // ahead while loading by an 8th, a 4th or half of the allocated bytes (20
 // to 256 MiB a call): 10, 6 and 7 traces within every bound, but
-// fragmentation broken on 7 to 12 (vit_infer_varbatch_seed1 1.174x), since
+// fragmentation broken on 9 to 12 (vit_infer_varbatch_seed1 1.174x), since
 // the last chunk mapped ahead stays pinned by the first activations.
 const (
 	// vramSlackDiv: the reserve may exceed the peak of the allocated bytes
