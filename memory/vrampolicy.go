@@ -861,8 +861,8 @@ import (
 // one, knowing only the requests before, needs its remaps. And mapping
 // ahead while loading by an 8th, a 4th or half of the allocated bytes (20
 // to 256 MiB a call): 10, 6 and 7 traces within every bound, but
-// fragmentation broken on 9 to 12 (vit_infer_varbatch_seed1 1.174x), since
-// the last chunk mapped ahead stays pinned by the first activations.
+// fragmentation broken on 9 to 12 (vit_infer_varbatch_seed1 1.174x); not
+// kept.
 const (
 	// vramSlackDiv: the reserve may exceed the peak of the allocated bytes
 	// (the request included) by 1/24 of it before free chunks are unmapped.
