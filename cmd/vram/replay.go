@@ -33,7 +33,10 @@ type replayReport struct {
 	File          string `json:"file"`
 	Device        int    `json:"device"`
 	CapacityBytes int64  `json:"capacity_bytes"`
-	Config        string `json:"config,omitempty"`
+	// CapacityDefault reports that CapacityBytes is vram's default
+	// (defaultReplayCapacity), neither given nor recorded.
+	CapacityDefault bool   `json:"capacity_default,omitempty"`
+	Config          string `json:"config,omitempty"`
 	// AsRecorded is, for a PyTorch snapshot replayed under vram's
 	// default, the setting that replays it as PyTorch ran it:
 	// policy:pytorch with the snapshot's allocator settings.
@@ -331,10 +334,11 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 				return nil, trace.InFile(path, err)
 			}
 		}
-		if c == 0 {
+		byDefault := c == 0
+		if byDefault {
 			c = min(defaultReplayCapacity, o.maxCapacity)
 		}
-		r := replayReport{File: path, Device: in.device, CapacityBytes: c, HistoryTruncated: in.truncated, SettingsChanged: in.mixed,
+		r := replayReport{File: path, Device: in.device, CapacityBytes: c, CapacityDefault: byDefault, HistoryTruncated: in.truncated, SettingsChanged: in.mixed,
 			NotModelled: base.NotModelled()}
 		if in.truncated {
 			r.HistoryEvents = in.events
@@ -344,7 +348,7 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 			if err != nil {
 				return nil, trace.InFile(path, err)
 			}
-			r.CapacityBytes, r.GPU = o.deviceTotal, g
+			r.CapacityBytes, r.CapacityDefault, r.GPU = o.deviceTotal, false, g
 			reports = append(reports, r)
 			continue
 		}
@@ -429,7 +433,11 @@ func printCaveats(w io.Writer, r replayReport) {
 
 // printReplay writes one report as a table, one column per setting.
 func printReplay(w io.Writer, r replayReport) {
-	fmt.Fprintf(w, "%s (device %d, capacity %s)\n", printable.String(r.File), r.Device, units.Bytes(r.CapacityBytes))
+	note := ""
+	if r.CapacityDefault {
+		note = ": none given or recorded, so nothing runs out"
+	}
+	fmt.Fprintf(w, "%s (device %d, capacity %s%s)\n", printable.String(r.File), r.Device, units.Bytes(r.CapacityBytes), note)
 	type col struct {
 		name string
 		res  memory.Result

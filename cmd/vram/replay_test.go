@@ -709,3 +709,34 @@ func TestReplaySettingsChanged(t *testing.T) {
 		})
 	}
 }
+
+// TestReplaySaysDefaultCapacity checks that the header of a replay says
+// when its capacity is vram's default, not the card's: a PyTorch snapshot
+// records none, and 1 TiB read as the card would mislead.
+func TestReplaySaysDefaultCapacity(t *testing.T) {
+	const file = "../../analyze/testdata/pytorch_v_train_compiled.pickle.gz"
+	const note = "capacity 1.00 TiB: none given or recorded, so nothing runs out"
+	tests := []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"replay", file}, true},
+		{[]string{"replay", "--compare", file}, true},
+		{[]string{"replay", "--capacity", "24GiB", file}, false},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, tc.args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if strings.Contains(stdout, note) != tc.want {
+				t.Errorf("says %q: %v, want %v:\n%s", note, !tc.want, tc.want, stdout)
+			}
+		})
+	}
+	code, stdout, stderr := runCLI(t, "replay", "--json", file)
+	if code != 0 || !strings.Contains(stdout, `"capacity_default":true`) {
+		t.Errorf("--json: exit %d, no capacity_default: %s%s", code, stdout, stderr)
+	}
+}
