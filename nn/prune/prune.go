@@ -548,32 +548,65 @@ func AnyPruned(m nn.Module) bool {
 // Remove makes the pruning of m's parameter name permanent
 // (torch.nn.utils.prune.remove): the parameter is multiplied by its mask in
 // place, so that the pruned elements are zeros in the tensor itself, and
-// the mask is released. It returns an error for a parameter that is not
-// pruned and, matching vram.ErrArgument, for a nil m (a nil pointer too).
+// the mask is released. It returns an error, changing nothing, for a
+// parameter that is not pruned and, matching vram.ErrArgument, for a nil
+// m (a nil pointer too); one matching vram.ErrReleased for a parameter or
+// mask that was released.
 func Remove(m nn.Module, name string) error {
+	r, err := removable(m, name)
+	if err != nil {
+		return err
+	}
+	return r.apply()
+}
+
+// removal is a pruned parameter that [Remove] can make permanent.
+type removal struct {
+	mk      nn.Maskable
+	name    string
+	p, mask *vram.Tensor
+}
+
+// removable checks that m's parameter name is pruned and that neither it
+// nor its mask was released.
+func removable(m nn.Module, name string) (removal, error) {
 	if isNil(m) {
-		return pruneErr(vram.ErrArgument, "nil module")
+		return removal{}, pruneErr(vram.ErrArgument, "nil module")
 	}
 	mk, ok := m.(nn.Maskable)
 	if !ok {
-		return pruneErr(vram.ErrArgument, "%T cannot be pruned (it does not implement nn.Maskable)", m)
+		return removal{}, pruneErr(vram.ErrArgument, "%T cannot be pruned (it does not implement nn.Maskable)", m)
 	}
 	mask, _ := mk.ParameterMask(name)
 	if mask == nil {
-		return pruneErr(vram.ErrArgument, "parameter %q of %T is not pruned", name, m)
+		return removal{}, pruneErr(vram.ErrArgument, "parameter %q of %T is not pruned", name, m)
 	}
 	p := param(m, name)
-	err := vram.Catch(func() { vram.NoGrad(func() { p.MulInPlace(mask) }) })
-	if err != nil {
-		return fmt.Errorf("prune: remove %s: %w", name, err)
+	switch {
+	case p == nil:
+		return removal{}, pruneErr(vram.ErrArgument, "%T has a mask for %q but no such parameter", m, name)
+	case p.Released() || mask.Released():
+		return removal{}, pruneErr(vram.ErrReleased, "parameter %q of %T or its mask was released", name, m)
 	}
-	return mk.SetParameterMask(name, nil)
+	return removal{mk: mk, name: name, p: p, mask: mask}, nil
+}
+
+// apply folds r's mask into its parameter and drops the mask.
+func (r removal) apply() error {
+	err := vram.Catch(func() { vram.NoGrad(func() { r.p.MulInPlace(r.mask) }) })
+	if err != nil {
+		return fmt.Errorf("prune: remove %s: %w", r.name, err)
+	}
+	return r.mk.SetParameterMask(r.name, nil)
 }
 
 // RemoveAll makes every pruning in m and its sub-modules permanent, as
-// [Remove] does, and returns how many parameters it changed.
+// [Remove] does, and returns how many parameters it changed. Every pruned
+// parameter is checked first, so that one that cannot be made permanent
+// (a parameter or mask that was released) returns its error with no
+// layer changed.
 func RemoveAll(m nn.Module) (int, error) {
-	n := 0
+	var todo []removal
 	for _, sub := range nn.Modules(m) {
 		if _, ok := sub.(nn.Maskable); !ok {
 			continue
@@ -582,13 +615,19 @@ func RemoveAll(m nn.Module) (int, error) {
 			if strings.Contains(p.Name, ".") || !IsPruned(sub, p.Name) {
 				continue
 			}
-			if err := Remove(sub, p.Name); err != nil {
-				return n, err
+			r, err := removable(sub, p.Name)
+			if err != nil {
+				return 0, err
 			}
-			n++
+			todo = append(todo, r)
 		}
 	}
-	return n, nil
+	for i, r := range todo {
+		if err := r.apply(); err != nil {
+			return i, err
+		}
+	}
+	return len(todo), nil
 }
 
 // Stat is the sparsity of one parameter: how many of its elements are zero
