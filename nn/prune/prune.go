@@ -26,7 +26,8 @@ type Amount struct {
 // rounded to nearest, ties to even, as PyTorch rounds.
 func Fraction(f float64) Amount { return Amount{frac: f} }
 
-// Count returns the amount of n elements (PyTorch's int amount).
+// Count returns the amount of n elements, or n slices for structured
+// pruning (PyTorch's int amount).
 func Count(n int) Amount { return Amount{count: n, isCount: true} }
 
 // String returns "fraction 0.3" or "count 12".
@@ -48,14 +49,15 @@ func (a Amount) check() error {
 	return nil
 }
 
-// of returns the number of units to prune out of left unpruned ones.
-func (a Amount) of(left int) (int, error) {
+// of returns the number of units to prune out of left unpruned ones;
+// units names them in errors ("elements", "slices along dimension 0").
+func (a Amount) of(left int, units string) (int, error) {
 	if err := a.check(); err != nil {
 		return 0, err
 	}
 	if a.isCount {
 		if a.count > left {
-			return 0, pruneErr(vram.ErrArgument, "amount %s exceeds the %d elements left unpruned", a, left)
+			return 0, pruneErr(vram.ErrArgument, "amount %s exceeds the %d %s left unpruned", a, left, units)
 		}
 		return a.count, nil
 	}
@@ -271,7 +273,7 @@ func GlobalUnstructured(targets []Target, amount Amount) error {
 			}
 		}
 	}
-	k, err := amount.of(len(es))
+	k, err := amount.of(len(es), "elements")
 	if err != nil {
 		return err
 	}
@@ -463,7 +465,7 @@ func structured(m nn.Module, name string, amount Amount, dim int, scores func(s 
 			es = append(es, entry{index: j})
 		}
 	}
-	k, err := amount.of(len(es))
+	k, err := amount.of(len(es), fmt.Sprintf("slices along dimension %d", dim))
 	if err != nil {
 		return err
 	}
@@ -498,7 +500,7 @@ func RandomUnstructured(m nn.Module, name string, amount Amount, g *vram.Generat
 			es = append(es, entry{index: i})
 		}
 	}
-	k, err := amount.of(len(es))
+	k, err := amount.of(len(es), "elements")
 	if err != nil {
 		return err
 	}
