@@ -21,8 +21,10 @@ const (
 	// down to the exact largest batch that fits. It is the default.
 	BinSearch Mode = iota
 	// Power doubles the batch until the first out-of-memory and returns the
-	// last power-of-two multiple of Init that fit: fewer trials, a coarser
-	// answer.
+	// last batch that fit: fewer trials, a coarser answer. That is a
+	// power-of-two multiple of Init, or MaxBatch, which is tried in place
+	// of the first doubling past it; when Init itself does not fit, it is
+	// the first of Init/2, Init/4, ... (rounded down) that does.
 	Power
 )
 
