@@ -760,13 +760,19 @@ func (t *Tensor) inPlaceCheck(op string, operands ...*Tensor) {
 // inference tensor only inside InferenceMode, and never a layout whose
 // elements share memory.
 func (t *Tensor) inPlaceWritable(op string) {
-	if t.inference && !InferenceModeEnabled() {
-		fail(op, ErrAutograd, "in-place update of an inference tensor (made inside vram.InferenceMode) outside it; "+
-			"do it inside InferenceMode, or update a Clone() made outside")
-	}
+	t.inferenceWritable(op)
 	if sharedElements(t.shape, t.strides) {
 		fail(op, ErrArgument, "more than one element of the written tensor (shape %v, strides %v) is one memory location, "+
 			"as after Expand; write into a Clone() or Contiguous() copy", t.shape, t.strides)
+	}
+}
+
+// inferenceWritable panics unless t may be written in place as far as
+// InferenceMode goes: an inference tensor only inside it.
+func (t *Tensor) inferenceWritable(op string) {
+	if t.inference && !InferenceModeEnabled() {
+		fail(op, ErrAutograd, "in-place update of an inference tensor (made inside vram.InferenceMode) outside it; "+
+			"do it inside InferenceMode, or update a Clone() made outside")
 	}
 }
 
@@ -776,6 +782,12 @@ func (t *Tensor) inPlaceWritable(op string) {
 // and t or an operand requires grad. It panics with ErrAutograd where it cannot be recorded.
 func (t *Tensor) inPlaceRecords(op string, operands ...*Tensor) bool {
 	t.inPlaceWritable(op)
+	return t.recordsInPlace(op, operands...)
+}
+
+// recordsInPlace is inPlaceRecords without the check of t's layout, for
+// an operation that may write a tensor whose elements share memory.
+func (t *Tensor) recordsInPlace(op string, operands ...*Tensor) bool {
 	if !t.dtype.IsFloat() || !needsGrad(append(operands, t)...) {
 		// An integer or bool tensor is not differentiable: a value
 		// written into it (copy_ of a tensor that requires grad) leaves
@@ -1088,13 +1100,27 @@ func (t *Tensor) MulScalarInPlace(s float64) *Tensor { return t.scalarInPlace("m
 
 // FillInPlace sets every element of t to v and returns t. A v that
 // overflows t's dtype panics with [ErrArgument], as in [Full], and leaves
-// t unchanged.
+// t unchanged. Unlike the other in-place operations it writes a tensor
+// whose elements share memory (an Expand view), as PyTorch's fill_ does:
+// all of them get the one value, so the memory they share does too.
 func (t *Tensor) FillInPlace(v float64) *Tensor {
 	_, held := sameDevice("fill_", t)
 	defer held.unpin()
-	rec := t.inPlaceRecords("fill_")
+	t.inferenceWritable("fill_")
+	rec := t.recordsInPlace("fill_")
 	checkValue("fill_", v, t.dtype)
-	t.fill("fill_", v)
+	dst := t.bv()
+	if sharedElements(t.shape, t.strides) {
+		// Each memory location once: a repeated dimension as its one
+		// element.
+		dst.Shape = slices.Clone(dst.Shape)
+		for i, st := range dst.Strides {
+			if st == 0 {
+				dst.Shape[i] = 1
+			}
+		}
+	}
+	check("fill_", t.ds().bd.Fill(t.ds().stream(), dst, v))
 	t.wrote()
 	if rec {
 		// The old values are lost: their gradient is zero (PyTorch's

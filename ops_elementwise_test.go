@@ -69,16 +69,20 @@ func TestPowGradientAtZero(t *testing.T) {
 // TestInPlaceOnSharedElements checks that in-place operations refuse a
 // tensor whose elements share memory (an Expand view), as PyTorch does,
 // and leave its storage as it was, while views whose elements are distinct
-// stay writable.
+// stay writable. fill_ is the exception, as in PyTorch: every element gets
+// the one value, so it writes such a tensor, and so its storage.
 func TestInPlaceOnSharedElements(t *testing.T) {
 	ops := []struct {
 		name string
 		fn   func(x *vram.Tensor)
+		// filled, when not 0, is the value an idempotent op writes into
+		// a tensor whose elements share memory.
+		filled float64
 	}{
-		{"mul_", func(x *vram.Tensor) { x.MulScalarInPlace(2) }},
-		{"add_", func(x *vram.Tensor) { x.AddInPlace(vram.Scalar(1)) }},
-		{"fill_", func(x *vram.Tensor) { x.FillInPlace(3) }},
-		{"copy_", func(x *vram.Tensor) { x.CopyFrom(vram.Scalar(5)) }},
+		{"mul_", func(x *vram.Tensor) { x.MulScalarInPlace(2) }, 0},
+		{"add_", func(x *vram.Tensor) { x.AddInPlace(vram.Scalar(1)) }, 0},
+		{"fill_", func(x *vram.Tensor) { x.FillInPlace(3) }, 3},
+		{"copy_", func(x *vram.Tensor) { x.CopyFrom(vram.Scalar(5)) }, 0},
 	}
 	views := []struct {
 		name   string
@@ -101,6 +105,18 @@ func TestInPlaceOnSharedElements(t *testing.T) {
 				if !v.shared {
 					if err != nil {
 						t.Fatalf("refused: %v", err)
+					}
+					return
+				}
+				if op.filled != 0 {
+					if err != nil {
+						t.Fatalf("refused: %v", err)
+					}
+					if got := base.Item(); got != op.filled {
+						t.Errorf("the storage holds %v, want %v", got, op.filled)
+					}
+					if got := x.Float64s(); slices.ContainsFunc(got, func(v float64) bool { return v != op.filled }) {
+						t.Errorf("the view reads %v", got)
 					}
 					return
 				}
