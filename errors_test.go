@@ -350,6 +350,7 @@ func TestErrorsNameTheCalledOp(t *testing.T) {
 		{"std", vram.ErrIndex, func() { x.Std([]int{5}, 1, false) }},
 		{"mt", vram.ErrShape, func() { ints.MT() }},
 		{"expand_as", vram.ErrShape, func() { x.ExpandAs(ints) }},
+		{"expand_as", vram.ErrReleased, func() { x.ExpandAs(released) }},
 		{"bmm", vram.ErrShape, func() {
 			a, b := vram.Ones(vram.Shape{1, 2, 3}), vram.Ones(vram.Shape{1, 4, 5})
 			defer a.Release()

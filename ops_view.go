@@ -501,10 +501,13 @@ func (t *Tensor) Expand(shape ...int) *Tensor {
 	return out
 }
 
-// ExpandAs expands t to other's shape.
+// ExpandAs expands t to other's shape. It reads only other's shape, but
+// a released other panics with [ErrReleased] all the same, as it does in
+// the ...Like factories.
 func (t *Tensor) ExpandAs(other *Tensor) *Tensor {
 	defer asOp("expand_as")
 	notNil("expand_as", t, other)
+	other.live("expand_as")
 	return t.Expand(other.shape...)
 }
 
