@@ -80,9 +80,9 @@ func (t *Tensor) Take(index *Tensor) *Tensor {
 	return composed(op, func() *Tensor {
 		idx := index.Cast(Int64).Reshape(-1)
 		if idx.NumElements() > 0 {
-			lo, hi := idx.Min().Item(), idx.Max().Item()
-			if lo < -float64(n) || hi >= float64(n) {
-				fail(op, ErrIndex, "positions from %v to %v out of range for a tensor of %d elements", lo, hi, n)
+			lo, hi := positionRange(idx)
+			if lo < -int64(n) || hi >= int64(n) {
+				fail(op, ErrIndex, "positions from %d to %d out of range for a tensor of %d elements", lo, hi, n)
 			}
 			if lo < 0 {
 				idx = Where(idx.LtScalar(0), idx.AddScalar(float64(n)), idx)
@@ -90,6 +90,13 @@ func (t *Tensor) Take(index *Tensor) *Tensor {
 		}
 		return t.Reshape(-1).IndexSelect(0, idx).Reshape(index.shape...)
 	})
+}
+
+// positionRange returns the smallest and largest of the positions in idx,
+// a non-empty int64 tensor, exactly: Item's float64 would round those
+// beyond 2^53. It reads them from the device.
+func positionRange(idx *Tensor) (lo, hi int64) {
+	return idx.Min().Int64s()[0], idx.Max().Int64s()[0]
 }
 
 // MaskedSelect returns the elements of t where mask is true, as a
@@ -174,8 +181,8 @@ func (t *Tensor) IndexAdd(dim int, index, source *Tensor, alpha float64) *Tensor
 	return composed(op, func() *Tensor {
 		idx := index.Cast(Int64).Reshape(k)
 		if k > 0 {
-			if lo, hi := idx.Min().Item(), idx.Max().Item(); lo < 0 || hi >= float64(t.shape[a]) {
-				fail(op, ErrIndex, "positions from %v to %v out of range for dimension %d of size %d", lo, hi, dim, t.shape[a])
+			if lo, hi := positionRange(idx); lo < 0 || hi >= int64(t.shape[a]) {
+				fail(op, ErrIndex, "positions from %d to %d out of range for dimension %d of size %d", lo, hi, dim, t.shape[a])
 			}
 		}
 		view := make([]int, len(t.shape))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -214,5 +215,43 @@ func TestLinspaceLogspaceHugeSteps(t *testing.T) {
 				t.Errorf("%s %s: %d bytes allocated before, %d after", dev, c.name, before, after)
 			}
 		}
+	}
+}
+
+// TestSelectPositionErrors checks that Take and IndexAdd name a position
+// out of range as the integer it is, on the CPU and a simulated device:
+// read through a float64, -2^63 printed as -9.223372036854776e+18 and
+// 2^53+1 as 2^53.
+func TestSelectPositionErrors(t *testing.T) {
+	for _, dev := range []Device{CPU, Sim(0)} {
+		x := Zeros(Shape{2, 3}, dev)
+		one := Ones(Shape{2, 1}, dev)
+		for _, tc := range []struct {
+			name  string
+			index *Tensor
+			fn    func(index *Tensor)
+			want  string
+		}{
+			{"take int64 min", FromSlice([]int64{0, math.MinInt64}, Shape{2}, dev), func(i *Tensor) { x.Take(i) },
+				"positions from -9223372036854775808 to 0 out of range for a tensor of 6 elements"},
+			{"take 2^53+1", FromSlice([]int64{1<<53 + 1}, Shape{1}, dev), func(i *Tensor) { x.Take(i) },
+				"positions from 9007199254740993 to 9007199254740993"},
+			{"take int32", FromSlice([]int32{-7, 1 << 30}, Shape{2}, dev), func(i *Tensor) { x.Take(i) },
+				"positions from -7 to 1073741824"},
+			{"index_add int64 max", FromSlice([]int64{math.MaxInt64}, Shape{1}, dev), func(i *Tensor) { x.IndexAdd(1, i, one, 1) },
+				"positions from 9223372036854775807 to 9223372036854775807 out of range for dimension 1 of size 3"},
+			{"index_add int32", FromSlice([]int32{1 << 30}, Shape{1}, dev), func(i *Tensor) { x.IndexAdd(1, i, one, 1) },
+				"positions from 1073741824 to 1073741824"},
+			{"index_add negative", FromSlice([]int64{-1}, Shape{1}, dev), func(i *Tensor) { x.IndexAdd(1, i, one, 1) },
+				"positions from -1 to -1"},
+		} {
+			err := Catch(func() { tc.fn(tc.index) })
+			if !errors.Is(err, ErrIndex) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: %s: error %v, want ErrIndex with %q", dev, tc.name, err, tc.want)
+			}
+			tc.index.Release()
+		}
+		x.Release()
+		one.Release()
 	}
 }
