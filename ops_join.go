@@ -169,7 +169,24 @@ func (t *Tensor) Repeat(reps ...int) *Tensor {
 	for i, r := range reps {
 		pairs = append(pairs, 1, padded[i])
 		grown = append(grown, r, padded[i])
+		if padded[i] != 0 && r > math.MaxInt/padded[i] {
+			fail(op, ErrShape, "repeating shape %v by %v gives a tensor too large for any device: %d repeats of size %d are more than an int counts",
+				Shape(t.shape), reps, r, padded[i])
+		}
 		shape[i] = r * padded[i]
+	}
+	if slices.Contains(shape, 0) {
+		// Nothing to copy. The expanded view below may hold more
+		// elements than an int counts where the result, as PyTorch's,
+		// is an empty tensor ([0, 3] repeated 2^62 times along its
+		// first dimension).
+		checkShape(op, shape, t.dtype)
+		out := newTensor(op, t.ds(), t.dtype, shape)
+		if needsGrad(t) {
+			orig := slices.Clone(t.shape)
+			record(op, out, []*Tensor{t}, nil, func(g *Tensor) []*Tensor { return []*Tensor{g.NewZeros(orig)} })
+		}
+		return out
 	}
 	if _, _, err := backend.CheckShape(grown, t.dtype.Size()); err != nil {
 		fail(op, ErrShape, "repeating shape %v by %v gives a tensor too large for any device: %v", Shape(t.shape), reps, err)
