@@ -108,6 +108,10 @@ func inferShape(op string, shape []int, n int, from []int, dt DType) []int {
 		fail(op, ErrShape, "shape %v is invalid for input of shape %v: its sizes multiply to more elements or bytes than an int64 holds", Shape(shape), Shape(from))
 	}
 	if neg >= 0 {
+		if prod == 0 && n == 0 {
+			fail(op, ErrShape, "shape %v is ambiguous for input of shape %v (0 elements): its other sizes multiply to 0, so the -1 could be any size; give it",
+				Shape(shape), Shape(from))
+		}
 		if prod == 0 || n%prod != 0 {
 			fail(op, ErrShape, "shape %v is invalid for input of shape %v (%d elements)", Shape(shape), Shape(from), n)
 		}

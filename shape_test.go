@@ -367,6 +367,32 @@ func TestViewsRejectBadShapes(t *testing.T) {
 	})
 }
 
+// TestInferredSizeAmbiguous checks that a -1 beside a size of 0 is
+// of an empty tensor is refused with an error that says why, as
+// PyTorch's "the unspecified dimension size -1 can be any value and is
+// ambiguous": every size gives the tensor's 0 elements.
+func TestInferredSizeAmbiguous(t *testing.T) {
+	for _, dev := range []Device{CPU, Sim(0)} {
+		empty := Zeros(Shape{0, 3}, dev)
+		for _, c := range []struct {
+			name, op string
+			f        func()
+		}{
+			{"reshape empty", "reshape", func() { empty.Reshape(0, -1) }},
+			{"reshape empty, -1 first", "reshape", func() { empty.Reshape(-1, 3, 0) }},
+			{"view empty", "view", func() { empty.View(-1, 0) }},
+			{"unflatten empty", "unflatten", func() { empty.Unflatten(0, 0, -1) }},
+		} {
+			err := Catch(func() { Tidy(c.f) })
+			var e *Error
+			if !errors.As(err, &e) || !errors.Is(err, ErrShape) || e.Op != c.op || !strings.Contains(err.Error(), "ambiguous") {
+				t.Errorf("%s: %s: error %v, want ErrShape from %s saying the -1 is ambiguous", dev, c.name, err, c.op)
+			}
+		}
+		empty.Release()
+	}
+}
+
 // TestResultShapesOverflow covers ops whose result shape comes from their
 // inputs' (broadcast, concatenation, matmul): views of 2^40 or more
 // elements combine into results no tensor can have.
