@@ -407,7 +407,8 @@ func (a *Tensor) Outer(b *Tensor) *Tensor {
 // [ErrDType] for another dtype, with [ErrIndex] for a negative index or one
 // not below numClasses, and with [ErrArgument] for a numClasses below -1 or
 // of -1 with an empty t (nothing to infer it from) or with the largest int64
-// (one more does not fit).
+// (one more does not fit), and with [ErrShape] for a result no tensor can
+// have. An empty t gives an empty result for any numClasses, as in PyTorch.
 func (t *Tensor) OneHot(numClasses int) *Tensor {
 	const op = "one_hot"
 	notNil(op, t)
@@ -435,6 +436,13 @@ func (t *Tensor) OneHot(numClasses int) *Tensor {
 			} else if hi >= int64(numClasses) {
 				fail(op, ErrIndex, "class values must be smaller than numClasses %d, got %d", numClasses, hi)
 			}
+		}
+		shape := append(slices.Clone(t.shape), numClasses)
+		checkShape(op, shape, Int64)
+		if t.NumElements() == 0 {
+			// No class to compare: the table of numClasses classes,
+			// which may be larger than any device, is not made.
+			return t.NewZeros(shape)
 		}
 		classes := Arange(0, float64(numClasses), 1, Int64, t.Device())
 		if numClasses == 0 {

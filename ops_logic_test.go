@@ -130,6 +130,8 @@ func TestLogicErrors(t *testing.T) {
 		{"one_hot inferred count overflows", func() { FromSlice([]int64{0, math.MaxInt64}, nil).OneHot(-1) }, ErrArgument, "one_hot"},
 		{"outer host scalar", func() { Ones(Shape{2}, Sim(0)).Outer(Scalar(1)) }, ErrShape, "outer"},
 		{"one_hot infer empty", func() { Zeros(Shape{0}, Int64).OneHot(-1) }, ErrArgument, "one_hot"},
+		{"one_hot numClasses past any tensor", func() { FromSlice([]int64{1}, nil).OneHot(math.MaxInt) }, ErrShape, "one_hot"},
+		{"one_hot result past any tensor", func() { Zeros(Shape{1}, Int64).Expand(4).OneHot(1 << 62) }, ErrShape, "one_hot"},
 		{"isinf released", func() { r := Zeros(Shape{2}); r.Release(); r.IsInf() }, ErrReleased, "isinf"},
 		{"nonzero released", func() { r := Zeros(Shape{2}); r.Release(); r.Nonzero() }, ErrReleased, "nonzero"},
 	}
@@ -433,6 +435,8 @@ func TestOuterOneHotNonzero(t *testing.T) {
 			{"0-d", Scalar(1, Int64, dev), -1, Shape{2}, []int64{0, 1}},
 			{"empty", Zeros(Shape{0, 2}, Int64, dev), 3, Shape{0, 2, 3}, []int64{}},
 			{"empty zero classes", Zeros(Shape{0}, Int64, dev), 0, Shape{0, 0}, []int64{}},
+			// Nothing to compare: no table of 2^40 classes is made.
+			{"empty, 2^40 classes", Zeros(Shape{0, 2}, Int64, dev), 1 << 40, Shape{0, 2, 1 << 40}, []int64{}},
 		}
 		for _, c := range hot {
 			got := c.x.OneHot(c.n)
