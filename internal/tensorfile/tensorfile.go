@@ -285,7 +285,18 @@ func memoryOrder(t *vram.Tensor) ([]int, bool) {
 // so that path holds either its old contents or all of the new ones. The
 // file keeps the permissions of the one it replaces; a new file gets those
 // of any new file (0666 less the process's umask), as os.Create gives.
+// A path that names something other than a regular file (a directory, a
+// named pipe, a device such as /dev/null), which the rename would replace
+// with a file, is an error, and nothing is written.
 func Write(path string, tensors map[string]safetensors.Tensor, metadata map[string]string) (err error) {
+	old, statErr := os.Stat(path)
+	if statErr == nil && !old.Mode().IsRegular() {
+		msg := "not a regular file"
+		if old.IsDir() {
+			msg = "is a directory"
+		}
+		return &fs.PathError{Op: "write", Path: path, Err: errors.New(msg)}
+	}
 	f, err := createTemp(path)
 	if err != nil {
 		return err
@@ -304,8 +315,8 @@ func Write(path string, tensors map[string]safetensors.Tensor, metadata map[stri
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
-		if err := f.Chmod(fi.Mode().Perm()); err != nil {
+	if statErr == nil {
+		if err := f.Chmod(old.Mode().Perm()); err != nil {
 			return err
 		}
 	}
