@@ -20,10 +20,14 @@ var LoadInto func(m any, src string, tensors map[string]safetensors.Tensor, stri
 	fetch func(name string) ([]byte, error), verify func(names []string) error) (missing, unexpected []string, err error)
 
 // CheckDecode returns the error that [Decode] of st into dt would give:
-// a dtype it cannot decode, or a value out of dt's range. Integers into
+// a dtype it cannot decode, a shape no tensor of dt can have, or a value
+// out of dt's range. Integers into
 // an integer dt are checked without allocating; other conversions are
 // decoded into a tensor that is released at once.
 func CheckDecode(st safetensors.Tensor, dt vram.DType) error {
+	if err := checkTarget(st, dt); err != nil {
+		return err
+	}
 	if name, ok := stNames[dt]; ok && name == st.DType {
 		return nil
 	}
@@ -42,16 +46,11 @@ func CheckDecode(st safetensors.Tensor, dt vram.DType) error {
 	if _, err := decoder(st.DType); err != nil {
 		return err
 	}
-	var t *vram.Tensor
-	var decErr error
-	err := vram.Catch(func() { t, decErr = Decode(st, dt) })
+	t, err := Decode(st, dt)
 	if t != nil {
 		t.Release()
 	}
-	if err != nil {
-		return err
-	}
-	return decErr
+	return err
 }
 
 // AsIs reports whether st's bytes are those of a tensor of dtype dt, as

@@ -20,6 +20,7 @@ import (
 	"strconv"
 
 	"github.com/vramgo/vram"
+	"github.com/vramgo/vram/backend"
 	"github.com/vramgo/vram/internal/half"
 	"github.com/vramgo/vram/internal/safetensors"
 )
@@ -182,8 +183,42 @@ func intString(st safetensors.Tensor, i int) string {
 // that every value, NaN payloads included, loads bit for bit (a BOOL byte
 // other than 0 reads as true). Integers convert to an integer dt exactly;
 // other conversions go through float64, floats truncating toward zero
-// into integers. A value out of dt's range is an error.
-func Decode(st safetensors.Tensor, dt vram.DType) (*vram.Tensor, error) {
+// into integers. A value out of dt's range is an error, and so is a
+// shape that no tensor of dt can have (sizes other than 0 whose product
+// in bytes overflows an int64).
+func Decode(st safetensors.Tensor, dt vram.DType) (t *vram.Tensor, err error) {
+	if err := checkTarget(st, dt); err != nil {
+		return nil, err
+	}
+	var decErr error
+	if err := vram.Catch(func() { t, decErr = decode(st, dt) }); err != nil {
+		return nil, err
+	}
+	return t, decErr
+}
+
+// checkTarget returns an error unless dt is one of vram's dtypes and a
+// tensor of dt can have st's shape. The format counts a shape with a size
+// of 0 as empty whatever its other sizes, but vram, whose strides are
+// products of the sizes, refuses a shape whose sizes other than 0, times
+// the element size, multiply past an int64, as [vram.Shape] says.
+func checkTarget(st safetensors.Tensor, dt vram.DType) error {
+	if _, ok := stNames[dt]; !ok {
+		return &vram.Error{Op: "decode", Kind: vram.ErrDType, Detail: fmt.Sprintf("invalid dtype %v", dt)}
+	}
+	if _, _, err := backend.CheckShape(st.Shape, dt.Size()); err != nil {
+		// Not err itself, which lists every size of a shape that a
+		// file may make millions long.
+		return &vram.Error{Op: "decode", Kind: vram.ErrShape,
+			Detail: fmt.Sprintf("no %s tensor can have shape %s: its sizes other than 0 multiply past an int64", dt, safetensors.ShapeString(st.Shape))}
+	}
+	return nil
+}
+
+// decode is Decode of st, whose shape a tensor of dt can have. It panics
+// with a *vram.Error for a value out of dt's range that converts through
+// float64.
+func decode(st safetensors.Tensor, dt vram.DType) (*vram.Tensor, error) {
 	shape := vram.Shape(slices.Clone(st.Shape))
 	if shape == nil {
 		shape = vram.Shape{} // a scalar, not FromSlice's 1-D default

@@ -177,3 +177,50 @@ func TestLayoutsOnADevice(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeErrors checks that Decode returns, not panics, the errors of
+// values and shapes that dt's tensors cannot hold, and that CheckDecode
+// gives the same ones.
+func TestDecodeErrors(t *testing.T) {
+	huge := []int{0, 1 << 40, 1 << 40} // no elements, but no vram tensor has it
+	tests := []struct {
+		name string
+		st   safetensors.Tensor
+		dt   vram.DType
+		want string
+	}{
+		{"NaN into int32", safetensors.Tensor{DType: "F32", Shape: []int{1}, Data: []byte{0, 0, 0xc0, 0x7f}}, vram.Int32, "NaN"},
+		{"infinity into int64", safetensors.Tensor{DType: "F32", Shape: []int{1}, Data: []byte{0, 0, 0x80, 0x7f}}, vram.Int64, "Inf"},
+		{"1e20 into int8", safetensors.Tensor{DType: "F64", Shape: []int{}, Data: []byte{0, 0, 0, 0, 0, 0, 0, 0x44}}, vram.Int8, "int8"},
+		{"U64 too large for int64", safetensors.Tensor{DType: "U64", Shape: []int{1}, Data: []byte{0, 0, 0, 0, 0, 0, 0, 0x80}}, vram.Int64, "does not fit"},
+		{"huge empty shape as is", safetensors.Tensor{DType: "F32", Shape: huge}, vram.Float32, "shape"},
+		{"huge empty shape converted", safetensors.Tensor{DType: "F32", Shape: huge}, vram.Float64, "shape"},
+		{"huge empty shape into an integer", safetensors.Tensor{DType: "U8", Shape: huge}, vram.Int64, "shape"},
+		{"huge empty shape into bool", safetensors.Tensor{DType: "BOOL", Shape: huge}, vram.Bool, "shape"},
+		{"unsupported dtype", safetensors.Tensor{DType: "F8_E4M3", Shape: []int{1}, Data: []byte{0}}, vram.Float32, "not supported"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var x *vram.Tensor
+			var decErr, checkErr error
+			if p := vram.Catch(func() { x, decErr = Decode(tt.st, tt.dt) }); p != nil {
+				t.Fatalf("Decode panicked: %v", p)
+			}
+			if x != nil {
+				x.Release()
+			}
+			if decErr == nil || !strings.Contains(decErr.Error(), tt.want) {
+				t.Errorf("Decode: error %v, want one about %q", decErr, tt.want)
+			}
+			if x != nil {
+				t.Errorf("Decode returned a tensor with its error")
+			}
+			if p := vram.Catch(func() { checkErr = CheckDecode(tt.st, tt.dt) }); p != nil {
+				t.Fatalf("CheckDecode panicked: %v", p)
+			}
+			if checkErr == nil || decErr != nil && checkErr.Error() != decErr.Error() {
+				t.Errorf("CheckDecode: error %v, want Decode's %v", checkErr, decErr)
+			}
+		})
+	}
+}
