@@ -324,6 +324,9 @@ func memoryOrder(t *vram.Tensor) ([]int, bool) {
 // named pipe, a device such as /dev/null), which the rename would replace
 // with a file, is an error, and nothing is written.
 func Write(path string, tensors map[string]safetensors.Tensor, metadata map[string]string) (err error) {
+	if path == "" {
+		return &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+	}
 	old, statErr := os.Stat(path)
 	if statErr == nil && !old.Mode().IsRegular() {
 		msg := "not a regular file"
@@ -334,6 +337,13 @@ func Write(path string, tensors map[string]safetensors.Tensor, metadata map[stri
 	}
 	f, err := createTemp(path)
 	if err != nil {
+		// The temporary file's name means nothing to the caller, and
+		// what kept it from being made (a missing directory, one that
+		// may not be written) keeps path from being made too.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return &fs.PathError{Op: "open", Path: path, Err: pe.Err}
+		}
 		return err
 	}
 	tmp := f.Name()

@@ -2,6 +2,8 @@ package tensorfile
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -222,5 +224,36 @@ func TestDecodeErrors(t *testing.T) {
 				t.Errorf("CheckDecode: error %v, want Decode's %v", checkErr, decErr)
 			}
 		})
+	}
+}
+
+// TestWriteErrorsNamePath checks that an error creating the file names the
+// caller's path, not that of the temporary file Write creates beside it,
+// which the caller never chose and which no longer exists.
+func TestWriteErrorsNamePath(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		path string
+	}{
+		{"missing directory", filepath.Join(dir, "nope", "model.safetensors")},
+		{"missing directory, trailing slash", filepath.Join(dir, "nope") + string(filepath.Separator)},
+		{"empty path", ""},
+	}
+	tensors := map[string]safetensors.Tensor{"x": {DType: "U8", Shape: []int{1}, Data: []byte{1}}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Write(tt.path, tensors, nil)
+			var pe *fs.PathError
+			if !errors.As(err, &pe) || pe.Path != tt.path || strings.Contains(err.Error(), ".tmp") {
+				t.Fatalf("error %v, want an *fs.PathError naming %q", err, tt.path)
+			}
+			if !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("error %v does not match fs.ErrNotExist", err)
+			}
+		})
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("Write left %d files in %s", len(entries), dir)
 	}
 }
