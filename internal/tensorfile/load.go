@@ -20,12 +20,12 @@ var LoadInto func(m any, src string, tensors map[string]safetensors.Tensor, stri
 	fetch func(name string) ([]byte, error), verify func(names []string) error) (missing, unexpected []string, err error)
 
 // CheckDecode returns the error that [Decode] of st into dt would give:
-// a dtype it cannot decode, a shape no tensor of dt can have, or a value
-// out of dt's range. Integers into
+// a dtype it cannot decode, data of the wrong length, a shape no tensor
+// of dt can have, or a value out of dt's range. Integers into
 // an integer dt are checked without allocating; other conversions are
 // decoded into a tensor that is released at once.
 func CheckDecode(st safetensors.Tensor, dt vram.DType) error {
-	if err := checkTarget(st, dt); err != nil {
+	if err := checkTensor(st, dt); err != nil {
 		return err
 	}
 	if name, ok := stNames[dt]; ok && name == st.DType {

@@ -183,11 +183,12 @@ func intString(st safetensors.Tensor, i int) string {
 // that every value, NaN payloads included, loads bit for bit (a BOOL byte
 // other than 0 reads as true). Integers convert to an integer dt exactly;
 // other conversions go through float64, floats truncating toward zero
-// into integers. A value out of dt's range is an error, and so is a
-// shape that no tensor of dt can have (sizes other than 0 whose product
-// in bytes overflows an int64).
+// into integers. A value out of dt's range is an error, and so are data
+// whose length is not that of st's dtype and shape, and a shape that no
+// tensor of dt can have (sizes other than 0 whose product in bytes
+// overflows an int64).
 func Decode(st safetensors.Tensor, dt vram.DType) (t *vram.Tensor, err error) {
-	if err := checkTarget(st, dt); err != nil {
+	if err := checkTensor(st, dt); err != nil {
 		return nil, err
 	}
 	var decErr error
@@ -197,20 +198,31 @@ func Decode(st safetensors.Tensor, dt vram.DType) (t *vram.Tensor, err error) {
 	return t, decErr
 }
 
-// checkTarget returns an error unless dt is one of vram's dtypes and a
-// tensor of dt can have st's shape. The format counts a shape with a size
-// of 0 as empty whatever its other sizes, but vram, whose strides are
-// products of the sizes, refuses a shape whose sizes other than 0, times
-// the element size, multiply past an int64, as [vram.Shape] says.
-func checkTarget(st safetensors.Tensor, dt vram.DType) error {
+// checkTensor returns an error unless dt is one of vram's dtypes, a
+// tensor of dt can have st's shape, and st's data has the bytes of its
+// dtype and shape (for a dtype of whole bytes). The format counts a shape
+// with a size of 0 as empty whatever its other sizes, but vram, whose
+// strides are products of the sizes, refuses a shape whose sizes other
+// than 0, times the element size, multiply past an int64, as [vram.Shape]
+// says.
+func checkTensor(st safetensors.Tensor, dt vram.DType) error {
 	if _, ok := stNames[dt]; !ok {
 		return &vram.Error{Op: "decode", Kind: vram.ErrDType, Detail: fmt.Sprintf("invalid dtype %v", dt)}
 	}
-	if _, _, err := backend.CheckShape(st.Shape, dt.Size()); err != nil {
+	n, _, err := backend.CheckShape(st.Shape, dt.Size())
+	if err != nil {
 		// Not err itself, which lists every size of a shape that a
 		// file may make millions long.
 		return &vram.Error{Op: "decode", Kind: vram.ErrShape,
 			Detail: fmt.Sprintf("no %s tensor can have shape %s: its sizes other than 0 multiply past an int64", dt, safetensors.ShapeString(st.Shape))}
+	}
+	// Data that a reader fetched short or long would be read past its
+	// end, or taken in part.
+	if bits, ok := safetensors.DTypeBits(st.DType); ok && bits%8 == 0 {
+		if size := bits / 8; len(st.Data)%size != 0 || len(st.Data)/size != n {
+			return &vram.Error{Op: "decode", Kind: vram.ErrArgument,
+				Detail: fmt.Sprintf("%s %s holds %d elements of %d bytes, but its data has %d bytes", st.DType, safetensors.ShapeString(st.Shape), n, size, len(st.Data))}
+		}
 	}
 	return nil
 }
