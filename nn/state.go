@@ -100,7 +100,9 @@ func maskedNames(m Module) map[string]bool {
 // under each of its names, as [StateDict] keys it, so that PyTorch's
 // strict load_state_dict of the file finds every key. The file is written to a temporary file in
 // the same directory and renamed into place, so path holds either the old
-// contents or the complete new ones, never a partial file. A tensor on a
+// contents or the complete new ones, never a partial file; a path that
+// names something other than a regular file (a directory, a named pipe,
+// a device such as /dev/null) is an error. A tensor on a
 // device is read in the order of its memory, so that saving a
 // channels-last model from a full device needs no memory there. A nil m
 // (or a nil pointer) is an error matching vram.ErrArgument.

@@ -71,7 +71,9 @@ type stateful interface {
 
 // Save writes opt's state and the hyper-parameters of its parameter groups
 // to the safetensors file path,
-// atomically (path holds either its old contents or all of the new ones).
+// atomically (path holds either its old contents or all of the new ones);
+// a path that names something other than a regular file (a directory, a
+// named pipe, a device) is an error.
 // opt must be one of this package's optimizers.
 func Save(opt Optimizer, path string) error {
 	if isNil(opt) {
