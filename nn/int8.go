@@ -76,6 +76,29 @@ func (l *Linear) SetInt8Weight(wq, scale *vram.Tensor) error {
 	return nil
 }
 
+// int8Scaled is a layer with int8 quantized weights and their scale
+// ([Linear.SetInt8Weight]), or a module that embeds one.
+type int8Scaled interface {
+	int8Scale() *vram.Tensor
+}
+
+// int8Scale returns l's scale, nil for a float layer.
+func (l *Linear) int8Scale() *vram.Tensor { return l.Scale }
+
+// int8Scales returns the scales of m's int8 quantized layers, which
+// loading checks as SetInt8Weight does.
+func int8Scales(m Module) map[*vram.Tensor]bool {
+	out := map[*vram.Tensor]bool{}
+	for _, nm := range NamedModules(m) {
+		if q, ok := nm.Module.(int8Scaled); ok {
+			if s := q.int8Scale(); s != nil {
+				out[s] = true
+			}
+		}
+	}
+	return out
+}
+
 // badScales returns how many values of scale are NaN, infinite, zero or
 // negative, reading one number from its device (a shape-only device,
 // which keeps no values, reads 0).

@@ -153,8 +153,11 @@ func Save(m Module, path string) (err error) {
 // written before that key was used, from name.
 //
 // Errors match vram's sentinels under errors.Is: vram.ErrArgument for
-// missing or unexpected keys, for a file that is not valid safetensors and
-// for a parameter or buffer that is a zero Tensor (made without a factory),
+// missing or unexpected keys, for a file that is not valid safetensors,
+// for the "scale" of an int8 quantized layer ([Linear.SetInt8Weight])
+// with values that are not positive and finite in the model's dtype, which
+// SetInt8Weight refuses too, and for a parameter or buffer that is a zero
+// Tensor (made without a factory),
 // vram.ErrShape for a shape mismatch, vram.ErrDType for a dtype that
 // cannot be read or for int8 values (quantized weights, package nn/quant)
 // in the file where the model has floating-point ones or the other way
@@ -421,7 +424,28 @@ func loadTensors(m Module, path string, tensors map[string]safetensors.Tensor, s
 		}
 		return t, err
 	}
+	// A quantized layer's scale must also be positive and finite once
+	// converted to the model's dtype, as SetInt8Weight checks it: the
+	// layer would give NaN or zeros otherwise. Scales are small ([out]
+	// values), so each is decoded here and again when it is copied in.
+	scales := int8Scales(m)
 	for _, p := range params {
+		if scales[p.Tensor] {
+			src, err := decode(p.Name, p.Tensor.DType())
+			n := 0
+			if err == nil {
+				n, err = badScales(src)
+				src.Release()
+			}
+			if err != nil {
+				return res, fmt.Errorf("nn: load %s: %q: %w", path, p.Name, err)
+			}
+			if n > 0 {
+				return res, &kindError{msg: fmt.Sprintf("nn: load %s: %q, the scale of an int8 quantized layer, holds %d values that are not positive and finite in %s (NaN, an infinity, zero or negative); the layer would compute NaN or lose its weight",
+					path, p.Name, n, p.Tensor.DType()), kinds: []error{vram.ErrArgument}}
+			}
+			continue
+		}
 		if tensorfile.AsIs(tensors[p.Name], p.Tensor.DType()) {
 			continue // decodes
 		}

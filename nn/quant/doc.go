@@ -51,7 +51,9 @@
 // [nn.Load] reads such a file into a model quantized the same way (build
 // the float model, quantize it, then load). Loading a quantized file into
 // a float model, or a float file into a quantized one, returns an error
-// matching vram.ErrDType and changes nothing, strict or not.
+// matching vram.ErrDType and changes nothing, strict or not; a file whose
+// "scale" holds NaN, an infinity, zero or a negative value is refused
+// with one matching vram.ErrArgument.
 //
 // # Errors
 //
