@@ -28,15 +28,6 @@ func int8Model(t *testing.T, d vram.Device, w float64, scale0, scale1 []float64,
 	return m
 }
 
-// stateBytes returns the raw bytes of each tensor of m's state dict.
-func stateBytes(m nn.Module) map[string][]byte {
-	out := map[string][]byte{}
-	for k, v := range nn.StateDict(m) {
-		out[k] = v.RawBytes()
-	}
-	return out
-}
-
 // TestLoadRefusesBadInt8Scales: a quantized layer's scale holding NaN, an
 // infinity, zero or a negative value, or one that becomes so in the
 // model's dtype, is refused by Load, LoadNonStrict and LoadStateDict
