@@ -18,7 +18,9 @@
 //
 // The kernels, the fused product and the fused optimizer steps are the CPU
 // backend's, which compute what the CUDA backend's do (16-bit floats in
-// float32, rounded where the GPU rounds).
+// float32, rounded where the GPU rounds). An error one of them finds, such
+// as an index out of range, names the sim device ("sim:0: gather: ...")
+// rather than the cpu backend, and wraps the CPU's error.
 //
 // An out-of-memory error on one sim device names the other sim devices
 // that have room for the work, as a CUDA device's names the machine's

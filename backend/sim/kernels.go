@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/vramgo/vram/backend"
 )
@@ -48,9 +49,34 @@ func (d *Device) run(what string, s backend.Stream, checked error, k func(raw []
 		if !data {
 			return nil
 		}
-		return k(raw)
+		return kernelError(d.index, k(raw))
 	})
 }
+
+// kernelError returns err, the error of a CPU kernel run for sim device
+// index, as that device's (nil for nil): the user's tensors are on the sim
+// device, so its text names "sim:N" where the CPU backend's names "cpu".
+// It wraps err, so that errors.Is and errors.As see what err wraps.
+func kernelError(index int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &hostKernelError{index: index, err: err}
+}
+
+// hostKernelError is the error of [kernelError].
+type hostKernelError struct {
+	index int
+	err   error
+}
+
+// Error reads as err with its "cpu: " prefix replaced by "sim:N: ".
+func (e *hostKernelError) Error() string {
+	return simName(e.index) + ": " + strings.TrimPrefix(e.err.Error(), "cpu: ")
+}
+
+// Unwrap returns the CPU kernel's error.
+func (e *hostKernelError) Unwrap() error { return e.err }
 
 // hostStream is the CPU stream the CPU kernels are given.
 func (d *Device) hostStream() backend.Stream { return d.host.DefaultStream() }
