@@ -7,8 +7,11 @@ import "slices"
 // is new storage, channels-last when t is, as in PyTorch, and the
 // gradient flows back reversed. A
 // 0-dimensional t takes dim 0 or -1, as torch.flip does, and is copied. It
-// panics with [ErrIndex] for a dimension out of range and with
-// [ErrArgument] for a dimension named twice.
+// panics with [ErrIndex] for a dimension out of range, with [ErrArgument]
+// for a dimension named twice, and with [ErrShape] for a flipped dimension
+// of more than 2^29 entries (a non-empty one is a view, such as an
+// expanded one, or on a device that keeps no data): the reversed positions
+// are written on the host, as for [Tensor.Tril].
 func (t *Tensor) Flip(dims ...int) *Tensor {
 	const op = "flip"
 	defer asOp(op)
@@ -23,9 +26,19 @@ func (t *Tensor) Flip(dims ...int) *Tensor {
 		return t.Clone()
 	}
 	axes := t.distinctAxes(op, dims)
+	if t.NumElements() > 0 {
+		// An empty t has nothing to move, and no position table for a
+		// side of any size.
+		for _, a := range axes {
+			if n := t.shape[a]; n > maxIndexEntries {
+				fail(op, ErrShape, "flip of dimension %d of %v needs a host index of %d positions, more than the %d it allows",
+					a, Shape(t.shape), n, maxIndexEntries)
+			}
+		}
+	}
 	out := t.Clone()
 	if out.NumElements() == 0 {
-		return out // nothing to move, and no position table for a side of any size
+		return out
 	}
 	for _, a := range axes {
 		n := t.shape[a]
@@ -68,21 +81,32 @@ func (t *Tensor) Roll(shifts, dims []int) *Tensor {
 	}
 	out := t.Clone()
 	if out.NumElements() == 0 {
-		return out // nothing to move, and no position table for a side of any size
+		return out // nothing to move
 	}
 	for j, a := range axes {
 		n := t.shape[a]
 		s := shifts[j] % n
+		if s < 0 {
+			s += n
+		}
 		if s == 0 {
 			continue
 		}
-		pos := make([]int64, n)
-		for i := range pos {
-			pos[i] = int64(((i-s)%n + n) % n)
-		}
-		out = out.releasing(func(x *Tensor) *Tensor { return x.selectPositions(a, pos) })
+		out = out.releasing(func(x *Tensor) *Tensor { return x.rolled(a, s) })
 	}
 	return keptFormat(t, out)
+}
+
+// rolled returns t rolled by s along axis a, for s in (0, t.shape[a]): its
+// last s entries there, then the others, concatenated. Unlike a gather of
+// rolled positions it writes nothing on the host, whatever the side.
+func (t *Tensor) rolled(a, s int) *Tensor {
+	n := t.shape[a]
+	tail := t.Narrow(a, n-s, s)
+	defer tail.Release()
+	head := t.Narrow(a, 0, n-s)
+	defer head.Release()
+	return Cat([]*Tensor{tail, head}, a)
 }
 
 // Tril returns a copy of t with the entries above the diagonal-th diagonal

@@ -3,6 +3,7 @@ package vram
 import (
 	"errors"
 	"math"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -115,4 +116,95 @@ func TestFlipRollKeepChannelsLast(t *testing.T) {
 		}
 	}
 	gradCheck(t, func(xs []*Tensor) *Tensor { return xs[0].Contiguous(ChannelsLast).Flip(1, 3).Roll([]int{1}, []int{2}) }, rnd(5, 1, 2, 2, 3))
+}
+
+// TestFlipLargeViews checks that Flip of an expanded view with a flipped
+// side past what the host writes positions for fails with ErrShape on
+// every device, before anything is allocated, as Tril and Triu do, while
+// a huge side that is not flipped is no concern of the limit.
+func TestFlipLargeViews(t *testing.T) {
+	const side = 1 << 30
+	tests := []struct {
+		name  string
+		shape Shape
+		dims  []int
+	}{
+		{"vector", Shape{side}, []int{0}},
+		{"last of two", Shape{2, side}, []int{-1}},
+		{"huge one among others", Shape{3, side, 2}, []int{0, 1, 2}},
+	}
+	for _, dev := range []Device{CPU, Sim(0)} {
+		for _, tc := range tests {
+			t.Run(dev.String()+"/"+tc.name, func(t *testing.T) {
+				one := Ones(slices.Repeat(Shape{1}, len(tc.shape)), dev)
+				defer one.Release()
+				x := one.Expand(tc.shape...)
+				defer x.Release()
+				before := MemoryAllocated(dev)
+				err := Catch(func() { x.Flip(tc.dims...) })
+				var ve *Error
+				if !errors.As(err, &ve) || !errors.Is(err, ErrShape) || ve.Op != "flip" {
+					t.Fatalf("got %v, want an error of kind ErrShape naming flip", err)
+				}
+				if after := MemoryAllocated(dev); after != before {
+					t.Errorf("%d bytes allocated by the refused flip", after-before)
+				}
+			})
+		}
+	}
+}
+
+// TestRollMakesNoHostTable checks that Roll writes no host table as long
+// as the rolled side: on a shape-only device, where a side of any size
+// costs the host nothing, rolling one of 2^24 entries allocates far less
+// than a byte an entry on the host.
+func TestRollMakesNoHostTable(t *testing.T) {
+	d := planningDevice(t)
+	const n = 1 << 24
+	tests := []struct {
+		name   string
+		shape  Shape
+		shifts []int
+		dims   []int
+	}{
+		{"vector", Shape{n}, []int{3}, []int{0}},
+		{"negative shift", Shape{2, n}, []int{-5}, []int{1}},
+		{"two dims", Shape{n, 2}, []int{n + 1, 1}, []int{0, 1}},
+		{"flattened", Shape{2, n / 2}, []int{7}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			x := Zeros(tc.shape, Int8, d)
+			defer x.Release()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			y := x.Roll(tc.shifts, tc.dims)
+			runtime.ReadMemStats(&after)
+			defer y.Release()
+			if !slices.Equal(y.Shape(), tc.shape) {
+				t.Errorf("shape %v, want %v", y.Shape(), tc.shape)
+			}
+			if host := after.TotalAlloc - before.TotalAlloc; host >= n {
+				t.Errorf("%d bytes allocated on the host for a side of %d", host, n)
+			}
+		})
+	}
+}
+
+// TestRollHugeSide rolls a side of 2^31 entries on a shape-only sim
+// device of a capacity that holds it, which costs the host nothing.
+func TestRollHugeSide(t *testing.T) {
+	if !inChild(t, EnvSimDevices+"=64GiB", EnvSimShapeOnly+"=1") {
+		return
+	}
+	const n = 1 << 31
+	x := Zeros(Shape{2, n}, Int8, Sim(0))
+	defer x.Release()
+	for _, shifts := range [][]int{{1, 5}, {0, -n + 1}} {
+		y := x.Roll(shifts, []int{0, 1})
+		if !slices.Equal(y.Shape(), Shape{2, n}) {
+			t.Errorf("Roll(%v): shape %v, want %v", shifts, y.Shape(), Shape{2, n})
+		}
+		y.Release()
+	}
 }
