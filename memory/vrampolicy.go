@@ -856,9 +856,10 @@ import (
 // lifetime (largest first, each at the lowest offset free for its whole
 // life), one server request at a time over what the requests before left
 // live: 1.005 to 1.012 on the BERT inference traces, 1.044 to 1.062 on the
-// ResNet-50 ones. So even a placement that knew a request's future would
-// move memory on the ResNet-50 traces to stay within 1.05, and an online
-// one, knowing only the requests before, needs its remaps. And mapping
+// ResNet-50 ones. So on two of those three even this packing, which knows
+// a request's future (a heuristic, not a proven optimum), passes 1.05
+// without moving memory; an online placement, knowing only the requests
+// before, has less to go on. And mapping
 // ahead while loading by an 8th, a 4th or half of the allocated bytes (20
 // to 256 MiB a call): 10, 6 and 7 traces within every bound, but
 // fragmentation broken on 9 to 12 (vit_infer_varbatch_seed1 1.174x); not
