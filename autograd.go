@@ -649,10 +649,23 @@ func (t *Tensor) Backward(opts ...BackwardOption) {
 		fail("backward", ErrArgument, "GradOutputs and AllowUnused are options of vram.Grad; Backward takes vram.Gradient(g)")
 	}
 	if !t.requiresGrad.Load() {
-		fail("backward", ErrAutograd, "tensor does not require grad and has no grad_fn; "+
-			"did you create the parameters with WithGrad() or SetRequiresGrad(true), or compute it inside NoGrad?")
+		fail("backward", ErrAutograd, "tensor does not require grad and has no grad_fn; %s", whyNoGrad(t))
 	}
 	Region("backward", func() { withoutAutocast(func() { NoGrad(func() { walkMode(false, func() { backward(t, o) }) }) }) })
+}
+
+// whyNoGrad explains why t, which does not require grad, has none: the
+// reasons it can tell (a dtype that never carries a gradient, a tensor
+// made inside InferenceMode) before the usual suspects.
+func whyNoGrad(t *Tensor) string {
+	switch {
+	case !t.dtype.IsFloat():
+		return "a " + t.dtype.String() + " tensor never requires grad: integer and bool results " +
+			"(a Cast to an integer dtype, ArgMax, a comparison) carry no gradient"
+	case t.inference:
+		return "it was computed inside vram.InferenceMode, which records no graph; compute it outside InferenceMode"
+	}
+	return "did you create the parameters with WithGrad() or SetRequiresGrad(true), or compute it inside NoGrad?"
 }
 
 func backward(t *Tensor, o backwardOptions) {

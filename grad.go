@@ -88,7 +88,7 @@ func Grad(outputs, inputs []*Tensor, opts ...BackwardOption) []*Tensor {
 	defer pin(op, all...).unpin()
 	for i, t := range outputs {
 		if !t.requiresGrad.Load() {
-			fail(op, ErrAutograd, "output %d does not require grad and has no grad_fn", i)
+			fail(op, ErrAutograd, "output %d does not require grad and has no grad_fn; %s", i, whyNoGrad(t))
 		}
 		s := seeds[i]
 		if s == nil {
