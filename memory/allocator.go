@@ -654,8 +654,8 @@ func (a *Allocator) Free(b *Block) {
 		b.state = stateDead
 		return
 	}
-	if b == nil || b.state != stateAllocated || b.seg == nil || b.seg.owner != a {
-		panic("memory: Free of a block that is not allocated by this allocator (double free?)")
+	if msg := a.misuse(b, "freed twice?"); msg != "" {
+		panic("memory: Free of " + msg)
 	}
 	a.account(b, -1)
 	if a.mode == modeVRAM {
@@ -728,17 +728,19 @@ func (a *Allocator) freeBlock(b *Block, pcs []uintptr) {
 // RecordStream tells the allocator that b is also used on stream s, so
 // that when b is freed its memory is not reused before the work queued on
 // s by then has finished (torch.Tensor.record_stream). Recording b's own
-// stream does nothing. It panics if b is not allocated.
+// stream does nothing, and so does recording a private pool's key
+// ([Allocator.NewPrivatePool]): it names no stream, so no work is queued
+// on it. It panics if b is not allocated by this allocator.
 func (a *Allocator) RecordStream(b *Block, s Stream) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if b != nil && b.seg == nil && b.state == stateAllocated {
 		return // a zero-byte block: no memory to keep from reuse
 	}
-	if b == nil || b.state != stateAllocated || b.seg == nil || b.seg.owner != a {
-		panic("memory: RecordStream on a block that is not allocated by this allocator")
+	if msg := a.misuse(b, "freed?"); msg != "" {
+		panic("memory: RecordStream on " + msg)
 	}
-	if s == b.stream {
+	if s == b.stream || IsPrivatePool(s) {
 		return
 	}
 	for _, u := range b.uses {
@@ -747,6 +749,23 @@ func (a *Allocator) RecordStream(b *Block, s Stream) {
 		}
 	}
 	b.uses = append(b.uses, s)
+}
+
+// misuse says what is wrong with a block passed to Free or RecordStream
+// ("a nil block", "a block of another allocator", "a block that is not
+// allocated" followed by hint in parentheses), or returns "" for one this
+// allocator handed out that is still allocated. A zero-byte block, in no segment, has no owner; the
+// callers accept it while it is allocated.
+func (a *Allocator) misuse(b *Block, hint string) string {
+	switch {
+	case b == nil:
+		return "a nil block"
+	case b.seg != nil && b.seg.owner != a:
+		return "a block of another allocator"
+	case b.state != stateAllocated || b.seg == nil:
+		return "a block that is not allocated (" + hint + ")"
+	}
+	return ""
 }
 
 // processEvents returns to the pool the pending blocks whose events have

@@ -1,0 +1,88 @@
+package memory
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// panicMessage returns what f panics with, or "" when it returns.
+func panicMessage(f func()) (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg = fmt.Sprint(r)
+		}
+	}()
+	f()
+	return ""
+}
+
+// TestMisusePanicsSayWhat checks that Free and RecordStream of a block
+// they cannot take panic with a message naming the mistake: a nil block, a
+// block of another allocator, or one no longer allocated.
+func TestMisusePanicsSayWhat(t *testing.T) {
+	for _, conf := range []string{"policy:pytorch", "policy:vram"} {
+		a, _ := newTestAllocator(t, conf, 1<<30)
+		other, _ := newTestAllocator(t, conf, 1<<30)
+		freed := mustAlloc(t, a, 4096, 0)
+		a.Free(freed)
+		foreign := mustAlloc(t, other, 4096, 0)
+		tests := []struct {
+			name string
+			call func()
+			want string
+		}{
+			{"Free of nil", func() { a.Free(nil) }, "Free of a nil block"},
+			{"Free twice", func() { a.Free(freed) }, "Free of a block that is not allocated (freed twice?)"},
+			{"Free of another allocator's block", func() { a.Free(foreign) }, "Free of a block of another allocator"},
+			{"RecordStream of nil", func() { a.RecordStream(nil, 1) }, "RecordStream on a nil block"},
+			{"RecordStream after Free", func() { a.RecordStream(freed, 1) }, "RecordStream on a block that is not allocated (freed?)"},
+			{"RecordStream of another allocator's block", func() { a.RecordStream(foreign, 1) }, "RecordStream on a block of another allocator"},
+		}
+		for _, tc := range tests {
+			t.Run(conf+"/"+tc.name, func(t *testing.T) {
+				if got := panicMessage(tc.call); !strings.Contains(got, tc.want) {
+					t.Fatalf("panic %q, want one saying %q", got, tc.want)
+				}
+			})
+		}
+		other.Free(foreign)
+	}
+}
+
+// TestRecordStreamOfPrivatePool checks that recording a private pool's key
+// as a stream does nothing: no work is queued on a pool, and an event
+// source handed the key would record an event on a stream handle that does
+// not exist.
+func TestRecordStreamOfPrivatePool(t *testing.T) {
+	const pool = privateBit | 1 // the first pool's key
+	tests := []struct {
+		name   string
+		stream Stream
+		own    Stream // the block's stream
+	}{
+		{"block of a stream, a pool's key", pool, 0},
+		{"block of another pool, a pool's key", pool, privateBit | 2},
+		{"block of a stream, a key no pool has", privateBit | 77, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := newFakeEvents()
+			a, sim := newTestAllocator(t, "", 1<<30, WithEvents(ev))
+			a.NewPrivatePool()
+			a.NewPrivatePool()
+			b := mustAlloc(t, a, 4096, tc.own)
+			a.RecordStream(b, tc.stream)
+			a.Free(b)
+			for e, s := range ev.recorded {
+				if IsPrivatePool(s) {
+					t.Fatalf("event %d recorded on %s", e, StreamName(s))
+				}
+			}
+			if b.state != stateFree {
+				t.Fatalf("block waits for events after Free: state %v", b.state)
+			}
+			check(t, a, sim)
+		})
+	}
+}
