@@ -38,7 +38,8 @@ type Fit struct {
 // enough that nothing ran out (its NumOOMs must be 0): below its
 // PeakAllocated nothing fits, and on its PeakReserved the replay is the same
 // run, so the search lies between the two; when a capacity of PeakReserved
-// still fails, the bound doubles, up to limit (0: no limit). An allocator
+// still fails, the bound doubles, up to limit rounded down to a multiple
+// of FitResolution (0 or less: no limit). An allocator
 // does not fail on every smaller capacity once it failed on one (a smaller
 // device releases its cache sooner), so the answer is the bisection's,
 // checked by a replay on it. The search makes at most 40 replays. The
@@ -58,24 +59,24 @@ func SmallestCapacity(replay func(capacity int64) (Result, error), free Result, 
 		lo -= FitResolution
 	}
 	lo = max(lo, 0)
-	hi := alignUp(max(free.PeakReserved, FitResolution), FitResolution)
-	if limit > 0 && hi > limit {
-		hi = max(alignDown(limit, FitResolution), lo)
+	// top is the largest capacity tried: a multiple of FitResolution, so
+	// that rounding the bound up never overflows.
+	top := alignDown(math.MaxInt64, FitResolution)
+	if limit > 0 {
+		top = alignDown(limit, FitResolution)
 	}
+	hi := max(alignUp(min(max(free.PeakReserved, FitResolution), top), FitResolution), lo)
 	ok, best, err := try(hi)
 	if err != nil {
 		return fit, err
 	}
 	for !ok {
-		if fit.Replays >= maxFitReplays || (limit > 0 && hi >= limit) {
+		if fit.Replays >= maxFitReplays || hi >= top {
 			fit.Result = best
 			return fit, nil
 		}
 		lo = hi
-		hi = satAdd(hi, hi)
-		if limit > 0 {
-			hi = min(hi, alignDown(limit, FitResolution))
-		}
+		hi = min(satAdd(hi, hi), top)
 		if ok, best, err = try(hi); err != nil {
 			return fit, err
 		}

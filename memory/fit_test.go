@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -235,6 +237,71 @@ func TestWithFailedRequests(t *testing.T) {
 			s := SnapshotWithFailedRequests(&trace.Snapshot{History: events})
 			if len(s.History) != len(got) {
 				t.Errorf("snapshot history has %d events, want %d", len(s.History), len(got))
+			}
+		})
+	}
+}
+
+// TestSmallestCapacityBounds checks the search with a limit that is not a
+// multiple of FitResolution (it stops at the largest multiple below, after
+// one replay there, rather than replaying it up to maxFitReplays times) and
+// with a reference result whose peaks are beyond any device (no overflow
+// into a negative capacity).
+func TestSmallestCapacityBounds(t *testing.T) {
+	replayOf := func(size int64) func(int64) (Result, error) {
+		evs := []trace.Event{{Action: trace.ActionAlloc, Addr: 1, Size: size}}
+		return func(c int64) (Result, error) {
+			if c < 0 {
+				return Result{}, fmt.Errorf("replay on a negative capacity %d", c)
+			}
+			return Replay(evs, NewSimArena(min(c, MaxSimCapacity)), Config{})
+		}
+	}
+	tests := []struct {
+		name       string
+		size       int64 // the trace's one request
+		free       *Result
+		limit      int64
+		wantCap    int64 // -1: any (the search stops at maxFitReplays)
+		maxReplays int
+	}{
+		{"limit of 1 byte", 1 << 20, nil, 1, 0, 1},
+		{"limit below FitResolution", 1 << 20, nil, FitResolution - 1, 0, 1},
+		{"limit of FitResolution", 1 << 20, nil, FitResolution, FitResolution, 1},
+		{"limit off a multiple, too small", 200 << 20, nil, 101<<20 + 1, 0, 2},
+		{"limit off a multiple, large enough", 100 << 20, nil, 101<<20 + 1, 100 << 20, 2},
+		{"limit off a multiple above the bisection's floor", 200 << 20, &Result{PeakAllocated: 1 << 20, PeakReserved: 300 << 20}, 101<<20 + 1, 0, 1},
+		{"reference peaks at MaxInt64", 100 << 20, &Result{PeakAllocated: math.MaxInt64, PeakReserved: math.MaxInt64}, 0, -1, maxFitReplays},
+		{"reference peak near MaxInt64", 100 << 20, &Result{PeakAllocated: 1 << 20, PeakReserved: math.MaxInt64 - FitResolution/2}, 0, -1, maxFitReplays},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			replay := replayOf(tc.size)
+			var free Result
+			if tc.free != nil {
+				free = *tc.free
+			} else {
+				var err error
+				if free, err = replay(1 << 30); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var f Fit
+			var err error
+			if msg := panicMessage(func() { f, err = SmallestCapacity(replay, free, tc.limit) }); msg != "" {
+				t.Fatalf("panicked: %s", msg)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantCap >= 0 && f.Capacity != tc.wantCap {
+				t.Errorf("capacity %d, want %d", f.Capacity, tc.wantCap)
+			}
+			if f.Capacity < 0 || f.Capacity%FitResolution != 0 {
+				t.Errorf("capacity %d: negative or not a multiple of FitResolution", f.Capacity)
+			}
+			if f.Replays > tc.maxReplays {
+				t.Errorf("%d replays, want at most %d", f.Replays, tc.maxReplays)
 			}
 		})
 	}
