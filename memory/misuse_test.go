@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 )
@@ -83,6 +84,43 @@ func TestRecordStreamOfPrivatePool(t *testing.T) {
 				t.Fatalf("block waits for events after Free: state %v", b.state)
 			}
 			check(t, a, sim)
+		})
+	}
+}
+
+// TestSetOtherProcessesBounds checks that SimArena.SetOtherProcesses
+// refuses totals that do not fit beside the memory in use, however near
+// math.MaxInt64 they are (the sum with the use must not overflow into an
+// accepted negative).
+func TestSetOtherProcessesBounds(t *testing.T) {
+	const capacity = 1 << 30
+	tests := []struct {
+		name  string
+		procs []ProcessMemory
+		ok    bool
+	}{
+		{"none", nil, true},
+		{"what is free", []ProcessMemory{{PID: 1, Bytes: capacity - 2*mib}}, true},
+		{"one byte more", []ProcessMemory{{PID: 1, Bytes: capacity - 2*mib + 1}}, false},
+		{"MaxInt64", []ProcessMemory{{PID: 1, Bytes: math.MaxInt64}}, false},
+		{"MaxInt64 less the use", []ProcessMemory{{PID: 1, Bytes: math.MaxInt64 - 2*mib + 1}}, false},
+		{"two summing near MaxInt64", []ProcessMemory{{PID: 1, Bytes: math.MaxInt64 / 2}, {PID: 2, Bytes: math.MaxInt64 / 2}}, false},
+		{"negative", []ProcessMemory{{PID: 1, Bytes: -1}}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sim := NewSimArena(capacity)
+			if _, err := sim.Alloc(2 * mib); err != nil {
+				t.Fatal(err)
+			}
+			err := sim.SetOtherProcesses(tc.procs)
+			if (err == nil) != tc.ok {
+				t.Fatalf("SetOtherProcesses: %v, want accepted %v", err, tc.ok)
+			}
+			info, _ := sim.MemoryInfo()
+			if info.Free < 0 {
+				t.Fatalf("%d bytes free", info.Free)
+			}
 		})
 	}
 }

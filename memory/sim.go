@@ -261,7 +261,7 @@ func (s *SimArena) SetOtherProcesses(procs []ProcessMemory) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if total+s.used > s.capacity {
+	if total > s.capacity-s.used {
 		return fmt.Errorf("memory: SimArena: other processes' %d bytes do not fit beside %d in use (capacity %d): %w",
 			total, s.used, s.capacity, ErrArenaFull)
 	}
