@@ -124,3 +124,16 @@ func TestSetOtherProcessesBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckSimCapacityNegative checks that a negative capacity, which
+// NewSimArena would panic on, is an error naming its source.
+func TestCheckSimCapacityNegative(t *testing.T) {
+	for _, tc := range []struct{ capacity, limit int64 }{
+		{-1, 0}, {math.MinInt64, 0}, {-1, 1 << 30}, {-(1 << 40), math.MaxInt64},
+	} {
+		err := CheckSimCapacity(tc.capacity, tc.limit, "--capacity")
+		if err == nil || !strings.Contains(err.Error(), "--capacity") || !strings.Contains(err.Error(), "negative") {
+			t.Errorf("CheckSimCapacity(%d, %d) = %v, want an error naming --capacity and saying it is negative", tc.capacity, tc.limit, err)
+		}
+	}
+}

@@ -123,10 +123,17 @@ func (e *CapacityError) Error() string {
 }
 
 // CheckSimCapacity returns a [*CapacityError] naming source when capacity
-// is above limit, or above [MaxSimCapacity] when limit is 0, and nil
-// otherwise. Callers that take a capacity from a file or a flag check it
-// before [NewSimArena], whose memory grows with what it maps.
+// is above limit, or above [MaxSimCapacity] when limit is 0, an error
+// naming source when capacity is negative (NewSimArena panics on one), and
+// nil otherwise. Callers that take a capacity from a file or a flag check
+// it before [NewSimArena], whose memory grows with what it maps.
 func CheckSimCapacity(capacity, limit int64, source string) error {
+	if capacity < 0 {
+		if source != "" {
+			source = " (" + source + ")"
+		}
+		return fmt.Errorf("memory: a simulated device of %d bytes%s: the capacity cannot be negative", capacity, source)
+	}
 	if limit <= 0 {
 		limit = MaxSimCapacity
 	}
