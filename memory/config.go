@@ -476,11 +476,17 @@ func (c *Config) parseDivisions(p *configParser) error {
 			return &ConfigError{Key: key, Reason: "empty list; expected [size_mb:divisions,...]"}
 		case k == "]":
 			return &ConfigError{Key: key, Reason: "',' before ']': remove it, or add a size_mb:divisions entry after it"}
+		case k == ":":
+			return &ConfigError{Key: key, Reason: "missing the size before ':' in an entry; expected [size_mb:divisions,...,>:divisions]"}
 		}
 		if p.next() != ":" {
 			return &ConfigError{Key: key, Value: k, Reason: "expected [size_mb:divisions,...,>:divisions]"}
 		}
-		v, err := divisions(p.next())
+		dv := p.next()
+		if dv == "]" || dv == "," || dv == "" {
+			return &ConfigError{Key: key, Reason: fmt.Sprintf("missing the divisions after %s: in an entry; expected [size_mb:divisions,...,>:divisions]", cutConfig(k))}
+		}
+		v, err := divisions(dv)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -134,6 +135,26 @@ func TestCheckSimCapacityNegative(t *testing.T) {
 		err := CheckSimCapacity(tc.capacity, tc.limit, "--capacity")
 		if err == nil || !strings.Contains(err.Error(), "--capacity") || !strings.Contains(err.Error(), "negative") {
 			t.Errorf("CheckSimCapacity(%d, %d) = %v, want an error naming --capacity and saying it is negative", tc.capacity, tc.limit, err)
+		}
+	}
+}
+
+// TestDivisionsListMissingParts checks that a roundup_power2_divisions
+// entry without its size or its divisions is an error saying which is
+// missing, rather than one quoting a bracket or colon as the value.
+func TestDivisionsListMissingParts(t *testing.T) {
+	tests := []struct{ conf, want string }{
+		{"roundup_power2_divisions:[:4]", "missing the size before ':'"},
+		{"roundup_power2_divisions:[1:]", "missing the divisions after 1:"},
+		{"roundup_power2_divisions:[1:,>:4]", "missing the divisions after 1:"},
+		{"roundup_power2_divisions:[1:4,>:]", "missing the divisions after >:"},
+		{"roundup_power2_divisions:[1:4,:8]", "missing the size before ':'"},
+	}
+	for _, tc := range tests {
+		_, err := ParseConfig(tc.conf)
+		var ce *ConfigError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseConfig(%q) = %v, want a *ConfigError saying %q", tc.conf, err, tc.want)
 		}
 	}
 }
