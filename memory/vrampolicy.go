@@ -889,8 +889,8 @@ import (
 //     within the driver bound but 6 within the fragmentation bounds
 //     (bert_infer_varlen 1.090x, the ResNet-50 inference traces 1.15 to
 //     1.34x, the transformers 1.11 to 1.13x, two_models 1.18x); with 50%,
-//     15 and 4. bert_infer_varlen, unmapping nothing at all after 4.0 ms,
-//     maps 60 times in that time: 2.10 times policy:pytorch's 1.9 ms (23
+//     15 and 4. bert_infer_varlen, with 50% unmapping nothing at all,
+//     maps 60 times for 4.0 ms: 2.10 times policy:pytorch's 1.9 ms (23
 //     segments of cudaMalloc, the larger weights and the small ones
 //     packed in 20 MiB segments), so on that trace the mappings that load
 //     the weights and grow the reserve to its peak, at 1.15x, already
