@@ -86,9 +86,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if r.DriverVersion != "" || r.CUDAVersion != "" {
 		gauge(descDriver, 1, r.DriverVersion, r.CUDAVersion)
 	}
-	known := func(d *prometheus.Desc, v float64, scale float64, labels ...string) {
+	known := func(d *prometheus.Desc, v float64, labels ...string) {
 		if v != Unknown {
-			gauge(d, v*scale, labels...)
+			gauge(d, v, labels...)
 		}
 	}
 	// A constant metric may appear once per label set: a GPU a source
@@ -112,18 +112,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			up = 0
 		}
 		gauge(descGPUUp, up, id, g.UUID)
-		known(descMemTotal, float64(g.Memory.TotalBytes), 1, id, g.UUID)
-		known(descMemUsed, float64(g.Memory.UsedBytes), 1, id, g.UUID)
-		known(descMemFree, float64(g.Memory.FreeBytes), 1, id, g.UUID)
-		known(descMemRes, float64(g.Memory.ReservedBytes), 1, id, g.UUID)
-		known(descUtil, float64(g.Utilization.ComputePercent), 0.01, id, g.UUID)
-		known(descMemBW, float64(g.Utilization.MemoryBandwidthPercent), 0.01, id, g.UUID)
-		known(descTemp, float64(g.TemperatureC), 1, id, g.UUID)
-		known(descPower, g.Power.DrawW, 1, id, g.UUID)
-		known(descPowerLim, g.Power.LimitW, 1, id, g.UUID)
-		known(descClock, float64(g.Clocks.GraphicsMHz), 1e6, id, g.UUID, "graphics")
-		known(descClock, float64(g.Clocks.SMMHz), 1e6, id, g.UUID, "sm")
-		known(descClock, float64(g.Clocks.MemoryMHz), 1e6, id, g.UUID, "memory")
+		known(descMemTotal, float64(g.Memory.TotalBytes), id, g.UUID)
+		known(descMemUsed, float64(g.Memory.UsedBytes), id, g.UUID)
+		known(descMemFree, float64(g.Memory.FreeBytes), id, g.UUID)
+		known(descMemRes, float64(g.Memory.ReservedBytes), id, g.UUID)
+		known(descUtil, ratio(g.Utilization.ComputePercent), id, g.UUID)
+		known(descMemBW, ratio(g.Utilization.MemoryBandwidthPercent), id, g.UUID)
+		known(descTemp, float64(g.TemperatureC), id, g.UUID)
+		known(descPower, g.Power.DrawW, id, g.UUID)
+		known(descPowerLim, g.Power.LimitW, id, g.UUID)
+		known(descClock, hertz(g.Clocks.GraphicsMHz), id, g.UUID, "graphics")
+		known(descClock, hertz(g.Clocks.SMMHz), id, g.UUID, "sm")
+		known(descClock, hertz(g.Clocks.MemoryMHz), id, g.UUID, "memory")
 		vis := 0.0
 		if g.ProcessesVisible {
 			vis = 1
@@ -135,9 +135,28 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				continue
 			}
 			seen[p.PID] = true
-			known(descProcMem, float64(p.Bytes), 1, id, g.UUID, strconv.Itoa(p.PID), ProcessName(p))
+			known(descProcMem, float64(p.Bytes), id, g.UUID, strconv.Itoa(p.PID), ProcessName(p))
 		}
 	}
+}
+
+// ratio returns a percent as a fraction, Unknown as Unknown. It divides
+// by 100 rather than multiply by 0.01, which binary floating point does
+// not hold exactly: 35 × 0.01 is 0.35000000000000003, which a dashboard
+// shows and a PromQL comparison with 0.35 sees; 35 / 100 is 0.35.
+func ratio(percent int) float64 {
+	if percent == Unknown {
+		return Unknown
+	}
+	return float64(percent) / 100
+}
+
+// hertz returns a clock in MHz in hertz, Unknown as Unknown.
+func hertz(mhz int) float64 {
+	if mhz == Unknown {
+		return Unknown
+	}
+	return float64(mhz) * 1e6
 }
 
 // labelValues returns labels with every byte sequence that is not UTF-8

@@ -630,3 +630,23 @@ func TestCollectorNoDuplicateSeries(t *testing.T) {
 		})
 	}
 }
+
+// TestCollectorRatiosExact checks that every utilization percent is
+// exported as the ratio nearest to it, as PromQL compares it with a
+// threshold (vram_gpu_utilization_ratio > 0.35) and dashboards print it:
+// 35% is 0.35, not the 0.35000000000000003 of 35 × 0.01.
+func TestCollectorRatiosExact(t *testing.T) {
+	for pct := 0; pct <= 100; pct++ {
+		g := GPU{Index: 0, UUID: "GPU-0", Utilization: Utilization{ComputePercent: pct, MemoryBandwidthPercent: 100 - pct},
+			Memory: Memory{TotalBytes: 8 << 20, UsedBytes: 1 << 20, FreeBytes: 7 << 20, ReservedBytes: Unknown}}
+		mfs := gatherFrom(t, NewCollector(NewRecorded([]Reading{{GPUs: []GPU{g}}})))
+		for name, want := range map[string]float64{
+			"vram_gpu_utilization_ratio":                  float64(pct) / 100,
+			"vram_gpu_memory_bandwidth_utilization_ratio": float64(100-pct) / 100,
+		} {
+			if got, ok := value(mfs, name, "gpu", "0"); !ok || got != want {
+				t.Errorf("%s at %d%%: %v (found %v), want %v", name, pct, strconv.FormatFloat(got, 'g', -1, 64), ok, want)
+			}
+		}
+	}
+}
