@@ -261,6 +261,7 @@ var (
 // Serve serves g's metrics at /metrics (and a short page at /) on the
 // listener ln until ctx is done, then shuts the server down and returns
 // nil; it returns the server's error if it stops for another reason.
+// It answers GET and HEAD; other methods get 405 Method Not Allowed.
 // Scrapes in progress when ctx ends get 5 seconds to finish; then their
 // connections are closed (a collector whose read hangs cannot hold the
 // server open) and Serve returns an error saying so. A
@@ -291,7 +292,7 @@ func Serve(ctx context.Context, ln net.Listener, g prometheus.Gatherer) error {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, `<!doctype html><title>vram exporter</title><p><a href="/metrics">/metrics</a></p>`)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: serveReadHeaderTimeout, ReadTimeout: serveReadTimeout,
+	srv := &http.Server{Handler: readOnly(mux), ReadHeaderTimeout: serveReadHeaderTimeout, ReadTimeout: serveReadTimeout,
 		WriteTimeout: serveWriteTimeout, IdleTimeout: serveIdleTimeout}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -310,4 +311,19 @@ func Serve(ctx context.Context, ln net.Listener, g prometheus.Gatherer) error {
 		}
 		return nil
 	}
+}
+
+// readOnly passes GET and HEAD requests to h and answers any other method
+// with 405 Method Not Allowed and the methods allowed, as HTTP asks of a
+// resource that cannot be changed: a POST or DELETE of /metrics is a
+// mistake (or a probe), not a scrape.
+func readOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method "+r.Method+" not allowed: GET or HEAD", http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

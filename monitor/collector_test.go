@@ -650,3 +650,62 @@ func TestCollectorRatiosExact(t *testing.T) {
 		}
 	}
 }
+
+// TestServeMethods checks that Serve answers the methods a scrape or a
+// browser uses, GET and HEAD, and refuses the others with 405 Method Not
+// Allowed and the Allow header, as HTTP asks of a read-only resource,
+// instead of reading every GPU and answering 200 to a POST or DELETE.
+func TestServeMethods(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(recorded(t, "h200x2.json")))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, reg) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	client := &http.Client{Timeout: 5 * time.Second}
+	for _, path := range []string{"/metrics", "/"} {
+		for _, tc := range []struct {
+			method string
+			want   int
+		}{
+			{http.MethodGet, http.StatusOK},
+			{http.MethodHead, http.StatusOK},
+			{http.MethodPost, http.StatusMethodNotAllowed},
+			{http.MethodPut, http.StatusMethodNotAllowed},
+			{http.MethodDelete, http.StatusMethodNotAllowed},
+			{http.MethodPatch, http.StatusMethodNotAllowed},
+			{http.MethodOptions, http.StatusMethodNotAllowed},
+		} {
+			t.Run(tc.method+" "+path, func(t *testing.T) {
+				req, err := http.NewRequest(tc.method, "http://"+ln.Addr().String()+path, strings.NewReader(""))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != tc.want {
+					t.Errorf("status %d, want %d", resp.StatusCode, tc.want)
+				}
+				if tc.want == http.StatusMethodNotAllowed {
+					if allow := resp.Header.Get("Allow"); allow != "GET, HEAD" {
+						t.Errorf("Allow %q, want %q", allow, "GET, HEAD")
+					}
+					if strings.Contains(string(body), "vram_gpu") {
+						t.Errorf("metrics served to %s:\n%s", tc.method, body)
+					}
+				}
+			})
+		}
+	}
+}
