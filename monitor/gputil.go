@@ -119,8 +119,9 @@ func (o Options) Check() error {
 var ErrNoneAvailable = errors.New("monitor: no GPU is available under the given limits")
 
 // Available returns the indices of the gpus that qualify under opts, in
-// opts.Order, at most opts.Limit of them. It is GPUtil's getAvailable on
-// readings the caller already has. An Order that [Options.Check] refuses
+// opts.Order, at most opts.Limit of them, each once (a GPU listed twice
+// is judged as first listed). It is GPUtil's getAvailable on readings the
+// caller already has. An Order that [Options.Check] refuses
 // sorts as OrderFirst here; check opts first to tell.
 func Available(gpus []GPU, opts Options) []int {
 	maxLoad, maxMem := opts.MaxLoad, opts.MaxMemory
@@ -131,7 +132,15 @@ func Available(gpus []GPU, opts Options) []int {
 		maxMem = 0.5
 	}
 	var ok []GPU
+	// An index a source lists twice (NewRecorded and a program's own
+	// Source may) is judged once, as first listed: returned twice, it
+	// would read as two GPUs.
+	seen := map[int]bool{}
 	for _, g := range gpus {
+		if seen[g.Index] {
+			continue
+		}
+		seen[g.Index] = true
 		if slices.Contains(opts.ExcludeIDs, g.Index) || slices.Contains(opts.ExcludeUUIDs, g.UUID) {
 			continue
 		}

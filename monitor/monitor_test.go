@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -285,6 +286,39 @@ func TestAvailable(t *testing.T) {
 	} {
 		t.Run("free unknown/"+tc.name, func(t *testing.T) {
 			if got := Available(noFree, tc.opts); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("%v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAvailableListsEachGPUOnce checks that a GPU a source lists twice
+// (NewRecorded and a program's own Source do not refuse it) is returned
+// once: with Limit 2, [0 0] would have a caller start two workers on one
+// GPU, believing it had two.
+func TestAvailableListsEachGPUOnce(t *testing.T) {
+	gpus := fakeGPUs([3]int{10, 0, 90}, [3]int{20, 0, 90}, [3]int{30, 0, 90})
+	dup := gpus[0]
+	twice := []GPU{gpus[0], dup, gpus[1], gpus[2], gpus[1]}
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want []int
+	}{
+		{"first", Options{Limit: 2}, []int{0, 1}},
+		{"no limit", Options{Limit: -1}, []int{0, 1, 2}},
+		{"last", Options{Order: OrderLast, Limit: -1}, []int{2, 1, 0}},
+		{"by load", Options{Order: OrderLoad, Limit: 2}, []int{0, 1}},
+		{"by memory", Options{Order: OrderMemory, Limit: -1}, []int{0, 1, 2}},
+		{"random", Options{Order: OrderRandom, Limit: -1}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Available(twice, tc.opts)
+			if tc.want == nil {
+				got = slices.Sorted(slices.Values(got))
+				tc.want = []int{0, 1, 2}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("%v, want %v", got, tc.want)
 			}
 		})
