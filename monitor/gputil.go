@@ -86,10 +86,11 @@ type Options struct {
 	// NaN or a negative value admits no GPU.
 	MaxMemory float64
 	// MinFreeBytes: a GPU qualifies only if at least this many bytes are
-	// free; 0 means no minimum.
+	// free (where the driver reports the memory in use but not the free
+	// memory, what the use leaves of the total); 0 means no minimum.
 	MinFreeBytes int64
-	// IncludeUnknown lets GPUs whose load or memory the driver does not
-	// report qualify (GPUtil's includeNan).
+	// IncludeUnknown lets GPUs whose load, memory in use or free memory
+	// the driver does not report qualify (GPUtil's includeNan).
 	IncludeUnknown bool
 	// ExcludeIDs and ExcludeUUIDs never qualify.
 	ExcludeIDs   []int
@@ -144,8 +145,14 @@ func Available(gpus []GPU, opts Options) []int {
 		if slices.Contains(opts.ExcludeIDs, g.Index) || slices.Contains(opts.ExcludeUUIDs, g.UUID) {
 			continue
 		}
-		if opts.MinFreeBytes > 0 && g.Memory.FreeBytes < opts.MinFreeBytes {
-			continue
+		if opts.MinFreeBytes > 0 {
+			if free := freeBytes(g.Memory); free == Unknown {
+				if !opts.IncludeUnknown {
+					continue
+				}
+			} else if free < opts.MinFreeBytes {
+				continue
+			}
 		}
 		// GPUtil's tests are load < maxLoad and memoryUtil < maxMemory:
 		// a NaN limit admits no GPU.
@@ -201,6 +208,24 @@ func Available(gpus []GPU, opts Options) []int {
 		ids[i] = g.Index
 	}
 	return ids
+}
+
+// freeBytes returns m's free memory: FreeBytes, or where the driver does
+// not report it, what [Memory.Used] and the driver's reserve leave of the
+// total; Unknown when that is unknown too.
+func freeBytes(m Memory) int64 {
+	if m.FreeBytes != Unknown {
+		return m.FreeBytes
+	}
+	used := m.Used()
+	if used == Unknown {
+		return Unknown
+	}
+	free := m.TotalBytes - used
+	if m.ReservedBytes != Unknown {
+		free -= m.ReservedBytes
+	}
+	return max(free, 0)
 }
 
 func cmpFloat(a, b float64, ia, ib int) int {

@@ -325,6 +325,39 @@ func TestAvailableListsEachGPUOnce(t *testing.T) {
 	}
 }
 
+// TestAvailableMinFreeDerived checks MinFreeBytes on a GPU whose driver
+// reports the memory in use but not the free memory: the free memory is
+// the rest of the total, as Memory.Used derives the use the other way,
+// and the GPU is judged on it rather than refused (or, with
+// IncludeUnknown, refused though IncludeUnknown admits GPUs whose memory
+// is not known). Where neither is known IncludeUnknown decides.
+func TestAvailableMinFreeDerived(t *testing.T) {
+	gpus := fakeGPUs([3]int{10, 0, 90}, [3]int{10, 0, 40}, [3]int{10, 0, 90})
+	for i := range gpus {
+		gpus[i].Memory.FreeBytes = Unknown
+	}
+	gpus[0].Memory.ReservedBytes = Unknown
+	gpus[1].Memory.ReservedBytes = Unknown
+	gpus[2].Memory.ReservedBytes = 50 << 30
+	unknown := GPU{Index: 3, UUID: "GPU-d", Memory: Memory{TotalBytes: Unknown, UsedBytes: Unknown, FreeBytes: Unknown, ReservedBytes: Unknown}}
+	all := append(gpus, unknown)
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want []int
+	}{
+		{"min free 85 GiB", Options{Limit: -1, MinFreeBytes: 85 << 30, MaxMemory: 0.9}, []int{0}},
+		{"min free 30 GiB", Options{Limit: -1, MinFreeBytes: 30 << 30, MaxMemory: 0.9}, []int{0, 1, 2}},
+		{"min free 85 GiB, unknown included", Options{Limit: -1, MinFreeBytes: 85 << 30, MaxMemory: 0.9, IncludeUnknown: true}, []int{0, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Available(all, tc.opts); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("%v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestWriteUtilization(t *testing.T) {
 	r, _ := recorded(t, "h200x2.json").Read()
 	var b bytes.Buffer
