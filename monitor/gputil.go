@@ -275,8 +275,10 @@ func GetFirstAvailable(opts Options) (int, error) {
 // getFirstAvailable with its attempts and interval. attempts below 1 mean
 // one. When no reading has such a GPU the error wraps [ErrNoneAvailable];
 // when ctx ends first, it is ctx's error; a read that fails ends the wait
-// with the source's error, and options that [Options.Check] refuses are
-// an error before src is read, and so is a nil ctx or src.
+// with the source's error. Options that [Options.Check] refuses and a
+// negative interval (zero reads back to back) are errors wrapping
+// [ErrInvalidOptions], returned before src is read; so is a nil ctx or
+// src, without that sentinel.
 //
 //	src, err := monitor.Default()
 //	...
@@ -286,6 +288,8 @@ func FirstAvailable(ctx context.Context, src Source, opts Options, attempts int,
 		return -1, err
 	}
 	switch {
+	case interval < 0:
+		return -1, fmt.Errorf("%w: interval %s between attempts is negative", ErrInvalidOptions, interval)
 	case ctx == nil:
 		return -1, errNil("context")
 	case src == nil:

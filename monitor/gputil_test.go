@@ -3,6 +3,8 @@ package monitor
 import (
 	"context"
 	"errors"
+	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -95,5 +97,36 @@ func TestFirstAvailable(t *testing.T) {
 	_, err := FirstAvailable(ctx, NewRecorded([]Reading{busy}), Options{}, 1000, time.Hour)
 	if !errors.Is(err, context.Canceled) || time.Since(start) > 5*time.Second {
 		t.Errorf("cancelled wait: %v after %v", err, time.Since(start))
+	}
+}
+
+// TestFirstAvailableInterval checks the wait between attempts: a negative
+// interval is refused before the source is read, as Python's time.sleep,
+// which getFirstAvailable waits with, refuses one, rather than read the
+// GPUs back to back and report "-1s apart"; zero reads them back to back.
+func TestFirstAvailableInterval(t *testing.T) {
+	busy := Reading{GPUs: fakeGPUs([3]int{90, 0, 90})}
+	for _, tc := range []struct {
+		name     string
+		attempts int
+		interval time.Duration
+		err      error
+		reads    int
+	}{
+		{"negative", 3, -time.Second, ErrInvalidOptions, 0},
+		{"most negative", 3, math.MinInt64, ErrInvalidOptions, 0},
+		{"negative, one attempt", 1, -time.Nanosecond, ErrInvalidOptions, 0},
+		{"zero", 3, 0, ErrNoneAvailable, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := &closedAfter{Recorded: NewRecorded([]Reading{busy}), n: 1 << 30}
+			id, err := FirstAvailable(context.Background(), src, Options{}, tc.attempts, tc.interval)
+			if id != -1 || !errors.Is(err, tc.err) || src.reads != tc.reads {
+				t.Errorf("got %d, %v after %d reads; want -1, %v after %d", id, err, src.reads, tc.err, tc.reads)
+			}
+			if errors.Is(tc.err, ErrInvalidOptions) && (err == nil || !strings.Contains(err.Error(), "interval "+tc.interval.String())) {
+				t.Errorf("error %v does not name the interval %s", err, tc.interval)
+			}
+		})
 	}
 }
