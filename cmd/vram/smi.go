@@ -6,10 +6,11 @@ import (
 	"io"
 	"io/fs"
 	"slices"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
+	"github.com/rivo/uniseg"
 	"github.com/spf13/cobra"
 
 	"github.com/vramgo/vram/internal/printable"
@@ -199,30 +200,27 @@ func writeSmi(out io.Writer, r monitor.Reading) error {
 		head = append(head, r.Time.Local().Format(time.DateTime))
 	}
 	fmt.Fprintf(w, "vram smi   %s\n\n", strings.Join(head, "   "))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GPU\tNAME\tMEMORY USED / TOTAL\tDRIVER RESERVE\tKERNELS RAN\tMEMORY BUSY\tTEMP\tPOWER / LIMIT\tSM CLOCK")
+	rows := [][]string{{"GPU", "NAME", "MEMORY USED / TOTAL", "DRIVER RESERVE", "KERNELS RAN", "MEMORY BUSY", "TEMP", "POWER / LIMIT", "SM CLOCK"}}
 	for _, g := range r.GPUs {
 		m := g.Memory
 		mem := "?"
 		if used := m.Used(); used != monitor.Unknown {
 			mem = fmt.Sprintf("%s / %s (%.0f%%)", mib(used), mib(m.TotalBytes), 100*m.UsedFraction())
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Index, g.Name, mem, mib(m.ReservedBytes),
+		rows = append(rows, []string{strconv.Itoa(g.Index), g.Name, mem, mib(m.ReservedBytes),
 			percent(g.Utilization.ComputePercent), percent(g.Utilization.MemoryBandwidthPercent),
-			unit(g.TemperatureC, "°C"), power(g.Power), clock(g.Clocks))
+			unit(g.TemperatureC, "°C"), power(g.Power), clock(g.Clocks)})
 	}
-	tw.Flush()
+	writeColumns(w, rows)
 	fmt.Fprintln(w, "\nMEMORY USED: held by processes and contexts, the driver reserve apart; KERNELS RAN: share of time a kernel was\n"+
 		"running; MEMORY BUSY: share of time device memory was read or written.")
 
 	fmt.Fprintln(w, "\nPROCESSES")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GPU\tPID\tNAME\tGPU MEMORY")
+	rows = [][]string{{"GPU", "PID", "NAME", "GPU MEMORY"}}
 	var notes []string
 	for _, g := range r.GPUs {
 		for _, p := range g.Processes {
-			name := monitor.ProcessName(p)
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\n", g.Index, p.PID, name, mib(p.Bytes))
+			rows = append(rows, []string{strconv.Itoa(g.Index), strconv.Itoa(p.PID), monitor.ProcessName(p), mib(p.Bytes)})
 		}
 		switch {
 		case !g.ProcessesVisible:
@@ -233,7 +231,7 @@ func writeSmi(out io.Writer, r monitor.Reading) error {
 			notes = append(notes, fmt.Sprintf("GPU %d: no process is using it", g.Index))
 		}
 	}
-	tw.Flush()
+	writeColumns(w, rows)
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
 	}
@@ -243,6 +241,36 @@ func writeSmi(out io.Writer, r monitor.Reading) error {
 		}
 	}
 	return w.err
+}
+
+// writeColumns writes rows as a table: each cell padded to the width of
+// its column's widest cell, two blanks between columns, the last cell of a
+// row unpadded. Widths are counted in terminal columns, not characters or
+// bytes as text/tabwriter counts them: a CJK name takes two columns a
+// character, a combining accent none, and the columns after it stay in
+// line.
+func writeColumns(w io.Writer, rows [][]string) {
+	var widths []int
+	for _, row := range rows {
+		for i, cell := range row {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], uniseg.StringWidth(cell))
+		}
+	}
+	var b strings.Builder
+	for _, row := range rows {
+		b.Reset()
+		for i, cell := range row {
+			b.WriteString(cell)
+			if i < len(row)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-uniseg.StringWidth(cell)+2))
+			}
+		}
+		b.WriteByte('\n')
+		io.WriteString(w, b.String())
+	}
 }
 
 // noGPUs is what smi and watch say of a reading without GPUs, as

@@ -362,3 +362,53 @@ func TestMonitorCommandsWithoutGPUs(t *testing.T) {
 		}
 	}
 }
+
+// TestSmiWideCharacters checks smi's tables with GPU and process names
+// that a terminal draws wider or narrower than their characters (CJK and
+// emoji two columns each, combining accents none) or that are escaped
+// (a control character): every later column starts at the same terminal
+// column on each row, as in TestWatchWideCharacters.
+func TestSmiWideCharacters(t *testing.T) {
+	names := []string{"显卡显卡", "NVIDIA H200", "e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301", "🔥🔥 GPU", "bad\x1bname"}
+	var gpus []monitor.GPU
+	for i, name := range names {
+		gpus = append(gpus, monitor.GPU{Index: i, Name: name, UUID: "GPU-" + strconv.Itoa(i), ProcessesVisible: true,
+			Memory:    monitor.Memory{TotalBytes: 8 << 30, UsedBytes: 3 << 30, FreeBytes: 5 << 30, ReservedBytes: monitor.Unknown},
+			Processes: []memory.ProcessMemory{{PID: 10 + i, Name: name, Bytes: 1 << 30}}})
+	}
+	src := writeReadings(t, monitor.Reading{GPUs: gpus})
+	code, stdout, stderr := runCLI(t, "smi", "--source", src)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	// The column where each marker starts, on every line holding it.
+	for _, marker := range []string{"3072 MiB", "1024 MiB", "0%"} {
+		cols := map[int]bool{}
+		for _, l := range strings.Split(stdout, "\n") {
+			if i := strings.Index(l, marker); i >= 0 {
+				cols[uniseg.StringWidth(l[:i])] = true
+			}
+		}
+		if len(cols) != 1 {
+			t.Errorf("%q at columns %v, want one:\n%s", marker, cols, stdout)
+		}
+	}
+	// Headers line up with their cells.
+	lines := strings.Split(stdout, "\n")
+	colOf := func(prefix, marker string) int {
+		for _, l := range lines {
+			if strings.HasPrefix(l, prefix) {
+				if i := strings.Index(l, marker); i >= 0 {
+					return uniseg.StringWidth(l[:i])
+				}
+			}
+		}
+		return -1
+	}
+	if h, c := colOf("GPU  NAME", "MEMORY USED"), colOf("0 ", "3072 MiB"); h != c || h < 0 {
+		t.Errorf("MEMORY USED at column %d, its cells at %d:\n%s", h, c, stdout)
+	}
+	if h, c := colOf("GPU  PID", "GPU MEMORY"), colOf("0    10", "1024 MiB"); h != c || h < 0 {
+		t.Errorf("GPU MEMORY at column %d, its cells at %d:\n%s", h, c, stdout)
+	}
+}
