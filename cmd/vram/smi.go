@@ -189,7 +189,7 @@ func printableReading(r monitor.Reading) monitor.Reading {
 // (printableReading). It returns the first error writing to w.
 func writeSmi(out io.Writer, r monitor.Reading) error {
 	w := &errWriter{w: out}
-	var head []string
+	head := []string{"vram smi"}
 	if r.DriverVersion != "" {
 		head = append(head, "driver "+r.DriverVersion)
 	}
@@ -199,7 +199,7 @@ func writeSmi(out io.Writer, r monitor.Reading) error {
 	if !r.Time.IsZero() {
 		head = append(head, r.Time.Local().Format(time.DateTime))
 	}
-	fmt.Fprintf(w, "vram smi   %s\n\n", strings.Join(head, "   "))
+	fmt.Fprintf(w, "%s\n\n", strings.Join(head, "   "))
 	rows := [][]string{{"GPU", "NAME", "MEMORY USED / TOTAL", "DRIVER RESERVE", "KERNELS RAN", "MEMORY BUSY", "TEMP", "POWER / LIMIT", "SM CLOCK"}}
 	for _, g := range r.GPUs {
 		m := g.Memory

@@ -412,3 +412,32 @@ func TestSmiWideCharacters(t *testing.T) {
 		t.Errorf("GPU MEMORY at column %d, its cells at %d:\n%s", h, c, stdout)
 	}
 }
+
+// TestSmiNoTrailingBlanks checks that no line of smi ends in blanks, also
+// for a reading without a driver version, CUDA version or time (one a
+// program recorded, or a Source other than NVML's): its title line was
+// "vram smi" and three blanks.
+func TestSmiNoTrailingBlanks(t *testing.T) {
+	g := monitor.GPU{Index: 0, Name: "NVIDIA H200", UUID: "GPU-0", ProcessesVisible: true,
+		Memory: monitor.Memory{TotalBytes: 8 << 30, UsedBytes: 3 << 30, FreeBytes: 5 << 30, ReservedBytes: monitor.Unknown}}
+	for _, tc := range []struct {
+		name string
+		r    monitor.Reading
+	}{
+		{"bare", monitor.Reading{GPUs: []monitor.GPU{g}}},
+		{"driver only", monitor.Reading{DriverVersion: "580.95.05", GPUs: []monitor.GPU{g}}},
+		{"time only", monitor.Reading{Time: time.Date(2026, 11, 30, 17, 0, 0, 0, time.UTC), GPUs: []monitor.GPU{g}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, "smi", "--source", writeReadings(t, tc.r))
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			for _, line := range strings.Split(stdout, "\n") {
+				if strings.HasSuffix(line, " ") {
+					t.Errorf("trailing blanks: %q", line)
+				}
+			}
+		})
+	}
+}
