@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -439,5 +440,35 @@ func TestSmiNoTrailingBlanks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWatchProcessColumnsManyGPUs checks that watch's process lines stay
+// in columns on a machine of ten GPUs or more (a DGX-2 has sixteen): "GPU
+// 10" is a column wider than "GPU 9", which shifted the PID, name and
+// memory of every process on GPUs 10 and up.
+func TestWatchProcessColumnsManyGPUs(t *testing.T) {
+	var gpus []monitor.GPU
+	for _, i := range []int{0, 9, 10, 15} {
+		gpus = append(gpus, monitor.GPU{Index: i, Name: "NVIDIA H200", UUID: "GPU-" + strconv.Itoa(i), ProcessesVisible: true,
+			Memory:    monitor.Memory{TotalBytes: 8 << 30, UsedBytes: 3 << 30, FreeBytes: 5 << 30, ReservedBytes: monitor.Unknown},
+			Processes: []memory.ProcessMemory{{PID: 4242, Name: "python3", Bytes: 1 << 30}}})
+	}
+	r := monitor.Reading{GPUs: gpus}
+	h := newWatchHistory(10)
+	h.add(r)
+	cols := map[string]map[int]bool{"4242": {}, "python3": {}, "1024 MiB": {}}
+	for _, l := range h.render(r, 100, time.Second, "q quits") {
+		if !strings.Contains(l, "4242") {
+			continue
+		}
+		for marker := range cols {
+			cols[marker][uniseg.StringWidth(l[:strings.Index(l, marker)])] = true
+		}
+	}
+	for marker, at := range cols {
+		if len(at) != 1 {
+			t.Errorf("%q at columns %v, want one", marker, slices.Sorted(maps.Keys(at)))
+		}
 	}
 }

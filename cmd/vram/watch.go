@@ -385,19 +385,25 @@ func (h *watchHistory) render(r monitor.Reading, width int, interval time.Durati
 	}
 	add("")
 	add("PROCESSES")
+	// The process columns start after the widest GPU index: "GPU 10" on
+	// a machine of ten GPUs or more.
+	idWidth := 1
+	for _, g := range r.GPUs {
+		idWidth = max(idWidth, len(strconv.Itoa(g.Index)))
+	}
 	for _, g := range r.GPUs {
 		k := gpuKey(g)
 		for _, p := range g.Processes {
 			name := monitor.ProcessName(p)
 			pk := k + "/" + strconv.Itoa(p.PID)
-			add(fmt.Sprintf("   GPU %d  %-8d %s %10s  %s", g.Index, p.PID, padRight(clip(name, 16), 16), mib(p.Bytes),
+			add(fmt.Sprintf("   GPU %-*d  %-8d %s %10s  %s", idWidth, g.Index, p.PID, padRight(clip(name, 16), 16), mib(p.Bytes),
 				sparkline(h.procs[pk], max(spark-40, watchMinSpark))))
 		}
 		switch {
 		case !g.ProcessesVisible:
-			add(fmt.Sprintf("   GPU %d  processes not visible: %s", g.Index, g.ProcessesNote))
+			add(fmt.Sprintf("   GPU %-*d  processes not visible: %s", idWidth, g.Index, g.ProcessesNote))
 		case len(g.Processes) == 0:
-			add(fmt.Sprintf("   GPU %d  no process", g.Index))
+			add(fmt.Sprintf("   GPU %-*d  no process", idWidth, g.Index))
 		}
 	}
 	return lines
