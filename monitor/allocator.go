@@ -210,13 +210,17 @@ func RegisterAllocator(reg prometheus.Registerer, device string, rank int, stats
 // Prometheus's own handler. Several handlers of one registry share it.
 // With a nil g every request is answered 500 Internal Server Error with a
 // message saying so.
-func Handler(g prometheus.Gatherer) http.Handler {
+func Handler(g prometheus.Gatherer) http.Handler { return handler(g, 0) }
+
+// handler is [Handler] answering at most maxInFlight requests at once
+// (0: no limit), others with 503 Service Unavailable.
+func handler(g prometheus.Gatherer, maxInFlight int) http.Handler {
 	if g == nil {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, errNil("gatherer").Error(), http.StatusInternalServerError)
 		})
 	}
-	opts := promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}
+	opts := promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: maxInFlight}
 	if reg, ok := g.(prometheus.Registerer); ok && canCountErrors(reg) {
 		opts.Registry = reg
 	}
@@ -243,16 +247,22 @@ func canCountErrors(reg prometheus.Registerer) bool {
 	return err == nil
 }
 
-// Time limits of [Serve]'s server, so that clients that connect and then
-// send or read nothing (or do so very slowly) cannot hold its connections,
-// and file descriptors, for ever. A scrape takes milliseconds; scrape
-// intervals are seconds to minutes, and a client keeping its connection
-// open between scrapes redials once IdleTimeout closed it.
+// Limits of [Serve]'s server, so that clients that connect and then send
+// or read nothing (or do so very slowly) cannot hold its connections, and
+// file descriptors, for ever, and scrapes cannot pile up. A scrape takes
+// milliseconds; scrape intervals are seconds to minutes, and a client
+// keeping its connection open between scrapes redials once IdleTimeout
+// closed it. One or two Prometheus servers scrape an exporter (a pair for
+// high availability); ten scrapes at once are a flood, or scrapes
+// repeated while the GPUs' queries hang, each blocked in a read.
 var (
 	serveReadHeaderTimeout = 10 * time.Second
 	serveReadTimeout       = time.Minute
 	serveWriteTimeout      = time.Minute
 	serveIdleTimeout       = 2 * time.Minute
+	// serveMaxScrapes is the most scrapes Serve answers at once; others
+	// get 503 Service Unavailable.
+	serveMaxScrapes = 10
 	// serveShutdownTimeout is how long Serve waits, once its context
 	// ended, for scrapes in progress before it closes their connections.
 	serveShutdownTimeout = 5 * time.Second
@@ -261,7 +271,8 @@ var (
 // Serve serves g's metrics at /metrics (and a short page at /) on the
 // listener ln until ctx is done, then shuts the server down and returns
 // nil; it returns the server's error if it stops for another reason.
-// It answers GET and HEAD; other methods get 405 Method Not Allowed.
+// It answers GET and HEAD; other methods get 405 Method Not Allowed. It
+// serves at most 10 scrapes at once; more get 503 Service Unavailable.
 // Scrapes in progress when ctx ends get 5 seconds to finish; then their
 // connections are closed (a collector whose read hangs cannot hold the
 // server open) and Serve returns an error saying so. A
@@ -283,7 +294,7 @@ func Serve(ctx context.Context, ln net.Listener, g prometheus.Gatherer) error {
 		return errNil("gatherer")
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", Handler(g))
+	mux.Handle("/metrics", handler(g, serveMaxScrapes))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)

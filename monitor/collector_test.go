@@ -709,3 +709,94 @@ func TestServeMethods(t *testing.T) {
 		}
 	}
 }
+
+// countingSource blocks every Read until release is closed, counting the
+// reads in progress and the most ever in progress at once.
+type countingSource struct {
+	release        chan struct{}
+	mu             sync.Mutex
+	inFlight, most int
+}
+
+func (s *countingSource) Read() (Reading, error) {
+	s.mu.Lock()
+	s.inFlight++
+	s.most = max(s.most, s.inFlight)
+	s.mu.Unlock()
+	<-s.release
+	s.mu.Lock()
+	s.inFlight--
+	s.mu.Unlock()
+	return Reading{GPUs: []GPU{}}, nil
+}
+
+func (s *countingSource) Close() error { return nil }
+
+// TestServeBoundsScrapesInFlight checks that Serve reads the source for at
+// most serveMaxScrapes scrapes at once and answers the others at once with
+// 503 Service Unavailable: a client opening connection after connection,
+// or scrapes repeated while a GPU's queries hang (a GPU fallen off the
+// bus), piled up goroutines each blocked in a read, without end.
+func TestServeBoundsScrapesInFlight(t *testing.T) {
+	src := &countingSource{release: make(chan struct{})}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(src))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, reg) }()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(src.release)
+		}
+	}
+	defer func() {
+		release()
+		cancel()
+		<-done
+	}()
+	client := &http.Client{Timeout: 10 * time.Second}
+	n := 3 * serveMaxScrapes
+	codes := make(chan int, n)
+	for range n {
+		go func() {
+			resp, err := client.Get("http://" + ln.Addr().String() + "/metrics")
+			if err != nil {
+				codes <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	// The scrapes beyond the limit are answered while the others wait.
+	refused := 0
+	for refused < n-serveMaxScrapes {
+		select {
+		case code := <-codes:
+			if code != http.StatusServiceUnavailable {
+				t.Fatalf("a scrape beyond the limit got %d, want 503", code)
+			}
+			refused++
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d scrapes beyond the limit of %d answered; the rest wait for the source", refused, n-serveMaxScrapes, serveMaxScrapes)
+		}
+	}
+	release()
+	for range serveMaxScrapes {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("a scrape within the limit got %d, want 200", code)
+		}
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if src.most > serveMaxScrapes {
+		t.Errorf("%d reads at once, want at most %d", src.most, serveMaxScrapes)
+	}
+}

@@ -29,7 +29,8 @@ vram_monitor_up is 0 when a read failed, vram_gpu_up{gpu,uuid} 0 when a query of
 GPU failed (vram smi shows which); a process whose name cannot be read is
 process="unknown", as in vram smi. Programs using vram export their allocator's
 statistics and device memory themselves with monitor.RegisterAllocator and
-monitor.RegisterDeviceMemory.
+monitor.RegisterDeviceMemory. It answers GET and HEAD, and at most 10 scrapes at
+once: more get 503 Service Unavailable.
 
 Ctrl-C, SIGTERM (what systemd, Docker and Kubernetes send to stop it) and SIGHUP stop
 the server gracefully: it takes no new scrape, lets those in flight finish (for up to
