@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -56,6 +57,11 @@ the server gracefully: it takes no new scrape, lets those in flight finish (for 
 			if err != nil {
 				return cmdError("exporter", err)
 			}
+			if source != "" {
+				// Serve a recording from its first reading, which
+				// this read took.
+				src = &firstAgain{Source: src, first: &r}
+			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(monitor.NewCollector(src))
 			ln, err := net.Listen("tcp", listen)
@@ -100,4 +106,25 @@ func checkListen(listen string) error {
 		return usagef("exporter: --listen %q: port %q is not a number from 0 to 65535", listen, port)
 	}
 	return nil
+}
+
+// firstAgain is a Source whose first Read returns first, a reading already
+// taken from the Source it wraps; later Reads read that Source. The
+// exporter reads a recording once to check it and count its GPUs, and
+// serves it from that reading on, not from the next.
+type firstAgain struct {
+	monitor.Source
+	mu    sync.Mutex
+	first *monitor.Reading // nil once returned
+}
+
+func (f *firstAgain) Read() (monitor.Reading, error) {
+	f.mu.Lock()
+	first := f.first
+	f.first = nil
+	f.mu.Unlock()
+	if first != nil {
+		return *first, nil
+	}
+	return f.Source.Read()
 }

@@ -133,3 +133,45 @@ func TestExporterBusyPort(t *testing.T) {
 		t.Errorf("exit %d, %q; want %d, %q ... address already in use", code, errOut.String(), exitFailure, want)
 	}
 }
+
+// TestExporterServesRecordingFromItsStart scrapes an exporter of recorded
+// readings: the first scrape holds the recording's first reading and each
+// later one the next. The exporter reads the source once before serving,
+// to check it and count its GPUs; that read took the first reading, so
+// that the scrapes began at the second.
+func TestExporterServesRecordingFromItsStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"exporter", "--listen", "127.0.0.1:0", "--source", readingsFile}, nil, &out, &errOut)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	addr := regexp.MustCompile(`http://(\S+)/metrics`)
+	var url string
+	for deadline := time.Now().Add(10 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := addr.FindStringSubmatch(errOut.String()); m != nil {
+			url = "http://" + m[1] + "/metrics"
+		}
+	}
+	if url == "" {
+		t.Fatalf("the exporter did not say where it serves: %q", errOut.String())
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	// GPU 0's utilization in the recording's first three readings.
+	for i, want := range []string{"0", "0.12", "0.85"} {
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		line := `vram_gpu_utilization_ratio{gpu="0",uuid="GPU-6f3c9a52-1d2e-4b7a-9c01-5e8f2a3b4c5d"} ` + want + "\n"
+		if !strings.Contains(string(b), line) {
+			t.Errorf("scrape %d lacks %q:\n%s", i+1, line, b)
+		}
+	}
+}
