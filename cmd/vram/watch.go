@@ -153,11 +153,13 @@ func runWatch(ctx context.Context, out io.Writer, src monitor.Source, interval t
 			return cmdError("watch", err)
 		}
 		r = printableReading(r)
+		// Every GPU's history takes a sample every frame, also while
+		// --pids leaves the GPU out, so that its sparkline keeps time.
+		h.add(r)
 		if pids != nil {
 			// Read the process tree every frame: ranks start and end.
 			r = r.UsedBy(monitor.ProcessTree(pids))
 		}
-		h.add(r)
 		if tty {
 			termSize() // follow the terminal as it is resized
 		}

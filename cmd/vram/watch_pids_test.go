@@ -3,6 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/vramgo/vram/memory"
+	"github.com/vramgo/vram/monitor"
 )
 
 func TestWatchPIDs(t *testing.T) {
@@ -44,4 +47,37 @@ func TestWatchPIDs(t *testing.T) {
 			t.Errorf("--pids %q: exit %d, %s", bad, code, stderr)
 		}
 	}
+}
+
+// TestWatchPIDsHistoryKeepsTime checks that with --pids the history of a
+// GPU holds a sample for every frame, also for frames in which the GPU was
+// left out because the job held no memory on it: samples of the GPU's
+// later frames were drawn beside the earlier ones, the gap closed, so
+// that the sparkline's time axis was wrong.
+func TestWatchPIDsHistoryKeepsTime(t *testing.T) {
+	reading := func(used int64, pids ...int) monitor.Reading {
+		g := monitor.GPU{Index: 0, Name: "NVIDIA H200", UUID: "GPU-0", ProcessesVisible: true, Processes: []memory.ProcessMemory{},
+			Memory: monitor.Memory{TotalBytes: 8 << 30, UsedBytes: used, FreeBytes: 8<<30 - used, ReservedBytes: monitor.Unknown}}
+		for _, p := range pids {
+			g.Processes = append(g.Processes, memory.ProcessMemory{PID: p, Name: "train", Bytes: used})
+		}
+		return monitor.Reading{GPUs: []monitor.GPU{g}}
+	}
+	src := writeReadings(t, reading(4<<30, 500), reading(0), reading(0), reading(8<<30, 500))
+	code, stdout, stderr := runCLI(t, "watch", "--source", src, "--count", "4", "--interval", "10ms", "--pids", "500")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	last := stdout[strings.LastIndex(stdout, "vram watch "):]
+	for _, l := range strings.Split(last, "\n") {
+		if !strings.HasPrefix(l, "   memory ") {
+			continue
+		}
+		spark := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(l[len("   memory "):]), "100%"))
+		if want := "▅▁▁█"; spark != want {
+			t.Errorf("memory history %q, want %q (one sample a frame)", spark, want)
+		}
+		return
+	}
+	t.Errorf("no memory history in the last frame:\n%s", last)
 }
