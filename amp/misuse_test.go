@@ -386,3 +386,84 @@ func TestGradScalerLoadStateMidStep(t *testing.T) {
 		})
 	}
 }
+
+// TestGradScalerSmallestScale: Unscale multiplies by the inverse of the
+// scale, which the kernels take in float32, so a scale below 2^-127 (whose
+// inverse float32 cannot hold) would turn every finite gradient into inf,
+// skip every step and back off forever. NewGradScaler, UpdateTo and
+// LoadState refuse such a scale with an error matching vram.ErrArgument,
+// changing nothing, and Update's backoff stops above it, so that a step
+// with finite gradients still steps.
+func TestGradScalerSmallestScale(t *testing.T) {
+	const smallest = 0x1p-127
+	good := amp.GradScalerState{Scale: 8, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 4}
+	set := []struct {
+		name string
+		set  func(s *amp.GradScaler, scale float64) error
+	}{
+		{"NewGradScaler", func(s *amp.GradScaler, scale float64) error {
+			_, err := amp.NewGradScaler(amp.GradScalerConfig{InitScale: scale})
+			return err
+		}},
+		{"UpdateTo", func(s *amp.GradScaler, scale float64) error { return s.UpdateTo(scale) }},
+		{"LoadState", func(s *amp.GradScaler, scale float64) error {
+			st := good
+			st.Scale = scale
+			return s.LoadState(st)
+		}},
+	}
+	for _, tc := range set {
+		for _, scale := range []float64{0x1p-128, 1e-40, 1e-45} {
+			t.Run(fmt.Sprintf("%s %g", tc.name, scale), func(t *testing.T) {
+				s, _ := amp.NewGradScaler(amp.GradScalerConfig{})
+				if err := s.LoadState(good); err != nil {
+					t.Fatal(err)
+				}
+				if err := tc.set(s, scale); !errors.Is(err, vram.ErrArgument) {
+					t.Fatalf("scale %g: %v, want an error matching vram.ErrArgument", scale, err)
+				}
+				if s.State() != good {
+					t.Errorf("a refused scale left %+v, want %+v", s.State(), good)
+				}
+			})
+		}
+		t.Run(tc.name+" smallest", func(t *testing.T) {
+			s, _ := amp.NewGradScaler(amp.GradScalerConfig{})
+			if err := tc.set(s, smallest); err != nil {
+				t.Fatalf("scale 2^-127: %v", err)
+			}
+		})
+	}
+	t.Run("backoff", func(t *testing.T) {
+		for _, d := range devices {
+			p := vram.Ones(vram.Shape{2}, d, vram.WithGrad())
+			opt, err := optim.NewSGD([]*vram.Tensor{p}, optim.SGDConfig{LR: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 0x1p-126})
+			for range 3 {
+				p.SetGrad(vram.FromSlice([]float32{float32(math.Inf(1)), 0}, vram.Shape{2}, d))
+				if s.Step(opt, []*vram.Tensor{p}) {
+					t.Fatalf("%v: Step ran on an inf gradient", d)
+				}
+				s.Update()
+			}
+			if got := s.CurrentScale(); got != smallest {
+				t.Fatalf("%v: scale %g after backing off, want 2^-127", d, got)
+			}
+			scaled := s.Scale(p.Sum())
+			p.SetGrad(nil)
+			scaled.Backward()
+			if !s.Step(opt, []*vram.Tensor{p}) {
+				t.Fatalf("%v: Step skipped finite gradients at the smallest scale; gradient %v", d, p.Grad().Float32s())
+			}
+			if g := p.Grad().Float32s(); g[0] != 1 || g[1] != 1 {
+				t.Errorf("%v: unscaled gradient %v, want [1 1]", d, g)
+			}
+			s.Update()
+			scaled.Release()
+			p.Release()
+		}
+	})
+}

@@ -91,6 +91,18 @@ func toFloat32(x float64) float64 { return float64(float32(x)) }
 // never bring the scale back.
 const maxScale = math.MaxFloat32
 
+// minScale is the smallest loss scale, 2^-127: Unscale multiplies the
+// gradients by the inverse of the scale, which the kernels take in
+// float32, and the inverse of a smaller scale is beyond float32's range,
+// so that every finite gradient would become inf, every step would be
+// skipped and backing off would only take the scale further down.
+const minScale = 0x1p-127
+
+// validScale reports whether x is a scale the scaler can work with: a
+// positive number within float32's range that rounds there to at least
+// minScale.
+func validScale(x float64) bool { return x > 0 && x <= maxScale && toFloat32(x) >= minScale }
+
 // ErrUnscaledTwice is returned by [GradScaler.Unscale] when one of the
 // parameters was already unscaled since the last [GradScaler.Update], by
 // Unscale or by [GradScaler.Step]. It wraps vram.ErrArgument.
@@ -98,8 +110,10 @@ var ErrUnscaledTwice = fmt.Errorf("amp: Unscale was already called since the las
 
 // NewGradScaler returns a scaler with cfg, zero fields taking PyTorch's
 // defaults. It returns an error wrapping vram.ErrArgument for a scale that
-// is not positive and within float32's range (or rounds to 0 there), a growth factor not above 1, a backoff factor outside (0, 1) or a
-// negative growth interval.
+// is not within [2^-127, float32's largest value] once rounded to float32
+// (below 2^-127 its inverse, by which Unscale multiplies, is beyond
+// float32's range), a growth factor not above 1, a backoff factor outside
+// (0, 1) or a negative growth interval.
 func NewGradScaler(cfg GradScalerConfig) (*GradScaler, error) {
 	st := withDefaults(GradScalerState{Scale: cfg.InitScale, GrowthFactor: cfg.GrowthFactor, BackoffFactor: cfg.BackoffFactor, GrowthInterval: cfg.GrowthInterval})
 	if err := st.check(); err != nil {
@@ -143,10 +157,8 @@ func (st GradScalerState) check() error {
 		return fmt.Errorf("amp: GradScaler: %s: %w", fmt.Sprintf(format, args...), vram.ErrArgument)
 	}
 	switch {
-	case !(st.Scale > 0 && st.Scale <= maxScale):
-		return bad("scale must be positive and at most float32's largest value %g, got %v", float64(maxScale), st.Scale)
-	case toFloat32(st.Scale) == 0:
-		return bad("scale %v rounds to 0 in float32, the dtype of the scale", st.Scale)
+	case !validScale(st.Scale):
+		return bad("scale must be in [2^-127, %g] in float32, the dtype of the scale (below, its inverse is beyond float32's range), got %v", float64(maxScale), st.Scale)
 	case !(st.GrowthFactor > 1) || math.IsInf(st.GrowthFactor, 1):
 		return bad("growth factor must be finite and above 1, got %v", st.GrowthFactor)
 	case !(st.BackoffFactor > 0 && st.BackoffFactor < 1):
@@ -450,8 +462,10 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 // step found inf or NaN gradients, times the growth factor after
 // GrowthInterval clean steps in a row, unless that would take it past
 // float32's largest value (PyTorch grows only to a finite float32 scale);
-// each product is rounded to float32, and a backoff that would round the
-// scale to 0 leaves it as it is. It starts the next step. A step whose
+// each product is rounded to float32, and a backoff that would take the
+// scale below 2^-127 (whose inverse float32 cannot hold, so that every
+// gradient would unscale to inf and every later step be skipped) leaves it
+// as it is. It starts the next step. A step whose
 // gradients were never unscaled counts as clean.
 func (s *GradScaler) Update() {
 	s.ready()
@@ -461,7 +475,7 @@ func (s *GradScaler) Update() {
 	if s.foundInf {
 		// Kept positive, so that LoadState accepts what State returns
 		// even after a long run of overflowing steps.
-		if backed := toFloat32(s.st.Scale * s.st.BackoffFactor); backed > 0 {
+		if backed := toFloat32(s.st.Scale * s.st.BackoffFactor); backed >= minScale {
 			s.st.Scale = backed
 		}
 		s.st.GrowthTracker = 0
@@ -481,16 +495,16 @@ func (s *GradScaler) Update() {
 // scale instead of adapting it (PyTorch's update(new_scale)): whether the
 // step found inf or NaN gradients does not matter, and the count of clean
 // steps toward growth is left as it was. It returns an error wrapping
-// vram.ErrArgument, changing nothing, unless scale is positive and within
-// float32's range, not rounding to 0 there; the scale set is scale rounded
-// to float32. A disabled scaler ignores it.
+// vram.ErrArgument, changing nothing, unless scale, rounded to float32, is
+// within [2^-127, float32's largest value], as for NewGradScaler; the scale
+// set is scale rounded to float32. A disabled scaler ignores it.
 func (s *GradScaler) UpdateTo(scale float64) error {
 	s.ready()
 	if s.disabled {
 		return nil
 	}
-	if !(scale > 0 && scale <= maxScale) || toFloat32(scale) == 0 {
-		return fmt.Errorf("amp: GradScaler.UpdateTo: scale must be positive in float32 and at most float32's largest value %g, got %v: %w", float64(maxScale), scale, vram.ErrArgument)
+	if !validScale(scale) {
+		return fmt.Errorf("amp: GradScaler.UpdateTo: scale must be in [2^-127, %g] in float32, the dtype of the scale (below, its inverse is beyond float32's range), got %v: %w", float64(maxScale), scale, vram.ErrArgument)
 	}
 	s.st.Scale = toFloat32(scale)
 	s.reset()
