@@ -84,14 +84,15 @@ type Report struct {
 // or panicked with, ends the search and is returned. A runtime error (a
 // nil dereference, an index out of range) or a panic whose value is not
 // an error is a bug in the step: it goes on, after the step's tensors are
-// released.
+// released and dev's cache emptied.
 //
 // Each step runs inside vram.Tidy, so the tensors it creates and does not
 // Keep are released even when it panics; after each step the search frees
 // what the collector can reach and empties dev's cache (vram.EmptyCache),
 // so that a trial starts from the memory the previous one found and the
-// allocator is left as clean as before the search. A step should release
-// what it keeps (a model's gradients: zero them) before returning.
+// allocator is left as clean as before the search, however the search
+// ends (a step that panics or stops its goroutine too). A step should
+// release what it keeps (a model's gradients: zero them) before returning.
 //
 // It returns an *vram.Error of kind vram.ErrArgument for a nil step or bad
 // options, of kind vram.ErrUnavailable (from [vram.Device.Check]) for a
@@ -106,8 +107,10 @@ func FindBatchSize(dev vram.Device, step func(batch int) error, opts Options) (i
 		return 0, rep, err
 	}
 	trial := func(b int) (bool, error) {
+		// Deferred, so that a step that panics with a bug or stops its
+		// goroutine leaves no cached memory behind either.
+		defer clean(dev)
 		err := run(step, b)
-		clean(dev)
 		rep.Trials = append(rep.Trials, Trial{Batch: b, Fit: err == nil, Err: err})
 		switch {
 		case err == nil:

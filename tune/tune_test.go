@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -282,6 +283,74 @@ func TestFindBatchSizeUnavailableDevice(t *testing.T) {
 			got, rep, err := tune.FindBatchSize(d, func(int) error { ran = true; return nil }, tune.Options{MaxTrials: 3})
 			if !errors.Is(err, vram.ErrUnavailable) || got != 0 || ran || len(rep.Trials) != 0 {
 				t.Fatalf("got %d, %d trials, step ran %v, %v; want 0, none, an error matching vram.ErrUnavailable", got, len(rep.Trials), ran, err)
+			}
+		})
+	}
+}
+
+// TestFindBatchSizeLeavesCacheEmpty checks that however a search ends
+// (an answer, a step's error, no batch fitting, a step that panics with a
+// bug or stops its goroutine) it leaves dev's allocator as it found it:
+// nothing allocated and nothing of the steps' memory kept in the cache.
+func TestFindBatchSizeLeavesCacheEmpty(t *testing.T) {
+	boom := errors.New("data loader failed")
+	tests := []struct {
+		name string
+		end  func(b int) error // called after the step allocated b rows
+	}{
+		{"answer", func(b int) error {
+			if b > 8 {
+				return returning(1 << 20)
+			}
+			return nil
+		}},
+		{"step error", func(b int) error {
+			if b > 8 {
+				return boom
+			}
+			return nil
+		}},
+		{"nothing fits", func(int) error { return returning(1 << 20) }},
+		{"non-error panic", func(b int) error {
+			if b > 8 {
+				panic("bad batch")
+			}
+			return nil
+		}},
+		{"runtime error", func(b int) error {
+			var s []int
+			if b > 8 {
+				_ = s[b]
+			}
+			return nil
+		}},
+		{"goroutine stopped", func(b int) error {
+			if b > 8 {
+				runtime.Goexit()
+			}
+			return nil
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vram.EmptyCache(dev)
+			memtest.Settle(dev)
+			if r := vram.MemoryReserved(dev); r != 0 {
+				t.Fatalf("%d bytes reserved before the search", r)
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				defer func() { recover() }()
+				tune.FindBatchSize(dev, func(b int) error {
+					vram.Zeros(vram.Shape{b, rowFloats}, dev)
+					return tt.end(b)
+				}, tune.Options{})
+			}()
+			<-done
+			memtest.Settle(dev)
+			if a, r := vram.MemoryAllocated(dev), vram.MemoryReserved(dev); a != 0 || r != 0 {
+				t.Fatalf("%d bytes allocated and %d reserved after the search, want none", a, r)
 			}
 		})
 	}
