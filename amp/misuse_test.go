@@ -467,3 +467,80 @@ func TestGradScalerSmallestScale(t *testing.T) {
 		}
 	})
 }
+
+// TestGradScalerStepMissingParameters: an optimizer steps every parameter
+// of its own that has a gradient, so one left out of Step's params would
+// be stepped with its gradient still multiplied by the scale (PyTorch's
+// step cannot miss one: it takes the optimizer's own). For an optimizer
+// that lists its parameters (optim's, by their groups), Step panics with
+// an *vram.Error of kind vram.ErrArgument that names the one missing,
+// changing nothing: no gradient unscaled, the optimizer not stepped, and
+// a Step with every parameter afterwards steps. A parameter of the
+// optimizer without a gradient may be left out.
+func TestGradScalerStepMissingParameters(t *testing.T) {
+	tests := []struct {
+		name     string
+		unscale  bool // Unscale every parameter first
+		groups   bool // a and b in two groups
+		withGrad bool // b has a gradient
+		wantOK   bool
+	}{
+		{"missing", false, false, true, false},
+		{"missing from the second group", false, true, true, false},
+		{"missing, all unscaled first", true, false, true, false},
+		{"missing without a gradient", false, false, false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := vram.Ones(vram.Shape{2}, vram.WithGrad())
+			b := vram.Ones(vram.Shape{2}, vram.WithGrad())
+			defer a.Release()
+			defer b.Release()
+			a.SetGrad(vram.Full(vram.Shape{2}, 8, vram.Float32))
+			if tc.withGrad {
+				b.SetGrad(vram.Full(vram.Shape{2}, 8, vram.Float32))
+			}
+			groups := []optim.ParamGroup{optim.Group([]*vram.Tensor{a, b})}
+			if tc.groups {
+				groups = []optim.ParamGroup{optim.Group([]*vram.Tensor{a}), optim.Group([]*vram.Tensor{b})}
+			}
+			opt, err := optim.NewSGDGroups(groups, optim.SGDConfig{LR: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 4})
+			want := float32(8)
+			if tc.unscale {
+				if _, err := s.Unscale([]*vram.Tensor{a, b}); err != nil {
+					t.Fatal(err)
+				}
+				want = 2
+			}
+			err = vram.Catch(func() { s.Step(opt, []*vram.Tensor{a}) })
+			if tc.wantOK {
+				if err != nil {
+					t.Fatalf("Step: %v", err)
+				}
+				if v := a.Float32s()[0]; v != -1 {
+					t.Errorf("a is %v after the step, want 1 - 8/4 = -1", v)
+				}
+				return
+			}
+			if !errors.Is(err, vram.ErrArgument) || !strings.Contains(err.Error(), "not among") {
+				t.Fatalf("Step without b: %v, want a refusal matching vram.ErrArgument naming the missing parameter", err)
+			}
+			if ga, gb := a.Grad().Float32s()[0], b.Grad().Float32s()[0]; ga != want || gb != want {
+				t.Errorf("gradients %v and %v after the refusal, want both %v", ga, gb, want)
+			}
+			if va, vb := a.Float32s()[0], b.Float32s()[0]; va != 1 || vb != 1 {
+				t.Errorf("parameters %v and %v after the refusal, want both 1 (not stepped)", va, vb)
+			}
+			if !s.Step(opt, []*vram.Tensor{a, b}) {
+				t.Fatal("Step with every parameter did not step")
+			}
+			if va, vb := a.Float32s()[0], b.Float32s()[0]; va != -1 || vb != -1 {
+				t.Errorf("parameters %v and %v after the step, want both 1 - 8/4 = -1", va, vb)
+			}
+		})
+	}
+}

@@ -364,7 +364,14 @@ func rawViews(ts []*vram.Tensor, fn func(r vram.RawTensor, vs []backend.View) er
 // Step unscales the gradients of params unless Unscale already did this
 // step, then runs opt.Step unless one of their gradients is inf or NaN. It
 // reports whether the optimizer stepped. params are the parameters opt
-// updates; with several optimizers, each has its own Step. A
+// updates; with several optimizers, each has its own Step. An optimizer
+// that lists its parameters (those of package optim, by their groups, and
+// any with a Parameters() []*vram.Tensor method, as parallel's
+// ReplicaOptimizer) would step one left out of params with its gradient
+// still scaled: Step panics with an *vram.Error of kind vram.ErrArgument
+// naming it, stepping nothing, when one of them with a gradient is missing
+// (PyTorch's step takes the optimizer's own); a disabled scaler, which
+// scales nothing, does not check. A
 // device that fails while unscaling makes it panic with that error, as a
 // failing op does, the optimizer not stepped. A second Step before
 // [GradScaler.Update] for the same optimizer panics with an *vram.Error of
@@ -416,6 +423,7 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 	if err := refuseCapture("grad scaler step", params...); err != nil {
 		panic(err)
 	}
+	s.checkCovered(opt, params)
 	checked := false
 	for _, p := range params {
 		if u, ok := s.unscaled[p]; ok {
@@ -566,6 +574,64 @@ func refuseCapture(op string, ts ...*vram.Tensor) error {
 // as its own misuse.
 func zeroTensor(t *vram.Tensor) bool {
 	return t != nil && vram.Catch(func() { t.Released() }) != nil
+}
+
+// ownParam is a parameter that an optimizer lists as its own: the index-th
+// of its group (-1 when the optimizer has no groups).
+type ownParam struct {
+	p            *vram.Tensor
+	group, index int
+}
+
+// ownParams returns the parameters opt updates when it lists them: those
+// of every group of an optimizer of package optim (GroupParams), or
+// Parameters() of one that has that method (parallel's
+// ReplicaOptimizer). It returns nil for an optimizer that lists none.
+func ownParams(opt optim.Optimizer) []ownParam {
+	var own []ownParam
+	switch o := opt.(type) {
+	case interface{ Parameters() []*vram.Tensor }:
+		for i, p := range o.Parameters() {
+			own = append(own, ownParam{p, -1, i})
+		}
+	case interface {
+		NumGroups() int
+		GroupParams(i int) []*vram.Tensor
+	}:
+		for g := range o.NumGroups() {
+			for i, p := range o.GroupParams(g) {
+				own = append(own, ownParam{p, g, i})
+			}
+		}
+	}
+	return own
+}
+
+// checkCovered panics with an *vram.Error of kind vram.ErrArgument when
+// opt lists a parameter of its own with a gradient that is not among
+// params: opt would step it with its gradient still multiplied by the
+// scale.
+func (s *GradScaler) checkCovered(opt optim.Optimizer, params []*vram.Tensor) {
+	own := ownParams(opt)
+	if len(own) == 0 {
+		return
+	}
+	listed := make(map[*vram.Tensor]bool, len(params))
+	for _, p := range params {
+		listed[p] = true
+	}
+	for _, o := range own {
+		if o.p == nil || listed[o.p] || zeroTensor(o.p) || o.p.Released() || o.p.Grad() == nil {
+			continue
+		}
+		where := fmt.Sprintf("parameter %d of the optimizer", o.index)
+		if o.group >= 0 {
+			where = fmt.Sprintf("parameter %d of group %d of the optimizer", o.index, o.group)
+		}
+		panic(&vram.Error{Op: "grad scaler step", Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("%s (shape %v) has a gradient but is not among the %d params: the optimizer would step it with its gradient "+
+				"still multiplied by the scale %g; pass every parameter the optimizer updates", where, o.p.Shape(), len(params), s.st.Scale)})
+	}
 }
 
 // isNilPointer reports whether opt holds a nil pointer (a "var opt

@@ -642,6 +642,22 @@ func TestDataParallelGradScaler(t *testing.T) {
 	for r, rep := range dp.Replicas() {
 		sameParams(t, fmt.Sprintf("replica %d", r), rep, ref)
 	}
+	// The module's Parameters are replica 0's alone: the other replicas
+	// would step with their gradients still scaled, so Step refuses them,
+	// stepping no replica.
+	vram.Tidy(func() {
+		x, y := vram.Randn(vram.Shape{7, 4}), vram.Randn(vram.Shape{7, 3})
+		out := dp.Forward(x)
+		scaler.Scale(nn.MSELoss(out, y.To(out.Device()))).Backward()
+		err := vram.Catch(func() { scaler.Step(opt, dp.Parameters()) })
+		if !errors.Is(err, vram.ErrArgument) {
+			t.Errorf("Step with replica 0's parameters only: %v, want a refusal matching vram.ErrArgument", err)
+		}
+		opt.ZeroGrad()
+	})
+	for r, rep := range dp.Replicas() {
+		sameParams(t, fmt.Sprintf("replica %d after the refused step", r), rep, ref)
+	}
 }
 
 // TestDataParallelAccumulatesAcrossSums: gradients that build up over a
