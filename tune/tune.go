@@ -94,6 +94,10 @@ type Report struct {
 // ends (a step that panics or stops its goroutine too). A step should
 // release what it keeps (a model's gradients: zero them) before returning.
 //
+// To stop a search early (a deadline, a signal), let the step return its
+// context's error: like any error that is not an out-of-memory one, it
+// ends the search and is returned, with the trials so far in the report.
+//
 // It returns an *vram.Error of kind vram.ErrArgument for a nil step or bad
 // options, of kind vram.ErrUnavailable (from [vram.Device.Check]) for a
 // device that cannot be used, and of kind vram.ErrOutOfMemory when not

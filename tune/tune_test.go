@@ -1,6 +1,7 @@
 package tune_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -143,6 +144,15 @@ func TestFindBatchSizeErrors(t *testing.T) {
 		{"unknown mode", returning, tune.Options{Mode: 7}, vram.ErrArgument},
 		{"nothing fits", func(int) error { return returning(1 << 20) }, tune.Options{}, vram.ErrOutOfMemory},
 		{"trials run out before batch 1", func(int) error { return returning(1 << 20) }, tune.Options{Init: 1 << 10, MaxTrials: 2}, vram.ErrOutOfMemory},
+		{"cancelled through the step's context", func() func(int) error {
+			ctx, cancel := context.WithCancel(context.Background())
+			return func(b int) error {
+				if b > 8 {
+					cancel()
+				}
+				return ctx.Err()
+			}
+		}(), tune.Options{}, context.Canceled},
 		{"other step error", func(b int) error {
 			if b > 8 {
 				return boom
