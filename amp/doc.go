@@ -63,5 +63,8 @@
 // bfloat16 has float32's range, so it needs no GradScaler; a scaler made
 // with GradScalerConfig.Disabled passes everything through, so that one
 // loop serves both. One scaler serves several optimizers: Step each, then
-// Update once.
+// Update once. With gradient accumulation, Scale and Backward every
+// micro-batch, then Step and Update once after the last: Update refuses
+// to run between micro-batches, where it would change the scale under the
+// gradients summed so far.
 package amp

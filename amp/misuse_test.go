@@ -544,3 +544,57 @@ func TestGradScalerStepMissingParameters(t *testing.T) {
 		})
 	}
 }
+
+// TestGradScalerUpdateWithoutCheck: Update after Scale with neither
+// Unscale nor Step since the last Update (an Update per micro-batch of an
+// accumulated step) would change the scale while the gradients already
+// summed are still multiplied by the old one, so that the step unscales
+// their sum by the wrong scale; it panics with an *vram.Error of kind
+// vram.ErrArgument, as PyTorch's update raises "No inf checks were
+// recorded prior to update", changing nothing. A step that scaled no loss
+// still counts as clean, and UpdateTo is free to set a scale.
+func TestGradScalerUpdateWithoutCheck(t *testing.T) {
+	p := vram.Ones(vram.Shape{2}, vram.WithGrad())
+	defer p.Release()
+	opt, err := optim.NewSGD([]*vram.Tensor{p}, optim.SGDConfig{LR: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := amp.NewGradScaler(amp.GradScalerConfig{InitScale: 4, GrowthInterval: 1})
+	// Two micro-batches of loss sum(p): the accumulated gradient is 2.
+	for mb := range 2 {
+		scaled := s.Scale(p.Sum())
+		scaled.Backward()
+		scaled.Release()
+		if mb == 0 {
+			before := s.State()
+			err := vram.Catch(s.Update)
+			if !errors.Is(err, vram.ErrArgument) {
+				t.Fatalf("Update between micro-batches: %v, want a refusal matching vram.ErrArgument", err)
+			}
+			if s.State() != before {
+				t.Fatalf("a refused Update left %+v, want %+v", s.State(), before)
+			}
+		}
+	}
+	if !s.Step(opt, []*vram.Tensor{p}) {
+		t.Fatal("Step skipped finite gradients")
+	}
+	if g := p.Grad().Float32s()[0]; g != 2 {
+		t.Errorf("accumulated gradient %v after unscaling, want 2", g)
+	}
+	s.Update()
+	if got := s.CurrentScale(); got != 8 {
+		t.Errorf("scale %v after one clean step, want 8", got)
+	}
+	// No loss scaled: a clean step, as before.
+	s.Update()
+	if got := s.CurrentScale(); got != 16 {
+		t.Errorf("scale %v after an Update with nothing scaled, want 16", got)
+	}
+	// UpdateTo sets the scale whatever the step did.
+	s.Scale(p.Sum()).Release()
+	if err := s.UpdateTo(2); err != nil || s.CurrentScale() != 2 {
+		t.Errorf("UpdateTo(2) after Scale: %v, scale %v; want nil, 2", err, s.CurrentScale())
+	}
+}

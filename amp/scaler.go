@@ -69,10 +69,12 @@ type GradScaler struct {
 	st       GradScalerState
 	disabled bool
 	// per step: the verdict of the Unscale that unscaled each parameter,
-	// the optimizers that stepped, and whether any gradient was inf or NaN
+	// the optimizers that stepped, whether any gradient was inf or NaN and
+	// whether a loss was scaled
 	unscaled map[*vram.Tensor]unscaled
 	stepped  map[optim.Optimizer]bool
 	foundInf bool
+	scaled   bool // Scale ran
 }
 
 // unscaled is the record of one parameter's unscaling in a step.
@@ -206,12 +208,16 @@ func (s *GradScaler) Scale(loss *vram.Tensor) *vram.Tensor {
 	if err := refuseCapture("grad scaler scale", loss); err != nil {
 		panic(err)
 	}
+	var out *vram.Tensor
 	if dt := loss.DType(); dt == vram.Float16 || dt == vram.BFloat16 || !dt.IsFloat() {
 		l := loss.Cast(vram.Float32)
 		defer l.Release()
-		return l.MulScalar(s.st.Scale)
+		out = l.MulScalar(s.st.Scale)
+	} else {
+		out = loss.MulScalar(s.st.Scale)
 	}
-	return loss.MulScalar(s.st.Scale)
+	s.scaled = true
+	return out
 }
 
 // Unscale divides the gradient of every parameter in params by the scale,
@@ -473,12 +479,27 @@ func (s *GradScaler) Step(opt optim.Optimizer, params []*vram.Tensor) bool {
 // each product is rounded to float32, and a backoff that would take the
 // scale below 2^-127 (whose inverse float32 cannot hold, so that every
 // gradient would unscale to inf and every later step be skipped) leaves it
-// as it is. It starts the next step. A step whose
-// gradients were never unscaled counts as clean.
+// as it is. It starts the next step.
+//
+// A step whose gradients were never unscaled counts as clean, unless a
+// loss was scaled in it: Update after [GradScaler.Scale] with neither
+// Unscale nor Step since the last Update panics with an *vram.Error of
+// kind vram.ErrArgument, changing nothing, as PyTorch's update raises "No
+// inf checks were recorded prior to update". That is an Update per
+// micro-batch of an accumulated step, which would change the scale while
+// the gradients summed so far are still multiplied by the old one, so
+// that Step would unscale their sum by the wrong scale: Step and Update
+// once per optimizer step, after the last micro-batch.
 func (s *GradScaler) Update() {
 	s.ready()
 	if s.disabled {
 		return
+	}
+	if s.scaled && len(s.unscaled) == 0 && len(s.stepped) == 0 {
+		panic(&vram.Error{Op: "grad scaler update", Kind: vram.ErrArgument,
+			Detail: "a loss was scaled since the last Update, but no gradient was unscaled and checked for inf or NaN (neither Unscale nor Step ran): " +
+				"the gradients are still multiplied by the scale, which Update would change under them; " +
+				"with gradient accumulation, call Step and Update once per optimizer step, after the last micro-batch"})
 	}
 	if s.foundInf {
 		// Kept positive, so that LoadState accepts what State returns
@@ -524,6 +545,7 @@ func (s *GradScaler) reset() {
 	s.unscaled = map[*vram.Tensor]unscaled{}
 	s.stepped = map[optim.Optimizer]bool{}
 	s.foundInf = false
+	s.scaled = false
 }
 
 // State returns the scaler's state for a checkpoint.
