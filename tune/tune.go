@@ -60,7 +60,9 @@ type Trial struct {
 	Batch int
 	// Fit reports whether the step ran without running out of memory.
 	Fit bool
-	// Err is the out-of-memory error of a step that did not fit.
+	// Err is the out-of-memory error of a step that did not fit, or, in
+	// the last trial of a search that a step's other error ended, that
+	// error (Fit is false then, though the batch may fit).
 	Err error
 }
 
