@@ -502,8 +502,9 @@ func (s *GradScaler) Update() {
 				"with gradient accumulation, call Step and Update once per optimizer step, after the last micro-batch"})
 	}
 	if s.foundInf {
-		// Kept positive, so that LoadState accepts what State returns
-		// even after a long run of overflowing steps.
+		// Kept at or above minScale, so that Unscale's inverse stays
+		// finite and LoadState accepts what State returns, even after a
+		// long run of overflowing steps.
 		if backed := toFloat32(s.st.Scale * s.st.BackoffFactor); backed >= minScale {
 			s.st.Scale = backed
 		}
