@@ -894,7 +894,8 @@ var _ optim.GroupedOptimizer = (*ReplicaOptimizer)(nil)
 // those the optimizer updates. Give these, not the module's, to code that
 // works on the gradients before Step across the replicas, such as
 // amp.GradScaler's Unscale and Step (which then unscale and check every
-// replica's share of the gradients):
+// replica's share of the gradients; Step refuses a list that leaves some
+// out, such as the module's Parameters, replica 0's alone):
 //
 //	scaler.Step(opt, opt.Parameters())
 func (o *ReplicaOptimizer) Parameters() []*vram.Tensor {
