@@ -58,7 +58,7 @@ func NewLocalGroupOptions(devs []vram.Device, opts LocalOptions) ([]Communicator
 		opts.Timeout = DefaultTimeout
 	}
 	g := &localGroup{devs: slices.Clone(devs), timeout: opts.Timeout, slots: make([]meetSlot, len(devs)),
-		done: make(chan struct{}), mail: map[[2]int]chan *vram.Tensor{}}
+		done: make(chan struct{}), mail: map[[2]int]chan *vram.Tensor{}, closed: map[int]bool{}}
 	g.cond = sync.NewCond(&g.mu)
 	comms := make([]Communicator, len(devs))
 	for i := range devs {
@@ -83,6 +83,7 @@ type localGroup struct {
 
 	mailMu sync.Mutex
 	mail   map[[2]int]chan *vram.Tensor // (from, to) -> sent tensors
+	closed map[int]bool                 // ranks closed, which receive no more
 }
 
 // meetSlot is what one rank brought to a meeting.
@@ -424,8 +425,33 @@ func (g *localGroup) mailbox(from, to int) chan *vram.Tensor {
 	return ch
 }
 
+// dropMail releases what was sent to rank to and not received, once to
+// is closed and can receive nothing more; it does nothing while to is
+// open.
+func (g *localGroup) dropMail(to int) {
+	g.mailMu.Lock()
+	defer g.mailMu.Unlock()
+	if !g.closed[to] {
+		return
+	}
+	for k, ch := range g.mail {
+		if k[1] != to {
+			continue
+		}
+		for empty := false; !empty; {
+			select {
+			case t := <-ch:
+				t.Release()
+			default:
+				empty = true
+			}
+		}
+	}
+}
+
 // Send queues a copy of t for rank peer; t may be written or released
-// once it returns.
+// once it returns. A copy queued for a rank that closes before receiving
+// it is released then.
 func (c *localComm) Send(t *vram.Tensor, peer int) error {
 	if err := c.args("send", t, false, nil); err != nil {
 		return err
@@ -454,6 +480,9 @@ func (c *localComm) Send(t *vram.Tensor, peer int) error {
 	}
 	select {
 	case c.g.mailbox(c.rank, peer) <- cp:
+		// The peer may have closed meanwhile; its Close released what
+		// was queued before this copy, and this releases this one.
+		c.g.dropMail(peer)
 		return nil
 	case <-c.g.done:
 		cp.Release()
@@ -520,7 +549,8 @@ func (c *localComm) Abort(err error) {
 
 // Close ends this rank's use of the group. The other ranks can no longer
 // meet it: their pending and later calls fail at once with a *RankError
-// naming it, wrapping ErrAborted, as with the other communicators.
+// naming it, wrapping ErrAborted, as with the other communicators. What
+// the others sent this rank and it did not receive is released.
 func (c *localComm) Close() error {
 	if c.closed {
 		return nil
@@ -528,7 +558,11 @@ func (c *localComm) Close() error {
 	c.closed = true
 	g := c.g
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.fail(&RankError{Op: "close", Rank: c.rank, Err: fmt.Errorf("%w: rank %d closed its communicator", ErrAborted, c.rank)})
+	g.mu.Unlock()
+	g.mailMu.Lock()
+	g.closed[c.rank] = true
+	g.mailMu.Unlock()
+	g.dropMail(c.rank)
 	return nil
 }
