@@ -933,8 +933,11 @@ func rawBytes(op string, t *vram.Tensor) (b []byte, err error) {
 }
 
 // setRawBytes writes t's elements, turning vram's panics into errors.
+// It writes outside autograd, as the other communicators do, so that a
+// tensor that requires grad (a parameter) takes the result as it does
+// there, rather than failing once the other ranks have theirs.
 func setRawBytes(op string, t *vram.Tensor, b []byte) error {
-	if err := vram.Catch(func() { t.SetRawBytes(b) }); err != nil {
+	if err := vram.Catch(func() { vram.NoGrad(func() { t.SetRawBytes(b) }) }); err != nil {
 		return fmt.Errorf("parallel: %s: %w", op, err)
 	}
 	return nil
