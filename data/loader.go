@@ -328,10 +328,13 @@ func (e *PanicError) Unwrap() error {
 // Each call starts a new epoch: with Shuffle, a new order. An error (a
 // failing or panicking Get, collate function or sampler, an index out of
 // range) comes at the position of its batch, with a nil batch, and ends the
-// epoch. Leaving the loop early, with break or return or a panic, stops the
-// workers before the loop's statement completes; batches prepared ahead are
-// released, and no goroutine outlives the loop. The iterator may be ranged
-// over more than once, each time a new epoch.
+// epoch; with workers, that of Get or the collate function names the
+// worker that prepared the batch ("data: worker 1: batch 4: ..."), as
+// PyTorch's names the worker process. Leaving the loop early, with break
+// or return or a panic, stops the workers before the loop's statement
+// completes; batches prepared ahead are released, and no goroutine
+// outlives the loop. The iterator may be ranged over more than once, each
+// time a new epoch.
 //
 // Each batch is prepared inside [vram.NoGrad] and [vram.Tidy] on a worker's
 // goroutine (or the loop's, without workers), so that tensors the dataset
@@ -712,7 +715,7 @@ func (l *Loader) parallel(skip int, yield func(*Batch, error) bool) {
 			defer func() {
 				if !finished { // Get or the collate function ended the goroutine
 					select {
-					case outs[i] <- result{err: goexitError(k, "the dataset's Get or the collate function")}:
+					case outs[i] <- result{err: wrap(goexitError(k, "the dataset's Get or the collate function"), "worker %d", i)}:
 					case <-done:
 					}
 				}
@@ -720,6 +723,11 @@ func (l *Loader) parallel(skip int, yield func(*Batch, error) bool) {
 			for j := range ins[i] {
 				k = j.k
 				b, err := l.fetch(j)
+				if err != nil && j.err == nil {
+					// This worker's Get or collate function failed (a
+					// job's own error is the sampler's or the stream's).
+					err = wrap(err, "worker %d", i)
+				}
 				select {
 				case outs[i] <- result{b, err}:
 				case <-done:
