@@ -391,7 +391,7 @@ type job struct {
 }
 
 // drop releases the samples of a job that is never fetched.
-func (j job) drop() { releaseSamplesExcept(j.samples, nil) }
+func (j job) drop() { releaseSamples(j.samples) }
 
 // jobs yields the batches of one epoch's indices from batch skip on, in
 // order, and a final job with an error if the sampler panics or yields an
@@ -493,9 +493,9 @@ func (l *Loader) fetch(j job) (b *Batch, err error) {
 	}()
 	var ts []*vram.Tensor
 	// A stream's samples are the job's: release their tensors once the
-	// batch is made (or failed), except those the collate function
-	// returned as they are.
-	defer func() { releaseSamplesExcept(j.samples, ts) }()
+	// batch is made (or failed); the batch has handles of its own
+	// (ownHandles).
+	defer j.drop()
 	vram.NoGrad(func() {
 		vram.Tidy(func() {
 			samples := j.samples
@@ -539,6 +539,7 @@ func (l *Loader) fetch(j job) (b *Batch, err error) {
 					return
 				}
 			}
+			ownHandles(out, samples)
 			if l.opts.PinMemory {
 				where = "pin memory"
 				out = l.pin(out)
@@ -551,6 +552,30 @@ func (l *Loader) fetch(j job) (b *Batch, err error) {
 		return nil, err
 	}
 	return &Batch{Tensors: ts, Indices: j.idx}, nil
+}
+
+// ownHandles replaces each tensor of out that is a field of one of the
+// samples, which a collate function may return as it is, by a new handle
+// of it (a detached view), so that the batch owns its tensors: releasing
+// the batch then leaves the dataset's tensor alone, and releasing the
+// samples (a stream's, or those Get made) leaves the batch's alone.
+func ownHandles(out []*vram.Tensor, samples []Sample) {
+	var fields map[*vram.Tensor]bool
+	for f, t := range out {
+		if fields == nil {
+			fields = map[*vram.Tensor]bool{}
+			for _, s := range samples {
+				for _, v := range s {
+					if x, ok := v.(*vram.Tensor); ok && x != nil {
+						fields[x] = true
+					}
+				}
+			}
+		}
+		if fields[t] {
+			out[f] = t.Detach()
+		}
+	}
 }
 
 // collateDevice is where the collate function puts batches: the CPU when

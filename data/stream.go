@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"iter"
 	"runtime/debug"
-	"slices"
 	"sync"
 
 	"github.com/vramgo/vram"
@@ -256,14 +255,9 @@ func (l *Loader) sharded(ds ShardedDataset, yield func(*Batch, error) bool) {
 	}
 }
 
-// releaseSamplesExcept releases the tensors of samples, except those among
-// keep.
-func releaseSamplesExcept(samples []Sample, keep []*vram.Tensor) {
+// releaseSamples releases the tensors of samples.
+func releaseSamples(samples []Sample) {
 	for _, s := range samples {
-		for _, f := range s {
-			if t, ok := f.(*vram.Tensor); ok && t != nil && !slices.Contains(keep, t) {
-				t.Release()
-			}
-		}
+		releaseSample(s)
 	}
 }
