@@ -43,7 +43,9 @@ import (
 const DefaultBucketCapBytes = 25 << 20
 
 // DDPOptions configures [NewDistributedDataParallel]. The zero value is
-// PyTorch's default.
+// PyTorch's default. Every rank gives the same options (a BucketCapBytes
+// that lays out the same buckets will do): the constructor compares
+// them.
 type DDPOptions struct {
 	// BucketCapBytes is the most bytes of gradients in one bucket (a
 	// parameter larger than that gets a bucket of its own). 0 means
@@ -156,8 +158,8 @@ type reduced struct {
 // rank 0's parameter values (frozen parameters too; only those that
 // require grad are reduced) and buffers. It returns an error for a nil
 // module or communicator, a model without trainable parameters, a
-// parameter or buffer on another device, models that differ between
-// ranks, or a failed collective; since the other ranks wait for this one
+// parameter or buffer on another device, models or options that differ
+// between ranks ([ErrMismatch]), or a failed collective; since the other ranks wait for this one
 // in the collectives of construction, any such error aborts comm (when
 // it is not nil), so that theirs fails at once, naming this rank.
 func NewDistributedDataParallel(m nn.Module, comm Communicator, opts DDPOptions) (*DistributedDataParallel, error) {
@@ -214,11 +216,13 @@ func newDDP(m nn.Module, comm Communicator, opts DDPOptions) (*DistributedDataPa
 		}
 		d.bufs = append(d.bufs, b)
 	}
-	if err := d.checkSameModel(); err != nil {
-		return nil, err
-	}
 	if err := vram.Catch(d.makeBuckets); err != nil {
+		d.releaseBuckets()
 		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := d.checkSameModel(); err != nil {
+		d.releaseBuckets()
+		return nil, err
 	}
 	if err := d.broadcastParams(); err != nil {
 		d.releaseBuckets()
@@ -245,8 +249,14 @@ func newDDP(m nn.Module, comm Communicator, opts DDPOptions) (*DistributedDataPa
 }
 
 // checkSameModel compares a digest of the parameters and buffers (names,
-// shapes and dtypes) between the ranks.
+// shapes and dtypes) between the ranks, and one of the options that
+// decide which collectives a step runs: the buckets' layout, the search
+// for unused parameters and the broadcast of buffers. Ranks that differ
+// there would pair up the wrong collectives in a later step (and NCCL,
+// which compares nothing, would hang or mix the ranks' bytes). The
+// buckets are made already.
 func (d *DistributedDataParallel) checkSameModel() error {
+	const k = 4 // numbers per rank
 	h := fnv.New64a()
 	var elems int64
 	for _, p := range d.all {
@@ -256,14 +266,19 @@ func (d *DistributedDataParallel) checkSameModel() error {
 	for _, b := range d.bufs {
 		fmt.Fprintf(h, "buffer %s %v %s;", b.Name, b.Tensor.Shape(), b.Tensor.DType())
 	}
-	mine := []int64{int64(len(d.all)), elems, int64(h.Sum64())}
+	oh := fnv.New64a()
+	for _, b := range d.buckets {
+		fmt.Fprintf(oh, "bucket %d %s;", b.flat.NumElements(), b.flat.DType())
+	}
+	fmt.Fprintf(oh, "unused %v; local buffers %v;", d.opts.FindUnusedParameters, d.opts.KeepLocalBuffers)
+	mine := []int64{int64(len(d.all)), elems, int64(h.Sum64()), int64(oh.Sum64())}
 	n := d.comm.Size()
 	var all []int64
 	var cerr error // the collective's error: returned, not panicked, since vram.Catch passes only vram's on
 	err := vram.Catch(func() {
-		src := vram.FromSlice(mine, vram.Shape{3}, vram.Int64, d.dev)
+		src := vram.FromSlice(mine, vram.Shape{k}, vram.Int64, d.dev)
 		defer src.Release()
-		dst := vram.Zeros(vram.Shape{n * 3}, vram.Int64, d.dev)
+		dst := vram.Zeros(vram.Shape{n * k}, vram.Int64, d.dev)
 		defer dst.Release()
 		if cerr = d.comm.AllGather(dst, src); cerr == nil {
 			all = dst.Int64s()
@@ -276,10 +291,16 @@ func (d *DistributedDataParallel) checkSameModel() error {
 		return fmt.Errorf("parallel: DDP: comparing the models of the ranks: %w", err)
 	}
 	for r := range n {
-		o := all[3*r : 3*r+3]
-		if !slices.Equal(o, all[:3]) {
+		o := all[k*r : k*r+k]
+		if !slices.Equal(o[:3], all[:3]) {
 			return fmt.Errorf("parallel: DDP: rank %d's model differs from rank 0's (%d parameters of %d elements, against %d of %d, or other names, shapes or dtypes of parameters or buffers); every rank must build the same model: %w",
 				r, o[0], o[1], all[0], all[1], ErrMismatch)
+		}
+	}
+	for r := range n {
+		if all[k*r+3] != all[3] {
+			return fmt.Errorf("parallel: DDP: rank %d's DDPOptions differ from rank 0's (BucketCapBytes, which lays out other buckets, FindUnusedParameters or KeepLocalBuffers); "+
+				"the ranks' steps run the same collectives only with the same options: %w", r, ErrMismatch)
 		}
 	}
 	return nil
