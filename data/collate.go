@@ -11,13 +11,15 @@ import (
 // field, on device dev (the zero Device: wherever the samples' tensors
 // are, the CPU for numbers). It runs inside [vram.Tidy] and [vram.NoGrad]
 // on the goroutine that prepares the batch: tensors it makes and does not
-// return are released for it. It may return a sample's tensor as it is
+// return are released for it, and those it returns become the batch's,
+// which the loader releases. It may return a sample's tensor as it is
 // (for samples that come batched already); the batch then gets a handle
 // of its own, so that releasing the batch leaves the dataset's tensor
-// alone. A CollateFunc may panic with a vram error or
-// return an error; either ends the iteration with that error, and so does
-// a nil or released tensor among its results (an error that matches
-// [vram.ErrArgument]).
+// alone. Any other tensor made before it ran (a constant it holds) it
+// returns as a view, such as Detach(), not as it is. A CollateFunc may
+// panic with a vram error or return an error; either ends the iteration
+// with that error, and so does a nil or released tensor among its results
+// (an error that matches [vram.ErrArgument]).
 type CollateFunc func(samples []Sample, dev vram.Device) ([]*vram.Tensor, error)
 
 // Collate is the default [CollateFunc] (torch.utils.data.default_collate):
