@@ -14,24 +14,6 @@ import (
 // and PyTorch's do, rather than refusing it as an in-place operation once
 // the other ranks have their results.
 func TestCollectivesWriteTensorsThatRequireGrad(t *testing.T) {
-	groups := []struct {
-		name  string
-		comms func(t *testing.T) []Communicator
-	}{
-		{"in-process", func(t *testing.T) []Communicator {
-			comms, err := NewLocalGroupOptions(simDevs(2), LocalOptions{Timeout: 10 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				for _, c := range comms {
-					c.Close()
-				}
-			})
-			return comms
-		}},
-		{"tcp", func(t *testing.T) []Communicator { return tcpGroup(t, 2, 10*time.Second, simDevs(2)...) }},
-	}
 	ops := []struct {
 		name string
 		run  func(c Communicator, a, b *vram.Tensor) error // a: 2 elements, b: 4
@@ -55,10 +37,15 @@ func TestCollectivesWriteTensorsThatRequireGrad(t *testing.T) {
 			return c.Recv(a, 0)
 		}, func(a, _ *vram.Tensor) []float32 { return a.Float32s() }, []float32{1, 1}},
 	}
-	for _, g := range groups {
+	for _, b := range cpuBackends {
 		for _, op := range ops {
-			t.Run(g.name+"/"+op.name, func(t *testing.T) {
-				comms := g.comms(t)
+			t.Run(b.name+"/"+op.name, func(t *testing.T) {
+				comms := b.make(t, 10*time.Second)
+				defer func() {
+					for _, c := range comms {
+						c.Close()
+					}
+				}()
 				var got []float32
 				errs := eachRank(comms, func(c Communicator) error {
 					a := vram.Full(vram.Shape{2}, float64(c.Rank()+1), c.Device())
