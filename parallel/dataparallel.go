@@ -25,7 +25,10 @@ import (
 // The replicas are made once, by [NewDataParallel], and stay identical:
 // the wrapper optimizer ([DataParallelModule.Optimizer]) sums the
 // replicas' gradients with a collective and then steps every replica with
-// the same update, so no forward copies the parameters again. Replica 0 is
+// the same update, so no forward copies the parameters again, except
+// those of the module written outside the optimizer (a checkpoint loaded
+// into it), which the next forward copies to the other replicas, as
+// PyTorch's replication at each forward would. Replica 0 is
 // the module itself, on the first device, so after training it holds the
 // trained parameters. Buffers (BatchNorm's running statistics) are the
 // module's: every forward copies them to the other replicas first, as
@@ -42,6 +45,9 @@ import (
 type DataParallelModule struct {
 	replicas []nn.Module
 	params   [][]*vram.Tensor // per replica, in the module's order
+	// versions holds each parameter's version (per replica, as params)
+	// when the replicas were last known equal; see syncParams.
+	versions [][]uint64
 	devs     []vram.Device
 	comms    []Communicator
 	comm     string // which collectives, for the report
@@ -155,9 +161,10 @@ func DataParallel(m nn.Module, deviceIDs []int, opts ...DataParallelOption) (*Da
 // replica 0: its parameters are moved to devices[0] first when they are
 // elsewhere (as PyTorch requires the module on device_ids[0]); the others
 // are made with [nn.Replicate]. The module's parameters must not be
-// replaced afterwards (their values may change: call SyncParameters after
-// changing them outside the optimizer, for instance after loading a
-// checkpoint into m; so may their requires-grad flags, which every
+// replaced afterwards (their values may change: the next Forward or
+// ForwardLoss copies those written outside the optimizer, for instance by
+// loading a checkpoint into m, to the other replicas, and SyncParameters
+// does so at once; so may their requires-grad flags, which every
 // forward gives to the replicas). Nor must they move: Forward,
 // ForwardLoss, SyncGradients, SyncParameters and the optimizer's Step
 // refuse a module (or replica) with a parameter, gradient or buffer off
@@ -207,6 +214,7 @@ func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOpt
 	for _, r := range dp.replicas {
 		dp.params = append(dp.params, r.Parameters())
 	}
+	dp.recordVersions()
 	if cfg.comms != nil {
 		dp.comms, dp.comm = cfg.comms, "given"
 	} else {
@@ -362,6 +370,7 @@ func (dp *DataParallelModule) Forward(x *vram.Tensor) *vram.Tensor {
 	if err := dp.checkPlaced(op); err != nil {
 		panic(err)
 	}
+	dp.syncParams(op)
 	dp.syncBuffers(op)
 	dp.syncModes()
 	dp.syncRequiresGrad()
@@ -409,6 +418,56 @@ func (dp *DataParallelModule) Forward(x *vram.Tensor) *vram.Tensor {
 		return moved[0].To(dp.out)
 	}
 	return vram.Cat(moved, resolveDim(op, dp.dim, moved[0].Dim()))
+}
+
+// recordVersions notes the version of every replica's parameters, which
+// are equal now.
+func (dp *DataParallelModule) recordVersions() {
+	dp.versions = make([][]uint64, len(dp.params))
+	for r, ps := range dp.params {
+		dp.versions[r] = make([]uint64, len(ps))
+		for i, p := range ps {
+			dp.versions[r][i] = p.Version()
+		}
+	}
+}
+
+// syncParams copies to the other replicas each parameter of the module
+// (replica 0) written since the replicas were last known equal in a way
+// that theirs were not: a checkpoint loaded into the module, a value set
+// by hand. PyTorch's DataParallel replicates the module at each forward,
+// so that its replicas always compute with the module's parameters; here
+// the replicas stay, and without this copy they would compute their
+// shares of the gradient, and step, from the old values for ever. A
+// parameter written as often on every replica (by the optimizer's Step,
+// or by optimizers of one's own stepping every replica) is taken to be
+// equal, and not copied. It panics with an [*vram.Error] of kind
+// vram.ErrShape when a replica's parameter no longer matches the
+// module's.
+func (dp *DataParallelModule) syncParams(op string) {
+	changed := false
+	vram.NoGrad(func() {
+		for i, src := range dp.params[0] {
+			moved := src.Version() - dp.versions[0][i]
+			for r := 1; r < len(dp.params); r++ {
+				p := dp.params[r][i]
+				if p == src || p.Version()-dp.versions[r][i] == moved {
+					continue
+				}
+				if !slices.Equal(p.Shape(), src.Shape()) || p.DType() != src.DType() {
+					panic(&vram.Error{Op: op, Kind: vram.ErrShape, Detail: fmt.Sprintf("%s's parameter %d is %v %v, the module's %v %v",
+						dp.label(r), i, p.Shape(), p.DType(), src.Shape(), src.DType())})
+				}
+				v := src.To(p.Device())
+				p.CopyFrom(v)
+				v.Release()
+				changed = true
+			}
+		}
+	})
+	if changed {
+		dp.recordVersions()
+	}
 }
 
 // syncBuffers copies the module's buffers (replica 0's, such as
@@ -548,6 +607,7 @@ func (dp *DataParallelModule) ForwardLoss(x, y *vram.Tensor, lossFn func(output,
 	if err := dp.checkPlaced(op); err != nil {
 		panic(err)
 	}
+	dp.syncParams(op)
 	dp.syncBuffers(op)
 	dp.syncModes()
 	dp.syncRequiresGrad()
@@ -811,7 +871,9 @@ func reduceBucket(c Communicator, params []*vram.Tensor, b []int) error {
 
 // SyncParameters copies replica 0's parameters (the module's) to every
 // other replica, with the communicators: after changing the module's
-// parameters outside the optimizer, such as loading a checkpoint into it.
+// parameters outside the optimizer, such as loading a checkpoint into it,
+// for code that reads the replicas before the next Forward or
+// ForwardLoss (which copy such parameters themselves).
 func (dp *DataParallelModule) SyncParameters() error {
 	const op = "data parallel parameters"
 	if dp.closed {
@@ -848,7 +910,11 @@ func (dp *DataParallelModule) SyncParameters() error {
 	if err != nil {
 		return err
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	dp.recordVersions()
+	return nil
 }
 
 // Optimizer returns an optimizer that steps every replica: newOpt makes one
