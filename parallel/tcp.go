@@ -40,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -137,10 +138,29 @@ const (
 	abortTextWait = 250 * time.Millisecond
 )
 
+// maxTimeoutGrace bounds the part of timeoutGrace that grows with the
+// timeout: a quarter of the default timeout is 75 s, and no rank starts a
+// collective (or a join) that much later than the others but a stuck one,
+// while a timeout meant as "never" would otherwise keep rank 0 of a failed
+// join asleep for years.
+const maxTimeoutGrace = 5 * time.Minute
+
 // timeoutGrace is how much longer a rank waits for rank 0's answer than
 // rank 0 waits for the other ranks, so that rank 0 can name the rank that
 // did not arrive before the others give up on rank 0 itself.
-func timeoutGrace(d time.Duration) time.Duration { return d/4 + 250*time.Millisecond }
+func timeoutGrace(d time.Duration) time.Duration {
+	return min(d/4, maxTimeoutGrace) + 250*time.Millisecond
+}
+
+// graced returns d plus its grace, or the longest Duration when the sum
+// overflows (the longest timeout, a caller's "never").
+func graced(d time.Duration) time.Duration {
+	g := timeoutGrace(d)
+	if d > math.MaxInt64-g {
+		return math.MaxInt64
+	}
+	return d + g
+}
 
 // header is a frame header.
 type header struct {
@@ -1223,7 +1243,7 @@ func (c *tcpComm) run(k *collective, hub func(parts func(yield func(r int, b []b
 		if err := c.send(k.name, c.peers[0], h, k.in[:k.toHub(c.rank)], deadline); err != nil {
 			return nil, err
 		}
-		wait := c.timeout + timeoutGrace(c.timeout)
+		wait := graced(c.timeout)
 		deadline = start.Add(wait)
 		n := k.fromHub(c.rank)
 		if _, err := c.expect(k.name, c.peers[0], want, n, deadline,
