@@ -139,10 +139,10 @@ const (
 )
 
 // maxTimeoutGrace bounds the part of timeoutGrace that grows with the
-// timeout: a quarter of the default timeout is 75 s, and no rank starts a
-// collective (or a join) that much later than the others but a stuck one,
-// while a timeout meant as "never" would otherwise keep rank 0 of a failed
-// join asleep for years.
+// timeout. The default timeout's is 75 s, below it; a rank that starts a
+// collective (or a join) more than five minutes after the others is stuck
+// rather than slow, and a timeout meant as "never" would otherwise keep
+// rank 0 of a failed join asleep for years.
 const maxTimeoutGrace = 5 * time.Minute
 
 // timeoutGrace is how much longer a rank waits for rank 0's answer than
