@@ -53,7 +53,9 @@ func TestLocalUnreceivedSendsReleased(t *testing.T) {
 			if err := comms[0].Close(); err != nil {
 				t.Fatal(err)
 			}
-			if got := vram.MemoryAllocated(devs[0]); got != before {
+			// More than before is a leak (less can be garbage of earlier
+			// tests that the collector released meanwhile).
+			if got := vram.MemoryAllocated(devs[0]); got > before {
 				t.Errorf("%v: %d bytes allocated once the ranks closed, %d before the sends", devs[0], got, before)
 			}
 		})
