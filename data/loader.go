@@ -97,7 +97,10 @@ type Loader struct {
 // dataset, a batch size below 1, a negative NumWorkers or Prefetch,
 // NumWorkers above [MaxWorkers], Prefetch above [MaxPrefetch], Prefetch
 // without workers, Shuffle with a Sampler, a Sampler whose Len is negative
-// and a [RandomSampler] of N 0, which has no indices to draw, and
+// and a [RandomSampler] of N 0, which has no indices to draw,
+// [vram.ErrIndex] for a [SequentialSampler] or [RandomSampler] whose N is
+// above the dataset's length or a [SubsetRandomSampler] with an index
+// outside the dataset (where an epoch would fail part way), and
 // [vram.ErrUnavailable] for a Device that cannot be used or PinMemory where
 // no device can pin memory.
 func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
@@ -133,6 +136,11 @@ func NewLoader(ds Dataset, batchSize int, opts Options) (*Loader, error) {
 	if s, ok := opts.Sampler.(interface{ check() error }); ok {
 		if err := s.check(); err != nil {
 			return bad("%v", err)
+		}
+	}
+	if s, ok := opts.Sampler.(interface{ within(n int) error }); ok {
+		if err := s.within(n); err != nil {
+			return nil, fmt.Errorf("data: NewLoader: %v: %w", err, vram.ErrIndex)
 		}
 	}
 	l := &Loader{ds: ds, n: n, batchSize: batchSize, opts: opts, sampler: opts.Sampler}

@@ -41,6 +41,14 @@ func (s SequentialSampler) All() iter.Seq[int] {
 // Len returns N.
 func (s SequentialSampler) Len() int { return s.N }
 
+// within returns an error when the indices reach past a dataset of n.
+func (s SequentialSampler) within(n int) error {
+	if s.N > n {
+		return fmt.Errorf("SequentialSampler yields indices 0 to %d, past the dataset's last, %d; N is at most the dataset's length", s.N-1, n-1)
+	}
+	return nil
+}
+
 // RandomSampler yields random indices of 0, ..., N-1 every epoch
 // (torch.utils.data.RandomSampler), drawn from Generator when the epoch
 // starts, or from [vram.DefaultGenerator] when Generator is nil: the same
@@ -69,6 +77,14 @@ func (s RandomSampler) check() error {
 		return fmt.Errorf("RandomSampler draws NumSamples %d indices from N 0; N must be at least 1", s.NumSamples)
 	case s.N == 0:
 		return fmt.Errorf("RandomSampler has N 0 indices to draw from; set N to the dataset's length")
+	}
+	return nil
+}
+
+// within returns an error when the indices reach past a dataset of n.
+func (s RandomSampler) within(n int) error {
+	if s.N > n {
+		return fmt.Errorf("RandomSampler draws indices from 0 to %d, past the dataset's last, %d; N is at most the dataset's length", s.N-1, n-1)
 	}
 	return nil
 }
@@ -149,3 +165,13 @@ func (s SubsetRandomSampler) All() iter.Seq[int] {
 
 // Len returns the number of indices.
 func (s SubsetRandomSampler) Len() int { return len(s.Indices) }
+
+// within returns an error when an index is outside a dataset of n.
+func (s SubsetRandomSampler) within(n int) error {
+	for k, i := range s.Indices {
+		if i < 0 || i >= n {
+			return fmt.Errorf("SubsetRandomSampler's index %d (position %d) is out of range for a dataset of %d", i, k, n)
+		}
+	}
+	return nil
+}
