@@ -2,6 +2,10 @@ package vram_test
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,4 +94,151 @@ func TestREADMEGoBlocks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pytorchNames are names in README.md that are PyTorch's, not vram's:
+// the topic a row of the table answers.
+var pytorchNames = map[string]bool{
+	"nn.DataParallel": true,
+}
+
+// TestDocNames checks that every qualified name that README.md and the
+// package documentation (each doc.go) mention, such as vram.Tidy,
+// optim.NewAdamW or vram.Config.SimDevices, is declared by a package of
+// the module of that name: the text a user learns the API from cannot
+// name a function, type, field or method that was renamed or removed.
+// Only the two Go blocks of README.md are compiled (TestREADMEGoBlocks).
+func TestDocNames(t *testing.T) {
+	decls := moduleDecls(t)
+	docs := []string{"README.md"}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.Name() == "doc.go" {
+			docs = append(docs, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A name after a dot (torch.cuda.MemPool) is a longer path's, not
+	// a vram package's.
+	qualified := regexp.MustCompile(`(?:^|[^.\w])([a-z][a-z0-9]*)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
+	checked := 0
+	for _, doc := range docs {
+		text, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range qualified.FindAllStringSubmatch(string(text), -1) {
+			pkg, name, member := m[1], m[2], m[3]
+			pkgDecls, ok := decls[pkg]
+			if !ok || pytorchNames[pkg+"."+name] {
+				continue
+			}
+			checked++
+			switch {
+			case !pkgDecls[name]:
+				t.Errorf("%s names %s.%s, which no package %s declares", doc, pkg, name, pkg)
+			case member != "" && pkgDecls["type "+name] && !pkgDecls[name+"."+member] && !pkgDecls[name+".embeds"]:
+				t.Errorf("%s names %s.%s.%s, but %s.%s has no field or method %s", doc, pkg, name, member, pkg, name, member)
+			}
+		}
+	}
+	if checked < 100 {
+		t.Errorf("checked only %d names; is the pattern still finding them?", checked)
+	}
+}
+
+// moduleDecls returns, per package name, the exported top-level names
+// declared by the module's packages of that name (every package of a name
+// together: backend/cuda and native/cuda are both cuda), with "type T"
+// for each type, "T.M" for its fields and methods, and "T.embeds" for a
+// struct that embeds another type, whose promoted members it does not
+// follow.
+func moduleDecls(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	decls := map[string]map[string]bool{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		set := decls[f.Name.Name]
+		if set == nil {
+			set = map[string]bool{}
+			decls[f.Name.Name] = set
+		}
+		for _, decl := range f.Decls {
+			switch decl := decl.(type) {
+			case *ast.FuncDecl:
+				if decl.Recv == nil {
+					set[decl.Name.Name] = true
+					continue
+				}
+				recv := decl.Recv.List[0].Type
+				if star, ok := recv.(*ast.StarExpr); ok {
+					recv = star.X
+				}
+				switch r := recv.(type) {
+				case *ast.IndexExpr:
+					recv = r.X
+				case *ast.IndexListExpr:
+					recv = r.X
+				}
+				if id, ok := recv.(*ast.Ident); ok {
+					set[id.Name+"."+decl.Name.Name] = true
+				}
+			case *ast.GenDecl:
+				for _, spec := range decl.Specs {
+					switch spec := spec.(type) {
+					case *ast.ValueSpec:
+						for _, n := range spec.Names {
+							set[n.Name] = true
+						}
+					case *ast.TypeSpec:
+						name := spec.Name.Name
+						set[name], set["type "+name] = true, true
+						var fields []*ast.Field
+						switch typ := spec.Type.(type) {
+						case *ast.StructType:
+							fields = typ.Fields.List
+						case *ast.InterfaceType:
+							fields = typ.Methods.List
+						default:
+							set[name+".embeds"] = true // a defined type's members are not followed
+						}
+						for _, field := range fields {
+							if len(field.Names) == 0 {
+								set[name+".embeds"] = true
+							}
+							for _, n := range field.Names {
+								set[name+"."+n.Name] = true
+							}
+						}
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(decls, "main")
+	return decls
 }
