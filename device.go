@@ -78,10 +78,10 @@ func (d Device) IsCUDA() bool { return d.Kind == "cuda" }
 
 func (d Device) applyOption(o *options) { o.device = d; o.deviceSet = true }
 
-// ParseDevice parses "cpu", "cuda" (the current CUDA device), "cuda:N",
-// "sim" and "sim:N". Spaces around the string are ignored; anything else is
-// an [*Error] of kind [ErrArgument] that quotes the string and lists the
-// accepted forms.
+// ParseDevice parses "cpu" (also "cpu:0", as torch.device takes it), "cuda"
+// (the current CUDA device), "cuda:N", "sim" (sim:0) and "sim:N". Spaces
+// around the string are ignored; anything else is an [*Error] of kind
+// [ErrArgument] that quotes the string and lists the accepted forms.
 func ParseDevice(s string) (Device, error) {
 	t := strings.TrimSpace(s)
 	kind, idx, hasIdx := strings.Cut(t, ":")
