@@ -426,7 +426,7 @@ func testdataTraces(t testing.TB) []string {
 }
 
 // TestPolicies replays every trace in testdata under the three policies
-// and checks the bounds of issues 3 and 15 on each: policy:vram reserves at
+// and checks the policy's bounds on each: policy:vram reserves at
 // most 1.05 times the peak requested (1.02 on the ResNet-50 training
 // trace), never more than PyTorch's best setting, with modelled driver
 // time at most twice policy:pytorch's. For traces recorded with

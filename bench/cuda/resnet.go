@@ -22,8 +22,8 @@ import (
 // resnetModes are the configurations of the ResNet-50 step: memory format,
 // precision and cuDNN's benchmark mode (timed algorithm searches, as
 // torch.backends.cudnn.benchmark), named as torch_bench.py names them. The
-// four modes of issue 14 search; two more choose by cuDNN's heuristics, for
-// what the search gains; the last two replay the channels-last step as a
+// first four modes search; two more choose by cuDNN's heuristics, for what
+// the search gains; the last two replay the channels-last step as a
 // captured graph (vram.CaptureGraph), as torch.compile's reduce-overhead
 // mode does with CUDA graphs.
 var resnetModes = []struct {
@@ -53,7 +53,7 @@ func wantResNet() bool {
 	return false
 }
 
-// benchResNet times the ResNet-50 training step of issue 14: batch 64 at
+// benchResNet times the ResNet-50 training step of BENCHMARKS.md: batch 64 at
 // 224×224, 1000 classes, cross entropy, SGD with momentum 0.9, in each
 // mode, with a fresh model, optimizer and peak statistics per mode. It
 // emits the step's median time, the first step's time (algorithm searches

@@ -58,7 +58,7 @@ func TestReplayCompare(t *testing.T) {
 	if pt.Fragmentation < 1.20 || pt.Fragmentation > 1.21 || ex.Fragmentation < 1.01 || ex.Fragmentation > 1.03 {
 		t.Errorf("PyTorch-like policies: %.3f and %.3f, want about 1.206 and 1.020", pt.Fragmentation, ex.Fragmentation)
 	}
-	// Issue 15's bound of twice policy:pytorch's driver time is checked
+	// The bound of twice policy:pytorch's driver time is checked
 	// on every trace by memory's TestPolicies (policyGaps lists the
 	// traces that miss it); here the replay must price the vram policy's
 	// mappings, within 1.5x of expandable segments'.
