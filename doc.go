@@ -129,8 +129,12 @@
 // Tensor operations panic with typed errors rather than returning them, as
 // gonum does: math with an error per operation would be unreadable. The
 // panic value is an [*Error] whose Kind is one of [ErrShape], [ErrDType],
-// [ErrIndex], [ErrArgument], [ErrReleased], [ErrAutograd], [ErrUnavailable]
-// or [ErrBackend], or a [*DeviceMismatchError]. ([ErrConfigFixed] is the
+// [ErrIndex], [ErrArgument], [ErrReleased], [ErrAutograd], [ErrUnavailable],
+// [ErrOutOfMemory] (an allocation that the device, or the CPU's memory
+// limit, cannot serve: errors.As reaches the allocator's
+// *memory.OutOfMemoryError and its checked fix where there is one) or
+// [ErrBackend] (work that a graph capture cannot record among it, wrapping
+// [ErrCapturing]), or a [*DeviceMismatchError]. ([ErrConfigFixed] is the
 // kind of an error that [Configure] returns.) [Catch] turns these panics
 // back into errors and lets every other panic through. Functions that touch
 // files, parse strings or configure the process return errors instead.
