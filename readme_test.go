@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -102,24 +103,50 @@ var pytorchNames = map[string]bool{
 	"nn.DataParallel": true,
 }
 
-// TestDocNames checks that every qualified name that README.md and the
-// package documentation (each doc.go) mention, such as vram.Tidy,
-// optim.NewAdamW or vram.Config.SimDevices, is declared by a package of
-// the module of that name: the text a user learns the API from cannot
-// name a function, type, field or method that was renamed or removed.
-// Only the two Go blocks of README.md are compiled (TestREADMEGoBlocks).
+// TestDocNames checks that every qualified name that README.md, the
+// package documentation (each doc.go) and the help of the vram command and
+// of the examples mention, such as vram.Tidy, optim.NewAdamW or
+// vram.Config.SimDevices, is declared by a package of the module of that
+// name: the text a user learns the API from cannot name a function, type,
+// field or method that was renamed or removed. Only the two Go blocks of
+// README.md are compiled (TestREADMEGoBlocks).
 func TestDocNames(t *testing.T) {
 	decls := moduleDecls(t)
-	docs := []string{"README.md"}
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+	texts := map[string]string{} // where -> text
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts["README.md"] = string(readme)
+	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_") || d.Name() == "testdata") {
 			return filepath.SkipDir
 		}
-		if d.Name() == "doc.go" {
-			docs = append(docs, path)
+		switch dir := filepath.Dir(path); {
+		case d.Name() == "doc.go":
+			text, err := os.ReadFile(path)
+			texts[path] = string(text)
+			return err
+		case (dir == filepath.Join("cmd", "vram") || filepath.Dir(dir) == "examples") &&
+			strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go"):
+			// The help texts are string literals.
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			var b strings.Builder
+			ast.Inspect(f, func(n ast.Node) bool {
+				if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if s, err := strconv.Unquote(lit.Value); err == nil {
+						b.WriteString(s + "\n")
+					}
+				}
+				return true
+			})
+			texts[path+" (its strings)"] = b.String()
 		}
 		return nil
 	})
@@ -130,12 +157,8 @@ func TestDocNames(t *testing.T) {
 	// a vram package's.
 	qualified := regexp.MustCompile(`(?:^|[^.\w])([a-z][a-z0-9]*)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
 	checked := 0
-	for _, doc := range docs {
-		text, err := os.ReadFile(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range qualified.FindAllStringSubmatch(string(text), -1) {
+	for doc, text := range texts {
+		for _, m := range qualified.FindAllStringSubmatch(text, -1) {
 			pkg, name, member := m[1], m[2], m[3]
 			pkgDecls, ok := decls[pkg]
 			if !ok || pytorchNames[pkg+"."+name] {
