@@ -14,9 +14,10 @@
 //	loss.Backward()
 //	fmt.Println(loss.Item(), w.Grad().Shape())
 //
-// Factories ([Zeros], [Ones], [Full], [Empty], [Arange], [Rand], [Randn],
-// [FromSlice]) take a [Shape] and [Option]s: a [Device], a [DType],
-// [WithGrad], [WithGenerator]. Without a device option they use
+// Factories ([Zeros], [Ones], [Full], [Empty], [Rand], [Randn], and
+// [FromSlice] after its data) take a [Shape] ([Arange] takes start, end and
+// step) and [Option]s: a [Device], a [DType], [WithGrad], [WithGenerator].
+// Without a device option they use
 // [DefaultDevice]; without a generator, random factories draw from the
 // default generator of the tensor's device ([DeviceGenerator]), one per
 // device as in PyTorch, all seeded by [ManualSeed]. Methods named New... ([Tensor.NewZeros], ...) take a
