@@ -73,7 +73,7 @@ func TestClaimedHugeSizes(t *testing.T) {
 		!strings.Contains(stderr, "the limit is 4.00 TiB") || !strings.Contains(stderr, "--max-capacity") {
 		t.Errorf("snapshot claiming 8 EiB: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	if first := strings.SplitN(stderr, "\n", 2)[0]; !strings.HasPrefix(first, "vram replay: ") || !strings.Contains(first, "--max-capacity") {
+	if first := strings.SplitN(stderr, "\n", 2)[0]; !strings.HasPrefix(first, "vram: replay: ") || !strings.Contains(first, "--max-capacity") {
 		t.Errorf("first line %q: want the whole reason in one line", first)
 	}
 

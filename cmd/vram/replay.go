@@ -197,7 +197,7 @@ cost by size class.
 				}
 				reports, err := replayFile(path, conf, base, opts)
 				if err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "vram replay: %s\n", printable.Text(oneLine(err))) // it can quote the file name
+					fmt.Fprintf(cmd.ErrOrStderr(), "vram: replay: %s\n", printable.Text(oneLine(err))) // it can quote the file name
 					failed = append(failed, path)
 					continue
 				}

@@ -82,6 +82,13 @@ func TestReplayErrors(t *testing.T) {
 	if !strings.Contains(stderr, "corrupt.trace") || !strings.Contains(stderr, "line 2") || !strings.Contains(stderr, "missing") {
 		t.Errorf("errors should name the files and the line:\n%s", stderr)
 	}
+	// Each input's error is an error line of the documented form, as the
+	// summary after them is.
+	for _, line := range strings.Split(strings.TrimSuffix(stderr, "\n"), "\n") {
+		if !strings.HasPrefix(line, "vram: replay: ") {
+			t.Errorf("error line %q does not start with \"vram: replay: \"", line)
+		}
+	}
 	var r map[string]any
 	if err := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &r); err != nil {
 		t.Fatalf("the good file must still be replayed: %v\n%s", err, stdout)
