@@ -619,8 +619,8 @@ func mergedBlocks(run []trace.Block, segAddr uint64, scale float64, draw func(tr
 	last := run[len(run)-1]
 	bv.X = round1(float64(run[0].Addr-segAddr) * scale)
 	bv.W = math.Round(math.Max(float64(last.Addr+uint64(last.Size)-run[0].Addr)*scale, 0.6)*100) / 100
-	bv.Tip = fmt.Sprintf("%d blocks too small to draw one by one, from 0x%x: %d allocated (%s), %d freed waiting for a stream (%s), %d free (%s); the largest:\n%s",
-		len(run), run[0].Addr, n[0], units.Compact(bytes[0]), n[1], units.Compact(bytes[1]), n[2], units.Compact(bytes[2]), bv.Tip)
+	bv.Tip = fmt.Sprintf("%s too small to draw one by one, from 0x%x: %d allocated (%s), %d freed waiting for a stream (%s), %d free (%s); the largest:\n%s",
+		nOf(len(run), "block", "blocks"), run[0].Addr, n[0], units.Compact(bytes[0]), n[1], units.Compact(bytes[1]), n[2], units.Compact(bytes[2]), bv.Tip)
 	return bv
 }
 

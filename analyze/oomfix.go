@@ -780,7 +780,7 @@ func (f *fixer) noteSkipped(b *strings.Builder, o *OOM) {
 		}
 	}
 	if n > 0 {
-		fmt.Fprintf(b, " (%d settings not replayed: the replay budget, --replay-events, is spent)", n)
+		fmt.Fprintf(b, " (%s not replayed: the replay budget, --replay-events, is spent)", nOf(n, "setting", "settings"))
 	}
 }
 

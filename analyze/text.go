@@ -37,7 +37,7 @@ func writeDevice(w *bufio.Writer, d *Device) {
 	if d.Config != "" {
 		fmt.Fprintf(w, ", %s", printable.String(clipText(d.Config, maxFrameText)))
 	}
-	fmt.Fprintf(w, ": %d segments, %d blocks, %d history events", d.Segments, d.Blocks, d.HistoryEvents)
+	fmt.Fprintf(w, ": %s, %s, %s", nOf(d.Segments, "segment", "segments"), nOf(d.Blocks, "block", "blocks"), nOf(d.HistoryEvents, "history event", "history events"))
 	if d.HistoryTruncated {
 		fmt.Fprint(w, " (truncated history)")
 	}
@@ -106,13 +106,13 @@ func writeDevice(w *bufio.Writer, d *Device) {
 			fmt.Fprintf(w, "    at %s\n", printable.String(frameString(fr)))
 		}
 		if rest := len(o.Frames) - len(shown); rest > 0 && len(shown) > 0 {
-			fmt.Fprintf(w, "    (%d more frames in the stack: --json or --html shows them all)\n", rest)
+			fmt.Fprintf(w, "    (%s in the stack: --json or --html shows them all)\n", nOf(rest, "more frame", "more frames"))
 		} else if rest > 0 {
-			fmt.Fprintf(w, "    (%d frames in the stack: --json or --html shows them)\n", rest)
+			fmt.Fprintf(w, "    (%s in the stack: --json or --html shows the stack)\n", nOf(rest, "frame", "frames"))
 		}
 	}
 	if more := d.OOMEvents - len(d.OOMs); more > 0 {
-		fmt.Fprintf(w, "  %d more out-of-memory events not shown (--top, Options.Top, lists more)\n", more)
+		fmt.Fprintf(w, "  %s not shown (--top, Options.Top, lists more)\n", nOf(more, "more out-of-memory event", "more out-of-memory events"))
 	}
 	if !d.HasState {
 		return
@@ -124,10 +124,10 @@ func writeDevice(w *bufio.Writer, d *Device) {
 		fmt.Fprintf(w, "  live memory by %s:\n", title)
 		tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', tabwriter.AlignRight)
 		for _, g := range gs {
-			fmt.Fprintf(tw, "    %s\t%s\t%d blocks\t\t%s\n", units.Compact(g.Bytes), share(g.Bytes, d.Fragmentation.AllocatedBytes), g.Count, printable.String(g.Key))
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t\t%s\n", units.Compact(g.Bytes), share(g.Bytes, d.Fragmentation.AllocatedBytes), nOf(g.Count, "block", "blocks"), printable.String(g.Key))
 		}
 		if rest.Groups > 0 {
-			fmt.Fprintf(tw, "    %s\t%s\t%d blocks\t\t%d more (--top, Options.Top, lists more)\n", units.Compact(rest.Bytes), share(rest.Bytes, d.Fragmentation.AllocatedBytes), rest.Count, rest.Groups)
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t\t%d more (--top, Options.Top, lists more)\n", units.Compact(rest.Bytes), share(rest.Bytes, d.Fragmentation.AllocatedBytes), nOf(rest.Count, "block", "blocks"), rest.Groups)
 		}
 		tw.Flush()
 	}
@@ -155,4 +155,13 @@ func share(part, whole int64) string {
 		return ""
 	}
 	return fmt.Sprintf("%.1f%%", 100*float64(part)/float64(whole))
+}
+
+// nOf returns n followed by the noun for that many: one for 1, many
+// otherwise ("1 block", "2 blocks", "0 blocks").
+func nOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

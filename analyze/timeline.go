@@ -589,7 +589,7 @@ func writeStackLines(b *strings.Builder, frames []trace.Frame, n int, memo *stac
 		fmt.Fprintf(b, "  %s\n", clipText(frameString(f), maxFrameText))
 	}
 	if rest := len(frames) - len(shown); rest > 0 {
-		fmt.Fprintf(b, "  (%d more frames in the stack)\n", rest)
+		fmt.Fprintf(b, "  (%s in the stack)\n", nOf(rest, "more frame", "more frames"))
 	}
 }
 
