@@ -133,9 +133,13 @@ func withRNG(r *rngScope, fn func()) {
 // stay until the caller's Tidy ends.
 //
 // The result is a new tensor the caller owns. fn returns a tensor it
-// computed, or x or one of params as they are (the result is then a new
-// view of it); a tensor fn captured from elsewhere is passed as x or in
-// params instead, since the result would otherwise be that tensor itself.
+// computed, or one made before it ran, as it is: x, one of params or a
+// tensor it captured (a constant), of which the result is then a new view,
+// so that the tensor itself stays as its owner made it (gradients reach
+// it through that view only when it is x or one of params, or a leaf
+// requiring grad that Backward reaches). The recompute must give a result
+// of the forward's shape, dtype and device: Backward panics with [ErrShape]
+// or [ErrDType] otherwise.
 // It panics with an *Error of kind [ErrArgument] when fn is nil, x or one
 // of params is a zero Tensor (made without a factory; nil params are
 // skipped) or fn returns nil or one, and of kind [ErrReleased] when x or
@@ -163,6 +167,7 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 	rec := &rngScope{states: map[*Generator][]byte{}}
 	entry := versionsOf(x)
 	var out *Tensor
+	start := births.Load()
 	NoGrad(func() { withRNG(rec, func() { out = callReleasing(fn, x) }) })
 	if !out.dtype.IsFloat() {
 		// Integer and bool results (indices, masks) carry no gradient
@@ -172,8 +177,9 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 	// Under NoGrad a tensor that fn computes neither requires grad nor has
 	// a graph node: one that does was made before (a parameter fn returns
 	// as it is), and gets the same treatment as x, here and in the
-	// recompute.
-	passThrough := out != x && (slices.Contains(params, out) || out.requiresGrad.Load() || out.ref.node != nil)
+	// recompute; so does one made before fn ran (a constant fn captured),
+	// which the node must not be attached to.
+	passThrough := out != x && (out.born <= start || slices.Contains(params, out) || out.requiresGrad.Load() || out.ref.node != nil)
 	if passThrough {
 		out = out.identity("checkpoint")
 	}
@@ -202,8 +208,10 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 		in.SetRequiresGrad(inputGrad)
 		var y *Tensor
 		recompute := func() {
+			rstart := births.Load()
 			y = callCheckpointed(fn, in)
-			if passThrough {
+			if passThrough || y.born <= rstart {
+				// Not fn's own result: released below through a view.
 				y = y.identity("checkpoint")
 			}
 		}
@@ -226,7 +234,7 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 		// Inside Backward, the leaves fn uses that are not in params get
 		// their gradients too; inside Grad, nothing is stored.
 		c.others, c.outer = !insideGrad(), true
-		backwardReleasing(y, g, c)
+		backwardReleasing(y, g, out.dtype, c)
 		return c.out
 	})
 	savedAtEntry(out, entry)
@@ -273,8 +281,12 @@ func callCheckpointed(fn func(*Tensor) *Tensor, x *Tensor) *Tensor {
 // recompute, releasing y first: the backward pass needs y's graph, not its
 // values, so y's memory (as large as the block's output) is free for the
 // gradients the pass allocates; what the graph saved of y stays saved. y is
-// released whether or not it requires grad.
-func backwardReleasing(y, g *Tensor, c *capture) {
+// released whether or not it requires grad. dt is the dtype of the
+// forward's result, which the recompute must give again: a result of
+// another shape, device or dtype panics with [ErrShape] or [ErrDType]
+// before anything runs, as PyTorch's checkpoint refuses recomputed values
+// whose metadata changed.
+func backwardReleasing(y, g *Tensor, dt DType, c *capture) {
 	n := y.ref.node
 	if !y.requiresGrad.Load() || n == nil {
 		if y.requiresGrad.Load() && c.others {
@@ -287,6 +299,12 @@ func backwardReleasing(y, g *Tensor, c *capture) {
 		y.Release()
 		fail("checkpoint", ErrShape, "the recompute gave %v on %s where the forward gave %v on %s; the checkpointed function must compute the same function both times",
 			Shape(y.shape), y.Device(), Shape(g.shape), g.Device())
+	}
+	if y.dtype != dt {
+		ydt := y.dtype
+		y.Release()
+		fail("checkpoint", ErrDType, "the recompute gave a %s result where the forward gave %s; the checkpointed function must compute the same function both times",
+			ydt, dt)
 	}
 	n.incref("checkpoint")
 	defer n.decref()
@@ -304,8 +322,9 @@ func backwardReleasing(y, g *Tensor, c *capture) {
 // The results are gathered into one block of memory, of which the tensors
 // returned are views (one copy of the results, so that the recompute runs
 // once for all of them): they must share one dtype and device, and fn must
-// return as many tensors, of the same shapes, both times; integer or bool
-// results are returned outside the graph, as Checkpoint returns them. xs
+// return as many tensors, of the same shapes and dtype, both times
+// (Backward panics with [ErrShape] or [ErrDType] otherwise); integer or
+// bool results are returned outside the graph, as Checkpoint returns them. xs
 // may hold tensors that do not require grad (masks, indices); they are
 // saved too, and fn must not change them in place (Backward then fails
 // with [ErrAutograd], as for Checkpoint).
@@ -376,6 +395,7 @@ func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*T
 		// Integer and bool results carry no gradient (see Checkpoint).
 		return unpackOutputs(packed, shapes)
 	}
+	dt := packed.dtype
 	saved := save(xs...)
 	inputGrad := make([]bool, len(xs))
 	inputs := []*Tensor{}
@@ -436,7 +456,7 @@ func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*T
 			})
 		})
 		c.others, c.outer = !insideGrad(), true
-		backwardReleasing(y, g, c)
+		backwardReleasing(y, g, dt, c)
 		return c.out
 	})
 	savedAtEntry(packed, entry)
