@@ -27,11 +27,15 @@ import (
 // owns wq and scale.
 //
 // It returns an error matching vram.ErrArgument, changing nothing, when l
-// is already quantized, has a pruning mask (make it permanent with
+// is nil or has no weight (a Linear made without [NewLinear]), is already
+// quantized, has a pruning mask (make it permanent with
 // prune.Remove first), when wq or scale does not fit, or when a scale is
 // not positive and finite (as package nn/quant makes them); one matching
 // vram.ErrReleased when the layer's bias, wq or scale was released.
 func (l *Linear) SetInt8Weight(wq, scale *vram.Tensor) error {
+	if l == nil || l.Weight == nil {
+		return &vram.Error{Op: "linear", Kind: vram.ErrArgument, Detail: "SetInt8Weight: nil layer or a layer without a weight; make the layer with nn.NewLinear"}
+	}
 	w := l.Weight
 	switch {
 	case wq == nil || scale == nil:
