@@ -120,12 +120,14 @@ func withRNG(r *rngScope, fn func()) {
 // params lists the leaves requiring grad that fn uses besides x: the result
 // requires grad when x or one of them does, and to [Grad] the checkpoint is
 // an operation of x and params (a leaf fn uses that is not listed gets its
-// gradient from Backward, but none from Grad). Without them, fn(x) on an x
-// that does not require grad (the first layer's input) would give a result
-// outside the graph. An integer or bool result (indices, a mask) is
-// returned as fn computed it, outside the graph, as in PyTorch: such
-// tensors cannot require grad. Outside recording (inside NoGrad, or when
-// nothing requires grad) Checkpoint simply returns fn(x).
+// gradient from Backward, but none from Grad). Without them, an x that
+// does not require grad (the first layer's input) makes Checkpoint run
+// fn(x) as it is, recording its graph and keeping its activations, which
+// it warns of ([WarnOnce]) when the result requires grad. An integer or
+// bool result (indices, a mask) is returned as fn computed it, outside the
+// graph, as in PyTorch: such tensors cannot require grad. Outside
+// recording (inside NoGrad, or when nothing requires grad) Checkpoint
+// simply returns fn(x).
 //
 // The tensors fn computes during the forward, other than its result, are
 // released when it returns, as inside a [Tidy] (fn may [Keep] one to use it
@@ -140,6 +142,7 @@ func withRNG(r *rngScope, fn func()) {
 // requiring grad that Backward reaches). The recompute must give a result
 // of the forward's shape, dtype and device: Backward panics with [ErrShape]
 // or [ErrDType] otherwise.
+//
 // It panics with an *Error of kind [ErrArgument] when fn is nil, x or one
 // of params is a zero Tensor (made without a factory; nil params are
 // skipped) or fn returns nil or one, and of kind [ErrReleased] when x or
@@ -162,6 +165,7 @@ func Checkpoint(fn func(x *Tensor) *Tensor, x *Tensor, params ...*Tensor) *Tenso
 		if slices.Contains(params, out) {
 			return out.identity("checkpoint")
 		}
+		warnUnlisted(out)
 		return out
 	}
 	rec := &rngScope{states: map[*Generator][]byte{}}
@@ -370,6 +374,8 @@ func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*T
 		for i, o := range outs {
 			if slices.Contains(xs, o) || slices.Contains(params, o) || slices.Index(outs, o) < i {
 				outs[i] = o.identity(op)
+			} else {
+				warnUnlisted(o)
 			}
 		}
 		return outs
@@ -461,6 +467,18 @@ func CheckpointMulti(fn func(xs []*Tensor) []*Tensor, xs []*Tensor, params ...*T
 	})
 	savedAtEntry(packed, entry)
 	return unpackOutputs(packed, shapes)
+}
+
+// warnUnlisted warns, once per call site, when out, a result of a
+// checkpointed function that ran as it is because neither its inputs nor
+// its params require grad, requires grad all the same: the function uses
+// a leaf that is not listed in params, so it recorded its graph and kept
+// the activations the checkpoint exists to drop.
+func warnUnlisted(out *Tensor) {
+	if GradEnabled() && out.requiresGrad.Load() {
+		WarnOnce("checkpoint: the function uses tensors that require grad that are not in params, and neither its input nor params requires grad, " +
+			"so it ran without checkpointing and kept its activations; pass the leaves it uses (a layer's parameters) as params, as nn.Checkpoint does")
+	}
 }
 
 // liveParams panics for a checkpoint's params that are released or zero

@@ -3,6 +3,7 @@ package vram
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -93,5 +94,43 @@ func TestCheckpointRecomputeDType(t *testing.T) {
 				t.Errorf("x has gradient %v after the refused Backward", x.Grad())
 			}
 		})
+	}
+}
+
+// TestCheckpointWarnsOfUnlistedLeaves: when fn uses a leaf that requires
+// grad but neither x nor params does, Checkpoint cannot tell that it must
+// record, so fn runs as it is and keeps its activations; it says so once
+// with a warning that names the fix, and stays quiet when the leaf is
+// listed or nothing requires grad.
+func TestCheckpointWarnsOfUnlistedLeaves(t *testing.T) {
+	var warned []Warning
+	defer SetWarningHandler(SetWarningHandler(func(w Warning) { warned = append(warned, w) }))
+	Tidy(func() {
+		p := Ones(Shape{3}, WithGrad())
+		q := Ones(Shape{3})
+		x := Ones(Shape{3})
+		fn := func(w *Tensor) func(*Tensor) *Tensor {
+			return func(x *Tensor) *Tensor { return x.Mul(w).Exp() }
+		}
+		multi := func(w *Tensor) func([]*Tensor) []*Tensor {
+			return func(xs []*Tensor) []*Tensor { return []*Tensor{xs[0].Mul(w).Exp()} }
+		}
+		Checkpoint(fn(p), x, p)
+		Checkpoint(fn(q), x)
+		CheckpointMulti(multi(p), []*Tensor{x}, p)
+		CheckpointMulti(multi(q), []*Tensor{x})
+		if len(warned) != 0 {
+			t.Fatalf("warnings with the leaf listed or none requiring grad: %v", warned)
+		}
+		for range 2 {
+			y := Checkpoint(fn(p), x)
+			if !y.RequiresGrad() {
+				t.Errorf("the result of fn using an unlisted leaf does not require grad")
+			}
+		}
+		CheckpointMulti(multi(p), []*Tensor{x})
+	})
+	if len(warned) != 2 || !strings.Contains(warned[0].Message, "params") {
+		t.Errorf("warnings %v, want one per call site, naming params", warned)
 	}
 }
