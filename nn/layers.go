@@ -117,6 +117,10 @@ func (l *Linear) ForwardAct(x *vram.Tensor, act vram.Activation) *vram.Tensor {
 	if l.Scale == nil {
 		return vram.LinearAct(x, w, b, act)
 	}
+	if act > vram.ActGELU {
+		panic(&vram.Error{Op: "linear", Kind: vram.ErrArgument,
+			Detail: fmt.Sprintf("unknown activation %v; use ActNone, ActReLU or ActGELU", act)})
+	}
 	y := vram.LinearInt8(x, w, l.Scale, b)
 	if act == vram.ActNone {
 		return y
