@@ -169,7 +169,7 @@
 //
 // How it maps: a Snapshot per device that has segments or a trace with
 // events (the device of a segment is its "device", default 0; of a trace,
-// its index in "device_traces"), sorted by device. Segment: address, size
+// its index in "device_traces"; below [MaxDevices]), sorted by device. Segment: address, size
 // = total_size, stream, pool = segment_type, expandable = is_expandable,
 // private pool = segment_pool_id (a CUDA graph's or a MemPool's).
 // Block: address (blocks of PyTorch before 2.1 have none; it is then

@@ -27,6 +27,15 @@ const (
 	MetaAllocatorSettingsPrefix = "allocator_settings."
 )
 
+// MaxDevices bounds the device indices of a PyTorch snapshot, pickled or
+// saved as JSON: a segment's "device", and the index in "device_traces" of
+// a trace with entries, must be below it, far above the GPUs of any
+// machine (PyTorch's device index is an 8-bit integer). Each device is a
+// [Snapshot], analyzed and replayed apart, so that a small file listing
+// millions of devices would otherwise take time and memory out of all
+// proportion to its size.
+const MaxDevices = 1024
+
 // ReadPickle reads a PyTorch memory snapshot pickle, as written by
 // torch.cuda.memory._dump_snapshot or by pickle.dump of the value
 // torch.cuda.memory._snapshot() returns (or of torch.cuda.memory_snapshot(),
@@ -191,6 +200,11 @@ func convErr(path, format string, args ...any) error {
 	return &ParseError{Kind: KindPickle, Offset: -1, Msg: msg + fmt.Sprintf(format, args...)}
 }
 
+// errDevice reports a device index outside [0, MaxDevices).
+func errDevice(path string, dev int64) error {
+	return convErr(path, "device %d out of range: PyTorch numbers devices from 0 to %d (trace.MaxDevices)", dev, MaxDevices-1)
+}
+
 // Bytes of memory one converted entry takes, for pickleConverter.spend.
 const (
 	sizeofSegment = int64(unsafe.Sizeof(Segment{}))
@@ -279,6 +293,9 @@ func (c *pickleConverter) convert(root any) ([]*Snapshot, error) {
 			}
 			if len(tl.items) == 0 {
 				continue
+			}
+			if dev >= MaxDevices {
+				return nil, errDevice(path, int64(dev))
 			}
 			if err := c.spend(path, len(tl.items), sizeofEvent); err != nil {
 				return nil, err
@@ -402,8 +419,8 @@ func (c *pickleConverter) segment(path string, v any) (int, Segment, error) {
 	if err != nil {
 		return 0, seg, err
 	}
-	if dev < 0 || dev > math.MaxInt32 {
-		return 0, seg, convErr(path, "device %d out of range", dev)
+	if dev < 0 || dev >= MaxDevices {
+		return 0, seg, errDevice(path, dev)
 	}
 	if seg.Addr, err = reqAddr(d, path, "address"); err != nil {
 		return 0, seg, err
