@@ -433,11 +433,6 @@ func printCaveats(w io.Writer, r replayReport) {
 
 // printReplay writes one report as a table, one column per setting.
 func printReplay(w io.Writer, r replayReport) {
-	note := ""
-	if r.CapacityDefault {
-		note = ": none given or recorded, so nothing runs out"
-	}
-	fmt.Fprintf(w, "%s (device %d, capacity %s%s)\n", printable.String(r.File), r.Device, units.Bytes(r.CapacityBytes), note)
 	type col struct {
 		name string
 		res  memory.Result
@@ -456,6 +451,17 @@ func printReplay(w io.Writer, r replayReport) {
 			cols = append(cols, col{p.name, pr.Result, pr.Fragmentation})
 		}
 	}
+	note := ""
+	if r.CapacityDefault {
+		note = ": none given or recorded, so nothing runs out"
+		for _, c := range cols {
+			if c.res.NumOOMs > 0 {
+				note = ": none given or recorded, and still too small: the run ran out of it"
+				break
+			}
+		}
+	}
+	fmt.Fprintf(w, "%s (device %d, capacity %s%s)\n", printable.String(r.File), r.Device, units.Bytes(r.CapacityBytes), note)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	row := func(label string, f func(c col) string) {
 		fmt.Fprintf(tw, "  %s\t", label)

@@ -747,3 +747,27 @@ func TestReplaySaysDefaultCapacity(t *testing.T) {
 		t.Errorf("--json: exit %d, no capacity_default: %s%s", code, stdout, stderr)
 	}
 }
+
+// TestReplayDefaultCapacityRanOut checks that the header of a replay on
+// vram's default capacity does not say that nothing runs out when a
+// request larger than it did: an 8 EiB alloc was reported as one
+// out-of-memory error under "so nothing runs out".
+func TestReplayDefaultCapacityRanOut(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "huge.trace")
+	if err := os.WriteFile(file, []byte("alloc 4096 9223372036854775807 0 1\nalloc 8192 512 0 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"replay", file}, {"replay", "--compare", file}} {
+		code, stdout, stderr := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		if strings.Contains(stdout, "nothing runs out") {
+			t.Errorf("%v says nothing runs out, but a request did:\n%s", args, stdout)
+		}
+		if !strings.Contains(stdout, "capacity 1.00 TiB: none given or recorded, and still too small: the run ran out of it") {
+			t.Errorf("%v does not say why it ran out:\n%s", args, stdout)
+		}
+	}
+}
