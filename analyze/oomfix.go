@@ -46,15 +46,20 @@ type FixTrial struct {
 	PeakReservedBytes int64 `json:"peak_reserved_bytes,omitempty"`
 	// MinLimitBytes is, when the limit is known only within a range and
 	// the setting fits under its most but not its least, the least limit
-	// found under which it fits; PeakReservedBytes is then its peak under
-	// that limit.
+	// found under which it fits (see MinLimitSearched); PeakReservedBytes
+	// is then its peak under that limit.
 	MinLimitBytes int64 `json:"min_limit_bytes,omitempty"`
+	// MinLimitSearched reports that MinLimitBytes was searched for, by
+	// bisection to within 2 MiB or a 128th of the range; otherwise it is
+	// only a limit under which the setting fits (the range's most, or the
+	// peak of the replay under it), and the least may be lower: the text
+	// and the page then say "or less".
+	MinLimitSearched bool `json:"min_limit_searched,omitempty"`
 	// Skipped reports that it was not replayed: the replay budget
 	// (Options.ReplayEvents) was spent.
 	Skipped bool `json:"skipped,omitempty"`
 
-	vram     bool // vram's own policy
-	bisected bool // MinLimitBytes is the least found, not only one that fits
+	vram bool // vram's own policy
 }
 
 // DefaultReplayEvents is the replay budget of one device's fix checks
@@ -627,7 +632,7 @@ func (f *fixer) check(o *OOM, opts Options, s *trace.Snapshot, base memory.Confi
 		case r.fitsLo:
 			t.Fits, t.PeakReservedBytes = true, r.peak
 		case r.fitsHi:
-			t.MinLimitBytes, t.PeakReservedBytes, t.bisected = r.limit, r.peak, r.bisected
+			t.MinLimitBytes, t.PeakReservedBytes, t.MinLimitSearched = r.limit, r.peak, r.bisected
 			if r.bisected {
 				bisections--
 			}
@@ -712,8 +717,12 @@ func (f *fixer) describe(o *OOM, base memory.Config, lo, hi int64, exact bool, n
 		if t.vram {
 			env = "VRAM_ALLOC_CONF"
 		}
-		fmt.Fprintf(&b, "none fits under %s, the least the limit can have been; with %s=%s this run fits under a limit of %s (it peaks at %s), so it fits if the process is allowed that much; give the exact limit with --limit (the fraction given to set_per_process_memory_fraction times the device's memory) to check.",
-			allowed, env, t.Config, units.Bytes(t.MinLimitBytes), units.Bytes(t.PeakReservedBytes))
+		orLess := ""
+		if !t.MinLimitSearched {
+			orLess = " or less"
+		}
+		fmt.Fprintf(&b, "none fits under %s, the least the limit can have been; with %s=%s this run fits under a limit of %s%s (it peaks at %s), so it fits if the process is allowed that much; give the exact limit with --limit (the fraction given to set_per_process_memory_fraction times the device's memory) to check.",
+			allowed, env, t.Config, units.Bytes(t.MinLimitBytes), orLess, units.Bytes(t.PeakReservedBytes))
 	} else {
 		// Nothing fits: the least limit under which some setting a user
 		// of the run's allocator can set gets past this point.
@@ -743,7 +752,7 @@ func (f *fixer) describe(o *OOM, base memory.Config, lo, hi int64, exact bool, n
 		switch {
 		case t.Fits:
 			also = append(also, fmt.Sprintf("%s fits (peak %s)", t.Config, units.Bytes(t.PeakReservedBytes)))
-		case t.MinLimitBytes > 0 && t.bisected:
+		case t.MinLimitBytes > 0 && t.MinLimitSearched:
 			also = append(also, fmt.Sprintf("%s fits under a limit of %s", t.Config, units.Bytes(t.MinLimitBytes)))
 		case t.MinLimitBytes > 0:
 			also = append(also, fmt.Sprintf("%s fits under a limit of %s or less", t.Config, units.Bytes(t.MinLimitBytes)))
