@@ -1,12 +1,14 @@
 package analyze
 
 import (
+	"cmp"
 	_ "embed"
 	"encoding/json"
 	"fmt"
 	"html/template"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -84,6 +86,9 @@ const (
 	maxStackFrames = 500
 	// maxFrameText bounds the characters of a frame's text on the page.
 	maxFrameText = 400
+	// maxSamplePoints bounds the samples of a Recorder drawn one by one:
+	// past it, each pixel column draws its least and most value.
+	maxSamplePoints = 2 * (chartW - marginL - marginR)
 )
 
 // WriteHTML writes r as one self-contained HTML page: for each device the
@@ -94,9 +99,10 @@ const (
 // its style, script and data are inline, its charts inline SVG.
 //
 // The page's size is bounded whatever the file holds: past 5000 blocks the
-// segment map draws runs of blocks too narrow to see as one rect each, a
-// stack lists at most 500 frames (and how many more there are), and a
-// name or file longer than 400 bytes is cut; with the default Options a
+// segment map draws runs of blocks too narrow to see as one rect each, the
+// chart of a Recorder's samples draws at most two points (the least and
+// the most) per pixel column, a stack lists at most 500 frames (and how
+// many more there are), and a name or file longer than 400 bytes is cut; with the default Options a
 // page stays within a few MiB.
 func WriteHTML(w io.Writer, r *Report) error {
 	v := pageView{File: r.File, Format: r.Format, CSS: template.CSS(pageCSS + categoryCSS()), JS: template.JS(pageJS)}
@@ -640,37 +646,68 @@ func samplesChart(ss []Sample) *samplesView {
 	if len(ss) == 0 {
 		return nil
 	}
+	ss = slices.SortedStableFunc(slices.Values(ss), func(a, b Sample) int { return cmp.Compare(a.TimeUS, b.TimeUS) })
 	v := &samplesView{W: chartW, H: samplesH, PlotX: marginL, PlotY: marginT, PlotW: chartW - marginL - marginR, PlotH: samplesH - marginT - marginB, Count: len(ss)}
-	xmax := math.Max(float64(ss[len(ss)-1].TimeUS), 1)
+	xmin := math.Min(float64(ss[0].TimeUS), 0)
+	xmax := math.Max(float64(ss[len(ss)-1].TimeUS), xmin+1)
 	var ymax float64 = 1
 	for _, s := range ss {
 		ymax = math.Max(ymax, float64(max(s.ReservedBytes, s.AllocatedBytes)))
 	}
 	step := niceStep(ymax, 4, true)
 	ymax = math.Ceil(ymax/step) * step
-	px := func(x float64) float64 { return v.PlotX + x/xmax*v.PlotW }
+	px := func(x float64) float64 { return v.PlotX + (x-xmin)/(xmax-xmin)*v.PlotW }
 	py := func(y float64) float64 { return v.PlotY + v.PlotH - y/ymax*v.PlotH }
 	for y := 0.0; y <= ymax+1; y += step {
 		v.YTicks = append(v.YTicks, tick{Pos: round1(py(y)), Label: units.Compact(int64(y))})
 	}
-	xs := niceStep(xmax, 8, false)
-	for x := 0.0; x <= xmax; x += xs {
+	xs := niceStep(xmax-xmin, 8, false)
+	for x := math.Ceil(xmin/xs) * xs; x <= xmax; x += xs {
 		v.XTicks = append(v.XTicks, tick{Pos: round1(px(x)), Label: xLabel("time_us", x)})
 	}
-	line := func(val func(Sample) int64) string {
-		var b strings.Builder
-		for i, s := range ss {
-			cmd := "L"
-			if i == 0 {
-				cmd = "M"
-			}
-			fmt.Fprintf(&b, "%s%.1f %.1f", cmd, px(float64(s.TimeUS)), py(float64(val(s))))
+	v.Allocated = sampleLine(ss, px, py, func(s Sample) int64 { return s.AllocatedBytes })
+	v.Reserved = sampleLine(ss, px, py, func(s Sample) int64 { return s.ReservedBytes })
+	return v
+}
+
+// sampleLine is the SVG path of val over samples sorted by time. Past
+// maxSamplePoints samples it draws, for each pixel column of the plot, the
+// column's least and most value in their order, so that the path stays
+// bounded and keeps every peak.
+func sampleLine(ss []Sample, px, py func(float64) float64, val func(Sample) int64) string {
+	var b strings.Builder
+	point := func(s Sample) {
+		cmd := "L"
+		if b.Len() == 0 {
+			cmd = "M"
+		}
+		fmt.Fprintf(&b, "%s%.1f %.1f", cmd, px(float64(s.TimeUS)), py(float64(val(s))))
+	}
+	if len(ss) <= maxSamplePoints {
+		for _, s := range ss {
+			point(s)
 		}
 		return b.String()
 	}
-	v.Allocated = line(func(s Sample) int64 { return s.AllocatedBytes })
-	v.Reserved = line(func(s Sample) int64 { return s.ReservedBytes })
-	return v
+	for i := 0; i < len(ss); {
+		col := math.Floor(px(float64(ss[i].TimeUS)))
+		lo, hi := i, i
+		j := i + 1
+		for ; j < len(ss) && math.Floor(px(float64(ss[j].TimeUS))) == col; j++ {
+			if val(ss[j]) < val(ss[lo]) {
+				lo = j
+			}
+			if val(ss[j]) > val(ss[hi]) {
+				hi = j
+			}
+		}
+		point(ss[min(lo, hi)])
+		if lo != hi {
+			point(ss[max(lo, hi)])
+		}
+		i = j
+	}
+	return b.String()
 }
 
 // oomTip is the hover text of an out-of-memory marker: what happened,
