@@ -54,6 +54,8 @@ frames, torch, installed packages and the standard library.
 memory timeline stacked by region or by the allocating code, with the allocation under the
 cursor on hover, out-of-memory markers, and the segment map. --html - writes the page to
 standard output in place of the report; FILE - reads the input from standard input.
+--json prints the report as one JSON object, an analyze.Report: each of its fields is
+documented with it (go doc github.com/vramgo/vram/analyze.Report).
 
   vram analyze snapshot.pickle
   vram analyze --html run.html run.json

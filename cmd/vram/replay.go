@@ -117,6 +117,20 @@ calls, each timed, and prints as Markdown tables the driver time measured beside
 what vram's cost model (memory.ModelledCost) says the same calls cost, and each call's measured
 cost by size class.
 
+--json prints one JSON object per input (per device of a snapshot), one after
+another: file, device, capacity_bytes (with capacity_default when it is vram's 1 TiB,
+neither given nor recorded) and config; for a replay under one setting, the
+fields of memory.Result (events, peak_requested_bytes, peak_allocated_bytes,
+peak_reserved_bytes, device_allocs, device_frees, device_maps, device_unmaps,
+driver_time_us, num_alloc_retries, num_ooms, unmatched_frees, recorded_ooms) and
+fragmentation (peak reserved over peak requested); with --compare, policies, those
+fields and config under each setting; with --fit, fit: its policies, each a
+memory.Fit with config (and fits and peak_reserved_on_bytes for --fit SIZE), and
+recorded (memory.Recorded) and reproduce for a history with segment events; with
+--device, gpu. Where they apply: as_recorded_conf (the setting that replays a
+PyTorch snapshot as it ran), history_truncated and history_events,
+settings_changed_mid_run, and not_modelled (settings of --conf without effect).
+
   vram replay --compare run.trace.gz
   vram replay --fit 24GB run.trace.gz
   vram replay --device cuda:0 --compare run.trace.gz

@@ -771,3 +771,48 @@ func TestReplayDefaultCapacityRanOut(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayJSONKeysDocumented checks that --help names every key of the
+// objects replay --json prints, under each of its modes, and says where
+// the nested objects are documented: the keys were documented nowhere a
+// user of the command could read.
+func TestReplayJSONKeysDocumented(t *testing.T) {
+	const file = "../../analyze/testdata/pytorch_v_train_ring_wrapped.pickle.gz"
+	code, help, stderr := runCLI(t, "replay", "--help")
+	if code != 0 {
+		t.Fatalf("--help: exit %d: %s", code, stderr)
+	}
+	for _, ref := range []string{"memory.Result", "memory.Fit", "memory.Recorded"} {
+		if !strings.Contains(help, ref) {
+			t.Errorf("--help does not point to %s", ref)
+		}
+	}
+	for _, mode := range [][]string{nil, {"--compare"}, {"--fit", "24GiB"}, {"--conf", "garbage_collection_threshold:0.5"}} {
+		args := append(append([]string{"replay", "--json"}, mode...), file)
+		code, stdout, stderr := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(stdout), &obj); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		for k := range obj {
+			if !strings.Contains(help, k) {
+				t.Errorf("%v: key %q is not in --help", mode, k)
+			}
+		}
+	}
+}
+
+// TestAnalyzeJSONDocumented checks that analyze --help says where the
+// fields of its --json object are documented.
+func TestAnalyzeJSONDocumented(t *testing.T) {
+	code, help, stderr := runCLI(t, "analyze", "--help")
+	if code != 0 {
+		t.Fatalf("--help: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(help, "analyze.Report") {
+		t.Errorf("--help does not say that --json prints an analyze.Report:\n%s", help)
+	}
+}
