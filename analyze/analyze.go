@@ -121,6 +121,9 @@ type Device struct {
 	// Samples are the periodic samples of a [Recorder] that wrote the
 	// file, if any.
 	Samples []Sample `json:"samples,omitempty"`
+	// SamplesError says why the samples a Recorder stored could not be
+	// read (Samples is then empty); "" when they were, or there are none.
+	SamplesError string `json:"samples_error,omitempty"`
 	// Advice lists concrete settings or changes suggested by the numbers.
 	Advice []string `json:"advice,omitempty"`
 
@@ -356,7 +359,9 @@ func analyzeSnapshot(s *trace.Snapshot, opts Options) (*Device, error) {
 	}
 	d.Fragmentation = fragmentation(s)
 	d.ByRegion, d.ByRegionRest, d.ByStack, d.ByStackRest, d.Largest = liveGroups(s, opts.top())
-	d.Samples = samplesFromMeta(s.Meta)
+	if d.Samples, err = readSamples(s.Meta); err != nil {
+		d.Samples, d.SamplesError = nil, err.Error()
+	}
 	d.Advice = advice(d)
 	return d, nil
 }

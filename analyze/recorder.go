@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -206,33 +205,47 @@ func encodeSamples(ss []Sample) string {
 // samplesFromMeta decodes the samples a Recorder stored; nil when there
 // are none or they do not parse.
 func samplesFromMeta(meta map[string]string) []Sample {
-	v, ok := meta[MetaSamples]
-	if !ok || v == "" {
-		return nil
-	}
-	ss, err := decodeSamples(v)
-	if err != nil {
-		return nil
-	}
+	ss, _ := readSamples(meta)
 	return ss
 }
 
+// readSamples decodes the samples a Recorder stored: nil and no error
+// when there are none, nil and why when they do not parse.
+func readSamples(meta map[string]string) ([]Sample, error) {
+	v, ok := meta[MetaSamples]
+	if !ok || v == "" {
+		return nil, nil
+	}
+	return decodeSamples(v)
+}
+
+// maxSampleQuote bounds the bytes of a bad sample an error quotes.
+const maxSampleQuote = 60
+
 func decodeSamples(v string) ([]Sample, error) {
 	var out []Sample
-	for _, f := range strings.Fields(v) {
+	n := 0
+	for f := range strings.FieldsSeq(v) {
+		n++
+		bad := func(why string) error {
+			return fmt.Errorf("the Recorder's samples (%s) cannot be read: sample %d %s: %s", MetaSamples, n, strconv.Quote(clipText(f, maxSampleQuote)), why)
+		}
 		parts := strings.Split(f, ":")
 		if len(parts) != 4 {
-			return nil, errors.New("analyze: malformed sample " + strconv.Quote(f))
+			return nil, bad("want time_us:allocated:reserved:requested")
 		}
-		var n [4]int64
+		var x [4]int64
 		for i, p := range parts {
-			x, err := strconv.ParseInt(p, 10, 64)
+			v, err := strconv.ParseInt(p, 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("analyze: malformed sample %q: %w", f, err)
+				return nil, bad("not a decimal number")
 			}
-			n[i] = x
+			if v < 0 {
+				return nil, bad("negative")
+			}
+			x[i] = v
 		}
-		out = append(out, Sample{TimeUS: n[0], AllocatedBytes: n[1], ReservedBytes: n[2], RequestedBytes: n[3]})
+		out = append(out, Sample{TimeUS: x[0], AllocatedBytes: x[1], ReservedBytes: x[2], RequestedBytes: x[3]})
 	}
 	return out, nil
 }

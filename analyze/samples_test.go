@@ -80,3 +80,47 @@ func TestSamplesChartSmall(t *testing.T) {
 		t.Errorf("points not in time order: %s", line)
 	}
 }
+
+// TestSamplesUnreadable checks that a recording whose samples cannot be
+// read says so, in the text, --json and the page, instead of dropping
+// them without a word, and that the message is short and quotes the bad
+// entry with its control characters escaped; negative times and sizes
+// are unreadable too.
+func TestSamplesUnreadable(t *testing.T) {
+	tests := []struct{ name, samples, want string }{
+		{"not a number", "0:1:2:3 1:2:x:4", `sample 2 "1:2:x:4"`},
+		{"three fields", "0:1:2", `sample 1 "0:1:2": want time_us:allocated:reserved:requested`},
+		{"negative size", "0:1:2:3 5:-1:2:3", `sample 2 "5:-1:2:3": negative`},
+		{"negative time", "-5:1:2:3", `sample 1 "-5:1:2:3": negative`},
+		{"long entry", "0:1:2:3 " + strings.Repeat("9", 1<<20) + ":\x1b", `more bytes`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &trace.Snapshot{Meta: map[string]string{MetaSamples: tc.samples}}
+			r, err := Analyze(&trace.File{Name: "rec.json", Kind: trace.KindJSON, Snapshots: []*trace.Snapshot{s}}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := r.Devices[0]
+			if len(d.Samples) != 0 {
+				t.Fatalf("%d samples kept", len(d.Samples))
+			}
+			if !strings.Contains(d.SamplesError, tc.want) || len(d.SamplesError) > 600 || strings.ContainsRune(d.SamplesError, 0x1b) {
+				t.Fatalf("SamplesError %.700q, want it short, escaped, with %q", d.SamplesError, tc.want)
+			}
+			var text, page bytes.Buffer
+			if err := r.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			if err := WriteHTML(&page, r); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(text.String(), "samples: "+d.SamplesError) {
+				t.Errorf("the text does not say the samples are unreadable:\n%s", text.String())
+			}
+			if !strings.Contains(page.String(), htmlEscape(d.SamplesError)) {
+				t.Error("the page does not say the samples are unreadable")
+			}
+		})
+	}
+}

@@ -70,6 +70,9 @@ func writeDevice(w *bufio.Writer, d *Device) {
 		}
 	}
 	tw.Flush()
+	if d.SamplesError != "" {
+		fmt.Fprintf(w, "  samples: %s\n", printable.String(d.SamplesError))
+	}
 	for _, a := range d.Advice {
 		fmt.Fprintf(w, "  advice: %s\n", printable.String(a))
 	}
