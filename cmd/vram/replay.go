@@ -328,6 +328,14 @@ func replayFile(path, conf string, base memory.Config, o replayOptions) ([]repla
 			},
 			fitRun: func(a memory.Arena, c memory.Config) (memory.Result, error) {
 				if withFailed == nil {
+					// An error in the history names the event as the
+					// file numbers it, before the failed requests are
+					// added as events.
+					if s.Truncated {
+						if _, err := trace.StateAt(s, 0); err != nil {
+							return memory.Result{}, fmt.Errorf("memory: replay: %w", err)
+						}
+					}
 					withFailed = memory.SnapshotWithFailedRequests(s)
 				}
 				return memory.ReplayFrom(withFailed, a, c)

@@ -816,3 +816,22 @@ func TestAnalyzeJSONDocumented(t *testing.T) {
 		t.Errorf("--help does not say that --json prints an analyze.Report:\n%s", help)
 	}
 }
+
+// TestReplayFitNumbersFileEvents checks that an error in a snapshot's
+// history names the event as the file numbers it under --fit too: --fit
+// replays the requests that failed as added events, and its error named
+// event 4 of a history of 3.
+func TestReplayFitNumbersFileEvents(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "contra.json")
+	const snap = `{"segments": [], "device_traces": [[{"action": "oom", "device_free": 0, "size": 1024, "stream": 0},
+		{"action": "free_completed", "addr": 4096, "size": 512, "stream": 0}, {"action": "alloc", "addr": 8192, "size": 512, "stream": 0}]]}`
+	if err := os.WriteFile(file, []byte(snap), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"replay", file}, {"replay", "--fit", file}, {"replay", "--fit", "1GiB", file}} {
+		code, _, stderr := runCLI(t, args...)
+		if code != 1 || !strings.Contains(stderr, "history event 2: history contradicts the segments: alloc at 0x2000") {
+			t.Errorf("%v: exit %d, want 1 and the error at history event 2:\n%s", args[1:], code, stderr)
+		}
+	}
+}
