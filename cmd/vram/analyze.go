@@ -101,11 +101,13 @@ documented with it (go doc github.com/vramgo/vram/analyze.Report).
 					return err
 				}
 			}
-			f, err := openInput(lim, args[0], cmd.InOrStdin())
-			if err != nil {
-				return cmdError("analyze", err)
-			}
-			rep, err := analyze.Analyze(f, opts)
+			rep, err := untilInterrupted(cmd.Context(), "analyzing "+printable.String(args[0]), func() (*analyze.Report, error) {
+				f, err := openInput(lim, args[0], cmd.InOrStdin())
+				if err != nil {
+					return nil, err
+				}
+				return analyze.Analyze(f, opts)
+			})
 			if err != nil {
 				return cmdError("analyze", err)
 			}

@@ -33,7 +33,7 @@
 // when a mistyped one is near one ("--nproc_per_node": did you mean
 // --nproc-per-node?); other failures exit with status 1, except
 // that run exits with the status of the rank that failed. A command that
-// Ctrl-C stops before it is done (demo) exits with status 130, as a shell
+// Ctrl-C stops before it is done (demo, analyze, replay) exits with status 130, as a shell
 // reports it; watch and exporter, which run until stopped, exit with 0 on
 // Ctrl-C, SIGTERM and SIGHUP, the exporter after the scrapes in flight.
 //

@@ -209,7 +209,12 @@ settings_changed_mid_run, and not_modelled (settings of --conf without effect).
 				if out.err != nil {
 					break // the reports would be lost
 				}
-				reports, err := replayFile(path, conf, base, opts)
+				reports, err := untilInterrupted(cmd.Context(), "replaying "+printable.String(path), func() ([]replayReport, error) {
+					return replayFile(path, conf, base, opts)
+				})
+				if ctx := cmd.Context(); err != nil && ctx != nil && ctx.Err() != nil {
+					return err // Ctrl-C: stop, without the other inputs
+				}
 				if err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "vram: replay: %s\n", printable.Text(oneLine(err))) // it can quote the file name
 					failed = append(failed, path)
