@@ -328,7 +328,30 @@ func Analyze(f *trace.File, opts Options) (*Report, error) {
 		}
 		return nil, fmt.Errorf("analyze: %s: the snapshot holds no device (no segments and no history)", f.Name)
 	}
+	for _, d := range r.Devices {
+		emptyLists(d)
+	}
 	return r, nil
+}
+
+// emptyLists makes the lists of d that have nothing to list empty rather
+// than nil, so that its JSON holds [] for them, never null.
+func emptyLists(d *Device) {
+	if d.ByRegion == nil {
+		d.ByRegion = []Group{}
+	}
+	if d.ByStack == nil {
+		d.ByStack = []Group{}
+	}
+	if d.Largest == nil {
+		d.Largest = []Allocation{}
+	}
+	if d.OOMs == nil {
+		d.OOMs = []OOM{}
+	}
+	if d.Timeline.Points == nil {
+		d.Timeline.Points = []Point{}
+	}
 }
 
 // File opens the file at path with [trace.Limits.OpenStream] (opts.Limits)
