@@ -30,10 +30,10 @@ const (
 // MaxDevices bounds the device indices of a PyTorch snapshot, pickled or
 // saved as JSON: a segment's "device", and the index in "device_traces" of
 // a trace with entries, must be below it, far above the GPUs of any
-// machine (PyTorch's device index is an 8-bit integer). Each device is a
-// [Snapshot], analyzed and replayed apart, so that a small file listing
-// millions of devices would otherwise take time and memory out of all
-// proportion to its size.
+// machine (PyTorch keeps a device index in a small integer,
+// c10::DeviceIndex). Each device is a [Snapshot], analyzed and replayed
+// apart, so that a small file listing millions of devices would otherwise
+// take time and memory out of all proportion to its size.
 const MaxDevices = 1024
 
 // ReadPickle reads a PyTorch memory snapshot pickle, as written by
