@@ -216,16 +216,21 @@ func ReadRecorded(h trace.History) (Recorded, error) {
 }
 
 // failedRequestAddr is the address of the first failed request that
-// [WithFailedRequests] replays; later ones count down from it. No real
-// block has such an address.
+// [WithFailedRequests] replays; later ones count down from it, skipping
+// any address a block of the history holds then.
 const failedRequestAddr = math.MaxUint64
+
+// failedRequestFloor bounds the addresses a failed request may take from
+// below, far past any count of oom events and blocks a history can hold:
+// only blocks at or above it are looked at for a clash.
+const failedRequestFloor = failedRequestAddr - 1<<40
 
 // WithFailedRequests returns h with the request of each of its oom events
 // replayed: an alloc of the failed Size on the event's stream, at an
-// address no block has, freed right after with the action h frees on. A
-// replay skips oom events (they record what PyTorch's allocator did), so a
-// history that ends in an OOM replays as if the failed request had never
-// been made; the smallest capacity on which the returned history runs is
+// address no block of h holds then, freed right after with the action h
+// frees on. A replay skips oom events (they record what PyTorch's
+// allocator did), so a history that ends in an OOM replays as if the
+// failed request had never been made; the smallest capacity on which the returned history runs is
 // one on which the recorded run would have gone on past its OOM. An oom
 // event without a size adds nothing.
 func WithFailedRequests(h trace.History) (trace.History, error) {
@@ -249,7 +254,22 @@ func SnapshotWithFailedRequests(s *trace.Snapshot) *trace.Snapshot {
 	c := *s
 	freeAction, _ := freeActionOf(trace.Events(s.History))
 	c.History = nil
-	failedRequests{h: trace.Events(s.History), free: freeAction}.Each(func(e *trace.Event) error {
+	// The blocks held before the history starts, which ReplayFrom
+	// allocates first, are among the segments' and the history's.
+	avoid := map[uint64]bool{}
+	for _, seg := range s.Segments {
+		for _, b := range seg.Blocks {
+			if b.Addr >= failedRequestFloor {
+				avoid[b.Addr] = true
+			}
+		}
+	}
+	for _, e := range s.History {
+		if e.Action == freeAction && e.Addr >= failedRequestFloor {
+			avoid[e.Addr] = true
+		}
+	}
+	failedRequests{h: trace.Events(s.History), free: freeAction, avoid: avoid}.Each(func(e *trace.Event) error {
 		c.History = append(c.History, *e)
 		return nil
 	})
@@ -258,18 +278,31 @@ func SnapshotWithFailedRequests(s *trace.Snapshot) *trace.Snapshot {
 
 // failedRequests is the history of [WithFailedRequests].
 type failedRequests struct {
-	h    trace.History
-	free trace.Action
+	h     trace.History
+	free  trace.Action
+	avoid map[uint64]bool // addresses a failed request never takes; may be nil
 }
 
 func (f failedRequests) Each(fn func(e *trace.Event) error) error {
 	addr := uint64(failedRequestAddr)
+	live := map[uint64]bool{} // addresses the history holds a block at
 	return f.h.Each(func(e *trace.Event) error {
 		if err := fn(e); err != nil {
 			return err
 		}
+		if e.Addr >= failedRequestFloor {
+			switch e.Action {
+			case trace.ActionAlloc:
+				live[e.Addr] = true
+			case f.free:
+				delete(live, e.Addr)
+			}
+		}
 		if e.Action != trace.ActionOOM || e.Size <= 0 {
 			return nil
+		}
+		for live[addr] || f.avoid[addr] {
+			addr--
 		}
 		req := trace.Event{Action: trace.ActionAlloc, Addr: addr, Size: e.Size, Stream: e.Stream, Region: e.Region}
 		addr--

@@ -306,3 +306,41 @@ func TestSmallestCapacityBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestWithFailedRequestsAddresses checks that a failed request replayed
+// by WithFailedRequests takes an address no block of the history holds at
+// that point: it took the highest address, then the next one down, and a
+// history holding a block there (a text trace may) lost that block, as a
+// replay frees the block at an address allocated again, so that --fit
+// under-counted the memory the run needed.
+func TestWithFailedRequestsAddresses(t *testing.T) {
+	const top = math.MaxUint64
+	events := []trace.Event{
+		{Action: trace.ActionAlloc, Addr: top, Size: 300 << 20},
+		{Action: trace.ActionAlloc, Addr: top - 1, Size: 100 << 20},
+		{Action: trace.ActionOOM, Addr: 100 << 20, Size: 500 << 20},
+		{Action: trace.ActionOOM, Addr: 100 << 20, Size: 600 << 20},
+		{Action: trace.ActionFreeCompleted, Addr: top, Size: 300 << 20},
+		{Action: trace.ActionFreeCompleted, Addr: top - 1, Size: 100 << 20},
+	}
+	h, err := WithFailedRequests(trace.Events(events))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Policy: PolicyPyTorch}
+	with, err := ReplayHistory(h, NewSimArena(1<<40), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with.PeakRequested != 1000<<20 || with.UnmatchedFrees != 0 {
+		t.Errorf("peak requested %d MiB, want 1000 MiB (400 held and the 600 that failed), unmatched frees %d", with.PeakRequested>>20, with.UnmatchedFrees)
+	}
+	s := SnapshotWithFailedRequests(&trace.Snapshot{History: events})
+	snap, err := Replay(s.History, NewSimArena(1<<40), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.PeakRequested != with.PeakRequested || snap.UnmatchedFrees != 0 {
+		t.Errorf("snapshot: peak requested %d MiB, unmatched frees %d; the history gave %d MiB", snap.PeakRequested>>20, snap.UnmatchedFrees, with.PeakRequested>>20)
+	}
+}
