@@ -66,9 +66,14 @@ type FixTrial struct {
 // when Options.ReplayEvents is 0: about ten seconds of replay on one core.
 const DefaultReplayEvents = 20_000_000
 
-// maxFixLimit bounds the simulated device of a fix check: no device has
-// 1 TiB (the largest have a few hundred GiB).
-const maxFixLimit = 1 << 40
+// MaxLimit is the largest limit a fix check replays under, 1 TiB: no
+// device has that much memory (the largest have a few hundred GiB). An
+// Options.Limit, or a limit a file gives, above it leaves the fix
+// unchecked.
+const MaxLimit = 1 << 40
+
+// maxFixLimit bounds the simulated device of a fix check.
+const maxFixLimit = MaxLimit
 
 // replayPage is the unit in which a replay's simulated device counts
 // toward the budget: a replay may map each 2 MiB of it once (as PyTorch's

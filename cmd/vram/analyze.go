@@ -76,6 +76,9 @@ documented with it (go doc github.com/vramgo/vram/analyze.Report).
 				if err != nil {
 					return usagef("analyze: --limit %q: %s; want a positive size such as 40GiB (the memory the run was allowed: set_per_process_memory_fraction times the device's memory)", limit, sizeReason(err))
 				}
+				if b > analyze.MaxLimit {
+					return usagef("analyze: --limit %q: more than any device: the fix checks replay up to %s; want the memory the run was allowed, such as 40GiB", limit, units.Bytes(analyze.MaxLimit))
+				}
 				opts.Limit = b
 			}
 			if cmd.Flags().Changed("html") && html == "" {
@@ -130,7 +133,7 @@ documented with it (go doc github.com/vramgo/vram/analyze.Report).
 	f.BoolVar(&asJSON, "json", false, "print the report as one JSON object")
 	f.StringVar(&html, "html", "", "also write the page to `OUT`")
 	f.IntVar(&top, "top", 10, "list the first `N` (at least 1) regions, stacks, allocations and out-of-memory events")
-	f.StringVar(&limit, "limit", "", "the memory the run was allowed when it ran out, a `SIZE` such as 40GiB (set_per_process_memory_fraction times the device's memory); default: from the snapshot, or inferred")
+	f.StringVar(&limit, "limit", "", "the memory the run was allowed when it ran out, a `SIZE` such as 40GiB, at most 1TiB (set_per_process_memory_fraction times the device's memory); default: from the snapshot, or inferred")
 	f.Int64Var(&budget, "replay-events", analyze.DefaultReplayEvents, "bound the out-of-memory fix checks of a device to `N` replayed events; 0 turns them off")
 	f.StringVar(&maxInput, "max-input", "1GiB", "refuse snapshots larger than `SIZE` after decompression (they are read whole); text traces in files are streamed")
 	return cmd

@@ -188,3 +188,19 @@ func TestAnalyzeHTMLPathRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestAnalyzeLimitBeyondDevices checks that a --limit beyond what the fix
+// checks replay (analyze.MaxLimit, more than any device) is a usage error
+// before the input is read: 80TiB typed for 80GiB ran the whole analysis
+// and then said of every fix "none checked", with status 0.
+func TestAnalyzeLimitBeyondDevices(t *testing.T) {
+	const pickle = "../../analyze/testdata/pytorch_oom_fragmented.pickle.gz"
+	code, _, stderr := runCLI(t, "analyze", "--limit", "80TiB", pickle)
+	if code != exitUsage || !strings.Contains(stderr, `--limit "80TiB": more than any device`) || !strings.Contains(stderr, "1.00 TiB") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "analyze", "--limit", "1TiB", pickle)
+	if code != 0 {
+		t.Errorf("--limit 1TiB: exit %d, stderr %q", code, stderr)
+	}
+}
