@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -31,8 +32,10 @@ type Options struct {
 	Limit int64
 	// ReplayEvents bounds the fix checks of one device: the events all
 	// their replays may take together, each replay also counting one
-	// event per 2 MiB of the limit it replays under. 0 means
-	// [DefaultReplayEvents]; a negative value turns the checks off.
+	// event per 2 MiB of the limit it replays under; the devices of one
+	// file share four times that, the later ones' fixes saying when it is
+	// spent. 0 means [DefaultReplayEvents]; a negative value turns the
+	// checks off.
 	ReplayEvents int64
 }
 
@@ -127,8 +130,9 @@ type Device struct {
 	// Advice lists concrete settings or changes suggested by the numbers.
 	Advice []string `json:"advice,omitempty"`
 
-	snap    *trace.Snapshot // nil for text traces
-	stacked [2]stackedTimeline
+	snap     *trace.Snapshot // nil for text traces
+	stacked  [2]stackedTimeline
+	replayed int64 // what the fix checks took of the replay budget
 }
 
 // Fragmentation describes how an allocator's reserved memory is used, in
@@ -308,11 +312,25 @@ func Analyze(f *trace.File, opts Options) (*Report, error) {
 		}
 		r.Devices = append(r.Devices, d)
 	case trace.KindJSON, trace.KindPickle, trace.KindPyTorchJSON:
+		// The devices share maxFileReplays times the budget of one.
+		per := opts.ReplayEvents
+		if per == 0 {
+			per = DefaultReplayEvents
+		}
+		left := int64(math.MaxInt64)
+		if per <= math.MaxInt64/maxFileReplays {
+			left = per * maxFileReplays
+		}
 		for _, s := range f.Snapshots {
-			d, err := analyzeSnapshot(s, opts)
+			o := opts
+			if per > 0 {
+				o.ReplayEvents = max(min(per, left), 1) // 1: spent, the fixes say so
+			}
+			d, err := analyzeSnapshot(s, o)
 			if err != nil {
 				return nil, fmt.Errorf("analyze: %s: device %d: %w", f.Name, s.Device, err)
 			}
+			left -= d.replayed
 			r.Devices = append(r.Devices, d)
 		}
 	default:

@@ -66,6 +66,12 @@ type FixTrial struct {
 // when Options.ReplayEvents is 0: about ten seconds of replay on one core.
 const DefaultReplayEvents = 20_000_000
 
+// maxFileReplays bounds the fix checks of all the devices of one file
+// together to this many times Options.ReplayEvents: a PyTorch snapshot may
+// hold up to trace.MaxDevices devices, and a budget for each alone would
+// let a small file take hours.
+const maxFileReplays = 4
+
 // MaxLimit is the largest limit a fix check replays under, 1 TiB: no
 // device has that much memory (the largest have a few hundred GiB). An
 // Options.Limit, or a limit a file gives, above it leaves the fix
@@ -102,6 +108,7 @@ type fixer struct {
 	h       trace.History
 	start   []trace.Event // allocs of the blocks held before the history
 	budget  int64         // events that may still be replayed
+	initial int64         // the budget at the start
 	pytorch bool          // the history is PyTorch's: settings in its terms
 	spent   bool          // a replay was refused for the budget
 	segs    segmentAddrs  // the recorded segments' addresses, which replays follow
@@ -438,7 +445,7 @@ func newFixer(d *Device, h trace.History, s *trace.Snapshot, opts Options) (*fix
 	if budget < 0 {
 		return nil, ""
 	}
-	f := &fixer{h: h, budget: budget, pytorch: !vramSource(d.Source)}
+	f := &fixer{h: h, budget: budget, initial: budget, pytorch: !vramSource(d.Source)}
 	segs, err := recordedSegments(h)
 	if err != nil {
 		return nil, "none checked: " + err.Error()
@@ -511,6 +518,7 @@ func checkFixes(d *Device, h trace.History, s *trace.Snapshot, opts Options) err
 		}
 		return nil
 	}
+	defer func() { d.replayed = f.initial - f.budget }()
 	base, frac, err := baseConfig(d)
 	if err != nil {
 		for i := range d.OOMs {

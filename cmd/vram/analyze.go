@@ -134,7 +134,7 @@ documented with it (go doc github.com/vramgo/vram/analyze.Report).
 	f.StringVar(&html, "html", "", "also write the page to `OUT`")
 	f.IntVar(&top, "top", 10, "list the first `N` (at least 1) regions, stacks, allocations and out-of-memory events")
 	f.StringVar(&limit, "limit", "", "the memory the run was allowed when it ran out, a `SIZE` such as 40GiB, at most 1TiB (set_per_process_memory_fraction times the device's memory); default: from the snapshot, or inferred")
-	f.Int64Var(&budget, "replay-events", analyze.DefaultReplayEvents, "bound the out-of-memory fix checks of a device to `N` replayed events; 0 turns them off")
+	f.Int64Var(&budget, "replay-events", analyze.DefaultReplayEvents, "bound the out-of-memory fix checks of a device to `N` replayed events, and those of all the devices of a file to 4N; 0 turns them off")
 	f.StringVar(&maxInput, "max-input", "1GiB", "refuse snapshots larger than `SIZE` after decompression (they are read whole); text traces in files are streamed")
 	return cmd
 }
