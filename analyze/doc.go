@@ -112,14 +112,17 @@
 // device before (as PyTorch does when a reservation would pass its limit),
 // only limits under which a replay gives back as many remain. A setting is
 // then said to fit when it fits under the least such limit, or to need a
-// limit (the least found by bisection) within that range
+// limit (the least found by bisection, FixTrial.MinLimitSearched, or one
+// under which it fits when the budget allows no search) within that range
 // (OOM.LimitBytes to OOM.LimitMaxBytes).
 //
 // Replays are bounded: those of one device together replay at most
 // Options.ReplayEvents events (DefaultReplayEvents, about ten seconds),
 // each also counting one event per 2 MiB of its simulated device, so that
 // a history that claims a huge device cannot take memory or time beyond
-// the budget. The settings get the budget first: the searches that narrow
+// the budget; the devices of one file share four times that, so that a
+// snapshot of many devices cannot multiply it. The settings get the
+// budget first: the searches that narrow
 // the limit run only when it allows several dozen replays; settings left
 // out are named as not replayed.
 //
