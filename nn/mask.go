@@ -19,7 +19,8 @@ import (
 type Maskable interface {
 	Module
 	// ParameterMask returns the mask of the layer's own parameter name, or
-	// nil when it has none, and whether the layer can mask that parameter.
+	// nil when it has none, and whether the layer can mask that parameter
+	// (false for a nil layer, and for a parameter the layer lacks).
 	ParameterMask(name string) (mask *vram.Tensor, ok bool)
 	// SetParameterMask sets the mask of parameter name to mask, a tensor
 	// of the parameter's shape, dtype and device holding zeros and ones,
@@ -29,7 +30,9 @@ type Maskable interface {
 	// counts never see it); nil removes the mask, and the layer releases
 	// the one it held. It returns an
 	// error (matching vram.ErrArgument or vram.ErrDType under errors.Is)
-	// for a parameter the layer cannot mask or a mask that does not fit.
+	// for a parameter the layer cannot mask (any, for a nil layer or one
+	// made without its constructor, which has no parameters) or a mask
+	// that does not fit, and then leaves mask to the caller.
 	SetParameterMask(name string, mask *vram.Tensor) error
 }
 
@@ -38,14 +41,20 @@ var _ Maskable = (*Linear)(nil)
 // ParameterMask returns the mask of "weight" or "bias" (nil when none).
 // It implements [Maskable].
 func (l *Linear) ParameterMask(name string) (*vram.Tensor, bool) {
-	return weightBiasMask(name, l.WeightMask, l.BiasMask, l.Bias != nil)
+	if l == nil {
+		return nil, false
+	}
+	return weightBiasMask(name, l.Weight, l.Bias, l.WeightMask, l.BiasMask)
 }
 
 // SetParameterMask sets or removes the mask of "weight" or "bias". It
 // implements [Maskable]; masks of an int8 (quantized) weight are refused.
 func (l *Linear) SetParameterMask(name string, mask *vram.Tensor) error {
+	if l == nil {
+		return nilLayerError("linear")
+	}
 	switch {
-	case name == "weight":
+	case name == "weight" && l.Weight != nil:
 		return l.setMask("linear", name, l.Weight, &l.WeightMask, mask)
 	case name == "bias" && l.Bias != nil:
 		return l.setMask("linear", name, l.Bias, &l.BiasMask, mask)
@@ -58,19 +67,29 @@ var _ Maskable = (*Conv2d)(nil)
 // ParameterMask returns the mask of "weight" or "bias" (nil when none).
 // It implements [Maskable].
 func (l *Conv2d) ParameterMask(name string) (*vram.Tensor, bool) {
-	return weightBiasMask(name, l.WeightMask, l.BiasMask, l.Bias != nil)
+	if l == nil {
+		return nil, false
+	}
+	return weightBiasMask(name, l.Weight, l.Bias, l.WeightMask, l.BiasMask)
 }
 
-// weightBiasMask is ParameterMask of a layer whose parameters are a weight
-// and, when hasBias, a bias.
-func weightBiasMask(name string, weightMask, biasMask *vram.Tensor, hasBias bool) (*vram.Tensor, bool) {
+// weightBiasMask is ParameterMask of a layer whose parameters are weight
+// and bias (either may be nil: then it cannot be masked) with masks
+// weightMask and biasMask, which it reports even for a parameter since
+// dropped.
+func weightBiasMask(name string, weight, bias, weightMask, biasMask *vram.Tensor) (*vram.Tensor, bool) {
 	switch name {
 	case "weight":
-		return weightMask, true
+		return weightMask, weight != nil
 	case "bias":
-		return biasMask, hasBias
+		return biasMask, bias != nil
 	}
 	return nil, false
+}
+
+// nilLayerError is SetParameterMask's error for a nil layer.
+func nilLayerError(op string) error {
+	return &vram.Error{Op: op, Kind: vram.ErrArgument, Detail: "SetParameterMask: nil layer"}
 }
 
 // The layers below keep their masks among their buffers only.
@@ -88,48 +107,72 @@ var (
 // ParameterMask returns the mask of "weight" or "bias" (nil when none).
 // It implements [Maskable].
 func (l *Conv1d) ParameterMask(name string) (*vram.Tensor, bool) {
+	if l == nil {
+		return nil, false
+	}
 	return l.weightBiasMaskOf(name, l.Weight, l.Bias)
 }
 
 // SetParameterMask sets or removes the mask of "weight" or "bias". It
 // implements [Maskable].
 func (l *Conv1d) SetParameterMask(name string, mask *vram.Tensor) error {
+	if l == nil {
+		return nilLayerError("conv1d")
+	}
 	return l.setWeightBiasMask("conv1d", name, l.Weight, l.Bias, mask)
 }
 
 // ParameterMask returns the mask of "weight" or "bias" (nil when none).
 // It implements [Maskable].
 func (l *ConvTranspose2d) ParameterMask(name string) (*vram.Tensor, bool) {
+	if l == nil {
+		return nil, false
+	}
 	return l.weightBiasMaskOf(name, l.Weight, l.Bias)
 }
 
 // SetParameterMask sets or removes the mask of "weight" or "bias". It
 // implements [Maskable]; dimension 0 of the weight is the input channels.
 func (l *ConvTranspose2d) SetParameterMask(name string, mask *vram.Tensor) error {
+	if l == nil {
+		return nilLayerError("conv_transpose2d")
+	}
 	return l.setWeightBiasMask("conv_transpose2d", name, l.Weight, l.Bias, mask)
 }
 
 // ParameterMask returns the mask of "weight" (nil when none). It
 // implements [Maskable].
 func (e *Embedding) ParameterMask(name string) (*vram.Tensor, bool) {
+	if e == nil {
+		return nil, false
+	}
 	return e.weightBiasMaskOf(name, e.Weight, nil)
 }
 
 // SetParameterMask sets or removes the mask of "weight": the rows looked
 // up are those of Weight⊙mask. It implements [Maskable].
 func (e *Embedding) SetParameterMask(name string, mask *vram.Tensor) error {
+	if e == nil {
+		return nilLayerError("embedding")
+	}
 	return e.setWeightBiasMask("embedding", name, e.Weight, nil, mask)
 }
 
 // ParameterMask returns the mask of "weight" (nil when none). It
 // implements [Maskable].
 func (e *EmbeddingBag) ParameterMask(name string) (*vram.Tensor, bool) {
+	if e == nil {
+		return nil, false
+	}
 	return e.weightBiasMaskOf(name, e.Weight, nil)
 }
 
 // SetParameterMask sets or removes the mask of "weight": the bags reduce
 // the rows of Weight⊙mask. It implements [Maskable].
 func (e *EmbeddingBag) SetParameterMask(name string, mask *vram.Tensor) error {
+	if e == nil {
+		return nilLayerError("embedding_bag")
+	}
 	return e.setWeightBiasMask("embedding_bag", name, e.Weight, nil, mask)
 }
 
@@ -137,12 +180,18 @@ func (e *EmbeddingBag) SetParameterMask(name string, mask *vram.Tensor) error {
 // the layer has them unless made without elementwise affine). It
 // implements [Maskable].
 func (l *LayerNorm) ParameterMask(name string) (*vram.Tensor, bool) {
+	if l == nil {
+		return nil, false
+	}
 	return l.weightBiasMaskOf(name, l.Weight, l.Bias)
 }
 
 // SetParameterMask sets or removes the mask of "weight" or "bias". It
 // implements [Maskable].
 func (l *LayerNorm) SetParameterMask(name string, mask *vram.Tensor) error {
+	if l == nil {
+		return nilLayerError("layer_norm")
+	}
 	return l.setWeightBiasMask("layer_norm", name, l.Weight, l.Bias, mask)
 }
 
@@ -150,12 +199,18 @@ func (l *LayerNorm) SetParameterMask(name string, mask *vram.Tensor) error {
 // the layer has them unless made without affine). It implements
 // [Maskable].
 func (l *GroupNorm) ParameterMask(name string) (*vram.Tensor, bool) {
+	if l == nil {
+		return nil, false
+	}
 	return l.weightBiasMaskOf(name, l.Weight, l.Bias)
 }
 
 // SetParameterMask sets or removes the mask of "weight" or "bias". It
 // implements [Maskable].
 func (l *GroupNorm) SetParameterMask(name string, mask *vram.Tensor) error {
+	if l == nil {
+		return nilLayerError("group_norm")
+	}
 	return l.setWeightBiasMask("group_norm", name, l.Weight, l.Bias, mask)
 }
 
@@ -163,13 +218,38 @@ func (l *GroupNorm) SetParameterMask(name string, mask *vram.Tensor) error {
 // the layer has them unless made without affine). It implements
 // [Maskable], for [BatchNorm1d] too.
 func (l *BatchNorm2d) ParameterMask(name string) (*vram.Tensor, bool) {
+	if l == nil {
+		return nil, false
+	}
 	return l.weightBiasMaskOf(name, l.Weight, l.Bias)
 }
 
 // SetParameterMask sets or removes the mask of "weight" or "bias". It
 // implements [Maskable], for [BatchNorm1d] too.
 func (l *BatchNorm2d) SetParameterMask(name string, mask *vram.Tensor) error {
+	if l == nil {
+		return nilLayerError("batch_norm")
+	}
 	return l.setWeightBiasMask("batch_norm", name, l.Weight, l.Bias, mask)
+}
+
+// ParameterMask returns the mask of "weight" or "bias" (nil when none;
+// the layer has them unless made without affine). It implements
+// [Maskable].
+func (l *BatchNorm1d) ParameterMask(name string) (*vram.Tensor, bool) {
+	if l == nil {
+		return nil, false
+	}
+	return l.BatchNorm2d.ParameterMask(name)
+}
+
+// SetParameterMask sets or removes the mask of "weight" or "bias". It
+// implements [Maskable].
+func (l *BatchNorm1d) SetParameterMask(name string, mask *vram.Tensor) error {
+	if l == nil {
+		return nilLayerError("batch_norm")
+	}
+	return l.BatchNorm2d.SetParameterMask(name, mask)
 }
 
 // noMaskError is SetParameterMask's error for a name that is not one of
@@ -181,8 +261,11 @@ func noMaskError(op, name string) error {
 // SetParameterMask sets or removes the mask of "weight" or "bias". It
 // implements [Maskable].
 func (l *Conv2d) SetParameterMask(name string, mask *vram.Tensor) error {
+	if l == nil {
+		return nilLayerError("conv2d")
+	}
 	switch {
-	case name == "weight":
+	case name == "weight" && l.Weight != nil:
 		return l.setMask("conv2d", name, l.Weight, &l.WeightMask, mask)
 	case name == "bias" && l.Bias != nil:
 		return l.setMask("conv2d", name, l.Bias, &l.BiasMask, mask)

@@ -99,12 +99,18 @@ func (l *RMSNorm) Float() { l.ToDType(vram.Float32) }
 // has it unless made without elementwise affine). It implements
 // [Maskable].
 func (l *RMSNorm) ParameterMask(name string) (*vram.Tensor, bool) {
+	if l == nil {
+		return nil, false
+	}
 	return l.weightBiasMaskOf(name, l.Weight, nil)
 }
 
 // SetParameterMask sets or removes the mask of "weight". It implements
 // [Maskable].
 func (l *RMSNorm) SetParameterMask(name string, mask *vram.Tensor) error {
+	if l == nil {
+		return nilLayerError("rms_norm")
+	}
 	return l.setWeightBiasMask("rms_norm", name, l.Weight, nil, mask)
 }
 

@@ -108,7 +108,8 @@ func minScale(dt vram.DType) float64 {
 // QuantizeLinear quantizes l in place ([Weight], then
 // [nn.Linear.SetInt8Weight]): its weight becomes int8 with per-channel
 // scales and the float weight is released. It returns an error matching
-// vram.ErrArgument, changing nothing, for a layer already quantized, one
+// vram.ErrArgument, changing nothing, for a nil layer or one without a
+// weight (made without [nn.NewLinear]), a layer already quantized, one
 // with a pruning mask, or a weight with NaN or Inf values (and one matching
 // vram.ErrReleased for a released weight or bias). It sees l alone: for
 // a weight or bias that other layers share, quantize the model with
@@ -136,8 +137,10 @@ func QuantizeLinear(l *nn.Linear) error {
 // where, when not empty, names the layer in the error ("layer 1: ").
 func quantizable(l *nn.Linear, where string) error {
 	switch {
-	case l.Weight == nil || l.Weight.Released():
-		return quantErr(vram.ErrReleased, "%sthe weight is nil or released", where)
+	case l.Weight == nil:
+		return quantErr(vram.ErrArgument, "%sthe layer has no weight; make it with nn.NewLinear", where)
+	case l.Weight.Released():
+		return quantErr(vram.ErrReleased, "%sthe weight was released", where)
 	case l.Bias != nil && l.Bias.Released():
 		return quantErr(vram.ErrReleased, "%sthe bias was released", where)
 	case l.Scale != nil || !l.Weight.DType().IsFloat():
