@@ -355,7 +355,11 @@ func (dp *DataParallelModule) onReplicas(op string, sizes []int, acc []time.Dura
 // through the gather to each replica's parameters (and to x); the
 // optimizer then sums them. Outputs with no dimensions (a loss computed
 // inside the module, the usual fix for an overloaded first GPU) are
-// stacked into a vector, one element per replica, as PyTorch does.
+// stacked into a vector, one element per replica that ran, with a
+// warning ([vram.WarnOnce]), as PyTorch's gather does. With one device,
+// Forward returns the module's output as it is (on the output device), a
+// scalar staying a scalar, as PyTorch's DataParallel then calls the
+// module directly.
 //
 // The module's Forward runs on several goroutines at once, one per
 // replica, each with the caller's gradient mode and current streams. It
@@ -411,7 +415,11 @@ func (dp *DataParallelModule) Forward(x *vram.Tensor) *vram.Tensor {
 		}
 		moved = append(moved, o.To(dp.out))
 	}
+	if len(dp.devs) == 1 {
+		return moved[0].To(dp.out)
+	}
 	if scalar {
+		vram.WarnOnce(fmt.Sprintf("data parallel: the %d replicas that ran all returned scalars; they are gathered into a vector of one element per replica (of shape [%d])", len(moved), len(moved)))
 		return vram.Stack(moved, 0)
 	}
 	if len(moved) == 1 {
