@@ -50,17 +50,31 @@ type LabelOption interface {
 	apply(prometheus.Labels)
 }
 
-type labelFunc func(prometheus.Labels)
-
-func (f labelFunc) apply(l prometheus.Labels) { f(l) }
-
 // LocalRank labels the metrics with local_rank, the process's rank on its
 // node in a distributed job (parallel.LaunchInfo.LocalRank, from the
 // launcher's LOCAL_RANK), beside rank: with both, one scrape
 // configuration covers every process of a job, and each series says which
 // process, and which of its node's GPUs, it belongs to.
-func LocalRank(n int) LabelOption {
-	return labelFunc(func(l prometheus.Labels) { l["local_rank"] = strconv.Itoa(n) })
+func LocalRank(n int) LabelOption { return localRank(n) }
+
+// localRank is the [LabelOption] of [LocalRank].
+type localRank int
+
+func (n localRank) apply(l prometheus.Labels) { l["local_rank"] = strconv.Itoa(int(n)) }
+
+// checkRanks returns an error wrapping [ErrInvalidOptions], naming fn,
+// when rank or the local rank among opts is negative: no process of a job
+// has one.
+func checkRanks(fn string, rank int, opts []LabelOption) error {
+	if rank < 0 {
+		return fmt.Errorf("%w: %s: rank %d is negative", ErrInvalidOptions, fn, rank)
+	}
+	for _, o := range opts {
+		if n, ok := o.(localRank); ok && n < 0 {
+			return fmt.Errorf("%w: %s: local rank %d is negative", ErrInvalidOptions, fn, n)
+		}
+	}
+	return nil
 }
 
 // processLabels returns the constant labels of a collector of a
@@ -180,7 +194,8 @@ func (c *AllocatorCollector) Collect(ch chan<- prometheus.Metric) {
 // statistics that stats returns, labelled with device and rank, and with
 // local_rank when [LocalRank] is given (see [AllocatorCollector] for the
 // metrics). Register one per device; two with the same labels are an
-// error (prometheus.AlreadyRegisteredError). In a job started by
+// error (prometheus.AlreadyRegisteredError), and a negative rank or
+// local rank is one wrapping [ErrInvalidOptions]. In a job started by
 // "vram run", take the ranks from parallel.LaunchEnv:
 //
 //	l, err := parallel.LaunchEnv()
@@ -195,6 +210,9 @@ func RegisterAllocator(reg prometheus.Registerer, device string, rank int, stats
 	}
 	if reg == nil {
 		return errors.New("monitor: RegisterAllocator: nil registerer")
+	}
+	if err := checkRanks("RegisterAllocator", rank, opts); err != nil {
+		return err
 	}
 	return reg.Register(NewAllocatorCollector(device, rank, stats, opts...))
 }

@@ -104,7 +104,8 @@ func (c *DeviceMemoryCollector) Collect(ch chan<- prometheus.Metric) {
 // RegisterDeviceMemory registers with reg a collector of the device memory
 // that read returns, labelled with device and rank, and with local_rank
 // when [LocalRank] is given (see [DeviceMemoryCollector] for the metrics).
-// Two with the same labels are an error (prometheus.AlreadyRegisteredError).
+// Two with the same labels are an error (prometheus.AlreadyRegisteredError),
+// and a negative rank or local rank is one wrapping [ErrInvalidOptions].
 //
 //	dev := vram.CUDA(0)
 //	err := monitor.RegisterDeviceMemory(reg, dev.String(), rank,
@@ -115,6 +116,9 @@ func RegisterDeviceMemory(reg prometheus.Registerer, device string, rank int, re
 	}
 	if reg == nil {
 		return errors.New("monitor: RegisterDeviceMemory: nil registerer")
+	}
+	if err := checkRanks("RegisterDeviceMemory", rank, opts); err != nil {
+		return err
 	}
 	return reg.Register(NewDeviceMemoryCollector(device, rank, read, opts...))
 }

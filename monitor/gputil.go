@@ -98,8 +98,9 @@ type Options struct {
 }
 
 // ErrInvalidOptions is wrapped by the errors of [GetAvailable] and
-// [GetFirstAvailable] for [Options] they cannot follow; test with
-// errors.Is.
+// [GetFirstAvailable] for [Options] they cannot follow, and by those of
+// [RegisterAllocator] and [RegisterDeviceMemory] for a negative rank or
+// local rank; test with errors.Is.
 var ErrInvalidOptions = errors.New("monitor: invalid options")
 
 // Check returns an error wrapping [ErrInvalidOptions] when o.Order is not
