@@ -96,12 +96,17 @@ type RankError struct {
 	Err  error  // what happened (wraps ErrAborted, ErrTimeout...)
 }
 
-// Error names the rank, when known, and what happened to it.
+// Error names the rank, when known, and what happened to it, saying
+// "parallel: " once.
 func (e *RankError) Error() string {
-	if e.Rank < 0 {
-		return fmt.Sprintf("parallel: %s: %v", e.Op, e.Err)
+	var what string
+	if e.Err != nil {
+		what = unprefixed(e.Err)
 	}
-	return fmt.Sprintf("parallel: %s: rank %d: %v", e.Op, e.Rank, e.Err)
+	if e.Rank < 0 {
+		return fmt.Sprintf("parallel: %s: %s", e.Op, what)
+	}
+	return fmt.Sprintf("parallel: %s: rank %d: %s", e.Op, e.Rank, what)
 }
 
 // Unwrap returns the underlying error, for errors.Is and errors.As.
@@ -126,14 +131,14 @@ func checkTensor(op, role string, t *vram.Tensor, dev vram.Device, written bool)
 	}
 	switch {
 	case t == nil:
-		return fmt.Errorf("parallel: %s: nil %s: %w", op, what, vram.ErrArgument)
+		return errorf("parallel: %s: nil %s: %w", op, what, vram.ErrArgument)
 	case t.Released():
-		return fmt.Errorf("parallel: %s: the %s was released: %w", op, what, vram.ErrReleased)
+		return errorf("parallel: %s: the %s was released: %w", op, what, vram.ErrReleased)
 	case t.Device() != dev:
-		return fmt.Errorf("parallel: %s: the %s is on %s, this rank's device is %s; move it with t.To(%s): %w",
+		return errorf("parallel: %s: the %s is on %s, this rank's device is %s; move it with t.To(%s): %w",
 			op, what, t.Device(), dev, dev, vram.ErrDevice)
 	case written && !t.IsContiguous():
-		return fmt.Errorf("parallel: %s: the %s %v is not contiguous; pass a contiguous copy (t.Contiguous()) and copy the result back: %w",
+		return errorf("parallel: %s: the %s %v is not contiguous; pass a contiguous copy (t.Contiguous()) and copy the result back: %w",
 			op, what, t.Shape(), vram.ErrArgument)
 	}
 	return nil
@@ -144,7 +149,7 @@ func checkTensor(op, role string, t *vram.Tensor, dev vram.Device, written bool)
 // wraps vram.ErrArgument.
 func checkRank(op, role string, r, size int) error {
 	if r < 0 || r >= size {
-		return fmt.Errorf("parallel: %s: %s %d is not a rank of a group of %d: %w", op, role, r, size, vram.ErrArgument)
+		return errorf("parallel: %s: %s %d is not a rank of a group of %d: %w", op, role, r, size, vram.ErrArgument)
 	}
 	return nil
 }
@@ -158,7 +163,7 @@ func checkPeer(op string, peer, self, size int) error {
 		return err
 	}
 	if peer == self {
-		return fmt.Errorf("parallel: %s: rank %d cannot %s to itself: %w", op, peer, op, vram.ErrArgument)
+		return errorf("parallel: %s: rank %d cannot %s to itself: %w", op, peer, op, vram.ErrArgument)
 	}
 	return nil
 }
@@ -170,10 +175,10 @@ func checkPeer(op string, peer, self, size int) error {
 func checkParts(op, wholeRole string, whole *vram.Tensor, partRole string, part *vram.Tensor, size int) error {
 	switch {
 	case whole.DType() != part.DType():
-		return fmt.Errorf("parallel: %s: the %s tensor is %s, the %s tensor %s: %w",
+		return errorf("parallel: %s: the %s tensor is %s, the %s tensor %s: %w",
 			op, wholeRole, whole.DType(), partRole, part.DType(), vram.ErrDType)
 	case whole.NumElements() != size*part.NumElements():
-		return fmt.Errorf("parallel: %s: the %s tensor has %d elements, want %d × %d (the %s tensor's, once per rank): %w",
+		return errorf("parallel: %s: the %s tensor has %d elements, want %d × %d (the %s tensor's, once per rank): %w",
 			op, wholeRole, whole.NumElements(), size, part.NumElements(), partRole, vram.ErrShape)
 	}
 	return nil

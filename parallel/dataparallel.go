@@ -146,7 +146,7 @@ func DataParallel(m nn.Module, deviceIDs []int, opts ...DataParallelOption) (*Da
 			deviceIDs = append(deviceIDs, i)
 		}
 		if len(deviceIDs) == 0 {
-			return nil, fmt.Errorf("parallel: data parallel: no CUDA device; give the devices with NewDataParallel (sim devices or the CPU run without a GPU): %w", vram.ErrUnavailable)
+			return nil, errorf("parallel: data parallel: no CUDA device; give the devices with NewDataParallel (sim devices or the CPU run without a GPU): %w", vram.ErrUnavailable)
 		}
 	}
 	devs := make([]vram.Device, len(deviceIDs))
@@ -172,7 +172,7 @@ func DataParallel(m nn.Module, deviceIDs []int, opts ...DataParallelOption) (*Da
 // anything, so that moving it back mends it.
 func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOption) (*DataParallelModule, error) {
 	if isNilModule(m) {
-		return nil, fmt.Errorf("parallel: data parallel: nil module: %w", vram.ErrArgument)
+		return nil, errorf("parallel: data parallel: nil module: %w", vram.ErrArgument)
 	}
 	if err := distinctDevices("data parallel", devices); err != nil {
 		return nil, err
@@ -180,7 +180,7 @@ func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOpt
 	cfg := dpConfig{bucket: dpBucketBytes}
 	for _, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("parallel: data parallel: nil option: %w", vram.ErrArgument)
+			return nil, errorf("parallel: data parallel: nil option: %w", vram.ErrArgument)
 		}
 		o(&cfg)
 	}
@@ -188,10 +188,10 @@ func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOpt
 		cfg.out = devices[0]
 	}
 	if err := cfg.out.Check(); err != nil {
-		return nil, fmt.Errorf("parallel: data parallel: output device %v: %w", cfg.out, err)
+		return nil, errorf("parallel: data parallel: output device %v: %w", cfg.out, err)
 	}
 	if cfg.bucket < 0 {
-		return nil, fmt.Errorf("parallel: data parallel: negative gradient bucket size %d: %w", cfg.bucket, vram.ErrArgument)
+		return nil, errorf("parallel: data parallel: negative gradient bucket size %d: %w", cfg.bucket, vram.ErrArgument)
 	}
 	if cfg.comms != nil {
 		if err := checkReplicaComms(cfg.comms, devices); err != nil {
@@ -199,7 +199,7 @@ func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOpt
 		}
 	}
 	if err := vram.Catch(func() { m.To(devices[0]) }); err != nil {
-		return nil, fmt.Errorf("parallel: data parallel: moving the module to %v: %w", devices[0], err)
+		return nil, errorf("parallel: data parallel: moving the module to %v: %w", devices[0], err)
 	}
 	dp := &DataParallelModule{devs: slices.Clone(devices), out: cfg.out, dim: cfg.dim, bucket: cfg.bucket}
 	dp.replicas = []nn.Module{m}
@@ -207,7 +207,7 @@ func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOpt
 		r, err := nn.Replicate(m, d)
 		if err != nil {
 			dp.releaseReplicas()
-			return nil, fmt.Errorf("parallel: data parallel: %w", err)
+			return nil, errorf("parallel: data parallel: %w", err)
 		}
 		dp.replicas = append(dp.replicas, r)
 	}
@@ -221,7 +221,7 @@ func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOpt
 		comms, kind, err := newGroup(devices)
 		if err != nil {
 			dp.releaseReplicas()
-			return nil, fmt.Errorf("parallel: data parallel: %w", err)
+			return nil, errorf("parallel: data parallel: %w", err)
 		}
 		dp.comms, dp.comm = comms, kind
 	}
@@ -233,16 +233,16 @@ func NewDataParallel(m nn.Module, devices []vram.Device, opts ...DataParallelOpt
 
 func checkReplicaComms(comms []Communicator, devs []vram.Device) error {
 	if len(comms) != len(devs) {
-		return fmt.Errorf("parallel: data parallel: %d communicators for %d devices: %w", len(comms), len(devs), vram.ErrArgument)
+		return errorf("parallel: data parallel: %d communicators for %d devices: %w", len(comms), len(devs), vram.ErrArgument)
 	}
 	for i, c := range comms {
 		switch {
 		case c == nil:
-			return fmt.Errorf("parallel: data parallel: communicator %d is nil: %w", i, vram.ErrArgument)
+			return errorf("parallel: data parallel: communicator %d is nil: %w", i, vram.ErrArgument)
 		case c.Rank() != i || c.Size() != len(devs):
-			return fmt.Errorf("parallel: data parallel: communicator %d is rank %d of %d, want rank %d of %d: %w", i, c.Rank(), c.Size(), i, len(devs), vram.ErrArgument)
+			return errorf("parallel: data parallel: communicator %d is rank %d of %d, want rank %d of %d: %w", i, c.Rank(), c.Size(), i, len(devs), vram.ErrArgument)
 		case c.Device() != devs[i]:
-			return fmt.Errorf("parallel: data parallel: communicator %d is on %v, device %d is %v: %w", i, c.Device(), i, devs[i], vram.ErrDevice)
+			return errorf("parallel: data parallel: communicator %d is on %v, device %d is %v: %w", i, c.Device(), i, devs[i], vram.ErrDevice)
 		}
 	}
 	return nil
@@ -725,7 +725,7 @@ func (l *Loss) Release() {
 func (dp *DataParallelModule) SyncGradients() error {
 	const op = "data parallel gradients"
 	if dp.closed {
-		return fmt.Errorf("parallel: data parallel: SyncGradients after Release: %w", vram.ErrReleased)
+		return errorf("parallel: data parallel: SyncGradients after Release: %w", vram.ErrReleased)
 	}
 	if dp.summed {
 		return nil
@@ -770,7 +770,7 @@ func (dp *DataParallelModule) SyncGradients() error {
 			}
 			for _, b := range buckets {
 				if err := reduceBucket(dp.comms[r], dp.params[r], b); err != nil {
-					errs[r] = fmt.Errorf("parallel: %s: %s: %w", op, dp.label(r), err)
+					errs[r] = errorf("parallel: %s: %s: %w", op, dp.label(r), err)
 					dp.comms[r].Abort(err)
 					return
 				}
@@ -818,7 +818,7 @@ func (dp *DataParallelModule) ClipGradNorm(maxNorm float64) (float64, error) {
 // the panic goes on.
 func (dp *DataParallelModule) abortOnPanic(r int) {
 	if p := recover(); p != nil {
-		dp.comms[r].Abort(fmt.Errorf("%s panicked: %v", dp.label(r), p))
+		dp.comms[r].Abort(errorf("%s panicked: %v", dp.label(r), p))
 		panic(p)
 	}
 }
@@ -885,7 +885,7 @@ func reduceBucket(c Communicator, params []*vram.Tensor, b []int) error {
 func (dp *DataParallelModule) SyncParameters() error {
 	const op = "data parallel parameters"
 	if dp.closed {
-		return fmt.Errorf("parallel: data parallel: SyncParameters after Release: %w", vram.ErrReleased)
+		return errorf("parallel: data parallel: SyncParameters after Release: %w", vram.ErrReleased)
 	}
 	if err := dp.checkPlaced(op); err != nil {
 		return err
@@ -908,7 +908,7 @@ func (dp *DataParallelModule) SyncParameters() error {
 					}
 				})
 				if err != nil {
-					errs[r] = fmt.Errorf("parallel: %s: %s: %w", op, dp.label(r), err)
+					errs[r] = errorf("parallel: %s: %s: %w", op, dp.label(r), err)
 					dp.comms[r].Abort(err)
 					return
 				}
@@ -936,16 +936,16 @@ func (dp *DataParallelModule) SyncParameters() error {
 //	})
 func (dp *DataParallelModule) Optimizer(newOpt func(params []*vram.Tensor) (optim.Optimizer, error)) (*ReplicaOptimizer, error) {
 	if newOpt == nil {
-		return nil, fmt.Errorf("parallel: data parallel optimizer: nil constructor: %w", vram.ErrArgument)
+		return nil, errorf("parallel: data parallel optimizer: nil constructor: %w", vram.ErrArgument)
 	}
 	o := &ReplicaOptimizer{dp: dp}
 	for r, ps := range dp.params {
 		opt, err := newOpt(ps)
 		if err == nil && opt == nil {
-			err = fmt.Errorf("the constructor returned a nil optimizer: %w", vram.ErrArgument)
+			err = errorf("the constructor returned a nil optimizer: %w", vram.ErrArgument)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("parallel: data parallel optimizer for %s: %w", dp.label(r), err)
+			return nil, errorf("parallel: data parallel optimizer for %s: %w", dp.label(r), err)
 		}
 		o.opts = append(o.opts, opt)
 	}

@@ -175,11 +175,11 @@ func newDDP(m nn.Module, comm Communicator, opts DDPOptions) (*DistributedDataPa
 	const op = "parallel: DDP"
 	switch {
 	case isNilModule(m):
-		return nil, fmt.Errorf("%s: nil module: %w", op, vram.ErrArgument)
+		return nil, errorf("%s: nil module: %w", op, vram.ErrArgument)
 	case comm == nil:
-		return nil, fmt.Errorf("%s: nil communicator: %w", op, vram.ErrArgument)
+		return nil, errorf("%s: nil communicator: %w", op, vram.ErrArgument)
 	case opts.BucketCapBytes < 0:
-		return nil, fmt.Errorf("%s: negative bucket size %d: %w", op, opts.BucketCapBytes, vram.ErrArgument)
+		return nil, errorf("%s: negative bucket size %d: %w", op, opts.BucketCapBytes, vram.ErrArgument)
 	}
 	if opts.BucketCapBytes == 0 {
 		opts.BucketCapBytes = DefaultBucketCapBytes
@@ -189,12 +189,12 @@ func newDDP(m nn.Module, comm Communicator, opts DDPOptions) (*DistributedDataPa
 		t := p.Tensor
 		switch {
 		case t == nil || t.Released():
-			return nil, fmt.Errorf("%s: parameter %s is nil or released: %w", op, p.Name, vram.ErrArgument)
+			return nil, errorf("%s: parameter %s is nil or released: %w", op, p.Name, vram.ErrArgument)
 		case t.Device() != d.dev:
-			return nil, fmt.Errorf("%s: parameter %s is on %s, rank %d's device is %s; move the model with m.To(%s) first: %w",
+			return nil, errorf("%s: parameter %s is on %s, rank %d's device is %s; move the model with m.To(%s) first: %w",
 				op, p.Name, t.Device(), comm.Rank(), d.dev, d.dev, vram.ErrDevice)
 		case !t.IsContiguous():
-			return nil, fmt.Errorf("%s: parameter %s is not contiguous: %w", op, p.Name, vram.ErrArgument)
+			return nil, errorf("%s: parameter %s is not contiguous: %w", op, p.Name, vram.ErrArgument)
 		}
 		d.all = append(d.all, p)
 		if t.RequiresGrad() {
@@ -204,21 +204,21 @@ func newDDP(m nn.Module, comm Communicator, opts DDPOptions) (*DistributedDataPa
 		}
 	}
 	if len(d.slots) == 0 {
-		return nil, fmt.Errorf("%s: the module has no parameters that require grad: %w", op, vram.ErrArgument)
+		return nil, errorf("%s: the module has no parameters that require grad: %w", op, vram.ErrArgument)
 	}
 	for _, b := range nn.NamedBuffers(m) {
 		switch t := b.Tensor; {
 		case t == nil || t.Released():
-			return nil, fmt.Errorf("%s: buffer %s is nil or released: %w", op, b.Name, vram.ErrArgument)
+			return nil, errorf("%s: buffer %s is nil or released: %w", op, b.Name, vram.ErrArgument)
 		case t.Device() != d.dev:
-			return nil, fmt.Errorf("%s: buffer %s is on %s, rank %d's device is %s; move the model with m.To(%s) first: %w",
+			return nil, errorf("%s: buffer %s is on %s, rank %d's device is %s; move the model with m.To(%s) first: %w",
 				op, b.Name, t.Device(), comm.Rank(), d.dev, d.dev, vram.ErrDevice)
 		}
 		d.bufs = append(d.bufs, b)
 	}
 	if err := vram.Catch(d.makeBuckets); err != nil {
 		d.releaseBuckets()
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, errorf("%s: %w", op, err)
 	}
 	if err := d.checkSameModel(); err != nil {
 		d.releaseBuckets()
@@ -235,7 +235,7 @@ func newDDP(m nn.Module, comm Communicator, opts DDPOptions) (*DistributedDataPa
 	s, err := vram.NewStream(d.dev)
 	if err != nil {
 		d.releaseBuckets()
-		return nil, fmt.Errorf("%s: communication stream: %w", op, err)
+		return nil, errorf("%s: communication stream: %w", op, err)
 	}
 	d.stream = s
 	for _, sl := range d.slots {
@@ -288,18 +288,18 @@ func (d *DistributedDataParallel) checkSameModel() error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("parallel: DDP: comparing the models of the ranks: %w", err)
+		return errorf("parallel: DDP: comparing the models of the ranks: %w", err)
 	}
 	for r := range n {
 		o := all[k*r : k*r+k]
 		if !slices.Equal(o[:3], all[:3]) {
-			return fmt.Errorf("parallel: DDP: rank %d's model differs from rank 0's (%d parameters of %d elements, against %d of %d, or other names, shapes or dtypes of parameters or buffers); every rank must build the same model: %w",
+			return errorf("parallel: DDP: rank %d's model differs from rank 0's (%d parameters of %d elements, against %d of %d, or other names, shapes or dtypes of parameters or buffers); every rank must build the same model: %w",
 				r, o[0], o[1], all[0], all[1], ErrMismatch)
 		}
 	}
 	for r := range n {
 		if all[k*r+3] != all[3] {
-			return fmt.Errorf("parallel: DDP: rank %d's DDPOptions differ from rank 0's (BucketCapBytes, which lays out other buckets, FindUnusedParameters or KeepLocalBuffers); "+
+			return errorf("parallel: DDP: rank %d's DDPOptions differ from rank 0's (BucketCapBytes, which lays out other buckets, FindUnusedParameters or KeepLocalBuffers); "+
 				"the ranks' steps run the same collectives only with the same options: %w", r, ErrMismatch)
 		}
 	}
@@ -394,7 +394,7 @@ func (d *DistributedDataParallel) broadcastParams() error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("parallel: DDP: broadcasting rank 0's parameters: %w", err)
+		return errorf("parallel: DDP: broadcasting rank 0's parameters: %w", err)
 	}
 	return nil
 }
@@ -445,7 +445,7 @@ func (d *DistributedDataParallel) broadcastBuffers() error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("parallel: DDP: broadcasting rank 0's buffers: %w", err)
+		return errorf("parallel: DDP: broadcasting rank 0's buffers: %w", err)
 	}
 	return nil
 }
@@ -486,7 +486,7 @@ func (d *DistributedDataParallel) gradReady(s *slot) {
 		d.beginLocked()
 	}
 	if s.ready {
-		d.setErrLocked(fmt.Errorf("parallel: DDP: parameter %s got a second gradient before the gradients of the last backward were reduced "+
+		d.setErrLocked(errorf("parallel: DDP: parameter %s got a second gradient before the gradients of the last backward were reduced "+
 			"(a parameter used in two backward passes of one step; use NoSync for all but the last): %w", s.name, vram.ErrAutograd))
 		return
 	}
@@ -577,7 +577,7 @@ func (d *DistributedDataParallel) work() {
 			}
 			if err != nil {
 				failed = true
-				r.err = fmt.Errorf("parallel: DDP: reducing the gradients of %s: %w", describeBucket(b), err)
+				r.err = errorf("parallel: DDP: reducing the gradients of %s: %w", describeBucket(b), err)
 			}
 		}()
 		d.results <- r
@@ -630,7 +630,7 @@ func (d *DistributedDataParallel) Backward(loss *vram.Tensor, opts ...vram.Backw
 		defer func() {
 			if p := recover(); p != nil {
 				panicked = p
-				berr = fmt.Errorf("backward panicked: %v", p)
+				berr = errorf("backward panicked: %v", p)
 			}
 		}()
 		berr = vram.Catch(func() { loss.Backward(opts...) })
@@ -644,7 +644,7 @@ func (d *DistributedDataParallel) Backward(loss *vram.Tensor, opts ...vram.Backw
 		if d.noSync == 0 {
 			// The other ranks reduce this step's gradients and would
 			// wait for this rank's until the timeout: end it for them now.
-			err := fmt.Errorf("parallel: DDP: rank %d: backward failed: %w", d.comm.Rank(), berr)
+			err := errorf("parallel: DDP: rank %d: backward failed: %w", d.comm.Rank(), berr)
 			d.comm.Abort(err)
 			d.err = nil
 			berr = err
@@ -675,10 +675,10 @@ func (d *DistributedDataParallel) Backward(loss *vram.Tensor, opts ...vram.Backw
 		d.abandonLocked()
 		var err error
 		if len(unused) == len(d.slots) {
-			err = fmt.Errorf("parallel: DDP: rank %d: no parameter received a gradient in this backward; "+
+			err = errorf("parallel: DDP: rank %d: no parameter received a gradient in this backward; "+
 				"is the loss computed from the DDP's output? %w", d.comm.Rank(), vram.ErrAutograd)
 		} else {
-			err = fmt.Errorf("parallel: DDP: rank %d: %s received no gradient in this backward: %s; "+
+			err = errorf("parallel: DDP: rank %d: %s received no gradient in this backward: %s; "+
 				"every parameter must take part in the loss on every rank, or set DDPOptions.FindUnusedParameters: %w",
 				d.comm.Rank(), plural(len(unused), "parameter"), strings.Join(unused, ", "), vram.ErrAutograd)
 		}
@@ -716,7 +716,7 @@ func (d *DistributedDataParallel) unfrozen() error {
 	if len(names) == 0 {
 		return nil
 	}
-	return fmt.Errorf("parallel: DDP: rank %d: parameters frozen when the DDP was made now require grad: %s; "+
+	return errorf("parallel: DDP: rank %d: parameters frozen when the DDP was made now require grad: %s; "+
 		"their gradients would not be averaged over the ranks: unfreeze them before wrapping the module, or wrap it again: %w",
 		d.comm.Rank(), strings.Join(names, ", "), vram.ErrArgument)
 }
@@ -763,7 +763,7 @@ func (d *DistributedDataParallel) syncUnusedLocked() error {
 		err = cerr
 	}
 	if err != nil {
-		err = fmt.Errorf("parallel: DDP: rank %d: finding the parameters no rank used: %w", d.comm.Rank(), err)
+		err = errorf("parallel: DDP: rank %d: finding the parameters no rank used: %w", d.comm.Rank(), err)
 		d.comm.Abort(err)
 		return err
 	}
@@ -790,7 +790,7 @@ func (d *DistributedDataParallel) takeErrLocked() error {
 // gradient). d.mu is held.
 func (d *DistributedDataParallel) pendingLocked() error {
 	if d.closed {
-		return fmt.Errorf("parallel: DDP: used after Close: %w", vram.ErrReleased)
+		return errorf("parallel: DDP: used after Close: %w", vram.ErrReleased)
 	}
 	if d.active {
 		var unused []string
@@ -800,7 +800,7 @@ func (d *DistributedDataParallel) pendingLocked() error {
 			}
 		}
 		d.abandonLocked()
-		err := fmt.Errorf("parallel: DDP: rank %d: the gradients of the last backward were not all reduced: %s received no gradient: %s; "+
+		err := errorf("parallel: DDP: rank %d: the gradients of the last backward were not all reduced: %s received no gradient: %s; "+
 			"every parameter must take part in the loss, or set DDPOptions.FindUnusedParameters and call ddp.Backward: %w",
 			d.comm.Rank(), plural(len(unused), "parameter"), strings.Join(unused, ", "), vram.ErrAutograd)
 		d.comm.Abort(err)
@@ -874,7 +874,7 @@ func (d *DistributedDataParallel) Forward(x *vram.Tensor) *vram.Tensor {
 		if p == nil {
 			what = "its goroutine exited (runtime.Goexit)"
 		}
-		d.comm.Abort(fmt.Errorf("parallel: DDP: rank %d: forward failed: %s", d.comm.Rank(), what))
+		d.comm.Abort(errorf("parallel: DDP: rank %d: forward failed: %s", d.comm.Rank(), what))
 		if p != nil {
 			panic(p)
 		}

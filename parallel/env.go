@@ -1,7 +1,6 @@
 package parallel
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -76,7 +75,7 @@ func LaunchEnv() (LaunchInfo, error) { return LaunchEnvFromLookup(os.LookupEnv) 
 // vram.ErrArgument.
 func LaunchEnvFromLookup(lookup func(string) (string, bool)) (LaunchInfo, error) {
 	if lookup == nil {
-		return LaunchInfo{}, fmt.Errorf("parallel: LaunchEnvFromLookup: nil lookup function: %w", vram.ErrArgument)
+		return LaunchInfo{}, errorf("parallel: LaunchEnvFromLookup: nil lookup function: %w", vram.ErrArgument)
 	}
 	_, hasRank := lookup(EnvRank)
 	_, hasSize := lookup(EnvWorldSize)
@@ -84,9 +83,9 @@ func LaunchEnvFromLookup(lookup func(string) (string, bool)) (LaunchInfo, error)
 	case !hasRank && !hasSize:
 		return LaunchInfo{WorldSize: 1, LocalWorldSize: 1}, nil
 	case !hasRank:
-		return LaunchInfo{}, fmt.Errorf("parallel: %s is set but %s is not; a launcher such as vram run sets both: %w", EnvWorldSize, EnvRank, vram.ErrArgument)
+		return LaunchInfo{}, errorf("parallel: %s is set but %s is not; a launcher such as vram run sets both: %w", EnvWorldSize, EnvRank, vram.ErrArgument)
 	case !hasSize:
-		return LaunchInfo{}, fmt.Errorf("parallel: %s is set but %s is not; a launcher such as vram run sets both: %w", EnvRank, EnvWorldSize, vram.ErrArgument)
+		return LaunchInfo{}, errorf("parallel: %s is set but %s is not; a launcher such as vram run sets both: %w", EnvRank, EnvWorldSize, vram.ErrArgument)
 	}
 	l := LaunchInfo{Launched: true}
 	var err error
@@ -99,15 +98,15 @@ func LaunchEnvFromLookup(lookup func(string) (string, bool)) (LaunchInfo, error)
 			if def != nil {
 				return *def
 			}
-			err = fmt.Errorf("parallel: %s is not set (a launcher such as vram run sets it): %w", name, vram.ErrArgument)
+			err = errorf("parallel: %s is not set (a launcher such as vram run sets it): %w", name, vram.ErrArgument)
 			return 0
 		}
 		n, perr := strconv.Atoi(v)
 		switch {
 		case perr != nil:
-			err = fmt.Errorf("parallel: %s=%q is not a whole number: %w", name, v, vram.ErrArgument)
+			err = errorf("parallel: %s=%q is not a whole number: %w", name, v, vram.ErrArgument)
 		case n < lo || n > hi:
-			err = fmt.Errorf("parallel: %s=%d is out of range (%d to %d): %w", name, n, lo, hi, vram.ErrArgument)
+			err = errorf("parallel: %s=%d is out of range (%d to %d): %w", name, n, lo, hi, vram.ErrArgument)
 		}
 		return n
 	}
@@ -137,7 +136,7 @@ func LaunchEnvFromLookup(lookup func(string) (string, bool)) (LaunchInfo, error)
 		}
 	}
 	if l.WorldSize > 1 && (!hasAddr || l.MasterAddr == "") {
-		return LaunchInfo{}, fmt.Errorf("parallel: %s is not set; a job of %d ranks needs the host of its rendezvous store: %w", EnvMasterAddr, l.WorldSize, vram.ErrArgument)
+		return LaunchInfo{}, errorf("parallel: %s is not set; a job of %d ranks needs the host of its rendezvous store: %w", EnvMasterAddr, l.WorldSize, vram.ErrArgument)
 	}
 	if l.MasterAddr != "" {
 		if err := checkMasterAddr(l.MasterAddr); err != nil {
@@ -147,7 +146,7 @@ func LaunchEnvFromLookup(lookup func(string) (string, bool)) (LaunchInfo, error)
 	if v, ok := lookup(EnvAgentStore); ok {
 		b, perr := strconv.ParseBool(v)
 		if perr != nil {
-			return LaunchInfo{}, fmt.Errorf("parallel: %s=%q is not a boolean (1 or 0): %w", EnvAgentStore, v, vram.ErrArgument)
+			return LaunchInfo{}, errorf("parallel: %s=%q is not a boolean (1 or 0): %w", EnvAgentStore, v, vram.ErrArgument)
 		}
 		l.AgentStore = b
 	}
@@ -160,7 +159,7 @@ func LaunchEnvFromLookup(lookup func(string) (string, bool)) (LaunchInfo, error)
 // until their timeout.
 func checkMasterAddr(addr string) error {
 	bad := func(why string) error {
-		return fmt.Errorf("parallel: %s=%q %s; it is a host name or IP address alone, and the port goes in %s: %w",
+		return errorf("parallel: %s=%q %s; it is a host name or IP address alone, and the port goes in %s: %w",
 			EnvMasterAddr, addr, why, EnvMasterPort, vram.ErrArgument)
 	}
 	switch {

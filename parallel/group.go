@@ -67,17 +67,17 @@ func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
 	size := l.Size()
 	switch {
 	case l.Rank < 0 || l.Rank >= size:
-		return nil, fmt.Errorf("parallel: init process group: rank %d out of range for %d ranks: %w", l.Rank, size, vram.ErrArgument)
+		return nil, errorf("parallel: init process group: rank %d out of range for %d ranks: %w", l.Rank, size, vram.ErrArgument)
 	case size > 1 && (l.MasterPort < 1 || l.MasterPort > 65535):
-		return nil, fmt.Errorf("parallel: init process group: a job of %d ranks needs the port of its rendezvous store, MasterPort 1 to 65535 (MASTER_PORT), not MasterPort %d; LaunchEnv reads it: %w",
+		return nil, errorf("parallel: init process group: a job of %d ranks needs the port of its rendezvous store, MasterPort 1 to 65535 (MASTER_PORT), not MasterPort %d; LaunchEnv reads it: %w",
 			size, l.MasterPort, vram.ErrArgument)
 	case size > 1 && strings.TrimSpace(l.MasterAddr) == "":
-		return nil, fmt.Errorf("parallel: init process group: a job of %d ranks needs the host of its rendezvous store and has no MasterAddr (MASTER_ADDR); LaunchEnv reads it: %w",
+		return nil, errorf("parallel: init process group: a job of %d ranks needs the host of its rendezvous store and has no MasterAddr (MASTER_ADDR); LaunchEnv reads it: %w",
 			size, vram.ErrArgument)
 	}
 	if size > 1 {
 		if err := checkMasterAddr(l.MasterAddr); err != nil {
-			return nil, fmt.Errorf("parallel: init process group: %w", err)
+			return nil, errorf("parallel: init process group: %w", err)
 		}
 	}
 	backend := strings.ToLower(opts.Backend)
@@ -97,13 +97,13 @@ func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
 	case BackendTCP:
 	case BackendNCCL:
 		if !dev.IsCUDA() {
-			return nil, fmt.Errorf("parallel: init process group: the nccl backend needs a CUDA device, not %s; use the tcp backend for CPU and sim devices: %w", dev, vram.ErrDevice)
+			return nil, errorf("parallel: init process group: the nccl backend needs a CUDA device, not %s; use the tcp backend for CPU and sim devices: %w", dev, vram.ErrDevice)
 		}
 	default:
-		return nil, fmt.Errorf("parallel: init process group: unknown backend %q (want nccl, tcp or auto): %w", opts.Backend, vram.ErrArgument)
+		return nil, errorf("parallel: init process group: unknown backend %q (want nccl, tcp or auto): %w", opts.Backend, vram.ErrArgument)
 	}
 	if err := dev.Check(); err != nil {
-		return nil, fmt.Errorf("parallel: init process group: rank %d: %w", l.Rank, err)
+		return nil, errorf("parallel: init process group: rank %d: %w", l.Rank, err)
 	}
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -118,7 +118,7 @@ func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
 		name = "default"
 	}
 	if err := checkKey(name); err != nil || strings.Contains(name, "/") {
-		return nil, fmt.Errorf("parallel: init process group: group name %q: want 1 to 1000 bytes without a slash: %w", name, vram.ErrArgument)
+		return nil, errorf("parallel: init process group: group name %q: want 1 to 1000 bytes without a slash: %w", name, vram.ErrArgument)
 	}
 	prefix := "pg/" + name
 
@@ -126,7 +126,7 @@ func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
 		if backend == BackendNCCL {
 			id, err := NewNCCLID()
 			if err != nil {
-				return nil, fmt.Errorf("parallel: init process group: %w", err)
+				return nil, errorf("parallel: init process group: %w", err)
 			}
 			return NewNCCLRank(0, 1, dev, id)
 		}
@@ -139,14 +139,14 @@ func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
 	if l.Rank == 0 && !l.AgentStore {
 		srv, err := ListenStore(storeListenAddr(l.MasterAddr, l.MasterPort))
 		if err != nil {
-			return nil, fmt.Errorf("parallel: init process group: rank 0 serves the rendezvous store: %w", err)
+			return nil, errorf("parallel: init process group: rank 0 serves the rendezvous store: %w", err)
 		}
 		g.server = srv
 	}
 	store, err := DialStore(ctx, l.MasterHostPort(), StoreOptions{Timeout: initTimeout})
 	if err != nil {
 		g.close()
-		return nil, fmt.Errorf("parallel: init process group: rank %d: %w", l.Rank, err)
+		return nil, errorf("parallel: init process group: rank %d: %w", l.Rank, err)
 	}
 	g.store = store
 	join, err := rendezvous(ctx, store, prefix, l.Rank, size, initTimeout)
@@ -202,7 +202,7 @@ func InitProcessGroup(opts ProcessGroupOptions) (Communicator, error) {
 // that disagrees; an empty verdict says that every rank agrees.
 func rendezvous(ctx context.Context, store *Store, prefix string, rank, size int, initTimeout time.Duration) (string, error) {
 	failErr := func(err error) error {
-		return fmt.Errorf("parallel: init process group: rank %d: %w", rank, err)
+		return errorf("parallel: init process group: rank %d: %w", rank, err)
 	}
 	fail := func(err error) (string, error) { return "", failErr(err) }
 	n, err := store.Add(ctx, prefix+"/joins/"+strconv.Itoa(rank), 1)
@@ -219,7 +219,7 @@ func rendezvous(ctx context.Context, store *Store, prefix string, rank, size int
 			if _, err := store.Add(ctx, prefix+"/joins/"+strconv.Itoa(rank), -1); err != nil {
 				return fail(err)
 			}
-			return fail(fmt.Errorf("rank %d joined this group before and that join is not closed: two processes were started with RANK=%d, "+
+			return fail(errorf("rank %d joined this group before and that join is not closed: two processes were started with RANK=%d, "+
 				"or this process joins again without closing the group first: %w", rank, rank, vram.ErrArgument))
 		}
 	}
@@ -300,10 +300,10 @@ func joinNCCL(ctx context.Context, store *Store, prefix string, rank, size int, 
 	if rank == 0 {
 		id, err := NewNCCLID()
 		if err != nil {
-			return nil, fmt.Errorf("parallel: init process group: %w", err)
+			return nil, errorf("parallel: init process group: %w", err)
 		}
 		if err := store.Set(ctx, idKey, id[:]); err != nil {
-			return nil, fmt.Errorf("parallel: init process group: rank 0: %w", err)
+			return nil, errorf("parallel: init process group: rank 0: %w", err)
 		}
 	}
 	if err := arrive(ctx, store, prefix+"/nccl/arrived/", rank, size, initTimeout); err != nil {
@@ -311,11 +311,11 @@ func joinNCCL(ctx context.Context, store *Store, prefix string, rank, size int, 
 	}
 	b, err := store.Get(ctx, idKey)
 	if err != nil {
-		return nil, fmt.Errorf("parallel: init process group: rank %d: %w", rank, err)
+		return nil, errorf("parallel: init process group: rank %d: %w", rank, err)
 	}
 	var id [128]byte
 	if len(b) != len(id) {
-		return nil, fmt.Errorf("parallel: init process group: rank %d: the store's %q holds %d bytes, not NCCL's unique id of %d", rank, idKey, len(b), len(id))
+		return nil, errorf("parallel: init process group: rank %d: the store's %q holds %d bytes, not NCCL's unique id of %d", rank, idKey, len(b), len(id))
 	}
 	copy(id[:], b)
 	return NewNCCLRank(rank, size, dev, id)
@@ -325,7 +325,7 @@ func joinNCCL(ctx context.Context, store *Store, prefix string, rank, size int, 
 // returning a [*RankError] that names the ranks missing at the timeout.
 func arrive(ctx context.Context, store *Store, prefix string, rank, size int, initTimeout time.Duration) error {
 	if err := store.Set(ctx, prefix+strconv.Itoa(rank), []byte{1}); err != nil {
-		return fmt.Errorf("parallel: init process group: rank %d: %w", rank, err)
+		return errorf("parallel: init process group: rank %d: %w", rank, err)
 	}
 	return waitRanks(ctx, store, prefix, rank, size, initTimeout)
 }
@@ -354,7 +354,7 @@ func waitRanks(ctx context.Context, store *Store, prefix string, rank, size int,
 			plural(te.NumMissing, "rank"), size, initTimeout, strings.Join(ranks, ", ")), ErrTimeout)}
 	}
 	if err != nil {
-		return fmt.Errorf("parallel: init process group: rank %d: waiting for the other ranks: %w", rank, err)
+		return errorf("parallel: init process group: rank %d: waiting for the other ranks: %w", rank, err)
 	}
 	return nil
 }

@@ -156,19 +156,19 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 	nodes := max(o.NNodes, 1)
 	switch {
 	case o.NProcPerNode < 1 || o.NProcPerNode > MaxProcPerNode:
-		return fmt.Errorf("parallel: launch: %d processes per node; want 1 to %d: %w", o.NProcPerNode, MaxProcPerNode, vram.ErrArgument)
+		return errorf("parallel: launch: %d processes per node; want 1 to %d: %w", o.NProcPerNode, MaxProcPerNode, vram.ErrArgument)
 	case o.NNodes < 0 || o.NNodes > MaxNodes:
-		return fmt.Errorf("parallel: launch: %d nodes; want 1 to %d: %w", o.NNodes, MaxNodes, vram.ErrArgument)
+		return errorf("parallel: launch: %d nodes; want 1 to %d: %w", o.NNodes, MaxNodes, vram.ErrArgument)
 	case o.NodeRank < 0 || o.NodeRank >= nodes:
-		return fmt.Errorf("parallel: launch: node rank %d out of range for %d nodes: %w", o.NodeRank, nodes, vram.ErrArgument)
+		return errorf("parallel: launch: node rank %d out of range for %d nodes: %w", o.NodeRank, nodes, vram.ErrArgument)
 	case o.MasterPort < 0 || o.MasterPort > 65535:
-		return fmt.Errorf("parallel: launch: master port %d out of range (0 to 65535): %w", o.MasterPort, vram.ErrArgument)
+		return errorf("parallel: launch: master port %d out of range (0 to 65535): %w", o.MasterPort, vram.ErrArgument)
 	case o.Program == "":
-		return fmt.Errorf("parallel: launch: no program to run: %w", vram.ErrArgument)
+		return errorf("parallel: launch: no program to run: %w", vram.ErrArgument)
 	}
 	if o.MasterAddr != "" {
 		if err := checkMasterAddr(o.MasterAddr); err != nil {
-			return fmt.Errorf("parallel: launch: %w", err)
+			return errorf("parallel: launch: %w", err)
 		}
 	}
 	addr := o.MasterAddr
@@ -185,13 +185,13 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 	}
 	program, err := exec.LookPath(o.Program)
 	if err != nil {
-		return fmt.Errorf("parallel: launch: %w", err)
+		return errorf("parallel: launch: %w", err)
 	}
 
 	if o.NodeRank == 0 {
 		srv, err := ListenStore(storeListenAddr(addr, port))
 		if err != nil {
-			return fmt.Errorf("parallel: launch: serving the rendezvous store at %s: %w", joinHostPort(addr, port), err)
+			return errorf("parallel: launch: serving the rendezvous store at %s: %w", joinHostPort(addr, port), err)
 		}
 		defer srv.Close()
 		if port == 0 {
@@ -225,7 +225,7 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 		p.cmd.WaitDelay = stopTimeout
 		if err := p.startLocked(stdout, stderr, exits); err != nil {
 			stopAll(procs, stopTimeout, exits)
-			return fmt.Errorf("parallel: launch: starting rank %d: %w", info.Rank, err)
+			return errorf("parallel: launch: starting rank %d: %w", info.Rank, err)
 		}
 		procs = append(procs, p)
 	}
@@ -286,7 +286,7 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 		return first
 	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("parallel: launch: stopped the ranks: %w", ctx.Err())
+		return errorf("parallel: launch: stopped the ranks: %w", ctx.Err())
 	}
 	return nil
 }

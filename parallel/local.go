@@ -2,7 +2,6 @@ package parallel
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -41,18 +40,18 @@ func NewLocalGroup(devs []vram.Device) ([]Communicator, error) {
 // NewLocalGroupOptions is NewLocalGroup with options.
 func NewLocalGroupOptions(devs []vram.Device, opts LocalOptions) ([]Communicator, error) {
 	if len(devs) == 0 {
-		return nil, fmt.Errorf("parallel: a group needs at least one device: %w", vram.ErrArgument)
+		return nil, errorf("parallel: a group needs at least one device: %w", vram.ErrArgument)
 	}
 	for i, d := range devs {
 		if err := d.Check(); err != nil {
-			return nil, fmt.Errorf("parallel: device %d of the group, %v, is not available: %w", i, d, err)
+			return nil, errorf("parallel: device %d of the group, %v, is not available: %w", i, d, err)
 		}
 		if j := slices.Index(devs[:i], d); j >= 0 {
-			return nil, fmt.Errorf("parallel: %v is both rank %d and rank %d of the group; give each rank its own device: %w", d, j, i, vram.ErrArgument)
+			return nil, errorf("parallel: %v is both rank %d and rank %d of the group; give each rank its own device: %w", d, j, i, vram.ErrArgument)
 		}
 	}
 	if opts.Timeout < 0 {
-		return nil, fmt.Errorf("parallel: negative timeout %v: %w", opts.Timeout, vram.ErrArgument)
+		return nil, errorf("parallel: negative timeout %v: %w", opts.Timeout, vram.ErrArgument)
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
@@ -110,7 +109,7 @@ func (c *localComm) Device() vram.Device { return c.g.devs[c.rank] }
 // its arguments.
 func (c *localComm) begin(op string) error {
 	if c.closed {
-		return &RankError{Op: op, Rank: c.rank, Err: fmt.Errorf("%w: the communicator is closed", ErrAborted)}
+		return &RankError{Op: op, Rank: c.rank, Err: errorf("%w: the communicator is closed", ErrAborted)}
 	}
 	return nil
 }
@@ -162,7 +161,7 @@ func (c *localComm) meet(s meetSlot, work func(slots []meetSlot) error) error {
 		// Another goroutine waits in a collective of this rank: refuse
 		// this call, which would take that one's place, and leave the
 		// meeting to it.
-		return &RankError{Op: s.op, Rank: c.rank, Err: fmt.Errorf("rank %d is in %s already, on another goroutine; "+
+		return &RankError{Op: s.op, Rank: c.rank, Err: errorf("rank %d is in %s already, on another goroutine; "+
 			"a Communicator is one rank's and is used by one goroutine at a time: give each goroutine its own: %w", c.rank, in.op, vram.ErrArgument)}
 	}
 	s.here = true
@@ -208,7 +207,7 @@ func (c *localComm) meet(s meetSlot, work func(slots []meetSlot) error) error {
 			if len(missing) > 0 {
 				rank = missing[0]
 			}
-			g.fail(&RankError{Op: s.op, Rank: rank, Err: fmt.Errorf("%w: ranks %v did not arrive within %v", ErrTimeout, missing, g.timeout)})
+			g.fail(&RankError{Op: s.op, Rank: rank, Err: errorf("%w: ranks %v did not arrive within %v", ErrTimeout, missing, g.timeout)})
 		}
 	})
 	defer timer.Stop()
@@ -228,17 +227,17 @@ func check(slots []meetSlot) error {
 	for r, s := range slots[1:] {
 		switch {
 		case s.op != first.op:
-			return &RankError{Op: first.op, Rank: r + 1, Err: fmt.Errorf("%w: rank 0 called %s, rank %d called %s", ErrMismatch, first.op, r+1, s.op)}
+			return &RankError{Op: first.op, Rank: r + 1, Err: errorf("%w: rank 0 called %s, rank %d called %s", ErrMismatch, first.op, r+1, s.op)}
 		case s.arg != first.arg || s.red != first.red:
-			return &RankError{Op: first.op, Rank: r + 1, Err: fmt.Errorf("%w: rank %d's root or reduction differs from rank 0's", ErrMismatch, r+1)}
+			return &RankError{Op: first.op, Rank: r + 1, Err: errorf("%w: rank %d's root or reduction differs from rank 0's", ErrMismatch, r+1)}
 		}
 		for _, pair := range [][2]*vram.Tensor{{first.a, s.a}, {first.b, s.b}} {
 			x, y := pair[0], pair[1]
 			if (x == nil) != (y == nil) {
-				return &RankError{Op: first.op, Rank: r + 1, Err: fmt.Errorf("%w: tensors missing", ErrMismatch)}
+				return &RankError{Op: first.op, Rank: r + 1, Err: errorf("%w: tensors missing", ErrMismatch)}
 			}
 			if x != nil && (x.DType() != y.DType() || x.NumElements() != y.NumElements()) {
-				return &RankError{Op: first.op, Rank: r + 1, Err: fmt.Errorf("%w: rank 0 has %d %s elements, rank %d has %d %s",
+				return &RankError{Op: first.op, Rank: r + 1, Err: errorf("%w: rank 0 has %d %s elements, rank %d has %d %s",
 					ErrMismatch, x.NumElements(), x.DType(), r+1, y.NumElements(), y.DType())}
 			}
 		}
@@ -293,7 +292,7 @@ func (c *localComm) args(op string, t *vram.Tensor, written bool, red *ReduceOp)
 	}
 	if red != nil {
 		if err := checkReduce(t.DType(), *red); err != nil {
-			return fmt.Errorf("parallel: %s: %w", op, err)
+			return errorf("parallel: %s: %w", op, err)
 		}
 	}
 	return nil
@@ -320,7 +319,7 @@ func (c *localComm) pairArgs(op string, dst, src *vram.Tensor, wholeIsDst bool, 
 	}
 	if red != nil {
 		if err := checkReduce(src.DType(), *red); err != nil {
-			return fmt.Errorf("parallel: %s: %w", op, err)
+			return errorf("parallel: %s: %w", op, err)
 		}
 	}
 	return nil
@@ -489,7 +488,7 @@ func (c *localComm) Send(t *vram.Tensor, peer int) error {
 		return c.g.failure()
 	case <-time.After(c.g.timeout):
 		cp.Release()
-		return c.g.failWith(&RankError{Op: "send", Rank: peer, Err: fmt.Errorf("%w: rank %d did not receive within %v", ErrTimeout, peer, c.g.timeout)})
+		return c.g.failWith(&RankError{Op: "send", Rank: peer, Err: errorf("%w: rank %d did not receive within %v", ErrTimeout, peer, c.g.timeout)})
 	}
 }
 
@@ -513,11 +512,11 @@ func (c *localComm) Recv(t *vram.Tensor, peer int) error {
 			return c.g.failure()
 		}
 	case <-time.After(c.g.timeout):
-		return c.g.failWith(&RankError{Op: "recv", Rank: peer, Err: fmt.Errorf("%w: rank %d sent nothing within %v", ErrTimeout, peer, c.g.timeout)})
+		return c.g.failWith(&RankError{Op: "recv", Rank: peer, Err: errorf("%w: rank %d sent nothing within %v", ErrTimeout, peer, c.g.timeout)})
 	}
 	defer got.Release()
 	if got.DType() != t.DType() || got.NumElements() != t.NumElements() {
-		err := &RankError{Op: "recv", Rank: peer, Err: fmt.Errorf("%w: rank %d sent %d %s elements, rank %d receives %d %s",
+		err := &RankError{Op: "recv", Rank: peer, Err: errorf("%w: rank %d sent %d %s elements, rank %d receives %d %s",
 			ErrMismatch, peer, got.NumElements(), got.DType(), c.rank, t.NumElements(), t.DType())}
 		return c.g.failWith(err) // the ranks are out of step, as after a collective's mismatch
 	}
@@ -544,7 +543,7 @@ func (c *localComm) Abort(err error) {
 	if err == nil {
 		err = errors.New("aborted")
 	}
-	g.fail(&RankError{Op: "abort", Rank: c.rank, Err: fmt.Errorf("%w by rank %d: %w", ErrAborted, c.rank, err)})
+	g.fail(&RankError{Op: "abort", Rank: c.rank, Err: errorf("%w by rank %d: %w", ErrAborted, c.rank, err)})
 }
 
 // Close ends this rank's use of the group. The other ranks can no longer
@@ -558,7 +557,7 @@ func (c *localComm) Close() error {
 	c.closed = true
 	g := c.g
 	g.mu.Lock()
-	g.fail(&RankError{Op: "close", Rank: c.rank, Err: fmt.Errorf("%w: rank %d closed its communicator", ErrAborted, c.rank)})
+	g.fail(&RankError{Op: "close", Rank: c.rank, Err: errorf("%w: rank %d closed its communicator", ErrAborted, c.rank)})
 	g.mu.Unlock()
 	g.mailMu.Lock()
 	g.closed[c.rank] = true

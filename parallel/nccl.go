@@ -48,7 +48,7 @@ type NCCLOptions struct {
 func (o NCCLOptions) timeout() (time.Duration, error) {
 	switch {
 	case o.Timeout < 0:
-		return 0, fmt.Errorf("parallel: negative NCCL timeout %v: %w", o.Timeout, vram.ErrArgument)
+		return 0, errorf("parallel: negative NCCL timeout %v: %w", o.Timeout, vram.ErrArgument)
 	case o.Timeout == 0:
 		return DefaultNCCLTimeout, nil
 	}
@@ -58,7 +58,7 @@ func (o NCCLOptions) timeout() (time.Duration, error) {
 // loadNCCL loads libnccl.so.2, or says why it cannot be used.
 func loadNCCL() error {
 	if _, err := nccl.Load(); err != nil {
-		return fmt.Errorf("%w: %w (install NCCL: pip install nvidia-nccl-cu13 or nvidia-nccl-cu12, or the libnccl2 package; or point VRAM_CUDA_LIBS at the folder that holds libnccl.so.2)", ErrNoNCCL, err)
+		return errorf("%w: %w (install NCCL: pip install nvidia-nccl-cu13 or nvidia-nccl-cu12, or the libnccl2 package; or point VRAM_CUDA_LIBS at the folder that holds libnccl.so.2)", ErrNoNCCL, err)
 	}
 	return nil
 }
@@ -84,7 +84,7 @@ func NewNCCLID() ([128]byte, error) {
 	}
 	id, err := nccl.GetUniqueID()
 	if err != nil {
-		return [128]byte{}, fmt.Errorf("parallel: making an NCCL id: %w", err)
+		return [128]byte{}, errorf("parallel: making an NCCL id: %w", err)
 	}
 	return id, nil
 }
@@ -110,14 +110,14 @@ func NewNCCLGroup(devs []vram.Device) ([]Communicator, error) {
 // NewNCCLGroupOptions is [NewNCCLGroup] with options.
 func NewNCCLGroupOptions(devs []vram.Device, opts NCCLOptions) ([]Communicator, error) {
 	if len(devs) == 0 {
-		return nil, fmt.Errorf("parallel: an NCCL group needs at least one device: %w", vram.ErrArgument)
+		return nil, errorf("parallel: an NCCL group needs at least one device: %w", vram.ErrArgument)
 	}
 	for i, d := range devs {
 		if !d.IsCUDA() {
-			return nil, fmt.Errorf("parallel: device %d of the NCCL group, %v, is not a CUDA device: NCCL reduces CUDA tensors (use NewLocalGroup for CPU and sim devices): %w", i, d, vram.ErrDevice)
+			return nil, errorf("parallel: device %d of the NCCL group, %v, is not a CUDA device: NCCL reduces CUDA tensors (use NewLocalGroup for CPU and sim devices): %w", i, d, vram.ErrDevice)
 		}
 		if j := slices.Index(devs[:i], d); j >= 0 {
-			return nil, fmt.Errorf("parallel: %v is both rank %d and rank %d of the NCCL group; give each rank its own GPU: %w", d, j, i, vram.ErrArgument)
+			return nil, errorf("parallel: %v is both rank %d and rank %d of the NCCL group; give each rank its own GPU: %w", d, j, i, vram.ErrArgument)
 		}
 	}
 	timeout, err := opts.timeout()
@@ -139,7 +139,7 @@ func NewNCCLGroupOptions(devs []vram.Device, opts NCCLOptions) ([]Communicator, 
 		return nccl.CommInitAll(ords)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("parallel: NCCL group of %v: %w", devs, err)
+		return nil, errorf("parallel: NCCL group of %v: %w", devs, err)
 	}
 	cl := &clique{}
 	comms := make([]*ncclComm, len(devs))
@@ -173,13 +173,13 @@ func NewNCCLRank(rank, size int, dev vram.Device, id [128]byte) (Communicator, e
 // NewNCCLRankOptions is [NewNCCLRank] with options.
 func NewNCCLRankOptions(rank, size int, dev vram.Device, id [128]byte, opts NCCLOptions) (Communicator, error) {
 	if size < 1 || rank < 0 || rank >= size {
-		return nil, fmt.Errorf("parallel: NCCL rank %d of a group of %d: want 0 <= rank < size: %w", rank, size, vram.ErrArgument)
+		return nil, errorf("parallel: NCCL rank %d of a group of %d: want 0 <= rank < size: %w", rank, size, vram.ErrArgument)
 	}
 	if !dev.IsCUDA() {
-		return nil, fmt.Errorf("parallel: NCCL rank %d on %v: not a CUDA device: NCCL reduces CUDA tensors (CPU and sim tensors use the TCP collectives): %w", rank, dev, vram.ErrDevice)
+		return nil, errorf("parallel: NCCL rank %d on %v: not a CUDA device: NCCL reduces CUDA tensors (CPU and sim tensors use the TCP collectives): %w", rank, dev, vram.ErrDevice)
 	}
 	if id == ([128]byte{}) {
-		return nil, fmt.Errorf("parallel: NCCL rank %d: the id is all zeros; make it on rank 0 with NewNCCLID and share it: %w", rank, vram.ErrArgument)
+		return nil, errorf("parallel: NCCL rank %d: the id is all zeros; make it on rank 0 with NewNCCLID and share it: %w", rank, vram.ErrArgument)
 	}
 	timeout, err := opts.timeout()
 	if err != nil {
@@ -200,7 +200,7 @@ func NewNCCLRankOptions(rank, size int, dev vram.Device, id [128]byte, opts NCCL
 		return []nccl.Comm{h}, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("parallel: NCCL rank %d of %d on %v: %w", rank, size, dev, err)
+		return nil, errorf("parallel: NCCL rank %d of %d on %v: %w", rank, size, dev, err)
 	}
 	c := newNCCLComm(hs[0], rank, size, dev, cd, timeout, &clique{})
 	if err := checkComms([]*ncclComm{c}); err != nil {
@@ -214,11 +214,11 @@ func NewNCCLRankOptions(rank, size int, dev vram.Device, id [128]byte, opts NCCL
 // openCUDA opens d for vram and returns its backend device.
 func openCUDA(d vram.Device) (*bcuda.Device, error) {
 	if err := d.Check(); err != nil {
-		return nil, fmt.Errorf("parallel: NCCL on %v: %w", d, err)
+		return nil, errorf("parallel: NCCL on %v: %w", d, err)
 	}
 	cd, err := bcuda.Open(d.Index)
 	if err != nil {
-		return nil, fmt.Errorf("parallel: NCCL on %v: %w", d, err)
+		return nil, errorf("parallel: NCCL on %v: %w", d, err)
 	}
 	return cd, nil
 }
@@ -266,7 +266,7 @@ func initWithin(what string, timeout time.Duration, run func(func() error) error
 	}()
 	done := func(r result) ([]nccl.Comm, error) {
 		if fatalNCCL(r.err) { // a peer died during the setup, or the network to it failed
-			return nil, &RankError{Op: "init", Rank: -1, Err: fmt.Errorf("%w: %s: %w", ErrAborted, what, r.err)}
+			return nil, &RankError{Op: "init", Rank: -1, Err: errorf("%w: %s: %w", ErrAborted, what, r.err)}
 		}
 		return r.hs, r.err
 	}
@@ -285,7 +285,7 @@ func initWithin(what string, timeout time.Duration, run func(func() error) error
 	default:
 	}
 	abandoned = true
-	return nil, &RankError{Op: "init", Rank: -1, Err: fmt.Errorf("%w: %s did not complete within %v: not every rank called it with the same id (a rank never started, or died)", ErrTimeout, what, timeout)}
+	return nil, &RankError{Op: "init", Rank: -1, Err: errorf("%w: %s did not complete within %v: not every rank called it with the same id (a rank never started, or died)", ErrTimeout, what, timeout)}
 }
 
 // ncclComm is a Communicator over one NCCL communicator.
@@ -343,10 +343,10 @@ func checkComms(comms []*ncclComm) error {
 		r, err2 := nccl.CommUserRank(c.h)
 		d, err3 := nccl.CommCuDevice(c.h)
 		if err := errors.Join(err1, err2, err3); err != nil {
-			return fmt.Errorf("parallel: NCCL %s: %w", c.st.where, err)
+			return errorf("parallel: NCCL %s: %w", c.st.where, err)
 		}
 		if n != c.size || r != c.rank || d != c.dev.Index {
-			return fmt.Errorf("parallel: NCCL made rank %d of %d on cuda:%d, asked for %s of %d", r, n, d, c.st.where, c.size)
+			return errorf("parallel: NCCL made rank %d of %d on cuda:%d, asked for %s of %d", r, n, d, c.st.where, c.size)
 		}
 	}
 	return nil
@@ -384,7 +384,7 @@ func ncclDataType(dt vram.DType) (nccl.DataType, error) {
 	case vram.Bool:
 		return nccl.Uint8, nil
 	}
-	return 0, fmt.Errorf("parallel: NCCL has no type for %v", dt)
+	return 0, errorf("parallel: NCCL has no type for %v", dt)
 }
 
 // ncclRedOpFor returns NCCL's reduction for op on tensors of dt. On bool
@@ -413,7 +413,7 @@ func ncclRedOpFor(op ReduceOp, dt vram.DType) (nccl.RedOp, error) {
 	case Avg:
 		return nccl.Avg, nil
 	}
-	return 0, fmt.Errorf("parallel: unknown reduction %v", op)
+	return 0, errorf("parallel: unknown reduction %v", op)
 }
 
 // fatalNCCL reports whether an NCCL error leaves the communicator unusable
@@ -438,10 +438,10 @@ func (c *ncclComm) callError(op string, err error) error {
 		return f
 	}
 	if fatalNCCL(err) {
-		c.cl.abort(fmt.Errorf("%s on %s: %w", op, c.st.where, err), -1, false)
+		c.cl.abort(errorf("%s on %s: %w", op, c.st.where, err), -1, false)
 		return c.st.failure(op)
 	}
-	return fmt.Errorf("parallel: %s on %s: %w", op, c.st.where, err)
+	return errorf("parallel: %s on %s: %w", op, c.st.where, err)
 }
 
 // rawTensor is what a collective needs of a tensor.
@@ -476,7 +476,7 @@ func (c *ncclComm) withRaw(op string, t *vram.Tensor, fn func(r rawTensor) error
 		_ = vram.Raw(t, func(r vram.RawTensor) error {
 			buf, ok := r.View.Buf.(*bcuda.Buffer)
 			if r.Device != backend.Device(c.cd) || !ok {
-				ferr = fmt.Errorf("parallel: %s on %s: the tensor's memory is not of the communicator's GPU", op, c.st.where)
+				ferr = errorf("parallel: %s on %s: the tensor's memory is not of the communicator's GPU", op, c.st.where)
 				return nil
 			}
 			s := r.Stream
@@ -501,7 +501,7 @@ func (c *ncclComm) withRaw(op string, t *vram.Tensor, fn func(r rawTensor) error
 func (c *ncclComm) enqueue(op string, s backend.Stream, issue func(cs cuda.Stream) error) error {
 	st, ok := s.(*bcuda.Stream)
 	if !ok {
-		return fmt.Errorf("parallel: %s on %s: a stream of type %T is not a CUDA stream", op, c.st.where, s)
+		return errorf("parallel: %s on %s: a stream of type %T is not a CUDA stream", op, c.st.where, s)
 	}
 	g := currentGroup()
 	if err := c.st.begin(op); err != nil {
@@ -663,7 +663,7 @@ func (c *ncclComm) p2p(op string, t *vram.Tensor, peer int,
 		return err
 	}
 	if peer == c.rank && currentGroup() == nil {
-		return fmt.Errorf("parallel: %s: rank %d to itself: NCCL runs a send to self only with its receive, in one group; issue both inside parallel.NCCLGroupCalls", op, c.rank)
+		return errorf("parallel: %s: rank %d to itself: NCCL runs a send to self only with its receive, in one group; issue both inside parallel.NCCLGroupCalls", op, c.rank)
 	}
 	raw := c.withRaw
 	if op == "recv" {
@@ -685,11 +685,11 @@ func (c *ncclComm) p2p(op string, t *vram.Tensor, peer int,
 func (c *ncclComm) Barrier() error {
 	const op = "barrier"
 	if currentGroup() != nil {
-		return fmt.Errorf("parallel: %s on %s inside NCCLGroupCalls: a barrier waits, and the group's calls only start at its end", op, c.st.where)
+		return errorf("parallel: %s on %s inside NCCLGroupCalls: a barrier waits, and the group's calls only start at its end", op, c.st.where)
 	}
 	if c.barrier == nil {
 		if err := vram.Catch(func() { c.barrier = vram.Zeros(vram.Shape{1}, c.dev) }); err != nil {
-			return fmt.Errorf("parallel: %s on %s: %w", op, c.st.where, err)
+			return errorf("parallel: %s on %s: %w", op, c.st.where, err)
 		}
 	}
 	if err := c.allReduce(op, c.barrier, Max); err != nil {
@@ -703,7 +703,7 @@ func (c *ncclComm) Barrier() error {
 		return f
 	}
 	if serr != nil {
-		return fmt.Errorf("parallel: %s on %s: %w", op, c.st.where, serr)
+		return errorf("parallel: %s on %s: %w", op, c.st.where, serr)
 	}
 	return nil
 }
@@ -804,7 +804,7 @@ func NCCLGroupCalls(fn func() error) (err error) {
 			ncclGroups.Delete(tid)
 			ncclOpenGroups.Add(-1)
 		}
-		return fmt.Errorf("parallel: %w", err)
+		return errorf("parallel: %w", err)
 	}
 	var fnErr error
 	panicked := true
@@ -846,15 +846,15 @@ func (g *groupCalls) finish(endErr error) error {
 		return err
 	}
 	if len(g.ops) == 0 {
-		return fmt.Errorf("parallel: NCCL group: %w", endErr)
+		return errorf("parallel: NCCL group: %w", endErr)
 	}
 	if fatalNCCL(endErr) {
 		for _, o := range g.ops {
-			o.c.cl.abort(fmt.Errorf("the NCCL group of %s: %w", o.op, endErr), -1, false)
+			o.c.cl.abort(errorf("the NCCL group of %s: %w", o.op, endErr), -1, false)
 		}
 		return g.ops[0].c.st.failure(g.ops[0].op)
 	}
-	return fmt.Errorf("parallel: the NCCL group of %d calls (%s on %s first): %w", len(g.ops), g.ops[0].op, g.ops[0].c.st.where, endErr)
+	return errorf("parallel: the NCCL group of %d calls (%s on %s first): %w", len(g.ops), g.ops[0].op, g.ops[0].c.st.where, endErr)
 }
 
 // DataParallel on CUDA devices uses NCCL when it is there.

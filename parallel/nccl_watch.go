@@ -1,7 +1,6 @@
 package parallel
 
 import (
-	"fmt"
 	"sync"
 	"time"
 
@@ -129,7 +128,7 @@ func (c *commState) begin(op string) error {
 		return c.failureLocked(op)
 	}
 	if c.closed {
-		return fmt.Errorf("parallel: %s on a closed NCCL communicator (%s)", op, c.where)
+		return errorf("parallel: %s on a closed NCCL communicator (%s)", op, c.where)
 	}
 	if c.busy == 0 {
 		c.busySince, c.busyOp = time.Now(), op
@@ -160,7 +159,7 @@ func (c *commState) track(s backend.Stream, op string) error {
 			// drops an entry only if its gen did not change while it
 			// queried the event.
 			if err := p.ev.Record(s); err != nil {
-				return fmt.Errorf("parallel: %s on %s: recording its event: %w", op, c.where, err)
+				return errorf("parallel: %s on %s: recording its event: %w", op, c.where, err)
 			}
 			p.gen++
 			return nil
@@ -172,12 +171,12 @@ func (c *commState) track(s backend.Stream, op string) error {
 	} else {
 		var err error
 		if ev, err = c.newEvent(); err != nil {
-			return fmt.Errorf("parallel: %s on %s: creating an event: %w", op, c.where, err)
+			return errorf("parallel: %s on %s: creating an event: %w", op, c.where, err)
 		}
 	}
 	if err := ev.Record(s); err != nil {
 		c.spare = append(c.spare, ev)
-		return fmt.Errorf("parallel: %s on %s: recording its event: %w", op, c.where, err)
+		return errorf("parallel: %s on %s: recording its event: %w", op, c.where, err)
 	}
 	c.pending = append(c.pending, &pendingOp{ev: ev, s: s, op: op, since: now})
 	return nil
@@ -206,20 +205,20 @@ func (c *commState) tick(now time.Time) (cause error, stop bool) {
 	c.mu.Unlock()
 
 	if asyncErr != nil {
-		return fmt.Errorf("NCCL reported an error on %s: %w", c.where, asyncErr), false
+		return errorf("NCCL reported an error on %s: %w", c.where, asyncErr), false
 	}
 	if stuck {
-		return fmt.Errorf("%w: %s on %s has waited %v inside NCCL (timeout %v): a rank did not call it, or died",
+		return errorf("%w: %s on %s has waited %v inside NCCL (timeout %v): a rank did not call it, or died",
 			ErrTimeout, busyOp, c.where, busyFor.Round(time.Millisecond), c.timeout), false
 	}
 	for i, p := range snap {
 		done, err := p.ev.Query()
 		if err != nil {
-			return fmt.Errorf("waiting for %s on %s: %w", p.op, c.where, err), false
+			return errorf("waiting for %s on %s: %w", p.op, c.where, err), false
 		}
 		if !done {
 			if age := now.Sub(p.since); age > c.timeout {
-				return fmt.Errorf("%w: %s queued on %s %v ago has not completed (timeout %v): a rank did not call it, or died",
+				return errorf("%w: %s queued on %s %v ago has not completed (timeout %v): a rank did not call it, or died",
 					ErrTimeout, p.op, c.where, age.Round(time.Millisecond), c.timeout), false
 			}
 			return nil, false
@@ -266,7 +265,7 @@ func (c *commState) markFailed(cause error, rank int, byUser bool) bool {
 	if c.failed != nil || c.released {
 		return false
 	}
-	c.failed = fmt.Errorf("%w: %w", ErrAborted, cause)
+	c.failed = errorf("%w: %w", ErrAborted, cause)
 	c.failRank, c.byUser = rank, byUser
 	return true
 }
@@ -290,7 +289,7 @@ func (c *commState) abortHandle() {
 	c.mu.Lock()
 	c.released = true
 	if err != nil {
-		c.failed = fmt.Errorf("%w (and ncclCommAbort failed: %v)", c.failed, err)
+		c.failed = errorf("%w (and ncclCommAbort failed: %v)", c.failed, err)
 	}
 	c.mu.Unlock()
 	close(c.abortDone)
@@ -315,7 +314,7 @@ func (c *commState) close() error {
 	var err error
 	for _, ev := range pend {
 		if e := ev.Synchronize(); e != nil && err == nil {
-			err = fmt.Errorf("parallel: closing %s: %w", c.where, e)
+			err = errorf("parallel: closing %s: %w", c.where, e)
 		}
 	}
 	close(c.stop)
@@ -330,7 +329,7 @@ func (c *commState) close() error {
 	if failed {
 		<-c.abortDone
 	} else if e := c.h.destroy(); e != nil && err == nil {
-		err = fmt.Errorf("parallel: closing %s: %w", c.where, e)
+		err = errorf("parallel: closing %s: %w", c.where, e)
 	}
 
 	c.mu.Lock()

@@ -98,27 +98,27 @@ type Pipeline struct {
 // an unknown schedule.
 func NewPipeline(stages []Stage, opts ...PipelineOption) (*Pipeline, error) {
 	if len(stages) == 0 {
-		return nil, fmt.Errorf("parallel: pipeline: no stages: %w", vram.ErrArgument)
+		return nil, errorf("parallel: pipeline: no stages: %w", vram.ErrArgument)
 	}
 	cfg := pipeConfig{micro: 4 * len(stages)}
 	for _, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("parallel: pipeline: nil option: %w", vram.ErrArgument)
+			return nil, errorf("parallel: pipeline: nil option: %w", vram.ErrArgument)
 		}
 		o(&cfg)
 	}
 	if cfg.micro < 1 {
-		return nil, fmt.Errorf("parallel: pipeline: %d micro-batches; give at least 1: %w", cfg.micro, vram.ErrArgument)
+		return nil, errorf("parallel: pipeline: %d micro-batches; give at least 1: %w", cfg.micro, vram.ErrArgument)
 	}
 	if cfg.sched > OneFOneB {
-		return nil, fmt.Errorf("parallel: pipeline: unknown schedule %v: %w", cfg.sched, vram.ErrArgument)
+		return nil, errorf("parallel: pipeline: unknown schedule %v: %w", cfg.sched, vram.ErrArgument)
 	}
 	for i, s := range stages {
 		if isNilModule(s.Module) {
-			return nil, fmt.Errorf("parallel: pipeline: stage %d has no module: %w", i, vram.ErrArgument)
+			return nil, errorf("parallel: pipeline: stage %d has no module: %w", i, vram.ErrArgument)
 		}
 		if err := s.Device.Check(); err != nil {
-			return nil, fmt.Errorf("parallel: pipeline: stage %d: %w", i, err)
+			return nil, errorf("parallel: pipeline: stage %d: %w", i, err)
 		}
 	}
 	if err := sharedAcrossDevices(stages); err != nil {
@@ -126,7 +126,7 @@ func NewPipeline(stages []Stage, opts ...PipelineOption) (*Pipeline, error) {
 	}
 	for i, s := range stages {
 		if err := vram.Catch(func() { s.Module.To(s.Device) }); err != nil {
-			return nil, fmt.Errorf("parallel: pipeline: moving stage %d to %v: %w", i, s.Device, err)
+			return nil, errorf("parallel: pipeline: moving stage %d to %v: %w", i, s.Device, err)
 		}
 	}
 	return &Pipeline{stages: slices.Clone(stages), micro: cfg.micro, sched: cfg.sched}, nil
@@ -150,7 +150,7 @@ func sharedAcrossDevices(stages []Stage) error {
 				continue
 			}
 			if d := stages[o.stage].Device; d != s.Device {
-				return fmt.Errorf("parallel: pipeline: %s of stage %d on %v is %s of stage %d on %v; "+
+				return errorf("parallel: pipeline: %s of stage %d on %v is %s of stage %d on %v; "+
 					"a tensor lives on one device, so stages that share parameters or buffers must share a device: %w",
 					np.Name, i, s.Device, o.name, o.stage, d, vram.ErrArgument)
 			}

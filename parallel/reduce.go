@@ -2,7 +2,6 @@ package parallel
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 
 	"github.com/vramgo/vram"
@@ -25,10 +24,10 @@ type accumulator struct {
 // checkReduce returns an error when op cannot reduce elements of dt.
 func checkReduce(dt vram.DType, op ReduceOp) error {
 	if op > Avg {
-		return fmt.Errorf("unknown reduction %v: %w", op, vram.ErrArgument)
+		return errorf("unknown reduction %v: %w", op, vram.ErrArgument)
 	}
 	if dt == vram.Bool && op == Avg {
-		return fmt.Errorf("cannot average bool tensors (use sum, max or min): %w", vram.ErrDType)
+		return errorf("cannot average bool tensors (use sum, max or min): %w", vram.ErrDType)
 	}
 	return nil
 }

@@ -115,7 +115,7 @@ func rethrow(op, who string, p any, stack []byte) {
 	case *vram.DeviceMismatchError:
 		panic(&vram.Error{Op: op, Kind: vram.ErrDevice, Detail: who, Err: e})
 	case error:
-		panic(fmt.Errorf("parallel: %s: %s: %w\n\n%s", op, who, e, stack))
+		panic(errorf("parallel: %s: %s: %w\n\n%s", op, who, e, stack))
 	default:
 		panic(fmt.Sprintf("parallel: %s: %s: %v\n\n%s", op, who, p, stack))
 	}
@@ -202,14 +202,14 @@ func resolveDim(op string, dim, dims int) int {
 // available, distinct devices.
 func distinctDevices(op string, devs []vram.Device) error {
 	if len(devs) == 0 {
-		return fmt.Errorf("parallel: %s: no devices given: %w", op, vram.ErrArgument)
+		return errorf("parallel: %s: no devices given: %w", op, vram.ErrArgument)
 	}
 	for i, d := range devs {
 		if err := d.Check(); err != nil {
-			return fmt.Errorf("parallel: %s: device %d, %v: %w", op, i, d, err)
+			return errorf("parallel: %s: device %d, %v: %w", op, i, d, err)
 		}
 		if j := slices.Index(devs[:i], d); j >= 0 {
-			return fmt.Errorf("parallel: %s: %v is given twice (devices %d and %d); give each replica its own device: %w", op, d, j, i, vram.ErrArgument)
+			return errorf("parallel: %s: %v is given twice (devices %d and %d); give each replica its own device: %w", op, d, j, i, vram.ErrArgument)
 		}
 	}
 	return nil

@@ -79,7 +79,7 @@ const storeFullMagic = "VRAMFULL"
 // closes the connections of more without a word.
 const maxTurnedAway = 64
 
-var errStoreFull = fmt.Errorf("the store server serves %d connections, its most, and has no room for one more "+
+var errStoreFull = errorf("the store server serves %d connections, its most, and has no room for one more "+
 	"(a job of more ranks than that cannot meet through one store)", maxStoreConns)
 
 // Store operations on the wire.
@@ -142,7 +142,7 @@ func checkKey(k string) error {
 	case k == "":
 		return errors.New("empty key")
 	case len(k) > MaxStoreKeyBytes:
-		return fmt.Errorf("key of %d bytes (at most %d)", len(k), MaxStoreKeyBytes)
+		return errorf("key of %d bytes (at most %d)", len(k), MaxStoreKeyBytes)
 	}
 	return nil
 }
@@ -172,12 +172,12 @@ type StoreServer struct {
 func ListenStore(addr string) (*StoreServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if errors.Is(err, syscall.EADDRINUSE) {
-		return nil, fmt.Errorf("parallel: store: listen on %s: %w: the port is taken, by another job or program, "+
+		return nil, errorf("parallel: store: listen on %s: %w: the port is taken, by another job or program, "+
 			"or by a group of this process that was not closed (close it before joining again); choose another MASTER_PORT: %w",
 			addr, err, vram.ErrArgument)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("parallel: store: listen on %s: %w", addr, err)
+		return nil, errorf("parallel: store: listen on %s: %w", addr, err)
 	}
 	return NewStoreServer(ln), nil
 }
@@ -344,15 +344,15 @@ func readStoreRequest(r *bufio.Reader) (storeRequest, error) {
 	req := storeRequest{op: hdr[0], wait: time.Duration(binary.LittleEndian.Uint32(hdr[1:5])) * time.Millisecond}
 	n := int(binary.LittleEndian.Uint16(hdr[5:7]))
 	if _, ok := storeOpNames[req.op]; !ok {
-		return req, fmt.Errorf("unknown op %d", req.op)
+		return req, errorf("unknown op %d", req.op)
 	}
 	switch {
 	case n == 0:
 		return req, errors.New("no key")
 	case n > 1 && req.op != opWait && req.op != opCheck:
-		return req, fmt.Errorf("%d keys for one %s", n, storeOpNames[req.op])
+		return req, errorf("%d keys for one %s", n, storeOpNames[req.op])
 	case n > MaxStoreWaitKeys:
-		return req, fmt.Errorf("%d keys", n)
+		return req, errorf("%d keys", n)
 	}
 	req.keys = make([]string, n)
 	for i := range n {
@@ -373,7 +373,7 @@ func readStoreRequest(r *bufio.Reader) (storeRequest, error) {
 		}
 		vn := binary.LittleEndian.Uint32(b[:])
 		if vn > MaxStoreValueBytes {
-			return req, fmt.Errorf("value of %d bytes", vn)
+			return req, errorf("value of %d bytes", vn)
 		}
 		v, err := readBytes(r, int(vn))
 		if err != nil {
@@ -416,7 +416,7 @@ func readString16(r io.Reader, max int) (string, error) {
 	}
 	n := int(binary.LittleEndian.Uint16(b[:]))
 	if n > max {
-		return "", fmt.Errorf("string of %d bytes (at most %d)", n, max)
+		return "", errorf("string of %d bytes (at most %d)", n, max)
 	}
 	buf := make([]byte, n)
 	if _, err := io.ReadFull(r, buf); err != nil {
@@ -512,7 +512,7 @@ func (s *StoreServer) set(k string, v []byte) error {
 		grow -= int64(len(k) + len(old))
 	}
 	if s.bytes+grow > maxStoreBytes {
-		return fmt.Errorf("the store is full (%d MiB of keys and values)", maxStoreBytes>>20)
+		return errorf("the store is full (%d MiB of keys and values)", maxStoreBytes>>20)
 	}
 	s.bytes += grow
 	s.data[k] = v
@@ -531,13 +531,13 @@ func (s *StoreServer) add(k string, delta int64) (int64, error) {
 	if had {
 		n, err := strconv.ParseInt(string(old), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("key %q holds a value that is not a counter", k)
+			return 0, errorf("key %q holds a value that is not a counter", k)
 		}
 		cur = n
 	}
 	sum := cur + delta
 	if delta > 0 && sum < cur || delta < 0 && sum > cur {
-		return 0, fmt.Errorf("adding %d to the counter %q, %d, would overflow a 64-bit integer", delta, k, cur)
+		return 0, errorf("adding %d to the counter %q, %d, would overflow a 64-bit integer", delta, k, cur)
 	}
 	v := []byte(strconv.FormatInt(sum, 10))
 	grow := int64(len(k) + len(v))
@@ -545,7 +545,7 @@ func (s *StoreServer) add(k string, delta int64) (int64, error) {
 		grow -= int64(len(k) + len(old))
 	}
 	if s.bytes+grow > maxStoreBytes {
-		return 0, fmt.Errorf("the store is full (%d MiB of keys and values)", maxStoreBytes>>20)
+		return 0, errorf("the store is full (%d MiB of keys and values)", maxStoreBytes>>20)
 	}
 	s.bytes += grow
 	s.data[k] = v
@@ -648,15 +648,15 @@ func DialStore(ctx context.Context, addr string, opts StoreOptions) (*Store, err
 		}
 		if errors.Is(err, vram.ErrArgument) {
 			// Something else answers there: retrying will not change it.
-			return nil, fmt.Errorf("parallel: store %s: %w", addr, err)
+			return nil, errorf("parallel: store %s: %w", addr, err)
 		}
 		last = err
 		select {
 		case <-ctx.Done():
 			if errors.Is(last, errStoreFull) {
-				return nil, fmt.Errorf("parallel: store %s: no room within %v: %w", addr, timeout, last)
+				return nil, errorf("parallel: store %s: no room within %v: %w", addr, timeout, last)
 			}
-			return nil, fmt.Errorf("parallel: store %s: no store server answered within %v "+
+			return nil, errorf("parallel: store %s: no store server answered within %v "+
 				"(is rank 0, or vram run, started with the same MASTER_ADDR and MASTER_PORT?): %w", addr, timeout, last)
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -683,7 +683,7 @@ func (s *Store) dial(ctx context.Context) (net.Conn, error) {
 		err = errStoreFull
 	}
 	if err == nil && string(magic[:]) != storeMagic {
-		err = fmt.Errorf("%s is not a vram store server of this version: it answered %q, not %q "+
+		err = errorf("%s is not a vram store server of this version: it answered %q, not %q "+
 			"(MASTER_ADDR and MASTER_PORT name another service, or a program built with another version of vram): %w",
 			s.addr, magic[:], storeMagic, vram.ErrArgument)
 	}
@@ -785,7 +785,7 @@ func (s *Store) put(c net.Conn) {
 // at most MaxStoreValueBytes.
 func (s *Store) Set(ctx context.Context, key string, value []byte) error {
 	if len(value) > MaxStoreValueBytes {
-		return fmt.Errorf("parallel: store %s: set %q: value of %d bytes (at most %d)", s.addr, key, len(value), MaxStoreValueBytes)
+		return errorf("parallel: store %s: set %q: value of %d bytes (at most %d)", s.addr, key, len(value), MaxStoreValueBytes)
 	}
 	_, err := s.do(ctx, opSet, []string{key}, value, 0)
 	return err
@@ -841,13 +841,13 @@ func (s *Store) do(ctx context.Context, op byte, keys []string, value []byte, de
 		what = fmt.Sprintf("%s %q", name, keys[0])
 	}
 	fail := func(err error) (storeReply, error) {
-		return storeReply{}, fmt.Errorf("parallel: store %s: %s: %w", s.addr, what, err)
+		return storeReply{}, errorf("parallel: store %s: %s: %w", s.addr, what, err)
 	}
 	switch {
 	case len(keys) == 0:
 		return fail(errors.New("no key given"))
 	case len(keys) > MaxStoreWaitKeys:
-		return fail(fmt.Errorf("%d keys (at most %d)", len(keys), MaxStoreWaitKeys))
+		return fail(errorf("%d keys (at most %d)", len(keys), MaxStoreWaitKeys))
 	}
 	for _, k := range keys {
 		if err := checkKey(k); err != nil {
@@ -917,7 +917,7 @@ func (s *Store) do(ctx context.Context, op byte, keys []string, value []byte, de
 		case errors.As(err, &ne) && ne.Timeout():
 			return storeReply{}, &StoreTimeoutError{Addr: s.addr, Op: what, After: time.Since(start).Round(time.Millisecond)}
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
-			return fail(fmt.Errorf("the server closed the connection (did the process serving the store, rank 0 or vram run, exit?): %w", err))
+			return fail(errorf("the server closed the connection (did the process serving the store, rank 0 or vram run, exit?): %w", err))
 		}
 		return fail(err)
 	}
@@ -956,7 +956,7 @@ func (s *Store) readReply(r *bufio.Reader, op byte, what string, start time.Time
 		e := &StoreTimeoutError{Addr: s.addr, Op: what, NumMissing: int(binary.LittleEndian.Uint32(b[:4])), After: time.Since(start).Round(time.Millisecond)}
 		n := int(binary.LittleEndian.Uint16(b[4:]))
 		if n > maxListedMissing {
-			return out, nil, fmt.Errorf("malformed reply: %d keys listed", n)
+			return out, nil, errorf("malformed reply: %d keys listed", n)
 		}
 		for range n {
 			k, err := readString16(r, MaxStoreKeyBytes)
@@ -967,7 +967,7 @@ func (s *Store) readReply(r *bufio.Reader, op byte, what string, start time.Time
 		}
 		return out, e, nil
 	default:
-		return out, nil, fmt.Errorf("malformed reply (status %d)", st)
+		return out, nil, errorf("malformed reply (status %d)", st)
 	}
 	switch op {
 	case opGet:
@@ -977,7 +977,7 @@ func (s *Store) readReply(r *bufio.Reader, op byte, what string, start time.Time
 		}
 		n := binary.LittleEndian.Uint32(b[:])
 		if n > MaxStoreValueBytes {
-			return out, nil, fmt.Errorf("malformed reply: value of %d bytes", n)
+			return out, nil, errorf("malformed reply: value of %d bytes", n)
 		}
 		out.value, err = readBytes(r, int(n))
 	case opAdd:

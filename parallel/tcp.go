@@ -286,14 +286,14 @@ var _ Communicator = (*tcpComm)(nil)
 func NewTCPRank(ctx context.Context, store *Store, rank, size int, dev vram.Device, opts TCPOptions) (Communicator, error) {
 	switch {
 	case size < 1:
-		return nil, fmt.Errorf("parallel: tcp: %d ranks: a group has at least one: %w", size, vram.ErrArgument)
+		return nil, errorf("parallel: tcp: %d ranks: a group has at least one: %w", size, vram.ErrArgument)
 	case rank < 0 || rank >= size:
-		return nil, fmt.Errorf("parallel: tcp: rank %d out of range for %d ranks: %w", rank, size, vram.ErrArgument)
+		return nil, errorf("parallel: tcp: rank %d out of range for %d ranks: %w", rank, size, vram.ErrArgument)
 	case size > 1 && store == nil:
-		return nil, fmt.Errorf("parallel: tcp: a group of %d ranks needs a store: %w", size, vram.ErrArgument)
+		return nil, errorf("parallel: tcp: a group of %d ranks needs a store: %w", size, vram.ErrArgument)
 	}
 	if err := dev.Check(); err != nil {
-		return nil, fmt.Errorf("parallel: tcp: rank %d: %w", rank, err)
+		return nil, errorf("parallel: tcp: rank %d: %w", rank, err)
 	}
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -346,7 +346,7 @@ func (c *tcpComm) connect(ctx context.Context, store *Store, prefix string, init
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
-		return fmt.Errorf("parallel: tcp: rank %d: listen: %w", c.rank, err)
+		return errorf("parallel: tcp: rank %d: listen: %w", c.rank, err)
 	}
 	defer ln.Close()
 
@@ -355,12 +355,12 @@ func (c *tcpComm) connect(ctx context.Context, store *Store, prefix string, init
 	if c.rank == 0 {
 		rand.Read(token[:])
 		if err := store.Set(ctx, tokenKey, token[:]); err != nil {
-			return fmt.Errorf("parallel: tcp: rank 0: %w", err)
+			return errorf("parallel: tcp: rank 0: %w", err)
 		}
 	}
 	addrKey := func(r int) string { return prefix + "/addr/" + strconv.Itoa(r) }
 	if err := store.Set(ctx, addrKey(c.rank), []byte(ln.Addr().String())); err != nil {
-		return fmt.Errorf("parallel: tcp: rank %d: %w", c.rank, err)
+		return errorf("parallel: tcp: rank %d: %w", c.rank, err)
 	}
 	keys := make([]string, c.size)
 	for r := range keys {
@@ -382,15 +382,15 @@ func (c *tcpComm) connect(ctx context.Context, store *Store, prefix string, init
 			return initErr(first, failed(fmt.Sprintf("%s of %d did not join within %v (ranks missing: %s)",
 				plural(te.NumMissing, "rank"), c.size, initTimeout, strings.Join(missing, ", ")), ErrTimeout))
 		}
-		return fmt.Errorf("parallel: tcp: rank %d: waiting for the other ranks: %w", c.rank, err)
+		return errorf("parallel: tcp: rank %d: waiting for the other ranks: %w", c.rank, err)
 	}
 	if c.rank != 0 {
 		b, err := store.Get(ctx, tokenKey)
 		if err != nil {
-			return fmt.Errorf("parallel: tcp: rank %d: %w", c.rank, err)
+			return errorf("parallel: tcp: rank %d: %w", c.rank, err)
 		}
 		if len(b) != len(token) {
-			return fmt.Errorf("parallel: tcp: rank %d: the store's %q holds %d bytes, not a token of 16", c.rank, tokenKey, len(b))
+			return errorf("parallel: tcp: rank %d: the store's %q holds %d bytes, not a token of 16", c.rank, tokenKey, len(b))
 		}
 		copy(token[:], b)
 	}
@@ -398,7 +398,7 @@ func (c *tcpComm) connect(ctx context.Context, store *Store, prefix string, init
 	for r := range c.rank {
 		b, err := store.Get(ctx, addrKey(r))
 		if err != nil {
-			return fmt.Errorf("parallel: tcp: rank %d: %w", c.rank, err)
+			return errorf("parallel: tcp: rank %d: %w", c.rank, err)
 		}
 		addrs[r] = string(b)
 	}
@@ -585,7 +585,7 @@ func (c *tcpComm) dialHello(ctx context.Context, addr string, r int, token [16]b
 		case string(ack[:8]) != tcpMagic:
 			err = failed(fmt.Sprintf("%s answered as no vram TCP peer of this version does (%q, not %q)", addr, ack[:8], tcpMagic))
 		case v&ackRefused == 0 && int(v) != r:
-			err = fmt.Errorf("%s is not rank %d of this group", addr, r)
+			err = errorf("%s is not rank %d of this group", addr, r)
 		case v&ackRefused == 0:
 		case v&^(ackRefused|refuseValue) == refuseSize:
 			err = failed(fmt.Sprintf("was started with a world size of %d, rank %d with %d: every rank of a group needs the same",
@@ -716,7 +716,7 @@ func (c *tcpComm) fail(e *RankError) {
 		case errors.Is(e.Err, ErrMismatch):
 			cause = causeMismatch
 		}
-		text := e.Err.Error()
+		text := unprefixed(e.Err)
 		if len(text) > maxAbortText {
 			text = text[:maxAbortText]
 		}
@@ -770,7 +770,7 @@ func (c *tcpComm) Abort(err error) {
 	if err == nil {
 		err = errors.New("aborted")
 	}
-	c.fail(&RankError{Op: "abort", Rank: c.rank, Err: &failure{msg: "aborted: " + err.Error(), kinds: []error{ErrAborted, err}}})
+	c.fail(&RankError{Op: "abort", Rank: c.rank, Err: &failure{msg: "aborted: " + unprefixed(err), kinds: []error{ErrAborted, err}}})
 }
 
 // Close says goodbye to every peer and closes the connections, waiting a
@@ -828,7 +828,7 @@ func (c *tcpComm) sayGoodbye() {
 // read each other's frames from the rank's connections.
 func (c *tcpComm) begin(op string) error {
 	if !c.busy.CompareAndSwap(false, true) {
-		return &RankError{Op: op, Rank: c.rank, Err: fmt.Errorf("rank %d is in a call already, on another goroutine; "+
+		return &RankError{Op: op, Rank: c.rank, Err: errorf("rank %d is in a call already, on another goroutine; "+
 			"a Communicator is one rank's and is used by one goroutine at a time: %w", c.rank, vram.ErrArgument)}
 	}
 	if c.closed {
@@ -947,7 +947,7 @@ func (c *tcpComm) tensorArg(op, name string, t *vram.Tensor, written bool) error
 func rawBytes(op string, t *vram.Tensor) (b []byte, err error) {
 	err = vram.Catch(func() { b = t.RawBytes() })
 	if err != nil {
-		err = fmt.Errorf("parallel: %s: %w", op, err)
+		err = errorf("parallel: %s: %w", op, err)
 	}
 	return b, err
 }
@@ -958,7 +958,7 @@ func rawBytes(op string, t *vram.Tensor) (b []byte, err error) {
 // there, rather than failing once the other ranks have theirs.
 func setRawBytes(op string, t *vram.Tensor, b []byte) error {
 	if err := vram.Catch(func() { vram.NoGrad(func() { t.SetRawBytes(b) }) }); err != nil {
-		return fmt.Errorf("parallel: %s: %w", op, err)
+		return errorf("parallel: %s: %w", op, err)
 	}
 	return nil
 }
@@ -989,7 +989,7 @@ func (c *tcpComm) AllReduce(t *vram.Tensor, op ReduceOp) error {
 		return err
 	}
 	if err := checkReduce(t.DType(), op); err != nil {
-		return fmt.Errorf("parallel: %s: %w", name, err)
+		return errorf("parallel: %s: %w", name, err)
 	}
 	if c.size == 1 {
 		return nil
@@ -1080,7 +1080,7 @@ func (c *tcpComm) Reduce(t *vram.Tensor, op ReduceOp, root int) error {
 		return err
 	}
 	if err := checkReduce(t.DType(), op); err != nil {
-		return fmt.Errorf("parallel: %s: %w", name, err)
+		return errorf("parallel: %s: %w", name, err)
 	}
 	if c.size == 1 {
 		return nil
@@ -1166,7 +1166,7 @@ func (c *tcpComm) ReduceScatter(dst, src *vram.Tensor, op ReduceOp) error {
 		return err
 	}
 	if err := checkReduce(src.DType(), op); err != nil {
-		return fmt.Errorf("parallel: %s: %w", name, err)
+		return errorf("parallel: %s: %w", name, err)
 	}
 	in, err := rawBytes(name, src)
 	if err != nil {
