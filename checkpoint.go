@@ -118,7 +118,12 @@ func withRNG(r *rngScope, fn func()) {
 // [ErrAutograd], as it does for any saved tensor changed in place since.
 //
 // params lists the leaves requiring grad that fn uses besides x: the result
-// requires grad when x or one of them does, and to [Grad] the checkpoint is
+// requires grad when x or one of them does (even when fn ignores x and
+// uses none of them: as its forward records nothing, Checkpoint cannot
+// tell, where PyTorch's non-reentrant checkpoint gives a result that does
+// not require grad; no gradient flows through such a result, and the
+// backward pass warns of it once ([WarnOnce]) when its recompute finds
+// it), and to [Grad] the checkpoint is
 // an operation of x and params (a leaf fn uses that is not listed gets its
 // gradient from Backward, but none from Grad). Without them, an x that
 // does not require grad (the first layer's input) makes Checkpoint run
@@ -281,6 +286,12 @@ func callCheckpointed(fn func(*Tensor) *Tensor, x *Tensor) *Tensor {
 	return out
 }
 
+// independentWarning is the warning of a checkpoint whose recompute finds
+// that the result depends on no tensor that requires grad.
+const independentWarning = "checkpoint: the checkpointed function's result depends on no tensor that requires grad " +
+	"(it ignores its input and uses none of params), so no gradient flows through it; in PyTorch that result would not require grad. " +
+	"Detach the result, or call the function without Checkpoint"
+
 // backwardReleasing backpropagates g from y, the output of a checkpoint's
 // recompute, releasing y first: the backward pass needs y's graph, not its
 // values, so y's memory (as large as the block's output) is free for the
@@ -297,6 +308,9 @@ func backwardReleasing(y, g *Tensor, dt DType, c *capture) {
 			y.Backward(Gradient(g)) // a leaf: accumulates g
 		}
 		y.Release()
+		if !y.requiresGrad.Load() {
+			WarnOnce(independentWarning)
+		}
 		return
 	}
 	if !slices.Equal(g.shape, y.shape) || g.Device() != y.Device() {
