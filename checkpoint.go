@@ -342,7 +342,9 @@ func backwardReleasing(y, g *Tensor, dt DType, c *capture) {
 // once for all of them): they must share one dtype and device, and fn must
 // return as many tensors, of the same shapes and dtype, both times
 // (Backward panics with [ErrShape] or [ErrDType] otherwise); integer or
-// bool results are returned outside the graph, as Checkpoint returns them. xs
+// bool results are returned outside the graph, as Checkpoint returns them,
+// and results that depend on no tensor requiring grad require grad all
+// the same, as Checkpoint's do, with the same warning from Backward. xs
 // may hold tensors that do not require grad (masks, indices); they are
 // saved too, and fn must not change them in place (Backward then fails
 // with [ErrAutograd], as for Checkpoint).
