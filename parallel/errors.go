@@ -25,13 +25,17 @@ func errorf(format string, args ...any) error {
 	var shown []any
 	for i, a := range args {
 		e, ok := a.(error)
-		if !ok || !strings.HasPrefix(e.Error(), errPrefix) {
+		if !ok {
+			continue
+		}
+		m, ok := strings.CutPrefix(message(e), errPrefix)
+		if !ok {
 			continue
 		}
 		if shown == nil {
 			shown = slices.Clone(args)
 		}
-		shown[i] = quoted(unprefixed(e))
+		shown[i] = quoted(m)
 	}
 	if shown == nil {
 		return err
@@ -47,6 +51,17 @@ func errorf(format string, args ...any) error {
 		return &wrapped{msg: msg, err: u.Unwrap()}
 	}
 	return &wrapped{msg: msg}
+}
+
+// message returns err.Error(), or "" when that panics (a nil pointer held
+// as an error), which fmt prints its own way.
+func message(err error) (m string) {
+	defer func() {
+		if recover() != nil {
+			m = ""
+		}
+	}()
+	return err.Error()
 }
 
 // quoted is the message of an error quoted by [errorf].

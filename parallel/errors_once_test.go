@@ -77,3 +77,35 @@ func TestErrorsSayParallelOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestErrorf checks errorf's messages and what it wraps.
+func TestErrorf(t *testing.T) {
+	inner := errorf("parallel: store: %w", ErrTimeout)
+	var nilRank *RankError
+	for _, tc := range []struct {
+		name string
+		err  error
+		msg  string
+		is   []error
+	}{
+		{"sentinel first", errorf("%w: closed", ErrAborted), "parallel: communicator aborted: closed", []error{ErrAborted}},
+		{"two wrapped", errorf("%w by rank %d: %w", ErrAborted, 1, inner), "parallel: communicator aborted by rank 1: store: timed out", []error{ErrAborted, ErrTimeout}},
+		{"prefixed format", errorf("parallel: DDP: %w", inner), "parallel: DDP: store: timed out", []error{ErrTimeout}},
+		{"other errors as they are", errorf("parallel: launch: %w", errors.New("exec: not found")), "parallel: launch: exec: not found", nil},
+		{"a nil pointer as an error", errorf("parallel: x: %v", error(nilRank)), "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.msg != "" && tc.err.Error() != tc.msg {
+				t.Errorf("message %q, want %q", tc.err.Error(), tc.msg)
+			}
+			for _, want := range tc.is {
+				if !errors.Is(tc.err, want) {
+					t.Errorf("%v does not wrap %v", tc.err, want)
+				}
+			}
+		})
+	}
+	if got := errors.Unwrap(errorf("parallel: DDP: %w", inner)); got != inner {
+		t.Errorf("errors.Unwrap gave %v, want the wrapped error itself", got)
+	}
+}
