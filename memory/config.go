@@ -304,10 +304,15 @@ func ParseConfig(s string) (Config, error) { return Config{}.With(s) }
 // with it is c unchanged.
 func (c Config) With(s string) (Config, error) {
 	base := c
-	p := configParser{toks: tokenizeConfig(s)}
+	toks, starts := tokenizeConfig(s)
+	p := configParser{s: s, toks: toks, starts: starts}
 	for !p.done() {
+		keyTok := p.i
 		key := p.next()
 		if !isConfigWord(key) {
+			if whole := p.entryText(keyTok); whole != "" && whole != key {
+				return base, &ConfigError{Value: whole, Reason: fmt.Sprintf("expected a key, got %q in %q; the format is key:value,key:value", key, cutConfig(whole))}
+			}
 			return base, &ConfigError{Value: key, Reason: fmt.Sprintf("expected a key, got %q; the format is key:value,key:value", key)}
 		}
 		if name, _, ok := strings.Cut(key, "="); ok && slices.Contains(allocConfVariables, name) {
@@ -318,10 +323,14 @@ func (c Config) With(s string) (Config, error) {
 			if k, v, ok := strings.Cut(key, "="); ok && v != "" && slices.Contains(configKeyList, k) {
 				reason = fmt.Sprintf("a key and its value are joined by ':', not '=', as in %s:%s", k, cutConfig(v))
 			}
-			return base, &ConfigError{Key: key, Reason: reason}
+			return base, p.quoteWhole(&ConfigError{Key: key, Reason: reason}, keyTok, -1)
 		}
+		valTok := p.i
 		if err := c.set(key, &p); err != nil {
-			return base, err
+			if !slices.Contains(configKeyList, key) {
+				return base, err // the key is what is wrong
+			}
+			return base, p.quoteWhole(err, keyTok, valTok)
 		}
 		if !p.done() {
 			val := p.toks[p.i-1]
@@ -335,7 +344,7 @@ func (c Config) With(s string) (Config, error) {
 				if val == "]" {
 					val = ""
 				}
-				return base, &ConfigError{Key: key, Value: val, Reason: reason}
+				return base, p.quoteWhole(&ConfigError{Key: key, Value: val, Reason: reason}, keyTok, valTok)
 			default:
 				reason := "expected ',' before the next key"
 				if next := p.toks[p.i-1]; isConfigWord(val) && isConfigWord(next) {
@@ -345,7 +354,7 @@ func (c Config) With(s string) (Config, error) {
 					reason += fmt.Sprintf(", not a blank (PyTorch's parser drops blanks and reads %q as %q)",
 						cutConfig(val)+" "+cutConfig(next), cutConfig(val)+cutConfig(next))
 				}
-				return base, &ConfigError{Key: key, Reason: reason}
+				return base, p.quoteWhole(&ConfigError{Key: key, Reason: reason}, keyTok, valTok)
 			}
 		}
 	}
@@ -652,12 +661,15 @@ func isConfigWord(tok string) bool {
 // tokenizeConfig splits s into words and the punctuation : , [ ], dropping
 // blanks (the ASCII white space of C's isspace). A word keeps inner
 // characters as written; a blank inside one ends it.
-func tokenizeConfig(s string) []string {
+// It also returns the byte offset in s where each token starts.
+func tokenizeConfig(s string) ([]string, []int) {
 	var toks []string
+	var starts []int
 	word := -1
 	flush := func(i int) {
 		if word >= 0 {
 			toks = append(toks, s[word:i])
+			starts = append(starts, word)
 			word = -1
 		}
 	}
@@ -666,6 +678,7 @@ func tokenizeConfig(s string) []string {
 		case ':', ',', '[', ']':
 			flush(i)
 			toks = append(toks, string(c))
+			starts = append(starts, i)
 		case ' ', '\t', '\n', '\v', '\f', '\r': // C's isspace, as PyTorch's tokenizer
 			flush(i)
 		default:
@@ -675,13 +688,71 @@ func tokenizeConfig(s string) []string {
 		}
 	}
 	flush(len(s))
-	return toks
+	return toks, starts
 }
 
 // configParser walks the tokens of a config string.
 type configParser struct {
-	toks []string
-	i    int
+	s      string
+	toks   []string
+	starts []int // byte offset in s of each token
+	i      int
+}
+
+// entryText returns the text of s from the start of token i to the end of
+// its entry, the first ',' outside brackets, without the blanks around
+// it: what an error about that entry quotes, so that a value the tokenizer
+// split (at '[', say) is shown whole. It returns "" when i is past the end.
+func (p *configParser) entryText(i int) string {
+	if i >= len(p.toks) {
+		return ""
+	}
+	from := p.starts[i]
+	depth, end := 0, len(p.s)
+	for j := from; j < len(p.s); j++ {
+		switch p.s[j] {
+		case '[':
+			depth++
+		case ']':
+			depth = max(depth-1, 0)
+		case ',':
+			if depth == 0 {
+				end = j
+			}
+		}
+		if end != len(p.s) {
+			break
+		}
+	}
+	return strings.Trim(p.s[from:end], " \t\n\v\f\r")
+}
+
+// quoteWhole rewrites err, a [*ConfigError] about the entry whose key is
+// token keyTok, to quote the entry's value (token valTok on) as written,
+// up to the next ',' outside brackets, rather than the token the parser
+// stopped at. Where the error named one part of a bracketed list, the
+// reason keeps it.
+func (p *configParser) quoteWhole(err error, keyTok, valTok int) error {
+	ce, ok := err.(*ConfigError)
+	if !ok || ce.Field != "" {
+		return err
+	}
+	out := *ce
+	if valTok < 0 { // no ':' after the key: the reason quotes the entry
+		if whole := p.entryText(keyTok); whole != "" && whole != ce.Key {
+			out.Reason += " (in " + cutConfig(whole) + ")"
+		}
+		return &out
+	}
+	whole := p.entryText(valTok)
+	if whole == "" || whole == ce.Value {
+		return err
+	}
+	if ce.Value != "" && ce.Value != ">" && strings.HasPrefix(whole, "[") {
+		out.Reason += " (at " + cutConfig(ce.Value) + ")"
+	}
+	out.Value = whole
+	return &out
 }
 
 func (p *configParser) done() bool { return p.i >= len(p.toks) }

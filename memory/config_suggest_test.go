@@ -123,19 +123,19 @@ func TestConfigWith(t *testing.T) {
 }
 
 // TestParseConfigColonInValue checks that a value followed by a second ':'
-// is refused with the value and the reason, and the per-size divisions
+// is refused with the whole value, up to the next ',', and the reason, and the per-size divisions
 // written without brackets with the form that has them.
 func TestParseConfigColonInValue(t *testing.T) {
 	tests := []struct {
 		in, key, value, mention string
 	}{
-		{"expandable_segments:True:False", "expandable_segments", "True", "cannot hold ':'"},
-		{"policy:pytorch:x", "policy", "pytorch", "cannot hold ':'"},
-		{"max_split_size_mb:128:256", "max_split_size_mb", "128", "cannot hold ':'"},
-		{"backend:native:cudaMallocAsync", "backend", "native", "cannot hold ':'"},
-		{"roundup_power2_divisions:256:1", "roundup_power2_divisions", "256", "[256:1,512:2,>:4]"},
-		{"roundup_power2_divisions:256:1,512:2", "roundup_power2_divisions", "256", "brackets"},
-		{"roundup_power2_divisions:[256:1]:2", "roundup_power2_divisions", "", "cannot hold ':'"},
+		{"expandable_segments:True:False", "expandable_segments", "True:False", "cannot hold ':'"},
+		{"policy:pytorch:x", "policy", "pytorch:x", "cannot hold ':'"},
+		{"max_split_size_mb:128:256", "max_split_size_mb", "128:256", "cannot hold ':'"},
+		{"backend:native:cudaMallocAsync", "backend", "native:cudaMallocAsync", "cannot hold ':'"},
+		{"roundup_power2_divisions:256:1", "roundup_power2_divisions", "256:1", "[256:1,512:2,>:4]"},
+		{"roundup_power2_divisions:256:1,512:2", "roundup_power2_divisions", "256:1", "brackets"},
+		{"roundup_power2_divisions:[256:1]:2", "roundup_power2_divisions", "[256:1]:2", "cannot hold ':'"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
