@@ -175,6 +175,9 @@ func newRootCmd() *cobra.Command {
 	root.InitDefaultVersionFlag()
 	root.Flags().Lookup("version").Usage = "print the version, as vram version does"
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if e := optionalValueError(c, err); e != nil {
+			return e
+		}
 		return &usageError{fmt.Errorf("%w%s (see '%s --help')", flagValueError(err), flagSuggestion(c, err), c.CommandPath())}
 	})
 	root.AddCommand(

@@ -325,3 +325,41 @@ func flagSuggestion(c *cobra.Command, err error) string {
 	}
 	return " (did you mean --" + strings.Join(near, " or --") + "?)"
 }
+
+// optionalValueChecks holds, for each flag whose value may be left out
+// (pflag's NoOptDefVal), what its RunE checks of a value given to it.
+var optionalValueChecks = map[string]func(string) error{
+	"fit": func(v string) error {
+		_, _, _, err := fitFlag(v, true, nil)
+		return err
+	},
+}
+
+// optionalValueError returns the error about the value of a flag whose
+// value is optional when err is pflag's refusal of that value as shorthand
+// flags: given as a separate word, a value that starts with '-' ("--fit
+// -1GB") is read as flags rather than as the value, so the error would name
+// a flag no one meant. The value is a number when it starts with a digit
+// or a point after the '-'. It returns nil when err is anything else.
+func optionalValueError(c *cobra.Command, err error) error {
+	var ne *pflag.NotExistError
+	if !errors.As(err, &ne) {
+		return nil
+	}
+	short := ne.GetSpecifiedShortnames()
+	if short == "" || !(short[0] >= '0' && short[0] <= '9' || short[0] == '.') {
+		return nil
+	}
+	value := "-" + short
+	var found error
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		check := optionalValueChecks[f.Name]
+		if found != nil || check == nil || !f.Changed || f.NoOptDefVal == "" || f.Value.String() != f.NoOptDefVal {
+			return
+		}
+		if found = check(value); found == nil {
+			found = usagef("--%s %s: a value that starts with '-' is read as flags; join it with '=': --%s=%s", f.Name, value, f.Name, value)
+		}
+	})
+	return found
+}
