@@ -370,8 +370,8 @@ func (c *Config) set(key string, p *configParser) error {
 	bad := func(format string, args ...any) error {
 		return &ConfigError{Key: key, Value: val, Reason: fmt.Sprintf(format, args...)}
 	}
-	if !isConfigWord(val) {
-		return bad("missing value")
+	if !isConfigWord(val) { // val is the ',' or ':' that follows, not a value
+		return &ConfigError{Key: key, Reason: "missing value"}
 	}
 	switch key {
 	case "policy":

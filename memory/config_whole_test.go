@@ -23,6 +23,8 @@ func TestParseConfigQuotesWholeEntry(t *testing.T) {
 		{"policy:vram expandable_segments:True", "policy", "vram expandable_segments:True", `policy:vram expandable_segments:True: expected ','`},
 		{" garbage_collection_threshold:0.6\a[ , policy:vram", "garbage_collection_threshold", "0.6\a[ , policy:vram", `garbage_collection_threshold:0.6\x07[ , policy:vram: `},
 		{"[x]:1", "", "[x]:1", `VRAM_ALLOC_CONF: expected a key, got "[" in "[x]:1"`},
+		{"policy:,max_split_size_mb:512", "policy", "", `VRAM_ALLOC_CONF: policy: missing value`},
+		{"policy::vram", "policy", ":vram", `VRAM_ALLOC_CONF: policy::vram: missing value`},
 		{"policy[x]:vram", "policy", "", `policy: expected ':' and a value after the key (in policy[x]:vram)`},
 	}
 	for _, tt := range tests {
