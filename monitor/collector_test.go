@@ -322,17 +322,7 @@ func TestServeConcurrentScrapes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, ln, reg) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	ln := serveOn(t, reg)
 	client := &http.Client{Timeout: 5 * time.Second}
 	errs := make(chan error, 8*10)
 	var wg sync.WaitGroup
@@ -404,17 +394,7 @@ func TestServeClosesIdleConnections(t *testing.T) {
 	})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(recorded(t, "h200x2.json")))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, ln, reg) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	ln := serveOn(t, reg)
 	tests := []struct {
 		name    string
 		request string // sent on connecting
@@ -658,17 +638,7 @@ func TestCollectorRatiosExact(t *testing.T) {
 func TestServeMethods(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollector(recorded(t, "h200x2.json")))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, ln, reg) }()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	ln := serveOn(t, reg)
 	client := &http.Client{Timeout: 5 * time.Second}
 	for _, path := range []string{"/metrics", "/"} {
 		for _, tc := range []struct {
@@ -799,4 +769,22 @@ func TestServeBoundsScrapesInFlight(t *testing.T) {
 	if src.most > serveMaxScrapes {
 		t.Errorf("%d reads at once, want at most %d", src.most, serveMaxScrapes)
 	}
+}
+
+// serveOn starts Serve with reg on a free local port and returns its
+// listener; the server stops, and Serve has returned, when the test ends.
+func serveOn(t *testing.T, reg *prometheus.Registry) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, reg) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return ln
 }
